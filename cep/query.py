@@ -1,0 +1,48 @@
+"""``Query``: a compiled MATCH_RECOGNIZE statement, runnable on Python data or on Spark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grammar import ast
+from matcher.plan import CompiledQuery
+from matcher.tables import from_rows, to_columns
+
+
+class Query:
+    """A checked, compiled query. ``run`` matches Python data; ``on_spark`` matches a Spark DataFrame."""
+
+    def __init__(self, statement: ast.Statement, text: str, filename: str | None = None) -> None:
+        self.statement = statement
+        self.text = text
+        self.filename = filename
+        self.plan = CompiledQuery(statement)
+
+    @property
+    def name(self) -> str | None:
+        return self.statement.name
+
+    def run(self, data: Any):
+        """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind."""
+        kind, columns = to_columns(data)
+        names, rows = self.plan.run_columns(columns)
+        return from_rows(kind, names, rows)
+
+    def on_spark(self, df):
+        """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition)."""
+        from spark_bridge.batch import match_dataframe
+
+        return match_dataframe(self.plan, df)
+
+    def output_columns(self, input_columns) -> tuple[str, ...]:
+        """The output column names for an input with these columns."""
+        return self.plan.output_names(tuple(input_columns))
+
+    def explain(self) -> str:
+        from matcher.explain import explain
+
+        return explain(self.plan)
+
+    def __repr__(self) -> str:
+        first = " ".join(self.text.split())
+        return f"<cep.Query {self.name or ''}{' ' if self.name else ''}{first[:80]!r}>"

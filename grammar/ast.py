@@ -1,0 +1,442 @@
+"""The typed syntax tree of a cep query: small frozen dataclasses, each with a source span.
+
+No Lark type appears here. Every node's first field is its ``span``; spans compare equal to each
+other (see ``Span``), so ``parse(format(ast)) == ast`` holds whenever two texts mean the same query.
+
+Identifiers: an unquoted identifier is kept as written in ``name`` and compared case-insensitively
+through ``key`` (upper case, as SQL folds them); a quoted identifier ("x" or `x`) keeps its exact
+spelling and is compared as is. Pattern variables, subset names and column names all follow this rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from grammar.errors import Span
+
+
+@dataclass(frozen=True)
+class Identifier:
+    span: Span
+    name: str
+    quoted: bool = False
+
+    @property
+    def key(self) -> str:
+        """The name used for lookups: folded to upper case unless quoted."""
+        return self.name if self.quoted else self.name.upper()
+
+
+# ----------------------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant. ``kind`` is one of: integer, decimal, string, boolean, null, timestamp, date.
+
+    ``value`` is the Python value (int, decimal.Decimal, str, bool, None, datetime, date); ``text`` is
+    the spelling, kept so the formatter can print decimals and timestamps exactly as written.
+    """
+
+    span: Span
+    kind: str
+    value: object
+    text: str
+
+
+@dataclass(frozen=True)
+class IntervalLiteral:
+    """``INTERVAL '10' MINUTE``; ``unit`` is upper case singular (SECOND, MINUTE, HOUR, DAY, ...)."""
+
+    span: Span
+    text: str
+    unit: str
+    negative: bool = False
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    """``price`` or ``B.price`` (qualifier is a pattern variable, a subset, or the MATCH_RECOGNIZE alias)."""
+
+    span: Span
+    qualifier: Identifier | None
+    column: Identifier
+
+
+@dataclass(frozen=True)
+class Star:
+    """``*`` or ``B.*``: only as the argument of COUNT (and in ``SELECT *``)."""
+
+    span: Span
+    qualifier: Identifier | None = None
+
+
+@dataclass(frozen=True)
+class Unary:
+    """``op`` is one of: NOT, -, +."""
+
+    span: Span
+    op: str
+    operand: "Expr"
+
+
+@dataclass(frozen=True)
+class Binary:
+    """``op`` is one of: OR, AND, =, <>, <, <=, >, >=, +, -, *, /, %, ||.  ``!=`` is parsed as ``<>``."""
+
+    span: Span
+    op: str
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True)
+class IsNull:
+    span: Span
+    operand: "Expr"
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Between:
+    span: Span
+    operand: "Expr"
+    low: "Expr"
+    high: "Expr"
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class InList:
+    span: Span
+    operand: "Expr"
+    items: tuple["Expr", ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Like:
+    span: Span
+    operand: "Expr"
+    pattern: "Expr"
+    escape: "Expr | None" = None
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class WhenClause:
+    span: Span
+    condition: "Expr"
+    result: "Expr"
+
+
+@dataclass(frozen=True)
+class Case:
+    """``CASE [operand] WHEN .. THEN .. [ELSE ..] END``; ``operand`` is None for the searched form."""
+
+    span: Span
+    operand: "Expr | None"
+    whens: tuple[WhenClause, ...]
+    default: "Expr | None" = None
+
+
+@dataclass(frozen=True)
+class TypeName:
+    """A SQL type as written in CAST: ``name`` upper case (INTEGER, DOUBLE, DECIMAL, VARCHAR, ...)."""
+
+    span: Span
+    name: str
+    params: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cast:
+    span: Span
+    operand: "Expr"
+    type: TypeName
+
+
+@dataclass(frozen=True)
+class ArrayLiteral:
+    """``ARRAY[a, b, ...]``."""
+
+    span: Span
+    items: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """A scalar function: COALESCE, ABS, ROUND, LOWER, UPPER, CONCAT, ... ``name`` is upper case."""
+
+    span: Span
+    name: str
+    args: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """COUNT, SUM, AVG, MIN, MAX, ARRAY_AGG, ... over the rows of a match.
+
+    ``semantics`` is RUNNING, FINAL, or None when not written (running is the default).
+    ``args`` may hold a ``Star`` for ``COUNT(*)`` and ``COUNT(B.*)``.
+    """
+
+    span: Span
+    name: str
+    args: tuple["Expr", ...]
+    distinct: bool = False
+    semantics: str | None = None
+
+
+@dataclass(frozen=True)
+class Navigation:
+    """PREV/NEXT (physical offset) or FIRST/LAST (logical offset among rows of a variable).
+
+    ``offset`` is None when not written (PREV/NEXT default to 1, FIRST/LAST to 0).
+    ``semantics`` is RUNNING, FINAL or None; only FIRST/LAST take it.
+    """
+
+    span: Span
+    kind: str
+    operand: "Expr"
+    offset: "Expr | None" = None
+    semantics: str | None = None
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """``CLASSIFIER()`` or ``CLASSIFIER(v)`` where v is a pattern variable or subset."""
+
+    span: Span
+    variable: Identifier | None = None
+
+
+@dataclass(frozen=True)
+class MatchNumber:
+    span: Span
+
+
+@dataclass(frozen=True)
+class MatchStatus:
+    """``MATCH_STATUS()``: our extension, 'MATCHED', 'TIMEOUT' or 'ABSENCE'."""
+
+    span: Span
+
+
+@dataclass(frozen=True)
+class ProcTime:
+    """``PROCTIME()`` in ORDER BY: processing-time ordering (our extension, Flink's spelling)."""
+
+    span: Span
+
+
+Expr = Union[
+    Literal,
+    IntervalLiteral,
+    ColumnRef,
+    Star,
+    Unary,
+    Binary,
+    IsNull,
+    Between,
+    InList,
+    Like,
+    Case,
+    Cast,
+    ArrayLiteral,
+    FunctionCall,
+    Aggregate,
+    Navigation,
+    Classifier,
+    MatchNumber,
+    MatchStatus,
+    ProcTime,
+]
+
+
+# --------------------------------------------------------------------------------------------- pattern
+
+
+@dataclass(frozen=True)
+class PatternVar:
+    span: Span
+    name: Identifier
+
+
+@dataclass(frozen=True)
+class Empty:
+    """``()``: matches zero rows."""
+
+    span: Span
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """``^`` (kind 'start', before the partition's first row) or ``$`` (kind 'end', after its last)."""
+
+    span: Span
+    kind: str
+
+
+@dataclass(frozen=True)
+class Concat:
+    span: Span
+    items: tuple["Pattern", ...]
+
+
+@dataclass(frozen=True)
+class Alternation:
+    span: Span
+    alternatives: tuple["Pattern", ...]
+
+
+@dataclass(frozen=True)
+class Quantified:
+    """``term{min,max}``; ``max`` None means unbounded; ``greedy`` False for the reluctant ``?`` form.
+
+    ``text`` is the quantifier as written (``*``, ``+``, ``?``, ``{2,}``, ...) minus the reluctant ``?``,
+    so that the formatter prints what the analyst wrote.
+    """
+
+    span: Span
+    term: "Pattern"
+    min: int
+    max: int | None
+    greedy: bool = True
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """``{- pattern -}``: rows matched inside are left out of ALL ROWS PER MATCH output only."""
+
+    span: Span
+    pattern: "Pattern"
+
+
+@dataclass(frozen=True)
+class Permute:
+    """``PERMUTE(a, b, c)``: any order, preferring the lexicographic order of the listed positions."""
+
+    span: Span
+    items: tuple["Pattern", ...]
+
+
+@dataclass(frozen=True)
+class Absence:
+    """``!B``: our extension. Rows none of which satisfy B (until the next term, or until WITHIN ends)."""
+
+    span: Span
+    variable: Identifier
+
+
+Pattern = Union[PatternVar, Empty, Anchor, Concat, Alternation, Quantified, Exclusion, Permute, Absence]
+
+
+# ---------------------------------------------------------------------------------------------- clauses
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """One ORDER BY key; ``nulls_first`` None means the default (NULLS LAST for ASC, FIRST for DESC)."""
+
+    span: Span
+    expr: Expr
+    descending: bool = False
+    nulls_first: bool | None = None
+
+
+@dataclass(frozen=True)
+class Measure:
+    span: Span
+    expr: Expr
+    name: Identifier
+
+
+@dataclass(frozen=True)
+class Subset:
+    span: Span
+    name: Identifier
+    variables: tuple[Identifier, ...]
+
+
+@dataclass(frozen=True)
+class Define:
+    span: Span
+    variable: Identifier
+    condition: Expr
+
+
+@dataclass(frozen=True)
+class SkipTo:
+    """AFTER MATCH SKIP: ``mode`` is PAST_LAST_ROW, TO_NEXT_ROW, TO_FIRST or TO_LAST.
+
+    ``SKIP TO v`` is parsed as TO_LAST with ``plain=True`` so it formats back the way it was written.
+    """
+
+    span: Span
+    mode: str
+    variable: Identifier | None = None
+    plain: bool = False
+
+
+@dataclass(frozen=True)
+class RowsPerMatch:
+    """``mode``: ONE, ALL_SHOW_EMPTY (the ALL ROWS default), ALL_OMIT_EMPTY, ALL_WITH_UNMATCHED.
+
+    ``show_timeout`` is our extension (``ONE ROW PER MATCH SHOW TIMEOUT MATCHES``).
+    ``explicit_show`` records that SHOW EMPTY MATCHES was written, for the formatter.
+    """
+
+    span: Span
+    mode: str = "ONE"
+    show_timeout: bool = False
+    explicit: bool = False
+
+
+@dataclass(frozen=True)
+class MatchRecognize:
+    span: Span
+    partition_by: tuple[ColumnRef, ...]
+    order_by: tuple[SortKey, ...]
+    measures: tuple[Measure, ...]
+    rows_per_match: RowsPerMatch
+    after_match: SkipTo | None
+    pattern: Pattern
+    within: IntervalLiteral | None = None
+    subsets: tuple[Subset, ...] = ()
+    defines: tuple[Define, ...] = ()
+    seek: bool = False
+    explicit_initial: bool = False
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """One item of the outer select list; ``expr`` is a ``Star`` for ``*`` and ``m.*``."""
+
+    span: Span
+    expr: Expr
+    alias: Identifier | None = None
+
+
+@dataclass(frozen=True)
+class Relation:
+    """``FROM ticks`` (a name) or ``FROM 'data/ticks.parquet'`` (a quoted path, ``is_path=True``)."""
+
+    span: Span
+    name: str
+    is_path: bool = False
+
+
+@dataclass(frozen=True)
+class Statement:
+    span: Span
+    select: tuple[SelectItem, ...]
+    relation: Relation
+    match: MatchRecognize
+    alias: Identifier | None = None
+    where: Expr | None = None
+    order_by: tuple[SortKey, ...] = ()
+    limit: int | None = None
+    name: str | None = None

@@ -1,0 +1,136 @@
+"""The errors a user of cep can see, and how they render.
+
+    CepError                      every error cep raises on purpose (code, message, line, column)
+     +-- CepSyntaxError           the text is not a query (E01xx)
+     +-- CepSemanticError         the query parses but means nothing (E02xx), or breaks a limit (E03xx)
+     +-- CepRuntimeError          the query is fine but the data makes it fail (E04xx)
+
+Every error carries a stable ``code`` so tests and users can rely on it, a plain-sentence ``message``,
+and, when it comes from query text, the 1-based ``line``/``column`` and the source to draw a caret under.
+Several semantic errors of one query are raised together as one ``CepSemanticError`` whose
+``errors`` lists them all, sorted by position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a node came from in the query text: 1-based line/column, 0-based character offsets.
+
+    Spans compare equal to each other on purpose (``compare=False`` at every use site is noisy), so
+    that two ASTs parsed from differently formatted text are equal when they mean the same thing.
+    """
+
+    line: int = 0
+    column: int = 0
+    end_line: int = 0
+    end_column: int = 0
+    start: int = 0
+    end: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Span)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+NO_SPAN = Span()
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem in a query: what, where, and optionally a hint on how to fix it."""
+
+    code: str
+    message: str
+    span: Span = NO_SPAN
+    hint: str | None = None
+
+
+class CepError(Exception):
+    """Base of every error cep raises on purpose."""
+
+    code: str = "E0000"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        span: Span | None = None,
+        source: str | None = None,
+        filename: str | None = None,
+        hint: str | None = None,
+        errors: list[Diagnostic] | None = None,
+    ) -> None:
+        self.code = code or type(self).code
+        self.message = message
+        self.span = span or NO_SPAN
+        self.source = source
+        self.filename = filename
+        self.hint = hint
+        self.errors: list[Diagnostic] = errors or [Diagnostic(self.code, message, self.span, hint)]
+        super().__init__(self.render())
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    @property
+    def column(self) -> int:
+        return self.span.column
+
+    def with_source(self, source: str | None, filename: str | None = None) -> "CepError":
+        """The same error, re-rendered against ``source`` (used when a file name becomes known)."""
+        self.source = source if source is not None else self.source
+        self.filename = filename or self.filename
+        self.args = (self.render(),)
+        return self
+
+    def render(self) -> str:
+        return "\n".join(render_diagnostic(d, self.source, self.filename) for d in self.errors)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class CepSyntaxError(CepError):
+    code = "E0100"
+
+
+class CepSemanticError(CepError):
+    code = "E0200"
+
+
+class CepRuntimeError(CepError):
+    code = "E0400"
+
+
+def render_diagnostic(diag: Diagnostic, source: str | None, filename: str | None) -> str:
+    """``file:line:col: error[CODE]: message`` followed by the source line and a caret underline."""
+    where = filename or "query"
+    span = diag.span
+    if span.line <= 0:
+        head = f"{where}: error[{diag.code}]: {diag.message}"
+        return head + (f"\n  hint: {diag.hint}" if diag.hint else "")
+    head = f"{where}:{span.line}:{span.column}: error[{diag.code}]: {diag.message}"
+    lines = [head]
+    if source is not None:
+        source_lines = source.splitlines() or [""]
+        if 1 <= span.line <= len(source_lines):
+            text = source_lines[span.line - 1].expandtabs(1)
+            gutter = f"{span.line:>4} | "
+            lines.append(gutter + text)
+            if span.end_line == span.line and span.end_column > span.column:
+                width = span.end_column - span.column
+            else:
+                width = max(1, len(text) - span.column + 1)
+            width = max(1, min(width, max(1, len(text) - span.column + 1)))
+            lines.append(" " * (len(gutter) - 2) + "| " + " " * (span.column - 1) + "^" * width)
+    if diag.hint:
+        lines.append(f"  hint: {diag.hint}")
+    return "\n".join(lines)

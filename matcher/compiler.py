@@ -1,0 +1,165 @@
+"""Pattern AST -> flat ``Program``.
+
+Each construct appends its instructions to one list, with jump targets back-patched once known.
+Preference order is encoded in SPLIT's operand order: the first operand is the preferred path.
+
+    A*   (greedy)      L0: SPLIT L1, L3   L1: <A>   L2: JUMP L0   L3:
+    A*?  (reluctant)   L0: SPLIT L3, L1   ...
+    A+                 L0: <A>   L1: SPLIT L0, L2   L2:
+    A{2,4}             <A> <A> SPLIT a, end  a: <A>  SPLIT b, end  b: <A>  end:
+    A | B              SPLIT L1, L3   L1: <A>  JUMP end   L3: <B>   end:
+    PERMUTE(A, B)      the alternation (A B | B A): permutations in lexicographic order of positions
+    {- A -}            EXCL_BEGIN <A> EXCL_END
+
+An absence term ``!B`` (our extension) becomes a reluctant loop over the internal label ``!B``, whose
+condition is "B's condition does not hold": ``A !B C`` = A, then rows that are not B, then the first C.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from grammar import ast
+from grammar.errors import CepSemanticError
+from matcher.program import (
+    AT_END,
+    AT_START,
+    DONE,
+    EXCL_BEGIN,
+    EXCL_END,
+    JUMP,
+    LABEL,
+    SPLIT,
+    Instruction,
+    Program,
+)
+
+# A program longer than this is refused: quantifier bounds are unrolled, so `A{1,100000}` nested
+# twice would otherwise build millions of instructions before the first row is read. 50k
+# instructions still compile in well under a second and cover any pattern a person writes.
+MAX_PROGRAM_SIZE = 50_000
+
+
+def absence_label(name: str) -> str:
+    """The internal label of the rows inside an absence ``!B``."""
+    return "!" + name
+
+
+class _Builder:
+    def __init__(self, label_ids: dict[str, int]) -> None:
+        self.label_ids = label_ids
+        self.code: list[list] = []  # mutable [op, a, b] until frozen
+
+    def emit(self, op: str, a: int = -1, b: int = -1) -> int:
+        if len(self.code) >= MAX_PROGRAM_SIZE:
+            raise CepSemanticError(
+                f"the pattern compiles to more than {MAX_PROGRAM_SIZE} instructions "
+                "(MAX_PROGRAM_SIZE); use smaller quantifier bounds or fewer PERMUTE items",
+                code="E0310",
+            )
+        self.code.append([op, a, b])
+        return len(self.code) - 1
+
+    def here(self) -> int:
+        return len(self.code)
+
+    def patch(self, index: int, a: int | None = None, b: int | None = None) -> None:
+        if a is not None:
+            self.code[index][1] = a
+        if b is not None:
+            self.code[index][2] = b
+
+    def patch_split(self, index: int, body: int, exit_: int, greedy: bool) -> None:
+        if greedy:
+            self.patch(index, a=body, b=exit_)
+        else:
+            self.patch(index, a=exit_, b=body)
+
+    # ---------------------------------------------------------------------------------------- nodes
+
+    def pattern(self, node: ast.Pattern) -> None:
+        if isinstance(node, ast.PatternVar):
+            self.emit(LABEL, self.label_ids[node.name.key])
+        elif isinstance(node, ast.Empty):
+            pass
+        elif isinstance(node, ast.Anchor):
+            self.emit(AT_START if node.kind == "start" else AT_END)
+        elif isinstance(node, ast.Concat):
+            for item in node.items:
+                self.pattern(item)
+        elif isinstance(node, ast.Alternation):
+            self.alternation(list(node.alternatives))
+        elif isinstance(node, ast.Permute):
+            orders = itertools.permutations(range(len(node.items)))
+            self.alternation([_PermutedConcat(tuple(node.items[i] for i in order)) for order in orders])
+        elif isinstance(node, _PermutedConcat):
+            for item in node.items:
+                self.pattern(item)
+        elif isinstance(node, ast.Exclusion):
+            self.emit(EXCL_BEGIN)
+            self.pattern(node.pattern)
+            self.emit(EXCL_END)
+        elif isinstance(node, ast.Quantified):
+            self.quantified(node)
+        elif isinstance(node, ast.Absence):
+            self.star(lambda: self.emit(LABEL, self.label_ids[absence_label(node.variable.key)]), False)
+        else:  # pragma: no cover - the AST is closed
+            raise TypeError(f"unknown pattern node {node!r}")
+
+    def alternation(self, alternatives: list) -> None:
+        jumps_to_end = []
+        for index, alternative in enumerate(alternatives):
+            if index < len(alternatives) - 1:
+                split = self.emit(SPLIT)
+                self.patch(split, a=self.here())
+                self.pattern(alternative)
+                jumps_to_end.append(self.emit(JUMP))
+                self.patch(split, b=self.here())
+            else:
+                self.pattern(alternative)
+        for jump in jumps_to_end:
+            self.patch(jump, a=self.here())
+
+    def star(self, body, greedy: bool) -> None:
+        loop = self.emit(SPLIT)
+        start = self.here()
+        body()
+        self.emit(JUMP, loop)
+        self.patch_split(loop, start, self.here(), greedy)
+
+    def quantified(self, node: ast.Quantified) -> None:
+        body = lambda: self.pattern(node.term)  # noqa: E731 - a thunk keeps the unrolling below readable
+        for _ in range(node.min - (1 if node.max is None and node.min > 0 else 0)):
+            body()
+        if node.max is None:
+            if node.min == 0:
+                self.star(body, node.greedy)
+            else:  # the last mandatory copy doubles as the loop body: e+ = e (SPLIT back)
+                start = self.here()
+                body()
+                split = self.emit(SPLIT)
+                self.patch_split(split, start, self.here(), node.greedy)
+            return
+        optional_splits = []
+        for _ in range(node.max - node.min):
+            split = self.emit(SPLIT)
+            optional_splits.append((split, self.here()))
+            body()
+        end = self.here()
+        for split, body_start in optional_splits:
+            self.patch_split(split, body_start, end, node.greedy)
+
+
+class _PermutedConcat:
+    """One permutation of PERMUTE's items: a concatenation that is not an AST node of its own."""
+
+    def __init__(self, items: tuple) -> None:
+        self.items = items
+
+
+def compile_pattern(pattern: ast.Pattern, labels: tuple[str, ...]) -> Program:
+    """Compile ``pattern`` whose variables (and absence labels) are ``labels`` (index = label id)."""
+    builder = _Builder({name: index for index, name in enumerate(labels)})
+    builder.pattern(pattern)
+    builder.emit(DONE)
+    return Program(tuple(Instruction(op, a, b) for op, a, b in builder.code), labels)

@@ -1,0 +1,551 @@
+"""Expressions -> Python closures over an evaluation environment. Never eval/exec.
+
+Three places evaluate expressions, and they differ only in what a column reference means:
+
+- DEFINE: the current row is the row being tested, tentatively labelled with the variable under
+  test; ``B.price`` is the last row labelled B so far (including the current one when testing B).
+- MEASURES: the current row is the output row (ALL ROWS PER MATCH) or the match's last row (ONE ROW);
+  RUNNING navigation stops at the current row, FINAL sees the whole match.
+- The outer SELECT/WHERE/ORDER BY: a column reference names an output column of MATCH_RECOGNIZE.
+
+A ``View`` answers the questions navigation asks about a (partial) match: which label a row has, the
+n-th last/first row labelled with one of a set of variables, and all such rows. ``ThreadView``
+answers them for a Pike VM thread (a chain of labels), ``MatchView`` for a finished match (a list).
+Label sets are frozensets of label ids; ``None`` means every variable (the universal row variable).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from grammar import ast
+from grammar.errors import CepSemanticError
+from matcher import values as V
+
+Closure = Callable[["Env"], Any]
+RowClosure = Callable[["Env", int], Any]
+
+
+class Env:
+    """The mutable evaluation context, reused for every evaluation of one matcher (no per-row objects)."""
+
+    __slots__ = ("cols", "base", "total", "row", "view", "match_number", "match_status", "label_names")
+
+    def __init__(self, cols: dict[str, list], label_names: tuple[str, ...]) -> None:
+        self.cols = cols  # column name -> buffered values; position p is at index p - base
+        self.base = 0
+        self.total = 0  # number of rows of the partition known so far
+        self.row: int | None = None
+        self.view: Any = None
+        self.match_number: int | None = None
+        self.match_status: str | None = None
+        self.label_names = label_names
+
+    def value(self, column: str, position: int | None):
+        if position is None or position < 0 or position >= self.total:
+            return None
+        return self.cols[column][position - self.base]
+
+
+class ThreadView:
+    """A Pike VM thread's partial match: rows ``start..row``; ``chain`` labels rows row-1 down to start."""
+
+    __slots__ = ("start", "row", "current", "chain", "_labels")
+
+    def __init__(self) -> None:
+        self.start = 0
+        self.row = 0
+        self.current = 0
+        self.chain: tuple | None = None
+        self._labels: list[int] | None = None
+
+    def reset(self, start: int, row: int, current: int, chain) -> None:
+        self.start, self.row, self.current, self.chain, self._labels = start, row, current, chain, None
+
+    def relabel(self, label: int) -> None:
+        """Change the tentative label of the current row (absence conditions test B's condition)."""
+        self.current = label
+        self._labels = None
+
+    def labels(self) -> list[int]:
+        """Labels of rows start..row, oldest first (built once per evaluation, only when asked)."""
+        if self._labels is None:
+            out = []
+            node = self.chain
+            while node is not None:
+                out.append(node[0])
+                node = node[1]
+            out.reverse()
+            out.append(self.current)
+            self._labels = out
+        return self._labels
+
+    def label_at(self, position):
+        if position is None:
+            return None
+        if position == self.row:
+            return self.current
+        if not self.start <= position < self.row:
+            return None
+        node = self.chain
+        for _ in range(self.row - 1 - position):
+            node = node[1]
+        return node[0]
+
+    def last_in(self, labels, n: int, final: bool):
+        if labels is None or self.current in labels:
+            if n == 0:
+                return self.row
+            n -= 1
+        position = self.row - 1
+        node = self.chain
+        while node is not None:
+            if labels is None or node[0] in labels:
+                if n == 0:
+                    return position
+                n -= 1
+            node = node[1]
+            position -= 1
+        return None
+
+    def first_in(self, labels, n: int, final: bool):
+        for offset, label in enumerate(self.labels()):
+            if labels is None or label in labels:
+                if n == 0:
+                    return self.start + offset
+                n -= 1
+        return None
+
+    def positions_in(self, labels, final: bool) -> list[int]:
+        start = self.start
+        return [start + i for i, label in enumerate(self.labels()) if labels is None or label in labels]
+
+
+class MatchView:
+    """A finished match: ``labels[i]`` is the label of row ``start + i``; ``row`` is the current output row."""
+
+    __slots__ = ("start", "labels", "row")
+
+    def __init__(self, start: int, labels: list[int], row: int | None) -> None:
+        self.start = start
+        self.labels = labels
+        self.row = row
+
+    def _upto(self, final: bool) -> int:
+        if final or self.row is None:
+            return len(self.labels)
+        return self.row - self.start + 1
+
+    def label_at(self, position):
+        if position is None:
+            return None
+        index = position - self.start
+        return self.labels[index] if 0 <= index < len(self.labels) else None
+
+    def last_in(self, labels, n: int, final: bool):
+        for index in range(self._upto(final) - 1, -1, -1):
+            if labels is None or self.labels[index] in labels:
+                if n == 0:
+                    return self.start + index
+                n -= 1
+        return None
+
+    def first_in(self, labels, n: int, final: bool):
+        for index in range(self._upto(final)):
+            if labels is None or self.labels[index] in labels:
+                if n == 0:
+                    return self.start + index
+                n -= 1
+        return None
+
+    def positions_in(self, labels, final: bool) -> list[int]:
+        return [self.start + i for i in range(self._upto(final)) if labels is None or self.labels[i] in labels]
+
+
+class Scope:
+    """What names mean where an expression is compiled.
+
+    ``columns`` maps a folded column name to the key used in ``Env.cols``; ``label_sets`` maps a
+    pattern variable or subset name to its frozenset of label ids; ``in_define`` forbids FINAL.
+    """
+
+    def __init__(
+        self,
+        columns: dict[str, str],
+        label_sets: dict[str, frozenset[int]],
+        *,
+        in_define: bool,
+    ) -> None:
+        self.columns = columns
+        self.label_sets = label_sets
+        self.in_define = in_define
+
+    def column(self, ref: ast.ColumnRef) -> str:
+        key = ref.column.name if ref.column.quoted else ref.column.name.casefold()
+        found = self.columns.get(key)
+        if found is None and ref.column.quoted:
+            found = self.columns.get(key.casefold())
+        if found is None:
+            raise CepSemanticError(f"unknown column '{ref.column.name}'", code="E0220", span=ref.span)
+        return found
+
+    def labels_of(self, qualifier: ast.Identifier | None):
+        if qualifier is None:
+            return None
+        found = self.label_sets.get(qualifier.key)
+        if found is None:
+            raise CepSemanticError(
+                f"'{qualifier.name}' is not a pattern variable or subset", code="E0206", span=qualifier.span
+            )
+        return found
+
+
+# ----------------------------------------------------------------------------------- variable analysis
+
+
+def referenced_labels(expr, scope: Scope):
+    """The label set a navigation or aggregate argument ranges over: its one qualifier, or all (None)."""
+    qualifiers = {q.key: q for q in _qualifiers(expr)}
+    if not qualifiers:
+        return None
+    if len(qualifiers) > 1:
+        raise CepSemanticError(
+            "a navigation or aggregate argument must refer to one pattern variable, found "
+            + ", ".join(sorted(qualifiers)),
+            code="E0212",
+            span=getattr(expr, "span", None),
+        )
+    return scope.labels_of(next(iter(qualifiers.values())))
+
+
+def _qualifiers(expr):
+    if isinstance(expr, ast.ColumnRef):
+        if expr.qualifier is not None:
+            yield expr.qualifier
+    elif isinstance(expr, ast.Star):
+        if expr.qualifier is not None:
+            yield expr.qualifier
+    elif isinstance(expr, ast.Classifier):
+        if expr.variable is not None:
+            yield expr.variable
+    elif isinstance(expr, (ast.Navigation, ast.Aggregate)):
+        return  # a nested navigation ranges over its own variables
+    else:
+        for child in children(expr):
+            yield from _qualifiers(child)
+
+
+def children(expr) -> list:
+    """The direct sub-expressions of ``expr``, for generic walks."""
+    if isinstance(expr, ast.Unary):
+        return [expr.operand]
+    if isinstance(expr, ast.Binary):
+        return [expr.left, expr.right]
+    if isinstance(expr, ast.IsNull):
+        return [expr.operand]
+    if isinstance(expr, ast.Between):
+        return [expr.operand, expr.low, expr.high]
+    if isinstance(expr, ast.InList):
+        return [expr.operand, *expr.items]
+    if isinstance(expr, ast.Like):
+        return [expr.operand, expr.pattern] + ([expr.escape] if expr.escape is not None else [])
+    if isinstance(expr, ast.Case):
+        out = [expr.operand] if expr.operand is not None else []
+        for when in expr.whens:
+            out += [when.condition, when.result]
+        return out + ([expr.default] if expr.default is not None else [])
+    if isinstance(expr, ast.Cast):
+        return [expr.operand]
+    if isinstance(expr, (ast.FunctionCall, ast.Aggregate)):
+        return list(expr.args)
+    if isinstance(expr, ast.ArrayLiteral):
+        return list(expr.items)
+    if isinstance(expr, ast.Navigation):
+        return [expr.operand] + ([expr.offset] if expr.offset is not None else [])
+    return []
+
+
+def walk(expr):
+    yield expr
+    for child in children(expr):
+        yield from walk(child)
+
+
+def constant_offset(node: ast.Navigation, default: int) -> int:
+    if node.offset is None:
+        return default
+    offset = node.offset
+    if isinstance(offset, ast.Literal) and offset.kind == "integer" and isinstance(offset.value, int):
+        if offset.value >= 0:
+            return offset.value
+    raise CepSemanticError(
+        f"the offset of {node.kind} must be a non-negative integer constant", code="E0213", span=node.span
+    )
+
+
+# -------------------------------------------------------------------------------------------- compiler
+
+
+_BINARY = {
+    "+": V.add,
+    "-": V.subtract,
+    "*": V.multiply,
+    "/": V.divide,
+    "%": V.modulo,
+    "||": V.concat,
+}
+
+
+def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable]):
+    """Compile the operators that mean the same everywhere; ``leaf`` handles context-specific nodes.
+
+    Closures take ``*args`` so the same code serves ``f(env)`` and ``f(env, position)``.
+    """
+    special = leaf(expr)
+    if special is not None:
+        return special
+    if isinstance(expr, ast.Literal):
+        value = expr.value
+        return lambda *a: value
+    if isinstance(expr, ast.IntervalLiteral):
+        from matcher.timeutil import interval_to_timedelta
+
+        value = interval_to_timedelta(expr)
+        return lambda *a: value
+    if isinstance(expr, ast.Binary):
+        left, right = recurse(expr.left), recurse(expr.right)
+        if expr.op == "AND":
+            def conj(*a):
+                lv = left(*a)
+                if lv is False:
+                    return False
+                rv = right(*a)
+                if rv is False:
+                    return False
+                return None if lv is None or rv is None else True
+            return conj
+        if expr.op == "OR":
+            def disj(*a):
+                lv = left(*a)
+                if lv is True:
+                    return True
+                rv = right(*a)
+                if rv is True:
+                    return True
+                return None if lv is None or rv is None else False
+            return disj
+        if expr.op in _BINARY:
+            op = _BINARY[expr.op]
+            return lambda *a: op(left(*a), right(*a))
+        comparison = expr.op
+        compare = V.compare
+        return lambda *a: compare(comparison, left(*a), right(*a))
+    if isinstance(expr, ast.Unary):
+        operand = recurse(expr.operand)
+        if expr.op == "NOT":
+            return lambda *a: V.logical_not(operand(*a))
+        if expr.op == "-":
+            return lambda *a: V.negate(operand(*a))
+        return operand
+    if isinstance(expr, ast.IsNull):
+        operand, negated = recurse(expr.operand), expr.negated
+        return lambda *a: (operand(*a) is None) != negated
+    if isinstance(expr, ast.Between):
+        operand, low, high, negated = recurse(expr.operand), recurse(expr.low), recurse(expr.high), expr.negated
+
+        def between(*a):
+            value = operand(*a)
+            lower = V.compare(">=", value, low(*a))
+            upper = V.compare("<=", value, high(*a))
+            result = False if lower is False or upper is False else (None if lower is None or upper is None else True)
+            return V.logical_not(result) if negated else result
+        return between
+    if isinstance(expr, ast.InList):
+        operand, items, negated = recurse(expr.operand), [recurse(i) for i in expr.items], expr.negated
+
+        def in_list(*a):
+            value = operand(*a)
+            if value is None:
+                return None
+            saw_null = False
+            for item in items:
+                result = V.compare("=", value, item(*a))
+                if result:
+                    return not negated
+                saw_null = saw_null or result is None
+            return None if saw_null else negated
+        return in_list
+    if isinstance(expr, ast.Like):
+        operand, pattern = recurse(expr.operand), recurse(expr.pattern)
+        escape = recurse(expr.escape) if expr.escape is not None else (lambda *a: None)
+        negated = expr.negated
+        return lambda *a: (lambda r: V.logical_not(r) if negated else r)(V.like(operand(*a), pattern(*a), escape(*a)))
+    if isinstance(expr, ast.Case):
+        return _compile_case(expr, recurse)
+    if isinstance(expr, ast.Cast):
+        operand, type_name, params = recurse(expr.operand), expr.type.name, expr.type.params
+        return lambda *a: V.cast(operand(*a), type_name, params)
+    if isinstance(expr, ast.ArrayLiteral):
+        items = [recurse(i) for i in expr.items]
+        return lambda *a: [item(*a) for item in items]
+    if isinstance(expr, ast.FunctionCall):
+        function = V.SCALAR_FUNCTIONS.get(expr.name)
+        if function is None:
+            raise CepSemanticError(f"unknown function {expr.name}()", code="E0230", span=expr.span)
+        args = [recurse(arg) for arg in expr.args]
+        return lambda *a: function(*(arg(*a) for arg in args))
+    raise CepSemanticError(f"{type(expr).__name__} is not allowed here", code="E0231", span=getattr(expr, "span", None))
+
+
+def _compile_case(expr: ast.Case, recurse):
+    operand = recurse(expr.operand) if expr.operand is not None else None
+    whens = [(recurse(w.condition), recurse(w.result)) for w in expr.whens]
+    default = recurse(expr.default) if expr.default is not None else (lambda *a: None)
+
+    def case(*a):
+        subject = operand(*a) if operand is not None else None
+        for condition, result in whens:
+            test = condition(*a)
+            if operand is not None:
+                test = V.compare("=", subject, test)
+            if test:
+                return result(*a)
+        return default(*a)
+    return case
+
+
+class ExpressionCompiler:
+    """Compiles DEFINE and MEASURES expressions against a ``Scope``."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    # An expression evaluated "at a row": every column reference reads that row, whatever its qualifier.
+    def at_row(self, expr) -> RowClosure:
+        def leaf(node):
+            if isinstance(node, ast.ColumnRef):
+                self.scope.labels_of(node.qualifier)  # validates the qualifier
+                column = self.scope.column(node)
+                return lambda env, position: env.value(column, position)
+            if isinstance(node, ast.Classifier):
+                names = None
+                return lambda env, position: _label_name(env, env.view.label_at(position), names)
+            if isinstance(node, ast.MatchNumber):
+                return lambda env, position: env.match_number
+            if isinstance(node, ast.MatchStatus):
+                return lambda env, position: env.match_status
+            if isinstance(node, (ast.Navigation, ast.Aggregate)):
+                raise CepSemanticError(
+                    f"{_describe(node)} cannot be nested inside another navigation or aggregate",
+                    code="E0210",
+                    span=node.span,
+                )
+            return None
+        return compile_generic(expr, leaf, self.at_row)
+
+    def compile(self, expr) -> Closure:
+        return compile_generic(expr, self._leaf, self.compile)
+
+    def _leaf(self, node):
+        scope = self.scope
+        if isinstance(node, ast.ColumnRef):
+            column = scope.column(node)
+            if node.qualifier is None:
+                return lambda env: env.value(column, env.row)
+            labels = scope.labels_of(node.qualifier)
+            return lambda env: env.value(column, env.view.last_in(labels, 0, False))
+        if isinstance(node, ast.Classifier):
+            if node.variable is None:
+                return lambda env: _label_name(env, env.view.label_at(env.row), None)
+            labels = scope.labels_of(node.variable)
+            return lambda env: _label_name(env, env.view.label_at(env.view.last_in(labels, 0, False)), None)
+        if isinstance(node, ast.MatchNumber):
+            return lambda env: env.match_number
+        if isinstance(node, ast.MatchStatus):
+            return lambda env: env.match_status
+        if isinstance(node, ast.Navigation):
+            return self._navigation(node)
+        if isinstance(node, ast.Aggregate):
+            return self._aggregate(node)
+        if isinstance(node, ast.Star):
+            raise CepSemanticError("'*' is only allowed in COUNT(*)", code="E0232", span=node.span)
+        return None
+
+    def _navigation(self, node: ast.Navigation) -> Closure:
+        final = node.semantics == "FINAL"
+        if final and self.scope.in_define:
+            raise CepSemanticError("FINAL is not allowed in DEFINE", code="E0214", span=node.span)
+        if node.kind in ("FIRST", "LAST"):
+            n = constant_offset(node, 0)
+            labels = referenced_labels(node.operand, self.scope)
+            inner = self.at_row(node.operand)
+            if node.kind == "LAST":
+                return lambda env: inner(env, env.view.last_in(labels, n, final))
+            return lambda env: inner(env, env.view.first_in(labels, n, final))
+        # PREV/NEXT: find the row the operand would read, then move by n physical rows.
+        n = constant_offset(node, 1)
+        step = -n if node.kind == "PREV" else n
+        operand = node.operand
+        if isinstance(operand, ast.Navigation) and operand.kind in ("FIRST", "LAST"):
+            anchor = self._logical_position(operand)
+            inner = self.at_row(operand.operand)
+        elif isinstance(operand, ast.Navigation):
+            raise CepSemanticError(f"{operand.kind} cannot be nested inside {node.kind}", code="E0210", span=operand.span)
+        else:
+            labels = referenced_labels(operand, self.scope)
+            inner = self.at_row(operand)
+            if labels is None:
+                anchor = lambda env: env.row  # noqa: E731
+            else:
+                anchor = lambda env: env.view.last_in(labels, 0, False)  # noqa: E731
+
+        def physical(env):
+            position = anchor(env)
+            return None if position is None else inner(env, position + step)
+        return physical
+
+    def _logical_position(self, node: ast.Navigation) -> Closure:
+        final = node.semantics == "FINAL"
+        n = constant_offset(node, 0)
+        labels = referenced_labels(node.operand, self.scope)
+        if node.kind == "LAST":
+            return lambda env: env.view.last_in(labels, n, final)
+        return lambda env: env.view.first_in(labels, n, final)
+
+    def _aggregate(self, node: ast.Aggregate) -> Closure:
+        final = node.semantics == "FINAL"
+        if final and self.scope.in_define:
+            raise CepSemanticError("FINAL is not allowed in DEFINE", code="E0214", span=node.span)
+        name, distinct = node.name, node.distinct
+        args = list(node.args)
+        if name == "COUNT" and len(args) == 1 and isinstance(args[0], ast.Star):
+            labels = self.scope.labels_of(args[0].qualifier)
+            return lambda env: len(env.view.positions_in(labels, final))
+        if not args:
+            raise CepSemanticError(f"{name}() needs an argument", code="E0233", span=node.span)
+        # Trailing integer constants are parameters (the N of MIN(x, N)), not per-row arguments.
+        extra: tuple = ()
+        if name in ("MIN", "MAX", "MIN_BY", "MAX_BY"):
+            arity = 1 if name in ("MIN", "MAX") else 2
+            if len(args) == arity + 1 and isinstance(args[-1], ast.Literal) and args[-1].kind == "integer":
+                extra = (args[-1].value,)
+                args = args[:arity]
+        labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(args)), self.scope)
+        per_row = [self.at_row(arg) for arg in args]
+        fold = V.aggregate
+
+        def aggregate(env):
+            positions = env.view.positions_in(labels, final)
+            columns = [[arg(env, p) for p in positions] for arg in per_row]
+            return fold(name, columns, distinct, extra)
+        return aggregate
+
+
+def _label_name(env: Env, label, _unused):
+    return None if label is None else env.label_names[label]
+
+
+def _describe(node) -> str:
+    if isinstance(node, ast.Navigation):
+        return f"{node.kind}()"
+    return f"{node.name}()"

@@ -1,0 +1,100 @@
+"""A compiled query: partition, order, match every partition, then apply the outer query.
+
+``CompiledQuery`` is what ``cep.compile`` wraps and what the Spark bridge ships to executors. It holds
+the checked statement; machines (program + compiled expressions) are built per input schema, since
+column names resolve against the input.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from grammar import ast
+from grammar.errors import CepSemanticError
+from matcher.machine import Machine, build_machine
+from matcher.outer import OuterQuery, build_outer, sort_key
+from matcher.vm import PartitionMatcher
+
+Columns = dict[str, list]
+
+
+class CompiledQuery:
+    def __init__(self, statement: ast.Statement) -> None:
+        self.statement = statement
+        mr = statement.match
+        self.partition_columns = [ref.column.name for ref in mr.partition_by]
+        self.order_columns = [key.expr.column.name for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)]
+        self.proctime = any(isinstance(key.expr, ast.ProcTime) for key in mr.order_by)
+        self.limit = statement.limit
+        self._machines: dict[tuple[str, ...], tuple[Machine, OuterQuery]] = {}
+
+    # ------------------------------------------------------------------------------------ compiling
+
+    def machine(self, input_columns: Iterable[str]) -> Machine:
+        return self._compiled(tuple(input_columns))[0]
+
+    def outer(self, input_columns: Iterable[str]) -> OuterQuery:
+        return self._compiled(tuple(input_columns))[1]
+
+    def _compiled(self, input_columns: tuple[str, ...]) -> tuple[Machine, OuterQuery]:
+        found = self._machines.get(input_columns)
+        if found is None:
+            machine = build_machine(self.statement, input_columns)
+            found = (machine, build_outer(self.statement, machine.output_columns))
+            self._machines[input_columns] = found
+        return found
+
+    def output_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
+        return self.outer(input_columns).names
+
+    def sort_keys(self, input_columns: Iterable[str]) -> list[tuple[str, bool, bool]]:
+        """The outer ORDER BY as (output column, descending, nulls_first), for engines that sort themselves."""
+        outer = self.outer(input_columns)
+        if len(outer.sort_names) != len(outer.sort_keys):
+            raise CepSemanticError("the outer ORDER BY may only name output columns here", code="E0209")
+        return list(outer.sort_names)
+
+    # -------------------------------------------------------------------------------------- running
+
+    def run_columns(self, columns: Columns, *, outer_order_and_limit: bool = True) -> tuple[tuple[str, ...], list[tuple]]:
+        """Run over a whole input given as columns (name -> list of Python values, None for NULL)."""
+        names = tuple(columns)
+        machine, outer = self._compiled(names)
+        rows: list[tuple] = []
+        for key, indices in self.partitions(machine, columns):
+            matcher = PartitionMatcher(machine, key)
+            part = {name: [columns[name][i] for i in indices] for name in machine.columns}
+            if not machine.columns:
+                part = {"": [None] * len(indices)}
+            rows.extend(matcher.feed(part))
+            rows.extend(matcher.finish())
+        return outer.names, outer.apply(rows, order_and_limit=outer_order_and_limit)
+
+    def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
+        """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""
+        count = len(next(iter(columns.values()))) if columns else 0
+        key_columns = [columns[name] for name in machine.partition_names]
+        groups: dict[tuple, list[int]] = {}
+        if key_columns:
+            for index, key in enumerate(zip(*key_columns)):
+                groups.setdefault(key, []).append(index)
+        else:
+            groups[()] = list(range(count))
+        mr = self.statement.match
+        for indices in groups.values():
+            for key in reversed(mr.order_by):
+                if not isinstance(key.expr, ast.ColumnRef):
+                    continue  # PROCTIME(): arrival order, which is input order here
+                values = columns[_resolve(columns, key.expr.column)]
+                indices.sort(key=lambda i: sort_key(values[i], key.descending, key.nulls_first), reverse=key.descending)
+        return list(groups.items())
+
+
+def _resolve(columns: Columns, ident: ast.Identifier) -> str:
+    if ident.name in columns:
+        return ident.name
+    folded = {name.casefold(): name for name in columns}
+    found = folded.get(ident.name.casefold())
+    if found is None:
+        raise CepSemanticError(f"unknown column '{ident.name}'", code="E0220", span=ident.span)
+    return found

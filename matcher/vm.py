@@ -1,0 +1,403 @@
+"""The Pike VM: runs a ``Program`` over one partition's rows, fed incrementally.
+
+How SQL's semantics map onto the machine
+----------------------------------------
+* A *search* begins at a start position. At every position a new thread is started at the lowest
+  priority (as Go's unanchored search does) until some thread reaches DONE; the threads list is kept
+  in priority order, so earlier starts come first and, within a start, the preferred path first.
+  This is exactly "try each start row in order; at the first one with a match, take the first match
+  in preference order".
+* When a thread reaches DONE it becomes the best match so far and every thread after it (lower
+  priority) is dropped. The best match is final once no thread before it is alive.
+* Two threads at the same instruction at the same position are merged (the later one dropped) when
+  they are equivalent for every DEFINE condition still to be evaluated (``equivalence.py``); for
+  conditions that read only the current row and fixed PREV/NEXT offsets, that is always. This keeps
+  the number of live threads bounded by the program size, so hostile patterns run in linear time.
+* A final match is emitted, AFTER MATCH SKIP picks the next start position, and a new search begins
+  there. Rows the new search needs again are still buffered.
+* ``$`` holds only after the partition's last row; a thread that reaches it before the end of input
+  waits, and dies when another row arrives.
+
+State is plain data (``state()``/``from_state()``): buffered columns, threads as (pc, start, labels,
+exclusion marks), counters. Nothing refers to the compiled query, so it can live in Spark's state store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grammar.errors import CepRuntimeError
+from matcher.expressions import Env, ThreadView
+from matcher.program import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
+
+STATE_VERSION = 1
+
+# A partition may not hold more live threads than this. The merge rule keeps patterns whose
+# conditions read only the current row far below it; conditions that read the match history
+# (aggregates, FIRST) over long ambiguous matches can need more, and then we stop with a clear
+# error rather than exhaust memory.
+MAX_LIVE_THREADS = 100_000
+
+# Buffered rows are trimmed in chunks rather than on every row: slicing lists is O(n).
+TRIM_CHUNK = 4096
+
+
+class Thread:
+    """One partial match: instruction, start row, labels (newest first, as a cons list), exclusions."""
+
+    __slots__ = ("pc", "start", "chain", "marks")
+
+    def __init__(self, pc: int, start: int, chain, marks) -> None:
+        self.pc = pc
+        self.start = start
+        self.chain = chain  # (label, older) pairs for rows start..position-1, newest first; None if empty
+        self.marks = marks  # (position, is_begin, older) exclusion marks, newest first; None if none
+
+
+class PartitionMatcher:
+    """Matches one partition. ``feed`` rows in ORDER BY order; ``finish`` at end of input.
+
+    ``machine`` is the compiled query's ``Machine`` (program, conditions, skip rule, output builder).
+    Each call returns the output rows that became certain.
+    """
+
+    def __init__(self, machine, key: tuple = ()) -> None:
+        self.machine = machine
+        self.key = key
+        self.cols: dict[str, list] = {name: [] for name in machine.columns}
+        self.env = Env(self.cols, machine.label_names)
+        self.view = ThreadView()
+        self.env.view = self.view
+        self.base = 0
+        self.total = 0
+        self.finished = False
+        self.search_start = 0
+        self.position = 0
+        self.started_upto = 0
+        self.threads: list[Thread] = []
+        self.visited: set = set()
+        self.best: tuple | None = None  # (start, end, chain, marks)
+        self.match_number = 0
+        self.covered_upto = -1  # the last row of any emitted non-empty match
+        self.out: list[tuple] = []
+
+    # ------------------------------------------------------------------------------------------ input
+
+    def feed(self, columns: dict[str, list]) -> list[tuple]:
+        """Append rows (column name -> values, all the same length) and run as far as they allow."""
+        if self.finished:
+            raise CepRuntimeError("rows fed after finish()", code="E0420")
+        count = None
+        for name, target in self.cols.items():
+            values = columns[name]
+            count = len(values) if count is None else count
+            target.extend(values)
+        if count is None:  # a query that reads no column still counts rows
+            count = len(next(iter(columns.values()))) if columns else 0
+        self.total += count
+        self.env.total = self.total
+        self._run()
+        return self._take_output()
+
+    def finish(self) -> list[tuple]:
+        """End of input: complete what can complete (``$``, trailing greedy loops) and flush."""
+        self.finished = True
+        self._run()
+        return self._take_output()
+
+    def _take_output(self) -> list[tuple]:
+        out, self.out = self.out, []
+        return out
+
+    # -------------------------------------------------------------------------------------- the loop
+
+    def _run(self) -> None:
+        machine = self.machine
+        lookahead = machine.lookahead
+        while True:
+            p = self.position
+            if self.best is None and self.started_upto == p and p < self.total:
+                self.started_upto = p + 1
+                self._add_thread(self.threads, self.visited, 0, p, None, None, p)
+                if self._settle():
+                    continue
+            if p < self.total:
+                if not self.threads:
+                    self._no_threads_at(p + 1)
+                    continue
+                if p + lookahead >= self.total and not self.finished:
+                    return
+                self._step(p)
+                if self._settle():
+                    continue
+                continue
+            if not self.finished:
+                return
+            # End of input: p == total. Threads waiting at `$` may now finish; the rest cannot.
+            if self._finish_at_end():
+                continue
+            self._emit_unmatched(self.search_start, self.total)
+            self.search_start = self.total
+            return
+
+    def _no_threads_at(self, next_position: int) -> None:
+        """Nothing alive and nothing matched: the rows before ``next_position`` start no match."""
+        self.position = next_position
+        self.visited = set()
+        if self.best is None:
+            self._emit_unmatched(self.search_start, next_position)
+            self.search_start = next_position
+            self._trim()
+
+    def _step(self, p: int) -> None:
+        """Consume row ``p`` in every thread, in priority order."""
+        machine = self.machine
+        ops, args, conditions = machine.ops, machine.args, machine.conditions
+        env, view = self.env, self.view
+        env.row = p
+        env.match_number = self.match_number + 1
+        within = machine.within_check
+        next_threads: list[Thread] = []
+        visited: set = set()
+        for thread in self.threads:
+            op = ops[thread.pc]
+            if op != LABEL:
+                continue  # a thread waiting at `$`: a row arrived, so this is not the end
+            if within is not None and not within(self, thread.start, p):
+                continue
+            label = args[thread.pc]
+            condition = conditions[label]
+            if condition is not None:
+                view.reset(thread.start, p, label, thread.chain)
+                if condition(env) is not True:
+                    continue
+            self._add_thread(next_threads, visited, thread.pc + 1, thread.start, (label, thread.chain), thread.marks, p + 1)
+        if len(next_threads) > MAX_LIVE_THREADS:
+            raise CepRuntimeError(
+                f"more than {MAX_LIVE_THREADS} live partial matches in partition {self._describe_key()} "
+                "(MAX_LIVE_THREADS); the pattern is too ambiguous for its DEFINE conditions",
+                code="E0430",
+            )
+        self.threads = next_threads
+        self.visited = visited
+        self.position = p + 1
+        if self.best is None and next_threads and next_threads[0].start > self.search_start:
+            # Threads are ordered by start: rows before the earliest live start can start no match.
+            self._emit_unmatched(self.search_start, next_threads[0].start)
+            self.search_start = next_threads[0].start
+            self._trim()
+
+    def _add_thread(self, out: list, visited: set, pc: int, start: int, chain, marks, position: int) -> None:
+        """Follow epsilon instructions from ``pc`` in priority order; park threads at LABEL/DONE/`$`.
+
+        An explicit stack instead of recursion: unrolled quantifiers make long epsilon chains.
+        """
+        machine = self.machine
+        ops, args, bargs = machine.ops, machine.args, machine.bargs
+        key = machine.equivalence_key(self, start, chain, position) if machine.equivalence_key else None
+        stack = [(pc, marks)]
+        while stack:
+            pc, marks = stack.pop()
+            seen = (pc, key)
+            if seen in visited:
+                continue
+            visited.add(seen)
+            op = ops[pc]
+            if op == LABEL or op == DONE:
+                out.append(Thread(pc, start, chain, marks))
+            elif op == SPLIT:
+                stack.append((bargs[pc], marks))
+                stack.append((args[pc], marks))
+            elif op == JUMP:
+                stack.append((args[pc], marks))
+            elif op == EXCL_BEGIN:
+                stack.append((pc + 1, (position, True, marks)))
+            elif op == EXCL_END:
+                stack.append((pc + 1, (position, False, marks)))
+            elif op == AT_START:
+                if position == 0:
+                    stack.append((pc + 1, marks))
+            elif op == AT_END:
+                if position < self.total:
+                    continue
+                if self.finished:
+                    stack.append((pc + 1, marks))
+                else:
+                    out.append(Thread(pc, start, chain, marks))  # waits for more rows or the end
+
+    def _settle(self) -> bool:
+        """Record the first thread at DONE as the best match and drop the threads after it.
+
+        Returns True when that made a match final (and a new search has begun).
+        """
+        threads = self.threads
+        ops = self.machine.ops
+        for index, thread in enumerate(threads):
+            if ops[thread.pc] == DONE:
+                self.best = (thread.start, self.position - 1, thread.chain, thread.marks)
+                del threads[index:]
+                break
+        if not threads and self.best is not None:
+            self._finalize()
+            return True
+        return False
+
+    def _finish_at_end(self) -> bool:
+        """At end of input, let threads waiting at `$` complete, in priority order."""
+        waiting, self.threads = self.threads, []
+        visited: set = set()
+        ops = self.machine.ops
+        for thread in waiting:
+            if ops[thread.pc] == AT_END:
+                self._add_thread(self.threads, visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.total)
+        self.threads = [t for t in self.threads if ops[t.pc] == DONE]
+        return self._settle()
+
+    # ------------------------------------------------------------------------------------- a match
+
+    def _finalize(self) -> None:
+        start, end, chain, marks = self.best
+        self.best = None
+        self.match_number += 1
+        labels = _chain_to_list(chain)
+        self._emit_unmatched(self.search_start, start)
+        machine = self.machine
+        self.out.extend(machine.output.match(self, self.match_number, start, end, labels, _excluded(marks)))
+        if end >= start:
+            self.covered_upto = max(self.covered_upto, end)
+        next_start = machine.next_start(self, start, end, labels)
+        self.search_start = self.position = self.started_upto = next_start
+        self.threads = []
+        self.visited = set()
+        self._trim()
+
+    def _emit_unmatched(self, begin: int, end: int) -> None:
+        output = self.machine.output
+        if not output.wants_unmatched:
+            return
+        for position in range(max(begin, self.covered_upto + 1), end):
+            self.out.extend(output.unmatched(self, position))
+        self.covered_upto = max(self.covered_upto, end - 1)
+
+    def skip_error(self, message: str) -> CepRuntimeError:
+        return CepRuntimeError(
+            f"AFTER MATCH SKIP failed in partition {self._describe_key()}, match {self.match_number}: {message}",
+            code="E0401",
+        )
+
+    def _describe_key(self) -> str:
+        names = self.machine.partition_names
+        if not names:
+            return "(whole input)"
+        return "(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self.key)) + ")"
+
+    # ---------------------------------------------------------------------------------------- memory
+
+    def _trim(self) -> None:
+        """Drop buffered rows that no thread, navigation or output can reach any more."""
+        keep_from = self.search_start - self.machine.lookback
+        if keep_from - self.base < TRIM_CHUNK:
+            return
+        cut = keep_from - self.base
+        for values in self.cols.values():
+            del values[:cut]
+        self.base = keep_from
+        self.env.base = keep_from
+
+    def buffered_rows(self) -> int:
+        return self.total - self.base
+
+    def live_threads(self) -> int:
+        return len(self.threads)
+
+    # ----------------------------------------------------------------------------------------- state
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to resume, as plain data (lists, ints, scalars)."""
+        return {
+            "version": STATE_VERSION,
+            "key": list(self.key),
+            "cols": {name: list(values) for name, values in self.cols.items()},
+            "base": self.base,
+            "total": self.total,
+            "finished": self.finished,
+            "search_start": self.search_start,
+            "position": self.position,
+            "started_upto": self.started_upto,
+            "threads": [[t.pc, t.start, _chain_to_list(t.chain), _marks_to_list(t.marks)] for t in self.threads],
+            "best": None
+            if self.best is None
+            else [self.best[0], self.best[1], _chain_to_list(self.best[2]), _marks_to_list(self.best[3])],
+            "match_number": self.match_number,
+            "covered_upto": self.covered_upto,
+        }
+
+    @classmethod
+    def from_state(cls, machine, state: dict[str, Any]) -> "PartitionMatcher":
+        if state.get("version") != STATE_VERSION:
+            raise CepRuntimeError(f"matcher state version {state.get('version')} is not {STATE_VERSION}", code="E0421")
+        matcher = cls(machine, tuple(state["key"]))
+        for name, values in state["cols"].items():
+            matcher.cols[name].extend(values)
+        matcher.base = matcher.env.base = state["base"]
+        matcher.total = matcher.env.total = state["total"]
+        matcher.finished = state["finished"]
+        matcher.search_start = state["search_start"]
+        matcher.position = state["position"]
+        matcher.started_upto = state["started_upto"]
+        matcher.match_number = state["match_number"]
+        matcher.covered_upto = state["covered_upto"]
+        matcher.threads = [Thread(pc, start, _list_to_chain(labels), _list_to_marks(marks)) for pc, start, labels, marks in state["threads"]]
+        # Rebuild the merge set for the current position, so a thread started after a restore is
+        # merged exactly as it would have been without one.
+        for thread in matcher.threads:
+            key = machine.equivalence_key(matcher, thread.start, thread.chain, matcher.position) if machine.equivalence_key else None
+            matcher.visited.add((thread.pc, key))
+        if state["best"] is not None:
+            start, end, labels, marks = state["best"]
+            matcher.best = (start, end, _list_to_chain(labels), _list_to_marks(marks))
+        return matcher
+
+
+def _chain_to_list(chain) -> list[int]:
+    out = []
+    while chain is not None:
+        out.append(chain[0])
+        chain = chain[1]
+    out.reverse()
+    return out
+
+
+def _list_to_chain(labels: list[int]):
+    chain = None
+    for label in labels:
+        chain = (label, chain)
+    return chain
+
+
+def _marks_to_list(marks) -> list[list]:
+    out = []
+    while marks is not None:
+        out.append([marks[0], marks[1]])
+        marks = marks[2]
+    out.reverse()
+    return out
+
+
+def _list_to_marks(items: list[list]):
+    marks = None
+    for position, is_begin in items:
+        marks = (position, bool(is_begin), marks)
+    return marks
+
+
+def _excluded(marks) -> list[tuple[int, int]]:
+    """Exclusion marks -> half-open row ranges [begin, end) hidden from ALL ROWS PER MATCH output."""
+    ranges = []
+    pending: list[int] = []
+    for position, is_begin in _marks_to_list(marks):
+        if is_begin:
+            pending.append(position)
+        elif pending:
+            ranges.append((pending.pop(), position))
+    return ranges
