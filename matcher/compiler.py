@@ -13,6 +13,8 @@ Preference order is encoded in SPLIT's operand order: the first operand is the p
 
 An absence term ``!B`` (our extension) becomes a reluctant loop over the internal label ``!B``, whose
 condition is "B's condition does not hold": ``A !B C`` = A, then rows that are not B, then the first C.
+At the end of the pattern (``A !B`` with WITHIN T) it becomes a greedy loop closed by DEADLINE: the
+match completes when event time reaches the first row's time + T with no B row before it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from grammar.errors import CepSemanticError
 from matcher.program import (
     AT_END,
     AT_START,
+    DEADLINE,
     DONE,
     EXCL_BEGIN,
     EXCL_END,
@@ -157,9 +160,25 @@ class _PermutedConcat:
         self.items = items
 
 
+def _trailing_absence(pattern: ast.Pattern) -> ast.Absence | None:
+    if isinstance(pattern, ast.Absence):
+        return pattern
+    if isinstance(pattern, ast.Concat) and isinstance(pattern.items[-1], ast.Absence):
+        return pattern.items[-1]
+    return None
+
+
 def compile_pattern(pattern: ast.Pattern, labels: tuple[str, ...]) -> Program:
     """Compile ``pattern`` whose variables (and absence labels) are ``labels`` (index = label id)."""
     builder = _Builder({name: index for index, name in enumerate(labels)})
-    builder.pattern(pattern)
+    trailing = _trailing_absence(pattern)
+    if trailing is None:
+        builder.pattern(pattern)
+    else:
+        for item in pattern.items[:-1] if isinstance(pattern, ast.Concat) else ():
+            builder.pattern(item)
+        label = builder.label_ids[absence_label(trailing.variable.key)]
+        builder.star(lambda: builder.emit(LABEL, label), True)
+        builder.emit(DEADLINE)
     builder.emit(DONE)
     return Program(tuple(Instruction(op, a, b) for op, a, b in builder.code), labels)

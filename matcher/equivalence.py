@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from grammar import ast
 from matcher.expressions import Scope, children, constant_offset, referenced_labels, walk
+from matcher.values import AGGREGATES
 
 
 def history_reads(expr, scope: Scope) -> set[tuple]:
@@ -45,8 +46,12 @@ def _collect(expr, scope: Scope, reads: set) -> None:
         if expr.variable is not None:
             reads.add(("last", scope.labels_of(expr.variable), 0))
         return
+    if isinstance(expr, ast.FunctionCall) and expr.name in AGGREGATES:
+        expr = ast.Aggregate(expr.span, expr.name, expr.args)
     if isinstance(expr, ast.Aggregate):
-        if len(expr.args) == 1 and isinstance(expr.args[0], ast.Star):
+        if not expr.args:
+            reads.add(("all", None))
+        elif len(expr.args) == 1 and isinstance(expr.args[0], ast.Star):
             reads.add(("all", scope.labels_of(expr.args[0].qualifier)))
         else:
             reads.add(("all", referenced_labels(ast.ArrayLiteral(expr.span, expr.args), scope)))

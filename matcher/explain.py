@@ -5,7 +5,7 @@ from __future__ import annotations
 from grammar import ast
 from matcher.equivalence import history_reads
 from matcher.expressions import Scope, walk
-from matcher.machine import pattern_labels
+from matcher.machine import absence_labels, pattern_labels
 
 
 def _format_expr(expr) -> str:
@@ -29,10 +29,11 @@ def explain(plan) -> str:
     lines += ["  " + line for line in machine.program.dump().splitlines()]
     lines.append("conditions:")
     defines = {d.variable.key: d for d in mr.defines}
+    absent = absence_labels(mr.pattern)
     for name in pattern_labels(mr.pattern):
-        base = name[1:] if name.startswith("!") else name
+        base = name[1:] if name in absent else name
         text = _format_expr(defines[base].condition) if base in defines else "TRUE (no DEFINE)"
-        lines.append(f"  {name}: {'NOT (' + text + ')' if name.startswith('!') else text}")
+        lines.append(f"  {name}: {'NOT (' + text + ')' if name in absent else text}")
     scope = Scope({c.casefold(): c for c in columns}, {n: frozenset() for n in pattern_labels(mr.pattern)}
                   | {s.name.key: frozenset() for s in mr.subsets}, in_define=True)
     reads = set()

@@ -151,7 +151,9 @@ class MatchView:
         return None
 
     def first_in(self, labels, n: int, final: bool):
-        for index in range(self._upto(final)):
+        # FIRST counts from the match's start over the whole match, RUNNING or not (as Trino does):
+        # running semantics bound how far back LAST looks, not how far forward FIRST goes.
+        for index in range(len(self.labels)):
             if labels is None or self.labels[index] in labels:
                 if n == 0:
                     return self.start + index
@@ -467,6 +469,8 @@ class ExpressionCompiler:
             return self._navigation(node)
         if isinstance(node, ast.Aggregate):
             return self._aggregate(node)
+        if isinstance(node, ast.FunctionCall) and node.name in V.AGGREGATES:
+            return self._aggregate(ast.Aggregate(node.span, node.name, node.args))
         if isinstance(node, ast.Star):
             raise CepSemanticError("'*' is only allowed in COUNT(*)", code="E0232", span=node.span)
         return None
@@ -518,6 +522,8 @@ class ExpressionCompiler:
             raise CepSemanticError("FINAL is not allowed in DEFINE", code="E0214", span=node.span)
         name, distinct = node.name, node.distinct
         args = list(node.args)
+        if name == "COUNT" and not args:
+            args = [ast.Star(node.span)]  # Trino's COUNT() is COUNT(*)
         if name == "COUNT" and len(args) == 1 and isinstance(args[0], ast.Star):
             labels = self.scope.labels_of(args[0].qualifier)
             return lambda env: len(env.view.positions_in(labels, final))

@@ -33,14 +33,19 @@ class Machine:
     lookahead: int
     lookback: int
     equivalence_key: Callable | None
-    within_check: Callable | None
+    within: "Within | None"
     output: OutputBuilder
     next_start: Callable
     output_columns: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
 
 
-def pattern_labels(pattern: ast.Pattern) -> list[str]:
+def absence_labels(pattern: ast.Pattern) -> set[str]:
+    """The internal labels of the pattern's absence terms (a quoted variable may also start with '!')."""
+    return set(pattern_labels(pattern)) - set(pattern_labels(pattern, absences=False))
+
+
+def pattern_labels(pattern: ast.Pattern, *, absences: bool = True) -> list[str]:
     """Pattern variables in order of first appearance, then absence labels (``!B``)."""
     names: list[str] = []
     absent: list[str] = []
@@ -65,7 +70,7 @@ def pattern_labels(pattern: ast.Pattern) -> list[str]:
             visit(node.pattern)
 
     visit(pattern)
-    return names + absent
+    return names + [label for label in absent if label not in names] if absences else names
 
 
 def resolve_column(columns: dict[str, str], ident: ast.Identifier, span) -> str:
@@ -79,8 +84,9 @@ def resolve_column(columns: dict[str, str], ident: ast.Identifier, span) -> str:
 def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> Machine:
     mr = statement.match
     label_names = tuple(pattern_labels(mr.pattern))
+    absent = absence_labels(mr.pattern)
     label_ids = {name: index for index, name in enumerate(label_names)}
-    label_sets: dict[str, frozenset[int]] = {name: frozenset({label_ids[name]}) for name in label_names if not name.startswith("!")}
+    label_sets: dict[str, frozenset[int]] = {name: frozenset({label_ids[name]}) for name in label_names if name not in absent}
     for subset in mr.subsets:
         label_sets[subset.name.key] = frozenset(label_ids[v.key] for v in subset.variables if v.key in label_ids)
     columns = {name.casefold(): name for name in input_columns}
@@ -95,7 +101,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     conditions: list = []
     reads: set = set()
     for name in label_names:
-        if name.startswith("!"):
+        if name in absent:
             conditions.append(_absence_condition(define_compiler, defines.get(name[1:]), label_ids, name))
             if name[1:] in defines:
                 reads |= history_reads(defines[name[1:]].condition, define_scope)
@@ -117,11 +123,11 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     all_rows = mr.rows_per_match.mode != "ONE"
     expressions = [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
     referenced = _referenced_columns(expressions, columns)
-    within_check = None
+    within = None
     if mr.within is not None:
         if not order_names:
             raise CepSemanticError("WITHIN needs an ORDER BY column holding the event time", code="E0240", span=mr.within.span)
-        within_check = _within_check(order_names[0], interval_to_timedelta(mr.within))
+        within = Within(order_names[0], interval_to_timedelta(mr.within))
         referenced.add(order_names[0])
     if all_rows:
         row_columns = order_names + tuple(c for c in input_columns if c not in partition_names and c not in order_names)
@@ -129,8 +135,12 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     else:
         row_columns = ()
         buffered = tuple(sorted(referenced))
+    if not buffered and input_columns:
+        buffered = (input_columns[0],)  # rows must still be counted when no condition reads a column
     layout = OutputLayout(
         mode=mr.rows_per_match.mode,
+        show_timeout=mr.rows_per_match.show_timeout,
+        status="ABSENCE" if "DEADLINE" in {i.op for i in program.instructions} else "MATCHED",
         partition_count=len(partition_names),
         row_columns=row_columns,
         order_count=len(order_names) if all_rows else 0,
@@ -154,7 +164,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         lookahead=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "NEXT")), default=0),
         lookback=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "PREV")), default=0),
         equivalence_key=make_key_function(reads, include_start=mr.within is not None),
-        within_check=within_check,
+        within=within,
         output=OutputBuilder(layout),
         next_start=_skip_rule(mr.after_match, label_sets),
         output_columns=output_columns,
@@ -199,19 +209,20 @@ def _absence_condition(compiler: ExpressionCompiler, definition, label_ids: dict
     return not_b
 
 
-def _within_check(time_column: str, limit: _dt.timedelta):
+@dataclass(frozen=True)
+class Within:
     """WITHIN (Flink's meaning): a match's last row is less than ``limit`` after its first row."""
-    limit_ms = limit / _dt.timedelta(milliseconds=1)
 
-    def within(matcher, start: int, position: int) -> bool:
-        first = matcher.env.value(time_column, start)
-        current = matcher.env.value(time_column, position)
-        if first is None or current is None:
+    column: str
+    limit: _dt.timedelta
+
+    def expired(self, first, now) -> bool:
+        """Can a row at time ``now`` (or later) no longer join a match whose first row is at ``first``?"""
+        if first is None or now is None:
             return False
         if isinstance(first, (int, float)):
-            return current - first < limit_ms  # numeric event time is taken as epoch milliseconds
-        return current - first < limit
-    return within
+            return now - first >= self.limit / _dt.timedelta(milliseconds=1)  # numeric time = epoch ms
+        return now - first >= self.limit
 
 
 def _skip_rule(after_match: ast.SkipTo | None, label_sets: dict[str, frozenset[int]]):

@@ -18,6 +18,8 @@ class OutputLayout:
     """Which values make up an output row, and how the row mode treats empty and unmatched rows."""
 
     mode: str  # ONE, ALL_SHOW_EMPTY, ALL_OMIT_EMPTY, ALL_WITH_UNMATCHED
+    show_timeout: bool  # SHOW TIMEOUT MATCHES: expired partial matches become TIMEOUT rows
+    status: str  # MATCH_STATUS() of a complete match: MATCHED, or ABSENCE for a trailing `!B`
     partition_count: int  # values taken from the partition key
     row_columns: tuple[str, ...]  # ALL ROWS: ORDER BY columns then the other input columns, by buffered name
     order_count: int  # how many of row_columns come before the measures
@@ -33,12 +35,14 @@ class OutputBuilder:
         self.layout = layout
         self.wants_unmatched = layout.mode == "ALL_WITH_UNMATCHED"
         self.show_empty = layout.mode in ("ONE", "ALL_SHOW_EMPTY", "ALL_WITH_UNMATCHED")
+        self.show_timeout = layout.show_timeout
 
     def match(self, matcher, number: int, start: int, end: int, labels: list[int], excluded) -> list[tuple]:
         layout = self.layout
         env = matcher.env
         saved_view, saved_row, saved_number = env.view, env.row, env.match_number
         env.match_number = number
+        env.match_status = layout.status
         try:
             if end < start:  # an empty match
                 if not self.show_empty:
@@ -63,6 +67,19 @@ class OutputBuilder:
             return rows
         finally:
             env.view, env.row, env.match_number = saved_view, saved_row, saved_number
+
+    def timeout(self, matcher, start: int, end: int, labels: list[int]) -> list[tuple]:
+        """A partial match that WITHIN expired: one row, measures over its rows, MATCH_STATUS 'TIMEOUT'.
+
+        It uses up no match number (MATCH_NUMBER() is NULL): it is not a match.
+        """
+        env = matcher.env
+        saved = env.view, env.row, env.match_number, env.match_status
+        env.view, env.row, env.match_number, env.match_status = MatchView(start, labels, end), end, None, "TIMEOUT"
+        try:
+            return [matcher.key + tuple(measure(env) for measure in self.layout.measures)]
+        finally:
+            env.view, env.row, env.match_number, env.match_status = saved
 
     def unmatched(self, matcher, position: int) -> list[tuple]:
         return [self._row(matcher, position, (None,) * len(self.layout.measures))]

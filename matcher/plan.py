@@ -13,6 +13,8 @@ from grammar import ast
 from grammar.errors import CepSemanticError
 from matcher.machine import Machine, build_machine
 from matcher.outer import OuterQuery, build_outer, sort_key
+from matcher.tables import pandas_to_columns
+from matcher.types import coerce, infer
 from matcher.vm import PartitionMatcher
 
 Columns = dict[str, list]
@@ -54,19 +56,67 @@ class CompiledQuery:
             raise CepSemanticError("the outer ORDER BY may only name output columns here", code="E0209")
         return list(outer.sort_names)
 
+    def output_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
+        """(name, SQL type) of every output column, for an input with these column types."""
+        machine, outer = self._compiled(tuple(input_types))
+        mr = self.statement.match
+
+        def input_type(ref: ast.ColumnRef) -> str:
+            return input_types[_resolve(input_types, ref.column)]
+
+        measure_types = [infer(m.expr, input_type) for m in mr.measures]
+        layout = machine.output.layout
+        mr_types = [input_types[name] for name in machine.partition_names]
+        mr_types += [input_types[name] for name in layout.row_columns[: layout.order_count]]
+        mr_types += measure_types
+        mr_types += [input_types[name] for name in layout.row_columns[layout.order_count :]]
+        by_name: dict[str, int] = {}
+        for position, name in enumerate(machine.output_columns):
+            by_name.setdefault(name.casefold(), position)
+
+        def output_type(ref: ast.ColumnRef) -> str:
+            return mr_types[by_name[ref.column.name.casefold()]]
+
+        types: list[str] = []
+        for item in self.statement.select:
+            if isinstance(item.expr, ast.Star):
+                types.extend(mr_types)
+            else:
+                types.append(infer(item.expr, output_type))
+        return list(zip(outer.names, types))
+
     # -------------------------------------------------------------------------------------- running
+
+    def run_pandas(self, frame, *, outer_order_and_limit: bool = False, output_types=None):
+        """Run over a pandas DataFrame; with ``output_types`` the values are coerced to those types."""
+        import pandas as pd
+
+        names, rows = self.run_columns(pandas_to_columns(frame), outer_order_and_limit=outer_order_and_limit)
+        if output_types is None:
+            return pd.DataFrame.from_records(rows, columns=list(names)) if rows else pd.DataFrame({n: [] for n in names})
+        data = {}
+        for index, (name, type_name) in enumerate(output_types):
+            data[name] = pd.Series([coerce(row[index], type_name) for row in rows], dtype=object)
+        return pd.DataFrame(data, columns=[name for name, _ in output_types])
 
     def run_columns(self, columns: Columns, *, outer_order_and_limit: bool = True) -> tuple[tuple[str, ...], list[tuple]]:
         """Run over a whole input given as columns (name -> list of Python values, None for NULL)."""
         names = tuple(columns)
+        if not names:
+            return (), []  # no rows and so no columns to resolve: nothing can match
         machine, outer = self._compiled(names)
+        # In a replay, the clock at end of input is the largest event time in the input, so WITHIN
+        # deadlines and timeouts are decided as the stream would decide them when it got that far.
+        clock = None
+        if machine.within is not None:
+            clock = max((v for v in columns[machine.within.column] if v is not None), default=None)
         rows: list[tuple] = []
         for key, indices in self.partitions(machine, columns):
             matcher = PartitionMatcher(machine, key)
             part = {name: [columns[name][i] for i in indices] for name in machine.columns}
-            if not machine.columns:
-                part = {"": [None] * len(indices)}
             rows.extend(matcher.feed(part))
+            if clock is not None:
+                rows.extend(matcher.advance(clock))
             rows.extend(matcher.finish())
         return outer.names, outer.apply(rows, order_and_limit=outer_order_and_limit)
 

@@ -1,6 +1,6 @@
 """The executable form of a row pattern: a flat list of instructions for the Pike VM.
 
-Seven opcodes, as in Trino's matcher and re1:
+Nine opcodes, after Trino's matcher and re1:
 
     LABEL v        consume the current row if variable v's DEFINE condition holds for it
     SPLIT a, b     continue at a and at b; a is the preferred path (greedy vs reluctant is only this order)
@@ -9,6 +9,7 @@ Seven opcodes, as in Trino's matcher and re1:
     EXCL_END       ... and ends here (the rows between are hidden from ALL ROWS PER MATCH output)
     AT_START       continue only before the partition's first row (``^``)
     AT_END         continue only after the partition's last row (``$``)
+    DEADLINE       continue once event time reaches the match's first row + WITHIN (trailing ``!B``)
     DONE           a match ends here
 
 An instruction is a small frozen tuple-like object, so a program prints itself (``Program.dump``) and
@@ -26,6 +27,7 @@ EXCL_BEGIN = "EXCL_BEGIN"
 EXCL_END = "EXCL_END"
 AT_START = "AT_START"
 AT_END = "AT_END"
+DEADLINE = "DEADLINE"
 DONE = "DONE"
 
 EPSILON_OPS = frozenset({SPLIT, JUMP, EXCL_BEGIN, EXCL_END, AT_START, AT_END})

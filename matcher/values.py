@@ -306,6 +306,12 @@ def _array_min(array):
     return min(values) if values and array is not None and len(values) == len(array) else None
 
 
+def _map(keys, values):
+    if keys is None or values is None:
+        return None
+    return dict(zip(keys, values))
+
+
 def _if(condition, then_value, else_value=None):
     return then_value if condition else else_value
 
@@ -341,6 +347,7 @@ SCALAR_FUNCTIONS = {
     "ARRAY_MAX": _array_max,
     "ARRAY_MIN": _array_min,
     "CARDINALITY": _null_if_any_null(len),
+    "MAP": _map,
 }
 
 
@@ -444,6 +451,21 @@ def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tup
         return _by(max, values, columns[1], *extra)
     if name == "MIN_BY":
         return _by(min, values, columns[1], *extra)
+    if name == "MAP_AGG":
+        return {k: v for k, v in zip(values, columns[1]) if k is not None} if values else None
+    if name == "MULTIMAP_AGG":
+        grouped: dict = {}
+        for k, v in zip(values, columns[1]):
+            if k is not None:
+                grouped.setdefault(k, []).append(v)
+        return grouped if values else None
+    if name == "MAP_UNION":
+        merged: dict = {}
+        for value in values:
+            if value is not None:
+                for k, v in value.items():
+                    merged.setdefault(k, v)
+        return merged if values else None
     if name in ("VARIANCE", "VAR_SAMP"):
         return _variance(values)
     if name in ("STDDEV", "STDDEV_SAMP"):
@@ -454,5 +476,6 @@ def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tup
 
 AGGREGATES = frozenset(
     {"COUNT", "COUNT_IF", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "ARBITRARY", "ANY_VALUE", "BOOL_AND",
-     "EVERY", "BOOL_OR", "MAX_BY", "MIN_BY", "VARIANCE", "VAR_SAMP", "STDDEV", "STDDEV_SAMP"}
+     "EVERY", "BOOL_OR", "MAX_BY", "MIN_BY", "VARIANCE", "VAR_SAMP", "STDDEV", "STDDEV_SAMP", "MAP_AGG",
+     "MULTIMAP_AGG", "MAP_UNION"}
 )

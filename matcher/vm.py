@@ -17,6 +17,10 @@ How SQL's semantics map onto the machine
   there. Rows the new search needs again are still buffered.
 * ``$`` holds only after the partition's last row; a thread that reaches it before the end of input
   waits, and dies when another row arrives.
+* Event time (WITHIN): before row p is consumed, and when ``advance(now)`` says no row older than
+  ``now`` will come, threads whose first row is WITHIN or more before that time are dropped (with
+  SHOW TIMEOUT MATCHES, a start whose partial matches all expire is reported as a TIMEOUT row), and
+  threads waiting at DEADLINE (a trailing ``!B``) complete.
 
 State is plain data (``state()``/``from_state()``): buffered columns, threads as (pc, start, labels,
 exclusion marks), counters. Nothing refers to the compiled query, so it can live in Spark's state store.
@@ -28,7 +32,7 @@ from typing import Any
 
 from grammar.errors import CepRuntimeError
 from matcher.expressions import Env, ThreadView
-from matcher.program import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
+from matcher.program import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 
 STATE_VERSION = 1
 
@@ -79,6 +83,7 @@ class PartitionMatcher:
         self.best: tuple | None = None  # (start, end, chain, marks)
         self.match_number = 0
         self.covered_upto = -1  # the last row of any emitted non-empty match
+        self.clock = None  # the latest event time passed to advance()
         self.out: list[tuple] = []
 
     # ------------------------------------------------------------------------------------------ input
@@ -97,6 +102,15 @@ class PartitionMatcher:
         self.total += count
         self.env.total = self.total
         self._run()
+        return self._take_output()
+
+    def advance(self, now) -> list[tuple]:
+        """Event time reached ``now``: no row with an earlier time will be fed. Expire and complete."""
+        self._run()
+        if now is not None and (self.clock is None or now > self.clock):
+            self.clock = now
+        if self.machine.within is not None and self.position == self.total and self._advance_time(now):
+            self._run()
         return self._take_output()
 
     def finish(self) -> list[tuple]:
@@ -127,6 +141,8 @@ class PartitionMatcher:
                     continue
                 if p + lookahead >= self.total and not self.finished:
                     return
+                if machine.within is not None and self._advance_time(self.env.value(machine.within.column, p)):
+                    continue
                 self._step(p)
                 if self._settle():
                     continue
@@ -156,15 +172,12 @@ class PartitionMatcher:
         env, view = self.env, self.view
         env.row = p
         env.match_number = self.match_number + 1
-        within = machine.within_check
         next_threads: list[Thread] = []
         visited: set = set()
         for thread in self.threads:
             op = ops[thread.pc]
             if op != LABEL:
                 continue  # a thread waiting at `$`: a row arrived, so this is not the end
-            if within is not None and not within(self, thread.start, p):
-                continue
             label = args[thread.pc]
             condition = conditions[label]
             if condition is not None:
@@ -203,7 +216,7 @@ class PartitionMatcher:
                 continue
             visited.add(seen)
             op = ops[pc]
-            if op == LABEL or op == DONE:
+            if op == LABEL or op == DONE or op == DEADLINE:
                 out.append(Thread(pc, start, chain, marks))
             elif op == SPLIT:
                 stack.append((bargs[pc], marks))
@@ -251,6 +264,45 @@ class PartitionMatcher:
             if ops[thread.pc] == AT_END:
                 self._add_thread(self.threads, visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.total)
         self.threads = [t for t in self.threads if ops[t.pc] == DONE]
+        return self._settle()
+
+    def _advance_time(self, now) -> bool:
+        """Drop threads that WITHIN has expired by ``now``; complete threads at DEADLINE.
+
+        Returns True when that made a match final. Threads are ordered by start, so expired threads
+        come first; each start whose threads all expired without a match is a TIMEOUT.
+        """
+        within = self.machine.within
+        if now is None or not self.threads:
+            return False
+        ops = self.machine.ops
+        kept: list[Thread] = []
+        expired_starts: dict[int, Thread] = {}
+        changed = False
+        for thread in self.threads:
+            if not within.expired(self.env.value(within.column, thread.start), now):
+                kept.append(thread)
+                continue
+            changed = True
+            if ops[thread.pc] == DEADLINE:
+                self._add_thread(kept, self.visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.position)
+            elif ops[thread.pc] != DONE:
+                expired_starts.setdefault(thread.start, thread)
+        if not changed:
+            return False
+        self.threads = kept
+        live_starts = {t.start for t in kept}
+        matched_start = self.best[0] if self.best is not None else None
+        for start, thread in expired_starts.items():
+            if start not in live_starts and start != matched_start and self.machine.output.show_timeout:
+                labels = _chain_to_list(thread.chain)
+                self.out.extend(self.machine.output.timeout(self, start, start + len(labels) - 1, labels))
+        if self.best is None and kept and kept[0].start > self.search_start:
+            self._emit_unmatched(self.search_start, kept[0].start)
+            self.search_start = kept[0].start
+        elif self.best is None and not kept:
+            self._emit_unmatched(self.search_start, self.position)
+            self.search_start = self.position
         return self._settle()
 
     # ------------------------------------------------------------------------------------- a match
@@ -330,6 +382,7 @@ class PartitionMatcher:
             else [self.best[0], self.best[1], _chain_to_list(self.best[2]), _marks_to_list(self.best[3])],
             "match_number": self.match_number,
             "covered_upto": self.covered_upto,
+            "clock": self.clock,
         }
 
     @classmethod
@@ -347,6 +400,7 @@ class PartitionMatcher:
         matcher.started_upto = state["started_upto"]
         matcher.match_number = state["match_number"]
         matcher.covered_upto = state["covered_upto"]
+        matcher.clock = state.get("clock")
         matcher.threads = [Thread(pc, start, _list_to_chain(labels), _list_to_marks(marks)) for pc, start, labels, marks in state["threads"]]
         # Rebuild the merge set for the current position, so a thread started after a restore is
         # merged exactly as it would have been without one.
