@@ -28,6 +28,7 @@ from matcher.values import AGGREGATES
 
 
 def history_reads(expr, scope: Scope) -> set[tuple]:
+    """The history reads of a condition compiled in ``scope`` (``scope.own_label``: the variable it defines)."""
     reads: set[tuple] = set()
     _collect(expr, scope, reads)
     return reads
@@ -39,7 +40,7 @@ def _has_classifier(expr) -> bool:
 
 def _collect(expr, scope: Scope, reads: set) -> None:
     if isinstance(expr, ast.ColumnRef):
-        if expr.qualifier is not None:
+        if expr.qualifier is not None and not scope.is_current_row(scope.labels_of(expr.qualifier)):
             reads.add(("last", scope.labels_of(expr.qualifier), 0))
         return
     if isinstance(expr, ast.Classifier):
@@ -67,10 +68,12 @@ def _collect(expr, scope: Scope, reads: set) -> None:
                 reads.add(("chain",))
             return
         labels = referenced_labels(operand, scope)
-        if labels is not None:
+        if labels is not None and not scope.is_current_row(labels):
             reads.add(("last", labels, 0))
             if _has_classifier(operand):
                 reads.add(("chain",))
+        elif labels is not None and expr.kind == "PREV" and _has_classifier(operand):
+            reads.add(("back", constant_offset(expr, 1)))
         elif expr.kind == "PREV" and _has_classifier(operand):
             reads.add(("back", constant_offset(expr, 1)))
         return

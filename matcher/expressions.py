@@ -16,6 +16,7 @@ Label sets are frozensets of label ids; ``None`` means every variable (the unive
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 from grammar import ast
@@ -177,10 +178,20 @@ class Scope:
         label_sets: dict[str, frozenset[int]],
         *,
         in_define: bool,
+        own_label: int | None = None,
     ) -> None:
         self.columns = columns
         self.label_sets = label_sets
         self.in_define = in_define
+        # In the DEFINE of variable v the current row is tentatively labelled v, so `v.x` (or `u.x` for
+        # a subset u containing v) is simply the current row: no history to search.
+        self.own_label = own_label
+
+    def for_variable(self, own_label: int) -> "Scope":
+        return Scope(self.columns, self.label_sets, in_define=self.in_define, own_label=own_label)
+
+    def is_current_row(self, labels) -> bool:
+        return labels is not None and self.own_label is not None and self.own_label in labels
 
     def column(self, ref: ast.ColumnRef) -> str:
         key = ref.column.name if ref.column.quoted else ref.column.name.casefold()
@@ -339,9 +350,7 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
         if expr.op in _BINARY:
             op = _BINARY[expr.op]
             return lambda *a: op(left(*a), right(*a))
-        comparison = expr.op
-        compare = V.compare
-        return lambda *a: compare(comparison, left(*a), right(*a))
+        return _comparison(expr.op, left, right)
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
         if expr.op == "NOT":
@@ -397,6 +406,31 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
         args = [recurse(arg) for arg in expr.args]
         return lambda *a: function(*(arg(*a) for arg in args))
     raise CepSemanticError(f"{type(expr).__name__} is not allowed here", code="E0231", span=getattr(expr, "span", None))
+
+
+_COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _comparison(op: str, left, right):
+    """A comparison closure: NULL if either side is NULL; Python's operator when the types allow it.
+
+    This is the hottest closure of most DEFINE conditions, hence the direct operator call;
+    ``values.compare`` gives the error message when the types cannot be compared.
+    """
+    function = _COMPARE[op]
+
+    def compare(*a):
+        lv = left(*a)
+        if lv is None:
+            return None
+        rv = right(*a)
+        if rv is None:
+            return None
+        try:
+            return function(lv, rv)
+        except TypeError:
+            return V.compare(op, lv, rv)
+    return compare
 
 
 def _compile_case(expr: ast.Case, recurse):
@@ -455,6 +489,8 @@ class ExpressionCompiler:
             if node.qualifier is None:
                 return lambda env: env.value(column, env.row)
             labels = scope.labels_of(node.qualifier)
+            if scope.is_current_row(labels):
+                return lambda env: env.value(column, env.row)
             return lambda env: env.value(column, env.view.last_in(labels, 0, False))
         if isinstance(node, ast.Classifier):
             if node.variable is None:
@@ -498,7 +534,7 @@ class ExpressionCompiler:
         else:
             labels = referenced_labels(operand, self.scope)
             inner = self.at_row(operand)
-            if labels is None:
+            if labels is None or self.scope.is_current_row(labels):
                 anchor = lambda env: env.row  # noqa: E731
             else:
                 anchor = lambda env: env.view.last_in(labels, 0, False)  # noqa: E731

@@ -26,6 +26,8 @@ class Machine:
     ops: tuple
     args: tuple
     bargs: tuple
+    done_pc: int
+    closures: tuple  # per pc: the parked pcs its epsilon closure reaches, in priority order, or None
     label_names: tuple[str, ...]
     conditions: tuple
     columns: tuple[str, ...]
@@ -87,6 +89,8 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     absent = absence_labels(mr.pattern)
     label_ids = {name: index for index, name in enumerate(label_names)}
     label_sets: dict[str, frozenset[int]] = {name: frozenset({label_ids[name]}) for name in label_names if name not in absent}
+    for name in absent:  # `B` that appears only as `!B`: its DEFINE speaks of the row under test
+        label_sets.setdefault(name[1:], frozenset({label_ids[name]}))
     for subset in mr.subsets:
         label_sets[subset.name.key] = frozenset(label_ids[v.key] for v in subset.variables if v.key in label_ids)
     columns = {name.casefold(): name for name in input_columns}
@@ -94,7 +98,6 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
 
     define_scope = Scope(columns, label_sets, in_define=True)
     measure_scope = Scope(columns, label_sets, in_define=False)
-    define_compiler = ExpressionCompiler(define_scope)
     measure_compiler = ExpressionCompiler(measure_scope)
 
     defines = {d.variable.key: d for d in mr.defines}
@@ -102,16 +105,20 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     reads: set = set()
     for name in label_names:
         if name in absent:
-            conditions.append(_absence_condition(define_compiler, defines.get(name[1:]), label_ids, name))
+            # B's condition is evaluated as if the row were labelled B (see _absence_condition).
+            tested = label_ids.get(name[1:], label_ids[name])
+            scope = define_scope.for_variable(tested)
+            conditions.append(_absence_condition(ExpressionCompiler(scope), defines.get(name[1:]), label_ids, name))
             if name[1:] in defines:
-                reads |= history_reads(defines[name[1:]].condition, define_scope)
+                reads |= history_reads(defines[name[1:]].condition, scope)
             continue
         definition = defines.get(name)
         if definition is None:
             conditions.append(None)  # a variable with no DEFINE matches every row
             continue
-        conditions.append(define_compiler.compile(definition.condition))
-        reads |= history_reads(definition.condition, define_scope)
+        scope = define_scope.for_variable(label_ids[name])
+        conditions.append(ExpressionCompiler(scope).compile(definition.condition))
+        reads |= history_reads(definition.condition, scope)
 
     measures = tuple(measure_compiler.compile(m.expr) for m in mr.measures)
     program = compile_pattern(mr.pattern, label_names)
@@ -157,6 +164,8 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         ops=program_ops,
         args=tuple(i.a for i in program.instructions),
         bargs=tuple(i.b for i in program.instructions),
+        closures=static_closures(program),
+        done_pc=len(program.instructions) - 1,
         label_names=label_names,
         conditions=tuple(conditions),
         columns=buffered,
@@ -169,6 +178,42 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         next_start=_skip_rule(mr.after_match, label_sets),
         output_columns=output_columns,
     )
+
+
+def static_closures(program: Program) -> tuple:
+    """For each pc, the LABEL/DONE/DEADLINE pcs its epsilon closure reaches, in priority order.
+
+    Precomputed when the closure passes no anchor or exclusion (those depend on the position or
+    record marks); then adding a thread is a loop over a tuple instead of a graph walk. Filtering
+    this list by the step's visited set gives exactly what the walk would add: a subtree the walk
+    would prune was fully visited, so all its targets are filtered out too.
+    """
+    parked = {"LABEL", "DONE", "DEADLINE"}
+    dynamic = {"AT_START", "AT_END", "EXCL_BEGIN", "EXCL_END"}
+    instructions = program.instructions
+    out = []
+    for root in range(len(instructions)):
+        targets: list[int] = []
+        seen: set[int] = set()
+        stack = [root]
+        static = True
+        while stack and static:
+            pc = stack.pop()
+            if pc in seen:
+                continue
+            seen.add(pc)
+            inst = instructions[pc]
+            if inst.op in parked:
+                targets.append(pc)
+            elif inst.op in dynamic:
+                static = False
+            elif inst.op == "SPLIT":
+                stack.append(inst.b)
+                stack.append(inst.a)
+            else:  # JUMP
+                stack.append(inst.a)
+        out.append(tuple(targets) if static else None)
+    return tuple(out)
 
 
 def _is_nav(node, kind: str) -> bool:

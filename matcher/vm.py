@@ -81,6 +81,7 @@ class PartitionMatcher:
         self.threads: list[Thread] = []
         self.visited: set = set()
         self.best: tuple | None = None  # (start, end, chain, marks)
+        self.done_pending = False  # a thread reached DONE since the last _settle
         self.match_number = 0
         self.covered_upto = -1  # the last row of any emitted non-empty match
         self.clock = None  # the latest event time passed to advance()
@@ -206,8 +207,18 @@ class PartitionMatcher:
         An explicit stack instead of recursion: unrolled quantifiers make long epsilon chains.
         """
         machine = self.machine
-        ops, args, bargs = machine.ops, machine.args, machine.bargs
         key = machine.equivalence_key(self, start, chain, position) if machine.equivalence_key else None
+        targets = machine.closures[pc]
+        if targets is not None:
+            for target in targets:
+                seen = (target, key)
+                if seen not in visited:
+                    visited.add(seen)
+                    out.append(Thread(target, start, chain, marks))
+                    if target == machine.done_pc:
+                        self.done_pending = True
+            return
+        ops, args, bargs = machine.ops, machine.args, machine.bargs
         stack = [(pc, marks)]
         while stack:
             pc, marks = stack.pop()
@@ -218,6 +229,8 @@ class PartitionMatcher:
             op = ops[pc]
             if op == LABEL or op == DONE or op == DEADLINE:
                 out.append(Thread(pc, start, chain, marks))
+                if op == DONE:
+                    self.done_pending = True
             elif op == SPLIT:
                 stack.append((bargs[pc], marks))
                 stack.append((args[pc], marks))
@@ -244,12 +257,14 @@ class PartitionMatcher:
         Returns True when that made a match final (and a new search has begun).
         """
         threads = self.threads
-        ops = self.machine.ops
-        for index, thread in enumerate(threads):
-            if ops[thread.pc] == DONE:
-                self.best = (thread.start, self.position - 1, thread.chain, thread.marks)
-                del threads[index:]
-                break
+        if self.done_pending:
+            self.done_pending = False
+            ops = self.machine.ops
+            for index, thread in enumerate(threads):
+                if ops[thread.pc] == DONE:
+                    self.best = (thread.start, self.position - 1, thread.chain, thread.marks)
+                    del threads[index:]
+                    break
         if not threads and self.best is not None:
             self._finalize()
             return True
