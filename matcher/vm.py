@@ -195,11 +195,13 @@ class PartitionMatcher:
         self.threads = next_threads
         self.visited = visited
         self.position = p + 1
-        if self.best is None and next_threads and next_threads[0].start > self.search_start:
+        if self.best is None:
             # Threads are ordered by start: rows before the earliest live start can start no match.
-            self._emit_unmatched(self.search_start, next_threads[0].start)
-            self.search_start = next_threads[0].start
-            self._trim()
+            earliest = next_threads[0].start if next_threads else p + 1
+            if earliest > self.search_start:
+                self._emit_unmatched(self.search_start, earliest)
+                self.search_start = earliest
+                self._trim()
 
     def _add_thread(self, out: list, visited: set, pc: int, start: int, chain, marks, position: int) -> None:
         """Follow epsilon instructions from ``pc`` in priority order; park threads at LABEL/DONE/`$`.

@@ -1,0 +1,71 @@
+"""Hostile patterns stay linear: live threads stay bounded by the program size, whatever the input.
+
+Timing lives in bench/hostile.py; here we assert the structural reason the time is linear: the number
+of live partial matches never grows with the number of rows. Patterns beyond the named limits are
+refused with a CepError, quickly.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from grammar.errors import CepError
+from matcher.compiler import MAX_PROGRAM_SIZE
+from matcher.plan import CompiledQuery
+from matcher.vm import PartitionMatcher
+from tests.strategies_match import alt, binop, cat, col, count_star, lit, plus, quant, star, statement, var
+
+A, B, C = var("A"), var("B"), var("C")
+HOSTILE = {
+    "(A*)*B": cat(star(star(A)), B),
+    "(A|A)*B": cat(star(alt(A, A)), B),
+    "(A+)+B": cat(plus(plus(A)), B),
+    "A*A*A*A*B": cat(star(A), star(A), star(A), star(A), B),
+    "(A|B)*C": cat(star(alt(A, B)), C),
+    "(A*?)*?B": cat(star(star(A, greedy=False), greedy=False), B),
+}
+# A and B hold on every row, C on none: every hostile pattern keeps trying and never matches.
+DEFINES = {"A": binop("=", col("v"), lit(0)), "B": binop("=", col("v"), lit(0)), "C": binop("=", col("v"), lit(1))}
+
+
+def _max_live_threads(pattern, rows: int) -> tuple[int, int]:
+    variables = {n for n in "ABC" if n in repr(pattern)}
+    stmt = statement(pattern, defines={k: v for k, v in DEFINES.items() if k in variables}, measures=[("n", count_star())])
+    machine = CompiledQuery(stmt).machine(("id", "v"))
+    matcher = PartitionMatcher(machine)
+    peak = 0
+    for i in range(rows):
+        matcher.feed({"id": [i], "v": [0]})
+        peak = max(peak, matcher.live_threads())
+    matcher.finish()
+    return peak, len(machine.program)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_live_threads_bounded_by_program_size(name):
+    peak_small, size = _max_live_threads(HOSTILE[name], 200)
+    peak_large, _ = _max_live_threads(HOSTILE[name], 2000)
+    assert peak_large <= size, f"{name}: {peak_large} live threads for a {size}-instruction program"
+    assert peak_large == peak_small, f"{name}: live threads grew with the input ({peak_small} -> {peak_large})"
+
+
+def test_buffered_rows_stay_bounded_when_nothing_matches():
+    stmt = statement(cat(plus(A), C), defines=DEFINES, measures=[("n", count_star())])
+    machine = CompiledQuery(stmt).machine(("id", "v"))
+    matcher = PartitionMatcher(machine)
+    for chunk in range(50):
+        matcher.feed({"id": list(range(chunk * 1000, chunk * 1000 + 1000)), "v": [1] * 1000})
+    # v = 1 fails A at every row, so no start survives: the buffer is trimmed as the search moves on.
+    assert matcher.buffered_rows() < 10_000
+
+
+def test_huge_bounded_quantifier_is_refused_quickly():
+    stmt = statement(quant(A, 1, 100_000), defines={"A": DEFINES["A"]})
+    began = time.perf_counter()
+    with pytest.raises(CepError) as raised:
+        CompiledQuery(stmt).machine(("id", "v"))
+    assert time.perf_counter() - began < 5  # refused while building, long before memory runs out
+    assert "MAX_PROGRAM_SIZE" in raised.value.message
+    assert str(MAX_PROGRAM_SIZE) in raised.value.message
