@@ -1,0 +1,38 @@
+"""The docs cannot drift from the code: their examples run here.
+
+- every ``>>>`` example in README.md and docs/*.md runs as a doctest;
+- every ```sql block parses and passes the checks (a block starting with ``-- invalid`` must fail).
+"""
+
+from __future__ import annotations
+
+import doctest
+import re
+from pathlib import Path
+
+import pytest
+
+import cep
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+SQL_BLOCK = re.compile(r"```sql\n(.*?)```", re.DOTALL)
+
+
+@pytest.mark.parametrize("path", [p for p in DOCS if ">>>" in p.read_text(encoding="utf-8")], ids=lambda p: p.name)
+def test_doctests(path: Path) -> None:
+    result = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {path.name} failed (see output above)"
+
+
+SQL_CASES = [(p, i, block) for p in DOCS for i, block in enumerate(SQL_BLOCK.findall(p.read_text(encoding="utf-8")))]
+
+
+@pytest.mark.parametrize("path,index,block", SQL_CASES, ids=[f"{p.name}#{i}" for p, i, _ in SQL_CASES])
+def test_sql_blocks_parse(path: Path, index: int, block: str) -> None:
+    if block.lstrip().startswith("-- invalid"):
+        with pytest.raises(cep.CepError):
+            cep.parse_all(block)
+    else:
+        assert cep.parse_all(block), f"{path.name} block {index} holds no statement"
