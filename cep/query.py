@@ -34,6 +34,19 @@ class Query:
 
         return match_dataframe(self.plan, df)
 
+    def trace(self, data: Any, partition: dict | None = None):
+        """Why did (or didn't) rows match? One record per condition test, live partial match, drop and match.
+
+        Returns a pandas DataFrame with columns partition, row (position within the partition),
+        order_key, event (tested / dropped / alive / match), match_start and detail.
+        """
+        import pandas as pd
+
+        _, columns = to_columns(data)
+        records = self.plan.trace_columns(columns, partition)
+        frame = pd.DataFrame.from_records(records, columns=["partition", "row", "order_key", "event", "match_start", "detail"])
+        return frame
+
     def output_columns(self, input_columns) -> tuple[str, ...]:
         """The output column names for an input with these columns."""
         return self.plan.output_names(tuple(input_columns))

@@ -120,6 +120,32 @@ class CompiledQuery:
             rows.extend(matcher.finish())
         return outer.names, outer.apply(rows, order_and_limit=outer_order_and_limit)
 
+    def trace_columns(self, columns: Columns, partition: dict | None = None) -> list[dict]:
+        """Run with a tracer attached; ``partition`` (column -> value) restricts the trace to one partition."""
+        from grammar.format import format_expr
+        from matcher.trace import Tracer
+
+        machine = self.machine(tuple(columns))
+        texts = {d.variable.key: format_expr(d.condition) for d in self.statement.match.defines}
+        wanted = None
+        if partition:
+            wanted = tuple(partition[_resolve(partition, ast.Identifier(None, name))] for name in self.partition_columns)
+        records: list[dict] = []
+        order = self.order_columns[0] if self.order_columns else None
+        for key, indices in self.partitions(machine, columns):
+            if wanted is not None and tuple(key) != wanted:
+                continue
+            tracer = Tracer(machine, texts)
+            matcher = PartitionMatcher(machine, key)
+            matcher.tracer = tracer
+            matcher.feed({name: [columns[name][i] for i in indices] for name in machine.columns})
+            matcher.finish()
+            for record in tracer.records:
+                if order is not None and record["row"] < len(indices):
+                    record["order_key"] = columns[_resolve(columns, ast.Identifier(None, order))][indices[record["row"]]]
+                records.append(record)
+        return records
+
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""
         count = len(next(iter(columns.values()))) if columns else 0

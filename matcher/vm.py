@@ -82,6 +82,7 @@ class PartitionMatcher:
         self.visited: set = set()
         self.best: tuple | None = None  # (start, end, chain, marks)
         self.done_pending = False  # a thread reached DONE since the last _settle
+        self.tracer = None  # a matcher.trace.Tracer when tracing ("why didn't this match?")
         self.match_number = 0
         self.covered_upto = -1  # the last row of any emitted non-empty match
         self.clock = None  # the latest event time passed to advance()
@@ -175,17 +176,25 @@ class PartitionMatcher:
         env.match_number = self.match_number + 1
         next_threads: list[Thread] = []
         visited: set = set()
+        tracer = self.tracer
         for thread in self.threads:
             op = ops[thread.pc]
             if op != LABEL:
+                if tracer is not None:
+                    tracer.dropped(self, p, thread, "another row arrived, so this is not the partition's end ($)")
                 continue  # a thread waiting at `$`: a row arrived, so this is not the end
             label = args[thread.pc]
             condition = conditions[label]
             if condition is not None:
                 view.reset(thread.start, p, label, thread.chain)
-                if condition(env) is not True:
+                held = condition(env)
+                if tracer is not None:
+                    tracer.tested(self, p, thread, label, held)
+                if held is not True:
                     continue
             self._add_thread(next_threads, visited, thread.pc + 1, thread.start, (label, thread.chain), thread.marks, p + 1)
+        if tracer is not None:
+            tracer.alive(self, p, next_threads)
         if len(next_threads) > MAX_LIVE_THREADS:
             raise CepRuntimeError(
                 f"more than {MAX_LIVE_THREADS} live partial matches in partition {self._describe_key()} "
@@ -219,6 +228,9 @@ class PartitionMatcher:
                     out.append(Thread(target, start, chain, marks))
                     if target == machine.done_pc:
                         self.done_pending = True
+                elif self.tracer is not None:
+                    self.tracer.dropped(self, position - 1, Thread(target, start, chain, marks),
+                                        "merged into an equivalent partial match that started earlier")
             return
         ops, args, bargs = machine.ops, machine.args, machine.bargs
         stack = [(pc, marks)]
@@ -265,6 +277,9 @@ class PartitionMatcher:
             for index, thread in enumerate(threads):
                 if ops[thread.pc] == DONE:
                     self.best = (thread.start, self.position - 1, thread.chain, thread.marks)
+                    if self.tracer is not None:
+                        for lower in threads[index + 1 :]:
+                            self.tracer.dropped(self, self.position - 1, lower, "a preferred partial match has finished")
                     del threads[index:]
                     break
         if not threads and self.best is not None:
@@ -278,6 +293,8 @@ class PartitionMatcher:
         visited: set = set()
         ops = self.machine.ops
         for thread in waiting:
+            if ops[thread.pc] != AT_END and self.tracer is not None:
+                self.tracer.dropped(self, self.total - 1, thread, "the input ended before the pattern completed")
             if ops[thread.pc] == AT_END:
                 self._add_thread(self.threads, visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.total)
         self.threads = [t for t in self.threads if ops[t.pc] == DONE]
@@ -305,6 +322,8 @@ class PartitionMatcher:
                 self._add_thread(kept, self.visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.position)
             elif ops[thread.pc] != DONE:
                 expired_starts.setdefault(thread.start, thread)
+                if self.tracer is not None:
+                    self.tracer.dropped(self, self.position, thread, "WITHIN expired")
         if not changed:
             return False
         self.threads = kept
@@ -331,6 +350,8 @@ class PartitionMatcher:
         labels = _chain_to_list(chain)
         self._emit_unmatched(self.search_start, start)
         machine = self.machine
+        if self.tracer is not None:
+            self.tracer.matched(self, self.match_number, start, end, labels)
         self.out.extend(machine.output.match(self, self.match_number, start, end, labels, _excluded(marks)))
         if end >= start:
             self.covered_upto = max(self.covered_upto, end)
