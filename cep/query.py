@@ -28,8 +28,26 @@ class Query:
         names, rows = self.plan.run_columns(columns)
         return from_rows(kind, names, rows)
 
-    def on_spark(self, df):
-        """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition)."""
+    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", **streaming):
+        """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition).
+
+        A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
+        with ``late="output"``, the late input rows): see ``spark_bridge.streaming.match_stream`` for
+        ``watermark``, ``session_timeout``, ``late`` and the other keyword arguments
+        (``max_pending_rows``, ``metrics_name``). They are ignored for a static ``df``.
+        """
+        if df.isStreaming:
+            from spark_bridge.streaming import match_stream, statement_text
+
+            return match_stream(
+                self.plan,
+                df,
+                query_text=statement_text(self),
+                watermark=watermark,
+                session_timeout=session_timeout,
+                late=late,
+                **streaming,
+            )
         from spark_bridge.batch import match_dataframe
 
         return match_dataframe(self.plan, df)

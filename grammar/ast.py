@@ -167,11 +167,16 @@ class ArrayLiteral:
 
 @dataclass(frozen=True)
 class FunctionCall:
-    """A scalar function: COALESCE, ABS, ROUND, LOWER, UPPER, CONCAT, ... ``name`` is upper case."""
+    """A scalar function: COALESCE, ABS, ROUND, LOWER, UPPER, CONCAT, ... ``name`` is upper case.
+
+    ``semantics`` (added by the front end) holds a RUNNING/FINAL written before a call that cannot
+    take it (``RUNNING lower(x)``, ``FINAL CLASSIFIER()``), so that the checker can report it.
+    """
 
     span: Span
     name: str
     args: tuple["Expr", ...]
+    semantics: str | None = None
 
 
 @dataclass(frozen=True)

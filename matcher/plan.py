@@ -11,6 +11,7 @@ from typing import Iterable
 
 from grammar import ast
 from grammar.errors import CepSemanticError
+from matcher import fastpath
 from matcher.machine import Machine, build_machine
 from matcher.outer import OuterQuery, build_outer, sort_key
 from matcher.tables import pandas_to_columns
@@ -110,6 +111,9 @@ class CompiledQuery:
         clock = None
         if machine.within is not None:
             clock = max((v for v in columns[machine.within.column] if v is not None), default=None)
+        fast = fastpath.plan_for(self.statement, machine, names)
+        if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/fastpath.py)
+            return outer.names, outer.apply(fast.run(columns), order_and_limit=outer_order_and_limit)
         rows: list[tuple] = []
         for key, indices in self.partitions(machine, columns):
             matcher = PartitionMatcher(machine, key)

@@ -1,0 +1,74 @@
+# cep: `make run` runs the shipped V-shape pattern on the sample ticks; `make test` runs the whole suite.
+# Both work on a fresh clone with Python 3.11+ and Java 17+: the virtualenv is created and installed on
+# first use, and again whenever pyproject.toml changes (the stamp file below).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.cep-installed
+# The interpreter that creates the venv: the first of these that is 3.11 or newer (override: make PYTHON=...).
+PYTHON  ?= $(shell for p in python3 python3.13 python3.12 python3.11 python; do \
+             command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+             && { echo $$p; break; }; done)
+
+# Spark's Python workers must run the venv's interpreter (else: "No module named 'pyarrow'" on workers).
+export PYSPARK_PYTHON        := $(abspath $(VPY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
+export SPARK_LOCAL_IP        ?= 127.0.0.1
+
+.PHONY: help run test bench clean distclean venv check-java check-python
+
+help:
+	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on Spark"
+	@echo "make test       run the whole test suite (pytest)"
+	@echo "make bench      run bench/run.py, if present"
+	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
+
+run: venv check-java
+	$(VENV)/bin/cep run patterns/v_shape.sql --input patterns/data/ticks.csv
+
+test: venv check-java
+	$(VPY) -m pytest
+
+bench: venv check-java
+	@if [ -f bench/run.py ]; then $(VPY) bench/run.py; else echo "bench/run.py does not exist yet: nothing to run"; fi
+
+venv: $(STAMP)
+
+# (Re)build the venv when it is missing, broken (its python does not run) or older than pyproject.toml.
+$(STAMP): pyproject.toml | check-python
+	@if ! $(VPY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then \
+		echo "creating $(VENV) with $(PYTHON)"; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); \
+	fi
+	$(VPY) -m pip install --upgrade pip
+	$(VPY) -m pip install -e '.[dev]'
+	@touch $(STAMP)
+
+check-python:
+	@if [ -z "$(PYTHON)" ]; then \
+		echo "cep needs Python 3.11 or newer (python3 --version says: $$(python3 --version 2>&1))."; \
+		echo "Install one, e.g. apt-get install python3 python3-venv, or run make PYTHON=/path/to/python3.11"; \
+		exit 1; \
+	fi
+
+check-java:
+	@if ! command -v java >/dev/null 2>&1; then \
+		echo "Spark needs Java 17 or newer, and no 'java' is on PATH."; \
+		echo "Install it, e.g.: apt-get install openjdk-17-jre-headless"; \
+		exit 1; \
+	fi; \
+	version=$$(java -version 2>&1 | sed -n -E 's/.*version "([0-9]+)(\.[0-9]+)?.*/\1/p' | head -n 1); \
+	if [ -z "$$version" ] || [ "$$version" -lt 17 ]; then \
+		echo "Spark needs Java 17 or newer; java -version reports:"; java -version 2>&1 | sed 's/^/    /'; \
+		echo "Install a newer one, e.g.: apt-get install openjdk-17-jre-headless"; \
+		exit 1; \
+	fi
+
+clean:
+	rm -rf .pytest_cache .hypothesis spark-warehouse metastore_db derby.log build dist
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

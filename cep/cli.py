@@ -1,0 +1,652 @@
+"""The ``cep`` command: run, check, format and explain MATCH_RECOGNIZE queries.
+
+    cep run QUERY_FILE --input PATH [--input PATH ...] [--engine spark|python] [--output FILE] ...
+    cep check FILE ... [--schema 'ts TIMESTAMP, symbol STRING, price DOUBLE']
+    cep fmt FILE
+    cep explain FILE
+
+Exit codes: 0 ok; 1 the query is wrong (the rendered error goes to stderr, never a traceback);
+2 bad usage or an input/output file that cannot be read or written; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import os
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+EXIT_OK = 0
+EXIT_QUERY_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+FORMATS = ("csv", "parquet", "json")
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
+
+# A value that looks like an ISO-8601 date or timestamp (what a CSV or JSON column of times holds).
+_ISO_DATETIME = re.compile(
+    r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?$"
+)
+
+
+class UsageError(Exception):
+    """Bad arguments or an unreadable input/output file: exit code 2 with this message."""
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _read_text(path: str, what: str = "query file") -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"{what} not found: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what} is a directory: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc}") from None
+
+
+def _format_of(path: str, explicit: str | None, *, what: str) -> str:
+    if explicit:
+        return explicit
+    candidates = [path]
+    if os.path.isdir(path):
+        candidates = sorted(
+            os.path.join(path, name) for name in os.listdir(path) if not name.startswith(("_", "."))
+        )
+    for candidate in candidates:
+        ext = os.path.splitext(candidate)[1].lower()
+        if ext in _EXTENSIONS:
+            return _EXTENSIONS[ext]
+    raise UsageError(
+        f"cannot tell the format of {what} {path} from its name; use --format {{{','.join(FORMATS)}}}"
+        if what == "input"
+        else f"cannot tell the format of {what} {path} from its extension (use .csv, .parquet or .json)"
+    )
+
+
+def _input_format(paths: Sequence[str], explicit: str | None) -> str:
+    for path in paths:
+        if not os.path.exists(path):
+            raise UsageError(f"input file not found: {path}")
+    formats = {_format_of(path, explicit, what="input") for path in paths}
+    if len(formats) > 1:
+        raise UsageError(f"the inputs mix formats ({', '.join(sorted(formats))}); give one --format for all, or run them separately")
+    return formats.pop()
+
+
+def _json_is_array(path: str) -> bool:
+    """A JSON file holding one array (rather than one object per line)."""
+    target = path
+    if os.path.isdir(path):
+        files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.lower().endswith(tuple(_EXTENSIONS)))
+        if not files:
+            return False
+        target = files[0]
+    with open(target, encoding="utf-8") as fh:
+        while True:
+            ch = fh.read(1)
+            if not ch or not ch.isspace():
+                return ch == "["
+
+
+# ------------------------------------------------------------------------------------ reading: pandas
+
+
+def _naive_utc(series: "pd.Series") -> "pd.Series":
+    if getattr(series.dt, "tz", None) is not None:
+        return series.dt.tz_convert("UTC").dt.tz_localize(None)
+    return series
+
+
+def infer_datetimes(pdf: "pd.DataFrame") -> "pd.DataFrame":
+    """Turn each text column whose every non-null value is an ISO-8601 date/time into datetime64 (naive UTC)."""
+    import pandas as pd
+
+    for name in pdf.columns:
+        series = pdf[name]
+        if pd.api.types.is_datetime64_any_dtype(series):
+            pdf[name] = _naive_utc(series)
+            continue
+        if not (pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series)):
+            continue
+        values = series.dropna()
+        if values.empty or not all(isinstance(v, str) and _ISO_DATETIME.match(v.strip()) for v in values):
+            continue
+        try:
+            parsed = pd.to_datetime(series.str.strip(), format="ISO8601", utc=True)
+        except (ValueError, TypeError, OverflowError):
+            continue
+        pdf[name] = parsed.dt.tz_localize(None)
+    return pdf
+
+
+def read_pandas(paths: Sequence[str], fmt: str) -> "pd.DataFrame":
+    """Read the inputs with pandas/pyarrow (the python engine)."""
+    import pandas as pd
+
+    frames = []
+    for path in paths:
+        try:
+            if fmt == "csv":
+                frame = pd.read_csv(path)
+            elif fmt == "parquet":
+                frame = pd.read_parquet(path)
+            else:
+                frame = pd.read_json(path, lines=not _json_is_array(path), convert_dates=False)
+        except (OSError, ValueError, UnicodeDecodeError, ImportError) as exc:
+            raise UsageError(f"cannot read input {path} as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        except Exception as exc:  # pyarrow and pandas parser errors have many types
+            raise UsageError(f"cannot read input {path} as {fmt}: {type(exc).__name__}: {exc}") from None
+        frames.append(frame)
+    pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return infer_datetimes(pdf)
+
+
+# ------------------------------------------------------------------------------------- reading: Spark
+
+
+def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
+    """Read the inputs with ``spark.read`` (the spark engine); ISO text columns of JSON become timestamps."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    try:
+        if fmt == "csv":
+            df = spark.read.option("header", True).option("inferSchema", True).csv(list(paths))
+        elif fmt == "parquet":
+            df = spark.read.parquet(*paths)
+        else:
+            df = spark.read.option("multiLine", _json_is_array(paths[0])).json(list(paths))
+            strings = [f.name for f in df.schema.fields if isinstance(f.dataType, T.StringType)]
+            if strings:
+                # A text column becomes a timestamp when every non-null value parses (as in read_pandas).
+                checks = [
+                    F.sum(
+                        F.when(F.col(_q(c)).isNotNull() & F.try_to_timestamp(F.col(_q(c))).isNull(), 1).otherwise(0)
+                    ).alias(f"bad{i}")
+                    for i, c in enumerate(strings)
+                ] + [F.count(F.col(_q(c))).alias(f"n{i}") for i, c in enumerate(strings)]
+                row = df.agg(*checks).collect()[0]
+                for i, c in enumerate(strings):
+                    if row[f"n{i}"] and not row[f"bad{i}"]:
+                        df = df.withColumn(c, F.try_to_timestamp(F.col(_q(c))))
+    except Exception as exc:
+        if type(exc).__name__ in ("AnalysisException", "SparkRuntimeException", "IllegalArgumentException", "PythonException", "Py4JJavaError"):
+            raise UsageError(f"cannot read input as {fmt}: {_first_line(str(exc))}") from None
+        raise
+    if not df.columns or (len(df.columns) == 1 and df.columns[0] == "_corrupt_record"):
+        raise UsageError(f"cannot read input {paths[0]} as {fmt}: no columns found")
+    return df
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return text.strip()
+
+
+# ------------------------------------------------------------------------------------------- output
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NULL"
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    try:
+        import pandas as pd
+
+        if value is pd.NaT or (not isinstance(value, (str, list, tuple, dict)) and pd.isna(value) is True):
+            return "NULL"
+        if isinstance(value, pd.Timestamp):
+            value = value.to_pydatetime(warn=False)
+    except (ImportError, TypeError, ValueError):
+        pass
+    if isinstance(value, datetime):
+        text = value.strftime("%Y-%m-%d %H:%M:%S")
+        if value.microsecond:
+            text += f".{value.microsecond:06d}".rstrip("0")
+        if value.tzinfo is not None:
+            text += value.strftime("%z")
+        return text
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if hasattr(value, "tolist") and not isinstance(value, str):  # numpy scalars and arrays
+        return _cell(value.tolist())
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool) or (
+        hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iuf"
+    )
+
+
+def format_table(pdf: "pd.DataFrame") -> str:
+    """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing."""
+    columns = [str(c) for c in pdf.columns]
+    rows = [[_cell(v) for v in record] for record in pdf.itertuples(index=False, name=None)]
+    numeric = [
+        all(_is_number(v) for v in pdf.iloc[:, i].dropna().tolist()) and pdf.iloc[:, i].notna().any()
+        for i in range(len(columns))
+    ]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [cell.rjust(w) if num else cell.ljust(w) for cell, w, num in zip(cells, widths, numeric)]
+        return "  ".join(parts).rstrip()
+
+    out = [line(columns), "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out)
+
+
+def _is_scalar(value: Any) -> bool:
+    if isinstance(value, (list, tuple, dict, set)):
+        return False
+    return not (hasattr(value, "dtype") and getattr(value, "ndim", 0) > 0)
+
+
+def _display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
+    """Without an ORDER BY the engines return rows in different orders; show them sorted, the same way."""
+    if len(pdf) < 2:
+        return pdf
+    sortable = [c for c in pdf.columns if pdf[c].dtype != object or all(_is_scalar(v) for v in pdf[c])]
+    if not sortable:
+        return pdf
+    try:
+        return pdf.sort_values(sortable, kind="mergesort", na_position="last").reset_index(drop=True)
+    except (TypeError, ValueError):
+        return pdf
+
+
+def write_output(pdf: "pd.DataFrame", path: str) -> None:
+    fmt = _format_of(path, None, what="output file")
+    try:
+        if fmt == "csv":
+            pdf.to_csv(path, index=False)
+        elif fmt == "parquet":
+            pdf.to_parquet(path, index=False)
+        else:
+            pdf.to_json(path, orient="records", lines=True, date_format="iso")
+    except (OSError, ValueError, ImportError) as exc:
+        raise UsageError(f"cannot write {path}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+@dataclass
+class RunResult:
+    table: "pd.DataFrame"
+    events: int
+    partitions: int
+    seconds: float
+    ordered: bool = False  # the query has an outer ORDER BY: keep its order
+
+
+def _partition_count(pdf: "pd.DataFrame", columns: list[str]) -> int:
+    if pdf.empty:
+        return 0
+    if not columns:
+        return 1
+    return int(pdf.groupby(columns, dropna=False, sort=False).ngroups)
+
+
+def _resolve_partition(plan: Any, columns: Sequence[str]) -> list[str]:
+    from spark_bridge.batch import resolve_columns
+
+    return resolve_columns(list(getattr(plan, "partition_columns", None) or []), list(columns))
+
+
+def _has_outer_order(plan: Any, columns: Sequence[str]) -> bool:
+    keys = getattr(plan, "sort_keys", None)
+    if callable(keys):
+        keys = keys(list(columns))
+    return bool(keys)
+
+
+def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None) -> RunResult:
+    started = time.perf_counter()
+    pdf = read_pandas(paths, fmt)
+    result = query.run(pdf)
+    partition = _resolve_partition(query.plan, pdf.columns)
+    if limit is not None:
+        result = result.head(limit)
+    seconds = time.perf_counter() - started
+    ordered = _has_outer_order(query.plan, pdf.columns)
+    return RunResult(result, len(pdf), _partition_count(pdf, partition), seconds, ordered)
+
+
+def _start_spark(master: str) -> Any:
+    try:
+        from spark_bridge.session import get_spark
+    except ImportError as exc:  # pragma: no cover - pyspark missing
+        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep[spark]', or use --engine python") from None
+    try:
+        return get_spark(master)
+    except ImportError as exc:
+        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep[spark]', or use --engine python") from None
+    except Exception as exc:
+        raise UsageError(
+            f"could not start Spark ({_first_line(str(exc))}).\n"
+            "Spark needs Java 17 or newer on PATH (e.g. apt-get install openjdk-17-jre-headless); "
+            "or run with --engine python"
+        ) from None
+
+
+def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, master: str) -> RunResult:
+    spark = _start_spark(master)
+    from pyspark.sql import functions as F
+
+    started = time.perf_counter()
+    df = read_spark(spark, paths, fmt)
+    matches = query.on_spark(df)
+    partition = _resolve_partition(query.plan, df.columns)
+    if limit is not None:
+        matches = matches.limit(limit)
+    result = matches.toPandas()
+    seconds = time.perf_counter() - started
+
+    if partition:
+        counts = df.groupBy(*[F.col(_q(c)) for c in partition]).count()
+        row = counts.agg(F.sum("count").alias("events"), F.count(F.lit(1)).alias("keys")).collect()[0]
+        events, partitions = int(row["events"] or 0), int(row["keys"] or 0)
+    else:
+        events = df.count()
+        partitions = 1 if events else 0
+    return RunResult(result, events, partitions, seconds, _has_outer_order(query.plan, df.columns))
+
+
+def _spark_error(exc: BaseException) -> str | None:
+    """The cep error inside a Spark failure (raised in a worker), or a short message; None if not Spark's."""
+    name = type(exc).__name__
+    if name not in ("PythonException", "Py4JJavaError", "SparkRuntimeException", "AnalysisException", "PySparkException") and not type(exc).__module__.startswith(("pyspark", "py4j")):
+        return None
+    text = str(exc)
+    found = None
+    for match in re.finditer(r"(?:^|\n)\s*(?:[\w.]+\.)?(Cep\w*Error): (.*?)(?=\n\S|\Z)", text, re.S):
+        found = match.group(2).strip()
+    if found:
+        # The worker rendered the error against "query"; keep its code and message.
+        rendered = re.match(r"^\S*?:(?:\d+:\d+:)? (error\[E\d+\]: .*)", found, re.S)
+        return rendered.group(1) if rendered else f"error: {found}"
+    return f"error: spark: {_first_line(text)}"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import cep
+
+    text = _read_text(args.query_file)
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must be 0 or more")
+    if args.output:
+        _format_of(args.output, None, what="output file")
+        parent = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(parent):
+            raise UsageError(f"cannot write {args.output}: no directory {parent}")
+    fmt = _input_format(args.input, args.format)
+
+    try:
+        query = cep.compile(text, filename=args.query_file)
+        if args.engine == "python":
+            run = _run_python(query, args.input, fmt, args.limit)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run = _run_spark(query, args.input, fmt, args.limit, args.master)
+    except cep.CepError as err:
+        _err(str(err.with_source(text, args.query_file)))
+        return EXIT_QUERY_ERROR
+    except UsageError:
+        raise
+    except Exception as exc:
+        message = _spark_error(exc)
+        if message is None:
+            raise
+        _err(f"{args.query_file}: {message}")
+        return EXIT_QUERY_ERROR
+
+    table = run.table
+    if not run.ordered:
+        table = _display_order(table)
+    if args.output:
+        write_output(table, args.output)
+        print(f"wrote {len(table)} rows to {args.output}")
+    elif len(table):
+        print(format_table(table))
+    else:
+        print("(no matches)")
+    print(
+        f"events read: {run.events}, partitions: {run.partitions}, matches: {len(table)}, "
+        f"seconds: {run.seconds:.2f} (engine: {args.engine})"
+    )
+    return EXIT_OK
+
+
+def _load_schema(text: str | None) -> dict[str, str] | None:
+    """The ``--schema`` option as ``{column: type}`` (the checker's parser, so its type names agree)."""
+    if not text:
+        return None
+    import cep
+    from grammar.parser import parse_schema
+
+    try:
+        return parse_schema(text)
+    except cep.CepError as err:
+        raise UsageError(f"invalid --schema:\n{err}") from None
+
+
+def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> list[Any]:
+    """Every statement of a file, parsed and checked (against ``schema`` when given); raises CepError."""
+    import cep
+
+    params = inspect.signature(cep.parse_all).parameters
+    if schema is not None and "schema" in params:
+        return cep.parse_all(text, filename=filename, schema=schema)
+    statements = cep.parse_all(text, filename=filename)
+    if schema is not None:
+        from grammar.checks import check
+
+        for statement in statements:
+            check(statement, schema=schema, source=text, filename=filename)
+    return statements
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    import cep
+
+    schema = _load_schema(args.schema)
+    status = EXIT_OK
+    for path in args.files:
+        try:
+            text = _read_text(path)
+        except UsageError as exc:
+            _err(f"cep check: {exc}")
+            status = max(status, EXIT_USAGE)
+            continue
+        try:
+            statements = parse_and_check(text, path, schema)
+        except cep.CepError as err:
+            _err(str(err.with_source(text, path)))
+            status = max(status, EXIT_QUERY_ERROR)
+            continue
+        count = len(statements)
+        print(f"{path}: ok ({count} statement{'' if count == 1 else 's'})")
+    return status
+
+
+def format_text(text: str, filename: str | None = None) -> str:
+    """The canonical text of every statement in ``text`` (comments other than ``-- name:`` are dropped)."""
+    import cep
+
+    if hasattr(cep, "format_query"):
+        return cep.format_query(text)
+    from grammar.format import format_statement
+
+    parts = []
+    for statement in cep.parse_all(text, filename=filename):
+        body = format_statement(statement)
+        name = getattr(statement, "name", None)
+        parts.append(f"-- name: {name}\n{body}" if name else body)
+    return parts[0] if len(parts) == 1 else ";\n\n".join(parts) + ";"
+
+
+def cmd_fmt(args: argparse.Namespace) -> int:
+    import cep
+
+    text = _read_text(args.file)
+    try:
+        formatted = format_text(text, args.file)
+    except cep.CepError as err:
+        _err(str(err.with_source(text, args.file)))
+        return EXIT_QUERY_ERROR
+    print(formatted.rstrip("\n"))
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    import cep
+
+    text = _read_text(args.file)
+    try:
+        listing = cep.compile(text, filename=args.file).explain()
+    except cep.CepError as err:
+        _err(str(err.with_source(text, args.file)))
+        return EXIT_QUERY_ERROR
+    print(listing.rstrip("\n"))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------- parser
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cep",
+        description="Complex event processing: SQL:2016 MATCH_RECOGNIZE queries over event data, on Spark or in plain Python.",
+        epilog="Exit codes: 0 ok, 1 query error, 2 usage or file error.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="run a query over input files and print the matches",
+        description="Run the MATCH_RECOGNIZE query in QUERY_FILE over the input rows; print the matches as a "
+        "table and a summary line.",
+    )
+    run.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
+    run.add_argument(
+        "--input", "-i", action="append", required=True, metavar="PATH",
+        help="input file (or Spark directory); repeat for several files of the same format",
+    )
+    run.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    run.add_argument(
+        "--engine", choices=("spark", "python"), default="spark",
+        help="spark: local Spark batch job (default); python: the pure-Python matcher over pandas",
+    )
+    run.add_argument("--output", "-o", metavar="FILE", help="write the matches to FILE (.csv, .parquet or .json) instead of printing them")
+    run.add_argument("--limit", type=_non_negative_int, metavar="N", help="keep at most N matches")
+    run.add_argument("--master", default="local[*]", help="Spark master URL (default: %(default)s)")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser(
+        "check",
+        help="parse and check query files without running them",
+        description="Parse and check every statement of each FILE; print each error with its position.",
+    )
+    check.add_argument("files", nargs="+", metavar="FILE", help="query file(s)")
+    check.add_argument(
+        "--schema", metavar="COLUMNS",
+        help="input columns and types to check against, e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'",
+    )
+    check.set_defaults(func=cmd_check)
+
+    fmt = sub.add_parser("fmt", help="print a query in canonical form", description="Print the canonical formatting of the queries in FILE.")
+    fmt.add_argument("file", metavar="FILE", help="query file")
+    fmt.set_defaults(func=cmd_fmt)
+
+    explain = sub.add_parser(
+        "explain", help="print the compiled program of a query",
+        description="Compile the query in FILE and print the program the matcher runs.",
+    )
+    explain.add_argument("file", metavar="FILE", help="query file")
+    explain.set_defaults(func=cmd_explain)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, message already printed)
+        if exc.code is None:
+            return EXIT_OK
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        _err(f"cep {args.command}: {exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `cep run ... | head`
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

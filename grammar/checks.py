@@ -1,0 +1,694 @@
+"""Semantic checks: the query parses, but does it mean something?
+
+``check(statement, schema=...)`` walks the AST once per clause, collects every problem as a
+``Diagnostic`` and raises them together as one ``CepSemanticError`` sorted by position (like
+miniwdl's multi_context). Codes: E02xx for meaning, E03xx for the limits of grammar/limits.py.
+The table of codes is in docs/language.md; codes already used by the matcher for the same problem
+(E0206, E0210, E0212, E0213, E0214, E0220, E0221, E0230, E0232, E0233, E0240) are reused here.
+
+This module also owns the function catalogue (which names are aggregates, which scalar functions
+exist) and small generic tree helpers used by the parser and the formatter.
+
+The walks are recursive; the parser bounds the AST depth (limits.MAX_NESTING_DEPTH) first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import math
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Iterator, NamedTuple, get_args
+
+from grammar import ast
+from grammar import limits
+from grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
+
+# ----------------------------------------------------------------------------------- catalogue
+
+# Calls that become ast.Aggregate: the standard set, Trino's extras used by the conformance
+# corpus, and the map aggregates (MAP_AGG, MULTIMAP_AGG, MAP_UNION) that Trino's tests use.
+AGGREGATE_FUNCTIONS = frozenset({
+    "COUNT", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "ARBITRARY", "ANY_VALUE", "MAX_BY", "MIN_BY",
+    "BOOL_AND", "BOOL_OR", "EVERY", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP", "COUNT_IF",
+    "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION",
+})
+# Scalar functions a query may call (the evaluator in matcher/values.py implements these, plus MAP).
+SCALAR_FUNCTIONS = frozenset({
+    "ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER", "SIGN", "LOWER", "UPPER",
+    "LENGTH", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "COALESCE", "NULLIF", "GREATEST",
+    "LEAST", "IF", "ARRAY_JOIN", "ELEMENT_AT", "ARRAY_MAX", "ARRAY_MIN", "CARDINALITY", "MAP",
+})
+_ROW_PATTERN_CALLS = ("PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", "MATCH_STATUS", "PROCTIME")
+
+# Type families: two values can be compared when their families match.
+_FAMILY = {
+    "BIGINT": "number", "INTEGER": "number", "INT": "number", "SMALLINT": "number", "TINYINT": "number",
+    "LONG": "number", "DOUBLE": "number", "FLOAT": "number", "REAL": "number", "DECIMAL": "number",
+    "NUMERIC": "number", "VARCHAR": "string", "CHAR": "string", "STRING": "string", "BOOLEAN": "boolean",
+    "TIMESTAMP": "time", "DATE": "time",
+}
+CAST_TYPES = frozenset(_FAMILY)
+_LITERAL_FAMILY = {"integer": "number", "decimal": "number", "string": "string", "boolean": "boolean",
+                   "timestamp": "time", "date": "time"}
+_STRING_FUNCTIONS = frozenset({"LOWER", "UPPER", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "ARRAY_JOIN"})
+_NUMBER_FUNCTIONS = frozenset({"ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER",
+                               "SIGN", "LENGTH", "CARDINALITY"})
+_NUMBER_AGGREGATES = frozenset({"COUNT", "COUNT_IF", "SUM", "AVG", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP"})
+
+
+# Schema type spellings (Spark, Flink, Trino) -> the names used in schemas given to check().
+_TYPE_ALIASES = {
+    "STRING": "VARCHAR", "VARCHAR": "VARCHAR", "CHAR": "VARCHAR", "TEXT": "VARCHAR", "BIGINT": "BIGINT",
+    "LONG": "BIGINT", "INT": "INTEGER", "INTEGER": "INTEGER", "SMALLINT": "INTEGER", "SHORT": "INTEGER",
+    "TINYINT": "INTEGER", "BYTE": "INTEGER", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE", "REAL": "DOUBLE",
+    "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL", "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN", "TIMESTAMP": "TIMESTAMP",
+    "TIMESTAMP_NTZ": "TIMESTAMP", "TIMESTAMP_LTZ": "TIMESTAMP", "DATE": "DATE",
+}
+# Accepted in schemas, kept as written (upper case): no ordering and no arithmetic on them.
+_OPAQUE_TYPES = ("ARRAY", "MAP", "STRUCT", "BINARY")
+
+
+def normalize_type(word: str, rest: str = "") -> str | None:
+    """A schema type as written ('STRING'; 'DECIMAL' with rest '(10, 2)'; 'ARRAY' with '<INT>')
+    -> the canonical name ('VARCHAR', 'DECIMAL', 'ARRAY<INT>'), or None when unknown."""
+    word = word.upper()
+    if word in _OPAQUE_TYPES:
+        return (word + rest).upper().replace(" ", "")
+    if word in _TYPE_ALIASES and (not rest or re.fullmatch(r"\(\s*\d+\s*(,\s*\d+\s*)?\)", rest)):
+        return _TYPE_ALIASES[word]
+    return None
+
+
+def family_of_type(type_name: str) -> str | None:
+    """'DECIMAL(10,2)' -> 'number'; ARRAY/MAP/STRUCT types -> their upper-cased head ('array')."""
+    head = re.match(r"[A-Za-z_]*", type_name).group().upper()
+    return _FAMILY.get(head) or (head.lower() if head else None)
+
+
+# --------------------------------------------------------------------------------- tree helpers
+
+_EXPRESSION_TYPES = get_args(ast.Expr)
+_PATTERN_TYPES = get_args(ast.Pattern)
+
+
+def is_expression(node: object) -> bool:
+    return isinstance(node, _EXPRESSION_TYPES)
+
+
+def is_pattern(node: object) -> bool:
+    return isinstance(node, _PATTERN_TYPES)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(node_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(node_type) if f.name != "span")
+
+
+def iter_children(node: object) -> Iterator[object]:
+    """The AST nodes directly inside ``node`` (identifiers included), in field order."""
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, tuple):
+            yield from (item for item in value if dataclasses.is_dataclass(item))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, Span):
+            yield value
+
+
+def walk(node: object) -> Iterator[object]:
+    """Every node under ``node`` (itself included), pre-order, without recursion."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(iter_children(current))))
+
+
+def pattern_variables(pattern: ast.Pattern) -> dict[str, ast.Identifier]:
+    """Pattern variable key -> its first occurrence, in order of appearance (absences included)."""
+    found: dict[str, ast.Identifier] = {}
+    for node in walk(pattern):
+        if isinstance(node, (ast.PatternVar, ast.Absence)):
+            name = node.name if isinstance(node, ast.PatternVar) else node.variable
+            found.setdefault(name.key, name)
+    return found
+
+
+def _did_you_mean(name: str, candidates) -> str | None:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    if not close:
+        close = difflib.get_close_matches(name.upper(), [c.upper() for c in candidates], n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
+
+
+# ------------------------------------------------------------------------------------- checking
+
+
+class _Scope(NamedTuple):
+    """Where an expression is: the clause, and the innermost navigation or aggregate around it."""
+
+    clause: str  # DEFINE, MEASURES, PARTITION BY, ORDER BY, SELECT, WHERE, outer ORDER BY
+    enclosing: object = None
+
+    @property
+    def inside_match(self) -> bool:
+        return self.clause in ("DEFINE", "MEASURES")
+
+
+def check(
+    statement: ast.Statement,
+    *,
+    schema: dict[str, str] | None = None,
+    source: str | None = None,
+    filename: str | None = None,
+) -> None:
+    """Raise one CepSemanticError listing every problem of ``statement`` (sorted by position)."""
+    problems = _Checker(statement, schema).run()
+    if problems:
+        problems.sort(key=lambda d: (d.span.line, d.span.column, d.code))
+        first = problems[0]
+        raise CepSemanticError(
+            first.message, code=first.code, span=first.span, hint=first.hint,
+            source=source, filename=filename, errors=problems,
+        )
+
+
+class _Checker:
+    def __init__(self, statement: ast.Statement, schema: dict[str, str] | None) -> None:
+        self.statement = statement
+        self.match = statement.match
+        self.schema = schema
+        self.problems: list[Diagnostic] = []
+        self.variables = pattern_variables(self.match.pattern)
+        self.subsets = {s.name.key: s for s in self.match.subsets}
+        self.has_absence = any(isinstance(n, ast.Absence) for n in walk(self.match.pattern))
+
+    def report(self, code: str, message: str, span: Span = NO_SPAN, hint: str | None = None) -> None:
+        self.problems.append(Diagnostic(code, message, span, hint))
+
+    def run(self) -> list[Diagnostic]:
+        self._check_pattern_limits()
+        self._check_absences()
+        self._check_subsets()
+        self._check_defines()
+        self._check_measures()
+        self._check_skip_and_options()
+        self._check_partition_and_order()
+        self._check_outer_query()
+        return self.problems
+
+    # ------------------------------------------------------------------------------ pattern
+
+    def _check_pattern_limits(self) -> None:
+        pattern = self.match.pattern
+        if len(self.variables) > limits.MAX_PATTERN_VARIABLES:
+            self.report("E0305", f"the pattern has {len(self.variables)} variables; the limit is "
+                        f"{limits.MAX_PATTERN_VARIABLES}", pattern.span)
+        for node in walk(pattern):
+            if isinstance(node, ast.Quantified) and max(node.min, node.max or 0) > limits.MAX_QUANTIFIER_BOUND:
+                self.report("E0303", f"quantifier {node.text or '{…}'} exceeds the largest allowed bound, "
+                            f"{limits.MAX_QUANTIFIER_BOUND}", node.span, "use + or * for long runs of rows")
+            elif isinstance(node, ast.Permute) and len(node.items) > limits.MAX_PERMUTE_ITEMS:
+                self.report("E0304", f"PERMUTE has {len(node.items)} items; the limit is {limits.MAX_PERMUTE_ITEMS} "
+                            f"(it expands to every order: {len(node.items)}! alternatives)", node.span)
+        if not any(p.code in ("E0303", "E0304") for p in self.problems):
+            size = _expanded_size(pattern, limits.MAX_EXPANDED_PATTERN_TERMS + 1)
+            if size > limits.MAX_EXPANDED_PATTERN_TERMS:
+                self.report("E0306", f"the pattern expands to more than {limits.MAX_EXPANDED_PATTERN_TERMS} terms "
+                            "once quantifier bounds and PERMUTE are unrolled", pattern.span)
+
+    def _check_absences(self) -> None:
+        """`!B` (our extension) must be a term of the top-level sequence, neither first nor, unless
+        WITHIN bounds the wait, last: it means "no B row until the next term (or the deadline)"."""
+        pattern = self.match.pattern
+        terms = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
+        top_level = {id(term) for term in terms}
+        for node in walk(pattern):
+            if not isinstance(node, ast.Absence):
+                continue
+            name = node.variable.name
+            if id(node) not in top_level:
+                self.report("E0226", f"absence !{name} cannot be inside a quantifier, alternation, PERMUTE or "
+                            "exclusion", node.span, "write it as a term of the main sequence: A !B C")
+            elif node is terms[0]:
+                self.report("E0224", f"absence !{name} cannot start the pattern", node.span,
+                            "an absence needs a row before it to start waiting from")
+            elif node is terms[-1] and self.match.within is None:
+                self.report("E0225", f"absence !{name} at the end of the pattern needs WITHIN", node.span,
+                            "add WITHIN INTERVAL '...' to say how long B must stay absent")
+
+    def _check_subsets(self) -> None:
+        seen: set[str] = set()
+        for subset in self.match.subsets:
+            key = subset.name.key
+            if key in self.variables:
+                self.report("E0205", f"subset name '{subset.name.name}' is already a pattern variable", subset.name.span)
+            elif key in seen:
+                self.report("E0205", f"subset '{subset.name.name}' is defined twice", subset.name.span)
+            seen.add(key)
+            for variable in subset.variables:
+                if variable.key not in self.variables:
+                    self.report("E0204", f"subset '{subset.name.name}' names '{variable.name}', which is not a "
+                                "pattern variable", variable.span, _did_you_mean(variable.name, self._names()))
+
+    def _check_defines(self) -> None:
+        seen: set[str] = set()
+        for define in self.match.defines:
+            key = define.variable.key
+            if key not in self.variables:
+                self.report("E0202", f"DEFINE gives a condition for '{define.variable.name}', which does not appear "
+                            "in PATTERN", define.variable.span, _did_you_mean(define.variable.name, self._names()))
+            elif key in seen:
+                self.report("E0203", f"pattern variable '{define.variable.name}' is defined twice", define.variable.span)
+            seen.add(key)
+            self._expression(define.condition, _Scope("DEFINE"))
+
+    def _check_measures(self) -> None:
+        seen: set[str] = set()
+        for measure in self.match.measures:
+            if measure.name.key in seen:
+                self.report("E0237", f"measure '{measure.name.name}' is defined twice", measure.name.span)
+            seen.add(measure.name.key)
+            self._expression(measure.expr, _Scope("MEASURES"))
+
+    def _check_skip_and_options(self) -> None:
+        match = self.match
+        skip = match.after_match
+        if skip is not None and skip.variable is not None and skip.variable.key not in self._names_by_key():
+            self.report("E0223", f"AFTER MATCH SKIP TO '{skip.variable.name}': no such pattern variable or subset",
+                        skip.variable.span, _did_you_mean(skip.variable.name, self._names()))
+        if match.rows_per_match.show_timeout and match.within is None:
+            self.report("E0227", "SHOW TIMEOUT MATCHES needs a WITHIN clause", match.rows_per_match.span,
+                        "a match can only time out when WITHIN gives it a deadline")
+        if match.within is not None:
+            if not _is_positive_interval(match.within):
+                self.report("E0238", "the WITHIN interval must be longer than zero", match.within.span)
+            if not match.order_by:
+                self.report("E0240", "WITHIN needs an ORDER BY column holding the event time", match.within.span)
+
+    def _check_partition_and_order(self) -> None:
+        for column in self.match.partition_by:
+            self._input_column(column, "PARTITION BY", code="E0201")
+        for key in self.match.order_by:
+            if isinstance(key.expr, ast.ColumnRef):
+                type_name = self._input_column(key.expr, "ORDER BY", code="E0201")
+                if type_name is not None and family_of_type(type_name) not in ("number", "string", "time", "boolean"):
+                    self.report("E0236", f"cannot order by '{key.expr.column.name}' of type {type_name}",
+                                key.expr.span, "order by a time, number or text column")
+            elif not isinstance(key.expr, ast.ProcTime):
+                self._expression(key.expr, _Scope("ORDER BY"))
+
+    def _input_column(self, column: ast.ColumnRef, clause: str, code: str) -> str | None:
+        if column.qualifier is not None:
+            self.report("E0239", f"{clause} columns are input columns and take no qualifier", column.qualifier.span)
+            return None
+        if self.schema is None:
+            return None
+        type_name = _lookup(self.schema, column.column)
+        if type_name is None:
+            self.report(code, f"{clause} column '{column.column.name}' is not in the input",
+                        column.span, _did_you_mean(column.column.name, self.schema))
+        return type_name
+
+    # ------------------------------------------------------------------------------ outer query
+
+    def _check_outer_query(self) -> None:
+        statement = self.statement
+        outputs = self._output_columns()
+        for item in statement.select:
+            self._outer_expression(item.expr, "SELECT", outputs)
+        if statement.where is not None:
+            self._outer_expression(statement.where, "WHERE", outputs)
+        aliases = {item.alias.key: item.alias for item in statement.select if item.alias is not None}
+        order_outputs = None if outputs is None else {**outputs, **{k: None for k in aliases}}
+        for key in statement.order_by:
+            self._outer_expression(key.expr, "outer ORDER BY", order_outputs)
+
+    def _output_columns(self) -> dict[str, str | None] | None:
+        """Column key -> type of what MATCH_RECOGNIZE outputs, or None when it cannot be known
+        (ALL ROWS PER MATCH outputs every input column, unknown without a schema)."""
+        match = self.match
+        outputs: dict[str, str | None] = {}
+        if match.rows_per_match.mode != "ONE":
+            if self.schema is None:
+                return None
+            outputs.update({name.upper(): type_name for name, type_name in self.schema.items()})
+        for column in match.partition_by:
+            outputs[column.column.key] = _lookup(self.schema, column.column) if self.schema else None
+        for measure in match.measures:
+            outputs[measure.name.key] = None
+        return outputs
+
+    def _outer_expression(self, expr: ast.Expr, clause: str, outputs) -> None:
+        alias = self.statement.alias
+        if isinstance(expr, ast.Star) and clause == "SELECT":
+            if expr.qualifier is not None and (alias is None or expr.qualifier.key != alias.key):
+                self.report("E0207", f"'{expr.qualifier.name}' is not known in SELECT; qualify columns with the "
+                            "MATCH_RECOGNIZE alias", expr.qualifier.span)
+            return
+        for node in walk(expr):
+            if isinstance(node, (ast.Navigation, ast.Aggregate, ast.Classifier, ast.MatchNumber, ast.MatchStatus)):
+                self.report("E0208", f"{_describe(node)} can only be used inside MATCH_RECOGNIZE, not in {clause}",
+                            node.span, "compute it as a measure and select the measure")
+            elif isinstance(node, (ast.ColumnRef, ast.Star)) and node.qualifier is not None:
+                if alias is None or node.qualifier.key != alias.key:
+                    expected = f"the MATCH_RECOGNIZE alias '{alias.name}'" if alias else "an alias: add AS m after MATCH_RECOGNIZE (...)"
+                    self.report("E0207", f"'{node.qualifier.name}' is not known in {clause}; qualify columns with "
+                                f"{expected}", node.qualifier.span)
+                    continue
+            if isinstance(node, ast.ColumnRef) and outputs is not None and node.column.key.upper() not in _upper(outputs):
+                self.report("E0221", f"'{node.column.name}' is not an output column of MATCH_RECOGNIZE",
+                            node.span, _did_you_mean(node.column.name, [k.lower() for k in outputs]))
+        self._expression(expr, _Scope(clause), outer=True)
+
+    # ------------------------------------------------------------------------------ expressions
+
+    def _expression(self, expr: ast.Expr, scope: _Scope, outer: bool = False) -> str | None:
+        """Check one expression tree; return its type family (None when unknown)."""
+        return _ExpressionChecker(self, outer).visit(expr, scope)
+
+    def _names(self) -> list[str]:
+        return [i.name for i in self.variables.values()] + [s.name.name for s in self.match.subsets]
+
+    def _names_by_key(self) -> set[str]:
+        return set(self.variables) | set(self.subsets)
+
+
+def _upper(outputs: dict) -> set[str]:
+    return {key.upper() for key in outputs}
+
+
+def _lookup(schema: dict[str, str] | None, column: ast.Identifier) -> str | None:
+    """A column's type: exact name for quoted names, case-insensitive otherwise."""
+    if not schema:
+        return None
+    if column.name in schema:
+        return schema[column.name]
+    if not column.quoted:
+        for name, type_name in schema.items():
+            if name.upper() == column.key:
+                return type_name
+    return None
+
+
+def _describe(node) -> str:
+    if isinstance(node, ast.Navigation):
+        return f"{node.kind}()"
+    if isinstance(node, (ast.Aggregate, ast.FunctionCall)):
+        return f"{node.name}()"
+    return {ast.Classifier: "CLASSIFIER()", ast.MatchNumber: "MATCH_NUMBER()", ast.MatchStatus: "MATCH_STATUS()",
+            ast.ProcTime: "PROCTIME()"}.get(type(node), type(node).__name__)
+
+
+class _ExpressionChecker:
+    """One recursive pass over an expression: structure rules and type families together."""
+
+    def __init__(self, checker: _Checker, outer: bool) -> None:
+        self.checker = checker
+        self.outer = outer
+        self.report = checker.report
+
+    def visit(self, node, scope: _Scope) -> str | None:
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        if method is not None:
+            return method(node, scope)
+        for child in iter_children(node):  # WhenClause and other plain containers
+            if is_expression(child):
+                self.visit(child, scope)
+        return None
+
+    def visit_Literal(self, node: ast.Literal, scope: _Scope) -> str | None:
+        return _LITERAL_FAMILY.get(node.kind)
+
+    def visit_IntervalLiteral(self, node, scope) -> str:
+        return "interval"
+
+    def visit_ColumnRef(self, node: ast.ColumnRef, scope: _Scope) -> str | None:
+        checker = self.checker
+        if self.outer or not scope.inside_match:
+            return None  # outer references were checked against the output columns
+        if node.qualifier is not None and node.qualifier.key not in checker._names_by_key():
+            self._unknown_variable(node.qualifier, scope)
+        if checker.schema is None:
+            return None
+        type_name = _lookup(checker.schema, node.column)
+        if type_name is None:
+            self.report("E0220", f"unknown column '{node.column.name}'", node.column.span,
+                        _did_you_mean(node.column.name, checker.schema))
+            return None
+        return family_of_type(type_name)
+
+    def _unknown_variable(self, name: ast.Identifier, scope: _Scope) -> None:
+        self.report("E0206", f"pattern variable '{name.name}' is used in {scope.clause} but never appears in PATTERN",
+                    name.span, _did_you_mean(name.name, self.checker._names()))
+
+    def visit_Star(self, node: ast.Star, scope: _Scope) -> None:
+        self.report("E0232", "'*' is only allowed in COUNT(*) and SELECT *", node.span)
+
+    def visit_Unary(self, node: ast.Unary, scope: _Scope) -> str | None:
+        family = self.visit(node.operand, scope)
+        return "boolean" if node.op == "NOT" else family
+
+    def visit_Binary(self, node: ast.Binary, scope: _Scope) -> str | None:
+        left, right = self.visit(node.left, scope), self.visit(node.right, scope)
+        if node.op in ("AND", "OR"):
+            return "boolean"
+        if node.op == "||":
+            return "array" if left == "array" else "string"
+        if node.op in ("=", "<>", "<", "<=", ">", ">="):
+            self._comparable(node, node.left, left, node.right, right)
+            return "boolean"
+        return self._arithmetic(node, left, right)
+
+    def _comparable(self, node, left_expr, left, right_expr, right) -> None:
+        if left is None or right is None or left == right:
+            return
+        # A string literal compared with a time is the usual way to write a time constant.
+        if {left, right} == {"string", "time"} and any(
+            isinstance(e, ast.Literal) and e.kind == "string" for e in (left_expr, right_expr)
+        ):
+            return
+        self.report("E0234", f"cannot compare {_TYPE_WORD.get(left, left)} with {_TYPE_WORD.get(right, right)}",
+                    node.span, "CAST one side to the other's type")
+
+    def _arithmetic(self, node: ast.Binary, left: str | None, right: str | None) -> str | None:
+        if left is None or right is None:
+            return left if left == right else None
+        operators, result = _ARITHMETIC.get((left, right), ("", None))
+        if node.op not in operators:
+            self.report("E0235", f"cannot apply '{node.op}' to {_TYPE_WORD.get(left, left)} and "
+                        f"{_TYPE_WORD.get(right, right)}", node.span)
+            return None
+        return result
+
+    def visit_IsNull(self, node: ast.IsNull, scope: _Scope) -> str:
+        self.visit(node.operand, scope)
+        return "boolean"
+
+    def visit_Between(self, node: ast.Between, scope: _Scope) -> str:
+        operand = self.visit(node.operand, scope)
+        for bound in (node.low, node.high):
+            self._comparable(node, node.operand, operand, bound, self.visit(bound, scope))
+        return "boolean"
+
+    def visit_InList(self, node: ast.InList, scope: _Scope) -> str:
+        operand = self.visit(node.operand, scope)
+        for item in node.items:
+            self._comparable(item, node.operand, operand, item, self.visit(item, scope))
+        return "boolean"
+
+    def visit_Like(self, node: ast.Like, scope: _Scope) -> str:
+        for part in (node.operand, node.pattern, node.escape):
+            if part is not None:
+                self.visit(part, scope)
+        return "boolean"
+
+    def visit_Case(self, node: ast.Case, scope: _Scope) -> str | None:
+        if node.operand is not None:
+            self.visit(node.operand, scope)
+        results = []
+        for when in node.whens:
+            self.visit(when.condition, scope)
+            results.append(self.visit(when.result, scope))
+        if node.default is not None:
+            results.append(self.visit(node.default, scope))
+        return next((r for r in results if r is not None), None)
+
+    def visit_Cast(self, node: ast.Cast, scope: _Scope) -> str | None:
+        self.visit(node.operand, scope)
+        if node.type.name not in CAST_TYPES:
+            self.report("E0242", f"unknown type '{node.type.name}' in CAST", node.type.span,
+                        _did_you_mean(node.type.name, CAST_TYPES))
+            return None
+        return family_of_type(node.type.name)
+
+    def visit_ArrayLiteral(self, node: ast.ArrayLiteral, scope: _Scope) -> str:
+        for item in node.items:
+            self.visit(item, scope)
+        return "array"
+
+    def visit_FunctionCall(self, node: ast.FunctionCall, scope: _Scope) -> str | None:
+        if node.semantics is not None:
+            self.report("E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to "
+                        f"{node.name}()", node.span)
+        elif node.name not in SCALAR_FUNCTIONS:
+            known = SCALAR_FUNCTIONS | AGGREGATE_FUNCTIONS | set(_ROW_PATTERN_CALLS)
+            self.report("E0230", f"unknown function {node.name}()", node.span, _did_you_mean(node.name, known))
+        families = [self.visit(arg, scope) for arg in node.args]
+        if node.name in _STRING_FUNCTIONS:
+            return "string"
+        if node.name in _NUMBER_FUNCTIONS:
+            return "number"
+        if node.name in ("COALESCE", "NULLIF", "GREATEST", "LEAST"):
+            return next((f for f in families if f is not None), None)
+        return None
+
+    def visit_Classifier(self, node: ast.Classifier, scope: _Scope) -> str:
+        if node.variable is not None and not self.outer and node.variable.key not in self.checker._names_by_key():
+            self._unknown_variable(node.variable, scope)
+        return "string"
+
+    def visit_MatchNumber(self, node, scope: _Scope) -> str:
+        # Allowed in DEFINE: Trino's tests use it there (the number the match will get).
+        return "number"
+
+    def visit_MatchStatus(self, node, scope: _Scope) -> str:
+        match = self.checker.match
+        if scope.clause == "DEFINE":
+            self.report("E0229", "MATCH_STATUS() cannot be used in DEFINE", node.span)
+        elif not (match.rows_per_match.show_timeout or self.checker.has_absence) and not self.outer:
+            self.report("E0228", "MATCH_STATUS() needs ONE ROW PER MATCH SHOW TIMEOUT MATCHES or an absence (!B) "
+                        "in the pattern", node.span, "without them every match has status 'MATCHED'")
+        return "string"
+
+    def visit_ProcTime(self, node, scope: _Scope) -> str:
+        self.report("E0231", "PROCTIME() is only allowed as an ORDER BY key of MATCH_RECOGNIZE", node.span)
+        return "time"
+
+    # ------------------------------------------------------------------------ navigation
+
+    def visit_Navigation(self, node: ast.Navigation, scope: _Scope) -> str | None:
+        if self.outer:
+            return None  # already reported as E0208
+        logical = node.kind in ("FIRST", "LAST")
+        if node.semantics is not None and not logical:
+            self.report("E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to {node.kind}()",
+                        node.span)
+        if node.semantics == "FINAL" and scope.clause == "DEFINE":
+            self.report("E0214", "FINAL cannot be used in DEFINE", node.span,
+                        "DEFINE conditions only see the rows matched so far")
+        self._check_offset(node)
+        self._check_nesting(node, scope.enclosing)
+        self._single_variable(node, node.operand, f"{node.kind}()")
+        return self.visit(node.operand, scope._replace(enclosing=node))
+
+    def _check_offset(self, node: ast.Navigation) -> None:
+        offset = node.offset
+        if offset is not None and not (isinstance(offset, ast.Literal) and offset.kind == "integer"):
+            self.report("E0213", f"the offset of {node.kind}() must be a non-negative integer constant",
+                        offset.span, "write e.g. PREV(A.price, 2)")
+
+    def _check_nesting(self, node, enclosing) -> None:
+        if enclosing is None:
+            return
+        if isinstance(node, ast.Aggregate):
+            if isinstance(enclosing, ast.Aggregate):
+                self.report("E0215", f"aggregates cannot be nested: {node.name}() inside {enclosing.name}()", node.span)
+            else:
+                self.report("E0211", f"an aggregate cannot be used inside {enclosing.kind}()", node.span)
+            return
+        if isinstance(enclosing, ast.Aggregate):
+            self.report("E0218", f"{node.kind}() cannot be used inside the aggregate {enclosing.name}()", node.span,
+                        "aggregate the column directly, e.g. SUM(A.price)")
+            return
+        inner_logical, outer_logical = node.kind in ("FIRST", "LAST"), enclosing.kind in ("FIRST", "LAST")
+        if inner_logical == outer_logical:
+            self.report("E0210", f"{node.kind}() cannot be nested inside {enclosing.kind}()", node.span)
+        elif outer_logical:
+            self.report("E0216", f"{node.kind}() cannot be nested inside {enclosing.kind}()", node.span,
+                        f"write it the other way round: {node.kind}({enclosing.kind}(...))")
+        elif enclosing.operand is not node:
+            self.report("E0217", f"{node.kind}() inside {enclosing.kind}() must be its whole first argument",
+                        node.span, f"write e.g. {enclosing.kind}({node.kind}(A.price), 1)")
+
+    def _single_variable(self, node, arguments, what: str) -> None:
+        qualifiers: dict[str, ast.Identifier] = {}
+        for argument in arguments if isinstance(arguments, tuple) else (arguments,):
+            for inner in walk(argument):
+                name = inner.variable if isinstance(inner, ast.Classifier) else getattr(inner, "qualifier", None)
+                if isinstance(inner, (ast.ColumnRef, ast.Star, ast.Classifier)) and name is not None:
+                    qualifiers.setdefault(name.key, name)
+        if len(qualifiers) > 1:
+            names = ", ".join(q.name for q in qualifiers.values())
+            self.report("E0212", f"the argument of {what} must refer to one pattern variable, but it refers to {names}",
+                        node.span)
+
+    def visit_Aggregate(self, node: ast.Aggregate, scope: _Scope) -> str | None:
+        if self.outer:
+            return None
+        if node.semantics == "FINAL" and scope.clause == "DEFINE":
+            self.report("E0214", "FINAL cannot be used in DEFINE", node.span,
+                        "DEFINE conditions only see the rows matched so far")
+        if not node.args:
+            self.report("E0233", f"{node.name}() needs an argument", node.span)
+        self._check_nesting(node, scope.enclosing)
+        self._single_variable(node, node.args, f"{node.name}()")
+        inner = scope._replace(enclosing=node)
+        families = []
+        for argument in node.args:
+            if isinstance(argument, ast.Star) and node.name == "COUNT" and len(node.args) == 1:
+                if argument.qualifier is not None and argument.qualifier.key not in self.checker._names_by_key():
+                    self._unknown_variable(argument.qualifier, scope)
+                families.append(None)
+            else:
+                families.append(self.visit(argument, inner))
+        if node.name in _NUMBER_AGGREGATES:
+            return "number"
+        if node.name in ("BOOL_AND", "BOOL_OR", "EVERY"):
+            return "boolean"
+        if node.name in ("ARRAY_AGG", "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION"):
+            return "array" if node.name == "ARRAY_AGG" else "map"
+        return families[0] if families and len(node.args) <= 2 and node.name in ("MIN", "MAX", "ARBITRARY",
+                                                                                   "ANY_VALUE", "MAX_BY", "MIN_BY") else None
+
+
+# (left family, right family) -> (operators allowed, result family)
+_ARITHMETIC = {
+    ("number", "number"): ("+-*/%", "number"),
+    ("time", "interval"): ("+-", "time"),
+    ("interval", "time"): ("+", "time"),
+    ("interval", "interval"): ("+-", "interval"),
+    ("number", "interval"): ("*", "interval"),
+    ("interval", "number"): ("*/", "interval"),
+    ("time", "time"): ("-", "interval"),
+}
+_TYPE_WORD = {"number": "a number", "string": "text", "boolean": "a boolean", "time": "a time",
+              "interval": "an interval", "array": "an array", "map": "a map"}
+
+
+def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
+    """Number of terms once `{n,m}` is unrolled (n + (m-n) copies, n + 1 when unbounded) and
+    PERMUTE is expanded into its n! orders; saturates at ``cap`` to keep the numbers small."""
+    if isinstance(pattern, (ast.PatternVar, ast.Absence, ast.Anchor, ast.Empty)):
+        return 1
+    if isinstance(pattern, ast.Exclusion):
+        return _expanded_size(pattern.pattern, cap)
+    if isinstance(pattern, ast.Quantified):
+        copies = (pattern.max if pattern.max is not None else pattern.min + 1) or 1
+        return min(cap, copies * _expanded_size(pattern.term, cap))
+    items = pattern.items if isinstance(pattern, (ast.Concat, ast.Permute)) else pattern.alternatives
+    total = min(cap, sum(_expanded_size(item, cap) for item in items))
+    if isinstance(pattern, ast.Permute):
+        total = min(cap, total * math.factorial(min(len(items), 20)))
+    return total
+
+
+def _is_positive_interval(interval: ast.IntervalLiteral) -> bool:
+    try:
+        fields = [Decimal(f) for f in re.split(r"[ :]", interval.text.strip()) if f]
+    except InvalidOperation:
+        return True  # the parser validated the text; nothing to add here
+    negative = interval.negative or interval.text.strip().startswith("-")
+    return any(fields) and not negative

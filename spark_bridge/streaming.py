@@ -1,0 +1,391 @@
+"""Run a compiled cep query over a *streaming* Spark DataFrame: keyed matcher state across micro-batches.
+
+    match_stream(plan, df, *, query_text=None, watermark=None, session_timeout=None, late="output",
+                 max_pending_rows=DEFAULT_MAX_PENDING_ROWS, metrics_name="cep") -> DataFrame
+
+The result is a streaming DataFrame in append mode: the statement's output columns, then
+
+    match_id         32 hex digits, the same for every output row of one match, deterministic
+    cep_late_reason  NULL for a match; for a late input row: null_event_time | behind_watermark |
+                     behind_forced_release                           (only with late="output")
+    cep_late_row     NULL for a match; the late input row as JSON    (only with late="output")
+
+How (``docs/streaming.md`` has the reasons and the measurements):
+
+* ``groupBy(PARTITION BY columns).applyInPandasWithState(..., "append", EventTimeTimeout)``; the
+  per-key work is ``spark_bridge.keyed.KeyedStream`` (buffer until the watermark passes, sort, feed
+  the matcher, sessions, caps, match ids); its state is one binary column (``state_codec``).
+* Event time: the first ORDER BY column, a TimestampType column, carried as microseconds
+  (``unix_micros``) so no time zone or pandas conversion touches the comparisons. A watermark the
+  DataFrame already declares on that column is used as is; otherwise ``withWatermark(column, watermark
+  or DEFAULT_WATERMARK)`` is added here.
+* Late rows: in event-time-timeout mode Spark drops, before the function, the rows at or below the
+  previous micro-batch's watermark, silently. To see them, the watermark marker (the column metadata
+  ``spark.watermarkDelayMs`` that tells the stateful operator which column to filter on) is moved
+  from the event-time column to an all-NULL timestamp column: the watermark itself is still computed
+  upstream from the real event times, timers still fire on it, and the operator's late filter
+  (``NULL <= watermark`` is not true) drops nothing. The engine then routes every late row itself.
+* Metrics: every call also emits one statistics row; ``DataFrame.observe(metrics_name, ...)`` sums
+  them per micro-batch (``query.lastProgress["observedMetrics"][metrics_name]``), then they are
+  filtered out of the result.
+
+``ORDER BY PROCTIME()`` (processing time) needs no watermark: each key's rows are matched in the order
+they reach it, as they arrive; such results are not reproducible by a replay.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Iterator
+
+from grammar.errors import CepSemanticError
+from spark_bridge.batch import conform, quote, resolve_columns
+from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS, STAT_NAMES, KeyedStream, spark_timeout_ms
+from spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from pyspark.sql import DataFrame
+
+DEFAULT_WATERMARK = "10 seconds"
+LATE_MODES = ("output", "count")
+
+MATCH_ID = "match_id"
+LATE_REASON = "cep_late_reason"
+LATE_ROW = "cep_late_row"
+
+# Internal columns; none survives into the result.
+_ALL_ROWS_KEY = "__cep_all_rows__"
+_EVENT_US = "__cep_event_us"
+_MARKER = "__cep_watermark_marker"
+_KIND = "__cep_kind"
+_STAT_PREFIX = "__cep_stat_"
+_NULL_TIME = -(2**63)  # unix_micros of a NULL event time, so the column stays int64 in pandas
+_WATERMARK_KEY = "spark.watermarkDelayMs"
+
+KIND_MATCH, KIND_LATE, KIND_STATS = 0, 1, 2
+
+# ------------------------------------------------------------------------------------------ durations
+
+_UNITS_US = {
+    "us": 1, "microsecond": 1, "microseconds": 1,
+    "ms": 1_000, "milli": 1_000, "millis": 1_000, "millisecond": 1_000, "milliseconds": 1_000,
+    "s": 1_000_000, "sec": 1_000_000, "secs": 1_000_000, "second": 1_000_000, "seconds": 1_000_000,
+    "m": 60_000_000, "min": 60_000_000, "mins": 60_000_000, "minute": 60_000_000, "minutes": 60_000_000,
+    "h": 3_600_000_000, "hour": 3_600_000_000, "hours": 3_600_000_000,
+    "d": 86_400_000_000, "day": 86_400_000_000, "days": 86_400_000_000,
+    "w": 604_800_000_000, "week": 604_800_000_000, "weeks": 604_800_000_000,
+}
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
+
+
+def parse_duration(value: Any, *, what: str = "duration") -> int:
+    """``"30 seconds"``, ``"30s"``, ``"1 hour 30 minutes"``, ``"500ms"``, a timedelta -> microseconds (>= 0)."""
+    if isinstance(value, _dt.timedelta):
+        total = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.lower().startswith("interval"):
+            text = text[8:]
+        total, position = 0, 0
+        for match in _DURATION_PART.finditer(text):
+            if match.start() != position:
+                break
+            unit = _UNITS_US.get(match.group(2).lower())
+            if unit is None:
+                raise ValueError(f"unknown unit {match.group(2)!r} in {what} {value!r} (e.g. '30 seconds', '5m', '1 hour')")
+            total += round(float(match.group(1)) * unit)
+            position = match.end()
+        if position != len(text) or not text:
+            raise ValueError(f"cannot read {what} {value!r} (e.g. '30 seconds', '5m', '1 hour')")
+    else:
+        raise TypeError(f"{what} must be a string like '30 seconds' or a datetime.timedelta, not {type(value).__name__}")
+    if total < 0:
+        raise ValueError(f"{what} {value!r} is negative")
+    return total
+
+
+# ---------------------------------------------------------------------------------------- the result
+
+
+def _stat_column(name: str) -> str:
+    return _STAT_PREFIX + name
+
+
+def _json_value(value: Any):
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    return str(value)
+
+
+class _SparkStep:
+    """The function ``applyInPandasWithState`` calls for each key; holds the engine per worker process."""
+
+    def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
+                 output_columns, late_rows: bool) -> None:
+        self.plan = plan
+        self.input_columns = tuple(input_columns)
+        self.partition_columns = tuple(partition_columns)
+        self.query_text = query_text
+        self.session_timeout_us = session_timeout_us
+        self.max_pending_rows = max_pending_rows
+        self.output_columns = list(output_columns)  # (name, SQL type) of the statement's output
+        self.late_rows = late_rows
+        self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (_KIND, "INTEGER")]
+        self.result_columns += [(_stat_column(name), "BIGINT") for name in STAT_NAMES]
+        self._engine: KeyedStream | None = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_engine"] = None  # built again in each worker
+        return state
+
+    def engine(self) -> KeyedStream:
+        if self._engine is None:
+            self._engine = KeyedStream(
+                self.plan,
+                self.input_columns,
+                query_text=self.query_text,
+                session_timeout_us=self.session_timeout_us,
+                max_pending_rows=self.max_pending_rows,
+            )
+        return self._engine
+
+    def __call__(self, key, frames: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
+        import pandas as pd
+
+        from matcher.tables import pandas_to_columns
+
+        engine = self.engine()
+        watermark_ms = 0 if engine.proctime else state.getCurrentWatermarkMs()
+        blob = state.get[0] if state.exists else None
+        parts = [frame for frame in frames if len(frame)]
+        pdf = None
+        columns = times = key_values = None
+        if parts:
+            pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+            pdf = pdf.reset_index(drop=True)
+            columns = pandas_to_columns(pdf.loc[:, list(engine.pending_columns)])
+            if engine.time_column is not None:
+                times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
+            if self.partition_columns:
+                first = pandas_to_columns(pdf.loc[:0, list(self.partition_columns)])
+                key_values = tuple(first[name][0] for name in self.partition_columns)
+            else:
+                key_values = ()
+        result = engine.process(blob, key_values, columns, times, watermark_ms * 1000, timed_out=state.hasTimedOut)
+
+        if result.state is None:
+            if state.exists:
+                state.remove()
+        else:
+            state.update((result.state,))
+            if result.timer_us is not None and not engine.proctime:
+                state.setTimeoutTimestamp(spark_timeout_ms(result.timer_us, watermark_ms))
+        yield self._frame(result, pdf)
+
+    def _frame(self, result, pdf) -> "pd.DataFrame":
+        import pandas as pd
+
+        from matcher.tables import pandas_to_columns
+        from matcher.types import coerce
+
+        rows = result.rows
+        late = result.late if self.late_rows else []
+        n_rows, n_late = len(rows), len(late)
+        pad = [None] * (n_late + 1)
+        data: dict[str, list] = {}
+        for position, (name, type_name) in enumerate(self.output_columns):
+            data[name] = [coerce(row[position], type_name) for row in rows] + pad
+        data[MATCH_ID] = list(result.match_ids) + pad
+        reasons: list = []
+        payloads: list = []
+        if late:
+            indices = [index for index, _ in late]
+            values = pandas_to_columns(pdf.loc[indices, list(self.input_columns)])
+            names = list(self.input_columns)
+            for offset, (_, reason) in enumerate(late):
+                record = {name: values[name][offset] for name in names}
+                reasons.append(reason)
+                payloads.append(json.dumps(record, default=_json_value, ensure_ascii=False))
+        data[LATE_REASON] = [None] * n_rows + reasons + [None]
+        data[LATE_ROW] = [None] * n_rows + payloads + [None]
+        data[_KIND] = [KIND_MATCH] * n_rows + [KIND_LATE] * n_late + [KIND_STATS]
+        stats_pad = [None] * (n_rows + n_late)
+        for name in STAT_NAMES:
+            data[_stat_column(name)] = stats_pad + [result.stats.get(name, 0)]
+        frame = pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in data.items()})
+        return conform(frame, self.result_columns)
+
+
+# ------------------------------------------------------------------------------------------ the query
+
+
+def _watermark_columns(df: "DataFrame") -> list[str]:
+    return [field.name for field in df.schema.fields if _WATERMARK_KEY in (field.metadata or {})]
+
+
+def match_stream(
+    plan,
+    df: "DataFrame",
+    *,
+    query_text: str | None = None,
+    watermark: Any = None,
+    session_timeout: Any = None,
+    late: str = "output",
+    max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS,
+    metrics_name: str | None = "cep",
+) -> "DataFrame":
+    """The matches of ``plan`` over the streaming DataFrame ``df``, as a streaming DataFrame (append mode).
+
+    ``watermark``: how far behind the largest event time seen a row may arrive and still be matched
+    ("30 seconds", "5m", a timedelta); default: the delay ``df`` already declares on the event-time
+    column with ``withWatermark``, else ``DEFAULT_WATERMARK``.
+    ``session_timeout``: a key whose consecutive rows are further apart than this (event time) ends a
+    session there: its trailing matches are emitted and its state dropped. Default None: never.
+    ``late``: "output" (late input rows come out in the result with ``cep_late_reason`` and
+    ``cep_late_row`` set) or "count" (only counted in the metrics).
+    ``max_pending_rows``: the cap on rows one key may hold while waiting for the watermark.
+    ``metrics_name``: the name of the per-micro-batch metrics in ``StreamingQueryProgress.observedMetrics``
+    (None: no metrics).
+    ``query_text``: the statement's text, hashed into ``match_id`` (default: a rendering of the plan).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    if not df.isStreaming:
+        raise ValueError("match_stream needs a streaming DataFrame (spark.readStream...); use match_dataframe for a static one")
+    if late not in LATE_MODES:
+        raise ValueError(f"late must be one of {', '.join(LATE_MODES)}, not {late!r}")
+    statement = plan.statement
+    if statement.order_by or statement.limit is not None:
+        raise CepSemanticError(
+            "ORDER BY and LIMIT after MATCH_RECOGNIZE cannot run on a stream (the output never ends); "
+            "sort or limit where you read the results",
+            code="E0285",
+        )
+    if query_text is None:
+        query_text = repr(statement)
+    session_us = parse_duration(session_timeout, what="session_timeout") if session_timeout is not None else None
+    if session_us == 0:
+        raise ValueError("session_timeout must be positive")
+
+    for name in [field.name for field in df.schema.fields if needs_string_cast(field.dataType)]:
+        df = df.withColumn(name, F.col(quote(name)).cast("string"))
+    input_columns = tuple(df.columns)
+    taken = [c for c in input_columns if c.startswith("__cep_")]
+    if taken:
+        raise CepSemanticError(f"input columns may not start with '__cep_' (found {', '.join(taken)})", code="E0284")
+    partition = resolve_columns(list(plan.partition_columns or []), list(input_columns))
+    input_types = {field.name: spark_to_sql(field.dataType) for field in df.schema.fields}
+    output_columns = list(plan.output_types(input_types))
+    clashes = [n for n, _ in output_columns if n.casefold() in (MATCH_ID, LATE_REASON, LATE_ROW) or n.startswith("__cep_")]
+    if clashes:
+        raise CepSemanticError(
+            f"output column(s) {', '.join(clashes)} clash with the columns streaming adds ({MATCH_ID}, {LATE_REASON}, {LATE_ROW})",
+            code="E0284",
+            hint="rename them with AS in the SELECT list or MEASURES",
+        )
+
+    proctime = bool(getattr(plan, "proctime", False))
+    # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
+    probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us, max_pending_rows=max_pending_rows)
+    time_column = probe.time_column
+    if proctime and session_us is not None:
+        raise CepSemanticError("session_timeout needs event time; ORDER BY PROCTIME() has none", code="E0283")
+
+    if not proctime:
+        from pyspark.sql import types as T
+
+        field = df.schema[time_column]
+        if not isinstance(field.dataType, T.TimestampType):
+            raise CepSemanticError(
+                f"the event-time column {time_column!r} is {field.dataType.simpleString()}, not timestamp; "
+                f"cast it first (e.g. df.withColumn({time_column!r}, F.col({time_column!r}).cast('timestamp')))",
+                code="E0282",
+            )
+        declared = _watermark_columns(df)
+        others = [c for c in declared if c != time_column]
+        if others:
+            raise CepSemanticError(
+                f"the DataFrame declares its watermark on {', '.join(others)}, but the query's event time is {time_column!r}; "
+                f"declare it with withWatermark({time_column!r}, ...) or not at all",
+                code="E0283",
+            )
+        if declared:
+            delay_ms = int(field.metadata[_WATERMARK_KEY])
+            if watermark is not None and parse_duration(watermark, what="watermark") != delay_ms * 1000:
+                raise CepSemanticError(
+                    f"watermark={watermark!r} differs from the delay already declared on {time_column!r} "
+                    f"({delay_ms} ms); pass one or the other",
+                    code="E0283",
+                )
+        else:
+            delay_us = parse_duration(watermark if watermark is not None else DEFAULT_WATERMARK, what="watermark")
+            delay_ms = delay_us // 1000
+            df = df.withWatermark(time_column, f"{delay_ms} milliseconds")
+        # Move the watermark marker to an all-NULL column (see the module docstring) and carry time as µs.
+        df = df.select(
+            *[
+                F.col(quote(name)).alias(name, metadata={}) if name == time_column else F.col(quote(name))
+                for name in input_columns
+            ],
+            F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(_NULL_TIME)).alias(_EVENT_US),
+            F.lit(None).cast("timestamp").alias(_MARKER, metadata={_WATERMARK_KEY: delay_ms}),
+        )
+
+    if partition:
+        grouped = df.groupBy(*[F.col(quote(c)) for c in partition])
+    else:
+        grouped = df.withColumn(_ALL_ROWS_KEY, F.lit(0)).groupBy(F.col(_ALL_ROWS_KEY))
+
+    step = _SparkStep(
+        plan,
+        input_columns,
+        partition,
+        query_text=query_text,
+        session_timeout_us=session_us,
+        max_pending_rows=max_pending_rows,
+        output_columns=output_columns,
+        late_rows=late == "output",
+    )
+
+    def cep_match_stream(key, frames, state):
+        return step(key, frames, state)
+
+    from pyspark.sql import types as T
+
+    state_schema = T.StructType([T.StructField("cep_state", T.BinaryType(), False)])
+    timeout = GroupStateTimeout.NoTimeout if proctime else GroupStateTimeout.EventTimeTimeout
+    out = grouped.applyInPandasWithState(cep_match_stream, output_schema(step.result_columns), state_schema, "append", timeout)
+
+    if metrics_name:
+        kind = F.col(_KIND)
+        metrics = [F.coalesce(F.sum(F.col(_stat_column(name))), F.lit(0)).cast("long").alias(name) for name in STAT_NAMES]
+        metrics.append(F.count(F.when(kind == KIND_STATS, 1)).alias("key_calls"))
+        out = out.observe(metrics_name, *metrics)
+    out = out.where(F.col(_KIND) != KIND_STATS) if late == "output" else out.where(F.col(_KIND) == KIND_MATCH)
+    keep = [name for name, _ in output_columns] + [MATCH_ID]
+    if late == "output":
+        keep += [LATE_REASON, LATE_ROW]
+    return out.select(*[F.col(quote(name)) for name in keep])
+
+
+def statement_text(query) -> str:
+    """The text of ``query``'s own statement (its span within a multi-statement file), for match ids."""
+    text = getattr(query, "text", None) or ""
+    span = getattr(query.statement, "span", None)
+    if span is not None and 0 <= span.start < span.end <= len(text):
+        return text[span.start : span.end]
+    return text

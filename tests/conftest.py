@@ -1,0 +1,48 @@
+"""Shared pytest setup: one SparkSession for the whole run (starting one costs 5-12 s here).
+
+Tests that need Spark take the ``spark`` fixture and carry ``@pytest.mark.spark`` (so ``-m "not spark"``
+gives the fast pure-Python run). The fixture skips, with the reason, only when Java is missing;
+any other failure to start Spark is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "spark: needs a local SparkSession (Java 17+); deselect with -m 'not spark'")
+
+
+def _java_missing_reason() -> str | None:
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return "Spark tests need Java 17+ (no java on PATH or JAVA_HOME); e.g. apt-get install openjdk-17-jre-headless"
+    try:
+        subprocess.run([java, "-version"], capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"Spark tests need a working Java 17+ ({java} -version failed: {exc})"
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark():
+    reason = _java_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    # Spark's Python workers must run this interpreter (the one with pandas/pyarrow and cep installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from spark_bridge.session import get_spark
+
+    session = get_spark("local[2]", app_name="cep-tests")
+    yield session
+    session.stop()

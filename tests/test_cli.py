@@ -1,0 +1,289 @@
+"""The ``cep`` command, run in-process through ``cep.cli.main``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cep.cli import format_table, infer_datetimes, main
+
+REPO = Path(__file__).resolve().parent.parent
+TICKS = str(REPO / "patterns" / "data" / "ticks.csv")
+QUERY = str(REPO / "patterns" / "v_shape.sql")
+EXPECTED_MATCHES = 27  # see tests/test_sample_data.py (counted by the independent reference)
+
+SUMMARY = re.compile(
+    r"^events read: (\d+), partitions: (\d+), matches: (\d+), seconds: \d+\.\d\d \(engine: (spark|python)\)$", re.M
+)
+BAD_QUERY = """\
+SELECT * FROM ticks MATCH_RECOGNIZE (
+  PARTITION BY symbol ORDER BY ts
+  MEASURES LAST(B.price) AS bottom
+  PATTERN (A B+
+  DEFINE B AS B.price < PREV(B.price))
+"""
+
+
+def _table_lines(out: str) -> list[str]:
+    """The table part of ``cep run`` output: header, rule and rows (everything before the summary)."""
+    lines = out.rstrip("\n").splitlines()
+    assert SUMMARY.match(lines[-1]), lines[-1]
+    return lines[:-1]
+
+
+def test_run_python_engine(capsys):
+    assert main(["run", QUERY, "--input", TICKS, "--engine", "python"]) == 0
+    captured = capsys.readouterr()
+    summary = SUMMARY.search(captured.out)
+    assert summary is not None, captured.out
+    assert summary.groups() == ("240", "4", str(EXPECTED_MATCHES), "python")
+    table = _table_lines(captured.out)
+    assert table[0].split() == ["symbol", "start_ts", "bottom", "end_ts", "n"]
+    assert set(table[1].replace(" ", "")) == {"-"}
+    assert len(table) == 2 + EXPECTED_MATCHES
+    # The first match of the data, checked by hand (see test_sample_data.py), printed readably.
+    assert table[2].split() == ["ACME", "2024-01-02", "09:32:00", "99.71", "2024-01-02", "09:36:00", "5"]
+    assert "Traceback" not in captured.err
+
+
+@pytest.mark.spark
+def test_run_spark_engine_prints_the_same_table(spark, capsys):
+    assert main(["run", QUERY, "--input", TICKS, "--engine", "python"]) == 0
+    python_out = capsys.readouterr().out
+    assert main(["run", QUERY, "--input", TICKS]) == 0  # spark is the default engine
+    captured = capsys.readouterr()
+    assert SUMMARY.search(captured.out).groups() == ("240", "4", str(EXPECTED_MATCHES), "spark")
+    assert _table_lines(captured.out) == _table_lines(python_out)
+    assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("suffix", ["csv", "json", "parquet"])
+def test_run_writes_output_file(tmp_path, capsys, suffix):
+    target = tmp_path / f"matches.{suffix}"
+    assert main(["run", QUERY, "-i", TICKS, "--engine", "python", "--output", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {EXPECTED_MATCHES} rows to {target}" in out
+    if suffix == "csv":
+        back = pd.read_csv(target)
+    elif suffix == "json":
+        back = pd.read_json(target, lines=True)
+    else:
+        back = pd.read_parquet(target)
+    assert len(back) == EXPECTED_MATCHES
+    assert list(back.columns) == ["symbol", "start_ts", "bottom", "end_ts", "n"]
+
+
+def test_run_limit(capsys):
+    assert main(["run", QUERY, "-i", TICKS, "--engine", "python", "--limit", "5"]) == 0
+    out = capsys.readouterr().out
+    assert SUMMARY.search(out).group(3) == "5"
+    assert len(_table_lines(out)) == 2 + 5
+
+
+def test_run_reads_json_and_parquet_inputs(tmp_path, capsys):
+    pdf = pd.read_csv(TICKS, parse_dates=["ts"])
+    pdf.to_parquet(tmp_path / "ticks.parquet", index=False)
+    pdf.to_json(tmp_path / "ticks.jsonl", orient="records", lines=True, date_format="iso")
+    for name in ("ticks.parquet", "ticks.jsonl"):
+        assert main(["run", QUERY, "-i", str(tmp_path / name), "--engine", "python"]) == 0
+        assert SUMMARY.search(capsys.readouterr().out).group(3) == str(EXPECTED_MATCHES)
+
+
+def test_run_several_inputs(tmp_path, capsys):
+    pdf = pd.read_csv(TICKS)
+    pdf.iloc[:100].to_csv(tmp_path / "a.csv", index=False)
+    pdf.iloc[100:].to_csv(tmp_path / "b.csv", index=False)
+    assert main(["run", QUERY, "-i", str(tmp_path / "a.csv"), "-i", str(tmp_path / "b.csv"), "--engine", "python"]) == 0
+    summary = SUMMARY.search(capsys.readouterr().out)
+    assert summary.groups()[:3] == ("240", "4", str(EXPECTED_MATCHES))
+
+
+def test_run_missing_input_is_a_usage_error(tmp_path, capsys):
+    missing = tmp_path / "nope.csv"
+    assert main(["run", QUERY, "--input", str(missing), "--engine", "python"]) == 2
+    captured = capsys.readouterr()
+    assert f"input file not found: {missing}" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_run_missing_query_file_is_a_usage_error(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "none.sql"), "--input", TICKS, "--engine", "python"]) == 2
+    assert "query file not found" in capsys.readouterr().err
+
+
+def test_run_unknown_input_format_is_a_usage_error(tmp_path, capsys):
+    odd = tmp_path / "ticks.dat"
+    odd.write_text("symbol,ts,price\n")
+    assert main(["run", QUERY, "--input", str(odd), "--engine", "python"]) == 2
+    assert "--format" in capsys.readouterr().err
+
+
+def test_run_bad_output_extension_is_a_usage_error(tmp_path, capsys):
+    assert main(["run", QUERY, "-i", TICKS, "--engine", "python", "-o", str(tmp_path / "x.txt")]) == 2
+    assert "x.txt" in capsys.readouterr().err
+
+
+def test_run_bad_query_is_a_query_error(tmp_path, capsys):
+    bad = tmp_path / "bad.sql"
+    bad.write_text(BAD_QUERY)
+    assert main(["run", str(bad), "--input", TICKS, "--engine", "python"]) == 1
+    err = capsys.readouterr().err
+    assert re.search(rf"{re.escape(str(bad))}:\d+:\d+: error\[E\d+\]: ", err), err
+    assert "^" in err
+    assert "Traceback" not in err
+
+
+def test_run_unknown_partition_column_is_a_query_error(tmp_path, capsys):
+    text = Path(QUERY).read_text().replace("PARTITION BY symbol", "PARTITION BY ticker")
+    query = tmp_path / "ticker.sql"
+    query.write_text(text)
+    assert main(["run", str(query), "--input", TICKS, "--engine", "python"]) == 1
+    err = capsys.readouterr().err
+    assert "ticker" in err and "error[" in err
+    assert "Traceback" not in err
+
+
+def test_check_good_file(capsys):
+    assert main(["check", QUERY]) == 0
+    assert capsys.readouterr().out.strip() == f"{QUERY}: ok (1 statement)"
+
+
+def test_check_with_schema(capsys):
+    assert main(["check", QUERY, "--schema", "symbol STRING, ts TIMESTAMP, price DOUBLE, volume INT"]) == 0
+    assert "ok (1 statement)" in capsys.readouterr().out
+
+
+def test_check_bad_schema_is_a_usage_error(capsys):
+    assert main(["check", QUERY, "--schema", "symbol"]) == 2
+    assert "--schema" in capsys.readouterr().err
+
+
+def test_check_bad_file(tmp_path, capsys):
+    bad = tmp_path / "bad.sql"
+    bad.write_text(BAD_QUERY)
+    assert main(["check", QUERY, str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert f"{QUERY}: ok" in captured.out
+    assert re.search(rf"^{re.escape(str(bad))}:\d+:\d+: error\[E\d+\]: ", captured.err, re.M), captured.err
+    assert re.search(r"^\s*\|\s*\^+", captured.err, re.M), captured.err  # the caret line
+    assert "Traceback" not in captured.err
+
+
+def test_check_missing_file(tmp_path, capsys):
+    assert main(["check", str(tmp_path / "gone.sql")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_fmt_prints_canonical_text_that_parses_back(tmp_path, capsys):
+    import cep
+
+    assert main(["fmt", QUERY]) == 0
+    formatted = capsys.readouterr().out
+    assert "MATCH_RECOGNIZE" in formatted.upper()
+    original = cep.parse_all(Path(QUERY).read_text())
+    assert cep.parse_all(formatted) == original
+    # Formatting is idempotent.
+    path = tmp_path / "formatted.sql"
+    path.write_text(formatted)
+    assert main(["fmt", str(path)]) == 0
+    assert capsys.readouterr().out == formatted
+
+
+def test_fmt_bad_file(tmp_path, capsys):
+    bad = tmp_path / "bad.sql"
+    bad.write_text(BAD_QUERY)
+    assert main(["fmt", str(bad)]) == 1
+    assert "error[" in capsys.readouterr().err
+
+
+def test_explain(capsys):
+    import cep
+
+    assert main(["explain", QUERY]) == 0
+    out = capsys.readouterr().out
+    assert out.strip()
+    assert out.rstrip("\n") == cep.compile(Path(QUERY).read_text()).explain().rstrip("\n")
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["check"], ["fmt"], ["explain"]])
+def test_help(capsys, command):
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: cep {' '.join(command)}".rstrip())
+    assert "--help" in out
+
+
+def test_usage_errors_exit_2(capsys):
+    assert main([]) == 2
+    assert main(["run", QUERY]) == 2  # --input is required
+    assert main(["run", QUERY, "-i", TICKS, "--engine", "flink"]) == 2
+    assert main(["run", QUERY, "-i", TICKS, "--limit", "-1"]) == 2
+    capsys.readouterr()
+
+
+def test_format_table_alignment_and_nulls():
+    pdf = pd.DataFrame(
+        {
+            "name": ["a", "bbb", None],
+            "x": [1.5, None, 10.25],
+            "t": pd.to_datetime(["2024-01-02 09:30:00", None, "2024-01-02 09:31:00.5"], format="ISO8601"),
+        }
+    )
+    lines = format_table(pdf).splitlines()
+    assert lines[0].split() == ["name", "x", "t"]
+    assert lines[2].split() == ["a", "1.5", "2024-01-02", "09:30:00"]
+    assert lines[3].split() == ["bbb", "NULL", "NULL"]
+    assert lines[4].split() == ["NULL", "10.25", "2024-01-02", "09:31:00.5"]
+    # Numbers are right-aligned: the column's right edges line up.
+    assert lines[2].index("1.5") + 3 == lines[4].index("10.25") + 5
+
+
+def test_infer_datetimes_only_for_all_iso_columns():
+    pdf = pd.DataFrame(
+        {
+            "ts": ["2024-01-02 09:30:00", "2024-01-02T09:31:00Z", None],
+            "day": ["2024-01-02", "2024-01-03", "2024-01-04"],
+            "mixed": ["2024-01-02", "later", None],
+            "symbol": ["A", "B", "C"],
+        }
+    )
+    out = infer_datetimes(pdf)
+    assert str(out["ts"].dtype).startswith("datetime64")
+    assert out["ts"].dt.tz is None
+    assert out["ts"][1] == pd.Timestamp("2024-01-02 09:31:00")
+    assert str(out["day"].dtype).startswith("datetime64")
+    assert out["mixed"].dtype == object
+    assert out["symbol"].dtype == object
+
+
+def test_check_against_a_schema_without_the_column(capsys):
+    assert main(["check", QUERY, "--schema", "symbol STRING, ts TIMESTAMP, prize DOUBLE"]) == 1
+    err = capsys.readouterr().err
+    assert re.search(rf"^{re.escape(QUERY)}:\d+:\d+: error\[E\d+\]: .*price", err, re.M), err
+
+
+def test_run_runtime_error_is_a_query_error(tmp_path, capsys):
+    text = Path(QUERY).read_text().replace("B AS B.price < PREV(B.price)", "B AS CAST(symbol AS INTEGER) < PREV(B.price)")
+    query = tmp_path / "cast.sql"
+    query.write_text(text)
+    assert main(["run", str(query), "--input", TICKS, "--engine", "python"]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"error\[E04\d\d\]: cannot cast", err), err
+    assert "Traceback" not in err
+
+
+def test_spark_worker_errors_are_reduced_to_the_cep_error():
+    from cep.cli import _spark_error
+
+    PythonException = type("PythonException", (Exception,), {})
+    worker_text = (
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n'
+        "grammar.errors.CepRuntimeError: query: error[E0411]: cannot cast 'ACME' to INTEGER\n"
+    )
+    assert _spark_error(PythonException(worker_text)) == "error[E0411]: cannot cast 'ACME' to INTEGER"
+    assert _spark_error(PythonException("boom\nmore")) == "error: spark: boom"
+    assert _spark_error(ValueError("not spark")) is None

@@ -1,0 +1,291 @@
+"""The fast path (numpy kernels + Python's re over one byte per row) against the Pike VM.
+
+The VM is the reference: on random eligible queries (every pattern operator, both greedinesses,
+anchors, exclusions, PERMUTE, every SKIP mode, ONE/ALL ROWS, with and without PARTITION BY) and
+random tables, both paths must give exactly the same rows in the same order, or the same error.
+Conditions read the current row and PREV/NEXT at constant offsets, with NULLs, NaN, arithmetic,
+AND/OR/NOT, BETWEEN, IN and IS NULL. Then: which queries are eligible, and why the others are not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grammar import ast as A
+from grammar.errors import CepError
+from matcher import fastpath
+from matcher.plan import CompiledQuery
+from matcher.tables import rows_to_columns
+from tests.strategies_match import (
+    S,
+    _measures,
+    and_,
+    binop,
+    cat,
+    col,
+    count_star,
+    first,
+    has_exclusion,
+    is_null,
+    last,
+    lit,
+    next_,
+    not_,
+    or_,
+    pattern_variables,
+    patterns,
+    plus,
+    prev,
+    sql_of,
+    star,
+    statement,
+    var,
+)
+from tests.strategies_match import agg as aggregate
+from tests.strategies_match import alt as alternation
+from tests.strategies_match import classifier as classifier_of
+
+# ------------------------------------------------------------------------------------ strategies
+
+
+def _eligible_conditions(v: str) -> st.SearchStrategy:
+    """Conditions that read only the current row and fixed PREV/NEXT offsets."""
+    value = col("value")
+    own = col("value", v)
+    cmp = st.sampled_from(["<", "<=", ">", ">=", "=", "<>"])
+    small = st.integers(-1, 6)
+    operand = st.one_of(
+        st.just(value),
+        st.just(own),
+        st.builds(lambda n: prev(value, n), st.sampled_from([None, 0, 1, 2])),
+        st.builds(lambda n: next_(value, n), st.sampled_from([None, 1, 2])),
+        st.just(prev(own)),
+        st.builds(lambda op, n: binop(op, value, lit(n)), st.sampled_from(["+", "-", "*", "/", "%"]), small),
+        st.builds(lambda op: binop(op, value, prev(value)), st.sampled_from(["+", "-", "*", "/", "%"])),
+        st.builds(lambda: prev(binop("+", value, lit(1)))),
+        st.builds(lambda n: lit(n), small),
+    )
+    basic = st.one_of(
+        st.builds(lambda op, a, b: binop(op, a, b), cmp, operand, operand),
+        st.builds(lambda a, n: binop(">", a, lit(n)), operand, small),
+        st.builds(is_null, operand, st.booleans()),
+        st.builds(lambda a, lo, hi, neg: A.Between(S, a, lit(lo), lit(hi), neg), operand, small, small, st.booleans()),
+        st.builds(
+            lambda a, items, neg: A.InList(S, a, tuple(lit(i) for i in items), neg),
+            operand,
+            st.lists(st.one_of(small, st.none()), min_size=1, max_size=3),
+            st.booleans(),
+        ),
+        st.sampled_from([lit(True), lit(False), lit(None)]),
+    )
+    return st.one_of(basic, basic, st.builds(and_, basic, basic), st.builds(or_, basic, basic), basic.map(not_))
+
+
+@st.composite
+def eligible_queries(draw) -> A.Statement:
+    pattern = draw(patterns())
+    pvars = pattern_variables(pattern)
+    defines = {v: draw(_eligible_conditions(v)) for v in pvars if draw(st.integers(0, 4)) > 0}
+    modes = ["ONE", "ALL_SHOW_EMPTY", "ALL_OMIT_EMPTY"] + ([] if has_exclusion(pattern) else ["ALL_WITH_UNMATCHED"])
+    skips = ["PAST_LAST_ROW", "PAST_LAST_ROW", "TO_NEXT_ROW"] + (["TO_FIRST", "TO_LAST"] if pvars else [])
+    skip = draw(st.sampled_from(skips))
+    return statement(
+        pattern,
+        defines=defines,
+        measures=draw(_measures(pvars)),
+        rows_per_match=draw(st.sampled_from(modes)),
+        skip=skip,
+        skip_var=draw(st.sampled_from(pvars)) if skip in ("TO_FIRST", "TO_LAST") else None,
+        partition_by=("part",) if draw(st.booleans()) else (),
+    )
+
+
+@st.composite
+def tables(draw, max_rows: int = 16) -> list[dict]:
+    """Rows of (id shuffled, value, part); values small ints, or floats with NaN, with NULLs."""
+    n = draw(st.integers(0, max_rows))
+    floats = draw(st.booleans())
+    pool = [x / 2 for x in range(-2, 12)] + [math.nan, None] if floats else list(range(-1, 7)) + [None]
+    values = draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n))
+    parts = draw(st.lists(st.sampled_from(["p", "p", "q", None]), min_size=n, max_size=n))
+    order = draw(st.permutations(list(range(n))))
+    return [{"id": i + 1, "value": values[i], "part": parts[i]} for i in order]
+
+
+# -------------------------------------------------------------------------------------- running
+
+
+def _run(stmt: A.Statement, rows: list[dict], *, fast: bool):
+    columns = rows_to_columns(rows) if rows else {"id": [], "value": [], "part": []}
+    plan = CompiledQuery(stmt)
+    saved = fastpath.ENABLED
+    fastpath.ENABLED = fast
+    try:
+        return "rows", [repr(row) for row in plan.run_columns(columns)[1]]
+    except CepError as error:
+        return "error", error.code
+    finally:
+        fastpath.ENABLED = saved
+
+
+def _is_eligible(stmt: A.Statement) -> bool:
+    plan = CompiledQuery(stmt)
+    machine = plan.machine(("id", "value", "part"))
+    return fastpath.analyze(stmt, machine, ("id", "value", "part"))[0] is not None
+
+
+FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@FAST
+@given(stmt=eligible_queries(), rows=tables())
+def test_fast_path_equals_vm(stmt, rows):
+    vm = _run(stmt, rows, fast=False)
+    fast = _run(stmt, rows, fast=True)
+    assert fast == vm, f"\n{sql_of(stmt)}\nrows={rows}\nvm={vm}\nfast={fast}"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stmt=eligible_queries(), rows=tables(max_rows=60))
+def test_fast_path_equals_vm_longer_partitions(stmt, rows):
+    assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False), sql_of(stmt)
+
+
+def test_most_generated_queries_are_eligible():
+    """The property tests above must exercise the fast path, not only fall back to the VM."""
+    seen: list[bool] = []
+
+    @settings(max_examples=80, database=None, derandomize=True, deadline=None)
+    @given(stmt=eligible_queries())
+    def collect(stmt):
+        seen.append(_is_eligible(stmt))
+
+    collect()
+    assert sum(seen) / len(seen) > 0.6, (sum(seen), len(seen))
+
+
+# -------------------------------------------------------------------------------------- examples
+
+V_SHAPE = dict(
+    pattern=cat(var("A"), plus(var("B")), plus(var("C"))),
+    defines={"B": binop("<", col("value", "B"), prev(col("value", "B"))), "C": binop(">", col("value", "C"), prev(col("value")))},
+    measures=[("n", count_star()), ("bottom", last(col("value", "B")))],
+    partition_by=("part",),
+)
+
+
+def _reasons(**overrides) -> list[str]:
+    stmt = statement(**{**V_SHAPE, **overrides})
+    plan = CompiledQuery(stmt)
+    machine = plan.machine(("id", "value", "part"))
+    return fastpath.analyze(stmt, machine, ("id", "value", "part"))[1]
+
+
+def test_v_shape_is_eligible_and_takes_the_regex():
+    stmt = statement(**V_SHAPE)
+    rows = [{"id": i, "value": v, "part": "p"} for i, v in enumerate([5, 4, 3, 4, 5, 5, 4, 6, 2, 1, 2])]
+    plan = CompiledQuery(stmt)
+    names, out = plan.run_columns(rows_to_columns(rows))
+    fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
+    assert fast is not None and fast.stats["regex_partitions"] == 1
+    assert out == [("p", 5, 3), ("p", 3, 4), ("p", 3, 1)]
+    assert _run(stmt, rows, fast=False) == _run(stmt, rows, fast=True)
+
+
+@pytest.mark.parametrize(
+    "overrides, reason",
+    [
+        ({"defines": {"B": binop("<", col("value", "B"), col("value", "A"))}}, "reads another variable's row"),
+        ({"defines": {"B": binop("<", col("value"), last(col("value", "B"), 1))}}, "LAST() reads the match history"),
+        ({"defines": {"B": binop(">", aggregate("SUM", col("value", "B")), lit(3))}}, "Aggregate"),
+        ({"defines": {"B": binop("=", prev(classifier_of()), lit("A"))}}, "navigation, aggregate or CLASSIFIER"),
+        ({"defines": {"B": binop("<", col("value"), first(col("value")))}}, "FIRST() reads the match history"),
+        ({"pattern": plus(cat(var("A"), var("B")))}, "unbounded quantifier over a group"),
+        ({"pattern": cat(star(var("A")), star(var("A")), var("B"))}, "two loops on one path share a variable"),
+        ({"pattern": cat(plus(star(var("A"))), var("B"), var("C"))}, "unbounded quantifier over a group"),
+    ],
+)
+def test_not_eligible(overrides, reason):
+    reasons = _reasons(**overrides)
+    assert reasons and reason in reasons[0], reasons
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        star(alternation(var("A"), var("B"))),  # (A|B)* is one character class
+        star(alternation(var("A"), var("A"))),  # (A|A)*: the exponential case for a naive translation
+        cat(var("A"), A.Quantified(S, cat(var("B"), var("C")), 1, 3, True, "{1,3}")),  # unrolled
+        A.Permute(S, (var("A"), plus(var("B")), var("C"))),
+    ],
+)
+def test_eligible_patterns(pattern):
+    assert _reasons(pattern=cat(pattern, var("B"), var("C"))) == []
+
+
+def test_overlapping_loops_fall_back_per_batch():
+    """A+ B+ where some row is both A and B: the regex could backtrack among splits, so the VM runs."""
+    stmt = statement(
+        cat(plus(var("A")), plus(var("B"))),
+        defines={"A": binop(">", col("value"), lit(0)), "B": binop(">", col("value"), lit(2))},
+        measures=[("n", count_star())],
+    )
+    rows = [{"id": i, "value": v, "part": None} for i, v in enumerate([1, 1, 3, 3, 0, 1, 2])]
+    assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False)
+    plan = CompiledQuery(stmt)
+    plan.run_columns(rows_to_columns(rows))
+    fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
+    assert fast.stats["vm_partitions"] == 1 and fast.stats["regex_partitions"] == 0
+
+
+def test_long_runs_go_to_the_vm():
+    """A+ B over a long run of A rows with no B: re would restart at every row (quadratic)."""
+    stmt = statement(
+        cat(plus(var("A")), var("B")),
+        defines={"A": binop("=", col("value"), lit(0)), "B": binop("=", col("value"), lit(1))},
+        measures=[("n", count_star())],
+    )
+    rows = [{"id": i, "value": 0, "part": None} for i in range(20_000)]
+    plan = CompiledQuery(stmt)
+    assert plan.run_columns(rows_to_columns(rows))[1] == []
+    fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
+    assert fast.stats["vm_partitions"] == 1
+
+
+def test_unsupported_data_falls_back_to_the_vm():
+    """A column the kernels cannot reproduce exactly (here: integers beyond 64 bits) runs on the VM."""
+    stmt = statement(**V_SHAPE)
+    rows = [{"id": i, "value": v, "part": "p"} for i, v in enumerate([2**70, 5, 4, 6])]
+    assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False)
+
+
+@pytest.mark.parametrize("op", ["=", "<>", "<", "<=", ">", ">="])
+def test_decimal_literals_compare_as_values_compare_does(op):
+    """A DECIMAL literal against a float column converts to float (values.compare); against an
+    integer column it compares exactly, which a kernel reproduces only when no integer lies between
+    the decimal and its float, else it refuses (Unsupported) and the VM runs."""
+    from decimal import Decimal
+
+    import numpy as np
+
+    from matcher import kernels
+    from matcher import values as V
+
+    column = [0.1, 0.5, 2.5, 3.0, math.nan, None, -1.0]
+    for literal in (Decimal("0.1"), Decimal("2.5"), Decimal("3")):
+        condition = kernels.compile_condition(binop(op, col("value"), A.Literal(S, "decimal", literal, str(literal))), lambda ref: "value", lambda q: True)
+        frame = kernels.Frame(len(column), {"value": lambda: kernels.load_column(column)}, np.zeros(len(column), dtype=np.int64), np.full(len(column), len(column)))
+        expected = [V.compare(op, v, literal) is True for v in column]
+        assert condition(frame).tolist() == expected, (op, literal)
+
+
+def test_unsorted_and_null_order_keys():
+    """Partitioning and ORDER BY done column-wise equal the Python sort (NULLs last, ties stable)."""
+    stmt = statement(**V_SHAPE)
+    ids = [3, None, 1, 2, 2, 5, None, 4, 0]
+    rows = [{"id": i, "value": v, "part": p} for i, v, p in zip(ids, [5, 4, 3, 2, 6, 1, 7, 8, 2], "pqpqppqpq")]
+    assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False)
