@@ -198,7 +198,13 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
                         df = df.withColumn(c, F.try_to_timestamp(F.col(_q(c))))
     except Exception as exc:
         if type(exc).__name__ in ("AnalysisException", "SparkRuntimeException", "IllegalArgumentException", "PythonException", "Py4JJavaError"):
-            raise UsageError(f"cannot read input as {fmt}: {_first_line(str(exc))}") from None
+            message = f"cannot read input as {fmt}: {_first_line(str(exc))}"
+            if "TIMESTAMP(NANOS" in str(exc):
+                message += (
+                    "\nSpark cannot read nanosecond timestamps: write the file with micro- or millisecond ones "
+                    "(pandas: to_parquet(..., coerce_timestamps='us')), or use --engine python"
+                )
+            raise UsageError(message) from None
         raise
     if not df.columns or (len(df.columns) == 1 and df.columns[0] == "_corrupt_record"):
         raise UsageError(f"cannot read input {paths[0]} as {fmt}: no columns found")
@@ -261,6 +267,29 @@ def _is_number(value: Any) -> bool:
     )
 
 
+def pd_is_float(series: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.api.types.is_float_dtype(series))
+
+
+def _pad_decimals(rows: list[list[str]], index: int, max_decimals: int = 6) -> None:
+    """Give a float column's cells the same number of decimals (40.9 next to 41.12 prints as 40.90)."""
+    decimals = 0
+    for row in rows:
+        cell = row[index]
+        if not re.fullmatch(r"-?\d+(\.\d+)?", cell):
+            if cell == "NULL":
+                continue
+            return  # exponents, inf: leave the column as is
+        decimals = max(decimals, len(cell.partition(".")[2]))
+    if decimals == 0 or decimals > max_decimals:
+        return
+    for row in rows:
+        if row[index] != "NULL":
+            row[index] = f"{float(row[index]):.{decimals}f}"
+
+
 def format_table(pdf: "pd.DataFrame") -> str:
     """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing."""
     columns = [str(c) for c in pdf.columns]
@@ -269,6 +298,9 @@ def format_table(pdf: "pd.DataFrame") -> str:
         all(_is_number(v) for v in pdf.iloc[:, i].dropna().tolist()) and pdf.iloc[:, i].notna().any()
         for i in range(len(columns))
     ]
+    for i in range(len(columns)):
+        if pd_is_float(pdf.iloc[:, i]):
+            _pad_decimals(rows, i)
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
 
     def line(cells: Sequence[str]) -> str:
@@ -305,7 +337,8 @@ def write_output(pdf: "pd.DataFrame", path: str) -> None:
         if fmt == "csv":
             pdf.to_csv(path, index=False)
         elif fmt == "parquet":
-            pdf.to_parquet(path, index=False)
+            # Microseconds: Spark cannot read the nanosecond timestamps pandas writes by default.
+            pdf.to_parquet(path, index=False, coerce_timestamps="us", allow_truncated_timestamps=True)
         else:
             pdf.to_json(path, orient="records", lines=True, date_format="iso")
     except (OSError, ValueError, ImportError) as exc:

@@ -87,14 +87,14 @@ def span_of(text: str, start: int, end: int) -> Span:
     return Span(line, column, end_line, end_column, start, end)
 
 
-def _prescan(text: str) -> None:
+def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
     """Reject what the parser must not see: nesting beyond the limit, subqueries, CTEs, and an
     unterminated comment (which Lark would read as '/' and '*')."""
-    for token in scan(text):
+    for token in all_tokens:
         if token.kind == "block" and (len(token.text) < 4 or not token.text.endswith("*/")):
             raise CepSyntaxError("unterminated comment: the closing */ is missing", code="E0106",
                                  span=span_of(text, token.start, token.start + 2))
-    tokens = significant(scan(text))
+    tokens = significant(all_tokens)
     if tokens and tokens[0].text.upper() == "WITH":
         raise CepSyntaxError("WITH clauses (common table expressions) are not supported: subqueries are not supported",
                              code="E0107", span=span_of(text, tokens[0].start, tokens[0].end),
@@ -803,12 +803,13 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
         if len(text) > limits.MAX_QUERY_LENGTH:
             raise CepSemanticError(f"the query is {len(text)} characters long; the limit is {limits.MAX_QUERY_LENGTH}",
                                    code="E0301")
-        _prescan(text)
-        statements = list(split_statements(text))
+        tokens = scan(text)
+        _prescan(text, tokens)
+        statements = list(split_statements(text, tokens))
         if not statements:
             raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, 0))
         if len(statements) > 1:
-            second = next(t for t in significant(scan(text)) if t.start >= statements[1][0])
+            second = next(t for t in significant(tokens) if t.start >= statements[1][0])
             raise CepSyntaxError("only one statement is expected here, but another follows the ';'", code="E0116",
                                  span=span_of(text, second.start, second.end), hint="use parse_all() for a file")
         try:
@@ -835,11 +836,11 @@ def parse(text: str, *, filename: str | None = None) -> ast.Statement:
 _NAME_COMMENT = re.compile(r"--\s*name\s*:\s*(\S+)", re.IGNORECASE)
 
 
-def split_statements(text: str) -> Iterator[tuple[int, int, str | None]]:
+def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterator[tuple[int, int, str | None]]:
     """(start, end, name) of each statement of a file: split at ';' outside strings and comments;
     a `-- name: xyz` comment before a statement names it."""
     start, name, seen_code = 0, None, False
-    for token in scan(text):
+    for token in scan(text) if tokens is None else tokens:
         if token.kind == "comment" and not seen_code:
             match = _NAME_COMMENT.match(token.text)
             name = match.group(1) if match else name

@@ -3,8 +3,8 @@
 Each construct appends its instructions to one list, with jump targets back-patched once known.
 Preference order is encoded in SPLIT's operand order: the first operand is the preferred path.
 
-    A*   (greedy)      L0: SPLIT L1, L3   L1: <A>   L2: JUMP L0   L3:
-    A*?  (reluctant)   L0: SPLIT L3, L1   ...
+    A*   (greedy)      L0: SPLIT L1, L3   L1: <A>   L2: SPLIT L1, L3   L3:
+    A*?  (reluctant)   L0: SPLIT L3, L1   L1: <A>   L2: SPLIT L3, L1   L3:
     A+                 L0: <A>   L1: SPLIT L0, L2   L2:
     A{2,4}             <A> <A> SPLIT a, end  a: <A>  SPLIT b, end  b: <A>  end:
     A | B              SPLIT L1, L3   L1: <A>  JUMP end   L3: <B>   end:
@@ -124,10 +124,15 @@ class _Builder:
             self.patch(jump, a=self.here())
 
     def star(self, body, greedy: bool) -> None:
-        loop = self.emit(SPLIT)
+        # The loop test sits after the body (not a JUMP back to the entry SPLIT), as in Trino: an
+        # iteration that consumed no row reaches the closing SPLIT at a position where the body was
+        # already visited, so it leaves the loop right there, at its own place in preference order.
+        # That is "an empty iteration ends the loop" (PCRE's rule, and the standard's).
+        entry = self.emit(SPLIT)
         start = self.here()
         body()
-        self.emit(JUMP, loop)
+        loop = self.emit(SPLIT)
+        self.patch_split(entry, start, self.here(), greedy)
         self.patch_split(loop, start, self.here(), greedy)
 
     def quantified(self, node: ast.Quantified) -> None:

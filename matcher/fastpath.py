@@ -426,12 +426,17 @@ class FastPlan:
             if kind == "count":
                 if groups is None:
                     out.append((stops - starts).tolist())
+                elif not groups:
+                    out.append([0] * len(found_regs))
                 else:
                     spans = regs[:, groups, 1] - regs[:, groups, 0]
                     out.append(np.where(spans > 0, spans, 0).sum(axis=1).tolist())
                 continue
             if kind == "match_number":
                 out.append(list(range(1, len(found_regs) + 1)))
+                continue
+            if groups is not None and not groups:  # the variable cannot occur in a match
+                out.append([None] * len(found_regs))
                 continue
             if groups is None:
                 rows = np.where(empty, -1, starts if kind == "first" else stops - 1)

@@ -259,8 +259,11 @@ class KeyedStream:
             feed = feed + (self.time_column,)  # so a match's first event time is at hand for its id
         self.machine = dataclasses.replace(base, columns=feed, output=self.tagger)
         self.feed_columns = feed
-        self.tiebreak_columns = tuple(sorted(base.columns))
-        self.pending_columns = tuple(dict.fromkeys(feed + tuple(k.column for k in self.order) + self.tiebreak_columns))
+        # Rows tied on the event time: the time column itself cannot break the tie.
+        self.tiebreak_columns = tuple(c for c in sorted(base.columns) if c != self.time_column)
+        # The pending buffer keeps the event time once, as µs; the other columns as values.
+        wanted = feed + tuple(k.column for k in self.order) + self.tiebreak_columns
+        self.pending_columns = tuple(c for c in dict.fromkeys(wanted) if c != self.time_column)
 
     # ------------------------------------------------------------------------------------ one call
 
@@ -369,6 +372,8 @@ class KeyedStream:
         if matcher is not None:
             stats["matcher_rows"] = matcher.buffered_rows()
             stats["live_matches"] = matcher.live_threads()
+        if matcher is not None:
+            _compact(matcher)
         st["m"] = matcher.state() if matcher is not None else None
         if st["m"] is None and st["pending"] is None:
             result.state = None  # nothing left to remember (a closed session): the key's state is dropped
@@ -420,7 +425,9 @@ class KeyedStream:
                     j += 1
             if j > i:
                 chunk = ordered[i:j]
-                part = {name: [cols[name][r] for r in chunk] for name in self.feed_columns}
+                part = {name: [cols[name][r] for r in chunk] for name in self.feed_columns if name != self.time_column}
+                if self.time_column is not None:
+                    part[self.time_column] = [codec.micros_to_datetime(times[r]) for r in chunk]
                 self._collect(st, matcher.feed(part), result)
                 st["last"] = last
             if j < n:  # the next row is more than the session timeout after the last: a new session
@@ -481,6 +488,24 @@ class KeyedStream:
                 found = ids[tag] = match_id(self.query_fp, key, st["start"], number if number is not None else -1, start, first_time)
             result.rows.extend(projected)
             result.match_ids.extend([found] * len(projected))
+
+
+def _compact(matcher) -> None:
+    """Drop the buffered rows the matcher can no longer reach before its state is saved.
+
+    The matcher trims its buffer in chunks of ``matcher.vm.TRIM_CHUNK`` rows (slicing lists is O(n));
+    between micro-batches every kept row is encoded and decoded again, so trim to the exact bound
+    (the matcher's own: ``search_start - lookback``) first. ``matcher.compact()`` wins if it exists.
+    """
+    if hasattr(matcher, "compact"):
+        matcher.compact()
+        return
+    keep_from = matcher.search_start - matcher.machine.lookback
+    cut = keep_from - matcher.base
+    if cut > 0:
+        for values in matcher.cols.values():
+            del values[:cut]
+        matcher.base = matcher.env.base = keep_from
 
 
 # ----------------------------------------------------------------------------- the rules, in-process

@@ -138,8 +138,10 @@ def get_spark(
         "spark.ui.enabled": "false",
         "spark.driver.extraJavaOptions": java_opts,
         "spark.executor.extraJavaOptions": java_opts,
-        "spark.driver.host": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
     }
+    if master.startswith("local"):
+        # Everything on this machine: keep the driver on loopback too (a cluster must reach the driver).
+        settings["spark.driver.host"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
     settings.update(conf or {})
 
     builder = SparkSession.builder.master(master).appName(app_name)

@@ -18,6 +18,7 @@ tuple ``(tag, payload)``; real tuples are packed too, so *every* tuple in the pa
     (4, [items])                         tuple
     (5, microseconds)                    timedelta
     (6, microseconds since the epoch)    timezone-aware datetime (restored in UTC)
+    (7, [microseconds or None, ...])     a list of naive datetimes (and NULLs): a buffered time column
 
 numpy scalars become Python scalars and numpy arrays become lists. marshal is used because it is
 C-fast, ships with Python, reads all older format versions, and (unlike pickle) never imports or calls
@@ -50,7 +51,8 @@ _EPOCH = _dt.datetime(1970, 1, 1)
 _EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _PLAIN = frozenset({int, float, str, bool, type(None), bytes})
 
-T_DATETIME, T_DATE, T_DECIMAL, T_TUPLE, T_TIMEDELTA, T_AWARE = 1, 2, 3, 4, 5, 6
+T_DATETIME, T_DATE, T_DECIMAL, T_TUPLE, T_TIMEDELTA, T_AWARE, T_DATETIMES = 1, 2, 3, 4, 5, 6, 7
+_ONE_US = _dt.timedelta(microseconds=1)
 
 
 def micros(delta) -> int:
@@ -75,6 +77,11 @@ def pack(value: Any) -> Any:
     if kind in _PLAIN:
         return value
     if kind is list:
+        if value and isinstance(value[0], _dt.datetime) and value[0].tzinfo is None:
+            try:  # a column of naive datetimes (buffered event times): one tag for the whole list
+                return (T_DATETIMES, [None if v is None else (v - _EPOCH) // _ONE_US for v in value])
+            except TypeError:  # not all of them are naive datetimes
+                pass
         return [v if type(v) in _PLAIN else pack(v) for v in value]
     if kind is dict:
         return {k: (v if type(v) in _PLAIN else pack(v)) for k, v in value.items()}
@@ -120,6 +127,9 @@ def unpack(value: Any) -> Any:
     if kind is dict:
         return {k: (v if type(v) in _PLAIN else unpack(v)) for k, v in value.items()}
     tag, payload = value
+    if tag == T_DATETIMES:
+        epoch, delta = _EPOCH, _dt.timedelta
+        return [None if m is None else epoch + delta(microseconds=m) for m in payload]
     if tag == T_DATETIME:
         return _EPOCH + _dt.timedelta(microseconds=payload)
     if tag == T_DATE:

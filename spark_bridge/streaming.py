@@ -42,7 +42,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Iterator
 
 from grammar.errors import CepSemanticError
-from spark_bridge.batch import conform, quote, resolve_columns
+from spark_bridge.batch import quote, resolve_columns
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS, STAT_NAMES, KeyedStream, spark_timeout_ms
 from spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
 
@@ -62,7 +62,7 @@ _ALL_ROWS_KEY = "__cep_all_rows__"
 _EVENT_US = "__cep_event_us"
 _MARKER = "__cep_watermark_marker"
 _KIND = "__cep_kind"
-_STAT_PREFIX = "__cep_stat_"
+_STATS = "__cep_stats"  # one array<bigint> per statistics row, in STAT_NAMES order
 _NULL_TIME = -(2**63)  # unix_micros of a NULL event time, so the column stays int64 in pandas
 _WATERMARK_KEY = "spark.watermarkDelayMs"
 
@@ -111,10 +111,6 @@ def parse_duration(value: Any, *, what: str = "duration") -> int:
 # ---------------------------------------------------------------------------------------- the result
 
 
-def _stat_column(name: str) -> str:
-    return _STAT_PREFIX + name
-
-
 def _json_value(value: Any):
     if isinstance(value, (_dt.datetime, _dt.date)):
         return value.isoformat()
@@ -129,8 +125,45 @@ def _json_value(value: Any):
     return str(value)
 
 
+class _FrameView:
+    """Column access to a pandas frame without copying it (what ``pandas_to_columns`` reads)."""
+
+    def __init__(self, frame, names) -> None:
+        self.frame = frame
+        self.columns = list(names)
+
+    def __getitem__(self, name):
+        return self.frame[name]
+
+
+def _typed(values: list, type_name: str):
+    """A column of Python values as the array Spark's Arrow conversion expects for ``type_name``."""
+    import numpy as np
+    import pandas as pd
+
+    kind = type_name.upper()
+    has_null = any(v is None for v in values)
+    if kind == "TIMESTAMP":
+        return np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
+    if kind in ("BIGINT", "INTEGER"):
+        if not has_null:
+            return np.array(values, dtype="int64" if kind == "BIGINT" else "int32")
+        return pd.array(values, dtype="Int64" if kind == "BIGINT" else "Int32")
+    if kind == "DOUBLE":
+        return np.array([np.nan if v is None else v for v in values], dtype="float64")
+    if kind == "BOOLEAN" and not has_null:
+        return np.array(values, dtype=bool)
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    return column
+
+
 class _SparkStep:
-    """The function ``applyInPandasWithState`` calls for each key; holds the engine per worker process."""
+    """The function ``applyInPandasWithState`` calls for each key; holds the engine per worker process.
+
+    Per call it costs: the input columns the engine needs (no copy of the frame), the engine, one
+    output frame (matches, late rows, and one statistics row whose counts are an array column).
+    """
 
     def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
                  output_columns, late_rows: bool) -> None:
@@ -142,8 +175,7 @@ class _SparkStep:
         self.max_pending_rows = max_pending_rows
         self.output_columns = list(output_columns)  # (name, SQL type) of the statement's output
         self.late_rows = late_rows
-        self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (_KIND, "INTEGER")]
-        self.result_columns += [(_stat_column(name), "BIGINT") for name in STAT_NAMES]
+        self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (_KIND, "INTEGER"), (_STATS, "ARRAY<BIGINT>")]
         self._engine: KeyedStream | None = None
 
     def __getstate__(self) -> dict:
@@ -162,6 +194,23 @@ class _SparkStep:
             )
         return self._engine
 
+    def _key(self, key, pdf) -> tuple:
+        """The partition key as the batch path sees it (``pandas_to_columns`` values)."""
+        from matcher.tables import pandas_to_columns
+
+        if not self.partition_columns:
+            return ()
+        values = []
+        for value in key:
+            if hasattr(value, "item") and type(value).__module__ == "numpy" and not isinstance(value, np_datetime_types()):
+                value = value.item()
+            if value is None or isinstance(value, (str, bool, int, float)):
+                values.append(None if isinstance(value, float) and value != value else value)
+            else:  # timestamps, dates, decimals: take the first row's values the batch way
+                first = pandas_to_columns(_FrameView(pdf.iloc[:1], self.partition_columns))
+                return tuple(first[name][0] for name in self.partition_columns)
+        return tuple(values)
+
     def __call__(self, key, frames: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
         import pandas as pd
 
@@ -175,15 +224,10 @@ class _SparkStep:
         columns = times = key_values = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            pdf = pdf.reset_index(drop=True)
-            columns = pandas_to_columns(pdf.loc[:, list(engine.pending_columns)])
+            columns = pandas_to_columns(_FrameView(pdf, engine.pending_columns))
             if engine.time_column is not None:
                 times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
-            if self.partition_columns:
-                first = pandas_to_columns(pdf.loc[:0, list(self.partition_columns)])
-                key_values = tuple(first[name][0] for name in self.partition_columns)
-            else:
-                key_values = ()
+            key_values = self._key(key, pdf)
         result = engine.process(blob, key_values, columns, times, watermark_ms * 1000, timed_out=state.hasTimedOut)
 
         if result.state is None:
@@ -205,28 +249,30 @@ class _SparkStep:
         late = result.late if self.late_rows else []
         n_rows, n_late = len(rows), len(late)
         pad = [None] * (n_late + 1)
-        data: dict[str, list] = {}
+        data: dict[str, Any] = {}
         for position, (name, type_name) in enumerate(self.output_columns):
-            data[name] = [coerce(row[position], type_name) for row in rows] + pad
-        data[MATCH_ID] = list(result.match_ids) + pad
+            data[name] = _typed([coerce(row[position], type_name) for row in rows] + pad, type_name)
         reasons: list = []
         payloads: list = []
         if late:
-            indices = [index for index, _ in late]
-            values = pandas_to_columns(pdf.loc[indices, list(self.input_columns)])
             names = list(self.input_columns)
+            values = pandas_to_columns(_FrameView(pdf.iloc[[index for index, _ in late]], names))
             for offset, (_, reason) in enumerate(late):
                 record = {name: values[name][offset] for name in names}
                 reasons.append(reason)
                 payloads.append(json.dumps(record, default=_json_value, ensure_ascii=False))
-        data[LATE_REASON] = [None] * n_rows + reasons + [None]
-        data[LATE_ROW] = [None] * n_rows + payloads + [None]
-        data[_KIND] = [KIND_MATCH] * n_rows + [KIND_LATE] * n_late + [KIND_STATS]
-        stats_pad = [None] * (n_rows + n_late)
-        for name in STAT_NAMES:
-            data[_stat_column(name)] = stats_pad + [result.stats.get(name, 0)]
-        frame = pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in data.items()})
-        return conform(frame, self.result_columns)
+        data[MATCH_ID] = _typed(list(result.match_ids) + pad, "VARCHAR")
+        data[LATE_REASON] = _typed([None] * n_rows + reasons + [None], "VARCHAR")
+        data[LATE_ROW] = _typed([None] * n_rows + payloads + [None], "VARCHAR")
+        data[_KIND] = _typed([KIND_MATCH] * n_rows + [KIND_LATE] * n_late + [KIND_STATS], "INTEGER")
+        data[_STATS] = _typed([None] * (n_rows + n_late) + [[result.stats.get(name, 0) for name in STAT_NAMES]], "ARRAY")
+        return pd.DataFrame(data, copy=False)
+
+
+def np_datetime_types():
+    import numpy as np
+
+    return (np.datetime64, np.timedelta64)
 
 
 # ------------------------------------------------------------------------------------------ the query
@@ -372,7 +418,8 @@ def match_stream(
 
     if metrics_name:
         kind = F.col(_KIND)
-        metrics = [F.coalesce(F.sum(F.col(_stat_column(name))), F.lit(0)).cast("long").alias(name) for name in STAT_NAMES]
+        stats = F.col(_STATS)
+        metrics = [F.coalesce(F.sum(stats[i]), F.lit(0)).cast("long").alias(name) for i, name in enumerate(STAT_NAMES)]
         metrics.append(F.count(F.when(kind == KIND_STATS, 1)).alias("key_calls"))
         out = out.observe(metrics_name, *metrics)
     out = out.where(F.col(_KIND) != KIND_STATS) if late == "output" else out.where(F.col(_KIND) == KIND_MATCH)

@@ -17,7 +17,9 @@ literals are non-negative (``-1`` parses as ``Unary('-', 1)``), ``COUNT`` always
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import functools
 import json
 import os
 import re
@@ -49,6 +51,7 @@ _plain_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filt
 _quoted_names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
 
 
+@functools.lru_cache(maxsize=None)  # building a strategy is costly: build each once
 def identifiers(quoted: bool | None = None) -> Any:
     plain = _plain_names.map(lambda n: A.Identifier(S, n))
     quoted_ids = _quoted_names.map(lambda n: A.Identifier(S, n, quoted=True))
@@ -57,6 +60,7 @@ def identifiers(quoted: bool | None = None) -> Any:
     return quoted_ids if quoted else plain
 
 
+@functools.lru_cache(maxsize=None)
 def alias_names() -> Any:
     """Names after AS: any identifier, and also keywords (`AS match`, `AS partition`)."""
     return st.one_of(identifiers(), st.sampled_from(sorted(KEYWORDS)).map(lambda k: A.Identifier(S, k.lower())))
@@ -76,6 +80,7 @@ def _decimal_texts() -> Any:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def literals() -> Any:
     timestamps = st.datetimes(datetime.datetime(1970, 1, 1), datetime.datetime(2100, 1, 1)).map(
         lambda d: d.isoformat(sep=" ")
@@ -91,6 +96,7 @@ def literals() -> Any:
     )
 
 
+@functools.lru_cache(maxsize=None)
 def intervals() -> Any:
     single = st.builds(
         lambda n, unit, neg: A.IntervalLiteral(S, str(n), unit, neg),
@@ -104,10 +110,12 @@ def intervals() -> Any:
 # ------------------------------------------------------------------------------------ expressions
 
 
+@functools.lru_cache(maxsize=None)
 def columns(qualifiers=variables) -> Any:
     return st.builds(lambda q, c: A.ColumnRef(S, q, c), st.one_of(st.none(), qualifiers), identifiers())
 
 
+@functools.lru_cache(maxsize=None)
 def expressions(max_leaves: int = 12) -> Any:
     leaves = st.one_of(
         literals(), literals(), columns(), columns(), intervals(),
@@ -117,7 +125,7 @@ def expressions(max_leaves: int = 12) -> Any:
     return st.recursive(leaves, _compound, max_leaves=max_leaves)
 
 
-def _compound(children: Any) -> Any:
+def _compound(children: Any) -> Any:  # called once by st.recursive
     lists = st.lists(children, min_size=1, max_size=3).map(tuple)
     semantics = st.sampled_from([None, "RUNNING", "FINAL"])
     aggregate_names = st.sampled_from(["SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "MAX_BY", "BOOL_OR", "COUNT"])
@@ -174,6 +182,7 @@ def _alternation(branches: list) -> A.Pattern:
     return A.Alternation(S, tuple(flat))
 
 
+@functools.lru_cache(maxsize=None)
 def patterns(max_leaves: int = 10) -> Any:
     leaves = st.one_of(
         variables.map(lambda v: A.PatternVar(S, v)), variables.map(lambda v: A.PatternVar(S, v)),
@@ -221,50 +230,66 @@ def _skips() -> Any:
     )
 
 
-@st.composite
-def match_recognizes(draw: Any) -> A.MatchRecognize:
+@functools.lru_cache(maxsize=None)
+def match_recognizes() -> Any:
     small = expressions(max_leaves=4)
-    seek_mode = draw(st.sampled_from([(False, False), (True, False), (False, True)]))
-    return A.MatchRecognize(
-        S,
-        partition_by=tuple(draw(st.lists(columns(st.none()), max_size=2))),
-        order_by=tuple(draw(st.lists(_sort_keys(st.one_of(columns(st.none()), st.just(A.ProcTime(S)))), max_size=2))),
-        measures=tuple(draw(st.lists(st.builds(A.Measure, st.just(S), small, alias_names()), max_size=3))),
-        rows_per_match=draw(_rows_per_match()),
-        after_match=draw(_skips()),
-        pattern=draw(patterns()),
-        within=draw(st.one_of(st.none(), intervals())),
-        subsets=tuple(draw(st.lists(st.builds(A.Subset, st.just(S), identifiers(),
-                                               st.lists(variables, min_size=1, max_size=3).map(tuple)), max_size=2))),
-        defines=tuple(draw(st.lists(st.builds(A.Define, st.just(S), variables, small), max_size=3))),
-        seek=seek_mode[0],
-        explicit_initial=seek_mode[1],
+    return st.builds(
+        A.MatchRecognize,
+        st.just(S),
+        partition_by=st.lists(columns(st.none()), max_size=2).map(tuple),
+        order_by=st.lists(_sort_keys(st.one_of(columns(st.none()), st.just(A.ProcTime(S)))), max_size=2).map(tuple),
+        measures=st.lists(st.builds(A.Measure, st.just(S), small, alias_names()), max_size=3).map(tuple),
+        rows_per_match=_rows_per_match(),
+        after_match=_skips(),
+        pattern=patterns(),
+        within=st.one_of(st.none(), intervals()),
+        subsets=st.lists(st.builds(A.Subset, st.just(S), identifiers(),
+                                   st.lists(variables, min_size=1, max_size=3).map(tuple)), max_size=2).map(tuple),
+        defines=st.lists(st.builds(A.Define, st.just(S), variables, small), max_size=3).map(tuple),
+    ).flatmap(lambda match: st.sampled_from([(False, False), (True, False), (False, True)]).map(
+        lambda seek: dataclasses.replace(match, seek=seek[0], explicit_initial=seek[1])))
+
+
+_ALIAS = A.Identifier(S, "alias_placeholder")  # replaced by the statement's alias once it is drawn
+_OUTER = st.one_of(columns(st.just(_ALIAS)), columns(st.none()), literals())
+_SELECT_ITEMS = st.lists(st.one_of(st.just(A.SelectItem(S, A.Star(S))),
+                                   st.builds(A.SelectItem, st.just(S), _OUTER, st.one_of(st.none(), alias_names()))),
+                         min_size=1, max_size=3).map(tuple)
+_RELATIONS = st.one_of(
+    st.lists(_plain_names, min_size=1, max_size=3).map(lambda parts: A.Relation(S, ".".join(parts))),
+    st.text(min_size=1, max_size=12).map(lambda p: A.Relation(S, p, is_path=True)),
+)
+
+
+def _with_alias(statement: A.Statement) -> A.Statement:
+    def fix(expr):
+        if isinstance(expr, A.ColumnRef) and expr.qualifier is _ALIAS:
+            return dataclasses.replace(expr, qualifier=statement.alias)
+        return expr
+
+    return dataclasses.replace(
+        statement,
+        select=tuple(dataclasses.replace(item, expr=fix(item.expr)) for item in statement.select),
+        order_by=tuple(dataclasses.replace(key, expr=fix(key.expr)) for key in statement.order_by),
     )
 
 
-@st.composite
-def statements(draw: Any) -> A.Statement:
-    alias = draw(st.one_of(st.none(), identifiers()))  # a keyword alias could not qualify columns
-    outer_qualifiers = st.just(alias) if alias is not None else st.none()
-    outer = st.one_of(columns(outer_qualifiers), literals())
-    items = st.one_of(
-        st.just(A.SelectItem(S, A.Star(S))),
-        st.builds(A.SelectItem, st.just(S), outer, st.one_of(st.none(), alias_names())),
-    )
-    relation = st.one_of(
-        st.lists(_plain_names, min_size=1, max_size=3).map(lambda parts: A.Relation(S, ".".join(parts))),
-        st.text(min_size=1, max_size=12).map(lambda p: A.Relation(S, p, is_path=True)),
-    )
-    return A.Statement(
-        S,
-        select=tuple(draw(st.lists(items, min_size=1, max_size=3))),
-        relation=draw(relation),
-        match=draw(match_recognizes()),
-        alias=alias,
-        where=draw(st.one_of(st.none(), expressions(max_leaves=4))),
-        order_by=tuple(draw(st.lists(_sort_keys(outer), max_size=2))),
-        limit=draw(st.one_of(st.none(), st.integers(0, 10**6))),
-    )
+def statements() -> Any:
+    """Whole statements; outer columns are qualified by the statement's alias (or not at all)."""
+    return _STATEMENTS
+
+
+_STATEMENTS = st.builds(
+    A.Statement,
+    st.just(S),
+    select=_SELECT_ITEMS,
+    relation=_RELATIONS,
+    match=match_recognizes(),
+    alias=st.one_of(st.none(), identifiers()),  # a keyword alias could not qualify columns
+    where=st.one_of(st.none(), expressions(max_leaves=4)),
+    order_by=st.lists(_sort_keys(_OUTER), max_size=2).map(tuple),
+    limit=st.one_of(st.none(), st.integers(0, 10**6)),
+).map(_with_alias)
 
 
 # ----------------------------------------------------------------------------------------- corpus

@@ -18,6 +18,7 @@ are also handy for writing ASTs by hand in tests.
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from typing import Any
 
@@ -288,6 +289,7 @@ def _leaves(variables: tuple[str, ...]) -> Any:
     return st.sampled_from([var(v) for v in variables] * 5 + [empty(), empty(), anchor_start(), anchor_end()])
 
 
+@functools.lru_cache(maxsize=None)
 def patterns(variables: tuple[str, ...] = VARIABLES, max_leaves: int = 6) -> Any:
     """Random patterns: concatenation, alternation, grouping, every quantifier greedy or reluctant,
     anchors, exclusion, PERMUTE (at most 3 items) and ``()``; at most ``max_leaves`` terms."""
@@ -309,7 +311,8 @@ def patterns(variables: tuple[str, ...] = VARIABLES, max_leaves: int = 6) -> Any
     return st.recursive(_leaves(variables), extend, max_leaves=max_leaves)
 
 
-def _define_conditions(v: str, others: list[str], labels: list[str] | None = None) -> Any:
+@functools.lru_cache(maxsize=None)
+def _define_conditions(v: str, others: tuple[str, ...], labels: tuple[str, ...] | None = None) -> Any:
     """A family of DEFINE conditions for variable v. ``others`` are the qualifiers it may read
     (the pattern's variables and subsets); ``labels`` the values CLASSIFIER() may take."""
     k = st.integers(min_value=0, max_value=6)
@@ -365,7 +368,8 @@ def _define_conditions(v: str, others: list[str], labels: list[str] | None = Non
     )
 
 
-def _measures(variables: list[str]) -> Any:
+@functools.lru_cache(maxsize=None)
+def _measures(variables: tuple[str, ...]) -> Any:
     w = st.sampled_from(variables) if variables else st.nothing()
     sem = st.sampled_from([None, "RUNNING", "FINAL"])
     value = col("value")
@@ -417,8 +421,8 @@ def queries(draw: Any, variables: tuple[str, ...] = VARIABLES, max_leaves: int =
     defines: dict[str, Any] = {}
     for v in pvars:
         if draw(st.integers(0, 4)) > 0:  # mostly defined; sometimes left always-true
-            defines[v] = draw(_define_conditions(v, qualifiers, pvars))
-    measures = draw(_measures(qualifiers))
+            defines[v] = draw(_define_conditions(v, tuple(qualifiers), tuple(pvars)))
+    measures = draw(_measures(tuple(qualifiers)))
     modes = ["ONE", "ALL_SHOW_EMPTY", "ALL_OMIT_EMPTY"]
     if not has_exclusion(pattern):  # the standard forbids exclusion WITH UNMATCHED ROWS
         modes.append("ALL_WITH_UNMATCHED")

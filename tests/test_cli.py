@@ -234,11 +234,11 @@ def test_format_table_alignment_and_nulls():
     )
     lines = format_table(pdf).splitlines()
     assert lines[0].split() == ["name", "x", "t"]
-    assert lines[2].split() == ["a", "1.5", "2024-01-02", "09:30:00"]
+    assert lines[2].split() == ["a", "1.50", "2024-01-02", "09:30:00"]  # same decimals down a column
     assert lines[3].split() == ["bbb", "NULL", "NULL"]
     assert lines[4].split() == ["NULL", "10.25", "2024-01-02", "09:31:00.5"]
     # Numbers are right-aligned: the column's right edges line up.
-    assert lines[2].index("1.5") + 3 == lines[4].index("10.25") + 5
+    assert lines[2].index("1.50") + 4 == lines[4].index("10.25") + 5
 
 
 def test_infer_datetimes_only_for_all_iso_columns():

@@ -96,7 +96,7 @@ def eligible_queries(draw) -> A.Statement:
     return statement(
         pattern,
         defines=defines,
-        measures=draw(_measures(pvars)),
+        measures=draw(_measures(tuple(pvars))),
         rows_per_match=draw(st.sampled_from(modes)),
         skip=skip,
         skip_var=draw(st.sampled_from(pvars)) if skip in ("TO_FIRST", "TO_LAST") else None,

@@ -1,0 +1,241 @@
+"""Streaming on Spark: the cost of a micro-batch and rows/s, for docs/streaming.md.
+
+    .venv/bin/python bench/streaming_overhead.py                      # the numbers in docs/streaming.md
+    .venv/bin/python bench/streaming_overhead.py --rows 1000000 --symbols 1000 --batches 10
+
+One local[2] session, ``spark.sql.shuffle.partitions`` = --partitions, Parquet file sources with one file
+per micro-batch (``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``), a no-op sink, so the time is
+the engine's, not a sink's. It measures:
+
+1. overhead: --small-batches micro-batches of ~40 rows over 10 keys, median ``triggerExecution`` and
+   ``addBatch`` of the batches after the first, for
+   a. a stateful function that only counts (``applyInPandasWithState``, event-time timeout): Spark's floor;
+   b. the same with ``transformWithStateInPandas`` (event time, RocksDB store);
+   c. cep (patterns/v_shape.sql) through ``q.on_spark``.
+2. throughput: --rows ticks (bench/data.py) over --symbols keys in --batches micro-batches, for (a) and (c):
+   rows per second of ``triggerExecution`` over all batches but the first; cep's state bytes per key.
+3. the same rows through the streaming engine in-process (``spark_bridge.keyed.LocalStream``) and
+   through ``q.run``: the Python cost without Spark.
+
+Prints a table and writes --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+VSHAPE = (REPO / "patterns" / "v_shape.sql").read_text(encoding="utf-8")
+
+
+def write_batches(table, directory: Path, batches: int) -> list[int]:
+    """Split ``table`` (time-ordered) into ``batches`` Parquet files with increasing modification times."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    table = table.set_column(table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.timestamp("us", tz="UTC")))
+    size = -(-table.num_rows // batches)
+    counts = []
+    for index in range(batches):
+        part = table.slice(index * size, size)
+        path = directory / f"part-{index:04d}.parquet"
+        pq.write_table(part, path)
+        stamp = 1_700_000_000 + 10 * index
+        os.utime(path, (stamp, stamp))
+        counts.append(part.num_rows)
+    return counts
+
+
+def small_table(batches: int, per_batch: int = 40, keys: int = 10):
+    import numpy as np
+    import pyarrow as pa
+
+    n = batches * per_batch
+    rng = np.random.default_rng(7)
+    ts = np.datetime64("2024-01-02T09:30:00", "ms") + (np.arange(n) * 250).astype("timedelta64[ms]")
+    return pa.table({
+        "symbol": [f"K{i % keys:02d}" for i in range(n)],
+        "ts": pa.array(ts, pa.timestamp("ms")),
+        "price": (100 + np.cumsum(rng.integers(-3, 4, size=n)) / 10).astype("float64"),
+        "volume": np.full(n, 100, dtype="int64"),
+    })
+
+
+def schema():
+    from pyspark.sql import types as T
+
+    return T.StructType([
+        T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
+        T.StructField("price", T.DoubleType()), T.StructField("volume", T.LongType()),
+    ])
+
+
+def counting_apply(df):
+    """(a): count rows per key in state, emit one row per call: what Spark costs with no matching."""
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def count(key, frames, state):
+        n = sum(len(f) for f in frames)
+        total = (state.get[0] if state.exists else 0) + n
+        state.update((total,))
+        state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 1) + 3_600_000)
+        yield pd.DataFrame({"symbol": [key[0]], "n": [total]})
+
+    return df.withWatermark("ts", "5 seconds").groupBy("symbol").applyInPandasWithState(
+        count, "symbol string, n long", "n long", "append", GroupStateTimeout.EventTimeTimeout)
+
+
+def counting_transform(df):
+    """(b): the same with transformWithStateInPandas (a value state, event-time mode)."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class Count(StatefulProcessor):
+        def init(self, handle):
+            self.total = handle.getValueState("total", StructType([StructField("n", LongType())]))
+
+        def handleInputRows(self, key, rows, timerValues):
+            n = sum(len(f) for f in rows)
+            total = (self.total.get()[0] if self.total.exists() else 0) + n
+            self.total.update((total,))
+            yield pd.DataFrame({"symbol": [key[0]], "n": [total]})
+
+        def close(self):
+            pass
+
+    return df.withWatermark("ts", "5 seconds").groupBy("symbol").transformWithStateInPandas(
+        Count(), outputStructType="symbol string, n long", outputMode="Append", timeMode="EventTime")
+
+
+def run(spark, source: Path, work: Path, name: str, build) -> dict:
+    df = spark.readStream.schema(schema()).option("maxFilesPerTrigger", 1).parquet(str(source))
+    out = build(df)
+    started = time.perf_counter()
+    query = (out.writeStream.format("noop").queryName(name).option("checkpointLocation", str(work / f"ck-{name}"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    wall = time.perf_counter() - started
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    trigger = [p["durationMs"]["triggerExecution"] for p in progress]
+    add = [p["durationMs"].get("addBatch", 0) for p in progress]
+    rows = [p["numInputRows"] for p in progress]
+    observed = [(p.get("observedMetrics") or {}).get("cep") for p in query.recentProgress]
+    metrics: dict[str, int] = {}
+    for row in observed:
+        if row is not None:
+            for k, v in row.asDict().items():
+                metrics[k] = metrics.get(k, 0) + (v or 0)
+    later = slice(1, None) if len(progress) > 1 else slice(None)
+    return {
+        "batches": len(progress),
+        "wall_s": round(wall, 2),
+        "first_batch_ms": trigger[0] if trigger else None,
+        "median_trigger_ms": statistics.median(trigger[later]) if trigger else None,
+        "median_addbatch_ms": statistics.median(add[later]) if add else None,
+        "rows_per_s": round(sum(rows[later]) / (sum(trigger[later]) / 1000)) if trigger and sum(trigger[later]) else None,
+        "metrics": metrics,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--symbols", type=int, default=1000)
+    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--small-batches", type=int, default=8)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--skip-transform", action="store_true", help="skip transformWithStateInPandas (b)")
+    parser.add_argument("--json", default=str(REPO / "bench" / "results-streaming.json"))
+    args = parser.parse_args(argv)
+
+    import cep
+    from data import generate
+    from spark_bridge.session import get_spark
+
+    work = Path(tempfile.mkdtemp(prefix="cep-stream-bench-"))
+    results: dict[str, dict] = {"params": vars(args)}
+    try:
+        t = time.perf_counter()
+        spark = get_spark("local[2]", app_name="cep-stream-bench", shuffle_partitions=args.partitions)
+        results["session_start_s"] = round(time.perf_counter() - t, 1)
+        q = cep.compile(VSHAPE)
+        cep_build = lambda df: q.on_spark(df, watermark="5 seconds", session_timeout="1 hour")  # noqa: E731
+
+        small = work / "small"
+        write_batches(small_table(args.small_batches), small, args.small_batches)
+        # Warm-up (JVM classes, Python workers) so the first measured query is not charged for it.
+        run(spark, small, work, "warmup", counting_apply)
+        results["overhead_apply"] = run(spark, small, work, "overhead_apply", counting_apply)
+        if not args.skip_transform:
+            spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+                           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+            try:
+                results["overhead_transform"] = run(spark, small, work, "overhead_transform", counting_transform)
+            except Exception as exc:  # pragma: no cover - depends on the installed extras
+                results["overhead_transform"] = {"error": str(exc).splitlines()[0]}
+            finally:
+                spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
+        results["overhead_cep"] = run(spark, small, work, "overhead_cep", cep_build)
+
+        big = work / "big"
+        table = generate(args.rows, symbols=args.symbols)
+        counts = write_batches(table, big, args.batches)
+        results["throughput_apply"] = run(spark, big, work, "throughput_apply", counting_apply)
+        results["throughput_cep"] = run(spark, big, work, "throughput_cep", cep_build)
+        m = results["throughput_cep"]["metrics"]
+        if m.get("key_calls"):
+            results["throughput_cep"]["state_bytes_per_key_call"] = round(m["state_bytes"] / m["key_calls"])
+
+        # 3. The same rows without Spark.
+        from spark_bridge.keyed import KeyedStream, LocalStream
+
+        rows = table.to_pylist()
+        engine = KeyedStream(q.plan, tuple(table.column_names), query_text=VSHAPE, session_timeout_us=3_600_000_000)
+        stream = LocalStream(engine, delay_ms=5_000)
+        t = time.perf_counter()
+        position = 0
+        for count in counts:
+            stream.run_batch(rows[position : position + count])
+            position += count
+        stream.run_batch([])
+        results["engine_in_process_rows_per_s"] = round(len(rows) / (time.perf_counter() - t))
+        t = time.perf_counter()
+        q.run(rows)
+        results["q_run_rows_per_s"] = round(len(rows) / (time.perf_counter() - t))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"session start: {results['session_start_s']} s")
+    print(f"{'run':<22} {'batches':>7} {'first ms':>9} {'median ms':>10} {'addBatch ms':>12} {'rows/s':>9}")
+    for name in ("overhead_apply", "overhead_transform", "overhead_cep", "throughput_apply", "throughput_cep"):
+        r = results.get(name)
+        if not r:
+            continue
+        if "error" in r:
+            print(f"{name:<22} error: {r['error']}")
+            continue
+        print(f"{name:<22} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} {r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}")
+    if "state_bytes_per_key_call" in results.get("throughput_cep", {}):
+        print(f"cep state per key (mean over calls): {results['throughput_cep']['state_bytes_per_key_call']} bytes")
+    print(f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows/s; q.run: {results['q_run_rows_per_s']} rows/s")
+    Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
