@@ -20,7 +20,7 @@ PATTERNS = ["(A*)*B", "(A|A)*B", "(A+)+B", "A*A*A*A*B", "(A|B)*C"]
 
 
 def seconds(query: cep.Query, rows: int, repeats: int = 3) -> float:
-    columns = {"id": list(range(rows)), "v": [0] * rows}
+    columns = {"id": list(range(rows)), "v": [0] * rows}  # A and B hold everywhere, C nowhere
     timings = []
     for _ in range(repeats):
         began = time.perf_counter()
@@ -32,9 +32,11 @@ def seconds(query: cep.Query, rows: int, repeats: int = 3) -> float:
 def main() -> list[dict]:
     results = []
     for pattern in PATTERNS:
+        defines = {"A": "A AS v = 0", "B": "B AS v = 0", "C": "C AS v = 1"}
+        used = ", ".join(text for name, text in defines.items() if name in pattern)
         query = cep.compile(
             "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n "
-            f"PATTERN ({pattern}) DEFINE A AS v = 0, B AS v = 0, C AS v = 1)"
+            f"PATTERN ({pattern}) DEFINE {used})"
         )
         small, large = seconds(query, 10_000), seconds(query, 100_000)
         results.append({"pattern": pattern, "10k_s": small, "100k_s": large, "ratio": large / small})

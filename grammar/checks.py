@@ -263,7 +263,8 @@ class _Checker:
             elif key in seen:
                 self.report("E0203", f"pattern variable '{define.variable.name}' is defined twice", define.variable.span)
             seen.add(key)
-            self._expression(define.condition, _Scope("DEFINE"))
+            # A condition for an unknown variable may name it: that is already reported (E0202).
+            self._expression(define.condition, _Scope("DEFINE"), also_known={key})
 
     def _check_measures(self) -> None:
         seen: set[str] = set()
@@ -365,9 +366,9 @@ class _Checker:
 
     # ------------------------------------------------------------------------------ expressions
 
-    def _expression(self, expr: ast.Expr, scope: _Scope, outer: bool = False) -> str | None:
+    def _expression(self, expr: ast.Expr, scope: _Scope, outer: bool = False, also_known=frozenset()) -> str | None:
         """Check one expression tree; return its type family (None when unknown)."""
-        return _ExpressionChecker(self, outer).visit(expr, scope)
+        return _ExpressionChecker(self, outer, self._names_by_key() | set(also_known)).visit(expr, scope)
 
     def _names(self) -> list[str]:
         return [i.name for i in self.variables.values()] + [s.name.name for s in self.match.subsets]
@@ -405,9 +406,10 @@ def _describe(node) -> str:
 class _ExpressionChecker:
     """One recursive pass over an expression: structure rules and type families together."""
 
-    def __init__(self, checker: _Checker, outer: bool) -> None:
+    def __init__(self, checker: _Checker, outer: bool, known_variables: set[str]) -> None:
         self.checker = checker
         self.outer = outer
+        self.known = known_variables  # pattern variables and subsets, by key
         self.report = checker.report
 
     def visit(self, node, scope: _Scope) -> str | None:
@@ -429,7 +431,7 @@ class _ExpressionChecker:
         checker = self.checker
         if self.outer or not scope.inside_match:
             return None  # outer references were checked against the output columns
-        if node.qualifier is not None and node.qualifier.key not in checker._names_by_key():
+        if node.qualifier is not None and node.qualifier.key not in self.known:
             self._unknown_variable(node.qualifier, scope)
         if checker.schema is None:
             return None
@@ -546,7 +548,7 @@ class _ExpressionChecker:
         return None
 
     def visit_Classifier(self, node: ast.Classifier, scope: _Scope) -> str:
-        if node.variable is not None and not self.outer and node.variable.key not in self.checker._names_by_key():
+        if node.variable is not None and not self.outer and node.variable.key not in self.known:
             self._unknown_variable(node.variable, scope)
         return "string"
 
@@ -563,9 +565,9 @@ class _ExpressionChecker:
                         "in the pattern", node.span, "without them every match has status 'MATCHED'")
         return "string"
 
-    def visit_ProcTime(self, node, scope: _Scope) -> str:
+    def visit_ProcTime(self, node, scope: _Scope) -> None:
         self.report("E0231", "PROCTIME() is only allowed as an ORDER BY key of MATCH_RECOGNIZE", node.span)
-        return "time"
+        return None  # no type: one error is enough
 
     # ------------------------------------------------------------------------ navigation
 
@@ -639,7 +641,7 @@ class _ExpressionChecker:
         families = []
         for argument in node.args:
             if isinstance(argument, ast.Star) and node.name == "COUNT" and len(node.args) == 1:
-                if argument.qualifier is not None and argument.qualifier.key not in self.checker._names_by_key():
+                if argument.qualifier is not None and argument.qualifier.key not in self.known:
                     self._unknown_variable(argument.qualifier, scope)
                 families.append(None)
             else:

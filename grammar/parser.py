@@ -807,7 +807,7 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
         _prescan(text, tokens)
         statements = list(split_statements(text, tokens))
         if not statements:
-            raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, 0))
+            raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, min(1, len(text))))
         if len(statements) > 1:
             second = next(t for t in significant(tokens) if t.start >= statements[1][0])
             raise CepSyntaxError("only one statement is expected here, but another follows the ';'", code="E0116",

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from grammar import ast
-from matcher.equivalence import history_reads
-from matcher.expressions import Scope, walk
+from matcher.expressions import walk
 from matcher.machine import absence_labels, pattern_labels
 
 
@@ -34,18 +33,16 @@ def explain(plan) -> str:
         base = name[1:] if name in absent else name
         text = _format_expr(defines[base].condition) if base in defines else "TRUE (no DEFINE)"
         lines.append(f"  {name}: {'NOT (' + text + ')' if name in absent else text}")
-    scope = Scope({c.casefold(): c for c in columns}, {n: frozenset() for n in pattern_labels(mr.pattern)}
-                  | {s.name.key: frozenset() for s in mr.subsets}, in_define=True)
-    reads = set()
-    for definition in mr.defines:
-        reads |= history_reads(definition.condition, scope)
     lines.append("execution:")
+    from matcher import fastpath
+
+    lines += ["  " + line for line in fastpath.explain_lines(statement, machine, tuple(columns))]
     if machine.equivalence_key is None:
-        lines.append("  path: Pike VM; conditions read only the current row and fixed PREV/NEXT offsets,")
+        lines.append("  Pike VM (when it runs): conditions read only the current row and fixed PREV/NEXT offsets,")
         lines.append("        so threads merge by instruction and live threads stay within the program size")
     else:
-        lines.append("  path: Pike VM with history-aware thread merging; conditions read the match history:")
-        for read in sorted(reads, key=repr):
+        lines.append("  Pike VM with history-aware thread merging; the conditions read the match history:")
+        for read in sorted(machine.history, key=repr):
             lines.append(f"        {read[0]}{'' if len(read) < 3 else f' (offset {read[2]})'}")
     lines.append(f"  rows kept before a match start (PREV reach): {machine.lookback}")
     lines.append(f"  rows read ahead (NEXT reach): {machine.lookahead}")

@@ -418,6 +418,7 @@ def _comparison(op: str, left, right):
     ``values.compare`` gives the error message when the types cannot be compared.
     """
     function = _COMPARE[op]
+    direct = (int, float, str)  # types Python compares exactly as SQL does, with no conversion
 
     def compare(*a):
         lv = left(*a)
@@ -426,10 +427,9 @@ def _comparison(op: str, left, right):
         rv = right(*a)
         if rv is None:
             return None
-        try:
+        if type(lv) in direct and type(rv) in direct and (type(lv) is str) == (type(rv) is str):
             return function(lv, rv)
-        except TypeError:
-            return V.compare(op, lv, rv)
+        return V.compare(op, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
     return compare
 
 

@@ -35,6 +35,7 @@ class Machine:
     lookahead: int
     lookback: int
     equivalence_key: Callable | None
+    history: frozenset  # what the DEFINE conditions read of the match history (equivalence.py)
     within: "Within | None"
     output: OutputBuilder
     next_start: Callable
@@ -173,6 +174,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         lookahead=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "NEXT")), default=0),
         lookback=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "PREV")), default=0),
         equivalence_key=make_key_function(reads, include_start=mr.within is not None),
+        history=frozenset(reads),
         within=within,
         output=OutputBuilder(layout),
         next_start=_skip_rule(mr.after_match, label_sets),

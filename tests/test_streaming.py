@@ -632,20 +632,23 @@ def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     batches = make_batches(events, rnd, 20, 10) + [[sentinel(events, 60, 20)]]
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     write_batches(source, batches)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(tmp_path / "driver-spark.log"))
+    log = (tmp_path / "driver.log").open("w")
     driver = subprocess.Popen(
         [sys.executable, "-c", KILLED_DRIVER, str(source), str(output), str(checkpoint), query.text],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 240
         while _committed_batches(checkpoint) < 3 and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)  # polling the checkpoint for progress, not waiting for a fixed time
-        assert driver.poll() is None, "the driver ended before it could be killed"
+        assert driver.poll() is None, "the driver ended before it could be killed:\n" + (tmp_path / "driver.log").read_text()[-3000:]
         assert _committed_batches(checkpoint) >= 3
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)  # the Python driver and its JVM: the group started above
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)  # the Python driver and its JVM: the group started above
         driver.wait()
+        log.close()
     assert _committed_batches(checkpoint) < len(batches)
     df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(source))
     out = query.on_spark(df, watermark="20 seconds", session_timeout="60 seconds")
