@@ -5,7 +5,6 @@
     q.on_spark(df)             # Spark DataFrame -> Spark DataFrame of matches
 """
 
-from __future__ import annotations
 
 from cep.query import Query
 from grammar.errors import CepError, CepRuntimeError, CepSemanticError, CepSyntaxError

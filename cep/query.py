@@ -65,8 +65,14 @@ class Query:
         frame = pd.DataFrame.from_records(records, columns=["partition", "row", "order_key", "event", "match_start", "detail"])
         return frame
 
-    def output_columns(self, input_columns) -> tuple[str, ...]:
-        """The output column names for an input with these columns."""
+    def output_columns(self, input_columns):
+        """The output columns for an input with these columns.
+
+        Given column names, returns the output names; given a mapping of column name to SQL type
+        (``{'ts': 'TIMESTAMP', 'price': 'DOUBLE', ...}``), returns ``[(name, type), ...]``.
+        """
+        if isinstance(input_columns, dict):
+            return self.plan.output_types(dict(input_columns))
         return self.plan.output_names(tuple(input_columns))
 
     def explain(self) -> str:
