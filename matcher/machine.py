@@ -36,6 +36,7 @@ class Machine:
     lookback: int
     equivalence_key: Callable | None
     history: frozenset  # what the DEFINE conditions read of the match history (equivalence.py)
+    lazy_starts: bool  # try one start at a time (vm.py explains when and why)
     within: "Within | None"
     output: OutputBuilder
     next_start: Callable
@@ -175,6 +176,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         lookback=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "PREV")), default=0),
         equivalence_key=make_key_function(reads, include_start=mr.within is not None),
         history=frozenset(reads),
+        lazy_starts=bool(reads) or mr.within is not None,
         within=within,
         output=OutputBuilder(layout),
         next_start=_skip_rule(mr.after_match, label_sets),

@@ -13,6 +13,12 @@ How SQL's semantics map onto the machine
   they are equivalent for every DEFINE condition still to be evaluated (``equivalence.py``); for
   conditions that read only the current row and fixed PREV/NEXT offsets, that is always. This keeps
   the number of live threads bounded by the program size, so hostile patterns run in linear time.
+* When the conditions read the match history (or WITHIN ties a thread to its start), threads of
+  different starts can practically never merge, and running every start at once only does work for
+  starts that an earlier match will make moot. Then starts are tried one at a time ("lazy starts"):
+  a new start is tried only when every thread of the current one has died, rewinding to the row after
+  it (the rows are still buffered). Each start still sees its rows once, so this is never more work,
+  and it is much less when the earliest start usually matches.
 * A final match is emitted, AFTER MATCH SKIP picks the next start position, and a new search begins
   there. Rows the new search needs again are still buffered.
 * ``$`` holds only after the partition's last row; a thread that reaches it before the end of input
@@ -111,7 +117,8 @@ class PartitionMatcher:
         self._run()
         if now is not None and (self.clock is None or now > self.clock):
             self.clock = now
-        if self.machine.within is not None and self.position == self.total and self._advance_time(now):
+        if self.machine.within is not None and self.position == self.total:
+            self._advance_time(now)
             self._run()
         return self._take_output()
 
@@ -130,9 +137,10 @@ class PartitionMatcher:
     def _run(self) -> None:
         machine = self.machine
         lookahead = machine.lookahead
+        lazy = machine.lazy_starts
         while True:
             p = self.position
-            if self.best is None and self.started_upto == p and p < self.total:
+            if self.best is None and self.started_upto == p and p < self.total and not (lazy and self.threads):
                 self.started_upto = p + 1
                 self._add_thread(self.threads, self.visited, 0, p, None, None, p)
                 if self._settle():
@@ -204,6 +212,9 @@ class PartitionMatcher:
         self.threads = next_threads
         self.visited = visited
         self.position = p + 1
+        if self.best is None and not next_threads and machine.lazy_starts and self.started_upto <= p:
+            self._rewind()  # the current start failed: try the next one, from its own row
+            return
         if self.best is None:
             # Threads are ordered by start: rows before the earliest live start can start no match.
             earliest = next_threads[0].start if next_threads else p + 1
@@ -211,6 +222,16 @@ class PartitionMatcher:
                 self._emit_unmatched(self.search_start, earliest)
                 self.search_start = earliest
                 self._trim()
+
+    def _rewind(self) -> None:
+        """Lazy starts: every thread of the start just tried has died; resume at the next start row."""
+        next_start = self.started_upto
+        self.threads = []
+        self.visited = set()
+        self.position = next_start
+        self._emit_unmatched(self.search_start, next_start)
+        self.search_start = next_start
+        self._trim()
 
     def _add_thread(self, out: list, visited: set, pc: int, start: int, chain, marks, position: int) -> None:
         """Follow epsilon instructions from ``pc`` in priority order; park threads at LABEL/DONE/`$`.
@@ -333,6 +354,9 @@ class PartitionMatcher:
             if start not in live_starts and start != matched_start and self.machine.output.show_timeout:
                 labels = _chain_to_list(thread.chain)
                 self.out.extend(self.machine.output.timeout(self, start, start + len(labels) - 1, labels))
+        if self.best is None and not kept and self.machine.lazy_starts and self.started_upto < self.position:
+            self._rewind()
+            return True
         if self.best is None and kept and kept[0].start > self.search_start:
             self._emit_unmatched(self.search_start, kept[0].start)
             self.search_start = kept[0].start

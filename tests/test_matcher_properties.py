@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from grammar.errors import CepError
+from matcher import fastpath
 from matcher.plan import CompiledQuery
 from matcher.tables import rows_to_columns
 from matcher.vm import PartitionMatcher
@@ -29,8 +30,16 @@ assert reference.TRINO_RUNNING_FIRST
 PROPERTY_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _engine(stmt, rows):
+def _engine(stmt, rows, *, fast: bool = True):
     plan = CompiledQuery(stmt)
+    saved, fastpath.ENABLED = fastpath.ENABLED, fast
+    try:
+        return _run(plan, rows)
+    finally:
+        fastpath.ENABLED = saved
+
+
+def _run(plan, rows):
     names, out = plan.run_columns(rows_to_columns(rows) if rows else {"id": [], "value": [], "part": []})
     return [dict(zip(names, row)) for row in out]
 
@@ -40,20 +49,21 @@ def _canonical(rows):
 
 
 @PROPERTY_SETTINGS
-@given(stmt=queries(), rows=tables())
-def test_vm_equals_reference(stmt, rows):
+@given(stmt=queries(), rows=tables(), fast=st.booleans())
+def test_engine_equals_reference(stmt, rows, fast):
+    """Both execution paths (the fast path where eligible, and the Pike VM alone) equal the reference."""
     try:
         expected = reference.reference_run(stmt, rows)
     except reference.ReferenceBudgetExceeded:
         assume(False)
     except reference.ReferenceSkipError:
         try:
-            _engine(stmt, rows)
+            _engine(stmt, rows, fast=fast)
         except CepError as error:
             assert error.code == "E0401", sql_of(stmt)
             return
         raise AssertionError(f"the reference fails AFTER MATCH SKIP, the engine does not:\n{sql_of(stmt)}")
-    got = _engine(stmt, rows)
+    got = _engine(stmt, rows, fast=fast)
     assert _canonical(got) == _canonical(expected), f"\n{sql_of(stmt)}\nrows={rows}\nengine={got}\nreference={expected}"
 
 
