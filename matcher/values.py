@@ -358,10 +358,15 @@ def _non_null(values):
     return [v for v in values if v is not None]
 
 
+_PLAIN_NUMBERS = (int, float)
+
+
 def _sum(values):
     present = _non_null(values)
     if not present:
         return None
+    if all(type(v) in _PLAIN_NUMBERS for v in present):
+        return sum(present[1:], present[0])  # same left-to-right additions as the fold below, in C
     total = present[0]
     for value in present[1:]:
         total = add(total, value)
