@@ -95,6 +95,10 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
             raise CepSyntaxError("unterminated comment: the closing */ is missing", code="E0106",
                                  span=span_of(text, token.start, token.start + 2))
     tokens = significant(all_tokens)
+    if len(tokens) > limits.MAX_QUERY_TOKENS:
+        extra = tokens[limits.MAX_QUERY_TOKENS]
+        raise CepSemanticError(f"the query has {len(tokens)} tokens; the limit is {limits.MAX_QUERY_TOKENS}",
+                               code="E0307", span=span_of(text, extra.start, extra.end))
     if tokens and tokens[0].text.upper() == "WITH":
         raise CepSyntaxError("WITH clauses (common table expressions) are not supported: subqueries are not supported",
                              code="E0107", span=span_of(text, tokens[0].start, tokens[0].end),
@@ -645,7 +649,7 @@ def _clause_words(text: str, offset: int) -> list[str]:
     """The clause-opening words still open at ``offset``: words inside parentheses that have closed
     since are dropped (after `MATCH_RECOGNIZE (...)` we are no longer in its DEFINE)."""
     words: list[tuple[str, int]] = []
-    depth, previous = 0, ""
+    depth, previous, closed = 0, "", False
     for token in significant(scan(text[:offset])):
         word = token.text.upper() if token.kind == "word" else ""
         if token.kind == "open":
@@ -653,10 +657,11 @@ def _clause_words(text: str, offset: int) -> list[str]:
         elif token.kind == "close":
             depth -= 1
             words = [(w, d) for w, d in words if d <= depth]
+            closed = bool(words) and words[-1] == ("MATCH_RECOGNIZE", depth)
         elif (word in _CLAUSE_CONTEXT or word in _CLAUSE_RANK) and previous not in (".", "AS"):
             words.append((word, depth))
         previous = word or token.text
-    return [w for w, _ in words] + (["after MATCH_RECOGNIZE"] if words and words[-1] == ("MATCH_RECOGNIZE", depth) else [])
+    return [w for w, _ in words] + (["after MATCH_RECOGNIZE"] if closed and words[-1][0] == "MATCH_RECOGNIZE" else [])
 
 
 def _unclosed_parenthesis(text: str, offset: int) -> ScanToken | None:

@@ -12,7 +12,7 @@ from lark import Lark, logger as lark_logger
 
 from grammar import ast as A
 from grammar.errors import CepError, CepSemanticError, CepSyntaxError, Span
-from grammar.parser import lark_parser, parse, parse_all, parse_schema, parse_unchecked
+from grammar.parser import parse, parse_all, parse_schema, parse_unchecked
 try:  # `tests` is a package only when the repository root is on sys.path
     from tests.strategies_ast import corpus_queries, uses_subquery
 except ModuleNotFoundError:
@@ -124,12 +124,13 @@ def test_subset_skip_and_nested_navigation() -> None:
 
 
 def _lalr_warnings(grammar: str, caplog: pytest.LogCaptureFixture) -> str:
+    level = lark_logger.level
     lark_logger.setLevel(logging.DEBUG)
     try:
         with caplog.at_level(logging.DEBUG, logger="lark"):
             Lark(grammar, parser="lalr", lexer="contextual", debug=True)
     finally:
-        lark_logger.setLevel(logging.WARNING)
+        lark_logger.setLevel(level)
     return caplog.text.lower()
 
 
