@@ -49,7 +49,7 @@ import numpy as np
 from grammar import ast
 from matcher import kernels
 from matcher.expressions import Scope
-from matcher.outer import sort_key
+from matcher.partitioning import partition_indices, resolve_column as _resolve
 from matcher.program import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from matcher.vm import PartitionMatcher
 
@@ -253,11 +253,11 @@ class FastPlan:
         machine = self.machine
         n = len(next(iter(columns.values()))) if columns else 0
         if n == 0:
-            return _run_vm_partitions(machine, _python_partitions(self.statement, machine, columns), columns)
+            return _run_vm_partitions(machine, partition_indices(self.statement, machine, columns), columns)
         layout = _columnar_partitions(self.statement, machine, columns, n)
         if layout is None:
             self.notes.append("partitioned in Python (ORDER BY values are not plain numbers or times)")
-            groups = _python_partitions(self.statement, machine, columns)
+            groups = partition_indices(self.statement, machine, columns)
             keys = [key for key, _ in groups]
             order = np.fromiter(itertools.chain.from_iterable(idx for _, idx in groups), dtype=np.int64, count=n)
             counts = np.array([len(idx) for _, idx in groups], dtype=np.int64)
@@ -476,34 +476,8 @@ def _run_vm_partitions(machine, groups, columns) -> list[tuple]:
 # ------------------------------------------------------------------------------------ partitioning
 
 
-def _python_partitions(statement: ast.Statement, machine, columns) -> list[tuple[tuple, list[int]]]:
-    """The same groups, in the same order, as ``CompiledQuery.partitions`` (plain Python)."""
-    count = len(next(iter(columns.values()))) if columns else 0
-    key_columns = [columns[name] for name in machine.partition_names]
-    groups: dict[tuple, list[int]] = {}
-    if key_columns:
-        for index, key in enumerate(zip(*key_columns)):
-            groups.setdefault(key, []).append(index)
-    else:
-        groups[()] = list(range(count))
-    for indices in groups.values():
-        for key in reversed(statement.match.order_by):
-            if not isinstance(key.expr, ast.ColumnRef):
-                continue
-            values = columns[_resolve(columns, key.expr.column)]
-            indices.sort(key=lambda i: sort_key(values[i], key.descending, key.nulls_first), reverse=key.descending)
-    return list(groups.items())
-
-
-def _resolve(columns, ident: ast.Identifier) -> str:
-    if ident.name in columns:
-        return ident.name
-    folded = {name.casefold(): name for name in columns}
-    return folded[ident.name.casefold()]
-
-
 def _columnar_partitions(statement: ast.Statement, machine, columns, n: int):
-    """(keys, order, counts) equal to ``_python_partitions``, computed with numpy; None if the ORDER BY
+    """(keys, order, counts) equal to ``partitioning.partition_indices``, computed with numpy; None if the ORDER BY
     values are of a kind whose Python order numpy cannot reproduce exactly."""
     key_columns = [columns[name] for name in machine.partition_names]
     seen: dict = {}

@@ -13,7 +13,8 @@ from grammar import ast
 from grammar.errors import CepSemanticError
 from matcher import fastpath
 from matcher.machine import Machine, build_machine
-from matcher.outer import OuterQuery, build_outer, sort_key
+from matcher.outer import OuterQuery, build_outer
+from matcher.partitioning import partition_indices, resolve_column
 from matcher.tables import pandas_to_columns
 from matcher.types import coerce, infer
 from matcher.vm import PartitionMatcher
@@ -152,29 +153,7 @@ class CompiledQuery:
 
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""
-        count = len(next(iter(columns.values()))) if columns else 0
-        key_columns = [columns[name] for name in machine.partition_names]
-        groups: dict[tuple, list[int]] = {}
-        if key_columns:
-            for index, key in enumerate(zip(*key_columns)):
-                groups.setdefault(key, []).append(index)
-        else:
-            groups[()] = list(range(count))
-        mr = self.statement.match
-        for indices in groups.values():
-            for key in reversed(mr.order_by):
-                if not isinstance(key.expr, ast.ColumnRef):
-                    continue  # PROCTIME(): arrival order, which is input order here
-                values = columns[_resolve(columns, key.expr.column)]
-                indices.sort(key=lambda i: sort_key(values[i], key.descending, key.nulls_first), reverse=key.descending)
-        return list(groups.items())
+        return partition_indices(self.statement, machine, columns)
 
 
-def _resolve(columns: Columns, ident: ast.Identifier) -> str:
-    if ident.name in columns:
-        return ident.name
-    folded = {name.casefold(): name for name in columns}
-    found = folded.get(ident.name.casefold())
-    if found is None:
-        raise CepSemanticError(f"unknown column '{ident.name}'", code="E0220", span=ident.span)
-    return found
+_resolve = resolve_column
