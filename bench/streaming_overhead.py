@@ -15,9 +15,10 @@ the engine's, not a sink's. It measures:
 2. throughput: --rows ticks (bench/data.py) over --symbols keys in --batches micro-batches, for (a) and (c):
    rows per second of ``triggerExecution`` over all batches but the first; cep's state bytes per key.
 3. the same rows through the streaming engine in-process (``spark_bridge.keyed.LocalStream``) and
-   through ``q.run``: the Python cost without Spark.
+   through ``q.run``: the Python cost without Spark;
+4. the step function Spark calls per key, called directly with the same frames: cep's cost per call.
 
-Prints a table and writes --json.
+Prints a table (and writes --json if given).
 """
 
 from __future__ import annotations
@@ -151,6 +152,66 @@ def run(spark, source: Path, work: Path, name: str, build) -> dict:
     }
 
 
+class _FakeState:
+    """Just enough of pyspark's GroupState for calling the step function outside Spark."""
+
+    def __init__(self) -> None:
+        self.blob, self.watermark_ms, self.hasTimedOut = None, 0, False
+
+    @property
+    def exists(self) -> bool:
+        return self.blob is not None
+
+    @property
+    def get(self) -> tuple:
+        return (self.blob,)
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self.watermark_ms
+
+    def update(self, value) -> None:
+        self.blob = value[0]
+
+    def remove(self) -> None:
+        self.blob = None
+
+    def setTimeoutTimestamp(self, ms) -> None:
+        pass
+
+
+def step_cost(q, table, counts) -> float:
+    """4. cep's own cost per key call: the step function Spark calls, fed the frames Spark would feed it."""
+    import pandas as pd
+
+    from spark_bridge.streaming import _EVENT_US, _MARKER, _SparkStep
+
+    columns = tuple(table.column_names)
+    types = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"}
+    step = _SparkStep(q.plan, columns, ("symbol",), query_text=VSHAPE, session_timeout_us=3_600_000_000,
+                      max_pending_rows=200_000, output_columns=q.plan.output_types(types), late_rows=True)
+    frame = table.to_pandas()
+    frame["ts"] = frame["ts"].astype("datetime64[ns]")
+    frame[_EVENT_US] = frame["ts"].astype("int64") // 1000
+    frame[_MARKER] = pd.NaT
+    states: dict = {}
+    calls, elapsed, position, top = 0, 0.0, 0, None
+    for count in counts:
+        part = frame.iloc[position : position + count]
+        position += count
+        watermark = 0 if top is None else top // 1000 - 5_000
+        groups = [(key, group.reset_index(drop=True)) for key, group in part.groupby("symbol", sort=False)]
+        started = time.perf_counter()
+        for key, group in groups:
+            state = states.setdefault(key, _FakeState())
+            state.watermark_ms = watermark
+            for _ in step((key,), iter([group]), state):
+                pass
+            calls += 1
+        elapsed += time.perf_counter() - started
+        top = int(part[_EVENT_US].max()) if top is None else max(top, int(part[_EVENT_US].max()))
+    return round(elapsed / calls * 1000, 2)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200_000)
@@ -159,7 +220,7 @@ def main(argv=None) -> int:
     parser.add_argument("--small-batches", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--skip-transform", action="store_true", help="skip transformWithStateInPandas (b)")
-    parser.add_argument("--json", default=str(REPO / "bench" / "results-streaming.json"))
+    parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
 
     import cep
@@ -167,7 +228,7 @@ def main(argv=None) -> int:
     from spark_bridge.session import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-stream-bench-"))
-    results: dict[str, dict] = {"params": vars(args)}
+    results: dict[str, dict] = {"params": vars(args), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     try:
         t = time.perf_counter()
         spark = get_spark("local[2]", app_name="cep-stream-bench", shuffle_partitions=args.partitions)
@@ -216,10 +277,12 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         q.run(rows)
         results["q_run_rows_per_s"] = round(len(rows) / (time.perf_counter() - t))
+        results["step_ms_per_call"] = step_cost(q, table, counts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"session start: {results['session_start_s']} s")
+    results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"session start: {results['session_start_s']} s; load average after: {results['load_average_after']} on {os.cpu_count()} cores")
     print(f"{'run':<22} {'batches':>7} {'first ms':>9} {'median ms':>10} {'addBatch ms':>12} {'rows/s':>9}")
     for name in ("overhead_apply", "overhead_transform", "overhead_cep", "throughput_apply", "throughput_cep"):
         r = results.get(name)
@@ -232,8 +295,10 @@ def main(argv=None) -> int:
     if "state_bytes_per_key_call" in results.get("throughput_cep", {}):
         print(f"cep state per key (mean over calls): {results['throughput_cep']['state_bytes_per_key_call']} bytes")
     print(f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows/s; q.run: {results['q_run_rows_per_s']} rows/s")
-    Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"wrote {args.json}")
+    print(f"cep step function called directly: {results['step_ms_per_call']} ms per key call")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
     return 0
 
 

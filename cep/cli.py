@@ -3,10 +3,13 @@
     cep run QUERY_FILE --input PATH [--input PATH ...] [--engine spark|python] [--output FILE] ...
     cep check FILE ... [--schema 'ts TIMESTAMP, symbol STRING, price DOUBLE']
     cep fmt FILE
-    cep explain FILE
+    cep explain FILE [--format text|dot|svg|png] [--output FILE]
+    cep trace QUERY_FILE --input PATH [--partition COLUMN=VALUE ...] [--from X] [--to X] [--events KINDS]
+    cep report QUERY_FILE --input PATH --out report.html [--column NAME] [--partitions N]
 
 Exit codes: 0 ok; 1 the query is wrong (the rendered error goes to stderr, never a traceback);
-2 bad usage or an input/output file that cannot be read or written; 130 interrupted.
+2 bad usage, an input/output file that cannot be read or written, or a missing helper program
+(Graphviz's ``dot`` for svg/png) or library (matplotlib for ``report``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -179,6 +182,7 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
     try:
         if fmt == "csv":
             df = spark.read.option("header", True).option("inferSchema", True).csv(list(paths))
+            df = _keep_text_that_is_not_a_time(spark, df, paths)
         elif fmt == "parquet":
             df = spark.read.parquet(*paths)
         else:
@@ -209,6 +213,31 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
     if not df.columns or (len(df.columns) == 1 and df.columns[0] == "_corrupt_record"):
         raise UsageError(f"cannot read input {paths[0]} as {fmt}: no columns found")
     return df
+
+
+def _keep_text_that_is_not_a_time(spark: Any, df: Any, paths: Sequence[str]) -> Any:
+    """Spark's CSV inference takes text such as 'T02' (a sensor id) for a time of today; a column is a
+    timestamp only when every value is an ISO-8601 date/time, as in ``infer_datetimes``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    time_types = (T.TimestampType, T.TimestampNTZType, T.DateType)
+    times = [f.name for f in df.schema.fields if isinstance(f.dataType, time_types)]
+    if not times:
+        return df
+    raw = spark.read.option("header", True).csv(list(paths))  # every column as text
+    checks = [
+        F.sum(F.when(F.col(_q(c)).isNotNull() & ~F.trim(F.col(_q(c))).rlike(_ISO_DATETIME.pattern), 1).otherwise(0)).alias(f"bad{i}")
+        for i, c in enumerate(times)
+    ]
+    row = raw.agg(*checks).collect()[0]
+    wrong = {c for i, c in enumerate(times) if row[f"bad{i}"]}
+    if not wrong:
+        return df
+    schema = T.StructType([
+        T.StructField(f.name, T.StringType() if f.name in wrong else f.dataType, True) for f in df.schema.fields
+    ])
+    return spark.read.option("header", True).schema(schema).csv(list(paths))
 
 
 def _q(name: str) -> str:
@@ -243,6 +272,8 @@ def _cell(value: Any) -> str:
             value = value.to_pydatetime(warn=False)
     except (ImportError, TypeError, ValueError):
         pass
+    if isinstance(value, timedelta):  # also pandas' Timedelta: "00:14:00", not "0 days 00:14:00"
+        return _duration(value)
     if isinstance(value, datetime):
         text = value.strftime("%Y-%m-%d %H:%M:%S")
         if value.microsecond:
@@ -259,6 +290,19 @@ def _cell(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_cell(v) for v in value) + "]"
     return str(value)
+
+
+def _duration(value: timedelta) -> str:
+    micros = int(value // timedelta(microseconds=1))
+    sign, micros = ("-" if micros < 0 else ""), abs(micros)
+    seconds, micros = divmod(micros, 1_000_000)
+    days, seconds = divmod(seconds, 86_400)
+    text = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    if micros:
+        text += f".{micros:06d}".rstrip("0")
+    if days:
+        text = f"{days} day{'s' if days > 1 else ''} {text}"
+    return sign + text
 
 
 def _is_number(value: Any) -> bool:
@@ -443,7 +487,11 @@ def _spark_error(exc: BaseException) -> str | None:
         # The worker rendered the error against "query"; keep its code and message.
         rendered = re.match(r"^\S*?:(?:\d+:\d+:)? (error\[E\d+\]: .*)", found, re.S)
         return rendered.group(1) if rendered else f"error: {found}"
-    return f"error: spark: {_first_line(text)}"
+    # A Python error in a worker arrives as "An exception was thrown from the Python worker:" and a
+    # traceback; its last "SomeError: message" line is the part that says what went wrong.
+    raised = re.findall(r"^(\w+(?:Error|Exception): .+)$", text, re.M)
+    detail = _first_line(text) + (f" {raised[-1].strip()}" if raised and raised[-1].strip() not in _first_line(text) else "")
+    return f"error: spark: {detail}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -577,16 +625,233 @@ def cmd_fmt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+EXPLAIN_FORMATS = ("text", "dot", "svg", "png")
+
+
+def _emit(payload: str | bytes, output: str | None) -> None:
+    """Print ``payload`` or write it to ``output``; binary output never goes to a terminal."""
+    if output:
+        try:
+            with open(output, "wb") as fh:
+                fh.write(payload.encode("utf-8") if isinstance(payload, str) else payload)
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc}") from None
+        print(f"wrote {output}")
+    elif isinstance(payload, str):
+        print(payload.rstrip("\n"))
+    elif sys.stdout.isatty():
+        raise UsageError("a png is binary: write it with --output FILE.png (or redirect standard output)")
+    else:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     import cep
 
     text = _read_text(args.file)
+    fmt = args.format
+    if fmt is None:  # from --output's extension, else the text listing
+        ext = os.path.splitext(args.output or "")[1].lower().lstrip(".")
+        fmt = ext if ext in EXPLAIN_FORMATS[1:] else "text"
     try:
-        listing = cep.compile(text, filename=args.file).explain()
+        query = cep.compile(text, filename=args.file)
     except cep.CepError as err:
         _err(str(err.with_source(text, args.file)))
         return EXIT_QUERY_ERROR
-    print(listing.rstrip("\n"))
+    if fmt == "text":
+        _emit(query.explain(), args.output)
+        return EXIT_OK
+    from matcher.dot import GraphvizMissing, render, to_dot
+
+    payload: str | bytes = to_dot(query.statement)
+    if fmt != "dot":
+        try:
+            payload = render(payload, fmt)
+        except GraphvizMissing as exc:
+            raise UsageError(str(exc)) from None
+        if fmt == "svg":
+            payload = payload.decode("utf-8")
+    _emit(payload, args.output)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------- trace
+
+TRACE_EVENTS = ("tested", "dropped", "alive", "match")
+
+
+def _partition_filter(query: Any, pdf: "pd.DataFrame", specs: Sequence[str]) -> tuple["pd.DataFrame", str]:
+    """The rows of the one partition that ``--partition COLUMN=VALUE`` options pick, and its description.
+
+    Values are compared as ``cep run`` prints them, so what a run shows can be pasted back here.
+    """
+    columns = _resolve_partition(query.plan, pdf.columns)
+    by_fold = {c.casefold(): c for c in columns}
+    chosen: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--partition expects COLUMN=VALUE, e.g. --partition 'symbol=ACME'; got {spec!r}")
+        column = by_fold.get(name.strip().casefold())
+        if column is None:
+            by = ", ".join(columns) if columns else "nothing (it has no PARTITION BY)"
+            raise UsageError(f"--partition {name.strip()}: the query partitions by {by}")
+        chosen[column] = value
+    subset = pdf
+    for column, value in chosen.items():
+        cells = subset[column].map(_cell)
+        if not (cells == value).any():
+            known = sorted(set(pdf[column].map(_cell)))
+            sample = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
+            raise UsageError(f"no rows with {column}={value} (values of {column}: {sample})")
+        subset = subset[cells == value]
+    rest = [c for c in columns if c not in chosen]
+    if rest and subset.groupby(rest, dropna=False).ngroups > 1:
+        first = subset.iloc[0]
+        hint = " ".join(f"--partition '{c}={_cell(first[c])}'" for c in columns)
+        raise UsageError(f"the input holds {subset.groupby(rest, dropna=False).ngroups} partitions; pick one, e.g. {hint}")
+    first = subset.iloc[0] if len(subset) else None
+    described = ", ".join(f"{c}={_cell(first[c])}" for c in columns) if first is not None else ""
+    return subset, described or "(the whole input: no PARTITION BY)"
+
+
+def _bound(text: str | None, series: "pd.Series", option: str) -> Any:
+    """``--from``/``--to`` in the type of the ORDER BY column."""
+    import pandas as pd
+
+    if text is None:
+        return None
+    try:
+        if pd.api.types.is_datetime64_any_dtype(series):
+            return pd.Timestamp(text)
+        if pd.api.types.is_numeric_dtype(series):
+            return float(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is not a {series.dtype} value like those of the ORDER BY column") from None
+    return text
+
+
+def _condition_columns(query: Any, pdf: "pd.DataFrame") -> list[str]:
+    """Input columns the DEFINE conditions read (what a reader of the trace wants to see per row)."""
+    from grammar import ast
+    from matcher.expressions import walk
+
+    names = []
+    for define in query.statement.match.defines:
+        for node in walk(define.condition):
+            if isinstance(node, ast.ColumnRef):
+                names.append(node.column.name.casefold())
+    return [c for c in pdf.columns if c.casefold() in names]
+
+
+def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), events: Sequence[str] = TRACE_EVENTS,
+                low: Any = None, high: Any = None) -> "pd.DataFrame":
+    """``Query.trace`` of ``pdf`` (one partition) with the ORDER BY value and the ``show`` columns of each
+    row, restricted to ``events`` and to order values in [low, high]."""
+    from matcher.tables import pandas_to_columns
+
+    trace = query.trace(pdf)
+    columns = pandas_to_columns(pdf)
+    machine = query.plan.machine(tuple(columns))
+    order = query.plan.order_columns[0] if query.plan.order_columns else "order_key"
+    parts = query.plan.partitions(machine, columns)
+    positions = parts[0][1] if parts else []
+    table = trace.drop(columns=["partition"]).rename(columns={"order_key": order})
+    for name in show:
+        values = pdf[name].tolist()
+        table.insert(2 + list(show).index(name), name, [values[positions[r]] if 0 <= r < len(positions) else None for r in table["row"]])
+    # The VM reports a match once the partial matches that could still beat it are gone, often a row
+    # or more after the match's last row; listing by row puts it where a reader looks for it.
+    table = table.sort_values("row", kind="stable")
+    table = table[table["event"].isin(list(events))]
+    if low is not None:
+        table = table[table[order] >= low]
+    if high is not None:
+        table = table[table[order] <= high]
+    return table.reset_index(drop=True)
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    import cep
+
+    text = _read_text(args.query_file)
+    fmt = _input_format(args.input, args.format)
+    events = [e.strip() for e in args.events.split(",") if e.strip()] if args.events else list(TRACE_EVENTS)
+    unknown = sorted(set(events) - set(TRACE_EVENTS))
+    if unknown:
+        raise UsageError(f"--events: unknown kind {', '.join(unknown)} (kinds: {', '.join(TRACE_EVENTS)})")
+    if args.output:
+        _format_of(args.output, None, what="output file")
+    try:
+        query = cep.compile(text, filename=args.query_file)
+        pdf = read_pandas(args.input, fmt)
+        part, described = _partition_filter(query, pdf, args.partition or [])
+        order = query.plan.order_columns[0].casefold() if query.plan.order_columns else None
+        order_column = next((c for c in part.columns if c.casefold() == order), None)
+        if order_column is None and (args.start or args.end):
+            raise UsageError("--from and --to need a query with an ORDER BY column")
+        order_series = part[order_column] if order_column is not None else None
+        low, high = _bound(args.start, order_series, "--from"), _bound(args.end, order_series, "--to")
+        if args.columns is None:
+            show = _condition_columns(query, part)
+        else:
+            wanted = [c.strip() for c in args.columns.split(",") if c.strip()]
+            missing = [c for c in wanted if c not in part.columns]
+            if missing:
+                raise UsageError(f"--columns: no column {', '.join(missing)} in the input (columns: {', '.join(map(str, part.columns))})")
+            show = wanted
+        show = [c for c in show if c != order_column]
+        table = trace_table(query, part, show=show, events=events, low=low, high=high)
+    except cep.CepError as err:
+        _err(str(err.with_source(text, args.query_file)))
+        return EXIT_QUERY_ERROR
+    matches = int((table["event"] == "match").sum())
+    dropped = int((table["event"] == "dropped").sum())
+    print(f"partition: {described}")
+    if args.output:
+        write_output(table, args.output)
+        print(f"wrote {len(table)} trace records to {args.output}")
+    elif len(table):
+        print(format_table(table))
+    else:
+        print("(no trace records in this range)")
+    print(f"rows: {len(part)}, trace records: {len(table)}, matches: {matches}, dropped: {dropped}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import cep
+
+    text = _read_text(args.query_file)
+    fmt = _input_format(args.input, args.format)
+    parent = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(parent):
+        raise UsageError(f"cannot write {args.out}: no directory {parent}")
+    try:
+        from cep import report
+    except ImportError as exc:  # pragma: no cover - matplotlib missing
+        raise UsageError(f"cep report needs matplotlib ({exc}): pip install 'cep[report]'") from None
+    try:
+        query = cep.compile(text, filename=args.query_file)
+        pdf = read_pandas(args.input, fmt)
+        html = report.build_report(query, pdf, column=args.column, max_partitions=args.partitions,
+                                   sources=list(args.input))
+    except cep.CepError as err:
+        _err(str(err.with_source(text, args.query_file)))
+        return EXIT_QUERY_ERROR
+    except report.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(html.text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.out}: {exc}") from None
+    print(f"wrote {args.out} ({html.summary})")
     return EXIT_OK
 
 
@@ -607,7 +872,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cep",
         description="Complex event processing: SQL:2016 MATCH_RECOGNIZE queries over event data, on Spark or in plain Python.",
-        epilog="Exit codes: 0 ok, 1 query error, 2 usage or file error.",
+        epilog="Exit codes: 0 ok, 1 query error, 2 usage or file error (or a missing helper program), 130 interrupted.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -649,11 +914,52 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.set_defaults(func=cmd_fmt)
 
     explain = sub.add_parser(
-        "explain", help="print the compiled program of a query",
-        description="Compile the query in FILE and print the program the matcher runs.",
+        "explain", help="print the compiled program of a query, or draw its automaton",
+        description="Compile the query in FILE and print the program the matcher runs, its conditions and "
+        "execution path (text), or the pattern's automaton as Graphviz DOT, SVG or PNG (svg and png need "
+        "Graphviz's 'dot' program).",
     )
     explain.add_argument("file", metavar="FILE", help="query file")
+    explain.add_argument("--format", "-f", choices=EXPLAIN_FORMATS,
+                         help="text (default), dot, svg or png (default: from --output's extension, else text)")
+    explain.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
     explain.set_defaults(func=cmd_explain)
+
+    trace = sub.add_parser(
+        "trace", help="show, row by row, why a partition did or did not match",
+        description="Run the query over one partition of the input with a tracer: for each row, the "
+        "conditions tested and their result, the partial matches alive (by pattern position), those "
+        "dropped and why, and where matches began and ended.",
+    )
+    trace.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
+    trace.add_argument("--input", "-i", action="append", required=True, metavar="PATH", help="input file; repeat for several")
+    trace.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    trace.add_argument("--partition", "-p", action="append", metavar="COLUMN=VALUE",
+                       help="the partition to trace, e.g. 'symbol=ACME'; repeat for each PARTITION BY column")
+    trace.add_argument("--from", dest="start", metavar="X", help="show records from this ORDER BY value on (e.g. '2024-01-02 09:40')")
+    trace.add_argument("--to", dest="end", metavar="X", help="show records up to this ORDER BY value")
+    trace.add_argument("--events", metavar="KINDS", help=f"comma-separated record kinds to show (default: all of {','.join(TRACE_EVENTS)})")
+    trace.add_argument("--columns", metavar="NAMES", help="input columns to show per row (default: those the DEFINE conditions read)")
+    trace.add_argument("--output", "-o", metavar="FILE", help="write the trace to FILE (.csv, .parquet or .json)")
+    trace.set_defaults(func=cmd_trace)
+
+    report = sub.add_parser(
+        "report", help="write a self-contained HTML report of a query's matches",
+        description="Run the query over the input (pure-Python engine) and write one HTML file with the "
+        "query, summary counts, matches per partition and over time, match length and duration "
+        "histograms, and charts of a column with the matched rows shaded and labelled by CLASSIFIER. "
+        "The charts are embedded PNGs: the file needs no network to view. Needs matplotlib.",
+    )
+    report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
+    report.add_argument("--input", "-i", action="append", required=True, metavar="PATH", help="input file; repeat for several")
+    report.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    report.add_argument("--out", "--output", "-o", dest="out", required=True, metavar="FILE", help="the HTML file to write")
+    report.add_argument("--column", "-c", metavar="NAME",
+                        help="column to chart per partition (default: the first numeric column the conditions "
+                        "read, else any numeric column, else a text column they read, drawn as lanes of events)")
+    report.add_argument("--partitions", "-n", type=_non_negative_int, default=4, metavar="N",
+                        help="chart at most N partitions, those with the most matches (default: %(default)s)")
+    report.set_defaults(func=cmd_report)
     return parser
 
 

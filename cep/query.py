@@ -22,10 +22,30 @@ class Query:
     def name(self) -> str | None:
         return self.statement.name
 
-    def run(self, data: Any):
-        """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind."""
-        kind, columns = to_columns(data)
-        names, rows = self.plan.run_columns(columns)
+    def run(self, data: Any, *, dead_letter=None, schema=None, dedup_key=None, stats: dict | None = None):
+        """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind.
+
+        Bad input (docs/reliability.md; ``matcher/validate.py`` has the rules):
+
+        * ``dead_letter``: a list, or a function taking one dict. Bad rows (NULL or unparseable event
+          time, a value of the wrong type, a list item that is not a dict, an unusable partition key)
+          are left out of the matching and each is sent there as ``{**row, '_cep_error': reason,
+          '_cep_error_code': 'E044x', '_cep_error_detail': sentence, '_cep_row': position}``.
+        * ``schema``: ``{'price': 'DOUBLE', ...}`` or ``'price DOUBLE, ts TIMESTAMP'``: the expected
+          types (else inferred from each column's values). Without ``dead_letter`` the first bad row
+          raises ``CepRuntimeError``.
+        * ``dedup_key``: a column (or list of columns); a later row with the same key in the same
+          partition is dropped.
+        * ``stats``: a dict filled with ``events_in``, ``dead_lettered``, ``duplicates_dropped``,
+          ``events_matched`` and ``by_reason``.
+
+        With none of these, the input is trusted as a typed SQL table is (the run is as before).
+        """
+        from matcher.validate import input_checks
+
+        checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
+        kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
+        names, rows = self.plan.run_columns(columns, checks=checks)
         return from_rows(kind, names, rows)
 
     def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", **streaming):
@@ -80,6 +100,59 @@ class Query:
 
         return explain(self.plan)
 
+    # ---------------------------------------------------------------------- how a query shows itself
+
+    def describe(self) -> list[tuple[str, str]]:
+        """The query clause by clause, as (clause, text) pairs: what ``repr`` and notebooks show."""
+        from grammar.format import format_expr, format_pattern
+
+        mr = self.statement.match
+        pattern = f"({format_pattern(mr.pattern)})"
+        if mr.within is not None:
+            pattern += f" WITHIN INTERVAL '{mr.within.text}' {mr.within.unit}"
+        order = [format_expr(key.expr) + (" DESC" if key.descending else "") for key in mr.order_by]
+        rows = {"ONE": "ONE ROW PER MATCH", "ALL_SHOW_EMPTY": "ALL ROWS PER MATCH",
+                "ALL_OMIT_EMPTY": "ALL ROWS PER MATCH OMIT EMPTY MATCHES",
+                "ALL_WITH_UNMATCHED": "ALL ROWS PER MATCH WITH UNMATCHED ROWS"}[mr.rows_per_match.mode]
+        if mr.rows_per_match.show_timeout:
+            rows += " SHOW TIMEOUT MATCHES"
+        clauses = [
+            ("PARTITION BY", ", ".join(ref.column.name for ref in mr.partition_by)),
+            ("ORDER BY", ", ".join(order)),
+            ("MEASURES", ", ".join(m.name.name for m in mr.measures)),
+            ("ROWS", rows),
+            ("AFTER MATCH", _skip_text(mr.after_match)),
+            ("PATTERN", pattern),
+        ]
+        clauses += [(f"DEFINE {d.variable.name}", format_expr(d.condition)) for d in mr.defines]
+        return [(clause, text) for clause, text in clauses if text]
+
     def __repr__(self) -> str:
-        first = " ".join(self.text.split())
-        return f"<cep.Query {self.name or ''}{' ' if self.name else ''}{first[:80]!r}>"
+        clauses = dict(self.describe())
+        head = " ".join(filter(None, [self.name, f"({self.filename})" if self.filename else None]))
+        body = " ".join(f"{c} {clauses[c]}" for c in ("PARTITION BY", "ORDER BY", "PATTERN") if c in clauses)
+        if "MEASURES" in clauses:
+            body += f" -> {clauses['MEASURES']}"
+        return f"<cep.Query {head + ': ' if head else ''}{body}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich display: the query's clauses as a table, then the text as written."""
+        import html
+
+        title = html.escape(" ".join(filter(None, ["cep.Query", self.name, self.filename])))
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(clause)}</th><td style='text-align:left'>"
+            f"<code>{html.escape(text)}</code></td></tr>"
+            for clause, text in self.describe()
+        )
+        return (f"<div class='cep-query'><strong>{title}</strong><table>{rows}</table>"
+                f"<details><summary>query text</summary><pre>{html.escape(self.text.strip())}</pre></details></div>")
+
+
+def _skip_text(skip) -> str:
+    if skip is None or skip.mode == "PAST_LAST_ROW":
+        return "SKIP PAST LAST ROW"
+    if skip.mode == "TO_NEXT_ROW":
+        return "SKIP TO NEXT ROW"
+    where = "" if skip.plain else ("FIRST " if skip.mode == "TO_FIRST" else "LAST ")
+    return f"SKIP TO {where}{skip.variable.name}"

@@ -101,8 +101,16 @@ class CompiledQuery:
             data[name] = pd.Series([coerce(row[index], type_name) for row in rows], dtype=object)
         return pd.DataFrame(data, columns=[name for name, _ in output_types])
 
-    def run_columns(self, columns: Columns, *, outer_order_and_limit: bool = True) -> tuple[tuple[str, ...], list[tuple]]:
-        """Run over a whole input given as columns (name -> list of Python values, None for NULL)."""
+    def run_columns(
+        self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None
+    ) -> tuple[tuple[str, ...], list[tuple]]:
+        """Run over a whole input given as columns (name -> list of Python values, None for NULL).
+
+        ``checks`` (a ``matcher.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
+        raising on the first one) and drops duplicates; the rest is matched as if it were the whole input.
+        """
+        if checks is not None:
+            columns = checks.apply(self, columns)
         names = tuple(columns)
         if not names:
             return (), []  # no rows and so no columns to resolve: nothing can match

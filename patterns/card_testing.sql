@@ -7,7 +7,7 @@
 -- Run it: cep run patterns/card_testing.sql --input patterns/data/card_charges.csv --engine python
 SELECT * FROM charges MATCH_RECOGNIZE (
   PARTITION BY card_id ORDER BY ts
-  MEASURES FIRST(SMALL.ts) AS first_test_ts, COUNT(SMALL.*) AS tests, SUM(SMALL.amount) AS tested_total,
+  MEASURES FIRST(SMALL.ts) AS first_test_ts, COUNT(SMALL.*) AS tests, ROUND(SUM(SMALL.amount), 2) AS tested_total,
            BIG.ts AS big_ts, BIG.amount AS big_amount, BIG.merchant AS big_merchant
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (SMALL{3,} BIG) WITHIN INTERVAL '10' MINUTE

@@ -8,7 +8,7 @@
 SELECT * FROM readings MATCH_RECOGNIZE (
   PARTITION BY sensor ORDER BY ts
   MEASURES FIRST(UP.ts) AS from_ts, LAST(UP.ts) AS to_ts, COUNT(UP.*) AS readings,
-           LAST(UP.temp) - PREV(FIRST(UP.temp)) AS rise
+           ROUND(LAST(UP.temp) - PREV(FIRST(UP.temp)), 1) AS rise
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (UP{5,})
   DEFINE UP AS temp > PREV(temp))

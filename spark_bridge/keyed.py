@@ -296,9 +296,10 @@ class KeyedStream:
         count = len(event_us) if event_us is not None else (len(next(iter(columns.values()))) if columns else 0)
         stats["events_in"] = count
 
-        if self.proctime:
+        if self.proctime:  # arrival order, at once: nothing waits, nothing is late
             if count:
                 matcher = self._feed_run(st, matcher, columns, list(range(count)), None, result)
+                stats["released_rows"] = count
             return self._finish_call(st, matcher, result, watermark_us)
 
         # 1. Late or accepted.
@@ -330,7 +331,7 @@ class KeyedStream:
             if cut > clock:
                 clock = cut
                 st["forced"] = cut
-                stats["cap_hits"] = sum(1 for u in pending["us"] if u <= cut)
+                stats["cap_hits"] = sum(1 for u in pending["us"] if floor < u <= cut)
 
         # 3. Release every row at or below the clock, in order.
         ready = [i for i, u in enumerate(pending["us"]) if u <= clock]
@@ -370,10 +371,9 @@ class KeyedStream:
         stats = result.stats
         stats["pending_rows"] = len(st["pending"]["us"]) if st["pending"] else 0
         if matcher is not None:
+            _compact(matcher)
             stats["matcher_rows"] = matcher.buffered_rows()
             stats["live_matches"] = matcher.live_threads()
-        if matcher is not None:
-            _compact(matcher)
         st["m"] = matcher.state() if matcher is not None else None
         if st["m"] is None and st["pending"] is None:
             result.state = None  # nothing left to remember (a closed session): the key's state is dropped

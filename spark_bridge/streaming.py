@@ -348,8 +348,8 @@ def match_stream(
     # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
     probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us, max_pending_rows=max_pending_rows)
     time_column = probe.time_column
-    if proctime and session_us is not None:
-        raise CepSemanticError("session_timeout needs event time; ORDER BY PROCTIME() has none", code="E0283")
+    if proctime and (session_us is not None or watermark is not None):
+        raise CepSemanticError("watermark and session_timeout need event time; ORDER BY PROCTIME() has none", code="E0283")
 
     if not proctime:
         from pyspark.sql import types as T

@@ -356,6 +356,22 @@ def test_streaming_rejects_what_it_cannot_do():
         KeyedStream(cep.compile(QUERIES["vshape"]).plan, COLUMNS, query_text="", session_timeout_us=0)
 
 
+PROCTIME_QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY PROCTIME()
+    MEASURES FIRST(A.price) AS a, LAST(B.price) AS b
+    PATTERN (A B) DEFINE B AS B.price > A.price)"""
+
+
+def test_processing_time_matches_in_arrival_order_without_waiting():
+    query = cep.compile(PROCTIME_QUERY)
+    stream = LocalStream(KeyedStream(query.plan, COLUMNS, query_text=query.text), delay_ms=0)
+    out, ids, late = stream.run_batch([{"symbol": "A", "ts": None, "price": p} for p in (3.0, 1.0, 2.0)])
+    assert (out, late) == ([("A", 1.0, 2.0)], [])  # 3 then 1 is no rise; 1 then 2 is
+    assert stream.run_batch([{"symbol": "A", "ts": T0, "price": 5.0}])[0] == []  # 5 starts a new attempt
+    assert stream.stats["released_rows"] == 4 and stream.stats["pending_rows"] == 0
+    with pytest.raises(cep.CepSemanticError, match="first ORDER BY key"):
+        KeyedStream(cep.compile(QUERIES["vshape"].replace("ORDER BY ts", "ORDER BY price DESC, ts")).plan, COLUMNS, query_text="")
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.recursive(
@@ -547,7 +563,7 @@ def test_spark_timers_sessions_late_rows_and_metrics(spark, few_partitions, tmp_
 
 
 @pytest.mark.spark
-def test_spark_late_count_only_and_declared_watermark(spark, few_partitions, tmp_path):
+def test_spark_late_count_only_declared_watermark_and_refusals(spark, few_partitions, tmp_path):
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(5)
     events = make_events(rnd, symbols=2, per_symbol=20)
@@ -561,6 +577,14 @@ def test_spark_late_count_only_and_declared_watermark(spark, few_partitions, tmp
         query.on_spark(df, watermark="1 minute")
     with pytest.raises(cep.CepSemanticError, match="declares its watermark"):
         query.on_spark(df.withColumn("t2", df.ts).withWatermark("t2", "1 second"))
+    with pytest.raises(cep.CepSemanticError, match="LIMIT"):
+        cep.compile(QUERIES["vshape"] + " LIMIT 3").on_spark(df)
+    with pytest.raises(cep.CepSemanticError, match="not timestamp"):
+        query.on_spark(df.withColumn("ts", df.ts.cast("string")))
+    with pytest.raises(cep.CepSemanticError, match="clash"):
+        cep.compile(QUERIES["where"].replace("n FROM", "n AS match_id FROM")).on_spark(df)
+    with pytest.raises(ValueError, match="late"):
+        query.on_spark(df, late="drop")
     out = query.on_spark(df, session_timeout="30 seconds", late="count")
     assert out.columns == list(query.output_columns(COLUMNS)) + ["match_id"]
     stream = out.writeStream.format("memory").queryName("late_count").option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
@@ -569,6 +593,65 @@ def test_spark_late_count_only_and_declared_watermark(spark, few_partitions, tmp
     assert without_sentinel(normalize(result[list(query.output_columns(COLUMNS))].itertuples(index=False, name=None))) == normalize(
         expected_output(query, events, 30))
     assert metric_sums(stream.recentProgress)["late_rows"] == len(late)
+
+
+@pytest.mark.spark
+def test_spark_processing_time(spark, few_partitions, tmp_path):
+    query = cep.compile(PROCTIME_QUERY)
+    batches = [[{"symbol": "A", "ts": T0, "price": 1.0}, {"symbol": "B", "ts": T0, "price": 5.0}],
+               [{"symbol": "A", "ts": None, "price": 2.0}, {"symbol": "B", "ts": T0, "price": 4.0}]]
+    with pytest.raises(cep.CepSemanticError, match="PROCTIME"):
+        run_spark(spark, tmp_path, "proctime_bad", query, batches, session_timeout="1 minute")
+    result, progress = run_spark(spark, tmp_path, "proctime", query, batches)
+    assert matches_of(result, query) == [("A", 1.0, 2.0)]  # B fell: no match; nothing waited for a watermark
+    assert metric_sums(progress)["released_rows"] == 4
+
+
+@pytest.mark.spark
+def test_spark_two_streams_unioned(spark, few_partitions, tmp_path):
+    """The stream-stream recipe of docs/streaming.md: union with a kind column, then match."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    text = """SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY user ORDER BY ts
+        MEASURES COUNT(C.ts) AS clicks, LAST(O.amount) AS amount
+        PATTERN (C+ O) DEFINE C AS kind = 'click', O AS kind = 'order' AND amount > 100)"""
+    query = cep.compile(text)
+    rnd = random.Random(3)
+    clicks, orders = [], []
+    for user in ("u1", "u2"):
+        for second in range(0, 60, 3):
+            if rnd.random() < 0.7:
+                clicks.append({"user": user, "ts": T0 + dt.timedelta(seconds=second), "page": f"p{second}"})
+            else:
+                orders.append({"user": user, "ts": T0 + dt.timedelta(seconds=second), "amount": float(rnd.choice([50, 150]))})
+    far = T0 + dt.timedelta(hours=2)
+    for rows, extra in ((clicks, {"user": "zz", "ts": far, "page": "x"}), (orders, {"user": "zz", "ts": far, "amount": 1.0})):
+        parts = [sorted(rows, key=lambda r: r["ts"])[i::3] for i in range(3)]  # three interleaved batches each
+        parts.append([extra])
+        directory = tmp_path / ("clicks" if "page" in extra else "orders")
+        directory.mkdir()
+        for index, part in enumerate(parts):
+            path = directory / f"b{index}.json"
+            path.write_text("".join(json.dumps({**r, "ts": r["ts"].isoformat()}) + "\n" for r in part), encoding="utf-8")
+            os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+    ts = T.StructField("ts", T.TimestampType())
+    click_df = spark.readStream.schema(T.StructType([T.StructField("user", T.StringType()), ts, T.StructField("page", T.StringType())])) \
+        .option("maxFilesPerTrigger", 1).json(str(tmp_path / "clicks"))
+    order_df = spark.readStream.schema(T.StructType([T.StructField("user", T.StringType()), ts, T.StructField("amount", T.DoubleType())])) \
+        .option("maxFilesPerTrigger", 1).json(str(tmp_path / "orders"))
+    events = (click_df.select("user", "ts", F.lit("click").alias("kind"), "page", F.lit(None).cast("double").alias("amount"))
+              .unionByName(order_df.select("user", "ts", F.lit("order").alias("kind"), F.lit(None).cast("string").alias("page"), "amount")))
+    out = query.on_spark(events, watermark="1 minute", session_timeout="10 minutes")
+    stream = out.writeStream.format("memory").queryName("two_streams").option("checkpointLocation", str(tmp_path / "ck")) \
+        .trigger(availableNow=True).start()
+    stream.awaitTermination()
+    result = spark.sql("SELECT user, clicks, amount FROM two_streams WHERE cep_late_reason IS NULL").toPandas()
+    union = [{"user": r["user"], "ts": r["ts"], "kind": "click", "page": r["page"], "amount": None} for r in clicks]
+    union += [{"user": r["user"], "ts": r["ts"], "kind": "order", "page": None, "amount": r["amount"]} for r in orders]
+    expected = query.run(canonical_order(union, query.plan, ("user", "ts", "kind", "page", "amount")))
+    assert expected  # the scenario has matches
+    assert normalize(r for r in result.itertuples(index=False, name=None) if r[0] != "zz") == normalize(tuple(r.values()) for r in expected)
 
 
 @pytest.mark.spark
@@ -624,7 +707,7 @@ def _committed_batches(checkpoint: Path) -> int:
 
 
 @pytest.mark.spark
-@pytest.mark.skipif(os.environ.get("CEP_SLOW_TESTS") != "1", reason="starts a second Spark driver (~40 s); set CEP_SLOW_TESTS=1")
+@pytest.mark.skipif(os.environ.get("CEP_SLOW_TESTS") != "1", reason="starts and kills a second Spark driver (50-75 s here); set CEP_SLOW_TESTS=1")
 def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(31)

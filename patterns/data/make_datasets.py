@@ -200,7 +200,9 @@ def orders() -> str:
             rows.append((order, paid, "paid"))
             if rng.random() < 0.7:
                 rows.append((order, paid + timedelta(hours=rng.randint(1, 5)), "shipped"))
-    return _csv("order_id,ts,event", rows)
+    # The feed as seen 20 minutes after the last order: later events have not happened yet.
+    cutoff = t + timedelta(minutes=20)
+    return _csv("order_id,ts,event", [row for row in rows if row[1] <= cutoff])
 
 
 # ------------------------------------------------------------------------------------------------ IoT
