@@ -40,8 +40,11 @@ def explain(plan) -> str:
     if machine.equivalence_key is None:
         lines.append("  Pike VM (when it runs): conditions read only the current row and fixed PREV/NEXT offsets,")
         lines.append("        so threads merge by instruction and live threads stay within the program size")
+    elif not machine.history:
+        lines.append("  Pike VM, one start row at a time: WITHIN ties each partial match to its first row")
     else:
-        lines.append("  Pike VM with history-aware thread merging; the conditions read the match history:")
+        lines.append("  Pike VM, one start row at a time, with history-aware thread merging; the conditions")
+        lines.append("        read the match history:")
         for read in sorted(machine.history, key=repr):
             lines.append(f"        {read[0]}{'' if len(read) < 3 else f' (offset {read[2]})'}")
     lines.append(f"  rows kept before a match start (PREV reach): {machine.lookback}")

@@ -265,6 +265,12 @@ class Within:
     column: str
     limit: _dt.timedelta
 
+    def deadline(self, first):
+        """The first event time at which a partial match that began at ``first`` is out of time."""
+        if isinstance(first, (int, float)):
+            return first + self.limit / _dt.timedelta(milliseconds=1)
+        return first + self.limit
+
     def expired(self, first, now) -> bool:
         """Can a row at time ``now`` (or later) no longer join a match whose first row is at ``first``?"""
         if first is None or now is None:

@@ -89,11 +89,15 @@ class CompiledQuery:
 
     # -------------------------------------------------------------------------------------- running
 
-    def run_pandas(self, frame, *, outer_order_and_limit: bool = False, output_types=None):
-        """Run over a pandas DataFrame; with ``output_types`` the values are coerced to those types."""
+    def run_pandas(self, frame, *, outer_order_and_limit: bool = False, output_types=None, clock=None):
+        """Run over a pandas DataFrame; with ``output_types`` the values are coerced to those types.
+
+        ``clock``: the replay's end-of-input event time when ``frame`` is only part of the input (one
+        Spark group); by default the largest event time in ``frame``.
+        """
         import pandas as pd
 
-        names, rows = self.run_columns(pandas_to_columns(frame), outer_order_and_limit=outer_order_and_limit)
+        names, rows = self.run_columns(pandas_to_columns(frame), outer_order_and_limit=outer_order_and_limit, clock=clock)
         if output_types is None:
             return pd.DataFrame.from_records(rows, columns=list(names)) if rows else pd.DataFrame({n: [] for n in names})
         data = {}
@@ -102,7 +106,7 @@ class CompiledQuery:
         return pd.DataFrame(data, columns=[name for name, _ in output_types])
 
     def run_columns(
-        self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None
+        self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None
     ) -> tuple[tuple[str, ...], list[tuple]]:
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
 
@@ -117,9 +121,10 @@ class CompiledQuery:
         machine, outer = self._compiled(names)
         # In a replay, the clock at end of input is the largest event time in the input, so WITHIN
         # deadlines and timeouts are decided as the stream would decide them when it got that far.
-        clock = None
-        if machine.within is not None:
-            clock = max((v for v in columns[machine.within.column] if v is not None), default=None)
+        if machine.within is None:
+            clock = None
+        elif clock is None:
+            clock = replay_clock(machine, columns)
         fast = fastpath.plan_for(self.statement, machine, names)
         if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/fastpath.py)
             return outer.names, outer.apply(fast.run(columns), order_and_limit=outer_order_and_limit)
@@ -143,8 +148,10 @@ class CompiledQuery:
         wanted = None
         if partition:
             wanted = tuple(partition[_resolve(partition, ast.Identifier(None, name))] for name in self.partition_columns)
+        texts.update({"!" + name: f"NOT ({text})" for name, text in texts.items()})
         records: list[dict] = []
         order = self.order_columns[0] if self.order_columns else None
+        clock = replay_clock(machine, columns) if machine.within is not None else None
         for key, indices in self.partitions(machine, columns):
             if wanted is not None and tuple(key) != wanted:
                 continue
@@ -152,6 +159,8 @@ class CompiledQuery:
             matcher = PartitionMatcher(machine, key)
             matcher.tracer = tracer
             matcher.feed({name: [columns[name][i] for i in indices] for name in machine.columns})
+            if clock is not None:
+                matcher.advance(clock)  # as run does: the replay's clock decides deadlines and timeouts
             matcher.finish()
             for record in tracer.records:
                 if order is not None and record["row"] < len(indices):
@@ -165,3 +174,8 @@ class CompiledQuery:
 
 
 _resolve = resolve_column
+
+
+def replay_clock(machine: Machine, columns: Columns):
+    """The clock at the end of a replay: the largest event time in the input (None without WITHIN)."""
+    return max((v for v in columns[machine.within.column] if v is not None), default=None)

@@ -44,6 +44,11 @@ class Tracer:
     def dropped(self, matcher, row: int, thread, reason: str) -> None:
         self._record(matcher, row, "dropped", thread.start, f"{self._where(thread.pc)}: {reason}")
 
+    def restart(self, matcher, row: int, next_start: int) -> None:
+        """One start at a time (lazy starts): the start just tried failed; the next start row is tried."""
+        self._record(matcher, row, "restart", next_start - 1,
+                     f"no match starts at row {next_start - 1}; trying a match starting at row {next_start}")
+
     def matched(self, matcher, number: int, start: int, end: int, labels: list[int]) -> None:
         names = " ".join(self.machine.label_names[label] for label in labels) or "(empty match)"
         self._record(matcher, end, "match", start, f"match {number}: rows {start}..{end} as {names}")

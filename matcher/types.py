@@ -1,7 +1,7 @@
 """Static SQL types of output columns, so engines with schemas (Spark, Arrow) can type the matches.
 
 Type names: BIGINT, INTEGER, SMALLINT, TINYINT, DOUBLE, DECIMAL, VARCHAR, BOOLEAN, TIMESTAMP, DATE,
-and ARRAY<T>. A value whose type cannot be known (a bare NULL) is VARCHAR.
+INTERVAL (a duration) and ARRAY<T>. A value whose type cannot be known (a bare NULL) is VARCHAR.
 """
 
 from __future__ import annotations
@@ -20,13 +20,16 @@ _DOUBLE_FUNCTIONS = frozenset({"SQRT", "LN", "EXP", "POWER"})
 _COUNT_FUNCTIONS = frozenset({"LENGTH", "CARDINALITY", "FLOOR", "CEIL", "CEILING", "SIGN"})
 
 
-def _arithmetic(left: str, right: str) -> str:
+def _arithmetic(left: str, right: str, op: str = "+") -> str:
+    temporal = ("TIMESTAMP", "DATE")
+    if left in temporal and right in temporal and op == "-":
+        return "INTERVAL"  # a duration: timedelta in Python, DayTimeIntervalType on Spark
+    if left in temporal:
+        return left  # TIMESTAMP +/- INTERVAL
     if left in FRACTIONAL or right in FRACTIONAL:
         return "DOUBLE"
     if left in INTEGERS and right in INTEGERS:
         return "BIGINT"
-    if left in ("TIMESTAMP", "DATE"):
-        return left
     return "DOUBLE"
 
 
@@ -42,7 +45,7 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
         return column_type(expr)
     if isinstance(expr, ast.Binary):
         if expr.op in ("+", "-", "*", "/", "%"):
-            return _arithmetic(recurse(expr.left), recurse(expr.right))
+            return _arithmetic(recurse(expr.left), recurse(expr.right), expr.op)
         if expr.op == "||":
             left = recurse(expr.left)
             return left if left.startswith("ARRAY<") else "VARCHAR"

@@ -411,7 +411,8 @@ class InputChecks:
             return
         if self.sink is None:  # strict: the first bad row stops the run
             position, reason, detail, _ = records[0]
-            more = f" (and {len(records) - 1} more bad rows)" if len(records) > 1 else ""
+            others = len(records) - 1
+            more = f" (and {others} more bad row{'s' if others > 1 else ''})" if others else ""
             raise CepRuntimeError(
                 f"row {position}: {detail}{more}",
                 code=REASONS[reason],

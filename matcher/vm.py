@@ -188,9 +188,11 @@ class PartitionMatcher:
         for thread in self.threads:
             op = ops[thread.pc]
             if op != LABEL:
-                if tracer is not None:
+                # A thread waiting at `$` (a row arrived, so this is not the end) or at DEADLINE (a row
+                # arrived before the deadline: the absence goes on in its sibling thread, which reads it).
+                if tracer is not None and op == AT_END:
                     tracer.dropped(self, p, thread, "another row arrived, so this is not the partition's end ($)")
-                continue  # a thread waiting at `$`: a row arrived, so this is not the end
+                continue
             label = args[thread.pc]
             condition = conditions[label]
             if condition is not None:
@@ -226,6 +228,8 @@ class PartitionMatcher:
     def _rewind(self) -> None:
         """Lazy starts: every thread of the start just tried has died; resume at the next start row."""
         next_start = self.started_upto
+        if self.tracer is not None:
+            self.tracer.restart(self, self.position - 1, next_start)
         self.threads = []
         self.visited = set()
         self.position = next_start
@@ -407,10 +411,22 @@ class PartitionMatcher:
 
     # ---------------------------------------------------------------------------------------- memory
 
-    def _trim(self) -> None:
+    def compact(self) -> None:
+        """Drop every buffered row nothing can reach any more (before saving state, say)."""
+        self._trim(chunk=1)
+
+    def next_deadline(self):
+        """The event time at which WITHIN next expires or completes a partial match here; None if none."""
+        within = self.machine.within
+        if within is None or not self.threads:
+            return None
+        first = self.env.value(within.column, min(thread.start for thread in self.threads))
+        return None if first is None else within.deadline(first)
+
+    def _trim(self, chunk: int = TRIM_CHUNK) -> None:
         """Drop buffered rows that no thread, navigation or output can reach any more."""
         keep_from = self.search_start - self.machine.lookback
-        if keep_from - self.base < TRIM_CHUNK:
+        if keep_from - self.base < chunk:
             return
         cut = keep_from - self.base
         for values in self.cols.values():

@@ -94,7 +94,7 @@ ALERT_FIRST = "cep_alert_first"
 ALERT_LAST = "cep_alert_last"
 INTERNAL_MEASURES = (ALERT_STATUS, ALERT_FIRST, ALERT_LAST)
 
-_RULE = "__cep_rule"
+_SPEC = "__cep_spec"
 _PKEY = "__cep_pkey"
 _EVENT_US = "__cep_event_us"
 _MARKER = "__cep_watermark_marker"
@@ -447,9 +447,12 @@ class _RuleSetRuntime:
         self.set_id = set_id
         self.payload = payload
         self.entries = {e["rule_id"]: e for e in payload["rules"]}
-        self.specs: dict[tuple, list[str]] = {}
+        self.partitions: dict[str, list[str]] = {}  # spec id -> PARTITION BY columns
+        self.rules_by_spec: dict[str, list[str]] = {}  # spec id -> rule ids, in the set's order
         for entry in payload["rules"]:
-            self.specs.setdefault(tuple(entry["partition"]), []).append(entry["rule_id"])
+            spec = _spec_id(entry["partition"])
+            self.partitions[spec] = list(entry["partition"])
+            self.rules_by_spec.setdefault(spec, []).append(entry["rule_id"])
 
     def rule(self, rule_id: str) -> _CompiledRule | None:
         entry = self.entries.get(rule_id)
@@ -528,8 +531,38 @@ def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
     return out
 
 
+def _spec_id(partition: Sequence[str]) -> str:
+    """The grouping tag of a partition spec: the JSON list of its PARTITION BY columns."""
+    return json.dumps(list(partition))
+
+
+def _scalar(value: Any) -> Any:
+    """One pandas cell as the batch path's Python value (what ``pandas_to_columns`` gives)."""
+    if value is None:
+        return None
+    if hasattr(value, "to_pydatetime"):
+        try:
+            import pandas as pd
+
+            if value is pd.NaT:
+                return None
+        except ImportError:  # pragma: no cover
+            pass
+        return value
+    if type(value).__module__ == "numpy":
+        if getattr(value, "dtype", None) is not None and value.dtype.kind in "mM":
+            import pandas as pd
+
+            return None if pd.isna(value) else pd.Timestamp(value)
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
 class _Explode:
-    """``mapInPandas``: each input row once per rule of the micro-batch's set, with (rule, key) tags."""
+    """``mapInPandas``: each input row once per partition spec of the micro-batch's rule set, tagged with
+    the spec and the row's partition key under it. Rules with the same PARTITION BY share the copy."""
 
     def __init__(self, store_dir: str, columns: Sequence[str]) -> None:
         self.store_dir = store_dir
@@ -545,19 +578,23 @@ class _Explode:
             if runtime is None:
                 runtime = runtime_for(self.store_dir)
             pieces = []
-            for partition, rule_ids in runtime.specs.items():
-                keys = _key_strings(pdf, partition)
-                for rule_id in rule_ids:
-                    piece = pdf[self.columns].copy(deep=False)
-                    piece.insert(0, _PKEY, keys)
-                    piece.insert(0, _RULE, rule_id)
-                    pieces.append(piece)
+            for spec, partition in runtime.partitions.items():
+                piece = pdf[self.columns].copy(deep=False)
+                piece.insert(0, _PKEY, _key_strings(pdf, partition))
+                piece.insert(0, _SPEC, spec)
+                pieces.append(piece)
             if pieces:
-                yield pd.concat(pieces, ignore_index=True)
+                yield pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
+
+
+# One key's state (a dict by rule id, encoded with state_codec into the one binary state column):
+_VERSION, _BLOB, _LIVE, _PENDING, _LAST_ALERT, _TIMER = range(6)
 
 
 class _AlertStep:
-    """``applyInPandasWithState``: one (rule, partition key) in one micro-batch."""
+    """``applyInPandasWithState``: one (partition spec, partition key) in one micro-batch, for every rule
+    of the micro-batch's set with that PARTITION BY: each rule's ``KeyedStream`` gets the key's rows (or,
+    on a timer call, the rules whose own deadline the watermark reached are called)."""
 
     def __init__(self, store_dir: str, housekeeping_us: int) -> None:
         self.store_dir = store_dir
@@ -568,79 +605,90 @@ class _AlertStep:
 
         from matcher.tables import pandas_to_columns
 
-        rule_id, _pkey = str(key[0]), str(key[1])
+        spec, pkey = str(key[0]), str(key[1])
         runtime = runtime_for(self.store_dir)
-        rule = runtime.rule(rule_id)
         watermark_ms = state.getCurrentWatermarkMs()
         watermark_us = watermark_ms * 1000
         parts = [frame for frame in frames if len(frame)]
-        stats_rows: list[tuple[str, str, dict]] = []
+        old: dict = codec.decode(state.get[0]) if state.exists else {}
+        new: dict = {}
         alerts: list[tuple] = []
-        old = tuple(state.get) if state.exists else None
-        if old is not None and (rule is None or old[0] != rule.version):
-            dropped = dict.fromkeys(STAT_NAMES, 0)
-            dropped["dropped_live"], dropped["dropped_pending"] = int(old[2] or 0), int(old[3] or 0)
-            dropped["d_live"], dropped["d_pending"], dropped["d_keys"] = -int(old[2] or 0), -int(old[3] or 0), -1
-            stats_rows.append((rule_id, old[0], dropped))
-            state.remove()
-            old = None
-        if rule is None or (old is None and not parts):
-            yield self._frame(alerts, stats_rows)
-            return
+        stats_rows: list[tuple[str, str, dict]] = []
 
-        stats = dict.fromkeys(STAT_NAMES, 0)
-        engine = rule.engine
-        columns = times = key_values = None
+        wanted = runtime.rules_by_spec.get(spec, [])
+        for rule_id, entry in old.items():  # rules removed, or changed: their state here goes
+            rule = runtime.rule(rule_id) if rule_id in wanted else None
+            if rule is None or rule.version != entry[_VERSION]:
+                dropped = dict.fromkeys(STAT_NAMES, 0)
+                dropped["dropped_live"], dropped["dropped_pending"] = entry[_LIVE], entry[_PENDING]
+                dropped["d_live"], dropped["d_pending"], dropped["d_keys"] = -entry[_LIVE], -entry[_PENDING], -1
+                stats_rows.append((rule_id, entry[_VERSION], dropped))
+
+        pdf = columns_cache = times = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            columns = pandas_to_columns(_View(pdf, engine.pending_columns))
             times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
-            if rule.partition:
-                first = pandas_to_columns(_View(pdf.iloc[:1], rule.partition))
-                key_values = tuple(first[c][0] for c in rule.partition)
-            else:
-                key_values = ()
-        timed_out = bool(state.hasTimedOut) and not parts
-        result = engine.process(old[1] if old is not None else None, key_values, columns, times, watermark_us, timed_out=timed_out)
-
-        last_alert = old[4] if old is not None else None
+            columns_cache = {}
         emitted = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-        for row, match_id in zip(result.rows, result.match_ids):
-            status = row[rule.status_index] if rule.status_index is not None else "MATCHED"
-            status = status or "MATCHED"
-            first_time, last_time = row[rule.first_index], row[rule.last_index]
-            moment = last_time if last_time is not None else first_time
-            event_us = codec.datetime_to_micros(moment) if moment is not None else None
-            suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
-            measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
-            alerts.append((rule_id, rule.version, match_id, status, _pkey, first_time, last_time, measures, emitted, suppressed))
-            stats[{"TIMEOUT": "timeouts", "ABSENCE": "absences"}.get(status, "matched")] += 1
-            stats["suppressed"] += int(suppressed)
+        for rule_id in wanted:
+            rule = runtime.rule(rule_id)
+            entry = old.get(rule_id)
+            if entry is not None and entry[_VERSION] != rule.version:
+                entry = None
+            if pdf is None:
+                if entry is None:
+                    continue
+                timer = entry[_TIMER]
+                if timer is None or watermark_us < timer:  # not this rule's turn: keep it as it is
+                    new[rule_id] = entry
+                    continue
+            engine = rule.engine
+            columns = key_values = None
+            if pdf is not None:
+                missing = [c for c in engine.pending_columns if c not in columns_cache]
+                if missing:
+                    columns_cache.update(pandas_to_columns(_View(pdf, missing)))
+                columns = columns_cache
+                key_values = tuple(_scalar(pdf[c].iat[0]) for c in rule.partition)
+            result = engine.process(entry[_BLOB] if entry is not None else None, key_values, columns,
+                                    times if pdf is not None else None, watermark_us, timed_out=pdf is None)
+            stats = dict.fromkeys(STAT_NAMES, 0)
+            last_alert = entry[_LAST_ALERT] if entry is not None else None
+            for row, match_id in zip(result.rows, result.match_ids):
+                status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
+                first_time, last_time = row[rule.first_index], row[rule.last_index]
+                moment = last_time if last_time is not None else first_time
+                event_us = codec.datetime_to_micros(moment) if moment is not None else None
+                suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
+                measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
+                alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed))
+                stats[_STATUS_STAT.get(status, "matched")] += 1
+                stats["suppressed"] += int(suppressed)
+            engine_stats = result.stats
+            live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
+            pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
+            for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed"):
+                stats[name] = int(engine_stats.get(name, 0))
+            stats["d_live"] = live - (entry[_LIVE] if entry is not None else 0)
+            stats["d_pending"] = pending - (entry[_PENDING] if entry is not None else 0)
+            remember_until = rule.throttle.open_until(last_alert)
+            if result.state is not None or (remember_until is not None and remember_until > watermark_us):
+                timer = result.timer_us if result.state is not None else remember_until
+                new[rule_id] = [rule.version, result.state, live, pending, last_alert, timer]
+                stats["d_keys"] = 0 if entry is not None else 1
+            else:
+                stats["d_keys"] = -1 if entry is not None else 0
+            stats_rows.append((rule_id, rule.version, stats))
 
-        engine_stats = result.stats
-        live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
-        pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
-        for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed"):
-            stats[name] = int(engine_stats.get(name, 0))
-        stats["d_live"] = live - (int(old[2] or 0) if old is not None else 0)
-        stats["d_pending"] = pending - (int(old[3] or 0) if old is not None else 0)
-
-        remember_until = rule.throttle.open_until(last_alert)
-        keep = result.state is not None or (remember_until is not None and remember_until > watermark_us)
-        if keep:
-            state.update((rule.version, result.state, live, pending, last_alert))
-            timer = result.timer_us
-            if result.state is None:
-                timer = remember_until
-            elif timer is None:
-                timer = watermark_us + self.housekeeping_us  # reclaim the state if the rule changes later
+        if new:
+            state.update((codec.encode(new),))
+            timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
+            # No deadline of its own: wake up once per housekeeping interval, so that the state of a
+            # rule changed or removed later is reclaimed even if the key never gets another row.
+            timer = min(timers) if timers else watermark_us + self.housekeeping_us
             state.setTimeoutTimestamp(spark_timeout_ms(timer, watermark_ms))
-            stats["d_keys"] = 0 if old is not None else 1
-        else:
-            if state.exists:
-                state.remove()
-            stats["d_keys"] = -1 if old is not None else 0
-        stats_rows.append((rule_id, rule.version, stats))
+        elif state.exists:
+            state.remove()
         yield self._frame(alerts, stats_rows)
 
     @staticmethod
@@ -660,21 +708,28 @@ class _AlertStep:
             return np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
 
         pad = [None] * n_stats
-        data = {
-            "rule_id": objects([a[0] for a in alerts] + [s[0] for s in stats_rows]),
-            "rule_version": objects([a[1] for a in alerts] + [s[1] for s in stats_rows]),
-            "match_id": objects([a[2] for a in alerts] + pad),
-            "match_status": objects([a[3] for a in alerts] + pad),
-            "partition_key": objects([a[4] for a in alerts] + pad),
-            "first_event_time": times([a[5] for a in alerts] + pad),
-            "last_event_time": times([a[6] for a in alerts] + pad),
-            "measures": objects([a[7] for a in alerts] + pad),
-            "emit_time": times([a[8] for a in alerts] + pad),
-            "suppressed": np.array([bool(a[9]) for a in alerts] + [False] * n_stats, dtype=bool),
-            _KIND: np.array([KIND_MATCH] * n_alerts + [KIND_STATS] * n_stats, dtype="int32"),
-            _STATS: objects([None] * n_alerts + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows]),
-        }
+        if n_alerts:
+            columns = list(zip(*alerts))
+            data = {name: objects(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
+            for name in ("first_event_time", "last_event_time", "emit_time"):
+                data[name] = times(list(columns[ALERT_NAMES.index(name)]) + pad)
+            data["suppressed"] = np.array([bool(v) for v in columns[-1]] + [False] * n_stats, dtype=bool)
+            data["rule_id"] = objects(list(columns[0]) + [s[0] for s in stats_rows])
+            data["rule_version"] = objects(list(columns[1]) + [s[1] for s in stats_rows])
+        else:
+            nothing = objects(pad)
+            no_time = np.full(n_stats, np.datetime64("NaT"), dtype="datetime64[ns]")
+            data = {name: nothing for name in ALERT_NAMES}
+            data.update({name: no_time for name in ("first_event_time", "last_event_time", "emit_time")})
+            data["suppressed"] = np.zeros(n_stats, dtype=bool)
+            data["rule_id"] = objects([s[0] for s in stats_rows])
+            data["rule_version"] = objects([s[1] for s in stats_rows])
+        data[_KIND] = np.array([KIND_MATCH] * n_alerts + [KIND_STATS] * n_stats, dtype="int32")
+        data[_STATS] = objects([None] * n_alerts + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
         return pd.DataFrame(data, copy=False)
+
+
+_STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
 
 
 # ------------------------------------------------------------------------------------ the query
@@ -753,7 +808,7 @@ def match_rules(
     # The watermark marker (metadata) does not survive mapInPandas: the stateful operator finds it on
     # an all-NULL column added after it, so Spark's own late-row filter drops nothing (streaming.py).
     in_fields = [T.StructField(f.name, f.dataType, True) for f in df.schema.fields]
-    exploded_schema = T.StructType([T.StructField(_RULE, T.StringType(), False), T.StructField(_PKEY, T.StringType(), False)] + in_fields)
+    exploded_schema = T.StructType([T.StructField(_SPEC, T.StringType(), False), T.StructField(_PKEY, T.StringType(), False)] + in_fields)
     exploded = df.mapInPandas(_Explode(store_dir, columns + [_EVENT_US]), exploded_schema)
     exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(_MARKER, metadata={_WATERMARK_KEY: delay_ms}))
 
@@ -761,19 +816,13 @@ def match_rules(
                   for name, kind in ALERT_COLUMNS]
     out_schema = T.StructType(out_fields + [T.StructField(_KIND, T.IntegerType(), False),
                                             T.StructField(_STATS, T.ArrayType(T.LongType()), True)])
-    state_schema = T.StructType([
-        T.StructField("version", T.StringType(), True),
-        T.StructField("blob", T.BinaryType(), True),
-        T.StructField("live", T.LongType(), True),
-        T.StructField("pending", T.LongType(), True),
-        T.StructField("last_alert_us", T.LongType(), True),
-    ])
+    state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
     step = _AlertStep(store_dir, housekeeping_us)
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
 
-    out = exploded.groupBy(F.col(_RULE), F.col(_PKEY)).applyInPandasWithState(
+    out = exploded.groupBy(F.col(_SPEC), F.col(_PKEY)).applyInPandasWithState(
         cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
     )
     if metrics_name:

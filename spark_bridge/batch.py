@@ -109,6 +109,8 @@ def conform(result: "pd.DataFrame | None", columns: Sequence[tuple[str, str]]) -
         elif kind == "DOUBLE":
             if not pd.api.types.is_float_dtype(series):
                 out[name] = pd.to_numeric(series).astype("float64")
+        elif kind == "INTERVAL":
+            out[name] = pd.to_timedelta(series)
     return out
 
 
@@ -121,6 +123,25 @@ def _order_column(name: str, descending: bool, nulls_first: bool | None) -> "Col
     if descending:
         return col.desc_nulls_first() if nulls_first else col.desc_nulls_last()
     return col.asc_nulls_first() if nulls_first else col.asc_nulls_last()
+
+
+def replay_clock(plan: Any, df: "DataFrame"):
+    """The largest event time in ``df`` when the query has WITHIN (else None), as the matcher's Python value."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    statement = getattr(plan, "statement", None)
+    if statement is None or statement.match.within is None or not plan.order_columns:
+        return None
+    column = resolve_columns([plan.order_columns[0]], df.columns, clause="ORDER BY")[0]
+    data_type = df.schema[column].dataType
+    if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
+        # Epoch microseconds: no time-zone conversion on the way to the driver (the session is UTC).
+        micros = df.agg(F.max(F.unix_micros(F.col(quote(column)).cast("timestamp")))).first()[0]
+        return None if micros is None else dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)
+    return df.agg(F.max(F.col(quote(column)))).first()[0]
 
 
 def match_dataframe(plan: Any, df: "DataFrame") -> "DataFrame":
@@ -154,11 +175,17 @@ def match_dataframe(plan: Any, df: "DataFrame") -> "DataFrame":
     except (TypeError, ValueError):  # pragma: no cover - a C-level or odd callable
         typed = False
 
+    # WITHIN, timeouts and absence deadlines are decided by the replay's clock: the largest event time
+    # of the WHOLE input, as in the Python engine, not of each group (one small Spark job first).
+    clock = replay_clock(plan, df)
+
     def match_group(pdf: "pd.DataFrame") -> "pd.DataFrame":
         if drop_key is not None:
             pdf = pdf.drop(columns=[drop_key])
-        result = plan.run_pandas(pdf, output_types=columns) if typed else plan.run_pandas(pdf)
-        return conform(result, columns)
+        options = {"output_types": columns} if typed else {}
+        if clock is not None:
+            options["clock"] = clock
+        return conform(plan.run_pandas(pdf, **options), columns)
 
     out = grouped.applyInPandas(match_group, schema=schema)
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Spellings users and other engines write, folded onto the matcher's names.
 _ALIASES = {
+    "INTERVAL": "INTERVAL",
+    "INTERVAL DAY TO SECOND": "INTERVAL",
     "BIGINT": "BIGINT",
     "LONG": "BIGINT",
     "INT64": "BIGINT",
@@ -106,6 +108,8 @@ def spark_to_sql(data_type: "DataType") -> str:
         return "TIMESTAMP"
     if isinstance(data_type, T.DateType):
         return "DATE"
+    if isinstance(data_type, T.DayTimeIntervalType):
+        return "INTERVAL"
     if isinstance(data_type, T.ArrayType):
         element = data_type.elementType
         if needs_string_cast(element):
@@ -137,6 +141,7 @@ def needs_string_cast(data_type: "DataType") -> bool:
             T.TimestampType,
             T.TimestampNTZType,
             T.DateType,
+            T.DayTimeIntervalType,
         ),
     )
 
@@ -168,6 +173,7 @@ def sql_to_spark(type_name: str, *, column: str | None = None) -> "DataType":
         "BOOLEAN": T.BooleanType(),
         "TIMESTAMP": T.TimestampType(),
         "DATE": T.DateType(),
+        "INTERVAL": T.DayTimeIntervalType(),
     }[name]
 
 

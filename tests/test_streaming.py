@@ -8,8 +8,10 @@ Two layers:
   must equal ``q.run`` over the rows that are not late, session by session.
 * On Spark (``@pytest.mark.spark``, one shared session): file-source streams with one file per
   micro-batch (``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``: no sleeps), checking parity,
-  timers on idle keys, session timeouts, late rows that Spark itself would have dropped, metrics, and
-  exactly-once output across a restart from the checkpoint and across a SIGKILLed driver.
+  timers on idle keys, session timeouts, late rows that Spark itself would have dropped, metrics,
+  processing time, two streams unioned, and exactly-once output across a restart from the checkpoint
+  and (with ``CEP_SLOW_TESTS=1``) across a SIGKILLed driver. ``CEP_STREAM_EXAMPLES=N`` runs the
+  in-process parity property with N examples (default 120).
 """
 
 from __future__ import annotations
@@ -660,7 +662,7 @@ def test_spark_restart_from_checkpoint_no_loss_no_duplicates(spark, few_partitio
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(21)
     events = make_events(rnd, symbols=3, per_symbol=30)
-    batches = make_batches(events, rnd, 20, 6) + [[sentinel(events, 60, 20)]]
+    batches = make_batches(events, rnd, 20, 4) + [[sentinel(events, 60, 20)]]
     output, checkpoint, source = tmp_path / "out", tmp_path / "ck", tmp_path / "in"
 
     def run(upto: int) -> None:

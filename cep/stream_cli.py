@@ -1,0 +1,446 @@
+"""``cep stream`` and ``cep status``: run a rule set (or one query) over a directory of event files.
+
+    cep stream --rules rules/ --input events/ --checkpoint ck/ [--output alerts/] [--format json|csv|parquet]
+               [--sink console|json|parquet|csv|webhook URL|sqlite PATH|postgres URL]... [--watermark 30s]
+               [--trigger 1s] [--suppress 'rule_id=10m']... [--session-timeout 1h] [--once]
+    cep stream QUERY.sql --input events/ --checkpoint ck/ ...      (one query file: a rule set of one file)
+    cep status --checkpoint ck/ [--json]
+
+Wiring (``cep/cli.py``): ``build_parser`` calls ``stream_cli.add_commands(sub)`` with its subparsers
+object; each command sets ``func`` (returning an exit code) like the others, so ``main`` needs nothing
+else. Exit codes follow ``cep.cli``: 0 ok, 1 a query/rule error (nothing could run), 2 usage or files,
+130 stopped by Ctrl-C (after a clean stop: the queries are stopped and the status written; the same
+command resumes from the checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+FORMATS = ("json", "csv", "parquet")
+FILE_SINKS = ("json", "parquet", "csv")
+ALERT_SINKS = ("console", "webhook", "sqlite", "postgres")
+_EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def _cli():
+    from cep import cli
+
+    return cli
+
+
+def _usage(message: str):
+    return _cli().UsageError(message)
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+def add_commands(subparsers) -> None:
+    """Add ``stream`` and ``status`` to the ``cep`` command's subparsers."""
+    stream = subparsers.add_parser(
+        "stream",
+        help="run a rule set (a directory of .sql files) or one query over a stream of event files",
+        description="Run every rule of --rules DIR (each *.sql file may hold several named statements), or the "
+        "query in QUERY_FILE, over the files arriving in --input DIR, continuously. Rules added, changed or "
+        "removed in DIR are picked up between micro-batches; the others keep running with their state. "
+        "Matches are written to --output (exactly once) and sent to the --sink alert sinks. Ctrl-C stops "
+        "cleanly; the same command resumes from --checkpoint.",
+        epilog="Example: cep stream --rules rules/ --input events/ --checkpoint ck/ --output alerts/ "
+        "--sink webhook https://alerts.example/hook --suppress 'fraud/*=10m'",
+    )
+    stream.add_argument("query_file", nargs="?", metavar="QUERY_FILE", help="one query file (instead of --rules)")
+    stream.add_argument("--rules", "-r", metavar="DIR", help="directory of rule files (*.sql)")
+    stream.add_argument("--input", "-i", required=True, metavar="DIR", help="directory the event files arrive in")
+    stream.add_argument("--format", choices=FORMATS, help="input format (default: from the files' extension)")
+    stream.add_argument("--schema", metavar="COLUMNS",
+                        help="input columns, e.g. 'ts TIMESTAMP, card STRING, amount DOUBLE' (default: read from the files there)")
+    stream.add_argument("--checkpoint", "-c", required=True, metavar="DIR",
+                        help="where progress, state, rule versions and status are kept (reuse it to resume)")
+    stream.add_argument("--output", "-o", metavar="DIR", help="directory for the matches (default: CHECKPOINT/matches)")
+    stream.add_argument("--sink", action="append", nargs="+", metavar="SINK",
+                        help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
+                        "sqlite PATH | postgres URL; repeat for several")
+    stream.add_argument("--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)")
+    stream.add_argument("--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)")
+    stream.add_argument("--suppress", action="append", metavar="RULE=DURATION",
+                        help="at most one alert per partition key per DURATION for RULE (an id or a pattern like 'fraud/*')")
+    stream.add_argument("--session-timeout", metavar="GAP", help="end a key's session after this event-time gap (default: never)")
+    stream.add_argument("--time-column", metavar="NAME", help="the event-time column (default: the rules' first ORDER BY column)")
+    stream.add_argument("--dead-letter", metavar="DIR", help="where failed webhook deliveries go (default: CHECKPOINT/dead-letter)")
+    stream.add_argument("--webhook-attempts", type=int, default=5, metavar="N", help="attempts per webhook request (default: %(default)s)")
+    stream.add_argument("--webhook-timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default: %(default)s)")
+    stream.add_argument("--webhook-batch", type=int, default=1, metavar="N",
+                        help="alerts per webhook request (default 1: Idempotency-Key = match_id)")
+    stream.add_argument("--once", action="store_true", help="process the files there now, deliver, and stop")
+    stream.add_argument("--master", default="local[*]", help="Spark master URL (default: %(default)s)")
+    stream.set_defaults(func=cmd_stream)
+
+    status = subparsers.add_parser(
+        "status",
+        help="show a stream's rules: versions, matches, live partial matches, late rows, errors",
+        description="Print what the stream using --checkpoint DIR last reported, per rule: version, matches so far, "
+        "suppressed, live partial matches, late rows, last micro-batch time, errors.",
+    )
+    status.add_argument("--checkpoint", "-c", required=True, metavar="DIR", help="the stream's checkpoint directory")
+    status.add_argument("--json", action="store_true", help="print the status file as JSON")
+    status.set_defaults(func=cmd_status)
+
+
+def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, webhook_options: dict | None = None):
+    """``--sink`` values -> (file format, alert sinks)."""
+    from spark_bridge.sinks import make_sink
+
+    file_format = None
+    sinks = []
+    for spec in specs or []:
+        kind, *rest = spec
+        kind = kind.lower()
+        if kind in FILE_SINKS:
+            if rest:
+                raise _usage(f"--sink {kind} takes no argument (the directory is --output)")
+            if file_format is not None and file_format != kind:
+                raise _usage(f"--sink {file_format} and --sink {kind}: the --output directory has one format")
+            file_format = kind
+            continue
+        if kind == "postgresql":
+            kind = "postgres"
+        if kind not in ALERT_SINKS:
+            raise _usage(f"--sink {kind}: unknown sink (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL)")
+        if kind == "console" and rest:
+            raise _usage("--sink console takes no argument")
+        if kind != "console" and len(rest) != 1:
+            raise _usage(f"--sink {kind} needs exactly one {'URL' if kind in ('webhook', 'postgres') else 'PATH'}")
+        options = dict(webhook_options or {}) if kind == "webhook" else {}
+        try:
+            sinks.append(make_sink(kind, rest[0] if rest else None, dead_letter_dir=dead_letter_dir, **options))
+        except (ValueError, RuntimeError) as exc:
+            raise _usage(f"--sink {kind}: {exc}") from None
+    return file_format or "json", sinks
+
+
+def _duration_text(value: str | None, option: str) -> str | None:
+    """Check a duration option; returns Spark's spelling ('1500 milliseconds')."""
+    if value is None:
+        return None
+    from spark_bridge.streaming import parse_duration
+
+    try:
+        us = parse_duration(value, what=option)
+    except (TypeError, ValueError) as exc:
+        raise _usage(f"{option}: {exc}") from None
+    return f"{us // 1000} milliseconds"
+
+
+def _input_format(path: str, explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    names = sorted(n for n in os.listdir(path) if not n.startswith(("_", "."))) if os.path.isdir(path) else [path]
+    for name in names:
+        ext = os.path.splitext(name)[1].lower()
+        if ext in _EXTENSIONS:
+            return _EXTENSIONS[ext]
+    raise _usage(f"cannot tell the format of the files in {path}; use --format {{{','.join(FORMATS)}}}")
+
+
+def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
+    """A streaming DataFrame over the files in ``path``; the schema from ``schema_text`` or from the
+    files already there (ISO 8601 text columns of JSON become timestamps, as in ``cep run``)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from spark_bridge.batch import quote
+
+    if schema_text:
+        from grammar.parser import parse_schema
+        from spark_bridge.types import sql_to_spark
+
+        try:
+            columns = parse_schema(schema_text)
+        except Exception as exc:  # CepError
+            raise _usage(f"invalid --schema:\n{exc}") from None
+        schema = T.StructType([T.StructField(name, sql_to_spark(kind, column=name), True) for name, kind in columns.items()])
+        to_time: list[str] = []
+    else:
+        files = [n for n in os.listdir(path) if not n.startswith(("_", "."))] if os.path.isdir(path) else []
+        if not files:
+            raise _usage(f"{path} has no files yet to take the columns from; give them with --schema "
+                         "'ts TIMESTAMP, key STRING, value DOUBLE'")
+        try:
+            static = _cli().read_spark(spark, [path], fmt)
+        except AttributeError:  # pragma: no cover - an older cep.cli
+            static = spark.read.format(fmt).option("header", True).option("inferSchema", True).load(path)
+        if fmt == "json":
+            raw = spark.read.json(path).schema
+            to_time = [f.name for f in static.schema.fields if isinstance(f.dataType, T.TimestampType)
+                       and not isinstance(raw[f.name].dataType, T.TimestampType)]
+            schema = raw
+        else:
+            schema, to_time = static.schema, []
+    reader = spark.readStream.schema(schema)
+    if fmt == "csv":
+        reader = reader.option("header", True)
+    df = reader.format(fmt).load(path)
+    for name in to_time:
+        df = df.withColumn(name, F.try_to_timestamp(F.col(quote(name))))
+    return df
+
+
+# -------------------------------------------------------------------------------------- cep stream
+
+
+def _status_line(status: dict, started: float) -> str:
+    from spark_bridge.alerting import rule_rows
+
+    rows = rule_rows(status)
+    active = sum(1 for r in rows if r["state"] == "active")
+    errors = len(status.get("errors", []))
+    last = status.get("last_batch") or {}
+    alerts = sum(r["matches"] for r in rows)
+    suppressed = sum(r["suppressed"] for r in rows)
+    sinks = status.get("sinks", {})
+    delivered = sum(s.get("delivered", 0) for s in sinks.values())
+    dead = sum(s.get("dead_lettered", 0) for s in sinks.values())
+    parts = [
+        f"{_dt.datetime.now().strftime('%H:%M:%S')}",
+        f"batch {last.get('id', '-')}",
+        f"rules {active}" + (f" ({errors} with errors)" if errors else ""),
+        f"alerts {alerts}" + (f" ({suppressed} suppressed)" if suppressed else ""),
+        f"live {sum(r['live'] for r in rows)}",
+        f"late {sum(r['late'] for r in rows)}",
+    ]
+    if sinks:
+        parts.append(f"delivered {delivered}" + (f", dead letters {dead}" if dead else ""))
+    parts.append(f"up {int(time.monotonic() - started)}s")
+    return " | ".join(parts)
+
+
+class _Console:
+    """Events on their own lines; the status line rewritten in place on a terminal, else printed when it changes."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.last = ""
+        self.shown = False
+
+    def event(self, message: str) -> None:
+        self.clear()
+        self.stream.write(f"[cep] {message}\n")
+        self.stream.flush()
+
+    def status(self, line: str) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+            self.shown = True
+        elif line.split(" | ", 1)[1:] != self.last.split(" | ", 1)[1:]:
+            self.stream.write(line + "\n")
+        self.last = line
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.tty and self.shown:
+            self.stream.write("\r\033[K")
+            self.shown = False
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    cli = _cli()
+    from grammar.errors import CepError
+    from spark_bridge.alerting import AlertStream
+    from spark_bridge.suppress import parse_specs
+
+    if bool(args.query_file) == bool(args.rules):
+        raise _usage("give either a QUERY_FILE or --rules DIR (not both)")
+    rules_path = args.query_file or args.rules
+    if not os.path.exists(rules_path):
+        raise _usage(f"{'query file' if args.query_file else 'rules directory'} not found: {rules_path}")
+    if args.rules and not os.path.isdir(args.rules):
+        raise _usage(f"--rules expects a directory of .sql files, not a file: {args.rules} (give one query file without --rules)")
+    if not os.path.isdir(args.input):
+        raise _usage(f"--input expects a directory (the files of the stream arrive there): {args.input}")
+    fmt = _input_format(args.input, args.format)
+    checkpoint = os.path.abspath(args.checkpoint)
+    dead_letter = os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter"))
+    webhook_options = {"max_attempts": args.webhook_attempts, "timeout": args.webhook_timeout, "batch_size": args.webhook_batch}
+    if args.webhook_attempts < 1 or args.webhook_batch < 1:
+        raise _usage("--webhook-attempts and --webhook-batch must be at least 1")
+    output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options)
+    try:
+        specs = parse_specs(args.suppress)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    watermark = _duration_text(args.watermark, "--watermark")
+    trigger = _duration_text(args.trigger, "--trigger")
+    session = _duration_text(args.session_timeout, "--session-timeout")
+
+    spark = cli._start_spark(args.master)
+    console = _Console()
+    try:
+        source = stream_source(spark, args.input, fmt, args.schema)
+        stream = AlertStream(
+            spark, rules_path, source, checkpoint=checkpoint, output=args.output, output_format=output_format,
+            sinks=sinks, suppress=specs, watermark=watermark, session_timeout=session, time_column=args.time_column,
+            trigger=trigger, on_event=console.event,
+        )
+        stream.refresh_rules(force=True)
+    except CepError as err:
+        cli._err(str(err))
+        return cli.EXIT_QUERY_ERROR
+    ruleset = stream.ruleset
+    if not len(ruleset) and (args.once or not args.rules):
+        cli._err(f"cep stream: no rule could be loaded from {rules_path}")
+        return cli.EXIT_QUERY_ERROR
+    where = stream.file_sink.path
+    console.event(f"{len(ruleset)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> {where} "
+                  f"({output_format})" + "".join(f"; {s.describe()}" for s in sinks) + f"; checkpoint {checkpoint}")
+
+    if args.once:
+        try:
+            status = stream.run_available_now()
+        except Exception as exc:
+            message = cli._spark_error(exc) if hasattr(cli, "_spark_error") else None
+            if message is None:
+                raise
+            cli._err(f"cep stream: {message}")
+            return cli.EXIT_QUERY_ERROR
+        started = time.monotonic()
+        console.event(_status_line(status, started))
+        return cli.EXIT_QUERY_ERROR if ruleset.errors else cli.EXIT_OK
+
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    started = time.monotonic()
+    stream.start()
+    console.event("running; Ctrl-C stops cleanly (the same command resumes)")
+    try:
+        stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: console.status(_status_line(status, started)))
+    except KeyboardInterrupt:
+        console.event(f"stopped cleanly; status in {os.path.join(checkpoint, 'status.json')} (cep status --checkpoint {args.checkpoint})")
+        return cli.EXIT_INTERRUPTED
+    except RuntimeError as exc:
+        console.event(str(exc))
+        return cli.EXIT_QUERY_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    console.event("stopped")
+    return cli.EXIT_OK
+
+
+# -------------------------------------------------------------------------------------- cep status
+
+
+def _ago(text: str | None) -> str:
+    if not text:
+        return "never"
+    try:
+        moment = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return str(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    seconds = int((_dt.datetime.now(_dt.timezone.utc) - moment).total_seconds())
+    if seconds < 120:
+        return f"{moment.strftime('%Y-%m-%d %H:%M:%S')}Z ({seconds}s ago)"
+    if seconds < 7200:
+        return f"{moment.strftime('%Y-%m-%d %H:%M:%S')}Z ({seconds // 60} min ago)"
+    return f"{moment.strftime('%Y-%m-%d %H:%M:%S')}Z ({seconds // 3600} h ago)"
+
+
+def render_status(status: dict) -> str:
+    from spark_bridge.alerting import rule_rows
+
+    lines = []
+    last = status.get("last_batch") or {}
+    state = status.get("state", "?")
+    lines.append(f"stream: {state}, status written {_ago(status.get('updated_at'))}")
+    if last:
+        duration = f", {last['duration_ms']} ms" if last.get("duration_ms") is not None else ""
+        lines.append(f"last micro-batch: {last.get('id')} at {_ago(last.get('time'))}, {last.get('input_rows', 0)} input rows"
+                     f"{duration}; watermark {last.get('watermark') or '-'}")
+    lines.append(f"event time: {status.get('time_column') or '-'}; matches: {status.get('output', '-')} ({status.get('output_format', '-')})")
+    for name, sink in sorted((status.get("sinks") or {}).items()):
+        extra = f", last error: {sink['errors'][-1]['error']}" if sink.get("errors") else ""
+        lines.append(f"sink {name}: delivered {sink.get('delivered', 0)}, dead letters {sink.get('dead_lettered', 0)}, "
+                     f"retries {sink.get('retries', 0)}{extra}")
+    rows = rule_rows(status)
+    lines.append("")
+    header = ("RULE", "STATE", "VERSION", "MATCHES", "SUPPRESSED", "LIVE", "LATE", "LAST MICRO-BATCH", "ERRORS")
+    table = [header]
+    for r in rows:
+        live = str(r["live"]) + (f" (+{r['stale_live']} old)" if r["stale_live"] else "")
+        table.append((r["rule"], r["state"], r["version"], str(r["matches"]), str(r["suppressed"]), live, str(r["late"]),
+                      _ago(r["last_batch_time"]).split(" (")[0] if r["last_batch_time"] else "-", str(len(r["errors"])) if r["errors"] else "-"))
+    if len(table) == 1:
+        lines.append("(no rules)")
+    else:
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        numeric = {3, 4, 5, 6}
+        for row in table:
+            lines.append("  ".join(cell.rjust(w) if i in numeric and row is not header else cell.ljust(w)
+                                   for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    problems = [(r["rule"], e) for r in rows for e in r["errors"]]
+    loose = [e.get("rendered", "") for e in status.get("errors", []) if not e.get("rule_id")]
+    if problems or loose:
+        lines.append("")
+        lines.append("errors:")
+        for rule, error in problems:
+            lines.append(f"  {rule}: " + str(error).replace("\n", "\n    "))
+        for error in loose:
+            lines.append("  " + error.replace("\n", "\n    "))
+    events = status.get("events") or []
+    if events:
+        lines.append("")
+        lines.append("recent events:")
+        for event in events[-8:]:
+            lines.append(f"  {event.get('time', '')}  {event.get('message', '')}".replace("\n", "\n    "))
+    for error in (status.get("query_errors") or [])[-3:]:
+        lines.append(f"query error at {error.get('time')}: {str(error.get('error', '')).splitlines()[0] if error.get('error') else ''}")
+    return "\n".join(lines)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from spark_bridge.alerting import read_status
+
+    path = os.path.join(args.checkpoint, "status.json")
+    if not os.path.exists(path):
+        raise _usage(f"no status in {args.checkpoint} (no cep stream has run with this --checkpoint): {path} not found")
+    try:
+        status = read_status(args.checkpoint)
+    except (OSError, ValueError) as exc:
+        raise _usage(f"cannot read {path}: {exc}") from None
+    if args.json:
+        print(json.dumps(status, indent=1, sort_keys=True))
+    else:
+        print(render_status(status))
+    return _cli().EXIT_OK
+
+
+__all__ = ["add_commands", "cmd_status", "cmd_stream", "parse_sinks", "render_status", "stream_source"]
+
+
+def _main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - for trying the commands before wiring
+    parser = argparse.ArgumentParser(prog="cep")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_commands(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except _cli().UsageError as exc:
+        print(f"cep {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main())

@@ -1,0 +1,372 @@
+"""Alert sinks: a webhook against a real local HTTP server that fails on purpose, SQLite and PostgreSQL
+upserts, the console line. No Spark here (the Spark file sink is exercised in test_alerting.py).
+
+The webhook server is a ``ThreadingHTTPServer`` on 127.0.0.1 in a thread of the test. Like a real
+receiver, it processes each ``Idempotency-Key`` once and answers 200 to a repeat without processing it
+again. Its ``plan`` lists what it does with the first requests: "500", "timeout" (holds the request past
+the client's timeout, then processes it), "400"; after the plan, it accepts. Stopping it makes the next
+requests fail with "connection refused". The only sleeps are the sink's own backoffs, a few ms here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from spark_bridge.sinks import (
+    ConsoleSink,
+    PostgresSink,
+    SQLiteSink,
+    WebhookSink,
+    alert_payload,
+    deliver_batch,
+    make_sink,
+)
+
+T0 = dt.datetime(2024, 1, 1, 9, 30)
+
+
+def alert(i: int, *, rule: str = "fraud/card_testing", suppressed: bool = False, emitted: dt.datetime | None = None) -> dict:
+    return {
+        "rule_id": rule,
+        "rule_version": "3a10c574d2458489",
+        "match_id": f"{i:032x}",
+        "match_status": "MATCHED",
+        "partition_key": json.dumps({"card": f"c{i}"}),
+        "first_event_time": T0 + dt.timedelta(seconds=i),
+        "last_event_time": T0 + dt.timedelta(seconds=i + 5),
+        "measures": json.dumps({"card": f"c{i}", "smalls": 3, "big": 900.5}),
+        "emit_time": emitted or dt.datetime(2024, 1, 1, 10, 0),
+        "suppressed": suppressed,
+    }
+
+
+# ---------------------------------------------------------------------------------- the test server
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that fails the first requests as ``plan`` says."""
+
+    def __init__(self, plan=(), port: int = 0) -> None:
+        self.plan = list(plan)
+        self.requests: list[tuple[str, str]] = []  # (idempotency key, what was done)
+        self.processed: dict[str, dict] = {}  # key -> body, once per key
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                key = self.headers.get("Idempotency-Key")
+                with receiver.lock:
+                    action = receiver.plan.pop(0) if receiver.plan else "ok"
+                    receiver.requests.append((key, action))
+                try:
+                    if action == "timeout":
+                        receiver.release.wait(5)  # the client gave up long ago; process it anyway, late
+                        receiver.process(key, body)
+                        return
+                    if action in ("500", "400"):
+                        self.send_response(int(action))
+                        self.end_headers()
+                        return
+                    receiver.process(key, body)
+                    self.send_response(200)
+                    self.end_headers()
+                    self.wfile.write(b'{"ok": true}')
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def process(self, key: str, body: dict) -> None:
+        with self.lock:
+            if key not in self.processed:
+                self.processed[key] = body
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture()
+def receiver_factory():
+    started: list[Receiver] = []
+
+    def make(plan=(), port: int = 0) -> Receiver:
+        receiver = Receiver(plan, port)
+        started.append(receiver)
+        return receiver
+
+    yield make
+    for receiver in started:
+        try:
+            receiver.stop()
+        except OSError:
+            pass
+
+
+def webhook(url: str, tmp_path: Path, **options) -> WebhookSink:
+    defaults = {"timeout": 0.3, "max_attempts": 5, "backoff": 0.005, "max_backoff": 0.02, "retry_budget": 10.0}
+    defaults.update(options)
+    return WebhookSink(url, dead_letter_dir=str(tmp_path / "dead"), **defaults)
+
+
+def dead_letters(tmp_path: Path) -> dict[str, dict]:
+    directory = tmp_path / "dead"
+    if not directory.exists():
+        return {}
+    return {p.stem: json.loads(p.read_text()) for p in directory.glob("*.json")}
+
+
+# ------------------------------------------------------------------------------------------ webhook
+
+
+def test_webhook_retries_500s_and_a_timeout_then_delivers_each_match_once(receiver_factory, tmp_path):
+    receiver = receiver_factory(["500", "500", "timeout"])
+    sink = webhook(receiver.url, tmp_path)
+    alerts = [alert(i) for i in range(4)]
+    report = sink.deliver(alerts, batch_id=7)
+    assert sum(report.delivered.values()) == 4 and not report.dead_lettered and report.retries == 3
+    ids = sorted(a["match_id"] for a in alerts)
+    # One request per match, keyed by its match_id; the first one took four attempts.
+    first = ids[0]
+    assert [action for key, action in receiver.requests if key == first] == ["500", "500", "timeout", "ok"]
+    assert sorted(k for k, _ in receiver.requests if k != first) == ids[1:]
+    receiver.release.set()  # let the held request finish: it is processed late, and still only once
+    assert sorted(receiver.processed) == ids
+    for key, body in receiver.processed.items():
+        assert [a["match_id"] for a in body["alerts"]] == [key]
+        assert body["alerts"][0]["measures"] == {"card": body["alerts"][0]["partition_key"]["card"], "smalls": 3, "big": 900.5}
+        assert body["alerts"][0]["first_event_time"].endswith("Z")
+    # The micro-batch delivered again (a replay after a crash): same keys, nothing processed twice.
+    again = sink.deliver(alerts, batch_id=7)
+    assert sum(again.delivered.values()) == 4
+    assert len(receiver.processed) == 4 and len(receiver.requests) == 3 + 4 + 4
+    assert dead_letters(tmp_path) == {}
+
+
+def test_webhook_connection_refused_goes_to_dead_letters_never_dropped_and_replays(receiver_factory, tmp_path):
+    down = receiver_factory()
+    url = down.url
+    down.stop()  # nothing listens there any more: connection refused
+    sink = webhook(url, tmp_path, max_attempts=3)
+    alerts = [alert(i) for i in range(3)]
+    report = sink.deliver(alerts, batch_id=1)
+    assert not report.delivered and sum(report.dead_lettered.values()) == 3
+    letters = dead_letters(tmp_path)
+    assert sorted(letters) == sorted(a["match_id"] for a in alerts)
+    for key, record in letters.items():
+        assert record["attempts"] == 3 and record["idempotency_key"] == key and record["batch_id"] == 1
+        assert "refused" in record["error"].lower(), record["error"]
+        assert record["body"]["alerts"][0]["match_id"] == key
+    # The receiver comes back: replaying the dead letters delivers each once and empties the directory.
+    up = receiver_factory()
+    replayer = webhook(up.url, tmp_path)
+    assert replayer.replay_dead_letters() == (3, 0)
+    assert sorted(up.processed) == sorted(letters) and dead_letters(tmp_path) == {}
+
+
+def test_webhook_retry_budget_bounds_a_micro_batch(receiver_factory, tmp_path):
+    receiver = receiver_factory(["500"] * 1000)
+    sink = webhook(receiver.url, tmp_path, max_attempts=1000, backoff=0.01, max_backoff=0.01, retry_budget=0.05)
+    alerts = [alert(i) for i in range(5)]
+    report = sink.deliver(alerts, batch_id=3)
+    assert sum(report.dead_lettered.values()) == 5 and not report.delivered
+    assert len(receiver.requests) < 50  # the budget, not max_attempts, ended the retries
+    letters = dead_letters(tmp_path)
+    assert len(letters) == 5
+    assert all("budget" in " ".join(r["errors"]) for r in letters.values())
+
+
+def test_webhook_4xx_is_not_retried(receiver_factory, tmp_path):
+    receiver = receiver_factory(["400"])
+    sink = webhook(receiver.url, tmp_path)
+    report = sink.deliver([alert(1), alert(2)], batch_id=0)
+    assert sum(report.delivered.values()) == 1 and sum(report.dead_lettered.values()) == 1
+    (record,) = dead_letters(tmp_path).values()
+    assert record["attempts"] == 1 and "HTTP 400" in record["error"] and "not retried" in record["error"]
+
+
+def test_webhook_batches_have_deterministic_keys(receiver_factory, tmp_path):
+    receiver = receiver_factory(["500"])
+    sink = webhook(receiver.url, tmp_path, batch_size=3)
+    alerts = [alert(i) for i in (5, 1, 4, 2, 3)]
+    sink.deliver(alerts, batch_id=0)
+    sink.deliver(list(reversed(alerts)), batch_id=0)  # replayed, in another order
+    keys = [k for k, action in receiver.requests if action == "ok"]
+    assert len(keys) == 4 and len(set(keys)) == 2 and all(k.startswith("batch-") for k in keys)
+    bodies = sorted(receiver.processed.values(), key=lambda b: len(b["alerts"]))
+    assert [len(b["alerts"]) for b in bodies] == [2, 3]
+    assert sorted(a["match_id"] for b in bodies for a in b["alerts"]) == sorted(a["match_id"] for a in alerts)
+
+
+# --------------------------------------------------------------------------------------------- SQL
+
+
+def test_sqlite_upsert_keeps_one_row_per_match(tmp_path):
+    path = tmp_path / "alerts.db"
+    sink = SQLiteSink(str(path))
+    batch = [alert(i) for i in range(3)]
+    sink.deliver(batch, batch_id=4)
+    # The same micro-batch again (a replay after a crash), emitted later: still one row per match.
+    sink.deliver([alert(i, emitted=dt.datetime(2024, 1, 1, 11, 0)) for i in range(3)], batch_id=4)
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT match_id, rule_id, first_event_time, emit_time, measures, batch_id FROM alerts ORDER BY match_id").fetchall()
+    assert [r[0] for r in rows] == sorted(a["match_id"] for a in batch)
+    assert rows[0][2] == "2024-01-01 09:30:00" and rows[0][3] == "2024-01-01 11:00:00" and rows[0][5] == 4
+    assert json.loads(rows[1][4])["card"] == "c1"
+
+
+def test_deliver_batch_skips_suppressed_and_raises_after_trying_every_sink(tmp_path):
+    good = SQLiteSink(str(tmp_path / "a.db"))
+    out = io.StringIO()
+    console = ConsoleSink(out)
+    alerts = [alert(1), alert(2, suppressed=True), alert(3)]
+    reports = deliver_batch(alerts, 0, [good, console])
+    assert [sum(r.delivered.values()) for r in reports] == [2, 2]
+    assert "ALERT fraud/card_testing  MATCHED  card=c1" in out.getvalue()
+    bad = SQLiteSink(str(tmp_path / "missing" / "dir" / "x.db"))
+    bad.connect = lambda: (_ for _ in ()).throw(sqlite3.OperationalError("disk I/O error"))  # type: ignore[method-assign]
+    with pytest.raises(sqlite3.OperationalError):
+        deliver_batch(alerts, 1, [bad, good])
+    with sqlite3.connect(tmp_path / "a.db") as db:  # the sink after the failing one still got the batch
+        assert db.execute("SELECT COUNT(*) FROM alerts").fetchone()[0] == 2
+
+
+def test_alert_payload_and_sink_spellings(tmp_path):
+    payload = alert_payload({**alert(1), "measures": json.dumps({"x": 1.5})})
+    assert payload["partition_key"] == {"card": "c1"} and payload["measures"] == {"x": 1.5}
+    assert payload["emit_time"] == "2024-01-01T10:00:00Z"
+    assert isinstance(make_sink("console"), ConsoleSink)
+    assert isinstance(make_sink("sqlite", str(tmp_path / "x.db")), SQLiteSink)
+    with pytest.raises(ValueError, match="needs an argument"):
+        make_sink("webhook")
+    with pytest.raises(ValueError, match="http"):
+        make_sink("webhook", "ftp://x", dead_letter_dir=str(tmp_path))
+
+
+# -------------------------------------------------------------------------------------- PostgreSQL
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _postgres_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    base = Path("/usr/lib/postgresql")
+    if base.is_dir():
+        for version in sorted(base.iterdir(), reverse=True):
+            candidate = version / "bin" / name
+            if candidate.exists():
+                return str(candidate)
+    return None
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A PostgreSQL server: $CEP_TEST_POSTGRES_URL, or a throwaway one from the installed binaries
+    (initdb + pg_ctl, on 127.0.0.1, trust auth, in a temporary directory); else skip, saying why."""
+    url = os.environ.get("CEP_TEST_POSTGRES_URL")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        try:
+            import psycopg2  # noqa: F401
+        except ImportError:
+            pytest.skip("PostgreSQL test: no Python driver (pip install 'psycopg[binary]')")
+    if url:
+        yield url
+        return
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("PostgreSQL test: no server on this machine (no initdb/pg_ctl; or set CEP_TEST_POSTGRES_URL)")
+    import tempfile
+
+    data = Path(tempfile.mkdtemp(prefix="cep-test-pg-"))  # directly under /tmp: the server's user must reach it
+    prefix: list[str] = []
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # postgres refuses to run as root
+        import pwd
+
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("PostgreSQL test: running as root and there is no 'postgres' user to run the server as")
+        runuser = shutil.which("runuser")
+        if not runuser:
+            pytest.skip("PostgreSQL test: running as root without runuser")
+        os.chown(data, user.pw_uid, user.pw_gid)
+        prefix = [runuser, "-u", "postgres", "--"]
+    port = _free_port()
+    cluster = data / "cluster"
+    run = lambda *cmd: subprocess.run(prefix + list(cmd), capture_output=True, text=True, timeout=120)  # noqa: E731
+    made = run(initdb, "-D", str(cluster), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    if made.returncode != 0:
+        shutil.rmtree(data, ignore_errors=True)
+        pytest.skip(f"PostgreSQL test: initdb failed: {made.stderr.strip()[-300:]}")
+    started = run(pg_ctl, "-D", str(cluster), "-w", "-l", str(data / "log"), "-o",
+                  f"-h 127.0.0.1 -p {port} -k {data}", "start")
+    if started.returncode != 0:
+        shutil.rmtree(data, ignore_errors=True)
+        pytest.skip(f"PostgreSQL test: the server did not start: {started.stderr.strip()[-300:]}")
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        run(pg_ctl, "-D", str(cluster), "-m", "immediate", "stop")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_postgres_upsert_keeps_one_row_per_match(postgres_url):
+    table = "cep_test_alerts"
+    sink = PostgresSink(postgres_url, table=table)
+    connection = sink.connect()
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {table}")
+    connection.commit()
+    connection.close()
+    batch = [alert(i) for i in range(3)]
+    sink.deliver(batch, batch_id=1)
+    sink.deliver([alert(i, emitted=dt.datetime(2024, 1, 1, 11, 0)) for i in range(3)], batch_id=1)
+    connection = sink.connect()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT match_id, emit_time, measures->>'card' FROM {table} ORDER BY match_id")
+        rows = cursor.fetchall()
+    connection.close()
+    assert [r[0] for r in rows] == sorted(a["match_id"] for a in batch)
+    assert rows[0][1] == dt.datetime(2024, 1, 1, 11, 0) and rows[2][2] == "c2"
+
+
+def test_postgres_without_a_driver_says_what_to_install(monkeypatch):
+    import spark_bridge.sinks as sinks
+
+    monkeypatch.setattr(sinks, "_postgres_driver", lambda: (None, None))
+    with pytest.raises(RuntimeError, match="psycopg"):
+        PostgresSink("postgresql://localhost/x")
