@@ -10,7 +10,7 @@ Two layers:
   micro-batch (``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``: no sleeps), checking parity,
   timers on idle keys, session timeouts, late rows that Spark itself would have dropped, metrics,
   processing time, two streams unioned, and exactly-once output across a restart from the checkpoint
-  and (with ``CEP_SLOW_TESTS=1``) across a SIGKILLed driver. ``CEP_STREAM_EXAMPLES=N`` runs the
+  and across a SIGKILLed driver (a second Spark driver, 50-75 s here). ``CEP_STREAM_EXAMPLES=N`` runs the
   in-process parity property with N examples (default 120).
 """
 
@@ -709,7 +709,6 @@ def _committed_batches(checkpoint: Path) -> int:
 
 
 @pytest.mark.spark
-@pytest.mark.skipif(os.environ.get("CEP_SLOW_TESTS") != "1", reason="starts and kills a second Spark driver (50-75 s here); set CEP_SLOW_TESTS=1")
 def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(31)
