@@ -204,7 +204,7 @@ def _status_line(status: dict, started: float) -> str:
     active = sum(1 for r in rows if r["state"] == "active")
     errors = len(status.get("errors", []))
     last = status.get("last_batch") or {}
-    alerts = sum(r["matches"] for r in rows)
+    alerts = sum(r["matches"] + r["earlier_matches"] for r in rows)
     suppressed = sum(r["suppressed"] for r in rows)
     sinks = status.get("sinks", {})
     delivered = sum(s.get("delivered", 0) for s in sinks.values())
@@ -241,7 +241,7 @@ class _Console:
         if self.tty:
             self.stream.write("\r\033[K" + line)
             self.shown = True
-        elif line.split(" | ", 1)[1:] != self.last.split(" | ", 1)[1:]:
+        elif line.split(" | ")[1:-1] != self.last.split(" | ")[1:-1]:  # not the clock, not the uptime
             self.stream.write(line + "\n")
         self.last = line
         self.stream.flush()
@@ -316,26 +316,35 @@ def cmd_stream(args: argparse.Namespace) -> int:
         console.event(_status_line(status, started))
         return cli.EXIT_QUERY_ERROR if ruleset.errors else cli.EXIT_OK
 
+    # Ctrl-C and SIGTERM end the loop between two polls; the queries are then stopped and the status
+    # written. (pyspark's own SIGINT handler would raise inside a Py4J call; a second Ctrl-C still does.)
     stop = threading.Event()
-    previous = None
+    interrupted: list[int] = []
+    saved: dict[int, Any] = {}
+
+    def request_stop(signum, _frame) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        interrupted.append(signum)
+        stop.set()
+
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            saved[signum] = signal.signal(signum, request_stop)
     started = time.monotonic()
-    stream.start()
-    console.event("running; Ctrl-C stops cleanly (the same command resumes)")
     try:
+        stream.start()
+        console.event("running; Ctrl-C stops cleanly (the same command resumes)")
         stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: console.status(_status_line(status, started)))
-    except KeyboardInterrupt:
-        console.event(f"stopped cleanly; status in {os.path.join(checkpoint, 'status.json')} (cep status --checkpoint {args.checkpoint})")
-        return cli.EXIT_INTERRUPTED
     except RuntimeError as exc:
         console.event(str(exc))
         return cli.EXIT_QUERY_ERROR
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    console.event("stopped")
-    return cli.EXIT_OK
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    console.event(f"stopped cleanly; status in {os.path.join(checkpoint, 'status.json')} (cep status --checkpoint {args.checkpoint}); "
+                  "the same command resumes")
+    return cli.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli.EXIT_OK
 
 
 # -------------------------------------------------------------------------------------- cep status
@@ -380,13 +389,14 @@ def render_status(status: dict) -> str:
     table = [header]
     for r in rows:
         live = str(r["live"]) + (f" (+{r['stale_live']} old)" if r["stale_live"] else "")
-        table.append((r["rule"], r["state"], r["version"], str(r["matches"]), str(r["suppressed"]), live, str(r["late"]),
+        matches = str(r["matches"]) + (f" (+{r['earlier_matches']} earlier versions)" if r["earlier_matches"] else "")
+        table.append((r["rule"], r["state"], r["version"], matches, str(r["suppressed"]), live, str(r["late"]),
                       _ago(r["last_batch_time"]).split(" (")[0] if r["last_batch_time"] else "-", str(len(r["errors"])) if r["errors"] else "-"))
     if len(table) == 1:
         lines.append("(no rules)")
     else:
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-        numeric = {3, 4, 5, 6}
+        numeric = {4, 6}
         for row in table:
             lines.append("  ".join(cell.rjust(w) if i in numeric and row is not header else cell.ljust(w)
                                    for i, (cell, w) in enumerate(zip(row, widths))).rstrip())

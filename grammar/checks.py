@@ -672,7 +672,7 @@ _TYPE_WORD = {"number": "a number", "string": "text", "boolean": "a boolean", "t
 
 def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
     """Number of terms once `{n,m}` is unrolled (n + (m-n) copies, n + 1 when unbounded) and
-    PERMUTE is expanded into its n! orders; saturates at ``cap`` to keep the numbers small."""
+    PERMUTE is expanded into its tree of orders; saturates at ``cap`` to keep the numbers small."""
     if isinstance(pattern, (ast.PatternVar, ast.Absence, ast.Anchor, ast.Empty)):
         return 1
     if isinstance(pattern, ast.Exclusion):
@@ -683,7 +683,10 @@ def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
     items = pattern.items if isinstance(pattern, (ast.Concat, ast.Permute)) else pattern.alternatives
     total = min(cap, sum(_expanded_size(item, cap) for item in items))
     if isinstance(pattern, ast.Permute):
-        total = min(cap, total * math.factorial(min(len(items), 20)))
+        # The compiler builds a prefix tree of the orders: sum over k of n!/(n-k)! item occurrences.
+        n = min(len(items), 20)
+        occurrences = sum(math.factorial(n) // math.factorial(n - k) for k in range(1, n + 1))
+        total = min(cap, (total * occurrences) // max(n, 1))
     return total
 
 

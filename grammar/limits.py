@@ -22,18 +22,22 @@ MAX_QUERY_TOKENS = 20_000
 MAX_NESTING_DEPTH = 200
 
 # E0303. The largest bound in `{n}`, `{n,}`, `{,m}` or `{n,m}`. The compiler unrolls bounded
-# quantifiers into n + (m - n) copies of the body, so the bound is a direct multiplier on the
-# program size; 10,000 rows per variable is beyond any pattern we have seen in practice.
-MAX_QUANTIFIER_BOUND = 10_000
+# quantifiers into n + (m - n) copies of the body, and each copy can hold a live partial match, so
+# the bound multiplies the work per row: at 500 a row costs about half a millisecond in the worst
+# case (every copy alive), still linear. Longer runs are what `+` and `*` (with a condition on
+# COUNT) are for.
+MAX_QUANTIFIER_BOUND = 500
 
-# E0304. PERMUTE(a, b, ...) compiles to an alternation of all n! orders: 7 items give 5,040
-# branches, 8 would give 40,320, which is more than any matcher should try per row.
-MAX_PERMUTE_ITEMS = 7
+# E0304. PERMUTE(a, b, ...) means all n! orders. The compiler shares their prefixes (a tree of
+# sum n!/(n-k)! item occurrences: 1,956 for 6 items), which fits MAX_EXPANDED_PATTERN_TERMS up to 6
+# items; 7 would need 13,699.
+MAX_PERMUTE_ITEMS = 6
 
 # E0305. Distinct pattern variables in one pattern. Each variable has a DEFINE condition evaluated
 # per row and thread; 100 is far beyond real queries (Oracle's documented examples use a handful).
 MAX_PATTERN_VARIABLES = 100
 
 # E0306. Pattern size after unrolling bounded quantifiers and expanding PERMUTE, counted in pattern
-# terms. This bounds the compiled program (and so memory and per-row work) whatever the nesting.
-MAX_EXPANDED_PATTERN_TERMS = 100_000
+# terms. Every term of the compiled program can hold a live partial match, and each costs about a
+# microsecond per row, so this bounds the worst-case work per row (about 2 ms) whatever the nesting.
+MAX_EXPANDED_PATTERN_TERMS = 2_000

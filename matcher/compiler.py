@@ -8,7 +8,8 @@ Preference order is encoded in SPLIT's operand order: the first operand is the p
     A+                 L0: <A>   L1: SPLIT L0, L2   L2:
     A{2,4}             <A> <A> SPLIT a, end  a: <A>  SPLIT b, end  b: <A>  end:
     A | B              SPLIT L1, L3   L1: <A>  JUMP end   L3: <B>   end:
-    PERMUTE(A, B)      the alternation (A B | B A): permutations in lexicographic order of positions
+    PERMUTE(A, B, C)   A PERMUTE(B, C) | B PERMUTE(A, C) | C PERMUTE(A, B): all orders, in lexicographic
+                       order of positions, as a prefix tree
     {- A -}            EXCL_BEGIN <A> EXCL_END
 
 An absence term ``!B`` (our extension) becomes a reluctant loop over the internal label ``!B``, whose
@@ -19,7 +20,7 @@ match completes when event time reaches the first row's time + T with no B row b
 
 from __future__ import annotations
 
-import itertools
+from dataclasses import dataclass
 
 from grammar import ast
 from grammar.errors import CepSemanticError
@@ -37,10 +38,10 @@ from matcher.program import (
     Program,
 )
 
-# A program longer than this is refused: quantifier bounds are unrolled, so `A{1,100000}` nested
-# twice would otherwise build millions of instructions before the first row is read. 50k
-# instructions still compile in well under a second and cover any pattern a person writes.
-MAX_PROGRAM_SIZE = 50_000
+# A program longer than this is refused. The front end already bounds the pattern's expanded size
+# (grammar/limits.py, MAX_EXPANDED_PATTERN_TERMS); this is the compiler's own guard, at a few
+# instructions per term (LABEL plus the SPLIT/JUMP around it), for ASTs built without the front end.
+MAX_PROGRAM_SIZE = 10_000
 
 
 def absence_label(name: str) -> str:
@@ -93,9 +94,10 @@ class _Builder:
         elif isinstance(node, ast.Alternation):
             self.alternation(list(node.alternatives))
         elif isinstance(node, ast.Permute):
-            orders = itertools.permutations(range(len(node.items)))
-            self.alternation([_PermutedConcat(tuple(node.items[i] for i in order)) for order in orders])
-        elif isinstance(node, _PermutedConcat):
+            self.permute(list(node.items))
+        elif isinstance(node, _Permutation):
+            self.permute(list(node.items))
+        elif isinstance(node, _Sequence):
             for item in node.items:
                 self.pattern(item)
         elif isinstance(node, ast.Exclusion):
@@ -109,7 +111,26 @@ class _Builder:
         else:  # pragma: no cover - the AST is closed
             raise TypeError(f"unknown pattern node {node!r}")
 
+    def permute(self, items: list) -> None:
+        """PERMUTE as a prefix tree: item i first, then PERMUTE of the rest, for i in listed order.
+
+        That is the alternation of all orders in lexicographic order of positions (the standard's
+        preference), with shared prefixes compiled once: at each row only the branches whose first
+        item can still match stay alive, instead of n! threads.
+        """
+        if len(items) == 1:
+            self.pattern(items[0])
+            return
+        self.alternation([_Sequence((items[i], _Permutation(tuple(items[:i] + items[i + 1 :])))) for i in range(len(items))])
+
     def alternation(self, alternatives: list) -> None:
+        # An alternative equal to an earlier one can never be preferred: every match it gives, the
+        # earlier one gives first. Dropping it keeps `A | A | ...` from multiplying the threads.
+        unique: list = []
+        for alternative in alternatives:
+            if not any(alternative == seen for seen in unique):
+                unique.append(alternative)
+        alternatives = unique
         jumps_to_end = []
         for index, alternative in enumerate(alternatives):
             if index < len(alternatives) - 1:
@@ -158,11 +179,18 @@ class _Builder:
             self.patch_split(split, body_start, end, node.greedy)
 
 
-class _PermutedConcat:
-    """One permutation of PERMUTE's items: a concatenation that is not an AST node of its own."""
+@dataclass(frozen=True)
+class _Sequence:
+    """Items in a row: a concatenation built by the compiler, not an AST node of its own."""
 
-    def __init__(self, items: tuple) -> None:
-        self.items = items
+    items: tuple
+
+
+@dataclass(frozen=True)
+class _Permutation:
+    """PERMUTE of the remaining items, inside the prefix tree ``_Builder.permute`` builds."""
+
+    items: tuple
 
 
 def _trailing_absence(pattern: ast.Pattern) -> ast.Absence | None:

@@ -52,6 +52,7 @@ Nothing here evaluates query text or data: values are only classified with ``isi
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import numbers
 import re
 from collections import Counter
@@ -368,21 +369,24 @@ class InputChecks:
 
     def _duplicates(self, machine, columns: Columns, lookup, bad) -> list[int]:
         keys = [self._resolve_key(lookup, name) for name in self.dedup_key]
-        key_columns = [columns[name] for name in keys]
-        partition_columns = [columns[name] for name in machine.partition_names]
-        count = len(next(iter(columns.values())))
+        if len(keys) == 1:  # the common case, without a tuple per row
+            key_values = ((v,) if v is not None else None for v in columns[keys[0]])
+        else:
+            key_values = (None if any(v is None for v in value) else value for value in zip(*(columns[name] for name in keys)))
+        partition_names = machine.partition_names
+        partitions = zip(*(columns[name] for name in partition_names)) if partition_names else itertools.repeat(())
         seen: set = set()
         duplicates: list[int] = []
-        for index in range(count):
-            if index in bad:
-                continue
-            value = tuple(column[index] for column in key_columns)
-            if any(v is None for v in value):
-                continue  # NULL equals nothing
-            key = (tuple(column[index] for column in partition_columns), value)
-            if not _hashable(key):
+        for index, (value, partition) in enumerate(zip(key_values, partitions)):
+            if value is None or index in bad:
+                continue  # NULL equals nothing; bad rows are already set aside
+            key = (partition, value)
+            try:
+                repeated = key in seen
+            except TypeError:  # an unhashable key value (a list): compare its text
                 key = repr(key)
-            if key in seen:
+                repeated = key in seen
+            if repeated:
                 duplicates.append(index)
             else:
                 seen.add(key)

@@ -34,6 +34,7 @@ exclusion marks), counters. Nothing refers to the compiled query, so it can live
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from grammar.errors import CepRuntimeError
@@ -43,10 +44,11 @@ from matcher.program import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_E
 STATE_VERSION = 1
 
 # A partition may not hold more live threads than this. The merge rule keeps patterns whose
-# conditions read only the current row far below it; conditions that read the match history
-# (aggregates, FIRST) over long ambiguous matches can need more, and then we stop with a clear
-# error rather than exhaust memory.
-MAX_LIVE_THREADS = 100_000
+# conditions read only the current row below the program size; conditions that read the match
+# history (aggregates, FIRST) over long ambiguous matches can need more. Each live thread costs about
+# a microsecond per row, so 10,000 is already ~10 ms a row: we stop there with a clear error (and
+# quickly, since the count grows by the row) rather than crawl or exhaust memory.
+MAX_LIVE_THREADS = 10_000
 
 # Buffered rows are trimmed in chunks rather than on every row: slicing lists is O(n).
 TRIM_CHUNK = 4096
@@ -135,6 +137,18 @@ class PartitionMatcher:
     # -------------------------------------------------------------------------------------- the loop
 
     def _run(self) -> None:
+        # The matcher's structures are acyclic (label cons lists, threads), so reference counting frees
+        # them; left on, the cyclic collector rescans every live partial match at each collection,
+        # which made long matches 3x slower. It is switched off only while the loop runs.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._loop()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _loop(self) -> None:
         machine = self.machine
         lookahead = machine.lookahead
         lazy = machine.lazy_starts
@@ -185,6 +199,9 @@ class PartitionMatcher:
         next_threads: list[Thread] = []
         visited: set = set()
         tracer = self.tracer
+        # Conditions that read no match history give the same answer for every thread on this row:
+        # evaluate each once (PERMUTE and bounded quantifiers put many threads on one label).
+        memo: dict | None = {} if machine.equivalence_key is None else None
         for thread in self.threads:
             op = ops[thread.pc]
             if op != LABEL:
@@ -196,8 +213,13 @@ class PartitionMatcher:
             label = args[thread.pc]
             condition = conditions[label]
             if condition is not None:
-                view.reset(thread.start, p, label, thread.chain)
-                held = condition(env)
+                if memo is not None and label in memo:
+                    held = memo[label]
+                else:
+                    view.reset(thread.start, p, label, thread.chain)
+                    held = condition(env)
+                    if memo is not None:
+                        memo[label] = held
                 if tracer is not None:
                     tracer.tested(self, p, thread, label, held)
                 if held is not True:

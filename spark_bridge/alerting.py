@@ -8,12 +8,14 @@
 
 How it maps onto Spark (``docs/alerting.md`` has the measurements behind the choice):
 
-* **One stateful operator keyed by (rule, partition key)**, not one streaming query per rule. Every
-  input row is copied once per active rule (``mapInPandas``), tagged with the rule id and that rule's
-  partition key (a JSON object of its PARTITION BY values), then
-  ``groupBy(rule, key).applyInPandasWithState(...)`` runs the rule's ``keyed.KeyedStream`` engine for
-  that key: the same engine, buffering, watermark, timers, sessions and match ids as
-  ``spark_bridge.streaming``. One query, one checkpoint, one watermark, one shuffle for all rules.
+* **One stateful operator for all rules**, not one streaming query per rule. Every input row is
+  tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``), with that partition
+  key (a JSON object of its values); then ``groupBy(partition spec, key).applyInPandasWithState(...)``
+  runs, for that key, every rule with that PARTITION BY, each with its own ``keyed.KeyedStream``
+  engine: the same buffering, watermark, timers, sessions and match ids as ``spark_bridge.streaming``.
+  Logically the state is keyed by (rule, partition key); physically the rules sharing a PARTITION BY
+  share one Spark key, whose state holds one entry per rule, so a key costs one Python call per
+  micro-batch however many rules read it. One query, one checkpoint, one watermark, one shuffle.
 * **Rule changes between micro-batches, without stopping anything.** The driver publishes each new rule
   set (rules compiled, with their versions) as an immutable file under ``<checkpoint>/rules/sets/`` and
   points ``<checkpoint>/rules/current`` at it. Inside Spark, the first task of micro-batch *n* to ask
@@ -21,8 +23,8 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
   link), and every task of the batch reads it from there (the batch id is the task's
   ``streaming.sql.batchId`` property). So a batch sees one rule set, and a batch re-run after a crash
   sees the same one. Workers cache compiled rules by version.
-* **Versions and state.** Each key's state records the rule version that built it. A key of a changed
-  rule, when next called (new rows or a timer), drops its old state (partial matches and waiting rows,
+* **Versions and state.** Each rule's entry in a key's state records the rule version that built it.
+  A key, when next called (new rows or a timer), drops the entries of changed rules (partial matches and waiting rows,
   counted per old version as ``dropped_live``/``dropped_pending``) and starts fresh; a removed rule's
   keys drop theirs. A key with no deadline of its own sets a housekeeping timer (``housekeeping``, event
   time) so that stale state is reclaimed even for keys that never get another row. An unchanged rule's
@@ -36,7 +38,7 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
 * **Delivery**: the alerts go to Spark's file sink (exactly once, ``_spark_metadata``) at ``output``;
   when alert sinks are given, a second query reads that directory as a stream and hands each
   micro-batch to them in ``foreachBatch`` (``sinks.deliver_batch``; idempotent by match_id).
-* **Metrics and status**: each key call emits a statistics row, collected per micro-batch with
+* **Metrics and status**: each key call emits one statistics row per rule it ran, collected per micro-batch with
   ``DataFrame.observe`` and summed per rule and version by the driver into ``<checkpoint>/status.json``
   (``cep status`` prints it).
 
@@ -1015,6 +1017,7 @@ class AlertStream:
                               "suppress_us": next((r["suppress_us"] for r in self.payload["rules"] if r["rule_id"] == rule.rule_id), None)})
                 entry["errors"] = []
                 self._version_status(entry, rule.version)
+                _prune_versions(entry, rule.version)
             for error in ruleset.errors:
                 if error.rule_id:
                     entry = self._rule_status(error.rule_id)
@@ -1132,6 +1135,7 @@ class AlertStream:
     def _fold(self, batch: int, progress: Any, metrics: dict) -> None:
         timestamp = _progress_get(progress, "timestamp")
         events: list[str] = []
+        dropped: dict[tuple[str, str], list[int]] = {}
         with self._lock:
             for call in metrics.get("calls") or []:
                 call = _row_dict(call)
@@ -1147,8 +1151,15 @@ class AlertStream:
                     version["last_batch_time"] = timestamp
                     rule["last_batch_time"] = timestamp
                 if values.get("dropped_live") or values.get("dropped_pending"):
-                    events.append(f"rule {call['rule_id']} version {call['rule_version']}: dropped {values['dropped_live']} "
-                                  f"partial matches and {values['dropped_pending']} waiting rows (rule changed or removed)")
+                    total = dropped.setdefault((call["rule_id"], call["rule_version"]), [0, 0, 0])
+                    total[0] += int(values["dropped_live"])
+                    total[1] += int(values["dropped_pending"])
+                    total[2] += 1
+            for (rule_id, version_id), (live, pending, keys) in sorted(dropped.items()):
+                left = self.status["rules"][rule_id]["versions"][version_id]
+                remaining = f"; {left['keys']} keys still to drop theirs" if left.get("keys", 0) > 0 else "; none left"
+                events.append(f"rule {rule_id} version {version_id} (changed or removed): dropped {live} partial matches and "
+                              f"{pending} waiting rows on {keys} keys in micro-batch {batch}{remaining}")
             self.status["last_batch"] = {
                 "id": batch,
                 "time": timestamp,
@@ -1241,6 +1252,16 @@ class AlertStream:
         return self.file_sink.read(self.spark)
 
 
+def _prune_versions(entry: dict, current: str, keep: int = 3) -> None:
+    """Keep the status file small: the current version, versions whose state is still being dropped,
+    and the ``keep`` most recent others."""
+    versions = entry.get("versions", {})
+    old = [(v.get("since") or "", k) for k, v in versions.items() if k != current
+           and not (v.get("live_partial_matches") or v.get("pending_rows") or v.get("keys"))]
+    for _, key in sorted(old)[:-keep] if len(old) > keep else []:
+        del versions[key]
+
+
 @dataclasses.dataclass(frozen=True)
 class _VersionOnly:
     version: str
@@ -1263,8 +1284,11 @@ def rule_rows(status: dict) -> list[dict]:
         numbers = rule.get("versions", {}).get(version or "", {})
         stale = sum(v.get("live_partial_matches", 0) for k, v in rule.get("versions", {}).items() if k != version)
         errors = list(rule.get("errors", [])) + list(rule.get("delivery_errors", []))
+        earlier = sum(v.get("matched", 0) + v.get("timeouts", 0) + v.get("absences", 0)
+                      for k, v in rule.get("versions", {}).items() if k != version)
         rows.append({
             "rule": rule_id,
+            "earlier_matches": earlier,
             "state": "active" if rule.get("active") else ("error" if rule.get("errors") else "removed"),
             "version": version or "-",
             "matches": numbers.get("matched", 0) + numbers.get("timeouts", 0) + numbers.get("absences", 0),

@@ -40,7 +40,7 @@ from spark_bridge.alerting import (
     read_status,
     rule_rows,
 )
-from spark_bridge.sinks import ALERT_NAMES, SQLiteSink, jsonable
+from spark_bridge.sinks import ALERT_NAMES, FileSink, SQLiteSink, jsonable
 
 T0 = dt.datetime(2024, 1, 1)
 TYPES = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE"}
@@ -165,7 +165,7 @@ def test_suppression_at_most_one_alert_per_key_per_interval(tmp_path):
     local = LocalAlerts(store, delay_s=5)
     alerts = []
     for batch in ([ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)], [ev("a", 30, 103), ev("a", 61, 104)],
-                  [ev("a", 70, 105), ev("a", 125, 106), ev("b", 130, 101)], [ev(SENTINEL, 10_000, 1)], []):
+                  [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101)], [ev(SENTINEL, 10_000, 1)], []):
         alerts += local.run_batch(batch)
     by_time = {(a["partition_key"], json.loads(a["measures"])["p"]): a["suppressed"] for a in alerts}
     assert by_time == {
@@ -295,14 +295,16 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     write_rule(rules, "span.sql", SPAN)
     write_rule(rules, "two.sql", R2_OLD)
     # Batch 1 ends inside a SPAN match for "s" (A then B) and inside an X{3} run of the old "two/run".
-    batch1 = price_walk(["a", "b"], 0, 40, 4, seed=1) + [ev("s", 40, 5), ev("s", 41, 15), ev("r", 42, 60), ev("r", 43, 61)]
+    batch1 = price_walk(["a", "b"], 0, 40, 4, seed=1) + [ev("s", 40, 5), ev("s", 41, 15), ev("r", 10, 60), ev("r", 11, 61)]
     batch2 = price_walk(["a", "b"], 100, 160, 4, seed=2) + [ev("s", 100, 25), ev("r", 101, 62)]
     batch3 = [ev(SENTINEL, 10_000, 0)]
     write_batch(source, 1, batch1)
     events_log: list[str] = []
     df = spark.readStream.schema(_schema()).json(str(source))
+    database = tmp_path / "alerts.db"
     stream = AlertStream(spark, str(rules), df, checkpoint=str(checkpoint), output=str(tmp_path / "out"),
-                         output_format="parquet", watermark="5 seconds", on_event=events_log.append)
+                         output_format="parquet", sinks=[SQLiteSink(str(database))], watermark="5 seconds",
+                         on_event=events_log.append)
     stream.start()
     try:
         stream.process_all_available()
@@ -331,6 +333,8 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     assert set(streamed(out, "two/run", old_two)) <= set(replay(R2_OLD, batch1))
     assert streamed(out, "three") == replay(R3, batch2 + batch3)
     assert not (out["rule_id"] == "broken").any()
+    with sqlite3.connect(database) as db:  # the delivery query ran alongside, micro-batch by micro-batch
+        assert sorted(r[0] for r in db.execute("SELECT match_id FROM alerts")) == sorted(out["match_id"])
     # What the status file says, and what was logged.
     status = read_status(str(checkpoint))
     rows = {r["rule"]: r for r in rule_rows(status)}
@@ -338,7 +342,7 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     assert rows["two/run"]["version"] == new_two and rows["broken"]["state"] == "error"
     assert "broken.sql:1:" in rows["broken"]["errors"][0] and "E0" in rows["broken"]["errors"][0]
     old = status["rules"]["two/run"]["versions"][old_two]
-    assert old["dropped_live"] >= 1 and old["live_partial_matches"] == 0
+    assert old["dropped_live"] >= 1 and old["live_partial_matches"] == 0 and old["pending_rows"] == 0 and old["keys"] == 0
     assert any("two/run changed" in e for e in events_log) and any("rule three added" in e for e in events_log)
     assert any("dropped" in e and old_two in e for e in events_log)
 
@@ -350,8 +354,8 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
     write_rule(rules, "span.sql", SPAN)
     batches = [
         [ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)] + price_walk(["c", "d"], 0, 30, 3, seed=3),
-        [ev("a", 30, 103), ev("a", 61, 104)] + price_walk(["c", "d"], 40, 80, 3, seed=4),
-        [ev("a", 70, 105), ev("a", 125, 106), ev("b", 130, 101)] + price_walk(["c", "d"], 90, 140, 3, seed=5),
+        [ev("a", 30, 103), ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15)] + price_walk(["c", "d"], 40, 80, 3, seed=4),
+        [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101), ev("s", 95, 25)] + price_walk(["c", "d"], 90, 140, 3, seed=5),
         [ev(SENTINEL, 10_000, 0)],
     ]
     database = tmp_path / "alerts.db"
@@ -371,12 +375,15 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
     for query in ("match", "deliver"):
         commits = sorted((checkpoint / query / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
         commits[-1].unlink()
+        (commits[-1].parent / f".{commits[-1].name}.crc").unlink(missing_ok=True)
     stream = run(len(batches))
     out = stream.alerts().toPandas()
     events = [e for b in batches for e in b]
     assert out["match_id"].is_unique
     assert streamed(out, "prices/high") == replay(HIGH, events)
     assert streamed(out, "span") == replay(SPAN, events)
+    across = out[(out["rule_id"] == "span") & (out["partition_key"] == '{"symbol": "s"}')]
+    assert list(across["first_event_time"]) == [at(50)] and list(across["last_event_time"]) == [at(95)]  # spans the restart
     high = out[out["rule_id"] == "prices/high"]
     assert int(high["suppressed"].sum()) == 3 and int(out[out["rule_id"] == "span"]["suppressed"].sum()) == 0
     with sqlite3.connect(database) as db:
@@ -391,6 +398,9 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
 @pytest.mark.spark
 def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     from cep import stream_cli
+    from tests.test_sinks import Receiver
+
+    receiver = Receiver(["500", "timeout"])  # the first alert needs three attempts
 
     rules, source, checkpoint = tmp_path / "rules", tmp_path / "in", tmp_path / "ck"
     write_rule(rules, "prices.sql", HIGH)
@@ -403,14 +413,20 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
         args = parser.parse_args(list(argv))
         return args.func(args)
 
-    code = cep_main("stream", "--rules", str(rules), "--input", str(source), "--checkpoint", str(checkpoint),
-                    "--sink", "csv", "--sink", "console", "--watermark", "5s", "--once", "--master", "local[2]")
+    try:
+        code = cep_main("stream", "--rules", str(rules), "--input", str(source), "--checkpoint", str(checkpoint),
+                        "--sink", "csv", "--sink", "console", "--sink", "webhook", receiver.url, "--webhook-timeout", "0.5",
+                        "--watermark", "5s", "--once", "--master", "local[2]")
+    finally:
+        receiver.stop()
     captured = capsys.readouterr()
     assert code == 1  # a rule could not be loaded (it was skipped; the others ran)
     assert "bad.sql:1:" in captured.err and "E0602" in captured.err
     assert captured.out.count("ALERT prices/high  MATCHED  symbol=a") == 2
-    alerts = spark.read.schema("rule_id string, match_id string, suppressed boolean").option("header", True).csv(str(checkpoint / "matches"))
+    alerts = FileSink(str(checkpoint / "matches"), "csv").read(spark)
     assert alerts.count() == 2
+    assert sorted(receiver.processed) == sorted(r.match_id for r in alerts.collect()) and len(receiver.requests) == 4
+    assert not (checkpoint / "dead-letter").exists()
     assert cep_main("status", "--checkpoint", str(checkpoint)) == 0
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown

@@ -164,12 +164,15 @@ def test_ints_floats_and_decimals_are_all_numbers():
     assert dead == [] and out == cep.compile(V_SHAPE).run(data)
 
 
+def bad_positions(prices) -> list[int]:
+    data = [dict(s="a", ts=at(i), price=p) for i, p in enumerate(prices)]
+    return [d["_cep_row"] for d in run_with_dead_letter(V_SHAPE, data)[1]]
+
+
 def test_inferred_type_is_the_most_common_then_the_first_seen():
-    assert_bad = lambda data, expected: [d["_cep_row"] for d in run_with_dead_letter(V_SHAPE, data)[1]] == expected  # noqa: E731
-    base = [dict(s="a", ts=at(i), price=p) for i, p in enumerate([1.0, "x", 2.0, "y", 3.0])]
-    assert assert_bad(base, [1, 3])  # 3 numbers against 2 strings
-    tie = [dict(s="a", ts=at(i), price=p) for i, p in enumerate(["x", 1.0, "y", 2.0])]
-    assert assert_bad(tie, [1, 3])  # 2 against 2: the type seen first (string) is expected
+    assert bad_positions([1.0, "x", 2.0, "y", 3.0]) == [1, 3]  # 3 numbers against 2 strings
+    assert bad_positions(["x", 1.0, "y", 2.0]) == [1, 3]  # 2 against 2: the type seen first (string) wins
+    assert bad_positions([None, None, 1.0, "x", 2]) == [3]  # NULLs are of every type: they do not vote
 
 
 def test_a_schema_decides_even_against_the_majority():
@@ -223,6 +226,12 @@ def test_items_that_are_not_rows():
     assert [(d["_cep_row"], d["_cep_value"], d["_cep_error_code"]) for d in dead] == [
         (0, None, "E0443"), (4, "price=5", "E0443"), (5, 42, "E0443"), (6, [1, 2], "E0443")]
     assert stats["events_in"] == 11 and stats["dead_lettered"] == 4 and stats["by_reason"] == {"not_a_row": 4}
+
+
+def test_options_without_a_dead_letter_refuse_items_that_are_not_rows():
+    with pytest.raises(CepRuntimeError) as raised:  # dedup_key and stats do not check types, but need rows
+        cep.compile(V_SHAPE).run(with_ids(GOOD) + ["junk"], dedup_key="event_id", stats={})
+    assert raised.value.code == "E0443" and "row 7" in raised.value.message
 
 
 def test_a_bad_row_gets_one_reason_the_event_time_first():

@@ -19,6 +19,7 @@ import socket
 import sqlite3
 import subprocess
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -188,6 +189,20 @@ def test_webhook_connection_refused_goes_to_dead_letters_never_dropped_and_repla
     replayer = webhook(up.url, tmp_path)
     assert replayer.replay_dead_letters() == (3, 0)
     assert sorted(up.processed) == sorted(letters) and dead_letters(tmp_path) == {}
+
+
+def test_webhook_every_match_is_delivered_once_or_dead_lettered(receiver_factory, tmp_path):
+    """500s, a timeout, then the receiver goes away (connection refused): nothing is lost."""
+    receiver = receiver_factory(["500", "timeout", "500"])
+    sink = webhook(receiver.url, tmp_path, max_attempts=4)
+    first, second = [alert(i) for i in range(3)], [alert(i) for i in range(3, 6)]
+    assert sum(sink.deliver(first, batch_id=0).delivered.values()) == 3
+    receiver.stop()
+    report = sink.deliver(second, batch_id=1)
+    assert sum(report.dead_lettered.values()) == 3
+    delivered, dead = set(receiver.processed), set(dead_letters(tmp_path))
+    assert delivered | dead == {a["match_id"] for a in first + second} and not delivered & dead
+    assert Counter(k for k, action in receiver.requests if action == "ok") == Counter({a["match_id"]: 1 for a in first})
 
 
 def test_webhook_retry_budget_bounds_a_micro_batch(receiver_factory, tmp_path):
