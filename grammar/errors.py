@@ -13,7 +13,7 @@ Several semantic errors of one query are raised together as one ``CepSemanticErr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -138,3 +138,17 @@ def test_spark_sql_type_round_trip():
     assert sql_to_spark("DECIMAL(10,2)") == T.DecimalType(10, 2)
     with pytest.raises(cep.CepError, match="no Spark equivalent"):
         sql_to_spark("INTERVAL DAY", column="gap")
+
+
+@pytest.mark.spark
+def test_cep_sql_over_a_temp_view(spark):
+    import cep
+
+    rows = [("A", i, float(p)) for i, p in enumerate([5, 4, 3, 4, 5, 6, 2, 1, 3])]
+    spark.createDataFrame(rows, "symbol string, id long, price double").createOrReplaceTempView("cep_sql_ticks")
+    text = """SELECT * FROM cep_sql_ticks MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY id
+      MEASURES FIRST(A.id) AS first_id, LAST(C.id) AS last_id
+      PATTERN (A B+ C+) DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
+    got = sorted(tuple(r) for r in cep.sql(spark, text).collect())
+    expected = sorted(tuple(d.values()) for d in cep.compile(text).run([dict(symbol=s, id=i, price=p) for s, i, p in rows]))
+    assert got == expected == [("A", 0, 5), ("A", 6, 8)]  # A B B C C C, then A B C
