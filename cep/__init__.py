@@ -41,7 +41,7 @@ def sql(spark, text: str, **options):
     file (static). The options are those of ``Query.on_spark`` (``watermark``, ``session_timeout``,
     ``late``...), used when the relation is a stream. Returns a Spark DataFrame of matches.
     """
-    query = compile(text)
+    query = Query(parse(text), text)
     relation = query.statement.relation
     if relation.is_path:
         path = relation.name
