@@ -6,6 +6,8 @@
     cep explain FILE [--format text|dot|svg|png] [--output FILE]
     cep trace QUERY_FILE --input PATH [--partition COLUMN=VALUE ...] [--from X] [--to X] [--events KINDS]
     cep report QUERY_FILE --input PATH --out report.html [--column NAME] [--partitions N]
+    cep stream (--rules DIR | QUERY_FILE) --input DIR --checkpoint DIR [--sink ...]   (cep/stream_cli.py)
+    cep status --checkpoint DIR
 
 Exit codes: 0 ok; 1 the query is wrong (the rendered error goes to stderr, never a traceback);
 2 bad usage, an input/output file that cannot be read or written, or a missing helper program
@@ -621,6 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--partitions", "-n", type=_non_negative_int, default=4, metavar="N",
                         help="chart at most N partitions, those with the most matches (default: %(default)s)")
     report.set_defaults(func=cmd_report)
+    from cep import stream_cli  # `cep stream` and `cep status`: alerting over a stream (docs/alerting.md)
+
+    stream_cli.add_commands(sub)
     return parser
 
 
