@@ -85,16 +85,36 @@ def _has_outer_order(plan: Any, columns: Sequence[str]) -> bool:
     return bool(keys)
 
 
-def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None) -> RunResult:
+# Below this many rows a run is over before a progress bar would be worth drawing.
+PROGRESS_MIN_ROWS = 100_000
+
+
+def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, progress: bool | None = None) -> RunResult:
     started = time.perf_counter()
     pdf = read_pandas(paths, fmt)
-    result = query.run(pdf)
+    if progress is None:  # automatic: on a terminal, for large inputs
+        progress = sys.stderr.isatty() and len(pdf) >= PROGRESS_MIN_ROWS
+    if progress:
+        result = _run_with_progress_bar(query, pdf)
+    else:
+        result = query.run(pdf)
     partition = _resolve_partition(query.plan, pdf.columns)
     if limit is not None:
         result = result.head(limit)
     seconds = time.perf_counter() - started
     ordered = _has_outer_order(query.plan, pdf.columns)
     return RunResult(result, len(pdf), _partition_count(pdf, partition), seconds, ordered)
+
+
+def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame") -> "pd.DataFrame":
+    """``query.run`` with a rich progress bar on stderr, fed by the matcher's per-partition callback."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("matching"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("matching", total=len(pdf))
+        return query.run(pdf, progress=lambda done, total: bar.update(task, completed=done, total=total))
 
 
 def _start_spark(master: str) -> Any:
@@ -173,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         query = cep.compile(text, filename=args.query_file)
         if args.engine == "python":
-            run = _run_python(query, args.input, fmt, args.limit)
+            run = _run_python(query, args.input, fmt, args.limit, args.progress)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -557,6 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--output", "-o", metavar="FILE", help="write the matches to FILE (.csv, .parquet or .json) instead of printing them")
     run.add_argument("--limit", type=_non_negative_int, metavar="N", help="keep at most N matches")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help=f"show a progress bar on stderr (python engine; default: on a terminal, from "
+                          f"{PROGRESS_MIN_ROWS:,} rows)")
     run.add_argument("--master", default="local[*]", help="Spark master URL (default: %(default)s)")
     run.set_defaults(func=cmd_run)
 

@@ -22,7 +22,8 @@ class Query:
     def name(self) -> str | None:
         return self.statement.name
 
-    def run(self, data: Any, *, dead_letter=None, schema=None, dedup_key=None, stats: dict | None = None):
+    def run(self, data: Any, *, dead_letter=None, schema=None, dedup_key=None, stats: dict | None = None,
+            progress=None):
         """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
         Bad input (docs/reliability.md; ``matcher/validate.py`` has the rules):
@@ -40,12 +41,13 @@ class Query:
           ``events_matched`` and ``by_reason``.
 
         With none of these, the input is trusted as a typed SQL table is (the run is as before).
+        ``progress(done, total)`` is called with row counts as the matching goes on.
         """
         from matcher.validate import input_checks
 
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
-        names, rows = self.plan.run_columns(columns, checks=checks)
+        names, rows = self.plan.run_columns(columns, checks=checks, progress=progress)
         return from_rows(kind, names, rows)
 
     def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", **streaming):

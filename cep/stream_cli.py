@@ -8,9 +8,10 @@
 
 Wiring (``cep/cli.py``): ``build_parser`` calls ``stream_cli.add_commands(sub)`` with its subparsers
 object; each command sets ``func`` (returning an exit code) like the others, so ``main`` needs nothing
-else. Exit codes follow ``cep.cli``: 0 ok, 1 a query/rule error (nothing could run), 2 usage or files,
-130 stopped by Ctrl-C (after a clean stop: the queries are stopped and the status written; the same
-command resumes from the checkpoint).
+else. Exit codes follow ``cep.cli``: 0 ok (also after SIGTERM); 1 a query/rule error: nothing could run,
+the matching query failed, or (with ``--once``) a rule could not be loaded; 2 usage or files; 130
+stopped by Ctrl-C (after a clean stop: the queries stopped and the status written; the same command
+resumes from the checkpoint).
 """
 
 from __future__ import annotations

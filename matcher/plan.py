@@ -106,12 +106,13 @@ class CompiledQuery:
         return pd.DataFrame(data, columns=[name for name, _ in output_types])
 
     def run_columns(
-        self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None
+        self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None, progress=None
     ) -> tuple[tuple[str, ...], list[tuple]]:
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
 
         ``checks`` (a ``matcher.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
         raising on the first one) and drops duplicates; the rest is matched as if it were the whole input.
+        ``progress(done, total)`` is called as rows are matched (after each partition on the Pike VM).
         """
         if checks is not None:
             columns = checks.apply(self, columns)
@@ -125,10 +126,15 @@ class CompiledQuery:
             clock = None
         elif clock is None:
             clock = replay_clock(machine, columns)
+        total = len(columns[names[0]])
         fast = fastpath.plan_for(self.statement, machine, names)
         if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/fastpath.py)
-            return outer.names, outer.apply(fast.run(columns), order_and_limit=outer_order_and_limit)
+            matched = fast.run(columns)
+            if progress is not None:
+                progress(total, total)
+            return outer.names, outer.apply(matched, order_and_limit=outer_order_and_limit)
         rows: list[tuple] = []
+        done = 0
         for key, indices in self.partitions(machine, columns):
             matcher = PartitionMatcher(machine, key)
             part = {name: [columns[name][i] for i in indices] for name in machine.columns}
@@ -136,6 +142,9 @@ class CompiledQuery:
             if clock is not None:
                 rows.extend(matcher.advance(clock))
             rows.extend(matcher.finish())
+            if progress is not None:  # (rows done, rows in all), after each partition
+                done += len(indices)
+                progress(done, total)
         return outer.names, outer.apply(rows, order_and_limit=outer_order_and_limit)
 
     def trace_columns(self, columns: Columns, partition: dict | None = None) -> list[dict]:
