@@ -445,12 +445,13 @@ def _null_mask(value: Value, n: int) -> np.ndarray | None:
 
 
 def _size(*values: Value) -> int:
+    """The row count of the operands: constants may be arrays of one element, so take the longest."""
+    size = 1
     for value in values:
-        if isinstance(value.data, np.ndarray):
-            return value.data.shape[0]
-        if isinstance(value.nulls, np.ndarray) and value.nulls.shape != (1,):
-            return value.nulls.shape[0]
-    return 1
+        for part in (value.data, value.nulls):
+            if isinstance(part, np.ndarray) and part.ndim == 1:
+                size = max(size, part.shape[0])
+    return size
 
 
 def _and(left: Value, right: Value) -> Value:

@@ -44,7 +44,8 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
 
 Rules must share the stream's event-time column (the first ORDER BY column; ``time_column`` or the first
 rule's). Rules a stream cannot run, or that do not fit the input, are reported with file:line:col and
-skipped; the others run. A rule's ``FROM`` name is not read: every rule runs over the one input stream.
+skipped; the others run. A running rule whose file is edited into one that does not compile keeps
+running its last good version (and says so in the status) until the file compiles again. A rule's ``FROM`` name is not read: every rule runs over the one input stream.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ import os
 import threading
 import time
 import uuid
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from grammar import ast
@@ -924,6 +924,14 @@ class AlertStream:
         self._deliver_failures = 0
         self._deliver_restart_at = 0.0
         self.status = self._load_status()
+        if self.time_column is None:  # a restarted stream keeps the event time it ran with
+            self.time_column = self.status.get("time_column")
+            current = self.store.current_id()
+            if self.time_column is None and current is not None:
+                try:
+                    self.time_column = self.store.load(current).get("time_column")
+                except (OSError, ValueError):
+                    pass
         self.input_types = input_types_of(source)
 
     # ----------------------------------------------------------------------------- events, status
@@ -996,6 +1004,7 @@ class AlertStream:
                                    "give it explicitly (--time-column)", code="E0604")
         # Compare with what ran last, also across a restart (the status file remembers it).
         old_versions = dict(self.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
+        kept = self._keep_last_good(payload, ruleset)
         previous = rules_mod.RuleSet()
         previous.rules = {r: _VersionOnly(v) for r, v in old_versions.items()}  # type: ignore[assignment]
         changes = previous.diff(ruleset)
@@ -1003,7 +1012,37 @@ class AlertStream:
         self.ruleset, self.payload = ruleset, payload
         set_id = self.store.publish(payload)
         self._record_rules(ruleset, changes, set_id, old_versions)
+        for rule_id in kept:
+            self._event(f"rule {rule_id}: its file has errors (see cep status); version {ruleset[rule_id].version} keeps running")
+        self.write_status()
         return changes
+
+    def _keep_last_good(self, payload: dict, ruleset: rules_mod.RuleSet) -> list[str]:
+        """A rule that ran and whose file now fails to compile keeps running its last good version
+        (a typo must not silently switch an alert off). Returns the ids kept."""
+        previous = self.payload
+        if previous is None:
+            current = self.store.current_id()
+            if current is None:
+                return []
+            try:
+                previous = self.store.load(current)
+            except (OSError, ValueError):
+                return []
+        if previous.get("input_columns") != payload["input_columns"] or previous.get("time_column") != payload["time_column"]:
+            return []
+        broken_ids = {e.rule_id for e in ruleset.errors if e.rule_id}
+        broken_files = {os.path.abspath(e.path) for e in ruleset.errors if not e.rule_id}
+        kept = []
+        for entry in previous.get("rules", []):
+            rule_id = entry["rule_id"]
+            if rule_id in ruleset.rules:
+                continue
+            if rule_id in broken_ids or os.path.abspath(entry["path"]) in broken_files:
+                payload["rules"].append(entry)
+                ruleset.rules[rule_id] = _KeptRule(rule_id, entry["version"], entry["path"], entry["line"])  # type: ignore[assignment]
+                kept.append(rule_id)
+        return kept
 
     def _record_rules(self, ruleset: rules_mod.RuleSet, changes: rules_mod.RuleChanges, set_id: str,
                       old_versions: dict[str, str]) -> None:
@@ -1022,6 +1061,8 @@ class AlertStream:
                 if error.rule_id:
                     entry = self._rule_status(error.rule_id)
                     entry["errors"] = [error.rendered]
+                    if error.rule_id in ruleset.rules:
+                        entry["errors"][0] += "\n  (the last good version keeps running)"
             self.status["errors"] = [e.as_dict() for e in ruleset.errors]
             self.status["rule_set"] = set_id
             self.status["active_versions"] = ruleset.versions()
@@ -1265,6 +1306,16 @@ def _prune_versions(entry: dict, current: str, keep: int = 3) -> None:
 @dataclasses.dataclass(frozen=True)
 class _VersionOnly:
     version: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _KeptRule:
+    """A rule whose file no longer compiles, still running the version that last did."""
+
+    rule_id: str
+    version: str
+    path: str
+    line: int
 
 
 # ---------------------------------------------------------------------------------- status view

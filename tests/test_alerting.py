@@ -438,3 +438,35 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert cep_main("stream", str(single), "--input", str(source), "--checkpoint", str(tmp_path / "ck1"),
                     "--watermark", "5s", "--once") == 0
     assert read_status(str(tmp_path / "ck1"))["rules"]["one/high"]["versions"][cep_version(HIGH)]["matched"] == 2
+
+
+class _SchemaOnly:
+    """Enough of a streaming DataFrame for AlertStream's rule handling (no Spark job runs)."""
+
+    def __init__(self) -> None:
+        self.schema = _schema()
+        self.isStreaming = True
+
+
+def test_a_rule_broken_by_an_edit_keeps_running_its_last_good_version(tmp_path):
+    rules = tmp_path / "rules"
+    write_rule(rules, "prices.sql", HIGH)
+    messages: list[str] = []
+    stream = AlertStream(None, str(rules), _SchemaOnly(), checkpoint=str(tmp_path / "ck"), on_event=messages.append)
+    assert stream.refresh_rules().added == ("prices/high",)
+    good = stream.ruleset["prices/high"].version
+    write_rule(rules, "prices.sql", HIGH.replace("price > 100", "price >"))
+    changes = stream.refresh_rules()
+    assert not changes and stream.ruleset["prices/high"].version == good
+    assert [r["rule_id"] for r in stream.payload["rules"]] == ["prices/high"]
+    row = {r["rule"]: r for r in rule_rows(stream.status)}["prices/high"]
+    assert row["state"] == "active" and "prices.sql:3:" in row["errors"][0] and "keeps running" in row["errors"][0]
+    assert any("keeps running" in m for m in messages)
+    # Across a restart too: the last published set still holds it.
+    again = AlertStream(None, str(rules), _SchemaOnly(), checkpoint=str(tmp_path / "ck"))
+    assert not again.refresh_rules() and again.ruleset["prices/high"].version == good
+    write_rule(rules, "prices.sql", HIGH.replace("price > 100", "price > 200"))
+    assert again.refresh_rules().changed == ("prices/high",)
+    (rules / "prices.sql").unlink()
+    assert again.refresh_rules().removed == ("prices/high",)
+    assert rule_rows(again.status)[0]["state"] == "removed"
