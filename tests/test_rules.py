@@ -13,7 +13,7 @@ import pytest
 
 import cep
 from spark_bridge import suppress
-from spark_bridge.alerting import (
+from spark_bridge.alert_rules import (
     ALERT_FIRST,
     ALERT_LAST,
     ALERT_STATUS,
