@@ -1,0 +1,35 @@
+"""A streaming cep job run as its own driver against a Spark master URL (used by test_cluster.py).
+
+    python tests/cluster_stream_job.py MASTER_URL INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR
+
+Streams the JSON event files in INPUT_DIR through the V-shape query with a file sink, then exits.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import cep
+from spark_bridge.session import get_spark
+
+QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
+  PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(A.ts) AS start_ts, LAST(B.price) AS bottom, LAST(C.ts) AS end_ts, COUNT(*) AS n
+  PATTERN (A B+ C+)
+  DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
+
+
+def main(master: str, source: str, output: str, checkpoint: str) -> None:
+    spark = get_spark(master, app_name="cep-cluster-test")
+    events = spark.readStream.schema("symbol string, ts timestamp, price double").json(source)
+    # The session timeout ends each symbol once the far-future row moves the watermark a day on, so
+    # trailing matches (a greedy C+ at the end of the data) are final, as at the end of a replay.
+    matches = cep.compile(QUERY).on_spark(events, watermark="1 minute", session_timeout="1 hour")
+    query = (matches.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
