@@ -30,9 +30,10 @@ def rows_to_columns(rows: list[dict]) -> dict[str, list]:
     return {name: [row.get(name) for row in rows] for name in names}
 
 
-def pandas_to_columns(frame) -> dict[str, list]:
+def pandas_to_columns(frame, names=None) -> dict[str, list]:
+    """Columns of a pandas frame as lists; ``names`` picks some of them without copying the frame."""
     columns = {}
-    for name in frame.columns:
+    for name in frame.columns if names is None else names:
         series = frame[name]
         if series.dtype.kind in "iub":  # no missing values possible: the fast path
             columns[str(name)] = series.tolist()

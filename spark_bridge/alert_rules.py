@@ -443,24 +443,13 @@ def runtime_for(store_dir: str, batch_id: str | None = None) -> _RuleSetRuntime:
     return runtime
 
 
-class _View:
-    """Column access to a pandas frame without copying it (what ``pandas_to_columns`` reads)."""
-
-    def __init__(self, frame, names) -> None:
-        self.frame = frame
-        self.columns = list(names)
-
-    def __getitem__(self, name):
-        return self.frame[name]
-
-
 def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
     """The partition key of each row as a JSON object (``{"card": "c1"}``), the grouping key."""
     if not columns:
         return ["{}"] * len(pdf)
     from matcher.tables import pandas_to_columns
 
-    values = pandas_to_columns(_View(pdf, columns))
+    values = pandas_to_columns(pdf, columns)
     cache: dict[tuple, str] = {}
     out = []
     for row in zip(*[values[c] for c in columns]):
@@ -594,7 +583,7 @@ class _AlertStep:
             if pdf is not None:
                 missing = [c for c in engine.pending_columns if c not in columns_cache]
                 if missing:
-                    columns_cache.update(pandas_to_columns(_View(pdf, missing)))
+                    columns_cache.update(pandas_to_columns(pdf, missing))
                 columns = columns_cache
                 key_values = tuple(_scalar(pdf[c].iat[0]) for c in rule.partition)
             result = engine.process(entry[_BLOB] if entry is not None else None, key_values, columns,

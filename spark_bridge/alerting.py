@@ -132,17 +132,14 @@ def match_rules(
 
     from spark_bridge.batch import quote
     from spark_bridge.streaming import DEFAULT_WATERMARK
-    from spark_bridge.types import needs_string_cast
 
     if not df.isStreaming:
         raise ValueError("match_rules needs a streaming DataFrame (spark.readStream...)")
     store_dir = store.directory if isinstance(store, RuleStore) else os.path.abspath(store)
-    for name in [f.name for f in df.schema.fields if needs_string_cast(f.dataType)]:
-        df = df.withColumn(name, F.col(quote(name)).cast("string"))
+    from spark_bridge.streaming import prepare_input
+
+    df = prepare_input(df)
     columns = list(df.columns)
-    taken = [c for c in columns if c.startswith("__cep_")]
-    if taken:
-        raise CepSemanticError(f"input columns may not start with '__cep_' (found {', '.join(taken)})", code="E0284")
     if time_column not in columns:
         raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
     field = df.schema[time_column]

@@ -125,17 +125,6 @@ def _json_value(value: Any):
     return str(value)
 
 
-class _FrameView:
-    """Column access to a pandas frame without copying it (what ``pandas_to_columns`` reads)."""
-
-    def __init__(self, frame, names) -> None:
-        self.frame = frame
-        self.columns = list(names)
-
-    def __getitem__(self, name):
-        return self.frame[name]
-
-
 def _typed(values: list, type_name: str):
     """A column of Python values as the array Spark's Arrow conversion expects for ``type_name``."""
     import numpy as np
@@ -207,7 +196,7 @@ class _SparkStep:
             if value is None or isinstance(value, (str, bool, int, float)):
                 values.append(None if isinstance(value, float) and value != value else value)
             else:  # timestamps, dates, decimals: take the first row's values the batch way
-                first = pandas_to_columns(_FrameView(pdf.iloc[:1], self.partition_columns))
+                first = pandas_to_columns(pdf.iloc[:1], self.partition_columns)
                 return tuple(first[name][0] for name in self.partition_columns)
         return tuple(values)
 
@@ -224,7 +213,7 @@ class _SparkStep:
         columns = times = key_values = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            columns = pandas_to_columns(_FrameView(pdf, engine.pending_columns))
+            columns = pandas_to_columns(pdf, engine.pending_columns)
             if engine.time_column is not None:
                 times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
             key_values = self._key(key, pdf)
@@ -256,7 +245,7 @@ class _SparkStep:
         payloads: list = []
         if late:
             names = list(self.input_columns)
-            values = pandas_to_columns(_FrameView(pdf.iloc[[index for index, _ in late]], names))
+            values = pandas_to_columns(pdf.iloc[[index for index, _ in late]], names)
             for offset, (_, reason) in enumerate(late):
                 record = {name: values[name][offset] for name in names}
                 reasons.append(reason)
@@ -280,6 +269,18 @@ def np_datetime_types():
 
 def _watermark_columns(df: "DataFrame") -> list[str]:
     return [field.name for field in df.schema.fields if _WATERMARK_KEY in (field.metadata or {})]
+
+
+def prepare_input(df: "DataFrame") -> "DataFrame":
+    """Columns the matcher has no type for travel as strings; the ``__cep_`` prefix is ours."""
+    from pyspark.sql import functions as F
+
+    for name in [field.name for field in df.schema.fields if needs_string_cast(field.dataType)]:
+        df = df.withColumn(name, F.col(quote(name)).cast("string"))
+    taken = [c for c in df.columns if c.startswith("__cep_")]
+    if taken:
+        raise CepSemanticError(f"input columns may not start with '__cep_' (found {', '.join(taken)})", code="E0284")
+    return df
 
 
 def match_stream(
@@ -327,12 +328,8 @@ def match_stream(
     if session_us == 0:
         raise ValueError("session_timeout must be positive")
 
-    for name in [field.name for field in df.schema.fields if needs_string_cast(field.dataType)]:
-        df = df.withColumn(name, F.col(quote(name)).cast("string"))
+    df = prepare_input(df)
     input_columns = tuple(df.columns)
-    taken = [c for c in input_columns if c.startswith("__cep_")]
-    if taken:
-        raise CepSemanticError(f"input columns may not start with '__cep_' (found {', '.join(taken)})", code="E0284")
     partition = resolve_columns(list(plan.partition_columns or []), list(input_columns))
     input_types = {field.name: spark_to_sql(field.dataType) for field in df.schema.fields}
     output_columns = list(plan.output_types(input_types))
