@@ -26,7 +26,15 @@ Every alert is one row of ``ALERT_COLUMNS`` (``spark_bridge.alerting`` makes the
     ``WebhookSink.replay_dead_letters()`` sends them again (and removes those that went through).
   - ``SQLiteSink(path)`` (stdlib ``sqlite3``) and ``PostgresSink(url)`` (``psycopg`` 3, or ``psycopg2``):
     ``INSERT ... ON CONFLICT (match_id) DO UPDATE``: one row per match, however often a batch is
-    delivered.
+    delivered. A locked database (or a lost connection) is retried with backoff within a
+    ``RetryPolicy``; then, like any other error, the sink raises ``SinkError`` naming itself.
+
+A sink that cannot take a micro-batch raises ``SinkError`` (E0470): the micro-batch is then not
+committed, and Spark delivers it again when the stream restarts from its checkpoint; upserts and
+idempotency keys make that second delivery harmless. A database is not dead-lettered: the input's
+offsets in the checkpoint already are a durable queue of what it missed, replayed in order, whereas a
+dead-letter file would split the record of alerts in two and need a replay tool. Every file written
+here (dead letters) goes to a temporary name, is fsynced, then renamed: a reader never sees half a file.
 
 pyspark is imported only where a Spark object is handled.
 """
@@ -41,15 +49,16 @@ import math
 import os
 import re
 import socket
-import sqlite3
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from spark_bridge.sink_base import AlertSink, Delivery, RetryPolicy, SinkError, atomic_write, not_committed
+from spark_bridge.sql_sinks import PostgresSink, SQLiteSink
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -61,7 +70,9 @@ __all__ = [
     "Delivery",
     "FileSink",
     "PostgresSink",
+    "RetryPolicy",
     "SQLiteSink",
+    "SinkError",
     "WebhookSink",
     "alert_payload",
     "alert_schema",
@@ -208,35 +219,6 @@ class FileSink:
 
 
 # ------------------------------------------------------------------------------------- alert sinks
-
-
-@dataclass
-class Delivery:
-    """What one sink did with one micro-batch."""
-
-    sink: str
-    delivered: Counter = field(default_factory=Counter)  # alerts by rule id
-    dead_lettered: Counter = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)
-    retries: int = 0
-
-
-class AlertSink:
-    """Base class: ``deliver(alerts, batch_id)`` gets the micro-batch's alerts (dicts, ``ALERT_NAMES``)."""
-
-    name = "sink"
-    include_suppressed = False
-
-    def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def describe(self) -> str:
-        return self.name
-
-    def close(self) -> None:
-        pass
-
-
 class ConsoleSink(AlertSink):
     """One line per alert: time, rule, status, partition key, measures, match id."""
 
@@ -292,15 +274,6 @@ _RETRY_STATUS = {408, 425, 429}
 
 class _Permanent(Exception):
     """An answer that retrying cannot fix (a 4xx other than 408/425/429)."""
-
-
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _safe_name(key: str) -> str:
@@ -438,7 +411,7 @@ class WebhookSink(AlertSink):
             "body": {"alerts": [alert_payload(a) for a in alerts]},
         }
         path = os.path.join(self.dead_letter_dir, f"{_safe_name(key)}.json")
-        _atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1))
+        atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1))
         return path
 
     def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
@@ -456,7 +429,12 @@ class WebhookSink(AlertSink):
                 for alert in chunk:
                     report.delivered[alert["rule_id"]] += 1
                 continue
-            self.dead_letter(key, chunk, errors, batch_id)
+            try:
+                self.dead_letter(key, chunk, errors, batch_id)
+            except OSError as exc:  # a full disk: dropping the alert is not an option, so stop the batch
+                raise SinkError(f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
+                                f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
+                                filename=self.describe()) from exc
             for alert in chunk:
                 report.dead_lettered[alert["rule_id"]] += 1
             report.errors.append(f"{key}: {errors[-1] if errors else 'failed'}")
@@ -483,7 +461,7 @@ class WebhookSink(AlertSink):
             else:
                 record["errors"].append(error)
                 record["error"] = error
-                _atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1))
+                atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1))
                 failing += 1
         return delivered, failing
 
@@ -492,158 +470,6 @@ class WebhookSink(AlertSink):
             return self._attempt(key, body)
         except _Permanent as exc:
             return False, f"{exc} (not retried)", None
-
-
-# ------------------------------------------------------------------------------------------- SQL
-
-_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
-
-
-def _check_table(table: str) -> str:
-    if not _TABLE_NAME.match(table):
-        raise ValueError(f"table name {table!r}: use letters, digits and underscores (optionally schema.table)")
-    return table
-
-
-def _sql_row(alert: dict, batch_id: int) -> tuple:
-    def ts(value):
-        if value is None:
-            return None
-        if hasattr(value, "to_pydatetime"):
-            value = value.to_pydatetime()
-        return value
-
-    return (
-        alert["match_id"],
-        alert["rule_id"],
-        alert["rule_version"],
-        alert["match_status"],
-        alert["partition_key"],
-        ts(alert["first_event_time"]),
-        ts(alert["last_event_time"]),
-        alert["measures"],
-        ts(alert["emit_time"]),
-        bool(alert.get("suppressed")),
-        int(batch_id),
-    )
-
-
-_SQL_COLUMNS = ("match_id", "rule_id", "rule_version", "match_status", "partition_key", "first_event_time",
-                "last_event_time", "measures", "emit_time", "suppressed", "batch_id")
-
-
-class SQLiteSink(AlertSink):
-    """Upsert alerts into a SQLite table keyed by ``match_id`` (times as ISO 8601 UTC text)."""
-
-    name = "sqlite"
-
-    def __init__(self, path: str, *, table: str = "alerts", include_suppressed: bool = False, timeout: float = 30.0) -> None:
-        self.path = path
-        self.table = _check_table(table)
-        self.include_suppressed = include_suppressed
-        self.timeout = timeout
-        self._created = False
-
-    def describe(self) -> str:
-        return f"sqlite {self.path}"
-
-    def connect(self) -> sqlite3.Connection:
-        parent = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(parent, exist_ok=True)
-        return sqlite3.connect(self.path, timeout=self.timeout)
-
-    def create(self, connection) -> None:
-        connection.execute(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            "match_id TEXT PRIMARY KEY, rule_id TEXT NOT NULL, rule_version TEXT NOT NULL, match_status TEXT, "
-            "partition_key TEXT, first_event_time TEXT, last_event_time TEXT, measures TEXT, emit_time TEXT, "
-            "suppressed INTEGER, batch_id INTEGER)"
-        )
-
-    def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
-        report = Delivery(self.name)
-        rows = [_sql_row(a, batch_id) for a in alerts]
-        rows = [tuple(v.isoformat(sep=" ") if isinstance(v, _dt.datetime) else v for v in row) for row in rows]
-        names = ", ".join(_SQL_COLUMNS)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _SQL_COLUMNS[1:])
-        statement = (f"INSERT INTO {self.table} ({names}) VALUES ({', '.join('?' * len(_SQL_COLUMNS))}) "
-                     f"ON CONFLICT(match_id) DO UPDATE SET {updates}")
-        connection = self.connect()
-        try:
-            with connection:  # one transaction per micro-batch
-                self.create(connection)
-                connection.executemany(statement, rows)
-        finally:
-            connection.close()
-        for alert in alerts:
-            report.delivered[alert["rule_id"]] += 1
-        return report
-
-
-def _postgres_driver():
-    try:
-        import psycopg  # type: ignore[import-not-found]
-
-        return "psycopg", psycopg
-    except ImportError:
-        pass
-    try:
-        import psycopg2  # type: ignore[import-not-found]
-
-        return "psycopg2", psycopg2
-    except ImportError:
-        return None, None
-
-
-class PostgresSink(AlertSink):
-    """Upsert alerts into a PostgreSQL table keyed by ``match_id`` (measures as JSONB)."""
-
-    name = "postgres"
-
-    def __init__(self, url: str, *, table: str = "alerts", include_suppressed: bool = False, connect_timeout: int = 10) -> None:
-        kind, module = _postgres_driver()
-        if module is None:
-            raise RuntimeError(
-                "the postgres sink needs a PostgreSQL driver for Python, and neither psycopg nor psycopg2 is "
-                "installed: pip install 'psycopg[binary]'"
-            )
-        self.url = url
-        self.table = _check_table(table)
-        self.include_suppressed = include_suppressed
-        self.connect_timeout = connect_timeout
-        self._kind, self._module = kind, module
-
-    def describe(self) -> str:
-        return "postgres " + re.sub(r"//([^:@/]+):[^@/]*@", r"//\1:***@", self.url)  # no password in logs
-
-    def connect(self):
-        return self._module.connect(self.url, connect_timeout=self.connect_timeout)
-
-    def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
-        report = Delivery(self.name)
-        names = ", ".join(_SQL_COLUMNS)
-        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _SQL_COLUMNS[1:])
-        values = ", ".join(["%s"] * 7 + ["%s::jsonb"] + ["%s"] * 3)
-        statement = f"INSERT INTO {self.table} ({names}) VALUES ({values}) ON CONFLICT (match_id) DO UPDATE SET {updates}"
-        connection = self.connect()
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                    "match_id TEXT PRIMARY KEY, rule_id TEXT NOT NULL, rule_version TEXT NOT NULL, match_status TEXT, "
-                    "partition_key TEXT, first_event_time TIMESTAMP, last_event_time TIMESTAMP, measures JSONB, "
-                    "emit_time TIMESTAMP, suppressed BOOLEAN, batch_id BIGINT)"
-                )
-                cursor.executemany(statement, [_sql_row(a, batch_id) for a in alerts])
-            connection.commit()
-        except Exception:
-            connection.rollback()
-            raise
-        finally:
-            connection.close()
-        for alert in alerts:
-            report.delivered[alert["rule_id"]] += 1
-        return report
 
 
 # ------------------------------------------------------------------------------------- fan-out

@@ -25,9 +25,12 @@ from pathlib import Path
 
 import pytest
 
+from spark_bridge import sink_base
 from spark_bridge.sinks import (
     ConsoleSink,
     PostgresSink,
+    RetryPolicy,
+    SinkError,
     SQLiteSink,
     WebhookSink,
     alert_payload,
@@ -266,10 +269,160 @@ def test_deliver_batch_skips_suppressed_and_raises_after_trying_every_sink(tmp_p
     assert "ALERT fraud/card_testing  MATCHED  card=c1" in out.getvalue()
     bad = SQLiteSink(str(tmp_path / "missing" / "dir" / "x.db"))
     bad.connect = lambda: (_ for _ in ()).throw(sqlite3.OperationalError("disk I/O error"))  # type: ignore[method-assign]
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(SinkError, match="disk I/O error [(]not retried[)]") as raised:
         deliver_batch(alerts, 1, [bad, good])
+    assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
     with sqlite3.connect(tmp_path / "a.db") as db:  # the sink after the failing one still got the batch
         assert db.execute("SELECT COUNT(*) FROM alerts").fetchone()[0] == 2
+
+
+class FakeClock:
+    """A monotonic clock that only the sink's own sleeps move: retry budgets without waiting for them."""
+
+    def __init__(self, on_sleep=None) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+        self.on_sleep = on_sleep
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        if self.on_sleep is not None:
+            self.on_sleep(len(self.sleeps))
+
+
+POLICY = RetryPolicy(max_attempts=10, backoff=0.1, max_backoff=0.4, budget=1.0)  # waits .1 .2 .4 .4: 4 attempts fit
+
+
+def locked_sqlite(path: Path) -> sqlite3.Connection:
+    """Another connection holding SQLite's exclusive lock on ``path`` until it rolls back."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def sqlite_match_ids(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return [r[0] for r in db.execute("SELECT match_id FROM alerts ORDER BY match_id")]
+
+
+def test_sqlite_locked_database_is_retried_then_delivered(tmp_path):
+    path = tmp_path / "alerts.db"
+    holder = locked_sqlite(path)
+    clock = FakeClock(on_sleep=lambda n: holder.rollback() if n == 2 else None)  # the lock goes after two retries
+    sink = SQLiteSink(str(path), timeout=0.01, retry=POLICY, sleep=clock.sleep, clock=clock)
+    report = sink.deliver([alert(i) for i in range(3)], batch_id=2)
+    assert sum(report.delivered.values()) == 3 and report.retries == 2 and clock.sleeps == [0.1, 0.2]
+    assert sqlite_match_ids(path) == sorted(alert(i)["match_id"] for i in range(3))
+
+
+def test_sqlite_locked_past_the_retry_budget_stops_naming_the_sink_and_the_replay_delivers_once(tmp_path):
+    path = tmp_path / "alerts.db"
+    SQLiteSink(str(path)).deliver([alert(0)], batch_id=0)
+    holder = locked_sqlite(path)
+    clock = FakeClock()
+    sink = SQLiteSink(str(path), timeout=0.01, retry=POLICY, sleep=clock.sleep, clock=clock)
+    batch = [alert(i) for i in range(1, 4)]
+    with pytest.raises(SinkError) as raised:
+        deliver_batch(batch, 5, [sink])
+    message = str(raised.value)
+    assert message.startswith(f"sqlite {path}: error[E0470]: OperationalError: database is locked"), message
+    assert "after 4 attempts over 0.7s (retry budget 1s)" in message and "micro-batch 5 is not committed" in message
+    assert clock.sleeps == [0.1, 0.2, 0.4] and raised.value.code == "E0470"
+    holder.rollback()  # the lock is gone: the stream restarts and Spark delivers micro-batch 5 again
+    assert sqlite_match_ids(path) == [alert(0)["match_id"]]  # nothing of the failed batch was written
+    for _ in range(2):  # delivered again after the restart, and once more (a second crash): one row per match
+        deliver_batch(batch, 5, [sink])
+    assert sqlite_match_ids(path) == sorted(alert(i)["match_id"] for i in range(4))
+
+
+def test_postgres_locked_table_is_retried_then_stops_naming_the_sink(postgres_url):
+    table = "cep_test_locked"
+    setup = PostgresSink(postgres_url, table=table).connect()
+    with setup.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {table}")
+    setup.commit()
+    PostgresSink(postgres_url, table=table).deliver([alert(0)], batch_id=0)
+    holder = PostgresSink(postgres_url, table=table).connect()
+    with holder.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")  # held until the holder's transaction ends
+    try:
+        clock = FakeClock()
+        sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
+        with pytest.raises(SinkError, match=r"^postgres postgresql://.*error\[E0470\]: LockNotAvailable.*after 4 attempts"):
+            sink.deliver([alert(1)], batch_id=1)
+        clock = FakeClock(on_sleep=lambda n: holder.rollback() if n == 1 else None)
+        sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
+        report = sink.deliver([alert(1)], batch_id=1)
+        assert report.retries == 1 and sum(report.delivered.values()) == 1
+    finally:
+        holder.close()
+    connection = sink.connect()
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT match_id FROM {table} ORDER BY match_id")
+        assert [r[0] for r in cursor.fetchall()] == [alert(0)["match_id"], alert(1)["match_id"]]
+    connection.close()
+
+
+def disk_full_after(monkeypatch, fraction: float = 0.5) -> None:
+    """Make the sinks' file writes fail as a full disk does: part of the text lands, then ENOSPC."""
+    import errno
+
+    real_open = open
+
+    class FullFile:
+        def __init__(self, fh) -> None:
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            self.fh.close()
+
+        def write(self, text: str) -> int:
+            self.fh.write(text[: int(len(text) * fraction)])
+            self.fh.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+    def opener(path, mode="r", *args, **kwargs):
+        fh = real_open(path, mode, *args, **kwargs)
+        return FullFile(fh) if "w" in mode else fh
+
+    monkeypatch.setattr(sink_base, "open", opener, raising=False)
+
+
+def test_dead_letters_on_a_full_disk_stop_the_batch_and_never_leave_half_a_file(receiver_factory, tmp_path, monkeypatch):
+    down = receiver_factory()
+    url = down.url
+    down.stop()
+    sink = webhook(url, tmp_path, max_attempts=1)
+    batch = [alert(i) for i in range(3)]
+    sink.deliver(batch[:1], batch_id=0)  # one dead letter written while there is space
+    (before,) = (tmp_path / "dead").iterdir()
+    old_text = before.read_text()
+    disk_full_after(monkeypatch)
+    with pytest.raises(SinkError) as raised:
+        deliver_batch(batch[1:], 1, [sink])
+    message = str(raised.value)
+    assert message.startswith(f"webhook {url}: error[E0470]: ") and "No space left on device" in message
+    assert f"could not be written to {tmp_path / 'dead'}" in message and "micro-batch 1 is not committed" in message
+    # Updating the existing dead letter on the full disk fails too, and leaves the old record whole.
+    with pytest.raises(OSError):
+        sink.replay_dead_letters()
+    assert [p.name for p in (tmp_path / "dead").iterdir()] == [before.name] and before.read_text() == old_text
+    monkeypatch.undo()  # space is back: the micro-batch is delivered again (after the restart)
+    report = deliver_batch(batch[1:], 1, [sink])[0]
+    assert sum(report.dead_lettered.values()) == 2
+    letters = dead_letters(tmp_path)  # every file parses: none is half-written
+    assert sorted(letters) == sorted(a["match_id"] for a in batch)
+    assert sorted(p.name for p in (tmp_path / "dead").iterdir()) == sorted(f"{k}.json" for k in letters)
 
 
 def test_alert_payload_and_sink_spellings(tmp_path):
@@ -380,8 +533,8 @@ def test_postgres_upsert_keeps_one_row_per_match(postgres_url):
 
 
 def test_postgres_without_a_driver_says_what_to_install(monkeypatch):
-    import spark_bridge.sinks as sinks
+    import spark_bridge.sql_sinks as sql_sinks
 
-    monkeypatch.setattr(sinks, "_postgres_driver", lambda: (None, None))
+    monkeypatch.setattr(sql_sinks, "_postgres_driver", lambda: (None, None))
     with pytest.raises(RuntimeError, match="psycopg"):
         PostgresSink("postgresql://localhost/x")
