@@ -22,6 +22,7 @@ from typing import Any, Callable
 from grammar import ast
 from grammar.errors import CepSemanticError
 from matcher import values as V
+from matcher.running import BROKEN, RunningAggregate, RunningAggregates, incremental
 
 Closure = Callable[["Env"], Any]
 RowClosure = Callable[["Env", int], Any]
@@ -453,8 +454,10 @@ def _compile_case(expr: ast.Case, recurse):
 class ExpressionCompiler:
     """Compiles DEFINE and MEASURES expressions against a ``Scope``."""
 
-    def __init__(self, scope: Scope) -> None:
+    def __init__(self, scope: Scope, running: "RunningAggregates | None" = None) -> None:
         self.scope = scope
+        # DEFINE only: aggregates that qualify are carried with the thread's history (running.py).
+        self.running = running
 
     # An expression evaluated "at a row": every column reference reads that row, whatever its qualifier.
     def at_row(self, expr) -> RowClosure:
@@ -562,7 +565,7 @@ class ExpressionCompiler:
             args = [ast.Star(node.span)]  # Trino's COUNT() is COUNT(*)
         if name == "COUNT" and len(args) == 1 and isinstance(args[0], ast.Star):
             labels = self.scope.labels_of(args[0].qualifier)
-            return lambda env: len(env.view.positions_in(labels, final))
+            return self._running_count(node, labels) or (lambda env: len(env.view.positions_in(labels, final)))
         if not args:
             raise CepSemanticError(f"{name}() needs an argument", code="E0233", span=node.span)
         # Trailing integer constants are parameters (the N of MIN(x, N)), not per-row arguments.
@@ -580,7 +583,39 @@ class ExpressionCompiler:
             positions = env.view.positions_in(labels, final)
             columns = [[arg(env, p) for p in positions] for arg in per_row]
             return fold(name, columns, distinct, extra)
+        if self.running is not None and incremental(name, args, distinct, extra, walk):
+            return self._running(RunningAggregate(name, labels, per_row[0]), args[0], aggregate)
         return aggregate
+
+    def _running_count(self, node: ast.Aggregate, labels) -> Closure | None:
+        if self.running is None or node.distinct:
+            return None
+        return self._running(RunningAggregate("COUNT", labels, None), None, None)
+
+    def _running(self, aggregate: RunningAggregate, argument, full_fold: Closure | None) -> Closure:
+        """A DEFINE aggregate read from the thread's running state plus the row under test."""
+        same_as = None
+        if argument is None or isinstance(argument, ast.ColumnRef):
+            column = None if argument is None else self.scope.column(argument)
+            same_as = (aggregate.name, aggregate.labels, column)
+        slot = self.running.slot(aggregate, same_as)
+        labels, argument_at, step, result = aggregate.labels, aggregate.argument, aggregate.step, aggregate.result
+        initial = aggregate.initial
+
+        def running(env):
+            view = env.view
+            chain = view.chain
+            state = initial if chain is None else chain[2][slot]
+            if labels is None or view.current in labels:
+                if state is not BROKEN:
+                    try:
+                        state = step(state, 1 if argument_at is None else argument_at(env, env.row))
+                    except Exception:  # noqa: BLE001 - the full fold below raises it as it always did
+                        state = BROKEN
+            if state is BROKEN:
+                return full_fold(env)
+            return result(state)
+        return running
 
 
 def _label_name(env: Env, label, _unused):

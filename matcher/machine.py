@@ -17,6 +17,7 @@ from matcher.equivalence import history_reads, make_key_function
 from matcher.expressions import ExpressionCompiler, Scope, walk
 from matcher.output import OutputBuilder, OutputLayout
 from matcher.program import Program
+from matcher.running import RunningAggregates
 from matcher.timeutil import interval_to_timedelta
 
 
@@ -35,6 +36,8 @@ class Machine:
     lookahead: int
     lookback: int
     equivalence_key: Callable | None
+    # (states, env, position, label) -> the running DEFINE aggregates after a row (running.py); None if none
+    advance_running: Callable | None
     history: frozenset  # what the DEFINE conditions read of the match history (equivalence.py)
     lazy_starts: bool  # try one start at a time (vm.py explains when and why)
     within: "Within | None"
@@ -103,6 +106,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     measure_compiler = ExpressionCompiler(measure_scope)
 
     defines = {d.variable.key: d for d in mr.defines}
+    running = RunningAggregates()
     conditions: list = []
     reads: set = set()
     for name in label_names:
@@ -110,7 +114,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
             # B's condition is evaluated as if the row were labelled B (see _absence_condition).
             tested = label_ids.get(name[1:], label_ids[name])
             scope = define_scope.for_variable(tested)
-            conditions.append(_absence_condition(ExpressionCompiler(scope), defines.get(name[1:]), label_ids, name))
+            conditions.append(_absence_condition(ExpressionCompiler(scope, running), defines.get(name[1:]), label_ids, name))
             if name[1:] in defines:
                 reads |= history_reads(defines[name[1:]].condition, scope)
             continue
@@ -119,7 +123,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
             conditions.append(None)  # a variable with no DEFINE matches every row
             continue
         scope = define_scope.for_variable(label_ids[name])
-        conditions.append(ExpressionCompiler(scope).compile(definition.condition))
+        conditions.append(ExpressionCompiler(scope, running).compile(definition.condition))
         reads |= history_reads(definition.condition, scope)
 
     measures = tuple(measure_compiler.compile(m.expr) for m in mr.measures)
@@ -175,6 +179,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         lookahead=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "NEXT")), default=0),
         lookback=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "PREV")), default=0),
         equivalence_key=make_key_function(reads, include_start=mr.within is not None),
+        advance_running=running.advancer(),
         history=frozenset(reads),
         lazy_starts=bool(reads) or mr.within is not None,
         within=within,

@@ -87,7 +87,7 @@ class PartitionMatcher:
         self.position = 0
         self.started_upto = 0
         self.threads: list[Thread] = []
-        self.visited: set = set()
+        self.visited: dict = {}
         self.best: tuple | None = None  # (start, end, chain, marks)
         self.done_pending = False  # a thread reached DONE since the last _settle
         self.tracer = None  # a matcher.trace.Tracer when tracing ("why didn't this match?")
@@ -183,7 +183,7 @@ class PartitionMatcher:
     def _no_threads_at(self, next_position: int) -> None:
         """Nothing alive and nothing matched: the rows before ``next_position`` start no match."""
         self.position = next_position
-        self.visited = set()
+        self.visited = {}
         if self.best is None:
             self._emit_unmatched(self.search_start, next_position)
             self.search_start = next_position
@@ -197,11 +197,12 @@ class PartitionMatcher:
         env.row = p
         env.match_number = self.match_number + 1
         next_threads: list[Thread] = []
-        visited: set = set()
+        visited: dict = {}
         tracer = self.tracer
         # Conditions that read no match history give the same answer for every thread on this row:
         # evaluate each once (PERMUTE and bounded quantifiers put many threads on one label).
         memo: dict | None = {} if machine.equivalence_key is None else None
+        advance = machine.advance_running
         for thread in self.threads:
             op = ops[thread.pc]
             if op != LABEL:
@@ -224,7 +225,12 @@ class PartitionMatcher:
                     tracer.tested(self, p, thread, label, held)
                 if held is not True:
                     continue
-            self._add_thread(next_threads, visited, thread.pc + 1, thread.start, (label, thread.chain), thread.marks, p + 1)
+            chain = thread.chain
+            if advance is None:
+                chain = (label, chain)
+            else:  # the node carries the running DEFINE aggregates after this row (running.py)
+                chain = (label, chain, advance(None if chain is None else chain[2], env, p, label))
+            self._add_thread(next_threads, visited, thread.pc + 1, thread.start, chain, thread.marks, p + 1)
         if tracer is not None:
             tracer.alive(self, p, next_threads)
         if len(next_threads) > MAX_LIVE_THREADS:
@@ -253,40 +259,43 @@ class PartitionMatcher:
         if self.tracer is not None:
             self.tracer.restart(self, self.position - 1, next_start)
         self.threads = []
-        self.visited = set()
+        self.visited = {}
         self.position = next_start
         self._emit_unmatched(self.search_start, next_start)
         self.search_start = next_start
         self._trim()
 
-    def _add_thread(self, out: list, visited: set, pc: int, start: int, chain, marks, position: int) -> None:
+    def _add_thread(self, out: list, visited: dict, pc: int, start: int, chain, marks, position: int) -> None:
         """Follow epsilon instructions from ``pc`` in priority order; park threads at LABEL/DONE/`$`.
 
         An explicit stack instead of recursion: unrolled quantifiers make long epsilon chains.
+        ``visited`` maps each pc reached at this position to its first thread's (start, chain), or to
+        the set of equivalence keys of the threads there once a second one arrived: most pcs see only
+        one thread per row, so the key (a walk over the history) is computed only on a collision.
         """
         machine = self.machine
-        key = machine.equivalence_key(self, start, chain, position) if machine.equivalence_key else None
         targets = machine.closures[pc]
         if targets is not None:
             for target in targets:
-                seen = (target, key)
-                if seen not in visited:
-                    visited.add(seen)
-                    out.append(Thread(target, start, chain, marks))
-                    if target == machine.done_pc:
-                        self.done_pending = True
-                elif self.tracer is not None:
-                    self.tracer.dropped(self, position - 1, Thread(target, start, chain, marks),
-                                        "merged into an equivalent partial match that started earlier")
+                if target not in visited:
+                    visited[target] = (start, chain)
+                elif not self._admit_another(visited, target, start, chain, position):
+                    if self.tracer is not None:
+                        self.tracer.dropped(self, position - 1, Thread(target, start, chain, marks),
+                                            "merged into an equivalent partial match that started earlier")
+                    continue
+                out.append(Thread(target, start, chain, marks))
+                if target == machine.done_pc:
+                    self.done_pending = True
             return
         ops, args, bargs = machine.ops, machine.args, machine.bargs
         stack = [(pc, marks)]
         while stack:
             pc, marks = stack.pop()
-            seen = (pc, key)
-            if seen in visited:
+            if pc not in visited:
+                visited[pc] = (start, chain)
+            elif not self._admit_another(visited, pc, start, chain, position):
                 continue
-            visited.add(seen)
             op = ops[pc]
             if op == LABEL or op == DONE or op == DEADLINE:
                 out.append(Thread(pc, start, chain, marks))
@@ -311,6 +320,27 @@ class PartitionMatcher:
                     stack.append((pc + 1, marks))
                 else:
                     out.append(Thread(pc, start, chain, marks))  # waits for more rows or the end
+
+    def _admit_another(self, visited: dict, pc: int, start: int, chain, position: int) -> bool:
+        """A thread reaches ``pc`` where another already is: keep it unless the two are equivalent.
+
+        Equivalent means equal equivalence keys (``equivalence.py``); with no key function, any two
+        threads at one pc are. The same start and history object is the same thread met again on an
+        epsilon loop, equivalent without computing anything.
+        """
+        key_of = self.machine.equivalence_key
+        if key_of is None:
+            return False
+        seen = visited[pc]
+        if type(seen) is tuple:
+            if seen[0] == start and seen[1] is chain:
+                return False
+            seen = visited[pc] = {key_of(self, seen[0], seen[1], position)}
+        key = key_of(self, start, chain, position)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
 
     def _settle(self) -> bool:
         """Record the first thread at DONE as the best match and drop the threads after it.
@@ -337,7 +367,7 @@ class PartitionMatcher:
     def _finish_at_end(self) -> bool:
         """At end of input, let threads waiting at `$` complete, in priority order."""
         waiting, self.threads = self.threads, []
-        visited: set = set()
+        visited: dict = {}
         ops = self.machine.ops
         for thread in waiting:
             if ops[thread.pc] != AT_END and self.tracer is not None:
@@ -408,7 +438,7 @@ class PartitionMatcher:
         next_start = machine.next_start(self, start, end, labels)
         self.search_start = self.position = self.started_upto = next_start
         self.threads = []
-        self.visited = set()
+        self.visited = {}
         self._trim()
 
     def _emit_unmatched(self, begin: int, end: int) -> None:
@@ -501,16 +531,32 @@ class PartitionMatcher:
         matcher.match_number = state["match_number"]
         matcher.covered_upto = state["covered_upto"]
         matcher.clock = state.get("clock")
-        matcher.threads = [Thread(pc, start, _list_to_chain(labels), _list_to_marks(marks)) for pc, start, labels, marks in state["threads"]]
+        matcher.threads = [
+            Thread(pc, start, matcher._replay_chain(start, labels), _list_to_marks(marks)) for pc, start, labels, marks in state["threads"]
+        ]
         # Rebuild the merge set for the current position, so a thread started after a restore is
         # merged exactly as it would have been without one.
         for thread in matcher.threads:
-            key = machine.equivalence_key(matcher, thread.start, thread.chain, matcher.position) if machine.equivalence_key else None
-            matcher.visited.add((thread.pc, key))
+            if thread.pc not in matcher.visited:
+                matcher.visited[thread.pc] = (thread.start, thread.chain)
+            else:
+                matcher._admit_another(matcher.visited, thread.pc, thread.start, thread.chain, matcher.position)
         if state["best"] is not None:
             start, end, labels, marks = state["best"]
             matcher.best = (start, end, _list_to_chain(labels), _list_to_marks(marks))
         return matcher
+
+
+    def _replay_chain(self, start: int, labels: list[int]):
+        """A thread's label chain rebuilt from its labels, with the running aggregates replayed over
+        the buffered rows (they are derived state, so the serialized form does not carry them)."""
+        advance = self.machine.advance_running
+        if advance is None:
+            return _list_to_chain(labels)
+        chain = None
+        for offset, label in enumerate(labels):
+            chain = (label, chain, advance(None if chain is None else chain[2], self.env, start + offset, label))
+        return chain
 
 
 def _chain_to_list(chain) -> list[int]:
