@@ -6,7 +6,7 @@ from typing import Any
 
 from grammar import ast
 from matcher.plan import CompiledQuery
-from matcher.tables import from_rows, to_columns
+from matcher.tables import from_rows, kind_of, to_columns
 
 
 class Query:
@@ -46,6 +46,8 @@ class Query:
         from matcher.validate import input_checks
 
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
+        if checks is None and kind_of(data) != "rows":  # columns straight to the fast path when it applies
+            return self.plan.run_frame(data, progress=progress)
         kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
         names, rows = self.plan.run_columns(columns, checks=checks, progress=progress)
         return from_rows(kind, names, rows)

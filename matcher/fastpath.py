@@ -49,7 +49,8 @@ import numpy as np
 from grammar import ast
 from matcher import kernels
 from matcher.expressions import Scope
-from matcher.partitioning import partition_indices, resolve_column as _resolve
+from matcher.layout import ArrayInput, ListInput
+from matcher.partitioning import partition_indices
 from matcher.program import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from matcher.vm import PartitionMatcher
 
@@ -248,58 +249,50 @@ class FastPlan:
 
     # ----------------------------------------------------------------------------------- running
 
-    def run(self, columns: dict[str, list]) -> list[tuple]:
-        """Match a whole input (column name -> list of Python values); output rows as the VM gives them."""
+    def run(self, source, *, typed: bool = False):
+        """Match a whole input: columns of Python values, or a ``layout.ArrayInput`` (numpy columns).
+
+        Returns the output rows as the VM gives them; or, with ``typed`` for an ``ArrayInput`` whose
+        matches the regex found with measures computed column-wise, ``MatchColumns``: the output columns
+        typed for the input's library (``tables.from_columns`` gives the same frame as from the rows).
+        """
+        data = source if isinstance(source, ArrayInput) else ListInput(source)
         machine = self.machine
-        n = len(next(iter(columns.values()))) if columns else 0
-        if n == 0:
+        if data.n == 0:
+            columns = data.python()
             return _run_vm_partitions(machine, partition_indices(self.statement, machine, columns), columns)
-        layout = _columnar_partitions(self.statement, machine, columns, n)
-        if layout is None:
-            self.notes.append("partitioned in Python (ORDER BY values are not plain numbers or times)")
-            groups = partition_indices(self.statement, machine, columns)
-            keys = [key for key, _ in groups]
-            order = np.fromiter(itertools.chain.from_iterable(idx for _, idx in groups), dtype=np.int64, count=n)
-            counts = np.array([len(idx) for _, idx in groups], dtype=np.int64)
-        else:
-            keys, order, counts = layout
+        layout = data.layout(self.statement, machine)
+        keys, order, counts = layout.keys, layout.order, layout.counts
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        part_of_row = np.repeat(np.arange(len(counts)), counts)
-        try:
-            masks = self._masks(columns, order, offsets, counts)
-        except kernels.Unsupported as why:
+
+        def all_on_vm(why: str) -> list[tuple]:
             self.notes.append(f"ran on the VM: {why}")
             groups = [(key, order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(keys)]
             self.stats["vm_partitions"] += len(groups)
-            return _run_vm_partitions(machine, groups, columns)
+            return _run_vm_partitions(machine, groups, data.python())
+
+        try:
+            masks = self._masks(data, order, offsets, counts)
+        except kernels.Unsupported as why:
+            return all_on_vm(str(why))
         occurring = np.flatnonzero(np.bincount(masks, minlength=256))
         for bits_a, bits_b in self.overlapping_loops:
             if any((m & bits_a) and (m & bits_b) for m in occurring.tolist()):
-                self.notes.append("ran on the VM: two loops on one path can take the same rows")
-                groups = [(key, order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(keys)]
-                self.stats["vm_partitions"] += len(groups)
-                return _run_vm_partitions(machine, groups, columns)
-        budget_ok = self._restart_budget(masks, offsets, counts, part_of_row)
-
-        order_list = order.tolist()
+                return all_on_vm("two loops on one path can take the same rows")
+        budget_ok = self._restart_budget(masks, offsets, counts, np.repeat(np.arange(len(counts)), counts))
         encoded = masks.tobytes()
-        rows: list[tuple] = []
         if self.vector is not None:  # measures read a few rows per match: no need to gather every row
-            for index, key in enumerate(keys):
-                begin, end = int(offsets[index]), int(offsets[index + 1])
-                if budget_ok[index]:
-                    self.stats["regex_partitions"] += 1
-                    rows.extend(self._match_partition_vector(key, columns, order_list, begin, encoded[begin:end]))
-                else:
-                    self.stats["vm_partitions"] += 1
-                    rows.extend(_run_vm_partitions(machine, [(key, order_list[begin:end])], columns))
-            return rows
-        if n == 1:
+            return self._run_vector(data, layout, offsets, encoded, budget_ok, typed)
+
+        columns = data.python()
+        order_list = order.tolist()
+        if len(order_list) == 1:
             sorted_cols = {name: (columns[name][order_list[0]],) for name in machine.columns}
         else:
             getter = operator.itemgetter(*order_list)
             sorted_cols = {name: getter(columns[name]) for name in machine.columns}
+        rows: list[tuple] = []
         for index, key in enumerate(keys):
             begin, end = int(offsets[index]), int(offsets[index + 1])
             part = {name: values[begin:end] for name, values in sorted_cols.items()}
@@ -313,11 +306,9 @@ class FastPlan:
                 rows.extend(matcher.finish())
         return rows
 
-    def _masks(self, columns, order, offsets, counts) -> np.ndarray:
+    def _masks(self, data, order, offsets, counts) -> np.ndarray:
         n = len(order)
-        loaders = {}
-        for name in self.condition_columns:
-            loaders[name] = _gathered_loader(columns[name], order)
+        loaders = {name: (lambda name=name: data.load(name, order)) for name in self.condition_columns}
         part_start = np.repeat(offsets[:-1], counts)
         part_end = np.repeat(offsets[1:], counts)
         frame = kernels.Frame(n, loaders, part_start, part_end)
@@ -396,72 +387,126 @@ class FastPlan:
         ctx._emit_unmatched(ctx.search_start, n)
         return out
 
-    def _match_partition_vector(self, key: tuple, columns: dict, order: list, base: int, encoded: bytes) -> list[tuple]:
-        """ONE ROW PER MATCH with SKIP PAST LAST ROW / TO NEXT ROW and measures that only need a match's
-        first/last row per variable and row counts: collect the matches' group spans, then compute every
-        measure for all matches at once. Same rows as ``output.match`` gives (tests compare)."""
+    def _scan(self, encoded: bytes) -> list[tuple]:
+        """The capture groups (``Match.regs``) of every match in one partition, in the VM's order:
+        each search starts past the last row of the previous match (SKIP PAST LAST ROW) or at the row
+        after its first (SKIP TO NEXT ROW); after an empty match, at the next row."""
         n = len(encoded)
-        search = self.regex.search
-        past_last = self.skip_mode == "PAST_LAST_ROW"
-        found_regs = []
+        found_regs: list[tuple] = []
         position = 0
+        if self.skip_mode == "PAST_LAST_ROW":
+            # finditer resumes where the last match stopped, as SKIP PAST LAST ROW does, except after an
+            # empty match (it would retry the same row for a non-empty one): there, restart a row later
+            while position < n:
+                for found in self.regex.finditer(encoded, position):
+                    start, stop = found.span()
+                    if start >= n:
+                        return found_regs  # the VM starts no match after the last row
+                    found_regs.append(found.regs)
+                    if stop == start:
+                        position = start + 1
+                        break
+                else:
+                    break
+            return found_regs
+        search = self.regex.search
         while position < n:
             found = search(encoded, position)
             if found is None:
                 break
-            start, stop = found.span()
+            start = found.start()
             if start >= n:
                 break
             found_regs.append(found.regs)
-            position = stop if past_last and stop > start else start + 1
-        if not found_regs:
-            return []
+            position = start + 1
+        return found_regs
+
+    def _run_vector(self, data, layout, offsets, encoded: bytes, budget_ok, typed: bool):
+        """ONE ROW PER MATCH with SKIP PAST LAST ROW / TO NEXT ROW and measures that only need a match's
+        first/last row per variable and row counts: collect every match's group spans, then compute each
+        measure for all matches at once. Same rows as ``output.match`` gives (tests compare)."""
+        found_regs: list[tuple] = []
+        per_partition: list[int] = []
+        vm_rows: dict[int, list[tuple]] = {}
+        for index, key in enumerate(layout.keys):
+            begin, end = int(offsets[index]), int(offsets[index + 1])
+            if budget_ok[index]:
+                self.stats["regex_partitions"] += 1
+                found = self._scan(encoded[begin:end])
+                found_regs.extend(found)
+                per_partition.append(len(found))
+            else:
+                self.stats["vm_partitions"] += 1
+                groups = [(key, layout.order[begin:end].tolist())]
+                vm_rows[index] = _run_vm_partitions(self.machine, groups, data.python())
+                per_partition.append(0)
+        typed = typed and data.columnar and not vm_rows
+        columns = self._vector_columns(data, layout, offsets, found_regs, np.array(per_partition, dtype=np.int64), typed)
+        if typed:
+            return MatchColumns(columns, len(found_regs))
+        rows = list(zip(*columns)) if columns else [()] * len(found_regs)
+        if not vm_rows:
+            return rows
+        out: list[tuple] = []
+        position = 0
+        for index, count in enumerate(per_partition):
+            out.extend(vm_rows[index] if index in vm_rows else rows[position:position + count])
+            position += count
+        return out
+
+    def _vector_columns(self, data, layout, offsets, found_regs: list[tuple], per_partition: np.ndarray, typed: bool) -> list:
+        """The output columns (partition keys, then measures) of the matches whose groups are given."""
+        m = len(found_regs)
+        part = np.repeat(np.arange(len(per_partition)), per_partition)
+        out = [data.gather(name, layout.first_rows[part], typed) for name in self.machine.partition_names]
+        if m == 0:
+            none = np.zeros(0, dtype=np.int64)
+            return out + [data.gather(column, none, typed) if column else data.integers(none, typed)
+                          for _, column, _ in self.vector]
         width = len(found_regs[0])
         flat = itertools.chain.from_iterable(itertools.chain.from_iterable(found_regs))
-        regs = np.fromiter(flat, dtype=np.int64, count=len(found_regs) * width * 2).reshape(len(found_regs), width, 2)
+        regs = np.fromiter(flat, dtype=np.int64, count=m * width * 2).reshape(m, width, 2)
         starts, stops = regs[:, 0, 0], regs[:, 0, 1]
-        empty = stops == starts
-        out: list[list] = []
+        base = offsets[:-1][part]
         for kind, column, groups in self.vector:
             if kind == "count":
                 if groups is None:
-                    out.append((stops - starts).tolist())
+                    counts = stops - starts
                 elif not groups:
-                    out.append([0] * len(found_regs))
+                    counts = np.zeros(m, dtype=np.int64)
                 else:
                     spans = regs[:, groups, 1] - regs[:, groups, 0]
-                    out.append(np.where(spans > 0, spans, 0).sum(axis=1).tolist())
+                    counts = np.where(spans > 0, spans, 0).sum(axis=1)
+                out.append(data.integers(counts, typed))
                 continue
-            if kind == "match_number":
-                out.append(list(range(1, len(found_regs) + 1)))
+            if kind == "match_number":  # numbered from 1 in each partition
+                first_match = np.cumsum(per_partition) - per_partition
+                out.append(data.integers(np.arange(m, dtype=np.int64) - first_match[part] + 1, typed))
                 continue
             if groups is not None and not groups:  # the variable cannot occur in a match
-                out.append([None] * len(found_regs))
-                continue
-            if groups is None:
-                rows = np.where(empty, -1, starts if kind == "first" else stops - 1)
+                local = np.full(m, -1, dtype=np.int64)
+            elif groups is None:
+                local = np.where(stops == starts, -1, starts if kind == "first" else stops - 1)
             else:
                 begin, end = regs[:, groups, 0], regs[:, groups, 1]
                 valid = begin < end
                 if kind == "first":
-                    rows = np.where(valid, begin, n).min(axis=1)
-                    rows[rows == n] = -1
+                    beyond = np.iinfo(np.int64).max
+                    local = np.where(valid, begin, beyond).min(axis=1)
+                    local[local == beyond] = -1
                 else:
-                    rows = np.where(valid, end - 1, -1).max(axis=1)
-            values = columns[column]
-            out.append([None if row < 0 else values[order[base + row]] for row in rows.tolist()])
-        if not out:
-            return [key] * len(found_regs)
-        return [key + measures for measures in zip(*out)]
+                    local = np.where(valid, end - 1, -1).max(axis=1)
+            rows = np.where(local < 0, -1, layout.order[np.where(local < 0, 0, base + local)])
+            out.append(data.gather(column, rows, typed))
+        return out
 
 
-def _gathered_loader(values: list, order: np.ndarray):
-    def load() -> kernels.Value:
-        value = kernels.load_column(values)
-        if value.kind == "null":
-            return value
-        return kernels.Value(value.kind, value.data[order], None if value.nulls is None else value.nulls[order])
-    return load
+@dataclass(frozen=True)
+class MatchColumns:
+    """The fast path's output as columns typed for the input's library (``tables.from_columns``)."""
+
+    columns: list
+    count: int
 
 
 def _run_vm_partitions(machine, groups, columns) -> list[tuple]:
@@ -471,100 +516,6 @@ def _run_vm_partitions(machine, groups, columns) -> list[tuple]:
         rows.extend(matcher.feed({name: [columns[name][i] for i in indices] for name in machine.columns}))
         rows.extend(matcher.finish())
     return rows
-
-
-# ------------------------------------------------------------------------------------ partitioning
-
-
-def _columnar_partitions(statement: ast.Statement, machine, columns, n: int):
-    """(keys, order, counts) equal to ``partitioning.partition_indices``, computed with numpy; None if the ORDER BY
-    values are of a kind whose Python order numpy cannot reproduce exactly."""
-    key_columns = [columns[name] for name in machine.partition_names]
-    seen: dict = {}
-    if not key_columns:
-        codes = np.zeros(n, dtype=np.int64)
-        keys = [()]
-    elif len(key_columns) == 1 and set(map(type, key_columns[0])) == {str}:
-        import pandas as pd  # factorize: codes in order of first appearance, as the dict gives them
-
-        codes, uniques = pd.factorize(np.asarray(key_columns[0], dtype=object), sort=False)
-        codes = codes.astype(np.int64, copy=False)
-        keys = [(k,) for k in uniques.tolist()]
-    elif len(key_columns) == 1:
-        setdefault = seen.setdefault
-        codes = np.fromiter((setdefault(k, len(seen)) for k in key_columns[0]), dtype=np.int64, count=n)
-        keys = [(k,) for k in seen]
-    else:
-        setdefault = seen.setdefault
-        codes = np.fromiter((setdefault(k, len(seen)) for k in zip(*key_columns)), dtype=np.int64, count=n)
-        keys = list(seen)
-    counts = np.bincount(codes, minlength=len(keys))
-    sort_keys = [key for key in statement.match.order_by if isinstance(key.expr, ast.ColumnRef)]
-    if not sort_keys:
-        return keys, np.argsort(codes, kind="stable"), counts
-    if len(sort_keys) == 1 and not sort_keys[0].descending:
-        values = columns[_resolve(columns, sort_keys[0].expr.column)]
-        if _non_decreasing(values):  # already in order (a time-ordered feed): grouping is enough
-            return keys, np.argsort(codes, kind="stable"), counts
-    lex = []
-    for key in reversed(sort_keys):  # np.lexsort: the last key is the primary one
-        converted = _sort_arrays(columns[_resolve(columns, key.expr.column)], key)
-        if converted is None:
-            return None
-        lex.extend(converted)
-    lex.append(codes)
-    return keys, np.lexsort(lex), counts
-
-
-def _non_decreasing(values) -> bool:
-    try:
-        return None not in values and all(map(operator.le, values, itertools.islice(values, 1, None)))
-    except TypeError:
-        return False
-
-
-def _sort_arrays(values, key: ast.SortKey):
-    """(value key, null rank) arrays that order rows as ``outer.sort_key`` does, or None."""
-    import datetime as _dt
-
-    types = set(map(type, values))
-    has_null = type(None) in types
-    types.discard(type(None))
-    n = len(values)
-    filled = [0 if v is None else v for v in values] if has_null else values
-    try:
-        if not types:
-            data = np.zeros(n, dtype=np.int64)
-        elif types == {int}:
-            data = np.array(filled, dtype=np.int64)
-            if data.size and np.abs(data).max() >= 2**62:
-                return None
-        elif types <= {int, float}:
-            data = np.array(filled, dtype=np.float64)
-            if np.isnan(data).any() or (int in types and np.abs(data).max() > 2**53):
-                return None
-        else:
-            import pandas as pd
-
-            if not types <= {_dt.datetime, pd.Timestamp}:
-                return None
-            if any(v.tzinfo is not None for v in values if v is not None):
-                return None
-            data = pd.DatetimeIndex([None if v is None else v for v in values]).asi8.copy()
-            if has_null:
-                data[np.fromiter((v is None for v in values), dtype=bool, count=n)] = 0
-    except (OverflowError, ValueError, TypeError):
-        return None
-    nulls_first = key.descending if key.nulls_first is None else key.nulls_first
-    if has_null:
-        is_null = np.fromiter((v is None for v in values), dtype=bool, count=n)
-        rank_of_null = (2 if nulls_first else 0) if key.descending else (0 if nulls_first else 2)
-        rank = np.where(is_null, rank_of_null, 1)
-    else:
-        rank = np.ones(n, dtype=np.int64)
-    if key.descending:  # reverse=True keeps equal keys in input order: a stable ascending sort of -key
-        return [-data, -rank]
-    return [data, rank]
 
 
 # ------------------------------------------------------------------------------------- eligibility

@@ -141,11 +141,18 @@ def load_column(values) -> Value:
         return Value("bool", np.array(filled, dtype=bool), nulls)
     if types == {str}:
         filled = [("" if v is None else v) for v in values] if has_null else values
-        if any(v.endswith("\x00") for v in filled):  # numpy's fixed-width strings drop trailing NULs
-            raise Unsupported("a string column holds values ending in NUL")
-        return Value("str", np.array(filled, dtype=str), nulls)
+        return load_strings(filled, nulls)
     names = ", ".join(sorted(t.__name__ for t in types))
     raise Unsupported(f"a column holds values of types the kernels do not evaluate: {names}")
+
+
+def load_strings(values, nulls: np.ndarray | None) -> Value:
+    """Strings (a list or object array, "" where NULL) -> a kernel ``Value`` of numpy unicode."""
+    data = np.array(values, dtype=str)
+    # numpy's fixed-width strings drop trailing NULs: such a value would compare wrongly
+    if data.size and np.char.str_len(data).sum() != sum(map(len, values)):
+        raise Unsupported("a string column holds values ending in NUL")
+    return Value("str", data, nulls)
 
 
 # ----------------------------------------------------------------------------------------- compiler

@@ -15,7 +15,9 @@ from matcher import fastpath
 from matcher.machine import Machine, build_machine
 from matcher.outer import OuterQuery, build_outer
 from matcher.partitioning import partition_indices, resolve_column
-from matcher.tables import pandas_to_columns
+from matcher.arrays import from_arrow, from_pandas
+from matcher.layout import ArrayInput
+from matcher.tables import from_columns, from_rows, kind_of, pandas_to_columns, to_columns
 from matcher.types import coerce, infer
 from matcher.vm import PartitionMatcher
 
@@ -104,6 +106,32 @@ class CompiledQuery:
         for index, (name, type_name) in enumerate(output_types):
             data[name] = pd.Series([coerce(row[index], type_name) for row in rows], dtype=object)
         return pd.DataFrame(data, columns=[name for name, _ in output_types])
+
+    def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None):
+        """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
+
+        A query the fast path takes reads the frame as numpy columns (``matcher/arrays.py``) and, when
+        its measures are computed column-wise, builds the result from typed columns: no Python object
+        per input row. Anything else converts the frame to Python columns and runs ``run_columns``.
+        Either way the result equals ``from_rows(kind, *run_columns(to_columns(frame)))``.
+        """
+        kind = kind_of(frame)
+        names = tuple(str(name) for name in frame.columns) if kind == "pandas" else tuple(frame.column_names)
+        machine, outer = self._compiled(names) if names else (None, None)
+        fast = fastpath.plan_for(self.statement, machine, names) if names else None
+        if fast is None or len(set(names)) != len(names):
+            names, rows = self.run_columns(to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit, progress=progress)
+            return from_rows(kind, names, rows)
+        arrays = from_pandas(frame) if kind == "pandas" else from_arrow(frame)
+        total = len(frame) if kind == "pandas" else frame.num_rows
+        plain = outer.is_identity and outer.where is None and (
+            not outer_order_and_limit or (not outer.sort_keys and outer.limit is None))
+        matched = fast.run(ArrayInput(arrays, total, kind), typed=plain)
+        if progress is not None:
+            progress(total, total)
+        if isinstance(matched, fastpath.MatchColumns):
+            return from_columns(kind, outer.names, matched.columns)
+        return from_rows(kind, outer.names, outer.apply(matched, order_and_limit=outer_order_and_limit))
 
     def run_columns(
         self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None, progress=None

@@ -32,16 +32,16 @@ def rows_to_columns(rows: list[dict]) -> dict[str, list]:
 
 def pandas_to_columns(frame, names=None) -> dict[str, list]:
     """Columns of a pandas frame as lists; ``names`` picks some of them without copying the frame."""
-    columns = {}
-    for name in frame.columns if names is None else names:
-        series = frame[name]
-        if series.dtype.kind in "iub":  # no missing values possible: the fast path
-            columns[str(name)] = series.tolist()
-            continue
-        values = series.astype(object).tolist()
-        mask = series.isna().tolist()
-        columns[str(name)] = [None if missing else value for value, missing in zip(values, mask)]
-    return columns
+    return {str(name): series_values(frame[name]) for name in (frame.columns if names is None else names)}
+
+
+def series_values(series) -> list:
+    """A pandas Series as Python values, None for a missing value (NaN, NaT, NA)."""
+    if series.dtype.kind in "iub":  # no missing values possible: the fast path
+        return series.tolist()
+    values = series.astype(object).tolist()
+    mask = series.isna().tolist()
+    return [None if missing else value for value, missing in zip(values, mask)]
 
 
 def arrow_to_columns(table) -> dict[str, list]:
@@ -60,10 +60,34 @@ def to_columns(data: Any) -> tuple[str, dict[str, list]]:
 def from_rows(kind: str, names: tuple[str, ...], rows: list[tuple]):
     if kind == "rows":
         return [dict(zip(names, row)) for row in rows]
+    if not rows:
+        return from_columns(kind, names, [[] for _ in names])
+    return from_columns(kind, names, [list(values) for values in zip(*rows)])
+
+
+def from_columns(kind: str, names: tuple[str, ...], columns: list):
+    """The result in the input's shape from its columns: each a list of Python values, or a column
+    already typed for that shape (a pandas Series / pyarrow Array typed as its Python values would infer,
+    ``arrays.ArrayColumn.output``). Python values are typed by the library's own inference, column by
+    column, so a typed column and the list of its values give the same frame."""
+    if kind == "rows":
+        return [dict(zip(names, row)) for row in zip(*[_as_list(column) for column in columns])]
     if kind == "pandas":
         import pandas as pd
 
-        return pd.DataFrame.from_records(rows, columns=list(names)) if rows else pd.DataFrame({n: [] for n in names})
+        if not columns or not len(columns[0]):
+            return pd.DataFrame({n: [] for n in names})
+        series = [column if isinstance(column, pd.Series) else pd.Series(column) for column in columns]
+        frame = pd.concat([s.reset_index(drop=True) for s in series], axis=1, ignore_index=True)
+        frame.columns = list(names)
+        return frame
     import pyarrow as pa
 
-    return pa.Table.from_pylist([dict(zip(names, row)) for row in rows]) if rows else pa.table({n: [] for n in names})
+    if not columns or not len(columns[0]):
+        return pa.table({n: [] for n in names})
+    arrays = [column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column) for column in columns]
+    return pa.Table.from_arrays(arrays, names=list(names))
+
+
+def _as_list(column) -> list:
+    return column if isinstance(column, list) else column.tolist() if hasattr(column, "tolist") else column.to_pylist()
