@@ -19,7 +19,14 @@ reason                  code   the row
 ``wrong_type``          E0442  has a value of the wrong type in a checked column, or NaN in another
                                ORDER BY column (NaN cannot be ordered)
 ``bad_partition_key``   E0444  has a PARTITION BY value that cannot be a key (a list or a dict)
+``not_json``            E0445  streaming only: is a line Spark's reader could not read at all (not JSON)
+``future_event_time``   E0446  streaming only: has an event time further ahead of the processing time
+                               than ``max_future_skew`` (it must not move the watermark)
 ======================  =====  ==========================================================================
+
+In streaming (``spark_bridge.streaming.mark_bad_rows``) ``wrong_type`` and ``bad_event_time`` are the
+rows Spark's PERMISSIVE reader read only in part (``_corrupt_record`` set): the event time unread gives
+``bad_event_time``, another value ``wrong_type``. The streaming reasons are in ``spark_bridge.keyed``.
 
 Checked columns: the PARTITION BY and ORDER BY columns, every column named in DEFINE or MEASURES, and
 every column the schema declares. Other columns (extra keys, columns ALL ROWS PER MATCH only passes
@@ -72,6 +79,8 @@ REASONS: dict[str, str] = {
     "wrong_type": "E0442",
     "not_a_row": "E0443",
     "bad_partition_key": "E0444",
+    "not_json": "E0445",
+    "future_event_time": "E0446",
 }
 
 # The fields a dead-letter record adds to the row (the prefix is reserved: a row's own ``_cep_*`` keys

@@ -9,8 +9,16 @@ The rules (``docs/streaming.md`` explains them at length):
 
 * **Time** is the first ORDER BY column, ascending, carried as integer microseconds since 1970-01-01
   UTC (Spark's own precision). ``W`` is the micro-batch's watermark, in microseconds.
-* **Late rows**: a row whose event time is ``<= W`` when it arrives (or NULL, or at/below the key's
+* **Late rows**: a row whose event time is ``<= W`` when it arrives (or at/below the key's
   forced-release point, see caps) is late: it is not matched; it is returned with a reason.
+* **Bad rows**: a row with a NULL event time, or one the caller rejected upstream (``rejected``: a
+  line that is not JSON, a value of the wrong type, an unparseable or far-future event time; see
+  ``streaming.mark_bad_rows``), is not matched either; it is returned with its reason and counted
+  apart from the late ones (``bad_rows`` and one count per reason).
+* **Duplicates** (``dedup_key``): a row whose key (NULL: never) equals that of a row this key
+  accepted earlier is dropped and counted. Keys are remembered until the watermark passes their
+  event time + ``dedup_horizon_us`` (the watermark delay): a repeat arriving later than that is late
+  anyway. Without ``dedup_key`` every row counts, as in SQL.
 * **Release**: every accepted row waits in the key's *pending* buffer until ``time <= W``. Then no
   row that is not late can still sort before it, so the released rows are sorted and fed to the matcher.
 * **Order**: the query's ORDER BY keys, then, for rows equal on all of them, the values of every
@@ -64,9 +72,20 @@ LATE_NULL_TIME = "null_event_time"
 LATE_BEHIND_WATERMARK = "behind_watermark"
 LATE_BEHIND_FORCED = "behind_forced_release"
 
+# Reasons a row is bad (not matched, returned with the reason, counted as ``bad_rows``); the words are
+# those of the batch dead letter (``matcher.validate.REASONS``), which also gives their error codes.
+BAD_NULL_TIME = LATE_NULL_TIME
+BAD_NOT_JSON = "not_json"
+BAD_WRONG_TYPE = "wrong_type"
+BAD_EVENT_TIME = "bad_event_time"
+BAD_FUTURE_TIME = "future_event_time"
+BAD_REASONS = (BAD_NULL_TIME, BAD_NOT_JSON, BAD_WRONG_TYPE, BAD_EVENT_TIME, BAD_FUTURE_TIME)
+
 STAT_NAMES = (
-    "events_in",  # rows received (late ones included)
-    "late_rows",  # rows not matched because they were late
+    "events_in",  # rows received (late, bad and duplicate ones included)
+    "late_rows",  # rows not matched because they were late (behind the watermark or a forced release)
+    "bad_rows",  # rows not matched because they were bad (one of BAD_REASONS; each also counted below)
+    "duplicates_dropped",  # rows dropped as repeats of an earlier row's dedup key
     "released_rows",  # rows fed to the matcher
     "pending_rows",  # rows waiting for the watermark after the call
     "matcher_rows",  # rows the matcher keeps buffered after the call
@@ -76,7 +95,7 @@ STAT_NAMES = (
     "sessions_closed",  # sessions finished (gap or idle timeout)
     "cap_hits",  # rows released early because of max_pending_rows
     "state_bytes",  # size of the state blob kept after the call
-)
+) + BAD_REASONS  # bad rows per reason
 
 
 # ------------------------------------------------------------------------------------------- ordering
@@ -204,7 +223,8 @@ class KeyedStream:
 
     ``input_columns`` are the input's column names as the batch path sees them (the matcher's machine
     is built for exactly these). ``proctime``: ORDER BY PROCTIME() — rows are matched in arrival
-    order as they come, with no buffering, no watermark and no late rows.
+    order as they come, with no buffering, no watermark and no late rows. ``dedup_key``: column(s)
+    whose repeats within a key are dropped, remembered for ``dedup_horizon_us`` past the watermark.
     """
 
     def __init__(
@@ -215,6 +235,8 @@ class KeyedStream:
         query_text: str,
         session_timeout_us: int | None = None,
         max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS,
+        dedup_key: str | Sequence[str] | None = None,
+        dedup_horizon_us: int = 0,
     ) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
@@ -264,6 +286,17 @@ class KeyedStream:
         # The pending buffer keeps the event time once, as µs; the other columns as values.
         wanted = feed + tuple(k.column for k in self.order) + self.tiebreak_columns
         self.pending_columns = tuple(c for c in dict.fromkeys(wanted) if c != self.time_column)
+        if isinstance(dedup_key, str):
+            dedup_key = (dedup_key,)
+        self.dedup_columns = tuple(_resolve_input(names, name, "dedup_key") for name in dedup_key or ())
+        if self.dedup_columns and self.proctime:
+            raise CepSemanticError("dedup_key needs event time (it forgets keys as the watermark passes them); "
+                                   "ORDER BY PROCTIME() has none", code="E0283")
+        if dedup_horizon_us < 0:
+            raise ValueError("dedup_horizon_us must be 0 or more")
+        self.dedup_horizon_us = dedup_horizon_us
+        # The columns ``process`` reads from new rows.
+        self.read_columns = tuple(dict.fromkeys(self.pending_columns + self.dedup_columns))
 
     # ------------------------------------------------------------------------------------ one call
 
@@ -276,12 +309,14 @@ class KeyedStream:
         watermark_us: int,
         *,
         timed_out: bool = False,
+        rejected: Sequence[str | None] | None = None,
     ) -> StepResult:
         """One key's call in one micro-batch.
 
-        ``columns`` holds at least ``pending_columns`` for the new rows (None: a timer call), ``event_us``
+        ``columns`` holds at least ``read_columns`` for the new rows (None: a timer call), ``event_us``
         their event times in µs (None for NULL), ``key`` the partition key values (needed when there is
-        no state yet), ``watermark_us`` the micro-batch's watermark.
+        no state yet), ``watermark_us`` the micro-batch's watermark, ``rejected`` a bad-row reason per
+        new row (None: not rejected upstream).
         """
         st = codec.decode(state) if state else None
         if st is not None and st.get("v") != STATE_VERSION:
@@ -297,25 +332,38 @@ class KeyedStream:
         stats["events_in"] = count
 
         if self.proctime:  # arrival order, at once: nothing waits, nothing is late
-            if count:
-                matcher = self._feed_run(st, matcher, columns, list(range(count)), None, result)
-                stats["released_rows"] = count
+            good = [i for i in range(count) if rejected is None or rejected[i] is None]
+            self._reject(result, [(i, rejected[i]) for i in range(count) if rejected is not None and rejected[i] is not None])
+            if good:
+                matcher = self._feed_run(st, matcher, columns, good, None, result)
+                stats["released_rows"] = len(good)
             return self._finish_call(st, matcher, result, watermark_us)
 
-        # 1. Late or accepted.
+        # 1. Bad, duplicate, late or accepted.
         forced = st["forced"]
         floor = watermark_us if forced is None else max(watermark_us, forced)
+        seen = self._seen(st, watermark_us)
+        keys = self._dedup_values(columns, count) if seen is not None else None
         accepted: list[int] = []
         for index in range(count):
             us = event_us[index]
-            if us is None:
-                result.late.append((index, LATE_NULL_TIME))
+            bad = rejected[index] if rejected is not None else None
+            if bad is None and us is None:
+                bad = BAD_NULL_TIME
+            if bad is not None:
+                self._reject(result, [(index, bad)])
+            elif keys is not None and keys[index] is not None and keys[index] in seen:
+                stats["duplicates_dropped"] += 1
             elif us <= floor:
                 reason = LATE_BEHIND_WATERMARK if us <= watermark_us else LATE_BEHIND_FORCED
                 result.late.append((index, reason))
+                stats["late_rows"] += 1
             else:
                 accepted.append(index)
-        stats["late_rows"] = len(result.late)
+                if keys is not None and keys[index] is not None:
+                    seen[keys[index]] = us
+        if seen is not None:
+            st["seen"] = {"keys": list(seen), "us": list(seen.values())} if seen else None
         pending = st["pending"] or {"us": [], "cols": {name: [] for name in self.pending_columns}}
         if accepted:
             pending["us"].extend(event_us[i] for i in accepted)
@@ -364,6 +412,8 @@ class KeyedStream:
         deadline = self._deadline_us(matcher) if matcher is not None else None
         if deadline is not None:
             timers.append(max(deadline, clock + 1))
+        if st.get("seen"):  # forget remembered dedup keys once the watermark passes them
+            timers.append(min(st["seen"]["us"]) + self.dedup_horizon_us + 1)
         result.timer_us = min(timers) if timers else None
         return self._finish_call(st, matcher, result, watermark_us)
 
@@ -375,7 +425,7 @@ class KeyedStream:
             stats["matcher_rows"] = matcher.buffered_rows()
             stats["live_matches"] = matcher.live_threads()
         st["m"] = matcher.state() if matcher is not None else None
-        if st["m"] is None and st["pending"] is None:
+        if st["m"] is None and st["pending"] is None and not st.get("seen"):
             result.state = None  # nothing left to remember (a closed session): the key's state is dropped
         else:
             result.state = codec.encode(st)
@@ -386,6 +436,43 @@ class KeyedStream:
         return result
 
     # ------------------------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _reject(result: StepResult, bad: list[tuple[int, str]]) -> None:
+        """Return bad rows (index, reason) with their reasons, counted apart from the late ones."""
+        result.late.extend(bad)
+        result.stats["bad_rows"] += len(bad)
+        for _, reason in bad:
+            result.stats[reason] += 1
+
+    def _seen(self, st: dict, watermark_us: int) -> dict | None:
+        """The dedup keys still remembered (key value -> event time µs), without those the watermark
+        has passed by more than the horizon; None without ``dedup_key``."""
+        if not self.dedup_columns:
+            return None
+        saved = st.get("seen")
+        if not saved:
+            return {}
+        horizon = self.dedup_horizon_us
+        return {key: us for key, us in zip(saved["keys"], saved["us"]) if us + horizon >= watermark_us}
+
+    def _dedup_values(self, columns: dict[str, list] | None, count: int) -> list | None:
+        """Each new row's dedup key (None when any part is NULL: NULL equals nothing), hashable."""
+        if not count:
+            return []
+        parts = [columns[name] for name in self.dedup_columns]
+        values = []
+        for value in zip(*parts):
+            if any(v is None for v in value):
+                values.append(None)
+                continue
+            key = value[0] if len(value) == 1 else tuple(value)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable value (an array): compare its text, as batch does
+                key = repr(key)
+            values.append(key)
+        return values
 
     def _sorted(self, indices: list[int], pending: dict) -> list[int]:
         """``indices`` of pending rows in ORDER BY order, ties broken by ``tiebreak_columns``."""
@@ -490,6 +577,13 @@ class KeyedStream:
             result.match_ids.extend([found] * len(projected))
 
 
+def _resolve_input(names: dict[str, str], name: str, option: str) -> str:
+    found = names.get(name, names.get(str(name).casefold()))
+    if found is None:
+        raise CepSemanticError(f"unknown column '{name}' ({option})", code="E0220")
+    return found
+
+
 def _compact(matcher) -> None:
     """Drop the buffered rows the matcher can no longer reach before its state is saved.
 
@@ -546,7 +640,7 @@ class LocalStream:
             if group is None:
                 result = engine.process(self.states.get(key), key, None, None, watermark_us, timed_out=True)
             else:
-                columns = {name: [r.get(name) for r in group] for name in engine.pending_columns}
+                columns = {name: [r.get(name) for r in group] for name in engine.read_columns}
                 if engine.time_column is None:
                     times = None
                 else:

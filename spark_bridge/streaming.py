@@ -1,14 +1,17 @@
 """Run a compiled cep query over a *streaming* Spark DataFrame: keyed matcher state across micro-batches.
 
     match_stream(plan, df, *, query_text=None, watermark=None, session_timeout=None, late="output",
-                 max_pending_rows=DEFAULT_MAX_PENDING_ROWS, metrics_name="cep") -> DataFrame
+                 max_pending_rows=DEFAULT_MAX_PENDING_ROWS, metrics_name="cep", dedup_key=None,
+                 max_future_skew=None) -> DataFrame
 
 The result is a streaming DataFrame in append mode: the statement's output columns, then
 
     match_id         32 hex digits, the same for every output row of one match, deterministic
-    cep_late_reason  NULL for a match; for a late input row: null_event_time | behind_watermark |
-                     behind_forced_release                           (only with late="output")
-    cep_late_row     NULL for a match; the late input row as JSON    (only with late="output")
+    cep_late_reason  NULL for a match; for a late input row: behind_watermark | behind_forced_release;
+                     for a bad one: null_event_time | not_json | wrong_type | bad_event_time |
+                     future_event_time                               (only with late="output")
+    cep_late_row     NULL for a match; the input row as JSON, or for a line Spark could not read
+                     (``_corrupt_record``) its original text         (only with late="output")
 
 How (``docs/streaming.md`` has the reasons and the measurements):
 
@@ -25,6 +28,11 @@ How (``docs/streaming.md`` has the reasons and the measurements):
   from the event-time column to an all-NULL timestamp column: the watermark itself is still computed
   upstream from the real event times, timers still fire on it, and the operator's late filter
   (``NULL <= watermark`` is not true) drops nothing. The engine then routes every late row itself.
+* Bad rows (``mark_bad_rows``, before ``withWatermark``): a row Spark's PERMISSIVE reader could not
+  read (the ``_corrupt_record`` column, when the input has it), or whose event time is further ahead of
+  the micro-batch's processing time than ``max_future_skew``, gets a reason and a NULL event time, so
+  it can never move the watermark; it travels through the stateful operator like a row without event
+  time and comes out as a rejected row. ``dedup_key``: repeats are dropped per key by the engine.
 * Metrics: every call also emits one statistics row; ``DataFrame.observe(metrics_name, ...)`` sums
   them per micro-batch (``query.lastProgress["observedMetrics"][metrics_name]``), then they are
   filtered out of the result.
@@ -43,7 +51,16 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from grammar.errors import CepSemanticError
 from spark_bridge.batch import quote, resolve_columns
-from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS, STAT_NAMES, KeyedStream, spark_timeout_ms
+from spark_bridge.keyed import (
+    BAD_EVENT_TIME,
+    BAD_FUTURE_TIME,
+    BAD_NOT_JSON,
+    BAD_WRONG_TYPE,
+    DEFAULT_MAX_PENDING_ROWS,
+    STAT_NAMES,
+    KeyedStream,
+    spark_timeout_ms,
+)
 from spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,8 +80,14 @@ _EVENT_US = "__cep_event_us"
 _MARKER = "__cep_watermark_marker"
 _KIND = "__cep_kind"
 _STATS = "__cep_stats"  # one array<bigint> per statistics row, in STAT_NAMES order
+_REJECT = "__cep_reject"  # the reason a row is bad (mark_bad_rows), NULL for a good row
+_RAW = "__cep_raw"  # the text of a line Spark could not read, NULL otherwise
 _NULL_TIME = -(2**63)  # unix_micros of a NULL event time, so the column stays int64 in pandas
 _WATERMARK_KEY = "spark.watermarkDelayMs"
+
+# The column Spark's PERMISSIVE JSON/CSV reader fills with a line it cannot read (its default
+# ``columnNameOfCorruptRecord``); an input with this column has its bad lines rejected with a reason.
+CORRUPT_RECORD = "_corrupt_record"
 
 KIND_MATCH, KIND_LATE, KIND_STATS = 0, 1, 2
 
@@ -155,7 +178,7 @@ class _SparkStep:
     """
 
     def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
-                 output_columns, late_rows: bool) -> None:
+                 output_columns, late_rows: bool, dedup_key=(), dedup_horizon_us: int = 0, marked: bool = False) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
         self.partition_columns = tuple(partition_columns)
@@ -164,6 +187,9 @@ class _SparkStep:
         self.max_pending_rows = max_pending_rows
         self.output_columns = list(output_columns)  # (name, SQL type) of the statement's output
         self.late_rows = late_rows
+        self.dedup_key = tuple(dedup_key)
+        self.dedup_horizon_us = dedup_horizon_us
+        self.marked = marked  # the frames carry _REJECT and _RAW (mark_bad_rows)
         self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (_KIND, "INTEGER"), (_STATS, "ARRAY<BIGINT>")]
         self._engine: KeyedStream | None = None
 
@@ -180,6 +206,8 @@ class _SparkStep:
                 query_text=self.query_text,
                 session_timeout_us=self.session_timeout_us,
                 max_pending_rows=self.max_pending_rows,
+                dedup_key=self.dedup_key,
+                dedup_horizon_us=self.dedup_horizon_us,
             )
         return self._engine
 
@@ -210,14 +238,18 @@ class _SparkStep:
         blob = state.get[0] if state.exists else None
         parts = [frame for frame in frames if len(frame)]
         pdf = None
-        columns = times = key_values = None
+        columns = times = key_values = rejected = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            columns = pandas_to_columns(pdf, engine.pending_columns)
+            columns = pandas_to_columns(pdf, engine.read_columns)
             if engine.time_column is not None:
                 times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
+            if self.marked:
+                reasons = pdf[_REJECT]
+                rejected = reasons.where(reasons.notna(), None).tolist() if reasons.notna().any() else None
             key_values = self._key(key, pdf)
-        result = engine.process(blob, key_values, columns, times, watermark_ms * 1000, timed_out=state.hasTimedOut)
+        result = engine.process(blob, key_values, columns, times, watermark_ms * 1000, timed_out=state.hasTimedOut,
+                                rejected=rejected)
 
         if result.state is None:
             if state.exists:
@@ -245,11 +277,16 @@ class _SparkStep:
         payloads: list = []
         if late:
             names = list(self.input_columns)
-            values = pandas_to_columns(pdf.iloc[[index for index, _ in late]], names)
+            picked = pdf.iloc[[index for index, _ in late]]
+            values = pandas_to_columns(picked, names)
+            raw = picked[_RAW].tolist() if self.marked else [None] * n_late
             for offset, (_, reason) in enumerate(late):
-                record = {name: values[name][offset] for name in names}
                 reasons.append(reason)
-                payloads.append(json.dumps(record, default=_json_value, ensure_ascii=False))
+                if isinstance(raw[offset], str):  # a line Spark could not read: its own text
+                    payloads.append(raw[offset])
+                else:
+                    record = {name: values[name][offset] for name in names}
+                    payloads.append(json.dumps(record, default=_json_value, ensure_ascii=False))
         data[MATCH_ID] = _typed(list(result.match_ids) + pad, "VARCHAR")
         data[LATE_REASON] = _typed([None] * n_rows + reasons + [None], "VARCHAR")
         data[LATE_ROW] = _typed([None] * n_rows + payloads + [None], "VARCHAR")
@@ -283,6 +320,44 @@ def prepare_input(df: "DataFrame") -> "DataFrame":
     return df
 
 
+def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None) -> "DataFrame":
+    """``df`` with the reason each row is bad in ``_REJECT`` (NULL: good), what it was in ``_RAW`` (the
+    unreadable line, or the row as read, as JSON),
+    the event time set to NULL on bad rows, and without ``CORRUPT_RECORD``.
+
+    It must run before ``withWatermark``: a bad row's time is NULL there, so it never moves the watermark.
+    Reasons (checked in this order): ``not_json`` (Spark read nothing from the line), ``bad_event_time``
+    (the line was read but its event time was not), ``wrong_type`` (a value did not fit the schema),
+    ``future_event_time`` (the event time is more than ``max_future_skew_us`` ahead of the micro-batch's
+    processing time, ``current_timestamp()``, which Spark fixes per micro-batch and keeps on a re-run).
+    """
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    data = [c for c in df.columns if c != CORRUPT_RECORD]
+    time = F.col(quote(time_column)) if time_column is not None else None
+    reason = None
+    if CORRUPT_RECORD in df.columns:
+        unread = F.col(CORRUPT_RECORD).isNotNull()
+        nothing_read = reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in data]) if data else F.lit(True)
+        reason = F.when(unread & nothing_read, F.lit(BAD_NOT_JSON))
+        if time is not None:
+            reason = reason.when(unread & time.isNull(), F.lit(BAD_EVENT_TIME))
+        reason = reason.when(unread, F.lit(BAD_WRONG_TYPE))
+    if max_future_skew_us is not None and time is not None:
+        ahead = F.unix_micros(time) > F.unix_micros(F.current_timestamp()) + F.lit(max_future_skew_us)
+        reason = F.when(ahead, F.lit(BAD_FUTURE_TIME)) if reason is None else reason.when(ahead, F.lit(BAD_FUTURE_TIME))
+    reason = (reason if reason is not None else F.lit(None)).cast("string")
+    # What the rejected row was: the line Spark could not read, else the row as read (its event time too).
+    as_read = F.when(reason.isNotNull(), F.to_json(F.struct(*[F.col(quote(c)) for c in data])))
+    raw = F.coalesce(F.col(CORRUPT_RECORD), as_read) if CORRUPT_RECORD in df.columns else as_read
+    df = df.select(*[F.col(quote(c)) for c in data], reason.alias(_REJECT), raw.alias(_RAW))
+    if time is None:
+        return df
+    return df.withColumn(time_column, F.when(F.col(_REJECT).isNull(), time))
+
+
 def match_stream(
     plan,
     df: "DataFrame",
@@ -293,6 +368,8 @@ def match_stream(
     late: str = "output",
     max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS,
     metrics_name: str | None = "cep",
+    dedup_key: str | list[str] | None = None,
+    max_future_skew: Any = None,
 ) -> "DataFrame":
     """The matches of ``plan`` over the streaming DataFrame ``df``, as a streaming DataFrame (append mode).
 
@@ -307,6 +384,12 @@ def match_stream(
     ``metrics_name``: the name of the per-micro-batch metrics in ``StreamingQueryProgress.observedMetrics``
     (None: no metrics).
     ``query_text``: the statement's text, hashed into ``match_id`` (default: a rendering of the plan).
+    ``dedup_key``: column(s); a row whose key equals that of an earlier row of the same partition key,
+    within the watermark delay, is dropped and counted (``duplicates_dropped``). Default: none dropped.
+    ``max_future_skew``: a row whose event time is further than this ahead of the micro-batch's
+    processing time is rejected (``future_event_time``) before it can move the watermark. Default None: off.
+    Bad rows (a ``_corrupt_record`` column in ``df``, NULL or far-future event times) come out like late
+    rows, with their reason, and are counted in the metrics (``bad_rows``, and per reason).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -329,7 +412,9 @@ def match_stream(
         raise ValueError("session_timeout must be positive")
 
     df = prepare_input(df)
-    input_columns = tuple(df.columns)
+    input_columns = tuple(c for c in df.columns if c != CORRUPT_RECORD)
+    skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
+    marked = CORRUPT_RECORD in df.columns or skew_us is not None
     partition = resolve_columns(list(plan.partition_columns or []), list(input_columns))
     input_types = {field.name: spark_to_sql(field.dataType) for field in df.schema.fields}
     output_columns = list(plan.output_types(input_types))
@@ -343,10 +428,15 @@ def match_stream(
 
     proctime = bool(getattr(plan, "proctime", False))
     # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
-    probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us, max_pending_rows=max_pending_rows)
+    probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us, max_pending_rows=max_pending_rows,
+                        dedup_key=dedup_key)
     time_column = probe.time_column
-    if proctime and (session_us is not None or watermark is not None):
-        raise CepSemanticError("watermark and session_timeout need event time; ORDER BY PROCTIME() has none", code="E0283")
+    if proctime and (session_us is not None or watermark is not None or skew_us is not None):
+        raise CepSemanticError("watermark, session_timeout and max_future_skew need event time; ORDER BY PROCTIME() has none",
+                               code="E0283")
+    if proctime and marked:
+        df = mark_bad_rows(df, None)
+    delay_ms = 0
 
     if not proctime:
         from pyspark.sql import types as T
@@ -366,6 +456,14 @@ def match_stream(
                 f"declare it with withWatermark({time_column!r}, ...) or not at all",
                 code="E0283",
             )
+        if declared and skew_us is not None:
+            raise CepSemanticError(
+                f"max_future_skew must act before the watermark, but the DataFrame already declares one on {time_column!r}; "
+                "pass the delay as watermark=... instead of calling withWatermark",
+                code="E0283",
+            )
+        if marked and declared:  # unreadable lines: rejected, though their times already reached the watermark
+            df = mark_bad_rows(df, time_column)
         if declared:
             delay_ms = int(field.metadata[_WATERMARK_KEY])
             if watermark is not None and parse_duration(watermark, what="watermark") != delay_ms * 1000:
@@ -377,6 +475,8 @@ def match_stream(
         else:
             delay_us = parse_duration(watermark if watermark is not None else DEFAULT_WATERMARK, what="watermark")
             delay_ms = delay_us // 1000
+            if marked:  # before the watermark: a bad row's time is NULL and cannot move it
+                df = mark_bad_rows(df, time_column, max_future_skew_us=skew_us)
             df = df.withWatermark(time_column, f"{delay_ms} milliseconds")
         # Move the watermark marker to an all-NULL column (see the module docstring) and carry time as µs.
         df = df.select(
@@ -386,6 +486,7 @@ def match_stream(
             ],
             F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(_NULL_TIME)).alias(_EVENT_US),
             F.lit(None).cast("timestamp").alias(_MARKER, metadata={_WATERMARK_KEY: delay_ms}),
+            *([F.col(_REJECT), F.col(_RAW)] if marked else []),
         )
 
     if partition:
@@ -402,6 +503,9 @@ def match_stream(
         max_pending_rows=max_pending_rows,
         output_columns=output_columns,
         late_rows=late == "output",
+        dedup_key=probe.dedup_columns,
+        dedup_horizon_us=delay_ms * 1000,
+        marked=marked,
     )
 
     def cep_match_stream(key, frames, state):

@@ -560,7 +560,8 @@ def test_spark_timers_sessions_late_rows_and_metrics(spark, few_partitions, tmp_
     assert payloads == ["", "2024-01-01T00:00:02", "2024-01-01T00:00:05", "2024-01-01T00:01:30"]
     assert len(result["match_id"].dropna()) == 1
     sums = metric_sums(progress)
-    assert sums["events_in"] == 11 and sums["late_rows"] == 4 and sums["matches_out"] == 1
+    assert sums["events_in"] == 11 and sums["late_rows"] == 3 and sums["matches_out"] == 1
+    assert sums["bad_rows"] == sums["null_event_time"] == 1  # no event time: bad, not late
     assert sums["timers_fired"] >= 1 and sums["sessions_closed"] >= 1 and sums["released_rows"] == 6
 
 

@@ -1,0 +1,241 @@
+"""Bad events, duplicates and clock skew in streaming (issue #9, streaming half).
+
+* In-process (``LocalStream``, many hypothesis examples): ``dedup_key`` drops repeats within a key and
+  the watermark delay; streaming with dedup equals ``q.run(..., dedup_key=...)``; remembered keys are
+  forgotten once the watermark passes them, so the state does not grow.
+* On Spark (``@pytest.mark.spark``): a file source of JSON lines, one file per micro-batch,
+  ``trigger(availableNow=True)``; lines that are not JSON, values of the wrong type, unparseable, NULL
+  and far-future event times, extra columns and repeated events, mixed with good rows. The matches must
+  equal the batch replay of the good, unique rows; every bad row comes out with its reason and text,
+  and is counted in the metrics. ``cep stream --once`` writes them to the dead-letter directory and
+  shows the counts in its summary and in ``cep status``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cep
+from matcher.validate import REASONS
+from spark_bridge.keyed import BAD_REASONS, STAT_NAMES, KeyedStream, LocalStream, canonical_order
+from tests.test_streaming import few_partitions  # noqa: F401 - a fixture: one shuffle partition
+from tests.test_streaming import metric_sums
+
+REPO = Path(__file__).resolve().parent.parent
+T0 = dt.datetime(2024, 1, 1)
+VSHAPE = (REPO / "patterns" / "v_shape.sql").read_text(encoding="utf-8")
+COLUMNS = ("id", "symbol", "ts", "price")
+SENTINEL = "ZZZ"
+# Every test's events of a key form one session (gaps are far shorter); the sentinel, far ahead, closes
+# it, so the stream emits trailing matches as a batch run does at the end of its input.
+SESSION_US = 60_000_000
+
+
+def tick(i: int, symbol: str, seconds: float, price: float) -> dict:
+    return {"id": f"{symbol}-{i}", "symbol": symbol, "ts": T0 + dt.timedelta(seconds=seconds), "price": price}
+
+
+def random_ticks(rnd: random.Random, symbols: int, per_symbol: int) -> list[dict]:
+    rows = []
+    for s in range(symbols):
+        symbol = chr(ord("A") + s)
+        for i in range(per_symbol):
+            rows.append(tick(i, symbol, i + rnd.choice([0, 0.25, 0.5]), float(rnd.randint(1, 6))))
+    return sorted(rows, key=lambda r: r["ts"])
+
+
+def normalize(rows) -> list[tuple]:
+    """Output rows (tuples, or the dicts ``q.run`` gives) in a comparable order."""
+    return sorted(tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in rows)
+
+
+# -------------------------------------------------------------------------------- dedup, in-process
+
+
+def run_local(query, batches: list[list[dict]], *, delay_ms: int, dedup_key="id"):
+    engine = KeyedStream(query.plan, COLUMNS, query_text=query.text, dedup_key=dedup_key, dedup_horizon_us=delay_ms * 1000,
+                         session_timeout_us=SESSION_US)
+    stream = LocalStream(engine, delay_ms=delay_ms)
+    out, late = [], []
+    for batch in batches + [[]]:
+        rows, _, rejected = stream.run_batch(batch)
+        out += rows
+        late += rejected
+    return out, late, stream
+
+
+def test_dedup_drops_repeats_within_a_key_and_counts_them():
+    query = cep.compile(VSHAPE)
+    rows = [tick(0, "A", 1, 5.0), tick(1, "A", 2, 3.0), tick(2, "A", 3, 4.0)]
+    twin_in_b = {**rows[1], "symbol": "B"}  # the same id under another partition key: not a duplicate
+    batches = [[rows[0], rows[1], dict(rows[1])], [dict(rows[0]), rows[2], twin_in_b], [tick(9, SENTINEL, 100, 1.0)]]
+    out, late, stream = run_local(query, batches, delay_ms=5_000)
+    assert normalize(out) == normalize(query.run(rows))
+    assert late == []
+    assert stream.stats["duplicates_dropped"] == 2
+    # Without a dedup key the repeats are rows of their own, as in SQL: here they break the V.
+    plain = LocalStream(KeyedStream(query.plan, COLUMNS, query_text=query.text, session_timeout_us=SESSION_US), delay_ms=5_000)
+    plain_out = [r for b in batches + [[]] for r in plain.run_batch(b)[0]]
+    assert normalize(plain_out) == normalize(query.run([r for b in batches for r in b if r["symbol"] == "A"]))
+    assert plain.stats["duplicates_dropped"] == 0
+
+
+def test_dedup_forgets_keys_once_the_watermark_passes_them():
+    query = cep.compile(VSHAPE)
+    engine = KeyedStream(query.plan, COLUMNS, query_text=query.text, dedup_key="id", dedup_horizon_us=5_000_000)
+    stream = LocalStream(engine, delay_ms=5_000)
+    stream.run_batch([tick(i, "A", i, 1.0) for i in range(50)])
+    remembered = lambda: len(__import__("spark_bridge.state_codec", fromlist=["decode"]).decode(stream.states[("A",)]).get("seen", {}) and  # noqa: E731
+                             __import__("spark_bridge.state_codec", fromlist=["decode"]).decode(stream.states[("A",)])["seen"]["keys"])
+    assert remembered() == 50
+    stream.run_batch([tick(100, "A", 1000, 1.0)])  # the watermark moves to 44 s: ids at or after 39 s stay
+    stream.run_batch([])  # watermark 995 s: every earlier id is forgotten, only the newest one stays
+    assert remembered() == 1
+    # A repeat that arrives after its key was forgotten is behind the watermark: late, never matched twice.
+    _, _, late = stream.run_batch([tick(3, "A", 3, 1.0)])
+    assert [reason for reason, _ in late] == ["behind_watermark"]
+    assert stream.stats["duplicates_dropped"] == 0
+
+
+def test_dedup_key_is_checked():
+    query = cep.compile(VSHAPE)
+    with pytest.raises(cep.CepSemanticError, match="unknown column 'nope'"):
+        KeyedStream(query.plan, COLUMNS, query_text="", dedup_key="nope")
+    engine = KeyedStream(query.plan, COLUMNS, query_text="", dedup_key=["ID", "price"])  # case-insensitive, several columns
+    assert engine.dedup_columns == ("id", "price")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), delay_s=st.sampled_from([2, 5, 30]), copies=st.integers(0, 12))
+def test_streaming_with_dedup_equals_batch_with_dedup(seed, delay_s, copies):
+    """Repeats that arrive within the watermark delay are dropped exactly as the batch ``dedup_key`` does."""
+    rnd = random.Random(seed)
+    query = cep.compile(VSHAPE)
+    events = random_ticks(rnd, symbols=2, per_symbol=rnd.randint(3, 15))
+    arrivals = list(events)
+    for _ in range(copies):  # a copy of an event, delivered again a little later (never past the delay)
+        original = rnd.randrange(len(events))
+        later = min(len(arrivals), arrivals.index(events[original]) + rnd.randint(1, 4))
+        arrivals.insert(later, dict(events[original]))
+    # Micro-batches of arrival order; times within a batch may be out of order by less than the delay.
+    cuts = sorted(rnd.sample(range(1, len(arrivals)), min(3, len(arrivals) - 1)))
+    batches = [arrivals[a:b] for a, b in zip([0] + cuts, cuts + [len(arrivals)])]
+    late_free = all(
+        max(r["ts"] for b in batches[:n] for r in b) - dt.timedelta(seconds=delay_s) < min(r["ts"] for r in batches[n])
+        for n in range(1, len(batches))
+    )
+    batches.append([tick(0, SENTINEL, 10_000, 1.0)])
+    out, late, stream = run_local(query, batches, delay_ms=delay_s * 1000)
+    got = normalize(r for r in out if r[0] != SENTINEL)
+    expected = query.run(canonical_order(arrivals, query.plan, COLUMNS), dedup_key="id")
+    if late_free:
+        assert late == []
+        assert got == normalize(expected)
+        assert stream.stats["duplicates_dropped"] == len(arrivals) - len(events)
+    assert stream.stats["duplicates_dropped"] + len(late) >= len(arrivals) - len(events)
+
+
+def test_bad_reasons_have_batch_codes_and_stats():
+    assert set(BAD_REASONS) <= set(REASONS)
+    assert REASONS["not_json"] == "E0445" and REASONS["future_event_time"] == "E0446"
+    assert {"bad_rows", "duplicates_dropped", *BAD_REASONS} <= set(STAT_NAMES)
+
+
+# ------------------------------------------------------------------------------------------ on Spark
+
+
+def write_lines(directory: Path, batches: list[list[str]]) -> None:
+    """One JSON-lines file per micro-batch, in order (increasing modification times)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, lines in enumerate(batches):
+        path = directory / f"batch-{index:04d}.json"
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        stamp = 1_700_000_000 + 10 * index
+        os.utime(path, (stamp, stamp))
+
+
+def as_line(row: dict) -> str:
+    return json.dumps({**row, "ts": row["ts"].isoformat() if isinstance(row["ts"], dt.datetime) else row["ts"]})
+
+
+# Bad lines, each with the reason it must come out with.
+BAD_LINES = [
+    ("this is not json", "not_json"),
+    ('{"id": "t1", "symbol": "A", "ts": "2024-01-01T00:', "not_json"),
+    ('{"id": "w1", "symbol": "A", "ts": "2024-01-01T00:00:03", "price": "abc"}', "wrong_type"),
+    ('{"id": "b1", "symbol": "B", "ts": "yesterday", "price": 3.0}', "bad_event_time"),
+    ('{"id": "n1", "symbol": "B", "ts": null, "price": 3.0}', "null_event_time"),
+    ('{"id": "f1", "symbol": "A", "ts": "2090-01-01T00:00:00", "price": 1.0}', "future_event_time"),
+]
+
+
+def spark_schema(with_corrupt: bool = True):
+    from pyspark.sql import types as T
+
+    fields = [T.StructField("id", T.StringType()), T.StructField("symbol", T.StringType()),
+              T.StructField("ts", T.TimestampType()), T.StructField("price", T.DoubleType())]
+    if with_corrupt:
+        fields.append(T.StructField("_corrupt_record", T.StringType()))
+    return T.StructType(fields)
+
+
+def hostile_batches(rnd: random.Random, events: list[dict], *, batches: int = 3, repeats: int = 4):
+    """``events`` cut into micro-batches in time order, with BAD_LINES, an extra column and repeated
+    events (each repeat within its own micro-batch: within the delay) mixed in; then a sentinel."""
+    size = -(-len(events) // batches)
+    lines: list[list[str]] = [[as_line(r) for r in events[i:i + size]] for i in range(0, len(events), size)]
+    lines[0][0] = as_line({**events[0], "extra": 42})  # an extra column: ignored
+    for _ in range(repeats):
+        chunk = rnd.randrange(len(lines))
+        lines[chunk].insert(rnd.randint(0, len(lines[chunk])), rnd.choice(lines[chunk]))
+    for line, _ in BAD_LINES:
+        chunk = rnd.randrange(len(lines))
+        lines[chunk].insert(rnd.randint(0, len(lines[chunk])), line)
+    lines.append([as_line(tick(0, SENTINEL, 10_000, 1.0))])
+    return lines
+
+
+@pytest.mark.spark
+def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(spark, few_partitions, tmp_path):
+    rnd = random.Random(7)
+    query = cep.compile(VSHAPE)
+    events = random_ticks(rnd, symbols=2, per_symbol=20)
+    batches = hostile_batches(rnd, events, repeats=4)
+    write_lines(tmp_path / "in", batches)
+    df = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+    out = query.on_spark(df, watermark="5 seconds", session_timeout="60 seconds", max_future_skew="1 day", dedup_key="id")
+    assert "_corrupt_record" not in out.columns
+    stream = (out.writeStream.format("memory").queryName("bad_events").option("checkpointLocation", str(tmp_path / "ck"))
+              .trigger(availableNow=True).start())
+    stream.awaitTermination()
+    result = spark.sql("SELECT * FROM bad_events").toPandas()
+
+    names = list(query.output_columns(COLUMNS))
+    matches = result[result["cep_late_reason"].isna()]
+    got = normalize(r for r in matches[names].itertuples(index=False, name=None) if r[0] != SENTINEL)
+    assert got == normalize(query.run(events))
+    rejected = result[result["cep_late_reason"].notna()]
+    assert sorted(zip(rejected["cep_late_reason"], map(_payload_key, rejected["cep_late_row"]))) == sorted(
+        (reason, _payload_key(line)) for line, reason in BAD_LINES)
+    sums = metric_sums(stream.recentProgress)
+    assert sums["bad_rows"] == len(BAD_LINES) and sums["late_rows"] == 0 and sums["duplicates_dropped"] == 4
+    assert {r: sums[r] for r in BAD_REASONS} == Counter(reason for _, reason in BAD_LINES)
+
+
+def _payload_key(text: str) -> str:
+    """A rejected row's payload: the line Spark could not read, as it was; a row Spark read, as the JSON
+    of its columns (the event time as read, also when it was rejected for being in the future)."""
+    try:
+        row = json.loads(text)
+    except ValueError:
+        return text
+    return f"{row.get('id')}|{row.get('symbol')}|{str(row.get('ts'))[:19]}|{row.get('price')}"
