@@ -1,0 +1,86 @@
+"""A streaming cep driver that SIGKILLs itself at a chosen point of a micro-batch (used by test_crash_points.py).
+
+    CEP_TEST_KILL_AT=POINT:BATCH python tests/crash_driver.py INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR QUERY_TEXT
+
+The query's output goes through ``foreachBatch`` to one Parquet file per micro-batch,
+``OUTPUT_DIR/batch-<id>.parquet``, written to a hidden temporary name and renamed: a micro-batch
+delivered again after a crash replaces its own file, so the sink is idempotent by batch id, as
+Spark's exactly-once contract for ``foreachBatch`` asks. ``POINT`` is where, in micro-batch ``BATCH``,
+the driver kills its own process group (the Python driver and its JVM, as a crash does):
+
+* ``after_state``: the stateful operator has run and committed its state (``state/0/<p>/<id+1>.delta``),
+  the sink has written nothing, Spark has not committed the batch (no ``commits/<id>``);
+* ``after_sink``: the sink has written the batch's file, Spark has not committed the batch;
+* ``after_commit``: Spark has committed the batch (``commits/<id>``) and logged the next one's
+  offsets; nothing of the next batch has run.
+
+The hook lives here, in the test's own driver, not in spark_bridge.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+KILL_POINTS = ("after_state", "after_sink", "after_commit")
+WATERMARK, SESSION_TIMEOUT = "20 seconds", "60 seconds"
+
+
+def _kill_plan() -> tuple[str | None, int]:
+    spec = os.environ.get("CEP_TEST_KILL_AT", "")
+    if not spec:
+        return None, -1
+    point, batch = spec.split(":")
+    if point not in KILL_POINTS:
+        raise ValueError(f"CEP_TEST_KILL_AT: unknown point {point!r} (one of {', '.join(KILL_POINTS)})")
+    return point, int(batch)
+
+
+def batch_path(output: str, batch_id: int) -> str:
+    return os.path.join(output, f"batch-{batch_id:05d}.parquet")
+
+
+def make_writer(output: str):
+    """The ``foreachBatch`` function: one file per micro-batch, killing the driver where the plan says."""
+    point, kill_batch = _kill_plan()
+
+    def die_at(here: str, batch_id: int) -> None:
+        if here == point and batch_id == kill_batch:
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    def write(batch_df, batch_id: int) -> None:
+        die_at("after_commit", batch_id - 1)  # the previous batch is committed; this one has not started
+        frame = batch_df.toPandas()  # runs the stateful operator, which commits its state store
+        die_at("after_state", batch_id)
+        os.makedirs(output, exist_ok=True)
+        tmp = os.path.join(output, f".batch-{batch_id:05d}.parquet.tmp")
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, batch_path(output, batch_id))
+        die_at("after_sink", batch_id)
+
+    return write
+
+
+def start_query(spark, source: str, output: str, checkpoint: str, text: str, *, available_now: bool):
+    import cep
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
+                           T.StructField("price", T.DoubleType())])
+    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(source)
+    out = cep.compile(text).on_spark(df, watermark=WATERMARK, session_timeout=SESSION_TIMEOUT)
+    writer = out.writeStream.foreachBatch(make_writer(output)).option("checkpointLocation", checkpoint)
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="0 seconds")
+    return writer.start()
+
+
+def main(source: str, output: str, checkpoint: str, text: str) -> None:
+    from spark_bridge.session import get_spark
+
+    spark = get_spark("local[2]", shuffle_partitions=2)
+    start_query(spark, source, output, checkpoint, text, available_now=False).awaitTermination()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])

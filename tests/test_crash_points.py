@@ -1,0 +1,221 @@
+"""Crashes at every step of a micro-batch, and sinks that fail: nothing lost, nothing twice.
+
+* SIGKILL of the whole driver (Python and its JVM) at three points of a micro-batch: right after the
+  stateful operator committed its state, right after the sink wrote, right after Spark committed the
+  batch (``tests/crash_driver.py`` kills itself there; the test then checks the checkpoint shows that
+  very point). The stream is restarted from its checkpoint in this process; the union of everything
+  the sink holds must equal the batch replay (``Query.run``) with no duplicate match id. The kill
+  during a micro-batch at an arbitrary moment is ``test_streaming.py::test_spark_sigkill_mid_stream_then_restart``.
+* A locked database under an alert stream: the delivery stops with an error naming the sink, the
+  matching does not; after the restart every alert is in the table once.
+* A full disk under Spark's file sink (a small tmpfs, filled up; needs root or a user namespace to
+  mount, skipped otherwise): the query stops with the disk's error, and once space is back the restart
+  writes everything once; what a reader sees goes through ``_spark_metadata``.
+
+Each SIGKILL case starts a second Spark driver (a JVM, 20-40 s here); the file stays near two minutes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import cep
+from spark_bridge.alerting import AlertStream
+from spark_bridge.sinks import RetryPolicy, SQLiteSink
+from tests import crash_driver
+from tests.test_alerting import HIGH, SPAN, SENTINEL as ALERT_SENTINEL, ev, price_walk, replay, streamed, write_batch, write_rule
+from tests.test_alerting import _schema as alert_schema
+from tests.test_alerting import two_partitions  # noqa: F401 - a fixture
+from tests.test_streaming import (
+    QUERIES,
+    REPO,
+    _spark_schema,
+    expected_output,
+    make_batches,
+    make_events,
+    matches_of,
+    normalize,
+    sentinel,
+    without_sentinel,
+    write_batches,
+)
+
+KILL_BATCH = 3
+DRIVER_DEADLINE_S = 240  # a JVM start plus four micro-batches; generous for a loaded 2-core machine
+
+
+def _exists(directory: Path, pattern: str) -> bool:
+    return any(directory.glob(pattern)) if directory.exists() else False
+
+
+def _where_it_stopped(checkpoint: Path, output: Path, batch: int) -> dict[str, bool]:
+    """What the checkpoint and the sink hold for ``batch`` after the kill."""
+    return {
+        "offsets": (checkpoint / "offsets" / str(batch)).exists(),
+        "state": _exists(checkpoint / "state", f"0/*/{batch + 1}.delta"),  # version = batch id + 1
+        "sink": Path(crash_driver.batch_path(str(output), batch)).exists(),
+        "commit": (checkpoint / "commits" / str(batch)).exists(),
+        "next_offsets": (checkpoint / "offsets" / str(batch + 1)).exists(),
+        "next_sink": Path(crash_driver.batch_path(str(output), batch + 1)).exists(),
+    }
+
+
+EXPECTED_STOP = {  # what must (True) and must not (False) exist after the kill, per point
+    "after_state": {"offsets": True, "state": True, "sink": False, "commit": False},
+    "after_sink": {"offsets": True, "state": True, "sink": True, "commit": False},
+    "after_commit": {"commit": True, "next_offsets": True, "next_sink": False},
+}
+
+
+def read_sink(output: Path) -> pd.DataFrame:
+    frames = [pd.read_parquet(p) for p in sorted(output.glob("batch-*.parquet"))]
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("point", crash_driver.KILL_POINTS)
+def test_sigkill_at_a_point_of_a_micro_batch_then_restart(spark, tmp_path, point):
+    query = cep.compile(QUERIES["vshape"])
+    rnd = random.Random(41)
+    events = make_events(rnd, symbols=3, per_symbol=30)
+    batches = make_batches(events, rnd, 20, 8) + [[sentinel(events, 60, 20)]]
+    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    write_batches(source, batches)
+    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(tmp_path / "driver-spark.log"),
+               CEP_TEST_KILL_AT=f"{point}:{KILL_BATCH}")
+    log_path = tmp_path / "driver.log"
+    with log_path.open("w") as log:
+        driver = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "crash_driver.py"), str(source), str(output), str(checkpoint), query.text],
+            env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            driver.wait(timeout=DRIVER_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+            pytest.fail(f"the driver did not reach {point} of batch {KILL_BATCH}:\n" + log_path.read_text()[-3000:])
+    assert driver.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
+    stopped = _where_it_stopped(checkpoint, output, KILL_BATCH)
+    assert {k: stopped[k] for k in EXPECTED_STOP[point]} == EXPECTED_STOP[point], stopped
+
+    stream = crash_driver.start_query(spark, str(source), str(output), str(checkpoint), query.text, available_now=True)
+    stream.awaitTermination()
+    result = read_sink(output)
+    matched = result[result["cep_late_reason"].isna()]
+    assert matched["match_id"].is_unique
+    assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
+
+
+# --------------------------------------------------------------------------------- a locked database
+
+
+@pytest.mark.spark
+def test_locked_database_stops_the_delivery_naming_the_sink_then_the_restart_delivers_once(spark, two_partitions, tmp_path):
+    rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
+    write_rule(rules, "prices.sql", HIGH)
+    write_rule(rules, "span.sql", SPAN)
+    batches = [
+        [ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)] + price_walk(["c", "d"], 0, 30, 3, seed=3),
+        [ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15), ev("s", 95, 25)] + price_walk(["c", "d"], 40, 80, 3, seed=4),
+        [ev(ALERT_SENTINEL, 10_000, 0)],
+    ]
+    for index, rows in enumerate(batches):
+        write_batch(source, index, rows)
+    database = tmp_path / "alerts.db"
+    SQLiteSink(str(database)).deliver([], batch_id=-1)  # the table exists, empty
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another program holds the database for as long as this test likes
+
+    def stream() -> AlertStream:
+        df = spark.readStream.schema(alert_schema()).option("maxFilesPerTrigger", 1).json(str(source))
+        sink = SQLiteSink(str(database), timeout=0.05, retry=RetryPolicy(max_attempts=3, backoff=0.05, budget=1.0))
+        return AlertStream(spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), output_format="json",
+                           sinks=[sink], watermark="5 seconds")
+
+    first = stream()
+    with pytest.raises(Exception) as raised:
+        first.run_available_now()
+    assert f"sqlite {database}: error[E0470]: OperationalError: database is locked" in str(raised.value)
+    errors = first.status["sinks"][f"sqlite {database}"]["errors"]  # what `cep status` shows once written
+    assert "database is locked" in errors[-1]["error"]
+    matched = first.alerts().toPandas()  # the matching went on: every alert is in the file sink
+    events = [e for b in batches for e in b]
+    assert streamed(matched, "span") == replay(SPAN, events) and len(matched) > 3
+    assert holder.execute("SELECT COUNT(*) FROM alerts").fetchone()[0] == 0  # only the lock's holder can read
+
+    holder.rollback()  # the lock is gone; the same command started again
+    stream().run_available_now()
+    with sqlite3.connect(database) as db:
+        rows = [r[0] for r in db.execute("SELECT match_id FROM alerts")]
+    assert sorted(rows) == sorted(matched[~matched["suppressed"]]["match_id"])  # each unsuppressed alert once
+
+
+# ------------------------------------------------------------------------------------------ a full disk
+
+
+def _mount_tmpfs(path: Path, size: str) -> str | None:
+    """Mount a tmpfs of ``size`` at ``path``; None when done, else why it could not be."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "mounting a small tmpfs needs root"
+    path.mkdir(parents=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
+    return None if done.returncode == 0 else f"mount -t tmpfs failed: {done.stderr.strip()}"
+
+
+def _fill(disk: Path) -> Path:
+    """Write zeros until the file system is full; returns the ballast file."""
+    ballast = disk / "ballast"
+    with ballast.open("wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    return ballast
+
+
+@pytest.mark.spark
+def test_full_disk_stops_the_file_sink_then_the_restart_writes_everything_once(spark, tmp_path):
+    disk = tmp_path / "disk"
+    reason = _mount_tmpfs(disk, "4m")
+    if reason:
+        pytest.skip(reason)
+    try:
+        query = cep.compile(QUERIES["vshape"])
+        rnd = random.Random(43)
+        events = make_events(rnd, symbols=3, per_symbol=30)
+        batches = make_batches(events, rnd, 20, 3) + [[sentinel(events, 60, 20)]]
+        source, output, checkpoint = tmp_path / "in", disk / "out", tmp_path / "ck"
+        write_batches(source, batches)
+        ballast = _fill(disk)
+
+        def run():
+            df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(source))
+            out = query.on_spark(df, watermark="20 seconds", session_timeout="60 seconds")
+            return (out.writeStream.format("parquet").option("path", str(output)).option("checkpointLocation", str(checkpoint))
+                    .trigger(availableNow=True).start())
+
+        stream = run()
+        with pytest.raises(Exception, match="No space left on device"):
+            stream.awaitTermination()
+        assert not (checkpoint / "commits" / "0").exists()  # nothing counted as written
+        ballast.unlink()  # space is back
+        run().awaitTermination()
+        result = spark.read.parquet(str(output)).toPandas()  # through _spark_metadata: committed files only
+        assert result[result["cep_late_reason"].isna()]["match_id"].is_unique
+        assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
+    finally:
+        if subprocess.run(["umount", str(disk)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
