@@ -313,75 +313,77 @@ _BINARY = {
 def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable]):
     """Compile the operators that mean the same everywhere; ``leaf`` handles context-specific nodes.
 
-    Closures take ``*args`` so the same code serves ``f(env)`` and ``f(env, position)``.
+    Every closure takes ``(env, position=None)`` so the same code serves ``f(env)`` and
+    ``f(env, position)``; children are called with both arguments (a plain call: ``*args`` packing
+    doubled the cost of each call, and a DEFINE condition makes about ten).
     """
     special = leaf(expr)
     if special is not None:
         return special
     if isinstance(expr, ast.Literal):
         value = expr.value
-        return lambda *a: value
+        return lambda env, position=None: value
     if isinstance(expr, ast.IntervalLiteral):
         from matcher.timeutil import interval_to_timedelta
 
         value = interval_to_timedelta(expr)
-        return lambda *a: value
+        return lambda env, position=None: value
     if isinstance(expr, ast.Binary):
         left, right = recurse(expr.left), recurse(expr.right)
         if expr.op == "AND":
-            def conj(*a):
-                lv = left(*a)
+            def conj(env, position=None):
+                lv = left(env, position)
                 if lv is False:
                     return False
-                rv = right(*a)
+                rv = right(env, position)
                 if rv is False:
                     return False
                 return None if lv is None or rv is None else True
             return conj
         if expr.op == "OR":
-            def disj(*a):
-                lv = left(*a)
+            def disj(env, position=None):
+                lv = left(env, position)
                 if lv is True:
                     return True
-                rv = right(*a)
+                rv = right(env, position)
                 if rv is True:
                     return True
                 return None if lv is None or rv is None else False
             return disj
         if expr.op in _BINARY:
             op = _BINARY[expr.op]
-            return lambda *a: op(left(*a), right(*a))
+            return lambda env, position=None: op(left(env, position), right(env, position))
         return _comparison(expr.op, left, right)
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
         if expr.op == "NOT":
-            return lambda *a: V.logical_not(operand(*a))
+            return lambda env, position=None: V.logical_not(operand(env, position))
         if expr.op == "-":
-            return lambda *a: V.negate(operand(*a))
+            return lambda env, position=None: V.negate(operand(env, position))
         return operand
     if isinstance(expr, ast.IsNull):
         operand, negated = recurse(expr.operand), expr.negated
-        return lambda *a: (operand(*a) is None) != negated
+        return lambda env, position=None: (operand(env, position) is None) != negated
     if isinstance(expr, ast.Between):
         operand, low, high, negated = recurse(expr.operand), recurse(expr.low), recurse(expr.high), expr.negated
 
-        def between(*a):
-            value = operand(*a)
-            lower = V.compare(">=", value, low(*a))
-            upper = V.compare("<=", value, high(*a))
+        def between(env, position=None):
+            value = operand(env, position)
+            lower = V.compare(">=", value, low(env, position))
+            upper = V.compare("<=", value, high(env, position))
             result = False if lower is False or upper is False else (None if lower is None or upper is None else True)
             return V.logical_not(result) if negated else result
         return between
     if isinstance(expr, ast.InList):
         operand, items, negated = recurse(expr.operand), [recurse(i) for i in expr.items], expr.negated
 
-        def in_list(*a):
-            value = operand(*a)
+        def in_list(env, position=None):
+            value = operand(env, position)
             if value is None:
                 return None
             saw_null = False
             for item in items:
-                result = V.compare("=", value, item(*a))
+                result = V.compare("=", value, item(env, position))
                 if result:
                     return not negated
                 saw_null = saw_null or result is None
@@ -389,23 +391,23 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
         return in_list
     if isinstance(expr, ast.Like):
         operand, pattern = recurse(expr.operand), recurse(expr.pattern)
-        escape = recurse(expr.escape) if expr.escape is not None else (lambda *a: None)
+        escape = recurse(expr.escape) if expr.escape is not None else (lambda env, position=None: None)
         negated = expr.negated
-        return lambda *a: (lambda r: V.logical_not(r) if negated else r)(V.like(operand(*a), pattern(*a), escape(*a)))
+        return lambda env, position=None: (lambda r: V.logical_not(r) if negated else r)(V.like(operand(env, position), pattern(env, position), escape(env, position)))
     if isinstance(expr, ast.Case):
         return _compile_case(expr, recurse)
     if isinstance(expr, ast.Cast):
         operand, type_name, params = recurse(expr.operand), expr.type.name, expr.type.params
-        return lambda *a: V.cast(operand(*a), type_name, params)
+        return lambda env, position=None: V.cast(operand(env, position), type_name, params)
     if isinstance(expr, ast.ArrayLiteral):
         items = [recurse(i) for i in expr.items]
-        return lambda *a: [item(*a) for item in items]
+        return lambda env, position=None: [item(env, position) for item in items]
     if isinstance(expr, ast.FunctionCall):
         function = V.SCALAR_FUNCTIONS.get(expr.name)
         if function is None:
             raise CepSemanticError(f"unknown function {expr.name}()", code="E0230", span=expr.span)
         args = [recurse(arg) for arg in expr.args]
-        return lambda *a: function(*(arg(*a) for arg in args))
+        return lambda env, position=None: function(*(arg(env, position) for arg in args))
     raise CepSemanticError(f"{type(expr).__name__} is not allowed here", code="E0231", span=getattr(expr, "span", None))
 
 
@@ -421,11 +423,11 @@ def _comparison(op: str, left, right):
     function = _COMPARE[op]
     direct = (int, float, str)  # types Python compares exactly as SQL does, with no conversion
 
-    def compare(*a):
-        lv = left(*a)
+    def compare(env, position=None):
+        lv = left(env, position)
         if lv is None:
             return None
-        rv = right(*a)
+        rv = right(env, position)
         if rv is None:
             return None
         if type(lv) in direct and type(rv) in direct and (type(lv) is str) == (type(rv) is str):
@@ -437,17 +439,17 @@ def _comparison(op: str, left, right):
 def _compile_case(expr: ast.Case, recurse):
     operand = recurse(expr.operand) if expr.operand is not None else None
     whens = [(recurse(w.condition), recurse(w.result)) for w in expr.whens]
-    default = recurse(expr.default) if expr.default is not None else (lambda *a: None)
+    default = recurse(expr.default) if expr.default is not None else (lambda env, position=None: None)
 
-    def case(*a):
-        subject = operand(*a) if operand is not None else None
+    def case(env, position=None):
+        subject = operand(env, position) if operand is not None else None
         for condition, result in whens:
-            test = condition(*a)
+            test = condition(env, position)
             if operand is not None:
                 test = V.compare("=", subject, test)
             if test:
-                return result(*a)
-        return default(*a)
+                return result(env, position)
+        return default(env, position)
     return case
 
 
@@ -490,20 +492,20 @@ class ExpressionCompiler:
         if isinstance(node, ast.ColumnRef):
             column = scope.column(node)
             if node.qualifier is None:
-                return lambda env: env.value(column, env.row)
+                return lambda env, position=None: env.value(column, env.row)
             labels = scope.labels_of(node.qualifier)
             if scope.is_current_row(labels):
-                return lambda env: env.value(column, env.row)
-            return lambda env: env.value(column, env.view.last_in(labels, 0, False))
+                return lambda env, position=None: env.value(column, env.row)
+            return lambda env, position=None: env.value(column, env.view.last_in(labels, 0, False))
         if isinstance(node, ast.Classifier):
             if node.variable is None:
-                return lambda env: _label_name(env, env.view.label_at(env.row), None)
+                return lambda env, position=None: _label_name(env, env.view.label_at(env.row), None)
             labels = scope.labels_of(node.variable)
-            return lambda env: _label_name(env, env.view.label_at(env.view.last_in(labels, 0, False)), None)
+            return lambda env, position=None: _label_name(env, env.view.label_at(env.view.last_in(labels, 0, False)), None)
         if isinstance(node, ast.MatchNumber):
-            return lambda env: env.match_number
+            return lambda env, position=None: env.match_number
         if isinstance(node, ast.MatchStatus):
-            return lambda env: env.match_status
+            return lambda env, position=None: env.match_status
         if isinstance(node, ast.Navigation):
             return self._navigation(node)
         if isinstance(node, ast.Aggregate):
@@ -523,8 +525,8 @@ class ExpressionCompiler:
             labels = referenced_labels(node.operand, self.scope)
             inner = self.at_row(node.operand)
             if node.kind == "LAST":
-                return lambda env: inner(env, env.view.last_in(labels, n, final))
-            return lambda env: inner(env, env.view.first_in(labels, n, final))
+                return lambda env, position=None: inner(env, env.view.last_in(labels, n, final))
+            return lambda env, position=None: inner(env, env.view.first_in(labels, n, final))
         # PREV/NEXT: find the row the operand would read, then move by n physical rows.
         n = constant_offset(node, 1)
         step = -n if node.kind == "PREV" else n
@@ -538,11 +540,11 @@ class ExpressionCompiler:
             labels = referenced_labels(operand, self.scope)
             inner = self.at_row(operand)
             if labels is None or self.scope.is_current_row(labels):
-                anchor = lambda env: env.row  # noqa: E731
+                anchor = lambda env, position=None: env.row  # noqa: E731
             else:
-                anchor = lambda env: env.view.last_in(labels, 0, False)  # noqa: E731
+                anchor = lambda env, position=None: env.view.last_in(labels, 0, False)  # noqa: E731
 
-        def physical(env):
+        def physical(env, position=None):
             position = anchor(env)
             return None if position is None else inner(env, position + step)
         return physical
@@ -552,8 +554,8 @@ class ExpressionCompiler:
         n = constant_offset(node, 0)
         labels = referenced_labels(node.operand, self.scope)
         if node.kind == "LAST":
-            return lambda env: env.view.last_in(labels, n, final)
-        return lambda env: env.view.first_in(labels, n, final)
+            return lambda env, position=None: env.view.last_in(labels, n, final)
+        return lambda env, position=None: env.view.first_in(labels, n, final)
 
     def _aggregate(self, node: ast.Aggregate) -> Closure:
         final = node.semantics == "FINAL"
@@ -565,7 +567,7 @@ class ExpressionCompiler:
             args = [ast.Star(node.span)]  # Trino's COUNT() is COUNT(*)
         if name == "COUNT" and len(args) == 1 and isinstance(args[0], ast.Star):
             labels = self.scope.labels_of(args[0].qualifier)
-            return self._running_count(node, labels) or (lambda env: len(env.view.positions_in(labels, final)))
+            return self._running_count(node, labels) or (lambda env, position=None: len(env.view.positions_in(labels, final)))
         if not args:
             raise CepSemanticError(f"{name}() needs an argument", code="E0233", span=node.span)
         # Trailing integer constants are parameters (the N of MIN(x, N)), not per-row arguments.
@@ -579,7 +581,7 @@ class ExpressionCompiler:
         per_row = [self.at_row(arg) for arg in args]
         fold = V.aggregate
 
-        def aggregate(env):
+        def aggregate(env, position=None):
             positions = env.view.positions_in(labels, final)
             columns = [[arg(env, p) for p in positions] for arg in per_row]
             return fold(name, columns, distinct, extra)
@@ -602,7 +604,7 @@ class ExpressionCompiler:
         labels, argument_at, step, result = aggregate.labels, aggregate.argument, aggregate.step, aggregate.result
         initial = aggregate.initial
 
-        def running(env):
+        def running(env, position=None):
             view = env.view
             chain = view.chain
             state = initial if chain is None else chain[2][slot]

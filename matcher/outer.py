@@ -73,7 +73,7 @@ def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQ
         def leaf(node):
             if isinstance(node, ast.ColumnRef):
                 position = resolve(node)
-                return lambda row: row[position]
+                return lambda row, _unused=None: row[position]  # compile_generic passes (row, None)
             if isinstance(node, (ast.Navigation, ast.Aggregate, ast.Classifier, ast.MatchNumber, ast.MatchStatus)):
                 raise CepSemanticError(
                     "pattern functions (navigation, aggregates, CLASSIFIER, MATCH_NUMBER) belong in MEASURES, "
