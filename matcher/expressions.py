@@ -350,10 +350,13 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
                     return True
                 return None if lv is None or rv is None else False
             return disj
+        if expr.op in _PLAIN_ARITHMETIC:
+            return _arithmetic(expr.op, left, right)
         if expr.op in _BINARY:
             op = _BINARY[expr.op]
             return lambda env, position=None: op(left(env, position), right(env, position))
-        return _comparison(expr.op, left, right)
+        constant = expr.right.value if isinstance(expr.right, ast.Literal) else None
+        return _comparison(expr.op, left, right, constant)
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
         if expr.op == "NOT":
@@ -414,14 +417,31 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
 _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
-def _comparison(op: str, left, right):
+# Types Python compares exactly as SQL does, with no conversion (bool is not among them: SQL does
+# not order booleans against numbers).
+_DIRECT = (int, float, str)
+
+
+def _comparison(op: str, left, right, constant=None):
     """A comparison closure: NULL if either side is NULL; Python's operator when the types allow it.
 
     This is the hottest closure of most DEFINE conditions, hence the direct operator call;
-    ``values.compare`` gives the error message when the types cannot be compared.
+    ``values.compare`` gives the error message when the types cannot be compared. A right side that is
+    a literal number or string (``constant``) is not called at all.
     """
     function = _COMPARE[op]
-    direct = (int, float, str)  # types Python compares exactly as SQL does, with no conversion
+    direct = _DIRECT
+    if type(constant) in direct:
+        rv, rv_is_str = constant, type(constant) is str
+
+        def compare_constant(env, position=None):
+            lv = left(env, position)
+            if lv is None:
+                return None
+            if type(lv) in direct and (type(lv) is str) == rv_is_str:
+                return function(lv, rv)
+            return V.compare(op, lv, rv)
+        return compare_constant
 
     def compare(env, position=None):
         lv = left(env, position)
@@ -434,6 +454,23 @@ def _comparison(op: str, left, right):
             return function(lv, rv)
         return V.compare(op, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
     return compare
+
+
+_PLAIN_ARITHMETIC = {"+": (operator.add, V.add), "-": (operator.sub, V.subtract), "*": (operator.mul, V.multiply)}
+_PLAIN_NUMBERS = (int, float)
+
+
+def _arithmetic(op: str, left, right):
+    """+, - or * : Python's operator on ints and floats (what ``values`` does for them), else ``values``."""
+    plain, general = _PLAIN_ARITHMETIC[op]
+    numbers = _PLAIN_NUMBERS
+
+    def arithmetic(env, position=None):
+        lv, rv = left(env, position), right(env, position)
+        if type(lv) in numbers and type(rv) in numbers:
+            return plain(lv, rv)
+        return general(lv, rv)
+    return arithmetic
 
 
 def _compile_case(expr: ast.Case, recurse):
@@ -491,12 +528,12 @@ class ExpressionCompiler:
         scope = self.scope
         if isinstance(node, ast.ColumnRef):
             column = scope.column(node)
-            if node.qualifier is None:
-                return lambda env, position=None: env.value(column, env.row)
             labels = scope.labels_of(node.qualifier)
-            if scope.is_current_row(labels):
+            if node.qualifier is None or scope.is_current_row(labels):
+                if scope.in_define:  # the row under test is always a buffered row: index it directly
+                    return lambda env, position=None: env.cols[column][env.row - env.base]
                 return lambda env, position=None: env.value(column, env.row)
-            return lambda env, position=None: env.value(column, env.view.last_in(labels, 0, False))
+            return _value_at_match_row(column, lambda view: view.last_in(labels, 0, False))
         if isinstance(node, ast.Classifier):
             if node.variable is None:
                 return lambda env, position=None: _label_name(env, env.view.label_at(env.row), None)
@@ -523,10 +560,15 @@ class ExpressionCompiler:
         if node.kind in ("FIRST", "LAST"):
             n = constant_offset(node, 0)
             labels = referenced_labels(node.operand, self.scope)
-            inner = self.at_row(node.operand)
             if node.kind == "LAST":
-                return lambda env, position=None: inner(env, env.view.last_in(labels, n, final))
-            return lambda env, position=None: inner(env, env.view.first_in(labels, n, final))
+                find = lambda view: view.last_in(labels, n, final)  # noqa: E731
+            else:
+                find = lambda view: view.first_in(labels, n, final)  # noqa: E731
+            if isinstance(node.operand, ast.ColumnRef):
+                self.at_row(node.operand)  # validates the reference
+                return _value_at_match_row(self.scope.column(node.operand), find)
+            inner = self.at_row(node.operand)
+            return lambda env, position=None: inner(env, find(env.view))
         # PREV/NEXT: find the row the operand would read, then move by n physical rows.
         n = constant_offset(node, 1)
         step = -n if node.kind == "PREV" else n
@@ -618,6 +660,18 @@ class ExpressionCompiler:
                 return full_fold(env)
             return result(state)
         return running
+
+
+def _value_at_match_row(column: str, find: Callable) -> Closure:
+    """``column`` at the row ``find(view)`` picks among the match's rows (None when there is none).
+
+    A row of the (partial) match is always buffered, so it is indexed directly, without
+    ``Env.value``'s range checks: this is most of the history reads of a DEFINE condition.
+    """
+    def value(env, position=None):
+        found = find(env.view)
+        return None if found is None else env.cols[column][found - env.base]
+    return value
 
 
 def _label_name(env: Env, label, _unused):
