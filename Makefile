@@ -18,12 +18,13 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test bench clean distclean venv check-java check-python
+.PHONY: help run test bench soak clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on Spark"
 	@echo "make test       run the whole test suite (pytest)"
 	@echo "make bench      run bench/run.py, if present"
+	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
 run: venv check-java
@@ -34,6 +35,11 @@ test: venv check-java
 
 bench: venv check-java
 	@if [ -f bench/run.py ]; then $(VPY) bench/run.py; else echo "bench/run.py does not exist yet: nothing to run"; fi
+
+# Not part of test or bench: it runs for MINUTES minutes (default 10) and writes bench/results-soak.json.
+MINUTES ?= 10
+soak: venv check-java
+	$(VPY) bench/soak.py --minutes $(MINUTES) --json bench/results-soak.json
 
 venv: $(STAMP)
 

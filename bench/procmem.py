@@ -71,11 +71,9 @@ class TreeMemory:
     interval_s: float = SAMPLE_INTERVAL_S
     peak_hwm_kb: dict = field(default_factory=dict)  # role -> largest VmHWM of one process
     peak_tree_rss_kb: int = 0
-    processes_seen: dict = field(default_factory=dict)  # role -> distinct pids
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
-        self._seen: set[tuple[int, str]] = set()
         self._thread = threading.Thread(target=self._loop, name="tree-memory", daemon=True)
 
     def start(self) -> "TreeMemory":
@@ -91,9 +89,6 @@ class TreeMemory:
                 continue
             total += rss
             self.peak_hwm_kb[kind] = max(self.peak_hwm_kb.get(kind, 0), hwm)
-            if (pid, kind) not in self._seen:
-                self._seen.add((pid, kind))
-                self.processes_seen[kind] = self.processes_seen.get(kind, 0) + 1
         self.peak_tree_rss_kb = max(self.peak_tree_rss_kb, total)
 
     def _loop(self) -> None:
@@ -111,5 +106,4 @@ class TreeMemory:
         return {
             "peak_process_mb": {k: round(v / 1024, 1) for k, v in sorted(self.peak_hwm_kb.items())},
             "peak_tree_rss_mb": round(self.peak_tree_rss_kb / 1024, 1),
-            "processes_seen": dict(sorted(self.processes_seen.items())),
         }
