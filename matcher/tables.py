@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 def kind_of(data: Any) -> str:
     module = type(data).__module__
@@ -37,7 +39,7 @@ def pandas_to_columns(frame, names=None) -> dict[str, list]:
 
 def series_values(series) -> list:
     """A pandas Series as Python values, None for a missing value (NaN, NaT, NA)."""
-    if series.dtype.kind in "iub":  # no missing values possible: the fast path
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind in "iub":  # no missing values possible
         return series.tolist()
     values = series.astype(object).tolist()
     mask = series.isna().tolist()
