@@ -3,6 +3,7 @@
     cep stream --rules rules/ --input events/ --checkpoint ck/ [--output alerts/] [--format json|csv|parquet]
                [--sink console|json|parquet|csv|webhook URL|sqlite PATH|postgres URL]... [--watermark 30s]
                [--trigger 1s] [--suppress 'rule_id=10m']... [--session-timeout 1h] [--once]
+               [--dead-letter DIR] [--max-future-skew 1d|off]
     cep stream QUERY.sql --input events/ --checkpoint ck/ ...      (one query file: a rule set of one file)
     cep status --checkpoint ck/ [--json]
 
@@ -29,6 +30,9 @@ from typing import Any, Sequence
 FORMATS = ("json", "csv", "parquet")
 FILE_SINKS = ("json", "parquet", "csv")
 ALERT_SINKS = ("console", "webhook", "sqlite", "postgres")
+# An event time a day ahead of the wall clock is a broken clock, not an event: by default `cep stream`
+# rejects it before it can move the watermark past every other row. A replay of history is never ahead.
+DEFAULT_MAX_FUTURE_SKEW = "1 day"
 _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
@@ -76,7 +80,12 @@ def add_commands(subparsers) -> None:
                         help="at most one alert per partition key per DURATION for RULE (an id or a pattern like 'fraud/*')")
     stream.add_argument("--session-timeout", metavar="GAP", help="end a key's session after this event-time gap (default: never)")
     stream.add_argument("--time-column", metavar="NAME", help="the event-time column (default: the rules' first ORDER BY column)")
-    stream.add_argument("--dead-letter", metavar="DIR", help="where failed webhook deliveries go (default: CHECKPOINT/dead-letter)")
+    stream.add_argument("--dead-letter", metavar="DIR",
+                        help="bad input rows go to DIR/bad-rows/ (JSON lines with the reason), failed webhook deliveries "
+                        "to DIR/<key>.json (default: CHECKPOINT/dead-letter)")
+    stream.add_argument("--max-future-skew", default=DEFAULT_MAX_FUTURE_SKEW, metavar="DURATION",
+                        help="a row whose event time is further ahead of the clock than this is a bad row "
+                        "(future_event_time) and cannot move the watermark; 'off' to accept any (default: %(default)s)")
     stream.add_argument("--webhook-attempts", type=int, default=5, metavar="N", help="attempts per webhook request (default: %(default)s)")
     stream.add_argument("--webhook-timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default: %(default)s)")
     stream.add_argument("--webhook-batch", type=int, default=1, metavar="N",
@@ -154,11 +163,19 @@ def _input_format(path: str, explicit: str | None) -> str:
 
 def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     """A streaming DataFrame over the files in ``path``; the schema from ``schema_text`` or from the
-    files already there (ISO 8601 text columns of JSON become timestamps, as in ``cep run``)."""
+    files already there (ISO 8601 text columns of JSON become timestamps, as in ``cep run``).
+
+    JSON is read in Spark's PERMISSIVE mode with a ``_corrupt_record`` column: a line that is not JSON,
+    or holds a value the schema's type cannot take, keeps its text there (the streaming bridge rejects
+    it with a reason), and so does a line whose ISO 8601 time column does not parse. Extra fields are
+    ignored. CSV and Parquet are read as they are."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     from spark_bridge.batch import quote
+    from spark_bridge.streaming import CORRUPT_RECORD
 
     if schema_text:
         from grammar.parser import parse_schema
@@ -186,10 +203,20 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
             schema = raw
         else:
             schema, to_time = static.schema, []
+    if fmt == "json" and CORRUPT_RECORD not in schema.fieldNames():
+        schema = T.StructType(list(schema.fields) + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
     reader = spark.readStream.schema(schema)
     if fmt == "csv":
         reader = reader.option("header", True)
+    if fmt == "json":
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
     df = reader.format(fmt).load(path)
+    if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
+        data = [F.col(quote(f.name)) for f in schema.fields if f.name != CORRUPT_RECORD]
+        unparsed = reduce(lambda a, b: a | b, [F.col(quote(n)).isNotNull() & F.try_to_timestamp(F.col(quote(n))).isNull()
+                                               for n in to_time])
+        df = df.withColumn(CORRUPT_RECORD, F.when(F.col(CORRUPT_RECORD).isNull() & unparsed, F.to_json(F.struct(*data)))
+                           .otherwise(F.col(CORRUPT_RECORD)))
     for name in to_time:
         df = df.withColumn(name, F.try_to_timestamp(F.col(quote(name))))
     return df
@@ -218,6 +245,9 @@ def _status_line(status: dict, started: float) -> str:
         f"live {sum(r['live'] for r in rows)}",
         f"late {sum(r['late'] for r in rows)}",
     ]
+    bad = sum((status.get("bad_rows") or {}).values())
+    if bad:
+        parts.append(f"bad rows {bad}")
     if sinks:
         parts.append(f"delivered {delivered}" + (f", dead letters {dead}" if dead else ""))
     parts.append(f"up {int(time.monotonic() - started)}s")
@@ -282,6 +312,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     watermark = _duration_text(args.watermark, "--watermark")
     trigger = _duration_text(args.trigger, "--trigger")
     session = _duration_text(args.session_timeout, "--session-timeout")
+    skew = None if str(args.max_future_skew).strip().lower() in ("off", "none", "0") else _duration_text(args.max_future_skew, "--max-future-skew")
 
     spark = cli._start_spark(args.master)
     console = _Console()
@@ -290,7 +321,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
         stream = AlertStream(
             spark, rules_path, source, checkpoint=checkpoint, output=args.output, output_format=output_format,
             sinks=sinks, suppress=specs, watermark=watermark, session_timeout=session, time_column=args.time_column,
-            trigger=trigger, on_event=console.event,
+            trigger=trigger, on_event=console.event, dead_letter=dead_letter, max_future_skew=skew,
         )
         stream.refresh_rules(force=True)
     except CepError as err:
@@ -384,6 +415,10 @@ def render_status(status: dict) -> str:
         extra = f", last error: {sink['errors'][-1]['error']}" if sink.get("errors") else ""
         lines.append(f"sink {name}: delivered {sink.get('delivered', 0)}, dead letters {sink.get('dead_lettered', 0)}, "
                      f"retries {sink.get('retries', 0)}{extra}")
+    bad = status.get("bad_rows") or {}
+    if sum(bad.values()):
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(bad.items()) if count)
+        lines.append(f"bad rows: {sum(bad.values())} ({reasons}) -> {status.get('bad_rows_path', '-')}")
     rows = rule_rows(status)
     lines.append("")
     header = ("RULE", "STATE", "VERSION", "MATCHES", "SUPPRESSED", "LIVE", "LATE", "LAST MICRO-BATCH", "ERRORS")

@@ -87,12 +87,16 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
     log,
 )
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
+from spark_bridge.streaming import bad_row_counts, dead_letter_rows, good_rows, mark_bad_rows, prepare_input
 from spark_bridge.sinks import ALERT_COLUMNS, ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["AlertStream", "RuleStore", "STAT_NAMES", "build_rule_set", "check_rule", "alert_statement", "match_rules"]
+
+# The observed metrics of the bad-row query (one count per reason per micro-batch).
+BAD_ROWS_METRICS = "cep_bad_rows"
 
 # ------------------------------------------------------------------------------------ the query
 
@@ -229,6 +233,14 @@ class AlertStream:
         <checkpoint>/deliver/      Spark checkpoint of the delivery query (when there are alert sinks)
         <checkpoint>/rules/        rule sets and the set of each micro-batch (RuleStore)
         <checkpoint>/status.json   per rule: version, counts, gauges, errors (``cep status``)
+        <checkpoint>/bad-rows/     Spark checkpoint of the bad-row query
+
+    ``dead_letter`` (default ``<checkpoint>/dead-letter``): bad input rows (``streaming.mark_bad_rows``:
+    unreadable lines, wrong types, bad, NULL or far-future event times) never reach the rules; a second
+    query writes them, with their reasons, as JSON lines to ``<dead_letter>/bad-rows/`` (Spark's file
+    sink: exactly once) and counts them per reason in the status (``bad_rows``). Webhook deliveries
+    that fail go to ``<dead_letter>/<key>.json`` (``sinks.WebhookSink``). ``max_future_skew``: see
+    ``streaming.match_stream``.
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks (``spark_bridge.sinks``). ``suppress``: ``'rule=10m'`` specs.
@@ -253,6 +265,8 @@ class AlertStream:
         housekeeping: Any = DEFAULT_HOUSEKEEPING,
         name: str = "cep",
         on_event: Callable[[str], None] | None = None,
+        dead_letter: str | None = None,
+        max_future_skew: Any = None,
     ) -> None:
         self.spark = spark
         self.rules_path = rules
@@ -271,8 +285,11 @@ class AlertStream:
         self.on_event = on_event
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
+        self.dead_letter_dir = os.path.abspath(dead_letter or os.path.join(self.checkpoint, "dead-letter"))
+        self.max_future_skew_us = _duration_us(max_future_skew, "max_future_skew") if max_future_skew is not None else None
         self.match_query = None
         self.deliver_query = None
+        self.bad_query = None
         self.ruleset: rules_mod.RuleSet | None = None
         self.payload: dict | None = None
         self._signature: tuple | None = None
@@ -446,8 +463,33 @@ class AlertStream:
         """The alerts DataFrame (publishes the rule set first if needed)."""
         if self.payload is None:
             self.refresh_rules(force=True)
-        return match_rules(self.source, self.store, time_column=self.time_column, watermark=self.watermark,
-                           housekeeping=self.housekeeping)
+        marked = self._marked()
+        return match_rules(good_rows(marked) if marked is not None else self.source, self.store, time_column=self.time_column,
+                           watermark=self.watermark, housekeeping=self.housekeeping)
+
+    def _marked(self) -> "DataFrame | None":
+        """The input with each bad row's reason (``streaming.mark_bad_rows``); None if the event-time
+        column is missing or no timestamp (``match_rules`` then says so)."""
+        from pyspark.sql import types as T
+
+        source = prepare_input(self.source)
+        if self.time_column not in source.columns or not isinstance(source.schema[self.time_column].dataType, T.TimestampType):
+            return None
+        return mark_bad_rows(source, self.time_column, max_future_skew_us=self.max_future_skew_us, null_time=True)
+
+    def _start_bad_rows(self, *, available_now: bool) -> None:
+        """The query writing bad input rows to ``<dead_letter>/bad-rows/`` (exactly once) and counting them."""
+        marked = self._marked()
+        if marked is None:
+            return
+        rows = bad_row_counts(dead_letter_rows(marked), BAD_ROWS_METRICS)
+        writer = (rows.writeStream.format("json").option("checkpointLocation", os.path.join(self.checkpoint, "bad-rows"))
+                  .option("path", os.path.join(self.dead_letter_dir, "bad-rows")))
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        elif self.trigger:
+            writer = writer.trigger(processingTime=self.trigger)
+        self.bad_query = writer.start()
 
     def start(self, *, available_now: bool = False) -> "AlertStream":
         """Start the matching query (and the delivery query when there are alert sinks)."""
@@ -458,6 +500,7 @@ class AlertStream:
                                                                                for s in self.sinks}})
         self.match_query = self.file_sink.start(alerts, checkpoint=os.path.join(self.checkpoint, "match"), trigger=self.trigger,
                                                 available_now=available_now, query_name=None)
+        self._start_bad_rows(available_now=available_now)
         if self.sinks and not available_now:
             self._start_deliver(available_now=False)
         self.write_status()
@@ -527,8 +570,29 @@ class AlertStream:
                 self._fold(int(batch), progress, _row_dict(row))
             self.status["seen_batches"] = sorted(seen)[-200:]
             self.store.prune()
+        self._fold_bad_rows()
         self.write_status()
         return self.status
+
+    def _fold_bad_rows(self) -> None:
+        """Add the bad-row counts of the bad-row query's finished micro-batches to the status."""
+        query = self.bad_query
+        if query is None:
+            return
+        with self._lock:
+            seen = set(self.status.get("seen_bad_row_batches", []))
+            counts = self.status.setdefault("bad_rows", {})
+            for progress in list(query.recentProgress):
+                batch = _progress_get(progress, "batchId")
+                metrics = _progress_get(progress, "observedMetrics", {}) or {}
+                row = metrics.get(BAD_ROWS_METRICS) if hasattr(metrics, "get") else None
+                if batch is None or int(batch) in seen or row is None:
+                    continue
+                seen.add(int(batch))
+                for reason, count in _row_dict(row).items():
+                    counts[reason] = counts.get(reason, 0) + int(count or 0)
+            self.status["seen_bad_row_batches"] = sorted(seen)[-200:]
+            self.status["bad_rows_path"] = os.path.join(self.dead_letter_dir, "bad-rows")
 
     def _fold(self, batch: int, progress: Any, metrics: dict) -> None:
         timestamp = _progress_get(progress, "timestamp")
@@ -575,6 +639,8 @@ class AlertStream:
         """Wait until every input file so far is matched and delivered (tests; no sleeping)."""
         if self.match_query is not None:
             self.match_query.processAllAvailable()
+        if self.bad_query is not None:
+            self.bad_query.processAllAvailable()
         if self.deliver_query is not None:
             self.deliver_query.processAllAvailable()
         self.poll()
@@ -583,6 +649,8 @@ class AlertStream:
         """Process what the input holds now, deliver it, and stop (``cep stream --once``)."""
         self.start(available_now=True)
         self.match_query.awaitTermination()
+        if self.bad_query is not None:
+            self.bad_query.awaitTermination()
         self.poll()
         if self.sinks:
             self._start_deliver(available_now=True)
@@ -592,8 +660,8 @@ class AlertStream:
 
     def check(self) -> None:
         """Raise if the matching query failed; restart a failed delivery query after a backoff."""
-        if self.match_query is not None and not self.match_query.isActive:
-            error = self.match_query.exception()
+        for query in (self.match_query, self.bad_query):
+            error = query.exception() if query is not None and not query.isActive else None
             if error is not None:
                 with self._lock:
                     self.status["state"] = "failed"
@@ -631,7 +699,7 @@ class AlertStream:
             self.stop()
 
     def stop(self) -> None:
-        for query in (self.deliver_query, self.match_query):
+        for query in (self.deliver_query, self.match_query, self.bad_query):
             if query is not None and query.isActive:
                 query.stop()
         if self.match_query is not None:

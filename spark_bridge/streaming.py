@@ -55,6 +55,8 @@ from spark_bridge.keyed import (
     BAD_EVENT_TIME,
     BAD_FUTURE_TIME,
     BAD_NOT_JSON,
+    BAD_NULL_TIME,
+    BAD_REASONS,
     BAD_WRONG_TYPE,
     DEFAULT_MAX_PENDING_ROWS,
     STAT_NAMES,
@@ -320,7 +322,8 @@ def prepare_input(df: "DataFrame") -> "DataFrame":
     return df
 
 
-def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None) -> "DataFrame":
+def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,
+                  null_time: bool = False) -> "DataFrame":
     """``df`` with the reason each row is bad in ``_REJECT`` (NULL: good), what it was in ``_RAW`` (the
     unreadable line, or the row as read, as JSON),
     the event time set to NULL on bad rows, and without ``CORRUPT_RECORD``.
@@ -329,7 +332,8 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     Reasons (checked in this order): ``not_json`` (Spark read nothing from the line), ``bad_event_time``
     (the line was read but its event time was not), ``wrong_type`` (a value did not fit the schema),
     ``future_event_time`` (the event time is more than ``max_future_skew_us`` ahead of the micro-batch's
-    processing time, ``current_timestamp()``, which Spark fixes per micro-batch and keeps on a re-run).
+    processing time, ``current_timestamp()``, which Spark fixes per micro-batch and keeps on a re-run),
+    and with ``null_time`` also ``null_event_time`` (else the engine finds those itself).
     """
     from functools import reduce
 
@@ -348,6 +352,8 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     if max_future_skew_us is not None and time is not None:
         ahead = F.unix_micros(time) > F.unix_micros(F.current_timestamp()) + F.lit(max_future_skew_us)
         reason = F.when(ahead, F.lit(BAD_FUTURE_TIME)) if reason is None else reason.when(ahead, F.lit(BAD_FUTURE_TIME))
+    if null_time and time is not None:
+        reason = F.when(time.isNull(), F.lit(BAD_NULL_TIME)) if reason is None else reason.when(time.isNull(), F.lit(BAD_NULL_TIME))
     reason = (reason if reason is not None else F.lit(None)).cast("string")
     # What the rejected row was: the line Spark could not read, else the row as read (its event time too).
     as_read = F.when(reason.isNotNull(), F.to_json(F.struct(*[F.col(quote(c)) for c in data])))
@@ -356,6 +362,38 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     if time is None:
         return df
     return df.withColumn(time_column, F.when(F.col(_REJECT).isNull(), time))
+
+
+def dead_letter_rows(marked: "DataFrame") -> "DataFrame":
+    """The bad rows of a ``mark_bad_rows`` frame as dead-letter records: the fields of the batch dead
+    letter (``matcher.validate``: ``_cep_error``, ``_cep_error_code``) and ``_cep_input`` (the line, or
+    the row as read, as JSON), ``_cep_file`` (the input file), ``_cep_time`` (the micro-batch's time)."""
+    from pyspark.sql import functions as F
+
+    from matcher.validate import REASONS
+
+    reason = F.col(_REJECT)
+    code = F.lit(None).cast("string")
+    for name in reversed(BAD_REASONS):
+        code = F.when(reason == name, F.lit(REASONS[name])).otherwise(code)
+    return marked.where(reason.isNotNull()).select(
+        reason.alias("_cep_error"), code.alias("_cep_error_code"), F.col(_RAW).alias("_cep_input"),
+        F.input_file_name().alias("_cep_file"), F.current_timestamp().alias("_cep_time"),
+    )
+
+
+def good_rows(marked: "DataFrame") -> "DataFrame":
+    """The rows of a ``mark_bad_rows`` frame that are not bad, with the input's columns only."""
+    from pyspark.sql import functions as F
+
+    return marked.where(F.col(_REJECT).isNull()).drop(_REJECT, _RAW)
+
+
+def bad_row_counts(df: "DataFrame", metrics_name: str) -> "DataFrame":
+    """``df`` (``dead_letter_rows``) observed as one count per reason per micro-batch (``metrics_name``)."""
+    from pyspark.sql import functions as F
+
+    return df.observe(metrics_name, *[F.count(F.when(F.col("_cep_error") == name, 1)).alias(name) for name in BAD_REASONS])
 
 
 def match_stream(

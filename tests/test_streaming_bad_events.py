@@ -239,3 +239,41 @@ def _payload_key(text: str) -> str:
     except ValueError:
         return text
     return f"{row.get('id')}|{row.get('symbol')}|{str(row.get('ts'))[:19]}|{row.get('price')}"
+
+
+@pytest.mark.spark
+def test_cli_stream_dead_letters_bad_rows_and_counts_them(spark, few_partitions, tmp_path, capsys):
+    """``cep stream --once``: bad rows land in CHECKPOINT/dead-letter/bad-rows/ with their reasons, the
+    summary and ``cep status`` count them, and the good rows' alerts are the batch replay's matches."""
+    from cep import cli
+    from spark_bridge.sinks import FileSink
+
+    rnd = random.Random(3)
+    events = random_ticks(rnd, symbols=2, per_symbol=12)
+    write_lines(tmp_path / "in", hostile_batches(rnd, events, repeats=0))
+    query_file = tmp_path / "vshape.sql"
+    query_file.write_text(VSHAPE, encoding="utf-8")
+    checkpoint = tmp_path / "ck"
+    code = cli.main(["stream", str(query_file), "--input", str(tmp_path / "in"), "--checkpoint", str(checkpoint),
+                     "--schema", "id STRING, symbol STRING, ts TIMESTAMP, price DOUBLE", "--watermark", "5s",
+                     "--session-timeout", "60s", "--once", "--master", "local[2]"])
+    summary = capsys.readouterr().err
+    assert code == 0
+    expected_reasons = Counter(reason for _, reason in BAD_LINES)
+    assert f"bad rows {len(BAD_LINES)}" in summary
+
+    dead = spark.read.json(str(checkpoint / "dead-letter" / "bad-rows")).toPandas()
+    assert Counter(dead["_cep_error"]) == expected_reasons
+    assert all(REASONS[r] == c for r, c in zip(dead["_cep_error"], dead["_cep_error_code"]))
+    assert sorted(map(_payload_key, dead["_cep_input"])) == sorted(_payload_key(line) for line, _ in BAD_LINES)
+    assert all(str(f).endswith(".json") for f in dead["_cep_file"])
+
+    alerts = FileSink(str(checkpoint / "matches"), "json").read(spark).toPandas()
+    measures = [json.loads(m) for m in alerts["measures"]]
+    replay = cep.compile(VSHAPE).run(events)
+    assert sorted((m["bottom"], m["n"]) for m in measures) == sorted((r["bottom"], r["n"]) for r in replay) and replay
+
+    assert cli.main(["status", "--checkpoint", str(checkpoint)]) == 0
+    shown = capsys.readouterr().out
+    line = next(line for line in shown.splitlines() if line.startswith("bad rows:"))
+    assert line.startswith(f"bad rows: {len(BAD_LINES)} (") and all(f"{r} {n}" in line for r, n in expected_reasons.items())
