@@ -153,6 +153,8 @@ class PartitionMatcher:
         lookahead = machine.lookahead
         lazy = machine.lazy_starts
         while True:
+            if (self.done_pending or (self.best is not None and not self.threads)) and self._settle():
+                continue
             p = self.position
             if self.best is None and self.started_upto == p and p < self.total and not (lazy and self.threads):
                 self.started_upto = p + 1
@@ -167,9 +169,7 @@ class PartitionMatcher:
                     return
                 if machine.within is not None and self._advance_time(self.env.value(machine.within.column, p)):
                     continue
-                self._step(p)
-                if self._settle():
-                    continue
+                self._steps(p)
                 continue
             if not self.finished:
                 return
@@ -189,69 +189,94 @@ class PartitionMatcher:
             self.search_start = next_position
             self._trim()
 
-    def _step(self, p: int) -> None:
-        """Consume row ``p`` in every thread, in priority order."""
+    def _steps(self, p: int) -> None:
+        """Consume row ``p`` in every thread, in priority order; then the rows after it while nothing
+        needs ``_loop``: no thread reached DONE, some thread is alive, the next row is in, and no WITHIN.
+
+        Rows are stepped here rather than one per ``_loop`` turn because the per-row bookkeeping was
+        most of the cost of a row when one or two threads are alive (lazy starts). A new start that is
+        due (at every row, or after a failed lazy start) is added here exactly as ``_loop`` adds it.
+        """
         machine = self.machine
         ops, args, conditions = machine.ops, machine.args, machine.conditions
-        env, view = self.env, self.view
-        env.row = p
-        env.match_number = self.match_number + 1
-        next_threads: list[Thread] = []
-        visited: dict = {}
-        tracer = self.tracer
-        # Conditions that read no match history give the same answer for every thread on this row:
-        # evaluate each once (PERMUTE and bounded quantifiers put many threads on one label).
-        memo: dict | None = {} if machine.equivalence_key is None else None
+        lazy, lookahead = machine.lazy_starts, machine.lookahead
         advance = machine.advance_running
-        for thread in self.threads:
-            op = ops[thread.pc]
-            if op != LABEL:
-                # A thread waiting at `$` (a row arrived, so this is not the end) or at DEADLINE (a row
-                # arrived before the deadline: the absence goes on in its sibling thread, which reads it).
-                if tracer is not None and op == AT_END:
-                    tracer.dropped(self, p, thread, "another row arrived, so this is not the partition's end ($)")
-                continue
-            label = args[thread.pc]
-            condition = conditions[label]
-            if condition is not None:
-                if memo is not None and label in memo:
-                    held = memo[label]
-                else:
-                    view.reset(thread.start, p, label, thread.chain)
-                    held = condition(env)
-                    if memo is not None:
-                        memo[label] = held
-                if tracer is not None:
-                    tracer.tested(self, p, thread, label, held)
-                if held is not True:
+        env, view, tracer = self.env, self.view, self.tracer
+        env.match_number = self.match_number + 1
+        # Within one search the conditions' memo (below) and the merge rule are per row; WITHIN must
+        # expire threads before every row, which _loop does.
+        one_row_only = machine.within is not None
+        while True:
+            env.row = p
+            next_threads: list[Thread] = []
+            visited: dict = {}
+            # Conditions that read no match history give the same answer for every thread on this row:
+            # evaluate each once (PERMUTE and bounded quantifiers put many threads on one label).
+            memo: dict | None = {} if machine.equivalence_key is None else None
+            for thread in self.threads:
+                pc = thread.pc
+                if ops[pc] != LABEL:
+                    # A thread waiting at `$` (a row arrived, so this is not the end) or at DEADLINE (a row
+                    # arrived before the deadline: the absence goes on in its sibling thread, which reads it).
+                    if tracer is not None and ops[pc] == AT_END:
+                        tracer.dropped(self, p, thread, "another row arrived, so this is not the partition's end ($)")
                     continue
-            chain = thread.chain
-            if advance is None:
-                chain = (label, chain)
-            else:  # the node carries the running DEFINE aggregates after this row (running.py)
-                chain = (label, chain, advance(None if chain is None else chain[2], env, p, label))
-            self._add_thread(next_threads, visited, thread.pc + 1, thread.start, chain, thread.marks, p + 1)
-        if tracer is not None:
-            tracer.alive(self, p, next_threads)
-        if len(next_threads) > MAX_LIVE_THREADS:
-            raise CepRuntimeError(
-                f"more than {MAX_LIVE_THREADS} live partial matches in partition {self._describe_key()} "
-                "(MAX_LIVE_THREADS); the pattern is too ambiguous for its DEFINE conditions",
-                code="E0430",
-            )
-        self.threads = next_threads
-        self.visited = visited
-        self.position = p + 1
-        if self.best is None and not next_threads and machine.lazy_starts and self.started_upto <= p:
-            self._rewind()  # the current start failed: try the next one, from its own row
-            return
-        if self.best is None:
-            # Threads are ordered by start: rows before the earliest live start can start no match.
-            earliest = next_threads[0].start if next_threads else p + 1
-            if earliest > self.search_start:
-                self._emit_unmatched(self.search_start, earliest)
-                self.search_start = earliest
-                self._trim()
+                label = args[pc]
+                condition = conditions[label]
+                if condition is not None:
+                    if memo is not None and label in memo:
+                        held = memo[label]
+                    else:
+                        view.reset(thread.start, p, label, thread.chain)
+                        held = condition(env)
+                        if memo is not None:
+                            memo[label] = held
+                    if tracer is not None:
+                        tracer.tested(self, p, thread, label, held)
+                    if held is not True:
+                        continue
+                chain = thread.chain
+                if advance is None:
+                    chain = (label, chain)
+                else:  # the node carries the running DEFINE aggregates after this row (running.py)
+                    chain = (label, chain, advance(None if chain is None else chain[2], env, p, label))
+                self._add_thread(next_threads, visited, pc + 1, thread.start, chain, thread.marks, p + 1)
+            if tracer is not None:
+                tracer.alive(self, p, next_threads)
+            if len(next_threads) > MAX_LIVE_THREADS:
+                raise CepRuntimeError(
+                    f"more than {MAX_LIVE_THREADS} live partial matches in partition {self._describe_key()} "
+                    "(MAX_LIVE_THREADS); the pattern is too ambiguous for its DEFINE conditions",
+                    code="E0430",
+                )
+            self.threads = next_threads
+            self.visited = visited
+            self.position = p + 1
+            if self.best is None and not next_threads and lazy and self.started_upto <= p:
+                self._rewind()  # the current start failed: try the next one, from its own row
+            elif self.best is None:
+                # Threads are ordered by start: rows before the earliest live start can start no match.
+                earliest = next_threads[0].start if next_threads else p + 1
+                if earliest > self.search_start:
+                    self._emit_unmatched(self.search_start, earliest)
+                    self.search_start = earliest
+                    self._trim()
+            # Go on to the next row only where _loop would do nothing but step it.
+            if self.done_pending or one_row_only:
+                return
+            p = self.position
+            if p >= self.total or (p + lookahead >= self.total and not self.finished):
+                return
+            if self.best is None:
+                if self.started_upto == p and not (lazy and self.threads):
+                    self.started_upto = p + 1
+                    self._add_thread(self.threads, self.visited, 0, p, None, None, p)
+                    if self.done_pending:
+                        return
+            elif not self.threads:
+                return  # a final match: _loop emits it
+            if not self.threads:
+                return
 
     def _rewind(self) -> None:
         """Lazy starts: every thread of the start just tried has died; resume at the next start row."""
