@@ -1,8 +1,9 @@
 """A streaming cep job run as its own driver against a Spark master URL (used by test_cluster.py).
 
-    python tests/cluster_stream_job.py MASTER_URL INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR
+    python tests/cluster_stream_job.py MASTER_URL INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR [FILES_PER_BATCH]
 
 Streams the JSON event files in INPUT_DIR through the V-shape query with a file sink, then exits.
+FILES_PER_BATCH (default: all at once) makes several micro-batches, e.g. to lose an executor mid-stream.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
   DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
 
 
-def main(master: str, source: str, output: str, checkpoint: str) -> None:
+def main(master: str, source: str, output: str, checkpoint: str, files_per_batch: str = "") -> None:
     spark = get_spark(master, app_name="cep-cluster-test")
-    events = spark.readStream.schema("symbol string, ts timestamp, price double").json(source)
+    reader = spark.readStream.schema("symbol string, ts timestamp, price double")
+    if files_per_batch:
+        reader = reader.option("maxFilesPerTrigger", int(files_per_batch))
+    events = reader.json(source)
     # The session timeout ends each symbol once the far-future row moves the watermark a day on, so
     # trailing matches (a greedy C+ at the end of the data) are final, as at the end of a replay.
     matches = cep.compile(QUERY).on_spark(events, watermark="1 minute", session_timeout="1 hour")
     query = (matches.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
-    query.awaitTermination(300)
+    finished = query.awaitTermination(540)  # raises if the query failed
     spark.stop()
+    if not finished:
+        sys.exit("the streaming query did not finish within 540 s")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

@@ -3,6 +3,7 @@
 The pip package has no sbin/ scripts; ``bin/spark-class`` starts the master and the worker (see
 ../shared/design/spark-notes.md). The job runs as its own driver process (tests/cluster_stream_job.py)
 and its output, read back through Spark, must equal the pure-Python replay of the same events.
+One master serves the module; a test may kill the worker (and its executor) and start another.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import datetime as dt
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +25,7 @@ import cep
 from tests.cluster_stream_job import QUERY
 
 ROOT = Path(__file__).resolve().parents[1]
+REGISTERED = "Successfully registered with master"
 
 
 def _free_port() -> int:
@@ -37,59 +40,167 @@ def _spark_class() -> Path:
     return Path(pyspark.__file__).parent / "bin" / "spark-class"
 
 
-def _wait_for(predicate, seconds: float, what: str) -> None:
+def _wait_for(predicate, seconds: float, what: str, interval: float = 0.5) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.5)
+        time.sleep(interval)  # polling a condition, with a deadline
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.spark
-def test_stream_on_a_standalone_cluster(spark, tmp_path):
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_WORKER_DIR=str(tmp_path / "work"), PYTHONPATH=str(ROOT))
-    port, ui = _free_port(), _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    master = subprocess.Popen([str(_spark_class()), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", str(ui)], env=env,
-                              stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)
-    worker = None
+def _stop(process: subprocess.Popen) -> None:
+    """End a process started here and everything in its process group (a worker's executors)."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        except ProcessLookupError:
+            pass
+
+
+class Cluster:
+    """A standalone master and its workers, each a process group of its own (the worker and its executors)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.logs = root / "logs"
+        self.logs.mkdir(parents=True)
+        self.env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+                        PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_WORKER_DIR=str(root / "work"), PYTHONPATH=str(ROOT))
+        port = _free_port()
+        self.master_url = f"spark://127.0.0.1:{port}"
+        self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                  "--port", str(port), "--webui-port", str(_free_port()))
+        self.workers: list[subprocess.Popen] = []
+        _wait_for(lambda: "Starting Spark master" in self.log("master") or "I have been elected leader" in self.log("master"),
+                  60, "the master")
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+        with (self.logs / f"{name}.log").open("w") as log:
+            return subprocess.Popen([str(_spark_class()), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+
+    def log(self, name: str) -> str:
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start_worker(self) -> str:
+        name = f"worker-{len(self.workers)}"
+        self.workers.append(self._spawn(name, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
+                                        "--cores", "2", "--memory", "1G", "--webui-port", str(_free_port())))
+        _wait_for(lambda: REGISTERED in self.log(name), 90, f"{name} to register")
+        return name
+
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL a worker and its executors at once, as a lost machine."""
+        worker = self.workers[index]
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+    def stop(self) -> None:
+        for process in [*self.workers, self.master]:
+            _stop(process)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    running = Cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        _wait_for(lambda: "Starting Spark master" in (logs / "master.log").read_text()
-                  or "I have been elected leader" in (logs / "master.log").read_text(), 60, "the master")
-        worker = subprocess.Popen([str(_spark_class()), "org.apache.spark.deploy.worker.Worker", master_url,
-                                   "--host", "127.0.0.1", "--cores", "2", "--memory", "1G", "--webui-port", str(_free_port())],
-                                  env=env, stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT)
-        _wait_for(lambda: "Successfully registered with master" in (logs / "worker.log").read_text(), 90, "the worker")
-
-        rnd = random.Random(7)
-        start = dt.datetime(2024, 1, 2, 9, 30)
-        events = [dict(symbol=s, ts=(start + dt.timedelta(minutes=i)).isoformat(), price=round(100 + rnd.uniform(-3, 3), 2))
-                  for i in range(60) for s in ("ACME", "BOLT")]
-        events.append(dict(symbol="ZZZ", ts=(start + dt.timedelta(days=1)).isoformat(), price=1.0))  # moves the watermark past all
-        source = tmp_path / "in"
-        source.mkdir()
-        (source / "events.json").write_text("\n".join(json.dumps(e) for e in events))
-        output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-        job = subprocess.run([sys.executable, str(ROOT / "tests" / "cluster_stream_job.py"), master_url, str(source),
-                              str(output), str(checkpoint)], env=env, capture_output=True, text=True, timeout=600)
-        assert job.returncode == 0, job.stderr[-3000:]
-
-        got = sorted((r.symbol, r.start_ts, r.bottom, r.end_ts, r.n) for r in spark.read.parquet(str(output)).collect())
-        rows = [dict(e, ts=dt.datetime.fromisoformat(e["ts"])) for e in events]
-        expected = sorted(tuple(m.values()) for m in cep.compile(QUERY).run(rows))
-        assert got == expected and len(expected) > 5
-        assert "ExecutorAdded" in (logs / "master.log").read_text() or "Launching executor" in (logs / "master.log").read_text() \
-            or "Asked to launch executor" in (logs / "worker.log").read_text()
+        running.start_worker()
+        yield running
     finally:
-        for process in (worker, master):
-            if process is not None:
-                process.terminate()
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        running.stop()
+
+
+def _events() -> list[dict]:
+    rnd = random.Random(7)
+    start = dt.datetime(2024, 1, 2, 9, 30)
+    events = [dict(symbol=s, ts=(start + dt.timedelta(minutes=i)).isoformat(), price=round(100 + rnd.uniform(-3, 3), 2))
+              for i in range(60) for s in ("ACME", "BOLT")]
+    events.append(dict(symbol="ZZZ", ts=(start + dt.timedelta(days=1)).isoformat(), price=1.0))  # moves the watermark past all
+    return events
+
+
+def _write_files(source: Path, events: list[dict], files: int) -> None:
+    """The events in ``files`` JSON files in time order (modification times fix the order they are read)."""
+    source.mkdir()
+    size = -(-len(events) // files)
+    for index in range(files):
+        path = source / f"events-{index:03d}.json"
+        path.write_text("\n".join(json.dumps(e) for e in events[index * size:(index + 1) * size]))
+        stamp = 1_700_000_000 + 10 * index
+        os.utime(path, (stamp, stamp))
+
+
+def _job(cluster: Cluster, source: Path, output: Path, checkpoint: Path, *extra: str) -> list[str]:
+    return [sys.executable, str(ROOT / "tests" / "cluster_stream_job.py"), cluster.master_url, str(source), str(output),
+            str(checkpoint), *extra]
+
+
+def _expected(events: list[dict]) -> list[tuple]:
+    rows = [dict(e, ts=dt.datetime.fromisoformat(e["ts"])) for e in events]
+    return sorted(tuple(m.values()) for m in cep.compile(QUERY).run(rows))
+
+
+def _output(spark, output: Path) -> list[tuple]:
+    """The job's matches, read through Spark (committed files only)."""
+    return sorted((r.symbol, r.start_ts, r.bottom, r.end_ts, r.n) for r in spark.read.parquet(str(output)).collect())
+
+
+@pytest.mark.spark
+def test_stream_on_a_standalone_cluster(spark, cluster, tmp_path):
+    events = _events()
+    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
+    _write_files(source, events, 1)
+    job = subprocess.run(_job(cluster, source, output, checkpoint), env=cluster.env, capture_output=True, text=True, timeout=600)
+    assert job.returncode == 0, job.stderr[-3000:]
+    expected = _expected(events)
+    assert _output(spark, output) == expected and len(expected) > 5
+    assert "Launching executor" in cluster.log("master") or "Asked to launch executor" in "".join(
+        cluster.log(f"worker-{i}") for i in range(len(cluster.workers)))
+
+
+def _batch_in_flight(checkpoint: Path) -> int | None:
+    """The id of a micro-batch whose offsets are logged and that is not committed, after a committed one."""
+    offsets, commits = checkpoint / "offsets", checkpoint / "commits"
+    if not offsets.exists():
+        return None
+    logged = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+    if not logged or logged[-1] < 1 or (commits / str(logged[-1])).exists():
+        return None
+    return logged[-1]
+
+
+@pytest.mark.spark
+def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spark, cluster, tmp_path):
+    events = _events()
+    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
+    _write_files(source, events, 8)
+    log_path = tmp_path / "job.log"
+    with log_path.open("w") as log:
+        job = subprocess.Popen(_job(cluster, source, output, checkpoint, "1"), env=cluster.env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for(lambda: _batch_in_flight(checkpoint) is not None or job.poll() is not None, 300,
+                  "a micro-batch in flight after a committed one", interval=0.05)
+        batch = _batch_in_flight(checkpoint)
+        assert batch is not None, "the job ended before a worker could be lost:\n" + log_path.read_text()[-3000:]
+        lost = len(cluster.workers) - 1
+        cluster.kill_worker(lost)  # the worker and its executor, in the middle of micro-batch `batch`
+        assert not (checkpoint / "commits" / str(batch)).exists()  # it was still running when they went
+        cluster.start_worker()
+        job.wait(timeout=600)
+    finally:
+        _stop(job)
+    assert job.returncode == 0, log_path.read_text()[-3000:]
+    assert (checkpoint / "commits" / str(batch)).exists()
+    expected = _expected(events)
+    got = _output(spark, output)
+    assert got == expected and len(set(got)) == len(got) and len(expected) > 5
+    # The job ran on two executors in turn: the lost one and one on the new worker.
+    app_logs = cluster.log(f"worker-{lost + 1}")
+    assert "Asked to launch executor" in app_logs, app_logs[-2000:]

@@ -50,8 +50,10 @@ from tests.test_streaming import (
     write_batches,
 )
 
-KILL_BATCH = 3
-DRIVER_DEADLINE_S = 240  # a JVM start plus four micro-batches; generous for a loaded 2-core machine
+DRIVER_DEADLINE_S = 240  # a JVM start plus two micro-batches; generous for a loaded 2-core machine
+# Where each driver in turn kills itself: every point of a micro-batch, each driver restarted from the
+# checkpoint the killed one left (so the later kills also test a restart after a crash).
+KILLS = (("after_state", 1), ("after_sink", 2), ("after_commit", 3))
 
 
 def _exists(directory: Path, pattern: str) -> bool:
@@ -82,32 +84,34 @@ def read_sink(output: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("point", crash_driver.KILL_POINTS)
-def test_sigkill_at_a_point_of_a_micro_batch_then_restart(spark, tmp_path, point):
-    query = cep.compile(QUERIES["vshape"])
-    rnd = random.Random(41)
-    events = make_events(rnd, symbols=3, per_symbol=30)
-    batches = make_batches(events, rnd, 20, 8) + [[sentinel(events, 60, 20)]]
-    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    write_batches(source, batches)
-    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(tmp_path / "driver-spark.log"),
-               CEP_TEST_KILL_AT=f"{point}:{KILL_BATCH}")
-    log_path = tmp_path / "driver.log"
+def run_driver_until_killed(tmp_path: Path, args: list[str], point: str, batch: int) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(tmp_path / f"driver-{point}-spark.log"),
+               CEP_TEST_KILL_AT=f"{point}:{batch}")
+    log_path = tmp_path / f"driver-{point}.log"
     with log_path.open("w") as log:
-        driver = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "crash_driver.py"), str(source), str(output), str(checkpoint), query.text],
-            env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
-        )
+        driver = subprocess.Popen([sys.executable, str(REPO / "tests" / "crash_driver.py"), *args], env=env,
+                                  start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
         try:
             driver.wait(timeout=DRIVER_DEADLINE_S)
         except subprocess.TimeoutExpired:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
-            pytest.fail(f"the driver did not reach {point} of batch {KILL_BATCH}:\n" + log_path.read_text()[-3000:])
+            pytest.fail(f"the driver did not reach {point} of batch {batch}:\n" + log_path.read_text()[-3000:])
     assert driver.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
-    stopped = _where_it_stopped(checkpoint, output, KILL_BATCH)
-    assert {k: stopped[k] for k in EXPECTED_STOP[point]} == EXPECTED_STOP[point], stopped
+
+
+@pytest.mark.spark
+def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, tmp_path):
+    query = cep.compile(QUERIES["vshape"])
+    rnd = random.Random(41)
+    events = make_events(rnd, symbols=3, per_symbol=30)
+    batches = make_batches(events, rnd, 20, 6) + [[sentinel(events, 60, 20)]]
+    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    write_batches(source, batches)
+    for point, batch in KILLS:
+        run_driver_until_killed(tmp_path, [str(source), str(output), str(checkpoint), query.text], point, batch)
+        stopped = _where_it_stopped(checkpoint, output, batch)
+        assert {k: stopped[k] for k in EXPECTED_STOP[point]} == EXPECTED_STOP[point], (point, stopped)
 
     stream = crash_driver.start_query(spark, str(source), str(output), str(checkpoint), query.text, available_now=True)
     stream.awaitTermination()
