@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from cep.cli_io import (  # noqa: F401 - infer_datetimes is part of the command's Python surface
     FORMATS,
     UsageError,
+    bad_rows_summary,
+    write_dead_letter,
     _cell,
     _display_order,
     _err,
@@ -62,6 +64,7 @@ class RunResult:
     partitions: int
     seconds: float
     ordered: bool = False  # the query has an outer ORDER BY: keep its order
+    bad_rows: dict[str, int] | None = None  # with --dead-letter: rows set aside, per reason
 
 
 def _partition_count(pdf: "pd.DataFrame", columns: list[str]) -> int:
@@ -89,24 +92,31 @@ def _has_outer_order(plan: Any, columns: Sequence[str]) -> bool:
 PROGRESS_MIN_ROWS = 100_000
 
 
-def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, progress: bool | None = None) -> RunResult:
+def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, progress: bool | None = None,
+                dead_letter: str | None = None) -> RunResult:
     started = time.perf_counter()
     pdf = read_pandas(paths, fmt)
     if progress is None:  # automatic: on a terminal, for large inputs
         progress = sys.stderr.isatty() and len(pdf) >= PROGRESS_MIN_ROWS
+    records: list[dict] = []
+    stats: dict = {}
+    checks = {"dead_letter": records, "stats": stats} if dead_letter else {}
     if progress:
-        result = _run_with_progress_bar(query, pdf)
+        result = _run_with_progress_bar(query, pdf, **checks)
     else:
-        result = query.run(pdf)
+        result = query.run(pdf, **checks)
+    if dead_letter:
+        write_dead_letter(records, dead_letter)
     partition = _resolve_partition(query.plan, pdf.columns)
     if limit is not None:
         result = result.head(limit)
     seconds = time.perf_counter() - started
     ordered = _has_outer_order(query.plan, pdf.columns)
-    return RunResult(result, len(pdf), _partition_count(pdf, partition), seconds, ordered)
+    return RunResult(result, len(pdf), _partition_count(pdf, partition), seconds, ordered,
+                     stats.get("by_reason", {}) if dead_letter else None)
 
 
-def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame") -> "pd.DataFrame":
+def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame", **checks: Any) -> "pd.DataFrame":
     """``query.run`` with a rich progress bar on stderr, fed by the matcher's per-partition callback."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -114,7 +124,7 @@ def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame") -> "pd.DataFrame":
     columns = (TextColumn("matching"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("matching", total=len(pdf))
-        return query.run(pdf, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        return query.run(pdf, progress=lambda done, total: bar.update(task, completed=done, total=total), **checks)
 
 
 def _start_spark(master: str) -> Any:
@@ -189,11 +199,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
     fmt = _input_format(args.input, args.format)
+    if args.dead_letter and args.engine != "python":
+        raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
+                         "cep stream sets bad rows aside on Spark)")
 
     try:
         query = cep.compile(text, filename=args.query_file)
         if args.engine == "python":
-            run = _run_python(query, args.input, fmt, args.limit, args.progress)
+            run = _run_python(query, args.input, fmt, args.limit, args.progress, args.dead_letter)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -224,6 +237,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"events read: {run.events}, partitions: {run.partitions}, matches: {len(table)}, "
         f"seconds: {run.seconds:.2f} (engine: {args.engine})"
     )
+    if run.bad_rows is not None:
+        print(bad_rows_summary(run.bad_rows, args.dead_letter))
     return EXIT_OK
 
 
@@ -581,6 +596,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"show a progress bar on stderr (python engine; default: on a terminal, from "
                           f"{PROGRESS_MIN_ROWS:,} rows)")
     run.add_argument("--master", default="local[*]", help="Spark master URL (default: %(default)s)")
+    run.add_argument("--dead-letter", metavar="FILE",
+                     help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
+                     "as JSON lines with their reason, and match the rest; the summary counts them (python engine)")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser(

@@ -366,3 +366,22 @@ def write_output(pdf: "pd.DataFrame", path: str) -> None:
             pdf.to_json(path, orient="records", lines=True, date_format="iso")
     except (OSError, ValueError, ImportError) as exc:
         raise UsageError(f"cannot write {path}: {exc}") from None
+
+
+def write_dead_letter(records: Sequence[dict], path: str) -> None:
+    """The dead-letter records of ``Query.run(dead_letter=...)`` as JSON lines (values as text where JSON has no type)."""
+    import json
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            for record in records:
+                fh.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write the dead letter {path}: {exc}") from None
+
+
+def bad_rows_summary(by_reason: dict[str, int], path: str) -> str:
+    """The summary line of the rows set aside: 'bad rows: 2 (null_event_time 1, wrong_type 1) -> bad.jsonl'."""
+    total = sum(by_reason.values())
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(by_reason.items()))
+    return f"bad rows: {total}" + (f" ({reasons})" if reasons else "") + f" -> {path}"

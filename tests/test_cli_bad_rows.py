@@ -1,0 +1,46 @@
+"""``cep run --dead-letter FILE``: bad rows set aside with their reasons and counted in the summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cep
+from cep import cli
+
+REPO = Path(__file__).resolve().parent.parent
+VSHAPE = REPO / "patterns" / "v_shape.sql"
+
+LINES = [
+    {"symbol": "A", "ts": "2024-01-01T00:00:01", "price": 5.0},
+    {"symbol": "A", "ts": "2024-01-01T00:00:02", "price": 3.0},
+    {"symbol": "A", "ts": None, "price": 3.0},  # null_event_time
+    {"symbol": "A", "ts": "2024-01-01T00:00:03", "price": "abc"},  # wrong_type
+    {"symbol": "A", "ts": "2024-01-01T00:00:04", "price": 4.0},
+    {"symbol": "B", "ts": "2024-01-01T00:00:01", "price": 2.0, "extra": "ignored"},
+]
+
+
+def test_cli_run_dead_letter_counts_bad_rows_in_the_summary(tmp_path, capsys):
+    source = tmp_path / "events.json"
+    source.write_text("".join(json.dumps(line) + "\n" for line in LINES), encoding="utf-8")
+    dead = tmp_path / "bad.jsonl"
+    code = cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python", "--dead-letter", str(dead)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[-1] == f"bad rows: 2 (null_event_time 1, wrong_type 1) -> {dead}"
+    records = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+    assert [(r["_cep_row"], r["_cep_error"], r["_cep_error_code"]) for r in records] == [(2, "null_event_time", "E0440"),
+                                                                                           (3, "wrong_type", "E0442")]
+    # The matches are those of the good rows alone (the batch API on the same rows).
+    good = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(cli.read_pandas([str(source)], "json").drop(index=[2, 3]))
+    assert f"matches: {len(good)}," in out and len(good) == 1
+
+
+def test_cli_run_without_dead_letter_is_unchanged_and_spark_refuses_it(tmp_path, capsys):
+    source = tmp_path / "events.json"
+    source.write_text("".join(json.dumps(line) + "\n" for line in LINES if line["ts"]), encoding="utf-8")
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
+    assert "E0410" in capsys.readouterr().err  # 'abc' < 3.0: the query fails, as before
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--dead-letter", str(tmp_path / "x.jsonl")]) == cli.EXIT_USAGE
+    assert "--dead-letter needs --engine python" in capsys.readouterr().err
