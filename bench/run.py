@@ -17,7 +17,8 @@ Measured:
 - pandas-match-recognize on (a), installed into bench/.venv-peers (never a dependency of cep), with
   whether its output equals ours;
 - the hostile patterns of the matcher issue (bench/hostile.py), 10k vs 100k rows.
-PyFlink is not run: see docs/performance.md.
+- PyFlink's MATCH_RECOGNIZE on (a)-(f) in batch mode, installed into bench/.venv-flink (bench/peers/flink.py),
+  against cep on the same rows, and against the Spark replay of (a) end to end (``--no-flink`` skips it).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
+from bench.peers import flink as flink_peer  # noqa: E402
 from matcher import fastpath  # noqa: E402
 from matcher.tables import arrow_to_columns  # noqa: E402
 
@@ -382,13 +384,7 @@ def write_report(results: dict) -> None:
                   f"{spark['eps']:,.0f} events/s end to end ({spark['seconds']:.1f} s; session start {spark['startup_s']:.1f} s, not counted)."]
     elif spark:
         lines += ["", f"Spark: not measured ({spark['error']})."]
-    lines += [
-        "",
-        "PyFlink (`apache-flink`, a JVM mini-cluster) is not run by `make bench`: it is a 2-3 GB install with",
-        "15-30 CPU-seconds of start-up per query, which does not fit this machine's session budget next to the",
-        "rest. Its figures on this kind of machine are in `../shared/design/peers.md` (13-51k rows/s).",
-        "",
-    ]
+    lines += flink_peer.report_lines(results.get("flink"), spark) + [""]
     if results.get("hostile"):
         lines += ["## Hostile patterns (bench/hostile.py): 10k vs 100k rows where nothing matches", "",
                   "| pattern | path | 10k rows (s) | 100k rows (s) | ratio (linear = 10) |", "| --- | --- | ---: | ---: | ---: |"]
@@ -426,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", action="store_true", help="also run the fast path on 10M rows")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--no-flink", action="store_true", help="skip PyFlink (about 5 minutes)")
     parser.add_argument("--no-hostile", action="store_true")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/performance.md from bench/results.json")
     args = parser.parse_args(argv)
@@ -457,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_spark:
         print("Spark", flush=True)
         results["spark"] = bench_spark(path, args.rows, args.repeats)
+    if not (args.no_peers or args.no_flink):
+        print("PyFlink", flush=True)
+        results["flink"] = flink_peer.bench(QUERIES, path, args.rows, args.repeats)
     if not args.no_hostile:
         print("hostile patterns", flush=True)
         results["hostile"] = bench_hostile()
