@@ -1,18 +1,20 @@
 """Crashes at every step of a micro-batch, and sinks that fail: nothing lost, nothing twice.
 
-* SIGKILL of the whole driver (Python and its JVM) at three points of a micro-batch: right after the
-  stateful operator committed its state, right after the sink wrote, right after Spark committed the
-  batch (``tests/crash_driver.py`` kills itself there; the test then checks the checkpoint shows that
-  very point). The stream is restarted from its checkpoint in this process; the union of everything
-  the sink holds must equal the batch replay (``Query.run``) with no duplicate match id. The kill
-  during a micro-batch at an arbitrary moment is ``test_streaming.py::test_spark_sigkill_mid_stream_then_restart``.
+* SIGKILL of the whole driver (Python and its JVM) at three points of a micro-batch, one driver after
+  another on the same checkpoint: right after the stateful operator committed its state, right after
+  the sink wrote, right after Spark committed the batch (``tests/crash_driver.py`` kills itself there;
+  the test checks that the checkpoint shows that very point). The stream is then finished from its
+  checkpoint in this process; the union of everything the sink holds must equal the batch replay
+  (``Query.run``) with no duplicate match id. The kill during a micro-batch at an arbitrary moment is
+  ``test_streaming.py::test_spark_sigkill_mid_stream_then_restart``.
 * A locked database under an alert stream: the delivery stops with an error naming the sink, the
   matching does not; after the restart every alert is in the table once.
-* A full disk under Spark's file sink (a small tmpfs, filled up; needs root or a user namespace to
-  mount, skipped otherwise): the query stops with the disk's error, and once space is back the restart
+* A full disk under Spark's file sink (a small tmpfs, filled up; needs root to mount it,
+  skipped otherwise): the query stops with the disk's error, and once space is back the restart
   writes everything once; what a reader sees goes through ``_spark_metadata``.
 
-Each SIGKILL case starts a second Spark driver (a JVM, 20-40 s here); the file stays near two minutes.
+The SIGKILL test starts three more Spark drivers (a JVM each); see the module's durations in the report
+of ``pytest --durations``.
 """
 
 from __future__ import annotations
