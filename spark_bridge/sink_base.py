@@ -44,6 +44,10 @@ class RetryPolicy:
     max_backoff: float = 10.0
     budget: float = 60.0  # seconds of retrying per micro-batch
 
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.backoff < 0 or self.max_backoff < 0 or self.budget < 0:
+            raise ValueError(f"a retry policy needs at least one attempt and no negative time: {self}")
+
     def delay(self, attempt: int) -> float:
         """Seconds to wait after the failed attempt number ``attempt`` (0-based)."""
         return min(self.max_backoff, self.backoff * (2**attempt))
