@@ -83,6 +83,9 @@ def add_commands(subparsers) -> None:
     stream.add_argument("--dead-letter", metavar="DIR",
                         help="bad input rows go to DIR/bad-rows/ (JSON lines with the reason), failed webhook deliveries "
                         "to DIR/<key>.json (default: CHECKPOINT/dead-letter)")
+    stream.add_argument("--dedup-key", action="append", metavar="COLUMN",
+                        help="drop repeats of this column's value (an event id) within a partition key and the watermark "
+                        "delay; repeat for a key of several columns (default: every row counts, as in SQL)")
     stream.add_argument("--max-future-skew", default=DEFAULT_MAX_FUTURE_SKEW, metavar="DURATION",
                         help="a row whose event time is further ahead of the clock than this is a bad row "
                         "(future_event_time) and cannot move the watermark; 'off' to accept any (default: %(default)s)")
@@ -248,6 +251,9 @@ def _status_line(status: dict, started: float) -> str:
     bad = sum((status.get("bad_rows") or {}).values())
     if bad:
         parts.append(f"bad rows {bad}")
+    duplicates = max((r["duplicates_dropped"] for r in rows), default=0)
+    if duplicates:
+        parts.append(f"duplicates {duplicates}")
     if sinks:
         parts.append(f"delivered {delivered}" + (f", dead letters {dead}" if dead else ""))
     parts.append(f"up {int(time.monotonic() - started)}s")
@@ -322,6 +328,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
             spark, rules_path, source, checkpoint=checkpoint, output=args.output, output_format=output_format,
             sinks=sinks, suppress=specs, watermark=watermark, session_timeout=session, time_column=args.time_column,
             trigger=trigger, on_event=console.event, dead_letter=dead_letter, max_future_skew=skew,
+            dedup_key=args.dedup_key,
         )
         stream.refresh_rules(force=True)
     except CepError as err:
@@ -419,6 +426,9 @@ def render_status(status: dict) -> str:
     if sum(bad.values()):
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(bad.items()) if count)
         lines.append(f"bad rows: {sum(bad.values())} ({reasons}) -> {status.get('bad_rows_path', '-')}")
+    duplicates = max((r["duplicates_dropped"] for r in rule_rows(status)), default=0)
+    if duplicates:
+        lines.append(f"duplicates dropped: {duplicates} (each rule drops the repeats it sees; the largest count)")
     rows = rule_rows(status)
     lines.append("")
     header = ("RULE", "STATE", "VERSION", "MATCHES", "SUPPRESSED", "LIVE", "LATE", "LAST MICRO-BATCH", "ERRORS")

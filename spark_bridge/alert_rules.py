@@ -66,6 +66,7 @@ STAT_NAMES = (
     "timers_fired",  # calls made by a timer
     "cap_hits",  # rows released early by max_pending_rows
     "sessions_closed",
+    "duplicates_dropped",  # rows dropped as repeats of the stream's dedup key (keyed.KeyedStream)
 )
 _GAUGES = {"d_live": "live_partial_matches", "d_pending": "pending_rows", "d_keys": "keys"}
 
@@ -379,6 +380,8 @@ class _CompiledRule:
             query_text=_match_id_text(self.rule_id, entry["canonical"]),
             session_timeout_us=ruleset.get("session_timeout_us"),
             max_pending_rows=ruleset.get("max_pending_rows") or DEFAULT_MAX_PENDING_ROWS,
+            dedup_key=ruleset.get("dedup_key"),
+            dedup_horizon_us=ruleset.get("dedup_horizon_us") or 0,
         )
         names = [n for n, _ in plan.output_types(dict(ruleset["input_types"]))]
         self.status_index = names.index(ALERT_STATUS) if entry.get("status_column") else None
@@ -581,7 +584,7 @@ class _AlertStep:
             engine = rule.engine
             columns = key_values = None
             if pdf is not None:
-                missing = [c for c in engine.pending_columns if c not in columns_cache]
+                missing = [c for c in engine.read_columns if c not in columns_cache]
                 if missing:
                     columns_cache.update(pandas_to_columns(pdf, missing))
                 columns = columns_cache
@@ -603,7 +606,7 @@ class _AlertStep:
             engine_stats = result.stats
             live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
             pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
-            for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed"):
+            for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed", "duplicates_dropped"):
                 stats[name] = int(engine_stats.get(name, 0))
             stats["d_live"] = live - (entry[_LIVE] if entry is not None else 0)
             stats["d_pending"] = pending - (entry[_PENDING] if entry is not None else 0)

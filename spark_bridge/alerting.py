@@ -87,7 +87,7 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
     log,
 )
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
-from spark_bridge.streaming import bad_row_counts, dead_letter_rows, good_rows, mark_bad_rows, prepare_input
+from spark_bridge.streaming import CORRUPT_RECORD, bad_row_counts, dead_letter_rows, good_rows, mark_bad_rows, prepare_input
 from spark_bridge.sinks import ALERT_COLUMNS, ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -240,7 +240,8 @@ class AlertStream:
     query writes them, with their reasons, as JSON lines to ``<dead_letter>/bad-rows/`` (Spark's file
     sink: exactly once) and counts them per reason in the status (``bad_rows``). Webhook deliveries
     that fail go to ``<dead_letter>/<key>.json`` (``sinks.WebhookSink``). ``max_future_skew``: see
-    ``streaming.match_stream``.
+    ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the repeats of a key within
+    its partition key and the watermark delay (``keyed.KeyedStream``), counted as ``duplicates_dropped``.
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks (``spark_bridge.sinks``). ``suppress``: ``'rule=10m'`` specs.
@@ -267,6 +268,7 @@ class AlertStream:
         on_event: Callable[[str], None] | None = None,
         dead_letter: str | None = None,
         max_future_skew: Any = None,
+        dedup_key: str | Sequence[str] | None = None,
     ) -> None:
         self.spark = spark
         self.rules_path = rules
@@ -287,6 +289,7 @@ class AlertStream:
         self.status_path = os.path.join(self.checkpoint, "status.json")
         self.dead_letter_dir = os.path.abspath(dead_letter or os.path.join(self.checkpoint, "dead-letter"))
         self.max_future_skew_us = _duration_us(max_future_skew, "max_future_skew") if max_future_skew is not None else None
+        self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.match_query = None
         self.deliver_query = None
         self.bad_query = None
@@ -306,7 +309,12 @@ class AlertStream:
                     self.time_column = self.store.load(current).get("time_column")
                 except (OSError, ValueError):
                     pass
-        self.input_types = input_types_of(source)
+        # The rules see the input's columns; Spark's unreadable-line column only marks bad rows (mark_bad_rows).
+        self.input_types = {n: t for n, t in input_types_of(source).items() if n != CORRUPT_RECORD}
+        unknown = [name for name in self.dedup_key if name not in self.input_types]
+        if unknown:
+            raise CepSemanticError(f"unknown column {unknown[0]!r} (dedup_key); the input has {', '.join(self.input_types)}",
+                                   code="E0220")
 
     # ----------------------------------------------------------------------------- events, status
 
@@ -376,6 +384,11 @@ class AlertStream:
         if payload["time_column"] is None:
             raise CepSemanticError("cannot tell the stream's event-time column: no rule orders by an input column; "
                                    "give it explicitly (--time-column)", code="E0604")
+        if self.dedup_key:  # repeats are remembered for the watermark delay (keyed.KeyedStream)
+            from spark_bridge.streaming import DEFAULT_WATERMARK
+
+            payload["dedup_key"] = self.dedup_key
+            payload["dedup_horizon_us"] = _duration_us(self.watermark or DEFAULT_WATERMARK, "watermark")
         # Compare with what ran last, also across a restart (the status file remembers it).
         old_versions = dict(self.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
         kept = self._keep_last_good(payload, ruleset)
@@ -778,6 +791,7 @@ def rule_rows(status: dict) -> list[dict]:
             "events": numbers.get("events_in", 0),
             "delivered": numbers.get("delivered", 0),
             "dead_lettered": numbers.get("dead_lettered", 0),
+            "duplicates_dropped": numbers.get("duplicates_dropped", 0),
             "last_batch_time": rule.get("last_batch_time"),
             "errors": errors,
         })

@@ -243,24 +243,25 @@ def _payload_key(text: str) -> str:
 
 @pytest.mark.spark
 def test_cli_stream_dead_letters_bad_rows_and_counts_them(spark, few_partitions, tmp_path, capsys):
-    """``cep stream --once``: bad rows land in CHECKPOINT/dead-letter/bad-rows/ with their reasons, the
-    summary and ``cep status`` count them, and the good rows' alerts are the batch replay's matches."""
+    """``cep stream --once --dedup-key id``: bad rows land in CHECKPOINT/dead-letter/bad-rows/ with their
+    reasons, repeats are dropped, the summary and ``cep status`` count both, and the alerts are the batch
+    replay's matches over the good, unique rows."""
     from cep import cli
     from spark_bridge.sinks import FileSink
 
     rnd = random.Random(3)
     events = random_ticks(rnd, symbols=2, per_symbol=12)
-    write_lines(tmp_path / "in", hostile_batches(rnd, events, repeats=0))
+    write_lines(tmp_path / "in", hostile_batches(rnd, events, repeats=3))
     query_file = tmp_path / "vshape.sql"
     query_file.write_text(VSHAPE, encoding="utf-8")
     checkpoint = tmp_path / "ck"
     code = cli.main(["stream", str(query_file), "--input", str(tmp_path / "in"), "--checkpoint", str(checkpoint),
                      "--schema", "id STRING, symbol STRING, ts TIMESTAMP, price DOUBLE", "--watermark", "5s",
-                     "--session-timeout", "60s", "--once", "--master", "local[2]"])
+                     "--session-timeout", "60s", "--dedup-key", "id", "--once", "--master", "local[2]"])
     summary = capsys.readouterr().err
     assert code == 0
     expected_reasons = Counter(reason for _, reason in BAD_LINES)
-    assert f"bad rows {len(BAD_LINES)}" in summary
+    assert f"bad rows {len(BAD_LINES)} | duplicates 3 |" in summary
 
     dead = spark.read.json(str(checkpoint / "dead-letter" / "bad-rows")).toPandas()
     assert Counter(dead["_cep_error"]) == expected_reasons
@@ -277,3 +278,4 @@ def test_cli_stream_dead_letters_bad_rows_and_counts_them(spark, few_partitions,
     shown = capsys.readouterr().out
     line = next(line for line in shown.splitlines() if line.startswith("bad rows:"))
     assert line.startswith(f"bad rows: {len(BAD_LINES)} (") and all(f"{r} {n}" in line for r, n in expected_reasons.items())
+    assert "duplicates dropped: 3 " in shown
