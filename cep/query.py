@@ -56,9 +56,10 @@ class Query:
         """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition).
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
-        with ``late="output"``, the late input rows): see ``spark_bridge.streaming.match_stream`` for
-        ``watermark``, ``session_timeout``, ``late`` and the other keyword arguments
-        (``max_pending_rows``, ``metrics_name``). They are ignored for a static ``df``.
+        with ``late="output"``, the late and bad input rows with ``cep_late_reason``): see
+        ``spark_bridge.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
+        other keyword arguments (``max_pending_rows``, ``metrics_name``, ``dedup_key``,
+        ``max_future_skew``). They are ignored for a static ``df``.
         """
         if df.isStreaming:
             from spark_bridge.streaming import match_stream, statement_text

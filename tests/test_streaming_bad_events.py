@@ -212,6 +212,10 @@ def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(s
     batches = hostile_batches(rnd, events, repeats=4)
     write_lines(tmp_path / "in", batches)
     df = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+    with pytest.raises(cep.CepSemanticError, match="before the watermark"):  # too late to guard it
+        query.on_spark(df.withWatermark("ts", "5 seconds"), max_future_skew="1 day")
+    with pytest.raises(cep.CepSemanticError, match="unknown column 'nope'"):
+        query.on_spark(df, dedup_key="nope")
     out = query.on_spark(df, watermark="5 seconds", session_timeout="60 seconds", max_future_skew="1 day", dedup_key="id")
     assert "_corrupt_record" not in out.columns
     stream = (out.writeStream.format("memory").queryName("bad_events").option("checkpointLocation", str(tmp_path / "ck"))
