@@ -83,8 +83,11 @@ def test_referee_says_which_engine_the_reference_agrees_with():
     text = QUERIES["c"][1]
     right = [tuple(r.values()) for r in cep.compile(text).run(table).to_pylist()]
     wrong = right[1:]
-    verdict = flink.referee(text, table, ours=wrong, flink_rows=right)
-    assert verdict == {"reference_matches": len(right), "reference_equals_ours": False,
-                       "reference_equals_flink": True, "reference_only_vs_ours": 1, "reference_only_vs_flink": 0}
-    lines = flink.difference_lines({"query": "d", "only_ours": 0, "only_flink": 1, "examples": {}, **verdict})
-    assert lines[2] == "  " + flink.KNOWN_CAUSES["d"]["ours"] and len(lines) == 3
+    verdict = flink.referee(text, table, ours=right, flink_rows=wrong)
+    assert verdict == {"reference_matches": len(right), "reference_equals_ours": True,
+                       "reference_equals_flink": False, "reference_only_vs_ours": 0, "reference_only_vs_flink": 1}
+    lines = flink.difference_lines({"query": "d", "only_ours": 1, "only_flink": 0, "examples": {}, **verdict})
+    assert lines[2] == "  " + flink.KNOWN_CAUSES["d"]["flink"] and len(lines) == 3
+    agreeing = flink.difference_lines({"query": "d", "only_ours": 1, "only_flink": 0, "examples": {},
+                                       **verdict, "reference_equals_flink": True})
+    assert len(agreeing) == 2  # no cause printed for an engine that agrees with the reference

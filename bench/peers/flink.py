@@ -49,13 +49,15 @@ sys.path.insert(0, str(REPO))
 class PeerQuery:
     name: str
     text: str  # our text, as in bench/run.py
-    rows: int  # rows Flink runs on (capped by the bench's row count): see RUNNER_TIMEOUT_S
+    rows: int  # rows both engines run on: FLINK_ROWS, capped by the bench's row count
 
 
-# Rows per query for Flink. (a) and (c) read only the current row and PREV; (b) reads LAST(v, 1) of
-# short falling runs; (d) and (e) keep a partial match open over many rows (10 minutes, or until the
-# volume reaches 10,000), which Flink re-reads on every row: (d) took 362 s for 20k rows here.
-FLINK_ROWS = {"a": 1_000_000, "b": 200_000, "c": 200_000, "d": 5_000, "e": 200_000, "f": 20_000}
+# Rows per query for Flink, so that its share of `make bench` stays near 5 minutes on 2 cores. (a): the
+# bench's rows (1M), as the Spark replay it is compared with. (b), (c), (e): 100k (their partial matches
+# are short; Flink does about 10k rows per wall-second plus several seconds per job). (d) keeps a partial
+# match open from every start until a drop, up to 10 minutes, and Flink re-reads it on every row: 362 s
+# for 20k rows here, so 5k. (f): Flink rejects it while planning.
+FLINK_ROWS = {"a": 1_000_000, "b": 100_000, "c": 100_000, "d": 5_000, "e": 100_000, "f": 20_000}
 
 
 # ------------------------------------------------------------------------------------------ rewrites
@@ -205,17 +207,43 @@ def referee(text: str, table, ours: list[tuple], flink_rows: list[tuple]) -> dic
             "reference_only_vs_flink": len(set(map(normalized, reference)) - set(map(normalized, flink_rows)))}
 
 
-def ours_on(text: str, table, repeats: int) -> tuple[float, list[tuple]]:
-    """Median CPU seconds of ``Query.run`` on a pyarrow Table (end to end, single-threaded), and its rows."""
+@dataclass(frozen=True)
+class OurRun:
+    wall_s: float  # medians over the repeats
+    cpu_s: float
+    rows: list[tuple]
+
+
+def ours_on(text: str, load, repeats: int) -> OurRun:
+    """``Query.run`` end to end from the file: ``load()`` reads the pyarrow Table; cep matches it."""
     import cep
 
     query = cep.compile(text)
-    timings, out = [], None
+    walls, cpus, out = [], [], None
     for _ in range(repeats):
-        began = time.process_time()
-        out = query.run(table)
-        timings.append(time.process_time() - began)
-    return statistics.median(timings), [tuple(r.values()) for r in out.to_pylist()]
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = query.run(load())
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return OurRun(statistics.median(walls), statistics.median(cpus), [tuple(r.values()) for r in out.to_pylist()])
+
+
+def measured(q: PeerQuery, sql: str, run: dict, startup_s: float, load, repeats: int) -> dict:
+    """Flink's run of one query next to cep's on the same rows: rates, ratios, and whether the outputs agree.
+
+    Ratios compare like with like: wall with wall (after Flink's start-up, and end to end), CPU with CPU."""
+    ours = ours_on(sql, load, repeats)
+    entry = {"flink_wall_s": run["wall_s"], "flink_cpu_s": run["cpu_s"], "flink_eps": q.rows / run["wall_s"],
+             "flink_eps_end_to_end": q.rows / (startup_s + run["wall_s"]), "flink_eps_per_cpu": q.rows / run["cpu_s"],
+             "ours_wall_s": ours.wall_s, "ours_cpu_s": ours.cpu_s, "ours_eps": q.rows / ours.wall_s,
+             "ours_eps_per_cpu": q.rows / ours.cpu_s, "ours_over_flink": run["wall_s"] / ours.wall_s,
+             "ours_over_flink_end_to_end": (startup_s + run["wall_s"]) / ours.wall_s,
+             "ours_over_flink_per_cpu": run["cpu_s"] / ours.cpu_s}
+    theirs = typed_like(ours.rows, run["output"])
+    entry.update(compare(ours.rows, theirs))
+    if not entry["same_output"]:
+        entry.update(referee(sql, load(), ours.rows, theirs))
+    return entry
 
 
 def peer_queries(queries: dict, rows: int) -> list[PeerQuery]:
@@ -251,24 +279,14 @@ def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
     flink = json.loads(out.read_text())
     result = {**installed, "process_wall_s": time.perf_counter() - began, "startup": flink["startup"],
               "peak_rss_bytes": flink["peak_rss_bytes"], "queries": []}
-    full = pq.read_table(parquet)
     for name, (q, sql, rewrites) in plan.items():
         entry = {"query": name, "rows": q.rows, "rewrites": list(rewrites), "flink_sql": sql}
         run = flink["queries"][name]
         if "error" in run:
             entry["rejected"] = run["error"]
         else:
-            ours_s, ours = ours_on(sql, full.slice(0, q.rows), repeats)
-            startup_s = flink["startup"]["wall_s"]
-            entry.update(flink_wall_s=run["wall_s"], flink_cpu_s=run["cpu_s"],
-                         flink_eps=q.rows / run["wall_s"], flink_eps_end_to_end=q.rows / (startup_s + run["wall_s"]),
-                         flink_eps_per_cpu=q.rows / run["cpu_s"], ours_s=ours_s, ours_eps=q.rows / ours_s,
-                         ours_over_flink=run["wall_s"] / ours_s,
-                         ours_over_flink_end_to_end=(startup_s + run["wall_s"]) / ours_s)
-            theirs = typed_like(ours, run["output"])
-            entry.update(compare(ours, theirs))
-            if not entry["same_output"]:
-                entry.update(referee(sql, full.slice(0, q.rows), ours, theirs))
+            load = lambda rows=q.rows: pq.read_table(parquet).slice(0, rows)  # noqa: E731
+            entry.update(measured(q, sql, run, flink["startup"]["wall_s"], load, repeats))
         print(f"  PyFlink ({name}): {json.dumps({k: v for k, v in entry.items() if k != 'flink_sql'}, default=str)}",
               flush=True)
         result["queries"].append(entry)
@@ -277,14 +295,10 @@ def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
 
 # ---------------------------------------------------------------------------------------- the report
 
-# Causes found by reading the rows where an engine and the reference matcher disagree (bench of 26 Nov
-# 2026, 5,000 rows); printed only while that engine still disagrees with the reference.
+# Causes found by reading the rows where an engine and the reference matcher disagree (5,000 rows of (d));
+# printed only while that engine still disagrees with the reference. Keys: "ours", "flink".
 KNOWN_CAUSES = {
     "d": {
-        "ours": "cep's bug: when the attempt from one start is still open at the end of the input, the later "
-                "starts are never tried (`PATTERN (A B*? C)`, `C AS C.price < A.price - 1`, prices 10, 12, 10: no "
-                "match instead of 12 -> 10; S001 here: no match where 09:30:03 at 405.62 -> 09:30:05 at 405.49 is "
-                "one). It came with commit 6536d66 (lazy starts for conditions that read the match history).",
         "flink": "Flink's bug: it ends some matches at a later row satisfying C than the first one (S029: A at "
                  "09:30:46, 210.25; 09:30:48 at 210.11 satisfies `C.price < A.price - 0.10`, Flink ends at 09:30:49, "
                  "210.13), against the reluctant `B*?`'s preference for the fewest rows; a later match can be lost.",
@@ -318,21 +332,24 @@ def report_lines(flink: dict | None, spark: dict | None) -> list[str]:
         "has no Parquet format), writing matches to a CSV sink. "
         f"Start-up (JVM, TableEnvironment, one {WARMUP_ROWS:,}-row warm-up query): {start['wall_s']:.1f} s wall, "
         f"{start['cpu_s']:.1f} CPU-s; peak RSS {flink['peak_rss_bytes'] / 1e9:.2f} GB (JVM heap capped at 2 GB). "
-        "Flink figures are wall time (it uses both cores) and one run each; cep's are the median CPU time of "
-        "`Query.run(pyarrow.Table)` on the same rows, running Flink's text.",
+        "Flink: one run per query; cep: the median of the bench's repeats of `Query.run` on the Parquet file's "
+        "rows (reading included), running Flink's text. Events/s are per wall-second (Flink uses both cores, cep "
+        "one) unless per CPU-second; each ratio compares wall with wall or CPU with CPU.",
         "",
-        "| query | rows | Flink events/s, end to end | Flink events/s, after start-up | Flink events/CPU-s "
-        "| cep events/s | cep / Flink, after start-up | cep / Flink, end to end | same output |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| query | rows | Flink events/s, end to end | Flink, after start-up | Flink, per CPU-s | cep events/s "
+        "| cep, per CPU-s | cep / Flink, end to end | cep / Flink, after start-up | cep / Flink, per CPU-s "
+        "| same output (matches: cep, Flink) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for q in flink["queries"]:
         if "rejected" in q:
-            lines.append(f"| ({q['query']}) | | rejected: {q['rejected'].replace('|', chr(92) + '|')} | | | | | | |")
+            lines.append(f"| ({q['query']}) | | rejected: {q['rejected'].replace('|', chr(92) + '|')} |" + " |" * 8)
             continue
         lines.append(
             f"| ({q['query']}) | {q['rows']:,} | {q['flink_eps_end_to_end']:,.0f} | {q['flink_eps']:,.0f} "
-            f"| {q['flink_eps_per_cpu']:,.0f} | {q['ours_eps']:,.0f} | {q['ours_over_flink']:,.0f}x "
-            f"| {q['ours_over_flink_end_to_end']:,.0f}x | {q['same_output']} ({q['our_matches']:,} vs {q['flink_matches']:,}) |")
+            f"| {q['flink_eps_per_cpu']:,.0f} | {q['ours_eps']:,.0f} | {q['ours_eps_per_cpu']:,.0f} "
+            f"| {q['ours_over_flink_end_to_end']:,.0f}x | {q['ours_over_flink']:,.0f}x | {q['ours_over_flink_per_cpu']:,.0f}x "
+            f"| {q['same_output']} ({q['our_matches']:,}, {q['flink_matches']:,}) |")
     lines.append("")
     rewritten = [q for q in flink["queries"] if q["rewrites"]]
     if rewritten:

@@ -31,7 +31,6 @@ import time
 # and runs no faster (../shared/design/peers.md); 2 GB leaves room for 1M buffered rows.
 JVM_HEAP = "-Xmx2g"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 TICKS_DDL = """CREATE TEMPORARY TABLE ticks (symbol STRING, ts TIMESTAMP(3), price DOUBLE, volume BIGINT)
 WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')"""
@@ -43,18 +42,22 @@ WARMUP_SQL = """SELECT * FROM ticks MATCH_RECOGNIZE (
   PATTERN (A B) DEFINE B AS price > PREV(price))"""
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name (field 3 onwards), or None if the process has ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def descendants(pid: int) -> list[int]:
     """Process ids below ``pid`` (the JVM and anything it started), from /proc."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended while we looked
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = stat_fields(int(entry))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -66,12 +69,7 @@ def descendants(pid: int) -> list[int]:
 def child_cpu_seconds() -> float:
     """User + system CPU seconds of the running descendants (the JVM)."""
     total = 0
-    for pid in descendants(os.getpid()):
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
+    for fields in filter(None, map(stat_fields, descendants(os.getpid()))):
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return total / CLOCK_TICKS
 
