@@ -19,8 +19,10 @@ Kinds: ``int`` (int64 data), ``float`` (float64), ``bool``, ``str`` (object arra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
 
 import numpy as np
 
@@ -33,13 +35,20 @@ KEY_KINDS = frozenset({"int", "bool", "str", "time"})
 
 @dataclass(frozen=True)
 class ArrayColumn:
-    """One input column: numpy data with a NULL mask (None: no NULLs), and its source for exact values."""
+    """One input column: numpy data with a NULL mask (None: no NULLs), and its source for exact values.
+
+    ``data`` is read from the source on first use: a string column becomes Python objects only when a
+    condition or the output reads it."""
 
     kind: str
-    data: np.ndarray | None
+    read: Callable[[], np.ndarray | None] = field(repr=False)
     nulls: np.ndarray | None
     source: Any  # the pandas Series or the pyarrow Array
     library: str  # "pandas" or "arrow"
+
+    @cached_property
+    def data(self) -> np.ndarray | None:
+        return self.read()
 
     def python(self, rows: np.ndarray | None = None) -> list:
         """The Python values of ``rows`` (all rows when None; -1 gives None), as ``tables.to_columns`` gives them."""
@@ -135,8 +144,36 @@ def _arrow_output(column: ArrayColumn, rows: np.ndarray, missing: np.ndarray):
 # ------------------------------------------------------------------------------------------ reading
 
 
-def from_pandas(frame, names=None) -> dict[str, ArrayColumn]:
-    return {str(name): _pandas_column(frame[name]) for name in (frame.columns if names is None else names)}
+class LazyColumns(Mapping):
+    """Column name -> ``ArrayColumn``, each read from the frame when first asked for (a query reads
+    a few of a table's columns)."""
+
+    def __init__(self, names: list[str], reader: Callable[[str], ArrayColumn]) -> None:
+        self._names = names
+        self._reader = reader
+        self._read: dict[str, ArrayColumn] = {}
+
+    def __getitem__(self, name: str) -> ArrayColumn:
+        found = self._read.get(name)
+        if found is None:
+            if name not in self._names:
+                raise KeyError(name)
+            found = self._read[name] = self._reader(name)
+        return found
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name) -> bool:
+        return name in self._names
+
+
+def from_pandas(frame) -> LazyColumns:
+    by_name = {str(name): name for name in frame.columns}
+    return LazyColumns(list(by_name), lambda name: _pandas_column(frame[by_name[name]]))
 
 
 def _pandas_column(series) -> ArrayColumn:
@@ -148,25 +185,27 @@ def _pandas_column(series) -> ArrayColumn:
     nulls = series.isna().to_numpy() if masked or kind in "fMO" else None
     if nulls is not None and not nulls.any():
         nulls = None
+
+    def column(kind: str, read) -> ArrayColumn:
+        return ArrayColumn(kind, read, nulls, series, "pandas")
+
     if kind == "i" or (kind == "u" and dtype.itemsize < 8):
-        data = series.to_numpy(dtype=np.int64, na_value=0) if masked else series.to_numpy().astype(np.int64, copy=False)
-        return ArrayColumn("int", data, nulls, series, "pandas")
+        if masked:
+            return column("int", lambda: series.to_numpy(dtype=np.int64, na_value=0))
+        return column("int", lambda: series.to_numpy().astype(np.int64, copy=False))
     if kind == "f":
-        data = series.to_numpy(dtype=np.float64, na_value=np.nan)
-        return ArrayColumn("float", data, nulls, series, "pandas")
+        return column("float", lambda: series.to_numpy(dtype=np.float64, na_value=np.nan))
     if kind == "b":
-        data = series.to_numpy(dtype=bool, na_value=False) if masked else series.to_numpy()
-        return ArrayColumn("bool", data, nulls, series, "pandas")
+        return column("bool", lambda: series.to_numpy(dtype=bool, na_value=False) if masked else series.to_numpy())
     if kind == "M":  # naive or aware: ticks of the instant, which order as the Python values do
-        return ArrayColumn("time", np.asarray(series.array.asi8), nulls, series, "pandas")
+        return column("time", lambda: np.asarray(series.array.asi8))
     if (kind == "O" or isinstance(dtype, pd.StringDtype)) and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
-        data = series.to_numpy(dtype=object, na_value=None)
-        return ArrayColumn("str", data, nulls, series, "pandas")
-    return ArrayColumn("other", None, nulls, series, "pandas")
+        return column("str", lambda: series.to_numpy(dtype=object, na_value=None))
+    return column("other", lambda: None)
 
 
-def from_arrow(table, names=None) -> dict[str, ArrayColumn]:
-    return {name: _arrow_column(table.column(name)) for name in (table.column_names if names is None else names)}
+def from_arrow(table) -> LazyColumns:
+    return LazyColumns(list(table.column_names), lambda name: _arrow_column(table.column(name)))
 
 
 def _arrow_column(chunked) -> ArrayColumn:
@@ -177,21 +216,22 @@ def _arrow_column(chunked) -> ArrayColumn:
     array = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
     kind_type = array.type
     nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+    filled = (lambda value: pc.fill_null(array, value)) if array.null_count else (lambda value: array)
+
+    def column(kind: str, read) -> ArrayColumn:
+        return ArrayColumn(kind, read, nulls, array, "arrow")
+
     if t.is_signed_integer(kind_type) or kind_type in (pa.uint8(), pa.uint16(), pa.uint32()):
-        data = pc.fill_null(array, 0).to_numpy().astype(np.int64, copy=False)
-        return ArrayColumn("int", data, nulls, array, "arrow")
+        return column("int", lambda: filled(0).to_numpy().astype(np.int64, copy=False))
     if t.is_floating(kind_type):
-        data = pc.fill_null(array, 0).to_numpy().astype(np.float64, copy=False)
-        return ArrayColumn("float", data, nulls, array, "arrow")
+        return column("float", lambda: filled(0).to_numpy().astype(np.float64, copy=False))
     if t.is_boolean(kind_type):
-        data = pc.fill_null(array, False).to_numpy(zero_copy_only=False)
-        return ArrayColumn("bool", data, nulls, array, "arrow")
+        return column("bool", lambda: filled(False).to_numpy(zero_copy_only=False))
     if t.is_string(kind_type) or t.is_large_string(kind_type):
-        return ArrayColumn("str", array.to_numpy(zero_copy_only=False), nulls, array, "arrow")
+        return column("str", lambda: array.to_numpy(zero_copy_only=False))
     if t.is_timestamp(kind_type):
-        ticks = pc.fill_null(array.cast(pa.int64()), 0).to_numpy()
-        return ArrayColumn("time", ticks, nulls, array, "arrow")
-    return ArrayColumn("other", None, nulls, array, "arrow")
+        return column("time", lambda: pc.fill_null(array.cast(pa.int64()), 0).to_numpy())
+    return column("other", lambda: None)
 
 
 def key_codes(columns: list[ArrayColumn]) -> tuple[np.ndarray, np.ndarray] | None:

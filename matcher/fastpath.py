@@ -397,15 +397,18 @@ class FastPlan:
         if self.skip_mode == "PAST_LAST_ROW":
             # finditer resumes where the last match stopped, as SKIP PAST LAST ROW does, except after an
             # empty match (it would retry the same row for a non-empty one): there, restart a row later
+            append = found_regs.append
             while position < n:
                 for found in self.regex.finditer(encoded, position):
-                    start, stop = found.span()
-                    if start >= n:
-                        return found_regs  # the VM starts no match after the last row
-                    found_regs.append(found.regs)
+                    regs = found.regs
+                    start, stop = regs[0]
                     if stop == start:
+                        if start >= n:
+                            return found_regs  # the VM starts no match after the last row
+                        append(regs)
                         position = start + 1
                         break
+                    append(regs)
                 else:
                     break
             return found_regs

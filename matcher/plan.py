@@ -107,20 +107,22 @@ class CompiledQuery:
             data[name] = pd.Series([coerce(row[index], type_name) for row in rows], dtype=object)
         return pd.DataFrame(data, columns=[name for name, _ in output_types])
 
-    def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None):
+    def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None):
         """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
         A query the fast path takes reads the frame as numpy columns (``matcher/arrays.py``) and, when
         its measures are computed column-wise, builds the result from typed columns: no Python object
         per input row. Anything else converts the frame to Python columns and runs ``run_columns``.
-        Either way the result equals ``from_rows(kind, *run_columns(to_columns(frame)))``.
+        Either way the result equals ``from_rows(kind, *run_columns(to_columns(frame)))``; ``clock`` as
+        for ``run_columns`` (only queries with WITHIN read it, and those run on the Pike VM).
         """
         kind = kind_of(frame)
         names = tuple(str(name) for name in frame.columns) if kind == "pandas" else tuple(frame.column_names)
         machine, outer = self._compiled(names) if names else (None, None)
         fast = fastpath.plan_for(self.statement, machine, names) if names else None
         if fast is None or len(set(names)) != len(names):
-            names, rows = self.run_columns(to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit, progress=progress)
+            names, rows = self.run_columns(to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit,
+                                           progress=progress, clock=clock)
             return from_rows(kind, names, rows)
         arrays = from_pandas(frame) if kind == "pandas" else from_arrow(frame)
         total = len(frame) if kind == "pandas" else frame.num_rows

@@ -2,9 +2,11 @@
 
     match_dataframe(plan, df) -> DataFrame
 
-How: group the rows by the query's PARTITION BY columns, hand each group to the pure-Python matcher
-as one pandas DataFrame (``groupBy(...).applyInPandas``), and let Spark apply the query's outer
-ORDER BY / LIMIT to the union of the groups' results.
+How: Spark hashes the rows to tasks by the query's PARTITION BY columns (``repartition``: each query
+partition lands whole in one task), each task hands its Arrow batches to the matcher as one Arrow table
+(``mapInArrow``), and Spark applies the query's outer ORDER BY / LIMIT to the union of the results.
+Columns all the way: the matcher partitions and sorts the task's rows itself, column-wise
+(``plan.run_frame``), so there is no Spark sort, no Python call per group and no pandas conversion.
 
 The plan is the matcher's compiled query (``cep.compile(text).plan``). What this module relies on:
 
@@ -12,13 +14,15 @@ The plan is the matcher's compiled query (``cep.compile(text).plan``). What this
   ``df.columns``, case-insensitively when there is no exact match);
 - ``plan.output_types(input_types)``: ``[(output column, SQL type name), ...]`` for the input's
   ``{column: SQL type name}``;
-- ``plan.run_pandas(pdf)``: the matches of one partition's rows (in any order: the matcher sorts them by
-  the query's ORDER BY), as a pandas DataFrame with exactly the output columns;
+- ``plan.run_frame(table, outer_order_and_limit=False, clock=...)``: the matches of a pyarrow Table
+  holding whole partitions (rows in any order: the matcher sorts them by the query's ORDER BY);
 - ``plan.sort_keys`` (``[(output column, descending, nulls_first), ...]``) and ``plan.limit``.
 
-Time: the session runs in UTC (``spark_bridge.session``), so the pandas frames inside the UDF carry
-naive datetime64 values that are UTC wall-clock times, and the matcher's TIMESTAMP outputs go back the
-same way. A timestamp column stays a timestamp.
+Memory: a task holds its whole share of the input (about rows / ``spark.sql.shuffle.partitions``) as
+Arrow columns while it matches; raise the shuffle partitions for inputs larger than the workers' memory.
+
+Time: the session runs in UTC (``spark_bridge.session``); timestamps reach the matcher as naive UTC
+wall-clock times (``naive_utc``) and go back as UTC instants. A timestamp column stays a timestamp.
 
 A column whose Spark type the matcher has no name for (binary, map, struct, ...) is cast to string first
 and typed VARCHAR (``spark_bridge.types``).
@@ -26,14 +30,12 @@ and typed VARCHAR (``spark_bridge.types``).
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any, Sequence
 
-from grammar.errors import CepRuntimeError, CepSemanticError
+from grammar.errors import CepSemanticError
 from spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
     from pyspark.sql import Column, DataFrame
 
 # The grouping column added when the query has no PARTITION BY: every row lands in one group.
@@ -73,47 +75,6 @@ def resolve_columns(wanted: Sequence[str], available: Sequence[str], *, clause: 
     return resolved
 
 
-def _empty_frame(columns: Sequence[tuple[str, str]]) -> "pd.DataFrame":
-    import pandas as pd
-
-    dtypes = {"TIMESTAMP": "datetime64[ns]", "BIGINT": "Int64", "INTEGER": "Int32", "DOUBLE": "float64", "BOOLEAN": "boolean"}
-    return pd.DataFrame({name: pd.Series([], dtype=dtypes.get(type_name.upper(), "object")) for name, type_name in columns})
-
-
-def conform(result: "pd.DataFrame | None", columns: Sequence[tuple[str, str]]) -> "pd.DataFrame":
-    """Make the matcher's output fit the Arrow schema Spark expects: column order, nullable ints, naive UTC times."""
-    import pandas as pd
-
-    names = [name for name, _ in columns]
-    if result is None or len(result) == 0:
-        return _empty_frame(columns)
-    missing = [name for name in names if name not in result.columns]
-    if missing:
-        raise CepRuntimeError(
-            f"the matcher returned columns {list(result.columns)} but the plan promised {names} (missing: {missing})",
-            code="E0490",
-        )
-    out = result.loc[:, names].copy()
-    for name, type_name in columns:
-        kind = type_name.upper()
-        series = out[name]
-        if kind == "TIMESTAMP":
-            if not pd.api.types.is_datetime64_any_dtype(series):
-                series = pd.to_datetime(series, utc=True)
-            if getattr(series.dt, "tz", None) is not None:
-                series = series.dt.tz_convert("UTC").dt.tz_localize(None)
-            out[name] = series
-        elif kind in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT"):
-            if not pd.api.types.is_integer_dtype(series):
-                out[name] = series.astype("Int64" if kind == "BIGINT" else "Int32")
-        elif kind == "DOUBLE":
-            if not pd.api.types.is_float_dtype(series):
-                out[name] = pd.to_numeric(series).astype("float64")
-        elif kind == "INTERVAL":
-            out[name] = pd.to_timedelta(series)
-    return out
-
-
 def _order_column(name: str, descending: bool, nulls_first: bool | None) -> "Column":
     from pyspark.sql import functions as F
 
@@ -144,6 +105,73 @@ def replay_clock(plan: Any, df: "DataFrame"):
     return df.agg(F.max(F.col(quote(column)))).first()[0]
 
 
+def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clock) -> "DataFrame":
+    """Columns end to end: Spark hashes the rows to tasks by the PARTITION BY columns (every partition
+    whole in one task), and each task hands its Arrow batches to the matcher as one table. The matcher
+    partitions and sorts column-wise itself (``plan.run_frame``), so no Spark sort, no call per group and
+    no pandas conversion; its Arrow result is cast to the output schema."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    tasks = max(1, int(df.sparkSession.conf.get("spark.sql.shuffle.partitions", "4") or 4))
+    if partition:
+        shuffled = df.repartition(tasks, *[_quoted_col(c) for c in partition])
+    else:
+        shuffled = df.repartition(1)  # one partition of the query: all rows in one task
+    target = to_arrow_schema(schema, timezone="UTC")
+
+    def match_batches(batches):
+        import pyarrow as pa
+
+        batches = list(batches)
+        if not batches:
+            return
+        table = naive_utc(pa.Table.from_batches(batches))
+        if table.num_rows == 0:
+            return
+        result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
+        yield from conform_arrow(result, target, schema).to_batches()
+
+    return shuffled.mapInArrow(match_batches, schema)
+
+
+def _quoted_col(name: str) -> "Column":
+    from pyspark.sql import functions as F
+
+    return F.col(quote(name))
+
+
+def naive_utc(table):
+    """Spark hands timestamps as UTC instants; the matcher reads naive UTC wall-clock times (as pandas
+    gives them to ``applyInPandas``), so the time-zone tag is dropped: the values are unchanged."""
+    import pyarrow as pa
+    import pyarrow.types as t
+
+    fields = [pa.field(f.name, pa.timestamp(f.type.unit), f.nullable) if t.is_timestamp(f.type) and f.type.tz else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields)) if fields != list(table.schema) else table
+
+
+def conform_arrow(result, target, schema):
+    """The matcher's Arrow result cast to the Arrow schema Spark expects (``target``, from ``schema``).
+
+    The result's types are those of its Python values (``tables.from_columns``); a column whose type
+    does not cast (e.g. integers in a VARCHAR column) is rebuilt from its values with ``coerce``."""
+    import pyarrow as pa
+
+    from matcher.types import coerce
+
+    arrays = []
+    for index, field in enumerate(target):
+        column = result.column(index)
+        try:
+            arrays.append(column.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            type_name = spark_to_sql(schema.fields[index].dataType)
+            values = [coerce(value, type_name) for value in column.to_pylist()]
+            arrays.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
 def match_dataframe(plan: Any, df: "DataFrame") -> "DataFrame":
     """The matches of ``plan`` over the static DataFrame ``df``, as a DataFrame (lazy: nothing runs until an action)."""
     from pyspark.sql import functions as F
@@ -159,35 +187,17 @@ def match_dataframe(plan: Any, df: "DataFrame") -> "DataFrame":
     partition = resolve_columns(list(plan.partition_columns or []), df.columns)
     schema = output_schema(columns)
 
-    if partition:
-        grouped = df.groupBy(*[F.col(quote(c)) for c in partition])
-        drop_key = None
-    else:
-        key = _ALL_ROWS_KEY
-        while key in df.columns:
-            key = "_" + key
-        grouped = df.withColumn(key, F.lit(0)).groupBy(F.col(quote(key)))
-        drop_key = key
-
-    # The matcher can coerce its values to the declared types itself (newer plans take output_types).
-    try:
-        typed = "output_types" in inspect.signature(plan.run_pandas).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a C-level or odd callable
-        typed = False
+    # Only the columns the matcher reads travel through the shuffle and into Python (ONE ROW PER MATCH
+    # reads the PARTITION BY, ORDER BY and referenced columns; ALL ROWS outputs every column).
+    order = resolve_columns([c for c in plan.order_columns], df.columns, clause="ORDER BY")
+    read = set(plan.machine(tuple(df.columns)).columns) | set(partition) | set(order)
+    if len(read) < len(df.columns):
+        df = df.select(*[F.col(quote(c)) for c in df.columns if c in read])
 
     # WITHIN, timeouts and absence deadlines are decided by the replay's clock: the largest event time
     # of the WHOLE input, as in the Python engine, not of each group (one small Spark job first).
     clock = replay_clock(plan, df)
-
-    def match_group(pdf: "pd.DataFrame") -> "pd.DataFrame":
-        if drop_key is not None:
-            pdf = pdf.drop(columns=[drop_key])
-        options = {"output_types": columns} if typed else {}
-        if clock is not None:
-            options["clock"] = clock
-        return conform(plan.run_pandas(pdf, **options), columns)
-
-    out = grouped.applyInPandas(match_group, schema=schema)
+    out = _match_columns(plan, df, partition, schema, clock)
 
     sort_keys = getattr(plan, "sort_keys", None) or []
     if callable(sort_keys):  # resolved against the input's columns
