@@ -1,6 +1,6 @@
 """What every alert sink shares: the report of one delivery, the base class, retries, the error, atomic files.
 
-A sink that cannot take a micro-batch raises ``SinkError`` (E0470), rendered with the sink's own
+A sink that cannot take a micro-batch raises ``CepSinkError`` (E0470), rendered with the sink's own
 description in front (``sqlite /var/lib/cep/alerts.db: error[E0470]: ...``), so the stream's error
 names the sink. ``spark_bridge.sinks`` re-exports everything here.
 """
@@ -16,10 +16,10 @@ from typing import Callable, Sequence
 
 from grammar.errors import CepRuntimeError
 
-__all__ = ["AlertSink", "Delivery", "RetryPolicy", "SinkError", "atomic_write", "not_committed", "with_retries"]
+__all__ = ["AlertSink", "Delivery", "RetryPolicy", "CepSinkError", "atomic_write", "not_committed", "with_retries"]
 
 
-class SinkError(CepRuntimeError):
+class CepSinkError(CepRuntimeError):
     """A sink could not take a micro-batch; rendered as ``<sink>: error[E0470]: <what, and what happens next>``."""
 
     code = "E0470"
@@ -57,7 +57,7 @@ def with_retries(sink: "AlertSink", write: Callable[[], None], transient: Callab
                   batch_id: int) -> int:
     """Run ``write`` (one transaction) until it succeeds; returns the retries it took.
 
-    A transient failure is retried within ``sink.retry``; any failure left is raised as a ``SinkError``
+    A transient failure is retried within ``sink.retry``; any failure left is raised as a ``CepSinkError``
     naming the sink, the error, the attempts and what happens to the micro-batch.
     """
     policy: RetryPolicy = sink.retry
@@ -66,14 +66,14 @@ def with_retries(sink: "AlertSink", write: Callable[[], None], transient: Callab
         try:
             write()
             return attempt
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a SinkError naming the sink
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a CepSinkError naming the sink
             error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"  # PostgreSQL adds the statement below
             if not transient(exc):
-                raise SinkError(f"{error} (not retried); {not_committed(batch_id)}", filename=sink.describe()) from exc
+                raise CepSinkError(f"{error} (not retried); {not_committed(batch_id)}", filename=sink.describe()) from exc
             elapsed = sink.clock() - started
             wait = policy.delay(attempt)
             if attempt + 1 == policy.max_attempts or elapsed + wait > policy.budget:
-                raise SinkError(
+                raise CepSinkError(
                     f"{error}, still after {attempt + 1} attempts over {elapsed:.1f}s (retry budget {policy.budget:g}s); "
                     + not_committed(batch_id),
                     filename=sink.describe(),

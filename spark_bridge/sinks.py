@@ -27,9 +27,9 @@ Every alert is one row of ``ALERT_COLUMNS`` (``spark_bridge.alerting`` makes the
   - ``SQLiteSink(path)`` (stdlib ``sqlite3``) and ``PostgresSink(url)`` (``psycopg`` 3, or ``psycopg2``):
     ``INSERT ... ON CONFLICT (match_id) DO UPDATE``: one row per match, however often a batch is
     delivered. A locked database (or a lost connection) is retried with backoff within a
-    ``RetryPolicy``; then, like any other error, the sink raises ``SinkError`` naming itself.
+    ``RetryPolicy``; then, like any other error, the sink raises ``CepSinkError`` naming itself.
 
-A sink that cannot take a micro-batch raises ``SinkError`` (E0470): the micro-batch is then not
+A sink that cannot take a micro-batch raises ``CepSinkError`` (E0470): the micro-batch is then not
 committed, and Spark delivers it again when the stream restarts from its checkpoint; upserts and
 idempotency keys make that second delivery harmless. A database is not dead-lettered: the input's
 offsets in the checkpoint already are a durable queue of what it missed, replayed in order, whereas a
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from spark_bridge.sink_base import AlertSink, Delivery, RetryPolicy, SinkError, atomic_write, not_committed
+from spark_bridge.sink_base import AlertSink, Delivery, RetryPolicy, CepSinkError, atomic_write, not_committed
 from spark_bridge.sql_sinks import PostgresSink, SQLiteSink
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,7 +72,7 @@ __all__ = [
     "PostgresSink",
     "RetryPolicy",
     "SQLiteSink",
-    "SinkError",
+    "CepSinkError",
     "WebhookSink",
     "alert_payload",
     "alert_schema",
@@ -432,7 +432,7 @@ class WebhookSink(AlertSink):
             try:
                 self.dead_letter(key, chunk, errors, batch_id)
             except OSError as exc:  # a full disk: dropping the alert is not an option, so stop the batch
-                raise SinkError(f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
+                raise CepSinkError(f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
                                 f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
                                 filename=self.describe()) from exc
             for alert in chunk:

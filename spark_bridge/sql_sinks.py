@@ -3,7 +3,7 @@
 Both write a micro-batch in one transaction of ``INSERT ... ON CONFLICT (match_id) DO UPDATE``: one
 row per match however often a micro-batch is delivered. A locked database (SQLite's busy timeout, or
 PostgreSQL's ``lock_timeout``, per attempt) and a lost connection are retried within the sink's
-``RetryPolicy``; what still fails is raised as a ``SinkError`` naming the sink. Never dead-lettered:
+``RetryPolicy``; what still fails is raised as a ``CepSinkError`` naming the sink. Never dead-lettered:
 see ``spark_bridge.sinks``.
 """
 

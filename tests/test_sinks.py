@@ -30,7 +30,7 @@ from spark_bridge.sinks import (
     ConsoleSink,
     PostgresSink,
     RetryPolicy,
-    SinkError,
+    CepSinkError,
     SQLiteSink,
     WebhookSink,
     alert_payload,
@@ -269,7 +269,7 @@ def test_deliver_batch_skips_suppressed_and_raises_after_trying_every_sink(tmp_p
     assert "ALERT fraud/card_testing  MATCHED  card=c1" in out.getvalue()
     bad = SQLiteSink(str(tmp_path / "missing" / "dir" / "x.db"))
     bad.connect = lambda: (_ for _ in ()).throw(sqlite3.OperationalError("disk I/O error"))  # type: ignore[method-assign]
-    with pytest.raises(SinkError, match="disk I/O error [(]not retried[)]") as raised:
+    with pytest.raises(CepSinkError, match="disk I/O error [(]not retried[)]") as raised:
         deliver_batch(alerts, 1, [bad, good])
     assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
     with sqlite3.connect(tmp_path / "a.db") as db:  # the sink after the failing one still got the batch
@@ -326,7 +326,7 @@ def test_sqlite_locked_past_the_retry_budget_stops_naming_the_sink_and_the_repla
     clock = FakeClock()
     sink = SQLiteSink(str(path), timeout=0.01, retry=POLICY, sleep=clock.sleep, clock=clock)
     batch = [alert(i) for i in range(1, 4)]
-    with pytest.raises(SinkError) as raised:
+    with pytest.raises(CepSinkError) as raised:
         deliver_batch(batch, 5, [sink])
     message = str(raised.value)
     assert message.startswith(f"sqlite {path}: error[E0470]: OperationalError: database is locked"), message
@@ -352,7 +352,7 @@ def test_postgres_locked_table_is_retried_then_stops_naming_the_sink(postgres_ur
     try:
         clock = FakeClock()
         sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
-        with pytest.raises(SinkError, match=r"^postgres postgresql://.*error\[E0470\]: LockNotAvailable.*after 4 attempts"):
+        with pytest.raises(CepSinkError, match=r"^postgres postgresql://.*error\[E0470\]: LockNotAvailable.*after 4 attempts"):
             sink.deliver([alert(1)], batch_id=1)
         clock = FakeClock(on_sleep=lambda n: holder.rollback() if n == 1 else None)
         sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
@@ -408,7 +408,7 @@ def test_dead_letters_on_a_full_disk_stop_the_batch_and_never_leave_half_a_file(
     (before,) = (tmp_path / "dead").iterdir()
     old_text = before.read_text()
     disk_full_after(monkeypatch)
-    with pytest.raises(SinkError) as raised:
+    with pytest.raises(CepSinkError) as raised:
         deliver_batch(batch[1:], 1, [sink])
     message = str(raised.value)
     assert message.startswith(f"webhook {url}: error[E0470]: ") and "No space left on device" in message
