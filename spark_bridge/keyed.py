@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
@@ -58,6 +59,7 @@ from matcher.machine import resolve_column
 from matcher.outer import sort_key
 from matcher.vm import PartitionMatcher
 from spark_bridge import state_codec as codec
+from spark_bridge.buckets import KeyTable
 
 STATE_VERSION = 1
 
@@ -613,16 +615,37 @@ class LocalStream:
     * Every row reaches the engine (the Spark bridge makes Spark keep rows it would drop as late).
     * A key with rows in a batch is called with them; a key without rows is called with none when
       its timer has passed (``watermark >= timer``); ``run_batch([])`` is a batch with no data.
+    * ``buckets`` > 0: keys are kept in that many ``KeyTable``s, each saved as bytes between batches,
+      as the Spark bridge keeps one per bucket of keys (a Python hash places keys here, not Spark's).
     """
 
-    def __init__(self, engine: KeyedStream, delay_ms: int) -> None:
+    def __init__(self, engine: KeyedStream, delay_ms: int, *, buckets: int = 0) -> None:
         self.engine = engine
         self.delay_ms = delay_ms
+        self.buckets = buckets
         self.watermark_ms = 0
         self.max_event_ms: int | None = None
-        self.states: dict[tuple, bytes] = {}
-        self.timers: dict[tuple, int] = {}
+        self.tables: dict[int, KeyTable | bytes] = {}
         self.stats = dict.fromkeys(STAT_NAMES, 0)
+
+    @property
+    def states(self) -> dict[tuple, bytes]:
+        """Every key's saved state (for inspection)."""
+        return {key: blob for bucket in list(self.tables) for key, blob in self._table(bucket).states.items()}
+
+    @property
+    def timers(self) -> dict[tuple, int]:
+        """Every key's timer, in µs (for inspection)."""
+        return {key: us for bucket in list(self.tables) for key, us in self._table(bucket).timers.items()}
+
+    def _bucket(self, key: tuple) -> int:
+        return zlib.crc32(codec.canonical(list(key)).encode()) % self.buckets if self.buckets else 0
+
+    def _table(self, bucket: int) -> KeyTable:
+        table = self.tables.get(bucket)
+        if not isinstance(table, KeyTable):
+            table = self.tables[bucket] = KeyTable.decode(table, self.buckets)
+        return table
 
     def run_batch(self, rows: Iterable[dict]) -> tuple[list[tuple], list[str], list[tuple[str, dict]]]:
         """One micro-batch; returns (output rows, their match ids, late (reason, row) pairs)."""
@@ -635,30 +658,27 @@ class LocalStream:
         ids: list[str] = []
         late: list[tuple[str, dict]] = []
         calls = [(key, group) for key, group in groups.items()]
-        calls += [(key, None) for key, t in list(self.timers.items()) if key not in groups and watermark_us >= t]
+        for bucket in list(self.tables):
+            calls += [(key, None) for key in self._table(bucket).due(watermark_us, groups)]
         for key, group in calls:
+            table = self._table(self._bucket(key))
             if group is None:
-                result = engine.process(self.states.get(key), key, None, None, watermark_us, timed_out=True)
+                result = table.step(engine, key, None, None, watermark_us)
             else:
                 columns = {name: [r.get(name) for r in group] for name in engine.read_columns}
                 if engine.time_column is None:
                     times = None
                 else:
                     times = [None if r.get(engine.time_column) is None else codec.datetime_to_micros(r[engine.time_column]) for r in group]
-                result = engine.process(self.states.get(key), key, columns, times, watermark_us)
+                result = table.step(engine, key, columns, times, watermark_us)
                 for index, reason in result.late:
                     late.append((reason, group[index]))
-            if result.state is None:
-                self.states.pop(key, None)
-            else:
-                self.states[key] = result.state
-            self.timers.pop(key, None)
-            if result.timer_us is not None:
-                self.timers[key] = result.timer_us
             out.extend(result.rows)
             ids.extend(result.match_ids)
             for name, value in result.stats.items():
                 self.stats[name] += value
+        if self.buckets:  # what Spark keeps between micro-batches: bytes
+            self.tables = {b: t.encode() if isinstance(t, KeyTable) else t for b, t in self.tables.items() if not isinstance(t, KeyTable) or t}
         if engine.time_column is not None:
             for row in [r for g in groups.values() for r in g]:
                 value = row.get(engine.time_column)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from grammar.errors import CepSemanticError
 from spark_bridge.batch import quote, resolve_columns
+from spark_bridge.buckets import KEY_BUCKETS, bucket_expression, step_bucket
 from spark_bridge.keyed import (
     BAD_EVENT_TIME,
     BAD_FUTURE_TIME,
@@ -78,6 +79,7 @@ LATE_ROW = "cep_late_row"
 
 # Internal columns; none survives into the result.
 _ALL_ROWS_KEY = "__cep_all_rows__"
+_BUCKET = "__cep_bucket__"
 _EVENT_US = "__cep_event_us"
 _MARKER = "__cep_watermark_marker"
 _KIND = "__cep_kind"
@@ -180,7 +182,8 @@ class _SparkStep:
     """
 
     def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
-                 output_columns, late_rows: bool, dedup_key=(), dedup_horizon_us: int = 0, marked: bool = False) -> None:
+                 output_columns, late_rows: bool, dedup_key=(), dedup_horizon_us: int = 0, marked: bool = False,
+                 key_buckets: int = 0) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
         self.partition_columns = tuple(partition_columns)
@@ -192,6 +195,7 @@ class _SparkStep:
         self.dedup_key = tuple(dedup_key)
         self.dedup_horizon_us = dedup_horizon_us
         self.marked = marked  # the frames carry _REJECT and _RAW (mark_bad_rows)
+        self.key_buckets = key_buckets  # > 0: Spark groups by a bucket of keys (spark_bridge.buckets)
         self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (_KIND, "INTEGER"), (_STATS, "ARRAY<BIGINT>")]
         self._engine: KeyedStream | None = None
 
@@ -230,36 +234,56 @@ class _SparkStep:
                 return tuple(first[name][0] for name in self.partition_columns)
         return tuple(values)
 
-    def __call__(self, key, frames: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
-        import pandas as pd
-
+    def inputs(self, pdf) -> tuple[dict, list | None, list | None]:
+        """What the engine reads of a frame: its columns, event times (µs, None for NULL) and reject reasons."""
         from matcher.tables import pandas_to_columns
 
         engine = self.engine()
+        columns = pandas_to_columns(pdf, engine.read_columns)
+        times = rejected = None
+        if engine.time_column is not None:
+            times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
+        if self.marked:
+            reasons = pdf[_REJECT]
+            rejected = reasons.where(reasons.notna(), None).tolist() if reasons.notna().any() else None
+        return columns, times, rejected
+
+    def row_keys(self, pdf) -> list[tuple]:
+        """Each row's partition key, as the batch path sees it (``pandas_to_columns`` values)."""
+        from matcher.tables import pandas_to_columns
+
+        values = pandas_to_columns(pdf, self.partition_columns)
+        return list(zip(*[values[name] for name in self.partition_columns]))
+
+    def __call__(self, key, frames: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
+        import pandas as pd
+
+        engine = self.engine()
         watermark_ms = 0 if engine.proctime else state.getCurrentWatermarkMs()
-        blob = state.get[0] if state.exists else None
         parts = [frame for frame in frames if len(frame)]
         pdf = None
-        columns = times = key_values = rejected = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            columns = pandas_to_columns(pdf, engine.read_columns)
-            if engine.time_column is not None:
-                times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
-            if self.marked:
-                reasons = pdf[_REJECT]
-                rejected = reasons.where(reasons.notna(), None).tolist() if reasons.notna().any() else None
-            key_values = self._key(key, pdf)
-        result = engine.process(blob, key_values, columns, times, watermark_ms * 1000, timed_out=state.hasTimedOut,
-                                rejected=rejected)
+        if self.key_buckets:
+            result, table = step_bucket(self, engine, pdf, state, watermark_ms * 1000)
+            new_state, timer_us = (table.encode() if table else None), table.next_timer()
+        else:
+            columns = times = key_values = rejected = None
+            if pdf is not None:
+                columns, times, rejected = self.inputs(pdf)
+                key_values = self._key(key, pdf)
+            blob = state.get[0] if state.exists else None
+            result = engine.process(blob, key_values, columns, times, watermark_ms * 1000, timed_out=state.hasTimedOut,
+                                    rejected=rejected)
+            new_state, timer_us = result.state, result.timer_us
 
-        if result.state is None:
+        if new_state is None:
             if state.exists:
                 state.remove()
         else:
-            state.update((result.state,))
-            if result.timer_us is not None and not engine.proctime:
-                state.setTimeoutTimestamp(spark_timeout_ms(result.timer_us, watermark_ms))
+            state.update((new_state,))
+            if timer_us is not None and not engine.proctime:
+                state.setTimeoutTimestamp(spark_timeout_ms(timer_us, watermark_ms))
         yield self._frame(result, pdf)
 
     def _frame(self, result, pdf) -> "pd.DataFrame":
@@ -408,6 +432,7 @@ def match_stream(
     metrics_name: str | None = "cep",
     dedup_key: str | list[str] | None = None,
     max_future_skew: Any = None,
+    key_buckets: int = KEY_BUCKETS,
 ) -> "DataFrame":
     """The matches of ``plan`` over the streaming DataFrame ``df``, as a streaming DataFrame (append mode).
 
@@ -428,6 +453,9 @@ def match_stream(
     processing time is rejected (``future_event_time``) before it can move the watermark. Default None: off.
     Bad rows (a ``_corrupt_record`` column in ``df``, NULL or far-future event times) come out like late
     rows, with their reason, and are counted in the metrics (``bad_rows``, and per reason).
+    ``key_buckets``: Spark calls Python once per bucket of partition keys (``hash(key) mod key_buckets``)
+    per micro-batch instead of once per key (``spark_bridge.buckets``); 0: once per key. Part of the
+    checkpoint: a restart must use the same count.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -527,7 +555,12 @@ def match_stream(
             *([F.col(_REJECT), F.col(_RAW)] if marked else []),
         )
 
-    if partition:
+    if not isinstance(key_buckets, int) or isinstance(key_buckets, bool) or key_buckets < 0:
+        raise ValueError(f"key_buckets must be a whole number >= 0, not {key_buckets!r}")
+    buckets = key_buckets if partition else 0  # one group already holds every row
+    if buckets:
+        grouped = df.withColumn(_BUCKET, bucket_expression(partition, buckets)).groupBy(F.col(_BUCKET))
+    elif partition:
         grouped = df.groupBy(*[F.col(quote(c)) for c in partition])
     else:
         grouped = df.withColumn(_ALL_ROWS_KEY, F.lit(0)).groupBy(F.col(_ALL_ROWS_KEY))
@@ -544,6 +577,7 @@ def match_stream(
         dedup_key=probe.dedup_columns,
         dedup_horizon_us=delay_ms * 1000,
         marked=marked,
+        key_buckets=buckets,
     )
 
     def cep_match_stream(key, frames, state):
