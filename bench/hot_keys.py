@@ -172,6 +172,16 @@ class EngineRun:
     keys_in_state_max: int
 
 
+def key_states(stream) -> dict:
+    """Every key's saved state in a ``LocalStream``: its ``states``, or those of its key tables."""
+    if hasattr(stream, "states"):
+        return stream.states
+    merged: dict = {}
+    for table in stream.tables.values():
+        merged.update(getattr(table, "states", {}))  # unbucketed tables stay decoded between batches
+    return merged
+
+
 def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun:
     """Stream ``ev`` through ``KeyedStream`` + ``LocalStream``; observe the hot key after every batch."""
     import cep
@@ -198,16 +208,17 @@ def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun
             outputs.setdefault(row[0], []).append(row)
         for reason, row in late_rows:
             late[(row["symbol"], row["ts"])] = reason
-        blob = stream.states.get(hot)
+        states = key_states(stream)
+        blob = states.get(hot)
         hot_sizes.append(len(blob) if blob else 0)
         if blob:
             st = state_codec.decode(blob)
             hot_pending = max(hot_pending, len(st["pending"]["us"]) if st["pending"] else 0)
             if st["m"] is not None:  # the matcher's saved state: its live partial matches
                 hot_live = max(hot_live, len(st["m"]["threads"]))
-        keys_max = max(keys_max, len(stream.states))
+        keys_max = max(keys_max, len(states))
         if number % sample_every == 0:
-            small_sizes += [len(b) for k, b in stream.states.items() if k != hot]
+            small_sizes += [len(b) for k, b in states.items() if k != hot]
     return EngineRun(rows_in, elapsed, outputs, late, dict(stream.stats), hot_pending, hot_live, hot_sizes, small_sizes, keys_max)
 
 
