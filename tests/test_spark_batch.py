@@ -152,3 +152,50 @@ def test_cep_sql_over_a_temp_view(spark):
     got = sorted(tuple(r) for r in cep.sql(spark, text).collect())
     expected = sorted(tuple(d.values()) for d in cep.compile(text).run([dict(symbol=s, id=i, price=p) for s, i, p in rows]))
     assert got == expected == [("A", 0, 5), ("A", 6, 8)]  # A B B C C C, then A B C
+
+
+def _plain(value):
+    """NaN/NaT/None -> None and pandas Timestamps -> datetime, so Spark's and pandas' rows compare."""
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NaT:
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.to_pydatetime()
+    return value
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("rows_per_match", ["ONE ROW PER MATCH", "ALL ROWS PER MATCH"])
+def test_arrow_batches_of_three_rows_keep_nulls_and_types(spark, rows_per_match):
+    """The replay reads Arrow batches (here three rows each, so groups span batches) and gives what
+    ``q.run`` gives on the same rows: NULL keys, NULL prices and measures, ints, times kept."""
+    from pyspark.sql import types as T
+
+    import cep
+
+    prices = [5, 4, None, 3, 4, 5, 6, 2, 1, None, 2, 3, 3, 1, 2]
+    rows = [(symbol, i, None if p is None else float(p), datetime(2024, 1, 2, 9, 30, i // 3))
+            for i, (symbol, p) in enumerate(zip(["A", "B", None] * 5, prices))]
+    pdf = pd.DataFrame(rows, columns=["symbol", "id", "price", "ts"])
+    text = f"""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts, id
+      MEASURES FIRST(A.id) AS first_id, LAST(B.price) AS bottom, LAST(C.ts) AS end_ts, COUNT(*) AS n,
+               MATCH_NUMBER() AS m
+      {rows_per_match}
+      PATTERN (A B+ C*) DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
+    q = cep.compile(text)
+    schema = "symbol string, id long, price double, ts timestamp"
+    df = spark.createDataFrame(rows, schema)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    saved = spark.conf.get(key)
+    spark.conf.set(key, "3")
+    try:
+        out = q.on_spark(df)
+        got = out.collect()
+    finally:
+        spark.conf.set(key, saved)
+    expected = q.run(pdf)
+    assert len(expected) > 2
+    assert sorted(map(repr, [tuple(map(_plain, r)) for r in got])) == sorted(
+        map(repr, [tuple(map(_plain, r)) for r in expected.itertuples(index=False)]))
+    types = {field.name: field.dataType for field in out.schema.fields}
+    assert isinstance(types["first_id"], T.LongType) and isinstance(types["end_ts"], T.TimestampType)
+    assert isinstance(types["bottom"], T.DoubleType) and isinstance(types["n"], T.LongType)
