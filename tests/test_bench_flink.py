@@ -71,7 +71,8 @@ def test_runner_counts_the_processes_it_starts():
     assert child.pid not in flink_runner.descendants(flink_runner.os.getpid())
 
 
-@pytest.mark.parametrize("text, quantifier", [("PATTERN (A B*)", "*"), ("PATTERN (A B{2,5})", "{2,5}")])
+@pytest.mark.parametrize("text, quantifier", [("PATTERN (A B*)", "*"), ("PATTERN (A B{2,5})", "{2,5}"),
+                                              ("PATTERN (A B+) WITHIN INTERVAL '1' MINUTE", "+")])
 def test_greedy_last_element_of_any_kind_becomes_reluctant(text, quantifier):
     query = f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n {text} DEFINE B AS x > 0)"
     rewritten, rewrites = flink.flink_text(query)
@@ -91,3 +92,22 @@ def test_referee_says_which_engine_the_reference_agrees_with():
     agreeing = flink.difference_lines({"query": "d", "only_ours": 1, "only_flink": 0, "examples": {},
                                        **verdict, "reference_equals_flink": True})
     assert len(agreeing) == 2  # no cause printed for an engine that agrees with the reference
+
+
+def test_a_greedy_element_inside_a_group_is_not_the_last_element():
+    query = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN ((A B+) C) DEFINE B AS x > 0)"
+    assert flink.flink_text(query) == (query, ())
+
+
+def test_first_rows_gives_both_engines_the_same_rows(tmp_path):
+    import pyarrow.parquet as pq
+
+    table = bench_data.generate(300)
+    source = tmp_path / "ticks.parquet"
+    pq.write_table(table, source)
+    files = flink.first_rows(source, 120)
+    assert pq.read_table(files.parquet).equals(table.slice(0, 120))
+    lines = files.csv.read_text().splitlines()
+    first = table.slice(0, 1).to_pylist()[0]
+    assert len(lines) == 120
+    assert lines[0] == f"{first['symbol']},{first['ts']:%Y-%m-%d %H:%M:%S}.000,{first['price']},{first['volume']}"

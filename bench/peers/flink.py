@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -69,7 +70,7 @@ _DEFINE_ITEM = re.compile(r"(\b\w+\b)\s+AS\s+(.*?)(?=,\s*\w+\s+AS\s|\)\s*$)", re
 # Flink rejects a greedy quantifier on the pattern's last element ("Finish your pattern with either a
 # simple variable or reluctant quantifier"). Making it reluctant changes the matches: they end at the
 # first row that can end them. cep runs the rewritten text as well, so the outputs stay comparable.
-_GREEDY_LAST = re.compile(r"(PATTERN\s*\(.*?)([+*]|\{\d*,\d*\})\)", re.S)
+_GREEDY_LAST = re.compile(r"(PATTERN\s*\(.*?)([+*]|\{\d*,\d*\})\)(?=\s*(?:WITHIN\b|SUBSET\b|$))", re.S)
 
 
 def flink_text(text: str) -> tuple[str, tuple[str, ...]]:
@@ -135,18 +136,26 @@ def setup() -> dict:
 # ------------------------------------------------------------------------------------------ the run
 
 
-def write_csv(parquet: Path, rows: int) -> Path:
-    """The first ``rows`` rows of the bench's Parquet file as a headerless CSV that Flink's format reads."""
+@dataclass(frozen=True)
+class RowFiles:
+    csv: Path  # for Flink: headerless, ts as text
+    parquet: Path  # for cep: the same rows
+
+
+def first_rows(parquet: Path, rows: int) -> RowFiles:
+    """The first ``rows`` rows of the bench's Parquet file, once as CSV (Flink) and once as Parquet (cep),
+    so that each engine reads just those rows from a file, as the other does."""
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
-    out = parquet.with_name(f"{parquet.stem}_first_{rows}.csv")
-    if not out.exists():
+    files = RowFiles(*(parquet.with_name(f"{parquet.stem}_first_{rows}.{kind}") for kind in ("csv", "parquet")))
+    if not (files.csv.exists() and files.parquet.exists()):
         table = pq.read_table(parquet).slice(0, rows)
+        pq.write_table(table, files.parquet)
         table = table.set_column(1, "ts", pc.strftime(table["ts"], "%Y-%m-%d %H:%M:%S"))  # %S prints the millis
-        pcsv.write_csv(table, out, pcsv.WriteOptions(include_header=False, quoting_style="none"))
-    return out
+        pcsv.write_csv(table, files.csv, pcsv.WriteOptions(include_header=False, quoting_style="none"))
+    return files
 
 
 def parse_like(text: str, example):
@@ -261,8 +270,9 @@ def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
     work = parquet.parent / "flink"
     work.mkdir(exist_ok=True)
     plan = {q.name: (q, *flink_text(q.text)) for q in peer_queries(queries, rows)}
-    spec = {"warmup_csv": str(write_csv(parquet, WARMUP_ROWS)), "work_dir": str(work),
-            "queries": {name: {"sql": sql, "csv": str(write_csv(parquet, q.rows)), "rows": q.rows}
+    files = {q.name: first_rows(parquet, q.rows) for q in peer_queries(queries, rows)}
+    spec = {"warmup_csv": str(first_rows(parquet, WARMUP_ROWS).csv), "work_dir": str(work),
+            "queries": {name: {"sql": sql, "csv": str(files[name].csv), "rows": q.rows}
                         for name, (q, sql, _) in plan.items()}}
     (work / "spec.json").write_text(json.dumps(spec))
     out = work / "out.json"
@@ -278,6 +288,7 @@ def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
         return {"not_run": f"the Flink runner took over {RUNNER_TIMEOUT_S} s", **installed}
     flink = json.loads(out.read_text())
     result = {**installed, "process_wall_s": time.perf_counter() - began, "startup": flink["startup"],
+              "load_average": os.getloadavg()[0],
               "peak_rss_bytes": flink["peak_rss_bytes"], "queries": []}
     for name, (q, sql, rewrites) in plan.items():
         entry = {"query": name, "rows": q.rows, "rewrites": list(rewrites), "flink_sql": sql}
@@ -285,7 +296,7 @@ def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
         if "error" in run:
             entry["rejected"] = run["error"]
         else:
-            load = lambda rows=q.rows: pq.read_table(parquet).slice(0, rows)  # noqa: E731
+            load = lambda path=files[name].parquet: pq.read_table(path)  # noqa: E731
             entry.update(measured(q, sql, run, flink["startup"]["wall_s"], load, repeats))
         print(f"  PyFlink ({name}): {json.dumps({k: v for k, v in entry.items() if k != 'flink_sql'}, default=str)}",
               flush=True)
@@ -334,7 +345,9 @@ def report_lines(flink: dict | None, spark: dict | None) -> list[str]:
         f"{start['cpu_s']:.1f} CPU-s; peak RSS {flink['peak_rss_bytes'] / 1e9:.2f} GB (JVM heap capped at 2 GB). "
         "Flink: one run per query; cep: the median of the bench's repeats of `Query.run` on the Parquet file's "
         "rows (reading included), running Flink's text. Events/s are per wall-second (Flink uses both cores, cep "
-        "one) unless per CPU-second; each ratio compares wall with wall or CPU with CPU.",
+        "one) unless per CPU-second; each ratio compares wall with wall or CPU with CPU. Load average when "
+        f"Flink finished: {flink.get('load_average', float('nan')):.1f} on {os.cpu_count()} cores (other work "
+        "shares the machine: wall times stretch, CPU times much less).",
         "",
         "| query | rows | Flink events/s, end to end | Flink, after start-up | Flink, per CPU-s | cep events/s "
         "| cep, per CPU-s | cep / Flink, end to end | cep / Flink, after start-up | cep / Flink, per CPU-s "
