@@ -17,8 +17,9 @@ How SQL's semantics map onto the machine
   different starts can practically never merge, and running every start at once only does work for
   starts that an earlier match will make moot. Then starts are tried one at a time ("lazy starts"):
   a new start is tried only when every thread of the current one has died, rewinding to the row after
-  it (the rows are still buffered). Each start still sees its rows once, so this is never more work,
-  and it is much less when the earliest start usually matches.
+  it (the rows are still buffered). A start sees the rows up to where its threads die, so this is much
+  less work when the earliest start usually matches; a start whose threads live to the end of input
+  makes the next start run to the end again (at ``finish``), quadratic only over such a tail.
 * A final match is emitted, AFTER MATCH SKIP picks the next start position, and a new search begins
   there. Rows the new search needs again are still buffered.
 * ``$`` holds only after the partition's last row; a thread that reaches it before the end of input
@@ -175,6 +176,14 @@ class PartitionMatcher:
                 return
             # End of input: p == total. Threads waiting at `$` may now finish; the rest cannot.
             if self._finish_at_end():
+                continue
+            if self.best is None and lazy and self.started_upto < self.total:
+                # Lazy starts: the input ended with threads of the current start still alive, so the
+                # later start rows were never tried; they may still match in the rows that are left.
+                # Each start left runs over the rows after it again: quadratic in the length of a
+                # tail that every start survives, which is what a per-start matcher (Trino) pays too;
+                # running them at once instead costs more (threads of distinct histories never merge).
+                self._rewind()
                 continue
             self._emit_unmatched(self.search_start, self.total)
             self.search_start = self.total
