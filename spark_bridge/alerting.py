@@ -570,42 +570,35 @@ class AlertStream:
 
     def poll(self) -> dict:
         """Fold the micro-batches finished since the last call into the status, and write it."""
-        query = self.match_query
-        if query is not None:
-            seen = set(self.status.get("seen_batches", []))
-            for progress in list(query.recentProgress):
-                batch = _progress_get(progress, "batchId")
-                metrics = _progress_get(progress, "observedMetrics", {}) or {}
-                row = metrics.get(METRICS_NAME) if hasattr(metrics, "get") else None
-                if batch is None or int(batch) in seen or row is None:
-                    continue
-                seen.add(int(batch))
-                self._fold(int(batch), progress, _row_dict(row))
-            self.status["seen_batches"] = sorted(seen)[-200:]
+        if self.match_query is not None:
+            for batch, progress, row in self._new_progress(self.match_query, METRICS_NAME, "seen_batches"):
+                self._fold(batch, progress, row)
             self.store.prune()
-        self._fold_bad_rows()
+        if self.bad_query is not None:
+            with self._lock:
+                counts = self.status.setdefault("bad_rows", {})
+                for _, _, row in self._new_progress(self.bad_query, BAD_ROWS_METRICS, "seen_bad_row_batches"):
+                    for reason, count in row.items():
+                        counts[reason] = counts.get(reason, 0) + int(count or 0)
+                self.status["bad_rows_path"] = os.path.join(self.dead_letter_dir, "bad-rows")
         self.write_status()
         return self.status
 
-    def _fold_bad_rows(self) -> None:
-        """Add the bad-row counts of the bad-row query's finished micro-batches to the status."""
-        query = self.bad_query
-        if query is None:
-            return
-        with self._lock:
-            seen = set(self.status.get("seen_bad_row_batches", []))
-            counts = self.status.setdefault("bad_rows", {})
-            for progress in list(query.recentProgress):
-                batch = _progress_get(progress, "batchId")
-                metrics = _progress_get(progress, "observedMetrics", {}) or {}
-                row = metrics.get(BAD_ROWS_METRICS) if hasattr(metrics, "get") else None
-                if batch is None or int(batch) in seen or row is None:
-                    continue
-                seen.add(int(batch))
-                for reason, count in _row_dict(row).items():
-                    counts[reason] = counts.get(reason, 0) + int(count or 0)
-            self.status["seen_bad_row_batches"] = sorted(seen)[-200:]
-            self.status["bad_rows_path"] = os.path.join(self.dead_letter_dir, "bad-rows")
+    def _new_progress(self, query, metrics_name: str, seen_key: str) -> list[tuple[int, Any, dict]]:
+        """(batch id, progress, observed metrics) of ``query``'s micro-batches not folded yet; marks them
+        folded under ``status[seen_key]``."""
+        seen = set(self.status.get(seen_key, []))
+        found = []
+        for progress in list(query.recentProgress):
+            batch = _progress_get(progress, "batchId")
+            metrics = _progress_get(progress, "observedMetrics", {}) or {}
+            row = metrics.get(metrics_name) if hasattr(metrics, "get") else None
+            if batch is None or int(batch) in seen or row is None:
+                continue
+            seen.add(int(batch))
+            found.append((int(batch), progress, _row_dict(row)))
+        self.status[seen_key] = sorted(seen)[-200:]
+        return found
 
     def _fold(self, batch: int, progress: Any, metrics: dict) -> None:
         timestamp = _progress_get(progress, "timestamp")
