@@ -283,3 +283,26 @@ def test_cli_stream_dead_letters_bad_rows_and_counts_them(spark, few_partitions,
     line = next(line for line in shown.splitlines() if line.startswith("bad rows:"))
     assert line.startswith(f"bad rows: {len(BAD_LINES)} (") and all(f"{r} {n}" in line for r, n in expected_reasons.items())
     assert "duplicates dropped: 3 " in shown
+
+
+@pytest.mark.spark
+def test_stream_source_inferred_schema_marks_lines_it_cannot_read(spark, tmp_path):
+    """``cep stream`` without --schema: the columns come from the files there at start (ISO 8601 text
+    becomes a timestamp); a later line whose time does not parse, or that is not JSON, is marked bad."""
+    from cep.stream_cli import stream_source
+    from spark_bridge.streaming import _REJECT, dead_letter_rows, mark_bad_rows
+
+    good = [as_line(tick(i, "A", i, 1.0)) for i in range(3)]
+    write_lines(tmp_path / "in", [good])
+    source = stream_source(spark, str(tmp_path / "in"), "json")
+    assert dict(source.dtypes)["ts"] == "timestamp" and dict(source.dtypes)["_corrupt_record"] == "string"
+    later = [as_line({**tick(9, "A", 9, 1.0), "ts": "yesterday"}), "not json at all", as_line(tick(10, "A", 10, 2.0))]
+    (tmp_path / "in" / "batch-0001.json").write_text("".join(line + "\n" for line in later), encoding="utf-8")
+    marked = mark_bad_rows(source, "ts", null_time=True)
+    stream = (dead_letter_rows(marked).writeStream.format("memory").queryName("inferred_bad")
+              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    stream.awaitTermination()
+    dead = spark.sql("SELECT * FROM inferred_bad").toPandas()
+    assert sorted(dead["_cep_error"]) == ["bad_event_time", "not_json"]
+    assert json.loads(dead[dead["_cep_error"] == "bad_event_time"]["_cep_input"].iloc[0])["ts"] == "yesterday"
+    assert _REJECT not in dead.columns
