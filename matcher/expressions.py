@@ -22,7 +22,7 @@ from typing import Any, Callable
 from grammar import ast
 from grammar.errors import CepSemanticError
 from matcher import values as V
-from matcher.running import BROKEN, RunningAggregate, RunningAggregates, incremental
+from matcher.running import BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row
 
 Closure = Callable[["Env"], Any]
 RowClosure = Callable[["Env", int], Any]
@@ -533,7 +533,7 @@ class ExpressionCompiler:
                 if scope.in_define:  # the row under test is always a buffered row: index it directly
                     return lambda env, position=None: env.cols[column][env.row - env.base]
                 return lambda env, position=None: env.value(column, env.row)
-            return _value_at_match_row(column, lambda view: view.last_in(labels, 0, False))
+            return _value_at_match_row(column, self._last_row(labels, 0))
         if isinstance(node, ast.Classifier):
             if node.variable is None:
                 return lambda env, position=None: _label_name(env, env.view.label_at(env.row), None)
@@ -561,7 +561,7 @@ class ExpressionCompiler:
             n = constant_offset(node, 0)
             labels = referenced_labels(node.operand, self.scope)
             if node.kind == "LAST":
-                find = lambda view: view.last_in(labels, n, final)  # noqa: E731
+                find = self._last_row(labels, n) if not final else (lambda view: view.last_in(labels, n, final))
             else:
                 find = lambda view: view.first_in(labels, n, final)  # noqa: E731
             if isinstance(node.operand, ast.ColumnRef):
@@ -635,6 +635,23 @@ class ExpressionCompiler:
         if self.running is None or node.distinct:
             return None
         return self._running(RunningAggregate("COUNT", labels, None), None, None)
+
+    def _last_row(self, labels, n: int) -> Callable:
+        """view -> the position of the n-th last row labelled in ``labels``, RUNNING (None if none).
+
+        In DEFINE, the last one (n = 0) of a variable set is carried with the thread (running.py)
+        rather than found by walking the history back to it.
+        """
+        if self.running is None or n != 0 or labels is None:
+            return lambda view: view.last_in(labels, n, False)
+        slot = self.running.slot(last_row(labels), (LAST_ROW, labels))
+
+        def carried(view):
+            if view.current in labels:
+                return view.row
+            chain = view.chain
+            return None if chain is None else chain[2][slot]
+        return carried
 
     def _running(self, aggregate: RunningAggregate, argument, full_fold: Closure | None) -> Closure:
         """A DEFINE aggregate read from the thread's running state plus the row under test."""

@@ -179,7 +179,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         lookahead=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "NEXT")), default=0),
         lookback=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "PREV")), default=0),
         equivalence_key=make_key_function(reads, include_start=mr.within is not None),
-        advance_running=running.advancer(),
+        advance_running=running.advancer(len(label_names)),
         history=frozenset(reads),
         lazy_starts=bool(reads) or mr.within is not None,
         within=within,

@@ -10,7 +10,8 @@ The state after a row is a pure function of the labels and column values of the 
 adds nothing to the thread-equivalence key (the ``("all", labels)`` read already compares those rows)
 and nothing to the serialized state: ``from_state`` replays it over the buffered rows.
 
-Only plain folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without DISTINCT or a count
+The position of the last row labelled in a set (``LAST_ROW``) is carried the same way, for
+``B.price`` in another variable's DEFINE. Only plain folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without DISTINCT or a count
 argument, over an argument that reads only columns of the row (no CLASSIFIER, MATCH_NUMBER). Each fold
 below makes exactly the operations of ``values.aggregate`` in the same order, so results are equal bit
 for bit. A fold step that raises (say SUM over strings) leaves the state ``BROKEN``; evaluations that
@@ -93,9 +94,21 @@ def _identity(state):
     return state
 
 
+def _last_row_step(state, position):
+    return position
+
+
+def _row_position(env, position: int) -> int:
+    return position
+
+
 _PLAIN = (int, float)
-_STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step}
-_INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None}
+# LAST_ROW is not SQL: it carries the position of the last row labelled in a set, which `B.price` in
+# the DEFINE of another variable reads (the walk back to the last B costs the match's length).
+LAST_ROW = "LAST_ROW"
+_STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step,
+          LAST_ROW: _last_row_step}
+_INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None, LAST_ROW: None}
 _RESULTS = {"AVG": _avg_result}
 
 
@@ -124,6 +137,11 @@ class RunningAggregate:
         return _RESULTS.get(self.name, _identity)
 
 
+def last_row(labels: frozenset) -> RunningAggregate:
+    """The running position of the last row labelled in ``labels`` (None before the first)."""
+    return RunningAggregate(LAST_ROW, labels, _row_position)
+
+
 class RunningAggregates:
     """The running aggregates of a query's DEFINE conditions, each with its slot in a chain node's states."""
 
@@ -144,23 +162,33 @@ class RunningAggregates:
     def initial(self) -> tuple:
         return tuple(a.initial for a in self.items)
 
-    def advancer(self) -> Callable | None:
-        """A function (states, env, position, label) -> the states after that row; None if no aggregate."""
+    def advancer(self, label_count: int) -> Callable | None:
+        """A function (states, env, position, label) -> the states after that row; None if no aggregate.
+
+        Labels are 0..label_count-1. A row whose label no aggregate ranges over keeps the same states
+        object: most rows of most patterns update one aggregate or none.
+        """
         if not self.items:
             return None
-        plan = tuple((a.labels, a.argument, a.step) for a in self.items)
         initial = self.initial()
+        updates = tuple(
+            tuple((index, a.argument, a.step) for index, a in enumerate(self.items) if a.labels is None or label in a.labels)
+            for label in range(label_count)
+        )
 
         def advance(states, env, position: int, label: int) -> tuple:
             if states is None:
                 states = initial
-            out = []
-            for (labels, argument, step), state in zip(plan, states):
-                if state is not BROKEN and (labels is None or label in labels):
+            changes = updates[label]
+            if not changes:
+                return states
+            out = list(states)
+            for index, argument, step in changes:
+                state = out[index]
+                if state is not BROKEN:
                     try:
-                        state = step(state, 1 if argument is None else argument(env, position))
+                        out[index] = step(state, 1 if argument is None else argument(env, position))
                     except Exception:  # noqa: BLE001 - the full fold re-raises it when the value is read
-                        state = BROKEN
-                out.append(state)
+                        out[index] = BROKEN
             return tuple(out)
         return advance
