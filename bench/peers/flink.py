@@ -89,8 +89,9 @@ def flink_text(text: str) -> tuple[str, tuple[str, ...]]:
         rewrites.append("PREV(X.col) in X's DEFINE written PREV(col) (same row)")
     pattern = _GREEDY_LAST.search(head)
     if pattern:
-        head = head[: pattern.start()] + pattern.group(1) + pattern.group(2) + "?)" + head[pattern.end():]
-        rewrites.append(f"last element's greedy {pattern.group(2)} made reluctant {pattern.group(2)}? (fewer rows per match)")
+        quantifier = pattern.group(2)
+        head = head[: pattern.start()] + pattern.group(1) + quantifier + "?)" + head[pattern.end():]
+        rewrites.append(f"last element's greedy {quantifier} made reluctant {quantifier}? (fewer rows per match)")
     return head + new_define, tuple(rewrites)
 
 
@@ -361,7 +362,8 @@ def report_lines(flink: dict | None, spark: dict | None) -> list[str]:
         lines.append(
             f"| ({q['query']}) | {q['rows']:,} | {q['flink_eps_end_to_end']:,.0f} | {q['flink_eps']:,.0f} "
             f"| {q['flink_eps_per_cpu']:,.0f} | {q['ours_eps']:,.0f} | {q['ours_eps_per_cpu']:,.0f} "
-            f"| {q['ours_over_flink_end_to_end']:,.0f}x | {q['ours_over_flink']:,.0f}x | {q['ours_over_flink_per_cpu']:,.0f}x "
+            f"| {q['ours_over_flink_end_to_end']:,.0f}x | {q['ours_over_flink']:,.0f}x "
+            f"| {q['ours_over_flink_per_cpu']:,.0f}x "
             f"| {q['same_output']} ({q['our_matches']:,}, {q['flink_matches']:,}) |")
     lines.append("")
     rewritten = [q for q in flink["queries"] if q["rewrites"]]
