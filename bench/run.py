@@ -1,19 +1,19 @@
 """``make bench``: generate the tick data, run every measurement, write docs/performance.md.
 
-    .venv/bin/python bench/run.py                 # 1M rows (about 5 minutes on a 2-core machine)
-    .venv/bin/python bench/run.py --rows 200000   # quicker
-    .venv/bin/python bench/run.py --large         # 10M rows as well (fast path only; long)
+    .venv/bin/python bench/run.py                 # 1M rows, and 10M for the V-shape and Spark (~15 minutes)
+    .venv/bin/python bench/run.py --rows 200000 --large-rows 1000000   # quicker
     .venv/bin/python bench/run.py --no-spark --no-peers
 
-Every figure is the median of several runs (``--repeats``), in input events per second of wall
-time; every ratio compares two figures taken in this run on the same rows. The rows are
-``bench/data.py``'s ticks (100 symbols, deterministic), held as Python columns the way
-``Query.run`` hands them to the matcher; "end to end" figures start from a pyarrow Table.
+Every figure is the median of several runs (``--repeats``), in input events per CPU-second (Spark:
+per wall-second); every ratio compares two figures taken in this run on the same rows. The rows are
+``bench/data.py``'s ticks (100 symbols, deterministic, Parquet, cached in bench/data/).
 
 Measured:
-- the hand-written Python loop for the V-shape (the ceiling), the fast path, the Pike VM;
-- queries (a)-(f) of issue 8 on the path each takes, and on the VM;
-- ``Query.run`` end to end from Arrow, and ``Query.on_spark`` on local[2] for (a);
+- queries (a)-(f) of issue 8 on the path each takes, and on the VM (Python columns, --rows);
+- the V-shape over --large-rows: ``Query.run(pyarrow.Table)`` (columns end to end), the fast path
+  on Python lists, and the hand-written Python loop (the ceiling) on the same rows;
+- ``Query.on_spark`` on local[2] for (a) over --rows and --large-rows, step by step (read, shuffle,
+  replay), with CPU seconds and peak RSS of the process tree;
 - pandas-match-recognize on (a), installed into bench/.venv-peers (never a dependency of cep), with
   whether its output equals ours;
 - the hostile patterns of the matcher issue (bench/hostile.py), 10k vs 100k rows.
@@ -213,27 +213,110 @@ def bench_queries(columns: dict, small: dict, rows: int, small_rows: int, repeat
     return results
 
 
-def bench_v_shape(columns: dict, table, rows: int, repeats: int) -> dict:
+def bench_v_shape(path: Path, rows: int, repeats: int) -> dict:
+    """Query (a) over ``rows`` rows: ``Query.run`` from a pyarrow Table (columns all the way, reading the
+    Parquet file included), the fast path handed Python lists, and the hand-written loop over the same
+    Python lists (their conversion is not counted against the loop: it is the loop's natural input)."""
+    import pyarrow.parquet as pq
+
     query = cep.compile(QUERIES["a"][1])
+    read_s, table = median_seconds(lambda: pq.read_table(path), repeats)
+    arrow_s, arrow_out = median_seconds(lambda: query.run(table), repeats)
+    peak_after_arrow = peak_rss_bytes()
+    convert_began = time.process_time()
+    columns = {name: table.column(name).to_pylist() for name in ("symbol", "ts", "price")}
+    convert_s = time.process_time() - convert_began
     loop_s, loop_out = median_seconds(lambda: v_shape_loop(columns), repeats)
     fast_s, fast_out = median_seconds(lambda: run_path(query, columns, True), repeats)
-    e2e_s, _ = median_seconds(lambda: query.run(table), max(1, repeats - 1))
-    convert_s, _ = median_seconds(lambda: arrow_to_columns(table), max(1, repeats - 1))
+    ours = [tuple(row.values()) for row in arrow_out.to_pylist()]
     result = {
         "rows": rows,
         "loop_eps": rows / loop_s,
         "fast_eps": rows / fast_s,
         "fast_over_loop": loop_s / fast_s,
-        "same_output_as_loop": [tuple(r) for r in fast_out] == loop_out,
-        "end_to_end_arrow_eps": rows / e2e_s,
-        "arrow_to_columns_s": convert_s,
-        "matches": len(fast_out),
+        "end_to_end_arrow_eps": rows / arrow_s,
+        "arrow_over_loop": loop_s / arrow_s,
+        "read_parquet_s": read_s,
+        "arrow_with_read_eps": rows / (arrow_s + read_s),
+        "arrow_to_lists_s": convert_s,
+        "same_output_as_loop": ours == loop_out and [tuple(r) for r in fast_out] == loop_out,
+        "matches": len(ours),
+        "peak_rss_after_arrow_bytes": peak_after_arrow,
+        "peak_rss_bytes": peak_rss_bytes(),
     }
     print(f"  V-shape: {json.dumps(result)}", flush=True)
     return result
 
 
-def bench_spark(path: Path, rows: int, repeats: int) -> dict:
+def peak_rss_bytes() -> int:
+    """The peak resident set of this process so far (Linux reports kB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class TreeUsage:
+    """CPU seconds and the largest total resident set of this process and all its descendants (Spark's
+    JVM and Python workers), read from /proc while a block runs (Linux; no psutil dependency)."""
+
+    INTERVAL_S = 0.2  # often enough to see the peak of a several-second job, cheap enough not to matter
+
+    def __enter__(self):
+        import threading
+
+        self.peak_rss = 0
+        self._stop = threading.Event()
+        self._cpu_before = self._cpu()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.cpu_s = self._cpu() - self._cpu_before
+
+    def _sample(self):
+        while not self._stop.wait(self.INTERVAL_S):
+            self.peak_rss = max(self.peak_rss, sum(_proc_rss(pid) for pid in _tree(os.getpid())))
+
+    @staticmethod
+    def _cpu() -> float:
+        ticks = os.sysconf("SC_CLK_TCK")
+        # utime, stime and the reaped children's cutime, cstime (Spark's short-lived Python workers)
+        return sum(sum(_proc_stat(pid)[11:15]) for pid in _tree(os.getpid())) / ticks
+
+
+def _proc_stat(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return [0] * 20
+    return [int(x) if x.lstrip("-").isdigit() else 0 for x in text[text.rindex(")") + 2:].split()]
+
+
+def _proc_rss(pid: int) -> int:
+    return _proc_stat(pid)[21] * os.sysconf("SC_PAGE_SIZE")
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            children.setdefault(_proc_stat(int(entry.name))[1], []).append(int(entry.name))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, []))
+    return out
+
+
+def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
+    """``Query.on_spark`` of (a) on local[2] from Parquet, per row count, end to end (``count()`` of the
+    matches), and what each step costs: reading alone, reading + the shuffle by symbol + the Arrow
+    hand-over to Python (a no-op function), then the whole replay; wall time, CPU seconds of the whole
+    process tree, and its peak resident set."""
     try:
         from spark_bridge.session import get_spark
 
@@ -242,21 +325,45 @@ def bench_spark(path: Path, rows: int, repeats: int) -> dict:
         spark = get_spark("local[2]", app_name="cep-bench")
         startup = time.perf_counter() - began
         query = cep.compile(QUERIES["a"][1])
+        out: dict = {"startup_s": startup, "shuffle_partitions": int(spark.conf.get("spark.sql.shuffle.partitions")),
+                     "arrow_batch_rows": int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))}
 
-        def once():
-            return query.on_spark(spark.read.parquet(str(path))).count()
+        def noop(batches):
+            for batch in batches:
+                yield batch.slice(0, 0)
 
-        once()  # warm the Python workers
-        seconds, count = median_seconds(once, repeats, clock=time.perf_counter)  # wall: Spark is multi-process
+        steps = {
+            "read": lambda p: spark.read.parquet(str(p)).select("symbol", "ts", "price").write.format("noop").mode("overwrite").save(),
+            "read_shuffle_python": lambda p: (lambda df: df.repartition(out["shuffle_partitions"], "symbol")
+                                              .mapInArrow(noop, df.schema).count())(spark.read.parquet(str(p)).select("symbol", "ts", "price")),
+            "replay": lambda p: query.on_spark(spark.read.parquet(str(p))).count(),
+        }
+        query.on_spark(spark.read.parquet(str(next(iter(paths.values()))))).count()  # warm the Python workers
+        for rows, path in paths.items():
+            entry: dict = {"rows": rows}
+            for step, run in steps.items():
+                walls, cpus, peak, result = [], [], 0, None
+                for _ in range(repeats if step == "replay" else 1):
+                    with TreeUsage() as usage:
+                        began = time.perf_counter()
+                        result = run(path)
+                        walls.append(time.perf_counter() - began)
+                    cpus.append(usage.cpu_s)
+                    peak = max(peak, usage.peak_rss)
+                entry[step] = {"seconds": statistics.median(walls), "cpu_s": statistics.median(cpus), "peak_rss_bytes": peak}
+                if step == "replay":
+                    entry["matches"] = result
+            entry.update(eps=rows / entry["replay"]["seconds"], seconds=entry["replay"]["seconds"])
+            out[str(rows)] = entry
+            print(f"  Spark local[2], {rows:,} rows: {json.dumps(entry)}", flush=True)
         spark.stop()
-        result = {"rows": rows, "startup_s": startup, "eps": rows / seconds, "seconds": seconds, "matches": count}
     except Exception as error:  # noqa: BLE001 - the bench reports what failed and goes on
-        result = {"error": f"{type(error).__name__}: {error}"}
-    print(f"  Spark local[2]: {json.dumps(result)}", flush=True)
-    return result
+        out = {"error": f"{type(error).__name__}: {error}"}
+        print(f"  Spark local[2]: {json.dumps(out)}", flush=True)
+    return out
 
 
-def bench_pandas_match_recognize(columns_all: dict, path: Path, rows: int, repeats: int) -> dict:
+def bench_pandas_match_recognize(table, path: Path, rows: int, repeats: int) -> dict:
     python = PEER_VENV / "bin" / "python"
     try:
         if not python.exists():
@@ -272,11 +379,12 @@ def bench_pandas_match_recognize(columns_all: dict, path: Path, rows: int, repea
         return result
     import pandas as pd
 
-    columns = {name: values[:rows] for name, values in columns_all.items()}
     query = cep.compile(QUERIES["a"][1])
-    ours_s, ours = median_seconds(lambda: run_path(query, columns, True), repeats)
+    rows_table = table.slice(0, rows)  # the same rows the peer reads: the file's first ``rows``
+    ours_s, ours = median_seconds(lambda: query.run(rows_table), repeats)
     # The peer's seconds are CPU seconds of its own process (it is single-threaded).
-    ours_rows = [[s, pd.Timestamp(a).isoformat(), b, pd.Timestamp(c).isoformat(), n] for s, a, b, c, n in ours]
+    ours_rows = [[r["symbol"], pd.Timestamp(r["start_ts"]).isoformat(), r["bottom"], pd.Timestamp(r["end_ts"]).isoformat(), r["n"]]
+                 for r in ours.to_pylist()]
     key = lambda r: (r[0], r[1] or "")  # noqa: E731
     peer_rows = peer["rows"]
     same = sorted(ours_rows, key=key) == sorted(peer_rows, key=key)
@@ -334,21 +442,29 @@ def write_report(results: dict) -> None:
         f"Machine: {results['machine']}. Every figure is a median of {results['repeats']} runs, in input",
         "events per CPU-second of the measuring process (single-threaded work; the machine is shared, so wall",
         "time is noisy), except Spark (wall time); every ratio compares two figures of the same run on the same rows.",
-        f"Data: `bench/data.py` ticks (100 symbols, one tick per symbol per second, random-walk prices), {v['rows']:,} rows",
-        "unless a row says otherwise; the matcher is handed Python columns, as `Query.run` hands them over.",
+        "Data: `bench/data.py` ticks (100 symbols, one tick per symbol per second, random-walk prices), generated",
+        "once per row count into `bench/data/` (Parquet, deterministic).",
         "",
-        "## V-shape (query a): fast path against the hand-written loop",
+        "![events per second, log scale](performance.svg)",
+        "",
+        f"## V-shape (query a) over {v['rows']:,} rows: columns end to end against the hand-written loop",
         "",
         "| what | events/s | ratio to the hand-written loop |",
         "| --- | ---: | ---: |",
-        f"| hand-written Python loop (the ceiling) | {v['loop_eps']:,.0f} | 1.00 |",
-        f"| fast path (`plan.run_columns`, numpy + re) | {v['fast_eps']:,.0f} | {v['fast_over_loop']:.2f} |",
-        f"| `Query.run(pyarrow.Table)` end to end (fast path + Arrow-to-Python conversion) | {v['end_to_end_arrow_eps']:,.0f} | {v['end_to_end_arrow_eps'] / v['loop_eps']:.2f} |",
+        f"| hand-written Python loop over Python lists (the ceiling; building the lists not counted) | {v['loop_eps']:,.0f} | 1.00 |",
+        f"| `Query.run(pyarrow.Table)`: the fast path over the Arrow columns, result built as an Arrow table | {v['end_to_end_arrow_eps']:,.0f} | {v['arrow_over_loop']:.2f} |",
+        f"| the same, reading the Parquet file included | {v['arrow_with_read_eps']:,.0f} | {v['arrow_with_read_eps'] / v['loop_eps']:.2f} |",
+        f"| fast path handed Python lists (`plan.run_columns`, the list-of-dicts input) | {v['fast_eps']:,.0f} | {v['fast_over_loop']:.2f} |",
         "",
-        f"Same output as the hand-written loop: {v['same_output_as_loop']} ({v['matches']:,} matches). "
-        f"Converting the Arrow table to Python columns alone takes {v['arrow_to_columns_s']:.2f} s "
-        f"({v['rows'] / v['arrow_to_columns_s']:,.0f} rows/s), which bounds `Query.run` today (see below).",
+        f"Same output as the hand-written loop: {v['same_output_as_loop']} ({v['matches']:,} matches). Reading the "
+        f"Parquet file takes {v['read_parquet_s']:.2f} s; turning the three columns the loop reads into Python lists "
+        f"takes {v['arrow_to_lists_s']:.1f} s, which `Query.run` on a table no longer does. Peak RSS of the bench "
+        f"process after `Query.run` on the table: {v['peak_rss_after_arrow_bytes'] / 1e9:.2f} GB (table included); "
+        f"after building the Python lists for the loop: {v['peak_rss_bytes'] / 1e9:.2f} GB.",
         "",
+    ]
+    lines += spark_report(results.get("spark_runs"))
+    lines += [
         "## Queries (a)-(f)",
         "",
         "| query | path | rows | fast path events/s | VM events/s | fast / VM | same output |",
@@ -368,22 +484,18 @@ def write_report(results: dict) -> None:
             "| engine, query (a) | rows | events/s | ours / theirs | same output |",
             "| --- | ---: | ---: | ---: | --- |",
             f"| pandas-match-recognize 0.2.5 (own venv, one run) | {pmr['rows']:,} | {pmr['peer_eps']:,.0f} | | |",
-            f"| cep fast path | {pmr['rows']:,} | {pmr['ours_eps']:,.0f} | {pmr['ours_over_peer']:,.0f}x | {pmr['same_output']} |",
+            f"| cep `Query.run(pyarrow.Table)` | {pmr['rows']:,} | {pmr['ours_eps']:,.0f} | {pmr['ours_over_peer']:,.0f}x | {pmr['same_output']} |",
             "",
-            "pandas-match-recognize runs query (a) rewritten as `A.ts` and unqualified `price < PREV(price)`:",
+            "Both run on the same rows (the first rows of the 1M-row Parquet file), per CPU-second of their own",
+            "process. pandas-match-recognize runs query (a) rewritten as `A.ts` and unqualified `price < PREV(price)`:",
             "with our text (`FIRST(A.ts)`, `B.price < PREV(B.price)`) version 0.2.5 returns NULL for every",
-            "measure but `COUNT(*)` (its bug). It runs on a smaller slice because it is slow.",
+            "measure but `COUNT(*)` (its bug). It runs on a slice because it is slow (minutes per million rows).",
         ]
         if not pmr["same_output"]:
             lines.append(f"Differences (first rows): `{json.dumps(pmr.get('examples'), default=str)}`")
     elif pmr:
         lines.append(f"pandas-match-recognize: not measured ({pmr['error']}).")
     spark = results.get("spark")
-    if spark and "error" not in spark:
-        lines += ["", f"Spark `local[2]`, query (a), {spark['rows']:,} rows from Parquet, `on_spark(df).count()`: "
-                  f"{spark['eps']:,.0f} events/s end to end ({spark['seconds']:.1f} s; session start {spark['startup_s']:.1f} s, not counted)."]
-    elif spark:
-        lines += ["", f"Spark: not measured ({spark['error']})."]
     lines += flink_peer.report_lines(results.get("flink"), spark) + [""]
     if results.get("hostile"):
         lines += ["## Hostile patterns (bench/hostile.py): 10k vs 100k rows where nothing matches", "",
@@ -392,6 +504,76 @@ def write_report(results: dict) -> None:
         lines.append(f"| `{h['pattern']}` | {h['path']} | {h['10k_s']:.3f} | {h['100k_s']:.3f} | {h['ratio']:.1f} |")
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
     DOC.write_text("\n".join(lines))
+
+
+def spark_report(runs: dict | None) -> list[str]:
+    if not runs:
+        return []
+    if "error" in runs:
+        return [f"Spark: not measured ({runs['error']}).", ""]
+    lines = [
+        "## Spark replay (query a) from Parquet on `local[2]`",
+        "",
+        f"`Query.on_spark(spark.read.parquet(...)).count()`, wall time, session already started "
+        f"(start: {runs['startup_s']:.1f} s). Each step adds work to the previous one: reading the three columns "
+        "the query reads; then Spark's shuffle by symbol and the Arrow hand-over to Python (a function that "
+        "returns nothing); then the whole replay (`mapInArrow`: the matcher's column path over each task's "
+        f"Arrow table, {runs['shuffle_partitions']} shuffle partitions, Arrow batches of "
+        f"{runs['arrow_batch_rows']:,} rows). CPU seconds and peak RSS are those of the whole process tree "
+        "(this driver, Spark's JVM, its Python workers).",
+        "",
+        "| rows | step | wall s | events/s (wall) | CPU s | peak RSS (GB) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    titles = {"read": "read", "read_shuffle_python": "+ shuffle + Arrow to Python", "replay": "whole replay"}
+    for key, entry in runs.items():
+        if not isinstance(entry, dict):
+            continue
+        for step, title in titles.items():
+            m = entry[step]
+            lines.append(f"| {entry['rows']:,} | {title} | {m['seconds']:.1f} | {entry['rows'] / m['seconds']:,.0f} "
+                         f"| {m['cpu_s']:.1f} | {m['peak_rss_bytes'] / 1e9:.2f} |")
+    lines.append("")
+    return lines
+
+
+def write_plot(results: dict) -> None:
+    """docs/performance.svg: events/s of each engine on query (a), log scale (matplotlib, the report extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - the dev environment has it
+        return
+    bars: list[tuple[str, float]] = []
+    v = results["v_shape"]
+    bars += [(f"hand-written loop ({v['rows'] / 1e6:g}M)", v["loop_eps"]),
+             (f"cep Query.run(Arrow) ({v['rows'] / 1e6:g}M)", v["end_to_end_arrow_eps"]),
+             (f"cep fast path, Python lists ({v['rows'] / 1e6:g}M)", v["fast_eps"])]
+    for entry in (results.get("spark_runs") or {}).values():
+        if isinstance(entry, dict):
+            bars.append((f"cep on Spark local[2], wall ({entry['rows'] / 1e6:g}M)", entry["eps"]))
+    a = next((q for q in results.get("queries", []) if q["query"] == "a"), None)
+    if a:
+        bars.append((f"cep Pike VM ({a['small_rows'] / 1e6:g}M)", a["small_vm_eps"]))
+    pmr = results.get("pandas_match_recognize") or {}
+    if "peer_eps" in pmr:
+        bars.append((f"pandas-match-recognize ({pmr['rows'] / 1e6:g}M)", pmr["peer_eps"]))
+    flink_a = next((q for q in (results.get("flink") or {}).get("queries", []) if q.get("query") == "a" and "flink_eps" in q), None)
+    if flink_a:
+        bars.append((f"PyFlink, end to end, wall ({flink_a['rows'] / 1e6:g}M)", flink_a["flink_eps_end_to_end"]))
+    plt.rcParams["svg.hashsalt"] = "cep-bench"  # stable ids: the file changes only when the figures do
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(bars) + 1))
+    labels, values = zip(*reversed(bars))
+    ax.barh(labels, values, color="#4878a8")
+    ax.set_xscale("log")
+    ax.set_xlabel("events per second (query a; CPU-second unless 'wall')")
+    for y, value in enumerate(values):
+        ax.text(value, y, f" {value:,.0f}", va="center", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(DOC.with_suffix(".svg"), metadata={"Date": None})
+    plt.close(fig)
 
 
 NOTES = [
@@ -405,11 +587,15 @@ NOTES = [
     "Queries (b), (d), (e) read the match history (cross-variable references, LAST(v, 1), WITHIN, aggregates)"
     " and run on the Pike VM. (f) is eligible in form but its guard sends the rows to the VM (one run of A/B"
     " rows as long as the partition, so `re` would restart quadratically).",
-    "`Query.run` converts Arrow/pandas to Python lists before matching (matcher/tables.py); for 1M rows with a"
-    " timestamp column that costs more than the fast path itself. Handing the fast path numpy/Arrow columns"
-    " directly is the next step for the end-to-end figure.",
-    "10M rows (`--large`) is not part of the default run: generating, converting and matching 10M rows takes"
-    " several minutes and ~6 GB on this 2-core machine; the 1M figures scale linearly on the fast path.",
+    "`Query.run` on a pandas DataFrame or a pyarrow Table hands the fast path numpy columns"
+    " (`matcher/arrays.py`, `matcher/layout.py`): partitions by factorizing the key column, ORDER BY by a"
+    " numpy sort (or none when the rows are already in time order), conditions by the kernels, and, for ONE"
+    " ROW PER MATCH with FIRST/LAST/column/COUNT/MATCH_NUMBER measures, the result as typed columns taken from"
+    " the input (`np.take` / Arrow `take`), typed as the Python values would be. Other queries convert the"
+    " frame to Python values as before; `tests/test_fastpath.py` checks that both give the same frame.",
+    "The Spark replay hashes rows to tasks by the PARTITION BY columns and hands each task's Arrow batches to"
+    " the matcher as one table (`mapInArrow`, `spark_bridge/batch.py`); only the columns the query reads are"
+    " shuffled. What is left is Spark's own reading and shuffle (the first two rows of each Spark table).",
 ]
 
 
@@ -419,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-rows", type=int, default=200_000, help="rows for the VM comparisons")
     parser.add_argument("--peer-rows", type=int, default=100_000, help="rows for pandas-match-recognize")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--large", action="store_true", help="also run the fast path on 10M rows")
+    parser.add_argument("--large-rows", type=int, default=10_000_000,
+                        help="rows for the V-shape against the loop and the Spark replay (besides --rows)")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-flink", action="store_true", help="skip PyFlink (about 5 minutes)")
@@ -428,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.report_only:
         write_report(json.loads(RESULTS.read_text()))
+        write_plot(json.loads(RESULTS.read_text()))
         return 0
 
     began = time.perf_counter()
@@ -439,21 +627,22 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "repeats": args.repeats,
     }
-    print("V-shape against the hand-written loop", flush=True)
-    results["v_shape"] = bench_v_shape(columns, table, args.rows, args.repeats)
     print("queries (a)-(f)", flush=True)
     results["queries"] = bench_queries(columns, small, args.rows, min(args.small_rows, args.rows), args.repeats)
-    if args.large:
-        large_path = ensure_data(10_000_000)
-        large_table, large_columns = load_columns(large_path, 10_000_000)
-        results["v_shape_10m"] = bench_v_shape(large_columns, large_table, 10_000_000, 1)
-        del large_table, large_columns
+    del columns, small  # the Python columns would weigh on the memory measured below
     if not args.no_peers:
         print("pandas-match-recognize", flush=True)
-        results["pandas_match_recognize"] = bench_pandas_match_recognize(columns, path, args.peer_rows, args.repeats)
+        results["pandas_match_recognize"] = bench_pandas_match_recognize(table, path, args.peer_rows, args.repeats)
+    print(f"data: {args.large_rows:,} rows", flush=True)
+    large_path = ensure_data(args.large_rows)
     if not args.no_spark:
         print("Spark", flush=True)
-        results["spark"] = bench_spark(path, args.rows, args.repeats)
+        runs = bench_spark({args.rows: path, args.large_rows: large_path}, args.repeats)
+        results["spark_runs"] = runs
+        # the Flink section compares with the replay of the same rows as its own (--rows)
+        results["spark"] = {**runs[str(args.rows)], "startup_s": runs["startup_s"]} if "error" not in runs else runs
+    print("V-shape against the hand-written loop", flush=True)
+    results["v_shape"] = bench_v_shape(large_path, args.large_rows, args.repeats)
     if not (args.no_peers or args.no_flink):
         print("PyFlink", flush=True)
         results["flink"] = flink_peer.bench(QUERIES, path, args.rows, args.repeats)
@@ -463,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     results["total_s"] = time.perf_counter() - began
     RESULTS.write_text(json.dumps(results, indent=2, default=str))
     write_report(results)
+    write_plot(results)
     print(f"wrote {DOC.relative_to(REPO)} in {results['total_s']:.0f} s", flush=True)
     return 0
 
