@@ -317,6 +317,8 @@ def spark_report(sc: Scenario, partitions: int) -> dict:
         ev = make_events(sc)
         rows = write_parquet_batches(ev, sc, work / "in")
         memory = TreeMemory().start()
+        # Spark's Python workers import cep from this tree too (they inherit the JVM's environment).
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         spark = get_spark("local[2]", app_name="cep-hot-keys", shuffle_partitions=partitions)
         q = cep.compile(VSHAPE)
         df = spark.readStream.schema(schema()).option("maxFilesPerTrigger", 1).parquet(str(work / "in"))
