@@ -143,7 +143,8 @@ def rows_of(ev: Events, indices: np.ndarray) -> list[dict]:
     """The rows at ``indices`` as dicts (what ``LocalStream.run_batch`` and ``q.run`` take)."""
     times = (T0 + ev.us[indices].astype("timedelta64[us]")).astype(object)
     prices = (ev.cents[indices] / 100.0).tolist()
-    return [{"symbol": ev.symbol(i), "ts": t, "price": p, "volume": 100} for i, t, p in zip(indices.tolist(), times, prices)]
+    return [{"symbol": ev.symbol(i), "ts": t, "price": p, "volume": 100}
+            for i, t, p in zip(indices.tolist(), times, prices)]
 
 
 def micro_batches(ev: Events, sc: Scenario) -> Iterator[list[dict]]:
@@ -219,7 +220,8 @@ def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun
         keys_max = max(keys_max, len(states))
         if number % sample_every == 0:
             small_sizes += [len(b) for k, b in states.items() if k != hot]
-    return EngineRun(rows_in, elapsed, outputs, late, dict(stream.stats), hot_pending, hot_live, hot_sizes, small_sizes, keys_max)
+    return EngineRun(rows_in, elapsed, outputs, late, dict(stream.stats), hot_pending, hot_live, hot_sizes, small_sizes,
+                     keys_max)
 
 
 def replay(rows: list[dict]) -> list[tuple]:
@@ -299,7 +301,8 @@ def write_parquet_batches(ev: Events, sc: Scenario, directory: Path) -> int:
     count = 0
     for index, batch in enumerate(micro_batches(ev, sc)):
         table = pa.Table.from_pylist(batch).cast(pa.schema([
-            ("symbol", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("price", pa.float64()), ("volume", pa.int64())]))
+            ("symbol", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("price", pa.float64()),
+            ("volume", pa.int64())]))
         path = directory / f"part-{index:05d}.parquet"
         pq.write_table(table, path)
         stamp = 1_700_000_000 + 10 * index
@@ -391,7 +394,8 @@ def main(argv=None) -> int:
         print(json.dumps({"scenario": asdict(scenario), **engine_report(scenario)}, default=str))
         return 0
     if args.part == "spark":
-        scenario = Scenario(hot_rows=args.spark_hot_rows, small_keys=args.spark_small_keys, max_pending_rows=args.max_pending_rows)
+        scenario = Scenario(hot_rows=args.spark_hot_rows, small_keys=args.spark_small_keys,
+                            max_pending_rows=args.max_pending_rows)
         print(json.dumps({"scenario": asdict(scenario), **spark_report(scenario, args.partitions)}, default=str))
         return 0
 

@@ -203,7 +203,8 @@ def driver(source: str, output: str, checkpoint: str, dump: str | None) -> int:
         T.StructField("_corrupt_record", T.StringType()),
     ])
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", MAX_FILES_PER_TRIGGER).json(source)
-    out = cep.compile(QUERIES["vshape"]).on_spark(df, watermark=f"{DELAY_S} seconds", session_timeout=f"{SESSION_S} seconds")
+    out = cep.compile(QUERIES["vshape"]).on_spark(df, watermark=f"{DELAY_S} seconds",
+                                                  session_timeout=f"{SESSION_S} seconds")
     writer = out.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
     if dump is None:
         writer.trigger(processingTime="0 seconds").start().awaitTermination()
@@ -228,7 +229,7 @@ class Driver:
 
     def start(self, run: int) -> "Driver":
         log = (self.work / f"driver-{run}.log").open("w")
-        command = [sys.executable, __file__, "--driver", str(self.work / "in"), str(self.work / "out"), str(self.work / "ck")]
+        command = [sys.executable, __file__, "--driver"] + [str(self.work / name) for name in ("in", "out", "ck")]
         if self.dump is not None:
             command.append(str(self.dump))
         env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(self.work / f"spark-{run}.log"))
@@ -322,8 +323,9 @@ def soak(args) -> dict:
     files = max(1, int(args.minutes * 60 / args.file_interval))
     began = time.perf_counter()
     data = make_input(args.seed, files, args.rows_per_file, args.bad, args.late)
-    report: dict = {"params": {k: v for k, v in vars(args).items() if k != "driver"}, "files": files, "events_in": data.lines,
-                    "prepare_s": round(time.perf_counter() - began, 1), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    report: dict = {"params": {k: v for k, v in vars(args).items() if k != "driver"}, "files": files,
+                    "events_in": data.lines, "prepare_s": round(time.perf_counter() - began, 1),
+                    "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     memory = TreeMemory(root_role="harness").start()
     writer = Writer(work / "in", data.files, args.file_interval)
     kills, runs, commits_at_kill, died, commits_at_start = 0, 0, [], [], 0

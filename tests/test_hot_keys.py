@@ -64,7 +64,9 @@ def test_the_hot_key_state_stays_bounded_as_its_rows_grow():
     defer_every=st.integers(2, 200),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_any_cap_keeps_the_other_keys_exact_and_the_hot_key_exact_on_its_on_time_rows(hot_rows, small_keys, cap, defer_every, seed):
+def test_any_cap_keeps_the_other_keys_exact_and_the_hot_key_exact_on_its_on_time_rows(
+    hot_rows, small_keys, cap, defer_every, seed
+):
     scenario = Scenario(hot_rows=hot_rows, small_keys=small_keys, max_pending_rows=cap, defer_every=defer_every, seed=seed)
     events = make_events(scenario)
     run = run_engine(scenario, events)

@@ -29,7 +29,8 @@ def soak_run():
     """A small soak input streamed in-process: (input, output frame as Spark's sink would hold it)."""
     soak = make_input(seed=5, files=80, rows_per_file=10, bad=0.05, late=0.05)
     query = cep.compile(QUERIES["vshape"])
-    engine = KeyedStream(query.plan, COLUMNS + ("id",), query_text=statement_text(query), session_timeout_us=SESSION_S * 1_000_000)
+    engine = KeyedStream(query.plan, COLUMNS + ("id",), query_text=statement_text(query),
+                         session_timeout_us=SESSION_S * 1_000_000)
     stream = LocalStream(engine, delay_ms=DELAY_S * 1000)
     records = []
     for lines in soak.files + [soak.last, []]:
