@@ -17,6 +17,7 @@ Label sets are frozensets of label ids; ``None`` means every variable (the unive
 from __future__ import annotations
 
 import operator
+from decimal import Decimal
 from typing import Any, Callable
 
 from grammar import ast
@@ -350,12 +351,12 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
                     return True
                 return None if lv is None or rv is None else False
             return disj
+        constant = expr.right.value if isinstance(expr.right, ast.Literal) else None
         if expr.op in _PLAIN_ARITHMETIC:
-            return _arithmetic(expr.op, left, right)
+            return _arithmetic(expr.op, left, right, constant)
         if expr.op in _BINARY:
             op = _BINARY[expr.op]
             return lambda env, position=None: op(left(env, position), right(env, position))
-        constant = expr.right.value if isinstance(expr.right, ast.Literal) else None
         return _comparison(expr.op, left, right, constant)
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
@@ -431,6 +432,17 @@ def _comparison(op: str, left, right, constant=None):
     """
     function = _COMPARE[op]
     direct = _DIRECT
+    if type(constant) is Decimal:  # `price < 0.10`: a decimal literal against a float column
+        as_float = float(constant)  # what values.compare turns it into against a float
+
+        def compare_decimal(env, position=None):
+            lv = left(env, position)
+            if lv is None:
+                return None
+            if type(lv) is float:
+                return function(lv, as_float)
+            return V.compare(op, lv, constant)
+        return compare_decimal
     if type(constant) in direct:
         rv, rv_is_str = constant, type(constant) is str
 
@@ -460,10 +472,23 @@ _PLAIN_ARITHMETIC = {"+": (operator.add, V.add), "-": (operator.sub, V.subtract)
 _PLAIN_NUMBERS = (int, float)
 
 
-def _arithmetic(op: str, left, right):
-    """+, - or * : Python's operator on ints and floats (what ``values`` does for them), else ``values``."""
+def _arithmetic(op: str, left, right, constant=None):
+    """+, - or * : Python's operator on ints and floats (what ``values`` does for them), else ``values``.
+
+    A decimal literal on the right (``A.price - 0.10``) meets a float column as the float ``values``
+    would turn it into.
+    """
     plain, general = _PLAIN_ARITHMETIC[op]
     numbers = _PLAIN_NUMBERS
+    if type(constant) is Decimal:
+        as_float = float(constant)
+
+        def arithmetic_decimal(env, position=None):
+            lv = left(env, position)
+            if type(lv) is float:
+                return plain(lv, as_float)
+            return general(lv, constant)
+        return arithmetic_decimal
 
     def arithmetic(env, position=None):
         lv, rv = left(env, position), right(env, position)

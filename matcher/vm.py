@@ -212,9 +212,7 @@ class PartitionMatcher:
         advance = machine.advance_running
         env, view, tracer = self.env, self.view, self.tracer
         env.match_number = self.match_number + 1
-        # Within one search the conditions' memo (below) and the merge rule are per row; WITHIN must
-        # expire threads before every row, which _loop does.
-        one_row_only = machine.within is not None
+        within = machine.within
         while True:
             env.row = p
             next_threads: list[Thread] = []
@@ -271,7 +269,7 @@ class PartitionMatcher:
                     self.search_start = earliest
                     self._trim()
             # Go on to the next row only where _loop would do nothing but step it.
-            if self.done_pending or one_row_only:
+            if self.done_pending:
                 return
             p = self.position
             if p >= self.total or (p + lookahead >= self.total and not self.finished):
@@ -286,6 +284,14 @@ class PartitionMatcher:
                 return  # a final match: _loop emits it
             if not self.threads:
                 return
+            if within is not None and self._expires_by(p):
+                return  # _loop expires threads (and completes deadlines) before this row
+
+    def _expires_by(self, p: int) -> bool:
+        """Does WITHIN expire some live thread at row ``p``'s time? Threads are ordered by start, so
+        the first one is the first to expire."""
+        within, env = self.machine.within, self.env
+        return within.expired(env.value(within.column, self.threads[0].start), env.value(within.column, p))
 
     def _rewind(self) -> None:
         """Lazy starts: every thread of the start just tried has died; resume at the next start row."""

@@ -161,3 +161,43 @@ def test_a_start_still_alive_at_the_end_of_input_does_not_hide_later_starts():
     rows = [{"id": 1, "value": 1}, {"id": 2, "value": 0}, {"id": 3, "value": 0}]
     assert reference.reference_run(parse(text), rows) == [{"n": 2, "a": 2}]
     assert _run_text(text, rows) == [(2, 2)]
+
+
+WITHIN_PATTERNS = ["A B*? C", "A B+ C", "A+ B", "(A | B)+ C"]
+WITHIN_DEFINES = [
+    "C AS C.value < A.value - 0.5",
+    "B AS SUM(A.value) > 2, C AS C.value > B.value",
+    "A AS value >= 1, C AS COUNT(B.*) >= 1 AND C.value < FIRST(A.value)",
+    "B AS B.value <> A.value",
+]
+
+
+@SETTINGS
+@given(
+    pattern=st.sampled_from(WITHIN_PATTERNS),
+    define=st.sampled_from(WITHIN_DEFINES),
+    seconds=st.integers(1, 6),
+    values=st.lists(st.sampled_from([0, 1, 2, 3, 0.5, None]), max_size=14),
+    gaps=st.lists(st.integers(0, 3), min_size=14, max_size=14),
+)
+def test_within_equals_the_reference(pattern, define, seconds, values, gaps):
+    """WITHIN expiry while rows are stepped several at a time: the VM equals the reference."""
+    import datetime as dt
+
+    text = f"""SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(ts) AS first_ts, COUNT(*) AS n
+        ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) WITHIN INTERVAL '{seconds}' SECOND
+        DEFINE {define})"""
+    defined = {part.split(" AS ")[0].strip() for part in define.split(", ") if " AS " in part}
+    assume(defined <= set(pattern.replace("(", " ").replace(")", " ").replace("|", " ").replace("+", " ").replace("*?", " ").split()))
+    start = dt.datetime(2024, 1, 2, 9, 30)
+    rows, ts = [], start
+    for value, gap in zip(values, gaps):
+        ts += dt.timedelta(seconds=gap + 1)
+        rows.append({"ts": ts, "value": value})
+    stmt = parse(text)
+    try:
+        expected = [tuple(r.values()) for r in reference.reference_run(stmt, rows)]
+    except (reference.ReferenceBudgetExceeded, reference.ReferenceSkipError):
+        assume(False)
+    got = CompiledQuery(stmt).run_columns(rows_to_columns(rows) if rows else {"ts": [], "value": []})[1]
+    assert got == expected, text
