@@ -27,8 +27,8 @@ Two runs:
    matches equal ``q.run`` over its rows and the hot key's equal ``q.run`` over its rows that were not
    late. Reports rows/s, peak RSS, state bytes per key (hot and small), cap hits, late rows by reason.
 2. Spark local[2], Parquet file source, one file per micro-batch, a no-op sink, at --spark-hot-rows /
-   --spark-small-keys (the full size takes far longer than a few minutes here: Spark's per-key call
-   costs about 2 ms, and 100,000 keys are called at least twice). Reports rows/s, the metrics, Spark's
+   --spark-small-keys (the full size would take most of an hour on this shared 2-core machine, at
+   about 800 rows/s with key buckets). Reports rows/s, the metrics, Spark's
    state-store size, and the peak memory of the driver, the JVM and the Python workers (/proc VmHWM).
 """
 
