@@ -59,7 +59,7 @@ class Query:
         with ``late="output"``, the late and bad input rows with ``cep_late_reason``): see
         ``spark_bridge.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
         other keyword arguments (``max_pending_rows``, ``metrics_name``, ``dedup_key``,
-        ``max_future_skew``). They are ignored for a static ``df``.
+        ``max_future_skew``, ``key_buckets``). They are ignored for a static ``df``.
         """
         if df.isStreaming:
             from spark_bridge.streaming import match_stream, statement_text

@@ -75,7 +75,7 @@ class KeyTable:
         if blob is None:
             return cls(buckets=buckets)
         data: Any = codec.decode(blob)
-        if not isinstance(data, dict) or data.get("v") != TABLE_VERSION:
+        if not isinstance(data, dict) or "keys" not in data or data.get("v") != TABLE_VERSION:
             raise CepRuntimeError(
                 "this checkpoint holds one state per key, written without key buckets; "
                 "restart the query with a new checkpoint location (or run it with key_buckets=0)",

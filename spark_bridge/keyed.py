@@ -93,6 +93,7 @@ STAT_NAMES = (
     "matcher_rows",  # rows the matcher keeps buffered after the call
     "live_matches",  # live partial matches (matcher threads) after the call
     "matches_out",  # output rows emitted
+    "key_calls",  # keys called (with rows or by a timer)
     "timers_fired",  # calls made by a timer (no new rows)
     "sessions_closed",  # sessions finished (gap or idle timeout)
     "cap_hits",  # rows released early because of max_pending_rows
@@ -327,6 +328,7 @@ class KeyedStream:
             st = {"v": STATE_VERSION, "key": list(key or ()), "pending": None, "m": None, "start": None, "last": None, "forced": None, "sessions": 0}
         stats = dict.fromkeys(STAT_NAMES, 0)
         stats["timers_fired"] = int(timed_out)
+        stats["key_calls"] = 1
         result = StepResult(state=None, timer_us=None, stats=stats)
         self.tagger.tags.clear()
         matcher = PartitionMatcher.from_state(self.machine, st["m"]) if st["m"] is not None else None

@@ -593,7 +593,7 @@ def match_stream(
         kind = F.col(_KIND)
         stats = F.col(_STATS)
         metrics = [F.coalesce(F.sum(stats[i]), F.lit(0)).cast("long").alias(name) for i, name in enumerate(STAT_NAMES)]
-        metrics.append(F.count(F.when(kind == KIND_STATS, 1)).alias("key_calls"))
+        metrics.append(F.count(F.when(kind == KIND_STATS, 1)).alias("python_calls"))
         out = out.observe(metrics_name, *metrics)
     out = out.where(F.col(_KIND) != KIND_STATS) if late == "output" else out.where(F.col(_KIND) == KIND_MATCH)
     keep = [name for name, _ in output_columns] + [MATCH_ID]

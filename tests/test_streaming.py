@@ -503,12 +503,16 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
     batches = make_batches(events, rnd, delay_s, 4)
     late = inject_late(batches, rnd, delay_s, 2)
     batches.append([sentinel(events, session_s or 0, delay_s)])
+    options = {}
     if seed == 12:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several Arrow chunks per key
+        options["key_buckets"] = 0  # one Python call per key, the unbucketed path
+    if seed == 11:
+        options["key_buckets"] = 1  # every key in one bucket: its keys share each call
     try:
         result, progress = run_spark(
             spark, tmp_path, f"parity_{name}", query, batches,
-            watermark=f"{delay_s} seconds", session_timeout=None if session_s is None else f"{session_s} seconds",
+            watermark=f"{delay_s} seconds", session_timeout=None if session_s is None else f"{session_s} seconds", **options,
         )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -520,7 +524,12 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
     local, ids, _, _ = run_local(query, batches, delay_s=delay_s, session_s=session_s)
     matched = result[result["cep_late_reason"].isna()]
     assert sorted(matched["match_id"]) == sorted(ids)
-    assert metric_sums(progress)["late_rows"] == len(late)
+    sums = metric_sums(progress)
+    assert sums["late_rows"] == len(late)
+    if options.get("key_buckets") == 0:
+        assert sums["python_calls"] == sums["key_calls"]
+    elif options.get("key_buckets") == 1:  # one call per micro-batch for all three keys
+        assert sums["python_calls"] < sums["key_calls"]
 
 
 @pytest.mark.spark
