@@ -370,9 +370,10 @@ def report_lines(flink: dict | None, spark: dict | None) -> list[str]:
     if rewritten:
         lines += ["Rewrites for Flink (`bench/peers/flink.py`, `flink_text`; cep runs the same rewritten text):", ""]
         lines += [f"- ({q['query']}): " + "; ".join(q["rewrites"]) + "." for q in rewritten] + [""]
-    for q in (q for q in flink["queries"] if "same_output" in q and not q["same_output"]):
-        lines += difference_lines(q)
-    lines += [f"- {note}" for note in NOTES] + [""]
+    differing = [q for q in flink["queries"] if "same_output" in q and not q["same_output"]]
+    if differing:
+        lines += ["Where the outputs differ:", ""] + [line for q in differing for line in difference_lines(q)] + [""]
+    lines += ["Notes:", ""] + [f"- {note}" for note in NOTES] + [""]
     lines += spark_lines(flink, spark)
     return lines
 
