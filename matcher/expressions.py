@@ -648,10 +648,19 @@ class ExpressionCompiler:
         per_row = [self.at_row(arg) for arg in args]
         fold = V.aggregate
 
-        def aggregate(env, position=None):
-            positions = env.view.positions_in(labels, final)
-            columns = [[arg(env, p) for p in positions] for arg in per_row]
-            return fold(name, columns, distinct, extra)
+        if all(isinstance(arg, ast.ColumnRef) for arg in args):
+            # Plain columns (the usual case): the match's rows are buffered, so index them directly.
+            names = [self.scope.column(arg) for arg in args]
+
+            def aggregate(env, position=None):
+                positions = env.view.positions_in(labels, final)
+                base, cols = env.base, env.cols
+                return fold(name, [[values[p - base] for p in positions] for values in (cols[n] for n in names)], distinct, extra)
+        else:
+            def aggregate(env, position=None):
+                positions = env.view.positions_in(labels, final)
+                columns = [[arg(env, p) for p in positions] for arg in per_row]
+                return fold(name, columns, distinct, extra)
         if self.running is not None and incremental(name, args, distinct, extra, walk):
             return self._running(RunningAggregate(name, labels, per_row[0]), args[0], aggregate)
         return aggregate
