@@ -112,3 +112,16 @@ def test_first_rows_gives_both_engines_the_same_rows(tmp_path):
     first = table.slice(0, 1).to_pylist()[0]
     assert len(lines) == 120
     assert lines[0] == f"{first['symbol']},{first['ts']:%Y-%m-%d %H:%M:%S}.000,{first['price']},{first['volume']}"
+
+
+def test_first_rows_are_cut_again_from_a_newer_data_file(tmp_path):
+    import os
+
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "ticks.parquet"
+    pq.write_table(bench_data.generate(300), source)
+    old = flink.first_rows(source, 50)
+    os.utime(old.parquet, (1, 1))  # as if cut long before the data file was written
+    pq.write_table(bench_data.generate(300, seed=7), source)
+    assert pq.read_table(flink.first_rows(source, 50).parquet).equals(pq.read_table(source).slice(0, 50))

@@ -151,7 +151,8 @@ def first_rows(parquet: Path, rows: int) -> RowFiles:
     import pyarrow.parquet as pq
 
     files = RowFiles(*(parquet.with_name(f"{parquet.stem}_first_{rows}.{kind}") for kind in ("csv", "parquet")))
-    if not (files.csv.exists() and files.parquet.exists()):
+    made = [f.stat().st_mtime for f in (files.csv, files.parquet) if f.exists()]
+    if len(made) < 2 or min(made) < parquet.stat().st_mtime:  # missing, or cut from an older data file
         table = pq.read_table(parquet).slice(0, rows)
         pq.write_table(table, files.parquet)
         table = table.set_column(1, "ts", pc.strftime(table["ts"], "%Y-%m-%d %H:%M:%S"))  # %S prints the millis
