@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +127,37 @@ def test_first_rows_are_cut_again_from_a_newer_data_file(tmp_path):
     os.utime(old.parquet, (1, 1))  # as if cut long before the data file was written
     pq.write_table(bench_data.generate(300, seed=7), source)
     assert pq.read_table(flink.first_rows(source, 50).parquet).equals(pq.read_table(source).slice(0, 50))
+
+
+def test_a_runner_that_runs_too_long_is_killed_with_its_children(monkeypatch, tmp_path):
+    """The JVM is the runner's child: on a timeout the whole process group goes, not just the runner."""
+    marker = tmp_path / "grandchild.pid"
+    script = tmp_path / "runner.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n")
+    monkeypatch.setattr(flink, "FLINK_PYTHON", Path(sys.executable))
+    monkeypatch.setattr(flink, "HERE", tmp_path)
+    monkeypatch.setattr(flink, "RUNNER_TIMEOUT_S", 3)
+    (tmp_path / "flink_runner.py").write_text(script.read_text())
+    assert flink.run_runner(tmp_path / "spec.json", tmp_path / "out.json") == "the Flink runner took over 3 s"
+    grandchild = int(marker.read_text())
+
+    def alive() -> bool:  # a killed process may linger as a zombie until its new parent reaps it
+        fields = flink_runner.stat_fields(grandchild)
+        return fields is not None and fields[0] != "Z"
+
+    deadline = time.monotonic() + 10  # SIGKILL is delivered at once; the bound only stops a failing test
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive()
+
+
+def test_a_runner_that_fails_says_why(monkeypatch, tmp_path):
+    (tmp_path / "flink_runner.py").write_text("import sys\nsys.exit('no JVM today')\n")
+    monkeypatch.setattr(flink, "FLINK_PYTHON", Path(sys.executable))
+    monkeypatch.setattr(flink, "HERE", tmp_path)
+    assert flink.run_runner(tmp_path / "spec.json", tmp_path / "out.json") == \
+        "the Flink runner failed (exit 1): no JVM today"

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ STAMP = FLINK_VENV / ".cep-flink-installed"
 FLINK_PACKAGE = "apache-flink==2.3.0"
 MIN_JAVA = 17  # Flink 2.x runs on 11, 17 and 21; Spark (the rest of the bench) needs 17.
 INSTALL_TIMEOUT_S = 1800  # about 850 MB of wheels and jars; a minute on a fast link
-# The whole Flink section must stay near 5 minutes of a 2-core machine: ~30 s of start-up, then
+# The whole Flink section must stay near 5 minutes of a 2-core machine: 30-60 s of start-up, then
 # ~10k rows per wall-second on the simple queries, and far less where a DEFINE reads the match
 # history (Flink rebuilds the partial match per evaluation: quadratic in the live run's length).
 RUNNER_TIMEOUT_S = 900
@@ -261,6 +262,25 @@ def peer_queries(queries: dict, rows: int) -> list[PeerQuery]:
     return [PeerQuery(name, text, min(FLINK_ROWS.get(name, rows), rows)) for name, (_title, text) in queries.items()]
 
 
+def run_runner(spec: Path, out: Path) -> str | None:
+    """Runs bench/peers/flink_runner.py in its own process group; None, or why it gave no result.
+
+    On a timeout the whole group is killed: the JVM is the runner's child and would outlive it."""
+    command = [str(FLINK_PYTHON), str(HERE / "flink_runner.py"), str(spec), str(out)]
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as runner:
+        try:
+            _, errors = runner.communicate(timeout=RUNNER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.communicate()
+            return f"the Flink runner took over {RUNNER_TIMEOUT_S} s"
+    if runner.returncode != 0:
+        last = [line for line in errors.splitlines() if line.strip()][-1:]
+        return f"the Flink runner failed (exit {runner.returncode}): {last[0] if last else 'no message'}"
+    return None
+
+
 def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
     """Runs every query on Flink and on cep (same rows, same rewritten text); never raises."""
     installed = setup()
@@ -279,15 +299,9 @@ def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
     (work / "spec.json").write_text(json.dumps(spec))
     out = work / "out.json"
     began = time.perf_counter()
-    try:
-        subprocess.run([str(FLINK_PYTHON), str(HERE / "flink_runner.py"), str(work / "spec.json"), str(out)],
-                       check=True, timeout=RUNNER_TIMEOUT_S, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True)
-    except subprocess.CalledProcessError as error:
-        reason = f"the Flink runner failed: {(error.stderr or '').strip().splitlines()[-1:]}"
-        return {"not_run": reason, **installed}
-    except subprocess.TimeoutExpired:
-        return {"not_run": f"the Flink runner took over {RUNNER_TIMEOUT_S} s", **installed}
+    failure = run_runner(work / "spec.json", out)
+    if failure:
+        return {"not_run": failure, **installed}
     flink = json.loads(out.read_text())
     result = {**installed, "process_wall_s": time.perf_counter() - began, "startup": flink["startup"],
               "load_average": os.getloadavg()[0],
