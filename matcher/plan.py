@@ -12,13 +12,13 @@ from typing import Iterable
 from grammar import ast
 from grammar.errors import CepSemanticError
 from matcher import fastpath
+from matcher.arrays import from_arrow, from_pandas
+from matcher.layout import ArrayInput
 from matcher.machine import Machine, build_machine
 from matcher.outer import OuterQuery, build_outer
 from matcher.partitioning import partition_indices, resolve_column
-from matcher.arrays import from_arrow, from_pandas
-from matcher.layout import ArrayInput
-from matcher.tables import from_columns, from_rows, kind_of, pandas_to_columns, to_columns
-from matcher.types import coerce, infer
+from matcher.tables import from_columns, from_rows, kind_of, to_columns
+from matcher.types import infer
 from matcher.vm import PartitionMatcher
 
 Columns = dict[str, list]
@@ -90,22 +90,6 @@ class CompiledQuery:
         return list(zip(outer.names, types))
 
     # -------------------------------------------------------------------------------------- running
-
-    def run_pandas(self, frame, *, outer_order_and_limit: bool = False, output_types=None, clock=None):
-        """Run over a pandas DataFrame; with ``output_types`` the values are coerced to those types.
-
-        ``clock``: the replay's end-of-input event time when ``frame`` is only part of the input (one
-        Spark group); by default the largest event time in ``frame``.
-        """
-        import pandas as pd
-
-        names, rows = self.run_columns(pandas_to_columns(frame), outer_order_and_limit=outer_order_and_limit, clock=clock)
-        if output_types is None:
-            return pd.DataFrame.from_records(rows, columns=list(names)) if rows else pd.DataFrame({n: [] for n in names})
-        data = {}
-        for index, (name, type_name) in enumerate(output_types):
-            data[name] = pd.Series([coerce(row[index], type_name) for row in rows], dtype=object)
-        return pd.DataFrame(data, columns=[name for name, _ in output_types])
 
     def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None):
         """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
