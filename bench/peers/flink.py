@@ -22,6 +22,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -155,9 +156,12 @@ def first_rows(parquet: Path, rows: int) -> RowFiles:
     made = [f.stat().st_mtime for f in (files.csv, files.parquet) if f.exists()]
     if len(made) < 2 or min(made) < parquet.stat().st_mtime:  # missing, or cut from an older data file
         table = pq.read_table(parquet).slice(0, rows)
-        pq.write_table(table, files.parquet)
+        partial = f".{os.getpid()}.partial"  # written aside, then renamed: another bench may be reading them
+        pq.write_table(table, str(files.parquet) + partial)
         table = table.set_column(1, "ts", pc.strftime(table["ts"], "%Y-%m-%d %H:%M:%S"))  # %S prints the millis
-        pcsv.write_csv(table, files.csv, pcsv.WriteOptions(include_header=False, quoting_style="none"))
+        pcsv.write_csv(table, str(files.csv) + partial, pcsv.WriteOptions(include_header=False, quoting_style="none"))
+        for path in (files.parquet, files.csv):
+            os.replace(str(path) + partial, path)
     return files
 
 
@@ -287,10 +291,14 @@ def bench(queries: dict, parquet: Path, rows: int, repeats: int) -> dict:
     if "reason" in installed:
         print(f"  PyFlink: not run: {installed['reason']}", flush=True)
         return {"not_run": installed["reason"]}
+    (parquet.parent / "flink").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="run-", dir=parquet.parent / "flink") as work:  # runs may overlap
+        return run_and_compare(queries, parquet, rows, repeats, installed, Path(work))
+
+
+def run_and_compare(queries: dict, parquet: Path, rows: int, repeats: int, installed: dict, work: Path) -> dict:
     import pyarrow.parquet as pq
 
-    work = parquet.parent / "flink"
-    work.mkdir(exist_ok=True)
     plan = {q.name: (q, *flink_text(q.text)) for q in peer_queries(queries, rows)}
     files = {q.name: first_rows(parquet, q.rows) for q in peer_queries(queries, rows)}
     spec = {"warmup_csv": str(first_rows(parquet, WARMUP_ROWS).csv), "work_dir": str(work),
