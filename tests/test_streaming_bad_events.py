@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import cep
 from matcher.validate import REASONS
+from spark_bridge import state_codec
 from spark_bridge.keyed import BAD_REASONS, STAT_NAMES, KeyedStream, LocalStream, canonical_order
 from tests.test_streaming import few_partitions  # noqa: F401 - a fixture: one shuffle partition
 from tests.test_streaming import metric_sums
@@ -94,10 +95,14 @@ def test_dedup_forgets_keys_once_the_watermark_passes_them():
     engine = KeyedStream(query.plan, COLUMNS, query_text=query.text, dedup_key="id", dedup_horizon_us=5_000_000)
     stream = LocalStream(engine, delay_ms=5_000)
     stream.run_batch([tick(i, "A", i, 1.0) for i in range(50)])
-    remembered = lambda: len(__import__("spark_bridge.state_codec", fromlist=["decode"]).decode(stream.states[("A",)]).get("seen", {}) and  # noqa: E731
-                             __import__("spark_bridge.state_codec", fromlist=["decode"]).decode(stream.states[("A",)])["seen"]["keys"])
+
+    def remembered() -> int:
+        seen = state_codec.decode(stream.states[("A",)]).get("seen")
+        return len(seen["keys"]) if seen else 0
+
     assert remembered() == 50
     stream.run_batch([tick(100, "A", 1000, 1.0)])  # the watermark moves to 44 s: ids at or after 39 s stay
+    assert remembered() == 12  # 39 s ... 49 s, and the new one
     stream.run_batch([])  # watermark 995 s: every earlier id is forgotten, only the newest one stays
     assert remembered() == 1
     # A repeat that arrives after its key was forgotten is behind the watermark: late, never matched twice.
