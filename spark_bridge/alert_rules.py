@@ -21,6 +21,7 @@ from grammar.errors import CepError, CepSemanticError, Span
 from grammar.format import format_statement
 from spark_bridge import rules as rules_mod
 from spark_bridge import state_codec as codec
+from spark_bridge.buckets import KeyTable, split_by_key
 from spark_bridge import suppress as suppress_mod
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream, spark_timeout_ms
 from spark_bridge.sinks import ALERT_NAMES, jsonable
@@ -43,6 +44,7 @@ INTERNAL_MEASURES = (ALERT_STATUS, ALERT_FIRST, ALERT_LAST)
 
 _SPEC = "__cep_spec"
 _PKEY = "__cep_pkey"
+_BUCKET = "__cep_bucket"
 _EVENT_US = "__cep_event_us"
 _MARKER = "__cep_watermark_marker"
 _KIND = "__cep_kind"
@@ -530,51 +532,109 @@ class _Explode:
 _VERSION, _BLOB, _LIVE, _PENDING, _LAST_ALERT, _TIMER = range(6)
 
 
-class _AlertStep:
-    """``applyInPandasWithState``: one (partition spec, partition key) in one micro-batch, for every rule
-    of the micro-batch's set with that PARTITION BY: each rule's ``KeyedStream`` gets the key's rows (or,
-    on a timer call, the rules whose own deadline the watermark reached are called)."""
+class _KeyRows:
+    """One partition key's rows within a bucket's frame: columns converted once for the whole frame
+    (on first use), then sliced for the key."""
 
-    def __init__(self, store_dir: str, housekeeping_us: int) -> None:
+    def __init__(self, pdf, cache: dict, times: list, indices: list[int] | None) -> None:
+        self.pdf, self.cache, self.indices = pdf, cache, indices
+        self.times = times if indices is None else [times[i] for i in indices]
+        self.first = 0 if indices is None else indices[0]
+
+    def columns(self, names: Sequence[str]) -> dict[str, list]:
+        from matcher.tables import pandas_to_columns
+
+        missing = [c for c in names if c not in self.cache]
+        if missing:
+            self.cache.update(pandas_to_columns(self.pdf, missing))
+        if self.indices is None:
+            return self.cache
+        return {name: [self.cache[name][i] for i in self.indices] for name in names}
+
+    def key_values(self, names: Sequence[str]) -> tuple:
+        return tuple(_scalar(self.pdf[c].iat[self.first]) for c in names)
+
+
+class _AlertStep:
+    """``applyInPandasWithState``: one (partition spec, bucket of partition keys) in one micro-batch.
+    Each key of the bucket with rows, or whose timer the watermark reached, runs every rule of the
+    micro-batch's set with that PARTITION BY: each rule's ``KeyedStream`` gets the key's rows (or, on a
+    timer call, the rules whose own deadline the watermark reached are called). The bucket's state is a
+    ``buckets.KeyTable`` of each key's state (spark_bridge/buckets.py says why keys share a call)."""
+
+    def __init__(self, store_dir: str, housekeeping_us: int, key_buckets: int) -> None:
         self.store_dir = store_dir
         self.housekeeping_us = housekeeping_us
+        self.key_buckets = key_buckets
 
     def __call__(self, key, frames, state):
         import pandas as pd
 
-        from matcher.tables import pandas_to_columns
-
-        spec, pkey = str(key[0]), str(key[1])
+        spec = str(key[0])
         runtime = runtime_for(self.store_dir)
         watermark_ms = state.getCurrentWatermarkMs()
         watermark_us = watermark_ms * 1000
         parts = [frame for frame in frames if len(frame)]
-        old: dict = codec.decode(state.get[0]) if state.exists else {}
-        new: dict = {}
+        table = KeyTable.decode(state.get[0] if state.exists else None, self.key_buckets)
         alerts: list[tuple] = []
-        stats_rows: list[tuple[str, str, dict]] = []
+        stats: dict[tuple[str, str], dict] = {}
+        emitted = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        groups: dict[tuple, list[int]] = {}
+        calls: list[tuple[tuple, _KeyRows | None]] = []
+        if parts:
+            pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+            times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
+            groups = split_by_key([(k,) for k in pdf[_PKEY].tolist()])
+            cache: dict = {}
+            whole = len(groups) == 1
+            calls = [(pkey, _KeyRows(pdf, cache, times, None if whole else indices)) for pkey, indices in groups.items()]
+        calls += [(pkey, None) for pkey in table.due(watermark_us, groups)]
+        for pkey, rows in calls:
+            blob = table.states.get(pkey)
+            new = self._key_call(runtime, spec, pkey[0], rows, codec.decode(blob) if blob else {}, watermark_us, emitted, alerts, stats)
+            if new:
+                timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
+                # No deadline of its own: wake up once per housekeeping interval, so that the state of a
+                # rule changed or removed later is reclaimed even if the key never gets another row.
+                table.put(pkey, codec.encode(new), min(timers) if timers else watermark_us + self.housekeeping_us)
+            else:
+                table.put(pkey, None, None)
+        if table:
+            state.update((table.encode(),))
+            state.setTimeoutTimestamp(spark_timeout_ms(table.next_timer(), watermark_ms))
+        elif state.exists:
+            state.remove()
+        yield self._frame(alerts, [(rule_id, version, counts) for (rule_id, version), counts in stats.items()])
 
+    def _key_call(self, runtime, spec: str, pkey: str, rows: _KeyRows | None, old: dict, watermark_us: int, emitted,
+                  alerts: list, stats_by_rule: dict) -> dict:
+        """Every rule of ``spec`` for one key: appends its alerts, adds its counts per rule; returns the
+        key's new state (a dict by rule id)."""
+
+        def counts_for(rule_id: str, version: str) -> dict:
+            found = stats_by_rule.get((rule_id, version))
+            if found is None:
+                found = stats_by_rule[(rule_id, version)] = dict.fromkeys(STAT_NAMES, 0)
+            return found
+
+        new: dict = {}
         wanted = runtime.rules_by_spec.get(spec, [])
         for rule_id, entry in old.items():  # rules removed, or changed: their state here goes
             rule = runtime.rule(rule_id) if rule_id in wanted else None
             if rule is None or rule.version != entry[_VERSION]:
-                dropped = dict.fromkeys(STAT_NAMES, 0)
-                dropped["dropped_live"], dropped["dropped_pending"] = entry[_LIVE], entry[_PENDING]
-                dropped["d_live"], dropped["d_pending"], dropped["d_keys"] = -entry[_LIVE], -entry[_PENDING], -1
-                stats_rows.append((rule_id, entry[_VERSION], dropped))
+                dropped = counts_for(rule_id, entry[_VERSION])
+                dropped["dropped_live"] += entry[_LIVE]
+                dropped["dropped_pending"] += entry[_PENDING]
+                dropped["d_live"] -= entry[_LIVE]
+                dropped["d_pending"] -= entry[_PENDING]
+                dropped["d_keys"] -= 1
 
-        pdf = columns_cache = times = None
-        if parts:
-            pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            times = [None if us == _NULL_TIME else us for us in pdf[_EVENT_US].tolist()]
-            columns_cache = {}
-        emitted = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
         for rule_id in wanted:
             rule = runtime.rule(rule_id)
             entry = old.get(rule_id)
             if entry is not None and entry[_VERSION] != rule.version:
                 entry = None
-            if pdf is None:
+            if rows is None:
                 if entry is None:
                     continue
                 timer = entry[_TIMER]
@@ -583,15 +643,12 @@ class _AlertStep:
                     continue
             engine = rule.engine
             columns = key_values = None
-            if pdf is not None:
-                missing = [c for c in engine.read_columns if c not in columns_cache]
-                if missing:
-                    columns_cache.update(pandas_to_columns(pdf, missing))
-                columns = columns_cache
-                key_values = tuple(_scalar(pdf[c].iat[0]) for c in rule.partition)
+            if rows is not None:
+                columns = rows.columns(engine.read_columns)
+                key_values = rows.key_values(rule.partition)
             result = engine.process(entry[_BLOB] if entry is not None else None, key_values, columns,
-                                    times if pdf is not None else None, watermark_us, timed_out=pdf is None)
-            stats = dict.fromkeys(STAT_NAMES, 0)
+                                    rows.times if rows is not None else None, watermark_us, timed_out=rows is None)
+            stats = counts_for(rule_id, rule.version)
             last_alert = entry[_LAST_ALERT] if entry is not None else None
             for row, match_id in zip(result.rows, result.match_ids):
                 status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
@@ -607,28 +664,17 @@ class _AlertStep:
             live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
             pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
             for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed", "duplicates_dropped"):
-                stats[name] = int(engine_stats.get(name, 0))
-            stats["d_live"] = live - (entry[_LIVE] if entry is not None else 0)
-            stats["d_pending"] = pending - (entry[_PENDING] if entry is not None else 0)
+                stats[name] += int(engine_stats.get(name, 0))
+            stats["d_live"] += live - (entry[_LIVE] if entry is not None else 0)
+            stats["d_pending"] += pending - (entry[_PENDING] if entry is not None else 0)
             remember_until = rule.throttle.open_until(last_alert)
             if result.state is not None or (remember_until is not None and remember_until > watermark_us):
                 timer = result.timer_us if result.state is not None else remember_until
                 new[rule_id] = [rule.version, result.state, live, pending, last_alert, timer]
-                stats["d_keys"] = 0 if entry is not None else 1
+                stats["d_keys"] += 0 if entry is not None else 1
             else:
-                stats["d_keys"] = -1 if entry is not None else 0
-            stats_rows.append((rule_id, rule.version, stats))
-
-        if new:
-            state.update((codec.encode(new),))
-            timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
-            # No deadline of its own: wake up once per housekeeping interval, so that the state of a
-            # rule changed or removed later is reclaimed even if the key never gets another row.
-            timer = min(timers) if timers else watermark_us + self.housekeeping_us
-            state.setTimeoutTimestamp(spark_timeout_ms(timer, watermark_ms))
-        elif state.exists:
-            state.remove()
-        yield self._frame(alerts, stats_rows)
+                stats["d_keys"] -= 1 if entry is not None else 0
+        return new
 
     @staticmethod
     def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]]):

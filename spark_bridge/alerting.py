@@ -10,8 +10,9 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
 
 * **One stateful operator for all rules**, not one streaming query per rule. Every input row is
   tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``), with that partition
-  key (a JSON object of its values); then ``groupBy(partition spec, key).applyInPandasWithState(...)``
-  runs, for that key, every rule with that PARTITION BY, each with its own ``keyed.KeyedStream``
+  key (a JSON object of its values); then ``groupBy(partition spec, bucket of keys).applyInPandasWithState(...)``
+  runs, for each key of the bucket (``spark_bridge.buckets``: one Python call per bucket, not per key),
+  every rule with that PARTITION BY, each with its own ``keyed.KeyedStream``
   engine: the same buffering, watermark, timers, sessions and match ids as ``spark_bridge.streaming``.
   Logically the state is keyed by (rule, partition key); physically the rules sharing a PARTITION BY
   share one Spark key, whose state holds one entry per rule, so a key costs one Python call per
@@ -68,6 +69,7 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
     _MARKER,
     _NULL_TIME,
     _PKEY,
+    _BUCKET,
     _SPEC,
     _STATS,
     _WATERMARK_KEY,
@@ -86,6 +88,7 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
     build_rule_set,
     log,
 )
+from spark_bridge.buckets import KEY_BUCKETS, bucket_expression
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
 from spark_bridge.streaming import CORRUPT_RECORD, bad_row_counts, dead_letter_rows, good_rows, mark_bad_rows, prepare_input
 from spark_bridge.sinks import ALERT_COLUMNS, ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
@@ -180,12 +183,13 @@ def match_rules(
     out_schema = T.StructType(out_fields + [T.StructField(_KIND, T.IntegerType(), False),
                                             T.StructField(_STATS, T.ArrayType(T.LongType()), True)])
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
-    step = _AlertStep(store_dir, housekeeping_us)
+    step = _AlertStep(store_dir, housekeeping_us, KEY_BUCKETS)
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
 
-    out = exploded.groupBy(F.col(_SPEC), F.col(_PKEY)).applyInPandasWithState(
+    exploded = exploded.withColumn(_BUCKET, bucket_expression([_PKEY], KEY_BUCKETS))
+    out = exploded.groupBy(F.col(_SPEC), F.col(_BUCKET)).applyInPandasWithState(
         cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
     )
     if metrics_name:

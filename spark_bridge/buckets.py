@@ -48,14 +48,18 @@ class KeyTable:
     def step(self, engine, key: tuple, columns: dict | None, event_us: list | None, watermark_us: int, **options):
         """One key's call: ``engine.process`` on its saved state; the table keeps what it returns."""
         result = engine.process(self.states.get(key), key, columns, event_us, watermark_us, timed_out=columns is None, **options)
-        if result.state is None:
+        self.put(key, result.state, result.timer_us)
+        return result
+
+    def put(self, key: tuple, state: bytes | None, timer_us: int | None) -> None:
+        """Keep ``key``'s new state and timer (None: forget the key)."""
+        if state is None:
             self.states.pop(key, None)
         else:
-            self.states[key] = result.state
+            self.states[key] = state
         self.timers.pop(key, None)
-        if result.timer_us is not None:
-            self.timers[key] = result.timer_us
-        return result
+        if state is not None and timer_us is not None:
+            self.timers[key] = timer_us
 
     def next_timer(self) -> int | None:
         return min(self.timers.values()) if self.timers else None
