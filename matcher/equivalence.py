@@ -11,6 +11,9 @@ thread can never produce a match the earlier one would not produce first, so it 
 This is Trino's ThreadEquivalence idea, made coarser (we key on every condition, not only the ones
 reachable from the instruction) and cheaper to state. When no condition reads history, there is no
 key at all and threads are merged by instruction alone, which is what keeps hostile patterns linear.
+A key walks the history, so the VM computes one only when a second thread reaches an instruction
+that a thread already holds at the same position (``PartitionMatcher._admit_another``): with lazy
+starts most rows have one or two threads and no such meeting.
 
 Read kinds (``labels`` is a frozenset of label ids or None for all variables):
     ("last", labels, n)   the last n+1 history rows labelled in ``labels``
