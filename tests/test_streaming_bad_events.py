@@ -214,7 +214,7 @@ def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(s
     rnd = random.Random(7)
     query = cep.compile(VSHAPE)
     events = random_ticks(rnd, symbols=2, per_symbol=20)
-    batches = hostile_batches(rnd, events, repeats=4)
+    batches = hostile_batches(rnd, events, batches=2, repeats=4)
     write_lines(tmp_path / "in", batches)
     df = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
     with pytest.raises(cep.CepSemanticError, match="before the watermark"):  # too late to guard it
