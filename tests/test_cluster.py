@@ -179,7 +179,7 @@ def _batch_in_flight(checkpoint: Path) -> int | None:
 def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spark, cluster, tmp_path):
     events = _events()
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
-    _write_files(source, events, 5)
+    _write_files(source, events, 4)
     log_path = tmp_path / "job.log"
     with log_path.open("w") as log:
         job = subprocess.Popen(_job(cluster, source, output, checkpoint, "1"), env=cluster.env, stdout=log,
