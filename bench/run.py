@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
+from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
 from matcher import fastpath  # noqa: E402
 from matcher.tables import arrow_to_columns  # noqa: E402
@@ -257,59 +258,29 @@ def peak_rss_bytes() -> int:
 
 class TreeUsage:
     """CPU seconds and the largest total resident set of this process and all its descendants (Spark's
-    JVM and Python workers), read from /proc while a block runs (Linux; no psutil dependency)."""
-
-    INTERVAL_S = 0.2  # often enough to see the peak of a several-second job, cheap enough not to matter
+    JVM and Python workers) while a block runs; the memory sampling is ``bench/procmem.py``'s."""
 
     def __enter__(self):
-        import threading
-
-        self.peak_rss = 0
-        self._stop = threading.Event()
-        self._cpu_before = self._cpu()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
+        self._memory = procmem.TreeMemory(interval_s=0.2).start()  # often enough for a few-second job
+        self._cpu_before = _tree_cpu_s()
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.cpu_s = self._cpu() - self._cpu_before
-
-    def _sample(self):
-        while not self._stop.wait(self.INTERVAL_S):
-            self.peak_rss = max(self.peak_rss, sum(_proc_rss(pid) for pid in _tree(os.getpid())))
-
-    @staticmethod
-    def _cpu() -> float:
-        ticks = os.sysconf("SC_CLK_TCK")
-        # utime, stime and the reaped children's cutime, cstime (Spark's short-lived Python workers)
-        return sum(sum(_proc_stat(pid)[11:15]) for pid in _tree(os.getpid())) / ticks
+        self._memory.stop()
+        self.cpu_s = _tree_cpu_s() - self._cpu_before
+        self.peak_rss = self._memory.peak_tree_rss_kb * 1024
 
 
-def _proc_stat(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return [0] * 20
-    return [int(x) if x.lstrip("-").isdigit() else 0 for x in text[text.rindex(")") + 2:].split()]
-
-
-def _proc_rss(pid: int) -> int:
-    return _proc_stat(pid)[21] * os.sysconf("SC_PAGE_SIZE")
-
-
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            children.setdefault(_proc_stat(int(entry.name))[1], []).append(int(entry.name))
-    out, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        out.append(pid)
-        stack.extend(children.get(pid, []))
-    return out
+def _tree_cpu_s() -> float:
+    """utime + stime + the reaped children's cutime + cstime (Spark's short-lived Python workers) of the tree."""
+    total = 0
+    for pid in [os.getpid()] + procmem.descendants(os.getpid()):
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        total += sum(int(x) for x in text[text.rindex(")") + 2:].split()[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
@@ -350,7 +321,8 @@ def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
                         walls.append(time.perf_counter() - began)
                     cpus.append(usage.cpu_s)
                     peak = max(peak, usage.peak_rss)
-                entry[step] = {"seconds": statistics.median(walls), "cpu_s": statistics.median(cpus), "peak_rss_bytes": peak}
+                entry[step] = {"seconds": statistics.median(walls), "cpu_s": statistics.median(cpus), "peak_rss_bytes": peak,
+                               "load_average": os.getloadavg()[0]}
                 if step == "replay":
                     entry["matches"] = result
             entry.update(eps=rows / entry["replay"]["seconds"], seconds=entry["replay"]["seconds"])
@@ -459,8 +431,9 @@ def write_report(results: dict) -> None:
         f"Same output as the hand-written loop: {v['same_output_as_loop']} ({v['matches']:,} matches). Reading the "
         f"Parquet file takes {v['read_parquet_s']:.2f} s; turning the three columns the loop reads into Python lists "
         f"takes {v['arrow_to_lists_s']:.1f} s, which `Query.run` on a table no longer does. Peak RSS of the bench "
-        f"process after `Query.run` on the table: {v['peak_rss_after_arrow_bytes'] / 1e9:.2f} GB (table included); "
-        f"after building the Python lists for the loop: {v['peak_rss_bytes'] / 1e9:.2f} GB.",
+        f"process (over its whole life, so every earlier measurement counts) after `Query.run` on the table: "
+        f"{v['peak_rss_after_arrow_bytes'] / 1e9:.2f} GB; after building the Python lists for the loop: "
+        f"{v['peak_rss_bytes'] / 1e9:.2f} GB.",
         "",
     ]
     lines += spark_report(results.get("spark_runs"))
@@ -522,8 +495,8 @@ def spark_report(runs: dict | None) -> list[str]:
         f"{runs['arrow_batch_rows']:,} rows). CPU seconds and peak RSS are those of the whole process tree "
         "(this driver, Spark's JVM, its Python workers).",
         "",
-        "| rows | step | wall s | events/s (wall) | CPU s | peak RSS (GB) |",
-        "| ---: | --- | ---: | ---: | ---: | ---: |",
+        "| rows | step | wall s | events/s (wall) | CPU s | events per CPU-s | peak RSS (GB) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     titles = {"read": "read", "read_shuffle_python": "+ shuffle + Arrow to Python", "replay": "whole replay"}
     for key, entry in runs.items():
@@ -532,9 +505,24 @@ def spark_report(runs: dict | None) -> list[str]:
         for step, title in titles.items():
             m = entry[step]
             lines.append(f"| {entry['rows']:,} | {title} | {m['seconds']:.1f} | {entry['rows'] / m['seconds']:,.0f} "
-                         f"| {m['cpu_s']:.1f} | {m['peak_rss_bytes'] / 1e9:.2f} |")
-    lines.append("")
+                         f"| {m['cpu_s']:.1f} | {entry['rows'] / m['cpu_s']:,.0f} | {m['peak_rss_bytes'] / 1e9:.2f} |")
+    lines += [
+        "",
+        "On a shared machine the wall time also counts other processes' work; the CPU seconds do not. With the"
+        " machine otherwise idle and both cores busy (two read tasks, then the shuffle partitions two at a time),"
+        " the wall time would approach CPU seconds / 2: an estimate, not a measurement of this run."
+        f" Load average {_load_text(runs)}.",
+        "",
+    ]
     return lines
+
+
+def _load_text(runs: dict) -> str:
+    loads = [m["load_average"] for entry in runs.values() if isinstance(entry, dict)
+             for m in entry.values() if isinstance(m, dict) and "load_average" in m]
+    if not loads:
+        return "not recorded in this run (see `uptime` when it ran)"
+    return f"during these runs: {min(loads):.1f} to {max(loads):.1f} (2 cores)"
 
 
 def write_plot(results: dict) -> None:
