@@ -40,7 +40,9 @@ class Query:
         * ``stats``: a dict filled with ``events_in``, ``dead_lettered``, ``duplicates_dropped``,
           ``events_matched`` and ``by_reason``.
 
-        With none of these, the input is trusted as a typed SQL table is (the run is as before).
+        With none of these, the input is trusted as a typed SQL table is (the run is as before), and a
+        DataFrame or Table goes to the matcher as numpy columns when the query takes the fast path
+        (``CompiledQuery.run_frame``): the same result, without a Python object per input value.
         ``progress(done, total)`` is called with row counts as the matching goes on.
         """
         from matcher.validate import input_checks
