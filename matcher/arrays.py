@@ -262,6 +262,10 @@ def key_codes(columns: list[ArrayColumn]) -> tuple[np.ndarray, np.ndarray] | Non
 
 def first_rows_of(codes: np.ndarray, parts: int) -> np.ndarray:
     """The first row holding each code (codes numbered by first appearance)."""
-    first = np.empty(parts, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1, dtype=np.int64)  # the earliest write wins
+    if not len(codes):
+        return np.zeros(0, dtype=np.int64)
+    # numbered by first appearance, code c first occurs where the running maximum first reaches c
+    seen = np.maximum.accumulate(codes)
+    first = np.flatnonzero(np.diff(seen, prepend=-1) > 0)
+    assert len(first) == parts, "codes must be numbered 0, 1, ... in order of first appearance"
     return first
