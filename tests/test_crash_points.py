@@ -103,14 +103,24 @@ def run_driver_until_killed(tmp_path: Path, args: list[str], point: str, batch: 
     assert driver.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
 
 
+def vshape_stream(source: Path, seed: int, n_batches: int):
+    """The V-shape query and random events, written to ``source`` as one file per micro-batch plus a sentinel."""
+    query = cep.compile(QUERIES["vshape"])
+    rnd = random.Random(seed)
+    events = make_events(rnd, symbols=3, per_symbol=30)
+    write_batches(source, make_batches(events, rnd, 20, n_batches) + [[sentinel(events, 60, 20)]])
+    return query, events
+
+
+def assert_equals_the_replay(result: pd.DataFrame, query, events: list[dict]) -> None:
+    assert result[result["cep_late_reason"].isna()]["match_id"].is_unique
+    assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
+
+
 @pytest.mark.spark
 def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, tmp_path):
-    query = cep.compile(QUERIES["vshape"])
-    rnd = random.Random(41)
-    events = make_events(rnd, symbols=3, per_symbol=30)
-    batches = make_batches(events, rnd, 20, 4) + [[sentinel(events, 60, 20)]]
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    write_batches(source, batches)
+    query, events = vshape_stream(source, seed=41, n_batches=4)
     for point, batch in KILLS:
         run_driver_until_killed(tmp_path, [str(source), str(output), str(checkpoint), query.text], point, batch)
         stopped = _where_it_stopped(checkpoint, output, batch)
@@ -118,10 +128,7 @@ def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then
 
     stream = crash_driver.start_query(spark, str(source), str(output), str(checkpoint), query.text, available_now=True)
     stream.awaitTermination()
-    result = read_sink(output)
-    matched = result[result["cep_late_reason"].isna()]
-    assert matched["match_id"].is_unique
-    assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
+    assert_equals_the_replay(read_sink(output), query, events)
 
 
 # --------------------------------------------------------------------------------- a locked database
@@ -200,12 +207,8 @@ def test_full_disk_stops_the_file_sink_then_the_restart_writes_everything_once(s
     if reason:
         pytest.skip(reason)
     try:
-        query = cep.compile(QUERIES["vshape"])
-        rnd = random.Random(43)
-        events = make_events(rnd, symbols=3, per_symbol=30)
-        batches = make_batches(events, rnd, 20, 3) + [[sentinel(events, 60, 20)]]
         source, output, checkpoint = tmp_path / "in", disk / "out", tmp_path / "ck"
-        write_batches(source, batches)
+        query, events = vshape_stream(source, seed=43, n_batches=3)
         ballast = _fill(disk)
 
         def run():
@@ -221,9 +224,8 @@ def test_full_disk_stops_the_file_sink_then_the_restart_writes_everything_once(s
         assert not (checkpoint / "commits" / "0").exists()  # nothing counted as written
         ballast.unlink()  # space is back
         run().awaitTermination()
-        result = spark.read.parquet(str(output)).toPandas()  # through _spark_metadata: committed files only
-        assert result[result["cep_late_reason"].isna()]["match_id"].is_unique
-        assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
+        # Read through _spark_metadata: committed files only.
+        assert_equals_the_replay(spark.read.parquet(str(output)).toPandas(), query, events)
     finally:
         if subprocess.run(["umount", str(disk)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(disk)], capture_output=True)
