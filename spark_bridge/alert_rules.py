@@ -24,6 +24,7 @@ from spark_bridge import state_codec as codec
 from spark_bridge.buckets import KeyTable, split_by_key
 from spark_bridge import suppress as suppress_mod
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream, spark_timeout_ms
+from spark_bridge.sink_base import atomic_write
 from spark_bridge.sinks import ALERT_NAMES, jsonable
 
 
@@ -252,15 +253,6 @@ def build_rule_set(path: str, *, input_types: dict[str, str], time_column: str |
 # ------------------------------------------------------------------------------------ rule store
 
 
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 class RuleStore:
     """Rule sets published by the driver and the set each micro-batch runs with (see the module doc).
 
@@ -286,9 +278,9 @@ class RuleStore:
         set_id = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         path = os.path.join(self.sets_dir, f"{set_id}.json")
         if not os.path.exists(path):
-            _atomic_write(path, text)
+            atomic_write(path, text)
         if self.current_id() != set_id:
-            _atomic_write(self.current_path, set_id)
+            atomic_write(self.current_path, set_id)
         return set_id
 
     def current_id(self) -> str | None:

@@ -81,7 +81,6 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
     STATUS_FORMAT,
     RuleStore,
     _AlertStep,
-    _atomic_write,
     alert_statement,
     check_rule,
     _Explode,
@@ -89,6 +88,7 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
     log,
 )
 from spark_bridge.buckets import KEY_BUCKETS, bucket_expression
+from spark_bridge.sink_base import atomic_write
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
 from spark_bridge.streaming import CORRUPT_RECORD, bad_row_counts, dead_letter_rows, good_rows, mark_bad_rows, prepare_input
 from spark_bridge.sinks import ALERT_COLUMNS, ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
@@ -347,7 +347,7 @@ class AlertStream:
         with self._lock:
             self.status["updated_at"] = _now_iso()
             text = json.dumps(self.status, indent=1, sort_keys=True, default=str)
-        _atomic_write(self.status_path, text)
+        atomic_write(self.status_path, text)
 
     def _rule_status(self, rule_id: str) -> dict:
         return self.status["rules"].setdefault(rule_id, {"versions": {}, "errors": [], "active": False})
