@@ -51,6 +51,13 @@ STATE_VERSION = 1
 # quickly, since the count grows by the row) rather than crawl or exhaust memory.
 MAX_LIVE_THREADS = 10_000
 
+# Lazy starts (see the module docstring) try each start row alone; when the input ends with the current
+# start's partial match still open, every later start must scan the rest of the partition again, so an
+# open tail of n rows costs about n*n/2 row steps (a few microseconds each). Past this many the partition
+# is refused with E0431 instead of running for minutes or hours: 2,000,000 lets a 2,000-row open tail
+# finish in a few seconds. WITHIN, or a pattern whose partial matches can fail, keeps tails short.
+MAX_TAIL_RESCAN_ROWS = 2_000_000
+
 # Buffered rows are trimmed in chunks rather than on every row: slicing lists is O(n).
 TRIM_CHUNK = 4096
 
@@ -87,6 +94,7 @@ class PartitionMatcher:
         self.search_start = 0
         self.position = 0
         self.started_upto = 0
+        self.tail_rescan_rows = 0  # rows scanned again at end of input by lazy starts (MAX_TAIL_RESCAN_ROWS)
         self.threads: list[Thread] = []
         self.visited: dict = {}
         self.best: tuple | None = None  # (start, end, chain, marks)
@@ -183,6 +191,15 @@ class PartitionMatcher:
                 # Each start left runs over the rows after it again: quadratic in the length of a
                 # tail that every start survives, which is what a per-start matcher (Trino) pays too;
                 # running them at once instead costs more (threads of distinct histories never merge).
+                self.tail_rescan_rows += self.total - self.started_upto
+                if self.tail_rescan_rows > MAX_TAIL_RESCAN_ROWS:
+                    raise CepRuntimeError(
+                        f"in partition {self._describe_key()} a partial match stays open to the end of the input, and "
+                        f"trying each later start over the rest of it would scan more than {MAX_TAIL_RESCAN_ROWS:,} "
+                        "rows again (MAX_TAIL_RESCAN_ROWS)",
+                        code="E0431",
+                        hint="bound the pattern with WITHIN, or end it with a variable whose condition can fail",
+                    )
                 self._rewind()
                 continue
             self._emit_unmatched(self.search_start, self.total)

@@ -69,3 +69,25 @@ def test_huge_bounded_quantifier_is_refused_quickly():
     assert time.perf_counter() - began < 5  # refused while building, long before memory runs out
     assert "MAX_PROGRAM_SIZE" in raised.value.message
     assert str(MAX_PROGRAM_SIZE) in raised.value.message
+
+
+OPEN_TAIL = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n
+  PATTERN (A+ B) DEFINE B AS B.v > FIRST(A.v) + 100)"""
+
+
+def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeypatch):
+    """FIRST(A.v) reads the match history, so starts are tried one at a time; no row is a B, so every
+    start's partial match stays open to the end and each later start rescans the tail at the end."""
+    import cep
+    from matcher import vm
+
+    query = cep.compile(OPEN_TAIL)
+    rows = [{"id": i, "v": 0} for i in range(300)]
+    monkeypatch.setattr(vm, "MAX_TAIL_RESCAN_ROWS", 300 * 299 // 2)  # exactly what this tail needs
+    assert query.run(rows) == []
+    monkeypatch.setattr(vm, "MAX_TAIL_RESCAN_ROWS", 10_000)
+    with pytest.raises(CepError) as err:
+        query.run(rows)
+    assert err.value.code == "E0431" and "MAX_TAIL_RESCAN_ROWS" in str(err.value) and "WITHIN" in str(err.value)
+    # A row that ends the matches keeps the tails short: the same rows with a B at the end match.
+    assert query.run(rows + [{"id": 300, "v": 500}]) == [{"n": 301}]
