@@ -34,6 +34,8 @@ from grammar import ast
 _EXACT_FLOAT_INT = 2**53
 # Integer arithmetic is done in int64 only when the operands' magnitudes guarantee no overflow.
 _INT64_SAFE = 2**62
+# The operators numpy computes exactly as SQL does on both ints and floats; / and % need NULL on zero.
+_EXACT_UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply}
 
 
 class NotVectorizable(Exception):
@@ -375,12 +377,8 @@ def _arithmetic(op: str, left: Value, right: Value) -> Value:
         ma, mb = _magnitude(left), _magnitude(right)
         if op in ("+", "-") and ma + mb >= _INT64_SAFE or op == "*" and ma * mb >= _INT64_SAFE:
             raise Unsupported("integer arithmetic that could overflow 64 bits")
-        if op == "+":
-            return Value("int", np.add(a, b), nulls)
-        if op == "-":
-            return Value("int", np.subtract(a, b), nulls)
-        if op == "*":
-            return Value("int", np.multiply(a, b), nulls)
+        if op in _EXACT_UFUNCS:
+            return Value("int", _EXACT_UFUNCS[op](a, b), nulls)
         zero = np.equal(b, 0)
         safe_b = np.where(zero, 1, b)
         if op == "/":  # truncates toward zero
@@ -391,12 +389,8 @@ def _arithmetic(op: str, left: Value, right: Value) -> Value:
             data = np.where(np.asarray(a) >= 0, remainder, -remainder)
         return Value("int", data, _zero_nulls(nulls, zero))
     with np.errstate(all="ignore"):
-        if op == "+":
-            return Value("float", np.add(a, b), nulls)
-        if op == "-":
-            return Value("float", np.subtract(a, b), nulls)
-        if op == "*":
-            return Value("float", np.multiply(a, b), nulls)
+        if op in _EXACT_UFUNCS:
+            return Value("float", _EXACT_UFUNCS[op](a, b), nulls)
         zero = np.equal(b, 0)
         safe_b = np.where(zero, 1.0, b)
         data = np.divide(a, safe_b) if op == "/" else np.fmod(a, safe_b)
