@@ -60,7 +60,7 @@ class Query:
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
         with ``late="output"``, the late and bad input rows with ``cep_late_reason``): see
         ``spark_bridge.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
-        other keyword arguments (``max_pending_rows``, ``metrics_name``, ``dedup_key``,
+        other keyword arguments (``max_pending_rows``, ``max_match_rows``, ``metrics_name``, ``dedup_key``,
         ``max_future_skew``, ``key_buckets``). They are ignored for a static ``df``.
         """
         if df.isStreaming:

@@ -95,6 +95,7 @@ class PartitionMatcher:
         self.position = 0
         self.started_upto = 0
         self.tail_rescan_rows = 0  # rows scanned again at end of input by lazy starts (MAX_TAIL_RESCAN_ROWS)
+        self.abandoned = 0  # partial matches given up by abandon_before (a cap on kept rows)
         self.threads: list[Thread] = []
         self.visited: dict = {}
         self.best: tuple | None = None  # (start, end, chain, marks)
@@ -519,6 +520,34 @@ class PartitionMatcher:
         return "(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self.key)) + ")"
 
     # ---------------------------------------------------------------------------------------- memory
+
+    def abandon_before(self, cutoff: int) -> list[tuple]:
+        """Give up every partial match that started before row ``cutoff``, so that the rows before it
+        can go: the streaming cap on the rows one key keeps for partial matches that never end.
+
+        A start given up ends unmatched, as if its next condition had failed; the search goes on at
+        ``cutoff`` (lazy starts: the rows from there are tried again, as after a failed start). A
+        match already found, waiting only for a preferred longer one, is kept and emitted. Counts the
+        partial matches dropped in ``abandoned``; returns the output rows that became certain.
+        """
+        cutoff = min(cutoff, self.position)
+        if cutoff <= self.search_start:
+            return []
+        kept = [t for t in self.threads if t.start >= cutoff]
+        self.abandoned += len(self.threads) - len(kept)
+        if self.best is not None and self.best[0] < cutoff:
+            self.threads = []  # only the found match remains: _loop makes it final
+        elif self.machine.lazy_starts and not kept:
+            self.started_upto = max(self.started_upto, cutoff)
+            self._rewind()
+        else:
+            self.threads, self.visited = kept, {}  # a new start may now reach a pc a dropped thread held
+            if self.best is None:
+                self._emit_unmatched(self.search_start, cutoff)
+                self.search_start = cutoff
+        self._trim(chunk=1)
+        self._run()
+        return self._take_output()
 
     def compact(self) -> None:
         """Drop every buffered row nothing can reach any more (before saving state, say)."""

@@ -38,7 +38,9 @@ The rules (``docs/streaming.md`` explains them at length):
 * **Caps**: at most ``max_pending_rows`` rows wait per key. Beyond that, the oldest rows (whole
   event-time groups) are released at once, the key's clock moves to their time, and rows arriving
   later at or below it are late with reason ``behind_forced_release``; each forced row counts as a
-  cap hit. The matcher's own cap on live partial matches (``matcher.vm.MAX_LIVE_THREADS``) raises.
+  cap hit. At most ``max_match_rows`` rows are kept for live partial matches: past that, the oldest
+  partial matches are given up (their starts end unmatched) and counted as ``match_cap_hits``. The
+  matcher's own cap on live partial matches (``matcher.vm.MAX_LIVE_THREADS``) raises.
 * **Match ids**: ``match_id(...)`` hashes the query text, the partition key, the session's first
   event time, the match number, the match's first row (position in the session and event time).
 """
@@ -67,6 +69,12 @@ STATE_VERSION = 1
 # watermark delay is either hot or the delay is too long for it; releasing early keeps memory bounded
 # at the cost of making its later out-of-order rows late (counted as cap hits, never dropped silently).
 DEFAULT_MAX_PENDING_ROWS = 200_000
+
+# Rows one key's matcher may keep for its live partial matches. A partial match that can never end
+# (``A+ B`` and no row is a B, with no WITHIN and no session timeout) would keep every row since its
+# start, and the key's state would grow without bound. Past this, the oldest partial matches are given
+# up (``PartitionMatcher.abandon_before``) down to half the cap, and counted (``match_cap_hits``).
+DEFAULT_MAX_MATCH_ROWS = 100_000
 
 MATCH_ID_VERSION = "cep-match-id-1"
 
@@ -97,6 +105,7 @@ STAT_NAMES = (
     "timers_fired",  # calls made by a timer (no new rows)
     "sessions_closed",  # sessions finished (gap or idle timeout)
     "cap_hits",  # rows released early because of max_pending_rows
+    "match_cap_hits",  # partial matches given up because of max_match_rows
     "state_bytes",  # size of the state blob kept after the call
 ) + BAD_REASONS  # bad rows per reason
 
@@ -240,6 +249,7 @@ class KeyedStream:
         max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS,
         dedup_key: str | Sequence[str] | None = None,
         dedup_horizon_us: int = 0,
+        max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
     ) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
@@ -274,6 +284,9 @@ class KeyedStream:
             raise ValueError("session_timeout must be positive")
         if max_pending_rows < 1:
             raise ValueError("max_pending_rows must be at least 1")
+        if max_match_rows < 2:
+            raise ValueError("max_match_rows must be at least 2")
+        self.max_match_rows = max_match_rows
         self.session_timeout_us = session_timeout_us
         self.max_pending_rows = max_pending_rows
         self.query_fp = query_fingerprint(query_text)
@@ -520,6 +533,10 @@ class KeyedStream:
                 if self.time_column is not None:
                     part[self.time_column] = [codec.micros_to_datetime(times[r]) for r in chunk]
                 self._collect(st, matcher.feed(part), result)
+                if matcher.buffered_rows() > self.max_match_rows:
+                    given_up = matcher.abandoned
+                    self._collect(st, matcher.abandon_before(matcher.total - self.max_match_rows // 2), result)
+                    result.stats["match_cap_hits"] += matcher.abandoned - given_up
                 st["last"] = last
             if j < n:  # the next row is more than the session timeout after the last: a new session
                 self._close(st, matcher, result)

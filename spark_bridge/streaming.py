@@ -2,7 +2,7 @@
 
     match_stream(plan, df, *, query_text=None, watermark=None, session_timeout=None, late="output",
                  max_pending_rows=DEFAULT_MAX_PENDING_ROWS, metrics_name="cep", dedup_key=None,
-                 max_future_skew=None) -> DataFrame
+                 max_future_skew=None, key_buckets=KEY_BUCKETS, max_match_rows=DEFAULT_MAX_MATCH_ROWS) -> DataFrame
 
 The result is a streaming DataFrame in append mode: the statement's output columns, then
 
@@ -59,6 +59,7 @@ from spark_bridge.keyed import (
     BAD_NULL_TIME,
     BAD_REASONS,
     BAD_WRONG_TYPE,
+    DEFAULT_MAX_MATCH_ROWS,
     DEFAULT_MAX_PENDING_ROWS,
     STAT_NAMES,
     KeyedStream,
@@ -183,13 +184,14 @@ class _SparkStep:
 
     def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
                  output_columns, late_rows: bool, dedup_key=(), dedup_horizon_us: int = 0, marked: bool = False,
-                 key_buckets: int = 0) -> None:
+                 key_buckets: int = 0, max_match_rows: int = DEFAULT_MAX_MATCH_ROWS) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
         self.partition_columns = tuple(partition_columns)
         self.query_text = query_text
         self.session_timeout_us = session_timeout_us
         self.max_pending_rows = max_pending_rows
+        self.max_match_rows = max_match_rows
         self.output_columns = list(output_columns)  # (name, SQL type) of the statement's output
         self.late_rows = late_rows
         self.dedup_key = tuple(dedup_key)
@@ -214,6 +216,7 @@ class _SparkStep:
                 max_pending_rows=self.max_pending_rows,
                 dedup_key=self.dedup_key,
                 dedup_horizon_us=self.dedup_horizon_us,
+                max_match_rows=self.max_match_rows,
             )
         return self._engine
 
@@ -433,6 +436,7 @@ def match_stream(
     dedup_key: str | list[str] | None = None,
     max_future_skew: Any = None,
     key_buckets: int = KEY_BUCKETS,
+    max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
 ) -> "DataFrame":
     """The matches of ``plan`` over the streaming DataFrame ``df``, as a streaming DataFrame (append mode).
 
@@ -456,6 +460,8 @@ def match_stream(
     ``key_buckets``: Spark calls Python once per bucket of partition keys (``hash(key) mod key_buckets``)
     per micro-batch instead of once per key (``spark_bridge.buckets``); 0: once per key. Part of the
     checkpoint: a restart must use the same count.
+    ``max_match_rows``: the cap on rows one key keeps for its live partial matches; past it the oldest
+    partial matches are given up and counted (``match_cap_hits``).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -495,7 +501,7 @@ def match_stream(
     proctime = bool(getattr(plan, "proctime", False))
     # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
     probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us, max_pending_rows=max_pending_rows,
-                        dedup_key=dedup_key)
+                        dedup_key=dedup_key, max_match_rows=max_match_rows)
     time_column = probe.time_column
     if proctime and (session_us is not None or watermark is not None or skew_us is not None):
         raise CepSemanticError("watermark, session_timeout and max_future_skew need event time; ORDER BY PROCTIME() has none",
@@ -578,6 +584,7 @@ def match_stream(
         dedup_horizon_us=delay_ms * 1000,
         marked=marked,
         key_buckets=buckets,
+        max_match_rows=max_match_rows,
     )
 
     def cep_match_stream(key, frames, state):

@@ -8,6 +8,8 @@ in-process (``LocalStream``: Spark's micro-batch rules, no Spark). Independent c
 
 from __future__ import annotations
 
+import pytest
+
 import dataclasses
 
 import numpy as np
@@ -80,3 +82,48 @@ def test_any_cap_keeps_the_other_keys_exact_and_the_hot_key_exact_on_its_on_time
 def _hot_times(events) -> list:
     hot = np.flatnonzero(events.key < 0)
     return list((T0 + events.us[hot].astype("timedelta64[us]")).astype(object))
+
+
+# --------------------------------------------------------------- partial matches that never end
+
+NEVER_ENDS = {
+    # FIRST(A.v) reads the match history: starts are tried one at a time (lazy starts)
+    "history": "PATTERN (A+ B) DEFINE B AS B.v > FIRST(A.v) + 100",
+    # conditions on the current row only: every start runs at once
+    "row only": "PATTERN (A+ B) DEFINE B AS B.v > 100",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEVER_ENDS))
+def test_a_partial_match_that_never_ends_is_capped_counted_and_the_key_still_matches(name):
+    import datetime as dt
+
+    import cep
+    from spark_bridge.keyed import KeyedStream, LocalStream
+
+    q = cep.compile(f"""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
+      MEASURES FIRST(A.ts) AS start_ts, COUNT(*) AS n {NEVER_ENDS[name]})""")
+    t0 = dt.datetime(2024, 1, 1)
+
+    def rows(first: int, count: int, v: int = 0) -> list[dict]:
+        return [{"s": "k", "ts": t0 + dt.timedelta(seconds=first + i), "v": v} for i in range(count)]
+
+    stream = LocalStream(KeyedStream(q.plan, ("s", "ts", "v"), query_text=q.text, max_match_rows=1_000), delay_ms=0)
+    sizes = []
+    for batch in range(20):  # 10,000 rows, no B: one partial match from the first row, forever
+        assert stream.run_batch(rows(batch * 500, 500))[0] == []
+        sizes.append(len(stream.states[("k",)]))
+    assert stream.stats["match_cap_hits"] >= 1
+    # The state stops growing once the cap is reached (a saw tooth between half the cap and the cap),
+    # where without the cap it grows with every row.
+    assert max(sizes) <= 1.1 * max(sizes[:4])
+    uncapped_stream = LocalStream(KeyedStream(q.plan, ("s", "ts", "v"), query_text=q.text), delay_ms=0)
+    for batch in range(20):
+        uncapped_stream.run_batch(rows(batch * 500, 500))
+    assert len(uncapped_stream.states[("k",)]) > 3 * max(sizes)
+    stream.run_batch(rows(10_000, 1, v=500))  # a B at last
+    out, _, _ = stream.run_batch([])
+    # The earliest start still kept matches: within the cap, never one of the starts given up.
+    assert len(out) == 1 and out[0][2] <= 1_000 + 1 and out[0][1] >= t0 + dt.timedelta(seconds=9_000)
+    uncapped = q.run(rows(0, 10_000) + rows(10_000, 1, v=500))
+    assert uncapped[0]["n"] == 10_001  # what the cap traded away, and why it is counted
