@@ -8,7 +8,7 @@
 
 How it maps onto Spark (``docs/alerting.md`` has the measurements behind the choice):
 
-* **One stateful operator for all rules**, not one streaming query per rule. Every input row is
+* **One stateful operator for all rules** (built by ``alert_query.match_rules``), not one streaming query per rule. Every input row is
   tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``), with that partition
   key (a JSON object of its values); then ``groupBy(partition spec, bucket of keys).applyInPandasWithState(...)``
   runs, for each key of the bucket (``spark_bridge.buckets``: one Python call per bucket, not per key),
@@ -63,35 +63,22 @@ from grammar.errors import CepError, CepSemanticError
 from spark_bridge import rules as rules_mod
 from spark_bridge import suppress as suppress_mod
 from spark_bridge.alert_rules import (  # the executor side, and the names the driver shares with it
-    _EVENT_US,
     _GAUGES,
-    _KIND,
-    _MARKER,
-    _NULL_TIME,
-    _PKEY,
-    _BUCKET,
-    _SPEC,
-    _STATS,
-    _WATERMARK_KEY,
     DEFAULT_HOUSEKEEPING,
-    KIND_MATCH,
-    KIND_STATS,
     METRICS_NAME,
     STAT_NAMES,
     STATUS_FORMAT,
     RuleStore,
-    _AlertStep,
     alert_statement,
     check_rule,
-    _Explode,
     build_rule_set,
     log,
 )
-from spark_bridge.buckets import KEY_BUCKETS, bucket_expression
+from spark_bridge.alert_query import duration_us, input_types_of, match_rules
 from spark_bridge.sink_base import atomic_write
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
 from spark_bridge.streaming import CORRUPT_RECORD, bad_row_counts, dead_letter_rows, good_rows, mark_bad_rows, prepare_input
-from spark_bridge.sinks import ALERT_COLUMNS, ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
+from spark_bridge.sinks import AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -102,103 +89,6 @@ __all__ = ["AlertStream", "RuleStore", "STAT_NAMES", "build_rule_set", "check_ru
 BAD_ROWS_METRICS = "cep_bad_rows"
 
 # ------------------------------------------------------------------------------------ the query
-
-
-def _duration_us(value: Any, what: str) -> int:
-    from spark_bridge.streaming import parse_duration
-
-    return parse_duration(value, what=what)
-
-
-def input_types_of(df: "DataFrame") -> dict[str, str]:
-    """``{column: SQL type}`` of a DataFrame as the rules see it (types the matcher cannot take are text)."""
-    from spark_bridge.types import needs_string_cast, spark_to_sql
-
-    return {f.name: ("VARCHAR" if needs_string_cast(f.dataType) else spark_to_sql(f.dataType)) for f in df.schema.fields}
-
-
-def match_rules(
-    df: "DataFrame",
-    store: RuleStore | str,
-    *,
-    time_column: str,
-    watermark: Any = None,
-    housekeeping: Any = DEFAULT_HOUSEKEEPING,
-    metrics_name: str | None = METRICS_NAME,
-) -> "DataFrame":
-    """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
-
-    Returns a streaming DataFrame (append mode) with ``sinks.ALERT_COLUMNS``. The rule set a micro-batch
-    runs with is the one current in ``store`` when the micro-batch starts (``RuleStore``); publish a
-    first one before starting the query. ``watermark``: the allowed lateness (default: the delay ``df``
-    declares on ``time_column``, else ``streaming.DEFAULT_WATERMARK``).
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    from spark_bridge.batch import quote
-    from spark_bridge.streaming import DEFAULT_WATERMARK
-
-    if not df.isStreaming:
-        raise ValueError("match_rules needs a streaming DataFrame (spark.readStream...)")
-    store_dir = store.directory if isinstance(store, RuleStore) else os.path.abspath(store)
-    from spark_bridge.streaming import prepare_input
-
-    df = prepare_input(df)
-    columns = list(df.columns)
-    if time_column not in columns:
-        raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
-    field = df.schema[time_column]
-    if not isinstance(field.dataType, T.TimestampType):
-        raise CepSemanticError(f"the event-time column {time_column!r} is {field.dataType.simpleString()}, not timestamp; cast it first",
-                               code="E0282")
-    declared = [f.name for f in df.schema.fields if _WATERMARK_KEY in (f.metadata or {})]
-    if declared and declared != [time_column]:
-        raise CepSemanticError(f"the DataFrame declares its watermark on {', '.join(declared)}, not on the event time {time_column!r}",
-                               code="E0283")
-    if declared:
-        delay_ms = int(field.metadata[_WATERMARK_KEY])
-        if watermark is not None and _duration_us(watermark, "watermark") != delay_ms * 1000:
-            raise CepSemanticError(f"watermark={watermark!r} differs from the delay declared on {time_column!r} ({delay_ms} ms)",
-                                   code="E0283")
-    else:
-        delay_ms = _duration_us(watermark if watermark is not None else DEFAULT_WATERMARK, "watermark") // 1000
-        df = df.withWatermark(time_column, f"{delay_ms} milliseconds")
-    housekeeping_us = _duration_us(housekeeping, "housekeeping")
-    if housekeeping_us <= 0:
-        raise ValueError("housekeeping must be positive")
-
-    df = df.select(*[F.col(quote(c)) for c in columns],
-                   F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(_NULL_TIME)).alias(_EVENT_US))
-    # The watermark marker (metadata) does not survive mapInPandas: the stateful operator finds it on
-    # an all-NULL column added after it, so Spark's own late-row filter drops nothing (streaming.py).
-    in_fields = [T.StructField(f.name, f.dataType, True) for f in df.schema.fields]
-    exploded_schema = T.StructType([T.StructField(_SPEC, T.StringType(), False), T.StructField(_PKEY, T.StringType(), False)] + in_fields)
-    exploded = df.mapInPandas(_Explode(store_dir, columns + [_EVENT_US]), exploded_schema)
-    exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(_MARKER, metadata={_WATERMARK_KEY: delay_ms}))
-
-    out_fields = [T.StructField(name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True)
-                  for name, kind in ALERT_COLUMNS]
-    out_schema = T.StructType(out_fields + [T.StructField(_KIND, T.IntegerType(), False),
-                                            T.StructField(_STATS, T.ArrayType(T.LongType()), True)])
-    state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
-    step = _AlertStep(store_dir, housekeeping_us, KEY_BUCKETS)
-
-    def cep_alert_rules(key, frames, state):
-        return step(key, frames, state)
-
-    exploded = exploded.withColumn(_BUCKET, bucket_expression([_PKEY], KEY_BUCKETS))
-    out = exploded.groupBy(F.col(_SPEC), F.col(_BUCKET)).applyInPandasWithState(
-        cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
-    )
-    if metrics_name:
-        calls = F.when(F.col(_KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(_STATS).alias("stats")))
-        out = out.observe(metrics_name, F.collect_list(calls).alias("calls"))
-    return out.where(F.col(_KIND) == KIND_MATCH).select(*[F.col(name) for name in ALERT_NAMES])
-
-
-# ----------------------------------------------------------------------------------- the driver
 
 
 def _now_iso() -> str:
@@ -282,7 +172,7 @@ class AlertStream:
         self.sinks = list(sinks)
         self.specs = [s if isinstance(s, suppress_mod.SuppressSpec) else suppress_mod.parse_spec(s) for s in suppress]
         self.watermark = watermark
-        self.session_timeout_us = _duration_us(session_timeout, "session_timeout") if session_timeout is not None else None
+        self.session_timeout_us = duration_us(session_timeout, "session_timeout") if session_timeout is not None else None
         self.time_column = time_column
         self.trigger = trigger
         self.max_pending_rows = max_pending_rows
@@ -292,7 +182,7 @@ class AlertStream:
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
         self.dead_letter_dir = os.path.abspath(dead_letter or os.path.join(self.checkpoint, "dead-letter"))
-        self.max_future_skew_us = _duration_us(max_future_skew, "max_future_skew") if max_future_skew is not None else None
+        self.max_future_skew_us = duration_us(max_future_skew, "max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.match_query = None
         self.deliver_query = None
@@ -392,7 +282,7 @@ class AlertStream:
             from spark_bridge.streaming import DEFAULT_WATERMARK
 
             payload["dedup_key"] = self.dedup_key
-            payload["dedup_horizon_us"] = _duration_us(self.watermark or DEFAULT_WATERMARK, "watermark")
+            payload["dedup_horizon_us"] = duration_us(self.watermark or DEFAULT_WATERMARK, "watermark")
         # Compare with what ran last, also across a restart (the status file remembers it).
         old_versions = dict(self.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
         kept = self._keep_last_good(payload, ruleset)

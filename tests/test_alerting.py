@@ -27,21 +27,8 @@ import pytest
 import cep
 from spark_bridge import state_codec
 from spark_bridge.buckets import KeyTable
-from spark_bridge.alerting import (
-    _EVENT_US,
-    _KIND,
-    _PKEY,
-    _SPEC,
-    KIND_MATCH,
-    STAT_NAMES,
-    AlertStream,
-    RuleStore,
-    _AlertStep,
-    _Explode,
-    build_rule_set,
-    read_status,
-    rule_rows,
-)
+from spark_bridge.alert_rules import _EVENT_US, _KIND, _PKEY, _SPEC, KIND_MATCH, _AlertStep, _Explode
+from spark_bridge.alerting import STAT_NAMES, AlertStream, RuleStore, build_rule_set, read_status, rule_rows
 from spark_bridge.sinks import ALERT_NAMES, FileSink, SQLiteSink, jsonable
 
 T0 = dt.datetime(2024, 1, 1)
