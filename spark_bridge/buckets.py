@@ -81,8 +81,8 @@ class KeyTable:
         data: Any = codec.decode(blob)
         if not isinstance(data, dict) or "keys" not in data or data.get("v") != TABLE_VERSION:
             raise CepRuntimeError(
-                "this checkpoint holds one state per key, written without key buckets; "
-                "restart the query with a new checkpoint location (or run it with key_buckets=0)",
+                "this checkpoint holds one state per key, written before key buckets; restart with a new "
+                "checkpoint location (a single query can also keep it with on_spark(..., key_buckets=0))",
                 code="E0482",
             )
         if data["buckets"] != buckets:
