@@ -65,12 +65,6 @@ class Rule:
     line: int = 0  # where the statement starts in its file (1-based)
     options: dict = field(default_factory=dict, compare=False)
 
-    def compile(self):
-        """The rule as a ``cep.Query`` (for ``run`` on yesterday's data, ``explain``, ...)."""
-        from cep.query import Query
-
-        return Query(self.statement, self.text, self.path)
-
 
 @dataclass(frozen=True)
 class RuleError:
