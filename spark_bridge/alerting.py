@@ -548,14 +548,21 @@ class AlertStream:
     def run_available_now(self) -> dict:
         """Process what the input holds now, deliver it, and stop (``cep stream --once``)."""
         self.start(available_now=True)
-        self.match_query.awaitTermination()
-        if self.bad_query is not None:
-            self.bad_query.awaitTermination()
-        self.poll()
-        if self.sinks:
-            self._start_deliver(available_now=True)
-            self.deliver_query.awaitTermination()
-        self.stop()
+        try:
+            self.match_query.awaitTermination()
+            if self.bad_query is not None:
+                self.bad_query.awaitTermination()
+            self.poll()
+            if self.sinks:
+                self._start_deliver(available_now=True)
+                self.deliver_query.awaitTermination()
+        except Exception as error:  # a failed query or sink: say so in status.json too, then raise
+            with self._lock:
+                self.status["state"] = "failed"
+                self.status.setdefault("query_errors", []).append({"time": _now_iso(), "error": str(error)[:2000]})
+            raise
+        finally:
+            self.stop()
         return self.status
 
     def check(self) -> None:

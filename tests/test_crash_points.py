@@ -32,7 +32,7 @@ import pandas as pd
 import pytest
 
 import cep
-from spark_bridge.alerting import AlertStream
+from spark_bridge.alerting import AlertStream, read_status
 from spark_bridge.sinks import RetryPolicy, SQLiteSink
 from tests import crash_driver
 from tests.test_alerting import HIGH, SPAN, SENTINEL as ALERT_SENTINEL, ev, price_walk, replay, streamed, write_batch, write_rule
@@ -163,6 +163,8 @@ def test_locked_database_stops_the_delivery_naming_the_sink_then_the_restart_del
     assert f"sqlite {database}: error[E0470]: OperationalError: database is locked" in str(raised.value)
     errors = first.status["sinks"][f"sqlite {database}"]["errors"]  # what `cep status` shows once written
     assert "database is locked" in errors[-1]["error"]
+    written = read_status(str(checkpoint))  # --once writes status.json even when a sink stops it
+    assert written["state"] == "failed" and "database is locked" in written["query_errors"][-1]["error"]
     matched = first.alerts().toPandas()  # the matching went on: every alert is in the file sink
     events = [e for b in batches for e in b]
     assert streamed(matched, "span") == replay(SPAN, events) and len(matched) > 3
