@@ -18,9 +18,10 @@ Every alert is one row of ``ALERT_COLUMNS`` (``spark_bridge.alerting`` makes the
     ``batch_size=N`` a request carries up to N alerts (sorted by match_id) and its key is
     ``batch-`` + the first 32 hex digits of the SHA-256 of their match ids joined by commas: the same
     alerts give the same key, and every alert in the body still carries its own ``match_id``.
-    Failures (connection refused or reset, timeouts, HTTP 5xx, 408, 429) are retried with exponential
-    backoff (``backoff`` * 2^n, at most ``max_backoff``; ``Retry-After`` is honoured within that),
-    at most ``max_attempts`` times per request and within ``retry_budget`` seconds per micro-batch.
+    Failures (connection refused or reset, timeouts, HTTP 5xx, 408, 425, 429) are retried with the
+    ``RetryPolicy`` every sink uses (``sink_base``): wait ``RetryPolicy.delay(n)`` = ``backoff`` * 2^n,
+    at most ``max_backoff`` (``Retry-After`` is honoured within that), at most ``max_attempts`` times
+    per request and within ``budget`` (``retry_budget``) seconds per micro-batch.
     Other 4xx answers are not retried. A request that still failed is written, with its body, every
     error and the attempt count, to ``dead_letter_dir/<key>.json``: never dropped.
     ``WebhookSink.replay_dead_letters()`` sends them again (and removes those that went through).
@@ -299,22 +300,34 @@ class WebhookSink(AlertSink):
         headers: dict[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if not re.match(r"^https?://", url):
             raise ValueError(f"webhook URL must start with http:// or https://, not {url!r}")
-        if max_attempts < 1 or batch_size < 1:
-            raise ValueError("max_attempts and batch_size must be at least 1")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        # One retry policy for every sink (sink_base.RetryPolicy): the keyword arguments are its fields,
+        # spelled as before; ``retry`` replaces them all. Per request: max_attempts; per micro-batch: budget.
+        try:
+            self.retry = retry or RetryPolicy(max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
+                                              budget=retry_budget)
+        except ValueError as exc:
+            raise ValueError(f"webhook retries: {exc}") from None
         self.url = url
         self.dead_letter_dir = dead_letter_dir
         self.timeout = timeout
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.retry_budget = retry_budget
         self.batch_size = batch_size
         self.headers = dict(headers or {})
         self.sleep = sleep
         self.clock = clock
+
+    @property
+    def max_attempts(self) -> int:
+        return self.retry.max_attempts
+
+    @property
+    def retry_budget(self) -> float:
+        return self.retry.budget
 
     def describe(self) -> str:
         return f"webhook {self.url}"
@@ -370,12 +383,12 @@ class WebhookSink(AlertSink):
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
             return False, f"{type(exc).__name__}: {exc}", None
 
-    def send(self, key: str, alerts: Sequence[dict], *, deadline: float | None, batch_id: int | None = None) -> tuple[bool, list[str], int]:
+    def send(self, key: str, alerts: Sequence[dict], *, deadline: float, batch_id: int | None = None) -> tuple[bool, list[str], int]:
         """POST one request with retries; (delivered, errors, retries)."""
         body = json.dumps({"alerts": [alert_payload(a) for a in alerts]}, ensure_ascii=False).encode("utf-8")
         errors: list[str] = []
         for attempt in range(self.max_attempts):
-            if deadline is not None and attempt > 0 and self.clock() >= deadline:
+            if attempt > 0 and self.clock() >= deadline:
                 errors.append(f"retry budget of {self.retry_budget:g}s for this micro-batch used up")
                 return False, errors, attempt - 1
             try:
@@ -388,11 +401,10 @@ class WebhookSink(AlertSink):
             errors.append(error)
             if attempt + 1 == self.max_attempts:
                 break
-            wait = min(self.max_backoff, self.backoff * (2**attempt))
-            if retry_after is not None:
-                wait = min(self.max_backoff, max(wait, retry_after))
-            if deadline is not None:
-                wait = min(wait, max(0.0, deadline - self.clock()))
+            wait = self.retry.delay(attempt)
+            if retry_after is not None:  # the server's wish, within the policy's longest wait
+                wait = min(self.retry.max_backoff, max(wait, retry_after))
+            wait = min(wait, max(0.0, deadline - self.clock()))
             if wait > 0:
                 self.sleep(wait)
         return False, errors, self.max_attempts - 1
@@ -416,7 +428,7 @@ class WebhookSink(AlertSink):
 
     def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
         report = Delivery(self.name)
-        deadline = self.clock() + self.retry_budget if self.retry_budget is not None else None
+        deadline = self.clock() + self.retry.budget
         exhausted: str | None = None
         for key, chunk in self.requests(alerts):
             if exhausted is not None:
@@ -438,7 +450,7 @@ class WebhookSink(AlertSink):
             for alert in chunk:
                 report.dead_lettered[alert["rule_id"]] += 1
             report.errors.append(f"{key}: {errors[-1] if errors else 'failed'}")
-            if deadline is not None and self.clock() >= deadline and exhausted is None:
+            if self.clock() >= deadline and exhausted is None:
                 exhausted = f"earlier requests failed: {errors[-1] if errors else 'failed'}"
         return report
 

@@ -86,8 +86,10 @@ class Receiver:
                         receiver.release.wait(5)  # the client gave up long ago; process it anyway, late
                         receiver.process(key, body)
                         return
-                    if action in ("500", "400"):
+                    if action in ("500", "400", "429"):
                         self.send_response(int(action))
+                        if action == "429":  # throttled: "come back in a second"
+                            self.send_header("Retry-After", "1")
                         self.end_headers()
                         return
                     receiver.process(key, body)
@@ -218,6 +220,30 @@ def test_webhook_retry_budget_bounds_a_micro_batch(receiver_factory, tmp_path):
     letters = dead_letters(tmp_path)
     assert len(letters) == 5
     assert all("budget" in " ".join(r["errors"]) for r in letters.values())
+
+
+def test_webhook_waits_are_the_retry_policys_delays(receiver_factory, tmp_path):
+    """The webhook backs off by sink_base.RetryPolicy.delay, as the SQL sinks do; Retry-After within max_backoff."""
+    down = receiver_factory()
+    url = down.url
+    down.stop()  # connection refused on every attempt
+    policy = RetryPolicy(max_attempts=5, backoff=0.1, max_backoff=0.3, budget=100.0)
+    waits: list[float] = []
+    sink = WebhookSink(url, dead_letter_dir=str(tmp_path / "dead"), timeout=0.3, retry=policy, sleep=waits.append)
+    report = sink.deliver([alert(0)], batch_id=0)
+    assert sum(report.dead_lettered.values()) == 1 and report.retries == 4
+    assert waits == [policy.delay(n) for n in range(4)] == [0.1, 0.2, 0.3, 0.3]
+    # The keyword spelling builds the same policy (the CLI passes max_attempts); defaults as documented.
+    assert WebhookSink(url, dead_letter_dir="d").retry == RetryPolicy(max_attempts=5, backoff=0.5, max_backoff=30.0, budget=120.0)
+    assert webhook(url, tmp_path, max_attempts=3).retry == RetryPolicy(max_attempts=3, backoff=0.005, max_backoff=0.02, budget=10.0)
+    with pytest.raises(ValueError, match="webhook retries: a retry policy needs at least one attempt"):
+        WebhookSink(url, dead_letter_dir="d", max_attempts=0)
+    # A server asking for longer (Retry-After: 1) gets it, capped at the policy's max_backoff.
+    throttled = receiver_factory(["429", "ok"])
+    waits.clear()
+    sink = WebhookSink(throttled.url, dead_letter_dir=str(tmp_path / "dead"), timeout=0.3, retry=policy, sleep=waits.append)
+    assert sum(sink.deliver([alert(1)], batch_id=1).delivered.values()) == 1
+    assert waits == [0.3]
 
 
 def test_webhook_4xx_is_not_retried(receiver_factory, tmp_path):
