@@ -168,10 +168,13 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     """A streaming DataFrame over the files in ``path``; the schema from ``schema_text`` or from the
     files already there (ISO 8601 text columns of JSON become timestamps, as in ``cep run``).
 
-    JSON is read in Spark's PERMISSIVE mode with a ``_corrupt_record`` column: a line that is not JSON,
-    or holds a value the schema's type cannot take, keeps its text there (the streaming bridge rejects
-    it with a reason), and so does a line whose ISO 8601 time column does not parse. Extra fields are
-    ignored. CSV and Parquet are read as they are."""
+    JSON and CSV are read in Spark's PERMISSIVE mode with a ``_corrupt_record`` column: a line that is
+    not JSON, or holds a value the schema's type cannot take (``abc`` in a DOUBLE column, ``yesterday``
+    in a TIMESTAMP one), keeps its text there (the streaming bridge rejects it with a reason), and so
+    does a JSON line whose ISO 8601 time column does not parse. Extra JSON fields are ignored. A CSV line
+    with the wrong number of fields keeps its text too, and all its columns are NULL: which value
+    belongs to which column is unknown, so it is rejected as a line not read at all (``not_json``).
+    Parquet is read as it is."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -206,14 +209,16 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
             schema = raw
         else:
             schema, to_time = static.schema, []
-    if fmt == "json" and CORRUPT_RECORD not in schema.fieldNames():
+    if fmt in ("json", "csv") and CORRUPT_RECORD not in schema.fieldNames():
         schema = T.StructType(list(schema.fields) + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
     reader = spark.readStream.schema(schema)
     if fmt == "csv":
         reader = reader.option("header", True)
-    if fmt == "json":
+    if fmt in ("json", "csv"):
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
     df = reader.format(fmt).load(path)
+    if fmt == "csv":
+        df = _blank_misshapen_csv_lines(df)
     if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
         data = [F.col(quote(f.name)) for f in schema.fields if f.name != CORRUPT_RECORD]
         unparsed = reduce(lambda a, b: a | b, [F.col(quote(n)).isNotNull() & F.try_to_timestamp(F.col(quote(n))).isNull()
@@ -223,6 +228,27 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     for name in to_time:
         df = df.withColumn(name, F.try_to_timestamp(F.col(quote(name))))
     return df
+
+
+def _blank_misshapen_csv_lines(df):
+    """``df`` (CSV, PERMISSIVE) with every column NULL on a line that has the wrong number of fields.
+
+    Spark fills such a line's columns from left to right (a missing field is NULL, an extra one dropped)
+    and keeps its text in ``_corrupt_record``, as it does for a value of the wrong type. The two differ
+    in what can be trusted: a short or long line's values may sit in the wrong columns. Reading the text
+    again with every column as STRING tells them apart: a string always fits, so that parse fails only
+    on the field count. Such a line then has no column read, which ``mark_bad_rows`` calls ``not_json``
+    (a line the reader could not read at all), with its text as it was."""
+    from pyspark.sql import functions as F
+
+    from spark_bridge.batch import quote
+    from spark_bridge.streaming import CORRUPT_RECORD
+
+    data = [c for c in df.columns if c != CORRUPT_RECORD]
+    as_text = ", ".join(f"`f{i}` STRING" for i in range(len(data))) + f", `{CORRUPT_RECORD}` STRING"
+    fields = F.from_csv(F.col(CORRUPT_RECORD), as_text, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD})
+    misshapen = F.col(CORRUPT_RECORD).isNotNull() & fields[CORRUPT_RECORD].isNotNull()
+    return df.select(*[F.when(~misshapen, F.col(quote(c))).alias(c) for c in data], F.col(CORRUPT_RECORD))
 
 
 # -------------------------------------------------------------------------------------- cep stream

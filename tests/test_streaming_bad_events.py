@@ -311,3 +311,110 @@ def test_stream_source_inferred_schema_marks_lines_it_cannot_read(spark, tmp_pat
     assert sorted(dead["_cep_error"]) == ["bad_event_time", "not_json"]
     assert json.loads(dead[dead["_cep_error"] == "bad_event_time"]["_cep_input"].iloc[0])["ts"] == "yesterday"
     assert _REJECT not in dead.columns
+
+
+# ------------------------------------------------------------------------------------- CSV input
+
+# Bad CSV lines (columns id,symbol,ts,price), each with the reason it must come out with. A line with
+# the wrong number of fields is not read at all (its values may sit in the wrong columns): not_json.
+BAD_CSV_LINES = [
+    ("this is not csv at all", "not_json"),
+    ("s1,A,2024-01-01T00:00:03", "not_json"),  # a field short
+    ("l1,A,2024-01-01T00:00:03,4.0,extra", "not_json"),  # a field too many
+    ("w1,A,2024-01-01T00:00:03,abc", "wrong_type"),
+    ("b1,B,yesterday,3.0", "bad_event_time"),
+    ("n1,B,,3.0", "null_event_time"),  # read whole: the event time is empty (NULL)
+]
+CSV_SCHEMA = "id STRING, symbol STRING, ts TIMESTAMP, price DOUBLE"
+
+
+def write_csv(directory: Path, batches: list[list[str]]) -> None:
+    """One CSV file per micro-batch, with a header, in order (increasing modification times)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, lines in enumerate(batches):
+        path = directory / f"batch-{index:04d}.csv"
+        path.write_text("".join(line + "\n" for line in ["id,symbol,ts,price", *lines]), encoding="utf-8")
+        stamp = 1_700_000_000 + 10 * index
+        os.utime(path, (stamp, stamp))
+
+
+def csv_batches(rnd: random.Random, events: list[dict], *, batches: int = 2) -> list[list[str]]:
+    """``events`` as CSV lines cut into micro-batches in time order, BAD_CSV_LINES mixed in, then a sentinel."""
+    def line(row: dict) -> str:
+        return f"{row['id']},{row['symbol']},{row['ts'].isoformat()},{row['price']}"
+
+    size = -(-len(events) // batches)
+    lines = [[line(r) for r in events[i:i + size]] for i in range(0, len(events), size)]
+    for text, _ in BAD_CSV_LINES:
+        chunk = rnd.randrange(len(lines))
+        lines[chunk].insert(rnd.randint(0, len(lines[chunk])), text)
+    lines.append([line(tick(0, SENTINEL, 10_000, 1.0))])
+    return lines
+
+
+def _csv_payload(text: str) -> str:
+    """A rejected CSV row's payload as its line: the text Spark could not read is kept as it was; a row
+    it read whole (a NULL event time) is the JSON of its columns."""
+    try:
+        row = json.loads(text)
+    except ValueError:
+        return text
+    return ",".join("" if row.get(c) is None else str(row[c]) for c in COLUMNS)
+
+
+@pytest.mark.spark
+def test_spark_bad_csv_lines_are_routed_with_reasons_and_text_and_counted(spark, few_partitions, tmp_path):
+    """CSV through ``cep stream``'s source (``stream_source``): a line with the wrong number of fields, an
+    unparseable number or time comes out with its reason and its text, is counted, and the rest matches."""
+    from cep.stream_cli import stream_source
+
+    rnd = random.Random(11)
+    query = cep.compile(VSHAPE)
+    events = random_ticks(rnd, symbols=2, per_symbol=16)
+    write_csv(tmp_path / "in", csv_batches(rnd, events))
+    source = stream_source(spark, str(tmp_path / "in"), "csv", CSV_SCHEMA)
+    assert dict(source.dtypes)["_corrupt_record"] == "string"
+    out = query.on_spark(source, watermark="5 seconds", session_timeout="60 seconds")
+    stream = (out.writeStream.format("memory").queryName("bad_csv").option("checkpointLocation", str(tmp_path / "ck"))
+              .trigger(availableNow=True).start())
+    stream.awaitTermination()
+    result = spark.sql("SELECT * FROM bad_csv").toPandas()
+
+    names = list(query.output_columns(COLUMNS))
+    matches = result[result["cep_late_reason"].isna()]
+    assert normalize(r for r in matches[names].itertuples(index=False, name=None) if r[0] != SENTINEL) == normalize(query.run(events))
+    rejected = result[result["cep_late_reason"].notna()]
+    assert sorted(zip(rejected["cep_late_reason"], map(_csv_payload, rejected["cep_late_row"]))) == sorted(
+        (reason, text) for text, reason in BAD_CSV_LINES)
+    sums = metric_sums(stream.recentProgress)
+    assert sums["bad_rows"] == len(BAD_CSV_LINES) and sums["late_rows"] == 0
+    assert {r: sums[r] for r in BAD_REASONS if sums[r]} == Counter(reason for _, reason in BAD_CSV_LINES)
+
+
+@pytest.mark.spark
+def test_cli_stream_dead_letters_bad_csv_lines(spark, few_partitions, tmp_path, capsys):
+    """``cep stream --once`` over CSV files: bad lines land in the dead letter with reason, code and text,
+    the summary counts them, and the alerts are the batch replay's matches over the good rows."""
+    from cep import cli
+    from spark_bridge.sinks import FileSink
+
+    rnd = random.Random(5)
+    events = random_ticks(rnd, symbols=2, per_symbol=12)
+    write_csv(tmp_path / "in", csv_batches(rnd, events))
+    query_file = tmp_path / "vshape.sql"
+    query_file.write_text(VSHAPE, encoding="utf-8")
+    checkpoint = tmp_path / "ck"
+    code = cli.main(["stream", str(query_file), "--input", str(tmp_path / "in"), "--checkpoint", str(checkpoint),
+                     "--schema", CSV_SCHEMA, "--watermark", "5s", "--session-timeout", "60s", "--once", "--master", "local[2]"])
+    assert code == 0
+    assert f"bad rows {len(BAD_CSV_LINES)} |" in capsys.readouterr().err
+
+    dead = spark.read.json(str(checkpoint / "dead-letter" / "bad-rows")).toPandas()
+    assert sorted(zip(dead["_cep_error"], map(_csv_payload, dead["_cep_input"]))) == sorted(
+        (reason, text) for text, reason in BAD_CSV_LINES)
+    assert all(REASONS[r] == c for r, c in zip(dead["_cep_error"], dead["_cep_error_code"]))
+    assert all(str(f).endswith(".csv") for f in dead["_cep_file"])
+    alerts = FileSink(str(checkpoint / "matches"), "json").read(spark).toPandas()
+    replay = cep.compile(VSHAPE).run(events)
+    assert sorted((m["bottom"], m["n"]) for m in map(json.loads, alerts["measures"])) == sorted(
+        (r["bottom"], r["n"]) for r in replay) and replay
