@@ -53,26 +53,26 @@ class Env:
 class ThreadView:
     """A Pike VM thread's partial match: rows ``start..row``; ``chain`` labels rows row-1 down to start."""
 
-    __slots__ = ("start", "row", "current", "chain", "_labels")
+    __slots__ = ("start", "row", "current", "chain", "labels_cache")
 
     def __init__(self) -> None:
         self.start = 0
         self.row = 0
         self.current = 0
         self.chain: tuple | None = None
-        self._labels: list[int] | None = None
+        self.labels_cache: list[int] | None = None
 
     def reset(self, start: int, row: int, current: int, chain) -> None:
-        self.start, self.row, self.current, self.chain, self._labels = start, row, current, chain, None
+        self.start, self.row, self.current, self.chain, self.labels_cache = start, row, current, chain, None
 
     def relabel(self, label: int) -> None:
         """Change the tentative label of the current row (absence conditions test B's condition)."""
         self.current = label
-        self._labels = None
+        self.labels_cache = None
 
     def labels(self) -> list[int]:
         """Labels of rows start..row, oldest first (built once per evaluation, only when asked)."""
-        if self._labels is None:
+        if self.labels_cache is None:
             out = []
             node = self.chain
             while node is not None:
@@ -80,8 +80,8 @@ class ThreadView:
                 node = node[1]
             out.reverse()
             out.append(self.current)
-            self._labels = out
-        return self._labels
+            self.labels_cache = out
+        return self.labels_cache
 
     def label_at(self, position):
         if position is None:
@@ -428,15 +428,17 @@ def _comparison(op: str, left, right, constant=None):
 
     This is the hottest closure of most DEFINE conditions, hence the direct operator call;
     ``values.compare`` gives the error message when the types cannot be compared. A right side that is
-    a literal number or string (``constant``) is not called at all.
+    a literal number or string (``constant``) is not called at all, nor is a side that reads the row
+    under test (``current_row_reader``): the conditional read costs a fifth of a call.
     """
     function = _COMPARE[op]
     direct = _DIRECT
+    lc, rc = getattr(left, "column", None), getattr(right, "column", None)
     if type(constant) is Decimal:  # `price < 0.10`: a decimal literal against a float column
         as_float = float(constant)  # what values.compare turns it into against a float
 
         def compare_decimal(env, position=None):
-            lv = left(env, position)
+            lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
             if lv is None:
                 return None
             if type(lv) is float:
@@ -447,7 +449,7 @@ def _comparison(op: str, left, right, constant=None):
         rv, rv_is_str = constant, type(constant) is str
 
         def compare_constant(env, position=None):
-            lv = left(env, position)
+            lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
             if lv is None:
                 return None
             if type(lv) in direct and (type(lv) is str) == rv_is_str:
@@ -456,10 +458,10 @@ def _comparison(op: str, left, right, constant=None):
         return compare_constant
 
     def compare(env, position=None):
-        lv = left(env, position)
+        lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
         if lv is None:
             return None
-        rv = right(env, position)
+        rv = right(env, position) if rc is None else env.cols[rc][env.row - env.base]
         if rv is None:
             return None
         if type(lv) in direct and type(rv) in direct and (type(lv) is str) == (type(rv) is str):
@@ -476,22 +478,24 @@ def _arithmetic(op: str, left, right, constant=None):
     """+, - or * : Python's operator on ints and floats (what ``values`` does for them), else ``values``.
 
     A decimal literal on the right (``A.price - 0.10``) meets a float column as the float ``values``
-    would turn it into.
+    would turn it into. A side that reads the row under test is read inline, as in ``_comparison``.
     """
     plain, general = _PLAIN_ARITHMETIC[op]
     numbers = _PLAIN_NUMBERS
+    lc, rc = getattr(left, "column", None), getattr(right, "column", None)
     if type(constant) is Decimal:
         as_float = float(constant)
 
         def arithmetic_decimal(env, position=None):
-            lv = left(env, position)
+            lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
             if type(lv) is float:
                 return plain(lv, as_float)
             return general(lv, constant)
         return arithmetic_decimal
 
     def arithmetic(env, position=None):
-        lv, rv = left(env, position), right(env, position)
+        lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
+        rv = right(env, position) if rc is None else env.cols[rc][env.row - env.base]
         if type(lv) in numbers and type(rv) in numbers:
             return plain(lv, rv)
         return general(lv, rv)
@@ -528,8 +532,7 @@ class ExpressionCompiler:
         def leaf(node):
             if isinstance(node, ast.ColumnRef):
                 self.scope.labels_of(node.qualifier)  # validates the qualifier
-                column = self.scope.column(node)
-                return lambda env, position: env.value(column, position)
+                return _row_reader(self.scope.column(node))
             if isinstance(node, ast.Classifier):
                 names = None
                 return lambda env, position: _label_name(env, env.view.label_at(position), names)
@@ -555,10 +558,10 @@ class ExpressionCompiler:
             column = scope.column(node)
             labels = scope.labels_of(node.qualifier)
             if node.qualifier is None or scope.is_current_row(labels):
-                if scope.in_define:  # the row under test is always a buffered row: index it directly
-                    return lambda env, position=None: env.cols[column][env.row - env.base]
+                if scope.in_define:
+                    return current_row_reader(column)
                 return lambda env, position=None: env.value(column, env.row)
-            return _value_at_match_row(column, self._last_row(labels, 0))
+            return self._column_at_last(column, labels, 0, False)
         if isinstance(node, ast.Classifier):
             if node.variable is None:
                 return lambda env, position=None: _label_name(env, env.view.label_at(env.row), None)
@@ -585,12 +588,15 @@ class ExpressionCompiler:
         if node.kind in ("FIRST", "LAST"):
             n = constant_offset(node, 0)
             labels = referenced_labels(node.operand, self.scope)
+            if isinstance(node.operand, ast.ColumnRef):
+                self.at_row(node.operand)  # validates the reference
+                if node.kind == "LAST":
+                    return self._column_at_last(self.scope.column(node.operand), labels, n, final)
             if node.kind == "LAST":
                 find = self._last_row(labels, n) if not final else (lambda view: view.last_in(labels, n, final))
             else:
                 find = lambda view: view.first_in(labels, n, final)  # noqa: E731
             if isinstance(node.operand, ast.ColumnRef):
-                self.at_row(node.operand)  # validates the reference
                 return _value_at_match_row(self.scope.column(node.operand), find)
             inner = self.at_row(node.operand)
             return lambda env, position=None: inner(env, find(env.view))
@@ -670,15 +676,18 @@ class ExpressionCompiler:
             return None
         return self._running(RunningAggregate("COUNT", labels, None), None, None)
 
-    def _last_row(self, labels, n: int) -> Callable:
-        """view -> the position of the n-th last row labelled in ``labels``, RUNNING (None if none).
-
-        In DEFINE, the last one (n = 0) of a variable set is carried with the thread (running.py)
-        rather than found by walking the history back to it.
-        """
+    def _carried_slot(self, labels, n: int) -> int | None:
+        """In DEFINE, the position of the last row (n = 0) of a variable set is carried with the thread
+        (running.py) rather than found by walking the history back to it: its slot, or None (walk)."""
         if self.running is None or n != 0 or labels is None:
+            return None
+        return self.running.slot(last_row(labels), (LAST_ROW, labels))
+
+    def _last_row(self, labels, n: int) -> Callable:
+        """view -> the position of the n-th last row labelled in ``labels``, RUNNING (None if none)."""
+        slot = self._carried_slot(labels, n)
+        if slot is None:
             return lambda view: view.last_in(labels, n, False)
-        slot = self.running.slot(last_row(labels), (LAST_ROW, labels))
 
         def carried(view):
             if view.current in labels:
@@ -711,6 +720,47 @@ class ExpressionCompiler:
                 return full_fold(env)
             return result(state)
         return running
+
+
+    def _column_at_last(self, column: str, labels, n: int, final: bool) -> Closure:
+        """``column`` at the n-th last row labelled in ``labels``: ``_value_at_match_row`` over
+        ``_last_row`` fused into one closure, as these are most of the history reads of a DEFINE condition."""
+        slot = None if final else self._carried_slot(labels, n)
+        if slot is None:
+            def walked(env, position=None):
+                found = env.view.last_in(labels, n, final)
+                return None if found is None else env.cols[column][found - env.base]
+            return walked
+
+        def carried(env, position=None):
+            view = env.view
+            if view.current in labels:
+                return env.cols[column][view.row - env.base]
+            chain = view.chain
+            found = None if chain is None else chain[2][slot]
+            return None if found is None else env.cols[column][found - env.base]
+        return carried
+
+
+def _row_reader(column: str) -> RowClosure:
+    """``column`` at a given position, None outside the partition's rows (``Env.value``, inlined)."""
+    def read(env, position):
+        if position is None or position < 0 or position >= env.total:
+            return None
+        return env.cols[column][position - env.base]
+    return read
+
+
+def current_row_reader(column: str) -> Closure:
+    """In DEFINE, ``column`` at the row under test (always buffered, so indexed directly).
+
+    The closure is tagged with the column (``.column``): an operator over it reads the value inline
+    instead of calling it (``_comparison``, ``_arithmetic``).
+    """
+    def current(env, position=None):
+        return env.cols[column][env.row - env.base]
+    current.column = column
+    return current
 
 
 def _value_at_match_row(column: str, find: Callable) -> Closure:

@@ -58,6 +58,9 @@ MAX_LIVE_THREADS = 10_000
 # finish in a few seconds. WITHIN, or a pattern whose partial matches can fail, keeps tails short.
 MAX_TAIL_RESCAN_ROWS = 2_000_000
 
+# ``_admit_another`` traces a merged thread only when told its exclusion marks (which may be None).
+UNTRACED = object()
+
 # Buffered rows are trimmed in chunks rather than on every row: slicing lists is O(n).
 TRIM_CHUNK = 4096
 
@@ -226,13 +229,17 @@ class PartitionMatcher:
         """
         machine = self.machine
         ops, args, conditions = machine.ops, machine.args, machine.conditions
+        closures, done_pc = machine.closures, machine.done_pc
         lazy, lookahead = machine.lazy_starts, machine.lookahead
         advance = machine.advance_running
         env, view, tracer = self.env, self.view, self.tracer
         env.match_number = self.match_number + 1
         within = machine.within
+        # Constant while this runs: rows arrive only between calls, and a match found (done_pending)
+        # returns to _loop, the only place ``best`` changes.
+        total, finished, best = self.total, self.finished, self.best
         while True:
-            env.row = p
+            env.row = view.row = p
             next_threads: list[Thread] = []
             visited: dict = {}
             # Conditions that read no match history give the same answer for every thread on this row:
@@ -248,11 +255,13 @@ class PartitionMatcher:
                     continue
                 label = args[pc]
                 condition = conditions[label]
+                start, chain = thread.start, thread.chain
                 if condition is not None:
                     if memo is not None and label in memo:
                         held = memo[label]
                     else:
-                        view.reset(thread.start, p, label, thread.chain)
+                        # ThreadView.reset, inlined (this runs for every thread at every row)
+                        view.start, view.current, view.chain, view.labels_cache = start, label, chain, None
                         held = condition(env)
                         if memo is not None:
                             memo[label] = held
@@ -260,12 +269,23 @@ class PartitionMatcher:
                         tracer.tested(self, p, thread, label, held)
                     if held is not True:
                         continue
-                chain = thread.chain
                 if advance is None:
                     chain = (label, chain)
                 else:  # the node carries the running DEFINE aggregates after this row (running.py)
                     chain = (label, chain, advance(None if chain is None else chain[2], env, p, label))
-                self._add_thread(next_threads, visited, pc + 1, thread.start, chain, thread.marks, p + 1)
+                targets = closures[pc + 1]
+                if targets is None:
+                    self._add_thread(next_threads, visited, pc + 1, start, chain, thread.marks, p + 1)
+                    continue
+                # _add_thread's precomputed case, inlined: most rows park one or two threads.
+                for target in targets:
+                    if target not in visited:
+                        visited[target] = (start, chain)
+                    elif not self._admit_another(visited, target, start, chain, p + 1, thread.marks):
+                        continue
+                    next_threads.append(Thread(target, start, chain, thread.marks))
+                    if target == done_pc:
+                        self.done_pending = True
             if tracer is not None:
                 tracer.alive(self, p, next_threads)
             if len(next_threads) > MAX_LIVE_THREADS:
@@ -274,36 +294,37 @@ class PartitionMatcher:
                     "(MAX_LIVE_THREADS); the pattern is too ambiguous for its DEFINE conditions",
                     code="E0430",
                 )
-            self.threads = next_threads
-            self.visited = visited
-            self.position = p + 1
-            if self.best is None and not next_threads and lazy and self.started_upto <= p:
-                self._rewind()  # the current start failed: try the next one, from its own row
-            elif self.best is None:
-                # Threads are ordered by start: rows before the earliest live start can start no match.
-                earliest = next_threads[0].start if next_threads else p + 1
-                if earliest > self.search_start:
-                    self._emit_unmatched(self.search_start, earliest)
-                    self.search_start = earliest
-                    self._trim()
+            self.threads, self.visited = next_threads, visited
+            p = self.position = p + 1
+            if best is None:
+                if next_threads:
+                    # Threads are ordered by start: rows before the earliest live start can start no match.
+                    if next_threads[0].start > self.search_start:
+                        self._skip_unmatched(next_threads[0].start)
+                elif lazy and self.started_upto < p:
+                    self._rewind()  # the current start failed: try the next one, from its own row
+                    p = self.position
+                elif p > self.search_start:
+                    self._skip_unmatched(p)
             # Go on to the next row only where _loop would do nothing but step it.
-            if self.done_pending:
+            if self.done_pending or p >= total or (p + lookahead >= total and not finished):
                 return
-            p = self.position
-            if p >= self.total or (p + lookahead >= self.total and not self.finished):
-                return
-            if self.best is None:
+            if best is None:
                 if self.started_upto == p and not (lazy and self.threads):
                     self.started_upto = p + 1
                     self._add_thread(self.threads, self.visited, 0, p, None, None, p)
                     if self.done_pending:
                         return
-            elif not self.threads:
-                return  # a final match: _loop emits it
             if not self.threads:
-                return
+                return  # nothing alive, or a final match: _loop emits it
             if within is not None and self._expires_by(p):
                 return  # _loop expires threads (and completes deadlines) before this row
+
+    def _skip_unmatched(self, earliest: int) -> None:
+        """No live or future thread starts before ``earliest``: those rows end unmatched."""
+        self._emit_unmatched(self.search_start, earliest)
+        self.search_start = earliest
+        self._trim()
 
     def _expires_by(self, p: int) -> bool:
         """Does WITHIN expire some live thread at row ``p``'s time? Threads are ordered by start, so
@@ -337,10 +358,7 @@ class PartitionMatcher:
             for target in targets:
                 if target not in visited:
                     visited[target] = (start, chain)
-                elif not self._admit_another(visited, target, start, chain, position):
-                    if self.tracer is not None:
-                        self.tracer.dropped(self, position - 1, Thread(target, start, chain, marks),
-                                            "merged into an equivalent partial match that started earlier")
+                elif not self._admit_another(visited, target, start, chain, position, marks):
                     continue
                 out.append(Thread(target, start, chain, marks))
                 if target == machine.done_pc:
@@ -379,26 +397,30 @@ class PartitionMatcher:
                 else:
                     out.append(Thread(pc, start, chain, marks))  # waits for more rows or the end
 
-    def _admit_another(self, visited: dict, pc: int, start: int, chain, position: int) -> bool:
+    def _admit_another(self, visited: dict, pc: int, start: int, chain, position: int, marks=UNTRACED) -> bool:
         """A thread reaches ``pc`` where another already is: keep it unless the two are equivalent.
 
         Equivalent means equal equivalence keys (``equivalence.py``); with no key function, any two
         threads at one pc are. The same start and history object is the same thread met again on an
-        epsilon loop, equivalent without computing anything.
+        epsilon loop, equivalent without computing anything. A thread merged away is traced as dropped
+        when its ``marks`` are given (the parked pcs precomputed in ``Machine.closures``).
         """
         key_of = self.machine.equivalence_key
-        if key_of is None:
-            return False
-        seen = visited[pc]
-        if type(seen) is tuple:
-            if seen[0] == start and seen[1] is chain:
-                return False
-            seen = visited[pc] = {key_of(self, seen[0], seen[1], position)}
-        key = key_of(self, start, chain, position)
-        if key in seen:
-            return False
-        seen.add(key)
-        return True
+        admitted = False
+        if key_of is not None:
+            seen = visited[pc]
+            if type(seen) is tuple and seen[0] == start and seen[1] is chain:
+                seen = None
+            elif type(seen) is tuple:
+                seen = visited[pc] = {key_of(self, seen[0], seen[1], position)}
+            if seen is not None:
+                key = key_of(self, start, chain, position)
+                admitted = key not in seen
+                seen.add(key)
+        if not admitted and marks is not UNTRACED and self.tracer is not None:
+            self.tracer.dropped(self, position - 1, Thread(pc, start, chain, marks),
+                                "merged into an equivalent partial match that started earlier")
+        return admitted
 
     def _settle(self) -> bool:
         """Record the first thread at DONE as the best match and drop the threads after it.
