@@ -668,7 +668,8 @@ class ExpressionCompiler:
                 columns = [[arg(env, p) for p in positions] for arg in per_row]
                 return fold(name, columns, distinct, extra)
         if self.running is not None and incremental(name, args, distinct, extra, walk):
-            return self._running(RunningAggregate(name, labels, per_row[0]), args[0], aggregate)
+            column = self.scope.column(args[0]) if isinstance(args[0], ast.ColumnRef) else None
+            return self._running(RunningAggregate(name, labels, per_row[0], column), args[0], aggregate)
         return aggregate
 
     def _running_count(self, node: ast.Aggregate, labels) -> Closure | None:
@@ -704,21 +705,24 @@ class ExpressionCompiler:
             same_as = (aggregate.name, aggregate.labels, column)
         slot = self.running.slot(aggregate, same_as)
         labels, argument_at, step, result = aggregate.labels, aggregate.argument, aggregate.step, aggregate.result
-        initial = aggregate.initial
+        initial, column = aggregate.initial, aggregate.column
 
         def running(env, position=None):
             view = env.view
             chain = view.chain
             state = initial if chain is None else chain[2][slot]
-            if labels is None or view.current in labels:
-                if state is not BROKEN:
-                    try:
-                        state = step(state, 1 if argument_at is None else argument_at(env, env.row))
-                    except Exception:  # noqa: BLE001 - the full fold below raises it as it always did
-                        state = BROKEN
+            if (labels is None or view.current in labels) and state is not BROKEN:
+                try:
+                    if column is not None:  # the row under test is buffered: index it
+                        value = env.cols[column][view.row - env.base]
+                    else:
+                        value = 1 if argument_at is None else argument_at(env, env.row)
+                    state = step(state, value)
+                except Exception:  # noqa: BLE001 - the full fold below raises it as it always did
+                    state = BROKEN
             if state is BROKEN:
                 return full_fold(env)
-            return result(state)
+            return state if result is None else result(state)
         return running
 
 

@@ -90,10 +90,6 @@ def _max_step(state, value):
     return value if state is None or value > state else state
 
 
-def _identity(state):
-    return state
-
-
 def _last_row_step(state, position):
     return position
 
@@ -117,12 +113,14 @@ class RunningAggregate:
     """One aggregate of a DEFINE condition: ``name`` over ``argument`` of the rows labelled in ``labels``.
 
     ``argument(env, position)`` reads the row; None for COUNT(*) (every row counts); ``labels`` None
-    means every row of the match.
+    means every row of the match. ``column`` names the buffered column when the argument is a plain
+    column reference: the fold then indexes the row itself instead of calling ``argument``.
     """
 
     name: str
     labels: frozenset | None
     argument: Callable | None
+    column: str | None = None
 
     @property
     def initial(self) -> Any:
@@ -133,8 +131,9 @@ class RunningAggregate:
         return _STEPS[self.name]
 
     @property
-    def result(self) -> Callable:
-        return _RESULTS.get(self.name, _identity)
+    def result(self) -> Callable | None:
+        """state -> the aggregate's value; None when the state is the value."""
+        return _RESULTS.get(self.name)
 
 
 def last_row(labels: frozenset) -> RunningAggregate:
@@ -172,7 +171,11 @@ class RunningAggregates:
             return None
         initial = self.initial()
         updates = tuple(
-            tuple((index, a.argument, a.step) for index, a in enumerate(self.items) if a.labels is None or label in a.labels)
+            tuple(
+                (index, None if a.name == LAST_ROW else a.step, a.column, a.argument)
+                for index, a in enumerate(self.items)
+                if a.labels is None or label in a.labels
+            )
             for label in range(label_count)
         )
 
@@ -183,11 +186,18 @@ class RunningAggregates:
             if not changes:
                 return states
             out = list(states)
-            for index, argument, step in changes:
+            for index, step, column, argument in changes:
+                if step is None:  # LAST_ROW: the state is the position itself
+                    out[index] = position
+                    continue
                 state = out[index]
                 if state is not BROKEN:
                     try:
-                        out[index] = step(state, 1 if argument is None else argument(env, position))
+                        if column is not None:  # a row of the match is buffered: index it
+                            value = env.cols[column][position - env.base]
+                        else:
+                            value = 1 if argument is None else argument(env, position)
+                        out[index] = step(state, value)
                     except Exception:  # noqa: BLE001 - the full fold re-raises it when the value is read
                         out[index] = BROKEN
             return tuple(out)

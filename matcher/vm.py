@@ -36,7 +36,7 @@ exclusion marks), counters. Nothing refers to the compiled query, so it can live
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import Any, NamedTuple
 
 from grammar.errors import CepRuntimeError
 from matcher.expressions import Env, ThreadView
@@ -65,16 +65,21 @@ UNTRACED = object()
 TRIM_CHUNK = 4096
 
 
-class Thread:
-    """One partial match: instruction, start row, labels (newest first, as a cons list), exclusions."""
+class Thread(NamedTuple):
+    """One partial match: instruction, start row, labels (newest first, as a cons list), exclusions.
 
-    __slots__ = ("pc", "start", "chain", "marks")
+    The VM makes one or two threads a row, so it makes them as plain tuples of these four fields
+    (a tenth of the cost of a class instance) and reads them by unpacking or by index (``START``);
+    this named form is for the tracer and for code off the per-row path.
+    """
 
-    def __init__(self, pc: int, start: int, chain, marks) -> None:
-        self.pc = pc
-        self.start = start
-        self.chain = chain  # (label, older) pairs for rows start..position-1, newest first; None if empty
-        self.marks = marks  # (position, is_begin, older) exclusion marks, newest first; None if none
+    pc: int
+    start: int
+    chain: Any  # (label, older[, running states]) for rows start..position-1, newest first; None if empty
+    marks: Any  # (position, is_begin, older) exclusion marks, newest first; None if none
+
+
+PC, START = 0, 1  # indexes of Thread fields
 
 
 class PartitionMatcher:
@@ -246,16 +251,15 @@ class PartitionMatcher:
             # evaluate each once (PERMUTE and bounded quantifiers put many threads on one label).
             memo: dict | None = {} if machine.equivalence_key is None else None
             for thread in self.threads:
-                pc = thread.pc
+                pc, start, chain, marks = thread
                 if ops[pc] != LABEL:
                     # A thread waiting at `$` (a row arrived, so this is not the end) or at DEADLINE (a row
                     # arrived before the deadline: the absence goes on in its sibling thread, which reads it).
                     if tracer is not None and ops[pc] == AT_END:
-                        tracer.dropped(self, p, thread, "another row arrived, so this is not the partition's end ($)")
+                        tracer.dropped(self, p, Thread(*thread), "another row arrived, so this is not the partition's end ($)")
                     continue
                 label = args[pc]
                 condition = conditions[label]
-                start, chain = thread.start, thread.chain
                 if condition is not None:
                     if memo is not None and label in memo:
                         held = memo[label]
@@ -266,7 +270,7 @@ class PartitionMatcher:
                         if memo is not None:
                             memo[label] = held
                     if tracer is not None:
-                        tracer.tested(self, p, thread, label, held)
+                        tracer.tested(self, p, Thread(*thread), label, held)
                     if held is not True:
                         continue
                 if advance is None:
@@ -275,19 +279,19 @@ class PartitionMatcher:
                     chain = (label, chain, advance(None if chain is None else chain[2], env, p, label))
                 targets = closures[pc + 1]
                 if targets is None:
-                    self._add_thread(next_threads, visited, pc + 1, start, chain, thread.marks, p + 1)
+                    self._add_thread(next_threads, visited, pc + 1, start, chain, marks, p + 1)
                     continue
                 # _add_thread's precomputed case, inlined: most rows park one or two threads.
                 for target in targets:
                     if target not in visited:
                         visited[target] = (start, chain)
-                    elif not self._admit_another(visited, target, start, chain, p + 1, thread.marks):
+                    elif not self._admit_another(visited, target, start, chain, p + 1, marks):
                         continue
-                    next_threads.append(Thread(target, start, chain, thread.marks))
+                    next_threads.append((target, start, chain, marks))
                     if target == done_pc:
                         self.done_pending = True
             if tracer is not None:
-                tracer.alive(self, p, next_threads)
+                tracer.alive(self, p, [Thread(*t) for t in next_threads])
             if len(next_threads) > MAX_LIVE_THREADS:
                 raise CepRuntimeError(
                     f"more than {MAX_LIVE_THREADS} live partial matches in partition {self._describe_key()} "
@@ -299,8 +303,8 @@ class PartitionMatcher:
             if best is None:
                 if next_threads:
                     # Threads are ordered by start: rows before the earliest live start can start no match.
-                    if next_threads[0].start > self.search_start:
-                        self._skip_unmatched(next_threads[0].start)
+                    if next_threads[0][START] > self.search_start:
+                        self._skip_unmatched(next_threads[0][START])
                 elif lazy and self.started_upto < p:
                     self._rewind()  # the current start failed: try the next one, from its own row
                     p = self.position
@@ -330,7 +334,7 @@ class PartitionMatcher:
         """Does WITHIN expire some live thread at row ``p``'s time? Threads are ordered by start, so
         the first one is the first to expire."""
         within, env = self.machine.within, self.env
-        return within.expired(env.value(within.column, self.threads[0].start), env.value(within.column, p))
+        return within.expired(env.value(within.column, self.threads[0][START]), env.value(within.column, p))
 
     def _rewind(self) -> None:
         """Lazy starts: every thread of the start just tried has died; resume at the next start row."""
@@ -360,7 +364,7 @@ class PartitionMatcher:
                     visited[target] = (start, chain)
                 elif not self._admit_another(visited, target, start, chain, position, marks):
                     continue
-                out.append(Thread(target, start, chain, marks))
+                out.append((target, start, chain, marks))
                 if target == machine.done_pc:
                     self.done_pending = True
             return
@@ -374,7 +378,7 @@ class PartitionMatcher:
                 continue
             op = ops[pc]
             if op == LABEL or op == DONE or op == DEADLINE:
-                out.append(Thread(pc, start, chain, marks))
+                out.append((pc, start, chain, marks))
                 if op == DONE:
                     self.done_pending = True
             elif op == SPLIT:
@@ -395,7 +399,7 @@ class PartitionMatcher:
                 if self.finished:
                     stack.append((pc + 1, marks))
                 else:
-                    out.append(Thread(pc, start, chain, marks))  # waits for more rows or the end
+                    out.append((pc, start, chain, marks))  # waits for more rows or the end
 
     def _admit_another(self, visited: dict, pc: int, start: int, chain, position: int, marks=UNTRACED) -> bool:
         """A thread reaches ``pc`` where another already is: keep it unless the two are equivalent.
@@ -431,12 +435,12 @@ class PartitionMatcher:
         if self.done_pending:
             self.done_pending = False
             ops = self.machine.ops
-            for index, thread in enumerate(threads):
-                if ops[thread.pc] == DONE:
-                    self.best = (thread.start, self.position - 1, thread.chain, thread.marks)
+            for index, (pc, start, chain, marks) in enumerate(threads):
+                if ops[pc] == DONE:
+                    self.best = (start, self.position - 1, chain, marks)
                     if self.tracer is not None:
                         for lower in threads[index + 1 :]:
-                            self.tracer.dropped(self, self.position - 1, lower, "a preferred partial match has finished")
+                            self.tracer.dropped(self, self.position - 1, Thread(*lower), "a preferred partial match has finished")
                     del threads[index:]
                     break
         if not threads and self.best is not None:
@@ -449,12 +453,12 @@ class PartitionMatcher:
         waiting, self.threads = self.threads, []
         visited: dict = {}
         ops = self.machine.ops
-        for thread in waiting:
+        for thread in map(Thread._make, waiting):
             if ops[thread.pc] != AT_END and self.tracer is not None:
                 self.tracer.dropped(self, self.total - 1, thread, "the input ended before the pattern completed")
             if ops[thread.pc] == AT_END:
                 self._add_thread(self.threads, visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.total)
-        self.threads = [t for t in self.threads if ops[t.pc] == DONE]
+        self.threads = [t for t in self.threads if ops[t[PC]] == DONE]
         return self._settle()
 
     def _advance_time(self, now) -> bool:
@@ -470,7 +474,7 @@ class PartitionMatcher:
         kept: list[Thread] = []
         expired_starts: dict[int, Thread] = {}
         changed = False
-        for thread in self.threads:
+        for thread in map(Thread._make, self.threads):
             if not within.expired(self.env.value(within.column, thread.start), now):
                 kept.append(thread)
                 continue
@@ -484,7 +488,7 @@ class PartitionMatcher:
         if not changed:
             return False
         self.threads = kept
-        live_starts = {t.start for t in kept}
+        live_starts = {t[START] for t in kept}
         matched_start = self.best[0] if self.best is not None else None
         for start, thread in expired_starts.items():
             if start not in live_starts and start != matched_start and self.machine.output.show_timeout:
@@ -493,9 +497,9 @@ class PartitionMatcher:
         if self.best is None and not kept and self.machine.lazy_starts and self.started_upto < self.position:
             self._rewind()
             return True
-        if self.best is None and kept and kept[0].start > self.search_start:
-            self._emit_unmatched(self.search_start, kept[0].start)
-            self.search_start = kept[0].start
+        if self.best is None and kept and kept[0][START] > self.search_start:
+            self._emit_unmatched(self.search_start, kept[0][START])
+            self.search_start = kept[0][START]
         elif self.best is None and not kept:
             self._emit_unmatched(self.search_start, self.position)
             self.search_start = self.position
@@ -555,7 +559,7 @@ class PartitionMatcher:
         cutoff = min(cutoff, self.position)
         if cutoff <= self.search_start:
             return []
-        kept = [t for t in self.threads if t.start >= cutoff]
+        kept = [t for t in self.threads if t[START] >= cutoff]
         self.abandoned += len(self.threads) - len(kept)
         if self.best is not None and self.best[0] < cutoff:
             self.threads = []  # only the found match remains: _loop makes it final
@@ -580,7 +584,7 @@ class PartitionMatcher:
         within = self.machine.within
         if within is None or not self.threads:
             return None
-        first = self.env.value(within.column, min(thread.start for thread in self.threads))
+        first = self.env.value(within.column, min(thread[START] for thread in self.threads))
         return None if first is None else within.deadline(first)
 
     def _trim(self, chunk: int = TRIM_CHUNK) -> None:
@@ -614,7 +618,7 @@ class PartitionMatcher:
             "search_start": self.search_start,
             "position": self.position,
             "started_upto": self.started_upto,
-            "threads": [[t.pc, t.start, _chain_to_list(t.chain), _marks_to_list(t.marks)] for t in self.threads],
+            "threads": [[pc, start, _chain_to_list(chain), _marks_to_list(marks)] for pc, start, chain, marks in self.threads],
             "best": None
             if self.best is None
             else [self.best[0], self.best[1], _chain_to_list(self.best[2]), _marks_to_list(self.best[3])],
