@@ -146,7 +146,8 @@ class MatchView:
         return self.labels[index] if 0 <= index < len(self.labels) else None
 
     def last_in(self, labels, n: int, final: bool):
-        for index in range(self._upto(final) - 1, -1, -1):
+        upto = len(self.labels) if final or self.row is None else self.row - self.start + 1  # _upto, inlined
+        for index in range(upto - 1, -1, -1):
             if labels is None or self.labels[index] in labels:
                 if n == 0:
                     return self.start + index
@@ -590,14 +591,18 @@ class ExpressionCompiler:
             labels = referenced_labels(node.operand, self.scope)
             if isinstance(node.operand, ast.ColumnRef):
                 self.at_row(node.operand)  # validates the reference
+                column = self.scope.column(node.operand)
                 if node.kind == "LAST":
-                    return self._column_at_last(self.scope.column(node.operand), labels, n, final)
+                    return self._column_at_last(column, labels, n, final)
+
+                def first(env, position=None):
+                    found = env.view.first_in(labels, n, final)
+                    return None if found is None else env.cols[column][found - env.base]
+                return first
             if node.kind == "LAST":
                 find = self._last_row(labels, n) if not final else (lambda view: view.last_in(labels, n, final))
             else:
                 find = lambda view: view.first_in(labels, n, final)  # noqa: E731
-            if isinstance(node.operand, ast.ColumnRef):
-                return _value_at_match_row(self.scope.column(node.operand), find)
             inner = self.at_row(node.operand)
             return lambda env, position=None: inner(env, find(env.view))
         # PREV/NEXT: find the row the operand would read, then move by n physical rows.
@@ -657,11 +662,17 @@ class ExpressionCompiler:
         if all(isinstance(arg, ast.ColumnRef) for arg in args):
             # Plain columns (the usual case): the match's rows are buffered, so index them directly.
             names = [self.scope.column(arg) for arg in args]
+            if len(names) == 1:  # one argument (most aggregates): no comprehension over the arguments
+                column = names[0]
 
-            def aggregate(env, position=None):
-                positions = env.view.positions_in(labels, final)
-                base, cols = env.base, env.cols
-                return fold(name, [[values[p - base] for p in positions] for values in (cols[n] for n in names)], distinct, extra)
+                def aggregate(env, position=None):
+                    values, base = env.cols[column], env.base
+                    return fold(name, [[values[p - base] for p in env.view.positions_in(labels, final)]], distinct, extra)
+            else:
+                def aggregate(env, position=None):
+                    positions = env.view.positions_in(labels, final)
+                    base, cols = env.base, env.cols
+                    return fold(name, [[values[p - base] for p in positions] for values in (cols[n] for n in names)], distinct, extra)
         else:
             def aggregate(env, position=None):
                 positions = env.view.positions_in(labels, final)
@@ -727,8 +738,11 @@ class ExpressionCompiler:
 
 
     def _column_at_last(self, column: str, labels, n: int, final: bool) -> Closure:
-        """``column`` at the n-th last row labelled in ``labels``: ``_value_at_match_row`` over
-        ``_last_row`` fused into one closure, as these are most of the history reads of a DEFINE condition."""
+        """``column`` at the n-th last row labelled in ``labels`` (None when there is none).
+
+        A row of the (partial) match is always buffered, so it is indexed directly, without
+        ``Env.value``'s range checks; the row is found inline (``_last_row``'s two cases), as these are
+        most of the history reads of a DEFINE condition."""
         slot = None if final else self._carried_slot(labels, n)
         if slot is None:
             def walked(env, position=None):
@@ -765,18 +779,6 @@ def current_row_reader(column: str) -> Closure:
         return env.cols[column][env.row - env.base]
     current.column = column
     return current
-
-
-def _value_at_match_row(column: str, find: Callable) -> Closure:
-    """``column`` at the row ``find(view)`` picks among the match's rows (None when there is none).
-
-    A row of the (partial) match is always buffered, so it is indexed directly, without
-    ``Env.value``'s range checks: this is most of the history reads of a DEFINE condition.
-    """
-    def value(env, position=None):
-        found = find(env.view)
-        return None if found is None else env.cols[column][found - env.base]
-    return value
 
 
 def _label_name(env: Env, label, _unused):

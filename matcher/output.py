@@ -36,6 +36,8 @@ class OutputBuilder:
         self.wants_unmatched = layout.mode == "ALL_WITH_UNMATCHED"
         self.show_empty = layout.mode in ("ONE", "ALL_SHOW_EMPTY", "ALL_WITH_UNMATCHED")
         self.show_timeout = layout.show_timeout
+        self.all_rows = layout.all_rows
+        self.measures = layout.measures
 
     def match(self, matcher, number: int, start: int, end: int, labels: list[int], excluded) -> list[tuple]:
         layout = self.layout
@@ -53,17 +55,17 @@ class OutputBuilder:
                 if not layout.all_rows:
                     return [matcher.key + measures]
                 return [self._row(matcher, start, measures)]
-            if not layout.all_rows:
+            if not self.all_rows:
                 env.row = end
                 env.view = MatchView(start, labels, end)
-                return [matcher.key + tuple(measure(env) for measure in layout.measures)]
+                return [matcher.key + tuple([measure(env) for measure in self.measures])]
             rows = []
             for position in range(start, end + 1):
-                if any(begin <= position < finish for begin, finish in excluded):
+                if excluded and any(begin <= position < finish for begin, finish in excluded):
                     continue
                 env.row = position
                 env.view = MatchView(start, labels, position)
-                rows.append(self._row(matcher, position, tuple(measure(env) for measure in layout.measures)))
+                rows.append(self._row(matcher, position, tuple([measure(env) for measure in self.measures])))
             return rows
         finally:
             env.view, env.row, env.match_number = saved_view, saved_row, saved_number

@@ -235,6 +235,8 @@ class PartitionMatcher:
         machine = self.machine
         ops, args, conditions = machine.ops, machine.args, machine.conditions
         closures, done_pc = machine.closures, machine.done_pc
+        # The one LABEL a new start parks at, when the pattern's start leads to exactly one.
+        first = closures[0][0] if closures[0] is not None and len(closures[0]) == 1 and ops[closures[0][0]] == LABEL else None
         lazy, lookahead = machine.lazy_starts, machine.lookahead
         advance = machine.advance_running
         env, view, tracer = self.env, self.view, self.tracer
@@ -313,9 +315,14 @@ class PartitionMatcher:
             # Go on to the next row only where _loop would do nothing but step it.
             if self.done_pending or p >= total or (p + lookahead >= total and not finished):
                 return
-            if best is None:
-                if self.started_upto == p and not (lazy and self.threads):
-                    self.started_upto = p + 1
+            if best is None and self.started_upto == p and not (lazy and self.threads):
+                self.started_upto = p + 1
+                if first is not None and not self.threads:
+                    # A pattern that begins with one variable (most do), and no thread to merge with:
+                    # what _add_thread would do, without the call (lazy starts make one per failed start).
+                    self.threads = [(first, p, None, None)]
+                    self.visited[first] = (p, None)
+                else:
                     self._add_thread(self.threads, self.visited, 0, p, None, None, p)
                     if self.done_pending:
                         return
@@ -325,10 +332,17 @@ class PartitionMatcher:
                 return  # _loop expires threads (and completes deadlines) before this row
 
     def _skip_unmatched(self, earliest: int) -> None:
-        """No live or future thread starts before ``earliest``: those rows end unmatched."""
-        self._emit_unmatched(self.search_start, earliest)
+        """No live or future thread starts before ``earliest``: those rows end unmatched.
+
+        (``_emit_unmatched`` and ``_trim`` are called only when they have work: this runs at every
+        failed lazy start.)
+        """
+        machine = self.machine
+        if machine.output.wants_unmatched:
+            self._emit_unmatched(self.search_start, earliest)
         self.search_start = earliest
-        self._trim()
+        if earliest - machine.lookback - self.base >= TRIM_CHUNK:
+            self._trim()
 
     def _expires_by(self, p: int) -> bool:
         """Does WITHIN expire some live thread at row ``p``'s time? Threads are ordered by start, so
@@ -344,9 +358,7 @@ class PartitionMatcher:
         self.threads = []
         self.visited = {}
         self.position = next_start
-        self._emit_unmatched(self.search_start, next_start)
-        self.search_start = next_start
-        self._trim()
+        self._skip_unmatched(next_start)
 
     def _add_thread(self, out: list, visited: dict, pc: int, start: int, chain, marks, position: int) -> None:
         """Follow epsilon instructions from ``pc`` in priority order; park threads at LABEL/DONE/`$`.
@@ -705,6 +717,8 @@ def _list_to_marks(items: list[list]):
 
 def _excluded(marks) -> list[tuple[int, int]]:
     """Exclusion marks -> half-open row ranges [begin, end) hidden from ALL ROWS PER MATCH output."""
+    if marks is None:
+        return []
     ranges = []
     pending: list[int] = []
     for position, is_begin in _marks_to_list(marks):
