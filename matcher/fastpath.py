@@ -64,6 +64,9 @@ MAX_UNROLLED_CLASSES = 512
 # restart estimate (sum of squared run lengths of the loops' classes); beyond it, the VM (linear) runs.
 RESTART_BUDGET = 64
 RESTART_SLACK = 4096
+# Ends each partition in the one buffer the vector scan searches. With fewer than 8 variables no class
+# holds this byte, so no match can span two partitions.
+SEPARATOR = 0xFF
 # CEP_FASTPATH=0 in the environment (or ENABLED = False) sends every query to the Pike VM: the tests
 # run both paths, and a user can rule the fast path out when chasing a difference.
 ENABLED = os.environ.get("CEP_FASTPATH", "1") != "0"
@@ -176,7 +179,9 @@ def _quantifier(low: int, high: int | None, greedy: bool) -> bytes:
     return text if greedy else text + b"?"
 
 
-def _emit(ir: tuple, width: int) -> _Regex:
+def _emit(ir: tuple, width: int, separated: bool = False) -> _Regex:
+    """The regex for ``ir``. ``separated``: for a buffer of many partitions, each followed by the byte
+    ``SEPARATOR``; then ^ and $ are "after a separator or at the start" and "before one or at the end"."""
     out = _Regex(b"", [], [], [])
     counter = itertools.count(1)
     alt_ids = itertools.count()
@@ -207,6 +212,8 @@ def _emit(ir: tuple, width: int) -> _Regex:
         if kind == "opt":
             return b"(?:" + visit(node[1], path) + b")" + (b"?" if node[2] else b"??")
         if kind == "anchor":
+            if separated:
+                return b"(?<![^\\xff])" if node[1] == "start" else b"(?![^\\xff])"
             return b"\\A" if node[1] == "start" else b"\\Z"
         if kind == "empty":
             return b""
@@ -218,6 +225,22 @@ def _emit(ir: tuple, width: int) -> _Regex:
 
     out.pattern = visit(ir, ())
     return out
+
+
+def _min_rows(node: tuple) -> int:
+    """The fewest rows a match of ``node`` can take."""
+    kind = node[0]
+    if kind == "class":
+        return 1
+    if kind == "loop":
+        return node[2]
+    if kind == "seq":
+        return sum(_min_rows(item) for item in node[1])
+    if kind == "alt":
+        return min(_min_rows(item) for item in node[1])
+    if kind == "excl":
+        return _min_rows(node[1])
+    return 0  # opt, anchor, empty
 
 
 def _exclusive(path_a: tuple, path_b: tuple) -> bool:
@@ -243,6 +266,9 @@ class FastPlan:
     overlapping_loops: list[tuple[int, int]]  # class bits of loop pairs that share a path
     loop_bits: list[int]
     vector: list | None = None  # ONE ROW PER MATCH measures computed from the groups, or None
+    # For the vector path with SKIP PAST LAST ROW: ``(gap)(?:pattern|\Z)`` over all partitions at once
+    # (``_scan_separated``), or None where that does not apply.
+    gap_regex: re.Pattern | None = None
     skip_mode: str = "PAST_LAST_ROW"
     notes: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0})
@@ -281,9 +307,9 @@ class FastPlan:
             if any((m & bits_a) and (m & bits_b) for m in occurring.tolist()):
                 return all_on_vm("two loops on one path can take the same rows")
         budget_ok = self._restart_budget(masks, offsets, counts, np.repeat(np.arange(len(counts)), counts))
-        encoded = masks.tobytes()
         if self.vector is not None:  # measures read a few rows per match: no need to gather every row
-            return self._run_vector(data, layout, offsets, encoded, budget_ok, typed)
+            return self._run_vector(data, layout, offsets, masks, budget_ok, typed)
+        encoded = masks.tobytes()
 
         columns = data.python()
         order_list = order.tolist()
@@ -424,51 +450,86 @@ class FastPlan:
             position = start + 1
         return found_regs
 
-    def _run_vector(self, data, layout, offsets, encoded: bytes, budget_ok, typed: bool):
+    def _run_vector(self, data, layout, offsets, masks: np.ndarray, budget_ok, typed: bool):
         """ONE ROW PER MATCH with SKIP PAST LAST ROW / TO NEXT ROW and measures that only need a match's
         first/last row per variable and row counts: collect every match's group spans, then compute each
         measure for all matches at once. Same rows as ``output.match`` gives (tests compare)."""
-        found_regs: list[tuple] = []
-        per_partition: list[int] = []
         vm_rows: dict[int, list[tuple]] = {}
-        for index, key in enumerate(layout.keys):
+        for index in np.flatnonzero(~budget_ok).tolist():
+            self.stats["vm_partitions"] += 1
             begin, end = int(offsets[index]), int(offsets[index + 1])
-            if budget_ok[index]:
-                self.stats["regex_partitions"] += 1
-                found = self._scan(encoded[begin:end])
+            groups = [(layout.keys[index], layout.order[begin:end].tolist())]
+            vm_rows[index] = _run_vm_partitions(self.machine, groups, data.python())
+        self.stats["regex_partitions"] += len(budget_ok) - len(vm_rows)
+        if self.gap_regex is not None:
+            regs, per_partition = self._scan_separated(masks, offsets, budget_ok)
+        else:
+            encoded = masks.tobytes()
+            found_regs: list[tuple] = []
+            counts: list[int] = []
+            for index in range(len(budget_ok)):
+                found = self._scan(encoded[offsets[index]:offsets[index + 1]]) if index not in vm_rows else []
                 found_regs.extend(found)
-                per_partition.append(len(found))
-            else:
-                self.stats["vm_partitions"] += 1
-                groups = [(key, layout.order[begin:end].tolist())]
-                vm_rows[index] = _run_vm_partitions(self.machine, groups, data.python())
-                per_partition.append(0)
+                counts.append(len(found))
+            regs, per_partition = _regs_array(found_regs), np.array(counts, dtype=np.int64)
         typed = typed and data.columnar and not vm_rows
-        columns = self._vector_columns(data, layout, offsets, found_regs, np.array(per_partition, dtype=np.int64), typed)
+        columns = self._vector_columns(data, layout, offsets, regs, per_partition, typed)
         if typed:
-            return MatchColumns(columns, len(found_regs))
-        rows = list(zip(*columns)) if columns else [()] * len(found_regs)
+            return MatchColumns(columns, len(regs))
+        rows = list(zip(*columns)) if columns else [()] * len(regs)
         if not vm_rows:
             return rows
         out: list[tuple] = []
         position = 0
-        for index, count in enumerate(per_partition):
+        for index, count in enumerate(per_partition.tolist()):
             out.extend(vm_rows[index] if index in vm_rows else rows[position:position + count])
             position += count
         return out
 
-    def _vector_columns(self, data, layout, offsets, found_regs: list[tuple], per_partition: np.ndarray, typed: bool) -> list:
+    def _scan_separated(self, masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray):
+        """Every match of every runnable partition from one ``findall`` over one buffer, as
+        (regs, matches per partition); ``regs[i, g]`` is group g's (begin, end) in match i's partition.
+
+        The buffer holds each partition's bytes followed by ``SEPARATOR`` (a partition left to the VM:
+        separators only). ``findall`` of ``(gap)(?:pattern|\\Z)`` returns, per match, the bytes skipped
+        before it and each group's bytes: their lengths, summed in order, give every group's position
+        without a match object per match. It resumes where the last match ended, as SKIP PAST LAST ROW
+        does (the pattern matches at least one row, so no empty match needs the VM's restart rule), and
+        at each gap length tries the pattern before ``\\Z``, so it finds what ``search`` would. The
+        ``\\Z`` branch ends the last search at the end of the buffer instead of failing there, which
+        would make ``findall`` retry the rest of the buffer once per byte."""
+        parts = len(offsets) - 1
+        counts = np.diff(offsets)
+        part_of_row = np.repeat(np.arange(parts, dtype=np.int64), counts)
+        buffer = np.full(len(masks) + parts, SEPARATOR, dtype=np.uint8)
+        kept = masks if runnable.all() else np.where(runnable[part_of_row], masks, np.uint8(SEPARATOR))
+        buffer[np.arange(len(masks), dtype=np.int64) + part_of_row] = kept
+        found = self.gap_regex.findall(buffer.tobytes())
+        width = self.gap_regex.groups
+        lengths = np.fromiter(map(len, itertools.chain.from_iterable(found)), dtype=np.int64,
+                              count=len(found) * width).reshape(len(found), width)
+        ends = np.cumsum(lengths).reshape(lengths.shape)
+        real = lengths[:, 1:].sum(axis=1) > 0  # not the tail the \\Z branch matched
+        lengths, ends = lengths[real], ends[real]
+        start = ends[:, 0]  # where the gap ends
+        part = np.searchsorted(offsets[1:] + np.arange(parts), start, side="right")
+        base = (offsets[:-1][part] + part)[:, None]
+        regs = np.empty((len(start), width, 2), dtype=np.int64)
+        regs[:, 0, 0] = start - base[:, 0]
+        regs[:, 0, 1] = ends[:, -1] - base[:, 0]
+        regs[:, 1:, 0] = ends[:, 1:] - lengths[:, 1:] - base
+        regs[:, 1:, 1] = ends[:, 1:] - base
+        return regs, np.bincount(part, minlength=parts).astype(np.int64)
+
+    def _vector_columns(self, data, layout, offsets, regs: np.ndarray, per_partition: np.ndarray, typed: bool) -> list:
         """The output columns (partition keys, then measures) of the matches whose groups are given."""
-        m = len(found_regs)
+        m = len(regs)
         part = np.repeat(np.arange(len(per_partition)), per_partition)
         out = [data.gather(name, layout.first_rows[part], typed) for name in self.machine.partition_names]
         if m == 0:
             none = np.zeros(0, dtype=np.int64)
             return out + [data.gather(column, none, typed) if column else data.integers(none, typed)
                           for _, column, _ in self.vector]
-        width = len(found_regs[0])
-        flat = itertools.chain.from_iterable(itertools.chain.from_iterable(found_regs))
-        regs = np.fromiter(flat, dtype=np.int64, count=m * width * 2).reshape(m, width, 2)
         starts, stops = regs[:, 0, 0], regs[:, 0, 1]
         base = offsets[:-1][part]
         for kind, column, groups in self.vector:
@@ -502,6 +563,15 @@ class FastPlan:
             rows = np.where(local < 0, -1, layout.order[np.where(local < 0, 0, base + local)])
             out.append(data.gather(column, rows, typed))
         return out
+
+
+def _regs_array(found_regs: list[tuple]) -> np.ndarray:
+    """``Match.regs`` of m matches -> an (m, groups + 1, 2) array."""
+    if not found_regs:
+        return np.zeros((0, 1, 2), dtype=np.int64)
+    m, width = len(found_regs), len(found_regs[0])
+    flat = itertools.chain.from_iterable(itertools.chain.from_iterable(found_regs))
+    return np.fromiter(flat, dtype=np.int64, count=m * width * 2).reshape(m, width, 2)
 
 
 @dataclass(frozen=True)
@@ -630,8 +700,14 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     vector = None
     if mr.rows_per_match.mode == "ONE" and skip in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
         vector = _vector_measures(mr, label_sets, label_groups, scope)
+    gap_regex = None
+    if vector is not None and skip == "PAST_LAST_ROW" and not emitted.excl_groups and _min_rows(ir) > 0 \
+            and len(labels) < MAX_LABELS:
+        separated = _emit(ir, len(labels), separated=True).pattern
+        gap_regex = re.compile(b"(.*?)(?:" + separated + b"|\\Z)", re.DOTALL)
     return FastPlan(
         vector=vector,
+        gap_regex=gap_regex,
         skip_mode=skip,
         machine=machine,
         statement=statement,

@@ -256,6 +256,30 @@ def test_long_runs_go_to_the_vm():
     assert fast.stats["vm_partitions"] == 1
 
 
+def test_one_scan_over_all_partitions_with_anchors_and_a_vm_partition():
+    """The vector path searches every partition in one buffer (separator bytes between partitions):
+    ^ and $ still mean a partition's first and last row, no match spans two partitions, and a
+    partition the restart budget gives to the VM is left out of the buffer and matched by the VM."""
+    stmt = statement(
+        cat(A.Anchor(S, "start"), plus(var("A")), var("B")),
+        defines={"A": binop("=", col("value"), lit(0)), "B": binop("=", col("value"), lit(1))},
+        measures=[("n", count_star()), ("last_a", last(col("id", "A")))],
+        partition_by=("part",),
+    )
+    rows = [{"id": i, "value": v, "part": "p"} for i, v in enumerate([0, 1, 0, 0, 1])]
+    rows += [{"id": 100 + i, "value": 0, "part": "q"} for i in range(5_000)]  # a long run: the VM's
+    rows += [{"id": 9_000 + i, "value": v, "part": "r"} for i, v in enumerate([1, 0, 0, 1])]  # ^ fails
+    rows += [{"id": 9_500 + i, "value": v, "part": "s"} for i, v in enumerate([0, 0, 0, 1, 1])]
+    frame = pd.DataFrame(rows)
+    plan = CompiledQuery(stmt)
+    fast = fastpath.plan_for(stmt, plan.machine(tuple(frame.columns)), tuple(frame.columns))
+    assert fast.gap_regex is not None
+    out = plan.run_frame(frame)
+    assert fast.stats["vm_partitions"] == 1 and fast.stats["regex_partitions"] == 3
+    assert out.to_dict("records") == [{"part": "p", "n": 2, "last_a": 0}, {"part": "s", "n": 4, "last_a": 9_502}]
+    _assert_same_frame(out, _frame_run(stmt, frame, fast=False), "vm")
+
+
 def test_unsupported_data_falls_back_to_the_vm():
     """A column the kernels cannot reproduce exactly (here: integers beyond 64 bits) runs on the VM."""
     stmt = statement(**V_SHAPE)
@@ -324,8 +348,13 @@ def _vector_measures() -> st.SearchStrategy:
 
 
 @st.composite
-def column_queries(draw) -> A.Statement:
+def column_queries(draw, one_buffer: bool = False) -> A.Statement:
+    """ONE ROW PER MATCH queries whose measures the fast path computes column-wise. ``one_buffer``:
+    only those it matches with one search over all partitions (SKIP PAST LAST ROW, no empty match,
+    no exclusion)."""
     pattern = draw(patterns())
+    if one_buffer:
+        pattern = cat(pattern, var("A")) if not has_exclusion(pattern) else var("A")
     pvars = pattern_variables(pattern)
     defines = {v: draw(_eligible_conditions(v)) for v in pvars if draw(st.integers(0, 4)) > 0}
     return statement(
@@ -333,7 +362,7 @@ def column_queries(draw) -> A.Statement:
         defines=defines,
         measures=draw(_vector_measures()),
         rows_per_match="ONE",
-        skip=draw(st.sampled_from(["PAST_LAST_ROW", "TO_NEXT_ROW"])),
+        skip="PAST_LAST_ROW" if one_buffer else draw(st.sampled_from(["PAST_LAST_ROW", "TO_NEXT_ROW"])),
         partition_by=draw(st.sampled_from([(), ("part",), ("part", "flag")])),
         order_by=draw(st.sampled_from([("id",), ("ts",)])),
     )
@@ -410,6 +439,13 @@ def test_frames_give_what_python_values_give(stmt, frame):
     _check_frame(stmt, frame)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(stmt=column_queries(one_buffer=True), frame=frames(max_rows=40))
+def test_one_buffer_scan_gives_what_python_values_give(stmt, frame):
+    """Non-empty patterns under SKIP PAST LAST ROW: one findall over every partition equals the VM."""
+    _check_frame(stmt, frame)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stmt=eligible_queries(), frame=frames(max_rows=40))
 def test_frames_on_every_eligible_query(stmt, frame):
@@ -467,3 +503,4 @@ def test_most_generated_frames_take_the_column_path(monkeypatch):
 
     collect()
     assert len(typed) / len(runs) > 0.6, (len(typed), len(runs))
+
