@@ -266,9 +266,9 @@ class FastPlan:
     overlapping_loops: list[tuple[int, int]]  # class bits of loop pairs that share a path
     loop_bits: list[int]
     vector: list | None = None  # ONE ROW PER MATCH measures computed from the groups, or None
-    # For the vector path with SKIP PAST LAST ROW: ``(gap)(?:pattern|\Z)`` over all partitions at once
+    # For the vector path with SKIP PAST LAST ROW: the pattern for one search over all partitions at once
     # (``_scan_separated``), or None where that does not apply.
-    gap_regex: re.Pattern | None = None
+    separated_regex: re.Pattern | None = None
     skip_mode: str = "PAST_LAST_ROW"
     notes: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0})
@@ -335,9 +335,7 @@ class FastPlan:
     def _masks(self, data, order, offsets, counts) -> np.ndarray:
         n = len(order)
         loaders = {name: (lambda name=name: data.load(name, order)) for name in self.condition_columns}
-        part_start = np.repeat(offsets[:-1], counts)
-        part_end = np.repeat(offsets[1:], counts)
-        frame = kernels.Frame(n, loaders, part_start, part_end)
+        frame = kernels.Frame(n, loaders, offsets)
         masks = np.zeros(n, dtype=np.uint8)
         for label, condition in enumerate(self.conditions):
             if condition is None:
@@ -461,7 +459,7 @@ class FastPlan:
             groups = [(layout.keys[index], layout.order[begin:end].tolist())]
             vm_rows[index] = _run_vm_partitions(self.machine, groups, data.python())
         self.stats["regex_partitions"] += len(budget_ok) - len(vm_rows)
-        if self.gap_regex is not None:
+        if self.separated_regex is not None:
             regs, per_partition = self._scan_separated(masks, offsets, budget_ok)
         else:
             encoded = masks.tobytes()
@@ -487,34 +485,32 @@ class FastPlan:
         return out
 
     def _scan_separated(self, masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray):
-        """Every match of every runnable partition from one ``findall`` over one buffer, as
+        """Every match of every runnable partition from one ``split`` over one buffer, as
         (regs, matches per partition); ``regs[i, g]`` is group g's (begin, end) in match i's partition.
 
         The buffer holds each partition's bytes followed by ``SEPARATOR`` (a partition left to the VM:
-        separators only). ``findall`` of ``(gap)(?:pattern|\\Z)`` returns, per match, the bytes skipped
-        before it and each group's bytes: their lengths, summed in order, give every group's position
-        without a match object per match. It resumes where the last match ended, as SKIP PAST LAST ROW
-        does (the pattern matches at least one row, so no empty match needs the VM's restart rule), and
-        at each gap length tries the pattern before ``\\Z``, so it finds what ``search`` would. The
-        ``\\Z`` branch ends the last search at the end of the buffer instead of failing there, which
-        would make ``findall`` retry the rest of the buffer once per byte."""
+        separators only). ``split`` returns one flat list: the bytes before the first match, each group's
+        bytes (None if it took no part), the bytes up to the next match, ... Their lengths, summed in
+        order, give every group's position without a match object per match. It resumes where the last
+        match ended, as SKIP PAST LAST ROW does; the pattern matches at least one row, so no empty match
+        needs the VM's restart rule."""
         parts = len(offsets) - 1
         counts = np.diff(offsets)
         part_of_row = np.repeat(np.arange(parts, dtype=np.int64), counts)
         buffer = np.full(len(masks) + parts, SEPARATOR, dtype=np.uint8)
         kept = masks if runnable.all() else np.where(runnable[part_of_row], masks, np.uint8(SEPARATOR))
         buffer[np.arange(len(masks), dtype=np.int64) + part_of_row] = kept
-        found = self.gap_regex.findall(buffer.tobytes())
-        width = self.gap_regex.groups
-        lengths = np.fromiter(map(len, itertools.chain.from_iterable(found)), dtype=np.int64,
-                              count=len(found) * width).reshape(len(found), width)
-        ends = np.cumsum(lengths).reshape(lengths.shape)
-        real = lengths[:, 1:].sum(axis=1) > 0  # not the tail the \\Z branch matched
-        lengths, ends = lengths[real], ends[real]
-        start = ends[:, 0]  # where the gap ends
+        pieces = self.separated_regex.split(buffer.tobytes())
+        width = self.separated_regex.groups + 1  # the bytes before the match, then its groups
+        matches = (len(pieces) - 1) // width
+        # length_hint: len() of the bytes, 0 for None (a group that took no part), in one C call
+        lengths = np.fromiter(map(operator.length_hint, pieces), dtype=np.int64, count=len(pieces))[:-1]
+        ends = np.cumsum(lengths).reshape(matches, width)
+        lengths = lengths.reshape(matches, width)
+        start = ends[:, 0]  # where the bytes before the match end
         part = np.searchsorted(offsets[1:] + np.arange(parts), start, side="right")
         base = (offsets[:-1][part] + part)[:, None]
-        regs = np.empty((len(start), width, 2), dtype=np.int64)
+        regs = np.empty((matches, width, 2), dtype=np.int64)
         regs[:, 0, 0] = start - base[:, 0]
         regs[:, 0, 1] = ends[:, -1] - base[:, 0]
         regs[:, 1:, 0] = ends[:, 1:] - lengths[:, 1:] - base
@@ -700,14 +696,13 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     vector = None
     if mr.rows_per_match.mode == "ONE" and skip in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
         vector = _vector_measures(mr, label_sets, label_groups, scope)
-    gap_regex = None
+    separated_regex = None
     if vector is not None and skip == "PAST_LAST_ROW" and not emitted.excl_groups and _min_rows(ir) > 0 \
             and len(labels) < MAX_LABELS:
-        separated = _emit(ir, len(labels), separated=True).pattern
-        gap_regex = re.compile(b"(.*?)(?:" + separated + b"|\\Z)", re.DOTALL)
+        separated_regex = re.compile(_emit(ir, len(labels), separated=True).pattern, re.DOTALL)
     return FastPlan(
         vector=vector,
-        gap_regex=gap_regex,
+        separated_regex=separated_regex,
         skip_mode=skip,
         machine=machine,
         statement=statement,

@@ -36,6 +36,9 @@ _EXACT_FLOAT_INT = 2**53
 _INT64_SAFE = 2**62
 # The operators numpy computes exactly as SQL does on both ints and floats; / and % need NULL on zero.
 _EXACT_UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply}
+# A PREV/NEXT offset up to this many rows marks the rows it leaves the partition from one distance at
+# a time (a few writes per partition); a larger one compares every row with its partition's bounds.
+_EDGE_ROWS_SET_ONE_BY_ONE = 8
 
 
 class NotVectorizable(Exception):
@@ -79,20 +82,18 @@ def _or_nulls(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
 
 
 class Frame:
-    """The batch a kernel runs over: columns in partition + ORDER BY order, and each row's partition.
+    """The batch a kernel runs over: columns in partition + ORDER BY order, partitions contiguous.
 
-    ``part_start[i]``/``part_end[i]`` are the first and one-past-last row of row i's partition, so a
-    PREV/NEXT read outside the partition is NULL, as in the VM.
+    ``offsets`` holds each partition's first row, then the number of rows, so a PREV/NEXT read outside
+    the row's partition is NULL, as in the VM.
     """
 
-    def __init__(self, n: int, columns: dict[str, Callable[[], Value]], part_start: np.ndarray, part_end: np.ndarray):
+    def __init__(self, n: int, columns: dict[str, Callable[[], Value]], offsets: np.ndarray):
         self.n = n
         self._loaders = columns
         self._cache: dict[str, Value] = {}
         self._shifted: dict[tuple[str, int], Value] = {}
-        self.part_start = part_start
-        self.part_end = part_end
-        self._rows = None
+        self.offsets = np.asarray(offsets, dtype=np.int64)
 
     def column(self, name: str, offset: int = 0) -> Value:
         base = self._cache.get(name)
@@ -105,15 +106,46 @@ class Frame:
             found = self._shifted[(name, offset)] = self._shift(base, offset)
         return found
 
+    def _outside(self, offset: int) -> np.ndarray:
+        """Rows whose row ``offset`` away lies outside their partition: the first (or last) ``offset``
+        rows of each partition, set partition by partition rather than computed for every row."""
+        starts, ends = self.offsets[:-1], self.offsets[1:]
+        if abs(offset) > _EDGE_ROWS_SET_ONE_BY_ONE:
+            counts = ends - starts
+            rows = np.arange(self.n, dtype=np.int64)
+            if offset < 0:
+                return rows - np.repeat(starts, counts) < -offset
+            return np.repeat(ends, counts) - rows <= offset
+        outside = np.zeros(self.n, dtype=bool)
+        edge = starts if offset < 0 else ends - 1
+        step = 1 if offset < 0 else -1
+        for distance in range(min(abs(offset), self.n)):
+            rows = edge + distance * step
+            outside[rows[(rows >= starts) & (rows < ends)]] = True
+        return outside
+
     def _shift(self, value: Value, offset: int) -> Value:
-        if self._rows is None:
-            self._rows = np.arange(self.n, dtype=np.int64)
-        target = self._rows + offset
-        outside = (target < self.part_start) | (target >= self.part_end)
-        np.clip(target, 0, max(self.n - 1, 0), out=target)
-        data = value.data[target] if self.n else value.data
-        nulls = outside if value.nulls is None else (outside | value.nulls[target])
-        return Value(value.kind, data, nulls)
+        """Row i gets row i + offset's value: a copy of the column shifted by slicing, NULL where
+        i + offset leaves row i's partition."""
+        outside = self._outside(offset)
+        data = value.data
+        step = min(abs(offset), self.n)
+        if self.n:
+            data = np.empty_like(value.data)
+            if offset < 0:
+                data[step:] = value.data[:self.n - step]
+                data[:step] = value.data[0]  # outside the partition: NULL, any value will do
+            else:
+                data[:self.n - step] = value.data[step:]
+                data[self.n - step:] = value.data[-1]
+        if value.nulls is not None:
+            nulls = np.ones_like(value.nulls)
+            if offset < 0:
+                nulls[step:] = value.nulls[:self.n - step]
+            else:
+                nulls[:self.n - step] = value.nulls[step:]
+            outside |= nulls
+        return Value(value.kind, data, outside)
 
 
 def load_column(values) -> Value:

@@ -273,7 +273,7 @@ def test_one_scan_over_all_partitions_with_anchors_and_a_vm_partition():
     frame = pd.DataFrame(rows)
     plan = CompiledQuery(stmt)
     fast = fastpath.plan_for(stmt, plan.machine(tuple(frame.columns)), tuple(frame.columns))
-    assert fast.gap_regex is not None
+    assert fast.separated_regex is not None
     out = plan.run_frame(frame)
     assert fast.stats["vm_partitions"] == 1 and fast.stats["regex_partitions"] == 3
     assert out.to_dict("records") == [{"part": "p", "n": 2, "last_a": 0}, {"part": "s", "n": 4, "last_a": 9_502}]
@@ -302,7 +302,7 @@ def test_decimal_literals_compare_as_values_compare_does(op):
     column = [0.1, 0.5, 2.5, 3.0, math.nan, None, -1.0]
     for literal in (Decimal("0.1"), Decimal("2.5"), Decimal("3")):
         condition = kernels.compile_condition(binop(op, col("value"), A.Literal(S, "decimal", literal, str(literal))), lambda ref: "value", lambda q: True)
-        frame = kernels.Frame(len(column), {"value": lambda: kernels.load_column(column)}, np.zeros(len(column), dtype=np.int64), np.full(len(column), len(column)))
+        frame = kernels.Frame(len(column), {"value": lambda: kernels.load_column(column)}, np.array([0, len(column)]))
         expected = [V.compare(op, v, literal) is True for v in column]
         assert condition(frame).tolist() == expected, (op, literal)
 
@@ -442,7 +442,7 @@ def test_frames_give_what_python_values_give(stmt, frame):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(stmt=column_queries(one_buffer=True), frame=frames(max_rows=40))
 def test_one_buffer_scan_gives_what_python_values_give(stmt, frame):
-    """Non-empty patterns under SKIP PAST LAST ROW: one findall over every partition equals the VM."""
+    """Non-empty patterns under SKIP PAST LAST ROW: one split over every partition equals the VM."""
     _check_frame(stmt, frame)
 
 
@@ -504,3 +504,24 @@ def test_most_generated_frames_take_the_column_path(monkeypatch):
     collect()
     assert len(typed) / len(runs) > 0.6, (len(typed), len(runs))
 
+
+
+@pytest.mark.parametrize("offset", [-12, -9, -8, -3, -1, 1, 2, 8, 9, 15])
+def test_shifted_columns_are_null_outside_the_partition(offset):
+    """PREV/NEXT at any offset: row i reads row i + offset of its own partition, else NULL (short
+    offsets mark partition edges one distance at a time, long ones compare every row)."""
+    import numpy as np
+
+    from matcher import kernels
+
+    sizes = [0, 1, 3, 8, 9, 20, 2]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    n = int(offsets[-1])
+    values = np.arange(n, dtype=np.int64) * 10
+    frame = kernels.Frame(n, {"v": lambda: kernels.Value("int", values, None)}, offsets)
+    shifted = frame.column("v", offset)
+    expected = []
+    for begin, end in zip(offsets[:-1], offsets[1:]):
+        expected += [values[i + offset] if begin <= i + offset < end else None for i in range(begin, end)]
+    got = [None if null else int(v) for v, null in zip(shifted.data, shifted.nulls)]
+    assert got == expected
