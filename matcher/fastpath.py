@@ -156,6 +156,7 @@ class _Regex:
     excl_groups: list[int]
     loops: list[tuple[int, tuple]]  # (class bits, alternation choices on the path to the loop)
     classes: int = 0
+    uncaptured: list[int] = field(default_factory=list)  # one-row groups left out of a separated regex
 
 
 def _class_bytes(bits: int, width: int) -> bytes:
@@ -181,7 +182,9 @@ def _quantifier(low: int, high: int | None, greedy: bool) -> bytes:
 
 def _emit(ir: tuple, width: int, separated: bool = False) -> _Regex:
     """The regex for ``ir``. ``separated``: for a buffer of many partitions, each followed by the byte
-    ``SEPARATOR``; then ^ and $ are "after a separator or at the start" and "before one or at the end"."""
+    ``SEPARATOR``; then ^ and $ are "after a separator or at the start" and "before one or at the end",
+    and a one-row class at the top level is not captured (its group always spans exactly one row, so
+    its place follows from its neighbours'; a capture would only cost time): ``uncaptured`` lists them."""
     out = _Regex(b"", [], [], [])
     counter = itertools.count(1)
     alt_ids = itertools.count()
@@ -192,11 +195,15 @@ def _emit(ir: tuple, width: int, separated: bool = False) -> _Regex:
             bits |= 1 << label
         return bits
 
-    def visit(node, path: tuple) -> bytes:
+    def visit(node, path: tuple, top: bool = False) -> bytes:
         kind = node[0]
         if kind == "class":
             out.classes += 1
-            out.label_groups.append((next(counter), node[1]))
+            group = next(counter)
+            out.label_groups.append((group, node[1]))
+            if separated and top:
+                out.uncaptured.append(group)
+                return _class_bytes(bits_of(node[1]), width)
             return b"(" + _class_bytes(bits_of(node[1]), width) + b")"
         if kind == "loop":
             out.classes += 1
@@ -205,7 +212,7 @@ def _emit(ir: tuple, width: int, separated: bool = False) -> _Regex:
             out.loops.append((bits_of(prio), path))
             return b"(" + _class_bytes(bits_of(prio), width) + _quantifier(low, high, greedy) + b")"
         if kind == "seq":
-            return b"".join(visit(item, path) for item in node[1])
+            return b"".join(visit(item, path, top) for item in node[1])
         if kind == "alt":
             uid = next(alt_ids)
             return b"(?:" + b"|".join(visit(item, path + ((uid, i),)) for i, item in enumerate(node[1])) + b")"
@@ -223,7 +230,7 @@ def _emit(ir: tuple, width: int, separated: bool = False) -> _Regex:
             return b"(" + visit(node[1], path) + b")"
         raise AssertionError(node)
 
-    out.pattern = visit(ir, ())
+    out.pattern = visit(ir, (), True)
     return out
 
 
@@ -269,6 +276,7 @@ class FastPlan:
     # For the vector path with SKIP PAST LAST ROW: the pattern for one search over all partitions at once
     # (``_scan_separated``), or None where that does not apply.
     separated_regex: re.Pattern | None = None
+    separated_uncaptured: tuple[int, ...] = ()  # its one-row groups left uncaptured (``_Regex.uncaptured``)
     skip_mode: str = "PAST_LAST_ROW"
     notes: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0})
@@ -490,8 +498,9 @@ class FastPlan:
 
         The buffer holds each partition's bytes followed by ``SEPARATOR`` (a partition left to the VM:
         separators only). ``split`` returns one flat list: the bytes before the first match, each group's
-        bytes (None if it took no part), the bytes up to the next match, ... Their lengths, summed in
-        order, give every group's position without a match object per match. It resumes where the last
+        bytes (None if it took no part), the bytes up to the next match, ... Their lengths (and 1 for
+        each uncaptured one-row group), summed in order, give every group's position without a match
+        object per match. It resumes where the last
         match ended, as SKIP PAST LAST ROW does; the pattern matches at least one row, so no empty match
         needs the VM's restart rule."""
         parts = len(offsets) - 1
@@ -501,12 +510,17 @@ class FastPlan:
         kept = masks if runnable.all() else np.where(runnable[part_of_row], masks, np.uint8(SEPARATOR))
         buffer[np.arange(len(masks), dtype=np.int64) + part_of_row] = kept
         pieces = self.separated_regex.split(buffer.tobytes())
-        width = self.separated_regex.groups + 1  # the bytes before the match, then its groups
-        matches = (len(pieces) - 1) // width
+        captured = self.separated_regex.groups + 1  # the bytes before the match, then its groups
+        matches = (len(pieces) - 1) // captured
+        width = self.regex.groups + 1
         # length_hint: len() of the bytes, 0 for None (a group that took no part), in one C call
-        lengths = np.fromiter(map(operator.length_hint, pieces), dtype=np.int64, count=len(pieces))[:-1]
+        found = np.fromiter(map(operator.length_hint, pieces), dtype=np.int64, count=len(pieces))[:-1]
+        if captured == width:
+            lengths = found.reshape(matches, width)
+        else:  # put back the one-row groups the regex did not capture
+            lengths = np.ones((matches, width), dtype=np.int64)
+            lengths[:, [g for g in range(width) if g not in self.separated_uncaptured]] = found.reshape(matches, captured)
         ends = np.cumsum(lengths).reshape(matches, width)
-        lengths = lengths.reshape(matches, width)
         start = ends[:, 0]  # where the bytes before the match end
         part = np.searchsorted(offsets[1:] + np.arange(parts), start, side="right")
         base = (offsets[:-1][part] + part)[:, None]
@@ -696,13 +710,15 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     vector = None
     if mr.rows_per_match.mode == "ONE" and skip in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
         vector = _vector_measures(mr, label_sets, label_groups, scope)
-    separated_regex = None
+    separated_regex, uncaptured = None, ()
     if vector is not None and skip == "PAST_LAST_ROW" and not emitted.excl_groups and _min_rows(ir) > 0 \
             and len(labels) < MAX_LABELS:
-        separated_regex = re.compile(_emit(ir, len(labels), separated=True).pattern, re.DOTALL)
+        separated = _emit(ir, len(labels), separated=True)
+        separated_regex, uncaptured = re.compile(separated.pattern, re.DOTALL), tuple(separated.uncaptured)
     return FastPlan(
         vector=vector,
         separated_regex=separated_regex,
+        separated_uncaptured=uncaptured,
         skip_mode=skip,
         machine=machine,
         statement=statement,
