@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from grammar import ast
-from matcher import kernels
+from matcher import kernels, runs
 from matcher.expressions import Scope
 from matcher.layout import ArrayInput, ListInput
 from matcher.partitioning import partition_indices
@@ -277,9 +277,11 @@ class FastPlan:
     # (``_scan_separated``), or None where that does not apply.
     separated_regex: re.Pattern | None = None
     separated_uncaptured: tuple[int, ...] = ()  # its one-row groups left uncaptured (``_Regex.uncaptured``)
+    # The pattern as a sequence of runs (``runs.py``), for batches where that scan is exact; else None.
+    run_items: tuple | None = None
     skip_mode: str = "PAST_LAST_ROW"
     notes: list[str] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0})
+    stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0, "run_partitions": 0})
 
     # ----------------------------------------------------------------------------------- running
 
@@ -310,11 +312,17 @@ class FastPlan:
             masks = self._masks(data, order, offsets, counts)
         except kernels.Unsupported as why:
             return all_on_vm(str(why))
-        occurring = np.flatnonzero(np.bincount(masks, minlength=256))
+        occurring = np.flatnonzero(np.bincount(masks, minlength=256)).tolist()
         for bits_a, bits_b in self.overlapping_loops:
-            if any((m & bits_a) and (m & bits_b) for m in occurring.tolist()):
+            if any((m & bits_a) and (m & bits_b) for m in occurring):
                 return all_on_vm("two loops on one path can take the same rows")
         budget_ok = self._restart_budget(masks, offsets, counts, np.repeat(np.arange(len(counts)), counts))
+        if not budget_ok.all() and self.run_items is not None and runs.deterministic(self.run_items, occurring):
+            # Runs too long for the regex engine's restarts: the run scan is linear whatever the data
+            # (and slower than ``re`` on ordinary data, so only here), and no partition needs the VM.
+            self.stats["run_partitions"] += len(counts)
+            spans = runs.scan(self.run_items, _separated(masks, offsets), 1 << len(self.conditions))
+            return self._vector_output(data, layout, offsets, *_localize(spans, offsets), {}, typed)
         if self.vector is not None:  # measures read a few rows per match: no need to gather every row
             return self._run_vector(data, layout, offsets, masks, budget_ok, typed)
         encoded = masks.tobytes()
@@ -478,6 +486,57 @@ class FastPlan:
                 found_regs.extend(found)
                 counts.append(len(found))
             regs, per_partition = _regs_array(found_regs), np.array(counts, dtype=np.int64)
+        return self._vector_output(data, layout, offsets, regs, per_partition, vm_rows, typed)
+
+    def _vector_output(self, data, layout, offsets, regs: np.ndarray, per_partition: np.ndarray, vm_rows: dict, typed: bool):
+        """The output of the matches whose group spans are ``regs`` (partition-local), in partition
+        order, with the rows the VM gave for the partitions in ``vm_rows``."""
+        typed = typed and data.columnar and not vm_rows
+        columns = self._vector_columns(data, layout, offsets, regs, per_partition, typed)
+        if typed:
+            return MatchColumns(columns, len(regs))
+        rows = list(zip(*columns)) if columns else [()] * len(regs)
+        if not vm_rows:
+            return rows
+        out: list[tuple] = []
+        position = 0
+        for index, count in enumerate(per_partition.tolist()):
+            out.extend(vm_rows[index] if index in vm_rows else rows[position:position + count])
+            position += count
+        return out
+
+    def _scan_separated(self, masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray):
+        """Every match of every runnable partition from one ``split`` over one buffer, as
+        (regs, matches per partition); ``regs[i, g]`` is group g's (begin, end) in match i's partition.
+
+        The buffer holds each partition's bytes followed by ``SEPARATOR`` (a partition left to the VM:
+        separators only). ``split`` returns one flat list: the bytes before the first match, each group's
+        bytes (None if it took no part), the bytes up to the next match, ... Their lengths (and 1 for
+        each uncaptured one-row group), summed in order, give every group's position without a match
+        object per match. It resumes where the last match ended, as SKIP PAST LAST ROW does; the pattern
+        matches at least one row, so no empty match needs the VM's restart rule."""
+        pieces = self.separated_regex.split(_separated(masks, offsets, runnable).tobytes())
+        captured = self.separated_regex.groups + 1  # the bytes before the match, then its groups
+        matches = (len(pieces) - 1) // captured
+        width = self.regex.groups + 1
+        # length_hint: len() of the bytes, 0 for None (a group that took no part), in one C call
+        found = np.fromiter(map(operator.length_hint, pieces), dtype=np.int64, count=len(pieces))[:-1]
+        if captured == width:
+            lengths = found.reshape(matches, width)
+        else:  # put back the one-row groups the regex did not capture
+            lengths = np.ones((matches, width), dtype=np.int64)
+            lengths[:, [g for g in range(width) if g not in self.separated_uncaptured]] = found.reshape(matches, captured)
+        ends = np.cumsum(lengths).reshape(matches, width)
+        spans = np.empty((matches, width, 2), dtype=np.int64)
+        spans[:, :, 1] = ends
+        spans[:, :, 0] = ends - lengths
+        spans[:, 0, 0] = ends[:, 0]  # the match begins where the bytes before it end
+        spans[:, 0, 1] = ends[:, -1]
+        return _localize(spans, offsets)
+
+    def _vector_output(self, data, layout, offsets, regs: np.ndarray, per_partition: np.ndarray, vm_rows: dict, typed: bool):
+        """The output of the matches whose group spans are ``regs`` (partition-local), in partition
+        order, with the rows the VM gave for the partitions in ``vm_rows``."""
         typed = typed and data.columnar and not vm_rows
         columns = self._vector_columns(data, layout, offsets, regs, per_partition, typed)
         if typed:
@@ -573,6 +632,21 @@ class FastPlan:
             rows = np.where(local < 0, -1, layout.order[np.where(local < 0, 0, base + local)])
             out.append(data.gather(column, rows, typed))
         return out
+
+
+def _separated(masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray | None = None) -> np.ndarray:
+    """The rows' bytes with ``SEPARATOR`` after each partition; a partition not ``runnable``: separators."""
+    if runnable is not None and not runnable.all():
+        masks = np.where(np.repeat(runnable, np.diff(offsets)), masks, np.uint8(SEPARATOR))
+    return np.insert(masks, offsets[1:], np.uint8(SEPARATOR))
+
+
+def _localize(spans: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spans in a ``_separated`` buffer -> (spans within each match's partition, matches per partition)."""
+    parts = len(offsets) - 1
+    part = np.searchsorted(offsets[1:] + np.arange(parts), spans[:, 0, 0], side="right")
+    local = spans - (offsets[:-1][part] + part)[:, None, None]
+    return local, np.bincount(part, minlength=parts).astype(np.int64)
 
 
 def _regs_array(found_regs: list[tuple]) -> np.ndarray:
@@ -716,6 +790,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         separated = _emit(ir, len(labels), separated=True)
         separated_regex, uncaptured = re.compile(separated.pattern, re.DOTALL), tuple(separated.uncaptured)
     return FastPlan(
+        run_items=runs.run_items(ir) if separated_regex is not None else None,
         vector=vector,
         separated_regex=separated_regex,
         separated_uncaptured=uncaptured,

@@ -242,42 +242,34 @@ def test_overlapping_loops_fall_back_per_batch():
     assert fast.stats["vm_partitions"] == 1 and fast.stats["regex_partitions"] == 0
 
 
-def test_long_runs_go_to_the_vm():
-    """A+ B over a long run of A rows with no B: re would restart at every row (quadratic)."""
+def test_long_runs_take_the_linear_run_scan():
+    """A+ B over a long run of A rows with no B: re would restart at every row (quadratic), so the
+    sequence-of-runs scan (linear) matches the batch, and no partition goes to the VM."""
     stmt = statement(
         cat(plus(var("A")), var("B")),
         defines={"A": binop("=", col("value"), lit(0)), "B": binop("=", col("value"), lit(1))},
+        measures=[("n", count_star())],
+    )
+    rows = [{"id": i, "value": 0, "part": None} for i in range(20_000)] + [{"id": 20_000, "value": 1, "part": None}]
+    plan = CompiledQuery(stmt)
+    assert plan.run_columns(rows_to_columns(rows))[1] == [(20_001,)]  # every row: 20,000 A and the B
+    fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
+    assert fast.stats["run_partitions"] == 1 and fast.stats["vm_partitions"] == 0
+
+
+def test_long_runs_go_to_the_vm_when_the_pattern_is_not_a_sequence_of_runs():
+    """A+ (B C | D) over a long run of A rows: not a sequence of runs, so the VM (linear) runs it."""
+    stmt = statement(
+        cat(plus(var("A")), alternation(cat(var("B"), var("C")), var("D"))),
+        defines={"A": binop("=", col("value"), lit(0)), "B": binop("=", col("value"), lit(1)),
+                 "C": binop("=", col("value"), lit(2)), "D": binop("=", col("value"), lit(3))},
         measures=[("n", count_star())],
     )
     rows = [{"id": i, "value": 0, "part": None} for i in range(20_000)]
     plan = CompiledQuery(stmt)
     assert plan.run_columns(rows_to_columns(rows))[1] == []
     fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
-    assert fast.stats["vm_partitions"] == 1
-
-
-def test_one_scan_over_all_partitions_with_anchors_and_a_vm_partition():
-    """The vector path searches every partition in one buffer (separator bytes between partitions):
-    ^ and $ still mean a partition's first and last row, no match spans two partitions, and a
-    partition the restart budget gives to the VM is left out of the buffer and matched by the VM."""
-    stmt = statement(
-        cat(A.Anchor(S, "start"), plus(var("A")), var("B")),
-        defines={"A": binop("=", col("value"), lit(0)), "B": binop("=", col("value"), lit(1))},
-        measures=[("n", count_star()), ("last_a", last(col("id", "A")))],
-        partition_by=("part",),
-    )
-    rows = [{"id": i, "value": v, "part": "p"} for i, v in enumerate([0, 1, 0, 0, 1])]
-    rows += [{"id": 100 + i, "value": 0, "part": "q"} for i in range(5_000)]  # a long run: the VM's
-    rows += [{"id": 9_000 + i, "value": v, "part": "r"} for i, v in enumerate([1, 0, 0, 1])]  # ^ fails
-    rows += [{"id": 9_500 + i, "value": v, "part": "s"} for i, v in enumerate([0, 0, 0, 1, 1])]
-    frame = pd.DataFrame(rows)
-    plan = CompiledQuery(stmt)
-    fast = fastpath.plan_for(stmt, plan.machine(tuple(frame.columns)), tuple(frame.columns))
-    assert fast.separated_regex is not None
-    out = plan.run_frame(frame)
-    assert fast.stats["vm_partitions"] == 1 and fast.stats["regex_partitions"] == 3
-    assert out.to_dict("records") == [{"part": "p", "n": 2, "last_a": 0}, {"part": "s", "n": 4, "last_a": 9_502}]
-    _assert_same_frame(out, _frame_run(stmt, frame, fast=False), "vm")
+    assert fast.stats["vm_partitions"] == 1 and fast.stats["run_partitions"] == 0
 
 
 def test_unsupported_data_falls_back_to_the_vm():
@@ -444,6 +436,32 @@ def test_frames_give_what_python_values_give(stmt, frame):
 def test_one_buffer_scan_gives_what_python_values_give(stmt, frame):
     """Non-empty patterns under SKIP PAST LAST ROW: one split over every partition equals the VM."""
     _check_frame(stmt, frame)
+
+
+@st.composite
+def run_queries(draw) -> A.Statement:
+    """Sequences of one to four variables, each with any quantifier: the shape ``runs.py`` scans."""
+    from tests.strategies_match import _QUANTIFIERS, quant
+
+    items = []
+    for _ in range(draw(st.integers(1, 4))):
+        low, high = draw(st.sampled_from(_QUANTIFIERS + [(1, 1)] * 4))
+        term = var(draw(st.sampled_from(["A", "B", "C"])))
+        items.append(term if (low, high) == (1, 1) else quant(term, low, high, greedy=draw(st.booleans())))
+    pattern = cat(*items)
+    defines = {v: draw(_eligible_conditions(v)) for v in pattern_variables(pattern) if draw(st.integers(0, 4)) > 0}
+    return statement(pattern, defines=defines, measures=draw(_vector_measures()), rows_per_match="ONE",
+                     skip="PAST_LAST_ROW", partition_by=draw(st.sampled_from([(), ("part",)])))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(stmt=run_queries(), frame=frames(max_rows=40))
+def test_run_scan_gives_what_python_values_give(stmt, frame):
+    """With no restart budget at all, every batch the run scan can take goes to it: it equals the VM."""
+    from unittest import mock
+
+    with mock.patch.object(fastpath, "RESTART_BUDGET", 0), mock.patch.object(fastpath, "RESTART_SLACK", -1):
+        _check_frame(stmt, frame)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
