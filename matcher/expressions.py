@@ -23,7 +23,7 @@ from typing import Any, Callable
 from grammar import ast
 from grammar.errors import CepSemanticError
 from matcher import values as V
-from matcher.running import BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row
+from matcher.running import BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row, last_rows
 
 Closure = Callable[["Env"], Any]
 RowClosure = Callable[["Env", int], Any]
@@ -743,6 +743,8 @@ class ExpressionCompiler:
         A row of the (partial) match is always buffered, so it is indexed directly, without
         ``Env.value``'s range checks; the row is found inline (``_last_row``'s two cases), as these are
         most of the history reads of a DEFINE condition."""
+        if 0 < n < MAX_CARRIED_OFFSET and not final and self.running is not None and labels is not None:
+            return self._column_at_nth_last(column, labels, n)
         slot = None if final else self._carried_slot(labels, n)
         if slot is None:
             def walked(env, position=None):
@@ -758,6 +760,26 @@ class ExpressionCompiler:
             found = None if chain is None else chain[2][slot]
             return None if found is None else env.cols[column][found - env.base]
         return carried
+
+    def _column_at_nth_last(self, column: str, labels, n: int) -> Closure:
+        """In DEFINE, ``LAST(v.column, n)`` for 0 < n < MAX_CARRIED_OFFSET, from the positions of the
+        last n + 1 history rows labelled in ``labels`` that the thread carries (running.py)."""
+        slot = self.running.slot(last_rows(labels, n + 1), ("LAST_ROWS", labels, n + 1))
+
+        def carried_nth(env, position=None):
+            view = env.view
+            chain = view.chain
+            if chain is None:  # no history row: only the row under test, which is never the n-th last
+                return None
+            positions = chain[2][slot]
+            index = n - 1 if view.current in labels else n  # the row under test is the last one
+            return env.cols[column][positions[index] - env.base] if index < len(positions) else None
+        return carried_nth
+
+
+# LAST(v.x, n) in DEFINE with n below this is read from positions carried with the thread; a larger
+# n walks the history back (each carried position costs a little on every row labelled v).
+MAX_CARRIED_OFFSET = 8
 
 
 def _row_reader(column: str) -> RowClosure:

@@ -11,7 +11,8 @@ adds nothing to the thread-equivalence key (the ``("all", labels)`` read already
 and nothing to the serialized state: ``from_state`` replays it over the buffered rows.
 
 The position of the last row labelled in a set (``LAST_ROW``) is carried the same way, for
-``B.price`` in another variable's DEFINE. Only plain folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without DISTINCT or a count
+``B.price`` in another variable's DEFINE, and the positions of the last few (``LAST_ROWS``), for
+``LAST(B.price, 1)``. Only plain folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without DISTINCT or a count
 argument, over an argument that reads only columns of the row (no CLASSIFIER, MATCH_NUMBER). Each fold
 below makes exactly the operations of ``values.aggregate`` in the same order, so results are equal bit
 for bit. A fold step that raises (say SUM over strings) leaves the state ``BROKEN``; evaluations that
@@ -94,6 +95,13 @@ def _last_row_step(state, position):
     return position
 
 
+def _last_rows_step(keep: int) -> Callable:
+    """The LAST_ROWS step: the newest ``keep`` positions, newest first."""
+    def step(state, position):
+        return (position,) + state[: keep - 1]
+    return step
+
+
 def _row_position(env, position: int) -> int:
     return position
 
@@ -102,9 +110,12 @@ _PLAIN = (int, float)
 # LAST_ROW is not SQL: it carries the position of the last row labelled in a set, which `B.price` in
 # the DEFINE of another variable reads (the walk back to the last B costs the match's length).
 LAST_ROW = "LAST_ROW"
+# LAST_ROWS carries the positions of the last ``keep`` such rows, newest first (a tuple), for
+# `LAST(B.price, n)` with n < keep: the walk back over the history was most of such a condition's cost.
+LAST_ROWS = "LAST_ROWS"
 _STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step,
           LAST_ROW: _last_row_step}
-_INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None, LAST_ROW: None}
+_INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None, LAST_ROW: None, LAST_ROWS: ()}
 _RESULTS = {"AVG": _avg_result}
 
 
@@ -121,6 +132,7 @@ class RunningAggregate:
     labels: frozenset | None
     argument: Callable | None
     column: str | None = None
+    keep: int = 0  # LAST_ROWS only: how many positions
 
     @property
     def initial(self) -> Any:
@@ -128,7 +140,7 @@ class RunningAggregate:
 
     @property
     def step(self) -> Callable:
-        return _STEPS[self.name]
+        return _last_rows_step(self.keep) if self.name == LAST_ROWS else _STEPS[self.name]
 
     @property
     def result(self) -> Callable | None:
@@ -139,6 +151,11 @@ class RunningAggregate:
 def last_row(labels: frozenset) -> RunningAggregate:
     """The running position of the last row labelled in ``labels`` (None before the first)."""
     return RunningAggregate(LAST_ROW, labels, _row_position)
+
+
+def last_rows(labels: frozenset, keep: int) -> RunningAggregate:
+    """The positions of the last ``keep`` rows labelled in ``labels``, newest first (fewer before that)."""
+    return RunningAggregate(LAST_ROWS, labels, _row_position, keep=keep)
 
 
 class RunningAggregates:
@@ -195,6 +212,8 @@ class RunningAggregates:
                     try:
                         if column is not None:  # a row of the match is buffered: index it
                             value = env.cols[column][position - env.base]
+                        elif argument is _row_position:  # LAST_ROWS
+                            value = position
                         else:
                             value = 1 if argument is None else argument(env, position)
                         out[index] = step(state, value)
