@@ -711,6 +711,9 @@ def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, .
              f"      over one byte per row: {plan.regex.pattern!r}"]
     if plan.overlapping_loops:
         lines.append("      (batches where two loops on one path can take the same rows run on the Pike VM)")
+    if plan.run_items is not None:
+        lines.append("      a sequence of runs: batches whose runs are too long for re's restarts are scanned"
+                     " by numpy in linear time (when each loop's rows exclude the next item's)")
     return lines
 
 
