@@ -266,6 +266,7 @@ def first_rows_of(codes: np.ndarray, parts: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     # numbered by first appearance, code c first occurs where the running maximum first reaches c
     seen = np.maximum.accumulate(codes)
-    first = np.flatnonzero(np.diff(seen, prepend=-1) > 0)
+    rises = np.flatnonzero(seen[1:] > seen[:-1])  # code c + 1 first occurs right after the maximum was c
+    first = np.concatenate((np.zeros(1, dtype=np.int64), rises + 1))
     assert len(first) == parts, "codes must be numbered 0, 1, ... in order of first appearance"
     return first
