@@ -12,6 +12,14 @@ without per-row Python work:
 4. Read each row's variable off the match's capture groups, and emit output, unmatched rows and
    AFTER MATCH SKIP exactly as the VM's ``_finalize`` does, on a ``PartitionMatcher`` used as context.
 
+For ONE ROW PER MATCH with measures that read only a match's first/last rows per variable and counts
+(the vector path), no Python object per row or per match is needed: under SKIP PAST LAST ROW, all
+partitions go into one buffer (a separator byte after each) and one ``re.split`` returns the bytes
+before each match and each group's bytes, whose lengths give every group's position
+(``_scan_separated``); the measures are then computed for all matches at once. A pattern that is a
+sequence of runs (``A B+ C*``) can also be scanned by numpy alone in linear time (``runs.py``), which
+takes the batches whose long runs would make ``re`` restart quadratically.
+
 Why ``re`` gives SQL's answer. ``re`` is a backtracking engine: it tries start positions in order and,
 at each, alternatives in order (left branch first, greedy loops longest-first, reluctant shortest-first),
 returning the first success. That is the standard's preference order, which the Pike VM implements by
@@ -30,7 +38,7 @@ Why it stays fast. A backtracking engine can take exponential time (``(A|A)*B``)
   actually occur (``A* A*`` goes to the VM; ``A B+ C+`` with falling/rising conditions does not);
 - a failed search restarts at every row, so a partition where loops could run long before failing
   (sum over runs of loop-class rows of length squared above ``RESTART_BUDGET`` times the rows) is
-  matched by the VM.
+  matched by the run scan when the pattern is a sequence of runs, else by the VM.
 
 Everything else, and any batch whose data the kernels cannot evaluate exactly, runs on the Pike VM.
 """
