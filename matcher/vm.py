@@ -39,8 +39,8 @@ import gc
 from typing import Any, NamedTuple
 
 from grammar.errors import CepRuntimeError
-from matcher.expressions import Env, ThreadView
 from matcher.program import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
+from matcher.views import Env, ThreadView
 
 STATE_VERSION = 1
 
@@ -96,6 +96,7 @@ class PartitionMatcher:
         self.env = Env(self.cols, machine.label_names)
         self.view = ThreadView()
         self.env.view = self.view
+        self.step_constants = _step_constants(machine)
         self.base = 0
         self.total = 0
         self.finished = False
@@ -177,7 +178,7 @@ class PartitionMatcher:
             if self.best is None and self.started_upto == p and p < self.total and not (lazy and self.threads):
                 self.started_upto = p + 1
                 self._add_thread(self.threads, self.visited, 0, p, None, None, p)
-                if self._settle():
+                if self.done_pending and self._settle():
                     continue
             if p < self.total:
                 if not self.threads:
@@ -232,16 +233,9 @@ class PartitionMatcher:
         most of the cost of a row when one or two threads are alive (lazy starts). A new start that is
         due (at every row, or after a failed lazy start) is added here exactly as ``_loop`` adds it.
         """
-        machine = self.machine
-        ops, args, conditions = machine.ops, machine.args, machine.conditions
-        closures, done_pc = machine.closures, machine.done_pc
-        # The one LABEL a new start parks at, when the pattern's start leads to exactly one.
-        first = closures[0][0] if closures[0] is not None and len(closures[0]) == 1 and ops[closures[0][0]] == LABEL else None
-        lazy, lookahead = machine.lazy_starts, machine.lookahead
-        advance = machine.advance_running
+        ops, args, conditions, closures, done_pc, first, lazy, lookahead, advance, within, merge_by_pc = self.step_constants
         env, view, tracer = self.env, self.view, self.tracer
         env.match_number = self.match_number + 1
-        within = machine.within
         # Constant while this runs: rows arrive only between calls, and a match found (done_pending)
         # returns to _loop, the only place ``best`` changes.
         total, finished, best = self.total, self.finished, self.best
@@ -251,7 +245,7 @@ class PartitionMatcher:
             visited: dict = {}
             # Conditions that read no match history give the same answer for every thread on this row:
             # evaluate each once (PERMUTE and bounded quantifiers put many threads on one label).
-            memo: dict | None = {} if machine.equivalence_key is None else None
+            memo: dict | None = {} if merge_by_pc else None
             for thread in self.threads:
                 pc, start, chain, marks = thread
                 if ops[pc] != LABEL:
@@ -524,8 +518,9 @@ class PartitionMatcher:
         self.best = None
         self.match_number += 1
         labels = _chain_to_list(chain)
-        self._emit_unmatched(self.search_start, start)
         machine = self.machine
+        if machine.output.wants_unmatched:
+            self._emit_unmatched(self.search_start, start)
         if self.tracer is not None:
             self.tracer.matched(self, self.match_number, start, end, labels)
         self.out.extend(machine.output.match(self, self.match_number, start, end, labels, _excluded(marks)))
@@ -535,7 +530,8 @@ class PartitionMatcher:
         self.search_start = self.position = self.started_upto = next_start
         self.threads = []
         self.visited = {}
-        self._trim()
+        if next_start - machine.lookback - self.base >= TRIM_CHUNK:
+            self._trim()
 
     def _emit_unmatched(self, begin: int, end: int) -> None:
         output = self.machine.output
@@ -681,6 +677,15 @@ class PartitionMatcher:
         for offset, label in enumerate(labels):
             chain = (label, chain, advance(None if chain is None else chain[2], self.env, start + offset, label))
         return chain
+
+
+def _step_constants(machine) -> tuple:
+    """What ``_steps`` reads of the machine, in one tuple (it starts once per match, or more)."""
+    start_targets = machine.closures[0]
+    # The one LABEL a new start parks at, when the pattern's start leads to exactly one.
+    first = start_targets[0] if start_targets and len(start_targets) == 1 and machine.ops[start_targets[0]] == LABEL else None
+    return (machine.ops, machine.args, machine.conditions, machine.closures, machine.done_pc, first, machine.lazy_starts,
+            machine.lookahead, machine.advance_running, machine.within, machine.equivalence_key is None)
 
 
 def _chain_to_list(chain) -> list[int]:
