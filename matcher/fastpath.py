@@ -527,8 +527,7 @@ class FastPlan:
         captured = self.separated_regex.groups + 1  # the bytes before the match, then its groups
         matches = (len(pieces) - 1) // captured
         width = self.regex.groups + 1
-        # length_hint: len() of the bytes, 0 for None (a group that took no part), in one C call
-        found = np.fromiter(map(operator.length_hint, pieces), dtype=np.int64, count=len(pieces))[:-1]
+        found = _piece_lengths(pieces)
         if captured == width:
             lengths = found.reshape(matches, width)
         else:  # put back the one-row groups the regex did not capture
@@ -580,8 +579,7 @@ class FastPlan:
         captured = self.separated_regex.groups + 1  # the bytes before the match, then its groups
         matches = (len(pieces) - 1) // captured
         width = self.regex.groups + 1
-        # length_hint: len() of the bytes, 0 for None (a group that took no part), in one C call
-        found = np.fromiter(map(operator.length_hint, pieces), dtype=np.int64, count=len(pieces))[:-1]
+        found = _piece_lengths(pieces)
         if captured == width:
             lengths = found.reshape(matches, width)
         else:  # put back the one-row groups the regex did not capture
@@ -647,6 +645,23 @@ def _separated(masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray | No
     if runnable is not None and not runnable.all():
         masks = np.where(np.repeat(runnable, np.diff(offsets)), masks, np.uint8(SEPARATOR))
     return np.insert(masks, offsets[1:], np.uint8(SEPARATOR))
+
+
+# Joins the pieces of a split; no piece holds it (their bytes are masks below 0x80, or separators).
+_PIECE_MARK = 0xFE
+
+
+def _piece_lengths(pieces: list) -> np.ndarray:
+    """The lengths of all pieces of a ``split`` but the last (the bytes after the last match)."""
+    try:
+        # one join in C, then numpy finds the marks: twice as fast as len() per piece
+        joined = np.frombuffer(bytes([_PIECE_MARK]).join(pieces), dtype=np.uint8)
+    except TypeError:  # a group that took no part is None: length_hint gives it 0
+        return np.fromiter(map(operator.length_hint, pieces), dtype=np.int64, count=len(pieces))[:-1]
+    marks = np.flatnonzero(joined == _PIECE_MARK)
+    lengths = np.diff(marks, prepend=-1)
+    lengths -= 1
+    return lengths
 
 
 def _localize(spans: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
