@@ -526,8 +526,7 @@ class ExpressionCompiler:
                 column = names[0]
 
                 def aggregate(env, position=None):
-                    values, base = env.cols[column], env.base
-                    return fold(name, [[values[p - base] for p in env.view.positions_in(labels, final)]], distinct, extra)
+                    return fold(name, [env.view.values_in(env.cols[column], env.base, labels, final)], distinct, extra)
             else:
                 def aggregate(env, position=None):
                     positions = env.view.positions_in(labels, final)

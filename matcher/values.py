@@ -359,13 +359,14 @@ def _non_null(values):
 
 
 _PLAIN_NUMBERS = (int, float)
+_PLAIN_TYPES = frozenset(_PLAIN_NUMBERS)
 
 
 def _sum(values):
     present = _non_null(values)
     if not present:
         return None
-    if all(type(v) in _PLAIN_NUMBERS for v in present):
+    if set(map(type, present)) <= _PLAIN_TYPES:  # all plain numbers (no generator: this is per match)
         return sum(present[1:], present[0])  # same left-to-right additions as the fold below, in C
     total = present[0]
     for value in present[1:]:

@@ -8,6 +8,7 @@ Label sets are frozensets of label ids; ``None`` means every variable (the unive
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Any
 
 
@@ -105,6 +106,10 @@ class ThreadView:
         start = self.start
         return [start + i for i, label in enumerate(self.labels()) if labels is None or label in labels]
 
+    def values_in(self, values: list, base: int, labels, final: bool) -> list:
+        """``values`` (a buffered column, row p at index p - base) at ``positions_in``."""
+        return [values[p - base] for p in self.positions_in(labels, final)]
+
 
 class MatchView:
     """A finished match: ``labels[i]`` is the label of row ``start + i``; ``row`` is the current output row."""
@@ -148,3 +153,13 @@ class MatchView:
 
     def positions_in(self, labels, final: bool) -> list[int]:
         return [self.start + i for i in range(self._upto(final)) if labels is None or self.labels[i] in labels]
+
+    def values_in(self, values: list, base: int, labels, final: bool) -> list:
+        """``values`` (a buffered column, row p at index p - base) at ``positions_in``: a slice of the
+        match's rows filtered by label, without a Python-level loop (an aggregate in MEASURES)."""
+        upto = self._upto(final)
+        begin = self.start - base
+        rows = values[begin : begin + upto]
+        if labels is None:
+            return rows
+        return list(compress(rows, map(labels.__contains__, self.labels[:upto])))
