@@ -541,61 +541,6 @@ class FastPlan:
         spans[:, 0, 1] = ends[:, -1]
         return _localize(spans, offsets)
 
-    def _vector_output(self, data, layout, offsets, regs: np.ndarray, per_partition: np.ndarray, vm_rows: dict, typed: bool):
-        """The output of the matches whose group spans are ``regs`` (partition-local), in partition
-        order, with the rows the VM gave for the partitions in ``vm_rows``."""
-        typed = typed and data.columnar and not vm_rows
-        columns = self._vector_columns(data, layout, offsets, regs, per_partition, typed)
-        if typed:
-            return MatchColumns(columns, len(regs))
-        rows = list(zip(*columns)) if columns else [()] * len(regs)
-        if not vm_rows:
-            return rows
-        out: list[tuple] = []
-        position = 0
-        for index, count in enumerate(per_partition.tolist()):
-            out.extend(vm_rows[index] if index in vm_rows else rows[position:position + count])
-            position += count
-        return out
-
-    def _scan_separated(self, masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray):
-        """Every match of every runnable partition from one ``split`` over one buffer, as
-        (regs, matches per partition); ``regs[i, g]`` is group g's (begin, end) in match i's partition.
-
-        The buffer holds each partition's bytes followed by ``SEPARATOR`` (a partition left to the VM:
-        separators only). ``split`` returns one flat list: the bytes before the first match, each group's
-        bytes (None if it took no part), the bytes up to the next match, ... Their lengths (and 1 for
-        each uncaptured one-row group), summed in order, give every group's position without a match
-        object per match. It resumes where the last
-        match ended, as SKIP PAST LAST ROW does; the pattern matches at least one row, so no empty match
-        needs the VM's restart rule."""
-        parts = len(offsets) - 1
-        counts = np.diff(offsets)
-        part_of_row = np.repeat(np.arange(parts, dtype=np.int64), counts)
-        buffer = np.full(len(masks) + parts, SEPARATOR, dtype=np.uint8)
-        kept = masks if runnable.all() else np.where(runnable[part_of_row], masks, np.uint8(SEPARATOR))
-        buffer[np.arange(len(masks), dtype=np.int64) + part_of_row] = kept
-        pieces = self.separated_regex.split(buffer.tobytes())
-        captured = self.separated_regex.groups + 1  # the bytes before the match, then its groups
-        matches = (len(pieces) - 1) // captured
-        width = self.regex.groups + 1
-        found = _piece_lengths(pieces)
-        if captured == width:
-            lengths = found.reshape(matches, width)
-        else:  # put back the one-row groups the regex did not capture
-            lengths = np.ones((matches, width), dtype=np.int64)
-            lengths[:, [g for g in range(width) if g not in self.separated_uncaptured]] = found.reshape(matches, captured)
-        ends = np.cumsum(lengths).reshape(matches, width)
-        start = ends[:, 0]  # where the bytes before the match end
-        part = np.searchsorted(offsets[1:] + np.arange(parts), start, side="right")
-        base = (offsets[:-1][part] + part)[:, None]
-        regs = np.empty((matches, width, 2), dtype=np.int64)
-        regs[:, 0, 0] = start - base[:, 0]
-        regs[:, 0, 1] = ends[:, -1] - base[:, 0]
-        regs[:, 1:, 0] = ends[:, 1:] - lengths[:, 1:] - base
-        regs[:, 1:, 1] = ends[:, 1:] - base
-        return regs, np.bincount(part, minlength=parts).astype(np.int64)
-
     def _vector_columns(self, data, layout, offsets, regs: np.ndarray, per_partition: np.ndarray, typed: bool) -> list:
         """The output columns (partition keys, then measures) of the matches whose groups are given."""
         m = len(regs)
