@@ -13,6 +13,7 @@ from grammar.errors import CepSemanticError
 from spark_bridge.alert_rules import (
     _BUCKET,
     _EVENT_US,
+    _FILE,
     _KIND,
     _MARKER,
     _NULL_TIME,
@@ -20,6 +21,7 @@ from spark_bridge.alert_rules import (
     _SPEC,
     _STATS,
     _WATERMARK_KEY,
+    BAD_ROWS_METRICS,
     DEFAULT_HOUSEKEEPING,
     KIND_MATCH,
     KIND_STATS,
@@ -59,6 +61,7 @@ def match_rules(
     watermark: Any = None,
     housekeeping: Any = DEFAULT_HOUSEKEEPING,
     metrics_name: str | None = METRICS_NAME,
+    bad_rows_metrics: str = BAD_ROWS_METRICS,
 ) -> "DataFrame":
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
@@ -66,6 +69,12 @@ def match_rules(
     runs with is the one current in ``store`` when the micro-batch starts (``RuleStore``); publish a
     first one before starting the query. ``watermark``: the allowed lateness (default: the delay ``df``
     declares on ``time_column``, else ``streaming.DEFAULT_WATERMARK``).
+
+    When ``df`` is a ``streaming.mark_bad_rows`` frame, its bad rows come out of the same query too, so
+    that one read of the input feeds both: the result then has the dead-letter fields after the alert
+    columns (``streaming.DEAD_LETTER_NAMES``; ``_cep_error`` is NULL on an alert, set on a bad row,
+    whose alert columns are NULL), and the bad rows are counted per reason (``bad_rows_metrics``). They
+    reach no rule: they cross the shuffle in a group of their own (``alert_rules.BAD_SPEC``).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -77,10 +86,13 @@ def match_rules(
     if not df.isStreaming:
         raise ValueError("match_rules needs a streaming DataFrame (spark.readStream...)")
     store_dir = store.directory if isinstance(store, RuleStore) else os.path.abspath(store)
-    from spark_bridge.streaming import prepare_input
+    from spark_bridge.streaming import _RAW, _REJECT, bad_row_counts, dead_letter_columns, prepare_input
 
-    df = prepare_input(df)
-    columns = list(df.columns)
+    marked = _REJECT in df.columns  # mark_bad_rows ran prepare_input already
+    if not marked:
+        df = prepare_input(df)
+    passthrough = [_REJECT, _RAW, _FILE] if marked else []
+    columns = [c for c in df.columns if c not in passthrough]
     if time_column not in columns:
         raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
     field = df.schema[time_column]
@@ -103,21 +115,24 @@ def match_rules(
     if housekeeping_us <= 0:
         raise ValueError("housekeeping must be positive")
 
+    bad_columns = [F.col(_REJECT), F.col(_RAW), F.when(F.col(_REJECT).isNotNull(), F.input_file_name()).alias(_FILE)]
     df = df.select(*[F.col(quote(c)) for c in columns],
-                   F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(_NULL_TIME)).alias(_EVENT_US))
+                   F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(_NULL_TIME)).alias(_EVENT_US),
+                   *(bad_columns if marked else []))
     # The watermark marker (metadata) does not survive mapInPandas: the stateful operator finds it on
     # an all-NULL column added after it, so Spark's own late-row filter drops nothing (streaming.py).
     in_fields = [T.StructField(f.name, f.dataType, True) for f in df.schema.fields]
     exploded_schema = T.StructType([T.StructField(_SPEC, T.StringType(), False), T.StructField(_PKEY, T.StringType(), False)] + in_fields)
-    exploded = df.mapInPandas(_Explode(store_dir, columns + [_EVENT_US]), exploded_schema)
+    exploded = df.mapInPandas(_Explode(store_dir, columns + [_EVENT_US] + passthrough, _REJECT if marked else None), exploded_schema)
     exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(_MARKER, metadata={_WATERMARK_KEY: delay_ms}))
 
     out_fields = [T.StructField(name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True)
                   for name, kind in ALERT_COLUMNS]
     out_schema = T.StructType(out_fields + [T.StructField(_KIND, T.IntegerType(), False),
-                                            T.StructField(_STATS, T.ArrayType(T.LongType()), True)])
+                                            T.StructField(_STATS, T.ArrayType(T.LongType()), True)]
+                              + [T.StructField(name, T.StringType(), True) for name in passthrough])
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
-    step = _AlertStep(store_dir, housekeeping_us, KEY_BUCKETS)
+    step = _AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough)
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
@@ -129,6 +144,10 @@ def match_rules(
     if metrics_name:
         calls = F.when(F.col(_KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(_STATS).alias("stats")))
         out = out.observe(metrics_name, F.collect_list(calls).alias("calls"))
+    if marked:
+        out = out.where(F.col(_KIND) != KIND_STATS).select(*[F.col(name) for name in ALERT_NAMES],
+                                                           *dead_letter_columns(file=F.col(_FILE)))
+        return bad_row_counts(out, bad_rows_metrics)
     return out.where(F.col(_KIND) == KIND_MATCH).select(*[F.col(name) for name in ALERT_NAMES])
 
 

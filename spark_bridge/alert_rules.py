@@ -34,6 +34,7 @@ log = logging.getLogger("cep.alerting")
 
 DEFAULT_HOUSEKEEPING = "1 hour"
 METRICS_NAME = "cep_rules"
+BAD_ROWS_METRICS = "cep_bad_rows"  # one count per reason of the bad input rows, per micro-batch
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 RULESET_FORMAT = "cep-ruleset-1"
 STATUS_FORMAT = "cep-status-1"
@@ -47,12 +48,15 @@ _SPEC = "__cep_spec"
 _PKEY = "__cep_pkey"
 _BUCKET = "__cep_bucket"
 _EVENT_US = "__cep_event_us"
+_FILE = "__cep_file"  # the input file of a bad row (NULL on good rows: they need none)
 _MARKER = "__cep_watermark_marker"
 _KIND = "__cep_kind"
 _STATS = "__cep_stats"
 _NULL_TIME = -(2**63)
 _WATERMARK_KEY = "spark.watermarkDelayMs"
-KIND_MATCH, KIND_STATS = 0, 2
+KIND_MATCH, KIND_BAD, KIND_STATS = 0, 1, 2
+# The group bad input rows travel in (``streaming.mark_bad_rows``): not a JSON list, so no partition spec.
+BAD_SPEC = "bad-rows"
 
 STAT_NAMES = (
     "events_in",  # rows received by the rule's keys (late ones included)
@@ -495,11 +499,14 @@ def _scalar(value: Any) -> Any:
 
 class _Explode:
     """``mapInPandas``: each input row once per partition spec of the micro-batch's rule set, tagged with
-    the spec and the row's partition key under it. Rules with the same PARTITION BY share the copy."""
+    the spec and the row's partition key under it. Rules with the same PARTITION BY share the copy.
+    With ``reject`` (the reason column of ``streaming.mark_bad_rows``), a bad row goes once, to
+    ``BAD_SPEC``, and to no rule."""
 
-    def __init__(self, store_dir: str, columns: Sequence[str]) -> None:
+    def __init__(self, store_dir: str, columns: Sequence[str], reject: str | None = None) -> None:
         self.store_dir = store_dir
         self.columns = list(columns)
+        self.reject = reject
 
     def __call__(self, frames: Iterator["Any"]) -> Iterator["Any"]:
         import pandas as pd
@@ -511,6 +518,13 @@ class _Explode:
             if runtime is None:
                 runtime = runtime_for(self.store_dir)
             pieces = []
+            if self.reject is not None and pdf[self.reject].notna().any():
+                bad = pdf[self.reject].notna()
+                piece = pdf.loc[bad, self.columns]
+                piece.insert(0, _PKEY, "{}")
+                piece.insert(0, _SPEC, BAD_SPEC)
+                pieces.append(piece)
+                pdf = pdf[~bad]
             for spec, partition in runtime.partitions.items():
                 piece = pdf[self.columns].copy(deep=False)
                 piece.insert(0, _PKEY, _key_strings(pdf, partition))
@@ -554,15 +568,19 @@ class _AlertStep:
     timer call, the rules whose own deadline the watermark reached are called). The bucket's state is a
     ``buckets.KeyTable`` of each key's state (spark_bridge/buckets.py says why keys share a call)."""
 
-    def __init__(self, store_dir: str, housekeeping_us: int, key_buckets: int) -> None:
+    def __init__(self, store_dir: str, housekeeping_us: int, key_buckets: int, passthrough: Sequence[str] = ()) -> None:
         self.store_dir = store_dir
         self.housekeeping_us = housekeeping_us
         self.key_buckets = key_buckets
+        self.passthrough = tuple(passthrough)  # the columns of bad rows (BAD_SPEC), NULL on the others
 
     def __call__(self, key, frames, state):
         import pandas as pd
 
         spec = str(key[0])
+        if spec == BAD_SPEC:  # bad input rows: out as they came, with no state
+            yield self._frame([], [], bad=pd.concat(list(frames), ignore_index=True), passthrough=self.passthrough)
+            return
         runtime = runtime_for(self.store_dir)
         watermark_ms = state.getCurrentWatermarkMs()
         watermark_us = watermark_ms * 1000
@@ -596,7 +614,8 @@ class _AlertStep:
             state.setTimeoutTimestamp(spark_timeout_ms(table.next_timer(), watermark_ms))
         elif state.exists:
             state.remove()
-        yield self._frame(alerts, [(rule_id, version, counts) for (rule_id, version), counts in stats.items()])
+        yield self._frame(alerts, [(rule_id, version, counts) for (rule_id, version), counts in stats.items()],
+                          passthrough=self.passthrough)
 
     def _key_call(self, runtime, spec: str, pkey: str, rows: _KeyRows | None, old: dict, watermark_us: int, emitted,
                   alerts: list, stats_by_rule: dict) -> dict:
@@ -669,12 +688,14 @@ class _AlertStep:
         return new
 
     @staticmethod
-    def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]]):
+    def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]], *, bad=None, passthrough: Sequence[str] = ()):
+        """The output: ``alerts`` (KIND_MATCH), then one statistics row per rule (KIND_STATS), or the
+        rows of ``bad`` (KIND_BAD, their ``passthrough`` columns kept; NULL on the other kinds)."""
         import numpy as np
         import pandas as pd
 
         stats_rows = [s for s in stats_rows if any(s[2].values())]
-        n_alerts, n_stats = len(alerts), len(stats_rows)
+        n_alerts, n_stats = len(alerts), len(stats_rows) + (len(bad) if bad is not None else 0)
 
         def objects(values):
             column = np.empty(len(values), dtype=object)
@@ -701,8 +722,15 @@ class _AlertStep:
             data["suppressed"] = np.zeros(n_stats, dtype=bool)
             data["rule_id"] = objects([s[0] for s in stats_rows])
             data["rule_version"] = objects([s[1] for s in stats_rows])
+        if bad is not None:
+            data["rule_id"] = data["rule_version"] = objects(pad)
+            data[_KIND] = np.full(n_stats, KIND_BAD, dtype="int32")
+            data[_STATS] = objects(pad)
+            data.update({name: objects(bad[name].tolist()) for name in passthrough})
+            return pd.DataFrame(data, copy=False)
         data[_KIND] = np.array([KIND_MATCH] * n_alerts + [KIND_STATS] * n_stats, dtype="int32")
         data[_STATS] = objects([None] * n_alerts + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
+        data.update({name: objects([None] * (n_alerts + n_stats)) for name in passthrough})
         return pd.DataFrame(data, copy=False)
 
 

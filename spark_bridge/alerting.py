@@ -36,9 +36,14 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
   rule's output columns), emit_time, suppressed. ``match_status``, the first and last event time come from
   measures added to each rule internally (``MATCH_STATUS()`` where the rule can time out or has an
   absence, ``FIRST(ts)``, ``LAST(ts)``); the user's own columns are unchanged.
-* **Delivery**: the alerts go to Spark's file sink (exactly once, ``_spark_metadata``) at ``output``;
-  when alert sinks are given, a second query reads that directory as a stream and hands each
-  micro-batch to them in ``foreachBatch`` (``sinks.deliver_batch``; idempotent by match_id).
+* **One read of the input**: bad input rows (``streaming.mark_bad_rows``) travel through the same
+  query in a group of their own (``alert_rules.BAD_SPEC``), reaching no rule, so the files are
+  parsed once for matching and for the dead letter. The query's ``foreachBatch`` (``_write_batch``)
+  writes each micro-batch's alerts to ``output`` and its bad rows to ``<dead_letter>/bad-rows/``,
+  each through Spark's own file sink (``sinks.FileSink.commit``: exactly once, ``_spark_metadata``,
+  a batch id already committed is skipped), so one checkpoint's offsets cover both outputs.
+* **Delivery**: when alert sinks are given, a second query reads the ``output`` directory as a stream
+  and hands each micro-batch to them in ``foreachBatch`` (``sinks.deliver_batch``; idempotent by match_id).
 * **Metrics and status**: each key call emits one statistics row per rule it ran, collected per micro-batch with
   ``DataFrame.observe`` and summed per rule and version by the driver into ``<checkpoint>/status.json``
   (``cep status`` prints it).
@@ -64,6 +69,7 @@ from spark_bridge import rules as rules_mod
 from spark_bridge import suppress as suppress_mod
 from spark_bridge.alert_rules import (  # the executor side, and the names the driver shares with it
     _GAUGES,
+    BAD_ROWS_METRICS,
     DEFAULT_HOUSEKEEPING,
     METRICS_NAME,
     STAT_NAMES,
@@ -77,16 +83,13 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
 from spark_bridge.alert_query import duration_us, input_types_of, match_rules
 from spark_bridge.sink_base import atomic_write
 from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
-from spark_bridge.streaming import CORRUPT_RECORD, bad_row_counts, dead_letter_rows, good_rows, mark_bad_rows, prepare_input
-from spark_bridge.sinks import AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
+from spark_bridge.streaming import CORRUPT_RECORD, DEAD_LETTER_NAMES, mark_bad_rows, prepare_input
+from spark_bridge.sinks import ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["AlertStream", "RuleStore", "STAT_NAMES", "build_rule_set", "check_rule", "alert_statement", "match_rules"]
-
-# The observed metrics of the bad-row query (one count per reason per micro-batch).
-BAD_ROWS_METRICS = "cep_bad_rows"
 
 # ------------------------------------------------------------------------------------ the query
 
@@ -123,16 +126,16 @@ class AlertStream:
     ``rules``: a directory of ``*.sql`` files, or one ``.sql`` file. ``source``: a streaming DataFrame.
     ``checkpoint``: the directory for everything that must survive a restart:
 
-        <checkpoint>/match/        Spark checkpoint of the matching query
+        <checkpoint>/match/        Spark checkpoint of the matching query (alerts and bad rows)
         <checkpoint>/deliver/      Spark checkpoint of the delivery query (when there are alert sinks)
         <checkpoint>/rules/        rule sets and the set of each micro-batch (RuleStore)
         <checkpoint>/status.json   per rule: version, counts, gauges, errors (``cep status``)
-        <checkpoint>/bad-rows/     Spark checkpoint of the bad-row query
 
     ``dead_letter`` (default ``<checkpoint>/dead-letter``): bad input rows (``streaming.mark_bad_rows``:
-    unreadable lines, wrong types, bad, NULL or far-future event times) never reach the rules; a second
-    query writes them, with their reasons, as JSON lines to ``<dead_letter>/bad-rows/`` (Spark's file
-    sink: exactly once) and counts them per reason in the status (``bad_rows``). Webhook deliveries
+    unreadable lines, wrong types, bad, NULL or far-future event times) never reach the rules; the
+    matching query writes them, with their reasons, as JSON lines to ``<dead_letter>/bad-rows/``
+    (Spark's file sink: exactly once, in the same micro-batch as the alerts from the same read of the
+    input) and counts them per reason in the status (``bad_rows``). Webhook deliveries
     that fail go to ``<dead_letter>/<key>.json`` (``sinks.WebhookSink``). ``max_future_skew``: see
     ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the repeats of a key within
     its partition key and the watermark delay (``keyed.KeyedStream``), counted as ``duplicates_dropped``.
@@ -169,6 +172,8 @@ class AlertStream:
         self.source = source
         self.checkpoint = os.path.abspath(checkpoint)
         self.file_sink = FileSink(output or os.path.join(self.checkpoint, "matches"), output_format)
+        self.dead_letter_dir = os.path.abspath(dead_letter or os.path.join(self.checkpoint, "dead-letter"))
+        self.bad_rows_sink = FileSink(os.path.join(self.dead_letter_dir, "bad-rows"), "json")
         self.sinks = list(sinks)
         self.specs = [s if isinstance(s, suppress_mod.SuppressSpec) else suppress_mod.parse_spec(s) for s in suppress]
         self.watermark = watermark
@@ -181,12 +186,10 @@ class AlertStream:
         self.on_event = on_event
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
-        self.dead_letter_dir = os.path.abspath(dead_letter or os.path.join(self.checkpoint, "dead-letter"))
         self.max_future_skew_us = duration_us(max_future_skew, "max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.match_query = None
         self.deliver_query = None
-        self.bad_query = None
         self.ruleset: rules_mod.RuleSet | None = None
         self.payload: dict | None = None
         self._signature: tuple | None = None
@@ -367,60 +370,82 @@ class AlertStream:
     # ----------------------------------------------------------------------------------- queries
 
     def build(self) -> "DataFrame":
-        """The alerts DataFrame (publishes the rule set first if needed)."""
+        """The alerts and the bad input rows, from one read of the input (publishes the rule set first
+        if needed): ``sinks.ALERT_NAMES`` then ``streaming.DEAD_LETTER_NAMES``; a bad row has
+        ``_cep_error`` set and NULL alert columns, an alert the reverse."""
         if self.payload is None:
             self.refresh_rules(force=True)
-        marked = self._marked()
-        return match_rules(good_rows(marked) if marked is not None else self.source, self.store, time_column=self.time_column,
-                           watermark=self.watermark, housekeeping=self.housekeeping)
-
-    def _marked(self) -> "DataFrame | None":
-        """The input with each bad row's reason (``streaming.mark_bad_rows``); None if the event-time
-        column is missing or no timestamp (``match_rules`` then says so)."""
         from pyspark.sql import types as T
 
         source = prepare_input(self.source)
-        if self.time_column not in source.columns or not isinstance(source.schema[self.time_column].dataType, T.TimestampType):
-            return None
-        return mark_bad_rows(source, self.time_column, max_future_skew_us=self.max_future_skew_us, null_time=True)
+        if self.time_column in source.columns and isinstance(source.schema[self.time_column].dataType, T.TimestampType):
+            source = mark_bad_rows(source, self.time_column, max_future_skew_us=self.max_future_skew_us, null_time=True)
+        # else match_rules says what is wrong with the event-time column
+        return match_rules(source, self.store, time_column=self.time_column, watermark=self.watermark,
+                           housekeeping=self.housekeeping)
 
-    def _start_bad_rows(self, *, available_now: bool) -> None:
-        """The query writing bad input rows to ``<dead_letter>/bad-rows/`` (exactly once) and counting them."""
-        marked = self._marked()
-        if marked is None:
+    def _write_batch(self, batch, batch_id: int) -> None:
+        """``foreachBatch`` of the matching query: the alerts to ``output``, the bad rows to the dead letter.
+
+        Each write is Spark's file sink for that batch id (``FileSink.commit``), which skips a batch it
+        committed already: after a crash between the two writes, the re-run writes only the missing one.
+        The batch is computed once (``persist``, then ``count``): the rules' state and metrics are those
+        of one run, even when both sinks skip it."""
+        from pyspark.sql import functions as F
+
+        batch.persist()
+        try:
+            batch.count()
+            error = F.col(DEAD_LETTER_NAMES[0])
+            self.file_sink.commit(batch_id, batch.where(error.isNull()).select(*ALERT_NAMES))
+            self.bad_rows_sink.commit(batch_id, batch.where(error.isNotNull()).select(*DEAD_LETTER_NAMES))
+        finally:
+            batch.unpersist()
+
+    def _retire_bad_row_query(self) -> None:
+        """A checkpoint written when a second query read the input for the bad rows: that query's batch
+        ids are not the matching query's, and ``<dead_letter>/bad-rows/_spark_metadata`` would make the
+        file sink skip batches it never saw. Its files move aside (still readable) and the new ones start
+        a fresh log."""
+        old_checkpoint = os.path.join(self.checkpoint, "bad-rows")
+        if not os.path.isdir(old_checkpoint):
             return
-        rows = bad_row_counts(dead_letter_rows(marked), BAD_ROWS_METRICS)
-        writer = (rows.writeStream.format("json").option("checkpointLocation", os.path.join(self.checkpoint, "bad-rows"))
-                  .option("path", os.path.join(self.dead_letter_dir, "bad-rows")))
-        if available_now:
-            writer = writer.trigger(availableNow=True)
-        elif self.trigger:
-            writer = writer.trigger(processingTime=self.trigger)
-        self.bad_query = writer.start()
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        if os.path.isdir(self.bad_rows_sink.path):
+            os.replace(self.bad_rows_sink.path, f"{self.bad_rows_sink.path}.before-{stamp}")
+        os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
+        with self._lock:
+            self.status["seen_bad_row_batches"] = []
+        self._event(f"bad rows now come from the matching query; the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}")
 
     def start(self, *, available_now: bool = False) -> "AlertStream":
         """Start the matching query (and the delivery query when there are alert sinks)."""
-        alerts = self.build()
+        combined = self.build()
+        self._retire_bad_row_query()
         with self._lock:
             self.status.update({"state": "running", "started_at": _now_iso(), "output": self.file_sink.path,
                                 "output_format": self.file_sink.format, "sinks": {s.describe(): self.status.get("sinks", {}).get(s.describe(), {})
                                                                                for s in self.sinks}})
-        self.match_query = self.file_sink.start(alerts, checkpoint=os.path.join(self.checkpoint, "match"), trigger=self.trigger,
-                                                available_now=available_now, query_name=None)
-        self._start_bad_rows(available_now=available_now)
+        self.file_sink.prepare()
+        self.bad_rows_sink.prepare()
+        self.match_query = self._start_query(combined, self._write_batch, "match", available_now=available_now)
         if self.sinks and not available_now:
             self._start_deliver(available_now=False)
         self.write_status()
         return self
 
-    def _start_deliver(self, *, available_now: bool) -> None:
-        stream = self.file_sink.read_stream(self.spark)
-        writer = stream.writeStream.foreachBatch(self._deliver).option("checkpointLocation", os.path.join(self.checkpoint, "deliver"))
+    def _start_query(self, df: "DataFrame", each_batch: Callable, name: str, *, available_now: bool):
+        """Start ``df`` with ``foreachBatch(each_batch)``, checkpointed in ``<checkpoint>/<name>``."""
+        writer = df.writeStream.foreachBatch(each_batch).option("checkpointLocation", os.path.join(self.checkpoint, name))
         if available_now:
             writer = writer.trigger(availableNow=True)
         elif self.trigger:
             writer = writer.trigger(processingTime=self.trigger)
-        self.deliver_query = writer.start()
+        return writer.start()
+
+    def _start_deliver(self, *, available_now: bool) -> None:
+        self.deliver_query = self._start_query(self.file_sink.read_stream(self.spark), self._deliver, "deliver",
+                                               available_now=available_now)
 
     def _deliver(self, batch_df, batch_id: int) -> None:
         alerts = rows_to_alerts(batch_df.collect())
@@ -468,13 +493,12 @@ class AlertStream:
             for batch, progress, row in self._new_progress(self.match_query, METRICS_NAME, "seen_batches"):
                 self._fold(batch, progress, row)
             self.store.prune()
-        if self.bad_query is not None:
             with self._lock:
                 counts = self.status.setdefault("bad_rows", {})
-                for _, _, row in self._new_progress(self.bad_query, BAD_ROWS_METRICS, "seen_bad_row_batches"):
+                for _, _, row in self._new_progress(self.match_query, BAD_ROWS_METRICS, "seen_bad_row_batches"):
                     for reason, count in row.items():
                         counts[reason] = counts.get(reason, 0) + int(count or 0)
-                self.status["bad_rows_path"] = os.path.join(self.dead_letter_dir, "bad-rows")
+                self.status["bad_rows_path"] = self.bad_rows_sink.path
         self.write_status()
         return self.status
 
@@ -539,8 +563,6 @@ class AlertStream:
         """Wait until every input file so far is matched and delivered (tests; no sleeping)."""
         if self.match_query is not None:
             self.match_query.processAllAvailable()
-        if self.bad_query is not None:
-            self.bad_query.processAllAvailable()
         if self.deliver_query is not None:
             self.deliver_query.processAllAvailable()
         self.poll()
@@ -550,8 +572,6 @@ class AlertStream:
         self.start(available_now=True)
         try:
             self.match_query.awaitTermination()
-            if self.bad_query is not None:
-                self.bad_query.awaitTermination()
             self.poll()
             if self.sinks:
                 self._start_deliver(available_now=True)
@@ -567,14 +587,14 @@ class AlertStream:
 
     def check(self) -> None:
         """Raise if the matching query failed; restart a failed delivery query after a backoff."""
-        for query in (self.match_query, self.bad_query):
-            error = query.exception() if query is not None and not query.isActive else None
-            if error is not None:
-                with self._lock:
-                    self.status["state"] = "failed"
-                    self.status.setdefault("query_errors", []).append({"time": _now_iso(), "error": str(error)[:2000]})
-                self.write_status()
-                raise RuntimeError(f"the matching query failed: {str(error).splitlines()[0] if str(error) else error}") from None
+        query = self.match_query
+        error = query.exception() if query is not None and not query.isActive else None
+        if error is not None:
+            with self._lock:
+                self.status["state"] = "failed"
+                self.status.setdefault("query_errors", []).append({"time": _now_iso(), "error": str(error)[:2000]})
+            self.write_status()
+            raise RuntimeError(f"the matching query failed: {str(error).splitlines()[0] if str(error) else error}") from None
         if self.deliver_query is not None and not self.deliver_query.isActive:
             error = self.deliver_query.exception()
             now = time.monotonic()
@@ -606,7 +626,7 @@ class AlertStream:
             self.stop()
 
     def stop(self) -> None:
-        for query in (self.deliver_query, self.match_query, self.bad_query):
+        for query in (self.deliver_query, self.match_query):
             if query is not None and query.isActive:
                 query.stop()
         if self.match_query is not None:

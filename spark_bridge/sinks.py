@@ -204,6 +204,27 @@ class FileSink:
             writer = writer.trigger(processingTime=trigger)
         return writer.start()
 
+    def commit(self, batch_id: int, df: "DataFrame") -> None:
+        """Write ``df`` as micro-batch ``batch_id`` of a query that hands its batches to ``foreachBatch``,
+        with the guarantee of ``start``: this is Spark's own file sink (``FileStreamSink``, through the
+        JVM), which writes the files, then records the batch in ``path/_spark_metadata``, and skips a
+        batch id already recorded there. So a micro-batch re-run after a crash is written once, and
+        several of these sinks fed from one ``foreachBatch`` each commit it once, whichever had
+        committed it before the crash (``AlertStream`` writes alerts and bad rows so, from one query).
+        """
+        spark = df.sparkSession
+        jvm = spark._jvm
+        sink = getattr(self, "_jvm_sink", None)
+        if sink is None or getattr(self, "_jvm_session", None) is not spark._jsparkSession:
+            formats = jvm.org.apache.spark.sql.execution.datasources
+            file_format = {"json": formats.json.JsonFileFormat, "parquet": formats.parquet.ParquetFileFormat,
+                           "csv": formats.csv.CSVFileFormat}[self.format]()
+            options = {"header": "true"} if self.format == "csv" else {}
+            sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
+                spark._jsparkSession, self.path, file_format, jvm.PythonUtils.toSeq([]), jvm.PythonUtils.toScalaMap(options))
+            self._jvm_sink, self._jvm_session = sink, spark._jsparkSession
+        sink.addBatch(batch_id, df._jdf)
+
     def _reader(self, reader):
         reader = reader.schema(alert_schema())
         if self.format == "csv":

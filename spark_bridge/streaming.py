@@ -391,10 +391,15 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     return df.withColumn(time_column, F.when(F.col(_REJECT).isNull(), time))
 
 
-def dead_letter_rows(marked: "DataFrame") -> "DataFrame":
-    """The bad rows of a ``mark_bad_rows`` frame as dead-letter records: the fields of the batch dead
-    letter (``matcher.validate``: ``_cep_error``, ``_cep_error_code``) and ``_cep_input`` (the line, or
-    the row as read, as JSON), ``_cep_file`` (the input file), ``_cep_time`` (the micro-batch's time)."""
+# The fields of a dead-letter record, in order (``dead_letter_columns``).
+DEAD_LETTER_NAMES = ("_cep_error", "_cep_error_code", "_cep_input", "_cep_file", "_cep_time")
+
+
+def dead_letter_columns(file: Any = None) -> list:
+    """The dead-letter fields of a ``mark_bad_rows`` row (NULL on a good one): the fields of the batch
+    dead letter (``matcher.validate``: ``_cep_error``, ``_cep_error_code``) and ``_cep_input`` (the line,
+    or the row as read, as JSON), ``_cep_file`` (the input file: ``file``, default ``input_file_name()``,
+    valid only next to the scan), ``_cep_time`` (the micro-batch's time)."""
     from pyspark.sql import functions as F
 
     from matcher.validate import REASONS
@@ -403,21 +408,20 @@ def dead_letter_rows(marked: "DataFrame") -> "DataFrame":
     code = F.lit(None).cast("string")
     for name in reversed(BAD_REASONS):
         code = F.when(reason == name, F.lit(REASONS[name])).otherwise(code)
-    return marked.where(reason.isNotNull()).select(
-        reason.alias("_cep_error"), code.alias("_cep_error_code"), F.col(_RAW).alias("_cep_input"),
-        F.input_file_name().alias("_cep_file"), F.current_timestamp().alias("_cep_time"),
-    )
+    where = F.input_file_name() if file is None else file
+    values = (reason, code, F.col(_RAW), where, F.current_timestamp())
+    return [value.alias(name) for value, name in zip(values, DEAD_LETTER_NAMES)]
 
 
-def good_rows(marked: "DataFrame") -> "DataFrame":
-    """The rows of a ``mark_bad_rows`` frame that are not bad, with the input's columns only."""
+def dead_letter_rows(marked: "DataFrame") -> "DataFrame":
+    """The bad rows of a ``mark_bad_rows`` frame as dead-letter records (``DEAD_LETTER_NAMES``)."""
     from pyspark.sql import functions as F
 
-    return marked.where(F.col(_REJECT).isNull()).drop(_REJECT, _RAW)
+    return marked.where(F.col(_REJECT).isNotNull()).select(*dead_letter_columns())
 
 
 def bad_row_counts(df: "DataFrame", metrics_name: str) -> "DataFrame":
-    """``df`` (``dead_letter_rows``) observed as one count per reason per micro-batch (``metrics_name``)."""
+    """``df`` (with ``DEAD_LETTER_NAMES``) observed as one count per reason per micro-batch (``metrics_name``)."""
     from pyspark.sql import functions as F
 
     return df.observe(metrics_name, *[F.count(F.when(F.col("_cep_error") == name, 1)).alias(name) for name in BAD_REASONS])

@@ -174,6 +174,32 @@ def test_suppression_at_most_one_alert_per_key_per_interval(tmp_path):
     assert all(a["match_status"] == "MATCHED" and a["first_event_time"] == a["last_event_time"] for a in alerts)
 
 
+def test_bad_rows_cross_the_operator_in_their_own_group_and_reach_no_rule(tmp_path):
+    """With the reason column of mark_bad_rows, _Explode sends a bad row once, to BAD_SPEC (not to a
+    rule's partition spec), and _AlertStep hands it back as it came (KIND_BAD), keeping no state."""
+    import pandas as pd
+
+    from spark_bridge.alert_rules import BAD_SPEC, KIND_BAD, KIND_STATS
+
+    rules = tmp_path / "rules"
+    write_rule(rules, "prices.sql", HIGH)
+    store, _ = publish(tmp_path, rules)
+    passthrough = ["__cep_reject", "__cep_raw", "__cep_file"]
+    rows = [ev("a", 0, 101), ev("a", 1, 5), {"symbol": None, "ts": None, "price": None}]
+    pdf = pd.DataFrame(rows, columns=COLUMNS)
+    pdf[_EVENT_US] = [state_codec.datetime_to_micros(r["ts"]) if r["ts"] else -(2**63) for r in rows]
+    pdf["__cep_reject"], pdf["__cep_raw"], pdf["__cep_file"] = [None, None, "not_json"], [None, None, "{oops"], [None, None, "f.json"]
+    exploded = pd.concat(_Explode(store.directory, COLUMNS + [_EVENT_US] + passthrough, "__cep_reject")(iter([pdf])))
+    assert sorted(zip(exploded[_SPEC], exploded["price"].fillna(-1))) == [('["symbol"]', 5.0), ('["symbol"]', 101.0), (BAD_SPEC, -1.0)]
+    step = _AlertStep(store.directory, 3_600_000_000, 3, passthrough)
+    bad = FakeState(None, 0, False)
+    out = pd.concat(list(step((BAD_SPEC, 0), iter([exploded[exploded[_SPEC] == BAD_SPEC]]), bad)))
+    assert list(out[_KIND]) == [KIND_BAD] and bad.value is None and bad.timeout is None
+    assert out[passthrough].values.tolist() == [["not_json", "{oops", "f.json"]] and out["rule_id"].isna().all()
+    good = pd.concat(list(step(('["symbol"]', 0), iter([exploded[exploded[_SPEC] != BAD_SPEC]]), FakeState(None, 0, False))))
+    assert set(good[_KIND]) == {KIND_STATS} and good[passthrough].isna().all().all()  # nothing released yet: counts only
+
+
 V1 = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES COUNT(*) AS n, LAST(X.price) AS p
   PATTERN (X{3}) DEFINE X AS price > 50)"""
 V2 = V1.replace("X{3}", "X{2}")
@@ -286,6 +312,14 @@ def price_walk(symbols, start: int, end: int, step: int, seed: int) -> list[dict
     return [ev(s, t + i, rnd.choice([5, 15, 25, 55, 65])) for t in range(start, end, step) for i, s in enumerate(symbols)]
 
 
+def price_batches() -> list[list[dict]]:
+    """Two micro-batches for HIGH (alerts, some suppressed) and SPAN (a match of "s" left open after them)."""
+    return [
+        [ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)] + price_walk(["c", "d"], 0, 30, 3, seed=3),
+        [ev("a", 30, 103), ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15)] + price_walk(["c", "d"], 40, 80, 3, seed=4),
+    ]
+
+
 @pytest.mark.spark
 def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark, two_partitions, tmp_path):
     rules, source, checkpoint = tmp_path / "rules", tmp_path / "in", tmp_path / "ck"
@@ -349,9 +383,7 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
     rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
     write_rule(rules, "prices.sql", HIGH)
     write_rule(rules, "span.sql", SPAN)
-    batches = [
-        [ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)] + price_walk(["c", "d"], 0, 30, 3, seed=3),
-        [ev("a", 30, 103), ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15)] + price_walk(["c", "d"], 40, 80, 3, seed=4),
+    batches = price_batches() + [
         [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101), ev("s", 95, 25)] + price_walk(["c", "d"], 90, 140, 3, seed=5),
         [ev(SENTINEL, 10_000, 0)],
     ]

@@ -20,6 +20,7 @@ of ``pytest --durations``.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 import signal
@@ -35,7 +36,7 @@ import cep
 from spark_bridge.alerting import AlertStream, read_status
 from spark_bridge.sinks import RetryPolicy, SQLiteSink
 from tests import crash_driver
-from tests.test_alerting import HIGH, SPAN, SENTINEL as ALERT_SENTINEL, ev, price_walk, replay, streamed, write_batch, write_rule
+from tests.test_alerting import HIGH, SPAN, SENTINEL as ALERT_SENTINEL, ev, price_batches, price_walk, replay, streamed, write_batch, write_rule
 from tests.test_alerting import _schema as alert_schema
 from tests.test_alerting import two_partitions  # noqa: F401 - a fixture
 from tests.test_streaming import (
@@ -231,3 +232,75 @@ def test_full_disk_stops_the_file_sink_then_the_restart_writes_everything_once(s
     finally:
         if subprocess.run(["umount", str(disk)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+# ----------------------------------------------------- one read of the input, two outputs, one checkpoint
+
+
+# Bad lines in the alert stream's input, one per micro-batch file, with the reason each must come out with.
+ALERT_BAD_LINES = [("this is not json", "not_json"), ('{"symbol": "a", "ts": "2024-01-01T00:00:31", "price": "abc"}', "wrong_type"),
+                   ('{"symbol": "b", "ts": null, "price": 1.0}', "null_event_time")]
+
+
+@pytest.mark.spark
+def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_writes_each_once(spark, two_partitions, tmp_path,
+                                                                                                  capsys):
+    """One streaming query parses the input once and writes both the alerts and the bad rows (its
+    foreachBatch, each through Spark's file sink). Killed after micro-batch 1's alerts were committed
+    and before its bad rows were: the restart from the checkpoint writes the bad rows of batch 1, and
+    nothing twice."""
+    from pyspark.sql import types as T
+
+    rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
+    write_rule(rules, "prices.sql", HIGH)
+    write_rule(rules, "span.sql", SPAN)
+    batches = price_batches() + [[ev("s", 95, 25), ev(ALERT_SENTINEL, 10_000, 0)]]
+    for index, rows in enumerate(batches):
+        write_batch(source, index, rows)
+        path = source / f"batch-{index:04d}.json"
+        stamp = path.stat().st_mtime  # the files' order
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(ALERT_BAD_LINES[index][0] + "\n")
+        os.utime(path, (stamp, stamp))
+    schema = T.StructType(alert_schema().fields + [T.StructField("_corrupt_record", T.StringType())])
+    dead = checkpoint / "dead-letter" / "bad-rows"
+
+    def stream() -> AlertStream:
+        df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+        return AlertStream(spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), watermark="5 seconds")
+
+    first = stream()
+    commit_bad_rows = first.bad_rows_sink.commit
+
+    def killed_at_batch_1(batch_id, df):
+        if batch_id == 1:
+            raise RuntimeError("killed between the two writes")
+        commit_bad_rows(batch_id, df)
+
+    first.bad_rows_sink.commit = killed_at_batch_1
+    with pytest.raises(Exception, match="killed between the two writes"):
+        first.run_available_now()
+    assert (output / "_spark_metadata" / "1").exists() and not (dead / "_spark_metadata" / "1").exists()
+    assert (checkpoint / "match" / "offsets" / "1").exists() and not (checkpoint / "match" / "commits" / "1").exists()
+    assert not (checkpoint / "bad-rows").exists()  # no second query, no second checkpoint
+
+    second = stream()
+    second.run_available_now()
+    capsys.readouterr()
+    second.match_query.explain()
+    plan = capsys.readouterr().out
+    # One scan of the input (the last micro-batch had no data: an empty LocalTableScan stands for the files)
+    # feeds the rules and the dead letter.
+    assert sum("Scan" in line for line in plan.splitlines()) == 1 and plan.count("MapInPandas _Explode") == 1, plan
+    out = second.alerts().toPandas()
+    events = [e for b in batches for e in b]
+    assert out["match_id"].is_unique
+    assert streamed(out, "prices/high") == replay(HIGH, events) and streamed(out, "span") == replay(SPAN, events)
+    letters = spark.read.json(str(dead)).toPandas()
+    inputs = dict(zip(letters["_cep_error"], letters["_cep_input"]))
+    assert len(letters) == len(inputs) == len(ALERT_BAD_LINES)  # each bad row once
+    assert inputs["not_json"] == ALERT_BAD_LINES[0][0] and inputs["wrong_type"] == ALERT_BAD_LINES[1][0]  # the lines as they were
+    assert json.loads(inputs["null_event_time"]) == {"symbol": "b", "price": 1.0}  # the row as read
+    assert all(str(f).endswith(".json") for f in letters["_cep_file"])
+    status = read_status(str(checkpoint))
+    assert status["bad_rows"] == {**dict.fromkeys(status["bad_rows"], 0), **{reason: 1 for _, reason in ALERT_BAD_LINES}}

@@ -209,6 +209,21 @@ def hostile_batches(rnd: random.Random, events: list[dict], *, batches: int = 3,
     return lines
 
 
+def run_to_the_end(spark, out, name: str, checkpoint: Path):
+    """Run the streaming result ``out`` over the files there now into a memory table: (query, rows as pandas)."""
+    stream = (out.writeStream.format("memory").queryName(name).option("checkpointLocation", str(checkpoint))
+              .trigger(availableNow=True).start())
+    stream.awaitTermination()
+    return stream, spark.sql(f"SELECT * FROM {name}").toPandas()
+
+
+def good_matches(result, query) -> list[tuple]:
+    """The matches of a streaming result (not the late or bad rows, not the sentinel's), comparable."""
+    matches = result[result["cep_late_reason"].isna()]
+    names = list(query.output_columns(COLUMNS))
+    return normalize(r for r in matches[names].itertuples(index=False, name=None) if r[0] != SENTINEL)
+
+
 @pytest.mark.spark
 def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(spark, few_partitions, tmp_path):
     rnd = random.Random(7)
@@ -223,15 +238,8 @@ def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(s
         query.on_spark(df, dedup_key="nope")
     out = query.on_spark(df, watermark="5 seconds", session_timeout="60 seconds", max_future_skew="1 day", dedup_key="id")
     assert "_corrupt_record" not in out.columns
-    stream = (out.writeStream.format("memory").queryName("bad_events").option("checkpointLocation", str(tmp_path / "ck"))
-              .trigger(availableNow=True).start())
-    stream.awaitTermination()
-    result = spark.sql("SELECT * FROM bad_events").toPandas()
-
-    names = list(query.output_columns(COLUMNS))
-    matches = result[result["cep_late_reason"].isna()]
-    got = normalize(r for r in matches[names].itertuples(index=False, name=None) if r[0] != SENTINEL)
-    assert got == normalize(query.run(events))
+    stream, result = run_to_the_end(spark, out, "bad_events", tmp_path / "ck")
+    assert good_matches(result, query) == normalize(query.run(events))
     rejected = result[result["cep_late_reason"].notna()]
     assert sorted(zip(rejected["cep_late_reason"], map(_payload_key, rejected["cep_late_row"]))) == sorted(
         (reason, _payload_key(line)) for line, reason in BAD_LINES)
@@ -375,14 +383,8 @@ def test_spark_bad_csv_lines_are_routed_with_reasons_and_text_and_counted(spark,
     source = stream_source(spark, str(tmp_path / "in"), "csv", CSV_SCHEMA)
     assert dict(source.dtypes)["_corrupt_record"] == "string"
     out = query.on_spark(source, watermark="5 seconds", session_timeout="60 seconds")
-    stream = (out.writeStream.format("memory").queryName("bad_csv").option("checkpointLocation", str(tmp_path / "ck"))
-              .trigger(availableNow=True).start())
-    stream.awaitTermination()
-    result = spark.sql("SELECT * FROM bad_csv").toPandas()
-
-    names = list(query.output_columns(COLUMNS))
-    matches = result[result["cep_late_reason"].isna()]
-    assert normalize(r for r in matches[names].itertuples(index=False, name=None) if r[0] != SENTINEL) == normalize(query.run(events))
+    stream, result = run_to_the_end(spark, out, "bad_csv", tmp_path / "ck")
+    assert good_matches(result, query) == normalize(query.run(events))
     rejected = result[result["cep_late_reason"].notna()]
     assert sorted(zip(rejected["cep_late_reason"], map(_csv_payload, rejected["cep_late_row"]))) == sorted(
         (reason, text) for text, reason in BAD_CSV_LINES)
