@@ -233,7 +233,7 @@ class PartitionMatcher:
         most of the cost of a row when one or two threads are alive (lazy starts). A new start that is
         due (at every row, or after a failed lazy start) is added here exactly as ``_loop`` adds it.
         """
-        ops, args, conditions, closures, done_pc, first, lazy, lookahead, advance, within, merge_by_pc = self.step_constants
+        at_label, done_pc, first, lazy, lookahead, advance, within, merge_by_pc = self.step_constants
         env, view, tracer = self.env, self.view, self.tracer
         env.match_number = self.match_number + 1
         # Constant while this runs: rows arrive only between calls, and a match found (done_pending)
@@ -248,14 +248,14 @@ class PartitionMatcher:
             memo: dict | None = {} if merge_by_pc else None
             for thread in self.threads:
                 pc, start, chain, marks = thread
-                if ops[pc] != LABEL:
+                entry = at_label[pc]
+                if entry is None:
                     # A thread waiting at `$` (a row arrived, so this is not the end) or at DEADLINE (a row
                     # arrived before the deadline: the absence goes on in its sibling thread, which reads it).
-                    if tracer is not None and ops[pc] == AT_END:
+                    if tracer is not None and self.machine.ops[pc] == AT_END:
                         tracer.dropped(self, p, Thread(*thread), "another row arrived, so this is not the partition's end ($)")
                     continue
-                label = args[pc]
-                condition = conditions[label]
+                label, condition, targets = entry
                 if condition is not None:
                     if memo is not None and label in memo:
                         held = memo[label]
@@ -273,7 +273,6 @@ class PartitionMatcher:
                     chain = (label, chain)
                 else:  # the node carries the running DEFINE aggregates after this row (running.py)
                     chain = (label, chain, advance(None if chain is None else chain[2], env, p, label))
-                targets = closures[pc + 1]
                 if targets is None:
                     self._add_thread(next_threads, visited, pc + 1, start, chain, marks, p + 1)
                     continue
@@ -680,12 +679,17 @@ class PartitionMatcher:
 
 
 def _step_constants(machine) -> tuple:
-    """What ``_steps`` reads of the machine, in one tuple (it starts once per match, or more)."""
-    start_targets = machine.closures[0]
+    """What ``_steps`` reads of the machine, in one tuple (it starts once per match, or more).
+
+    ``at_label[pc]`` is, for a LABEL instruction, (label, its condition, the pcs the next row's threads
+    park at: ``Machine.closures[pc + 1]``), and None for any other instruction.
+    """
+    ops, args, conditions, closures = machine.ops, machine.args, machine.conditions, machine.closures
+    at_label = tuple((args[pc], conditions[args[pc]], closures[pc + 1]) if op == LABEL else None for pc, op in enumerate(ops))
     # The one LABEL a new start parks at, when the pattern's start leads to exactly one.
-    first = start_targets[0] if start_targets and len(start_targets) == 1 and machine.ops[start_targets[0]] == LABEL else None
-    return (machine.ops, machine.args, machine.conditions, machine.closures, machine.done_pc, first, machine.lazy_starts,
-            machine.lookahead, machine.advance_running, machine.within, machine.equivalence_key is None)
+    first = closures[0][0] if closures[0] and len(closures[0]) == 1 and ops[closures[0][0]] == LABEL else None
+    return (at_label, machine.done_pc, first, machine.lazy_starts, machine.lookahead, machine.advance_running,
+            machine.within, machine.equivalence_key is None)
 
 
 def _chain_to_list(chain) -> list[int]:
