@@ -324,7 +324,7 @@ class FastPlan:
         for bits_a, bits_b in self.overlapping_loops:
             if any((m & bits_a) and (m & bits_b) for m in occurring):
                 return all_on_vm("two loops on one path can take the same rows")
-        budget_ok = self._restart_budget(masks, offsets, counts, np.repeat(np.arange(len(counts)), counts))
+        budget_ok = self._restart_budget(_separated(masks, offsets), offsets)
         if not budget_ok.all() and self.run_items is not None and runs.deterministic(self.run_items, occurring):
             # Runs too long for the regex engine's restarts: the run scan is linear whatever the data
             # (and slower than ``re`` on ordinary data, so only here), and no partition needs the VM.
@@ -368,29 +368,24 @@ class FastPlan:
                 masks |= condition(frame).astype(np.uint8) << np.uint8(label)
         return masks
 
-    def _restart_budget(self, masks, offsets, counts, part_of_row) -> np.ndarray:
-        """Per partition: may the regex engine run it (its restart cost estimate is within budget)?"""
-        parts = len(counts)
+    def _restart_budget(self, buffer: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Per partition: may the regex engine run it (its restart cost estimate is within budget)?
+        ``buffer``: the rows' bytes with a separator after each partition (``_separated``)."""
+        parts = len(offsets) - 1
         cost = np.zeros(parts, dtype=np.float64)
-        n = len(masks)
-        if n and self.loop_bits:
-            first = np.zeros(n, dtype=bool)
-            first[offsets[:-1][counts > 0]] = True
-            last = np.zeros(n, dtype=bool)
-            last[offsets[1:][counts > 0] - 1] = True
+        if len(buffer) > parts and self.loop_bits:
+            separators = offsets[1:] + np.arange(parts)
             for bits in set(self.loop_bits):
-                member = (masks & np.uint8(bits)) != 0
-                before = np.empty(n, dtype=bool)
-                before[0] = False
-                before[1:] = member[:-1]
-                after = np.empty(n, dtype=bool)
-                after[-1] = False
-                after[:-1] = member[1:]
-                starts = np.flatnonzero(member & (~before | first))
-                ends = np.flatnonzero(member & (~after | last))
-                length = (ends - starts + 1).astype(np.float64)
-                cost += np.bincount(part_of_row[starts], weights=length * length, minlength=parts)
-        return cost <= RESTART_BUDGET * counts + RESTART_SLACK
+                in_class = np.zeros(256, dtype=np.int8)
+                in_class[[m for m in range(256) if m & bits]] = 1
+                member = in_class[buffer]
+                member[separators] = 0  # runs stop at a partition's end (with 8 variables 0xFF is a row too)
+                edges = np.diff(member, prepend=np.int8(0), append=np.int8(0))
+                starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+                length = (ends - starts).astype(np.float64)
+                part = np.searchsorted(separators, starts, side="right")
+                cost += np.bincount(part, weights=length * length, minlength=parts)
+        return cost <= RESTART_BUDGET * np.diff(offsets) + RESTART_SLACK
 
     def _match_partition(self, key: tuple, part: dict, encoded: bytes) -> list[tuple]:
         machine = self.machine
