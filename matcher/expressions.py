@@ -624,14 +624,15 @@ class ExpressionCompiler:
         """In DEFINE, ``LAST(v.column, n)`` for 0 < n < MAX_CARRIED_OFFSET, from the positions of the
         last n + 1 history rows labelled in ``labels`` that the thread carries (running.py)."""
         slot = self.running.slot(last_rows(labels, n + 1), ("LAST_ROWS", labels, n + 1))
+        # The row under test is labelled with the variable this DEFINE defines (is_current_row): when
+        # that is in ``labels`` it is the last such row, and the n-th last is the (n-1)-th of the history.
+        index = n - 1 if self.scope.is_current_row(labels) else n
 
         def carried_nth(env, position=None):
-            view = env.view
-            chain = view.chain
+            chain = env.view.chain
             if chain is None:  # no history row: only the row under test, which is never the n-th last
                 return None
             positions = chain[2][slot]
-            index = n - 1 if view.current in labels else n  # the row under test is the last one
             return env.cols[column][positions[index] - env.base] if index < len(positions) else None
         return carried_nth
 

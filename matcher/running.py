@@ -91,17 +91,6 @@ def _max_step(state, value):
     return value if state is None or value > state else state
 
 
-def _last_row_step(state, position):
-    return position
-
-
-def _last_rows_step(keep: int) -> Callable:
-    """The LAST_ROWS step: the newest ``keep`` positions, newest first."""
-    def step(state, position):
-        return (position,) + state[: keep - 1]
-    return step
-
-
 def _row_position(env, position: int) -> int:
     return position
 
@@ -113,8 +102,8 @@ LAST_ROW = "LAST_ROW"
 # LAST_ROWS carries the positions of the last ``keep`` such rows, newest first (a tuple), for
 # `LAST(B.price, n)` with n < keep: the walk back over the history was most of such a condition's cost.
 LAST_ROWS = "LAST_ROWS"
-_STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step,
-          LAST_ROW: _last_row_step}
+_POSITIONS = (LAST_ROW, LAST_ROWS)  # carried positions: ``advance`` steps them itself
+_STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step}
 _INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None, LAST_ROW: None, LAST_ROWS: ()}
 _RESULTS = {"AVG": _avg_result}
 
@@ -132,7 +121,7 @@ class RunningAggregate:
     labels: frozenset | None
     argument: Callable | None
     column: str | None = None
-    keep: int = 0  # LAST_ROWS only: how many positions
+    keep: int = 0  # LAST_ROWS only: how many positions (LAST_ROW's state is one position, not a tuple)
 
     @property
     def initial(self) -> Any:
@@ -140,7 +129,7 @@ class RunningAggregate:
 
     @property
     def step(self) -> Callable:
-        return _last_rows_step(self.keep) if self.name == LAST_ROWS else _STEPS[self.name]
+        return _STEPS[self.name]
 
     @property
     def result(self) -> Callable | None:
@@ -187,33 +176,30 @@ class RunningAggregates:
         if not self.items:
             return None
         initial = self.initial()
-        updates = tuple(
-            tuple(
-                (index, None if a.name == LAST_ROW else a.step, a.column, a.argument)
-                for index, a in enumerate(self.items)
-                if a.labels is None or label in a.labels
-            )
-            for label in range(label_count)
-        )
+        updates = []
+        for label in range(label_count):
+            ranging = [(index, a) for index, a in enumerate(self.items) if a.labels is None or label in a.labels]
+            marks = tuple((index, a.keep) for index, a in ranging if a.name in _POSITIONS)
+            folds = tuple((index, a.step, a.column, a.argument) for index, a in ranging if a.name not in _POSITIONS)
+            updates.append((marks, folds) if marks or folds else None)
+        updates = tuple(updates)
 
         def advance(states, env, position: int, label: int) -> tuple:
             if states is None:
                 states = initial
             changes = updates[label]
-            if not changes:
+            if changes is None:
                 return states
+            marks, folds = changes
             out = list(states)
-            for index, step, column, argument in changes:
-                if step is None:  # LAST_ROW: the state is the position itself
-                    out[index] = position
-                    continue
+            for index, keep in marks:  # LAST_ROW (keep 0): the position; LAST_ROWS: the newest `keep`
+                out[index] = (position,) + out[index][: keep - 1] if keep else position
+            for index, step, column, argument in folds:
                 state = out[index]
                 if state is not BROKEN:
                     try:
                         if column is not None:  # a row of the match is buffered: index it
                             value = env.cols[column][position - env.base]
-                        elif argument is _row_position:  # LAST_ROWS
-                            value = position
                         else:
                             value = 1 if argument is None else argument(env, position)
                         out[index] = step(state, value)
