@@ -21,7 +21,9 @@ from typing import Any, Callable
 from grammar import ast
 from grammar.errors import CepSemanticError
 from matcher import values as V
-from matcher.running import BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row, last_rows
+from matcher.running import (
+    BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row, last_rows, result_of,
+)
 from matcher.views import Env
 
 Closure = Callable[["Env"], Any]
@@ -383,10 +385,15 @@ def _compile_case(expr: ast.Case, recurse):
 class ExpressionCompiler:
     """Compiles DEFINE and MEASURES expressions against a ``Scope``."""
 
-    def __init__(self, scope: Scope, running: "RunningAggregates | None" = None) -> None:
+    def __init__(
+        self, scope: Scope, running: "RunningAggregates | None" = None, final_states: "RunningAggregates | None" = None
+    ) -> None:
         self.scope = scope
         # DEFINE only: aggregates that qualify are carried with the thread's history (running.py).
         self.running = running
+        # MEASURES only: the DEFINE aggregates carried with the history, which a measure may read at the
+        # match's last row instead of folding (``_final_state``).
+        self.final_states = final_states
 
     # An expression evaluated "at a row": every column reference reads that row, whatever its qualifier.
     def at_row(self, expr) -> RowClosure:
@@ -505,7 +512,10 @@ class ExpressionCompiler:
             args = [ast.Star(node.span)]  # Trino's COUNT() is COUNT(*)
         if name == "COUNT" and len(args) == 1 and isinstance(args[0], ast.Star):
             labels = self.scope.labels_of(args[0].qualifier)
-            return self._running_count(node, labels) or (lambda env, position=None: len(env.view.positions_in(labels, final)))
+            count = lambda env, position=None: len(env.view.positions_in(labels, final))  # noqa: E731
+            if node.distinct:
+                return count
+            return self._running_count(node, labels) or self._final_state("COUNT", labels, None, count)
         if not args:
             raise CepSemanticError(f"{name}() needs an argument", code="E0233", span=node.span)
         # Trailing integer constants are parameters (the N of MIN(x, N)), not per-row arguments.
@@ -540,7 +550,29 @@ class ExpressionCompiler:
         if self.running is not None and incremental(name, args, distinct, extra, walk):
             column = self.scope.column(args[0]) if isinstance(args[0], ast.ColumnRef) else None
             return self._running(RunningAggregate(name, labels, per_row[0], column), args[0], aggregate)
+        if incremental(name, args, distinct, extra, walk):
+            return self._final_state(name, labels, args[0], aggregate)
         return aggregate
+
+    def _final_state(self, name: str, labels, argument, full_fold: Closure) -> Closure:
+        """A MEASURES aggregate that DEFINE carries too (same fold, variables and column): at the last
+        row of a match (ONE ROW PER MATCH) it is the carried state after that row, which the output
+        passes as ``MatchView.final_states``; elsewhere, or if that state broke, the full fold."""
+        if self.final_states is None or not (argument is None or isinstance(argument, ast.ColumnRef)):
+            return full_fold
+        slot = self.final_states.find((name, labels, None if argument is None else self.scope.column(argument)))
+        if slot is None:
+            return full_fold
+        result = result_of(name)
+
+        def final_state(env, position=None):
+            states = env.view.final_states
+            if states is not None:
+                state = states[slot]
+                if state is not BROKEN:
+                    return state if result is None else result(state)
+            return full_fold(env, position)
+        return final_state
 
     def _running_count(self, node: ast.Aggregate, labels) -> Closure | None:
         if self.running is None or node.distinct:

@@ -103,10 +103,11 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
 
     define_scope = Scope(columns, label_sets, in_define=True)
     measure_scope = Scope(columns, label_sets, in_define=False)
-    measure_compiler = ExpressionCompiler(measure_scope)
 
     defines = {d.variable.key: d for d in mr.defines}
     running = RunningAggregates()
+    # A measure may read an aggregate that DEFINE carries, at a match's last row (ExpressionCompiler._final_state).
+    measure_compiler = ExpressionCompiler(measure_scope, final_states=running)
     conditions: list = []
     reads: set = set()
     for name in label_names:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from matcher.expressions import MatchView
+from matcher.views import MatchView
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class OutputBuilder:
         self.measures = layout.measures
 
     def match(self, matcher, number: int, start: int, end: int, labels: list[int], excluded) -> list[tuple]:
+        """The output rows of a match (``matcher.match_states``: the running DEFINE aggregates after its
+        last row, which measures read there instead of folding; see ``ExpressionCompiler._final_state``)."""
         layout = self.layout
         env = matcher.env
         saved_view, saved_row, saved_number = env.view, env.row, env.match_number
@@ -57,7 +59,7 @@ class OutputBuilder:
                 return [self._row(matcher, start, measures)]
             if not self.all_rows:
                 env.row = end
-                env.view = MatchView(start, labels, end)
+                env.view = MatchView(start, labels, end, matcher.match_states)
                 return [matcher.key + tuple([measure(env) for measure in self.measures])]
             rows = []
             for position in range(start, end + 1):

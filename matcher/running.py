@@ -134,7 +134,12 @@ class RunningAggregate:
     @property
     def result(self) -> Callable | None:
         """state -> the aggregate's value; None when the state is the value."""
-        return _RESULTS.get(self.name)
+        return result_of(self.name)
+
+
+def result_of(name: str) -> Callable | None:
+    """The function from a fold's state to the aggregate's value; None when the state is the value."""
+    return _RESULTS.get(name)
 
 
 def last_row(labels: frozenset) -> RunningAggregate:
@@ -163,6 +168,10 @@ class RunningAggregates:
         if same_as is not None:
             self._slots[same_as] = index
         return index
+
+    def find(self, same_as: tuple) -> int | None:
+        """The slot of an aggregate already carried (``slot``'s ``same_as``), or None."""
+        return self._slots.get(same_as)
 
     def initial(self) -> tuple:
         return tuple(a.initial for a in self.items)

@@ -112,14 +112,19 @@ class ThreadView:
 
 
 class MatchView:
-    """A finished match: ``labels[i]`` is the label of row ``start + i``; ``row`` is the current output row."""
+    """A finished match: ``labels[i]`` is the label of row ``start + i``; ``row`` is the current output row.
 
-    __slots__ = ("start", "labels", "row")
+    ``final_states``: the running DEFINE aggregates after the match's last row (running.py), given
+    when ``row`` is that row; None otherwise.
+    """
 
-    def __init__(self, start: int, labels: list[int], row: int | None) -> None:
+    __slots__ = ("start", "labels", "row", "final_states")
+
+    def __init__(self, start: int, labels: list[int], row: int | None, final_states: tuple | None = None) -> None:
         self.start = start
         self.labels = labels
         self.row = row
+        self.final_states = final_states
 
     def _upto(self, final: bool) -> int:
         if final or self.row is None:

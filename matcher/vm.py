@@ -111,6 +111,7 @@ class PartitionMatcher:
         self.done_pending = False  # a thread reached DONE since the last _settle
         self.tracer = None  # a matcher.trace.Tracer when tracing ("why didn't this match?")
         self.match_number = 0
+        self.match_states = None  # the running DEFINE aggregates after the last row of the match being output
         self.covered_upto = -1  # the last row of any emitted non-empty match
         self.clock = None  # the latest event time passed to advance()
         self.out: list[tuple] = []
@@ -522,6 +523,7 @@ class PartitionMatcher:
             self._emit_unmatched(self.search_start, start)
         if self.tracer is not None:
             self.tracer.matched(self, self.match_number, start, end, labels)
+        self.match_states = chain[2] if chain is not None and machine.advance_running is not None else None
         self.out.extend(machine.output.match(self, self.match_number, start, end, labels, _excluded(marks)))
         if end >= start:
             self.covered_upto = max(self.covered_upto, end)
@@ -662,7 +664,7 @@ class PartitionMatcher:
                 matcher._admit_another(matcher.visited, thread.pc, thread.start, thread.chain, matcher.position)
         if state["best"] is not None:
             start, end, labels, marks = state["best"]
-            matcher.best = (start, end, _list_to_chain(labels), _list_to_marks(marks))
+            matcher.best = (start, end, matcher._replay_chain(start, labels), _list_to_marks(marks))
         return matcher
 
 
