@@ -212,18 +212,15 @@ class FileSink:
         several of these sinks fed from one ``foreachBatch`` each commit it once, whichever had
         committed it before the crash (``AlertStream`` writes alerts and bad rows so, from one query).
         """
-        spark = df.sparkSession
+        spark = df.sparkSession  # the session foreachBatch hands over
         jvm = spark._jvm
-        sink = getattr(self, "_jvm_sink", None)
-        if sink is None or getattr(self, "_jvm_session", None) is not spark._jsparkSession:
-            formats = jvm.org.apache.spark.sql.execution.datasources
-            file_format = {"json": formats.json.JsonFileFormat, "parquet": formats.parquet.ParquetFileFormat,
-                           "csv": formats.csv.CSVFileFormat}[self.format]()
-            options = {"header": "true"} if self.format == "csv" else {}
-            sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
-                spark._jsparkSession, self.path, file_format, jvm.PythonUtils.toSeq([]), jvm.PythonUtils.toScalaMap(options))
-            self._jvm_sink, self._jvm_session = sink, spark._jsparkSession
-        sink.addBatch(batch_id, df._jdf)
+        formats = jvm.org.apache.spark.sql.execution.datasources
+        file_format = {"json": formats.json.JsonFileFormat, "parquet": formats.parquet.ParquetFileFormat,
+                       "csv": formats.csv.CSVFileFormat}[self.format]()
+        options = {"header": "true"} if self.format == "csv" else {}
+        sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
+            spark._jsparkSession, self.path, file_format, jvm.PythonUtils.toSeq([]), jvm.PythonUtils.toScalaMap(options))
+        sink.addBatch(batch_id, df._jdf)  # reads the log from disk: skips batch_id if committed
 
     def _reader(self, reader):
         reader = reader.schema(alert_schema())

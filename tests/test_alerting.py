@@ -499,3 +499,26 @@ def test_a_rule_broken_by_an_edit_keeps_running_its_last_good_version(tmp_path):
     (rules / "prices.sql").unlink()
     assert again.refresh_rules().removed == ("prices/high",)
     assert rule_rows(again.status)[0]["state"] == "removed"
+
+
+def test_a_checkpoint_of_the_old_bad_row_query_is_moved_aside(tmp_path):
+    """Before one query wrote both outputs, a second query kept CHECKPOINT/bad-rows/ and its own batch ids
+    in DEAD_LETTER/bad-rows/_spark_metadata; the file sink would skip the new query's batches up to those
+    ids. Both move aside, still readable, and the status forgets the old query's batches."""
+    import threading
+
+    checkpoint = tmp_path / "ck"
+    (checkpoint / "bad-rows" / "commits").mkdir(parents=True)
+    (checkpoint / "dead-letter" / "bad-rows" / "_spark_metadata").mkdir(parents=True)
+    (checkpoint / "dead-letter" / "bad-rows" / "part-0.json").write_text('{"_cep_error": "not_json"}\n')
+    stream = AlertStream.__new__(AlertStream)  # only what the move needs, no Spark
+    stream.checkpoint, stream._lock, stream.on_event = str(checkpoint), threading.Lock(), None
+    stream.bad_rows_sink = FileSink(str(checkpoint / "dead-letter" / "bad-rows"), "json")
+    stream.status = {"seen_bad_row_batches": [0, 1, 2], "events": []}
+    stream._retire_bad_row_query()
+    assert not (checkpoint / "bad-rows").exists() and not (checkpoint / "dead-letter" / "bad-rows").exists()
+    (old,) = (checkpoint / "dead-letter").glob("bad-rows.before-*")
+    assert (old / "part-0.json").exists() and len(list(checkpoint.glob("bad-rows.before-*"))) == 1
+    assert stream.status["seen_bad_row_batches"] == [] and str(old) in stream.status["events"][-1]["message"]
+    stream._retire_bad_row_query()  # nothing left to move: a no-op
+    assert len(list((checkpoint / "dead-letter").glob("bad-rows.before-*"))) == 1
