@@ -328,10 +328,29 @@ def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
             entry.update(eps=rows / entry["replay"]["seconds"], seconds=entry["replay"]["seconds"])
             out[str(rows)] = entry
             print(f"  Spark local[2], {rows:,} rows: {json.dumps(entry)}", flush=True)
+        out["queries"] = spark_per_query(spark, paths[min(paths)], min(paths), repeats)
         spark.stop()
     except Exception as error:  # noqa: BLE001 - the bench reports what failed and goes on
         out = {"error": f"{type(error).__name__}: {error}"}
         print(f"  Spark local[2]: {json.dumps(out)}", flush=True)
+    return out
+
+
+def spark_per_query(spark, parquet: Path, rows: int, repeats: int) -> dict:
+    """The Spark replay of every query on the rows and text PyFlink runs (``bench/peers/flink.py``), for
+    the end-to-end comparison with Flink in the same run: wall seconds (median), matches."""
+    out = {}
+    for q in flink_peer.peer_queries(QUERIES, rows):
+        sql, _ = flink_peer.flink_text(q.text)
+        path = str(flink_peer.first_rows(parquet, q.rows).parquet)
+        query = cep.compile(sql)
+        walls, matches = [], None
+        for _ in range(repeats):
+            began = time.perf_counter()
+            matches = query.on_spark(spark.read.parquet(path)).count()
+            walls.append(time.perf_counter() - began)
+        out[q.name] = {"rows": q.rows, "seconds": statistics.median(walls), "matches": matches}
+        print(f"  Spark local[2], ({q.name}) on Flink's rows: {json.dumps(out[q.name])}", flush=True)
     return out
 
 
@@ -635,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = bench_spark({args.rows: path, args.large_rows: large_path}, args.repeats)
         results["spark_runs"] = runs
         # the Flink section compares with the replay of the same rows as its own (--rows)
-        results["spark"] = {**runs[str(args.rows)], "startup_s": runs["startup_s"]} if "error" not in runs else runs
+        results["spark"] = ({**runs[str(args.rows)], "startup_s": runs["startup_s"], "queries": runs.get("queries")}
+                            if "error" not in runs else runs)
     print("V-shape against the hand-written loop", flush=True)
     results["v_shape"] = bench_v_shape(large_path, args.large_rows, args.repeats)
     if not (args.no_peers or args.no_flink):
