@@ -8,7 +8,7 @@ without per-row Python work:
 2. Evaluate each condition over all rows at once (``kernels.py``) into one byte per row: bit v is set
    when variable v's condition holds (a variable with no DEFINE: always set).
 3. Translate the pattern into a regular expression over those bytes, each variable a character class
-   of the bytes with its bit set, and let ``re`` find the matches, one ``search`` per match.
+   of the bytes with its bit set (``pattern_regex.py``), and let ``re`` find the matches.
 4. Read each row's variable off the match's capture groups, and emit output, unmatched rows and
    AFTER MATCH SKIP exactly as the VM's ``_finalize`` does, on a ``PartitionMatcher`` used as context.
 
@@ -59,13 +59,12 @@ from matcher import kernels, runs
 from matcher.expressions import Scope
 from matcher.layout import ArrayInput, ListInput
 from matcher.partitioning import partition_indices
+from matcher.pattern_regex import NotEligible, emit, exclusive, lower, min_rows
 from matcher.program import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from matcher.vm import PartitionMatcher
 
 # One byte per row holds the set of variables whose condition holds, so at most 8 variables.
 MAX_LABELS = 8
-# PERMUTE(n items) expands to n! alternatives; the VM's limit is its program size, ours is smaller.
-MAX_PERMUTE_ITEMS = 5
 # Bounded quantifiers over groups are unrolled; a pattern larger than this (in classes) goes to the VM.
 MAX_UNROLLED_CLASSES = 512
 # A partition may cost the regex engine at most this many steps per row (plus a fixed slack) by the
@@ -80,188 +79,6 @@ SEPARATOR = 0xFF
 ENABLED = os.environ.get("CEP_FASTPATH", "1") != "0"
 
 _KNOWN_OPS = frozenset({LABEL, SPLIT, JUMP, EXCL_BEGIN, EXCL_END, AT_START, AT_END, DONE})
-
-
-class NotEligible(Exception):
-    """Why a query cannot take the fast path (a static property of the query)."""
-
-
-# --------------------------------------------------------------------------------------- pattern IR
-#
-# The pattern, lowered for the regex engine. Single-row pieces (a variable, or an alternation of
-# single-row pieces) are *classes*: ("class", prio) where prio lists label ids in preference order;
-# a row consumed by the class is labelled with the first of them whose condition holds on it.
-#   ("class", prio)                    one row
-#   ("loop", prio, min, max, greedy)   a class repeated (max None: unbounded)
-#   ("seq", items) / ("alt", items)    concatenation / alternation in preference order
-#   ("opt", item, greedy)              item or nothing (unrolled bounded quantifiers)
-#   ("anchor", "start" | "end")        ^ / $
-#   ("empty",)                         ()
-#   ("excl", item)                     {- item -}
-
-
-def _seq(items: list) -> tuple:
-    flat = []
-    for item in items:
-        if item[0] == "seq":
-            flat.extend(item[1])
-        elif item[0] != "empty":
-            flat.append(item)
-    if not flat:
-        return ("empty",)
-    return flat[0] if len(flat) == 1 else ("seq", tuple(flat))
-
-
-def _lower(node, label_ids: dict[str, int]) -> tuple:
-    if isinstance(node, ast.PatternVar):
-        return ("class", (label_ids[node.name.key],))
-    if isinstance(node, ast.Empty):
-        return ("empty",)
-    if isinstance(node, ast.Anchor):
-        return ("anchor", node.kind)
-    if isinstance(node, ast.Concat):
-        return _seq([_lower(item, label_ids) for item in node.items])
-    if isinstance(node, ast.Alternation):
-        items = [_lower(item, label_ids) for item in node.alternatives]
-        if all(item[0] == "class" for item in items):
-            # One row whichever branch: a row takes the first branch whose condition holds, and every
-            # branch leads to the same place, so preference among them is decided by the row alone.
-            return ("class", tuple(dict.fromkeys(label for item in items for label in item[1])))
-        return ("alt", tuple(items))
-    if isinstance(node, ast.Permute):
-        if len(node.items) > MAX_PERMUTE_ITEMS:
-            raise NotEligible(f"PERMUTE of more than {MAX_PERMUTE_ITEMS} items")
-        items = [_lower(item, label_ids) for item in node.items]
-        orders = itertools.permutations(range(len(items)))  # lexicographic, as the compiler expands it
-        return ("alt", tuple(_seq([items[i] for i in order]) for order in orders))
-    if isinstance(node, ast.Exclusion):
-        return ("excl", _lower(node.pattern, label_ids))
-    if isinstance(node, ast.Quantified):
-        body = _lower(node.term, label_ids)
-        if node.max == 0:
-            return ("empty",)
-        if body[0] == "class":
-            if node.min == node.max == 1:
-                return body
-            return ("loop", body[1], node.min, node.max, node.greedy)
-        if node.max is None:
-            raise NotEligible("an unbounded quantifier over a group that can span several rows")
-        tail = None
-        for _ in range(node.max - node.min):
-            tail = ("opt", body if tail is None else _seq([body, tail]), node.greedy)
-        return _seq([body] * node.min + ([tail] if tail is not None else []))
-    if isinstance(node, ast.Absence):
-        raise NotEligible("an absence term (!B)")
-    raise NotEligible(f"pattern node {type(node).__name__}")
-
-
-@dataclass
-class _Regex:
-    """The regex text, and what its capture groups mean."""
-
-    pattern: bytes
-    label_groups: list[tuple[int, tuple[int, ...]]]  # (group number, prio)
-    excl_groups: list[int]
-    loops: list[tuple[int, tuple]]  # (class bits, alternation choices on the path to the loop)
-    classes: int = 0
-    uncaptured: list[int] = field(default_factory=list)  # one-row groups left out of a separated regex
-
-
-def _class_bytes(bits: int, width: int) -> bytes:
-    members = [m for m in range(1 << width) if m & bits]
-    return b"[" + b"".join(b"\\x%02x" % m for m in members) + b"]"
-
-
-def _quantifier(low: int, high: int | None, greedy: bool) -> bytes:
-    if (low, high) == (0, None):
-        text = b"*"
-    elif (low, high) == (1, None):
-        text = b"+"
-    elif (low, high) == (0, 1):
-        text = b"?"
-    elif high is None:
-        text = b"{%d,}" % low
-    elif low == high:
-        text = b"{%d}" % low
-    else:
-        text = b"{%d,%d}" % (low, high)
-    return text if greedy else text + b"?"
-
-
-def _emit(ir: tuple, width: int, separated: bool = False) -> _Regex:
-    """The regex for ``ir``. ``separated``: for a buffer of many partitions, each followed by the byte
-    ``SEPARATOR``; then ^ and $ are "after a separator or at the start" and "before one or at the end",
-    and a one-row class at the top level is not captured (its group always spans exactly one row, so
-    its place follows from its neighbours'; a capture would only cost time): ``uncaptured`` lists them."""
-    out = _Regex(b"", [], [], [])
-    counter = itertools.count(1)
-    alt_ids = itertools.count()
-
-    def bits_of(prio) -> int:
-        bits = 0
-        for label in prio:
-            bits |= 1 << label
-        return bits
-
-    def visit(node, path: tuple, top: bool = False) -> bytes:
-        kind = node[0]
-        if kind == "class":
-            out.classes += 1
-            group = next(counter)
-            out.label_groups.append((group, node[1]))
-            if separated and top:
-                out.uncaptured.append(group)
-                return _class_bytes(bits_of(node[1]), width)
-            return b"(" + _class_bytes(bits_of(node[1]), width) + b")"
-        if kind == "loop":
-            out.classes += 1
-            _, prio, low, high, greedy = node
-            out.label_groups.append((next(counter), prio))
-            out.loops.append((bits_of(prio), path))
-            return b"(" + _class_bytes(bits_of(prio), width) + _quantifier(low, high, greedy) + b")"
-        if kind == "seq":
-            return b"".join(visit(item, path, top) for item in node[1])
-        if kind == "alt":
-            uid = next(alt_ids)
-            return b"(?:" + b"|".join(visit(item, path + ((uid, i),)) for i, item in enumerate(node[1])) + b")"
-        if kind == "opt":
-            return b"(?:" + visit(node[1], path) + b")" + (b"?" if node[2] else b"??")
-        if kind == "anchor":
-            if separated:
-                return b"(?<![^\\xff])" if node[1] == "start" else b"(?![^\\xff])"
-            return b"\\A" if node[1] == "start" else b"\\Z"
-        if kind == "empty":
-            return b""
-        if kind == "excl":
-            group = next(counter)
-            out.excl_groups.append(group)
-            return b"(" + visit(node[1], path) + b")"
-        raise AssertionError(node)
-
-    out.pattern = visit(ir, (), True)
-    return out
-
-
-def _min_rows(node: tuple) -> int:
-    """The fewest rows a match of ``node`` can take."""
-    kind = node[0]
-    if kind == "class":
-        return 1
-    if kind == "loop":
-        return node[2]
-    if kind == "seq":
-        return sum(_min_rows(item) for item in node[1])
-    if kind == "alt":
-        return min(_min_rows(item) for item in node[1])
-    if kind == "excl":
-        return _min_rows(node[1])
-    return 0  # opt, anchor, empty
-
-
-def _exclusive(path_a: tuple, path_b: tuple) -> bool:
-    """Two loops are on different branches of some alternation (never on one path)."""
-    choices = dict(path_a)
-    return any(uid in choices and choices[uid] != branch for uid, branch in path_b)
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -284,7 +101,7 @@ class FastPlan:
     # For the vector path with SKIP PAST LAST ROW: the pattern for one search over all partitions at once
     # (``_scan_separated``), or None where that does not apply.
     separated_regex: re.Pattern | None = None
-    separated_uncaptured: tuple[int, ...] = ()  # its one-row groups left uncaptured (``_Regex.uncaptured``)
+    separated_uncaptured: tuple[int, ...] = ()  # its one-row groups left uncaptured (``Regex.uncaptured``)
     # The pattern as a sequence of runs (``runs.py``), for batches where that scan is exact; else None.
     run_items: tuple | None = None
     skip_mode: str = "PAST_LAST_ROW"
@@ -722,8 +539,8 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
             raise NotEligible(f"DEFINE {name}: {why}") from None
         used |= kernels.referenced_columns(definition.condition, scope.column)
 
-    ir = _lower(mr.pattern, label_ids)
-    emitted = _emit(ir, len(labels))
+    ir = lower(mr.pattern, label_ids)
+    emitted = emit(ir, len(labels))
     if emitted.classes > MAX_UNROLLED_CLASSES:
         raise NotEligible(f"the pattern unrolls to more than {MAX_UNROLLED_CLASSES} row classes")
     try:
@@ -742,18 +559,18 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     overlapping = []
     for (bits_a, path_a), (bits_b, path_b) in itertools.combinations(emitted.loops, 2):
         if bits_a & bits_b:
-            if not _exclusive(path_a, path_b):
+            if not exclusive(path_a, path_b):
                 raise NotEligible("two loops on one path share a variable (the regex engine could backtrack polynomially)")
-        elif not _exclusive(path_a, path_b):
+        elif not exclusive(path_a, path_b):
             overlapping.append((bits_a, bits_b))
     skip = mr.after_match.mode if mr.after_match is not None else "PAST_LAST_ROW"
     vector = None
     if mr.rows_per_match.mode == "ONE" and skip in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
         vector = _vector_measures(mr, label_sets, label_groups, scope)
     separated_regex, uncaptured = None, ()
-    if vector is not None and skip == "PAST_LAST_ROW" and not emitted.excl_groups and _min_rows(ir) > 0 \
+    if vector is not None and skip == "PAST_LAST_ROW" and not emitted.excl_groups and min_rows(ir) > 0 \
             and len(labels) < MAX_LABELS:
-        separated = _emit(ir, len(labels), separated=True)
+        separated = emit(ir, len(labels), separated=True)
         separated_regex, uncaptured = re.compile(separated.pattern, re.DOTALL), tuple(separated.uncaptured)
     return FastPlan(
         run_items=runs.run_items(ir) if separated_regex is not None else None,
