@@ -23,7 +23,7 @@ class Query:
         return self.statement.name
 
     def run(self, data: Any, *, dead_letter=None, schema=None, dedup_key=None, stats: dict | None = None,
-            progress=None):
+            progress=None, session_timeout=None, match_ids: bool = False):
         """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
         Bad input (docs/reliability.md; ``matcher/validate.py`` has the rules):
@@ -44,24 +44,58 @@ class Query:
         DataFrame or Table goes to the matcher as numpy columns when the query takes the fast path
         (``CompiledQuery.run_frame``): the same result, without a Python object per input value.
         ``progress(done, total)`` is called with row counts as the matching goes on.
+
+        A backtest that gives the live stream's matches (docs/streaming.md, "Backtesting with the live
+        stream's ids"; ``spark_bridge/replay.py`` has the rules):
+
+        * ``session_timeout``: as on a stream ("30 minutes", "90s", a ``timedelta``): a partition's rows
+          more than this apart (event time) start a new session, matched on its own; each session ends
+          at its last row + the timeout, its trailing matches emitted. A bad value raises
+          ``CepSemanticError`` (E0286).
+        * ``match_ids=True``: a last column ``match_id``, the id the stream gives the same match of the
+          same statement text (all rows of one match share it).
+
+        With either, rows tied on ORDER BY are ordered as the stream orders them, the event time
+        reaches the output as a naive UTC ``datetime``, and every query runs on the Pike VM.
         """
         from matcher.validate import input_checks
 
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
-        if checks is None and kind_of(data) != "rows":  # columns straight to the fast path when it applies
+        replay = session_timeout is not None or match_ids
+        if checks is None and not replay and kind_of(data) != "rows":  # columns straight to the fast path when it applies
             return self.plan.run_frame(data, progress=progress)
         kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
-        names, rows = self.plan.run_columns(columns, checks=checks, progress=progress)
+        if replay:
+            names, rows = self._replay(columns, checks, session_timeout, match_ids, progress)
+        else:
+            names, rows = self.plan.run_columns(columns, checks=checks, progress=progress)
         return from_rows(kind, names, rows)
 
-    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", **streaming):
+    def _replay(self, columns, checks, session_timeout, match_ids: bool, progress):
+        from spark_bridge.replay import Replay, session_timeout_us
+        from spark_bridge.streaming import statement_text
+
+        gap = session_timeout_us(session_timeout)
+        if checks is not None:
+            columns = checks.apply(self.plan, columns)
+        if not columns:
+            return (), []  # no rows and so no columns to resolve: nothing can match
+        replay = Replay(self.plan, tuple(columns), query_text=statement_text(self), session_timeout_us=gap,
+                        match_ids=bool(match_ids))
+        return replay.run(columns, progress=progress)
+
+    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", match_ids: bool = False, **streaming):
         """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition).
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
         with ``late="output"``, the late and bad input rows with ``cep_late_reason``): see
         ``spark_bridge.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
         other keyword arguments (``max_pending_rows``, ``max_match_rows``, ``metrics_name``, ``dedup_key``,
-        ``max_future_skew``, ``key_buckets``). They are ignored for a static ``df``.
+        ``max_future_skew``, ``key_buckets``).
+
+        A static ``df`` is a replay: ``session_timeout`` and ``match_ids=True`` act as in ``run`` (the
+        same sessions, and a last column ``match_id`` with the ids the stream gives); the other
+        streaming keyword arguments are ignored there.
         """
         if df.isStreaming:
             from spark_bridge.streaming import match_stream, statement_text
@@ -77,7 +111,13 @@ class Query:
             )
         from spark_bridge.batch import match_dataframe
 
-        return match_dataframe(self.plan, df)
+        if session_timeout is None and not match_ids:
+            return match_dataframe(self.plan, df)
+        from spark_bridge.replay import session_timeout_us
+        from spark_bridge.streaming import statement_text
+
+        return match_dataframe(self.plan, df, query_text=statement_text(self),
+                               session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids))
 
     def trace(self, data: Any, partition: dict | None = None):
         """Why did (or didn't) rows match? One record per condition test, live partial match, drop and match.

@@ -105,11 +105,14 @@ def replay_clock(plan: Any, df: "DataFrame"):
     return df.agg(F.max(F.col(quote(column)))).first()[0]
 
 
-def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clock) -> "DataFrame":
+def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clock, replay=None) -> "DataFrame":
     """Columns end to end: Spark hashes the rows to tasks by the PARTITION BY columns (every partition
     whole in one task), and each task hands its Arrow batches to the matcher as one table. The matcher
     partitions and sorts column-wise itself (``plan.run_frame``), so no Spark sort, no call per group and
-    no pandas conversion; its Arrow result is cast to the output schema."""
+    no pandas conversion; its Arrow result is cast to the output schema.
+
+    ``replay``: the keyword arguments of ``spark_bridge.replay.Replay`` (sessions, match ids); each task
+    then matches its table as a stream would have (``Replay.run``) instead of ``run_frame``."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     tasks = max(1, int(df.sparkSession.conf.get("spark.sql.shuffle.partitions", "4") or 4))
@@ -128,16 +131,46 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
         table = naive_utc(pa.Table.from_batches(batches))
         if table.num_rows == 0:
             return
-        result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
+        if replay is None:
+            result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
+        else:
+            result = _replay_table(plan, table, replay, clock)
         yield from conform_arrow(result, target, schema).to_batches()
 
     return shuffled.mapInArrow(match_batches, schema)
+
+
+def _replay_table(plan: Any, table, replay: dict, clock):
+    """One task's Arrow table replayed with sessions and match ids (``spark_bridge.replay``), as Arrow."""
+    from matcher.tables import arrow_to_columns, from_rows
+    from spark_bridge.replay import Replay
+
+    columns = arrow_to_columns(table)
+    names, rows = Replay(plan, tuple(columns), **replay).run(columns, clock=clock, outer_order_and_limit=False)
+    return from_rows("arrow", names, rows)
 
 
 def _quoted_col(name: str) -> "Column":
     from pyspark.sql import functions as F
 
     return F.col(quote(name))
+
+
+def _check_replay_time(plan: Any, df: "DataFrame") -> None:
+    """A replay with sessions or match ids carries event time as a stream does: the first ORDER BY
+    column must be a timestamp (E0282, as ``match_stream`` says it)."""
+    from pyspark.sql import types as T
+
+    if not plan.order_columns:
+        return  # the replay's engine refuses the query itself (E0280)
+    column = resolve_columns([plan.order_columns[0]], df.columns, clause="ORDER BY")[0]
+    data_type = df.schema[column].dataType
+    if not isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
+        raise CepSemanticError(
+            f"the event-time column {column!r} is {data_type.simpleString()}, not timestamp; cast it first "
+            f"(e.g. df.withColumn({column!r}, F.col({column!r}).cast('timestamp')))",
+            code="E0282",
+        )
 
 
 def naive_utc(table):
@@ -172,8 +205,14 @@ def conform_arrow(result, target, schema):
     return pa.Table.from_arrays(arrays, schema=target)
 
 
-def match_dataframe(plan: Any, df: "DataFrame") -> "DataFrame":
-    """The matches of ``plan`` over the static DataFrame ``df``, as a DataFrame (lazy: nothing runs until an action)."""
+def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None, session_timeout_us: int | None = None,
+                    match_ids: bool = False) -> "DataFrame":
+    """The matches of ``plan`` over the static DataFrame ``df``, as a DataFrame (lazy: nothing runs until an action).
+
+    ``session_timeout_us`` / ``match_ids``: replay as the stream would have matched (``spark_bridge.replay``:
+    sessions split at event-time gaps, a last column ``match_id`` hashing ``query_text``). The event-time
+    column must then be a timestamp.
+    """
     from pyspark.sql import functions as F
 
     # Columns the matcher has no type for travel as strings.
@@ -185,6 +224,16 @@ def match_dataframe(plan: Any, df: "DataFrame") -> "DataFrame":
     # output_types checks the query against the input's columns first (its errors point into the query).
     columns = [(name, type_name) for name, type_name in plan.output_types(input_types)]
     partition = resolve_columns(list(plan.partition_columns or []), df.columns)
+    replay = None
+    if session_timeout_us is not None or match_ids:
+        from spark_bridge.replay import MATCH_ID, Replay
+
+        replay = {"query_text": query_text if query_text is not None else repr(plan.statement),
+                  "session_timeout_us": session_timeout_us, "match_ids": match_ids}
+        _check_replay_time(plan, df)
+        Replay(plan, tuple(df.columns), **replay)  # the query's errors on the driver, not in a task
+        if match_ids:
+            columns.append((MATCH_ID, "VARCHAR"))
     schema = output_schema(columns)
 
     # Only the columns the matcher reads travel through the shuffle and into Python (ONE ROW PER MATCH
@@ -197,7 +246,7 @@ def match_dataframe(plan: Any, df: "DataFrame") -> "DataFrame":
     # WITHIN, timeouts and absence deadlines are decided by the replay's clock: the largest event time
     # of the WHOLE input, as in the Python engine, not of each group (one small Spark job first).
     clock = replay_clock(plan, df)
-    out = _match_columns(plan, df, partition, schema, clock)
+    out = _match_columns(plan, df, partition, schema, clock, replay)
 
     sort_keys = getattr(plan, "sort_keys", None) or []
     if callable(sort_keys):  # resolved against the input's columns
