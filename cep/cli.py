@@ -1,6 +1,7 @@
 """The ``cep`` command: run, check, format and explain MATCH_RECOGNIZE queries.
 
-    cep run QUERY_FILE --input PATH [--input PATH ...] [--engine spark|python] [--output FILE] ...
+    cep run QUERY_FILE --input PATH [--input PATH ...] [--engine spark|python] [--output FILE]
+            [--session-timeout DURATION] [--match-ids] ...
     cep check FILE ... [--schema 'ts TIMESTAMP, symbol STRING, price DOUBLE']
     cep fmt FILE
     cep explain FILE [--format text|dot|svg|png] [--output FILE]
@@ -93,7 +94,7 @@ PROGRESS_MIN_ROWS = 100_000
 
 
 def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, progress: bool | None = None,
-                dead_letter: str | None = None) -> RunResult:
+                dead_letter: str | None = None, replay: dict | None = None) -> RunResult:
     started = time.perf_counter()
     pdf = read_pandas(paths, fmt)
     if progress is None:  # automatic: on a terminal, for large inputs
@@ -101,6 +102,7 @@ def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, p
     records: list[dict] = []
     stats: dict = {}
     checks = {"dead_letter": records, "stats": stats} if dead_letter else {}
+    checks.update(replay or {})
     if progress:
         result = _run_with_progress_bar(query, pdf, **checks)
     else:
@@ -144,13 +146,14 @@ def _start_spark(master: str) -> Any:
         ) from None
 
 
-def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, master: str) -> RunResult:
+def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, master: str,
+               replay: dict | None = None) -> RunResult:
     spark = _start_spark(master)
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
     df = read_spark(spark, paths, fmt)
-    matches = query.on_spark(df)
+    matches = query.on_spark(df, **(replay or {}))
     partition = _resolve_partition(query.plan, df.columns)
     if limit is not None:
         matches = matches.limit(limit)
@@ -202,15 +205,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dead_letter and args.engine != "python":
         raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
                          "cep stream sets bad rows aside on Spark)")
+    replay = _replay_options(args)
 
     try:
         query = cep.compile(text, filename=args.query_file)
         if args.engine == "python":
-            run = _run_python(query, args.input, fmt, args.limit, args.progress, args.dead_letter)
+            run = _run_python(query, args.input, fmt, args.limit, args.progress, args.dead_letter, replay)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                run = _run_spark(query, args.input, fmt, args.limit, args.master)
+                run = _run_spark(query, args.input, fmt, args.limit, args.master, replay)
     except cep.CepError as err:
         _err(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
@@ -240,6 +244,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     if run.bad_rows is not None:
         print(bad_rows_summary(run.bad_rows, args.dead_letter))
     return EXIT_OK
+
+
+def _replay_options(args: argparse.Namespace) -> dict:
+    """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
+    a session timeout that cannot be read is a usage error."""
+    import cep
+    from spark_bridge.replay import session_timeout_us
+
+    options: dict = {}
+    if args.session_timeout is not None:
+        try:
+            session_timeout_us(args.session_timeout)
+        except cep.CepError as err:
+            raise UsageError(f"--session-timeout: {err.message}") from None
+        options["session_timeout"] = args.session_timeout
+    if args.match_ids:
+        options["match_ids"] = True
+    return options
 
 
 def _load_schema(text: str | None) -> dict[str, str] | None:
@@ -599,6 +621,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dead-letter", metavar="FILE",
                      help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
                      "as JSON lines with their reason, and match the rest; the summary counts them (python engine)")
+    run.add_argument("--session-timeout", metavar="DURATION",
+                     help="replay as a stream with this session timeout would match: a partition's rows more than "
+                     "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions")
+    run.add_argument("--match-ids", action="store_true",
+                     help="add a last column match_id: the id the stream gives the same match (cep stream's alerts)")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser(
