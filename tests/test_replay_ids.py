@@ -239,7 +239,7 @@ def test_static_on_spark_replays_like_run(spark):
     from pyspark.sql import types as T
 
     query = cep.compile(QUERIES["within"])
-    events = ticks(("A", 0, 96), ("A", 10, 100), ("A", 20, 104), ("A", 30, 95), ("A", 200, 104),
+    events = ticks(("A", 0, 96), ("A", 10, 100), ("A", 20, 104), ("A", 30, 95), ("A", 200, 94), ("A", 210, 105),
                    ("B", 0, 95), ("B", 100, 96), ("B", 101, 100), ("B", 102, 106), ("B", 103, 96))
     schema = T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
                            T.StructField("price", T.DoubleType())])
@@ -249,6 +249,23 @@ def test_static_on_spark_replays_like_run(spark):
     assert list(got.columns) == list(want[0])
     records = [{k: (v.to_pydatetime() if hasattr(v, "to_pydatetime") else v) for k, v in r.items()} for r in got.to_dict("records")]
     assert sorted(records, key=lambda r: r["match_id"]) == sorted(want, key=lambda r: r["match_id"])
-    assert len(want) == 3  # A: one match in its first session; B: two, in its second
+    # A: a match in each of its two sessions (the 95 at 30 s finds no C within 40 s); B: one, in its second.
+    assert [(r["symbol"], r["mno"]) for r in want] == [("A", 1), ("A", 1), ("B", 1)]
     with pytest.raises(cep.CepError, match="E0286|must be positive"):
         query.on_spark(df, session_timeout="0 seconds")
+
+
+@pytest.mark.spark
+def test_cep_run_spark_engine_gives_the_python_engines_ids(spark, tmp_path):
+    query_file = tmp_path / "q.sql"
+    query_file.write_text(QUERIES["numbered"], encoding="utf-8")
+    data = tmp_path / "events.csv"
+    pd.DataFrame(ticks(("A", 0, 96), ("A", 10, 104), ("A", 300, 96), ("A", 301, 104), ("B", 0, 95), ("B", 9, 108))).to_csv(data, index=False)
+    outputs = {}
+    for engine in ("python", "spark"):
+        out = tmp_path / f"{engine}.csv"
+        args = ["run", str(query_file), "-i", str(data), "--engine", engine, "-o", str(out), "--session-timeout", "1 minute"]
+        assert main(args + ["--match-ids"]) == 0
+        outputs[engine] = pd.read_csv(out).sort_values("match_id").reset_index(drop=True)
+    assert len(outputs["python"]) == 3 and list(outputs["python"]["mno"]) == [1, 1, 1]
+    pd.testing.assert_frame_equal(outputs["spark"], outputs["python"])
