@@ -1,6 +1,6 @@
 """Run a compiled cep query over a static Spark DataFrame.
 
-    match_dataframe(plan, df) -> DataFrame
+    match_dataframe(plan, df, *, query_text=None, session_timeout_us=None, match_ids=False) -> DataFrame
 
 How: Spark hashes the rows to tasks by the query's PARTITION BY columns (``repartition``: each query
 partition lands whole in one task), each task hands its Arrow batches to the matcher as one Arrow table
@@ -17,6 +17,10 @@ The plan is the matcher's compiled query (``cep.compile(text).plan``). What this
 - ``plan.run_frame(table, outer_order_and_limit=False, clock=...)``: the matches of a pyarrow Table
   holding whole partitions (rows in any order: the matcher sorts them by the query's ORDER BY);
 - ``plan.sort_keys`` (``[(output column, descending, nulls_first), ...]``) and ``plan.limit``.
+
+Sessions and match ids (``match_dataframe(..., session_timeout_us=..., match_ids=True)``): each task
+replays its table as a stream would have matched it (``spark_bridge.replay.Replay``) instead of
+``run_frame``, and ``match_id`` comes last.
 
 Memory: a task holds its whole share of the input (about rows / ``spark.sql.shuffle.partitions``) as
 Arrow columns while it matches; raise the shuffle partitions for inputs larger than the workers' memory.

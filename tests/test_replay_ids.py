@@ -1,10 +1,12 @@
 """Backtests give the live stream's matches: ``q.run(..., session_timeout=..., match_ids=True)``.
 
-The property: random events (a few keys, random gaps, some above the session timeout, some equal to
-it), fed to ``LocalStream`` in random micro-batches (in time order, shuffled inside each batch) with a
-watermark delay that makes nothing late, then a row of another key far in the future and an empty
-batch so every session ends, give exactly the (match_id, row) pairs of one ``q.run`` over the same
-events in any order. Then: examples, bad arguments, the command line, and one Spark replay.
+The property (eight queries: WITHIN, SHOW TIMEOUT MATCHES, an absence, ALL ROWS PER MATCH with and
+without unmatched rows, a trailing ``$``, an outer WHERE): random events (a few keys, random gaps,
+some above the session timeout, some equal to it), fed to ``LocalStream`` in random micro-batches (in
+time order, shuffled inside each batch) with a watermark delay that makes nothing late, then a row of
+another key far in the future and an empty batch so every session ends, give exactly the
+(match_id, row) pairs of one ``q.run`` over the same events in any order. Then: examples, bad
+arguments, the command line, and two Spark replays.
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ QUERIES = {
         ONE ROW PER MATCH SHOW TIMEOUT MATCHES
         PATTERN (A B+ C) WITHIN INTERVAL '20' SECOND
         DEFINE A AS price < 97, B AS price BETWEEN 97 AND 103, C AS price > 103)""",
+    "absence": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+        MEASURES A.ts AS a_ts, MATCH_STATUS() AS status
+        PATTERN (A !B) WITHIN INTERVAL '30' SECOND DEFINE A AS price > 106, B AS price < 95)""",
+    "unmatched": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+        MEASURES CLASSIFIER() AS cls, MATCH_NUMBER() AS mno
+        ALL ROWS PER MATCH WITH UNMATCHED ROWS AFTER MATCH SKIP TO NEXT ROW
+        PATTERN (A B?) DEFINE A AS price > 100, B AS price < 100)""",
     "where": """SELECT symbol, first_ts, n FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
         MEASURES FIRST(A.ts) AS first_ts, COUNT(*) AS n
         ONE ROW PER MATCH PATTERN (A+) DEFINE A AS price >= 100) WHERE n > 1""",
