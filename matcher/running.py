@@ -12,11 +12,15 @@ and nothing to the serialized state: ``from_state`` replays it over the buffered
 
 The position of the last row labelled in a set (``LAST_ROW``) is carried the same way, for
 ``B.price`` in another variable's DEFINE, and the positions of the last few (``LAST_ROWS``), for
-``LAST(B.price, 1)``. Only plain folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without DISTINCT or a count
-argument, over an argument that reads only columns of the row (no CLASSIFIER, MATCH_NUMBER). Each fold
-below makes exactly the operations of ``values.aggregate`` in the same order, so results are equal bit
-for bit. A fold step that raises (say SUM over strings) leaves the state ``BROKEN``; evaluations that
-read it fall back to the full fold, which raises the same error at the same moment as without this.
+``LAST(B.price, 1)``. Only plain folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without
+DISTINCT or a count argument, over an argument that reads only columns of the row (no CLASSIFIER,
+MATCH_NUMBER). Each fold below makes exactly the operations of ``values.aggregate`` in the same order,
+so results are equal bit for bit. A fold step that raises (say SUM over strings) leaves the state
+``BROKEN``; evaluations that read it fall back to the full fold, which raises the same error at the
+same moment as without this.
+
+The states after a match's last row are also what a ONE ROW PER MATCH measure reads for an aggregate
+that DEFINE carries (``ExpressionCompiler._final_state``), instead of folding the match again.
 """
 
 from __future__ import annotations
