@@ -62,7 +62,8 @@ class Query:
 
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
-        if checks is None and not replay and kind_of(data) != "rows":  # columns straight to the fast path when it applies
+        # Columns straight to the fast path when it applies.
+        if checks is None and not replay and kind_of(data) != "rows":
             return self.plan.run_frame(data, progress=progress)
         kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
         if replay:
