@@ -24,6 +24,7 @@ import cep
 from cep.cli import main
 from spark_bridge.keyed import KeyedStream, LocalStream
 from spark_bridge.streaming import statement_text
+from tests.test_streaming import QUERIES as STREAM_QUERIES
 
 T0 = dt.datetime(2024, 1, 1)
 SENTINEL = "ZZZ"
@@ -37,28 +38,11 @@ QUERIES = {
         MEASURES FIRST(A.ts) AS a_ts, LAST(C.ts) AS c_ts, MATCH_NUMBER() AS mno
         ONE ROW PER MATCH PATTERN (A B* C) WITHIN INTERVAL '40' SECOND
         DEFINE A AS price < 97, C AS price > 103)""",
-    "all_rows": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
-        MEASURES CLASSIFIER() AS cls, MATCH_NUMBER() AS mno, RUNNING COUNT(*) AS k
-        ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW
-        PATTERN (UP+ DOWN) DEFINE UP AS price > PREV(price), DOWN AS price < PREV(price))""",
     "trailing": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
         MEASURES COUNT(*) AS n, LAST(A.price) AS p, MATCH_NUMBER() AS mno
         ONE ROW PER MATCH PATTERN (A+ $) DEFINE A AS price > 95)""",
-    "timeouts": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
-        MEASURES FIRST(A.ts) AS a_ts, COUNT(B.price) AS bs, MATCH_STATUS() AS status, MATCH_NUMBER() AS mno
-        ONE ROW PER MATCH SHOW TIMEOUT MATCHES
-        PATTERN (A B+ C) WITHIN INTERVAL '20' SECOND
-        DEFINE A AS price < 97, B AS price BETWEEN 97 AND 103, C AS price > 103)""",
-    "absence": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
-        MEASURES A.ts AS a_ts, MATCH_STATUS() AS status
-        PATTERN (A !B) WITHIN INTERVAL '30' SECOND DEFINE A AS price > 106, B AS price < 95)""",
-    "unmatched": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
-        MEASURES CLASSIFIER() AS cls, MATCH_NUMBER() AS mno
-        ALL ROWS PER MATCH WITH UNMATCHED ROWS AFTER MATCH SKIP TO NEXT ROW
-        PATTERN (A B?) DEFINE A AS price > 100, B AS price < 100)""",
-    "where": """SELECT symbol, first_ts, n FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
-        MEASURES FIRST(A.ts) AS first_ts, COUNT(*) AS n
-        ONE ROW PER MATCH PATTERN (A+) DEFINE A AS price >= 100) WHERE n > 1""",
+    # The streaming tests' own: SHOW TIMEOUT MATCHES, an absence, ALL ROWS with and without unmatched rows, WHERE.
+    **{name: STREAM_QUERIES[name] for name in ("timeouts", "absence", "all_rows", "unmatched", "where")},
 }
 TIMEOUT_S = 45
 
