@@ -401,7 +401,7 @@ class KeyedStream:
         # 3. Release every row at or below the clock, in order.
         ready = [i for i, u in enumerate(pending["us"]) if u <= clock]
         if ready:
-            ordered = self._sorted(ready, pending)
+            ordered = self.release_order(ready, pending)
             matcher = self._feed_run(st, matcher, pending["cols"], ordered, pending["us"], result)
             stats["released_rows"] = len(ready)
             if len(ready) == waiting:
@@ -491,8 +491,9 @@ class KeyedStream:
             values.append(key)
         return values
 
-    def _sorted(self, indices: list[int], pending: dict) -> list[int]:
-        """``indices`` of pending rows in ORDER BY order, ties broken by ``tiebreak_columns``."""
+    def release_order(self, indices: list[int], pending: dict) -> list[int]:
+        """``indices`` of pending rows in the order the stream releases them: ORDER BY order, ties broken by
+        ``tiebreak_columns`` (public: a batch replay orders rows so too, spark_bridge/replay.py)."""
         cols, times = pending["cols"], pending["us"]
         order = list(indices)
         key_columns = [times] + [cols[k.column] for k in self.order[1:]]

@@ -9,7 +9,7 @@ history, as a stream that has run far past its last row would see it, and follow
 (``spark_bridge.keyed``) that decide the output:
 
 * **Order**: each partition's rows in ORDER BY order, rows tied on it ordered by the values of the
-  columns the matcher reads, exactly as the stream orders them (``KeyedStream._sorted``). A plain
+  columns the matcher reads, exactly as the stream orders them (``KeyedStream.release_order``). A plain
   ``q.run`` keeps input order for ties instead; for rows that differ only there, the two may match
   differently (SQL leaves that order open).
 * **Sessions** (``session_timeout_us``): consecutive rows of a partition more than the timeout apart
@@ -112,7 +112,7 @@ class Replay:
         rows: list[tuple] = []
         done, total = 0, len(times)
         for key, indices in self.plan.partitions(engine.machine, view):
-            ordered = engine._sorted(indices, {"us": times, "cols": view})  # the stream's order, ties included
+            ordered = engine.release_order(indices, {"us": times, "cols": view})  # the stream's order, ties included
             for session in self._sessions(ordered, times):
                 rows.extend(self._session_rows(key, session, view, times, clock))
             if progress is not None:
