@@ -234,9 +234,10 @@ class PartitionMatcher:
         most of the cost of a row when one or two threads are alive (lazy starts). A new start that is
         due (at every row, or after a failed lazy start) is added here exactly as ``_loop`` adds it.
         """
-        at_label, done_pc, first, lazy, lookahead, advance, within, merge_by_pc = self.step_constants
+        at_label, done_pc, first, lazy, lookahead, advance, within, merge_by_pc, trim_at = self.step_constants
         env, view, tracer = self.env, self.view, self.tracer
         env.match_number = self.match_number + 1
+        quiet = tracer is None and not self.machine.output.wants_unmatched
         # Constant while this runs: rows arrive only between calls, and a match found (done_pending)
         # returns to _loop, the only place ``best`` changes.
         total, finished, best = self.total, self.finished, self.best
@@ -301,9 +302,14 @@ class PartitionMatcher:
                     # Threads are ordered by start: rows before the earliest live start can start no match.
                     if next_threads[0][START] > self.search_start:
                         self._skip_unmatched(next_threads[0][START])
-                elif lazy and self.started_upto < p:
-                    self._rewind()  # the current start failed: try the next one, from its own row
-                    p = self.position
+                elif lazy and self.started_upto < p:  # the current start failed: try the next one, from its own row
+                    if quiet and self.started_upto - self.base < trim_at:
+                        # _rewind when it has nothing to trace, emit or trim (most failed starts)
+                        p = self.position = self.search_start = self.started_upto
+                        self.threads, self.visited = [], {}
+                    else:
+                        self._rewind()
+                        p = self.position
                 elif p > self.search_start:
                     self._skip_unmatched(p)
             # Go on to the next row only where _loop would do nothing but step it.
@@ -690,8 +696,10 @@ def _step_constants(machine) -> tuple:
     at_label = tuple((args[pc], conditions[args[pc]], closures[pc + 1]) if op == LABEL else None for pc, op in enumerate(ops))
     # The one LABEL a new start parks at, when the pattern's start leads to exactly one.
     first = closures[0][0] if closures[0] and len(closures[0]) == 1 and ops[closures[0][0]] == LABEL else None
+    # _trim has work once the search starts this far past the first buffered row
+    trim_at = TRIM_CHUNK + machine.lookback
     return (at_label, machine.done_pc, first, machine.lazy_starts, machine.lookahead, machine.advance_running,
-            machine.within, machine.equivalence_key is None)
+            machine.within, machine.equivalence_key is None, trim_at)
 
 
 def _chain_to_list(chain) -> list[int]:
