@@ -141,15 +141,16 @@ class FastPlan:
         for bits_a, bits_b in self.overlapping_loops:
             if any((m & bits_a) and (m & bits_b) for m in occurring):
                 return all_on_vm("two loops on one path can take the same rows")
-        budget_ok = self._restart_budget(_separated(masks, offsets), offsets)
+        buffer = _separated(masks, offsets)  # every partition's bytes, a separator after each
+        budget_ok = self._restart_budget(buffer, offsets)
         if not budget_ok.all() and self.run_items is not None and runs.deterministic(self.run_items, occurring):
             # Runs too long for the regex engine's restarts: the run scan is linear whatever the data
             # (and slower than ``re`` on ordinary data, so only here), and no partition needs the VM.
             self.stats["run_partitions"] += len(counts)
-            spans = runs.scan(self.run_items, _separated(masks, offsets), 1 << len(self.conditions))
+            spans = runs.scan(self.run_items, buffer, 1 << len(self.conditions))
             return self._vector_output(data, layout, offsets, *_localize(spans, offsets), {}, typed)
         if self.vector is not None:  # measures read a few rows per match: no need to gather every row
-            return self._run_vector(data, layout, offsets, masks, budget_ok, typed)
+            return self._run_vector(data, layout, offsets, masks, buffer, budget_ok, typed)
         encoded = masks.tobytes()
 
         columns = data.python()
@@ -284,7 +285,7 @@ class FastPlan:
             position = start + 1
         return found_regs
 
-    def _run_vector(self, data, layout, offsets, masks: np.ndarray, budget_ok, typed: bool):
+    def _run_vector(self, data, layout, offsets, masks: np.ndarray, buffer: np.ndarray, budget_ok, typed: bool):
         """ONE ROW PER MATCH with SKIP PAST LAST ROW / TO NEXT ROW and measures that only need a match's
         first/last row per variable and row counts: collect every match's group spans, then compute each
         measure for all matches at once. Same rows as ``output.match`` gives (tests compare)."""
@@ -296,7 +297,7 @@ class FastPlan:
             vm_rows[index] = _run_vm_partitions(self.machine, groups, data.python())
         self.stats["regex_partitions"] += len(budget_ok) - len(vm_rows)
         if self.separated_regex is not None:
-            regs, per_partition = self._scan_separated(masks, offsets, budget_ok)
+            regs, per_partition = self._scan_separated(buffer, offsets, budget_ok)
         else:
             encoded = masks.tobytes()
             found_regs: list[tuple] = []
@@ -325,7 +326,7 @@ class FastPlan:
             position += count
         return out
 
-    def _scan_separated(self, masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray):
+    def _scan_separated(self, buffer: np.ndarray, offsets: np.ndarray, runnable: np.ndarray):
         """Every match of every runnable partition from one ``split`` over one buffer, as
         (regs, matches per partition); ``regs[i, g]`` is group g's (begin, end) in match i's partition.
 
@@ -335,7 +336,9 @@ class FastPlan:
         each uncaptured one-row group), summed in order, give every group's position without a match
         object per match. It resumes where the last match ended, as SKIP PAST LAST ROW does; the pattern
         matches at least one row, so no empty match needs the VM's restart rule."""
-        pieces = self.separated_regex.split(_separated(masks, offsets, runnable).tobytes())
+        if not runnable.all():  # a partition left to the VM: separators only, so nothing matches there
+            buffer = np.where(np.repeat(runnable, np.diff(offsets) + 1), buffer, np.uint8(SEPARATOR))
+        pieces = self.separated_regex.split(buffer.tobytes())
         captured = self.separated_regex.groups + 1  # the bytes before the match, then its groups
         matches = (len(pieces) - 1) // captured
         width = self.regex.groups + 1
@@ -397,10 +400,9 @@ class FastPlan:
         return out
 
 
-def _separated(masks: np.ndarray, offsets: np.ndarray, runnable: np.ndarray | None = None) -> np.ndarray:
-    """The rows' bytes with ``SEPARATOR`` after each partition; a partition not ``runnable``: separators."""
-    if runnable is not None and not runnable.all():
-        masks = np.where(np.repeat(runnable, np.diff(offsets)), masks, np.uint8(SEPARATOR))
+def _separated(masks: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The rows' bytes with ``SEPARATOR`` after each partition (partition i's rows then sit at
+    ``offsets[i] + i`` onwards)."""
     return np.insert(masks, offsets[1:], np.uint8(SEPARATOR))
 
 
