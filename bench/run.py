@@ -614,8 +614,8 @@ NOTES = [
     " the matcher as one table (`mapInArrow`, `spark_bridge/batch.py`); only the columns the query reads are"
     " shuffled. What is left is Spark's own reading and shuffle (the first two rows of each Spark table).",
     "Streaming is measured apart, by `bench/streaming_overhead.py` (docs/streaming.md, Measurements): a"
-    " micro-batch of 100,000 events over 10,000 keys took 1.8 s with key buckets on a quiet machine, the"
-    " fixed cost of a micro-batch 0.65 s; the hot-key and soak runs are in docs/reliability.md.",
+    " micro-batch of 100,000 events over 10,000 keys took 1.7-1.8 s with key buckets on a quiet machine, the"
+    " fixed cost of a micro-batch 0.55-0.65 s; the hot-key and soak runs are in docs/reliability.md.",
 ]
 
 
