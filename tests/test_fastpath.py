@@ -543,3 +543,26 @@ def test_shifted_columns_are_null_outside_the_partition(offset):
         expected += [values[i + offset] if begin <= i + offset < end else None for i in range(begin, end)]
     got = [None if null else int(v) for v, null in zip(shifted.data, shifted.nulls)]
     assert got == expected
+
+
+def test_eight_variables_with_long_runs_across_partitions():
+    """With 8 variables every byte value is a possible row (0xFF too), so the restart budget must end
+    runs at the partitions' ends itself: a long run in one partition does not spill into the next."""
+    names = "ABCDEFGH"
+    stmt = statement(
+        cat(*[var(v) for v in names[:-1]], plus(var("H"))),
+        defines={v: binop(">=", col("value"), lit(0)) for v in names},  # every row is every variable: 0xFF
+        measures=[("n", count_star())],
+        partition_by=("part",),
+    )
+    # each partition's run is within budget (60**2 <= 64 * 60 + slack); the two as one run would not be
+    rows = [{"id": i, "value": 1, "part": part} for part in "pq" for i in range(60)]
+    frame = pd.DataFrame(rows)
+    plan = CompiledQuery(stmt)
+    fast = fastpath.plan_for(stmt, plan.machine(tuple(frame.columns)), tuple(frame.columns))
+    assert fast is not None and fast.separated_regex is None  # 8 variables: no byte is free to separate
+    assert 60 ** 2 <= fastpath.RESTART_BUDGET * 60 + fastpath.RESTART_SLACK < 120 ** 2
+    out = plan.run_frame(frame)
+    assert out.to_dict("records") == [{"part": "p", "n": 60}, {"part": "q", "n": 60}]
+    assert fast.stats["regex_partitions"] == 2 and fast.stats["vm_partitions"] == 0
+    _assert_same_frame(out, _frame_run(stmt, frame, fast=False), "vm")
