@@ -19,6 +19,8 @@ before each match and each group's bytes, whose lengths give every group's posit
 (``_scan_separated``); the measures are then computed for all matches at once. A pattern that is a
 sequence of runs (``A B+ C*``) can also be scanned by numpy alone in linear time (``runs.py``), which
 takes the batches whose long runs would make ``re`` restart quadratically.
+ALL ROWS PER MATCH under SKIP PAST LAST ROW with such measures (RUNNING or FINAL, plus CLASSIFIER())
+uses the same scan and expands each match to its rows column-wise (``all_rows.py``).
 
 Why ``re`` gives SQL's answer. ``re`` is a backtracking engine: it tries start positions in order and,
 at each, alternatives in order (left branch first, greedy loops longest-first, reluctant shortest-first),
@@ -55,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from grammar import ast
-from matcher import kernels, runs
+from matcher import all_rows, kernels, runs
 from matcher.expressions import Scope
 from matcher.layout import ArrayInput, ListInput
 from matcher.partitioning import partition_indices
@@ -98,6 +100,8 @@ class FastPlan:
     overlapping_loops: list[tuple[int, int]]  # class bits of loop pairs that share a path
     loop_bits: list[int]
     vector: list | None = None  # ONE ROW PER MATCH measures computed from the groups, or None
+    # ALL ROWS PER MATCH measures computed column-wise from the groups (``all_rows.py``), or None.
+    all_rows: list | None = None
     # For the vector path with SKIP PAST LAST ROW: the pattern for one search over all partitions at once
     # (``_scan_separated``), or None where that does not apply.
     separated_regex: re.Pattern | None = None
@@ -149,7 +153,7 @@ class FastPlan:
             self.stats["run_partitions"] += len(counts)
             spans = runs.scan(self.run_items, buffer, 1 << len(self.conditions))
             return self._vector_output(data, layout, offsets, *_localize(spans, offsets), {}, typed)
-        if self.vector is not None:  # measures read a few rows per match: no need to gather every row
+        if self.vector is not None or self.all_rows is not None:  # measures computed column-wise
             return self._run_vector(data, layout, offsets, masks, buffer, budget_ok, typed)
         encoded = masks.tobytes()
 
@@ -313,10 +317,14 @@ class FastPlan:
         """The output of the matches whose group spans are ``regs`` (partition-local), in partition
         order, with the rows the VM gave for the partitions in ``vm_rows``."""
         typed = typed and data.columnar and not vm_rows
-        columns = self._vector_columns(data, layout, offsets, regs, per_partition, typed)
+        if self.all_rows is not None:  # one output row per match row
+            columns, per_partition = all_rows.columns(self, data, layout, offsets, regs, per_partition, typed)
+        else:
+            columns = self._vector_columns(data, layout, offsets, regs, per_partition, typed)
+        count = int(per_partition.sum())
         if typed:
-            return MatchColumns(columns, len(regs))
-        rows = list(zip(*columns)) if columns else [()] * len(regs)
+            return MatchColumns(columns, count)
+        rows = list(zip(*columns)) if columns else [()] * count
         if not vm_rows:
             return rows
         out: list[tuple] = []
@@ -566,15 +574,18 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         elif not exclusive(path_a, path_b):
             overlapping.append((bits_a, bits_b))
     skip = mr.after_match.mode if mr.after_match is not None else "PAST_LAST_ROW"
-    vector = None
+    vector = every_row = None
     if mr.rows_per_match.mode == "ONE" and skip in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
         vector = _vector_measures(mr, label_sets, label_groups, scope)
     separated_regex, uncaptured = None, ()
-    if vector is not None and skip == "PAST_LAST_ROW" and not emitted.excl_groups and min_rows(ir) > 0 \
-            and len(labels) < MAX_LABELS:
-        separated = emit(ir, len(labels), separated=True)
-        separated_regex, uncaptured = re.compile(separated.pattern, re.DOTALL), tuple(separated.uncaptured)
+    if skip == "PAST_LAST_ROW" and not emitted.excl_groups and min_rows(ir) > 0 and len(labels) < MAX_LABELS:
+        if mr.rows_per_match.mode in all_rows.MODES:  # only with the one-buffer scan
+            every_row = all_rows.measures(mr, label_sets, label_groups, scope)
+        if vector is not None or every_row is not None:
+            separated = emit(ir, len(labels), separated=True)
+            separated_regex, uncaptured = re.compile(separated.pattern, re.DOTALL), tuple(separated.uncaptured)
     return FastPlan(
+        all_rows=every_row,
         run_items=runs.run_items(ir) if separated_regex is not None else None,
         vector=vector,
         separated_regex=separated_regex,

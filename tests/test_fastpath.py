@@ -498,17 +498,16 @@ def test_v_shape_frame_never_builds_python_rows(library, monkeypatch):
         assert out.schema.field("bottom").type == pa.int64() and out.schema.field("start").type == pa.timestamp("us")
 
 
-def test_most_generated_frames_take_the_column_path(monkeypatch):
-    """The frame property test must exercise the typed column output, not only the conversions."""
-    import matcher.plan as plan_module
-
-    typed: list[int] = []
-    original = plan_module.from_columns
-    monkeypatch.setattr(plan_module, "from_columns", lambda *args: typed.append(1) or original(*args))
+def _share_calling(monkeypatch, module, name: str, queries, frame_strategy, examples: int) -> float:
+    """Over ``examples`` generated (query, frame) pairs the fast path takes (and that compile): the share
+    of runs that call ``module.name``."""
+    calls: list[int] = []
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *args: calls.append(1) or original(*args))
     runs = []
 
-    @settings(max_examples=60, database=None, derandomize=True, deadline=None)
-    @given(stmt=column_queries(), frame=frames())
+    @settings(max_examples=examples, database=None, derandomize=True, deadline=None)
+    @given(stmt=queries, frame=frame_strategy)
     def collect(stmt, frame):
         names = ("id", "value", "ts", "part", "flag")
         try:
@@ -520,8 +519,102 @@ def test_most_generated_frames_take_the_column_path(monkeypatch):
             _frame_run(stmt, frame, fast=True)
 
     collect()
-    assert len(typed) / len(runs) > 0.6, (len(typed), len(runs))
+    return len(calls) / len(runs)
 
+
+def test_most_generated_frames_take_the_column_path(monkeypatch):
+    """The frame property test must exercise the typed column output, not only the conversions."""
+    import matcher.plan as plan_module
+
+    assert _share_calling(monkeypatch, plan_module, "from_columns", column_queries(), frames(), 60) > 0.6
+
+
+
+# ------------------------------------------------------------------- ALL ROWS PER MATCH, column-wise
+
+
+def _all_rows_measures(qualifiers: list[str]) -> st.SearchStrategy:
+    """Every measure kind ``matcher/all_rows.py`` computes: RUNNING (the default) and FINAL FIRST/LAST,
+    column references qualified and not, COUNT(*)/COUNT(v.*), CLASSIFIER(), MATCH_NUMBER()."""
+    names = st.sampled_from(["value", "id", "ts", "part", "flag"])
+    variables = st.sampled_from(qualifiers)
+    semantics = st.sampled_from([None, "RUNNING", "FINAL"])
+    option = st.one_of(
+        st.builds(col, names),
+        st.builds(col, names, variables),
+        st.builds(lambda c, s: first(col(c), semantics=s), names, semantics),
+        st.builds(lambda c, s: last(col(c), semantics=s), names, semantics),
+        st.builds(lambda c, v, s: first(col(c, v), semantics=s), names, variables, semantics),
+        st.builds(lambda c, v, s: last(col(c, v), semantics=s), names, variables, semantics),
+        st.builds(lambda c, v, s: last(col(c, v), 0, semantics=s), names, variables, semantics),
+        st.builds(count_star, st.one_of(st.none(), variables), semantics),
+        st.just(classifier_of()),
+        st.just(A.MatchNumber(S)),
+    )
+    return st.lists(option, min_size=0, max_size=5).map(lambda es: [(f"m{i}", e) for i, e in enumerate(es)])
+
+
+@st.composite
+def all_rows_queries(draw) -> A.Statement:
+    """ALL ROWS PER MATCH (SHOW or OMIT EMPTY) under SKIP PAST LAST ROW over non-empty patterns with no
+    exclusion: the queries whose every output row the fast path computes column-wise."""
+    pattern = draw(patterns())
+    pattern = cat(pattern, var("A")) if not has_exclusion(pattern) else var("A")
+    pvars = pattern_variables(pattern)
+    subsets = {"U": tuple(sorted(set(draw(st.lists(st.sampled_from(pvars), min_size=1, max_size=2)))))} \
+        if draw(st.booleans()) else {}
+    defines = {v: draw(_eligible_conditions(v)) for v in pvars if draw(st.integers(0, 4)) > 0}
+    return statement(
+        pattern,
+        defines=defines,
+        measures=draw(_all_rows_measures(list(pvars) + list(subsets))),
+        rows_per_match=draw(st.sampled_from(["ALL_SHOW_EMPTY", "ALL_OMIT_EMPTY"])),
+        skip="PAST_LAST_ROW",
+        partition_by=draw(st.sampled_from([(), ("part",), ("part", "flag")])),
+        order_by=draw(st.sampled_from([("id",), ("ts",), ("ts", "id")])),
+        subsets=subsets,
+    )
+
+
+ALL_ROWS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@ALL_ROWS
+@given(stmt=all_rows_queries(), frame=frames(max_rows=40))
+def test_all_rows_column_wise_gives_what_python_values_give(stmt, frame):
+    """ALL ROWS PER MATCH over pandas/Arrow input: the column-wise rows equal the VM's frame."""
+    _check_frame(stmt, frame)
+
+
+@ALL_ROWS
+@given(stmt=all_rows_queries(), rows=tables(max_rows=40))
+def test_all_rows_column_wise_on_python_values(stmt, rows):
+    """The same over Python values (``run_columns``): the rows equal the VM's, in order."""
+    assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False), sql_of(stmt)
+
+
+def test_most_generated_all_rows_queries_take_the_column_path(monkeypatch):
+    """The ALL ROWS property tests must exercise ``all_rows.columns``, not the per-row output."""
+    from matcher import all_rows
+
+    assert _share_calling(monkeypatch, all_rows, "columns", all_rows_queries(), frames(max_rows=40), 80) > 0.6
+
+
+def test_all_rows_v_shape_running_and_final():
+    """The V-shape in ALL ROWS: RUNNING values grow with the match, FINAL ones are the match's."""
+    stmt = statement(**{**V_SHAPE, "rows_per_match": "ALL_SHOW_EMPTY", "measures": [
+        ("cls", classifier_of()), ("n", count_star()), ("nb", count_star("B", "FINAL")),
+        ("bottom", last(col("value", "B"))), ("low", last(col("value", "B"), semantics="FINAL")),
+        ("top", first(col("value", "C"))), ("m", A.MatchNumber(S))]})
+    rows = [{"id": i, "value": v, "part": "p"} for i, v in enumerate([5, 4, 3, 4, 5, 5, 4, 6])]
+    plan = CompiledQuery(stmt)
+    out = plan.run_columns(rows_to_columns(rows))[1]
+    fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
+    assert fast.all_rows is not None and fast.stats["regex_partitions"] == 1
+    assert [row[2:9] for row in out] == [
+        ("A", 1, 2, None, 3, 4, 1), ("B", 2, 2, 4, 3, 4, 1), ("B", 3, 2, 3, 3, 4, 1), ("C", 4, 2, 3, 3, 4, 1),
+        ("C", 5, 2, 3, 3, 4, 1), ("A", 1, 1, None, 4, 6, 2), ("B", 2, 1, 4, 4, 6, 2), ("C", 3, 1, 4, 4, 6, 2)]
+    assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False)
 
 
 @pytest.mark.parametrize("offset", [-12, -9, -8, -3, -1, 1, 2, 8, 9, 15])
