@@ -9,7 +9,7 @@ per wall-second); every ratio compares two figures taken in this run on the same
 ``bench/data.py``'s ticks (100 symbols, deterministic, Parquet, cached in bench/data/).
 
 Measured:
-- queries (a)-(f) of issue 8 on the path each takes, and on the VM (Python columns, --rows);
+- queries (a)-(f) of issue 8, and (g): (a) with ALL ROWS PER MATCH, on the path each takes, and on the VM (Python columns, --rows);
 - the V-shape over --large-rows: ``Query.run(pyarrow.Table)`` (columns end to end), the fast path
   on Python lists, and the hand-written Python loop (the ceiling) on the same rows;
 - ``Query.on_spark`` on local[2] for (a) over --rows and --large-rows, step by step (read, shuffle,
@@ -17,7 +17,7 @@ Measured:
 - pandas-match-recognize on (a), installed into bench/.venv-peers (never a dependency of cep), with
   whether its output equals ours;
 - the hostile patterns of the matcher issue (bench/hostile.py), 10k vs 100k rows.
-- PyFlink's MATCH_RECOGNIZE on (a)-(f) in batch mode, installed into bench/.venv-flink (bench/peers/flink.py),
+- PyFlink's MATCH_RECOGNIZE on (a)-(g) in batch mode, installed into bench/.venv-flink (bench/peers/flink.py),
   against cep on the same rows, and against the Spark replay of (a) end to end (``--no-flink`` skips it).
 """
 
@@ -105,6 +105,15 @@ QUERIES = {
   ONE ROW PER MATCH
   PATTERN ((A | B)* C)
   DEFINE A AS price > PREV(price), B AS price <= PREV(price), C AS volume > 5000)""",
+    ),
+    "g": (
+        "V-shape, ALL ROWS PER MATCH (running measures)",
+        """SELECT * FROM ticks MATCH_RECOGNIZE (
+  PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(A.ts) AS start_ts, LAST(B.price) AS bottom, CLASSIFIER() AS step, COUNT(*) AS n
+  ALL ROWS PER MATCH AFTER MATCH SKIP PAST LAST ROW
+  PATTERN (A B+ C+)
+  DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))""",
     ),
 }
 
@@ -462,7 +471,7 @@ def write_report(results: dict) -> None:
     ]
     lines += spark_report(results.get("spark_runs"))
     lines += [
-        "## Queries (a)-(f)",
+        "## Queries (a)-(g)",
         "",
         "| query | path | rows | fast path events/s | VM events/s | fast / VM | same output |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- |",
@@ -601,6 +610,9 @@ NOTES = [
     " and run on the Pike VM. (f) is a sequence of runs whose A/B rows exclude C's: its run of A/B rows as"
     " long as the partition would make `re` restart quadratically, so `matcher/runs.py` scans it in linear"
     " time with numpy (before, its guard sent the rows to the VM).",
+    "(g) is (a) with ALL ROWS PER MATCH and running measures: the fast path builds its output rows column-wise"
+    " (`matcher/all_rows.py`), where it used to build each row in Python (about 190k events/s); its table row is"
+    " the Python-lists input, `Query.run` on an Arrow table does about 5M events/s. Flink rejects ALL ROWS PER MATCH.",
     "The one-buffer scan: for ONE ROW PER MATCH with SKIP PAST LAST ROW, every partition's bytes go into one"
     " buffer with a separator byte after each, and one `re.split` returns the bytes before each match and each"
     " group's bytes; their lengths give every group's position with no match object per match.",
@@ -647,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "repeats": args.repeats,
     }
-    print("queries (a)-(f)", flush=True)
+    print("queries (a)-(g)", flush=True)
     results["queries"] = bench_queries(columns, small, args.rows, min(args.small_rows, args.rows), args.repeats)
     del columns, small  # the Python columns would weigh on the memory measured below
     if not args.no_peers:

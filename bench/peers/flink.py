@@ -59,8 +59,8 @@ class PeerQuery:
 # bench's rows (1M), as the Spark replay it is compared with. (b), (c), (e): 100k (their partial matches
 # are short; Flink does about 10k rows per wall-second plus several seconds per job). (d) keeps a partial
 # match open from every start until a drop, up to 10 minutes, and Flink re-reads it on every row: 362 s
-# for 20k rows here, so 5k. (f): Flink rejects it while planning.
-FLINK_ROWS = {"a": 1_000_000, "b": 100_000, "c": 100_000, "d": 5_000, "e": 100_000, "f": 20_000}
+# for 20k rows here, so 5k. (f): Flink rejects it while planning. (g): ALL ROWS PER MATCH, 100k.
+FLINK_ROWS = {"a": 1_000_000, "b": 100_000, "c": 100_000, "d": 5_000, "e": 100_000, "f": 20_000, "g": 100_000}
 
 
 # ------------------------------------------------------------------------------------------ rewrites
