@@ -199,6 +199,7 @@ def v_shape_loop(columns: dict) -> list[tuple]:
 
 # The Pike VM is slow on queries that read the match history (many live partial matches): those run
 # on fewer rows, so that the whole bench stays within a few minutes.
+VM_REPEATS = 9
 VM_ROWS = {"b": 20_000, "d": 5_000, "e": 20_000, "f": 20_000}
 
 
@@ -210,7 +211,8 @@ def bench_queries(columns: dict, small: dict, rows: int, small_rows: int, repeat
         count = min(VM_ROWS.get(name, small_rows), small_rows)
         target = {k: v[:count] for k, v in small.items()}
         entry = {"query": name, "title": title, "path": path, "small_rows": count}
-        vm_s, vm_out = median_seconds(lambda: run_path(query, target, False), repeats)
+        # the VM runs take a tenth of a second: more repeats give a steadier median on a shared machine
+        vm_s, vm_out = median_seconds(lambda: run_path(query, target, False), max(repeats, VM_REPEATS))
         entry.update(small_vm_eps=count / vm_s, matches=len(vm_out))
         if path == "fast":
             fast_s, fast_out = median_seconds(lambda: run_path(query, target, True), repeats)
@@ -444,7 +446,8 @@ def write_report(results: dict) -> None:
         "# Performance",
         "",
         "Written by `make bench` (`bench/run.py`) from `bench/results.json`; do not edit by hand.",
-        f"Machine: {results['machine']}. Every figure is a median of {results['repeats']} runs, in input",
+        f"Machine: {results['machine']}. Every figure is a median of {results['repeats']} runs ({VM_REPEATS} for the"
+        f" VM's short runs, {PMR_OUR_REPEATS} for cep against pandas-match-recognize), in input",
         "events per CPU-second of the measuring process (single-threaded work; the machine is shared, so wall",
         "time is noisy), except Spark (wall time); every ratio compares two figures of the same run on the same rows.",
         "Data: `bench/data.py` ticks (100 symbols, one tick per symbol per second, random-walk prices), generated",
