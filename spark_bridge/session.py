@@ -1,6 +1,6 @@
 """One quiet, UTC, Arrow-enabled SparkSession for cep (the CLI, the tests and user code share it).
 
-Why each setting (measured on this kind of machine, see ../shared/design/spark-notes.md):
+Why each setting (measured on a 2-core machine of the kind CI uses):
 
 - ``spark.sql.session.timeZone=UTC``: pandas UDFs see naive timestamps in the *session* time zone and
   ``collect()`` gives them in the *process* time zone; pinning UTC makes both the same wall-clock value.

@@ -1,7 +1,7 @@
 """Per-key streaming state <-> bytes, in a small versioned format; and canonical text for hashing.
 
 Spark keeps each key's state in one ``BinaryType`` column (array and map state columns fail in the
-Python worker, see ../shared/design/spark-notes.md). What goes in is plain data built by
+Python worker of PySpark 4). What goes in is plain data built by
 ``spark_bridge.keyed``: dicts, lists, ints, floats, strings, booleans, None, and the column values of
 buffered rows, which may also be datetimes, dates, Decimals, timedeltas, tuples and numpy scalars/arrays.
 

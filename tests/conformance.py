@@ -1,4 +1,4 @@
-"""Loading and comparing the MATCH_RECOGNIZE conformance corpus (../shared/conformance/cases.jsonl).
+"""Loading and comparing the MATCH_RECOGNIZE conformance corpus (tests/conformance_corpus/cases.jsonl).
 
 Shared by the conformance test and by the property tests that reuse the corpus's inputs.
 """
@@ -15,16 +15,13 @@ from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "conformance_corpus" / "cases.jsonl"
 
 
 def corpus_path() -> Path:
+    """The project's copy of the corpus (transcribed from Trino's and Flink's tests; see its README)."""
     override = os.environ.get("CEP_CONFORMANCE")
-    if override:
-        return Path(override)
-    for candidate in (ROOT.parent / "shared" / "conformance" / "cases.jsonl", ROOT / "shared" / "conformance" / "cases.jsonl"):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("cannot find shared/conformance/cases.jsonl next to the repository (set CEP_CONFORMANCE)")
+    return Path(override) if override else CORPUS
 
 
 @lru_cache(maxsize=1)

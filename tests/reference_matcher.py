@@ -10,7 +10,7 @@ cleverness. It may take exponential time; it is meant for inputs of a dozen rows
                                                        (keeps duplicate column names, e.g. SELECT *
                                                        with ``ORDER BY id ASC, id DESC``)
 
-Semantics implemented (see ../shared/design/semantics-notes.md and the conformance README):
+Semantics implemented (see docs/semantics.md and tests/conformance_corpus/README.md):
 
 * Rows are split by PARTITION BY (None is a partition value of its own) and each partition is
   sorted stably by ORDER BY (NULLS LAST for ASC, FIRST for DESC, unless written).

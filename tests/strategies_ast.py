@@ -12,7 +12,7 @@ literals are non-negative (``-1`` parses as ``Unary('-', 1)``), ``COUNT`` always
     patterns()           random row patterns: all quantifiers, both greedinesses, alternation,
                          grouping, anchors, exclusion, PERMUTE, empty pattern, absence
     statements()         whole statements with every clause optional
-    corpus_queries()     the conformance corpus queries (list of (id, query, case)); [] if absent
+    corpus_queries()     the conformance corpus queries (list of (id, query, case))
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import json
-import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -32,6 +30,7 @@ from hypothesis import strategies as st
 from grammar import ast as A
 from grammar.checks import SCALAR_FUNCTIONS
 from grammar.errors import Span
+from tests.conformance import load_cases
 
 S = Span()
 
@@ -295,19 +294,9 @@ _STATEMENTS = st.builds(
 # ----------------------------------------------------------------------------------------- corpus
 
 
-def corpus_path() -> Path:
-    override = os.environ.get("CEP_CONFORMANCE")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases.jsonl"
-
-
 def corpus_queries() -> list[tuple[str, str, dict]]:
-    """(id, query, whole case) for every case of the conformance corpus; [] when it is absent."""
-    path = corpus_path()
-    if not path.exists():
-        return []
-    cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """(id, query, whole case) for every case of the conformance corpus (tests/conformance_corpus/)."""
+    cases = load_cases()
     return [(case["id"], case["query"], case) for case in cases]
 
 

@@ -52,8 +52,8 @@ DEVIATIONS: dict[str, str] = {
     "trino-TestAggregationsInRowPatternMatching-testAggregationArguments-3": _SUBQUERIES,
     "trino-TestAggregationsInRowPatternMatching-testAggregationArguments-4": _SUBQUERIES,
     "flink-docs-match_recognize-time_constraint-1": (
-        "WITHIN keeps a match only when last - first < interval (Flink's runtime behaviour, measured in "
-        "../shared/design/peers.md, and our spec); this documentation example keeps a match exactly one "
+        "WITHIN keeps a match only when last - first < interval (Flink's runtime behaviour, measured with "
+        "PyFlink 2.3 by make bench, and our spec); this documentation example keeps a match exactly one "
         "interval long"
     ),
 }

@@ -31,7 +31,6 @@ def pattern_of(text: str) -> A.Pattern:
 # ----------------------------------------------------------------------------------- round trips
 
 
-@pytest.mark.skipif(not CORPUS, reason="conformance corpus not found (set CEP_CONFORMANCE)")
 def test_round_trip_of_every_corpus_query() -> None:
     for case_id, query in CORPUS:
         statement = parse(query)

@@ -20,7 +20,6 @@ except ModuleNotFoundError:
 
 S = Span()
 CORPUS = corpus_queries()
-needs_corpus = pytest.mark.skipif(not CORPUS, reason="conformance corpus not found (set CEP_CONFORMANCE)")
 
 
 def mr(body: str, select: str = "*", tail: str = "") -> str:
@@ -50,7 +49,6 @@ def integer(value: int) -> A.Literal:
 # ------------------------------------------------------------------------------------- the corpus
 
 
-@needs_corpus
 @pytest.mark.parametrize("case_id, query, case", CORPUS, ids=[c[0] for c in CORPUS])
 def test_every_corpus_query_parses(case_id: str, query: str, case: dict) -> None:
     if uses_subquery(query):
@@ -63,14 +61,12 @@ def test_every_corpus_query_parses(case_id: str, query: str, case: dict) -> None
         assert isinstance(statement, A.Statement)
 
 
-@needs_corpus
 def test_corpus_has_the_expected_mix() -> None:
     subqueries = [q for _, q, _ in CORPUS if uses_subquery(q)]
     runtime_errors = [c for _, _, c in CORPUS if c.get("expect_error")]
     assert len(CORPUS) == 208 and len(subqueries) == 8 and len(runtime_errors) == 3
 
 
-@needs_corpus
 def test_corpus_queries_pass_the_checks_with_their_schemas() -> None:
     from grammar.checks import check
 
@@ -83,7 +79,6 @@ def _corpus_query(case_id: str) -> str:
     return next(q for i, q, _ in CORPUS if i == case_id)
 
 
-@needs_corpus
 def test_simple_query_ast() -> None:
     statement = parse(_corpus_query("trino-TestRowPatternMatching-testSimpleQuery-1"))
     match = statement.match
@@ -101,7 +96,6 @@ def test_simple_query_ast() -> None:
         S, "<", col("value", "B"), A.Navigation(S, "PREV", col("value", "B"))))
 
 
-@needs_corpus
 def test_flink_backtick_variables_and_within() -> None:
     simple = parse(_corpus_query("flink-MatchRecognizeITCase-testSimplePattern-1"))
     assert simple.match.pattern.items[0] == var('A"', quoted=True)
@@ -111,7 +105,6 @@ def test_flink_backtick_variables_and_within() -> None:
     assert timed.alias is None and timed.select == (A.SelectItem(S, A.Star(S)),)
 
 
-@needs_corpus
 def test_subset_skip_and_nested_navigation() -> None:
     skip = parse(_corpus_query("trino-TestRowPatternMatching-testAfterMatchSkip-6"))
     assert skip.match.after_match == A.SkipTo(S, "TO_LAST", A.Identifier(S, "U"), plain=True)

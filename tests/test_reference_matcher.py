@@ -1,10 +1,9 @@
 """Tests of the reference matcher (tests/reference_matcher.py) itself.
 
 Two kinds: small hand-worked examples whose answers were computed by hand from the SQL:2016
-definitions, and the conformance corpus (../shared/conformance/cases.jsonl), run when
-``grammar.parser`` exists. Cases the reference cannot run are listed in ``EXCLUDED`` with the
-reason; cases whose peer answer is not the standard one are checked against the standard answer
-in ``STANDARD_ANSWERS``.
+definitions, and the conformance corpus (tests/conformance_corpus/cases.jsonl). Cases the reference
+cannot run are listed in ``EXCLUDED`` with the reason; cases whose peer answer is not the standard one
+are checked against the standard answer in ``STANDARD_ANSWERS``.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.conformance import load_cases
 from reference_matcher import (
     ReferenceBudgetExceeded,
     ReferenceMatcherError,
@@ -62,7 +62,6 @@ from strategies_match import (
     var,
 )
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "cases.jsonl"
 
 
 def rows_of(values: list[Any], **extra: list[Any]) -> list[dict]:
@@ -477,13 +476,7 @@ STANDARD_ANSWERS: dict[str, Any] = {
 }
 
 
-def _load_cases() -> list[dict]:
-    if not CORPUS.exists():
-        return []
-    return [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
-
-
-CASES = _load_cases()
+CASES = list(load_cases())
 
 
 def _convert(value: Any, typ: str) -> Any:

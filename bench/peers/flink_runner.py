@@ -28,7 +28,7 @@ import sys
 import time
 
 # The mini-cluster's heap. With the default (a quarter of the machine's memory) the JVM grows to 2-3 GB
-# and runs no faster (../shared/design/peers.md); 2 GB leaves room for 1M buffered rows.
+# and runs no faster (measured here with PyFlink 2.3); 2 GB leaves room for 1M buffered rows.
 JVM_HEAP = "-Xmx2g"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
