@@ -1,0 +1,307 @@
+"""Published MATCH_RECOGNIZE examples, run as published on cep's python engine and on Spark.
+
+The cases live in ``tests/published_examples/*.json``, one file per example: the statement exactly as
+its publisher printed it (Oracle's Data Warehousing Guide, ORACLE-BASE, Snowflake's reference and user
+guide, YDB's reference, Trino's blog), the input tables (from the publisher's own CREATE/INSERT
+statements or printed tables) and the printed output. ``tests/published_examples/README.md`` describes
+the format, the sources and the transcription checks.
+
+Each case is run twice:
+
+* python engine: ``cep.compile(statement).run(rows)`` with the case's one input table as a list of dicts;
+* Spark: the input tables become temporary views under their published names and
+  ``cep.sql(spark, statement)`` runs the statement (the whole-statement entry point).
+
+The result is compared with the published output: column names case-insensitively (as a set when the
+statement selects ``*``, whose column order each dialect defines its own way, else in order), rows as a
+multiset unless the statement has an outer ORDER BY (then in order), numbers numerically, dates and
+timestamps as ISO text. Where the publisher departs from the SQL standard the case carries a
+``standard_output`` (with the reason) and that is what cep must give.
+
+Cases that fail today are listed in ``KNOWN_FAILURES`` below with what fails (the error code cep gives,
+or ``ROWS`` for a wrong answer) and the missing feature or bug. They are ``xfail(strict=True)`` and only
+for that failure: another error makes the test fail, and a pass makes it XPASS, which fails too, so the
+entry must be removed when the feature lands.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import cep
+from tests.published_examples.tables import convert, parse_inserts, parse_table, parse_values_clause
+
+CASES_DIR = Path(__file__).resolve().parent / "published_examples"
+
+# ----------------------------------------------------------------------------------------------------
+# Known failures: case id -> (what fails, why). "what fails" is the CepError code cep raises, or "ROWS"
+# when cep answers with other rows than the published (or standard) output. Every entry was observed by
+# running the case; the reason names the feature or bug, first the one that stops the case today, then
+# (after "then:") what the case needs beyond it, found by rewriting the blocking construct by hand.
+# ----------------------------------------------------------------------------------------------------
+
+_LAG = "Snowflake's LAG(x) in DEFINE (= PREV(x)): E0230 unknown function LAG() (hint: did you mean 'AVG'?)"
+_CLS = ("CLASSIFIER without parentheses (Snowflake): it compiles, then the run fails with E0220 unknown column "
+        "'classifier'")
+_MSN = "Snowflake's MATCH_SEQUENCE_NUMBER() (the row's position in its match): E0230 unknown function MATCH_SEQUENCE_NUMBER()"
+_OVER = ("Snowflake's window function in DEFINE, avg(price) over (rows between unbounded preceding and unbounded "
+         "following): E0120 missing ',' between DEFINE items (the OVER clause is not parsed)")
+_E0209 = ("qualified outer ORDER BY (ORDER BY MR.x): E0209 'the outer ORDER BY may only name output columns here' "
+          "on Spark although the python engine accepts it")
+
+PYTHON_FAILURES: dict[str, tuple[str, str]] = {
+    "snowflake-ref-v-shape-summary": ("E0230", _LAG + "; then passes (checked with PREV)"),
+    "snowflake-ref-all-rows-one-company": (
+        "E0107", "subquery in FROM, (select * from stock_price_history where company='ABCD') match_recognize(...): "
+                 "E0107 subqueries are not supported; then: " + _MSN + ", " + _LAG + "; then passes (checked on the "
+                 "filtered rows)"),
+    "snowflake-ref-omit-empty-matches": ("E0120", _OVER),
+    "snowflake-ref-with-unmatched-rows": ("E0120", _OVER),
+    "snowflake-guide-lt45-down-up": ("E0230", _LAG + "; then passes (checked with PREV)"),
+    "snowflake-guide-anchor-start": ("E0230", _MSN + "; then passes (checked with RUNNING COUNT(*))"),
+    "snowflake-guide-anchor-end": ("E0230", _MSN + "; then passes (checked with RUNNING COUNT(*))"),
+    "snowflake-guide-all-rows-running-count": ("E0230", _MSN + "; then: " + _LAG + "; then passes (checked)"),
+    "snowflake-guide-one-row-count": ("E0230", _MSN + "; then: " + _LAG + "; then passes (checked)"),
+    "snowflake-guide-exclusion": ("E0230", _LAG + "; then passes (checked with PREV)"),
+    "snowflake-guide-up-down-xyz": ("E0230", _LAG + "; then passes (checked with PREV)"),
+    "snowflake-guide-up-down-xyz-exclusions": ("E0230", _LAG + "; then passes against the corrected output (checked with PREV)"),
+    "snowflake-guide-classifier": (
+        "E0230", _MSN + "; then: " + _CLS + ", " + _LAG + "; then passes (checked)"),
+    "snowflake-guide-window-frame": (
+        "E0230", "Snowflake's LAG/LEAD in MEASURES, confined to the rows of the match (not PREV/NEXT, which see the "
+                 "partition): E0230 unknown function LAG(); then: LEAD() (hint: 'LEAST'), " + _MSN + ", " + _CLS + ". With "
+                 "PREV/NEXT in their place the rows differ (checked): PREV/NEXT see the whole partition"),
+    "snowflake-guide-minimum-37": ("E0230", _MSN + "; then: " + _LAG + "; then passes (checked)"),
+    "snowflake-guide-permute": (
+        "E0121", "measure alias without AS (last(classifier()) = 'DOWN' up_spike): E0121 expected AS and a name after "
+                 "the measure; then: " + _LAG + "; then passes (checked)"),
+    "snowflake-guide-w-shape": ("E0230", _LAG + "; then passes (checked with PREV)"),
+    "snowflake-guide-w-shape-exclusions": ("E0230", _LAG + "; then: " + _CLS + "; then passes (checked)"),
+    "trino-blog-v-shape-with-values": (
+        "E0107", "WITH orders(customer_id, order_date, price) AS (VALUES ...) before the statement: E0107 WITH clauses "
+                 "(common table expressions) are not supported; the MATCH_RECOGNIZE part passes on the same rows (checked)"),
+    "ydb-measures-example": ("E0230", "YDB's AGGREGATE_LIST (= ARRAY_AGG): E0230 unknown function AGGREGATE_LIST() (hint: 'GREATEST'); "
+                                      "then passes (checked with ARRAY_AGG)"),
+    "ydb-rows-per-match-all-rows": (
+        "ROWS", "RUNNING FIRST() looks past the current row (issue 15): under ALL ROWS PER MATCH, FIRST(B2.ts) on the "
+                "first row (B1, ts 100) gives 200, a later row's value, while LAST(B3.ts) there is rightly NULL; the "
+                "standard gives NULL for both (YDB itself prints the FINAL values 200 and 300)"),
+}
+
+SPARK_FAILURES: dict[str, tuple[str, str]] = {
+    **PYTHON_FAILURES,
+    "oracle-dwhsg-20-1-v-shape-one-row": ("E0209", _E0209),
+    "oraclebase-peaks-one-row": ("E0209", _E0209),
+    "oraclebase-peaks-all-rows": ("E0209", _E0209),
+    "oraclebase-dip-all-rows": ("E0209", _E0209),
+    "oraclebase-twinkies-between": ("E0209", _E0209),
+}
+
+
+class KnownFailure(Exception):
+    """The case failed exactly as its KNOWN_FAILURES entry says."""
+
+
+# ---------------------------------------------------------------------------------------------- cases
+
+def load_cases() -> list[dict]:
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(CASES_DIR.glob("*.json"))]
+
+
+CASES = load_cases()
+BY_ID = {case["id"]: case for case in CASES}
+
+
+def statement(case: dict) -> str:
+    """The statement run: as published, or (for a published fragment) wrapped in SELECT * FROM input MATCH_RECOGNIZE."""
+    return case.get("runnable_query", case["query"])
+
+
+def _typed(value, kind: str):
+    if value is None:
+        return None
+    if kind == "DATE":
+        return dt.date.fromisoformat(value)
+    if kind == "TIMESTAMP":
+        return dt.datetime.fromisoformat(value)
+    return value
+
+
+def input_rows(table: dict) -> list[dict]:
+    names = [name for name, _, _ in table["columns"]]
+    kinds = [kind for _, kind, _ in table["columns"]]
+    return [{n: _typed(v, k) for n, k, v in zip(names, kinds, row)} for row in table["rows"]]
+
+
+def expected(case: dict) -> tuple[list[str], list[str], list[list], bool]:
+    out = case["output"]
+    names = out.get("column_names", out["columns"])
+    rows = case["standard_output"]["rows"] if "standard_output" in case else out["rows"]
+    return names, out["types"], rows, out["ordered"]
+
+
+def _norm(value, kind: str):
+    """A comparable form of one value of a column whose published type is ``kind``."""
+    if value is None:
+        return None
+    if hasattr(value, "to_pydatetime"):  # pandas Timestamp
+        value = value.to_pydatetime()
+    if kind == "DATE":
+        if isinstance(value, dt.datetime):
+            return value.date().isoformat() if value.time() == dt.time(0) else value.isoformat(" ")
+        return value.isoformat() if isinstance(value, dt.date) else str(value)
+    if kind == "TIMESTAMP":
+        if isinstance(value, dt.datetime):
+            return value.replace(tzinfo=None).isoformat(" ", "seconds")
+        if isinstance(value, dt.date):
+            return f"{value.isoformat()} 00:00:00"
+        return str(value)
+    if kind.startswith("ARRAY"):
+        inner = kind[kind.index("<") + 1:-1]
+        return tuple(_norm(v, inner) for v in value)
+    if isinstance(value, bool) or kind == "BOOLEAN":
+        return value
+    if isinstance(value, (int, float, Decimal)):
+        number = float(value)
+        return round(number, 6) if math.isfinite(number) else number
+    return value
+
+
+def _selects_star(text: str) -> bool:
+    return re.match(r"\s*(?:--[^\n]*\n\s*)*select\s+\*", re.sub(r"^\s*with\b.*?\)\s*(?=select)", "", text, flags=re.I | re.S),
+                    re.I) is not None
+
+
+def compare(case: dict, names: list[str], rows: list[list]) -> str | None:
+    """None when the result is the expected one, else what differs."""
+    want_names, kinds, want_rows, ordered = expected(case)
+    got = [n.casefold() for n in names]
+    want = [n.casefold() for n in want_names]
+    if _selects_star(statement(case)):
+        if sorted(got) != sorted(want):
+            return f"columns {list(names)} != {want_names} (as sets: SELECT *)"
+    elif got != want:
+        return f"columns {list(names)} != {want_names}"
+    index = [got.index(n) for n in want]
+    got_rows = [tuple(_norm(row[i], k) for i, k in zip(index, kinds)) for row in rows]
+    want_rows = [tuple(_norm(convert(v, k) if isinstance(v, str) and k not in ("VARCHAR",) else v, k)
+                       for v, k in zip(row, kinds)) for row in want_rows]
+    if ordered:
+        if got_rows != want_rows:
+            return "rows differ (in order):\n  got  " + "\n       ".join(map(str, got_rows)) + \
+                   "\n  want " + "\n       ".join(map(str, want_rows))
+        return None
+    missing, extra = Counter(want_rows) - Counter(got_rows), Counter(got_rows) - Counter(want_rows)
+    if missing or extra:
+        return f"rows differ:\n  missing {sorted(map(str, missing.elements()))}\n  extra   {sorted(map(str, extra.elements()))}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- engines
+
+def run_python(case: dict) -> tuple[list[str], list[list]]:
+    tables = [t for t in case["inputs"].values() if not t.get("embedded_in_query")]
+    data = input_rows(tables[0]) if tables else []
+    query = cep.compile(statement(case))
+    result = query.run(data)
+    names = list(result[0].keys()) if result else list(query.output_columns([n for n, _, _ in tables[0]["columns"]]) if tables else [])
+    return names, [list(row.values()) for row in result]
+
+
+_SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint", "INTEGER": "int", "DOUBLE": "double", "DATE": "date",
+                "TIMESTAMP": "timestamp", "BOOLEAN": "boolean"}
+
+
+def run_spark(spark, case: dict) -> tuple[list[str], list[list]]:
+    for name, table in case["inputs"].items():
+        if table.get("embedded_in_query"):
+            continue
+        schema = ", ".join(f"`{col}` {_SPARK_TYPES[kind]}" for col, kind, _ in table["columns"])
+        rows = [tuple(row[c] for c, _, _ in table["columns"]) for row in input_rows(table)]
+        spark.createDataFrame(rows, schema).createOrReplaceTempView(name)
+    df = cep.sql(spark, statement(case))
+    return list(df.columns), [list(row) for row in df.collect()]
+
+
+def check(case: dict, run, failures: dict[str, tuple[str, str]]) -> None:
+    known = failures.get(case["id"])
+    try:
+        names, rows = run()
+    except cep.CepError as error:
+        if known and known[0] == error.code:
+            raise KnownFailure(f"{error.code}: {known[1]}") from error
+        raise AssertionError(f"{case['id']}: cep raised {error.code}:\n{error}") from error
+    problem = compare(case, names, rows)
+    if problem and known and known[0] == "ROWS":
+        raise KnownFailure(f"ROWS: {known[1]}\n{problem}")
+    assert problem is None, f"{case['id']}: {problem}"
+
+
+def _params(failures: dict[str, tuple[str, str]]) -> list:
+    params = []
+    for case in CASES:
+        known = failures.get(case["id"])
+        marks = [pytest.mark.xfail(strict=True, raises=KnownFailure, reason=f"{known[0]}: {known[1]}")] if known else []
+        params.append(pytest.param(case["id"], marks=marks, id=case["id"]))
+    return params
+
+
+@pytest.mark.parametrize("case_id", _params(PYTHON_FAILURES))
+def test_python_engine(case_id: str) -> None:
+    case = BY_ID[case_id]
+    check(case, lambda: run_python(case), PYTHON_FAILURES)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case_id", _params(SPARK_FAILURES))
+def test_spark(spark, case_id: str) -> None:
+    case = BY_ID[case_id]
+    check(case, lambda: run_spark(spark, case), SPARK_FAILURES)
+
+
+# ---------------------------------------------------------------------------------------------- the cases themselves
+
+def test_failure_tables_name_real_cases() -> None:
+    assert set(PYTHON_FAILURES) <= set(BY_ID) and set(SPARK_FAILURES) <= set(BY_ID)
+
+
+def test_at_least_24_cases_with_sources() -> None:
+    assert len(CASES) >= 24
+    for case in CASES:
+        source = case["source"]
+        assert {"publisher", "document", "section", "url", "read_from"} <= set(source), case["id"]
+        assert case["dialect"] in {"oracle", "snowflake", "trino", "flink", "ydb"}, case["id"]
+        assert case["output"]["rows"], case["id"]
+
+
+@pytest.mark.parametrize("case_id", sorted(BY_ID))
+def test_transcription_matches_published_text(case_id: str) -> None:
+    """The typed rows are what the verbatim published text says (inputs and output, every value)."""
+    case = BY_ID[case_id]
+    for name, table in case["inputs"].items():
+        text, cols = table["published_text"], table["columns"]
+        if re.search(r"insert\s+into", text, re.I):
+            raw = parse_inserts(text, name)
+        elif table.get("embedded_in_query"):
+            raw = parse_values_clause(text)
+        else:
+            header, raw = parse_table(text)
+            assert [h.casefold() for h in header] == [c[0].casefold() for c in cols]
+        assert [[convert(v, kind) for v, (_, kind, _) in zip(row, cols)] for row in raw] == table["rows"], name
+        assert all(len(row) == len(cols) for row in table["rows"])
+    out = case["output"]
+    header, raw = parse_table(out["published_text"])
+    assert header == out["columns"]
+    assert [[convert(v, kind) for v, kind in zip(row, out["types"])] for row in raw] == out["rows"]
+    assert all(len(row) == len(out["types"]) for row in out["rows"])
+    if "standard_output" in case:
+        assert case["standard_output"]["reason"]
+        assert len(case["standard_output"]["rows"][0]) == len(out["types"])
