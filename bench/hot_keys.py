@@ -186,8 +186,8 @@ def key_states(stream) -> dict:
 def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun:
     """Stream ``ev`` through ``KeyedStream`` + ``LocalStream``; observe the hot key after every batch."""
     import cep
-    from spark_bridge import state_codec
-    from spark_bridge.keyed import KeyedStream, LocalStream
+    from cep.spark_bridge import state_codec
+    from cep.spark_bridge.keyed import KeyedStream, LocalStream
 
     q = cep.compile(VSHAPE)
     engine = KeyedStream(q.plan, COLUMNS, query_text=VSHAPE, session_timeout_us=sc.session_seconds * 1_000_000,
@@ -248,7 +248,7 @@ def check_against_replay(ev: Events, run: EngineRun) -> dict:
 
 
 def engine_report(sc: Scenario) -> dict:
-    from matcher.vm import MAX_LIVE_THREADS
+    from cep.matcher.vm import MAX_LIVE_THREADS
 
     began = time.perf_counter()
     ev = make_events(sc)
@@ -313,7 +313,7 @@ def write_parquet_batches(ev: Events, sc: Scenario, directory: Path) -> int:
 
 def spark_report(sc: Scenario, partitions: int) -> dict:
     import cep
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.session import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-hot-keys-"))
     try:

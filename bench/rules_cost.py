@@ -104,7 +104,7 @@ def run_queries(spark, schema, source: Path, work: Path, n: int) -> dict:
 
 
 def run_operator(spark, schema, source: Path, work: Path, n: int) -> dict:
-    from spark_bridge.alerting import RuleStore, build_rule_set, input_types_of, match_rules
+    from cep.spark_bridge.alerting import RuleStore, build_rule_set, input_types_of, match_rules
 
     rules_dir = work / "rules"
     rules_dir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import types as T
 
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.session import get_spark
 
     spark = get_spark("local[2]", app_name="cep-bench-rules", shuffle_partitions=args.partitions)
     schema = T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),

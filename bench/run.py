@@ -41,8 +41,8 @@ import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
 from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
-from matcher import fastpath  # noqa: E402
-from matcher.tables import arrow_to_columns  # noqa: E402
+from cep.matcher import fastpath  # noqa: E402
+from cep.matcher.tables import arrow_to_columns  # noqa: E402
 
 DATA_DIR = HERE / "data"
 PEER_VENV = HERE / ".venv-peers"
@@ -300,7 +300,7 @@ def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
     hand-over to Python (a no-op function), then the whole replay; wall time, CPU seconds of the whole
     process tree, and its peak resident set."""
     try:
-        from spark_bridge.session import get_spark
+        from cep.spark_bridge.session import get_spark
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         began = time.perf_counter()

@@ -183,7 +183,7 @@ def step_cost(q, table, counts) -> float:
     """4. cep's own cost per key call: the step function Spark calls, fed the frames Spark would feed it."""
     import pandas as pd
 
-    from spark_bridge.streaming import _EVENT_US, _MARKER, _SparkStep
+    from cep.spark_bridge.streaming import _EVENT_US, _MARKER, _SparkStep
 
     columns = tuple(table.column_names)
     types = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"}
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
 
     import cep
     from data import generate
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.session import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-stream-bench-"))
     results: dict[str, dict] = {"params": vars(args), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
@@ -262,7 +262,7 @@ def main(argv=None) -> int:
             results["throughput_cep"]["state_bytes_per_key_call"] = round(m["state_bytes"] / m["key_calls"])
 
         # 3. The same rows without Spark.
-        from spark_bridge.keyed import KeyedStream, LocalStream
+        from cep.spark_bridge.keyed import KeyedStream, LocalStream
 
         rows = table.to_pylist()
         engine = KeyedStream(q.plan, tuple(table.column_names), query_text=VSHAPE, session_timeout_us=3_600_000_000)

@@ -77,7 +77,7 @@ def _partition_count(pdf: "pd.DataFrame", columns: list[str]) -> int:
 
 
 def _resolve_partition(plan: Any, columns: Sequence[str]) -> list[str]:
-    from spark_bridge.batch import resolve_columns
+    from cep.spark_bridge.batch import resolve_columns
 
     return resolve_columns(list(getattr(plan, "partition_columns", None) or []), list(columns))
 
@@ -131,13 +131,13 @@ def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame", **checks: Any) -> "p
 
 def _start_spark(master: str) -> Any:
     try:
-        from spark_bridge.session import get_spark
+        from cep.spark_bridge.session import get_spark
     except ImportError as exc:  # pragma: no cover - pyspark missing
-        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep[spark]', or use --engine python") from None
+        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
     try:
         return get_spark(master)
     except ImportError as exc:
-        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep[spark]', or use --engine python") from None
+        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
     except Exception as exc:
         raise UsageError(
             f"could not start Spark ({_first_line(str(exc))}).\n"
@@ -250,7 +250,7 @@ def _replay_options(args: argparse.Namespace) -> dict:
     """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
     a session timeout that cannot be read is a usage error."""
     import cep
-    from spark_bridge.replay import session_timeout_us
+    from cep.spark_bridge.replay import session_timeout_us
 
     options: dict = {}
     if args.session_timeout is not None:
@@ -269,7 +269,7 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
     if not text:
         return None
     import cep
-    from grammar.parser import parse_schema
+    from cep.grammar.parser import parse_schema
 
     try:
         return parse_schema(text)
@@ -286,7 +286,7 @@ def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> 
         return cep.parse_all(text, filename=filename, schema=schema)
     statements = cep.parse_all(text, filename=filename)
     if schema is not None:
-        from grammar.checks import check
+        from cep.grammar.checks import check
 
         for statement in statements:
             check(statement, schema=schema, source=text, filename=filename)
@@ -322,7 +322,7 @@ def format_text(text: str, filename: str | None = None) -> str:
 
     if hasattr(cep, "format_query"):
         return cep.format_query(text)
-    from grammar.format import format_statement
+    from cep.grammar.format import format_statement
 
     parts = []
     for statement in cep.parse_all(text, filename=filename):
@@ -383,7 +383,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if fmt == "text":
         _emit(query.explain(), args.output)
         return EXIT_OK
-    from matcher.dot import GraphvizMissing, render, to_dot
+    from cep.matcher.dot import GraphvizMissing, render, to_dot
 
     payload: str | bytes = to_dot(query.statement)
     if fmt != "dot":
@@ -455,8 +455,8 @@ def _bound(text: str | None, series: "pd.Series", option: str) -> Any:
 
 def _condition_columns(query: Any, pdf: "pd.DataFrame") -> list[str]:
     """Input columns the DEFINE conditions read (what a reader of the trace wants to see per row)."""
-    from grammar import ast
-    from matcher.expressions import walk
+    from cep.grammar import ast
+    from cep.matcher.expressions import walk
 
     names = []
     for define in query.statement.match.defines:
@@ -470,7 +470,7 @@ def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), ev
                 low: Any = None, high: Any = None) -> "pd.DataFrame":
     """``Query.trace`` of ``pdf`` (one partition) with the ORDER BY value and the ``show`` columns of each
     row, restricted to ``events`` and to order values in [low, high]."""
-    from matcher.tables import pandas_to_columns
+    from cep.matcher.tables import pandas_to_columns
 
     trace = query.trace(pdf)
     columns = pandas_to_columns(pdf)
@@ -555,7 +555,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         from cep import report
     except ImportError as exc:  # pragma: no cover - matplotlib missing
-        raise UsageError(f"cep report needs matplotlib ({exc}): pip install 'cep[report]'") from None
+        raise UsageError(f"cep report needs matplotlib ({exc}): pip install 'cep-spark[report]'") from None
     try:
         query = cep.compile(text, filename=args.query_file)
         pdf = read_pandas(args.input, fmt)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from grammar import ast
-from matcher.plan import CompiledQuery
-from matcher.tables import from_rows, kind_of, to_columns
+from cep.grammar import ast
+from cep.grammar.parser import parse, parse_all
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.tables import from_rows, kind_of, to_columns
 
 
 class Query:
@@ -58,7 +59,7 @@ class Query:
         With either, rows tied on ORDER BY are ordered as the stream orders them, the event time
         reaches the output as a naive UTC ``datetime``, and every query runs on the Pike VM.
         """
-        from matcher.validate import input_checks
+        from cep.matcher.validate import input_checks
 
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
@@ -73,8 +74,8 @@ class Query:
         return from_rows(kind, names, rows)
 
     def _replay(self, columns, checks, session_timeout, match_ids: bool, progress):
-        from spark_bridge.replay import Replay, session_timeout_us
-        from spark_bridge.streaming import statement_text
+        from cep.spark_bridge.replay import Replay, session_timeout_us
+        from cep.spark_bridge.streaming import statement_text
 
         gap = session_timeout_us(session_timeout)
         if checks is not None:
@@ -99,7 +100,7 @@ class Query:
         streaming keyword arguments are ignored there.
         """
         if df.isStreaming:
-            from spark_bridge.streaming import match_stream, statement_text
+            from cep.spark_bridge.streaming import match_stream, statement_text
 
             return match_stream(
                 self.plan,
@@ -110,12 +111,12 @@ class Query:
                 late=late,
                 **streaming,
             )
-        from spark_bridge.batch import match_dataframe
+        from cep.spark_bridge.batch import match_dataframe
 
         if session_timeout is None and not match_ids:
             return match_dataframe(self.plan, df)
-        from spark_bridge.replay import session_timeout_us
-        from spark_bridge.streaming import statement_text
+        from cep.spark_bridge.replay import session_timeout_us
+        from cep.spark_bridge.streaming import statement_text
 
         return match_dataframe(self.plan, df, query_text=statement_text(self),
                                session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids))
@@ -144,7 +145,7 @@ class Query:
         return self.plan.output_names(tuple(input_columns))
 
     def explain(self) -> str:
-        from matcher.explain import explain
+        from cep.matcher.explain import explain
 
         return explain(self.plan)
 
@@ -152,7 +153,7 @@ class Query:
 
     def describe(self) -> list[tuple[str, str]]:
         """The query clause by clause, as (clause, text) pairs: what ``repr`` and notebooks show."""
-        from grammar.format import format_expr, format_pattern
+        from cep.grammar.format import format_expr, format_pattern
 
         mr = self.statement.match
         pattern = f"({format_pattern(mr.pattern)})"
@@ -204,3 +205,32 @@ def _skip_text(skip) -> str:
         return "SKIP TO NEXT ROW"
     where = "" if skip.plain else ("FIRST " if skip.mode == "TO_FIRST" else "LAST ")
     return f"SKIP TO {where}{skip.variable.name}"
+
+
+def compile(text: str, *, filename: str | None = None) -> Query:  # noqa: A001 - the natural name
+    """Parse, check and compile one statement."""
+    return Query(parse(text, filename=filename), text, filename)
+
+
+def compile_all(text: str, *, filename: str | None = None) -> list[Query]:
+    """Parse, check and compile every statement of a file (statements separated by ';')."""
+    return [Query(statement, text, filename) for statement in parse_all(text, filename=filename)]
+
+
+def sql(spark, text: str, **options):
+    """Run a MATCH_RECOGNIZE statement over a Spark table or (temp) view, static or streaming.
+
+    ``FROM events`` names the table or view (``spark.table``); ``FROM 'path/to/file.parquet'`` reads a
+    file (static). The options are those of ``Query.on_spark`` (``watermark``, ``session_timeout``,
+    ``late``...), used when the relation is a stream. Returns a Spark DataFrame of matches.
+    """
+    query = Query(parse(text), text)
+    relation = query.statement.relation
+    if relation.is_path:
+        path = relation.name
+        kind = path.rsplit(".", 1)[-1].lower() if "." in path else "parquet"
+        reader = spark.read.option("header", True).option("inferSchema", True) if kind == "csv" else spark.read
+        df = reader.format(kind if kind in ("csv", "json", "parquet") else "parquet").load(path)
+    else:
+        df = spark.table(relation.name)
+    return query.on_spark(df, **options)

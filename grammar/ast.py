@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from grammar.errors import Span
+from cep.grammar.errors import Span
 
 
 @dataclass(frozen=True)

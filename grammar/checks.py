@@ -22,9 +22,9 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Iterator, NamedTuple, get_args
 
-from grammar import ast
-from grammar import limits
-from grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
+from cep.grammar import ast
+from cep.grammar import limits
+from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
 
 # ----------------------------------------------------------------------------------- catalogue
 

@@ -31,13 +31,13 @@ from typing import Iterator
 from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
-from grammar import ast, limits
-from grammar.checks import AGGREGATE_FUNCTIONS, check, is_expression, is_pattern, iter_children, normalize_type
-from grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
-from grammar.syntax_errors import syntax_error_from_lark
-from grammar.tokens import TRIVIA as _TRIVIA
-from grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
-from grammar.tokens import token_span as _token_span
+from cep.grammar import ast, limits
+from cep.grammar.checks import AGGREGATE_FUNCTIONS, check, is_expression, is_pattern, iter_children, normalize_type
+from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
+from cep.grammar.syntax_errors import syntax_error_from_lark
+from cep.grammar.tokens import TRIVIA as _TRIVIA
+from cep.grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
+from cep.grammar.tokens import token_span as _token_span
 
 __all__ = ["parse", "parse_all", "parse_unchecked", "parse_schema", "split_statements"]
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grammar import ast
-from matcher.pattern_regex import NotEligible
+from cep.grammar import ast
+from cep.matcher.pattern_regex import NotEligible
 
 MODES = ("ALL_SHOW_EMPTY", "ALL_OMIT_EMPTY")  # the pattern cannot match empty here: the two agree
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from matcher.tables import series_values
+from cep.matcher.tables import series_values
 
 # A partition key may be factorized in numpy only when its equality is Python's equality on the values
 # (floats are not: NaN is never equal to itself in Python, and -0.0 == 0.0).

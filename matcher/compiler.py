@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grammar import ast
-from grammar.errors import CepSemanticError
-from matcher.program import (
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.program import (
     AT_END,
     AT_START,
     DEADLINE,

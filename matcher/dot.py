@@ -22,10 +22,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from grammar import ast
-from matcher.compiler import compile_pattern
-from matcher.machine import absence_labels, pattern_labels
-from matcher.program import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT, Program
+from cep.grammar import ast
+from cep.matcher.compiler import compile_pattern
+from cep.matcher.machine import absence_labels, pattern_labels
+from cep.matcher.program import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT, Program
 
 RENDER_FORMATS = ("svg", "png")
 _WRAP = 36  # characters per line of an edge label: long conditions stay readable in the picture
@@ -104,7 +104,7 @@ def _wrap(text: str, width: int = _WRAP) -> str:
 
 
 def _format_expr(expr: ast.Expr) -> str:
-    from grammar.format import format_expr
+    from cep.grammar.format import format_expr
 
     return format_expr(expr)
 
@@ -143,7 +143,7 @@ def _skip_text(skip: ast.SkipTo) -> str:
 
 
 def _title(statement: ast.Statement) -> str:
-    from grammar.format import format_pattern
+    from cep.grammar.format import format_pattern
 
     mr = statement.match
     lines = [f"PATTERN ({format_pattern(mr.pattern)})"]

@@ -25,9 +25,9 @@ Read kinds (``labels`` is a frozenset of label ids or None for all variables):
 
 from __future__ import annotations
 
-from grammar import ast
-from matcher.expressions import Scope, children, constant_offset, referenced_labels, walk
-from matcher.values import AGGREGATES
+from cep.grammar import ast
+from cep.matcher.expressions import Scope, children, constant_offset, referenced_labels, walk
+from cep.matcher.values import AGGREGATES
 
 
 def history_reads(expr, scope: Scope) -> set[tuple]:

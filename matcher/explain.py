@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from grammar import ast
-from matcher.expressions import walk
-from matcher.machine import absence_labels, pattern_labels
+from cep.grammar import ast
+from cep.matcher.expressions import walk
+from cep.matcher.machine import absence_labels, pattern_labels
 
 
 def _format_expr(expr) -> str:
     try:
-        from grammar.format import format_expr
+        from cep.grammar.format import format_expr
 
         return format_expr(expr)
     except ImportError:  # the formatter is optional for explain
@@ -34,7 +34,7 @@ def explain(plan) -> str:
         text = _format_expr(defines[base].condition) if base in defines else "TRUE (no DEFINE)"
         lines.append(f"  {name}: {'NOT (' + text + ')' if name in absent else text}")
     lines.append("execution:")
-    from matcher import fastpath
+    from cep.matcher import fastpath
 
     lines += ["  " + line for line in fastpath.explain_lines(statement, machine, tuple(columns))]
     if machine.equivalence_key is None:

@@ -18,13 +18,13 @@ import operator
 from decimal import Decimal
 from typing import Any, Callable
 
-from grammar import ast
-from grammar.errors import CepSemanticError
-from matcher import values as V
-from matcher.running import (
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
+from cep.matcher import values as V
+from cep.matcher.running import (
     BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row, last_rows, result_of,
 )
-from matcher.views import Env
+from cep.matcher.views import Env
 
 Closure = Callable[["Env"], Any]
 RowClosure = Callable[["Env", int], Any]
@@ -188,7 +188,7 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
         value = expr.value
         return lambda env, position=None: value
     if isinstance(expr, ast.IntervalLiteral):
-        from matcher.timeutil import interval_to_timedelta
+        from cep.matcher.timeutil import interval_to_timedelta
 
         value = interval_to_timedelta(expr)
         return lambda env, position=None: value

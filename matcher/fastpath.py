@@ -56,14 +56,14 @@ from typing import Any
 
 import numpy as np
 
-from grammar import ast
-from matcher import all_rows, kernels, runs
-from matcher.expressions import Scope
-from matcher.layout import ArrayInput, ListInput
-from matcher.partitioning import partition_indices
-from matcher.pattern_regex import NotEligible, emit, exclusive, lower, min_rows
-from matcher.program import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
-from matcher.vm import PartitionMatcher
+from cep.grammar import ast
+from cep.matcher import all_rows, kernels, runs
+from cep.matcher.expressions import Scope
+from cep.matcher.layout import ArrayInput, ListInput
+from cep.matcher.partitioning import partition_indices
+from cep.matcher.pattern_regex import NotEligible, emit, exclusive, lower, min_rows
+from cep.matcher.program import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
+from cep.matcher.vm import PartitionMatcher
 
 # One byte per row holds the set of variables whose condition holds, so at most 8 variables.
 MAX_LABELS = 8

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from grammar import ast
+from cep.grammar import ast
 
 # Integers up to this magnitude convert to float64 exactly, so int/float comparisons agree with Python's.
 _EXACT_FLOAT_INT = 2**53
@@ -223,7 +223,7 @@ def referenced_columns(expr, column_of: Callable[[ast.ColumnRef], str]) -> set[s
 
 
 def _walk(expr):
-    from matcher.expressions import walk
+    from cep.matcher.expressions import walk
 
     return walk(expr)
 

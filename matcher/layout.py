@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grammar import ast
-from matcher import kernels
-from matcher.arrays import ArrayColumn, first_rows_of, key_codes
-from matcher.partitioning import partition_indices, resolve_column
+from cep.grammar import ast
+from cep.matcher import kernels
+from cep.matcher.arrays import ArrayColumn, first_rows_of, key_codes
+from cep.matcher.partitioning import partition_indices, resolve_column
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,15 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grammar import ast
-from grammar.errors import CepSemanticError
-from matcher.compiler import absence_label, compile_pattern
-from matcher.equivalence import history_reads, make_key_function
-from matcher.expressions import ExpressionCompiler, Scope, walk
-from matcher.output import OutputBuilder, OutputLayout
-from matcher.program import Program
-from matcher.running import RunningAggregates
-from matcher.timeutil import interval_to_timedelta
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.compiler import absence_label, compile_pattern
+from cep.matcher.equivalence import history_reads, make_key_function
+from cep.matcher.expressions import ExpressionCompiler, Scope, walk
+from cep.matcher.output import OutputBuilder, OutputLayout
+from cep.matcher.program import Program
+from cep.matcher.running import RunningAggregates
+from cep.matcher.timeutil import interval_to_timedelta
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from grammar import ast
-from grammar.errors import CepSemanticError
-from matcher.expressions import compile_generic
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.expressions import compile_generic
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from matcher.views import MatchView
+from cep.matcher.views import MatchView
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from grammar import ast
-from grammar.errors import CepSemanticError
-from matcher.outer import sort_key
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.outer import sort_key
 
 Columns = dict[str, list]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from grammar import ast
+from cep.grammar import ast
 
 # PERMUTE(n items) expands to n! alternatives; the VM's limit is its program size, ours is smaller.
 MAX_PERMUTE_ITEMS = 5

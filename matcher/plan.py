@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from grammar import ast
-from grammar.errors import CepSemanticError
-from matcher import fastpath
-from matcher.arrays import from_arrow, from_pandas
-from matcher.layout import ArrayInput
-from matcher.machine import Machine, build_machine
-from matcher.outer import OuterQuery, build_outer
-from matcher.partitioning import partition_indices, resolve_column
-from matcher.tables import from_columns, from_rows, kind_of, to_columns
-from matcher.types import infer
-from matcher.vm import PartitionMatcher
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
+from cep.matcher import fastpath
+from cep.matcher.arrays import from_arrow, from_pandas
+from cep.matcher.layout import ArrayInput
+from cep.matcher.machine import Machine, build_machine
+from cep.matcher.outer import OuterQuery, build_outer
+from cep.matcher.partitioning import partition_indices, resolve_column
+from cep.matcher.tables import from_columns, from_rows, kind_of, to_columns
+from cep.matcher.types import infer
+from cep.matcher.vm import PartitionMatcher
 
 Columns = dict[str, list]
 
@@ -163,8 +163,8 @@ class CompiledQuery:
 
     def trace_columns(self, columns: Columns, partition: dict | None = None) -> list[dict]:
         """Run with a tracer attached; ``partition`` (column -> value) restricts the trace to one partition."""
-        from grammar.format import format_expr
-        from matcher.trace import Tracer
+        from cep.grammar.format import format_expr
+        from cep.matcher.trace import Tracer
 
         machine = self.machine(tuple(columns))
         texts = {d.variable.key: format_expr(d.condition) for d in self.statement.match.defines}

@@ -29,8 +29,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from grammar import ast
-from matcher import values as V
+from cep.grammar import ast
+from cep.matcher import values as V
 
 # From Python 3.12, sum() over floats compensates rounding, so a left-to-right fold no longer equals
 # values.aggregate's SUM and AVG there: those stay full folds on 3.12+.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from grammar import ast
-from grammar.errors import CepSemanticError
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
 
 _UNIT = {
     "MILLISECOND": _dt.timedelta(milliseconds=1),

@@ -8,7 +8,7 @@ are plain dicts; ``Query.trace`` returns them as a pandas DataFrame.
 
 from __future__ import annotations
 
-from matcher.program import DONE, LABEL
+from cep.matcher.program import DONE, LABEL
 
 
 class Tracer:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Callable
 
-from grammar import ast
+from cep.grammar import ast
 
 INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"})
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC"})
@@ -122,7 +122,7 @@ def coerce(value, type_name: str):
         inner = element_type(type_name)
         return [coerce(item, inner) for item in value]
     if type_name == "VARCHAR" and not isinstance(value, str):
-        from matcher.values import to_text
+        from cep.matcher.values import to_text
 
         return to_text(value)
     return value

@@ -66,8 +66,8 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping
 
-from grammar import ast
-from grammar.errors import CepRuntimeError, CepSemanticError
+from cep.grammar import ast
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
 
 Columns = dict[str, list]
 
@@ -154,7 +154,7 @@ def value_kind(value: Any) -> str | None:
 
 def schema_kinds(type_name: str) -> frozenset[str]:
     """The kinds a schema type accepts ('DOUBLE' -> {'number'}); spellings as ``cep check --schema``."""
-    from grammar.checks import normalize_type
+    from cep.grammar.checks import normalize_type
 
     match = re.fullmatch(r"\s*([A-Za-z_]+)\s*(.*?)\s*", str(type_name))
     canonical = normalize_type(match.group(1), match.group(2)) if match else None
@@ -213,7 +213,7 @@ class InputChecks:
         if dead_letter is not None and not (isinstance(dead_letter, list) or callable(dead_letter)):
             raise TypeError(f"dead_letter must be a list or a function taking one dict, not {type(dead_letter).__name__}")
         if isinstance(schema, str):
-            from grammar.parser import parse_schema
+            from cep.grammar.parser import parse_schema
 
             schema = parse_schema(schema)
         self.schema = {str(name): schema_kinds(type_name) for name, type_name in (schema or {}).items()}
@@ -235,7 +235,7 @@ class InputChecks:
 
     def to_columns(self, data: Any) -> tuple[str, Columns]:
         """``matcher.tables.to_columns``, setting aside list items that are not rows (``not_a_row``)."""
-        from matcher.tables import kind_of, rows_to_columns, to_columns
+        from cep.matcher.tables import kind_of, rows_to_columns, to_columns
 
         kind = kind_of(data)
         if kind != "rows":
@@ -287,8 +287,8 @@ class InputChecks:
     # ---------------------------------------------------------------------------------------- validation
 
     def _check(self, statement: ast.Statement, machine, columns: Columns, lookup, bad, replaced) -> None:
-        from matcher.expressions import walk
-        from matcher.machine import resolve_column
+        from cep.matcher.expressions import walk
+        from cep.matcher.machine import resolve_column
 
         mr = statement.match
         order = [resolve_column(lookup, key.expr.column, key.span) for key in mr.order_by

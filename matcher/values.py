@@ -11,7 +11,7 @@ import math
 import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
-from grammar.errors import CepRuntimeError
+from cep.grammar.errors import CepRuntimeError
 
 
 def _numeric_pair(left, right):

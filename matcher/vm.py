@@ -38,9 +38,9 @@ from __future__ import annotations
 import gc
 from typing import Any, NamedTuple
 
-from grammar.errors import CepRuntimeError
-from matcher.program import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
-from matcher.views import Env, ThreadView
+from cep.grammar.errors import CepRuntimeError
+from cep.matcher.program import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
+from cep.matcher.views import Env, ThreadView
 
 STATE_VERSION = 1
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from grammar.errors import CepSemanticError
-from spark_bridge.alert_rules import (
+from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.alert_rules import (
     _BUCKET,
     _EVENT_US,
     _FILE,
@@ -30,8 +30,8 @@ from spark_bridge.alert_rules import (
     _AlertStep,
     _Explode,
 )
-from spark_bridge.buckets import KEY_BUCKETS, bucket_expression
-from spark_bridge.sinks import ALERT_COLUMNS, ALERT_NAMES
+from cep.spark_bridge.buckets import KEY_BUCKETS, bucket_expression
+from cep.spark_bridge.sinks import ALERT_COLUMNS, ALERT_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -41,14 +41,14 @@ __all__ = ["duration_us", "input_types_of", "match_rules"]
 
 def duration_us(value: Any, what: str) -> int:
     """``value`` ("30 seconds", "5m", a timedelta) in microseconds; ``what`` names it in errors."""
-    from spark_bridge.streaming import parse_duration
+    from cep.spark_bridge.streaming import parse_duration
 
     return parse_duration(value, what=what)
 
 
 def input_types_of(df: "DataFrame") -> dict[str, str]:
     """``{column: SQL type}`` of a DataFrame as the rules see it (types the matcher cannot take are text)."""
-    from spark_bridge.types import needs_string_cast, spark_to_sql
+    from cep.spark_bridge.types import needs_string_cast, spark_to_sql
 
     return {f.name: ("VARCHAR" if needs_string_cast(f.dataType) else spark_to_sql(f.dataType)) for f in df.schema.fields}
 
@@ -80,13 +80,13 @@ def match_rules(
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from spark_bridge.batch import quote
-    from spark_bridge.streaming import DEFAULT_WATERMARK
+    from cep.spark_bridge.batch import quote
+    from cep.spark_bridge.streaming import DEFAULT_WATERMARK
 
     if not df.isStreaming:
         raise ValueError("match_rules needs a streaming DataFrame (spark.readStream...)")
     store_dir = store.directory if isinstance(store, RuleStore) else os.path.abspath(store)
-    from spark_bridge.streaming import _RAW, _REJECT, bad_row_counts, dead_letter_columns, prepare_input
+    from cep.spark_bridge.streaming import _RAW, _REJECT, bad_row_counts, dead_letter_columns, prepare_input
 
     marked = _REJECT in df.columns  # mark_bad_rows ran prepare_input already
     if not marked:

@@ -16,16 +16,16 @@ import os
 import uuid
 from typing import Any, Iterator, Sequence
 
-from grammar import ast
-from grammar.errors import CepError, CepSemanticError, Span
-from grammar.format import format_statement
-from spark_bridge import rules as rules_mod
-from spark_bridge import state_codec as codec
-from spark_bridge.buckets import KeyTable, split_by_key
-from spark_bridge import suppress as suppress_mod
-from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream, spark_timeout_ms
-from spark_bridge.sink_base import atomic_write
-from spark_bridge.sinks import ALERT_NAMES, jsonable
+from cep.grammar import ast
+from cep.grammar.errors import CepError, CepSemanticError, Span
+from cep.grammar.format import format_statement
+from cep.spark_bridge import rules as rules_mod
+from cep.spark_bridge import state_codec as codec
+from cep.spark_bridge.buckets import KeyTable, split_by_key
+from cep.spark_bridge import suppress as suppress_mod
+from cep.spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream, spark_timeout_ms
+from cep.spark_bridge.sink_base import atomic_write
+from cep.spark_bridge.sinks import ALERT_NAMES, jsonable
 
 
 __all__ = ["RuleStore", "STAT_NAMES", "build_rule_set", "check_rule", "alert_statement"]
@@ -153,7 +153,7 @@ def _match_id_text(rule_id: str, canonical: str) -> str:
 
 
 def _resolve(name: str, columns: Sequence[str], clause: str) -> str:
-    from spark_bridge.batch import resolve_columns
+    from cep.spark_bridge.batch import resolve_columns
 
     return resolve_columns([name], list(columns), clause=clause)[0]
 
@@ -162,8 +162,8 @@ def rule_payload(rule: rules_mod.Rule, *, input_types: dict[str, str], time_colu
                  specs: Sequence[suppress_mod.SuppressSpec] = (), session_timeout_us: int | None = None,
                  max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS) -> dict:
     """Check ``rule`` against the stream and compile it into what the workers need (raises CepError)."""
-    from grammar.parser import parse
-    from matcher.plan import CompiledQuery
+    from cep.grammar.parser import parse
+    from cep.matcher.plan import CompiledQuery
 
     check_rule(rule)
     columns = list(input_types)
@@ -364,8 +364,8 @@ class _CompiledRule:
     """One rule ready to run in a worker: its engine and where its cep columns are in the output."""
 
     def __init__(self, entry: dict, ruleset: dict) -> None:
-        from grammar.parser import parse
-        from matcher.plan import CompiledQuery
+        from cep.grammar.parser import parse
+        from cep.matcher.plan import CompiledQuery
 
         self.rule_id = entry["rule_id"]
         self.version = entry["version"]
@@ -448,7 +448,7 @@ def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
     """The partition key of each row as a JSON object (``{"card": "c1"}``), the grouping key."""
     if not columns:
         return ["{}"] * len(pdf)
-    from matcher.tables import pandas_to_columns
+    from cep.matcher.tables import pandas_to_columns
 
     values = pandas_to_columns(pdf, columns)
     cache: dict[tuple, str] = {}
@@ -548,7 +548,7 @@ class _KeyRows:
         self.first = 0 if indices is None else indices[0]
 
     def columns(self, names: Sequence[str]) -> dict[str, list]:
-        from matcher.tables import pandas_to_columns
+        from cep.matcher.tables import pandas_to_columns
 
         missing = [c for c in names if c not in self.cache]
         if missing:

@@ -64,10 +64,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from grammar.errors import CepError, CepSemanticError
-from spark_bridge import rules as rules_mod
-from spark_bridge import suppress as suppress_mod
-from spark_bridge.alert_rules import (  # the executor side, and the names the driver shares with it
+from cep.grammar.errors import CepError, CepSemanticError
+from cep.spark_bridge import rules as rules_mod
+from cep.spark_bridge import suppress as suppress_mod
+from cep.spark_bridge.alert_rules import (  # the executor side, and the names the driver shares with it
     _GAUGES,
     BAD_ROWS_METRICS,
     DEFAULT_HOUSEKEEPING,
@@ -80,11 +80,11 @@ from spark_bridge.alert_rules import (  # the executor side, and the names the d
     build_rule_set,
     log,
 )
-from spark_bridge.alert_query import duration_us, input_types_of, match_rules
-from spark_bridge.sink_base import atomic_write
-from spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
-from spark_bridge.streaming import CORRUPT_RECORD, DEAD_LETTER_NAMES, mark_bad_rows, prepare_input
-from spark_bridge.sinks import ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
+from cep.spark_bridge.alert_query import duration_us, input_types_of, match_rules
+from cep.spark_bridge.sink_base import atomic_write
+from cep.spark_bridge.keyed import DEFAULT_MAX_PENDING_ROWS
+from cep.spark_bridge.streaming import CORRUPT_RECORD, DEAD_LETTER_NAMES, mark_bad_rows, prepare_input
+from cep.spark_bridge.sinks import ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -282,7 +282,7 @@ class AlertStream:
             raise CepSemanticError("cannot tell the stream's event-time column: no rule orders by an input column; "
                                    "give it explicitly (--time-column)", code="E0604")
         if self.dedup_key:  # repeats are remembered for the watermark delay (keyed.KeyedStream)
-            from spark_bridge.streaming import DEFAULT_WATERMARK
+            from cep.spark_bridge.streaming import DEFAULT_WATERMARK
 
             payload["dedup_key"] = self.dedup_key
             payload["dedup_horizon_us"] = duration_us(self.watermark or DEFAULT_WATERMARK, "watermark")

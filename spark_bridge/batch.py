@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from grammar.errors import CepSemanticError
-from spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
+from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -146,8 +146,8 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
 
 def _replay_table(plan: Any, table, replay: dict, clock):
     """One task's Arrow table replayed with sessions and match ids (``spark_bridge.replay``), as Arrow."""
-    from matcher.tables import arrow_to_columns, from_rows
-    from spark_bridge.replay import Replay
+    from cep.matcher.tables import arrow_to_columns, from_rows
+    from cep.spark_bridge.replay import Replay
 
     columns = arrow_to_columns(table)
     names, rows = Replay(plan, tuple(columns), **replay).run(columns, clock=clock, outer_order_and_limit=False)
@@ -195,7 +195,7 @@ def conform_arrow(result, target, schema):
     does not cast (e.g. integers in a VARCHAR column) is rebuilt from its values with ``coerce``."""
     import pyarrow as pa
 
-    from matcher.types import coerce
+    from cep.matcher.types import coerce
 
     arrays = []
     for index, field in enumerate(target):
@@ -230,7 +230,7 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     partition = resolve_columns(list(plan.partition_columns or []), df.columns)
     replay = None
     if session_timeout_us is not None or match_ids:
-        from spark_bridge.replay import MATCH_ID, Replay
+        from cep.spark_bridge.replay import MATCH_ID, Replay
 
         replay = {"query_text": query_text if query_text is not None else repr(plan.statement),
                   "session_timeout_us": session_timeout_us, "match_ids": match_ids}

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from grammar.errors import CepRuntimeError
-from spark_bridge import state_codec as codec
+from cep.grammar.errors import CepRuntimeError
+from cep.spark_bridge import state_codec as codec
 
 # The number of buckets keys are hashed into. Each bucket costs one Python call per micro-batch in which
 # it has rows or a due timer (about 1-2 ms of pandas work), and a bucket is the unit of parallelism:
@@ -117,7 +117,7 @@ def bucket_expression(columns: Sequence[str], buckets: int):
     stable across Spark versions, so a key keeps its bucket across restarts and upgrades."""
     from pyspark.sql import functions as F
 
-    from spark_bridge.batch import quote
+    from cep.spark_bridge.batch import quote
 
     return F.pmod(F.hash(*[F.col(quote(c)) for c in columns]), F.lit(buckets))
 
@@ -143,7 +143,7 @@ def step_bucket(step, engine, pdf, state, watermark_us: int):
     ``step`` is the Spark bridge's per-call object: ``step.inputs(pdf)`` gives the columns the engine
     reads, event times and reject reasons for the whole frame, and ``step.row_keys(pdf)`` each row's
     partition key (as the batch path sees it). Returns (merged result, the table)."""
-    from spark_bridge.keyed import StepResult
+    from cep.spark_bridge.keyed import StepResult
 
     table = KeyTable.decode(state.get[0] if state.exists else None, step.key_buckets)
     parts: list[tuple[Any, list[int] | None]] = []

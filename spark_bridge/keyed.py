@@ -55,13 +55,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
-from grammar import ast
-from grammar.errors import CepRuntimeError, CepSemanticError
-from matcher.machine import resolve_column
-from matcher.outer import sort_key
-from matcher.vm import PartitionMatcher
-from spark_bridge import state_codec as codec
-from spark_bridge.buckets import KeyTable
+from cep.grammar import ast
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.matcher.machine import resolve_column
+from cep.matcher.outer import sort_key
+from cep.matcher.vm import PartitionMatcher
+from cep.spark_bridge import state_codec as codec
+from cep.spark_bridge.buckets import KeyTable
 
 STATE_VERSION = 1
 

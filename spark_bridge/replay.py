@@ -40,10 +40,10 @@ import dataclasses
 import datetime as _dt
 from typing import Any, Callable
 
-from grammar.errors import CepRuntimeError, CepSemanticError
-from matcher.vm import PartitionMatcher
-from spark_bridge import state_codec as codec
-from spark_bridge.keyed import KeyedStream, match_id
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.matcher.vm import PartitionMatcher
+from cep.spark_bridge import state_codec as codec
+from cep.spark_bridge.keyed import KeyedStream, match_id
 
 MATCH_ID = "match_id"
 
@@ -51,7 +51,7 @@ MATCH_ID = "match_id"
 def session_timeout_us(value: Any) -> int | None:
     """``session_timeout`` in the forms a stream takes ("30 minutes", "90s", "1 hour 30 minutes", a
     ``timedelta``) as microseconds; None stays None. Anything else raises ``CepSemanticError`` (E0286)."""
-    from spark_bridge.streaming import parse_duration
+    from cep.spark_bridge.streaming import parse_duration
 
     if value is None:
         return None

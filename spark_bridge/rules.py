@@ -32,10 +32,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from grammar import ast
-from grammar.errors import CepError, Span
-from grammar.format import format_statement
-from grammar.parser import parse, split_statements
+from cep.grammar import ast
+from cep.grammar.errors import CepError, Span
+from cep.grammar.format import format_statement
+from cep.grammar.parser import parse, split_statements
 
 __all__ = [
     "Rule",

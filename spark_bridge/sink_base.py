@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from grammar.errors import CepRuntimeError
+from cep.grammar.errors import CepRuntimeError
 
 __all__ = ["AlertSink", "Delivery", "RetryPolicy", "CepSinkError", "atomic_write", "not_committed", "with_retries"]
 

@@ -58,8 +58,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from spark_bridge.sink_base import AlertSink, Delivery, RetryPolicy, CepSinkError, atomic_write, not_committed
-from spark_bridge.sql_sinks import PostgresSink, SQLiteSink
+from cep.spark_bridge.sink_base import AlertSink, Delivery, RetryPolicy, CepSinkError, atomic_write, not_committed
+from cep.spark_bridge.sql_sinks import PostgresSink, SQLiteSink
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

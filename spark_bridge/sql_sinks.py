@@ -16,7 +16,7 @@ import sqlite3
 import time
 from typing import Callable, Sequence
 
-from spark_bridge.sink_base import AlertSink, Delivery, RetryPolicy, with_retries
+from cep.spark_bridge.sink_base import AlertSink, Delivery, RetryPolicy, with_retries
 
 __all__ = ["PostgresSink", "SQLiteSink"]
 

@@ -39,7 +39,7 @@ import zlib
 from decimal import Decimal
 from typing import Any
 
-from grammar.errors import CepRuntimeError
+from cep.grammar.errors import CepRuntimeError
 
 MAGIC = b"CEPS"
 VERSION = 1

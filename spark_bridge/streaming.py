@@ -49,10 +49,10 @@ import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Iterator
 
-from grammar.errors import CepSemanticError
-from spark_bridge.batch import quote, resolve_columns
-from spark_bridge.buckets import KEY_BUCKETS, bucket_expression, step_bucket
-from spark_bridge.keyed import (
+from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.batch import quote, resolve_columns
+from cep.spark_bridge.buckets import KEY_BUCKETS, bucket_expression, step_bucket
+from cep.spark_bridge.keyed import (
     BAD_EVENT_TIME,
     BAD_FUTURE_TIME,
     BAD_NOT_JSON,
@@ -65,7 +65,7 @@ from spark_bridge.keyed import (
     KeyedStream,
     spark_timeout_ms,
 )
-from spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
+from cep.spark_bridge.types import needs_string_cast, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -222,7 +222,7 @@ class _SparkStep:
 
     def _key(self, key, pdf) -> tuple:
         """The partition key as the batch path sees it (``pandas_to_columns`` values)."""
-        from matcher.tables import pandas_to_columns
+        from cep.matcher.tables import pandas_to_columns
 
         if not self.partition_columns:
             return ()
@@ -239,7 +239,7 @@ class _SparkStep:
 
     def inputs(self, pdf) -> tuple[dict, list | None, list | None]:
         """What the engine reads of a frame: its columns, event times (µs, None for NULL) and reject reasons."""
-        from matcher.tables import pandas_to_columns
+        from cep.matcher.tables import pandas_to_columns
 
         engine = self.engine()
         columns = pandas_to_columns(pdf, engine.read_columns)
@@ -253,7 +253,7 @@ class _SparkStep:
 
     def row_keys(self, pdf) -> list[tuple]:
         """Each row's partition key, as the batch path sees it (``pandas_to_columns`` values)."""
-        from matcher.tables import pandas_to_columns
+        from cep.matcher.tables import pandas_to_columns
 
         values = pandas_to_columns(pdf, self.partition_columns)
         return list(zip(*[values[name] for name in self.partition_columns]))
@@ -292,8 +292,8 @@ class _SparkStep:
     def _frame(self, result, pdf) -> "pd.DataFrame":
         import pandas as pd
 
-        from matcher.tables import pandas_to_columns
-        from matcher.types import coerce
+        from cep.matcher.tables import pandas_to_columns
+        from cep.matcher.types import coerce
 
         rows = result.rows
         late = result.late if self.late_rows else []
@@ -402,7 +402,7 @@ def dead_letter_columns(file: Any = None) -> list:
     valid only next to the scan), ``_cep_time`` (the micro-batch's time)."""
     from pyspark.sql import functions as F
 
-    from matcher.validate import REASONS
+    from cep.matcher.validate import REASONS
 
     reason = F.col(_REJECT)
     code = F.lit(None).cast("string")

@@ -39,7 +39,7 @@ class SuppressSpec:
 
 
 def _duration_us(text: str, what: str) -> int:
-    from spark_bridge.streaming import parse_duration
+    from cep.spark_bridge.streaming import parse_duration
 
     if text.strip().lower() in _OFF:
         return 0

@@ -7,10 +7,10 @@ import datetime as dt
 import pytest
 
 import cep
-from grammar.errors import CepRuntimeError
-from spark_bridge import state_codec
-from spark_bridge.buckets import KeyTable, split_by_key
-from spark_bridge.keyed import KeyedStream, LocalStream
+from cep.grammar.errors import CepRuntimeError
+from cep.spark_bridge import state_codec
+from cep.spark_bridge.buckets import KeyTable, split_by_key
+from cep.spark_bridge.keyed import KeyedStream, LocalStream
 
 VSHAPE = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
   MEASURES FIRST(A.ts) AS start_ts, COUNT(*) AS n ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW

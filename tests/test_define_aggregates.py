@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from grammar.errors import CepError, CepRuntimeError
-from grammar.parser import parse
-from matcher import fastpath
-from matcher.plan import CompiledQuery
-from matcher.running import FOLDS as RUNNING_FOLDS
-from matcher.tables import rows_to_columns
+from cep.grammar.errors import CepError, CepRuntimeError
+from cep.grammar.parser import parse
+from cep.matcher import fastpath
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.running import FOLDS as RUNNING_FOLDS
+from cep.matcher.tables import rows_to_columns
 from tests import reference_matcher as reference
 from tests.strategies_match import (
     VARIABLES,

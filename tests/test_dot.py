@@ -14,7 +14,7 @@ import pytest
 
 import cep
 from cep.cli import main
-from matcher.dot import GraphvizMissing, render, to_dot
+from cep.matcher.dot import GraphvizMissing, render, to_dot
 
 REPO = Path(__file__).resolve().parent.parent
 PATTERNS = sorted((REPO / "patterns").glob("*.sql"))

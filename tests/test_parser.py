@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from lark import Lark, logger as lark_logger
 
-from grammar import ast as A
-from grammar.errors import CepError, CepSemanticError, CepSyntaxError, Span
-from grammar.parser import parse, parse_all, parse_schema, parse_unchecked
+from cep.grammar import ast as A
+from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError, Span
+from cep.grammar.parser import parse, parse_all, parse_schema, parse_unchecked
 try:  # `tests` is a package only when the repository root is on sys.path
     from tests.strategies_ast import corpus_queries, uses_subquery
 except ModuleNotFoundError:
@@ -68,7 +68,7 @@ def test_corpus_has_the_expected_mix() -> None:
 
 
 def test_corpus_queries_pass_the_checks_with_their_schemas() -> None:
-    from grammar.checks import check
+    from cep.grammar.checks import check
 
     for case_id, query, case in CORPUS:
         if not uses_subquery(query):

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from grammar.errors import CepRuntimeError, CepSemanticError
-from matcher import validate
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.matcher import validate
 
 T0 = dt.datetime(2024, 1, 1)
 UTC = dt.timezone.utc

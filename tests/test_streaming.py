@@ -35,9 +35,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from matcher.vm import PartitionMatcher
-from spark_bridge import state_codec
-from spark_bridge.keyed import (
+from cep.matcher.vm import PartitionMatcher
+from cep.spark_bridge import state_codec
+from cep.spark_bridge.keyed import (
     LATE_BEHIND_FORCED,
     LATE_BEHIND_WATERMARK,
     LATE_NULL_TIME,
@@ -46,7 +46,7 @@ from spark_bridge.keyed import (
     canonical_order,
     spark_timeout_ms,
 )
-from spark_bridge.streaming import parse_duration, statement_text
+from cep.spark_bridge.streaming import parse_duration, statement_text
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = dt.datetime(2024, 1, 1)
@@ -699,7 +699,7 @@ KILLED_DRIVER = textwrap.dedent(
     import sys
     import cep
     from pyspark.sql import types as T
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.session import get_spark
 
     source, output, checkpoint, text = sys.argv[1:5]
     spark = get_spark("local[2]", shuffle_partitions=2)
