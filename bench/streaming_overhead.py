@@ -14,7 +14,7 @@ the engine's, not a sink's. It measures:
    c. cep (patterns/v_shape.sql) through ``q.on_spark``.
 2. throughput: --rows ticks (bench/data.py) over --symbols keys in --batches micro-batches, for (a) and (c):
    rows per second of ``triggerExecution`` over all batches but the first; cep's state bytes per key.
-3. the same rows through the streaming engine in-process (``spark_bridge.keyed.LocalStream``) and
+3. the same rows through the streaming engine in-process (``cep.spark_bridge.engine.keyed.LocalStream``) and
    through ``q.run``: the Python cost without Spark;
 4. the step function Spark calls per key, called directly with the same frames: cep's cost per call.
 
@@ -183,7 +183,7 @@ def step_cost(q, table, counts) -> float:
     """4. cep's own cost per key call: the step function Spark calls, fed the frames Spark would feed it."""
     import pandas as pd
 
-    from cep.spark_bridge.streaming import _EVENT_US, _MARKER, _SparkStep
+    from cep.spark_bridge.spark.streaming import _EVENT_US, _MARKER, _SparkStep
 
     columns = tuple(table.column_names)
     types = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"}
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
 
     import cep
     from data import generate
-    from cep.spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-stream-bench-"))
     results: dict[str, dict] = {"params": vars(args), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
@@ -262,7 +262,7 @@ def main(argv=None) -> int:
             results["throughput_cep"]["state_bytes_per_key_call"] = round(m["state_bytes"] / m["key_calls"])
 
         # 3. The same rows without Spark.
-        from cep.spark_bridge.keyed import KeyedStream, LocalStream
+        from cep.spark_bridge.engine.keyed import KeyedStream, LocalStream
 
         rows = table.to_pylist()
         engine = KeyedStream(q.plan, tuple(table.column_names), query_text=VSHAPE, session_timeout_us=3_600_000_000)

@@ -77,7 +77,7 @@ def _partition_count(pdf: "pd.DataFrame", columns: list[str]) -> int:
 
 
 def _resolve_partition(plan: Any, columns: Sequence[str]) -> list[str]:
-    from cep.spark_bridge.batch import resolve_columns
+    from cep.spark_bridge.spark.batch import resolve_columns
 
     return resolve_columns(list(getattr(plan, "partition_columns", None) or []), list(columns))
 
@@ -131,7 +131,7 @@ def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame", **checks: Any) -> "p
 
 def _start_spark(master: str) -> Any:
     try:
-        from cep.spark_bridge.session import get_spark
+        from cep.spark_bridge.spark.session import get_spark
     except ImportError as exc:  # pragma: no cover - pyspark missing
         raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
     try:
@@ -250,7 +250,7 @@ def _replay_options(args: argparse.Namespace) -> dict:
     """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
     a session timeout that cannot be read is a usage error."""
     import cep
-    from cep.spark_bridge.replay import session_timeout_us
+    from cep.spark_bridge.engine.replay import session_timeout_us
 
     options: dict = {}
     if args.session_timeout is not None:
@@ -383,7 +383,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if fmt == "text":
         _emit(query.explain(), args.output)
         return EXIT_OK
-    from cep.matcher.dot import GraphvizMissing, render, to_dot
+    from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 
     payload: str | bytes = to_dot(query.statement)
     if fmt != "dot":
@@ -456,7 +456,7 @@ def _bound(text: str | None, series: "pd.Series", option: str) -> Any:
 def _condition_columns(query: Any, pdf: "pd.DataFrame") -> list[str]:
     """Input columns the DEFINE conditions read (what a reader of the trace wants to see per row)."""
     from cep.grammar import ast
-    from cep.matcher.expressions import walk
+    from cep.matcher.sql.expressions import walk
 
     names = []
     for define in query.statement.match.defines:
@@ -470,7 +470,7 @@ def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), ev
                 low: Any = None, high: Any = None) -> "pd.DataFrame":
     """``Query.trace`` of ``pdf`` (one partition) with the ORDER BY value and the ``show`` columns of each
     row, restricted to ``events`` and to order values in [low, high]."""
-    from cep.matcher.tables import pandas_to_columns
+    from cep.matcher.rows.tables import pandas_to_columns
 
     trace = query.trace(pdf)
     columns = pandas_to_columns(pdf)

@@ -7,7 +7,7 @@ from typing import Any
 from cep.grammar import ast
 from cep.grammar.parser import parse, parse_all
 from cep.matcher.plan import CompiledQuery
-from cep.matcher.tables import from_rows, kind_of, to_columns
+from cep.matcher.rows.tables import from_rows, kind_of, to_columns
 
 
 class Query:
@@ -27,7 +27,7 @@ class Query:
             progress=None, session_timeout=None, match_ids: bool = False):
         """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
-        Bad input (docs/reliability.md; ``matcher/validate.py`` has the rules):
+        Bad input (docs/reliability.md; ``matcher/rows/validate.py`` has the rules):
 
         * ``dead_letter``: a list, or a function taking one dict. Bad rows (NULL or unparseable event
           time, a value of the wrong type, a list item that is not a dict, an unusable partition key)
@@ -47,7 +47,7 @@ class Query:
         ``progress(done, total)`` is called with row counts as the matching goes on.
 
         A backtest that gives the live stream's matches (docs/streaming.md, "Backtesting with the live
-        stream's ids"; ``spark_bridge/replay.py`` has the rules):
+        stream's ids"; ``spark_bridge/engine/replay.py`` has the rules):
 
         * ``session_timeout``: as on a stream ("30 minutes", "90s", a ``timedelta``): a partition's rows
           more than this apart (event time) start a new session, matched on its own; each session ends
@@ -59,7 +59,7 @@ class Query:
         With either, rows tied on ORDER BY are ordered as the stream orders them, the event time
         reaches the output as a naive UTC ``datetime``, and every query runs on the Pike VM.
         """
-        from cep.matcher.validate import input_checks
+        from cep.matcher.rows.validate import input_checks
 
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
@@ -74,8 +74,8 @@ class Query:
         return from_rows(kind, names, rows)
 
     def _replay(self, columns, checks, session_timeout, match_ids: bool, progress):
-        from cep.spark_bridge.replay import Replay, session_timeout_us
-        from cep.spark_bridge.streaming import statement_text
+        from cep.spark_bridge.engine.replay import Replay, session_timeout_us
+        from cep.spark_bridge.spark.streaming import statement_text
 
         gap = session_timeout_us(session_timeout)
         if checks is not None:
@@ -91,7 +91,7 @@ class Query:
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
         with ``late="output"``, the late and bad input rows with ``cep_late_reason``): see
-        ``spark_bridge.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
+        ``cep.spark_bridge.spark.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
         other keyword arguments (``max_pending_rows``, ``max_match_rows``, ``metrics_name``, ``dedup_key``,
         ``max_future_skew``, ``key_buckets``).
 
@@ -100,7 +100,7 @@ class Query:
         streaming keyword arguments are ignored there.
         """
         if df.isStreaming:
-            from cep.spark_bridge.streaming import match_stream, statement_text
+            from cep.spark_bridge.spark.streaming import match_stream, statement_text
 
             return match_stream(
                 self.plan,
@@ -111,12 +111,12 @@ class Query:
                 late=late,
                 **streaming,
             )
-        from cep.spark_bridge.batch import match_dataframe
+        from cep.spark_bridge.spark.batch import match_dataframe
 
         if session_timeout is None and not match_ids:
             return match_dataframe(self.plan, df)
-        from cep.spark_bridge.replay import session_timeout_us
-        from cep.spark_bridge.streaming import statement_text
+        from cep.spark_bridge.engine.replay import session_timeout_us
+        from cep.spark_bridge.spark.streaming import statement_text
 
         return match_dataframe(self.plan, df, query_text=statement_text(self),
                                session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids))
@@ -145,7 +145,7 @@ class Query:
         return self.plan.output_names(tuple(input_columns))
 
     def explain(self) -> str:
-        from cep.matcher.explain import explain
+        from cep.matcher.explain.text import explain
 
         return explain(self.plan)
 

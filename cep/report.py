@@ -212,7 +212,7 @@ def _numeric(pdf: Any, name: str) -> bool:
 def chart_column(query: Any, pdf: Any, wanted: str | None, skip: Sequence[str]) -> str | None:
     """The column to chart: ``wanted``, else the first numeric column a DEFINE reads, else any numeric
     one, else the first text column a DEFINE reads (drawn as lanes of events)."""
-    from cep.matcher.expressions import walk
+    from cep.matcher.sql.expressions import walk
 
     if wanted is not None:
         found = [c for c in pdf.columns if c == wanted] or [c for c in pdf.columns if c.casefold() == wanted.casefold()]

@@ -110,7 +110,7 @@ def add_commands(subparsers) -> None:
 
 def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, webhook_options: dict | None = None):
     """``--sink`` values -> (file format, alert sinks)."""
-    from cep.spark_bridge.sinks import make_sink
+    from cep.spark_bridge.sinks.webhook import make_sink
 
     file_format = None
     sinks = []
@@ -144,7 +144,7 @@ def _duration_text(value: str | None, option: str) -> str | None:
     """Check a duration option; returns Spark's spelling ('1500 milliseconds')."""
     if value is None:
         return None
-    from cep.spark_bridge.streaming import parse_duration
+    from cep.spark_bridge.spark.streaming import parse_duration
 
     try:
         us = parse_duration(value, what=option)
@@ -180,12 +180,12 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from cep.spark_bridge.batch import quote
-    from cep.spark_bridge.streaming import CORRUPT_RECORD
+    from cep.spark_bridge.spark.batch import quote
+    from cep.spark_bridge.spark.streaming import CORRUPT_RECORD
 
     if schema_text:
         from cep.grammar.parser import parse_schema
-        from cep.spark_bridge.types import sql_to_spark
+        from cep.spark_bridge.spark.types import sql_to_spark
 
         try:
             columns = parse_schema(schema_text)
@@ -241,8 +241,8 @@ def _blank_misshapen_csv_lines(df):
     (a line the reader could not read at all), with its text as it was."""
     from pyspark.sql import functions as F
 
-    from cep.spark_bridge.batch import quote
-    from cep.spark_bridge.streaming import CORRUPT_RECORD
+    from cep.spark_bridge.spark.batch import quote
+    from cep.spark_bridge.spark.streaming import CORRUPT_RECORD
 
     data = [c for c in df.columns if c != CORRUPT_RECORD]
     as_text = ", ".join(f"`f{i}` STRING" for i in range(len(data))) + f", `{CORRUPT_RECORD}` STRING"
@@ -255,7 +255,7 @@ def _blank_misshapen_csv_lines(df):
 
 
 def _status_line(status: dict, started: float) -> str:
-    from cep.spark_bridge.alerting import rule_rows
+    from cep.spark_bridge.alerting.stream import rule_rows
 
     rows = rule_rows(status)
     active = sum(1 for r in rows if r["state"] == "active")
@@ -318,8 +318,8 @@ class _Console:
 def cmd_stream(args: argparse.Namespace) -> int:
     cli = _cli()
     from cep.grammar.errors import CepError
-    from cep.spark_bridge.alerting import AlertStream
-    from cep.spark_bridge.suppress import parse_specs
+    from cep.spark_bridge.alerting.stream import AlertStream
+    from cep.spark_bridge.alerting.suppress import parse_specs
 
     if bool(args.query_file) == bool(args.rules):
         raise _usage("give either a QUERY_FILE or --rules DIR (not both)")
@@ -433,7 +433,7 @@ def _ago(text: str | None) -> str:
 
 
 def render_status(status: dict) -> str:
-    from cep.spark_bridge.alerting import rule_rows
+    from cep.spark_bridge.alerting.stream import rule_rows
 
     lines = []
     last = status.get("last_batch") or {}
@@ -493,7 +493,7 @@ def render_status(status: dict) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from cep.spark_bridge.alerting import read_status
+    from cep.spark_bridge.alerting.stream import read_status
 
     path = os.path.join(args.checkpoint, "status.json")
     if not os.path.exists(path):

@@ -35,7 +35,7 @@ AGGREGATE_FUNCTIONS = frozenset({
     "BOOL_AND", "BOOL_OR", "EVERY", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP", "COUNT_IF",
     "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION",
 })
-# Scalar functions a query may call (the evaluator in matcher/values.py implements these, plus MAP).
+# Scalar functions a query may call (the evaluator in matcher/sql/values.py implements these, plus MAP).
 SCALAR_FUNCTIONS = frozenset({
     "ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER", "SIGN", "LOWER", "UPPER",
     "LENGTH", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "COALESCE", "NULLIF", "GREATEST",

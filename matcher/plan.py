@@ -11,15 +11,15 @@ from typing import Iterable
 
 from cep.grammar import ast
 from cep.grammar.errors import CepSemanticError
-from cep.matcher import fastpath
-from cep.matcher.arrays import from_arrow, from_pandas
-from cep.matcher.layout import ArrayInput
-from cep.matcher.machine import Machine, build_machine
-from cep.matcher.outer import OuterQuery, build_outer
-from cep.matcher.partitioning import partition_indices, resolve_column
-from cep.matcher.tables import from_columns, from_rows, kind_of, to_columns
-from cep.matcher.types import infer
-from cep.matcher.vm import PartitionMatcher
+from cep.matcher.vector import fastpath
+from cep.matcher.vector.arrays import from_arrow, from_pandas
+from cep.matcher.vector.layout import ArrayInput
+from cep.matcher.program.machine import Machine, build_machine
+from cep.matcher.rows.outer import OuterQuery, build_outer
+from cep.matcher.rows.partitioning import partition_indices, resolve_column
+from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
+from cep.matcher.sql.types import infer
+from cep.matcher.pike.vm import PartitionMatcher
 
 Columns = dict[str, list]
 
@@ -94,7 +94,7 @@ class CompiledQuery:
     def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None):
         """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
-        A query the fast path takes reads the frame as numpy columns (``matcher/arrays.py``) and, when
+        A query the fast path takes reads the frame as numpy columns (``matcher/vector/arrays.py``) and, when
         its measures are computed column-wise, builds the result from typed columns: no Python object
         per input row. Anything else converts the frame to Python columns and runs ``run_columns``.
         Either way the result equals ``from_rows(kind, *run_columns(to_columns(frame)))``; ``clock`` as
@@ -124,7 +124,7 @@ class CompiledQuery:
     ) -> tuple[tuple[str, ...], list[tuple]]:
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
 
-        ``checks`` (a ``matcher.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
+        ``checks`` (a ``cep.matcher.rows.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
         raising on the first one) and drops duplicates; the rest is matched as if it were the whole input.
         ``progress(done, total)`` is called as rows are matched (after each partition on the Pike VM).
         """
@@ -142,7 +142,7 @@ class CompiledQuery:
             clock = replay_clock(machine, columns)
         total = len(columns[names[0]])
         fast = fastpath.plan_for(self.statement, machine, names)
-        if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/fastpath.py)
+        if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/vector/fastpath.py)
             matched = fast.run(columns)
             if progress is not None:
                 progress(total, total)
@@ -164,7 +164,7 @@ class CompiledQuery:
     def trace_columns(self, columns: Columns, partition: dict | None = None) -> list[dict]:
         """Run with a tracer attached; ``partition`` (column -> value) restricts the trace to one partition."""
         from cep.grammar.format import format_expr
-        from cep.matcher.trace import Tracer
+        from cep.matcher.pike.trace import Tracer
 
         machine = self.machine(tuple(columns))
         texts = {d.variable.key: format_expr(d.condition) for d in self.statement.match.defines}

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 import cep
-from cep.spark_bridge import state_codec
-from cep.spark_bridge.buckets import KeyTable
-from cep.spark_bridge.alert_rules import _EVENT_US, _KIND, _PKEY, _SPEC, KIND_MATCH, _AlertStep, _Explode
-from cep.spark_bridge.alerting import STAT_NAMES, AlertStream, RuleStore, build_rule_set, read_status, rule_rows
-from cep.spark_bridge.sinks import ALERT_NAMES, FileSink, SQLiteSink, jsonable
+from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.key_table import KeyTable
+from cep.spark_bridge.alerting.worker import _EVENT_US, _KIND, _PKEY, _SPEC, KIND_MATCH, _AlertStep, _Explode
+from cep.spark_bridge.alerting.stream import STAT_NAMES, AlertStream, RuleStore, build_rule_set, read_status, rule_rows
+from cep.spark_bridge.sinks.webhook import ALERT_NAMES, FileSink, SQLiteSink, jsonable
 
 T0 = dt.datetime(2024, 1, 1)
 TYPES = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE"}
@@ -179,7 +179,7 @@ def test_bad_rows_cross_the_operator_in_their_own_group_and_reach_no_rule(tmp_pa
     rule's partition spec), and _AlertStep hands it back as it came (KIND_BAD), keeping no state."""
     import pandas as pd
 
-    from cep.spark_bridge.alert_rules import BAD_SPEC, KIND_BAD, KIND_STATS
+    from cep.spark_bridge.alerting.worker import BAD_SPEC, KIND_BAD, KIND_STATS
 
     rules = tmp_path / "rules"
     write_rule(rules, "prices.sql", HIGH)
@@ -227,7 +227,7 @@ def test_changed_rule_drops_its_state_with_counts_and_unchanged_rule_keeps_it(tm
 
 
 def cep_version(text: str) -> str:
-    from cep.spark_bridge.rules import rule_version
+    from cep.spark_bridge.alerting.rules import rule_version
 
     return rule_version(cep.parse(text))
 

@@ -1,4 +1,4 @@
-"""Keys grouped in buckets (spark_bridge.buckets): the table of per-key states survives bytes, and a
+"""Keys grouped in buckets (cep.spark_bridge.engine.key_table): the table of per-key states survives bytes, and a
 checkpoint written with another bucket count (or per key) is refused instead of losing state.
 That bucketing changes no output is checked by tests/test_streaming.py (LocalStream with buckets)."""
 
@@ -8,9 +8,9 @@ import pytest
 
 import cep
 from cep.grammar.errors import CepRuntimeError
-from cep.spark_bridge import state_codec
-from cep.spark_bridge.buckets import KeyTable, split_by_key
-from cep.spark_bridge.keyed import KeyedStream, LocalStream
+from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.key_table import KeyTable, split_by_key
+from cep.spark_bridge.engine.keyed import KeyedStream, LocalStream
 
 VSHAPE = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
   MEASURES FIRST(A.ts) AS start_ts, COUNT(*) AS n ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import cep
 from cep.cli import main
-from cep.spark_bridge.keyed import KeyedStream, LocalStream
-from cep.spark_bridge.streaming import statement_text
+from cep.spark_bridge.engine.keyed import KeyedStream, LocalStream
+from cep.spark_bridge.spark.streaming import statement_text
 from tests.test_streaming import QUERIES as STREAM_QUERIES
 
 T0 = dt.datetime(2024, 1, 1)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import cep
-from cep.spark_bridge import suppress
-from cep.spark_bridge.alert_rules import (
+from cep.spark_bridge.alerting import suppress
+from cep.spark_bridge.alerting.worker import (
     ALERT_FIRST,
     ALERT_LAST,
     ALERT_STATUS,
@@ -22,7 +22,7 @@ from cep.spark_bridge.alert_rules import (
     build_rule_set,
     runtime_for,
 )
-from cep.spark_bridge.rules import RuleSet, load_file, load_rules, rule_version
+from cep.spark_bridge.alerting.rules import RuleSet, load_file, load_rules, rule_version
 
 TYPES = {"card": "VARCHAR", "ts": "TIMESTAMP", "amount": "DOUBLE", "merchant": "VARCHAR"}
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from cep.spark_bridge import sink_base
-from cep.spark_bridge.sinks import (
+from cep.spark_bridge.sinks import base as sink_base
+from cep.spark_bridge.sinks.webhook import (
     ConsoleSink,
     PostgresSink,
     RetryPolicy,
@@ -559,7 +559,7 @@ def test_postgres_upsert_keeps_one_row_per_match(postgres_url):
 
 
 def test_postgres_without_a_driver_says_what_to_install(monkeypatch):
-    import cep.spark_bridge.sql_sinks as sql_sinks
+    import cep.spark_bridge.sinks.sql as sql_sinks
 
     monkeypatch.setattr(sql_sinks, "_postgres_driver", lambda: (None, None))
     with pytest.raises(RuntimeError, match="psycopg"):
