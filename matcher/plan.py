@@ -3,10 +3,15 @@
 ``CompiledQuery`` is what ``cep.compile`` wraps and what the Spark bridge ships to executors. It holds
 the checked statement; machines (program + compiled expressions) are built per input schema, since
 column names resolve against the input.
+
+It also picks the engine, as Go's ``regexp.doExecute`` does: the fast path (``vector/``) when the
+query is eligible, with the Pike VM (``pike/``) for the partitions the fast path declines, else the
+Pike VM alone. The two engines never import each other.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Iterable
 
 from cep.grammar import ast
@@ -19,7 +24,7 @@ from cep.matcher.rows.outer import OuterQuery, build_outer
 from cep.matcher.rows.partitioning import partition_indices, resolve_column
 from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
 from cep.matcher.sql.types import infer
-from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.pike.vm import PartitionMatcher, match_partition
 
 Columns = dict[str, list]
 
@@ -112,7 +117,7 @@ class CompiledQuery:
         total = len(frame) if kind == "pandas" else frame.num_rows
         plain = outer.is_identity and outer.where is None and (
             not outer_order_and_limit or (not outer.sort_keys and outer.limit is None))
-        matched = fast.run(ArrayInput(arrays, total, kind), typed=plain)
+        matched = fast.run(ArrayInput(arrays, total, kind), fallback=partial(match_partition, machine), typed=plain)
         if progress is not None:
             progress(total, total)
         if isinstance(matched, fastpath.MatchColumns):
@@ -143,19 +148,15 @@ class CompiledQuery:
         total = len(columns[names[0]])
         fast = fastpath.plan_for(self.statement, machine, names)
         if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/vector/fastpath.py)
-            matched = fast.run(columns)
+            matched = fast.run(columns, fallback=partial(match_partition, machine))
             if progress is not None:
                 progress(total, total)
             return outer.names, outer.apply(matched, order_and_limit=outer_order_and_limit)
         rows: list[tuple] = []
         done = 0
         for key, indices in self.partitions(machine, columns):
-            matcher = PartitionMatcher(machine, key)
             part = {name: [columns[name][i] for i in indices] for name in machine.columns}
-            rows.extend(matcher.feed(part))
-            if clock is not None:
-                rows.extend(matcher.advance(clock))
-            rows.extend(matcher.finish())
+            rows.extend(match_partition(machine, key, part, clock))
             if progress is not None:  # (rows done, rows in all), after each partition
                 done += len(indices)
                 progress(done, total)

@@ -40,7 +40,8 @@ from typing import Any, NamedTuple
 
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.program.instructions import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
-from cep.matcher.sql.context import Env, ThreadView
+from cep.matcher.program.output import PartitionOutput
+from cep.matcher.sql.context import ThreadView
 
 STATE_VERSION = 1
 
@@ -82,25 +83,22 @@ class Thread(NamedTuple):
 PC, START = 0, 1  # indexes of Thread fields
 
 
-class PartitionMatcher:
+class PartitionMatcher(PartitionOutput):
     """Matches one partition. ``feed`` rows in ORDER BY order; ``finish`` at end of input.
 
     ``machine`` is the compiled query's ``Machine`` (program, conditions, skip rule, output builder).
-    Each call returns the output rows that became certain.
+    Each call returns the output rows that became certain; numbering, unmatched rows and AFTER MATCH
+    SKIP are ``PartitionOutput``'s.
     """
 
     def __init__(self, machine, key: tuple = ()) -> None:
-        self.machine = machine
-        self.key = key
-        self.cols: dict[str, list] = {name: [] for name in machine.columns}
-        self.env = Env(self.cols, machine.label_names)
+        super().__init__(machine, key, {name: [] for name in machine.columns})
         self.view = ThreadView()
         self.env.view = self.view
         self.step_constants = _step_constants(machine)
         self.base = 0
         self.total = 0
         self.finished = False
-        self.search_start = 0
         self.position = 0
         self.started_upto = 0
         self.tail_rescan_rows = 0  # rows scanned again at end of input by lazy starts (MAX_TAIL_RESCAN_ROWS)
@@ -110,11 +108,7 @@ class PartitionMatcher:
         self.best: tuple | None = None  # (start, end, chain, marks)
         self.done_pending = False  # a thread reached DONE since the last _settle
         self.tracer = None  # a cep.matcher.pike.trace.Tracer when tracing ("why didn't this match?")
-        self.match_number = 0
-        self.match_states = None  # the running DEFINE aggregates after the last row of the match being output
-        self.covered_upto = -1  # the last row of any emitted non-empty match
         self.clock = None  # the latest event time passed to advance()
-        self.out: list[tuple] = []
 
     # ------------------------------------------------------------------------------------------ input
 
@@ -132,7 +126,7 @@ class PartitionMatcher:
         self.total += count
         self.env.total = self.total
         self._run()
-        return self._take_output()
+        return self.take_output()
 
     def advance(self, now) -> list[tuple]:
         """Event time reached ``now``: no row with an earlier time will be fed. Expire and complete."""
@@ -142,17 +136,13 @@ class PartitionMatcher:
         if self.machine.within is not None and self.position == self.total:
             self._advance_time(now)
             self._run()
-        return self._take_output()
+        return self.take_output()
 
     def finish(self) -> list[tuple]:
         """End of input: complete what can complete (``$``, trailing greedy loops) and flush."""
         self.finished = True
         self._run()
-        return self._take_output()
-
-    def _take_output(self) -> list[tuple]:
-        out, self.out = self.out, []
-        return out
+        return self.take_output()
 
     # -------------------------------------------------------------------------------------- the loop
 
@@ -205,7 +195,7 @@ class PartitionMatcher:
                 self.tail_rescan_rows += self.total - self.started_upto
                 if self.tail_rescan_rows > MAX_TAIL_RESCAN_ROWS:
                     raise CepRuntimeError(
-                        f"in partition {self._describe_key()} a partial match stays open to the end of the input, and "
+                        f"in partition {self.describe_key()} a partial match stays open to the end of the input, and "
                         f"trying each later start over the rest of it would scan more than {MAX_TAIL_RESCAN_ROWS:,} "
                         "rows again (MAX_TAIL_RESCAN_ROWS)",
                         code="E0431",
@@ -213,7 +203,7 @@ class PartitionMatcher:
                     )
                 self._rewind()
                 continue
-            self._emit_unmatched(self.search_start, self.total)
+            self.emit_unmatched(self.search_start, self.total)
             self.search_start = self.total
             return
 
@@ -222,7 +212,7 @@ class PartitionMatcher:
         self.position = next_position
         self.visited = {}
         if self.best is None:
-            self._emit_unmatched(self.search_start, next_position)
+            self.emit_unmatched(self.search_start, next_position)
             self.search_start = next_position
             self._trim()
 
@@ -291,7 +281,7 @@ class PartitionMatcher:
                 tracer.alive(self, p, [Thread(*t) for t in next_threads])
             if len(next_threads) > MAX_LIVE_THREADS:
                 raise CepRuntimeError(
-                    f"more than {MAX_LIVE_THREADS} live partial matches in partition {self._describe_key()} "
+                    f"more than {MAX_LIVE_THREADS} live partial matches in partition {self.describe_key()} "
                     "(MAX_LIVE_THREADS); the pattern is too ambiguous for its DEFINE conditions",
                     code="E0430",
                 )
@@ -334,12 +324,12 @@ class PartitionMatcher:
     def _skip_unmatched(self, earliest: int) -> None:
         """No live or future thread starts before ``earliest``: those rows end unmatched.
 
-        (``_emit_unmatched`` and ``_trim`` are called only when they have work: this runs at every
+        (``emit_unmatched`` and ``_trim`` are called only when they have work: this runs at every
         failed lazy start.)
         """
         machine = self.machine
         if machine.output.wants_unmatched:
-            self._emit_unmatched(self.search_start, earliest)
+            self.emit_unmatched(self.search_start, earliest)
         self.search_start = earliest
         if earliest - machine.lookback - self.base >= TRIM_CHUNK:
             self._trim()
@@ -510,10 +500,10 @@ class PartitionMatcher:
             self._rewind()
             return True
         if self.best is None and kept and kept[0][START] > self.search_start:
-            self._emit_unmatched(self.search_start, kept[0][START])
+            self.emit_unmatched(self.search_start, kept[0][START])
             self.search_start = kept[0][START]
         elif self.best is None and not kept:
-            self._emit_unmatched(self.search_start, self.position)
+            self.emit_unmatched(self.search_start, self.position)
             self.search_start = self.position
         return self._settle()
 
@@ -522,43 +512,17 @@ class PartitionMatcher:
     def _finalize(self) -> None:
         start, end, chain, marks = self.best
         self.best = None
-        self.match_number += 1
         labels = _chain_to_list(chain)
         machine = self.machine
-        if machine.output.wants_unmatched:
-            self._emit_unmatched(self.search_start, start)
         if self.tracer is not None:
-            self.tracer.matched(self, self.match_number, start, end, labels)
+            self.tracer.matched(self, self.match_number + 1, start, end, labels)
         self.match_states = chain[2] if chain is not None and machine.advance_running is not None else None
-        self.out.extend(machine.output.match(self, self.match_number, start, end, labels, _excluded(marks)))
-        if end >= start:
-            self.covered_upto = max(self.covered_upto, end)
-        next_start = machine.next_start(self, start, end, labels)
-        self.search_start = self.position = self.started_upto = next_start
+        next_start = self.emit_match(start, end, labels, _excluded(marks))
+        self.position = self.started_upto = next_start
         self.threads = []
         self.visited = {}
         if next_start - machine.lookback - self.base >= TRIM_CHUNK:
             self._trim()
-
-    def _emit_unmatched(self, begin: int, end: int) -> None:
-        output = self.machine.output
-        if not output.wants_unmatched:
-            return
-        for position in range(max(begin, self.covered_upto + 1), end):
-            self.out.extend(output.unmatched(self, position))
-        self.covered_upto = max(self.covered_upto, end - 1)
-
-    def skip_error(self, message: str) -> CepRuntimeError:
-        return CepRuntimeError(
-            f"AFTER MATCH SKIP failed in partition {self._describe_key()}, match {self.match_number}: {message}",
-            code="E0401",
-        )
-
-    def _describe_key(self) -> str:
-        names = self.machine.partition_names
-        if not names:
-            return "(whole input)"
-        return "(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self.key)) + ")"
 
     # ---------------------------------------------------------------------------------------- memory
 
@@ -584,11 +548,11 @@ class PartitionMatcher:
         else:
             self.threads, self.visited = kept, {}  # a new start may now reach a pc a dropped thread held
             if self.best is None:
-                self._emit_unmatched(self.search_start, cutoff)
+                self.emit_unmatched(self.search_start, cutoff)
                 self.search_start = cutoff
         self._trim(chunk=1)
         self._run()
-        return self._take_output()
+        return self.take_output()
 
     def compact(self) -> None:
         """Drop every buffered row nothing can reach any more (before saving state, say)."""
@@ -684,6 +648,17 @@ class PartitionMatcher:
         for offset, label in enumerate(labels):
             chain = (label, chain, advance(None if chain is None else chain[2], self.env, start + offset, label))
         return chain
+
+
+def match_partition(machine, key: tuple, columns: dict[str, list], clock=None) -> list[tuple]:
+    """All output of one whole partition: ``columns`` holds its rows in ORDER BY order; ``clock`` is the
+    event time at the end of input (WITHIN deadlines and timeouts), None for none."""
+    matcher = PartitionMatcher(machine, key)
+    rows = matcher.feed(columns)
+    if clock is not None:
+        rows.extend(matcher.advance(clock))
+    rows.extend(matcher.finish())
+    return rows
 
 
 def _step_constants(machine) -> tuple:

@@ -3,6 +3,11 @@
 Column layout, as the standard's ``SELECT *`` gives it:
     ONE ROW PER MATCH   partition columns, measures
     ALL ROWS PER MATCH  partition columns, ORDER BY columns, measures, the other input columns
+
+``PartitionOutput`` is the part of matching one partition that does not depend on how matches are
+found: numbering matches, the rows no match covers (ALL ROWS PER MATCH WITH UNMATCHED ROWS) and
+AFTER MATCH SKIP. Both engines build on it (the Pike VM, ``pike/vm.py``; the fast path,
+``vector/fastpath.py``), as Go's engines only find the match and leave the rest to ``doExecute``.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from cep.matcher.sql.context import MatchView
+from cep.grammar.errors import CepRuntimeError
+from cep.matcher.sql.context import Env, MatchView
 
 
 @dataclass(frozen=True)
@@ -93,3 +99,62 @@ class OutputBuilder:
         env = matcher.env
         values = tuple(env.value(column, position) for column in layout.row_columns)
         return matcher.key + values[: layout.order_count] + measures + values[layout.order_count :]
+
+
+class PartitionOutput:
+    """One partition's output, whichever engine finds its matches.
+
+    ``cols`` are the partition's buffered columns (name -> values, row p at index p - ``env.base``);
+    the measures read them through ``env``. An engine calls ``emit_match`` for each final match, in
+    order, and ``emit_unmatched`` for rows it knows no match will cover; ``out`` collects the rows.
+    """
+
+    def __init__(self, machine, key: tuple, cols: dict) -> None:
+        self.machine = machine
+        self.key = key
+        self.cols = cols
+        self.env = Env(cols, machine.label_names)
+        self.search_start = 0  # the first row the current search may start a match at
+        self.match_number = 0
+        self.match_states = None  # the running DEFINE aggregates after the last row of the match being output
+        self.covered_upto = -1  # the last row of any emitted non-empty match
+        self.out: list[tuple] = []
+
+    def emit_match(self, start: int, end: int, labels: list[int], excluded) -> int:
+        """Output the final match of rows ``start..end`` (``end < start``: empty) labelled ``labels``,
+        hiding the ``excluded`` ranges from ALL ROWS PER MATCH; returns the row AFTER MATCH SKIP picks
+        for the next search (``search_start``)."""
+        machine = self.machine
+        self.match_number += 1
+        if machine.output.wants_unmatched:
+            self.emit_unmatched(self.search_start, start)
+        self.out.extend(machine.output.match(self, self.match_number, start, end, labels, excluded))
+        if end >= start:
+            self.covered_upto = max(self.covered_upto, end)
+        self.search_start = machine.next_start(self, start, end, labels)
+        return self.search_start
+
+    def emit_unmatched(self, begin: int, end: int) -> None:
+        """Rows ``begin..end-1`` start no match: with WITH UNMATCHED ROWS, those no match covered are output."""
+        output = self.machine.output
+        if not output.wants_unmatched:
+            return
+        for position in range(max(begin, self.covered_upto + 1), end):
+            self.out.extend(output.unmatched(self, position))
+        self.covered_upto = max(self.covered_upto, end - 1)
+
+    def take_output(self) -> list[tuple]:
+        out, self.out = self.out, []
+        return out
+
+    def skip_error(self, message: str) -> CepRuntimeError:
+        return CepRuntimeError(
+            f"AFTER MATCH SKIP failed in partition {self.describe_key()}, match {self.match_number}: {message}",
+            code="E0401",
+        )
+
+    def describe_key(self) -> str:
+        names = self.machine.partition_names
+        if not names:
+            return "(whole input)"
+        return "(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self.key)) + ")"

@@ -10,7 +10,7 @@ without per-row Python work:
 3. Translate the pattern into a regular expression over those bytes, each variable a character class
    of the bytes with its bit set (``pattern_regex.py``), and let ``re`` find the matches.
 4. Read each row's variable off the match's capture groups, and emit output, unmatched rows and
-   AFTER MATCH SKIP exactly as the VM's ``_finalize`` does, on a ``PartitionMatcher`` used as context.
+   AFTER MATCH SKIP through ``PartitionOutput``, the bookkeeping the Pike VM shares.
 
 For ONE ROW PER MATCH with measures that read only a match's first/last rows per variable and counts
 (the vector path), no Python object per row or per match is needed: under SKIP PAST LAST ROW, all
@@ -42,7 +42,9 @@ Why it stays fast. A backtracking engine can take exponential time (``(A|A)*B``)
   (sum over runs of loop-class rows of length squared above ``RESTART_BUDGET`` times the rows) is
   matched by the run scan when the pattern is a sequence of runs, else by the VM.
 
-Everything else, and any batch whose data the kernels cannot evaluate exactly, runs on the Pike VM.
+Everything else, and any batch whose data the kernels cannot evaluate exactly, runs on the Pike VM. This
+module never runs the VM itself: ``FastPlan.run`` hands those partitions to the ``fallback`` its caller
+(``plan.CompiledQuery``) gives it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ import operator
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -63,7 +65,7 @@ from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.vector.pattern_regex import NotEligible, emit, exclusive, lower, min_rows
 from cep.matcher.program.instructions import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
-from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.program.output import PartitionOutput
 
 # One byte per row holds the set of variables whose condition holds, so at most 8 variables.
 MAX_LABELS = 8
@@ -81,6 +83,9 @@ SEPARATOR = 0xFF
 ENABLED = os.environ.get("CEP_FASTPATH", "1") != "0"
 
 _KNOWN_OPS = frozenset({LABEL, SPLIT, JUMP, EXCL_BEGIN, EXCL_END, AT_START, AT_END, DONE})
+
+# Matches one partition elsewhere (the Pike VM): (key, its columns in ORDER BY order) -> output rows.
+Fallback = Callable[[tuple, dict], list]
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -114,18 +119,20 @@ class FastPlan:
 
     # ----------------------------------------------------------------------------------- running
 
-    def run(self, source, *, typed: bool = False):
+    def run(self, source, *, fallback: Fallback, typed: bool = False):
         """Match a whole input: columns of Python values, or a ``layout.ArrayInput`` (numpy columns).
 
         Returns the output rows as the VM gives them; or, with ``typed`` for an ``ArrayInput`` whose
         matches the regex found with measures computed column-wise, ``MatchColumns``: the output columns
         typed for the input's library (``tables.from_columns`` gives the same frame as from the rows).
+        ``fallback(key, columns)`` matches one partition (its rows in ORDER BY order) on the Pike VM:
+        the partitions this path declines go there.
         """
         data = source if isinstance(source, ArrayInput) else ListInput(source)
         machine = self.machine
         if data.n == 0:
             columns = data.python()
-            return _run_vm_partitions(machine, partition_indices(self.statement, machine, columns), columns)
+            return _run_elsewhere(fallback, machine, partition_indices(self.statement, machine, columns), columns)
         layout = data.layout(self.statement, machine)
         keys, order, counts = layout.keys, layout.order, layout.counts
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -135,7 +142,7 @@ class FastPlan:
             self.notes.append(f"ran on the VM: {why}")
             groups = [(key, order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(keys)]
             self.stats["vm_partitions"] += len(groups)
-            return _run_vm_partitions(machine, groups, data.python())
+            return _run_elsewhere(fallback, machine, groups, data.python())
 
         try:
             masks = self._masks(data, order, offsets, counts)
@@ -154,7 +161,7 @@ class FastPlan:
             spans = runs.scan(self.run_items, buffer, 1 << len(self.conditions))
             return self._vector_output(data, layout, offsets, *_localize(spans, offsets), {}, typed)
         if self.vector is not None or self.all_rows is not None:  # measures computed column-wise
-            return self._run_vector(data, layout, offsets, masks, buffer, budget_ok, typed)
+            return self._run_vector(data, layout, offsets, masks, buffer, budget_ok, typed, fallback)
         encoded = masks.tobytes()
 
         columns = data.python()
@@ -173,9 +180,7 @@ class FastPlan:
                 rows.extend(self._match_partition(key, part, encoded[begin:end]))
             else:
                 self.stats["vm_partitions"] += 1
-                matcher = PartitionMatcher(machine, key)
-                rows.extend(matcher.feed({name: list(values) for name, values in part.items()}))
-                rows.extend(matcher.finish())
+                rows.extend(fallback(key, {name: list(values) for name, values in part.items()}))
         return rows
 
     def _masks(self, data, order, offsets, counts) -> np.ndarray:
@@ -210,18 +215,11 @@ class FastPlan:
         return cost <= RESTART_BUDGET * np.diff(offsets) + RESTART_SLACK
 
     def _match_partition(self, key: tuple, part: dict, encoded: bytes) -> list[tuple]:
-        machine = self.machine
         n = len(encoded)
-        ctx = PartitionMatcher(machine, key)
-        for name, values in part.items():
-            ctx.cols[name] = values
-        ctx.total = ctx.env.total = n
-        ctx.finished = True
+        output = PartitionOutput(self.machine, key, part)
+        output.env.total = n
         search = self.regex.search
-        output_match = machine.output.match
-        next_start = machine.next_start
         label_groups, excl_groups = self.label_groups, self.excl_groups
-        out = ctx.out
         position = 0
         while position < n:
             found = search(encoded, position)
@@ -242,15 +240,9 @@ class FastPlan:
             if len(labels) != stop - start:  # pragma: no cover - a bug in the translation, not user error
                 raise AssertionError(f"fast path: {len(labels)} labels for a match of {stop - start} rows")
             excluded = [regs[group] for group in excl_groups if regs[group][0] >= 0]
-            # As PartitionMatcher._finalize does:
-            ctx.match_number += 1
-            ctx._emit_unmatched(ctx.search_start, start)
-            out.extend(output_match(ctx, ctx.match_number, start, stop - 1, labels, excluded))
-            if stop > start:
-                ctx.covered_upto = max(ctx.covered_upto, stop - 1)
-            position = ctx.search_start = next_start(ctx, start, stop - 1, labels)
-        ctx._emit_unmatched(ctx.search_start, n)
-        return out
+            position = output.emit_match(start, stop - 1, labels, excluded)
+        output.emit_unmatched(output.search_start, n)
+        return output.out
 
     def _scan(self, encoded: bytes) -> list[tuple]:
         """The capture groups (``Match.regs``) of every match in one partition, in the VM's order:
@@ -289,7 +281,8 @@ class FastPlan:
             position = start + 1
         return found_regs
 
-    def _run_vector(self, data, layout, offsets, masks: np.ndarray, buffer: np.ndarray, budget_ok, typed: bool):
+    def _run_vector(self, data, layout, offsets, masks: np.ndarray, buffer: np.ndarray, budget_ok, typed: bool,
+                    fallback: Fallback):
         """ONE ROW PER MATCH with SKIP PAST LAST ROW / TO NEXT ROW and measures that only need a match's
         first/last row per variable and row counts: collect every match's group spans, then compute each
         measure for all matches at once. Same rows as ``output.match`` gives (tests compare)."""
@@ -298,7 +291,7 @@ class FastPlan:
             self.stats["vm_partitions"] += 1
             begin, end = int(offsets[index]), int(offsets[index + 1])
             groups = [(layout.keys[index], layout.order[begin:end].tolist())]
-            vm_rows[index] = _run_vm_partitions(self.machine, groups, data.python())
+            vm_rows[index] = _run_elsewhere(fallback, self.machine, groups, data.python())
         self.stats["regex_partitions"] += len(budget_ok) - len(vm_rows)
         if self.separated_regex is not None:
             regs, per_partition = self._scan_separated(buffer, offsets, budget_ok)
@@ -456,12 +449,11 @@ class MatchColumns:
     count: int
 
 
-def _run_vm_partitions(machine, groups, columns) -> list[tuple]:
+def _run_elsewhere(fallback: Fallback, machine, groups, columns) -> list[tuple]:
+    """The output of the partitions ``groups`` ((key, row indices in ORDER BY order), ...) by ``fallback``."""
     rows: list[tuple] = []
     for key, indices in groups:
-        matcher = PartitionMatcher(machine, key)
-        rows.extend(matcher.feed({name: [columns[name][i] for i in indices] for name in machine.columns}))
-        rows.extend(matcher.finish())
+        rows.extend(fallback(key, {name: [columns[name][i] for i in indices] for name in machine.columns}))
     return rows
 
 
