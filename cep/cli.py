@@ -456,11 +456,10 @@ def _bound(text: str | None, series: "pd.Series", option: str) -> Any:
 def _condition_columns(query: Any, pdf: "pd.DataFrame") -> list[str]:
     """Input columns the DEFINE conditions read (what a reader of the trace wants to see per row)."""
     from cep.grammar import ast
-    from cep.matcher.sql.expressions import walk
-
+    
     names = []
     for define in query.statement.match.defines:
-        for node in walk(define.condition):
+        for node in ast.walk(define.condition):
             if isinstance(node, ast.ColumnRef):
                 names.append(node.column.name.casefold())
     return [c for c in pdf.columns if c.casefold() in names]

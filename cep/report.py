@@ -212,14 +212,13 @@ def _numeric(pdf: Any, name: str) -> bool:
 def chart_column(query: Any, pdf: Any, wanted: str | None, skip: Sequence[str]) -> str | None:
     """The column to chart: ``wanted``, else the first numeric column a DEFINE reads, else any numeric
     one, else the first text column a DEFINE reads (drawn as lanes of events)."""
-    from cep.matcher.sql.expressions import walk
-
+    
     if wanted is not None:
         found = [c for c in pdf.columns if c == wanted] or [c for c in pdf.columns if c.casefold() == wanted.casefold()]
         if not found:
             raise ReportError(f"--column {wanted}: no such column (columns: {', '.join(map(str, pdf.columns))})")
         return found[0]
-    read = [n.column.name.casefold() for d in query.statement.match.defines for n in walk(d.condition)
+    read = [n.column.name.casefold() for d in query.statement.match.defines for n in ast.walk(d.condition)
             if isinstance(n, ast.ColumnRef)]
     candidates = [c for c in pdf.columns if c not in skip and _numeric(pdf, c)]
     preferred = [c for c in candidates if c.casefold() in read]

@@ -10,8 +10,10 @@ spelling and is compared as is. Pattern variables, subset names and column names
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
-from typing import Union
+from typing import Iterator, Union, get_args
 
 from cep.grammar.errors import Span
 
@@ -445,3 +447,43 @@ class Statement:
     order_by: tuple[SortKey, ...] = ()
     limit: int | None = None
     name: str | None = None
+
+
+# ------------------------------------------------------------------------------------------------ walks
+# The one way to visit a tree (the checker, the parser's depth bound, the compiler, the fast path and the
+# command all use it): every dataclass field but the span, in declaration order, identifiers included.
+
+_EXPRESSION_TYPES = get_args(Expr)
+_PATTERN_TYPES = get_args(Pattern)
+
+
+def is_expression(node: object) -> bool:
+    return isinstance(node, _EXPRESSION_TYPES)
+
+
+def is_pattern(node: object) -> bool:
+    return isinstance(node, _PATTERN_TYPES)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(node_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(node_type) if f.name != "span")
+
+
+def children(node: object) -> Iterator[object]:
+    """The nodes directly inside ``node`` (identifiers and WHEN clauses included), in field order."""
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, tuple):
+            yield from (item for item in value if dataclasses.is_dataclass(item))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, Span):
+            yield value
+
+
+def walk(node: object) -> Iterator[object]:
+    """Every node under ``node`` (itself included), pre-order, without recursion."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(children(current))))

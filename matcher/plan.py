@@ -15,15 +15,18 @@ from functools import partial
 from typing import Iterable
 
 from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
+from cep.grammar.format import format_expr
 from cep.matcher.vector import fastpath
 from cep.matcher.vector.arrays import from_arrow, from_pandas
 from cep.matcher.vector.layout import ArrayInput
 from cep.matcher.program.machine import Machine, build_machine
 from cep.matcher.rows.outer import OuterQuery, build_outer
-from cep.matcher.rows.partitioning import partition_indices, resolve_column
+from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
 from cep.matcher.sql.types import infer
+from cep.matcher.pike.trace import Tracer
 from cep.matcher.pike.vm import PartitionMatcher, match_partition
 
 Columns = dict[str, list]
@@ -69,9 +72,10 @@ class CompiledQuery:
         """(name, SQL type) of every output column, for an input with these column types."""
         machine, outer = self._compiled(tuple(input_types))
         mr = self.statement.match
+        inputs = ColumnNames(input_types)
 
         def input_type(ref: ast.ColumnRef) -> str:
-            return input_types[_resolve(input_types, ref.column)]
+            return input_types[inputs.resolve(ref.column, ref.span)]
 
         measure_types = [infer(m.expr, input_type) for m in mr.measures]
         layout = machine.output.layout
@@ -79,12 +83,10 @@ class CompiledQuery:
         mr_types += [input_types[name] for name in layout.row_columns[: layout.order_count]]
         mr_types += measure_types
         mr_types += [input_types[name] for name in layout.row_columns[layout.order_count :]]
-        by_name: dict[str, int] = {}
-        for position, name in enumerate(machine.output_columns):
-            by_name.setdefault(name.casefold(), position)
+        outputs = ColumnNames(machine.output_columns)
 
         def output_type(ref: ast.ColumnRef) -> str:
-            return mr_types[by_name[ref.column.name.casefold()]]
+            return mr_types[machine.output_columns.index(outputs.resolve(ref.column, ref.span))]
 
         types: list[str] = []
         for item in self.statement.select:
@@ -164,17 +166,15 @@ class CompiledQuery:
 
     def trace_columns(self, columns: Columns, partition: dict | None = None) -> list[dict]:
         """Run with a tracer attached; ``partition`` (column -> value) restricts the trace to one partition."""
-        from cep.grammar.format import format_expr
-        from cep.matcher.pike.trace import Tracer
-
         machine = self.machine(tuple(columns))
         texts = {d.variable.key: format_expr(d.condition) for d in self.statement.match.defines}
         wanted = None
         if partition:
-            wanted = tuple(partition[_resolve(partition, ast.Identifier(None, name))] for name in self.partition_columns)
+            given = ColumnNames(partition)
+            wanted = tuple(partition[given.resolve(ref.column, ref.span)] for ref in self.statement.match.partition_by)
         texts.update({"!" + name: f"NOT ({text})" for name, text in texts.items()})
         records: list[dict] = []
-        order = self.order_columns[0] if self.order_columns else None
+        order = machine.order_names[0] if machine.order_names else None
         clock = replay_clock(machine, columns) if machine.within is not None else None
         for key, indices in self.partitions(machine, columns):
             if wanted is not None and tuple(key) != wanted:
@@ -188,16 +188,13 @@ class CompiledQuery:
             matcher.finish()
             for record in tracer.records:
                 if order is not None and record["row"] < len(indices):
-                    record["order_key"] = columns[_resolve(columns, ast.Identifier(None, order))][indices[record["row"]]]
+                    record["order_key"] = columns[order][indices[record["row"]]]
                 records.append(record)
         return records
 
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""
         return partition_indices(self.statement, machine, columns)
-
-
-_resolve = resolve_column
 
 
 def replay_clock(machine: Machine, columns: Columns):

@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from cep.grammar import ast
+from cep.grammar.format import format_expr, format_pattern
 from cep.matcher.program.compiler import compile_pattern
 from cep.matcher.program.machine import absence_labels, pattern_labels
 from cep.matcher.program.instructions import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT, Program
@@ -103,16 +104,10 @@ def _wrap(text: str, width: int = _WRAP) -> str:
     return "\n".join(lines)
 
 
-def _format_expr(expr: ast.Expr) -> str:
-    from cep.grammar.format import format_expr
-
-    return format_expr(expr)
-
-
 def condition_texts(statement: ast.Statement) -> dict[str, str]:
     """Label name -> the text of the condition a row must satisfy to take it (``!B``: NOT B's)."""
     mr = statement.match
-    defines = {d.variable.key: _format_expr(d.condition) for d in mr.defines}
+    defines = {d.variable.key: format_expr(d.condition) for d in mr.defines}
     absent = absence_labels(mr.pattern)
     texts = {}
     for name in pattern_labels(mr.pattern):
@@ -143,8 +138,6 @@ def _skip_text(skip: ast.SkipTo) -> str:
 
 
 def _title(statement: ast.Statement) -> str:
-    from cep.grammar.format import format_pattern
-
     mr = statement.match
     lines = [f"PATTERN ({format_pattern(mr.pattern)})"]
     if mr.within is not None:
@@ -212,10 +205,6 @@ def to_dot(statement: ast.Statement) -> str:
             out.append(f"  {source} -> {node_id(step.target)} [{', '.join(attributes)}];")
     out.append("}")
     return "\n".join(out) + "\n"
-
-
-def graphviz_available() -> bool:
-    return shutil.which("dot") is not None
 
 
 def render(dot_text: str, fmt: str, *, timeout: float = 60.0) -> bytes:

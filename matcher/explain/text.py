@@ -3,39 +3,24 @@
 from __future__ import annotations
 
 from cep.grammar import ast
-from cep.matcher.sql.expressions import walk
-from cep.matcher.program.machine import absence_labels, pattern_labels
-
-
-def _format_expr(expr) -> str:
-    try:
-        from cep.grammar.format import format_expr
-
-        return format_expr(expr)
-    except ImportError:  # the formatter is optional for explain
-        return type(expr).__name__
+from cep.matcher.explain.dot import condition_texts
+from cep.matcher.vector import fastpath
 
 
 def explain(plan) -> str:
     statement: ast.Statement = plan.statement
     mr = statement.match
-    columns = sorted({node.column.name for e in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
-                      for node in walk(e) if isinstance(node, ast.ColumnRef)}
-                     | {ref.column.name for ref in mr.partition_by}
-                     | set(plan.order_columns))
+    named = [node.column for e in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
+             for node in ast.walk(e) if isinstance(node, ast.ColumnRef)]
+    named += [ref.column for ref in mr.partition_by]
+    named += [key.expr.column for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)]
+    columns = _input_columns(named)
     machine = plan.machine(tuple(columns))
     lines = ["program:"]
     lines += ["  " + line for line in machine.program.dump().splitlines()]
     lines.append("conditions:")
-    defines = {d.variable.key: d for d in mr.defines}
-    absent = absence_labels(mr.pattern)
-    for name in pattern_labels(mr.pattern):
-        base = name[1:] if name in absent else name
-        text = _format_expr(defines[base].condition) if base in defines else "TRUE (no DEFINE)"
-        lines.append(f"  {name}: {'NOT (' + text + ')' if name in absent else text}")
+    lines += [f"  {name}: {text}" for name, text in condition_texts(statement).items()]
     lines.append("execution:")
-    from cep.matcher.vector import fastpath
-
     lines += ["  " + line for line in fastpath.explain_lines(statement, machine, tuple(columns))]
     if machine.equivalence_key is None:
         lines.append("  Pike VM (when it runs): conditions read only the current row and fixed PREV/NEXT offsets,")
@@ -52,3 +37,15 @@ def explain(plan) -> str:
     if mr.within is not None:
         lines.append(f"  WITHIN: partial matches are dropped once {mr.within.text} {mr.within.unit} pass after their first row")
     return "\n".join(lines)
+
+
+def _input_columns(named: list[ast.Identifier]) -> list[str]:
+    """An input with just the columns the query names: each quoted spelling, and one column for every
+    unquoted name no such spelling already matches (``ts``, ``TS`` and ``"Ts"`` need one column, Ts)."""
+    columns = {ident.name: None for ident in named if ident.quoted}
+    folded = {name.casefold() for name in columns}
+    for ident in named:
+        if not ident.quoted and ident.name.casefold() not in folded:
+            folded.add(ident.name.casefold())
+            columns[ident.name] = None
+    return sorted(columns)

@@ -26,7 +26,7 @@ Read kinds (``labels`` is a frozenset of label ids or None for all variables):
 from __future__ import annotations
 
 from cep.grammar import ast
-from cep.matcher.sql.expressions import Scope, children, constant_offset, referenced_labels, walk
+from cep.matcher.sql.expressions import Scope, constant_offset, referenced_labels
 from cep.matcher.sql.values import AGGREGATES
 
 
@@ -38,7 +38,7 @@ def history_reads(expr, scope: Scope) -> set[tuple]:
 
 
 def _has_classifier(expr) -> bool:
-    return any(isinstance(node, ast.Classifier) for node in walk(expr))
+    return any(isinstance(node, ast.Classifier) for node in ast.walk(expr))
 
 
 def _collect(expr, scope: Scope, reads: set) -> None:
@@ -80,7 +80,7 @@ def _collect(expr, scope: Scope, reads: set) -> None:
         elif expr.kind == "PREV" and _has_classifier(operand):
             reads.add(("back", constant_offset(expr, 1)))
         return
-    for child in children(expr):
+    for child in ast.children(expr):
         _collect(child, scope, reads)
 
 

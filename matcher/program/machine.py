@@ -1,7 +1,8 @@
 """A checked statement + the input's column names -> a ``Machine``: everything the VM needs to run.
 
 The machine is immutable and shared by every partition; per-partition state lives in
-``PartitionMatcher``. It is built once per input schema (column names resolve case-insensitively).
+``PartitionMatcher``. It is built once per input schema (column names resolve as ``grammar/columns.py``
+says: unquoted ones ignoring case, quoted ones exactly).
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.program.compiler import absence_label, compile_pattern
 from cep.matcher.program.equivalence import history_reads, make_key_function
-from cep.matcher.sql.expressions import ExpressionCompiler, Scope, walk
+from cep.matcher.sql.expressions import ExpressionCompiler, Scope
 from cep.matcher.program.output import OutputBuilder, OutputLayout
 from cep.matcher.program.instructions import Program
 from cep.matcher.sql.running import RunningAggregates
@@ -33,6 +35,7 @@ class Machine:
     conditions: tuple
     columns: tuple[str, ...]
     partition_names: tuple[str, ...]
+    order_names: tuple[str, ...]  # the input columns of the ORDER BY keys that are columns, in order
     lookahead: int
     lookback: int
     equivalence_key: Callable | None
@@ -80,14 +83,6 @@ def pattern_labels(pattern: ast.Pattern, *, absences: bool = True) -> list[str]:
     return names + [label for label in absent if label not in names] if absences else names
 
 
-def resolve_column(columns: dict[str, str], ident: ast.Identifier, span) -> str:
-    key = ident.name if ident.quoted else ident.name.casefold()
-    found = columns.get(key) or columns.get(key.casefold())
-    if found is None:
-        raise CepSemanticError(f"unknown column '{ident.name}'", code="E0220", span=span)
-    return found
-
-
 def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> Machine:
     mr = statement.match
     label_names = tuple(pattern_labels(mr.pattern))
@@ -98,8 +93,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         label_sets.setdefault(name[1:], frozenset({label_ids[name]}))
     for subset in mr.subsets:
         label_sets[subset.name.key] = frozenset(label_ids[v.key] for v in subset.variables if v.key in label_ids)
-    columns = {name.casefold(): name for name in input_columns}
-    columns.update({name: name for name in input_columns})
+    columns = ColumnNames(input_columns)
 
     define_scope = Scope(columns, label_sets, in_define=True)
     measure_scope = Scope(columns, label_sets, in_define=False)
@@ -130,10 +124,8 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     measures = tuple(measure_compiler.compile(m.expr) for m in mr.measures)
     program = compile_pattern(mr.pattern, label_names)
 
-    partition_names = tuple(resolve_column(columns, ref.column, ref.span) for ref in mr.partition_by)
-    order_names = tuple(
-        resolve_column(columns, key.expr.column, key.span) for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)
-    )
+    partition_names = tuple(columns.resolve(ref.column, ref.span) for ref in mr.partition_by)
+    order_names = tuple(columns.resolve(key.expr.column, key.span) for key in mr.order_by if isinstance(key.expr, ast.ColumnRef))
     all_rows = mr.rows_per_match.mode != "ONE"
     expressions = [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
     referenced = _referenced_columns(expressions, columns)
@@ -177,8 +169,9 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         conditions=tuple(conditions),
         columns=buffered,
         partition_names=partition_names,
-        lookahead=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "NEXT")), default=0),
-        lookback=max((_offset(n, 1) for e in expressions for n in walk(e) if _is_nav(n, "PREV")), default=0),
+        order_names=order_names,
+        lookahead=max((_offset(n, 1) for e in expressions for n in ast.walk(e) if _is_nav(n, "NEXT")), default=0),
+        lookback=max((_offset(n, 1) for e in expressions for n in ast.walk(e) if _is_nav(n, "PREV")), default=0),
         equivalence_key=make_key_function(reads, include_start=mr.within is not None),
         advance_running=running.advancer(len(label_names)),
         history=frozenset(reads),
@@ -237,12 +230,12 @@ def _offset(node: ast.Navigation, default: int) -> int:
     return offset.value if isinstance(offset, ast.Literal) and isinstance(offset.value, int) else default
 
 
-def _referenced_columns(expressions, columns: dict[str, str]) -> set[str]:
+def _referenced_columns(expressions, columns: ColumnNames) -> set[str]:
     found = set()
     for expr in expressions:
-        for node in walk(expr):
+        for node in ast.walk(expr):
             if isinstance(node, ast.ColumnRef):
-                found.add(resolve_column(columns, node.column, node.span))
+                found.add(columns.resolve(node.column, node.span))
     return found
 
 

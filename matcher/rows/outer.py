@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.sql.expressions import compile_generic
 
@@ -47,9 +48,7 @@ def sort_key(value, descending: bool, nulls_first: bool | None):
 
 def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQuery:
     alias = statement.alias.key if statement.alias is not None else None
-    index = {}
-    for position, name in enumerate(mr_columns):
-        index.setdefault(name.casefold(), position)
+    available = ColumnNames(mr_columns)
 
     def resolve(ref: ast.ColumnRef) -> int:
         if ref.qualifier is not None and (alias is None or ref.qualifier.key != alias):
@@ -59,15 +58,14 @@ def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQ
                 code="E0207",
                 span=ref.qualifier.span,
             )
-        key = ref.column.name if ref.column.quoted else ref.column.name.casefold()
-        found = index.get(key, index.get(key.casefold()))
+        found = available.lookup(ref.column, ref.span)
         if found is None:
             raise CepSemanticError(
                 f"'{ref.column.name}' is not an output column of MATCH_RECOGNIZE (it has: {', '.join(mr_columns)})",
                 code="E0221",
                 span=ref.span,
             )
-        return found
+        return mr_columns.index(found)
 
     def compile_row(expr):
         def leaf(node):
@@ -111,11 +109,12 @@ def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQ
     where = compile_row(statement.where) if statement.where is not None else None
     sort_keys = []
     sort_names = []
-    projected_index = {name.casefold(): i for i, name in enumerate(names)}
+    projected = ColumnNames(names)
     for key in statement.order_by:
         expr = key.expr
-        if isinstance(expr, ast.ColumnRef) and expr.qualifier is None and expr.column.name.casefold() in projected_index:
-            position = projected_index[expr.column.name.casefold()]
+        found = projected.lookup(expr.column, expr.span) if isinstance(expr, ast.ColumnRef) and expr.qualifier is None else None
+        if found is not None:
+            position = names.index(found)
             sort_keys.append((lambda projected, row, p=position: projected[p], key.descending, key.nulls_first))
             sort_names.append((names[position], key.descending, _nulls_first(key)))
         else:

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 from cep.grammar import ast
-from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.outer import sort_key
 
 Columns = dict[str, list]
 
 
-def resolve_column(columns, ident: ast.Identifier) -> str:
-    """The input column an identifier names: its exact spelling first, else case-insensitively."""
-    if ident.name in columns:
-        return ident.name
-    folded = {name.casefold(): name for name in columns}
-    found = folded.get(ident.name.casefold())
-    if found is None:
-        raise CepSemanticError(f"unknown column '{ident.name}'", code="E0220", span=ident.span)
-    return found
+def sort_columns(statement: ast.Statement, machine) -> list[tuple[ast.SortKey, str]]:
+    """The ORDER BY keys that name a column, each with its input column (``PROCTIME()``: input order)."""
+    keys = [key for key in statement.match.order_by if isinstance(key.expr, ast.ColumnRef)]
+    return list(zip(keys, machine.order_names))
 
 
 def partition_indices(statement: ast.Statement, machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
@@ -34,10 +28,9 @@ def partition_indices(statement: ast.Statement, machine, columns: Columns) -> li
             groups.setdefault(key, []).append(index)
     else:
         groups[()] = list(range(count))
+    sort_keys = sort_columns(statement, machine)
     for indices in groups.values():
-        for key in reversed(statement.match.order_by):
-            if not isinstance(key.expr, ast.ColumnRef):
-                continue
-            values = columns[resolve_column(columns, key.expr.column)]
+        for key, name in reversed(sort_keys):
+            values = columns[name]
             indices.sort(key=lambda i: sort_key(values[i], key.descending, key.nulls_first), reverse=key.descending)
     return list(groups.items())

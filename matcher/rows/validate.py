@@ -67,7 +67,11 @@ from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping
 
 from cep.grammar import ast
+from cep.grammar.checks import normalize_type
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.grammar.parser import parse_schema
+from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
 
 Columns = dict[str, list]
 
@@ -154,8 +158,6 @@ def value_kind(value: Any) -> str | None:
 
 def schema_kinds(type_name: str) -> frozenset[str]:
     """The kinds a schema type accepts ('DOUBLE' -> {'number'}); spellings as ``cep check --schema``."""
-    from cep.grammar.checks import normalize_type
-
     match = re.fullmatch(r"\s*([A-Za-z_]+)\s*(.*?)\s*", str(type_name))
     canonical = normalize_type(match.group(1), match.group(2)) if match else None
     if canonical is None:
@@ -213,8 +215,6 @@ class InputChecks:
         if dead_letter is not None and not (isinstance(dead_letter, list) or callable(dead_letter)):
             raise TypeError(f"dead_letter must be a list or a function taking one dict, not {type(dead_letter).__name__}")
         if isinstance(schema, str):
-            from cep.grammar.parser import parse_schema
-
             schema = parse_schema(schema)
         self.schema = {str(name): schema_kinds(type_name) for name, type_name in (schema or {}).items()}
         self.schema_types = dict(schema or {})
@@ -235,8 +235,6 @@ class InputChecks:
 
     def to_columns(self, data: Any) -> tuple[str, Columns]:
         """``cep.matcher.rows.tables.to_columns``, setting aside list items that are not rows (``not_a_row``)."""
-        from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
-
         kind = kind_of(data)
         if kind != "rows":
             return to_columns(data)
@@ -265,8 +263,7 @@ class InputChecks:
         duplicates: list[int] = []
         if names:
             machine = plan.machine(names)  # unknown columns the query needs: CepSemanticError E0220 here
-            lookup = {name.casefold(): name for name in names}
-            lookup.update({name: name for name in names})
+            lookup = ColumnNames(names)
             if self.validate:
                 self._check(plan.statement, machine, columns, lookup, bad, replaced)
             if self.dedup_key is not None:
@@ -286,23 +283,19 @@ class InputChecks:
 
     # ---------------------------------------------------------------------------------------- validation
 
-    def _check(self, statement: ast.Statement, machine, columns: Columns, lookup, bad, replaced) -> None:
-        from cep.matcher.sql.expressions import walk
-        from cep.matcher.program.machine import resolve_column
-
+    def _check(self, statement: ast.Statement, machine, columns: Columns, lookup: ColumnNames, bad, replaced) -> None:
         mr = statement.match
-        order = [resolve_column(lookup, key.expr.column, key.span) for key in mr.order_by
-                 if isinstance(key.expr, ast.ColumnRef)]
+        order = list(machine.order_names)
         event = order[0] if mr.order_by and isinstance(mr.order_by[0].expr, ast.ColumnRef) else None
         partition = set(machine.partition_names)
         checked = set(partition) | set(order)
         for expr in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]:
-            for node in walk(expr):
+            for node in ast.walk(expr):
                 if isinstance(node, ast.ColumnRef):
-                    checked.add(resolve_column(lookup, node.column, node.span))
+                    checked.add(lookup.resolve(node.column, node.span))
         declared: dict[str, frozenset[str]] = {}
         for name, kinds in self.schema.items():
-            found = lookup.get(name, lookup.get(name.casefold()))
+            found = lookup.find_name(name)
             if found is not None:
                 declared[found] = kinds
                 checked.add(found)
@@ -377,7 +370,7 @@ class InputChecks:
     # ---------------------------------------------------------------------------------------- duplicates
 
     def _duplicates(self, machine, columns: Columns, lookup, bad) -> list[int]:
-        keys = [self._resolve_key(lookup, name) for name in self.dedup_key]
+        keys = [lookup.option_column(name, "dedup_key") for name in self.dedup_key]
         if len(keys) == 1:  # the common case, without a tuple per row
             key_values = ((v,) if v is not None else None for v in columns[keys[0]])
         else:
@@ -401,12 +394,6 @@ class InputChecks:
                 seen.add(key)
         return duplicates
 
-    @staticmethod
-    def _resolve_key(lookup, name: str) -> str:
-        found = lookup.get(name, lookup.get(str(name).casefold()))
-        if found is None:
-            raise CepSemanticError(f"unknown column '{name}' (dedup_key)", code="E0220")
-        return found
 
     # ------------------------------------------------------------------------------------------- output
 

@@ -19,8 +19,10 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.sql import values as V
+from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.matcher.sql.running import (
     BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row, last_rows, result_of,
 )
@@ -33,13 +35,14 @@ RowClosure = Callable[["Env", int], Any]
 class Scope:
     """What names mean where an expression is compiled.
 
-    ``columns`` maps a folded column name to the key used in ``Env.cols``; ``label_sets`` maps a
-    pattern variable or subset name to its frozenset of label ids; ``in_define`` forbids FINAL.
+    ``columns`` resolves a column reference to the input column (the key used in ``Env.cols``);
+    ``label_sets`` maps a pattern variable or subset name to its frozenset of label ids; ``in_define``
+    forbids FINAL.
     """
 
     def __init__(
         self,
-        columns: dict[str, str],
+        columns: ColumnNames,
         label_sets: dict[str, frozenset[int]],
         *,
         in_define: bool,
@@ -59,13 +62,7 @@ class Scope:
         return labels is not None and self.own_label is not None and self.own_label in labels
 
     def column(self, ref: ast.ColumnRef) -> str:
-        key = ref.column.name if ref.column.quoted else ref.column.name.casefold()
-        found = self.columns.get(key)
-        if found is None and ref.column.quoted:
-            found = self.columns.get(key.casefold())
-        if found is None:
-            raise CepSemanticError(f"unknown column '{ref.column.name}'", code="E0220", span=ref.span)
-        return found
+        return self.columns.resolve(ref.column, ref.span)
 
     def labels_of(self, qualifier: ast.Identifier | None):
         if qualifier is None:
@@ -109,44 +106,8 @@ def _qualifiers(expr):
     elif isinstance(expr, (ast.Navigation, ast.Aggregate)):
         return  # a nested navigation ranges over its own variables
     else:
-        for child in children(expr):
+        for child in ast.children(expr):
             yield from _qualifiers(child)
-
-
-def children(expr) -> list:
-    """The direct sub-expressions of ``expr``, for generic walks."""
-    if isinstance(expr, ast.Unary):
-        return [expr.operand]
-    if isinstance(expr, ast.Binary):
-        return [expr.left, expr.right]
-    if isinstance(expr, ast.IsNull):
-        return [expr.operand]
-    if isinstance(expr, ast.Between):
-        return [expr.operand, expr.low, expr.high]
-    if isinstance(expr, ast.InList):
-        return [expr.operand, *expr.items]
-    if isinstance(expr, ast.Like):
-        return [expr.operand, expr.pattern] + ([expr.escape] if expr.escape is not None else [])
-    if isinstance(expr, ast.Case):
-        out = [expr.operand] if expr.operand is not None else []
-        for when in expr.whens:
-            out += [when.condition, when.result]
-        return out + ([expr.default] if expr.default is not None else [])
-    if isinstance(expr, ast.Cast):
-        return [expr.operand]
-    if isinstance(expr, (ast.FunctionCall, ast.Aggregate)):
-        return list(expr.args)
-    if isinstance(expr, ast.ArrayLiteral):
-        return list(expr.items)
-    if isinstance(expr, ast.Navigation):
-        return [expr.operand] + ([expr.offset] if expr.offset is not None else [])
-    return []
-
-
-def walk(expr):
-    yield expr
-    for child in children(expr):
-        yield from walk(child)
 
 
 def constant_offset(node: ast.Navigation, default: int) -> int:
@@ -188,8 +149,6 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
         value = expr.value
         return lambda env, position=None: value
     if isinstance(expr, ast.IntervalLiteral):
-        from cep.matcher.sql.intervals import interval_to_timedelta
-
         value = interval_to_timedelta(expr)
         return lambda env, position=None: value
     if isinstance(expr, ast.Binary):
@@ -547,10 +506,10 @@ class ExpressionCompiler:
                 positions = env.view.positions_in(labels, final)
                 columns = [[arg(env, p) for p in positions] for arg in per_row]
                 return fold(name, columns, distinct, extra)
-        if self.running is not None and incremental(name, args, distinct, extra, walk):
+        if self.running is not None and incremental(name, args, distinct, extra):
             column = self.scope.column(args[0]) if isinstance(args[0], ast.ColumnRef) else None
             return self._running(RunningAggregate(name, labels, per_row[0], column), args[0], aggregate)
-        if incremental(name, args, distinct, extra, walk):
+        if incremental(name, args, distinct, extra):
             return self._final_state(name, labels, args[0], aggregate)
         return aggregate
 

@@ -50,11 +50,11 @@ class _Broken:
 BROKEN = _Broken()
 
 
-def incremental(name: str, args: list, distinct: bool, extra: tuple, walk: Callable) -> bool:
+def incremental(name: str, args: list, distinct: bool, extra: tuple) -> bool:
     """Can this DEFINE aggregate be carried as a running state? (See the module docstring.)"""
     if name not in FOLDS or distinct or extra or len(args) != 1:
         return False
-    return not any(isinstance(node, _ROW_DEPENDENT) for node in walk(args[0]))
+    return not any(isinstance(node, _ROW_DEPENDENT) for node in ast.walk(args[0]))
 
 
 def _sum_step(state, value):

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Callable
 
 from cep.grammar import ast
+from cep.matcher.sql.values import to_text
 
 INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"})
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC"})
@@ -122,7 +123,5 @@ def coerce(value, type_name: str):
         inner = element_type(type_name)
         return [coerce(item, inner) for item in value]
     if type_name == "VARCHAR" and not isinstance(value, str):
-        from cep.matcher.sql.values import to_text
-
         return to_text(value)
     return value

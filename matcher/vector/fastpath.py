@@ -59,6 +59,7 @@ from typing import Any, Callable
 import numpy as np
 
 from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
 from cep.matcher.vector import all_rows, kernels, runs
 from cep.matcher.sql.expressions import Scope
 from cep.matcher.vector.layout import ArrayInput, ListInput
@@ -517,9 +518,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     label_sets: dict[str, frozenset[int]] = {name: frozenset({label_ids[name]}) for name in labels}
     for subset in mr.subsets:
         label_sets[subset.name.key] = frozenset(label_ids[v.key] for v in subset.variables if v.key in label_ids)
-    columns = {name.casefold(): name for name in input_columns}
-    columns.update({name: name for name in input_columns})
-    scope = Scope(columns, label_sets, in_define=True)
+    scope = Scope(ColumnNames(input_columns), label_sets, in_define=True)
 
     defines = {d.variable.key: d for d in mr.defines}
     conditions: list = []

@@ -216,16 +216,10 @@ def compile_condition(expr, column_of: Callable[[ast.ColumnRef], str], current_l
 
 def referenced_columns(expr, column_of: Callable[[ast.ColumnRef], str]) -> set[str]:
     out = set()
-    for node in _walk(expr):
+    for node in ast.walk(expr):
         if isinstance(node, ast.ColumnRef):
             out.add(column_of(node))
     return out
-
-
-def _walk(expr):
-    from cep.matcher.sql.expressions import walk
-
-    return walk(expr)
 
 
 _COMPARISONS = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
@@ -253,7 +247,7 @@ class _Compiler:
             if offset != 0:
                 raise NotVectorizable("nested PREV/NEXT")
             n = _constant_offset(expr)
-            if any(isinstance(node, (ast.Navigation, ast.Aggregate, ast.Classifier)) for node in _walk(expr.operand)):
+            if any(isinstance(node, (ast.Navigation, ast.Aggregate, ast.Classifier)) for node in ast.walk(expr.operand)):
                 raise NotVectorizable(f"{expr.kind}() of a navigation, aggregate or CLASSIFIER")
             return self.compile(expr.operand, -n if expr.kind == "PREV" else n)
         if isinstance(expr, ast.Unary):

@@ -14,6 +14,7 @@ goes there.
 
 from __future__ import annotations
 
+import datetime as _dt
 import itertools
 import operator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.matcher.vector import kernels
 from cep.matcher.vector.arrays import ArrayColumn, first_rows_of, key_codes
-from cep.matcher.rows.partitioning import partition_indices, resolve_column
+from cep.matcher.rows.partitioning import partition_indices, sort_columns
 
 
 @dataclass(frozen=True)
@@ -64,13 +65,13 @@ class ListInput:
         columns, n = self.columns, self.n
         key_columns = [columns[name] for name in machine.partition_names]
         codes, keys, first_rows = _list_codes(key_columns, n)
-        sort_keys = _sort_keys(statement)
-        if len(sort_keys) == 1 and not sort_keys[0].descending:
-            if _non_decreasing(columns[resolve_column(columns, sort_keys[0].expr.column)]):
+        sort_keys = sort_columns(statement, machine)
+        if len(sort_keys) == 1 and not sort_keys[0][0].descending:
+            if _non_decreasing(columns[sort_keys[0][1]]):
                 sort_keys = []  # already in order (a time-ordered feed): grouping is enough
         sort_arrays = []
-        for key in sort_keys:
-            converted = _list_sort_arrays(columns[resolve_column(columns, key.expr.column)], key)
+        for key, name in sort_keys:
+            converted = _list_sort_arrays(columns[name], key)
             if converted is None:
                 return _python_layout(statement, machine, columns)
             sort_arrays.append((key, *converted))
@@ -133,8 +134,8 @@ class ArrayInput:
         names = machine.partition_names
         keys = list(zip(*[arrays[name].python(first_rows) for name in names])) if names else [()] * len(first_rows)
         sort_arrays = []
-        for key in _sort_keys(statement):
-            column = arrays[resolve_column(arrays, key.expr.column)]
+        for key, name in sort_columns(statement, machine):
+            column = arrays[name]
             if column.kind not in ("int", "float", "time", "bool") or (
                 column.kind == "float" and np.isnan(column.data if column.nulls is None else column.data[~column.nulls]).any()
             ):
@@ -150,10 +151,6 @@ def _gathered(value: kernels.Value, order: np.ndarray) -> kernels.Value:
     if value.kind == "null":
         return value
     return kernels.Value(value.kind, value.data[order], None if value.nulls is None else value.nulls[order])
-
-
-def _sort_keys(statement: ast.Statement) -> list[ast.SortKey]:
-    return [key for key in statement.match.order_by if isinstance(key.expr, ast.ColumnRef)]
 
 
 def _python_layout(statement: ast.Statement, machine, columns: dict[str, list]) -> Layout:
@@ -227,8 +224,6 @@ def _non_decreasing(values) -> bool:
 
 def _list_sort_arrays(values: list, key: ast.SortKey):
     """(data, nulls) for a column of Python values, or None if numpy cannot order them as Python does."""
-    import datetime as _dt
-
     types = set(map(type, values))
     has_null = type(None) in types
     types.discard(type(None))

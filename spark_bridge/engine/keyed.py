@@ -57,8 +57,9 @@ from typing import Any, Iterable, Sequence
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
-from cep.matcher.program.machine import resolve_column
+from cep.grammar.columns import ColumnNames
 from cep.matcher.rows.outer import sort_key
+from cep.matcher.rows.partitioning import sort_columns
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
@@ -256,14 +257,8 @@ class KeyedStream:
         self.proctime = bool(getattr(plan, "proctime", False))
         base = plan.machine(self.input_columns)
         self.outer = plan.outer(self.input_columns)
-        names = {n.casefold(): n for n in self.input_columns}
-        names.update({n: n for n in self.input_columns})
         mr = plan.statement.match
-        self.order = tuple(
-            OrderKey(resolve_column(names, k.expr.column, k.span), k.descending, k.nulls_first)
-            for k in mr.order_by
-            if isinstance(k.expr, ast.ColumnRef)
-        )
+        self.order = tuple(OrderKey(name, k.descending, k.nulls_first) for k, name in sort_columns(plan.statement, base))
         self.partition_columns = tuple(base.partition_names)
         if self.proctime:
             self.time_column = None
@@ -304,7 +299,8 @@ class KeyedStream:
         self.pending_columns = tuple(c for c in dict.fromkeys(wanted) if c != self.time_column)
         if isinstance(dedup_key, str):
             dedup_key = (dedup_key,)
-        self.dedup_columns = tuple(_resolve_input(names, name, "dedup_key") for name in dedup_key or ())
+        names = ColumnNames(self.input_columns)
+        self.dedup_columns = tuple(names.option_column(name, "dedup_key") for name in dedup_key or ())
         if self.dedup_columns and self.proctime:
             raise CepSemanticError("dedup_key needs event time (it forgets keys as the watermark passes them); "
                                    "ORDER BY PROCTIME() has none", code="E0283")
@@ -597,13 +593,6 @@ class KeyedStream:
                 found = ids[tag] = match_id(self.query_fp, key, st["start"], number if number is not None else -1, start, first_time)
             result.rows.extend(projected)
             result.match_ids.extend([found] * len(projected))
-
-
-def _resolve_input(names: dict[str, str], name: str, option: str) -> str:
-    found = names.get(name, names.get(str(name).casefold()))
-    if found is None:
-        raise CepSemanticError(f"unknown column '{name}' ({option})", code="E0220")
-    return found
 
 
 def _compact(matcher) -> None:
