@@ -187,7 +187,8 @@ def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun
     """Stream ``ev`` through ``KeyedStream`` + ``LocalStream``; observe the hot key after every batch."""
     import cep
     from cep.spark_bridge.engine import state_codec
-    from cep.spark_bridge.engine.keyed import KeyedStream, LocalStream
+    from cep.spark_bridge.engine.keyed import KeyedStream
+    from cep.spark_bridge.engine.local import LocalStream
 
     q = cep.compile(VSHAPE)
     engine = KeyedStream(q.plan, COLUMNS, query_text=VSHAPE, session_timeout_us=sc.session_seconds * 1_000_000,

@@ -104,7 +104,9 @@ def run_queries(spark, schema, source: Path, work: Path, n: int) -> dict:
 
 
 def run_operator(spark, schema, source: Path, work: Path, n: int) -> dict:
-    from cep.spark_bridge.alerting.stream import RuleStore, build_rule_set, input_types_of, match_rules
+    from cep.spark_bridge.alerting.store import RuleStore
+    from cep.spark_bridge.alerting.rule_set import build_rule_set
+    from cep.spark_bridge.alerting.query import input_types_of, match_rules
 
     rules_dir = work / "rules"
     rules_dir.mkdir(parents=True, exist_ok=True)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from cep.grammar import ast
+from cep.grammar.format import format_expr, format_pattern
 from cep.grammar.parser import parse, parse_all
+from cep.matcher.explain.text import explain
 from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import from_rows, kind_of, to_columns
+from cep.matcher.rows.validate import input_checks
+from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.engine.match_ids import statement_text
+from cep.spark_bridge.engine.replay import Replay
+from cep.spark_bridge.spark.batch import match_dataframe
+from cep.spark_bridge.spark.streaming import match_stream
 
 
 class Query:
@@ -59,8 +68,6 @@ class Query:
         With either, rows tied on ORDER BY are ordered as the stream orders them, the event time
         reaches the output as a naive UTC ``datetime``, and every query runs on the Pike VM.
         """
-        from cep.matcher.rows.validate import input_checks
-
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
         # Columns straight to the fast path when it applies.
@@ -74,9 +81,6 @@ class Query:
         return from_rows(kind, names, rows)
 
     def _replay(self, columns, checks, session_timeout, match_ids: bool, progress):
-        from cep.spark_bridge.engine.replay import Replay, session_timeout_us
-        from cep.spark_bridge.spark.streaming import statement_text
-
         gap = session_timeout_us(session_timeout)
         if checks is not None:
             columns = checks.apply(self.plan, columns)
@@ -100,8 +104,6 @@ class Query:
         streaming keyword arguments are ignored there.
         """
         if df.isStreaming:
-            from cep.spark_bridge.spark.streaming import match_stream, statement_text
-
             return match_stream(
                 self.plan,
                 df,
@@ -111,13 +113,9 @@ class Query:
                 late=late,
                 **streaming,
             )
-        from cep.spark_bridge.spark.batch import match_dataframe
 
         if session_timeout is None and not match_ids:
             return match_dataframe(self.plan, df)
-        from cep.spark_bridge.engine.replay import session_timeout_us
-        from cep.spark_bridge.spark.streaming import statement_text
-
         return match_dataframe(self.plan, df, query_text=statement_text(self),
                                session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids))
 
@@ -145,16 +143,12 @@ class Query:
         return self.plan.output_names(tuple(input_columns))
 
     def explain(self) -> str:
-        from cep.matcher.explain.text import explain
-
         return explain(self.plan)
 
     # ---------------------------------------------------------------------- how a query shows itself
 
     def describe(self) -> list[tuple[str, str]]:
         """The query clause by clause, as (clause, text) pairs: what ``repr`` and notebooks show."""
-        from cep.grammar.format import format_expr, format_pattern
-
         mr = self.statement.match
         pattern = f"({format_pattern(mr.pattern)})"
         if mr.within is not None:
@@ -186,8 +180,6 @@ class Query:
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the query's clauses as a table, then the text as written."""
-        import html
-
         title = html.escape(" ".join(filter(None, ["cep.Query", self.name, self.filename])))
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(clause)}</th><td style='text-align:left'>"

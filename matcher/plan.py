@@ -58,6 +58,21 @@ class CompiledQuery:
             self._machines[input_columns] = found
         return found
 
+    def partition_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
+        """The input columns PARTITION BY names (``grammar/columns.py`` resolves them), for engines that group."""
+        return self.machine(input_columns).partition_names
+
+    def order_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
+        """The input columns of the ORDER BY keys that are columns, in order."""
+        return self.machine(input_columns).order_names
+
+    def condition_columns(self, input_columns: Iterable[str]) -> list[str]:
+        """The input columns the DEFINE conditions read, in input order (what a trace or a report shows)."""
+        names = ColumnNames(input_columns)
+        read = {names.lookup(node.column, node.span) for define in self.statement.match.defines
+                for node in ast.walk(define.condition) if isinstance(node, ast.ColumnRef)}
+        return [name for name in names.names if name in read]
+
     def output_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
         return self.outer(input_columns).names
 

@@ -10,7 +10,8 @@ import cep
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.key_table import KeyTable, split_by_key
-from cep.spark_bridge.engine.keyed import KeyedStream, LocalStream
+from cep.spark_bridge.engine.keyed import KeyedStream
+from cep.spark_bridge.engine.local import LocalStream
 
 VSHAPE = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
   MEASURES FIRST(A.ts) AS start_ts, COUNT(*) AS n ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW

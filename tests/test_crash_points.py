@@ -34,7 +34,8 @@ import pytest
 
 import cep
 from cep.spark_bridge.alerting.stream import AlertStream, read_status
-from cep.spark_bridge.sinks.webhook import RetryPolicy, SQLiteSink
+from cep.spark_bridge.sinks.base import RetryPolicy
+from cep.spark_bridge.sinks.sql import SQLiteSink
 from tests import crash_driver
 from tests.test_alerting import HIGH, SPAN, SENTINEL as ALERT_SENTINEL, ev, price_batches, price_walk, replay, streamed, write_batch, write_rule
 from tests.test_alerting import _schema as alert_schema

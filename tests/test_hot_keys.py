@@ -99,7 +99,8 @@ def test_a_partial_match_that_never_ends_is_capped_counted_and_the_key_still_mat
     import datetime as dt
 
     import cep
-    from cep.spark_bridge.engine.keyed import KeyedStream, LocalStream
+    from cep.spark_bridge.engine.keyed import KeyedStream
+    from cep.spark_bridge.engine.local import LocalStream
 
     q = cep.compile(f"""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
       MEASURES FIRST(A.ts) AS start_ts, COUNT(*) AS n {NEVER_ENDS[name]})""")

@@ -13,15 +13,9 @@ import pytest
 
 import cep
 from cep.spark_bridge.alerting import suppress
-from cep.spark_bridge.alerting.worker import (
-    ALERT_FIRST,
-    ALERT_LAST,
-    ALERT_STATUS,
-    RuleStore,
-    alert_statement,
-    build_rule_set,
-    runtime_for,
-)
+from cep.spark_bridge.alerting.rule_set import ALERT_FIRST, ALERT_LAST, ALERT_STATUS, alert_statement, build_rule_set
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.alerting.worker import runtime_for
 from cep.spark_bridge.alerting.rules import RuleSet, load_file, load_rules, rule_version
 
 TYPES = {"card": "VARCHAR", "ts": "TIMESTAMP", "amount": "DOUBLE", "merchant": "VARCHAR"}

@@ -26,17 +26,12 @@ from pathlib import Path
 import pytest
 
 from cep.spark_bridge.sinks import base as sink_base
-from cep.spark_bridge.sinks.webhook import (
-    ConsoleSink,
-    PostgresSink,
-    RetryPolicy,
-    CepSinkError,
-    SQLiteSink,
-    WebhookSink,
-    alert_payload,
-    deliver_batch,
-    make_sink,
-)
+from cep.spark_bridge.sinks.alerts import alert_payload
+from cep.spark_bridge.sinks.base import CepSinkError, RetryPolicy
+from cep.spark_bridge.sinks.console import ConsoleSink
+from cep.spark_bridge.sinks.fanout import deliver_batch, make_sink
+from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
+from cep.spark_bridge.sinks.webhook import WebhookSink
 
 T0 = dt.datetime(2024, 1, 1, 9, 30)
 

@@ -42,11 +42,12 @@ from cep.spark_bridge.engine.keyed import (
     LATE_BEHIND_WATERMARK,
     LATE_NULL_TIME,
     KeyedStream,
-    LocalStream,
-    canonical_order,
     spark_timeout_ms,
 )
-from cep.spark_bridge.spark.streaming import parse_duration, statement_text
+from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.ordering import canonical_order
+from cep.spark_bridge.engine.durations import parse_duration
+from cep.spark_bridge.engine.match_ids import statement_text
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = dt.datetime(2024, 1, 1)

@@ -69,7 +69,7 @@ from typing import Any, Callable, Iterable, Mapping
 from cep.grammar import ast
 from cep.grammar.checks import normalize_type
 from cep.grammar.columns import ColumnNames
-from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.grammar.errors import CepRuntimeError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
 

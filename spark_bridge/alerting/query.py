@@ -9,47 +9,28 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.worker import (
-    _BUCKET,
-    _EVENT_US,
-    _FILE,
-    _KIND,
-    _MARKER,
-    _NULL_TIME,
-    _PKEY,
-    _SPEC,
-    _STATS,
-    _WATERMARK_KEY,
-    BAD_ROWS_METRICS,
-    DEFAULT_HOUSEKEEPING,
-    KIND_MATCH,
-    KIND_STATS,
-    METRICS_NAME,
-    RuleStore,
-    _AlertStep,
-    _Explode,
+from cep.spark_bridge.alerting.rule_set import (
+    BAD_ROWS_METRICS, BUCKET, DEFAULT_HOUSEKEEPING, FILE, KIND_MATCH, KIND_STATS, METRICS_NAME, PKEY, SPEC,
 )
-from cep.spark_bridge.engine.key_table import KEY_BUCKETS, bucket_expression
-from cep.spark_bridge.sinks.webhook import ALERT_COLUMNS, ALERT_NAMES
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.alerting.worker import AlertStep, Explode
+from cep.spark_bridge.engine.durations import parse_duration
+from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
+from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
+from cep.spark_bridge.spark.columns import EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote
+from cep.spark_bridge.spark.inputs import bad_row_counts, dead_letter_columns, prepare_input, with_watermark
+from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
-__all__ = ["duration_us", "input_types_of", "match_rules"]
+__all__ = ["input_types_of", "match_rules"]
 
-
-def duration_us(value: Any, what: str) -> int:
-    """``value`` ("30 seconds", "5m", a timedelta) in microseconds; ``what`` names it in errors."""
-    from cep.spark_bridge.spark.streaming import parse_duration
-
-    return parse_duration(value, what=what)
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
 
 def input_types_of(df: "DataFrame") -> dict[str, str]:
     """``{column: SQL type}`` of a DataFrame as the rules see it (types the matcher cannot take are text)."""
-    from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
-
     return {f.name: ("VARCHAR" if needs_string_cast(f.dataType) else spark_to_sql(f.dataType)) for f in df.schema.fields}
 
 
@@ -80,75 +61,55 @@ def match_rules(
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from cep.spark_bridge.spark.batch import quote
-    from cep.spark_bridge.spark.streaming import DEFAULT_WATERMARK
-
     if not df.isStreaming:
         raise ValueError("match_rules needs a streaming DataFrame (spark.readStream...)")
     store_dir = store.directory if isinstance(store, RuleStore) else os.path.abspath(store)
-    from cep.spark_bridge.spark.streaming import _RAW, _REJECT, bad_row_counts, dead_letter_columns, prepare_input
-
-    marked = _REJECT in df.columns  # mark_bad_rows ran prepare_input already
+    marked = REJECT in df.columns  # mark_bad_rows ran prepare_input already
     if not marked:
         df = prepare_input(df)
-    passthrough = [_REJECT, _RAW, _FILE] if marked else []
+    passthrough = [REJECT, RAW, FILE] if marked else []
     columns = [c for c in df.columns if c not in passthrough]
     if time_column not in columns:
         raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
-    field = df.schema[time_column]
-    if not isinstance(field.dataType, T.TimestampType):
-        raise CepSemanticError(f"the event-time column {time_column!r} is {field.dataType.simpleString()}, not timestamp; cast it first",
-                               code="E0282")
-    declared = [f.name for f in df.schema.fields if _WATERMARK_KEY in (f.metadata or {})]
-    if declared and declared != [time_column]:
-        raise CepSemanticError(f"the DataFrame declares its watermark on {', '.join(declared)}, not on the event time {time_column!r}",
-                               code="E0283")
-    if declared:
-        delay_ms = int(field.metadata[_WATERMARK_KEY])
-        if watermark is not None and duration_us(watermark, "watermark") != delay_ms * 1000:
-            raise CepSemanticError(f"watermark={watermark!r} differs from the delay declared on {time_column!r} ({delay_ms} ms)",
-                                   code="E0283")
-    else:
-        delay_ms = duration_us(watermark if watermark is not None else DEFAULT_WATERMARK, "watermark") // 1000
-        df = df.withWatermark(time_column, f"{delay_ms} milliseconds")
-    housekeeping_us = duration_us(housekeeping, "housekeeping")
+    df, delay_ms = with_watermark(df, time_column, watermark)
+    housekeeping_us = parse_duration(housekeeping, what="housekeeping")
     if housekeeping_us <= 0:
         raise ValueError("housekeeping must be positive")
 
-    bad_columns = [F.col(_REJECT), F.col(_RAW), F.when(F.col(_REJECT).isNotNull(), F.input_file_name()).alias(_FILE)]
+    bad_columns = [F.col(REJECT), F.col(RAW), F.when(F.col(REJECT).isNotNull(), F.input_file_name()).alias(FILE)]
     df = df.select(*[F.col(quote(c)) for c in columns],
-                   F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(_NULL_TIME)).alias(_EVENT_US),
+                   F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
                    *(bad_columns if marked else []))
     # The watermark marker (metadata) does not survive mapInPandas: the stateful operator finds it on
     # an all-NULL column added after it, so Spark's own late-row filter drops nothing (streaming.py).
     in_fields = [T.StructField(f.name, f.dataType, True) for f in df.schema.fields]
-    exploded_schema = T.StructType([T.StructField(_SPEC, T.StringType(), False), T.StructField(_PKEY, T.StringType(), False)] + in_fields)
-    exploded = df.mapInPandas(_Explode(store_dir, columns + [_EVENT_US] + passthrough, _REJECT if marked else None), exploded_schema)
-    exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(_MARKER, metadata={_WATERMARK_KEY: delay_ms}))
+    exploded_schema = T.StructType([T.StructField(SPEC, T.StringType(), False), T.StructField(PKEY, T.StringType(), False)] + in_fields)
+    exploded = df.mapInPandas(Explode(store_dir, columns + [EVENT_US] + passthrough, REJECT if marked else None), exploded_schema)
+    exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(MARKER, metadata={WATERMARK_KEY: delay_ms}))
 
     out_fields = [T.StructField(name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True)
                   for name, kind in ALERT_COLUMNS]
-    out_schema = T.StructType(out_fields + [T.StructField(_KIND, T.IntegerType(), False),
-                                            T.StructField(_STATS, T.ArrayType(T.LongType()), True)]
+    out_schema = T.StructType(out_fields + [T.StructField(KIND, T.IntegerType(), False),
+                                            T.StructField(STATS, T.ArrayType(T.LongType()), True)]
                               + [T.StructField(name, T.StringType(), True) for name in passthrough])
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
-    step = _AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough)
+    step = AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough)
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
 
-    exploded = exploded.withColumn(_BUCKET, bucket_expression([_PKEY], KEY_BUCKETS))
-    out = exploded.groupBy(F.col(_SPEC), F.col(_BUCKET)).applyInPandasWithState(
+    exploded = exploded.withColumn(BUCKET, bucket_expression([PKEY], KEY_BUCKETS))
+    out = exploded.groupBy(F.col(SPEC), F.col(BUCKET)).applyInPandasWithState(
         cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
     )
     if metrics_name:
-        calls = F.when(F.col(_KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(_STATS).alias("stats")))
+        calls = F.when(F.col(KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(STATS).alias("stats")))
         out = out.observe(metrics_name, F.collect_list(calls).alias("calls"))
     if marked:
-        out = out.where(F.col(_KIND) != KIND_STATS).select(*[F.col(name) for name in ALERT_NAMES],
-                                                           *dead_letter_columns(file=F.col(_FILE)))
+        out = out.where(F.col(KIND) != KIND_STATS).select(*[F.col(name) for name in ALERT_NAMES],
+                                                           *dead_letter_columns(file=F.col(FILE)))
         return bad_row_counts(out, bad_rows_metrics)
-    return out.where(F.col(_KIND) == KIND_MATCH).select(*[F.col(name) for name in ALERT_NAMES])
+    return out.where(F.col(KIND) == KIND_MATCH).select(*[F.col(name) for name in ALERT_NAMES])
 
 
 # ----------------------------------------------------------------------------------- the driver

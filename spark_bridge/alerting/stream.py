@@ -59,6 +59,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import logging
 import os
 import threading
 import time
@@ -67,29 +68,28 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from cep.grammar.errors import CepError, CepSemanticError
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
-from cep.spark_bridge.alerting.worker import (  # the executor side, and the names the driver shares with it
-    _GAUGES,
-    BAD_ROWS_METRICS,
-    DEFAULT_HOUSEKEEPING,
-    METRICS_NAME,
-    STAT_NAMES,
-    STATUS_FORMAT,
-    RuleStore,
-    alert_statement,
-    check_rule,
-    build_rule_set,
-    log,
+from cep.spark_bridge.alerting.query import input_types_of, match_rules
+from cep.spark_bridge.alerting.rule_set import (
+    BAD_ROWS_METRICS, DEFAULT_HOUSEKEEPING, GAUGES, METRICS_NAME, STAT_NAMES, STATUS_FORMAT, build_rule_set,
 )
-from cep.spark_bridge.alerting.query import duration_us, input_types_of, match_rules
-from cep.spark_bridge.sinks.base import atomic_write
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
-from cep.spark_bridge.spark.streaming import CORRUPT_RECORD, DEAD_LETTER_NAMES, mark_bad_rows, prepare_input
-from cep.spark_bridge.sinks.webhook import ALERT_NAMES, AlertSink, Delivery, FileSink, deliver_batch, rows_to_alerts
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
+from cep.spark_bridge.sinks.base import AlertSink, Delivery, atomic_write
+from cep.spark_bridge.sinks.fanout import deliver_batch
+from cep.spark_bridge.sinks.file import FileSink
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD
+from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, DEFAULT_WATERMARK, mark_bad_rows, prepare_input
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["AlertStream", "RuleStore", "STAT_NAMES", "build_rule_set", "check_rule", "alert_statement", "match_rules"]
+__all__ = ["AlertStream", "read_status", "rule_rows"]
+
+log = logging.getLogger("cep.alerting")
+
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
 # ------------------------------------------------------------------------------------ the query
 
@@ -177,7 +177,7 @@ class AlertStream:
         self.sinks = list(sinks)
         self.specs = [s if isinstance(s, suppress_mod.SuppressSpec) else suppress_mod.parse_spec(s) for s in suppress]
         self.watermark = watermark
-        self.session_timeout_us = duration_us(session_timeout, "session_timeout") if session_timeout is not None else None
+        self.session_timeout_us = parse_duration(session_timeout, what="session_timeout") if session_timeout is not None else None
         self.time_column = time_column
         self.trigger = trigger
         self.max_pending_rows = max_pending_rows
@@ -186,7 +186,7 @@ class AlertStream:
         self.on_event = on_event
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
-        self.max_future_skew_us = duration_us(max_future_skew, "max_future_skew") if max_future_skew is not None else None
+        self.max_future_skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.match_query = None
         self.deliver_query = None
@@ -282,10 +282,8 @@ class AlertStream:
             raise CepSemanticError("cannot tell the stream's event-time column: no rule orders by an input column; "
                                    "give it explicitly (--time-column)", code="E0604")
         if self.dedup_key:  # repeats are remembered for the watermark delay (keyed.KeyedStream)
-            from cep.spark_bridge.spark.streaming import DEFAULT_WATERMARK
-
             payload["dedup_key"] = self.dedup_key
-            payload["dedup_horizon_us"] = duration_us(self.watermark or DEFAULT_WATERMARK, "watermark")
+            payload["dedup_horizon_us"] = parse_duration(self.watermark or DEFAULT_WATERMARK, what="watermark")
         # Compare with what ran last, also across a restart (the status file remembers it).
         old_versions = dict(self.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
         kept = self._keep_last_good(payload, ruleset)
@@ -529,8 +527,8 @@ class AlertStream:
                 version = self._version_status(rule, call["rule_version"])
                 values = dict(zip(STAT_NAMES, call["stats"]))
                 for name, value in values.items():
-                    if name in _GAUGES:
-                        version[_GAUGES[name]] = version.get(_GAUGES[name], 0) + int(value)
+                    if name in GAUGES:
+                        version[GAUGES[name]] = version.get(GAUGES[name], 0) + int(value)
                     else:
                         version[name] = version.get(name, 0) + int(value)
                 if values.get("events_in") or values.get("matched") or values.get("timeouts") or values.get("absences"):

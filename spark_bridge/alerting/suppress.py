@@ -24,9 +24,10 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from cep.spark_bridge.engine.durations import is_off, parse_duration
+
 __all__ = ["SuppressSpec", "Throttle", "interval_us", "parse_spec", "parse_specs"]
 
-_OFF = {"0", "off", "none", "no", "false"}
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,7 @@ class SuppressSpec:
 
 
 def _duration_us(text: str, what: str) -> int:
-    from cep.spark_bridge.spark.streaming import parse_duration
-
-    if text.strip().lower() in _OFF:
+    if is_off(text):
         return 0
     try:
         return parse_duration(text.strip(), what=what)

@@ -1,20 +1,11 @@
-"""Many keys per Python call: the partition keys of a stream grouped into a fixed number of buckets.
+"""Many keys' states in one: a ``KeyTable`` holds each key's state bytes and timer, exactly as
+``KeyedStream.process`` left them, so that one call can run every key of a bucket (``spark/buckets.py``
+says why the Spark bridge groups keys in buckets) and ``LocalStream`` can keep its keys the same way.
 
-``applyInPandasWithState`` calls Python once per group per micro-batch, and each call costs pandas
-work (a frame in, a frame out, the state column) that does not depend on how many rows it carries:
-about 0.6 ms, against about 0.1 ms for the engine's own work on a key with a few rows
-(``bench/streaming_overhead.py``). With 10,000 keys a micro-batch costs 10,000 of those calls. So the
-Spark bridge groups by ``hash(partition key) mod KEY_BUCKETS`` instead, and one call handles every key
-of a bucket: the frame is converted once, split by key in Python, each key goes through
-``KeyedStream.process`` exactly as it would alone, and the outputs are joined into one frame.
-
-A bucket's state is a ``KeyTable``: each key's own state bytes (``KeyedStream``'s, untouched) and its
-timer. A key is called when it has rows, or when the watermark has reached its timer; the bucket asks
-Spark for the earliest timer of its keys. Per key the calls are the ones ``LocalStream`` makes, which
-is also built on a ``KeyTable``: the engine cannot tell the two apart, so the output is the same.
-
-The bucket count is part of the checkpoint (a key's bucket must not change across a restart): a
-checkpoint written with one count refuses to run with another (E0482).
+A key is called when it has rows, or when the watermark has reached its timer; the table asks for the
+earliest timer of its keys. Per key the calls are the ones ``LocalStream`` makes: the engine cannot tell
+a bucketed call from a lone one, so the output is the same. The bucket count is part of the table (a
+key's bucket must not change across a restart): a table written with one count refuses another (E0482).
 """
 
 from __future__ import annotations
@@ -24,12 +15,8 @@ from typing import Any, Sequence
 
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine import state_codec as codec
+from cep.spark_bridge.engine.keyed import StepResult
 
-# The number of buckets keys are hashed into. Each bucket costs one Python call per micro-batch in which
-# it has rows or a due timer (about 1-2 ms of pandas work), and a bucket is the unit of parallelism:
-# 64 keeps the fixed cost near 0.1 s a micro-batch on two cores while still spreading over 64 tasks.
-# A stream with few keys gains nothing from buckets and loses nothing either (empty buckets cost nothing).
-KEY_BUCKETS = 64
 TABLE_VERSION = 1
 
 
@@ -112,20 +99,10 @@ def split_by_key(keys: Sequence[tuple]) -> dict[tuple, list[int]]:
     return groups
 
 
-def bucket_expression(columns: Sequence[str], buckets: int):
-    """The Spark column ``pmod(hash(columns), buckets)``: Murmur3, the hash Spark buckets tables with,
-    stable across Spark versions, so a key keeps its bucket across restarts and upgrades."""
-    from pyspark.sql import functions as F
-
-    from cep.spark_bridge.spark.batch import quote
-
-    return F.pmod(F.hash(*[F.col(quote(c)) for c in columns]), F.lit(buckets))
-
-
-def merge_results(parts: Sequence[tuple[Any, list[int] | None]], result_type):
+def merge_results(parts: Sequence[tuple[StepResult, list[int] | None]]) -> StepResult:
     """One result for a bucket's call from its keys' results; each key's late-row indices (into its own
     rows, ``indices``) become indices into the bucket's frame. State and timer stay with the table."""
-    merged = result_type(state=None, timer_us=None, stats={})
+    merged = StepResult(state=None, timer_us=None, stats={})
     stats = merged.stats
     for result, indices in parts:
         merged.rows.extend(result.rows)
@@ -143,10 +120,8 @@ def step_bucket(step, engine, pdf, state, watermark_us: int):
     ``step`` is the Spark bridge's per-call object: ``step.inputs(pdf)`` gives the columns the engine
     reads, event times and reject reasons for the whole frame, and ``step.row_keys(pdf)`` each row's
     partition key (as the batch path sees it). Returns (merged result, the table)."""
-    from cep.spark_bridge.engine.keyed import StepResult
-
     table = KeyTable.decode(state.get[0] if state.exists else None, step.key_buckets)
-    parts: list[tuple[Any, list[int] | None]] = []
+    parts: list[tuple[StepResult, list[int] | None]] = []
     groups: dict[tuple, list[int]] = {}
     if pdf is not None:
         columns, times, rejected = step.inputs(pdf)
@@ -163,4 +138,4 @@ def step_bucket(step, engine, pdf, state, watermark_us: int):
             parts.append((result, indices))
     for key in table.due(watermark_us, groups):
         parts.append((table.step(engine, key, None, None, watermark_us), None))
-    return merge_results(parts, StepResult), table
+    return merge_results(parts), table

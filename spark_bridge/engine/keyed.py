@@ -2,7 +2,7 @@
 ordering with a deterministic tie-break, sessions, late rows, caps and match ids.
 
 ``cep.spark_bridge.spark.streaming`` calls ``KeyedStream.process`` once per key per micro-batch from inside
-``applyInPandasWithState``; ``LocalStream`` replays the same rules in-process (the tests use it to check
+``applyInPandasWithState``; ``local.LocalStream`` replays the same rules in-process (the tests use it to check
 the engine on many more micro-batch splits than a Spark run can afford). pyspark is never imported here.
 
 The rules (``docs/streaming.md`` explains them at length):
@@ -48,21 +48,18 @@ The rules (``docs/streaming.md`` explains them at length):
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import hashlib
-import zlib
 from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 from cep.grammar import ast
-from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.grammar.columns import ColumnNames
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.matcher.pike.vm import PartitionMatcher
 from cep.matcher.rows.outer import sort_key
 from cep.matcher.rows.partitioning import sort_columns
-from cep.matcher.pike.vm import PartitionMatcher
 from cep.spark_bridge.engine import state_codec as codec
-from cep.spark_bridge.engine.key_table import KeyTable
+from cep.spark_bridge.engine.match_ids import TaggingOutput, match_id, query_fingerprint
+from cep.spark_bridge.engine.ordering import total_order_key
 
 STATE_VERSION = 1
 
@@ -77,7 +74,6 @@ DEFAULT_MAX_PENDING_ROWS = 200_000
 # up (``PartitionMatcher.abandon_before``) down to half the cap, and counted (``match_cap_hits``).
 DEFAULT_MAX_MATCH_ROWS = 100_000
 
-MATCH_ID_VERSION = "cep-match-id-1"
 
 LATE_NULL_TIME = "null_event_time"
 LATE_BEHIND_WATERMARK = "behind_watermark"
@@ -109,107 +105,6 @@ STAT_NAMES = (
     "match_cap_hits",  # partial matches given up because of max_match_rows
     "state_bytes",  # size of the state blob kept after the call
 ) + BAD_REASONS  # bad rows per reason
-
-
-# ------------------------------------------------------------------------------------------- ordering
-
-
-def total_order_key(value: Any):
-    """A sort key that orders any column's values (NULL first, NaN after numbers, arrays element-wise)."""
-    if value is None:
-        return (0,)
-    if isinstance(value, bool):
-        return (1, value)
-    if isinstance(value, (int, float, Decimal)):
-        if value != value:  # NaN
-            return (3,)
-        return (2, value)
-    if isinstance(value, str):
-        return (4, value)
-    if isinstance(value, _dt.datetime):
-        return (5, codec.datetime_to_micros(value))
-    if isinstance(value, _dt.date):
-        return (6, value.toordinal())
-    if isinstance(value, bytes):
-        return (7, value)
-    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
-        items = value.tolist() if hasattr(value, "tolist") else value
-        if isinstance(items, list):
-            return (8, tuple(total_order_key(v) for v in items))
-        return total_order_key(items)
-    return (9, repr(value))
-
-
-def canonical_order(rows: list[dict], plan, input_columns: Sequence[str] | None = None) -> list[dict]:
-    """``rows`` sorted by the tie-break the streaming engine uses (stable otherwise).
-
-    ``q.run(canonical_order(rows, q.plan))`` then orders ties exactly as streaming does, so both give
-    the same output (``plan.partitions`` sorts stably by ORDER BY only, keeping input order for ties).
-    """
-    names = tuple(input_columns) if input_columns is not None else tuple(dict.fromkeys(n for r in rows for n in r))
-    tiebreak = tuple(sorted(plan.machine(names).columns))
-    return sorted(rows, key=lambda row: tuple(total_order_key(row.get(c)) for c in tiebreak))
-
-
-# ------------------------------------------------------------------------------------------ match ids
-
-
-def query_fingerprint(query_text: str) -> str:
-    return hashlib.sha256(query_text.encode("utf-8")).hexdigest()
-
-
-def match_id(query_fp: str, key: Sequence, session_start_us: int | None, number: int, start: int, first_time) -> str:
-    """A deterministic id for one match (all output rows of a match share it; 32 hex digits).
-
-    ``number`` is the match number in its session (0 for an unmatched row of ALL ROWS PER MATCH WITH
-    UNMATCHED ROWS), ``start`` the position of its first row in the session (0-based), ``first_time``
-    that row's event time. The same events give the same ids in any micro-batch split, after a restart
-    from a checkpoint, and in a batch replay that numbers sessions the same way.
-    """
-    text = codec.canonical((MATCH_ID_VERSION, query_fp, tuple(key), session_start_us, number, start, first_time))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-class _TaggingOutput:
-    """Wraps the machine's ``OutputBuilder`` to record which match made each output row.
-
-    The Pike VM appends exactly what ``match``/``unmatched`` return to its output, in call order, so
-    ``tags[i]`` describes output row ``i`` of the current call: ``(match number, first row, its time)``;
-    the match number is 0 for an unmatched row (ALL ROWS ... WITH UNMATCHED ROWS) and -1 for a
-    TIMEOUT row (SHOW TIMEOUT MATCHES), which are not matches.
-    """
-
-    def __init__(self, inner, time_column: str | None) -> None:
-        self.inner = inner
-        self.time_column = time_column
-        self.tags: list[tuple] = []
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
-
-    def _time(self, matcher, position: int):
-        return matcher.env.value(self.time_column, position) if self.time_column is not None else None
-
-    def match(self, matcher, number, start, end, labels, excluded):
-        rows = self.inner.match(matcher, number, start, end, labels, excluded)
-        if rows:
-            self.tags.extend([(number, start, self._time(matcher, start))] * len(rows))
-        return rows
-
-    def timeout(self, matcher, start, end, labels):
-        rows = self.inner.timeout(matcher, start, end, labels)
-        if rows:
-            self.tags.extend([(-1, start, self._time(matcher, start))] * len(rows))
-        return rows
-
-    def unmatched(self, matcher, position):
-        rows = self.inner.unmatched(matcher, position)
-        if rows:
-            self.tags.extend([(0, position, self._time(matcher, position))] * len(rows))
-        return rows
-
-
-# ------------------------------------------------------------------------------------------ the engine
 
 
 @dataclass(frozen=True)
@@ -286,7 +181,7 @@ class KeyedStream:
         self.max_pending_rows = max_pending_rows
         self.query_fp = query_fingerprint(query_text)
 
-        self.tagger = _TaggingOutput(base.output, self.time_column)
+        self.tagger = TaggingOutput(base.output, self.time_column)
         feed = base.columns
         if self.time_column is not None and self.time_column not in feed:
             feed = feed + (self.time_column,)  # so a match's first event time is at hand for its id
@@ -434,7 +329,9 @@ class KeyedStream:
         stats = result.stats
         stats["pending_rows"] = len(st["pending"]["us"]) if st["pending"] else 0
         if matcher is not None:
-            _compact(matcher)
+            # The matcher trims its buffer in chunks (slicing lists is O(n)); every kept row is encoded
+            # and decoded again between micro-batches, so trim to the exact bound before saving.
+            matcher.compact()
             stats["matcher_rows"] = matcher.buffered_rows()
             stats["live_matches"] = matcher.live_threads()
         st["m"] = matcher.state() if matcher is not None else None
@@ -541,27 +438,18 @@ class KeyedStream:
             i = j
         return matcher
 
-    def _deadline_us(self, matcher) -> int | None:
+    @staticmethod
+    def _deadline_us(matcher) -> int | None:
         """When the watermark must next reach this key for WITHIN: the earliest live partial match's
-        first row time + the interval (``matcher.next_deadline()`` if the matcher offers it)."""
-        if hasattr(matcher, "next_deadline"):
-            deadline = matcher.next_deadline()
-            if deadline is None:
-                return None
-            return deadline if isinstance(deadline, int) else codec.datetime_to_micros(deadline)
-        within = getattr(self.machine, "within", None)
-        threads = getattr(matcher, "threads", None)
-        if within is None or not threads:
+        first row time + the interval (``matcher.next_deadline()``), in µs."""
+        deadline = matcher.next_deadline()
+        if deadline is None:
             return None
-        first = matcher.env.value(within.column, min(t.start for t in threads))
-        if first is None:
-            return None
-        return codec.datetime_to_micros(first + within.limit)
+        return deadline if isinstance(deadline, int) else codec.datetime_to_micros(deadline)
 
     def _advance(self, st: dict, matcher, now_us: int, result: StepResult) -> None:
         """No row at or before ``now_us`` will reach this session any more: WITHIN expiry, deadlines."""
-        if hasattr(matcher, "advance"):
-            self._collect(st, matcher.advance(codec.micros_to_datetime(now_us)), result)
+        self._collect(st, matcher.advance(codec.micros_to_datetime(now_us)), result)
 
     def _close(self, st: dict, matcher, result: StepResult) -> None:
         """End the session as at end of input, its clock at its last row + the session timeout."""
@@ -595,108 +483,7 @@ class KeyedStream:
             result.match_ids.extend([found] * len(projected))
 
 
-def _compact(matcher) -> None:
-    """Drop the buffered rows the matcher can no longer reach before its state is saved.
-
-    The matcher trims its buffer in chunks of ``cep.matcher.pike.vm.TRIM_CHUNK`` rows (slicing lists is O(n));
-    between micro-batches every kept row is encoded and decoded again, so trim to the exact bound
-    (the matcher's own: ``search_start - lookback``) first. ``matcher.compact()`` wins if it exists.
-    """
-    if hasattr(matcher, "compact"):
-        matcher.compact()
-        return
-    keep_from = matcher.search_start - matcher.machine.lookback
-    cut = keep_from - matcher.base
-    if cut > 0:
-        for values in matcher.cols.values():
-            del values[:cut]
-        matcher.base = matcher.env.base = keep_from
-
-
-# ----------------------------------------------------------------------------- the rules, in-process
-
-
-class LocalStream:
-    """Spark's micro-batch rules without Spark, driving ``KeyedStream`` the way the Spark bridge does.
-
-    * The watermark of batch ``n`` is ``max event time (ms) of batches < n - delay``, never decreasing
-      (batch 0: 0), as Spark computes it.
-    * Every row reaches the engine (the Spark bridge makes Spark keep rows it would drop as late).
-    * A key with rows in a batch is called with them; a key without rows is called with none when
-      its timer has passed (``watermark >= timer``); ``run_batch([])`` is a batch with no data.
-    * ``buckets`` > 0: keys are kept in that many ``KeyTable``s, each saved as bytes between batches,
-      as the Spark bridge keeps one per bucket of keys (a Python hash places keys here, not Spark's).
-    """
-
-    def __init__(self, engine: KeyedStream, delay_ms: int, *, buckets: int = 0) -> None:
-        self.engine = engine
-        self.delay_ms = delay_ms
-        self.buckets = buckets
-        self.watermark_ms = 0
-        self.max_event_ms: int | None = None
-        self.tables: dict[int, KeyTable | bytes] = {}
-        self.stats = dict.fromkeys(STAT_NAMES, 0)
-
-    @property
-    def states(self) -> dict[tuple, bytes]:
-        """Every key's saved state (for inspection)."""
-        return {key: blob for bucket in list(self.tables) for key, blob in self._table(bucket).states.items()}
-
-    @property
-    def timers(self) -> dict[tuple, int]:
-        """Every key's timer, in µs (for inspection)."""
-        return {key: us for bucket in list(self.tables) for key, us in self._table(bucket).timers.items()}
-
-    def _bucket(self, key: tuple) -> int:
-        return zlib.crc32(codec.canonical(list(key)).encode()) % self.buckets if self.buckets else 0
-
-    def _table(self, bucket: int) -> KeyTable:
-        table = self.tables.get(bucket)
-        if not isinstance(table, KeyTable):
-            table = self.tables[bucket] = KeyTable.decode(table, self.buckets)
-        return table
-
-    def run_batch(self, rows: Iterable[dict]) -> tuple[list[tuple], list[str], list[tuple[str, dict]]]:
-        """One micro-batch; returns (output rows, their match ids, late (reason, row) pairs)."""
-        engine = self.engine
-        watermark_us = self.watermark_ms * 1000
-        groups: dict[tuple, list[dict]] = {}
-        for row in rows:
-            groups.setdefault(tuple(row.get(c) for c in engine.partition_columns), []).append(row)
-        out: list[tuple] = []
-        ids: list[str] = []
-        late: list[tuple[str, dict]] = []
-        calls = [(key, group) for key, group in groups.items()]
-        for bucket in list(self.tables):
-            calls += [(key, None) for key in self._table(bucket).due(watermark_us, groups)]
-        for key, group in calls:
-            table = self._table(self._bucket(key))
-            if group is None:
-                result = table.step(engine, key, None, None, watermark_us)
-            else:
-                columns = {name: [r.get(name) for r in group] for name in engine.read_columns}
-                if engine.time_column is None:
-                    times = None
-                else:
-                    times = [None if r.get(engine.time_column) is None else codec.datetime_to_micros(r[engine.time_column]) for r in group]
-                result = table.step(engine, key, columns, times, watermark_us)
-                for index, reason in result.late:
-                    late.append((reason, group[index]))
-            out.extend(result.rows)
-            ids.extend(result.match_ids)
-            for name, value in result.stats.items():
-                self.stats[name] += value
-        if self.buckets:  # what Spark keeps between micro-batches: bytes
-            self.tables = {b: t.encode() if isinstance(t, KeyTable) else t for b, t in self.tables.items() if not isinstance(t, KeyTable) or t}
-        if engine.time_column is not None:
-            for row in [r for g in groups.values() for r in g]:
-                value = row.get(engine.time_column)
-                if value is not None:
-                    ms = codec.datetime_to_micros(value) // 1000
-                    self.max_event_ms = ms if self.max_event_ms is None else max(self.max_event_ms, ms)
-            if self.max_event_ms is not None:
-                self.watermark_ms = max(self.watermark_ms, self.max_event_ms - self.delay_ms)
-        return out, ids, late
+# ------------------------------------------------------------------------------------- Spark's timers
 
 
 def ms_ceil(us: int) -> int:
@@ -714,14 +501,4 @@ def spark_timeout_ms(timer_us: int, watermark_ms: int) -> int:
     return max(ms_ceil(timer_us) - 1, watermark_ms, 1)
 
 
-__all__ = [
-    "DEFAULT_MAX_PENDING_ROWS",
-    "KeyedStream",
-    "LocalStream",
-    "STAT_NAMES",
-    "StepResult",
-    "canonical_order",
-    "match_id",
-    "spark_timeout_ms",
-    "total_order_key",
-]
+__all__ = ["DEFAULT_MAX_PENDING_ROWS", "KeyedStream", "STAT_NAMES", "StepResult", "spark_timeout_ms"]

@@ -38,30 +38,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from typing import Any, Callable
+from typing import Callable
 
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.spark_bridge.engine import state_codec as codec
-from cep.spark_bridge.engine.keyed import KeyedStream, match_id
+from cep.spark_bridge.engine.keyed import KeyedStream
+from cep.spark_bridge.engine.match_ids import match_id
 
 MATCH_ID = "match_id"
-
-
-def session_timeout_us(value: Any) -> int | None:
-    """``session_timeout`` in the forms a stream takes ("30 minutes", "90s", "1 hour 30 minutes", a
-    ``timedelta``) as microseconds; None stays None. Anything else raises ``CepSemanticError`` (E0286)."""
-    from cep.spark_bridge.spark.streaming import parse_duration
-
-    if value is None:
-        return None
-    try:
-        us = parse_duration(value, what="session_timeout")
-    except (TypeError, ValueError) as exc:
-        raise CepSemanticError(str(exc), code="E0286") from None
-    if us <= 0:
-        raise CepSemanticError(f"session_timeout must be positive, not {value!r}", code="E0286")
-    return us
 
 
 class Replay:
@@ -177,4 +162,4 @@ def event_micros(values: list, column: str) -> list[int]:
     return out
 
 
-__all__ = ["MATCH_ID", "Replay", "event_micros", "session_timeout_us"]
+__all__ = ["MATCH_ID", "Replay", "event_micros"]

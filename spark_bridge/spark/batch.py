@@ -10,8 +10,8 @@ Columns all the way: the matcher partitions and sorts the task's rows itself, co
 
 The plan is the matcher's compiled query (``cep.compile(text).plan``). What this module relies on:
 
-- ``plan.partition_columns``: the PARTITION BY columns as written in the query (resolved here against
-  ``df.columns``, case-insensitively when there is no exact match);
+- ``plan.partition_names(columns)`` and ``plan.order_names(columns)``: the input columns PARTITION BY
+  and ORDER BY name (``grammar/columns.py`` resolves them, as everywhere);
 - ``plan.output_types(input_types)``: ``[(output column, SQL type name), ...]`` for the input's
   ``{column: SQL type name}``;
 - ``plan.run_frame(table, outer_order_and_limit=False, clock=...)``: the matches of a pyarrow Table
@@ -34,49 +34,20 @@ and typed VARCHAR (``cep.spark_bridge.spark.types``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+import datetime as dt
+from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.spark.types import needs_string_cast, output_schema, spark_to_sql
+from cep.matcher.rows.tables import arrow_to_columns, from_rows
+from cep.matcher.sql.types import coerce
+from cep.spark_bridge.engine.replay import MATCH_ID, Replay
+from cep.spark_bridge.spark.columns import quote
+from cep.spark_bridge.spark.types import cast_untyped, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-# The grouping column added when the query has no PARTITION BY: every row lands in one group.
-_ALL_ROWS_KEY = "__cep_all_rows__"
-
-
-def quote(name: str) -> str:
-    """A column name as a Spark SQL identifier, safe for dots, spaces and backticks."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def resolve_columns(wanted: Sequence[str], available: Sequence[str], *, clause: str = "PARTITION BY") -> list[str]:
-    """Map each name of ``wanted`` to a column of ``available``: exact spelling first, else case-insensitive.
-
-    A name that matches nothing, or only matches several columns that differ by case, raises
-    ``CepSemanticError`` naming the available columns.
-    """
-    resolved: list[str] = []
-    for name in wanted:
-        bare = name[1:-1] if len(name) >= 2 and name[0] == name[-1] and name[0] in "\"`" else name
-        if bare in available:
-            resolved.append(bare)
-            continue
-        candidates = [c for c in available if c.lower() == bare.lower()]
-        if len(candidates) == 1:
-            resolved.append(candidates[0])
-            continue
-        if not candidates:
-            raise CepSemanticError(
-                f"{clause} column {name!r} is not in the input (columns: {', '.join(available)})",
-                code="E0220",
-            )
-        raise CepSemanticError(
-            f"{clause} column {name!r} is ambiguous in the input: it matches {', '.join(candidates)}",
-            code="E0220",
-        )
-    return resolved
+# Imported inside functions: pyspark and pyarrow, optional or heavy (the "spark" extra; seconds to import).
 
 
 def _order_column(name: str, descending: bool, nulls_first: bool | None) -> "Column":
@@ -92,15 +63,13 @@ def _order_column(name: str, descending: bool, nulls_first: bool | None) -> "Col
 
 def replay_clock(plan: Any, df: "DataFrame"):
     """The largest event time in ``df`` when the query has WITHIN (else None), as the matcher's Python value."""
-    import datetime as dt
-
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     statement = getattr(plan, "statement", None)
     if statement is None or statement.match.within is None or not plan.order_columns:
         return None
-    column = resolve_columns([plan.order_columns[0]], df.columns, clause="ORDER BY")[0]
+    column = plan.order_names(df.columns)[0]
     data_type = df.schema[column].dataType
     if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
         # Epoch microseconds: no time-zone conversion on the way to the driver (the session is UTC).
@@ -146,9 +115,6 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
 
 def _replay_table(plan: Any, table, replay: dict, clock):
     """One task's Arrow table replayed with sessions and match ids (``cep.spark_bridge.engine.replay``), as Arrow."""
-    from cep.matcher.rows.tables import arrow_to_columns, from_rows
-    from cep.spark_bridge.engine.replay import Replay
-
     columns = arrow_to_columns(table)
     names, rows = Replay(plan, tuple(columns), **replay).run(columns, clock=clock, outer_order_and_limit=False)
     return from_rows("arrow", names, rows)
@@ -167,7 +133,7 @@ def _check_replay_time(plan: Any, df: "DataFrame") -> None:
 
     if not plan.order_columns:
         return  # the replay's engine refuses the query itself (E0280)
-    column = resolve_columns([plan.order_columns[0]], df.columns, clause="ORDER BY")[0]
+    column = plan.order_names(df.columns)[0]
     data_type = df.schema[column].dataType
     if not isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
         raise CepSemanticError(
@@ -195,8 +161,6 @@ def conform_arrow(result, target, schema):
     does not cast (e.g. integers in a VARCHAR column) is rebuilt from its values with ``coerce``."""
     import pyarrow as pa
 
-    from cep.matcher.sql.types import coerce
-
     arrays = []
     for index, field in enumerate(target):
         column = result.column(index)
@@ -219,19 +183,14 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     """
     from pyspark.sql import functions as F
 
-    # Columns the matcher has no type for travel as strings.
-    casts = [field.name for field in df.schema.fields if needs_string_cast(field.dataType)]
-    for name in casts:
-        df = df.withColumn(name, F.col(quote(name)).cast("string"))
+    df = cast_untyped(df)
 
     input_types = {field.name: spark_to_sql(field.dataType) for field in df.schema.fields}
     # output_types checks the query against the input's columns first (its errors point into the query).
     columns = [(name, type_name) for name, type_name in plan.output_types(input_types)]
-    partition = resolve_columns(list(plan.partition_columns or []), df.columns)
+    partition = list(plan.partition_names(df.columns))
     replay = None
     if session_timeout_us is not None or match_ids:
-        from cep.spark_bridge.engine.replay import MATCH_ID, Replay
-
         replay = {"query_text": query_text if query_text is not None else repr(plan.statement),
                   "session_timeout_us": session_timeout_us, "match_ids": match_ids}
         _check_replay_time(plan, df)
@@ -242,8 +201,7 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
 
     # Only the columns the matcher reads travel through the shuffle and into Python (ONE ROW PER MATCH
     # reads the PARTITION BY, ORDER BY and referenced columns; ALL ROWS outputs every column).
-    order = resolve_columns([c for c in plan.order_columns], df.columns, clause="ORDER BY")
-    read = set(plan.machine(tuple(df.columns)).columns) | set(partition) | set(order)
+    read = set(plan.machine(tuple(df.columns)).columns) | set(partition) | set(plan.order_names(df.columns))
     if len(read) < len(df.columns):
         df = df.select(*[F.col(quote(c)) for c in df.columns if c in read])
 

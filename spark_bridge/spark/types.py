@@ -17,9 +17,13 @@ import re
 from typing import TYPE_CHECKING, Iterable
 
 from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.spark.columns import quote
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType, StructType
+
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
 # Spellings users and other engines write, folded onto the matcher's names.
 _ALIASES = {
@@ -177,9 +181,13 @@ def sql_to_spark(type_name: str, *, column: str | None = None) -> "DataType":
     }[name]
 
 
-def schema_to_sql(schema: "StructType") -> dict[str, str]:
-    """``{column name: SQL type name}`` for a DataFrame schema (the ``input_types`` of ``plan.output_types``)."""
-    return {field.name: spark_to_sql(field.dataType) for field in schema.fields}
+def cast_untyped(df: "DataFrame") -> "DataFrame":
+    """``df`` with every column the matcher has no type for (``needs_string_cast``) cast to string."""
+    from pyspark.sql import functions as F
+
+    for name in [field.name for field in df.schema.fields if needs_string_cast(field.dataType)]:
+        df = df.withColumn(name, F.col(quote(name)).cast("string"))
+    return df
 
 
 def output_schema(columns: Iterable[tuple[str, str]]) -> "StructType":
