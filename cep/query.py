@@ -18,6 +18,8 @@ from cep.spark_bridge.engine.replay import Replay
 from cep.spark_bridge.spark.batch import match_dataframe
 from cep.spark_bridge.spark.streaming import match_stream
 
+# Imported inside functions: pandas (heavy; a run on a list of dicts never needs it).
+
 
 class Query:
     """A checked, compiled query. ``run`` matches Python data; ``on_spark`` matches a Spark DataFrame."""

@@ -25,6 +25,8 @@ from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.query import Query
 
+# Imported inside functions: matplotlib (optional: the "report" extra) and pandas (heavy).
+
 MATCH_COLUMN = "__cep_match"
 LABEL_COLUMN = "__cep_label"
 STATUSES = {"MATCHED", "TIMEOUT", "ABSENCE"}

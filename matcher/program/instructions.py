@@ -30,8 +30,6 @@ AT_END = "AT_END"
 DEADLINE = "DEADLINE"
 DONE = "DONE"
 
-EPSILON_OPS = frozenset({SPLIT, JUMP, EXCL_BEGIN, EXCL_END, AT_START, AT_END})
-
 
 @dataclass(frozen=True)
 class Instruction:

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+# Imported inside functions: pandas and pyarrow (heavy; a list of dicts needs neither).
+
 
 def kind_of(data: Any) -> str:
     module = type(data).__module__

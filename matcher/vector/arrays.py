@@ -28,6 +28,8 @@ import numpy as np
 
 from cep.matcher.rows.tables import series_values
 
+# Imported inside functions: pandas and pyarrow (heavy; each is needed only for its own kind of input).
+
 # A partition key may be factorized in numpy only when its equality is Python's equality on the values
 # (floats are not: NaN is never equal to itself in Python, and -0.0 == 0.0).
 KEY_KINDS = frozenset({"int", "bool", "str", "time"})

@@ -26,6 +26,8 @@ from cep.matcher.vector import kernels
 from cep.matcher.vector.arrays import ArrayColumn, first_rows_of, key_codes
 from cep.matcher.rows.partitioning import partition_indices, sort_columns
 
+# Imported inside functions: pandas and pyarrow (heavy; each is needed only for its own kind of input).
+
 
 @dataclass(frozen=True)
 class Layout:

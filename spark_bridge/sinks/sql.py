@@ -18,6 +18,8 @@ from typing import Callable, Sequence
 
 from cep.spark_bridge.sinks.base import AlertSink, Delivery, RetryPolicy, with_retries
 
+# Imported inside functions: psycopg or psycopg2 (optional: only the PostgreSQL sink needs a driver).
+
 __all__ = ["PostgresSink", "SQLiteSink"]
 
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")

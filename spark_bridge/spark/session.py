@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
+
 DEFAULT_SHUFFLE_PARTITIONS = 4
 
 # log4j2 configuration handed to the driver JVM: errors only, and nothing from the noisy start-up loggers.

@@ -69,6 +69,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import DataFrame
 
+# Imported inside functions: pyspark (optional: the "spark" extra) and pandas (heavy).
+
 LATE_MODES = ("output", "count")
 
 MATCH_ID = "match_id"
