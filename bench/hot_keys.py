@@ -21,7 +21,7 @@ release are late (``behind_forced_release``), never dropped silently.
 
 Two runs:
 
-1. the engine in-process (``cep.spark_bridge.engine.keyed.LocalStream``: Spark's micro-batch rules, no Spark) at
+1. the engine in-process (``cep.spark_bridge.engine.local.LocalStream``: Spark's micro-batch rules, no Spark) at
    full size. Checks, after every micro-batch, the hot key's pending rows against the cap and its live
    partial matches against ``cep.matcher.pike.vm.MAX_LIVE_THREADS``, and, at the end, that every small key's
    matches equal ``q.run`` over its rows and the hot key's equal ``q.run`` over its rows that were not

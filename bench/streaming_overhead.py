@@ -14,7 +14,7 @@ the engine's, not a sink's. It measures:
    c. cep (patterns/v_shape.sql) through ``q.on_spark``.
 2. throughput: --rows ticks (bench/data.py) over --symbols keys in --batches micro-batches, for (a) and (c):
    rows per second of ``triggerExecution`` over all batches but the first; cep's state bytes per key.
-3. the same rows through the streaming engine in-process (``cep.spark_bridge.engine.keyed.LocalStream``) and
+3. the same rows through the streaming engine in-process (``cep.spark_bridge.engine.local.LocalStream``) and
    through ``q.run``: the Python cost without Spark;
 4. the step function Spark calls per key, called directly with the same frames: cep's cost per call.
 

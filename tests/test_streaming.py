@@ -2,7 +2,7 @@
 
 Two layers:
 
-* Without Spark (fast, many hypothesis examples): ``cep.spark_bridge.engine.keyed.LocalStream`` applies Spark's
+* Without Spark (fast, many hypothesis examples): ``cep.spark_bridge.engine.local.LocalStream`` applies Spark's
   micro-batch rules to the same per-key engine the Spark bridge runs. Random events are split into
   random micro-batches, shuffled inside the watermark delay, some sent late on purpose; the output
   must equal ``q.run`` over the rows that are not late, session by session.

@@ -59,8 +59,7 @@ def pattern_labels(pattern: ast.Pattern, *, absences: bool = True) -> list[str]:
     """Pattern variables in order of first appearance, then absence labels (``!B``)."""
     names: list[str] = []
     absent: list[str] = []
-
-    def visit(node) -> None:
+    for node in ast.walk(pattern):
         if isinstance(node, ast.PatternVar):
             if node.name.key not in names:
                 names.append(node.name.key)
@@ -68,18 +67,6 @@ def pattern_labels(pattern: ast.Pattern, *, absences: bool = True) -> list[str]:
             label = absence_label(node.variable.key)
             if label not in absent:
                 absent.append(label)
-        elif isinstance(node, (ast.Concat, ast.Permute)):
-            for item in node.items:
-                visit(item)
-        elif isinstance(node, ast.Alternation):
-            for item in node.alternatives:
-                visit(item)
-        elif isinstance(node, ast.Quantified):
-            visit(node.term)
-        elif isinstance(node, ast.Exclusion):
-            visit(node.pattern)
-
-    visit(pattern)
     return names + [label for label in absent if label not in names] if absences else names
 
 

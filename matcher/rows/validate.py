@@ -24,7 +24,7 @@ reason                  code   the row
                                than ``max_future_skew`` (it must not move the watermark)
 ======================  =====  ==========================================================================
 
-In streaming (``cep.spark_bridge.spark.streaming.mark_bad_rows``) ``wrong_type`` and ``bad_event_time`` are the
+In streaming (``cep.spark_bridge.spark.inputs.mark_bad_rows``) ``wrong_type`` and ``bad_event_time`` are the
 rows Spark's PERMISSIVE reader read only in part (``_corrupt_record`` set): the event time unread gives
 ``bad_event_time``, another value ``wrong_type``. The streaming reasons are in ``cep.spark_bridge.engine.keyed``.
 

@@ -8,7 +8,7 @@ Three places evaluate expressions, and they differ only in what a column referen
   RUNNING navigation stops at the current row, FINAL sees the whole match.
 - The outer SELECT/WHERE/ORDER BY: a column reference names an output column of MATCH_RECOGNIZE.
 
-Closures read rows and navigate the match through an ``Env`` and its view (``views.py``).
+Closures read rows and navigate the match through an ``Env`` and its view (``context.py``).
 Label sets are frozensets of label ids; ``None`` means every variable (the universal row variable).
 """
 

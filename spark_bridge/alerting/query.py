@@ -46,16 +46,16 @@ def match_rules(
 ) -> "DataFrame":
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
-    Returns a streaming DataFrame (append mode) with ``sinks.ALERT_COLUMNS``. The rule set a micro-batch
+    Returns a streaming DataFrame (append mode) with ``sinks.alerts.ALERT_COLUMNS``. The rule set a micro-batch
     runs with is the one current in ``store`` when the micro-batch starts (``RuleStore``); publish a
     first one before starting the query. ``watermark``: the allowed lateness (default: the delay ``df``
-    declares on ``time_column``, else ``streaming.DEFAULT_WATERMARK``).
+    declares on ``time_column``, else ``inputs.DEFAULT_WATERMARK``).
 
-    When ``df`` is a ``streaming.mark_bad_rows`` frame, its bad rows come out of the same query too, so
+    When ``df`` is a ``inputs.mark_bad_rows`` frame, its bad rows come out of the same query too, so
     that one read of the input feeds both: the result then has the dead-letter fields after the alert
-    columns (``streaming.DEAD_LETTER_NAMES``; ``_cep_error`` is NULL on an alert, set on a bad row,
+    columns (``inputs.DEAD_LETTER_NAMES``; ``_cep_error`` is NULL on an alert, set on a bad row,
     whose alert columns are NULL), and the bad rows are counted per reason (``bad_rows_metrics``). They
-    reach no rule: they cross the shuffle in a group of their own (``alert_rules.BAD_SPEC``).
+    reach no rule: they cross the shuffle in a group of their own (``rule_set.BAD_SPEC``).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T

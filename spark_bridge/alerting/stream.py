@@ -8,7 +8,7 @@
 
 How it maps onto Spark (``docs/alerting.md`` has the measurements behind the choice):
 
-* **One stateful operator for all rules** (built by ``alert_query.match_rules``), not one streaming query per rule. Every input row is
+* **One stateful operator for all rules** (built by ``query.match_rules``), not one streaming query per rule. Every input row is
   tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``), with that partition
   key (a JSON object of its values); then ``groupBy(partition spec, bucket of keys).applyInPandasWithState(...)``
   runs, for each key of the bucket (``cep.spark_bridge.engine.key_table``: one Python call per bucket, not per key),
@@ -31,13 +31,13 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
   time) so that stale state is reclaimed even for keys that never get another row. An unchanged rule's
   keys keep their state across changes of other rules and across restarts (Spark's state store and
   checkpoint).
-* **Output**: ``sinks.ALERT_COLUMNS``: rule_id, rule_version, match_id, match_status ('MATCHED' |
+* **Output**: ``sinks.alerts.ALERT_COLUMNS``: rule_id, rule_version, match_id, match_status ('MATCHED' |
   'TIMEOUT' | 'ABSENCE'), partition_key (JSON), first_event_time, last_event_time, measures (JSON of the
   rule's output columns), emit_time, suppressed. ``match_status``, the first and last event time come from
   measures added to each rule internally (``MATCH_STATUS()`` where the rule can time out or has an
   absence, ``FIRST(ts)``, ``LAST(ts)``); the user's own columns are unchanged.
-* **One read of the input**: bad input rows (``streaming.mark_bad_rows``) travel through the same
-  query in a group of their own (``alert_rules.BAD_SPEC``), reaching no rule, so the files are
+* **One read of the input**: bad input rows (``inputs.mark_bad_rows``) travel through the same
+  query in a group of their own (``rule_set.BAD_SPEC``), reaching no rule, so the files are
   parsed once for matching and for the dead letter. The query's ``foreachBatch`` (``_write_batch``)
   writes each micro-batch's alerts to ``output`` and its bad rows to ``<dead_letter>/bad-rows/``,
   each through Spark's own file sink (``sinks.FileSink.commit``: exactly once, ``_spark_metadata``,
@@ -131,7 +131,7 @@ class AlertStream:
         <checkpoint>/rules/        rule sets and the set of each micro-batch (RuleStore)
         <checkpoint>/status.json   per rule: version, counts, gauges, errors (``cep status``)
 
-    ``dead_letter`` (default ``<checkpoint>/dead-letter``): bad input rows (``streaming.mark_bad_rows``:
+    ``dead_letter`` (default ``<checkpoint>/dead-letter``): bad input rows (``inputs.mark_bad_rows``:
     unreadable lines, wrong types, bad, NULL or far-future event times) never reach the rules; the
     matching query writes them, with their reasons, as JSON lines to ``<dead_letter>/bad-rows/``
     (Spark's file sink: exactly once, in the same micro-batch as the alerts from the same read of the
@@ -369,7 +369,7 @@ class AlertStream:
 
     def build(self) -> "DataFrame":
         """The alerts and the bad input rows, from one read of the input (publishes the rule set first
-        if needed): ``sinks.ALERT_NAMES`` then ``streaming.DEAD_LETTER_NAMES``; a bad row has
+        if needed): ``sinks.alerts.ALERT_NAMES`` then ``inputs.DEAD_LETTER_NAMES``; a bad row has
         ``_cep_error`` set and NULL alert columns, an alert the reverse."""
         if self.payload is None:
             self.refresh_rules(force=True)

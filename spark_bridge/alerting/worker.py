@@ -171,7 +171,7 @@ def _scalar(value: Any) -> Any:
 class Explode:
     """``mapInPandas``: each input row once per partition spec of the micro-batch's rule set, tagged with
     the spec and the row's partition key under it. Rules with the same PARTITION BY share the copy.
-    With ``reject`` (the reason column of ``streaming.mark_bad_rows``), a bad row goes once, to
+    With ``reject`` (the reason column of ``inputs.mark_bad_rows``), a bad row goes once, to
     ``BAD_SPEC``, and to no rule."""
 
     def __init__(self, store_dir: str, columns: Sequence[str], reject: str | None = None) -> None:

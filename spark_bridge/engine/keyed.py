@@ -13,7 +13,7 @@ The rules (``docs/streaming.md`` explains them at length):
   forced-release point, see caps) is late: it is not matched; it is returned with a reason.
 * **Bad rows**: a row with a NULL event time, or one the caller rejected upstream (``rejected``: a
   line that is not JSON, a value of the wrong type, an unparseable or far-future event time; see
-  ``streaming.mark_bad_rows``), is not matched either; it is returned with its reason and counted
+  ``inputs.mark_bad_rows``), is not matched either; it is returned with its reason and counted
   apart from the late ones (``bad_rows`` and one count per reason).
 * **Duplicates** (``dedup_key``): a row whose key (NULL: never) equals that of a row this key
   accepted earlier is dropped and counted. Keys are remembered until the watermark passes their

@@ -24,7 +24,7 @@ history, as a stream that has run far past its last row would see it, and follow
   microsecond (an aware input time is converted; a pandas ``Timestamp`` becomes a ``datetime``). The
   first ORDER BY column must hold timestamps; a NULL one raises (pass ``dead_letter=`` to ``q.run``
   to set such rows aside, as the stream sets them aside as bad rows).
-* **Match ids** (``match_ids``): a last column ``match_id``, from ``keyed.match_id`` over the same
+* **Match ids** (``match_ids``): a last column ``match_id``, from ``match_ids.match_id`` over the same
   inputs the stream hashes (statement text, partition key, session start, match number, first row's
   position in the session and event time), so replay rows join live alerts on it. Every row of one
   match shares it (ALL ROWS PER MATCH).
@@ -61,7 +61,7 @@ class Replay:
         if getattr(plan, "proctime", False):
             raise CepSemanticError("session_timeout and match_ids replay event time; ORDER BY PROCTIME() has none",
                                    code="E0283")
-        # The stream's own engine: its machine reports which match made each row (``_TaggingOutput``),
+        # The stream's own engine: its machine reports which match made each row (``match_ids.TaggingOutput``),
         # and it checks the ORDER BY rules (an ascending event-time column first) with the query's spans.
         self.engine = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_timeout_us)
         self.plan = plan

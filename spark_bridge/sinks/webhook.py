@@ -64,7 +64,7 @@ class WebhookSink(AlertSink):
             raise ValueError(f"webhook URL must start with http:// or https://, not {url!r}")
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        # One retry policy for every sink (sink_base.RetryPolicy): the keyword arguments are its fields,
+        # One retry policy for every sink (base.RetryPolicy): the keyword arguments are its fields,
         # spelled as before; ``retry`` replaces them all. Per request: max_attempts; per micro-batch: budget.
         try:
             self.retry = retry or RetryPolicy(max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
