@@ -99,3 +99,12 @@ def test_names_given_as_text_take_the_exact_spelling_first():
     assert names.find_name("nope") is None
     with pytest.raises(CepSemanticError, match="ambiguous"):
         names.find_name("TS")
+
+
+@pytest.mark.spark
+def test_spark_applies_the_same_rule(spark):
+    """On Spark too, the unquoted name two columns match is refused before any job runs, naming both."""
+    df = spark.createDataFrame(pd.DataFrame(ROWS))
+    with pytest.raises(CepSemanticError) as raised:
+        cep.compile(query("Ts", "Ts")).on_spark(df)
+    assert raised.value.code == "E0220" and "'ts' and 'Ts'" in raised.value.message

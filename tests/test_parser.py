@@ -400,3 +400,14 @@ def test_limits_on_the_text() -> None:
     with pytest.raises(CepSemanticError) as raised:
         parse(mr("PATTERN (A) DEFINE A AS x = 1" + " /* padding */" * 20_000))
     assert raised.value.code == "E0301"
+
+
+def test_spans_are_values_and_node_equality_leaves_them_out():
+    """Two texts that mean the same query give equal (and equally hashed) ASTs, while their spans stay
+    real values that differ where the texts do (``field(compare=False)`` on each node's span)."""
+    tight = parse_unchecked("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A B))")
+    loose = parse_unchecked("SELECT *\nFROM t MATCH_RECOGNIZE (\n  PATTERN ( A  B )\n)")
+    assert tight == loose and hash(tight) == hash(loose)
+    assert tight.match.pattern.span != loose.match.pattern.span
+    assert Span(1, 2, 1, 3, 1, 2) == Span(1, 2, 1, 3, 1, 2) != Span(2, 2, 2, 3, 9, 10)
+    assert len({Span(1, 1), Span(1, 1), Span(2, 1)}) == 2
