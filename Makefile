@@ -52,6 +52,9 @@ $(STAMP): pyproject.toml | check-python
 		echo "creating $(VENV) with $(PYTHON)"; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); \
 	fi
 	$(VPY) -m pip install --upgrade pip
+	@# The distribution was called "cep" before "cep-spark": an old editable install would still map the
+	@# former top-level names grammar/matcher/spark_bridge, so it goes first.
+	@$(VPY) -m pip uninstall -y -q cep >/dev/null 2>&1 || true
 	$(VPY) -m pip install -e '.[dev]'
 	@touch $(STAMP)
 

@@ -21,9 +21,9 @@ release are late (``behind_forced_release``), never dropped silently.
 
 Two runs:
 
-1. the engine in-process (``spark_bridge.keyed.LocalStream``: Spark's micro-batch rules, no Spark) at
+1. the engine in-process (``cep.spark_bridge.engine.local.LocalStream``: Spark's micro-batch rules, no Spark) at
    full size. Checks, after every micro-batch, the hot key's pending rows against the cap and its live
-   partial matches against ``matcher.vm.MAX_LIVE_THREADS``, and, at the end, that every small key's
+   partial matches against ``cep.matcher.pike.vm.MAX_LIVE_THREADS``, and, at the end, that every small key's
    matches equal ``q.run`` over its rows and the hot key's equal ``q.run`` over its rows that were not
    late. Reports rows/s, peak RSS, state bytes per key (hot and small), cap hits, late rows by reason.
 2. Spark local[2], Parquet file source, one file per micro-batch, a no-op sink, at --spark-hot-rows /
@@ -186,8 +186,9 @@ def key_states(stream) -> dict:
 def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun:
     """Stream ``ev`` through ``KeyedStream`` + ``LocalStream``; observe the hot key after every batch."""
     import cep
-    from spark_bridge import state_codec
-    from spark_bridge.keyed import KeyedStream, LocalStream
+    from cep.spark_bridge.engine import state_codec
+    from cep.spark_bridge.engine.keyed import KeyedStream
+    from cep.spark_bridge.engine.local import LocalStream
 
     q = cep.compile(VSHAPE)
     engine = KeyedStream(q.plan, COLUMNS, query_text=VSHAPE, session_timeout_us=sc.session_seconds * 1_000_000,
@@ -248,7 +249,7 @@ def check_against_replay(ev: Events, run: EngineRun) -> dict:
 
 
 def engine_report(sc: Scenario) -> dict:
-    from matcher.vm import MAX_LIVE_THREADS
+    from cep.matcher.pike.vm import MAX_LIVE_THREADS
 
     began = time.perf_counter()
     ev = make_events(sc)
@@ -313,7 +314,7 @@ def write_parquet_batches(ev: Events, sc: Scenario, directory: Path) -> int:
 
 def spark_report(sc: Scenario, partitions: int) -> dict:
     import cep
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-hot-keys-"))
     try:

@@ -7,7 +7,7 @@ The same input (``--files`` JSON files of ``--rows`` ticks over ``--keys`` symbo
 file per micro-batch) goes through N rules (V-shape variants: the same pattern with a different threshold
 each, so every rule is a different text and does work):
 
-* ``queries``: N streaming queries, each ``cep.compile(rule).on_spark(stream)`` (``spark_bridge.streaming``)
+* ``queries``: N streaming queries, each ``cep.compile(rule).on_spark(stream)`` (``cep.spark_bridge.spark.streaming``)
   with its own checkpoint, all started together, each reading the input itself;
 * ``operator``: one query, ``alerting.match_rules`` (rows copied per rule, one
   ``applyInPandasWithState`` keyed by (rule, partition key)).
@@ -104,7 +104,9 @@ def run_queries(spark, schema, source: Path, work: Path, n: int) -> dict:
 
 
 def run_operator(spark, schema, source: Path, work: Path, n: int) -> dict:
-    from spark_bridge.alerting import RuleStore, build_rule_set, input_types_of, match_rules
+    from cep.spark_bridge.alerting.store import RuleStore
+    from cep.spark_bridge.alerting.rule_set import build_rule_set
+    from cep.spark_bridge.alerting.query import input_types_of, match_rules
 
     rules_dir = work / "rules"
     rules_dir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +140,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import types as T
 
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
 
     spark = get_spark("local[2]", app_name="cep-bench-rules", shuffle_partitions=args.partitions)
     schema = T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),

@@ -41,8 +41,8 @@ import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
 from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
-from matcher import fastpath  # noqa: E402
-from matcher.tables import arrow_to_columns  # noqa: E402
+from cep.matcher.vector import fastpath  # noqa: E402
+from cep.matcher.rows.tables import arrow_to_columns  # noqa: E402
 
 DATA_DIR = HERE / "data"
 PEER_VENV = HERE / ".venv-peers"
@@ -300,7 +300,7 @@ def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
     hand-over to Python (a no-op function), then the whole replay; wall time, CPU seconds of the whole
     process tree, and its peak resident set."""
     try:
-        from spark_bridge.session import get_spark
+        from cep.spark_bridge.spark.session import get_spark
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         began = time.perf_counter()
@@ -601,32 +601,32 @@ def write_plot(results: dict) -> None:
 
 
 NOTES = [
-    "The fast path (`matcher/fastpath.py`, `matcher/kernels.py`) takes queries whose DEFINE conditions read only"
+    "The fast path (`matcher/vector/fastpath.py`, `matcher/vector/kernels.py`) takes queries whose DEFINE conditions read only"
     " the current row and PREV/NEXT at constant offsets (qualified references only to the variable being"
     " defined), without WITHIN, SEEK or absence terms, with at most 8 variables, and whose pattern is"
     " regex-safe: no unbounded repetition of a group that can span several rows, no two unbounded loops on"
     " one path over a shared variable. Per batch, the kernels may decline data they cannot evaluate exactly"
     " (integers beyond 64 bits, mixed types), and a partition whose loops could make the regex engine restart"
-    " quadratically goes to the run scan (a pattern that is a sequence of runs, `matcher/runs.py`: linear) or"
+    " quadratically goes to the run scan (a pattern that is a sequence of runs, `matcher/vector/runs.py`: linear) or"
     " else to the VM; so does a batch where two loops on one path can take the same row.",
     "Queries (b), (d), (e) read the match history (cross-variable references, LAST(v, 1), WITHIN, aggregates)"
     " and run on the Pike VM. (f) is a sequence of runs whose A/B rows exclude C's: its run of A/B rows as"
-    " long as the partition would make `re` restart quadratically, so `matcher/runs.py` scans it in linear"
+    " long as the partition would make `re` restart quadratically, so `matcher/vector/runs.py` scans it in linear"
     " time with numpy (before, its guard sent the rows to the VM).",
     "(g) is (a) with ALL ROWS PER MATCH and running measures: the fast path builds its output rows column-wise"
-    " (`matcher/all_rows.py`), where it used to build each row in Python (about 190k events/s); its table row is"
+    " (`matcher/vector/all_rows.py`), where it used to build each row in Python (about 190k events/s); its table row is"
     " the Python-lists input, `Query.run` on an Arrow table does about 5M events/s. Flink rejects ALL ROWS PER MATCH.",
     "The one-buffer scan: for ONE ROW PER MATCH with SKIP PAST LAST ROW, every partition's bytes go into one"
     " buffer with a separator byte after each, and one `re.split` returns the bytes before each match and each"
     " group's bytes; their lengths give every group's position with no match object per match.",
     "`Query.run` on a pandas DataFrame or a pyarrow Table hands the fast path numpy columns"
-    " (`matcher/arrays.py`, `matcher/layout.py`): partitions by factorizing the key column, ORDER BY by a"
+    " (`matcher/vector/arrays.py`, `matcher/vector/layout.py`): partitions by factorizing the key column, ORDER BY by a"
     " numpy sort (or none when the rows are already in time order), conditions by the kernels, and, for ONE"
     " ROW PER MATCH with FIRST/LAST/column/COUNT/MATCH_NUMBER measures, the result as typed columns taken from"
     " the input (`np.take` / Arrow `take`), typed as the Python values would be. Other queries convert the"
     " frame to Python values as before; `tests/test_fastpath.py` checks that both give the same frame.",
     "The Spark replay hashes rows to tasks by the PARTITION BY columns and hands each task's Arrow batches to"
-    " the matcher as one table (`mapInArrow`, `spark_bridge/batch.py`); only the columns the query reads are"
+    " the matcher as one table (`mapInArrow`, `spark_bridge/spark/batch.py`); only the columns the query reads are"
     " shuffled. What is left is Spark's own reading and shuffle (the first two rows of each Spark table).",
     "Streaming is measured apart, by `bench/streaming_overhead.py` (docs/streaming.md, Measurements): a"
     " micro-batch of 100,000 events over 10,000 keys took 1.7-1.8 s with key buckets on a quiet machine, the"

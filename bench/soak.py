@@ -192,7 +192,7 @@ def driver(source: str, output: str, checkpoint: str, dump: str | None) -> int:
     """The Spark side: until killed (``dump`` None), or one ``availableNow`` run that dumps the output."""
     import cep
     from pyspark.sql import types as T
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
     from tests.test_streaming import QUERIES
 
     spark = get_spark("local[2]", app_name="cep-soak", shuffle_partitions=2)

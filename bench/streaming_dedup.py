@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import cep  # noqa: E402
-from spark_bridge.keyed import KeyedStream, LocalStream  # noqa: E402
+from cep.spark_bridge.engine.keyed import KeyedStream  # noqa: E402
+from cep.spark_bridge.engine.local import LocalStream
 
 DELAY_MS = 10_000
 BATCH_ROWS = 5_000

@@ -14,7 +14,7 @@ the engine's, not a sink's. It measures:
    c. cep (patterns/v_shape.sql) through ``q.on_spark``.
 2. throughput: --rows ticks (bench/data.py) over --symbols keys in --batches micro-batches, for (a) and (c):
    rows per second of ``triggerExecution`` over all batches but the first; cep's state bytes per key.
-3. the same rows through the streaming engine in-process (``spark_bridge.keyed.LocalStream``) and
+3. the same rows through the streaming engine in-process (``cep.spark_bridge.engine.local.LocalStream``) and
    through ``q.run``: the Python cost without Spark;
 4. the step function Spark calls per key, called directly with the same frames: cep's cost per call.
 
@@ -183,7 +183,8 @@ def step_cost(q, table, counts) -> float:
     """4. cep's own cost per key call: the step function Spark calls, fed the frames Spark would feed it."""
     import pandas as pd
 
-    from spark_bridge.streaming import _EVENT_US, _MARKER, _SparkStep
+    from cep.spark_bridge.spark.columns import EVENT_US, MARKER
+    from cep.spark_bridge.spark.streaming import _SparkStep
 
     columns = tuple(table.column_names)
     types = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"}
@@ -191,8 +192,8 @@ def step_cost(q, table, counts) -> float:
                       max_pending_rows=200_000, output_columns=q.plan.output_types(types), late_rows=True)
     frame = table.to_pandas()
     frame["ts"] = frame["ts"].astype("datetime64[ns]")
-    frame[_EVENT_US] = frame["ts"].astype("int64") // 1000
-    frame[_MARKER] = pd.NaT
+    frame[EVENT_US] = frame["ts"].astype("int64") // 1000
+    frame[MARKER] = pd.NaT
     states: dict = {}
     calls, elapsed, position, top = 0, 0.0, 0, None
     for count in counts:
@@ -208,7 +209,7 @@ def step_cost(q, table, counts) -> float:
                 pass
             calls += 1
         elapsed += time.perf_counter() - started
-        top = int(part[_EVENT_US].max()) if top is None else max(top, int(part[_EVENT_US].max()))
+        top = int(part[EVENT_US].max()) if top is None else max(top, int(part[EVENT_US].max()))
     return round(elapsed / calls * 1000, 2)
 
 
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
 
     import cep
     from data import generate
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-stream-bench-"))
     results: dict[str, dict] = {"params": vars(args), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
@@ -262,7 +263,8 @@ def main(argv=None) -> int:
             results["throughput_cep"]["state_bytes_per_key_call"] = round(m["state_bytes"] / m["key_calls"])
 
         # 3. The same rows without Spark.
-        from spark_bridge.keyed import KeyedStream, LocalStream
+        from cep.spark_bridge.engine.keyed import KeyedStream
+        from cep.spark_bridge.engine.local import LocalStream
 
         rows = table.to_pylist()
         engine = KeyedStream(q.plan, tuple(table.column_names), query_text=VSHAPE, session_timeout_us=3_600_000_000)

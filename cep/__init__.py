@@ -3,12 +3,16 @@
     q = cep.compile(text)      # parse, check and compile one statement (raises cep.CepError)
     q.run(rows)                # list of dicts / pandas DataFrame / pyarrow Table -> same kind
     q.on_spark(df)             # Spark DataFrame -> Spark DataFrame of matches
+
+The stages live below this package: ``cep.grammar`` (text -> checked AST), ``cep.matcher`` (AST ->
+matches) and ``cep.spark_bridge`` (the matcher inside Spark). Importing one of them runs this file
+first, so it stays cheap: the errors are plain classes, and everything that pulls in the parser or the
+engine is loaded on first use (PEP 562 ``__getattr__``).
 """
 
+from importlib import import_module as _import_module
 
-from cep.query import Query
-from grammar.errors import CepError, CepRuntimeError, CepSemanticError, CepSyntaxError
-from grammar.parser import parse, parse_all
+from cep.grammar.errors import CepError, CepRuntimeError, CepSemanticError, CepSyntaxError
 
 __all__ = [
     "CepError",
@@ -23,32 +27,25 @@ __all__ = [
     "sql",
 ]
 
+# Public name -> the module that defines it, imported when the name is first used.
+_LAZY = {
+    "Query": "cep.query",
+    "compile": "cep.query",
+    "compile_all": "cep.query",
+    "sql": "cep.query",
+    "parse": "cep.grammar.parser",
+    "parse_all": "cep.grammar.parser",
+}
 
-def compile(text: str, *, filename: str | None = None) -> Query:  # noqa: A001 - the natural name
-    """Parse, check and compile one statement."""
-    return Query(parse(text, filename=filename), text, filename)
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cep' has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
 
 
-def compile_all(text: str, *, filename: str | None = None) -> list[Query]:
-    """Parse, check and compile every statement of a file (statements separated by ';')."""
-    return [Query(statement, text, filename) for statement in parse_all(text, filename=filename)]
-
-
-def sql(spark, text: str, **options):
-    """Run a MATCH_RECOGNIZE statement over a Spark table or (temp) view, static or streaming.
-
-    ``FROM events`` names the table or view (``spark.table``); ``FROM 'path/to/file.parquet'`` reads a
-    file (static). The options are those of ``Query.on_spark`` (``watermark``, ``session_timeout``,
-    ``late``...), used when the relation is a stream. Returns a Spark DataFrame of matches.
-    """
-    query = Query(parse(text), text)
-    relation = query.statement.relation
-    if relation.is_path:
-        path = relation.name
-        kind = path.rsplit(".", 1)[-1].lower() if "." in path else "parquet"
-        reader = spark.read.option("header", True).option("inferSchema", True) if kind == "csv" else spark.read
-        df = reader.format(kind if kind in ("csv", "json", "parquet") else "parquet").load(path)
-    else:
-        df = spark.table(relation.name)
-    return query.on_spark(df, **options)
-
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

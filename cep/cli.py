@@ -20,40 +20,52 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import re
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+import cep
+from cep import report, stream_cli
 from cep.cli_io import (  # noqa: F401 - infer_datetimes is part of the command's Python surface
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_QUERY_ERROR,
+    EXIT_USAGE,
     FORMATS,
     UsageError,
     bad_rows_summary,
-    write_dead_letter,
-    _cell,
-    _display_order,
-    _err,
-    _first_line,
-    _format_of,
-    _input_format,
-    _q,
-    _read_text,
+    cell,
+    display_order,
+    format_of,
     format_table,
     infer_datetimes,
+    input_format,
+    print_error,
     read_pandas,
     read_spark,
+    read_text,
+    spark_error,
+    start_spark,
+    write_dead_letter,
     write_output,
 )
+from cep.grammar.checks import check
+from cep.grammar.columns import ColumnNames
+from cep.grammar.format import format_statement
+from cep.grammar.parser import parse_schema
+from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
+from cep.matcher.rows.tables import pandas_to_columns
+from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.spark.columns import quote
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-EXIT_OK = 0
-EXIT_QUERY_ERROR = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+# Imported inside functions: pandas (heavy; `cep check` and `cep fmt` never need it), rich (only the progress
+# bar of a large input) and pyspark (optional: the "spark" extra).
+
 
 # ------------------------------------------------------------------------------------------ commands
 
@@ -74,12 +86,6 @@ def _partition_count(pdf: "pd.DataFrame", columns: list[str]) -> int:
     if not columns:
         return 1
     return int(pdf.groupby(columns, dropna=False, sort=False).ngroups)
-
-
-def _resolve_partition(plan: Any, columns: Sequence[str]) -> list[str]:
-    from spark_bridge.batch import resolve_columns
-
-    return resolve_columns(list(getattr(plan, "partition_columns", None) or []), list(columns))
 
 
 def _has_outer_order(plan: Any, columns: Sequence[str]) -> bool:
@@ -109,7 +115,7 @@ def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, p
         result = query.run(pdf, **checks)
     if dead_letter:
         write_dead_letter(records, dead_letter)
-    partition = _resolve_partition(query.plan, pdf.columns)
+    partition = list(query.plan.partition_names(pdf.columns))
     if limit is not None:
         result = result.head(limit)
     seconds = time.perf_counter() - started
@@ -129,39 +135,22 @@ def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame", **checks: Any) -> "p
         return query.run(pdf, progress=lambda done, total: bar.update(task, completed=done, total=total), **checks)
 
 
-def _start_spark(master: str) -> Any:
-    try:
-        from spark_bridge.session import get_spark
-    except ImportError as exc:  # pragma: no cover - pyspark missing
-        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep[spark]', or use --engine python") from None
-    try:
-        return get_spark(master)
-    except ImportError as exc:
-        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep[spark]', or use --engine python") from None
-    except Exception as exc:
-        raise UsageError(
-            f"could not start Spark ({_first_line(str(exc))}).\n"
-            "Spark needs Java 17 or newer on PATH (e.g. apt-get install openjdk-17-jre-headless); "
-            "or run with --engine python"
-        ) from None
-
-
 def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, master: str,
                replay: dict | None = None) -> RunResult:
-    spark = _start_spark(master)
+    spark = start_spark(master)
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
     df = read_spark(spark, paths, fmt)
     matches = query.on_spark(df, **(replay or {}))
-    partition = _resolve_partition(query.plan, df.columns)
+    partition = list(query.plan.partition_names(df.columns))
     if limit is not None:
         matches = matches.limit(limit)
     result = matches.toPandas()
     seconds = time.perf_counter() - started
 
     if partition:
-        counts = df.groupBy(*[F.col(_q(c)) for c in partition]).count()
+        counts = df.groupBy(*[F.col(quote(c)) for c in partition]).count()
         row = counts.agg(F.sum("count").alias("events"), F.count(F.lit(1)).alias("keys")).collect()[0]
         events, partitions = int(row["events"] or 0), int(row["keys"] or 0)
     else:
@@ -170,38 +159,16 @@ def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, ma
     return RunResult(result, events, partitions, seconds, _has_outer_order(query.plan, df.columns))
 
 
-def _spark_error(exc: BaseException) -> str | None:
-    """The cep error inside a Spark failure (raised in a worker), or a short message; None if not Spark's."""
-    name = type(exc).__name__
-    if name not in ("PythonException", "Py4JJavaError", "SparkRuntimeException", "AnalysisException", "PySparkException") and not type(exc).__module__.startswith(("pyspark", "py4j")):
-        return None
-    text = str(exc)
-    found = None
-    for match in re.finditer(r"(?:^|\n)\s*(?:[\w.]+\.)?(Cep\w*Error): (.*?)(?=\n\S|\Z)", text, re.S):
-        found = match.group(2).strip()
-    if found:
-        # The worker rendered the error against "query"; keep its code and message.
-        rendered = re.match(r"^\S*?:(?:\d+:\d+:)? (error\[E\d+\]: .*)", found, re.S)
-        return rendered.group(1) if rendered else f"error: {found}"
-    # A Python error in a worker arrives as "An exception was thrown from the Python worker:" and a
-    # traceback; its last "SomeError: message" line is the part that says what went wrong.
-    raised = re.findall(r"^(\w+(?:Error|Exception): .+)$", text, re.M)
-    detail = _first_line(text) + (f" {raised[-1].strip()}" if raised and raised[-1].strip() not in _first_line(text) else "")
-    return f"error: spark: {detail}"
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    import cep
-
-    text = _read_text(args.query_file)
+    text = read_text(args.query_file)
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be 0 or more")
     if args.output:
-        _format_of(args.output, None, what="output file")
+        format_of(args.output, None, what="output file")
         parent = os.path.dirname(os.path.abspath(args.output))
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
-    fmt = _input_format(args.input, args.format)
+    fmt = input_format(args.input, args.format)
     if args.dead_letter and args.engine != "python":
         raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
                          "cep stream sets bad rows aside on Spark)")
@@ -216,20 +183,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                 warnings.simplefilter("ignore")
                 run = _run_spark(query, args.input, fmt, args.limit, args.master, replay)
     except cep.CepError as err:
-        _err(str(err.with_source(text, args.query_file)))
+        print_error(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
     except UsageError:
         raise
     except Exception as exc:
-        message = _spark_error(exc)
+        message = spark_error(exc)
         if message is None:
             raise
-        _err(f"{args.query_file}: {message}")
+        print_error(f"{args.query_file}: {message}")
         return EXIT_QUERY_ERROR
 
     table = run.table
     if not run.ordered:
-        table = _display_order(table)
+        table = display_order(table)
     if args.output:
         write_output(table, args.output)
         print(f"wrote {len(table)} rows to {args.output}")
@@ -249,8 +216,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _replay_options(args: argparse.Namespace) -> dict:
     """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
     a session timeout that cannot be read is a usage error."""
-    import cep
-    from spark_bridge.replay import session_timeout_us
 
     options: dict = {}
     if args.session_timeout is not None:
@@ -268,9 +233,6 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
     """The ``--schema`` option as ``{column: type}`` (the checker's parser, so its type names agree)."""
     if not text:
         return None
-    import cep
-    from grammar.parser import parse_schema
-
     try:
         return parse_schema(text)
     except cep.CepError as err:
@@ -279,36 +241,30 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
 
 def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> list[Any]:
     """Every statement of a file, parsed and checked (against ``schema`` when given); raises CepError."""
-    import cep
-
     params = inspect.signature(cep.parse_all).parameters
     if schema is not None and "schema" in params:
         return cep.parse_all(text, filename=filename, schema=schema)
     statements = cep.parse_all(text, filename=filename)
     if schema is not None:
-        from grammar.checks import check
-
         for statement in statements:
             check(statement, schema=schema, source=text, filename=filename)
     return statements
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    import cep
-
     schema = _load_schema(args.schema)
     status = EXIT_OK
     for path in args.files:
         try:
-            text = _read_text(path)
+            text = read_text(path)
         except UsageError as exc:
-            _err(f"cep check: {exc}")
+            print_error(f"cep check: {exc}")
             status = max(status, EXIT_USAGE)
             continue
         try:
             statements = parse_and_check(text, path, schema)
         except cep.CepError as err:
-            _err(str(err.with_source(text, path)))
+            print_error(str(err.with_source(text, path)))
             status = max(status, EXIT_QUERY_ERROR)
             continue
         count = len(statements)
@@ -318,12 +274,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def format_text(text: str, filename: str | None = None) -> str:
     """The canonical text of every statement in ``text`` (comments other than ``-- name:`` are dropped)."""
-    import cep
-
     if hasattr(cep, "format_query"):
         return cep.format_query(text)
-    from grammar.format import format_statement
-
     parts = []
     for statement in cep.parse_all(text, filename=filename):
         body = format_statement(statement)
@@ -333,13 +285,11 @@ def format_text(text: str, filename: str | None = None) -> str:
 
 
 def cmd_fmt(args: argparse.Namespace) -> int:
-    import cep
-
-    text = _read_text(args.file)
+    text = read_text(args.file)
     try:
         formatted = format_text(text, args.file)
     except cep.CepError as err:
-        _err(str(err.with_source(text, args.file)))
+        print_error(str(err.with_source(text, args.file)))
         return EXIT_QUERY_ERROR
     print(formatted.rstrip("\n"))
     return EXIT_OK
@@ -368,9 +318,7 @@ def _emit(payload: str | bytes, output: str | None) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    import cep
-
-    text = _read_text(args.file)
+    text = read_text(args.file)
     fmt = args.format
     if fmt is None:  # from --output's extension, else the text listing
         ext = os.path.splitext(args.output or "")[1].lower().lstrip(".")
@@ -378,13 +326,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     try:
         query = cep.compile(text, filename=args.file)
     except cep.CepError as err:
-        _err(str(err.with_source(text, args.file)))
+        print_error(str(err.with_source(text, args.file)))
         return EXIT_QUERY_ERROR
     if fmt == "text":
         _emit(query.explain(), args.output)
         return EXIT_OK
-    from matcher.dot import GraphvizMissing, render, to_dot
-
     payload: str | bytes = to_dot(query.statement)
     if fmt != "dot":
         try:
@@ -407,33 +353,33 @@ def _partition_filter(query: Any, pdf: "pd.DataFrame", specs: Sequence[str]) -> 
 
     Values are compared as ``cep run`` prints them, so what a run shows can be pasted back here.
     """
-    columns = _resolve_partition(query.plan, pdf.columns)
-    by_fold = {c.casefold(): c for c in columns}
+    columns = list(query.plan.partition_names(pdf.columns))
+    partition_columns = ColumnNames(columns)
     chosen: dict[str, str] = {}
     for spec in specs:
         name, sep, value = spec.partition("=")
         if not sep or not name.strip():
             raise UsageError(f"--partition expects COLUMN=VALUE, e.g. --partition 'symbol=ACME'; got {spec!r}")
-        column = by_fold.get(name.strip().casefold())
+        column = partition_columns.find_name(name.strip())
         if column is None:
             by = ", ".join(columns) if columns else "nothing (it has no PARTITION BY)"
             raise UsageError(f"--partition {name.strip()}: the query partitions by {by}")
         chosen[column] = value
     subset = pdf
     for column, value in chosen.items():
-        cells = subset[column].map(_cell)
+        cells = subset[column].map(cell)
         if not (cells == value).any():
-            known = sorted(set(pdf[column].map(_cell)))
+            known = sorted(set(pdf[column].map(cell)))
             sample = ", ".join(known[:8]) + (", ..." if len(known) > 8 else "")
             raise UsageError(f"no rows with {column}={value} (values of {column}: {sample})")
         subset = subset[cells == value]
     rest = [c for c in columns if c not in chosen]
     if rest and subset.groupby(rest, dropna=False).ngroups > 1:
         first = subset.iloc[0]
-        hint = " ".join(f"--partition '{c}={_cell(first[c])}'" for c in columns)
+        hint = " ".join(f"--partition '{c}={cell(first[c])}'" for c in columns)
         raise UsageError(f"the input holds {subset.groupby(rest, dropna=False).ngroups} partitions; pick one, e.g. {hint}")
     first = subset.iloc[0] if len(subset) else None
-    described = ", ".join(f"{c}={_cell(first[c])}" for c in columns) if first is not None else ""
+    described = ", ".join(f"{c}={cell(first[c])}" for c in columns) if first is not None else ""
     return subset, described or "(the whole input: no PARTITION BY)"
 
 
@@ -453,25 +399,10 @@ def _bound(text: str | None, series: "pd.Series", option: str) -> Any:
     return text
 
 
-def _condition_columns(query: Any, pdf: "pd.DataFrame") -> list[str]:
-    """Input columns the DEFINE conditions read (what a reader of the trace wants to see per row)."""
-    from grammar import ast
-    from matcher.expressions import walk
-
-    names = []
-    for define in query.statement.match.defines:
-        for node in walk(define.condition):
-            if isinstance(node, ast.ColumnRef):
-                names.append(node.column.name.casefold())
-    return [c for c in pdf.columns if c.casefold() in names]
-
-
 def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), events: Sequence[str] = TRACE_EVENTS,
                 low: Any = None, high: Any = None) -> "pd.DataFrame":
     """``Query.trace`` of ``pdf`` (one partition) with the ORDER BY value and the ``show`` columns of each
     row, restricted to ``events`` and to order values in [low, high]."""
-    from matcher.tables import pandas_to_columns
-
     trace = query.trace(pdf)
     columns = pandas_to_columns(pdf)
     machine = query.plan.machine(tuple(columns))
@@ -494,28 +425,25 @@ def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), ev
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    import cep
-
-    text = _read_text(args.query_file)
-    fmt = _input_format(args.input, args.format)
+    text = read_text(args.query_file)
+    fmt = input_format(args.input, args.format)
     events = [e.strip() for e in args.events.split(",") if e.strip()] if args.events else list(TRACE_EVENTS)
     unknown = sorted(set(events) - set(TRACE_EVENTS))
     if unknown:
         raise UsageError(f"--events: unknown kind {', '.join(unknown)} (kinds: {', '.join(TRACE_EVENTS)})")
     if args.output:
-        _format_of(args.output, None, what="output file")
+        format_of(args.output, None, what="output file")
     try:
         query = cep.compile(text, filename=args.query_file)
         pdf = read_pandas(args.input, fmt)
         part, described = _partition_filter(query, pdf, args.partition or [])
-        order = query.plan.order_columns[0].casefold() if query.plan.order_columns else None
-        order_column = next((c for c in part.columns if c.casefold() == order), None)
+        order_column = next(iter(query.plan.order_names(part.columns)), None)
         if order_column is None and (args.start or args.end):
             raise UsageError("--from and --to need a query with an ORDER BY column")
         order_series = part[order_column] if order_column is not None else None
         low, high = _bound(args.start, order_series, "--from"), _bound(args.end, order_series, "--to")
         if args.columns is None:
-            show = _condition_columns(query, part)
+            show = query.plan.condition_columns(part.columns)
         else:
             wanted = [c.strip() for c in args.columns.split(",") if c.strip()]
             missing = [c for c in wanted if c not in part.columns]
@@ -525,7 +453,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         show = [c for c in show if c != order_column]
         table = trace_table(query, part, show=show, events=events, low=low, high=high)
     except cep.CepError as err:
-        _err(str(err.with_source(text, args.query_file)))
+        print_error(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
     matches = int((table["event"] == "match").sum())
     dropped = int((table["event"] == "dropped").sum())
@@ -545,24 +473,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    import cep
-
-    text = _read_text(args.query_file)
-    fmt = _input_format(args.input, args.format)
+    text = read_text(args.query_file)
+    fmt = input_format(args.input, args.format)
     parent = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(parent):
         raise UsageError(f"cannot write {args.out}: no directory {parent}")
-    try:
-        from cep import report
-    except ImportError as exc:  # pragma: no cover - matplotlib missing
-        raise UsageError(f"cep report needs matplotlib ({exc}): pip install 'cep[report]'") from None
     try:
         query = cep.compile(text, filename=args.query_file)
         pdf = read_pandas(args.input, fmt)
         html = report.build_report(query, pdf, column=args.column, max_partitions=args.partitions,
                                    sources=list(args.input))
+    except ImportError as exc:  # matplotlib missing
+        raise UsageError(f"cep report needs matplotlib ({exc}): pip install 'cep-spark[report]'") from None
     except cep.CepError as err:
-        _err(str(err.with_source(text, args.query_file)))
+        print_error(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
     except report.ReportError as exc:
         raise UsageError(str(exc)) from None
@@ -691,9 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--partitions", "-n", type=_non_negative_int, default=4, metavar="N",
                         help="chart at most N partitions, those with the most matches (default: %(default)s)")
     report.set_defaults(func=cmd_report)
-    from cep import stream_cli  # `cep stream` and `cep status`: alerting over a stream (docs/alerting.md)
-
-    stream_cli.add_commands(sub)
+    stream_cli.add_commands(sub)  # `cep stream` and `cep status`: alerting over a stream (docs/alerting.md)
     return parser
 
 
@@ -708,10 +630,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except UsageError as exc:
-        _err(f"cep {args.command}: {exc}")
+        print_error(f"cep {args.command}: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _err("interrupted")
+        print_error("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `cep run ... | head`
         try:

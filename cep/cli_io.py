@@ -1,7 +1,9 @@
-"""Reading event files and printing match tables for the ``cep`` command (pandas and Spark readers)."""
+"""What the ``cep`` commands share: reading event files (pandas and Spark readers), printing match tables
+and errors, exit codes, and starting Spark."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -10,8 +12,13 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
+from cep.spark_bridge.spark.columns import quote
+from cep.spark_bridge.spark.session import get_spark
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+# Imported inside functions: pandas (heavy; `cep check` never needs it) and pyspark (optional: the "spark" extra).
 
 # A value that looks like an ISO-8601 date or timestamp (what a CSV or JSON column of times holds).
 _ISO_DATETIME = re.compile(
@@ -19,6 +26,11 @@ _ISO_DATETIME = re.compile(
 )
 
 FORMATS = ("csv", "parquet", "json")
+
+EXIT_OK = 0
+EXIT_QUERY_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 _EXTENSIONS = {
     ".csv": "csv",
     ".parquet": "parquet",
@@ -37,11 +49,11 @@ class UsageError(Exception):
 # ----------------------------------------------------------------------------------------------- helpers
 
 
-def _err(message: str) -> None:
+def print_error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _read_text(path: str, what: str = "query file") -> str:
+def read_text(path: str, what: str = "query file") -> str:
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
@@ -53,7 +65,7 @@ def _read_text(path: str, what: str = "query file") -> str:
         raise UsageError(f"cannot read {what} {path}: {exc}") from None
 
 
-def _format_of(path: str, explicit: str | None, *, what: str) -> str:
+def format_of(path: str, explicit: str | None, *, what: str) -> str:
     if explicit:
         return explicit
     candidates = [path]
@@ -72,11 +84,11 @@ def _format_of(path: str, explicit: str | None, *, what: str) -> str:
     )
 
 
-def _input_format(paths: Sequence[str], explicit: str | None) -> str:
+def input_format(paths: Sequence[str], explicit: str | None) -> str:
     for path in paths:
         if not os.path.exists(path):
             raise UsageError(f"input file not found: {path}")
-    formats = {_format_of(path, explicit, what="input") for path in paths}
+    formats = {format_of(path, explicit, what="input") for path in paths}
     if len(formats) > 1:
         raise UsageError(f"the inputs mix formats ({', '.join(sorted(formats))}); give one --format for all, or run them separately")
     return formats.pop()
@@ -171,17 +183,17 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
                 # A text column becomes a timestamp when every non-null value parses (as in read_pandas).
                 checks = [
                     F.sum(
-                        F.when(F.col(_q(c)).isNotNull() & F.try_to_timestamp(F.col(_q(c))).isNull(), 1).otherwise(0)
+                        F.when(F.col(quote(c)).isNotNull() & F.try_to_timestamp(F.col(quote(c))).isNull(), 1).otherwise(0)
                     ).alias(f"bad{i}")
                     for i, c in enumerate(strings)
-                ] + [F.count(F.col(_q(c))).alias(f"n{i}") for i, c in enumerate(strings)]
+                ] + [F.count(F.col(quote(c))).alias(f"n{i}") for i, c in enumerate(strings)]
                 row = df.agg(*checks).collect()[0]
                 for i, c in enumerate(strings):
                     if row[f"n{i}"] and not row[f"bad{i}"]:
-                        df = df.withColumn(c, F.try_to_timestamp(F.col(_q(c))))
+                        df = df.withColumn(c, F.try_to_timestamp(F.col(quote(c))))
     except Exception as exc:
         if type(exc).__name__ in ("AnalysisException", "SparkRuntimeException", "IllegalArgumentException", "PythonException", "Py4JJavaError"):
-            message = f"cannot read input as {fmt}: {_first_line(str(exc))}"
+            message = f"cannot read input as {fmt}: {first_line(str(exc))}"
             if "TIMESTAMP(NANOS" in str(exc):
                 message += (
                     "\nSpark cannot read nanosecond timestamps: write the file with micro- or millisecond ones "
@@ -206,7 +218,7 @@ def _keep_text_that_is_not_a_time(spark: Any, df: Any, paths: Sequence[str]) -> 
         return df
     raw = spark.read.option("header", True).csv(list(paths))  # every column as text
     checks = [
-        F.sum(F.when(F.col(_q(c)).isNotNull() & ~F.trim(F.col(_q(c))).rlike(_ISO_DATETIME.pattern), 1).otherwise(0)).alias(f"bad{i}")
+        F.sum(F.when(F.col(quote(c)).isNotNull() & ~F.trim(F.col(quote(c))).rlike(_ISO_DATETIME.pattern), 1).otherwise(0)).alias(f"bad{i}")
         for i, c in enumerate(times)
     ]
     row = raw.agg(*checks).collect()[0]
@@ -219,11 +231,7 @@ def _keep_text_that_is_not_a_time(spark: Any, df: Any, paths: Sequence[str]) -> 
     return spark.read.option("header", True).schema(schema).csv(list(paths))
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():
             return line.strip()
@@ -233,7 +241,7 @@ def _first_line(text: str) -> str:
 # ------------------------------------------------------------------------------------------- output
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float):
@@ -265,9 +273,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, Decimal):
         return format(value, "f")
     if hasattr(value, "tolist") and not isinstance(value, str):  # numpy scalars and arrays
-        return _cell(value.tolist())
+        return cell(value.tolist())
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_cell(v) for v in value) + "]"
+        return "[" + ", ".join(cell(v) for v in value) + "]"
     return str(value)
 
 
@@ -316,7 +324,7 @@ def _pad_decimals(rows: list[list[str]], index: int, max_decimals: int = 6) -> N
 def format_table(pdf: "pd.DataFrame") -> str:
     """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing."""
     columns = [str(c) for c in pdf.columns]
-    rows = [[_cell(v) for v in record] for record in pdf.itertuples(index=False, name=None)]
+    rows = [[cell(v) for v in record] for record in pdf.itertuples(index=False, name=None)]
     numeric = [
         all(_is_number(v) for v in pdf.iloc[:, i].dropna().tolist()) and pdf.iloc[:, i].notna().any()
         for i in range(len(columns))
@@ -341,7 +349,7 @@ def _is_scalar(value: Any) -> bool:
     return not (hasattr(value, "dtype") and getattr(value, "ndim", 0) > 0)
 
 
-def _display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
     """Without an ORDER BY the engines return rows in different orders; show them sorted, the same way."""
     if len(pdf) < 2:
         return pdf
@@ -355,7 +363,7 @@ def _display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def write_output(pdf: "pd.DataFrame", path: str) -> None:
-    fmt = _format_of(path, None, what="output file")
+    fmt = format_of(path, None, what="output file")
     try:
         if fmt == "csv":
             pdf.to_csv(path, index=False)
@@ -370,8 +378,6 @@ def write_output(pdf: "pd.DataFrame", path: str) -> None:
 
 def write_dead_letter(records: Sequence[dict], path: str) -> None:
     """The dead-letter records of ``Query.run(dead_letter=...)`` as JSON lines (values as text where JSON has no type)."""
-    import json
-
     try:
         with open(path, "w", encoding="utf-8") as fh:
             for record in records:
@@ -385,3 +391,35 @@ def bad_rows_summary(by_reason: dict[str, int], path: str) -> str:
     total = sum(by_reason.values())
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(by_reason.items()))
     return f"bad rows: {total}" + (f" ({reasons})" if reasons else "") + f" -> {path}"
+
+def start_spark(master: str) -> Any:
+    try:
+        return get_spark(master)
+    except ImportError as exc:
+        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
+    except Exception as exc:
+        raise UsageError(
+            f"could not start Spark ({first_line(str(exc))}).\n"
+            "Spark needs Java 17 or newer on PATH (e.g. apt-get install openjdk-17-jre-headless); "
+            "or run with --engine python"
+        ) from None
+
+
+def spark_error(exc: BaseException) -> str | None:
+    """The cep error inside a Spark failure (raised in a worker), or a short message; None if not Spark's."""
+    name = type(exc).__name__
+    if name not in ("PythonException", "Py4JJavaError", "SparkRuntimeException", "AnalysisException", "PySparkException") and not type(exc).__module__.startswith(("pyspark", "py4j")):
+        return None
+    text = str(exc)
+    found = None
+    for match in re.finditer(r"(?:^|\n)\s*(?:[\w.]+\.)?(Cep\w*Error): (.*?)(?=\n\S|\Z)", text, re.S):
+        found = match.group(2).strip()
+    if found:
+        # The worker rendered the error against "query"; keep its code and message.
+        rendered = re.match(r"^\S*?:(?:\d+:\d+:)? (error\[E\d+\]: .*)", found, re.S)
+        return rendered.group(1) if rendered else f"error: {found}"
+    # A Python error in a worker arrives as "An exception was thrown from the Python worker:" and a
+    # traceback; its last "SomeError: message" line is the part that says what went wrong.
+    raised = re.findall(r"^(\w+(?:Error|Exception): .+)$", text, re.M)
+    detail = first_line(text) + (f" {raised[-1].strip()}" if raised and raised[-1].strip() not in first_line(text) else "")
+    return f"error: spark: {detail}"

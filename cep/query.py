@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
-from grammar import ast
-from matcher.plan import CompiledQuery
-from matcher.tables import from_rows, kind_of, to_columns
+from cep.grammar import ast
+from cep.grammar.format import format_expr, format_pattern
+from cep.grammar.parser import parse, parse_all
+from cep.matcher.explain.text import explain
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.rows.tables import from_rows, kind_of, to_columns
+from cep.matcher.rows.validate import input_checks
+from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.engine.match_ids import statement_text
+from cep.spark_bridge.engine.replay import Replay
+from cep.spark_bridge.spark.batch import match_dataframe
+from cep.spark_bridge.spark.streaming import match_stream
+
+# Imported inside functions: pandas (heavy; a run on a list of dicts never needs it).
 
 
 class Query:
@@ -26,7 +38,7 @@ class Query:
             progress=None, session_timeout=None, match_ids: bool = False):
         """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
-        Bad input (docs/reliability.md; ``matcher/validate.py`` has the rules):
+        Bad input (docs/reliability.md; ``matcher/rows/validate.py`` has the rules):
 
         * ``dead_letter``: a list, or a function taking one dict. Bad rows (NULL or unparseable event
           time, a value of the wrong type, a list item that is not a dict, an unusable partition key)
@@ -46,7 +58,7 @@ class Query:
         ``progress(done, total)`` is called with row counts as the matching goes on.
 
         A backtest that gives the live stream's matches (docs/streaming.md, "Backtesting with the live
-        stream's ids"; ``spark_bridge/replay.py`` has the rules):
+        stream's ids"; ``spark_bridge/engine/replay.py`` has the rules):
 
         * ``session_timeout``: as on a stream ("30 minutes", "90s", a ``timedelta``): a partition's rows
           more than this apart (event time) start a new session, matched on its own; each session ends
@@ -58,8 +70,6 @@ class Query:
         With either, rows tied on ORDER BY are ordered as the stream orders them, the event time
         reaches the output as a naive UTC ``datetime``, and every query runs on the Pike VM.
         """
-        from matcher.validate import input_checks
-
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
         # Columns straight to the fast path when it applies.
@@ -73,9 +83,6 @@ class Query:
         return from_rows(kind, names, rows)
 
     def _replay(self, columns, checks, session_timeout, match_ids: bool, progress):
-        from spark_bridge.replay import Replay, session_timeout_us
-        from spark_bridge.streaming import statement_text
-
         gap = session_timeout_us(session_timeout)
         if checks is not None:
             columns = checks.apply(self.plan, columns)
@@ -90,7 +97,7 @@ class Query:
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
         with ``late="output"``, the late and bad input rows with ``cep_late_reason``): see
-        ``spark_bridge.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
+        ``cep.spark_bridge.spark.streaming.match_stream`` for ``watermark``, ``session_timeout``, ``late`` and the
         other keyword arguments (``max_pending_rows``, ``max_match_rows``, ``metrics_name``, ``dedup_key``,
         ``max_future_skew``, ``key_buckets``).
 
@@ -99,8 +106,6 @@ class Query:
         streaming keyword arguments are ignored there.
         """
         if df.isStreaming:
-            from spark_bridge.streaming import match_stream, statement_text
-
             return match_stream(
                 self.plan,
                 df,
@@ -110,13 +115,9 @@ class Query:
                 late=late,
                 **streaming,
             )
-        from spark_bridge.batch import match_dataframe
 
         if session_timeout is None and not match_ids:
             return match_dataframe(self.plan, df)
-        from spark_bridge.replay import session_timeout_us
-        from spark_bridge.streaming import statement_text
-
         return match_dataframe(self.plan, df, query_text=statement_text(self),
                                session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids))
 
@@ -144,16 +145,12 @@ class Query:
         return self.plan.output_names(tuple(input_columns))
 
     def explain(self) -> str:
-        from matcher.explain import explain
-
         return explain(self.plan)
 
     # ---------------------------------------------------------------------- how a query shows itself
 
     def describe(self) -> list[tuple[str, str]]:
         """The query clause by clause, as (clause, text) pairs: what ``repr`` and notebooks show."""
-        from grammar.format import format_expr, format_pattern
-
         mr = self.statement.match
         pattern = f"({format_pattern(mr.pattern)})"
         if mr.within is not None:
@@ -185,8 +182,6 @@ class Query:
 
     def _repr_html_(self) -> str:
         """Jupyter's rich display: the query's clauses as a table, then the text as written."""
-        import html
-
         title = html.escape(" ".join(filter(None, ["cep.Query", self.name, self.filename])))
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(clause)}</th><td style='text-align:left'>"
@@ -204,3 +199,32 @@ def _skip_text(skip) -> str:
         return "SKIP TO NEXT ROW"
     where = "" if skip.plain else ("FIRST " if skip.mode == "TO_FIRST" else "LAST ")
     return f"SKIP TO {where}{skip.variable.name}"
+
+
+def compile(text: str, *, filename: str | None = None) -> Query:  # noqa: A001 - the natural name
+    """Parse, check and compile one statement."""
+    return Query(parse(text, filename=filename), text, filename)
+
+
+def compile_all(text: str, *, filename: str | None = None) -> list[Query]:
+    """Parse, check and compile every statement of a file (statements separated by ';')."""
+    return [Query(statement, text, filename) for statement in parse_all(text, filename=filename)]
+
+
+def sql(spark, text: str, **options):
+    """Run a MATCH_RECOGNIZE statement over a Spark table or (temp) view, static or streaming.
+
+    ``FROM events`` names the table or view (``spark.table``); ``FROM 'path/to/file.parquet'`` reads a
+    file (static). The options are those of ``Query.on_spark`` (``watermark``, ``session_timeout``,
+    ``late``...), used when the relation is a stream. Returns a Spark DataFrame of matches.
+    """
+    query = Query(parse(text), text)
+    relation = query.statement.relation
+    if relation.is_path:
+        path = relation.name
+        kind = path.rsplit(".", 1)[-1].lower() if "." in path else "parquet"
+        reader = spark.read.option("header", True).option("inferSchema", True) if kind == "csv" else spark.read
+        df = reader.format(kind if kind in ("csv", "json", "parquet") else "parquet").load(path)
+    else:
+        df = spark.table(relation.name)
+    return query.on_spark(df, **options)

@@ -20,7 +20,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Sequence
 
-from grammar import ast
+from cep.cli_io import cell
+from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
+from cep.query import Query
+
+# Imported inside functions: matplotlib (optional: the "report" extra) and pandas (heavy).
 
 MATCH_COLUMN = "__cep_match"
 LABEL_COLUMN = "__cep_label"
@@ -45,8 +50,6 @@ class Report:
 def labelled_query(query: Any) -> Any:
     """``query`` as ALL ROWS PER MATCH (empty matches omitted) with MATCH_NUMBER() and CLASSIFIER()
     measures, same partitioning, order, pattern, DEFINE, SKIP and WITHIN; no outer WHERE/ORDER/LIMIT."""
-    from cep.query import Query
-
     statement = query.statement
     mr = statement.match
     span = mr.span
@@ -65,9 +68,7 @@ def labelled_query(query: Any) -> Any:
 
 
 def partition_label(key: tuple, columns: Sequence[str]) -> str:
-    from cep.cli import _cell
-
-    return ", ".join(f"{c}={_cell(v)}" for c, v in zip(columns, key)) or "(all rows)"
+    return ", ".join(f"{c}={cell(v)}" for c, v in zip(columns, key)) or "(all rows)"
 
 
 def match_summary(labelled: Any, partition: list[str], order: str | None) -> Any:
@@ -212,18 +213,16 @@ def _numeric(pdf: Any, name: str) -> bool:
 def chart_column(query: Any, pdf: Any, wanted: str | None, skip: Sequence[str]) -> str | None:
     """The column to chart: ``wanted``, else the first numeric column a DEFINE reads, else any numeric
     one, else the first text column a DEFINE reads (drawn as lanes of events)."""
-    from matcher.expressions import walk
-
+    
     if wanted is not None:
-        found = [c for c in pdf.columns if c == wanted] or [c for c in pdf.columns if c.casefold() == wanted.casefold()]
-        if not found:
+        found = ColumnNames(pdf.columns).find_name(wanted)
+        if found is None:
             raise ReportError(f"--column {wanted}: no such column (columns: {', '.join(map(str, pdf.columns))})")
-        return found[0]
-    read = [n.column.name.casefold() for d in query.statement.match.defines for n in walk(d.condition)
-            if isinstance(n, ast.ColumnRef)]
+        return found
+    read = query.plan.condition_columns(pdf.columns)
     candidates = [c for c in pdf.columns if c not in skip and _numeric(pdf, c)]
-    preferred = [c for c in candidates if c.casefold() in read]
-    events = [c for c in pdf.columns if c not in skip and not _numeric(pdf, c) and c.casefold() in read]
+    preferred = [c for c in candidates if c in read]
+    events = [c for c in pdf.columns if c not in skip and not _numeric(pdf, c) and c in read]
     return (preferred or candidates or events or [None])[0]
 
 
@@ -232,11 +231,9 @@ def _img(data: str, alt: str) -> str:
 
 
 def _table(pdf: Any) -> str:
-    from cep.cli import _cell
-
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in pdf.columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in row) + "</tr>"
         for row in pdf.itertuples(index=False, name=None)
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -268,11 +265,8 @@ def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partiti
     """The HTML report of ``query`` over the pandas DataFrame ``pdf``."""
     import pandas as pd
 
-    from cep.cli import _resolve_partition
-
-    partition = _resolve_partition(query.plan, pdf.columns)
-    order_names = [c for c in pdf.columns if c.casefold() in {o.casefold() for o in query.plan.order_columns[:1]}]
-    order = order_names[0] if order_names else None
+    partition = list(query.plan.partition_names(pdf.columns))
+    order = next(iter(query.plan.order_names(pdf.columns)), None)
     output = query.run(pdf)
     if order is None:  # PROCTIME() or no ORDER BY column: rows are placed by their position in the input
         pdf = pdf.assign(__row=range(len(pdf)))
@@ -298,9 +292,7 @@ def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partiti
         ("partitions with a match", f"{len(counts)}"),
     ]
     if order and len(pdf):
-        from cep.cli import _cell
-
-        facts.append((f"{order} range", f"{_cell(pdf[order].min())} to {_cell(pdf[order].max())}"))
+            facts.append((f"{order} range", f"{cell(pdf[order].min())} to {cell(pdf[order].max())}"))
     for col in output.columns:
         values = set(output[col].dropna().astype(str)) if output[col].dtype == object else set()
         if values and values <= STATUSES:

@@ -9,7 +9,7 @@
 
 Wiring (``cep/cli.py``): ``build_parser`` calls ``stream_cli.add_commands(sub)`` with its subparsers
 object; each command sets ``func`` (returning an exit code) like the others, so ``main`` needs nothing
-else. Exit codes follow ``cep.cli``: 0 ok (also after SIGTERM); 1 a query/rule error: nothing could run,
+else. Exit codes follow ``cep.cli`` (``cli_io.EXIT_*``): 0 ok (also after SIGTERM); 1 a query/rule error: nothing could run,
 the matching query failed, or (with ``--once``) a rule could not be loaded; 2 usage or files; 130
 stopped by Ctrl-C (after a clean stop: the queries stopped and the status written; the same command
 resumes from the checkpoint).
@@ -25,7 +25,21 @@ import signal
 import sys
 import threading
 import time
+from functools import reduce
 from typing import Any, Sequence
+
+from cep import cli_io
+from cep.cli_io import UsageError
+from cep.grammar.errors import CepError
+from cep.grammar.parser import parse_schema
+from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
+from cep.spark_bridge.alerting.suppress import parse_specs
+from cep.spark_bridge.engine.durations import is_off, parse_duration
+from cep.spark_bridge.sinks.fanout import make_sink
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
+from cep.spark_bridge.spark.types import sql_to_spark
+
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
 FORMATS = ("json", "csv", "parquet")
 FILE_SINKS = ("json", "parquet", "csv")
@@ -36,14 +50,8 @@ DEFAULT_MAX_FUTURE_SKEW = "1 day"
 _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
-def _cli():
-    from cep import cli
-
-    return cli
-
-
-def _usage(message: str):
-    return _cli().UsageError(message)
+def _usage(message: str) -> UsageError:
+    return UsageError(message)
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -110,7 +118,6 @@ def add_commands(subparsers) -> None:
 
 def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, webhook_options: dict | None = None):
     """``--sink`` values -> (file format, alert sinks)."""
-    from spark_bridge.sinks import make_sink
 
     file_format = None
     sinks = []
@@ -144,7 +151,6 @@ def _duration_text(value: str | None, option: str) -> str | None:
     """Check a duration option; returns Spark's spelling ('1500 milliseconds')."""
     if value is None:
         return None
-    from spark_bridge.streaming import parse_duration
 
     try:
         us = parse_duration(value, what=option)
@@ -175,17 +181,11 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     with the wrong number of fields keeps its text too, and all its columns are NULL: which value
     belongs to which column is unknown, so it is rejected as a line not read at all (``not_json``).
     Parquet is read as it is."""
-    from functools import reduce
-
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from spark_bridge.batch import quote
-    from spark_bridge.streaming import CORRUPT_RECORD
 
     if schema_text:
-        from grammar.parser import parse_schema
-        from spark_bridge.types import sql_to_spark
 
         try:
             columns = parse_schema(schema_text)
@@ -198,10 +198,7 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
         if not files:
             raise _usage(f"{path} has no files yet to take the columns from; give them with --schema "
                          "'ts TIMESTAMP, key STRING, value DOUBLE'")
-        try:
-            static = _cli().read_spark(spark, [path], fmt)
-        except AttributeError:  # pragma: no cover - an older cep.cli
-            static = spark.read.format(fmt).option("header", True).option("inferSchema", True).load(path)
+        static = cli_io.read_spark(spark, [path], fmt)
         if fmt == "json":
             raw = spark.read.json(path).schema
             to_time = [f.name for f in static.schema.fields if isinstance(f.dataType, T.TimestampType)
@@ -241,8 +238,6 @@ def _blank_misshapen_csv_lines(df):
     (a line the reader could not read at all), with its text as it was."""
     from pyspark.sql import functions as F
 
-    from spark_bridge.batch import quote
-    from spark_bridge.streaming import CORRUPT_RECORD
 
     data = [c for c in df.columns if c != CORRUPT_RECORD]
     as_text = ", ".join(f"`f{i}` STRING" for i in range(len(data))) + f", `{CORRUPT_RECORD}` STRING"
@@ -255,8 +250,6 @@ def _blank_misshapen_csv_lines(df):
 
 
 def _status_line(status: dict, started: float) -> str:
-    from spark_bridge.alerting import rule_rows
-
     rows = rule_rows(status)
     active = sum(1 for r in rows if r["state"] == "active")
     errors = len(status.get("errors", []))
@@ -316,11 +309,6 @@ class _Console:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
-    cli = _cli()
-    from grammar.errors import CepError
-    from spark_bridge.alerting import AlertStream
-    from spark_bridge.suppress import parse_specs
-
     if bool(args.query_file) == bool(args.rules):
         raise _usage("give either a QUERY_FILE or --rules DIR (not both)")
     rules_path = args.query_file or args.rules
@@ -344,9 +332,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     watermark = _duration_text(args.watermark, "--watermark")
     trigger = _duration_text(args.trigger, "--trigger")
     session = _duration_text(args.session_timeout, "--session-timeout")
-    skew = None if str(args.max_future_skew).strip().lower() in ("off", "none", "0") else _duration_text(args.max_future_skew, "--max-future-skew")
+    skew = None if is_off(str(args.max_future_skew)) else _duration_text(args.max_future_skew, "--max-future-skew")
 
-    spark = cli._start_spark(args.master)
+    spark = cli_io.start_spark(args.master)
     console = _Console()
     try:
         source = stream_source(spark, args.input, fmt, args.schema)
@@ -358,12 +346,12 @@ def cmd_stream(args: argparse.Namespace) -> int:
         )
         stream.refresh_rules(force=True)
     except CepError as err:
-        cli._err(str(err))
-        return cli.EXIT_QUERY_ERROR
+        cli_io.print_error(str(err))
+        return cli_io.EXIT_QUERY_ERROR
     ruleset = stream.ruleset
     if not len(ruleset) and (args.once or not args.rules):
-        cli._err(f"cep stream: no rule could be loaded from {rules_path}")
-        return cli.EXIT_QUERY_ERROR
+        cli_io.print_error(f"cep stream: no rule could be loaded from {rules_path}")
+        return cli_io.EXIT_QUERY_ERROR
     where = stream.file_sink.path
     console.event(f"{len(ruleset)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> {where} "
                   f"({output_format})" + "".join(f"; {s.describe()}" for s in sinks) + f"; checkpoint {checkpoint}")
@@ -372,14 +360,14 @@ def cmd_stream(args: argparse.Namespace) -> int:
         try:
             status = stream.run_available_now()
         except Exception as exc:
-            message = cli._spark_error(exc) if hasattr(cli, "_spark_error") else None
+            message = cli_io.spark_error(exc)
             if message is None:
                 raise
-            cli._err(f"cep stream: {message}")
-            return cli.EXIT_QUERY_ERROR
+            cli_io.print_error(f"cep stream: {message}")
+            return cli_io.EXIT_QUERY_ERROR
         started = time.monotonic()
         console.event(_status_line(status, started))
-        return cli.EXIT_QUERY_ERROR if ruleset.errors else cli.EXIT_OK
+        return cli_io.EXIT_QUERY_ERROR if ruleset.errors else cli_io.EXIT_OK
 
     # Ctrl-C and SIGTERM end the loop between two polls; the queries are then stopped and the status
     # written. (pyspark's own SIGINT handler would raise inside a Py4J call; a second Ctrl-C still does.)
@@ -403,13 +391,13 @@ def cmd_stream(args: argparse.Namespace) -> int:
         stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: console.status(_status_line(status, started)))
     except RuntimeError as exc:
         console.event(str(exc))
-        return cli.EXIT_QUERY_ERROR
+        return cli_io.EXIT_QUERY_ERROR
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
     console.event(f"stopped cleanly; status in {os.path.join(checkpoint, 'status.json')} (cep status --checkpoint {args.checkpoint}); "
                   "the same command resumes")
-    return cli.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli.EXIT_OK
+    return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
 
 
 # -------------------------------------------------------------------------------------- cep status
@@ -433,8 +421,6 @@ def _ago(text: str | None) -> str:
 
 
 def render_status(status: dict) -> str:
-    from spark_bridge.alerting import rule_rows
-
     lines = []
     last = status.get("last_batch") or {}
     state = status.get("state", "?")
@@ -493,8 +479,6 @@ def render_status(status: dict) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from spark_bridge.alerting import read_status
-
     path = os.path.join(args.checkpoint, "status.json")
     if not os.path.exists(path):
         raise _usage(f"no status in {args.checkpoint} (no cep stream has run with this --checkpoint): {path} not found")
@@ -506,23 +490,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=1, sort_keys=True))
     else:
         print(render_status(status))
-    return _cli().EXIT_OK
+    return cli_io.EXIT_OK
 
 
 __all__ = ["add_commands", "cmd_status", "cmd_stream", "parse_sinks", "render_status", "stream_source"]
-
-
-def _main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - for trying the commands before wiring
-    parser = argparse.ArgumentParser(prog="cep")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_commands(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except _cli().UsageError as exc:
-        print(f"cep {args.command}: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(_main())

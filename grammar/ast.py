@@ -1,7 +1,8 @@
 """The typed syntax tree of a cep query: small frozen dataclasses, each with a source span.
 
-No Lark type appears here. Every node's first field is its ``span``; spans compare equal to each
-other (see ``Span``), so ``parse(format(ast)) == ast`` holds whenever two texts mean the same query.
+No Lark type appears here. Every node's first field is its ``span``, left out of the node's equality
+and hash (``field(compare=False)``, as miniwdl and sqlglot do), so ``parse(format(ast)) == ast`` holds
+whenever two texts mean the same query, while spans themselves compare as the values they are.
 
 Identifiers: an unquoted identifier is kept as written in ``name`` and compared case-insensitively
 through ``key`` (upper case, as SQL folds them); a quoted identifier ("x" or `x`) keeps its exact
@@ -10,15 +11,17 @@ spelling and is compared as is. Pattern variables, subset names and column names
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from typing import Iterator, Union, get_args
 
-from grammar.errors import Span
+from cep.grammar.errors import Span
 
 
 @dataclass(frozen=True)
 class Identifier:
-    span: Span
+    span: Span = field(compare=False)  # where it was written; not part of what it means
     name: str
     quoted: bool = False
 
@@ -39,7 +42,7 @@ class Literal:
     the spelling, kept so the formatter can print decimals and timestamps exactly as written.
     """
 
-    span: Span
+    span: Span = field(compare=False)
     kind: str
     value: object
     text: str
@@ -49,7 +52,7 @@ class Literal:
 class IntervalLiteral:
     """``INTERVAL '10' MINUTE``; ``unit`` is upper case singular (SECOND, MINUTE, HOUR, DAY, ...)."""
 
-    span: Span
+    span: Span = field(compare=False)
     text: str
     unit: str
     negative: bool = False
@@ -59,7 +62,7 @@ class IntervalLiteral:
 class ColumnRef:
     """``price`` or ``B.price`` (qualifier is a pattern variable, a subset, or the MATCH_RECOGNIZE alias)."""
 
-    span: Span
+    span: Span = field(compare=False)
     qualifier: Identifier | None
     column: Identifier
 
@@ -68,7 +71,7 @@ class ColumnRef:
 class Star:
     """``*`` or ``B.*``: only as the argument of COUNT (and in ``SELECT *``)."""
 
-    span: Span
+    span: Span = field(compare=False)
     qualifier: Identifier | None = None
 
 
@@ -76,7 +79,7 @@ class Star:
 class Unary:
     """``op`` is one of: NOT, -, +."""
 
-    span: Span
+    span: Span = field(compare=False)
     op: str
     operand: "Expr"
 
@@ -85,7 +88,7 @@ class Unary:
 class Binary:
     """``op`` is one of: OR, AND, =, <>, <, <=, >, >=, +, -, *, /, %, ||.  ``!=`` is parsed as ``<>``."""
 
-    span: Span
+    span: Span = field(compare=False)
     op: str
     left: "Expr"
     right: "Expr"
@@ -93,14 +96,14 @@ class Binary:
 
 @dataclass(frozen=True)
 class IsNull:
-    span: Span
+    span: Span = field(compare=False)
     operand: "Expr"
     negated: bool = False
 
 
 @dataclass(frozen=True)
 class Between:
-    span: Span
+    span: Span = field(compare=False)
     operand: "Expr"
     low: "Expr"
     high: "Expr"
@@ -109,7 +112,7 @@ class Between:
 
 @dataclass(frozen=True)
 class InList:
-    span: Span
+    span: Span = field(compare=False)
     operand: "Expr"
     items: tuple["Expr", ...]
     negated: bool = False
@@ -117,7 +120,7 @@ class InList:
 
 @dataclass(frozen=True)
 class Like:
-    span: Span
+    span: Span = field(compare=False)
     operand: "Expr"
     pattern: "Expr"
     escape: "Expr | None" = None
@@ -126,7 +129,7 @@ class Like:
 
 @dataclass(frozen=True)
 class WhenClause:
-    span: Span
+    span: Span = field(compare=False)
     condition: "Expr"
     result: "Expr"
 
@@ -135,7 +138,7 @@ class WhenClause:
 class Case:
     """``CASE [operand] WHEN .. THEN .. [ELSE ..] END``; ``operand`` is None for the searched form."""
 
-    span: Span
+    span: Span = field(compare=False)
     operand: "Expr | None"
     whens: tuple[WhenClause, ...]
     default: "Expr | None" = None
@@ -145,14 +148,14 @@ class Case:
 class TypeName:
     """A SQL type as written in CAST: ``name`` upper case (INTEGER, DOUBLE, DECIMAL, VARCHAR, ...)."""
 
-    span: Span
+    span: Span = field(compare=False)
     name: str
     params: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Cast:
-    span: Span
+    span: Span = field(compare=False)
     operand: "Expr"
     type: TypeName
 
@@ -161,7 +164,7 @@ class Cast:
 class ArrayLiteral:
     """``ARRAY[a, b, ...]``."""
 
-    span: Span
+    span: Span = field(compare=False)
     items: tuple["Expr", ...]
 
 
@@ -173,7 +176,7 @@ class FunctionCall:
     take it (``RUNNING lower(x)``, ``FINAL CLASSIFIER()``), so that the checker can report it.
     """
 
-    span: Span
+    span: Span = field(compare=False)
     name: str
     args: tuple["Expr", ...]
     semantics: str | None = None
@@ -187,7 +190,7 @@ class Aggregate:
     ``args`` may hold a ``Star`` for ``COUNT(*)`` and ``COUNT(B.*)``.
     """
 
-    span: Span
+    span: Span = field(compare=False)
     name: str
     args: tuple["Expr", ...]
     distinct: bool = False
@@ -202,7 +205,7 @@ class Navigation:
     ``semantics`` is RUNNING, FINAL or None; only FIRST/LAST take it.
     """
 
-    span: Span
+    span: Span = field(compare=False)
     kind: str
     operand: "Expr"
     offset: "Expr | None" = None
@@ -213,27 +216,27 @@ class Navigation:
 class Classifier:
     """``CLASSIFIER()`` or ``CLASSIFIER(v)`` where v is a pattern variable or subset."""
 
-    span: Span
+    span: Span = field(compare=False)
     variable: Identifier | None = None
 
 
 @dataclass(frozen=True)
 class MatchNumber:
-    span: Span
+    span: Span = field(compare=False)
 
 
 @dataclass(frozen=True)
 class MatchStatus:
     """``MATCH_STATUS()``: our extension, 'MATCHED', 'TIMEOUT' or 'ABSENCE'."""
 
-    span: Span
+    span: Span = field(compare=False)
 
 
 @dataclass(frozen=True)
 class ProcTime:
     """``PROCTIME()`` in ORDER BY: processing-time ordering (our extension, Flink's spelling)."""
 
-    span: Span
+    span: Span = field(compare=False)
 
 
 Expr = Union[
@@ -265,7 +268,7 @@ Expr = Union[
 
 @dataclass(frozen=True)
 class PatternVar:
-    span: Span
+    span: Span = field(compare=False)
     name: Identifier
 
 
@@ -273,26 +276,26 @@ class PatternVar:
 class Empty:
     """``()``: matches zero rows."""
 
-    span: Span
+    span: Span = field(compare=False)
 
 
 @dataclass(frozen=True)
 class Anchor:
     """``^`` (kind 'start', before the partition's first row) or ``$`` (kind 'end', after its last)."""
 
-    span: Span
+    span: Span = field(compare=False)
     kind: str
 
 
 @dataclass(frozen=True)
 class Concat:
-    span: Span
+    span: Span = field(compare=False)
     items: tuple["Pattern", ...]
 
 
 @dataclass(frozen=True)
 class Alternation:
-    span: Span
+    span: Span = field(compare=False)
     alternatives: tuple["Pattern", ...]
 
 
@@ -304,7 +307,7 @@ class Quantified:
     so that the formatter prints what the analyst wrote.
     """
 
-    span: Span
+    span: Span = field(compare=False)
     term: "Pattern"
     min: int
     max: int | None
@@ -316,7 +319,7 @@ class Quantified:
 class Exclusion:
     """``{- pattern -}``: rows matched inside are left out of ALL ROWS PER MATCH output only."""
 
-    span: Span
+    span: Span = field(compare=False)
     pattern: "Pattern"
 
 
@@ -324,7 +327,7 @@ class Exclusion:
 class Permute:
     """``PERMUTE(a, b, c)``: any order, preferring the lexicographic order of the listed positions."""
 
-    span: Span
+    span: Span = field(compare=False)
     items: tuple["Pattern", ...]
 
 
@@ -332,7 +335,7 @@ class Permute:
 class Absence:
     """``!B``: our extension. Rows none of which satisfy B (until the next term, or until WITHIN ends)."""
 
-    span: Span
+    span: Span = field(compare=False)
     variable: Identifier
 
 
@@ -346,7 +349,7 @@ Pattern = Union[PatternVar, Empty, Anchor, Concat, Alternation, Quantified, Excl
 class SortKey:
     """One ORDER BY key; ``nulls_first`` None means the default (NULLS LAST for ASC, FIRST for DESC)."""
 
-    span: Span
+    span: Span = field(compare=False)
     expr: Expr
     descending: bool = False
     nulls_first: bool | None = None
@@ -354,21 +357,21 @@ class SortKey:
 
 @dataclass(frozen=True)
 class Measure:
-    span: Span
+    span: Span = field(compare=False)
     expr: Expr
     name: Identifier
 
 
 @dataclass(frozen=True)
 class Subset:
-    span: Span
+    span: Span = field(compare=False)
     name: Identifier
     variables: tuple[Identifier, ...]
 
 
 @dataclass(frozen=True)
 class Define:
-    span: Span
+    span: Span = field(compare=False)
     variable: Identifier
     condition: Expr
 
@@ -380,7 +383,7 @@ class SkipTo:
     ``SKIP TO v`` is parsed as TO_LAST with ``plain=True`` so it formats back the way it was written.
     """
 
-    span: Span
+    span: Span = field(compare=False)
     mode: str
     variable: Identifier | None = None
     plain: bool = False
@@ -394,7 +397,7 @@ class RowsPerMatch:
     ``explicit_show`` records that SHOW EMPTY MATCHES was written, for the formatter.
     """
 
-    span: Span
+    span: Span = field(compare=False)
     mode: str = "ONE"
     show_timeout: bool = False
     explicit: bool = False
@@ -402,7 +405,7 @@ class RowsPerMatch:
 
 @dataclass(frozen=True)
 class MatchRecognize:
-    span: Span
+    span: Span = field(compare=False)
     partition_by: tuple[ColumnRef, ...]
     order_by: tuple[SortKey, ...]
     measures: tuple[Measure, ...]
@@ -420,7 +423,7 @@ class MatchRecognize:
 class SelectItem:
     """One item of the outer select list; ``expr`` is a ``Star`` for ``*`` and ``m.*``."""
 
-    span: Span
+    span: Span = field(compare=False)
     expr: Expr
     alias: Identifier | None = None
 
@@ -429,14 +432,14 @@ class SelectItem:
 class Relation:
     """``FROM ticks`` (a name) or ``FROM 'data/ticks.parquet'`` (a quoted path, ``is_path=True``)."""
 
-    span: Span
+    span: Span = field(compare=False)
     name: str
     is_path: bool = False
 
 
 @dataclass(frozen=True)
 class Statement:
-    span: Span
+    span: Span = field(compare=False)
     select: tuple[SelectItem, ...]
     relation: Relation
     match: MatchRecognize
@@ -445,3 +448,43 @@ class Statement:
     order_by: tuple[SortKey, ...] = ()
     limit: int | None = None
     name: str | None = None
+
+
+# ------------------------------------------------------------------------------------------------ walks
+# The one way to visit a tree (the checker, the parser's depth bound, the compiler, the fast path and the
+# command all use it): every dataclass field but the span, in declaration order, identifiers included.
+
+_EXPRESSION_TYPES = get_args(Expr)
+_PATTERN_TYPES = get_args(Pattern)
+
+
+def is_expression(node: object) -> bool:
+    return isinstance(node, _EXPRESSION_TYPES)
+
+
+def is_pattern(node: object) -> bool:
+    return isinstance(node, _PATTERN_TYPES)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(node_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(node_type) if f.name != "span")
+
+
+def children(node: object) -> Iterator[object]:
+    """The nodes directly inside ``node`` (identifiers and WHEN clauses included), in field order."""
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, tuple):
+            yield from (item for item in value if dataclasses.is_dataclass(item))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, Span):
+            yield value
+
+
+def walk(node: object) -> Iterator[object]:
+    """Every node under ``node`` (itself included), pre-order, without recursion."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(children(current))))

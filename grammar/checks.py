@@ -7,24 +7,23 @@ The table of codes is in docs/language.md; codes already used by the matcher for
 (E0206, E0210, E0212, E0213, E0214, E0220, E0221, E0230, E0232, E0233, E0240) are reused here.
 
 This module also owns the function catalogue (which names are aggregates, which scalar functions
-exist) and small generic tree helpers used by the parser and the formatter.
+exist). The tree walks are ``ast.walk`` and ``ast.children``.
 
 The walks are recursive; the parser bounds the AST depth (limits.MAX_NESTING_DEPTH) first.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
-from typing import Iterator, NamedTuple, get_args
+from typing import NamedTuple
 
-from grammar import ast
-from grammar import limits
-from grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
+from cep.grammar import ast
+from cep.grammar import limits
+from cep.grammar.columns import ColumnNames
+from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
 
 # ----------------------------------------------------------------------------------- catalogue
 
@@ -35,7 +34,7 @@ AGGREGATE_FUNCTIONS = frozenset({
     "BOOL_AND", "BOOL_OR", "EVERY", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP", "COUNT_IF",
     "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION",
 })
-# Scalar functions a query may call (the evaluator in matcher/values.py implements these, plus MAP).
+# Scalar functions a query may call (the evaluator in matcher/sql/values.py implements these, plus MAP).
 SCALAR_FUNCTIONS = frozenset({
     "ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER", "SIGN", "LOWER", "UPPER",
     "LENGTH", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "COALESCE", "NULLIF", "GREATEST",
@@ -88,48 +87,10 @@ def family_of_type(type_name: str) -> str | None:
     return _FAMILY.get(head) or (head.lower() if head else None)
 
 
-# --------------------------------------------------------------------------------- tree helpers
-
-_EXPRESSION_TYPES = get_args(ast.Expr)
-_PATTERN_TYPES = get_args(ast.Pattern)
-
-
-def is_expression(node: object) -> bool:
-    return isinstance(node, _EXPRESSION_TYPES)
-
-
-def is_pattern(node: object) -> bool:
-    return isinstance(node, _PATTERN_TYPES)
-
-
-@functools.lru_cache(maxsize=None)
-def _field_names(node_type: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(node_type) if f.name != "span")
-
-
-def iter_children(node: object) -> Iterator[object]:
-    """The AST nodes directly inside ``node`` (identifiers included), in field order."""
-    for name in _field_names(type(node)):
-        value = getattr(node, name)
-        if isinstance(value, tuple):
-            yield from (item for item in value if dataclasses.is_dataclass(item))
-        elif dataclasses.is_dataclass(value) and not isinstance(value, Span):
-            yield value
-
-
-def walk(node: object) -> Iterator[object]:
-    """Every node under ``node`` (itself included), pre-order, without recursion."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(list(iter_children(current))))
-
-
 def pattern_variables(pattern: ast.Pattern) -> dict[str, ast.Identifier]:
     """Pattern variable key -> its first occurrence, in order of appearance (absences included)."""
     found: dict[str, ast.Identifier] = {}
-    for node in walk(pattern):
+    for node in ast.walk(pattern):
         if isinstance(node, (ast.PatternVar, ast.Absence)):
             name = node.name if isinstance(node, ast.PatternVar) else node.variable
             found.setdefault(name.key, name)
@@ -180,10 +141,11 @@ class _Checker:
         self.statement = statement
         self.match = statement.match
         self.schema = schema
+        self.schema_columns = ColumnNames(schema) if schema else None
         self.problems: list[Diagnostic] = []
         self.variables = pattern_variables(self.match.pattern)
         self.subsets = {s.name.key: s for s in self.match.subsets}
-        self.has_absence = any(isinstance(n, ast.Absence) for n in walk(self.match.pattern))
+        self.has_absence = any(isinstance(n, ast.Absence) for n in ast.walk(self.match.pattern))
 
     def report(self, code: str, message: str, span: Span = NO_SPAN, hint: str | None = None) -> None:
         self.problems.append(Diagnostic(code, message, span, hint))
@@ -206,7 +168,7 @@ class _Checker:
         if len(self.variables) > limits.MAX_PATTERN_VARIABLES:
             self.report("E0305", f"the pattern has {len(self.variables)} variables; the limit is "
                         f"{limits.MAX_PATTERN_VARIABLES}", pattern.span)
-        for node in walk(pattern):
+        for node in ast.walk(pattern):
             if isinstance(node, ast.Quantified) and max(node.min, node.max or 0) > limits.MAX_QUANTIFIER_BOUND:
                 self.report("E0303", f"quantifier {node.text or '{…}'} exceeds the largest allowed bound, "
                             f"{limits.MAX_QUANTIFIER_BOUND}", node.span, "use + or * for long runs of rows")
@@ -225,7 +187,7 @@ class _Checker:
         pattern = self.match.pattern
         terms = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
         top_level = {id(term) for term in terms}
-        for node in walk(pattern):
+        for node in ast.walk(pattern):
             if not isinstance(node, ast.Absence):
                 continue
             name = node.variable.name
@@ -307,11 +269,24 @@ class _Checker:
             return None
         if self.schema is None:
             return None
-        type_name = _lookup(self.schema, column.column)
-        if type_name is None:
+        found, type_name = self.schema_type(column.column)
+        if not found:
             self.report(code, f"{clause} column '{column.column.name}' is not in the input",
                         column.span, _did_you_mean(column.column.name, self.schema))
         return type_name
+
+    def schema_type(self, ident: ast.Identifier, *, report: bool = True) -> tuple[bool, str | None]:
+        """(whether the schema has the column ``ident`` names, its type). A name that two columns differing
+        only in case both match is reported (E0220) and taken as found, with no type."""
+        if not self.schema_columns:
+            return False, None
+        try:
+            name = self.schema_columns.lookup(ident)
+        except CepSemanticError as ambiguous:
+            if report:
+                self.report(ambiguous.code, ambiguous.message, ident.span, ambiguous.hint)
+            return True, None
+        return (False, None) if name is None else (True, self.schema[name])
 
     # ------------------------------------------------------------------------------ outer query
 
@@ -337,7 +312,7 @@ class _Checker:
                 return None
             outputs.update({name.upper(): type_name for name, type_name in self.schema.items()})
         for column in match.partition_by:
-            outputs[column.column.key] = _lookup(self.schema, column.column) if self.schema else None
+            outputs[column.column.key] = self.schema_type(column.column, report=False)[1]
         for measure in match.measures:
             outputs[measure.name.key] = None
         return outputs
@@ -349,7 +324,7 @@ class _Checker:
                 self.report("E0207", f"'{expr.qualifier.name}' is not known in SELECT; qualify columns with the "
                             "MATCH_RECOGNIZE alias", expr.qualifier.span)
             return
-        for node in walk(expr):
+        for node in ast.walk(expr):
             if isinstance(node, (ast.Navigation, ast.Aggregate, ast.Classifier, ast.MatchNumber, ast.MatchStatus)):
                 self.report("E0208", f"{_describe(node)} can only be used inside MATCH_RECOGNIZE, not in {clause}",
                             node.span, "compute it as a measure and select the measure")
@@ -381,19 +356,6 @@ def _upper(outputs: dict) -> set[str]:
     return {key.upper() for key in outputs}
 
 
-def _lookup(schema: dict[str, str] | None, column: ast.Identifier) -> str | None:
-    """A column's type: exact name for quoted names, case-insensitive otherwise."""
-    if not schema:
-        return None
-    if column.name in schema:
-        return schema[column.name]
-    if not column.quoted:
-        for name, type_name in schema.items():
-            if name.upper() == column.key:
-                return type_name
-    return None
-
-
 def _describe(node) -> str:
     if isinstance(node, ast.Navigation):
         return f"{node.kind}()"
@@ -416,8 +378,8 @@ class _ExpressionChecker:
         method = getattr(self, "visit_" + type(node).__name__, None)
         if method is not None:
             return method(node, scope)
-        for child in iter_children(node):  # WhenClause and other plain containers
-            if is_expression(child):
+        for child in ast.children(node):  # WhenClause and other plain containers
+            if ast.is_expression(child):
                 self.visit(child, scope)
         return None
 
@@ -435,12 +397,12 @@ class _ExpressionChecker:
             self._unknown_variable(node.qualifier, scope)
         if checker.schema is None:
             return None
-        type_name = _lookup(checker.schema, node.column)
-        if type_name is None:
+        found, type_name = checker.schema_type(node.column)
+        if not found:
             self.report("E0220", f"unknown column '{node.column.name}'", node.column.span,
                         _did_you_mean(node.column.name, checker.schema))
             return None
-        return family_of_type(type_name)
+        return None if type_name is None else family_of_type(type_name)
 
     def _unknown_variable(self, name: ast.Identifier, scope: _Scope) -> None:
         self.report("E0206", f"pattern variable '{name.name}' is used in {scope.clause} but never appears in PATTERN",
@@ -618,7 +580,7 @@ class _ExpressionChecker:
     def _single_variable(self, node, arguments, what: str) -> None:
         qualifiers: dict[str, ast.Identifier] = {}
         for argument in arguments if isinstance(arguments, tuple) else (arguments,):
-            for inner in walk(argument):
+            for inner in ast.walk(argument):
                 name = inner.variable if isinstance(inner, ast.Classifier) else getattr(inner, "qualifier", None)
                 if isinstance(inner, (ast.ColumnRef, ast.Star, ast.Classifier)) and name is not None:
                     qualifiers.setdefault(name.key, name)

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 class Span:
     """Where a node came from in the query text: 1-based line/column, 0-based character offsets.
 
-    Spans compare equal to each other on purpose (``compare=False`` at every use site is noisy), so
-    that two ASTs parsed from differently formatted text are equal when they mean the same thing.
+    A plain value: two spans are equal when they cover the same text. AST nodes leave their span out
+    of their own equality (``grammar/ast.py``), so that two ASTs parsed from differently formatted
+    text are equal when they mean the same thing.
     """
 
     line: int = 0
@@ -30,12 +31,6 @@ class Span:
     end_column: int = 0
     start: int = 0
     end: int = 0
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Span)
-
-    def __hash__(self) -> int:
-        return 0
 
 
 NO_SPAN = Span()

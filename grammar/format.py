@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from grammar import ast
+from cep.grammar import ast
 
 __all__ = ["format_statement", "format_expr", "format_pattern"]
 

@@ -31,13 +31,13 @@ from typing import Iterator
 from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
-from grammar import ast, limits
-from grammar.checks import AGGREGATE_FUNCTIONS, check, is_expression, is_pattern, iter_children, normalize_type
-from grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
-from grammar.syntax_errors import syntax_error_from_lark
-from grammar.tokens import TRIVIA as _TRIVIA
-from grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
-from grammar.tokens import token_span as _token_span
+from cep.grammar import ast, limits
+from cep.grammar.checks import AGGREGATE_FUNCTIONS, check, normalize_type
+from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
+from cep.grammar.syntax_errors import syntax_error_from_lark
+from cep.grammar.tokens import TRIVIA as _TRIVIA
+from cep.grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
+from cep.grammar.tokens import token_span as _token_span
 
 __all__ = ["parse", "parse_all", "parse_unchecked", "parse_schema", "split_statements"]
 
@@ -456,13 +456,13 @@ def _check_depth(statement: ast.Statement) -> None:
     stack: list[tuple[object, int]] = [(statement, 0)]
     while stack:
         node, depth = stack.pop()
-        if is_expression(node) or is_pattern(node):
+        if ast.is_expression(node) or ast.is_pattern(node):
             depth += 1
             if depth > limits.MAX_NESTING_DEPTH:
                 raise CepSemanticError(f"expressions and patterns may nest at most {limits.MAX_NESTING_DEPTH} levels deep",
                                        code="E0302", span=node.span,
                                        hint="split long chains of operators, e.g. IN (...) instead of many ORs")
-        stack.extend((child, depth) for child in iter_children(node))
+        stack.extend((child, depth) for child in ast.children(node))
 
 
 # ------------------------------------------------------------------------------------ public API

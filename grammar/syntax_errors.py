@@ -14,9 +14,9 @@ from typing import NamedTuple
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from grammar.errors import CepSyntaxError, Span
-from grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
-from grammar.tokens import token_span as _token_span
+from cep.grammar.errors import CepSyntaxError, Span
+from cep.grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
+from cep.grammar.tokens import token_span as _token_span
 
 # --------------------------------------------------------------------------------- syntax errors
 # Lark's exceptions name grammar terminals (`_RPAR`, `IDENT`) and parser states; users get plain

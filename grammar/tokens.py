@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from lark import Lark, Token
 
-from grammar.errors import Span
+from cep.grammar.errors import Span
 
 
 @functools.lru_cache(maxsize=1)

@@ -3,23 +3,31 @@
 ``CompiledQuery`` is what ``cep.compile`` wraps and what the Spark bridge ships to executors. It holds
 the checked statement; machines (program + compiled expressions) are built per input schema, since
 column names resolve against the input.
+
+It also picks the engine, as Go's ``regexp.doExecute`` does: the fast path (``vector/``) when the
+query is eligible, with the Pike VM (``pike/``) for the partitions the fast path declines, else the
+Pike VM alone. The two engines never import each other.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Iterable
 
-from grammar import ast
-from grammar.errors import CepSemanticError
-from matcher import fastpath
-from matcher.arrays import from_arrow, from_pandas
-from matcher.layout import ArrayInput
-from matcher.machine import Machine, build_machine
-from matcher.outer import OuterQuery, build_outer
-from matcher.partitioning import partition_indices, resolve_column
-from matcher.tables import from_columns, from_rows, kind_of, to_columns
-from matcher.types import infer
-from matcher.vm import PartitionMatcher
+from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
+from cep.grammar.errors import CepSemanticError
+from cep.grammar.format import format_expr
+from cep.matcher.vector import fastpath
+from cep.matcher.vector.arrays import from_arrow, from_pandas
+from cep.matcher.vector.layout import ArrayInput
+from cep.matcher.program.machine import Machine, build_machine
+from cep.matcher.rows.outer import OuterQuery, build_outer
+from cep.matcher.rows.partitioning import partition_indices
+from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
+from cep.matcher.sql.types import infer
+from cep.matcher.pike.trace import Tracer
+from cep.matcher.pike.vm import PartitionMatcher, match_partition
 
 Columns = dict[str, list]
 
@@ -50,6 +58,21 @@ class CompiledQuery:
             self._machines[input_columns] = found
         return found
 
+    def partition_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
+        """The input columns PARTITION BY names (``grammar/columns.py`` resolves them), for engines that group."""
+        return self.machine(input_columns).partition_names
+
+    def order_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
+        """The input columns of the ORDER BY keys that are columns, in order."""
+        return self.machine(input_columns).order_names
+
+    def condition_columns(self, input_columns: Iterable[str]) -> list[str]:
+        """The input columns the DEFINE conditions read, in input order (what a trace or a report shows)."""
+        names = ColumnNames(input_columns)
+        read = {names.lookup(node.column, node.span) for define in self.statement.match.defines
+                for node in ast.walk(define.condition) if isinstance(node, ast.ColumnRef)}
+        return [name for name in names.names if name in read]
+
     def output_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
         return self.outer(input_columns).names
 
@@ -64,9 +87,10 @@ class CompiledQuery:
         """(name, SQL type) of every output column, for an input with these column types."""
         machine, outer = self._compiled(tuple(input_types))
         mr = self.statement.match
+        inputs = ColumnNames(input_types)
 
         def input_type(ref: ast.ColumnRef) -> str:
-            return input_types[_resolve(input_types, ref.column)]
+            return input_types[inputs.resolve(ref.column, ref.span)]
 
         measure_types = [infer(m.expr, input_type) for m in mr.measures]
         layout = machine.output.layout
@@ -74,12 +98,10 @@ class CompiledQuery:
         mr_types += [input_types[name] for name in layout.row_columns[: layout.order_count]]
         mr_types += measure_types
         mr_types += [input_types[name] for name in layout.row_columns[layout.order_count :]]
-        by_name: dict[str, int] = {}
-        for position, name in enumerate(machine.output_columns):
-            by_name.setdefault(name.casefold(), position)
+        outputs = ColumnNames(machine.output_columns)
 
         def output_type(ref: ast.ColumnRef) -> str:
-            return mr_types[by_name[ref.column.name.casefold()]]
+            return mr_types[machine.output_columns.index(outputs.resolve(ref.column, ref.span))]
 
         types: list[str] = []
         for item in self.statement.select:
@@ -94,7 +116,7 @@ class CompiledQuery:
     def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None):
         """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
-        A query the fast path takes reads the frame as numpy columns (``matcher/arrays.py``) and, when
+        A query the fast path takes reads the frame as numpy columns (``matcher/vector/arrays.py``) and, when
         its measures are computed column-wise, builds the result from typed columns: no Python object
         per input row. Anything else converts the frame to Python columns and runs ``run_columns``.
         Either way the result equals ``from_rows(kind, *run_columns(to_columns(frame)))``; ``clock`` as
@@ -112,7 +134,7 @@ class CompiledQuery:
         total = len(frame) if kind == "pandas" else frame.num_rows
         plain = outer.is_identity and outer.where is None and (
             not outer_order_and_limit or (not outer.sort_keys and outer.limit is None))
-        matched = fast.run(ArrayInput(arrays, total, kind), typed=plain)
+        matched = fast.run(ArrayInput(arrays, total, kind), fallback=partial(match_partition, machine), typed=plain)
         if progress is not None:
             progress(total, total)
         if isinstance(matched, fastpath.MatchColumns):
@@ -124,7 +146,7 @@ class CompiledQuery:
     ) -> tuple[tuple[str, ...], list[tuple]]:
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
 
-        ``checks`` (a ``matcher.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
+        ``checks`` (a ``cep.matcher.rows.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
         raising on the first one) and drops duplicates; the rest is matched as if it were the whole input.
         ``progress(done, total)`` is called as rows are matched (after each partition on the Pike VM).
         """
@@ -142,20 +164,16 @@ class CompiledQuery:
             clock = replay_clock(machine, columns)
         total = len(columns[names[0]])
         fast = fastpath.plan_for(self.statement, machine, names)
-        if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/fastpath.py)
-            matched = fast.run(columns)
+        if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/vector/fastpath.py)
+            matched = fast.run(columns, fallback=partial(match_partition, machine))
             if progress is not None:
                 progress(total, total)
             return outer.names, outer.apply(matched, order_and_limit=outer_order_and_limit)
         rows: list[tuple] = []
         done = 0
         for key, indices in self.partitions(machine, columns):
-            matcher = PartitionMatcher(machine, key)
             part = {name: [columns[name][i] for i in indices] for name in machine.columns}
-            rows.extend(matcher.feed(part))
-            if clock is not None:
-                rows.extend(matcher.advance(clock))
-            rows.extend(matcher.finish())
+            rows.extend(match_partition(machine, key, part, clock))
             if progress is not None:  # (rows done, rows in all), after each partition
                 done += len(indices)
                 progress(done, total)
@@ -163,17 +181,15 @@ class CompiledQuery:
 
     def trace_columns(self, columns: Columns, partition: dict | None = None) -> list[dict]:
         """Run with a tracer attached; ``partition`` (column -> value) restricts the trace to one partition."""
-        from grammar.format import format_expr
-        from matcher.trace import Tracer
-
         machine = self.machine(tuple(columns))
         texts = {d.variable.key: format_expr(d.condition) for d in self.statement.match.defines}
         wanted = None
         if partition:
-            wanted = tuple(partition[_resolve(partition, ast.Identifier(None, name))] for name in self.partition_columns)
+            given = ColumnNames(partition)
+            wanted = tuple(partition[given.resolve(ref.column, ref.span)] for ref in self.statement.match.partition_by)
         texts.update({"!" + name: f"NOT ({text})" for name, text in texts.items()})
         records: list[dict] = []
-        order = self.order_columns[0] if self.order_columns else None
+        order = machine.order_names[0] if machine.order_names else None
         clock = replay_clock(machine, columns) if machine.within is not None else None
         for key, indices in self.partitions(machine, columns):
             if wanted is not None and tuple(key) != wanted:
@@ -187,16 +203,13 @@ class CompiledQuery:
             matcher.finish()
             for record in tracer.records:
                 if order is not None and record["row"] < len(indices):
-                    record["order_key"] = columns[_resolve(columns, ast.Identifier(None, order))][indices[record["row"]]]
+                    record["order_key"] = columns[order][indices[record["row"]]]
                 records.append(record)
         return records
 
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""
         return partition_indices(self.statement, machine, columns)
-
-
-_resolve = resolve_column
 
 
 def replay_clock(machine: Machine, columns: Columns):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 import cep
-from spark_bridge.session import get_spark
+from cep.spark_bridge.spark.session import get_spark
 
 QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
   PARTITION BY symbol ORDER BY ts

@@ -41,7 +41,7 @@ def spark():
         pytest.skip(reason)
     # Spark's Python workers must run this interpreter (the one with pandas/pyarrow and cep installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
 
     session = get_spark("local[2]", app_name="cep-tests")
     yield session

@@ -76,7 +76,7 @@ def start_query(spark, source: str, output: str, checkpoint: str, text: str, *, 
 
 
 def main(source: str, output: str, checkpoint: str, text: str) -> None:
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
 
     spark = get_spark("local[2]", shuffle_partitions=2)
     start_query(spark, source, output, checkpoint, text, available_now=False).awaitTermination()

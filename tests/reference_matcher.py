@@ -51,7 +51,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from grammar import ast as A
+from cep.grammar import ast as A
 
 __all__ = [
     "ReferenceMatcherError",

@@ -27,9 +27,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from grammar import ast as A
-from grammar.checks import SCALAR_FUNCTIONS
-from grammar.errors import Span
+from cep.grammar import ast as A
+from cep.grammar.checks import SCALAR_FUNCTIONS
+from cep.grammar.errors import Span
 from tests.conformance import load_cases
 
 S = Span()

@@ -24,8 +24,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from grammar import ast as A
-from grammar.errors import Span
+from cep.grammar import ast as A
+from cep.grammar.errors import Span
 
 S = Span()
 
@@ -462,7 +462,7 @@ def rows_for(stmt: A.Statement, max_rows: int = 10) -> Any:
 
 def query_texts(variables: tuple[str, ...] = VARIABLES) -> Any:
     """SQL text of ``queries()``; needs ``grammar.format.format_statement``."""
-    from grammar.format import format_statement  # noqa: PLC0415 - optional, written by another engineer
+    from cep.grammar.format import format_statement  # noqa: PLC0415 - optional, written by another engineer
 
     return queries(variables).map(format_statement)
 

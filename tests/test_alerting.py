@@ -2,7 +2,7 @@
 
 Two layers, as in test_streaming.py:
 
-* Without Spark: ``LocalAlerts`` drives the alerting operator (``_Explode`` then ``_AlertStep`` per
+* Without Spark: ``LocalAlerts`` drives the alerting operator (``Explode`` then ``AlertStep`` per
   (rule, key)) with Spark's micro-batch rules (watermark of the previous batch, timers that fire when
   the watermark passes them, one call per key per batch) and a stand-in for ``GroupState``.
 * On Spark (``@pytest.mark.spark``, the shared session; file-source streams in tmp dirs; no sleeps):
@@ -25,11 +25,17 @@ from pathlib import Path
 import pytest
 
 import cep
-from spark_bridge import state_codec
-from spark_bridge.buckets import KeyTable
-from spark_bridge.alert_rules import _EVENT_US, _KIND, _PKEY, _SPEC, KIND_MATCH, _AlertStep, _Explode
-from spark_bridge.alerting import STAT_NAMES, AlertStream, RuleStore, build_rule_set, read_status, rule_rows
-from spark_bridge.sinks import ALERT_NAMES, FileSink, SQLiteSink, jsonable
+from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.key_table import KeyTable
+from cep.spark_bridge.spark.columns import EVENT_US, KIND
+from cep.spark_bridge.alerting.rule_set import KIND_MATCH, PKEY, SPEC
+from cep.spark_bridge.alerting.worker import AlertStep, Explode
+from cep.spark_bridge.alerting.rule_set import STAT_NAMES, build_rule_set
+from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
+from cep.spark_bridge.sinks.file import FileSink
+from cep.spark_bridge.sinks.sql import SQLiteSink
 
 T0 = dt.datetime(2024, 1, 1)
 TYPES = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE"}
@@ -91,8 +97,8 @@ class LocalAlerts:
     BUCKETS = 3  # keys share calls, as on Spark (where a Murmur3 hash, not this one, places them)
 
     def __init__(self, store: RuleStore, delay_s: int, housekeeping_us: int = 3_600_000_000) -> None:
-        self.explode = _Explode(store.directory, COLUMNS + [_EVENT_US])
-        self.step = _AlertStep(store.directory, housekeeping_us, self.BUCKETS)
+        self.explode = Explode(store.directory, COLUMNS + [EVENT_US])
+        self.step = AlertStep(store.directory, housekeeping_us, self.BUCKETS)
         self.delay_ms = delay_s * 1000
         self.watermark_ms, self.max_ms = 0, None
         self.states: dict[tuple, tuple] = {}
@@ -105,13 +111,13 @@ class LocalAlerts:
         frames = []
         if rows:
             pdf = pd.DataFrame(rows, columns=COLUMNS)
-            pdf[_EVENT_US] = [state_codec.datetime_to_micros(r["ts"]) for r in rows]
+            pdf[EVENT_US] = [state_codec.datetime_to_micros(r["ts"]) for r in rows]
             frames = list(self.explode(iter([pdf])))
         groups = {}
         if frames:
             exploded = pd.concat(frames, ignore_index=True)
-            exploded["bucket"] = [zlib.crc32(k.encode()) % self.BUCKETS for k in exploded[_PKEY]]
-            groups = {key: frame.reset_index(drop=True) for key, frame in exploded.groupby([_SPEC, "bucket"], sort=True)}
+            exploded["bucket"] = [zlib.crc32(k.encode()) % self.BUCKETS for k in exploded[PKEY]]
+            groups = {key: frame.reset_index(drop=True) for key, frame in exploded.groupby([SPEC, "bucket"], sort=True)}
         calls = list(groups.items()) + [(k, None) for k, t in sorted(self.timers.items()) if k not in groups and self.watermark_ms > t]
         out = []
         for key, frame in calls:
@@ -125,7 +131,7 @@ class LocalAlerts:
                 self.states[key] = state.value
                 self.timers[key] = state.timeout
             for record in result.to_dict("records"):
-                if record[_KIND] == KIND_MATCH:
+                if record[KIND] == KIND_MATCH:
                     out.append({name: record[name] for name in ALERT_NAMES})
                 else:
                     self.stats.update({(record["rule_id"], n): v for n, v in zip(STAT_NAMES, record["__cep_stats"]) if v})
@@ -175,11 +181,11 @@ def test_suppression_at_most_one_alert_per_key_per_interval(tmp_path):
 
 
 def test_bad_rows_cross_the_operator_in_their_own_group_and_reach_no_rule(tmp_path):
-    """With the reason column of mark_bad_rows, _Explode sends a bad row once, to BAD_SPEC (not to a
-    rule's partition spec), and _AlertStep hands it back as it came (KIND_BAD), keeping no state."""
+    """With the reason column of mark_bad_rows, Explode sends a bad row once, to BAD_SPEC (not to a
+    rule's partition spec), and AlertStep hands it back as it came (KIND_BAD), keeping no state."""
     import pandas as pd
 
-    from spark_bridge.alert_rules import BAD_SPEC, KIND_BAD, KIND_STATS
+    from cep.spark_bridge.alerting.rule_set import BAD_SPEC, KIND_BAD, KIND_STATS
 
     rules = tmp_path / "rules"
     write_rule(rules, "prices.sql", HIGH)
@@ -187,17 +193,17 @@ def test_bad_rows_cross_the_operator_in_their_own_group_and_reach_no_rule(tmp_pa
     passthrough = ["__cep_reject", "__cep_raw", "__cep_file"]
     rows = [ev("a", 0, 101), ev("a", 1, 5), {"symbol": None, "ts": None, "price": None}]
     pdf = pd.DataFrame(rows, columns=COLUMNS)
-    pdf[_EVENT_US] = [state_codec.datetime_to_micros(r["ts"]) if r["ts"] else -(2**63) for r in rows]
+    pdf[EVENT_US] = [state_codec.datetime_to_micros(r["ts"]) if r["ts"] else -(2**63) for r in rows]
     pdf["__cep_reject"], pdf["__cep_raw"], pdf["__cep_file"] = [None, None, "not_json"], [None, None, "{oops"], [None, None, "f.json"]
-    exploded = pd.concat(_Explode(store.directory, COLUMNS + [_EVENT_US] + passthrough, "__cep_reject")(iter([pdf])))
-    assert sorted(zip(exploded[_SPEC], exploded["price"].fillna(-1))) == [('["symbol"]', 5.0), ('["symbol"]', 101.0), (BAD_SPEC, -1.0)]
-    step = _AlertStep(store.directory, 3_600_000_000, 3, passthrough)
+    exploded = pd.concat(Explode(store.directory, COLUMNS + [EVENT_US] + passthrough, "__cep_reject")(iter([pdf])))
+    assert sorted(zip(exploded[SPEC], exploded["price"].fillna(-1))) == [('["symbol"]', 5.0), ('["symbol"]', 101.0), (BAD_SPEC, -1.0)]
+    step = AlertStep(store.directory, 3_600_000_000, 3, passthrough)
     bad = FakeState(None, 0, False)
-    out = pd.concat(list(step((BAD_SPEC, 0), iter([exploded[exploded[_SPEC] == BAD_SPEC]]), bad)))
-    assert list(out[_KIND]) == [KIND_BAD] and bad.value is None and bad.timeout is None
+    out = pd.concat(list(step((BAD_SPEC, 0), iter([exploded[exploded[SPEC] == BAD_SPEC]]), bad)))
+    assert list(out[KIND]) == [KIND_BAD] and bad.value is None and bad.timeout is None
     assert out[passthrough].values.tolist() == [["not_json", "{oops", "f.json"]] and out["rule_id"].isna().all()
-    good = pd.concat(list(step(('["symbol"]', 0), iter([exploded[exploded[_SPEC] != BAD_SPEC]]), FakeState(None, 0, False))))
-    assert set(good[_KIND]) == {KIND_STATS} and good[passthrough].isna().all().all()  # nothing released yet: counts only
+    good = pd.concat(list(step(('["symbol"]', 0), iter([exploded[exploded[SPEC] != BAD_SPEC]]), FakeState(None, 0, False))))
+    assert set(good[KIND]) == {KIND_STATS} and good[passthrough].isna().all().all()  # nothing released yet: counts only
 
 
 V1 = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES COUNT(*) AS n, LAST(X.price) AS p
@@ -227,7 +233,7 @@ def test_changed_rule_drops_its_state_with_counts_and_unchanged_rule_keeps_it(tm
 
 
 def cep_version(text: str) -> str:
-    from spark_bridge.rules import rule_version
+    from cep.spark_bridge.alerting.rules import rule_version
 
     return rule_version(cep.parse(text))
 

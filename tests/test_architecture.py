@@ -1,39 +1,243 @@
-"""Imports point one way: cep -> spark_bridge -> matcher -> grammar. matcher/ and grammar/ never import
-Spark; no package imports cep/. Every import statement counts, also those inside functions."""
+"""The house rules of the layout (docs/architecture.md draws the house), checked on every import statement,
+also those inside functions:
+
+- the stages point one way: cep (the public API and the command) -> cep.spark_bridge -> cep.matcher ->
+  cep.grammar; matcher/ and grammar/ never import Spark; no stage imports the public API;
+- inside each package, modules and subpackages have an order (``ORDER``): nothing imports what comes
+  after it, and the two engines (``pike/``, ``vector/``) never import each other;
+- ``spark_bridge/engine/`` (the pure-Python keyed engine) never imports pyspark;
+- no import circle; no ``_private`` name imported from a module of another package;
+- an import inside a function is only of a heavy or optional dependency (``LAZY``), and the module
+  says why in a comment starting ``# Imported inside functions:``;
+- every package folder is installed (pyproject.toml), and the module lists in the docs match the tree.
+"""
 
 import ast
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-FORBIDDEN = {
-    "grammar": {"matcher", "spark_bridge", "cep", "pyspark"},
-    "matcher": {"spark_bridge", "cep", "pyspark"},
-    "spark_bridge": {"cep"},
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+# The folders of the repository and the packages they are installed as (pyproject.toml's package-dir).
+FOLDERS = {folder: package for package, folder in PYPROJECT["tool"]["setuptools"]["package-dir"].items()}
+STAGES = ("grammar", "matcher", "spark_bridge")
+# What each stage's code may import of ours: the stages below it, and itself.
+ALLOWED = {
+    "grammar": ("cep.grammar",),
+    "matcher": ("cep.grammar", "cep.matcher"),
+    "spark_bridge": ("cep.grammar", "cep.matcher", "cep.spark_bridge"),
 }
+NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
+# Each package's modules and subpackages, lowest first: a member imports only members at or before its
+# own place. A tuple holds siblings, which never import each other.
+ORDER = {
+    "cep": ["grammar", "matcher", "spark_bridge", "query", "cli_io", "report", "stream_cli", "cli"],
+    "cep.grammar": ["errors", "limits", "ast", "columns", "tokens", "syntax_errors", "checks", "format", "parser"],
+    "cep.matcher": ["sql", "program", "rows", ("pike", "vector"), "plan", "explain"],
+    "cep.matcher.sql": ["values", "intervals", "context", "running", "types", "expressions"],
+    "cep.matcher.program": ["instructions", "compiler", "equivalence", "output", "machine"],
+    "cep.matcher.rows": ["tables", "outer", "partitioning", "validate"],
+    "cep.matcher.pike": ["vm", "trace"],
+    "cep.matcher.vector": ["arrays", "kernels", "pattern_regex", "runs", "all_rows", "layout", "fastpath"],
+    "cep.matcher.explain": ["dot", "text"],
+    "cep.spark_bridge": ["engine", "spark", "sinks", "alerting"],
+    "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "local",
+                                "replay"],
+    "cep.spark_bridge.spark": ["columns", "session", "types", "buckets", "inputs", "batch", "streaming"],
+    "cep.spark_bridge.sinks": ["base", "alerts", "file", "console", "webhook", "sql", "fanout"],
+    "cep.spark_bridge.alerting": ["rules", "suppress", "rule_set", "store", "worker", "query", "stream"],
+}
+# Imported inside functions only: optional extras (pyspark, matplotlib, psycopg) and heavy libraries that
+# many runs never need (pandas, pyarrow: a list of dicts or `cep check`; rich: the progress bar).
+LAZY = ("pyspark", "py4j", "matplotlib", "psycopg", "psycopg2", "pandas", "pyarrow", "rich")
+LAZY_NOTE = "# Imported inside functions:"
 
 
-def imported_packages(path: Path) -> set[tuple[int, str]]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update((node.lineno, alias.name.split(".")[0]) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add((node.lineno, node.module.split(".")[0]))
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the library (a package is its __init__.py)."""
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_imports_point_one_way(package):
-    files = sorted((REPO / package).rglob("*.py"))
-    assert files
-    wrong = [f"{path.relative_to(REPO)}:{line} imports {name}"
-             for path in files for line, name in sorted(imported_packages(path)) if name in FORBIDDEN[package]]
+MODULES = module_files()
+
+
+def imports(path: Path) -> list[tuple[int, str, bool]]:
+    """(line, dotted name, inside a function) of every import in ``path``; ``from package import name``
+    gives package.name."""
+    found = []
+
+    def visit(node, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, alias.name, in_function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                found.extend((child.lineno, f"{child.module}.{alias.name}", in_function) for alias in child.names)
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), False)
+    return found
+
+
+def target(name: str) -> str | None:
+    """The module of ours an imported dotted name lands in (``cep.grammar.ast.Span`` -> ``cep.grammar.ast``)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def graph() -> dict[str, set[str]]:
+    return {module: {found for _, name, _ in imports(path) if (found := target(name)) and found != module}
+            for module, path in MODULES.items()}
+
+
+def where(module: str, line: int, name: str) -> str:
+    return f"{MODULES[module].relative_to(REPO)}:{line} imports {name}"
+
+
+@pytest.mark.parametrize("folder", STAGES)
+def test_imports_point_one_way(folder):
+    package = FOLDERS[folder]
+    wrong = [where(module, line, name) for module, path in MODULES.items() if within(module, package)
+             for line, name, _ in imports(path)
+             if (within(name, "cep") and not any(within(name, allowed) for allowed in ALLOWED[folder]))]
     assert wrong == []
+
+
+@pytest.mark.parametrize("package", NO_SPARK)
+def test_pyspark_stays_out(package):
+    wrong = [where(module, line, name) for module, path in MODULES.items() if within(module, package)
+             for line, name, _ in imports(path) if within(name, "pyspark") or within(name, "py4j")]
+    assert wrong == []
+
+
+def test_nothing_imports_the_former_top_level_names():
+    """grammar, matcher and spark_bridge are installed under cep; PyPI's packages of those names are others'."""
+    files = [p for p in REPO.rglob("*.py") if ".venv" not in p.parts and "build" not in p.parts]
+    wrong = [f"{path.relative_to(REPO)}:{line} imports {name}"
+             for path in files for line, name, _ in imports(path) if name.split(".")[0] in STAGES]
+    assert wrong == []
+
+
+def members(package: str) -> dict[str, int]:
+    """Member name -> its place in ``ORDER[package]``."""
+    return {name: place for place, entry in enumerate(ORDER[package])
+            for name in (entry if isinstance(entry, tuple) else (entry,))}
+
+
+@pytest.mark.parametrize("package", sorted(ORDER))
+def test_every_member_has_a_place(package):
+    present = {module[len(package) + 1:].split(".")[0] for module in MODULES if module.startswith(package + ".")}
+    assert present == set(members(package))
+
+
+@pytest.mark.parametrize("package", sorted(ORDER))
+def test_each_package_keeps_its_order(package):
+    place = members(package)
+    siblings = [set(entry) for entry in ORDER[package] if isinstance(entry, tuple)]
+    wrong = []
+    for module, path in MODULES.items():
+        if not module.startswith(package + "."):
+            continue
+        mine = module[len(package) + 1:].split(".")[0]
+        for line, name, _ in imports(path):
+            found = target(name)
+            if found is None or not found.startswith(package + "."):
+                continue
+            theirs = found[len(package) + 1:].split(".")[0]
+            if theirs == mine:
+                continue
+            if place[theirs] > place[mine] or any({mine, theirs} <= pair for pair in siblings):
+                wrong.append(f"{where(module, line, name)} ({mine} may not import {theirs})")
+    assert wrong == []
+
+
+def test_no_import_circles():
+    edges = graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for nxt in sorted(edges[module]):
+            if state.get(nxt) == 1:
+                circles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert circles == []
+
+
+def test_no_private_name_crosses_packages():
+    wrong = []
+    for module, path in MODULES.items():
+        home = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for line, name, _ in imports(path):
+            source, _, leaf = name.rpartition(".")
+            found = target(source)
+            if found is None or not leaf.startswith("_") or leaf.startswith("__"):
+                continue
+            if found.rpartition(".")[0] != home:
+                wrong.append(where(module, line, name))
+    assert wrong == []
+
+
+def test_imports_inside_functions_are_heavy_or_optional_and_say_why():
+    wrong = []
+    for module, path in MODULES.items():
+        lazy = [(line, name) for line, name, in_function in imports(path) if in_function]
+        wrong += [where(module, line, name) for line, name in lazy if not any(within(name, dep) for dep in LAZY)]
+        if lazy and LAZY_NOTE not in path.read_text(encoding="utf-8"):
+            wrong.append(f"{path.relative_to(REPO)}: imports inside functions, and no '{LAZY_NOTE} ...' comment")
+    assert wrong == []
+
+
+def test_every_package_folder_is_installed():
+    packages = {module for module, path in MODULES.items() if path.name == "__init__.py"}
+    assert set(PYPROJECT["tool"]["setuptools"]["packages"]) == packages
+
+
+DOCS_WITH_MODULE_LISTS = [REPO / "README.md", REPO / "docs" / "architecture.md"]
+# A module list in the docs: a line "`matcher/pike/`: `vm`, `trace` ..." (a folder, then its modules).
+LISTED = re.compile(r"^[-*]?\s*`(?P<folder>[\w/]+/)`[^:\n]*:\s*(?P<modules>(?:`\w+`(?:,\s*)?)+)", re.M)
+
+
+@pytest.mark.parametrize("doc", DOCS_WITH_MODULE_LISTS, ids=lambda p: p.name)
+def test_module_lists_in_the_docs_match_the_tree(doc):
+    text = doc.read_text(encoding="utf-8")
+    lists = {m["folder"]: set(re.findall(r"`(\w+)`", m["modules"])) for m in LISTED.finditer(text)}
+    assert lists, f"{doc.name} lists no modules"
+    items = re.findall(r"^- `([\w/]+/)`", text, re.M)
+    assert sorted(items) == sorted(lists), f"{doc.name}: a list item the check cannot read"
+    for folder, listed in lists.items():
+        directory = REPO / folder
+        present = {p.stem for p in directory.glob("*.py") if p.stem != "__init__"}
+        present |= {p.name for p in directory.iterdir() if (p / "__init__.py").exists()}
+        assert listed == present, f"{doc.name}: {folder}"
+    stage_folders = {f"{p.relative_to(REPO)}/" for folder in STAGES for p in (REPO / folder).rglob("*")
+                     if p.is_dir() and (p / "__init__.py").exists()}
+    if doc.name == "architecture.md":
+        assert stage_folders <= set(lists), sorted(stage_folders - set(lists))
 
 
 def test_the_scan_sees_imports_inside_functions(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from cep.query import Query\n    import pyspark.sql\n")
-    assert imported_packages(sample) == {(2, "cep"), (3, "pyspark")}
+    assert imports(sample) == [(2, "cep.query.Query", True), (3, "pyspark.sql", True)]

@@ -1,4 +1,4 @@
-"""Keys grouped in buckets (spark_bridge.buckets): the table of per-key states survives bytes, and a
+"""Keys grouped in buckets (cep.spark_bridge.engine.key_table): the table of per-key states survives bytes, and a
 checkpoint written with another bucket count (or per key) is refused instead of losing state.
 That bucketing changes no output is checked by tests/test_streaming.py (LocalStream with buckets)."""
 
@@ -7,10 +7,11 @@ import datetime as dt
 import pytest
 
 import cep
-from grammar.errors import CepRuntimeError
-from spark_bridge import state_codec
-from spark_bridge.buckets import KeyTable, split_by_key
-from spark_bridge.keyed import KeyedStream, LocalStream
+from cep.grammar.errors import CepRuntimeError
+from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.key_table import KeyTable, split_by_key
+from cep.spark_bridge.engine.keyed import KeyedStream
+from cep.spark_bridge.engine.local import LocalStream
 
 VSHAPE = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
   MEASURES FIRST(A.ts) AS start_ts, COUNT(*) AS n ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from grammar.checks import check
-from grammar.errors import CepSemanticError
-from grammar.parser import parse, parse_unchecked
+from cep.grammar.checks import check
+from cep.grammar.errors import CepSemanticError
+from cep.grammar.parser import parse, parse_unchecked
 
 SCHEMA = {"ts": "TIMESTAMP", "symbol": "VARCHAR", "price": "DOUBLE", "qty": "BIGINT", "ok": "BOOLEAN",
           "tags": "ARRAY<VARCHAR>", "day": "DATE"}

@@ -276,7 +276,7 @@ def test_run_runtime_error_is_a_query_error(tmp_path, capsys):
 
 
 def test_spark_worker_errors_are_reduced_to_the_cep_error():
-    from cep.cli import _spark_error
+    from cep.cli import spark_error
 
     PythonException = type("PythonException", (Exception,), {})
     worker_text = (
@@ -284,6 +284,6 @@ def test_spark_worker_errors_are_reduced_to_the_cep_error():
         '  File "x.py", line 1, in f\n'
         "grammar.errors.CepRuntimeError: query: error[E0411]: cannot cast 'ACME' to INTEGER\n"
     )
-    assert _spark_error(PythonException(worker_text)) == "error[E0411]: cannot cast 'ACME' to INTEGER"
-    assert _spark_error(PythonException("boom\nmore")) == "error: spark: boom"
-    assert _spark_error(ValueError("not spark")) is None
+    assert spark_error(PythonException(worker_text)) == "error[E0411]: cannot cast 'ACME' to INTEGER"
+    assert spark_error(PythonException("boom\nmore")) == "error: spark: boom"
+    assert spark_error(ValueError("not spark")) is None

@@ -163,7 +163,7 @@ def test_spark_engine_keeps_text_that_looks_like_a_time(spark, capsys):
 
 
 def test_spark_worker_python_errors_name_the_exception():
-    from cep.cli import _spark_error
+    from cep.cli import spark_error
 
     PythonException = type("PythonException", (Exception,), {})
     worker_text = (
@@ -171,7 +171,7 @@ def test_spark_worker_python_errors_name_the_exception():
         '  File "batch.py", line 102, in conform\n'
         "TypeError: <class 'Timedelta'> is not convertible to datetime, at position 0\n"
     )
-    assert _spark_error(PythonException(worker_text)) == (
+    assert spark_error(PythonException(worker_text)) == (
         "error: spark: An exception was thrown from the Python worker: "
         "TypeError: <class 'Timedelta'> is not convertible to datetime, at position 0"
     )

@@ -18,7 +18,7 @@ from functools import lru_cache
 import pytest
 
 import cep
-from matcher.tables import rows_to_columns
+from cep.matcher.rows.tables import rows_to_columns
 from tests.conformance import ROOT, as_multiset, load_cases, typed_rows
 
 # The answers standard (backtracking, end-of-partition) semantics give where the peer's differ.

@@ -33,8 +33,9 @@ import pandas as pd
 import pytest
 
 import cep
-from spark_bridge.alerting import AlertStream, read_status
-from spark_bridge.sinks import RetryPolicy, SQLiteSink
+from cep.spark_bridge.alerting.stream import AlertStream, read_status
+from cep.spark_bridge.sinks.base import RetryPolicy
+from cep.spark_bridge.sinks.sql import SQLiteSink
 from tests import crash_driver
 from tests.test_alerting import HIGH, SPAN, SENTINEL as ALERT_SENTINEL, ev, price_batches, price_walk, replay, streamed, write_batch, write_rule
 from tests.test_alerting import _schema as alert_schema
@@ -291,7 +292,7 @@ def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_w
     plan = capsys.readouterr().out
     # One scan of the input (the last micro-batch had no data: an empty LocalTableScan stands for the files)
     # feeds the rules and the dead letter.
-    assert sum("Scan" in line for line in plan.splitlines()) == 1 and plan.count("MapInPandas _Explode") == 1, plan
+    assert sum("Scan" in line for line in plan.splitlines()) == 1 and plan.count("MapInPandas Explode") == 1, plan
     out = second.alerts().toPandas()
     events = [e for b in batches for e in b]
     assert out["match_id"].is_unique

@@ -1,6 +1,6 @@
 """Aggregates in DEFINE (RUNNING semantics), which the Pike VM carries as running state per thread.
 
-``matcher/running.py`` folds SUM/COUNT/AVG/MIN/MAX one row at a time along each thread's history
+``matcher/sql/running.py`` folds SUM/COUNT/AVG/MIN/MAX one row at a time along each thread's history
 instead of over the whole partial match at every evaluation. These properties check it against the
 plain backtracking reference (``tests/reference_matcher.py``), which folds from scratch every time,
 on floats that round (0.1 + 0.2), NULLs, integers mixed with floats, aggregates over one variable,
@@ -15,12 +15,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from grammar.errors import CepError, CepRuntimeError
-from grammar.parser import parse
-from matcher import fastpath
-from matcher.plan import CompiledQuery
-from matcher.running import FOLDS as RUNNING_FOLDS
-from matcher.tables import rows_to_columns
+from cep.grammar.errors import CepError, CepRuntimeError
+from cep.grammar.parser import parse
+from cep.matcher.vector import fastpath
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.sql.running import FOLDS as RUNNING_FOLDS
+from cep.matcher.rows.tables import rows_to_columns
 from tests import reference_matcher as reference
 from tests.strategies_match import (
     VARIABLES,

@@ -36,3 +36,12 @@ def test_sql_blocks_parse(path: Path, index: int, block: str) -> None:
             cep.parse_all(block)
     else:
         assert cep.parse_all(block), f"{path.name} block {index} holds no statement"
+
+
+def test_every_error_code_is_in_the_docs_code_tables():
+    """A code raised anywhere in the library has a row in docs/language.md's tables."""
+    library = [path for folder in ("cep", "grammar", "matcher", "spark_bridge") for path in (ROOT / folder).rglob("*.py")]
+    raised = {code for path in library for code in re.findall(r"\bE0\d{3}\b", path.read_text(encoding="utf-8"))}
+    table = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
+    documented = {code for row in re.findall(r"^\| (E0[^|]*)\|", table, re.M) for code in re.findall(r"E0\d{3}", row)}
+    assert sorted(raised - documented) == []

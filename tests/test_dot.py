@@ -1,5 +1,5 @@
-"""``cep explain --format dot|svg|png`` (matcher/dot.py): the automaton as Graphviz, checked by parsing
-the DOT text back into nodes and edges (a small parser here, independent of matcher/dot.py), and, where
+"""``cep explain --format dot|svg|png`` (matcher/explain/dot.py): the automaton as Graphviz, checked by parsing
+the DOT text back into nodes and edges (a small parser here, independent of matcher/explain/dot.py), and, where
 Graphviz is installed, by Graphviz itself."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 import cep
 from cep.cli import main
-from matcher.dot import GraphvizMissing, render, to_dot
+from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 
 REPO = Path(__file__).resolve().parent.parent
 PATTERNS = sorted((REPO / "patterns").glob("*.sql"))

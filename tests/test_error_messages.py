@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from grammar.checks import check
-from grammar.errors import CepError, CepSemanticError
-from grammar.parser import parse, parse_schema
+from cep.grammar.checks import check
+from cep.grammar.errors import CepError, CepSemanticError
+from cep.grammar.parser import parse, parse_schema
 
 SCHEMA = {"ts": "TIMESTAMP", "symbol": "VARCHAR", "price": "DOUBLE", "tags": "ARRAY<VARCHAR>"}
 

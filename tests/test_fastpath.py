@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grammar import ast as A
-from grammar.errors import CepError
-from matcher import fastpath
-from matcher.plan import CompiledQuery
-from matcher.tables import rows_to_columns
+from cep.grammar import ast as A
+from cep.grammar.errors import CepError
+from cep.matcher.vector import fastpath
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.rows.tables import rows_to_columns
 from tests.strategies_match import (
     S,
     _measures,
@@ -288,8 +288,8 @@ def test_decimal_literals_compare_as_values_compare_does(op):
 
     import numpy as np
 
-    from matcher import kernels
-    from matcher import values as V
+    from cep.matcher.vector import kernels
+    from cep.matcher.sql import values as V
 
     column = [0.1, 0.5, 2.5, 3.0, math.nan, None, -1.0]
     for literal in (Decimal("0.1"), Decimal("2.5"), Decimal("3")):
@@ -309,7 +309,7 @@ def test_unsorted_and_null_order_keys():
 
 # ------------------------------------------------------------------- pandas and Arrow input, column-wise
 #
-# ``Query.run`` on a DataFrame or a Table hands the fast path numpy columns (matcher/arrays.py) and builds
+# ``Query.run`` on a DataFrame or a Table hands the fast path numpy columns (matcher/vector/arrays.py) and builds
 # the result from typed columns. The reference is the Pike VM on the Python values of the same frame
 # (``to_columns``), typed by ``from_rows``: the two must give the same frame, dtypes included.
 
@@ -318,7 +318,7 @@ import datetime as _dt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from matcher.tables import from_rows, to_columns  # noqa: E402
+from cep.matcher.rows.tables import from_rows, to_columns  # noqa: E402
 
 _T0 = _dt.datetime(2024, 1, 2, 9, 30)
 
@@ -474,7 +474,7 @@ def test_frames_on_every_eligible_query(stmt, frame):
 @pytest.mark.parametrize("library", ["pandas", "arrow"])
 def test_v_shape_frame_never_builds_python_rows(library, monkeypatch):
     """The V-shape over a frame: no input column is turned into Python values, types are kept."""
-    from matcher.layout import ArrayInput
+    from cep.matcher.vector.layout import ArrayInput
 
     stmt = statement(**{**V_SHAPE, "measures": [("n", count_star()), ("bottom", last(col("value", "B"))),
                                                 ("start", first(col("ts", "A"))), ("m", A.MatchNumber(S))]})
@@ -524,7 +524,7 @@ def _share_calling(monkeypatch, module, name: str, queries, frame_strategy, exam
 
 def test_most_generated_frames_take_the_column_path(monkeypatch):
     """The frame property test must exercise the typed column output, not only the conversions."""
-    import matcher.plan as plan_module
+    import cep.matcher.plan as plan_module
 
     assert _share_calling(monkeypatch, plan_module, "from_columns", column_queries(), frames(), 60) > 0.6
 
@@ -534,7 +534,7 @@ def test_most_generated_frames_take_the_column_path(monkeypatch):
 
 
 def _all_rows_measures(qualifiers: list[str]) -> st.SearchStrategy:
-    """Every measure kind ``matcher/all_rows.py`` computes: RUNNING (the default) and FINAL FIRST/LAST,
+    """Every measure kind ``matcher/vector/all_rows.py`` computes: RUNNING (the default) and FINAL FIRST/LAST,
     column references qualified and not, COUNT(*)/COUNT(v.*), CLASSIFIER(), MATCH_NUMBER()."""
     names = st.sampled_from(["value", "id", "ts", "part", "flag"])
     variables = st.sampled_from(qualifiers)
@@ -595,7 +595,7 @@ def test_all_rows_column_wise_on_python_values(stmt, rows):
 
 def test_most_generated_all_rows_queries_take_the_column_path(monkeypatch):
     """The ALL ROWS property tests must exercise ``all_rows.columns``, not the per-row output."""
-    from matcher import all_rows
+    from cep.matcher.vector import all_rows
 
     assert _share_calling(monkeypatch, all_rows, "columns", all_rows_queries(), frames(max_rows=40), 80) > 0.6
 
@@ -623,7 +623,7 @@ def test_shifted_columns_are_null_outside_the_partition(offset):
     offsets mark partition edges one distance at a time, long ones compare every row)."""
     import numpy as np
 
-    from matcher import kernels
+    from cep.matcher.vector import kernels
 
     sizes = [0, 1, 3, 8, 9, 20, 2]
     offsets = np.concatenate([[0], np.cumsum(sizes)])

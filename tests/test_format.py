@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from grammar import ast as A
-from grammar.errors import Span
-from grammar.format import format_expr, format_pattern, format_statement, quantifier_text
-from grammar.parser import parse, parse_unchecked
+from cep.grammar import ast as A
+from cep.grammar.errors import Span
+from cep.grammar.format import format_expr, format_pattern, format_statement, quantifier_text
+from cep.grammar.parser import parse, parse_unchecked
 
 try:  # `tests` is a package only when the repository root is on sys.path
     from tests.strategies_ast import corpus_queries, expressions, patterns, statements, uses_subquery

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from grammar import limits
+from cep.grammar import limits
 
 BOUND_S = 5.0
 LINEAR_RATIO = 8.0
@@ -251,8 +251,8 @@ def check(case: Case, report: dict) -> None:
 
 def limit_values() -> dict[str, int]:
     """Refusal code -> the value of the limit it enforces (the message must name it)."""
-    from matcher.compiler import MAX_PROGRAM_SIZE
-    from matcher.vm import MAX_LIVE_THREADS
+    from cep.matcher.program.compiler import MAX_PROGRAM_SIZE
+    from cep.matcher.pike.vm import MAX_LIVE_THREADS
 
     return {"E0301": limits.MAX_QUERY_LENGTH, "E0302": limits.MAX_NESTING_DEPTH, "E0303": limits.MAX_QUANTIFIER_BOUND,
             "E0304": limits.MAX_PERMUTE_ITEMS, "E0305": limits.MAX_PATTERN_VARIABLES,
@@ -322,6 +322,6 @@ def test_the_harness_reports_hangs_recursion_and_memory():
 
 
 def test_the_limits_are_named_constants():
-    """Each limit a refusal names is a documented constant (grammar/limits.py, matcher/compiler.py, matcher/vm.py)."""
+    """Each limit a refusal names is a documented constant (grammar/limits.py, matcher/program/compiler.py, matcher/pike/vm.py)."""
     for code, value in limit_values().items():
         assert isinstance(value, int) and value > 0, code

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.hot_keys import END_KEY, HOT_KEY, T0, Scenario, check_against_replay, make_events, run_engine
-from spark_bridge.keyed import LATE_BEHIND_FORCED
+from cep.spark_bridge.engine.keyed import LATE_BEHIND_FORCED
 
 SMALL = Scenario(hot_rows=12_000, small_keys=300, max_pending_rows=1_500, defer_every=50)
 
@@ -99,7 +99,8 @@ def test_a_partial_match_that_never_ends_is_capped_counted_and_the_key_still_mat
     import datetime as dt
 
     import cep
-    from spark_bridge.keyed import KeyedStream, LocalStream
+    from cep.spark_bridge.engine.keyed import KeyedStream
+    from cep.spark_bridge.engine.local import LocalStream
 
     q = cep.compile(f"""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
       MEASURES FIRST(A.ts) AS start_ts, COUNT(*) AS n {NEVER_ENDS[name]})""")

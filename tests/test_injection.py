@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import cep
-from grammar.errors import CepError, CepSemanticError, CepSyntaxError
+from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("cep", "grammar", "matcher", "spark_bridge")

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from grammar.errors import CepError
-from matcher.compiler import MAX_PROGRAM_SIZE
-from matcher.plan import CompiledQuery
-from matcher.vm import PartitionMatcher
+from cep.grammar.errors import CepError
+from cep.matcher.program.compiler import MAX_PROGRAM_SIZE
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.pike.vm import PartitionMatcher
 from tests.strategies_match import alt, binop, cat, col, count_star, lit, plus, quant, star, statement, var
 
 A, B, C = var("A"), var("B"), var("C")
@@ -79,7 +79,7 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
     """FIRST(A.v) reads the match history, so starts are tried one at a time; no row is a B, so every
     start's partial match stays open to the end and each later start rescans the tail at the end."""
     import cep
-    from matcher import vm
+    from cep.matcher.pike import vm
 
     query = cep.compile(OPEN_TAIL)
     rows = [{"id": i, "v": 0} for i in range(300)]

@@ -15,11 +15,11 @@ from collections import Counter
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from grammar.errors import CepError
-from matcher import fastpath
-from matcher.plan import CompiledQuery
-from matcher.tables import rows_to_columns
-from matcher.vm import PartitionMatcher
+from cep.grammar.errors import CepError
+from cep.matcher.vector import fastpath
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.rows.tables import rows_to_columns
+from cep.matcher.pike.vm import PartitionMatcher
 from tests import reference_matcher as reference
 from tests.strategies_match import queries, sql_of, tables
 

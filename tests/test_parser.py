@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from lark import Lark, logger as lark_logger
 
-from grammar import ast as A
-from grammar.errors import CepError, CepSemanticError, CepSyntaxError, Span
-from grammar.parser import parse, parse_all, parse_schema, parse_unchecked
+from cep.grammar import ast as A
+from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError, Span
+from cep.grammar.parser import parse, parse_all, parse_schema, parse_unchecked
 try:  # `tests` is a package only when the repository root is on sys.path
     from tests.strategies_ast import corpus_queries, uses_subquery
 except ModuleNotFoundError:
@@ -68,7 +68,7 @@ def test_corpus_has_the_expected_mix() -> None:
 
 
 def test_corpus_queries_pass_the_checks_with_their_schemas() -> None:
-    from grammar.checks import check
+    from cep.grammar.checks import check
 
     for case_id, query, case in CORPUS:
         if not uses_subquery(query):
@@ -400,3 +400,14 @@ def test_limits_on_the_text() -> None:
     with pytest.raises(CepSemanticError) as raised:
         parse(mr("PATTERN (A) DEFINE A AS x = 1" + " /* padding */" * 20_000))
     assert raised.value.code == "E0301"
+
+
+def test_spans_are_values_and_node_equality_leaves_them_out():
+    """Two texts that mean the same query give equal (and equally hashed) ASTs, while their spans stay
+    real values that differ where the texts do (``field(compare=False)`` on each node's span)."""
+    tight = parse_unchecked("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A B))")
+    loose = parse_unchecked("SELECT *\nFROM t MATCH_RECOGNIZE (\n  PATTERN ( A  B )\n)")
+    assert tight == loose and hash(tight) == hash(loose)
+    assert tight.match.pattern.span != loose.match.pattern.span
+    assert Span(1, 2, 1, 3, 1, 2) == Span(1, 2, 1, 3, 1, 2) != Span(2, 2, 2, 3, 9, 10)
+    assert len({Span(1, 1), Span(1, 1), Span(2, 1)}) == 2

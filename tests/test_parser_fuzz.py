@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grammar.checks import check
-from grammar.errors import CepError, CepSemanticError
-from grammar.parser import parse, parse_all, scan
+from cep.grammar.checks import check
+from cep.grammar.errors import CepError, CepSemanticError
+from cep.grammar.parser import parse, parse_all, scan
 
 try:  # `tests` is a package only when the repository root is on sys.path
     from tests.strategies_ast import KEYWORDS, corpus_queries, statements, uses_subquery

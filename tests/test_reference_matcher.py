@@ -411,9 +411,9 @@ def test_generated_queries_run(stmt: Any, rows: list[dict]) -> None:
 
 def test_generated_queries_are_what_the_parser_builds() -> None:
     """queries() yields checked, parser-normal ASTs: format -> parse gives the same Statement."""
-    from grammar.checks import check  # noqa: PLC0415
-    from grammar.format import format_statement  # noqa: PLC0415
-    from grammar.parser import parse  # noqa: PLC0415
+    from cep.grammar.checks import check  # noqa: PLC0415
+    from cep.grammar.format import format_statement  # noqa: PLC0415
+    from cep.grammar.parser import parse  # noqa: PLC0415
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(stmt=queries())
@@ -437,7 +437,7 @@ def _ticks(draw: Any) -> list[dict]:
 
 def test_agrees_with_the_v_shape_oracle() -> None:
     """Cross-check with tests/vshape_reference.py, a hand-derived scan for patterns/v_shape.sql."""
-    from grammar.parser import parse  # noqa: PLC0415
+    from cep.grammar.parser import parse  # noqa: PLC0415
     from vshape_reference import normalize, vshape_matches  # noqa: PLC0415
     sql = (Path(__file__).resolve().parents[1] / "patterns" / "v_shape.sql").read_text()
     stmt = parse(sql)
@@ -534,14 +534,14 @@ def _multiset_equal(got: list[list], expected: list[list]) -> tuple[bool, str]:
 
 def _parse(text: str) -> Any:
     """Parse and check with the project's parser."""
-    from grammar.parser import parse  # noqa: PLC0415
+    from cep.grammar.parser import parse  # noqa: PLC0415
 
     return parse(text)
 
 
 def _run_case(case: dict) -> Any:
     """Run one corpus case: 'pass', or raises AssertionError / pytest.skip."""
-    from grammar.errors import CepSyntaxError  # noqa: PLC0415
+    from cep.grammar.errors import CepSyntaxError  # noqa: PLC0415
 
     try:
         stmt = _parse(case["query"])

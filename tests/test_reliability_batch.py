@@ -2,7 +2,7 @@
 
 The central property: injecting bad rows anywhere into good data changes nothing for the good rows.
 ``q.run(mixed, dead_letter=dl)`` returns exactly ``q.run(good)``, and ``dl`` holds exactly the injected
-rows, each with the reason it was injected for. Rules: matcher/validate.py; table: docs/reliability.md.
+rows, each with the reason it was injected for. Rules: matcher/rows/validate.py; table: docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from grammar.errors import CepRuntimeError, CepSemanticError
-from matcher import validate
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.matcher.rows import validate
 
 T0 = dt.datetime(2024, 1, 1)
 UTC = dt.timezone.utc

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 import cep
 from cep.cli import main
-from spark_bridge.keyed import KeyedStream, LocalStream
-from spark_bridge.streaming import statement_text
+from cep.spark_bridge.engine.keyed import KeyedStream
+from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.match_ids import statement_text
 from tests.test_streaming import QUERIES as STREAM_QUERIES
 
 T0 = dt.datetime(2024, 1, 1)

@@ -17,7 +17,7 @@ import pytest
 import cep
 from cep.cli import main, read_pandas
 
-pytest.importorskip("matplotlib", reason="cep report needs matplotlib: pip install 'cep[report]'")
+pytest.importorskip("matplotlib", reason="cep report needs matplotlib: pip install 'cep-spark[report]'")
 
 from cep.report import LABEL_COLUMN, MATCH_COLUMN, build_report, labelled_query  # noqa: E402
 

@@ -12,17 +12,11 @@ from pathlib import Path
 import pytest
 
 import cep
-from spark_bridge import suppress
-from spark_bridge.alert_rules import (
-    ALERT_FIRST,
-    ALERT_LAST,
-    ALERT_STATUS,
-    RuleStore,
-    alert_statement,
-    build_rule_set,
-    runtime_for,
-)
-from spark_bridge.rules import RuleSet, load_file, load_rules, rule_version
+from cep.spark_bridge.alerting import suppress
+from cep.spark_bridge.alerting.rule_set import ALERT_FIRST, ALERT_LAST, ALERT_STATUS, alert_statement, build_rule_set
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.alerting.worker import runtime_for
+from cep.spark_bridge.alerting.rules import RuleSet, load_file, load_rules, rule_version
 
 TYPES = {"card": "VARCHAR", "ts": "TIMESTAMP", "amount": "DOUBLE", "merchant": "VARCHAR"}
 
@@ -138,7 +132,7 @@ def test_alerting_adds_status_first_and_last_measures_without_changing_the_rule(
         query = cep.compile(text)
         rewritten, has_status = alert_statement(query.statement)
         assert has_status is status
-        from grammar.format import format_statement
+        from cep.grammar.format import format_statement
 
         extended = cep.compile(format_statement(rewritten))
         plain, wider = query.run(rows), extended.run(rows)

@@ -25,18 +25,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_bridge import sink_base
-from spark_bridge.sinks import (
-    ConsoleSink,
-    PostgresSink,
-    RetryPolicy,
-    CepSinkError,
-    SQLiteSink,
-    WebhookSink,
-    alert_payload,
-    deliver_batch,
-    make_sink,
-)
+from cep.spark_bridge.sinks import base as sink_base
+from cep.spark_bridge.sinks.alerts import alert_payload
+from cep.spark_bridge.sinks.base import CepSinkError, RetryPolicy
+from cep.spark_bridge.sinks.console import ConsoleSink
+from cep.spark_bridge.sinks.fanout import deliver_batch, make_sink
+from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
+from cep.spark_bridge.sinks.webhook import WebhookSink
 
 T0 = dt.datetime(2024, 1, 1, 9, 30)
 
@@ -559,7 +554,7 @@ def test_postgres_upsert_keeps_one_row_per_match(postgres_url):
 
 
 def test_postgres_without_a_driver_says_what_to_install(monkeypatch):
-    import spark_bridge.sql_sinks as sql_sinks
+    import cep.spark_bridge.sinks.sql as sql_sinks
 
     monkeypatch.setattr(sql_sinks, "_postgres_driver", lambda: (None, None))
     with pytest.raises(RuntimeError, match="psycopg"):

@@ -17,8 +17,9 @@ import pytest
 
 import cep
 from bench.soak import BAD_KINDS, SESSION_S, DELAY_S, check, make_input
-from spark_bridge.keyed import KeyedStream, LocalStream
-from spark_bridge.streaming import statement_text
+from cep.spark_bridge.engine.keyed import KeyedStream
+from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.match_ids import statement_text
 from tests.test_streaming import COLUMNS, QUERIES
 
 OUTPUT = ["symbol", "start_ts", "bottom", "end_ts", "n", "match_id", "cep_late_reason", "cep_late_row"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_bridge.types import normalize_type_name
+from cep.spark_bridge.spark.types import normalize_type_name
 from vshape_reference import normalize, vshape_matches
 
 REPO = Path(__file__).resolve().parent.parent
@@ -120,7 +120,7 @@ def test_spark_sql_type_round_trip():
     from pyspark.sql import types as T
 
     import cep
-    from spark_bridge.types import spark_to_sql, sql_to_spark
+    from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
 
     for spark_type, name in [
         (T.LongType(), "BIGINT"),

@@ -2,7 +2,7 @@
 
 Two layers:
 
-* Without Spark (fast, many hypothesis examples): ``spark_bridge.keyed.LocalStream`` applies Spark's
+* Without Spark (fast, many hypothesis examples): ``cep.spark_bridge.engine.local.LocalStream`` applies Spark's
   micro-batch rules to the same per-key engine the Spark bridge runs. Random events are split into
   random micro-batches, shuffled inside the watermark delay, some sent late on purpose; the output
   must equal ``q.run`` over the rows that are not late, session by session.
@@ -35,18 +35,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from matcher.vm import PartitionMatcher
-from spark_bridge import state_codec
-from spark_bridge.keyed import (
+from cep.matcher.pike.vm import PartitionMatcher
+from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.keyed import (
     LATE_BEHIND_FORCED,
     LATE_BEHIND_WATERMARK,
     LATE_NULL_TIME,
     KeyedStream,
-    LocalStream,
-    canonical_order,
     spark_timeout_ms,
 )
-from spark_bridge.streaming import parse_duration, statement_text
+from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.ordering import canonical_order
+from cep.spark_bridge.engine.durations import parse_duration
+from cep.spark_bridge.engine.match_ids import statement_text
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = dt.datetime(2024, 1, 1)
@@ -699,7 +700,7 @@ KILLED_DRIVER = textwrap.dedent(
     import sys
     import cep
     from pyspark.sql import types as T
-    from spark_bridge.session import get_spark
+    from cep.spark_bridge.spark.session import get_spark
 
     source, output, checkpoint, text = sys.argv[1:5]
     spark = get_spark("local[2]", shuffle_partitions=2)

@@ -25,9 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from matcher.validate import REASONS
-from spark_bridge import state_codec
-from spark_bridge.keyed import BAD_REASONS, STAT_NAMES, KeyedStream, LocalStream, canonical_order
+from cep.matcher.rows.validate import REASONS
+from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.keyed import BAD_REASONS, STAT_NAMES, KeyedStream
+from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.ordering import canonical_order
 from tests.test_streaming import few_partitions  # noqa: F401 - a fixture: one shuffle partition
 from tests.test_streaming import metric_sums
 
@@ -264,7 +266,7 @@ def test_cli_stream_dead_letters_bad_rows_and_counts_them(spark, few_partitions,
     reasons, repeats are dropped, the summary and ``cep status`` count both, and the alerts are the batch
     replay's matches over the good, unique rows."""
     from cep import cli
-    from spark_bridge.sinks import FileSink
+    from cep.spark_bridge.sinks.file import FileSink
 
     rnd = random.Random(3)
     events = random_ticks(rnd, symbols=2, per_symbol=12)
@@ -303,7 +305,8 @@ def test_stream_source_inferred_schema_marks_lines_it_cannot_read(spark, tmp_pat
     """``cep stream`` without --schema: the columns come from the files there at start (ISO 8601 text
     becomes a timestamp); a later line whose time does not parse, or that is not JSON, is marked bad."""
     from cep.stream_cli import stream_source
-    from spark_bridge.streaming import _REJECT, dead_letter_rows, mark_bad_rows
+    from cep.spark_bridge.spark.columns import REJECT
+    from cep.spark_bridge.spark.inputs import dead_letter_rows, mark_bad_rows
 
     good = [as_line(tick(i, "A", i, 1.0)) for i in range(3)]
     write_lines(tmp_path / "in", [good])
@@ -318,7 +321,7 @@ def test_stream_source_inferred_schema_marks_lines_it_cannot_read(spark, tmp_pat
     dead = spark.sql("SELECT * FROM inferred_bad").toPandas()
     assert sorted(dead["_cep_error"]) == ["bad_event_time", "not_json"]
     assert json.loads(dead[dead["_cep_error"] == "bad_event_time"]["_cep_input"].iloc[0])["ts"] == "yesterday"
-    assert _REJECT not in dead.columns
+    assert REJECT not in dead.columns
 
 
 # ------------------------------------------------------------------------------------- CSV input
@@ -398,7 +401,7 @@ def test_cli_stream_dead_letters_bad_csv_lines(spark, few_partitions, tmp_path, 
     """``cep stream --once`` over CSV files: bad lines land in the dead letter with reason, code and text,
     the summary counts them, and the alerts are the batch replay's matches over the good rows."""
     from cep import cli
-    from spark_bridge.sinks import FileSink
+    from cep.spark_bridge.sinks.file import FileSink
 
     rnd = random.Random(5)
     events = random_ticks(rnd, symbols=2, per_symbol=12)

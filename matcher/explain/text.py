@@ -1,0 +1,51 @@
+"""``cep explain``: the compiled program, the conditions, and how the query will run."""
+
+from __future__ import annotations
+
+from cep.grammar import ast
+from cep.matcher.explain.dot import condition_texts
+from cep.matcher.vector import fastpath
+
+
+def explain(plan) -> str:
+    statement: ast.Statement = plan.statement
+    mr = statement.match
+    named = [node.column for e in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
+             for node in ast.walk(e) if isinstance(node, ast.ColumnRef)]
+    named += [ref.column for ref in mr.partition_by]
+    named += [key.expr.column for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)]
+    columns = _input_columns(named)
+    machine = plan.machine(tuple(columns))
+    lines = ["program:"]
+    lines += ["  " + line for line in machine.program.dump().splitlines()]
+    lines.append("conditions:")
+    lines += [f"  {name}: {text}" for name, text in condition_texts(statement).items()]
+    lines.append("execution:")
+    lines += ["  " + line for line in fastpath.explain_lines(statement, machine, tuple(columns))]
+    if machine.equivalence_key is None:
+        lines.append("  Pike VM (when it runs): conditions read only the current row and fixed PREV/NEXT offsets,")
+        lines.append("        so threads merge by instruction and live threads stay within the program size")
+    elif not machine.history:
+        lines.append("  Pike VM, one start row at a time: WITHIN ties each partial match to its first row")
+    else:
+        lines.append("  Pike VM, one start row at a time, with history-aware thread merging; the conditions")
+        lines.append("        read the match history:")
+        for read in sorted(machine.history, key=repr):
+            lines.append(f"        {read[0]}{'' if len(read) < 3 else f' (offset {read[2]})'}")
+    lines.append(f"  rows kept before a match start (PREV reach): {machine.lookback}")
+    lines.append(f"  rows read ahead (NEXT reach): {machine.lookahead}")
+    if mr.within is not None:
+        lines.append(f"  WITHIN: partial matches are dropped once {mr.within.text} {mr.within.unit} pass after their first row")
+    return "\n".join(lines)
+
+
+def _input_columns(named: list[ast.Identifier]) -> list[str]:
+    """An input with just the columns the query names: each quoted spelling, and one column for every
+    unquoted name no such spelling already matches (``ts``, ``TS`` and ``"Ts"`` need one column, Ts)."""
+    columns = {ident.name: None for ident in named if ident.quoted}
+    folded = {name.casefold() for name in columns}
+    for ident in named:
+        if not ident.quoted and ident.name.casefold() not in folded:
+            folded.add(ident.name.casefold())
+            columns[ident.name] = None
+    return sorted(columns)

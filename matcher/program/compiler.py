@@ -1,0 +1,217 @@
+"""Pattern AST -> flat ``Program``.
+
+Each construct appends its instructions to one list, with jump targets back-patched once known.
+Preference order is encoded in SPLIT's operand order: the first operand is the preferred path.
+
+    A*   (greedy)      L0: SPLIT L1, L3   L1: <A>   L2: SPLIT L1, L3   L3:
+    A*?  (reluctant)   L0: SPLIT L3, L1   L1: <A>   L2: SPLIT L3, L1   L3:
+    A+                 L0: <A>   L1: SPLIT L0, L2   L2:
+    A{2,4}             <A> <A> SPLIT a, end  a: <A>  SPLIT b, end  b: <A>  end:
+    A | B              SPLIT L1, L3   L1: <A>  JUMP end   L3: <B>   end:
+    PERMUTE(A, B, C)   A PERMUTE(B, C) | B PERMUTE(A, C) | C PERMUTE(A, B): all orders, in lexicographic
+                       order of positions, as a prefix tree
+    {- A -}            EXCL_BEGIN <A> EXCL_END
+
+An absence term ``!B`` (our extension) becomes a reluctant loop over the internal label ``!B``, whose
+condition is "B's condition does not hold": ``A !B C`` = A, then rows that are not B, then the first C.
+At the end of the pattern (``A !B`` with WITHIN T) it becomes a greedy loop closed by DEADLINE: the
+match completes when event time reaches the first row's time + T with no B row before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.program.instructions import (
+    AT_END,
+    AT_START,
+    DEADLINE,
+    DONE,
+    EXCL_BEGIN,
+    EXCL_END,
+    JUMP,
+    LABEL,
+    SPLIT,
+    Instruction,
+    Program,
+)
+
+# A program longer than this is refused. The front end already bounds the pattern's expanded size
+# (grammar/limits.py, MAX_EXPANDED_PATTERN_TERMS); this is the compiler's own guard, at a few
+# instructions per term (LABEL plus the SPLIT/JUMP around it), for ASTs built without the front end.
+MAX_PROGRAM_SIZE = 10_000
+
+
+def absence_label(name: str) -> str:
+    """The internal label of the rows inside an absence ``!B``."""
+    return "!" + name
+
+
+class _Builder:
+    def __init__(self, label_ids: dict[str, int]) -> None:
+        self.label_ids = label_ids
+        self.code: list[list] = []  # mutable [op, a, b] until frozen
+
+    def emit(self, op: str, a: int = -1, b: int = -1) -> int:
+        if len(self.code) >= MAX_PROGRAM_SIZE:
+            raise CepSemanticError(
+                f"the pattern compiles to more than {MAX_PROGRAM_SIZE} instructions "
+                "(MAX_PROGRAM_SIZE); use smaller quantifier bounds or fewer PERMUTE items",
+                code="E0310",
+            )
+        self.code.append([op, a, b])
+        return len(self.code) - 1
+
+    def here(self) -> int:
+        return len(self.code)
+
+    def patch(self, index: int, a: int | None = None, b: int | None = None) -> None:
+        if a is not None:
+            self.code[index][1] = a
+        if b is not None:
+            self.code[index][2] = b
+
+    def patch_split(self, index: int, body: int, exit_: int, greedy: bool) -> None:
+        if greedy:
+            self.patch(index, a=body, b=exit_)
+        else:
+            self.patch(index, a=exit_, b=body)
+
+    # ---------------------------------------------------------------------------------------- nodes
+
+    def pattern(self, node: ast.Pattern) -> None:
+        if isinstance(node, ast.PatternVar):
+            self.emit(LABEL, self.label_ids[node.name.key])
+        elif isinstance(node, ast.Empty):
+            pass
+        elif isinstance(node, ast.Anchor):
+            self.emit(AT_START if node.kind == "start" else AT_END)
+        elif isinstance(node, ast.Concat):
+            for item in node.items:
+                self.pattern(item)
+        elif isinstance(node, ast.Alternation):
+            self.alternation(list(node.alternatives))
+        elif isinstance(node, ast.Permute):
+            self.permute(list(node.items))
+        elif isinstance(node, _Permutation):
+            self.permute(list(node.items))
+        elif isinstance(node, _Sequence):
+            for item in node.items:
+                self.pattern(item)
+        elif isinstance(node, ast.Exclusion):
+            self.emit(EXCL_BEGIN)
+            self.pattern(node.pattern)
+            self.emit(EXCL_END)
+        elif isinstance(node, ast.Quantified):
+            self.quantified(node)
+        elif isinstance(node, ast.Absence):
+            self.star(lambda: self.emit(LABEL, self.label_ids[absence_label(node.variable.key)]), False)
+        else:  # pragma: no cover - the AST is closed
+            raise TypeError(f"unknown pattern node {node!r}")
+
+    def permute(self, items: list) -> None:
+        """PERMUTE as a prefix tree: item i first, then PERMUTE of the rest, for i in listed order.
+
+        That is the alternation of all orders in lexicographic order of positions (the standard's
+        preference), with shared prefixes compiled once: at each row only the branches whose first
+        item can still match stay alive, instead of n! threads.
+        """
+        if len(items) == 1:
+            self.pattern(items[0])
+            return
+        self.alternation([_Sequence((items[i], _Permutation(tuple(items[:i] + items[i + 1 :])))) for i in range(len(items))])
+
+    def alternation(self, alternatives: list) -> None:
+        # An alternative equal to an earlier one can never be preferred: every match it gives, the
+        # earlier one gives first. Dropping it keeps `A | A | ...` from multiplying the threads.
+        unique: list = []
+        for alternative in alternatives:
+            if not any(alternative == seen for seen in unique):
+                unique.append(alternative)
+        alternatives = unique
+        jumps_to_end = []
+        for index, alternative in enumerate(alternatives):
+            if index < len(alternatives) - 1:
+                split = self.emit(SPLIT)
+                self.patch(split, a=self.here())
+                self.pattern(alternative)
+                jumps_to_end.append(self.emit(JUMP))
+                self.patch(split, b=self.here())
+            else:
+                self.pattern(alternative)
+        for jump in jumps_to_end:
+            self.patch(jump, a=self.here())
+
+    def star(self, body, greedy: bool) -> None:
+        # The loop test sits after the body (not a JUMP back to the entry SPLIT), as in Trino: an
+        # iteration that consumed no row reaches the closing SPLIT at a position where the body was
+        # already visited, so it leaves the loop right there, at its own place in preference order.
+        # That is "an empty iteration ends the loop" (PCRE's rule, and the standard's).
+        entry = self.emit(SPLIT)
+        start = self.here()
+        body()
+        loop = self.emit(SPLIT)
+        self.patch_split(entry, start, self.here(), greedy)
+        self.patch_split(loop, start, self.here(), greedy)
+
+    def quantified(self, node: ast.Quantified) -> None:
+        body = lambda: self.pattern(node.term)  # noqa: E731 - a thunk keeps the unrolling below readable
+        for _ in range(node.min - (1 if node.max is None and node.min > 0 else 0)):
+            body()
+        if node.max is None:
+            if node.min == 0:
+                self.star(body, node.greedy)
+            else:  # the last mandatory copy doubles as the loop body: e+ = e (SPLIT back)
+                start = self.here()
+                body()
+                split = self.emit(SPLIT)
+                self.patch_split(split, start, self.here(), node.greedy)
+            return
+        optional_splits = []
+        for _ in range(node.max - node.min):
+            split = self.emit(SPLIT)
+            optional_splits.append((split, self.here()))
+            body()
+        end = self.here()
+        for split, body_start in optional_splits:
+            self.patch_split(split, body_start, end, node.greedy)
+
+
+@dataclass(frozen=True)
+class _Sequence:
+    """Items in a row: a concatenation built by the compiler, not an AST node of its own."""
+
+    items: tuple
+
+
+@dataclass(frozen=True)
+class _Permutation:
+    """PERMUTE of the remaining items, inside the prefix tree ``_Builder.permute`` builds."""
+
+    items: tuple
+
+
+def _trailing_absence(pattern: ast.Pattern) -> ast.Absence | None:
+    if isinstance(pattern, ast.Absence):
+        return pattern
+    if isinstance(pattern, ast.Concat) and isinstance(pattern.items[-1], ast.Absence):
+        return pattern.items[-1]
+    return None
+
+
+def compile_pattern(pattern: ast.Pattern, labels: tuple[str, ...]) -> Program:
+    """Compile ``pattern`` whose variables (and absence labels) are ``labels`` (index = label id)."""
+    builder = _Builder({name: index for index, name in enumerate(labels)})
+    trailing = _trailing_absence(pattern)
+    if trailing is None:
+        builder.pattern(pattern)
+    else:
+        for item in pattern.items[:-1] if isinstance(pattern, ast.Concat) else ():
+            builder.pattern(item)
+        label = builder.label_ids[absence_label(trailing.variable.key)]
+        builder.star(lambda: builder.emit(LABEL, label), True)
+        builder.emit(DEADLINE)
+    builder.emit(DONE)
+    return Program(tuple(Instruction(op, a, b) for op, a, b in builder.code), labels)

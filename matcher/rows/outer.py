@@ -1,0 +1,135 @@
+"""The query around MATCH_RECOGNIZE: ``SELECT list ... [WHERE] [ORDER BY] [LIMIT]`` over its output rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.sql.expressions import compile_generic
+
+
+@dataclass(frozen=True)
+class OuterQuery:
+    names: tuple[str, ...]  # output column names of the whole statement
+    project: Callable[[tuple], tuple]
+    where: Callable[[tuple], object] | None
+    sort_keys: tuple[tuple[Callable[[tuple, tuple], object], bool, bool], ...]  # (key, descending, nulls_first)
+    sort_names: tuple[tuple[str, bool, bool], ...]  # the same keys as output column names, when they are
+    limit: int | None
+    is_identity: bool
+
+    def apply(self, rows: list[tuple], *, order_and_limit: bool = True) -> list[tuple]:
+        if self.where is not None:
+            rows = [row for row in rows if self.where(row) is True]
+        if order_and_limit and self.sort_keys:
+            decorated = [(self.project(row), row) for row in rows]
+            for key, descending, nulls_first in reversed(self.sort_keys):
+                decorated.sort(key=lambda pair: sort_key(key(*pair), descending, nulls_first), reverse=descending)
+            projected = [pair[0] for pair in decorated]
+        else:
+            projected = rows if self.is_identity else [self.project(row) for row in rows]
+        if order_and_limit and self.limit is not None:
+            projected = projected[: self.limit]
+        return projected
+
+
+def sort_key(value, descending: bool, nulls_first: bool | None):
+    """A key for ``list.sort`` that places NULLs as asked (default: last for ASC, first for DESC)."""
+    if nulls_first is None:
+        nulls_first = descending
+    if value is None:
+        rank = (2 if nulls_first else 0) if descending else (0 if nulls_first else 2)
+        return (rank, 0)
+    return (1, value)
+
+
+def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQuery:
+    alias = statement.alias.key if statement.alias is not None else None
+    available = ColumnNames(mr_columns)
+
+    def resolve(ref: ast.ColumnRef) -> int:
+        if ref.qualifier is not None and (alias is None or ref.qualifier.key != alias):
+            raise CepSemanticError(
+                f"'{ref.qualifier.name}' is not the MATCH_RECOGNIZE alias; outside MATCH_RECOGNIZE columns "
+                "are qualified by its alias (or not at all)",
+                code="E0207",
+                span=ref.qualifier.span,
+            )
+        found = available.lookup(ref.column, ref.span)
+        if found is None:
+            raise CepSemanticError(
+                f"'{ref.column.name}' is not an output column of MATCH_RECOGNIZE (it has: {', '.join(mr_columns)})",
+                code="E0221",
+                span=ref.span,
+            )
+        return mr_columns.index(found)
+
+    def compile_row(expr):
+        def leaf(node):
+            if isinstance(node, ast.ColumnRef):
+                position = resolve(node)
+                return lambda row, _unused=None: row[position]  # compile_generic passes (row, None)
+            if isinstance(node, (ast.Navigation, ast.Aggregate, ast.Classifier, ast.MatchNumber, ast.MatchStatus)):
+                raise CepSemanticError(
+                    "pattern functions (navigation, aggregates, CLASSIFIER, MATCH_NUMBER) belong in MEASURES, "
+                    "not in the outer query",
+                    code="E0208",
+                    span=node.span,
+                )
+            return None
+        return compile_generic(expr, leaf, compile_row)
+
+    names: list[str] = []
+    getters: list[Callable] = []
+    identity = True
+    for item_index, item in enumerate(statement.select):
+        if isinstance(item.expr, ast.Star):
+            if item.expr.qualifier is not None and (alias is None or item.expr.qualifier.key != alias):
+                raise CepSemanticError(f"unknown relation '{item.expr.qualifier.name}'", code="E0207", span=item.span)
+            for position, name in enumerate(mr_columns):
+                names.append(name)
+                getters.append(lambda row, p=position: row[p])
+            continue
+        identity = False
+        getters.append(compile_row(item.expr))
+        if item.alias is not None:
+            names.append(item.alias.name)
+        elif isinstance(item.expr, ast.ColumnRef):
+            names.append(item.expr.column.name)
+        else:
+            names.append(f"_col{item_index}")
+    identity = identity and len(statement.select) == 1
+
+    def project(row: tuple) -> tuple:
+        return tuple(getter(row) for getter in getters)
+
+    where = compile_row(statement.where) if statement.where is not None else None
+    sort_keys = []
+    sort_names = []
+    projected = ColumnNames(names)
+    for key in statement.order_by:
+        expr = key.expr
+        found = projected.lookup(expr.column, expr.span) if isinstance(expr, ast.ColumnRef) and expr.qualifier is None else None
+        if found is not None:
+            position = names.index(found)
+            sort_keys.append((lambda projected, row, p=position: projected[p], key.descending, key.nulls_first))
+            sort_names.append((names[position], key.descending, _nulls_first(key)))
+        else:
+            getter = compile_row(expr)
+            sort_keys.append((lambda projected, row, g=getter: g(row), key.descending, key.nulls_first))
+    return OuterQuery(
+        names=tuple(names),
+        project=project,
+        where=where,
+        sort_keys=tuple(sort_keys),
+        sort_names=tuple(sort_names),
+        limit=statement.limit,
+        is_identity=identity,
+    )
+
+
+def _nulls_first(key: ast.SortKey) -> bool:
+    return key.descending if key.nulls_first is None else key.nulls_first

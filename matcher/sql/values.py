@@ -1,0 +1,487 @@
+"""SQL scalar semantics on Python values: NULL propagation, numeric promotion, casts, LIKE, functions.
+
+Values are plain Python: None (NULL), bool, int, float, decimal.Decimal, str, datetime, date, list (ARRAY).
+Nothing here knows about rows or matches; ``expressions.py`` wires these operations into closures.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+from cep.grammar.errors import CepRuntimeError
+
+
+def _numeric_pair(left, right):
+    """Make Decimal and float operands agree (Python refuses to mix them)."""
+    if isinstance(left, Decimal) and isinstance(right, float):
+        return float(left), right
+    if isinstance(left, float) and isinstance(right, Decimal):
+        return left, float(right)
+    return left, right
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def _type_error(op: str, left, right) -> CepRuntimeError:
+    return CepRuntimeError(
+        f"cannot apply '{op}' to {type(left).__name__} {left!r} and {type(right).__name__} {right!r}",
+        code="E0410",
+    )
+
+
+def add(left, right):
+    if left is None or right is None:
+        return None
+    if _is_number(left) and _is_number(right):
+        left, right = _numeric_pair(left, right)
+        return left + right
+    if isinstance(left, (_dt.datetime, _dt.date)) and isinstance(right, _dt.timedelta):
+        return left + right
+    raise _type_error("+", left, right)
+
+
+def subtract(left, right):
+    if left is None or right is None:
+        return None
+    if _is_number(left) and _is_number(right):
+        left, right = _numeric_pair(left, right)
+        return left - right
+    if isinstance(left, (_dt.datetime, _dt.date)) and isinstance(right, (_dt.timedelta, _dt.datetime, _dt.date)):
+        return left - right
+    raise _type_error("-", left, right)
+
+
+def multiply(left, right):
+    if left is None or right is None:
+        return None
+    if _is_number(left) and _is_number(right):
+        left, right = _numeric_pair(left, right)
+        return left * right
+    raise _type_error("*", left, right)
+
+
+def divide(left, right):
+    """SQL division: integers truncate toward zero; division by zero is NULL (as Spark's default).
+
+    Trino raises an error on division by zero; a streaming job must not die on one bad row, so we
+    return NULL and document the difference (docs/semantics.md).
+    """
+    if left is None or right is None:
+        return None
+    if not (_is_number(left) and _is_number(right)):
+        raise _type_error("/", left, right)
+    if right == 0:
+        return None
+    if isinstance(left, int) and isinstance(right, int):
+        quotient = abs(left) // abs(right)
+        return quotient if (left >= 0) == (right >= 0) else -quotient
+    left, right = _numeric_pair(left, right)
+    return left / right
+
+
+def modulo(left, right):
+    if left is None or right is None:
+        return None
+    if not (_is_number(left) and _is_number(right)):
+        raise _type_error("%", left, right)
+    if right == 0:
+        return None
+    if isinstance(left, int) and isinstance(right, int):
+        remainder = abs(left) % abs(right)
+        return remainder if left >= 0 else -remainder
+    left, right = _numeric_pair(left, right)
+    return math.fmod(left, right)
+
+
+def concat(left, right):
+    if left is None or right is None:
+        return None
+    if isinstance(left, list) and isinstance(right, list):
+        return left + right
+    return to_text(left) + to_text(right)
+
+
+def negate(value):
+    if value is None:
+        return None
+    if _is_number(value):
+        return -value
+    raise CepRuntimeError(f"cannot negate {type(value).__name__} {value!r}", code="E0410")
+
+
+def compare(op: str, left, right):
+    """=, <>, <, <=, >, >= with NULL -> NULL."""
+    if left is None or right is None:
+        return None
+    left, right = _numeric_pair(left, right)
+    try:
+        if op == "=":
+            return left == right
+        if op == "<>":
+            return left != right
+        if op == "<":
+            return left < right
+        if op == "<=":
+            return left <= right
+        if op == ">":
+            return left > right
+        if op == ">=":
+            return left >= right
+    except TypeError:
+        raise _type_error(op, left, right) from None
+    raise ValueError(op)
+
+
+def logical_not(value):
+    return None if value is None else not value
+
+
+def to_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, _dt.datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+_LIKE_CACHE: dict[tuple[str, str | None], re.Pattern] = {}
+
+
+def like(value, pattern, escape=None):
+    if value is None or pattern is None:
+        return None
+    key = (pattern, escape)
+    regex = _LIKE_CACHE.get(key)
+    if regex is None:
+        regex = re.compile(_like_to_regex(pattern, escape), re.DOTALL)
+        if len(_LIKE_CACHE) < 1024:
+            _LIKE_CACHE[key] = regex
+    return regex.fullmatch(to_text(value)) is not None
+
+
+def _like_to_regex(pattern: str, escape: str | None) -> str:
+    out = []
+    chars = iter(pattern)
+    for char in chars:
+        if escape is not None and char == escape:
+            out.append(re.escape(next(chars, "")))
+        elif char == "%":
+            out.append(".*")
+        elif char == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(char))
+    return "".join(out)
+
+
+# ------------------------------------------------------------------------------------------------ casts
+
+
+def cast(value, type_name: str, params: tuple[int, ...] = ()):
+    if value is None:
+        return None
+    try:
+        if type_name in ("INTEGER", "INT", "BIGINT", "SMALLINT", "TINYINT", "LONG"):
+            if isinstance(value, str):
+                value = Decimal(value.strip())
+            if isinstance(value, (float, Decimal)):
+                return int(Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+            return int(value)
+        if type_name in ("DOUBLE", "REAL", "FLOAT"):
+            return float(value)
+        if type_name in ("DECIMAL", "NUMERIC"):
+            scale = params[1] if len(params) > 1 else 0
+            return Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+        if type_name in ("VARCHAR", "CHAR", "STRING", "TEXT"):
+            return to_text(value)
+        if type_name == "BOOLEAN":
+            if isinstance(value, str):
+                lowered = value.strip().lower()
+                if lowered in ("true", "false"):
+                    return lowered == "true"
+                raise ValueError(value)
+            return bool(value)
+        if type_name == "TIMESTAMP":
+            if isinstance(value, _dt.datetime):
+                return value
+            if isinstance(value, _dt.date):
+                return _dt.datetime(value.year, value.month, value.day)
+            return _dt.datetime.fromisoformat(str(value).strip())
+        if type_name == "DATE":
+            if isinstance(value, _dt.datetime):
+                return value.date()
+            if isinstance(value, _dt.date):
+                return value
+            return _dt.date.fromisoformat(str(value).strip())
+    except (ValueError, TypeError, InvalidOperation, ArithmeticError):
+        raise CepRuntimeError(f"cannot cast {value!r} to {type_name}", code="E0411") from None
+    raise CepRuntimeError(f"unknown type {type_name} in CAST", code="E0411")
+
+
+# -------------------------------------------------------------------------------------------- functions
+
+
+def _null_if_any_null(function):
+    def wrapper(*args):
+        if any(arg is None for arg in args):
+            return None
+        return function(*args)
+
+    return wrapper
+
+
+def _round(value, digits=0):
+    if isinstance(value, int) and digits >= 0:
+        return value
+    quantum = Decimal(1).scaleb(-digits)
+    rounded = Decimal(str(value)).quantize(quantum, rounding=ROUND_HALF_UP)
+    if isinstance(value, float):
+        return float(rounded)
+    if isinstance(value, int):
+        return int(rounded)
+    return rounded
+
+
+def _coalesce(*args):
+    return next((arg for arg in args if arg is not None), None)
+
+
+def _nullif(left, right):
+    return None if left is not None and compare("=", left, right) else left
+
+
+def _greatest(*args):
+    return None if any(a is None for a in args) else max(args)
+
+
+def _least(*args):
+    return None if any(a is None for a in args) else min(args)
+
+
+def _concat_ws(separator, *args):
+    if separator is None:
+        return None
+    parts = []
+    for arg in args:
+        if isinstance(arg, list):
+            parts.extend(to_text(item) for item in arg if item is not None)
+        elif arg is not None:
+            parts.append(to_text(arg))
+    return separator.join(parts)
+
+
+def _concat(*args):
+    return None if any(a is None for a in args) else "".join(to_text(a) for a in args)
+
+
+def _array_join(array, separator, null_replacement=None):
+    if array is None or separator is None:
+        return None
+    items = [to_text(x) if x is not None else null_replacement for x in array]
+    return separator.join(item for item in items if item is not None)
+
+
+def _element_at(array, index):
+    if array is None or index is None:
+        return None
+    if isinstance(array, dict):
+        return array.get(index)
+    if index == 0 or abs(index) > len(array):
+        return None
+    return array[index - 1] if index > 0 else array[index]
+
+
+def _array_max(array):
+    values = [x for x in array or [] if x is not None]
+    return max(values) if values and array is not None and len(values) == len(array) else None
+
+
+def _array_min(array):
+    values = [x for x in array or [] if x is not None]
+    return min(values) if values and array is not None and len(values) == len(array) else None
+
+
+def _map(keys, values):
+    if keys is None or values is None:
+        return None
+    return dict(zip(keys, values))
+
+
+def _if(condition, then_value, else_value=None):
+    return then_value if condition else else_value
+
+
+# Scalar functions by upper-case name. ``None``-propagation is decided per function, as SQL does:
+# COALESCE, CONCAT_WS, IF and NULLIF look at NULLs themselves; the rest return NULL on a NULL argument.
+SCALAR_FUNCTIONS = {
+    "ABS": _null_if_any_null(abs),
+    "ROUND": _null_if_any_null(_round),
+    "FLOOR": _null_if_any_null(lambda x: math.floor(x)),
+    "CEIL": _null_if_any_null(lambda x: math.ceil(x)),
+    "CEILING": _null_if_any_null(lambda x: math.ceil(x)),
+    "SQRT": _null_if_any_null(lambda x: math.sqrt(x)),
+    "LN": _null_if_any_null(lambda x: math.log(x)),
+    "EXP": _null_if_any_null(lambda x: math.exp(x)),
+    "POWER": _null_if_any_null(lambda x, y: float(x) ** float(y)),
+    "SIGN": _null_if_any_null(lambda x: (x > 0) - (x < 0)),
+    "LOWER": _null_if_any_null(lambda s: to_text(s).lower()),
+    "UPPER": _null_if_any_null(lambda s: to_text(s).upper()),
+    "LENGTH": _null_if_any_null(lambda s: len(to_text(s))),
+    "TRIM": _null_if_any_null(lambda s: to_text(s).strip()),
+    "SUBSTR": _null_if_any_null(lambda s, start, length=None: to_text(s)[start - 1 : (start - 1 + length) if length is not None else None]),
+    "SUBSTRING": _null_if_any_null(lambda s, start, length=None: to_text(s)[start - 1 : (start - 1 + length) if length is not None else None]),
+    "CONCAT": _concat,
+    "CONCAT_WS": _concat_ws,
+    "COALESCE": _coalesce,
+    "NULLIF": _nullif,
+    "GREATEST": _greatest,
+    "LEAST": _least,
+    "IF": _if,
+    "ARRAY_JOIN": _array_join,
+    "ELEMENT_AT": _element_at,
+    "ARRAY_MAX": _array_max,
+    "ARRAY_MIN": _array_min,
+    "CARDINALITY": _null_if_any_null(len),
+    "MAP": _map,
+}
+
+
+# ----------------------------------------------------------------------------------------- aggregates
+
+
+def _non_null(values):
+    return [v for v in values if v is not None]
+
+
+_PLAIN_NUMBERS = (int, float)
+_PLAIN_TYPES = frozenset(_PLAIN_NUMBERS)
+
+
+def _sum(values):
+    present = _non_null(values)
+    if not present:
+        return None
+    if set(map(type, present)) <= _PLAIN_TYPES:  # all plain numbers (no generator: this is per match)
+        return sum(present[1:], present[0])  # same left-to-right additions as the fold below, in C
+    total = present[0]
+    for value in present[1:]:
+        total = add(total, value)
+    return total
+
+
+def _avg(values):
+    present = _non_null(values)
+    if not present:
+        return None
+    return float(sum(float(v) for v in present)) / len(present)
+
+
+def _variance(values):
+    present = [float(v) for v in _non_null(values)]
+    if len(present) < 2:
+        return None
+    mean = sum(present) / len(present)
+    return sum((v - mean) ** 2 for v in present) / (len(present) - 1)
+
+
+def _extreme(pick, values, count=None):
+    present = _non_null(values)
+    if count is not None:
+        return sorted(present, reverse=pick is max)[:count] if present else None
+    return pick(present) if present else None
+
+
+def _by(pick, values, keys, count=None):
+    pairs = [(k, v) for v, k in zip(values, keys) if k is not None]
+    if not pairs:
+        return None
+    if count is not None:
+        ordered = sorted(pairs, key=lambda p: p[0], reverse=pick is max)
+        return [v for _, v in ordered[:count]]
+    best = pairs[0]
+    for pair in pairs[1:]:
+        if (pair[0] > best[0]) if pick is max else (pair[0] < best[0]):
+            best = pair
+    return best[1]
+
+
+def _bool_and(values):
+    present = _non_null(values)
+    return all(present) if present else None
+
+
+def _bool_or(values):
+    present = _non_null(values)
+    return any(present) if present else None
+
+
+def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tuple = ()):
+    """Fold one aggregate over the argument values of the rows it ranges over.
+
+    ``columns[0]`` holds the first argument's value per row, ``columns[1]`` the second's (MAX_BY, MIN_BY);
+    ``extra`` holds constant trailing arguments (the N of ``MIN(x, n)``).
+    """
+    values = columns[0] if columns else []
+    if distinct:
+        seen = []
+        for value in values:
+            if value not in seen:
+                seen.append(value)
+        values = seen
+    if name == "COUNT":
+        return len(_non_null(values))
+    if name == "COUNT_IF":
+        return sum(1 for v in values if v)
+    if name == "SUM":
+        return _sum(values)
+    if name == "AVG":
+        return _avg(values)
+    if name == "MIN":
+        return _extreme(min, values, *extra)
+    if name == "MAX":
+        return _extreme(max, values, *extra)
+    if name == "ARRAY_AGG":
+        return list(values) if values else None
+    if name in ("ARBITRARY", "ANY_VALUE"):
+        return next((v for v in values if v is not None), None)
+    if name in ("BOOL_AND", "EVERY"):
+        return _bool_and(values)
+    if name == "BOOL_OR":
+        return _bool_or(values)
+    if name == "MAX_BY":
+        return _by(max, values, columns[1], *extra)
+    if name == "MIN_BY":
+        return _by(min, values, columns[1], *extra)
+    if name == "MAP_AGG":
+        return {k: v for k, v in zip(values, columns[1]) if k is not None} if values else None
+    if name == "MULTIMAP_AGG":
+        grouped: dict = {}
+        for k, v in zip(values, columns[1]):
+            if k is not None:
+                grouped.setdefault(k, []).append(v)
+        return grouped if values else None
+    if name == "MAP_UNION":
+        merged: dict = {}
+        for value in values:
+            if value is not None:
+                for k, v in value.items():
+                    merged.setdefault(k, v)
+        return merged if values else None
+    if name in ("VARIANCE", "VAR_SAMP"):
+        return _variance(values)
+    if name in ("STDDEV", "STDDEV_SAMP"):
+        variance = _variance(values)
+        return None if variance is None else math.sqrt(variance)
+    raise CepRuntimeError(f"unknown aggregate {name}", code="E0412")
+
+
+AGGREGATES = frozenset(
+    {"COUNT", "COUNT_IF", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "ARBITRARY", "ANY_VALUE", "BOOL_AND",
+     "EVERY", "BOOL_OR", "MAX_BY", "MIN_BY", "VARIANCE", "VAR_SAMP", "STDDEV", "STDDEV_SAMP", "MAP_AGG",
+     "MULTIMAP_AGG", "MAP_UNION"}
+)

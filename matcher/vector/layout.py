@@ -1,0 +1,256 @@
+"""The fast path's input, in either shape, and where each row goes before matching.
+
+Two shapes of input, one interface (``FastPlan.run`` reads only this):
+
+- ``ListInput``: columns of Python values (``Query.run`` on a list of dicts, the Pike VM's shape);
+- ``ArrayInput``: numpy columns read from a pandas DataFrame or a pyarrow Table (``matcher/vector/arrays.py``),
+  so that a million-row frame is never turned into a million Python objects.
+
+Both give: the rows' layout (partitions in order of first appearance, each sorted by ORDER BY, equal to
+``partitioning.partition_indices``), a condition column gathered into that order for the kernels, the
+values of some rows for the output, and the whole input as Python columns for the Pike VM when a batch
+goes there.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from cep.grammar import ast
+from cep.matcher.vector import kernels
+from cep.matcher.vector.arrays import ArrayColumn, first_rows_of, key_codes
+from cep.matcher.rows.partitioning import partition_indices, sort_columns
+
+# Imported inside functions: pandas and pyarrow (heavy; each is needed only for its own kind of input).
+
+
+@dataclass(frozen=True)
+class Layout:
+    keys: list[tuple]  # partition keys, in order of first appearance
+    order: np.ndarray  # input rows, partition after partition, each partition sorted by ORDER BY
+    counts: np.ndarray  # rows per partition
+    first_rows: np.ndarray  # an input row of each partition (its first): the key's values for the output
+
+
+class ListInput:
+    """Columns of Python values (None for NULL)."""
+
+    columnar = False
+
+    def __init__(self, columns: dict[str, list]) -> None:
+        self.columns = columns
+        self.n = len(next(iter(columns.values()))) if columns else 0
+
+    def python(self) -> dict[str, list]:
+        return self.columns
+
+    def load(self, name: str, order: np.ndarray) -> kernels.Value:
+        return _gathered(kernels.load_column(self.columns[name]), order)
+
+    def integers(self, values: np.ndarray, typed: bool) -> list:
+        return values.tolist()
+
+    def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
+        """The values of input ``rows`` (-1: NULL)."""
+        values = self.columns[name]
+        if rows.size and rows.min() >= 0:
+            picked = operator.itemgetter(*rows.tolist())(values)
+            return list(picked) if rows.size > 1 else [picked]
+        return [None if row < 0 else values[row] for row in rows.tolist()]
+
+    def layout(self, statement: ast.Statement, machine) -> Layout:
+        columns, n = self.columns, self.n
+        key_columns = [columns[name] for name in machine.partition_names]
+        codes, keys, first_rows = _list_codes(key_columns, n)
+        sort_keys = sort_columns(statement, machine)
+        if len(sort_keys) == 1 and not sort_keys[0][0].descending:
+            if _non_decreasing(columns[sort_keys[0][1]]):
+                sort_keys = []  # already in order (a time-ordered feed): grouping is enough
+        sort_arrays = []
+        for key, name in sort_keys:
+            converted = _list_sort_arrays(columns[name], key)
+            if converted is None:
+                return _python_layout(statement, machine, columns)
+            sort_arrays.append((key, *converted))
+        return Layout(keys, _order(codes, len(keys), sort_arrays), np.bincount(codes, minlength=len(keys)), first_rows)
+
+
+class ArrayInput:
+    """numpy columns of a pandas DataFrame or a pyarrow Table (``arrays.from_pandas`` / ``from_arrow``)."""
+
+    columnar = True
+
+    def __init__(self, arrays: dict[str, ArrayColumn], n: int, library: str) -> None:
+        self.arrays = arrays
+        self.n = n
+        self.library = library
+        self._python: dict[str, list] | None = None
+
+    def python(self) -> dict[str, list]:
+        """The whole input as Python columns (for the Pike VM): built once, only when needed."""
+        if self._python is None:
+            self._python = {name: column.python() for name, column in self.arrays.items()}
+        return self._python
+
+    def load(self, name: str, order: np.ndarray) -> kernels.Value:
+        column = self.arrays[name]
+        if column.kind in ("int", "float", "bool"):
+            return kernels.Value(column.kind, column.data[order], None if column.nulls is None else column.nulls[order])
+        if column.kind == "str":
+            values = column.data[order]
+            nulls = None if column.nulls is None else column.nulls[order]
+            if nulls is not None:
+                values[nulls] = ""
+            return kernels.load_strings(values, nulls)
+        return _gathered(kernels.load_column(self.python()[name]), order)  # as the list path decides
+
+    def integers(self, values: np.ndarray, typed: bool):
+        """An integer output column: typed for the input's library, or Python ints."""
+        if not typed:
+            return values.tolist()
+        if self.library == "pandas":
+            import pandas as pd
+
+            return pd.Series(values, dtype=np.int64)
+        import pyarrow as pa
+
+        return pa.array(values, type=pa.int64())
+
+    def gather(self, name: str, rows: np.ndarray, typed: bool):
+        """The values of input ``rows`` (-1: NULL): typed for the input's library, or Python values."""
+        column = self.arrays[name]
+        out = column.output(rows) if typed else None
+        return column.python(rows) if out is None else out
+
+    def layout(self, statement: ast.Statement, machine) -> Layout:
+        arrays, n = self.arrays, self.n
+        found = key_codes([arrays[name] for name in machine.partition_names])
+        if found is None and machine.partition_names:
+            return ListInput(self.python()).layout(statement, machine)
+        codes, first_rows = found if found is not None else (np.zeros(n, dtype=np.int64), np.zeros(min(n, 1), dtype=np.int64))
+        names = machine.partition_names
+        keys = list(zip(*[arrays[name].python(first_rows) for name in names])) if names else [()] * len(first_rows)
+        sort_arrays = []
+        for key, name in sort_columns(statement, machine):
+            column = arrays[name]
+            if column.kind not in ("int", "float", "time", "bool") or (
+                column.kind == "float" and np.isnan(column.data if column.nulls is None else column.data[~column.nulls]).any()
+            ):
+                return ListInput(self.python()).layout(statement, machine)
+            sort_arrays.append((key, column.data, column.nulls))
+        return Layout(keys, _order(codes, len(keys), sort_arrays), np.bincount(codes, minlength=len(keys)), first_rows)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _gathered(value: kernels.Value, order: np.ndarray) -> kernels.Value:
+    if value.kind == "null":
+        return value
+    return kernels.Value(value.kind, value.data[order], None if value.nulls is None else value.nulls[order])
+
+
+def _python_layout(statement: ast.Statement, machine, columns: dict[str, list]) -> Layout:
+    """ORDER BY values numpy cannot order exactly as Python does (strings, dates, ...): sort in Python."""
+    groups = partition_indices(statement, machine, columns)
+    n = sum(len(indices) for _, indices in groups)
+    order = np.fromiter(itertools.chain.from_iterable(idx for _, idx in groups), dtype=np.int64, count=n)
+    counts = np.array([len(idx) for _, idx in groups], dtype=np.int64)
+    first_rows = np.array([min(idx) for _, idx in groups], dtype=np.int64)
+    return Layout([key for key, _ in groups], order, counts, first_rows)
+
+
+def _list_codes(key_columns: list[list], n: int):
+    """(code per row, keys in order of first appearance, first row of each key) for Python key values."""
+    if not key_columns:
+        return np.zeros(n, dtype=np.int64), [()] if n else [], np.zeros(min(n, 1), dtype=np.int64)
+    seen: dict = {}
+    if len(key_columns) == 1 and set(map(type, key_columns[0])) == {str}:
+        import pandas as pd  # factorize: codes in order of first appearance, as the dict gives them
+
+        codes, uniques = pd.factorize(np.asarray(key_columns[0], dtype=object), sort=False)
+        codes = codes.astype(np.int64, copy=False)
+        keys = [(k,) for k in uniques.tolist()]
+    else:
+        setdefault = seen.setdefault
+        values = key_columns[0] if len(key_columns) == 1 else zip(*key_columns)
+        codes = np.fromiter((setdefault(k, len(seen)) for k in values), dtype=np.int64, count=n)
+        keys = [(k,) for k in seen] if len(key_columns) == 1 else list(seen)
+    return codes, keys, first_rows_of(codes, len(keys))
+
+
+def _order(codes: np.ndarray, parts: int, sort_arrays: list) -> np.ndarray:
+    """Input rows grouped by partition code (stable), each group sorted by the ORDER BY arrays."""
+    if len(sort_arrays) == 1:
+        key, data, nulls = sort_arrays[0]
+        if not key.descending and nulls is None and bool(np.all(data[1:] >= data[:-1])):
+            sort_arrays = []  # already in order (a time-ordered feed): grouping is enough
+    if not sort_arrays:
+        if parts <= 1:
+            return np.arange(len(codes), dtype=np.int64)
+        # a stable sort of small integers is a radix sort in numpy: linear in the rows
+        small = codes.astype(np.int16) if parts < 2**15 else codes
+        return np.argsort(small, kind="stable").astype(np.int64, copy=False)
+    lex = []
+    for key, data, nulls in reversed(sort_arrays):  # np.lexsort: the last key is the primary one
+        lex.extend(_rank_arrays(data, nulls, key))
+    lex.append(codes)
+    return np.lexsort(lex)
+
+
+def _rank_arrays(data: np.ndarray, nulls: np.ndarray | None, key: ast.SortKey) -> list[np.ndarray]:
+    """(value, null rank) arrays that order rows as ``outer.sort_key`` does (NULLs first or last)."""
+    nulls_first = key.descending if key.nulls_first is None else key.nulls_first
+    if nulls is not None:
+        rank_of_null = (2 if nulls_first else 0) if key.descending else (0 if nulls_first else 2)
+        rank = np.where(nulls, rank_of_null, 1)
+        data = np.where(nulls, 0, data)
+    else:
+        rank = np.ones(len(data), dtype=np.int64)
+    if key.descending:  # reverse=True keeps equal keys in input order: a stable ascending sort of -key
+        return [-data, -rank]
+    return [data, rank]
+
+
+def _non_decreasing(values) -> bool:
+    try:
+        return None not in values and all(map(operator.le, values, itertools.islice(values, 1, None)))
+    except TypeError:
+        return False
+
+
+def _list_sort_arrays(values: list, key: ast.SortKey):
+    """(data, nulls) for a column of Python values, or None if numpy cannot order them as Python does."""
+    types = set(map(type, values))
+    has_null = type(None) in types
+    types.discard(type(None))
+    n = len(values)
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=n) if has_null else None
+    filled = [0 if v is None else v for v in values] if has_null else values
+    try:
+        if not types:
+            data = np.zeros(n, dtype=np.int64)
+        elif types == {int}:
+            data = np.array(filled, dtype=np.int64)
+            if data.size and np.abs(data).max() >= 2**62:
+                return None
+        elif types <= {int, float}:
+            data = np.array(filled, dtype=np.float64)
+            if np.isnan(data).any() or (int in types and np.abs(data).max() > 2**53):
+                return None
+        else:
+            import pandas as pd
+
+            if not types <= {_dt.datetime, pd.Timestamp}:
+                return None
+            if any(v.tzinfo is not None for v in values if v is not None):
+                return None
+            data = pd.DatetimeIndex([None if v is None else v for v in values]).asi8.copy()
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return data, nulls

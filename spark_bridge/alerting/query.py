@@ -1,0 +1,115 @@
+"""The Spark side of a rule set: one stateful operator that runs every rule of the micro-batch's set.
+
+``match_rules`` builds it (see ``cep.spark_bridge.alerting.stream`` for how it maps onto Spark); the functions
+Spark calls on executors are in ``cep.spark_bridge.alerting.worker``; ``AlertStream`` drives it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from cep.spark_bridge.alerting.rule_set import (
+    BAD_ROWS_METRICS, BUCKET, DEFAULT_HOUSEKEEPING, FILE, KIND_MATCH, KIND_STATS, METRICS_NAME, PKEY, SPEC,
+)
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.alerting.worker import AlertStep, Explode
+from cep.spark_bridge.engine.durations import parse_duration
+from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
+from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
+from cep.spark_bridge.spark.columns import EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote
+from cep.spark_bridge.spark.inputs import bad_row_counts, dead_letter_columns, prepare_input, with_watermark
+from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+__all__ = ["input_types_of", "match_rules"]
+
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
+
+
+def input_types_of(df: "DataFrame") -> dict[str, str]:
+    """``{column: SQL type}`` of a DataFrame as the rules see it (types the matcher cannot take are text)."""
+    return {f.name: ("VARCHAR" if needs_string_cast(f.dataType) else spark_to_sql(f.dataType)) for f in df.schema.fields}
+
+
+def match_rules(
+    df: "DataFrame",
+    store: RuleStore | str,
+    *,
+    time_column: str,
+    watermark: Any = None,
+    housekeeping: Any = DEFAULT_HOUSEKEEPING,
+    metrics_name: str | None = METRICS_NAME,
+    bad_rows_metrics: str = BAD_ROWS_METRICS,
+) -> "DataFrame":
+    """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
+
+    Returns a streaming DataFrame (append mode) with ``sinks.alerts.ALERT_COLUMNS``. The rule set a micro-batch
+    runs with is the one current in ``store`` when the micro-batch starts (``RuleStore``); publish a
+    first one before starting the query. ``watermark``: the allowed lateness (default: the delay ``df``
+    declares on ``time_column``, else ``inputs.DEFAULT_WATERMARK``).
+
+    When ``df`` is a ``inputs.mark_bad_rows`` frame, its bad rows come out of the same query too, so
+    that one read of the input feeds both: the result then has the dead-letter fields after the alert
+    columns (``inputs.DEAD_LETTER_NAMES``; ``_cep_error`` is NULL on an alert, set on a bad row,
+    whose alert columns are NULL), and the bad rows are counted per reason (``bad_rows_metrics``). They
+    reach no rule: they cross the shuffle in a group of their own (``rule_set.BAD_SPEC``).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    if not df.isStreaming:
+        raise ValueError("match_rules needs a streaming DataFrame (spark.readStream...)")
+    store_dir = store.directory if isinstance(store, RuleStore) else os.path.abspath(store)
+    marked = REJECT in df.columns  # mark_bad_rows ran prepare_input already
+    if not marked:
+        df = prepare_input(df)
+    passthrough = [REJECT, RAW, FILE] if marked else []
+    columns = [c for c in df.columns if c not in passthrough]
+    if time_column not in columns:
+        raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
+    df, delay_ms = with_watermark(df, time_column, watermark)
+    housekeeping_us = parse_duration(housekeeping, what="housekeeping")
+    if housekeeping_us <= 0:
+        raise ValueError("housekeeping must be positive")
+
+    bad_columns = [F.col(REJECT), F.col(RAW), F.when(F.col(REJECT).isNotNull(), F.input_file_name()).alias(FILE)]
+    df = df.select(*[F.col(quote(c)) for c in columns],
+                   F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
+                   *(bad_columns if marked else []))
+    # The watermark marker (metadata) does not survive mapInPandas: the stateful operator finds it on
+    # an all-NULL column added after it, so Spark's own late-row filter drops nothing (streaming.py).
+    in_fields = [T.StructField(f.name, f.dataType, True) for f in df.schema.fields]
+    exploded_schema = T.StructType([T.StructField(SPEC, T.StringType(), False), T.StructField(PKEY, T.StringType(), False)] + in_fields)
+    exploded = df.mapInPandas(Explode(store_dir, columns + [EVENT_US] + passthrough, REJECT if marked else None), exploded_schema)
+    exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(MARKER, metadata={WATERMARK_KEY: delay_ms}))
+
+    out_fields = [T.StructField(name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True)
+                  for name, kind in ALERT_COLUMNS]
+    out_schema = T.StructType(out_fields + [T.StructField(KIND, T.IntegerType(), False),
+                                            T.StructField(STATS, T.ArrayType(T.LongType()), True)]
+                              + [T.StructField(name, T.StringType(), True) for name in passthrough])
+    state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
+    step = AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough)
+
+    def cep_alert_rules(key, frames, state):
+        return step(key, frames, state)
+
+    exploded = exploded.withColumn(BUCKET, bucket_expression([PKEY], KEY_BUCKETS))
+    out = exploded.groupBy(F.col(SPEC), F.col(BUCKET)).applyInPandasWithState(
+        cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
+    )
+    if metrics_name:
+        calls = F.when(F.col(KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(STATS).alias("stats")))
+        out = out.observe(metrics_name, F.collect_list(calls).alias("calls"))
+    if marked:
+        out = out.where(F.col(KIND) != KIND_STATS).select(*[F.col(name) for name in ALERT_NAMES],
+                                                           *dead_letter_columns(file=F.col(FILE)))
+        return bad_row_counts(out, bad_rows_metrics)
+    return out.where(F.col(KIND) == KIND_MATCH).select(*[F.col(name) for name in ALERT_NAMES])
+
+
+# ----------------------------------------------------------------------------------- the driver

@@ -1,0 +1,407 @@
+"""The rule set on the executors: compiled rules, and the stateful step that runs every rule of a key.
+
+``alerting/query.py`` builds the Spark plan whose functions these are (``Explode`` feeds ``AlertStep``);
+``alerting/stream.py`` says how the whole maps onto Spark.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from cep.grammar.parser import parse
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.rows.tables import pandas_to_columns
+from cep.spark_bridge.alerting import suppress as suppress_mod
+from cep.spark_bridge.alerting.rule_set import (
+    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, BAD_SPEC, BATCH_ID_PROPERTY, INTERNAL_MEASURES, KIND_BAD, KIND_MATCH,
+    KIND_STATS, PKEY, SPEC, STAT_NAMES, match_id_text,
+)
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.engine import state_codec as codec
+from cep.spark_bridge.engine.key_table import KeyTable, split_by_key
+from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream, spark_timeout_ms
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
+from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, STATS
+
+# Imported inside functions: pandas (heavy; only the Spark calls need it) and pyspark (optional).
+
+# Per worker process: compiled rules, rule sets, the set of each micro-batch, the stores.
+_COMPILED: dict[str, "_CompiledRule"] = {}
+_RUNTIMES: dict[tuple[str, str], "_RuleSetRuntime"] = {}
+_BATCH_SETS: dict[tuple[str, str], str] = {}
+_STORES: dict[str, RuleStore] = {}
+
+
+class _CompiledRule:
+    """One rule ready to run in a worker: its engine and where its cep columns are in the output."""
+
+    def __init__(self, entry: dict, ruleset: dict) -> None:
+        self.rule_id = entry["rule_id"]
+        self.version = entry["version"]
+        statement = parse(entry["text"])
+        plan = CompiledQuery(statement)
+        columns = list(ruleset["input_columns"])
+        self.engine = KeyedStream(
+            plan,
+            columns,
+            query_text=match_id_text(self.rule_id, entry["canonical"]),
+            session_timeout_us=ruleset.get("session_timeout_us"),
+            max_pending_rows=ruleset.get("max_pending_rows") or DEFAULT_MAX_PENDING_ROWS,
+            dedup_key=ruleset.get("dedup_key"),
+            dedup_horizon_us=ruleset.get("dedup_horizon_us") or 0,
+        )
+        names = [n for n, _ in plan.output_types(dict(ruleset["input_types"]))]
+        self.status_index = names.index(ALERT_STATUS) if entry.get("status_column") else None
+        self.first_index = names.index(ALERT_FIRST)
+        self.last_index = names.index(ALERT_LAST)
+        self.measures = [(i, n) for i, n in enumerate(names) if n not in INTERNAL_MEASURES]
+        self.partition = list(entry["partition"])
+        self.throttle = suppress_mod.Throttle(entry.get("suppress_us"))
+
+
+class _RuleSetRuntime:
+    def __init__(self, set_id: str, payload: dict) -> None:
+        self.set_id = set_id
+        self.payload = payload
+        self.entries = {e["rule_id"]: e for e in payload["rules"]}
+        self.partitions: dict[str, list[str]] = {}  # spec id -> PARTITION BY columns
+        self.rules_by_spec: dict[str, list[str]] = {}  # spec id -> rule ids, in the set's order
+        for entry in payload["rules"]:
+            spec = _spec_id(entry["partition"])
+            self.partitions[spec] = list(entry["partition"])
+            self.rules_by_spec.setdefault(spec, []).append(entry["rule_id"])
+
+    def rule(self, rule_id: str) -> _CompiledRule | None:
+        entry = self.entries.get(rule_id)
+        if entry is None:
+            return None
+        cache_key = json.dumps([entry, self.payload["input_columns"], self.payload["input_types"],
+                                self.payload.get("session_timeout_us"), self.payload.get("max_pending_rows")], sort_keys=True)
+        compiled = _COMPILED.get(cache_key)
+        if compiled is None:
+            compiled = _COMPILED[cache_key] = _CompiledRule(entry, self.payload)
+        return compiled
+
+
+def _task_batch_id() -> str | None:
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover
+        return None
+    context = TaskContext.get()
+    if context is None:
+        return None
+    value = context.getLocalProperty(BATCH_ID_PROPERTY)
+    return value if value not in (None, "") else None
+
+
+def runtime_for(store_dir: str, batch_id: str | None = None) -> _RuleSetRuntime:
+    """The rule set of the running micro-batch (cached per worker process)."""
+    store = _STORES.get(store_dir)
+    if store is None:
+        store = _STORES[store_dir] = RuleStore(store_dir)
+    if batch_id is None:
+        batch_id = _task_batch_id()
+    set_id = _BATCH_SETS.get((store_dir, batch_id)) if batch_id is not None else None
+    if set_id is None:
+        set_id = store.set_for_batch(batch_id)
+        if batch_id is not None:
+            _BATCH_SETS[(store_dir, batch_id)] = set_id
+    runtime = _RUNTIMES.get((store_dir, set_id))
+    if runtime is None:
+        runtime = _RUNTIMES[(store_dir, set_id)] = _RuleSetRuntime(set_id, store.load(set_id))
+    return runtime
+
+
+def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
+    """The partition key of each row as a JSON object (``{"card": "c1"}``), the grouping key."""
+    if not columns:
+        return ["{}"] * len(pdf)
+    values = pandas_to_columns(pdf, columns)
+    cache: dict[tuple, str] = {}
+    out = []
+    for row in zip(*[values[c] for c in columns]):
+        try:
+            text = cache.get(row)
+        except TypeError:  # an unhashable value (an array)
+            text = None
+        if text is None:
+            text = json.dumps({c: jsonable(v) for c, v in zip(columns, row)}, ensure_ascii=False)
+            try:
+                cache[row] = text
+            except TypeError:
+                pass
+        out.append(text)
+    return out
+
+
+def _spec_id(partition: Sequence[str]) -> str:
+    """The grouping tag of a partition spec: the JSON list of its PARTITION BY columns."""
+    return json.dumps(list(partition))
+
+
+def _scalar(value: Any) -> Any:
+    """One pandas cell as the batch path's Python value (what ``pandas_to_columns`` gives)."""
+    if value is None:
+        return None
+    if hasattr(value, "to_pydatetime"):
+        try:
+            import pandas as pd
+
+            if value is pd.NaT:
+                return None
+        except ImportError:  # pragma: no cover
+            pass
+        return value
+    if type(value).__module__ == "numpy":
+        if getattr(value, "dtype", None) is not None and value.dtype.kind in "mM":
+            import pandas as pd
+
+            return None if pd.isna(value) else pd.Timestamp(value)
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+class Explode:
+    """``mapInPandas``: each input row once per partition spec of the micro-batch's rule set, tagged with
+    the spec and the row's partition key under it. Rules with the same PARTITION BY share the copy.
+    With ``reject`` (the reason column of ``inputs.mark_bad_rows``), a bad row goes once, to
+    ``BAD_SPEC``, and to no rule."""
+
+    def __init__(self, store_dir: str, columns: Sequence[str], reject: str | None = None) -> None:
+        self.store_dir = store_dir
+        self.columns = list(columns)
+        self.reject = reject
+
+    def __call__(self, frames: Iterator["Any"]) -> Iterator["Any"]:
+        import pandas as pd
+
+        runtime = None
+        for pdf in frames:
+            if not len(pdf):
+                continue
+            if runtime is None:
+                runtime = runtime_for(self.store_dir)
+            pieces = []
+            if self.reject is not None and pdf[self.reject].notna().any():
+                bad = pdf[self.reject].notna()
+                piece = pdf.loc[bad, self.columns]
+                piece.insert(0, PKEY, "{}")
+                piece.insert(0, SPEC, BAD_SPEC)
+                pieces.append(piece)
+                pdf = pdf[~bad]
+            for spec, partition in runtime.partitions.items():
+                piece = pdf[self.columns].copy(deep=False)
+                piece.insert(0, PKEY, _key_strings(pdf, partition))
+                piece.insert(0, SPEC, spec)
+                pieces.append(piece)
+            if pieces:
+                yield pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
+
+
+# One key's state (a dict by rule id, encoded with state_codec into the one binary state column):
+_VERSION, _BLOB, _LIVE, _PENDING, _LAST_ALERT, _TIMER = range(6)
+
+
+class _KeyRows:
+    """One partition key's rows within a bucket's frame: columns converted once for the whole frame
+    (on first use), then sliced for the key."""
+
+    def __init__(self, pdf, cache: dict, times: list, indices: list[int] | None) -> None:
+        self.pdf, self.cache, self.indices = pdf, cache, indices
+        self.times = times if indices is None else [times[i] for i in indices]
+        self.first = 0 if indices is None else indices[0]
+
+    def columns(self, names: Sequence[str]) -> dict[str, list]:
+        missing = [c for c in names if c not in self.cache]
+        if missing:
+            self.cache.update(pandas_to_columns(self.pdf, missing))
+        if self.indices is None:
+            return self.cache
+        return {name: [self.cache[name][i] for i in self.indices] for name in names}
+
+    def key_values(self, names: Sequence[str]) -> tuple:
+        return tuple(_scalar(self.pdf[c].iat[self.first]) for c in names)
+
+
+class AlertStep:
+    """``applyInPandasWithState``: one (partition spec, bucket of partition keys) in one micro-batch.
+    Each key of the bucket with rows, or whose timer the watermark reached, runs every rule of the
+    micro-batch's set with that PARTITION BY: each rule's ``KeyedStream`` gets the key's rows (or, on a
+    timer call, the rules whose own deadline the watermark reached are called). The bucket's state is a
+    ``KeyTable`` of each key's state (spark_bridge/engine/key_table.py says why keys share a call)."""
+
+    def __init__(self, store_dir: str, housekeeping_us: int, key_buckets: int, passthrough: Sequence[str] = ()) -> None:
+        self.store_dir = store_dir
+        self.housekeeping_us = housekeeping_us
+        self.key_buckets = key_buckets
+        self.passthrough = tuple(passthrough)  # the columns of bad rows (BAD_SPEC), NULL on the others
+
+    def __call__(self, key, frames, state):
+        import pandas as pd
+
+        spec = str(key[0])
+        if spec == BAD_SPEC:  # bad input rows: out as they came, with no state
+            yield self._frame([], [], bad=pd.concat(list(frames), ignore_index=True), passthrough=self.passthrough)
+            return
+        runtime = runtime_for(self.store_dir)
+        watermark_ms = state.getCurrentWatermarkMs()
+        watermark_us = watermark_ms * 1000
+        parts = [frame for frame in frames if len(frame)]
+        table = KeyTable.decode(state.get[0] if state.exists else None, self.key_buckets)
+        alerts: list[tuple] = []
+        stats: dict[tuple[str, str], dict] = {}
+        emitted = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        groups: dict[tuple, list[int]] = {}
+        calls: list[tuple[tuple, _KeyRows | None]] = []
+        if parts:
+            pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+            times = [None if us == NULL_TIME else us for us in pdf[EVENT_US].tolist()]
+            groups = split_by_key([(k,) for k in pdf[PKEY].tolist()])
+            cache: dict = {}
+            whole = len(groups) == 1
+            calls = [(pkey, _KeyRows(pdf, cache, times, None if whole else indices)) for pkey, indices in groups.items()]
+        calls += [(pkey, None) for pkey in table.due(watermark_us, groups)]
+        for pkey, rows in calls:
+            blob = table.states.get(pkey)
+            new = self._key_call(runtime, spec, pkey[0], rows, codec.decode(blob) if blob else {}, watermark_us, emitted, alerts, stats)
+            if new:
+                timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
+                # No deadline of its own: wake up once per housekeeping interval, so that the state of a
+                # rule changed or removed later is reclaimed even if the key never gets another row.
+                table.put(pkey, codec.encode(new), min(timers) if timers else watermark_us + self.housekeeping_us)
+            else:
+                table.put(pkey, None, None)
+        if table:
+            state.update((table.encode(),))
+            state.setTimeoutTimestamp(spark_timeout_ms(table.next_timer(), watermark_ms))
+        elif state.exists:
+            state.remove()
+        yield self._frame(alerts, [(rule_id, version, counts) for (rule_id, version), counts in stats.items()],
+                          passthrough=self.passthrough)
+
+    def _key_call(self, runtime, spec: str, pkey: str, rows: _KeyRows | None, old: dict, watermark_us: int, emitted,
+                  alerts: list, stats_by_rule: dict) -> dict:
+        """Every rule of ``spec`` for one key: appends its alerts, adds its counts per rule; returns the
+        key's new state (a dict by rule id)."""
+
+        def counts_for(rule_id: str, version: str) -> dict:
+            found = stats_by_rule.get((rule_id, version))
+            if found is None:
+                found = stats_by_rule[(rule_id, version)] = dict.fromkeys(STAT_NAMES, 0)
+            return found
+
+        new: dict = {}
+        wanted = runtime.rules_by_spec.get(spec, [])
+        for rule_id, entry in old.items():  # rules removed, or changed: their state here goes
+            rule = runtime.rule(rule_id) if rule_id in wanted else None
+            if rule is None or rule.version != entry[_VERSION]:
+                dropped = counts_for(rule_id, entry[_VERSION])
+                dropped["dropped_live"] += entry[_LIVE]
+                dropped["dropped_pending"] += entry[_PENDING]
+                dropped["d_live"] -= entry[_LIVE]
+                dropped["d_pending"] -= entry[_PENDING]
+                dropped["d_keys"] -= 1
+
+        for rule_id in wanted:
+            rule = runtime.rule(rule_id)
+            entry = old.get(rule_id)
+            if entry is not None and entry[_VERSION] != rule.version:
+                entry = None
+            if rows is None:
+                if entry is None:
+                    continue
+                timer = entry[_TIMER]
+                if timer is None or watermark_us < timer:  # not this rule's turn: keep it as it is
+                    new[rule_id] = entry
+                    continue
+            engine = rule.engine
+            columns = key_values = None
+            if rows is not None:
+                columns = rows.columns(engine.read_columns)
+                key_values = rows.key_values(rule.partition)
+            result = engine.process(entry[_BLOB] if entry is not None else None, key_values, columns,
+                                    rows.times if rows is not None else None, watermark_us, timed_out=rows is None)
+            stats = counts_for(rule_id, rule.version)
+            last_alert = entry[_LAST_ALERT] if entry is not None else None
+            for row, match_id in zip(result.rows, result.match_ids):
+                status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
+                first_time, last_time = row[rule.first_index], row[rule.last_index]
+                moment = last_time if last_time is not None else first_time
+                event_us = codec.datetime_to_micros(moment) if moment is not None else None
+                suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
+                measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
+                alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed))
+                stats[_STATUS_STAT.get(status, "matched")] += 1
+                stats["suppressed"] += int(suppressed)
+            engine_stats = result.stats
+            live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
+            pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
+            for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed", "duplicates_dropped"):
+                stats[name] += int(engine_stats.get(name, 0))
+            stats["d_live"] += live - (entry[_LIVE] if entry is not None else 0)
+            stats["d_pending"] += pending - (entry[_PENDING] if entry is not None else 0)
+            remember_until = rule.throttle.open_until(last_alert)
+            if result.state is not None or (remember_until is not None and remember_until > watermark_us):
+                timer = result.timer_us if result.state is not None else remember_until
+                new[rule_id] = [rule.version, result.state, live, pending, last_alert, timer]
+                stats["d_keys"] += 0 if entry is not None else 1
+            else:
+                stats["d_keys"] -= 1 if entry is not None else 0
+        return new
+
+    @staticmethod
+    def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]], *, bad=None, passthrough: Sequence[str] = ()):
+        """The output: ``alerts`` (KIND_MATCH), then one statistics row per rule (KIND_STATS), or the
+        rows of ``bad`` (KIND_BAD, their ``passthrough`` columns kept; NULL on the other kinds)."""
+        import pandas as pd
+
+        stats_rows = [s for s in stats_rows if any(s[2].values())]
+        n_alerts, n_stats = len(alerts), len(stats_rows) + (len(bad) if bad is not None else 0)
+
+        def objects(values):
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            return column
+
+        def times(values):
+            return np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
+
+        pad = [None] * n_stats
+        if n_alerts:
+            columns = list(zip(*alerts))
+            data = {name: objects(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
+            for name in ("first_event_time", "last_event_time", "emit_time"):
+                data[name] = times(list(columns[ALERT_NAMES.index(name)]) + pad)
+            data["suppressed"] = np.array([bool(v) for v in columns[-1]] + [False] * n_stats, dtype=bool)
+            data["rule_id"] = objects(list(columns[0]) + [s[0] for s in stats_rows])
+            data["rule_version"] = objects(list(columns[1]) + [s[1] for s in stats_rows])
+        else:
+            nothing = objects(pad)
+            no_time = np.full(n_stats, np.datetime64("NaT"), dtype="datetime64[ns]")
+            data = {name: nothing for name in ALERT_NAMES}
+            data.update({name: no_time for name in ("first_event_time", "last_event_time", "emit_time")})
+            data["suppressed"] = np.zeros(n_stats, dtype=bool)
+            data["rule_id"] = objects([s[0] for s in stats_rows])
+            data["rule_version"] = objects([s[1] for s in stats_rows])
+        if bad is not None:
+            data["rule_id"] = data["rule_version"] = objects(pad)
+            data[KIND] = np.full(n_stats, KIND_BAD, dtype="int32")
+            data[STATS] = objects(pad)
+            data.update({name: objects(bad[name].tolist()) for name in passthrough})
+            return pd.DataFrame(data, copy=False)
+        data[KIND] = np.array([KIND_MATCH] * n_alerts + [KIND_STATS] * n_stats, dtype="int32")
+        data[STATS] = objects([None] * n_alerts + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
+        data.update({name: objects([None] * (n_alerts + n_stats)) for name in passthrough})
+        return pd.DataFrame(data, copy=False)
+
+
+_STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
+
+

@@ -1,0 +1,504 @@
+"""The per-key streaming engine, with no Spark in it: event-time buffering, release on the watermark,
+ordering with a deterministic tie-break, sessions, late rows, caps and match ids.
+
+``cep.spark_bridge.spark.streaming`` calls ``KeyedStream.process`` once per key per micro-batch from inside
+``applyInPandasWithState``; ``local.LocalStream`` replays the same rules in-process (the tests use it to check
+the engine on many more micro-batch splits than a Spark run can afford). pyspark is never imported here.
+
+The rules (``docs/streaming.md`` explains them at length):
+
+* **Time** is the first ORDER BY column, ascending, carried as integer microseconds since 1970-01-01
+  UTC (Spark's own precision). ``W`` is the micro-batch's watermark, in microseconds.
+* **Late rows**: a row whose event time is ``<= W`` when it arrives (or at/below the key's
+  forced-release point, see caps) is late: it is not matched; it is returned with a reason.
+* **Bad rows**: a row with a NULL event time, or one the caller rejected upstream (``rejected``: a
+  line that is not JSON, a value of the wrong type, an unparseable or far-future event time; see
+  ``inputs.mark_bad_rows``), is not matched either; it is returned with its reason and counted
+  apart from the late ones (``bad_rows`` and one count per reason).
+* **Duplicates** (``dedup_key``): a row whose key (NULL: never) equals that of a row this key
+  accepted earlier is dropped and counted. Keys are remembered until the watermark passes their
+  event time + ``dedup_horizon_us`` (the watermark delay): a repeat arriving later than that is late
+  anyway. Without ``dedup_key`` every row counts, as in SQL.
+* **Release**: every accepted row waits in the key's *pending* buffer until ``time <= W``. Then no
+  row that is not late can still sort before it, so the released rows are sorted and fed to the matcher.
+* **Order**: the query's ORDER BY keys, then, for rows equal on all of them, the values of every
+  column the matcher reads (``tiebreak_columns``: sorted by name), compared column by column with
+  ``total_order_key``. Rows equal on all of those are interchangeable: they give the same output in
+  either order.
+* **Clock**: after feeding, the matcher is told ``advance(W)`` (no row at or before W will come), so
+  WITHIN expires partial matches, SHOW TIMEOUT MATCHES reports them, and a trailing ``!B`` completes.
+* **Sessions** (``session_timeout_us``): a key's rows form one session while consecutive rows (in
+  that order) are at most the timeout apart. A session ends at its last row's time + the timeout:
+  the matcher is told ``advance(that time)`` and then ``finish()`` (as at end of input: trailing
+  matches are emitted); the key's next row starts a new session with a fresh matcher. A key whose
+  session has ended and that has no pending rows has its state dropped.
+* **Timers**: after each call the key asks to be called again when the watermark reaches the
+  earliest of: its oldest pending row, its session end, the WITHIN deadline of its oldest live
+  partial match.
+* **Caps**: at most ``max_pending_rows`` rows wait per key. Beyond that, the oldest rows (whole
+  event-time groups) are released at once, the key's clock moves to their time, and rows arriving
+  later at or below it are late with reason ``behind_forced_release``; each forced row counts as a
+  cap hit. At most ``max_match_rows`` rows are kept for live partial matches: past that, the oldest
+  partial matches are given up (their starts end unmatched) and counted as ``match_cap_hits``. The
+  matcher's own cap on live partial matches (``cep.matcher.pike.vm.MAX_LIVE_THREADS``) raises.
+* **Match ids**: ``match_id(...)`` hashes the query text, the partition key, the session's first
+  event time, the match number, the match's first row (position in the session and event time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.rows.outer import sort_key
+from cep.matcher.rows.partitioning import sort_columns
+from cep.spark_bridge.engine import state_codec as codec
+from cep.spark_bridge.engine.match_ids import TaggingOutput, match_id, query_fingerprint
+from cep.spark_bridge.engine.ordering import total_order_key
+
+STATE_VERSION = 1
+
+# Rows one key may hold while they wait for the watermark. A key receiving more than this inside one
+# watermark delay is either hot or the delay is too long for it; releasing early keeps memory bounded
+# at the cost of making its later out-of-order rows late (counted as cap hits, never dropped silently).
+DEFAULT_MAX_PENDING_ROWS = 200_000
+
+# Rows one key's matcher may keep for its live partial matches. A partial match that can never end
+# (``A+ B`` and no row is a B, with no WITHIN and no session timeout) would keep every row since its
+# start, and the key's state would grow without bound. Past this, the oldest partial matches are given
+# up (``PartitionMatcher.abandon_before``) down to half the cap, and counted (``match_cap_hits``).
+DEFAULT_MAX_MATCH_ROWS = 100_000
+
+
+LATE_NULL_TIME = "null_event_time"
+LATE_BEHIND_WATERMARK = "behind_watermark"
+LATE_BEHIND_FORCED = "behind_forced_release"
+
+# Reasons a row is bad (not matched, returned with the reason, counted as ``bad_rows``); the words are
+# those of the batch dead letter (``cep.matcher.rows.validate.REASONS``), which also gives their error codes.
+BAD_NULL_TIME = LATE_NULL_TIME
+BAD_NOT_JSON = "not_json"
+BAD_WRONG_TYPE = "wrong_type"
+BAD_EVENT_TIME = "bad_event_time"
+BAD_FUTURE_TIME = "future_event_time"
+BAD_REASONS = (BAD_NULL_TIME, BAD_NOT_JSON, BAD_WRONG_TYPE, BAD_EVENT_TIME, BAD_FUTURE_TIME)
+
+STAT_NAMES = (
+    "events_in",  # rows received (late, bad and duplicate ones included)
+    "late_rows",  # rows not matched because they were late (behind the watermark or a forced release)
+    "bad_rows",  # rows not matched because they were bad (one of BAD_REASONS; each also counted below)
+    "duplicates_dropped",  # rows dropped as repeats of an earlier row's dedup key
+    "released_rows",  # rows fed to the matcher
+    "pending_rows",  # rows waiting for the watermark after the call
+    "matcher_rows",  # rows the matcher keeps buffered after the call
+    "live_matches",  # live partial matches (matcher threads) after the call
+    "matches_out",  # output rows emitted
+    "key_calls",  # keys called (with rows or by a timer)
+    "timers_fired",  # calls made by a timer (no new rows)
+    "sessions_closed",  # sessions finished (gap or idle timeout)
+    "cap_hits",  # rows released early because of max_pending_rows
+    "match_cap_hits",  # partial matches given up because of max_match_rows
+    "state_bytes",  # size of the state blob kept after the call
+) + BAD_REASONS  # bad rows per reason
+
+
+@dataclass(frozen=True)
+class OrderKey:
+    column: str
+    descending: bool
+    nulls_first: bool | None
+
+
+@dataclass
+class StepResult:
+    """What one call for one key produced."""
+
+    state: bytes | None  # the key's new state; None: remove it
+    timer_us: int | None  # call again when the watermark (µs) reaches this; None: only on new rows
+    rows: list[tuple] = field(default_factory=list)  # output rows of the statement (after WHERE)
+    match_ids: list[str] = field(default_factory=list)
+    late: list[tuple[int, str]] = field(default_factory=list)  # (index of the input row, reason)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class KeyedStream:
+    """The streaming rules for one query over one input schema; shared by every key in a worker.
+
+    ``input_columns`` are the input's column names as the batch path sees them (the matcher's machine
+    is built for exactly these). ``proctime``: ORDER BY PROCTIME() — rows are matched in arrival
+    order as they come, with no buffering, no watermark and no late rows. ``dedup_key``: column(s)
+    whose repeats within a key are dropped, remembered for ``dedup_horizon_us`` past the watermark.
+    """
+
+    def __init__(
+        self,
+        plan,
+        input_columns: Sequence[str],
+        *,
+        query_text: str,
+        session_timeout_us: int | None = None,
+        max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS,
+        dedup_key: str | Sequence[str] | None = None,
+        dedup_horizon_us: int = 0,
+        max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
+    ) -> None:
+        self.plan = plan
+        self.input_columns = tuple(input_columns)
+        self.proctime = bool(getattr(plan, "proctime", False))
+        base = plan.machine(self.input_columns)
+        self.outer = plan.outer(self.input_columns)
+        mr = plan.statement.match
+        self.order = tuple(OrderKey(name, k.descending, k.nulls_first) for k, name in sort_columns(plan.statement, base))
+        self.partition_columns = tuple(base.partition_names)
+        if self.proctime:
+            self.time_column = None
+        else:
+            if not self.order:
+                raise CepSemanticError(
+                    "a streaming query needs ORDER BY an event-time column (or ORDER BY PROCTIME())", code="E0280"
+                )
+            first = mr.order_by[0]
+            if not isinstance(first.expr, ast.ColumnRef) or first.descending:
+                raise CepSemanticError(
+                    "on a stream the first ORDER BY key must be the event-time column, ascending",
+                    code="E0281",
+                    span=first.span,
+                )
+            self.time_column = self.order[0].column
+        if session_timeout_us is not None and session_timeout_us <= 0:
+            raise ValueError("session_timeout must be positive")
+        if max_pending_rows < 1:
+            raise ValueError("max_pending_rows must be at least 1")
+        if max_match_rows < 2:
+            raise ValueError("max_match_rows must be at least 2")
+        self.max_match_rows = max_match_rows
+        self.session_timeout_us = session_timeout_us
+        self.max_pending_rows = max_pending_rows
+        self.query_fp = query_fingerprint(query_text)
+
+        self.tagger = TaggingOutput(base.output, self.time_column)
+        feed = base.columns
+        if self.time_column is not None and self.time_column not in feed:
+            feed = feed + (self.time_column,)  # so a match's first event time is at hand for its id
+        self.machine = dataclasses.replace(base, columns=feed, output=self.tagger)
+        self.feed_columns = feed
+        # Rows tied on the event time: the time column itself cannot break the tie.
+        self.tiebreak_columns = tuple(c for c in sorted(base.columns) if c != self.time_column)
+        # The pending buffer keeps the event time once, as µs; the other columns as values.
+        wanted = feed + tuple(k.column for k in self.order) + self.tiebreak_columns
+        self.pending_columns = tuple(c for c in dict.fromkeys(wanted) if c != self.time_column)
+        if isinstance(dedup_key, str):
+            dedup_key = (dedup_key,)
+        names = ColumnNames(self.input_columns)
+        self.dedup_columns = tuple(names.option_column(name, "dedup_key") for name in dedup_key or ())
+        if self.dedup_columns and self.proctime:
+            raise CepSemanticError("dedup_key needs event time (it forgets keys as the watermark passes them); "
+                                   "ORDER BY PROCTIME() has none", code="E0283")
+        if dedup_horizon_us < 0:
+            raise ValueError("dedup_horizon_us must be 0 or more")
+        self.dedup_horizon_us = dedup_horizon_us
+        # The columns ``process`` reads from new rows.
+        self.read_columns = tuple(dict.fromkeys(self.pending_columns + self.dedup_columns))
+
+    # ------------------------------------------------------------------------------------ one call
+
+    def process(
+        self,
+        state: bytes | None,
+        key: Sequence | None,
+        columns: dict[str, list] | None,
+        event_us: list[int | None] | None,
+        watermark_us: int,
+        *,
+        timed_out: bool = False,
+        rejected: Sequence[str | None] | None = None,
+    ) -> StepResult:
+        """One key's call in one micro-batch.
+
+        ``columns`` holds at least ``read_columns`` for the new rows (None: a timer call), ``event_us``
+        their event times in µs (None for NULL), ``key`` the partition key values (needed when there is
+        no state yet), ``watermark_us`` the micro-batch's watermark, ``rejected`` a bad-row reason per
+        new row (None: not rejected upstream).
+        """
+        st = codec.decode(state) if state else None
+        if st is not None and st.get("v") != STATE_VERSION:
+            raise CepRuntimeError(f"streaming key state version {st.get('v')} is not {STATE_VERSION}", code="E0481")
+        if st is None:
+            st = {"v": STATE_VERSION, "key": list(key or ()), "pending": None, "m": None, "start": None, "last": None, "forced": None, "sessions": 0}
+        stats = dict.fromkeys(STAT_NAMES, 0)
+        stats["timers_fired"] = int(timed_out)
+        stats["key_calls"] = 1
+        result = StepResult(state=None, timer_us=None, stats=stats)
+        self.tagger.tags.clear()
+        matcher = PartitionMatcher.from_state(self.machine, st["m"]) if st["m"] is not None else None
+        count = len(event_us) if event_us is not None else (len(next(iter(columns.values()))) if columns else 0)
+        stats["events_in"] = count
+
+        if self.proctime:  # arrival order, at once: nothing waits, nothing is late
+            good = [i for i in range(count) if rejected is None or rejected[i] is None]
+            self._reject(result, [(i, rejected[i]) for i in range(count) if rejected is not None and rejected[i] is not None])
+            if good:
+                matcher = self._feed_run(st, matcher, columns, good, None, result)
+                stats["released_rows"] = len(good)
+            return self._finish_call(st, matcher, result, watermark_us)
+
+        # 1. Bad, duplicate, late or accepted.
+        forced = st["forced"]
+        floor = watermark_us if forced is None else max(watermark_us, forced)
+        seen = self._seen(st, watermark_us)
+        keys = self._dedup_values(columns, count) if seen is not None else None
+        accepted: list[int] = []
+        for index in range(count):
+            us = event_us[index]
+            bad = rejected[index] if rejected is not None else None
+            if bad is None and us is None:
+                bad = BAD_NULL_TIME
+            if bad is not None:
+                self._reject(result, [(index, bad)])
+            elif keys is not None and keys[index] is not None and keys[index] in seen:
+                stats["duplicates_dropped"] += 1
+            elif us <= floor:
+                reason = LATE_BEHIND_WATERMARK if us <= watermark_us else LATE_BEHIND_FORCED
+                result.late.append((index, reason))
+                stats["late_rows"] += 1
+            else:
+                accepted.append(index)
+                if keys is not None and keys[index] is not None:
+                    seen[keys[index]] = us
+        if seen is not None:
+            st["seen"] = {"keys": list(seen), "us": list(seen.values())} if seen else None
+        pending = st["pending"] or {"us": [], "cols": {name: [] for name in self.pending_columns}}
+        if accepted:
+            pending["us"].extend(event_us[i] for i in accepted)
+            for name, target in pending["cols"].items():
+                values = columns[name]
+                target.extend(values[i] for i in accepted)
+
+        # 2. The key's clock: the watermark, or further if the pending buffer is over its cap.
+        clock = floor
+        waiting = len(pending["us"])
+        if waiting > self.max_pending_rows:
+            cut = sorted(pending["us"])[waiting - self.max_pending_rows - 1]
+            if cut > clock:
+                clock = cut
+                st["forced"] = cut
+                stats["cap_hits"] = sum(1 for u in pending["us"] if floor < u <= cut)
+
+        # 3. Release every row at or below the clock, in order.
+        ready = [i for i, u in enumerate(pending["us"]) if u <= clock]
+        if ready:
+            ordered = self.release_order(ready, pending)
+            matcher = self._feed_run(st, matcher, pending["cols"], ordered, pending["us"], result)
+            stats["released_rows"] = len(ready)
+            if len(ready) == waiting:
+                pending = None
+            else:
+                keep = [i for i, u in enumerate(pending["us"]) if u > clock]
+                pending = {"us": [pending["us"][i] for i in keep], "cols": {n: [v[i] for i in keep] for n, v in pending["cols"].items()}}
+        st["pending"] = pending if pending and pending["us"] else None
+
+        # 4. Time moved: close an idle session at its end, or tell the matcher the time (WITHIN).
+        gap = self.session_timeout_us
+        if matcher is not None and st["last"] is not None:
+            if gap is not None and clock >= st["last"] + gap:
+                self._close(st, matcher, result)
+                matcher = None
+            else:
+                self._advance(st, matcher, clock, result)
+
+        # 5. When to be called again without new rows.
+        timers = []
+        if st["pending"] is not None:
+            timers.append(min(st["pending"]["us"]))
+        if matcher is not None and gap is not None and st["last"] is not None:
+            timers.append(st["last"] + gap)
+        deadline = self._deadline_us(matcher) if matcher is not None else None
+        if deadline is not None:
+            timers.append(max(deadline, clock + 1))
+        if st.get("seen"):  # forget remembered dedup keys once the watermark passes them
+            timers.append(min(st["seen"]["us"]) + self.dedup_horizon_us + 1)
+        result.timer_us = min(timers) if timers else None
+        return self._finish_call(st, matcher, result, watermark_us)
+
+    def _finish_call(self, st: dict, matcher, result: StepResult, watermark_us: int) -> StepResult:
+        stats = result.stats
+        stats["pending_rows"] = len(st["pending"]["us"]) if st["pending"] else 0
+        if matcher is not None:
+            # The matcher trims its buffer in chunks (slicing lists is O(n)); every kept row is encoded
+            # and decoded again between micro-batches, so trim to the exact bound before saving.
+            matcher.compact()
+            stats["matcher_rows"] = matcher.buffered_rows()
+            stats["live_matches"] = matcher.live_threads()
+        st["m"] = matcher.state() if matcher is not None else None
+        if st["m"] is None and st["pending"] is None and not st.get("seen"):
+            result.state = None  # nothing left to remember (a closed session): the key's state is dropped
+        else:
+            result.state = codec.encode(st)
+            stats["state_bytes"] = len(result.state)
+        if result.state is None:
+            result.timer_us = None
+        stats["matches_out"] = len(result.rows)
+        return result
+
+    # ------------------------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _reject(result: StepResult, bad: list[tuple[int, str]]) -> None:
+        """Return bad rows (index, reason) with their reasons, counted apart from the late ones."""
+        result.late.extend(bad)
+        result.stats["bad_rows"] += len(bad)
+        for _, reason in bad:
+            result.stats[reason] += 1
+
+    def _seen(self, st: dict, watermark_us: int) -> dict | None:
+        """The dedup keys still remembered (key value -> event time µs), without those the watermark
+        has passed by more than the horizon; None without ``dedup_key``."""
+        if not self.dedup_columns:
+            return None
+        saved = st.get("seen")
+        if not saved:
+            return {}
+        horizon = self.dedup_horizon_us
+        return {key: us for key, us in zip(saved["keys"], saved["us"]) if us + horizon >= watermark_us}
+
+    def _dedup_values(self, columns: dict[str, list] | None, count: int) -> list | None:
+        """Each new row's dedup key (None when any part is NULL: NULL equals nothing), hashable."""
+        if not count:
+            return []
+        parts = [columns[name] for name in self.dedup_columns]
+        values = []
+        for value in zip(*parts):
+            if any(v is None for v in value):
+                values.append(None)
+                continue
+            key = value[0] if len(value) == 1 else tuple(value)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable value (an array): compare its text, as batch does
+                key = repr(key)
+            values.append(key)
+        return values
+
+    def release_order(self, indices: list[int], pending: dict) -> list[int]:
+        """``indices`` of pending rows in the order the stream releases them: ORDER BY order, ties broken by
+        ``tiebreak_columns`` (public: a batch replay orders rows so too, spark_bridge/engine/replay.py)."""
+        cols, times = pending["cols"], pending["us"]
+        order = list(indices)
+        key_columns = [times] + [cols[k.column] for k in self.order[1:]]
+        try:
+            distinct = len(set(zip(*[[c[i] for i in order] for c in key_columns]))) == len(order)
+        except TypeError:  # an unhashable ORDER BY value (an array): break ties anyway
+            distinct = False
+        if not distinct and self.tiebreak_columns:
+            tb = [cols[name] for name in self.tiebreak_columns]
+            order.sort(key=lambda i: tuple(total_order_key(c[i]) for c in tb))
+        for position in range(len(self.order) - 1, -1, -1):
+            k = self.order[position]
+            values = times if position == 0 else cols[k.column]
+            order.sort(key=lambda i: sort_key(values[i], k.descending, k.nulls_first), reverse=k.descending)
+        return order
+
+    def _feed_run(self, st: dict, matcher, cols: dict, ordered: list[int], times: list[int] | None, result: StepResult):
+        """Feed rows ``ordered`` (indices into ``cols``) to the key's matcher, opening and closing sessions."""
+        gap = self.session_timeout_us
+        i, n = 0, len(ordered)
+        while i < n:
+            if matcher is None:
+                matcher = PartitionMatcher(self.machine, tuple(st["key"]))
+                st["start"] = times[ordered[i]] if times is not None else None
+                st["last"] = None
+            last = st["last"]
+            j = i
+            if gap is None or times is None:
+                j = n
+                last = times[ordered[n - 1]] if times is not None else None
+            else:
+                while j < n and (last is None or times[ordered[j]] - last <= gap):
+                    last = times[ordered[j]]
+                    j += 1
+            if j > i:
+                chunk = ordered[i:j]
+                part = {name: [cols[name][r] for r in chunk] for name in self.feed_columns if name != self.time_column}
+                if self.time_column is not None:
+                    part[self.time_column] = [codec.micros_to_datetime(times[r]) for r in chunk]
+                self._collect(st, matcher.feed(part), result)
+                if matcher.buffered_rows() > self.max_match_rows:
+                    given_up = matcher.abandoned
+                    self._collect(st, matcher.abandon_before(matcher.total - self.max_match_rows // 2), result)
+                    result.stats["match_cap_hits"] += matcher.abandoned - given_up
+                st["last"] = last
+            if j < n:  # the next row is more than the session timeout after the last: a new session
+                self._close(st, matcher, result)
+                matcher = None
+            i = j
+        return matcher
+
+    @staticmethod
+    def _deadline_us(matcher) -> int | None:
+        """When the watermark must next reach this key for WITHIN: the earliest live partial match's
+        first row time + the interval (``matcher.next_deadline()``), in µs."""
+        deadline = matcher.next_deadline()
+        if deadline is None:
+            return None
+        return deadline if isinstance(deadline, int) else codec.datetime_to_micros(deadline)
+
+    def _advance(self, st: dict, matcher, now_us: int, result: StepResult) -> None:
+        """No row at or before ``now_us`` will reach this session any more: WITHIN expiry, deadlines."""
+        self._collect(st, matcher.advance(codec.micros_to_datetime(now_us)), result)
+
+    def _close(self, st: dict, matcher, result: StepResult) -> None:
+        """End the session as at end of input, its clock at its last row + the session timeout."""
+        if self.session_timeout_us is not None and st["last"] is not None:
+            self._advance(st, matcher, st["last"] + self.session_timeout_us, result)
+        self._collect(st, matcher.finish(), result)
+        st["sessions"] += 1
+        st["start"] = st["last"] = None
+        result.stats["sessions_closed"] += 1
+
+    def _collect(self, st: dict, rows, result: StepResult) -> None:
+        """Turn the matcher's MATCH_RECOGNIZE rows into statement rows with their match ids."""
+        tags, self.tagger.tags = self.tagger.tags, []
+        if not rows:
+            return
+        rows = list(rows)
+        if len(tags) != len(rows):  # rows that did not come through the output builder
+            tags = [(None, position, None) for position in range(len(rows))]
+        key = tuple(st["key"])
+        outer = self.outer
+        ids: dict[tuple, str] = {}
+        for row, tag in zip(rows, tags):
+            projected = outer.apply([row], order_and_limit=False)
+            if not projected:
+                continue
+            found = ids.get(tag)
+            if found is None:
+                number, start, first_time = tag
+                found = ids[tag] = match_id(self.query_fp, key, st["start"], number if number is not None else -1, start, first_time)
+            result.rows.extend(projected)
+            result.match_ids.extend([found] * len(projected))
+
+
+# ------------------------------------------------------------------------------------- Spark's timers
+
+
+def ms_ceil(us: int) -> int:
+    """The smallest whole millisecond at or after ``us`` microseconds."""
+    return -((-us) // 1000)
+
+
+def spark_timeout_ms(timer_us: int, watermark_ms: int) -> int:
+    """The ``setTimeoutTimestamp`` value for 'call me when the watermark (ms) reaches ``timer_us``'.
+
+    Spark fires a timeout when ``watermark > timestamp``; ``watermark_ms * 1000 >= timer_us`` is
+    ``watermark_ms >= ceil(timer_us / 1000)``, i.e. ``watermark_ms > ceil(timer_us / 1000) - 1``.
+    Spark refuses timestamps below the current watermark or below 1.
+    """
+    return max(ms_ceil(timer_us) - 1, watermark_ms, 1)
+
+
+__all__ = ["DEFAULT_MAX_PENDING_ROWS", "KeyedStream", "STAT_NAMES", "StepResult", "spark_timeout_ms"]

@@ -1,0 +1,76 @@
+"""Match ids: one deterministic id per match, the same in any micro-batch split, after a restart and in
+a batch replay (``match_id``), and the tags that say which match made each output row."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+from cep.spark_bridge.engine import state_codec as codec
+
+
+MATCH_ID_VERSION = "cep-match-id-1"
+
+
+def query_fingerprint(query_text: str) -> str:
+    return hashlib.sha256(query_text.encode("utf-8")).hexdigest()
+
+
+def match_id(query_fp: str, key: Sequence, session_start_us: int | None, number: int, start: int, first_time) -> str:
+    """A deterministic id for one match (all output rows of a match share it; 32 hex digits).
+
+    ``number`` is the match number in its session (0 for an unmatched row of ALL ROWS PER MATCH WITH
+    UNMATCHED ROWS), ``start`` the position of its first row in the session (0-based), ``first_time``
+    that row's event time. The same events give the same ids in any micro-batch split, after a restart
+    from a checkpoint, and in a batch replay that numbers sessions the same way.
+    """
+    text = codec.canonical((MATCH_ID_VERSION, query_fp, tuple(key), session_start_us, number, start, first_time))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class TaggingOutput:
+    """Wraps the machine's ``OutputBuilder`` to record which match made each output row.
+
+    The Pike VM appends exactly what ``match``/``unmatched`` return to its output, in call order, so
+    ``tags[i]`` describes output row ``i`` of the current call: ``(match number, first row, its time)``;
+    the match number is 0 for an unmatched row (ALL ROWS ... WITH UNMATCHED ROWS) and -1 for a
+    TIMEOUT row (SHOW TIMEOUT MATCHES), which are not matches.
+    """
+
+    def __init__(self, inner, time_column: str | None) -> None:
+        self.inner = inner
+        self.time_column = time_column
+        self.tags: list[tuple] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def _time(self, matcher, position: int):
+        return matcher.env.value(self.time_column, position) if self.time_column is not None else None
+
+    def match(self, matcher, number, start, end, labels, excluded):
+        rows = self.inner.match(matcher, number, start, end, labels, excluded)
+        if rows:
+            self.tags.extend([(number, start, self._time(matcher, start))] * len(rows))
+        return rows
+
+    def timeout(self, matcher, start, end, labels):
+        rows = self.inner.timeout(matcher, start, end, labels)
+        if rows:
+            self.tags.extend([(-1, start, self._time(matcher, start))] * len(rows))
+        return rows
+
+    def unmatched(self, matcher, position):
+        rows = self.inner.unmatched(matcher, position)
+        if rows:
+            self.tags.extend([(0, position, self._time(matcher, position))] * len(rows))
+        return rows
+
+
+def statement_text(query) -> str:
+    """The text of ``query``'s own statement (its span within a multi-statement file), for match ids."""
+    text = getattr(query, "text", None) or ""
+    span = getattr(query.statement, "span", None)
+    if span is not None and 0 <= span.start < span.end <= len(text):
+        return text[span.start : span.end]
+    return text

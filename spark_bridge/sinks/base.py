@@ -1,0 +1,149 @@
+"""What every alert sink shares: the report of one delivery, the base class, retries, the error, atomic files.
+
+A sink that cannot take a micro-batch raises ``CepSinkError`` (E0470), rendered with the sink's own
+description in front (``sqlite /var/lib/cep/alerts.db: error[E0470]: ...``), so the stream's error
+names the sink. ``cep.spark_bridge.sinks.webhook`` re-exports everything here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from cep.grammar.errors import CepRuntimeError
+
+__all__ = ["AlertSink", "Delivery", "RetryPolicy", "CepSinkError", "atomic_write", "not_committed", "with_retries"]
+
+
+class CepSinkError(CepRuntimeError):
+    """A sink could not take a micro-batch; rendered as ``<sink>: error[E0470]: <what, and what happens next>``."""
+
+    code = "E0470"
+
+
+def not_committed(batch_id: int | None) -> str:
+    which = "the micro-batch" if batch_id is None else f"micro-batch {batch_id}"
+    return (f"{which} is not committed: it is delivered again when the stream restarts from its checkpoint "
+            "(once per match: idempotent by match_id)")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a sink retries a transient failure (a locked database, a lost connection) within one micro-batch.
+
+    The budget bounds the time one micro-batch can spend retrying, so that a database locked for an
+    hour stops the delivery with an error in about a minute instead of hanging it without a word.
+    """
+
+    max_attempts: int = 5
+    backoff: float = 0.5  # seconds before the first retry, doubled each time
+    max_backoff: float = 10.0
+    budget: float = 60.0  # seconds of retrying per micro-batch
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.backoff < 0 or self.max_backoff < 0 or self.budget < 0:
+            raise ValueError(f"a retry policy needs at least one attempt and no negative time: {self}")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after the failed attempt number ``attempt`` (0-based)."""
+        return min(self.max_backoff, self.backoff * (2**attempt))
+
+
+def with_retries(sink: "AlertSink", write: Callable[[], None], transient: Callable[[BaseException], bool],
+                  batch_id: int) -> int:
+    """Run ``write`` (one transaction) until it succeeds; returns the retries it took.
+
+    A transient failure is retried within ``sink.retry``; any failure left is raised as a ``CepSinkError``
+    naming the sink, the error, the attempts and what happens to the micro-batch.
+    """
+    policy: RetryPolicy = sink.retry
+    started = sink.clock()
+    for attempt in range(policy.max_attempts):
+        try:
+            write()
+            return attempt
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a CepSinkError naming the sink
+            error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"  # PostgreSQL adds the statement below
+            if not transient(exc):
+                raise CepSinkError(f"{error} (not retried); {not_committed(batch_id)}", filename=sink.describe()) from exc
+            elapsed = sink.clock() - started
+            wait = policy.delay(attempt)
+            if attempt + 1 == policy.max_attempts or elapsed + wait > policy.budget:
+                raise CepSinkError(
+                    f"{error}, still after {attempt + 1} attempts over {elapsed:.1f}s (retry budget {policy.budget:g}s); "
+                    + not_committed(batch_id),
+                    filename=sink.describe(),
+                ) from exc
+            sink.sleep(wait)
+    raise AssertionError("unreachable: max_attempts is at least 1")  # pragma: no cover
+
+
+@dataclass
+class Delivery:
+    """What one sink did with one micro-batch."""
+
+    sink: str
+    delivered: Counter = field(default_factory=Counter)  # alerts by rule id
+    dead_lettered: Counter = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    retries: int = 0
+
+
+class AlertSink:
+    """Base class: ``deliver(alerts, batch_id)`` gets the micro-batch's alerts (dicts, ``ALERT_NAMES``)."""
+
+    name = "sink"
+    include_suppressed = False
+    retry = RetryPolicy()
+    sleep: Callable[[float], None] = staticmethod(time.sleep)
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+
+    def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.name
+
+    def close(self) -> None:
+        pass
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write ``path`` whole or not at all: a reader sees the old file, the new one, or none, never half.
+
+    The text goes to a hidden temporary name in the same directory (readers skip names starting with
+    ``.``), is fsynced, then renamed over ``path``; the directory is fsynced so that the rename survives
+    a power cut. A failure (a full disk) removes the temporary file and raises the ``OSError``.
+    """
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # unique per writer
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(directory or ".")
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:  # not every platform opens directories; the rename is still atomic
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)

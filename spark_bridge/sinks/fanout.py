@@ -1,0 +1,54 @@
+"""One micro-batch's alerts to every sink (``deliver_batch``), and the sinks ``cep stream --sink`` names."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from cep.spark_bridge.sinks.base import AlertSink, Delivery
+from cep.spark_bridge.sinks.console import ConsoleSink
+from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
+from cep.spark_bridge.sinks.webhook import WebhookSink
+
+
+def deliver_batch(alerts: Sequence[dict], batch_id: int, sinks: Sequence[AlertSink]) -> list[Delivery]:
+    """Give every sink its alerts (the suppressed ones only to sinks that ask for them).
+
+    Every sink is tried even if one fails; then the first failure is raised again, so that the
+    micro-batch is retried (every sink is idempotent by match_id, so the retry delivers nothing twice).
+    The webhook sink does not raise for a failed delivery: it dead-letters it.
+    """
+    reports: list[Delivery] = []
+    failure: BaseException | None = None
+    for sink in sinks:
+        chosen = [a for a in alerts if sink.include_suppressed or not a.get("suppressed")]
+        if not chosen:
+            reports.append(Delivery(sink.name))
+            continue
+        try:
+            reports.append(sink.deliver(chosen, batch_id))
+        except Exception as exc:  # noqa: BLE001 - reported, then raised again below
+            report = Delivery(sink.name)
+            report.errors.append(f"{sink.describe()}: {type(exc).__name__}: {exc}")
+            reports.append(report)
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+    return reports
+
+
+def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | None = None, **options) -> AlertSink:
+    """An alert sink from its command-line spelling: console | webhook URL | sqlite PATH | postgres URL."""
+    kind = kind.lower()
+    if kind == "console":
+        return ConsoleSink()
+    if argument is None:
+        raise ValueError(f"--sink {kind} needs an argument ({'URL' if kind in ('webhook', 'postgres') else 'PATH'})")
+    if kind == "webhook":
+        if dead_letter_dir is None:
+            raise ValueError("a webhook sink needs a dead-letter directory")
+        return WebhookSink(argument, dead_letter_dir=dead_letter_dir, **options)
+    if kind == "sqlite":
+        return SQLiteSink(argument, **options)
+    if kind in ("postgres", "postgresql"):
+        return PostgresSink(argument, **options)
+    raise ValueError(f"unknown sink {kind!r} (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL)")

@@ -1,0 +1,76 @@
+"""``FileSink``: every alert, suppressed ones too, through Spark's exactly-once file sink."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cep.spark_bridge.sinks.alerts import FILE_FORMATS, alert_schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class FileSink:
+    """Spark's file sink (exactly once with a checkpoint): JSON lines, Parquet or CSV files under ``path``."""
+
+    path: str
+    format: str = "json"
+
+    def __post_init__(self) -> None:
+        if self.format not in FILE_FORMATS:
+            raise ValueError(f"file sink format must be one of {', '.join(FILE_FORMATS)}, not {self.format!r}")
+
+    def prepare(self) -> None:
+        """Create ``path/_spark_metadata`` before anything runs, so that a stream reading ``path`` (the
+        delivery query) knows from its first look that only committed files count."""
+        os.makedirs(os.path.join(self.path, "_spark_metadata"), exist_ok=True)
+
+    def start(self, df: "DataFrame", *, checkpoint: str, trigger: str | None = None, available_now: bool = False,
+              query_name: str | None = None):
+        self.prepare()
+        writer = df.writeStream.format(self.format).outputMode("append").option("path", self.path)
+        writer = writer.option("checkpointLocation", checkpoint)
+        if self.format == "csv":
+            writer = writer.option("header", True)
+        if query_name:
+            writer = writer.queryName(query_name)
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        elif trigger:
+            writer = writer.trigger(processingTime=trigger)
+        return writer.start()
+
+    def commit(self, batch_id: int, df: "DataFrame") -> None:
+        """Write ``df`` as micro-batch ``batch_id`` of a query that hands its batches to ``foreachBatch``,
+        with the guarantee of ``start``: this is Spark's own file sink (``FileStreamSink``, through the
+        JVM), which writes the files, then records the batch in ``path/_spark_metadata``, and skips a
+        batch id already recorded there. So a micro-batch re-run after a crash is written once, and
+        several of these sinks fed from one ``foreachBatch`` each commit it once, whichever had
+        committed it before the crash (``AlertStream`` writes alerts and bad rows so, from one query).
+        """
+        spark = df.sparkSession  # the session foreachBatch hands over
+        jvm = spark._jvm
+        formats = jvm.org.apache.spark.sql.execution.datasources
+        file_format = {"json": formats.json.JsonFileFormat, "parquet": formats.parquet.ParquetFileFormat,
+                       "csv": formats.csv.CSVFileFormat}[self.format]()
+        options = {"header": "true"} if self.format == "csv" else {}
+        sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
+            spark._jsparkSession, self.path, file_format, jvm.PythonUtils.toSeq([]), jvm.PythonUtils.toScalaMap(options))
+        sink.addBatch(batch_id, df._jdf)  # reads the log from disk: skips batch_id if committed
+
+    def _reader(self, reader):
+        reader = reader.schema(alert_schema())
+        if self.format == "csv":
+            reader = reader.option("header", True)
+        return reader.format(self.format)
+
+    def read(self, spark: "SparkSession") -> "DataFrame":
+        """Everything committed so far (through ``_spark_metadata``: no orphan files of a killed batch)."""
+        return self._reader(spark.read).load(self.path)
+
+    def read_stream(self, spark: "SparkSession") -> "DataFrame":
+        """The committed alerts as a stream (what the delivery query reads)."""
+        return self._reader(spark.readStream).load(self.path)

@@ -1,0 +1,32 @@
+"""Column names on the Spark side: a name quoted for Spark SQL, and the columns cep adds to a DataFrame
+while it runs. Those all start with ``__cep_``, a prefix input columns may not use
+(``inputs.prepare_input``); none survives into a result."""
+
+from __future__ import annotations
+
+
+def quote(name: str) -> str:
+    """A column name as a Spark SQL identifier, safe for dots, spaces and backticks."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+# The grouping column added when the query has no PARTITION BY: every row lands in one group.
+ALL_ROWS_KEY = "__cep_all_rows__"
+# The event time as microseconds since 1970 (``unix_micros``), so no time zone or pandas conversion touches
+# the comparisons; a NULL event time is NULL_TIME, so that the column stays int64 in pandas.
+EVENT_US = "__cep_event_us"
+NULL_TIME = -(2**63)
+# The column metadata that tells Spark's stateful operator which column its watermark filters on, and the
+# all-NULL column that carries it instead of the event time (``spark/streaming.py`` explains why).
+WATERMARK_KEY = "spark.watermarkDelayMs"
+MARKER = "__cep_watermark_marker"
+# What a stateful operator's output row is (a match, a late or bad row, statistics), and the statistics.
+KIND = "__cep_kind"
+STATS = "__cep_stats"  # one array<bigint> per statistics row
+# Why a row is bad (``inputs.mark_bad_rows``), NULL for a good row; and what it was (the unreadable line,
+# or the row as read, as JSON).
+REJECT = "__cep_reject"
+RAW = "__cep_raw"
+# The column Spark's PERMISSIVE JSON/CSV reader fills with a line it cannot read (its default
+# ``columnNameOfCorruptRecord``); an input with this column has its bad lines rejected with a reason.
+CORRUPT_RECORD = "_corrupt_record"

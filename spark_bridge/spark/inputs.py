@@ -1,0 +1,161 @@
+"""A streaming DataFrame made ready for a stateful cep operator: types, bad rows, and event time.
+
+Both stateful operators (one query, ``spark/streaming.py``; a rule set, ``alerting/query.py``) start
+the same way: ``prepare_input`` (columns the matcher has no type for become strings), ``mark_bad_rows``
+(unreadable lines, far-future times: a reason per row, the event time set to NULL) and
+``with_watermark``, the one event-time prologue: the time column must be a timestamp, a watermark the
+DataFrame already declares must be on it and agree with the ``watermark`` asked for, and otherwise
+``withWatermark`` is added here, after bad rows are marked (a bad row's NULL time cannot move it).
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.rows.validate import REASONS
+from cep.spark_bridge.engine.durations import parse_duration
+from cep.spark_bridge.engine.keyed import (
+    BAD_EVENT_TIME, BAD_FUTURE_TIME, BAD_NOT_JSON, BAD_NULL_TIME, BAD_REASONS, BAD_WRONG_TYPE,
+)
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD, RAW, REJECT, WATERMARK_KEY, quote
+from cep.spark_bridge.spark.types import cast_untyped
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
+
+DEFAULT_WATERMARK = "10 seconds"
+
+
+def prepare_input(df: "DataFrame") -> "DataFrame":
+    """Columns the matcher has no type for travel as strings; the ``__cep_`` prefix is ours."""
+    df = cast_untyped(df)
+    taken = [c for c in df.columns if c.startswith("__cep_")]
+    if taken:
+        raise CepSemanticError(f"input columns may not start with '__cep_' (found {', '.join(taken)})", code="E0284")
+    return df
+
+
+def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,
+                  null_time: bool = False) -> "DataFrame":
+    """``df`` with the reason each row is bad in ``REJECT`` (NULL: good), what it was in ``RAW`` (the
+    unreadable line, or the row as read, as JSON),
+    the event time set to NULL on bad rows, and without ``CORRUPT_RECORD``.
+
+    It must run before ``withWatermark``: a bad row's time is NULL there, so it never moves the watermark.
+    Reasons (checked in this order): ``not_json`` (Spark read nothing from the line), ``bad_event_time``
+    (the line was read but its event time was not), ``wrong_type`` (a value did not fit the schema),
+    ``future_event_time`` (the event time is more than ``max_future_skew_us`` ahead of the micro-batch's
+    processing time, ``current_timestamp()``, which Spark fixes per micro-batch and keeps on a re-run),
+    and with ``null_time`` also ``null_event_time`` (else the engine finds those itself).
+    """
+    from pyspark.sql import functions as F
+
+    data = [c for c in df.columns if c != CORRUPT_RECORD]
+    time = F.col(quote(time_column)) if time_column is not None else None
+    reason = None
+    if CORRUPT_RECORD in df.columns:
+        unread = F.col(CORRUPT_RECORD).isNotNull()
+        nothing_read = reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in data]) if data else F.lit(True)
+        reason = F.when(unread & nothing_read, F.lit(BAD_NOT_JSON))
+        if time is not None:
+            reason = reason.when(unread & time.isNull(), F.lit(BAD_EVENT_TIME))
+        reason = reason.when(unread, F.lit(BAD_WRONG_TYPE))
+    if max_future_skew_us is not None and time is not None:
+        ahead = F.unix_micros(time) > F.unix_micros(F.current_timestamp()) + F.lit(max_future_skew_us)
+        reason = F.when(ahead, F.lit(BAD_FUTURE_TIME)) if reason is None else reason.when(ahead, F.lit(BAD_FUTURE_TIME))
+    if null_time and time is not None:
+        reason = F.when(time.isNull(), F.lit(BAD_NULL_TIME)) if reason is None else reason.when(time.isNull(), F.lit(BAD_NULL_TIME))
+    reason = (reason if reason is not None else F.lit(None)).cast("string")
+    # What the rejected row was: the line Spark could not read, else the row as read (its event time too).
+    as_read = F.when(reason.isNotNull(), F.to_json(F.struct(*[F.col(quote(c)) for c in data])))
+    raw = F.coalesce(F.col(CORRUPT_RECORD), as_read) if CORRUPT_RECORD in df.columns else as_read
+    df = df.select(*[F.col(quote(c)) for c in data], reason.alias(REJECT), raw.alias(RAW))
+    if time is None:
+        return df
+    return df.withColumn(time_column, F.when(F.col(REJECT).isNull(), time))
+
+
+# The fields of a dead-letter record, in order (``dead_letter_columns``).
+DEAD_LETTER_NAMES = ("_cep_error", "_cep_error_code", "_cep_input", "_cep_file", "_cep_time")
+
+
+def dead_letter_columns(file: Any = None) -> list:
+    """The dead-letter fields of a ``mark_bad_rows`` row (NULL on a good one): the fields of the batch
+    dead letter (``cep.matcher.rows.validate``: ``_cep_error``, ``_cep_error_code``) and ``_cep_input`` (the line,
+    or the row as read, as JSON), ``_cep_file`` (the input file: ``file``, default ``input_file_name()``,
+    valid only next to the scan), ``_cep_time`` (the micro-batch's time)."""
+    from pyspark.sql import functions as F
+
+    reason = F.col(REJECT)
+    code = F.lit(None).cast("string")
+    for name in reversed(BAD_REASONS):
+        code = F.when(reason == name, F.lit(REASONS[name])).otherwise(code)
+    where = F.input_file_name() if file is None else file
+    values = (reason, code, F.col(RAW), where, F.current_timestamp())
+    return [value.alias(name) for value, name in zip(values, DEAD_LETTER_NAMES)]
+
+
+def dead_letter_rows(marked: "DataFrame") -> "DataFrame":
+    """The bad rows of a ``mark_bad_rows`` frame as dead-letter records (``DEAD_LETTER_NAMES``)."""
+    from pyspark.sql import functions as F
+
+    return marked.where(F.col(REJECT).isNotNull()).select(*dead_letter_columns())
+
+
+def bad_row_counts(df: "DataFrame", metrics_name: str) -> "DataFrame":
+    """``df`` (with ``DEAD_LETTER_NAMES``) observed as one count per reason per micro-batch (``metrics_name``)."""
+    from pyspark.sql import functions as F
+
+    return df.observe(metrics_name, *[F.count(F.when(F.col("_cep_error") == name, 1)).alias(name) for name in BAD_REASONS])
+
+
+def with_watermark(df: "DataFrame", time_column: str, watermark: Any = None, *, mark_bad: bool = False,
+                   max_future_skew_us: int | None = None) -> tuple["DataFrame", int]:
+    """The event-time prologue of a stateful operator: (``df`` with its watermark, the delay in ms).
+
+    ``time_column`` must be a timestamp. A watermark ``df`` already declares (``withWatermark``) must be on
+    that column, and ``watermark`` ("30 seconds", a timedelta), when given too, must equal its delay;
+    without one, ``withWatermark(time_column, watermark or DEFAULT_WATERMARK)`` is added here. With
+    ``mark_bad``, ``mark_bad_rows`` runs first, so that a bad row's NULL time cannot move the watermark;
+    ``max_future_skew_us`` must then act before it too, so it cannot go with a declared watermark.
+    """
+    from pyspark.sql import types as T
+
+    field = df.schema[time_column]
+    if not isinstance(field.dataType, T.TimestampType):
+        raise CepSemanticError(
+            f"the event-time column {time_column!r} is {field.dataType.simpleString()}, not timestamp; "
+            f"cast it first (e.g. df.withColumn({time_column!r}, F.col({time_column!r}).cast('timestamp')))",
+            code="E0282",
+        )
+    declared = [f.name for f in df.schema.fields if WATERMARK_KEY in (f.metadata or {})]
+    others = [c for c in declared if c != time_column]
+    if others:
+        raise CepSemanticError(
+            f"the DataFrame declares its watermark on {', '.join(others)}, but the event time is {time_column!r}; "
+            f"declare it with withWatermark({time_column!r}, ...) or not at all",
+            code="E0283",
+        )
+    if declared and max_future_skew_us is not None:
+        raise CepSemanticError(
+            f"max_future_skew must act before the watermark, but the DataFrame already declares one on {time_column!r}; "
+            "pass the delay as watermark=... instead of calling withWatermark",
+            code="E0283",
+        )
+    if mark_bad:  # with a declared watermark, unreadable lines are still rejected (their times reached it)
+        df = mark_bad_rows(df, time_column, max_future_skew_us=max_future_skew_us)
+    if declared:
+        delay_ms = int(field.metadata[WATERMARK_KEY])
+        if watermark is not None and parse_duration(watermark, what="watermark") != delay_ms * 1000:
+            raise CepSemanticError(
+                f"watermark={watermark!r} differs from the delay already declared on {time_column!r} "
+                f"({delay_ms} ms); pass one or the other",
+                code="E0283",
+            )
+        return df, delay_ms
+    delay_ms = parse_duration(watermark if watermark is not None else DEFAULT_WATERMARK, what="watermark") // 1000
+    return df.withWatermark(time_column, f"{delay_ms} milliseconds"), delay_ms
