@@ -247,7 +247,10 @@ class KafkaBroker:
             "background.threads": 2,
             "num.recovery.threads.per.data.dir": 1,
             "log.cleaner.threads": 1,
-            "log.retention.hours": 24,
+            # Keep every record: retention goes by the records' own timestamps, and tests (and replays of history)
+            # produce events stamped months ago, which the default 168 h deletes at the first retention check,
+            # 30 s after start, active segment included (seen: Spark's "Some data may have been lost").
+            "log.retention.ms": -1,
         }
         props.update(self.overrides)
         return props
