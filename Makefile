@@ -18,13 +18,14 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test bench soak clean distclean venv check-java check-python
+.PHONY: help run test bench soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on Spark"
 	@echo "make test       run the whole test suite (pytest)"
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
+	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1 until Ctrl-C (prints its bootstrap address; TOPICS=...)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
 run: venv check-java
@@ -43,6 +44,13 @@ bench: venv check-java
 MINUTES ?= 10
 soak: venv check-java
 	$(VPY) bench/soak.py --minutes $(MINUTES) --json bench/results-soak.json
+
+# A real Kafka 4.x broker (KRaft, one node) for trying cep: its jars are copied from Maven Central into
+# ~/.cache/cep/kafka-<version>/ on first use (tests/kafka_broker_pom.xml), then reused. TOPICS="alerts ticks:4"
+# creates topics (NAME or NAME:PARTITIONS); KAFKA_DIR=... keeps config, data and logs in that folder.
+TOPICS ?=
+kafka: venv check-java
+	$(VPY) tests/kafka_broker.py $(if $(KAFKA_DIR),--dir $(KAFKA_DIR)) $(foreach t,$(TOPICS),--topic $(t))
 
 venv: $(STAMP)
 

@@ -46,7 +46,7 @@ ORDER = {
     "cep.spark_bridge": ["engine", "spark", "sinks", "alerting"],
     "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "local",
                                 "replay"],
-    "cep.spark_bridge.spark": ["columns", "session", "types", "buckets", "inputs", "batch", "streaming"],
+    "cep.spark_bridge.spark": ["kafka_connector", "columns", "session", "types", "buckets", "inputs", "batch", "streaming"],
     "cep.spark_bridge.sinks": ["base", "alerts", "file", "console", "webhook", "sql", "fanout"],
     "cep.spark_bridge.alerting": ["rules", "suppress", "rule_set", "store", "worker", "query", "stream"],
 }

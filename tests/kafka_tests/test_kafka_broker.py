@@ -1,0 +1,154 @@
+"""The real broker of the Kafka tests, and what the future Kafka sinks rely on, checked over TCP.
+
+- Records go out and come back whole: key, JSON value, headers, the producer's timestamp; one key always
+  lands on one partition (Kafka's key hashing), in order.
+- Transactions (the exactly-once Kafka sink of issue 14): a transaction that writes alerts to one topic and the
+  batch id to a control topic is all-or-nothing for a ``read_committed`` consumer; an aborted one is invisible
+  to it (and visible to ``read_uncommitted``); a producer killed by SIGKILL inside a transaction leaves nothing
+  visible once a new producer with the same ``transactional.id`` starts, and the old one is fenced.
+- The broker stopped and started again keeps its address, topics and records (the outage tests of phase B).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.kafka_broker import consume, produce
+
+pytestmark = pytest.mark.kafka
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_records_round_trip_with_keys_headers_and_timestamps(kafka_broker, kafka_topic):
+    topic = kafka_topic(partitions=4)
+    base_ts = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    sent = [
+        {"key": f"sensor-{i % 7}", "value": {"sensor": f"sensor-{i % 7}", "seq": i, "reading": i * 0.5},
+         "headers": {"source": "test", "seq": str(i)}, "timestamp": base_ts + i * 1000}
+        for i in range(140)
+    ]
+    assert produce(kafka_broker.bootstrap, topic, sent) == 140
+
+    got = consume(kafka_broker.bootstrap, topic)
+    assert len(got) == 140
+    by_seq = {json.loads(r["value"])["seq"]: r for r in got}
+    assert sorted(by_seq) == list(range(140))
+    for message in sent:
+        record = by_seq[message["value"]["seq"]]
+        assert record["key"] == message["key"].encode()
+        assert json.loads(record["value"]) == message["value"]
+        assert record["headers"] == {"source": b"test", "seq": str(message["value"]["seq"]).encode()}
+        assert record["timestamp"] == message["timestamp"]
+        assert record["timestamp_type"] == 1  # TIMESTAMP_CREATE_TIME: the producer's timestamp is kept
+    # Key hashing: each key on exactly one partition, its records in produced order there; 7 keys use > 1 partition.
+    partitions_of_key: dict[bytes, set[int]] = {}
+    for record in got:
+        partitions_of_key.setdefault(record["key"], set()).add(record["partition"])
+    assert all(len(p) == 1 for p in partitions_of_key.values())
+    assert len({next(iter(p)) for p in partitions_of_key.values()}) > 1
+    for key in partitions_of_key:
+        seqs = [json.loads(r["value"])["seq"] for r in sorted(got, key=lambda r: r["offset"]) if r["key"] == key]
+        assert seqs == sorted(seqs)
+
+
+def _transactional_producer(bootstrap: str, txn_id: str):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "enable.idempotence": True,
+                         "transaction.timeout.ms": 60_000})
+    producer.init_transactions(30)
+    return producer
+
+
+def test_transaction_writes_alerts_and_control_record_all_or_nothing(kafka_broker, kafka_topic):
+    alerts, control = kafka_topic(partitions=2, suffix="alerts"), kafka_topic(suffix="control")
+    producer = _transactional_producer(kafka_broker.bootstrap, f"cep-test-{alerts}")
+
+    def batch(batch_id: int, n: int, commit: bool) -> None:
+        producer.begin_transaction()
+        for i in range(n):
+            producer.produce(alerts, key=f"match-{batch_id}-{i}".encode(),
+                             value=json.dumps({"batch": batch_id, "i": i}).encode())
+        producer.produce(control, key=b"query-1", value=json.dumps({"batch_id": batch_id}).encode())
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)  # the records are in the log, then the transaction is aborted
+            producer.abort_transaction(30)
+
+    batch(0, 3, commit=True)
+    batch(1, 2, commit=False)
+    batch(2, 4, commit=True)
+
+    committed = consume(kafka_broker.bootstrap, alerts, isolation="read_committed")
+    assert sorted(r["key"] for r in committed) == sorted(
+        [f"match-0-{i}".encode() for i in range(3)] + [f"match-2-{i}".encode() for i in range(4)])
+    everything = consume(kafka_broker.bootstrap, alerts, isolation="read_uncommitted")
+    assert len(everything) == 3 + 2 + 4  # the aborted records are in the log, only hidden
+    control_records = consume(kafka_broker.bootstrap, control, isolation="read_committed")
+    assert [json.loads(r["value"])["batch_id"] for r in control_records] == [0, 2]
+    # Commit and abort markers take offsets too: the offsets are not dense (Spark's Kafka source must cope).
+    offsets = sorted(r["offset"] for r in control_records)
+    assert offsets[-1] > len(control_records) - 1
+
+
+_KILLED_PRODUCER = textwrap.dedent("""
+    import os, signal, sys
+    from confluent_kafka import Producer
+    bootstrap, topic, txn_id = sys.argv[1:4]
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, key=b"doomed", value=str(i).encode())
+    assert p.flush(30) == 0   # the records are written to the partition, inside the open transaction
+    print("flushed", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_sigkilled_transaction_is_aborted_by_the_next_producer_with_the_same_id(kafka_broker, kafka_topic):
+    topic = kafka_topic()
+    txn_id = f"cep-test-{topic}"
+    done = subprocess.run([sys.executable, "-c", _KILLED_PRODUCER, kafka_broker.bootstrap, topic, txn_id],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "flushed" in done.stdout
+    assert len(consume(kafka_broker.bootstrap, topic, isolation="read_uncommitted")) == 5
+
+    # The restarted job: init_transactions with the same id fences the dead producer and aborts its transaction.
+    producer = _transactional_producer(kafka_broker.bootstrap, txn_id)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"survivor", value=b"ok")
+    producer.commit_transaction(30)
+
+    visible = consume(kafka_broker.bootstrap, topic, isolation="read_committed", timeout=30)
+    assert [(r["key"], r["value"]) for r in visible] == [(b"survivor", b"ok")]
+
+
+def test_broker_stop_and_start_keeps_address_topics_and_records(kafka_broker, kafka_topic):
+    topic = kafka_topic()
+    produce(kafka_broker.bootstrap, topic, [{"key": "k", "value": {"n": n}} for n in range(10)])
+    address = kafka_broker.bootstrap
+    kafka_broker.stop()
+    try:
+        assert not kafka_broker.running
+        host, port = address.split(":")
+        with socket.socket() as sock:  # nothing listens on the port while it is down
+            assert sock.connect_ex((host, int(port))) != 0
+    finally:
+        kafka_broker.start()
+    assert kafka_broker.bootstrap == address
+    assert topic in kafka_broker.topics()
+    assert [json.loads(r["value"])["n"] for r in consume(address, topic)] == list(range(10))
+    assert os.path.exists(kafka_broker.logs / "server.log")
