@@ -64,7 +64,7 @@ from cep.matcher.vector import all_rows, kernels, runs
 from cep.matcher.sql.expressions import Scope
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.rows.partitioning import partition_indices
-from cep.matcher.vector.pattern_regex import NotEligible, emit, exclusive, lower, min_rows
+from cep.matcher.vector.pattern_regex import MAX_NESTING, NotEligible, emit, exclusive, lower, min_rows, nesting
 from cep.matcher.program.instructions import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from cep.matcher.program.output import PartitionOutput
 
@@ -541,12 +541,14 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         used |= kernels.referenced_columns(definition.condition, scope.column)
 
     ir = lower(mr.pattern, label_ids)
+    if nesting(ir) > MAX_NESTING:
+        raise NotEligible(f"the pattern nests more than {MAX_NESTING} levels deep once its bounded quantifiers are unrolled")
     emitted = emit(ir, len(labels))
     if emitted.classes > MAX_UNROLLED_CLASSES:
         raise NotEligible(f"the pattern unrolls to more than {MAX_UNROLLED_CLASSES} row classes")
     try:
         regex = re.compile(emitted.pattern, re.DOTALL)
-    except (re.error, RecursionError, OverflowError) as why:  # pragma: no cover - a translation gap
+    except (re.error, OverflowError) as why:  # pragma: no cover - a translation gap
         raise NotEligible(f"the regex engine refuses the translation ({why})") from None
     label_groups: list[tuple[int, Any]] = []
     for group, prio in emitted.label_groups:
