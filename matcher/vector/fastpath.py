@@ -120,14 +120,14 @@ class FastPlan:
 
     # ----------------------------------------------------------------------------------- running
 
-    def run(self, source, *, fallback: Fallback, typed: bool = False):
+    def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None):
         """Match a whole input: columns of Python values, or a ``layout.ArrayInput`` (numpy columns).
 
         Returns the output rows as the VM gives them; or, with ``typed`` for an ``ArrayInput`` whose
         matches the regex found with measures computed column-wise, ``MatchColumns``: the output columns
         typed for the input's library (``tables.from_columns`` gives the same frame as from the rows).
         ``fallback(key, columns)`` matches one partition (its rows in ORDER BY order) on the Pike VM:
-        the partitions this path declines go there.
+        the partitions this path declines go there. ``clock`` is unused: this path takes no query with WITHIN.
         """
         data = source if isinstance(source, ArrayInput) else ListInput(source)
         machine = self.machine
