@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
+
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
@@ -135,7 +137,7 @@ class CompiledQuery:
             not outer_order_and_limit or (not outer.sort_keys and outer.limit is None))
         source = ArrayInput(arrays, total, kind)
         if machine.within is not None and clock is None:
-            clock = replay_clock(machine, {machine.within.column: arrays[machine.within.column].python()})
+            clock = _latest(arrays[machine.within.column])
         matched = fast.run(source, fallback=_on_vm(machine, clock), typed=plain, clock=clock)
         if progress is not None:
             progress(total, total)
@@ -219,6 +221,19 @@ class CompiledQuery:
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""
         return partition_indices(self.statement, machine, columns)
+
+
+def _latest(column):
+    """The largest value of an event-time column (``arrays.ArrayColumn``), as the Python value ``replay_clock``
+    would find: read at the row whose ticks are largest, when the ticks order as the values do."""
+    if column.kind in ("int", "time") and column.data is not None:
+        present = np.flatnonzero(~column.nulls) if column.nulls is not None else None
+        if present is None or len(present):
+            data = column.data if present is None else column.data[present]
+            row = int(np.argmax(data)) if present is None else int(present[np.argmax(data)])
+            return column.python(np.array([row], dtype=np.int64))[0]
+        return None
+    return max((v for v in column.python() if v is not None), default=None)
 
 
 def _on_vm(machine: Machine, clock):

@@ -48,6 +48,8 @@ from cep.matcher.vector import fastpath, kernels
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.vector.pattern_regex import NotEligible
 
+# Imported inside functions: pandas (heavy; only event times given as Python datetimes need it).
+
 # A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
 MAX_ITEMS = 16
 # From Python 3.12 sum() compensates float rounding, so a left-to-right SUM or AVG over floats is no
@@ -252,11 +254,15 @@ def _times(data, name: str, order: np.ndarray, clock, within: _dt.timedelta):
         ticks = np.asarray(values, dtype=np.int64)[order]
         unit = "ms"
     elif kinds and all(issubclass(k, _dt.datetime) for k in kinds):
-        if any(v.tzinfo is not None for v in values):
+        import pandas as pd  # its datetime conversion runs in C (numpy's takes microseconds a value)
+
+        index = pd.DatetimeIndex(values)
+        if index.tz is not None:
             raise kernels.Unsupported("time-zone-aware event times")
-        if any(getattr(v, "nanosecond", 0) for v in values):
+        nanos = index.as_unit("ns").asi8
+        if (nanos % 1000).any():
             raise kernels.Unsupported("event times finer than a microsecond")
-        ticks = np.asarray(values, dtype="datetime64[us]").astype(np.int64)[order]
+        ticks = (nanos // 1000)[order]
         unit = "us"
     else:
         raise kernels.Unsupported("event times that are not all naive datetimes or all integers")
