@@ -521,24 +521,10 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     scope = Scope(ColumnNames(input_columns), label_sets, in_define=True)
 
     defines = {d.variable.key: d for d in mr.defines}
-    conditions: list = []
-    used: set[str] = set()
-    for name in labels:
-        definition = defines.get(name)
-        if definition is None:
-            conditions.append(None)
-            continue
-        own = label_ids[name]
-
-        def current(qualifier: ast.Identifier, own=own) -> bool:
-            found = label_sets.get(qualifier.key)
-            return found is not None and own in found
-
-        try:
-            conditions.append(kernels.compile_condition(definition.condition, scope.column, current))
-        except kernels.NotVectorizable as why:
-            raise NotEligible(f"DEFINE {name}: {why}") from None
-        used |= kernels.referenced_columns(definition.condition, scope.column)
+    try:
+        conditions, used = kernels.compile_defines(defines, labels, scope.column, label_sets)
+    except kernels.NotVectorizable as why:
+        raise NotEligible(str(why)) from None
 
     ir = lower(mr.pattern, label_ids)
     if nesting(ir) > MAX_NESTING:

@@ -217,6 +217,33 @@ def compile_condition(expr, column_of: Callable[[ast.ColumnRef], str], current_l
     return condition
 
 
+def compile_defines(defines, labels, column_of: Callable[[ast.ColumnRef], str], label_sets: dict, history=None):
+    """Each label's DEFINE as a kernel condition (None: no DEFINE, every row), and the columns they read.
+
+    ``defines`` maps a variable's key to its ``ast.Define``; ``labels`` are the variables in label order;
+    ``label_sets`` maps a qualifier's key to the label ids it names (a variable, or a subset), so that in
+    B's DEFINE a qualifier naming B (or a subset holding it) reads the current row. A condition that
+    cannot be compiled raises ``NotVectorizable`` naming its variable."""
+    conditions: list = []
+    used: set[str] = set()
+    for own, name in enumerate(labels):
+        definition = defines.get(name)
+        if definition is None:
+            conditions.append(None)
+            continue
+
+        def current(qualifier: ast.Identifier, own=own) -> bool:
+            found = label_sets.get(qualifier.key)
+            return found is not None and own in found
+
+        try:
+            conditions.append(compile_condition(definition.condition, column_of, current, history))
+        except NotVectorizable as why:
+            raise NotVectorizable(f"DEFINE {name}: {why}") from None
+        used |= referenced_columns(definition.condition, column_of)
+    return conditions, used
+
+
 def compile_value(expr, column_of: Callable[[ast.ColumnRef], str], current_labels: Callable[[ast.Identifier], bool],
                   history=None) -> Kernel:
     """An expression -> (frame -> ``Value``), as ``compile_condition`` compiles it."""

@@ -660,21 +660,11 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     slots: list[Slot] = []
     history = History(label_of, slots)
     defines = {d.variable.key: d for d in mr.defines}
-    conditions: list = []
-    used: set[str] = set()
-    for name in labels:
-        definition = defines.get(name)
-        if definition is None:
-            conditions.append(None)
-            continue
-        own = label_ids[name]
-        try:
-            conditions.append(kernels.compile_condition(definition.condition, scope.column,
-                                                        lambda q, own=own: q.key in label_ids and label_ids[q.key] == own,
-                                                        history))
-        except kernels.NotVectorizable as why:
-            raise NotEligible(f"DEFINE {name}: {why}") from None
-        used |= kernels.referenced_columns(definition.condition, scope.column)
+    try:
+        conditions, used = kernels.compile_defines(defines, labels, scope.column,
+                                                   {name: frozenset({i}) for name, i in label_ids.items()}, history)
+    except kernels.NotVectorizable as why:
+        raise NotEligible(str(why)) from None
     used |= {slot.column for slot in slots if slot.column is not None}
     within = machine.within.limit if machine.within is not None else None
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
