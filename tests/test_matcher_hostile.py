@@ -80,7 +80,9 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
     start's partial match stays open to the end and each later start rescans the tail at the end."""
     import cep
     from cep.matcher.pike import vm
+    from cep.matcher.vector import fastpath
 
+    monkeypatch.setattr(fastpath, "ENABLED", False)  # the VM's own bound (the sequence engine has a budget, below)
     query = cep.compile(OPEN_TAIL)
     rows = [{"id": i, "v": 0} for i in range(300)]
     monkeypatch.setattr(vm, "MAX_TAIL_RESCAN_ROWS", 300 * 299 // 2)  # exactly what this tail needs
@@ -91,6 +93,22 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
     assert err.value.code == "E0431" and "MAX_TAIL_RESCAN_ROWS" in str(err.value) and "WITHIN" in str(err.value)
     # A row that ends the matches keeps the tails short: the same rows with a B at the end match.
     assert query.run(rows + [{"id": 300, "v": 500}]) == [{"n": 301}]
+
+
+def test_the_sequence_engine_hands_an_open_tail_to_the_vm():
+    """The column-wise sequence engine scans from every start: an open tail of 20,000 rows would cost
+    200 million row looks; past its budget the batch goes to the VM, which refuses it with E0431."""
+    import cep
+    from cep.matcher.vector import sequence
+
+    query = cep.compile(OPEN_TAIL)
+    rows = [{"id": i, "v": 0} for i in range(20_000)]
+    plan = sequence.plan_for(query.statement, query.plan.machine(("id", "v")), ("id", "v"))
+    assert plan is not None
+    with pytest.raises(CepError) as err:
+        query.run(rows)
+    assert err.value.code == "E0431"
+    assert any("quadratic" in note for note in plan.notes)
 
 
 @pytest.mark.parametrize("pattern", ["((A?){1,500})", "((A*){1,500})", "((A|B?){1,300})", "((A? B?){1,300})"])

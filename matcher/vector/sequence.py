@@ -57,6 +57,11 @@ MAX_ITEMS = 16
 PLAIN_FLOAT_SUMS = sys.version_info < (3, 12)
 # Rows per chunk of partitions matched at once: the lane arrays (a dozen per item) stay bounded.
 CHUNK_ROWS = 1 << 20
+# The rows the starts of a chunk may look at, per row plus a slack: a start looks at its whole run or
+# window, so runs that stay open for long (``A+ B`` with no B: quadratic) would cost more; past this the
+# batch goes to the VM, which bounds such open tails itself (E0431).
+SCAN_BUDGET_PER_ROW = 256
+SCAN_SLACK = 1 << 16
 
 FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
 _AGGREGATES = ("SUM", "COUNT", "AVG", "MIN", "MAX")
@@ -310,6 +315,7 @@ class _Lanes:
         self.item_count = np.zeros((len(plan.items), n), dtype=np.int64)
         self.item_of = {item.label: index for index, item in enumerate(plan.items)}
         self.acc = [_Accumulator(slot, self) for slot in plan.slots]
+        self.budget = SCAN_BUDGET_PER_ROW * n + SCAN_SLACK
 
     def _within_limits(self, ticks: np.ndarray, clock, width: int, bounds: np.ndarray) -> None:
         """Per start: the first row at or past its time + WITHIN (or its partition's end), and whether
@@ -372,6 +378,9 @@ class _Lanes:
         stop_first = (last and not greedy) or (next_is_last and not greedy)
         step = 0
         while len(scanning):
+            self.budget -= len(scanning)
+            if self.budget < 0:
+                raise kernels.Unsupported("runs that stay open too long for a scan from every start (quadratic)")
             lane = lanes[scanning]
             row = pos[scanning] + step
             inside = row < self.limit[lane]
