@@ -41,7 +41,7 @@ import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
 from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
-from cep.matcher.vector import fastpath  # noqa: E402
+from cep.matcher.vector import fastpath, sequence  # noqa: E402
 from cep.matcher.rows.tables import arrow_to_columns  # noqa: E402
 
 DATA_DIR = HERE / "data"
@@ -157,7 +157,11 @@ def run_path(query: cep.Query, columns: dict, fast: bool):
 def path_taken(query: cep.Query, columns: dict) -> str:
     machine = query.plan.machine(tuple(columns))
     plan, reasons = fastpath.analyze(query.statement, machine, tuple(columns))
-    return "fast" if plan is not None else "VM (" + "; ".join(reasons) + ")"
+    if plan is not None:
+        return "fast"
+    if sequence.analyze(query.statement, machine, tuple(columns))[0] is not None:
+        return "fast"  # the column-wise sequence engine; the report names it
+    return "VM (" + "; ".join(reasons) + ")"
 
 
 def v_shape_loop(columns: dict) -> list[tuple]:
@@ -609,8 +613,12 @@ NOTES = [
     " (integers beyond 64 bits, mixed types), and a partition whose loops could make the regex engine restart"
     " quadratically goes to the run scan (a pattern that is a sequence of runs, `matcher/vector/runs.py`: linear) or"
     " else to the VM; so does a batch where two loops on one path can take the same row.",
-    "Queries (b), (d), (e) read the match history (cross-variable references, LAST(v, 1), WITHIN, aggregates)"
-    " and run on the Pike VM. (f) is a sequence of runs whose A/B rows exclude C's: its run of A/B rows as"
+    "Queries (b), (d), (e) read the match history (cross-variable references, LAST(v, 1), WITHIN, aggregates):"
+    " the regex path declines them and the column-wise sequence engine (`matcher/vector/sequence.py`) takes"
+    " them: every start row at once, item by item with numpy, the time limit, the earlier variables' rows and"
+    " the running aggregates read per start; a partition whose preferred match depends on backtracking runs on"
+    " the Pike VM. Its cost is the sum over start rows of the rows each looks at (a start that never matches"
+    " looks at its whole WITHIN window). (f) is a sequence of runs whose A/B rows exclude C's: its run of A/B rows as"
     " long as the partition would make `re` restart quadratically, so `matcher/vector/runs.py` scans it in linear"
     " time with numpy (before, its guard sent the rows to the VM).",
     "(g) is (a) with ALL ROWS PER MATCH and running measures: the fast path builds its output rows column-wise"

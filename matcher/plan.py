@@ -11,14 +11,15 @@ Pike VM alone. The two engines never import each other.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Iterable
+
+import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.grammar.format import format_expr
-from cep.matcher.vector import fastpath
+from cep.matcher.vector import fastpath, sequence
 from cep.matcher.vector.arrays import from_arrow, from_pandas
 from cep.matcher.vector.layout import ArrayInput
 from cep.matcher.program.machine import Machine, build_machine
@@ -125,7 +126,7 @@ class CompiledQuery:
         kind = kind_of(frame)
         names = tuple(str(name) for name in frame.columns) if kind == "pandas" else tuple(frame.column_names)
         machine, outer = self._compiled(names) if names else (None, None)
-        fast = fastpath.plan_for(self.statement, machine, names) if names else None
+        fast = self.column_plan(machine, names) if names else None
         if fast is None or len(set(names)) != len(names):
             names, rows = self.run_columns(to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit,
                                            progress=progress, clock=clock)
@@ -134,7 +135,10 @@ class CompiledQuery:
         total = len(frame) if kind == "pandas" else frame.num_rows
         plain = outer.is_identity and outer.where is None and (
             not outer_order_and_limit or (not outer.sort_keys and outer.limit is None))
-        matched = fast.run(ArrayInput(arrays, total, kind), fallback=partial(match_partition, machine), typed=plain)
+        source = ArrayInput(arrays, total, kind)
+        if machine.within is not None and clock is None:
+            clock = _latest(arrays[machine.within.column])
+        matched = fast.run(source, fallback=_on_vm(machine, clock), typed=plain, clock=clock)
         if progress is not None:
             progress(total, total)
         if isinstance(matched, fastpath.MatchColumns):
@@ -163,9 +167,9 @@ class CompiledQuery:
         elif clock is None:
             clock = replay_clock(machine, columns)
         total = len(columns[names[0]])
-        fast = fastpath.plan_for(self.statement, machine, names)
-        if fast is not None:  # conditions read only fixed offsets: numpy + re (matcher/vector/fastpath.py)
-            matched = fast.run(columns, fallback=partial(match_partition, machine))
+        fast = self.column_plan(machine, names)
+        if fast is not None:  # column-wise: numpy + re (vector/fastpath.py), or the sequence engine (vector/sequence.py)
+            matched = fast.run(columns, fallback=_on_vm(machine, clock), clock=clock)
             if progress is not None:
                 progress(total, total)
             return outer.names, outer.apply(matched, order_and_limit=outer_order_and_limit)
@@ -207,9 +211,34 @@ class CompiledQuery:
                 records.append(record)
         return records
 
+    def column_plan(self, machine: Machine, names: tuple[str, ...]):
+        """The column-wise engine for this query, or None (the Pike VM): the regex fast path when the
+        conditions read only the current row and fixed offsets and nothing needs event time, else the
+        sequence engine when the pattern is a sequence of variables; each hands back the batches and
+        partitions it cannot do exactly."""
+        return fastpath.plan_for(self.statement, machine, names) or sequence.plan_for(self.statement, machine, names)
+
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""
         return partition_indices(self.statement, machine, columns)
+
+
+def _latest(column):
+    """The largest value of an event-time column (``arrays.ArrayColumn``), as the Python value ``replay_clock``
+    would find: read at the row whose ticks are largest, when the ticks order as the values do."""
+    if column.kind in ("int", "time") and column.data is not None:
+        present = np.flatnonzero(~column.nulls) if column.nulls is not None else None
+        if present is None or len(present):
+            data = column.data if present is None else column.data[present]
+            row = int(np.argmax(data)) if present is None else int(present[np.argmax(data)])
+            return column.python(np.array([row], dtype=np.int64))[0]
+        return None
+    return max((v for v in column.python() if v is not None), default=None)
+
+
+def _on_vm(machine: Machine, clock):
+    """Matches one partition (key, its columns) on the Pike VM, its clock at ``clock``."""
+    return lambda key, columns: match_partition(machine, key, columns, clock)
 
 
 def replay_clock(machine: Machine, columns: Columns):

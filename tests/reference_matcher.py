@@ -128,7 +128,8 @@ class _Match:
     part: list[dict]  # the sorted partition, rows keyed by casefolded column name
     start: int
     labels: list[str]  # one pattern-variable key per row of the match
-    match_number: int
+    match_number: int | None
+    status: str = "MATCHED"  # MATCH_STATUS(): TIMEOUT for a partial match that WITHIN expired
 
     @property
     def end(self) -> int:
@@ -500,6 +501,9 @@ class _Evaluator:
     def e_MatchNumber(self, e: A.MatchNumber, ctx: _Ctx) -> Any:
         return ctx.m.match_number
 
+    def e_MatchStatus(self, e: A.MatchStatus, ctx: _Ctx) -> Any:
+        return ctx.m.status
+
     def e_Unary(self, e: A.Unary, ctx: _Ctx) -> Any:
         v = self.eval(e.operand, ctx)
         if e.op == "NOT":
@@ -857,24 +861,47 @@ def _children(x: Any) -> list:
 
 
 class _Matcher:
-    def __init__(self, q: _Query, ev: _Evaluator, part: list[dict], order_key: Callable[[int], Any] | None, budget: int):
+    def __init__(self, q: _Query, ev: _Evaluator, part: list[dict], order_key: Callable[[int], Any] | None, budget: int,
+                 clock: Any = None):
         self.q = q
         self.ev = ev
         self.part = part
         self.n = len(part)
         self.order_key = order_key
         self.budget = budget
+        self.clock = clock
         self.steps = 0
+        self.timed_out: tuple | None = None
 
     def find(self, start: int, match_number: int) -> list[tuple[str, bool]] | None:
-        """The preferred match at ``start``: a list of (label, excluded) per row, or None."""
+        """The preferred match at ``start``: a list of (label, excluded) per row, or None.
+
+        With WITHIN, ``timed_out`` is then the labels of the first partial match, in preference order,
+        that was still waiting for a row when time reached its first row + the interval (a row at or
+        past that time, or the end of the rows with ``clock`` past it), or None."""
         self.steps = 0
         self.start = start
         self.match_number = match_number
+        self.timed_out = None
         try:
             return self.m(self.q.mr.pattern, start, (), False, lambda pos, labels: list(labels))
         except RecursionError as exc:
             raise ReferenceBudgetExceeded("recursion too deep") from exc
+
+    def expired(self, pos: int) -> bool:
+        """Has time reached the WITHIN limit of the current start before row ``pos`` (or at the end)?"""
+        if self.q.within is None or self.order_key is None:
+            return False
+        now = self.order_key(pos) if pos < self.n else self.clock
+        if now is None:
+            return False
+        gap = now - self.order_key(self.start)
+        return gap > self.q.within or (gap == self.q.within and not WITHIN_INCLUSIVE)
+
+    def waiting(self, pos: int, labels: tuple) -> None:
+        """A partial match wants row ``pos``: remember it as the start's timeout if time is up there."""
+        if self.timed_out is None and self.expired(pos):
+            self.timed_out = labels
 
     def tick(self) -> None:
         self.steps += 1
@@ -900,6 +927,7 @@ class _Matcher:
         self.tick()
         if isinstance(p, A.PatternVar):
             var = p.name.key
+            self.waiting(pos, labels)
             if pos >= self.n:
                 return None
             new = labels + ((var, excl),)
@@ -1044,14 +1072,14 @@ def _input_columns(rows: list[dict]) -> list[str]:
     return names
 
 
-def reference_matches(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET) -> list[dict]:
+def reference_matches(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET, clock: Any = None) -> list[dict]:
     """The matches themselves, for debugging and for tests of the matcher alone.
 
     One dict per match found, in partition/start order: ``partition`` (tuple of key values),
     ``start`` (index in the sorted partition), ``labels`` (one label per row), ``excluded`` (one
     bool per row), ``match_number``, ``rows`` (the casefolded input rows of the match)."""
     out: list[dict] = []
-    for item in _run_partitions(stmt, rows, budget):
+    for item in _run_partitions(stmt, rows, budget, clock):
         if item[0] == "match":
             _, key, part, start, labels, mn = item
             out.append(
@@ -1081,25 +1109,40 @@ def _partitions(stmt: A.Statement, rows: list[dict]) -> list[tuple[tuple, list[d
     return out
 
 
-def _run_partitions(stmt: A.Statement, rows: list[dict], budget: int):
-    """Yield ('match', key, part, start, labels, mn) and ('unmatched', key, part, row) events."""
+def _run_partitions(stmt: A.Statement, rows: list[dict], budget: int, clock: Any = None):
+    """Yield ('match', key, part, start, labels, mn), ('timeout', key, part, start, labels) and
+    ('unmatched', key, part, row) events.
+
+    SHOW TIMEOUT MATCHES (our extension): a start row with no match whose preferred partial match was
+    still waiting for a row when WITHIN ran out is a timeout; the search goes on at the next row (a
+    timeout is not a match: no AFTER MATCH SKIP). ``clock``: the time at the end of the rows (default:
+    the largest event time of the input, as a replay has it)."""
     mr = stmt.match
     q = _analyse(mr)
     ev = _Evaluator(q)
     skip = mr.after_match or A.SkipTo(A.Span(), "PAST_LAST_ROW")
-    for key, part in _partitions(stmt, rows):
+    show_timeout = mr.rows_per_match is not None and mr.rows_per_match.show_timeout
+    partitions = _partitions(stmt, rows)
+    if q.within is not None and clock is None:
+        if not mr.order_by:
+            raise ReferenceUnsupported("WITHIN without ORDER BY")
+        times = [_row_scope_value(mr.order_by[0].expr, r) for _, part in partitions for r in part]
+        clock = max((t for t in times if t is not None), default=None)
+    for key, part in partitions:
         order_key = None
         if q.within is not None:
             if not mr.order_by:
                 raise ReferenceUnsupported("WITHIN without ORDER BY")
             first = mr.order_by[0].expr
             order_key = lambda i, part=part, first=first: _row_scope_value(first, part[i])  # noqa: E731
-        matcher = _Matcher(q, ev, part, order_key, budget)
+        matcher = _Matcher(q, ev, part, order_key, budget, clock)
         pos = 0
         match_number = 1
         last_matched = -1  # last row that belonged to a non-empty match
         while pos < len(part):
             labels = matcher.find(pos, match_number)
+            if labels is None and show_timeout and matcher.timed_out is not None:
+                yield ("timeout", key, part, pos, list(matcher.timed_out))
             if labels is None:
                 if pos > last_matched:
                     yield ("unmatched", key, part, pos)
@@ -1129,7 +1172,7 @@ def _run_partitions(stmt: A.Statement, rows: list[dict], budget: int):
                 raise ReferenceUnsupported(f"AFTER MATCH SKIP {skip.mode}")
 
 
-def _mr_output(stmt: A.Statement, rows: list[dict], budget: int) -> tuple[list[str], list[list]]:
+def _mr_output(stmt: A.Statement, rows: list[dict], budget: int, clock: Any = None) -> tuple[list[str], list[list]]:
     """The rows MATCH_RECOGNIZE itself produces (what ``SELECT *`` shows)."""
     mr = stmt.match
     q = _analyse(mr)
@@ -1162,11 +1205,17 @@ def _mr_output(stmt: A.Statement, rows: list[dict], budget: int) -> tuple[list[s
             + [row.get(n.casefold()) for n in rest_names]
         )
 
-    for event in _run_partitions(stmt, rows, budget):
+    for event in _run_partitions(stmt, rows, budget, clock):
         if event[0] == "unmatched":
             _, key, part, r = event
             if mode == "ALL_WITH_UNMATCHED":
                 out.append(layout(part[r], [None] * len(mr.measures)))
+            continue
+        if event[0] == "timeout":  # ONE ROW PER MATCH only: measures over the rows matched so far
+            _, key, part, start, labels = event
+            m = _Match(part, start, [lab for lab, _ in labels], None, "TIMEOUT")
+            ctx = _Ctx(m, m.end, in_define=False)
+            out.append(layout(part[max(m.end, start)], [ev.eval(ms.expr, ctx) for ms in mr.measures]))
             continue
         _, key, part, start, labels, mn = event
         m = _Match(part, start, [lab for lab, _ in labels], mn)
@@ -1188,9 +1237,11 @@ def _mr_output(stmt: A.Statement, rows: list[dict], budget: int) -> tuple[list[s
     return names, out
 
 
-def reference_run_table(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET) -> tuple[list[str], list[list]]:
-    """Run the whole statement: (output column names, output rows as lists, in a fixed order)."""
-    names, table = _mr_output(stmt, rows, budget)
+def reference_run_table(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET,
+                        clock: Any = None) -> tuple[list[str], list[list]]:
+    """Run the whole statement: (output column names, output rows as lists, in a fixed order).
+    ``clock``: the event time at the end of the rows, for SHOW TIMEOUT MATCHES (default: the largest)."""
+    names, table = _mr_output(stmt, rows, budget, clock)
     mr_alias = stmt.alias.key if stmt.alias is not None else None
     outer = _OuterEval({}, mr_alias)
 
@@ -1235,11 +1286,11 @@ def reference_run_table(stmt: A.Statement, rows: list[dict], budget: int = DEFAU
     return out_names, rows_out
 
 
-def reference_run(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET) -> list[dict]:
+def reference_run(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET, clock: Any = None) -> list[dict]:
     """Run the statement over ``rows`` (dicts of column -> value); one dict per output row.
 
     Column names are the output names (alias, column name, or ``_colN``). When a name occurs
     twice (``SELECT *`` with a repeated ORDER BY column), the dict keeps the last value; use
     ``reference_run_table`` to see every column."""
-    names, table = reference_run_table(stmt, rows, budget)
+    names, table = reference_run_table(stmt, rows, budget, clock)
     return [dict(zip(names, r)) for r in table]

@@ -80,7 +80,9 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
     start's partial match stays open to the end and each later start rescans the tail at the end."""
     import cep
     from cep.matcher.pike import vm
+    from cep.matcher.vector import fastpath
 
+    monkeypatch.setattr(fastpath, "ENABLED", False)  # the VM's own bound (the sequence engine has a budget, below)
     query = cep.compile(OPEN_TAIL)
     rows = [{"id": i, "v": 0} for i in range(300)]
     monkeypatch.setattr(vm, "MAX_TAIL_RESCAN_ROWS", 300 * 299 // 2)  # exactly what this tail needs
@@ -91,3 +93,41 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
     assert err.value.code == "E0431" and "MAX_TAIL_RESCAN_ROWS" in str(err.value) and "WITHIN" in str(err.value)
     # A row that ends the matches keeps the tails short: the same rows with a B at the end match.
     assert query.run(rows + [{"id": 300, "v": 500}]) == [{"n": 301}]
+
+
+def test_the_sequence_engine_hands_an_open_tail_to_the_vm():
+    """The column-wise sequence engine scans from every start: an open tail of 20,000 rows would cost
+    200 million row looks; past its budget the batch goes to the VM, which refuses it with E0431."""
+    import cep
+    from cep.matcher.vector import sequence
+
+    query = cep.compile(OPEN_TAIL)
+    rows = [{"id": i, "v": 0} for i in range(20_000)]
+    plan = sequence.plan_for(query.statement, query.plan.machine(("id", "v")), ("id", "v"))
+    assert plan is not None
+    with pytest.raises(CepError) as err:
+        query.run(rows)
+    assert err.value.code == "E0431"
+    assert any("quadratic" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize("pattern", ["((A?){1,500})", "((A*){1,500})", "((A|B?){1,300})", "((A? B?){1,300})"])
+def test_unrolled_groups_run_and_explain_without_recursion_errors(pattern):
+    """Issue 16: bounded quantifiers over groups unroll into hundreds of nested optionals; no recursion
+    depth may follow the bound (the fast path's regex translation sends them to the VM instead)."""
+    import cep
+    from cep.matcher.explain.dot import to_dot
+    from cep.matcher.vector import fastpath
+
+    defines = "A AS v = 0" + (", B AS v = 1" if "B" in pattern else "")
+    query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN {pattern} DEFINE {defines})")
+    rows = [{"id": i, "v": i % 3} for i in range(12)]
+    saved = fastpath.ENABLED
+    try:
+        fastpath.ENABLED = False
+        on_vm = query.run(rows)
+    finally:
+        fastpath.ENABLED = saved
+    assert query.run(rows) == on_vm and on_vm  # the plan sends the pattern to the VM: same rows
+    assert "Pike VM (not eligible for the fast path: the pattern nests more than" in query.explain()
+    assert to_dot(query.statement).startswith("digraph pattern")

@@ -42,15 +42,18 @@ QUERIES = {
     "trailing": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
         MEASURES COUNT(*) AS n, LAST(A.price) AS p, MATCH_NUMBER() AS mno
         ONE ROW PER MATCH PATTERN (A+ $) DEFINE A AS price > 95)""",
-    # The streaming tests' own: SHOW TIMEOUT MATCHES, an absence, ALL ROWS with and without unmatched rows, WHERE.
-    **{name: STREAM_QUERIES[name] for name in ("timeouts", "absence", "all_rows", "unmatched", "where")},
+    # The streaming tests' own: SHOW TIMEOUT MATCHES, an absence, ALL ROWS with and without unmatched rows, WHERE,
+    # runs of F that overlap and time out (issue 16 item 9).
+    **{name: STREAM_QUERIES[name] for name in ("timeouts", "absence", "all_rows", "unmatched", "where", "fail_runs")},
 }
 TIMEOUT_S = 45
 
 # (key, gap to the key's previous row in ms, price): gaps of 0 (ties), 45 s (exactly the timeout:
-# same session) and more (a new session).
+# same session) and more (a new session); 19.999 s, 20 s and 20.001 s put rows just inside, at and past
+# the 20 s WITHIN of partial matches that began a row earlier.
 EVENTS = st.lists(
-    st.tuples(st.sampled_from("AB"), st.sampled_from([0, 500, 1_000, 3_000, 10_000, 45_000, 45_001, 200_000]),
+    st.tuples(st.sampled_from("AB"), st.sampled_from([0, 500, 1_000, 3_000, 10_000, 19_999, 20_000, 20_001,
+                                                      45_000, 45_001, 200_000]),
               st.integers(90, 110)),
     max_size=40,
 )

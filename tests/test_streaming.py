@@ -88,19 +88,26 @@ QUERIES = {
     "trailing": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
         MEASURES COUNT(*) AS n, LAST(A.price) AS p
         ONE ROW PER MATCH PATTERN (A+ $) DEFINE A AS price > 95)""",
+    # Overlapping runs of F that time out, cut by session gaps (issue 16 item 9).
+    "fail_runs": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+        MEASURES FIRST(F.ts) AS f_ts, COUNT(F.*) AS fails, MATCH_STATUS() AS status, MATCH_NUMBER() AS mno
+        ONE ROW PER MATCH SHOW TIMEOUT MATCHES
+        PATTERN (F{2,} O) WITHIN INTERVAL '20' SECOND
+        DEFINE F AS price < 102, O AS price > 106)""",
 }
 
 
 # ------------------------------------------------------------------------------------------ scenarios
 
 
-def make_events(rnd: random.Random, symbols: int, per_symbol: int, *, spacing: int = 7) -> list[dict]:
-    """Events with whole-second times (ties on purpose) and few distinct prices (ties on purpose)."""
+def make_events(rnd: random.Random, symbols: int, per_symbol: int, *, spacing: int = 7, long_gaps: float = 0.0) -> list[dict]:
+    """Events with whole-second times (ties on purpose) and few distinct prices (ties on purpose);
+    with ``long_gaps``, that share of the gaps is 20-120 s (past WITHIN limits and session timeouts)."""
     events = []
     for s in range(symbols):
         t = rnd.randint(0, 20)
         for _ in range(per_symbol):
-            t += rnd.randint(0, spacing)
+            t += rnd.randint(20, 120) if rnd.random() < long_gaps else rnd.randint(0, spacing)
             events.append({"symbol": "ABCDEFG"[s], "ts": T0 + dt.timedelta(seconds=t), "price": float(rnd.randint(90, 110))})
     return events
 
@@ -273,7 +280,7 @@ def run_local(query, batches, *, delay_s, session_s, max_pending_rows=None, buck
 def test_local_stream_equals_batch_replay(seed, name, session_s, delay_s, n_batches, n_late):
     rnd = random.Random(seed)
     query = cep.compile(QUERIES[name])
-    events = make_events(rnd, symbols=rnd.randint(1, 3), per_symbol=rnd.randint(1, 25))
+    events = make_events(rnd, symbols=rnd.randint(1, 3), per_symbol=rnd.randint(1, 25), long_gaps=rnd.choice([0.0, 0.1, 0.3]))
     batches = make_batches(events, rnd, delay_s, n_batches)
     late = inject_late(batches, rnd, delay_s, n_late)
     batches.append([sentinel(events, session_s or 0, delay_s)])
@@ -495,11 +502,12 @@ def matches_of(result, query) -> list[tuple]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed,name,session_s", [(11, "vshape", None), (12, "all_rows", 100_000), (13, "no_partition", 25)])
+@pytest.mark.parametrize("seed,name,session_s", [(11, "vshape", None), (12, "all_rows", 100_000), (13, "no_partition", 25),
+                                                   (14, "fail_runs", 40)])
 def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed, name, session_s):
     rnd = random.Random(seed)
     query = cep.compile(QUERIES[name])
-    events = make_events(rnd, symbols=3, per_symbol=30)
+    events = make_events(rnd, symbols=3, per_symbol=30, long_gaps=0.2 if name == "fail_runs" else 0.0)
     delay_s = 20
     batches = make_batches(events, rnd, delay_s, 4)
     late = inject_late(batches, rnd, delay_s, 2)
@@ -534,12 +542,14 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["vshape", "unmatched", "where", "next"]))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["vshape", "unmatched", "where", "next", "timeouts", "fail_runs"]))
 def test_spark_stream_equals_batch_replay_hypothesis(spark, few_partitions, tmp_path_factory, seed, name):
+    """Random events with session gaps and partial matches that overlap and time out, in random
+    micro-batches through Spark, give the batch replay's rows."""
     rnd = random.Random(seed)
     query = cep.compile(QUERIES[name])
-    events = make_events(rnd, symbols=2, per_symbol=rnd.randint(5, 25))
+    events = make_events(rnd, symbols=2, per_symbol=rnd.randint(5, 25), long_gaps=rnd.choice([0.0, 0.15, 0.3]))
     delay_s = rnd.choice([5, 30])
     batches = make_batches(events, rnd, delay_s, rnd.randint(2, 4))
     batches.append([sentinel(events, 60, delay_s)])

@@ -49,27 +49,27 @@ def closure(program: Program, pc: int) -> list[Step]:
     in the order the VM prefers them (SPLIT's first operand first), each once."""
     steps: list[Step] = []
     seen: set[int] = set()
-
-    def visit(at: int, anchors: list[str]) -> None:
+    # A stack, not recursion: an unrolled quantifier (``(A?){1,500}``) chains hundreds of SPLITs.
+    stack: list[tuple[int, list[str]]] = [(pc, [])]
+    while stack:
+        at, anchors = stack.pop()
         if at in seen:  # a loop that consumed nothing: the VM does not repeat it either
-            return
+            continue
         seen.add(at)
         inst = program.instructions[at]
         if inst.op in (LABEL, DEADLINE, DONE):
             steps.append(Step(at, anchors))
         elif inst.op == SPLIT:
-            visit(inst.a, anchors)
-            visit(inst.b, anchors)
+            stack.append((inst.b, anchors))
+            stack.append((inst.a, anchors))
         elif inst.op == JUMP:
-            visit(inst.a, anchors)
+            stack.append((inst.a, anchors))
         elif inst.op == AT_START:
-            visit(at + 1, anchors + ["^"])
+            stack.append((at + 1, anchors + ["^"]))
         elif inst.op == AT_END:
-            visit(at + 1, anchors + ["$"])
+            stack.append((at + 1, anchors + ["$"]))
         else:  # EXCL_BEGIN / EXCL_END: bookkeeping for ALL ROWS output, no effect on which rows match
-            visit(at + 1, anchors)
-
-    visit(pc, [])
+            stack.append((at + 1, anchors))
     return steps
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cep.grammar import ast
 from cep.matcher.explain.dot import condition_texts
-from cep.matcher.vector import fastpath
+from cep.matcher.vector import fastpath, sequence
 
 
 def explain(plan) -> str:
@@ -21,7 +21,10 @@ def explain(plan) -> str:
     lines.append("conditions:")
     lines += [f"  {name}: {text}" for name, text in condition_texts(statement).items()]
     lines.append("execution:")
-    lines += ["  " + line for line in fastpath.explain_lines(statement, machine, tuple(columns))]
+    path = fastpath.explain_lines(statement, machine, tuple(columns))
+    if path[0].startswith("path: Pike VM"):  # the regex path declines: maybe the sequence engine takes it
+        path = sequence.explain_lines(statement, machine, tuple(columns), path[0])
+    lines += ["  " + line for line in path]
     if machine.equivalence_key is None:
         lines.append("  Pike VM (when it runs): conditions read only the current row and fixed PREV/NEXT offsets,")
         lines.append("        so threads merge by instruction and live threads stay within the program size")

@@ -130,12 +130,9 @@ class PartitionMatcher(PartitionOutput):
 
     def advance(self, now) -> list[tuple]:
         """Event time reached ``now``: no row with an earlier time will be fed. Expire and complete."""
-        self._run()
         if now is not None and (self.clock is None or now > self.clock):
             self.clock = now
-        if self.machine.within is not None and self.position == self.total:
-            self._advance_time(now)
-            self._run()
+        self._run()  # _loop applies the clock once the buffered rows are consumed
         return self.take_output()
 
     def finish(self) -> list[tuple]:
@@ -180,6 +177,11 @@ class PartitionMatcher(PartitionOutput):
                 if machine.within is not None and self._advance_time(self.env.value(machine.within.column, p)):
                     continue
                 self._steps(p)
+                continue
+            # The buffered rows are consumed. The clock (``advance``) is known to every start, not only
+            # to the one alive when it was told: a start tried after a rewind expires by it too, so the
+            # output does not depend on how often (or in which micro-batches) the time was given.
+            if machine.within is not None and self.clock is not None and self.threads and self._advance_time(self.clock):
                 continue
             if not self.finished:
                 return
@@ -477,13 +479,15 @@ class PartitionMatcher(PartitionOutput):
         expired_starts: dict[int, Thread] = {}
         changed = False
         for thread in map(Thread._make, self.threads):
-            if not within.expired(self.env.value(within.column, thread.start), now):
+            # WITHIN bounds the rows of a match: a thread at DONE, or waiting at `$` (it takes no more
+            # rows; the end of the partition completes it), has all its rows inside the limit.
+            if ops[thread.pc] in (DONE, AT_END) or not within.expired(self.env.value(within.column, thread.start), now):
                 kept.append(thread)
                 continue
             changed = True
             if ops[thread.pc] == DEADLINE:
                 self._add_thread(kept, self.visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.position)
-            elif ops[thread.pc] != DONE:
+            else:
                 expired_starts.setdefault(thread.start, thread)
                 if self.tracer is not None:
                     self.tracer.dropped(self, self.position, thread, "WITHIN expired")

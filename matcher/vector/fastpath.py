@@ -64,7 +64,7 @@ from cep.matcher.vector import all_rows, kernels, runs
 from cep.matcher.sql.expressions import Scope
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.rows.partitioning import partition_indices
-from cep.matcher.vector.pattern_regex import NotEligible, emit, exclusive, lower, min_rows
+from cep.matcher.vector.pattern_regex import MAX_NESTING, NotEligible, emit, exclusive, lower, min_rows, nesting
 from cep.matcher.program.instructions import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from cep.matcher.program.output import PartitionOutput
 
@@ -120,14 +120,14 @@ class FastPlan:
 
     # ----------------------------------------------------------------------------------- running
 
-    def run(self, source, *, fallback: Fallback, typed: bool = False):
+    def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None):
         """Match a whole input: columns of Python values, or a ``layout.ArrayInput`` (numpy columns).
 
         Returns the output rows as the VM gives them; or, with ``typed`` for an ``ArrayInput`` whose
         matches the regex found with measures computed column-wise, ``MatchColumns``: the output columns
         typed for the input's library (``tables.from_columns`` gives the same frame as from the rows).
         ``fallback(key, columns)`` matches one partition (its rows in ORDER BY order) on the Pike VM:
-        the partitions this path declines go there.
+        the partitions this path declines go there. ``clock`` is unused: this path takes no query with WITHIN.
         """
         data = source if isinstance(source, ArrayInput) else ListInput(source)
         machine = self.machine
@@ -521,32 +521,20 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     scope = Scope(ColumnNames(input_columns), label_sets, in_define=True)
 
     defines = {d.variable.key: d for d in mr.defines}
-    conditions: list = []
-    used: set[str] = set()
-    for name in labels:
-        definition = defines.get(name)
-        if definition is None:
-            conditions.append(None)
-            continue
-        own = label_ids[name]
-
-        def current(qualifier: ast.Identifier, own=own) -> bool:
-            found = label_sets.get(qualifier.key)
-            return found is not None and own in found
-
-        try:
-            conditions.append(kernels.compile_condition(definition.condition, scope.column, current))
-        except kernels.NotVectorizable as why:
-            raise NotEligible(f"DEFINE {name}: {why}") from None
-        used |= kernels.referenced_columns(definition.condition, scope.column)
+    try:
+        conditions, used = kernels.compile_defines(defines, labels, scope.column, label_sets)
+    except kernels.NotVectorizable as why:
+        raise NotEligible(str(why)) from None
 
     ir = lower(mr.pattern, label_ids)
+    if nesting(ir) > MAX_NESTING:
+        raise NotEligible(f"the pattern nests more than {MAX_NESTING} levels deep once its bounded quantifiers are unrolled")
     emitted = emit(ir, len(labels))
     if emitted.classes > MAX_UNROLLED_CLASSES:
         raise NotEligible(f"the pattern unrolls to more than {MAX_UNROLLED_CLASSES} row classes")
     try:
         regex = re.compile(emitted.pattern, re.DOTALL)
-    except (re.error, RecursionError, OverflowError) as why:  # pragma: no cover - a translation gap
+    except (re.error, OverflowError) as why:  # pragma: no cover - a translation gap
         raise NotEligible(f"the regex engine refuses the translation ({why})") from None
     label_groups: list[tuple[int, Any]] = []
     for group, prio in emitted.label_groups:

@@ -194,14 +194,17 @@ def load_strings(values, nulls: np.ndarray | None) -> Value:
 Kernel = Callable[[Frame], Value]
 
 
-def compile_condition(expr, column_of: Callable[[ast.ColumnRef], str], current_labels: Callable[[ast.Identifier], bool]):
+def compile_condition(expr, column_of: Callable[[ast.ColumnRef], str], current_labels: Callable[[ast.Identifier], bool],
+                      history=None):
     """DEFINE condition -> (frame -> bool array of rows where it is TRUE). Raises ``NotVectorizable``.
 
     ``column_of`` resolves a column reference to the batch's column name; ``current_labels(q)`` says
     whether a qualifier ``q`` names the variable being defined (or a subset containing it), in which
-    case ``q.price`` is the current row's price.
+    case ``q.price`` is the current row's price. ``history`` (``sequence.History``) compiles what reads
+    the match so far (another variable's row, FIRST/LAST, aggregates) for a frame of partial matches;
+    without it such a condition is not vectorizable.
     """
-    kernel = _Compiler(column_of, current_labels).compile(expr, 0)
+    kernel = compile_value(expr, column_of, current_labels, history)
 
     def condition(frame: Frame) -> np.ndarray:
         value = kernel(frame)
@@ -212,6 +215,39 @@ def compile_condition(expr, column_of: Callable[[ast.ColumnRef], str], current_l
             return data.copy()
         return data & ~value.nulls
     return condition
+
+
+def compile_defines(defines, labels, column_of: Callable[[ast.ColumnRef], str], label_sets: dict, history=None):
+    """Each label's DEFINE as a kernel condition (None: no DEFINE, every row), and the columns they read.
+
+    ``defines`` maps a variable's key to its ``ast.Define``; ``labels`` are the variables in label order;
+    ``label_sets`` maps a qualifier's key to the label ids it names (a variable, or a subset), so that in
+    B's DEFINE a qualifier naming B (or a subset holding it) reads the current row. A condition that
+    cannot be compiled raises ``NotVectorizable`` naming its variable."""
+    conditions: list = []
+    used: set[str] = set()
+    for own, name in enumerate(labels):
+        definition = defines.get(name)
+        if definition is None:
+            conditions.append(None)
+            continue
+
+        def current(qualifier: ast.Identifier, own=own) -> bool:
+            found = label_sets.get(qualifier.key)
+            return found is not None and own in found
+
+        try:
+            conditions.append(compile_condition(definition.condition, column_of, current, history))
+        except NotVectorizable as why:
+            raise NotVectorizable(f"DEFINE {name}: {why}") from None
+        used |= referenced_columns(definition.condition, column_of)
+    return conditions, used
+
+
+def compile_value(expr, column_of: Callable[[ast.ColumnRef], str], current_labels: Callable[[ast.Identifier], bool],
+                  history=None) -> Kernel:
+    """An expression -> (frame -> ``Value``), as ``compile_condition`` compiles it."""
+    return _Compiler(column_of, current_labels, history).compile(expr, 0)
 
 
 def referenced_columns(expr, column_of: Callable[[ast.ColumnRef], str]) -> set[str]:
@@ -227,9 +263,10 @@ _ARITHMETIC = ("+", "-", "*", "/", "%")
 
 
 class _Compiler:
-    def __init__(self, column_of, current_labels) -> None:
+    def __init__(self, column_of, current_labels, history=None) -> None:
         self.column_of = column_of
         self.current_labels = current_labels
+        self.history = history
 
     def compile(self, expr, offset: int) -> Kernel:
         """``offset``: the row read relative to the current one (PREV/NEXT move it)."""
@@ -238,10 +275,16 @@ class _Compiler:
             return lambda frame: value
         if isinstance(expr, ast.ColumnRef):
             if expr.qualifier is not None and not self.current_labels(expr.qualifier):
-                raise NotVectorizable(f"'{expr.qualifier.name}.{expr.column.name}' reads another variable's row")
+                if self.history is None:
+                    raise NotVectorizable(f"'{expr.qualifier.name}.{expr.column.name}' reads another variable's row")
+                return self.history.variable_column(expr, self.column_of(expr), offset)
             name = self.column_of(expr)
             return lambda frame: frame.column(name, offset)
+        if isinstance(expr, ast.Aggregate) and self.history is not None and offset == 0:
+            return self.history.aggregate(expr, self.column_of)
         if isinstance(expr, ast.Navigation):
+            if expr.kind in ("FIRST", "LAST") and self.history is not None and offset == 0:
+                return self.history.logical(expr, self.column_of)
             if expr.kind not in ("PREV", "NEXT"):
                 raise NotVectorizable(f"{expr.kind}() reads the match history")
             if offset != 0:

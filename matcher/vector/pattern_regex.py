@@ -15,6 +15,11 @@ from cep.grammar import ast
 
 # PERMUTE(n items) expands to n! alternatives; the VM's limit is its program size, ours is smaller.
 MAX_PERMUTE_ITEMS = 5
+# How deeply the lowered pattern may nest. A bounded quantifier over a group is unrolled as nested
+# optionals (``(A?){1,500}`` nests 499 deep), and both the walks below and ``re``'s own parser recurse
+# once per level: past this depth the pattern goes to the VM, whose compiler unrolls with a loop, so
+# no recursion depth depends on a quantifier's bound.
+MAX_NESTING = 64
 
 
 class NotEligible(Exception):
@@ -175,6 +180,20 @@ def emit(ir: tuple, width: int, separated: bool = False) -> Regex:
 
     out.pattern = visit(ir, (), True)
     return out
+
+
+def nesting(node: tuple) -> int:
+    """How deeply ``node`` nests (1 for a leaf), walked with a stack: it may nest deeper than Python recurses."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        kind = node[0]
+        if kind in ("seq", "alt"):
+            stack.extend((item, depth + 1) for item in node[1])
+        elif kind in ("opt", "excl"):
+            stack.append((node[1], depth + 1))
+    return deepest
 
 
 def min_rows(node: tuple) -> int:

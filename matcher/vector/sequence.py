@@ -1,0 +1,693 @@
+"""A second column-wise engine: a pattern that is a sequence of variables, matched at every start row at
+once, for the conditions and time limits the regex path (``fastpath.py``) cannot take.
+
+What it takes (``analyze`` says why not): ONE ROW PER MATCH over a pattern ``V1 V2{2,} V3*? ...``, each
+variable once, each a single row or a quantified run (bounded or not, greedy or reluctant), with
+
+- ``WITHIN`` (and ``SHOW TIMEOUT MATCHES``): a row at or past a start's first row + the interval is out
+  of its reach, so each start is matched on the rows before that limit: the preferred match under the
+  limit, as the Pike VM and the reference matcher find it, not the regex's match cut afterwards;
+- DEFINE conditions that read the current row and constant PREV/NEXT (``kernels.py``), and also the
+  match so far (``History``): another variable's row (``B.price < A.price``, ``C.ts`` against ``A.ts``
+  is not numeric and goes elsewhere), ``FIRST``/``LAST`` with constant offsets, and running ``SUM``,
+  ``COUNT``, ``AVG``, ``MIN``, ``MAX`` thresholds, carried per start as the Pike VM carries them
+  (``running.py``): the same additions in the same order, so the same bits.
+
+How. Every row of a batch is a *lane*: the start of a candidate match. The items are matched in order for
+all lanes at once. An item is scanned in lockstep, one row per step for every lane still on it: the step
+tests the next item's first row (where the run could end) and the item's own condition (whether it goes
+on), both evaluated column-wise over the lanes (``LaneFrame``: the kernels' frame, one current row per
+lane). A run ends where its condition fails, at its bound, or at the lane's limit (its partition's end, or
+WITHIN). The preferred end is then the last (greedy) or first (reluctant) place where the next item
+holds; when the next item is not the last and several ends are possible, which one wins depends on the
+rest of the pattern (backtracking): that start is *ambiguous*, and its partition goes to the Pike VM.
+The work is the sum over starts of the rows each looks at: bounded by the run lengths, the time limit and
+the thresholds, not by the partition.
+
+Then AFTER MATCH SKIP picks the starts that count, partition by partition (``PartitionOutput``, as the
+VM): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT row
+(no skip), any other moves on by one row. A batch the kernels cannot evaluate exactly (``Unsupported``)
+goes to the VM whole; a partition with an ambiguous start, alone.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
+from cep.matcher.program.output import PartitionOutput
+from cep.matcher.rows.partitioning import partition_indices
+from cep.matcher.sql.expressions import Scope
+from cep.matcher.vector import fastpath, kernels
+from cep.matcher.vector.layout import ArrayInput, ListInput
+from cep.matcher.vector.pattern_regex import NotEligible
+
+# Imported inside functions: pandas (heavy; only event times given as Python datetimes need it).
+
+# A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
+MAX_ITEMS = 16
+# From Python 3.12 sum() compensates float rounding, so a left-to-right SUM or AVG over floats is no
+# longer what the VM computes (running.py): those go to the VM there.
+PLAIN_FLOAT_SUMS = sys.version_info < (3, 12)
+# Rows per chunk of partitions matched at once: the lane arrays (a dozen per item) stay bounded.
+CHUNK_ROWS = 1 << 20
+# The rows the starts of a chunk may look at, per row plus a slack: a start looks at its whole run or
+# window, so runs that stay open for long (``A+ B`` with no B: quadratic) would cost more; past this the
+# batch goes to the VM, which bounds such open tails itself (E0431).
+SCAN_BUDGET_PER_ROW = 256
+SCAN_SLACK = 1 << 16
+
+FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
+_AGGREGATES = ("SUM", "COUNT", "AVG", "MIN", "MAX")
+
+Fallback = Callable[[tuple, dict], list]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of the sequence: variable ``label`` taken ``low`` to ``high`` times (None: no bound)."""
+
+    label: int
+    low: int
+    high: int | None
+    greedy: bool
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A running aggregate: ``name`` over ``column`` (None: ``COUNT(*)``) of the rows labelled ``label``
+    (None: every row of the match so far)."""
+
+    name: str
+    label: int | None
+    column: str | None
+
+
+# --------------------------------------------------------------------------------- compiling history
+
+
+class History:
+    """Compiles what a condition reads of the match so far into kernels over a ``LaneFrame``."""
+
+    def __init__(self, label_of: Callable[[ast.Identifier], int], slots: list[Slot]) -> None:
+        self.label_of = label_of
+        self.slots = slots
+
+    def variable_column(self, ref: ast.ColumnRef, name: str, offset: int):
+        label = self.label_of(ref.qualifier)
+        return lambda frame: frame.logical(label, name, "LAST", 0, offset)
+
+    def logical(self, node: ast.Navigation, column_of):
+        operand = node.operand
+        if not isinstance(operand, ast.ColumnRef):
+            raise kernels.NotVectorizable(f"{node.kind}() of an expression")
+        n = 0
+        if node.offset is not None:
+            if not (isinstance(node.offset, ast.Literal) and isinstance(node.offset.value, int) and not isinstance(node.offset.value, bool)
+                    and node.offset.value >= 0):
+                raise kernels.NotVectorizable(f"a non-constant {node.kind} offset")
+            n = node.offset.value
+        label = None if operand.qualifier is None else self.label_of(operand.qualifier)
+        name, kind = column_of(operand), node.kind
+        return lambda frame: frame.logical(label, name, kind, n, 0)
+
+    def aggregate(self, node: ast.Aggregate, column_of):
+        if node.name not in _AGGREGATES or node.distinct or len(node.args) != 1:
+            raise kernels.NotVectorizable(f"{node.name}() is not carried column-wise")
+        arg = node.args[0]
+        if isinstance(arg, ast.Star) and node.name == "COUNT":
+            slot = Slot("COUNT", None if arg.qualifier is None else self.label_of(arg.qualifier), None)
+        elif isinstance(arg, ast.ColumnRef):
+            slot = Slot(node.name, None if arg.qualifier is None else self.label_of(arg.qualifier), column_of(arg))
+        else:
+            raise kernels.NotVectorizable(f"{node.name}() of an expression")
+        if slot not in self.slots:
+            self.slots.append(slot)
+        index = self.slots.index(slot)
+        return lambda frame: frame.aggregate(index)
+
+
+# ---------------------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class SequencePlan:
+    machine: Any
+    statement: ast.Statement
+    items: tuple[Item, ...]
+    conditions: list  # per label: kernel condition over a LaneFrame, or None (every row)
+    slots: list[Slot]
+    columns: tuple[str, ...]  # the columns the conditions read
+    within: _dt.timedelta | None
+    show_timeout: bool
+    notes: list[str] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0})
+
+    def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
+        """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
+        VM's order; ``fallback(key, columns)`` matches a partition on the VM; ``clock`` is the event time
+        at the end of the input (WITHIN), as for ``match_partition``."""
+        data = source if isinstance(source, ArrayInput) else ListInput(source)
+        machine = self.machine
+        columns = data.python()
+        if data.n == 0:
+            return _elsewhere(fallback, machine, partition_indices(self.statement, machine, columns), columns)
+        layout = data.layout(self.statement, machine)
+        order, counts = layout.order, layout.counts
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        try:
+            values = {name: data.load(name, order) for name in self.columns}
+            times = _times(data, machine.within.column, order, clock, self.within) if self.within is not None else None
+        except kernels.Unsupported as why:
+            self.notes.append(f"ran on the VM: {why}")
+            return self._all_on_vm(fallback, layout, offsets, columns)
+        outcome = np.zeros(len(order), dtype=np.int8)
+        spans = np.zeros((len(self.items), len(order)), dtype=np.int64)  # rows of each item, per start
+        try:
+            for begin, end in _chunks(offsets):
+                lanes = _Lanes(self, values, times, offsets, begin, end)
+                lanes.match(outcome, spans)
+        except kernels.Unsupported as why:
+            self.notes.append(f"ran on the VM: {why}")
+            return self._all_on_vm(fallback, layout, offsets, columns)
+        return self._output(fallback, layout, offsets, columns, outcome, spans)
+
+    def _all_on_vm(self, fallback, layout, offsets, columns) -> list[tuple]:
+        groups = [(key, layout.order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(layout.keys)]
+        self.stats["vm_partitions"] += len(groups)
+        return _elsewhere(fallback, self.machine, groups, columns)
+
+    def _output(self, fallback, layout, offsets, columns, outcome, spans) -> list[tuple]:
+        """Walk each partition's starts in order, as AFTER MATCH SKIP picks them, and emit the rows."""
+        machine = self.machine
+        n = len(outcome)
+        # the next start at or after each row that is not a plain failure (n: none)
+        interesting = np.where(outcome != FAIL, np.arange(n), n)
+        following = np.minimum.accumulate(interesting[::-1])[::-1].tolist()
+        outcome_list = outcome.tolist()
+        counts = spans.T.tolist() if len(self.items) else []
+        labels_of = [item.label for item in self.items]
+        order_list = layout.order.tolist()
+        rows: list[tuple] = []
+        for index, key in enumerate(layout.keys):
+            begin, end = int(offsets[index]), int(offsets[index + 1])
+            position = following[begin] if begin < n else n
+            if position >= end:
+                self.stats["sequence_partitions"] += 1
+                continue  # no start here matches or times out: no output
+            members = order_list[begin:end]
+            part = {name: [columns[name][i] for i in members] for name in machine.columns}
+            output = PartitionOutput(machine, key, part)
+            output.env.total = end - begin
+            ambiguous = False
+            while position < end:
+                kind = outcome_list[position]
+                if kind == AMBIGUOUS:
+                    ambiguous = True
+                    break
+                labels = [label for label, count in zip(labels_of, counts[position]) for _ in range(count)]
+                local = position - begin
+                if kind == MATCH:
+                    next_local = output.emit_match(local, local + len(labels) - 1, labels, [])
+                    nxt = begin + next_local
+                else:  # TIMEOUT: not a match, no skip
+                    output.out.extend(machine.output.timeout(output, local, local + len(labels) - 1, labels))
+                    nxt = position + 1
+                position = following[nxt] if nxt < n else n
+            if ambiguous:
+                self.stats["vm_partitions"] += 1
+                rows.extend(fallback(key, part))
+                continue
+            self.stats["sequence_partitions"] += 1
+            rows.extend(output.out)
+        return rows
+
+
+def _chunks(offsets: np.ndarray):
+    """(first row, end row) of runs of whole partitions of about CHUNK_ROWS rows."""
+    parts = len(offsets) - 1
+    index = 0
+    while index < parts:
+        begin = int(offsets[index])
+        stop = int(np.searchsorted(offsets, begin + CHUNK_ROWS, side="right")) - 1
+        stop = max(stop, index + 1)
+        yield index, min(stop, parts)
+        index = min(stop, parts)
+
+
+def _elsewhere(fallback: Fallback, machine, groups, columns) -> list[tuple]:
+    rows: list[tuple] = []
+    for key, indices in groups:
+        rows.extend(fallback(key, {name: [columns[name][i] for i in indices] for name in machine.columns}))
+    return rows
+
+
+def _times(data, name: str, order: np.ndarray, clock, within: _dt.timedelta):
+    """(event times in ORDER BY order as int64, the clock in the same unit or None, WITHIN in that unit):
+    naive datetimes as µs, or integer epoch milliseconds, compared exactly as the VM compares them
+    (``machine.Within``); anything else is Unsupported."""
+    values = data.python()[name]
+    kinds = set(map(type, values))
+    if kinds <= {int} and kinds:
+        ticks = np.asarray(values, dtype=np.int64)[order]
+        unit = "ms"
+    elif kinds and all(issubclass(k, _dt.datetime) for k in kinds):
+        import pandas as pd  # its datetime conversion runs in C (numpy's takes microseconds a value)
+
+        index = pd.DatetimeIndex(values)
+        if index.tz is not None:
+            raise kernels.Unsupported("time-zone-aware event times")
+        nanos = index.as_unit("ns").asi8
+        if (nanos % 1000).any():
+            raise kernels.Unsupported("event times finer than a microsecond")
+        ticks = (nanos // 1000)[order]
+        unit = "us"
+    else:
+        raise kernels.Unsupported("event times that are not all naive datetimes or all integers")
+    if clock is None:
+        end = None
+    elif unit == "ms" and isinstance(clock, int) and not isinstance(clock, bool):
+        end = clock
+    elif unit == "us" and isinstance(clock, _dt.datetime) and clock.tzinfo is None:
+        end = int(np.datetime64(clock, "us").astype(np.int64))
+    else:
+        raise kernels.Unsupported("a clock of another kind than the event times")
+    if unit == "us":
+        width = within // _dt.timedelta(microseconds=1)
+    else:
+        width = within / _dt.timedelta(milliseconds=1)
+        if width != int(width):
+            raise kernels.Unsupported("a WITHIN of a fraction of a millisecond over numeric times")
+        width = int(width)
+    return ticks, end, width
+
+
+# --------------------------------------------------------------------------------------- the lanes
+
+
+class _Lanes:
+    """The starts of one chunk of partitions, matched item by item."""
+
+    def __init__(self, plan: SequencePlan, values: dict, times, offsets: np.ndarray, first_part: int, end_part: int):
+        self.plan = plan
+        self.values = values
+        self.begin = int(offsets[first_part])
+        self.end = int(offsets[end_part])
+        n = self.end - self.begin
+        self.n = n
+        bounds = offsets[first_part:end_part + 1] - self.begin
+        sizes = np.diff(bounds)
+        self.part_start = np.repeat(bounds[:-1], sizes)
+        self.part_end = np.repeat(bounds[1:], sizes)
+        self.limit = self.part_end.copy()
+        self.expired = np.zeros(n, dtype=bool)
+        if times is not None:
+            ticks, clock, width = times
+            self._within_limits(ticks[self.begin:self.end], clock, width, bounds)
+        self.item_begin = np.full((len(plan.items), n), -1, dtype=np.int64)
+        self.item_count = np.zeros((len(plan.items), n), dtype=np.int64)
+        self.item_of = {item.label: index for index, item in enumerate(plan.items)}
+        self.acc = [_Accumulator(slot, self) for slot in plan.slots]
+        self.budget = SCAN_BUDGET_PER_ROW * n + SCAN_SLACK
+
+    def _within_limits(self, ticks: np.ndarray, clock, width: int, bounds: np.ndarray) -> None:
+        """Per start: the first row at or past its time + WITHIN (or its partition's end), and whether
+        reaching that row means time ran out (a row there, or the clock past the deadline)."""
+        low = int(ticks.min()) if self.n else 0
+        span = (int(ticks.max()) - low if self.n else 0) + width + 1
+        parts = len(bounds) - 1
+        if span * parts < 2**62:  # one search over all partitions: each shifted past the one before
+            shifted = ticks - low + np.repeat(np.arange(parts, dtype=np.int64) * span, np.diff(bounds))
+            limit = np.searchsorted(shifted, shifted + width, side="left").astype(np.int64)
+        else:
+            limit = np.empty(self.n, dtype=np.int64)
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # ticks are sorted within each
+                part = ticks[a:b]
+                limit[a:b] = a + np.searchsorted(part, part + width, side="left")
+        self.limit = np.minimum(limit, self.part_end)
+        deadline_passed = limit < self.part_end
+        if clock is not None:
+            deadline_passed |= clock - ticks >= width
+        self.expired = deadline_passed
+
+    # ------------------------------------------------------------------------------------ matching
+
+    def match(self, outcome: np.ndarray, spans: np.ndarray) -> None:
+        plan = self.plan
+        lanes = np.arange(self.n, dtype=np.int64)
+        pos = lanes.copy()
+        state = np.full(self.n, FAIL, dtype=np.int8)
+        items = plan.items
+        for index, item in enumerate(items):
+            if not len(lanes):
+                break
+            following = items[index + 1] if index + 1 < len(items) else None
+            last_next = following is not None and index + 2 == len(items) and following.low == following.high == 1
+            lanes, pos = self._item(index, item, following, last_next, lanes, pos, state)
+        if len(lanes):  # every item matched
+            state[lanes] = MATCH
+        if not self.plan.show_timeout:
+            state[state == TIMEOUT] = FAIL
+        outcome[self.begin:self.end] = state
+        spans[:, self.begin:self.end] = self.item_count
+
+    def _item(self, index: int, item: Item, following: Item | None, next_is_last: bool, lanes, pos, state):
+        """Scan item ``index`` for ``lanes`` at rows ``pos``; returns the lanes that go on, and where.
+
+        Lanes that end here get their outcome in ``state`` (MATCH when the item, or the single-row item
+        after it, ends the pattern)."""
+        low, high, greedy = item.low, item.high, item.greedy
+        self.item_begin[index, lanes] = pos
+        m = len(lanes)
+        chosen = np.full(m, -1, dtype=np.int64)  # the preferred run length so far
+        found = np.zeros(m, dtype=np.int64)  # how many run lengths the next item accepts
+        at_limit = np.zeros(m, dtype=bool)  # a partial match still wanted a row at the lane's limit
+        snapshots = [acc.snapshot(m) for acc in self.acc]
+        scanning = np.arange(m)  # indexes into lanes
+        last = following is None
+        # A fixed count hands its lanes to the next item, which tests its own rows; only a single-row
+        # last item is tested here, to finish the match at once.
+        fixed = low == high and not next_is_last
+        stop_first = (last and not greedy) or (next_is_last and not greedy)
+        step = 0
+        while len(scanning):
+            self.budget -= len(scanning)
+            if self.budget < 0:
+                raise kernels.Unsupported("runs that stay open too long for a scan from every start (quadratic)")
+            lane = lanes[scanning]
+            row = pos[scanning] + step
+            inside = row < self.limit[lane]
+            # 1. May the run end here? (the next item's first row holds; or nothing follows)
+            if step >= low:
+                if last or fixed:
+                    ends = np.ones(len(scanning), dtype=bool)
+                else:
+                    ends = inside.copy()
+                    test = np.flatnonzero(inside)
+                    if len(test):
+                        ends[test] = self._holds(following.label, lane[test], row[test])
+                hit = scanning[ends]
+                if len(hit):
+                    take = hit if greedy else hit[chosen[hit] < 0]
+                    chosen[take] = step
+                    found[hit] += 1
+                    for acc, snap in zip(self.acc, snapshots):
+                        acc.save(snap, take, lanes[take])
+                if stop_first:
+                    keep = ~ends
+                    scanning, lane, row, inside = scanning[keep], lane[keep], row[keep], inside[keep]
+            # 2. Does the run go on? (its own condition holds on this row, within its bound)
+            if high is not None and step >= high:
+                if not (last or fixed):  # only the next item still wants a row: at the limit, it cannot have it
+                    at_limit[scanning[~inside]] = True
+                break
+            outside = ~inside
+            if outside.any():  # at the lane's limit with the run (or the next item) still wanting a row
+                wanting = scanning[outside]
+                at_limit[wanting] = True
+            scanning, lane, row = scanning[inside], lane[inside], row[inside]
+            if not len(scanning):
+                break
+            ok = self._holds(item.label, lane, row)
+            scanning, lane, row = scanning[ok], lane[ok], row[ok]
+            self.item_count[index, lane] = step + 1
+            for acc in self.acc:
+                acc.add(item.label, lane, row)
+            step += 1
+        return self._resolve(index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state)
+
+    def _resolve(self, index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state):
+        if following is None or next_is_last:
+            done = chosen >= 0
+            # a preferred partial match that ran out of time never beats a found match (it dies)
+            self._restore(index, lanes, chosen, done, snapshots)
+            finished = lanes[done]
+            if following is not None:  # the single-row item after this one takes its row
+                row = pos[done] + chosen[done]
+                self.item_begin[index + 1, finished] = row
+                self.item_count[index + 1, finished] = 1
+                for acc in self.acc:
+                    acc.add(following.label, finished, row)
+            state[finished] = MATCH
+            timed = ~done & at_limit & self.expired[lanes]
+            state[lanes[timed]] = TIMEOUT
+            return lanes[:0], pos[:0]
+        ways = found + at_limit
+        state[lanes[ways >= 2]] = AMBIGUOUS
+        timed = (ways == 1) & at_limit & self.expired[lanes]
+        state[lanes[timed]] = TIMEOUT
+        going = (ways == 1) & (chosen >= 0)
+        self._restore(index, lanes, chosen, going, snapshots)
+        return lanes[going], pos[going] + chosen[going]
+
+    def _restore(self, index, lanes, chosen, which, snapshots) -> None:
+        """The chosen run length's count and aggregates for the lanes ``which``."""
+        picked = lanes[which]
+        self.item_count[index, picked] = chosen[which]
+        for acc, snap in zip(self.acc, snapshots):
+            acc.restore(snap, np.flatnonzero(which), picked)
+
+    def _holds(self, label: int, lane: np.ndarray, row: np.ndarray) -> np.ndarray:
+        condition = self.plan.conditions[label]
+        if condition is None:
+            return np.ones(len(lane), dtype=bool)
+        return condition(LaneFrame(self, lane, row, label))
+
+    # ------------------------------------------------------------------------------- frame reads
+
+    def column(self, name: str, rows: np.ndarray, lanes: np.ndarray) -> kernels.Value:
+        value = self.values[name]
+        if value.kind == "null":
+            return value
+        inside = (rows >= self.part_start[lanes]) & (rows < self.part_end[lanes])
+        at = np.where(inside, rows, 0) + self.begin
+        nulls = ~inside
+        if value.nulls is not None:
+            nulls = nulls | value.nulls[at]
+        return kernels.Value(value.kind, value.data[at], nulls if nulls.any() else None)
+
+
+class LaneFrame:
+    """The kernels' frame over partial matches: lane i tests row ``cur[i]`` as variable ``current``
+    (None: a match's last row, for measures)."""
+
+    def __init__(self, lanes: _Lanes, lane: np.ndarray, cur: np.ndarray, current: int | None) -> None:
+        self.lanes = lanes
+        self.lane = lane
+        self.cur = cur
+        self.current = current
+        self.n = len(lane)
+
+    def column(self, name: str, offset: int = 0) -> kernels.Value:
+        return self.lanes.column(name, self.cur + offset, self.lane)
+
+    def rows_of(self, label: int | None):
+        """(first row, last row, has any) of the rows labelled ``label`` so far (None: every row)."""
+        if label is None:
+            return self.lane, self.cur, np.ones(self.n, dtype=bool)
+        lanes = self.lanes
+        index = lanes.item_of[label]
+        first = lanes.item_begin[index, self.lane]
+        count = lanes.item_count[index, self.lane] + (1 if label == self.current else 0)
+        return first, first + count - 1, count > 0
+
+    def logical(self, label: int | None, name: str, kind: str, n: int, offset: int) -> kernels.Value:
+        """FIRST/LAST(name, n) among the rows of ``label``; then ``offset`` rows physically (PREV/NEXT)."""
+        first, last, has = self.rows_of(label)
+        row = first + n if kind == "FIRST" else last - n
+        valid = has & (row >= first) & (row <= last)
+        value = self.lanes.column(name, np.where(valid, row, self.cur) + offset, self.lane)
+        if value.kind == "null":
+            return value
+        nulls = ~valid if value.nulls is None else (value.nulls | ~valid)
+        return kernels.Value(value.kind, value.data, nulls)
+
+    def aggregate(self, index: int) -> kernels.Value:
+        return self.lanes.acc[index].value(self)
+
+
+class _Accumulator:
+    """One running aggregate per lane, folded row by row as ``running.py`` folds it."""
+
+    def __init__(self, slot: Slot, lanes: _Lanes) -> None:
+        self.slot = slot
+        self.lanes = lanes
+        n = lanes.n
+        self.count = np.zeros(n, dtype=np.int64)  # non-NULL rows folded
+        self.column = None
+        if slot.column is not None:
+            column = lanes.values[slot.column]
+            self.column = column
+            if slot.name != "COUNT":
+                if column.kind not in ("int", "float", "null"):
+                    raise kernels.Unsupported(f"{slot.name} over a {column.kind} column")
+                if column.kind == "float" and slot.name in ("SUM", "AVG") and not PLAIN_FLOAT_SUMS:
+                    raise kernels.Unsupported(f"{slot.name} over floats (compensated by sum() on this Python)")
+                if column.kind == "int" and slot.name == "SUM" and column.data.size and \
+                        int(np.abs(column.data).max()) * max(column.data.size, 1) >= 2**62:
+                    raise kernels.Unsupported("SUM of integers that could overflow 64 bits")
+        dtype = np.float64 if (slot.name == "AVG" or (self.column is not None and self.column.kind == "float")) else np.int64
+        self.total = np.zeros(n, dtype=dtype)
+
+    def _ranges(self, label: int | None) -> bool:
+        return self.slot.label is None or self.slot.label == label
+
+    def _row(self, rows: np.ndarray):
+        """(present, value) of the aggregated column at ``rows`` (global chunk rows)."""
+        if self.column is None:
+            return np.ones(len(rows), dtype=bool), None
+        if self.column.kind == "null":
+            return np.zeros(len(rows), dtype=bool), np.zeros(len(rows), dtype=self.total.dtype)
+        at = rows + self.lanes.begin
+        present = np.ones(len(rows), dtype=bool) if self.column.nulls is None else ~self.column.nulls[at]
+        return present, self.column.data[at]
+
+    def _fold(self, total, count, present, value):
+        name = self.slot.name
+        if name == "COUNT":
+            return total, count + present
+        if name in ("SUM", "AVG"):
+            value = value.astype(self.total.dtype, copy=False)
+            return np.where(present, np.where(count > 0, total + value, value), total), count + present
+        better = value < total if name == "MIN" else value > total
+        with np.errstate(invalid="ignore"):
+            replace = present & ((count == 0) | better)
+        return np.where(replace, value, total), count + present
+
+    def add(self, label: int, lanes: np.ndarray, rows: np.ndarray) -> None:
+        if not self._ranges(label) or not len(lanes) or (self.column is not None and self.column.kind == "null"):
+            return
+        present, value = self._row(rows)
+        if self.slot.name == "COUNT":
+            self.count[lanes] += present
+            return
+        self.total[lanes], self.count[lanes] = self._fold(self.total[lanes], self.count[lanes], present, value)
+
+    def value(self, frame: LaneFrame) -> kernels.Value:
+        lanes = frame.lane
+        total, count = self.total[lanes], self.count[lanes]
+        if frame.current is not None and self._ranges(frame.current):  # the row under test counts
+            present, value = self._row(frame.cur)
+            if self.slot.name == "COUNT":
+                count = count + present
+            else:
+                total, count = self._fold(total, count, present, value)
+        if self.slot.name == "COUNT":
+            return kernels.Value("int", count, None)
+        empty = count == 0
+        if self.slot.name == "AVG":
+            with np.errstate(all="ignore"):
+                result = total / np.where(empty, 1, count)
+            return kernels.Value("float", result, empty if empty.any() else None)
+        kind = "float" if self.total.dtype == np.float64 else "int"
+        if self.column is not None and self.column.kind == "null":
+            return kernels.NULL
+        return kernels.Value(kind, total, empty if empty.any() else None)
+
+    def snapshot(self, m: int):
+        return [np.zeros(m, dtype=self.total.dtype), np.zeros(m, dtype=np.int64)]
+
+    def save(self, snap, at: np.ndarray, lanes: np.ndarray) -> None:
+        snap[0][at] = self.total[lanes]
+        snap[1][at] = self.count[lanes]
+
+    def restore(self, snap, at: np.ndarray, lanes: np.ndarray) -> None:
+        self.total[lanes] = snap[0][at]
+        self.count[lanes] = snap[1][at]
+
+
+# ------------------------------------------------------------------------------------- eligibility
+
+
+def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple[SequencePlan | None, list[str]]:
+    try:
+        return _build(statement, machine, input_columns), []
+    except NotEligible as why:
+        return None, [str(why)]
+
+
+def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan | None:
+    """The sequence plan for this machine, built once and kept on the machine; None when not eligible."""
+    if not fastpath.ENABLED:  # CEP_FASTPATH=0: every query on the Pike VM
+        return None
+    cached = machine.__dict__.get("_sequence")
+    if cached is None:
+        cached = machine.__dict__["_sequence"] = analyze(statement, machine, input_columns)
+    return cached[0]
+
+
+def _items(pattern: ast.Pattern, label_ids: dict[str, int]) -> tuple[Item, ...]:
+    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
+    items = []
+    for part in parts:
+        if isinstance(part, ast.PatternVar):
+            items.append(Item(label_ids[part.name.key], 1, 1, True))
+        elif isinstance(part, ast.Quantified) and isinstance(part.term, ast.PatternVar):
+            if part.max == 0:
+                raise NotEligible("a variable quantified zero times")
+            items.append(Item(label_ids[part.term.name.key], part.min, part.max, part.greedy))
+        else:
+            raise NotEligible(f"the pattern is not a sequence of variables ({type(part).__name__})")
+    for item, following in zip(items, items[1:]):
+        if item.low != item.high and following.low == 0:
+            raise NotEligible("a run followed by an optional item (where it ends depends on the items after)")
+    if len({item.label for item in items}) != len(items):
+        raise NotEligible("a variable appears twice in the pattern")
+    if len(items) > MAX_ITEMS:
+        raise NotEligible(f"more than {MAX_ITEMS} items")
+    if sum(item.low for item in items) == 0:
+        raise NotEligible("the pattern can match no row (empty matches)")
+    return tuple(items)
+
+
+def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan:
+    mr = statement.match
+    if mr.rows_per_match.mode != "ONE":
+        raise NotEligible("ALL ROWS PER MATCH")
+    if getattr(mr, "seek", False):
+        raise NotEligible("SEEK")
+    if mr.subsets:
+        raise NotEligible("SUBSET")
+    labels = machine.label_names
+    label_ids = {name: index for index, name in enumerate(labels)}
+    items = _items(mr.pattern, label_ids)
+    names = ColumnNames(input_columns)
+    scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=True)
+
+    def label_of(qualifier: ast.Identifier) -> int:
+        if qualifier.key not in label_ids:
+            raise kernels.NotVectorizable(f"'{qualifier.name}' is not a pattern variable")
+        return label_ids[qualifier.key]
+
+    slots: list[Slot] = []
+    history = History(label_of, slots)
+    defines = {d.variable.key: d for d in mr.defines}
+    try:
+        conditions, used = kernels.compile_defines(defines, labels, scope.column,
+                                                   {name: frozenset({i}) for name, i in label_ids.items()}, history)
+    except kernels.NotVectorizable as why:
+        raise NotEligible(str(why)) from None
+    used |= {slot.column for slot in slots if slot.column is not None}
+    within = machine.within.limit if machine.within is not None else None
+    return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
+                        columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout)
+
+
+def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, ...], regex_line: str) -> list[str]:
+    """``cep explain``'s lines when the regex fast path declines (``regex_line`` says why)."""
+    plan, reasons = analyze(statement, machine, input_columns)
+    why_not_regex = regex_line.partition("(")[2].rstrip(")")
+    if plan is None:
+        return [regex_line.rstrip(")") + "; not the sequence engine: " + "; ".join(reasons) + ")"]
+    return ["path: column-wise sequence engine (matcher/vector/sequence.py): every start row at once, item by item,",
+            "      with numpy; WITHIN, timeouts and what the conditions read of the match so far, per start",
+            f"      (not the regex fast path: {why_not_regex})",
+            "      a batch the kernels cannot evaluate exactly, and a partition where a start's preferred match",
+            "      depends on backtracking, run on the Pike VM"]

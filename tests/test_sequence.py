@@ -1,0 +1,181 @@
+"""The column-wise sequence engine (``matcher/vector/sequence.py``) gives the Pike VM's output and the
+reference matcher's, on the shapes it takes: sequences of single rows and counted runs with WITHIN,
+SHOW TIMEOUT MATCHES, references to earlier variables, FIRST/LAST with offsets and running aggregates.
+
+The generators stress what the engine decides column-wise: time gaps just inside, at and past the
+limit, ties in time and in values, runs that end at a partition's edge or at the limit, starts whose
+preferred end depends on backtracking (those partitions must go to the VM), several partitions in one
+batch and batches cut into chunks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import cep
+from cep.matcher.rows.tables import rows_to_columns
+from cep.matcher.vector import fastpath, sequence
+from tests import reference_matcher as reference
+
+T0 = dt.datetime(2024, 1, 1)
+GAPS = st.sampled_from([0, 1, 1, 2, 3, 9, 10, 11, 30])
+VARIABLES = ("A", "B", "C", "D")
+ROW = ["value < 2", "value >= 2", "value = 3", "value > PREV(value)", "value <= PREV(value)", "value <> 1",
+       "NEXT(value) > value", "value IS NULL", "TRUE"]
+
+
+def history(name: str, earlier: list[str]) -> list[str]:
+    out = [f"value > FIRST(value)", "value < LAST(value, 1)", f"LAST({name}.value, 1) IS NULL OR value >= LAST({name}.value, 1)",
+           f"SUM({name}.value) < 6", f"COUNT({name}.*) <= 2", f"AVG({name}.value) >= 1.5", f"MAX({name}.value) < 4",
+           f"MIN({name}.value) + COUNT(*) > 2", "SUM(value) <= 7", f"FIRST({name}.value, 1) IS NULL OR value <> FIRST({name}.value, 1)",
+           f"COUNT({name}.value) < 3"]
+    for other in earlier:
+        out += [f"{name}.value > {other}.value", f"value <= {other}.value + 1", f"value > FIRST({other}.value)",
+                f"SUM({other}.value) + value > 3", f"PREV({other}.value) IS NULL OR {other}.value <> PREV({other}.value)",
+                f"LAST({other}.value, 1) IS NULL"]
+    return out
+
+
+@st.composite
+def sequence_queries(draw) -> str:
+    count = draw(st.integers(1, 4))
+    names = draw(st.permutations(VARIABLES))[:count]
+    items = []
+    for name in names:
+        quantifier = draw(st.sampled_from(["", "", "", "+", "*", "?", "{2,}", "{1,3}", "{2}", "{0,2}"]))
+        if quantifier and draw(st.booleans()):
+            quantifier += "?"
+        items.append(name + quantifier)
+    defines, seen = [], []
+    for name in names:
+        if draw(st.integers(0, 4)):
+            condition = draw(st.sampled_from(ROW + history(name, seen)))
+            if draw(st.integers(0, 3)) == 0:
+                condition = f"({condition}) AND ({draw(st.sampled_from(ROW))})"
+            defines.append(f"{name} AS {condition}")
+        seen.append(name)
+    within = draw(st.sampled_from(["", "", " WITHIN INTERVAL '10' SECOND"]))
+    timeouts = bool(within) and draw(st.booleans())
+    skip = draw(st.sampled_from(["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW", f"TO LAST {names[-1]}",
+                                 f"TO FIRST {names[-1]}"]))
+    measures = [f"FIRST(ts) AS first_ts", "LAST(ts) AS last_ts", "COUNT(*) AS n", "MATCH_NUMBER() AS mno",
+                f"LAST({names[0]}.value) AS v0", f"SUM({names[-1]}.value) AS total"]
+    if timeouts:
+        measures.append("MATCH_STATUS() AS status")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+            f"PATTERN ({' '.join(items)}){within}" + (f" DEFINE {', '.join(defines)}" if defines else "") + ")")
+
+
+@st.composite
+def timed_rows(draw, max_rows: int = 16) -> list[dict]:
+    spec = draw(st.lists(st.tuples(st.sampled_from("xyz"), GAPS, st.one_of(st.integers(0, 4), st.none())), max_size=max_rows))
+    clock = {"x": 0, "y": 0, "z": 0}
+    rows = []
+    for key, gap, value in spec:
+        clock[key] += gap
+        rows.append({"part": key, "ts": T0 + dt.timedelta(seconds=clock[key]), "value": value})
+    return rows
+
+
+def on_vm(query, columns):
+    saved, fastpath.ENABLED = fastpath.ENABLED, False
+    try:
+        return query.plan.run_columns(columns)
+    finally:
+        fastpath.ENABLED = saved
+
+
+def _canonical(names, rows) -> Counter:
+    return Counter(tuple(sorted((k, repr(v)) for k, v in zip(names, row))) for row in rows)
+
+
+@settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(text=sequence_queries(), rows=timed_rows(), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 3]))
+def test_sequence_engine_equals_the_vm_and_the_reference(text, rows, chunk):
+    query = cep.compile(text)
+    columns = rows_to_columns(rows) if rows else {"part": [], "ts": [], "value": []}
+    machine = query.plan.machine(tuple(columns))
+    assume(sequence.plan_for(query.statement, machine, tuple(columns)) is not None)
+    assert fastpath.plan_for(query.statement, machine, tuple(columns)) is None or "WITHIN" not in text
+    saved, sequence.CHUNK_ROWS = sequence.CHUNK_ROWS, chunk
+    try:
+        names, got = query.plan.run_columns(columns)
+    except cep.CepError as error:
+        assert error.code == "E0401"  # AFTER MATCH SKIP to the first row: the VM raises the same
+        with pytest.raises(cep.CepError, match="AFTER MATCH SKIP"):
+            on_vm(query, columns)
+        return
+    finally:
+        sequence.CHUNK_ROWS = saved
+    vm_names, want = on_vm(query, columns)
+    assert got == want, f"\n{text}\nrows={rows}"
+    try:
+        expected = reference.reference_run_table(query.statement, rows)
+    except (reference.ReferenceBudgetExceeded, reference.ReferenceSkipError):
+        return
+    assert _canonical(names, got) == _canonical(*expected), f"\n{text}\nrows={rows}"
+
+
+def test_the_engine_takes_the_bench_shapes_and_explain_says_so():
+    shapes = {
+        "brute force": "PATTERN (F{3,} O) WITHIN INTERVAL '5' MINUTE DEFINE F AS v < 1, O AS v > 2",
+        "card testing": "PATTERN (S{3,} B) WITHIN INTERVAL '10' MINUTE DEFINE S AS v < 2, B AS v > 3",
+        "(d) price drop": "PATTERN (A B*? C) WITHIN INTERVAL '10' MINUTE DEFINE C AS C.v < A.v - 1",
+        "(e) volume bars": "PATTERN (A+ B) DEFINE A AS SUM(A.v) < 10, B AS SUM(A.v) + B.v >= 10",
+        "(b) falling run": ("PATTERN (S D+ U) DEFINE D AS (LAST(D.v, 1) IS NULL AND D.v < S.v) OR D.v < LAST(D.v, 1), "
+                            "U AS U.v > LAST(D.v, 1)"),
+    }
+    for name, tail in shapes.items():
+        query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n {tail})")
+        machine = query.plan.machine(("k", "ts", "v"))
+        assert sequence.plan_for(query.statement, machine, ("k", "ts", "v")) is not None, name
+        assert "path: column-wise sequence engine" in query.explain(), name
+
+
+def test_a_start_whose_end_depends_on_backtracking_sends_its_partition_to_the_vm():
+    # A+ then B then C: where A's run ends depends on C (B holds on several rows of the run)
+    query = cep.compile("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts
+        MEASURES COUNT(*) AS n PATTERN (A+ B C) DEFINE A AS value >= 1, B AS value >= 2, C AS value < FIRST(value))""")
+    rows = [{"part": p, "ts": T0 + dt.timedelta(seconds=i), "value": v}
+            for p, values in (("x", [1, 2, 2, 1, 0]), ("y", [1, 2, 0])) for i, v in enumerate(values)]
+    columns = rows_to_columns(rows)
+    plan = sequence.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
+    assert query.plan.run_columns(columns) == on_vm(query, columns)
+    assert plan.stats["vm_partitions"] == 1 and plan.stats["sequence_partitions"] == 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=sequence_queries(), rows=timed_rows(max_rows=20))
+def test_lists_pandas_and_arrow_give_the_same_rows(text, rows):
+    assume(rows)
+    query = cep.compile(text)
+    machine = query.plan.machine(("part", "ts", "value"))
+    assume(sequence.plan_for(query.statement, machine, ("part", "ts", "value")) is not None)
+    try:
+        want = query.run(rows)
+    except cep.CepError:
+        return
+    frame = pd.DataFrame(rows).astype({"value": "Int64"})
+    assert query.run(frame).astype(object).where(lambda f: f.notna(), None).to_dict("records") == want
+    assert query.run(pa.Table.from_pylist(rows)).to_pylist() == want
+
+
+def test_a_batch_the_kernels_cannot_evaluate_runs_on_the_vm():
+    query = cep.compile("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts
+        MEASURES COUNT(*) AS n PATTERN (A B+) WITHIN INTERVAL '1' MINUTE DEFINE B AS B.value > A.value)""")
+    rows = [{"part": "x", "ts": T0 + dt.timedelta(seconds=i), "value": v} for i, v in enumerate([1, 2.5, "3", 4])]
+    with pytest.raises(cep.CepError):  # the VM compares a string with a number: E0410, as before
+        on_vm(query, rows_to_columns(rows))
+    with pytest.raises(cep.CepError):
+        query.run(rows)
+    rows[2]["value"] = 3
+    columns = rows_to_columns(rows)
+    assert query.plan.run_columns(columns) == on_vm(query, columns)
