@@ -18,6 +18,7 @@ yet are marked xfail with the reason; docs/reliability.md lists them as open.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import resource
@@ -168,12 +169,20 @@ def _child(text: str, rows: int, conn) -> None:
         compiled, compiled_cpu = clock() - began, cpu() - began_cpu
         small_columns, columns = _hostile_rows(rows // 4), _hostile_rows(rows)
         try:
-            began_cpu = cpu()
-            q.plan.run_columns(small_columns)
-            small = cpu() - began_cpu
+            # The best of a few runs of the small input: one run of a few dozen milliseconds on a shared
+            # 2-core machine measures the neighbours as much as the matcher (a ratio of 12 seen in CI).
+            small = math.inf
+            for _ in range(3):
+                began_cpu = cpu()
+                q.plan.run_columns(small_columns)
+                small = min(small, cpu() - began_cpu)
             began, began_cpu = clock(), cpu()
             names, out = q.plan.run_columns(columns)
             large, large_cpu = clock() - began, cpu() - began_cpu
+            if large_cpu > LINEAR_RATIO * small and large_cpu < 5:  # once more before calling it superlinear
+                began_cpu = cpu()
+                q.plan.run_columns(columns)
+                large_cpu = min(large_cpu, cpu() - began_cpu)
         except cep.CepError as err:
             report.update(outcome="refused", seconds=compiled + clock() - began, cpu_s=compiled_cpu + cpu() - began_cpu,
                           code=err.code, message=err.message, kind=type(err).__name__)
