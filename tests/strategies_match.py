@@ -380,6 +380,8 @@ def _measures(variables: tuple[str, ...]) -> Any:
         st.builds(lambda s: first(value, None, s), sem),
         st.builds(lambda s: last(value, None, s), sem),
         st.builds(lambda s, n: last(value, n, s), sem, st.integers(1, 2)),
+        # RUNNING FIRST with an offset sees only the rows so far (issue 15): NULL until the match is long enough
+        st.builds(lambda s, n: first(value, n, s), sem, st.integers(1, 2)),
         st.builds(lambda s: count_star(None, s), sem),
         st.builds(lambda s: agg("SUM", value, semantics=s), sem),
         st.just(prev(value)),
@@ -391,6 +393,7 @@ def _measures(variables: tuple[str, ...]) -> Any:
         options += [
             w.map(lambda x: col("value", x)),
             st.builds(lambda x, s: first(col("value", x), None, s), w, sem),
+            st.builds(lambda x, s, n: first(col("value", x), n, s), w, sem, st.integers(1, 2)),
             st.builds(lambda x, s: last(col("value", x), None, s), w, sem),
             st.builds(lambda x, s: count_star(x, s), w, sem),
             st.builds(lambda x, s: agg("SUM", col("value", x), semantics=s), w, sem),

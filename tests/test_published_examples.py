@@ -90,10 +90,6 @@ PYTHON_FAILURES: dict[str, tuple[str, str]] = {
                  "(common table expressions) are not supported; the MATCH_RECOGNIZE part passes on the same rows (checked)"),
     "ydb-measures-example": ("E0230", "YDB's AGGREGATE_LIST (= ARRAY_AGG): E0230 unknown function AGGREGATE_LIST() (hint: 'GREATEST'); "
                                       "then passes (checked with ARRAY_AGG)"),
-    "ydb-rows-per-match-all-rows": (
-        "ROWS", "RUNNING FIRST() looks past the current row (issue 15): under ALL ROWS PER MATCH, FIRST(B2.ts) on the "
-                "first row (B1, ts 100) gives 200, a later row's value, while LAST(B3.ts) there is rightly NULL; the "
-                "standard gives NULL for both (YDB itself prints the FINAL values 200 and 300)"),
 }
 
 SPARK_FAILURES: dict[str, tuple[str, str]] = {
