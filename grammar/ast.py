@@ -450,6 +450,28 @@ class Statement:
     name: str | None = None
 
 
+def matches_one_way(pattern: "Pattern") -> bool:
+    """Can ``pattern`` match a given stretch of rows in one way only (no alternation, no quantifier with
+    a choice, no PERMUTE of several items)? Factoring such a prefix out of an alternation keeps the
+    preference order: ``X P | X Q`` is ``X (P | Q)`` exactly when X has no second way to match."""
+    stack = [pattern]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (PatternVar, Anchor, Empty)):
+            continue
+        if isinstance(node, Concat):
+            stack.extend(node.items)
+        elif isinstance(node, Exclusion):
+            stack.append(node.pattern)
+        elif isinstance(node, Quantified) and node.min == node.max:
+            stack.append(node.term)
+        elif isinstance(node, Permute) and len(node.items) == 1:
+            stack.append(node.items[0])
+        else:
+            return False
+    return True
+
+
 # ------------------------------------------------------------------------------------------------ walks
 # The one way to visit a tree (the checker, the parser's depth bound, the compiler, the fast path and the
 # command all use it): every dataclass field but the span, in declaration order, identifiers included.

@@ -642,13 +642,27 @@ def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
     if isinstance(pattern, ast.Quantified):
         copies = (pattern.max if pattern.max is not None else pattern.min + 1) or 1
         return min(cap, copies * _expanded_size(pattern.term, cap))
-    items = pattern.items if isinstance(pattern, (ast.Concat, ast.Permute)) else pattern.alternatives
-    total = min(cap, sum(_expanded_size(item, cap) for item in items))
     if isinstance(pattern, ast.Permute):
-        # The compiler builds a prefix tree of the orders: sum over k of n!/(n-k)! item occurrences.
-        n = min(len(items), 20)
-        occurrences = sum(math.factorial(n) // math.factorial(n - k) for k in range(1, n + 1))
-        total = min(cap, (total * occurrences) // max(n, 1))
+        return _permute_size([_expanded_size(item, cap) for item in pattern.items],
+                             [ast.matches_one_way(item) for item in pattern.items], cap)
+    items = pattern.items if isinstance(pattern, ast.Concat) else pattern.alternatives
+    return min(cap, sum(_expanded_size(item, cap) for item in items))
+
+
+def _permute_size(sizes: list[int], one_way: list[bool], cap: int) -> int:
+    """Terms of PERMUTE as the compiler lays it out (program/compiler.py): an item that matches one way
+    starts a prefix tree over the rest; any other item starts (n-1)! orders written out in full."""
+    if len(sizes) <= 1:
+        return min(cap, sum(sizes))
+    total = 0
+    for i, size in enumerate(sizes):
+        rest, rest_one_way = sizes[:i] + sizes[i + 1:], one_way[:i] + one_way[i + 1:]
+        if one_way[i]:
+            total += size + _permute_size(rest, rest_one_way, cap)
+        else:
+            total += math.factorial(len(rest)) * (size + sum(rest))
+        if total >= cap:
+            return cap
     return total
 
 
