@@ -242,6 +242,13 @@ class _Checker:
         if skip is not None and skip.variable is not None and skip.variable.key not in self._names_by_key():
             self.report("E0223", f"AFTER MATCH SKIP TO '{skip.variable.name}': no such pattern variable or subset",
                         skip.variable.span, _did_you_mean(skip.variable.name, self._names()))
+        if match.rows_per_match.mode == "ALL_WITH_UNMATCHED":
+            exclusion = next((n for n in ast.walk(match.pattern) if isinstance(n, ast.Exclusion)), None)
+            if exclusion is not None:
+                self.report("E0243", "a pattern with an exclusion {- ... -} cannot be used with ALL ROWS PER MATCH "
+                            "WITH UNMATCHED ROWS (SQL:2016 forbids it: an excluded row would be neither a match "
+                            "row nor an unmatched row)", exclusion.span,
+                            "drop the exclusion, or use ALL ROWS PER MATCH without WITH UNMATCHED ROWS")
         if match.rows_per_match.show_timeout and match.within is None:
             self.report("E0227", "SHOW TIMEOUT MATCHES needs a WITHIN clause", match.rows_per_match.span,
                         "a match can only time out when WITHIN gives it a deadline")

@@ -54,9 +54,6 @@ _CLS = ("CLASSIFIER without parentheses (Snowflake): it compiles, then the run f
 _MSN = "Snowflake's MATCH_SEQUENCE_NUMBER() (the row's position in its match): E0230 unknown function MATCH_SEQUENCE_NUMBER()"
 _OVER = ("Snowflake's window function in DEFINE, avg(price) over (rows between unbounded preceding and unbounded "
          "following): E0120 missing ',' between DEFINE items (the OVER clause is not parsed)")
-_E0209 = ("qualified outer ORDER BY (ORDER BY MR.x): E0209 'the outer ORDER BY may only name output columns here' "
-          "on Spark although the python engine accepts it")
-
 PYTHON_FAILURES: dict[str, tuple[str, str]] = {
     "snowflake-ref-v-shape-summary": ("E0230", _LAG + "; then passes (checked with PREV)"),
     "snowflake-ref-all-rows-one-company": (
@@ -92,14 +89,7 @@ PYTHON_FAILURES: dict[str, tuple[str, str]] = {
                                       "then passes (checked with ARRAY_AGG)"),
 }
 
-SPARK_FAILURES: dict[str, tuple[str, str]] = {
-    **PYTHON_FAILURES,
-    "oracle-dwhsg-20-1-v-shape-one-row": ("E0209", _E0209),
-    "oraclebase-peaks-one-row": ("E0209", _E0209),
-    "oraclebase-peaks-all-rows": ("E0209", _E0209),
-    "oraclebase-dip-all-rows": ("E0209", _E0209),
-    "oraclebase-twinkies-between": ("E0209", _E0209),
-}
+SPARK_FAILURES: dict[str, tuple[str, str]] = dict(PYTHON_FAILURES)
 
 
 class KnownFailure(Exception):

@@ -59,3 +59,50 @@ def test_running_first_sees_only_rows_up_to_the_current_row() -> None:
     got = _both(text, _rows([5, 6, 7]))
     assert [(r["first_up"], r["last_up"], r["ups"], r["third"], r["f"]) for r in got] == [
         (None, None, 0, None, 6), (6, 6, 1, None, 6), (6, 7, 2, 7, 6)]
+
+
+# ----------------------------------------------------------------------------- the outer ORDER BY
+
+_TICKS = [{"symbol": s, "ts": i, "price": p} for i, (s, p) in enumerate(
+    [("B", 5), ("A", 9), ("B", 3), ("A", 8), ("B", 4), ("A", 7), ("A", 9)])]
+_ORDERED = """SELECT MR.symbol, MR.start_ts, MR.bottom {select_extra}
+FROM ticks MATCH_RECOGNIZE (
+  PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(ts) AS start_ts, LAST(DOWN.price) AS bottom, COUNT(*) AS n
+  PATTERN (STRT DOWN+) DEFINE DOWN AS price < PREV(price)) MR
+ORDER BY {order}"""
+_CASES = [
+    ("MR.symbol DESC, MR.start_ts", "", [("B", 0, 3), ("A", 1, 7)]),  # Oracle's qualified keys
+    ("MR.n DESC", "", [("A", 1, 7), ("B", 0, 3)]),  # a column of MATCH_RECOGNIZE not selected
+    ("MR.bottom * -1 DESC", "", [("B", 0, 3), ("A", 1, 7)]),  # an expression
+    ("2 DESC", "", [("A", 1, 7), ("B", 0, 3)]),  # a position in the select list
+]
+
+
+@pytest.mark.parametrize("order, extra, expected", _CASES)
+def test_qualified_and_computed_outer_order_by_on_the_python_engine(order, extra, expected) -> None:
+    rows = cep.compile(_ORDERED.format(select_extra=extra, order=order)).run(_TICKS)
+    assert [tuple(r.values()) for r in rows] == expected
+
+
+@pytest.mark.spark
+def test_qualified_and_computed_outer_order_by_on_spark(spark) -> None:
+    df = spark.createDataFrame(_TICKS)
+    for order, extra, expected in _CASES:
+        out = cep.compile(_ORDERED.format(select_extra=extra, order=order)).on_spark(df)
+        assert out.columns == ["symbol", "start_ts", "bottom"]
+        assert [tuple(r) for r in out.collect()] == expected, order
+
+
+def test_an_order_by_position_past_the_select_list_is_e0209_with_a_position() -> None:
+    text = _ORDERED.format(select_extra="", order="4")
+    with pytest.raises(cep.CepError) as info:
+        cep.compile(text).run(_TICKS)
+    assert info.value.code == "E0209" and info.value.line == 6
+
+
+def test_exclusion_with_unmatched_rows_is_refused_with_a_position() -> None:
+    text = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH WITH UNMATCHED ROWS\n PATTERN (A {- B -} C))"
+    with pytest.raises(cep.CepError) as info:
+        cep.compile(text)
+    assert info.value.code == "E0243" and (info.value.line, info.value.column) == (2, 13)

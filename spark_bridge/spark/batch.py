@@ -16,7 +16,9 @@ The plan is the matcher's compiled query (``cep.compile(text).plan``). What this
   ``{column: SQL type name}``;
 - ``plan.run_frame(table, outer_order_and_limit=False, clock=...)``: the matches of a pyarrow Table
   holding whole partitions (rows in any order: the matcher sorts them by the query's ORDER BY);
-- ``plan.sort_keys`` (``[(output column, descending, nulls_first), ...]``) and ``plan.limit``.
+- ``plan.sort_keys`` (``[(column, descending, nulls_first), ...]``), ``plan.sort_column_types`` (the keys
+  that are not output columns, which the matcher appends to its rows and Spark drops after sorting)
+  and ``plan.limit``.
 
 Sessions and match ids (``match_dataframe(..., session_timeout_us=..., match_ids=True)``): each task
 replays its table as a stream would have matched it (``cep.spark_bridge.engine.replay.Replay``) instead of
@@ -197,7 +199,9 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
         Replay(plan, tuple(df.columns), **replay)  # the query's errors on the driver, not in a task
         if match_ids:
             columns.append((MATCH_ID, "VARCHAR"))
-    schema = output_schema(columns)
+    # Outer ORDER BY keys that are not output columns travel as extra columns, dropped after sorting.
+    sort_columns = plan.sort_column_types(input_types) if hasattr(plan, "sort_column_types") else []
+    schema = output_schema(columns + sort_columns)
 
     # Only the columns the matcher reads travel through the shuffle and into Python (ONE ROW PER MATCH
     # reads the PARTITION BY, ORDER BY and referenced columns; ALL ROWS outputs every column).
@@ -216,6 +220,8 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     sort_keys = list(sort_keys)
     if sort_keys:
         out = out.orderBy(*[_order_column(name, bool(desc), nulls_first) for name, desc, nulls_first in sort_keys])
+    if sort_columns:
+        out = out.drop(*[name for name, _ in sort_columns])
     limit = getattr(plan, "limit", None)
     if limit is not None:
         out = out.limit(int(limit))
