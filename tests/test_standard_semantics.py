@@ -106,3 +106,22 @@ def test_exclusion_with_unmatched_rows_is_refused_with_a_position() -> None:
     with pytest.raises(cep.CepError) as info:
         cep.compile(text)
     assert info.value.code == "E0243" and (info.value.line, info.value.column) == (2, 13)
+
+
+# ----------------------------------------------------------------------------- thread equivalence
+
+def test_threads_that_differ_only_in_labels_merge_when_no_condition_reads_labels() -> None:
+    # AVG(price) reads every row of the match whatever its label: threads that differ only in their
+    # A/B labels have the same future and merge. They used to be kept apart: E0430 on 9 rows.
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n, COUNT(B.*) AS bs "
+            "PATTERN (((A | B)* (A{3,} | A{2,3} | A)){2,3} $) DEFINE B AS AVG(price) >= 1)")
+    for size in (9, 40):
+        assert cep.compile(text).run(_rows([5] * size)) == [{"n": size, "bs": 0}]  # A is preferred
+    _both(text, _rows([5] * 9))
+
+
+def test_reads_of_labels_still_keep_threads_apart() -> None:
+    # LAST(CLASSIFIER(), 1) reads a label: threads with other labels are not equivalent.
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH "
+            "PATTERN ((A | B)+ C) DEFINE B AS price > 0, C AS LAST(CLASSIFIER(), 1) = 'B' AND AVG(price) > 0)")
+    _both(text, _rows([1, 2, 3, 4]))
