@@ -86,7 +86,8 @@ class Unary:
 
 @dataclass(frozen=True)
 class Binary:
-    """``op`` is one of: OR, AND, =, <>, <, <=, >, >=, +, -, *, /, %, ||.  ``!=`` is parsed as ``<>``."""
+    """``op`` is one of: OR, AND, =, <>, <, <=, >, >=, IS DISTINCT FROM, IS NOT DISTINCT FROM, +, -, *, /,
+    DIV, %, ||.  ``!=`` is parsed as ``<>`` and ``<=>`` as ``IS NOT DISTINCT FROM``."""
 
     span: Span = field(compare=False)
     op: str
@@ -120,11 +121,14 @@ class InList:
 
 @dataclass(frozen=True)
 class Like:
+    """``x [NOT] LIKE p [ESCAPE e]``; ``case_insensitive`` for ``ILIKE``."""
+
     span: Span = field(compare=False)
     operand: "Expr"
     pattern: "Expr"
     escape: "Expr | None" = None
     negated: bool = False
+    case_insensitive: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,12 @@ class TypeName:
 
 @dataclass(frozen=True)
 class Cast:
+    """``CAST(x AS t)`` and ``x::t``; ``safe`` for ``TRY_CAST`` (NULL where the value does not convert)."""
+
     span: Span = field(compare=False)
     operand: "Expr"
     type: TypeName
+    safe: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,8 @@ class Aggregate:
     """COUNT, SUM, AVG, MIN, MAX, ARRAY_AGG, ... over the rows of a match.
 
     ``semantics`` is RUNNING, FINAL, or None when not written (running is the default).
-    ``args`` may hold a ``Star`` for ``COUNT(*)`` and ``COUNT(B.*)``.
+    ``args`` may hold a ``Star`` for ``COUNT(*)`` and ``COUNT(B.*)``. ``order_by`` holds the keys of
+    ``WITHIN GROUP (ORDER BY ...)`` (LISTAGG, PERCENTILE_CONT).
     """
 
     span: Span = field(compare=False)
@@ -195,11 +203,15 @@ class Aggregate:
     args: tuple["Expr", ...]
     distinct: bool = False
     semantics: str | None = None
+    order_by: tuple["SortKey", ...] = ()
 
 
 @dataclass(frozen=True)
 class Navigation:
     """PREV/NEXT (physical offset) or FIRST/LAST (logical offset among rows of a variable).
+
+    LAG/LEAD (Snowflake) are PREV/NEXT in DEFINE (the parser writes them so) and, in MEASURES, physical
+    moves confined to the rows of the match.
 
     ``offset`` is None when not written (PREV/NEXT default to 1, FIRST/LAST to 0).
     ``semantics`` is RUNNING, FINAL or None; only FIRST/LAST take it.
@@ -489,13 +501,14 @@ def is_pattern(node: object) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _field_names(node_type: type) -> tuple[str, ...]:
+def field_names(node_type: type) -> tuple[str, ...]:
+    """The fields of a node type but its span, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(node_type) if f.name != "span")
 
 
 def children(node: object) -> Iterator[object]:
     """The nodes directly inside ``node`` (identifiers and WHEN clauses included), in field order."""
-    for name in _field_names(type(node)):
+    for name in field_names(type(node)):
         value = getattr(node, name)
         if isinstance(value, tuple):
             yield from (item for item in value if dataclasses.is_dataclass(item))

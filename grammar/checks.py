@@ -24,38 +24,26 @@ from cep.grammar import ast
 from cep.grammar import limits
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
+from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, NEEDS_ORDER, ORDERED_AGGREGATES, SCALAR_FUNCTIONS,
+                                   SCALARS, Signature, suggest)
+
+__all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type", "family_of_type", "pattern_variables"]
 
 # ----------------------------------------------------------------------------------- catalogue
-
-# Calls that become ast.Aggregate: the standard set, Trino's extras used by the conformance
-# corpus, and the map aggregates (MAP_AGG, MULTIMAP_AGG, MAP_UNION) that Trino's tests use.
-AGGREGATE_FUNCTIONS = frozenset({
-    "COUNT", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "ARBITRARY", "ANY_VALUE", "MAX_BY", "MIN_BY",
-    "BOOL_AND", "BOOL_OR", "EVERY", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP", "COUNT_IF",
-    "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION",
-})
-# Scalar functions a query may call (the evaluator in matcher/sql/values.py implements these, plus MAP).
-SCALAR_FUNCTIONS = frozenset({
-    "ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER", "SIGN", "LOWER", "UPPER",
-    "LENGTH", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "COALESCE", "NULLIF", "GREATEST",
-    "LEAST", "IF", "ARRAY_JOIN", "ELEMENT_AT", "ARRAY_MAX", "ARRAY_MIN", "CARDINALITY", "MAP",
-})
-_ROW_PATTERN_CALLS = ("PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", "MATCH_STATUS", "PROCTIME")
+# The function catalogue is grammar/functions.py; the names are re-exported here for the callers
+# that have always imported them from the checker.
 
 # Type families: two values can be compared when their families match.
 _FAMILY = {
     "BIGINT": "number", "INTEGER": "number", "INT": "number", "SMALLINT": "number", "TINYINT": "number",
     "LONG": "number", "DOUBLE": "number", "FLOAT": "number", "REAL": "number", "DECIMAL": "number",
     "NUMERIC": "number", "VARCHAR": "string", "CHAR": "string", "STRING": "string", "BOOLEAN": "boolean",
-    "TIMESTAMP": "time", "DATE": "time",
+    "TIMESTAMP": "time", "DATE": "time", "NUMBER": "number", "TEXT": "string", "BIGDECIMAL": "number",
+    "TIMESTAMP_NTZ": "time", "TIMESTAMP_LTZ": "time", "BOOL": "boolean",
 }
 CAST_TYPES = frozenset(_FAMILY)
 _LITERAL_FAMILY = {"integer": "number", "decimal": "number", "string": "string", "boolean": "boolean",
                    "timestamp": "time", "date": "time"}
-_STRING_FUNCTIONS = frozenset({"LOWER", "UPPER", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "ARRAY_JOIN"})
-_NUMBER_FUNCTIONS = frozenset({"ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER",
-                               "SIGN", "LENGTH", "CARDINALITY"})
-_NUMBER_AGGREGATES = frozenset({"COUNT", "COUNT_IF", "SUM", "AVG", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP"})
 
 
 # Schema type spellings (Spark, Flink, Trino) -> the names used in schemas given to check().
@@ -63,7 +51,7 @@ _TYPE_ALIASES = {
     "STRING": "VARCHAR", "VARCHAR": "VARCHAR", "CHAR": "VARCHAR", "TEXT": "VARCHAR", "BIGINT": "BIGINT",
     "LONG": "BIGINT", "INT": "INTEGER", "INTEGER": "INTEGER", "SMALLINT": "INTEGER", "SHORT": "INTEGER",
     "TINYINT": "INTEGER", "BYTE": "INTEGER", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE", "REAL": "DOUBLE",
-    "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL", "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN", "TIMESTAMP": "TIMESTAMP",
+    "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL", "NUMBER": "DECIMAL", "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN", "TIMESTAMP": "TIMESTAMP",
     "TIMESTAMP_NTZ": "TIMESTAMP", "TIMESTAMP_LTZ": "TIMESTAMP", "DATE": "DATE",
 }
 # Accepted in schemas, kept as written (upper case): no ordering and no arithmetic on them.
@@ -428,7 +416,7 @@ class _ExpressionChecker:
             return "boolean"
         if node.op == "||":
             return "array" if left == "array" else "string"
-        if node.op in ("=", "<>", "<", "<=", ">", ">="):
+        if node.op in ("=", "<>", "<", "<=", ">", ">=", "IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
             self._comparable(node, node.left, left, node.right, right)
             return "boolean"
         return self._arithmetic(node, left, right)
@@ -436,10 +424,10 @@ class _ExpressionChecker:
     def _comparable(self, node, left_expr, left, right_expr, right) -> None:
         if left is None or right is None or left == right:
             return
-        # A string literal compared with a time is the usual way to write a time constant.
-        if {left, right} == {"string", "time"} and any(
-            isinstance(e, ast.Literal) and e.kind == "string" for e in (left_expr, right_expr)
-        ):
+        text = next((e for e in (left_expr, right_expr) if isinstance(e, ast.Literal) and e.kind == "string"), None)
+        if {left, right} == {"string", "time"} and text is not None:
+            self.report("E0234", f"cannot compare a time with the text '{text.value}'", text.span,
+                        time_literal_hint(text.value))
             return
         self.report("E0234", f"cannot compare {_TYPE_WORD.get(left, left)} with {_TYPE_WORD.get(right, right)}",
                     node.span, "CAST one side to the other's type")
@@ -447,7 +435,7 @@ class _ExpressionChecker:
     def _arithmetic(self, node: ast.Binary, left: str | None, right: str | None) -> str | None:
         if left is None or right is None:
             return left if left == right else None
-        operators, result = _ARITHMETIC.get((left, right), ("", None))
+        operators, result = _ARITHMETIC.get((left, right), ((), None))
         if node.op not in operators:
             self.report("E0235", f"cannot apply '{node.op}' to {_TYPE_WORD.get(left, left)} and "
                         f"{_TYPE_WORD.get(right, right)}", node.span)
@@ -501,20 +489,24 @@ class _ExpressionChecker:
         return "array"
 
     def visit_FunctionCall(self, node: ast.FunctionCall, scope: _Scope) -> str | None:
+        signature = SCALARS.get(node.name)
         if node.semantics is not None:
             self.report("E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to "
                         f"{node.name}()", node.span)
-        elif node.name not in SCALAR_FUNCTIONS:
-            known = SCALAR_FUNCTIONS | AGGREGATE_FUNCTIONS | set(_ROW_PATTERN_CALLS)
-            self.report("E0230", f"unknown function {node.name}()", node.span, _did_you_mean(node.name, known))
+        elif signature is None:
+            self.report("E0230", f"unknown function {node.name}()", node.span, suggest(node.name))
+        else:
+            self._arity(node, signature)
         families = [self.visit(arg, scope) for arg in node.args]
-        if node.name in _STRING_FUNCTIONS:
-            return "string"
-        if node.name in _NUMBER_FUNCTIONS:
-            return "number"
-        if node.name in ("COALESCE", "NULLIF", "GREATEST", "LEAST"):
-            return next((f for f in families if f is not None), None)
-        return None
+        return _result_family(signature, families)
+
+    def _arity(self, node, signature: Signature) -> None:
+        count = len(node.args)
+        if count < signature.least or (signature.most is not None and count > signature.most):
+            wanted = (f"{signature.least}" if signature.least == signature.most else
+                      f"at least {signature.least}" if signature.most is None else f"{signature.least} to {signature.most}")
+            self.report("E0111", f"{node.name}() takes {wanted} argument{'s' if wanted != '1' else ''}, not {count}",
+                        node.span)
 
     def visit_Classifier(self, node: ast.Classifier, scope: _Scope) -> str:
         if node.variable is not None and not self.outer and node.variable.key not in self.known:
@@ -604,8 +596,15 @@ class _ExpressionChecker:
                         "DEFINE conditions only see the rows matched so far")
         if not node.args:
             self.report("E0233", f"{node.name}() needs an argument", node.span)
+        else:
+            self._arity(node, AGGREGATES.get(node.name, Signature(1, None, None)))
+        if node.order_by and node.name not in ORDERED_AGGREGATES:
+            self.report("E0111", f"{node.name}() takes no WITHIN GROUP (ORDER BY ...)", node.span)
+        elif node.name in NEEDS_ORDER and len(node.order_by) != 1:
+            self.report("E0111", f"{node.name}(fraction) needs WITHIN GROUP (ORDER BY one value)", node.span,
+                        f"write {node.name}(0.5) WITHIN GROUP (ORDER BY price)")
         self._check_nesting(node, scope.enclosing)
-        self._single_variable(node, node.args, f"{node.name}()")
+        self._single_variable(node, node.args + tuple(key.expr for key in node.order_by), f"{node.name}()")
         inner = scope._replace(enclosing=node)
         families = []
         for argument in node.args:
@@ -615,25 +614,40 @@ class _ExpressionChecker:
                 families.append(None)
             else:
                 families.append(self.visit(argument, inner))
-        if node.name in _NUMBER_AGGREGATES:
-            return "number"
-        if node.name in ("BOOL_AND", "BOOL_OR", "EVERY"):
-            return "boolean"
-        if node.name in ("ARRAY_AGG", "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION"):
-            return "array" if node.name == "ARRAY_AGG" else "map"
-        return families[0] if families and len(node.args) <= 2 and node.name in ("MIN", "MAX", "ARBITRARY",
-                                                                                   "ANY_VALUE", "MAX_BY", "MIN_BY") else None
+        ordered = [self.visit(key.expr, inner) for key in node.order_by]
+        if node.name in NEEDS_ORDER:
+            return ordered[0] if ordered and ordered[0] == "time" else "number"
+        if node.name in ("MIN", "MAX", "MAX_BY", "MIN_BY") and len(node.args) > (1 if node.name in ("MIN", "MAX") else 2):
+            return "array"  # MIN(x, n): the n smallest
+        return _result_family(AGGREGATES.get(node.name), families)
+
+
+def time_literal_hint(text: str) -> str:
+    """What to write instead of a time given as text: TIMESTAMP '...' or DATE '...'."""
+    kind = "DATE" if re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", text) else "TIMESTAMP"
+    return f"write a time literal: {kind} '{text.strip()}'"
+
+
+def _result_family(signature: Signature | None, families: list) -> str | None:
+    """A call's result family from its signature and its arguments' families."""
+    if signature is None:
+        return None
+    if signature.family == "same":
+        return next((f for f in families if f is not None), None)
+    if signature.family == "second":
+        return families[1] if len(families) > 1 else None
+    return signature.family
 
 
 # (left family, right family) -> (operators allowed, result family)
 _ARITHMETIC = {
-    ("number", "number"): ("+-*/%", "number"),
-    ("time", "interval"): ("+-", "time"),
-    ("interval", "time"): ("+", "time"),
-    ("interval", "interval"): ("+-", "interval"),
-    ("number", "interval"): ("*", "interval"),
-    ("interval", "number"): ("*/", "interval"),
-    ("time", "time"): ("-", "interval"),
+    ("number", "number"): ({"+", "-", "*", "/", "%", "DIV"}, "number"),
+    ("time", "interval"): ({"+", "-"}, "time"),
+    ("interval", "time"): ({"+"}, "time"),
+    ("interval", "interval"): ({"+", "-"}, "interval"),
+    ("number", "interval"): ({"*"}, "interval"),
+    ("interval", "number"): ({"*", "/"}, "interval"),
+    ("time", "time"): ({"-"}, "interval"),
 }
 _TYPE_WORD = {"number": "a number", "string": "text", "boolean": "a boolean", "time": "a time",
               "interval": "an interval", "array": "an array", "map": "a map"}
