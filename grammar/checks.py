@@ -25,7 +25,7 @@ from cep.grammar import limits
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
 from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, NEEDS_ORDER, ORDERED_AGGREGATES, SCALAR_FUNCTIONS,
-                                   SCALARS, Signature, suggest)
+                                   SCALARS, PatternError, Signature, compile_regex, like_segments, suggest)
 
 __all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type", "family_of_type", "pattern_variables"]
 
@@ -462,6 +462,15 @@ class _ExpressionChecker:
         for part in (node.operand, node.pattern, node.escape):
             if part is not None:
                 self.visit(part, scope)
+        escape = node.escape.value if isinstance(node.escape, ast.Literal) and node.escape.kind == "string" else None
+        if escape is not None and len(escape) != 1:
+            self.report("E0245", f"the ESCAPE character must be one character, not '{escape}'", node.escape.span)
+        elif isinstance(node.pattern, ast.Literal) and node.pattern.kind == "string" and (
+                node.escape is None or escape is not None):
+            try:
+                like_segments(node.pattern.value, escape)
+            except PatternError as error:
+                self.report("E0245", str(error), node.pattern.span, "escape %, _ or the escape character itself")
         return "boolean"
 
     def visit_Case(self, node: ast.Case, scope: _Scope) -> str | None:
@@ -498,6 +507,14 @@ class _ExpressionChecker:
         else:
             self._arity(node, signature)
         families = [self.visit(arg, scope) for arg in node.args]
+        if node.name in _REGEX_FUNCTIONS and len(node.args) >= 2:
+            pattern = node.args[1]
+            if isinstance(pattern, ast.Literal) and pattern.kind == "string":
+                try:
+                    compile_regex(pattern.value)
+                except PatternError as error:
+                    self.report("E0246", str(error), pattern.span,
+                                "RE2 syntax: no backreferences (\\1) and no lookaround ((?=...), (?<!...))")
         return _result_family(signature, families)
 
     def _arity(self, node, signature: Signature) -> None:
@@ -626,6 +643,9 @@ def time_literal_hint(text: str) -> str:
     """What to write instead of a time given as text: TIMESTAMP '...' or DATE '...'."""
     kind = "DATE" if re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", text) else "TIMESTAMP"
     return f"write a time literal: {kind} '{text.strip()}'"
+
+
+_REGEX_FUNCTIONS = frozenset({"REGEXP_LIKE", "RLIKE", "REGEXP_SUBSTR", "REGEXP_REPLACE"})
 
 
 def _result_family(signature: Signature | None, families: list) -> str | None:

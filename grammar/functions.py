@@ -14,6 +14,8 @@ from __future__ import annotations
 import difflib
 from typing import NamedTuple
 
+import re2
+
 
 class Signature(NamedTuple):
     least: int  # arguments
@@ -115,3 +117,64 @@ def suggest(name: str) -> str | None:
         return f"did you mean {SYNONYMS[upper]}()? ({upper} is another dialect's name for it)"
     close = difflib.get_close_matches(upper, sorted(KNOWN), n=1, cutoff=0.8)
     return f"did you mean {close[0]}()?" if close else None
+
+
+# ------------------------------------------------------------------------- LIKE and regular expressions
+# The syntax of the patterns a query writes (checked at compile time when they are literals, with a
+# position); matcher/sql/text_patterns.py matches them.
+
+class PatternError(ValueError):
+    """A LIKE pattern, ESCAPE character or regular expression that is not valid (the message says why)."""
+
+
+def like_segments(pattern: str, escape: str | None) -> list[list]:
+    """A LIKE pattern split at its unescaped ``%``: each segment a list of characters and ``ANY_CHAR``
+    markers (an unescaped ``_``, as the object ``ANY``). ``escape`` must be one character and may precede
+    only ``%``, ``_`` or itself (SQL, Spark)."""
+    if escape is not None and len(escape) != 1:
+        raise PatternError(f"the ESCAPE character must be one character, not {escape!r}")
+    segments: list[list] = [[]]
+    chars = iter(pattern)
+    for char in chars:
+        if char == escape:
+            following = next(chars, None)
+            if following is None:
+                raise PatternError(f"the LIKE pattern {pattern!r} ends with its escape character {escape!r}")
+            if following not in ("%", "_", escape):
+                raise PatternError(f"in the LIKE pattern {pattern!r} the escape character {escape!r} may only "
+                                   f"precede %, _ or itself, not {following!r}")
+            segments[-1].append(following)
+        elif char == "%":
+            segments.append([])
+        else:
+            segments[-1].append(ANY if char == "_" else char)
+    return segments
+
+
+class _AnyChar:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY = _AnyChar()
+
+_REGEX_LIMITS = (("(?=", "lookahead"), ("(?!", "negative lookahead"), ("(?<=", "lookbehind"),
+                 ("(?<!", "negative lookbehind"), ("(?>", "atomic groups"))
+
+
+def compile_regex(pattern: str):
+    """A regular expression compiled with RE2 (linear in the text); PatternError names what RE2 cannot do."""
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every bad pattern to stderr; the error says it instead
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as error:
+        detail = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else str(error)
+        construct = next((name for token, name in _REGEX_LIMITS if token in pattern), None)
+        if construct is None and any(f"\\{digit}" in pattern for digit in "123456789"):
+            construct = "backreferences"
+        why = f"{construct} need a backtracking engine, which can take exponential time" if construct else detail
+        raise PatternError(f"the regular expression {pattern!r} is not supported: {why} "
+                           "(cep uses RE2 syntax, linear in the text)") from None

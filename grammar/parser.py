@@ -381,6 +381,9 @@ class _ToAst(Transformer_NonRecursive):
         return _build_call(_span(meta), name.name.upper(), distinct is not None, tuple(_present(arguments)),
                            within_group or ())
 
+    def date_function(self, meta, children):
+        return ast.FunctionCall(_span(meta), "DATE", (children[1],))
+
     def within_group(self, meta, children):
         return tuple(children)
 

@@ -28,7 +28,7 @@ _PUNCTUATION = {
     "_SEMI": "';'", "_PIPE": "'|'", "_BANG": "'!'", "_EXCLUSION_OPEN": "'{-'", "_EXCLUSION_CLOSE": "'-}'",
     "CARET": "'^'", "DOLLAR": "'$'", "QMARK": "'?'", "STAR": "'*'", "PLUS": "'+'", "MINUS": "'-'", "SLASH": "'/'",
     "PERCENT": "'%'", "CONCAT": "'||'", "EQ": "'='", "NE": "'<>'", "LT": "'<'", "LE": "'<='", "GT": "'>'",
-    "GE": "'>='", "RANGE": "a quantifier", "STRING": "a string", "INT": "an integer", "DECIMAL": "a number",
+    "GE": "'>='", "NSEQ": "'<=>'", "_DCOLON": "'::'", "RANGE": "a quantifier", "STRING": "a string", "INT": "an integer", "DECIMAL": "a number",
     "$END": "the end of the query", "<END-OF-FILE>": "the end of the query",
 }
 _NAME_TOKENS = frozenset({"IDENT", "QUOTED_IDENT", "BACKTICK_IDENT"})

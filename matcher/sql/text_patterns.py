@@ -22,19 +22,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import re2
-
 from cep.grammar.errors import CepRuntimeError
+from cep.grammar.functions import ANY, PatternError, compile_regex, like_segments
 
 # Compiled LIKE patterns and regular expressions kept per process: enough for the patterns of a query and
 # the distinct values of a pattern column, bounded so that a column of unique patterns cannot grow memory.
 MAX_CACHED_PATTERNS = 4096
 
-_ANY = object()  # `_` in a LIKE segment
-
-
 class LikeSegment(NamedTuple):
-    items: tuple  # characters, or _ANY
+    items: tuple  # characters, or ANY (a `_`)
     literal: str | None  # the segment as text when it has no `_` (found with str.find)
 
 
@@ -74,7 +70,7 @@ def _at(segment: LikeSegment, text: str, position: int) -> bool:
         return text.startswith(segment.literal, position)
     if position + len(segment.items) > len(text):
         return False
-    return all(item is _ANY or item == text[position + offset] for offset, item in enumerate(segment.items))
+    return all(item is ANY or item == text[position + offset] for offset, item in enumerate(segment.items))
 
 
 def _find(segment: LikeSegment, text: str, start: int, end: int) -> int:
@@ -87,10 +83,6 @@ def _find(segment: LikeSegment, text: str, start: int, end: int) -> int:
     return -1
 
 
-class PatternError(ValueError):
-    """A LIKE pattern, escape or regular expression that is not valid; the caller adds where it was."""
-
-
 _LIKE_CACHE: dict[tuple[str, str | None], LikePattern] = {}
 
 
@@ -100,27 +92,11 @@ def like_pattern(pattern: str, escape: str | None = None) -> LikePattern:
     found = _LIKE_CACHE.get(key)
     if found is not None:
         return found
-    if escape is not None and len(escape) != 1:
-        raise PatternError(f"the ESCAPE character must be one character, not {escape!r}")
-    segments: list[list] = [[]]
-    chars = iter(enumerate(pattern))
-    for index, char in chars:
-        if char == escape:
-            following = next(chars, None)
-            if following is None:
-                raise PatternError(f"the LIKE pattern {pattern!r} ends with its escape character {escape!r}")
-            if following[1] not in ("%", "_", escape):
-                raise PatternError(f"in the LIKE pattern {pattern!r} the escape character {escape!r} may only "
-                                   f"precede %, _ or itself, not {following[1]!r}")
-            segments[-1].append(following[1])
-        elif char == "%":
-            segments.append([])
-        else:
-            segments[-1].append(_ANY if char == "_" else char)
+    segments = like_segments(pattern, escape)
     open_start, open_end = not segments[0] and len(segments) > 1, not segments[-1] and len(segments) > 1
     kept = [s for s in segments if s] if len(segments) > 1 else segments
     compiled = LikePattern(
-        tuple(LikeSegment(tuple(items), None if _ANY in items else "".join(items)) for items in kept),
+        tuple(LikeSegment(tuple(items), None if ANY in items else "".join(items)) for items in kept),
         open_start, open_end)
     if not compiled.segments:  # only % signs: anything matches
         compiled = LikePattern((LikeSegment((), ""),), True, True)
@@ -140,30 +116,16 @@ def like(text: str, pattern: str, escape: str | None = None, case_insensitive: b
 # --------------------------------------------------------------------------------------- regular expressions
 
 _REGEX_CACHE: dict[str, object] = {}
-_UNSUPPORTED = (("(?=", "lookahead"), ("(?!", "negative lookahead"), ("(?<=", "lookbehind"),
-                ("(?<!", "negative lookbehind"), ("(?>", "atomic groups"))
 
 
 def regex(pattern: str):
-    """Compile a regular expression with RE2 (raises PatternError, naming what RE2 cannot do)."""
+    """A regular expression compiled with RE2, cached (raises PatternError)."""
     found = _REGEX_CACHE.get(pattern)
-    if found is not None:
-        return found
-    options = re2.Options()
-    options.log_errors = False  # RE2 would print every bad pattern to stderr; the error says it instead
-    try:
-        compiled = re2.compile(pattern, options)
-    except re2.error as error:
-        detail = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else str(error)
-        construct = next((name for token, name in _UNSUPPORTED if token in pattern), None)
-        if construct is None and any(f"\\{d}" in pattern for d in "123456789"):
-            construct = "backreferences"
-        why = f"{construct} need a backtracking engine, which can take exponential time" if construct else detail
-        raise PatternError(f"the regular expression {pattern!r} is not supported: {why} "
-                           "(cep uses RE2 syntax, linear in the text)") from None
-    if len(_REGEX_CACHE) < MAX_CACHED_PATTERNS:
-        _REGEX_CACHE[pattern] = compiled
-    return compiled
+    if found is None:
+        found = compile_regex(pattern)
+        if len(_REGEX_CACHE) < MAX_CACHED_PATTERNS:
+            _REGEX_CACHE[pattern] = found
+    return found
 
 
 def regexp_like(text: str, pattern: str) -> bool:
