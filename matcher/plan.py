@@ -24,6 +24,7 @@ from cep.matcher.program.machine import Machine, build_machine
 from cep.matcher.rows.outer import OuterQuery, build_outer
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
+from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import infer
 from cep.matcher.pike.trace import Tracer
 from cep.matcher.pike.vm import PartitionMatcher, match_partition
@@ -118,6 +119,10 @@ class CompiledQuery:
     # -------------------------------------------------------------------------------------- running
 
     def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None):
+        with query_time():  # CURRENT_TIMESTAMP: one instant for the whole run
+            return self._run_frame(frame, outer_order_and_limit=outer_order_and_limit, progress=progress, clock=clock)
+
+    def _run_frame(self, frame, *, outer_order_and_limit: bool, progress, clock):
         """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
         A query the fast path takes reads the frame as numpy columns (``matcher/vector/arrays.py``) and, when
@@ -149,6 +154,11 @@ class CompiledQuery:
     def run_columns(
         self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None, progress=None
     ) -> tuple[tuple[str, ...], list[tuple]]:
+        with query_time():  # CURRENT_TIMESTAMP: one instant for the whole run
+            return self._run_columns(columns, outer_order_and_limit=outer_order_and_limit, checks=checks, clock=clock,
+                                     progress=progress)
+
+    def _run_columns(self, columns: Columns, *, outer_order_and_limit: bool, checks, clock, progress):
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
 
         ``checks`` (a ``cep.matcher.rows.validate.InputChecks``) first sets bad rows aside (to its dead letter, or

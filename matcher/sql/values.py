@@ -30,9 +30,14 @@ def _is_number(value) -> bool:
 
 
 def _type_error(op: str, left, right) -> CepRuntimeError:
+    text = next((v for v in (left, right) if isinstance(v, str)), None)
+    hint = None
+    if text is not None and any(isinstance(v, (_dt.date, _dt.datetime)) for v in (left, right)):
+        kind = "DATE" if len(text.strip()) == 10 else "TIMESTAMP"
+        hint = f"a time is compared with text: write a time literal, {kind} '{text.strip()}', or CAST the text"
     return CepRuntimeError(
         f"cannot apply '{op}' to {type(left).__name__} {left!r} and {type(right).__name__} {right!r}",
-        code="E0410",
+        code="E0410", hint=hint,
     )
 
 

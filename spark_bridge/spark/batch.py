@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.tables import arrow_to_columns, from_rows
+from cep.matcher.sql.datetimes import query_time, utc_now
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.replay import MATCH_ID, Replay
 from cep.spark_bridge.spark.columns import quote
@@ -96,6 +97,7 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
     else:
         shuffled = df.repartition(1)  # one partition of the query: all rows in one task
     target = to_arrow_schema(schema, timezone="UTC")
+    now = utc_now()  # CURRENT_TIMESTAMP: when the job is planned, the same in every task (as Spark's)
 
     def match_batches(batches):
         import pyarrow as pa
@@ -106,10 +108,11 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
         table = naive_utc(pa.Table.from_batches(batches))
         if table.num_rows == 0:
             return
-        if replay is None:
-            result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
-        else:
-            result = _replay_table(plan, table, replay, clock)
+        with query_time(now):
+            if replay is None:
+                result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
+            else:
+                result = _replay_table(plan, table, replay, clock)
         yield from conform_arrow(result, target, schema).to_batches()
 
     return shuffled.mapInArrow(match_batches, schema)
