@@ -382,7 +382,7 @@ class _ToAst(Transformer_NonRecursive):
                            within_group or ())
 
     def date_function(self, meta, children):
-        return ast.FunctionCall(_span(meta), "DATE", (children[1],))
+        return ast.FunctionCall(_span(meta), "DATE", tuple(_present(children[1:])))
 
     def within_group(self, meta, children):
         return tuple(children)
