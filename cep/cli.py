@@ -42,6 +42,8 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes is part of the command'
     format_table,
     infer_datetimes,
     input_format,
+    input_schema,
+    pandas_schema,
     print_error,
     read_pandas,
     read_spark,
@@ -59,6 +61,7 @@ from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.spark.columns import quote
+from cep.spark_bridge.spark.types import spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -103,6 +106,9 @@ def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, p
                 dead_letter: str | None = None, replay: dict | None = None) -> RunResult:
     started = time.perf_counter()
     pdf = read_pandas(paths, fmt)
+    # The same type check as `cep check --schema`, with the input's own types: a comparison of a time with
+    # text is an error with a caret now, not a failure in the middle of the run.
+    check(query.statement, schema=pandas_schema(pdf), source=query.text, filename=query.filename)
     if progress is None:  # automatic: on a terminal, for large inputs
         progress = sys.stderr.isatty() and len(pdf) >= PROGRESS_MIN_ROWS
     records: list[dict] = []
@@ -142,6 +148,8 @@ def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, ma
 
     started = time.perf_counter()
     df = read_spark(spark, paths, fmt)
+    check(query.statement, schema={f.name: spark_to_sql(f.dataType) for f in df.schema.fields}, source=query.text,
+          filename=query.filename)
     matches = query.on_spark(df, **(replay or {}))
     partition = list(query.plan.partition_names(df.columns))
     if limit is not None:
@@ -252,7 +260,11 @@ def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> 
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.schema and args.input:
+        raise UsageError("give --schema or --input, not both")
     schema = _load_schema(args.schema)
+    if args.input:  # the columns and types of a data file, as `cep run` reads it
+        schema = input_schema(args.input, input_format(args.input, args.format))
     status = EXIT_OK
     for path in args.files:
         try:
@@ -562,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--schema", metavar="COLUMNS",
         help="input columns and types to check against, e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'",
     )
+    check.add_argument("--input", nargs="+", metavar="DATA",
+                       help="check against the columns and types of these data files (csv, parquet, json)")
+    check.add_argument("--format", choices=FORMATS, help="the data files' format (default: from their extension)")
     check.set_defaults(func=cmd_check)
 
     fmt = sub.add_parser("fmt", help="print a query in canonical form", description="Print the canonical formatting of the queries in FILE.")

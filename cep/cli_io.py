@@ -162,6 +162,38 @@ def read_pandas(paths: Sequence[str], fmt: str) -> "pd.DataFrame":
     return infer_datetimes(pdf)
 
 
+def pandas_schema(pdf: "pd.DataFrame") -> dict[str, str | None]:
+    """The SQL type of each column of a frame, as ``cep check --schema`` spells them; None where a column's
+    values mix types or it has none (the checker then knows the column but not its type)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pandas as pd
+
+    kinds = ((bool, "BOOLEAN"), (int, "BIGINT"), (float, "DOUBLE"), (Decimal, "DECIMAL"), (str, "VARCHAR"),
+             (dt.datetime, "TIMESTAMP"), (dt.date, "DATE"))
+    schema: dict[str, str | None] = {}
+    for name in pdf.columns:
+        series = pdf[name]
+        if pd.api.types.is_bool_dtype(series):
+            schema[str(name)] = "BOOLEAN"
+        elif pd.api.types.is_integer_dtype(series):
+            schema[str(name)] = "BIGINT"
+        elif pd.api.types.is_float_dtype(series):
+            schema[str(name)] = "DOUBLE"
+        elif pd.api.types.is_datetime64_any_dtype(series):
+            schema[str(name)] = "TIMESTAMP"
+        else:
+            found = {next((sql for python, sql in kinds if isinstance(v, python)), None) for v in series.dropna()}
+            schema[str(name)] = found.pop() if len(found) == 1 else None
+    return schema
+
+
+def input_schema(paths: Sequence[str], fmt: str) -> dict[str, str | None]:
+    """The column types of input files as the python engine reads them (``cep check --input``, ``cep run``)."""
+    return pandas_schema(read_pandas(paths, fmt))
+
+
 # ------------------------------------------------------------------------------------- reading: Spark
 
 

@@ -6,6 +6,7 @@ import html
 from typing import Any
 
 from cep.grammar import ast
+from cep.grammar.errors import CepError
 from cep.grammar.format import format_expr, format_pattern
 from cep.grammar.parser import parse, parse_all
 from cep.matcher.explain.text import explain
@@ -70,6 +71,13 @@ class Query:
         With either, rows tied on ORDER BY are ordered as the stream orders them, the event time
         reaches the output as a naive UTC ``datetime``, and every query runs on the Pike VM.
         """
+        try:
+            return self._run(data, dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats,
+                             progress=progress, session_timeout=session_timeout, match_ids=match_ids)
+        except CepError as error:  # a run-time error points into the query: show it with a caret
+            raise (error if error.source is not None else error.with_source(self.text, self.filename)) from None
+
+    def _run(self, data, *, dead_letter, schema, dedup_key, stats, progress, session_timeout, match_ids):
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
         # Columns straight to the fast path when it applies.

@@ -86,7 +86,8 @@ class Unary:
 
 @dataclass(frozen=True)
 class Binary:
-    """``op`` is one of: OR, AND, =, <>, <, <=, >, >=, +, -, *, /, %, ||.  ``!=`` is parsed as ``<>``."""
+    """``op`` is one of: OR, AND, =, <>, <, <=, >, >=, IS DISTINCT FROM, IS NOT DISTINCT FROM, +, -, *, /,
+    DIV, %, ||.  ``!=`` is parsed as ``<>`` and ``<=>`` as ``IS NOT DISTINCT FROM``."""
 
     span: Span = field(compare=False)
     op: str
@@ -120,11 +121,14 @@ class InList:
 
 @dataclass(frozen=True)
 class Like:
+    """``x [NOT] LIKE p [ESCAPE e]``; ``case_insensitive`` for ``ILIKE``."""
+
     span: Span = field(compare=False)
     operand: "Expr"
     pattern: "Expr"
     escape: "Expr | None" = None
     negated: bool = False
+    case_insensitive: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,12 @@ class TypeName:
 
 @dataclass(frozen=True)
 class Cast:
+    """``CAST(x AS t)`` and ``x::t``; ``safe`` for ``TRY_CAST`` (NULL where the value does not convert)."""
+
     span: Span = field(compare=False)
     operand: "Expr"
     type: TypeName
+    safe: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,8 @@ class Aggregate:
     """COUNT, SUM, AVG, MIN, MAX, ARRAY_AGG, ... over the rows of a match.
 
     ``semantics`` is RUNNING, FINAL, or None when not written (running is the default).
-    ``args`` may hold a ``Star`` for ``COUNT(*)`` and ``COUNT(B.*)``.
+    ``args`` may hold a ``Star`` for ``COUNT(*)`` and ``COUNT(B.*)``. ``order_by`` holds the keys of
+    ``WITHIN GROUP (ORDER BY ...)`` (LISTAGG, PERCENTILE_CONT).
     """
 
     span: Span = field(compare=False)
@@ -195,11 +203,15 @@ class Aggregate:
     args: tuple["Expr", ...]
     distinct: bool = False
     semantics: str | None = None
+    order_by: tuple["SortKey", ...] = ()
 
 
 @dataclass(frozen=True)
 class Navigation:
     """PREV/NEXT (physical offset) or FIRST/LAST (logical offset among rows of a variable).
+
+    LAG/LEAD (Snowflake) are PREV/NEXT in DEFINE (the parser writes them so) and, in MEASURES, physical
+    moves confined to the rows of the match.
 
     ``offset`` is None when not written (PREV/NEXT default to 1, FIRST/LAST to 0).
     ``semantics`` is RUNNING, FINAL or None; only FIRST/LAST take it.
@@ -450,6 +462,28 @@ class Statement:
     name: str | None = None
 
 
+def matches_one_way(pattern: "Pattern") -> bool:
+    """Can ``pattern`` match a given stretch of rows in one way only (no alternation, no quantifier with
+    a choice, no PERMUTE of several items)? Factoring such a prefix out of an alternation keeps the
+    preference order: ``X P | X Q`` is ``X (P | Q)`` exactly when X has no second way to match."""
+    stack = [pattern]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (PatternVar, Anchor, Empty)):
+            continue
+        if isinstance(node, Concat):
+            stack.extend(node.items)
+        elif isinstance(node, Exclusion):
+            stack.append(node.pattern)
+        elif isinstance(node, Quantified) and node.min == node.max:
+            stack.append(node.term)
+        elif isinstance(node, Permute) and len(node.items) == 1:
+            stack.append(node.items[0])
+        else:
+            return False
+    return True
+
+
 # ------------------------------------------------------------------------------------------------ walks
 # The one way to visit a tree (the checker, the parser's depth bound, the compiler, the fast path and the
 # command all use it): every dataclass field but the span, in declaration order, identifiers included.
@@ -467,13 +501,14 @@ def is_pattern(node: object) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _field_names(node_type: type) -> tuple[str, ...]:
+def field_names(node_type: type) -> tuple[str, ...]:
+    """The fields of a node type but its span, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(node_type) if f.name != "span")
 
 
 def children(node: object) -> Iterator[object]:
     """The nodes directly inside ``node`` (identifiers and WHEN clauses included), in field order."""
-    for name in _field_names(type(node)):
+    for name in field_names(type(node)):
         value = getattr(node, name)
         if isinstance(value, tuple):
             yield from (item for item in value if dataclasses.is_dataclass(item))

@@ -24,38 +24,26 @@ from cep.grammar import ast
 from cep.grammar import limits
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
+from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, NEEDS_ORDER, ORDERED_AGGREGATES, SCALAR_FUNCTIONS,
+                                   SCALARS, PatternError, Signature, compile_regex, like_segments, suggest)
+
+__all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type", "family_of_type", "pattern_variables"]
 
 # ----------------------------------------------------------------------------------- catalogue
-
-# Calls that become ast.Aggregate: the standard set, Trino's extras used by the conformance
-# corpus, and the map aggregates (MAP_AGG, MULTIMAP_AGG, MAP_UNION) that Trino's tests use.
-AGGREGATE_FUNCTIONS = frozenset({
-    "COUNT", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "ARBITRARY", "ANY_VALUE", "MAX_BY", "MIN_BY",
-    "BOOL_AND", "BOOL_OR", "EVERY", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP", "COUNT_IF",
-    "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION",
-})
-# Scalar functions a query may call (the evaluator in matcher/sql/values.py implements these, plus MAP).
-SCALAR_FUNCTIONS = frozenset({
-    "ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER", "SIGN", "LOWER", "UPPER",
-    "LENGTH", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "COALESCE", "NULLIF", "GREATEST",
-    "LEAST", "IF", "ARRAY_JOIN", "ELEMENT_AT", "ARRAY_MAX", "ARRAY_MIN", "CARDINALITY", "MAP",
-})
-_ROW_PATTERN_CALLS = ("PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER", "MATCH_NUMBER", "MATCH_STATUS", "PROCTIME")
+# The function catalogue is grammar/functions.py; the names are re-exported here for the callers
+# that have always imported them from the checker.
 
 # Type families: two values can be compared when their families match.
 _FAMILY = {
     "BIGINT": "number", "INTEGER": "number", "INT": "number", "SMALLINT": "number", "TINYINT": "number",
     "LONG": "number", "DOUBLE": "number", "FLOAT": "number", "REAL": "number", "DECIMAL": "number",
     "NUMERIC": "number", "VARCHAR": "string", "CHAR": "string", "STRING": "string", "BOOLEAN": "boolean",
-    "TIMESTAMP": "time", "DATE": "time",
+    "TIMESTAMP": "time", "DATE": "time", "NUMBER": "number", "TEXT": "string", "BIGDECIMAL": "number",
+    "TIMESTAMP_NTZ": "time", "TIMESTAMP_LTZ": "time", "BOOL": "boolean",
 }
 CAST_TYPES = frozenset(_FAMILY)
 _LITERAL_FAMILY = {"integer": "number", "decimal": "number", "string": "string", "boolean": "boolean",
                    "timestamp": "time", "date": "time"}
-_STRING_FUNCTIONS = frozenset({"LOWER", "UPPER", "TRIM", "SUBSTR", "SUBSTRING", "CONCAT", "CONCAT_WS", "ARRAY_JOIN"})
-_NUMBER_FUNCTIONS = frozenset({"ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "LN", "EXP", "POWER",
-                               "SIGN", "LENGTH", "CARDINALITY"})
-_NUMBER_AGGREGATES = frozenset({"COUNT", "COUNT_IF", "SUM", "AVG", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP"})
 
 
 # Schema type spellings (Spark, Flink, Trino) -> the names used in schemas given to check().
@@ -63,7 +51,7 @@ _TYPE_ALIASES = {
     "STRING": "VARCHAR", "VARCHAR": "VARCHAR", "CHAR": "VARCHAR", "TEXT": "VARCHAR", "BIGINT": "BIGINT",
     "LONG": "BIGINT", "INT": "INTEGER", "INTEGER": "INTEGER", "SMALLINT": "INTEGER", "SHORT": "INTEGER",
     "TINYINT": "INTEGER", "BYTE": "INTEGER", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE", "REAL": "DOUBLE",
-    "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL", "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN", "TIMESTAMP": "TIMESTAMP",
+    "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL", "NUMBER": "DECIMAL", "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN", "TIMESTAMP": "TIMESTAMP",
     "TIMESTAMP_NTZ": "TIMESTAMP", "TIMESTAMP_LTZ": "TIMESTAMP", "DATE": "DATE",
 }
 # Accepted in schemas, kept as written (upper case): no ordering and no arithmetic on them.
@@ -242,6 +230,13 @@ class _Checker:
         if skip is not None and skip.variable is not None and skip.variable.key not in self._names_by_key():
             self.report("E0223", f"AFTER MATCH SKIP TO '{skip.variable.name}': no such pattern variable or subset",
                         skip.variable.span, _did_you_mean(skip.variable.name, self._names()))
+        if match.rows_per_match.mode == "ALL_WITH_UNMATCHED":
+            exclusion = next((n for n in ast.walk(match.pattern) if isinstance(n, ast.Exclusion)), None)
+            if exclusion is not None:
+                self.report("E0243", "a pattern with an exclusion {- ... -} cannot be used with ALL ROWS PER MATCH "
+                            "WITH UNMATCHED ROWS (SQL:2016 forbids it: an excluded row would be neither a match "
+                            "row nor an unmatched row)", exclusion.span,
+                            "drop the exclusion, or use ALL ROWS PER MATCH without WITH UNMATCHED ROWS")
         if match.rows_per_match.show_timeout and match.within is None:
             self.report("E0227", "SHOW TIMEOUT MATCHES needs a WITHIN clause", match.rows_per_match.span,
                         "a match can only time out when WITHIN gives it a deadline")
@@ -421,7 +416,7 @@ class _ExpressionChecker:
             return "boolean"
         if node.op == "||":
             return "array" if left == "array" else "string"
-        if node.op in ("=", "<>", "<", "<=", ">", ">="):
+        if node.op in ("=", "<>", "<", "<=", ">", ">=", "IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
             self._comparable(node, node.left, left, node.right, right)
             return "boolean"
         return self._arithmetic(node, left, right)
@@ -429,10 +424,10 @@ class _ExpressionChecker:
     def _comparable(self, node, left_expr, left, right_expr, right) -> None:
         if left is None or right is None or left == right:
             return
-        # A string literal compared with a time is the usual way to write a time constant.
-        if {left, right} == {"string", "time"} and any(
-            isinstance(e, ast.Literal) and e.kind == "string" for e in (left_expr, right_expr)
-        ):
+        text = next((e for e in (left_expr, right_expr) if isinstance(e, ast.Literal) and e.kind == "string"), None)
+        if {left, right} == {"string", "time"} and text is not None:
+            self.report("E0234", f"cannot compare a time with the text '{text.value}'", text.span,
+                        time_literal_hint(text.value))
             return
         self.report("E0234", f"cannot compare {_TYPE_WORD.get(left, left)} with {_TYPE_WORD.get(right, right)}",
                     node.span, "CAST one side to the other's type")
@@ -440,7 +435,7 @@ class _ExpressionChecker:
     def _arithmetic(self, node: ast.Binary, left: str | None, right: str | None) -> str | None:
         if left is None or right is None:
             return left if left == right else None
-        operators, result = _ARITHMETIC.get((left, right), ("", None))
+        operators, result = _ARITHMETIC.get((left, right), ((), None))
         if node.op not in operators:
             self.report("E0235", f"cannot apply '{node.op}' to {_TYPE_WORD.get(left, left)} and "
                         f"{_TYPE_WORD.get(right, right)}", node.span)
@@ -467,6 +462,15 @@ class _ExpressionChecker:
         for part in (node.operand, node.pattern, node.escape):
             if part is not None:
                 self.visit(part, scope)
+        escape = node.escape.value if isinstance(node.escape, ast.Literal) and node.escape.kind == "string" else None
+        if escape is not None and len(escape) != 1:
+            self.report("E0245", f"the ESCAPE character must be one character, not '{escape}'", node.escape.span)
+        elif isinstance(node.pattern, ast.Literal) and node.pattern.kind == "string" and (
+                node.escape is None or escape is not None):
+            try:
+                like_segments(node.pattern.value, escape)
+            except PatternError as error:
+                self.report("E0245", str(error), node.pattern.span, "escape %, _ or the escape character itself")
         return "boolean"
 
     def visit_Case(self, node: ast.Case, scope: _Scope) -> str | None:
@@ -494,20 +498,32 @@ class _ExpressionChecker:
         return "array"
 
     def visit_FunctionCall(self, node: ast.FunctionCall, scope: _Scope) -> str | None:
+        signature = SCALARS.get(node.name)
         if node.semantics is not None:
             self.report("E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to "
                         f"{node.name}()", node.span)
-        elif node.name not in SCALAR_FUNCTIONS:
-            known = SCALAR_FUNCTIONS | AGGREGATE_FUNCTIONS | set(_ROW_PATTERN_CALLS)
-            self.report("E0230", f"unknown function {node.name}()", node.span, _did_you_mean(node.name, known))
+        elif signature is None:
+            self.report("E0230", f"unknown function {node.name}()", node.span, suggest(node.name))
+        else:
+            self._arity(node, signature)
         families = [self.visit(arg, scope) for arg in node.args]
-        if node.name in _STRING_FUNCTIONS:
-            return "string"
-        if node.name in _NUMBER_FUNCTIONS:
-            return "number"
-        if node.name in ("COALESCE", "NULLIF", "GREATEST", "LEAST"):
-            return next((f for f in families if f is not None), None)
-        return None
+        if node.name in _REGEX_FUNCTIONS and len(node.args) >= 2:
+            pattern = node.args[1]
+            if isinstance(pattern, ast.Literal) and pattern.kind == "string":
+                try:
+                    compile_regex(pattern.value)
+                except PatternError as error:
+                    self.report("E0246", str(error), pattern.span,
+                                "RE2 syntax: no backreferences (\\1) and no lookaround ((?=...), (?<!...))")
+        return _result_family(signature, families)
+
+    def _arity(self, node, signature: Signature) -> None:
+        count = len(node.args)
+        if count < signature.least or (signature.most is not None and count > signature.most):
+            wanted = (f"{signature.least}" if signature.least == signature.most else
+                      f"at least {signature.least}" if signature.most is None else f"{signature.least} to {signature.most}")
+            self.report("E0111", f"{node.name}() takes {wanted} argument{'s' if wanted != '1' else ''}, not {count}",
+                        node.span)
 
     def visit_Classifier(self, node: ast.Classifier, scope: _Scope) -> str:
         if node.variable is not None and not self.outer and node.variable.key not in self.known:
@@ -597,8 +613,15 @@ class _ExpressionChecker:
                         "DEFINE conditions only see the rows matched so far")
         if not node.args:
             self.report("E0233", f"{node.name}() needs an argument", node.span)
+        else:
+            self._arity(node, AGGREGATES.get(node.name, Signature(1, None, None)))
+        if node.order_by and node.name not in ORDERED_AGGREGATES:
+            self.report("E0111", f"{node.name}() takes no WITHIN GROUP (ORDER BY ...)", node.span)
+        elif node.name in NEEDS_ORDER and len(node.order_by) != 1:
+            self.report("E0111", f"{node.name}(fraction) needs WITHIN GROUP (ORDER BY one value)", node.span,
+                        f"write {node.name}(0.5) WITHIN GROUP (ORDER BY price)")
         self._check_nesting(node, scope.enclosing)
-        self._single_variable(node, node.args, f"{node.name}()")
+        self._single_variable(node, node.args + tuple(key.expr for key in node.order_by), f"{node.name}()")
         inner = scope._replace(enclosing=node)
         families = []
         for argument in node.args:
@@ -608,25 +631,43 @@ class _ExpressionChecker:
                 families.append(None)
             else:
                 families.append(self.visit(argument, inner))
-        if node.name in _NUMBER_AGGREGATES:
-            return "number"
-        if node.name in ("BOOL_AND", "BOOL_OR", "EVERY"):
-            return "boolean"
-        if node.name in ("ARRAY_AGG", "MAP_AGG", "MULTIMAP_AGG", "MAP_UNION"):
-            return "array" if node.name == "ARRAY_AGG" else "map"
-        return families[0] if families and len(node.args) <= 2 and node.name in ("MIN", "MAX", "ARBITRARY",
-                                                                                   "ANY_VALUE", "MAX_BY", "MIN_BY") else None
+        ordered = [self.visit(key.expr, inner) for key in node.order_by]
+        if node.name in NEEDS_ORDER:
+            return ordered[0] if ordered and ordered[0] == "time" else "number"
+        if node.name in ("MIN", "MAX", "MAX_BY", "MIN_BY") and len(node.args) > (1 if node.name in ("MIN", "MAX") else 2):
+            return "array"  # MIN(x, n): the n smallest
+        return _result_family(AGGREGATES.get(node.name), families)
+
+
+def time_literal_hint(text: str) -> str:
+    """What to write instead of a time given as text: TIMESTAMP '...' or DATE '...'."""
+    kind = "DATE" if re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", text) else "TIMESTAMP"
+    return f"write a time literal: {kind} '{text.strip()}'"
+
+
+_REGEX_FUNCTIONS = frozenset({"REGEXP_LIKE", "RLIKE", "REGEXP_SUBSTR", "REGEXP_REPLACE"})
+
+
+def _result_family(signature: Signature | None, families: list) -> str | None:
+    """A call's result family from its signature and its arguments' families."""
+    if signature is None:
+        return None
+    if signature.family == "same":
+        return next((f for f in families if f is not None), None)
+    if signature.family == "second":
+        return families[1] if len(families) > 1 else None
+    return signature.family
 
 
 # (left family, right family) -> (operators allowed, result family)
 _ARITHMETIC = {
-    ("number", "number"): ("+-*/%", "number"),
-    ("time", "interval"): ("+-", "time"),
-    ("interval", "time"): ("+", "time"),
-    ("interval", "interval"): ("+-", "interval"),
-    ("number", "interval"): ("*", "interval"),
-    ("interval", "number"): ("*/", "interval"),
-    ("time", "time"): ("-", "interval"),
+    ("number", "number"): ({"+", "-", "*", "/", "%", "DIV"}, "number"),
+    ("time", "interval"): ({"+", "-"}, "time"),
+    ("interval", "time"): ({"+"}, "time"),
+    ("interval", "interval"): ({"+", "-"}, "interval"),
+    ("number", "interval"): ({"*"}, "interval"),
+    ("interval", "number"): ({"*", "/"}, "interval"),
+    ("time", "time"): ({"-"}, "interval"),
 }
 _TYPE_WORD = {"number": "a number", "string": "text", "boolean": "a boolean", "time": "a time",
               "interval": "an interval", "array": "an array", "map": "a map"}
@@ -642,13 +683,27 @@ def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
     if isinstance(pattern, ast.Quantified):
         copies = (pattern.max if pattern.max is not None else pattern.min + 1) or 1
         return min(cap, copies * _expanded_size(pattern.term, cap))
-    items = pattern.items if isinstance(pattern, (ast.Concat, ast.Permute)) else pattern.alternatives
-    total = min(cap, sum(_expanded_size(item, cap) for item in items))
     if isinstance(pattern, ast.Permute):
-        # The compiler builds a prefix tree of the orders: sum over k of n!/(n-k)! item occurrences.
-        n = min(len(items), 20)
-        occurrences = sum(math.factorial(n) // math.factorial(n - k) for k in range(1, n + 1))
-        total = min(cap, (total * occurrences) // max(n, 1))
+        return _permute_size([_expanded_size(item, cap) for item in pattern.items],
+                             [ast.matches_one_way(item) for item in pattern.items], cap)
+    items = pattern.items if isinstance(pattern, ast.Concat) else pattern.alternatives
+    return min(cap, sum(_expanded_size(item, cap) for item in items))
+
+
+def _permute_size(sizes: list[int], one_way: list[bool], cap: int) -> int:
+    """Terms of PERMUTE as the compiler lays it out (program/compiler.py): an item that matches one way
+    starts a prefix tree over the rest; any other item starts (n-1)! orders written out in full."""
+    if len(sizes) <= 1:
+        return min(cap, sum(sizes))
+    total = 0
+    for i, size in enumerate(sizes):
+        rest, rest_one_way = sizes[:i] + sizes[i + 1:], one_way[:i] + one_way[i + 1:]
+        if one_way[i]:
+            total += size + _permute_size(rest, rest_one_way, cap)
+        else:
+            total += math.factorial(len(rest)) * (size + sum(rest))
+        if total >= cap:
+            return cap
     return total
 
 

@@ -79,6 +79,18 @@ class CepError(Exception):
     def column(self) -> int:
         return self.span.column
 
+    def locate(self, span: Span | None = None, where: str | None = None) -> "CepError":
+        """The same error, pointing at ``span`` if it had no position yet, and saying ``where`` it happened
+        (the partition and row of a run-time error) if it did not yet say so."""
+        if span is not None and span.line > 0 and self.span.line <= 0:
+            self.span = span
+        if where and where not in self.message:
+            self.message = f"{self.message} ({where})"
+        if len(self.errors) == 1:
+            self.errors = [Diagnostic(self.code, self.message, self.span, self.hint)]
+        self.args = (self.render(),)
+        return self
+
     def with_source(self, source: str | None, filename: str | None = None) -> "CepError":
         """The same error, re-rendered against ``source`` (used when a file name becomes known)."""
         self.source = source if source is not None else self.source

@@ -183,8 +183,9 @@ def quantifier_text(quantified: ast.Quantified) -> str:
 _OR, _AND, _NOT, _PREDICATE, _ADDITIVE, _MULTIPLICATIVE, _UNARY, _ATOM = range(1, 9)
 _BINARY_STRENGTH = {
     "OR": _OR, "AND": _AND, "=": _PREDICATE, "<>": _PREDICATE, "<": _PREDICATE, "<=": _PREDICATE,
-    ">": _PREDICATE, ">=": _PREDICATE, "+": _ADDITIVE, "-": _ADDITIVE, "||": _ADDITIVE,
-    "*": _MULTIPLICATIVE, "/": _MULTIPLICATIVE, "%": _MULTIPLICATIVE,
+    ">": _PREDICATE, ">=": _PREDICATE, "IS DISTINCT FROM": _PREDICATE, "IS NOT DISTINCT FROM": _PREDICATE,
+    "+": _ADDITIVE, "-": _ADDITIVE, "||": _ADDITIVE,
+    "*": _MULTIPLICATIVE, "/": _MULTIPLICATIVE, "%": _MULTIPLICATIVE, "DIV": _MULTIPLICATIVE,
 }
 
 
@@ -259,13 +260,20 @@ def _case(case: ast.Case) -> tuple[str, int]:
 
 def _cast(cast: ast.Cast) -> tuple[str, int]:
     params = f"({', '.join(str(p) for p in cast.type.params)})" if cast.type.params else ""
-    return f"CAST({format_expr(cast.operand)} AS {cast.type.name}{params})", _ATOM
+    return f"{'TRY_CAST' if cast.safe else 'CAST'}({format_expr(cast.operand)} AS {cast.type.name}{params})", _ATOM
 
 
 def _call(name: str, args, semantics: str | None = None, distinct: bool = False) -> tuple[str, int]:
     prefix = f"{semantics} " if semantics else ""
     inside = ("DISTINCT " if distinct else "") + ", ".join(format_expr(arg) for arg in args)
     return f"{prefix}{name}({inside})", _ATOM
+
+
+def _aggregate(node: ast.Aggregate) -> tuple[str, int]:
+    text, strength = _call(node.name, node.args, node.semantics, node.distinct)
+    if node.order_by:
+        text += f" WITHIN GROUP (ORDER BY {', '.join(_sort_key(key) for key in node.order_by)})"
+    return text, strength
 
 
 def _navigation(node: ast.Navigation) -> tuple[str, int]:
@@ -290,7 +298,7 @@ _EXPRESSION_FORMATTERS = {
         _PREDICATE,
     ),
     ast.Like: lambda e: (
-        f"{_at(e.operand, _ADDITIVE)} {_not(e.negated)}LIKE {_at(e.pattern, _ADDITIVE)}"
+        f"{_at(e.operand, _ADDITIVE)} {_not(e.negated)}{'ILIKE' if e.case_insensitive else 'LIKE'} {_at(e.pattern, _ADDITIVE)}"
         + (f" ESCAPE {_at(e.escape, _ADDITIVE)}" if e.escape is not None else ""),
         _PREDICATE,
     ),
@@ -298,7 +306,7 @@ _EXPRESSION_FORMATTERS = {
     ast.Cast: _cast,
     ast.ArrayLiteral: lambda e: ("ARRAY[" + ", ".join(format_expr(i) for i in e.items) + "]", _ATOM),
     ast.FunctionCall: lambda e: _call(e.name, e.args, e.semantics),
-    ast.Aggregate: lambda e: _call(e.name, e.args, e.semantics, e.distinct),
+    ast.Aggregate: _aggregate,
     ast.Navigation: _navigation,
     ast.Classifier: lambda e: (f"CLASSIFIER({_ident(e.variable) if e.variable else ''})", _ATOM),
     ast.MatchNumber: lambda e: ("MATCH_NUMBER()", _ATOM),

@@ -32,7 +32,8 @@ from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
 from cep.grammar import ast, limits
-from cep.grammar.checks import AGGREGATE_FUNCTIONS, check, normalize_type
+from cep.grammar.checks import check, normalize_type
+from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import TRIVIA as _TRIVIA
@@ -61,6 +62,7 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
         raise CepSyntaxError("WITH clauses (common table expressions) are not supported: subqueries are not supported",
                              code="E0107", span=span_of(text, tokens[0].start, tokens[0].end),
                              hint="select from a table or a file path directly")
+    _refuse_window_functions(text, tokens)
     depth = 0
     for index, token in enumerate(tokens):
         if token.kind == "close":
@@ -77,6 +79,27 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
                     span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
                     hint="compute the value outside the query; MATCH_RECOGNIZE expressions only see the match's rows",
                 )
+
+
+def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
+    """``f(x) OVER (...)``: a window function. Refused with what to write instead: inside DEFINE a value over
+    the whole partition is unknown to a live stream until the partition ends (it never does), so it cannot
+    be exact there; computed before matching, it is an ordinary column."""
+    for index in range(1, len(tokens) - 1):
+        token = tokens[index]
+        if not (token.kind == "word" and token.text.upper() == "OVER" and tokens[index - 1].kind == "close"
+                and tokens[index + 1].kind == "open"):
+            continue
+        clause = next((t.text.upper() for t in reversed(tokens[:index])
+                       if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")), "")
+        where = {"DEFINE": "in DEFINE", "MEASURES": "in MEASURES"}.get(clause, "here")
+        raise CepSyntaxError(
+            f"window functions (... OVER (...)) are not allowed {where}", code="E0244",
+            span=span_of(text, token.start, _matching_close(tokens, index + 1, len(text))),
+            hint="a stream never sees the whole partition, so a partition-wide value cannot be known while matching: "
+                 "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
+                 "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "
+                 "an aggregate over the match's rows so far: DEFINE A AS price > AVG(price)")
 
 
 def _matching_close(tokens: list[ScanToken], open_index: int, default: int) -> int:
@@ -139,7 +162,7 @@ class _ToAst(Transformer_NonRecursive):
     select_list = order_clause = partition_clause = measures_clause = subset_clause = define_clause = _items
     show_timeout = _constant(True)
     show_empty, omit_empty, with_unmatched = (_constant(f"ALL_{m}") for m in ("SHOW_EMPTY", "OMIT_EMPTY", "WITH_UNMATCHED"))
-    measure, define_item, when_clause, cast_expr = _node(ast.Measure), _node(ast.Define), _node(ast.WhenClause), _node(ast.Cast)
+    measure, define_item, when_clause = _node(ast.Measure), _node(ast.Define), _node(ast.WhenClause)
     pattern_variable, exclusion, absence = _node(ast.PatternVar), _node(ast.Exclusion), _node(ast.Absence)
     empty_pattern, star_argument, qualified_column = _node(ast.Empty), _constant_node(ast.Star), _node(ast.ColumnRef)
     permute, array_literal = _node_of_items(ast.Permute), _node_of_items(ast.ArrayLiteral)
@@ -254,7 +277,11 @@ class _ToAst(Transformer_NonRecursive):
     def binary(self, meta, children):
         left, operator, right = children
         op = operator.value.upper()
-        return ast.Binary(_span(meta), "<>" if op == "!=" else op, left, right)
+        return ast.Binary(_span(meta), {"!=": "<>", "<=>": "IS NOT DISTINCT FROM"}.get(op, op), left, right)
+
+    def is_distinct(self, meta, children):
+        operand, negated, _distinct, other = children
+        return ast.Binary(_span(meta), "IS NOT DISTINCT FROM" if negated is not None else "IS DISTINCT FROM", operand, other)
 
     def unary(self, meta, children):
         return ast.Unary(_span(meta), children[0].value.upper(), children[1])
@@ -271,8 +298,21 @@ class _ToAst(Transformer_NonRecursive):
         return ast.InList(_span(meta), operand, tuple(items), negated is not None)
 
     def like(self, meta, children):
-        operand, negated, pattern, escape = children
-        return ast.Like(_span(meta), operand, pattern, escape, negated is not None)
+        operand, negated, operator, pattern, escape = children
+        return ast.Like(_span(meta), operand, pattern, escape, negated is not None, operator.type == "ILIKE")
+
+    def rlike(self, meta, children):
+        operand, negated, _operator, pattern = children
+        call = ast.FunctionCall(_span(meta), "RLIKE", (operand, pattern))
+        return ast.Unary(_span(meta), "NOT", call) if negated is not None else call
+
+    def cast_expr(self, meta, children):
+        keyword, operand, type_name = children
+        return ast.Cast(_span(meta), operand, type_name, safe=keyword.type == "TRY_CAST")
+
+    def postfix_cast(self, meta, children):
+        operand, type_name = children
+        return ast.Cast(_span(meta), operand, type_name)
 
     def semantics_call(self, meta, children):
         keyword, call = children  # RUNNING or FINAL
@@ -308,16 +348,22 @@ class _ToAst(Transformer_NonRecursive):
         return _time_literal(meta, "date", datetime.date, children[1], "YYYY-MM-DD")
 
     def interval_literal(self, meta, children):
-        minus, string, first_unit, last_unit = children
-        unit = " TO ".join(_interval_unit(token) for token in _present([first_unit, last_unit]))
-        text = _unquote(string, "'")
+        minus, value, first_unit, last_unit = children
+        text = _unquote(value, "'") if value.type == "STRING" else str(value)
+        if first_unit is None:  # the units are in the text: INTERVAL '1 hour 30 minutes'
+            text, unit = _units_in_text(text, meta)
+        else:
+            unit = " TO ".join(_interval_unit(token) for token in _present([first_unit, last_unit]))
         problem = _interval_problem(text, unit)
         if problem:
             raise CepSyntaxError(problem, code="E0108", span=_span(meta))
         return ast.IntervalLiteral(_span(meta), text, unit, negative=minus is not None)
 
     def column(self, meta, children):
-        return ast.ColumnRef(_span(meta), None, children[0])
+        ident = children[0]
+        if not ident.quoted and ident.key in _NILADIC:  # CURRENT_TIMESTAMP without parentheses, as SQL writes it
+            return ast.FunctionCall(_span(meta), ident.key, ())
+        return ast.ColumnRef(_span(meta), None, ident)
 
     def keyword_column(self, meta, children):
         return ast.ColumnRef(_span(meta), None, ast.Identifier(_span(meta), str(children[0])))
@@ -331,8 +377,21 @@ class _ToAst(Transformer_NonRecursive):
         return ast.TypeName(_span(meta), name.upper(), tuple(int(p) for p in params))
 
     def call(self, meta, children):
-        name, distinct, *arguments = children
-        return _build_call(_span(meta), name.name.upper(), distinct is not None, tuple(_present(arguments)))
+        name, distinct, *arguments, within_group = children
+        return _build_call(_span(meta), name.name.upper(), distinct is not None, tuple(_present(arguments)),
+                           within_group or ())
+
+    def date_function(self, meta, children):
+        return ast.FunctionCall(_span(meta), "DATE", tuple(_present(children[1:])))
+
+    def within_group(self, meta, children):
+        return tuple(children)
+
+    def from_argument(self, meta, children):
+        return _SpecialArgument(_span(meta), "FROM", *children)
+
+    def in_argument(self, meta, children):
+        return _SpecialArgument(_span(meta), "IN", *children)
 
     def qualified_star_argument(self, meta, children):
         return ast.Star(_span(meta), children[0])
@@ -368,6 +427,42 @@ _INTERVAL_RANGES = {
     ("DAY", "SECOND"): ("DAY", "HOUR", "MINUTE", "SECOND"), ("HOUR", "MINUTE"): ("HOUR", "MINUTE"),
     ("HOUR", "SECOND"): ("HOUR", "MINUTE", "SECOND"), ("MINUTE", "SECOND"): ("MINUTE", "SECOND"),
 }
+
+
+_TEXT_UNIT = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]+)\s*")
+_UNIT_ORDER = ("DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND")
+_UNIT_FACTORS = {"DAY": decimal.Decimal(86400000), "HOUR": decimal.Decimal(3600000), "MINUTE": decimal.Decimal(60000),
+                 "SECOND": decimal.Decimal(1000), "MILLISECOND": decimal.Decimal(1)}
+
+
+def _units_in_text(text: str, meta) -> tuple[str, str]:
+    """'1 hour 30 minutes' -> ('90', 'MINUTE'): the amounts in the smallest unit written (PostgreSQL's and
+    Spark's INTERVAL '...' with the units inside the text)."""
+    position, amounts = 0, []
+    while position < len(text):
+        found = _TEXT_UNIT.match(text, position)
+        if found is None or found.end() == position:
+            raise CepSyntaxError(f"interval '{text}' needs a unit: write INTERVAL '5 minutes' or INTERVAL '5' MINUTE",
+                                 code="E0108", span=_span(meta))
+        amounts.append((decimal.Decimal(found.group(1)), _interval_unit_name(found.group(2), meta)))
+        position = found.end()
+    if not amounts:
+        raise CepSyntaxError("an interval needs an amount and a unit, e.g. INTERVAL '5 minutes'", code="E0108",
+                             span=_span(meta))
+    smallest = max((unit for _, unit in amounts), key=_UNIT_ORDER.index)
+    total = sum(amount * _UNIT_FACTORS[unit] for amount, unit in amounts) / _UNIT_FACTORS[smallest]
+    return format(total.normalize(), "f"), smallest
+
+
+def _interval_unit_name(word: str, meta) -> str:
+    unit = word.upper()
+    unit = {"MS": "MILLISECOND", "MSEC": "MILLISECOND", "MSECS": "MILLISECOND", "SEC": "SECOND", "SECS": "SECOND",
+            "MIN": "MINUTE", "MINS": "MINUTE", "HR": "HOUR", "HRS": "HOUR"}.get(unit, unit)
+    unit = unit[:-1] if unit.endswith("S") and unit[:-1] in _INTERVAL_UNITS else unit
+    if unit not in _INTERVAL_UNITS:
+        raise CepSyntaxError(f"unknown interval unit '{word}'", code="E0109", span=_span(meta),
+                             hint="use milliseconds, seconds, minutes, hours or days: months and years have no fixed length")
+    return unit
 
 
 def _interval_unit(token: Token) -> str:
@@ -420,15 +515,65 @@ def _special_name(node) -> str:
     return next(name for name, node_type in _NO_ARGUMENT_CALLS.items() if isinstance(node, node_type))
 
 
-def _build_call(span: Span, name: str, distinct: bool, args: tuple):
+@dataclasses.dataclass(frozen=True)
+class _SpecialArgument:
+    """``YEAR FROM ts`` (EXTRACT) or ``'x' IN note`` (POSITION) inside a call, before _build_call reads it."""
+
+    span: Span
+    keyword: str
+    left: object
+    right: object
+
+
+# Calls whose first argument is a unit written as a word (DATEADD(day, 1, ts)) or a string ('day').
+_UNIT_FIRST = {"DATEADD": 3, "TIMESTAMPADD": 3, "DATEDIFF": 3, "TIMESTAMPDIFF": 3, "DATE_ADD": 3, "DATE_DIFF": 3,
+               "DATE_TRUNC": 2, "DATE_PART": 2, "EXTRACT": 2}
+# Words that are calls without parentheses in SQL.
+_NILADIC = frozenset({"CURRENT_TIMESTAMP", "CURRENT_DATE"})
+
+
+def _unit_argument(arg):
+    """DATEADD(day, ...): the word ``day`` is a unit, not a column (a string literal 'DAY' in the AST)."""
+    if isinstance(arg, ast.ColumnRef) and arg.qualifier is None and not arg.column.quoted:
+        return ast.Literal(arg.span, "string", arg.column.name.upper(), arg.column.name.upper())
+    return arg
+
+
+def _special_arguments(span: Span, name: str, args: tuple) -> tuple:
+    """EXTRACT(field FROM x) and POSITION(s IN x) as plain argument lists; the FROM/IN forms elsewhere are errors."""
+    special = [arg for arg in args if isinstance(arg, _SpecialArgument)]
+    if not special:
+        return args
+    wanted = {"EXTRACT": "FROM", "POSITION": "IN"}.get(name)
+    if len(args) != 1 or special[0].keyword != wanted:
+        example = "EXTRACT(HOUR FROM ts)" if special[0].keyword == "FROM" else "POSITION('x' IN note)"
+        raise CepSyntaxError(f"'{special[0].keyword}' inside {name}() is not allowed", code="E0111", span=special[0].span,
+                             hint=f"only {example} takes that form")
+    return special[0].left, special[0].right
+
+
+def _build_call(span: Span, name: str, distinct: bool, args: tuple, within_group: tuple = ()):
     """What `name(args)` means: an aggregate, a navigation, a special function or a scalar call."""
+    args = _special_arguments(span, name, args)
+    if name in _UNIT_FIRST and len(args) == _UNIT_FIRST[name]:
+        args = (_unit_argument(args[0]),) + args[1:]
+    if within_group and name not in AGGREGATE_FUNCTIONS:
+        raise CepSyntaxError(f"WITHIN GROUP (ORDER BY ...) belongs to aggregates such as LISTAGG and PERCENTILE_CONT, "
+                             f"not to {name}()", code="E0111", span=span)
     if name in AGGREGATE_FUNCTIONS:
-        return ast.Aggregate(span, name, args or ((ast.Star(span),) if name == "COUNT" else ()), distinct=distinct)
+        return ast.Aggregate(span, name, args or ((ast.Star(span),) if name == "COUNT" else ()), distinct=distinct,
+                             order_by=within_group)
     if distinct:
         raise CepSyntaxError(f"DISTINCT is only allowed in aggregate calls, not in {name}()", code="E0112", span=span)
-    if name in _NAVIGATIONS:
+    if name == "MATCH_SEQUENCE_NUMBER":  # Snowflake: the row's position in its match, RUNNING COUNT(*)
+        if args:
+            raise _arity_error(span, name, "takes no arguments")
+        return ast.Aggregate(span, "COUNT", (ast.Star(span),), semantics="RUNNING")
+    if name in _NAVIGATIONS or name in ("LAG", "LEAD"):
         if len(args) not in (1, 2):
-            raise _arity_error(span, name, "takes a value and an optional offset, e.g. PREV(A.price, 2)")
+            hint = ("; a default value (LAG's third argument) is not supported: wrap the call in COALESCE"
+                    if len(args) == 3 and name in ("LAG", "LEAD") else "")
+            raise _arity_error(span, name, f"takes a value and an optional offset, e.g. {name}(A.price, 2){hint}")
         return ast.Navigation(span, name, args[0], args[1] if len(args) == 2 else None)
     if name == "CLASSIFIER":
         if not args:
@@ -465,6 +610,51 @@ def _check_depth(statement: ast.Statement) -> None:
         stack.extend((child, depth) for child in ast.children(node))
 
 
+# ----------------------------------------------------------------------------- dialect spellings
+
+
+def _rewrite(node, change):
+    """``node`` with ``change`` applied bottom-up to every expression (``change`` returns a node, or None to
+    keep it); unchanged subtrees stay the same objects. Recursive: it runs after ``_check_depth``."""
+    updates = {}
+    for name in ast.field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, tuple):
+            new = tuple(_rewrite(item, change) if _is_node(item) else item for item in value)
+            if any(a is not b for a, b in zip(new, value)):
+                updates[name] = new
+        elif _is_node(value):
+            new = _rewrite(value, change)
+            if new is not value:
+                updates[name] = new
+    node = dataclasses.replace(node, **updates) if updates else node
+    return (change(node) or node) if ast.is_expression(node) else node
+
+
+def _is_node(value) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, (Span, ast.Identifier))
+
+
+def _inside_match(node, in_define: bool):
+    """Inside MATCH_RECOGNIZE: a bare CLASSIFIER is CLASSIFIER() (Snowflake; quote it to read a column), and
+    in DEFINE, LAG/LEAD are PREV/NEXT (Snowflake's spelling there)."""
+    if isinstance(node, ast.ColumnRef) and node.qualifier is None and not node.column.quoted \
+            and node.column.key == "CLASSIFIER":
+        return ast.Classifier(node.span)
+    if in_define and isinstance(node, ast.Navigation) and node.kind in ("LAG", "LEAD"):
+        return dataclasses.replace(node, kind="PREV" if node.kind == "LAG" else "NEXT")
+    return None
+
+
+def _dialect_spellings(statement: ast.Statement) -> ast.Statement:
+    match = statement.match
+    measures = tuple(_rewrite(m, lambda n: _inside_match(n, False)) for m in match.measures)
+    defines = tuple(_rewrite(d, lambda n: _inside_match(n, True)) for d in match.defines)
+    if all(a is b for a, b in zip(measures + defines, match.measures + match.defines)):
+        return statement
+    return dataclasses.replace(statement, match=dataclasses.replace(match, measures=measures, defines=defines))
+
+
 # ------------------------------------------------------------------------------------ public API
 
 
@@ -492,7 +682,7 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
         except VisitError as error:
             raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
         _check_depth(statement)
-        return statement
+        return _dialect_spellings(statement)
     except CepError as error:
         raise error.with_source(text, filename) from None
 

@@ -28,15 +28,15 @@ _PUNCTUATION = {
     "_SEMI": "';'", "_PIPE": "'|'", "_BANG": "'!'", "_EXCLUSION_OPEN": "'{-'", "_EXCLUSION_CLOSE": "'-}'",
     "CARET": "'^'", "DOLLAR": "'$'", "QMARK": "'?'", "STAR": "'*'", "PLUS": "'+'", "MINUS": "'-'", "SLASH": "'/'",
     "PERCENT": "'%'", "CONCAT": "'||'", "EQ": "'='", "NE": "'<>'", "LT": "'<'", "LE": "'<='", "GT": "'>'",
-    "GE": "'>='", "RANGE": "a quantifier", "STRING": "a string", "INT": "an integer", "DECIMAL": "a number",
+    "GE": "'>='", "NSEQ": "'<=>'", "_DCOLON": "'::'", "RANGE": "a quantifier", "STRING": "a string", "INT": "an integer", "DECIMAL": "a number",
     "$END": "the end of the query", "<END-OF-FILE>": "the end of the query",
 }
 _NAME_TOKENS = frozenset({"IDENT", "QUOTED_IDENT", "BACKTICK_IDENT"})
-_EXPRESSION_STARTS = _NAME_TOKENS | {"INT", "DECIMAL", "STRING", "_LPAR", "NOT", "MINUS", "PLUS", "_CASE", "_CAST",
+_EXPRESSION_STARTS = _NAME_TOKENS | {"INT", "DECIMAL", "STRING", "_LPAR", "NOT", "MINUS", "PLUS", "_CASE", "CAST", "TRY_CAST",
                                      "_ARRAY", "TRUE", "FALSE", "NULL", "_INTERVAL", "TIMESTAMP", "DATE", "RUNNING", "FINAL"}
 _PATTERN_STARTS = _NAME_TOKENS | {"_LPAR", "CARET", "DOLLAR", "_EXCLUSION_OPEN", "_PERMUTE", "_BANG"}
 _OPERATORS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "CONCAT",
-                        "AND", "OR", "_IS", "NOT", "_BETWEEN", "_IN", "_LIKE", "_DOT", "_ESCAPE"})
+                        "AND", "OR", "_IS", "NOT", "_BETWEEN", "_IN", "LIKE", "ILIKE", "RLIKE", "REGEXP", "DIV", "NSEQ", "_DOT", "_ESCAPE"})
 # Words that open a clause: to say where an error is ("in DEFINE") and to spot clauses out of order.
 _CLAUSE_CONTEXT = {
     "SELECT": "in the select list", "FROM": "after FROM", "MATCH_RECOGNIZE": "in MATCH_RECOGNIZE",

@@ -17,7 +17,6 @@ import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
-from cep.grammar.errors import CepSemanticError
 from cep.grammar.format import format_expr
 from cep.matcher.vector import fastpath, sequence
 from cep.matcher.vector.arrays import from_arrow, from_pandas
@@ -26,6 +25,7 @@ from cep.matcher.program.machine import Machine, build_machine
 from cep.matcher.rows.outer import OuterQuery, build_outer
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
+from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import infer
 from cep.matcher.pike.trace import Tracer
 from cep.matcher.pike.vm import PartitionMatcher, match_partition
@@ -78,11 +78,10 @@ class CompiledQuery:
         return self.outer(input_columns).names
 
     def sort_keys(self, input_columns: Iterable[str]) -> list[tuple[str, bool, bool]]:
-        """The outer ORDER BY as (output column, descending, nulls_first), for engines that sort themselves."""
-        outer = self.outer(input_columns)
-        if len(outer.sort_names) != len(outer.sort_keys):
-            raise CepSemanticError("the outer ORDER BY may only name output columns here", code="E0209")
-        return list(outer.sort_names)
+        """The outer ORDER BY as (column, descending, nulls_first), for engines that sort themselves: an
+        output column, or a key column that ``run_frame(..., outer_order_and_limit=False)`` appends to
+        each row (``sort_column_types``), to be dropped after sorting."""
+        return list(self.outer(input_columns).sort_names)
 
     def output_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
         """(name, SQL type) of every output column, for an input with these column types."""
@@ -110,11 +109,21 @@ class CompiledQuery:
                 types.extend(mr_types)
             else:
                 types.append(infer(item.expr, output_type))
+        self._sort_types = [(name, infer(expr, output_type)) for name, expr in outer.sort_exprs]
         return list(zip(outer.names, types))
+
+    def sort_column_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
+        """(name, SQL type) of the outer ORDER BY keys that are not output columns (``sort_keys``)."""
+        self.output_types(input_types)
+        return list(self._sort_types)
 
     # -------------------------------------------------------------------------------------- running
 
     def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None):
+        with query_time():  # CURRENT_TIMESTAMP: one instant for the whole run
+            return self._run_frame(frame, outer_order_and_limit=outer_order_and_limit, progress=progress, clock=clock)
+
+    def _run_frame(self, frame, *, outer_order_and_limit: bool, progress, clock):
         """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
         A query the fast path takes reads the frame as numpy columns (``matcher/vector/arrays.py``) and, when
@@ -134,7 +143,7 @@ class CompiledQuery:
         arrays = from_pandas(frame) if kind == "pandas" else from_arrow(frame)
         total = len(frame) if kind == "pandas" else frame.num_rows
         plain = outer.is_identity and outer.where is None and (
-            not outer_order_and_limit or (not outer.sort_keys and outer.limit is None))
+            not outer.sort_keys and outer.limit is None if outer_order_and_limit else not outer.sort_getters)
         source = ArrayInput(arrays, total, kind)
         if machine.within is not None and clock is None:
             clock = _latest(arrays[machine.within.column])
@@ -143,11 +152,17 @@ class CompiledQuery:
             progress(total, total)
         if isinstance(matched, fastpath.MatchColumns):
             return from_columns(kind, outer.names, matched.columns)
-        return from_rows(kind, outer.names, outer.apply(matched, order_and_limit=outer_order_and_limit))
+        names = outer.names if outer_order_and_limit else outer.unsorted_names
+        return from_rows(kind, names, outer.apply(matched, order_and_limit=outer_order_and_limit))
 
     def run_columns(
         self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None, progress=None
     ) -> tuple[tuple[str, ...], list[tuple]]:
+        with query_time():  # CURRENT_TIMESTAMP: one instant for the whole run
+            return self._run_columns(columns, outer_order_and_limit=outer_order_and_limit, checks=checks, clock=clock,
+                                     progress=progress)
+
+    def _run_columns(self, columns: Columns, *, outer_order_and_limit: bool, checks, clock, progress):
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
 
         ``checks`` (a ``cep.matcher.rows.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
@@ -168,11 +183,12 @@ class CompiledQuery:
             clock = replay_clock(machine, columns)
         total = len(columns[names[0]])
         fast = self.column_plan(machine, names)
+        out_names = outer.names if outer_order_and_limit else outer.unsorted_names
         if fast is not None:  # column-wise: numpy + re (vector/fastpath.py), or the sequence engine (vector/sequence.py)
             matched = fast.run(columns, fallback=_on_vm(machine, clock), clock=clock)
             if progress is not None:
                 progress(total, total)
-            return outer.names, outer.apply(matched, order_and_limit=outer_order_and_limit)
+            return out_names, outer.apply(matched, order_and_limit=outer_order_and_limit)
         rows: list[tuple] = []
         done = 0
         for key, indices in self.partitions(machine, columns):
@@ -181,7 +197,7 @@ class CompiledQuery:
             if progress is not None:  # (rows done, rows in all), after each partition
                 done += len(indices)
                 progress(done, total)
-        return outer.names, outer.apply(rows, order_and_limit=outer_order_and_limit)
+        return out_names, outer.apply(rows, order_and_limit=outer_order_and_limit)
 
     def trace_columns(self, columns: Columns, partition: dict | None = None) -> list[dict]:
         """Run with a tracer attached; ``partition`` (column -> value) restricts the trace to one partition."""

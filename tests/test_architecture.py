@@ -35,9 +35,11 @@ NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
 # own place. A tuple holds siblings, which never import each other.
 ORDER = {
     "cep": ["grammar", "matcher", "spark_bridge", "query", "cli_io", "report", "stream_cli", "cli"],
-    "cep.grammar": ["errors", "limits", "ast", "columns", "tokens", "syntax_errors", "checks", "format", "parser"],
+    "cep.grammar": ["errors", "limits", "ast", "columns", "tokens", "syntax_errors", "functions", "checks", "format",
+                    "parser"],
     "cep.matcher": ["sql", "program", "rows", ("pike", "vector"), "plan", "explain"],
-    "cep.matcher.sql": ["values", "intervals", "context", "running", "types", "expressions"],
+    "cep.matcher.sql": [("text_patterns", "datetimes"), "values", "intervals", "context", "running", "types",
+                        "expressions"],
     "cep.matcher.program": ["instructions", "compiler", "equivalence", "output", "machine"],
     "cep.matcher.rows": ["tables", "outer", "partitioning", "validate"],
     "cep.matcher.pike": ["vm", "trace"],

@@ -210,7 +210,7 @@ def test_absence_inside_quantifier_alternation_permute_exclusion() -> None:
 def test_unknown_function_with_a_suggestion() -> None:
     query = mr("MEASURES lowr(A.s) AS l PATTERN (A)")
     assert codes(query) == ["E0230"]
-    assert "did you mean 'LOWER'?" in messages(query)[0]
+    assert "did you mean LOWER()?" in messages(query)[0]
 
 
 def test_proctime_only_in_order_by() -> None:
@@ -260,9 +260,18 @@ def test_incompatible_comparison() -> None:
 
 
 def test_comparisons_that_are_fine() -> None:
-    query = mr("PATTERN (A) DEFINE A AS qty < price AND ts > TIMESTAMP '2024-01-01 00:00:00' AND ts > '2024-01-01' "
+    query = mr("PATTERN (A) DEFINE A AS qty < price AND ts > TIMESTAMP '2024-01-01 00:00:00' "
                "AND day = DATE '2024-01-01' AND price = CAST(symbol AS double) AND symbol IS NOT NULL")
     assert codes(query, SCHEMA) == []
+
+
+def test_a_time_compared_with_text_asks_for_a_time_literal() -> None:
+    query = mr("PATTERN (A) DEFINE A AS ts > '2024-01-02 10:00:00' AND day = '2024-01-02'")
+    assert codes(query, SCHEMA) == ["E0234", "E0234"]
+    with pytest.raises(CepSemanticError) as raised:
+        check(parse_unchecked(query), schema=SCHEMA, source=query)
+    hints = [d.hint for d in raised.value.errors]
+    assert hints == ["write a time literal: TIMESTAMP '2024-01-02 10:00:00'", "write a time literal: DATE '2024-01-02'"]
 
 
 def test_incompatible_arithmetic() -> None:

@@ -567,7 +567,7 @@ GOLDEN = [
         'q.sql:3:12: error[E0230]: unknown function LOWR()\n'
         '   3 |   MEASURES lowr(A.s) AS l\n'
         '     |            ^^^^^^^^^\n'
-        "  hint: did you mean 'LOWER'?",
+        "  hint: did you mean LOWER()?",
     ),
     (
         'E0231',

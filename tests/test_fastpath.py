@@ -601,7 +601,8 @@ def test_most_generated_all_rows_queries_take_the_column_path(monkeypatch):
 
 
 def test_all_rows_v_shape_running_and_final():
-    """The V-shape in ALL ROWS: RUNNING values grow with the match, FINAL ones are the match's."""
+    """The V-shape in ALL ROWS: RUNNING values grow with the match (FIRST(C.value) is NULL until a C row),
+    FINAL ones are the match's."""
     stmt = statement(**{**V_SHAPE, "rows_per_match": "ALL_SHOW_EMPTY", "measures": [
         ("cls", classifier_of()), ("n", count_star()), ("nb", count_star("B", "FINAL")),
         ("bottom", last(col("value", "B"))), ("low", last(col("value", "B"), semantics="FINAL")),
@@ -612,8 +613,8 @@ def test_all_rows_v_shape_running_and_final():
     fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
     assert fast.all_rows is not None and fast.stats["regex_partitions"] == 1
     assert [row[2:9] for row in out] == [
-        ("A", 1, 2, None, 3, 4, 1), ("B", 2, 2, 4, 3, 4, 1), ("B", 3, 2, 3, 3, 4, 1), ("C", 4, 2, 3, 3, 4, 1),
-        ("C", 5, 2, 3, 3, 4, 1), ("A", 1, 1, None, 4, 6, 2), ("B", 2, 1, 4, 4, 6, 2), ("C", 3, 1, 4, 4, 6, 2)]
+        ("A", 1, 2, None, 3, None, 1), ("B", 2, 2, 4, 3, None, 1), ("B", 3, 2, 3, 3, None, 1), ("C", 4, 2, 3, 3, 4, 1),
+        ("C", 5, 2, 3, 3, 4, 1), ("A", 1, 1, None, 4, None, 2), ("B", 2, 1, 4, 4, None, 2), ("C", 3, 1, 4, 4, 6, 2)]
     assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False)
 
 

@@ -48,62 +48,23 @@ CASES_DIR = Path(__file__).resolve().parent / "published_examples"
 # (after "then:") what the case needs beyond it, found by rewriting the blocking construct by hand.
 # ----------------------------------------------------------------------------------------------------
 
-_LAG = "Snowflake's LAG(x) in DEFINE (= PREV(x)): E0230 unknown function LAG() (hint: did you mean 'AVG'?)"
-_CLS = ("CLASSIFIER without parentheses (Snowflake): it compiles, then the run fails with E0220 unknown column "
-        "'classifier'")
-_MSN = "Snowflake's MATCH_SEQUENCE_NUMBER() (the row's position in its match): E0230 unknown function MATCH_SEQUENCE_NUMBER()"
 _OVER = ("Snowflake's window function in DEFINE, avg(price) over (rows between unbounded preceding and unbounded "
-         "following): E0120 missing ',' between DEFINE items (the OVER clause is not parsed)")
-_E0209 = ("qualified outer ORDER BY (ORDER BY MR.x): E0209 'the outer ORDER BY may only name output columns here' "
-          "on Spark although the python engine accepts it")
+         "following): refused with E0244 by design (a partition-wide value cannot be exact on a stream); the hint says "
+         "to compute it before matching (WITH ... AVG(price) OVER (PARTITION BY company) AS avg_price), which passes "
+         "(checked)")
 
 PYTHON_FAILURES: dict[str, tuple[str, str]] = {
-    "snowflake-ref-v-shape-summary": ("E0230", _LAG + "; then passes (checked with PREV)"),
     "snowflake-ref-all-rows-one-company": (
         "E0107", "subquery in FROM, (select * from stock_price_history where company='ABCD') match_recognize(...): "
-                 "E0107 subqueries are not supported; then: " + _MSN + ", " + _LAG + "; then passes (checked on the "
-                 "filtered rows)"),
-    "snowflake-ref-omit-empty-matches": ("E0120", _OVER),
-    "snowflake-ref-with-unmatched-rows": ("E0120", _OVER),
-    "snowflake-guide-lt45-down-up": ("E0230", _LAG + "; then passes (checked with PREV)"),
-    "snowflake-guide-anchor-start": ("E0230", _MSN + "; then passes (checked with RUNNING COUNT(*))"),
-    "snowflake-guide-anchor-end": ("E0230", _MSN + "; then passes (checked with RUNNING COUNT(*))"),
-    "snowflake-guide-all-rows-running-count": ("E0230", _MSN + "; then: " + _LAG + "; then passes (checked)"),
-    "snowflake-guide-one-row-count": ("E0230", _MSN + "; then: " + _LAG + "; then passes (checked)"),
-    "snowflake-guide-exclusion": ("E0230", _LAG + "; then passes (checked with PREV)"),
-    "snowflake-guide-up-down-xyz": ("E0230", _LAG + "; then passes (checked with PREV)"),
-    "snowflake-guide-up-down-xyz-exclusions": ("E0230", _LAG + "; then passes against the corrected output (checked with PREV)"),
-    "snowflake-guide-classifier": (
-        "E0230", _MSN + "; then: " + _CLS + ", " + _LAG + "; then passes (checked)"),
-    "snowflake-guide-window-frame": (
-        "E0230", "Snowflake's LAG/LEAD in MEASURES, confined to the rows of the match (not PREV/NEXT, which see the "
-                 "partition): E0230 unknown function LAG(); then: LEAD() (hint: 'LEAST'), " + _MSN + ", " + _CLS + ". With "
-                 "PREV/NEXT in their place the rows differ (checked): PREV/NEXT see the whole partition"),
-    "snowflake-guide-minimum-37": ("E0230", _MSN + "; then: " + _LAG + "; then passes (checked)"),
-    "snowflake-guide-permute": (
-        "E0121", "measure alias without AS (last(classifier()) = 'DOWN' up_spike): E0121 expected AS and a name after "
-                 "the measure; then: " + _LAG + "; then passes (checked)"),
-    "snowflake-guide-w-shape": ("E0230", _LAG + "; then passes (checked with PREV)"),
-    "snowflake-guide-w-shape-exclusions": ("E0230", _LAG + "; then: " + _CLS + "; then passes (checked)"),
+                 "E0107 subqueries are not supported; then passes (checked on the filtered rows)"),
+    "snowflake-ref-omit-empty-matches": ("E0244", _OVER),
+    "snowflake-ref-with-unmatched-rows": ("E0244", _OVER),
     "trino-blog-v-shape-with-values": (
         "E0107", "WITH orders(customer_id, order_date, price) AS (VALUES ...) before the statement: E0107 WITH clauses "
                  "(common table expressions) are not supported; the MATCH_RECOGNIZE part passes on the same rows (checked)"),
-    "ydb-measures-example": ("E0230", "YDB's AGGREGATE_LIST (= ARRAY_AGG): E0230 unknown function AGGREGATE_LIST() (hint: 'GREATEST'); "
-                                      "then passes (checked with ARRAY_AGG)"),
-    "ydb-rows-per-match-all-rows": (
-        "ROWS", "RUNNING FIRST() looks past the current row (issue 15): under ALL ROWS PER MATCH, FIRST(B2.ts) on the "
-                "first row (B1, ts 100) gives 200, a later row's value, while LAST(B3.ts) there is rightly NULL; the "
-                "standard gives NULL for both (YDB itself prints the FINAL values 200 and 300)"),
 }
 
-SPARK_FAILURES: dict[str, tuple[str, str]] = {
-    **PYTHON_FAILURES,
-    "oracle-dwhsg-20-1-v-shape-one-row": ("E0209", _E0209),
-    "oraclebase-peaks-one-row": ("E0209", _E0209),
-    "oraclebase-peaks-all-rows": ("E0209", _E0209),
-    "oraclebase-dip-all-rows": ("E0209", _E0209),
-    "oraclebase-twinkies-between": ("E0209", _E0209),
-}
+SPARK_FAILURES: dict[str, tuple[str, str]] = dict(PYTHON_FAILURES)
 
 
 class KnownFailure(Exception):

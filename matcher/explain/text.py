@@ -34,7 +34,7 @@ def explain(plan) -> str:
         lines.append("  Pike VM, one start row at a time, with history-aware thread merging; the conditions")
         lines.append("        read the match history:")
         for read in sorted(machine.history, key=repr):
-            lines.append(f"        {read[0]}{'' if len(read) < 3 else f' (offset {read[2]})'}")
+            lines.append(f"        {read[0]}{f' (offset {read[2]})' if read[0] in ('first', 'last') else ''}")
     lines.append(f"  rows kept before a match start (PREV reach): {machine.lookback}")
     lines.append(f"  rows read ahead (NEXT reach): {machine.lookahead}")
     if mr.within is not None:

@@ -151,6 +151,8 @@ class PartitionMatcher(PartitionOutput):
         gc.disable()
         try:
             self._loop()
+        except CepRuntimeError as error:  # a DEFINE condition failed: say at which partition and row
+            raise self.locate(error) from None
         finally:
             if collecting:
                 gc.enable()

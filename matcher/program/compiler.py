@@ -9,7 +9,8 @@ Preference order is encoded in SPLIT's operand order: the first operand is the p
     A{2,4}             <A> <A> SPLIT a, end  a: <A>  SPLIT b, end  b: <A>  end:
     A | B              SPLIT L1, L3   L1: <A>  JUMP end   L3: <B>   end:
     PERMUTE(A, B, C)   A PERMUTE(B, C) | B PERMUTE(A, C) | C PERMUTE(A, B): all orders, in lexicographic
-                       order of positions, as a prefix tree
+                       order of positions, as a prefix tree where the shared first item matches one way only
+                       (PERMUTE(A?, B) is A? B | B A?, written out)
     {- A -}            EXCL_BEGIN <A> EXCL_END
 
 An absence term ``!B`` (our extension) becomes a reluctant loop over the internal label ``!B``, whose
@@ -20,6 +21,7 @@ match completes when event time reaches the first row's time + T with no B row b
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from cep.grammar import ast
@@ -112,16 +114,28 @@ class _Builder:
             raise TypeError(f"unknown pattern node {node!r}")
 
     def permute(self, items: list) -> None:
-        """PERMUTE as a prefix tree: item i first, then PERMUTE of the rest, for i in listed order.
+        """PERMUTE: the alternation of all orders, in lexicographic order of the listed positions (the
+        standard's expansion and preference).
 
-        That is the alternation of all orders in lexicographic order of positions (the standard's
-        preference), with shared prefixes compiled once: at each row only the branches whose first
-        item can still match stay alive, instead of n! threads.
+        An order's first item is shared by the (n-1)! orders that start with it. When that item matches
+        one way only (``ast.matches_one_way``: a variable, a fixed sequence...), those orders are compiled
+        as a prefix tree, the item once and then PERMUTE of the rest, so that only the branches whose
+        first item can still match stay alive. When it can match in several ways (``A?``, ``B+``, an
+        alternation), factoring it out would try all its ways with the first order before the second
+        order, which moves its later ways ahead of orders the standard prefers: the orders starting
+        with it are then written out in full.
         """
         if len(items) == 1:
             self.pattern(items[0])
             return
-        self.alternation([_Sequence((items[i], _Permutation(tuple(items[:i] + items[i + 1 :])))) for i in range(len(items))])
+        alternatives: list = []
+        for i, first in enumerate(items):
+            rest = tuple(items[:i] + items[i + 1 :])
+            if ast.matches_one_way(first):
+                alternatives.append(_Sequence((first, _Permutation(rest))))
+            else:
+                alternatives.extend(_Sequence((first, *order)) for order in itertools.permutations(rest))
+        self.alternation(alternatives)
 
     def alternation(self, alternatives: list) -> None:
         # An alternative equal to an earlier one can never be preferred: every match it gives, the

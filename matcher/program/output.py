@@ -75,6 +75,8 @@ class OutputBuilder:
                 env.view = MatchView(start, labels, position)
                 rows.append(self._row(matcher, position, tuple([measure(env) for measure in self.measures])))
             return rows
+        except CepRuntimeError as error:  # a measure failed: say at which partition and row
+            raise matcher.locate(error) from None
         finally:
             env.view, env.row, env.match_number = saved_view, saved_row, saved_number
 
@@ -152,6 +154,12 @@ class PartitionOutput:
             f"AFTER MATCH SKIP failed in partition {self.describe_key()}, match {self.match_number}: {message}",
             code="E0401",
         )
+
+    def locate(self, error: CepRuntimeError) -> CepRuntimeError:
+        """A run-time error of a condition or measure, saying the partition and the row it happened at."""
+        row = self.env.row
+        where = f"partition {self.describe_key()}" + ("" if row is None else f", row {row + 1} in ORDER BY order")
+        return error.locate(where=where)
 
     def describe_key(self) -> str:
         names = self.machine.partition_names

@@ -11,17 +11,33 @@ from cep.grammar.errors import CepSemanticError
 from cep.matcher.sql.expressions import compile_generic
 
 
+# The outer ORDER BY key ``i`` that is not an output column travels as this extra column to an engine
+# that sorts itself (Spark), which drops it after sorting.
+SORT_COLUMN = "__cep_sort_{}"
+
+
 @dataclass(frozen=True)
 class OuterQuery:
     names: tuple[str, ...]  # output column names of the whole statement
     project: Callable[[tuple], tuple]
     where: Callable[[tuple], object] | None
     sort_keys: tuple[tuple[Callable[[tuple, tuple], object], bool, bool], ...]  # (key, descending, nulls_first)
-    sort_names: tuple[tuple[str, bool, bool], ...]  # the same keys as output column names, when they are
+    # Every key as (column, descending, nulls_first): an output column, or a SORT_COLUMN that
+    # ``apply(order_and_limit=False)`` appends to each row (``sort_exprs`` says what it holds).
+    sort_names: tuple[tuple[str, bool, bool], ...]
     limit: int | None
     is_identity: bool
+    sort_getters: tuple[Callable[[tuple], object], ...] = ()  # the SORT_COLUMN values, from a MATCH_RECOGNIZE row
+    sort_exprs: tuple = ()  # (SORT_COLUMN name, its expression over MATCH_RECOGNIZE's output), for typing
+
+    @property
+    def unsorted_names(self) -> tuple[str, ...]:
+        """The columns of ``apply(order_and_limit=False)``: the output, then the SORT_COLUMNs."""
+        return self.names + tuple(name for name, _ in self.sort_exprs)
 
     def apply(self, rows: list[tuple], *, order_and_limit: bool = True) -> list[tuple]:
+        """WHERE, the select list, then ORDER BY and LIMIT; without them (``order_and_limit=False``: the
+        engine sorts itself) each row carries the sort keys that are not output columns at its end."""
         if self.where is not None:
             rows = [row for row in rows if self.where(row) is True]
         if order_and_limit and self.sort_keys:
@@ -29,6 +45,9 @@ class OuterQuery:
             for key, descending, nulls_first in reversed(self.sort_keys):
                 decorated.sort(key=lambda pair: sort_key(key(*pair), descending, nulls_first), reverse=descending)
             projected = [pair[0] for pair in decorated]
+        elif not order_and_limit and self.sort_getters:
+            getters = self.sort_getters
+            projected = [self.project(row) + tuple(getter(row) for getter in getters) for row in rows]
         else:
             projected = rows if self.is_identity else [self.project(row) for row in rows]
         if order_and_limit and self.limit is not None:
@@ -107,19 +126,19 @@ def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQ
         return tuple(getter(row) for getter in getters)
 
     where = compile_row(statement.where) if statement.where is not None else None
-    sort_keys = []
-    sort_names = []
-    projected = ColumnNames(names)
+    sort_keys, sort_names, sort_getters, sort_exprs = [], [], [], []
     for key in statement.order_by:
-        expr = key.expr
-        found = projected.lookup(expr.column, expr.span) if isinstance(expr, ast.ColumnRef) and expr.qualifier is None else None
-        if found is not None:
-            position = names.index(found)
+        position = _output_position(key.expr, names, alias, statement.select)
+        if position is not None:
             sort_keys.append((lambda projected, row, p=position: projected[p], key.descending, key.nulls_first))
             sort_names.append((names[position], key.descending, _nulls_first(key)))
-        else:
-            getter = compile_row(expr)
-            sort_keys.append((lambda projected, row, g=getter: g(row), key.descending, key.nulls_first))
+            continue
+        getter = compile_row(key.expr)
+        hidden = SORT_COLUMN.format(len(sort_getters))
+        sort_keys.append((lambda projected, row, g=getter: g(row), key.descending, key.nulls_first))
+        sort_names.append((hidden, key.descending, _nulls_first(key)))
+        sort_getters.append(getter)
+        sort_exprs.append((hidden, key.expr))
     return OuterQuery(
         names=tuple(names),
         project=project,
@@ -128,7 +147,43 @@ def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQ
         sort_names=tuple(sort_names),
         limit=statement.limit,
         is_identity=identity,
+        sort_getters=tuple(sort_getters),
+        sort_exprs=tuple(sort_exprs),
     )
+
+
+def _output_position(expr, names: list[str], alias: str | None, select) -> int | None:
+    """The output column an ORDER BY key names: ``ORDER BY 2`` (a position in the select list), a name of
+    the output (``total``, or ``m.total`` qualified by the MATCH_RECOGNIZE alias, as Oracle writes it);
+    None when the key is something else (an expression, a column of MATCH_RECOGNIZE not selected)."""
+    if isinstance(expr, ast.Literal) and expr.kind == "integer":
+        if not 1 <= expr.value <= len(names):
+            raise CepSemanticError(f"ORDER BY {expr.value}: the output has {len(names)} columns", code="E0209",
+                                   span=expr.span, hint="ORDER BY n sorts by the n-th output column")
+        return expr.value - 1
+    if not isinstance(expr, ast.ColumnRef) or (expr.qualifier is not None and expr.qualifier.key != alias):
+        return None
+    found = ColumnNames(names).lookup(expr.column, expr.span)
+    if found is None:
+        return None
+    if expr.qualifier is not None:
+        # m.x names MATCH_RECOGNIZE's column x: the output column of that name is it only when the select
+        # list passes x through unchanged (SELECT m.x, SELECT *), not when an expression is aliased x.
+        item = _select_item_of(select, found)
+        if item is not None and not (isinstance(item.expr, ast.ColumnRef) and item.expr.column.key == expr.column.key):
+            return None
+    return names.index(found)
+
+
+def _select_item_of(select, name: str):
+    """The select item that produces the output column ``name`` (None for ``*``)."""
+    for item in select:
+        if isinstance(item.expr, ast.Star):
+            continue
+        produced = item.alias.name if item.alias is not None else getattr(getattr(item.expr, "column", None), "name", None)
+        if produced is not None and produced.casefold() == name.casefold():
+            return item
+    return None
 
 
 def _nulls_first(key: ast.SortKey) -> bool:

@@ -147,9 +147,9 @@ class MatchView:
         return None
 
     def first_in(self, labels, n: int, final: bool):
-        # FIRST counts from the match's start over the whole match, RUNNING or not (as Trino does):
-        # running semantics bound how far back LAST looks, not how far forward FIRST goes.
-        for index in range(len(self.labels)):
+        # RUNNING (SQL:2016): only the match's rows up to the current row exist, for FIRST as for LAST.
+        # Trino's FIRST searches forward through the whole match; the standard does not (docs/semantics.md).
+        for index in range(self._upto(final)):
             if labels is None or self.labels[index] in labels:
                 if n == 0:
                     return self.start + index

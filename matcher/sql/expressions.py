@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import operator
 from decimal import Decimal
+from functools import partial
 from typing import Any, Callable
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
-from cep.grammar.errors import CepSemanticError
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.sql import values as V
 from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.matcher.sql.running import (
@@ -130,12 +131,43 @@ _BINARY = {
     "-": V.subtract,
     "*": V.multiply,
     "/": V.divide,
+    "DIV": V.integer_divide,
     "%": V.modulo,
     "||": V.concat,
 }
 
 
+def located(closure, span):
+    """``closure`` whose run-time errors point at ``span`` (the innermost failing expression wins: an error
+    that already has a position keeps it). The try costs nothing until something raises."""
+    def at_span(env, position=None):
+        try:
+            return closure(env, position)
+        except CepRuntimeError as error:
+            raise error.locate(span) from None
+    return at_span
+
+
 def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable]):
+    """``_compile_generic``, with run-time errors located at ``expr`` when it is an operation that can fail
+    (arithmetic, comparison, cast, function call, LIKE): E0410 and friends say where."""
+    closure = _compile_generic(expr, leaf, recurse)
+    if isinstance(expr, _CAN_FAIL) and not getattr(closure, "column", None) and not getattr(closure, "located", False) \
+            and not (isinstance(expr, ast.Binary) and expr.op in ("AND", "OR")):  # these never fail themselves
+        return located(closure, expr.span)
+    return closure
+
+
+def _general(function, span, left, right):
+    """``function(left, right)`` off the fast path of ``_comparison``/``_arithmetic``: the place where their
+    errors arise, so that they are located without a try on the fast path."""
+    try:
+        return function(left, right)
+    except CepRuntimeError as error:
+        raise error.locate(span) from None
+
+
+def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable]):
     """Compile the operators that mean the same everywhere; ``leaf`` handles context-specific nodes.
 
     Every closure takes ``(env, position=None)`` so the same code serves ``f(env)`` and
@@ -173,13 +205,16 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
                     return True
                 return None if lv is None or rv is None else False
             return disj
+        if expr.op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
+            same = expr.op == "IS NOT DISTINCT FROM"
+            return lambda env, position=None: V.distinct_from(left(env, position), right(env, position)) != same
         constant = expr.right.value if isinstance(expr.right, ast.Literal) else None
         if expr.op in _PLAIN_ARITHMETIC:
-            return _arithmetic(expr.op, left, right, constant)
+            return _arithmetic(expr.op, left, right, constant, expr.span)
         if expr.op in _BINARY:
             op = _BINARY[expr.op]
             return lambda env, position=None: op(left(env, position), right(env, position))
-        return _comparison(expr.op, left, right, constant)
+        return _comparison(expr.op, left, right, constant, expr.span)
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
         if expr.op == "NOT":
@@ -218,13 +253,18 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
     if isinstance(expr, ast.Like):
         operand, pattern = recurse(expr.operand), recurse(expr.pattern)
         escape = recurse(expr.escape) if expr.escape is not None else (lambda env, position=None: None)
-        negated = expr.negated
-        return lambda env, position=None: (lambda r: V.logical_not(r) if negated else r)(V.like(operand(env, position), pattern(env, position), escape(env, position)))
+        negated, folded = expr.negated, expr.case_insensitive
+
+        def like(env, position=None):
+            result = V.like(operand(env, position), pattern(env, position), escape(env, position), folded)
+            return V.logical_not(result) if negated else result
+        return like
     if isinstance(expr, ast.Case):
         return _compile_case(expr, recurse)
     if isinstance(expr, ast.Cast):
         operand, type_name, params = recurse(expr.operand), expr.type.name, expr.type.params
-        return lambda env, position=None: V.cast(operand(env, position), type_name, params)
+        convert = V.safe_cast if expr.safe else V.cast
+        return lambda env, position=None: convert(operand(env, position), type_name, params)
     if isinstance(expr, ast.ArrayLiteral):
         items = [recurse(i) for i in expr.items]
         return lambda env, position=None: [item(env, position) for item in items]
@@ -237,6 +277,9 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
     raise CepSemanticError(f"{type(expr).__name__} is not allowed here", code="E0231", span=getattr(expr, "span", None))
 
 
+# Operations whose evaluation can raise a run-time error, located at their span (``compile_generic``).
+_CAN_FAIL = (ast.Binary, ast.Unary, ast.Cast, ast.FunctionCall, ast.Like, ast.Between, ast.InList)
+
 _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
@@ -245,7 +288,7 @@ _COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operato
 _DIRECT = (int, float, str)
 
 
-def _comparison(op: str, left, right, constant=None):
+def _comparison(op: str, left, right, constant=None, span=None):
     """A comparison closure: NULL if either side is NULL; Python's operator when the types allow it.
 
     This is the hottest closure of most DEFINE conditions, hence the direct operator call;
@@ -255,6 +298,7 @@ def _comparison(op: str, left, right, constant=None):
     """
     function = _COMPARE[op]
     direct = _DIRECT
+    general = partial(V.compare, op)
     lc, rc = getattr(left, "column", None), getattr(right, "column", None)
     if type(constant) is Decimal:  # `price < 0.10`: a decimal literal against a float column
         as_float = float(constant)  # what values.compare turns it into against a float
@@ -265,7 +309,8 @@ def _comparison(op: str, left, right, constant=None):
                 return None
             if type(lv) is float:
                 return function(lv, as_float)
-            return V.compare(op, lv, constant)
+            return _general(general, span, lv, constant)
+        compare_decimal.located = True
         return compare_decimal
     if type(constant) in direct:
         rv, rv_is_str = constant, type(constant) is str
@@ -276,7 +321,8 @@ def _comparison(op: str, left, right, constant=None):
                 return None
             if type(lv) in direct and (type(lv) is str) == rv_is_str:
                 return function(lv, rv)
-            return V.compare(op, lv, rv)
+            return _general(general, span, lv, rv)
+        compare_constant.located = True
         return compare_constant
 
     def compare(env, position=None):
@@ -288,7 +334,8 @@ def _comparison(op: str, left, right, constant=None):
             return None
         if type(lv) in direct and type(rv) in direct and (type(lv) is str) == (type(rv) is str):
             return function(lv, rv)
-        return V.compare(op, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
+        return _general(general, span, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
+    compare.located = True
     return compare
 
 
@@ -296,7 +343,7 @@ _PLAIN_ARITHMETIC = {"+": (operator.add, V.add), "-": (operator.sub, V.subtract)
 _PLAIN_NUMBERS = (int, float)
 
 
-def _arithmetic(op: str, left, right, constant=None):
+def _arithmetic(op: str, left, right, constant=None, span=None):
     """+, - or * : Python's operator on ints and floats (what ``values`` does for them), else ``values``.
 
     A decimal literal on the right (``A.price - 0.10``) meets a float column as the float ``values``
@@ -312,7 +359,8 @@ def _arithmetic(op: str, left, right, constant=None):
             lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
             if type(lv) is float:
                 return plain(lv, as_float)
-            return general(lv, constant)
+            return _general(general, span, lv, constant)
+        arithmetic_decimal.located = True
         return arithmetic_decimal
 
     def arithmetic(env, position=None):
@@ -320,7 +368,8 @@ def _arithmetic(op: str, left, right, constant=None):
         rv = right(env, position) if rc is None else env.cols[rc][env.row - env.base]
         if type(lv) in numbers and type(rv) in numbers:
             return plain(lv, rv)
-        return general(lv, rv)
+        return _general(general, span, lv, rv)
+    arithmetic.located = True
     return arithmetic
 
 
@@ -431,9 +480,10 @@ class ExpressionCompiler:
                 find = lambda view: view.first_in(labels, n, final)  # noqa: E731
             inner = self.at_row(node.operand)
             return lambda env, position=None: inner(env, find(env.view))
-        # PREV/NEXT: find the row the operand would read, then move by n physical rows.
+        # PREV/NEXT: find the row the operand would read, then move by n physical rows. LAG/LEAD
+        # (Snowflake) move the same way; in MEASURES they stay inside the match (``_within_match``).
         n = constant_offset(node, 1)
-        step = -n if node.kind == "PREV" else n
+        step = -n if node.kind in ("PREV", "LAG") else n
         operand = node.operand
         if isinstance(operand, ast.Navigation) and operand.kind in ("FIRST", "LAST"):
             anchor = self._logical_position(operand)
@@ -447,6 +497,9 @@ class ExpressionCompiler:
                 anchor = lambda env, position=None: env.row  # noqa: E731
             else:
                 anchor = lambda env, position=None: env.view.last_in(labels, 0, False)  # noqa: E731
+
+        if node.kind in ("LAG", "LEAD") and not self.scope.in_define:
+            return _within_match(anchor, inner, step)
 
         def physical(env, position=None):
             position = anchor(env)
@@ -477,6 +530,8 @@ class ExpressionCompiler:
             return self._running_count(node, labels) or self._final_state("COUNT", labels, None, count)
         if not args:
             raise CepSemanticError(f"{name}() needs an argument", code="E0233", span=node.span)
+        if name in V.PARAMETRIZED or node.order_by:
+            return self._parametrized(node, name, distinct, final)
         # Trailing integer constants are parameters (the N of MIN(x, N)), not per-row arguments.
         extra: tuple = ()
         if name in ("MIN", "MAX", "MIN_BY", "MAX_BY"):
@@ -511,6 +566,29 @@ class ExpressionCompiler:
             return self._running(RunningAggregate(name, labels, per_row[0], column), args[0], aggregate)
         if incremental(name, args, distinct, extra):
             return self._final_state(name, labels, args[0], aggregate)
+        return aggregate
+
+    def _parametrized(self, node: ast.Aggregate, name: str, distinct: bool, final: bool) -> Closure:
+        """An aggregate with constant parameters (LISTAGG's separator, the fraction of PERCENTILE_CONT and
+        APPROX_PERCENTILE) and/or WITHIN GROUP (ORDER BY ...): the rows ranged over are sorted by the keys
+        (stably: ties keep match order), the values folded by ``values.aggregate``."""
+        keys = [key.expr for key in node.order_by]
+        if name in ("PERCENTILE_CONT", "PERCENTILE_DISC"):
+            values, constants = keys[:1], list(node.args)  # PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)
+        else:
+            values, constants = list(node.args[:1]), list(node.args[1:])
+        labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(values + keys)), self.scope)
+        per_row = [self.at_row(value) for value in values]
+        by = [(self.at_row(key.expr), key.descending, key.nulls_first) for key in node.order_by]
+        parameters = [self.compile(constant) for constant in constants]
+        fold = V.aggregate
+
+        def aggregate(env, position=None):
+            positions = env.view.positions_in(labels, final)
+            for key, descending, nulls_first in reversed(by):
+                positions = V.sorted_by([key(env, p) for p in positions], positions, descending, nulls_first)
+            columns = [[value(env, p) for p in positions] for value in per_row]
+            return fold(name, columns, distinct, tuple(parameter(env) for parameter in parameters))
         return aggregate
 
     def _final_state(self, name: str, labels, argument, full_fold: Closure) -> Closure:
@@ -631,6 +709,22 @@ class ExpressionCompiler:
 # LAST(v.x, n) in DEFINE with n below this is read from positions carried with the thread; a larger
 # n walks the history back (each carried position costs a little on every row labelled v).
 MAX_CARRIED_OFFSET = 8
+
+
+def _within_match(anchor, inner, step: int) -> Closure:
+    """Snowflake's LAG/LEAD in MEASURES: window functions over the match's rows, so the row ``step`` away
+    must be in the match (LAG is NULL on its first row, LEAD on its last), and LEAD sees the whole match
+    even under RUNNING semantics (Snowflake's printed output shows both)."""
+    def in_match(env, position=None):
+        found = anchor(env)
+        if found is None:
+            return None
+        view = env.view
+        target = found + step
+        if not view.start <= target < view.start + len(view.labels):
+            return None
+        return inner(env, target)
+    return in_match
 
 
 def _row_reader(column: str) -> RowClosure:

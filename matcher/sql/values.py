@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from cep.grammar.errors import CepRuntimeError
+from cep.matcher.sql import datetimes as T
+from cep.matcher.sql.text_patterns import PatternError, pattern_error, regexp_like, regexp_replace, regexp_substr
+from cep.matcher.sql.text_patterns import like as _like_text
 
 
 def _numeric_pair(left, right):
@@ -28,9 +30,14 @@ def _is_number(value) -> bool:
 
 
 def _type_error(op: str, left, right) -> CepRuntimeError:
+    text = next((v for v in (left, right) if isinstance(v, str)), None)
+    hint = None
+    if text is not None and any(isinstance(v, (_dt.date, _dt.datetime)) for v in (left, right)):
+        kind = "DATE" if len(text.strip()) == 10 else "TIMESTAMP"
+        hint = f"a time is compared with text: write a time literal, {kind} '{text.strip()}', or CAST the text"
     return CepRuntimeError(
         f"cannot apply '{op}' to {type(left).__name__} {left!r} and {type(right).__name__} {right!r}",
-        code="E0410",
+        code="E0410", hint=hint,
     )
 
 
@@ -66,10 +73,9 @@ def multiply(left, right):
 
 
 def divide(left, right):
-    """SQL division: integers truncate toward zero; division by zero is NULL (as Spark's default).
-
-    Trino raises an error on division by zero; a streaming job must not die on one bad row, so we
-    return NULL and document the difference (docs/semantics.md).
+    """SQL division as Spark, Oracle and Snowflake do it: ``7 / 2`` is 3.5 (integers divide as DOUBLE;
+    DECIMAL stays DECIMAL); ``DIV`` (``integer_divide``) is the integer quotient. Division by zero is
+    NULL (Spark's non-ANSI answer): a streaming job must not die on one bad row (docs/semantics.md).
     """
     if left is None or right is None:
         return None
@@ -78,10 +84,27 @@ def divide(left, right):
     if right == 0:
         return None
     if isinstance(left, int) and isinstance(right, int):
+        return left / right
+    if isinstance(left, Decimal) or isinstance(right, Decimal):
+        if not isinstance(left, float) and not isinstance(right, float):
+            return Decimal(left) / Decimal(right)
+    left, right = _numeric_pair(left, right)
+    return left / right
+
+
+def integer_divide(left, right):
+    """``a DIV b``: the quotient truncated toward zero, a whole number (Spark's DIV); NULL for b = 0."""
+    if left is None or right is None:
+        return None
+    if not (_is_number(left) and _is_number(right)):
+        raise _type_error("DIV", left, right)
+    if right == 0:
+        return None
+    if isinstance(left, int) and isinstance(right, int):
         quotient = abs(left) // abs(right)
         return quotient if (left >= 0) == (right >= 0) else -quotient
     left, right = _numeric_pair(left, right)
-    return left / right
+    return int(Decimal(str(left)) / Decimal(str(right))) if isinstance(left, float) else int(left / right)
 
 
 def modulo(left, right):
@@ -137,6 +160,13 @@ def compare(op: str, left, right):
     raise ValueError(op)
 
 
+def distinct_from(left, right) -> bool:
+    """``a IS DISTINCT FROM b``: NULL-safe inequality (two NULLs are not distinct), never NULL."""
+    if left is None or right is None:
+        return (left is None) != (right is None)
+    return compare("<>", left, right)
+
+
 def logical_not(value):
     return None if value is None else not value
 
@@ -149,37 +179,25 @@ def to_text(value) -> str:
     return str(value)
 
 
-_LIKE_CACHE: dict[tuple[str, str | None], re.Pattern] = {}
-
-
-def like(value, pattern, escape=None):
+def like(value, pattern, escape=None, case_insensitive: bool = False):
+    """``value LIKE pattern [ESCAPE escape]`` in time linear in the value (text_patterns.py)."""
     if value is None or pattern is None:
         return None
-    key = (pattern, escape)
-    regex = _LIKE_CACHE.get(key)
-    if regex is None:
-        regex = re.compile(_like_to_regex(pattern, escape), re.DOTALL)
-        if len(_LIKE_CACHE) < 1024:
-            _LIKE_CACHE[key] = regex
-    return regex.fullmatch(to_text(value)) is not None
-
-
-def _like_to_regex(pattern: str, escape: str | None) -> str:
-    out = []
-    chars = iter(pattern)
-    for char in chars:
-        if escape is not None and char == escape:
-            out.append(re.escape(next(chars, "")))
-        elif char == "%":
-            out.append(".*")
-        elif char == "_":
-            out.append(".")
-        else:
-            out.append(re.escape(char))
-    return "".join(out)
+    try:
+        return _like_text(to_text(value), to_text(pattern), escape, case_insensitive)
+    except PatternError as error:
+        raise pattern_error(error) from None
 
 
 # ------------------------------------------------------------------------------------------------ casts
+
+
+def safe_cast(value, type_name: str, params: tuple[int, ...] = ()):
+    """TRY_CAST: the cast, or NULL where the value does not convert."""
+    try:
+        return cast(value, type_name, params)
+    except CepRuntimeError:
+        return None
 
 
 def cast(value, type_name: str, params: tuple[int, ...] = ()):
@@ -194,7 +212,7 @@ def cast(value, type_name: str, params: tuple[int, ...] = ()):
             return int(value)
         if type_name in ("DOUBLE", "REAL", "FLOAT"):
             return float(value)
-        if type_name in ("DECIMAL", "NUMERIC"):
+        if type_name in ("DECIMAL", "NUMERIC", "NUMBER"):
             scale = params[1] if len(params) > 1 else 0
             return Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
         if type_name in ("VARCHAR", "CHAR", "STRING", "TEXT"):
@@ -206,7 +224,7 @@ def cast(value, type_name: str, params: tuple[int, ...] = ()):
                     return lowered == "true"
                 raise ValueError(value)
             return bool(value)
-        if type_name == "TIMESTAMP":
+        if type_name in ("TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ"):
             if isinstance(value, _dt.datetime):
                 return value
             if isinstance(value, _dt.date):
@@ -316,6 +334,82 @@ def _if(condition, then_value, else_value=None):
     return then_value if condition else else_value
 
 
+def _nvl2(value, not_null, null):
+    return null if value is None else not_null
+
+
+def _decode(value, *pairs):
+    """DECODE(x, s1, r1, s2, r2, ..., [default]): the result of the first search value equal to x, where a
+    NULL search matches a NULL x (Oracle, Snowflake and Spark agree)."""
+    for index in range(0, len(pairs) - 1, 2):
+        if not distinct_from(value, pairs[index]):
+            return pairs[index + 1]
+    return pairs[-1] if len(pairs) % 2 else None
+
+
+def _mod(left, right):
+    return modulo(left, right)
+
+
+def _log(base, value=None):
+    """LOG(x) is the natural logarithm; LOG(b, x) the logarithm of x in base b (Spark). NULL where undefined."""
+    if value is None:
+        base, value = math.e, base
+    if value <= 0 or base <= 0 or base == 1:
+        return None
+    return math.log(value) / math.log(base)
+
+
+def _text_function(function):
+    """A function of text arguments; a bad pattern becomes the run-time error E0413."""
+    def wrapper(*args):
+        if any(arg is None for arg in args):
+            return None
+        try:
+            return function(*(to_text(arg) if isinstance(arg, (str, bool, _dt.date)) else arg for arg in args))
+        except PatternError as error:
+            raise pattern_error(error) from None
+    return wrapper
+
+
+def _split_part(text, delimiter, part):
+    """SPLIT_PART(text, delimiter, n): the n-th piece (from the end when n < 0); '' past the pieces (Spark)."""
+    if part == 0:
+        raise CepRuntimeError("SPLIT_PART counts pieces from 1 (or from -1 at the end), not from 0", code="E0410")
+    pieces = text.split(delimiter) if delimiter else [text]
+    index = part - 1 if part > 0 else len(pieces) + part
+    return pieces[index] if 0 <= index < len(pieces) else ""
+
+
+def _position(substring, text, start=1):
+    """POSITION(s IN x) / POSITION(s, x[, start]): the 1-based place of s in x at or after start, 0 if none."""
+    return text.find(substring, max(start, 1) - 1) + 1
+
+
+def _replace(text, search, replacement=""):
+    return text.replace(search, replacement) if search else text
+
+
+def _to_char(value, pattern=None):
+    if pattern is not None and isinstance(value, (_dt.date, _dt.datetime)):
+        return T.format_datetime(value, pattern)
+    return to_text(value)
+
+
+_TIME_FIELDS = ("YEAR", "QUARTER", "MONTH", "DAY", "DAYOFMONTH", "DAYOFWEEK", "DAYOFYEAR", "WEEKOFYEAR", "WEEKDAY",
+                "HOUR", "MINUTE", "SECOND")
+
+
+def _date_add(first, second, third=None):
+    """DATE_ADD(x, days) (Spark, a date) or DATE_ADD(unit, n, x) (Trino, TIMESTAMPADD)."""
+    return T.date_add(first, second) if third is None else T.timestamp_add(first, second, third)
+
+
+def _date_diff(first, second, third=None):
+    """DATEDIFF(end, start) in days (Spark) or DATEDIFF(unit, start, end) in whole units (TIMESTAMPDIFF)."""
+    return T.date_diff(first, second) if third is None else T.timestamp_diff(first, second, third)
+
+
 # Scalar functions by upper-case name. ``None``-propagation is decided per function, as SQL does:
 # COALESCE, CONCAT_WS, IF and NULLIF look at NULLs themselves; the rest return NULL on a NULL argument.
 SCALAR_FUNCTIONS = {
@@ -348,6 +442,53 @@ SCALAR_FUNCTIONS = {
     "ARRAY_MIN": _array_min,
     "CARDINALITY": _null_if_any_null(len),
     "MAP": _map,
+    # NULLs and choices (Oracle, Snowflake, Spark)
+    "NVL": _coalesce,
+    "IFNULL": _coalesce,
+    "NVL2": _nvl2,
+    "IFF": _if,
+    "DECODE": _decode,
+    # numbers
+    "MOD": _mod,
+    "LOG10": _null_if_any_null(lambda x: math.log10(x) if x > 0 else None),
+    "LOG2": _null_if_any_null(lambda x: math.log2(x) if x > 0 else None),
+    "LOG": _null_if_any_null(_log),
+    "TRUNC": _null_if_any_null(T.trunc),
+    # text
+    "REPLACE": _text_function(_replace),
+    "SPLIT_PART": _text_function(_split_part),
+    "STRPOS": _text_function(lambda text, sub: text.find(sub) + 1),
+    "POSITION": _text_function(_position),
+    "STARTS_WITH": _text_function(lambda text, prefix: text.startswith(prefix)),
+    "STARTSWITH": _text_function(lambda text, prefix: text.startswith(prefix)),
+    "ENDS_WITH": _text_function(lambda text, suffix: text.endswith(suffix)),
+    "ENDSWITH": _text_function(lambda text, suffix: text.endswith(suffix)),
+    "CONTAINS": _text_function(lambda text, part: part in text),
+    "REGEXP_LIKE": _text_function(regexp_like),
+    "RLIKE": _text_function(regexp_like),
+    "REGEXP_SUBSTR": _text_function(regexp_substr),
+    "REGEXP_REPLACE": _text_function(regexp_replace),
+    # dates and times (datetimes.py)
+    "EXTRACT": _null_if_any_null(T.extract),
+    "DATE_PART": _null_if_any_null(T.extract),
+    **{name: _null_if_any_null(T.field_function(name)) for name in _TIME_FIELDS},
+    "DATE_TRUNC": _null_if_any_null(T.date_trunc),
+    "DATEADD": _null_if_any_null(T.timestamp_add),
+    "TIMESTAMPADD": _null_if_any_null(T.timestamp_add),
+    "DATE_ADD": _null_if_any_null(_date_add),
+    "DATE_SUB": _null_if_any_null(lambda value, days: T.date_add(value, -days)),
+    "DATEDIFF": _null_if_any_null(_date_diff),
+    "DATE_DIFF": _null_if_any_null(_date_diff),
+    "TIMESTAMPDIFF": _null_if_any_null(T.timestamp_diff),
+    "DATE": _null_if_any_null(T.as_date),
+    "TO_DATE": _null_if_any_null(T.to_date),
+    "TO_TIMESTAMP": _null_if_any_null(T.to_timestamp),
+    "DATE_FORMAT": _null_if_any_null(T.format_datetime),
+    "TO_CHAR": _null_if_any_null(_to_char),
+    "UNIX_TIMESTAMP": lambda *args: None if any(a is None for a in args) else T.unix_timestamp(*args),
+    "CURRENT_TIMESTAMP": T.current_timestamp,
+    "NOW": T.current_timestamp,
+    "CURRENT_DATE": T.current_date,
 }
 
 
@@ -420,6 +561,79 @@ def _bool_or(values):
     return any(present) if present else None
 
 
+# Aggregates whose arguments after the first are constant parameters (ExpressionCompiler._parametrized).
+PARAMETRIZED = frozenset({"LISTAGG", "STRING_AGG", "COLLECT_LIST", "AGGREGATE_LIST", "MEDIAN", "PERCENTILE_CONT",
+                          "PERCENTILE_DISC", "APPROX_PERCENTILE"})
+
+
+def sorted_by(keys: list, items: list, descending: bool, nulls_first: bool | None) -> list:
+    """``items`` in the order of their ``keys`` (stable; NULL keys last ascending, first descending, unless told)."""
+    if nulls_first is None:
+        nulls_first = descending
+    present = sorted((pair for pair in zip(keys, range(len(items))) if pair[0] is not None),
+                     key=lambda pair: pair[0], reverse=descending)
+    if descending:  # a stable descending sort keeps ties in their first order
+        present = sorted(present, key=lambda pair: pair[0], reverse=True)
+    missing = [index for key, index in zip(keys, range(len(items))) if key is None]
+    order = [index for _, index in present]
+    order = missing + order if nulls_first else order + missing
+    return [items[index] for index in order]
+
+
+def _percentile_cont(values: list, fraction):
+    """Linear interpolation between the two values around ``fraction`` of the way (Spark, PostgreSQL)."""
+    _fraction_check(fraction)
+    present = [float(v) for v in values if v is not None]
+    if not present:
+        return None
+    place = float(fraction) * (len(present) - 1)
+    low, high = math.floor(place), math.ceil(place)
+    return present[low] + (present[high] - present[low]) * (place - low)
+
+
+def _percentile_disc(values: list, fraction):
+    """The first value whose cumulative share reaches ``fraction`` (Spark's percentile_disc, a DOUBLE)."""
+    _fraction_check(fraction)
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return float(present[max(0, math.ceil(float(fraction) * len(present)) - 1)])
+
+
+def _approx_percentile(values: list, fraction, accuracy=None):
+    """Spark's APPROX_PERCENTILE, exactly: the smallest value with at least ``fraction`` of the values at
+    or below it (Spark's answer whenever the rows are fewer than its accuracy, 10,000 by default). A list
+    of fractions gives a list."""
+    present = sorted(v for v in values if v is not None)
+    if isinstance(fraction, list):
+        return [_approx_percentile(present, f) for f in fraction] if present else None
+    _fraction_check(fraction)
+    if not present:
+        return None
+    return present[max(0, math.ceil(float(fraction) * len(present)) - 1)]
+
+
+def _fraction_check(fraction) -> None:
+    if fraction is None or not 0 <= float(fraction) <= 1:
+        raise CepRuntimeError(f"a percentile's fraction must be between 0 and 1, not {fraction!r}", code="E0410")
+
+
+def _parametrized(name: str, values: list, extra: tuple):
+    if name in ("COLLECT_LIST", "AGGREGATE_LIST"):
+        return _non_null(values)  # Spark's collect_list: NULLs left out, an empty list over no rows
+    if name in ("LISTAGG", "STRING_AGG"):
+        separator = extra[0] if extra and extra[0] is not None else ""
+        present = [to_text(v) for v in values if v is not None]
+        return to_text(separator).join(present) if present else None
+    if name == "MEDIAN":
+        return _percentile_cont(sorted(_non_null(values)), 0.5)
+    if name == "PERCENTILE_CONT":
+        return _percentile_cont(values, extra[0] if extra else None)
+    if name == "PERCENTILE_DISC":
+        return _percentile_disc(values, extra[0] if extra else None)
+    return _approx_percentile(values, *extra[:1])
+
+
 def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tuple = ()):
     """Fold one aggregate over the argument values of the rows it ranges over.
 
@@ -433,6 +647,8 @@ def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tup
             if value not in seen:
                 seen.append(value)
         values = seen
+    if name in PARAMETRIZED:
+        return _parametrized(name, values, extra)
     if name == "COUNT":
         return len(_non_null(values))
     if name == "COUNT_IF":
@@ -484,4 +700,4 @@ AGGREGATES = frozenset(
     {"COUNT", "COUNT_IF", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "ARBITRARY", "ANY_VALUE", "BOOL_AND",
      "EVERY", "BOOL_OR", "MAX_BY", "MIN_BY", "VARIANCE", "VAR_SAMP", "STDDEV", "STDDEV_SAMP", "MAP_AGG",
      "MULTIMAP_AGG", "MAP_UNION"}
-)
+) | PARAMETRIZED

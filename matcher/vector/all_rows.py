@@ -9,8 +9,8 @@ answers it at each row (RUNNING: the match's rows up to the current one; FINAL: 
 - ``v.col`` / ``LAST(v.col)``: the last row so far labelled in v's set (a running maximum of row
   indices, reset at each match by comparing it with the match's first output index); FINAL: its value
   at the match's last row;
-- ``FIRST(col)`` / ``FIRST(v.col)``: the match's first row (labelled in v's set), over the whole match,
-  RUNNING or not, as ``MatchView.first_in`` does;
+- ``FIRST(col)`` / ``FIRST(v.col)``: the match's first row (labelled in v's set); RUNNING, NULL until
+  such a row has been reached, as ``MatchView.first_in`` says;
 - ``COUNT(*)`` / ``COUNT(v.*)``: a cumulative count with per-match resets; FINAL: the match's total;
 - ``MATCH_NUMBER()``, and ``CLASSIFIER()`` (the label of the current row's capture group).
 
@@ -125,10 +125,12 @@ def columns(plan, data, layout, offsets, regs: np.ndarray, per_partition: np.nda
             at = index
         elif member is None:  # FIRST(col), FINAL LAST(col): the match's first / last row
             at = first_out[match_of] if kind == "first" else (ends - 1)[match_of]
-        elif kind == "first":  # FIRST(v.col) reads the whole match, RUNNING or not (MatchView.first_in)
+        elif kind == "first":  # FIRST(v.col): the match's first such row; RUNNING, once it has been reached
             found = np.minimum.reduceat(np.where(member, index, total), first_out) if m else first_out
             found = np.where(found < ends, found, -1)
             at = found[match_of]
+            if not final:
+                at = np.where(at <= index, at, -1)
         else:  # the last row so far in the set: a running maximum, reset where it falls before the match
             latest = np.maximum.accumulate(np.where(member, index, -1))
             latest[latest < first_out[match_of]] = -1

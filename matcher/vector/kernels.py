@@ -259,7 +259,7 @@ def referenced_columns(expr, column_of: Callable[[ast.ColumnRef], str]) -> set[s
 
 
 _COMPARISONS = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
-_ARITHMETIC = ("+", "-", "*", "/", "%")
+_ARITHMETIC = ("+", "-", "*", "/", "%", "DIV")
 
 
 class _Compiler:
@@ -440,8 +440,10 @@ def _arithmetic(op: str, left: Value, right: Value) -> Value:
         raise Unsupported(f"arithmetic on {left.kind} and {right.kind}")
     kind, a, b = _numeric_operands(left, right, for_comparison=False)
     nulls = _or_nulls(left.nulls, right.nulls)
-    if op in ("/", "%") and right.is_constant and b == 0:
+    if op in ("/", "%", "DIV") and right.is_constant and b == 0:
         return NULL  # division by zero is NULL (values.divide)
+    if op == "DIV" and kind != "int":
+        raise Unsupported("DIV of fractional numbers")
     if kind == "int":
         ma, mb = _magnitude(left), _magnitude(right)
         if op in ("+", "-") and ma + mb >= _INT64_SAFE or op == "*" and ma * mb >= _INT64_SAFE:
@@ -450,7 +452,10 @@ def _arithmetic(op: str, left: Value, right: Value) -> Value:
             return Value("int", _EXACT_UFUNCS[op](a, b), nulls)
         zero = np.equal(b, 0)
         safe_b = np.where(zero, 1, b)
-        if op == "/":  # truncates toward zero
+        if op == "/":  # 7 / 2 is 3.5 (values.divide)
+            with np.errstate(all="ignore"):
+                return Value("float", np.true_divide(a, safe_b), _zero_nulls(nulls, zero))
+        if op == "DIV":  # truncates toward zero
             quotient = np.abs(a) // np.abs(safe_b)
             data = np.where((np.asarray(a) >= 0) == (np.asarray(safe_b) >= 0), quotient, -quotient)
         else:  # the remainder takes the dividend's sign

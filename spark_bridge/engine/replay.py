@@ -103,7 +103,8 @@ class Replay:
             if progress is not None:
                 done += len(indices)
                 progress(done, total)
-        return self.outer.names, self.outer.apply(rows, order_and_limit=outer_order_and_limit)
+        names = self.outer.names if outer_order_and_limit else self.outer.unsorted_names
+        return names, self.outer.apply(rows, order_and_limit=outer_order_and_limit)
 
     def _sessions(self, ordered: list[int], times: list[int]) -> list[list[int]]:
         """``ordered`` cut where consecutive event times are more than the session timeout apart."""

@@ -16,7 +16,9 @@ The plan is the matcher's compiled query (``cep.compile(text).plan``). What this
   ``{column: SQL type name}``;
 - ``plan.run_frame(table, outer_order_and_limit=False, clock=...)``: the matches of a pyarrow Table
   holding whole partitions (rows in any order: the matcher sorts them by the query's ORDER BY);
-- ``plan.sort_keys`` (``[(output column, descending, nulls_first), ...]``) and ``plan.limit``.
+- ``plan.sort_keys`` (``[(column, descending, nulls_first), ...]``), ``plan.sort_column_types`` (the keys
+  that are not output columns, which the matcher appends to its rows and Spark drops after sorting)
+  and ``plan.limit``.
 
 Sessions and match ids (``match_dataframe(..., session_timeout_us=..., match_ids=True)``): each task
 replays its table as a stream would have matched it (``cep.spark_bridge.engine.replay.Replay``) instead of
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.tables import arrow_to_columns, from_rows
+from cep.matcher.sql.datetimes import query_time, utc_now
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.replay import MATCH_ID, Replay
 from cep.spark_bridge.spark.columns import quote
@@ -94,6 +97,7 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
     else:
         shuffled = df.repartition(1)  # one partition of the query: all rows in one task
     target = to_arrow_schema(schema, timezone="UTC")
+    now = utc_now()  # CURRENT_TIMESTAMP: when the job is planned, the same in every task (as Spark's)
 
     def match_batches(batches):
         import pyarrow as pa
@@ -104,10 +108,11 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
         table = naive_utc(pa.Table.from_batches(batches))
         if table.num_rows == 0:
             return
-        if replay is None:
-            result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
-        else:
-            result = _replay_table(plan, table, replay, clock)
+        with query_time(now):
+            if replay is None:
+                result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
+            else:
+                result = _replay_table(plan, table, replay, clock)
         yield from conform_arrow(result, target, schema).to_batches()
 
     return shuffled.mapInArrow(match_batches, schema)
@@ -197,7 +202,9 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
         Replay(plan, tuple(df.columns), **replay)  # the query's errors on the driver, not in a task
         if match_ids:
             columns.append((MATCH_ID, "VARCHAR"))
-    schema = output_schema(columns)
+    # Outer ORDER BY keys that are not output columns travel as extra columns, dropped after sorting.
+    sort_columns = plan.sort_column_types(input_types) if hasattr(plan, "sort_column_types") else []
+    schema = output_schema(columns + sort_columns)
 
     # Only the columns the matcher reads travel through the shuffle and into Python (ONE ROW PER MATCH
     # reads the PARTITION BY, ORDER BY and referenced columns; ALL ROWS outputs every column).
@@ -216,6 +223,8 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     sort_keys = list(sort_keys)
     if sort_keys:
         out = out.orderBy(*[_order_column(name, bool(desc), nulls_first) for name, desc, nulls_first in sort_keys])
+    if sort_columns:
+        out = out.drop(*[name for name, _ in sort_columns])
     limit = getattr(plan, "limit", None)
     if limit is not None:
         out = out.limit(int(limit))

@@ -52,6 +52,7 @@ import numpy as np
 
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.tables import pandas_to_columns
+from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.key_table import step_bucket
@@ -218,8 +219,10 @@ class _SparkStep:
                 columns, times, rejected = self.inputs(pdf)
                 key_values = self._key(key, pdf)
             blob = state.get[0] if state.exists else None
-            result = engine.process(blob, key_values, columns, times, watermark_ms * 1000, timed_out=state.hasTimedOut,
-                                    rejected=rejected)
+            # CURRENT_TIMESTAMP is the micro-batch's processing time, as Spark's current_timestamp() is.
+            with query_time(_dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=state.getCurrentProcessingTimeMs())):
+                result = engine.process(blob, key_values, columns, times, watermark_ms * 1000,
+                                        timed_out=state.hasTimedOut, rejected=rejected)
             new_state, timer_us = result.state, result.timer_us
 
         if new_state is None:
