@@ -36,10 +36,10 @@ from cep.grammar.checks import AGGREGATE_FUNCTIONS, check, normalize_type
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import TRIVIA as _TRIVIA
-from cep.grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
+from cep.grammar.tokens import ScanToken, clause_parser, lark_parser, scan, significant, span_of
 from cep.grammar.tokens import token_span as _token_span
 
-__all__ = ["parse", "parse_all", "parse_unchecked", "parse_schema", "split_statements"]
+__all__ = ["parse", "parse_all", "parse_unchecked", "parse_clause", "parse_schema", "split_statements"]
 
 
 # ------------------------------------------------------------------------------------- pre-scan
@@ -135,7 +135,7 @@ def _node_of_items(node_type):
 class _ToAst(Transformer_NonRecursive):
     """Parse tree -> ``grammar.ast``: one method per rule or alias of cep.lark."""
 
-    start = alias = where_clause = within_clause = any_ident = _first
+    start = clause = alias = where_clause = within_clause = any_ident = _first
     select_list = order_clause = partition_clause = measures_clause = subset_clause = define_clause = _items
     show_timeout = _constant(True)
     show_empty, omit_empty, with_unmatched = (_constant(f"ALL_{m}") for m in ("SHOW_EMPTY", "OMIT_EMPTY", "WITH_UNMATCHED"))
@@ -450,7 +450,7 @@ def _arity_error(span: Span, name: str, rule: str) -> CepSyntaxError:
 # ----------------------------------------------------------------------------------- AST limits
 
 
-def _check_depth(statement: ast.Statement) -> None:
+def _check_depth(statement: ast.Statement | ast.MatchRecognize) -> None:
     """Bound the expression/pattern nesting depth without recursion, so that every recursive pass
     over the AST afterwards (checks, formatter, evaluator) is safe."""
     stack: list[tuple[object, int]] = [(statement, 0)]
@@ -493,6 +493,27 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
             raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
         _check_depth(statement)
         return statement
+    except CepError as error:
+        raise error.with_source(text, filename) from None
+
+
+def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecognize:
+    """Parse ``MATCH_RECOGNIZE (...)``, the only code in ``text`` (the rest of a whole SQL statement is
+    blanked by ``grammar/statement.py``, so positions are those of the statement). Not checked: the
+    caller wraps the clause in a statement and checks that."""
+    try:
+        tokens = scan(text)
+        _prescan(text, tokens)
+        try:
+            tree = clause_parser().parse(text)
+        except UnexpectedInput as error:
+            raise syntax_error_from_lark(error, text) from None
+        try:
+            clause = _ToAst().transform(tree)
+        except VisitError as error:
+            raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
+        _check_depth(clause)
+        return clause
     except CepError as error:
         raise error.with_source(text, filename) from None
 
