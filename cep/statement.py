@@ -552,7 +552,7 @@ class _DuckEngine:
         partition = [c for c in query.plan.partition_names(frame.column_names) if c in out.column_names]
         if not partition or out.num_rows < 2:
             return out
-        indices = pc.sort_indices(out, sort_keys=[(c, "ascending") for c in partition], null_placement="at_start")
+        indices = pc.sort_indices(out, sort_keys=[(c, "ascending", "at_start") for c in partition])
         return out.take(indices)
 
 
