@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
+import logging
 import re
 import uuid
 from decimal import Decimal
@@ -27,7 +28,7 @@ from typing import Any, Callable
 
 from cep.grammar import ast
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
-from cep.grammar.statement import DUCKDB, SPARK, Clause, Dialect, Rendered, WholeStatement, split
+from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import kind_of
 from cep.query import Query
@@ -67,7 +68,7 @@ class SqlStatement:
     # ------------------------------------------------------------------------------------------ Spark
 
     def on_spark(self, spark, *, tables: dict | None = None, default=None, read_path: Callable | None = None,
-                 ordered: bool = False, stats: list | None = None, **options):
+                 ordered: bool = False, clause_stats: list | None = None, **options):
         """Run on Spark SQL; returns a DataFrame (streaming when an input is a stream).
 
         ``tables``: name -> DataFrame, registered as temporary views for the statement (besides the
@@ -75,30 +76,34 @@ class SqlStatement:
         does not know (or for the file of a ``FROM 'file'`` clause). ``read_path(path)``: reads a
         ``FROM 'file'`` (default: by the file's extension). ``ordered``: rows in the order the query
         defines when it has no ORDER BY (partitions in key order, matches in order; static inputs only).
-        ``stats``: a list that gets one ``ClauseStats`` per clause (costs a job each). ``options``:
+        ``clause_stats``: a list that gets one ``ClauseStats`` per clause (costs a job each). ``options``:
         those of ``Query.on_spark`` (``watermark``, ``session_timeout``, ``match_ids``...).
         """
         engine = _SparkEngine(spark, self, read_path or _spark_reader(spark))
-        return _Run(self, engine, tables or {}, default, ordered, stats, options).result()
+        return _Run(self, engine, tables or {}, default, ordered, clause_stats, options).result()
 
     # ------------------------------------------------------------------------------------------ python
 
-    def run(self, tables: Any = None, *, read_path: Callable | None = None, ordered: bool = True,
-            stats: list | None = None, **options):
+    def run(self, tables: Any = None, *, default: Any = None, read_path: Callable | None = None, ordered: bool = True,
+            clause_stats: list | None = None, kind: str | None = None, **options):
         """Run on the python engine (DuckDB for the SQL around the clauses, the matcher for each clause).
 
-        ``tables``: name -> rows (list of dicts), pandas DataFrame or pyarrow Table; or one such table,
-        for the first table the statement names (or the file of ``FROM 'file'``). The result has the
-        kind of the first table given (a pyarrow Table when none is). ``options``: those of ``Query.run``
-        (``dead_letter``, ``schema``, ``session_timeout``, ``match_ids``...), applied to every clause.
+        ``tables``: name -> rows (list of dicts), pandas DataFrame or pyarrow Table; or one such table
+        (the same as ``default=``). ``default``: the table for the first name the statement reads that
+        ``tables`` lacks (or for the file of ``FROM 'file'``). The result has the kind of the first table
+        given (a pyarrow Table when none is), or ``kind`` ("rows", "pandas", "arrow"). ``ordered``: rows in the order the query defines when it has
+        no ORDER BY (partitions in key order, then matches in order). ``options``: those of ``Query.run``
+        (``dead_letter``, ``stats``, ``schema``, ``progress``, ``session_timeout``, ``match_ids``...),
+        applied to every clause.
         """
         named = tables if isinstance(tables, dict) else {}
-        default = None if isinstance(tables, dict) else tables
+        if tables is not None and not isinstance(tables, dict):
+            default = tables
         first = next(iter(named.values()), default)
-        kind = kind_of(first) if first is not None else "arrow"
+        kind = kind or (kind_of(first) if first is not None else "arrow")
         engine = _DuckEngine(self, read_path or _arrow_reader)
         try:
-            table = _Run(self, engine, named, default, ordered, stats, options).result()
+            table = _Run(self, engine, named, default, ordered, clause_stats, options).result()
         finally:
             engine.close()
         if kind == "rows":
@@ -320,7 +325,13 @@ class _SparkEngine:
             self.spark.catalog.dropTempView(name)
 
     def sql(self, rendered: Rendered):
-        return self.spark.sql(rendered.text)
+        # PySpark logs every SQL error it raises as JSON on stderr; cep turns it into a CepError instead.
+        logger = logging.getLogger("SQLQueryContextLogger")
+        disabled, logger.disabled = logger.disabled, True
+        try:
+            return self.spark.sql(rendered.text)
+        finally:
+            logger.disabled = disabled
 
     def columns(self, frame) -> list[str]:
         return list(frame.columns)
