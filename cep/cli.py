@@ -18,8 +18,8 @@ Exit codes: 0 ok; 1 the query is wrong (the rendered error goes to stderr, never
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -43,12 +43,12 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     spark_error,
     write_output,
 )
-from cep.grammar.checks import check
 from cep.grammar.columns import ColumnNames
 from cep.grammar.format import format_statement
-from cep.grammar.parser import parse_schema
+from cep.grammar.parser import parse_schema, split_statements
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
+from cep.statement import check_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -71,14 +71,18 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
 
 
 def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> list[Any]:
-    """Every statement of a file, parsed and checked (against ``schema`` when given); raises CepError."""
-    params = inspect.signature(cep.parse_all).parameters
-    if schema is not None and "schema" in params:
-        return cep.parse_all(text, filename=filename, schema=schema)
-    statements = cep.parse_all(text, filename=filename)
-    if schema is not None:
-        for statement in statements:
-            check(statement, schema=schema, source=text, filename=filename)
+    """Every statement of a file, checked as ``cep run`` runs it (``cep.statement.check_sql``: each
+    MATCH_RECOGNIZE clause, against ``schema`` when given, and the SQL around them); raises CepError."""
+    statements = []
+    for start, end, _name in split_statements(text):
+        # Blank out the other statements (keeping newlines) so that positions are file positions.
+        padded = re.sub(r"[^\n]", " ", text[:start]) + text[start:end]
+        try:
+            statements.append(check_sql(padded, filename=filename, schema=schema))
+        except cep.CepError as error:
+            raise error.with_source(text, filename) from None
+    if not statements:
+        cep.parse_all(text, filename=filename)  # the empty file's own error
     return statements
 
 

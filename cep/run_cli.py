@@ -240,8 +240,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     replay = _replay_options(args)
     try:
         statement = cep.compile_sql(text, filename=args.query_file)
-        if not inputs.unnamed and not inputs.named and not statement.whole.paths and args.engine == "python":
-            raise UsageError("give the input with --input PATH, or name a file in the query: FROM 'data/events.csv'")
+        if not inputs.unnamed and not inputs.named and not statement.whole.paths and args.engine != "spark" \
+                and args.master == DEFAULT_MASTER:
+            raise UsageError("give the input with --input PATH, or name a file in the query: FROM 'data/events.csv' "
+                             "(or --engine spark to read tables of the Spark catalog)")
         engine, _why = choose_engine(args, inputs, statement)
         if args.dead_letter and engine != "python":
             raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "

@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from cep.grammar import ast
+from cep.grammar.checks import check
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
 from cep.grammar.tokens import span_of
@@ -111,6 +112,33 @@ class SqlStatement:
         if kind == "pandas":
             return arrow_to_pandas(table)
         return table
+
+
+def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] | None = None) -> SqlStatement:
+    """Check a whole statement without running it: every clause (against ``schema`` too, for the clauses
+    that read a table or file directly), and the SQL around them, parsed as Spark SQL (sqlglot's parser,
+    the python engine's). Raises CepError pointing into ``text``."""
+    import sqlglot
+
+    statement = SqlStatement(text, filename)
+    whole = statement.whole
+    if schema is not None:
+        for clause in whole.clauses:
+            if not clause.subqueries and re.fullmatch(r"[\w.`\"']+", text[clause.relation[0]:clause.relation[1]]):
+                check(clause.statement, schema=schema, source=text, filename=filename)
+    views = {clause.index: f"_cep_mr{clause.index}" for clause in whole.clauses}
+    paths = {path: f"_cep_file{number}" for number, (_s, _e, path) in enumerate(whole.paths)}
+    parts = [whole.render(SPARK, views, paths)]
+    for clause in whole.clauses:
+        columns = {sub.column: whole.subquery_text(sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind != "in"}
+        parts.append(whole.input_sql(clause, SPARK, views, paths, columns))
+        parts += [whole.subquery_sql(clause, sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind == "in"]
+    for rendered in parts:
+        try:
+            sqlglot.parse_one(rendered.text, read="spark")
+        except sqlglot.errors.ParseError as exc:
+            raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
+    return statement
 
 
 def compile_sql(text: str, *, filename: str | None = None) -> SqlStatement:
@@ -286,6 +314,22 @@ def sql_error(message: str, rendered: Rendered, text: str, offset: int | None, *
     return kind(message, code="E0130" if syntax else "E0250", span=span, source=text, hint=hint)
 
 
+def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
+    """A sqlglot parse error (line and column in ``rendered``) as a CepError in the user's text."""
+    first = (exc.errors or [{}])[0]
+    line, col = first.get("line"), first.get("col")
+    highlight = first.get("highlight") or " "
+    offset = None
+    if line:
+        lines = rendered.text.split("\n")
+        offset = sum(len(part) + 1 for part in lines[: line - 1]) + max(col - len(highlight), 0)
+    description = first.get("description") or _first_line(str(exc))
+    if description.startswith("Invalid expression / Unexpected token"):
+        description = f"unexpected {highlight.strip()!r}"
+    return sql_error(f"syntax error in the SQL around MATCH_RECOGNIZE: {description}", rendered, text, offset,
+                     syntax=True, length=len(highlight))
+
+
 def _first_line(text: str) -> str:
     return next((line.strip() for line in str(text).splitlines() if line.strip()), str(text).strip())
 
@@ -433,7 +477,18 @@ def arrow_to_pandas(table):
     for name, field in zip(frame.columns, table.schema):
         if pa.types.is_timestamp(field.type) and field.type.tz is not None:
             frame[name] = frame[name].dt.tz_convert("UTC").dt.tz_localize(None)
+        elif pa.types.is_interval(field.type):  # DuckDB's INTERVAL: a duration when it has no months
+            frame[name] = [_interval(value) for value in table.column(name).to_pylist()]
     return frame
+
+
+def _interval(value):
+    if value is None:
+        return None
+    months, days, nanoseconds = value
+    if months:
+        return f"{months} months {days} days {dt.timedelta(microseconds=nanoseconds // 1000)}"
+    return dt.timedelta(days=days, microseconds=nanoseconds // 1000)
 
 
 def to_duckdb_sql(text: str) -> str:
@@ -480,32 +535,36 @@ class _DuckEngine:
         pass
 
     def table(self, data):
-        """Rows, pandas or Arrow as an Arrow table (what the matcher and DuckDB share without a copy)."""
+        """Arrow and pandas as they are (a clause that reads a table directly gets it unchanged, so the
+        matcher's own checks and dead letter see the values as read); rows as an Arrow table."""
         import pyarrow as pa
 
-        kind = kind_of(data)
-        if kind == "arrow":
+        if kind_of(data) != "rows":
             return data
-        if kind == "pandas":
-            return pa.Table.from_pandas(data, preserve_index=False)
         try:
             return pa.Table.from_pylist(data)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise CepSemanticError(f"the rows cannot be read as a table: {exc}", code="E0251") from None
 
     def register(self, name: str, frame) -> None:
+        import duckdb
+
         self.frames[name.casefold()] = frame
-        self.con.register(name, frame)
+        try:
+            self.con.register(name, frame)
+        except duckdb.Error:
+            pass  # a column DuckDB cannot type (text among numbers): only a clause reading the table whole can use it
 
     def sql(self, rendered: Rendered):
         text = rendered.text.strip()
-        simple = re.fullmatch(r"SELECT \* FROM `([^`]+)`", text)
-        if simple and simple.group(1).casefold() in self.frames:  # a clause reading a table: no copy
-            return self.frames[simple.group(1).casefold()]
+        simple = re.fullmatch(r"SELECT \* FROM (?:`((?:[^`]|``)+)`|(\w+))", text)
+        name = simple and (simple.group(2) or simple.group(1).replace("``", "`")).casefold()
+        if name in self.frames:  # a clause reading a table as it is: no copy, no conversion
+            return self.frames[name]
         return self.con.sql(to_duckdb_sql(rendered.text)).to_arrow_table()
 
     def columns(self, frame) -> list[str]:
-        return list(frame.column_names)
+        return [str(name) for name in (frame.columns if kind_of(frame) == "pandas" else frame.column_names)]
 
     def drop(self, frame, names: list[str]):
         return frame.drop_columns(names) if names else frame
@@ -521,15 +580,7 @@ class _DuckEngine:
         if isinstance(exc, CepError):
             return exc
         if isinstance(exc, sqlglot.errors.ParseError):
-            first = (exc.errors or [{}])[0]
-            line, col = first.get("line"), first.get("col")
-            offset = None
-            if line:
-                lines = rendered.text.split("\n")
-                offset = sum(len(part) + 1 for part in lines[: line - 1]) + max(col - len(first.get("highlight") or " "), 0)
-            description = first.get("description") or _first_line(str(exc))
-            return sql_error(f"syntax error: {description}", rendered, text, offset, syntax=True,
-                             length=len(first.get("highlight") or " "))
+            return sqlglot_error(exc, rendered, text)
         if isinstance(exc, duckdb.Error):
             message = _first_line(str(exc))
             offset = _duck_offset(message, rendered, text)
@@ -544,14 +595,20 @@ class _DuckEngine:
         return list(dict.fromkeys(frame.column(0).to_pylist()))
 
     def match(self, query: Query, frame, options: dict, *, ordered: bool):
-        return query.run(frame, **options)
+        import pyarrow as pa
+
+        out = query.run(frame, **options)
+        return out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
 
     def clause_stats(self, query: Query, frame, out) -> ClauseStats:
         import pyarrow.compute as pc
 
-        partition = list(query.plan.partition_names(frame.column_names))
-        events = frame.num_rows
-        partitions = (frame.group_by(partition).aggregate([]).num_rows if partition else int(events > 0)) if events else 0
+        partition = list(query.plan.partition_names(self.columns(frame)))
+        events = len(frame) if kind_of(frame) == "pandas" else frame.num_rows
+        if kind_of(frame) == "pandas":
+            partitions = int(frame.groupby(partition, dropna=False, sort=False).ngroups) if partition and events else int(events > 0)
+        else:
+            partitions = (frame.group_by(partition).aggregate([]).num_rows if partition else 1) if events else 0
         numbered = out.filter(pc.is_valid(out.column(MATCH_NUMBER_COLUMN))) if out.num_rows else out
         keys = [c for c in partition if c in out.column_names] + [MATCH_NUMBER_COLUMN]
         matches = numbered.group_by(keys).aggregate([]).num_rows if numbered.num_rows else 0
@@ -560,7 +617,7 @@ class _DuckEngine:
     def in_order(self, query: Query, frame, out):
         import pyarrow.compute as pc
 
-        partition = [c for c in query.plan.partition_names(frame.column_names) if c in out.column_names]
+        partition = [c for c in query.plan.partition_names(self.columns(frame)) if c in out.column_names]
         if not partition or out.num_rows < 2:
             return out
         indices = pc.sort_indices(out, sort_keys=[(c, "ascending", "at_start") for c in partition])

@@ -375,7 +375,13 @@ def split(text: str, *, filename: str | None = None) -> WholeStatement:
 
 
 def _split(text: str, filename: str | None) -> WholeStatement:
-    tokens = _Tokens.of(text)
+    try:
+        tokens = _Tokens.of(text)
+    except CepSyntaxError:
+        # Unbalanced parentheses: the clause parser says better where (it knows PATTERN (A B DEFINE ...).
+        for found in re.finditer(r"\bMATCH_RECOGNIZE\b", text, re.I):
+            parse_clause(_blank(text[:found.start()]) + text[found.start():], filename=filename)
+        raise
     if not tokens.items:
         raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, min(1, len(text))))
     end = _statement_end(tokens)
