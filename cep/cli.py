@@ -12,7 +12,7 @@
 
 Exit codes: 0 ok; 1 the query is wrong (the rendered error goes to stderr, never a traceback);
 2 bad usage, an input/output file that cannot be read or written, or a missing helper program
-(Graphviz's ``dot`` for svg/png) or library (matplotlib for ``report``); 130 interrupted.
+(Graphviz's ``dot`` for svg/png) or library (plotly for ``report``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -318,8 +318,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         pdf = read_pandas(args.input, fmt)
         html = report.build_report(query, pdf, column=args.column, max_partitions=args.partitions,
                                    sources=list(args.input))
-    except ImportError as exc:  # matplotlib missing
-        raise UsageError(f"cep report needs matplotlib ({exc}): pip install 'cep-spark[report]'") from None
+    except ImportError as exc:  # plotly missing
+        raise UsageError(f"cep report needs plotly ({exc}): pip install 'cep-spark[report]'") from None
     except cep.CepError as err:
         print_error(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
@@ -407,8 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="write a self-contained HTML report of a query's matches",
         description="Run the query over the input (pure-Python engine) and write one HTML file with the "
         "query, summary counts, matches per partition and over time, match length and duration "
-        "histograms, and charts of a column with the matched rows shaded and labelled by CLASSIFIER. "
-        "The charts are embedded PNGs: the file needs no network to view. Needs matplotlib.",
+        "histograms, a match explorer (click a match to zoom its partition's chart to it), charts of a "
+        "column with the matched rows shaded and coloured by CLASSIFIER, why attempts were dropped in the "
+        "range a chart shows, and dropped attempts by reason. Interactive Plotly charts, embedded with "
+        "plotly.js: the file needs no network to view. Needs plotly.",
     )
     report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
     report.add_argument("--input", "-i", action="append", required=True, metavar="PATH", help="input file; repeat for several")
