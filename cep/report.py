@@ -268,7 +268,7 @@ def chart_partition(rows: Any, matched: Any, column: str, order: str | None, tit
         traces.append({"type": "scatter", "mode": "markers", "x": [plain(v) for v in group[x_name]], "y": y_of(group),
                        "marker": {"color": colours[str(name)], "size": 9}, "name": label(name), "customdata": data,
                        "hovertemplate": f"match #%{{customdata[0]}} as {label(name)}<br>" + lines + "<extra></extra>"})
-    layout = _layout(title, order or "row", column, height=360, shapes=shapes, annotations=notes, showlegend=True,
+    layout = _layout(title, label(order or "row"), label(column), height=360, shapes=shapes, annotations=notes, showlegend=True,
                      legend={"title": {"text": "CLASSIFIER()"}}, dragmode="zoom")
     if order and _is_time(rows[order]):
         layout["xaxis"]["type"] = "date"
@@ -427,6 +427,7 @@ _GLUE = """
     var body = kept.slice(0, 300).map(function (t) {
       return '<tr><td>' + [t.x, t.row, t.event, t.start, t.detail].concat(t.values).map(esc).join('</td><td>') + '</td></tr>';
     }).join('');
+    box.dataset.range = lo === null ? 'all' : String(lo) + ',' + String(hi);
     box.innerHTML = '<p class="note">' + kept.length + ' dropped attempts and matches in this range' +
       (kept.length > 300 ? ' (the first 300 shown)' : '') + '</p><div class="scroll"><table><thead>' + head +
       '</thead><tbody>' + body + '</tbody></table></div>';
@@ -445,7 +446,8 @@ _GLUE = """
       });
       div.on('plotly_relayout', function (e) {
         if (e['xaxis.autorange']) { why(p, box, null, null); return; }
-        if (e['xaxis.range[0]'] !== undefined) why(p, box, num(e['xaxis.range[0]']), num(e['xaxis.range[1]']));
+        var range = e['xaxis.range'] || (e['xaxis.range[0]'] !== undefined ? [e['xaxis.range[0]'], e['xaxis.range[1]']] : null);
+        if (range) why(p, box, num(range[0]), num(range[1]));
       });
     });
     why(p, box, null, null);
@@ -548,7 +550,8 @@ def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partiti
             rows = partition_rows[key]
             rows = rows.sort_values(order, kind="mergesort") if order else rows
             matched = labelled[labelled["__partition"] == key]
-            title_text = f"{key}: {int(counts.get(key, 0))} matches"
+            found = int(counts.get(key, 0))
+            title_text = f"{key}: {found} match{'' if found == 1 else 'es'}"
             figure = chart_partition(rows, matched, chosen_column, order,
                                      label(title_text), colours, [c for c in [order, *partition, *show, chosen_column] if c])
             trace = partition_trace(query, rows, order, show)
@@ -632,14 +635,19 @@ def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partiti
 
 
 def _zoom_range(first: Any, last: Any, xs: list) -> dict:
-    """The x range around one match: the match and as many rows again on each side."""
-    first, last = plain(first), plain(last)
-    if not xs:
-        return {"from": first, "to": last}
-    try:
-        i, j = xs.index(first), len(xs) - 1 - xs[::-1].index(last)
-    except ValueError:
-        return {"from": first, "to": last}
-    pad = max(3, j - i + 1)
-    return {"from": xs[max(0, i - pad)], "to": xs[min(len(xs) - 1, j + pad)]}
+    """The x range around one match: the match, and half its length (at least two typical gaps between
+    rows) on each side."""
+    import pandas as pd
 
+    low, high = pd.Timestamp(first) if isinstance(plain(first), str) else first, \
+        pd.Timestamp(last) if isinstance(plain(last), str) else last
+    values = sorted(pd.Timestamp(x) if isinstance(x, str) else x for x in xs if x is not None)
+    gaps = sorted(b - a for a, b in zip(values, values[1:]) if b != a)
+    typical = gaps[len(gaps) // 2] if gaps else None
+    pad = (high - low) / 2
+    if typical is not None and pad < typical * 2:
+        pad = typical * 2
+    try:
+        return {"from": plain(low - pad), "to": plain(high + pad)}
+    except TypeError:
+        return {"from": plain(first), "to": plain(last)}
