@@ -25,6 +25,7 @@ __all__ = [
     "compile",
     "compile_all",
     "compile_sql",
+    "check_sql",
     "parse",
     "parse_all",
     "sql",
@@ -37,6 +38,7 @@ _LAZY = {
     "compile_all": "cep.query",
     "sql": "cep.statement",
     "compile_sql": "cep.statement",
+    "check_sql": "cep.statement",
     "parse": "cep.grammar.parser",
     "parse_all": "cep.grammar.parser",
 }

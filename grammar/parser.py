@@ -60,7 +60,8 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
     if tokens and tokens[0].text.upper() == "WITH":
         raise CepSyntaxError("WITH clauses (common table expressions) are not supported: subqueries are not supported",
                              code="E0107", span=span_of(text, tokens[0].start, tokens[0].end),
-                             hint="select from a table or a file path directly")
+                             hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
+                                  "cep.compile_sql(text).run(tables) or `cep run`")
     depth = 0
     for index, token in enumerate(tokens):
         if token.kind == "close":
@@ -75,7 +76,8 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
                 raise CepSyntaxError(
                     "subqueries are not supported", code="E0107",
                     span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
-                    hint="compute the value outside the query; MATCH_RECOGNIZE expressions only see the match's rows",
+                    hint="a whole statement with subqueries runs with cep.sql(spark, text), "
+                         "cep.compile_sql(text).run(tables) or `cep run`",
                 )
 
 
