@@ -626,9 +626,8 @@ class _DuckEngine:
 
 def _duck_offset(message: str, rendered: Rendered, text: str) -> int | None:
     """DuckDB's errors quote the name they are about: find it in the rendered text."""
-    found = re.search(r'"([^"]+)"', message)
-    if not found:
-        return None
-    name = found.group(1)
-    match = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", rendered.text, re.I)
-    return match.start() if match else None
+    for name in reversed(re.findall(r'"([^"]+)"', message)):  # the last name quoted is the one at fault
+        match = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", rendered.text, re.I)
+        if match:
+            return match.start()
+    return None
