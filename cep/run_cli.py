@@ -3,7 +3,7 @@
     cep run QUERY_FILE [--input [NAME=]PATH ...] [--engine spark|python] [--output FILE] [--limit N] ...
 
 Which engine (docs/cli.md, "Which engine"): ``--engine`` if given; else Spark for what only Spark reads
-(directories, remote paths, no input file at all: catalog tables) or when ``--master`` is given, and for
+(directories, remote paths) or when ``--master`` is given, and for
 inputs larger than ``PYTHON_MAX_BYTES``; else the python engine, which starts in a fraction of a second
 where Spark takes 10 to 20.
 
@@ -30,6 +30,7 @@ import cep
 from cep.cli_io import (
     EXIT_OK,
     EXIT_QUERY_ERROR,
+    EXIT_USAGE,
     UsageError,
     bad_rows_summary,
     display_order,
@@ -103,7 +104,7 @@ def choose_engine(args: argparse.Namespace, inputs: Inputs, statement: SqlStatem
     if not inputs.unnamed:
         paths += [path for _start, _end, path in statement.whole.paths]
     if not paths:
-        return "spark", "the statement reads tables of the Spark catalog"
+        return "python", "no input file: the statement holds its rows (WITH t AS (VALUES ...))"
     for path in paths:
         if _REMOTE.match(path):
             return "spark", f"{path} is remote"
@@ -240,10 +241,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     replay = _replay_options(args)
     try:
         statement = cep.compile_sql(text, filename=args.query_file)
-        if not inputs.unnamed and not inputs.named and not statement.whole.paths and args.engine != "spark" \
-                and args.master == DEFAULT_MASTER:
-            raise UsageError("give the input with --input PATH, or name a file in the query: FROM 'data/events.csv' "
-                             "(or --engine spark to read tables of the Spark catalog)")
         engine, _why = choose_engine(args, inputs, statement)
         if args.dead_letter and engine != "python":
             raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
@@ -256,7 +253,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 run = _run_spark(statement, inputs, fmt, args, replay)
     except cep.CepError as err:
         print_error(str(err.with_source(text, args.query_file)))
-        return EXIT_QUERY_ERROR
+        # A table with no rows given is a usage error (exit 2), as a missing --input file is.
+        return EXIT_USAGE if err.message.startswith("there is no table") else EXIT_QUERY_ERROR
     except UsageError:
         raise
     except Exception as exc:

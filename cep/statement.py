@@ -200,10 +200,19 @@ class _Run:
                 return self.engine.sql(rendered)
             except Exception as exc:  # noqa: BLE001 - engine errors have many types; converted below
                 missing = self.engine.missing_table(exc)
-                if missing is None or self.default is None:
+                if missing is not None and self.default is None:
+                    raise self.missing(missing, rendered) from None
+                if missing is None:
                     raise self.engine.error(exc, rendered, self.statement.text) from None
                 self.engine.register(missing, self.engine.table(self.default))
                 self.default = None
+
+    def missing(self, name: str, rendered: Rendered) -> CepError:
+        text = self.statement.text
+        found = re.search(r"(?<![\w`\".])[`\"]?" + re.escape(name.split(".")[-1]) + r"[`\"]?(?![\w`\"])", rendered.text, re.I)
+        return sql_error(f"there is no table {name}", rendered, text, found.start() if found else None, syntax=False,
+                         length=len(name), hint=f"give its rows: cep run ... --input PATH (or --input {name}=PATH), "
+                                                f"or tables={{'{name}': ...}} (on Spark: a table or temporary view)")
 
     def match(self, clause: Clause) -> str:
         whole, engine = self.statement.whole, self.engine
@@ -302,14 +311,13 @@ def _with_constants(node, constants: dict[str, list]):
 
 
 def sql_error(message: str, rendered: Rendered, text: str, offset: int | None, *, syntax: bool,
-              length: int = 1) -> CepError:
+              length: int = 1, hint: str | None = None) -> CepError:
     """An engine's error as a CepError pointing into the user's text."""
     start = rendered.position(offset) if offset is not None else rendered.anchor
     start = min(max(start, 0), max(len(text) - 1, 0))
     span = span_of(text, start, min(len(text), start + max(length, 1)))
     kind = CepSyntaxError if syntax else CepSemanticError
-    hint = None
-    if re.search(r"column|cannot be resolved|not found", message, re.I) and '"' in text:
+    if hint is None and re.search(r"column|cannot be resolved|not found", message, re.I) and '"' in text:
         hint = "double quotes name columns (as in the SQL standard); write text in single quotes: 'ACME'"
     return kind(message, code="E0130" if syntax else "E0250", span=span, source=text, hint=hint)
 
