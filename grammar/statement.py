@@ -21,6 +21,7 @@ User text reaches the engine only as SQL that the engine parses; generated names
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -44,13 +45,18 @@ _RELATION_START = {"FROM", "JOIN", "APPLY"}
 
 @dataclass(frozen=True)
 class Subquery:
-    """A subquery inside a clause: ``(SELECT ...)`` (scalar), ``EXISTS (SELECT ...)`` or ``IN (SELECT ...)``."""
+    """What the engine computes for a clause: a subquery inside it, ``(SELECT ...)`` (scalar), ``EXISTS
+    (SELECT ...)`` or ``IN (SELECT ...)``, or a window function ``f(...) OVER (...)`` (Snowflake's
+    published queries use them in DEFINE: over the clause's partition, in its order when framed)."""
 
-    kind: str  # scalar | exists | in
-    start: int  # the text replaced in the clause: `(SELECT ...)` or `EXISTS (SELECT ...)`
+    kind: str  # scalar | exists | in | window
+    start: int  # the text replaced in the clause: `(SELECT ...)`, `EXISTS (SELECT ...)`, `f(x) OVER (...)`
     end: int
-    body: tuple[int, int]  # the query inside the parentheses
+    body: tuple[int, int]  # the query inside the parentheses; a window function's call
     column: str  # the placeholder name the clause reads
+    window: tuple[int, int] | None = None  # inside OVER's parentheses
+    partition: tuple[str, ...] = ()  # the clause's PARTITION BY and ORDER BY (name, descending), for a window
+    order: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,8 +158,16 @@ class WholeStatement:
         return self._in_scope(clause, dialect, views, path_views, "SELECT * FROM (", body, f"\n) AS {dialect.quote('_cep_in')}")
 
     def subquery_text(self, subquery: Subquery, dialect: Dialect, views: dict[int, str], path_views: dict[str, str]) -> str:
-        """A scalar or EXISTS subquery as an expression of the clause's input query."""
+        """A scalar or EXISTS subquery, or a window function, as an expression of the clause's input query."""
         body = self.render(dialect, views, path_views, *subquery.body).text
+        if subquery.kind == "window":
+            spec = self.render(dialect, views, path_views, *subquery.window).text
+            head = []
+            if subquery.partition and not re.search(r"\bPARTITION\s+BY\b", spec, re.I):
+                head.append("PARTITION BY " + ", ".join(dialect.quote(c) for c in subquery.partition))
+            if subquery.order and re.search(r"\b(ROWS|RANGE)\b", spec, re.I) and not re.search(r"\bORDER\s+BY\b", spec, re.I):
+                head.append("ORDER BY " + ", ".join(dialect.quote(c) + (" DESC" if desc else "") for c, desc in subquery.order))
+            return f"{body} OVER ({' '.join(head)} {spec}\n)"
         if subquery.kind == "exists":
             return f"EXISTS (\n{body}\n)"
         return f"(\n{body}\n)"
@@ -317,6 +331,17 @@ def _subqueries(tokens: _Tokens, open_index: int, close_index: int, number: int)
     found: list[Subquery] = []
     index = open_index + 1
     while index < close_index:
+        if tokens.word(index) == "OVER" and tokens.is_open(index + 1) and tokens.items[index - 1].text == ")":
+            call_open = tokens.partner[index - 1]
+            if tokens.items[call_open - 1].kind == "word":
+                close = tokens.partner[index + 1]
+                window = (tokens.items[index + 1].end, tokens.items[close].start)
+                begin = tokens.items[call_open - 1].start
+                found = [sub for sub in found if sub.start < begin]  # a subquery inside the call goes with it
+                found.append(Subquery("window", begin, tokens.items[close].end, (begin, tokens.items[index - 1].end),
+                                      SUBQUERY_COLUMN.format(number + len(found)), window))
+                index = close + 1
+                continue
         if tokens.is_open(index) and tokens.word(index + 1) in _SUBQUERY_WORDS:
             close = tokens.partner[index]
             body = (tokens.items[index + 1].start, tokens.items[close - 1].end)
@@ -411,6 +436,10 @@ def _split(text: str, filename: str | None) -> WholeStatement:
         placeholders += len(subqueries)
         clause_end = tokens.items[close].end
         match = parse_clause(_clause_text(text, token.start, clause_end, subqueries), filename=filename)
+        names = tuple(ref.column.name for ref in match.partition_by)
+        order = tuple((key.expr.column.name, key.descending) for key in match.order_by if isinstance(key.expr, ast.ColumnRef))
+        subqueries = [dataclasses.replace(sub, partition=names, order=order) if sub.kind == "window" else sub
+                      for sub in subqueries]
         statement = ast.Statement(
             match.span, (ast.SelectItem(NO_SPAN, ast.Star(NO_SPAN)),),
             ast.Relation(NO_SPAN, path if path is not None else text[relation[0]:relation[1]], is_path=path is not None),

@@ -53,16 +53,11 @@ _LAG = "Snowflake's LAG(x) in DEFINE (= PREV(x)): E0230 unknown function LAG() (
 _CLS = ("CLASSIFIER without parentheses (Snowflake): it compiles, then the run fails with E0220 unknown column "
         "'classifier'")
 _MSN = "Snowflake's MATCH_SEQUENCE_NUMBER() (the row's position in its match): E0230 unknown function MATCH_SEQUENCE_NUMBER()"
-_OVER = ("Snowflake's window function in DEFINE, avg(price) over (rows between unbounded preceding and unbounded "
-         "following): E0120 missing ',' between DEFINE items (the OVER clause is not parsed)")
-
 PYTHON_FAILURES: dict[str, tuple[str, str]] = {
     "snowflake-ref-v-shape-summary": ("E0230", _LAG + "; then passes (checked with PREV)"),
     "snowflake-ref-all-rows-one-company": (
         "E0230", _MSN + " (the subquery in FROM runs: whole statements); then: " + _LAG + "; then passes (checked on "
                  "the filtered rows)"),
-    "snowflake-ref-omit-empty-matches": ("E0120", _OVER),
-    "snowflake-ref-with-unmatched-rows": ("E0120", _OVER),
     "snowflake-guide-lt45-down-up": ("E0230", _LAG + "; then passes (checked with PREV)"),
     "snowflake-guide-anchor-start": ("E0230", _MSN + "; then passes (checked with RUNNING COUNT(*))"),
     "snowflake-guide-anchor-end": ("E0230", _MSN + "; then passes (checked with RUNNING COUNT(*))"),

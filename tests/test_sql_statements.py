@@ -265,3 +265,15 @@ def test_a_stream_through_a_whole_statement(spark, tmp_path):
     finally:
         query.stop()
     assert got == [("alpha", 0), ("alpha", 0), ("alpha", 1), ("beta", 1), ("beta", 3)]
+
+
+def test_a_window_function_inside_a_clause_runs_over_its_partition():
+    """Snowflake's DEFINE price > AVG(price) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING):
+    the average of the clause's partition (a: 11/7 = 1.57, b: 28/7 = 4)."""
+    statement = cep.compile_sql("""
+        SELECT k, t FROM t MATCH_RECOGNIZE (
+          PARTITION BY k ORDER BY t MEASURES A.t AS t ALL ROWS PER MATCH PATTERN (A)
+          DEFINE A AS v > AVG(v) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) m""")
+    window = statement.clauses[0].subqueries[0]
+    assert (window.kind, window.partition, window.order) == ("window", ("k",), (("t", False),))
+    assert statement.run({"t": ROWS}) == [{"k": "a", "t": t} for t in (2, 3, 5)] + [{"k": "b", "t": t} for t in (0, 3, 6)]
