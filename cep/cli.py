@@ -37,6 +37,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     format_table,
     infer_datetimes,
     input_format,
+    non_negative_int,
     print_error,
     read_pandas,
     read_text,
@@ -337,16 +338,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- parser
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cep",
@@ -419,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--column", "-c", metavar="NAME",
                         help="column to chart per partition (default: the first numeric column the conditions "
                         "read, else any numeric column, else a text column they read, drawn as lanes of events)")
-    report.add_argument("--partitions", "-n", type=_non_negative_int, default=4, metavar="N",
+    report.add_argument("--partitions", "-n", type=non_negative_int, default=4, metavar="N",
                         help="chart at most N partitions, those with the most matches (default: %(default)s)")
     report.set_defaults(func=cmd_report)
     stream_cli.add_commands(sub)  # `cep stream` and `cep status`: alerting over a stream (docs/alerting.md)

@@ -3,6 +3,7 @@ and errors, exit codes, and starting Spark."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -47,6 +48,17 @@ class UsageError(Exception):
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
 
 
 def print_error(message: str) -> None:

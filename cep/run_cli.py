@@ -37,6 +37,7 @@ from cep.cli_io import (
     format_of,
     format_table,
     input_format,
+    non_negative_int,
     print_error,
     read_pandas,
     read_spark,
@@ -281,16 +282,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
 def add_command(sub: Any, formats: Sequence[str]) -> None:
     run = sub.add_parser(
         "run",
@@ -312,7 +303,7 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         f"local files up to {PYTHON_MAX_BYTES // 2**20} MiB, else spark",
     )
     run.add_argument("--output", "-o", metavar="FILE", help="write the rows to FILE (.csv, .parquet or .json) instead of printing them")
-    run.add_argument("--limit", type=_non_negative_int, metavar="N", help="keep at most N output rows")
+    run.add_argument("--limit", type=non_negative_int, metavar="N", help="keep at most N output rows")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help=f"show a progress bar on stderr (python engine; default: on a terminal, from "
                           f"{PROGRESS_MIN_ROWS:,} rows)")

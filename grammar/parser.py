@@ -485,18 +485,23 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
             second = next(t for t in significant(tokens) if t.start >= statements[1][0])
             raise CepSyntaxError("only one statement is expected here, but another follows the ';'", code="E0116",
                                  span=span_of(text, second.start, second.end), hint="use parse_all() for a file")
-        try:
-            tree = lark_parser().parse(text)
-        except UnexpectedInput as error:
-            raise syntax_error_from_lark(error, text) from None
-        try:
-            statement = _ToAst().transform(tree)
-        except VisitError as error:
-            raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
-        _check_depth(statement)
-        return statement
+        return _tree_to_ast(lark_parser(), text)
     except CepError as error:
         raise error.with_source(text, filename) from None
+
+
+def _tree_to_ast(parser, text: str):
+    """Lark's parse of ``text`` as AST nodes, with the depth bound; Lark's errors become CepSyntaxError."""
+    try:
+        tree = parser.parse(text)
+    except UnexpectedInput as error:
+        raise syntax_error_from_lark(error, text) from None
+    try:
+        node = _ToAst().transform(tree)
+    except VisitError as error:
+        raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
+    _check_depth(node)
+    return node
 
 
 def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecognize:
@@ -504,18 +509,8 @@ def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecogniz
     blanked by ``grammar/statement.py``, so positions are those of the statement). Not checked: the
     caller wraps the clause in a statement and checks that."""
     try:
-        tokens = scan(text)
-        _prescan(text, tokens)
-        try:
-            tree = clause_parser().parse(text)
-        except UnexpectedInput as error:
-            raise syntax_error_from_lark(error, text) from None
-        try:
-            clause = _ToAst().transform(tree)
-        except VisitError as error:
-            raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
-        _check_depth(clause)
-        return clause
+        _prescan(text, scan(text))
+        return _tree_to_ast(clause_parser(), text)
     except CepError as error:
         raise error.with_source(text, filename) from None
 
