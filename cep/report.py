@@ -28,6 +28,8 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Sequence
 
+import numpy as np
+
 from cep.cli_io import cell
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
@@ -35,7 +37,7 @@ from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.query import Query
 
 # Imported inside functions: plotly (optional: the "report" extra; only its plotly.js bundle is used) and
-# pandas and numpy (heavy).
+# pandas (heavy).
 
 MATCH_COLUMN = "__cep_match"
 LABEL_COLUMN = "__cep_label"
@@ -181,8 +183,6 @@ def chart_per_partition(counts: Any) -> dict:
 
 def histogram_bins(values: Any, *, integer: bool) -> tuple[list[float], list[int]]:
     """Bin edges and counts: one bin per whole number when ``integer`` and few, else numpy's 'auto' bins."""
-    import numpy as np
-
     data = np.asarray([float(v) for v in values if v is not None and math.isfinite(float(v))])
     if not len(data):
         return [], []
@@ -309,8 +309,6 @@ def partition_trace(query: Any, rows: Any, order: str | None, show: Sequence[str
 
 def dropped_by_reason(traces: Sequence[list[dict]], within: timedelta | None) -> list[dict]:
     """Per reason: attempts dropped, and how long they had run (last row - first row) against WITHIN."""
-    import numpy as np
-
     groups: dict[str, list] = {}
     for records in traces:
         for record in records:
