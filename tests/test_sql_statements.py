@@ -227,7 +227,7 @@ def test_spark_errors_point_into_the_users_text(spark):
     text = f"SELECT * FROM t MATCH_RECOGNIZE ({DIPS}) m ORDR BY k"
     with pytest.raises(cep.CepError) as caught:
         cep.sql(spark, text)
-    assert caught.value.code == "E0130" and caught.value.errors[0].span.start == text.index("BY k")
+    assert caught.value.code == "E0130" and caught.value.errors[0].span.start == text.index("ORDR")
 
 
 @pytest.mark.spark
