@@ -605,6 +605,13 @@ class _DuckEngine:
     def match(self, query: Query, frame, options: dict, *, ordered: bool):
         import pyarrow as pa
 
+        checked = {"dead_letter", "schema", "dedup_key", "stats"} & set(options)
+        if kind_of(frame) == "pandas" and not checked:
+            # Arrow in, Arrow out: an integer column with NULLs stays integer (pandas would make it float).
+            try:
+                frame = pa.Table.from_pandas(frame, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass  # mixed values in a column: the matcher reads the frame as it is
         out = query.run(frame, **options)
         return out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
 

@@ -277,3 +277,22 @@ def test_a_window_function_inside_a_clause_runs_over_its_partition():
     window = statement.clauses[0].subqueries[0]
     assert (window.kind, window.partition, window.order) == ("window", ("k",), (("t", False),))
     assert statement.run({"t": ROWS}) == [{"k": "a", "t": t} for t in (2, 3, 5)] + [{"k": "b", "t": t} for t in (0, 3, 6)]
+
+
+@pytest.mark.spark
+def test_both_engines_print_the_same_table(spark, tmp_path, capsys):
+    """Dates, timestamps and NULL in an integer column print alike; rows in the order the query defines."""
+    events = tmp_path / "events.csv"
+    events.write_text("k,ts,v\n" + "".join(f"{r['k']},2024-01-0{1 + r['t'] % 3} 10:00:0{r['t']},{r['v']}\n" for r in ROWS))
+    query = tmp_path / "q.sql"
+    query.write_text("SELECT k, low, CAST(ts AS DATE) AS day, ts FROM events MATCH_RECOGNIZE (\n"
+                     "  PARTITION BY k ORDER BY ts MEASURES LAST(B.v) AS low ALL ROWS PER MATCH\n"
+                     "  PATTERN (A B+) DEFINE B AS B.v < PREV(B.v)) m")
+    tables = {}
+    for engine in ("python", "spark"):
+        assert main(["run", str(query), "-i", str(events), "--engine", engine]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        tables[engine] = lines[:-1]
+    assert tables["python"] == tables["spark"]
+    assert tables["python"][2].split() == ["a", "NULL", "2024-01-01", "2024-01-01", "10:00:03"]
+    assert tables["python"][3].split() == ["a", "0", "2024-01-01", "2024-01-01", "10:00:06"]
