@@ -3,6 +3,8 @@
     q = cep.compile(text)      # parse, check and compile one statement (raises cep.CepError)
     q.run(rows)                # list of dicts / pandas DataFrame / pyarrow Table -> same kind
     q.on_spark(df)             # Spark DataFrame -> Spark DataFrame of matches
+    cep.sql(spark, text)       # a whole Spark SQL statement with MATCH_RECOGNIZE clauses -> DataFrame
+    cep.compile_sql(text).run({"t": rows})   # the same on the python engine (DuckDB around the clauses)
 
 The stages live below this package: ``cep.grammar`` (text -> checked AST), ``cep.matcher`` (AST ->
 matches) and ``cep.spark_bridge`` (the matcher inside Spark). Importing one of them runs this file
@@ -22,6 +24,8 @@ __all__ = [
     "Query",
     "compile",
     "compile_all",
+    "compile_sql",
+    "check_sql",
     "parse",
     "parse_all",
     "sql",
@@ -32,7 +36,9 @@ _LAZY = {
     "Query": "cep.query",
     "compile": "cep.query",
     "compile_all": "cep.query",
-    "sql": "cep.query",
+    "sql": "cep.statement",
+    "compile_sql": "cep.statement",
+    "check_sql": "cep.statement",
     "parse": "cep.grammar.parser",
     "parse_all": "cep.grammar.parser",
 }

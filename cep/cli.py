@@ -1,7 +1,7 @@
 """The ``cep`` command: run, check, format and explain MATCH_RECOGNIZE queries.
 
-    cep run QUERY_FILE --input PATH [--input PATH ...] [--engine spark|python] [--output FILE]
-            [--session-timeout DURATION] [--match-ids] ...
+    cep run QUERY_FILE [--input [NAME=]PATH ...] [--engine spark|python] [--output FILE]
+            [--session-timeout DURATION] [--match-ids] ...                      (cep/run_cli.py)
     cep check FILE ... [--schema 'ts TIMESTAMP, symbol STRING, price DOUBLE']
     cep fmt FILE
     cep explain FILE [--format text|dot|svg|png] [--output FILE]
@@ -12,56 +12,46 @@
 
 Exit codes: 0 ok; 1 the query is wrong (the rendered error goes to stderr, never a traceback);
 2 bad usage, an input/output file that cannot be read or written, or a missing helper program
-(Graphviz's ``dot`` for svg/png) or library (matplotlib for ``report``); 130 interrupted.
+(Graphviz's ``dot`` for svg/png) or library (plotly for ``report``); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
+import re
 import sys
-import time
-import warnings
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 import cep
-from cep import report, stream_cli
-from cep.cli_io import (  # noqa: F401 - infer_datetimes is part of the command's Python surface
+from cep import report, run_cli, stream_cli
+from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are part of the command's Python surface
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_QUERY_ERROR,
     EXIT_USAGE,
     FORMATS,
     UsageError,
-    bad_rows_summary,
     cell,
-    display_order,
     format_of,
     format_table,
     infer_datetimes,
     input_format,
     input_schema,
-    pandas_schema,
+    non_negative_int,
     print_error,
     read_pandas,
-    read_spark,
     read_text,
     spark_error,
-    start_spark,
-    write_dead_letter,
     write_output,
 )
-from cep.grammar.checks import check
 from cep.grammar.columns import ColumnNames
 from cep.grammar.format import format_statement
-from cep.grammar.parser import parse_schema
+from cep.grammar.parser import parse_schema, split_statements
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
-from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.spark.columns import quote
-from cep.spark_bridge.spark.types import spark_to_sql
+from cep.statement import check_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -71,170 +61,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 # ------------------------------------------------------------------------------------------ commands
-
-
-@dataclass
-class RunResult:
-    table: "pd.DataFrame"
-    events: int
-    partitions: int
-    seconds: float
-    ordered: bool = False  # the query has an outer ORDER BY: keep its order
-    bad_rows: dict[str, int] | None = None  # with --dead-letter: rows set aside, per reason
-
-
-def _partition_count(pdf: "pd.DataFrame", columns: list[str]) -> int:
-    if pdf.empty:
-        return 0
-    if not columns:
-        return 1
-    return int(pdf.groupby(columns, dropna=False, sort=False).ngroups)
-
-
-def _has_outer_order(plan: Any, columns: Sequence[str]) -> bool:
-    keys = getattr(plan, "sort_keys", None)
-    if callable(keys):
-        keys = keys(list(columns))
-    return bool(keys)
-
-
-# Below this many rows a run is over before a progress bar would be worth drawing.
-PROGRESS_MIN_ROWS = 100_000
-
-
-def _run_python(query: Any, paths: Sequence[str], fmt: str, limit: int | None, progress: bool | None = None,
-                dead_letter: str | None = None, replay: dict | None = None) -> RunResult:
-    started = time.perf_counter()
-    pdf = read_pandas(paths, fmt)
-    # The same type check as `cep check --schema`, with the input's own types: a comparison of a time with
-    # text is an error with a caret now, not a failure in the middle of the run.
-    check(query.statement, schema=pandas_schema(pdf), source=query.text, filename=query.filename)
-    if progress is None:  # automatic: on a terminal, for large inputs
-        progress = sys.stderr.isatty() and len(pdf) >= PROGRESS_MIN_ROWS
-    records: list[dict] = []
-    stats: dict = {}
-    checks = {"dead_letter": records, "stats": stats} if dead_letter else {}
-    checks.update(replay or {})
-    if progress:
-        result = _run_with_progress_bar(query, pdf, **checks)
-    else:
-        result = query.run(pdf, **checks)
-    if dead_letter:
-        write_dead_letter(records, dead_letter)
-    partition = list(query.plan.partition_names(pdf.columns))
-    if limit is not None:
-        result = result.head(limit)
-    seconds = time.perf_counter() - started
-    ordered = _has_outer_order(query.plan, pdf.columns)
-    return RunResult(result, len(pdf), _partition_count(pdf, partition), seconds, ordered,
-                     stats.get("by_reason", {}) if dead_letter else None)
-
-
-def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame", **checks: Any) -> "pd.DataFrame":
-    """``query.run`` with a rich progress bar on stderr, fed by the matcher's per-partition callback."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("matching"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("matching", total=len(pdf))
-        return query.run(pdf, progress=lambda done, total: bar.update(task, completed=done, total=total), **checks)
-
-
-def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, master: str,
-               replay: dict | None = None) -> RunResult:
-    spark = start_spark(master)
-    from pyspark.sql import functions as F
-
-    started = time.perf_counter()
-    df = read_spark(spark, paths, fmt)
-    check(query.statement, schema={f.name: spark_to_sql(f.dataType) for f in df.schema.fields}, source=query.text,
-          filename=query.filename)
-    matches = query.on_spark(df, **(replay or {}))
-    partition = list(query.plan.partition_names(df.columns))
-    if limit is not None:
-        matches = matches.limit(limit)
-    result = matches.toPandas()
-    seconds = time.perf_counter() - started
-
-    if partition:
-        counts = df.groupBy(*[F.col(quote(c)) for c in partition]).count()
-        row = counts.agg(F.sum("count").alias("events"), F.count(F.lit(1)).alias("keys")).collect()[0]
-        events, partitions = int(row["events"] or 0), int(row["keys"] or 0)
-    else:
-        events = df.count()
-        partitions = 1 if events else 0
-    return RunResult(result, events, partitions, seconds, _has_outer_order(query.plan, df.columns))
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    text = read_text(args.query_file)
-    if args.limit is not None and args.limit < 0:
-        raise UsageError("--limit must be 0 or more")
-    if args.output:
-        format_of(args.output, None, what="output file")
-        parent = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(parent):
-            raise UsageError(f"cannot write {args.output}: no directory {parent}")
-    fmt = input_format(args.input, args.format)
-    if args.dead_letter and args.engine != "python":
-        raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
-                         "cep stream sets bad rows aside on Spark)")
-    replay = _replay_options(args)
-
-    try:
-        query = cep.compile(text, filename=args.query_file)
-        if args.engine == "python":
-            run = _run_python(query, args.input, fmt, args.limit, args.progress, args.dead_letter, replay)
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                run = _run_spark(query, args.input, fmt, args.limit, args.master, replay)
-    except cep.CepError as err:
-        print_error(str(err.with_source(text, args.query_file)))
-        return EXIT_QUERY_ERROR
-    except UsageError:
-        raise
-    except Exception as exc:
-        message = spark_error(exc)
-        if message is None:
-            raise
-        print_error(f"{args.query_file}: {message}")
-        return EXIT_QUERY_ERROR
-
-    table = run.table
-    if not run.ordered:
-        table = display_order(table)
-    if args.output:
-        write_output(table, args.output)
-        print(f"wrote {len(table)} rows to {args.output}")
-    elif len(table):
-        print(format_table(table))
-    else:
-        print("(no matches)")
-    print(
-        f"events read: {run.events}, partitions: {run.partitions}, matches: {len(table)}, "
-        f"seconds: {run.seconds:.2f} (engine: {args.engine})"
-    )
-    if run.bad_rows is not None:
-        print(bad_rows_summary(run.bad_rows, args.dead_letter))
-    return EXIT_OK
-
-
-def _replay_options(args: argparse.Namespace) -> dict:
-    """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
-    a session timeout that cannot be read is a usage error."""
-
-    options: dict = {}
-    if args.session_timeout is not None:
-        try:
-            session_timeout_us(args.session_timeout)
-        except cep.CepError as err:
-            raise UsageError(f"--session-timeout: {err.message}") from None
-        options["session_timeout"] = args.session_timeout
-    if args.match_ids:
-        options["match_ids"] = True
-    return options
 
 
 def _load_schema(text: str | None) -> dict[str, str] | None:
@@ -248,14 +74,18 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
 
 
 def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> list[Any]:
-    """Every statement of a file, parsed and checked (against ``schema`` when given); raises CepError."""
-    params = inspect.signature(cep.parse_all).parameters
-    if schema is not None and "schema" in params:
-        return cep.parse_all(text, filename=filename, schema=schema)
-    statements = cep.parse_all(text, filename=filename)
-    if schema is not None:
-        for statement in statements:
-            check(statement, schema=schema, source=text, filename=filename)
+    """Every statement of a file, checked as ``cep run`` runs it (``cep.statement.check_sql``: each
+    MATCH_RECOGNIZE clause, against ``schema`` when given, and the SQL around them); raises CepError."""
+    statements = []
+    for start, end, _name in split_statements(text):
+        # Blank out the other statements (keeping newlines) so that positions are file positions.
+        padded = re.sub(r"[^\n]", " ", text[:start]) + text[start:end]
+        try:
+            statements.append(check_sql(padded, filename=filename, schema=schema))
+        except cep.CepError as error:
+            raise error.with_source(text, filename) from None
+    if not statements:
+        cep.parse_all(text, filename=filename)  # the empty file's own error
     return statements
 
 
@@ -495,8 +325,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         pdf = read_pandas(args.input, fmt)
         html = report.build_report(query, pdf, column=args.column, max_partitions=args.partitions,
                                    sources=list(args.input))
-    except ImportError as exc:  # matplotlib missing
-        raise UsageError(f"cep report needs matplotlib ({exc}): pip install 'cep-spark[report]'") from None
+    except ImportError as exc:  # plotly missing
+        raise UsageError(f"cep report needs plotly ({exc}): pip install 'cep-spark[report]'") from None
     except cep.CepError as err:
         print_error(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
@@ -514,16 +344,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- parser
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cep",
@@ -532,37 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    run = sub.add_parser(
-        "run",
-        help="run a query over input files and print the matches",
-        description="Run the MATCH_RECOGNIZE query in QUERY_FILE over the input rows; print the matches as a "
-        "table and a summary line.",
-    )
-    run.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
-    run.add_argument(
-        "--input", "-i", action="append", required=True, metavar="PATH",
-        help="input file (or Spark directory); repeat for several files of the same format",
-    )
-    run.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
-    run.add_argument(
-        "--engine", choices=("spark", "python"), default="spark",
-        help="spark: local Spark batch job (default); python: the pure-Python matcher over pandas",
-    )
-    run.add_argument("--output", "-o", metavar="FILE", help="write the matches to FILE (.csv, .parquet or .json) instead of printing them")
-    run.add_argument("--limit", type=_non_negative_int, metavar="N", help="keep at most N matches")
-    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                     help=f"show a progress bar on stderr (python engine; default: on a terminal, from "
-                          f"{PROGRESS_MIN_ROWS:,} rows)")
-    run.add_argument("--master", default="local[*]", help="Spark master URL (default: %(default)s)")
-    run.add_argument("--dead-letter", metavar="FILE",
-                     help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
-                     "as JSON lines with their reason, and match the rest; the summary counts them (python engine)")
-    run.add_argument("--session-timeout", metavar="DURATION",
-                     help="replay as a stream with this session timeout would match: a partition's rows more than "
-                     "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions")
-    run.add_argument("--match-ids", action="store_true",
-                     help="add a last column match_id: the id the stream gives the same match (cep stream's alerts)")
-    run.set_defaults(func=cmd_run)
+    run_cli.add_command(sub, FORMATS)
 
     check = sub.add_parser(
         "check",
@@ -617,8 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="write a self-contained HTML report of a query's matches",
         description="Run the query over the input (pure-Python engine) and write one HTML file with the "
         "query, summary counts, matches per partition and over time, match length and duration "
-        "histograms, and charts of a column with the matched rows shaded and labelled by CLASSIFIER. "
-        "The charts are embedded PNGs: the file needs no network to view. Needs matplotlib.",
+        "histograms, a match explorer (click a match to zoom its partition's chart to it), charts of a "
+        "column with the matched rows shaded and coloured by CLASSIFIER, why attempts were dropped in the "
+        "range a chart shows, and dropped attempts by reason. Interactive Plotly charts, embedded with "
+        "plotly.js: the file needs no network to view. Needs plotly.",
     )
     report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
     report.add_argument("--input", "-i", action="append", required=True, metavar="PATH", help="input file; repeat for several")
@@ -627,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--column", "-c", metavar="NAME",
                         help="column to chart per partition (default: the first numeric column the conditions "
                         "read, else any numeric column, else a text column they read, drawn as lanes of events)")
-    report.add_argument("--partitions", "-n", type=_non_negative_int, default=4, metavar="N",
+    report.add_argument("--partitions", "-n", type=non_negative_int, default=4, metavar="N",
                         help="chart at most N partitions, those with the most matches (default: %(default)s)")
     report.set_defaults(func=cmd_report)
     stream_cli.add_commands(sub)  # `cep stream` and `cep status`: alerting over a stream (docs/alerting.md)

@@ -3,6 +3,7 @@ and errors, exit codes, and starting Spark."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -47,6 +48,17 @@ class UsageError(Exception):
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
 
 
 def print_error(message: str) -> None:
@@ -165,13 +177,10 @@ def read_pandas(paths: Sequence[str], fmt: str) -> "pd.DataFrame":
 def pandas_schema(pdf: "pd.DataFrame") -> dict[str, str | None]:
     """The SQL type of each column of a frame, as ``cep check --schema`` spells them; None where a column's
     values mix types or it has none (the checker then knows the column but not its type)."""
-    import datetime as dt
-    from decimal import Decimal
-
     import pandas as pd
 
     kinds = ((bool, "BOOLEAN"), (int, "BIGINT"), (float, "DOUBLE"), (Decimal, "DECIMAL"), (str, "VARCHAR"),
-             (dt.datetime, "TIMESTAMP"), (dt.date, "DATE"))
+             (datetime, "TIMESTAMP"), (date, "DATE"))
     schema: dict[str, str | None] = {}
     for name in pdf.columns:
         series = pdf[name]

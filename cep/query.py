@@ -100,7 +100,8 @@ class Query:
                         match_ids=bool(match_ids))
         return replay.run(columns, progress=progress)
 
-    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", match_ids: bool = False, **streaming):
+    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", match_ids: bool = False,
+                 ordinal: str | None = None, **streaming):
         """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition).
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
@@ -111,7 +112,8 @@ class Query:
 
         A static ``df`` is a replay: ``session_timeout`` and ``match_ids=True`` act as in ``run`` (the
         same sessions, and a last column ``match_id`` with the ids the stream gives); the other
-        streaming keyword arguments are ignored there.
+        streaming keyword arguments are ignored there. ``ordinal`` (static only): a last column with each
+        row's place in its task's output, by which ``cep.statement`` sorts rows in the order the query defines.
         """
         if df.isStreaming:
             return match_stream(
@@ -125,9 +127,10 @@ class Query:
             )
 
         if session_timeout is None and not match_ids:
-            return match_dataframe(self.plan, df)
+            return match_dataframe(self.plan, df, ordinal=ordinal)
         return match_dataframe(self.plan, df, query_text=statement_text(self),
-                               session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids))
+                               session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids),
+                               ordinal=ordinal)
 
     def trace(self, data: Any, partition: dict | None = None):
         """Why did (or didn't) rows match? One record per condition test, live partial match, drop and match.
@@ -217,22 +220,3 @@ def compile(text: str, *, filename: str | None = None) -> Query:  # noqa: A001 -
 def compile_all(text: str, *, filename: str | None = None) -> list[Query]:
     """Parse, check and compile every statement of a file (statements separated by ';')."""
     return [Query(statement, text, filename) for statement in parse_all(text, filename=filename)]
-
-
-def sql(spark, text: str, **options):
-    """Run a MATCH_RECOGNIZE statement over a Spark table or (temp) view, static or streaming.
-
-    ``FROM events`` names the table or view (``spark.table``); ``FROM 'path/to/file.parquet'`` reads a
-    file (static). The options are those of ``Query.on_spark`` (``watermark``, ``session_timeout``,
-    ``late``...), used when the relation is a stream. Returns a Spark DataFrame of matches.
-    """
-    query = Query(parse(text), text)
-    relation = query.statement.relation
-    if relation.is_path:
-        path = relation.name
-        kind = path.rsplit(".", 1)[-1].lower() if "." in path else "parquet"
-        reader = spark.read.option("header", True).option("inferSchema", True) if kind == "csv" else spark.read
-        df = reader.format(kind if kind in ("csv", "json", "parquet") else "parquet").load(path)
-    else:
-        df = spark.table(relation.name)
-    return query.on_spark(df, **options)

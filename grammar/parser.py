@@ -37,10 +37,10 @@ from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import TRIVIA as _TRIVIA
-from cep.grammar.tokens import ScanToken, lark_parser, scan, significant, span_of
+from cep.grammar.tokens import ScanToken, clause_parser, lark_parser, scan, significant, span_of
 from cep.grammar.tokens import token_span as _token_span
 
-__all__ = ["parse", "parse_all", "parse_unchecked", "parse_schema", "split_statements"]
+__all__ = ["parse", "parse_all", "parse_unchecked", "parse_clause", "parse_schema", "split_statements"]
 
 
 # ------------------------------------------------------------------------------------- pre-scan
@@ -61,7 +61,8 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
     if tokens and tokens[0].text.upper() == "WITH":
         raise CepSyntaxError("WITH clauses (common table expressions) are not supported: subqueries are not supported",
                              code="E0107", span=span_of(text, tokens[0].start, tokens[0].end),
-                             hint="select from a table or a file path directly")
+                             hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
+                                  "cep.compile_sql(text).run(tables) or `cep run`")
     _refuse_window_functions(text, tokens)
     depth = 0
     for index, token in enumerate(tokens):
@@ -77,7 +78,8 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
                 raise CepSyntaxError(
                     "subqueries are not supported", code="E0107",
                     span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
-                    hint="compute the value outside the query; MATCH_RECOGNIZE expressions only see the match's rows",
+                    hint="a whole statement with subqueries runs with cep.sql(spark, text), "
+                         "cep.compile_sql(text).run(tables) or `cep run`",
                 )
 
 
@@ -158,7 +160,7 @@ def _node_of_items(node_type):
 class _ToAst(Transformer_NonRecursive):
     """Parse tree -> ``grammar.ast``: one method per rule or alias of cep.lark."""
 
-    start = alias = where_clause = within_clause = any_ident = _first
+    start = clause = alias = where_clause = within_clause = any_ident = _first
     select_list = order_clause = partition_clause = measures_clause = subset_clause = define_clause = _items
     show_timeout = _constant(True)
     show_empty, omit_empty, with_unmatched = (_constant(f"ALL_{m}") for m in ("SHOW_EMPTY", "OMIT_EMPTY", "WITH_UNMATCHED"))
@@ -595,7 +597,7 @@ def _arity_error(span: Span, name: str, rule: str) -> CepSyntaxError:
 # ----------------------------------------------------------------------------------- AST limits
 
 
-def _check_depth(statement: ast.Statement) -> None:
+def _check_depth(statement: ast.Statement | ast.MatchRecognize) -> None:
     """Bound the expression/pattern nesting depth without recursion, so that every recursive pass
     over the AST afterwards (checks, formatter, evaluator) is safe."""
     stack: list[tuple[object, int]] = [(statement, 0)]
@@ -646,13 +648,17 @@ def _inside_match(node, in_define: bool):
     return None
 
 
-def _dialect_spellings(statement: ast.Statement) -> ast.Statement:
-    match = statement.match
+def _match_spellings(match: ast.MatchRecognize) -> ast.MatchRecognize:
     measures = tuple(_rewrite(m, lambda n: _inside_match(n, False)) for m in match.measures)
     defines = tuple(_rewrite(d, lambda n: _inside_match(n, True)) for d in match.defines)
     if all(a is b for a, b in zip(measures + defines, match.measures + match.defines)):
-        return statement
-    return dataclasses.replace(statement, match=dataclasses.replace(match, measures=measures, defines=defines))
+        return match
+    return dataclasses.replace(match, measures=measures, defines=defines)
+
+
+def _dialect_spellings(statement: ast.Statement) -> ast.Statement:
+    match = _match_spellings(statement.match)
+    return statement if match is statement.match else dataclasses.replace(statement, match=match)
 
 
 # ------------------------------------------------------------------------------------ public API
@@ -673,16 +679,32 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
             second = next(t for t in significant(tokens) if t.start >= statements[1][0])
             raise CepSyntaxError("only one statement is expected here, but another follows the ';'", code="E0116",
                                  span=span_of(text, second.start, second.end), hint="use parse_all() for a file")
-        try:
-            tree = lark_parser().parse(text)
-        except UnexpectedInput as error:
-            raise syntax_error_from_lark(error, text) from None
-        try:
-            statement = _ToAst().transform(tree)
-        except VisitError as error:
-            raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
-        _check_depth(statement)
-        return _dialect_spellings(statement)
+        return _dialect_spellings(_tree_to_ast(lark_parser(), text))
+    except CepError as error:
+        raise error.with_source(text, filename) from None
+
+
+def _tree_to_ast(parser, text: str):
+    """Lark's parse of ``text`` as AST nodes, with the depth bound; Lark's errors become CepSyntaxError."""
+    try:
+        tree = parser.parse(text)
+    except UnexpectedInput as error:
+        raise syntax_error_from_lark(error, text) from None
+    try:
+        node = _ToAst().transform(tree)
+    except VisitError as error:
+        raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
+    _check_depth(node)
+    return node
+
+
+def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecognize:
+    """Parse ``MATCH_RECOGNIZE (...)``, the only code in ``text`` (the rest of a whole SQL statement is
+    blanked by ``grammar/statement.py``, so positions are those of the statement). Not checked: the
+    caller wraps the clause in a statement and checks that."""
+    try:
+        _prescan(text, scan(text))
+        return _match_spellings(_tree_to_ast(clause_parser(), text))
     except CepError as error:
         raise error.with_source(text, filename) from None
 

@@ -34,9 +34,9 @@ NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
 # Each package's modules and subpackages, lowest first: a member imports only members at or before its
 # own place. A tuple holds siblings, which never import each other.
 ORDER = {
-    "cep": ["grammar", "matcher", "spark_bridge", "query", "cli_io", "report", "stream_cli", "cli"],
+    "cep": ["grammar", "matcher", "spark_bridge", "query", "statement", "cli_io", "report", "run_cli", "stream_cli", "cli"],
     "cep.grammar": ["errors", "limits", "ast", "columns", "tokens", "syntax_errors", "functions", "checks", "format",
-                    "parser"],
+                    "parser", "statement"],
     "cep.matcher": ["sql", "program", "rows", ("pike", "vector"), "plan", "explain"],
     "cep.matcher.sql": [("text_patterns", "datetimes"), "values", "intervals", "context", "running", "types",
                         "expressions"],
@@ -54,7 +54,8 @@ ORDER = {
 }
 # Imported inside functions only: optional extras (pyspark, matplotlib, psycopg) and heavy libraries that
 # many runs never need (pandas, pyarrow: a list of dicts or `cep check`; rich: the progress bar).
-LAZY = ("pyspark", "py4j", "matplotlib", "psycopg", "psycopg2", "pandas", "pyarrow", "rich")
+LAZY = ("pyspark", "py4j", "matplotlib", "psycopg", "psycopg2", "pandas", "pyarrow", "rich", "duckdb", "sqlglot",
+        "plotly")
 LAZY_NOTE = "# Imported inside functions:"
 
 

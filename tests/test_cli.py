@@ -16,7 +16,8 @@ QUERY = str(REPO / "patterns" / "v_shape.sql")
 EXPECTED_MATCHES = 27  # see tests/test_sample_data.py (counted by the independent reference)
 
 SUMMARY = re.compile(
-    r"^events read: (\d+), partitions: (\d+), matches: (\d+), seconds: \d+\.\d\d \(engine: (spark|python)\)$", re.M
+    r"^events read: (\d+), partitions: (\d+), matches: (\d+), output rows: (\d+), seconds: \d+\.\d\d "
+    r"\(engine: (spark|python)\)$", re.M
 )
 BAD_QUERY = """\
 SELECT * FROM ticks MATCH_RECOGNIZE (
@@ -39,7 +40,7 @@ def test_run_python_engine(capsys):
     captured = capsys.readouterr()
     summary = SUMMARY.search(captured.out)
     assert summary is not None, captured.out
-    assert summary.groups() == ("240", "4", str(EXPECTED_MATCHES), "python")
+    assert summary.groups() == ("240", "4", str(EXPECTED_MATCHES), str(EXPECTED_MATCHES), "python")
     table = _table_lines(captured.out)
     assert table[0].split() == ["symbol", "start_ts", "bottom", "end_ts", "n"]
     assert set(table[1].replace(" ", "")) == {"-"}
@@ -53,9 +54,9 @@ def test_run_python_engine(capsys):
 def test_run_spark_engine_prints_the_same_table(spark, capsys):
     assert main(["run", QUERY, "--input", TICKS, "--engine", "python"]) == 0
     python_out = capsys.readouterr().out
-    assert main(["run", QUERY, "--input", TICKS]) == 0  # spark is the default engine
+    assert main(["run", QUERY, "--input", TICKS, "--engine", "spark"]) == 0
     captured = capsys.readouterr()
-    assert SUMMARY.search(captured.out).groups() == ("240", "4", str(EXPECTED_MATCHES), "spark")
+    assert SUMMARY.search(captured.out).groups() == ("240", "4", str(EXPECTED_MATCHES), str(EXPECTED_MATCHES), "spark")
     assert _table_lines(captured.out) == _table_lines(python_out)
     assert "Traceback" not in captured.err
 
@@ -79,7 +80,7 @@ def test_run_writes_output_file(tmp_path, capsys, suffix):
 def test_run_limit(capsys):
     assert main(["run", QUERY, "-i", TICKS, "--engine", "python", "--limit", "5"]) == 0
     out = capsys.readouterr().out
-    assert SUMMARY.search(out).group(3) == "5"
+    assert SUMMARY.search(out).group(3, 4) == (str(EXPECTED_MATCHES), "5")  # matches found, rows kept
     assert len(_table_lines(out)) == 2 + 5
 
 

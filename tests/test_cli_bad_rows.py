@@ -42,5 +42,6 @@ def test_cli_run_without_dead_letter_is_unchanged_and_spark_refuses_it(tmp_path,
     source.write_text("".join(json.dumps(line) + "\n" for line in LINES if line["ts"]), encoding="utf-8")
     assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
     assert "E0410" in capsys.readouterr().err  # 'abc' < 3.0: the query fails, as before
-    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--dead-letter", str(tmp_path / "x.jsonl")]) == cli.EXIT_USAGE
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--dead-letter", str(tmp_path / "x.jsonl"),
+                     "--engine", "spark"]) == cli.EXIT_USAGE
     assert "--dead-letter needs --engine python" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """The docs cannot drift from the code: their examples run here.
 
 - every ``>>>`` example in README.md and docs/*.md runs as a doctest;
-- every ```sql block parses and passes the checks (a block starting with ``-- invalid`` must fail).
+- every ```sql block parses and passes the checks as `cep run` checks it (``cep.check_sql``: a whole
+  statement); a block starting with ``-- invalid`` must fail.
 """
 
 from __future__ import annotations
@@ -13,13 +14,25 @@ from pathlib import Path
 import pytest
 
 import cep
+from cep.grammar.parser import split_statements
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 SQL_BLOCK = re.compile(r"```sql\n(.*?)```", re.DOTALL)
 
 
-@pytest.mark.parametrize("path", [p for p in DOCS if ">>>" in p.read_text(encoding="utf-8")], ids=lambda p: p.name)
+def _doc_params() -> list:
+    """Each document with examples; one that starts Spark (get_spark) is marked spark."""
+    params = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        if ">>>" in text:
+            marks = [pytest.mark.spark] if ">>> spark = get_spark()" in text else []
+            params.append(pytest.param(path, marks=marks, id=path.name))
+    return params
+
+
+@pytest.mark.parametrize("path", _doc_params())
 def test_doctests(path: Path) -> None:
     result = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0
@@ -31,11 +44,15 @@ SQL_CASES = [(p, i, block) for p in DOCS for i, block in enumerate(SQL_BLOCK.fin
 
 @pytest.mark.parametrize("path,index,block", SQL_CASES, ids=[f"{p.name}#{i}" for p, i, _ in SQL_CASES])
 def test_sql_blocks_parse(path: Path, index: int, block: str) -> None:
+    statements = [block[start:end] for start, end, _name in split_statements(block)]
     if block.lstrip().startswith("-- invalid"):
         with pytest.raises(cep.CepError):
-            cep.parse_all(block)
+            for statement in statements:
+                cep.check_sql(statement)
     else:
-        assert cep.parse_all(block), f"{path.name} block {index} holds no statement"
+        assert statements, f"{path.name} block {index} holds no statement"
+        for statement in statements:
+            cep.check_sql(statement)
 
 
 def test_every_error_code_is_in_the_docs_code_tables():

@@ -119,8 +119,7 @@ def test_the_same_expressions_inside_spark_batch_and_a_stream_equal_the_python_e
     assert all(_same(a, b) for x, y in zip(batch, python) for a, b in zip(x, y))
     df.write.parquet(str(tmp_path / "in"))
     stream = spark.readStream.schema(df.schema).parquet(str(tmp_path / "in"))
-    out = query.on_spark(stream, watermark="0 seconds", late="drop") if "late" in cep.Query.on_spark.__doc__ else \
-        query.on_spark(stream, watermark="0 seconds")
+    out = query.on_spark(stream, watermark="0 seconds")
     sink = out.writeStream.format("memory").queryName("function_stream").outputMode("append").start()
     try:
         sink.processAllAvailable()

@@ -8,7 +8,8 @@ the format, the sources and the transcription checks.
 
 Each case is run twice:
 
-* python engine: ``cep.compile(statement).run(rows)`` with the case's one input table as a list of dicts;
+* python engine: ``cep.compile_sql(statement).run(tables)``, the input tables as Arrow tables under their
+  published names (DuckDB runs the SQL around the MATCH_RECOGNIZE clause);
 * Spark: the input tables become temporary views under their published names and
   ``cep.sql(spark, statement)`` runs the statement (the whole-statement entry point).
 
@@ -48,20 +49,7 @@ CASES_DIR = Path(__file__).resolve().parent / "published_examples"
 # (after "then:") what the case needs beyond it, found by rewriting the blocking construct by hand.
 # ----------------------------------------------------------------------------------------------------
 
-_OVER = ("Snowflake's window function in DEFINE, avg(price) over (rows between unbounded preceding and unbounded "
-         "following): refused with E0244 by design (a partition-wide value cannot be exact on a stream); the hint says "
-         "to compute it before matching (WITH ... AVG(price) OVER (PARTITION BY company) AS avg_price), which passes "
-         "(checked)")
-
 PYTHON_FAILURES: dict[str, tuple[str, str]] = {
-    "snowflake-ref-all-rows-one-company": (
-        "E0107", "subquery in FROM, (select * from stock_price_history where company='ABCD') match_recognize(...): "
-                 "E0107 subqueries are not supported; then passes (checked on the filtered rows)"),
-    "snowflake-ref-omit-empty-matches": ("E0244", _OVER),
-    "snowflake-ref-with-unmatched-rows": ("E0244", _OVER),
-    "trino-blog-v-shape-with-values": (
-        "E0107", "WITH orders(customer_id, order_date, price) AS (VALUES ...) before the statement: E0107 WITH clauses "
-                 "(common table expressions) are not supported; the MATCH_RECOGNIZE part passes on the same rows (checked)"),
 }
 
 SPARK_FAILURES: dict[str, tuple[str, str]] = dict(PYTHON_FAILURES)
@@ -169,14 +157,26 @@ def compare(case: dict, names: list[str], rows: list[list]) -> str | None:
 # ---------------------------------------------------------------------------------------------- engines
 
 def run_python(case: dict) -> tuple[list[str], list[list]]:
-    tables = [t for t in case["inputs"].values() if not t.get("embedded_in_query")]
-    data = input_rows(tables[0]) if tables else []
-    query = cep.compile(statement(case))
-    result = query.run(data)
-    names = list(result[0].keys()) if result else list(query.output_columns([n for n, _, _ in tables[0]["columns"]]) if tables else [])
-    return names, [list(row.values()) for row in result]
+    import pyarrow as pa
+
+    tables = {}
+    for name, table in case["inputs"].items():
+        if table.get("embedded_in_query"):
+            continue
+        schema = pa.schema([(col, _ARROW_TYPES[kind]) for col, kind, _ in table["columns"]])
+        tables[name] = pa.Table.from_pylist(input_rows(table), schema=schema)
+    result = cep.compile_sql(statement(case)).run(tables)
+    return result.column_names, [list(row.values()) for row in result.to_pylist()]
 
 
+def _arrow_types() -> dict:
+    import pyarrow as pa
+
+    return {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "INTEGER": pa.int32(), "DOUBLE": pa.float64(),
+            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "BOOLEAN": pa.bool_()}
+
+
+_ARROW_TYPES = _arrow_types()
 _SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint", "INTEGER": "int", "DOUBLE": "double", "DATE": "date",
                 "TIMESTAMP": "timestamp", "BOOLEAN": "boolean"}
 

@@ -1,14 +1,15 @@
-"""``cep report``: a self-contained HTML page. Checked for content here, and in a real headless Chromium
-(Debian's ``chromium``) for rendering: the page loads from a file with no network, every embedded image
-decodes, and the console stays silent. The browser test skips, saying why, when Chromium is absent."""
+"""``cep report``: a self-contained HTML page with interactive Plotly charts. Checked for content here, and
+in a real headless Chromium (Debian's ``chromium``, driven by Playwright's Python package, which never
+downloads a browser here): the page draws every chart with no network, a click on a match in the table
+zooms its partition's chart to it, a click on a matched point selects its row, zooming a partition chart
+lists why attempts were dropped there, and the console stays silent. The browser tests skip, saying why,
+when Chromium or Playwright is absent."""
 
 from __future__ import annotations
 
-import base64
-import io
+import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -17,31 +18,22 @@ import pytest
 import cep
 from cep.cli import main, read_pandas
 
-pytest.importorskip("matplotlib", reason="cep report needs matplotlib: pip install 'cep-spark[report]'")
+pytest.importorskip("plotly", reason="cep report needs plotly: pip install 'cep-spark[report]'")
 
-from cep.report import LABEL_COLUMN, MATCH_COLUMN, build_report, labelled_query  # noqa: E402
+from cep.report import LABEL_COLUMN, MATCH_COLUMN, build_report, histogram_bins, label, labelled_query  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "patterns" / "data"
 V_SHAPE = REPO / "patterns" / "v_shape.sql"
-IMG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)">')
+DATA_JSON = re.compile(r'<script type="application/json" id="cep-data">(.*?)</script>', re.S)
 
 
 def _ticks() -> pd.DataFrame:
     return read_pandas([str(DATA / "ticks.csv")], "csv")
 
 
-def _decode_pngs(page: str) -> list[tuple[str, tuple[int, int]]]:
-    from PIL import Image  # matplotlib's own dependency
-
-    out = []
-    for data, alt in IMG.findall(page):
-        raw = base64.b64decode(data, validate=True)
-        assert raw[:8] == b"\x89PNG\r\n\x1a\n", alt
-        with Image.open(io.BytesIO(raw)) as image:
-            image.load()  # decodes every pixel: a truncated PNG fails here
-            out.append((alt, image.size))
-    return out
+def _data(page: str) -> dict:
+    return json.loads(DATA_JSON.search(page).group(1))
 
 
 def test_labelled_query_labels_every_matched_row():
@@ -62,29 +54,55 @@ def test_report_content():
     assert "PATTERN (A B+ C+)" in page and "B.price &lt; PREV(B.price)" in page  # the query, escaped
     assert "<td>rows the query returns</td><td>27</td>" in page
     assert "<td>partitions with a match</td><td>4</td>" in page
-    images = _decode_pngs(page)
-    assert [alt for alt, _ in images] == [
-        "matches per partition", "matches over time", "match length histogram", "match duration histogram",
-        "price for symbol=ACME", "price for symbol=BOLT", "price for symbol=CRUX", "price for symbol=DYNA",
-    ]
-    assert all(w > 200 and h > 150 for _, (w, h) in images)
-    # Self-contained: nothing is fetched from anywhere.
-    assert not re.search(r"(?:src|href)=\"(?!data:)", page)
-    assert "http://" not in page and "https://" not in page and "<link" not in page
+    data = _data(page)
+    assert [c["id"] for c in data["charts"]] == ["chart-per-partition", "chart-over-time", "chart-length",
+                                               "chart-duration", "chart-dropped"]
+    assert [p["key"] for p in data["partitions"]] == ["symbol=ACME", "symbol=BOLT", "symbol=CRUX", "symbol=DYNA"]
+    # The match explorer: one table row per match, and where each zooms to.
+    assert len(data["matches"]) == 27 and len(re.findall(r'<tr data-match="\d+">', page)) == 27
+    first = data["matches"][0]
+    assert (first["partition"], first["number"]) == (0, 1)
+    assert first["from"] < "2024-01-02 09:32:00" and first["to"] > "2024-01-02 09:36:00"
+    # The first ACME chart: every row of the partition, and each match shaded.
+    acme = data["partitions"][0]["figure"]
+    assert len(acme["data"][0]["x"]) == 60 and len(acme["layout"]["shapes"]) == 7
+    # Why not here: the first match is among the trace records, with the rows it matched.
+    assert any(t["event"] == "match" and t["detail"].startswith("match 1: rows 2..6") for t in data["partitions"][0]["trace"])
+    # Self-contained: plotly.js is in the page; nothing is fetched from anywhere.
+    assert "Plotly" in page and len(page) > 3_000_000
+    assert "<link" not in page and not re.search(r"<script[^>]+src=", page) and not re.search(r"<img", page)
 
 
-def test_report_with_no_matches_and_event_lanes(tmp_path):
+def test_histogram_bins_have_edges():
+    edges, counts = histogram_bins([3, 3, 4, 6], integer=True)
+    assert edges == [2.5, 3.5, 4.5, 5.5, 6.5] and counts == [2, 1, 0, 1]
+    edges, counts = histogram_bins([0.5, 1.0, 2.5, 9.0], integer=False)
+    assert edges[0] == 0.5 and edges[-1] == 9.0 and sum(counts) == 4
+    page = build_report(cep.compile(V_SHAPE.read_text()), _ticks()).text
+    length = next(c for c in _data(page)["charts"] if c["id"] == "chart-length")["figure"]
+    assert length["data"][0]["customdata"] == ["3", "4", "5", "6", "7", "8"]  # one bar per length
+
+
+def test_dropped_attempts_by_reason_against_within():
+    q = cep.compile((REPO / "patterns" / "login_burst.sql").read_text())
+    page = build_report(q, read_pandas([str(DATA / "logins.csv")], "csv"), max_partitions=30).text
+    assert "<th>median / WITHIN</th>" in page and "<td>WITHIN expired</td>" in page  # user12's burst, for one
+    assert "<td>WITHIN</td><td>00:05:00</td>" in page
+
+
+def test_report_with_no_matches_and_event_lanes():
     q = cep.compile((REPO / "patterns" / "card_testing.sql").read_text())
     quiet = read_pandas([str(DATA / "card_charges.csv")], "csv")
     quiet = quiet[quiet.amount >= 5]  # no test charges: nothing can match
     page = build_report(q, quiet, max_partitions=2).text
-    assert "No matches." in page and "cep trace" in page
-    assert len(_decode_pngs(page)) == 2  # the two partitions' charts only
+    assert "No matches." in page and "why attempts were dropped" in page
+    assert len(_data(page)["partitions"]) == 2 and _data(page)["matches"] == []
 
     funnel = cep.compile((REPO / "patterns" / "checkout_funnel.sql").read_text())
     page = build_report(funnel, read_pandas([str(DATA / "clickstream.csv")], "csv"), max_partitions=1).text
     assert "page per partition" in page  # a text column read by DEFINE is drawn as lanes of events
-    assert len(_decode_pngs(page)) == 5
+    lanes = _data(page)["partitions"][0]["figure"]["layout"]["yaxis"]
+    assert "add_to_cart" in lanes["ticktext"]
 
 
 def test_report_counts_timeouts():
@@ -95,13 +113,32 @@ def test_report_counts_timeouts():
     assert f"<td>status = MATCHED</td><td>{expected['MATCHED']}</td>" in page
 
 
+def test_odd_names_and_values_are_text_not_markup_or_latex():
+    """Issue 16: a partition value or column name like '$\\foo{$' once killed the report (matplotlib's math
+    text); in Plotly it must stay text (no LaTeX between '$'), and '<b>' must not become markup."""
+    odd = "$\\foo{$"
+    rows = pd.DataFrame({"k": [odd, odd, odd, "<b>x</b>"], "ts": pd.date_range("2024-01-01", periods=4, freq="min"),
+                         odd: [3.0, 1.0, 2.0, 5.0]})
+    q = cep.compile(f'SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n '
+                    f'PATTERN (A B+) DEFINE B AS B."{odd}" < A."{odd}")')
+    page = build_report(q, rows).text
+    data = _data(page)
+    keys = [p["title"] for p in data["partitions"]]
+    assert keys[0] == "k=$\\foo{$" and any("&lt;b&gt;x&lt;/b&gt;" in k for k in keys)
+    axis = data["partitions"][0]["figure"]["layout"]["yaxis"]["title"]["text"]
+    assert axis == "\u200b$\\foo{$"  # not a LaTeX string for Plotly: it starts with a zero-width space
+    assert "<b>x</b>" not in page  # nowhere as markup in the HTML either
+    assert label(odd).startswith("\u200b") and label("a<b") == "a&lt;b"
+
+
 def test_cli_report(tmp_path, capsys):
     out = tmp_path / "report.html"
     assert main(["report", str(V_SHAPE), "-i", str(DATA / "ticks.csv"), "--out", str(out), "--column", "volume",
                  "--partitions", "1"]) == 0
     assert f"wrote {out} (240 rows, 4 partitions, 27 matches, 27 output rows)" in capsys.readouterr().out
-    alts = [alt for alt, _ in _decode_pngs(out.read_text())]
-    assert alts[-1] == "volume for symbol=ACME" and len(alts) == 5
+    data = _data(out.read_text())
+    assert [p["key"] for p in data["partitions"]] == ["symbol=ACME"]
+    assert data["partitions"][0]["figure"]["layout"]["yaxis"]["title"]["text"] == "volume"
 
 
 @pytest.mark.parametrize("extra,code,message", [
@@ -126,33 +163,60 @@ def _chromium() -> str | None:
     return None
 
 
-def _browse(binary: str, profile: Path, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
-    return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=timeout, check=False)
+@pytest.fixture
+def browser_page(tmp_path):
+    binary = _chromium()
+    if binary is None:
+        pytest.skip("no Chromium to render the report in (Debian: apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test drives Chromium with Playwright")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=binary, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                  "--disable-component-update", "--disable-sync", "--disable-extensions"])
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        messages: list[str] = []
+        page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: messages.append(f"error: {e}"))
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        yield page, messages, requests
+        browser.close()
 
 
-@pytest.mark.skipif(_chromium() is None, reason="no Chromium to render the report in (Debian: apt-get install chromium)")
-def test_report_renders_in_headless_chromium(tmp_path):
-    from PIL import Image
-
+def test_report_in_headless_chromium(tmp_path, browser_page):
+    page, messages, requests = browser_page
     out = tmp_path / "report.html"
     assert main(["report", str(V_SHAPE), "-i", str(DATA / "ticks.csv"), "--out", str(out)]) == 0
-    url = out.resolve().as_uri()
-    binary = _chromium()
+    page.goto(out.resolve().as_uri())
+    page.wait_for_selector("body[data-charts-drawn]", timeout=120_000)
+    # 5 summary charts, the zoom chart and 4 partitions: all drawn by plotly.js.
+    assert page.get_attribute("body", "data-charts-drawn") == "10"
+    assert page.locator(".js-plotly-plot .main-svg").count() >= 10
 
-    dom = _browse(binary, tmp_path / "profile-dom", "--dump-dom", url)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    # The page's own load handler counts the images that decoded (naturalWidth > 0).
-    assert 'data-images-decoded="8/8"' in dom.stdout, re.findall(r"<body[^>]*>", dom.stdout)
-    assert "<h1>cep report: " in dom.stdout
-    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == [], console
+    # A click on the third match (ACME #3, 09:55 to 09:59) zooms the explorer's chart to it.
+    page.locator('#matches tbody tr[data-match="2"]').click()
+    page.wait_for_function("document.getElementById('zoom').dataset.match === '2'")
+    shown = page.evaluate("document.getElementById('zoom').layout")
+    low, high = shown["xaxis"]["range"]
+    assert low < "2024-01-02 09:55:00" and high > "2024-01-02 09:59:00" and high < "2024-01-02 10:10:00"
+    assert shown["title"]["text"] == "symbol=ACME: match #3"
+    assert page.get_attribute('#matches tbody tr[data-match="2"]', "class") == "selected"
 
+    # Zooming a partition chart lists the trace records of that range only ("why not here").
+    page.evaluate("Plotly.relayout('partition-1', {'xaxis.range': ['2024-01-02 09:40:00', '2024-01-02 09:45:00']})")
+    page.wait_for_function("document.getElementById('partition-1-why').dataset.range !== 'all'")
+    times = page.locator("#partition-1-why tbody tr td:first-child").all_inner_texts()
+    assert times and all("2024-01-02 09:40:00" <= t <= "2024-01-02 09:45:00" for t in times)
+
+    # A click on a matched point in a partition chart selects its match in the table (plotly_click).
+    page.evaluate("""() => { var div = document.getElementById('partition-3');
+        var trace = div.data.findIndex(t => t.name === 'A');
+        div.emit('plotly_click', {points: [{customdata: div.data[trace].customdata[1], curveNumber: trace}]}); }""")
+    page.wait_for_function("document.getElementById('zoom').layout.title.text === 'symbol=DYNA: match #2'")
+
+    assert messages == [], messages
+    assert all(url.startswith(("file:", "data:", "about:")) for url in requests), requests
     shot = tmp_path / "shot.png"
-    taken = _browse(binary, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,2000", url)
-    assert taken.returncode == 0 and shot.exists(), taken.stderr[-2000:]
-    with Image.open(shot) as image:
-        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
-    assert colours is not None and len(colours) > 50  # charts and text, not a blank page
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 50_000  # charts and text, not a blank page

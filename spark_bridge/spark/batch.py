@@ -81,14 +81,20 @@ def replay_clock(plan: Any, df: "DataFrame"):
     return df.agg(F.max(F.col(quote(column)))).first()[0]
 
 
-def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clock, replay=None) -> "DataFrame":
+def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clock, replay=None,
+                   ordinal: str | None = None) -> "DataFrame":
     """Columns end to end: Spark hashes the rows to tasks by the PARTITION BY columns (every partition
     whole in one task), and each task hands its Arrow batches to the matcher as one table. The matcher
     partitions and sorts column-wise itself (``plan.run_frame``), so no Spark sort, no call per group and
     no pandas conversion; its Arrow result is cast to the output schema.
 
     ``replay``: the keyword arguments of ``cep.spark_bridge.engine.replay.Replay`` (sessions, match ids); each task
-    then matches its table as a stream would have (``Replay.run``) instead of ``run_frame``."""
+    then matches its table as a stream would have (``Replay.run``) instead of ``run_frame``.
+
+    ``ordinal``: the name of a last BIGINT column numbering each task's output rows from 0, in the
+    matcher's order (partition by partition, matches in order): sorted by the PARTITION BY columns and
+    then by it, the output comes in the order the query defines (every partition is in one task)."""
+    from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
     tasks = max(1, int(df.sparkSession.conf.get("spark.sql.shuffle.partitions", "4") or 4))
@@ -113,9 +119,15 @@ def _match_columns(plan: Any, df: "DataFrame", partition: list[str], schema, clo
                 result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
             else:
                 result = _replay_table(plan, table, replay, clock)
-        yield from conform_arrow(result, target, schema).to_batches()
+        result = conform_arrow(result, target, schema)
+        if ordinal is not None:
+            result = result.append_column(ordinal, pa.array(range(result.num_rows), type=pa.int64()))
+        yield from result.to_batches()
 
-    return shuffled.mapInArrow(match_batches, schema)
+    out_schema = schema
+    if ordinal is not None:
+        out_schema = T.StructType(list(schema.fields) + [T.StructField(ordinal, T.LongType(), False)])
+    return shuffled.mapInArrow(match_batches, out_schema)
 
 
 def _replay_table(plan: Any, table, replay: dict, clock):
@@ -179,12 +191,13 @@ def conform_arrow(result, target, schema):
 
 
 def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None, session_timeout_us: int | None = None,
-                    match_ids: bool = False) -> "DataFrame":
+                    match_ids: bool = False, ordinal: str | None = None) -> "DataFrame":
     """The matches of ``plan`` over the static DataFrame ``df``, as a DataFrame (lazy: nothing runs until an action).
 
     ``session_timeout_us`` / ``match_ids``: replay as the stream would have matched (``cep.spark_bridge.engine.replay``:
     sessions split at event-time gaps, a last column ``match_id`` hashing ``query_text``). The event-time
-    column must then be a timestamp.
+    column must then be a timestamp. ``ordinal``: a last column numbering each task's rows in the matcher's
+    order (``_match_columns``), for a caller that sorts the output in the order the query defines.
     """
     from pyspark.sql import functions as F
 
@@ -215,7 +228,7 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     # WITHIN, timeouts and absence deadlines are decided by the replay's clock: the largest event time
     # of the WHOLE input, as in the Python engine, not of each group (one small Spark job first).
     clock = replay_clock(plan, df)
-    out = _match_columns(plan, df, partition, schema, clock, replay)
+    out = _match_columns(plan, df, partition, schema, clock, replay, ordinal)
 
     sort_keys = getattr(plan, "sort_keys", None) or []
     if callable(sort_keys):  # resolved against the input's columns

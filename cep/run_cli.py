@@ -1,0 +1,326 @@
+"""``cep run``: a whole SQL statement with MATCH_RECOGNIZE clauses over files, on the engine that suits them.
+
+    cep run QUERY_FILE [--input [NAME=]PATH ...] [--engine spark|python] [--output FILE] [--limit N] ...
+
+Which engine (docs/cli.md, "Which engine"): ``--engine`` if given; else Spark for what only Spark reads
+(directories, remote paths) or when ``--master`` is given, and for
+inputs larger than ``PYTHON_MAX_BYTES``; else the python engine, which starts in a fraction of a second
+where Spark takes 10 to 20.
+
+Inputs: ``--input PATH`` (repeatable: files of one format, read as one table) is the table the statement's
+first ``MATCH_RECOGNIZE`` reads, whatever the statement calls it (or the file of its ``FROM 'file'``);
+``--input NAME=PATH`` is the table ``NAME`` (a reference table to join, a second event table).
+``FROM 'data/ticks.parquet'`` anywhere a table may stand reads that file. The rows come in the order the
+query defines when it has no ORDER BY (partitions in key order, matches in order); when the statement
+groups or joins without ORDER BY, no order is defined and both engines print the rows sorted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import cep
+from cep.cli_io import (
+    EXIT_OK,
+    EXIT_QUERY_ERROR,
+    EXIT_USAGE,
+    UsageError,
+    bad_rows_summary,
+    display_order,
+    format_of,
+    format_table,
+    input_format,
+    non_negative_int,
+    pandas_schema,
+    print_error,
+    read_pandas,
+    read_spark,
+    read_text,
+    spark_error,
+    start_spark,
+    write_dead_letter,
+    write_output,
+)
+from cep.grammar.parser import parse_unchecked
+from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.spark.types import spark_to_sql
+from cep.statement import ClauseStats, SqlStatement, arrow_to_pandas
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+# Imported inside functions: rich (only the progress bar of a large input) and pyspark (optional).
+
+DEFAULT_MASTER = "local[*]"
+# Below this many rows a run is over before a progress bar would be worth drawing.
+PROGRESS_MIN_ROWS = 100_000
+# Inputs up to this size (bytes on disk, all files together) run on the python engine by default.
+# Measured (bench/engine_choice.py, docs/cli.md "Which engine"): on one machine the python engine beats a
+# local Spark at every size tried (1M rows: 44 s against 354 s on a loaded 2-core machine); its memory,
+# about 10 times a CSV's size in one process, is what limits it: 512 MiB of input is about 5 GiB.
+PYTHON_MAX_BYTES = 512 * 1024 * 1024
+_REMOTE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+_NAMED_INPUT = re.compile(r"^([A-Za-z_][\w.]*)=(.+)$")
+
+
+@dataclass
+class RunResult:
+    table: "pd.DataFrame"
+    stats: list[ClauseStats]
+    seconds: float
+    engine: str
+    bad_rows: dict[str, int] | None = None  # with --dead-letter: rows set aside, per reason
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """``--input`` options: the unnamed files (one table) and the named tables."""
+
+    unnamed: tuple[str, ...]
+    named: dict[str, str]
+
+    @classmethod
+    def parse(cls, options: Sequence[str] | None) -> "Inputs":
+        unnamed, named = [], {}
+        for option in options or ():
+            found = _NAMED_INPUT.match(option)
+            if found and not os.path.exists(option):
+                named[found.group(1)] = found.group(2)
+            else:
+                unnamed.append(option)
+        return cls(tuple(unnamed), named)
+
+
+def choose_engine(args: argparse.Namespace, inputs: Inputs, statement: SqlStatement) -> tuple[str, str]:
+    """(engine, why) for a run without --engine."""
+    if args.engine:
+        return args.engine, "asked"
+    if args.master != DEFAULT_MASTER:
+        return "spark", "--master"
+    paths = list(inputs.unnamed) + list(inputs.named.values())
+    if not inputs.unnamed:
+        paths += [path for _start, _end, path in statement.whole.paths]
+    if not paths:
+        return "python", "no input file: the statement holds its rows (WITH t AS (VALUES ...))"
+    for path in paths:
+        if _REMOTE.match(path):
+            return "spark", f"{path} is remote"
+        if os.path.isdir(path):
+            return "spark", f"{path} is a directory"
+    size = sum(os.path.getsize(path) for path in paths if os.path.isfile(path))
+    if size > PYTHON_MAX_BYTES:
+        return "spark", f"the inputs hold {size / 2**20:.0f} MiB, more than {PYTHON_MAX_BYTES / 2**20:.0f} MiB"
+    return "python", "local files"
+
+
+def defined_order(text: str, statement: SqlStatement) -> str:
+    """'sorted' (an outer ORDER BY), 'matches' (one clause and a SELECT around it: the clause's order), or
+    'none' (joins, GROUP BY, DISTINCT, unions... without ORDER BY: no order)."""
+    try:
+        simple = parse_unchecked(text)
+    except cep.CepError:
+        simple = None
+    if simple is not None:
+        return "sorted" if simple.order_by else "matches"
+    whole = statement.whole
+    depth, regions = 0, [(c.start, c.end) for c in whole.clauses]
+    words = re.finditer(r"\(|\)|\bORDER\s+BY\b|'(?:[^']|'')*'|--[^\n]*|/\*[\s\S]*?\*/", text[:whole.end], re.I)
+    for word in words:
+        token = word.group()
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif token.upper().startswith("ORDER") and depth == 0 and not any(a <= word.start() < b for a, b in regions):
+            return "sorted"
+    return "none"
+
+
+def _progress_bar(total_hint: int):
+    """A rich progress bar on stderr and the ``progress(done, total)`` callback that feeds it."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("matching"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), TimeRemainingColumn())
+    bar = Progress(*columns, console=Console(stderr=True), transient=True)
+    task = bar.add_task("matching", total=total_hint)
+    return bar, lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
+                replay: dict) -> RunResult:
+    started = time.perf_counter()
+    default = read_pandas(list(inputs.unnamed), fmt) if inputs.unnamed else None
+    if default is not None:  # the clauses that read the input directly, checked against its own types
+        statement.check_types(pandas_schema(default))
+    tables = {name: read_pandas([path], input_format([path], args.format)) for name, path in inputs.named.items()}
+    options = dict(replay)
+    records: list[dict] = []
+    checks: dict = {}
+    if args.dead_letter:
+        options.update(dead_letter=records, stats=checks)
+    progress = args.progress
+    if progress is None:  # automatic: on a terminal, for large inputs
+        progress = sys.stderr.isatty() and default is not None and len(default) >= PROGRESS_MIN_ROWS
+    stats: list[ClauseStats] = []
+
+    def read_path(path: str):
+        return read_pandas([path], input_format([path], args.format))
+
+    if progress:
+        bar, options["progress"] = _progress_bar(len(default) if default is not None else 0)
+        with bar:
+            result = statement.run(tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options)
+    else:
+        result = statement.run(tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options)
+    if args.dead_letter:
+        write_dead_letter(records, args.dead_letter)
+    table = arrow_to_pandas(result)
+    if args.limit is not None:
+        table = table.head(args.limit)
+    return RunResult(table, stats, time.perf_counter() - started, "python",
+                     checks.get("by_reason", {}) if args.dead_letter else None)
+
+
+def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
+               replay: dict) -> RunResult:
+    spark = start_spark(args.master)
+    started = time.perf_counter()
+    default = read_spark(spark, list(inputs.unnamed), fmt) if inputs.unnamed else None
+    if default is not None:
+        statement.check_types({f.name: spark_to_sql(f.dataType) for f in default.schema.fields})
+    tables = {name: read_spark(spark, [path], input_format([path], args.format)) for name, path in inputs.named.items()}
+    stats: list[ClauseStats] = []
+
+    def read_path(path: str):
+        return read_spark(spark, [path], input_format([path], args.format))
+
+    frame = statement.on_spark(spark, tables=tables, default=default, read_path=read_path, ordered=True,
+                               clause_stats=stats, **replay)
+    if args.limit is not None:
+        frame = frame.limit(args.limit)
+    table = arrow_to_pandas(frame.toArrow())
+    return RunResult(table, stats, time.perf_counter() - started, "spark")
+
+
+def _replay_options(args: argparse.Namespace) -> dict:
+    """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
+    a session timeout that cannot be read is a usage error."""
+    options: dict = {}
+    if args.session_timeout is not None:
+        try:
+            session_timeout_us(args.session_timeout)
+        except cep.CepError as err:
+            raise UsageError(f"--session-timeout: {err.message}") from None
+        options["session_timeout"] = args.session_timeout
+    if args.match_ids:
+        options["match_ids"] = True
+    return options
+
+
+def summary_line(run: RunResult, rows: int) -> str:
+    events = sum(s.events for s in run.stats)
+    partitions = sum(s.partitions for s in run.stats)
+    matches = sum(s.matches for s in run.stats)
+    return (f"events read: {events}, partitions: {partitions}, matches: {matches}, output rows: {rows}, "
+            f"seconds: {run.seconds:.2f} (engine: {run.engine})")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    text = read_text(args.query_file)
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must be 0 or more")
+    if args.output:
+        format_of(args.output, None, what="output file")
+        parent = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(parent):
+            raise UsageError(f"cannot write {args.output}: no directory {parent}")
+    inputs = Inputs.parse(args.input)
+    fmt = input_format(list(inputs.unnamed), args.format) if inputs.unnamed else None
+    for path in inputs.named.values():
+        input_format([path], args.format)
+    replay = _replay_options(args)
+    try:
+        statement = cep.compile_sql(text, filename=args.query_file)
+        engine, _why = choose_engine(args, inputs, statement)
+        if args.dead_letter and engine != "python":
+            raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
+                             "cep stream sets bad rows aside on Spark)")
+        if engine == "python":
+            run = _run_python(statement, inputs, fmt, args, replay)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run = _run_spark(statement, inputs, fmt, args, replay)
+    except cep.CepError as err:
+        print_error(str(err.with_source(text, args.query_file)))
+        # A table with no rows given is a usage error (exit 2), as a missing --input file is.
+        return EXIT_USAGE if err.message.startswith("there is no table") else EXIT_QUERY_ERROR
+    except UsageError:
+        raise
+    except Exception as exc:
+        message = spark_error(exc)
+        if message is None:
+            raise
+        print_error(f"{args.query_file}: {message}")
+        return EXIT_QUERY_ERROR
+
+    table = run.table
+    if defined_order(text, statement) == "none":
+        table = display_order(table)
+    if args.output:
+        write_output(table, args.output)
+        print(f"wrote {len(table)} rows to {args.output}")
+    elif len(table):
+        print(format_table(table))
+    else:
+        print("(no matches)" if not sum(s.matches for s in run.stats) else "(no rows)")
+    print(summary_line(run, len(table)))
+    if run.bad_rows is not None:
+        print(bad_rows_summary(run.bad_rows, args.dead_letter))
+    return EXIT_OK
+
+
+def add_command(sub: Any, formats: Sequence[str]) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run a query over input files and print the matches",
+        description="Run the SQL statement in QUERY_FILE (one or more MATCH_RECOGNIZE clauses, anywhere a table "
+        "may stand) over the inputs; print the rows as a table and a summary line.",
+    )
+    run.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
+    run.add_argument(
+        "--input", "-i", action="append", metavar="[NAME=]PATH",
+        help="input file (or Spark directory): without NAME=, the table the first MATCH_RECOGNIZE reads (repeat "
+        "for several files of one format); NAME=PATH: the table NAME. Default: the files the query names "
+        "(FROM 'data/ticks.csv')",
+    )
+    run.add_argument("--format", choices=formats, help="input format (default: from the file extension)")
+    run.add_argument(
+        "--engine", choices=("spark", "python"), default=None,
+        help="python: the pure-Python matcher (DuckDB for the SQL around it); spark: a Spark job. Default: python for "
+        f"local files up to {PYTHON_MAX_BYTES // 2**20} MiB, else spark",
+    )
+    run.add_argument("--output", "-o", metavar="FILE", help="write the rows to FILE (.csv, .parquet or .json) instead of printing them")
+    run.add_argument("--limit", type=non_negative_int, metavar="N", help="keep at most N output rows")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help=f"show a progress bar on stderr (python engine; default: on a terminal, from "
+                          f"{PROGRESS_MIN_ROWS:,} rows)")
+    run.add_argument("--master", default=DEFAULT_MASTER, help="Spark master URL (default: %(default)s; giving one picks spark)")
+    run.add_argument("--dead-letter", metavar="FILE",
+                     help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
+                     "as JSON lines with their reason, and match the rest; the summary counts them (python engine)")
+    run.add_argument("--session-timeout", metavar="DURATION",
+                     help="replay as a stream with this session timeout would match: a partition's rows more than "
+                     "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions")
+    run.add_argument("--match-ids", action="store_true",
+                     help="add a last column match_id: the id the stream gives the same match (cep stream's alerts)")
+    run.set_defaults(func=cmd_run)
+

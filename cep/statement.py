@@ -1,0 +1,654 @@
+"""Whole SQL statements: MATCH_RECOGNIZE clauses anywhere a table reference may stand, the rest run by an SQL engine.
+
+    s = cep.compile_sql(text)            # find, parse and check every clause (raises CepError)
+    s.on_spark(spark)                    # Spark SQL runs the statement -> DataFrame (cep.sql(spark, text))
+    s.run({"ticks": rows, ...})          # DuckDB runs it (the python engine) -> rows, pandas or Arrow
+
+How (``grammar/statement.py`` finds the clauses): for each clause, in text order, the engine runs the SQL
+of its input relation (with the CTEs the clause sees, and its scalar subqueries as extra columns), the
+matcher matches that relation (``Query.on_spark`` or ``Query.run``), and its output becomes a temporary
+view with a generated name. The statement, each clause replaced by its view, then runs in the engine.
+IN subqueries inside a clause are run first and become lists of constants.
+
+The python engine's SQL is Spark SQL too: sqlglot translates it to DuckDB's dialect, with the few
+corrections listed in ``_duckdb_fixes`` (docs/sql-engines.md has the measurements behind the choice).
+Errors of either engine come back as CepError with their position in the user's text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+import logging
+import re
+import uuid
+from decimal import Decimal
+from typing import Any, Callable
+
+from cep.grammar import ast
+from cep.grammar.checks import check
+from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
+from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
+from cep.grammar.tokens import span_of
+from cep.matcher.rows.tables import kind_of
+from cep.query import Query
+
+# Imported inside functions: pyspark, duckdb, sqlglot, pyarrow and pandas (heavy or optional; `cep check`
+# needs none of them).
+
+MATCH_NUMBER_COLUMN = "_cep_match"  # a hidden measure: which match a row belongs to (for the match count)
+ORDINAL_COLUMN = "_cep_ord"  # a hidden column: the row's place in the matcher's output (for the defined order)
+
+
+@dataclasses.dataclass
+class ClauseStats:
+    """What matching one clause read and found (``cep run``'s summary line)."""
+
+    events: int = 0
+    partitions: int = 0
+    matches: int = 0
+
+
+class SqlStatement:
+    """A whole SQL statement with one or more MATCH_RECOGNIZE clauses, checked and ready to run."""
+
+    def __init__(self, text: str, filename: str | None = None) -> None:
+        self.text = text
+        self.filename = filename
+        self.whole: WholeStatement = split(text, filename=filename)
+
+    @property
+    def clauses(self) -> tuple[Clause, ...]:
+        return self.whole.clauses
+
+    def query(self, clause: Clause) -> Query:
+        """The clause as a Query: SELECT * FROM <its input> MATCH_RECOGNIZE (...)."""
+        return Query(clause.statement, self.text, self.filename)
+
+    def check_types(self, schema: dict[str, str]) -> None:
+        """Type-check the clauses that read a table or file directly (no SQL in between to change its
+        columns) against ``schema``, the input's columns and SQL types: a comparison of a time with text is
+        an error with a caret before any row is read, not a failure in the middle of the run."""
+        for clause in self.clauses:
+            if not clause.subqueries and re.fullmatch(r"[\w.`\"']+", self.text[clause.relation[0]:clause.relation[1]]):
+                check(clause.statement, schema=schema, source=self.text, filename=self.filename)
+
+    # ------------------------------------------------------------------------------------------ Spark
+
+    def on_spark(self, spark, *, tables: dict | None = None, default=None, read_path: Callable | None = None,
+                 ordered: bool = False, clause_stats: list | None = None, **options):
+        """Run on Spark SQL; returns a DataFrame (streaming when an input is a stream).
+
+        ``tables``: name -> DataFrame, registered as temporary views for the statement (besides the
+        session's catalog). ``default``: a DataFrame for the first table the statement names that Spark
+        does not know (or for the file of a ``FROM 'file'`` clause). ``read_path(path)``: reads a
+        ``FROM 'file'`` (default: by the file's extension). ``ordered``: rows in the order the query
+        defines when it has no ORDER BY (partitions in key order, matches in order; static inputs only).
+        ``clause_stats``: a list that gets one ``ClauseStats`` per clause (costs a job each). ``options``:
+        those of ``Query.on_spark`` (``watermark``, ``session_timeout``, ``match_ids``...).
+        """
+        engine = _SparkEngine(spark, self, read_path or _spark_reader(spark))
+        return _Run(self, engine, tables or {}, default, ordered, clause_stats, options).result()
+
+    # ------------------------------------------------------------------------------------------ python
+
+    def run(self, tables: Any = None, *, default: Any = None, read_path: Callable | None = None, ordered: bool = True,
+            clause_stats: list | None = None, kind: str | None = None, **options):
+        """Run on the python engine (DuckDB for the SQL around the clauses, the matcher for each clause).
+
+        ``tables``: name -> rows (list of dicts), pandas DataFrame or pyarrow Table; or one such table
+        (the same as ``default=``). ``default``: the table for the first name the statement reads that
+        ``tables`` lacks (or for the file of ``FROM 'file'``). The result has the kind of the first table
+        given (a pyarrow Table when none is), or ``kind`` ("rows", "pandas", "arrow"). ``ordered``: rows in the order the query defines when it has
+        no ORDER BY (partitions in key order, then matches in order). ``options``: those of ``Query.run``
+        (``dead_letter``, ``stats``, ``schema``, ``progress``, ``session_timeout``, ``match_ids``...),
+        applied to every clause.
+        """
+        named = tables if isinstance(tables, dict) else {}
+        if tables is not None and not isinstance(tables, dict):
+            default = tables
+        first = next(iter(named.values()), default)
+        kind = kind or (kind_of(first) if first is not None else "arrow")
+        engine = _DuckEngine(self, read_path or _arrow_reader)
+        try:
+            table = _Run(self, engine, named, default, ordered, clause_stats, options).result()
+        finally:
+            engine.close()
+        if kind == "rows":
+            return table.to_pylist()
+        if kind == "pandas":
+            return arrow_to_pandas(table)
+        return table
+
+
+def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] | None = None) -> SqlStatement:
+    """Check a whole statement without running it: every clause (against ``schema`` too, for the clauses
+    that read a table or file directly), and the SQL around them, parsed as Spark SQL (sqlglot's parser,
+    the python engine's). Raises CepError pointing into ``text``."""
+    import sqlglot
+
+    statement = SqlStatement(text, filename)
+    whole = statement.whole
+    if schema is not None:
+        statement.check_types(schema)
+    views = {clause.index: f"_cep_mr{clause.index}" for clause in whole.clauses}
+    paths = {path: f"_cep_file{number}" for number, (_s, _e, path) in enumerate(whole.paths)}
+    parts = [whole.render(SPARK, views, paths)]
+    for clause in whole.clauses:
+        columns = {sub.column: whole.subquery_text(sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind != "in"}
+        parts.append(whole.input_sql(clause, SPARK, views, paths, columns))
+        parts += [whole.subquery_sql(clause, sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind == "in"]
+    for rendered in parts:
+        try:
+            sqlglot.parse_one(rendered.text, read="spark")
+        except sqlglot.errors.ParseError as exc:
+            raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
+    return statement
+
+
+def compile_sql(text: str, *, filename: str | None = None) -> SqlStatement:
+    """Find, parse and check every MATCH_RECOGNIZE clause of a whole SQL statement."""
+    return SqlStatement(text, filename)
+
+
+def sql(spark, text: str, **options):
+    """Run a Spark SQL statement with MATCH_RECOGNIZE clauses (anywhere a table reference may stand) over
+    the session's tables and views, static or streaming; returns a DataFrame. ``FROM 'path/file.parquet'``
+    reads a file. ``options``: as for ``SqlStatement.on_spark`` and ``Query.on_spark``."""
+    return SqlStatement(text).on_spark(spark, **options)
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+
+class _Run:
+    """One execution: views for files and clauses, each clause matched, then the statement."""
+
+    def __init__(self, statement: SqlStatement, engine, tables: dict, default, ordered: bool,
+                 stats: list | None, options: dict) -> None:
+        self.statement, self.engine, self.default = statement, engine, default
+        self.ordered, self.stats, self.options = ordered, stats, options
+        self.token = uuid.uuid4().hex[:8]
+        self.views: dict[int, str] = {}
+        self.path_views: dict[str, str] = {}
+        self.names = itertools.count(1)
+        for name, data in tables.items():
+            engine.register(name, engine.table(data))
+
+    def generated(self, what: str) -> str:
+        return f"_cep_{what}{next(self.names)}_{self.token}"
+
+    def result(self):
+        try:
+            whole = self.statement.whole
+            default_path = next((c.path for c in whole.clauses if c.path is not None), None)
+            for _start, _end, path in whole.paths:
+                if path in self.path_views:
+                    continue
+                name = self.generated("file")
+                if path == default_path and self.default is not None:
+                    frame, self.default = self.engine.table(self.default), None
+                else:
+                    frame = self.engine.read_path(path)
+                self.engine.register(name, frame)
+                self.path_views[path] = name
+            for clause in whole.clauses:
+                self.views[clause.index] = self.match(clause)
+            return self.sql(whole.render(self.engine.dialect, self.views, self.path_views))
+        finally:
+            self.engine.release()
+
+    def sql(self, rendered: Rendered):
+        """The engine's relation for ``rendered``; a table the engine does not know is the default input."""
+        while True:
+            try:
+                return self.engine.sql(rendered)
+            except Exception as exc:  # noqa: BLE001 - engine errors have many types; converted below
+                missing = self.engine.missing_table(exc)
+                if missing is not None and self.default is None:
+                    raise self.missing(missing, rendered) from None
+                if missing is None:
+                    raise self.engine.error(exc, rendered, self.statement.text) from None
+                self.engine.register(missing, self.engine.table(self.default))
+                self.default = None
+
+    def missing(self, name: str, rendered: Rendered) -> CepError:
+        text = self.statement.text
+        found = re.search(r"(?<![\w`\".])[`\"]?" + re.escape(name.split(".")[-1]) + r"[`\"]?(?![\w`\"])", rendered.text, re.I)
+        return sql_error(f"there is no table {name}", rendered, text, found.start() if found else None, syntax=False,
+                         length=len(name), hint=f"give its rows: cep run ... --input PATH (or --input {name}=PATH), "
+                                                f"or tables={{'{name}': ...}} (on Spark: a table or temporary view)")
+
+    def match(self, clause: Clause) -> str:
+        whole, engine = self.statement.whole, self.engine
+        dialect = engine.dialect
+        columns = {sub.column: whole.subquery_text(sub, dialect, self.views, self.path_views)
+                   for sub in clause.subqueries if sub.kind != "in"}
+        constants = {}
+        for sub in clause.subqueries:
+            if sub.kind == "in":
+                rendered = whole.subquery_sql(clause, sub, dialect, self.views, self.path_views)
+                constants[sub.column] = engine.column_values(self.sql(rendered), sub, self.statement.text)
+        statement = _with_constants(clause.statement, constants)
+        if self.stats is not None:
+            statement = _with_match_number(statement)
+        query = Query(statement, self.statement.text, self.statement.filename)
+        frame = self.sql(whole.input_sql(clause, dialect, self.views, self.path_views, columns))
+        clashes = set(columns) & {c.casefold() for c in engine.columns(frame) if c not in columns}
+        if clashes:
+            raise CepSemanticError(f"the input of MATCH_RECOGNIZE has a column named {sorted(clashes)[0]}, a name cep "
+                                   "keeps for the subqueries inside the clause; rename it", code="E0251",
+                                   span=clause.statement.span, source=self.statement.text)
+        try:
+            out = engine.match(query, frame, self.options, ordered=self.ordered)
+        except CepError as error:
+            raise error.with_source(self.statement.text, self.statement.filename) from None
+        if self.stats is not None:
+            self.stats.append(engine.clause_stats(query, frame, out))
+            columns = {**columns, MATCH_NUMBER_COLUMN: ""}
+        if self.ordered:
+            out = engine.in_order(query, frame, out)
+        out = engine.drop(out, [name for name in columns if name in engine.columns(out)])
+        name = self.generated("mr")
+        engine.register(name, out)
+        return name
+
+
+def _with_match_number(statement: ast.Statement) -> ast.Statement:
+    span = statement.match.span
+    measure = ast.Measure(span, ast.MatchNumber(span), ast.Identifier(span, MATCH_NUMBER_COLUMN, quoted=True))
+    return dataclasses.replace(statement, match=dataclasses.replace(statement.match, measures=statement.match.measures + (measure,)))
+
+
+def _literal(value, span) -> ast.Literal:
+    if value is None:
+        return ast.Literal(span, "null", None, "NULL")
+    if isinstance(value, bool):
+        return ast.Literal(span, "boolean", value, str(value).upper())
+    if isinstance(value, int):
+        return ast.Literal(span, "integer", value, str(value))
+    if isinstance(value, float):
+        return ast.Literal(span, "decimal", Decimal(repr(value)), repr(value))
+    if isinstance(value, Decimal):
+        return ast.Literal(span, "decimal", value, format(value, "f"))
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return ast.Literal(span, "timestamp", value, value.isoformat(" "))
+    if isinstance(value, dt.date):
+        return ast.Literal(span, "date", value, value.isoformat())
+    if isinstance(value, str):
+        return ast.Literal(span, "string", value, value)
+    raise CepSemanticError(f"an IN subquery gives a {type(value).__name__} value, which cep cannot compare",
+                           code="E0251", span=span)
+
+
+def _with_constants(node, constants: dict[str, list]):
+    """``x IN (placeholder)`` -> ``x IN (v1, v2, ...)`` (or FALSE / TRUE for NOT IN, when the subquery is empty)."""
+    if not constants:
+        return node
+    if isinstance(node, ast.InList) and len(node.items) == 1 and isinstance(node.items[0], ast.ColumnRef) \
+            and node.items[0].qualifier is None and node.items[0].column.name in constants:
+        values = constants[node.items[0].column.name]
+        if not values:
+            return ast.Literal(node.span, "boolean", node.negated, str(node.negated).upper())
+        items = tuple(_literal(value, node.items[0].span) for value in values)
+        return dataclasses.replace(node, operand=_with_constants(node.operand, constants), items=items)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        changes = {}
+        for f in dataclasses.fields(node):
+            value = getattr(node, f.name)
+            if f.name == "span":
+                continue
+            if isinstance(value, tuple):
+                new = tuple(_with_constants(item, constants) for item in value)
+                if any(a is not b for a, b in zip(new, value)):
+                    changes[f.name] = new
+            elif dataclasses.is_dataclass(value):
+                new = _with_constants(value, constants)
+                if new is not value:
+                    changes[f.name] = new
+        return dataclasses.replace(node, **changes) if changes else node
+    return node
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+def sql_error(message: str, rendered: Rendered, text: str, offset: int | None, *, syntax: bool,
+              length: int = 1, hint: str | None = None) -> CepError:
+    """An engine's error as a CepError pointing into the user's text."""
+    start = rendered.position(offset) if offset is not None else rendered.anchor
+    start = min(max(start, 0), max(len(text) - 1, 0))
+    span = span_of(text, start, min(len(text), start + max(length, 1)))
+    kind = CepSyntaxError if syntax else CepSemanticError
+    if hint is None and re.search(r"column|cannot be resolved|not found", message, re.I) and '"' in text:
+        hint = "double quotes name columns (as in the SQL standard); write text in single quotes: 'ACME'"
+    return kind(message, code="E0130" if syntax else "E0250", span=span, source=text, hint=hint)
+
+
+def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
+    """A sqlglot parse error (line and column in ``rendered``) as a CepError in the user's text."""
+    first = (exc.errors or [{}])[0]
+    line, col = first.get("line"), first.get("col")
+    highlight = first.get("highlight") or " "
+    offset = None
+    if line:
+        lines = rendered.text.split("\n")
+        offset = sum(len(part) + 1 for part in lines[: line - 1]) + max(col - len(highlight), 0)
+    description = first.get("description") or _first_line(str(exc))
+    if description.startswith("Invalid expression / Unexpected token"):
+        description = f"unexpected {highlight.strip()!r}"
+    return sql_error(f"syntax error in the SQL around MATCH_RECOGNIZE: {description}", rendered, text, offset,
+                     syntax=True, length=len(highlight))
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), str(text).strip())
+
+
+# ------------------------------------------------------------------------------------------ Spark
+
+
+def _spark_reader(spark) -> Callable:
+    def read(path: str):
+        kind = path.rsplit(".", 1)[-1].lower() if "." in path else "parquet"
+        if kind == "csv":
+            return spark.read.option("header", True).option("inferSchema", True).csv(path)
+        if kind in ("json", "jsonl", "ndjson"):
+            return spark.read.json(path)
+        return spark.read.parquet(path)
+    return read
+
+
+class _SparkEngine:
+    dialect = SPARK
+
+    def __init__(self, spark, statement: SqlStatement, read_path: Callable) -> None:
+        self.spark, self.statement, self.read_path = spark, statement, read_path
+        self.registered: list[str] = []
+        self.persisted: list = []
+
+    def table(self, data):
+        return data
+
+    def register(self, name: str, frame) -> None:
+        frame.createOrReplaceTempView(name)
+        self.registered.append(name)
+
+    def release(self) -> None:
+        # A DataFrame made from a view keeps the view's plan: the views can go once the statement is analysed.
+        for name in self.registered:
+            self.spark.catalog.dropTempView(name)
+
+    def sql(self, rendered: Rendered):
+        # PySpark logs every SQL error it raises as JSON on stderr; cep turns it into a CepError instead.
+        logger = logging.getLogger("SQLQueryContextLogger")
+        disabled, logger.disabled = logger.disabled, True
+        try:
+            return self.spark.sql(rendered.text)
+        finally:
+            logger.disabled = disabled
+
+    def columns(self, frame) -> list[str]:
+        return list(frame.columns)
+
+    def drop(self, frame, names: list[str]):
+        return frame.drop(*names) if names else frame
+
+    def missing_table(self, exc) -> str | None:
+        if getattr(exc, "getCondition", lambda: None)() != "TABLE_OR_VIEW_NOT_FOUND":
+            return None
+        name = (exc.getMessageParameters() or {}).get("relationName", "")
+        return name.replace("`", "") or None
+
+    def error(self, exc, rendered: Rendered, text: str) -> CepError:
+        if isinstance(exc, CepError):
+            return exc
+        name = type(exc).__name__
+        if name not in ("ParseException", "AnalysisException") and not type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise exc
+        message = _first_line(getattr(exc, "getMessage", lambda: str(exc))() or str(exc))
+        message = re.sub(r"\s*SQLSTATE: \w+", "", message)
+        message = re.sub(r"^\[[A-Z_.]+\] ", "", message)
+        offset, length = None, 1
+        contexts = getattr(exc, "getQueryContext", lambda: [])() or []
+        for context in contexts:
+            try:
+                offset, length = context.startIndex(), context.stopIndex() - context.startIndex() + 1
+                break
+            except Exception:  # noqa: BLE001 - a DataFrame context has no indices
+                continue
+        found = re.search(r"\(line (\d+), pos (\d+)\)", str(exc))
+        if offset is None and found:
+            line, pos = int(found.group(1)), int(found.group(2))
+            lines = rendered.text.split("\n")
+            offset = sum(len(part) + 1 for part in lines[: line - 1]) + pos
+        message = re.sub(r"\s*\(line \d+, pos \d+\)", "", message)
+        return sql_error(f"Spark SQL: {message}", rendered, text, offset, syntax=name == "ParseException", length=length)
+
+    def column_values(self, frame, subquery, text: str) -> list:
+        if len(frame.columns) != 1:
+            raise CepSemanticError(f"an IN subquery must give one column, not {len(frame.columns)}", code="E0251",
+                                   span=span_of(text, subquery.start, subquery.end), source=text)
+        return [row[0] for row in frame.distinct().collect()]
+
+    def match(self, query: Query, frame, options: dict, *, ordered: bool):
+        if ordered and not frame.isStreaming:
+            return query.on_spark(frame, ordinal=ORDINAL_COLUMN, **options)
+        return query.on_spark(frame, **options)
+
+    def clause_stats(self, query: Query, frame, out) -> ClauseStats:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        out.persist(StorageLevel.MEMORY_AND_DISK)
+        self.persisted.append(out)
+        partition = list(query.plan.partition_names(frame.columns))
+        keys = [F.col(SPARK.quote(c)) for c in partition]
+        if keys:
+            row = frame.groupBy(*keys).count().agg(F.sum("count"), F.count(F.lit(1))).first()
+            events, partitions = int(row[0] or 0), int(row[1] or 0)
+        else:
+            events = frame.count()
+            partitions = 1 if events else 0
+        numbered = out.where(F.col(MATCH_NUMBER_COLUMN).isNotNull())
+        matches = numbered.select(*keys, F.col(MATCH_NUMBER_COLUMN)).distinct().count()
+        return ClauseStats(events, partitions, matches)
+
+    def in_order(self, query: Query, frame, out):
+        if frame.isStreaming:
+            return out
+        from pyspark.sql import functions as F
+
+        partition = list(query.plan.partition_names(frame.columns))
+        order = [F.col(SPARK.quote(c)).asc_nulls_first() for c in partition] + [F.col(ORDINAL_COLUMN)]
+        return out.orderBy(*order).drop(ORDINAL_COLUMN)
+
+
+# ------------------------------------------------------------------------------------------ DuckDB
+
+
+def _arrow_reader(path: str):
+    import pyarrow.csv as pcsv
+    import pyarrow.json as pjson
+    import pyarrow.parquet as pq
+
+    kind = path.rsplit(".", 1)[-1].lower() if "." in path else "parquet"
+    if kind == "csv":
+        return pcsv.read_csv(path)
+    if kind in ("json", "jsonl", "ndjson"):
+        return pjson.read_json(path)
+    return pq.read_table(path)
+
+
+def arrow_to_pandas(table):
+    """An Arrow result as pandas, integers with NULLs kept integers (as object columns), timestamps naive."""
+    import pyarrow as pa
+
+    frame = table.to_pandas(integer_object_nulls=True, date_as_object=True)
+    for name, field in zip(frame.columns, table.schema):
+        if pa.types.is_timestamp(field.type) and field.type.tz is not None:
+            frame[name] = frame[name].dt.tz_convert("UTC").dt.tz_localize(None)
+        elif pa.types.is_interval(field.type):  # DuckDB's INTERVAL: a duration when it has no months
+            frame[name] = [_interval(value) for value in table.column(name).to_pylist()]
+    return frame
+
+
+def _interval(value):
+    if value is None:
+        return None
+    months, days, nanoseconds = value
+    if months:
+        return f"{months} months {days} days {dt.timedelta(microseconds=nanoseconds // 1000)}"
+    return dt.timedelta(days=days, microseconds=nanoseconds // 1000)
+
+
+def to_duckdb_sql(text: str) -> str:
+    """Spark SQL -> DuckDB SQL (sqlglot), with corrections where the translation changes the answer."""
+    import sqlglot
+
+    tree = sqlglot.parse_one(text, read="spark")
+    tree = tree.transform(_duckdb_fixes)
+    return tree.sql(dialect="duckdb")
+
+
+def _duckdb_fixes(node):
+    """Where sqlglot's translation gives other values than Spark (measured: bench/sql_engines.py)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
+        return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
+    if isinstance(node, (exp.DateAdd, exp.DateSub)) and node.args.get("unit") is None:
+        # Spark's date_add(date, n) is a DATE; sqlglot's DuckDB form adds an interval, a TIMESTAMP.
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.UnixToStr) or isinstance(node, exp.StrToUnix) and not node.args.get("format") \
+            and isinstance(node.this, exp.Column):
+        return exp.Cast(this=exp.Anonymous(this="epoch", expressions=[node.this.copy()]), to=exp.DataType.build("BIGINT"))
+    return node
+
+
+class _DuckEngine:
+    dialect = SPARK  # the statement is Spark SQL; to_duckdb_sql translates it
+
+    def __init__(self, statement: SqlStatement, read_path: Callable) -> None:
+        import duckdb
+
+        self.statement, self.read_path = statement, read_path
+        self.con = duckdb.connect()
+        # Never read a Python variable or a file the statement names: only the tables cep registers.
+        self.con.execute("SET python_enable_replacements = false")
+        self.con.execute("SET enable_external_access = false")
+        self.frames: dict[str, Any] = {}
+
+    def close(self) -> None:
+        self.con.close()
+
+    def release(self) -> None:
+        pass
+
+    def table(self, data):
+        """Arrow and pandas as they are (a clause that reads a table directly gets it unchanged, so the
+        matcher's own checks and dead letter see the values as read); rows as an Arrow table."""
+        import pyarrow as pa
+
+        if kind_of(data) != "rows":
+            return data
+        try:
+            return pa.Table.from_pylist(data)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise CepSemanticError(f"the rows cannot be read as a table: {exc}", code="E0251") from None
+
+    def register(self, name: str, frame) -> None:
+        import duckdb
+
+        self.frames[name.casefold()] = frame
+        try:
+            self.con.register(name, frame)
+        except duckdb.Error:
+            pass  # a column DuckDB cannot type (text among numbers): only a clause reading the table whole can use it
+
+    def sql(self, rendered: Rendered):
+        text = rendered.text.strip()
+        simple = re.fullmatch(r"SELECT \* FROM (?:`((?:[^`]|``)+)`|(\w+))", text)
+        name = simple and (simple.group(2) or simple.group(1).replace("``", "`")).casefold()
+        if name in self.frames:  # a clause reading a table as it is: no copy, no conversion
+            return self.frames[name]
+        return self.con.sql(to_duckdb_sql(rendered.text)).to_arrow_table()
+
+    def columns(self, frame) -> list[str]:
+        return [str(name) for name in (frame.columns if kind_of(frame) == "pandas" else frame.column_names)]
+
+    def drop(self, frame, names: list[str]):
+        return frame.drop_columns(names) if names else frame
+
+    def missing_table(self, exc) -> str | None:
+        found = re.match(r"Catalog Error: Table with name (.+?) does not exist", str(exc))
+        return found.group(1) if found else None
+
+    def error(self, exc, rendered: Rendered, text: str) -> CepError:
+        import duckdb
+        import sqlglot
+
+        if isinstance(exc, CepError):
+            return exc
+        if isinstance(exc, sqlglot.errors.ParseError):
+            return sqlglot_error(exc, rendered, text)
+        if isinstance(exc, duckdb.Error):
+            message = _first_line(str(exc))
+            offset = _duck_offset(message, rendered, text)
+            syntax = isinstance(exc, duckdb.ParserException)
+            return sql_error(message, rendered, text, offset, syntax=syntax)
+        raise exc
+
+    def column_values(self, frame, subquery, text: str) -> list:
+        if frame.num_columns != 1:
+            raise CepSemanticError(f"an IN subquery must give one column, not {frame.num_columns}", code="E0251",
+                                   span=span_of(text, subquery.start, subquery.end), source=text)
+        return list(dict.fromkeys(frame.column(0).to_pylist()))
+
+    def match(self, query: Query, frame, options: dict, *, ordered: bool):
+        import pyarrow as pa
+
+        checked = {"dead_letter", "schema", "dedup_key", "stats"} & set(options)
+        if kind_of(frame) == "pandas" and not checked:
+            # Arrow in, Arrow out: an integer column with NULLs stays integer (pandas would make it float).
+            try:
+                frame = pa.Table.from_pandas(frame, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass  # mixed values in a column: the matcher reads the frame as it is
+        out = query.run(frame, **options)
+        return out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
+
+    def clause_stats(self, query: Query, frame, out) -> ClauseStats:
+        import pyarrow.compute as pc
+
+        partition = list(query.plan.partition_names(self.columns(frame)))
+        events = len(frame) if kind_of(frame) == "pandas" else frame.num_rows
+        if kind_of(frame) == "pandas":
+            partitions = int(frame.groupby(partition, dropna=False, sort=False).ngroups) if partition and events else int(events > 0)
+        else:
+            partitions = (frame.group_by(partition).aggregate([]).num_rows if partition else 1) if events else 0
+        numbered = out.filter(pc.is_valid(out.column(MATCH_NUMBER_COLUMN))) if out.num_rows else out
+        keys = [c for c in partition if c in out.column_names] + [MATCH_NUMBER_COLUMN]
+        matches = numbered.group_by(keys).aggregate([]).num_rows if numbered.num_rows else 0
+        return ClauseStats(events, partitions, matches)
+
+    def in_order(self, query: Query, frame, out):
+        import pyarrow.compute as pc
+
+        partition = [c for c in query.plan.partition_names(self.columns(frame)) if c in out.column_names]
+        if not partition or out.num_rows < 2:
+            return out
+        indices = pc.sort_indices(out, sort_keys=[(c, "ascending", "at_start") for c in partition])
+        return out.take(indices)
+
+
+def _duck_offset(message: str, rendered: Rendered, text: str) -> int | None:
+    """DuckDB's errors quote the name they are about: find it in the rendered text."""
+    for name in reversed(re.findall(r'"([^"]+)"', message)):  # the last name quoted is the one at fault
+        match = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", rendered.text, re.I)
+        if match:
+            return match.start()
+    return None
