@@ -252,8 +252,14 @@ def _comparison(op: str, left, right, constant=None):
     ``values.compare`` gives the error message when the types cannot be compared. A right side that is
     a literal number or string (``constant``) is not called at all, nor is a side that reads the row
     under test (``current_row_reader``): the conditional read costs a fifth of a call.
+
+    NaN equals NaN and is larger than every other number (``values.nan_compare``); Python's operator
+    says otherwise only when its answer is ``unsettled`` (False, or True for ``<>``), so only then is
+    NaN looked for.
     """
     function = _COMPARE[op]
+    unsettled = op == "<>"
+    nan_compare = V.nan_compare
     direct = _DIRECT
     lc, rc = getattr(left, "column", None), getattr(right, "column", None)
     if type(constant) is Decimal:  # `price < 0.10`: a decimal literal against a float column
@@ -264,7 +270,8 @@ def _comparison(op: str, left, right, constant=None):
             if lv is None:
                 return None
             if type(lv) is float:
-                return function(lv, as_float)
+                result = function(lv, as_float)
+                return nan_compare(op, True, False) if result is unsettled and lv != lv else result
             return V.compare(op, lv, constant)
         return compare_decimal
     if type(constant) in direct:
@@ -275,7 +282,8 @@ def _comparison(op: str, left, right, constant=None):
             if lv is None:
                 return None
             if type(lv) in direct and (type(lv) is str) == rv_is_str:
-                return function(lv, rv)
+                result = function(lv, rv)
+                return nan_compare(op, True, False) if result is unsettled and lv != lv else result
             return V.compare(op, lv, rv)
         return compare_constant
 
@@ -287,7 +295,10 @@ def _comparison(op: str, left, right, constant=None):
         if rv is None:
             return None
         if type(lv) in direct and type(rv) in direct and (type(lv) is str) == (type(rv) is str):
-            return function(lv, rv)
+            result = function(lv, rv)
+            if result is unsettled and (lv != lv or rv != rv):
+                return nan_compare(op, lv != lv, rv != rv)
+            return result
         return V.compare(op, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
     return compare
 
