@@ -47,6 +47,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes is part of the command'
     read_spark,
     read_text,
     spark_error,
+    spark_result,
     start_spark,
     write_dead_letter,
     write_output,
@@ -136,27 +137,34 @@ def _run_with_progress_bar(query: Any, pdf: "pd.DataFrame", **checks: Any) -> "p
 
 
 def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, master: str,
-               replay: dict | None = None) -> RunResult:
+               replay: dict | None = None, dead_letter: str | None = None) -> RunResult:
     spark = start_spark(master)
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
     df = read_spark(spark, paths, fmt)
-    matches = query.on_spark(df, **(replay or {}))
-    partition = list(query.plan.partition_names(df.columns))
+    records: list = []
+    stats: dict = {}
+    checks = {"dead_letter": records, "stats": stats} if dead_letter else {}
+    matches = query.on_spark(df, **(replay or {}), **checks)
+    partition = list(query.plan.partition_names([c for c in df.columns if c != "_corrupt_record"]))
     if limit is not None:
         matches = matches.limit(limit)
-    result = matches.toPandas()
+    result = spark_result(matches)
+    if dead_letter:
+        write_dead_letter([row.asDict() for frame in records for row in frame.collect()], dead_letter)
     seconds = time.perf_counter() - started
 
     if partition:
-        counts = df.groupBy(*[F.col(quote(c)) for c in partition]).count()
-        row = counts.agg(F.sum("count").alias("events"), F.count(F.lit(1)).alias("keys")).collect()[0]
+        counts = df.toDF(*[f"c{i}" for i in range(len(df.columns))])
+        keys = [f"c{df.columns.index(c)}" for c in partition]
+        row = counts.groupBy(*keys).count().agg(F.sum("count").alias("events"), F.count(F.lit(1)).alias("keys")).collect()[0]
         events, partitions = int(row["events"] or 0), int(row["keys"] or 0)
     else:
         events = df.count()
         partitions = 1 if events else 0
-    return RunResult(result, events, partitions, seconds, _has_outer_order(query.plan, df.columns))
+    return RunResult(result, events, partitions, seconds, _has_outer_order(query.plan, df.columns),
+                     stats.get("by_reason", {}) if dead_letter else None)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -169,9 +177,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
     fmt = input_format(args.input, args.format)
-    if args.dead_letter and args.engine != "python":
-        raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
-                         "cep stream sets bad rows aside on Spark)")
     replay = _replay_options(args)
 
     try:
@@ -181,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                run = _run_spark(query, args.input, fmt, args.limit, args.master, replay)
+                run = _run_spark(query, args.input, fmt, args.limit, args.master, replay, args.dead_letter)
     except cep.CepError as err:
         print_error(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
@@ -544,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--master", default="local[*]", help="Spark master URL (default: %(default)s)")
     run.add_argument("--dead-letter", metavar="FILE",
                      help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
-                     "as JSON lines with their reason, and match the rest; the summary counts them (python engine)")
+                     "as JSON lines with their reason, and match the rest; the summary counts them")
     run.add_argument("--session-timeout", metavar="DURATION",
                      help="replay as a stream with this session timeout would match: a partition's rows more than "
                      "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions")

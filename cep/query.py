@@ -6,6 +6,7 @@ import html
 from typing import Any
 
 from cep.grammar import ast
+from cep.grammar.errors import CepSemanticError
 from cep.grammar.format import format_expr, format_pattern
 from cep.grammar.parser import parse, parse_all
 from cep.matcher.explain.text import explain
@@ -16,6 +17,8 @@ from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.engine.match_ids import statement_text
 from cep.spark_bridge.engine.replay import Replay
 from cep.spark_bridge.spark.batch import match_dataframe
+from cep.spark_bridge.spark.columns import quote
+from cep.spark_bridge.spark.files import read_files
 from cep.spark_bridge.spark.streaming import match_stream
 
 # Imported inside functions: pandas (heavy; a run on a list of dicts never needs it).
@@ -92,7 +95,8 @@ class Query:
                         match_ids=bool(match_ids))
         return replay.run(columns, progress=progress)
 
-    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", match_ids: bool = False, **streaming):
+    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", match_ids: bool = False,
+                 dead_letter=None, stats: dict | None = None, **streaming):
         """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition).
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
@@ -103,9 +107,16 @@ class Query:
 
         A static ``df`` is a replay: ``session_timeout`` and ``match_ids=True`` act as in ``run`` (the
         same sessions, and a last column ``match_id`` with the ids the stream gives); the other
-        streaming keyword arguments are ignored there.
+        streaming keyword arguments are ignored there. ``dead_letter`` and ``stats`` act as in ``run``:
+        bad rows (NULL or NaN event time, NaN in another ORDER BY column, lines Spark's reader could not
+        read) are set aside, to a list (the dead-letter DataFrame is appended), a function (called with
+        it) or a directory path (written as JSON lines now); ``stats`` is filled now
+        (``cep.spark_bridge.spark.batch.match_dataframe``).
         """
         if df.isStreaming:
+            if dead_letter is not None or stats is not None:
+                raise ValueError("a stream routes its bad rows itself: late='output' gives them with cep_late_reason, "
+                                 "and the metrics count them; dead_letter and stats are for a static DataFrame")
             return match_stream(
                 self.plan,
                 df,
@@ -116,10 +127,11 @@ class Query:
                 **streaming,
             )
 
+        checks = {"dead_letter": dead_letter, "stats": stats}
         if session_timeout is None and not match_ids:
-            return match_dataframe(self.plan, df)
+            return match_dataframe(self.plan, df, **checks)
         return match_dataframe(self.plan, df, query_text=statement_text(self),
-                               session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids))
+                               session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids), **checks)
 
     def trace(self, data: Any, partition: dict | None = None):
         """Why did (or didn't) rows match? One record per condition test, live partial match, drop and match.
@@ -215,16 +227,32 @@ def sql(spark, text: str, **options):
     """Run a MATCH_RECOGNIZE statement over a Spark table or (temp) view, static or streaming.
 
     ``FROM events`` names the table or view (``spark.table``); ``FROM 'path/to/file.parquet'`` reads a
-    file (static). The options are those of ``Query.on_spark`` (``watermark``, ``session_timeout``,
-    ``late``...), used when the relation is a stream. Returns a Spark DataFrame of matches.
+    file (static), as ``cep run`` reads it (``cep.spark_bridge.spark.files``). The options are those of
+    ``Query.on_spark`` (``watermark``, ``session_timeout``, ``late``, ``dead_letter``...). Returns a Spark
+    DataFrame of matches. A table Spark cannot find or a file it cannot read is a ``CepSemanticError``
+    (E0291) pointing at the name in the query.
     """
     query = Query(parse(text), text)
     relation = query.statement.relation
+    try:
+        df = _relation(spark, relation)
+    except Exception as exc:  # pyspark's AnalysisException, ParseException, ...
+        if not type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise
+        what = f"file '{relation.name}'" if relation.is_path else f"table or view '{relation.name}'"
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = None if relation.is_path else "a file is named in single quotes: FROM 'data/ticks.parquet'"
+        raise CepSemanticError(f"Spark cannot read the {what}: {reason}", code="E0291", span=relation.span,
+                               hint=hint).with_source(text) from None
+    return query.on_spark(df, **options)
+
+
+def _relation(spark, relation: ast.Relation):
     if relation.is_path:
         path = relation.name
         kind = path.rsplit(".", 1)[-1].lower() if "." in path else "parquet"
-        reader = spark.read.option("header", True).option("inferSchema", True) if kind == "csv" else spark.read
-        df = reader.format(kind if kind in ("csv", "json", "parquet") else "parquet").load(path)
-    else:
-        df = spark.table(relation.name)
-    return query.on_spark(df, **options)
+        fmt = kind if kind in ("csv", "json", "parquet") else "parquet"
+        return read_files(spark, [path], fmt)
+    # Each part of the name quoted for Spark, so that `;`, spaces or a path in a quoted name are a name.
+    return spark.table(".".join(quote(part) for part in relation.name.split(".")))
+

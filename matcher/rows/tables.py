@@ -120,7 +120,7 @@ def from_columns(kind: str, names: tuple[str, ...], columns: list):
     """The result in the input's shape from its columns: each a list of Python values, or a column
     already typed for that shape (a pandas Series / pyarrow Array typed as its Python values would infer,
     ``arrays.ArrayColumn.output``). Python values are typed by the library's own inference, column by
-    column, so a typed column and the list of its values give the same frame."""
+    column (for pandas, ``pandas_series``), so a typed column and the list of its values give the same frame."""
     if kind == "rows":
         return [dict(zip(names, row)) for row in zip(*[_as_list(column) for column in columns])]
     if kind == "pandas":
@@ -128,7 +128,7 @@ def from_columns(kind: str, names: tuple[str, ...], columns: list):
 
         if not columns or not len(columns[0]):
             return pd.DataFrame({n: [] for n in names})
-        series = [column if isinstance(column, pd.Series) else pd.Series(column) for column in columns]
+        series = [column if isinstance(column, pd.Series) else pandas_series(column) for column in columns]
         frame = pd.concat([s.reset_index(drop=True) for s in series], axis=1, ignore_index=True)
         frame.columns = list(names)
         return frame
@@ -138,6 +138,33 @@ def from_columns(kind: str, names: tuple[str, ...], columns: list):
         return pa.table({n: [] for n in names})
     arrays = [column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column) for column in columns]
     return pa.Table.from_arrays(arrays, names=list(names))
+
+
+def pandas_series(values: list):
+    """A pandas Series of Python values, typed by pandas' inference except where it would change a value:
+    integers with a NULL are ``Int64`` (not float64: 7 stays 7, and 64-bit ids keep their digits), floats
+    with a NULL or a NaN are ``Float64`` (a NaN value stays apart from NULL, which float64 cannot keep)
+    and booleans with a NULL ``boolean``."""
+    import pandas as pd
+
+    types = set(map(type, values))
+    nan = float in types and any(v != v for v in values if type(v) is float)
+    if (type(None) in types and len(types) > 1) or nan:
+        types.discard(type(None))
+        mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+        try:
+            if types == {int}:
+                data = np.array([0 if v is None else v for v in values], dtype=np.int64)
+                return pd.Series(pd.arrays.IntegerArray(data, mask))
+            if types <= {int, float}:
+                data = np.array([0.0 if v is None else v for v in values], dtype=np.float64)
+                return pd.Series(pd.arrays.FloatingArray(data, mask))
+        except OverflowError:  # integers beyond 64 bits: Python objects
+            return pd.Series(values, dtype=object)
+        if types == {bool}:
+            data = np.array([bool(v) for v in values], dtype=bool)
+            return pd.Series(pd.arrays.BooleanArray(data, mask))
+    return pd.Series(values)
 
 
 def _as_list(column) -> list:

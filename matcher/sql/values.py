@@ -17,6 +17,8 @@ from cep.grammar.errors import CepRuntimeError
 # fewer than the 38 a DECIMAL(38, s) holds. 76 digits hold the exact sum, difference or product of two
 # 38-digit values; a result column is then rounded to its type by the engine that has one (Spark).
 DECIMAL_CONTEXT = Context(prec=76, rounding=ROUND_HALF_UP)
+# A quotient has no exact form: it keeps 38 significant digits, a DECIMAL's most.
+QUOTIENT_CONTEXT = Context(prec=38, rounding=ROUND_HALF_UP)
 # Spark's largest DECIMAL precision, and the digits AVG adds to its argument's scale (DECIMAL(p+4, s+4)).
 MAX_DECIMAL_PRECISION = 38
 AVG_EXTRA_SCALE = 4
@@ -121,7 +123,7 @@ def divide(left, right):
         return quotient if (left >= 0) == (right >= 0) else -quotient
     left, right = _numeric_pair(left, right)
     if type(left) is Decimal or type(right) is Decimal:
-        return DECIMAL_CONTEXT.divide(left, right)
+        return QUOTIENT_CONTEXT.divide(left, right)
     return left / right
 
 

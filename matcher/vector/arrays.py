@@ -78,8 +78,9 @@ class ArrayColumn:
 
 
 def _pandas_output(column: ArrayColumn, rows: np.ndarray, missing: np.ndarray):
-    """pandas infers int64 from Python ints (float64 with NaN once one is None), float64 from floats,
-    bool (object once one is None), datetime64[ns] from naive Timestamps, object from strings."""
+    """pandas infers int64 from Python ints, float64 from floats, bool, datetime64[ns] from naive
+    Timestamps, object from strings; with a NULL among them ints, floats and bools are pandas' nullable
+    Int64, Float64 and boolean, and floats with a NaN Float64 (``tables.pandas_series``)."""
     import pandas as pd
 
     taken = np.where(missing, 0, rows)
@@ -88,19 +89,17 @@ def _pandas_output(column: ArrayColumn, rows: np.ndarray, missing: np.ndarray):
         data = column.data[taken]
         if not any_missing:
             return pd.Series(data, dtype=np.int64)
-        out = data.astype(np.float64)
-        out[missing] = np.nan
-        return pd.Series(out)
+        return pd.Series(pd.arrays.IntegerArray(data.astype(np.int64), missing))
     if kind == "float":
-        out = column.data[taken]
-        out[missing] = np.nan
-        return pd.Series(out)
+        out = column.data[taken]  # a copy (fancy indexing)
+        if not any_missing and not np.isnan(out).any():
+            return pd.Series(out)
+        out[missing] = 0.0
+        return pd.Series(pd.arrays.FloatingArray(out, missing))
     if kind == "bool":
         if not any_missing:
             return pd.Series(column.data[taken])
-        out = column.data[taken].astype(object)
-        out[missing] = None
-        return pd.Series(out, dtype=object)
+        return pd.Series(pd.arrays.BooleanArray(column.data[taken].astype(bool), missing))
     if kind == "str":
         out = column.data[taken]
         out[missing] = None
