@@ -1,8 +1,7 @@
 """What a value is, the same on every input kind (issue 16, "Silent wrong answers" 2, 4, 5, 8, and the
 event-time crashes): NaN is a value equal to itself and larger than every number, time-zone-aware
 times are instants, DECIMAL arithmetic is exact, timestamps keep microseconds, and an event time that
-cannot be ordered or placed is a CepError. ``tests/test_differential_inputs.py`` checks the same rules
-as a property across lists, pandas, Arrow and Spark."""
+cannot be ordered or placed is a CepError."""
 
 from __future__ import annotations
 
