@@ -13,18 +13,15 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
-from cep.spark_bridge.spark.columns import quote
+from cep.matcher.rows.tables import pandas_series
+from cep.matcher.rows.text_types import column_type, convert, evidence, parse_timestamp, string_type
+from cep.spark_bridge.spark.files import json_holds_array, read_files
 from cep.spark_bridge.spark.session import get_spark
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 # Imported inside functions: pandas (heavy; `cep check` never needs it) and pyspark (optional: the "spark" extra).
-
-# A value that looks like an ISO-8601 date or timestamp (what a CSV or JSON column of times holds).
-_ISO_DATETIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?$"
-)
 
 FORMATS = ("csv", "parquet", "json")
 
@@ -106,21 +103,6 @@ def input_format(paths: Sequence[str], explicit: str | None) -> str:
     return formats.pop()
 
 
-def _json_is_array(path: str) -> bool:
-    """A JSON file holding one array (rather than one object per line)."""
-    target = path
-    if os.path.isdir(path):
-        files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.lower().endswith(tuple(_EXTENSIONS)))
-        if not files:
-            return False
-        target = files[0]
-    with open(target, encoding="utf-8") as fh:
-        while True:
-            ch = fh.read(1)
-            if not ch or not ch.isspace():
-                return ch == "["
-
-
 # ------------------------------------------------------------------------------------ reading: pandas
 
 
@@ -131,7 +113,8 @@ def _naive_utc(series: "pd.Series") -> "pd.Series":
 
 
 def infer_datetimes(pdf: "pd.DataFrame") -> "pd.DataFrame":
-    """Turn each text column whose every non-null value is an ISO-8601 date/time into datetime64 (naive UTC)."""
+    """Time-zone-aware datetime columns as naive UTC (what Spark's session gives), and each text column
+    whose every non-null value is an ISO 8601 date or time as datetime64 (``text_types.string_type``)."""
     import pandas as pd
 
     for name in pdf.columns:
@@ -141,37 +124,151 @@ def infer_datetimes(pdf: "pd.DataFrame") -> "pd.DataFrame":
             continue
         if not (pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series)):
             continue
-        values = series.dropna()
-        if values.empty or not all(isinstance(v, str) and _ISO_DATETIME.match(v.strip()) for v in values):
-            continue
-        try:
-            parsed = pd.to_datetime(series.str.strip(), format="ISO8601", utc=True)
-        except (ValueError, TypeError, OverflowError):
-            continue
-        pdf[name] = parsed.dt.tz_localize(None)
+        values = [None if missing else value for value, missing in zip(series.tolist(), series.isna().tolist())]
+        if values and all(isinstance(v, str) for v in values if v is not None):
+            if string_type(evidence(values)) == "TIMESTAMP":
+                pdf[name] = _typed_series([None if v is None else parse_timestamp(v) for v in values], "TIMESTAMP")
     return pdf
 
 
+def input_files(path: str, fmt: str) -> list[str]:
+    """The files a CSV or JSON input names: the file itself, or a directory's data files (a Spark output
+    directory: its part files, not the ``_SUCCESS`` and hidden ones)."""
+    if not os.path.isdir(path):
+        return [path]
+    return sorted(os.path.join(path, name) for name in os.listdir(path)
+                  if not name.startswith(("_", ".")) and _EXTENSIONS.get(os.path.splitext(name)[1].lower()) == fmt)
+
+
 def read_pandas(paths: Sequence[str], fmt: str) -> "pd.DataFrame":
-    """Read the inputs with pandas/pyarrow (the python engine)."""
+    """Read the inputs with pandas/pyarrow (the python engine), as ``read_spark`` reads them: CSV by RFC 4180
+    with the column types of ``cep.matcher.rows.text_types``, JSON with its own types (ISO 8601 strings as
+    timestamps), Parquet as it is; integers, floats and booleans with a NULL in pandas' nullable dtypes, so
+    that no value changes on the way (docs/cli.md, "How files are read")."""
     import pandas as pd
 
-    frames = []
-    for path in paths:
-        try:
-            if fmt == "csv":
-                frame = pd.read_csv(path)
-            elif fmt == "parquet":
-                frame = pd.read_parquet(path)
-            else:
-                frame = pd.read_json(path, lines=not _json_is_array(path), convert_dates=False)
-        except (OSError, ValueError, UnicodeDecodeError, ImportError) as exc:
-            raise UsageError(f"cannot read input {path} as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-        except Exception as exc:  # pyarrow and pandas parser errors have many types
-            raise UsageError(f"cannot read input {path} as {fmt}: {type(exc).__name__}: {exc}") from None
-        frames.append(frame)
-    pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    return infer_datetimes(pdf)
+    if fmt == "parquet":
+        frames = [_read_file(path, fmt, _read_parquet) for path in paths]
+        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return infer_datetimes(pdf)
+    files = [file for path in paths for file in input_files(path, fmt)]
+    if not files:
+        raise UsageError(f"input {paths[0]} holds no .{fmt} files")
+    if fmt == "csv":
+        texts = [_read_file(file, fmt, _read_csv_text) for file in files]
+        text = texts[0] if len(texts) == 1 else pd.concat(texts, ignore_index=True)
+        return pd.DataFrame({name: _csv_column(text[name]) for name in text.columns}, index=text.index)
+    rows: list[dict] = []
+    for file in files:
+        rows.extend(_read_file(file, fmt, _read_json_rows))
+    if not rows:
+        raise UsageError(f"input {paths[0]} is empty: no rows, so no columns to match")
+    return _json_frame(rows)
+
+
+def _read_file(path: str, fmt: str, reader):
+    try:
+        return reader(path)
+    except UsageError:
+        raise
+    except (OSError, ValueError, UnicodeDecodeError, ImportError) as exc:
+        raise UsageError(f"cannot read input {path} as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    except Exception as exc:  # pyarrow and pandas parser errors have many types
+        raise UsageError(f"cannot read input {path} as {fmt}: {type(exc).__name__}: {exc}") from None
+
+
+def _read_parquet(path: str) -> "pd.DataFrame":
+    import pyarrow.parquet as pq
+
+    return arrow_to_pandas(pq.read_table(path))
+
+
+def arrow_to_pandas(table) -> "pd.DataFrame":
+    """An Arrow table as pandas without changing a value: integer, float and boolean columns with a NULL in
+    pandas' nullable dtypes (a NULL stays apart from a NaN, and 7 stays 7), decimals as ``Decimal``."""
+    import pandas as pd
+    import pyarrow.types as t
+
+    frame = table.to_pandas()
+    for index, field in enumerate(table.schema):
+        column = table.column(index)
+        if column.null_count and (t.is_integer(field.type) or t.is_floating(field.type) or t.is_boolean(field.type)):
+            frame.isetitem(index, pandas_series(column.to_pylist()))
+        elif t.is_floating(field.type) and frame.iloc[:, index].isna().any():  # NaN values: NaN, not pandas' NULL
+            frame.isetitem(index, pd.Series(pd.arrays.FloatingArray(column.to_numpy(), column.is_null().to_numpy(zero_copy_only=False))))
+    return frame
+
+
+def _read_csv_text(path: str) -> "pd.DataFrame":
+    """A CSV file's fields as text (RFC 4180: quoted fields with ``""`` and line breaks), an empty field NULL."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
+    except pd.errors.EmptyDataError:
+        raise UsageError(f"input {path} is empty: no header, no rows") from None
+
+
+def _csv_column(text: "pd.Series") -> "pd.Series":
+    values = [None if missing else value for value, missing in zip(text.tolist(), text.isna().tolist())]
+    type_name = column_type(evidence(values))
+    return _typed_series([None if v is None else convert(v, type_name) for v in values], type_name)
+
+
+def _typed_series(values: list, type_name: str) -> "pd.Series":
+    import pandas as pd
+
+    if type_name == "TIMESTAMP":
+        return pd.Series(values, dtype="datetime64[ns]")
+    if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
+        return pandas_series(values)
+    return pd.Series(values, dtype=object)
+
+
+def _read_json_rows(path: str) -> list[dict]:
+    """The objects of a JSON-lines file, or of a file holding one array of them."""
+    with open(path, encoding="utf-8") as fh:
+        if json_holds_array(path):
+            try:
+                items = json.load(fh)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"cannot read input {path} as json: {exc}") from None
+            numbered = list(enumerate(items if isinstance(items, list) else [items], 1))
+            where = "item"
+        else:
+            numbered = []
+            for number, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        numbered.append((number, json.loads(line)))
+                    except json.JSONDecodeError as exc:
+                        raise UsageError(f"cannot read input {path} as json: line {number} is not JSON ({exc.msg})") from None
+            where = "line"
+    for number, item in numbered:
+        if not isinstance(item, dict):
+            raise UsageError(f"cannot read input {path} as json: {where} {number} is {type(item).__name__}, not an object")
+    return [item for _, item in numbered]
+
+
+def _json_frame(rows: list[dict]) -> "pd.DataFrame":
+    """Rows of JSON objects as a frame: each value keeps its JSON type (a string stays a string: "1e3" and
+    "1000" are two values); a column of strings that are all ISO 8601 times is TIMESTAMP."""
+    import pandas as pd
+
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    columns = {}
+    for name in names:
+        values = [row.get(name) for row in rows]
+        present = {type(v) for v in values} - {type(None)}
+        if present == {str} and string_type(evidence(values)) == "TIMESTAMP":
+            columns[name] = _typed_series([None if v is None else parse_timestamp(v) for v in values], "TIMESTAMP")
+        elif present <= {int, float} or present == {bool}:
+            columns[name] = pandas_series(values)
+        else:
+            columns[name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
 def pandas_schema(pdf: "pd.DataFrame") -> dict[str, str | None]:
@@ -207,31 +304,10 @@ def input_schema(paths: Sequence[str], fmt: str) -> dict[str, str | None]:
 
 
 def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
-    """Read the inputs with ``spark.read`` (the spark engine); ISO text columns of JSON become timestamps."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
+    """Read the inputs with ``spark.read`` (the spark engine), as ``read_pandas`` reads them
+    (``cep.spark_bridge.spark.files``)."""
     try:
-        if fmt == "csv":
-            df = spark.read.option("header", True).option("inferSchema", True).csv(list(paths))
-            df = _keep_text_that_is_not_a_time(spark, df, paths)
-        elif fmt == "parquet":
-            df = spark.read.parquet(*paths)
-        else:
-            df = spark.read.option("multiLine", _json_is_array(paths[0])).json(list(paths))
-            strings = [f.name for f in df.schema.fields if isinstance(f.dataType, T.StringType)]
-            if strings:
-                # A text column becomes a timestamp when every non-null value parses (as in read_pandas).
-                checks = [
-                    F.sum(
-                        F.when(F.col(quote(c)).isNotNull() & F.try_to_timestamp(F.col(quote(c))).isNull(), 1).otherwise(0)
-                    ).alias(f"bad{i}")
-                    for i, c in enumerate(strings)
-                ] + [F.count(F.col(quote(c))).alias(f"n{i}") for i, c in enumerate(strings)]
-                row = df.agg(*checks).collect()[0]
-                for i, c in enumerate(strings):
-                    if row[f"n{i}"] and not row[f"bad{i}"]:
-                        df = df.withColumn(c, F.try_to_timestamp(F.col(quote(c))))
+        df = read_files(spark, list(paths), fmt)
     except Exception as exc:
         if type(exc).__name__ in ("AnalysisException", "SparkRuntimeException", "IllegalArgumentException", "PythonException", "Py4JJavaError"):
             message = f"cannot read input as {fmt}: {first_line(str(exc))}"
@@ -243,33 +319,19 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
             raise UsageError(message) from None
         raise
     if not df.columns or (len(df.columns) == 1 and df.columns[0] == "_corrupt_record"):
-        raise UsageError(f"cannot read input {paths[0]} as {fmt}: no columns found")
+        raise UsageError(f"input {paths[0]} is empty: no rows, so no columns to match")
     return df
 
 
-def _keep_text_that_is_not_a_time(spark: Any, df: Any, paths: Sequence[str]) -> Any:
-    """Spark's CSV inference takes text such as 'T02' (a sensor id) for a time of today; a column is a
-    timestamp only when every value is an ISO-8601 date/time, as in ``infer_datetimes``."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    time_types = (T.TimestampType, T.TimestampNTZType, T.DateType)
-    times = [f.name for f in df.schema.fields if isinstance(f.dataType, time_types)]
-    if not times:
-        return df
-    raw = spark.read.option("header", True).csv(list(paths))  # every column as text
-    checks = [
-        F.sum(F.when(F.col(quote(c)).isNotNull() & ~F.trim(F.col(quote(c))).rlike(_ISO_DATETIME.pattern), 1).otherwise(0)).alias(f"bad{i}")
-        for i, c in enumerate(times)
-    ]
-    row = raw.agg(*checks).collect()[0]
-    wrong = {c for i, c in enumerate(times) if row[f"bad{i}"]}
-    if not wrong:
-        return df
-    schema = T.StructType([
-        T.StructField(f.name, T.StringType() if f.name in wrong else f.dataType, True) for f in df.schema.fields
-    ])
-    return spark.read.option("header", True).schema(schema).csv(list(paths))
+def spark_result(df: Any) -> "pd.DataFrame":
+    """A Spark result as pandas, through Arrow so that no value changes (``arrow_to_pandas``: a NULL stays
+    apart from a NaN, an integer column with a NULL stays integers), its times as naive UTC."""
+    pdf = arrow_to_pandas(df.toArrow())
+    for index in range(len(pdf.columns)):
+        column = pdf.iloc[:, index]
+        if getattr(getattr(column, "dt", None), "tz", None) is not None:
+            pdf.isetitem(index, _naive_utc(column))
+    return pdf
 
 
 def first_line(text: str) -> str:
@@ -285,10 +347,8 @@ def first_line(text: str) -> str:
 def cell(value: Any) -> str:
     if value is None:
         return "NULL"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NULL"
-        return repr(value)
+    if isinstance(value, float):  # also numpy's float64; NaN is a value (pandas' NULL is NA)
+        return "NaN" if math.isnan(value) else repr(float(value))
     if isinstance(value, bool):
         return "true" if value else "false"
     try:
@@ -366,6 +426,12 @@ def format_table(pdf: "pd.DataFrame") -> str:
     """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing."""
     columns = [str(c) for c in pdf.columns]
     rows = [[cell(v) for v in record] for record in pdf.itertuples(index=False, name=None)]
+    for i in range(len(columns)):
+        dtype = pdf.dtypes.iloc[i]
+        if str(dtype) in ("float64", "float32", "float16"):  # numpy floats: NaN is pandas' NULL there (Float64: NA)
+            for row in rows:
+                if row[i] == "NaN":
+                    row[i] = "NULL"
     numeric = [
         all(_is_number(v) for v in pdf.iloc[:, i].dropna().tolist()) and pdf.iloc[:, i].notna().any()
         for i in range(len(columns))
@@ -412,9 +478,58 @@ def write_output(pdf: "pd.DataFrame", path: str) -> None:
             # Microseconds: Spark cannot read the nanosecond timestamps pandas writes by default.
             pdf.to_parquet(path, index=False, coerce_timestamps="us", allow_truncated_timestamps=True)
         else:
-            pdf.to_json(path, orient="records", lines=True, date_format="iso")
+            write_json_lines(pdf, path)
     except (OSError, ValueError, ImportError) as exc:
         raise UsageError(f"cannot write {path}: {exc}") from None
+
+
+def write_json_lines(pdf: "pd.DataFrame", path: str) -> None:
+    """One JSON object per row, every value exact: a float as the shortest text that reads back as the
+    same float (``repr``; NaN and the infinities as ``NaN``, ``Infinity``, ``-Infinity``, which Python's
+    and Spark's JSON readers read back, strict ones do not), a DECIMAL as its digits, times in ISO 8601."""
+    names = [str(name) for name in pdf.columns]
+    with open(path, "w", encoding="utf-8") as fh:
+        for record in pdf.itertuples(index=False, name=None):
+            fields = (f"{json.dumps(name, ensure_ascii=False)}: {json_value(value)}" for name, value in zip(names, record))
+            fh.write("{" + ", ".join(fields) + "}\n")
+
+
+def json_value(value: Any) -> str:
+    """A value as JSON text (see ``write_json_lines``)."""
+    if value is None or value is _pandas_missing():
+        return "null"
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f") if value.is_finite() else json.dumps(str(value))
+    if hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0:  # numpy scalars
+        value = value.item()
+    if isinstance(value, float):
+        return json.dumps(value)  # repr: exact; NaN and inf as Python's json writes them
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (datetime, date)):
+        return json.dumps(value.isoformat())
+    if isinstance(value, timedelta):
+        import pandas as pd
+
+        return json.dumps(pd.Timedelta(value).isoformat())
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {json_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        items = value.tolist() if hasattr(value, "tolist") else value
+        return "[" + ", ".join(json_value(item) for item in items) + "]"
+    if value != value:  # NaT
+        return "null"
+    return json.dumps(value if isinstance(value, str) else str(value), ensure_ascii=False)
+
+
+def _pandas_missing():
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover
+        return None
+    return pd.NA
 
 
 def write_dead_letter(records: Sequence[dict], path: str) -> None:

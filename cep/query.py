@@ -101,7 +101,7 @@ class Query:
         return replay.run(columns, progress=progress)
 
     def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", match_ids: bool = False,
-                 ordinal: str | None = None, **streaming):
+                 dead_letter=None, stats: dict | None = None, ordinal: str | None = None, **streaming):
         """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition).
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
@@ -112,10 +112,18 @@ class Query:
 
         A static ``df`` is a replay: ``session_timeout`` and ``match_ids=True`` act as in ``run`` (the
         same sessions, and a last column ``match_id`` with the ids the stream gives); the other
-        streaming keyword arguments are ignored there. ``ordinal`` (static only): a last column with each
-        row's place in its task's output, by which ``cep.statement`` sorts rows in the order the query defines.
+        streaming keyword arguments are ignored there. ``dead_letter`` and ``stats`` act as in ``run``:
+        bad rows (NULL or NaN event time, NaN in another ORDER BY column, lines Spark's reader could not
+        read) are set aside, to a list (the dead-letter DataFrame is appended), a function (called with
+        it) or a directory path (written as JSON lines now); ``stats`` is filled now
+        (``cep.spark_bridge.spark.batch.match_dataframe``).
+        ``ordinal`` (static only): a last column with each row's place in its task's output, by which
+        ``cep.statement`` sorts rows in the order the query defines.
         """
         if df.isStreaming:
+            if dead_letter is not None or stats is not None:
+                raise ValueError("a stream routes its bad rows itself: late='output' gives them with cep_late_reason, "
+                                 "and the metrics count them; dead_letter and stats are for a static DataFrame")
             return match_stream(
                 self.plan,
                 df,
@@ -126,11 +134,12 @@ class Query:
                 **streaming,
             )
 
+        checks = {"dead_letter": dead_letter, "stats": stats}
         if session_timeout is None and not match_ids:
-            return match_dataframe(self.plan, df, ordinal=ordinal)
+            return match_dataframe(self.plan, df, ordinal=ordinal, **checks)
         return match_dataframe(self.plan, df, query_text=statement_text(self),
                                session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids),
-                               ordinal=ordinal)
+                               ordinal=ordinal, **checks)
 
     def trace(self, data: Any, partition: dict | None = None):
         """Why did (or didn't) rows match? One record per condition test, live partial match, drop and match.

@@ -202,12 +202,20 @@ def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: a
     def read_path(path: str):
         return read_spark(spark, [path], input_format([path], args.format))
 
+    options = dict(replay)
+    records: list = []  # the dead-letter DataFrames of the clauses
+    checks: dict = {}
+    if args.dead_letter:
+        options.update(dead_letter=records, stats=checks)
     frame = statement.on_spark(spark, tables=tables, default=default, read_path=read_path, ordered=True,
-                               clause_stats=stats, **replay)
+                               clause_stats=stats, **options)
     if args.limit is not None:
         frame = frame.limit(args.limit)
     table = arrow_to_pandas(frame.toArrow())
-    return RunResult(table, stats, time.perf_counter() - started, "spark")
+    if args.dead_letter:
+        write_dead_letter([row.asDict() for found in records for row in found.collect()], args.dead_letter)
+    return RunResult(table, stats, time.perf_counter() - started, "spark",
+                     checks.get("by_reason", {}) if args.dead_letter else None)
 
 
 def _replay_options(args: argparse.Namespace) -> dict:
@@ -250,9 +258,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         statement = cep.compile_sql(text, filename=args.query_file)
         engine, _why = choose_engine(args, inputs, statement)
-        if args.dead_letter and engine != "python":
-            raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
-                             "cep stream sets bad rows aside on Spark)")
         if engine == "python":
             run = _run_python(statement, inputs, fmt, args, replay)
         else:
@@ -316,7 +321,7 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
     run.add_argument("--master", default=DEFAULT_MASTER, help="Spark master URL (default: %(default)s; giving one picks spark)")
     run.add_argument("--dead-letter", metavar="FILE",
                      help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
-                     "as JSON lines with their reason, and match the rest; the summary counts them (python engine)")
+                     "as JSON lines with their reason, and match the rest; the summary counts them")
     run.add_argument("--session-timeout", metavar="DURATION",
                      help="replay as a stream with this session timeout would match: a partition's rows more than "
                      "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions")

@@ -217,8 +217,10 @@ class _Run:
         text = self.statement.text
         found = re.search(r"(?<![\w`\".])[`\"]?" + re.escape(name.split(".")[-1]) + r"[`\"]?(?![\w`\"])", rendered.text, re.I)
         return sql_error(f"there is no table {name}", rendered, text, found.start() if found else None, syntax=False,
-                         length=len(name), hint=f"give its rows: cep run ... --input PATH (or --input {name}=PATH), "
-                                                f"or tables={{'{name}': ...}} (on Spark: a table or temporary view)")
+                         length=len(name), code="E0291",
+                         hint=f"give its rows: cep run ... --input PATH (or --input {name}=PATH), "
+                              f"or tables={{'{name}': ...}} (on Spark: a table or temporary view); "
+                              "a file is named in single quotes: FROM 'data/ticks.parquet'")
 
     def match(self, clause: Clause) -> str:
         whole, engine = self.statement.whole, self.engine
@@ -317,7 +319,7 @@ def _with_constants(node, constants: dict[str, list]):
 
 
 def sql_error(message: str, rendered: Rendered, text: str, offset: int | None, *, syntax: bool,
-              length: int = 1, hint: str | None = None) -> CepError:
+              length: int = 1, hint: str | None = None, code: str | None = None) -> CepError:
     """An engine's error as a CepError pointing into the user's text."""
     start = rendered.position(offset) if offset is not None else rendered.anchor
     start = min(max(start, 0), max(len(text) - 1, 0))
@@ -325,7 +327,7 @@ def sql_error(message: str, rendered: Rendered, text: str, offset: int | None, *
     kind = CepSyntaxError if syntax else CepSemanticError
     if hint is None and re.search(r"column|cannot be resolved|not found", message, re.I) and '"' in text:
         hint = "double quotes name columns (as in the SQL standard); write text in single quotes: 'ACME'"
-    return kind(message, code="E0130" if syntax else "E0250", span=span, source=text, hint=hint)
+    return kind(message, code=code or ("E0130" if syntax else "E0250"), span=span, source=text, hint=hint)
 
 
 def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:

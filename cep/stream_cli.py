@@ -37,7 +37,8 @@ from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import is_off, parse_duration
 from cep.spark_bridge.sinks.fanout import make_sink
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
-from cep.spark_bridge.spark.types import sql_to_spark
+from cep.spark_bridge.spark.files import CSV_OPTIONS, apply_text_types
+from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
@@ -172,7 +173,8 @@ def _input_format(path: str, explicit: str | None) -> str:
 
 def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     """A streaming DataFrame over the files in ``path``; the schema from ``schema_text`` or from the
-    files already there (ISO 8601 text columns of JSON become timestamps, as in ``cep run``).
+    files already there (ISO 8601 text columns of JSON become timestamps, as in ``cep run``; a CSV is read
+    as text, RFC 4180, and typed by the rule of ``cep run``, ``cep.spark_bridge.spark.files``).
 
     JSON and CSV are read in Spark's PERMISSIVE mode with a ``_corrupt_record`` column: a line that is
     not JSON, or holds a value the schema's type cannot take (``abc`` in a DOUBLE column, ``yesterday``
@@ -199,7 +201,11 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
             raise _usage(f"{path} has no files yet to take the columns from; give them with --schema "
                          "'ts TIMESTAMP, key STRING, value DOUBLE'")
         static = cli_io.read_spark(spark, [path], fmt)
-        if fmt == "json":
+        if fmt == "csv":  # every field as text; typed after the read, by the rule cep run follows
+            text_types = {f.name: spark_to_sql(f.dataType) for f in static.schema.fields if f.name != CORRUPT_RECORD}
+            schema = T.StructType([T.StructField(name, T.StringType(), True) for name in text_types])
+            to_time = []
+        elif fmt == "json":
             raw = spark.read.json(path).schema
             to_time = [f.name for f in static.schema.fields if isinstance(f.dataType, T.TimestampType)
                        and not isinstance(raw[f.name].dataType, T.TimestampType)]
@@ -210,12 +216,14 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
         schema = T.StructType(list(schema.fields) + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
     reader = spark.readStream.schema(schema)
     if fmt == "csv":
-        reader = reader.option("header", True)
+        reader = reader.options(**{k: v for k, v in CSV_OPTIONS.items() if k != "inferSchema"})
     if fmt in ("json", "csv"):
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
     df = reader.format(fmt).load(path)
     if fmt == "csv":
         df = _blank_misshapen_csv_lines(df)
+        if not schema_text:
+            df = apply_text_types(df, text_types, mark_unread=True)
     if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
         data = [F.col(quote(f.name)) for f in schema.fields if f.name != CORRUPT_RECORD]
         unparsed = reduce(lambda a, b: a | b, [F.col(quote(n)).isNotNull() & F.try_to_timestamp(F.col(quote(n))).isNull()

@@ -23,7 +23,7 @@ from cep.matcher.vector.arrays import from_arrow, from_pandas
 from cep.matcher.vector.layout import ArrayInput
 from cep.matcher.program.machine import Machine, build_machine
 from cep.matcher.rows.outer import OuterQuery, build_outer
-from cep.matcher.rows.partitioning import partition_indices
+from cep.matcher.rows.partitioning import partition_indices, unorderable
 from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
 from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import infer
@@ -259,4 +259,8 @@ def _on_vm(machine: Machine, clock):
 
 def replay_clock(machine: Machine, columns: Columns):
     """The clock at the end of a replay: the largest event time in the input (None without WITHIN)."""
-    return max((v for v in columns[machine.within.column] if v is not None), default=None)
+    values = columns[machine.within.column]
+    try:
+        return max((v for v in values if v is not None), default=None)
+    except TypeError:
+        raise unorderable(machine.within.column, values) from None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import cep
 from cep import cli
 
@@ -37,11 +39,26 @@ def test_cli_run_dead_letter_counts_bad_rows_in_the_summary(tmp_path, capsys):
     assert f"matches: {len(good)}," in out and len(good) == 1
 
 
-def test_cli_run_without_dead_letter_is_unchanged_and_spark_refuses_it(tmp_path, capsys):
+def test_cli_run_without_dead_letter_is_unchanged(tmp_path, capsys):
     source = tmp_path / "events.json"
     source.write_text("".join(json.dumps(line) + "\n" for line in LINES if line["ts"]), encoding="utf-8")
     assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
     assert "E0410" in capsys.readouterr().err  # 'abc' < 3.0: the query fails, as before
-    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--dead-letter", str(tmp_path / "x.jsonl"),
-                     "--engine", "spark"]) == cli.EXIT_USAGE
-    assert "--dead-letter needs --engine python" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_cli_run_dead_letter_on_spark_sets_aside_and_counts_what_the_python_engine_does(tmp_path, capsys):
+    source = tmp_path / "events.json"
+    source.write_text("".join(json.dumps(line) + "\n" for line in LINES if line["price"] != "abc"), encoding="utf-8")
+    printed, records = {}, {}
+    for engine in ("python", "spark"):
+        dead = tmp_path / f"bad-{engine}.jsonl"
+        assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", engine, "--dead-letter", str(dead)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[-1] == f"bad rows: 1 (null_event_time 1) -> {dead}"
+        printed[engine] = lines[:-2]  # the table, without the two summary lines
+        records[engine] = [{k: v for k, v in json.loads(line).items() if k.startswith("_cep_error")}
+                           for line in dead.read_text(encoding="utf-8").splitlines()]
+    assert printed["python"] == printed["spark"]
+    assert records["python"] == records["spark"] == [
+        {"_cep_error": "null_event_time", "_cep_error_code": "E0440", "_cep_error_detail": "event time 'ts' is NULL"}]

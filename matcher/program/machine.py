@@ -255,7 +255,10 @@ class Within:
         """The first event time at which a partial match that began at ``first`` is out of time."""
         if isinstance(first, (int, float)):
             return first + self.limit / _dt.timedelta(milliseconds=1)
-        return first + self.limit
+        try:
+            return first + self.limit
+        except OverflowError:  # past the year 9999: a deadline no event time reaches
+            return _dt.datetime.max.replace(tzinfo=first.tzinfo)
 
     def expired(self, first, now) -> bool:
         """Can a row at time ``now`` (or later) no longer join a match whose first row is at ``first``?"""

@@ -56,13 +56,19 @@ class OuterQuery:
 
 
 def sort_key(value, descending: bool, nulls_first: bool | None):
-    """A key for ``list.sort`` that places NULLs as asked (default: last for ASC, first for DESC)."""
+    """A key for ``list.sort`` that places NULLs as asked (default: last for ASC, first for DESC), and NaN
+    after every other number."""
     if nulls_first is None:
         nulls_first = descending
     if value is None:
         rank = (2 if nulls_first else 0) if descending else (0 if nulls_first else 2)
         return (rank, 0)
+    if value != value:  # NaN: after every other number, +inf included (Spark's order)
+        return (1, _INFINITY, 1)
     return (1, value)
+
+
+_INFINITY = float("inf")
 
 
 def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQuery:

@@ -1,11 +1,22 @@
 """Moving data between the user's shapes (list of dicts, pandas, pyarrow) and the matcher's columns.
 
-The matcher reads columns of plain Python values with None for NULL. pandas marks missing values as
-NaN/NaT; those become None here, once, at the boundary.
+The matcher reads columns of plain Python values with None for NULL. What a value is, the same on
+every input kind (docs/semantics.md, "Values"), is decided here, once, at the boundary (``python_values``):
+
+* **NULL**: None; in pandas, the dtype's own missing marker (NaN in a float64 or object column, NaT,
+  ``pd.NA``); in Arrow, null.
+* **NaN** is a value, not NULL (Spark's rule): one canonical NaN object (``NAN``), so that rows whose
+  key is NaN group together (Python's dict compares a NaN only to itself). pandas has no NaN value
+  apart from its missing marker except in its nullable ``Float64`` dtype, which keeps both.
+* **Time-zone-aware times are instants**, converted to UTC (``datetime.timezone.utc``): Python orders
+  and subtracts two datetimes of one zone by wall clock, which is wrong across a DST change.
+* **Timestamps keep microseconds** (Spark's and Python's precision): a pandas or Arrow nanosecond
+  timestamp loses its nanoseconds (rounded down) and becomes a ``datetime``.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 import numpy as np
@@ -26,12 +37,42 @@ def kind_of(data: Any) -> str:
     )
 
 
+# The one NaN object every input NaN becomes (see the module docstring).
+NAN = float("nan")
+_UTC = _dt.timezone.utc
+
+
+def python_values(values: list) -> list:
+    """A column of Python values as the matcher reads it: NaN made the canonical ``NAN``, aware times
+    in UTC, pandas Timestamps as ``datetime`` (to the microsecond). ``values`` itself is returned when
+    nothing changes (the common case costs one pass over the types)."""
+    types = set(map(type, values))
+    if float in types and any(v != v for v in values if type(v) is float):
+        values = [NAN if type(v) is float and v != v else v for v in values]
+    if any(issubclass(t, _dt.datetime) for t in types) and any(
+        type(v) is not _dt.datetime or (v.tzinfo is not None and v.tzinfo is not _UTC)
+        for v in values if isinstance(v, _dt.datetime)
+    ):
+        values = [instant(v) if isinstance(v, _dt.datetime) else v for v in values]
+    return values
+
+
+def instant(value: _dt.datetime) -> _dt.datetime:
+    """A datetime as the matcher keeps it: a plain ``datetime`` to the microsecond, in UTC when aware."""
+    if type(value) is not _dt.datetime:
+        to_python = getattr(value, "to_pydatetime", None)  # pandas: drops the nanoseconds (rounds down)
+        value = to_python(warn=False) if to_python is not None else _dt.datetime.combine(value.date(), value.timetz())
+    if value.tzinfo is not None and value.tzinfo is not _UTC and value.utcoffset() is not None:
+        return value.astimezone(_UTC)
+    return value
+
+
 def rows_to_columns(rows: list[dict]) -> dict[str, list]:
     names: dict[str, None] = {}
     for row in rows:
         for name in row:
             names.setdefault(name, None)
-    return {name: [row.get(name) for row in rows] for name in names}
+    return {name: python_values([row.get(name) for row in rows]) for name in names}
 
 
 def pandas_to_columns(frame, names=None) -> dict[str, list]:
@@ -40,16 +81,22 @@ def pandas_to_columns(frame, names=None) -> dict[str, list]:
 
 
 def series_values(series) -> list:
-    """A pandas Series as Python values, None for a missing value (NaN, NaT, NA)."""
+    """A pandas Series as Python values, None for a missing value (NaN in float64 and object columns,
+    NaT, NA; a nullable ``Float64`` column keeps its NaN values apart from its NA)."""
     if isinstance(series.dtype, np.dtype) and series.dtype.kind in "iub":  # no missing values possible
         return series.tolist()
     values = series.astype(object).tolist()
     mask = series.isna().tolist()
-    return [None if missing else value for value, missing in zip(values, mask)]
+    return python_values([None if missing else value for value, missing in zip(values, mask)])
+
+
+def arrow_values(array) -> list:
+    """An Arrow array (or chunked array) as Python values (null: None, NaN stays a value)."""
+    return python_values(array.to_pylist())
 
 
 def arrow_to_columns(table) -> dict[str, list]:
-    return {name: table.column(name).to_pylist() for name in table.column_names}
+    return {name: arrow_values(table.column(name)) for name in table.column_names}
 
 
 def to_columns(data: Any) -> tuple[str, dict[str, list]]:
@@ -73,7 +120,7 @@ def from_columns(kind: str, names: tuple[str, ...], columns: list):
     """The result in the input's shape from its columns: each a list of Python values, or a column
     already typed for that shape (a pandas Series / pyarrow Array typed as its Python values would infer,
     ``arrays.ArrayColumn.output``). Python values are typed by the library's own inference, column by
-    column, so a typed column and the list of its values give the same frame."""
+    column (for pandas, ``pandas_series``), so a typed column and the list of its values give the same frame."""
     if kind == "rows":
         return [dict(zip(names, row)) for row in zip(*[_as_list(column) for column in columns])]
     if kind == "pandas":
@@ -81,7 +128,7 @@ def from_columns(kind: str, names: tuple[str, ...], columns: list):
 
         if not columns or not len(columns[0]):
             return pd.DataFrame({n: [] for n in names})
-        series = [column if isinstance(column, pd.Series) else pd.Series(column) for column in columns]
+        series = [column if isinstance(column, pd.Series) else pandas_series(column) for column in columns]
         frame = pd.concat([s.reset_index(drop=True) for s in series], axis=1, ignore_index=True)
         frame.columns = list(names)
         return frame
@@ -91,6 +138,33 @@ def from_columns(kind: str, names: tuple[str, ...], columns: list):
         return pa.table({n: [] for n in names})
     arrays = [column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column) for column in columns]
     return pa.Table.from_arrays(arrays, names=list(names))
+
+
+def pandas_series(values: list):
+    """A pandas Series of Python values, typed by pandas' inference except where it would change a value:
+    integers with a NULL are ``Int64`` (not float64: 7 stays 7, and 64-bit ids keep their digits), floats
+    with a NULL or a NaN are ``Float64`` (a NaN value stays apart from NULL, which float64 cannot keep)
+    and booleans with a NULL ``boolean``."""
+    import pandas as pd
+
+    types = set(map(type, values))
+    nan = float in types and any(v != v for v in values if type(v) is float)
+    if (type(None) in types and len(types) > 1) or nan:
+        types.discard(type(None))
+        mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+        try:
+            if types == {int}:
+                data = np.array([0 if v is None else v for v in values], dtype=np.int64)
+                return pd.Series(pd.arrays.IntegerArray(data, mask))
+            if types <= {int, float}:
+                data = np.array([0.0 if v is None else v for v in values], dtype=np.float64)
+                return pd.Series(pd.arrays.FloatingArray(data, mask))
+        except OverflowError:  # integers beyond 64 bits: Python objects
+            return pd.Series(values, dtype=object)
+        if types == {bool}:
+            data = np.array([bool(v) for v in values], dtype=bool)
+            return pd.Series(pd.arrays.BooleanArray(data, mask))
+    return pd.Series(values)
 
 
 def _as_list(column) -> list:

@@ -295,8 +295,14 @@ def _comparison(op: str, left, right, constant=None, span=None):
     ``values.compare`` gives the error message when the types cannot be compared. A right side that is
     a literal number or string (``constant``) is not called at all, nor is a side that reads the row
     under test (``current_row_reader``): the conditional read costs a fifth of a call.
+
+    NaN equals NaN and is larger than every other number (``values.nan_compare``); Python's operator
+    says otherwise only when its answer is ``unsettled`` (False, or True for ``<>``), so only then is
+    NaN looked for.
     """
     function = _COMPARE[op]
+    unsettled = op == "<>"
+    nan_compare = V.nan_compare
     direct = _DIRECT
     general = partial(V.compare, op)
     lc, rc = getattr(left, "column", None), getattr(right, "column", None)
@@ -308,7 +314,8 @@ def _comparison(op: str, left, right, constant=None, span=None):
             if lv is None:
                 return None
             if type(lv) is float:
-                return function(lv, as_float)
+                result = function(lv, as_float)
+                return nan_compare(op, True, False) if result is unsettled and lv != lv else result
             return _general(general, span, lv, constant)
         compare_decimal.located = True
         return compare_decimal
@@ -320,7 +327,8 @@ def _comparison(op: str, left, right, constant=None, span=None):
             if lv is None:
                 return None
             if type(lv) in direct and (type(lv) is str) == rv_is_str:
-                return function(lv, rv)
+                result = function(lv, rv)
+                return nan_compare(op, True, False) if result is unsettled and lv != lv else result
             return _general(general, span, lv, rv)
         compare_constant.located = True
         return compare_constant
@@ -333,7 +341,10 @@ def _comparison(op: str, left, right, constant=None, span=None):
         if rv is None:
             return None
         if type(lv) in direct and type(rv) in direct and (type(lv) is str) == (type(rv) is str):
-            return function(lv, rv)
+            result = function(lv, rv)
+            if result is unsettled and (lv != lv or rv != rv):
+                return nan_compare(op, lv != lv, rv != rv)
+            return result
         return _general(general, span, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
     compare.located = True
     return compare

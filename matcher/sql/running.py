@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Callable
 
 from cep.grammar import ast
@@ -72,27 +73,38 @@ def _count_step(state, value):
 
 
 def _avg_step(state, value):
+    """(float sum, count, exact DECIMAL sum or None, largest scale): AVG of DECIMALs (and ints) is a
+    DECIMAL, of anything else a float, as ``values.aggregate`` computes it."""
     if value is None:
         return state
-    if state is None:
-        return (0.0 + float(value), 1)  # sum() starts from 0; 0 + x == 0.0 + x for every float x
-    return (state[0] + float(value), state[1] + 1)
+    exact = type(value) in (Decimal, int)
+    if state is None:  # sum() starts from 0; 0 + x == 0.0 + x for every float x
+        return (0.0 + float(value), 1, value if exact else None, V.decimal_scale(value), type(value) is Decimal)
+    total, count, decimal_total, scale, any_decimal = state
+    decimal_total = V.DECIMAL_CONTEXT.add(decimal_total, value) if exact and decimal_total is not None else None
+    return (total + float(value), count + 1, decimal_total, max(scale, V.decimal_scale(value)),
+            any_decimal or type(value) is Decimal)
 
 
 def _avg_result(state):
-    return None if state is None else float(state[0]) / state[1]
+    if state is None:
+        return None
+    total, count, decimal_total, scale, any_decimal = state
+    if any_decimal and decimal_total is not None:
+        return V.decimal_average(decimal_total, count, scale)
+    return float(total) / count
 
 
 def _min_step(state, value):
     if value is None:
         return state
-    return value if state is None or value < state else state  # min() keeps the first of equals
+    return value if state is None or V.less(value, state) else state  # min() keeps the first of equals
 
 
 def _max_step(state, value):
     if value is None:
         return state
-    return value if state is None or value > state else state
+    return value if state is None or V.less(state, value) else state
 
 
 def _row_position(env, position: int) -> int:

@@ -1,16 +1,27 @@
 """Static SQL types of output columns, so engines with schemas (Spark, Arrow) can type the matches.
 
-Type names: BIGINT, INTEGER, SMALLINT, TINYINT, DOUBLE, DECIMAL, VARCHAR, BOOLEAN, TIMESTAMP, DATE,
+Type names: BIGINT, INTEGER, SMALLINT, TINYINT, DOUBLE, DECIMAL(p,s), VARCHAR, BOOLEAN, TIMESTAMP, DATE,
 INTERVAL (a duration) and ARRAY<T>. A value whose type cannot be known (a bare NULL) is VARCHAR.
+
+DECIMAL types follow Spark's rules (``spark.sql.decimalOperations.allowPrecisionLoss``, its default),
+so a query's output columns have the type Spark itself would give them: ``a + b`` and ``a - b`` are
+``DECIMAL(max(s1,s2) + max(p1-s1, p2-s2) + 1, max(s1,s2))``, ``a * b`` is ``DECIMAL(p1+p2+1, s1+s2)``,
+``a / b`` is ``DECIMAL(p1-s1+s2 + max(6, s1+p2+1), max(6, s1+p2+1))``; a precision past 38 keeps the
+integer digits and gives up scale down to 6 (``_fit``); an integer meets a DECIMAL as DECIMAL(20,0)
+(BIGINT) or DECIMAL(10,0) (INTEGER), a DOUBLE makes the result DOUBLE. ``SUM`` of DECIMAL(p,s) is
+DECIMAL(p+10, s), ``AVG`` is DECIMAL(p+4, s+4) (``values.decimal_average`` rounds it so). The Python
+engine computes exactly (``values.DECIMAL_CONTEXT``); ``coerce`` rounds a value to its column's type.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
+import re
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Callable
 
 from cep.grammar import ast
-from cep.matcher.sql.values import to_text
+from cep.grammar.errors import CepRuntimeError
+from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, to_text
 
 INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"})
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "NUMBER"})
@@ -28,6 +39,65 @@ _TIMESTAMP_FUNCTIONS = frozenset({"DATE_TRUNC", "DATEADD", "TIMESTAMPADD", "TO_T
 _DATE_FUNCTIONS = frozenset({"DATE", "TO_DATE", "CURRENT_DATE", "DATE_SUB"})
 
 
+# DECIMAL without a precision (a CAST to plain DECIMAL) is Spark's DECIMAL(10,0); a column typed just
+# DECIMAL (a schema written without one) is read as Spark's widest system default, DECIMAL(38,18).
+_CAST_DECIMAL = (10, 0)
+_UNSIZED_DECIMAL = (38, 18)
+# The DECIMAL an integer becomes when it meets one (Spark's DecimalType.forType).
+_INTEGER_DECIMALS = {"BIGINT": (20, 0), "LONG": (20, 0), "INTEGER": (10, 0), "INT": (10, 0), "SMALLINT": (5, 0), "TINYINT": (3, 0)}
+_DECIMAL = re.compile(r"^(?:DECIMAL|NUMERIC)(?:\((\d+)\s*(?:,\s*(\d+))?\))?$")
+# The scale Spark keeps at least when a result's precision passes 38 (``DecimalType.MINIMUM_ADJUSTED_SCALE``).
+_MINIMUM_ADJUSTED_SCALE = 6
+
+
+def decimal_type(precision: int, scale: int) -> str:
+    return f"DECIMAL({precision},{scale})"
+
+
+def decimal_params(type_name: str) -> tuple[int, int] | None:
+    """(precision, scale) of a DECIMAL type name (``DECIMAL`` alone: DECIMAL(38,18)); None for another type."""
+    match = _DECIMAL.match(type_name)
+    if match is None:
+        return None
+    if match.group(1) is None:
+        return _UNSIZED_DECIMAL
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+def is_decimal(type_name: str) -> bool:
+    return _DECIMAL.match(type_name) is not None
+
+
+def _fit(precision: int, scale: int) -> str:
+    """Spark's ``adjustPrecisionScale``: past 38 digits, keep the integer digits and at least 6 of scale."""
+    if precision <= MAX_DECIMAL_PRECISION:
+        return decimal_type(precision, scale)
+    integer_digits = precision - scale
+    minimum = min(scale, _MINIMUM_ADJUSTED_SCALE)
+    return decimal_type(MAX_DECIMAL_PRECISION, max(MAX_DECIMAL_PRECISION - integer_digits, minimum))
+
+
+def _decimal_arithmetic(left: tuple[int, int], right: tuple[int, int], op: str) -> str:
+    (p1, s1), (p2, s2) = left, right
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        return _fit(scale + max(p1 - s1, p2 - s2) + 1, scale)
+    if op == "*":
+        return _fit(p1 + p2 + 1, s1 + s2)
+    if op == "/":
+        scale = max(_MINIMUM_ADJUSTED_SCALE, s1 + p2 + 1)
+        return _fit(p1 - s1 + s2 + scale, scale)
+    scale = max(s1, s2)  # %
+    return _fit(min(p1 - s1, p2 - s2) + scale, scale)
+
+
+def _literal_decimal(expr) -> str | None:
+    """Spark's type for an integer literal that meets a DECIMAL: DECIMAL(its digits, 0)."""
+    if isinstance(expr, ast.Literal) and expr.kind == "integer" and isinstance(expr.value, int):
+        return decimal_type(max(1, len(str(abs(expr.value)))), 0)
+    return None
+
+
 def _arithmetic(left: str, right: str, op: str = "+") -> str:
     temporal = ("TIMESTAMP", "DATE")
     if left in temporal and right in temporal and op == "-":
@@ -36,6 +106,11 @@ def _arithmetic(left: str, right: str, op: str = "+") -> str:
         return left  # TIMESTAMP +/- INTERVAL
     if op == "DIV":
         return "BIGINT"
+    if is_decimal(left) or is_decimal(right):
+        sizes = [decimal_params(t) or _INTEGER_DECIMALS.get(t) for t in (left, right)]
+        if all(size is not None for size in sizes):
+            return _decimal_arithmetic(sizes[0], sizes[1], op)
+        return "DOUBLE"  # a DOUBLE (or an untyped value) makes it DOUBLE
     if op == "/" and left in INTEGERS and right in INTEGERS:
         return "DOUBLE"  # 7 / 2 is 3.5 (values.divide)
     if left in FRACTIONAL or right in FRACTIONAL:
@@ -57,7 +132,10 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
         return column_type(expr)
     if isinstance(expr, ast.Binary):
         if expr.op in ("+", "-", "*", "/", "%", "DIV"):
-            return _arithmetic(recurse(expr.left), recurse(expr.right), expr.op)
+            left, right = recurse(expr.left), recurse(expr.right)
+            if is_decimal(left) or is_decimal(right):  # an integer literal is a DECIMAL of its own digits
+                left, right = _literal_decimal(expr.left) or left, _literal_decimal(expr.right) or right
+            return _arithmetic(left, right, expr.op)
         if expr.op == "||":
             left = recurse(expr.left)
             return left if left.startswith("ARRAY<") else "VARCHAR"
@@ -73,6 +151,9 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
         return "VARCHAR"
     if isinstance(expr, ast.Cast):
         name = expr.type.name
+        if name in ("DECIMAL", "NUMERIC", "NUMBER"):
+            params = tuple(expr.type.params) + _CAST_DECIMAL[len(expr.type.params):]
+            return decimal_type(*params[:2])
         return "BIGINT" if name in INTEGERS else "DOUBLE" if name in FRACTIONAL else "VARCHAR" if name in ("CHAR", "STRING", "TEXT") else \
             "TIMESTAMP" if name.startswith("TIMESTAMP") else "BOOLEAN" if name == "BOOL" else name
     if isinstance(expr, ast.ArrayLiteral):
@@ -127,14 +208,21 @@ def _aggregate_type(expr: ast.Aggregate, recurse) -> str:
     name, args = expr.name, expr.args
     if name in ("COUNT", "COUNT_IF"):
         return "BIGINT"
-    if name in ("AVG", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP", "MEDIAN", "PERCENTILE_CONT", "PERCENTILE_DISC"):
+    if name in ("MEDIAN", "PERCENTILE_CONT", "PERCENTILE_DISC"):
         return "DOUBLE"
     if name in ("LISTAGG", "STRING_AGG"):
         return "VARCHAR"
     if name in ("BOOL_AND", "BOOL_OR", "EVERY"):
         return "BOOLEAN"
     argument = recurse(args[0]) if args and not isinstance(args[0], ast.Star) else "VARCHAR"
+    size = decimal_params(argument)
+    if name == "AVG" and size is not None:
+        return decimal_type(min(size[0] + 4, MAX_DECIMAL_PRECISION), min(size[1] + 4, MAX_DECIMAL_PRECISION))
+    if name in ("AVG", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP"):
+        return "DOUBLE"
     if name == "SUM":
+        if size is not None:
+            return decimal_type(min(size[0] + 10, MAX_DECIMAL_PRECISION), size[1])
         return "BIGINT" if argument in INTEGERS else "DOUBLE"
     if name in ("ARRAY_AGG", "COLLECT_LIST", "AGGREGATE_LIST"):
         return f"ARRAY<{argument}>"
@@ -151,9 +239,30 @@ def coerce(value, type_name: str):
         return float(value)
     if type_name in INTEGERS and isinstance(value, float) and value.is_integer():
         return int(value)
+    size = decimal_params(type_name)
+    if size is not None and isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return fit_decimal(value, *size)
     if type_name.startswith("ARRAY<") and isinstance(value, list):
         inner = element_type(type_name)
         return [coerce(item, inner) for item in value]
     if type_name == "VARCHAR" and not isinstance(value, str):
         return to_text(value)
     return value
+
+
+def fit_decimal(value, precision: int, scale: int) -> Decimal | None:
+    """``value`` rounded half up to ``scale`` digits (Spark's cast to DECIMAL(precision, scale)); a value
+    with more integer digits than the type holds is an error, as in Spark's ANSI mode (its default)."""
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise CepRuntimeError(f"{value!r} cannot be a DECIMAL({precision},{scale})", code="E0410")
+        value = Decimal(repr(value))
+    rounded = Decimal(value).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)
+    if rounded.adjusted() >= precision - scale:
+        raise CepRuntimeError(
+            f"{value} does not fit DECIMAL({precision},{scale}) ({precision - scale} digits before the point)",
+            code="E0410",
+            hint="the result of SUM or arithmetic over DECIMAL columns overflows the type Spark gives it; "
+                 "cast the column to a wider DECIMAL or to DOUBLE",
+        )
+    return rounded

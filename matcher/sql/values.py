@@ -8,12 +8,35 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.sql import datetimes as T
 from cep.matcher.sql.text_patterns import PatternError, pattern_error, regexp_like, regexp_replace, regexp_substr
 from cep.matcher.sql.text_patterns import like as _like_text
+
+# DECIMAL arithmetic is exact, as Spark's: Python's default context rounds to 28 significant digits,
+# fewer than the 38 a DECIMAL(38, s) holds. 76 digits hold the exact sum, difference or product of two
+# 38-digit values; a result column is then rounded to its type by the engine that has one (Spark).
+DECIMAL_CONTEXT = Context(prec=76, rounding=ROUND_HALF_UP)
+# A quotient has no exact form: it keeps 38 significant digits, a DECIMAL's most.
+QUOTIENT_CONTEXT = Context(prec=38, rounding=ROUND_HALF_UP)
+# Spark's largest DECIMAL precision, and the digits AVG adds to its argument's scale (DECIMAL(p+4, s+4)).
+MAX_DECIMAL_PRECISION = 38
+AVG_EXTRA_SCALE = 4
+
+
+def is_nan(value) -> bool:
+    """NaN (float or Decimal): a value, equal to itself and larger than every other number (Spark's rule)."""
+    return value != value and isinstance(value, (float, Decimal))
+
+
+def less(left, right) -> bool:
+    """``left < right`` in SQL's order of numbers: NaN is larger than every other number and equal to
+    itself (Spark's rule, so MIN, MAX, ORDER BY and comparisons agree on every engine)."""
+    if left < right:
+        return True
+    return right != right and left == left
 
 
 def _numeric_pair(left, right):
@@ -41,14 +64,23 @@ def _type_error(op: str, left, right) -> CepRuntimeError:
     )
 
 
+def _time_out_of_range(op: str, left, right) -> CepRuntimeError:
+    return CepRuntimeError(f"{left!r} {op} {right!r} is outside the years 1 to 9999 a timestamp can hold", code="E0410")
+
+
 def add(left, right):
     if left is None or right is None:
         return None
     if _is_number(left) and _is_number(right):
         left, right = _numeric_pair(left, right)
+        if type(left) is Decimal or type(right) is Decimal:
+            return DECIMAL_CONTEXT.add(left, right)
         return left + right
     if isinstance(left, (_dt.datetime, _dt.date)) and isinstance(right, _dt.timedelta):
-        return left + right
+        try:
+            return left + right
+        except OverflowError:
+            raise _time_out_of_range("+", left, right) from None
     raise _type_error("+", left, right)
 
 
@@ -57,9 +89,16 @@ def subtract(left, right):
         return None
     if _is_number(left) and _is_number(right):
         left, right = _numeric_pair(left, right)
+        if type(left) is Decimal or type(right) is Decimal:
+            return DECIMAL_CONTEXT.subtract(left, right)
         return left - right
     if isinstance(left, (_dt.datetime, _dt.date)) and isinstance(right, (_dt.timedelta, _dt.datetime, _dt.date)):
-        return left - right
+        try:
+            return left - right
+        except OverflowError:
+            raise _time_out_of_range("-", left, right) from None
+        except TypeError:  # a naive and an aware datetime
+            raise _type_error("-", left, right) from None
     raise _type_error("-", left, right)
 
 
@@ -68,6 +107,8 @@ def multiply(left, right):
         return None
     if _is_number(left) and _is_number(right):
         left, right = _numeric_pair(left, right)
+        if type(left) is Decimal or type(right) is Decimal:
+            return DECIMAL_CONTEXT.multiply(left, right)
         return left * right
     raise _type_error("*", left, right)
 
@@ -87,7 +128,7 @@ def divide(left, right):
         return left / right
     if isinstance(left, Decimal) or isinstance(right, Decimal):
         if not isinstance(left, float) and not isinstance(right, float):
-            return Decimal(left) / Decimal(right)
+            return QUOTIENT_CONTEXT.divide(Decimal(left), Decimal(right))
     left, right = _numeric_pair(left, right)
     return left / right
 
@@ -118,6 +159,8 @@ def modulo(left, right):
         remainder = abs(left) % abs(right)
         return remainder if left >= 0 else -remainder
     left, right = _numeric_pair(left, right)
+    if type(left) is Decimal or type(right) is Decimal:
+        return DECIMAL_CONTEXT.remainder(left, right)  # the sign of the dividend, as fmod and SQL
     return math.fmod(left, right)
 
 
@@ -138,26 +181,45 @@ def negate(value):
 
 
 def compare(op: str, left, right):
-    """=, <>, <, <=, >, >= with NULL -> NULL."""
+    """=, <>, <, <=, >, >= with NULL -> NULL; NaN equals NaN and is larger than every other number."""
     if left is None or right is None:
         return None
     left, right = _numeric_pair(left, right)
     try:
         if op == "=":
-            return left == right
-        if op == "<>":
-            return left != right
-        if op == "<":
-            return left < right
-        if op == "<=":
-            return left <= right
-        if op == ">":
-            return left > right
-        if op == ">=":
-            return left >= right
+            result = left == right
+        elif op == "<>":
+            result = left != right
+        elif op == "<":
+            result = left < right
+        elif op == "<=":
+            result = left <= right
+        elif op == ">":
+            result = left > right
+        elif op == ">=":
+            result = left >= right
+        else:
+            raise ValueError(op)
     except TypeError:
         raise _type_error(op, left, right) from None
-    raise ValueError(op)
+    if (left != left or right != right) and _is_number(left) and _is_number(right):
+        return nan_compare(op, left != left, right != right)
+    return result
+
+
+def nan_compare(op: str, left_nan: bool, right_nan: bool) -> bool:
+    """A comparison of two numbers at least one of which is NaN, in Spark's order (NaN largest, NaN = NaN)."""
+    if op == "=":
+        return left_nan and right_nan
+    if op == "<>":
+        return not (left_nan and right_nan)
+    if op == "<":
+        return right_nan and not left_nan
+    if op == "<=":
+        return right_nan
+    if op == ">":
+        return left_nan and not right_nan
+    return left_nan  # >=
 
 
 def distinct_from(left, right) -> bool:
@@ -274,11 +336,38 @@ def _nullif(left, right):
 
 
 def _greatest(*args):
-    return None if any(a is None for a in args) else max(args)
+    return None if any(a is None for a in args) else greatest(args)
 
 
 def _least(*args):
-    return None if any(a is None for a in args) else min(args)
+    return None if any(a is None for a in args) else least(args)
+
+
+def greatest(values):
+    """``max(values)`` in SQL's order of numbers (NaN largest); the first of equal values."""
+    if not any(v != v for v in values):
+        return max(values)
+    best = values[0]
+    for value in values[1:]:
+        if less(best, value):
+            best = value
+    return best
+
+
+def least(values):
+    """``min(values)`` in SQL's order of numbers (NaN largest); the first of equal values."""
+    if not any(v != v for v in values):
+        return min(values)
+    best = values[0]
+    for value in values[1:]:
+        if less(value, best):
+            best = value
+    return best
+
+
+def order_key(value):
+    """A sort key giving SQL's order of numbers (NaN after every other number) to ``sorted``."""
+    return (1, 0) if value != value else (0, value)
 
 
 def _concat_ws(separator, *args):
@@ -316,12 +405,12 @@ def _element_at(array, index):
 
 def _array_max(array):
     values = [x for x in array or [] if x is not None]
-    return max(values) if values and array is not None and len(values) == len(array) else None
+    return greatest(values) if values and array is not None and len(values) == len(array) else None
 
 
 def _array_min(array):
     values = [x for x in array or [] if x is not None]
-    return min(values) if values and array is not None and len(values) == len(array) else None
+    return least(values) if values and array is not None and len(values) == len(array) else None
 
 
 def _map(keys, values):
@@ -519,7 +608,28 @@ def _avg(values):
     present = _non_null(values)
     if not present:
         return None
+    if Decimal in set(map(type, present)) and all(type(v) in (Decimal, int) for v in present):
+        total, scale = Decimal(0), 0
+        for value in present:
+            total = DECIMAL_CONTEXT.add(total, value)
+            scale = max(scale, decimal_scale(value))
+        return decimal_average(total, len(present), scale)
     return float(sum(float(v) for v in present)) / len(present)
+
+
+def decimal_scale(value) -> int:
+    """The digits after the point a Decimal is written with (an int has none)."""
+    return max(0, -value.as_tuple().exponent) if type(value) is Decimal and value.is_finite() else 0
+
+
+def decimal_average(total: Decimal, count: int, scale: int) -> Decimal:
+    """AVG of DECIMALs as Spark computes it: the exact quotient rounded half up to the argument's scale
+    plus four digits (``DECIMAL(p + 4, s + 4)``)."""
+    quotient = DECIMAL_CONTEXT.divide(total, count)
+    if not quotient.is_finite():
+        return quotient
+    return quotient.quantize(Decimal(1).scaleb(-min(scale + AVG_EXTRA_SCALE, MAX_DECIMAL_PRECISION)),
+                             rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)
 
 
 def _variance(values):
@@ -533,7 +643,7 @@ def _variance(values):
 def _extreme(pick, values, count=None):
     present = _non_null(values)
     if count is not None:
-        return sorted(present, reverse=pick is max)[:count] if present else None
+        return sorted(present, key=order_key, reverse=pick is greatest)[:count] if present else None
     return pick(present) if present else None
 
 
@@ -542,11 +652,11 @@ def _by(pick, values, keys, count=None):
     if not pairs:
         return None
     if count is not None:
-        ordered = sorted(pairs, key=lambda p: p[0], reverse=pick is max)
+        ordered = sorted(pairs, key=lambda p: order_key(p[0]), reverse=pick is greatest)
         return [v for _, v in ordered[:count]]
     best = pairs[0]
     for pair in pairs[1:]:
-        if (pair[0] > best[0]) if pick is max else (pair[0] < best[0]):
+        if less(best[0], pair[0]) if pick is greatest else less(pair[0], best[0]):
             best = pair
     return best[1]
 
@@ -643,8 +753,14 @@ def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tup
     values = columns[0] if columns else []
     if distinct:
         seen = []
+        nan_seen = False
         for value in values:
-            if value not in seen:
+            if value != value:  # NaN equals NaN in DISTINCT, as in grouping
+                if nan_seen:
+                    continue
+                nan_seen = True
+                seen.append(value)
+            elif value not in seen:
                 seen.append(value)
         values = seen
     if name in PARAMETRIZED:
@@ -658,9 +774,9 @@ def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tup
     if name == "AVG":
         return _avg(values)
     if name == "MIN":
-        return _extreme(min, values, *extra)
+        return _extreme(least, values, *extra)
     if name == "MAX":
-        return _extreme(max, values, *extra)
+        return _extreme(greatest, values, *extra)
     if name == "ARRAY_AGG":
         return list(values) if values else None
     if name in ("ARBITRARY", "ANY_VALUE"):
@@ -670,9 +786,9 @@ def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tup
     if name == "BOOL_OR":
         return _bool_or(values)
     if name == "MAX_BY":
-        return _by(max, values, columns[1], *extra)
+        return _by(greatest, values, columns[1], *extra)
     if name == "MIN_BY":
-        return _by(min, values, columns[1], *extra)
+        return _by(least, values, columns[1], *extra)
     if name == "MAP_AGG":
         return {k: v for k, v in zip(values, columns[1]) if k is not None} if values else None
     if name == "MULTIMAP_AGG":

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cep.matcher.rows.tables import series_values
+from cep.matcher.rows.tables import arrow_values, series_values
 
 # Imported inside functions: pandas and pyarrow (heavy; each is needed only for its own kind of input).
 
@@ -60,10 +60,10 @@ class ArrayColumn:
             values = series_values(self.source.iloc[np.where(rows < 0, 0, rows)])
             return [None if row < 0 else value for value, row in zip(values, rows.tolist())]
         if rows is None:
-            return self.source.to_pylist()
+            return arrow_values(self.source)
         import pyarrow as pa
 
-        return self.source.take(pa.array(rows, mask=rows < 0)).to_pylist()
+        return arrow_values(self.source.take(pa.array(rows, mask=rows < 0)))
 
     def output(self, rows: np.ndarray):
         """The column of ``rows`` (-1: NULL) typed as Python values would be, or None when not reproduced."""
@@ -78,8 +78,9 @@ class ArrayColumn:
 
 
 def _pandas_output(column: ArrayColumn, rows: np.ndarray, missing: np.ndarray):
-    """pandas infers int64 from Python ints (float64 with NaN once one is None), float64 from floats,
-    bool (object once one is None), datetime64[ns] from naive Timestamps, object from strings."""
+    """pandas infers int64 from Python ints, float64 from floats, bool, datetime64[ns] from naive
+    Timestamps, object from strings; with a NULL among them ints, floats and bools are pandas' nullable
+    Int64, Float64 and boolean, and floats with a NaN Float64 (``tables.pandas_series``)."""
     import pandas as pd
 
     taken = np.where(missing, 0, rows)
@@ -88,26 +89,25 @@ def _pandas_output(column: ArrayColumn, rows: np.ndarray, missing: np.ndarray):
         data = column.data[taken]
         if not any_missing:
             return pd.Series(data, dtype=np.int64)
-        out = data.astype(np.float64)
-        out[missing] = np.nan
-        return pd.Series(out)
+        return pd.Series(pd.arrays.IntegerArray(data.astype(np.int64), missing))
     if kind == "float":
-        out = column.data[taken]
-        out[missing] = np.nan
-        return pd.Series(out)
+        out = column.data[taken]  # a copy (fancy indexing)
+        if not any_missing and not np.isnan(out).any():
+            return pd.Series(out)
+        out[missing] = 0.0
+        return pd.Series(pd.arrays.FloatingArray(out, missing))
     if kind == "bool":
         if not any_missing:
             return pd.Series(column.data[taken])
-        out = column.data[taken].astype(object)
-        out[missing] = None
-        return pd.Series(out, dtype=object)
+        return pd.Series(pd.arrays.BooleanArray(column.data[taken].astype(bool), missing))
     if kind == "str":
         out = column.data[taken]
         out[missing] = None
         return pd.Series(out, dtype=object)
     dtype = column.source.dtype
     if kind == "time" and isinstance(dtype, np.dtype):  # naive: Timestamps infer datetime64[ns]
-        out = column.source.to_numpy()[taken].astype("datetime64[ns]")
+        # to the microsecond, rounded down, as every input kind keeps time (tables.instant)
+        out = column.source.to_numpy()[taken].astype("datetime64[us]").astype("datetime64[ns]")
         out[missing] = np.datetime64("NaT")
         return pd.Series(out)
     return None
@@ -199,8 +199,8 @@ def _pandas_column(series) -> ArrayColumn:
         return column("float", lambda: series.to_numpy(dtype=np.float64, na_value=np.nan))
     if kind == "b":
         return column("bool", lambda: series.to_numpy(dtype=bool, na_value=False) if masked else series.to_numpy())
-    if kind == "M":  # naive or aware: ticks of the instant, which order as the Python values do
-        return column("time", lambda: np.asarray(series.array.asi8))
+    if kind == "M":  # naive or aware: microseconds of the instant, which order as the Python values do
+        return column("time", lambda: _microseconds(np.asarray(series.array.asi8), getattr(dtype, "unit", "ns")))
     if (kind == "O" or isinstance(dtype, pd.StringDtype)) and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
         return column("str", lambda: series.to_numpy(dtype=object, na_value=None))
     return column("other", lambda: None)
@@ -232,8 +232,15 @@ def _arrow_column(chunked) -> ArrayColumn:
     if t.is_string(kind_type) or t.is_large_string(kind_type):
         return column("str", lambda: array.to_numpy(zero_copy_only=False))
     if t.is_timestamp(kind_type):
-        return column("time", lambda: pc.fill_null(array.cast(pa.int64()), 0).to_numpy())
+        return column("time", lambda: _microseconds(pc.fill_null(array.cast(pa.int64()), 0).to_numpy(), kind_type.unit))
     return column("other", lambda: None)
+
+
+def _microseconds(ticks: np.ndarray, unit: str) -> np.ndarray:
+    """Ticks of a time unit as whole microseconds, rounded down (tables.instant keeps microseconds)."""
+    if unit == "ns":
+        return ticks // 1000
+    return ticks * {"s": 1_000_000, "ms": 1000}.get(unit, 1)
 
 
 def key_codes(columns: list[ArrayColumn]) -> tuple[np.ndarray, np.ndarray] | None:

@@ -421,7 +421,27 @@ def _compare(op: str, left: Value, right: Value) -> Value:
         raise Unsupported(f"comparison of {left.kind} with {right.kind}")
     with np.errstate(invalid="ignore"):
         data = _COMPARISONS[op](a, b)
+        if "float" in (left.kind, right.kind):
+            data = _nan_order(op, data, np.isnan(a), np.isnan(b))
     return Value("bool", data, _or_nulls(left.nulls, right.nulls))
+
+
+def _nan_order(op: str, data, a_nan, b_nan):
+    """``data`` corrected where a side is NaN: NaN equals NaN and is larger than every other number
+    (Spark's order, as ``values.nan_compare``)."""
+    if not (np.any(a_nan) or np.any(b_nan)):
+        return data
+    if op == "=":
+        return data | (a_nan & b_nan)
+    if op == "<>":
+        return data & ~(a_nan & b_nan)
+    if op == "<":
+        return data | (b_nan & ~a_nan)
+    if op == "<=":
+        return data | b_nan
+    if op == ">":
+        return data | (a_nan & ~b_nan)
+    return data | a_nan  # >=
 
 
 def _magnitude(value: Value) -> int:

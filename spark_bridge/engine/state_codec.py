@@ -67,7 +67,18 @@ def datetime_to_micros(value: _dt.datetime) -> int:
     return micros(value - _EPOCH_UTC)
 
 
+# The last and first instants a datetime holds, in microseconds since 1970.
+_LAST_MICROS = micros(_dt.datetime.max - _EPOCH)
+_FIRST_MICROS = micros(_dt.datetime.min - _EPOCH)
+
+
 def micros_to_datetime(value: int) -> _dt.datetime:
+    """A naive UTC datetime; a time past the year 9999 (a session end or deadline added to an event near
+    the end of time) is ``datetime.max``, which no event reaches, and one before the year 1 ``datetime.min``."""
+    if value > _LAST_MICROS:
+        return _dt.datetime.max
+    if value < _FIRST_MICROS:
+        return _dt.datetime.min
     return _EPOCH + _dt.timedelta(microseconds=value)
 
 

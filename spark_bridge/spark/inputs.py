@@ -23,7 +23,7 @@ from cep.spark_bridge.spark.columns import CORRUPT_RECORD, RAW, REJECT, WATERMAR
 from cep.spark_bridge.spark.types import cast_untyped
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
@@ -36,7 +36,30 @@ def prepare_input(df: "DataFrame") -> "DataFrame":
     taken = [c for c in df.columns if c.startswith("__cep_")]
     if taken:
         raise CepSemanticError(f"input columns may not start with '__cep_' (found {', '.join(taken)})", code="E0284")
+    check_stream_names(df.columns)
     return df
+
+
+def check_stream_names(names) -> None:
+    """The names a stream's stateful operator cannot carry, refused before Spark fails on them: a name with a
+    backtick (PySpark's ``applyInPandasWithState`` reads every column by its raw name) and names that differ
+    only in case (Spark's analyzer, case-insensitive, cannot tell them apart). The static replay renames
+    the columns and takes both."""
+    for name in names:
+        if "`" in name:
+            raise CepSemanticError(
+                f"input column {name!r} has a backtick in its name, which Spark's stateful operators cannot read",
+                code="E0287", hint="rename it first: df.toDF(*new_names) (withColumnRenamed cannot name it either)",
+            )
+    folded: dict[str, str] = {}
+    for name in names:
+        other = folded.setdefault(name.casefold(), name)
+        if other != name:
+            raise CepSemanticError(
+                f"input columns {other!r} and {name!r} differ only in case, which Spark's analyzer cannot tell apart "
+                "in a stream",
+                code="E0287", hint="rename one first: df.toDF(*new_names)",
+            )
 
 
 def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,
@@ -46,30 +69,13 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     the event time set to NULL on bad rows, and without ``CORRUPT_RECORD``.
 
     It must run before ``withWatermark``: a bad row's time is NULL there, so it never moves the watermark.
-    Reasons (checked in this order): ``not_json`` (Spark read nothing from the line), ``bad_event_time``
-    (the line was read but its event time was not), ``wrong_type`` (a value did not fit the schema),
-    ``future_event_time`` (the event time is more than ``max_future_skew_us`` ahead of the micro-batch's
-    processing time, ``current_timestamp()``, which Spark fixes per micro-batch and keeps on a re-run),
-    and with ``null_time`` also ``null_event_time`` (else the engine finds those itself).
+    The reasons are ``bad_row_reason``'s.
     """
     from pyspark.sql import functions as F
 
     data = [c for c in df.columns if c != CORRUPT_RECORD]
     time = F.col(quote(time_column)) if time_column is not None else None
-    reason = None
-    if CORRUPT_RECORD in df.columns:
-        unread = F.col(CORRUPT_RECORD).isNotNull()
-        nothing_read = reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in data]) if data else F.lit(True)
-        reason = F.when(unread & nothing_read, F.lit(BAD_NOT_JSON))
-        if time is not None:
-            reason = reason.when(unread & time.isNull(), F.lit(BAD_EVENT_TIME))
-        reason = reason.when(unread, F.lit(BAD_WRONG_TYPE))
-    if max_future_skew_us is not None and time is not None:
-        ahead = F.unix_micros(time) > F.unix_micros(F.current_timestamp()) + F.lit(max_future_skew_us)
-        reason = F.when(ahead, F.lit(BAD_FUTURE_TIME)) if reason is None else reason.when(ahead, F.lit(BAD_FUTURE_TIME))
-    if null_time and time is not None:
-        reason = F.when(time.isNull(), F.lit(BAD_NULL_TIME)) if reason is None else reason.when(time.isNull(), F.lit(BAD_NULL_TIME))
-    reason = (reason if reason is not None else F.lit(None)).cast("string")
+    reason = bad_row_reason(df, time_column, max_future_skew_us=max_future_skew_us, null_time=null_time)
     # What the rejected row was: the line Spark could not read, else the row as read (its event time too).
     as_read = F.when(reason.isNotNull(), F.to_json(F.struct(*[F.col(quote(c)) for c in data])))
     raw = F.coalesce(F.col(CORRUPT_RECORD), as_read) if CORRUPT_RECORD in df.columns else as_read
@@ -77,6 +83,41 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     if time is None:
         return df
     return df.withColumn(time_column, F.when(F.col(REJECT).isNull(), time))
+
+
+def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,
+                   null_time: bool = False, nan_columns: tuple[str, ...] = ()) -> "Column":
+    """The reason a row of ``df`` is bad, as a string column (NULL: good). Checked in this order:
+    ``not_json`` (Spark read nothing from the line), ``bad_event_time`` (the line was read but its event
+    time was not), ``wrong_type`` (a value did not fit the schema), ``future_event_time`` (the event time
+    is more than ``max_future_skew_us`` ahead of the micro-batch's processing time, ``current_timestamp()``,
+    which Spark fixes per micro-batch and keeps on a re-run), with ``null_time`` also ``null_event_time``
+    (else the engine finds those itself), then NaN in the ``nan_columns`` (ORDER BY columns: NaN is no
+    time): ``bad_event_time`` for the event time, ``wrong_type`` for another."""
+    from pyspark.sql import functions as F
+
+    data = [c for c in df.columns if c != CORRUPT_RECORD]
+    time = F.col(quote(time_column)) if time_column is not None else None
+    reason = None
+
+    def otherwise(condition, name):
+        return F.when(condition, F.lit(name)) if reason is None else reason.when(condition, F.lit(name))
+
+    if CORRUPT_RECORD in df.columns:
+        unread = F.col(CORRUPT_RECORD).isNotNull()
+        nothing_read = reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in data]) if data else F.lit(True)
+        reason = otherwise(unread & nothing_read, BAD_NOT_JSON)
+        if time is not None:
+            reason = otherwise(unread & time.isNull(), BAD_EVENT_TIME)
+        reason = otherwise(unread, BAD_WRONG_TYPE)
+    if max_future_skew_us is not None and time is not None:
+        ahead = F.unix_micros(time) > F.unix_micros(F.current_timestamp()) + F.lit(max_future_skew_us)
+        reason = otherwise(ahead, BAD_FUTURE_TIME)
+    if null_time and time is not None:
+        reason = otherwise(time.isNull(), BAD_NULL_TIME)
+    for name in nan_columns:
+        reason = otherwise(F.isnan(F.col(quote(name))), BAD_EVENT_TIME if name == time_column else BAD_WRONG_TYPE)
+    return (reason if reason is not None else F.lit(None)).cast("string")
 
 
 # The fields of a dead-letter record, in order (``dead_letter_columns``).
@@ -158,4 +199,4 @@ def with_watermark(df: "DataFrame", time_column: str, watermark: Any = None, *, 
             )
         return df, delay_ms
     delay_ms = parse_duration(watermark if watermark is not None else DEFAULT_WATERMARK, what="watermark") // 1000
-    return df.withWatermark(time_column, f"{delay_ms} milliseconds"), delay_ms
+    return df.withWatermark(quote(time_column), f"{delay_ms} milliseconds"), delay_ms

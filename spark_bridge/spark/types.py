@@ -1,7 +1,7 @@
 """Spark data types <-> the SQL type names the matcher speaks.
 
-The matcher names types as SQL does: BIGINT, INTEGER, DOUBLE, DECIMAL, VARCHAR, BOOLEAN, TIMESTAMP, DATE
-and ``ARRAY<T>``. This module maps Spark's ``DataType`` objects to those names (for
+The matcher names types as SQL does: BIGINT, INTEGER, DOUBLE, DECIMAL(p,s), VARCHAR, BOOLEAN, TIMESTAMP,
+DATE and ``ARRAY<T>``. This module maps Spark's ``DataType`` objects to those names (for
 ``plan.output_types``) and back (for the output schema of ``applyInPandas``).
 
 A Spark type with no SQL name here (binary, map, struct, interval, ...) is read as VARCHAR: the batch
@@ -103,7 +103,7 @@ def spark_to_sql(data_type: "DataType") -> str:
     if isinstance(data_type, (T.DoubleType, T.FloatType)):
         return "DOUBLE"
     if isinstance(data_type, T.DecimalType):
-        return "DECIMAL"
+        return f"DECIMAL({data_type.precision},{data_type.scale})"
     if isinstance(data_type, (T.StringType, T.VarcharType, T.CharType)):
         return "VARCHAR"
     if isinstance(data_type, T.BooleanType):

@@ -1,0 +1,172 @@
+"""The type of a column of text (a CSV file's): one rule, followed by the Python engine's reader
+(``cep.cli_io``) and Spark's (``cep.spark_bridge.spark.files``), so both read a file the same way.
+
+A reader never rewrites a value. A CSV field is text; a column becomes another type only when every
+value in it is that type's text, written so that no value changes and no two values become one:
+
+==============  ==============================================================================
+type            when every value (NULL markers aside) is
+==============  ==============================================================================
+BIGINT          an integer written plainly: ``0`` or ``-?[1-9][0-9]*``, within 64 bits. ``007``,
+                ``+7`` and ``-0`` are not: leading zeros and signs are how identifiers are written, and
+                the number would print differently
+DECIMAL(38,0)   such an integer of up to 38 digits
+DOUBLE          a number: an integer or a decimal without leading zeros, with an optional exponent,
+                or ``NaN``/``Inf``/``Infinity`` (any case, a ``-`` allowed); at least one finite; and no
+                two different texts that are the same number (``1e3`` and ``1000``, ``1.5`` and
+                ``1.50``, ``0`` and ``-0``): then the text is what tells the values apart, and it
+                stays text. A DOUBLE prints as a number (``1.50`` as ``1.5``); its value is kept
+BOOLEAN         ``true`` or ``false``, in any case
+TIMESTAMP       an ISO 8601 date and time, or a date (``2024-01-31``, midnight: an event time of
+                days is still a time a stream can order and a WITHIN can count), with an optional fraction of a second and a
+                ``Z``, ``+hh``, ``+hhmm`` or ``+hh:mm`` offset: an offset makes it an instant, read as
+                its UTC time. Microseconds are kept (a finer fraction is rounded down), and a time must
+                fall within the years 1 to 9999 (Python's datetime)
+VARCHAR         anything else; the text as written
+==============  ==============================================================================
+
+NULL: an empty field (quoted or not) is NULL in every column. In a column of another type than VARCHAR
+the text ``NA``, ``N/A``, ``NULL``, ``null`` and ``None`` is NULL too (``NULL_MARKERS``): it cannot be a
+number, a time or a boolean, so it marks a missing one. In a VARCHAR column it is text: the country
+code ``NA`` stays ``NA``.
+
+``TextEvidence`` counts what a column holds; ``column_type`` decides from the counts alone, so the
+Python reader counts values in Python (``evidence``) and Spark's counts them in one aggregation, with
+the same patterns (``PATTERNS``: regular expressions Python and Java read alike).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+# The texts that mark a missing value in a column that is not text.
+NULL_MARKERS = ("NA", "N/A", "NULL", "null", "None")
+# The range of a BIGINT (Spark's LongType) and the digits of the widest DECIMAL.
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
+MAX_DECIMAL_DIGITS = 38
+
+# Each pattern is anchored and uses only syntax Python's re and Java's regex agree on.
+PATTERNS = {
+    "integer": r"^(0|-?[1-9][0-9]*)$",
+    "wide_integer": r"^(0|-?[1-9][0-9]{0,37})$",
+    "number": r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$|^-?([Nn][Aa][Nn]|[Ii][Nn][Ff]|[Ii][Nn][Ff][Ii][Nn][Ii][Tt][Yy])$",
+    "finite": r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$",
+    "boolean": r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$",
+    "timestamp": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?$",
+}
+_COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
+# PATTERNS["timestamp"] in parts: the date and time, the fraction of a second, the offset.
+_TIMESTAMP_PARTS = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?)(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?")
+
+
+@dataclass(frozen=True)
+class TextEvidence:
+    """What one column of text holds (NULLs not counted): how many of its values fit each type."""
+
+    values: int  # non-NULL values
+    markers: int = 0  # values that are NULL_MARKERS
+    integers: int = 0  # plain integers within 64 bits
+    wide_integers: int = 0  # plain integers of up to 38 digits
+    numbers: int = 0  # numbers (PATTERNS["number"])
+    finite: int = 0  # numbers other than NaN and the infinities
+    distinct_number_texts: int = 0  # distinct texts among the numbers
+    distinct_numbers: int = 0  # distinct numbers among them, as doubles (NaN counted once)
+    booleans: int = 0
+    timestamps: int = 0  # valid ISO timestamps (dates included)
+
+
+def column_type(evidence: TextEvidence) -> str:
+    """The column's type by the rule of the module docstring."""
+    n = evidence.values - evidence.markers
+    if n <= 0:
+        return "VARCHAR"  # nothing but NULL markers: they are the values
+    if evidence.integers == n:
+        return "BIGINT"
+    if evidence.wide_integers == n:
+        return f"DECIMAL({MAX_DECIMAL_DIGITS},0)"
+    if evidence.numbers == n and evidence.finite > 0 and evidence.distinct_number_texts == evidence.distinct_numbers:
+        return "DOUBLE"
+    if evidence.booleans == n:
+        return "BOOLEAN"
+    if evidence.timestamps == n:
+        return "TIMESTAMP"
+    return "VARCHAR"
+
+
+def evidence(values: list) -> TextEvidence:
+    """Count what a column of Python strings (None: NULL) holds, as Spark's reader counts it."""
+    present = [v for v in values if v is not None]
+    markers = sum(1 for v in present if v in NULL_MARKERS)
+    plain = [v for v in present if v not in NULL_MARKERS]
+    match = {name: pattern.fullmatch for name, pattern in _COMPILED.items()}  # fullmatch: a trailing newline is no end
+    integers = [v for v in plain if match["integer"](v)]
+    numbers = [v for v in plain if match["number"](v)]
+    return TextEvidence(
+        values=len(present),
+        markers=markers,
+        integers=sum(1 for v in integers if _BIGINT_MIN <= int(v) <= _BIGINT_MAX),
+        wide_integers=sum(1 for v in plain if match["wide_integer"](v)),
+        numbers=len(numbers),
+        finite=sum(1 for v in numbers if match["finite"](v)),
+        distinct_number_texts=len(set(numbers)),
+        distinct_numbers=len({_double_key(float(v)) for v in numbers}),
+        booleans=sum(1 for v in plain if match["boolean"](v)),
+        timestamps=sum(1 for v in plain if match["timestamp"](v) and parse_timestamp(v) is not None),
+    )
+
+
+def _double_key(value: float):
+    """A double as a set member: every NaN is one value (Spark's grouping), -0.0 is 0.0."""
+    return "NaN" if math.isnan(value) else value
+
+
+def string_type(evidence: TextEvidence) -> str:
+    """The type of a JSON column of strings: TIMESTAMP when every one is an ISO 8601 time (JSON has no
+    time type), else VARCHAR. JSON has numbers, booleans and null of its own: a string stays a string."""
+    return "TIMESTAMP" if evidence.values and evidence.timestamps == evidence.values else "VARCHAR"
+
+
+def parse_timestamp(text: str) -> _dt.datetime | None:
+    """An ISO 8601 timestamp (``PATTERNS["timestamp"]``) as a naive UTC datetime to the microsecond (the
+    fraction rounded down; an offset converted to UTC), or None when it is no valid time."""
+    match = _TIMESTAMP_PARTS.fullmatch(text)
+    if match is None:
+        return None
+    body, fraction, offset = match.group(1), match.group(2) or "", match.group(3)
+    micros = (fraction[1:] + "000000")[:6] if fraction else ""
+    if offset is not None and offset != "Z" and ":" not in offset:
+        offset = offset[:3] + ":" + (offset[3:] or "00")
+    try:
+        value = _dt.datetime.fromisoformat(body.replace(" ", "T") + (f".{micros}" if micros else ""))
+    except ValueError:
+        return None
+    if offset is not None:
+        delta = _dt.timedelta(0) if offset == "Z" else _dt.timedelta(
+            hours=int(offset[1:3]), minutes=int(offset[4:6])) * (1 if offset[0] == "+" else -1)
+        try:
+            value = value - delta
+        except OverflowError:
+            return None
+    return value
+
+
+def convert(text: str, type_name: str):
+    """One value of a column of ``type_name`` (``column_type``) as a Python value (NULL markers: None)."""
+    if type_name == "VARCHAR":
+        return text
+    if text in NULL_MARKERS:
+        return None
+    if type_name == "BIGINT":
+        return int(text)
+    if type_name.startswith("DECIMAL"):
+        return Decimal(text)
+    if type_name == "DOUBLE":
+        return float(text)
+    if type_name == "BOOLEAN":
+        return text.lower() == "true"
+    return parse_timestamp(text)
