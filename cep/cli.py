@@ -2,6 +2,7 @@
 
     cep run QUERY_FILE --input PATH [--input PATH ...] [--engine spark|python] [--output FILE]
             [--session-timeout DURATION] [--match-ids] ...
+    cep run QUERY_FILE --input kafka://HOST:PORT/TOPIC [--kafka-option KEY=VALUE]... [--schema COLUMNS]
     cep check FILE ... [--schema 'ts TIMESTAMP, symbol STRING, price DOUBLE']
     cep fmt FILE
     cep explain FILE [--format text|dot|svg|png] [--output FILE]
@@ -34,6 +35,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes is part of the command'
     EXIT_QUERY_ERROR,
     EXIT_USAGE,
     FORMATS,
+    KafkaInput,
     UsageError,
     bad_rows_summary,
     cell,
@@ -42,9 +44,12 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes is part of the command'
     format_table,
     infer_datetimes,
     input_format,
+    kafka_input,
     print_error,
+    read_kafka_static,
     read_pandas,
     read_spark,
+    set_aside_bad_rows,
     read_text,
     spark_error,
     start_spark,
@@ -59,6 +64,7 @@ from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.spark.columns import quote
+from cep.spark_bridge.spark.kafka import CepKafkaError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -159,6 +165,36 @@ def _run_spark(query: Any, paths: Sequence[str], fmt: str, limit: int | None, ma
     return RunResult(result, events, partitions, seconds, _has_outer_order(query.plan, df.columns))
 
 
+def _run_kafka(query: Any, source: KafkaInput, engine: str, limit: int | None, master: str,
+               replay: dict | None = None, dead_letter: str | None = None) -> RunResult:
+    """A replay of what the topics hold now (``cli_io.read_kafka_static``): bad messages set aside and counted
+    as the stream counts them, the rest matched by either engine (python: through pandas)."""
+    spark = start_spark(master, kafka=True)
+    from pyspark.sql import functions as F
+
+    started = time.perf_counter()
+    events = read_kafka_static(spark, source)
+    order = list(query.plan.order_names([c for c in events.columns if c != "_corrupt_record"]))
+    good, bad = set_aside_bad_rows(events, order[0] if order else None)
+    bad_rows = {row["_cep_error"]: row["n"] for row in bad.groupBy("_cep_error").agg(F.count(F.lit(1)).alias("n")).collect()}
+    if dead_letter:
+        write_dead_letter([row.asDict() for row in bad.collect()], dead_letter)
+    partition = list(query.plan.partition_names(good.columns))
+    if engine == "python":
+        pdf = good.toPandas()
+        result = query.run(pdf, **(replay or {}))
+        events, partitions = len(pdf), _partition_count(pdf, partition)
+    else:
+        matches = query.on_spark(good, **(replay or {}))
+        result = (matches.limit(limit) if limit is not None else matches).toPandas()
+        events = good.count()
+        partitions = good.select(*[F.col(quote(c)) for c in partition]).distinct().count() if partition else int(events > 0)
+    if limit is not None:
+        result = result.head(limit)
+    return RunResult(result, events + sum(bad_rows.values()), partitions, time.perf_counter() - started,
+                     _has_outer_order(query.plan, good.columns), bad_rows)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     text = read_text(args.query_file)
     if args.limit is not None and args.limit < 0:
@@ -168,20 +204,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         parent = os.path.dirname(os.path.abspath(args.output))
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
-    fmt = input_format(args.input, args.format)
-    if args.dead_letter and args.engine != "python":
+    kafka = kafka_input(args.input, args.format, args.schema, args.kafka_option)
+    fmt = None if kafka else input_format(args.input, args.format)
+    if args.dead_letter and args.engine != "python" and not kafka:
         raise UsageError("--dead-letter needs --engine python (the spark engine reads bad values as NULL; "
                          "cep stream sets bad rows aside on Spark)")
     replay = _replay_options(args)
 
     try:
         query = cep.compile(text, filename=args.query_file)
-        if args.engine == "python":
+        if kafka:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run = _run_kafka(query, kafka, args.engine, args.limit, args.master, replay, args.dead_letter)
+        elif args.engine == "python":
             run = _run_python(query, args.input, fmt, args.limit, args.progress, args.dead_letter, replay)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 run = _run_spark(query, args.input, fmt, args.limit, args.master, replay)
+    except CepKafkaError as err:
+        print_error(str(err))
+        return EXIT_USAGE
     except cep.CepError as err:
         print_error(str(err.with_source(text, args.query_file)))
         return EXIT_QUERY_ERROR
@@ -208,8 +252,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"events read: {run.events}, partitions: {run.partitions}, matches: {len(table)}, "
         f"seconds: {run.seconds:.2f} (engine: {args.engine})"
     )
-    if run.bad_rows is not None:
-        print(bad_rows_summary(run.bad_rows, args.dead_letter))
+    if run.bad_rows is not None and (args.dead_letter or sum(run.bad_rows.values())):
+        print(bad_rows_summary(run.bad_rows, args.dead_letter or "set aside (--dead-letter FILE keeps them)"))
     return EXIT_OK
 
 
@@ -529,9 +573,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
     run.add_argument(
         "--input", "-i", action="append", required=True, metavar="PATH",
-        help="input file (or Spark directory); repeat for several files of the same format",
+        help="input file (or Spark directory); repeat for several files of the same format; or Kafka topics: "
+        "kafka://HOST:PORT/TOPIC (the messages they hold now; see docs/streaming.md)",
     )
-    run.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    run.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension; Kafka: json or csv)")
+    run.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                     help="an option of Spark's Kafka source (startingOffsets, endingOffsets, kafka.security.protocol, ...); "
+                     "@FILE reads KEY=VALUE lines")
+    run.add_argument("--schema", metavar="COLUMNS",
+                     help="the columns of a Kafka message value, e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE' "
+                     "(default for JSON: from the last messages)")
     run.add_argument(
         "--engine", choices=("spark", "python"), default="spark",
         help="spark: local Spark batch job (default); python: the pure-Python matcher over pandas",
