@@ -134,8 +134,9 @@ class KafkaSink(AlertSink):
     scheme = SCHEME
 
     def __init__(self, url: str, *, settings: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S,
-                 check: bool = True) -> None:
+                 check: bool = True, check_timeout: float = CHECK_TIMEOUT_S) -> None:
         self.url = url
+        self.check_timeout = check_timeout
         address = parse_kafka_url(url, scheme=self.scheme)
         if address.pattern is not None or len(address.topics) != 1:
             raise ValueError(f"{url}: a Kafka sink writes to one topic (kafka://HOST:PORT/TOPIC)")
@@ -171,11 +172,11 @@ class KafkaSink(AlertSink):
     def _topics(self, names: Sequence[str]) -> dict[str, Any]:
         """Metadata of ``names`` (``TopicMetadata`` or None when missing); raises E0491 when unreachable."""
         kafka = _kafka()
-        admin = kafka.admin.AdminClient({**self._client_config(), "socket.timeout.ms": int(CHECK_TIMEOUT_S * 1000)})
+        admin = kafka.admin.AdminClient({**self._client_config(), "socket.timeout.ms": int(self.check_timeout * 1000)})
         try:
-            meta = admin.list_topics(timeout=CHECK_TIMEOUT_S)
+            meta = admin.list_topics(timeout=self.check_timeout)
         except kafka.KafkaException as exc:
-            raise CepKafkaError(f"cannot reach the Kafka brokers at {self.address.bootstrap} within {CHECK_TIMEOUT_S:g} s "
+            raise CepKafkaError(f"cannot reach the Kafka brokers at {self.address.bootstrap} within {self.check_timeout:g} s "
                                 f"({exc.args[0].str() if exc.args else exc}); is the broker running, and is the address right?",
                                 code="E0491", filename=self.describe()) from None
         found = {}
@@ -269,8 +270,9 @@ class KafkaExactlyOnceSink(KafkaSink):
     scheme = EXACTLY_ONCE_SCHEME
 
     def __init__(self, url: str, *, transactional_id: str | None = None, state_dir: str | None = None,
-                 settings: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S, check: bool = True) -> None:
-        super().__init__(url, settings=settings, timeout=timeout, check=False)
+                 settings: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S, check: bool = True,
+                 check_timeout: float = CHECK_TIMEOUT_S) -> None:
+        super().__init__(url, settings=settings, timeout=timeout, check=False, check_timeout=check_timeout)
         if transactional_id is None:
             if state_dir is None:
                 raise ValueError(f"{url}: the exactly-once Kafka sink needs a transactional_id or a state_dir to keep one in")
