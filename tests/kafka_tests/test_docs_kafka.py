@@ -78,6 +78,7 @@ class Terminal:
         return self.process.returncode
 
 
+@pytest.mark.timeout(1500)  # a broker and two Spark drivers: minutes on a busy 2-core machine
 @pytest.mark.parametrize("page", ["streaming.md", "alerting.md"])
 def test_the_kafka_walkthrough_runs_as_written(page, tmp_path):
     steps = walkthrough(page)
@@ -92,6 +93,7 @@ def test_the_kafka_walkthrough_runs_as_written(page, tmp_path):
     try:
         for number, (kind, attributes, commands) in enumerate(steps):
             commands = commands.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace(DEMO_DIR, str(demo))
+            attributes = {k: v.replace("127.0.0.1:9092", f"127.0.0.1:{port}") for k, v in attributes.items()}
             if kind == "background":
                 terminal = Terminal(commands, env, tmp_path / f"terminal-{number}.log")
                 terminals.append(terminal)
