@@ -15,8 +15,15 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Hypothesis's default 200 ms wall-clock deadline per example measures the neighbours on a shared 2-core
+# machine (Spark workers, other test runs), not the code: off for every property test. Hangs are caught by
+# pytest-timeout and by the CPU-time guards of the hostile-input tests.
+settings.register_profile("cep", deadline=None)
+settings.load_profile("cep")
 
 
 def pytest_configure(config: pytest.Config) -> None:

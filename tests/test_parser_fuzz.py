@@ -1,8 +1,9 @@
 """Robustness: whatever the text, parse() returns a Statement or raises a CepError, quickly.
 
-Never an AttributeError, IndexError, RecursionError or a Lark exception, and never a hang: the
-hypothesis deadline (1 s per input) is the time bound, and hostile shapes (deep nesting, long
-operator chains, huge quantifiers) are tried explicitly.
+Never an AttributeError, IndexError, RecursionError or a Lark exception, and never a hang: each input
+gets a CPU-time bound (``time.process_time``, not the wall clock, which on a shared machine measures the
+neighbours; hypothesis's wall-clock deadline is off for the same reason), and hostile shapes (deep
+nesting, long operator chains, huge quantifiers) are tried explicitly.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _warm_up() -> None:
 
 
 _warm_up()
-FUZZ = settings(max_examples=120, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Pieces to insert: every keyword, the punctuation of the language, names, numbers and strings.
 VOCABULARY = sorted(KEYWORDS) + [
@@ -49,12 +50,12 @@ VOCABULARY = sorted(KEYWORDS) + [
 
 
 def parses_or_raises_cep_error(text: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     try:
         parse(text)
     except CepError as error:
         str(error)  # rendering must work too
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 @FUZZ
@@ -106,7 +107,7 @@ def test_parse_all_on_mutated_files(text: str) -> None:
         str(error)
 
 
-@settings(max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(statements())
 def test_checks_accept_any_ast(statement) -> None:
     """The checker only reports problems (CepSemanticError); it never crashes, schema or not."""
@@ -152,9 +153,9 @@ SHELL = "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS {})"
      "E0305"),
 ])
 def test_hostile_shapes_fail_fast_with_a_limit(name: str, text: str, code: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(CepError) as raised:
         parse(text)
     assert raised.value.code == code, str(raised.value)[:300]
-    assert time.perf_counter() - started < 3.0, name
+    assert time.process_time() - started < 3.0, name
     str(raised.value)
