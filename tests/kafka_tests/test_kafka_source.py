@@ -234,3 +234,21 @@ def test_unreachable_brokers_are_E0491_with_the_trace_in_the_log(spark, capfd):
     assert "at org.apache" not in capfd.readouterr().err
     with open(spark_log_path(), encoding="utf-8", errors="replace") as fh:
         assert f"Kafka check of kafka://{address}/ticks failed" in fh.read()
+
+
+def test_several_topics_and_a_pattern(kafka_broker, kafka_topic, spark):
+    import uuid
+
+    prefix = f"multi-{uuid.uuid4().hex[:6]}"
+    kafka_broker.create_topics({f"{prefix}-a": 1, f"{prefix}-b": 2, f"{prefix}x-c": 1})
+    for topic in (f"{prefix}-a", f"{prefix}-b", f"{prefix}x-c"):
+        produce(kafka_broker.bootstrap, topic, [message({"symbol": topic[-1], "ts": T0, "price": 1.0})])
+
+    def topics_read(path: str) -> list[str]:
+        df = read_kafka(spark, f"kafka://{kafka_broker.bootstrap}/{path}", schema=SCHEMA, streaming=False)
+        return sorted(r["kafka_topic"] for r in df.select("kafka_topic").collect())
+
+    assert topics_read(f"{prefix}-a,{prefix}-b") == [f"{prefix}-a", f"{prefix}-b"]
+    assert topics_read(f"{prefix}-.*") == [f"{prefix}-a", f"{prefix}-b"]  # a pattern matches whole names
+    with pytest.raises(CepKafkaError, match="no topic on .* matches 'nothing-here-.\\*'"):
+        topics_read("nothing-here-.*")  # a static read of no topic says so; a stream would wait for one

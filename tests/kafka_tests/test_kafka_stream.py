@@ -8,7 +8,8 @@
   exactly once; the at-least-once topic holds each at least once, copies byte-identical; the file sink and
   SQLite hold each once.
 * The broker stopped for 20 s mid-stream and started again: the stream (an ``AlertStream`` in the tests' own
-  session) waits, resumes by itself, and loses nothing; the exactly-once topic ends with every alert once.
+  session) waits, resumes by itself, and loses nothing; the exactly-once topic ends with every alert once;
+  the two bad messages among the events are in the dead letter once, each with its topic, partition and offset.
 """
 
 from __future__ import annotations
@@ -88,18 +89,18 @@ def as_expected(value: bytes) -> tuple[str, str]:
     return alert["rule_id"], json.dumps(alert["measures"], sort_keys=True)
 
 
-def committed_alert_ids(folder: Path) -> list[str]:
-    """The match ids in the files Spark's file sink committed (its ``_spark_metadata`` log lists them; a killed
-    micro-batch can leave files it does not list). Read without Spark: the test's JVM has other work."""
-    ids = []
+def committed_records(folder: Path) -> list[dict]:
+    """The JSON records in the files Spark's file sink committed under ``folder`` (its ``_spark_metadata`` log
+    lists them; a killed micro-batch can leave files it does not list). Read without Spark."""
+    records = []
     logs = [p for p in (folder / "_spark_metadata").iterdir() if p.name.split(".")[0].isdigit()]  # not the .crc files
     for log in sorted(logs, key=lambda p: int(p.name.split(".")[0])):
         for line in log.read_text().splitlines()[1:]:  # the first line is the log's version
             entry = json.loads(line)
             if entry.get("action") == "add":
                 path = Path(urllib.parse.urlparse(entry["path"]).path)
-                ids += [json.loads(row)["match_id"] for row in path.read_text().splitlines() if row.strip()]
-    return ids
+                records += [json.loads(row) for row in path.read_text().splitlines() if row.strip()]
+    return records
 
 
 class ChildStream:
@@ -181,7 +182,7 @@ def test_cep_stream_sigkilled_twice_loses_nothing_and_the_exactly_once_topic_has
         copies.setdefault(r["key"], set()).add((r["value"], tuple(sorted(r["headers"].items())), r["timestamp"]))
     assert all(len(versions) == 1 for versions in copies.values())  # duplicates, if any, are byte-identical
 
-    files = committed_alert_ids(checkpoint / "matches")
+    files = [r["match_id"] for r in committed_records(checkpoint / "matches")]
     assert len(files) == len(set(files)) and {m.encode() for m in files} == ids
     with sqlite3.connect(db) as connection:
         rows = [r[0] for r in connection.execute("SELECT match_id FROM alerts")]
@@ -201,7 +202,8 @@ def test_broker_stopped_for_20_seconds_mid_stream_the_stream_waits_and_loses_not
     stream = AlertStream(spark, str(rules), read_kafka(spark, f"kafka://{boot}/{source}", schema=SCHEMA),
                          checkpoint=str(tmp_path / "ck"), sinks=[sink], watermark="1 minute", session_timeout=SESSION,
                          trigger="1 second", source_location=kafka_location())
-    produce(boot, source, messages(events[:60]))
+    bad = [{"key": "S0", "value": "not json"}, {"key": "S1", "value": '{"symbol": "S1", "ts": "2024-01-01T00:00:30", "price": "x"}'}]
+    produce(boot, source, messages(events[:30]) + bad + messages(events[30:60]))  # the bad ones at offsets 30, 31
     stream.start()
     try:
         deadline = time.monotonic() + 300
@@ -227,3 +229,6 @@ def test_broker_stopped_for_20_seconds_mid_stream_the_stream_waits_and_loses_not
         stream.stop()
     once = consume(boot, exactly, isolation="read_committed")
     assert len(once) == len(expected) and {as_expected(r["value"]) for r in once} == expected
+    dead = committed_records(tmp_path / "ck" / "dead-letter" / "bad-rows")
+    assert sorted((r["_cep_error"], r["_cep_file"], r["_cep_input"]) for r in dead) == [
+        ("not_json", f"{source}-0@30", "not json"), ("wrong_type", f"{source}-0@31", bad[1]["value"])]
