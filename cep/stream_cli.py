@@ -69,12 +69,14 @@ def add_commands(subparsers) -> None:
         "stream",
         help="run a rule set (a directory of .sql files) or one query over a stream of event files",
         description="Run every rule of --rules DIR (each *.sql file may hold several named statements), or the "
-        "query in QUERY_FILE, over the files arriving in --input DIR, continuously. Rules added, changed or "
+        "query in QUERY_FILE, over the files arriving in --input DIR (or the messages of --input kafka://HOST:PORT/TOPIC), continuously. Rules added, changed or "
         "removed in DIR are picked up between micro-batches; the others keep running with their state. "
         "Matches are written to --output (exactly once) and sent to the --sink alert sinks. Ctrl-C stops "
         "cleanly; the same command resumes from --checkpoint.",
-        epilog="Example: cep stream --rules rules/ --input events/ --checkpoint ck/ --output alerts/ "
-        "--sink webhook https://alerts.example/hook --suppress 'fraud/*=10m'",
+        epilog="Examples: cep stream --rules rules/ --input events/ --checkpoint ck/ --output alerts/ "
+        "--sink webhook https://alerts.example/hook --suppress 'fraud/*=10m'; "
+        "cep stream --rules rules/ --input kafka://127.0.0.1:9092/ticks --checkpoint ck/ "
+        "--sink kafka-exactly-once://127.0.0.1:9092/alerts",
     )
     stream.add_argument("query_file", nargs="?", metavar="QUERY_FILE", help="one query file (instead of --rules)")
     stream.add_argument("--rules", "-r", metavar="DIR", help="directory of rule files (*.sql)")
