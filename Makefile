@@ -25,7 +25,7 @@ help:
 	@echo "make test       run the whole test suite (pytest)"
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
-	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1 until Ctrl-C (prints its bootstrap address; TOPICS=...)"
+	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
 run: venv check-java
@@ -48,9 +48,11 @@ soak: venv check-java
 # A real Kafka 4.x broker (KRaft, one node) for trying cep: its jars are copied from Maven Central into
 # ~/.cache/cep/kafka-<version>/ on first use (tests/kafka_broker_pom.xml), then reused. TOPICS="alerts ticks:4"
 # creates topics (NAME or NAME:PARTITIONS); KAFKA_DIR=... keeps config, data and logs in that folder.
+# KAFKA_PORT=... picks the client port (default 9092, Kafka's usual one; KAFKA_PORT=0: any free port).
 TOPICS ?=
+KAFKA_PORT ?= 9092
 kafka: venv check-java
-	$(VPY) tests/kafka_broker.py $(if $(KAFKA_DIR),--dir $(KAFKA_DIR)) $(foreach t,$(TOPICS),--topic $(t))
+	$(VPY) tests/kafka_broker.py $(if $(KAFKA_DIR),--dir $(KAFKA_DIR)) $(if $(filter-out 0,$(KAFKA_PORT)),--port $(KAFKA_PORT)) $(foreach t,$(TOPICS),--topic $(t))
 
 venv: $(STAMP)
 

@@ -515,8 +515,60 @@ def write_report(results: dict) -> None:
                   "| pattern | path | 10k rows (s) | 100k rows (s) | ratio (linear = 10) |", "| --- | --- | ---: | ---: | ---: |"]
     for h in results.get("hostile", []):
         lines.append(f"| `{h['pattern']}` | {h['path']} | {h['10k_s']:.3f} | {h['100k_s']:.3f} | {h['ratio']:.1f} |")
+    lines += kafka_report()
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
     DOC.write_text("\n".join(lines))
+
+
+KAFKA_E2E = HERE / "results-kafka-e2e.json"
+KAFKA_RATES = HERE / "results-kafka-rates.json"
+
+
+def kafka_report() -> list[str]:
+    """The Kafka section, from the runs of bench/kafka_e2e.py and bench/kafka_rates.py (run apart: minutes each)."""
+    lines: list[str] = []
+    if KAFKA_E2E.exists():
+        e2e = json.loads(KAFKA_E2E.read_text())
+        load = ", ".join(f"{x:.1f}" for x in e2e["load_average"])
+        lines += [
+            "", "## Through Kafka, end to end (bench/kafka_e2e.py)", "",
+            f"A real Kafka 4.4 broker, `cep stream` (`local[2]`) running the V-shape rule over a 4-partition topic of "
+            f"ticks ({e2e['keys']} symbols, each tick's event time the wall clock when it is sent), alerts to a topic "
+            f"(`--sink kafka://`), watermark {e2e['watermark']}, trigger {e2e['trigger']}; each rate for "
+            f"{e2e['seconds_per_rate']:.0f} s, one after the other. Latency: an alert consumed from the topic, minus when "
+            "the match's last event was produced; it includes the watermark delay (a V is final only at the next tick of "
+            "its symbol, once the watermark passed it), the micro-batch interval and cep stream's two queries (matching, "
+            "then delivery of the committed alerts). Drain: after the producer stopped, until the step's last alert came.",
+            f"Run {e2e['when']}, load average at the end {load} (the machine is shared: read the latencies as upper "
+            f"bounds); `cep stream` started in {e2e['stream_startup_s']:.0f} s, and alerts flowed after a warm-up of "
+            f"{e2e.get('warmup_s', 0):.0f} s (not measured: the first micro-batches of a query are slow).", "",
+            "| rate asked (events/s) | events/s sent | alerts | latency p50 (s) | p99 (s) | max (s) | drain (s) |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in e2e["steps"]:
+            cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+            lines.append(f"| {r['rate_asked']:,} | {r['events_per_s']:,.0f} | {r['alerts']:,} | {cell(r['latency_p50_s'])} | "
+                         f"{cell(r['latency_p99_s'])} | {cell(r['latency_max_s'])} | {cell(r['drain_s'])} |")
+        lines += ["", "Flink SQL `MATCH_RECOGNIZE` on the same topic is not in this run: the PyFlink of the peers section is "
+                  "2.3.0, and Maven Central serves `org.apache.flink:flink-sql-connector-kafka` only up to 5.0.0-2.2 (built "
+                  "for Flink 2.2), none for Flink 2.3; a Flink peer on Kafka needs a second PyFlink (2.2) of its own."]
+    if KAFKA_RATES.exists():
+        rates = json.loads(KAFKA_RATES.read_text())
+        lines += [
+            "", "### The broker and the clients alone (bench/kafka_rates.py)", "",
+            f"{rates['messages']:,} messages of ~{rates['bytes_per_message']:.0f} bytes, 1 partition, confluent-kafka; "
+            "the Python producer, not the broker, is the limit for alert volumes:", "",
+            "| | messages/s |", "| --- | ---: |",
+            f"| produce, acks=all, idempotent | {rates['produce']['msgs_per_s']:,.0f} |",
+            f"| produce in transactions, a commit per 1,000 | {rates['produce_transactional_1000']['msgs_per_s']:,.0f} |",
+            f"| consume, read_uncommitted | {rates['consume']['msgs_per_s']:,.0f} |",
+            f"| consume a transactional topic, read_committed | {rates['consume_read_committed_txn']['msgs_per_s']:,.0f} |",
+            f"| Spark static read + `from_json` (warm session) | {rates['spark_static_read_from_json']['msgs_per_s']:,.0f} |",
+            "", "Spark's Kafka connector costs about 0.5 s of session start as cached jars (`spark.jars`), 1.6 s through "
+            "Ivy (`spark.jars.packages`), which also resolves at every start (`bench/kafka_connector_startup.py`, "
+            "`bench/results-kafka-connector.json`).",
+        ]
+    return lines
 
 
 def spark_report(runs: dict | None) -> list[str]:

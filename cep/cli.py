@@ -2,6 +2,7 @@
 
     cep run QUERY_FILE [--input [NAME=]PATH ...] [--engine spark|python] [--output FILE]
             [--session-timeout DURATION] [--match-ids] ...                      (cep/run_cli.py)
+    cep run QUERY_FILE --input kafka://HOST:PORT/TOPIC [--kafka-option KEY=VALUE]... [--schema COLUMNS]
     cep check FILE ... [--schema 'ts TIMESTAMP, symbol STRING, price DOUBLE']
     cep fmt FILE
     cep explain FILE [--format text|dot|svg|png] [--output FILE]
@@ -31,6 +32,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     EXIT_QUERY_ERROR,
     EXIT_USAGE,
     FORMATS,
+    KafkaInput,
     UsageError,
     cell,
     format_of,
@@ -40,6 +42,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     input_schema,
     non_negative_int,
     print_error,
+    read_kafka_static,
     read_pandas,
     read_text,
     spark_error,

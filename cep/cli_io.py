@@ -9,13 +9,18 @@ import math
 import os
 import re
 import sys
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
 from cep.matcher.rows.tables import pandas_series
 from cep.matcher.rows.text_types import column_type, convert, evidence, parse_timestamp, string_type
+from cep.spark_bridge.spark.columns import RAW, REJECT
 from cep.spark_bridge.spark.files import json_holds_array, read_files
+from cep.spark_bridge.spark.inputs import dead_letter_columns, mark_bad_rows, prepare_input
+from cep.spark_bridge.spark.kafka import VALUE_FORMATS, is_kafka_url, kafka_location, read_kafka
+from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError
 from cep.spark_bridge.spark.session import get_spark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -548,9 +553,57 @@ def bad_rows_summary(by_reason: dict[str, int], path: str) -> str:
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(by_reason.items()))
     return f"bad rows: {total}" + (f" ({reasons})" if reasons else "") + f" -> {path}"
 
-def start_spark(master: str) -> Any:
+@dataclass(frozen=True)
+class KafkaInput:
+    """A ``kafka://`` input of ``cep run``: the messages the topics hold now, read once through Spark."""
+
+    url: str
+    format: str = "json"
+    schema: str | None = None
+    options: tuple[str, ...] = ()
+
+
+def kafka_input(paths: Sequence[str], fmt: str | None, schema: str | None, options: Sequence[str] | None) -> KafkaInput | None:
+    """The ``kafka://`` input among ``--input`` values (None when they are files); one topic address only."""
+    urls = [p for p in paths if is_kafka_url(p)]
+    if not urls:
+        if options or schema:
+            raise UsageError(f"--{'kafka-option' if options else 'schema'} is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
+        return None
+    if len(paths) > 1:
+        raise UsageError("a kafka:// input is read alone: give one --input (several topics: kafka://HOST:PORT/A,B)")
+    if fmt not in (None, *VALUE_FORMATS):
+        raise UsageError(f"--format {fmt}: a Kafka message value is read as {' or '.join(VALUE_FORMATS)}")
+    return KafkaInput(urls[0], fmt or "json", schema, tuple(options or ()))
+
+
+def read_kafka_static(spark: Any, source: KafkaInput) -> Any:
+    """The messages the topics hold now (earliest to latest offsets, unless the options say otherwise), as a
+    static DataFrame: the value's fields, the message's ``kafka_*`` columns, ``_corrupt_record``. Raises
+    CepKafkaError (E049x) for a missing topic or unreachable brokers."""
+    return read_kafka(spark, source.url, schema=source.schema, format=source.format, options=list(source.options),
+                      streaming=False)
+
+
+def set_aside_bad_rows(events: Any, time_column: str | None) -> tuple[Any, Any]:
+    """(good rows, bad rows) of a static Kafka read: bad messages (not JSON, a value of the wrong type, a time
+    that does not parse, no event time) set aside exactly as ``cep stream`` sets them aside, so that a replay
+    matches what the stream matched. The bad rows are dead-letter records (``inputs.DEAD_LETTER_NAMES``,
+    ``_cep_file`` = topic-partition@offset). Cached: both come from one read of the topics."""
+    from pyspark.sql import functions as F
+
+    marked = mark_bad_rows(prepare_input(events), time_column, null_time=True).persist()
+    good = marked.where(F.col(REJECT).isNull()).drop(REJECT, RAW)
+    bad = marked.where(F.col(REJECT).isNotNull()).select(*dead_letter_columns(file=kafka_location()))
+    return good, bad
+
+
+def start_spark(master: str, *, kafka: bool = False) -> Any:
+    """The session of a command; ``kafka``: with Spark's Kafka connector (fetched once, see kafka_connector)."""
     try:
-        return get_spark(master)
+        return get_spark(master, kafka=kafka)
+    except KafkaConnectorError as exc:
+        raise UsageError(str(exc)) from None
     except ImportError as exc:
         raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
     except Exception as exc:

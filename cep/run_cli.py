@@ -18,6 +18,7 @@ groups or joins without ORDER BY, no order is defined and both engines print the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
@@ -31,18 +32,22 @@ from cep.cli_io import (
     EXIT_OK,
     EXIT_QUERY_ERROR,
     EXIT_USAGE,
+    KafkaInput,
     UsageError,
     bad_rows_summary,
     display_order,
     format_of,
     format_table,
     input_format,
+    kafka_input,
     non_negative_int,
     pandas_schema,
     print_error,
+    read_kafka_static,
     read_pandas,
     read_spark,
     read_text,
+    set_aside_bad_rows,
     spark_error,
     start_spark,
     write_dead_letter,
@@ -50,6 +55,8 @@ from cep.cli_io import (
 )
 from cep.grammar.parser import parse_unchecked
 from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD
+from cep.spark_bridge.spark.kafka import CepKafkaError
 from cep.spark_bridge.spark.types import spark_to_sql
 from cep.statement import ClauseStats, SqlStatement, arrow_to_pandas
 
@@ -155,16 +162,18 @@ def _progress_bar(total_hint: int):
 
 
 def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
-                replay: dict) -> RunResult:
+                replay: dict, *, default: Any = None, dead_letter: str | None = None) -> RunResult:
+    """The python engine; ``default``: the unnamed input already read (a Kafka replay's good rows)."""
     started = time.perf_counter()
-    default = read_pandas(list(inputs.unnamed), fmt) if inputs.unnamed else None
+    if default is None and inputs.unnamed:
+        default = read_pandas(list(inputs.unnamed), fmt)
     if default is not None:  # the clauses that read the input directly, checked against its own types
         statement.check_types(pandas_schema(default))
     tables = {name: read_pandas([path], input_format([path], args.format)) for name, path in inputs.named.items()}
     options = dict(replay)
     records: list[dict] = []
     checks: dict = {}
-    if args.dead_letter:
+    if dead_letter:
         options.update(dead_letter=records, stats=checks)
     progress = args.progress
     if progress is None:  # automatic: on a terminal, for large inputs
@@ -180,20 +189,22 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
             result = statement.run(tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options)
     else:
         result = statement.run(tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options)
-    if args.dead_letter:
-        write_dead_letter(records, args.dead_letter)
+    if dead_letter:
+        write_dead_letter(records, dead_letter)
     table = arrow_to_pandas(result)
     if args.limit is not None:
         table = table.head(args.limit)
     return RunResult(table, stats, time.perf_counter() - started, "python",
-                     checks.get("by_reason", {}) if args.dead_letter else None)
+                     checks.get("by_reason", {}) if dead_letter else None)
 
 
 def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
-               replay: dict) -> RunResult:
-    spark = start_spark(args.master)
+               replay: dict, *, spark: Any = None, default: Any = None, dead_letter: str | None = None) -> RunResult:
+    """A Spark job; ``spark`` and ``default``: a session and the unnamed input already read (Kafka)."""
+    spark = spark or start_spark(args.master)
     started = time.perf_counter()
-    default = read_spark(spark, list(inputs.unnamed), fmt) if inputs.unnamed else None
+    if default is None and inputs.unnamed:
+        default = read_spark(spark, list(inputs.unnamed), fmt)
     if default is not None:
         statement.check_types({f.name: spark_to_sql(f.dataType) for f in default.schema.fields})
     tables = {name: read_spark(spark, [path], input_format([path], args.format)) for name, path in inputs.named.items()}
@@ -205,17 +216,40 @@ def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: a
     options = dict(replay)
     records: list = []  # the dead-letter DataFrames of the clauses
     checks: dict = {}
-    if args.dead_letter:
+    if dead_letter:
         options.update(dead_letter=records, stats=checks)
     frame = statement.on_spark(spark, tables=tables, default=default, read_path=read_path, ordered=True,
                                clause_stats=stats, **options)
     if args.limit is not None:
         frame = frame.limit(args.limit)
     table = arrow_to_pandas(frame.toArrow())
-    if args.dead_letter:
-        write_dead_letter([row.asDict() for found in records for row in found.collect()], args.dead_letter)
+    if dead_letter:
+        write_dead_letter([row.asDict() for found in records for row in found.collect()], dead_letter)
     return RunResult(table, stats, time.perf_counter() - started, "spark",
-                     checks.get("by_reason", {}) if args.dead_letter else None)
+                     checks.get("by_reason", {}) if dead_letter else None)
+
+
+def _run_kafka(statement: SqlStatement, source: KafkaInput, engine: str, inputs: Inputs, args: argparse.Namespace,
+               replay: dict) -> RunResult:
+    """A replay of what the topics hold now (``cli_io.read_kafka_static``): bad messages set aside and counted
+    as ``cep stream`` counts them, the rest matched by either engine (python: through Arrow and pandas)."""
+    from pyspark.sql import functions as F
+
+    spark = start_spark(args.master, kafka=True)
+    started = time.perf_counter()
+    events = read_kafka_static(spark, source)
+    readable = [c for c in events.columns if c != CORRUPT_RECORD]
+    order = list(statement.query(statement.clauses[0]).plan.order_names(readable))
+    good, bad = set_aside_bad_rows(events, order[0] if order else None)
+    counts = bad.groupBy("_cep_error").agg(F.count(F.lit(1)).alias("n")).collect()
+    bad_rows = {row["_cep_error"]: row["n"] for row in counts}
+    if args.dead_letter:
+        write_dead_letter([row.asDict() for row in bad.collect()], args.dead_letter)
+    if engine == "python":
+        run = _run_python(statement, inputs, None, args, replay, default=arrow_to_pandas(good.toArrow()))
+    else:
+        run = _run_spark(statement, inputs, None, args, replay, spark=spark, default=good)
+    return dataclasses.replace(run, seconds=time.perf_counter() - started, bad_rows=bad_rows)
 
 
 def _replay_options(args: argparse.Namespace) -> dict:
@@ -251,19 +285,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
     inputs = Inputs.parse(args.input)
-    fmt = input_format(list(inputs.unnamed), args.format) if inputs.unnamed else None
+    kafka = kafka_input(list(inputs.unnamed), args.format, args.schema, args.kafka_option)
+    fmt = input_format(list(inputs.unnamed), args.format) if inputs.unnamed and not kafka else None
     for path in inputs.named.values():
         input_format([path], args.format)
     replay = _replay_options(args)
     try:
         statement = cep.compile_sql(text, filename=args.query_file)
         engine, _why = choose_engine(args, inputs, statement)
-        if engine == "python":
-            run = _run_python(statement, inputs, fmt, args, replay)
+        if kafka:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run = _run_kafka(statement, kafka, engine, inputs, args, replay)
+        elif engine == "python":
+            run = _run_python(statement, inputs, fmt, args, replay, dead_letter=args.dead_letter)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                run = _run_spark(statement, inputs, fmt, args, replay)
+                run = _run_spark(statement, inputs, fmt, args, replay, dead_letter=args.dead_letter)
+    except CepKafkaError as err:  # a missing topic or unreachable brokers: where to look, not the query
+        print_error(str(err))
+        return EXIT_USAGE
     except cep.CepError as err:
         print_error(str(err.with_source(text, args.query_file)))
         # A table with no rows given is a usage error (exit 2), as a missing --input file is.
@@ -288,8 +330,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print("(no matches)" if not sum(s.matches for s in run.stats) else "(no rows)")
     print(summary_line(run, len(table)))
-    if run.bad_rows is not None:
-        print(bad_rows_summary(run.bad_rows, args.dead_letter))
+    if run.bad_rows is not None and (args.dead_letter or sum(run.bad_rows.values())):
+        print(bad_rows_summary(run.bad_rows, args.dead_letter or "set aside (--dead-letter FILE keeps them)"))
     return EXIT_OK
 
 
@@ -305,9 +347,16 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         "--input", "-i", action="append", metavar="[NAME=]PATH",
         help="input file (or Spark directory): without NAME=, the table the first MATCH_RECOGNIZE reads (repeat "
         "for several files of one format); NAME=PATH: the table NAME. Default: the files the query names "
-        "(FROM 'data/ticks.csv')",
+        "(FROM 'data/ticks.csv'). Or Kafka topics: kafka://HOST:PORT/TOPIC (the messages they hold now; see "
+        "docs/streaming.md)",
     )
-    run.add_argument("--format", choices=formats, help="input format (default: from the file extension)")
+    run.add_argument("--format", choices=formats, help="input format (default: from the file extension; Kafka: json or csv)")
+    run.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                     help="an option of Spark's Kafka source (startingOffsets, endingOffsets, kafka.security.protocol, ...); "
+                     "@FILE reads KEY=VALUE lines")
+    run.add_argument("--schema", metavar="COLUMNS",
+                     help="the columns of a Kafka message value, e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE' "
+                     "(default for JSON: from the last messages)")
     run.add_argument(
         "--engine", choices=("spark", "python"), default=None,
         help="python: the pure-Python matcher (DuckDB for the SQL around it); spark: a Spark job. Default: python for "

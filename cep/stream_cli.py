@@ -5,6 +5,8 @@
                [--trigger 1s] [--suppress 'rule_id=10m']... [--session-timeout 1h] [--once]
                [--dead-letter DIR] [--max-future-skew 1d|off]
     cep stream QUERY.sql --input events/ --checkpoint ck/ ...      (one query file: a rule set of one file)
+    cep stream --rules rules/ --input kafka://HOST:PORT/TOPIC [--kafka-option KEY=VALUE]... --checkpoint ck/
+               [--sink kafka://HOST:PORT/ALERTS | --sink kafka-exactly-once://HOST:PORT/ALERTS]
     cep status --checkpoint ck/ [--json]
 
 Wiring (``cep/cli.py``): ``build_parser`` calls ``stream_cli.add_commands(sub)`` with its subparsers
@@ -38,6 +40,10 @@ from cep.spark_bridge.engine.durations import is_off, parse_duration
 from cep.spark_bridge.sinks.fanout import make_sink
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 from cep.spark_bridge.spark.files import CSV_OPTIONS, apply_text_types
+from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
+from cep.spark_bridge.spark.kafka import (
+    VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
+)
 from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
@@ -64,25 +70,36 @@ def add_commands(subparsers) -> None:
         "stream",
         help="run a rule set (a directory of .sql files) or one query over a stream of event files",
         description="Run every rule of --rules DIR (each *.sql file may hold several named statements), or the "
-        "query in QUERY_FILE, over the files arriving in --input DIR, continuously. Rules added, changed or "
+        "query in QUERY_FILE, over the files arriving in --input DIR (or the messages of --input kafka://HOST:PORT/TOPIC), continuously. Rules added, changed or "
         "removed in DIR are picked up between micro-batches; the others keep running with their state. "
         "Matches are written to --output (exactly once) and sent to the --sink alert sinks. Ctrl-C stops "
         "cleanly; the same command resumes from --checkpoint.",
-        epilog="Example: cep stream --rules rules/ --input events/ --checkpoint ck/ --output alerts/ "
-        "--sink webhook https://alerts.example/hook --suppress 'fraud/*=10m'",
+        epilog="Examples: cep stream --rules rules/ --input events/ --checkpoint ck/ --output alerts/ "
+        "--sink webhook https://alerts.example/hook --suppress 'fraud/*=10m'; "
+        "cep stream --rules rules/ --input kafka://127.0.0.1:9092/ticks --checkpoint ck/ "
+        "--sink kafka-exactly-once://127.0.0.1:9092/alerts",
     )
     stream.add_argument("query_file", nargs="?", metavar="QUERY_FILE", help="one query file (instead of --rules)")
     stream.add_argument("--rules", "-r", metavar="DIR", help="directory of rule files (*.sql)")
-    stream.add_argument("--input", "-i", required=True, metavar="DIR", help="directory the event files arrive in")
-    stream.add_argument("--format", choices=FORMATS, help="input format (default: from the files' extension)")
+    stream.add_argument("--input", "-i", required=True, metavar="DIR|URL",
+                        help="directory the event files arrive in, or Kafka topics: kafka://HOST:PORT/TOPIC[,TOPIC] "
+                        "(or /REGEX); see docs/streaming.md")
+    stream.add_argument("--format", choices=FORMATS,
+                        help="input format (default: from the files' extension; for Kafka the message value: json "
+                        "(default) or csv)")
     stream.add_argument("--schema", metavar="COLUMNS",
-                        help="input columns, e.g. 'ts TIMESTAMP, card STRING, amount DOUBLE' (default: read from the files there)")
+                        help="input columns, e.g. 'ts TIMESTAMP, card STRING, amount DOUBLE' (default: read from the files "
+                        "there, or from the last messages of a Kafka topic)")
+    stream.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
+                        help="an option of Spark's Kafka source (startingOffsets=latest, maxOffsetsPerTrigger=10000, "
+                        "kafka.security.protocol=SASL_SSL, ...); @FILE reads KEY=VALUE lines; repeat for several")
     stream.add_argument("--checkpoint", "-c", required=True, metavar="DIR",
                         help="where progress, state, rule versions and status are kept (reuse it to resume)")
     stream.add_argument("--output", "-o", metavar="DIR", help="directory for the matches (default: CHECKPOINT/matches)")
     stream.add_argument("--sink", action="append", nargs="+", metavar="SINK",
                         help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
-                        "sqlite PATH | postgres URL; repeat for several")
+                        "sqlite PATH | postgres URL | kafka://HOST:PORT/TOPIC (at least once) | "
+                        "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several")
     stream.add_argument("--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)")
     stream.add_argument("--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)")
     stream.add_argument("--suppress", action="append", metavar="RULE=DURATION",
@@ -117,13 +134,25 @@ def add_commands(subparsers) -> None:
     status.set_defaults(func=cmd_status)
 
 
-def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, webhook_options: dict | None = None):
-    """``--sink`` values -> (file format, alert sinks)."""
+def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, webhook_options: dict | None = None,
+                state_dir: str | None = None):
+    """``--sink`` values -> (file format, alert sinks). ``state_dir``: where sinks keep what must outlive a
+    restart (the exactly-once Kafka sink's transactional id)."""
 
     file_format = None
     sinks = []
     for spec in specs or []:
         kind, *rest = spec
+        if is_kafka_url(kind) or is_kafka_url(kind, "kafka-exactly-once"):
+            if rest:
+                raise _usage(f"--sink {kind} takes no further argument")
+            try:
+                sinks.append(make_sink(kind, dead_letter_dir=dead_letter_dir, state_dir=state_dir))
+            except CepKafkaError:
+                raise
+            except (ValueError, RuntimeError) as exc:
+                raise _usage(f"--sink {kind}: {exc}") from None
+            continue
         kind = kind.lower()
         if kind in FILE_SINKS:
             if rest:
@@ -135,7 +164,8 @@ def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, 
         if kind == "postgresql":
             kind = "postgres"
         if kind not in ALERT_SINKS:
-            raise _usage(f"--sink {kind}: unknown sink (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL)")
+            raise _usage(f"--sink {kind}: unknown sink (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL, "
+                         "kafka://HOST:PORT/TOPIC, kafka-exactly-once://HOST:PORT/TOPIC)")
         if kind == "console" and rest:
             raise _usage("--sink console takes no argument")
         if kind != "console" and len(rest) != 1:
@@ -221,7 +251,7 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
     df = reader.format(fmt).load(path)
     if fmt == "csv":
-        df = _blank_misshapen_csv_lines(df)
+        df = blank_misshapen_csv_lines(df)
         if not schema_text:
             df = apply_text_types(df, text_types, mark_unread=True)
     if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
@@ -233,25 +263,6 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     for name in to_time:
         df = df.withColumn(name, F.try_to_timestamp(F.col(quote(name))))
     return df
-
-
-def _blank_misshapen_csv_lines(df):
-    """``df`` (CSV, PERMISSIVE) with every column NULL on a line that has the wrong number of fields.
-
-    Spark fills such a line's columns from left to right (a missing field is NULL, an extra one dropped)
-    and keeps its text in ``_corrupt_record``, as it does for a value of the wrong type. The two differ
-    in what can be trusted: a short or long line's values may sit in the wrong columns. Reading the text
-    again with every column as STRING tells them apart: a string always fits, so that parse fails only
-    on the field count. Such a line then has no column read, which ``mark_bad_rows`` calls ``not_json``
-    (a line the reader could not read at all), with its text as it was."""
-    from pyspark.sql import functions as F
-
-
-    data = [c for c in df.columns if c != CORRUPT_RECORD]
-    as_text = ", ".join(f"`f{i}` STRING" for i in range(len(data))) + f", `{CORRUPT_RECORD}` STRING"
-    fields = F.from_csv(F.col(CORRUPT_RECORD), as_text, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD})
-    misshapen = F.col(CORRUPT_RECORD).isNotNull() & fields[CORRUPT_RECORD].isNotNull()
-    return df.select(*[F.when(~misshapen, F.col(quote(c))).alias(c) for c in data], F.col(CORRUPT_RECORD))
 
 
 # -------------------------------------------------------------------------------------- cep stream
@@ -324,15 +335,34 @@ def cmd_stream(args: argparse.Namespace) -> int:
         raise _usage(f"{'query file' if args.query_file else 'rules directory'} not found: {rules_path}")
     if args.rules and not os.path.isdir(args.rules):
         raise _usage(f"--rules expects a directory of .sql files, not a file: {args.rules} (give one query file without --rules)")
-    if not os.path.isdir(args.input):
-        raise _usage(f"--input expects a directory (the files of the stream arrive there): {args.input}")
-    fmt = _input_format(args.input, args.format)
+    kafka = is_kafka_url(args.input)
+    try:
+        if kafka:
+            address = parse_kafka_url(args.input, topic_required=False)
+            kafka_options = parse_kafka_options(args.kafka_option)
+            if args.format not in (None, *VALUE_FORMATS):
+                raise _usage(f"--format {args.format}: a Kafka message value is read as {' or '.join(VALUE_FORMATS)}")
+            fmt = args.format or "json"
+        elif args.kafka_option:
+            raise _usage("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
+        elif not os.path.isdir(args.input):
+            raise _usage(f"--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: {args.input}")
+        else:
+            fmt = _input_format(args.input, args.format)
+    except CepKafkaError as err:
+        cli_io.print_error(str(err))
+        return cli_io.EXIT_USAGE
     checkpoint = os.path.abspath(args.checkpoint)
     dead_letter = os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter"))
     webhook_options = {"max_attempts": args.webhook_attempts, "timeout": args.webhook_timeout, "batch_size": args.webhook_batch}
     if args.webhook_attempts < 1 or args.webhook_batch < 1:
         raise _usage("--webhook-attempts and --webhook-batch must be at least 1")
-    output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options)
+    try:
+        output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options,
+                                           state_dir=os.path.join(checkpoint, "sinks"))
+    except CepKafkaError as err:
+        cli_io.print_error(str(err))
+        return cli_io.EXIT_USAGE
     try:
         specs = parse_specs(args.suppress)
     except ValueError as exc:
@@ -342,17 +372,23 @@ def cmd_stream(args: argparse.Namespace) -> int:
     session = _duration_text(args.session_timeout, "--session-timeout")
     skew = None if is_off(str(args.max_future_skew)) else _duration_text(args.max_future_skew, "--max-future-skew")
 
-    spark = cli_io.start_spark(args.master)
+    spark = cli_io.start_spark(args.master, kafka=kafka)
     console = _Console()
     try:
-        source = stream_source(spark, args.input, fmt, args.schema)
+        if kafka:
+            source = read_kafka(spark, address, schema=args.schema, format=fmt, options=kafka_options)
+        else:
+            source = stream_source(spark, args.input, fmt, args.schema)
         stream = AlertStream(
             spark, rules_path, source, checkpoint=checkpoint, output=args.output, output_format=output_format,
             sinks=sinks, suppress=specs, watermark=watermark, session_timeout=session, time_column=args.time_column,
             trigger=trigger, on_event=console.event, dead_letter=dead_letter, max_future_skew=skew,
-            dedup_key=args.dedup_key,
+            dedup_key=args.dedup_key, source_location=kafka_location() if kafka else None,
         )
         stream.refresh_rules(force=True)
+    except CepKafkaError as err:
+        cli_io.print_error(str(err))
+        return cli_io.EXIT_USAGE
     except CepError as err:
         cli_io.print_error(str(err))
         return cli_io.EXIT_QUERY_ERROR
@@ -399,6 +435,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
         stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: console.status(_status_line(status, started)))
     except RuntimeError as exc:
         console.event(str(exc))
+        if kafka and "TimeoutException" in str(exc):
+            console.event(f"the Kafka brokers at {address.bootstrap} did not answer for longer than the Kafka client's "
+                          "timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same command "
+                          "resumes from the checkpoint without losing an event")
         return cli_io.EXIT_QUERY_ERROR
     finally:
         for signum, handler in saved.items():

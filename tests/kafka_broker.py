@@ -561,8 +561,108 @@ def _stop_all() -> None:
             broker.stop(grace=10)
 
 
+def _typed(text: str) -> object:
+    """A CSV field as JSON would carry it: a number when it reads as one, else the text (empty: null)."""
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_events(path: str) -> list[dict]:
+    """The rows of a CSV file (a header line) or a JSON-lines file, as dicts."""
+    import csv
+    import json
+
+    with open(path, encoding="utf-8", newline="") as fh:
+        if path.lower().endswith(".csv"):
+            return [{k: _typed(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def produce_main(argv: list[str]) -> int:
+    """``produce BOOTSTRAP TOPIC FILE...``: each row of the files as one JSON message."""
+    parser = argparse.ArgumentParser(prog="kafka_broker.py produce",
+                                     description="Send each row of CSV or JSON-lines files to a topic as one JSON message.")
+    parser.add_argument("bootstrap", help="HOST:PORT of a broker")
+    parser.add_argument("topic")
+    parser.add_argument("files", nargs="+", metavar="FILE", help=".csv (with a header) or JSON lines")
+    parser.add_argument("--key", metavar="COLUMN", help="the message key: this column's value (default: none)")
+    parser.add_argument("--rate", type=float, metavar="N", help="at most N messages a second (default: as fast as it can)")
+    args = parser.parse_args(argv)
+    rows = [row for path in args.files for row in read_events(path)]
+
+    def messages():
+        started = time.monotonic()
+        for i, row in enumerate(rows):
+            if args.rate:
+                time.sleep(max(0.0, started + i / args.rate - time.monotonic()))
+            yield {"key": None if args.key is None else str(row.get(args.key)), "value": row}
+
+    count = produce(args.bootstrap, args.topic, messages())
+    print(f"sent {count} messages to {args.topic}")
+    return 0
+
+
+def consume_main(argv: list[str]) -> int:
+    """``consume BOOTSTRAP TOPIC``: print the topic's messages (key, then value) until --count or --timeout."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    parser = argparse.ArgumentParser(prog="kafka_broker.py consume",
+                                     description="Print a topic's messages from its start: the key, a tab, the value.")
+    parser.add_argument("bootstrap", help="HOST:PORT of a broker")
+    parser.add_argument("topic")
+    parser.add_argument("--count", type=int, metavar="N", help="stop after N messages (exit 1 if fewer came before --timeout)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="stop after this long without --count messages (default: %(default)s)")
+    parser.add_argument("--isolation", choices=("read_committed", "read_uncommitted"), default="read_committed",
+                        help="read_committed (default) skips aborted and open transactions")
+    parser.add_argument("--headers", action="store_true", help="print the headers too")
+    args = parser.parse_args(argv)
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"cep-console-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": args.isolation, "logger": _QUIET_LOGGER})
+    seen = 0
+    try:
+        meta = consumer.list_topics(args.topic, timeout=10)
+        if args.topic not in meta.topics or meta.topics[args.topic].error is not None:
+            print(f"error: topic {args.topic!r} does not exist on {args.bootstrap}", file=sys.stderr)
+            return 1
+        consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in meta.topics[args.topic].partitions])
+        deadline = time.monotonic() + args.timeout
+        while time.monotonic() < deadline and (args.count is None or seen < args.count):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    print(f"error: {msg.error()}", file=sys.stderr)
+                    return 1
+                continue
+            seen += 1
+            key = msg.key().decode("utf-8", "replace") if msg.key() is not None else ""
+            value = msg.value().decode("utf-8", "replace") if msg.value() is not None else ""
+            headers = "\t" + " ".join(f"{k}={v.decode('utf-8', 'replace')}" for k, v in (msg.headers() or [])) if args.headers else ""
+            print(f"{key}\t{value}{headers}", flush=True)
+    finally:
+        consumer.close()
+    if args.count is not None and seen < args.count:
+        print(f"error: {seen} of {args.count} messages in {args.timeout:g} s", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run a one-node Kafka broker on 127.0.0.1 until Ctrl-C (make kafka).")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("produce", "consume"):
+        return (produce_main if argv[0] == "produce" else consume_main)(argv[1:])
+    parser = argparse.ArgumentParser(
+        description="Run a one-node Kafka broker on 127.0.0.1 until Ctrl-C (make kafka). Also: "
+        "'produce BOOTSTRAP TOPIC FILE...' sends rows of CSV/JSON-lines files as JSON messages, "
+        "'consume BOOTSTRAP TOPIC' prints a topic (each has --help).")
     parser.add_argument("--dir", help="working folder (config, data, logs); default: a new temporary folder")
     parser.add_argument("--port", type=int, help="client port (default: a free one)")
     parser.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
@@ -577,6 +677,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     broker = KafkaBroker(args.dir)
     if args.port:
+        if _port_open(args.port):
+            print(f"error: port {args.port} on 127.0.0.1 is taken (another broker?); pick another, e.g. "
+                  f"make kafka KAFKA_PORT={args.port + 1}", file=sys.stderr)
+            return 1
         broker.port = args.port
         broker.controller_port = free_port()
     if not _jars_complete(jars_dir(broker.version)):

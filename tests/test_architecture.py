@@ -48,15 +48,15 @@ ORDER = {
     "cep.spark_bridge": ["engine", "spark", "sinks", "alerting"],
     "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "local",
                                 "replay"],
-    "cep.spark_bridge.spark": ["kafka_connector", "columns", "session", "types", "files", "buckets", "inputs", "batch",
-                               "streaming"],
-    "cep.spark_bridge.sinks": ["base", "alerts", "file", "console", "webhook", "sql", "fanout"],
+    "cep.spark_bridge.spark": ["kafka_connector", "columns", "session", "types", "files", "buckets", "inputs", "kafka",
+                               "batch", "streaming"],
+    "cep.spark_bridge.sinks": ["base", "alerts", "file", "console", "webhook", "sql", "kafka", "fanout"],
     "cep.spark_bridge.alerting": ["rules", "suppress", "rule_set", "store", "worker", "query", "stream"],
 }
 # Imported inside functions only: optional extras (pyspark, matplotlib, psycopg) and heavy libraries that
 # many runs never need (pandas, pyarrow: a list of dicts or `cep check`; rich: the progress bar).
 LAZY = ("pyspark", "py4j", "matplotlib", "psycopg", "psycopg2", "pandas", "pyarrow", "rich", "duckdb", "sqlglot",
-        "plotly")
+        "plotly", "confluent_kafka")
 LAZY_NOTE = "# Imported inside functions:"
 
 

@@ -22,7 +22,7 @@ from cep.spark_bridge.spark.inputs import bad_row_counts, dead_letter_columns, p
 from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["input_types_of", "match_rules"]
 
@@ -43,6 +43,7 @@ def match_rules(
     housekeeping: Any = DEFAULT_HOUSEKEEPING,
     metrics_name: str | None = METRICS_NAME,
     bad_rows_metrics: str = BAD_ROWS_METRICS,
+    source_location: "Column | None" = None,
 ) -> "DataFrame":
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
@@ -56,6 +57,8 @@ def match_rules(
     columns (``inputs.DEAD_LETTER_NAMES``; ``_cep_error`` is NULL on an alert, set on a bad row,
     whose alert columns are NULL), and the bad rows are counted per reason (``bad_rows_metrics``). They
     reach no rule: they cross the shuffle in a group of their own (``rule_set.BAD_SPEC``).
+    ``source_location``: where a bad row came from, an expression over ``df``'s columns (default: the input
+    file, ``input_file_name()``; for Kafka, ``kafka.kafka_location()``: topic, partition and offset).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -76,7 +79,8 @@ def match_rules(
     if housekeeping_us <= 0:
         raise ValueError("housekeeping must be positive")
 
-    bad_columns = [F.col(REJECT), F.col(RAW), F.when(F.col(REJECT).isNotNull(), F.input_file_name()).alias(FILE)]
+    location = F.input_file_name() if source_location is None else source_location
+    bad_columns = [F.col(REJECT), F.col(RAW), F.when(F.col(REJECT).isNotNull(), location).alias(FILE)]
     df = df.select(*[F.col(quote(c)) for c in columns],
                    F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
                    *(bad_columns if marked else []))

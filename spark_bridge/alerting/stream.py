@@ -83,7 +83,7 @@ from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, DEFAULT_WATERMARK, mark_bad_rows, prepare_input
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = ["AlertStream", "read_status", "rule_rows"]
 
@@ -139,6 +139,8 @@ class AlertStream:
     that fail go to ``<dead_letter>/<key>.json`` (``sinks.WebhookSink``). ``max_future_skew``: see
     ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the repeats of a key within
     its partition key and the watermark delay (``keyed.KeyedStream``), counted as ``duplicates_dropped``.
+    ``source_location``: where a bad row came from, for its dead-letter record (``query.match_rules``;
+    default the input file).
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks (``cep.spark_bridge.sinks.webhook``). ``suppress``: ``'rule=10m'`` specs.
@@ -166,6 +168,7 @@ class AlertStream:
         dead_letter: str | None = None,
         max_future_skew: Any = None,
         dedup_key: str | Sequence[str] | None = None,
+        source_location: "Column | None" = None,
     ) -> None:
         self.spark = spark
         self.rules_path = rules
@@ -188,6 +191,7 @@ class AlertStream:
         self.status_path = os.path.join(self.checkpoint, "status.json")
         self.max_future_skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
+        self.source_location = source_location
         self.match_query = None
         self.deliver_query = None
         self.ruleset: rules_mod.RuleSet | None = None
@@ -380,7 +384,7 @@ class AlertStream:
             source = mark_bad_rows(source, self.time_column, max_future_skew_us=self.max_future_skew_us, null_time=True)
         # else match_rules says what is wrong with the event-time column
         return match_rules(source, self.store, time_column=self.time_column, watermark=self.watermark,
-                           housekeeping=self.housekeeping)
+                           housekeeping=self.housekeeping, source_location=self.source_location)
 
     def _write_batch(self, batch, batch_id: int) -> None:
         """``foreachBatch`` of the matching query: the alerts to ``output``, the bad rows to the dead letter.

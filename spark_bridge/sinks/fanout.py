@@ -6,6 +6,7 @@ from typing import Sequence
 
 from cep.spark_bridge.sinks.base import AlertSink, Delivery
 from cep.spark_bridge.sinks.console import ConsoleSink
+from cep.spark_bridge.sinks.kafka import EXACTLY_ONCE_SCHEME, KafkaExactlyOnceSink, KafkaSink, is_kafka_sink
 from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
 from cep.spark_bridge.sinks.webhook import WebhookSink
 
@@ -36,8 +37,16 @@ def deliver_batch(alerts: Sequence[dict], batch_id: int, sinks: Sequence[AlertSi
     return reports
 
 
-def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | None = None, **options) -> AlertSink:
-    """An alert sink from its command-line spelling: console | webhook URL | sqlite PATH | postgres URL."""
+def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | None = None,
+              state_dir: str | None = None, **options) -> AlertSink:
+    """An alert sink from its command-line spelling: console | webhook URL | sqlite PATH | postgres URL |
+    kafka://HOST:PORT/TOPIC | kafka-exactly-once://HOST:PORT/TOPIC (its transactional id kept in ``state_dir``)."""
+    if is_kafka_sink(kind):
+        if argument is not None:
+            raise ValueError(f"--sink {kind} takes no further argument")
+        if kind.lower().startswith(f"{EXACTLY_ONCE_SCHEME}://"):
+            return KafkaExactlyOnceSink(kind, state_dir=state_dir, **options)
+        return KafkaSink(kind, **options)
     kind = kind.lower()
     if kind == "console":
         return ConsoleSink()
@@ -51,4 +60,5 @@ def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | 
         return SQLiteSink(argument, **options)
     if kind in ("postgres", "postgresql"):
         return PostgresSink(argument, **options)
-    raise ValueError(f"unknown sink {kind!r} (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL)")
+    raise ValueError(f"unknown sink {kind!r} (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL, "
+                     "kafka://HOST:PORT/TOPIC, kafka-exactly-once://HOST:PORT/TOPIC)")

@@ -30,3 +30,6 @@ RAW = "__cep_raw"
 # The column Spark's PERMISSIVE JSON/CSV reader fills with a line it cannot read (its default
 # ``columnNameOfCorruptRecord``); an input with this column has its bad lines rejected with a reason.
 CORRUPT_RECORD = "_corrupt_record"
+# Column metadata marking a column the reader adds about a message rather than reads from its text (the Kafka
+# source's kafka_topic, kafka_offset, ...): a message whose text could not be read is still "nothing read".
+MESSAGE_METADATA = "cep.message_metadata"

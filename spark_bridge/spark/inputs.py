@@ -19,7 +19,7 @@ from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import (
     BAD_EVENT_TIME, BAD_FUTURE_TIME, BAD_NOT_JSON, BAD_NULL_TIME, BAD_REASONS, BAD_WRONG_TYPE,
 )
-from cep.spark_bridge.spark.columns import CORRUPT_RECORD, RAW, REJECT, WATERMARK_KEY, quote
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD, MESSAGE_METADATA, RAW, REJECT, WATERMARK_KEY, quote
 from cep.spark_bridge.spark.types import cast_untyped
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,7 +96,8 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
     time): ``bad_event_time`` for the event time, ``wrong_type`` for another."""
     from pyspark.sql import functions as F
 
-    data = [c for c in df.columns if c != CORRUPT_RECORD]
+    # What the line itself gave: not the columns a reader adds about the message (Kafka's topic, offset, ...).
+    from_text = [f.name for f in df.schema.fields if f.name != CORRUPT_RECORD and not (f.metadata or {}).get(MESSAGE_METADATA)]
     time = F.col(quote(time_column)) if time_column is not None else None
     reason = None
 
@@ -105,7 +106,7 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
 
     if CORRUPT_RECORD in df.columns:
         unread = F.col(CORRUPT_RECORD).isNotNull()
-        nothing_read = reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in data]) if data else F.lit(True)
+        nothing_read = reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in from_text]) if from_text else F.lit(True)
         reason = otherwise(unread & nothing_read, BAD_NOT_JSON)
         if time is not None:
             reason = otherwise(unread & time.isNull(), BAD_EVENT_TIME)
@@ -118,6 +119,28 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
     for name in nan_columns:
         reason = otherwise(F.isnan(F.col(quote(name))), BAD_EVENT_TIME if name == time_column else BAD_WRONG_TYPE)
     return (reason if reason is not None else F.lit(None)).cast("string")
+
+
+def blank_misshapen_csv_lines(df: "DataFrame") -> "DataFrame":
+    """``df`` (CSV read in PERMISSIVE mode, with ``_corrupt_record``) with every column of the CSV line NULL on
+    a line that has the wrong number of fields; columns after ``_corrupt_record`` (a Kafka message's
+    metadata) are not the line's and stay.
+
+    Spark (the file reader and ``from_csv`` alike) fills such a line's columns from left to right (a missing
+    field is NULL, an extra one dropped) and keeps its text in ``_corrupt_record``, as it does for a value of
+    the wrong type. The two differ in what can be trusted: a short or long line's values may sit in the
+    wrong columns. Reading the text again with every column as STRING tells them apart: a string always
+    fits, so that parse fails only on the field count. Such a line then has no column read, which
+    ``mark_bad_rows`` calls ``not_json`` (a line the reader could not read at all), with its text as it was."""
+    from pyspark.sql import functions as F
+
+    position = df.columns.index(CORRUPT_RECORD)
+    data, rest = df.columns[:position], df.columns[position + 1:]
+    as_text = ", ".join(f"`f{i}` STRING" for i in range(len(data))) + f", `{CORRUPT_RECORD}` STRING"
+    fields = F.from_csv(F.col(CORRUPT_RECORD), as_text, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD})
+    misshapen = F.col(CORRUPT_RECORD).isNotNull() & fields[CORRUPT_RECORD].isNotNull()
+    return df.select(*[F.when(~misshapen, F.col(quote(c))).alias(c) for c in data], F.col(CORRUPT_RECORD),
+                     *[F.col(quote(c)) for c in rest])
 
 
 # The fields of a dead-letter record, in order (``dead_letter_columns``).

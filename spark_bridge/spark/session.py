@@ -24,10 +24,12 @@ import tempfile
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Mapping
 
+from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError, coordinates, kafka_spark_conf
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
+# Imported inside functions: pyspark and py4j, an optional dependency (the "spark" extra) that takes seconds to import.
 
 DEFAULT_SHUFFLE_PARTITIONS = 4
 
@@ -118,6 +120,7 @@ def get_spark(
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
     conf: Mapping[str, str] | None = None,
     quiet: bool = True,
+    kafka: bool = False,
 ) -> "SparkSession":
     """Create (or reuse) the SparkSession configured for cep.
 
@@ -126,6 +129,10 @@ def get_spark(
     ``conf`` adds or overrides settings (e.g. ``{"spark.driver.memory": "4g"}``).
     With ``quiet`` (the default) a JVM started here writes its console output to ``spark_log_path()``
     instead of this process's stderr.
+    ``kafka``: put Spark's Kafka connector on the classpath (``kafka_connector.kafka_spark_conf``: its jars,
+    fetched once into a cache, appended to any ``spark.jars`` given); a session already running without it
+    raises ``KafkaConnectorError`` (the classpath is fixed when the JVM starts), as does a connector that
+    cannot be fetched (the message names the artifact, the version and the command that fetches it).
     """
     _prepare_environment()
     from pyspark.sql import SparkSession
@@ -145,11 +152,15 @@ def get_spark(
         # Everything on this machine: keep the driver on loopback too (a cluster must reach the driver).
         settings["spark.driver.host"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
     settings.update(conf or {})
+    running = _jvm_running()
+    if kafka and not running:
+        jars = kafka_spark_conf()["spark.jars"]
+        settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars", ""), jars) if j)
 
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if quiet and not _jvm_running():
+    if quiet and not running:
         with _stderr_to(spark_log_path()):
             spark = builder.getOrCreate()
     else:
@@ -162,4 +173,25 @@ def get_spark(
         "spark.sql.execution.arrow.pyspark.enabled",
     ):
         spark.conf.set(key, settings[key])
+    if kafka and running and not has_kafka_connector(spark):
+        raise KafkaConnectorError(
+            f"a SparkSession is already running without Spark's Kafka connector ({coordinates()}), and the classpath "
+            "is fixed when Spark starts: ask for it before the first session (get_spark(kafka=True), or "
+            "SparkSession.builder.config(**kafka_spark_conf()) from cep.spark_bridge.spark.kafka_connector), or stop "
+            "this session first (spark.stop())"
+        )
     return spark
+
+
+def has_kafka_connector(spark: "SparkSession") -> bool:
+    """Whether ``spark.readStream.format("kafka")`` resolves: Spark's own data-source lookup, so a connector
+    put there any way (``spark.jars``, ``--packages``, a jar in Spark's own folder) counts."""
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+    try:
+        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            "kafka", spark._jsparkSession.sessionState().conf())
+    except Py4JJavaError:
+        return False
+    return True

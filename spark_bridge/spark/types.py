@@ -25,6 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
+# A value that looks like an ISO-8601 date or timestamp (what a CSV or JSON column of times holds): the readers
+# that guess a schema take such a text column for a timestamp column.
+ISO_DATETIME = re.compile(
+    r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?$"
+)
+
 # Spellings users and other engines write, folded onto the matcher's names.
 _ALIASES = {
     "INTERVAL": "INTERVAL",

@@ -2,9 +2,9 @@
 
     python tests/kafka_tests/spark_kafka_job.py BOOTSTRAP IN_TOPIC BATCH_OUT STREAM_OUT WORKDIR
 
-It runs in its own process because the connector is a static setting (``spark.jars``): it must be given
-before the JVM starts, and the test session's shared SparkSession may already be running without it. The
-connector comes from ``kafka_spark_conf()`` exactly as a user's session would get it.
+Run as a script it starts its own session with the connector from ``kafka_spark_conf()``, exactly as a user's
+session would get it; the test calls ``run`` in the tests' shared session, which tests/conftest.py starts
+with the connector too (``get_spark(kafka=True)``: the same ``kafka_spark_conf()``).
 
 It writes WORKDIR/result.json (what Spark read, the schemas, the streaming progress) for the test to check;
 what it wrote to Kafka the test reads back with its own client.
@@ -60,10 +60,17 @@ def rows_of(df) -> list[dict]:
 
 
 def main(bootstrap: str, in_topic: str, batch_out: str, stream_out: str, workdir: str) -> None:
+    spark = session()
+    result = run(spark, bootstrap, in_topic, batch_out, stream_out, workdir)
+    Path(workdir, "result.json").write_text(json.dumps(result, indent=1))
+    spark.stop()
+
+
+def run(spark, bootstrap: str, in_topic: str, batch_out: str, stream_out: str, workdir: str) -> dict:
+    """The reads and writes, in a session that has the connector; returns what Spark read."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    spark = session()
     result: dict = {"spark_jars": spark.conf.get("spark.jars")}
     kafka = {"kafka.bootstrap.servers": bootstrap}
 
@@ -112,9 +119,7 @@ def main(bootstrap: str, in_topic: str, batch_out: str, stream_out: str, workdir
     query.awaitTermination(600)
     result["stream_batches"] = [p["numInputRows"] for p in query.recentProgress]
     result["stream_exception"] = str(query.exception()) if query.exception() else None
-
-    Path(workdir, "result.json").write_text(json.dumps(result, indent=1))
-    spark.stop()
+    return result
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """PySpark reads and writes the real broker through Spark's own Kafka connector, put on the classpath by
 ``kafka_spark_conf()`` (spark.jars from the Maven copy in ~/.cache/cep), as a user's session would.
 
-One Spark job in a child process (tests/kafka_tests/spark_kafka_job.py; the connector must be set before the
-JVM starts) does: a static ``spark.read.format("kafka")`` of the whole topic and of an offset range, a batch
+One Spark job (tests/kafka_tests/spark_kafka_job.py, in the tests' shared session, which tests/conftest.py
+starts with the connector) does: a static ``spark.read.format("kafka")`` of the whole topic and of an offset range, a batch
 ``df.write.format("kafka")``, and a ``readStream`` -> ``writeStream.format("kafka")`` query (availableNow, 4
 offsets per trigger). This test produces the input and reads the outputs with confluent-kafka.
 """
@@ -10,24 +10,20 @@ offsets per trigger). This test produces the input and reads the outputs with co
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.kafka_broker import consume, produce
+from tests.kafka_tests.spark_kafka_job import run
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-REPO = Path(__file__).resolve().parents[2]
-JOB = Path(__file__).with_name("spark_kafka_job.py")
 BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
 @pytest.fixture(scope="module")
-def spark_kafka_run(kafka_broker, tmp_path_factory):
+def spark_kafka_run(kafka_broker, spark, tmp_path_factory):
     in_topic = "spark-in"
     batch_out, stream_out = "spark-batch-out", "spark-stream-out"
     kafka_broker.create_topics({in_topic: 2, batch_out: 1, stream_out: 1}, exist_ok=True)
@@ -35,19 +31,9 @@ def spark_kafka_run(kafka_broker, tmp_path_factory):
              "value": {"sensor": f"s{i % 3}", "seq": i, "reading": float(i)}, "headers": {"seq": str(i)}}
             for i in range(10)]
     produce(kafka_broker.bootstrap, in_topic, sent)
-
     workdir = tmp_path_factory.mktemp("spark-kafka")
-    log = workdir / "job.log"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1"}
-    with open(log, "w") as out:
-        code = subprocess.run([sys.executable, str(JOB), kafka_broker.bootstrap, in_topic, batch_out, stream_out,
-                               str(workdir)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                              timeout=900).returncode
-    if code != 0 or not (workdir / "result.json").exists():
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        pytest.fail(f"the Spark Kafka job failed (exit {code}); log {log}:\n{tail}")
-    return {"result": json.loads((workdir / "result.json").read_text()), "sent": sent, "in": in_topic,
+    result = run(spark, kafka_broker.bootstrap, in_topic, batch_out, stream_out, str(workdir))
+    return {"result": json.loads(json.dumps(result)), "sent": sent, "in": in_topic,
             "batch_out": batch_out, "stream_out": stream_out, "bootstrap": kafka_broker.bootstrap}
 
 

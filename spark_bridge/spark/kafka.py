@@ -1,0 +1,574 @@
+"""Kafka as an input: ``kafka://`` addresses, the source options, the check before anything starts, and the
+events DataFrame (streaming or static) with each message's value parsed into columns.
+
+    read_kafka(spark, "kafka://127.0.0.1:9092/ticks", schema="symbol STRING, ts TIMESTAMP, price DOUBLE")
+
+- **Addresses**: ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]``; a topic part holding a character no
+  topic name can have (anything but letters, digits, ``.``, ``_``, ``-``) is a regular expression, read with
+  Spark's ``subscribePattern`` (``kafka://h:9092/ticks-.*``). Without a port, 9092.
+- **Options** are Spark's Kafka source options (``startingOffsets``, ``maxOffsetsPerTrigger``,
+  ``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...), checked by name first: Spark ignores an
+  option it does not know, so ``startingOffset=latest`` (a typo) would silently read from the start.
+- **The check**: before a query starts, the topics are looked up with Kafka's own ``AdminClient`` inside
+  Spark's JVM (the connector brings ``kafka-clients``), with the same ``kafka.*`` settings Spark will use
+  (security included). Spark's own error for a missing topic names neither the topic nor the servers
+  (``UnknownTopicOrPartitionException: This server does not host this topic-partition``), and for a
+  missing sink topic it waits 60 s first; here a missing topic is ``CepKafkaError`` E0490 naming both,
+  unreachable brokers E0491, a bad address or option E0492. The Java stack trace goes to the Spark log
+  file (``session.spark_log_path()``), never to the console.
+- **Columns**: the value's fields (JSON: ``from_json``; CSV: ``from_csv``), then the message's
+  ``kafka_key`` (string), ``kafka_topic``, ``kafka_partition``, ``kafka_offset`` and ``kafka_timestamp``
+  (the record's timestamp: usable as the event time), then ``_corrupt_record``: a value that is not
+  JSON (or CSV of the schema's shape), a value of the wrong type, a time that does not parse, or an empty
+  (NULL) value keeps its text there, so the stream sets it aside as a bad row with its reason (``not_json``,
+  ``wrong_type``, ``bad_event_time``), exactly as for a line of a file (``inputs.mark_bad_rows``).
+- **The schema**: given (``"ts TIMESTAMP, ..."`` or a ``StructType``), or for JSON inferred from the last
+  ``SAMPLE_PER_PARTITION`` messages of each partition (``json_fields``: each field the type most of its
+  values have; an ISO 8601 text is a timestamp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.grammar.parser import parse_schema
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD, MESSAGE_METADATA, quote
+from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
+from cep.spark_bridge.spark.session import spark_log_path
+from cep.spark_bridge.spark.types import ISO_DATETIME, sql_to_spark
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+# Imported inside functions: pyspark and py4j, an optional dependency (the "spark" extra) that takes seconds to import.
+
+__all__ = [
+    "CepKafkaError", "KafkaAddress", "KAFKA_COLUMNS", "VALUE_FORMATS", "check_topics", "is_kafka_url",
+    "kafka_location", "parse_kafka_options", "parse_kafka_url", "read_kafka",
+]
+
+SCHEME = "kafka"
+DEFAULT_PORT = 9092
+VALUE_FORMATS = ("json", "csv")
+# The columns a message adds to its value's fields (name, Spark SQL type).
+KAFKA_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kafka_key", "string"),
+    ("kafka_topic", "string"),
+    ("kafka_partition", "int"),
+    ("kafka_offset", "bigint"),
+    ("kafka_timestamp", "timestamp"),
+)
+# Enough messages to see every field of a topic whose messages share a shape, few enough to read in a second.
+SAMPLE_PER_PARTITION = 1000
+# How long the check before a query waits for the brokers: long enough for a cluster under load, short enough
+# that a wrong address is reported while the person is still looking at the terminal.
+CHECK_TIMEOUT_S = 15
+# A topic name: letters, digits, '.', '_', '-' (Kafka's own rule; at most 249 characters).
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+# Spark 4.2's Kafka source options (docs: structured-streaming-kafka-integration), lower-cased: Spark reads
+# option names case-insensitively. Any ``kafka.*`` name goes to the Kafka consumer as is.
+SOURCE_OPTIONS = {name.lower(): name for name in (
+    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingTimestamp",
+    "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy", "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "minPartitions", "maxRecordsPerPartition", "groupIdPrefix", "includeHeaders",
+)}
+_SUBSCRIPTIONS = ("assign", "subscribe", "subscribepattern")
+_STATIC_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+
+
+class CepKafkaError(CepRuntimeError):
+    """Kafka cannot be used as asked: E0490 a topic that does not exist, E0491 brokers that cannot be reached
+    (or refuse us), E0492 an address or option that is not valid. Rendered with the address in front."""
+
+    code = "E0490"
+
+
+# ------------------------------------------------------------------------------------------ addresses
+
+
+@dataclass(frozen=True)
+class KafkaAddress:
+    """Where a topic is: the bootstrap servers, the topics (or one pattern), and the query parameters
+    (sinks read their client settings from them)."""
+
+    servers: tuple[str, ...]
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    params: tuple[tuple[str, str], ...] = ()
+    scheme: str = SCHEME
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.servers)
+
+    @property
+    def what(self) -> str:
+        """The topics in words: ``topic 'ticks'``, ``topics 'a', 'b'``, ``topics matching 'ticks-.*'``."""
+        if self.pattern is not None:
+            return f"topics matching {self.pattern!r}"
+        names = ", ".join(repr(t) for t in self.topics)
+        return f"topic{'s' if len(self.topics) > 1 else ''} {names}"
+
+    def __str__(self) -> str:
+        path = self.pattern if self.pattern is not None else ",".join(self.topics)
+        return f"{self.scheme}://{self.bootstrap}/{path}"
+
+    def subscription(self) -> dict[str, str]:
+        """Spark's option naming the topics: ``subscribe`` or ``subscribePattern``."""
+        if self.pattern is not None:
+            return {"subscribePattern": self.pattern}
+        return {"subscribe": ",".join(self.topics)} if self.topics else {}
+
+
+def is_kafka_url(text: object, scheme: str = SCHEME) -> bool:
+    return isinstance(text, str) and text.lower().startswith(f"{scheme}://")
+
+
+def _bad(message: str, where: object) -> CepKafkaError:
+    return CepKafkaError(message, code="E0492", filename=str(where))
+
+
+def parse_kafka_url(text: str, *, scheme: str = SCHEME, topic_required: bool = True) -> KafkaAddress:
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC]`` (or ``/REGEX``) ``[?key=value&...]`` -> KafkaAddress."""
+    if not is_kafka_url(text, scheme):
+        raise _bad(f"a Kafka address starts with {scheme}://, e.g. {scheme}://127.0.0.1:9092/events", text)
+    rest = text[len(scheme) + 3:]
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    servers = []
+    for server in (s.strip() for s in netloc.split(",")):
+        if not server:
+            continue
+        host, colon, port = server.rpartition(":")
+        if not colon:
+            host, port = server, str(DEFAULT_PORT)
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise _bad(f"{server!r} is not HOST:PORT (e.g. 127.0.0.1:9092)", text)
+        servers.append(f"{host}:{int(port)}")
+    if not servers:
+        raise _bad(f"no bootstrap server: write {scheme}://HOST:PORT/TOPIC", text)
+    path = urllib.parse.unquote(path)
+    topics: tuple[str, ...] = ()
+    pattern = None
+    if path:
+        names = tuple(t.strip() for t in path.split(","))
+        if all(_TOPIC_NAME.match(t) for t in names):
+            topics = names
+        else:
+            try:
+                re.compile(path)
+            except re.error as exc:
+                raise _bad(f"{path!r} is neither topic names (letters, digits, '.', '_', '-') nor a regular "
+                           f"expression ({exc})", text) from None
+            pattern = path
+    if topic_required and not topics and pattern is None:
+        raise _bad(f"no topic: write {scheme}://{','.join(servers)}/TOPIC", text)
+    params = tuple(urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=False)) if query else ()
+    return KafkaAddress(tuple(servers), topics, pattern, params, scheme)
+
+
+# -------------------------------------------------------------------------------------------- options
+
+
+def parse_kafka_options(items: Iterable[str] | None, *, where: str = "--kafka-option") -> dict[str, str]:
+    """``KEY=VALUE`` items (``@FILE`` reads such lines from a file: secrets stay out of the process list)
+    -> an options dict, each name checked against Spark's Kafka source options."""
+    options: dict[str, str] = {}
+
+    def add(item: str, origin: str) -> None:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise _bad(f"{origin}: expected KEY=VALUE, e.g. startingOffsets=latest; got {item!r}", where)
+        options[canonical_option(key, where=origin)] = value.strip()
+
+    for item in items or []:
+        if item.startswith("@"):
+            path = item[1:]
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    lines = fh.read().splitlines()
+            except OSError as exc:
+                raise _bad(f"cannot read the options file {path}: {exc.strerror or exc}", where) from None
+            for number, line in enumerate(lines, 1):
+                if line.strip() and not line.lstrip().startswith("#"):
+                    add(line, f"{path}:{number}")
+        else:
+            add(item, where)
+    return options
+
+
+def canonical_option(name: str, *, where: str = "--kafka-option") -> str:
+    """Spark's spelling of a source option; an unknown name is an error with the nearest known one."""
+    if name.lower().startswith("kafka."):
+        if name.lower() == "kafka.bootstrap.servers":
+            raise _bad("the bootstrap servers come from the kafka:// address, not from an option", where)
+        return name
+    known = SOURCE_OPTIONS.get(name.lower())
+    if known is None:
+        near = get_close_matches(name.lower(), list(SOURCE_OPTIONS), n=1)
+        hint = f" (did you mean {SOURCE_OPTIONS[near[0]]}?)" if near else ""
+        raise _bad(f"{name!r} is not an option of Spark's Kafka source{hint}; Kafka client settings start with "
+                   "'kafka.' (kafka.security.protocol=SASL_SSL)", where)
+    return known
+
+
+def source_options(address: KafkaAddress, options: Mapping[str, str], *, streaming: bool) -> dict[str, str]:
+    """Every option of the Spark read: servers, topics, and the user's, with cep's defaults (from the
+    earliest offsets; a static read up to the latest)."""
+    lowered = {k.lower() for k in options}
+    given = [k for k in options if k.lower() in _SUBSCRIPTIONS]
+    if given and (address.topics or address.pattern):
+        raise _bad(f"the topics are in the address; drop --kafka-option {given[0]}", address)
+    if not given and not (address.topics or address.pattern):
+        raise _bad("no topic: put it in the address (kafka://HOST:PORT/TOPIC) or give subscribe/subscribePattern/assign",
+                   address)
+    if streaming:
+        static = [k for k in options if k.lower() in _STATIC_ONLY]
+        if static:
+            raise _bad(f"{static[0]} is for a static read (cep run); a stream reads on", address)
+    out = {"kafka.bootstrap.servers": address.bootstrap, **address.subscription()}
+    if not lowered & {"startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp"}:
+        out["startingOffsets"] = "earliest"
+    if not streaming and not lowered & set(_STATIC_ONLY):
+        out["endingOffsets"] = "latest"
+    out.update(options)
+    return out
+
+
+def client_settings(address: KafkaAddress, options: Mapping[str, str]) -> dict[str, str]:
+    """The Kafka client settings of the source (``kafka.*`` options without the prefix), for the check."""
+    settings = {"request.timeout.ms": str(CHECK_TIMEOUT_S * 1000), "default.api.timeout.ms": str(CHECK_TIMEOUT_S * 1000)}
+    settings.update({k[len("kafka."):]: v for k, v in options.items() if k.lower().startswith("kafka.")})
+    settings["bootstrap.servers"] = address.bootstrap
+    return settings
+
+
+# ------------------------------------------------------------------------------------------- the check
+
+
+@dataclass
+class _JvmAdmin:
+    """Kafka's AdminClient in Spark's JVM (py4j), with the source's own client settings."""
+
+    spark: Any
+    address: KafkaAddress
+    settings: dict[str, str]
+    admin: Any = field(default=None, init=False)
+
+    def __enter__(self) -> "_JvmAdmin":
+        jvm = self.spark._jvm
+        props = jvm.java.util.Properties()
+        for key, value in self.settings.items():
+            props.put(key, value)
+        self.admin = self._call(lambda: jvm.org.apache.kafka.clients.admin.Admin.create(props), "connecting")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.admin is not None:
+            try:
+                self.admin.close(self.spark._jvm.java.time.Duration.ofSeconds(2))
+            except Exception:  # noqa: BLE001 - closing never hides the error being raised
+                pass
+
+    def _get(self, future: Any) -> Any:
+        return future.get(CHECK_TIMEOUT_S + 5, self.spark._jvm.java.util.concurrent.TimeUnit.SECONDS)
+
+    def _call(self, action, doing: str) -> Any:
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            return action()
+        except Py4JJavaError as exc:
+            raise _java_error(exc, self.address, doing) from None
+
+    def topics(self) -> set[str]:
+        return set(self._call(lambda: self._get(self.admin.listTopics().names()), "listing topics"))
+
+    def partitions(self, topics: Sequence[str]) -> dict[str, int]:
+        jvm = self.spark._jvm
+        names = jvm.java.util.ArrayList()
+        for topic in topics:
+            names.add(topic)
+        found = self._call(lambda: self._get(self.admin.describeTopics(names).allTopicNames()), "describing topics")
+        return {str(name): int(found.get(name).partitions().size()) for name in topics}
+
+    def offsets(self, partitions: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(earliest, latest) offset of every partition."""
+        jvm = self.spark._jvm
+        admin_pkg = jvm.org.apache.kafka.clients.admin
+
+        def ask(spec) -> dict[tuple[str, int], int]:
+            wanted = jvm.java.util.HashMap()
+            for topic, count in partitions.items():
+                for p in range(count):
+                    wanted.put(jvm.org.apache.kafka.common.TopicPartition(topic, p), spec)
+            answer = self._call(lambda: self._get(self.admin.listOffsets(wanted).all()), "reading offsets")
+            return {(str(tp.topic()), int(tp.partition())): int(answer.get(tp).offset()) for tp in answer.keySet()}
+
+        first, last = ask(admin_pkg.OffsetSpec.earliest()), ask(admin_pkg.OffsetSpec.latest())
+        return {tp: (first[tp], last[tp]) for tp in first}
+
+
+def _java_error(exc: Any, address: KafkaAddress, doing: str) -> CepKafkaError:
+    """A Java failure of the check as a CepKafkaError; the Java stack trace goes to the Spark log file."""
+    log = spark_log_path()
+    try:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"\n[cep] Kafka check of {address} failed while {doing}:\n{exc}\n")
+    except OSError:
+        log = "(the Spark log could not be written)"
+    chain = []
+    cause = getattr(exc, "java_exception", None)
+    while cause is not None and len(chain) < 8:
+        chain.append((str(cause.getClass().getSimpleName()), str(cause.getMessage() or "")))
+        cause = cause.getCause()
+    names = {name for name, _ in chain}
+    detail = next((f"{name}: {message}" for name, message in reversed(chain) if message), chain[-1][0] if chain else "")
+    servers = address.bootstrap
+    if names & {"UnknownTopicOrPartitionException"}:
+        return CepKafkaError(f"{address.what} does not exist on {servers} ({detail})", code="E0490", filename=str(address))
+    if names & {"SaslAuthenticationException", "AuthenticationException", "SslAuthenticationException"}:
+        why = f"the Kafka brokers at {servers} refused to authenticate us ({detail}); check the kafka.security.* and kafka.sasl.* options"
+    elif names & {"TopicAuthorizationException", "ClusterAuthorizationException", "GroupAuthorizationException"}:
+        why = f"the Kafka brokers at {servers} do not allow us to read {address.what} ({detail})"
+    elif names & {"TimeoutException"}:
+        why = (f"cannot reach the Kafka brokers at {servers}: no answer while {doing} within {CHECK_TIMEOUT_S} s; "
+               "is the broker running, and is the address (host and port of a listener) right?")
+    elif names & {"ConfigException"}:
+        why = f"cannot connect to {servers}: {detail}"
+    else:
+        why = f"the Kafka check of {address.what} on {servers} failed while {doing}: {detail}"
+    return CepKafkaError(f"{why} (Java stack trace in {log})", code="E0491", filename=str(address))
+
+
+def check_topics(spark: "SparkSession", address: KafkaAddress, options: Mapping[str, str] | None = None,
+                 *, allow_none: bool = True) -> dict[str, int]:
+    """The topics the address names (or its pattern matches now) and their partition counts; raises
+    CepKafkaError when a named topic does not exist (E0490, listing the topics there) or the brokers cannot be
+    asked (E0491). A pattern that matches nothing yet is fine for a stream (``allow_none``), which picks
+    the topics up when they appear."""
+    options = dict(options or {})
+    with _JvmAdmin(spark, address, client_settings(address, options)) as admin:
+        existing = admin.topics()
+        if address.pattern is not None:
+            regex = re.compile(address.pattern)
+            wanted = sorted(t for t in existing if regex.fullmatch(t))
+            if not wanted and not allow_none:
+                raise CepKafkaError(f"no topic on {address.bootstrap} matches {address.pattern!r}{_listing(existing)}",
+                                    code="E0490", filename=str(address))
+        else:
+            wanted = list(address.topics) or _subscribed(options)
+            missing = [t for t in wanted if t not in existing]
+            if missing:
+                raise CepKafkaError(
+                    f"topic {missing[0]!r} does not exist on {address.bootstrap}{_listing(existing)}; create it first "
+                    "(kafka-topics.sh --create, or make kafka TOPICS=...), or fix the name",
+                    code="E0490", filename=str(address))
+        return admin.partitions(wanted) if wanted else {}
+
+
+def _subscribed(options: Mapping[str, str]) -> list[str]:
+    for key, value in options.items():
+        if key.lower() == "subscribe":
+            return [t.strip() for t in value.split(",") if t.strip()]
+        if key.lower() == "assign":
+            try:
+                return list(json.loads(value))
+            except (ValueError, TypeError):
+                raise _bad(f"assign must be JSON like {{\"ticks\": [0, 1]}}, not {value!r}", "--kafka-option") from None
+    return []
+
+
+def _listing(existing: Iterable[str], limit: int = 12) -> str:
+    names = sorted(t for t in existing if not t.startswith("__"))
+    if not names:
+        return " (it has no topics)"
+    shown = ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+    return f" (topics there: {shown})"
+
+
+# --------------------------------------------------------------------------------------------- schema
+
+
+def value_schema(schema: "str | StructType") -> "StructType":
+    """A schema as the reader takes it: ``"ts TIMESTAMP, price DOUBLE"`` (cep's type names) or a StructType."""
+    from pyspark.sql import types as T
+
+    if isinstance(schema, T.StructType):
+        return schema
+    columns = parse_schema(schema)
+    return T.StructType([T.StructField(name, sql_to_spark(kind, column=name), True) for name, kind in columns.items()])
+
+
+def infer_json_schema(spark: "SparkSession", address: KafkaAddress, options: Mapping[str, str],
+                      partitions: Mapping[str, int]) -> "StructType":
+    """The schema of the last ``SAMPLE_PER_PARTITION`` messages of each partition (JSON values, ``json_fields``)."""
+    from pyspark.sql import functions as F
+
+    with _JvmAdmin(spark, address, client_settings(address, options)) as admin:
+        offsets = admin.offsets(dict(partitions))
+    ranges = {tp: (max(first, last - SAMPLE_PER_PARTITION), last) for tp, (first, last) in offsets.items() if last > first}
+    if not ranges:
+        raise CepKafkaError(f"{address.what} on {address.bootstrap} holds no message yet to take the columns from; give "
+                            "them with --schema 'ts TIMESTAMP, key STRING, value DOUBLE'", code="E0490",
+                            filename=str(address))
+
+    def as_json(which: int) -> str:
+        out: dict[str, dict[str, int]] = {}
+        for (topic, p), bounds in sorted(ranges.items()):
+            out.setdefault(topic, {})[str(p)] = bounds[which]
+        return json.dumps(out)
+
+    assign = json.dumps({t: sorted(p for (tt, p) in ranges if tt == t) for t in sorted({t for t, _ in ranges})})
+    reader = spark.read.format("kafka").option("kafka.bootstrap.servers", address.bootstrap)
+    for key, value in options.items():
+        if key.lower().startswith("kafka."):
+            reader = reader.option(key, value)
+    sample = (reader.option("assign", assign).option("startingOffsets", as_json(0)).option("endingOffsets", as_json(1))
+              .load().select(F.col("value").cast("string").alias("value")).collect())
+    schema = json_fields(row["value"] for row in sample)
+    if not schema.fields:
+        raise CepKafkaError(f"the last messages of {address.what} hold no JSON object to take the columns from; give "
+                            "them with --schema", code="E0490", filename=str(address))
+    return schema
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "bigint"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "timestamp" if ISO_DATETIME.match(value.strip()) else "string"
+    return "string"  # an object or an array: read as its JSON text
+
+
+def json_fields(values: Iterable[str | None]) -> "StructType":
+    """The columns of JSON objects (texts that are not JSON objects are skipped), in the order fields first
+    appear. Each field takes the type most of its non-null values have, numbers counted together (BIGINT
+    when every one is whole, else DOUBLE); a text that is an ISO 8601 time is a timestamp; objects and arrays
+    are their JSON text. Messages that disagree with the majority are then bad rows (``wrong_type``), not a
+    column widened to text, where comparisons would silently become text comparisons."""
+    from pyspark.sql import types as T
+
+    kinds: dict[str, Counter] = {}
+    for text in values:
+        try:
+            obj = json.loads(text) if text else None
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        for name, value in obj.items():
+            counts = kinds.setdefault(str(name), Counter())
+            if value is not None:
+                counts[_json_kind(value)] += 1
+    types = {"boolean": T.BooleanType(), "bigint": T.LongType(), "double": T.DoubleType(), "timestamp": T.TimestampType(),
+             "string": T.StringType()}
+    fields = []
+    for name, counts in kinds.items():
+        votes = Counter({("number" if k in ("bigint", "double") else k): n for k, n in counts.items()})
+        votes["number"] = counts["bigint"] + counts["double"]
+        kind = max(votes, key=lambda k: (votes[k], k == "string")) if +votes else "string"
+        if kind == "number":
+            kind = "double" if counts["double"] else "bigint"
+        fields.append(T.StructField(name, types[kind], True))
+    return T.StructType(fields)
+
+
+# ----------------------------------------------------------------------------------------- the reader
+
+
+def read_kafka(
+    spark: "SparkSession",
+    address: "str | KafkaAddress",
+    *,
+    schema: "str | StructType | None" = None,
+    format: str = "json",  # noqa: A002 - the name every Spark reader uses
+    options: Mapping[str, str] | Iterable[str] | None = None,
+    streaming: bool = True,
+    check: bool = True,
+) -> "DataFrame":
+    """The events of a Kafka topic: a streaming DataFrame (``streaming``), or a static one of the range the
+    topics hold now (``cep run``: from the earliest offsets to the latest, unless ``startingOffsets`` /
+    ``endingOffsets`` say otherwise). Columns: the value's fields, ``KAFKA_COLUMNS``, ``_corrupt_record``.
+
+    ``options``: Spark's Kafka source options (a mapping, or ``KEY=VALUE`` items as ``--kafka-option``
+    takes them). ``check``: look the topics up first (``check_topics``). Needs a session started with
+    the connector: ``get_spark(kafka=True)``.
+    """
+    if format not in VALUE_FORMATS:
+        raise _bad(f"--format {format}: a Kafka value is read as {' or '.join(VALUE_FORMATS)}", address)
+    address = parse_kafka_url(address, topic_required=False) if isinstance(address, str) else address
+    if options is None or isinstance(options, Mapping):
+        options = {canonical_option(k): str(v) for k, v in dict(options or {}).items()}
+    else:
+        options = parse_kafka_options(options)
+    settings = source_options(address, options, streaming=streaming)
+    partitions = check_topics(spark, address, options, allow_none=streaming) if check else {}
+    if schema is None:
+        if format != "json":
+            raise _bad("a CSV value has no column names: give them with --schema 'ts TIMESTAMP, ...'", address)
+        schema = infer_json_schema(spark, address, options, partitions or check_topics(spark, address, options))
+    struct = value_schema(schema)
+    reader = spark.readStream if streaming else spark.read
+    reader = reader.format("kafka")
+    for key, value in settings.items():
+        reader = reader.option(key, value)
+    return kafka_events(reader.load(), struct, format)
+
+
+def kafka_events(raw: "DataFrame", schema: "StructType", format: str = "json") -> "DataFrame":  # noqa: A002
+    """Spark's Kafka rows (``key``, ``value``, ``topic``, ...) -> the value's fields, ``KAFKA_COLUMNS`` and
+    ``_corrupt_record`` (the value's text when it could not be read whole; empty for a NULL value)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    fields = [f for f in schema.fields if f.name != CORRUPT_RECORD]
+    taken = [f.name for f in fields if f.name in dict(KAFKA_COLUMNS)]
+    if taken:
+        raise CepSemanticError(f"the value has a field {taken[0]!r}, a name cep gives the Kafka message's metadata "
+                               f"({', '.join(n for n, _ in KAFKA_COLUMNS)}); rename it in --schema", code="E0284")
+    with_corrupt = T.StructType([T.StructField(f.name, f.dataType, True) for f in fields]
+                                + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
+    text = F.col("value").cast("string")
+    read_options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD}
+    if format == "json":
+        parsed = F.from_json(text, with_corrupt, read_options)
+    else:
+        ddl = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in with_corrupt.fields)
+        parsed = F.from_csv(text, ddl, read_options)
+    sources = {"kafka_key": F.col("key").cast("string"), "kafka_topic": F.col("topic"), "kafka_partition": F.col("partition"),
+               "kafka_offset": F.col("offset"), "kafka_timestamp": F.col("timestamp")}
+    meta = [sources[name].alias(name, metadata={MESSAGE_METADATA: True}) for name, _ in KAFKA_COLUMNS]
+    unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(F.col("value").isNull(), F.lit("")))
+    df = raw.select(*[parsed[f.name].alias(f.name) for f in fields], *meta, unread.alias(CORRUPT_RECORD))
+    if format == "csv":  # a line with the wrong number of fields: no value can be trusted to its column
+        df = blank_misshapen_csv_lines(df.select(*[F.col(quote(f.name)) for f in fields], F.col(CORRUPT_RECORD),
+                                                 *[F.col(name) for name, _ in KAFKA_COLUMNS]))
+        df = df.select(*[F.col(quote(f.name)) for f in fields], *[F.col(name) for name, _ in KAFKA_COLUMNS],
+                       F.col(CORRUPT_RECORD))
+    return df
+
+
+def kafka_location() -> "Column":
+    """Where a bad row came from, for the dead letter's ``_cep_file``: ``TOPIC-PARTITION@OFFSET``
+    (Kafka's own name of a partition, then the offset), e.g. ``ticks-3@1042``."""
+    from pyspark.sql import functions as F
+
+    return F.concat(F.col("kafka_topic"), F.lit("-"), F.col("kafka_partition").cast("string"), F.lit("@"),
+                    F.col("kafka_offset").cast("string"))
