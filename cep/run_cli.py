@@ -249,6 +249,8 @@ def _run_kafka(statement: SqlStatement, source: KafkaInput, engine: str, inputs:
         run = _run_python(statement, inputs, None, args, replay, default=arrow_to_pandas(good.toArrow()))
     else:
         run = _run_spark(statement, inputs, None, args, replay, spark=spark, default=good)
+    if run.stats:  # the messages read: the bad ones too, as a file's bad rows are counted
+        run.stats[0] = dataclasses.replace(run.stats[0], events=run.stats[0].events + sum(bad_rows.values()))
     return dataclasses.replace(run, seconds=time.perf_counter() - started, bad_rows=bad_rows)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from cep.grammar import ast
 from cep.grammar.checks import check
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
+from cep.grammar.parser import parse_unchecked
 from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import kind_of
@@ -57,14 +58,20 @@ class SqlStatement:
         self.text = text
         self.filename = filename
         self.whole: WholeStatement = split(text, filename=filename)
+        self.single = _single_clause_span(text) if len(self.whole.clauses) == 1 else None
 
     @property
     def clauses(self) -> tuple[Clause, ...]:
         return self.whole.clauses
 
-    def query(self, clause: Clause) -> Query:
-        """The clause as a Query: SELECT * FROM <its input> MATCH_RECOGNIZE (...)."""
-        return Query(clause.statement, self.text, self.filename)
+    def query(self, clause: Clause, statement: ast.Statement | None = None) -> Query:
+        """The clause (or ``statement``, the clause rewritten) as a Query: SELECT * FROM <its input>
+        MATCH_RECOGNIZE (...). A statement that is nothing but one clause keeps its own span, so that its
+        match ids (a hash of the statement's text) are those ``cep.compile(text)`` and ``cep stream`` give."""
+        statement = clause.statement if statement is None else statement
+        if self.single is not None:
+            statement = dataclasses.replace(statement, span=self.single)
+        return Query(statement, self.text, self.filename)
 
     def check_types(self, schema: dict[str, str]) -> None:
         """Type-check the clauses that read a table or file directly (no SQL in between to change its
@@ -235,7 +242,7 @@ class _Run:
         statement = _with_constants(clause.statement, constants)
         if self.stats is not None:
             statement = _with_match_number(statement)
-        query = Query(statement, self.statement.text, self.statement.filename)
+        query = self.statement.query(clause, statement)
         frame = self.sql(whole.input_sql(clause, dialect, self.views, self.path_views, columns))
         clashes = set(columns) & {c.casefold() for c in engine.columns(frame) if c not in columns}
         if clashes:
@@ -255,6 +262,15 @@ class _Run:
         name = self.generated("mr")
         engine.register(name, out)
         return name
+
+
+def _single_clause_span(text: str):
+    """The span of ``text`` as one plain ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` (what ``cep.compile``
+    takes), or None for anything more (a whole statement)."""
+    try:
+        return parse_unchecked(text).span
+    except CepError:
+        return None
 
 
 def _with_match_number(statement: ast.Statement) -> ast.Statement:
