@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
+from cep.grammar.errors import CepError
 from cep.spark_bridge.spark.columns import quote
 from cep.spark_bridge.spark.session import get_spark
 
@@ -392,9 +393,11 @@ def bad_rows_summary(by_reason: dict[str, int], path: str) -> str:
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(by_reason.items()))
     return f"bad rows: {total}" + (f" ({reasons})" if reasons else "") + f" -> {path}"
 
-def start_spark(master: str) -> Any:
+def start_spark(master: str, *, python_env: str | None = None) -> Any:
     try:
-        return get_spark(master)
+        return get_spark(master, python_env=python_env)
+    except CepError as err:  # the executors cannot run cep (shipping.ShippingError): its message says what to do
+        raise UsageError(str(err)) from None
     except ImportError as exc:
         raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
     except Exception as exc:

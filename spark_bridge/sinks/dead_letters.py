@@ -77,6 +77,7 @@ class DeadLetter:
     refused: bool = False
     redeliveries: int = 0
     sink: str | None = None
+    sink_label: str | None = None
 
     @property
     def error(self) -> str:
@@ -120,7 +121,7 @@ def read_letter(path: str) -> DeadLetter | None:
         first_failed_at=_epoch(record.get("first_failed_at"), failed), failed_at=failed,
         next_attempt_at=_epoch(record.get("next_attempt_at"), failed + REDELIVER_FIRST_S),
         refused=bool(record.get("refused", "not retried" in str(record.get("error", "")))),
-        redeliveries=int(record.get("redeliveries") or 0), sink=record.get("sink"),
+        redeliveries=int(record.get("redeliveries") or 0), sink=record.get("sink"), sink_label=record.get("sink_label"),
     )
 
 

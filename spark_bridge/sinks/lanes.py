@@ -181,6 +181,7 @@ class LaneState:
     label: str
     failing_since: float | None = None  # wall clock of the first failure of the current streak
     last_error: str | None = None
+    last_exception: BaseException | None = field(default=None, repr=False)
     last_error_at: float | None = None
     last_success_at: float | None = None
     failures: int = 0  # deliveries that raised, since the start
@@ -271,6 +272,7 @@ class _Lane(threading.Thread):
         first = state.failing_since is None
         state.failing_since = state.failing_since or now
         state.last_error, state.last_error_at, state.stuck_batch = message, now, batch_id
+        state.last_exception = exc
         waiting = self.lanes.outbox.entries(self.key)
         if first or self.streak in (2, 4, 8) or self.streak % 16 == 0:
             self.lanes.event(f"sink {self.sink.describe()}: micro-batch {batch_id} not delivered ({message.splitlines()[0]}); "
@@ -282,7 +284,7 @@ class _Lane(threading.Thread):
         if state.failing_since is not None:
             self.lanes.event(f"sink {self.sink.describe()} delivers again (micro-batch {batch_id}), "
                              f"after {int(time.time() - state.failing_since)}s of failures")
-        state.failing_since, state.stuck_batch = None, None
+        state.failing_since, state.stuck_batch, state.last_exception = None, None, None
         state.last_success_at = time.time()
         self.streak, self.retry_at = 0, 0.0
         if report.dead_lettered:
