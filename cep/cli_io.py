@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
 from cep.grammar.errors import CepError
+from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import quote
 from cep.spark_bridge.spark.session import get_spark
 
@@ -323,9 +324,11 @@ def _pad_decimals(rows: list[list[str]], index: int, max_decimals: int = 6) -> N
 
 
 def format_table(pdf: "pd.DataFrame") -> str:
-    """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing."""
-    columns = [str(c) for c in pdf.columns]
-    rows = [[cell(v) for v in record] for record in pdf.itertuples(index=False, name=None)]
+    """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing.
+    Control characters in a value (an ANSI escape, a newline) are shown as escapes (``\x1b``, ``\n``): data
+    can neither repaint the terminal nor break the table."""
+    columns = [visible(str(c)) for c in pdf.columns]
+    rows = [[visible(cell(v)) for v in record] for record in pdf.itertuples(index=False, name=None)]
     numeric = [
         all(_is_number(v) for v in pdf.iloc[:, i].dropna().tolist()) and pdf.iloc[:, i].notna().any()
         for i in range(len(columns))
@@ -363,11 +366,32 @@ def display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
         return pdf
 
 
-def write_output(pdf: "pd.DataFrame", path: str) -> None:
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formulas(pdf: "pd.DataFrame") -> "pd.DataFrame":
+    """``pdf`` with a ``'`` before every text value (and column name) that starts like a formula; numbers,
+    times and other values are untouched."""
+
+    def safe(value: Any) -> Any:
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    out = pdf.copy()
+    for column in out.columns:
+        if out[column].dtype == object:
+            out[column] = out[column].map(safe)
+    out.columns = [safe(str(c)) for c in out.columns]
+    return out
+
+
+def write_output(pdf: "pd.DataFrame", path: str, *, keep_formulas: bool = False) -> None:
+    """Write ``pdf`` as CSV, Parquet or JSON lines (by the extension). In CSV, text that a spreadsheet
+    would run as a formula is written with a leading ``'`` unless ``keep_formulas``."""
     fmt = format_of(path, None, what="output file")
     try:
         if fmt == "csv":
-            pdf.to_csv(path, index=False)
+            (pdf if keep_formulas else neutralise_formulas(pdf)).to_csv(path, index=False)
         elif fmt == "parquet":
             # Microseconds: Spark cannot read the nanosecond timestamps pandas writes by default.
             pdf.to_parquet(path, index=False, coerce_timestamps="us", allow_truncated_timestamps=True)

@@ -165,6 +165,8 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
                      f"{letters}" + (f"; {'; '.join(extra)}" if extra else ""))
         for error in sink.get("errors", [])[-3:]:
             lines.append(f"  {_ago(error.get('time'))}: {visible(str(error.get('message')))} (listed until {error.get('expires')})")
+        if not sink.get("errors") and sink.get("last_error"):
+            lines.append(f"  last error {_ago(sink.get('last_error_at'))}: {visible(str(sink['last_error']))} (recovered since)")
     bad = status.get("bad_rows") or {}
     if sum(bad.values()):
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(bad.items()) if count)

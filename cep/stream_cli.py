@@ -61,7 +61,7 @@ DEFAULT_MAX_FUTURE_SKEW = "1 day"
 # /readyz: Spark's last trigger at most this many trigger intervals ago, and never less than the floor
 # (Spark reports an idle trigger every 10 s: spark.sql.streaming.noDataProgressEventInterval).
 READY_TRIGGERS = 10
-READY_FLOOR_S = 30.0
+READY_FLOOR_S = 60.0
 SCHEMA_SAMPLE_FILES = 50  # the newest files read to infer the input's columns (not every file there)
 _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -139,6 +139,9 @@ def add_commands(subparsers) -> None:
     service = stream.add_argument_group("running as a service", "docs/operations.md")
     service.add_argument("--metrics-port", metavar="[HOST:]PORT", help="serve Prometheus metrics on /metrics")
     service.add_argument("--health-port", metavar="[HOST:]PORT", help="serve /healthz and /readyz (may equal --metrics-port)")
+    service.add_argument("--ready-after", metavar="DURATION",
+                         help="/readyz fails when Spark's last trigger ended longer ago than this (default: 10 triggers, "
+                         "at least 60s)")
     service.add_argument("--log-format", choices=LOG_FORMATS, default="text",
                          help="text: '[cep] TIME message' lines; json: one JSON object per line (default: %(default)s)")
     service.add_argument("--status-every", default="60s", metavar="DURATION",
@@ -397,9 +400,11 @@ class _Services:
         self.health = HealthCheck(None, ready_window=ready_window)
         self.servers: list[ServiceServer] = []
         self.metrics_server: ServiceServer | None = None
+        self.health_server: ServiceServer | None = None
         try:
             if health_at is not None:
-                self.servers.append(ServiceServer(*health_at, health=self.health))
+                self.health_server = ServiceServer(*health_at, health=self.health)
+                self.servers.append(self.health_server)
             if metrics_at is not None:
                 if health_at is not None and metrics_at[1] == health_at[1]:
                     self.metrics_server = self.servers[0]
@@ -420,7 +425,11 @@ class _Services:
                 raise _usage("--metrics-port needs prometheus-client: pip install 'cep-spark[service]'") from None
 
     def describe(self) -> str:
-        return ", ".join(f"{'metrics' if s is self.metrics_server else 'health'} on :{s.port}" for s in self.servers)
+        def what(server: ServiceServer) -> str:
+            both = server is self.metrics_server and self.health_server is server
+            return "metrics and health" if both else "metrics" if server is self.metrics_server else "health"
+
+        return ", ".join(f"{what(s)} on :{s.port}" for s in self.servers)
 
     def stop(self) -> None:
         for server in self.servers:
@@ -472,7 +481,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
         stop.set()
 
     logbook = StreamLog(fmt=args.log_format, status_every=status_every).install()
-    services = _Services(metrics_at, health_at, max(READY_FLOOR_S, READY_TRIGGERS * trigger_s))
+    ready_window = (parse_duration(args.ready_after, what="--ready-after") / 1e6 if args.ready_after
+                    else max(READY_FLOOR_S, READY_TRIGGERS * trigger_s))
+    services = _Services(metrics_at, health_at, ready_window)
     if not args.once and threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             saved[signum] = signal.signal(signum, request_stop)

@@ -204,8 +204,10 @@ class StatusBook:
                     if not expired and not healthy:
                         kept.append(error)
                 rule["delivery_errors"] = kept
-            for entry in sinks.values():
-                entry["errors"] = [e for e in entry.get("errors", []) if (_epoch(e.get("expires")) or 0) >= now]
+            for key, entry in sinks.items():
+                live = snapshot.get(key)
+                recovered = live is not None and not live.get("failing_since") and not live.get("dead_letters_waiting")
+                entry["errors"] = [] if recovered else [e for e in entry.get("errors", []) if (_epoch(e.get("expires")) or 0) >= now]
 
 
 def rule_rows(status: dict) -> list[dict]:

@@ -450,10 +450,11 @@ class AlertStream:
                 continue
             self._seen_progress.add((int(batch), str(stamp)))
             moment = _epoch(stamp)
-            if moment is not None:
-                self.health["last_progress_at"] = max(moment, self.health["last_progress_at"] or 0.0)
             rows = int(_progress_get(progress, "numInputRows", 0) or 0)
             durations = _progress_get(progress, "durationMs", {}) or {}
+            if moment is not None:  # when the trigger ended
+                ended = moment + float(durations.get("triggerExecution") or 0) / 1000.0
+                self.health["last_progress_at"] = max(ended, self.health["last_progress_at"] or 0.0)
             if not durations.get("addBatch") and not rows:
                 continue  # an idle trigger: no micro-batch ran
             operators = _progress_get(progress, "stateOperators", []) or []

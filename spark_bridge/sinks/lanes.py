@@ -202,6 +202,8 @@ class _Lane(threading.Thread):
         self.state = LaneState(self.key, sink.describe())
         self.retry_at = 0.0
         self.streak = 0
+        self.probe_at = 0.0  # when the next probe of a receiver that did not answer may go
+        self.probe_wait = 0.0
 
     # -- waiting that the stop interrupts
 
@@ -240,7 +242,7 @@ class _Lane(threading.Thread):
             self._deliver(batch_id)
             return True
         box = self.sink.dead_letters
-        if box is not None and not entries and time.monotonic() >= self.retry_at:
+        if box is not None and not entries and time.monotonic() >= max(self.retry_at, self.probe_at):
             return self._redeliver(box)
         return False
 
@@ -289,11 +291,14 @@ class _Lane(threading.Thread):
         self.streak, self.retry_at = 0, 0.0
         if report.dead_lettered:
             state.answering = False
+            first = report.errors[0].message if report.errors else "dead-lettered"
+            state.last_error, state.last_error_at = first.split(": ", 1)[-1], time.time()
             for error in report.errors:
                 self.lanes.event(f"sink {self.sink.describe()}: dead-lettered {error.key or '?'} (rules {', '.join(error.rules)}) "
                                  f"after its retries: {error.message.split(': ', 1)[-1]}", level="warning")
         elif report.delivered:
             state.answering = True
+            self.probe_at, self.probe_wait = 0.0, 0.0
 
     def _redeliver(self, box) -> bool:
         """One round of redelivery; True when a letter was tried. Receiver answering: every letter
@@ -321,15 +326,21 @@ class _Lane(threading.Thread):
                     self.state.answering = True
                     continue
                 box.failed_again(letter, attempt.error, refused=attempt.refused)
-                if not attempt.refused:  # the receiver is down again: wait for the next probe
+                self.state.last_error, self.state.last_error_at = attempt.error, time.time()
+                if not attempt.refused:  # the receiver is down again: every letter waits for the next probe
                     self.state.answering = False
+                    self.probe_wait = min(box.max_wait, max(box.first_wait, self.probe_wait * 2))
+                    self.probe_at = time.monotonic() + self.probe_wait
                     break
         self.state.redelivered += sent
         waiting, refused, _ = box.counts()
-        if tried:
-            self.lanes.event(f"sink {self.sink.describe()}: redelivered {sent} of {tried} dead letter(s) tried; "
-                             f"{waiting} waiting ({refused} refused by the receiver: cep deliver)",
-                             level="info" if sent else "warning")
+        if sent:
+            self.probe_at, self.probe_wait = 0.0, 0.0
+            self.lanes.event(f"sink {self.sink.describe()}: redelivered {sent} dead letter(s); {waiting} waiting"
+                             + (f" ({refused} refused by the receiver: send them with cep deliver)" if refused else ""))
+        elif tried:
+            self.lanes.event(f"sink {self.sink.describe()}: the receiver still does not take dead letters "
+                             f"({self.state.last_error or 'failed'}); {waiting} waiting, next try in {self.probe_wait:g}s")
         return tried > 0
 
 
