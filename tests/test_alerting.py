@@ -432,7 +432,7 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
 
 @pytest.mark.spark
 def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
-    from cep import stream_cli
+    from cep import status_cli, stream_cli
     from tests.test_sinks import Receiver
 
     receiver = Receiver(["500", "timeout"])  # the first alert needs three attempts
@@ -442,7 +442,9 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     write_rule(rules, "bad.sql", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS price > 1)")
     write_batch(source, 0, [ev("a", 0, 101), ev("a", 100, 150), ev(SENTINEL, 1000, 0)])
     parser = argparse.ArgumentParser(prog="cep")
-    stream_cli.add_commands(parser.add_subparsers(dest="command"))
+    subparsers = parser.add_subparsers(dest="command")
+    stream_cli.add_commands(subparsers)
+    status_cli.add_commands(subparsers)
 
     def cep_main(*argv: str) -> int:
         args = parser.parse_args(list(argv))
@@ -462,11 +464,21 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert alerts.count() == 2
     assert sorted(receiver.processed) == sorted(r.match_id for r in alerts.collect()) and len(receiver.requests) == 4
     assert not list((checkpoint / "dead-letter").glob("*.json"))  # no webhook dead letter (bad-rows/ holds bad input rows)
-    assert cep_main("status", "--checkpoint", str(checkpoint)) == 0
+    assert cep_main("status", "--checkpoint", str(checkpoint)) == 3  # stopped (the LSB code), not running
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown
     line = next(l for l in shown.splitlines() if l.startswith("prices/high"))
     assert line.split()[1:4] == ["active", cep_version(HIGH), "2"]
+    # The backtest of the rule set gives the live stream's ids (and suppression).
+    from cep.cli import main
+
+    replayed = tmp_path / "replayed.json"
+    assert main(["run", "--rules", str(rules), "--input", *map(str, sorted(source.glob("*.json"))), "--engine", "python",
+                 "-o", str(replayed)]) == 1  # bad.sql is reported again
+    capsys.readouterr()
+    backtest = [json.loads(line) for line in replayed.read_text().splitlines()]
+    assert sorted((a["rule_id"], a["match_id"], a["suppressed"]) for a in backtest) == \
+        sorted((r.rule_id, r.match_id, r.suppressed) for r in alerts.collect())
     # One query file works too: a rule set of one file.
     single = tmp_path / "one.sql"
     single.write_text(HIGH, encoding="utf-8")

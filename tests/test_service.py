@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -151,6 +152,9 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
             in_sqlite = db.execute("SELECT COUNT(*) FROM alerts").fetchone()[0]
         alerts = sum(v for (name, labels), v in scraped.items() if name == "cep_alerts_total")
         assert alerts == in_sqlite == len(receiver.processed) and scraped[("cep_rules", (("state", "active"),))] == 1
+        served = {name for name, _ in scraped}
+        documented = set(re.findall(r"\b(cep_[a-z_]+)", _alert_rules()))
+        assert documented and not {n for n in documented if n not in served and n + "_bucket" not in served}, documented - served
         assert until(lambda: first.get("/readyz")[0] == 200, 60, "ready") and first.get("/healthz")[0] == 200
 
         # 2. The receiver goes down: the alerts of the next file become dead letters; it comes back:
@@ -224,3 +228,9 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
 
 def _key(url: str) -> str:
     return url_key("webhook", url)
+
+
+def _alert_rules() -> str:
+    """The example Prometheus alert rules of docs/operations.md."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    return next(block for block in re.findall(r"```yaml\n(.*?)```", text, re.S) if "alert: CepNoBatch" in block)

@@ -371,7 +371,7 @@ def test_sqlite_locked_past_the_retry_budget_stops_naming_the_sink_and_the_repla
         deliver_batch(batch, 5, [sink])
     message = str(raised.value)
     assert message.startswith(f"sqlite {path}: error[E0470]: OperationalError: database is locked"), message
-    assert "after 4 attempts over 0.7s (retry budget 1s)" in message and "micro-batch 5 is not committed" in message
+    assert "after 4 attempts over 0.7s (retry budget 1s)" in message and "micro-batch 5 is kept" in message
     assert clock.sleeps == [0.1, 0.2, 0.4] and raised.value.code == "E0470"
     holder.rollback()  # the lock is gone: the stream restarts and Spark delivers micro-batch 5 again
     assert sqlite_match_ids(path) == [alert(0)["match_id"]]  # nothing of the failed batch was written
@@ -454,7 +454,7 @@ def test_dead_letters_on_a_full_disk_stop_the_batch_and_never_leave_half_a_file(
     message = str(raised.value)
     assert message.startswith(f"{sink.describe()}: error[E0470]: ") and "No space left on device" in message
     assert url not in message  # the URL is a secret: scheme, host and a hash only
-    assert f"could not be written to {tmp_path / 'dead'}" in message and "micro-batch 1 is not committed" in message
+    assert f"could not be written to {tmp_path / 'dead'}" in message and "micro-batch 1 is kept" in message
     # Updating the existing dead letter on the full disk fails too, and leaves the old record whole.
     with pytest.raises(OSError):
         sink.replay_dead_letters()

@@ -37,7 +37,7 @@ series                                          type       labels, meaning
 ``LIVENESS_S`` ago: a JVM frozen for minutes is not alive) and the matching query has not failed.
 ``/readyz`` answers 200 when the stream is running, its control loop is current, and Spark's last
 trigger (a micro-batch, or an idle look for new data) is less than ``ready_window`` seconds old
-(default: 10 triggers, at least 30 s); otherwise 503 with the reason as text.
+(default: 10 triggers, at least 60 s); otherwise 503 with the reason as text.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _epoch(text: Any) -> float | None:
 class HealthCheck:
     """Liveness and readiness of one ``AlertStream`` (its ``health`` and ``status``)."""
 
-    def __init__(self, stream, *, ready_window: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, stream, *, ready_window: float = 60.0, clock: Callable[[], float] = time.time) -> None:
         self.stream = stream
         self.ready_window = ready_window
         self.clock = clock

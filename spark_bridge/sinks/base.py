@@ -33,8 +33,8 @@ class DeliveryAbandoned(Exception):
 
 def not_committed(batch_id: int | None) -> str:
     which = "the micro-batch" if batch_id is None else f"micro-batch {batch_id}"
-    return (f"{which} is not committed: it is delivered again when the stream restarts from its checkpoint "
-            "(once per match: idempotent by match_id)")
+    return (f"{which} is kept (in the sink's outbox, or uncommitted in Spark's checkpoint) and delivered again, "
+            "after a backoff or a restart (once per match: idempotent by match_id)")
 
 
 @dataclass(frozen=True)
