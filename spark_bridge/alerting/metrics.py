@@ -49,6 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 from cep.spark_bridge.alerting.status import rule_rows
+from cep.spark_bridge.engine.keyed import BAD_REASONS
 
 # Imported inside functions: prometheus_client (optional, the "service" extra: only --metrics-port needs it).
 
@@ -156,7 +157,9 @@ class StreamMetrics:
         yield from (alerts, suppressed, late, live, pending)
         yield CounterMetricFamily("cep_late_input_rows", "Input rows late for at least one rule", value=status.get("late_rows", 0))
         bad = CounterMetricFamily("cep_bad_rows", "Input rows set aside as bad, by reason", labels=["reason"])
-        for reason, count in sorted((status.get("bad_rows") or {}).items()):
+        counts = {reason: 0 for reason in BAD_REASONS}  # every reason from the start, so that rate() sees its first row
+        counts.update(status.get("bad_rows") or {})
+        for reason, count in sorted(counts.items()):
             bad.add_metric([reason], count)
         yield bad
         last = status.get("last_batch") or {}
