@@ -333,7 +333,8 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     write_rule(rules, "two.sql", R2_OLD)
     # Batch 1 ends inside a SPAN match for "s" (A then B) and inside an X{3} run of the old "two/run".
     batch1 = price_walk(["a", "b"], 0, 40, 4, seed=1) + [ev("s", 40, 5), ev("s", 41, 15), ev("r", 10, 60), ev("r", 11, 61)]
-    batch2 = price_walk(["a", "b"], 100, 160, 4, seed=2) + [ev("s", 100, 25), ev("r", 101, 62)]
+    late = ev("a", 2, 500.0)  # far behind the watermark when it comes: late for each of the three rules
+    batch2 = price_walk(["a", "b"], 100, 160, 4, seed=2) + [ev("s", 100, 25), ev("r", 101, 62), late]
     batch3 = [ev(SENTINEL, 10_000, 0)]
     write_batch(source, 1, batch1)
     events_log: list[str] = []
@@ -361,6 +362,11 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     out = stream.alerts().toPandas()
     assert out["match_id"].is_unique and set(out["match_status"]) == {"MATCHED"}
     new_two = stream.ruleset["two/run"].version
+    written = stream.late_rows()  # DEAD_LETTER/late/: one line per rule and late row
+    assert sorted(r["rule_id"] for r in written) == ["span", "three", "two/run"]
+    assert {(r["reason"], r["row"]["price"], r["partition_key"], r["event_time"]) for r in written} == \
+        {("behind_watermark", 500.0, '{"symbol": "a"}', "2024-01-01T00:00:02Z")}
+    batch2.remove(late)  # the replays below are of the rows that were matched
     # The unchanged rule saw everything; its match that spans the edit completed.
     assert streamed(out, "span") == replay(SPAN, batch1 + batch2 + batch3)
     spanning = out[(out["rule_id"] == "span") & (out["partition_key"] == '{"symbol": "s"}')]
@@ -382,6 +388,7 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     assert old["dropped_live"] >= 1 and old["live_partial_matches"] == 0 and old["pending_rows"] == 0 and old["keys"] == 0
     assert any("two/run changed" in e for e in events_log) and any("rule three added" in e for e in events_log)
     assert any("dropped" in e and old_two in e for e in events_log)
+    assert status["late_rows"] == 1 and rows["span"]["late"] == rows["three"]["late"] == 1  # the row once, and once per rule
 
 
 @pytest.mark.spark
