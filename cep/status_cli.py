@@ -18,11 +18,10 @@ import json
 import os
 import socket
 import time
-from typing import Any
 
 from cep import cli_io
 from cep.cli_io import UsageError
-from cep.spark_bridge.alerting.status import read_status, rule_rows
+from cep.spark_bridge.alerting.status import epoch_seconds, read_status, rule_rows
 from cep.spark_bridge.engine.durations import is_off, parse_duration
 from cep.spark_bridge.sinks.dead_letters import DeadLetterBox
 from cep.spark_bridge.sinks.lanes import Journal, Outbox, redelivered_name
@@ -81,18 +80,8 @@ def add_commands(subparsers) -> None:
 # -------------------------------------------------------------------------------------- cep status
 
 
-def _epoch(text: Any) -> float | None:
-    if not text:
-        return None
-    try:
-        moment = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)).timestamp()
-
-
 def _ago(text: str | None) -> str:
-    moment = _epoch(text)
+    moment = epoch_seconds(text)
     if moment is None:
         return "never" if not text else str(text)
     stamp = _dt.datetime.fromtimestamp(moment, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -126,11 +115,11 @@ def liveness(status: dict, *, stale_after: float, max_batch_age: float | None, n
         return state, ""
     if _process_gone(status):
         return "dead", f"its process {status.get('pid')} is gone (killed, or the machine restarted)"
-    beat = _epoch(status.get("heartbeat_at") or status.get("updated_at"))
+    beat = epoch_seconds(status.get("heartbeat_at") or status.get("updated_at"))
     if beat is None or now - beat > stale_after:
         return "dead", f"no heartbeat for {int(now - beat) if beat else '?'}s (more than {stale_after:g}s)"
-    last = _epoch(status.get("last_progress_at"))
-    started = _epoch(status.get("started_at")) or beat
+    last = epoch_seconds(status.get("last_progress_at"))
+    started = epoch_seconds(status.get("started_at")) or beat
     if max_batch_age is not None and now - (last or started) > max_batch_age:
         return "dead", (f"Spark's last trigger was {int(now - last)}s ago" if last else
                         f"no micro-batch since the start, {int(now - started)}s ago") + f" (more than {max_batch_age:g}s)"

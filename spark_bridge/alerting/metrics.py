@@ -42,13 +42,12 @@ trigger (a micro-batch, or an idle look for new data) is less than ``ready_windo
 
 from __future__ import annotations
 
-import datetime as _dt
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Callable
 
-from cep.spark_bridge.alerting.status import rule_rows
+from cep.spark_bridge.alerting.status import epoch_seconds, rule_rows
 from cep.spark_bridge.engine.keyed import BAD_REASONS
 
 # Imported inside functions: prometheus_client (optional, the "service" extra: only --metrics-port needs it).
@@ -59,16 +58,6 @@ LIVENESS_S = 300.0  # a control loop stuck this long (a frozen JVM) is not alive
 LOOP_CURRENT_S = 15.0  # the control loop goes round about once a second
 BATCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _STATUS_LABELS = (("matched", "matched"), ("timeouts", "timeout"), ("absences", "absence"))
-
-
-def _epoch(text: Any) -> float | None:
-    if not text:
-        return None
-    try:
-        moment = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)).timestamp()
 
 
 class HealthCheck:
@@ -164,12 +153,12 @@ class StreamMetrics:
         yield bad
         last = status.get("last_batch") or {}
         yield GaugeMetricFamily("cep_state_bytes", "Spark state store memory of the operator", value=last.get("state_bytes", 0))
-        watermark = _epoch(last.get("watermark"))
+        watermark = epoch_seconds(last.get("watermark"))
         if watermark is not None and watermark > 0:
             yield GaugeMetricFamily("cep_watermark_lag_seconds", "Now minus the event-time watermark",
                                     value=max(0.0, self.clock() - watermark))
         yield CounterMetricFamily("cep_batches", "Micro-batches committed", value=status.get("batches", 0))
-        moment = _epoch(last.get("time"))
+        moment = epoch_seconds(last.get("time"))
         if moment is not None:
             yield GaugeMetricFamily("cep_last_batch_timestamp_seconds", "When the last micro-batch with data ran", value=moment)
         families = {

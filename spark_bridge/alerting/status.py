@@ -43,7 +43,8 @@ def now_iso(epoch: float | None = None) -> str:
     return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def _epoch(text: Any) -> float | None:
+def epoch_seconds(text: Any) -> float | None:
+    """Seconds since the epoch of one of the status file's ISO times (``Z`` or an offset; naive is UTC), or None."""
     if not text:
         return None
     try:
@@ -175,7 +176,7 @@ class StatusBook:
         when = record.get("time") or now_iso()
         for error in record.get("errors") or []:
             entry = {"time": when, "sink": record["sink"], "label": sink.get("label"), "message": error["message"],
-                     "expires": now_iso((_epoch(when) or time.time()) + ERROR_TTL_S)}
+                     "expires": now_iso((epoch_seconds(when) or time.time()) + ERROR_TTL_S)}
             for rule_id in error.get("rules") or []:
                 errors = self.rule(rule_id).setdefault("delivery_errors", [])
                 errors.append(entry)
@@ -198,7 +199,7 @@ class StatusBook:
             for rule_id, rule in self.status.get("rules", {}).items():
                 kept = []
                 for error in rule.get("delivery_errors", []):
-                    expired = (_epoch(error.get("expires")) or 0) < now
+                    expired = (epoch_seconds(error.get("expires")) or 0) < now
                     healthy = error.get("sink") in snapshot and not snapshot[error["sink"]].get("failing_since") \
                         and rule_id not in letters_by_rule.get(error["sink"], set())
                     if not expired and not healthy:
@@ -207,7 +208,7 @@ class StatusBook:
             for key, entry in sinks.items():
                 live = snapshot.get(key)
                 recovered = live is not None and not live.get("failing_since") and not live.get("dead_letters_waiting")
-                entry["errors"] = [] if recovered else [e for e in entry.get("errors", []) if (_epoch(e.get("expires")) or 0) >= now]
+                entry["errors"] = [] if recovered else [e for e in entry.get("errors", []) if (epoch_seconds(e.get("expires")) or 0) >= now]
 
 
 def rule_rows(status: dict) -> list[dict]:

@@ -74,7 +74,7 @@ from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import DEFAULT_HOUSEKEEPING, KIND_BAD, KIND_LATE, KIND_MATCH, KIND_STATS, STAT_NAMES
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
-from cep.spark_bridge.alerting.status import StatusBook, now_iso, read_status, rule_rows
+from cep.spark_bridge.alerting.status import StatusBook, epoch_seconds, now_iso, read_status, rule_rows
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
@@ -107,14 +107,6 @@ def _progress_get(progress: Any, name: str, default=None):
         except Exception:  # noqa: BLE001
             value = None
     return default if value is None else value
-
-
-def _epoch(text: Any) -> float | None:
-    try:
-        moment = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)).timestamp()
 
 
 class QueryFailed(RuntimeError):
@@ -449,7 +441,7 @@ class AlertStream:
             if batch is None or (int(batch), str(stamp)) in self._seen_progress:
                 continue
             self._seen_progress.add((int(batch), str(stamp)))
-            moment = _epoch(stamp)
+            moment = epoch_seconds(stamp)
             rows = int(_progress_get(progress, "numInputRows", 0) or 0)
             durations = _progress_get(progress, "durationMs", {}) or {}
             if moment is not None:  # when the trigger ended
