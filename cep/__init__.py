@@ -26,6 +26,8 @@ __all__ = [
     "compile_all",
     "compile_sql",
     "check_sql",
+    "compile_rule",
+    "load_rules",
     "parse",
     "parse_all",
     "sql",
@@ -39,6 +41,8 @@ _LAZY = {
     "sql": "cep.statement",
     "compile_sql": "cep.statement",
     "check_sql": "cep.statement",
+    "compile_rule": "cep.query",
+    "load_rules": "cep.query",
     "parse": "cep.grammar.parser",
     "parse_all": "cep.grammar.parser",
 }

@@ -9,7 +9,8 @@
     cep trace QUERY_FILE --input PATH [--partition COLUMN=VALUE ...] [--from X] [--to X] [--events KINDS]
     cep report QUERY_FILE --input PATH --out report.html [--column NAME] [--partitions N]
     cep stream (--rules DIR | QUERY_FILE) --input DIR --checkpoint DIR [--sink ...]   (cep/stream_cli.py)
-    cep status --checkpoint DIR
+    cep status --checkpoint DIR                                        (cep/status_cli.py)
+    cep deliver --checkpoint DIR [--sink webhook URL]
 
 Exit codes: 0 ok; 1 the query is wrong (the rendered error goes to stderr, never a traceback);
 2 bad usage, an input/output file that cannot be read or written, or a missing helper program
@@ -25,7 +26,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Sequence
 
 import cep
-from cep import report, run_cli, stream_cli
+from cep import report, run_cli, status_cli, stream_cli
 from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are part of the command's Python surface
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -425,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--partitions", "-n", type=non_negative_int, default=4, metavar="N",
                         help="chart at most N partitions, those with the most matches (default: %(default)s)")
     report.set_defaults(func=cmd_report)
-    stream_cli.add_commands(sub)  # `cep stream` and `cep status`: alerting over a stream (docs/alerting.md)
+    stream_cli.add_commands(sub)  # `cep stream`: alerting over a stream (docs/alerting.md, docs/operations.md)
+    status_cli.add_commands(sub)  # `cep status` and `cep deliver`
     return parser
 
 

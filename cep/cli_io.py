@@ -14,8 +14,10 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
+from cep.grammar.errors import CepError
 from cep.matcher.rows.tables import pandas_series
 from cep.matcher.rows.text_types import column_type, convert, evidence, parse_timestamp, string_type
+from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import RAW, REJECT
 from cep.spark_bridge.spark.files import json_holds_array, read_files
 from cep.spark_bridge.spark.inputs import dead_letter_columns, mark_bad_rows, prepare_input
@@ -428,9 +430,11 @@ def _pad_decimals(rows: list[list[str]], index: int, max_decimals: int = 6) -> N
 
 
 def format_table(pdf: "pd.DataFrame") -> str:
-    """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing."""
-    columns = [str(c) for c in pdf.columns]
-    rows = [[cell(v) for v in record] for record in pdf.itertuples(index=False, name=None)]
+    """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing.
+    Control characters in a value (an ANSI escape, a newline) are shown as escapes (``\x1b``, ``\n``): data
+    can neither repaint the terminal nor break the table."""
+    columns = [visible(str(c)) for c in pdf.columns]
+    rows = [[visible(cell(v)) for v in record] for record in pdf.itertuples(index=False, name=None)]
     for i in range(len(columns)):
         dtype = pdf.dtypes.iloc[i]
         if str(dtype) in ("float64", "float32", "float16"):  # numpy floats: NaN is pandas' NULL there (Float64: NA)
@@ -474,11 +478,32 @@ def display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
         return pdf
 
 
-def write_output(pdf: "pd.DataFrame", path: str) -> None:
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formulas(pdf: "pd.DataFrame") -> "pd.DataFrame":
+    """``pdf`` with a ``'`` before every text value (and column name) that starts like a formula; numbers,
+    times and other values are untouched."""
+
+    def safe(value: Any) -> Any:
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    out = pdf.copy()
+    for column in out.columns:
+        if out[column].dtype == object:
+            out[column] = out[column].map(safe)
+    out.columns = [safe(str(c)) for c in out.columns]
+    return out
+
+
+def write_output(pdf: "pd.DataFrame", path: str, *, keep_formulas: bool = False) -> None:
+    """Write ``pdf`` as CSV, Parquet or JSON lines (by the extension). In CSV, text that a spreadsheet
+    would run as a formula is written with a leading ``'`` unless ``keep_formulas``."""
     fmt = format_of(path, None, what="output file")
     try:
         if fmt == "csv":
-            pdf.to_csv(path, index=False)
+            (pdf if keep_formulas else neutralise_formulas(pdf)).to_csv(path, index=False)
         elif fmt == "parquet":
             # Microseconds: Spark cannot read the nanosecond timestamps pandas writes by default.
             pdf.to_parquet(path, index=False, coerce_timestamps="us", allow_truncated_timestamps=True)
@@ -598,12 +623,15 @@ def set_aside_bad_rows(events: Any, time_column: str | None) -> tuple[Any, Any]:
     return good, bad
 
 
-def start_spark(master: str, *, kafka: bool = False) -> Any:
-    """The session of a command; ``kafka``: with Spark's Kafka connector (fetched once, see kafka_connector)."""
+def start_spark(master: str, *, kafka: bool = False, python_env: str | None = None) -> Any:
+    """The session of a command; ``kafka``: with Spark's Kafka connector (fetched once, see kafka_connector);
+    ``python_env``: a packed Python environment for a cluster's executors."""
     try:
-        return get_spark(master, kafka=kafka)
+        return get_spark(master, kafka=kafka, python_env=python_env)
     except KafkaConnectorError as exc:
         raise UsageError(str(exc)) from None
+    except CepError as err:  # the executors cannot run cep (shipping.ShippingError): its message says what to do
+        raise UsageError(str(err)) from None
     except ImportError as exc:
         raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
     except Exception as exc:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+import json
+from typing import Any, Sequence
 
 from cep.grammar import ast
 from cep.grammar.errors import CepError
@@ -13,10 +14,17 @@ from cep.matcher.explain.text import explain
 from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import from_rows, kind_of, to_columns
 from cep.matcher.rows.validate import input_checks
+from cep.spark_bridge.alerting import rules as rules_mod
+from cep.spark_bridge.alerting import suppress as suppress_mod
+from cep.spark_bridge.alerting.rule_set import (
+    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, INTERNAL_MEASURES, alert_statement, check_rule, match_id_text,
+)
+from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.engine.match_ids import statement_text
 from cep.spark_bridge.engine.replay import Replay
 from cep.spark_bridge.spark.batch import match_dataframe
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
 from cep.spark_bridge.spark.streaming import match_stream
 
 # Imported inside functions: pandas (heavy; a run on a list of dicts never needs it).
@@ -25,10 +33,12 @@ from cep.spark_bridge.spark.streaming import match_stream
 class Query:
     """A checked, compiled query. ``run`` matches Python data; ``on_spark`` matches a Spark DataFrame."""
 
-    def __init__(self, statement: ast.Statement, text: str, filename: str | None = None) -> None:
+    def __init__(self, statement: ast.Statement, text: str, filename: str | None = None, *,
+                 match_id_text: str | None = None) -> None:
         self.statement = statement
         self.text = text
         self.filename = filename
+        self.match_id_text = match_id_text  # what match ids hash, when not the statement's text (a rule of a set)
         self.plan = CompiledQuery(statement)
 
     @property
@@ -229,3 +239,53 @@ def compile(text: str, *, filename: str | None = None) -> Query:  # noqa: A001 -
 def compile_all(text: str, *, filename: str | None = None) -> list[Query]:
     """Parse, check and compile every statement of a file (statements separated by ';')."""
     return [Query(statement, text, filename) for statement in parse_all(text, filename=filename)]
+
+
+def load_rules(path: str) -> rules_mod.RuleSet:
+    """The rules of a rule set (a directory of ``*.sql`` files, or one file), with their ids and versions
+    as ``cep stream --rules`` gives them, checked as it checks them (``ruleset.errors`` holds the others)."""
+    return rules_mod.load_rules(path, check=check_rule)
+
+
+def compile_rule(rule: rules_mod.Rule, *, alert_columns: bool = False) -> Query:
+    """One rule of a set as a query whose match ids are those ``cep stream --rules`` gives the same matches
+    (with ``run(..., session_timeout=<the stream's>, match_ids=True)``). ``alert_columns`` adds the measures
+    the stream adds to a rule: the match status (when it can be other than MATCHED) and the first and last
+    event time (``cep_alert_status``, ``cep_alert_first``, ``cep_alert_last``)."""
+    statement = alert_statement(rule.statement)[0] if alert_columns else rule.statement
+    return Query(statement, rule.text, rule.path, match_id_text=match_id_text(rule.rule_id, rule.canonical))
+
+
+def rule_alerts(rule: rules_mod.Rule, matches, *, suppress: Sequence[suppress_mod.SuppressSpec] = ()) -> list[dict]:
+    """The alerts the stream gives for ``rule``, from ``matches`` (the rows of ``compile_rule(rule,
+    alert_columns=True).run(..., match_ids=True)``, a list of dicts or a pandas DataFrame): the alert
+    columns of ``cep stream``'s ``--output`` without ``emit_time``, suppression decided per partition key
+    in event-time order as the stream decides it."""
+    records = matches.to_dict("records") if hasattr(matches, "to_dict") else list(matches)
+    partition = [ref.column.name for ref in rule.statement.match.partition_by]
+    throttle = suppress_mod.Throttle(suppress_mod.interval_us(rule.rule_id, rule.options, suppress))
+    last_alert: dict[str, int | None] = {}
+    alerts = []
+
+    def event_us(row: dict) -> int | None:
+        moment = row.get(ALERT_LAST) if row.get(ALERT_LAST) is not None else row.get(ALERT_FIRST)
+        if moment is None:
+            return None
+        if hasattr(moment, "to_pydatetime"):
+            moment = moment.to_pydatetime()
+        return state_codec.datetime_to_micros(moment)
+
+    for row in sorted(records, key=lambda r: (event_us(r) or 0, r.get("match_id") or "")):
+        names = {k.lower(): k for k in row}
+        key = json.dumps({names.get(c.lower(), c): jsonable(row[names.get(c.lower(), c)]) for c in partition}, ensure_ascii=False)
+        suppressed, last_alert[key] = throttle.decide(last_alert.get(key), event_us(row))
+        measures = {k: jsonable(v) for k, v in row.items() if k not in INTERNAL_MEASURES and k != "match_id"}
+        alerts.append({"rule_id": rule.rule_id, "rule_version": rule.version, "match_id": row.get("match_id"),
+                       "match_status": row.get(ALERT_STATUS) or "MATCHED", "partition_key": key,
+                       "first_event_time": row.get(ALERT_FIRST), "last_event_time": row.get(ALERT_LAST),
+                       "measures": json.dumps(measures, ensure_ascii=False), "suppressed": bool(suppressed)})
+    return alerts
+
+
+ALERT_REPLAY_NAMES = tuple(name for name in ALERT_NAMES if name != "emit_time")
+

@@ -54,6 +54,8 @@ from cep.cli_io import (
     write_output,
 )
 from cep.grammar.parser import parse_unchecked
+from cep.query import ALERT_REPLAY_NAMES, compile_rule, load_rules, rule_alerts
+from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.kafka import CepKafkaError
@@ -63,7 +65,8 @@ from cep.statement import ClauseStats, SqlStatement, arrow_to_pandas
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-# Imported inside functions: rich (only the progress bar of a large input) and pyspark (optional).
+# Imported inside functions: rich (only the progress bar of a large input), pandas (heavy: `cep run --rules`) and
+# pyspark (optional).
 
 DEFAULT_MASTER = "local[*]"
 # Below this many rows a run is over before a progress bar would be worth drawing.
@@ -278,6 +281,12 @@ def summary_line(run: RunResult, rows: int) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if bool(args.query_file) == bool(args.rules):
+        raise UsageError("give either a QUERY_FILE or --rules DIR (not both)")
+    if args.rules:
+        return run_rules(args)
+    if args.suppress:
+        raise UsageError("--suppress goes with --rules (a query on its own is not throttled)")
     text = read_text(args.query_file)
     if args.limit is not None and args.limit < 0:
         raise UsageError("--limit must be 0 or more")
@@ -325,7 +334,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if defined_order(text, statement) == "none":
         table = display_order(table)
     if args.output:
-        write_output(table, args.output)
+        write_output(table, args.output, keep_formulas=args.csv_keep_formulas)
         print(f"wrote {len(table)} rows to {args.output}")
     elif len(table):
         print(format_table(table))
@@ -337,6 +346,73 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_rules(args: argparse.Namespace) -> int:
+    """``cep run --rules DIR``: every rule of the set over the inputs, as the live stream alerts them (the
+    python engine unless --engine spark or a --master is given: rule sets are replayed rule by rule)."""
+    import pandas as pd
+
+    if not os.path.exists(args.rules):
+        raise UsageError(f"rules directory not found: {args.rules}")
+    if not args.input:
+        raise UsageError("--rules needs the events: --input PATH")
+    if args.dead_letter or args.limit is not None:
+        raise UsageError("--dead-letter and --limit go with one query, not with --rules")
+    try:
+        specs = parse_specs(args.suppress)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    engine = args.engine or ("spark" if args.master != DEFAULT_MASTER else "python")
+    options = _replay_options(args)
+    options["match_ids"] = True
+    ruleset = load_rules(args.rules)
+    for error in ruleset.errors:
+        print_error(str(error))
+    if not len(ruleset):
+        print_error(f"cep run: no rule could be loaded from {args.rules}")
+        return EXIT_QUERY_ERROR
+    fmt = input_format(args.input, args.format)
+    started = time.perf_counter()
+    alerts: list[dict] = []
+    try:
+        if engine == "python":
+            data = read_pandas(args.input, fmt)
+            events = len(data)
+            for rule in ruleset:
+                alerts += rule_alerts(rule, compile_rule(rule, alert_columns=True).run(data, **options), suppress=specs)
+        else:
+            spark = start_spark(args.master)
+            data = read_spark(spark, args.input, fmt)
+            events = data.count()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for rule in ruleset:
+                    matches = compile_rule(rule, alert_columns=True).on_spark(data, **options).toPandas()
+                    alerts += rule_alerts(rule, matches, suppress=specs)
+    except cep.CepError as err:
+        print_error(str(err))
+        return EXIT_QUERY_ERROR
+    except Exception as exc:
+        message = spark_error(exc)
+        if message is None:
+            raise
+        print_error(f"{args.rules}: {message}")
+        return EXIT_QUERY_ERROR
+    table = pd.DataFrame(alerts, columns=list(ALERT_REPLAY_NAMES))
+    table = table.sort_values(["rule_id", "last_event_time", "match_id"], kind="stable").reset_index(drop=True)
+    if args.output:
+        write_output(table, args.output, keep_formulas=args.csv_keep_formulas)
+        print(f"wrote {len(table)} alerts to {args.output}")
+    elif len(table):
+        print(format_table(table))
+    else:
+        print("(no alerts)")
+    suppressed = int(table["suppressed"].sum()) if len(table) else 0
+    print(f"rules: {len(ruleset)}, events read: {events}, alerts: {len(table)}"
+          + (f" ({suppressed} suppressed)" if suppressed else "")
+          + f", seconds: {time.perf_counter() - started:.2f} (engine: {engine}; ids as cep stream --rules gives them)")
+    return EXIT_QUERY_ERROR if ruleset.errors else EXIT_OK
+
+
 def add_command(sub: Any, formats: Sequence[str]) -> None:
     run = sub.add_parser(
         "run",
@@ -344,7 +420,12 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         description="Run the SQL statement in QUERY_FILE (one or more MATCH_RECOGNIZE clauses, anywhere a table "
         "may stand) over the inputs; print the rows as a table and a summary line.",
     )
-    run.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
+    run.add_argument("query_file", metavar="QUERY_FILE", nargs="?", help="file holding the statement (or --rules DIR)")
+    run.add_argument("--rules", "-r", metavar="DIR",
+                     help="replay a rule set (the directory cep stream --rules runs) instead of one query: the alerts "
+                     "with the ids, versions and suppression of the live stream (give it the stream's --session-timeout "
+                     "and --suppress)")
+    run.add_argument("--suppress", action="append", metavar="RULE=DURATION", help="with --rules: as cep stream's --suppress")
     run.add_argument(
         "--input", "-i", action="append", metavar="[NAME=]PATH",
         help="input file (or Spark directory): without NAME=, the table the first MATCH_RECOGNIZE reads (repeat "
@@ -378,5 +459,8 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
                      "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions")
     run.add_argument("--match-ids", action="store_true",
                      help="add a last column match_id: the id the stream gives the same match (cep stream's alerts)")
+    run.add_argument("--csv-keep-formulas", action="store_true",
+                     help="in a .csv output, write text starting with = + - @ as it is (by default it gets a leading ' "
+                     "so that a spreadsheet shows it instead of running it)")
     run.set_defaults(func=cmd_run)
 

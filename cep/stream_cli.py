@@ -1,30 +1,32 @@
-"""``cep stream`` and ``cep status``: run a rule set (or one query) over a directory of event files.
+"""``cep stream``: run a rule set (or one query) over a directory of event files, as a service.
 
     cep stream --rules rules/ --input events/ --checkpoint ck/ [--output alerts/] [--format json|csv|parquet]
                [--sink console|json|parquet|csv|webhook URL|sqlite PATH|postgres URL]... [--watermark 30s]
                [--trigger 1s] [--suppress 'rule_id=10m']... [--session-timeout 1h] [--once]
                [--dead-letter DIR] [--max-future-skew 1d|off]
+               [--webhook-format json|pagerduty|slack|alertmanager|template] [--webhook-template FILE]
+               [--pagerduty-routing-key '$KEY'] [--webhook-header 'Name: value $VAR']... [--webhook-secret '$SECRET']
+               [--metrics-port [HOST:]PORT] [--health-port [HOST:]PORT] [--log-format text|json] [--status-every 60s]
+               [--master URL] [--python-env PACKED.tar.gz]
     cep stream QUERY.sql --input events/ --checkpoint ck/ ...      (one query file: a rule set of one file)
     cep stream --rules rules/ --input kafka://HOST:PORT/TOPIC [--kafka-option KEY=VALUE]... --checkpoint ck/
                [--sink kafka://HOST:PORT/ALERTS | --sink kafka-exactly-once://HOST:PORT/ALERTS]
-    cep status --checkpoint ck/ [--json]
 
-Wiring (``cep/cli.py``): ``build_parser`` calls ``stream_cli.add_commands(sub)`` with its subparsers
-object; each command sets ``func`` (returning an exit code) like the others, so ``main`` needs nothing
-else. Exit codes follow ``cep.cli`` (``cli_io.EXIT_*``): 0 ok (also after SIGTERM); 1 a query/rule error: nothing could run,
-the matching query failed, or (with ``--once``) a rule could not be loaded; 2 usage or files; 130
-stopped by Ctrl-C (after a clean stop: the queries stopped and the status written; the same command
-resumes from the checkpoint).
+``cep status`` and ``cep deliver`` are in ``cep/status_cli.py``. Wiring (``cep/cli.py``): ``build_parser``
+calls ``stream_cli.add_commands(sub)``; each command sets ``func`` (returning an exit code). Exit codes
+follow ``cep.cli`` (``cli_io.EXIT_*``): 0 ok, also after SIGTERM (a clean stop: the queries stopped, nothing
+half-committed, the status ``stopped``; the same command resumes); 1 a query/rule error: nothing could
+run, the matching query failed, or (with ``--once``) a rule could not be loaded or a sink not delivered;
+2 usage or files; 130 stopped by Ctrl-C (after the same clean stop).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
+import logging
 import os
 import signal
-import sys
 import threading
 import time
 from functools import reduce
@@ -34,16 +36,25 @@ from cep import cli_io
 from cep.cli_io import UsageError
 from cep.grammar.errors import CepError
 from cep.grammar.parser import parse_schema
-from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
+from cep.logs import LOG_FORMATS, StreamLog
+from cep.spark_bridge.alerting.metrics import HealthCheck, ServiceServer, StreamMetrics
+from cep.spark_bridge.alerting.status import rule_rows
+from cep.spark_bridge.alerting.stream import AlertStream, QueryFailed
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import is_off, parse_duration
+from cep.spark_bridge.sinks.base import atomic_write
 from cep.spark_bridge.sinks.fanout import make_sink
+from cep.spark_bridge.sinks.payloads import FORMATS as WEBHOOK_FORMATS
+from cep.spark_bridge.sinks.payloads import BodyFormat
+from cep.spark_bridge.sinks.safe_text import expand_env
+from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 from cep.spark_bridge.spark.files import CSV_OPTIONS, apply_text_types
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
 )
+from cep.spark_bridge.spark.session import ignore_sigterm, spark_log_path
 from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
@@ -54,7 +65,14 @@ ALERT_SINKS = ("console", "webhook", "sqlite", "postgres")
 # An event time a day ahead of the wall clock is a broken clock, not an event: by default `cep stream`
 # rejects it before it can move the watermark past every other row. A replay of history is never ahead.
 DEFAULT_MAX_FUTURE_SKEW = "1 day"
+# /readyz: Spark's last trigger at most this many trigger intervals ago, and never less than the floor
+# (Spark reports an idle trigger every 10 s: spark.sql.streaming.noDataProgressEventInterval).
+READY_TRIGGERS = 10
+READY_FLOOR_S = 60.0
+SCHEMA_SAMPLE_FILES = 50  # the newest files read to infer the input's columns (not every file there)
 _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+log = logging.getLogger("cep.stream")
 
 
 def _usage(message: str) -> UsageError:
@@ -65,17 +83,18 @@ def _usage(message: str) -> UsageError:
 
 
 def add_commands(subparsers) -> None:
-    """Add ``stream`` and ``status`` to the ``cep`` command's subparsers."""
+    """Add ``stream`` to the ``cep`` command's subparsers."""
     stream = subparsers.add_parser(
         "stream",
         help="run a rule set (a directory of .sql files) or one query over a stream of event files",
         description="Run every rule of --rules DIR (each *.sql file may hold several named statements), or the "
         "query in QUERY_FILE, over the files arriving in --input DIR (or the messages of --input kafka://HOST:PORT/TOPIC), continuously. Rules added, changed or "
         "removed in DIR are picked up between micro-batches; the others keep running with their state. "
-        "Matches are written to --output (exactly once) and sent to the --sink alert sinks. Ctrl-C stops "
-        "cleanly; the same command resumes from --checkpoint.",
+        "Matches are written to --output (exactly once) and sent to the --sink alert sinks, each on its own "
+        "delivery lane. Ctrl-C or SIGTERM stops cleanly; the same command resumes from --checkpoint. "
+        "docs/operations.md says how to run it as a service.",
         epilog="Examples: cep stream --rules rules/ --input events/ --checkpoint ck/ --output alerts/ "
-        "--sink webhook https://alerts.example/hook --suppress 'fraud/*=10m'; "
+        "--sink webhook https://alerts.example/hook --suppress 'fraud/*=10m' --metrics-port 9108 --health-port 8080; "
         "cep stream --rules rules/ --input kafka://127.0.0.1:9092/ticks --checkpoint ck/ "
         "--sink kafka-exactly-once://127.0.0.1:9092/alerts",
     )
@@ -88,13 +107,14 @@ def add_commands(subparsers) -> None:
                         help="input format (default: from the files' extension; for Kafka the message value: json "
                         "(default) or csv)")
     stream.add_argument("--schema", metavar="COLUMNS",
-                        help="input columns, e.g. 'ts TIMESTAMP, card STRING, amount DOUBLE' (default: read from the files "
-                        "there, or from the last messages of a Kafka topic)")
+                        help="input columns, e.g. 'ts TIMESTAMP, card STRING, amount DOUBLE' (default: read from the "
+                        "files there on the first start, then kept in the checkpoint; or from the last messages of a "
+                        "Kafka topic)")
     stream.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                         help="an option of Spark's Kafka source (startingOffsets=latest, maxOffsetsPerTrigger=10000, "
                         "kafka.security.protocol=SASL_SSL, ...); @FILE reads KEY=VALUE lines; repeat for several")
     stream.add_argument("--checkpoint", "-c", required=True, metavar="DIR",
-                        help="where progress, state, rule versions and status are kept (reuse it to resume)")
+                        help="where progress, state, rule versions, outboxes and status are kept (reuse it to resume)")
     stream.add_argument("--output", "-o", metavar="DIR", help="directory for the matches (default: CHECKPOINT/matches)")
     stream.add_argument("--sink", action="append", nargs="+", metavar="SINK",
                         help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
@@ -107,31 +127,86 @@ def add_commands(subparsers) -> None:
     stream.add_argument("--session-timeout", metavar="GAP", help="end a key's session after this event-time gap (default: never)")
     stream.add_argument("--time-column", metavar="NAME", help="the event-time column (default: the rules' first ORDER BY column)")
     stream.add_argument("--dead-letter", metavar="DIR",
-                        help="bad input rows go to DIR/bad-rows/ (JSON lines with the reason), failed webhook deliveries "
-                        "to DIR/<key>.json (default: CHECKPOINT/dead-letter)")
+                        help="bad input rows go to DIR/bad-rows/, late rows to DIR/late/, a webhook's failed deliveries "
+                        "to DIR/<sink>/ (default: CHECKPOINT/dead-letter)")
     stream.add_argument("--dedup-key", action="append", metavar="COLUMN",
                         help="drop repeats of this column's value (an event id) within a partition key and the watermark "
                         "delay; repeat for a key of several columns (default: every row counts, as in SQL)")
     stream.add_argument("--max-future-skew", default=DEFAULT_MAX_FUTURE_SKEW, metavar="DURATION",
                         help="a row whose event time is further ahead of the clock than this is a bad row "
                         "(future_event_time) and cannot move the watermark; 'off' to accept any (default: %(default)s)")
-    stream.add_argument("--webhook-attempts", type=int, default=5, metavar="N", help="attempts per webhook request (default: %(default)s)")
-    stream.add_argument("--webhook-timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default: %(default)s)")
-    stream.add_argument("--webhook-batch", type=int, default=1, metavar="N",
-                        help="alerts per webhook request (default 1: Idempotency-Key = match_id)")
-    stream.add_argument("--once", action="store_true", help="process the files there now, deliver, and stop")
-    stream.add_argument("--master", default="local[*]", help="Spark master URL (default: %(default)s)")
+    hooks = stream.add_argument_group("webhooks", "what a --sink webhook sends (docs/alerting.md, Sinks)")
+    hooks.add_argument("--webhook-format", choices=WEBHOOK_FORMATS, default=None,
+                       help="the body: json ({\"alerts\": [...]}, the default), pagerduty (Events API v2), slack "
+                       "(incoming webhook), alertmanager (POST /api/v2/alerts), template (--webhook-template)")
+    hooks.add_argument("--webhook-template", metavar="FILE",
+                       help="a Jinja2 template of the body; every {{ expression }} is written as JSON (implies --webhook-format template)")
+    hooks.add_argument("--pagerduty-routing-key", metavar="KEY",
+                       help="the PagerDuty integration key; write it as '$NAME' to read it from the environment")
+    hooks.add_argument("--webhook-header", action="append", metavar="'NAME: VALUE'",
+                       help="a header on every request, e.g. 'Authorization: Bearer $TOKEN' ($NAME and ${NAME} are read "
+                       "from the environment; never written to logs or files); repeatable")
+    hooks.add_argument("--webhook-secret", metavar="SECRET",
+                       help="sign every request (X-Cep-Signature: t=..., v1=HMAC-SHA256); write it as '$NAME' to read "
+                       "it from the environment")
+    hooks.add_argument("--webhook-attempts", type=int, default=5, metavar="N", help="attempts per webhook request (default: %(default)s)")
+    hooks.add_argument("--webhook-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="deadline of one request, answer included (default: %(default)s)")
+    hooks.add_argument("--webhook-batch", type=int, default=1, metavar="N",
+                       help="alerts per webhook request (default 1: Idempotency-Key = match_id)")
+    service = stream.add_argument_group("running as a service", "docs/operations.md")
+    service.add_argument("--metrics-port", metavar="[HOST:]PORT", help="serve Prometheus metrics on /metrics")
+    service.add_argument("--health-port", metavar="[HOST:]PORT", help="serve /healthz and /readyz (may equal --metrics-port)")
+    service.add_argument("--ready-after", metavar="DURATION",
+                         help="/readyz fails when Spark's last trigger ended longer ago than this (default: 10 triggers, "
+                         "at least 60s)")
+    service.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                         help="text: '[cep] TIME message' lines; json: one JSON object per line (default: %(default)s)")
+    service.add_argument("--status-every", default="60s", metavar="DURATION",
+                         help="off a terminal, the status line is written after each micro-batch with data and at least "
+                         "this often (default: %(default)s)")
+    service.add_argument("--once", action="store_true", help="process the files there now, deliver, and stop")
+    service.add_argument("--master", default="local[*]",
+                         help="Spark master URL: local[N], spark://HOST:PORT, yarn, k8s://... (default: %(default)s); "
+                         "on a cluster cep ships itself to the executors and checks they can import it")
+    service.add_argument("--python-env", metavar="PACKED.tar.gz",
+                         help="a virtual environment packed with venv-pack, for executors without pandas and pyarrow "
+                         "(spark.archives; docs/operations.md)")
     stream.set_defaults(func=cmd_stream)
 
-    status = subparsers.add_parser(
-        "status",
-        help="show a stream's rules: versions, matches, live partial matches, late rows, errors",
-        description="Print what the stream using --checkpoint DIR last reported, per rule: version, matches so far, "
-        "suppressed, live partial matches, late rows, last micro-batch time, errors.",
-    )
-    status.add_argument("--checkpoint", "-c", required=True, metavar="DIR", help="the stream's checkpoint directory")
-    status.add_argument("--json", action="store_true", help="print the status file as JSON")
-    status.set_defaults(func=cmd_status)
+
+def parse_headers(values: Sequence[str]) -> dict[str, str]:
+    """``--webhook-header 'Name: value'`` options, values read from the environment where they say ``$NAME``."""
+    headers: dict[str, str] = {}
+    for value in values:
+        name, sep, text = value.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"--webhook-header expects 'Name: value' (got a value without a name and a colon)")
+        headers[name.strip()] = expand_env(text.strip(), what=f"--webhook-header {name.strip()}")
+    return check_headers(headers)
+
+
+def webhook_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of every ``--sink webhook`` (usage errors name the option, never a secret)."""
+    if args.webhook_attempts < 1 or args.webhook_batch < 1:
+        raise _usage("--webhook-attempts and --webhook-batch must be at least 1")
+    if args.webhook_timeout <= 0:
+        raise _usage("--webhook-timeout must be positive")
+    fmt = args.webhook_format or ("template" if args.webhook_template else "json")
+    template = None
+    if args.webhook_template:
+        if fmt != "template":
+            raise _usage(f"--webhook-template goes with --webhook-format template, not {fmt}")
+        template = cli_io.read_text(args.webhook_template)
+    try:
+        routing_key = expand_env(args.pagerduty_routing_key, what="--pagerduty-routing-key") if args.pagerduty_routing_key else None
+        body = BodyFormat(fmt, routing_key=routing_key, template=template)
+        headers = parse_headers(args.webhook_header or [])
+        secret = expand_env(args.webhook_secret, what="--webhook-secret") if args.webhook_secret else None
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    return {"max_attempts": args.webhook_attempts, "timeout": args.webhook_timeout, "batch_size": args.webhook_batch,
+            "body_format": body, "headers": headers, "secret": secret}
 
 
 def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, webhook_options: dict | None = None,
@@ -172,10 +247,30 @@ def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, 
             raise _usage(f"--sink {kind} needs exactly one {'URL' if kind in ('webhook', 'postgres') else 'PATH'}")
         options = dict(webhook_options or {}) if kind == "webhook" else {}
         try:
-            sinks.append(make_sink(kind, rest[0] if rest else None, dead_letter_dir=dead_letter_dir, **options))
+            sink = make_sink(kind, rest[0] if rest else None, dead_letter_dir=dead_letter_dir, **options)
+            if isinstance(sink, WebhookSink):  # a template that fails shows now, not at the first alert
+                sink.body_format.check(sink.sample_payload())
         except (ValueError, RuntimeError) as exc:
             raise _usage(f"--sink {kind}: {exc}") from None
+        if any(s.key() == sink.key() for s in sinks):
+            raise _usage(f"--sink {kind} {sink.describe()} is given twice")
+        sinks.append(sink)
     return file_format or "json", sinks
+
+
+def parse_address(value: str | None, option: str) -> tuple[str, int] | None:
+    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT``); the host defaults to every interface."""
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]")
+    try:
+        number = int(port)
+    except ValueError:
+        raise _usage(f"{option} expects PORT or HOST:PORT, not {value!r}") from None
+    if not 0 <= number < 65536:
+        raise _usage(f"{option}: {number} is not a port")
+    return host or "0.0.0.0", number
 
 
 def _duration_text(value: str | None, option: str) -> str | None:
@@ -201,10 +296,12 @@ def _input_format(path: str, explicit: str | None) -> str:
     raise _usage(f"cannot tell the format of the files in {path}; use --format {{{','.join(FORMATS)}}}")
 
 
-def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
-    """A streaming DataFrame over the files in ``path``; the schema from ``schema_text`` or from the
-    files already there (ISO 8601 text columns of JSON become timestamps, as in ``cep run``; a CSV is read
-    as text, RFC 4180, and typed by the rule of ``cep run``, ``cep.spark_bridge.spark.files``).
+def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *, cache: str | None = None):
+    """A streaming DataFrame over the files in ``path``; the schema from ``schema_text``, else from
+    ``cache`` (a restart reuses the columns its first start found), else from the newest
+    ``SCHEMA_SAMPLE_FILES`` files already there (ISO 8601 text columns of JSON become timestamps, as in
+    ``cep run``; a CSV is read as text, RFC 4180, and typed by the rule of ``cep run``,
+    ``cep.spark_bridge.spark.files``), then kept in ``cache``.
 
     JSON and CSV are read in Spark's PERMISSIVE mode with a ``_corrupt_record`` column: a line that is
     not JSON, or holds a value the schema's type cannot take (``abc`` in a DOUBLE column, ``yesterday``
@@ -216,32 +313,25 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-
+    to_time: list[str] = []
+    text_types: dict[str, str] = {}  # a CSV read as text: the types it is given after the read
     if schema_text:
-
         try:
             columns = parse_schema(schema_text)
         except Exception as exc:  # CepError
             raise _usage(f"invalid --schema:\n{exc}") from None
         schema = T.StructType([T.StructField(name, sql_to_spark(kind, column=name), True) for name, kind in columns.items()])
-        to_time: list[str] = []
+    elif cache and os.path.exists(cache):
+        with open(cache, encoding="utf-8") as fh:
+            kept = json.load(fh)
+        schema, to_time = T.StructType.fromJson(kept["schema"]), list(kept.get("to_time") or [])
+        text_types = dict(kept.get("text_types") or {})
     else:
-        files = [n for n in os.listdir(path) if not n.startswith(("_", "."))] if os.path.isdir(path) else []
-        if not files:
-            raise _usage(f"{path} has no files yet to take the columns from; give them with --schema "
-                         "'ts TIMESTAMP, key STRING, value DOUBLE'")
-        static = cli_io.read_spark(spark, [path], fmt)
-        if fmt == "csv":  # every field as text; typed after the read, by the rule cep run follows
-            text_types = {f.name: spark_to_sql(f.dataType) for f in static.schema.fields if f.name != CORRUPT_RECORD}
-            schema = T.StructType([T.StructField(name, T.StringType(), True) for name in text_types])
-            to_time = []
-        elif fmt == "json":
-            raw = spark.read.json(path).schema
-            to_time = [f.name for f in static.schema.fields if isinstance(f.dataType, T.TimestampType)
-                       and not isinstance(raw[f.name].dataType, T.TimestampType)]
-            schema = raw
-        else:
-            schema, to_time = static.schema, []
+        schema, to_time, text_types = _infer_schema(spark, path, fmt)
+        if cache:
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            atomic_write(cache, json.dumps({"schema": schema.jsonValue(), "to_time": to_time, "text_types": text_types,
+                                            "format": fmt}))
     if fmt in ("json", "csv") and CORRUPT_RECORD not in schema.fieldNames():
         schema = T.StructType(list(schema.fields) + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
     reader = spark.readStream.schema(schema)
@@ -252,7 +342,7 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     df = reader.format(fmt).load(path)
     if fmt == "csv":
         df = blank_misshapen_csv_lines(df)
-        if not schema_text:
+        if text_types:
             df = apply_text_types(df, text_types, mark_unread=True)
     if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
         data = [F.col(quote(f.name)) for f in schema.fields if f.name != CORRUPT_RECORD]
@@ -265,66 +355,109 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None):
     return df
 
 
+def _infer_schema(spark, path: str, fmt: str):
+    """(schema, JSON text columns to read as timestamps, a CSV's column types) from the newest files of
+    ``path``. A CSV is read as text and typed after the read (``files.apply_text_types``), by the rule
+    ``cep run`` follows."""
+    from pyspark.sql import types as T
+
+    names = [n for n in os.listdir(path) if not n.startswith(("_", "."))] if os.path.isdir(path) else []
+    if not names:
+        raise _usage(f"{path} has no files yet to take the columns from; give them with --schema "
+                     "'ts TIMESTAMP, key STRING, value DOUBLE'")
+    newest = sorted(names, key=lambda n: os.path.getmtime(os.path.join(path, n)))[-SCHEMA_SAMPLE_FILES:]
+    files = [os.path.join(path, n) for n in sorted(newest)]
+    static = cli_io.read_spark(spark, files, fmt)
+    if fmt == "csv":
+        text_types = {f.name: spark_to_sql(f.dataType) for f in static.schema.fields if f.name != CORRUPT_RECORD}
+        return T.StructType([T.StructField(name, T.StringType(), True) for name in text_types]), [], text_types
+    if fmt != "json":
+        return static.schema, [], {}
+    raw = spark.read.json(files).schema
+    to_time = [f.name for f in static.schema.fields if isinstance(f.dataType, T.TimestampType)
+               and not isinstance(raw[f.name].dataType, T.TimestampType)]
+    return raw, to_time, {}
+
+
 # -------------------------------------------------------------------------------------- cep stream
 
 
-def _status_line(status: dict, started: float) -> str:
+def status_line(status: dict, started: float) -> tuple[str, dict]:
+    """The one-line summary (and its fields, for JSON logs): micro-batch, rules, alerts, live partial
+    matches, late and bad input rows, and each sink's deliveries, queue and dead letters."""
     rows = rule_rows(status)
-    active = sum(1 for r in rows if r["state"] == "active")
-    errors = len(status.get("errors", []))
     last = status.get("last_batch") or {}
-    alerts = sum(r["matches"] + r["earlier_matches"] for r in rows)
-    suppressed = sum(r["suppressed"] for r in rows)
-    sinks = status.get("sinks", {})
-    delivered = sum(s.get("delivered", 0) for s in sinks.values())
-    dead = sum(s.get("dead_lettered", 0) for s in sinks.values())
-    parts = [
-        f"{_dt.datetime.now().strftime('%H:%M:%S')}",
-        f"batch {last.get('id', '-')}",
-        f"rules {active}" + (f" ({errors} with errors)" if errors else ""),
-        f"alerts {alerts}" + (f" ({suppressed} suppressed)" if suppressed else ""),
-        f"live {sum(r['live'] for r in rows)}",
-        f"late {sum(r['late'] for r in rows)}",
-    ]
-    bad = sum((status.get("bad_rows") or {}).values())
-    if bad:
-        parts.append(f"bad rows {bad}")
-    duplicates = max((r["duplicates_dropped"] for r in rows), default=0)
-    if duplicates:
-        parts.append(f"duplicates {duplicates}")
-    if sinks:
-        parts.append(f"delivered {delivered}" + (f", dead letters {dead}" if dead else ""))
-    parts.append(f"up {int(time.monotonic() - started)}s")
-    return " | ".join(parts)
+    fields: dict[str, Any] = {
+        "batch": last.get("id"), "rules": sum(1 for r in rows if r["state"] == "active"),
+        "rule_errors": len(status.get("errors", [])), "alerts": sum(r["matches"] + r["earlier_matches"] for r in rows),
+        "suppressed": sum(r["suppressed"] for r in rows), "live": sum(max(0, r["live"]) for r in rows),
+        "late_rows": status.get("late_rows", 0), "bad_rows": sum((status.get("bad_rows") or {}).values()),
+        "duplicates": max((r["duplicates_dropped"] for r in rows), default=0), "up_s": int(time.monotonic() - started),
+        "sinks": {key: {"delivered": s.get("delivered", 0), "waiting": s.get("queue_alerts", 0),
+                        "dead_letters": s.get("dead_letters_waiting", 0), "failing": bool(s.get("failing_since"))}
+                  for key, s in sorted((status.get("sinks") or {}).items())},
+    }
+    parts = [f"batch {fields['batch'] if fields['batch'] is not None else '-'}",
+             f"rules {fields['rules']}" + (f" ({fields['rule_errors']} with errors)" if fields["rule_errors"] else ""),
+             f"alerts {fields['alerts']}" + (f" ({fields['suppressed']} suppressed)" if fields["suppressed"] else ""),
+             f"live {fields['live']}", f"late {fields['late_rows']}"]
+    if fields["bad_rows"]:
+        parts.append(f"bad rows {fields['bad_rows']}")
+    if fields["duplicates"]:
+        parts.append(f"duplicates {fields['duplicates']}")
+    if status.get("rules_outage"):
+        parts.append("RULES UNREADABLE")
+    for key, sink in fields["sinks"].items():
+        extra = [f"{sink['waiting']} waiting"] if sink["waiting"] else []
+        extra += [f"{sink['dead_letters']} dead letters"] if sink["dead_letters"] else []
+        extra += ["FAILING"] if sink["failing"] else []
+        parts.append(f"{key.split('-')[0]} {sink['delivered']}" + (f" ({', '.join(extra)})" if extra else ""))
+    parts.append(f"up {fields['up_s']}s")
+    return " | ".join(parts), fields
 
 
-class _Console:
-    """Events on their own lines; the status line rewritten in place on a terminal, else printed when it changes."""
+class _Services:
+    """The HTTP endpoints of ``--metrics-port`` and ``--health-port`` (one server when they are equal)."""
 
-    def __init__(self, stream=None) -> None:
-        self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.last = ""
-        self.shown = False
+    def __init__(self, metrics_at: tuple[str, int] | None, health_at: tuple[str, int] | None, ready_window: float) -> None:
+        self.health = HealthCheck(None, ready_window=ready_window)
+        self.servers: list[ServiceServer] = []
+        self.metrics_server: ServiceServer | None = None
+        self.health_server: ServiceServer | None = None
+        try:
+            if health_at is not None:
+                self.health_server = ServiceServer(*health_at, health=self.health)
+                self.servers.append(self.health_server)
+            if metrics_at is not None:
+                if health_at is not None and metrics_at[1] == health_at[1]:
+                    self.metrics_server = self.servers[0]
+                else:
+                    self.metrics_server = ServiceServer(*metrics_at)
+                    self.servers.append(self.metrics_server)
+        except OSError as exc:
+            self.stop()
+            raise _usage(f"cannot serve --metrics-port/--health-port: {exc.strerror or exc}") from None
+        self.wants_metrics = metrics_at is not None
 
-    def event(self, message: str) -> None:
-        self.clear()
-        self.stream.write(f"[cep] {message}\n")
-        self.stream.flush()
+    def attach(self, stream: AlertStream) -> None:
+        self.health.stream = stream
+        if self.metrics_server is not None:
+            try:
+                self.metrics_server.metrics = StreamMetrics(stream)
+            except ImportError:
+                raise _usage("--metrics-port needs prometheus-client: pip install 'cep-spark[service]'") from None
 
-    def status(self, line: str) -> None:
-        if self.tty:
-            self.stream.write("\r\033[K" + line)
-            self.shown = True
-        elif line.split(" | ")[1:-1] != self.last.split(" | ")[1:-1]:  # not the clock, not the uptime
-            self.stream.write(line + "\n")
-        self.last = line
-        self.stream.flush()
+    def describe(self) -> str:
+        def what(server: ServiceServer) -> str:
+            both = server is self.metrics_server and self.health_server is server
+            return "metrics and health" if both else "metrics" if server is self.metrics_server else "health"
 
-    def clear(self) -> None:
-        if self.tty and self.shown:
-            self.stream.write("\r\033[K")
-            self.shown = False
+        return ", ".join(f"{what(s)} on :{s.port}" for s in self.servers)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+        self.servers = []
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
@@ -354,11 +487,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
         return cli_io.EXIT_USAGE
     checkpoint = os.path.abspath(args.checkpoint)
     dead_letter = os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter"))
-    webhook_options = {"max_attempts": args.webhook_attempts, "timeout": args.webhook_timeout, "batch_size": args.webhook_batch}
-    if args.webhook_attempts < 1 or args.webhook_batch < 1:
-        raise _usage("--webhook-attempts and --webhook-batch must be at least 1")
     try:
-        output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options,
+        output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options(args),
                                            state_dir=os.path.join(checkpoint, "sinks"))
     except CepKafkaError as err:
         cli_io.print_error(str(err))
@@ -371,50 +501,17 @@ def cmd_stream(args: argparse.Namespace) -> int:
     trigger = _duration_text(args.trigger, "--trigger")
     session = _duration_text(args.session_timeout, "--session-timeout")
     skew = None if is_off(str(args.max_future_skew)) else _duration_text(args.max_future_skew, "--max-future-skew")
+    status_every = parse_duration(args.status_every, what="--status-every") / 1e6 if not is_off(args.status_every) else float("inf")
+    metrics_at = parse_address(args.metrics_port, "--metrics-port")
+    health_at = parse_address(args.health_port, "--health-port")
+    if args.python_env and not os.path.isfile(args.python_env):
+        raise _usage(f"--python-env: no such file {args.python_env} (a venv-pack archive)")
+    trigger_s = parse_duration(args.trigger, what="--trigger") / 1e6
 
-    spark = cli_io.start_spark(args.master, kafka=kafka)
-    console = _Console()
-    try:
-        if kafka:
-            source = read_kafka(spark, address, schema=args.schema, format=fmt, options=kafka_options)
-        else:
-            source = stream_source(spark, args.input, fmt, args.schema)
-        stream = AlertStream(
-            spark, rules_path, source, checkpoint=checkpoint, output=args.output, output_format=output_format,
-            sinks=sinks, suppress=specs, watermark=watermark, session_timeout=session, time_column=args.time_column,
-            trigger=trigger, on_event=console.event, dead_letter=dead_letter, max_future_skew=skew,
-            dedup_key=args.dedup_key, source_location=kafka_location() if kafka else None,
-        )
-        stream.refresh_rules(force=True)
-    except CepKafkaError as err:
-        cli_io.print_error(str(err))
-        return cli_io.EXIT_USAGE
-    except CepError as err:
-        cli_io.print_error(str(err))
-        return cli_io.EXIT_QUERY_ERROR
-    ruleset = stream.ruleset
-    if not len(ruleset) and (args.once or not args.rules):
-        cli_io.print_error(f"cep stream: no rule could be loaded from {rules_path}")
-        return cli_io.EXIT_QUERY_ERROR
-    where = stream.file_sink.path
-    console.event(f"{len(ruleset)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> {where} "
-                  f"({output_format})" + "".join(f"; {s.describe()}" for s in sinks) + f"; checkpoint {checkpoint}")
-
-    if args.once:
-        try:
-            status = stream.run_available_now()
-        except Exception as exc:
-            message = cli_io.spark_error(exc)
-            if message is None:
-                raise
-            cli_io.print_error(f"cep stream: {message}")
-            return cli_io.EXIT_QUERY_ERROR
-        started = time.monotonic()
-        console.event(_status_line(status, started))
-        return cli_io.EXIT_QUERY_ERROR if ruleset.errors else cli_io.EXIT_OK
-
-    # Ctrl-C and SIGTERM end the loop between two polls; the queries are then stopped and the status
-    # written. (pyspark's own SIGINT handler would raise inside a Py4J call; a second Ctrl-C still does.)
+    # Ctrl-C and SIGTERM (systemd's stop, sent to the whole process group) end the loop between two
+    # polls; the queries are then stopped and the status written. Installed before Spark starts, so a
+    # stop during start-up is clean too. (pyspark's own SIGINT handler would raise inside a Py4J call;
+    # a second Ctrl-C still does.)
     stop = threading.Event()
     interrupted: list[int] = []
     saved: dict[int, Any] = {}
@@ -425,120 +522,86 @@ def cmd_stream(args: argparse.Namespace) -> int:
         interrupted.append(signum)
         stop.set()
 
-    if threading.current_thread() is threading.main_thread():
+    logbook = StreamLog(fmt=args.log_format, status_every=status_every).install()
+    ready_window = (parse_duration(args.ready_after, what="--ready-after") / 1e6 if args.ready_after
+                    else max(READY_FLOOR_S, READY_TRIGGERS * trigger_s))
+    services = _Services(metrics_at, health_at, ready_window)
+    if not args.once and threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             saved[signum] = signal.signal(signum, request_stop)
     started = time.monotonic()
     try:
-        stream.start()
-        console.event("running; Ctrl-C stops cleanly (the same command resumes)")
-        stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: console.status(_status_line(status, started)))
-    except RuntimeError as exc:
-        console.event(str(exc))
-        if kafka and "TimeoutException" in str(exc):
-            console.event(f"the Kafka brokers at {address.bootstrap} did not answer for longer than the Kafka client's "
+        spark = cli_io.start_spark(args.master, kafka=kafka, python_env=args.python_env)
+        ignore_sigterm(spark)  # the JVM must outlive the clean stop the driver makes on SIGTERM
+        log.info(f"Spark's own log: {spark_log_path()}")
+        try:
+            if kafka:
+                source = read_kafka(spark, address, schema=args.schema, format=fmt, options=kafka_options)
+            else:
+                source = stream_source(spark, args.input, fmt, args.schema, cache=os.path.join(checkpoint, "source-schema.json"))
+            stream = AlertStream(
+                spark, rules_path, source, checkpoint=checkpoint, output=args.output, output_format=output_format,
+                sinks=sinks, suppress=specs, watermark=watermark, session_timeout=session, time_column=args.time_column,
+                trigger=trigger, dead_letter=dead_letter, max_future_skew=skew, dedup_key=args.dedup_key,
+                source_location=kafka_location() if kafka else None,
+            )
+            stream.refresh_rules(force=True)
+        except CepKafkaError as err:
+            cli_io.print_error(str(err))
+            return cli_io.EXIT_USAGE
+        except CepError as err:
+            cli_io.print_error(str(err))
+            return cli_io.EXIT_QUERY_ERROR
+        services.attach(stream)
+        ruleset = stream.ruleset
+        if not len(ruleset) and (args.once or not args.rules):
+            cli_io.print_error(f"cep stream: no rule could be loaded from {rules_path}")
+            return cli_io.EXIT_QUERY_ERROR
+        where = stream.file_sink.path
+        log.info(f"{len(ruleset)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> {where} "
+                 f"({output_format})" + "".join(f"; {s.describe()}" for s in sinks) + f"; checkpoint {checkpoint}"
+                 + (f"; {services.describe()}" if services.servers else ""))
+        if args.once:
+            return _once(stream, logbook, ruleset)
+        try:
+            stream.start()
+            log.info("running; Ctrl-C or SIGTERM stops cleanly (the same command resumes)")
+            stream.run(poll_interval=1.0, stop=stop,
+                       on_tick=lambda status: logbook.status(*status_line(status, started), batches=status.get("batches", 0)))
+        except QueryFailed as exc:
+            logbook.clear()
+            log.error(str(exc))
+            if kafka and "TimeoutException" in str(exc):
+                log.error(f"the Kafka brokers at {address.bootstrap} did not answer for longer than the Kafka client's "
                           "timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same command "
                           "resumes from the checkpoint without losing an event")
-        return cli_io.EXIT_QUERY_ERROR
+            return cli_io.EXIT_QUERY_ERROR
+        logbook.clear()
+        log.info(f"stopped cleanly; status in {os.path.join(checkpoint, 'status.json')} (cep status --checkpoint "
+                 f"{args.checkpoint}); the same command resumes")
+        return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
-    console.event(f"stopped cleanly; status in {os.path.join(checkpoint, 'status.json')} (cep status --checkpoint {args.checkpoint}); "
-                  "the same command resumes")
-    return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
+        services.stop()
+        logbook.uninstall()
 
 
-# -------------------------------------------------------------------------------------- cep status
-
-
-def _ago(text: str | None) -> str:
-    if not text:
-        return "never"
+def _once(stream: AlertStream, logbook: StreamLog, ruleset) -> int:
+    started = time.monotonic()
     try:
-        moment = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return str(text)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
-    seconds = int((_dt.datetime.now(_dt.timezone.utc) - moment).total_seconds())
-    if seconds < 120:
-        return f"{moment.strftime('%Y-%m-%d %H:%M:%S')}Z ({seconds}s ago)"
-    if seconds < 7200:
-        return f"{moment.strftime('%Y-%m-%d %H:%M:%S')}Z ({seconds // 60} min ago)"
-    return f"{moment.strftime('%Y-%m-%d %H:%M:%S')}Z ({seconds // 3600} h ago)"
+        status = stream.run_available_now()
+    except CepError as err:  # a sink that could not deliver (its outbox keeps the alerts)
+        cli_io.print_error(f"cep stream: {err}")
+        return cli_io.EXIT_QUERY_ERROR
+    except Exception as exc:
+        message = cli_io.spark_error(exc)
+        if message is None:
+            raise
+        cli_io.print_error(f"cep stream: {message}")
+        return cli_io.EXIT_QUERY_ERROR
+    log.info(status_line(status, started)[0])
+    return cli_io.EXIT_QUERY_ERROR if ruleset.errors else cli_io.EXIT_OK
 
 
-def render_status(status: dict) -> str:
-    lines = []
-    last = status.get("last_batch") or {}
-    state = status.get("state", "?")
-    lines.append(f"stream: {state}, status written {_ago(status.get('updated_at'))}")
-    if last:
-        duration = f", {last['duration_ms']} ms" if last.get("duration_ms") is not None else ""
-        lines.append(f"last micro-batch: {last.get('id')} at {_ago(last.get('time'))}, {last.get('input_rows', 0)} input rows"
-                     f"{duration}; watermark {last.get('watermark') or '-'}")
-    lines.append(f"event time: {status.get('time_column') or '-'}; matches: {status.get('output', '-')} ({status.get('output_format', '-')})")
-    for name, sink in sorted((status.get("sinks") or {}).items()):
-        extra = f", last error: {sink['errors'][-1]['error']}" if sink.get("errors") else ""
-        lines.append(f"sink {name}: delivered {sink.get('delivered', 0)}, dead letters {sink.get('dead_lettered', 0)}, "
-                     f"retries {sink.get('retries', 0)}{extra}")
-    bad = status.get("bad_rows") or {}
-    if sum(bad.values()):
-        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(bad.items()) if count)
-        lines.append(f"bad rows: {sum(bad.values())} ({reasons}) -> {status.get('bad_rows_path', '-')}")
-    duplicates = max((r["duplicates_dropped"] for r in rule_rows(status)), default=0)
-    if duplicates:
-        lines.append(f"duplicates dropped: {duplicates} (each rule drops the repeats it sees; the largest count)")
-    rows = rule_rows(status)
-    lines.append("")
-    header = ("RULE", "STATE", "VERSION", "MATCHES", "SUPPRESSED", "LIVE", "LATE", "LAST MICRO-BATCH", "ERRORS")
-    table = [header]
-    for r in rows:
-        live = str(r["live"]) + (f" (+{r['stale_live']} old)" if r["stale_live"] else "")
-        matches = str(r["matches"]) + (f" (+{r['earlier_matches']} earlier versions)" if r["earlier_matches"] else "")
-        table.append((r["rule"], r["state"], r["version"], matches, str(r["suppressed"]), live, str(r["late"]),
-                      _ago(r["last_batch_time"]).split(" (")[0] if r["last_batch_time"] else "-", str(len(r["errors"])) if r["errors"] else "-"))
-    if len(table) == 1:
-        lines.append("(no rules)")
-    else:
-        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-        numeric = {4, 6}
-        for row in table:
-            lines.append("  ".join(cell.rjust(w) if i in numeric and row is not header else cell.ljust(w)
-                                   for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
-    problems = [(r["rule"], e) for r in rows for e in r["errors"]]
-    loose = [e.get("rendered", "") for e in status.get("errors", []) if not e.get("rule_id")]
-    if problems or loose:
-        lines.append("")
-        lines.append("errors:")
-        for rule, error in problems:
-            lines.append(f"  {rule}: " + str(error).replace("\n", "\n    "))
-        for error in loose:
-            lines.append("  " + error.replace("\n", "\n    "))
-    events = status.get("events") or []
-    if events:
-        lines.append("")
-        lines.append("recent events:")
-        for event in events[-8:]:
-            lines.append(f"  {event.get('time', '')}  {event.get('message', '')}".replace("\n", "\n    "))
-    for error in (status.get("query_errors") or [])[-3:]:
-        lines.append(f"query error at {error.get('time')}: {str(error.get('error', '')).splitlines()[0] if error.get('error') else ''}")
-    return "\n".join(lines)
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    path = os.path.join(args.checkpoint, "status.json")
-    if not os.path.exists(path):
-        raise _usage(f"no status in {args.checkpoint} (no cep stream has run with this --checkpoint): {path} not found")
-    try:
-        status = read_status(args.checkpoint)
-    except (OSError, ValueError) as exc:
-        raise _usage(f"cannot read {path}: {exc}") from None
-    if args.json:
-        print(json.dumps(status, indent=1, sort_keys=True))
-    else:
-        print(render_status(status))
-    return cli_io.EXIT_OK
-
-
-__all__ = ["add_commands", "cmd_status", "cmd_stream", "parse_sinks", "render_status", "stream_source"]
+__all__ = ["add_commands", "cmd_stream", "parse_headers", "parse_sinks", "status_line", "stream_source", "webhook_options"]

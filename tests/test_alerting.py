@@ -333,7 +333,8 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     write_rule(rules, "two.sql", R2_OLD)
     # Batch 1 ends inside a SPAN match for "s" (A then B) and inside an X{3} run of the old "two/run".
     batch1 = price_walk(["a", "b"], 0, 40, 4, seed=1) + [ev("s", 40, 5), ev("s", 41, 15), ev("r", 10, 60), ev("r", 11, 61)]
-    batch2 = price_walk(["a", "b"], 100, 160, 4, seed=2) + [ev("s", 100, 25), ev("r", 101, 62)]
+    late = ev("a", 2, 500.0)  # far behind the watermark when it comes: late for each of the three rules
+    batch2 = price_walk(["a", "b"], 100, 160, 4, seed=2) + [ev("s", 100, 25), ev("r", 101, 62), late]
     batch3 = [ev(SENTINEL, 10_000, 0)]
     write_batch(source, 1, batch1)
     events_log: list[str] = []
@@ -361,6 +362,11 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     out = stream.alerts().toPandas()
     assert out["match_id"].is_unique and set(out["match_status"]) == {"MATCHED"}
     new_two = stream.ruleset["two/run"].version
+    written = stream.late_rows()  # DEAD_LETTER/late/: one line per rule and late row
+    assert sorted(r["rule_id"] for r in written) == ["span", "three", "two/run"]
+    assert {(r["reason"], r["row"]["price"], r["partition_key"], r["event_time"]) for r in written} == \
+        {("behind_watermark", 500.0, '{"symbol": "a"}', "2024-01-01T00:00:02Z")}
+    batch2.remove(late)  # the replays below are of the rows that were matched
     # The unchanged rule saw everything; its match that spans the edit completed.
     assert streamed(out, "span") == replay(SPAN, batch1 + batch2 + batch3)
     spanning = out[(out["rule_id"] == "span") & (out["partition_key"] == '{"symbol": "s"}')]
@@ -382,6 +388,7 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     assert old["dropped_live"] >= 1 and old["live_partial_matches"] == 0 and old["pending_rows"] == 0 and old["keys"] == 0
     assert any("two/run changed" in e for e in events_log) and any("rule three added" in e for e in events_log)
     assert any("dropped" in e and old_two in e for e in events_log)
+    assert status["late_rows"] == 1 and rows["span"]["late"] == rows["three"]["late"] == 1  # the row once, and once per rule
 
 
 @pytest.mark.spark
@@ -427,12 +434,12 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
     status = read_status(str(checkpoint))
     counts = {r["rule"]: r for r in rule_rows(status)}
     assert counts["prices/high"]["suppressed"] == 3 and counts["prices/high"]["matches"] == len(high)
-    assert status["state"] == "stopped" and status["sinks"][f"sqlite {database}"]["delivered"] >= len(rows)
+    assert status["state"] == "stopped" and status["sinks"][SQLiteSink(str(database)).key()]["delivered"] == len(rows)
 
 
 @pytest.mark.spark
 def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
-    from cep import stream_cli
+    from cep import status_cli, stream_cli
     from tests.test_sinks import Receiver
 
     receiver = Receiver(["500", "timeout"])  # the first alert needs three attempts
@@ -442,7 +449,9 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     write_rule(rules, "bad.sql", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS price > 1)")
     write_batch(source, 0, [ev("a", 0, 101), ev("a", 100, 150), ev(SENTINEL, 1000, 0)])
     parser = argparse.ArgumentParser(prog="cep")
-    stream_cli.add_commands(parser.add_subparsers(dest="command"))
+    subparsers = parser.add_subparsers(dest="command")
+    stream_cli.add_commands(subparsers)
+    status_cli.add_commands(subparsers)
 
     def cep_main(*argv: str) -> int:
         args = parser.parse_args(list(argv))
@@ -462,11 +471,21 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert alerts.count() == 2
     assert sorted(receiver.processed) == sorted(r.match_id for r in alerts.collect()) and len(receiver.requests) == 4
     assert not list((checkpoint / "dead-letter").glob("*.json"))  # no webhook dead letter (bad-rows/ holds bad input rows)
-    assert cep_main("status", "--checkpoint", str(checkpoint)) == 0
+    assert cep_main("status", "--checkpoint", str(checkpoint)) == 3  # stopped (the LSB code), not running
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown
     line = next(l for l in shown.splitlines() if l.startswith("prices/high"))
     assert line.split()[1:4] == ["active", cep_version(HIGH), "2"]
+    # The backtest of the rule set gives the live stream's ids (and suppression).
+    from cep.cli import main
+
+    replayed = tmp_path / "replayed.json"
+    assert main(["run", "--rules", str(rules), "--input", *map(str, sorted(source.glob("*.json"))), "--engine", "python",
+                 "-o", str(replayed)]) == 1  # bad.sql is reported again
+    capsys.readouterr()
+    backtest = [json.loads(line) for line in replayed.read_text().splitlines()]
+    assert sorted((a["rule_id"], a["match_id"], a["suppressed"]) for a in backtest) == \
+        sorted((r.rule_id, r.match_id, r.suppressed) for r in alerts.collect())
     # One query file works too: a rule set of one file.
     single = tmp_path / "one.sql"
     single.write_text(HIGH, encoding="utf-8")
@@ -511,20 +530,54 @@ def test_a_checkpoint_of_the_old_bad_row_query_is_moved_aside(tmp_path):
     """Before one query wrote both outputs, a second query kept CHECKPOINT/bad-rows/ and its own batch ids
     in DEAD_LETTER/bad-rows/_spark_metadata; the file sink would skip the new query's batches up to those
     ids. Both move aside, still readable, and the status forgets the old query's batches."""
-    import threading
+    from cep.spark_bridge.alerting.status import StatusBook
 
     checkpoint = tmp_path / "ck"
     (checkpoint / "bad-rows" / "commits").mkdir(parents=True)
     (checkpoint / "dead-letter" / "bad-rows" / "_spark_metadata").mkdir(parents=True)
     (checkpoint / "dead-letter" / "bad-rows" / "part-0.json").write_text('{"_cep_error": "not_json"}\n')
     stream = AlertStream.__new__(AlertStream)  # only what the move needs, no Spark
-    stream.checkpoint, stream._lock, stream.on_event = str(checkpoint), threading.Lock(), None
+    stream.checkpoint, stream.on_event = str(checkpoint), None
+    stream.book = StatusBook(str(checkpoint / "status.json"))
     stream.bad_rows_sink = FileSink(str(checkpoint / "dead-letter" / "bad-rows"), "json")
-    stream.status = {"seen_bad_row_batches": [0, 1, 2], "events": []}
     stream._retire_bad_row_query()
     assert not (checkpoint / "bad-rows").exists() and not (checkpoint / "dead-letter" / "bad-rows").exists()
     (old,) = (checkpoint / "dead-letter").glob("bad-rows.before-*")
     assert (old / "part-0.json").exists() and len(list(checkpoint.glob("bad-rows.before-*"))) == 1
-    assert stream.status["seen_bad_row_batches"] == [] and str(old) in stream.status["events"][-1]["message"]
+    assert str(old) in stream.status["events"][-1]["message"]
     stream._retire_bad_row_query()  # nothing left to move: a no-op
     assert len(list((checkpoint / "dead-letter").glob("bad-rows.before-*"))) == 1
+
+
+def test_a_rules_directory_that_disappears_is_an_outage_not_a_deletion(tmp_path):
+    """The directory goes away for a while (a remount, a deploy replacing it): the last good rule set keeps
+    running with its state, the outage is logged once and shown in the status, and nothing changes
+    when the directory is back. Matches that span the outage complete, as in the replay."""
+    rules = tmp_path / "rules"
+    write_rule(rules, "three.sql", V1)
+    messages: list[str] = []
+    stream = AlertStream(None, str(rules), _SchemaOnly(), checkpoint=str(tmp_path / "ck"), on_event=messages.append)
+    stream.refresh_rules(force=True)
+    local = LocalAlerts(stream.store, delay_s=1)
+    batches = [[ev("a", 1, 60), ev("a", 2, 61)], [ev("x", 5, 0)], [ev("a", 10, 70), ev("b", 11, 80)],
+               [ev("b", 12, 81), ev("b", 13, 82)], [ev("x", 100, 0)], []]
+    out = local.run_batch(batches[0]) + local.run_batch(batches[1])
+    set_before = stream.store.current_id()
+    os.rename(rules, tmp_path / "away")  # gone: every rule's state would go with a deletion
+    for _ in range(3):
+        assert not stream.refresh_rules()
+    assert stream.store.current_id() == set_before and list(stream.ruleset.rules) == ["three"]
+    assert stream.status["rules_outage"]["error"] == "it does not exist"
+    assert sum("cannot be read" in m for m in messages) == 1 and "keeps running" in messages[-1]
+    out += local.run_batch(batches[2]) + local.run_batch(batches[3])
+    os.rename(tmp_path / "away", rules)
+    assert not stream.refresh_rules() and "rules_outage" not in stream.status
+    assert any("can be read again" in m for m in messages)
+    out += local.run_batch(batches[4]) + local.run_batch(batches[5])
+    got = sorted((a["partition_key"], json.loads(a["measures"])["n"], a["first_event_time"]) for a in out)
+    expected = sorted((json.dumps({"symbol": r["symbol"]}), r["n"], at(1) if r["symbol"] == "a" else at(11))
+                      for r in cep.compile(V1).run([e for b in batches for e in b if e["symbol"] != "x"]))
+    assert got == expected and len(got) == 2  # a: rows 1, 2, 10 across the outage; b: 11, 12, 13
+    for path in rules.iterdir():  # every file deleted from a directory that is there: a deletion
+        path.unlink()
+    assert stream.refresh_rules().removed == ("three",)

@@ -288,3 +288,39 @@ def test_spark_worker_errors_are_reduced_to_the_cep_error():
     assert spark_error(PythonException(worker_text)) == "error[E0411]: cannot cast 'ACME' to INTEGER"
     assert spark_error(PythonException("boom\nmore")) == "error: spark: boom"
     assert spark_error(ValueError("not spark")) is None
+
+
+# ------------------------------------------------------------------ output that cannot attack its reader
+
+
+HOSTILE_ROWS = """user,ts,note
+=cmd|' /C calc'!A0,2024-01-02 09:00:00,+SUM(1)
+@evil,2024-01-02 09:01:00,-2+3
+plain,2024-01-02 09:02:00,"\x1b[2J\x1b[31mred\nnext line"
+"""
+HOSTILE_QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY user ORDER BY ts
+  MEASURES A.note AS note, -1 AS minus_one PATTERN (A) DEFINE A AS TRUE)"""
+
+
+def test_csv_output_neutralises_formulas_by_default_and_keeps_them_on_request(tmp_path, capsys):
+    data, query = tmp_path / "in.csv", tmp_path / "q.sql"
+    data.write_text(HOSTILE_ROWS)
+    query.write_text(HOSTILE_QUERY)
+    out = tmp_path / "out.csv"
+    assert main(["run", str(query), "--input", str(data), "--engine", "python", "-o", str(out)]) == 0
+    written = pd.read_csv(out, dtype=str, keep_default_na=False)
+    cells = set(written["user"]) | set(written["note"])
+    assert {"'=cmd|' /C calc'!A0", "'@evil", "'+SUM(1)", "'-2+3", "plain"} <= cells
+    assert set(written["minus_one"]) == {"-1"}  # numbers are numbers, not formulas
+    assert main(["run", str(query), "--input", str(data), "--engine", "python", "-o", str(out), "--csv-keep-formulas"]) == 0
+    assert {"=cmd|' /C calc'!A0", "@evil", "+SUM(1)"} <= set(pd.read_csv(out, dtype=str)["user"]) | set(pd.read_csv(out, dtype=str)["note"])
+
+
+def test_the_table_shows_control_characters_instead_of_sending_them_to_the_terminal(tmp_path, capsys):
+    data, query = tmp_path / "in.csv", tmp_path / "q.sql"
+    data.write_text(HOSTILE_ROWS)
+    query.write_text(HOSTILE_QUERY)
+    assert main(["run", str(query), "--input", str(data), "--engine", "python"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[2J\\x1b[31mred\\nnext line" in out
+    assert len(out.splitlines()) == 2 + 3 + 1  # header, rule, three rows, summary: no row broken in two

@@ -3,6 +3,11 @@
 The pip package has no sbin/ scripts; ``bin/spark-class`` starts the master and the worker. The job runs as its own driver process (tests/cluster_stream_job.py)
 and its output, read back through Spark, must equal the pure-Python replay of the same events.
 One master serves the module; a test may kill the worker (and its executor) and start another.
+
+The executors run a Python **without cep**: a virtual environment that sees this one's libraries
+(numpy, pandas, pyarrow, lark) but not its editable install of cep, and no ``PYTHONPATH``. cep ships
+itself to them (``get_spark`` on a cluster master: ``spark_bridge/spark/shipping.py``); an executor
+Python without pandas is refused at start-up with a message naming what is missing.
 """
 
 from __future__ import annotations
@@ -61,6 +66,24 @@ def _stop(process: subprocess.Popen) -> None:
             pass
 
 
+def _bare_python(folder: Path, *, libraries: bool) -> str:
+    """A virtual environment's python without cep; with ``libraries``, it sees this environment's
+    site-packages (a path in a .pth file: the editable install's own .pth hook is not run from there)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    python = folder / "bin" / "python"
+    if libraries:
+        ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+        site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        Path(site, "cep_test_libraries.pth").write_text(ours + "\n")
+    return str(python)
+
+
+def _imports(python: str, module: str, cwd: Path) -> bool:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([python, "-c", f"import {module}"], cwd=str(cwd), env=env, capture_output=True).returncode == 0
+
+
 class Cluster:
     """A standalone master and its workers, each a process group of its own (the worker and its executors)."""
 
@@ -68,8 +91,12 @@ class Cluster:
         self.root = root
         self.logs = root / "logs"
         self.logs.mkdir(parents=True)
-        self.env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-                        PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_WORKER_DIR=str(root / "work"), PYTHONPATH=str(ROOT))
+        # Executors get the Python of a virtual environment without cep (see the module doc).
+        self.worker_python = _bare_python(root / "worker-venv", libraries=True)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.env = dict(env, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=self.worker_python,
+                        PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_WORKER_DIR=str(root / "work"),
+                        CEP_CACHE=str(root / "cache"))
         port = _free_port()
         self.master_url = f"spark://127.0.0.1:{port}"
         self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
@@ -152,6 +179,7 @@ def _output(spark, output: Path) -> list[tuple]:
 
 @pytest.mark.spark
 def test_stream_on_a_standalone_cluster(spark, cluster, tmp_path):
+    assert not _imports(cluster.worker_python, "cep", tmp_path) and _imports(cluster.worker_python, "pandas", tmp_path)
     events = _events()
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     _write_files(source, events, 1)
@@ -161,6 +189,20 @@ def test_stream_on_a_standalone_cluster(spark, cluster, tmp_path):
     assert _output(spark, output) == expected and len(expected) > 5
     assert "Launching executor" in cluster.log("master") or "Asked to launch executor" in "".join(
         cluster.log(f"worker-{i}") for i in range(len(cluster.workers)))
+    assert list((Path(cluster.env["CEP_CACHE"]) / "ship").glob("cep-*.zip"))  # what the executors imported cep from
+
+
+@pytest.mark.spark
+def test_executors_whose_python_lacks_pandas_are_refused_at_start_up_naming_what_is_missing(cluster, tmp_path):
+    empty = _bare_python(tmp_path / "empty-venv", libraries=False)
+    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
+    _write_files(source, _events()[:10], 1)
+    job = subprocess.run(_job(cluster, source, output, checkpoint), env=dict(cluster.env, PYSPARK_PYTHON=empty),
+                         capture_output=True, text=True, timeout=600)
+    out = job.stdout + job.stderr
+    assert job.returncode != 0 and "ShippingError" in out and "error[E0495]" in out, out[-3000:]
+    assert f"the executors' Python ({empty}" in out and "pandas missing" in out and "--python-env" in out
+    assert not output.exists()  # refused before any micro-batch
 
 
 def _batch_in_flight(checkpoint: Path) -> int | None:

@@ -163,8 +163,8 @@ def test_locked_database_stops_the_delivery_naming_the_sink_then_the_restart_del
     with pytest.raises(Exception) as raised:
         first.run_available_now()
     assert f"sqlite {database}: error[E0470]: OperationalError: database is locked" in str(raised.value)
-    errors = first.status["sinks"][f"sqlite {database}"]["errors"]  # what `cep status` shows once written
-    assert "database is locked" in errors[-1]["error"]
+    lane = first.status["sinks"][SQLiteSink(str(database)).key()]  # what `cep status` shows once written
+    assert "database is locked" in lane["last_error"] and lane["failing_since"] and lane["queue_alerts"] > 0
     written = read_status(str(checkpoint))  # --once writes status.json even when a sink stops it
     assert written["state"] == "failed" and "database is locked" in written["query_errors"][-1]["error"]
     matched = first.alerts().toPandas()  # the matching went on: every alert is in the file sink

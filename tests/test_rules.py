@@ -24,7 +24,7 @@ FRAUD = """\
 -- Card testing: several tiny charges, then a big one.
 -- name: card_testing
 -- suppress: 10m
--- severity: high
+-- severity: critical
 SELECT * FROM tx MATCH_RECOGNIZE (
   PARTITION BY card ORDER BY ts
   MEASURES COUNT(S.*) AS smalls, LAST(B.amount) AS big
@@ -58,7 +58,7 @@ def test_rule_ids_versions_options_and_errors_that_skip_one_rule(tmp_path):
     ruleset = load_rules(str(tmp_path))
     assert list(ruleset.rules) == ["fraud/card_testing", "fraud/big_spender", "single", "two/1", "two/2"]
     card = ruleset["fraud/card_testing"]
-    assert card.options == {"suppress": "10m", "severity": "high"} and card.line == 5 and card.name == "card_testing"
+    assert card.options == {"suppress": "10m", "severity": "critical"} and card.line == 5 and card.name == "card_testing"
     assert card.text.startswith("SELECT * FROM tx") and card.text.rstrip().endswith("amount > 500)")
     assert cep.compile(card.text).run([]) == []  # a rule's text is a query on its own (cep.compile)
     (error,) = ruleset.errors
@@ -194,3 +194,51 @@ def test_worker_runtime_compiles_each_rule_once(tmp_path):
     assert rule.throttle.interval == 600_000_000 and rule.partition == ["card"]
     assert [name for _, name in rule.measures] == ["card", "smalls", "big"]
     assert json.loads(json.dumps(payload)) == payload  # what the store keeps is plain JSON
+
+
+RULE = "SELECT * FROM tx MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS amount > 1)"
+
+
+def test_a_rule_file_linked_from_outside_the_directory_is_not_read_and_its_text_never_shown(tmp_path):
+    rules, secret = tmp_path / "rules", tmp_path / "elsewhere" / "passwd.sql"
+    write(rules, "ok.sql", RULE)
+    write(secret.parent, secret.name, "root:x:0:0:SECRET-FIRST-LINE\n" + RULE)
+    (rules / "stolen.sql").symlink_to(secret)
+    write(rules / "..data", "inside.sql", RULE)  # how a Kubernetes ConfigMap is mounted: links within the directory
+    (rules / "inside.sql").symlink_to(Path("..data") / "inside.sql")
+    ruleset = load_rules(str(rules))
+    assert sorted(ruleset.rules) == ["inside", "ok"]
+    (error,) = ruleset.errors
+    assert error.code == "E0605" and "outside the rules directory" in str(error) and "stolen.sql" in str(error)
+    assert "SECRET" not in str(error) and str(secret) not in str(error)
+
+
+@pytest.mark.parametrize("name", ["bad\nname.sql", "evil\x1b[31m.sql", "with space.sql", "dollar$.sql"])
+def test_a_rule_id_with_unsafe_characters_is_refused_and_shown_escaped(tmp_path, name):
+    write(tmp_path, "good.sql", RULE)
+    write(tmp_path, name, RULE)
+    ruleset = load_rules(str(tmp_path))
+    assert list(ruleset.rules) == ["good"]
+    (error,) = ruleset.errors
+    assert error.code == "E0606" and "cannot be a rule id" in str(error)
+    assert "\n" not in str(error).split("error[E0606]")[0] and "\x1b" not in str(error)
+    if "\n" in name:
+        assert "bad\\nname.sql" in str(error)
+
+
+def test_a_statement_name_with_unsafe_characters_is_refused(tmp_path):
+    write(tmp_path, "fraud.sql", "-- name: a/b\n" + RULE + ";\n-- name: fine_one\n" + RULE + ";\n")
+    ruleset = load_rules(str(tmp_path))
+    assert list(ruleset.rules) == ["fraud/fine_one"]
+    assert ruleset.errors[0].code == "E0606" and "'a/b'" in str(ruleset.errors[0])
+
+
+def test_severity_and_summary_options_are_checked_at_their_line(tmp_path):
+    write(tmp_path, "r.sql", "-- name: one\n-- severity: apocalyptic\n" + RULE + ";\n"
+                             "-- name: two\n-- summary: card {{ card_id\n" + RULE + ";\n"
+                             "-- name: three\n-- severity: ERROR\n-- summary: {{ n }} rows\n" + RULE + ";\n")
+    ruleset = load_rules(str(tmp_path))
+    assert list(ruleset.rules) == ["r/three"] and ruleset["r/three"].options["severity"] == "ERROR"
+    first, second = ruleset.errors
+    assert (first.code, first.line, first.rule_id) == ("E0607", 2, "r/one") and "critical, error, warning, info" in str(first)
+    assert (second.code, second.line) == ("E0607", 5) and "does not compile" in str(second)

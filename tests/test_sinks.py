@@ -55,12 +55,17 @@ def alert(i: int, *, rule: str = "fraud/card_testing", suppressed: bool = False,
 
 
 class Receiver:
-    """A webhook receiver on 127.0.0.1 that fails the first requests as ``plan`` says."""
+    """A webhook receiver on 127.0.0.1 that fails the first requests as ``plan`` says.
+
+    Actions: "ok", "500", "400", "429", "timeout" (held past the client's timeout, then processed),
+    "hold" (held until ``release`` is set, then processed and answered 200), "302 URL" (a redirect to URL).
+    ``requests`` lists (idempotency key, action); ``raw`` every request as (headers, body bytes)."""
 
     def __init__(self, plan=(), port: int = 0) -> None:
         self.plan = list(plan)
         self.requests: list[tuple[str, str]] = []  # (idempotency key, what was done)
         self.processed: dict[str, dict] = {}  # key -> body, once per key
+        self.raw: list[tuple[dict, bytes]] = []
         self.release = threading.Event()
         self.lock = threading.Lock()
         receiver = self
@@ -69,22 +74,37 @@ class Receiver:
             def log_message(self, *args):  # quiet
                 pass
 
+            def do_GET(self):  # noqa: N802 - a client that followed a redirect would come here
+                with receiver.lock:
+                    receiver.requests.append((self.headers.get("Idempotency-Key"), "GET"))
+                self.send_response(200)
+                self.end_headers()
+
             def do_POST(self):  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length))
+                raw = self.rfile.read(length)
+                body = json.loads(raw)
                 key = self.headers.get("Idempotency-Key")
                 with receiver.lock:
                     action = receiver.plan.pop(0) if receiver.plan else "ok"
                     receiver.requests.append((key, action))
+                    receiver.raw.append((dict(self.headers), raw))
                 try:
                     if action == "timeout":
                         receiver.release.wait(5)  # the client gave up long ago; process it anyway, late
                         receiver.process(key, body)
                         return
+                    if action == "hold":
+                        receiver.release.wait(60)
                     if action in ("500", "400", "429"):
                         self.send_response(int(action))
                         if action == "429":  # throttled: "come back in a second"
                             self.send_header("Retry-After", "1")
+                        self.end_headers()
+                        return
+                    if action.startswith("302 "):
+                        self.send_response(302)
+                        self.send_header("Location", action.split(" ", 1)[1])
                         self.end_headers()
                         return
                     receiver.process(key, body)
@@ -183,7 +203,7 @@ def test_webhook_connection_refused_goes_to_dead_letters_never_dropped_and_repla
     for key, record in letters.items():
         assert record["attempts"] == 3 and record["idempotency_key"] == key and record["batch_id"] == 1
         assert "refused" in record["error"].lower(), record["error"]
-        assert record["body"]["alerts"][0]["match_id"] == key
+        assert record["alerts"][0]["match_id"] == key and "url" not in record
     # The receiver comes back: replaying the dead letters delivers each once and empties the directory.
     up = receiver_factory()
     replayer = webhook(up.url, tmp_path)
@@ -351,7 +371,7 @@ def test_sqlite_locked_past_the_retry_budget_stops_naming_the_sink_and_the_repla
         deliver_batch(batch, 5, [sink])
     message = str(raised.value)
     assert message.startswith(f"sqlite {path}: error[E0470]: OperationalError: database is locked"), message
-    assert "after 4 attempts over 0.7s (retry budget 1s)" in message and "micro-batch 5 is not committed" in message
+    assert "after 4 attempts over 0.7s (retry budget 1s)" in message and "micro-batch 5 is kept" in message
     assert clock.sleeps == [0.1, 0.2, 0.4] and raised.value.code == "E0470"
     holder.rollback()  # the lock is gone: the stream restarts and Spark delivers micro-batch 5 again
     assert sqlite_match_ids(path) == [alert(0)["match_id"]]  # nothing of the failed batch was written
@@ -373,7 +393,7 @@ def test_postgres_locked_table_is_retried_then_stops_naming_the_sink(postgres_ur
     try:
         clock = FakeClock()
         sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
-        with pytest.raises(CepSinkError, match=r"^postgres postgresql://.*error\[E0470\]: LockNotAvailable.*after 4 attempts"):
+        with pytest.raises(CepSinkError, match=r"^postgres postgres@127\.0\.0\.1:\d+/postgres: error\[E0470\]: LockNotAvailable.*after 4 attempts"):
             sink.deliver([alert(1)], batch_id=1)
         clock = FakeClock(on_sleep=lambda n: holder.rollback() if n == 1 else None)
         sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
@@ -432,8 +452,9 @@ def test_dead_letters_on_a_full_disk_stop_the_batch_and_never_leave_half_a_file(
     with pytest.raises(CepSinkError) as raised:
         deliver_batch(batch[1:], 1, [sink])
     message = str(raised.value)
-    assert message.startswith(f"webhook {url}: error[E0470]: ") and "No space left on device" in message
-    assert f"could not be written to {tmp_path / 'dead'}" in message and "micro-batch 1 is not committed" in message
+    assert message.startswith(f"{sink.describe()}: error[E0470]: ") and "No space left on device" in message
+    assert url not in message  # the URL is a secret: scheme, host and a hash only
+    assert f"could not be written to {tmp_path / 'dead'}" in message and "micro-batch 1 is kept" in message
     # Updating the existing dead letter on the full disk fails too, and leaves the old record whole.
     with pytest.raises(OSError):
         sink.replay_dead_letters()
@@ -559,3 +580,153 @@ def test_postgres_without_a_driver_says_what_to_install(monkeypatch):
     monkeypatch.setattr(sql_sinks, "_postgres_driver", lambda: (None, None))
     with pytest.raises(RuntimeError, match="psycopg"):
         PostgresSink("postgresql://localhost/x")
+
+
+# ---------------------------------------------------------------- lost alerts and leaks (issue 16)
+
+
+def test_webhook_redirect_is_a_failed_delivery_never_followed(receiver_factory, tmp_path):
+    """urllib re-sent a 301/302 as a bodiless GET (with our headers) to wherever it pointed, ftp:// too,
+    and called it delivered. A 3xx is a failed attempt: retried, then dead-lettered, naming where it pointed."""
+    elsewhere = receiver_factory()
+    receiver = receiver_factory([f"302 {elsewhere.url}"] * 3 + ["302 ftp://files.example/upload"] * 3)
+    sink = webhook(receiver.url, tmp_path, max_attempts=3, headers={"Authorization": "Bearer s3cret"})
+    report = sink.deliver([alert(1), alert(2)], batch_id=0)
+    assert not report.delivered and sum(report.dead_lettered.values()) == 2
+    assert elsewhere.requests == [] and elsewhere.processed == {}  # nothing went to the other host
+    assert [action.split()[0] for _, action in receiver.requests] == ["302"] * 6
+    letters = dead_letters(tmp_path)
+    errors = sorted(record["error"] for record in letters.values())
+    assert "HTTP 302" in errors[0] and "127.0.0.1" in errors[1] + errors[0] and "not followed" in errors[0]
+    assert any("ftp://files.example/" in e for e in errors)
+    assert all(record["attempts"] == 3 and not record["refused"] for record in letters.values())
+
+
+class TrickleServer:
+    """Answers every request one byte every ``interval`` seconds; records how far it got."""
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n" + b"x" * 20
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.sent: list[int] = []
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        self.listener.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.recv(65536)
+                sent = 0
+                try:
+                    for byte in self.ANSWER:
+                        if self.stopped.wait(self.interval):
+                            break
+                        connection.sendall(bytes([byte]))
+                        sent += 1
+                except OSError:  # the client shut the connection: the deadline worked
+                    pass
+                self.sent.append(sent)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+        self.thread.join(5)
+
+
+def test_webhook_timeout_is_a_deadline_for_the_whole_request_against_a_trickling_server(tmp_path):
+    """A server sending a byte every 0.1 s never trips a per-read timeout of 0.3 s; the whole answer
+    takes 6 s. The deadline ends the request long before, and the alert is dead-lettered."""
+    server = TrickleServer(interval=0.1)
+    try:
+        sink = webhook(server.url, tmp_path, timeout=0.3, max_attempts=2)
+        report = sink.deliver([alert(1)], batch_id=0)
+    finally:
+        server.stop()
+    assert sum(report.dead_lettered.values()) == 1 and not report.delivered
+    (record,) = dead_letters(tmp_path).values()
+    assert "deadline of 0.3s" in record["error"] and record["attempts"] == 2
+    assert len(server.sent) == 2 and all(n < len(TrickleServer.ANSWER) for n in server.sent), server.sent
+
+
+@pytest.mark.parametrize("url", ["http://[::1/", "http://[::1]:99999/x", "http:///nohost", "http://exa mple.com/",
+                                 "ftp://files.example/", "hooks.example.com/x", "http://host/\x1b[2J"])
+def test_a_webhook_url_that_cannot_be_used_is_refused_when_the_sink_is_made(url, tmp_path):
+    with pytest.raises(ValueError) as raised:
+        make_sink("webhook", url, dead_letter_dir=str(tmp_path))
+    message = str(raised.value)
+    assert "webhook URL" in message and "\x1b" not in message and "/x" not in message.split("#")[0][-3:]
+
+
+def test_the_cli_refuses_a_bad_webhook_url_before_starting_spark(tmp_path, capsys):
+    from cep.cli import main
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "e.json").write_text('{"ts": "2024-01-01T00:00:00", "v": 1}\n')
+    (tmp_path / "r.sql").write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)")
+    code = main(["stream", str(tmp_path / "r.sql"), "--input", str(tmp_path / "in"), "--checkpoint", str(tmp_path / "ck"),
+                 "--sink", "webhook", "http://[::1/", "--once"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a valid URL" in err and "Invalid IPv6 URL" in err and "Traceback" not in err
+    assert not (tmp_path / "ck").exists()  # refused before anything ran
+
+
+def test_a_webhook_url_is_never_shown_whole(receiver_factory, tmp_path):
+    """Slack's URL is its credential: descriptions, errors and dead letters show scheme, host and a hash."""
+    down = receiver_factory()
+    url = f"http://127.0.0.1:{down.port}/services/T000/B000/XXXXXXXXSECRETXXXXXXXX"
+    down.stop()
+    sink = make_sink("webhook", url, dead_letter_dir=str(tmp_path / "dead"), max_attempts=1, timeout=0.3)
+    assert sink.describe().startswith(f"webhook http://127.0.0.1:{down.port}/…#") and "SECRET" not in sink.describe()
+    assert "SECRET" not in sink.key() and sink.key().startswith("webhook-127.0.0.1-")
+    report = sink.deliver([alert(1)], batch_id=0)
+    (letter,) = (tmp_path / "dead" / sink.key()).glob("*.json")
+    assert "SECRET" not in letter.read_text() and "SECRET" not in " ".join(map(str, report.errors))
+    assert json.loads(letter.read_text())["sink_label"] == sink.describe()
+
+
+POSTGRES_FORMS = [
+    ("postgresql://cep:hunter2@db.example:5432/alerts", "postgres cep@db.example:5432/alerts", ["hunter2"]),
+    ("postgresql://cep@db.example/alerts?password=hunter2&sslmode=require", "postgres cep@db.example/alerts", ["hunter2"]),
+    ("postgresql://cep:p@ss@w0rd@db.example/alerts", "postgres cep@db.example/alerts", ["p@ss@w0rd", "ss@w0rd", "w0rd"]),
+    ("postgresql://cep:p%40ss%2Fw0rd@db.example/alerts", "postgres cep@db.example/alerts", ["p%40ss%2Fw0rd", "p@ss/w0rd"]),
+    ("postgres://cep:hunter2@/alerts?host=/var/run/postgresql", "postgres cep@/var/run/postgresql/alerts", ["hunter2"]),
+    ("host=db.example port=5433 dbname=alerts user=cep password=hunter2", "postgres cep@db.example:5433/alerts", ["hunter2"]),
+    ("host=db.example dbname=alerts user=cep password='hunter 2' sslpassword=keypass", "postgres cep@db.example/alerts",
+     ["hunter 2", "keypass"]),
+]
+
+
+@pytest.mark.parametrize("conninfo,label,secrets", POSTGRES_FORMS, ids=[f[1] + str(i) for i, f in enumerate(POSTGRES_FORMS)])
+def test_postgres_credentials_are_never_shown_in_any_libpq_form(conninfo, label, secrets):
+    pytest.importorskip("psycopg")
+    sink = PostgresSink(conninfo)
+    assert sink.describe() == label
+    shown = sink.describe() + sink.key() + sink.redact(f"FATAL: could not connect with {conninfo} ({' '.join(secrets)})")
+    assert not [s for s in secrets if s in shown], shown
+
+
+def test_postgres_connection_errors_name_the_sink_without_its_password(tmp_path):
+    pytest.importorskip("psycopg")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once closed
+    sink = PostgresSink(f"postgresql://cep:hunter2@127.0.0.1:{port}/alerts?password=hunter2",
+                        retry=RetryPolicy(max_attempts=1), connect_timeout=2)
+    with pytest.raises(CepSinkError) as raised:
+        sink.deliver([alert(1)], batch_id=3)
+    message = str(raised.value)
+    assert message.startswith(f"postgres cep@127.0.0.1:{port}/alerts: error[E0470]") and "hunter2" not in message
+    with pytest.raises(ValueError, match="cannot be read by libpq") as unreadable:
+        PostgresSink("host=db hunter2")
+    assert "hunter2" not in str(unreadable.value)

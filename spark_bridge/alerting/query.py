@@ -10,7 +10,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cep.spark_bridge.alerting.rule_set import (
-    BAD_ROWS_METRICS, BUCKET, DEFAULT_HOUSEKEEPING, FILE, KIND_MATCH, KIND_STATS, METRICS_NAME, PKEY, SPEC,
+    BAD_ROWS_METRICS, BUCKET, DEFAULT_HOUSEKEEPING, FILE, KIND_BAD, KIND_MATCH, KIND_STATS, METRICS_NAME, PKEY, ROW_ID,
+    SPEC,
 )
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.worker import AlertStep, Explode
@@ -44,6 +45,7 @@ def match_rules(
     metrics_name: str | None = METRICS_NAME,
     bad_rows_metrics: str = BAD_ROWS_METRICS,
     source_location: "Column | None" = None,
+    with_stats: bool = False,
 ) -> "DataFrame":
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
@@ -59,6 +61,11 @@ def match_rules(
     reach no rule: they cross the shuffle in a group of their own (``rule_set.BAD_SPEC``).
     ``source_location``: where a bad row came from, an expression over ``df``'s columns (default: the input
     file, ``input_file_name()``; for Kafka, ``kafka.kafka_location()``: topic, partition and offset).
+
+    ``with_stats`` (what ``AlertStream`` reads in its ``foreachBatch``): nothing is observed; the result
+    keeps every row the operator gives, with ``KIND`` and ``STATS`` last: alerts, bad rows, one
+    statistics row per rule and bucket call (KIND_STATS), and each rule's late rows (KIND_LATE, see
+    ``worker.AlertStep._frame``).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -87,8 +94,11 @@ def match_rules(
     # The watermark marker (metadata) does not survive mapInPandas: the stateful operator finds it on
     # an all-NULL column added after it, so Spark's own late-row filter drops nothing (streaming.py).
     in_fields = [T.StructField(f.name, f.dataType, True) for f in df.schema.fields]
+    if with_stats:  # Explode numbers the rows, so that a row late for several rules counts once
+        in_fields.append(T.StructField(ROW_ID, T.StringType(), True))
     exploded_schema = T.StructType([T.StructField(SPEC, T.StringType(), False), T.StructField(PKEY, T.StringType(), False)] + in_fields)
-    exploded = df.mapInPandas(Explode(store_dir, columns + [EVENT_US] + passthrough, REJECT if marked else None), exploded_schema)
+    carried = columns + [EVENT_US] + passthrough
+    exploded = df.mapInPandas(Explode(store_dir, carried, REJECT if marked else None, row_ids=with_stats), exploded_schema)
     exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(MARKER, metadata={WATERMARK_KEY: delay_ms}))
 
     out_fields = [T.StructField(name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True)
@@ -97,7 +107,7 @@ def match_rules(
                                             T.StructField(STATS, T.ArrayType(T.LongType()), True)]
                               + [T.StructField(name, T.StringType(), True) for name in passthrough])
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
-    step = AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough)
+    step = AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough, late_rows=with_stats)
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
@@ -106,12 +116,15 @@ def match_rules(
     out = exploded.groupBy(F.col(SPEC), F.col(BUCKET)).applyInPandasWithState(
         cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
     )
+    if with_stats:
+        dead = dead_letter_columns(file=F.col(FILE)) if marked else []
+        return out.select(*[F.col(name) for name in ALERT_NAMES], *dead, F.col(KIND), F.col(STATS))
     if metrics_name:
         calls = F.when(F.col(KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(STATS).alias("stats")))
         out = out.observe(metrics_name, F.collect_list(calls).alias("calls"))
     if marked:
-        out = out.where(F.col(KIND) != KIND_STATS).select(*[F.col(name) for name in ALERT_NAMES],
-                                                           *dead_letter_columns(file=F.col(FILE)))
+        out = out.where(F.col(KIND).isin(KIND_MATCH, KIND_BAD)).select(*[F.col(name) for name in ALERT_NAMES],
+                                                                        *dead_letter_columns(file=F.col(FILE)))
         return bad_row_counts(out, bad_rows_metrics)
     return out.where(F.col(KIND) == KIND_MATCH).select(*[F.col(name) for name in ALERT_NAMES])
 

@@ -37,7 +37,8 @@ SPEC = "__cep_spec"
 PKEY = "__cep_pkey"
 BUCKET = "__cep_bucket"  # the grouping column of a bucket of partition keys (spark/buckets.py)
 FILE = "__cep_file"  # the input file of a bad row (NULL on good rows: they need none)
-KIND_MATCH, KIND_BAD, KIND_STATS = 0, 1, 2
+KIND_MATCH, KIND_BAD, KIND_STATS, KIND_LATE = 0, 1, 2, 3
+ROW_ID = "__cep_row_id"  # an input row's id within its micro-batch: a row late for several rules counts once
 # The group bad input rows travel in (``inputs.mark_bad_rows``): not a JSON list, so no partition spec.
 BAD_SPEC = "bad-rows"
 
@@ -155,6 +156,7 @@ def rule_payload(rule: rules_mod.Rule, *, input_types: dict[str, str], time_colu
         "partition": partition,
         "status_column": has_status,
         "suppress_us": suppress_mod.interval_us(rule.rule_id, rule.options, specs),
+        "options": dict(rule.options),  # severity, summary: what the delivery lanes read (sinks/payloads.py)
     }
 
 

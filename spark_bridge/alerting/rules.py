@@ -13,7 +13,16 @@
   (``grammar.format.format_statement``), so reformatting, re-indenting or editing comments is not a
   change, and any change of meaning is.
 * **Options**: ``-- key: value`` comment lines right before a statement (with its ``-- name:``) are the
-  rule's options, e.g. ``-- suppress: 10m`` (``cep.spark_bridge.alerting.stream`` reads it).
+  rule's options, e.g. ``-- suppress: 10m`` (``cep.spark_bridge.alerting.stream`` reads it),
+  ``-- severity: critical`` (critical, error, warning or info) and ``-- summary: Card {{ card_id }} ...``
+  (a Jinja2 text template: ``sinks/payloads.py``); a severity or summary that cannot be used is an error
+  at its line (E0607).
+* **Safe ids**: a rule id is made of ASCII letters, digits, ``_``, ``-`` and ``.`` (and the ``/``
+  between file and name). A file or ``-- name:`` with another character (a space, a newline that
+  would forge a log line, a ``/``) is refused (E0606), its name shown with escapes.
+* **Files outside the directory**: a ``*.sql`` entry that is a symbolic link resolving outside the
+  rules directory is not read (E0605), and nothing of its content is shown. Links inside it (how a
+  Kubernetes ConfigMap is mounted) are read.
 * **Errors**: a statement that does not parse or check is reported as ``file:line:col: error[CODE]:
   message`` with the source line and a caret (``RuleError``), and skipped; every other statement of the
   same file and of the other files still loads. ``check(rule)`` may add checks of its own (raise a
@@ -36,6 +45,8 @@ from cep.grammar import ast
 from cep.grammar.errors import CepError, Span
 from cep.grammar.format import format_statement
 from cep.grammar.parser import parse, split_statements
+from cep.spark_bridge.sinks.payloads import SEVERITIES, check_summary_template
+from cep.spark_bridge.sinks.safe_text import visible
 
 __all__ = [
     "Rule",
@@ -49,6 +60,9 @@ __all__ = [
 
 VERSION_DIGITS = 16
 _OPTION_LINE = re.compile(r"^\s*--\s*([A-Za-z_][\w-]*)\s*:\s*(.*?)\s*$")
+# What a rule id may hold (per part: the file's stem, the statement's name). It reaches log lines,
+# file names, metric labels and SQL rows: no space, no control character, no path separator.
+SAFE_ID_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -157,8 +171,37 @@ def _error(path: str, err: CepError, source: str | None, rule_id: str | None) ->
 
 
 def _plain_error(path: str, code: str, message: str, line: int = 0, column: int = 0, rule_id: str | None = None) -> RuleError:
-    where = f"{path}:{line}:{column}" if line else path
+    shown = visible(path)
+    where = f"{shown}:{line}:{column}" if line else shown
     return RuleError(path, line, column, code, message, f"{where}: error[{code}]: {message}", rule_id)
+
+
+def _unsafe(part: str) -> bool:
+    return SAFE_ID_PART.match(part) is None
+
+
+def _option_errors(path: str, head: str, head_line: int, options: dict[str, str], rule_id: str) -> list[RuleError]:
+    """A ``-- severity:`` or ``-- summary:`` that cannot be used, at its line."""
+
+    def line_of(key: str) -> int:
+        for offset, line in enumerate(head.splitlines()):
+            match = _OPTION_LINE.match(line)
+            if match and match.group(1).lower().replace("-", "_") == key:
+                return head_line + offset
+        return head_line
+
+    errors = []
+    severity = options.get("severity")
+    if severity is not None and severity.strip().lower() not in SEVERITIES:
+        errors.append(_plain_error(path, "E0607", f"severity {visible(severity)!r} is not one of {', '.join(SEVERITIES)}",
+                                   line_of("severity"), 1, rule_id))
+    summary = options.get("summary")
+    if summary is not None:
+        try:
+            check_summary_template(summary)
+        except ValueError as exc:
+            errors.append(_plain_error(path, "E0607", str(exc), line_of("summary"), 1, rule_id))
+    return errors
 
 
 def _options(head: str) -> dict[str, str]:
@@ -185,6 +228,9 @@ def _line_of(text: str, offset: int) -> int:
 def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: str | None = None) -> tuple[list[Rule], list[RuleError]]:
     """The rules of one file, and the errors of the statements that could not be loaded."""
     stem = os.path.splitext(os.path.basename(path))[0]
+    if _unsafe(stem):
+        return [], [_plain_error(path, "E0606", f"the file name {visible(repr(os.path.basename(path)))} cannot be a rule id: "
+                                 "use ASCII letters, digits, '_', '-' and '.' (the file is not read)")]
     if text is None:
         try:
             with open(path, encoding="utf-8") as fh:
@@ -209,6 +255,10 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
         else:
             rule_id = f"{stem}/{position}"
         first_line = _line_of(text, start + (len(text[start:end]) - len(text[start:end].lstrip())))
+        if name and _unsafe(name):
+            errors.append(_plain_error(path, "E0606", f"the name {visible(repr(name))} cannot be part of a rule id: use ASCII "
+                                       "letters, digits, '_', '-' and '.'", first_line, 1, None))
+            continue
         if rule_id in seen:
             errors.append(_plain_error(path, "E0601", f"rule {rule_id!r} is defined twice (first at line {seen[rule_id]}); "
                                        "give each statement its own '-- name:'", first_line, 1, rule_id))
@@ -225,6 +275,12 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
         span: Span = statement.span
         own = text[span.start : span.end] if 0 <= span.start < span.end <= len(text) else text[start:end].strip()
         canonical = format_statement(statement)
+        head = text[start : span.start] if span.start > start else ""
+        options = _options(head)
+        bad_options = _option_errors(path, head, _line_of(text, start), options, rule_id)
+        if bad_options:
+            errors.extend(bad_options)
+            continue
         rule = Rule(
             rule_id=rule_id,
             version=hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:VERSION_DIGITS],
@@ -234,7 +290,7 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
             text=own,
             canonical=canonical,
             line=span.line or first_line,
-            options=_options(text[start : span.start] if span.start > start else ""),
+            options=options,
         )
         if check is not None:
             try:
@@ -247,7 +303,8 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
 
 
 def rule_files(path: str) -> list[str]:
-    """The ``*.sql`` files a rules path stands for: the file itself, or a directory's (not recursive)."""
+    """The ``*.sql`` files a rules path stands for: the file itself, or a directory's (not recursive).
+    Raises ``OSError`` when the directory cannot be listed."""
     if os.path.isdir(path):
         return sorted(
             os.path.join(path, name)
@@ -257,6 +314,12 @@ def rule_files(path: str) -> list[str]:
     return [path]
 
 
+def outside(directory: str, path: str) -> bool:
+    """Does ``path`` (a file of ``directory``) resolve, through symbolic links, outside the directory?"""
+    root = os.path.realpath(directory)
+    return os.path.commonpath([root, os.path.realpath(path)]) != root
+
+
 def load_rules(path: str, *, check: Callable[[Rule], None] | None = None, files: Iterable[str] | None = None) -> RuleSet:
     """Every rule of a rules directory (its ``*.sql`` files, not recursive; names starting with ``.``
     or ``_`` are skipped, so an editor's temporary file is not loaded) or of one ``.sql`` file."""
@@ -264,7 +327,16 @@ def load_rules(path: str, *, check: Callable[[Rule], None] | None = None, files:
     if not os.path.exists(path):
         result.errors.append(_plain_error(path, "E0001", "no such rules file or directory"))
         return result
-    for file_path in files if files is not None else rule_files(path):
+    try:
+        chosen = list(files) if files is not None else rule_files(path)
+    except OSError as exc:
+        result.errors.append(_plain_error(path, "E0001", f"cannot list the rules directory: {exc.strerror or exc}"))
+        return result
+    for file_path in chosen:
+        if os.path.isdir(path) and outside(path, file_path):
+            result.errors.append(_plain_error(file_path, "E0605", "a link to a file outside the rules directory: not read "
+                                              "(copy the file into the directory)"))
+            continue
         rules, errors = load_file(file_path, check=check)
         result.errors.extend(errors)
         for rule in rules:

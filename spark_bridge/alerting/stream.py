@@ -43,10 +43,13 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
   each through Spark's own file sink (``sinks.FileSink.commit``: exactly once, ``_spark_metadata``,
   a batch id already committed is skipped), so one checkpoint's offsets cover both outputs.
 * **Delivery**: when alert sinks are given, a second query reads the ``output`` directory as a stream
-  and hands each micro-batch to them in ``foreachBatch`` (``sinks.deliver_batch``; idempotent by match_id).
-* **Metrics and status**: each key call emits one statistics row per rule it ran, collected per micro-batch with
-  ``DataFrame.observe`` and summed per rule and version by the driver into ``<checkpoint>/status.json``
-  (``cep status`` prints it).
+  and, in ``foreachBatch``, writes each micro-batch into every sink's outbox; each sink's lane
+  delivers its outbox on its own (``sinks/lanes.py``: a failing webhook never holds back a database;
+  dead letters redelivered once the receiver answers; idempotent by match_id).
+* **Metrics and status**: each key call emits one statistics row per rule it ran, and each rule's late
+  rows; the matching query's ``foreachBatch`` writes the late rows to ``<dead_letter>/late/`` and the
+  micro-batch's counts to the journal, which the driver folds into ``<checkpoint>/status.json`` once Spark
+  has committed the micro-batch (``status.py``: exactly once, also across ``kill -9``).
 
 Rules must share the stream's event-time column (the first ORDER BY column; ``time_column`` or the first
 rule's). Rules a stream cannot run, or that do not fit the input, are reported with file:line:col and
@@ -56,46 +59,42 @@ running its last good version (and says so in the status) until the file compile
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import logging
 import os
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from cep.grammar.errors import CepError, CepSemanticError
+from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
-from cep.spark_bridge.alerting.rule_set import (
-    BAD_ROWS_METRICS, DEFAULT_HOUSEKEEPING, GAUGES, METRICS_NAME, STAT_NAMES, STATUS_FORMAT, build_rule_set,
-)
+from cep.spark_bridge.alerting.rule_set import DEFAULT_HOUSEKEEPING, KIND_BAD, KIND_LATE, KIND_MATCH, KIND_STATS, STAT_NAMES
+from cep.spark_bridge.alerting.rule_watch import RuleWatch
+from cep.spark_bridge.alerting.status import StatusBook, epoch_seconds, now_iso, read_status, rule_rows
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
-from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
-from cep.spark_bridge.sinks.base import AlertSink, Delivery, atomic_write
-from cep.spark_bridge.sinks.fanout import deliver_batch
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, iso_utc, rows_to_alerts
+from cep.spark_bridge.sinks.base import AlertSink, atomic_write
 from cep.spark_bridge.sinks.file import FileSink
-from cep.spark_bridge.spark.columns import CORRUPT_RECORD
-from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, DEFAULT_WATERMARK, mark_bad_rows, prepare_input
+from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
+from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, mark_bad_rows, prepare_input
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["AlertStream", "read_status", "rule_rows"]
+__all__ = ["AlertStream", "QueryFailed", "read_status", "rule_rows"]
 
 log = logging.getLogger("cep.alerting")
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
-# ------------------------------------------------------------------------------------ the query
-
-
-def _now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def _progress_get(progress: Any, name: str, default=None):
@@ -110,14 +109,8 @@ def _progress_get(progress: Any, name: str, default=None):
     return default if value is None else value
 
 
-def _row_dict(row: Any) -> dict:
-    if row is None:
-        return {}
-    if hasattr(row, "asDict"):
-        return row.asDict(recursive=True)
-    if isinstance(row, dict):
-        return row
-    return dict(row)
+class QueryFailed(RuntimeError):
+    """The matching query stopped with an error (the status says ``failed`` and keeps the error)."""
 
 
 class AlertStream:
@@ -126,24 +119,28 @@ class AlertStream:
     ``rules``: a directory of ``*.sql`` files, or one ``.sql`` file. ``source``: a streaming DataFrame.
     ``checkpoint``: the directory for everything that must survive a restart:
 
-        <checkpoint>/match/        Spark checkpoint of the matching query (alerts and bad rows)
+        <checkpoint>/match/        Spark checkpoint of the matching query (alerts, bad rows, late rows)
         <checkpoint>/deliver/      Spark checkpoint of the delivery query (when there are alert sinks)
+        <checkpoint>/outbox/       each sink's micro-batches still to deliver (sinks/lanes.py)
+        <checkpoint>/journal/      records of work done, folded into the status exactly once
         <checkpoint>/rules/        rule sets and the set of each micro-batch (RuleStore)
-        <checkpoint>/status.json   per rule: version, counts, gauges, errors (``cep status``)
+        <checkpoint>/status.json   per rule and per sink: counts, gauges, errors (``cep status``)
 
     ``dead_letter`` (default ``<checkpoint>/dead-letter``): bad input rows (``inputs.mark_bad_rows``:
     unreadable lines, wrong types, bad, NULL or far-future event times) never reach the rules; the
     matching query writes them, with their reasons, as JSON lines to ``<dead_letter>/bad-rows/``
     (Spark's file sink: exactly once, in the same micro-batch as the alerts from the same read of the
-    input) and counts them per reason in the status (``bad_rows``). Webhook deliveries
-    that fail go to ``<dead_letter>/<key>.json`` (``sinks.WebhookSink``). ``max_future_skew``: see
-    ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the repeats of a key within
-    its partition key and the watermark delay (``keyed.KeyedStream``), counted as ``duplicates_dropped``.
+    input). Rows a rule could not match because they came late go to ``<dead_letter>/late/`` (one
+    JSON-lines file per micro-batch: rule, rule version, partition key, reason, event time, the row).
+    A webhook's failed deliveries go to ``<dead_letter>/<sink key>/`` (``sinks.dead_letters``).
+    ``max_future_skew``: see ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the
+    repeats of a key within its partition key and the watermark delay (``keyed.KeyedStream``).
     ``source_location``: where a bad row came from, for its dead-letter record (``query.match_rules``;
     default the input file).
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
-    parquet | csv. ``sinks``: alert sinks (``cep.spark_bridge.sinks.webhook``). ``suppress``: ``'rule=10m'`` specs.
+    parquet | csv. ``sinks``: alert sinks, each delivered by its own lane. ``suppress``: ``'rule=10m'`` specs.
+    ``on_event(message)``: called with every log line (they also go to the ``cep.alerting`` logger).
     """
 
     def __init__(
@@ -177,37 +174,38 @@ class AlertStream:
         self.file_sink = FileSink(output or os.path.join(self.checkpoint, "matches"), output_format)
         self.dead_letter_dir = os.path.abspath(dead_letter or os.path.join(self.checkpoint, "dead-letter"))
         self.bad_rows_sink = FileSink(os.path.join(self.dead_letter_dir, "bad-rows"), "json")
+        self.late_dir = os.path.join(self.dead_letter_dir, "late")
         self.sinks = list(sinks)
-        self.specs = [s if isinstance(s, suppress_mod.SuppressSpec) else suppress_mod.parse_spec(s) for s in suppress]
         self.watermark = watermark
-        self.session_timeout_us = parse_duration(session_timeout, what="session_timeout") if session_timeout is not None else None
-        self.time_column = time_column
         self.trigger = trigger
-        self.max_pending_rows = max_pending_rows
         self.housekeeping = housekeeping
         self.name = name
         self.on_event = on_event
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
+        self.book = StatusBook(self.status_path)
+        self.journal = Journal(os.path.join(self.checkpoint, "journal"))
+        self.lanes = DeliveryLanes(self.sinks, os.path.join(self.checkpoint, "outbox"), self.journal,
+                                   on_event=self._event) if self.sinks else None
         self.max_future_skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.source_location = source_location
         self.match_query = None
         self.deliver_query = None
-        self.ruleset: rules_mod.RuleSet | None = None
-        self.payload: dict | None = None
-        self._signature: tuple | None = None
-        self._lock = threading.Lock()
-        self._seen_batches: set[int] = set()
+        self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
+        self.health: dict[str, Any] = {"loop_at": None, "query_active": False, "last_progress_at": None,
+                                       "waiting_for_data": False, "stopping": False}
+        self._seen_progress: set[tuple[int, str]] = set()
+        self._to_remove: list[str] = []
+        self._recovering: int | None = None
         self._deliver_failures = 0
         self._deliver_restart_at = 0.0
-        self.status = self._load_status()
-        if self.time_column is None:  # a restarted stream keeps the event time it ran with
-            self.time_column = self.status.get("time_column")
+        if time_column is None:  # a restarted stream keeps the event time it ran with
+            time_column = self.status.get("time_column")
             current = self.store.current_id()
-            if self.time_column is None and current is not None:
+            if time_column is None and current is not None:
                 try:
-                    self.time_column = self.store.load(current).get("time_column")
+                    time_column = self.store.load(current).get("time_column")
                 except (OSError, ValueError):
                     pass
         # The rules see the input's columns; Spark's unreadable-line column only marks bad rows (mark_bad_rows).
@@ -216,165 +214,59 @@ class AlertStream:
         if unknown:
             raise CepSemanticError(f"unknown column {unknown[0]!r} (dedup_key); the input has {', '.join(self.input_types)}",
                                    code="E0220")
+        self.watch = RuleWatch(
+            rules, self.store, self.book, input_types=self.input_types, time_column=time_column,
+            specs=[s if isinstance(s, suppress_mod.SuppressSpec) else suppress_mod.parse_spec(s) for s in suppress],
+            session_timeout_us=parse_duration(session_timeout, what="session_timeout") if session_timeout is not None else None,
+            max_pending_rows=max_pending_rows, dedup_key=self.dedup_key, watermark=watermark, event=self._event,
+        )
+        for sink in self.sinks:  # the webhook formats read each rule's severity and summary
+            if getattr(sink, "rule_notes", False) is None:
+                sink.rule_notes = self.watch.notes_for
 
     # ----------------------------------------------------------------------------- events, status
 
-    def _event(self, message: str) -> None:
-        log.info(message)
-        with self._lock:
-            events = self.status.setdefault("events", [])
-            events.append({"time": _now_iso(), "message": message})
-            del events[:-50]
+    @property
+    def status(self) -> dict:
+        return self.book.status
+
+    @property
+    def ruleset(self) -> rules_mod.RuleSet | None:
+        return self.watch.ruleset
+
+    @property
+    def payload(self) -> dict | None:
+        return self.watch.payload
+
+    @property
+    def time_column(self) -> str | None:
+        return self.watch.time_column
+
+    def _event(self, message: str, level: str = "info") -> None:
+        log.log(_LEVELS.get(level, logging.INFO), message)
+        self.book.event(message, level)
         if self.on_event is not None:
             self.on_event(message)
 
-    def _load_status(self) -> dict:
-        try:
-            with open(self.status_path, encoding="utf-8") as fh:
-                status = json.load(fh)
-            if status.get("format") == STATUS_FORMAT:
-                status["seen_batches"] = status.get("seen_batches", [])
-                return status
-        except (OSError, ValueError):
-            pass
-        return {"format": STATUS_FORMAT, "rules": {}, "errors": [], "events": [], "sinks": {}}
-
     def write_status(self) -> None:
-        os.makedirs(self.checkpoint, exist_ok=True)
-        with self._lock:
-            self.status["updated_at"] = _now_iso()
-            text = json.dumps(self.status, indent=1, sort_keys=True, default=str)
-        atomic_write(self.status_path, text)
-
-    def _rule_status(self, rule_id: str) -> dict:
-        return self.status["rules"].setdefault(rule_id, {"versions": {}, "errors": [], "active": False})
-
-    @staticmethod
-    def _version_status(rule: dict, version: str) -> dict:
-        found = rule["versions"].get(version)
-        if found is None:
-            found = rule["versions"][version] = {name: 0 for name in STAT_NAMES if not name.startswith("d_")}
-            found.update({"live_partial_matches": 0, "pending_rows": 0, "keys": 0, "since": _now_iso(),
-                          "last_batch_time": None, "delivered": 0, "dead_lettered": 0})
-        return found
-
-    # ------------------------------------------------------------------------------------ rules
-
-    def _files_signature(self) -> tuple:
-        files = rules_mod.rule_files(self.rules_path) if os.path.exists(self.rules_path) else []
-        signature = []
-        for path in files:
-            try:
-                st = os.stat(path)
-                signature.append((path, st.st_mtime_ns, st.st_size))
-            except FileNotFoundError:
-                continue
-        return tuple(signature)
+        """Write ``status.json``; then the journal records folded into it can go."""
+        self.book.write()
+        done, self._to_remove = self._to_remove, []
+        for name in done:
+            self.journal.remove(name)
 
     def refresh_rules(self, *, force: bool = False) -> rules_mod.RuleChanges:
         """Reload the rules if their files changed; publish the new set for the next micro-batches."""
-        signature = self._files_signature()
-        if not force and signature == self._signature and self.payload is not None:
-            return rules_mod.RuleChanges()
-        payload, ruleset = build_rule_set(
-            self.rules_path, input_types=self.input_types, time_column=self.time_column, suppress=self.specs,
-            session_timeout_us=self.session_timeout_us, max_pending_rows=self.max_pending_rows,
-        )
-        if self.time_column is None:
-            self.time_column = payload["time_column"]
-        if payload["time_column"] is None:
-            raise CepSemanticError("cannot tell the stream's event-time column: no rule orders by an input column; "
-                                   "give it explicitly (--time-column)", code="E0604")
-        if self.dedup_key:  # repeats are remembered for the watermark delay (keyed.KeyedStream)
-            payload["dedup_key"] = self.dedup_key
-            payload["dedup_horizon_us"] = parse_duration(self.watermark or DEFAULT_WATERMARK, what="watermark")
-        # Compare with what ran last, also across a restart (the status file remembers it).
-        old_versions = dict(self.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
-        kept = self._keep_last_good(payload, ruleset)
-        previous = rules_mod.RuleSet()
-        previous.rules = {r: _VersionOnly(v) for r, v in old_versions.items()}  # type: ignore[assignment]
-        changes = previous.diff(ruleset)
-        self._signature = signature
-        self.ruleset, self.payload = ruleset, payload
-        set_id = self.store.publish(payload)
-        self._record_rules(ruleset, changes, set_id, old_versions)
-        for rule_id in kept:
-            self._event(f"rule {rule_id}: its file has errors (see cep status); version {ruleset[rule_id].version} keeps running")
+        changes = self.watch.refresh(force=force)
         self.write_status()
         return changes
-
-    def _keep_last_good(self, payload: dict, ruleset: rules_mod.RuleSet) -> list[str]:
-        """A rule that ran and whose file now fails to compile keeps running its last good version
-        (a typo must not silently switch an alert off). Returns the ids kept."""
-        previous = self.payload
-        if previous is None:
-            current = self.store.current_id()
-            if current is None:
-                return []
-            try:
-                previous = self.store.load(current)
-            except (OSError, ValueError):
-                return []
-        if previous.get("input_columns") != payload["input_columns"] or previous.get("time_column") != payload["time_column"]:
-            return []
-        broken_ids = {e.rule_id for e in ruleset.errors if e.rule_id}
-        broken_files = {os.path.abspath(e.path) for e in ruleset.errors if not e.rule_id}
-        kept = []
-        for entry in previous.get("rules", []):
-            rule_id = entry["rule_id"]
-            if rule_id in ruleset.rules:
-                continue
-            if rule_id in broken_ids or os.path.abspath(entry["path"]) in broken_files:
-                payload["rules"].append(entry)
-                ruleset.rules[rule_id] = _KeptRule(rule_id, entry["version"], entry["path"], entry["line"])  # type: ignore[assignment]
-                kept.append(rule_id)
-        return kept
-
-    def _record_rules(self, ruleset: rules_mod.RuleSet, changes: rules_mod.RuleChanges, set_id: str,
-                      old_versions: dict[str, str]) -> None:
-        old_errors = {e["rendered"] for e in self.status.get("errors", [])}
-        with self._lock:
-            for rule_status in self.status["rules"].values():
-                rule_status["active"] = False
-            for rule in ruleset:
-                entry = self._rule_status(rule.rule_id)
-                entry.update({"active": True, "version": rule.version, "path": rule.path, "line": rule.line,
-                              "suppress_us": next((r["suppress_us"] for r in self.payload["rules"] if r["rule_id"] == rule.rule_id), None)})
-                entry["errors"] = []
-                self._version_status(entry, rule.version)
-                _prune_versions(entry, rule.version)
-            for error in ruleset.errors:
-                if error.rule_id:
-                    entry = self._rule_status(error.rule_id)
-                    entry["errors"] = [error.rendered]
-                    if error.rule_id in ruleset.rules:
-                        entry["errors"][0] += "\n  (the last good version keeps running)"
-            self.status["errors"] = [e.as_dict() for e in ruleset.errors]
-            self.status["rule_set"] = set_id
-            self.status["active_versions"] = ruleset.versions()
-            self.status["time_column"] = self.time_column
-        for rule_id in changes.added:
-            self._event(f"rule {rule_id} added (version {ruleset[rule_id].version})")
-        for rule_id in changes.changed:
-            old_version = old_versions.get(rule_id)
-            gauges = self.status["rules"][rule_id]["versions"].get(old_version or "", {})
-            self._event(
-                f"rule {rule_id} changed ({old_version} -> {ruleset[rule_id].version}): it starts with fresh state; "
-                f"its {gauges.get('live_partial_matches', 0)} live partial matches and {gauges.get('pending_rows', 0)} "
-                f"waiting rows on {gauges.get('keys', 0)} keys are dropped"
-            )
-        for rule_id in changes.removed:
-            self._event(f"rule {rule_id} removed; its state is dropped")
-        for error in ruleset.errors:
-            if error.rendered not in old_errors:
-                self._event(f"rule skipped: {error.rendered}")
 
     # ----------------------------------------------------------------------------------- queries
 
     def build(self) -> "DataFrame":
-        """The alerts and the bad input rows, from one read of the input (publishes the rule set first
-        if needed): ``sinks.alerts.ALERT_NAMES`` then ``inputs.DEAD_LETTER_NAMES``; a bad row has
-        ``_cep_error`` set and NULL alert columns, an alert the reverse."""
+        """What the matching query computes, from one read of the input (publishes the rule set first
+        if needed): ``sinks.alerts.ALERT_NAMES``, ``inputs.DEAD_LETTER_NAMES``, ``KIND`` and ``STATS``:
+        alerts, bad input rows, each rule's late rows and statistics (``query.match_rules``, ``with_stats``)."""
         if self.payload is None:
             self.refresh_rules(force=True)
         from pyspark.sql import types as T
@@ -384,25 +276,57 @@ class AlertStream:
             source = mark_bad_rows(source, self.time_column, max_future_skew_us=self.max_future_skew_us, null_time=True)
         # else match_rules says what is wrong with the event-time column
         return match_rules(source, self.store, time_column=self.time_column, watermark=self.watermark,
-                           housekeeping=self.housekeeping, source_location=self.source_location)
+                           housekeeping=self.housekeeping, source_location=self.source_location, with_stats=True)
 
     def _write_batch(self, batch, batch_id: int) -> None:
-        """``foreachBatch`` of the matching query: the alerts to ``output``, the bad rows to the dead letter.
+        """``foreachBatch`` of the matching query: the alerts to ``output``, the bad rows to the dead letter,
+        the late rows to ``late/``, the counts to the journal.
 
-        Each write is Spark's file sink for that batch id (``FileSink.commit``), which skips a batch it
-        committed already: after a crash between the two writes, the re-run writes only the missing one.
-        The batch is computed once (``persist``, then ``count``): the rules' state and metrics are those
-        of one run, even when both sinks skip it."""
+        Each file-sink write is Spark's file sink for that batch id (``FileSink.commit``), which skips a
+        batch it committed already: after a crash between the writes, the re-run writes only the missing
+        one; the late-row file and the journal record are named by the batch id and replaced whole. The
+        batch is computed once (``persist``): the rules' state and counts are those of one run."""
         from pyspark.sql import functions as F
 
         batch.persist()
         try:
-            batch.count()
-            error = F.col(DEAD_LETTER_NAMES[0])
-            self.file_sink.commit(batch_id, batch.where(error.isNull()).select(*ALERT_NAMES))
-            self.bad_rows_sink.commit(batch_id, batch.where(error.isNotNull()).select(*DEAD_LETTER_NAMES))
+            kind = F.col(KIND)
+            small = batch.where(kind.isin(KIND_STATS, KIND_LATE)).select(
+                KIND, "rule_id", "rule_version", "match_id", "match_status", "partition_key", "first_event_time",
+                "measures", STATS).collect()
+            bad = {r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()}
+            self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES))
+            self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
         finally:
             batch.unpersist()
+        calls: dict[tuple[str, str], list[int]] = {}
+        late = [row for row in small if row[KIND] == KIND_LATE]
+        for row in small:
+            if row[KIND] == KIND_STATS:
+                total = calls.setdefault((row["rule_id"], row["rule_version"]), [0] * len(STAT_NAMES))
+                for index, value in enumerate(row[STATS]):
+                    total[index] += int(value or 0)
+        if late:
+            self._write_late(batch_id, late)
+        self.journal.write(f"batch.{batch_id:012d}", {
+            "kind": "batch", "batch": batch_id, "time": now_iso(), "calls": [[r, v, s] for (r, v), s in sorted(calls.items())],
+            "bad_rows": bad, "late_rows": len({(r["match_id"], r["measures"]) for r in late}),
+        })
+
+    def _write_late(self, batch_id: int, rows: list) -> None:
+        """One JSON line per (rule, late row): ``late/batch-<id>.jsonl``, written whole (a re-run replaces it)."""
+        lines = []
+        for row in rows:
+            try:
+                values = json.loads(row["measures"]) if row["measures"] else None
+            except ValueError:
+                values = row["measures"]
+            lines.append(json.dumps({"rule_id": row["rule_id"], "rule_version": row["rule_version"],
+                                     "partition_key": row["partition_key"], "reason": row["match_status"],
+                                     "event_time": iso_utc(row["first_event_time"]), "batch_id": batch_id, "row": values},
+                                    ensure_ascii=False, sort_keys=True))
+        os.makedirs(self.late_dir, exist_ok=True)
+        atomic_write(os.path.join(self.late_dir, f"batch-{batch_id:012d}.jsonl"), "\n".join(lines) + "\n")
 
     def _retire_bad_row_query(self) -> None:
         """A checkpoint written when a second query read the input for the bad rows: that query's batch
@@ -416,23 +340,40 @@ class AlertStream:
         if os.path.isdir(self.bad_rows_sink.path):
             os.replace(self.bad_rows_sink.path, f"{self.bad_rows_sink.path}.before-{stamp}")
         os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
-        with self._lock:
-            self.status["seen_bad_row_batches"] = []
         self._event(f"bad rows now come from the matching query; the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}")
 
+    def _cut_short(self) -> int | None:
+        """The micro-batch a crash cut short: its offsets are logged and it is not committed."""
+        offsets, commits = (os.path.join(self.checkpoint, "match", name) for name in ("offsets", "commits"))
+        logged = sorted(int(n) for n in os.listdir(offsets) if n.isdigit()) if os.path.isdir(offsets) else []
+        if not logged or os.path.exists(os.path.join(commits, str(logged[-1]))):
+            return None
+        return logged[-1]
+
     def start(self, *, available_now: bool = False) -> "AlertStream":
-        """Start the matching query (and the delivery query when there are alert sinks)."""
+        """Start the matching query, the delivery lanes and the delivery query (when there are alert sinks)."""
         combined = self.build()
         self._retire_bad_row_query()
-        with self._lock:
-            self.status.update({"state": "running", "started_at": _now_iso(), "output": self.file_sink.path,
-                                "output_format": self.file_sink.format, "sinks": {s.describe(): self.status.get("sinks", {}).get(s.describe(), {})
-                                                                               for s in self.sinks}})
+        self._recovering = self._cut_short()
+        if self._recovering is not None:
+            pinned = self.store.batch_sets().get(self._recovering)
+            self._event(f"recovering from the checkpoint: micro-batch {self._recovering} was cut short; it runs again "
+                        f"with the rule set it started with ({pinned or 'the current one'}), its alerts are not duplicated",
+                        "warning")
+        with self.book.lock:
+            self.status.update({"state": "running", "started_at": now_iso(), "output": self.file_sink.path,
+                                "output_format": self.file_sink.format, "stopped_at": None,
+                                "late_rows_path": self.late_dir, "bad_rows_path": self.bad_rows_sink.path})
+            sinks = self.status.setdefault("sinks", {})
+            for sink in self.sinks:
+                sinks.setdefault(sink.key(), {})["label"] = sink.describe()
         self.file_sink.prepare()
         self.bad_rows_sink.prepare()
         self.match_query = self._start_query(combined, self._write_batch, "match", available_now=available_now)
-        if self.sinks and not available_now:
-            self._start_deliver(available_now=False)
+        if self.lanes is not None:
+            self.lanes.start()
+            if not available_now:
+                self._start_deliver(available_now=False)
         self.write_status()
         return self
 
@@ -446,118 +387,90 @@ class AlertStream:
         return writer.start()
 
     def _start_deliver(self, *, available_now: bool) -> None:
-        self.deliver_query = self._start_query(self.file_sink.read_stream(self.spark), self._deliver, "deliver",
+        self.deliver_query = self._start_query(self.file_sink.read_stream(self.spark), self._spool, "deliver",
                                                available_now=available_now)
 
-    def _deliver(self, batch_df, batch_id: int) -> None:
+    def _spool(self, batch_df, batch_id: int) -> None:
+        """``foreachBatch`` of the delivery query: the committed alerts into each sink's outbox."""
         alerts = rows_to_alerts(batch_df.collect())
-        if not alerts:
-            return
-        try:
-            reports = deliver_batch(alerts, batch_id, self.sinks)
-        except Exception as exc:
-            self._record_delivery([], error=f"batch {batch_id}: {type(exc).__name__}: {exc}")
-            raise
-        self._record_delivery(reports, alerts=alerts)
-
-    def _record_delivery(self, reports: list[Delivery], *, alerts: Sequence[dict] = (), error: str | None = None) -> None:
-        versions = {a["rule_id"]: a["rule_version"] for a in alerts}
-        with self._lock:
-            sinks = self.status.setdefault("sinks", {})
-            if error is not None:
-                for sink in self.sinks:
-                    entry = sinks.setdefault(sink.describe(), {})
-                    entry.setdefault("errors", []).append({"time": _now_iso(), "error": error})
-                    del entry["errors"][:-10]
-            for sink, report in zip(self.sinks, reports):
-                entry = sinks.setdefault(sink.describe(), {})
-                entry["delivered"] = entry.get("delivered", 0) + sum(report.delivered.values())
-                entry["dead_lettered"] = entry.get("dead_lettered", 0) + sum(report.dead_lettered.values())
-                entry["retries"] = entry.get("retries", 0) + report.retries
-                if report.errors:
-                    entry.setdefault("errors", []).extend({"time": _now_iso(), "error": e} for e in report.errors[-10:])
-                    del entry["errors"][:-10]
-                for rule_id, count in report.delivered.items():
-                    version = self._version_status(self._rule_status(rule_id), versions.get(rule_id, "?"))
-                    version["delivered"] = version.get("delivered", 0) + count
-                for rule_id, count in report.dead_lettered.items():
-                    rule = self._rule_status(rule_id)
-                    version = self._version_status(rule, versions.get(rule_id, "?"))
-                    version["dead_lettered"] = version.get("dead_lettered", 0) + count
-                    rule.setdefault("delivery_errors", []).extend(e for e in report.errors if e)
-                    del rule["delivery_errors"][:-5]
+        if alerts:
+            self.lanes.spool(batch_id, alerts)
 
     # ------------------------------------------------------------------------------------ progress
 
     def poll(self) -> dict:
-        """Fold the micro-batches finished since the last call into the status, and write it."""
+        """Fold what finished since the last call into the status (the journal, Spark's progress, the
+        lanes), and write it."""
         if self.match_query is not None:
-            for batch, progress, row in self._new_progress(self.match_query, METRICS_NAME, "seen_batches"):
-                self._fold(batch, progress, row)
+            self._fold_progress(self.match_query)
             self.store.prune()
-            with self._lock:
-                counts = self.status.setdefault("bad_rows", {})
-                for _, _, row in self._new_progress(self.match_query, BAD_ROWS_METRICS, "seen_bad_row_batches"):
-                    for reason, count in row.items():
-                        counts[reason] = counts.get(reason, 0) + int(count or 0)
-                self.status["bad_rows_path"] = self.bad_rows_sink.path
+        self._fold_journal()
+        if self.lanes is not None:
+            letters: dict[str, set[str]] = {}
+            for sink in self.sinks:
+                if sink.dead_letters is not None:
+                    letters[sink.key()] = {rule for letter in sink.dead_letters.letters() for rule in letter.rules}
+            self.book.set_sinks(self.lanes.snapshot(), letters)
+        self.health["loop_at"] = time.time()
         self.write_status()
         return self.status
 
-    def _new_progress(self, query, metrics_name: str, seen_key: str) -> list[tuple[int, Any, dict]]:
-        """(batch id, progress, observed metrics) of ``query``'s micro-batches not folded yet; marks them
-        folded under ``status[seen_key]``."""
-        seen = set(self.status.get(seen_key, []))
-        found = []
-        for progress in list(query.recentProgress):
-            batch = _progress_get(progress, "batchId")
-            metrics = _progress_get(progress, "observedMetrics", {}) or {}
-            row = metrics.get(metrics_name) if hasattr(metrics, "get") else None
-            if batch is None or int(batch) in seen or row is None:
+    def _fold_journal(self) -> None:
+        commits = os.path.join(self.checkpoint, "match", "commits")
+        for name, record in self.journal.pending():
+            if record.get("kind") == "batch":
+                final = os.path.exists(os.path.join(commits, str(record.get("batch"))))
+            else:
+                final = self.lanes is None or self.lanes.settled(record)
+            if not final:
                 continue
-            seen.add(int(batch))
-            found.append((int(batch), progress, _row_dict(row)))
-        self.status[seen_key] = sorted(seen)[-200:]
-        return found
+            for message in self.book.fold(name, record):
+                self._event(message)
+            self._to_remove.append(name)
 
-    def _fold(self, batch: int, progress: Any, metrics: dict) -> None:
-        timestamp = _progress_get(progress, "timestamp")
-        events: list[str] = []
-        dropped: dict[tuple[str, str], list[int]] = {}
-        with self._lock:
-            for call in metrics.get("calls") or []:
-                call = _row_dict(call)
-                rule = self._rule_status(call["rule_id"])
-                version = self._version_status(rule, call["rule_version"])
-                values = dict(zip(STAT_NAMES, call["stats"]))
-                for name, value in values.items():
-                    if name in GAUGES:
-                        version[GAUGES[name]] = version.get(GAUGES[name], 0) + int(value)
-                    else:
-                        version[name] = version.get(name, 0) + int(value)
-                if values.get("events_in") or values.get("matched") or values.get("timeouts") or values.get("absences"):
-                    version["last_batch_time"] = timestamp
-                    rule["last_batch_time"] = timestamp
-                if values.get("dropped_live") or values.get("dropped_pending"):
-                    total = dropped.setdefault((call["rule_id"], call["rule_version"]), [0, 0, 0])
-                    total[0] += int(values["dropped_live"])
-                    total[1] += int(values["dropped_pending"])
-                    total[2] += 1
-            for (rule_id, version_id), (live, pending, keys) in sorted(dropped.items()):
-                left = self.status["rules"][rule_id]["versions"][version_id]
-                remaining = f"; {left['keys']} keys still to drop theirs" if left.get("keys", 0) > 0 else "; none left"
-                events.append(f"rule {rule_id} version {version_id} (changed or removed): dropped {live} partial matches and "
-                              f"{pending} waiting rows on {keys} keys in micro-batch {batch}{remaining}")
-            self.status["last_batch"] = {
-                "id": batch,
-                "time": timestamp,
-                "input_rows": _progress_get(progress, "numInputRows", 0),
-                "duration_ms": (_progress_get(progress, "durationMs", {}) or {}).get("triggerExecution"),
+    def _fold_progress(self, query) -> None:
+        """Spark's progress of the matching query: the last micro-batch, the watermark, the state size,
+        and each new micro-batch for the observers (a lost progress only loses these gauges)."""
+        try:
+            progresses = list(query.recentProgress)
+            status = query.status
+        except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
+            return
+        self.health["query_active"] = bool(query.isActive)
+        self.health["waiting_for_data"] = not bool(_progress_get(status, "isTriggerActive", False)) and \
+            not bool(_progress_get(status, "isDataAvailable", False))
+        for progress in progresses:
+            batch = _progress_get(progress, "batchId")
+            stamp = _progress_get(progress, "timestamp")
+            if batch is None or (int(batch), str(stamp)) in self._seen_progress:
+                continue
+            self._seen_progress.add((int(batch), str(stamp)))
+            moment = epoch_seconds(stamp)
+            rows = int(_progress_get(progress, "numInputRows", 0) or 0)
+            durations = _progress_get(progress, "durationMs", {}) or {}
+            if moment is not None:  # when the trigger ended
+                ended = moment + float(durations.get("triggerExecution") or 0) / 1000.0
+                self.health["last_progress_at"] = max(ended, self.health["last_progress_at"] or 0.0)
+            if not durations.get("addBatch") and not rows:
+                continue  # an idle trigger: no micro-batch ran
+            operators = _progress_get(progress, "stateOperators", []) or []
+            info = {
+                "id": int(batch), "time": stamp, "input_rows": rows, "duration_ms": durations.get("triggerExecution"),
                 "watermark": (_progress_get(progress, "eventTime", {}) or {}).get("watermark"),
+                "state_bytes": sum(int(_progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
+                "state_rows": sum(int(_progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
             }
-            self.status["batches"] = self.status.get("batches", 0) + 1
-        for message in events:
-            self._event(message)
+            with self.book.lock:
+                last = self.status.get("last_batch") or {}
+                if int(batch) >= int(last.get("id", -1)):
+                    self.status["last_batch"] = info
+                self.status["last_progress_at"] = now_iso(self.health["last_progress_at"])
+            if self._recovering is not None and int(batch) == self._recovering:
+                self._event(f"micro-batch {batch}, cut short before the restart, ran again: {rows} input rows re-read")
+                self._recovering = None
+            for observer in self.observers:
+                observer(info)
+        self._seen_progress = set(sorted(self._seen_progress)[-500:])
 
     # ------------------------------------------------------------------------------------ running
 
@@ -567,36 +480,40 @@ class AlertStream:
             self.match_query.processAllAvailable()
         if self.deliver_query is not None:
             self.deliver_query.processAllAvailable()
+        if self.lanes is not None:
+            self.lanes.drain()
         self.poll()
 
     def run_available_now(self) -> dict:
-        """Process what the input holds now, deliver it, and stop (``cep stream --once``)."""
+        """Process what the input holds now, deliver it, and stop (``cep stream --once``). A sink that
+        cannot take its alerts raises its error once the others are done (its outbox keeps them)."""
         self.start(available_now=True)
         try:
             self.match_query.awaitTermination()
             self.poll()
-            if self.sinks:
+            if self.lanes is not None:
                 self._start_deliver(available_now=True)
                 self.deliver_query.awaitTermination()
+                self.lanes.drain()
+                self.poll()
+                failing = [lane.state for lane in self.lanes.lanes.values() if lane.state.failing_since is not None]
+                if failing:
+                    raise failing[0].last_exception or RuntimeError(failing[0].last_error)
         except Exception as error:  # a failed query or sink: say so in status.json too, then raise
-            with self._lock:
+            with self.book.lock:
                 self.status["state"] = "failed"
-                self.status.setdefault("query_errors", []).append({"time": _now_iso(), "error": str(error)[:2000]})
+                self.status.setdefault("query_errors", []).append({"time": now_iso(), "error": str(error)[:2000]})
             raise
         finally:
             self.stop()
         return self.status
 
     def check(self) -> None:
-        """Raise if the matching query failed; restart a failed delivery query after a backoff."""
+        """Raise ``QueryFailed`` if the matching query failed; restart a failed delivery query after a backoff."""
         query = self.match_query
         error = query.exception() if query is not None and not query.isActive else None
         if error is not None:
-            with self._lock:
-                self.status["state"] = "failed"
-                self.status.setdefault("query_errors", []).append({"time": _now_iso(), "error": str(error)[:2000]})
-            self.write_status()
-            raise RuntimeError(f"the matching query failed: {str(error).splitlines()[0] if str(error) else error}") from None
+            raise QueryFailed(f"the matching query failed: {str(error).splitlines()[0] if str(error) else error}")
         if self.deliver_query is not None and not self.deliver_query.isActive:
             error = self.deliver_query.exception()
             now = time.monotonic()
@@ -604,7 +521,8 @@ class AlertStream:
                 self._deliver_failures += 1
                 wait = min(60.0, 2.0 ** min(self._deliver_failures, 6))
                 self._deliver_restart_at = now + wait
-                self._event(f"delivery stopped ({str(error).splitlines()[0] if error else 'no error'}); retrying in {wait:g}s")
+                self._event(f"delivery stopped ({str(error).splitlines()[0] if error else 'no error'}); retrying in {wait:g}s",
+                            "error")
             elif now >= self._deliver_restart_at:
                 self._deliver_restart_at = 0.0
                 self._start_deliver(available_now=False)
@@ -616,11 +534,21 @@ class AlertStream:
         try:
             while not stop.is_set():
                 stop.wait(poll_interval)
+                if stop.is_set():
+                    break
                 try:
                     self.refresh_rules()
-                except CepError as err:  # e.g. no rule left to take the event time from: keep the last set
-                    self._event(f"rules not reloaded: {err}")
-                self.check()
+                except CepSemanticError as err:  # e.g. no rule left to take the event time from: keep the last set
+                    self._event(f"rules not reloaded: {err}", "error")
+                try:
+                    self.check()
+                except QueryFailed as failed:
+                    if stop.is_set():  # a stop (SIGTERM to the process group) ended the workers: abandoned, not failed
+                        break
+                    with self.book.lock:
+                        self.status["state"] = "failed"
+                        self.status.setdefault("query_errors", []).append({"time": now_iso(), "error": str(failed)[:2000]})
+                    raise
                 status = self.poll()
                 if on_tick is not None:
                     on_tick(status)
@@ -628,87 +556,42 @@ class AlertStream:
             self.stop()
 
     def stop(self) -> None:
+        """Stop the lanes (between two attempts: what they hold stays in their outboxes) and the queries
+        (a micro-batch in flight is abandoned, never half-committed), and write the status."""
+        self.health["stopping"] = True
+        if self.lanes is not None:
+            self.lanes.stop()
         for query in (self.deliver_query, self.match_query):
-            if query is not None and query.isActive:
-                query.stop()
-        if self.match_query is not None:
             try:
-                self.poll()
-            except Exception:  # noqa: BLE001 - stopping must not fail on a status write
+                if query is not None and query.isActive:
+                    query.stop()
+            except Exception:  # noqa: BLE001 - a JVM already going away: nothing is committed half-way
                 pass
-        with self._lock:
+        try:
+            self.poll()
+        except Exception:  # noqa: BLE001 - stopping must not fail on a status write
+            pass
+        with self.book.lock:
             if self.status.get("state") != "failed":
                 self.status["state"] = "stopped"
-            self.status["stopped_at"] = _now_iso()
+            self.status["stopped_at"] = now_iso()
         self.write_status()
 
     def alerts(self) -> "DataFrame":
         """Every alert committed so far, read through Spark (honours the file sink's log)."""
         return self.file_sink.read(self.spark)
 
-
-def _prune_versions(entry: dict, current: str, keep: int = 3) -> None:
-    """Keep the status file small: the current version, versions whose state is still being dropped,
-    and the ``keep`` most recent others."""
-    versions = entry.get("versions", {})
-    old = [(v.get("since") or "", k) for k, v in versions.items() if k != current
-           and not (v.get("live_partial_matches") or v.get("pending_rows") or v.get("keys"))]
-    for _, key in sorted(old)[:-keep] if len(old) > keep else []:
-        del versions[key]
-
-
-@dataclasses.dataclass(frozen=True)
-class _VersionOnly:
-    version: str
+    def late_rows(self) -> list[dict]:
+        """Every late row written so far (``late/``), as dicts."""
+        rows = []
+        if os.path.isdir(self.late_dir):
+            for name in sorted(os.listdir(self.late_dir)):
+                if name.endswith(".jsonl") and not name.startswith("."):
+                    with open(os.path.join(self.late_dir, name), encoding="utf-8") as fh:
+                        rows += [json.loads(line) for line in fh if line.strip()]
+        return rows
 
 
-@dataclasses.dataclass(frozen=True)
-class _KeptRule:
-    """A rule whose file no longer compiles, still running the version that last did."""
-
-    rule_id: str
-    version: str
-    path: str
-    line: int
-
-
-# ---------------------------------------------------------------------------------- status view
-
-
-def read_status(checkpoint: str) -> dict:
-    path = os.path.join(checkpoint, "status.json")
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def rule_rows(status: dict) -> list[dict]:
-    """One row per rule for ``cep status``: the current version's numbers."""
-    rows = []
-    for rule_id, rule in sorted(status.get("rules", {}).items()):
-        version = rule.get("version") or (list(rule.get("versions", {}))[-1] if rule.get("versions") else None)
-        numbers = rule.get("versions", {}).get(version or "", {})
-        stale = sum(v.get("live_partial_matches", 0) for k, v in rule.get("versions", {}).items() if k != version)
-        errors = list(rule.get("errors", [])) + list(rule.get("delivery_errors", []))
-        earlier = sum(v.get("matched", 0) + v.get("timeouts", 0) + v.get("absences", 0)
-                      for k, v in rule.get("versions", {}).items() if k != version)
-        rows.append({
-            "rule": rule_id,
-            "earlier_matches": earlier,
-            "state": "active" if rule.get("active") else ("error" if rule.get("errors") else "removed"),
-            "version": version or "-",
-            "matches": numbers.get("matched", 0) + numbers.get("timeouts", 0) + numbers.get("absences", 0),
-            "timeouts": numbers.get("timeouts", 0),
-            "absences": numbers.get("absences", 0),
-            "suppressed": numbers.get("suppressed", 0),
-            "live": numbers.get("live_partial_matches", 0),
-            "stale_live": stale,
-            "pending": numbers.get("pending_rows", 0),
-            "late": numbers.get("late_rows", 0),
-            "events": numbers.get("events_in", 0),
-            "delivered": numbers.get("delivered", 0),
-            "dead_lettered": numbers.get("dead_lettered", 0),
-            "duplicates_dropped": numbers.get("duplicates_dropped", 0),
-            "last_batch_time": rule.get("last_batch_time"),
-            "errors": errors,
-        })
-    return rows
+def delivered_counts(status: dict) -> Counter:
+    """Alerts delivered per sink key."""
+    return Counter({key: int(entry.get("delivered", 0)) for key, entry in (status.get("sinks") or {}).items()})

@@ -17,8 +17,8 @@ from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.rule_set import (
-    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, BAD_SPEC, BATCH_ID_PROPERTY, INTERNAL_MEASURES, KIND_BAD, KIND_MATCH,
-    KIND_STATS, PKEY, SPEC, STAT_NAMES, match_id_text,
+    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, BAD_SPEC, BATCH_ID_PROPERTY, INTERNAL_MEASURES, KIND_BAD, KIND_LATE,
+    KIND_MATCH, KIND_STATS, PKEY, ROW_ID, SPEC, STAT_NAMES, match_id_text,
 )
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine import state_codec as codec
@@ -99,6 +99,15 @@ def _task_batch_id() -> str | None:
     return value if value not in (None, "") else None
 
 
+def _task_partition() -> int:
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover
+        return 0
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
 def runtime_for(store_dir: str, batch_id: str | None = None) -> _RuleSetRuntime:
     """The rule set of the running micro-batch (cached per worker process)."""
     store = _STORES.get(store_dir)
@@ -172,33 +181,41 @@ class Explode:
     """``mapInPandas``: each input row once per partition spec of the micro-batch's rule set, tagged with
     the spec and the row's partition key under it. Rules with the same PARTITION BY share the copy.
     With ``reject`` (the reason column of ``inputs.mark_bad_rows``), a bad row goes once, to
-    ``BAD_SPEC``, and to no rule."""
+    ``BAD_SPEC``, and to no rule. With ``row_ids``, every copy of a row carries the same ``ROW_ID``
+    (the task's partition and the row's place in it): a row late for several rules counts once."""
 
-    def __init__(self, store_dir: str, columns: Sequence[str], reject: str | None = None) -> None:
+    def __init__(self, store_dir: str, columns: Sequence[str], reject: str | None = None, row_ids: bool = False) -> None:
         self.store_dir = store_dir
         self.columns = list(columns)
         self.reject = reject
+        self.row_ids = row_ids
 
     def __call__(self, frames: Iterator["Any"]) -> Iterator["Any"]:
         import pandas as pd
 
         runtime = None
+        seen = 0
+        partition = _task_partition()
         for pdf in frames:
             if not len(pdf):
                 continue
             if runtime is None:
                 runtime = runtime_for(self.store_dir)
+            if self.row_ids:
+                pdf = pdf.assign(**{ROW_ID: [f"{partition}-{seen + i}" for i in range(len(pdf))]})
+                seen += len(pdf)
             pieces = []
             if self.reject is not None and pdf[self.reject].notna().any():
                 bad = pdf[self.reject].notna()
-                piece = pdf.loc[bad, self.columns]
+                piece = pdf.loc[bad, self.columns + ([ROW_ID] if self.row_ids else [])]
                 piece.insert(0, PKEY, "{}")
                 piece.insert(0, SPEC, BAD_SPEC)
                 pieces.append(piece)
                 pdf = pdf[~bad]
-            for spec, partition in runtime.partitions.items():
-                piece = pdf[self.columns].copy(deep=False)
-                piece.insert(0, PKEY, _key_strings(pdf, partition))
+            carried = self.columns + ([ROW_ID] if self.row_ids else [])
+            for spec, columns in runtime.partitions.items():
+                piece = pdf[carried].copy(deep=False)
+                piece.insert(0, PKEY, _key_strings(pdf, columns))
                 piece.insert(0, SPEC, spec)
                 pieces.append(piece)
             if pieces:
@@ -229,6 +246,14 @@ class _KeyRows:
     def key_values(self, names: Sequence[str]) -> tuple:
         return tuple(_scalar(self.pdf[c].iat[self.first]) for c in names)
 
+    def record(self, index: int, names: Sequence[str]) -> tuple[str, str | None]:
+        """Row ``index`` of the key as a JSON object of ``names``, and its row id (``ROW_ID``) if any."""
+        position = index if self.indices is None else self.indices[index]
+        text = json.dumps({c: jsonable(_scalar(self.pdf[c].iat[position])) for c in names if c in self.pdf.columns},
+                          ensure_ascii=False)
+        row_id = str(self.pdf[ROW_ID].iat[position]) if ROW_ID in self.pdf.columns else None
+        return text, row_id
+
 
 class AlertStep:
     """``applyInPandasWithState``: one (partition spec, bucket of partition keys) in one micro-batch.
@@ -237,11 +262,13 @@ class AlertStep:
     timer call, the rules whose own deadline the watermark reached are called). The bucket's state is a
     ``KeyTable`` of each key's state (spark_bridge/engine/key_table.py says why keys share a call)."""
 
-    def __init__(self, store_dir: str, housekeeping_us: int, key_buckets: int, passthrough: Sequence[str] = ()) -> None:
+    def __init__(self, store_dir: str, housekeeping_us: int, key_buckets: int, passthrough: Sequence[str] = (),
+                 late_rows: bool = False) -> None:
         self.store_dir = store_dir
         self.housekeeping_us = housekeeping_us
         self.key_buckets = key_buckets
         self.passthrough = tuple(passthrough)  # the columns of bad rows (BAD_SPEC), NULL on the others
+        self.late_rows = late_rows  # each rule's late rows out as KIND_LATE rows (else only counted)
 
     def __call__(self, key, frames, state):
         import pandas as pd
@@ -256,6 +283,7 @@ class AlertStep:
         parts = [frame for frame in frames if len(frame)]
         table = KeyTable.decode(state.get[0] if state.exists else None, self.key_buckets)
         alerts: list[tuple] = []
+        late: list[tuple] | None = [] if self.late_rows else None
         stats: dict[tuple[str, str], dict] = {}
         emitted = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
         groups: dict[tuple, list[int]] = {}
@@ -270,7 +298,8 @@ class AlertStep:
         calls += [(pkey, None) for pkey in table.due(watermark_us, groups)]
         for pkey, rows in calls:
             blob = table.states.get(pkey)
-            new = self._key_call(runtime, spec, pkey[0], rows, codec.decode(blob) if blob else {}, watermark_us, emitted, alerts, stats)
+            new = self._key_call(runtime, spec, pkey[0], rows, codec.decode(blob) if blob else {}, watermark_us, emitted, alerts,
+                                 stats, late)
             if new:
                 timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
                 # No deadline of its own: wake up once per housekeeping interval, so that the state of a
@@ -284,12 +313,12 @@ class AlertStep:
         elif state.exists:
             state.remove()
         yield self._frame(alerts, [(rule_id, version, counts) for (rule_id, version), counts in stats.items()],
-                          passthrough=self.passthrough)
+                          passthrough=self.passthrough, late=late)
 
     def _key_call(self, runtime, spec: str, pkey: str, rows: _KeyRows | None, old: dict, watermark_us: int, emitted,
-                  alerts: list, stats_by_rule: dict) -> dict:
-        """Every rule of ``spec`` for one key: appends its alerts, adds its counts per rule; returns the
-        key's new state (a dict by rule id)."""
+                  alerts: list, stats_by_rule: dict, late: list | None = None) -> dict:
+        """Every rule of ``spec`` for one key: appends its alerts (and, with ``late``, its late rows), adds
+        its counts per rule; returns the key's new state (a dict by rule id)."""
 
         def counts_for(rule_id: str, version: str) -> dict:
             found = stats_by_rule.get((rule_id, version))
@@ -340,6 +369,12 @@ class AlertStep:
                 alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed))
                 stats[_STATUS_STAT.get(status, "matched")] += 1
                 stats["suppressed"] += int(suppressed)
+            if late is not None and rows is not None:
+                for index, reason in result.late:
+                    text, row_id = rows.record(index, runtime.payload["input_columns"])
+                    moment = rows.times[index]
+                    late.append((rule_id, rule.version, row_id, reason, pkey,
+                                 codec.micros_to_datetime(moment) if moment is not None else None, text))
             engine_stats = result.stats
             live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
             pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
@@ -357,13 +392,18 @@ class AlertStep:
         return new
 
     @staticmethod
-    def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]], *, bad=None, passthrough: Sequence[str] = ()):
-        """The output: ``alerts`` (KIND_MATCH), then one statistics row per rule (KIND_STATS), or the
-        rows of ``bad`` (KIND_BAD, their ``passthrough`` columns kept; NULL on the other kinds)."""
+    def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]], *, bad=None, passthrough: Sequence[str] = (),
+               late: list[tuple] | None = None):
+        """The output: ``alerts`` (KIND_MATCH), the ``late`` rows (KIND_LATE: rule id, version, row id in
+        ``match_id``, reason in ``match_status``, partition key, event time in ``first_event_time``, the row
+        as JSON in ``measures``), then one statistics row per rule (KIND_STATS); or the rows of ``bad``
+        (KIND_BAD, their ``passthrough`` columns kept; NULL on the other kinds)."""
         import pandas as pd
 
         stats_rows = [s for s in stats_rows if any(s[2].values())]
-        n_alerts, n_stats = len(alerts), len(stats_rows) + (len(bad) if bad is not None else 0)
+        rows = list(alerts) + [(r[0], r[1], r[2], r[3], r[4], r[5], None, r[6], None, False) for r in late or []]
+        kinds = [KIND_MATCH] * len(alerts) + [KIND_LATE] * len(late or [])
+        n_rows, n_stats = len(rows), len(stats_rows) + (len(bad) if bad is not None else 0)
 
         def objects(values):
             column = np.empty(len(values), dtype=object)
@@ -374,8 +414,8 @@ class AlertStep:
             return np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
 
         pad = [None] * n_stats
-        if n_alerts:
-            columns = list(zip(*alerts))
+        if n_rows:
+            columns = list(zip(*rows))
             data = {name: objects(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
             for name in ("first_event_time", "last_event_time", "emit_time"):
                 data[name] = times(list(columns[ALERT_NAMES.index(name)]) + pad)
@@ -396,9 +436,9 @@ class AlertStep:
             data[STATS] = objects(pad)
             data.update({name: objects(bad[name].tolist()) for name in passthrough})
             return pd.DataFrame(data, copy=False)
-        data[KIND] = np.array([KIND_MATCH] * n_alerts + [KIND_STATS] * n_stats, dtype="int32")
-        data[STATS] = objects([None] * n_alerts + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
-        data.update({name: objects([None] * (n_alerts + n_stats)) for name in passthrough})
+        data[KIND] = np.array(kinds + [KIND_STATS] * n_stats, dtype="int32")
+        data[STATS] = objects([None] * n_rows + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
+        data.update({name: objects([None] * (n_rows + n_stats)) for name in passthrough})
         return pd.DataFrame(data, copy=False)
 
 

@@ -68,7 +68,11 @@ class TaggingOutput:
 
 
 def statement_text(query) -> str:
-    """The text of ``query``'s own statement (its span within a multi-statement file), for match ids."""
+    """The text of ``query``'s own statement (its span within a multi-statement file), for match ids; a
+    rule of a rule set hashes its id and canonical text instead (``query.match_id_text``)."""
+    override = getattr(query, "match_id_text", None)
+    if override:
+        return override
     text = getattr(query, "text", None) or ""
     span = getattr(query.statement, "span", None)
     if span is not None and 0 <= span.start < span.end <= len(text):

@@ -16,7 +16,8 @@ from typing import Callable, Sequence
 
 from cep.grammar.errors import CepRuntimeError
 
-__all__ = ["AlertSink", "Delivery", "RetryPolicy", "CepSinkError", "atomic_write", "not_committed", "with_retries"]
+__all__ = ["AlertSink", "Attempt", "Delivery", "DeliveryAbandoned", "DeliveryError", "RetryPolicy", "CepSinkError",
+           "atomic_write", "not_committed", "with_retries"]
 
 
 class CepSinkError(CepRuntimeError):
@@ -25,10 +26,15 @@ class CepSinkError(CepRuntimeError):
     code = "E0470"
 
 
+class DeliveryAbandoned(Exception):
+    """The stream is stopping: a delivery gave up between two attempts. What it did not deliver stays
+    where it was (the lane's outbox), delivered after the restart; nothing is dead-lettered for it."""
+
+
 def not_committed(batch_id: int | None) -> str:
     which = "the micro-batch" if batch_id is None else f"micro-batch {batch_id}"
-    return (f"{which} is not committed: it is delivered again when the stream restarts from its checkpoint "
-            "(once per match: idempotent by match_id)")
+    return (f"{which} is kept (in the sink's outbox, or uncommitted in Spark's checkpoint) and delivered again, "
+            "after a backoff or a restart (once per match: idempotent by match_id)")
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ def with_retries(sink: "AlertSink", write: Callable[[], None], transient: Callab
             write()
             return attempt
         except Exception as exc:  # noqa: BLE001 - every failure becomes a CepSinkError naming the sink
-            error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"  # PostgreSQL adds the statement below
+            error = sink.redact(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")  # PostgreSQL adds the statement below
             if not transient(exc):
                 raise CepSinkError(f"{error} (not retried); {not_committed(batch_id)}", filename=sink.describe()) from exc
             elapsed = sink.clock() - started
@@ -82,6 +88,19 @@ def with_retries(sink: "AlertSink", write: Callable[[], None], transient: Callab
     raise AssertionError("unreachable: max_attempts is at least 1")  # pragma: no cover
 
 
+@dataclass(frozen=True)
+class DeliveryError:
+    """One failure of a delivery, with the rules whose alerts it concerned (``cep status`` lists it
+    under those rules only)."""
+
+    message: str
+    rules: tuple[str, ...] = ()
+    key: str | None = None  # the request's idempotency key, when it was a request
+
+    def __str__(self) -> str:
+        return self.message
+
+
 @dataclass
 class Delivery:
     """What one sink did with one micro-batch."""
@@ -89,16 +108,36 @@ class Delivery:
     sink: str
     delivered: Counter = field(default_factory=Counter)  # alerts by rule id
     dead_lettered: Counter = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)
+    errors: list[DeliveryError] = field(default_factory=list)
     retries: int = 0
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One try at one request: delivered, or the error, and whether the receiver refused it for good."""
+
+    ok: bool
+    error: str = ""
+    refused: bool = False
+
+
 class AlertSink:
-    """Base class: ``deliver(alerts, batch_id)`` gets the micro-batch's alerts (dicts, ``ALERT_NAMES``)."""
+    """Base class: ``deliver(alerts, batch_id)`` gets the micro-batch's alerts (dicts, ``ALERT_NAMES``).
+
+    What the stream's delivery lanes (``lanes.DeliveryLanes``) use besides ``deliver``:
+
+    * ``describe()``: how people see the sink (logs, status, errors): never a secret (``safe_text``);
+    * ``key()``: a stable, file-name-safe id (its outbox and dead-letter folders, metric labels);
+    * ``dead_letters``: a ``DeadLetterBox`` when the sink keeps what it cannot deliver (the webhook),
+      else None; with it, ``resend(letter)`` tries one letter once and returns an ``Attempt``;
+    * ``redact(text)``: an error message without the sink's secrets;
+    * ``sleep``: the lane replaces it with a wait that raises ``DeliveryAbandoned`` when the stream stops.
+    """
 
     name = "sink"
     include_suppressed = False
     retry = RetryPolicy()
+    dead_letters = None
     sleep: Callable[[float], None] = staticmethod(time.sleep)
     clock: Callable[[], float] = staticmethod(time.monotonic)
 
@@ -107,6 +146,15 @@ class AlertSink:
 
     def describe(self) -> str:
         return self.name
+
+    def key(self) -> str:
+        return self.name
+
+    def redact(self, text: str) -> str:
+        return text
+
+    def resend(self, letter) -> Attempt:  # pragma: no cover - only sinks with dead letters have it
+        raise NotImplementedError(f"{self.describe()} keeps no dead letters")
 
     def close(self) -> None:
         pass

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from cep.spark_bridge.sinks.alerts import alert_payload
 from cep.spark_bridge.sinks.base import AlertSink, Delivery
+from cep.spark_bridge.sinks.safe_text import visible
 
 
 # ------------------------------------------------------------------------------------- alert sinks
@@ -33,7 +34,7 @@ class ConsoleSink(AlertSink):
         span = first if first == last else f"{first} .. {last}"
         parts = [f"ALERT {payload['rule_id']}", payload.get("match_status") or "", key_text, span, measure_text,
                  f"[{(payload.get('match_id') or '')[:12]}]"]
-        return "  ".join(p for p in parts if p)
+        return visible("  ".join(p for p in parts if p))  # data never repaints the terminal
 
     def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
         report = Delivery(self.name)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
-from cep.spark_bridge.sinks.base import AlertSink, Delivery
+from cep.spark_bridge.sinks.base import AlertSink, Delivery, DeliveryError
 from cep.spark_bridge.sinks.console import ConsoleSink
 from cep.spark_bridge.sinks.kafka import EXACTLY_ONCE_SCHEME, KafkaExactlyOnceSink, KafkaSink, is_kafka_sink
+from cep.spark_bridge.sinks.safe_text import check_url, url_key
 from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
 from cep.spark_bridge.sinks.webhook import WebhookSink
 
@@ -29,7 +31,8 @@ def deliver_batch(alerts: Sequence[dict], batch_id: int, sinks: Sequence[AlertSi
             reports.append(sink.deliver(chosen, batch_id))
         except Exception as exc:  # noqa: BLE001 - reported, then raised again below
             report = Delivery(sink.name)
-            report.errors.append(f"{sink.describe()}: {type(exc).__name__}: {exc}")
+            rules = tuple(sorted({str(a.get("rule_id")) for a in chosen}))
+            report.errors.append(DeliveryError(sink.redact(f"{sink.describe()}: {type(exc).__name__}: {exc}"), rules))
             reports.append(report)
             failure = failure or exc
     if failure is not None:
@@ -40,7 +43,10 @@ def deliver_batch(alerts: Sequence[dict], batch_id: int, sinks: Sequence[AlertSi
 def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | None = None,
               state_dir: str | None = None, **options) -> AlertSink:
     """An alert sink from its command-line spelling: console | webhook URL | sqlite PATH | postgres URL |
-    kafka://HOST:PORT/TOPIC | kafka-exactly-once://HOST:PORT/TOPIC (its transactional id kept in ``state_dir``)."""
+    kafka://HOST:PORT/TOPIC | kafka-exactly-once://HOST:PORT/TOPIC (its transactional id kept in ``state_dir``).
+
+    A webhook keeps its dead letters in its own folder of ``dead_letter_dir``, named by its key
+    (``webhook-<host>-<hash>``): two webhooks never mix theirs, and a letter says which URL it was for."""
     if is_kafka_sink(kind):
         if argument is not None:
             raise ValueError(f"--sink {kind} takes no further argument")
@@ -55,7 +61,10 @@ def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | 
     if kind == "webhook":
         if dead_letter_dir is None:
             raise ValueError("a webhook sink needs a dead-letter directory")
-        return WebhookSink(argument, dead_letter_dir=dead_letter_dir, **options)
+        check_url(argument)
+        sink = WebhookSink(argument, dead_letter_dir=os.path.join(dead_letter_dir, url_key("webhook", argument)), **options)
+        sink.dead_letters.adopt(dead_letter_dir, argument)  # letters of the first format, at the top
+        return sink
     if kind == "sqlite":
         return SQLiteSink(argument, **options)
     if kind in ("postgres", "postgresql"):

@@ -17,6 +17,7 @@ import time
 from typing import Callable, Sequence
 
 from cep.spark_bridge.sinks.base import AlertSink, Delivery, RetryPolicy, with_retries
+from cep.spark_bridge.sinks.safe_text import file_safe, scrub, url_key, visible
 
 # Imported inside functions: psycopg or psycopg2 (optional: only the PostgreSQL sink needs a driver).
 
@@ -73,7 +74,10 @@ class SQLiteSink(AlertSink):
         self.retry, self.sleep, self.clock = retry, sleep, clock
 
     def describe(self) -> str:
-        return f"sqlite {self.path}"
+        return f"sqlite {visible(self.path)}"
+
+    def key(self) -> str:
+        return f"sqlite-{file_safe(os.path.basename(self.path), 40)}-{url_key('', os.path.abspath(self.path)).rsplit('-', 1)[-1]}"
 
     def connect(self) -> sqlite3.Connection:
         parent = os.path.dirname(os.path.abspath(self.path))
@@ -120,6 +124,34 @@ def _sqlite_transient(exc: BaseException) -> bool:
     return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc) or "busy" in str(exc)
 
 
+def postgres_description(conninfo: str, parse) -> tuple[str, list[str]]:
+    """(how the sink is shown, the secrets to scrub from errors) for a libpq connection string in any
+    form, read by libpq's own parser (``parse``): a URL (password in the user info, with or without
+    ``@`` or ``%40`` in it, or as ``?password=``) or ``key=value`` pairs. ``ValueError`` if libpq cannot
+    read it (its message can quote the text, so it is not passed on)."""
+    try:
+        params = dict(parse(conninfo))
+    except Exception:  # noqa: BLE001 - psycopg.ProgrammingError or psycopg2.ProgrammingError
+        raise ValueError("the PostgreSQL connection string cannot be read by libpq (a postgresql:// URL or "
+                         "'host=... dbname=...' pairs; its text is not shown: it may hold a password)") from None
+    secrets = [params.get("password") or "", params.get("sslpassword") or ""]
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    if "://" in conninfo:
+        head = conninfo.split("://", 1)[1].split("?", 1)[0]
+        if "@" in head:  # everything up to the last @ is user info, whatever libpq made of it
+            userinfo = head[: head.rfind("@")]
+            password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+            # An unencoded @ in it makes libpq read the rest as part of the host, which errors quote.
+            pieces = password.split("@")
+            secrets += [userinfo, password] + [tail for tail in ("@".join(pieces[i:]) for i in range(1, len(pieces)))
+                                               if len(tail) >= 3]
+            host = host.rsplit("@", 1)[-1]
+    user = params.get("user")
+    port = params.get("port")
+    label = f"postgres {user + '@' if user else ''}{host}{':' + port if port else ''}/{params.get('dbname') or user or ''}"
+    return visible(label), [s for s in secrets if s]
+
+
 def _postgres_driver():
     try:
         import psycopg  # type: ignore[import-not-found]
@@ -133,6 +165,16 @@ def _postgres_driver():
         return "psycopg2", psycopg2
     except ImportError:
         return None, None
+
+
+def _conninfo_parser(kind: str, module):
+    if kind == "psycopg":
+        from psycopg.conninfo import conninfo_to_dict
+
+        return conninfo_to_dict
+    from psycopg2.extensions import parse_dsn
+
+    return parse_dsn
 
 
 class PostgresSink(AlertSink):
@@ -150,6 +192,7 @@ class PostgresSink(AlertSink):
                 "installed: pip install 'psycopg[binary]'"
             )
         self.url = url
+        self.label, self._secrets = postgres_description(url, _conninfo_parser(kind, module))
         self.table = _check_table(table)
         self.include_suppressed = include_suppressed
         self.connect_timeout = connect_timeout
@@ -158,7 +201,14 @@ class PostgresSink(AlertSink):
         self._kind, self._module = kind, module
 
     def describe(self) -> str:
-        return "postgres " + re.sub(r"//([^:@/]+):[^@/]*@", r"//\1:***@", self.url)  # no password in logs
+        return self.label  # host, port, database and user: never a password
+
+    def key(self) -> str:
+        host = self.label.split("@")[-1].split("/")[0].split(":")[0]
+        return f"postgres-{file_safe(host, 40)}-{url_key('', self.url).rsplit('-', 1)[-1]}"
+
+    def redact(self, text: str) -> str:
+        return scrub(text, self._secrets + [self.url])
 
     def connect(self):
         return self._module.connect(self.url, connect_timeout=self.connect_timeout)

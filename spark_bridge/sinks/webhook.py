@@ -1,5 +1,15 @@
 """``WebhookSink``: alerts as HTTP POSTs with idempotency keys, retried, and dead-lettered when they still
-fail (the package docstring, ``sinks/__init__.py``, has the rules)."""
+fail (the package docstring, ``sinks/__init__.py``, has the rules; ``payloads.py`` the bodies).
+
+Two things an HTTP client does by default that an alert sink must not:
+
+* **follow redirects**: urllib re-sends a 301/302 as a GET without the body, to whatever host the
+  answer names (``ftp://`` included), with our headers, and reports success. Here a 3xx is a failed
+  attempt (retried, then dead-lettered) whose error names where it pointed (scheme and host);
+* **time out per read**: a socket timeout bounds each read, so a server sending one byte a second
+  holds a request for ever. Here ``timeout`` is a deadline for the whole request (connect, send,
+  answer): when it passes, the socket is shut down under the waiting read.
+"""
 
 from __future__ import annotations
 
@@ -7,40 +17,117 @@ import datetime as _dt
 import hashlib
 import http.client
 import json
-import os
-import re
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
-from cep.spark_bridge.sinks.alerts import alert_payload, iso_utc
-from cep.spark_bridge.sinks.base import AlertSink, CepSinkError, Delivery, RetryPolicy, atomic_write, not_committed
+from cep.spark_bridge.sinks.alerts import alert_payload
+from cep.spark_bridge.sinks.base import (
+    AlertSink, Attempt, CepSinkError, Delivery, DeliveryError, RetryPolicy, not_committed,
+)
+from cep.spark_bridge.sinks.dead_letters import DeadLetter, DeadLetterBox
+from cep.spark_bridge.sinks.payloads import SIGNATURE_HEADER, BodyFormat, RuleNotes, enrich, signature
+from cep.spark_bridge.sinks.safe_text import check_url, scrub, url_key, url_label, visible
 
-
-
-# ----------------------------------------------------------------------------------------- values
-
-
-# -------------------------------------------------------------------------------------- file sink
-
-
-# ----------------------------------------------------------------------------------------- webhook
+__all__ = ["WebhookSink", "check_headers"]
 
 _RETRY_STATUS = {408, 425, 429}
+ANSWER_LIMIT = 65536  # bytes of an answer read (and thrown away): a receiver cannot make us read for ever
+USER_AGENT = "cep-webhook/1"
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_RESERVED_HEADERS = {"content-length", "host", "idempotency-key", SIGNATURE_HEADER.lower()}
+
+
+def check_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Header names must be HTTP tokens and values one line (no header injection); returns them."""
+    for name, value in headers.items():
+        if not name or any(c not in _TOKEN for c in name):
+            raise ValueError(f"header name {visible(name)!r} is not a valid HTTP header name")
+        if name.lower() in _RESERVED_HEADERS:
+            raise ValueError(f"header {name} is set by cep itself")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"the value of header {name} holds a line break")
+    return dict(headers)
+
+
+class _Deadline:
+    """Shuts the request's socket down when the time is up, so a trickling server cannot hold it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._connections: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._connections.append(connection)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for connection in self._connections:
+                sock = getattr(connection, "sock", None)
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib's hook
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
+class _DeadlineHTTP(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req):  # noqa: D102 - urllib's hook
+        def connect(host, **kwargs):
+            connection = http.client.HTTPConnection(host, **kwargs)
+            self.deadline.watch(connection)
+            return connection
+
+        return self.do_open(connect, req)
+
+
+class _DeadlineHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req):  # noqa: D102 - urllib's hook
+        def connect(host, **kwargs):
+            connection = http.client.HTTPSConnection(host, **kwargs)
+            self.deadline.watch(connection)
+            return connection
+
+        return self.do_open(connect, req, context=self._context)
 
 
 class _Permanent(Exception):
-    """An answer that retrying cannot fix (a 4xx other than 408/425/429)."""
-
-
-def _safe_name(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", key)[:120]
+    """An answer that retrying cannot fix (a 4xx other than 408/425/429), or a body that cannot be made."""
 
 
 class WebhookSink(AlertSink):
-    """POST alerts as JSON with an ``Idempotency-Key``; retries with backoff; dead letters, never drops."""
+    """POST alerts with an ``Idempotency-Key``; retries with backoff; dead letters, never drops.
+
+    ``body_format``: a ``payloads.BodyFormat`` (default: ``{"alerts": [...]}``). ``headers``: sent with
+    every request, never written anywhere. ``secret``: signs every request (``X-Cep-Signature``).
+    ``rule_notes(rule_id, version)``: the rule's severity and summary (the stream sets it).
+    """
 
     name = "webhook"
 
@@ -55,15 +142,19 @@ class WebhookSink(AlertSink):
         max_backoff: float = 30.0,
         retry_budget: float = 120.0,
         batch_size: int = 1,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         retry: RetryPolicy | None = None,
+        body_format: BodyFormat | None = None,
+        secret: str | bytes | None = None,
+        rule_notes: Callable[[str, str], RuleNotes] | None = None,
     ) -> None:
-        if not re.match(r"^https?://", url):
-            raise ValueError(f"webhook URL must start with http:// or https://, not {url!r}")
+        check_url(url)
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if timeout <= 0:
+            raise ValueError("the webhook timeout must be positive")
         # One retry policy for every sink (base.RetryPolicy): the keyword arguments are its fields,
         # spelled as before; ``retry`` replaces them all. Per request: max_attempts; per micro-batch: budget.
         try:
@@ -72,12 +163,20 @@ class WebhookSink(AlertSink):
         except ValueError as exc:
             raise ValueError(f"webhook retries: {exc}") from None
         self.url = url
+        self.body_format = body_format or BodyFormat("json")
+        limit = self.body_format.max_batch
+        if limit is not None and batch_size > limit:
+            raise ValueError(f"the {self.body_format.name} format takes at most {limit} alert(s) per request (--webhook-batch)")
         self.dead_letter_dir = dead_letter_dir
+        self.dead_letters = DeadLetterBox(dead_letter_dir, sink=self.key(), sink_label=self.describe())
         self.timeout = timeout
         self.batch_size = batch_size
-        self.headers = dict(headers or {})
+        self.headers = check_headers(dict(headers or {}))
+        self.secret = secret.encode("utf-8") if isinstance(secret, str) else secret
+        self.rule_notes = rule_notes
         self.sleep = sleep
         self.clock = clock
+        self._secrets = [url, url.split("?", 1)[0], *self.headers.values()] + ([secret] if isinstance(secret, str) else [])
 
     @property
     def max_attempts(self) -> int:
@@ -88,7 +187,13 @@ class WebhookSink(AlertSink):
         return self.retry.budget
 
     def describe(self) -> str:
-        return f"webhook {self.url}"
+        return f"webhook {url_label(self.url)}"
+
+    def key(self) -> str:
+        return url_key("webhook", self.url)
+
+    def redact(self, text: str) -> str:
+        return scrub(text, self._secrets)
 
     # -- keys and bodies
 
@@ -105,16 +210,40 @@ class WebhookSink(AlertSink):
         chunks = [ordered[i : i + self.batch_size] for i in range(0, len(ordered), self.batch_size)]
         return [(self.batch_key([a["match_id"] for a in chunk]), chunk) for chunk in chunks]
 
+    def payloads(self, alerts: Sequence[dict]) -> list[dict]:
+        """The alerts as the receiver gets them: JSON objects with the rule's severity and summary."""
+        out = []
+        for alert in alerts:
+            if "severity" not in alert:  # an alert row; a dead letter keeps the payloads it was given
+                notes = self.rule_notes(alert.get("rule_id"), alert.get("rule_version")) if self.rule_notes else RuleNotes()
+                alert = enrich(alert_payload(alert), notes)
+            out.append(alert)
+        return out
+
     # -- sending
 
     def _post(self, key: str, body: bytes) -> None:
         request = urllib.request.Request(self.url, data=body, method="POST")
         request.add_header("Content-Type", "application/json")
+        request.add_header("User-Agent", USER_AGENT)
         request.add_header("Idempotency-Key", key)
         for name, value in self.headers.items():
             request.add_header(name, value)
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - http(s) only, checked
-            response.read()
+        if self.secret is not None:
+            request.add_header(SIGNATURE_HEADER, signature(self.secret, int(time.time()), body))
+        deadline = _Deadline(self.timeout)
+        opener = urllib.request.build_opener(_DeadlineHTTP(deadline), _DeadlineHTTPS(deadline), _NoRedirects())
+        try:
+            with opener.open(request, timeout=self.timeout) as response:
+                response.read(ANSWER_LIMIT)
+        except Exception:
+            if deadline.expired:
+                raise TimeoutError(f"no complete answer within the deadline of {self.timeout:g}s") from None
+            raise
+        finally:
+            deadline.cancel()
+        if deadline.expired:
+            raise TimeoutError(f"no complete answer within the deadline of {self.timeout:g}s")
 
     def _attempt(self, key: str, body: bytes) -> tuple[bool, str, float | None]:
         """(ok, error text, Retry-After seconds); raises _Permanent for an answer not worth retrying."""
@@ -128,6 +257,10 @@ class WebhookSink(AlertSink):
             except (TypeError, ValueError):
                 retry_after = None
             text = f"HTTP {exc.code} {exc.reason}"
+            if 300 <= exc.code < 400:
+                location = exc.headers.get("Location") if exc.headers else None
+                where = url_label(location) if location else "nowhere (no Location header)"
+                return False, f"{text}: a redirect to {where}, not followed (a moved receiver is a configuration to fix)", retry_after
             if exc.code >= 500 or exc.code in _RETRY_STATUS:
                 return False, text, retry_after
             raise _Permanent(text) from None
@@ -135,15 +268,20 @@ class WebhookSink(AlertSink):
             reason = exc.reason
             if isinstance(reason, (TimeoutError, socket.timeout)):
                 return False, f"timed out after {self.timeout:g}s", None
-            return False, f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason), None
-        except (TimeoutError, socket.timeout):
-            return False, f"timed out after {self.timeout:g}s", None
+            text = f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason)
+            return False, self.redact(text), None
+        except (TimeoutError, socket.timeout) as exc:
+            return False, str(exc) if "deadline" in str(exc) else f"timed out after {self.timeout:g}s", None
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
-            return False, f"{type(exc).__name__}: {exc}", None
+            return False, self.redact(f"{type(exc).__name__}: {exc}"), None
 
     def send(self, key: str, alerts: Sequence[dict], *, deadline: float, batch_id: int | None = None) -> tuple[bool, list[str], int]:
-        """POST one request with retries; (delivered, errors, retries)."""
-        body = json.dumps({"alerts": [alert_payload(a) for a in alerts]}, ensure_ascii=False).encode("utf-8")
+        """POST one request with retries; (delivered, errors, retries). Raises ``_Permanent`` when the
+        receiver refuses it or its body cannot be made (a template failing on this alert)."""
+        try:
+            body = self.body_format.body(self.payloads(alerts))
+        except ValueError as exc:
+            raise _Permanent(str(exc)) from None
         errors: list[str] = []
         for attempt in range(self.max_attempts):
             if attempt > 0 and self.clock() >= deadline:
@@ -153,7 +291,7 @@ class WebhookSink(AlertSink):
                 ok, error, retry_after = self._attempt(key, body)
             except _Permanent as exc:
                 errors.append(f"{exc} (not retried)")
-                return False, errors, attempt
+                raise _Permanent("; ".join(errors)) from None
             if ok:
                 return True, errors, attempt
             errors.append(error)
@@ -167,81 +305,75 @@ class WebhookSink(AlertSink):
                 self.sleep(wait)
         return False, errors, self.max_attempts - 1
 
-    def dead_letter(self, key: str, alerts: Sequence[dict], errors: list[str], batch_id: int | None) -> str:
-        os.makedirs(self.dead_letter_dir, exist_ok=True)
-        record = {
-            "sink": self.name,
-            "url": self.url,
-            "idempotency_key": key,
-            "batch_id": batch_id,
-            "attempts": sum(1 for e in errors if "budget" not in e),
-            "error": errors[-1] if errors else "unknown",
-            "errors": errors,
-            "failed_at": iso_utc(_dt.datetime.now(_dt.timezone.utc)),
-            "body": {"alerts": [alert_payload(a) for a in alerts]},
-        }
-        path = os.path.join(self.dead_letter_dir, f"{_safe_name(key)}.json")
-        atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1))
-        return path
+    def dead_letter(self, key: str, alerts: Sequence[dict], errors: list[str], batch_id: int | None, *,
+                    refused: bool = False) -> str:
+        attempts = sum(1 for e in errors if "budget" not in e)
+        return self.dead_letters.put(key, self.payloads(alerts), errors, batch_id=batch_id, refused=refused,
+                                     attempts=attempts).path
 
     def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
         report = Delivery(self.name)
         deadline = self.clock() + self.retry.budget
         exhausted: str | None = None
         for key, chunk in self.requests(alerts):
+            refused = False
             if exhausted is not None:
                 errors = [exhausted, f"retry budget of {self.retry_budget:g}s for this micro-batch used up: not attempted"]
                 ok, retries = False, 0
             else:
-                ok, errors, retries = self.send(key, chunk, deadline=deadline, batch_id=batch_id)
+                try:
+                    ok, errors, retries = self.send(key, chunk, deadline=deadline, batch_id=batch_id)
+                except _Permanent as exc:
+                    ok, errors, retries, refused = False, str(exc).split("; "), 0, True
                 report.retries += retries
             if ok:
                 for alert in chunk:
                     report.delivered[alert["rule_id"]] += 1
                 continue
             try:
-                self.dead_letter(key, chunk, errors, batch_id)
+                self.dead_letter(key, chunk, errors, batch_id, refused=refused)
             except OSError as exc:  # a full disk: dropping the alert is not an option, so stop the batch
                 raise CepSinkError(f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
-                                f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
-                                filename=self.describe()) from exc
+                                   f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
+                                   filename=self.describe()) from exc
+            rules = sorted({str(alert["rule_id"]) for alert in chunk})
             for alert in chunk:
                 report.dead_lettered[alert["rule_id"]] += 1
-            report.errors.append(f"{key}: {errors[-1] if errors else 'failed'}")
+            report.errors.append(DeliveryError(f"{key}: {errors[-1] if errors else 'failed'}", tuple(rules), key))
             if self.clock() >= deadline and exhausted is None:
                 exhausted = f"earlier requests failed: {errors[-1] if errors else 'failed'}"
         return report
 
+    # -- dead letters
+
+    def resend(self, letter: DeadLetter) -> Attempt:
+        """One try at a dead letter, with the current format, headers and signature."""
+        try:
+            body = self.body_format.body(self.payloads(list(letter.alerts)))
+            ok, error, _ = self._attempt(letter.key, body)
+        except (_Permanent, ValueError) as exc:
+            return Attempt(False, f"{exc} (not retried)", refused=True)
+        return Attempt(ok, error)
+
     def replay_dead_letters(self) -> tuple[int, int]:
-        """Send the dead letters again; remove those delivered. Returns (delivered, still failing)."""
-        if not os.path.isdir(self.dead_letter_dir):
-            return 0, 0
+        """Send every dead letter once, refused ones too; remove those delivered. (delivered, still failing)."""
         delivered = failing = 0
-        for name in sorted(os.listdir(self.dead_letter_dir)):
-            if not name.endswith(".json"):
-                continue
-            path = os.path.join(self.dead_letter_dir, name)
-            with open(path, encoding="utf-8") as fh:
-                record = json.load(fh)
-            body = json.dumps(record["body"], ensure_ascii=False).encode("utf-8")
-            ok, error, _ = self._attempt_safely(record["idempotency_key"], body)
-            if ok:
-                os.remove(path)
-                delivered += 1
-            else:
-                record["errors"].append(error)
-                record["error"] = error
-                atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1))
-                failing += 1
+        with self.dead_letters.lock():
+            for letter in self.dead_letters.letters():
+                attempt = self.resend(letter)
+                if attempt.ok:
+                    self.dead_letters.remove(letter)
+                    delivered += 1
+                else:
+                    self.dead_letters.failed_again(letter, attempt.error, refused=attempt.refused)
+                    failing += 1
         return delivered, failing
 
-    def _attempt_safely(self, key: str, body: bytes):
-        try:
-            return self._attempt(key, body)
-        except _Permanent as exc:
-            return False, f"{exc} (not retried)", None
-
-
-# ------------------------------------------------------------------------------------- fan-out
-
-
+    def sample_payload(self) -> dict:
+        """An alert as the receiver would get it (checks a template at start-up)."""
+        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        return self.payloads([{
+            "rule_id": "example/rule", "rule_version": "0" * 16, "match_id": "0" * 32, "match_status": "MATCHED",
+            "partition_key": json.dumps({"key": "value"}), "first_event_time": now, "last_event_time": now,
+            "measures": json.dumps({"value": 1}), "emit_time": now, "suppressed": False,
+        }])[0]

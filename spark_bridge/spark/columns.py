@@ -4,6 +4,16 @@ while it runs. Those all start with ``__cep_``, a prefix input columns may not u
 
 from __future__ import annotations
 
+import warnings
+
+# Spark's Python workers import this module (every stateful function of cep reads its names). There,
+# pyspark's applyInPandasWithState serializer concatenates each output frame with all-NA filler rows,
+# and pandas 2.x warns about that concatenation on every call (a FutureWarning per key group, thousands
+# in a log). The filler is pyspark's and its result is right either way; the warning is silenced for
+# that message from pyspark only, where it arises, rather than by hiding the workers' stderr.
+warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with empty or all-NA entries",
+                        category=FutureWarning, module="pyspark")
+
 
 def quote(name: str) -> str:
     """A column name as a Spark SQL identifier, safe for dots, spaces and backticks."""

@@ -8,8 +8,10 @@ Why each setting (measured on a 2-core machine of the kind CI uses):
 - Arrow on: ``toPandas`` / ``createDataFrame(pandas)`` move columns, not Python rows.
 - UI and console progress bar off, log level ERROR, a log4j2 file that silences the start-up banner:
   the CLI prints a table and one summary line, nothing else.
-- ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` default to this interpreter, else the workers run whatever
-  ``python3`` is on PATH and fail with "No module named 'pyarrow'".
+- ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` default to this interpreter on a local master, else the
+  workers run whatever ``python3`` is on PATH and fail with "No module named 'pyarrow'". On a cluster the
+  executors run their own ``python3`` (this interpreter's path means nothing there), or the packed
+  environment given as ``python_env``; cep ships itself to them (``shipping.py``).
 - ``SPARK_LOCAL_IP=127.0.0.1``: every port binds to loopback, and the "hostname resolves to a loopback
   address" warning goes away.
 
@@ -25,6 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError, coordinates, kafka_spark_conf
+from cep.spark_bridge.spark.shipping import archive_conf, cep_zip, check_executors, is_local
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -107,10 +110,27 @@ def _jvm_running() -> bool:
     return SparkContext._active_spark_context is not None
 
 
-def _prepare_environment() -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def _prepare_environment(master: str) -> None:
+    if is_local(master):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def ignore_sigterm(spark: "SparkSession") -> bool:
+    """Make the driver's JVM ignore SIGTERM (True when done).
+
+    systemd stops a service by sending SIGTERM to every process of its group at once: the Python
+    driver, its JVM and the Python workers. The JVM's own handler would stop the SparkContext under the
+    driver, which then fails in the middle of its clean stop ("Cannot call methods on a stopped
+    SparkContext"). Ignoring it there lets the driver stop the queries and the JVM itself; the JVM
+    still ends when the driver does (and SIGKILL still kills it)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
+    except Exception:  # noqa: BLE001 - a JVM without sun.misc.Signal: SIGTERM then stops it as before
+        return False
+    return True
 
 
 def get_spark(
@@ -121,6 +141,8 @@ def get_spark(
     conf: Mapping[str, str] | None = None,
     quiet: bool = True,
     kafka: bool = False,
+    ship: bool = True,
+    python_env: str | None = None,
 ) -> "SparkSession":
     """Create (or reuse) the SparkSession configured for cep.
 
@@ -133,8 +155,13 @@ def get_spark(
     fetched once into a cache, appended to any ``spark.jars`` given); a session already running without it
     raises ``KafkaConnectorError`` (the classpath is fixed when the JVM starts), as does a connector that
     cannot be fetched (the message names the artifact, the version and the command that fetches it).
+
+    On a cluster master (not ``local[...]``) and with ``ship`` (the default), cep ships itself to the
+    executors (``shipping.cep_zip``, ``addPyFile``) and checks with one tiny job that an executor can
+    import it (``shipping.ShippingError`` otherwise); ``python_env`` (a ``venv-pack`` archive) gives the
+    executors a whole Python environment (``spark.archives``).
     """
-    _prepare_environment()
+    _prepare_environment(master)
     from pyspark.sql import SparkSession
 
     log4j = _log4j2_file()
@@ -151,6 +178,8 @@ def get_spark(
     if master.startswith("local"):
         # Everything on this machine: keep the driver on loopback too (a cluster must reach the driver).
         settings["spark.driver.host"] = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
+    if python_env:
+        settings.update(archive_conf(python_env))
     settings.update(conf or {})
     running = _jvm_running()
     if kafka and not running:
@@ -180,6 +209,9 @@ def get_spark(
             "SparkSession.builder.config(**kafka_spark_conf()) from cep.spark_bridge.spark.kafka_connector), or stop "
             "this session first (spark.stop())"
         )
+    if ship and not is_local(master):
+        spark.sparkContext.addPyFile(cep_zip())
+        check_executors(spark)
     return spark
 
 

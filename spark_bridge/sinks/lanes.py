@@ -1,0 +1,435 @@
+"""Delivery lanes: each alert sink delivers on its own, so a failing webhook never holds back a database.
+
+The stream's delivery query (Spark, ``foreachBatch`` over the committed alerts) does one quick thing
+per micro-batch: it writes the batch's alerts, once per sink, to that sink's **outbox**
+(``<checkpoint>/outbox/<sink key>/<batch id>.<alerts>.json``, fsynced and renamed into place), and
+returns; Spark then commits the micro-batch. Each sink has a **lane**, a thread that delivers its
+outbox in micro-batch order:
+
+* a micro-batch delivered is recorded in the **journal** (``<checkpoint>/journal/``, one small file)
+  and then taken out of the outbox. A crash in between delivers it again (at least once; every sink
+  is idempotent by match_id), and one after the journal record does not (the record says it went);
+* a sink that raises (a database down) keeps its micro-batch at the head of its outbox and tries again
+  after a backoff (1 s doubling to 60 s), while the other lanes go on; the outbox is on disk, so a
+  restart goes on where it stopped;
+* a webhook request that still fails after its retries is a **dead letter** (``dead_letters.py``); the
+  lane redelivers dead letters by itself once the receiver answers again: at once after a request to
+  it succeeds, else one letter at a time as a probe when its wait (10 s, doubling to 10 minutes) is
+  over. A letter the receiver refused (4xx) waits for ``cep deliver``;
+* when the stream stops, a lane gives up between two attempts (``DeliveryAbandoned``); what it had not
+  delivered stays in its outbox.
+
+The journal is how the counts in ``status.json`` stay right across ``kill -9``: the stream folds each
+record into the status once its outbox entry (or dead letter) is gone, writes the status, and only then
+deletes the record (``Journal``). The matching query's per-batch counts go through the same journal.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES
+from cep.spark_bridge.sinks.base import AlertSink, Delivery, DeliveryAbandoned, atomic_write
+from cep.spark_bridge.sinks.dead_letters import read_letter
+from cep.spark_bridge.sinks.safe_text import file_safe
+
+__all__ = ["DeliveryLanes", "Journal", "LaneState", "Outbox"]
+
+_TIMES = ("first_event_time", "last_event_time", "emit_time")
+FAILURE_BACKOFF_S = 1.0
+FAILURE_BACKOFF_MAX_S = 60.0
+IDLE_WAIT_S = 1.0
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _to_json(alert: dict) -> dict:
+    out = {}
+    for name in ALERT_NAMES:
+        value = alert.get(name)
+        if hasattr(value, "to_pydatetime"):
+            value = value.to_pydatetime()
+        if isinstance(value, _dt.datetime):
+            value = value.isoformat()
+        out[name] = value
+    return out
+
+
+def _from_json(record: dict) -> dict:
+    alert = dict(record)
+    for name in _TIMES:
+        if isinstance(alert.get(name), str):
+            alert[name] = _dt.datetime.fromisoformat(alert[name])
+    return alert
+
+
+class Outbox:
+    """Per-sink queues of micro-batches on disk: ``<dir>/<sink key>/<batch:012d>.<alerts>.json``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = os.path.abspath(directory)
+
+    def _folder(self, sink: str) -> str:
+        return os.path.join(self.directory, sink)
+
+    def put(self, sink: str, batch_id: int, alerts: Sequence[dict]) -> None:
+        folder = self._folder(sink)
+        os.makedirs(folder, exist_ok=True)
+        for old in self._names(sink, batch_id):  # a micro-batch run again replaces its entry
+            if not old.endswith(f".{len(alerts)}.json"):
+                os.remove(os.path.join(folder, old))
+        text = json.dumps({"batch_id": batch_id, "alerts": [_to_json(a) for a in alerts]}, ensure_ascii=False)
+        atomic_write(os.path.join(folder, f"{batch_id:012d}.{len(alerts)}.json"), text)
+
+    def _names(self, sink: str, batch_id: int | None = None) -> list[str]:
+        folder = self._folder(sink)
+        if not os.path.isdir(folder):
+            return []
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+        return [n for n in names if batch_id is None or n.startswith(f"{batch_id:012d}.")]
+
+    def entries(self, sink: str) -> list[tuple[int, int]]:
+        """(batch id, alerts) waiting for ``sink``, oldest first."""
+        out = []
+        for name in self._names(sink):
+            parts = name.split(".")
+            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+                out.append((int(parts[0]), int(parts[1])))
+        return out
+
+    def load(self, sink: str, batch_id: int) -> list[dict]:
+        for name in self._names(sink, batch_id):
+            with open(os.path.join(self._folder(sink), name), encoding="utf-8") as fh:
+                return [_from_json(a) for a in json.load(fh)["alerts"]]
+        return []
+
+    def remove(self, sink: str, batch_id: int) -> None:
+        for name in self._names(sink, batch_id):
+            try:
+                os.remove(os.path.join(self._folder(sink), name))
+            except FileNotFoundError:
+                pass
+
+    def has(self, sink: str, batch_id: int) -> bool:
+        return bool(self._names(sink, batch_id))
+
+    def sinks(self) -> list[str]:
+        return sorted(n for n in os.listdir(self.directory) if os.path.isdir(os.path.join(self.directory, n))) \
+            if os.path.isdir(self.directory) else []
+
+
+class Journal:
+    """Records of work done, each folded into the status exactly once (see the module doc)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = os.path.abspath(directory)
+
+    def write(self, name: str, record: dict) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        atomic_write(os.path.join(self.directory, f"{name}.json"), json.dumps(record, ensure_ascii=False, default=str))
+
+    def has(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.directory, f"{name}.json"))
+
+    def pending(self) -> list[tuple[str, dict]]:
+        if not os.path.isdir(self.directory):
+            return []
+        out = []
+        for file_name in sorted(os.listdir(self.directory)):
+            if file_name.endswith(".json") and not file_name.startswith("."):
+                try:
+                    with open(os.path.join(self.directory, file_name), encoding="utf-8") as fh:
+                        out.append((file_name[:-5], json.load(fh)))
+                except (OSError, ValueError):
+                    continue
+        return out
+
+    def remove(self, name: str) -> None:
+        try:
+            os.remove(os.path.join(self.directory, f"{name}.json"))
+        except FileNotFoundError:
+            pass
+
+
+def delivered_name(sink: str, batch_id: int) -> str:
+    return f"deliver.{sink}.{batch_id:012d}"
+
+
+def redelivered_name(sink: str, stamp: str) -> str:
+    return f"redeliver.{sink}.{file_safe(stamp, 120)}"
+
+
+def report_record(kind: str, sink: AlertSink, report: Delivery, **extra) -> dict:
+    return {"kind": kind, "sink": sink.key(), "label": sink.describe(), "time": _now_iso(),
+            "delivered": dict(report.delivered), "dead_lettered": dict(report.dead_lettered), "retries": report.retries,
+            "errors": [{"message": e.message, "rules": list(e.rules), "key": e.key} for e in report.errors], **extra}
+
+
+@dataclass
+class LaneState:
+    """What a lane is doing, for the status line, ``cep status`` and the metrics."""
+
+    sink: str
+    label: str
+    failing_since: float | None = None  # wall clock of the first failure of the current streak
+    last_error: str | None = None
+    last_exception: BaseException | None = field(default=None, repr=False)
+    last_error_at: float | None = None
+    last_success_at: float | None = None
+    failures: int = 0  # deliveries that raised, since the start
+    redelivered: int = 0
+    idle: bool = False
+    answering: bool = False
+    stuck_batch: int | None = None
+    events: list[str] = field(default_factory=list)
+
+
+class _Lane(threading.Thread):
+    def __init__(self, lanes: "DeliveryLanes", sink: AlertSink) -> None:
+        super().__init__(name=f"cep-lane-{sink.key()}", daemon=True)
+        self.lanes = lanes
+        self.sink = sink
+        self.key = sink.key()
+        self.wake = threading.Event()
+        self.state = LaneState(self.key, sink.describe())
+        self.retry_at = 0.0
+        self.streak = 0
+        self.probe_at = 0.0  # when the next probe of a receiver that did not answer may go
+        self.probe_wait = 0.0
+
+    # -- waiting that the stop interrupts
+
+    def _sleep(self, seconds: float) -> None:
+        if self.lanes.stopping.wait(seconds):
+            raise DeliveryAbandoned(f"{self.sink.describe()}: the stream is stopping")
+
+    def run(self) -> None:
+        self.sink.sleep = self._sleep
+        while not self.lanes.stopping.is_set():
+            try:
+                if self._step():
+                    continue
+            except DeliveryAbandoned:
+                break
+            except Exception as exc:  # noqa: BLE001 - a lane never dies; the error is reported
+                self._failed(None, exc)
+            self.state.idle = True
+            self.lanes.idle_changed()
+            self.wake.wait(self._wait())
+            self.wake.clear()
+            self.state.idle = False
+
+    def _wait(self) -> float:
+        now = time.monotonic()
+        wait = IDLE_WAIT_S
+        if self.retry_at > now:
+            wait = min(wait, self.retry_at - now)
+        return max(0.01, wait)
+
+    def _step(self) -> bool:
+        """Deliver the next micro-batch or redeliver dead letters; True when something was done."""
+        entries = self.lanes.outbox.entries(self.key)
+        if entries and time.monotonic() >= self.retry_at:
+            batch_id, _ = entries[0]
+            self._deliver(batch_id)
+            return True
+        box = self.sink.dead_letters
+        if box is not None and not entries and time.monotonic() >= max(self.retry_at, self.probe_at):
+            return self._redeliver(box)
+        return False
+
+    def _deliver(self, batch_id: int) -> None:
+        name = delivered_name(self.key, batch_id)
+        if self.lanes.journal.has(name):  # delivered before a crash took the entry out
+            self.lanes.outbox.remove(self.key, batch_id)
+            return
+        alerts = self.lanes.outbox.load(self.key, batch_id)
+        try:
+            report = self.sink.deliver(alerts, batch_id) if alerts else Delivery(self.sink.name)
+        except DeliveryAbandoned:
+            raise
+        except Exception as exc:  # noqa: BLE001 - kept in the outbox, tried again after a backoff
+            self._failed(batch_id, exc)
+            return
+        self.lanes.journal.write(name, report_record("deliver", self.sink, report, batch=batch_id))
+        self.lanes.outbox.remove(self.key, batch_id)
+        self._succeeded(batch_id, report)
+
+    def _failed(self, batch_id: int | None, exc: BaseException) -> None:
+        now = time.time()
+        self.streak += 1
+        wait = min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2 ** (self.streak - 1))
+        self.retry_at = time.monotonic() + wait
+        message = self.sink.redact(str(exc) if str(exc).startswith(self.sink.describe()) else f"{type(exc).__name__}: {exc}")
+        state = self.state
+        state.failures += 1
+        first = state.failing_since is None
+        state.failing_since = state.failing_since or now
+        state.last_error, state.last_error_at, state.stuck_batch = message, now, batch_id
+        state.last_exception = exc
+        waiting = self.lanes.outbox.entries(self.key)
+        if first or self.streak in (2, 4, 8) or self.streak % 16 == 0:
+            self.lanes.event(f"sink {self.sink.describe()}: micro-batch {batch_id} not delivered ({message.splitlines()[0]}); "
+                             f"trying again in {wait:g}s; {len(waiting)} micro-batches ({sum(n for _, n in waiting)} alerts) "
+                             "wait for it, the other sinks go on", level="warning")
+
+    def _succeeded(self, batch_id: int, report: Delivery) -> None:
+        state = self.state
+        if state.failing_since is not None:
+            self.lanes.event(f"sink {self.sink.describe()} delivers again (micro-batch {batch_id}), "
+                             f"after {int(time.time() - state.failing_since)}s of failures")
+        state.failing_since, state.stuck_batch, state.last_exception = None, None, None
+        state.last_success_at = time.time()
+        self.streak, self.retry_at = 0, 0.0
+        if report.dead_lettered:
+            state.answering = False
+            first = report.errors[0].message if report.errors else "dead-lettered"
+            state.last_error, state.last_error_at = first.split(": ", 1)[-1], time.time()
+            for error in report.errors:
+                self.lanes.event(f"sink {self.sink.describe()}: dead-lettered {error.key or '?'} (rules {', '.join(error.rules)}) "
+                                 f"after its retries: {error.message.split(': ', 1)[-1]}", level="warning")
+        elif report.delivered:
+            state.answering = True
+            self.probe_at, self.probe_wait = 0.0, 0.0
+
+    def _redeliver(self, box) -> bool:
+        """One round of redelivery; True when a letter was tried. Receiver answering: every letter
+        waiting; else the letters whose wait is over, the first as a probe."""
+        if not box.due(everything=self.state.answering):
+            return False
+        sent = tried = 0
+        with box.lock():
+            letters = [l for l in box.letters() if not l.refused]
+            for letter in letters:
+                if self.lanes.stopping.is_set():
+                    break
+                if not self.state.answering and letter.next_attempt_at > time.time():
+                    continue
+                if not box.exists(letter):  # cep deliver sent it meanwhile
+                    continue
+                tried += 1
+                attempt = self.sink.resend(letter)
+                if attempt.ok:
+                    record = {"kind": "redeliver", "sink": self.key, "label": self.sink.describe(), "time": _now_iso(),
+                              "delivered": dict(letter.rules), "letter": letter.path, "stamp": letter.stamp}
+                    self.lanes.journal.write(redelivered_name(self.key, letter.stamp), record)
+                    box.remove(letter)
+                    sent += 1
+                    self.state.answering = True
+                    continue
+                box.failed_again(letter, attempt.error, refused=attempt.refused)
+                self.state.last_error, self.state.last_error_at = attempt.error, time.time()
+                if not attempt.refused:  # the receiver is down again: every letter waits for the next probe
+                    self.state.answering = False
+                    self.probe_wait = min(box.max_wait, max(box.first_wait, self.probe_wait * 2))
+                    self.probe_at = time.monotonic() + self.probe_wait
+                    break
+        self.state.redelivered += sent
+        waiting, refused, _ = box.counts()
+        if sent:
+            self.probe_at, self.probe_wait = 0.0, 0.0
+            self.lanes.event(f"sink {self.sink.describe()}: redelivered {sent} dead letter(s); {waiting} waiting"
+                             + (f" ({refused} refused by the receiver: send them with cep deliver)" if refused else ""))
+        elif tried:
+            self.lanes.event(f"sink {self.sink.describe()}: the receiver still does not take dead letters "
+                             f"({self.state.last_error or 'failed'}); {waiting} waiting, next try in {self.probe_wait:g}s")
+        return tried > 0
+
+
+class DeliveryLanes:
+    """One lane per sink over ``outbox_dir``, recording into ``journal`` (see the module doc)."""
+
+    def __init__(self, sinks: Iterable[AlertSink], outbox_dir: str, journal: Journal,
+                 on_event: Callable[[str, str], None] | None = None) -> None:
+        self.sinks = list(sinks)
+        self.outbox = Outbox(outbox_dir)
+        self.journal = journal
+        self.on_event = on_event
+        self.stopping = threading.Event()
+        self._idle = threading.Condition()
+        keys = [s.key() for s in self.sinks]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"two sinks are the same sink: {', '.join(sorted(k for k in keys if keys.count(k) > 1))}")
+        self.lanes = {s.key(): _Lane(self, s) for s in self.sinks}
+
+    def event(self, message: str, level: str = "info") -> None:
+        if self.on_event is not None:
+            self.on_event(message, level)
+
+    def spool(self, batch_id: int, alerts: Sequence[dict]) -> None:
+        """A committed micro-batch's alerts into every sink's outbox (the suppressed ones only to sinks that ask)."""
+        for sink in self.sinks:
+            chosen = [a for a in alerts if sink.include_suppressed or not a.get("suppressed")]
+            if chosen:
+                self.outbox.put(sink.key(), batch_id, chosen)
+                self.lanes[sink.key()].wake.set()
+
+    def start(self) -> "DeliveryLanes":
+        for lane in self.lanes.values():
+            if not lane.is_alive():
+                lane.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.stopping.set()
+        for lane in self.lanes.values():
+            lane.wake.set()
+        deadline = time.monotonic() + timeout
+        for lane in self.lanes.values():
+            if lane.is_alive():
+                lane.join(max(0.0, deadline - time.monotonic()))
+
+    def idle_changed(self) -> None:
+        with self._idle:
+            self._idle.notify_all()
+
+    def drain(self, timeout: float | None = None) -> list[str]:
+        """Wait until every lane has nothing left to do now (or is failing); returns the failing sinks."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for lane in self.lanes.values():
+            lane.wake.set()
+        with self._idle:
+            while True:
+                busy = [lane for lane in self.lanes.values()
+                        if lane.is_alive() and not (lane.state.idle and (lane.state.failing_since is not None
+                                                                         or not self.outbox.entries(lane.key)))]
+                if not busy:
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._idle.wait(0.2 if left is None else min(0.2, left))
+        return [lane.sink.describe() for lane in self.lanes.values() if lane.state.failing_since is not None]
+
+    def settled(self, record: dict) -> bool:
+        """May this journal record be folded: is its outbox entry, or its dead letter, gone?"""
+        if record.get("kind") == "deliver":
+            return not self.outbox.has(record["sink"], int(record["batch"]))
+        if record.get("kind") == "redeliver":
+            letter = read_letter(record.get("letter") or "")
+            return letter is None or letter.stamp != record.get("stamp")
+        return True
+
+    def snapshot(self) -> dict[str, dict]:
+        """Per sink: its queue, its dead letters and how its lane is doing."""
+        out = {}
+        for key, lane in self.lanes.items():
+            entries = self.outbox.entries(key)
+            box = lane.sink.dead_letters
+            waiting, refused, letter_alerts = box.counts() if box is not None else (0, 0, 0)
+            state = lane.state
+            out[key] = {"label": state.label, "queue_batches": len(entries), "queue_alerts": sum(n for _, n in entries),
+                        "dead_letters_waiting": waiting, "dead_letters_refused": refused,
+                        "dead_letter_alerts": letter_alerts, "failing_since": state.failing_since,
+                        "last_error": state.last_error, "last_error_at": state.last_error_at,
+                        "last_success_at": state.last_success_at, "failures": state.failures,
+                        "redelivered": state.redelivered}
+        return out
