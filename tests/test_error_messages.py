@@ -74,7 +74,7 @@ GOLDEN = [
         'q.sql:1:63: error[E0107]: subqueries are not supported\n'
         '   1 | SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS x IN (SELECT 1))\n'
         '     |                                                               ^^^^^^^^^^\n'
-        "  hint: compute the value outside the query; MATCH_RECOGNIZE expressions only see the match's rows",
+        "  hint: a whole statement with subqueries runs with cep.sql(spark, text), cep.compile_sql(text).run(tables) or `cep run`",
     ),
     (
         'E0108',

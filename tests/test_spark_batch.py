@@ -155,11 +155,14 @@ def test_cep_sql_over_a_temp_view(spark):
 
 
 def _plain(value):
-    """NaN/NaT/None -> None and pandas Timestamps -> datetime, so Spark's and pandas' rows compare."""
-    if value is None or (isinstance(value, float) and value != value) or value is pd.NaT:
+    """NaN/NaT/NA/None -> None and pandas Timestamps -> datetime, so Spark's and pandas' rows compare
+    (a NULL in a pandas result's nullable column is pd.NA)."""
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NaT or value is pd.NA:
         return None
     if isinstance(value, pd.Timestamp):
         return value.to_pydatetime()
+    if hasattr(value, "item") and type(value).__module__ == "numpy":  # a numpy scalar of a nullable column
+        return value.item()
     return value
 
 
