@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 from functools import reduce
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from cep.matcher.rows.text_types import NULL_MARKERS, PATTERNS, TextEvidence, column_type, string_type
