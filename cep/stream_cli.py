@@ -49,7 +49,7 @@ from cep.spark_bridge.sinks.payloads import BodyFormat
 from cep.spark_bridge.sinks.safe_text import expand_env
 from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
-from cep.spark_bridge.spark.files import CSV_OPTIONS, apply_text_types
+from cep.spark_bridge.spark.files import CSV_OPTIONS, apply_json_kinds, apply_text_types, json_kinds, json_variant_schema
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
@@ -315,6 +315,7 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
 
     to_time: list[str] = []
     text_types: dict[str, str] = {}  # a CSV read as text: the types it is given after the read
+    mixed: dict[str, str] = {}  # JSON columns that mix kinds, read as VARIANT: the kind each is given
     if schema_text:
         try:
             columns = parse_schema(schema_text)
@@ -325,13 +326,13 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
         with open(cache, encoding="utf-8") as fh:
             kept = json.load(fh)
         schema, to_time = T.StructType.fromJson(kept["schema"]), list(kept.get("to_time") or [])
-        text_types = dict(kept.get("text_types") or {})
+        text_types, mixed = dict(kept.get("text_types") or {}), dict(kept.get("json_kinds") or {})
     else:
-        schema, to_time, text_types = _infer_schema(spark, path, fmt)
+        schema, to_time, text_types, mixed = _infer_schema(spark, path, fmt)
         if cache:
             os.makedirs(os.path.dirname(cache), exist_ok=True)
             atomic_write(cache, json.dumps({"schema": schema.jsonValue(), "to_time": to_time, "text_types": text_types,
-                                            "format": fmt}))
+                                            "json_kinds": mixed, "format": fmt}))
     if fmt in ("json", "csv") and CORRUPT_RECORD not in schema.fieldNames():
         schema = T.StructType(list(schema.fields) + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
     reader = spark.readStream.schema(schema)
@@ -344,6 +345,8 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
         df = blank_misshapen_csv_lines(df)
         if text_types:
             df = apply_text_types(df, text_types, mark_unread=True)
+    if mixed:
+        df = apply_json_kinds(df, mixed)
     if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
         data = [F.col(quote(f.name)) for f in schema.fields if f.name != CORRUPT_RECORD]
         unparsed = reduce(lambda a, b: a | b, [F.col(quote(n)).isNotNull() & F.try_to_timestamp(F.col(quote(n))).isNull()
@@ -356,9 +359,10 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
 
 
 def _infer_schema(spark, path: str, fmt: str):
-    """(schema, JSON text columns to read as timestamps, a CSV's column types) from the newest files of
-    ``path``. A CSV is read as text and typed after the read (``files.apply_text_types``), by the rule
-    ``cep run`` follows."""
+    """(schema, JSON text columns to read as timestamps, a CSV's column types, the kinds of the JSON columns
+    that mix kinds) from the newest files of ``path``. A CSV is read as text and typed after the read
+    (``files.apply_text_types``), by the rule ``cep run`` follows; a JSON column that mixes kinds is read
+    as VARIANT and typed after the read by its kind (``files.apply_json_kinds``), as ``cep run`` types it."""
     from pyspark.sql import types as T
 
     names = [n for n in os.listdir(path) if not n.startswith(("_", "."))] if os.path.isdir(path) else []
@@ -367,16 +371,19 @@ def _infer_schema(spark, path: str, fmt: str):
                      "'ts TIMESTAMP, key STRING, value DOUBLE'")
     newest = sorted(names, key=lambda n: os.path.getmtime(os.path.join(path, n)))[-SCHEMA_SAMPLE_FILES:]
     files = [os.path.join(path, n) for n in sorted(newest)]
+    if fmt == "json":
+        raw = spark.read.json(files).schema
+        if not [n for n in raw.fieldNames() if n != CORRUPT_RECORD]:
+            raise _usage(f"input {files[0]} is empty: no rows, so no columns to match")
+        strings = [f.name for f in raw.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
+        variants = spark.read.schema(json_variant_schema(raw, strings)).json(files)
+        mixed, to_time = json_kinds(variants, strings) if strings else ({}, [])
+        return json_variant_schema(raw, list(mixed)), to_time, {}, mixed
     static = cli_io.read_spark(spark, files, fmt)
     if fmt == "csv":
         text_types = {f.name: spark_to_sql(f.dataType) for f in static.schema.fields if f.name != CORRUPT_RECORD}
-        return T.StructType([T.StructField(name, T.StringType(), True) for name in text_types]), [], text_types
-    if fmt != "json":
-        return static.schema, [], {}
-    raw = spark.read.json(files).schema
-    to_time = [f.name for f in static.schema.fields if isinstance(f.dataType, T.TimestampType)
-               and not isinstance(raw[f.name].dataType, T.TimestampType)]
-    return raw, to_time, {}
+        return T.StructType([T.StructField(name, T.StringType(), True) for name in text_types]), [], text_types, {}
+    return static.schema, [], {}, {}
 
 
 # -------------------------------------------------------------------------------------- cep stream

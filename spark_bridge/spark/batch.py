@@ -42,7 +42,9 @@ where Spark's own name resolution (case-insensitive, dots as struct fields) woul
 Bad rows (``dead_letter`` / ``stats``, as ``Query.run``'s; docs/reliability.md): a NULL event time
 (``null_event_time``, E0440), a NaN event time (``bad_event_time``), NaN in another ORDER BY column
 (``wrong_type``) and, when the input has Spark's ``_corrupt_record`` column, the rows its reader could not
-read are set aside before anything is matched; the rest matches exactly as without them.
+read are set aside before anything is matched; the rest matches exactly as without them. Without
+``dead_letter`` (and ``stats``) a row its reader could not read is an error (E0442, E0441 or E0445, the
+code of its reason), as a value of the wrong type is on the Python engine.
 """
 
 from __future__ import annotations
@@ -256,8 +258,11 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
 
     if dead_letter is not None or stats is not None:
         df = _set_bad_rows_aside(df, names, spark_names, event_time, order, dead_letter, stats)
-    elif replay is not None and time_column is not None:
-        _refuse_null_event_times(df, time_column, event_time)
+    else:
+        if CORRUPT_RECORD in df.columns:
+            _refuse_unread_rows(df, time_column)
+        if replay is not None and time_column is not None:
+            _refuse_null_event_times(df, time_column, event_time)
     if CORRUPT_RECORD in df.columns:
         df = df.drop(CORRUPT_RECORD)
 
@@ -309,6 +314,23 @@ def _refuse_null_event_times(df: "DataFrame", time_column: str, name: str) -> No
             f"the input has rows with a NULL event time ({name!r}); a replay with sessions or match ids cannot place them",
             code="E0440",
             hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside, as a stream does",
+        )
+
+
+def _refuse_unread_rows(df: "DataFrame", time_column: str | None) -> None:
+    """Rows the reader read only in part (``_corrupt_record`` set) would match with NULLs for what it could
+    not read: without a dead letter that is an error (one small Spark job), as a bad value is on the
+    Python engine, never a silently different answer."""
+    from pyspark.sql import functions as F
+
+    reason = bad_row_reason(df, time_column)
+    found = df.where(reason.isNotNull()).select(reason.alias("reason"), F.col(CORRUPT_RECORD)).limit(1).collect()
+    if found:
+        why, line = found[0]
+        raise CepRuntimeError(
+            f"the input has rows its reader could not read ({why}), the first: {line}",
+            code=REASONS[why],
+            hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside and count them",
         )
 
 

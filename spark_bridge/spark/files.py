@@ -7,13 +7,21 @@
   by the rule of ``cep.matcher.rows.text_types`` (``text_types``, one aggregation over the file, a second
   for the columns that may be DOUBLE) and converted (``apply_text_types``). Spark's own ``inferSchema``
   reads ``007`` as 7 and ``NA`` as text in a numeric column; this does neither.
-* **JSON** with Spark's types, and each string column whose every value is an ISO 8601 time as a
-  timestamp (``text_types.string_type``).
+* **JSON** with Spark's types, except where a column mixes JSON kinds (numbers and strings, say), for
+  which Spark's inference falls back to STRING and would compare ``5.0`` and ``abc`` as text. Such a
+  column is typed by the rule of the Python engine's row checks (``cep.matcher.rows.validate``): the
+  kind most of its values have (on a tie, the kind met first), and each row holding another kind keeps
+  its fields as JSON in ``_corrupt_record`` with that value NULL, so it is set aside as ``wrong_type``
+  (``bad_event_time`` in the event time column). How: every STRING column Spark infers is read as a
+  VARIANT, which keeps each value's JSON kind; the one aggregation that counts the ISO 8601 times also
+  counts the kinds (``json_kinds``), and ``apply_json_kinds`` converts. A column of strings alone whose
+  every value is an ISO 8601 time becomes a timestamp (``text_types.string_type``).
 * **Parquet** as it is.
 
 ``apply_text_types`` also types a CSV *stream* (``cep stream``) with the types found in the files already
 there: a later value that does not fit its column's type (``abc`` in a DOUBLE column) leaves the row
-unread, its fields kept as JSON in ``_corrupt_record`` (``inputs.mark_bad_rows`` then rejects it).
+unread, its fields kept as JSON in ``_corrupt_record`` (``inputs.mark_bad_rows`` then rejects it);
+``apply_json_kinds`` types a JSON stream's mixed columns with the kinds the files already there hold.
 """
 
 from __future__ import annotations
@@ -47,8 +55,7 @@ def read_files(spark: Any, paths: list[str], fmt: str) -> "DataFrame":
         return apply_text_types(raw, text_types(raw))
     if fmt == "parquet":
         return spark.read.parquet(*paths)
-    df = spark.read.option("multiLine", json_holds_array(paths[0])).json(paths)
-    return _json_times(df)
+    return _read_json(spark, paths)
 
 
 def json_holds_array(path: str) -> bool:
@@ -108,7 +115,11 @@ def _counts(df: "DataFrame", names: list[str]) -> dict[str, dict[str, int]]:
     """The evidence counts of each column (one Spark job)."""
     if not names:
         return {}
-    row = df.agg(*[column for i, name in enumerate(names) for column in _evidence_columns(name, i)]).collect()[0]
+    return _read_counts(df.agg(*[column for i, name in enumerate(names) for column in _evidence_columns(name, i)]).collect()[0], names)
+
+
+def _read_counts(row: Any, names: list[str]) -> dict[str, dict[str, int]]:
+    """The evidence counts of each column from the row of an aggregation of ``_evidence_columns``."""
     fields = ("values", "markers", "integers", "wide_integers", "numbers", "finite", "booleans", "timestamps")
     return {name: {field: int(row[f"{field}{i}"] or 0) for field in fields} for i, name in enumerate(names)}
 
@@ -165,16 +176,113 @@ def apply_text_types(df: "DataFrame", types: dict[str, str], *, mark_unread: boo
     return df.select(*converted)
 
 
-def _json_times(df: "DataFrame") -> "DataFrame":
-    """A JSON DataFrame with each string column of ISO 8601 times as a timestamp."""
-    from pyspark.sql import functions as F
+# The JSON kinds the Python engine's row checks tell apart (``validate``: number, string, boolean, map,
+# array), numbers in two: ``integer`` for a JSON integer (a BIGINT column when every number is one), else
+# ``number`` (DOUBLE); a VARIANT keeps the difference (``5`` is a BIGINT in it, ``5.0`` a DECIMAL).
+JSON_KINDS = ("integer", "number", "string", "boolean", "object", "array")
+_NUMBERS = ("integer", "number")
+# The Spark type of a mixed column of each kind; objects and arrays stay their JSON text, as Spark's own
+# STRING fallback gives them.
+_KIND_TYPES = {"integer": "bigint", "number": "double", "string": "string", "boolean": "boolean"}
+
+
+def _read_json(spark: Any, paths: list[str]) -> "DataFrame":
+    """JSON files with the column types of the module docstring: Spark's inference, then one aggregation."""
     from pyspark.sql import types as T
 
-    strings = [f.name for f in df.schema.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
-    counts = _counts(df, strings)
-    times = [n for n in strings
-             if string_type(TextEvidence(values=counts[n]["values"], timestamps=counts[n]["timestamps"])) == "TIMESTAMP"
-             and counts[n]["markers"] == 0]
-    for name in times:
-        df = df.withColumn(name, _time(F.col(quote(name))))
-    return df
+    multi_line = json_holds_array(paths[0])
+    inferred = spark.read.option("multiLine", multi_line).json(paths)
+    strings = [f.name for f in inferred.schema.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
+    if not strings:
+        return inferred
+    df = spark.read.schema(json_variant_schema(inferred.schema, strings)).option("multiLine", multi_line).json(paths)
+    mixed, times = json_kinds(df, strings)
+    return apply_json_kinds(df, {name: mixed.get(name, "string") for name in strings}, times=times, mark_unread=bool(mixed))
+
+
+def json_variant_schema(schema: Any, names: list[str]) -> Any:
+    """``schema`` with the columns ``names`` read as VARIANT (each value keeps its JSON kind)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, T.VariantType(), True) if f.name in names else f for f in schema.fields])
+
+
+def _kind(value: "Column") -> "Column":
+    """The JSON kind (``JSON_KINDS``) of a VARIANT value; NULL for a JSON null or a missing key."""
+    from pyspark.sql import functions as F
+
+    schema = F.schema_of_variant(value)
+    return (F.when(value.isNull() | (schema == "VOID"), F.lit(None).cast("string"))
+            .when(schema.isin("TINYINT", "SMALLINT", "INT", "BIGINT"), "integer")
+            .when(schema.rlike("^(DECIMAL|DOUBLE|FLOAT)"), "number")
+            .when(schema == "STRING", "string").when(schema == "BOOLEAN", "boolean")
+            .when(schema.startswith("OBJECT"), "object").otherwise("array"))
+
+
+def json_kinds(df: "DataFrame", names: list[str]) -> tuple[dict[str, str], list[str]]:
+    """From one aggregation over the VARIANT columns ``names`` of ``df``: ({column: kind} for the columns
+    that mix kinds, the columns of strings alone that are all ISO 8601 times). A mixed column's kind is
+    the one most of its values have (integers and other numbers one kind), on a tie the one met first:
+    the rule of ``validate`` for a column without a declared type."""
+    from pyspark.sql import functions as F
+
+    seen = "__cep_seen"
+    frame = df.select(*[_kind(F.col(quote(n))).alias(f"__cep_k{i}") for i, n in enumerate(names)],
+                      *[F.when(_kind(F.col(quote(n))) == "string", F.try_variant_get(F.col(quote(n)), "$", "string"))
+                        .alias(f"__cep_s{i}") for i, n in enumerate(names)],
+                      F.monotonically_increasing_id().alias(seen))
+    tallies = [F.sum(F.when(F.col(f"__cep_k{i}") == kind, 1).otherwise(0)).alias(f"{kind}{i}")
+               for i in range(len(names)) for kind in JSON_KINDS]
+    firsts = [F.min(F.when(F.col(f"__cep_k{i}") == kind, F.col(seen))).alias(f"first_{kind}{i}")
+              for i in range(len(names)) for kind in JSON_KINDS]
+    evidence = [column for i in range(len(names)) for column in _evidence_columns(f"__cep_s{i}", i)]
+    row = frame.agg(*tallies, *firsts, *evidence).collect()[0]
+    counts = _read_counts(row, names)
+    mixed: dict[str, str] = {}
+    times = []
+    for i, name in enumerate(names):
+        tally = {kind: int(row[f"{kind}{i}"] or 0) for kind in JSON_KINDS}
+        first = {kind: row[f"first_{kind}{i}"] for kind in JSON_KINDS if tally[kind]}
+        if set(first) <= {"string"}:
+            found = TextEvidence(values=counts[name]["values"], timestamps=counts[name]["timestamps"])
+            if string_type(found) == "TIMESTAMP" and counts[name]["markers"] == 0:
+                times.append(name)
+            continue
+        grouped = {("number" if kind in _NUMBERS else kind): (0, 0) for kind in first}
+        for kind, met in first.items():
+            key = "number" if kind in _NUMBERS else kind
+            n, earliest = grouped[key]
+            grouped[key] = (n + tally[kind], met if not n else min(earliest, met))
+        winner = min(grouped, key=lambda kind: (-grouped[kind][0], grouped[kind][1]))
+        mixed[name] = ("number" if tally["number"] else "integer") if winner == "number" else winner
+    return mixed, times
+
+
+def apply_json_kinds(df: "DataFrame", kinds: dict[str, str], *, times: list[str] = (), mark_unread: bool = True) -> "DataFrame":
+    """``df`` with its VARIANT columns converted: each to the type of its kind (``kinds``; ``times``: a
+    column of strings read as timestamps). A row holding a value of another kind (or one its type cannot
+    hold) gets the value NULL and, unless Spark already put its line there, its fields as JSON in
+    ``_corrupt_record`` (added with ``mark_unread``; without it, only kept if ``df`` has one)."""
+    from pyspark.sql import functions as F
+
+    converted, strays = {}, []
+    for name, kind in kinds.items():
+        value = F.col(quote(name))
+        found = _kind(value)
+        if kind in _KIND_TYPES:
+            typed = F.try_variant_get(value, "$", _KIND_TYPES[kind])
+        else:  # an object or an array: its JSON text
+            typed = F.to_json(value)
+        fits = found.isin(*_NUMBERS) if kind in _NUMBERS else found == kind
+        typed = F.when(fits, typed)
+        if name in times:
+            typed = _time(typed)
+        strays.append(found.isNotNull() & typed.isNull())
+        converted[name] = typed
+    columns = [converted[n].alias(n) if n in converted else F.col(quote(n)) for n in df.columns if n != CORRUPT_RECORD]
+    if not mark_unread and CORRUPT_RECORD not in df.columns:
+        return df.select(*columns)
+    fields = F.to_json(F.struct(*[F.col(quote(n)) for n in df.columns if n != CORRUPT_RECORD]))
+    unread = F.when(reduce(lambda a, b: a | b, strays), fields) if strays else F.lit(None).cast("string")
+    previous = F.col(CORRUPT_RECORD) if CORRUPT_RECORD in df.columns else F.lit(None).cast("string")
+    return df.select(*columns, F.coalesce(previous, unread).alias(CORRUPT_RECORD))

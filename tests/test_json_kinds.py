@@ -1,0 +1,124 @@
+"""A JSON column that mixes kinds (numbers and one string) is typed the same way on both engines.
+
+Spark's JSON schema inference reads a column holding ``5.0`` and ``"abc"`` as STRING, and then compares
+prices as text: ``cep run --engine spark`` used to return another match than ``--engine python``, which
+sets the ``"abc"`` row aside as ``wrong_type``. Now Spark types the column by the kind most of its values
+have (``cep.spark_bridge.spark.files.json_kinds``, the rule of ``cep.matcher.rows.validate``) and the odd
+row is set aside, or (without a dead letter) fails the run, as on the python engine. Every expected value
+below is the python engine's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cep
+from cep import cli
+from cep.cli_io import read_pandas
+
+from test_cli_bad_rows import LINES, VSHAPE
+
+
+def write_json_lines(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def run_cli(engine: str, source: Path, dead: Path | None, capsys) -> tuple[int, list[str], str]:
+    args = ["run", str(VSHAPE), "--input", str(source), "--engine", engine]
+    code = cli.main(args + (["--dead-letter", str(dead)] if dead else []))
+    captured = capsys.readouterr()
+    return code, captured.out.splitlines(), captured.err
+
+
+def bad_rows(dead: Path) -> list[tuple]:
+    """(event time as printed, reason, code) of each dead-letter record, in event-time order."""
+    records = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+    return sorted(((r["ts"] or "")[:19].replace("T", " "), r["_cep_error"], r["_cep_error_code"]) for r in records)
+
+
+@pytest.mark.spark
+def test_a_string_among_numbers_is_set_aside_on_both_engines(spark, tmp_path, capsys):
+    source = write_json_lines(tmp_path / "events.json", LINES)
+    printed, records = {}, {}
+    for engine in ("python", "spark"):
+        dead = tmp_path / f"bad-{engine}.jsonl"
+        code, lines, err = run_cli(engine, source, dead, capsys)
+        assert code == 0, err
+        printed[engine] = lines[:-2]  # the table, without the two summary lines
+        records[engine] = bad_rows(dead)
+        assert lines[-1] == f"bad rows: 2 (null_event_time 1, wrong_type 1) -> {dead}"
+    assert printed["spark"] == printed["python"]
+    assert records["spark"] == records["python"]
+    assert ("2024-01-01 00:00:03", "wrong_type", "E0442") in records["python"]
+    # Independent of both: the python engine's table is that of the good rows alone.
+    good = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(read_pandas([str(source)], "json").drop(index=[2, 3]))
+    assert len(good) == 1 and f"{good.iloc[0]['bottom']}" in printed["python"][2]
+
+
+@pytest.mark.spark
+def test_without_a_dead_letter_both_engines_fail_rather_than_answer(spark, tmp_path, capsys):
+    source = write_json_lines(tmp_path / "events.json", [line for line in LINES if line["ts"]])
+    code, _, err = run_cli("python", source, None, capsys)
+    assert code == cli.EXIT_QUERY_ERROR and "E0410" in err  # 'abc' < 3.0
+    code, _, err = run_cli("spark", source, None, capsys)
+    assert code == cli.EXIT_QUERY_ERROR and "E0442" in err and '"price":"abc"' in err
+
+
+@pytest.mark.spark
+def test_the_kind_most_values_have_wins(spark, tmp_path):
+    """Numbers among strings are the odd ones in a column of strings; a boolean among numbers in a column of
+    numbers: Spark's reader sets aside the rows the python engine's row checks find odd, column by column."""
+    from cep.spark_bridge.spark.files import read_files
+
+    rows = [{"id": 0, "k": "a", "n": 1}, {"id": 1, "k": "b", "n": "x"}, {"id": 2, "k": 3, "n": 2},
+            {"id": 3, "k": "d", "n": True}, {"id": 4, "k": None, "n": None}, {"id": 5, "k": "f", "n": 7}]
+    source = write_json_lines(tmp_path / "kinds.json", rows)
+    df = read_files(spark, [str(source)], "json")
+    assert dict(df.dtypes) == {"_corrupt_record": "string", "id": "bigint", "k": "string", "n": "bigint"}
+    read = {r["id"]: r for r in df.collect()}
+    frame = read_pandas([str(source)], "json")
+    odd: set[int] = set()
+    for column in ("k", "n"):
+        found: list = []
+        cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.{column} AS v PATTERN (A) "
+                    "DEFINE A AS TRUE)").run(frame, dead_letter=found)
+        assert {r["_cep_error"] for r in found} == {"wrong_type"}
+        odd |= {r["_cep_row"] for r in found}
+        assert {i for i in read if read[i][column] is None} == odd_in(frame, column, found)
+    assert odd and {i for i in read if read[i]["_corrupt_record"] is not None} == odd
+    for i in set(read) - odd:  # the other rows: the python engine's values
+        assert (read[i]["k"], read[i]["n"]) == tuple(None if frame.at[i, c] is None else frame.at[i, c] for c in "kn")
+
+
+def odd_in(frame, column: str, found: list) -> set[int]:
+    """The rows whose ``column`` Spark leaves NULL: the JSON nulls and the odd values the python engine found."""
+    return {i for i, v in enumerate(frame[column]) if v is None} | {r["_cep_row"] for r in found}
+
+
+@pytest.mark.spark
+def test_cep_stream_types_a_mixed_json_column_as_cep_run_does(spark, tmp_path):
+    """``cep stream`` without --schema over a directory of JSON files: the column's kind comes from the files
+    there at start, and a later string in it is a bad row, with the reasons the python engine gives."""
+    from cep.spark_bridge.spark.inputs import dead_letter_rows, mark_bad_rows
+    from cep.stream_cli import stream_source
+
+    first, later = [line for line in LINES if line["ts"]], [{"symbol": "B", "ts": "2024-01-01T00:00:09", "price": "n/a"}]
+    write_json_lines(tmp_path / "in" / "batch-0000.json", first)
+    source = stream_source(spark, str(tmp_path / "in"), "json")
+    assert dict(source.dtypes)["price"] == "double"
+    write_json_lines(tmp_path / "in" / "batch-0001.json", later)
+    stream = (dead_letter_rows(mark_bad_rows(source, "ts", null_time=True)).writeStream.format("memory")
+              .queryName("mixed_kinds_bad").option("checkpointLocation", str(tmp_path / "ck"))
+              .trigger(availableNow=True).start())
+    stream.awaitTermination()
+    dead = spark.sql("SELECT * FROM mixed_kinds_bad").toPandas()
+    streamed = sorted((json.loads(text)["ts"], reason) for text, reason in zip(dead["_cep_input"], dead["_cep_error"]))
+    found: list = []
+    cep.compile(VSHAPE.read_text(encoding="utf-8")).run(read_pandas([str(tmp_path / "in")], "json"), dead_letter=found)
+    assert streamed == sorted((r["ts"].isoformat(), r["_cep_error"]) for r in found)
+    assert [reason for _, reason in streamed] == ["wrong_type", "wrong_type"]
