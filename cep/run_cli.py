@@ -164,6 +164,20 @@ def _progress_bar(total_hint: int):
     return bar, lambda done, total: bar.update(task, completed=done, total=total)
 
 
+def _as_first_table(statement: SqlStatement, tables: dict, default: Any) -> Any:
+    """The unnamed input is the table the first MATCH_RECOGNIZE reads, when that is a plain name outside any
+    WITH: it goes into ``tables`` under that name (and None is returned), so that a table of the same name in
+    Spark's catalog cannot take its place. Otherwise it stays the default for the first table nobody gives."""
+    clause = statement.clauses[0] if statement.clauses else None
+    if default is None or clause is None or clause.scopes or clause.path is not None:
+        return default
+    name = statement.text[clause.relation[0]:clause.relation[1]].strip()
+    if not re.fullmatch(r"[A-Za-z_]\w*", name) or name in tables:
+        return default
+    tables[name] = default
+    return None
+
+
 def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
                 replay: dict, *, default: Any = None, dead_letter: str | None = None) -> RunResult:
     """The python engine; ``default``: the unnamed input already read (a Kafka replay's good rows)."""
@@ -173,6 +187,7 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
     if default is not None:  # the clauses that read the input directly, checked against its own types
         statement.check_types(pandas_schema(default))
     tables = {name: read_pandas([path], input_format([path], args.format)) for name, path in inputs.named.items()}
+    default = _as_first_table(statement, tables, default)
     options = dict(replay)
     records: list[dict] = []
     checks: dict = {}
@@ -211,6 +226,7 @@ def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: a
     if default is not None:
         statement.check_types({f.name: spark_to_sql(f.dataType) for f in default.schema.fields})
     tables = {name: read_spark(spark, [path], input_format([path], args.format)) for name, path in inputs.named.items()}
+    default = _as_first_table(statement, tables, default)
     stats: list[ClauseStats] = []
 
     def read_path(path: str):
@@ -324,11 +340,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except UsageError:
         raise
     except Exception as exc:
-        message = spark_error(exc)
-        if message is None:
-            raise
-        print_error(f"{args.query_file}: {message}")
-        return EXIT_QUERY_ERROR
+        return _spark_failure(exc, args.query_file)
 
     table = run.table
     if defined_order(text, statement) == "none":
@@ -344,6 +356,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if run.bad_rows is not None and (args.dead_letter or sum(run.bad_rows.values())):
         print(bad_rows_summary(run.bad_rows, args.dead_letter or "set aside (--dead-letter FILE keeps them)"))
     return EXIT_OK
+
+
+def _spark_failure(exc: Exception, where: str) -> int:
+    """A failure inside Spark (a Java exception, a dead worker) as one line on stderr and exit code 1;
+    any other exception is a bug of ours and goes on with its traceback."""
+    message = spark_error(exc)
+    if message is None:
+        raise exc
+    print_error(f"{where}: {message}")
+    return EXIT_QUERY_ERROR
 
 
 def run_rules(args: argparse.Namespace) -> int:
@@ -392,11 +414,7 @@ def run_rules(args: argparse.Namespace) -> int:
         print_error(str(err))
         return EXIT_QUERY_ERROR
     except Exception as exc:
-        message = spark_error(exc)
-        if message is None:
-            raise
-        print_error(f"{args.rules}: {message}")
-        return EXIT_QUERY_ERROR
+        return _spark_failure(exc, args.rules)
     table = pd.DataFrame(alerts, columns=list(ALERT_REPLAY_NAMES))
     table = table.sort_values(["rule_id", "last_event_time", "match_id"], kind="stable").reset_index(drop=True)
     if args.output:
