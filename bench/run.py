@@ -691,6 +691,13 @@ NOTES = [
     "Streaming is measured apart, by `bench/streaming_overhead.py` (docs/streaming.md, Measurements): a"
     " micro-batch of 100,000 events over 10,000 keys took 1.7-1.8 s with key buckets on a quiet machine, the"
     " fixed cost of a micro-batch 0.55-0.65 s; the hot-key and soak runs are in docs/reliability.md.",
+    "A known cost of the Pike VM: `FIRST(A.x)` (and any navigation from the match's start) walks the thread's "
+    'history back to its first row on every evaluation, so a partial match that stays open for n rows costs n^2 row'
+    ' looks, and trying each later start over an open tail at the end of the input costs n^3 (1,000 rows: 7 s; '
+    'measured with the query of '
+    '`tests/test_matcher_hostile.py::test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs`). '
+    '`MAX_TAIL_RESCAN_ROWS` (E0431) bounds the rescanned rows, not that walk; bound such patterns with WITHIN. '
+    "Keeping each label's first position on the thread would make it constant; not done yet.",
 ]
 
 
