@@ -107,6 +107,8 @@ def read_letter(path: str) -> DeadLetter | None:
     try:
         with open(path, encoding="utf-8") as fh:
             record = json.load(fh)
+            # From the open file: a redelivery may remove the letter right after it was read.
+            written = os.fstat(fh.fileno()).st_mtime
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or "idempotency_key" not in record:
@@ -114,7 +116,7 @@ def read_letter(path: str) -> DeadLetter | None:
     alerts = record.get("alerts")
     if alerts is None:  # the first format: the request body
         alerts = (record.get("body") or {}).get("alerts") or []
-    failed = _epoch(record.get("failed_at"), os.path.getmtime(path))
+    failed = _epoch(record.get("failed_at"), written)
     return DeadLetter(
         path=path, key=str(record["idempotency_key"]), alerts=tuple(alerts), errors=tuple(record.get("errors") or ()),
         attempts=int(record.get("attempts") or 0), batch_id=record.get("batch_id"),
