@@ -3,8 +3,9 @@
     bench/.venv-flink/bin/python bench/peers/flink_runner.py SPEC.json OUT.json
 
 SPEC.json: ``{"warmup_csv": path, "work_dir": dir, "queries": {name: {"sql": text, "csv": path, "rows": n}}}``.
-Each CSV has the columns of bench/data.py's ticks (symbol, ts, price, volume), no header, ts as
-``YYYY-MM-DD HH:MM:SS``. Every query reads ``ticks``, which is registered over its own CSV.
+Each CSV has no header and ts as ``YYYY-MM-DD HH:MM:SS``. A query reads the table its entry names
+(``"table"``, with ``"columns"`` in Flink's DDL, e.g. ``"user_id STRING, ts TIMESTAMP(3)"``), else ``ticks``
+with the columns of bench/data.py's ticks (symbol, ts, price, volume); it is registered over the query's CSV.
 
 OUT.json: ``{"startup": timing, "queries": {name: timing + {"rows": n, "output": [[...], ...]}
 or {"error": sentence}}, "peak_rss_bytes": n}``, where a timing is ``{"wall_s", "cpu_s"}``; CPU is
@@ -32,7 +33,8 @@ import time
 JVM_HEAP = "-Xmx2g"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-TICKS_DDL = """CREATE TEMPORARY TABLE ticks (symbol STRING, ts TIMESTAMP(3), price DOUBLE, volume BIGINT)
+TICKS_COLUMNS = "symbol STRING, ts TIMESTAMP(3), price DOUBLE, volume BIGINT"
+TABLE_DDL = """CREATE TEMPORARY TABLE {table} ({columns})
 WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')"""
 SINK_DDL = """CREATE TABLE {name} WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'csv')
 AS {select}"""
@@ -100,10 +102,11 @@ class Stopwatch:
                 "cpu_s": time.process_time() + child_cpu_seconds() - self.cpu}
 
 
-def run_query(env, name: str, sql: str, csv_path: str, work_dir: str) -> list[list[str]]:
-    """Registers ``ticks`` over ``csv_path``, writes the matches to a CSV sink, returns its rows as text."""
-    env.execute_sql("DROP TEMPORARY TABLE IF EXISTS ticks")
-    env.execute_sql(TICKS_DDL.format(path=csv_path))
+def run_query(env, name: str, sql: str, csv_path: str, work_dir: str, table: str = "ticks",
+              columns: str = TICKS_COLUMNS) -> list[list[str]]:
+    """Registers ``table`` over ``csv_path``, writes the matches to a CSV sink, returns its rows as text."""
+    env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS {table}")
+    env.execute_sql(TABLE_DDL.format(table=table, columns=columns, path=csv_path))
     out_dir = os.path.join(work_dir, f"out_{name}")
     shutil.rmtree(out_dir, ignore_errors=True)
     env.execute_sql(f"DROP TABLE IF EXISTS sink_{name}")
@@ -137,7 +140,8 @@ def main() -> int:
     for name, query in spec["queries"].items():
         watch = Stopwatch().start()
         try:
-            output = run_query(env, name, query["sql"], query["csv"], spec["work_dir"])
+            output = run_query(env, name, query["sql"], query["csv"], spec["work_dir"],
+                               query.get("table", "ticks"), query.get("columns", TICKS_COLUMNS))
         except Exception as error:  # noqa: BLE001 - a rejected query is a result, reported by name
             results["queries"][name] = {"error": first_line(error)}
         else:
