@@ -19,9 +19,10 @@ What makes them look like real logs rather than uniform noise:
   FAIL FAIL FAIL OK runs a brute-force rule also finds, as it does in production.
 - Amounts are log-normal (median 30.00): about 1% under 2.00 and 1% at 500.00 or more.
 - Injected attacks, one per 5,000 rows: brute force (3-30 failures 1-20 s apart, then a success two times in
-  three) and card testing (3-12 charges of 0.50-1.99 a few seconds apart, then a charge of 500-3,000 two
-  times in three). One attack in three is slow (gaps of 20-60 s): most of those outlast the rule's
-  WITHIN limit, so the limit, not the pattern, decides whether they match.
+  three) and card testing (3-12 charges of 0.50-1.99 1-20 s apart, then a charge of 500-3,000 two times in
+  three). One attack in three is slow (gaps of 20-60 s for logins, 1-3 minutes for cards): most of those
+  outlast the rule's WITHIN limit, so the limit decides where, and whether, they match (a later start
+  whose last failures and the success fit in the limit still matches: the preferred match under the limit).
 
 Each key's timestamps are strictly increasing (ties moved one millisecond later), so ORDER BY ts gives
 every engine the same order. numpy's PCG64 with a fixed seed: the same row count gives the same files.
@@ -44,7 +45,7 @@ MS_PER_DAY = 86_400_000
 ZIPF_OFFSET = 50  # weight 1 / (rank + 50): the busiest key ~0.25% of all events, none starved
 NEW_SESSION_P = 1 / 6  # about 6 events per session
 ROWS_PER_ATTACK = 5_000
-SLOW_ATTACK_SHARE = 1 / 3  # attacks spaced 20-60 s apart: most outlast a 5- or 10-minute WITHIN
+SLOW_ATTACK_SHARE = 1 / 3  # attacks spaced out (LogShape.slow_attack_gap_ms): most outlast the rule's WITHIN
 FINISHED_ATTACK_SHARE = 2 / 3  # attacks that end with the success (login) or the big charge (card)
 
 
@@ -55,10 +56,13 @@ class LogShape:
     key_prefix: str
     keys: int
     session_gap_ms: float  # mean gap between a session's events
+    slow_attack_gap_ms: tuple[int, int]  # a slow attack's gaps: most slow attacks outlast the rule's WITHIN
 
 
-LOGINS = LogShape("logins", "user_id", "u", 100_000, 20_000)
-PAYMENTS = LogShape("payments", "card_id", "c", 200_000, 90_000)
+# Failures per brute-force attack, small charges per card test (the success / big charge comes on top).
+ATTACK_ROWS = {"logins": (3, 30), "payments": (3, 12)}
+LOGINS = LogShape("logins", "user_id", "u", 100_000, 20_000, (20_000, 60_000))  # 3-30 fails, WITHIN 5 minutes
+PAYMENTS = LogShape("payments", "card_id", "c", 200_000, 90_000, (60_000, 180_000))  # 3-12 charges, 10 minutes
 
 
 def path_of(shape: LogShape, rows: int) -> Path:
@@ -101,13 +105,15 @@ def _background_times(rng: np.random.Generator, shape: LogShape, rows: int) -> t
 
 
 def _attacks(rng: np.random.Generator, shape: LogShape, attacks: int, lengths: tuple[int, int]):
-    """Key, time, and whether each row is the attack's last (the success / big charge) for ``attacks`` bursts."""
+    """Key, time, whether each row is the attack's last (the success / big charge), and the attack's number,
+    for ``attacks`` bursts of ``lengths`` failures / small charges (the last row comes on top)."""
     size = rng.integers(lengths[0], lengths[1] + 1, attacks)
     finished = rng.random(attacks) < FINISHED_ATTACK_SHARE
     slow = rng.random(attacks) < SLOW_ATTACK_SHARE
     rows_each = size + finished
     attack = np.repeat(np.arange(attacks), rows_each)
-    low, high = np.where(slow, 20_000, 1_000), np.where(slow, 60_000, 20_000)
+    low = np.where(slow, shape.slow_attack_gap_ms[0], 1_000)
+    high = np.where(slow, shape.slow_attack_gap_ms[1], 20_000)
     gaps = rng.integers(low[attack], high[attack])
     first = np.concatenate(([0], np.cumsum(rows_each)[:-1]))
     gaps[first] = 0
@@ -116,7 +122,7 @@ def _attacks(rng: np.random.Generator, shape: LogShape, attacks: int, lengths: t
     start = rng.integers(0, DAYS * MS_PER_DAY, attacks)
     is_last = np.zeros(len(attack), dtype=bool)
     is_last[(first + rows_each - 1)[finished]] = True
-    return rng.integers(0, shape.keys, attacks)[attack], start[attack] + offset, is_last
+    return rng.integers(0, shape.keys, attacks)[attack], start[attack] + offset, is_last, attack
 
 
 def _in_order(key: np.ndarray, ms: np.ndarray, *columns: np.ndarray):
@@ -140,7 +146,7 @@ def generate_logins(rows: int, seed: int = SEED):
 
     rng = np.random.default_rng([seed, 1])
     attacks = max(rows // ROWS_PER_ATTACK, 1)
-    a_key, a_ms, a_ok = _attacks(rng, LOGINS, attacks, (3, 30))
+    a_key, a_ms, a_ok, _ = _attacks(rng, LOGINS, attacks, ATTACK_ROWS[LOGINS.table])
     key, ms = _background_times(rng, LOGINS, rows - len(a_key))
     careless = rng.random(LOGINS.keys) < 0.05
     fail = rng.random(len(key)) < np.where(careless[key], 0.20, 0.03)
@@ -156,7 +162,7 @@ def generate_payments(rows: int, seed: int = SEED):
 
     rng = np.random.default_rng([seed, 2])
     attacks = max(rows // ROWS_PER_ATTACK, 1)
-    a_key, a_ms, a_big = _attacks(rng, PAYMENTS, attacks, (3, 12))
+    a_key, a_ms, a_big, _ = _attacks(rng, PAYMENTS, attacks, ATTACK_ROWS[PAYMENTS.table])
     a_cents = np.where(a_big, rng.integers(50_000, 300_001, len(a_key)), rng.integers(50, 200, len(a_key)))
     key, ms = _background_times(rng, PAYMENTS, rows - len(a_key))
     cents = np.maximum(np.round(rng.lognormal(np.log(3_000), 1.2, len(key))), 1).astype(np.int64)
@@ -164,6 +170,22 @@ def generate_payments(rows: int, seed: int = SEED):
                                   np.concatenate((cents, a_cents)))
     return pa.table({"card_id": _names(PAYMENTS, key), "ts": pa.array(START + ms.astype("timedelta64[ms]")),
                      "amount": pa.array(cents / 100.0)})
+
+
+def injected(shape: LogShape, rows: int, seed: int = SEED):
+    """The attacks injected into ``shape``'s log of ``rows`` rows (the generator's first draws, made again):
+    a pyarrow Table with the key, the attack's first and last time, its rows, and whether it ends with the
+    success / big charge. Times are before a tie with another row of the key moved them 1 ms later."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng([seed, 1 if shape is LOGINS else 2])
+    key, ms, is_last, attack = _attacks(rng, shape, max(rows // ROWS_PER_ATTACK, 1), ATTACK_ROWS[shape.table])
+    starts = np.flatnonzero(np.diff(np.concatenate(([-1], attack))))
+    ends = np.append(starts[1:], len(ms)) - 1
+    return pa.table({shape.key: _names(shape, key[starts]),
+                     "first_ts": pa.array(START + ms[starts].astype("timedelta64[ms]")),
+                     "last_ts": pa.array(START + ms[ends].astype("timedelta64[ms]")),
+                     "rows": pa.array(ends - starts + 1), "finished": pa.array(is_last[ends])})
 
 
 GENERATORS = {LOGINS.table: generate_logins, PAYMENTS.table: generate_payments}

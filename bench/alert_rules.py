@@ -81,7 +81,7 @@ RULES = (
 
 # The Pike VM alone runs at about 100k events per CPU-second on these rules: 1M rows of whole keys keep it
 # near 10 s a rule. Flink on the whole 10M-row log: see FLINK_ROWS.
-VM_ROWS = int(os.environ.get("CEP_BENCH_VM_ROWS", 1_000_000))
+VM_ROWS = 1_000_000
 # PyFlink in batch mode did these rules at about 50-70k rows per wall-second here (bench/run.py's (a): 72k):
 # 10M rows would take minutes per rule; 2M rows of whole keys keep the Flink part near 5 minutes.
 FLINK_ROWS = 2_000_000
@@ -119,6 +119,25 @@ def key_subset(table: pa.Table, key: str, rows: int) -> pa.Table:
     last = int(np.searchsorted(np.cumsum(sizes[by_id]), rows))
     kept = pa.array(names[by_id][: last + 1])
     return table.filter(pc.is_in(table[key], value_set=kept))
+
+
+def log_stats(rule: Rule, table: pa.Table) -> dict:
+    """What the generated log looks like: keys, rows per key, what the rule's conditions select, attacks."""
+    per_key = pc.value_counts(table[rule.log.key]).field("counts").to_numpy()
+    attacks = alert_data.injected(rule.log, table.num_rows)
+    span = pc.subtract(attacks["last_ts"], attacks["first_ts"]).cast("int64").to_numpy() / 1000
+    limit_s = int(rule.text.split("WITHIN INTERVAL '")[1].split("'")[0]) * 60
+    finished = attacks["finished"].to_numpy(zero_copy_only=False)
+    stats = {"keys": len(per_key), "busiest_key_rows": int(per_key.max()), "median_key_rows": float(np.median(per_key)),
+             "keys_with_one_row": int((per_key == 1).sum()), "attacks": attacks.num_rows,
+             "attacks_finished": int(finished.sum()), "attacks_finished_within_limit": int((finished & (span <= limit_s)).sum()),
+             "attacks_longer_than_limit": int((span > limit_s).sum())}
+    if rule.log is alert_data.LOGINS:
+        stats["fail_share"] = pc.mean(pc.equal(table["status"], "FAIL").cast("int8")).as_py()
+    else:
+        amount = table["amount"].to_numpy()
+        stats.update(small_share=float((amount < 2).mean()), big_share=float((amount >= 500).mean()))
+    return stats
 
 
 def engine_path(query: cep.Query, column_names: tuple[str, ...]) -> str:
@@ -208,11 +227,11 @@ def bench_cep(rule: Rule, path: Path, repeats: int) -> tuple[dict, list[tuple]]:
     return entry, rows_of(out)
 
 
-def bench_vm(rule: Rule, table: pa.Table, repeats: int) -> dict:
+def bench_vm(rule: Rule, table: pa.Table, rows: int, repeats: int) -> dict:
     """The Pike VM alone (``fastpath.ENABLED = False``: no column-wise engine) against ``Query.run`` on
     the same subset of whole keys, Python columns for the VM as ``bench/run.py`` gives it."""
     query = cep.compile(rule.text)
-    part = key_subset(table, rule.log.key, VM_ROWS)
+    part = key_subset(table, rule.log.key, rows)
     columns = arrow_to_columns(part)
     vm_wall, vm_cpu, vm_out = timed(lambda: bench_run.run_path(query, columns, False), repeats)
     wall, cpu, out = timed(lambda: query.run(part), repeats)
@@ -331,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per figure (the median); one run of 10M rows takes minutes on a shared 2-core machine")
     parser.add_argument("--flink-rows", type=int, default=FLINK_ROWS,
                         help="rows (whole keys) Flink runs on; the whole log if at least --rows")
+    parser.add_argument("--vm-rows", type=int, default=VM_ROWS, help="rows (whole keys) for the Pike VM alone")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--no-flink", action="store_true")
     parser.add_argument("--no-report", action="store_true", help="leave docs/performance.md alone")
@@ -338,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                      "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "repeats": args.repeats,
-                     "rows": args.rows, "vm_rows": VM_ROWS, "generator_seed": alert_data.SEED, "rules": {}}
+                     "rows": args.rows, "vm_rows": args.vm_rows, "generator_seed": alert_data.SEED, "rules": {}}
     tables, outputs = {}, {}
     for rule in RULES:
         print(f"{rule.name}: {args.rows:,} rows", flush=True)
@@ -348,7 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                  "generate_or_find_s": time.perf_counter() - generated}
         entry["cep"], outputs[rule.name] = bench_cep(rule, path, args.repeats)
         tables[rule.name] = pq.read_table(path)
-        entry["vm"] = bench_vm(rule, tables[rule.name], args.repeats)
+        entry["log"] = log_stats(rule, tables[rule.name])
+        print(f"  log: {json.dumps(entry['log'])}", flush=True)
+        entry["vm"] = bench_vm(rule, tables[rule.name], args.vm_rows, args.repeats)
         results["rules"][rule.name] = entry
     if not args.no_spark:
         print("Spark local[2]", flush=True)
