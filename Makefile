@@ -18,12 +18,13 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test bench soak kafka clean distclean venv check-java check-python
+.PHONY: help run test bench bench-rules soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on Spark"
 	@echo "make test       run the whole test suite (pytest)"
 	@echo "make bench      run bench/run.py, if present"
+	@echo "make bench-rules  two alert rules over generated 10M-event logs: cep, its VM, Spark, PyFlink (~30 min)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
@@ -44,6 +45,14 @@ test: venv check-java
 bench: venv check-java
 	@$(VPY) bench/peers/flink.py setup || echo "PyFlink set-up failed: the bench runs without it"
 	@if [ -f bench/run.py ]; then $(VPY) bench/run.py; else echo "bench/run.py does not exist yet: nothing to run"; fi
+
+# The alert-rule bench (issue 19): brute force and card testing over generated 10M-event logs, cep against
+# the Pike VM, the Spark replay and PyFlink; writes bench/results-alert-rules.json and its section of
+# docs/performance.md. Apart from `make bench`: about half an hour of a shared 2-core machine. ROWS=... for less.
+ROWS ?= 10000000
+bench-rules: venv check-java
+	@$(VPY) bench/peers/flink.py setup || echo "PyFlink set-up failed: the bench runs without it"
+	$(VPY) bench/alert_rules.py --rows $(ROWS)
 
 # Not part of test or bench: it runs for MINUTES minutes (default 10) and writes bench/results-soak.json.
 MINUTES ?= 10

@@ -19,6 +19,9 @@ Measured:
 - the hostile patterns of the matcher issue (bench/hostile.py), 10k vs 100k rows.
 - PyFlink's MATCH_RECOGNIZE on (a)-(g) in batch mode, installed into bench/.venv-flink (bench/peers/flink.py),
   against cep on the same rows, and against the Spark replay of (a) end to end (``--no-flink`` skips it).
+
+The benches run apart (minutes each) add their sections from their own result files when present: the
+alert rules (bench/alert_rules.py, ``make bench-rules``) and Kafka (bench/kafka_e2e.py, bench/kafka_rates.py).
 """
 
 from __future__ import annotations
@@ -515,6 +518,7 @@ def write_report(results: dict) -> None:
                   "| pattern | path | 10k rows (s) | 100k rows (s) | ratio (linear = 10) |", "| --- | --- | ---: | ---: | ---: |"]
     for h in results.get("hostile", []):
         lines.append(f"| `{h['pattern']}` | {h['path']} | {h['10k_s']:.3f} | {h['100k_s']:.3f} | {h['ratio']:.1f} |")
+    lines += alert_rules_report()
     lines += kafka_report()
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
     DOC.write_text("\n".join(lines))
@@ -569,6 +573,99 @@ def kafka_report() -> list[str]:
             "`bench/results-kafka-connector.json`).",
         ]
     return lines
+
+
+ALERT_RULES = HERE / "results-alert-rules.json"
+
+
+def alert_rules_report() -> list[str]:
+    """The alert-rule section, from bench/alert_rules.py's run (apart from make bench: about half an hour)."""
+    if not ALERT_RULES.exists():
+        return []
+    res = json.loads(ALERT_RULES.read_text())
+    flink = res.get("flink") or {}
+    lines = [
+        "", f"## Alert rules over generated {res['rows'] / 1e6:g}M-event logs, against PyFlink (bench/alert_rules.py)", "",
+        "Two rules as an analyst writes them, the same text on every engine" + _flink_acceptance(flink) + ". The logs come from `bench/alert_data.py` (seeded, "
+        f"{res['rows']:,} rows each, cached in `bench/data/`): skewed activity (Zipf-like: a few keys with thousands "
+        "of events, most with a handful), sessions over 7 days, 3% failed logins (20% for one user in twenty), "
+        "log-normal amounts, and one injected attack per 5,000 rows, a third of them too slow for the rule's "
+        "limit. Reproduce: `make bench-rules` (then `bench/run.py --report-only` rewrites this page from the "
+        f"result files). Run {res['when']}, {res['machine']}; each figure one run (`--repeats {res['repeats']}`).", "",
+    ]
+    for name, rule in res["rules"].items():
+        log, ours, vm = rule["log"], rule["cep"], rule["vm"]
+        spark = rule.get("spark")
+        peer = (flink.get("rules") or {}).get(name)
+        extra = (f", {log['fail_share']:.1%} FAIL" if "fail_share" in log else
+                 f", {log['small_share']:.2%} under 2.00, {log['big_share']:.2%} at 500.00 or more")
+        lines += [
+            f"### {rule['title'].capitalize()}", "", "```sql", rule["text"], "```", "",
+            f"{ours['rows']:,} rows over {log['keys']:,} keys (busiest {log['busiest_key_rows']:,} rows, median "
+            f"{log['median_key_rows']:g}){extra}; {log['attacks']:,} attacks injected, {log['attacks_finished']:,} "
+            f"finished ({log['attacks_finished_within_limit']:,} of them within the limit), "
+            f"{log['attacks_longer_than_limit']:,} longer than the limit. cep's path (`cep explain`): "
+            f"**{ours['path']}**; partitions per run: `{json.dumps(ours.get('partitions', {}))}`.", "",
+            "| engine | rows | events per CPU-s | events/s (wall) | matches | same matches as cep |",
+            "| --- | ---: | ---: | ---: | ---: | --- |",
+            f"| cep `Query.run(pyarrow.Table)` | {ours['rows']:,} | {ours['eps_per_cpu']:,.0f} | {ours['eps_wall']:,.0f} "
+            f"| {ours['matches']:,} | |",
+            f"| the same, reading the Parquet file included | {ours['rows']:,} | {ours['eps_per_cpu_with_read']:,.0f} "
+            f"| {ours['eps_wall_with_read']:,.0f} | | |",
+            f"| Pike VM alone (`fastpath.ENABLED = False`), a subset of whole keys | {vm['rows']:,} "
+            f"| {vm['vm_eps_per_cpu']:,.0f} | {vm['vm_eps_wall']:,.0f} | {vm['vm_matches']:,} | {vm['same_vm_as_cep']} |",
+            f"| cep `Query.run` on that subset | {vm['rows']:,} | {vm['cep_eps_per_cpu']:,.0f} | | {vm['cep_matches']:,} "
+            f"| ({vm['cep_over_vm_per_cpu']:.1f}x the VM per CPU-s) |",
+        ]
+        if spark:
+            lines.append(f"| Spark replay `Query.on_spark(spark.read.parquet(...))` on `local[2]` (CPU: the process tree) "
+                         f"| {spark['rows']:,} | {spark['eps_per_cpu']:,.0f} | {spark['eps_wall']:,.0f} "
+                         f"| {spark['spark_matches']:,} | {spark['same_spark_as_cep']} |")
+        if peer and "flink_eps_per_cpu" in peer:
+            lines += [f"| PyFlink batch, a subset of whole keys (wall after start-up; CPU: Python + JVM) | {peer['rows']:,} "
+                      f"| {peer['flink_eps_per_cpu']:,.0f} | {peer['flink_eps_wall']:,.0f} | {peer['flink_matches']:,} "
+                      f"| {peer['same_flink_as_cep']} |",
+                      f"| cep `Query.run` on Flink's rows (reading included) | {peer['rows']:,} | {peer['cep_eps_per_cpu']:,.0f} "
+                      f"| {peer['cep_eps_wall']:,.0f} | {peer['cep_matches']:,} | ({peer['cep_over_flink_per_cpu']:.0f}x "
+                      f"Flink per CPU-s, {peer['cep_over_flink_wall']:.0f}x in wall) |"]
+        elif peer:
+            lines.append(f"| PyFlink | | rejected: {peer.get('rejected', '').replace('|', chr(92) + '|')} | | | |")
+        lines.append("")
+        for engine, entry in (("the VM", vm), ("Spark", spark), ("Flink", peer)):
+            if entry and "referee" in entry:
+                lines.append(f"Where {engine} and cep differ: `{json.dumps(entry['referee'], default=str)}` "
+                             "(`tests/reference_matcher.py` on the differing keys).")
+                lines.append("")
+    if "not_run" in flink:
+        lines += [f"PyFlink: not run: {flink['not_run']}.", ""]
+    elif flink:
+        lines += [
+            f"PyFlink (`{flink['ok']}`, `bench/.venv-flink`, batch mode, CSV of the same rows: its PyPI package has no "
+            f"Parquet format) ran both rules in one process: start-up {flink['startup']['wall_s']:.1f} s, peak RSS "
+            f"{flink['peak_rss_bytes'] / 1e9:.2f} GB. It runs on a subset of whole keys (every row of the users or cards "
+            "it keeps, so no match is cut) because the whole log would take it well over 5 minutes per rule here.", ""]
+    loads = [r["spark"]["load_average"] for r in res["rules"].values() if "spark" in r]
+    loads += [flink["load_average"]] if "load_average" in flink else []
+    lines += [
+        "The machine is shared with other work" + (f" (load average {', '.join(f'{v:.1f}' for v in loads)} on "
+                                                    f"{os.cpu_count()} cores during the Spark and Flink runs)" if loads else "")
+        + ": wall times stretch, CPU seconds much less; compare per CPU-second. cep's `Query.run` uses one core, "
+        "Spark and Flink both. `fastpath.ENABLED = False` turns off both column-wise engines (the regex fast path "
+        "and the sequence engine): the VM then runs every partition.", ""]
+    return lines
+
+
+def _flink_acceptance(flink: dict) -> str:
+    """Whether Flink took the rules' texts as written (bench/peers/flink.py's rewrites), from the results."""
+    rules = flink.get("rules") or {}
+    if not rules:
+        return ""
+    rejected = [name for name, r in rules.items() if "rejected" in r]
+    rewritten = {name: r["rewrites"] for name, r in rules.items() if r.get("rewrites")}
+    if not rejected and not rewritten:
+        return " (Flink accepts both as written: `{3,}` and `WITHIN INTERVAL` need no rewrite)"
+    return (f" (Flink rejects {', '.join(rejected) or 'none'}; rewrites: "
+            + ("; ".join(f"{n}: {', '.join(w)}" for n, w in rewritten.items()) or "none") + ")")
 
 
 def spark_report(runs: dict | None) -> list[str]:
