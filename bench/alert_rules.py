@@ -79,11 +79,11 @@ RULES = (
   DEFINE SMALL AS amount < 2.00, BIG AS amount >= 500.00)"""),
 )
 
-# The Pike VM alone runs at about 100k events per CPU-second on these rules: 1M rows of whole keys keep it
-# near 10 s a rule. Flink on the whole 10M-row log: see FLINK_ROWS.
+# The Pike VM alone ran these rules at 150-190k events per CPU-second here: 1M rows of whole keys keep it
+# under 10 CPU-seconds a rule (the Python columns it needs weigh about 1 GB per 10M rows besides).
 VM_ROWS = 1_000_000
-# PyFlink in batch mode did these rules at about 50-70k rows per wall-second here (bench/run.py's (a): 72k):
-# 10M rows would take minutes per rule; 2M rows of whole keys keep the Flink part near 5 minutes.
+# PyFlink in batch mode ran these rules at 12-16k rows per wall-second on the shared machine (35-55k per
+# CPU-second): the whole 10M-row log would take 10-15 minutes a rule; 2M rows of whole keys take 2-3.
 FLINK_ROWS = 2_000_000
 SPARK_WARMUP_ROWS = 10_000  # a small log of the same shape: the first replay starts Spark's Python workers
 REFEREE_KEYS = 20  # the reference matcher is plain Python: seconds per thousand rows of a busy key
@@ -183,8 +183,9 @@ def referee(rule: Rule, table: pa.Table, engines: dict[str, list[tuple]]) -> dic
     reference = [tuple(r.values()) for r in reference_run(cep.compile(rule.text).statement, part.to_pylist())]
     verdict = {"differing_keys": len(differing), "keys_refereed": len(keys), "reference_matches": len(reference),
                "examples": {}}
+    refereed = set(keys)
     for engine, rows in engines.items():
-        mine = [row for row in rows if row[0] in set(keys)]
+        mine = [row for row in rows if row[0] in refereed]
         extra, missing = only_in(mine, reference), only_in(reference, mine)
         verdict[f"{engine}_equals_reference"] = not extra and not missing and len(mine) == len(reference)
         if extra or missing:
