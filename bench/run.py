@@ -553,7 +553,32 @@ KAFKA_E2E_ENGINES = {"cep": "cep stream, `--sink kafka://`", "cep-exactly-once":
 
 
 # What the numbers say (written from the run on record; re-read them after a new run).
-KAFKA_E2E_READING = ["", "TODO"]
+KAFKA_E2E_READING = [
+    "", "Reading it (the run on record: 2 cores at a load average of 23 to 26, three other benches and test suites "
+    "running; cep's process tree got 6 to 8 CPU seconds per 30 s step, a quarter of a core):", "",
+    "- **What dominates cep's latency is the micro-batch.** A tick is matched in the first micro-batch whose watermark "
+    "(set at the end of the micro-batch before, from the largest event time read) has passed it, so at the earliest one "
+    "micro-batch after the one that read it; the alert is then committed to the alert files, read by the delivery query "
+    "at its next trigger and sent by each sink's lane. So the latency is the watermark (2 s) plus two to three "
+    "micro-batch durations plus the trigger (0.5 s); the exactly-once lane adds its transaction (its p50 is 5 to 14 s "
+    "above the at-least-once lane's here). In this run a micro-batch of 12,000 to 80,000 ticks took 37 to 50 s, so "
+    "cep never worked off the backlog of its first micro-batches (it was 158 s behind when the steps began) and its "
+    "latencies (two to three minutes) measure that backlog. On a quiet machine a micro-batch of 33,000 ticks over "
+    "1,000 keys takes about 5 s and one of a few ticks about 1 s (docs/streaming.md, Measurements): a latency of "
+    "a few seconds plus the watermark.",
+    "- **What dominates Flink's is the watermark.** Flink matches record by record once the watermark (emitted every "
+    "200 ms) passes a tick: at 1,000 ticks/s its p50 is 2.25 s for a 2 s watermark. It kept up at 5,000 ticks/s "
+    "(p50 8.6 s, caught up 6 s after the step) and finished about 3,000 ticks/s when offered more.",
+    "- **Per CPU second** (the column least changed by the load), Flink finished 3 to 7 times as many ticks as "
+    "`cep stream` (its Spark JVM, its Python workers and its driver, two queries and the sinks' lanes). The cost "
+    "per micro-batch and per key call is Spark's and Python's (docs/streaming.md, Measurements); the matcher "
+    "alone is far faster on this query (the tables above).",
+    "- **The alerts are right on every path:** the two cep topics and Flink's hold exactly the matches of the "
+    "replay, and neither cep topic holds a duplicate (the at-least-once sink's duplicates come only with a failure "
+    "and a redelivery, which this run did not have).",
+    "- Re-run it on an idle machine before drawing conclusions on cep's latency: with a quarter of a core it "
+    "could not keep up at 1,000 ticks/s, which says more about the machine than about cep.",
+]
 
 
 def kafka_e2e_report(e2e: dict) -> list[str]:
@@ -563,7 +588,7 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
     lines = [
         "", "## Through Kafka, end to end (bench/kafka_e2e.py)", "",
         "`make bench-kafka` (`.venv/bin/python bench/kafka_e2e.py`, then `bench/run.py --report-only`; "
-        f"{e2e['seconds_per_rate']:.0f} s per rate, 10 to 15 minutes in all, `--help` for the options). A real "
+        f"{e2e['seconds_per_rate']:.0f} s per rate, 10 to 20 minutes in all, the longer on a loaded machine, `--help` for the options). A real "
         "Kafka 4.4 broker on this machine; one producer sends ticks of "
         f"{e2e['keys']} symbols (a random walk each, keyed by symbol, event time = the wall clock when sent) to a "
         "4-partition topic at each rate in turn, `max` being as fast as this Python producer goes. On that topic, at "
@@ -574,6 +599,10 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
            "its at-least-once Kafka sink)" if flink["ran"] else f"no Flink ({flink['why_not']})")
         + f". Both run one text, query ({e2e['query']}) as Flink accepts it ({'; '.join(e2e['rewrites'])}):", "",
         "```sql", e2e["query_text"], "```", "",
+        (f"Flink's Kafka SQL connector: Maven Central serves `{flink['connector'].rsplit(':', 1)[0]}` up to 5.0.0-2.2, "
+         "built for Flink 2.2, and none for 2.3; that jar, copied by `mvn dependency:copy` "
+         "(bench/peers/flink_kafka_pom.xml) into `~/.cache/cep/` once, runs this job on PyFlink 2.3.0."
+         if flink["ran"] else f"Flink is not in this run: {flink['why_not']}."), "",
         "- **latency**: when the alert was consumed here (`read_committed`) minus when the tick that completed the "
         "match was produced; it includes the watermark delay by design (a match is final once the watermark passes "
         "its last tick), so its floor is the watermark;",
