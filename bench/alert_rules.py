@@ -130,7 +130,7 @@ def log_stats(rule: Rule, table: pa.Table) -> dict:
     finished = attacks["finished"].to_numpy(zero_copy_only=False)
     stats = {"keys": len(per_key), "busiest_key_rows": int(per_key.max()), "median_key_rows": float(np.median(per_key)),
              "keys_with_one_row": int((per_key == 1).sum()), "attacks": attacks.num_rows,
-             "attacks_finished": int(finished.sum()), "attacks_finished_within_limit": int((finished & (span <= limit_s)).sum()),
+             "attacks_finished": int(finished.sum()), "attacks_finished_within_limit": int((finished & (span < limit_s)).sum()),
              "attacks_longer_than_limit": int((span > limit_s).sum())}
     if rule.log is alert_data.LOGINS:
         stats["fail_share"] = pc.mean(pc.equal(table["status"], "FAIL").cast("int8")).as_py()
