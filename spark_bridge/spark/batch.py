@@ -62,7 +62,7 @@ from cep.spark_bridge.engine.keyed import BAD_REASONS
 from cep.spark_bridge.engine.replay import MATCH_ID, Replay
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, REJECT, quote
 from cep.spark_bridge.spark.inputs import bad_row_reason
-from cep.spark_bridge.spark.types import cast_untyped, output_schema, spark_to_sql
+from cep.spark_bridge.spark.types import cast_untyped, naive_times_in, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -254,7 +254,7 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
             columns.append((MATCH_ID, "VARCHAR"))
     # Outer ORDER BY keys that are not output columns travel as extra columns, dropped after sorting.
     sort_columns = plan.sort_column_types(input_types) if hasattr(plan, "sort_column_types") else []
-    schema = output_schema(columns + sort_columns)
+    schema = output_schema(columns + sort_columns, naive_times=naive_times_in(df.schema))
 
     if dead_letter is not None or stats is not None:
         df = _set_bad_rows_aside(df, names, spark_names, event_time, order, dead_letter, stats)
