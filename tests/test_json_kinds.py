@@ -66,7 +66,25 @@ def test_without_a_dead_letter_both_engines_fail_rather_than_answer(spark, tmp_p
     code, _, err = run_cli("python", source, None, capsys)
     assert code == cli.EXIT_QUERY_ERROR and "E0410" in err  # 'abc' < 3.0
     code, _, err = run_cli("spark", source, None, capsys)
-    assert code == cli.EXIT_QUERY_ERROR and "E0442" in err and '"price":"abc"' in err
+    # One code on both engines (docs/reliability.md): E0410, naming the reason and quoting the line.
+    assert code == cli.EXIT_QUERY_ERROR and "E0410" in err and "wrong_type" in err and '"price":"abc"' in err
+
+
+@pytest.mark.spark
+def test_a_bad_event_time_without_a_dead_letter_is_E0410_on_both_engines(spark, tmp_path, capsys):
+    """An event time that is a string among numbers: python E0410 and Spark E0442 before (E0441 after the
+    JSON kinds typing); now E0410 on both, and bad_event_time (E0441) with a dead letter on both."""
+    lines = [{"symbol": "A", "ts": 1, "price": 5.0}, {"symbol": "A", "ts": 2, "price": 3.0},
+             {"symbol": "A", "ts": "abc", "price": 3.0}, {"symbol": "A", "ts": 4, "price": 4.0}]
+    source = write_json_lines(tmp_path / "events.json", lines)
+    for engine in ("python", "spark"):
+        code, _, err = run_cli(engine, source, None, capsys)
+        assert code == cli.EXIT_QUERY_ERROR and "error[E0410]" in err and "abc" in err, engine
+        dead = tmp_path / f"dead-{engine}.json"
+        code, _, _ = run_cli(engine, source, dead, capsys)
+        assert code == 0, engine
+        [letter] = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+        assert (letter["_cep_error"], letter["_cep_error_code"]) == ("bad_event_time", "E0441"), engine
 
 
 @pytest.mark.spark

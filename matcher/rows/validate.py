@@ -87,6 +87,11 @@ REASONS: dict[str, str] = {
     "future_event_time": "E0446",
 }
 
+# Without a dead letter, a value of the wrong kind (a string among numbers, an event time that is not one)
+# stops the run with this code on both engines: the python engine when an operator meets it, Spark when its
+# reader could not read the row. With a dead letter, each row is set aside with its reason's code above.
+WRONG_KIND_WITHOUT_DEAD_LETTER = "E0410"
+
 # The fields a dead-letter record adds to the row (the prefix is reserved: a row's own ``_cep_*`` keys
 # are overwritten in its dead-letter record).
 ERROR = "_cep_error"  # the reason, one of REASONS

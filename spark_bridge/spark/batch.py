@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.rows.tables import arrow_to_columns, from_rows
-from cep.matcher.rows.validate import ERROR, ERROR_CODE, ERROR_DETAIL, REASONS
+from cep.matcher.rows.validate import ERROR, ERROR_CODE, ERROR_DETAIL, REASONS, WRONG_KIND_WITHOUT_DEAD_LETTER
 from cep.matcher.sql.datetimes import query_time, utc_now
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.keyed import BAD_REASONS
@@ -319,8 +319,9 @@ def _refuse_null_event_times(df: "DataFrame", time_column: str, name: str) -> No
 
 def _refuse_unread_rows(df: "DataFrame", time_column: str | None) -> None:
     """Rows the reader read only in part (``_corrupt_record`` set) would match with NULLs for what it could
-    not read: without a dead letter that is an error (one small Spark job), as a bad value is on the
-    Python engine, never a silently different answer."""
+    not read: without a dead letter that is an error (one small Spark job), never a silently different
+    answer. Its code is the python engine's for the same rows, E0410 (a value of the wrong kind stops a
+    run without a dead letter); with one, each row is set aside with its reason's own code (E0441, E0442)."""
     from pyspark.sql import functions as F
 
     reason = bad_row_reason(df, time_column)
@@ -329,7 +330,7 @@ def _refuse_unread_rows(df: "DataFrame", time_column: str | None) -> None:
         why, line = found[0]
         raise CepRuntimeError(
             f"the input has rows its reader could not read ({why}), the first: {line}",
-            code=REASONS[why],
+            code=WRONG_KIND_WITHOUT_DEAD_LETTER,
             hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside and count them",
         )
 
