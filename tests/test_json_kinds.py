@@ -11,6 +11,7 @@ below is the python engine's.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,24 @@ def test_cep_stream_types_a_mixed_json_column_as_cep_run_does(spark, tmp_path):
     cep.compile(VSHAPE.read_text(encoding="utf-8")).run(read_pandas([str(tmp_path / "in")], "json"), dead_letter=found)
     assert streamed == sorted((r["ts"].isoformat(), r["_cep_error"]) for r in found)
     assert [reason for _, reason in streamed] == ["wrong_type", "wrong_type"]
+
+
+@pytest.mark.spark
+def test_an_odd_value_in_a_column_the_query_never_reads_sets_nothing_aside_on_either_engine(spark, tmp_path, capsys):
+    """Only the columns the query reads decide (docs/reliability.md): a number among the strings of
+    ``note``, which the V-shape query never reads, kept the row on the python engine but set it aside on
+    Spark (its reader types every column before it knows the query)."""
+    lines = [dict(line, note="ok") for line in LINES if line["ts"] and line["price"] != "abc"]
+    lines[1]["note"] = 17  # the odd one: a number among strings
+    source = write_json_lines(tmp_path / "events.json", lines)
+    printed = {}
+    for engine in ("python", "spark"):
+        dead = tmp_path / f"dead-{engine}.json"
+        code, out, err = run_cli(engine, source, dead, capsys)
+        assert code == 0 and not err.strip(), (engine, err)
+        assert not dead.exists() or dead.read_text(encoding="utf-8") == "", engine
+        printed[engine] = [re.sub(r"seconds: .*", "", line) for line in out]  # the timing differs
+        code, out, err = run_cli(engine, source, None, capsys)  # and without a dead letter: no error
+        assert code == 0, (engine, err)
+    assert printed["spark"] == printed["python"]
+    assert "events read: 4, partitions: 2, matches: 1" in "\n".join(printed["python"])
