@@ -45,6 +45,7 @@ from cep.matcher.program.output import PartitionOutput
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.sql.expressions import Scope
 from cep.matcher.vector import fastpath, kernels
+from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.vector.pattern_regex import NotEligible
 
@@ -146,8 +147,11 @@ class SequencePlan:
     columns: tuple[str, ...]  # the columns the conditions read
     within: _dt.timedelta | None
     show_timeout: bool
+    measures: list | None  # the measures as column programs (``sequence_output``), or None
     notes: list[str] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0})
+    # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
+    stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
+                                                           "columnar_measures": 0})
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -177,57 +181,104 @@ class SequencePlan:
         except kernels.Unsupported as why:
             self.notes.append(f"ran on the VM: {why}")
             return self._all_on_vm(fallback, layout, offsets, columns)
-        return self._output(fallback, layout, offsets, columns, outcome, spans)
+        return self._output(fallback, data, layout, offsets, columns, outcome, spans, values)
 
     def _all_on_vm(self, fallback, layout, offsets, columns) -> list[tuple]:
         groups = [(key, layout.order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(layout.keys)]
         self.stats["vm_partitions"] += len(groups)
         return _elsewhere(fallback, self.machine, groups, columns)
 
-    def _output(self, fallback, layout, offsets, columns, outcome, spans) -> list[tuple]:
-        """Walk each partition's starts in order, as AFTER MATCH SKIP picks them, and emit the rows."""
-        machine = self.machine
+    def _output(self, fallback, data, layout, offsets, columns, outcome, spans, values) -> list[tuple]:
+        """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``): measures column-wise
+        where they can be (``sequence_output``), else, and for partitions with a timeout row, an
+        ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does."""
+        parts = len(layout.keys)
         n = len(outcome)
-        # the next start at or after each row that is not a plain failure (n: none)
-        interesting = np.where(outcome != FAIL, np.arange(n), n)
-        following = np.minimum.accumulate(interesting[::-1])[::-1].tolist()
-        outcome_list = outcome.tolist()
-        counts = spans.T.tolist() if len(self.items) else []
-        labels_of = [item.label for item in self.items]
-        order_list = layout.order.tolist()
-        rows: list[tuple] = []
-        for index, key in enumerate(layout.keys):
-            begin, end = int(offsets[index]), int(offsets[index + 1])
-            position = following[begin] if begin < n else n
-            if position >= end:
-                self.stats["sequence_partitions"] += 1
-                continue  # no start here matches or times out: no output
-            members = order_list[begin:end]
-            part = {name: [columns[name][i] for i in members] for name in machine.columns}
-            output = PartitionOutput(machine, key, part)
-            output.env.total = end - begin
-            ambiguous = False
-            while position < end:
-                kind = outcome_list[position]
-                if kind == AMBIGUOUS:
-                    ambiguous = True
-                    break
-                labels = [label for label, count in zip(labels_of, counts[position]) for _ in range(count)]
-                local = position - begin
-                if kind == MATCH:
-                    next_local = output.emit_match(local, local + len(labels) - 1, labels, [])
-                    nxt = begin + next_local
-                else:  # TIMEOUT: not a match, no skip
-                    output.out.extend(machine.output.timeout(output, local, local + len(labels) - 1, labels))
-                    nxt = position + 1
-                position = following[nxt] if nxt < n else n
-            if ambiguous:
-                self.stats["vm_partitions"] += 1
-                rows.extend(fallback(key, part))
-                continue
-            self.stats["sequence_partitions"] += 1
-            rows.extend(output.out)
+        targets, failed = output_columns.skip_targets(self.statement.match.after_match, self._item_index,
+                                                      np.arange(n, dtype=np.int64), spans)
+        part_of = np.repeat(np.arange(parts, dtype=np.int64), layout.counts)
+        chain = output_columns.walk(outcome, targets, failed, part_of, offsets)
+        starts = chain.starts
+        if chain.elsewhere:
+            starts = starts[~np.isin(part_of[starts], np.fromiter(chain.elsewhere, dtype=np.int64))]
+        measured = None
+        if self.measures is not None:
+            measured = output_columns.columns(self.measures, self._matches(starts, spans, part_of, data, layout, values))
+        if measured is None:
+            self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
+            rows: list[tuple] = []
+            for index in range(parts):
+                rows.extend(self._partition_output(fallback, layout, offsets, columns, outcome, spans, index))
+            return rows
+        self.stats["columnar_measures"] += 1
+        keys = layout.keys
+        match_parts = part_of[starts]
+        found = [keys[p] + values_ for p, values_ in zip(match_parts.tolist(), zip(*measured))] if measured \
+            else [keys[p] for p in match_parts.tolist()]
+        self.stats["sequence_partitions"] += parts - len(chain.elsewhere)
+        if not chain.elsewhere:
+            return found
+        rows, taken = [], 0
+        for index in sorted(chain.elsewhere):
+            upto = int(np.searchsorted(match_parts, index))
+            rows.extend(found[taken:upto])
+            taken = upto
+            rows.extend(self._partition_output(fallback, layout, offsets, columns, outcome, spans, index))
+        rows.extend(found[taken:])
         return rows
+
+    def _item_index(self, label: ast.Identifier) -> int | None:
+        ids = {name: index for index, name in enumerate(self.machine.label_names)}
+        positions = {item.label: index for index, item in enumerate(self.items)}
+        return positions.get(ids.get(label.key))
+
+    def _matches(self, starts, spans, part_of, data, layout, values) -> output_columns.Matches:
+        counts = spans[:, starts]
+        begins = starts + np.cumsum(counts, axis=0) - counts
+        parts = part_of[starts]
+        first = np.searchsorted(parts, parts, side="left")  # each match's partition's first match
+        loaded = dict(values)
+
+        def load(name: str) -> kernels.Value:
+            if name not in loaded:
+                loaded[name] = data.load(name, layout.order)
+            return loaded[name]
+        return output_columns.Matches(starts, begins, counts, np.arange(len(starts), dtype=np.int64) - first + 1,
+                                      layout.order, data, load)
+
+    def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, index: int) -> list[tuple]:
+        """One partition's rows, its starts walked in Python through ``PartitionOutput`` (or on the VM when
+        a start is ambiguous)."""
+        machine = self.machine
+        key = layout.keys[index]
+        begin, end = int(offsets[index]), int(offsets[index + 1])
+        kinds = outcome[begin:end]
+        if not (kinds != FAIL).any():
+            return []  # no start here matches or times out: no output
+        members = layout.order[begin:end].tolist()
+        part = {name: [columns[name][i] for i in members] for name in machine.columns}
+        output = PartitionOutput(machine, key, part)
+        output.env.total = end - begin
+        labels_of = [item.label for item in self.items]
+        size = end - begin
+        # the next start at or after each row that is not a plain failure (size: none)
+        following = np.minimum.accumulate(np.where(kinds != FAIL, np.arange(size), size)[::-1])[::-1].tolist()
+        following.append(size)
+        local = following[0]
+        while local < size:
+            kind = int(kinds[local])
+            if kind == AMBIGUOUS:
+                self.stats["vm_partitions"] += 1
+                return fallback(key, part)
+            counts = spans[:, begin + local].tolist()
+            labels = [label for label, count in zip(labels_of, counts) for _ in range(count)]
+            if kind == MATCH:
+                local = following[output.emit_match(local, local + len(labels) - 1, labels, [])]
+            else:  # TIMEOUT: not a match, no skip
+                output.out.extend(machine.output.timeout(output, local, local + len(labels) - 1, labels))
+                local = following[local + 1]
+        self.stats["sequence_partitions"] += 1
+        return output.out
 
 
 def _chunks(offsets: np.ndarray):
@@ -676,8 +727,18 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         raise NotEligible(str(why)) from None
     used |= {slot.column for slot in slots if slot.column is not None}
     within = machine.within.limit if machine.within is not None else None
+    item_index = {item.label: index for index, item in enumerate(items)}
+
+    def item_of(qualifier: ast.Identifier) -> int:
+        if qualifier.key not in label_ids:
+            raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
+        return item_index[label_ids[qualifier.key]]
+
+    measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
+    measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
-                        columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout)
+                        columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
+                        measures=measures)
 
 
 def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, ...], regex_line: str) -> list[str]:
