@@ -39,7 +39,7 @@ def history(name: str, earlier: list[str]) -> list[str]:
     for other in earlier:
         out += [f"{name}.value > {other}.value", f"value <= {other}.value + 1", f"value > FIRST({other}.value)",
                 f"SUM({other}.value) + value > 3", f"PREV({other}.value) IS NULL OR {other}.value <> PREV({other}.value)",
-                f"LAST({other}.value, 1) IS NULL"]
+                f"LAST({other}.value, 1) IS NULL", f"value < {other}.value - 0.5", f"{other}.value * 2 >= NEXT(value)"]
     return out
 
 
@@ -107,6 +107,38 @@ def _canonical(names, rows) -> Counter:
 @settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(text=sequence_queries(), rows=timed_rows(), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 3]))
 def test_sequence_engine_equals_the_vm_and_the_reference(text, rows, chunk):
+    _check(text, rows, chunk)
+
+
+@st.composite
+def run_then_last_row_queries(draw) -> str:
+    """``X [Y] R<q> Z``: R takes every row and Z compares its row with X's or Y's (the range search)."""
+    earlier = draw(st.sampled_from([["X"], ["X", "Y"]]))
+    run = "R" + draw(st.sampled_from(["*?", "*", "+?", "+", "{0,3}?", "{1,4}", "{2}", "{2,}?"]))
+    other = draw(st.sampled_from(earlier))
+    op = draw(st.sampled_from(["<", "<=", ">", ">="]))
+    side = draw(st.sampled_from([f"{other}.value", f"{other}.value - 1", f"{other}.value + 0.5", f"2 * {other}.value",
+                                 f"PREV({other}.value)"]))
+    row = draw(st.sampled_from(["Z.value", "value", "NEXT(value)", "PREV(Z.value)", "value * 2"]))
+    condition = f"{row} {op} {side}" if draw(st.booleans()) else f"{side} {op} {row}"
+    defines = [f"Z AS {condition}"] + (["X AS value IS NOT NULL"] if draw(st.booleans()) else [])
+    within = draw(st.sampled_from(["", " WITHIN INTERVAL '10' SECOND", " WITHIN INTERVAL '3' SECOND"]))
+    timeouts = bool(within) and draw(st.booleans())
+    skip = draw(st.sampled_from(["PAST LAST ROW", "TO NEXT ROW", "TO LAST Z", "TO FIRST R", "TO LAST R"]))
+    measures = ["FIRST(ts) AS first_ts", "Z.ts AS z_ts", "COUNT(R.*) AS waited", f"{other}.value - Z.value AS fall",
+                "MATCH_NUMBER() AS mno"] + (["MATCH_STATUS() AS status"] if timeouts else [])
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+            f"PATTERN ({' '.join(earlier)} {run} Z){within} DEFINE {', '.join(defines)})")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=run_then_last_row_queries(), rows=timed_rows(max_rows=24), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 5]))
+def test_runs_ended_by_the_range_search_equal_the_vm_and_the_reference(text, rows, chunk):
+    _check(text, rows, chunk)
+
+
+def _check(text: str, rows: list[dict], chunk: int) -> None:
     query = cep.compile(text)
     columns = rows_to_columns(rows) if rows else {"part": [], "ts": [], "value": []}
     machine = query.plan.machine(tuple(columns))
@@ -205,3 +237,16 @@ def test_measures_with_arithmetic_and_integer_sums_are_computed_column_wise():
         "PATTERN (A+ B) DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10", [3, 4, 2, 5, 9, 1, 8, 8, 0])
     assert query.plan.run_columns(columns) == on_vm(query, columns)
     assert plan.stats["columnar_measures"] == 1 and plan.stats["vm_partitions"] == 0
+
+
+def test_a_run_before_the_last_row_ends_at_the_first_hit_found_by_the_range_search():
+    tail = ("MEASURES A.ts AS start_ts, C.ts AS drop_ts, A.value - C.value AS fall, COUNT(B.*) AS waited "
+            "ONE ROW PER MATCH SHOW TIMEOUT MATCHES AFTER MATCH SKIP PAST LAST ROW "
+            "PATTERN (A B*? C) WITHIN INTERVAL '10' SECOND DEFINE C AS C.value < A.value - 1")
+    values = [5, 6, 5, 4, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 2, 7, 7, 1, 8, None, 3]
+    seconds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15, 15, 16, 30, 31]
+    query, columns, plan = _bench_like(tail, values, seconds)
+    assert query.plan.run_columns(columns) == on_vm(query, columns)
+    assert plan.hits and plan.stats["first_hit"] >= 1 and plan.stats["vm_partitions"] == 0
+    greedy = _bench_like(tail.replace("B*?", "B{1,4}"), values, seconds)
+    assert greedy[0].plan.run_columns(greedy[1]) == on_vm(greedy[0], greedy[1]) and greedy[2].stats["first_hit"] >= 1

@@ -44,7 +44,7 @@ from cep.grammar.columns import ColumnNames
 from cep.matcher.program.output import PartitionOutput
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector import fastpath, kernels
+from cep.matcher.vector import fastpath, first_hit, kernels
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.vector.pattern_regex import NotEligible
@@ -148,10 +148,13 @@ class SequencePlan:
     within: _dt.timedelta | None
     show_timeout: bool
     measures: list | None  # the measures as column programs (``sequence_output``), or None
+    # item index -> (op, row kernel, start kernel): the run ends where the next (last, single-row) item's
+    # comparison first (or last) holds, found by ``first_hit`` instead of a scan
+    hits: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
     stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
-                                                           "columnar_measures": 0})
+                                                           "columnar_measures": 0, "first_hit": 0})
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -279,6 +282,12 @@ class SequencePlan:
                 local = following[local + 1]
         self.stats["sequence_partitions"] += 1
         return output.out
+
+
+def _sliced(value: kernels.Value, begin: int, end: int) -> kernels.Value:
+    if value.kind == "null":
+        return value
+    return kernels.Value(value.kind, value.data[begin:end], None if value.nulls is None else value.nulls[begin:end])
 
 
 def _chunks(offsets: np.ndarray):
@@ -416,6 +425,12 @@ class _Lanes:
         after it, ends the pattern)."""
         low, high, greedy = item.low, item.high, item.greedy
         self.item_begin[index, lanes] = pos
+        route = self.plan.hits.get(index)
+        if route is not None and next_is_last:
+            try:
+                return self._first_hit(index, item, following, route, lanes, pos, state)
+            except first_hit.NoRoute as why:
+                self.plan.notes.append(f"{self.plan.machine.label_names[item.label]}'s run scanned row by row: {why}")
         m = len(lanes)
         chosen = np.full(m, -1, dtype=np.int64)  # the preferred run length so far
         found = np.zeros(m, dtype=np.int64)  # how many run lengths the next item accepts
@@ -473,6 +488,34 @@ class _Lanes:
                 acc.add(item.label, lane, row)
             step += 1
         return self._resolve(index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state)
+
+    def _first_hit(self, index: int, item: Item, following: Item, route, lanes, pos, state):
+        """A run that takes every row, then the last item: it ends at the first (reluctant) or last
+        (greedy) row of its window where the last item's comparison holds (``first_hit``)."""
+        op, row_kernel, start_kernel = route
+        limit = self.limit[lanes]
+        lo = pos + item.low
+        hi = limit if item.high is None else np.minimum(limit, pos + item.high + 1)
+        hi = np.maximum(hi, lo)
+        start = first_hit.as_floats(start_kernel(LaneFrame(self, lanes, pos, following.label)), len(lanes), np.nan)
+        loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
+        frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
+        rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op))
+        table = first_hit.RangeTable(rows, op, max(int((hi - lo).max()) if len(lanes) else 1, 1))
+        found = table.last(lo, hi, start) if item.greedy else table.first(lo, hi, start)
+        self.plan.stats["first_hit"] += 1
+        done = found >= 0
+        finished = lanes[done]
+        self.item_count[index, finished] = found[done] - pos[done]
+        self.item_begin[index + 1, finished] = found[done]
+        self.item_count[index + 1, finished] = 1
+        state[finished] = MATCH
+        at_limit = np.ones(len(lanes), dtype=bool) if item.high is None else pos + item.high >= limit
+        timed = ~done & at_limit & self.expired[lanes]
+        taken = limit - pos if item.high is None else np.minimum(limit - pos, item.high)
+        self.item_count[index, lanes[timed]] = np.maximum(taken[timed], 0)
+        state[lanes[timed]] = TIMEOUT
+        return lanes[:0], pos[:0]
 
     def _resolve(self, index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state):
         if following is None or next_is_last:
@@ -734,11 +777,42 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
             raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
         return item_index[label_ids[qualifier.key]]
 
+    hits = {} if slots else _first_hits(items, defines, labels, label_ids, scope, label_of)
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
     measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
-                        measures=measures)
+                        measures=measures, hits=hits)
+
+
+def _first_hits(items, defines, labels, label_ids, scope, label_of) -> dict:
+    """The runs whose end ``first_hit`` finds: a run with no DEFINE before the last item, a single row
+    whose condition compares its row with items finished before the run."""
+    hits = {}
+    for index, (item, following) in enumerate(zip(items, items[1:])):
+        if index + 2 != len(items) or following.low != 1 or following.high != 1 or labels[item.label] in defines:
+            continue
+        definition = defines.get(labels[following.label])
+        if definition is None:
+            continue
+        earlier = {items[k].label for k in range(index)}
+
+        def current(qualifier: ast.Identifier, own=following.label) -> bool:
+            return label_ids.get(qualifier.key) == own
+
+        def finished(qualifier: ast.Identifier) -> bool:
+            return label_ids.get(qualifier.key) in earlier
+
+        comparison = first_hit.split(definition.condition, current, finished)
+        if comparison is None:
+            continue
+        try:
+            row = kernels.compile_value(comparison.row, scope.column, current)
+            start = kernels.compile_value(comparison.start, scope.column, current, History(label_of, []))
+        except kernels.NotVectorizable:
+            continue
+        hits[index] = (comparison.op, row, start)
+    return hits
 
 
 def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, ...], regex_line: str) -> list[str]:
