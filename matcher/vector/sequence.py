@@ -214,10 +214,10 @@ class SequencePlan:
                 rows.extend(self._partition_output(fallback, layout, offsets, columns, outcome, spans, index))
             return rows
         self.stats["columnar_measures"] += 1
-        keys = layout.keys
         match_parts = part_of[starts]
-        found = [keys[p] + values_ for p, values_ in zip(match_parts.tolist(), zip(*measured))] if measured \
-            else [keys[p] for p in match_parts.tolist()]
+        key_columns = [np.array([key[i] for key in layout.keys] + [None], dtype=object)[:-1][match_parts].tolist()
+                       for i in range(len(self.machine.partition_names))]
+        found = list(zip(*key_columns, *measured)) if key_columns or measured else [()] * len(starts)
         self.stats["sequence_partitions"] += parts - len(chain.elsewhere)
         if not chain.elsewhere:
             return found
@@ -247,7 +247,7 @@ class SequencePlan:
                 loaded[name] = data.load(name, layout.order)
             return loaded[name]
         return output_columns.Matches(starts, begins, counts, np.arange(len(starts), dtype=np.int64) - first + 1,
-                                      layout.order, data, load)
+                                      layout.order, data, load, values)
 
     def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, index: int) -> list[tuple]:
         """One partition's rows, its starts walked in Python through ``PartitionOutput`` (or on the VM when

@@ -51,13 +51,17 @@ class Matches:
     order: np.ndarray  # global position -> input row
     data: Any  # the ListInput / ArrayInput (gather) of the batch
     load: Callable  # column name -> kernels.Value in global order
+    loaded: dict  # the columns the conditions loaded (kernels.Value in global order): read without a gather
 
     @property
     def end(self) -> np.ndarray:
         return self.start + self.item_count.sum(axis=0) - 1
 
 
-Program = Callable[[Matches], list]
+# A program's values: a list of Python values, or an int64/float64 array standing for Python ints/floats
+# (no NULL), kept as an array so that arithmetic on it runs in numpy when that is exact.
+Program = Callable[[Matches], Any]
+_INT64_BOUND = 2**63
 
 
 # ------------------------------------------------------------------------------------- compiling
@@ -77,7 +81,7 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
         return _compile(node, column_of, item_of, status)
 
     if isinstance(expr, ast.MatchNumber):
-        return lambda m: m.number.tolist()
+        return lambda m: m.number
     if isinstance(expr, ast.MatchStatus):
         return lambda m: [status] * len(m.start)
     if isinstance(expr, ast.ColumnRef):
@@ -94,12 +98,20 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
         return _aggregate(expr, column_of, item_of)
     if isinstance(expr, ast.Literal) and type(expr.value) is int:
         value = expr.value
+        if abs(value) < 2**62:
+            return lambda m: np.full(len(m.start), value, dtype=np.int64)
         return lambda m: [value] * len(m.start)
     if isinstance(expr, ast.Unary) and expr.op in ("-", "+"):
         operand = recurse(expr.operand)
         if expr.op == "+":
             return operand
-        return lambda m: [V.negate(v) for v in operand(m)]
+
+        def negate(m):
+            values = operand(m)
+            if isinstance(values, np.ndarray) and (values.dtype == np.float64 or not (values == -_INT64_BOUND).any()):
+                return -values
+            return [V.negate(v) for v in _as_output(values)]
+        return negate
     if isinstance(expr, ast.Binary) and expr.op in _ARITHMETIC:
         plain, general = _ARITHMETIC[expr.op]
         left = recurse(expr.left)
@@ -107,15 +119,41 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
             constant, as_float = expr.right.value, float(expr.right.value)  # as the VM's _arithmetic does
 
             def with_decimal(m):
-                return [plain(v, as_float) if type(v) is float else general(v, constant) for v in left(m)]
+                values = left(m)
+                if isinstance(values, np.ndarray) and values.dtype == np.float64:
+                    return _NUMPY[expr.op](values, as_float)
+                return [plain(v, as_float) if type(v) is float else general(v, constant) for v in _as_output(values)]
             return with_decimal
         right = recurse(expr.right)
 
         def arithmetic(m):
-            return [plain(a, b) if type(a) in _PLAIN_NUMBERS and type(b) in _PLAIN_NUMBERS else general(a, b)
-                    for a, b in zip(left(m), right(m))]
+            a, b = left(m), right(m)
+            exact = _exact(expr.op, a, b)
+            if exact is not None:
+                return exact
+            return [plain(x, y) if type(x) in _PLAIN_NUMBERS and type(y) in _PLAIN_NUMBERS else general(x, y)
+                    for x, y in zip(_as_output(a), _as_output(b))]
         return arithmetic
     raise NotColumnar(type(expr).__name__)
+
+
+_NUMPY = {"+": np.add, "-": np.subtract, "*": np.multiply}
+
+
+def _exact(op: str, a, b) -> np.ndarray | None:
+    """``a op b`` in numpy when both are arrays of one kind and it is what Python computes (floats: the
+    same IEEE operation; integers: no overflow), else None."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != b.dtype:
+        return None
+    if a.dtype == np.int64 and len(a):
+        big_a, big_b = int(np.abs(a).max()), int(np.abs(b).max())
+        if (big_a * big_b if op == "*" else big_a + big_b) >= _INT64_BOUND:
+            return None
+    return _NUMPY[op](a, b)
+
+
+def _as_output(values) -> list:
+    return values.tolist() if isinstance(values, np.ndarray) else values
 
 
 def _rows_of(qualifier: ast.Identifier | None, item_of) -> Callable[[Matches], tuple]:
@@ -131,6 +169,9 @@ def _row_value(column: str, rows_of, kind: str, n: int) -> Program:
         first, count = rows_of(m)
         valid = count > n
         row = first + n if kind == "FIRST" else first + count - 1 - n
+        loaded = m.loaded.get(column)
+        if loaded is not None and loaded.kind == "int" and valid.all() and (loaded.nulls is None or not loaded.nulls[row].any()):
+            return loaded.data[row]  # the column's Python ints, without a gather
         inputs = np.where(valid, m.order[np.where(valid, row, 0)], -1)
         return list(m.data.gather(column, inputs, False))
     return read
@@ -140,7 +181,7 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
     arg = expr.args[0]
     if expr.name == "COUNT" and isinstance(arg, ast.Star):
         rows_of = _rows_of(arg.qualifier, item_of)
-        return lambda m: rows_of(m)[1].tolist()
+        return lambda m: rows_of(m)[1]
     if expr.name not in ("COUNT", "SUM") or not isinstance(arg, ast.ColumnRef):
         raise NotColumnar(f"{expr.name}()")
     rows_of, column, name = _rows_of(arg.qualifier, item_of), column_of(arg), expr.name
@@ -154,7 +195,7 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
         first, count = rows_of(m)
         seen = _range_sums(present, first, count)
         if name == "COUNT":
-            return seen.tolist()
+            return seen
         if value.kind == "null":
             return [None] * len(first)
         if value.kind != "int":  # float sums are left-to-right additions in the VM: not a difference of cumsums
@@ -163,6 +204,8 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
         if data.size and int(np.abs(data).max()) * size >= 2**62:
             raise NotColumnar("SUM of integers that could overflow 64 bits")
         totals = _range_sums(data, first, count)
+        if seen.all():
+            return totals
         return [None if k == 0 else t for k, t in zip(seen.tolist(), totals.tolist())]
     return fold
 
@@ -204,32 +247,33 @@ def skip_targets(after_match: ast.SkipTo | None, item_index: Callable[[ast.Ident
 
 
 def walk(outcome: np.ndarray, targets: np.ndarray, failed: np.ndarray, part_of: np.ndarray, offsets: np.ndarray) -> Chain:
-    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts."""
-    n = len(outcome)
-    interesting = np.where(outcome != FAIL, np.arange(n), n)
-    following = np.minimum.accumulate(interesting[::-1])[::-1].tolist()
-    following.append(n)
-    outcome_list = outcome.tolist()
-    trouble = ((outcome == MATCH) & failed) | (outcome == AMBIGUOUS) | (outcome == TIMEOUT)
-    target_list = targets.tolist()
-    trouble_list = trouble.tolist()
+    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts, over the
+    starts that do not simply fail (``candidates``), each pointing at the first candidate at or after
+    the row its skip names."""
+    candidates = np.flatnonzero(outcome != FAIL)
+    kinds = outcome[candidates]
+    trouble = ((kinds == MATCH) & failed[candidates]) | (kinds == AMBIGUOUS) | (kinds == TIMEOUT)
+    # memoryviews: a Python int per step without converting the whole arrays (most candidates are skipped)
+    following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
+    parts = part_of[candidates]
+    after_part = np.searchsorted(candidates, offsets[1:][parts]).astype(np.int64)  # the first candidate past the partition
+    trouble_list = memoryview(trouble)
     chosen: list[int] = []
     elsewhere: set[int] = set()
-    position = following[0]
-    while position < n:
-        if trouble_list[position]:
-            part = int(part_of[position])
-            elsewhere.add(part)
-            position = following[int(offsets[part + 1])]
+    index, count = 0, len(candidates)
+    while index < count:
+        if trouble_list[index]:
+            elsewhere.add(int(parts[index]))
+            index = int(after_part[index])
             continue
-        chosen.append(position)
-        position = following[target_list[position]]
-    return Chain(np.asarray(chosen, dtype=np.int64), frozenset(elsewhere))
+        chosen.append(index)
+        index = following[index]
+    return Chain(candidates[np.asarray(chosen, dtype=np.int64)], frozenset(elsewhere))
 
 
 def columns(programs: list[Program], matches: Matches) -> list[list] | None:
     """The measures' values for the matches, or None when computing one raised (the VM then says where)."""
     try:
-        return [program(matches) for program in programs]
+        return [_as_output(program(matches)) for program in programs]
     except (CepRuntimeError, NotColumnar):
         return None
