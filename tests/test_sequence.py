@@ -138,6 +138,49 @@ def test_runs_ended_by_the_range_search_equal_the_vm_and_the_reference(text, row
     _check(text, rows, chunk)
 
 
+@st.composite
+def threshold_run_queries(draw) -> str:
+    """``[X] R<q> Z``: R goes on while a running SUM or COUNT stays under a constant (cumulative sums)."""
+    earlier = draw(st.sampled_from([[], ["X"]]))
+    run = "R" + draw(st.sampled_from(["+", "*", "+?", "{1,3}", "{2,}", "*?", "{2}"]))
+    limit = draw(st.integers(0, 9))
+    threshold = draw(st.sampled_from([f"SUM(R.value) < {limit}", f"SUM(R.value) <= {limit}", f"{limit} > SUM(value)",
+                                      f"COUNT(*) <= {limit % 4}", f"COUNT(R.value) < {limit % 4}", f"{limit} >= SUM(R.value)",
+                                      f"COUNT(R.*) < {limit % 5}"]))
+    last = draw(st.sampled_from(["SUM(R.value) + Z.value >= 4", "Z.value > 2", "TRUE", "COUNT(*) >= 3",
+                                 "SUM(value) > 5", "Z.value IS NULL OR Z.value < LAST(R.value)"]))
+    within = draw(st.sampled_from(["", " WITHIN INTERVAL '10' SECOND"]))
+    timeouts = bool(within) and draw(st.booleans())
+    skip = draw(st.sampled_from(["PAST LAST ROW", "TO NEXT ROW", "TO LAST Z", "TO LAST R"]))
+    measures = ["FIRST(ts) AS first_ts", "Z.ts AS z_ts", "SUM(R.value) AS total", "SUM(R.value) + Z.value AS volume",
+                "COUNT(R.*) AS n"] + (["MATCH_STATUS() AS status"] if timeouts else [])
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+            f"PATTERN ({' '.join(earlier + [run])} Z){within} DEFINE R AS {threshold}, Z AS {last})")
+
+
+@st.composite
+def counted_rows(draw) -> list[dict]:
+    """Rows whose values are mostly non-negative integers; sometimes NULL, negative or a float."""
+    values = st.integers(0, 4)
+    extra = draw(st.sampled_from([None, st.none(), st.just(-2), st.just(1.5)]))
+    if extra is not None:
+        values = st.one_of(values, extra)
+    spec = draw(st.lists(st.tuples(st.sampled_from("xy"), GAPS, values), max_size=24))
+    clock = {"x": 0, "y": 0}
+    rows = []
+    for key, gap, value in spec:
+        clock[key] += gap
+        rows.append({"part": key, "ts": T0 + dt.timedelta(seconds=clock[key]), "value": value})
+    return rows
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=threshold_run_queries(), rows=counted_rows(), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 5]))
+def test_runs_ended_by_a_running_threshold_equal_the_vm_and_the_reference(text, rows, chunk):
+    _check(text, rows, chunk)
+
+
 def _check(text: str, rows: list[dict], chunk: int) -> None:
     query = cep.compile(text)
     columns = rows_to_columns(rows) if rows else {"part": [], "ts": [], "value": []}
@@ -250,3 +293,16 @@ def test_a_run_before_the_last_row_ends_at_the_first_hit_found_by_the_range_sear
     assert plan.hits and plan.stats["first_hit"] >= 1 and plan.stats["vm_partitions"] == 0
     greedy = _bench_like(tail.replace("B*?", "B{1,4}"), values, seconds)
     assert greedy[0].plan.run_columns(greedy[1]) == on_vm(greedy[0], greedy[1]) and greedy[2].stats["first_hit"] >= 1
+
+
+def test_a_run_under_a_running_sum_threshold_ends_by_cumulative_sums():
+    tail = ("MEASURES FIRST(A.ts) AS start_ts, B.ts AS end_ts, SUM(A.value) + B.value AS volume, COUNT(A.*) AS n "
+            "PATTERN (A+ B) WITHIN INTERVAL '20' SECOND DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10")
+    values = [3, 4, 2, 5, 9, 1, 8, 8, 0, 0, 0, 12, 1, 1]
+    query, columns, plan = _bench_like(tail, values)
+    assert query.plan.run_columns(columns) == on_vm(query, columns)
+    assert plan.cumulative and plan.stats["cumulative"] >= 1 and plan.stats["vm_partitions"] == 0
+    # a negative addend: the sum no longer only grows, so the batch is scanned row by row, and says so
+    negative = _bench_like(tail, values[:5] + [-3] + values[5:])
+    assert negative[0].plan.run_columns(negative[1]) == on_vm(negative[0], negative[1])
+    assert negative[2].stats["cumulative"] == 0 and any("NULL or negative" in note for note in negative[2].notes)

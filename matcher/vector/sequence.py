@@ -43,7 +43,7 @@ from cep.grammar.columns import ColumnNames
 from cep.matcher.program.output import PartitionOutput
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector import fastpath, first_hit, kernels
+from cep.matcher.vector import cumulative, fastpath, first_hit, kernels
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.lane_frame import Accumulator, History, LaneFrame, Slot
 from cep.matcher.vector.layout import ArrayInput, ListInput
@@ -93,10 +93,13 @@ class SequencePlan:
     # item index -> (op, row kernel, start kernel): the run ends where the next (last, single-row) item's
     # comparison first (or last) holds, found by ``first_hit`` instead of a scan
     hits: dict = field(default_factory=dict)
+    # item index -> ``cumulative.Threshold``: the run ends where its running SUM/COUNT crosses a constant
+    cumulative: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
     stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
-                                                           "columnar_measures": 0, "first_hit": 0})
+                                                           "columnar_measures": 0, "first_hit": 0,
+                                                           "cumulative": 0})
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -373,6 +376,14 @@ class _Lanes:
                 return self._first_hit(index, item, following, route, lanes, pos, state)
             except first_hit.NoRoute as why:
                 self.plan.notes.append(f"{self.plan.machine.label_names[item.label]}'s run scanned row by row: {why}")
+        route = self.plan.cumulative.get(index)
+        if route is not None and next_is_last:
+            try:
+                cumulative.end_runs(self, index, item, following, route, lanes, pos, state, (MATCH, TIMEOUT))
+                self.plan.stats["cumulative"] += 1
+                return lanes[:0], pos[:0]
+            except first_hit.NoRoute as why:
+                self.plan.notes.append(f"{self.plan.machine.label_names[item.label]}'s run scanned row by row: {why}")
         m = len(lanes)
         chosen = np.full(m, -1, dtype=np.int64)  # the preferred run length so far
         found = np.zeros(m, dtype=np.int64)  # how many run lengths the next item accepts
@@ -400,7 +411,7 @@ class _Lanes:
                     ends = inside.copy()
                     test = np.flatnonzero(inside)
                     if len(test):
-                        ends[test] = self._holds(following.label, lane[test], row[test])
+                        ends[test] = self.holds(following.label, lane[test], row[test])
                 hit = scanning[ends]
                 if len(hit):
                     take = hit if greedy else hit[chosen[hit] < 0]
@@ -423,7 +434,7 @@ class _Lanes:
             scanning, lane, row = scanning[inside], lane[inside], row[inside]
             if not len(scanning):
                 break
-            ok = self._holds(item.label, lane, row)
+            ok = self.holds(item.label, lane, row)
             scanning, lane, row = scanning[ok], lane[ok], row[ok]
             self.item_count[index, lane] = step + 1
             for acc in self.acc:
@@ -490,7 +501,7 @@ class _Lanes:
         for acc, snap in zip(self.acc, snapshots):
             acc.restore(snap, np.flatnonzero(which), picked)
 
-    def _holds(self, label: int, lane: np.ndarray, row: np.ndarray) -> np.ndarray:
+    def holds(self, label: int, lane: np.ndarray, row: np.ndarray) -> np.ndarray:
         condition = self.plan.conditions[label]
         if condition is None:
             return np.ones(len(lane), dtype=bool)
@@ -591,11 +602,18 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         return item_index[label_ids[qualifier.key]]
 
     hits = {} if slots else _first_hits(items, defines, labels, label_ids, scope, label_of)
+    thresholds = {}
+    for index, (item, following) in enumerate(zip(items, items[1:])):
+        definition = defines.get(labels[item.label])
+        if index + 2 == len(items) and following.low == following.high == 1 and definition is not None:
+            found = cumulative.threshold(definition.condition, item.label, label_of, scope.column, slots)
+            if found is not None:
+                thresholds[index] = found
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
     measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
-                        measures=measures, hits=hits)
+                        measures=measures, hits=hits, cumulative=thresholds)
 
 
 def _first_hits(items, defines, labels, label_ids, scope, label_of) -> dict:
