@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py                 # 1M rows, and 10M for the V-shape and Spark (~15 minutes)
     .venv/bin/python bench/run.py --rows 200000 --large-rows 1000000   # quicker
     .venv/bin/python bench/run.py --no-spark --no-peers
+    .venv/bin/python bench/run.py --queries-only      # queries (a)-(g) only, printed (no report written)
 
 Every figure is the median of several runs (``--repeats``), in input events per CPU-second (Spark:
 per wall-second); every ratio compares two figures taken in this run on the same rows. The rows are
@@ -722,6 +723,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-flink", action="store_true", help="skip PyFlink (about 5 minutes)")
     parser.add_argument("--no-hostile", action="store_true")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/performance.md from bench/results.json")
+    parser.add_argument("--queries-only", action="store_true",
+                        help="measure queries (a)-(g) only and print them; writes neither results.json nor the report")
     args = parser.parse_args(argv)
     if args.report_only:
         write_report(json.loads(RESULTS.read_text()))
@@ -739,6 +742,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     print("queries (a)-(g)", flush=True)
     results["queries"] = bench_queries(columns, small, args.rows, min(args.small_rows, args.rows), args.repeats)
+    if args.queries_only:
+        for entry in results["queries"]:
+            fast = entry.get("fast_eps")
+            print(f"({entry['query']}) {entry['path'][:40]:40} VM {entry['small_vm_eps']:>12,.0f} ev/s on {entry['small_rows']:,} rows"
+                  + (f"   column-wise {fast:>12,.0f} ev/s on {entry['rows']:,} rows ({fast / entry['small_vm_eps']:.1f}x the VM)"
+                     f" same output: {entry['same_output']}" if fast else ""))
+        return 0
     del columns, small  # the Python columns would weigh on the memory measured below
     if not args.no_peers:
         print("pandas-match-recognize", flush=True)

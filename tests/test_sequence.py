@@ -215,11 +215,16 @@ def test_the_engine_takes_the_bench_shapes_and_explain_says_so():
         "(b) falling run": ("PATTERN (S D+ U) DEFINE D AS (LAST(D.v, 1) IS NULL AND D.v < S.v) OR D.v < LAST(D.v, 1), "
                             "U AS U.v > LAST(D.v, 1)"),
     }
+    routes = {"(d) price drop": "B's runs: end at the first row where C's comparison holds",
+              "(e) volume bars": "A's runs: end where the running SUM crosses 10, by cumulative sums",
+              "(b) falling run": "D's runs: scanned row by row from every start (D's condition is not a running SUM"}
     for name, tail in shapes.items():
         query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n {tail})")
         machine = query.plan.machine(("k", "ts", "v"))
         assert sequence.plan_for(query.statement, machine, ("k", "ts", "v")) is not None, name
-        assert "path: column-wise sequence engine" in query.explain(), name
+        explained = query.explain()
+        assert "path: column-wise sequence engine" in explained, name
+        assert routes.get(name, "measures: computed for all matches at once") in explained, (name, explained)
 
 
 def test_a_start_whose_end_depends_on_backtracking_sends_its_partition_to_the_vm():

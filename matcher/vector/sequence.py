@@ -656,4 +656,45 @@ def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, .
             "      with numpy; WITHIN, timeouts and what the conditions read of the match so far, per start",
             f"      (not the regex fast path: {why_not_regex})",
             "      a batch the kernels cannot evaluate exactly, and a partition where a start's preferred match",
-            "      depends on backtracking, run on the Pike VM"]
+            "      depends on backtracking, run on the Pike VM"] + route_lines(plan)
+
+
+def route_lines(plan: SequencePlan) -> list[str]:
+    """How each run is ended and how the output is made, and why not faster (``cep explain``)."""
+    labels = plan.machine.label_names
+    lines = []
+    for index, item in enumerate(plan.items):
+        if item.low == item.high:
+            continue
+        name = labels[item.label]
+        if index in plan.hits:
+            which = "last" if item.greedy else "first"
+            lines.append(f"      {name}'s runs: end at the {which} row where {labels[plan.items[index + 1].label]}'s comparison"
+                         " holds, for every start at once (range minima/maxima and a binary descent, first_hit.py),")
+            lines.append("        on batches whose compared values are numbers (no NaN, no infinity); else row by row")
+        elif index in plan.cumulative:
+            route = plan.cumulative[index]
+            slot = plan.slots[route.slot]
+            lines.append(f"      {name}'s runs: end where the running {slot.name} crosses {route.limit}, by cumulative sums"
+                         " (cumulative.py),")
+            lines.append("        on batches whose addends are integers, never negative nor NULL; else row by row")
+        else:
+            lines.append(f"      {name}'s runs: scanned row by row from every start ({_scan_reason(plan, index)})")
+    if plan.measures is not None:
+        lines.append("      measures: computed for all matches at once; AFTER MATCH SKIP walked once per emitted match")
+    else:
+        lines.append("      measures: one match at a time as the Pike VM computes them (a measure of another shape than"
+                     " rows of a variable, counts, integer SUM, + - *)")
+    return lines
+
+
+def _scan_reason(plan: SequencePlan, index: int) -> str:
+    items, labels = plan.items, plan.machine.label_names
+    if index + 2 != len(items) or items[index + 1].low != 1 or items[index + 1].high != 1:
+        return "the range search and cumulative sums take a run followed by the pattern's last item, one row"
+    if plan.conditions[items[index].label] is None:
+        if plan.slots:
+            return "the conditions carry running aggregates"
+        return (f"{labels[items[index + 1].label]}'s condition is not a comparison of its row with an item before the"
+                " run")
+    return f"{labels[items[index].label]}'s condition is not a running SUM or COUNT below a constant integer"
