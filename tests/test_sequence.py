@@ -79,12 +79,13 @@ def sequence_queries(draw) -> str:
 
 
 @st.composite
-def timed_rows(draw, max_rows: int = 16) -> list[dict]:
-    values = st.one_of(st.integers(0, 4), st.none())
-    if draw(st.integers(0, 4)) == 0:  # floats that round (0.1 + 0.2), and columns that mix them with integers
-        values = st.one_of(values, st.sampled_from([0.1, 0.2, 0.7, 2.5]))
-    spec = draw(st.lists(st.tuples(st.sampled_from("xyz"), GAPS, values), max_size=max_rows))
-    clock = {"x": 0, "y": 0, "z": 0}
+def timed_rows(draw, max_rows: int = 16, values=None, keys: str = "xyz") -> list[dict]:
+    if values is None:
+        values = st.one_of(st.integers(0, 4), st.none())
+        if draw(st.integers(0, 4)) == 0:  # floats that round (0.1 + 0.2), and columns that mix them with integers
+            values = st.one_of(values, st.sampled_from([0.1, 0.2, 0.7, 2.5]))
+    spec = draw(st.lists(st.tuples(st.sampled_from(keys), GAPS, values), max_size=max_rows))
+    clock = dict.fromkeys(keys, 0)
     rows = []
     for key, gap, value in spec:
         clock[key] += gap
@@ -164,15 +165,7 @@ def counted_rows(draw) -> list[dict]:
     """Rows whose values are mostly non-negative integers; sometimes NULL, negative or a float."""
     values = st.integers(0, 4)
     extra = draw(st.sampled_from([None, st.none(), st.just(-2), st.just(1.5)]))
-    if extra is not None:
-        values = st.one_of(values, extra)
-    spec = draw(st.lists(st.tuples(st.sampled_from("xy"), GAPS, values), max_size=24))
-    clock = {"x": 0, "y": 0}
-    rows = []
-    for key, gap, value in spec:
-        clock[key] += gap
-        rows.append({"part": key, "ts": T0 + dt.timedelta(seconds=clock[key]), "value": value})
-    return rows
+    return draw(timed_rows(24, values if extra is None else st.one_of(values, extra), "xy"))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
