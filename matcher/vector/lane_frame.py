@@ -89,7 +89,7 @@ class LaneFrame:
         self.n = len(lane)
 
     def column(self, name: str, offset: int = 0) -> kernels.Value:
-        return self.lanes.column(name, self.cur + offset, self.lane)
+        return self.lanes.column(name, self.cur, self.lane, offset)
 
     def rows_of(self, label: int | None):
         """(first row, last row, has any) of the rows labelled ``label`` so far (None: every row)."""
@@ -106,7 +106,7 @@ class LaneFrame:
         first, last, has = self.rows_of(label)
         row = first + n if kind == "FIRST" else last - n
         valid = has & (row >= first) & (row <= last)
-        value = self.lanes.column(name, np.where(valid, row, self.cur) + offset, self.lane)
+        value = self.lanes.column(name, np.where(valid, row, self.lane), self.lane, offset)  # the start: a row inside
         if value.kind == "null":
             return value
         nulls = ~valid if value.nulls is None else (value.nulls | ~valid)

@@ -509,10 +509,16 @@ class _Lanes:
 
     # ------------------------------------------------------------------------------- frame reads
 
-    def column(self, name: str, rows: np.ndarray, lanes: np.ndarray) -> kernels.Value:
+    def column(self, name: str, rows: np.ndarray, lanes: np.ndarray, offset: int = 0) -> kernels.Value:
+        """``name`` at ``rows`` + ``offset`` for ``lanes``: NULL where that leaves the lane's partition (rows
+        of a partial match, and the row under test, are inside it: only an offset can leave it)."""
         value = self.values[name]
         if value.kind == "null":
             return value
+        if offset == 0:
+            at = rows + self.begin
+            return kernels.Value(value.kind, value.data[at], None if value.nulls is None else value.nulls[at])
+        rows = rows + offset
         inside = (rows >= self.part_start[lanes]) & (rows < self.part_end[lanes])
         at = np.where(inside, rows, 0) + self.begin
         nulls = ~inside
