@@ -24,10 +24,20 @@ rest of the pattern (backtracking): that start is *ambiguous*, and its partition
 The work is the sum over starts of the rows each looks at: bounded by the run lengths, the time limit and
 the thresholds, not by the partition.
 
-Then AFTER MATCH SKIP picks the starts that count, partition by partition (``PartitionOutput``, as the
-VM): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT row
-(no skip), any other moves on by one row. A batch the kernels cannot evaluate exactly (``Unsupported``)
-goes to the VM whole; a partition with an ambiguous start, alone.
+Two runs are ended without that scan, when the batch allows it (else the scan, with a note):
+a run that takes every row before the last item, a single row comparing its row with an item before the
+run (``A B*? C``, ``C.price < A.price - 0.10``), ends at the first (reluctant) or last (greedy) row of
+its window where the comparison holds (``first_hit.py``: range minima and a binary descent); a run under
+a running SUM/COUNT threshold (``A+ B``, ``SUM(A.volume) < 10000``) of integers that are never negative
+ends where the cumulative sums cross it (``cumulative.py``). Both give the scan's answer by construction
+(comparisons of the same values; integer sums, exact in any order), and the property tests check it.
+
+Then AFTER MATCH SKIP picks the starts that count (``sequence_output.walk``: one Python step per emitted
+match): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT
+row (no skip), any other moves on by one row. ONE ROW PER MATCH measures are computed for all matches at
+once (``sequence_output``); a measure of another shape, a timeout row or a failing skip goes through
+``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
+VM whole; a partition with an ambiguous start, alone.
 """
 
 from __future__ import annotations
