@@ -18,12 +18,13 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test bench soak kafka clean distclean venv check-java check-python
+.PHONY: help run test bench bench-kafka soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on Spark"
 	@echo "make test       run the whole test suite (pytest)"
 	@echo "make bench      run bench/run.py, if present"
+	@echo "make bench-kafka  cep stream and Flink SQL through a real Kafka broker, about 10 minutes (bench/kafka_e2e.py)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
@@ -44,6 +45,14 @@ test: venv check-java
 bench: venv check-java
 	@$(VPY) bench/peers/flink.py setup || echo "PyFlink set-up failed: the bench runs without it"
 	@if [ -f bench/run.py ]; then $(VPY) bench/run.py; else echo "bench/run.py does not exist yet: nothing to run"; fi
+
+# Not part of test or bench (about 10 minutes): ticks through a real Kafka broker into cep stream and, beside
+# it on the same topic, Flink SQL (PyFlink as for make bench, plus Flink's Kafka SQL connector fetched by Maven
+# into ~/.cache/cep/ once); writes bench/results-kafka-e2e.json and regenerates docs/performance.md.
+bench-kafka: venv check-java
+	@$(VPY) bench/peers/flink.py setup || echo "PyFlink set-up failed: the Kafka bench runs without it"
+	$(VPY) bench/kafka_e2e.py
+	$(VPY) bench/run.py --report-only
 
 # Not part of test or bench: it runs for MINUTES minutes (default 10) and writes bench/results-soak.json.
 MINUTES ?= 10

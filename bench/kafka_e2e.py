@@ -1,23 +1,43 @@
-"""End to end through Kafka: events produced to a topic, ``cep stream`` matching them, alerts consumed from a topic.
+"""End to end through Kafka: ticks produced to a topic, matched live, alerts consumed from a topic; cep and Flink.
 
-    .venv/bin/python bench/kafka_e2e.py [--rates 200,1000,3000] [--seconds 40] [--keys 100] [--json FILE]
+    .venv/bin/python bench/kafka_e2e.py [--rates 1000,5000,20000,max] [--seconds 45] [--no-flink]
+    make bench-kafka
 
-A real broker (tests/kafka_broker.py) and ``cep stream`` as a user runs it (a child process, ``local[2]``):
-the V-shape rule over ``kafka://.../ticks`` (4 partitions, keyed by symbol), alerts to ``kafka://.../alerts``
-(the at-least-once sink), watermark 2 s, trigger 500 ms. A producer sends ticks at each rate in turn for
-``--seconds``, each tick's event time being the wall clock when it is sent; a consumer thread reads the
-alert topic as it fills. Per rate:
+A real broker (tests/kafka_broker.py, Kafka 4.4, KRaft). On the same 4-partition topic ``ticks`` (keyed by
+symbol), at the same time, from the same producer:
 
-- **events/s sustained**: the rate the producer achieved, and whether the stream kept up with it: the
-  time from the end of the step until the last alert of the step's events arrived (``drain_s``; a stream
-  that falls behind drains for longer and longer, and its latency grows during the step);
-- **alert latency** (p50, p99, max): when the alert was consumed minus when the match's last event was
-  produced (its ``last_event_time``). It includes, by design, the watermark delay (a match is final only
-  once the watermark passes its last event, and a V ends only at the next tick of its symbol), the
-  micro-batch interval and the two queries of ``cep stream`` (matching, then delivery of the committed
-  alerts).
+- ``cep stream`` as a user runs it (a child process, ``local[2]``), watermark 2 s, trigger 500 ms, with both
+  Kafka sinks at once: ``--sink kafka://.../alerts`` (at least once) and
+  ``kafka-exactly-once://.../alerts-eo`` (a transaction per micro-batch, read here ``read_committed``);
+- the peer, when PyFlink (bench/.venv-flink) and Flink's Kafka SQL connector (bench/peers/flink_kafka.py) are
+  there: Flink SQL MATCH_RECOGNIZE in streaming mode (bench/peers/flink_kafka_runner.py), parallelism 2,
+  watermark 2 s, matches to ``alerts-flink``.
 
-Prints a table and writes the numbers as JSON.
+Both run the same text: bench/run.py's query (a), the V shape, as Flink accepts it (bench/peers/flink.py's
+rewrites: the last ``C+`` reluctant, so a match ends at its first rising tick and is final once the
+watermark passes that tick). Each tick's event time is the wall clock (milliseconds) when it is produced.
+
+The run: start-up; a warm-up at 200 ticks/s until every engine has sent an alert, then until its alerts are
+within 15 s of the newest tick, for 120 s at most (not measured: the first micro-batches plan the query and
+start Python workers); then each rate for ``--seconds`` (``max``: as fast
+as this Python producer goes, at most ``--max-events``), each followed by a settle phase at 200 ticks/s that
+lasts until every engine's alerts have reached the step's last ticks (or ``--settle`` seconds: it fell
+behind). Per engine and step:
+
+- **alert latency** (p50, p99, max): when the alert was consumed here minus when the tick that completed
+  the match was produced (the alert's last event time: the ticks' event time is their production time);
+- **events/s sustained**: ticks the engine had finished during the step (every tick at or before the
+  newest last-event-time of its alerts consumed by the step's end), per second of the step; ``lag``: the
+  step's end minus that newest event time (a few seconds when it keeps up: the watermark and a micro-batch);
+- cep's micro-batches (from its status file: count, rows, median and max duration), and the CPU seconds of
+  each engine's process tree, the broker and this process (producer and consumers) during the step; the
+  load average at its end.
+
+Then the check: ``q.run(..., match_ids=True)`` over every tick produced, on the same text, gives the matches
+that are final (last event time at or before the newest tick minus the watermark and a margin); cep's
+match ids consumed from each topic (deduplicated by key; the exactly-once topic must have none to remove)
+and Flink's (symbol, start, end) must equal them. Numbers to ``--json`` (bench/results-kafka-e2e.json),
+which bench/run.py turns into docs/performance.md's Kafka section.
 """
 
 from __future__ import annotations
@@ -35,16 +55,39 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
 
+from peers import flink as flink_peer  # noqa: E402
+from peers.flink_kafka import CONNECTOR, CONNECTOR_VERSION, connector_jar  # noqa: E402
+from procmem import descendants  # noqa: E402
+from run import QUERIES  # noqa: E402
 from tests.kafka_broker import KafkaBroker  # noqa: E402
 
-QUERY = REPO / "patterns" / "v_shape.sql"
-WATERMARK = "2s"
+QUERY_NAME = "a"
+QUERY_TEXT, REWRITES = flink_peer.flink_text(QUERIES[QUERY_NAME][1])
+WATERMARK_MS = 2000
 TRIGGER = "500ms"
+SCHEMA = "symbol STRING, ts TIMESTAMP, price DOUBLE"
+SETTLE_RATE = 200  # ticks/s between steps: enough to move the watermark, too few to cost anything
+# The warm-up: until every engine has sent an alert (a cold engine's first alert on a loaded machine takes
+# minutes), then until they are close to the newest tick, for WARMUP_LIMIT_S at most; past it the steps start
+# with whatever lag is left (reported as warmup_lag_s).
+FIRST_ALERT_LIMIT_S = 900
+WARMUP_LIMIT_S = 120
+# The warm-up ends once every engine's alerts are this close to the newest tick: the backlog of its first,
+# slow micro-batches is worked off (a lag of a watermark plus a few micro-batches).
+WARM_LAG_S = 15
+# A match is final once the watermark passes its last tick; the margin covers the settle ticks in flight.
+FINAL_MARGIN_MS = 3000
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+ENGINES = ("cep", "cep-exactly-once", "flink")
+TOPICS = {"cep": "alerts", "cep-exactly-once": "alerts-eo", "flink": "alerts-flink"}
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -54,143 +97,449 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-class AlertReader(threading.Thread):
-    """Reads the alert topic as it fills: (received wall time, last event time) per alert."""
+def iso_ms(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
+
+def epoch_ms(text: str) -> int:
+    return round(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def tree_cpu_seconds(pid: int | None, *, alone: bool = False) -> float:
+    """User + system CPU of ``pid`` and its live descendants (Spark's JVM and Python workers, Flink's JVM), or
+    of ``pid`` ``alone`` (this process, whose children are the engines)."""
+    if pid is None:
+        return 0.0
+    total = 0
+    for one in [pid] if alone else [pid, *descendants(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
+class AlertReader(threading.Thread):
+    """Reads one alert topic as it fills: per key, (first consumed wall ms, last event ms, payload), copies."""
+
+    def __init__(self, bootstrap: str, topic: str, engine: str) -> None:
+        super().__init__(daemon=True, name=f"alerts-{engine}")
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{os.getpid()}",
-                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        self.engine = engine
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{engine}-{os.getpid()}",
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                  # the exactly-once sink's aborted transactions must stay invisible
+                                  "isolation.level": "read_committed"})
         self.consumer.subscribe([topic])
-        self.seen: dict[str, tuple[float, float]] = {}
+        self.seen: dict[str, tuple[int, int, dict]] = {}
+        self.copies = 0
+        self.newest_event_ms = 0
+        self.lock = threading.Lock()
         self.stop = threading.Event()
+
+    def key_of(self, msg, value: dict) -> str:
+        if self.engine == "flink":  # Flink's sink writes no key: a match is its symbol and first and last tick
+            return f"{value['symbol']}|{epoch_ms(value['start_ts'])}|{epoch_ms(value['end_ts'])}"
+        return msg.key().decode()
+
+    def last_event_ms(self, value: dict) -> int:
+        return epoch_ms(value["end_ts"] if self.engine == "flink" else value["last_event_time"])
 
     def run(self) -> None:
         while not self.stop.is_set():
-            for msg in self.consumer.consume(500, 0.2):
-                if msg.error():
-                    continue
-                received = time.time()
-                alert = json.loads(msg.value())
-                last = dt.datetime.fromisoformat(alert["last_event_time"].replace("Z", "+00:00")).timestamp()
-                self.seen.setdefault(alert["match_id"], (received, last))
+            batch = self.consumer.consume(1000, 0.1)
+            received = round(time.time() * 1000)
+            with self.lock:
+                for msg in batch:
+                    if msg.error():
+                        continue
+                    value = json.loads(msg.value())
+                    last = self.last_event_ms(value)
+                    self.copies += 1
+                    self.seen.setdefault(self.key_of(msg, value), (received, last, value))
+                    self.newest_event_ms = max(self.newest_event_ms, last)
         self.consumer.close()
 
 
-def produce_step(producer, topic: str, rate: int, seconds: float, keys: int, prices: dict) -> tuple[int, float, float]:
-    """Ticks at ``rate`` a second for ``seconds``; returns (sent, started, ended) wall times."""
-    started = time.time()
-    sent = 0
-    while True:
-        now = time.time()
-        if now - started >= seconds:
-            break
-        due = int((now - started) * rate)
-        while sent < due:
-            symbol = f"K{sent % keys:04d}"
-            prices[symbol] = max(1.0, prices[symbol] + random.choice([-1.0, -0.5, 0.5, 1.0]))
-            value = json.dumps({"symbol": symbol, "ts": dt.datetime.now(dt.timezone.utc).isoformat(), "price": prices[symbol]})
+@dataclass
+class Ticks:
+    """Every tick produced, as columns (a million ticks as dicts would cost a GB)."""
+
+    symbol: list[str] = field(default_factory=list)
+    ts_ms: list[int] = field(default_factory=list)
+    price: list[float] = field(default_factory=list)
+
+    def count_at_or_before(self, ms: int) -> int:
+        import bisect
+
+        return bisect.bisect_right(self.ts_ms, ms)  # ts_ms is the production clock: non-decreasing
+
+
+class Producer:
+    """Ticks of ``keys`` symbols, a random walk each, at a given rate; every tick kept in ``ticks``."""
+
+    def __init__(self, bootstrap: str, topic: str, keys: int) -> None:
+        from confluent_kafka import Producer as KafkaProducer
+
+        self.producer = KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                                       "enable.idempotence": True, "queue.buffering.max.messages": 500_000})
+        self.topic = topic
+        self.keys = keys
+        self.prices = {f"K{i:04d}": 100.0 for i in range(keys)}
+        self.last_ms = dict.fromkeys(self.prices, 0)
+        self.ticks = Ticks()
+        self.random = random.Random(14)
+
+    def send(self) -> None:
+        symbol = f"K{len(self.ticks.ts_ms) % self.keys:04d}"
+        price = self.prices[symbol] = max(1.0, self.prices[symbol] + self.random.choice((-1.0, -0.5, 0.5, 1.0)))
+        now = time.time_ns() // 1_000_000
+        if self.ticks.ts_ms and now < self.ticks.ts_ms[-1]:
+            now = self.ticks.ts_ms[-1]  # the wall clock stepped back: event time stays in order
+        # Two ticks of a symbol in one millisecond would tie on ORDER BY ts, and engines order ties each their
+        # own way (SQL leaves it open): a symbol's ticks are 1 ms apart at least (with 1,000 symbols sent in
+        # turn, a symbol's ticks are 1,000 ticks apart, so this moves none below a million ticks a second).
+        now = max(now, self.last_ms[symbol] + 1)
+        self.last_ms[symbol] = now
+        value = f'{{"symbol":"{symbol}","ts":"{iso_ms(now)}","price":{price}}}'
+        while True:
             try:
-                producer.produce(topic, key=symbol.encode(), value=value.encode())
+                self.producer.produce(self.topic, key=symbol.encode(), value=value.encode())
+                break
             except BufferError:
-                producer.poll(0.05)
+                self.producer.poll(0.05)
+        self.ticks.symbol.append(symbol)
+        self.ticks.ts_ms.append(now)
+        self.ticks.price.append(price)
+
+    def run(self, rate: float | None, seconds: float, max_events: int | None = None,
+            until=None) -> tuple[int, float, float]:
+        """``rate`` ticks/s (None: as fast as it goes) for ``seconds``, or until ``until()`` is true (checked
+        every second); returns (ticks sent, start, end) wall times."""
+        started = time.time()
+        first = len(self.ticks.ts_ms)
+        checked = started
+        while True:
+            now = time.time()
+            sent = len(self.ticks.ts_ms) - first
+            if now - started >= seconds or (max_events is not None and sent >= max_events):
+                break
+            if until is not None and now - checked >= 1.0:
+                checked = now
+                if until():
+                    break
+            due = (max_events or 10**12) if rate is None else int((now - started) * rate)
+            for _ in range(min(due - sent, 2000)):
+                self.send()
+            self.producer.poll(0)
+            if rate is not None:
+                time.sleep(0.002)
+        self.producer.flush(60)
+        return len(self.ticks.ts_ms) - first, started, time.time()
+
+
+class StatusWatch(threading.Thread):
+    """cep's micro-batches, from the stream's status file (its last micro-batch, read every 0.2 s)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True, name="cep-status")
+        self.path = path
+        self.batches: dict[int, dict] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            try:
+                last = json.loads(self.path.read_text()).get("last_batch") or {}
+            except (OSError, ValueError):
                 continue
-            sent += 1
-        producer.poll(0)
-        time.sleep(0.002)
-    producer.flush(30)
-    return sent, started, time.time()
+            if "id" in last:
+                self.batches.setdefault(int(last["id"]), {**last, "seen_at": time.time()})
+
+
+@dataclass
+class Engine:
+    name: str
+    process: subprocess.Popen | None = None
+    log: Path | None = None
+    error: str = ""
+
+
+def start_cep(work: Path, boot: str, query_file: Path) -> Engine:
+    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / "spark.log"))
+    log = work / "cep.log"
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from cep.cli import main; sys.exit(main())", "stream", str(query_file), "--input", f"kafka://{boot}/ticks",
+         "--schema", SCHEMA, "--checkpoint", str(work / "ck"), "--watermark", f"{WATERMARK_MS}ms", "--trigger", TRIGGER,
+         "--master", "local[2]", "--sink", f"kafka://{boot}/{TOPICS['cep']}",
+         "--sink", f"kafka-exactly-once://{boot}/{TOPICS['cep-exactly-once']}"],
+        env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+    return Engine("cep", process, log)
+
+
+def start_flink(work: Path, boot: str) -> Engine:
+    setup = flink_peer.setup()
+    if "ok" not in setup:
+        return Engine("flink", error=f"PyFlink not installed: {setup.get('reason')}")
+    jar, why = connector_jar()
+    if jar is None:
+        return Engine("flink", error=why)
+    spec = {"jar": str(jar), "bootstrap": boot, "source_topic": "ticks", "sink_topic": TOPICS["flink"], "sql": QUERY_TEXT,
+            "watermark_ms": WATERMARK_MS, "parallelism": 2, "checkpoint_dir": str(work / "flink-ck"),
+            "checkpoint_interval": "10s"}
+    (work / "flink.json").write_text(json.dumps(spec))
+    log = work / "flink.log"
+    env = dict(os.environ, JVM_ARGS="-Xmx1g")
+    process = subprocess.Popen([str(flink_peer.FLINK_PYTHON), str(HERE / "peers" / "flink_kafka_runner.py"),
+                                str(work / "flink.json")], stdout=log.open("w"), stderr=subprocess.STDOUT,
+                               start_new_session=True, env=env)
+    return Engine("flink", process, log)
+
+
+def stop_engine(engine: Engine) -> None:
+    if engine.process is None or engine.process.poll() is not None:
+        return
+    engine.process.send_signal(signal.SIGINT if engine.name == "cep" else signal.SIGTERM)
+    try:
+        engine.process.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(engine.process.pid, signal.SIGKILL)
+        engine.process.wait(10)
+
+
+def wait_started(engines: list[Engine], started: float) -> dict[str, float]:
+    """Until each engine says it runs (cep: "running;", Flink: "running <job>"); start-up seconds each."""
+    marks = {"cep": "running;", "flink": "running "}
+    ready: dict[str, float] = {}
+    while len(ready) < len([e for e in engines if e.process]):
+        for engine in engines:
+            if engine.process is None or engine.name in ready:
+                continue
+            text = engine.log.read_text(errors="replace")
+            if marks[engine.name] in text:
+                ready[engine.name] = round(time.time() - started, 1)
+            elif engine.process.poll() is not None:
+                raise SystemExit(f"{engine.name} stopped at start-up:\n{text[-3000:]}")
+        time.sleep(0.5)
+    return ready
+
+
+def expected_matches(ticks: Ticks, final_ms: int, query_file: Path) -> tuple[set[str], set[str]]:
+    """The matches ``q.run`` finds over every tick produced, final by ``final_ms``: (match ids, Flink's keys).
+    The query is the stream's rule (``cep.compile_rule``): its match ids hash the rule's id and text."""
+    import pyarrow as pa
+    import pyarrow.compute  # noqa: F401 - pa.compute
+
+    import cep
+
+    (rule,) = cep.load_rules(str(query_file))
+    # A match final by final_ms ends at a tick at or before it, and the ticks after it cannot change it (the
+    # last element is reluctant: a match ends at its first rising tick); the rest need not be replayed.
+    table = pa.table({"symbol": ticks.symbol, "ts": pa.array(ticks.ts_ms, pa.timestamp("ms")), "price": ticks.price})
+    table = table.filter(pa.compute.less_equal(table["ts"], pa.scalar(final_ms, pa.timestamp("ms"))))
+    rows = cep.compile_rule(rule).run(table, match_ids=True)
+    ids, keys = set(), set()
+    for row in rows.to_pylist() if hasattr(rows, "to_pylist") else rows:
+        end_ms = round(row["end_ts"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+        if end_ms <= final_ms:
+            start_ms = round(row["start_ts"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+            ids.add(row["match_id"])
+            keys.add(f"{row['symbol']}|{start_ms}|{end_ms}")
+    return ids, keys
+
+
+def check(readers: dict[str, AlertReader], ticks: Ticks, final_ms: int, query_file: Path) -> dict:
+    ids, keys = expected_matches(ticks, final_ms, query_file)
+    out: dict = {"final_before": iso_ms(final_ms), "ticks_before": ticks.count_at_or_before(final_ms),
+                 "expected_matches": len(ids)}
+    for name, reader in readers.items():
+        with reader.lock:
+            got = {key for key, (_, last, _) in reader.seen.items() if last <= final_ms}
+            copies, distinct = reader.copies, len(reader.seen)
+        want = keys if name == "flink" else ids
+        out[name] = {"alerts": len(got), "same_matches": got == want, "missing": len(want - got), "extra": len(got - want),
+                     "messages": copies, "duplicate_messages": copies - distinct,
+                     "examples": {"missing": sorted(want - got)[:3], "extra": sorted(got - want)[:3]}}
+    return out
+
+
+def step_numbers(name: str, reader: AlertReader, ticks: Ticks, step: dict) -> dict:
+    with reader.lock:
+        mine = [(received, last) for received, last, _ in reader.seen.values() if step["start_ms"] <= last < step["end_ms"]]
+    latencies = [(received - last) / 1000 for received, last in mine]
+    finished_ms = step["newest_at_end"][name]
+    done = ticks.count_at_or_before(finished_ms) - ticks.count_at_or_before(step["newest_at_start"][name])
+    seconds = (step["end_ms"] - step["start_ms"]) / 1000
+    return {"alerts": len(mine), "latency_p50_s": percentile(latencies, 0.5), "latency_p99_s": percentile(latencies, 0.99),
+            "latency_max_s": max(latencies) if latencies else None, "events_per_s": round(max(done, 0) / seconds, 1),
+            "lag_at_end_s": round((step["end_ms"] - finished_ms) / 1000, 2),
+            "caught_up_s": step["caught_up_s"].get(name)}
+
+
+def batch_numbers(watch: StatusWatch, start: float, end: float) -> dict:
+    batches = [b for b in watch.batches.values() if start <= b["seen_at"] < end and b.get("input_rows")]
+    durations = [b["duration_ms"] / 1000 for b in batches if b.get("duration_ms") is not None]
+    return {"batches": len(batches), "rows_per_batch": round(statistics.mean([b["input_rows"] for b in batches])) if batches else None,
+            "batch_p50_s": percentile(durations, 0.5), "batch_max_s": max(durations) if durations else None}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="200,1000,3000")
-    parser.add_argument("--seconds", type=float, default=40.0)
-    parser.add_argument("--keys", type=int, default=100)
-    parser.add_argument("--json", default=str(REPO / "bench" / "results-kafka-e2e.json"))
+    parser.add_argument("--rates", default="1000,5000,20000,max", help="ticks/s per step; max: as fast as it goes")
+    parser.add_argument("--seconds", type=float, default=45.0, help="seconds per step")
+    parser.add_argument("--max-events", type=int, default=2_000_000, help="at most this many ticks in the max step")
+    parser.add_argument("--settle", type=float, default=60.0, help="at most this long after a step for engines to catch up")
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--no-flink", action="store_true")
+    parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
     args = parser.parse_args()
-    rates = [int(r) for r in args.rates.split(",")]
-    from confluent_kafka import Producer
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     work = Path(tempfile.mkdtemp(prefix="cep-kafka-e2e-"))
     broker = KafkaBroker(work / "broker").start()
-    stream = None
+    engines: list[Engine] = []
+    readers: dict[str, AlertReader] = {}
+    watch = StatusWatch(work / "ck" / "status.json")
     try:
-        broker.create_topics({"ticks": 4, "alerts": 1})
+        broker.create_topics({"ticks": 4, **{topic: 1 for topic in TOPICS.values()}})
         boot = broker.bootstrap
-        env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / "spark.log"))
-        log = (work / "stream.log").open("w")
-        t0 = time.monotonic()
-        stream = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from cep.cli import main; sys.exit(main())", "stream", str(QUERY),
-             "--input", f"kafka://{boot}/ticks", "--schema", "symbol STRING, ts TIMESTAMP, price DOUBLE",
-             "--checkpoint", str(work / "ck"), "--watermark", WATERMARK, "--trigger", TRIGGER, "--master", "local[2]",
-             "--sink", f"kafka://{boot}/alerts"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
-        while "running;" not in (work / "stream.log").read_text():
-            if stream.poll() is not None:
-                raise SystemExit((work / "stream.log").read_text())
-            time.sleep(0.5)
-        startup_s = time.monotonic() - t0
-        reader = AlertReader(boot, "alerts")
-        reader.start()
-        producer = Producer({"bootstrap.servers": boot, "linger.ms": 5, "acks": "all", "queue.buffering.max.messages": 200000})
-        prices = {f"K{i:04d}": 100.0 for i in range(args.keys)}
-        # Warm-up, not measured: the first micro-batches of a query (planning, the state store, the Python
-        # workers) are slow; the steps start once alerts flow.
+        query_file = work / "v_shape.sql"
+        query_file.write_text(QUERY_TEXT)
+        started = time.time()
+        engines = [start_cep(work, boot, query_file)]
+        flink = Engine("flink", error="not asked (--no-flink)") if args.no_flink else start_flink(work, boot)
+        engines.append(flink)
+        startup = wait_started(engines, started)
+        live = [name for name in ENGINES if name.split("-")[0] in startup]
+        readers = {name: AlertReader(boot, TOPICS[name], name) for name in live}
+        for reader in readers.values():
+            reader.start()
+        watch.start()
+        producer = Producer(boot, "ticks", args.keys)
+        pids = {"cep": engines[0].process.pid, "flink": flink.process.pid if flink.process else None,
+                "broker": broker.process.pid, "bench": os.getpid()}
+
+        def every_engine_reached(ms: int):
+            return lambda: all(r.newest_event_ms >= ms for r in readers.values())
+
+        def check_alive() -> None:
+            for engine in engines:
+                if engine.process is not None and engine.process.poll() is not None:
+                    raise SystemExit(f"{engine.name} stopped:\n{engine.log.read_text(errors='replace')[-3000:]}")
+
         warm = time.time()
-        while not reader.seen:
-            produce_step(producer, "ticks", 50, 5, args.keys, prices)
-            if time.time() - warm > 900:
-                raise SystemExit("no alert in 15 minutes of warm-up:\n" + (work / "stream.log").read_text()[-3000:])
-        warmup_s = time.time() - warm
-        reader.seen.clear()
-        steps = [(rate, *produce_step(producer, "ticks", rate, args.seconds, args.keys, prices)) for rate in rates]
-        last_end = steps[-1][3]
-        idle_since, count = time.time(), 0
-        # until no alert came for 20 s once one of the last step's events has come out (at most 10 minutes)
-        while time.time() - last_end < 600:
-            time.sleep(1)
-            if len(reader.seen) != count:
-                count, idle_since = len(reader.seen), time.time()
-            caught_up = any(last >= steps[-1][2] for _, last in reader.seen.values())
-            if caught_up and time.time() - idle_since > 20:
-                break
-        reader.stop.set()
-        reader.join(10)
-        results = []
-        for rate, sent, started, ended in steps:
-            mine = [(recv, last) for recv, last in reader.seen.values() if started <= last < ended]
-            latencies = [recv - last for recv, last in mine]
-            results.append({
-                "rate_asked": rate, "events": sent, "events_per_s": round(sent / (ended - started), 1),
-                "alerts": len(mine), "latency_p50_s": percentile(latencies, 0.5), "latency_p99_s": percentile(latencies, 0.99),
-                "latency_max_s": max(latencies) if latencies else None,
-                "drain_s": (max(recv for recv, _ in mine) - ended) if mine else None,
-            })
-        report = {"when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "keys": args.keys,
-                  "seconds_per_rate": args.seconds, "watermark": WATERMARK, "trigger": TRIGGER,
-                  "stream_startup_s": round(startup_s, 1), "warmup_s": round(warmup_s, 1),
-                  "load_average": os.getloadavg(), "steps": results}
-        Path(args.json).write_text(json.dumps(report, indent=1))
-        print(f"cep stream start-up (JVM, connector, first query): {startup_s:.1f} s; load average {os.getloadavg()}")
-        print(f"{'rate asked':>10} {'events/s':>9} {'alerts':>7} {'p50 s':>7} {'p99 s':>7} {'max s':>7} {'drain s':>8}")
-        for r in results:
-            fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-            print(f"{r['rate_asked']:>10} {r['events_per_s']:>9} {r['alerts']:>7} {fmt(r['latency_p50_s']):>7} "
-                  f"{fmt(r['latency_p99_s']):>7} {fmt(r['latency_max_s']):>7} {fmt(r['drain_s']):>8}")
+
+        def warm_enough() -> bool:
+            check_alive()
+            return all(time.time() * 1000 - r.newest_event_ms < WARM_LAG_S * 1000 for r in readers.values())
+
+        producer.run(SETTLE_RATE, FIRST_ALERT_LIMIT_S, until=lambda: check_alive() or all(r.seen for r in readers.values()))
+        if not all(r.seen for r in readers.values()):
+            raise SystemExit(f"no alert from every engine in {FIRST_ALERT_LIMIT_S} s of warm-up")
+        producer.run(SETTLE_RATE, WARMUP_LIMIT_S, until=warm_enough)
+        warmup_s = round(time.time() - warm, 1)
+        warmup_lag = {name: round(time.time() - r.newest_event_ms / 1000, 1) for name, r in readers.items()}
+        steps = []
+        for rate_text in args.rates.split(","):
+            rate = None if rate_text == "max" else float(rate_text)
+            cpu0 = {name: tree_cpu_seconds(pid, alone=name == "bench") for name, pid in pids.items()}
+            newest_at_start = {name: r.newest_event_ms for name, r in readers.items()}
+            first = len(producer.ticks.ts_ms)
+            sent, start, end = producer.run(rate, args.seconds, args.max_events if rate is None else None)
+            newest_at_end = {name: r.newest_event_ms for name, r in readers.items()}
+            cpu1 = {name: tree_cpu_seconds(pid, alone=name == "bench") for name, pid in pids.items()}
+            load = os.getloadavg()
+            end_ms = producer.ticks.ts_ms[-1]
+            caught_up: dict[str, float] = {}
+            settle_start = time.time()
+
+            def settled() -> bool:
+                check_alive()
+                for name, reader in readers.items():
+                    if name not in caught_up and reader.newest_event_ms >= end_ms:
+                        caught_up[name] = round(time.time() - end, 1)
+                return len(caught_up) == len(readers)
+
+            producer.run(SETTLE_RATE, args.settle, until=settled)
+            step = {"rate_asked": rate_text, "events": sent, "events_per_s_sent": round(sent / (end - start), 1),
+                    "seconds": round(end - start, 1), "start_ms": producer.ticks.ts_ms[first] if sent else end_ms,
+                    "end_ms": end_ms, "newest_at_start": newest_at_start, "newest_at_end": newest_at_end,
+                    "caught_up_s": caught_up, "settle_s": round(time.time() - settle_start, 1),
+                    "load_average": [round(x, 2) for x in load],
+                    "cpu_s": {name: round(cpu1[name] - cpu0[name], 1) for name in pids}}
+            step["cep_batches"] = batch_numbers(watch, start, end)
+            steps.append(step)
+            print(f"step {rate_text}: {sent} ticks at {step['events_per_s_sent']}/s; caught up {caught_up}; "
+                  f"cpu {step['cpu_s']}; load {load[0]:.1f}", flush=True)
+        # a few more seconds of ticks so that the last steps' matches are final everywhere
+        producer.run(SETTLE_RATE, 5)
+        final_ms = producer.ticks.ts_ms[-1] - WATERMARK_MS - FINAL_MARGIN_MS
+        producer.run(SETTLE_RATE, args.settle, until=every_engine_reached(final_ms + FINAL_MARGIN_MS))
+        time.sleep(3)  # the last alerts in flight
+        for reader in readers.values():
+            reader.stop.set()
+            reader.join(10)
+        watch.stop.set()
+        for engine in engines:  # before the check: the replay needs the CPU
+            stop_engine(engine)
+        # compared up to where every engine got (one that fell behind is checked on what it finished)
+        final_ms = min([final_ms] + [r.newest_event_ms - FINAL_MARGIN_MS for r in readers.values()])
+        for step in steps:
+            step["engines"] = {name: step_numbers(name, reader, producer.ticks, step) for name, reader in readers.items()}
+            for key in ("start_ms", "end_ms", "newest_at_start", "newest_at_end", "caught_up_s"):
+                step.pop(key)
+        if os.environ.get("CEP_BENCH_KEEP"):  # what the check reads, to look at it again
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            ticks = producer.ticks
+            pq.write_table(pa.table({"symbol": ticks.symbol, "ts_ms": ticks.ts_ms, "price": ticks.price}), work / "ticks.parquet")
+            (work / "alerts.json").write_text(json.dumps(
+                {"final_ms": final_ms, **{name: {k: v[:2] for k, v in r.seen.items()} for name, r in readers.items()}}))
+        report = {"when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "nproc": os.cpu_count(),
+                  "query": QUERY_NAME, "query_text": QUERY_TEXT, "rewrites": list(REWRITES), "keys": args.keys,
+                  "watermark": f"{WATERMARK_MS / 1000:g}s", "trigger": TRIGGER, "seconds_per_rate": args.seconds,
+                  "settle_rate": SETTLE_RATE, "startup_s": startup, "warmup_s": warmup_s,
+                  "warmup_lag_s": warmup_lag, "ticks_total": len(producer.ticks.ts_ms),
+                  "flink": {"ran": flink.process is not None, "why_not": flink.error, "package": flink_peer.FLINK_PACKAGE,
+                            "connector": f"{CONNECTOR}:{CONNECTOR_VERSION}", "parallelism": 2,
+                            "checkpoint_interval": "10s"},
+                  "steps": steps, "check": {"error": "not done (the run stopped during the check)"},
+                  "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)"}
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")  # the numbers, should the check not end
+        print_table(report)
+        try:
+            report["check"] = check(readers, producer.ticks, final_ms, query_file)
+        except Exception as error:  # noqa: BLE001 - the numbers above are still worth keeping
+            report["check"] = {"error": f"{type(error).__name__}: {error}"}
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        print(json.dumps(report["check"], indent=1))
         return 0
     finally:
-        if stream is not None and stream.poll() is None:
-            stream.send_signal(signal.SIGINT)
-            try:
-                stream.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(stream.pid, signal.SIGKILL)
+        for reader in readers.values():
+            reader.stop.set()
+        for engine in engines:
+            stop_engine(engine)
         broker.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        if os.environ.get("CEP_BENCH_KEEP"):
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def print_table(report: dict) -> None:
+    cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    print(f"{'rate':>6} {'sent/s':>8} {'engine':>17} {'done/s':>8} {'alerts':>7} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
+          f"{'lag s':>6} {'CPU s':>6}")
+    for step in report["steps"]:
+        for name, e in step["engines"].items():
+            cpu = step["cpu_s"].get(name.split("-")[0])
+            print(f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {name:>17} {e['events_per_s']:>8} {e['alerts']:>7} "
+                  f"{cell(e['latency_p50_s']):>6} {cell(e['latency_p99_s']):>6} {cell(e['latency_max_s']):>6} "
+                  f"{cell(e['lag_at_end_s']):>6} {cpu:>6}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from cep.grammar.errors import CepError
 from cep.matcher.rows.tables import pandas_series
-from cep.matcher.rows.text_types import column_type, convert, evidence, parse_timestamp, string_type
+from cep.matcher.rows.text_types import (column_type, convert, declared_value, evidence, parse_timestamp, resolve_declared,
+                                         string_type)
 from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import RAW, REJECT
 from cep.spark_bridge.spark.files import json_holds_array, read_files
@@ -147,11 +148,12 @@ def input_files(path: str, fmt: str) -> list[str]:
                   if not name.startswith(("_", ".")) and _EXTENSIONS.get(os.path.splitext(name)[1].lower()) == fmt)
 
 
-def read_pandas(paths: Sequence[str], fmt: str) -> "pd.DataFrame":
+def read_pandas(paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None) -> "pd.DataFrame":
     """Read the inputs with pandas/pyarrow (the python engine), as ``read_spark`` reads them: CSV by RFC 4180
     with the column types of ``cep.matcher.rows.text_types``, JSON with its own types (ISO 8601 strings as
     timestamps), Parquet as it is; integers, floats and booleans with a NULL in pandas' nullable dtypes, so
-    that no value changes on the way (docs/cli.md, "How files are read")."""
+    that no value changes on the way (docs/cli.md, "How files are read"). ``declared``: a CSV's column
+    types given by ``--schema`` (a value that is not of its type stays text, for the row checks)."""
     import pandas as pd
 
     if fmt == "parquet":
@@ -164,7 +166,11 @@ def read_pandas(paths: Sequence[str], fmt: str) -> "pd.DataFrame":
     if fmt == "csv":
         texts = [_read_file(file, fmt, _read_csv_text) for file in files]
         text = texts[0] if len(texts) == 1 else pd.concat(texts, ignore_index=True)
-        return pd.DataFrame({name: _csv_column(text[name]) for name in text.columns}, index=text.index)
+        try:
+            declared = resolve_declared(declared or {}, list(text.columns))
+        except ValueError as exc:
+            raise UsageError(f"--schema: {exc}") from None
+        return pd.DataFrame({name: _csv_column(text[name], declared.get(name)) for name in text.columns}, index=text.index)
     rows: list[dict] = []
     for file in files:
         rows.extend(_read_file(file, fmt, _read_json_rows))
@@ -191,19 +197,34 @@ def _read_parquet(path: str) -> "pd.DataFrame":
 
 
 def arrow_to_pandas(table) -> "pd.DataFrame":
-    """An Arrow table as pandas without changing a value: integer, float and boolean columns with a NULL in
-    pandas' nullable dtypes (a NULL stays apart from a NaN, and 7 stays 7), decimals as ``Decimal``."""
+    """An Arrow table (a file, or a result of either engine) as pandas without changing a value: integer,
+    float and boolean columns with a NULL in pandas' nullable dtypes (a NULL stays apart from a NaN, and 7
+    stays 7), decimals as ``Decimal``, times with a zone as naive UTC, DuckDB's intervals as durations."""
     import pandas as pd
     import pyarrow.types as t
 
     frame = table.to_pandas()
     for index, field in enumerate(table.schema):
         column = table.column(index)
-        if column.null_count and (t.is_integer(field.type) or t.is_floating(field.type) or t.is_boolean(field.type)):
+        if t.is_timestamp(field.type) and field.type.tz is not None:
+            frame.isetitem(index, frame.iloc[:, index].dt.tz_convert("UTC").dt.tz_localize(None))
+        elif t.is_interval(field.type):
+            frame.isetitem(index, pd.Series([_interval(value) for value in column.to_pylist()], dtype=object))
+        elif column.null_count and (t.is_integer(field.type) or t.is_floating(field.type) or t.is_boolean(field.type)):
             frame.isetitem(index, pandas_series(column.to_pylist()))
         elif t.is_floating(field.type) and frame.iloc[:, index].isna().any():  # NaN values: NaN, not pandas' NULL
             frame.isetitem(index, pd.Series(pd.arrays.FloatingArray(column.to_numpy(), column.is_null().to_numpy(zero_copy_only=False))))
     return frame
+
+
+def _interval(value):
+    """A DuckDB INTERVAL (months, days, nanoseconds): a duration when it has no months, else its text."""
+    if value is None:
+        return None
+    months, days, nanoseconds = value
+    if months:
+        return f"{months} months {days} days {timedelta(microseconds=nanoseconds // 1000)}"
+    return timedelta(days=days, microseconds=nanoseconds // 1000)
 
 
 def _read_csv_text(path: str) -> "pd.DataFrame":
@@ -216,10 +237,16 @@ def _read_csv_text(path: str) -> "pd.DataFrame":
         raise UsageError(f"input {path} is empty: no header, no rows") from None
 
 
-def _csv_column(text: "pd.Series") -> "pd.Series":
+def _csv_column(text: "pd.Series", declared: str | None = None) -> "pd.Series":
     values = [None if missing else value for value, missing in zip(text.tolist(), text.isna().tolist())]
+    if declared is not None:
+        typed = [None if v is None else declared_value(v, declared) for v in values]
+        fits = declared == "VARCHAR" or not any(isinstance(v, str) for v in typed)
+        # a value that is not of its type stays text: the column is then one of mixed values (object)
+        return _typed_series(typed, ("BIGINT" if declared == "INTEGER" else declared) if fits else "VARCHAR")
     type_name = column_type(evidence(values))
     return _typed_series([None if v is None else convert(v, type_name) for v in values], type_name)
+
 
 
 def _typed_series(values: list, type_name: str) -> "pd.Series":
@@ -310,11 +337,13 @@ def input_schema(paths: Sequence[str], fmt: str) -> dict[str, str | None]:
 # ------------------------------------------------------------------------------------- reading: Spark
 
 
-def read_spark(spark: Any, paths: Sequence[str], fmt: str) -> Any:
+def read_spark(spark: Any, paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None) -> Any:
     """Read the inputs with ``spark.read`` (the spark engine), as ``read_pandas`` reads them
-    (``cep.spark_bridge.spark.files``)."""
+    (``cep.spark_bridge.spark.files``); ``declared`` as there."""
     try:
-        df = read_files(spark, list(paths), fmt)
+        df = read_files(spark, list(paths), fmt, declared=declared)
+    except ValueError as exc:  # the declared columns (resolve_declared)
+        raise UsageError(f"--schema: {exc}") from None
     except Exception as exc:
         if type(exc).__name__ in ("AnalysisException", "SparkRuntimeException", "IllegalArgumentException", "PythonException", "Py4JJavaError"):
             message = f"cannot read input as {fmt}: {first_line(str(exc))}"
@@ -592,8 +621,8 @@ def kafka_input(paths: Sequence[str], fmt: str | None, schema: str | None, optio
     """The ``kafka://`` input among ``--input`` values (None when they are files); one topic address only."""
     urls = [p for p in paths if is_kafka_url(p)]
     if not urls:
-        if options or schema:
-            raise UsageError(f"--{'kafka-option' if options else 'schema'} is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
+        if options:  # (--schema also types a CSV file: cep.run_cli)
+            raise UsageError("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
         return None
     if len(paths) > 1:
         raise UsageError("a kafka:// input is read alone: give one --input (several topics: kafka://HOST:PORT/A,B)")

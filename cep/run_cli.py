@@ -34,6 +34,7 @@ from cep.cli_io import (
     EXIT_USAGE,
     KafkaInput,
     UsageError,
+    arrow_to_pandas,
     bad_rows_summary,
     display_order,
     format_of,
@@ -53,14 +54,15 @@ from cep.cli_io import (
     write_dead_letter,
     write_output,
 )
-from cep.grammar.parser import parse_unchecked
+from cep.grammar.parser import parse_schema, parse_unchecked
+from cep.matcher.rows.text_types import resolve_declared
 from cep.query import ALERT_REPLAY_NAMES, compile_rule, load_rules, rule_alerts
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.kafka import CepKafkaError
 from cep.spark_bridge.spark.types import spark_to_sql
-from cep.statement import ClauseStats, SqlStatement, arrow_to_pandas
+from cep.statement import ClauseStats, SqlStatement
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -179,13 +181,17 @@ def _as_first_table(statement: SqlStatement, tables: dict, default: Any) -> Any:
 
 
 def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
-                replay: dict, *, default: Any = None, dead_letter: str | None = None) -> RunResult:
-    """The python engine; ``default``: the unnamed input already read (a Kafka replay's good rows)."""
+                replay: dict, *, default: Any = None, dead_letter: str | None = None,
+                declared: dict[str, str] | None = None) -> RunResult:
+    """The python engine; ``default``: the unnamed input already read (a Kafka replay's good rows);
+    ``declared``: its CSV column types from --schema (the row checks set aside values of other types)."""
     started = time.perf_counter()
     if default is None and inputs.unnamed:
-        default = read_pandas(list(inputs.unnamed), fmt)
+        default = read_pandas(list(inputs.unnamed), fmt, declared)
+    if declared:
+        declared = resolve_declared(declared, list(default.columns))
     if default is not None:  # the clauses that read the input directly, checked against its own types
-        statement.check_types(pandas_schema(default))
+        check_input_types(statement, {**pandas_schema(default), **(declared or {})}, fmt, declared)
     tables = {name: read_pandas([path], input_format([path], args.format)) for name, path in inputs.named.items()}
     default = _as_first_table(statement, tables, default)
     options = dict(replay)
@@ -193,6 +199,8 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
     checks: dict = {}
     if dead_letter:
         options.update(dead_letter=records, stats=checks)
+    if declared:
+        options["schema"] = declared
     progress = args.progress
     if progress is None:  # automatic: on a terminal, for large inputs
         progress = sys.stderr.isatty() and default is not None and len(default) >= PROGRESS_MIN_ROWS
@@ -217,14 +225,16 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
 
 
 def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
-               replay: dict, *, spark: Any = None, default: Any = None, dead_letter: str | None = None) -> RunResult:
-    """A Spark job; ``spark`` and ``default``: a session and the unnamed input already read (Kafka)."""
+               replay: dict, *, spark: Any = None, default: Any = None, dead_letter: str | None = None,
+               declared: dict[str, str] | None = None) -> RunResult:
+    """A Spark job; ``spark`` and ``default``: a session and the unnamed input already read (Kafka);
+    ``declared`` as for the python engine (the reader marks values of other types as unread)."""
     spark = spark or start_spark(args.master)
     started = time.perf_counter()
     if default is None and inputs.unnamed:
-        default = read_spark(spark, list(inputs.unnamed), fmt)
+        default = read_spark(spark, list(inputs.unnamed), fmt, declared)
     if default is not None:
-        statement.check_types({f.name: spark_to_sql(f.dataType) for f in default.schema.fields})
+        check_input_types(statement, {f.name: spark_to_sql(f.dataType) for f in default.schema.fields}, fmt, declared)
     tables = {name: read_spark(spark, [path], input_format([path], args.format)) for name, path in inputs.named.items()}
     default = _as_first_table(statement, tables, default)
     stats: list[ClauseStats] = []
@@ -273,6 +283,53 @@ def _run_kafka(statement: SqlStatement, source: KafkaInput, engine: str, inputs:
     return dataclasses.replace(run, seconds=time.perf_counter() - started, bad_rows=bad_rows)
 
 
+def check_input_types(statement: SqlStatement, schema: dict, fmt: str | None, declared: dict | None) -> None:
+    """``statement.check_types(schema)``; a type error over a CSV column read as text says why it is text
+    and how to read it as another type (--schema), rather than only to CAST."""
+    try:
+        statement.check_types(schema)
+    except cep.CepError as err:
+        if fmt == "csv":
+            _hint_text_columns(err, [n for n, t in schema.items() if t == "VARCHAR" and n not in (declared or {})],
+                               statement.text)
+        raise
+
+
+def _hint_text_columns(err: cep.CepError, text_columns: list[str], text: str) -> None:
+    hinted = []
+    for diagnostic in err.errors:
+        where = text[diagnostic.span.start:diagnostic.span.end]
+        named = [n for n in text_columns if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", where, re.IGNORECASE)]
+        if not named or diagnostic.span.end <= diagnostic.span.start:
+            hinted.append(diagnostic)
+            continue
+        kind = "DOUBLE" if "number" in diagnostic.message else "TIMESTAMP" if "time" in diagnostic.message else "TYPE"
+        hint = (f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} text in the CSV input: some value in "
+                f"{'it' if len(named) == 1 else 'them'} is not a number, time or boolean (docs/cli.md, \"How files are "
+                f"read\"); to read {'it' if len(named) == 1 else 'them'} as one and set the other rows aside: "
+                f"--schema '{', '.join(f'{n} {kind}' for n in named)}' --dead-letter FILE")
+        hinted.append(dataclasses.replace(diagnostic, hint=hint))
+    err.errors = hinted
+    if len(hinted) == 1:
+        err.hint = hinted[0].hint
+
+
+def _declared_types(schema: str | None, inputs: Inputs, fmt: str | None) -> dict[str, str] | None:
+    """--schema for file inputs: the types of a CSV's columns (both engines read a value that is not of its
+    column's type as a bad row, as cep stream does with the same --schema)."""
+    if not schema:
+        return None
+    if fmt != "csv":
+        raise UsageError("--schema types the columns of a CSV input (or of a Kafka message value): "
+                         f"{'JSON and Parquet files carry their own types' if fmt else 'give the --input it types'}")
+    if inputs.named:
+        raise UsageError("--schema types the one unnamed --input; NAME=PATH inputs are read with the types the file shows")
+    try:
+        return parse_schema(schema)
+    except cep.CepError as exc:
+        raise UsageError(f"invalid --schema:\n{exc}") from None
+
+
 def _replay_options(args: argparse.Namespace) -> dict:
     """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
     a session timeout that cannot be read is a usage error."""
@@ -314,6 +371,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = Inputs.parse(args.input)
     kafka = kafka_input(list(inputs.unnamed), args.format, args.schema, args.kafka_option)
     fmt = input_format(list(inputs.unnamed), args.format) if inputs.unnamed and not kafka else None
+    declared = None if kafka else _declared_types(args.schema, inputs, fmt)
     for path in inputs.named.values():
         input_format([path], args.format)
     replay = _replay_options(args)
@@ -325,11 +383,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 warnings.simplefilter("ignore")
                 run = _run_kafka(statement, kafka, engine, inputs, args, replay)
         elif engine == "python":
-            run = _run_python(statement, inputs, fmt, args, replay, dead_letter=args.dead_letter)
+            run = _run_python(statement, inputs, fmt, args, replay, dead_letter=args.dead_letter, declared=declared)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                run = _run_spark(statement, inputs, fmt, args, replay, dead_letter=args.dead_letter)
+                run = _run_spark(statement, inputs, fmt, args, replay, dead_letter=args.dead_letter, declared=declared)
     except CepKafkaError as err:  # a missing topic or unreachable brokers: where to look, not the query
         print_error(str(err))
         return EXIT_USAGE
@@ -456,8 +514,9 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
                      help="an option of Spark's Kafka source (startingOffsets, endingOffsets, kafka.security.protocol, ...); "
                      "@FILE reads KEY=VALUE lines")
     run.add_argument("--schema", metavar="COLUMNS",
-                     help="the columns of a Kafka message value, e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE' "
-                     "(default for JSON: from the last messages)")
+                     help="the types of a CSV input's columns, e.g. 'ts TIMESTAMP, price DOUBLE' (others: from their "
+                     "values); a value of another type is a bad row (--dead-letter). For Kafka: the columns of a message "
+                     "value (default for JSON: from the last messages)")
     run.add_argument(
         "--engine", choices=("spark", "python"), default=None,
         help="python: the pure-Python matcher (DuckDB for the SQL around it); spark: a Spark job. Default: python for "

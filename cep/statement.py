@@ -26,6 +26,7 @@ import uuid
 from decimal import Decimal
 from typing import Any, Callable
 
+from cep.cli_io import arrow_to_pandas
 from cep.grammar import ast
 from cep.grammar.checks import check
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
@@ -499,28 +500,6 @@ def _arrow_reader(path: str):
     if kind in ("json", "jsonl", "ndjson"):
         return pjson.read_json(path)
     return pq.read_table(path)
-
-
-def arrow_to_pandas(table):
-    """An Arrow result as pandas, integers with NULLs kept integers (as object columns), timestamps naive."""
-    import pyarrow as pa
-
-    frame = table.to_pandas(integer_object_nulls=True, date_as_object=True)
-    for name, field in zip(frame.columns, table.schema):
-        if pa.types.is_timestamp(field.type) and field.type.tz is not None:
-            frame[name] = frame[name].dt.tz_convert("UTC").dt.tz_localize(None)
-        elif pa.types.is_interval(field.type):  # DuckDB's INTERVAL: a duration when it has no months
-            frame[name] = [_interval(value) for value in table.column(name).to_pylist()]
-    return frame
-
-
-def _interval(value):
-    if value is None:
-        return None
-    months, days, nanoseconds = value
-    if months:
-        return f"{months} months {days} days {dt.timedelta(microseconds=nanoseconds // 1000)}"
-    return dt.timedelta(days=days, microseconds=nanoseconds // 1000)
 
 
 def to_duckdb_sql(text: str) -> str:

@@ -249,12 +249,18 @@ class _Checker:
     def _check_partition_and_order(self) -> None:
         for column in self.match.partition_by:
             self._input_column(column, "PARTITION BY", code="E0201")
-        for key in self.match.order_by:
+        for index, key in enumerate(self.match.order_by):
             if isinstance(key.expr, ast.ColumnRef):
                 type_name = self._input_column(key.expr, "ORDER BY", code="E0201")
                 if type_name is not None and family_of_type(type_name) not in ("number", "string", "time", "boolean"):
                     self.report("E0236", f"cannot order by '{key.expr.column.name}' of type {type_name}",
                                 key.expr.span, "order by a time, number or text column")
+                elif index == 0 and self.match.within is not None and family_of_type(type_name or "") in ("string", "boolean"):
+                    # WITHIN subtracts event times: text would be ordered, but never counted in seconds
+                    self.report("E0240", f"WITHIN needs an ORDER BY column holding the event time: "
+                                f"'{key.expr.column.name}' is {type_name}", key.expr.span,
+                                "order by a TIMESTAMP (or a number of time units); a file whose time column holds a "
+                                "value that is not a time reads it as text")
             elif not isinstance(key.expr, ast.ProcTime):
                 self._expression(key.expr, _Scope("ORDER BY"))
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
-from cep.grammar.errors import CepSemanticError
+from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.program.compiler import absence_label, compile_pattern
 from cep.matcher.program.equivalence import history_reads, make_key_function
 from cep.matcher.sql.expressions import ExpressionCompiler, Scope
@@ -264,9 +264,15 @@ class Within:
         """Can a row at time ``now`` (or later) no longer join a match whose first row is at ``first``?"""
         if first is None or now is None:
             return False
-        if isinstance(first, (int, float)):
-            return now - first >= self.limit / _dt.timedelta(milliseconds=1)  # numeric time = epoch ms
-        return now - first >= self.limit
+        try:
+            if isinstance(first, (int, float)):
+                return now - first >= self.limit / _dt.timedelta(milliseconds=1)  # numeric time = epoch ms
+            return now - first >= self.limit
+        except TypeError:  # text, or naive and aware times: there is no time between them
+            raise CepRuntimeError(
+                f"WITHIN measures the time between event times, but {self.column!r} holds "
+                f"{type(first).__name__} {first!r} and {type(now).__name__} {now!r}",
+                code="E0410", hint="give the event time as a TIMESTAMP (or a number of milliseconds)") from None
 
 
 def _skip_rule(after_match: ast.SkipTo | None, label_sets: dict[str, frozenset[int]]):

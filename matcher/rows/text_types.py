@@ -19,7 +19,8 @@ DOUBLE          a number: an integer or a decimal without leading zeros, with an
 BOOLEAN         ``true`` or ``false``, in any case
 TIMESTAMP       an ISO 8601 date and time, or a date (``2024-01-31``, midnight: an event time of
                 days is still a time a stream can order and a WITHIN can count), with an optional fraction of a second and a
-                ``Z``, ``+hh``, ``+hhmm`` or ``+hh:mm`` offset: an offset makes it an instant, read as
+                ``Z``, ``+hh``, ``+hhmm`` or ``+hh:mm`` offset after the seconds (Spark reads none after
+                ``hh:mm``): an offset makes it an instant, read as
                 its UTC time. Microseconds are kept (a finer fraction is rounded down), and a time must
                 fall within the years 1 to 9999 (Python's datetime)
 VARCHAR         anything else; the text as written
@@ -29,6 +30,12 @@ NULL: an empty field (quoted or not) is NULL in every column. In a column of ano
 the text ``NA``, ``N/A``, ``NULL``, ``null`` and ``None`` is NULL too (``NULL_MARKERS``): it cannot be a
 number, a time or a boolean, so it marks a missing one. In a VARCHAR column it is text: the country
 code ``NA`` stays ``NA``.
+
+A declared type (``cep run --schema 'price DOUBLE'`` on a CSV file, as ``cep stream --schema``) replaces
+the rule for its column: a value is read as that type when its text is one (``DECLARED_PATTERNS``, wider
+than the rule's: ``007`` is the BIGINT 7, ``+1.50`` the DOUBLE 1.5), and is otherwise kept as its text,
+which the row checks then set aside as ``wrong_type`` (``bad_event_time`` in the event time column). Both
+engines test the same patterns, so they take and refuse the same values.
 
 ``TextEvidence`` counts what a column holds; ``column_type`` decides from the counts alone, so the
 Python reader counts values in Python (``evidence``) and Spark's counts them in one aggregation, with
@@ -41,7 +48,7 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Context, Decimal
 
 # The texts that mark a missing value in a column that is not text.
 NULL_MARKERS = ("NA", "N/A", "NULL", "null", "None")
@@ -56,9 +63,27 @@ PATTERNS = {
     "number": r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$|^-?([Nn][Aa][Nn]|[Ii][Nn][Ff]|[Ii][Nn][Ff][Ii][Nn][Ii][Tt][Yy])$",
     "finite": r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$",
     "boolean": r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$",
-    "timestamp": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?$",
+    # an offset only after the seconds: Spark's cast reads no offset after hours and minutes alone
+    "timestamp": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?)?$",
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
+# The texts each declared type takes (the canonical names of ``cep.grammar.checks.normalize_type``).
+# DECIMAL: what DECIMAL(38,18) holds exactly (its Spark type), so no engine rounds a value; INTEGER: 32 bits.
+DECLARED_PATTERNS = {
+    "BIGINT": r"^[-+]?[0-9]{1,19}$",
+    "INTEGER": r"^[-+]?[0-9]{1,10}$",
+    "DOUBLE": r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$|^[Nn][Aa][Nn]$|^[-+]?[Ii][Nn][Ff]([Ii][Nn][Ii][Tt][Yy])?$",
+    "DECIMAL": r"^[-+]?[0-9]{1,20}(\.[0-9]{1,18})?$",
+    "BOOLEAN": PATTERNS["boolean"],
+    "TIMESTAMP": PATTERNS["timestamp"],
+    "DATE": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    "VARCHAR": r"^",
+}
+DECLARED_DECIMAL_STEP = Decimal(1).scaleb(-18)
+_DECIMAL_38 = Context(prec=MAX_DECIMAL_DIGITS)
+# The range of each declared integer type, checked after its pattern (as Spark's cast returns NULL past it).
+DECLARED_RANGES = {"BIGINT": (_BIGINT_MIN, _BIGINT_MAX), "INTEGER": (-(2**31), 2**31 - 1)}
+_DECLARED = {name: re.compile(pattern) for name, pattern in DECLARED_PATTERNS.items()}
 # PATTERNS["timestamp"] in parts: the date and time, the fraction of a second, the offset.
 _TIMESTAMP_PARTS = re.compile(
     r"([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?)(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?")
@@ -135,7 +160,7 @@ def parse_timestamp(text: str) -> _dt.datetime | None:
     """An ISO 8601 timestamp (``PATTERNS["timestamp"]``) as a naive UTC datetime to the microsecond (the
     fraction rounded down; an offset converted to UTC), or None when it is no valid time."""
     match = _TIMESTAMP_PARTS.fullmatch(text)
-    if match is None:
+    if match is None or not _COMPILED["timestamp"].fullmatch(text):
         return None
     body, fraction, offset = match.group(1), match.group(2) or "", match.group(3)
     micros = (fraction[1:] + "000000")[:6] if fraction else ""
@@ -170,3 +195,49 @@ def convert(text: str, type_name: str):
     if type_name == "BOOLEAN":
         return text.lower() == "true"
     return parse_timestamp(text)
+
+
+def declared_value(text: str, type_name: str):
+    """One CSV value of a column declared ``type_name`` (a canonical name, ``DECLARED_PATTERNS``): the value
+    when its text is one of that type, None for a NULL marker, else the text itself (a bad value the row
+    checks set aside)."""
+    if type_name == "VARCHAR":
+        return text
+    if text in NULL_MARKERS:
+        return None
+    if not _DECLARED[type_name].fullmatch(text):
+        return text
+    if type_name in DECLARED_RANGES:
+        low, high = DECLARED_RANGES[type_name]
+        return int(text) if low <= int(text) <= high else text
+    if type_name == "DECIMAL":
+        # exact (the pattern allows 18 places and 38 digits), with 18 places as Spark holds it
+        return Decimal(text).quantize(DECLARED_DECIMAL_STEP, context=_DECIMAL_38)
+    if type_name == "DOUBLE":
+        return float(text)
+    if type_name == "BOOLEAN":
+        return text.lower() == "true"
+    if type_name == "DATE":
+        try:
+            return _dt.date.fromisoformat(text)
+        except ValueError:
+            return text
+    parsed = parse_timestamp(text)
+    return text if parsed is None else parsed
+
+
+def resolve_declared(declared: dict[str, str], columns: list[str]) -> dict[str, str]:
+    """``declared`` (column -> type, as written by the user) keyed by the input's own column names: a name
+    matches exactly, or else the one column equal to it ignoring case (unquoted SQL names). ValueError for
+    a name no column (or several) answers to, or a type a CSV value cannot be read as."""
+    resolved: dict[str, str] = {}
+    for name, type_name in declared.items():
+        if type_name not in DECLARED_PATTERNS:
+            raise ValueError(f"column {name!r}: a CSV value cannot be read as {type_name} "
+                             f"(types: {', '.join(sorted(DECLARED_PATTERNS))})")
+        found = [name] if name in columns else [c for c in columns if c.lower() == name.lower()]
+        if len(found) != 1:
+            what = "no column" if not found else f"{len(found)} columns ({', '.join(found)})"
+            raise ValueError(f"column {name!r}: the input has {what} of that name (columns: {', '.join(columns)})")
+        resolved[found[0]] = type_name
+    return resolved

@@ -72,6 +72,7 @@ from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
+from cep.matcher.rows.text_types import DECLARED_PATTERNS, PATTERNS
 
 Columns = dict[str, list]
 
@@ -192,10 +193,20 @@ def _show(value) -> str:
 
 
 def _parse_time(value: str, kinds: frozenset[str]):
+    """A time string of a TIMESTAMP or DATE column, in the forms Spark reads too (``text_types``'s patterns):
+    Python's ``fromisoformat`` alone would also take week dates and basic formats (``20240101T0000``)."""
     text = value.strip()
     if "date" in kinds:
+        if not _DATE_TEXT.fullmatch(text):
+            raise ValueError(f"not a date: {text!r}")
         return _dt.date.fromisoformat(text)
+    if not _TIME_TEXT.fullmatch(text):
+        raise ValueError(f"not an ISO 8601 time: {text!r}")
     return _dt.datetime.fromisoformat(text)
+
+
+_TIME_TEXT = re.compile(PATTERNS["timestamp"])
+_DATE_TEXT = re.compile(DECLARED_PATTERNS["DATE"])
 
 
 # --------------------------------------------------------------------------------------------- checks
@@ -416,7 +427,7 @@ class InputChecks:
             raise CepRuntimeError(
                 f"row {position}: {detail}{more}",
                 code=REASONS[reason],
-                hint="pass dead_letter=[] (a list, or a function taking one dict) to set bad rows aside and go on",
+                hint="pass dead_letter=[] (a list, or a function taking one dict; cep run --dead-letter FILE) to set bad rows aside and go on",
             )
         for position, reason, detail, source in records:
             if isinstance(source, dict):

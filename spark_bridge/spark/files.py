@@ -30,7 +30,8 @@ import os
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from cep.matcher.rows.text_types import NULL_MARKERS, PATTERNS, TextEvidence, column_type, string_type
+from cep.matcher.rows.text_types import (DECLARED_PATTERNS, DECLARED_RANGES, NULL_MARKERS, PATTERNS, TextEvidence, column_type,
+                                         resolve_declared, string_type)
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,15 +44,22 @@ if TYPE_CHECKING:  # pragma: no cover
 CSV_OPTIONS = {"header": "true", "multiLine": "true", "escape": '"', "inferSchema": "false"}
 # The Spark type of each type name ``text_types.column_type`` gives.
 _SPARK_TYPES = {"BIGINT": "bigint", "DECIMAL(38,0)": "decimal(38,0)", "DOUBLE": "double", "BOOLEAN": "boolean",
-                "TIMESTAMP": "timestamp"}
+                "TIMESTAMP": "timestamp", "INTEGER": "int", "DECIMAL": "decimal(38,18)", "DATE": "date"}
 # The times a Python datetime holds: a Spark timestamp outside them is no time for the matcher.
 _FIRST_TIME, _LAST_TIME = "0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"
 
 
-def read_files(spark: Any, paths: list[str], fmt: str) -> "DataFrame":
-    """The files as one DataFrame, typed as the Python engine types them (see the module docstring)."""
+def read_files(spark: Any, paths: list[str], fmt: str, *, declared: dict[str, str] | None = None) -> "DataFrame":
+    """The files as one DataFrame, typed as the Python engine types them (see the module docstring).
+    ``declared``: a CSV's column types given by the user; a row with a value that is not of its declared
+    type gets its fields in ``_corrupt_record`` (the replay's bad rows), as the Python engine keeps the text
+    for its row checks."""
     if fmt == "csv":
         raw = spark.read.options(**CSV_OPTIONS).csv(paths)
+        if declared:
+            declared = resolve_declared(declared, raw.columns)
+            inferred = text_types(raw, [name for name in raw.columns if name not in declared])
+            return apply_text_types(raw, {**inferred, **declared}, mark_unread=True, declared=frozenset(declared))
         return apply_text_types(raw, text_types(raw))
     if fmt == "parquet":
         return spark.read.parquet(*paths)
@@ -81,6 +89,18 @@ def json_holds_array(path: str) -> bool:
 def _matches(column: "Column", name: str) -> "Column":
     # Java's ``$`` also matches before a final line break; ``\z`` is the end of the text, as Python's fullmatch.
     return column.rlike(PATTERNS[name].replace("$", "\\z"))
+
+
+def _declared_text(column: "Column", type_name: str) -> "Column":
+    """Whether a text is one of the declared type (``text_types.DECLARED_PATTERNS``, ranges included)."""
+    from pyspark.sql import functions as F
+
+    fits = column.rlike(DECLARED_PATTERNS[type_name])
+    if type_name in DECLARED_RANGES:
+        low, high = DECLARED_RANGES[type_name]
+        number = column.try_cast("decimal(20,0)")
+        fits = fits & number.between(F.lit(low).cast("decimal(20,0)"), F.lit(high).cast("decimal(20,0)"))
+    return fits
 
 
 def _time(column: "Column") -> "Column":
@@ -150,10 +170,12 @@ def text_types(df: "DataFrame", names: list[str] | None = None) -> dict[str, str
     return types
 
 
-def apply_text_types(df: "DataFrame", types: dict[str, str], *, mark_unread: bool = False) -> "DataFrame":
+def apply_text_types(df: "DataFrame", types: dict[str, str], *, mark_unread: bool = False,
+                     declared: frozenset[str] = frozenset()) -> "DataFrame":
     """``df``'s text columns converted to ``types`` (NULL markers NULL in a typed column). With
     ``mark_unread``, a row with a value that does not convert gets its fields as JSON in ``_corrupt_record``
-    (kept if Spark already put its line there)."""
+    (kept if Spark already put its line there). A ``declared`` column converts the texts of
+    ``text_types.DECLARED_PATTERNS`` (in its range) and no other."""
     from pyspark.sql import functions as F
 
     converted = []
@@ -165,6 +187,8 @@ def apply_text_types(df: "DataFrame", types: dict[str, str], *, mark_unread: boo
             converted.append(c.alias(name))
             continue
         value = _time(c) if type_name == "TIMESTAMP" else c.try_cast(_SPARK_TYPES[type_name])
+        if name in declared:
+            value = F.when(_declared_text(c, type_name), value)
         converted.append(F.when(~c.isin(*NULL_MARKERS), value).alias(name))
         failed.append(c.isNotNull() & ~c.isin(*NULL_MARKERS) & value.isNull())
     if mark_unread and failed:

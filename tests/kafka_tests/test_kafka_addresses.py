@@ -143,7 +143,7 @@ def test_the_command_line_refuses_kafka_options_that_do_not_fit(tmp_path, capsys
         (["stream", str(query), "--input", "kafka://127.0.0.1:1/t", "--checkpoint", ck, "--sink", "kafka://127.0.0.1:1/a", "x"],
          "takes no further argument"),
         (["run", str(query), "--input", "kafka://127.0.0.1:1/t", "--input", "kafka://127.0.0.1:1/u"], "is read alone"),
-        (["run", str(query), "--input", str(query), "--schema", "x INT"], "--schema is for a Kafka input"),
+        (["run", str(query), "--input", str(query), "--schema", "x INT"], "cannot tell the format"),
     ]
     for argv, says in cases:
         assert main(argv) == 2, argv
