@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py                 # 1M rows, and 10M for the V-shape and Spark (~15 minutes)
     .venv/bin/python bench/run.py --rows 200000 --large-rows 1000000   # quicker
     .venv/bin/python bench/run.py --no-spark --no-peers
+    .venv/bin/python bench/run.py --queries-only      # queries (a)-(g) only, printed (no report written)
 
 Every figure is the median of several runs (``--repeats``), in input events per CPU-second (Spark:
 per wall-second); every ratio compares two figures taken in this run on the same rows. The rows are
@@ -885,13 +886,21 @@ NOTES = [
     "Streaming is measured apart, by `bench/streaming_overhead.py` (docs/streaming.md, Measurements): a"
     " micro-batch of 100,000 events over 10,000 keys took 1.7-1.8 s with key buckets on a quiet machine, the"
     " fixed cost of a micro-batch 0.55-0.65 s; the hot-key and soak runs are in docs/reliability.md.",
-    "A known cost of the Pike VM: `FIRST(A.x)` (and any navigation from the match's start) walks the thread's "
-    'history back to its first row on every evaluation, so a partial match that stays open for n rows costs n^2 row'
-    ' looks, and trying each later start over an open tail at the end of the input costs n^3 (1,000 rows: 7 s; '
-    'measured with the query of '
-    '`tests/test_matcher_hostile.py::test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs`). '
-    '`MAX_TAIL_RESCAN_ROWS` (E0431) bounds the rescanned rows, not that walk; bound such patterns with WITHIN. '
-    "Keeping each label's first position on the thread would make it constant; not done yet.",
+    "The Pike VM reads `FIRST(A.x)` in DEFINE from a position carried with each thread (`FIRST_ROW` in"
+    " `matcher/sql/running.py`) and `FIRST(x)` of the whole match from the thread's start: constant time, where it"
+    " used to walk the thread's history back to its first row on every evaluation (a partial match open for n rows"
+    " cost n^2 row looks, and trying each later start over an open tail at the end of the input n^3: 1,000 rows"
+    " took 7 s, now 1.5 s on a loaded 2-core machine, with the query of"
+    " `tests/test_matcher_hostile.py::test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs`). The"
+    " rescan of an open tail by each later start stays quadratic: `MAX_TAIL_RESCAN_ROWS` (E0431) bounds it; bound"
+    " such patterns with WITHIN.",
+    "The sequence engine (`matcher/vector/sequence.py`; queries (b), (d), (e)) avoids scanning each start's run"
+    " row by row where it can prove the result the same: a run that takes every row before a last single row"
+    " compared with an earlier item (`A B*? C`, `C.price < A.price - 0.10`) ends at the first hit found by a"
+    " sparse table of range minima and a binary descent (`first_hit.py`); a run under a running SUM/COUNT"
+    " threshold of non-negative integers ends by cumulative sums (`cumulative.py`); AFTER MATCH SKIP is walked"
+    " once per emitted match and ONE ROW PER MATCH measures are computed for all matches at once"
+    " (`sequence_output.py`). `cep explain` names the routes; a batch they cannot take is scanned as before.",
 ]
 
 
@@ -908,6 +917,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-flink", action="store_true", help="skip PyFlink (about 5 minutes)")
     parser.add_argument("--no-hostile", action="store_true")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/performance.md from bench/results.json")
+    parser.add_argument("--queries-only", action="store_true",
+                        help="measure queries (a)-(g) only and print them; writes neither results.json nor the report")
     args = parser.parse_args(argv)
     if args.report_only:
         write_report(json.loads(RESULTS.read_text()))
@@ -925,6 +936,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     print("queries (a)-(g)", flush=True)
     results["queries"] = bench_queries(columns, small, args.rows, min(args.small_rows, args.rows), args.repeats)
+    if args.queries_only:
+        for entry in results["queries"]:
+            fast = entry.get("fast_eps")
+            print(f"({entry['query']}) {entry['path'][:40]:40} VM {entry['small_vm_eps']:>12,.0f} ev/s on {entry['small_rows']:,} rows"
+                  + (f"   column-wise {fast:>12,.0f} ev/s on {entry['rows']:,} rows ({fast / entry['small_vm_eps']:.1f}x the VM)"
+                     f" same output: {entry['same_output']}" if fast else ""))
+        return 0
     del columns, small  # the Python columns would weigh on the memory measured below
     if not args.no_peers:
         print("pandas-match-recognize", flush=True)

@@ -353,6 +353,14 @@ def summary_line(run: RunResult, rows: int) -> str:
             f"seconds: {run.seconds:.2f} (engine: {run.engine})")
 
 
+def empty_result_line(run: RunResult) -> str:
+    """What an empty result says: an input with columns but no rows (a header-only CSV, a zero-row
+    Parquet file) is an empty table, not a failing query, and the line says which it was."""
+    if not sum(s.events for s in run.stats):
+        return "(no matches: the input has no rows)"
+    return "(no matches)" if not sum(s.matches for s in run.stats) else "(no rows)"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if bool(args.query_file) == bool(args.rules):
         raise UsageError("give either a QUERY_FILE or --rules DIR (not both)")
@@ -409,7 +417,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif len(table):
         print(format_table(table))
     else:
-        print("(no matches)" if not sum(s.matches for s in run.stats) else "(no rows)")
+        print(empty_result_line(run))
     print(summary_line(run, len(table)))
     if run.bad_rows is not None and (args.dead_letter or sum(run.bad_rows.values())):
         print(bad_rows_summary(run.bad_rows, args.dead_letter or "set aside (--dead-letter FILE keeps them)"))

@@ -26,14 +26,13 @@ import uuid
 from decimal import Decimal
 from typing import Any, Callable
 
-from cep.cli_io import arrow_to_pandas
 from cep.grammar import ast
 from cep.grammar.checks import check
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 from cep.grammar.parser import parse_unchecked
 from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
 from cep.grammar.tokens import span_of
-from cep.matcher.rows.tables import kind_of
+from cep.matcher.rows.tables import arrow_to_pandas, kind_of
 from cep.query import Query
 
 # Imported inside functions: pyspark, duckdb, sqlglot, pyarrow and pandas (heavy or optional; `cep check`

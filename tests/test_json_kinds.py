@@ -11,6 +11,7 @@ below is the python engine's.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,25 @@ def test_without_a_dead_letter_both_engines_fail_rather_than_answer(spark, tmp_p
     code, _, err = run_cli("python", source, None, capsys)
     assert code == cli.EXIT_QUERY_ERROR and "E0410" in err  # 'abc' < 3.0
     code, _, err = run_cli("spark", source, None, capsys)
-    assert code == cli.EXIT_QUERY_ERROR and "E0442" in err and '"price":"abc"' in err
+    # One code on both engines (docs/reliability.md): E0410, naming the reason and quoting the line.
+    assert code == cli.EXIT_QUERY_ERROR and "E0410" in err and "wrong_type" in err and '"price":"abc"' in err
+
+
+@pytest.mark.spark
+def test_a_bad_event_time_without_a_dead_letter_is_E0410_on_both_engines(spark, tmp_path, capsys):
+    """An event time that is a string among numbers: python E0410 and Spark E0442 before (E0441 after the
+    JSON kinds typing); now E0410 on both, and bad_event_time (E0441) with a dead letter on both."""
+    lines = [{"symbol": "A", "ts": 1, "price": 5.0}, {"symbol": "A", "ts": 2, "price": 3.0},
+             {"symbol": "A", "ts": "abc", "price": 3.0}, {"symbol": "A", "ts": 4, "price": 4.0}]
+    source = write_json_lines(tmp_path / "events.json", lines)
+    for engine in ("python", "spark"):
+        code, _, err = run_cli(engine, source, None, capsys)
+        assert code == cli.EXIT_QUERY_ERROR and "error[E0410]" in err and "abc" in err, engine
+        dead = tmp_path / f"dead-{engine}.json"
+        code, _, _ = run_cli(engine, source, dead, capsys)
+        assert code == 0, engine
+        [letter] = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+        assert (letter["_cep_error"], letter["_cep_error_code"]) == ("bad_event_time", "E0441"), engine
 
 
 @pytest.mark.spark
@@ -122,3 +141,24 @@ def test_cep_stream_types_a_mixed_json_column_as_cep_run_does(spark, tmp_path):
     cep.compile(VSHAPE.read_text(encoding="utf-8")).run(read_pandas([str(tmp_path / "in")], "json"), dead_letter=found)
     assert streamed == sorted((r["ts"].isoformat(), r["_cep_error"]) for r in found)
     assert [reason for _, reason in streamed] == ["wrong_type", "wrong_type"]
+
+
+@pytest.mark.spark
+def test_an_odd_value_in_a_column_the_query_never_reads_sets_nothing_aside_on_either_engine(spark, tmp_path, capsys):
+    """Only the columns the query reads decide (docs/reliability.md): a number among the strings of
+    ``note``, which the V-shape query never reads, kept the row on the python engine but set it aside on
+    Spark (its reader types every column before it knows the query)."""
+    lines = [dict(line, note="ok") for line in LINES if line["ts"] and line["price"] != "abc"]
+    lines[1]["note"] = 17  # the odd one: a number among strings
+    source = write_json_lines(tmp_path / "events.json", lines)
+    printed = {}
+    for engine in ("python", "spark"):
+        dead = tmp_path / f"dead-{engine}.json"
+        code, out, err = run_cli(engine, source, dead, capsys)
+        assert code == 0 and not err.strip(), (engine, err)
+        assert not dead.exists() or dead.read_text(encoding="utf-8") == "", engine
+        printed[engine] = [re.sub(r"seconds: .*|-> .*", "", line) for line in out]  # the timing and the file differ
+        code, out, err = run_cli(engine, source, None, capsys)  # and without a dead letter: no error
+        assert code == 0, (engine, err)
+    assert printed["spark"] == printed["python"]
+    assert "events read: 4, partitions: 2, matches: 1" in "\n".join(printed["python"])

@@ -77,12 +77,19 @@ OPEN_TAIL = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS
 
 def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeypatch):
     """FIRST(A.v) reads the match history, so starts are tried one at a time; no row is a B, so every
-    start's partial match stays open to the end and each later start rescans the tail at the end."""
+    start's partial match stays open to the end and each later start rescans the tail at the end. Each
+    row of a rescan reads FIRST(A.v) from the thread's carried state, never by walking its history
+    (which made the tail cubic: docs/performance.md)."""
     import cep
     from cep.matcher.pike import vm
+    from cep.matcher.sql.context import ThreadView
     from cep.matcher.vector import fastpath
 
     monkeypatch.setattr(fastpath, "ENABLED", False)  # the VM's own bound (the sequence engine has a budget, below)
+
+    def walked(*args):
+        raise AssertionError("FIRST(A.v) walked the thread's history")
+    monkeypatch.setattr(ThreadView, "first_in", walked)
     query = cep.compile(OPEN_TAIL)
     rows = [{"id": i, "v": 0} for i in range(300)]
     monkeypatch.setattr(vm, "MAX_TAIL_RESCAN_ROWS", 300 * 299 // 2)  # exactly what this tail needs
@@ -98,8 +105,8 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
 def test_the_sequence_engine_hands_an_open_tail_to_the_vm(monkeypatch):
     """The column-wise sequence engine scans from every start: an open tail of 3,000 rows would cost
     4.5 million row looks, past its budget of SCAN_BUDGET_PER_ROW a row; the batch goes to the VM, which
-    refuses it with E0431. The VM's rescan limit is lowered here because each of its rows walks the
-    thread's history for FIRST(A.v) (cubic in the tail's length: docs/performance.md)."""
+    refuses it with E0431. The VM's rescan limit is lowered here so that the refusal comes after 10,000
+    rescanned rows rather than after the 2 million the default allows."""
     import cep
     from cep.matcher.pike import vm
     from cep.matcher.vector import sequence

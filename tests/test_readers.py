@@ -204,3 +204,35 @@ def test_json_lines_round_trip_any_float(tmp_path_factory, xs):
     path = tmp_path_factory.mktemp("json") / "out.json"
     write_json_lines(pd.DataFrame({"x": pd.array(xs, dtype=object)}), str(path))
     assert [repr(row["x"]) for row in read_back(path)] == [repr(x) for x in xs]
+
+
+def empty_inputs(tmp_path: Path) -> list[Path]:
+    """A header-only CSV and a zero-row Parquet file: tables with columns and no rows."""
+    (tmp_path / "header.csv").write_text("s,ts,price\n", encoding="utf-8")
+    pq.write_table(pa.table({"s": pa.array([], pa.string()), "ts": pa.array([], pa.timestamp("us")),
+                             "price": pa.array([], pa.float64())}), tmp_path / "none.parquet")
+    return [tmp_path / "header.csv", tmp_path / "none.parquet"]
+
+
+def run_on_empty(tmp_path: Path, capsys, engine: str) -> None:
+    query = tmp_path / "q.sql"
+    query.write_text(QUERY, encoding="utf-8")
+    for path in empty_inputs(tmp_path):
+        assert cli.main(["run", str(query), "--input", str(path), "--engine", engine]) == 0, path
+        out, err = capsys.readouterr()
+        assert "(no matches: the input has no rows)" in out and "events read: 0" in out, (path, out)
+        assert "E0220" not in err and "PARTITION BY" not in err, path
+        # The columns are known, so a query naming one the file lacks is still the query's fault.
+        query.write_text(QUERY.replace("PARTITION BY s", "PARTITION BY nope"), encoding="utf-8")
+        assert cli.main(["run", str(query), "--input", str(path), "--engine", engine]) == cli.EXIT_QUERY_ERROR
+        assert "nope" in capsys.readouterr().err
+        query.write_text(QUERY, encoding="utf-8")
+
+
+def test_a_csv_or_parquet_input_with_no_rows_says_so_on_the_python_engine(tmp_path, capsys):
+    run_on_empty(tmp_path, capsys, "python")
+
+
+@pytest.mark.spark
+def test_a_csv_or_parquet_input_with_no_rows_says_so_on_spark(spark, tmp_path, capsys):
+    run_on_empty(tmp_path, capsys, "spark")

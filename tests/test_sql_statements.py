@@ -24,7 +24,7 @@ import cep
 from cep.cli import main
 from cep.cli_io import read_pandas, read_spark
 from cep.grammar.statement import SPARK, split
-from cep.cli_io import arrow_to_pandas
+from cep.matcher.rows.tables import arrow_to_pandas
 
 REPO = Path(__file__).resolve().parent.parent
 PATTERNS = sorted((REPO / "patterns").glob("*.sql"))

@@ -169,3 +169,34 @@ def pandas_series(values: list):
 
 def _as_list(column) -> list:
     return column if isinstance(column, list) else column.tolist() if hasattr(column, "tolist") else column.to_pylist()
+
+
+def arrow_to_pandas(table) -> "pandas.DataFrame":
+    """An Arrow table (a file, or a result of either engine) as pandas without changing a value: integer,
+    float and boolean columns with a NULL in pandas' nullable dtypes (a NULL stays apart from a NaN, and 7
+    stays 7), decimals as ``Decimal``, times with a zone as naive UTC, DuckDB's intervals as durations."""
+    import pandas as pd
+    import pyarrow.types as t
+
+    frame = table.to_pandas()
+    for index, field in enumerate(table.schema):
+        column = table.column(index)
+        if t.is_timestamp(field.type) and field.type.tz is not None:
+            frame.isetitem(index, frame.iloc[:, index].dt.tz_convert("UTC").dt.tz_localize(None))
+        elif t.is_interval(field.type):
+            frame.isetitem(index, pd.Series([_interval(value) for value in column.to_pylist()], dtype=object))
+        elif column.null_count and (t.is_integer(field.type) or t.is_floating(field.type) or t.is_boolean(field.type)):
+            frame.isetitem(index, pandas_series(column.to_pylist()))
+        elif t.is_floating(field.type) and frame.iloc[:, index].isna().any():  # NaN values: NaN, not pandas' NULL
+            frame.isetitem(index, pd.Series(pd.arrays.FloatingArray(column.to_numpy(), column.is_null().to_numpy(zero_copy_only=False))))
+    return frame
+
+
+def _interval(value):
+    """A DuckDB INTERVAL (months, days, nanoseconds): a duration when it has no months, else its text."""
+    if value is None:
+        return None
+    months, days, nanoseconds = value
+    if months:
+        return f"{months} months {days} days {_dt.timedelta(microseconds=nanoseconds // 1000)}"
+    return _dt.timedelta(days=days, microseconds=nanoseconds // 1000)

@@ -88,6 +88,11 @@ REASONS: dict[str, str] = {
     "future_event_time": "E0446",
 }
 
+# Without a dead letter, a value of the wrong kind (a string among numbers, an event time that is not one)
+# stops the run with this code on both engines: the python engine when an operator meets it, Spark when its
+# reader could not read the row. With a dead letter, each row is set aside with its reason's code above.
+WRONG_KIND_WITHOUT_DEAD_LETTER = "E0410"
+
 # The fields a dead-letter record adds to the row (the prefix is reserved: a row's own ``_cep_*`` keys
 # are overwritten in its dead-letter record).
 ERROR = "_cep_error"  # the reason, one of REASONS
@@ -299,11 +304,7 @@ class InputChecks:
         order = list(machine.order_names)
         event = order[0] if mr.order_by and isinstance(mr.order_by[0].expr, ast.ColumnRef) else None
         partition = set(machine.partition_names)
-        checked = set(partition) | set(order)
-        for expr in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]:
-            for node in ast.walk(expr):
-                if isinstance(node, ast.ColumnRef):
-                    checked.add(lookup.resolve(node.column, node.span))
+        checked = query_columns(statement, machine, lookup)
         declared: dict[str, frozenset[str]] = {}
         for name, kinds in self.schema.items():
             found = lookup.find_name(name)
@@ -438,6 +439,18 @@ class InputChecks:
                 row = {name: values[source] for name, values in columns.items()}
             row.update({ERROR: reason, ERROR_CODE: REASONS[reason], ERROR_DETAIL: detail, ROW: position})
             self.sink(row)
+
+
+def query_columns(statement: ast.Statement, machine, lookup: ColumnNames) -> set[str]:
+    """The input columns the query reads: PARTITION BY, ORDER BY, and every column named in DEFINE or
+    MEASURES. Only these decide whether a row is bad, on both engines (docs/reliability.md)."""
+    checked = set(machine.partition_names) | set(machine.order_names)
+    mr = statement.match
+    for expr in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.ColumnRef):
+                checked.add(lookup.resolve(node.column, node.span))
+    return checked
 
 
 def input_checks(*, dead_letter=None, schema=None, dedup_key=None, stats=None) -> InputChecks | None:

@@ -25,7 +25,8 @@ from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.sql import values as V
 from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.matcher.sql.running import (
-    BROKEN, LAST_ROW, RunningAggregate, RunningAggregates, incremental, last_row, last_rows, result_of,
+    BROKEN, FIRST_ROW, LAST_ROW, RunningAggregate, RunningAggregates, first_row, incremental, last_row, last_rows,
+    result_of,
 )
 from cep.matcher.sql.context import Env
 
@@ -480,15 +481,16 @@ class ExpressionCompiler:
                 column = self.scope.column(node.operand)
                 if node.kind == "LAST":
                     return self._column_at_last(column, labels, n, final)
+                find_first = self._first_row(labels, n, final)
 
                 def first(env, position=None):
-                    found = env.view.first_in(labels, n, final)
+                    found = find_first(env.view)
                     return None if found is None else env.cols[column][found - env.base]
                 return first
             if node.kind == "LAST":
                 find = self._last_row(labels, n) if not final else (lambda view: view.last_in(labels, n, final))
             else:
-                find = lambda view: view.first_in(labels, n, final)  # noqa: E731
+                find = self._first_row(labels, n, final)
             inner = self.at_row(node.operand)
             return lambda env, position=None: inner(env, find(env.view))
         # PREV/NEXT: find the row the operand would read, then move by n physical rows. LAG/LEAD
@@ -633,6 +635,24 @@ class ExpressionCompiler:
         if self.running is None or n != 0 or labels is None:
             return None
         return self.running.slot(last_row(labels), (LAST_ROW, labels))
+
+    def _first_row(self, labels, n: int, final: bool) -> Callable:
+        """view -> the position of the n-th first row labelled in ``labels``. In DEFINE, FIRST of a
+        variable is carried with the thread (running.py) and FIRST of the match is its start: no walk
+        over the history, whose length a partial match that stays open would pay on every row."""
+        if self.running is None or final or (labels is not None and n != 0):
+            return lambda view: view.first_in(labels, n, final)
+        if labels is None:
+            return lambda view: view.start + n if view.start + n <= view.row else None
+        slot = self.running.slot(first_row(labels), (FIRST_ROW, labels))
+
+        def carried(view):
+            chain = view.chain
+            found = None if chain is None else chain[2][slot]
+            if found is None and view.current in labels:
+                return view.row
+            return found
+        return carried
 
     def _last_row(self, labels, n: int) -> Callable:
         """view -> the position of the n-th last row labelled in ``labels``, RUNNING (None if none)."""

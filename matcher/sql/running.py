@@ -11,8 +11,9 @@ adds nothing to the thread-equivalence key (the ``("all", labels)`` read already
 and nothing to the serialized state: ``from_state`` replays it over the buffered rows.
 
 The position of the last row labelled in a set (``LAST_ROW``) is carried the same way, for
-``B.price`` in another variable's DEFINE, and the positions of the last few (``LAST_ROWS``), for
-``LAST(B.price, 1)``. Only plain folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without
+``B.price`` in another variable's DEFINE, the positions of the last few (``LAST_ROWS``), for
+``LAST(B.price, 1)``, and the position of the first (``FIRST_ROW``), for ``FIRST(A.price)``. Only plain
+folds qualify (``incremental``): SUM, COUNT, AVG, MIN, MAX without
 DISTINCT or a count argument, over an argument that reads only columns of the row (no CLASSIFIER,
 MATCH_NUMBER). Each fold below makes exactly the operations of ``values.aggregate`` in the same order,
 so results are equal bit for bit. A fold step that raises (say SUM over strings) leaves the state
@@ -111,6 +112,10 @@ def _row_position(env, position: int) -> int:
     return position
 
 
+def _first_step(state, position):
+    return position if state is None else state
+
+
 _PLAIN = (int, float)
 # LAST_ROW is not SQL: it carries the position of the last row labelled in a set, which `B.price` in
 # the DEFINE of another variable reads (the walk back to the last B costs the match's length).
@@ -118,9 +123,14 @@ LAST_ROW = "LAST_ROW"
 # LAST_ROWS carries the positions of the last ``keep`` such rows, newest first (a tuple), for
 # `LAST(B.price, n)` with n < keep: the walk back over the history was most of such a condition's cost.
 LAST_ROWS = "LAST_ROWS"
+# FIRST_ROW carries the position of the first row labelled in a set, for `FIRST(A.price)` in DEFINE: a fold
+# that keeps its first value (the walk to the history's oldest row cost the match's length each time).
+FIRST_ROW = "FIRST_ROW"
 _POSITIONS = (LAST_ROW, LAST_ROWS)  # carried positions: ``advance`` steps them itself
-_STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step}
-_INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None, LAST_ROW: None, LAST_ROWS: ()}
+_STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step,
+          FIRST_ROW: _first_step}
+_INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None, LAST_ROW: None, LAST_ROWS: (),
+            FIRST_ROW: None}
 _RESULTS = {"AVG": _avg_result}
 
 
@@ -161,6 +171,11 @@ def result_of(name: str) -> Callable | None:
 def last_row(labels: frozenset) -> RunningAggregate:
     """The running position of the last row labelled in ``labels`` (None before the first)."""
     return RunningAggregate(LAST_ROW, labels, _row_position)
+
+
+def first_row(labels: frozenset) -> RunningAggregate:
+    """The position of the first row labelled in ``labels`` (None before it)."""
+    return RunningAggregate(FIRST_ROW, labels, _row_position)
 
 
 def last_rows(labels: frozenset, keep: int) -> RunningAggregate:

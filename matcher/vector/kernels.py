@@ -200,7 +200,7 @@ def compile_condition(expr, column_of: Callable[[ast.ColumnRef], str], current_l
 
     ``column_of`` resolves a column reference to the batch's column name; ``current_labels(q)`` says
     whether a qualifier ``q`` names the variable being defined (or a subset containing it), in which
-    case ``q.price`` is the current row's price. ``history`` (``sequence.History``) compiles what reads
+    case ``q.price`` is the current row's price. ``history`` (``lane_frame.History``) compiles what reads
     the match so far (another variable's row, FIRST/LAST, aggregates) for a frame of partial matches;
     without it such a condition is not vectorizable.
     """

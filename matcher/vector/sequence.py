@@ -24,16 +24,25 @@ rest of the pattern (backtracking): that start is *ambiguous*, and its partition
 The work is the sum over starts of the rows each looks at: bounded by the run lengths, the time limit and
 the thresholds, not by the partition.
 
-Then AFTER MATCH SKIP picks the starts that count, partition by partition (``PartitionOutput``, as the
-VM): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT row
-(no skip), any other moves on by one row. A batch the kernels cannot evaluate exactly (``Unsupported``)
-goes to the VM whole; a partition with an ambiguous start, alone.
+Two runs are ended without that scan, when the batch allows it (else the scan, with a note):
+a run that takes every row before the last item, a single row comparing its row with an item before the
+run (``A B*? C``, ``C.price < A.price - 0.10``), ends at the first (reluctant) or last (greedy) row of
+its window where the comparison holds (``first_hit.py``: range minima and a binary descent); a run under
+a running SUM/COUNT threshold (``A+ B``, ``SUM(A.volume) < 10000``) of integers that are never negative
+ends where the cumulative sums cross it (``cumulative.py``). Both give the scan's answer by construction
+(comparisons of the same values; integer sums, exact in any order), and the property tests check it.
+
+Then AFTER MATCH SKIP picks the starts that count (``sequence_output.walk``: one Python step per emitted
+match): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT
+row (no skip), any other moves on by one row. ONE ROW PER MATCH measures are computed for all matches at
+once (``sequence_output``); a measure of another shape, a timeout row or a failing skip goes through
+``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
+VM whole; a partition with an ambiguous start, alone.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -44,7 +53,9 @@ from cep.grammar.columns import ColumnNames
 from cep.matcher.program.output import PartitionOutput
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector import fastpath, kernels
+from cep.matcher.vector import cumulative, fastpath, first_hit, kernels
+from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector.lane_frame import Accumulator, History, LaneFrame, Slot
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.vector.pattern_regex import NotEligible
 
@@ -52,9 +63,6 @@ from cep.matcher.vector.pattern_regex import NotEligible
 
 # A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
 MAX_ITEMS = 16
-# From Python 3.12 sum() compensates float rounding, so a left-to-right SUM or AVG over floats is no
-# longer what the VM computes (running.py): those go to the VM there.
-PLAIN_FLOAT_SUMS = sys.version_info < (3, 12)
 # Rows per chunk of partitions matched at once: the lane arrays (a dozen per item) stay bounded.
 CHUNK_ROWS = 1 << 20
 # The rows the starts of a chunk may look at, per row plus a slack: a start looks at its whole run or
@@ -64,7 +72,6 @@ SCAN_BUDGET_PER_ROW = 256
 SCAN_SLACK = 1 << 16
 
 FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
-_AGGREGATES = ("SUM", "COUNT", "AVG", "MIN", "MAX")
 
 Fallback = Callable[[tuple, dict], list]
 
@@ -77,60 +84,6 @@ class Item:
     low: int
     high: int | None
     greedy: bool
-
-
-@dataclass(frozen=True)
-class Slot:
-    """A running aggregate: ``name`` over ``column`` (None: ``COUNT(*)``) of the rows labelled ``label``
-    (None: every row of the match so far)."""
-
-    name: str
-    label: int | None
-    column: str | None
-
-
-# --------------------------------------------------------------------------------- compiling history
-
-
-class History:
-    """Compiles what a condition reads of the match so far into kernels over a ``LaneFrame``."""
-
-    def __init__(self, label_of: Callable[[ast.Identifier], int], slots: list[Slot]) -> None:
-        self.label_of = label_of
-        self.slots = slots
-
-    def variable_column(self, ref: ast.ColumnRef, name: str, offset: int):
-        label = self.label_of(ref.qualifier)
-        return lambda frame: frame.logical(label, name, "LAST", 0, offset)
-
-    def logical(self, node: ast.Navigation, column_of):
-        operand = node.operand
-        if not isinstance(operand, ast.ColumnRef):
-            raise kernels.NotVectorizable(f"{node.kind}() of an expression")
-        n = 0
-        if node.offset is not None:
-            if not (isinstance(node.offset, ast.Literal) and isinstance(node.offset.value, int) and not isinstance(node.offset.value, bool)
-                    and node.offset.value >= 0):
-                raise kernels.NotVectorizable(f"a non-constant {node.kind} offset")
-            n = node.offset.value
-        label = None if operand.qualifier is None else self.label_of(operand.qualifier)
-        name, kind = column_of(operand), node.kind
-        return lambda frame: frame.logical(label, name, kind, n, 0)
-
-    def aggregate(self, node: ast.Aggregate, column_of):
-        if node.name not in _AGGREGATES or node.distinct or len(node.args) != 1:
-            raise kernels.NotVectorizable(f"{node.name}() is not carried column-wise")
-        arg = node.args[0]
-        if isinstance(arg, ast.Star) and node.name == "COUNT":
-            slot = Slot("COUNT", None if arg.qualifier is None else self.label_of(arg.qualifier), None)
-        elif isinstance(arg, ast.ColumnRef):
-            slot = Slot(node.name, None if arg.qualifier is None else self.label_of(arg.qualifier), column_of(arg))
-        else:
-            raise kernels.NotVectorizable(f"{node.name}() of an expression")
-        if slot not in self.slots:
-            self.slots.append(slot)
-        index = self.slots.index(slot)
-        return lambda frame: frame.aggregate(index)
 
 
 # ---------------------------------------------------------------------------------------- the plan
@@ -146,8 +99,17 @@ class SequencePlan:
     columns: tuple[str, ...]  # the columns the conditions read
     within: _dt.timedelta | None
     show_timeout: bool
+    measures: list | None  # the measures as column programs (``sequence_output``), or None
+    # item index -> (op, row kernel, start kernel): the run ends where the next (last, single-row) item's
+    # comparison first (or last) holds, found by ``first_hit`` instead of a scan
+    hits: dict = field(default_factory=dict)
+    # item index -> ``cumulative.Threshold``: the run ends where its running SUM/COUNT crosses a constant
+    cumulative: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0})
+    # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
+    stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
+                                                           "columnar_measures": 0, "first_hit": 0,
+                                                           "cumulative": 0})
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -177,57 +139,110 @@ class SequencePlan:
         except kernels.Unsupported as why:
             self.notes.append(f"ran on the VM: {why}")
             return self._all_on_vm(fallback, layout, offsets, columns)
-        return self._output(fallback, layout, offsets, columns, outcome, spans)
+        return self._output(fallback, data, layout, offsets, columns, outcome, spans, values)
 
     def _all_on_vm(self, fallback, layout, offsets, columns) -> list[tuple]:
         groups = [(key, layout.order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(layout.keys)]
         self.stats["vm_partitions"] += len(groups)
         return _elsewhere(fallback, self.machine, groups, columns)
 
-    def _output(self, fallback, layout, offsets, columns, outcome, spans) -> list[tuple]:
-        """Walk each partition's starts in order, as AFTER MATCH SKIP picks them, and emit the rows."""
-        machine = self.machine
+    def _output(self, fallback, data, layout, offsets, columns, outcome, spans, values) -> list[tuple]:
+        """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``): measures column-wise
+        where they can be (``sequence_output``), else, and for partitions with a timeout row, an
+        ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does."""
+        parts = len(layout.keys)
         n = len(outcome)
-        # the next start at or after each row that is not a plain failure (n: none)
-        interesting = np.where(outcome != FAIL, np.arange(n), n)
-        following = np.minimum.accumulate(interesting[::-1])[::-1].tolist()
-        outcome_list = outcome.tolist()
-        counts = spans.T.tolist() if len(self.items) else []
-        labels_of = [item.label for item in self.items]
-        order_list = layout.order.tolist()
-        rows: list[tuple] = []
-        for index, key in enumerate(layout.keys):
-            begin, end = int(offsets[index]), int(offsets[index + 1])
-            position = following[begin] if begin < n else n
-            if position >= end:
-                self.stats["sequence_partitions"] += 1
-                continue  # no start here matches or times out: no output
-            members = order_list[begin:end]
-            part = {name: [columns[name][i] for i in members] for name in machine.columns}
-            output = PartitionOutput(machine, key, part)
-            output.env.total = end - begin
-            ambiguous = False
-            while position < end:
-                kind = outcome_list[position]
-                if kind == AMBIGUOUS:
-                    ambiguous = True
-                    break
-                labels = [label for label, count in zip(labels_of, counts[position]) for _ in range(count)]
-                local = position - begin
-                if kind == MATCH:
-                    next_local = output.emit_match(local, local + len(labels) - 1, labels, [])
-                    nxt = begin + next_local
-                else:  # TIMEOUT: not a match, no skip
-                    output.out.extend(machine.output.timeout(output, local, local + len(labels) - 1, labels))
-                    nxt = position + 1
-                position = following[nxt] if nxt < n else n
-            if ambiguous:
-                self.stats["vm_partitions"] += 1
-                rows.extend(fallback(key, part))
-                continue
-            self.stats["sequence_partitions"] += 1
-            rows.extend(output.out)
+        targets, failed = output_columns.skip_targets(self.statement.match.after_match, self._item_index,
+                                                      np.arange(n, dtype=np.int64), spans)
+        part_of = np.repeat(np.arange(parts, dtype=np.int64), layout.counts)
+        chain = output_columns.walk(outcome, targets, failed, part_of, offsets)
+        starts = chain.starts
+        if chain.elsewhere:
+            starts = starts[~np.isin(part_of[starts], np.fromiter(chain.elsewhere, dtype=np.int64))]
+        measured = None
+        if self.measures is not None:
+            measured = output_columns.columns(self.measures, self._matches(starts, spans, part_of, data, layout, values))
+        if measured is None:
+            self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
+            rows: list[tuple] = []
+            for index in range(parts):
+                rows.extend(self._partition_output(fallback, layout, offsets, columns, outcome, spans, index))
+            return rows
+        self.stats["columnar_measures"] += 1
+        match_parts = part_of[starts]
+        key_columns = [np.array([key[i] for key in layout.keys] + [None], dtype=object)[:-1][match_parts].tolist()
+                       for i in range(len(self.machine.partition_names))]
+        found = list(zip(*key_columns, *measured)) if key_columns or measured else [()] * len(starts)
+        self.stats["sequence_partitions"] += parts - len(chain.elsewhere)
+        if not chain.elsewhere:
+            return found
+        rows, taken = [], 0
+        for index in sorted(chain.elsewhere):
+            upto = int(np.searchsorted(match_parts, index))
+            rows.extend(found[taken:upto])
+            taken = upto
+            rows.extend(self._partition_output(fallback, layout, offsets, columns, outcome, spans, index))
+        rows.extend(found[taken:])
         return rows
+
+    def _item_index(self, label: ast.Identifier) -> int | None:
+        ids = {name: index for index, name in enumerate(self.machine.label_names)}
+        positions = {item.label: index for index, item in enumerate(self.items)}
+        return positions.get(ids.get(label.key))
+
+    def _matches(self, starts, spans, part_of, data, layout, values) -> output_columns.Matches:
+        counts = spans[:, starts]
+        begins = starts + np.cumsum(counts, axis=0) - counts
+        parts = part_of[starts]
+        first = np.searchsorted(parts, parts, side="left")  # each match's partition's first match
+        loaded = dict(values)
+
+        def load(name: str) -> kernels.Value:
+            if name not in loaded:
+                loaded[name] = data.load(name, layout.order)
+            return loaded[name]
+        return output_columns.Matches(starts, begins, counts, np.arange(len(starts), dtype=np.int64) - first + 1,
+                                      layout.order, data, load, values)
+
+    def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, index: int) -> list[tuple]:
+        """One partition's rows, its starts walked in Python through ``PartitionOutput`` (or on the VM when
+        a start is ambiguous)."""
+        machine = self.machine
+        key = layout.keys[index]
+        begin, end = int(offsets[index]), int(offsets[index + 1])
+        kinds = outcome[begin:end]
+        if not (kinds != FAIL).any():
+            return []  # no start here matches or times out: no output
+        members = layout.order[begin:end].tolist()
+        part = {name: [columns[name][i] for i in members] for name in machine.columns}
+        output = PartitionOutput(machine, key, part)
+        output.env.total = end - begin
+        labels_of = [item.label for item in self.items]
+        size = end - begin
+        # the next start at or after each row that is not a plain failure (size: none)
+        following = np.minimum.accumulate(np.where(kinds != FAIL, np.arange(size), size)[::-1])[::-1].tolist()
+        following.append(size)
+        local = following[0]
+        while local < size:
+            kind = int(kinds[local])
+            if kind == AMBIGUOUS:
+                self.stats["vm_partitions"] += 1
+                return fallback(key, part)
+            counts = spans[:, begin + local].tolist()
+            labels = [label for label, count in zip(labels_of, counts) for _ in range(count)]
+            if kind == MATCH:
+                local = following[output.emit_match(local, local + len(labels) - 1, labels, [])]
+            else:  # TIMEOUT: not a match, no skip
+                output.out.extend(machine.output.timeout(output, local, local + len(labels) - 1, labels))
+                local = following[local + 1]
+        self.stats["sequence_partitions"] += 1
+        return output.out
+
+
+def _sliced(value: kernels.Value, begin: int, end: int) -> kernels.Value:
+    if value.kind == "null":
+        return value
+    return kernels.Value(value.kind, value.data[begin:end], None if value.nulls is None else value.nulls[begin:end])
 
 
 def _chunks(offsets: np.ndarray):
@@ -314,7 +329,7 @@ class _Lanes:
         self.item_begin = np.full((len(plan.items), n), -1, dtype=np.int64)
         self.item_count = np.zeros((len(plan.items), n), dtype=np.int64)
         self.item_of = {item.label: index for index, item in enumerate(plan.items)}
-        self.acc = [_Accumulator(slot, self) for slot in plan.slots]
+        self.acc = [Accumulator(slot, self) for slot in plan.slots]
         self.budget = SCAN_BUDGET_PER_ROW * n + SCAN_SLACK
 
     def _within_limits(self, ticks: np.ndarray, clock, width: int, bounds: np.ndarray) -> None:
@@ -365,6 +380,20 @@ class _Lanes:
         after it, ends the pattern)."""
         low, high, greedy = item.low, item.high, item.greedy
         self.item_begin[index, lanes] = pos
+        route = self.plan.hits.get(index)
+        if route is not None and next_is_last:
+            try:
+                return self._first_hit(index, item, following, route, lanes, pos, state)
+            except first_hit.NoRoute as why:
+                self.plan.notes.append(f"{self.plan.machine.label_names[item.label]}'s run scanned row by row: {why}")
+        route = self.plan.cumulative.get(index)
+        if route is not None and next_is_last:
+            try:
+                cumulative.end_runs(self, index, item, following, route, lanes, pos, state, (MATCH, TIMEOUT))
+                self.plan.stats["cumulative"] += 1
+                return lanes[:0], pos[:0]
+            except first_hit.NoRoute as why:
+                self.plan.notes.append(f"{self.plan.machine.label_names[item.label]}'s run scanned row by row: {why}")
         m = len(lanes)
         chosen = np.full(m, -1, dtype=np.int64)  # the preferred run length so far
         found = np.zeros(m, dtype=np.int64)  # how many run lengths the next item accepts
@@ -392,7 +421,7 @@ class _Lanes:
                     ends = inside.copy()
                     test = np.flatnonzero(inside)
                     if len(test):
-                        ends[test] = self._holds(following.label, lane[test], row[test])
+                        ends[test] = self.holds(following.label, lane[test], row[test])
                 hit = scanning[ends]
                 if len(hit):
                     take = hit if greedy else hit[chosen[hit] < 0]
@@ -415,13 +444,41 @@ class _Lanes:
             scanning, lane, row = scanning[inside], lane[inside], row[inside]
             if not len(scanning):
                 break
-            ok = self._holds(item.label, lane, row)
+            ok = self.holds(item.label, lane, row)
             scanning, lane, row = scanning[ok], lane[ok], row[ok]
             self.item_count[index, lane] = step + 1
             for acc in self.acc:
                 acc.add(item.label, lane, row)
             step += 1
         return self._resolve(index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state)
+
+    def _first_hit(self, index: int, item: Item, following: Item, route, lanes, pos, state):
+        """A run that takes every row, then the last item: it ends at the first (reluctant) or last
+        (greedy) row of its window where the last item's comparison holds (``first_hit``)."""
+        op, row_kernel, start_kernel = route
+        limit = self.limit[lanes]
+        lo = pos + item.low
+        hi = limit if item.high is None else np.minimum(limit, pos + item.high + 1)
+        hi = np.maximum(hi, lo)
+        start = first_hit.as_floats(start_kernel(LaneFrame(self, lanes, pos, following.label)), len(lanes), np.nan)
+        loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
+        frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
+        rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op))
+        table = first_hit.RangeTable(rows, op, max(int((hi - lo).max()) if len(lanes) else 1, 1))
+        found = table.last(lo, hi, start) if item.greedy else table.first(lo, hi, start)
+        self.plan.stats["first_hit"] += 1
+        done = found >= 0
+        finished = lanes[done]
+        self.item_count[index, finished] = found[done] - pos[done]
+        self.item_begin[index + 1, finished] = found[done]
+        self.item_count[index + 1, finished] = 1
+        state[finished] = MATCH
+        at_limit = np.ones(len(lanes), dtype=bool) if item.high is None else pos + item.high >= limit
+        timed = ~done & at_limit & self.expired[lanes]
+        taken = limit - pos if item.high is None else np.minimum(limit - pos, item.high)
+        self.item_count[index, lanes[timed]] = np.maximum(taken[timed], 0)
+        state[lanes[timed]] = TIMEOUT
+        return lanes[:0], pos[:0]
 
     def _resolve(self, index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state):
         if following is None or next_is_last:
@@ -454,7 +511,7 @@ class _Lanes:
         for acc, snap in zip(self.acc, snapshots):
             acc.restore(snap, np.flatnonzero(which), picked)
 
-    def _holds(self, label: int, lane: np.ndarray, row: np.ndarray) -> np.ndarray:
+    def holds(self, label: int, lane: np.ndarray, row: np.ndarray) -> np.ndarray:
         condition = self.plan.conditions[label]
         if condition is None:
             return np.ones(len(lane), dtype=bool)
@@ -462,145 +519,22 @@ class _Lanes:
 
     # ------------------------------------------------------------------------------- frame reads
 
-    def column(self, name: str, rows: np.ndarray, lanes: np.ndarray) -> kernels.Value:
+    def column(self, name: str, rows: np.ndarray, lanes: np.ndarray, offset: int = 0) -> kernels.Value:
+        """``name`` at ``rows`` + ``offset`` for ``lanes``: NULL where that leaves the lane's partition (rows
+        of a partial match, and the row under test, are inside it: only an offset can leave it)."""
         value = self.values[name]
         if value.kind == "null":
             return value
+        if offset == 0:
+            at = rows + self.begin
+            return kernels.Value(value.kind, value.data[at], None if value.nulls is None else value.nulls[at])
+        rows = rows + offset
         inside = (rows >= self.part_start[lanes]) & (rows < self.part_end[lanes])
         at = np.where(inside, rows, 0) + self.begin
         nulls = ~inside
         if value.nulls is not None:
             nulls = nulls | value.nulls[at]
         return kernels.Value(value.kind, value.data[at], nulls if nulls.any() else None)
-
-
-class LaneFrame:
-    """The kernels' frame over partial matches: lane i tests row ``cur[i]`` as variable ``current``
-    (None: a match's last row, for measures)."""
-
-    def __init__(self, lanes: _Lanes, lane: np.ndarray, cur: np.ndarray, current: int | None) -> None:
-        self.lanes = lanes
-        self.lane = lane
-        self.cur = cur
-        self.current = current
-        self.n = len(lane)
-
-    def column(self, name: str, offset: int = 0) -> kernels.Value:
-        return self.lanes.column(name, self.cur + offset, self.lane)
-
-    def rows_of(self, label: int | None):
-        """(first row, last row, has any) of the rows labelled ``label`` so far (None: every row)."""
-        if label is None:
-            return self.lane, self.cur, np.ones(self.n, dtype=bool)
-        lanes = self.lanes
-        index = lanes.item_of[label]
-        first = lanes.item_begin[index, self.lane]
-        count = lanes.item_count[index, self.lane] + (1 if label == self.current else 0)
-        return first, first + count - 1, count > 0
-
-    def logical(self, label: int | None, name: str, kind: str, n: int, offset: int) -> kernels.Value:
-        """FIRST/LAST(name, n) among the rows of ``label``; then ``offset`` rows physically (PREV/NEXT)."""
-        first, last, has = self.rows_of(label)
-        row = first + n if kind == "FIRST" else last - n
-        valid = has & (row >= first) & (row <= last)
-        value = self.lanes.column(name, np.where(valid, row, self.cur) + offset, self.lane)
-        if value.kind == "null":
-            return value
-        nulls = ~valid if value.nulls is None else (value.nulls | ~valid)
-        return kernels.Value(value.kind, value.data, nulls)
-
-    def aggregate(self, index: int) -> kernels.Value:
-        return self.lanes.acc[index].value(self)
-
-
-class _Accumulator:
-    """One running aggregate per lane, folded row by row as ``running.py`` folds it."""
-
-    def __init__(self, slot: Slot, lanes: _Lanes) -> None:
-        self.slot = slot
-        self.lanes = lanes
-        n = lanes.n
-        self.count = np.zeros(n, dtype=np.int64)  # non-NULL rows folded
-        self.column = None
-        if slot.column is not None:
-            column = lanes.values[slot.column]
-            self.column = column
-            if slot.name != "COUNT":
-                if column.kind not in ("int", "float", "null"):
-                    raise kernels.Unsupported(f"{slot.name} over a {column.kind} column")
-                if column.kind == "float" and slot.name in ("SUM", "AVG") and not PLAIN_FLOAT_SUMS:
-                    raise kernels.Unsupported(f"{slot.name} over floats (compensated by sum() on this Python)")
-                if column.kind == "int" and slot.name == "SUM" and column.data.size and \
-                        int(np.abs(column.data).max()) * max(column.data.size, 1) >= 2**62:
-                    raise kernels.Unsupported("SUM of integers that could overflow 64 bits")
-        dtype = np.float64 if (slot.name == "AVG" or (self.column is not None and self.column.kind == "float")) else np.int64
-        self.total = np.zeros(n, dtype=dtype)
-
-    def _ranges(self, label: int | None) -> bool:
-        return self.slot.label is None or self.slot.label == label
-
-    def _row(self, rows: np.ndarray):
-        """(present, value) of the aggregated column at ``rows`` (global chunk rows)."""
-        if self.column is None:
-            return np.ones(len(rows), dtype=bool), None
-        if self.column.kind == "null":
-            return np.zeros(len(rows), dtype=bool), np.zeros(len(rows), dtype=self.total.dtype)
-        at = rows + self.lanes.begin
-        present = np.ones(len(rows), dtype=bool) if self.column.nulls is None else ~self.column.nulls[at]
-        return present, self.column.data[at]
-
-    def _fold(self, total, count, present, value):
-        name = self.slot.name
-        if name == "COUNT":
-            return total, count + present
-        if name in ("SUM", "AVG"):
-            value = value.astype(self.total.dtype, copy=False)
-            return np.where(present, np.where(count > 0, total + value, value), total), count + present
-        better = value < total if name == "MIN" else value > total
-        with np.errstate(invalid="ignore"):
-            replace = present & ((count == 0) | better)
-        return np.where(replace, value, total), count + present
-
-    def add(self, label: int, lanes: np.ndarray, rows: np.ndarray) -> None:
-        if not self._ranges(label) or not len(lanes) or (self.column is not None and self.column.kind == "null"):
-            return
-        present, value = self._row(rows)
-        if self.slot.name == "COUNT":
-            self.count[lanes] += present
-            return
-        self.total[lanes], self.count[lanes] = self._fold(self.total[lanes], self.count[lanes], present, value)
-
-    def value(self, frame: LaneFrame) -> kernels.Value:
-        lanes = frame.lane
-        total, count = self.total[lanes], self.count[lanes]
-        if frame.current is not None and self._ranges(frame.current):  # the row under test counts
-            present, value = self._row(frame.cur)
-            if self.slot.name == "COUNT":
-                count = count + present
-            else:
-                total, count = self._fold(total, count, present, value)
-        if self.slot.name == "COUNT":
-            return kernels.Value("int", count, None)
-        empty = count == 0
-        if self.slot.name == "AVG":
-            with np.errstate(all="ignore"):
-                result = total / np.where(empty, 1, count)
-            return kernels.Value("float", result, empty if empty.any() else None)
-        kind = "float" if self.total.dtype == np.float64 else "int"
-        if self.column is not None and self.column.kind == "null":
-            return kernels.NULL
-        return kernels.Value(kind, total, empty if empty.any() else None)
-
-    def snapshot(self, m: int):
-        return [np.zeros(m, dtype=self.total.dtype), np.zeros(m, dtype=np.int64)]
-
-    def save(self, snap, at: np.ndarray, lanes: np.ndarray) -> None:
-        snap[0][at] = self.total[lanes]
-        snap[1][at] = self.count[lanes]
-
-    def restore(self, snap, at: np.ndarray, lanes: np.ndarray) -> None:
-        self.total[lanes] = snap[0][at]
-        self.count[lanes] = snap[1][at]
 
 
 # ------------------------------------------------------------------------------------- eligibility
@@ -676,8 +610,56 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         raise NotEligible(str(why)) from None
     used |= {slot.column for slot in slots if slot.column is not None}
     within = machine.within.limit if machine.within is not None else None
+    item_index = {item.label: index for index, item in enumerate(items)}
+
+    def item_of(qualifier: ast.Identifier) -> int:
+        if qualifier.key not in label_ids:
+            raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
+        return item_index[label_ids[qualifier.key]]
+
+    hits = {} if slots else _first_hits(items, defines, labels, label_ids, scope, label_of)
+    thresholds = {}
+    for index, (item, following) in enumerate(zip(items, items[1:])):
+        definition = defines.get(labels[item.label])
+        if index + 2 == len(items) and following.low == following.high == 1 and definition is not None:
+            found = cumulative.threshold(definition.condition, item.label, label_of, scope.column, slots)
+            if found is not None:
+                thresholds[index] = found
+    measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
+    measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
-                        columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout)
+                        columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
+                        measures=measures, hits=hits, cumulative=thresholds)
+
+
+def _first_hits(items, defines, labels, label_ids, scope, label_of) -> dict:
+    """The runs whose end ``first_hit`` finds: a run with no DEFINE before the last item, a single row
+    whose condition compares its row with items finished before the run."""
+    hits = {}
+    for index, (item, following) in enumerate(zip(items, items[1:])):
+        if index + 2 != len(items) or following.low != 1 or following.high != 1 or labels[item.label] in defines:
+            continue
+        definition = defines.get(labels[following.label])
+        if definition is None:
+            continue
+        earlier = {items[k].label for k in range(index)}
+
+        def current(qualifier: ast.Identifier, own=following.label) -> bool:
+            return label_ids.get(qualifier.key) == own
+
+        def finished(qualifier: ast.Identifier) -> bool:
+            return label_ids.get(qualifier.key) in earlier
+
+        comparison = first_hit.split(definition.condition, current, finished)
+        if comparison is None:
+            continue
+        try:
+            row = kernels.compile_value(comparison.row, scope.column, current)
+            start = kernels.compile_value(comparison.start, scope.column, current, History(label_of, []))
+        except kernels.NotVectorizable:
+            continue
+        hits[index] = (comparison.op, row, start)
+    return hits
 
 
 def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, ...], regex_line: str) -> list[str]:
@@ -690,4 +672,45 @@ def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, .
             "      with numpy; WITHIN, timeouts and what the conditions read of the match so far, per start",
             f"      (not the regex fast path: {why_not_regex})",
             "      a batch the kernels cannot evaluate exactly, and a partition where a start's preferred match",
-            "      depends on backtracking, run on the Pike VM"]
+            "      depends on backtracking, run on the Pike VM"] + route_lines(plan)
+
+
+def route_lines(plan: SequencePlan) -> list[str]:
+    """How each run is ended and how the output is made, and why not faster (``cep explain``)."""
+    labels = plan.machine.label_names
+    lines = []
+    for index, item in enumerate(plan.items):
+        if item.low == item.high:
+            continue
+        name = labels[item.label]
+        if index in plan.hits:
+            which = "last" if item.greedy else "first"
+            lines.append(f"      {name}'s runs: end at the {which} row where {labels[plan.items[index + 1].label]}'s comparison"
+                         " holds, for every start at once (range minima/maxima and a binary descent, first_hit.py),")
+            lines.append("        on batches whose compared values are numbers (no NaN, no infinity); else row by row")
+        elif index in plan.cumulative:
+            route = plan.cumulative[index]
+            slot = plan.slots[route.slot]
+            lines.append(f"      {name}'s runs: end where the running {slot.name} crosses {route.limit}, by cumulative sums"
+                         " (cumulative.py),")
+            lines.append("        on batches whose addends are integers, never negative nor NULL; else row by row")
+        else:
+            lines.append(f"      {name}'s runs: scanned row by row from every start ({_scan_reason(plan, index)})")
+    if plan.measures is not None:
+        lines.append("      measures: computed for all matches at once; AFTER MATCH SKIP walked once per emitted match")
+    else:
+        lines.append("      measures: one match at a time as the Pike VM computes them (a measure of another shape than"
+                     " rows of a variable, counts, integer SUM, + - *)")
+    return lines
+
+
+def _scan_reason(plan: SequencePlan, index: int) -> str:
+    items, labels = plan.items, plan.machine.label_names
+    if index + 2 != len(items) or items[index + 1].low != 1 or items[index + 1].high != 1:
+        return "the range search and cumulative sums take a run followed by the pattern's last item, one row"
+    if plan.conditions[items[index].label] is None:
+        if plan.slots:
+            return "the conditions carry running aggregates"
+        return (f"{labels[items[index + 1].label]}'s condition is not a comparison of its row with an item before the"
+                " run")
+    return f"{labels[items[index].label]}'s condition is not a running SUM or COUNT below a constant integer"

@@ -51,18 +51,20 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.rows.tables import arrow_to_columns, from_rows
-from cep.matcher.rows.validate import ERROR, ERROR_CODE, ERROR_DETAIL, REASONS
+from cep.grammar.columns import ColumnNames
+from cep.matcher.rows.validate import ERROR, ERROR_CODE, ERROR_DETAIL, REASONS, WRONG_KIND_WITHOUT_DEAD_LETTER, query_columns
 from cep.matcher.sql.datetimes import query_time, utc_now
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.keyed import BAD_REASONS
 from cep.spark_bridge.engine.replay import MATCH_ID, Replay
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, REJECT, quote
 from cep.spark_bridge.spark.inputs import bad_row_reason
-from cep.spark_bridge.spark.types import cast_untyped, output_schema, spark_to_sql
+from cep.spark_bridge.spark.types import cast_untyped, naive_times_in, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -254,8 +256,12 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
             columns.append((MATCH_ID, "VARCHAR"))
     # Outer ORDER BY keys that are not output columns travel as extra columns, dropped after sorting.
     sort_columns = plan.sort_column_types(input_types) if hasattr(plan, "sort_column_types") else []
-    schema = output_schema(columns + sort_columns)
+    schema = output_schema(columns + sort_columns, naive_times=naive_times_in(df.schema))
 
+    if CORRUPT_RECORD in df.columns:
+        read = query_columns(plan.statement, plan.machine(tuple(data)), ColumnNames(data))
+        if len(read) < len(data):  # some columns the query never reads: their odd values do not count
+            df = _forget_unread_columns(df, [(name, spark_names[name]) for name in data if name in read])
     if dead_letter is not None or stats is not None:
         df = _set_bad_rows_aside(df, names, spark_names, event_time, order, dead_letter, stats)
     else:
@@ -317,10 +323,31 @@ def _refuse_null_event_times(df: "DataFrame", time_column: str, name: str) -> No
         )
 
 
+def _forget_unread_columns(df: "DataFrame", read: list[tuple[str, str]]) -> "DataFrame":
+    """``df`` with ``_corrupt_record`` cleared on rows whose odd values all sit in columns the query never
+    reads, as the python engine checks only the columns the query reads (``read``: (input name, Spark
+    name) pairs of those it reads). A column is odd on a row when its value is NULL though the row's line,
+    the JSON object ``files.apply_json_kinds`` keeps in ``_corrupt_record``, holds one there. Text that is
+    not a JSON object (a line Spark could not read at all, a CSV line) is left alone, and so is every row
+    when a read column's name cannot be written as a JSON path."""
+    from pyspark.sql import functions as F
+
+    if any("'" in name or "]" in name for name, _ in read):
+        return df
+    corrupt = F.col(CORRUPT_RECORD)
+    odd = [F.col(quote(spark_name)).isNull() & F.get_json_object(corrupt, f"$['{name}']").isNotNull()
+           for name, spark_name in read]
+    odd_in_read = reduce(lambda a, b: a | b, odd) if odd else F.lit(False)
+    is_object = F.trim(corrupt).startswith("{") & F.get_json_object(corrupt, "$").isNotNull()
+    forget = corrupt.isNotNull() & is_object & ~odd_in_read
+    return df.withColumn(CORRUPT_RECORD, F.when(forget, F.lit(None).cast("string")).otherwise(corrupt))
+
+
 def _refuse_unread_rows(df: "DataFrame", time_column: str | None) -> None:
     """Rows the reader read only in part (``_corrupt_record`` set) would match with NULLs for what it could
-    not read: without a dead letter that is an error (one small Spark job), as a bad value is on the
-    Python engine, never a silently different answer."""
+    not read: without a dead letter that is an error (one small Spark job), never a silently different
+    answer. Its code is the python engine's for the same rows, E0410 (a value of the wrong kind stops a
+    run without a dead letter); with one, each row is set aside with its reason's own code (E0441, E0442)."""
     from pyspark.sql import functions as F
 
     reason = bad_row_reason(df, time_column)
@@ -329,7 +356,7 @@ def _refuse_unread_rows(df: "DataFrame", time_column: str | None) -> None:
         why, line = found[0]
         raise CepRuntimeError(
             f"the input has rows its reader could not read ({why}), the first: {line}",
-            code=REASONS[why],
+            code=WRONG_KIND_WITHOUT_DEAD_LETTER,
             hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside and count them",
         )
 

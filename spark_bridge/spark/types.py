@@ -196,8 +196,26 @@ def cast_untyped(df: "DataFrame") -> "DataFrame":
     return df
 
 
-def output_schema(columns: Iterable[tuple[str, str]]) -> "StructType":
-    """A Spark ``StructType`` (all fields nullable) from ``[(name, SQL type name), ...]``."""
+def output_schema(columns: Iterable[tuple[str, str]], *, naive_times: bool = False) -> "StructType":
+    """A Spark ``StructType`` (all fields nullable) from ``[(name, SQL type name), ...]``.
+
+    The matcher has one TIMESTAMP type; ``naive_times`` makes it Spark's TIMESTAMP_NTZ (``naive_times_in``
+    says when: a naive time in gives a naive time out, as on the python engine)."""
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField(name, sql_to_spark(type_name, column=name), True) for name, type_name in columns])
+    fields = []
+    for name, type_name in columns:
+        data_type = sql_to_spark(type_name, column=name)
+        if naive_times and isinstance(data_type, T.TimestampType):
+            data_type = T.TimestampNTZType()
+        fields.append(T.StructField(name, data_type, True))
+    return T.StructType(fields)
+
+
+def naive_times_in(schema: "StructType") -> bool:
+    """True when the input has times and every one is TIMESTAMP_NTZ (wall-clock times, no instant): the
+    output's times are then TIMESTAMP_NTZ too, never turned into instants of the session's zone."""
+    from pyspark.sql import types as T
+
+    kinds = {type(field.dataType) for field in schema.fields if isinstance(field.dataType, (T.TimestampType, T.TimestampNTZType))}
+    return kinds == {T.TimestampNTZType}

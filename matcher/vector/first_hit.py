@@ -1,0 +1,151 @@
+"""The first (or last) row of a window where ``row value OP start value`` holds, for every start at once.
+
+A run that takes every row (``B*?`` with no DEFINE) followed by the pattern's last item, a single row
+``C`` whose condition compares something of the current row with something fixed for the start
+(``C.price < A.price - 0.10``: ``A`` is an earlier item, finished when the run begins), ends at the
+first row of its window where that comparison holds (reluctant; the last one if greedy). Scanning the
+window row by row costs its length per start. Here: a sparse table of range minima (``<``, ``<=``) or
+maxima (``>``, ``>=``) over the row side, and a binary descent per start over blocks of 2^k rows, all
+starts at once with numpy: O(n log w) for windows of w rows, whatever the rows hold.
+
+Exact because nothing is computed but comparisons: both sides are the kernels' values (``kernels.py``,
+the same as the full condition's), compared as floats only when that is exact (no NULL or non-finite
+value among the rows, integers within 2**53). A batch where it is not takes the lockstep scan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from cep.grammar import ast
+from cep.matcher.vector import kernels
+
+# Beyond this many integers, a float64 no longer holds every integer exactly.
+_EXACT_FLOAT_INT = 2**53
+# The comparison turned around when the start side is written on the left (``A.x > C.x``: ``C.x < A.x``).
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_HOLDS = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+
+
+class NoRoute(Exception):
+    """This batch's values do not allow the search: the caller scans row by row."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A condition ``row OP start``: ``row`` reads only the current row (and constant PREV/NEXT) and
+    ``start`` only items finished before the run."""
+
+    op: str
+    row: ast.Expr
+    start: ast.Expr
+
+
+def split(condition: ast.Expr, is_current: Callable[[ast.Identifier], bool],
+          is_finished: Callable[[ast.Identifier], bool]) -> Comparison | None:
+    """The condition as ``row OP start``, or None when it is not one."""
+    if not (isinstance(condition, ast.Binary) and condition.op in _HOLDS):
+        return None
+    left, right = condition.left, condition.right
+    if _reads_row(left, is_current) and _reads_start(right, is_finished):
+        return Comparison(condition.op, left, right)
+    if _reads_row(right, is_current) and _reads_start(left, is_finished):
+        return Comparison(_MIRRORED[condition.op], right, left)
+    return None
+
+
+def _reads_row(expr, is_current) -> bool:
+    refs = [node for node in ast.walk(expr) if isinstance(node, ast.ColumnRef)]
+    return bool(refs) and all(ref.qualifier is None or is_current(ref.qualifier) for ref in refs) and all(
+        not isinstance(node, (ast.Aggregate, ast.Classifier, ast.MatchNumber))
+        and not (isinstance(node, ast.Navigation) and node.kind not in ("PREV", "NEXT"))
+        for node in ast.walk(expr))
+
+
+def _reads_start(expr, is_finished) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.ColumnRef):
+            if node.qualifier is None or not is_finished(node.qualifier):
+                return False
+        elif isinstance(node, ast.Navigation):
+            if node.kind not in ("FIRST", "LAST", "PREV", "NEXT"):
+                return False
+        elif not isinstance(node, (ast.Literal, ast.Binary, ast.Unary, ast.Identifier)):
+            return False
+        elif isinstance(node, ast.Binary) and node.op not in ("+", "-", "*"):
+            return False
+    return True
+
+
+def sentinel(op: str) -> float:
+    """A value for which ``value OP x`` holds for no finite x."""
+    return np.inf if op in ("<", "<=") else -np.inf
+
+
+def as_floats(value: kernels.Value, n: int, null: float) -> np.ndarray:
+    """The values as float64 (``null`` for NULL) when comparing those is comparing the values; NoRoute
+    otherwise."""
+    if value.kind not in ("int", "float"):
+        raise NoRoute(f"a {value.kind} comparison")
+    data = np.broadcast_to(np.asarray(value.data), (n,))
+    if value.kind == "int":
+        if data.size and int(np.abs(data).max()) > _EXACT_FLOAT_INT:
+            raise NoRoute("integers beyond 2**53")
+        out = data.astype(np.float64)
+    else:
+        if not np.isfinite(data if value.nulls is None else data[~np.broadcast_to(value.nulls, (n,))]).all():
+            raise NoRoute("NaN or infinite values")
+        out = np.array(data, dtype=np.float64)
+    if value.nulls is not None:
+        out[np.broadcast_to(value.nulls, (n,))] = null
+    return out
+
+
+class RangeTable:
+    """Minima (or maxima) of ``values`` over blocks of 2^k rows, k = 0 .. ``levels`` - 1."""
+
+    def __init__(self, values: np.ndarray, op: str, widest: int) -> None:
+        self.op = op
+        self.holds = _HOLDS[op]
+        reduce = np.minimum if op in ("<", "<=") else np.maximum
+        self.levels = [values]
+        width = 1
+        while width * 2 <= widest:
+            below = self.levels[-1]
+            self.levels.append(reduce(below[:len(below) - width], below[width:]))
+            width *= 2
+
+    def first(self, lo: np.ndarray, hi: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """The first row in [lo, hi) where ``value OP start`` holds, or -1."""
+        at = lo.copy()
+        for k in range(len(self.levels) - 1, -1, -1):
+            width = 1 << k
+            fits = np.flatnonzero(at + width <= hi)
+            if not len(fits):
+                continue
+            free = ~self.holds(self.levels[k][at[fits]], start[fits])
+            at[fits[free]] += width
+        return self._hits(at, at < hi, start)
+
+    def last(self, lo: np.ndarray, hi: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """The last row in [lo, hi) where ``value OP start`` holds, or -1."""
+        at = hi.copy()
+        for k in range(len(self.levels) - 1, -1, -1):
+            width = 1 << k
+            fits = np.flatnonzero(at - width >= lo)
+            if not len(fits):
+                continue
+            free = ~self.holds(self.levels[k][at[fits] - width], start[fits])
+            at[fits[free]] -= width
+        return self._hits(at - 1, at > lo, start)
+
+    def _hits(self, rows: np.ndarray, candidate: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """``rows`` where they are candidates and the comparison holds there, else -1."""
+        found = np.full(len(rows), -1, dtype=np.int64)
+        which = np.flatnonzero(candidate)
+        holds = self.holds(self.levels[0][rows[which]], start[which])
+        found[which[holds]] = rows[which[holds]]
+        return found

@@ -1,0 +1,279 @@
+"""The sequence engine's output without a Python step per row: AFTER MATCH SKIP as a chain over the
+starts that count, and ONE ROW PER MATCH measures computed for all matches at once.
+
+``sequence.py`` finds, for every start row, whether a match starts there and how many rows each item
+takes. AFTER MATCH SKIP then picks the starts that count: from a start that matches, the next search
+begins at the row the skip rule names; from one that fails, at the next row. The next start at or
+after a row that does not simply fail is a reversed cumulative minimum, so the walk below takes one
+Python step per emitted match, not one per row.
+
+Measures are compiled to *column programs* (``compile_measures``): each leaf reads, for every match at
+once, a row of the match (a variable's first/last row, with constant offsets), a count, an integer
+SUM (cumulative sums: integer additions are exact in any order) or MATCH_NUMBER(); each operation
+(``+ - *``, unary minus) applies the function the Pike VM applies, value by value, to Python values:
+the same results by construction. A measure of another shape, a skip that fails (E0401), a run-time
+error in a measure, a timeout row or an ambiguous start sends its partition (or, for an error, the
+batch) back to ``PartitionOutput``, which the VM shares.
+"""
+
+from __future__ import annotations
+
+import decimal
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from cep.grammar import ast
+from cep.grammar.errors import CepRuntimeError
+from cep.matcher.sql import values as V
+
+FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
+
+_PLAIN_NUMBERS = (int, float)
+_ARITHMETIC = {"+": (operator.add, V.add), "-": (operator.sub, V.subtract), "*": (operator.mul, V.multiply)}
+
+
+class NotColumnar(Exception):
+    """A measure (or a skip) the column programs do not compute: the output goes through PartitionOutput."""
+
+
+@dataclass
+class Matches:
+    """The matches to output, as arrays over them: their first row (global, in ORDER BY order), each
+    item's first row and row count, the partition index and MATCH_NUMBER()."""
+
+    start: np.ndarray
+    item_begin: np.ndarray  # (items, m)
+    item_count: np.ndarray  # (items, m)
+    number: np.ndarray
+    order: np.ndarray  # global position -> input row
+    data: Any  # the ListInput / ArrayInput (gather) of the batch
+    load: Callable  # column name -> kernels.Value in global order
+    loaded: dict  # the columns the conditions loaded (kernels.Value in global order): read without a gather
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.item_count.sum(axis=0) - 1
+
+
+# A program's values: a list of Python values, or an int64/float64 array standing for Python ints/floats
+# (no NULL), kept as an array so that arithmetic on it runs in numpy when that is exact.
+Program = Callable[[Matches], Any]
+_INT64_BOUND = 2**63
+
+
+# ------------------------------------------------------------------------------------- compiling
+
+
+def compile_measures(measures, column_of: Callable[[ast.ColumnRef], str], item_of_label: Callable[[ast.Identifier], int],
+                     status: str) -> list[Program] | None:
+    """A column program per measure, or None when one of them has another shape."""
+    try:
+        return [_compile(measure.expr, column_of, item_of_label, status) for measure in measures]
+    except NotColumnar:
+        return None
+
+
+def _compile(expr, column_of, item_of, status: str) -> Program:
+    def recurse(node):
+        return _compile(node, column_of, item_of, status)
+
+    if isinstance(expr, ast.MatchNumber):
+        return lambda m: m.number
+    if isinstance(expr, ast.MatchStatus):
+        return lambda m: [status] * len(m.start)
+    if isinstance(expr, ast.ColumnRef):
+        return _row_value(column_of(expr), _rows_of(expr.qualifier, item_of), "LAST", 0)
+    if isinstance(expr, ast.Navigation) and expr.kind in ("FIRST", "LAST") and isinstance(expr.operand, ast.ColumnRef):
+        n = 0
+        if expr.offset is not None:
+            if not (isinstance(expr.offset, ast.Literal) and type(expr.offset.value) is int and expr.offset.value >= 0):
+                raise NotColumnar("a non-constant offset")
+            n = expr.offset.value
+        operand = expr.operand
+        return _row_value(column_of(operand), _rows_of(operand.qualifier, item_of), expr.kind, n)
+    if isinstance(expr, ast.Aggregate) and not expr.distinct and len(expr.args) == 1 and not expr.order_by:
+        return _aggregate(expr, column_of, item_of)
+    if isinstance(expr, ast.Literal) and type(expr.value) is int:
+        value = expr.value
+        if abs(value) < 2**62:
+            return lambda m: np.full(len(m.start), value, dtype=np.int64)
+        return lambda m: [value] * len(m.start)
+    if isinstance(expr, ast.Unary) and expr.op in ("-", "+"):
+        operand = recurse(expr.operand)
+        if expr.op == "+":
+            return operand
+
+        def negate(m):
+            values = operand(m)
+            if isinstance(values, np.ndarray) and (values.dtype == np.float64 or not (values == -_INT64_BOUND).any()):
+                return -values
+            return [V.negate(v) for v in _as_output(values)]
+        return negate
+    if isinstance(expr, ast.Binary) and expr.op in _ARITHMETIC:
+        plain, general = _ARITHMETIC[expr.op]
+        left = recurse(expr.left)
+        if isinstance(expr.right, ast.Literal) and type(expr.right.value) is decimal.Decimal:
+            constant, as_float = expr.right.value, float(expr.right.value)  # as the VM's _arithmetic does
+
+            def with_decimal(m):
+                values = left(m)
+                if isinstance(values, np.ndarray) and values.dtype == np.float64:
+                    return _NUMPY[expr.op](values, as_float)
+                return [plain(v, as_float) if type(v) is float else general(v, constant) for v in _as_output(values)]
+            return with_decimal
+        right = recurse(expr.right)
+
+        def arithmetic(m):
+            a, b = left(m), right(m)
+            exact = _exact(expr.op, a, b)
+            if exact is not None:
+                return exact
+            return [plain(x, y) if type(x) in _PLAIN_NUMBERS and type(y) in _PLAIN_NUMBERS else general(x, y)
+                    for x, y in zip(_as_output(a), _as_output(b))]
+        return arithmetic
+    raise NotColumnar(type(expr).__name__)
+
+
+_NUMPY = {"+": np.add, "-": np.subtract, "*": np.multiply}
+
+
+def _exact(op: str, a, b) -> np.ndarray | None:
+    """``a op b`` in numpy when both are arrays of one kind and it is what Python computes (floats: the
+    same IEEE operation; integers: no overflow), else None."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != b.dtype:
+        return None
+    if a.dtype == np.int64 and len(a):
+        big_a, big_b = int(np.abs(a).max()), int(np.abs(b).max())
+        if (big_a * big_b if op == "*" else big_a + big_b) >= _INT64_BOUND:
+            return None
+    return _NUMPY[op](a, b)
+
+
+def _as_output(values) -> list:
+    return values.tolist() if isinstance(values, np.ndarray) else values
+
+
+def _rows_of(qualifier: ast.Identifier | None, item_of) -> Callable[[Matches], tuple]:
+    """(first row, row count) of a variable's rows in each match (None: all its rows)."""
+    if qualifier is None:
+        return lambda m: (m.start, m.item_count.sum(axis=0))
+    index = item_of(qualifier)
+    return lambda m: (m.item_begin[index], m.item_count[index])
+
+
+def _row_value(column: str, rows_of, kind: str, n: int) -> Program:
+    def read(m: Matches) -> list:
+        first, count = rows_of(m)
+        valid = count > n
+        row = first + n if kind == "FIRST" else first + count - 1 - n
+        loaded = m.loaded.get(column)
+        if loaded is not None and loaded.kind == "int" and valid.all() and (loaded.nulls is None or not loaded.nulls[row].any()):
+            return loaded.data[row]  # the column's Python ints, without a gather
+        inputs = np.where(valid, m.order[np.where(valid, row, 0)], -1)
+        return list(m.data.gather(column, inputs, False))
+    return read
+
+
+def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
+    arg = expr.args[0]
+    if expr.name == "COUNT" and isinstance(arg, ast.Star):
+        rows_of = _rows_of(arg.qualifier, item_of)
+        return lambda m: rows_of(m)[1]
+    if expr.name not in ("COUNT", "SUM") or not isinstance(arg, ast.ColumnRef):
+        raise NotColumnar(f"{expr.name}()")
+    rows_of, column, name = _rows_of(arg.qualifier, item_of), column_of(arg), expr.name
+
+    def fold(m: Matches) -> list:
+        value = m.load(column)
+        size = len(m.order)
+        present = np.ones(size, dtype=np.int64) if value.nulls is None else (~value.nulls).astype(np.int64)
+        if value.kind == "null":
+            present = np.zeros(size, dtype=np.int64)
+        first, count = rows_of(m)
+        seen = _range_sums(present, first, count)
+        if name == "COUNT":
+            return seen
+        if value.kind == "null":
+            return [None] * len(first)
+        if value.kind != "int":  # float sums are left-to-right additions in the VM: not a difference of cumsums
+            raise NotColumnar(f"SUM over a {value.kind} column")
+        data = value.data if value.nulls is None else np.where(value.nulls, 0, value.data)
+        if data.size and int(np.abs(data).max()) * size >= 2**62:
+            raise NotColumnar("SUM of integers that could overflow 64 bits")
+        totals = _range_sums(data, first, count)
+        if seen.all():
+            return totals
+        return [None if k == 0 else t for k, t in zip(seen.tolist(), totals.tolist())]
+    return fold
+
+
+def _range_sums(values: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    running = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(values, out=running[1:])
+    return running[first + count] - running[first]
+
+
+# ----------------------------------------------------------------------------------------- the walk
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The starts AFTER MATCH SKIP picks (global rows, in order) and the partitions that must go through
+    ``PartitionOutput`` (a timeout row, an ambiguous start or a skip that fails there)."""
+
+    starts: np.ndarray
+    elsewhere: frozenset[int]
+
+
+def skip_targets(after_match: ast.SkipTo | None, item_index: Callable[[ast.Identifier], int | None],
+                 starts: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the row the next search starts at, whether the skip fails) for a match at every start."""
+    mode = after_match.mode if after_match is not None else "PAST_LAST_ROW"
+    failed = np.zeros(len(starts), dtype=bool)
+    if mode == "PAST_LAST_ROW":
+        return starts + spans.sum(axis=0), failed
+    if mode == "TO_NEXT_ROW":
+        return starts + 1, failed
+    index = item_index(after_match.variable)
+    if index is None:  # not a variable of the pattern: never present
+        return starts + 1, ~failed
+    begin = starts + spans[:index].sum(axis=0)
+    count = spans[index]
+    target = begin if mode == "TO_FIRST" else begin + count - 1
+    return target, (count == 0) | (target == starts)
+
+
+def walk(outcome: np.ndarray, targets: np.ndarray, failed: np.ndarray, part_of: np.ndarray, offsets: np.ndarray) -> Chain:
+    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts, over the
+    starts that do not simply fail (``candidates``), each pointing at the first candidate at or after
+    the row its skip names."""
+    candidates = np.flatnonzero(outcome != FAIL)
+    kinds = outcome[candidates]
+    trouble = ((kinds == MATCH) & failed[candidates]) | (kinds == AMBIGUOUS) | (kinds == TIMEOUT)
+    # memoryviews: a Python int per step without converting the whole arrays (most candidates are skipped)
+    following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
+    parts = part_of[candidates]
+    after_part = np.searchsorted(candidates, offsets[1:][parts]).astype(np.int64)  # the first candidate past the partition
+    trouble_list = memoryview(trouble)
+    chosen: list[int] = []
+    elsewhere: set[int] = set()
+    index, count = 0, len(candidates)
+    while index < count:
+        if trouble_list[index]:
+            elsewhere.add(int(parts[index]))
+            index = int(after_part[index])
+            continue
+        chosen.append(index)
+        index = following[index]
+    return Chain(candidates[np.asarray(chosen, dtype=np.int64)], frozenset(elsewhere))
+
+
+def columns(programs: list[Program], matches: Matches) -> list[list] | None:
+    """The measures' values for the matches, or None when computing one raised (the VM then says where)."""
+    try:
+        return [_as_output(program(matches)) for program in programs]
+    except (CepRuntimeError, NotColumnar):
+        return None
