@@ -304,3 +304,14 @@ def test_a_run_under_a_running_sum_threshold_ends_by_cumulative_sums():
     negative = _bench_like(tail, values[:5] + [-3] + values[5:])
     assert negative[0].plan.run_columns(negative[1]) == on_vm(negative[0], negative[1])
     assert negative[2].stats["cumulative"] == 0 and any("NULL or negative" in note for note in negative[2].notes)
+
+
+def test_a_count_of_a_column_the_kernels_do_not_hold_is_counted_column_wise():
+    # COUNT(A.ts) over times (and COUNT of text) needs only the NULLs; it used to raise Unsupported from
+    # the column-wise measures (the alert-rule bench's brute-force rule).
+    query, columns, plan = _bench_like(
+        "MEASURES COUNT(A.ts) AS times, COUNT(A.part) AS keys, B.ts AS end_ts "
+        "PATTERN (A+ B) DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10", [3, 4, 2, 5, 9, 1, 8, 8, 0])
+    columns["ts"][1] = None  # a NULL time inside a run: not counted
+    assert query.plan.run_columns(columns) == on_vm(query, columns)
+    assert plan.stats["columnar_measures"] == 1

@@ -28,6 +28,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.sql import values as V
+from cep.matcher.vector.kernels import Unsupported
 
 FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
 
@@ -187,12 +188,19 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
     rows_of, column, name = _rows_of(arg.qualifier, item_of), column_of(arg), expr.name
 
     def fold(m: Matches) -> list:
-        value = m.load(column)
+        first, count = rows_of(m)
+        try:
+            value = m.load(column)
+        except Unsupported:  # times, text...: the kernels do not hold them, but COUNT needs only their NULLs
+            if name != "COUNT":
+                raise NotColumnar(f"{name} over a column the kernels do not hold") from None
+            values = m.data.gather(column, m.order, False)
+            return _range_sums(np.fromiter((v is not None for v in values), dtype=np.int64, count=len(m.order)),
+                               first, count)
         size = len(m.order)
         present = np.ones(size, dtype=np.int64) if value.nulls is None else (~value.nulls).astype(np.int64)
         if value.kind == "null":
             present = np.zeros(size, dtype=np.int64)
-        first, count = rows_of(m)
         seen = _range_sums(present, first, count)
         if name == "COUNT":
             return seen
@@ -275,5 +283,5 @@ def columns(programs: list[Program], matches: Matches) -> list[list] | None:
     """The measures' values for the matches, or None when computing one raised (the VM then says where)."""
     try:
         return [_as_output(program(matches)) for program in programs]
-    except (CepRuntimeError, NotColumnar):
+    except (CepRuntimeError, NotColumnar, Unsupported):
         return None
