@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
-import logging
 import re
 import uuid
 from decimal import Decimal
@@ -402,7 +401,11 @@ class _SparkEngine:
 
     def sql(self, rendered: Rendered):
         # PySpark logs every SQL error it raises as JSON on stderr; cep turns it into a CepError instead.
-        logger = logging.getLogger("SQLQueryContextLogger")
+        # The logger must be PySpark's own class: made by logging.getLogger it would be a plain Logger, and
+        # PySpark's next SQL error in this process would fail inside its logging call (errorClass=...).
+        from pyspark.logger import PySparkLogger  # Spark's: imported only when Spark runs the statement
+
+        logger = PySparkLogger.getLogger("SQLQueryContextLogger")
         disabled, logger.disabled = logger.disabled, True
         try:
             return self.spark.sql(rendered.text)

@@ -231,6 +231,17 @@ def test_spark_errors_point_into_the_users_text(spark):
 
 
 @pytest.mark.spark
+def test_a_spark_sql_error_after_cep_sql_keeps_its_own_message(spark):
+    # cep.sql quiets PySpark's SQL error logger while it runs; made as a plain Logger, that logger broke
+    # PySpark's next SQL error in the process ("Logger._log() got an unexpected keyword argument 'errorClass'").
+    spark.createDataFrame(pa.Table.from_pylist(ROWS).to_pandas()).createOrReplaceTempView("t")
+    cep.sql(spark, f"SELECT * FROM t MATCH_RECOGNIZE ({DIPS}) m")
+    with pytest.raises(Exception) as caught:
+        spark.sql("SELECT nope FROM t").collect()
+    assert "UNRESOLVED_COLUMN" in str(caught.value), str(caught.value)[:300]
+
+
+@pytest.mark.spark
 def test_spark_orders_rows_as_the_query_defines_and_reads_subqueries(spark):
     spark.createDataFrame(pa.Table.from_pylist(ROWS).to_pandas()).createOrReplaceTempView("t")
     frame = cep.sql(spark, f"SELECT k, s FROM t MATCH_RECOGNIZE ({DIPS}) m", ordered=True)
