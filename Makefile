@@ -39,7 +39,7 @@ run: venv check-java
 TEST_WORKERS ?= 2
 
 test: venv check-java
-	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 # PyFlink (a peer) goes into its own venv, bench/.venv-flink, once; without network or Java 17 the bench
 # still runs and its Flink rows say why they were not run.

@@ -28,6 +28,23 @@ settings.load_profile("cep")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: needs a local SparkSession (Java 17+); deselect with -m 'not spark'")
+    config.addinivalue_line("markers", "long: an end-to-end test of minutes (processes killed and restarted); its file runs first")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
+    """Order files for ``make test``'s two workers: files with a ``long`` test first, then by test count.
+
+    ``--dist loadfile`` hands each worker one file at a time in this order (the Makefile turns off xdist's
+    own reordering, which puts files with few tests last). The long end-to-end files have few tests but
+    take minutes each, mostly waiting for JVMs and restarts: last, they ran one after the other on one
+    worker while the other sat idle; first, they overlap with the rest of the suite. Tests in a file keep
+    their order."""
+    files: dict[object, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+    long_files = {path for path, group in files.items() if any(item.get_closest_marker("long") for item in group)}
+    order = sorted(files, key=lambda path: (path not in long_files, -len(files[path])))
+    items[:] = [item for path in order for item in files[path]]
 
 
 def _java_missing_reason() -> str | None:

@@ -216,6 +216,7 @@ def _batch_in_flight(checkpoint: Path) -> int | None:
     return logged[-1]
 
 
+@pytest.mark.long
 @pytest.mark.spark
 def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spark, cluster, tmp_path):
     events = _events()

@@ -119,6 +119,7 @@ def assert_equals_the_replay(result: pd.DataFrame, query, events: list[dict]) ->
     assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
 
 
+@pytest.mark.long
 @pytest.mark.spark
 def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, tmp_path):
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"

@@ -128,6 +128,7 @@ def status(tmp: Path) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+@pytest.mark.long
 @pytest.mark.spark
 def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp_path):
     pytest.importorskip("prometheus_client")

@@ -730,6 +730,7 @@ def _committed_batches(checkpoint: Path) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
 
+@pytest.mark.long
 @pytest.mark.spark
 def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     query = cep.compile(QUERIES["vshape"])

@@ -78,6 +78,7 @@ class Terminal:
         return self.process.returncode
 
 
+@pytest.mark.long
 @pytest.mark.timeout(1500)  # a broker and two Spark drivers: minutes on a busy 2-core machine
 @pytest.mark.parametrize("page", ["streaming.md", "alerting.md"])
 def test_the_kafka_walkthrough_runs_as_written(page, tmp_path):

@@ -140,6 +140,7 @@ class ChildStream:
         assert code == 0, self.tail()
 
 
+@pytest.mark.long
 @pytest.mark.timeout(1500)  # three Spark drivers one after the other: minutes on a busy 2-core machine
 def test_cep_stream_sigkilled_twice_loses_nothing_and_the_exactly_once_topic_has_each_alert_once(
         kafka_broker, kafka_topic, tmp_path):
