@@ -209,7 +209,8 @@ def test_all_rows_per_match_shows_an_odd_value_of_a_column_it_carries_on_neither
     """ALL ROWS PER MATCH carries ``note``, which no condition reads: an odd value there (a number among
     strings) came out NULL on Spark (its typed column cannot hold it) and as it was on the python engine.
     A column the output carries is read: the row is ``wrong_type`` on both engines, set aside and counted,
-    the same table from both. CSV (text: one kind) and Parquet (typed) carry every value on both."""
+    the same table from both; without a dead letter both stop with E0410. CSV (text: one kind) and
+    Parquet (typed) carry every value on both."""
     import pandas as pd
 
     query = tmp_path / "all_rows.sql"
@@ -236,3 +237,7 @@ def test_all_rows_per_match_shows_an_odd_value_of_a_column_it_carries_on_neither
         table = "\n".join(printed["python"])
         assert ("17" in table) == (kind != "json"), kind  # shown as it was, or set aside: never NULL
         assert f"events read: 5, partitions: 1, matches: 1" in table or kind == "json", (kind, table)
+    for engine in ("python", "spark"):  # and without a dead letter both stop, naming the row, where python answered
+        code = cli.main(["run", str(query), "--input", str(sources["json"]), "--engine", engine])
+        err = capsys.readouterr().err
+        assert code == cli.EXIT_QUERY_ERROR and "error[E0410]" in err and "wrong_type" in err and "17" in err, (engine, err)

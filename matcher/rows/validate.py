@@ -455,6 +455,24 @@ def query_columns(statement: ast.Statement, machine, lookup: ColumnNames) -> set
     return checked
 
 
+def refuse_odd_kinds(plan, data) -> None:
+    """Raise E0410 for the first row of ``data`` holding a value of another kind than its column's in a
+    column the query reads (``wrong_type``, ``bad_event_time``, ``bad_partition_key``), as Spark's replay
+    refuses a row its reader read only in part when there is no dead letter. NULL event times are not
+    refused: a run without a dead letter sorts them last, on both engines. Nothing is set aside."""
+    found: list[dict] = []
+    InputChecks(dead_letter=found.append).apply(plan, to_columns(data)[1])
+    odd = [record for record in found if record[ERROR] != "null_event_time"]
+    if odd:
+        first = odd[0]
+        more = f" (and {len(odd) - 1} more)" if len(odd) > 1 else ""
+        raise CepRuntimeError(
+            f"the input has rows of the wrong kind ({first[ERROR]}), the first: row {first[ROW]}: {first[ERROR_DETAIL]}{more}",
+            code=WRONG_KIND_WITHOUT_DEAD_LETTER,
+            hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside and count them",
+        )
+
+
 def input_checks(*, dead_letter=None, schema=None, dedup_key=None, stats=None) -> InputChecks | None:
     """The checks ``Query.run`` asked for, or None when it asked for none (the run is as before)."""
     if dead_letter is None and schema is None and dedup_key is None and stats is None:
