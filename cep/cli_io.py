@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from cep.grammar.errors import CepError
 from cep.matcher.rows.tables import arrow_to_pandas, pandas_series
+from cep.matcher.sql.types import decimal_params
 from cep.matcher.rows.text_types import (column_type, convert, declared_value, evidence, parse_timestamp, resolve_declared,
                                          string_type)
 from cep.spark_bridge.sinks.safe_text import visible
@@ -193,7 +194,20 @@ def _read_file(path: str, fmt: str, reader):
 def _read_parquet(path: str) -> "pd.DataFrame":
     import pyarrow.parquet as pq
 
-    return arrow_to_pandas(pq.read_table(path))
+    return _decimals_typed(pq.read_table(path))
+
+
+def _decimals_typed(table) -> "pd.DataFrame":
+    """``arrow_to_pandas(table)`` with each DECIMAL column kept in its Arrow type (``pd.ArrowDtype``), so the
+    python engine knows its precision and scale and gives Spark's decimal result types, as Spark does."""
+    import pandas as pd
+    import pyarrow.types as t
+
+    frame = arrow_to_pandas(table)
+    for index, field in enumerate(table.schema):
+        if t.is_decimal(field.type):
+            frame.isetitem(index, table.column(index).to_pandas(types_mapper=pd.ArrowDtype))
+    return frame
 
 
 def _read_csv_text(path: str) -> "pd.DataFrame":
@@ -225,6 +239,11 @@ def _typed_series(values: list, type_name: str) -> "pd.Series":
         return pd.Series(values, dtype="datetime64[ns]")
     if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
         return pandas_series(values)
+    size = decimal_params(type_name)
+    if size is not None:  # the DECIMAL type Spark reads the column as (files._SPARK_TYPES), precision and scale kept
+        import pyarrow as pa
+
+        return pd.Series(pa.array(values, pa.decimal128(*size)), dtype=pd.ArrowDtype(pa.decimal128(*size)))
     return pd.Series(values, dtype=object)
 
 

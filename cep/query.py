@@ -9,9 +9,9 @@ from typing import Any, Sequence
 from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.grammar.format import format_expr, format_pattern
-from cep.grammar.parser import parse, parse_all
+from cep.grammar.parser import parse, parse_all, parse_schema
 from cep.matcher.explain.text import explain
-from cep.matcher.plan import CompiledQuery
+from cep.matcher.plan import CompiledQuery, declared_types
 from cep.matcher.rows.tables import from_rows, kind_of, to_columns
 from cep.matcher.rows.validate import input_checks
 from cep.spark_bridge.alerting import rules as rules_mod
@@ -90,15 +90,19 @@ class Query:
     def _run(self, data, *, dead_letter, schema, dedup_key, stats, progress, session_timeout, match_ids):
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
+        # An input that declares DECIMAL types gets Spark's decimal result types (docs/semantics.md).
+        typed = declared_types(data, parse_schema(schema) if isinstance(schema, str) else schema)
         # Columns straight to the fast path when it applies.
         if checks is None and not replay and kind_of(data) != "rows":
-            return self.plan.run_frame(data, progress=progress)
+            result = self.plan.run_frame(data, progress=progress)
+            return result if typed is None else self.plan.fit_to_types(result, typed)
         kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
         if replay:
             names, rows = self._replay(columns, checks, session_timeout, match_ids, progress)
         else:
             names, rows = self.plan.run_columns(columns, checks=checks, progress=progress)
-        return from_rows(kind, names, rows)
+        result = from_rows(kind, names, rows)
+        return result if typed is None else self.plan.fit_to_types(result, typed)
 
     def _replay(self, columns, checks, session_timeout, match_ids: bool, progress):
         gap = session_timeout_us(session_timeout)

@@ -199,6 +199,8 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
     checks: dict = {}
     if dead_letter:
         options.update(dead_letter=records, stats=checks)
+    elif fmt == "json":  # a value of another kind in a column the query reads stops the run, as on Spark
+        options["refuse_odd_kinds"] = True
     if declared:
         options["schema"] = declared
     progress = args.progress

@@ -32,6 +32,7 @@ from cep.grammar.parser import parse_unchecked
 from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import arrow_to_pandas, kind_of
+from cep.matcher.rows.validate import refuse_odd_kinds
 from cep.query import Query
 
 # Imported inside functions: pyspark, duckdb, sqlglot, pyarrow and pandas (heavy or optional; `cep check`
@@ -109,7 +110,9 @@ class SqlStatement:
         given (a pyarrow Table when none is), or ``kind`` ("rows", "pandas", "arrow"). ``ordered``: rows in the order the query defines when it has
         no ORDER BY (partitions in key order, then matches in order). ``options``: those of ``Query.run``
         (``dead_letter``, ``stats``, ``schema``, ``progress``, ``session_timeout``, ``match_ids``...),
-        applied to every clause.
+        applied to every clause; and ``refuse_odd_kinds=True`` (``cep run`` over JSON without a dead letter):
+        a row of another kind in a column a clause reads stops the run with E0410, as the Spark engine
+        stops (``validate.refuse_odd_kinds``).
         """
         named = tables if isinstance(tables, dict) else {}
         if tables is not None and not isinstance(tables, dict):
@@ -610,7 +613,10 @@ class _DuckEngine:
     def match(self, query: Query, frame, options: dict, *, ordered: bool):
         import pyarrow as pa
 
+        options = dict(options)
         checked = {"dead_letter", "schema", "dedup_key", "stats"} & set(options)
+        if options.pop("refuse_odd_kinds", False) and not checked:
+            refuse_odd_kinds(query.plan, frame)
         if kind_of(frame) == "pandas" and not checked:
             # Arrow in, Arrow out: an integer column with NULLs stays integer (pandas would make it float).
             try:

@@ -49,7 +49,8 @@ from cep.spark_bridge.sinks.payloads import BodyFormat
 from cep.spark_bridge.sinks.safe_text import expand_env
 from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
-from cep.spark_bridge.spark.files import CSV_OPTIONS, apply_json_kinds, apply_text_types, json_kinds, json_variant_schema
+from cep.spark_bridge.spark.files import (CSV_OPTIONS, apply_json_kinds, apply_text_types, json_kinds, json_variant_schema,
+                                         strict_json_numbers)
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
@@ -304,8 +305,9 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
     ``cep.spark_bridge.spark.files``), then kept in ``cache``.
 
     JSON and CSV are read in Spark's PERMISSIVE mode with a ``_corrupt_record`` column: a line that is
-    not JSON, or holds a value the schema's type cannot take (``abc`` in a DOUBLE column, ``yesterday``
-    in a TIMESTAMP one), keeps its text there (the streaming bridge rejects it with a reason), and so
+    not JSON, or holds a value the schema's type cannot take (``abc`` or a quoted ``"NaN"`` in a DOUBLE
+    column, ``yesterday`` in a TIMESTAMP one), keeps its text there (the streaming bridge rejects it with
+    a reason; a number column is read as VARIANT for that, ``files.strict_json_numbers``), and so
     does a JSON line whose ISO 8601 time column does not parse. Extra JSON fields are ignored. A CSV line
     with the wrong number of fields keeps its text too, and all its columns are NULL: which value
     belongs to which column is unknown, so it is rejected as a line not read at all (``not_json``).
@@ -333,6 +335,9 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
             os.makedirs(os.path.dirname(cache), exist_ok=True)
             atomic_write(cache, json.dumps({"schema": schema.jsonValue(), "to_time": to_time, "text_types": text_types,
                                             "json_kinds": mixed, "format": fmt}))
+    if fmt == "json":  # a quoted "NaN" or "1.5" in a number column is a string there, as in cep run
+        schema, numbers = strict_json_numbers(schema)
+        mixed = {**numbers, **mixed}
     if fmt in ("json", "csv") and CORRUPT_RECORD not in schema.fieldNames():
         schema = T.StructType(list(schema.fields) + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
     reader = spark.readStream.schema(schema)

@@ -24,13 +24,15 @@ from cep.matcher.vector.layout import ArrayInput
 from cep.matcher.program.machine import Machine, build_machine
 from cep.matcher.rows.outer import OuterQuery, build_outer
 from cep.matcher.rows.partitioning import partition_indices, unorderable
-from cep.matcher.rows.tables import from_columns, from_rows, kind_of, to_columns
+from cep.matcher.rows.tables import from_columns, from_rows, kind_of, rows_to_columns, to_columns
 from cep.matcher.sql.datetimes import query_time
-from cep.matcher.sql.types import infer
+from cep.matcher.sql.types import arrow_type_name, decimal_params, fit_to_type, infer, value_type_name
 from cep.matcher.pike.trace import Tracer
 from cep.matcher.pike.vm import PartitionMatcher, match_partition
 
 Columns = dict[str, list]
+
+# Imported inside functions: pyarrow (heavy; only an Arrow result needs it).
 
 
 class CompiledQuery:
@@ -111,6 +113,35 @@ class CompiledQuery:
                 types.append(infer(item.expr, output_type))
         self._sort_types = [(name, infer(expr, output_type)) for name, expr in outer.sort_exprs]
         return list(zip(outer.names, types))
+
+    def fit_to_types(self, result, input_types: dict[str, str]):
+        """``result`` (a run's output, of any kind) with each value made what Spark gives for its output
+        column's type (``types.fit_to_type``: a ``Decimal`` rounded half up to a DECIMAL's scale, E0410
+        when it overflows; a float in a DOUBLE column), as the Spark engine's output is (``batch.conform_arrow``).
+        Arrow output columns of a DECIMAL type get that Arrow type."""
+        wanted = {name: type_name for name, type_name in self.output_types(input_types)
+                  if decimal_params(type_name) is not None or type_name == "DOUBLE"}
+        kind = kind_of(result)
+        if kind == "rows":
+            return [{name: fit_to_type(value, wanted[name]) if name in wanted else value for name, value in row.items()}
+                    for row in result]
+        names = [str(n) for n in result.columns] if kind == "pandas" else list(result.column_names)
+        for index, name in enumerate(names):
+            if name not in wanted:
+                continue
+            if kind == "pandas":
+                if result[name].dtype == object:
+                    result[name] = [fit_to_type(value, wanted[name]) for value in result[name]]
+                continue
+            import pyarrow as pa  # the result is an Arrow table, so pyarrow is there
+
+            size = decimal_params(wanted[name])
+            if size is None and not pa.types.is_decimal(result.schema.field(index).type):
+                continue
+            values = [fit_to_type(value, wanted[name]) for value in result.column(index).to_pylist()]
+            arrow_type = pa.decimal128(*size) if size is not None else pa.float64()
+            result = result.set_column(index, result.schema.field(index).with_type(arrow_type), pa.array(values, arrow_type))
+        return result
 
     def sort_column_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
         """(name, SQL type) of the outer ORDER BY keys that are not output columns (``sort_keys``)."""
@@ -264,3 +295,44 @@ def replay_clock(machine: Machine, columns: Columns):
         return max((v for v in values if v is not None), default=None)
     except TypeError:
         raise unorderable(machine.within.column, values) from None
+
+
+def declared_types(data, schema: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The SQL type of every column of ``data`` when one of them is declared a DECIMAL (an Arrow decimal
+    column, a pandas column of an Arrow decimal type, or ``schema``: the run's ``{column: type}``), else
+    None. With it the Python engine gives Spark's decimal result types (``CompiledQuery.fit_to_types``);
+    undeclared columns are typed by their values, and one holding ``Decimal`` values (no precision
+    known) leaves the whole run exact (None)."""
+    kind = kind_of(data)
+    declared = {str(k): str(v).upper().replace(" ", "") for k, v in (schema or {}).items()
+                if decimal_params(str(v).upper().replace(" ", "")) is not None}
+    if kind == "arrow":
+        types = {name: arrow_type_name(field.type) for name, field in zip(data.column_names, data.schema)}
+    elif kind == "pandas":
+        types = {}
+        for name in data.columns:
+            arrow_type = getattr(data[name].dtype, "pyarrow_dtype", None)
+            types[str(name)] = arrow_type_name(arrow_type) if arrow_type is not None else None
+    elif declared:
+        types = {name: None for name in _row_columns(data)}
+    else:
+        return None
+    for name in types:
+        found = declared.get(name) or next((t for k, t in declared.items() if k.casefold() == name.casefold()), None)
+        if found is not None:
+            types[name] = found
+    if not any(decimal_params(t) is not None for t in types.values() if t is not None):
+        return None
+    if any(t is None for t in types.values()):
+        columns = _row_columns(data) if kind == "rows" else to_columns(data)[1]
+        for name, type_name in types.items():
+            if type_name is None:
+                types[name] = value_type_name(columns[name])
+        if any(t is None for t in types.values()):
+            return None
+    return types
+
+
+def _row_columns(rows: list) -> dict[str, list]:
+    """The columns of the items of a list that are rows (the others are bad rows, set aside by the checks)."""
+    return rows_to_columns([row for row in rows if isinstance(row, dict)])

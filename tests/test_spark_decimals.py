@@ -42,6 +42,11 @@ def test_sum_avg_and_a_difference_of_decimals_are_what_spark_sql_says(spark, dec
     for name in ("s", "a", "d"):
         assert out.schema[name].dataType == sql.schema[name].dataType, name  # DECIMAL, never DOUBLE
         assert row[name] == want[name] and isinstance(row[name], Decimal), name
+    # The Python engine over the same typed rows (Arrow, as the Spark engine hands them) gives the same
+    # values with the same scale (tests/test_decimal_types.py checks its rules on many more values).
+    [mine] = cep.compile(QUERY).run(df.toArrow()).to_pylist()
+    for name in ("s", "a", "d"):
+        assert mine[name] == row[name] and mine[name].as_tuple().exponent == row[name].as_tuple().exponent, name
 
 
 @pytest.mark.spark
@@ -57,3 +62,5 @@ def test_a_decimal_result_spark_cannot_hold_fails_as_spark_sql_does(spark):
     q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES AVG(x) AS a PATTERN (A B))")
     with pytest.raises(Exception, match=r"E0410.*does not fit DECIMAL\(38,14\)"):
         q.on_spark(df).collect()
+    with pytest.raises(cep.CepRuntimeError, match=r"E0410.*does not fit DECIMAL\(38,14\)"):
+        q.run(df.toArrow())  # the Python engine over the same typed rows

@@ -28,9 +28,9 @@ In streaming (``cep.spark_bridge.spark.inputs.mark_bad_rows``) ``wrong_type`` an
 rows Spark's PERMISSIVE reader read only in part (``_corrupt_record`` set): the event time unread gives
 ``bad_event_time``, another value ``wrong_type``. The streaming reasons are in ``cep.spark_bridge.engine.keyed``.
 
-Checked columns: the PARTITION BY and ORDER BY columns, every column named in DEFINE or MEASURES, and
-every column the schema declares. Other columns (extra keys, columns ALL ROWS PER MATCH only passes
-through) are not looked at. NULL is a value of every type: a NULL outside the event time column is
+Checked columns: the PARTITION BY and ORDER BY columns, every column named in DEFINE or MEASURES, with
+ALL ROWS PER MATCH every column the output rows carry, and every column the schema declares. Other
+columns (extra keys ONE ROW PER MATCH never shows) are not looked at. NULL is a value of every type: a NULL outside the event time column is
 never bad (a NULL partition key is a partition of its own, as in SQL).
 
 The expected type of a checked column
@@ -442,15 +442,35 @@ class InputChecks:
 
 
 def query_columns(statement: ast.Statement, machine, lookup: ColumnNames) -> set[str]:
-    """The input columns the query reads: PARTITION BY, ORDER BY, and every column named in DEFINE or
-    MEASURES. Only these decide whether a row is bad, on both engines (docs/reliability.md)."""
-    checked = set(machine.partition_names) | set(machine.order_names)
+    """The input columns the query reads: PARTITION BY, ORDER BY, every column named in DEFINE or
+    MEASURES, and with ALL ROWS PER MATCH every column its output rows carry (a value the output shows is
+    read: Spark's typed output could only show an odd one as NULL). Only these decide whether a row is
+    bad, on both engines (docs/reliability.md)."""
+    checked = set(machine.partition_names) | set(machine.order_names) | set(machine.output.layout.row_columns)
     mr = statement.match
     for expr in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]:
         for node in ast.walk(expr):
             if isinstance(node, ast.ColumnRef):
                 checked.add(lookup.resolve(node.column, node.span))
     return checked
+
+
+def refuse_odd_kinds(plan, data) -> None:
+    """Raise E0410 for the first row of ``data`` holding a value of another kind than its column's in a
+    column the query reads (``wrong_type``, ``bad_event_time``, ``bad_partition_key``), as Spark's replay
+    refuses a row its reader read only in part when there is no dead letter. NULL event times are not
+    refused: a run without a dead letter sorts them last, on both engines. Nothing is set aside."""
+    found: list[dict] = []
+    InputChecks(dead_letter=found.append).apply(plan, to_columns(data)[1])
+    odd = [record for record in found if record[ERROR] != "null_event_time"]
+    if odd:
+        first = odd[0]
+        more = f" (and {len(odd) - 1} more)" if len(odd) > 1 else ""
+        raise CepRuntimeError(
+            f"the input has rows of the wrong kind ({first[ERROR]}), the first: row {first[ROW]}: {first[ERROR_DETAIL]}{more}",
+            code=WRONG_KIND_WITHOUT_DEAD_LETTER,
+            hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside and count them",
+        )
 
 
 def input_checks(*, dead_letter=None, schema=None, dedup_key=None, stats=None) -> InputChecks | None:

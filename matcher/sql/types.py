@@ -15,6 +15,7 @@ engine computes exactly (``values.DECIMAL_CONTEXT``); ``coerce`` rounds a value 
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Callable
@@ -22,6 +23,8 @@ from typing import Callable
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, to_text
+
+# Imported inside functions: pyarrow (heavy and optional; only an Arrow input needs it).
 
 INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"})
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "NUMBER"})
@@ -266,3 +269,57 @@ def fit_decimal(value, precision: int, scale: int) -> Decimal | None:
                  "cast the column to a wider DECIMAL or to DOUBLE",
         )
     return rounded
+
+
+def arrow_type_name(arrow_type) -> str:
+    """The SQL type of an Arrow type (a Parquet file's, an Arrow table's): what Spark reads it as."""
+    import pyarrow.types as t  # pyarrow: optional and heavy, needed only for an Arrow input
+
+    if t.is_decimal(arrow_type):
+        return decimal_type(arrow_type.precision, arrow_type.scale)
+    if t.is_boolean(arrow_type):
+        return "BOOLEAN"
+    if t.is_integer(arrow_type):
+        return "BIGINT" if t.is_int64(arrow_type) or t.is_uint32(arrow_type) or t.is_uint64(arrow_type) else "INTEGER"
+    if t.is_floating(arrow_type):
+        return "DOUBLE"
+    if t.is_timestamp(arrow_type):
+        return "TIMESTAMP"
+    if t.is_date(arrow_type):
+        return "DATE"
+    if t.is_duration(arrow_type):
+        return "INTERVAL"
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
+        return f"ARRAY<{arrow_type_name(arrow_type.value_type)}>"
+    return "VARCHAR"
+
+
+def value_type_name(values) -> str | None:
+    """The SQL type of a column of Python values with no declared type; None when it holds a ``Decimal``,
+    which carries no precision and scale (such a column's arithmetic stays exact)."""
+    found = {type(v) for v in values if v is not None}
+    if any(issubclass(k, Decimal) for k in found):
+        return None
+    if found and found <= {bool}:
+        return "BOOLEAN"
+    if found and all(issubclass(k, int) and not issubclass(k, bool) for k in found):
+        return "BIGINT"
+    if found and all(issubclass(k, (int, float)) and not issubclass(k, bool) for k in found):
+        return "DOUBLE"
+    if found and all(issubclass(k, dt.datetime) for k in found):
+        return "TIMESTAMP"
+    if found and all(issubclass(k, dt.date) for k in found):
+        return "DATE"
+    return "VARCHAR"
+
+
+def fit_to_type(value, type_name: str):
+    """A result value made what Spark gives for its column's type: a ``Decimal`` in a DECIMAL(p,s) column
+    rounded half up to its scale (``fit_decimal``: E0410 when it overflows), in a DOUBLE one a float;
+    every other value as it is."""
+    if not isinstance(value, Decimal):
+        return value
+    if type_name in ("DOUBLE", "FLOAT", "REAL"):
+        return float(value)
+    size = decimal_params(type_name)
+    return fit_decimal(value, *size) if size is not None else value

@@ -282,26 +282,54 @@ def json_kinds(df: "DataFrame", names: list[str]) -> tuple[dict[str, str], list[
     return mixed, times
 
 
+def strict_json_numbers(schema: Any) -> tuple[Any, dict[str, str]]:
+    """``schema`` with its DOUBLE, FLOAT and DECIMAL columns read as VARIANT, and {column: its Spark type}
+    for ``apply_json_kinds``, which converts them back.
+
+    Spark's JSON reader takes a quoted number in such a column: ``"1.5"`` in a DECIMAL one, and
+    ``"NaN"``, ``"Infinity"``, ``"-INF"`` in a DOUBLE one (``allowNonNumericNumbers``, its default,
+    which the bare tokens ``NaN`` and ``Infinity`` need too, and Python's ``json`` reads those as
+    numbers). The Python engine's row checks see a string there, a ``wrong_type`` row. A VARIANT keeps
+    the two apart: a quoted value is a STRING in it, a bare token a DOUBLE."""
+    from pyspark.sql import types as T
+
+    numbers = {f.name: f.dataType.simpleString() for f in schema.fields
+               if isinstance(f.dataType, (T.DoubleType, T.FloatType, T.DecimalType))}
+    return json_variant_schema(schema, list(numbers)), numbers
+
+
+def json_value(value: "Column", kind: str) -> tuple["Column", "Column"]:
+    """(the VARIANT ``value`` as its column's type, whether it is a stray: a value of another kind, or one
+    the type cannot hold). ``kind``: one of ``JSON_KINDS``, or a numeric Spark type (``strict_json_numbers``)."""
+    from pyspark.sql import functions as F
+
+    found = _kind(value)
+    if kind in _KIND_TYPES:
+        typed = F.try_variant_get(value, "$", _KIND_TYPES[kind])
+    elif kind in JSON_KINDS:  # an object or an array: its JSON text
+        typed = F.to_json(value)
+    else:  # a declared numeric type: any JSON number, never a string
+        typed = F.try_variant_get(value, "$", kind)
+    fits = found.isin(*_NUMBERS) if kind in _NUMBERS or kind not in JSON_KINDS else found == kind
+    typed = F.when(fits, typed)
+    return typed, found.isNotNull() & typed.isNull()
+
+
 def apply_json_kinds(df: "DataFrame", kinds: dict[str, str], *, times: list[str] = (), mark_unread: bool = True) -> "DataFrame":
-    """``df`` with its VARIANT columns converted: each to the type of its kind (``kinds``; ``times``: a
-    column of strings read as timestamps). A row holding a value of another kind (or one its type cannot
-    hold) gets the value NULL and, unless Spark already put its line there, its fields as JSON in
-    ``_corrupt_record`` (added with ``mark_unread``; without it, only kept if ``df`` has one)."""
+    """``df`` with its VARIANT columns converted: each to the type of its kind (``kinds``, as
+    ``json_value`` takes them; ``times``: a column of strings read as timestamps). A row holding a value
+    of another kind (or one its type cannot hold) gets the value NULL and, unless Spark already put its
+    line there, its fields as JSON in ``_corrupt_record`` (added with ``mark_unread``; without it, only
+    kept if ``df`` has one)."""
     from pyspark.sql import functions as F
 
     converted, strays = {}, []
     for name, kind in kinds.items():
-        value = F.col(quote(name))
-        found = _kind(value)
-        if kind in _KIND_TYPES:
-            typed = F.try_variant_get(value, "$", _KIND_TYPES[kind])
-        else:  # an object or an array: its JSON text
-            typed = F.to_json(value)
-        fits = found.isin(*_NUMBERS) if kind in _NUMBERS else found == kind
-        typed = F.when(fits, typed)
+        typed, stray = json_value(F.col(quote(name)), kind)
         if name in times:
             typed = _time(typed)
-        strays.append(found.isNotNull() & typed.isNull())
+            stray = _kind(F.col(quote(name))).isNotNull() & typed.isNull()
+        strays.append(stray)
         converted[name] = typed
     columns = [converted[n].alias(n) if n in converted else F.col(quote(n)) for n in df.columns if n != CORRUPT_RECORD]
     if not mark_unread and CORRUPT_RECORD not in df.columns:

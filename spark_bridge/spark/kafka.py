@@ -35,12 +35,14 @@ import re
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import reduce
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.grammar.parser import parse_schema
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, MESSAGE_METADATA, quote
+from cep.spark_bridge.spark.files import json_value, strict_json_numbers
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.session import spark_log_path
 from cep.spark_bridge.spark.types import ISO_DATETIME, sql_to_spark
@@ -547,16 +549,26 @@ def kafka_events(raw: "DataFrame", schema: "StructType", format: str = "json") -
                                 + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
     text = F.col("value").cast("string")
     read_options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD}
+    numbers: dict[str, str] = {}  # a quoted "NaN" in a number column is a string, as in a file (files.strict_json_numbers)
     if format == "json":
-        parsed = F.from_json(text, with_corrupt, read_options)
+        variants, numbers = strict_json_numbers(with_corrupt)
+        parsed = F.from_json(text, variants, read_options)
     else:
         ddl = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in with_corrupt.fields)
         parsed = F.from_csv(text, ddl, read_options)
     sources = {"kafka_key": F.col("key").cast("string"), "kafka_topic": F.col("topic"), "kafka_partition": F.col("partition"),
                "kafka_offset": F.col("offset"), "kafka_timestamp": F.col("timestamp")}
     meta = [sources[name].alias(name, metadata={MESSAGE_METADATA: True}) for name, _ in KAFKA_COLUMNS]
-    unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(F.col("value").isNull(), F.lit("")))
-    df = raw.select(*[parsed[f.name].alias(f.name) for f in fields], *meta, unread.alias(CORRUPT_RECORD))
+    values, strays = [], []
+    for f in fields:
+        value = parsed[f.name]
+        if f.name in numbers:
+            value, stray = json_value(value, numbers[f.name])
+            strays.append(stray)
+        values.append(value.alias(f.name))
+    stray_text = [F.when(reduce(lambda a, b: a | b, strays), text)] if strays else []
+    unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(F.col("value").isNull(), F.lit("")), *stray_text)
+    df = raw.select(*values, *meta, unread.alias(CORRUPT_RECORD))
     if format == "csv":  # a line with the wrong number of fields: no value can be trusted to its column
         df = blank_misshapen_csv_lines(df.select(*[F.col(quote(f.name)) for f in fields], F.col(CORRUPT_RECORD),
                                                  *[F.col(name) for name, _ in KAFKA_COLUMNS]))

@@ -30,7 +30,7 @@ from cep.spark_bridge.spark.kafka import CepKafkaError, read_kafka
 from tests.kafka_broker import consume, free_port, produce
 from tests.test_streaming import few_partitions  # noqa: F401 - a fixture: one shuffle partition
 from tests.test_streaming import metric_sums
-from tests.test_streaming_bad_events import BAD_LINES, VSHAPE
+from tests.test_streaming_bad_events import BAD_LINES, QUOTED_NUMBER_LINES, VSHAPE
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -163,7 +163,8 @@ def test_bad_messages_are_bad_rows_with_their_reasons(kafka_broker, kafka_topic,
     rnd = random.Random(5)
     events = [r for r in random_walk(rnd, per_symbol=12) if r["symbol"] in ("S0", "S1")]
     messages = [message(r) for r in events]
-    for i, (line, _) in enumerate(BAD_LINES):
+    bad = BAD_LINES + QUOTED_NUMBER_LINES  # a quoted "NaN" in the DOUBLE price is a string, as in a file
+    for i, (line, _) in enumerate(bad):
         messages.insert(3 + 4 * i, {"key": "S0", "value": line})
     messages.insert(9, {"key": "S1", "value": None})  # an empty value (a tombstone): nothing to read
     messages.insert(11, {"key": "S1", "value": "[1, 2]"})  # JSON, but not an object
@@ -173,7 +174,7 @@ def test_bad_messages_are_bad_rows_with_their_reasons(kafka_broker, kafka_topic,
     source = read_kafka(spark, f"kafka://{kafka_broker.bootstrap}/{topic}", schema=SCHEMA)
     matches = query.on_spark(source, watermark="5 minutes", session_timeout=SESSION, max_future_skew="1 day")
     stream, result = run_stream(spark, matches, "kafka_bad_rows", tmp_path / "ck")
-    expected = Counter(reason for _, reason in BAD_LINES) + Counter({"not_json": 2})
+    expected = Counter(reason for _, reason in bad) + Counter({"not_json": 2})
     assert Counter(result["cep_late_reason"].dropna()) == expected
     rejected = result[result["cep_late_reason"].notna()]
     assert set(rejected[rejected["cep_late_reason"] == "not_json"]["cep_late_row"]) == {

@@ -1,0 +1,160 @@
+"""DECIMAL on the Python engine follows Spark's result types when the input declares its decimals (issue 16).
+
+A column typed DECIMAL(p,s) (an Arrow decimal128 column, a pandas column of that Arrow type, or
+``schema={'x': 'DECIMAL(p,s)'}``) gives SUM, AVG, ``-``, ``*`` and ``/`` over it the precision and scale
+Spark gives them, each result rounded half up to that scale, and a result the type cannot hold is E0410, as
+Spark's ANSI mode (its default) fails. The expected values here come from Python's ``decimal`` module with an
+explicit 200-digit context and Spark's type rules written out below (Spark's ``DecimalPrecision`` and
+``Average``/``Sum``), not from cep's own ``types.py``. tests/test_spark_decimals.py checks the Spark engine
+against Spark SQL, and that the Python engine gives what the Spark engine gives.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+from decimal import ROUND_HALF_UP, Context, Decimal
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import cep
+
+QUERY = cep.compile("""SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
+  MEASURES SUM(x) AS s, AVG(x) AS a, LAST(x) - FIRST(x) AS d, LAST(x) * FIRST(x) AS m, LAST(x) / FIRST(x) AS q
+  PATTERN (A+))""")
+EXACT = Context(prec=200)
+MAX = 38
+
+
+def adjusted(precision: int, scale: int) -> tuple[int, int]:
+    """Spark's adjustPrecisionScale (allowPrecisionLoss, its default): past 38 digits keep the integer
+    digits and give up scale, down to min(scale, 6)."""
+    if precision <= MAX:
+        return precision, scale
+    integer_digits = precision - scale
+    return MAX, max(MAX - integer_digits, min(scale, 6))
+
+
+def spark_types(p: int, s: int) -> dict[str, tuple[int, int]]:
+    """The result type of each measure over a DECIMAL(p,s) column, by Spark's rules."""
+    divide_scale = max(6, s + p + 1)
+    return {"s": (min(MAX, p + 10), s), "a": (min(MAX, p + 4), min(MAX, s + 4)), "d": adjusted(p + 1, s),
+            "m": adjusted(2 * p + 1, 2 * s), "q": adjusted(p - s + s + divide_scale, divide_scale)}
+
+
+def expected(values: list[Decimal], p: int, s: int) -> dict[str, Decimal] | None:
+    """Each measure computed exactly, then rounded half up to its Spark type; None when one overflows."""
+    total = functools.reduce(EXACT.add, values, Decimal(0))
+    exact = {"s": total, "a": EXACT.divide(total, Decimal(len(values))),
+             "d": EXACT.subtract(values[-1], values[0]), "m": EXACT.multiply(values[-1], values[0]),
+             "q": EXACT.divide(values[-1], values[0])}
+    out = {}
+    for name, (precision, scale) in spark_types(p, s).items():
+        value = exact[name].quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=EXACT)
+        if value != 0 and value.adjusted() >= precision - scale:
+            return None
+        out[name] = value
+    return out
+
+
+def inputs(values: list[Decimal], p: int, s: int):
+    """The same rows as an Arrow table, a pandas frame of an Arrow decimal type and a list with a schema."""
+    times = [dt.datetime(2024, 1, 1) + dt.timedelta(seconds=i) for i in range(len(values))]
+    table = pa.table({"ts": times, "x": pa.array(values, pa.decimal128(p, s))})
+    yield "arrow", table, {}
+    frame = pd.DataFrame({"ts": times, "x": pd.Series(values, dtype=pd.ArrowDtype(pa.decimal128(p, s)))})
+    yield "pandas", frame, {}
+    yield "rows", table.to_pylist(), {"schema": {"x": f"DECIMAL({p},{s})"}}
+
+
+def records(result) -> list[dict]:
+    return result if isinstance(result, list) else result.to_pylist() if hasattr(result, "to_pylist") else result.to_dict("records")
+
+
+@st.composite
+def decimal_rows(draw):
+    p = draw(st.integers(1, MAX))
+    s = draw(st.integers(0, p))
+    unit = 10 ** p - 1
+    digits = st.integers(-unit, unit)
+    first = draw(digits.filter(lambda n: n != 0))
+    values = [first] + draw(st.lists(digits, min_size=0, max_size=4))
+    return [Decimal(n).scaleb(-s, context=EXACT) for n in values], p, s
+
+
+@settings(max_examples=150, deadline=None)
+@given(decimal_rows())
+def test_decimal_results_have_sparks_types_on_every_typed_input(case):
+    values, p, s = case
+    want = expected(values, p, s)
+    for kind, data, options in inputs(values, p, s):
+        if want is None:
+            with pytest.raises(cep.CepRuntimeError, match="E0410"):
+                QUERY.run(data, **options)
+            continue
+        [out] = records(QUERY.run(data, **options))
+        for name, value in want.items():
+            assert isinstance(out[name], Decimal) and out[name] == value, (kind, name, p, s, values)
+            assert out[name].as_tuple().exponent == -spark_types(p, s)[name][1], (kind, name)  # the scale too
+
+
+def test_arrow_output_columns_carry_the_decimal_types():
+    values = [Decimal("1.25"), Decimal("2.50"), Decimal("4.00")]
+    out = QUERY.run(next(inputs(values, 5, 2))[1])
+    types = {name: (t.precision, t.scale) for name, t in zip(out.column_names, out.schema.types)}
+    assert types == spark_types(5, 2)
+
+
+def test_plain_decimals_in_a_list_stay_exact():
+    """A ``Decimal`` in a list with no declared type carries no precision: its arithmetic is exact (76
+    digits of working precision), where Spark would need a type to round to (docs/semantics.md)."""
+    rows = [{"ts": 1, "x": Decimal("1.0000000001")}, {"ts": 2, "x": Decimal("3")}]
+    [out] = QUERY.run(rows)
+    assert str(out["q"]).startswith("2.99999999970000000002999999999") and out["q"].as_tuple().exponent < -22  # Spark: 22 places
+    assert out["d"] == Decimal("1.9999999999") and out["a"] == Decimal("2.00000000005")
+
+
+def write_decimal_files(tmp_path) -> tuple:
+    """A Parquet file with a DECIMAL(10,2) column and a CSV whose integers are too wide for BIGINT (its
+    column is DECIMAL(38,0) on both engines: ``text_types``), and the query over both."""
+    import pyarrow.parquet as pq
+
+    times = pa.array([dt.datetime(2024, 1, 1, 0, 0, i) for i in range(3)], pa.timestamp("us"))
+    values = pa.array([Decimal("3.00"), Decimal("7.00"), Decimal("1.23")], pa.decimal128(10, 2))
+    pq.write_table(pa.table({"k": ["a"] * 3, "ts": times, "x": values}), tmp_path / "dec.parquet")
+    (tmp_path / "dec.csv").write_text("k,ts,x\na,2024-01-01T00:00:00,12345678901234567890123\n"
+                                      "a,2024-01-01T00:00:01,7\na,2024-01-01T00:00:02,3\n", encoding="utf-8")
+    query = tmp_path / "dec.sql"
+    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s, AVG(x) AS a, "
+                     "LAST(x) / FIRST(x) AS q, FIRST(x) / LAST(x) AS r PATTERN (A B C))", encoding="utf-8")
+    return query, tmp_path / "dec.parquet", tmp_path / "dec.csv"
+
+
+def cli_output(query, source, engine: str, tmp_path) -> str:
+    from cep import cli
+
+    out = tmp_path / f"out-{source.suffix[1:]}-{engine}.json"
+    assert cli.main(["run", str(query), "--input", str(source), "--engine", engine, "-o", str(out)]) == 0
+    return out.read_text(encoding="utf-8")
+
+
+def test_cep_run_keeps_a_files_decimal_types_on_the_python_engine(tmp_path):
+    """A Parquet DECIMAL(10,2) column and a CSV's DECIMAL(38,0) column keep their types in the python
+    engine's reader, so ``/`` has Spark's scale: max(6, s1 + p2 + 1), 13 and 39 -> 6 (past 38 digits)."""
+    query, parquet, csv = write_decimal_files(tmp_path)
+    [row] = map(json.loads, cli_output(query, parquet, "python", tmp_path).splitlines())
+    assert row == {"k": "a", "s": 11.23, "a": 3.743333, "q": 0.41, "r": 2.4390243902439}
+    assert '"q": 0.4100000000000' in cli_output(query, parquet, "python", tmp_path)  # 13 places
+    text = cli_output(query, csv, "python", tmp_path)
+    assert '"q": 0.000000' in text and '"r": 4115226300411522630041.000000' in text  # 6 places
+
+
+@pytest.mark.spark
+def test_cep_run_gives_the_same_decimals_on_both_engines(spark, tmp_path):
+    query, parquet, csv = write_decimal_files(tmp_path)
+    for source in (parquet, csv):
+        assert cli_output(query, source, "python", tmp_path) == cli_output(query, source, "spark", tmp_path), source
