@@ -50,6 +50,8 @@ import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
+from cep.matcher.program.compiler import absence_label
+from cep.matcher.program.machine import absence_labels
 from cep.matcher.program.output import PartitionOutput
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.sql.expressions import Scope
@@ -105,6 +107,8 @@ class SequencePlan:
     hits: dict = field(default_factory=dict)
     # item index -> ``cumulative.Threshold``: the run ends where its running SUM/COUNT crosses a constant
     cumulative: dict = field(default_factory=dict)
+    # the pattern ends with an absence `!B`: a match completes only when time reaches its deadline
+    deadline: bool = False
     notes: list[str] = field(default_factory=list)
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
     stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
@@ -187,6 +191,8 @@ class SequencePlan:
 
     def _item_index(self, label: ast.Identifier) -> int | None:
         ids = {name: index for index, name in enumerate(self.machine.label_names)}
+        for name in absence_labels(self.statement.match.pattern):  # SKIP TO B: the rows inside `!B`
+            ids.setdefault(name[1:], ids[name])
         positions = {item.label: index for index, item in enumerate(self.items)}
         return positions.get(ids.get(label.key))
 
@@ -483,6 +489,8 @@ class _Lanes:
     def _resolve(self, index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state):
         if following is None or next_is_last:
             done = chosen >= 0
+            if following is None and self.plan.deadline:  # `A !B`: no B row until time reached the deadline
+                done &= at_limit & self.expired[lanes]
             # a preferred partial match that ran out of time never beats a found match (it dies)
             self._restore(index, lanes, chosen, done, snapshots)
             finished = lanes[done]
@@ -560,9 +568,15 @@ def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) 
 def _items(pattern: ast.Pattern, label_ids: dict[str, int]) -> tuple[Item, ...]:
     parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
     items = []
-    for part in parts:
+    for position, part in enumerate(parts):
         if isinstance(part, ast.PatternVar):
             items.append(Item(label_ids[part.name.key], 1, 1, True))
+        elif isinstance(part, ast.Absence):
+            if part.variable.key in label_ids:
+                raise NotEligible(f"'{part.variable.name}' is both a term and an absence of the pattern")
+            # as the compiler runs it: ``A !B C`` takes as few rows that are not B as C allows (a
+            # reluctant run); a trailing ``!B`` takes every row before the deadline (greedy, DEADLINE)
+            items.append(Item(label_ids[absence_label(part.variable.key)], 0, None, position == len(parts) - 1))
         elif isinstance(part, ast.Quantified) and isinstance(part.term, ast.PatternVar):
             if part.max == 0:
                 raise NotEligible("a variable quantified zero times")
@@ -592,6 +606,9 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     labels = machine.label_names
     label_ids = {name: index for index, name in enumerate(labels)}
     items = _items(mr.pattern, label_ids)
+    absent = {label_ids[name]: name[1:] for name in absence_labels(mr.pattern)}
+    for label, name in absent.items():  # `B` that appears only as `!B` names the rows inside the absence
+        label_ids.setdefault(name, label)
     names = ColumnNames(input_columns)
     scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=True)
 
@@ -603,11 +620,15 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     slots: list[Slot] = []
     history = History(label_of, slots)
     defines = {d.variable.key: d for d in mr.defines}
+    tested = dict(defines)  # a row inside `!B` is tested with B's condition, as if it were labelled B
+    tested.update({labels[label]: defines[name] for label, name in absent.items() if name in defines})
     try:
-        conditions, used = kernels.compile_defines(defines, labels, scope.column,
+        conditions, used = kernels.compile_defines(tested, labels, scope.column,
                                                    {name: frozenset({i}) for name, i in label_ids.items()}, history)
     except kernels.NotVectorizable as why:
         raise NotEligible(str(why)) from None
+    for label in absent:
+        conditions[label] = _absent(conditions[label])
     used |= {slot.column for slot in slots if slot.column is not None}
     within = machine.within.limit if machine.within is not None else None
     item_index = {item.label: index for index, item in enumerate(items)}
@@ -617,7 +638,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
             raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
         return item_index[label_ids[qualifier.key]]
 
-    hits = {} if slots else _first_hits(items, defines, labels, label_ids, scope, label_of)
+    hits = {} if slots else _first_hits(items, defines, conditions, labels, label_ids, scope, label_of)
     thresholds = {}
     for index, (item, following) in enumerate(zip(items, items[1:])):
         definition = defines.get(labels[item.label])
@@ -629,15 +650,23 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
-                        measures=measures, hits=hits, cumulative=thresholds)
+                        measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent)
 
 
-def _first_hits(items, defines, labels, label_ids, scope, label_of) -> dict:
-    """The runs whose end ``first_hit`` finds: a run with no DEFINE before the last item, a single row
+def _absent(condition):
+    """The condition of a row inside ``!B``: B's condition does not hold (NULL does not hold); with no
+    DEFINE for B every row is a B, so none is inside."""
+    if condition is None:
+        return lambda frame: np.zeros(frame.n, dtype=bool)
+    return lambda frame: ~condition(frame)
+
+
+def _first_hits(items, defines, conditions, labels, label_ids, scope, label_of) -> dict:
+    """The runs whose end ``first_hit`` finds: a run with no condition before the last item, a single row
     whose condition compares its row with items finished before the run."""
     hits = {}
     for index, (item, following) in enumerate(zip(items, items[1:])):
-        if index + 2 != len(items) or following.low != 1 or following.high != 1 or labels[item.label] in defines:
+        if index + 2 != len(items) or following.low != 1 or following.high != 1 or conditions[item.label] is not None:
             continue
         definition = defines.get(labels[following.label])
         if definition is None:
