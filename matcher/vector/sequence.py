@@ -61,8 +61,6 @@ from cep.matcher.vector.lane_frame import Accumulator, History, LaneFrame, Slot
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.vector.pattern_regex import NotEligible
 
-# Imported inside functions: pandas (heavy; only event times given as Python datetimes need it).
-
 # A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
 MAX_ITEMS = 16
 # Rows per chunk of partitions matched at once: the lane arrays (a dozen per item) stay bounded.
@@ -124,6 +122,11 @@ class SequencePlan:
         columns = data.python()
         if data.n == 0:
             return _elsewhere(fallback, machine, partition_indices(self.statement, machine, columns), columns)
+        if self.within is not None:
+            try:
+                data.event_times(machine.within.column)  # converted once: the layout sorts by them too
+            except kernels.Unsupported:
+                pass  # the batch goes to the VM below, saying why
         layout = data.layout(self.statement, machine)
         order, counts = layout.order, layout.counts
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -274,24 +277,8 @@ def _times(data, name: str, order: np.ndarray, clock, within: _dt.timedelta):
     """(event times in ORDER BY order as int64, the clock in the same unit or None, WITHIN in that unit):
     naive datetimes as µs, or integer epoch milliseconds, compared exactly as the VM compares them
     (``machine.Within``); anything else is Unsupported."""
-    values = data.python()[name]
-    kinds = set(map(type, values))
-    if kinds <= {int} and kinds:
-        ticks = np.asarray(values, dtype=np.int64)[order]
-        unit = "ms"
-    elif kinds and all(issubclass(k, _dt.datetime) for k in kinds):
-        import pandas as pd  # its datetime conversion runs in C (numpy's takes microseconds a value)
-
-        index = pd.DatetimeIndex(values)
-        if index.tz is not None:
-            raise kernels.Unsupported("time-zone-aware event times")
-        nanos = index.as_unit("ns").asi8
-        if (nanos % 1000).any():
-            raise kernels.Unsupported("event times finer than a microsecond")
-        ticks = (nanos // 1000)[order]
-        unit = "us"
-    else:
-        raise kernels.Unsupported("event times that are not all naive datetimes or all integers")
+    ticks, unit = data.event_times(name)
+    ticks = ticks[order]
     if clock is None:
         end = None
     elif unit == "ms" and isinstance(clock, int) and not isinstance(clock, bool):
