@@ -349,3 +349,30 @@ def test_a_count_of_a_column_the_kernels_do_not_hold_is_counted_column_wise():
     columns["ts"][1] = None  # a NULL time inside a run: not counted
     assert query.plan.run_columns(columns) == on_vm(query, columns)
     assert plan.stats["columnar_measures"] == 1
+
+
+def test_timeout_rows_are_computed_column_wise():
+    tail = ("MEASURES A.ts AS start_ts, C.ts AS drop_ts, COUNT(B.*) AS waited, MATCH_NUMBER() AS mno, "
+            "MATCH_STATUS() AS status ONE ROW PER MATCH SHOW TIMEOUT MATCHES "
+            "PATTERN (A B*? C) WITHIN INTERVAL '5' SECOND DEFINE C AS C.value < A.value - 1")
+    values = [5, 6, 5, 9, 9, 9, 9, 9, 9, 2, 7, 1, 8]
+    query, columns, plan = _bench_like(tail, values)
+    names, got = query.plan.run_columns(columns)
+    assert (names, got) == on_vm(query, columns)
+    status, number = names.index("status"), names.index("mno")
+    assert [row[status] for row in got].count("TIMEOUT") >= 2 and "MATCHED" in [row[status] for row in got]
+    assert all((row[number] is None) == (row[status] == "TIMEOUT") for row in got)
+    assert plan.stats["columnar_measures"] == 1 and plan.stats["sequence_partitions"] == 1
+
+
+def test_absence_runs_on_the_engine_and_explain_says_so():
+    for pattern, status in (("A !B", "ABSENCE"), ("A !B C", "MATCHED")):
+        query, columns, plan = _bench_like(
+            "MEASURES A.ts AS a_ts, COUNT(B.*) AS quiet, MATCH_STATUS() AS status "
+            f"PATTERN ({pattern}) WITHIN INTERVAL '5' SECOND DEFINE A AS value = 1, B AS value = 2"
+            + (", C AS value = 3" if "C" in pattern else ""),
+            [1, 0, 0, 2, 1, 0, 3, 1, 0, 0, 0, 0, 0, 1, 2, 3, 1], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30])
+        names, got = query.plan.run_columns(columns)
+        assert (names, got) == on_vm(query, columns) and got and {row[-1] for row in got} == {status}, pattern
+        assert plan.stats["sequence_partitions"] == 1 and plan.stats["vm_partitions"] == 0, pattern
+        assert "path: column-wise sequence engine" in query.explain(), pattern

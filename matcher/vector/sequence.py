@@ -154,9 +154,9 @@ class SequencePlan:
         return _elsewhere(fallback, self.machine, groups, columns)
 
     def _output(self, fallback, data, layout, offsets, columns, outcome, spans, values) -> list[tuple]:
-        """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``): measures column-wise
-        where they can be (``sequence_output``), else, and for partitions with a timeout row, an
-        ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does."""
+        """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``), TIMEOUT rows
+        included: measures column-wise where they can be (``sequence_output``), else, and for
+        partitions with an ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does."""
         parts = len(layout.keys)
         n = len(outcome)
         targets, failed = output_columns.skip_targets(self.statement.match.after_match, self._item_index,
@@ -168,7 +168,7 @@ class SequencePlan:
             starts = starts[~np.isin(part_of[starts], np.fromiter(chain.elsewhere, dtype=np.int64))]
         measured = None
         if self.measures is not None:
-            measured = output_columns.columns(self.measures, self._matches(starts, spans, part_of, data, layout, values))
+            measured = output_columns.columns(self.measures, self._matches(starts, spans, outcome, part_of, data, layout, values))
         if measured is None:
             self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
             rows: list[tuple] = []
@@ -199,19 +199,21 @@ class SequencePlan:
         positions = {item.label: index for index, item in enumerate(self.items)}
         return positions.get(ids.get(label.key))
 
-    def _matches(self, starts, spans, part_of, data, layout, values) -> output_columns.Matches:
+    def _matches(self, starts, spans, outcome, part_of, data, layout, values) -> output_columns.Matches:
         counts = spans[:, starts]
         begins = starts + np.cumsum(counts, axis=0) - counts
         parts = part_of[starts]
-        first = np.searchsorted(parts, parts, side="left")  # each match's partition's first match
+        first = np.searchsorted(parts, parts, side="left")  # each match's partition's first output row
+        timeout = outcome[starts] == TIMEOUT
+        matched = np.cumsum(~timeout)  # MATCH_NUMBER(): the matches so far in the partition
+        number = matched - (matched[first] - (~timeout[first]))
         loaded = dict(values)
 
         def load(name: str) -> kernels.Value:
             if name not in loaded:
                 loaded[name] = data.load(name, layout.order)
             return loaded[name]
-        return output_columns.Matches(starts, begins, counts, np.arange(len(starts), dtype=np.int64) - first + 1,
-                                      layout.order, data, load, values)
+        return output_columns.Matches(starts, begins, counts, number, layout.order, data, load, values, timeout)
 
     def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, index: int) -> list[tuple]:
         """One partition's rows, its starts walked in Python through ``PartitionOutput`` (or on the VM when
