@@ -186,7 +186,7 @@ def absence_queries(draw) -> str:
     earlier = ["A"] + (["X"] if "X" in prefix else [])
     defines = []
     if draw(st.integers(0, 5)):
-        defines.append("B AS " + draw(st.sampled_from(ROW + history("B", earlier))))
+        defines.append("B AS " + draw(st.sampled_from(ROW if draw(st.booleans()) else history("B", earlier))))
     for name in earlier + ([] if trailing else ["C"]):
         if draw(st.booleans()):
             defines.append(f"{name} AS " + draw(st.sampled_from(ROW + history(name, earlier[:earlier.index(name)] if name in earlier else earlier))))

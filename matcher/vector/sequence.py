@@ -107,11 +107,14 @@ class SequencePlan:
     cumulative: dict = field(default_factory=dict)
     # the pattern ends with an absence `!B`: a match completes only when time reaches its deadline
     deadline: bool = False
+    # that B's condition when it reads only its row (and constant PREV/NEXT): the first B row after each
+    # start is then found for all starts at once, without a scan
+    quiet: Callable | None = None
     notes: list[str] = field(default_factory=list)
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
     stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
                                                            "columnar_measures": 0, "first_hit": 0,
-                                                           "cumulative": 0})
+                                                           "cumulative": 0, "quiet": 0})
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -381,6 +384,9 @@ class _Lanes:
                 return self._first_hit(index, item, following, route, lanes, pos, state)
             except first_hit.NoRoute as why:
                 self.plan.notes.append(f"{self.plan.machine.label_names[item.label]}'s run scanned row by row: {why}")
+        if following is None and self.plan.deadline and self.plan.quiet is not None:
+            self._quiet_until_deadline(index, lanes, pos, state)
+            return lanes[:0], pos[:0]
         route = self.plan.cumulative.get(index)
         if route is not None and next_is_last:
             try:
@@ -474,6 +480,21 @@ class _Lanes:
         self.item_count[index, lanes[timed]] = np.maximum(taken[timed], 0)
         state[lanes[timed]] = TIMEOUT
         return lanes[:0], pos[:0]
+
+    def _quiet_until_deadline(self, index: int, lanes, pos, state) -> None:
+        """A trailing ``!B`` whose B reads only its row: the lane matches when its first B row at or
+        after ``pos`` (a reversed running minimum over the rows) is at or past its limit, and time
+        reached the deadline; the absence then takes every row before the limit."""
+        loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
+        frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
+        rows = np.arange(self.n + 1, dtype=np.int64)
+        b_rows = np.where(np.append(self.plan.quiet(frame), True), rows, self.n)
+        next_b = np.minimum.accumulate(b_rows[::-1])[::-1]
+        limit = self.limit[lanes]
+        done = (next_b[pos] >= limit) & self.expired[lanes]
+        self.item_count[index, lanes[done]] = (limit - pos)[done]
+        state[lanes[done]] = MATCH
+        self.plan.stats["quiet"] += 1
 
     def _resolve(self, index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state):
         if following is None or next_is_last:
@@ -635,11 +656,18 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
             found = cumulative.threshold(definition.condition, item.label, label_of, scope.column, slots)
             if found is not None:
                 thresholds[index] = found
+    quiet = None
+    if items[-1].label in absent and absent[items[-1].label] in defines:
+        try:
+            quiet = kernels.compile_condition(defines[absent[items[-1].label]].condition, scope.column,
+                                              lambda qualifier: label_ids.get(qualifier.key) == items[-1].label)
+        except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
+            pass
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
     measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
-                        measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent)
+                        measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent, quiet=quiet)
 
 
 def _absent(condition):
@@ -701,6 +729,15 @@ def route_lines(plan: SequencePlan) -> list[str]:
         if item.low == item.high:
             continue
         name = labels[item.label]
+        if item.label == plan.items[-1].label and plan.deadline:
+            if plan.quiet is not None:
+                lines.append(f"      {name}: no {name[1:]} row before WITHIN's deadline, found for every start at once (the first"
+                             f" {name[1:]} row")
+                lines.append("        after each row, a reversed running minimum); the match is done when time reaches the deadline")
+            else:
+                lines.append(f"      {name}: rows scanned from every start until a {name[1:]} row or WITHIN's deadline"
+                             f" ({name[1:]}'s condition reads the match so far)")
+            continue
         if index in plan.hits:
             which = "last" if item.greedy else "first"
             lines.append(f"      {name}'s runs: end at the {which} row where {labels[plan.items[index + 1].label]}'s comparison"
@@ -724,6 +761,8 @@ def route_lines(plan: SequencePlan) -> list[str]:
 
 def _scan_reason(plan: SequencePlan, index: int) -> str:
     items, labels = plan.items, plan.machine.label_names
+    if labels[items[index].label] in absence_labels(plan.statement.match.pattern):
+        return f"rows that are not {labels[items[index].label][1:]}, until the next item"
     if index + 2 != len(items) or items[index + 1].low != 1 or items[index + 1].high != 1:
         return "the range search and cumulative sums take a run followed by the pattern's last item, one row"
     if plan.conditions[items[index].label] is None:
