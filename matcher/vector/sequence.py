@@ -657,7 +657,9 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
             if found is not None:
                 thresholds[index] = found
     quiet = None
-    if items[-1].label in absent and absent[items[-1].label] in defines:
+    if items[-1].label in absent and absent[items[-1].label] not in defines:
+        quiet = lambda frame: np.ones(frame.n, dtype=bool)  # noqa: E731 (no DEFINE: every row is a B)
+    elif items[-1].label in absent:
         try:
             quiet = kernels.compile_condition(defines[absent[items[-1].label]].condition, scope.column,
                                               lambda qualifier: label_ids.get(qualifier.key) == items[-1].label)
