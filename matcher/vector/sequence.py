@@ -11,7 +11,13 @@ variable once, each a single row or a quantified run (bounded or not, greedy or 
   match so far (``History``): another variable's row (``B.price < A.price``, ``C.ts`` against ``A.ts``
   is not numeric and goes elsewhere), ``FIRST``/``LAST`` with constant offsets, and running ``SUM``,
   ``COUNT``, ``AVG``, ``MIN``, ``MAX`` thresholds, carried per start as the Pike VM carries them
-  (``running.py``): the same additions in the same order, so the same bits.
+  (``running.py``): the same additions in the same order, so the same bits;
+- absence ``!B`` (our extension), compiled as the VM's program has it: ``A !B C`` is a reluctant run of
+  rows where B's condition does not hold (tested as if the row were B) before C; a trailing ``A !B``
+  takes every row before WITHIN's deadline and matches only when time reaches it (the lane's limit is
+  a row at or past the deadline, or the clock is) with no B row before: MATCH_STATUS() 'ABSENCE'. When
+  B's condition reads only its row, the first B row after every row is one reversed running minimum,
+  so no start is scanned. A variable that is both a term and an absence goes to the VM.
 
 How. Every row of a batch is a *lane*: the start of a candidate match. The items are matched in order for
 all lanes at once. An item is scanned in lockstep, one row per step for every lane still on it: the step
@@ -34,9 +40,9 @@ ends where the cumulative sums cross it (``cumulative.py``). Both give the scan'
 
 Then AFTER MATCH SKIP picks the starts that count (``sequence_output.walk``: one Python step per emitted
 match): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT
-row (no skip), any other moves on by one row. ONE ROW PER MATCH measures are computed for all matches at
-once (``sequence_output``); a measure of another shape, a timeout row or a failing skip goes through
-``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
+row (no skip), any other moves on by one row. ONE ROW PER MATCH measures are computed for all matches
+and TIMEOUT rows at once (``sequence_output``); a measure of another shape or a failing skip goes
+through ``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
 VM whole; a partition with an ambiguous start, alone.
 """
 
