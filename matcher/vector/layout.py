@@ -250,7 +250,16 @@ def event_ticks(values: list) -> tuple[np.ndarray, str]:
         import pandas as pd  # its datetime conversion runs in C (numpy's takes microseconds a value)
 
         # from an object array: pandas' own conversion of a list first copies it element by element
-        index = pd.DatetimeIndex(np.fromiter(values, dtype=object, count=len(values)))
+        objects = np.fromiter(values, dtype=object, count=len(values))
+        if kinds == {_dt.datetime}:  # whole microseconds by construction: converted to them directly
+            try:
+                return pd.DatetimeIndex(objects, dtype="datetime64[us]").asi8, "us"
+            except (TypeError, ValueError):  # pandas refuses aware times into a naive type
+                raise kernels.Unsupported("time-zone-aware event times") from None
+        try:
+            index = pd.DatetimeIndex(objects)
+        except (TypeError, ValueError):  # out of the nanosecond range, or aware and naive mixed
+            raise kernels.Unsupported("event times pandas does not convert exactly") from None
         if index.tz is not None:
             raise kernels.Unsupported("time-zone-aware event times")
         nanos = index.as_unit("ns").asi8

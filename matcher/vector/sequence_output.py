@@ -263,29 +263,27 @@ def skip_targets(after_match: ast.SkipTo | None, item_index: Callable[[ast.Ident
 
 
 def walk(outcome: np.ndarray, targets: np.ndarray, failed: np.ndarray, part_of: np.ndarray, offsets: np.ndarray) -> Chain:
-    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts, over the
-    starts that do not simply fail (``candidates``), each pointing at the first candidate at or after
-    the row its skip names."""
-    candidates = np.flatnonzero(outcome != FAIL)
-    kinds = outcome[candidates]
-    trouble = ((kinds == MATCH) & failed[candidates]) | (kinds == AMBIGUOUS)
-    timeout = memoryview(kinds == TIMEOUT)
-    # memoryviews: a Python int per step without converting the whole arrays (most candidates are skipped)
-    following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
-    parts = part_of[candidates]
-    after_part = np.searchsorted(candidates, offsets[1:][parts]).astype(np.int64)  # the first candidate past the partition
-    trouble_list = memoryview(trouble)
+    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts, each
+    going on at the first start at or after the row its skip names that does not simply fail."""
+    n = len(outcome)
+    counting = np.where(outcome != FAIL, np.arange(n, dtype=np.int64), n)
+    # the first start at or after each row that does not simply fail (n: none), a reversed running minimum
+    upcoming = np.ascontiguousarray(np.minimum.accumulate(np.append(counting, n)[::-1])[::-1])
+    trouble = (outcome == AMBIGUOUS) | ((outcome == MATCH) & failed)
+    # memoryviews: a Python int per step without converting the whole arrays (most starts are skipped)
+    following, target, kind = memoryview(upcoming), memoryview(np.ascontiguousarray(targets, dtype=np.int64)), memoryview(outcome)
+    troubled, bounds, part = memoryview(trouble), memoryview(offsets.astype(np.int64)), memoryview(part_of.astype(np.int64))
     chosen: list[int] = []
     elsewhere: set[int] = set()
-    index, count = 0, len(candidates)
-    while index < count:
-        if trouble_list[index]:
-            elsewhere.add(int(parts[index]))
-            index = int(after_part[index])
+    row = following[0] if n else 0
+    while row < n:
+        if troubled[row]:
+            elsewhere.add(part[row])
+            row = following[bounds[part[row] + 1]]
             continue
-        chosen.append(index)
-        index = index + 1 if timeout[index] else following[index]  # a TIMEOUT row is no match: no skip
-    return Chain(candidates[np.asarray(chosen, dtype=np.int64)], frozenset(elsewhere))
+        chosen.append(row)
+        row = following[row + 1] if kind[row] == TIMEOUT else following[target[row]]  # a TIMEOUT row is no match: no skip
+    return Chain(np.asarray(chosen, dtype=np.int64), frozenset(elsewhere))
 
 
 def columns(programs: list[Program], matches: Matches) -> list[list] | None:
