@@ -292,6 +292,10 @@ def replay_clock(machine: Machine, columns: Columns):
     """The clock at the end of a replay: the largest event time in the input (None without WITHIN)."""
     values = columns[machine.within.column]
     try:
+        return max(values, default=None)  # no NULL (the usual case): no Python step per value
+    except TypeError:
+        pass
+    try:
         return max((v for v in values if v is not None), default=None)
     except TypeError:
         raise unorderable(machine.within.column, values) from None

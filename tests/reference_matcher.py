@@ -190,7 +190,7 @@ def _pattern_vars(p: A.Pattern, out: set[str]) -> None:
     elif isinstance(p, A.Exclusion):
         _pattern_vars(p.pattern, out)
     elif isinstance(p, A.Absence):
-        raise ReferenceUnsupported("absence (!B) is an extension the reference does not implement")
+        out.add(p.variable.key)  # the rows inside `!B` are labelled B here (B's name reads them)
 
 
 def _interval(lit: A.IntervalLiteral) -> _dt.timedelta:
@@ -963,7 +963,28 @@ class _Matcher:
         if not items:
             return k(pos, labels)
         head, rest = items[0], items[1:]
+        if isinstance(head, A.Absence):  # only a term of the top-level sequence (the front end checks)
+            return self.absence(head.variable.key, pos, labels, excl, not rest,
+                                lambda p2, l2: self.seq(rest, p2, l2, excl, k))
         return self.m(head, pos, labels, excl, lambda p2, l2: self.seq(rest, p2, l2, excl, k))
+
+    def absence(self, var: str, pos: int, labels: tuple, excl: bool, trailing: bool, k: Callable) -> Any:
+        """``!B`` (our extension): rows none of which satisfies B's condition (NULL does not), then the
+        next term, taking as few such rows as it allows; at the end of the pattern, every row until
+        time reaches the first row + WITHIN (a row at or past that time, or the clock at the end of the
+        rows), which completes the match; a B row before then, or no such time, is no match."""
+        while True:
+            self.tick()
+            if trailing and self.expired(pos):
+                return k(pos, labels)
+            if not trailing:
+                r = k(pos, labels)
+                if r is not None:
+                    return r
+                self.waiting(pos, labels)
+            if pos >= self.n or self.expired(pos) or self.accepts(var, pos, labels):
+                return None
+            pos, labels = pos + 1, labels + ((var, excl),)
 
     def rep(self, p: A.Quantified, count: int, pos: int, labels: tuple, excl: bool, k: Callable) -> Any:
         """``count`` iterations of p.term done; try more or stop, in preference order."""
@@ -1194,6 +1215,8 @@ def _mr_output(stmt: A.Statement, rows: list[dict], budget: int, clock: Any = No
     else:
         names = part_cols + order_names + measure_names + rest_names
     out: list[list] = []
+    terms = mr.pattern.items if isinstance(mr.pattern, A.Concat) else (mr.pattern,)
+    status = "ABSENCE" if isinstance(terms[-1], A.Absence) else "MATCHED"  # a match that ends at its deadline
 
     def layout(row: dict, measures: list) -> list:
         if one_row:
@@ -1218,7 +1241,7 @@ def _mr_output(stmt: A.Statement, rows: list[dict], budget: int, clock: Any = No
             out.append(layout(part[max(m.end, start)], [ev.eval(ms.expr, ctx) for ms in mr.measures]))
             continue
         _, key, part, start, labels, mn = event
-        m = _Match(part, start, [lab for lab, _ in labels], mn)
+        m = _Match(part, start, [lab for lab, _ in labels], mn, status)
         if not labels:
             if mode == "ALL_OMIT_EMPTY":
                 continue

@@ -580,3 +580,32 @@ def test_corpus_case(case: dict) -> None:
     if case["id"] in EXCLUDED:
         pytest.skip(EXCLUDED[case["id"]])
     _run_case(case)
+
+
+def test_absence_as_docs_semantics_states_it() -> None:
+    """`A !B C`: no B row between A and the first C; `A !B` WITHIN: no B row before the deadline, which a
+    later row (or the replay's clock, the largest event time) must reach. Expected values worked out by
+    hand from docs/semantics.md, not taken from the engine."""
+    from cep.grammar.parser import parse
+
+    t0 = dt.datetime(2024, 1, 1)
+    kinds = ["cart", "view", "buy", "cart", "view", "cart", "view"]
+    minutes = [0, 5, 12, 20, 50, 60, 70]
+    rows = [{"ts": t0 + dt.timedelta(minutes=m), "kind": k} for m, k in zip(minutes, kinds)]
+    trailing = parse("""SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS s
+        PATTERN (A !B) WITHIN INTERVAL '30' MINUTE DEFINE A AS kind = 'cart', B AS kind = 'buy')""")
+    # the cart at 0 is bought at 12; the cart at 20 sees the view at 50 (past its deadline): rows 20 only;
+    # the cart at 60: the clock (70) has not reached 90, so no row
+    assert reference_run(trailing, rows) == [{"a": t0 + dt.timedelta(minutes=20), "n": 1, "s": "ABSENCE"}]
+    middle = parse("""SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c, COUNT(B.*) AS quiet
+        PATTERN (A !B C) DEFINE A AS kind = 'cart', B AS kind = 'buy', C AS kind = 'view')""")
+    assert reference_run(middle, rows) == [
+        {"a": t0, "c": t0 + dt.timedelta(minutes=5), "quiet": 0},
+        {"a": t0 + dt.timedelta(minutes=20), "c": t0 + dt.timedelta(minutes=50), "quiet": 0},
+        {"a": t0 + dt.timedelta(minutes=60), "c": t0 + dt.timedelta(minutes=70), "quiet": 0},
+    ]
+    between = parse("""SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, C.ts AS c, COUNT(B.*) AS quiet
+        PATTERN (A !B C) DEFINE A AS kind = 'cart', B AS kind = 'buy', C AS kind = 'cart')""")
+    # the cart at 0 meets the purchase at 12 before another cart; the cart at 20 waits one view for the cart at 60
+    assert reference_run(between, rows) == [
+        {"a": t0 + dt.timedelta(minutes=20), "c": t0 + dt.timedelta(minutes=60), "quiet": 1}]

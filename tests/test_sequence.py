@@ -174,6 +174,40 @@ def test_runs_ended_by_a_running_threshold_equal_the_vm_and_the_reference(text, 
     _check(text, rows, chunk)
 
 
+@st.composite
+def absence_queries(draw) -> str:
+    """``A[q] [X] !B [C]``: an absence in the middle (no B row before the next item) or at the end (no B
+    row before the deadline), B's condition reading the row or the match so far."""
+    prefix = ["A" + draw(st.sampled_from(["", "", "{2}"]))]  # (a run before `!B`: where it ends depends on B)
+    if draw(st.integers(0, 3)) == 0:
+        prefix.append("X")
+    trailing = draw(st.booleans())
+    tail = [] if trailing else ["C" + draw(st.sampled_from(["", "", "", "+", "{2}"]))]
+    earlier = ["A"] + (["X"] if "X" in prefix else [])
+    defines = []
+    if draw(st.integers(0, 5)):
+        defines.append("B AS " + draw(st.sampled_from(ROW if draw(st.booleans()) else history("B", earlier))))
+    for name in earlier + ([] if trailing else ["C"]):
+        if draw(st.booleans()):
+            defines.append(f"{name} AS " + draw(st.sampled_from(ROW + history(name, earlier[:earlier.index(name)] if name in earlier else earlier))))
+    within = draw(st.sampled_from([" WITHIN INTERVAL '10' SECOND", " WITHIN INTERVAL '3' SECOND"] + ([] if trailing else [""])))
+    timeouts = bool(within) and draw(st.booleans())
+    skip = draw(st.sampled_from(["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW", "TO LAST B", "TO FIRST B", "TO LAST A"]))
+    measures = ["FIRST(ts) AS first_ts", "LAST(ts) AS last_ts", "COUNT(*) AS n", "MATCH_NUMBER() AS mno",
+                "COUNT(B.*) AS quiet", "LAST(A.value) AS a", "SUM(B.value) AS total", "LAST(B.value, 1) AS before_last"]
+    if within:
+        measures.append("MATCH_STATUS() AS status")
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+            f"PATTERN ({' '.join(prefix + ['!B'] + tail)}){within}" + (f" DEFINE {', '.join(defines)}" if defines else "") + ")")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=absence_queries(), rows=timed_rows(max_rows=20, keys="xy"), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 4]))
+def test_absence_equals_the_vm_and_the_reference(text, rows, chunk):
+    _check(text, rows, chunk)
+
+
 def _check(text: str, rows: list[dict], chunk: int) -> None:
     query = cep.compile(text)
     columns = rows_to_columns(rows) if rows else {"part": [], "ts": [], "value": []}
@@ -315,3 +349,30 @@ def test_a_count_of_a_column_the_kernels_do_not_hold_is_counted_column_wise():
     columns["ts"][1] = None  # a NULL time inside a run: not counted
     assert query.plan.run_columns(columns) == on_vm(query, columns)
     assert plan.stats["columnar_measures"] == 1
+
+
+def test_timeout_rows_are_computed_column_wise():
+    tail = ("MEASURES A.ts AS start_ts, C.ts AS drop_ts, COUNT(B.*) AS waited, MATCH_NUMBER() AS mno, "
+            "MATCH_STATUS() AS status ONE ROW PER MATCH SHOW TIMEOUT MATCHES "
+            "PATTERN (A B*? C) WITHIN INTERVAL '5' SECOND DEFINE C AS C.value < A.value - 1")
+    values = [5, 6, 5, 9, 9, 9, 9, 9, 9, 2, 7, 1, 8]
+    query, columns, plan = _bench_like(tail, values)
+    names, got = query.plan.run_columns(columns)
+    assert (names, got) == on_vm(query, columns)
+    status, number = names.index("status"), names.index("mno")
+    assert [row[status] for row in got].count("TIMEOUT") >= 2 and "MATCHED" in [row[status] for row in got]
+    assert all((row[number] is None) == (row[status] == "TIMEOUT") for row in got)
+    assert plan.stats["columnar_measures"] == 1 and plan.stats["sequence_partitions"] == 1
+
+
+def test_absence_runs_on_the_engine_and_explain_says_so():
+    for pattern, status in (("A !B", "ABSENCE"), ("A !B C", "MATCHED")):
+        query, columns, plan = _bench_like(
+            "MEASURES A.ts AS a_ts, COUNT(B.*) AS quiet, MATCH_STATUS() AS status "
+            f"PATTERN ({pattern}) WITHIN INTERVAL '5' SECOND DEFINE A AS value = 1, B AS value = 2"
+            + (", C AS value = 3" if "C" in pattern else ""),
+            [1, 0, 0, 2, 1, 0, 3, 1, 0, 0, 0, 0, 0, 1, 2, 3, 1], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30])
+        names, got = query.plan.run_columns(columns)
+        assert (names, got) == on_vm(query, columns) and got and {row[-1] for row in got} == {status}, pattern
+        assert plan.stats["sequence_partitions"] == 1 and plan.stats["vm_partitions"] == 0, pattern
+        assert "path: column-wise sequence engine" in query.explain(), pattern

@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"PyFlink: {installed.get('ok') or 'not installed: ' + installed['reason']}")
         return 0
     from bench import data as bench_data
-    from bench.run import QUERIES
+    from bench.run import PEER_QUERIES as QUERIES
 
     path = BENCH / "data" / f"ticks_{args.rows}.parquet"
     if not path.exists():

@@ -105,41 +105,45 @@ def as_floats(value: kernels.Value, n: int, null: float) -> np.ndarray:
 
 
 class RangeTable:
-    """Minima (or maxima) of ``values`` over blocks of 2^k rows, k = 0 .. ``levels`` - 1."""
+    """Minima (or maxima) of ``values`` over blocks of 2^k rows, k = 0 .. ``levels`` - 1: level k at row i
+    covers rows i .. i + 2^k - 1. Each level has one entry per row and one past the end; rows past the
+    end hold the sentinel (no comparison holds there), so the descents read every lane at once, without
+    picking out the lanes whose block fits first."""
 
     def __init__(self, values: np.ndarray, op: str, widest: int) -> None:
         self.op = op
         self.holds = _HOLDS[op]
         reduce = np.minimum if op in ("<", "<=") else np.maximum
-        self.levels = [values]
+        edge = sentinel(op)
+        self.levels = [np.append(values, edge)]
         width = 1
         while width * 2 <= widest:
             below = self.levels[-1]
-            self.levels.append(reduce(below[:len(below) - width], below[width:]))
+            shifted = np.full(len(below), edge)
+            shifted[:len(below) - width] = below[width:]
+            self.levels.append(reduce(below, shifted))
             width *= 2
 
     def first(self, lo: np.ndarray, hi: np.ndarray, start: np.ndarray) -> np.ndarray:
         """The first row in [lo, hi) where ``value OP start`` holds, or -1."""
         at = lo.copy()
+        end = len(self.levels[0]) - 1  # a lane's window may begin past the rows (then it is empty)
         for k in range(len(self.levels) - 1, -1, -1):
             width = 1 << k
-            fits = np.flatnonzero(at + width <= hi)
-            if not len(fits):
-                continue
-            free = ~self.holds(self.levels[k][at[fits]], start[fits])
-            at[fits[free]] += width
+            free = ~self.holds(self.levels[k][np.minimum(at, end)], start)  # no row of [at, at + width) holds
+            free &= at + width <= hi
+            at += free * width
         return self._hits(at, at < hi, start)
 
     def last(self, lo: np.ndarray, hi: np.ndarray, start: np.ndarray) -> np.ndarray:
         """The last row in [lo, hi) where ``value OP start`` holds, or -1."""
         at = hi.copy()
+        end = len(self.levels[0]) - 1
         for k in range(len(self.levels) - 1, -1, -1):
             width = 1 << k
-            fits = np.flatnonzero(at - width >= lo)
-            if not len(fits):
-                continue
-            free = ~self.holds(self.levels[k][at[fits] - width], start[fits])
-            at[fits[free]] -= width
+            free = ~self.holds(self.levels[k][np.clip(at - width, 0, end)], start)  # the block [at - width, at)
+            free &= at - width >= lo
+            at -= free * width
         return self._hits(at - 1, at > lo, start)
 
     def _hits(self, rows: np.ndarray, candidate: np.ndarray, start: np.ndarray) -> np.ndarray:

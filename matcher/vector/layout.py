@@ -45,6 +45,15 @@ class ListInput:
     def __init__(self, columns: dict[str, list]) -> None:
         self.columns = columns
         self.n = len(next(iter(columns.values()))) if columns else 0
+        self._times: dict[str, tuple[np.ndarray, str]] = {}
+
+    def event_times(self, name: str) -> tuple[np.ndarray, str]:
+        """``name``'s values as int64 ticks in input order, and their unit: naive datetimes as
+        microseconds ("us"), integers (epoch milliseconds) as they are ("ms"); anything else is
+        Unsupported. Converted once: the layout sorts by them when they are the ORDER BY column."""
+        if name not in self._times:
+            self._times[name] = event_ticks(self.columns[name])
+        return self._times[name]
 
     def python(self) -> dict[str, list]:
         return self.columns
@@ -69,11 +78,15 @@ class ListInput:
         codes, keys, first_rows = _list_codes(key_columns, n)
         sort_keys = sort_columns(statement, machine)
         if len(sort_keys) == 1 and not sort_keys[0][0].descending:
-            if _non_decreasing(columns[sort_keys[0][1]]):
+            ticks = self._times.get(sort_keys[0][1])
+            if ticks is not None and bool(np.all(ticks[0][1:] >= ticks[0][:-1])):
+                sort_keys = []
+            elif ticks is None and _non_decreasing(columns[sort_keys[0][1]]):
                 sort_keys = []  # already in order (a time-ordered feed): grouping is enough
         sort_arrays = []
         for key, name in sort_keys:
-            converted = _list_sort_arrays(columns[name], key)
+            ticks = None if key.descending else self._times.get(name)
+            converted = (ticks[0], None) if ticks is not None else _list_sort_arrays(columns[name], key)
             if converted is None:
                 return _python_layout(statement, machine, columns)
             sort_arrays.append((key, *converted))
@@ -90,6 +103,7 @@ class ArrayInput:
         self.n = n
         self.library = library
         self._python: dict[str, list] | None = None
+        self._events: ListInput | None = None
 
     def python(self) -> dict[str, list]:
         """The whole input as Python columns (for the Pike VM): built once, only when needed."""
@@ -126,6 +140,12 @@ class ArrayInput:
         column = self.arrays[name]
         out = column.output(rows) if typed else None
         return column.python(rows) if out is None else out
+
+    def event_times(self, name: str) -> tuple[np.ndarray, str]:
+        """As ``ListInput.event_times``, from the Python values the Pike VM compares."""
+        if self._events is None:
+            self._events = ListInput(self.python())
+        return self._events.event_times(name)
 
     def layout(self, statement: ast.Statement, machine) -> Layout:
         arrays, n = self.arrays, self.n
@@ -215,6 +235,38 @@ def _rank_arrays(data: np.ndarray, nulls: np.ndarray | None, key: ast.SortKey) -
     if key.descending:  # reverse=True keeps equal keys in input order: a stable ascending sort of -key
         return [-data, -rank]
     return [data, rank]
+
+
+def event_ticks(values: list) -> tuple[np.ndarray, str]:
+    """(int64 ticks, unit) of a column of event times, compared exactly as the VM compares the values
+    (``machine.Within``): naive datetimes as µs, or integer epoch milliseconds; else Unsupported."""
+    kinds = set(map(type, values))
+    if kinds <= {int} and kinds:
+        try:
+            return np.asarray(values, dtype=np.int64), "ms"
+        except OverflowError:
+            raise kernels.Unsupported("integer event times beyond 64 bits") from None
+    if kinds and all(issubclass(k, _dt.datetime) for k in kinds):
+        import pandas as pd  # its datetime conversion runs in C (numpy's takes microseconds a value)
+
+        # from an object array: pandas' own conversion of a list first copies it element by element
+        objects = np.fromiter(values, dtype=object, count=len(values))
+        if kinds == {_dt.datetime}:  # whole microseconds by construction: converted to them directly
+            try:
+                return pd.DatetimeIndex(objects, dtype="datetime64[us]").asi8, "us"
+            except (TypeError, ValueError):  # pandas refuses aware times into a naive type
+                raise kernels.Unsupported("time-zone-aware event times") from None
+        try:
+            index = pd.DatetimeIndex(objects)
+        except (TypeError, ValueError):  # out of the nanosecond range, or aware and naive mixed
+            raise kernels.Unsupported("event times pandas does not convert exactly") from None
+        if index.tz is not None:
+            raise kernels.Unsupported("time-zone-aware event times")
+        nanos = index.as_unit("ns").asi8
+        if (nanos % 1000).any():
+            raise kernels.Unsupported("event times finer than a microsecond")
+        return nanos // 1000, "us"
+    raise kernels.Unsupported("event times that are not all naive datetimes or all integers")
 
 
 def _non_decreasing(values) -> bool:

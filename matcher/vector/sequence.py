@@ -11,7 +11,13 @@ variable once, each a single row or a quantified run (bounded or not, greedy or 
   match so far (``History``): another variable's row (``B.price < A.price``, ``C.ts`` against ``A.ts``
   is not numeric and goes elsewhere), ``FIRST``/``LAST`` with constant offsets, and running ``SUM``,
   ``COUNT``, ``AVG``, ``MIN``, ``MAX`` thresholds, carried per start as the Pike VM carries them
-  (``running.py``): the same additions in the same order, so the same bits.
+  (``running.py``): the same additions in the same order, so the same bits;
+- absence ``!B`` (our extension), compiled as the VM's program has it: ``A !B C`` is a reluctant run of
+  rows where B's condition does not hold (tested as if the row were B) before C; a trailing ``A !B``
+  takes every row before WITHIN's deadline and matches only when time reaches it (the lane's limit is
+  a row at or past the deadline, or the clock is) with no B row before: MATCH_STATUS() 'ABSENCE'. When
+  B's condition reads only its row, the first B row after every row is one reversed running minimum,
+  so no start is scanned. A variable that is both a term and an absence goes to the VM.
 
 How. Every row of a batch is a *lane*: the start of a candidate match. The items are matched in order for
 all lanes at once. An item is scanned in lockstep, one row per step for every lane still on it: the step
@@ -34,9 +40,9 @@ ends where the cumulative sums cross it (``cumulative.py``). Both give the scan'
 
 Then AFTER MATCH SKIP picks the starts that count (``sequence_output.walk``: one Python step per emitted
 match): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT
-row (no skip), any other moves on by one row. ONE ROW PER MATCH measures are computed for all matches at
-once (``sequence_output``); a measure of another shape, a timeout row or a failing skip goes through
-``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
+row (no skip), any other moves on by one row. ONE ROW PER MATCH measures are computed for all matches
+and TIMEOUT rows at once (``sequence_output``); a measure of another shape or a failing skip goes
+through ``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
 VM whole; a partition with an ambiguous start, alone.
 """
 
@@ -50,6 +56,8 @@ import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
+from cep.matcher.program.compiler import absence_label
+from cep.matcher.program.machine import absence_labels
 from cep.matcher.program.output import PartitionOutput
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.sql.expressions import Scope
@@ -58,8 +66,6 @@ from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.lane_frame import Accumulator, History, LaneFrame, Slot
 from cep.matcher.vector.layout import ArrayInput, ListInput
 from cep.matcher.vector.pattern_regex import NotEligible
-
-# Imported inside functions: pandas (heavy; only event times given as Python datetimes need it).
 
 # A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
 MAX_ITEMS = 16
@@ -105,11 +111,16 @@ class SequencePlan:
     hits: dict = field(default_factory=dict)
     # item index -> ``cumulative.Threshold``: the run ends where its running SUM/COUNT crosses a constant
     cumulative: dict = field(default_factory=dict)
+    # the pattern ends with an absence `!B`: a match completes only when time reaches its deadline
+    deadline: bool = False
+    # that B's condition when it reads only its row (and constant PREV/NEXT): the first B row after each
+    # start is then found for all starts at once, without a scan
+    quiet: Callable | None = None
     notes: list[str] = field(default_factory=list)
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
     stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
                                                            "columnar_measures": 0, "first_hit": 0,
-                                                           "cumulative": 0})
+                                                           "cumulative": 0, "quiet": 0})
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -120,6 +131,11 @@ class SequencePlan:
         columns = data.python()
         if data.n == 0:
             return _elsewhere(fallback, machine, partition_indices(self.statement, machine, columns), columns)
+        if self.within is not None:
+            try:
+                data.event_times(machine.within.column)  # converted once: the layout sorts by them too
+            except kernels.Unsupported:
+                pass  # the batch goes to the VM below, saying why
         layout = data.layout(self.statement, machine)
         order, counts = layout.order, layout.counts
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
@@ -147,9 +163,9 @@ class SequencePlan:
         return _elsewhere(fallback, self.machine, groups, columns)
 
     def _output(self, fallback, data, layout, offsets, columns, outcome, spans, values) -> list[tuple]:
-        """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``): measures column-wise
-        where they can be (``sequence_output``), else, and for partitions with a timeout row, an
-        ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does."""
+        """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``), TIMEOUT rows
+        included: measures column-wise where they can be (``sequence_output``), else, and for
+        partitions with an ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does."""
         parts = len(layout.keys)
         n = len(outcome)
         targets, failed = output_columns.skip_targets(self.statement.match.after_match, self._item_index,
@@ -161,7 +177,7 @@ class SequencePlan:
             starts = starts[~np.isin(part_of[starts], np.fromiter(chain.elsewhere, dtype=np.int64))]
         measured = None
         if self.measures is not None:
-            measured = output_columns.columns(self.measures, self._matches(starts, spans, part_of, data, layout, values))
+            measured = output_columns.columns(self.measures, self._matches(starts, spans, outcome, part_of, data, layout, values))
         if measured is None:
             self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
             rows: list[tuple] = []
@@ -187,22 +203,26 @@ class SequencePlan:
 
     def _item_index(self, label: ast.Identifier) -> int | None:
         ids = {name: index for index, name in enumerate(self.machine.label_names)}
+        for name in absence_labels(self.statement.match.pattern):  # SKIP TO B: the rows inside `!B`
+            ids.setdefault(name[1:], ids[name])
         positions = {item.label: index for index, item in enumerate(self.items)}
         return positions.get(ids.get(label.key))
 
-    def _matches(self, starts, spans, part_of, data, layout, values) -> output_columns.Matches:
+    def _matches(self, starts, spans, outcome, part_of, data, layout, values) -> output_columns.Matches:
         counts = spans[:, starts]
         begins = starts + np.cumsum(counts, axis=0) - counts
         parts = part_of[starts]
-        first = np.searchsorted(parts, parts, side="left")  # each match's partition's first match
+        first = np.searchsorted(parts, parts, side="left")  # each match's partition's first output row
+        timeout = outcome[starts] == TIMEOUT
+        matched = np.cumsum(~timeout)  # MATCH_NUMBER(): the matches so far in the partition
+        number = matched - (matched[first] - (~timeout[first]))
         loaded = dict(values)
 
         def load(name: str) -> kernels.Value:
             if name not in loaded:
                 loaded[name] = data.load(name, layout.order)
             return loaded[name]
-        return output_columns.Matches(starts, begins, counts, np.arange(len(starts), dtype=np.int64) - first + 1,
-                                      layout.order, data, load, values)
+        return output_columns.Matches(starts, begins, counts, number, layout.order, data, load, values, timeout)
 
     def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, index: int) -> list[tuple]:
         """One partition's rows, its starts walked in Python through ``PartitionOutput`` (or on the VM when
@@ -268,24 +288,8 @@ def _times(data, name: str, order: np.ndarray, clock, within: _dt.timedelta):
     """(event times in ORDER BY order as int64, the clock in the same unit or None, WITHIN in that unit):
     naive datetimes as µs, or integer epoch milliseconds, compared exactly as the VM compares them
     (``machine.Within``); anything else is Unsupported."""
-    values = data.python()[name]
-    kinds = set(map(type, values))
-    if kinds <= {int} and kinds:
-        ticks = np.asarray(values, dtype=np.int64)[order]
-        unit = "ms"
-    elif kinds and all(issubclass(k, _dt.datetime) for k in kinds):
-        import pandas as pd  # its datetime conversion runs in C (numpy's takes microseconds a value)
-
-        index = pd.DatetimeIndex(values)
-        if index.tz is not None:
-            raise kernels.Unsupported("time-zone-aware event times")
-        nanos = index.as_unit("ns").asi8
-        if (nanos % 1000).any():
-            raise kernels.Unsupported("event times finer than a microsecond")
-        ticks = (nanos // 1000)[order]
-        unit = "us"
-    else:
-        raise kernels.Unsupported("event times that are not all naive datetimes or all integers")
+    ticks, unit = data.event_times(name)
+    ticks = ticks[order]
     if clock is None:
         end = None
     elif unit == "ms" and isinstance(clock, int) and not isinstance(clock, bool):
@@ -386,6 +390,9 @@ class _Lanes:
                 return self._first_hit(index, item, following, route, lanes, pos, state)
             except first_hit.NoRoute as why:
                 self.plan.notes.append(f"{self.plan.machine.label_names[item.label]}'s run scanned row by row: {why}")
+        if following is None and self.plan.deadline and self.plan.quiet is not None:
+            self._quiet_until_deadline(index, lanes, pos, state)
+            return lanes[:0], pos[:0]
         route = self.plan.cumulative.get(index)
         if route is not None and next_is_last:
             try:
@@ -480,9 +487,26 @@ class _Lanes:
         state[lanes[timed]] = TIMEOUT
         return lanes[:0], pos[:0]
 
+    def _quiet_until_deadline(self, index: int, lanes, pos, state) -> None:
+        """A trailing ``!B`` whose B reads only its row: the lane matches when its first B row at or
+        after ``pos`` (a reversed running minimum over the rows) is at or past its limit, and time
+        reached the deadline; the absence then takes every row before the limit."""
+        loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
+        frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
+        rows = np.arange(self.n + 1, dtype=np.int64)
+        b_rows = np.where(np.append(self.plan.quiet(frame), True), rows, self.n)
+        next_b = np.minimum.accumulate(b_rows[::-1])[::-1]
+        limit = self.limit[lanes]
+        done = (next_b[pos] >= limit) & self.expired[lanes]
+        self.item_count[index, lanes[done]] = (limit - pos)[done]
+        state[lanes[done]] = MATCH
+        self.plan.stats["quiet"] += 1
+
     def _resolve(self, index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state):
         if following is None or next_is_last:
             done = chosen >= 0
+            if following is None and self.plan.deadline:  # `A !B`: no B row until time reached the deadline
+                done &= at_limit & self.expired[lanes]
             # a preferred partial match that ran out of time never beats a found match (it dies)
             self._restore(index, lanes, chosen, done, snapshots)
             finished = lanes[done]
@@ -560,9 +584,15 @@ def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) 
 def _items(pattern: ast.Pattern, label_ids: dict[str, int]) -> tuple[Item, ...]:
     parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
     items = []
-    for part in parts:
+    for position, part in enumerate(parts):
         if isinstance(part, ast.PatternVar):
             items.append(Item(label_ids[part.name.key], 1, 1, True))
+        elif isinstance(part, ast.Absence):
+            if part.variable.key in label_ids:
+                raise NotEligible(f"'{part.variable.name}' is both a term and an absence of the pattern")
+            # as the compiler runs it: ``A !B C`` takes as few rows that are not B as C allows (a
+            # reluctant run); a trailing ``!B`` takes every row before the deadline (greedy, DEADLINE)
+            items.append(Item(label_ids[absence_label(part.variable.key)], 0, None, position == len(parts) - 1))
         elif isinstance(part, ast.Quantified) and isinstance(part.term, ast.PatternVar):
             if part.max == 0:
                 raise NotEligible("a variable quantified zero times")
@@ -592,6 +622,9 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     labels = machine.label_names
     label_ids = {name: index for index, name in enumerate(labels)}
     items = _items(mr.pattern, label_ids)
+    absent = {label_ids[name]: name[1:] for name in absence_labels(mr.pattern)}
+    for label, name in absent.items():  # `B` that appears only as `!B` names the rows inside the absence
+        label_ids.setdefault(name, label)
     names = ColumnNames(input_columns)
     scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=True)
 
@@ -603,11 +636,15 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     slots: list[Slot] = []
     history = History(label_of, slots)
     defines = {d.variable.key: d for d in mr.defines}
+    tested = dict(defines)  # a row inside `!B` is tested with B's condition, as if it were labelled B
+    tested.update({labels[label]: defines[name] for label, name in absent.items() if name in defines})
     try:
-        conditions, used = kernels.compile_defines(defines, labels, scope.column,
+        conditions, used = kernels.compile_defines(tested, labels, scope.column,
                                                    {name: frozenset({i}) for name, i in label_ids.items()}, history)
     except kernels.NotVectorizable as why:
         raise NotEligible(str(why)) from None
+    for label in absent:
+        conditions[label] = _absent(conditions[label])
     used |= {slot.column for slot in slots if slot.column is not None}
     within = machine.within.limit if machine.within is not None else None
     item_index = {item.label: index for index, item in enumerate(items)}
@@ -617,7 +654,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
             raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
         return item_index[label_ids[qualifier.key]]
 
-    hits = {} if slots else _first_hits(items, defines, labels, label_ids, scope, label_of)
+    hits = {} if slots else _first_hits(items, defines, conditions, labels, label_ids, scope, label_of)
     thresholds = {}
     for index, (item, following) in enumerate(zip(items, items[1:])):
         definition = defines.get(labels[item.label])
@@ -625,19 +662,36 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
             found = cumulative.threshold(definition.condition, item.label, label_of, scope.column, slots)
             if found is not None:
                 thresholds[index] = found
+    quiet = None
+    if items[-1].label in absent and absent[items[-1].label] not in defines:
+        quiet = lambda frame: np.ones(frame.n, dtype=bool)  # noqa: E731 (no DEFINE: every row is a B)
+    elif items[-1].label in absent:
+        try:
+            quiet = kernels.compile_condition(defines[absent[items[-1].label]].condition, scope.column,
+                                              lambda qualifier: label_ids.get(qualifier.key) == items[-1].label)
+        except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
+            pass
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
     measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
-                        measures=measures, hits=hits, cumulative=thresholds)
+                        measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent, quiet=quiet)
 
 
-def _first_hits(items, defines, labels, label_ids, scope, label_of) -> dict:
-    """The runs whose end ``first_hit`` finds: a run with no DEFINE before the last item, a single row
+def _absent(condition):
+    """The condition of a row inside ``!B``: B's condition does not hold (NULL does not hold); with no
+    DEFINE for B every row is a B, so none is inside."""
+    if condition is None:
+        return lambda frame: np.zeros(frame.n, dtype=bool)
+    return lambda frame: ~condition(frame)
+
+
+def _first_hits(items, defines, conditions, labels, label_ids, scope, label_of) -> dict:
+    """The runs whose end ``first_hit`` finds: a run with no condition before the last item, a single row
     whose condition compares its row with items finished before the run."""
     hits = {}
     for index, (item, following) in enumerate(zip(items, items[1:])):
-        if index + 2 != len(items) or following.low != 1 or following.high != 1 or labels[item.label] in defines:
+        if index + 2 != len(items) or following.low != 1 or following.high != 1 or conditions[item.label] is not None:
             continue
         definition = defines.get(labels[following.label])
         if definition is None:
@@ -683,6 +737,15 @@ def route_lines(plan: SequencePlan) -> list[str]:
         if item.low == item.high:
             continue
         name = labels[item.label]
+        if item.label == plan.items[-1].label and plan.deadline:
+            if plan.quiet is not None:
+                lines.append(f"      {name}: no {name[1:]} row before WITHIN's deadline, found for every start at once (the first"
+                             f" {name[1:]} row")
+                lines.append("        after each row, a reversed running minimum); the match is done when time reaches the deadline")
+            else:
+                lines.append(f"      {name}: rows scanned from every start until a {name[1:]} row or WITHIN's deadline"
+                             f" ({name[1:]}'s condition reads the match so far)")
+            continue
         if index in plan.hits:
             which = "last" if item.greedy else "first"
             lines.append(f"      {name}'s runs: end at the {which} row where {labels[plan.items[index + 1].label]}'s comparison"
@@ -706,6 +769,8 @@ def route_lines(plan: SequencePlan) -> list[str]:
 
 def _scan_reason(plan: SequencePlan, index: int) -> str:
     items, labels = plan.items, plan.machine.label_names
+    if labels[items[index].label] in absence_labels(plan.statement.match.pattern):
+        return f"rows that are not {labels[items[index].label][1:]}, until the next item"
     if index + 2 != len(items) or items[index + 1].low != 1 or items[index + 1].high != 1:
         return "the range search and cumulative sums take a run followed by the pattern's last item, one row"
     if plan.conditions[items[index].label] is None:

@@ -11,9 +11,11 @@ Measures are compiled to *column programs* (``compile_measures``): each leaf rea
 once, a row of the match (a variable's first/last row, with constant offsets), a count, an integer
 SUM (cumulative sums: integer additions are exact in any order) or MATCH_NUMBER(); each operation
 (``+ - *``, unary minus) applies the function the Pike VM applies, value by value, to Python values:
-the same results by construction. A measure of another shape, a skip that fails (E0401), a run-time
-error in a measure, a timeout row or an ambiguous start sends its partition (or, for an error, the
-batch) back to ``PartitionOutput``, which the VM shares.
+the same results by construction. A TIMEOUT row (SHOW TIMEOUT MATCHES) is computed as a match over its
+partial match's rows, with no MATCH_NUMBER() and MATCH_STATUS() 'TIMEOUT', as ``OutputBuilder.timeout``
+does. A measure of another shape, a skip that fails (E0401), a run-time error in a measure or an
+ambiguous start sends its partition (or, for an error, the batch) back to ``PartitionOutput``, which
+the VM shares.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Matches:
     data: Any  # the ListInput / ArrayInput (gather) of the batch
     load: Callable  # column name -> kernels.Value in global order
     loaded: dict  # the columns the conditions loaded (kernels.Value in global order): read without a gather
+    timeout: np.ndarray | None = None  # which rows are TIMEOUT rows (a partial match): no number, status TIMEOUT
 
     @property
     def end(self) -> np.ndarray:
@@ -82,9 +85,9 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
         return _compile(node, column_of, item_of, status)
 
     if isinstance(expr, ast.MatchNumber):
-        return lambda m: m.number
+        return lambda m: m.number if not _timeouts(m) else [None if t else n for n, t in zip(m.number.tolist(), m.timeout.tolist())]
     if isinstance(expr, ast.MatchStatus):
-        return lambda m: [status] * len(m.start)
+        return lambda m: [status] * len(m.start) if not _timeouts(m) else ["TIMEOUT" if t else status for t in m.timeout.tolist()]
     if isinstance(expr, ast.ColumnRef):
         return _row_value(column_of(expr), _rows_of(expr.qualifier, item_of), "LAST", 0)
     if isinstance(expr, ast.Navigation) and expr.kind in ("FIRST", "LAST") and isinstance(expr.operand, ast.ColumnRef):
@@ -139,6 +142,10 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
 
 
 _NUMPY = {"+": np.add, "-": np.subtract, "*": np.multiply}
+
+
+def _timeouts(m: Matches) -> bool:
+    return m.timeout is not None and bool(m.timeout.any())
 
 
 def _exact(op: str, a, b) -> np.ndarray | None:
@@ -229,8 +236,9 @@ def _range_sums(values: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.
 
 @dataclass(frozen=True)
 class Chain:
-    """The starts AFTER MATCH SKIP picks (global rows, in order) and the partitions that must go through
-    ``PartitionOutput`` (a timeout row, an ambiguous start or a skip that fails there)."""
+    """The starts AFTER MATCH SKIP picks (global rows, in order: matches, and TIMEOUT rows, after which
+    the search goes on at the next row) and the partitions that must go through ``PartitionOutput`` (an
+    ambiguous start or a skip that fails there)."""
 
     starts: np.ndarray
     elsewhere: frozenset[int]
@@ -255,28 +263,27 @@ def skip_targets(after_match: ast.SkipTo | None, item_index: Callable[[ast.Ident
 
 
 def walk(outcome: np.ndarray, targets: np.ndarray, failed: np.ndarray, part_of: np.ndarray, offsets: np.ndarray) -> Chain:
-    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts, over the
-    starts that do not simply fail (``candidates``), each pointing at the first candidate at or after
-    the row its skip names."""
-    candidates = np.flatnonzero(outcome != FAIL)
-    kinds = outcome[candidates]
-    trouble = ((kinds == MATCH) & failed[candidates]) | (kinds == AMBIGUOUS) | (kinds == TIMEOUT)
-    # memoryviews: a Python int per step without converting the whole arrays (most candidates are skipped)
-    following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
-    parts = part_of[candidates]
-    after_part = np.searchsorted(candidates, offsets[1:][parts]).astype(np.int64)  # the first candidate past the partition
-    trouble_list = memoryview(trouble)
+    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts, each
+    going on at the first start at or after the row its skip names that does not simply fail."""
+    n = len(outcome)
+    counting = np.where(outcome != FAIL, np.arange(n, dtype=np.int64), n)
+    # the first start at or after each row that does not simply fail (n: none), a reversed running minimum
+    upcoming = np.ascontiguousarray(np.minimum.accumulate(np.append(counting, n)[::-1])[::-1])
+    trouble = (outcome == AMBIGUOUS) | ((outcome == MATCH) & failed)
+    # memoryviews: a Python int per step without converting the whole arrays (most starts are skipped)
+    following, target, kind = memoryview(upcoming), memoryview(np.ascontiguousarray(targets, dtype=np.int64)), memoryview(outcome)
+    troubled, bounds, part = memoryview(trouble), memoryview(offsets.astype(np.int64)), memoryview(part_of.astype(np.int64))
     chosen: list[int] = []
     elsewhere: set[int] = set()
-    index, count = 0, len(candidates)
-    while index < count:
-        if trouble_list[index]:
-            elsewhere.add(int(parts[index]))
-            index = int(after_part[index])
+    row = following[0] if n else 0
+    while row < n:
+        if troubled[row]:
+            elsewhere.add(part[row])
+            row = following[bounds[part[row] + 1]]
             continue
-        chosen.append(index)
-        index = following[index]
-    return Chain(candidates[np.asarray(chosen, dtype=np.int64)], frozenset(elsewhere))
+        chosen.append(row)
+        row = following[row + 1] if kind[row] == TIMEOUT else following[target[row]]  # a TIMEOUT row is no match: no skip
+    return Chain(np.asarray(chosen, dtype=np.int64), frozenset(elsewhere))
 
 
 def columns(programs: list[Program], matches: Matches) -> list[list] | None:
