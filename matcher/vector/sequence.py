@@ -323,6 +323,8 @@ class _Lanes:
         self.part_end = np.repeat(bounds[1:], sizes)
         self.limit = self.part_end.copy()
         self.expired = np.zeros(n, dtype=bool)
+        # a start whose decision wanted a row at its limit (``decisions.py``: not final on a stream)
+        self.reached = np.zeros(n, dtype=bool)
         if times is not None:
             ticks, clock, width = times
             self._within_limits(ticks[self.begin:self.end], clock, width, bounds)
@@ -348,6 +350,8 @@ class _Lanes:
                 limit[a:b] = a + np.searchsorted(part, part + width, side="left")
         self.limit = np.minimum(limit, self.part_end)
         deadline_passed = limit < self.part_end
+        if isinstance(clock, np.ndarray):  # a clock per row (a stream's keys each have their own)
+            clock = clock[self.begin:self.end]
         if clock is not None:
             deadline_passed |= clock - ticks >= width
         self.expired = deadline_passed
@@ -450,6 +454,7 @@ class _Lanes:
             for acc in self.acc:
                 acc.add(item.label, lane, row)
             step += 1
+        self.reached[lanes[at_limit]] = True
         return self._resolve(index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state)
 
     def _first_hit(self, index: int, item: Item, following: Item, route, lanes, pos, state):
@@ -474,6 +479,7 @@ class _Lanes:
         self.item_count[index + 1, finished] = 1
         state[finished] = MATCH
         at_limit = np.ones(len(lanes), dtype=bool) if item.high is None else pos + item.high >= limit
+        self.reached[lanes[at_limit & (~done | item.greedy)]] = True
         timed = ~done & at_limit & self.expired[lanes]
         taken = limit - pos if item.high is None else np.minimum(limit - pos, item.high)
         self.item_count[index, lanes[timed]] = np.maximum(taken[timed], 0)

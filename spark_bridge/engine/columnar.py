@@ -1,0 +1,731 @@
+"""The streaming rules of ``keyed.py`` for every key of a call at once, column-wise.
+
+``KeyedStream.process`` runs one key at a time and feeds its released rows, one by one, to the Pike VM.
+For a query the sequence engine takes (``matcher/vector/sequence.py``), ``ColumnarStep`` runs a whole call
+(a ``LocalStream`` micro-batch, or one bucket of keys) in a handful of numpy passes, with the same rules
+and the same output, match ids and stats:
+
+1. Bad rows (NULL event time), late rows (at or below the watermark or the key's forced release) and
+   accepted rows are told apart for all rows at once; accepted rows join one pending table of all keys.
+2. The keys called are those with rows and those whose timer the watermark reached (Spark's rule). The
+   pending cap (``max_pending_rows``) moves a key's clock as in ``keyed.py``; every pending row of a
+   called key at or below its clock is released.
+3. Released rows are sorted once by (key, event time, tie-break columns) and put after each key's carried
+   rows (below). Sessions split them: every session piece is one partition of one engine run over all
+   keys (``decisions.decide``), which also says which starts are not final yet.
+4. AFTER MATCH SKIP is walked over the starts; a match is emitted only while every start before it is
+   final, which is when the per-key VM emits it. From the first start that is not final, the rows (and
+   the ``lookback`` rows PREV reads before it) are *carried*: the next call matches them again, with
+   what the watermark releases after them. A session that ended (gap, or the clock past its end) has
+   all its starts final.
+
+A call the engine cannot take exactly (``kernels.Unsupported``: values the kernels do not compute
+exactly, a run open too long for a scan from every start; a measure the column programs refuse) and a
+session piece longer than ``max_match_rows`` run on the Pike VM, piece by piece, resumed from the carried
+rows exactly where the column-wise run stopped (``_vm_piece``): the VM's state for "every start before
+s decided" is plain data. So the output never depends on which engine ran a call.
+
+State: one ``ColumnarTable`` per call's keys (not one blob per key): the pending and carried rows as
+columns with their key ids, and a few numbers per key. Its bytes carry their own kind, and a
+``KeyTable`` refuses them (and this refuses a ``KeyTable``'s) with E0482: the path a query takes is
+fixed by its text, so a checkpoint only meets the other path after an upgrade or a changed option.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import operator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cep.grammar.errors import CepRuntimeError
+from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
+from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.vector import decisions, kernels, sequence
+from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector.layout import ListInput
+from cep.spark_bridge.engine import state_codec as codec
+from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
+                                           KeyedStream, StepResult)
+from cep.spark_bridge.engine.match_ids import match_id
+from cep.spark_bridge.engine.ordering import total_order_key
+
+TABLE_KIND = "cep-columnar-keys"
+TABLE_VERSION = 1
+NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
+
+
+def reasons_not(engine: KeyedStream) -> list[str]:
+    """Why the column-wise path cannot run ``engine``'s query (empty: it can). Decided once per query."""
+    if engine.proctime:
+        return ["ORDER BY PROCTIME() (rows are matched on arrival, one by one)"]
+    why = []
+    if engine.dedup_columns:
+        why.append("dedup_key")
+    if len(engine.order) != 1:
+        why.append("ORDER BY keys after the event time")
+    base = engine.plan.machine(engine.input_columns)
+    plan = sequence.plan_for(engine.plan.statement, base, engine.input_columns)
+    if plan is None:
+        found = base.__dict__.get("_sequence")
+        return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
+    if plan.measures is None:
+        why.append("measures the column programs do not compute")
+    if base.lookahead:
+        why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
+    if plan.show_timeout:
+        why.append("SHOW TIMEOUT MATCHES")
+    skip = engine.plan.statement.match.after_match
+    if skip is not None and skip.mode not in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
+        why.append("AFTER MATCH SKIP TO a variable")
+    if plan.within is not None and base.within.column != engine.time_column:
+        why.append("WITHIN over another column than the event time")
+    items = plan.items
+    for index, item in enumerate(items):
+        last = index + 1 == len(items)
+        before_last_row = index + 2 == len(items) and items[-1].low == items[-1].high == 1
+        if item.low != item.high and not (last or before_last_row):
+            why.append("a run whose end depends on the items after the next one (backtracking)")
+            break
+    return why
+
+
+# ------------------------------------------------------------------------------------ rows as columns
+
+
+def _take(values: list, rows: np.ndarray) -> list:
+    if len(rows) == 0:
+        return []
+    if len(rows) == 1:
+        return [values[int(rows[0])]]
+    return list(operator.itemgetter(*rows.tolist())(values))
+
+
+@dataclass
+class Rows:
+    """Rows of many keys as columns: key id, event time (µs), and the other columns as Python values."""
+
+    kid: np.ndarray
+    us: np.ndarray
+    cols: dict[str, list]
+
+    @classmethod
+    def empty(cls, names) -> "Rows":
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {name: [] for name in names})
+
+    def __len__(self) -> int:
+        return len(self.kid)
+
+    def take(self, rows: np.ndarray) -> "Rows":
+        if len(rows) == len(self.kid) and (len(rows) == 0 or (rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
+            return self
+        return Rows(self.kid[rows], self.us[rows], {name: _take(values, rows) for name, values in self.cols.items()})
+
+    def __add__(self, other: "Rows") -> "Rows":
+        if not len(other):
+            return self
+        if not len(self):
+            return other
+        return Rows(np.concatenate([self.kid, other.kid]), np.concatenate([self.us, other.us]),
+                    {name: values + other.cols[name] for name, values in self.cols.items()})
+
+    def pack(self) -> dict:
+        return {"kid": self.kid.tolist(), "us": self.us.tolist(), "cols": self.cols}
+
+    @classmethod
+    def unpack(cls, data: dict) -> "Rows":
+        return cls(np.asarray(data["kid"], dtype=np.int64), np.asarray(data["us"], dtype=np.int64), dict(data["cols"]))
+
+
+# Per-key numbers of a ColumnarTable: name -> initial value (int64 columns indexed by key id).
+KEY_FIELDS = {
+    "forced": NO_TIME,  # the key's forced-release point (max_pending_rows), or none
+    "live": 0,  # 1: a session is open (the per-key path's matcher is not None)
+    "start": NO_TIME,  # the open session's first event time
+    "last": NO_TIME,  # its last row's event time
+    "total": 0,  # rows in the open session so far
+    "number": 0,  # matches emitted in the open session
+    "context": 0,  # carried rows before the first start not yet decided (PREV reads them)
+    "sessions": 0,  # sessions closed
+}
+
+
+@dataclass
+class ColumnarTable:
+    """Every key of a call: pending rows, carried rows and a few numbers per key, as columns."""
+
+    columns: tuple[str, ...]
+    buckets: int = 0
+    keys: list[tuple] = field(default_factory=list)
+    index: dict[tuple, int] = field(default_factory=dict)
+    fields: dict[str, np.ndarray] = field(default_factory=dict)
+    timers: dict[int, int] = field(default_factory=dict)  # key id -> µs, in the order Spark's timers are set
+    pending: Rows | None = None
+    carried: Rows | None = None
+
+    def __post_init__(self) -> None:
+        for name, initial in KEY_FIELDS.items():
+            self.fields.setdefault(name, np.full(len(self.keys), initial, dtype=np.int64))
+        if self.pending is None:
+            self.pending = Rows.empty(self.columns)
+        if self.carried is None:
+            self.carried = Rows.empty(self.columns)
+
+    def ids(self, keys: list[tuple]) -> np.ndarray:
+        """The key id of each key, adding the new ones."""
+        index, known = self.index, self.keys
+        out = np.empty(len(keys), dtype=np.int64)
+        for position, key in enumerate(keys):
+            kid = index.get(key)
+            if kid is None:
+                kid = index[key] = len(known)
+                known.append(key)
+            out[position] = kid
+        grow = len(known) - len(self.fields["live"])
+        if grow:
+            for name, initial in KEY_FIELDS.items():
+                self.fields[name] = np.concatenate([self.fields[name], np.full(grow, initial, dtype=np.int64)])
+        return out
+
+    def holding(self) -> np.ndarray:
+        """Key ids that have state (an open session or pending rows)."""
+        has = self.fields["live"].astype(bool)
+        has[self.pending.kid] = True
+        return np.flatnonzero(has)
+
+    def __bool__(self) -> bool:
+        return bool(len(self.holding()))
+
+    def key_state(self, kid: int) -> bytes:
+        """One key's part of the table as bytes (for inspection: ``LocalStream.states``)."""
+        mine = lambda rows: rows.take(np.flatnonzero(rows.kid == kid)).pack()  # noqa: E731
+        return codec.encode({"kind": TABLE_KIND, "key": list(self.keys[kid]), "pending": mine(self.pending),
+                             "carried": mine(self.carried),
+                             "fields": {name: int(values[kid]) for name, values in self.fields.items()}})
+
+    def encode(self) -> bytes:
+        """The table as bytes, without the keys that hold nothing (their ids are given anew)."""
+        keep = self.holding()
+        renumber = np.full(len(self.keys), -1, dtype=np.int64)
+        renumber[keep] = np.arange(len(keep))
+
+        def rows(part: Rows) -> dict:
+            packed = part.pack()
+            packed["kid"] = renumber[part.kid].tolist()
+            return packed
+        return codec.encode({
+            "kind": TABLE_KIND, "v": TABLE_VERSION, "buckets": self.buckets, "columns": list(self.columns),
+            "keys": [list(self.keys[k]) for k in keep.tolist()],
+            "fields": {name: values[keep].tolist() for name, values in self.fields.items()},
+            "timers": [[int(renumber[k]), us] for k, us in self.timers.items() if renumber[k] >= 0],
+            "pending": rows(self.pending), "carried": rows(self.carried),
+        })
+
+    @classmethod
+    def decode(cls, blob: bytes | None, columns: tuple[str, ...], buckets: int) -> "ColumnarTable":
+        if blob is None:
+            return cls(columns=columns, buckets=buckets)
+        data = codec.decode(blob)
+        if not isinstance(data, dict) or data.get("kind") != TABLE_KIND:
+            raise CepRuntimeError(
+                "this checkpoint was written by the per-key streaming path (one state per key), and this query "
+                "now runs on the column-wise path; restart with a new checkpoint location, or keep the per-key "
+                "path (columnar=False)", code="E0482")
+        if data.get("v") != TABLE_VERSION:
+            raise CepRuntimeError(f"column-wise streaming state version {data.get('v')} is not {TABLE_VERSION}",
+                                  code="E0481")
+        if data["buckets"] != buckets:
+            raise CepRuntimeError(
+                f"this checkpoint was written with key_buckets={data['buckets']}, not {buckets}: a key's bucket would "
+                "change and its state be lost; keep the count or restart with a new checkpoint location", code="E0482")
+        if tuple(data["columns"]) != tuple(columns):
+            raise CepRuntimeError("this checkpoint holds other columns than the query reads; restart with a new "
+                                  "checkpoint location", code="E0482")
+        keys = [tuple(key) for key in data["keys"]]
+        table = cls(columns=columns, buckets=buckets, keys=keys, index={key: i for i, key in enumerate(keys)},
+                    fields={name: np.asarray(values, dtype=np.int64) for name, values in data["fields"].items()},
+                    timers={kid: us for kid, us in data["timers"]},
+                    pending=Rows.unpack(data["pending"]), carried=Rows.unpack(data["carried"]))
+        return table
+
+
+# -------------------------------------------------------------------------------------- one call
+
+
+@dataclass
+class CallResult:
+    """What one call produced, per key (the caller orders keys as Spark calls them)."""
+
+    rows: dict[int, list[tuple]] = field(default_factory=dict)  # key id -> output rows, in order
+    match_ids: dict[int, list[str]] = field(default_factory=dict)
+    late: list[tuple[int, str]] = field(default_factory=list)  # (input row, reason), in input order
+    due: list[int] = field(default_factory=list)  # key ids called by their timer, in Spark's order
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kid: int, rows: list[tuple], ids: list[str]) -> None:
+        if rows:
+            self.rows.setdefault(kid, []).extend(rows)
+            self.match_ids.setdefault(kid, []).extend(ids)
+
+
+@dataclass
+class _Pieces:
+    """Session pieces of one call, as partitions of the engine's run (rows in engine order)."""
+
+    begin: np.ndarray  # first row of each piece
+    end: np.ndarray
+    kid: np.ndarray
+    closed: np.ndarray  # the session ends with this piece (a gap after it, or the clock past its end)
+    clock: np.ndarray  # the time the engine is told (µs): the key's clock, or the session's end
+    context: np.ndarray  # carried rows at the piece's head that are no starts (PREV reads them)
+    position: np.ndarray  # the session position of the piece's first row
+    number: np.ndarray  # matches emitted in the session before the piece
+    start: np.ndarray  # the session's first event time
+
+
+class ColumnarStep:
+    """``KeyedStream``'s rules for all keys of a call at once (``reasons_not(engine)`` must be empty)."""
+
+    def __init__(self, engine: KeyedStream) -> None:
+        self.engine = engine
+        self.base = engine.plan.machine(engine.input_columns)
+        self.plan = sequence.plan_for(engine.plan.statement, self.base, engine.input_columns)
+        self.columns = tuple(c for c in engine.pending_columns)
+        self.lookback = self.base.lookback
+        self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)
+        mode = engine.plan.statement.match.after_match
+        self.next_row = mode is not None and mode.mode == "TO_NEXT_ROW"
+        self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
+        self.notes: list[str] = []
+
+    def new_table(self, buckets: int = 0) -> ColumnarTable:
+        return ColumnarTable(columns=self.columns, buckets=buckets)
+
+    def step(self, table: ColumnarTable, keys: list[tuple], codes: np.ndarray, columns: dict[str, list],
+             event_us: np.ndarray, null_time: np.ndarray, watermark_us: int) -> CallResult:
+        """One call: rows of many keys (row i's partition key is ``keys[codes[i]]``, ``keys`` in order of
+        first appearance; ``columns`` holds at least ``engine.pending_columns``; ``event_us`` with
+        ``null_time`` marking NULLs), then the keys whose timer is due. ``table`` is updated in place."""
+        engine = self.engine
+        result = CallResult(stats=dict.fromkeys(STAT_NAMES, 0))
+        stats = result.stats
+        n = len(codes)
+        stats["events_in"] = n
+        busy = table.ids(keys).tolist()
+        kids = np.asarray(busy, dtype=np.int64)[codes] if n else np.zeros(0, dtype=np.int64)
+        f = table.fields
+        W = watermark_us
+
+        # 1. Bad, late or accepted.
+        floor = np.maximum(f["forced"], W)
+        bad = null_time
+        late = ~bad & (event_us <= floor[kids])
+        out_rows = np.flatnonzero(bad | late)
+        if len(out_rows):
+            behind_w = event_us[out_rows] <= W
+            result.late = [(int(i), BAD_NULL_TIME if b else (LATE_BEHIND_WATERMARK if w else LATE_BEHIND_FORCED))
+                           for i, b, w in zip(out_rows.tolist(), bad[out_rows].tolist(), behind_w.tolist())]
+        stats["bad_rows"] = stats[BAD_NULL_TIME] = int(bad.sum())
+        stats["late_rows"] = int(late.sum())
+        accepted = np.flatnonzero(~bad & ~late)
+        if len(accepted):
+            table.pending = table.pending + Rows(kids[accepted], event_us[accepted],
+                                                 {name: _take(columns[name], accepted) for name in self.columns})
+
+        # 2. The keys called, and their clocks.
+        busy_set = set(busy)
+        result.due = [kid for kid, us in table.timers.items() if kid not in busy_set and W >= us]
+        called = np.zeros(len(table.keys), dtype=bool)
+        called[busy] = True
+        called[result.due] = True
+        stats["key_calls"] = len(busy) + len(result.due)
+        stats["timers_fired"] = len(result.due)
+        clock = floor.copy()
+        pending = table.pending
+        waiting = np.bincount(pending.kid, minlength=len(table.keys))
+        cap = engine.max_pending_rows
+        for kid in np.flatnonzero(called & (waiting > cap)).tolist():
+            times = pending.us[pending.kid == kid]
+            cut = int(np.sort(times)[len(times) - cap - 1])
+            if cut > clock[kid]:
+                stats["cap_hits"] += int(((times > clock[kid]) & (times <= cut)).sum())
+                clock[kid] = f["forced"][kid] = cut
+
+        # 3. Release, in order.
+        ready = called[pending.kid] & (pending.us <= clock[pending.kid])
+        released = pending.take(np.flatnonzero(ready))
+        table.pending = pending.take(np.flatnonzero(~ready))
+        stats["released_rows"] = len(released)
+        released = released.take(self._release_order(released))
+
+        # 4. Carried rows of the called keys, then their released rows: session pieces.
+        carried = table.carried
+        mine = called[carried.kid]
+        kept = carried.take(np.flatnonzero(~mine))
+        rows = carried.take(np.flatnonzero(mine)) + released
+        order = np.argsort(rows.kid, kind="stable")  # per key: carried rows, then released ones
+        carried_count = np.bincount(carried.kid, minlength=len(table.keys))
+        pieces = self._pieces(table, rows.kid[order], rows.us[order], called, clock, carried_count, stats)
+
+        # 5. Match every piece; emit what is final; carry the rest.
+        carry = self._match(table, rows, order, pieces, result)
+        table.carried = (kept + carry).take(np.argsort(np.concatenate([kept.kid, carry.kid]), kind="stable"))
+
+        # 6. Timers and the per-call numbers of the called keys.
+        self._timers(table, busy + result.due, clock, stats)
+        stats["matches_out"] = sum(len(r) for r in result.rows.values())
+        return result
+
+    # ------------------------------------------------------------------------------------ the steps
+
+    def _release_order(self, rows: Rows) -> np.ndarray:
+        """(key, event time, tie-break columns) order of released rows, stable: ``release_order``'s."""
+        order = np.lexsort((rows.us, rows.kid))
+        kid, us = rows.kid[order], rows.us[order]
+        tied = (kid[1:] == kid[:-1]) & (us[1:] == us[:-1])
+        if not tied.any() or not self.engine.tiebreak_columns:
+            return order
+        ranks = [_ranks(rows.cols[name]) for name in self.engine.tiebreak_columns]
+        return np.lexsort(tuple(reversed(ranks)) + (rows.us, rows.kid))
+
+    def _pieces(self, table: ColumnarTable, kid: np.ndarray, us: np.ndarray, called: np.ndarray, clock: np.ndarray,
+                carried_count: np.ndarray, stats: dict) -> _Pieces:
+        f = table.fields
+        gap = self.engine.session_timeout_us
+        m = len(kid)
+        first_of_key = np.ones(m, dtype=bool)
+        first_of_key[1:] = kid[1:] != kid[:-1]
+        live = f["live"][kid].astype(bool)
+        previous = np.empty(m, dtype=np.int64)
+        previous[1:] = us[:-1]
+        previous[first_of_key] = f["last"][kid[first_of_key]]
+        if gap is None:
+            gap_before = np.zeros(m, dtype=bool)
+        else:
+            gap_before = (us - previous > gap) & (previous != NO_TIME)
+        continues = first_of_key & live & ~gap_before  # the key's open session goes on
+        begins = first_of_key | gap_before
+        # A key's open session that ends before its first row here (no carried rows: nothing undecided).
+        ended = np.flatnonzero(first_of_key & live & gap_before)
+        self._close_keys(table, kid[ended], stats)
+        # Called keys with an open session and no rows at all: it may end by the clock.
+        idle = called & f["live"].astype(bool)
+        idle[kid] = False
+        if gap is not None:
+            over = np.flatnonzero(idle & (clock >= f["last"] + gap) & (f["last"] != NO_TIME))
+            self._close_keys(table, over, stats)
+        begin = np.flatnonzero(begins)
+        end = np.append(begin[1:], m)
+        pkid = kid[begin]
+        last_of_key = np.ones(len(begin), dtype=bool)
+        last_of_key[:-1] = pkid[1:] != pkid[:-1]
+        last_us = us[end - 1] if m else np.zeros(0, dtype=np.int64)
+        if gap is None:
+            closed = ~last_of_key
+            end_clock = clock[pkid]
+        else:
+            closed = ~last_of_key | (clock[pkid] >= last_us + gap)
+            end_clock = np.where(closed, last_us + gap, clock[pkid])
+        cont = continues[begin]
+        return _Pieces(begin=begin, end=end, kid=pkid, closed=closed, clock=end_clock,
+                       context=np.where(cont, f["context"][pkid], 0),
+                       position=np.where(cont, f["total"][pkid] - carried_count[pkid], 0),
+                       number=np.where(cont, f["number"][pkid], 0), start=np.where(cont, f["start"][pkid], us[begin]))
+
+    def _close_keys(self, table: ColumnarTable, kids: np.ndarray, stats: dict) -> None:
+        if len(kids):
+            f = table.fields
+            f["live"][kids] = 0
+            f["sessions"][kids] += 1
+            for name in ("start", "last"):
+                f[name][kids] = NO_TIME
+            for name in ("total", "number", "context"):
+                f[name][kids] = 0
+            stats["sessions_closed"] += len(kids)
+
+    def _match(self, table: ColumnarTable, rows: Rows, order: np.ndarray, pieces: _Pieces, result: CallResult) -> Rows:
+        """Emit the final matches of every piece; return the rows to carry (engine order, per key)."""
+        m = len(order)
+        self.deadlines: dict[int, int] = {}
+        self.live_matches = 0
+        if not m:
+            return Rows.empty(self.columns)
+        plan = self.plan
+        lengths = pieces.end - pieces.begin
+        piece_of = np.repeat(np.arange(len(lengths)), lengths)
+        us = rows.us[order]
+        data = _StreamInput(rows, self.engine.time_column)
+        offsets = np.append(pieces.begin, m)
+        local = np.arange(m) - pieces.begin[piece_of]
+        context = local < pieces.context[piece_of]
+        on_vm = set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist())
+        chosen: list[int] = []
+        stop = pieces.end.copy()
+        try:
+            values = {name: data.load(name, order) for name in plan.columns}
+            times = None
+            if self.within_us is not None:
+                times = (us, np.repeat(pieces.clock, lengths), self.within_us)
+            found = decisions.decide(plan, values, times, offsets)
+        except kernels.Unsupported as why:
+            self._note(f"a call ran on the Pike VM: {why}")
+            on_vm = set(range(len(lengths)))
+        else:
+            outcome = found.outcome.copy()
+            outcome[context] = decisions.FAIL
+            undecided = found.open & ~pieces.closed[piece_of] & ~context
+            spans = found.spans
+            if self.next_row:
+                targets = np.arange(m) + 1
+            else:
+                targets = np.arange(m) + spans.sum(axis=0)
+            candidates = np.flatnonzero((outcome != decisions.FAIL) | undecided)
+            following = np.searchsorted(candidates, targets[candidates]).tolist()
+            cand_piece = piece_of[candidates].tolist()
+            after = np.searchsorted(candidates, pieces.end[piece_of[candidates]]).tolist()
+            kinds = outcome[candidates].tolist()
+            waits = undecided[candidates].tolist()
+            cand = candidates.tolist()
+            index, count = 0, len(cand)
+            while index < count:
+                piece = cand_piece[index]
+                if piece in on_vm:
+                    index = after[index]
+                elif waits[index]:
+                    stop[piece] = cand[index]
+                    index = after[index]
+                elif kinds[index] == decisions.MATCH:
+                    chosen.append(cand[index])
+                    index = following[index]
+                else:  # AMBIGUOUS (or a TIMEOUT row): the VM decides this piece
+                    on_vm.add(piece)
+                    index = after[index]
+            if on_vm:
+                chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
+        emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, found.spans if chosen else None,
+                                data, values if chosen else None, on_vm)
+        # Per piece, in order: its rows out, then its session's bookkeeping.
+        f = table.fields
+        carry_rows: list[np.ndarray] = []
+        stats = result.stats
+        by_piece = emitted
+        for piece in range(len(lengths)):
+            kid = int(pieces.kid[piece])
+            begin, end = int(pieces.begin[piece]), int(pieces.end[piece])
+            closed = bool(pieces.closed[piece])
+            if piece in on_vm:
+                out, ids, resumed = self._vm_piece(table, rows, order, pieces, piece, us, stats)
+                result.add(kid, out, ids)
+                if resumed is None:
+                    continue
+                carry_from, first_open, number, total, deadline = resumed
+            else:
+                out, ids, number = by_piece.get(piece, ([], [], int(pieces.number[piece])))
+                result.add(kid, out, ids)
+                if closed:
+                    self._end_piece(table, pieces, piece, stats)
+                    continue
+                first_open = int(stop[piece])
+                carry_from = max(begin, first_open - self.lookback)
+                total = int(pieces.position[piece]) + end - begin
+                deadline = None
+                if first_open < end:
+                    self.live_matches += 1
+                    if self.within_us is not None:
+                        deadline = int(us[first_open]) + self.within_us
+                first_open -= carry_from
+            f["live"][kid] = 1
+            f["start"][kid] = pieces.start[piece]
+            f["last"][kid] = us[end - 1]
+            f["total"][kid] = total
+            f["number"][kid] = number
+            f["context"][kid] = first_open
+            if deadline is not None:
+                self.deadlines[kid] = deadline
+            carry_rows.append(order[carry_from:end])
+        if not carry_rows:
+            return Rows.empty(self.columns)
+        return rows.take(np.concatenate(carry_rows))
+
+    def _end_piece(self, table: ColumnarTable, pieces: _Pieces, piece: int, stats: dict) -> None:
+        """The session of ``piece`` ended: the key's session closes (its last piece) or is counted (a later
+        piece of the key starts the next session)."""
+        kid = int(pieces.kid[piece])
+        if piece + 1 == len(pieces.kid) or pieces.kid[piece + 1] != kid:
+            self._close_keys(table, np.array([kid]), stats)
+        else:
+            table.fields["sessions"][kid] += 1
+            stats["sessions_closed"] += 1
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def _measure(self, table, rows, order, pieces, piece_of, us, chosen, spans, data, values, on_vm) -> dict:
+        """piece -> (output rows, match ids, matches emitted in its session so far) of the chosen starts."""
+        if not chosen:
+            return {}
+        starts = np.asarray(chosen, dtype=np.int64)
+        counts = spans[:, starts]
+        begins = starts + np.cumsum(counts, axis=0) - counts
+        parts = piece_of[starts]
+        first = np.searchsorted(parts, parts, side="left")
+        numbers = np.arange(len(starts), dtype=np.int64) - first + 1 + pieces.number[parts]
+        loaded = dict(values)
+
+        def load(name: str) -> kernels.Value:
+            if name not in loaded:
+                loaded[name] = data.load(name, order)
+            return loaded[name]
+        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values)
+        measured = output_columns.columns(self.plan.measures, matches)
+        if measured is None:  # a measure the column programs refuse here: these pieces on the VM
+            self._note("measures of a call computed on the Pike VM")
+            on_vm.update(int(p) for p in np.unique(parts))
+            return {}
+        engine = self.engine
+        outer, fp = engine.outer, engine.query_fp
+        out: dict[int, tuple[list, list, int]] = {}
+        positions = (starts - pieces.begin[parts] + pieces.position[parts]).tolist()
+        for at, (part, number, position, start_us, *values_) in enumerate(zip(
+                parts.tolist(), numbers.tolist(), positions, us[starts].tolist(), *measured)):
+            kid = int(pieces.kid[part])
+            key = table.keys[kid]
+            projected = outer.apply([key + tuple(values_)], order_and_limit=False)
+            rows_, ids, _ = out.setdefault(part, ([], [], 0))
+            if projected:
+                ident = match_id(fp, key, int(pieces.start[part]), number, position, codec.micros_to_datetime(start_us))
+                rows_.extend(projected)
+                ids.extend([ident] * len(projected))
+            out[part] = (rows_, ids, number)
+        return out
+
+    def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
+        """One session piece on the Pike VM, resumed at its first start not yet decided (every start before
+        it decided, as the carried state says). Returns (rows, ids, None when the session ended, else
+        (carry from, first undecided start from there, matches so far, session rows, WITHIN deadline))."""
+        engine = self.engine
+        self.vm_pieces += 1
+        kid = int(pieces.kid[piece])
+        key = table.keys[kid]
+        begin, end = int(pieces.begin[piece]), int(pieces.end[piece])
+        context, position = int(pieces.context[piece]), int(pieces.position[piece])
+        members = order[begin:end]
+        times = us[begin:end].tolist()
+        cols = {name: _take(rows.cols[name], members) for name in engine.feed_columns if name != engine.time_column}
+        cols[engine.time_column] = [codec.micros_to_datetime(t) for t in times]
+        head = position + context
+        state = {"version": VM_STATE_VERSION, "key": list(key), "cols": {n: v[:context] for n, v in cols.items()},
+                 "base": position, "total": head, "finished": False, "search_start": head, "position": head,
+                 "started_upto": head, "threads": [], "best": None, "match_number": int(pieces.number[piece]),
+                 "covered_upto": head - 1, "clock": None}
+        matcher = PartitionMatcher.from_state(engine.machine, state)
+        st = {"key": list(key), "start": int(pieces.start[piece]), "last": times[-1], "sessions": 0}
+        sub = StepResult(state=None, timer_us=None, stats=dict.fromkeys(STAT_NAMES, 0))
+        engine.tagger.tags.clear()
+        engine._collect(st, matcher.feed({n: v[context:] for n, v in cols.items()}), sub)
+        if matcher.buffered_rows() > engine.max_match_rows:
+            given_up = matcher.abandoned
+            engine._collect(st, matcher.abandon_before(matcher.total - engine.max_match_rows // 2), sub)
+            stats["match_cap_hits"] += matcher.abandoned - given_up
+        if pieces.closed[piece]:
+            if engine.session_timeout_us is not None:
+                engine._advance(st, matcher, times[-1] + engine.session_timeout_us, sub)
+            engine._collect(st, matcher.finish(), sub)
+            self._end_piece(table, pieces, piece, stats)
+            return sub.rows, sub.match_ids, None
+        engine._advance(st, matcher, int(pieces.clock[piece]), sub)
+        matcher.compact()
+        self.live_matches += matcher.live_threads()
+        carry_from = begin + matcher.base - position
+        deadline = engine._deadline_us(matcher)
+        return sub.rows, sub.match_ids, (carry_from, matcher.search_start - matcher.base, matcher.match_number,
+                                         matcher.total, deadline)
+
+    def _timers(self, table: ColumnarTable, call_order: list[int], clock: np.ndarray, stats: dict) -> None:
+        """Each called key's next timer (``keyed.py`` step 5), set in call order as Spark sets them."""
+        f = table.fields
+        gap = self.engine.session_timeout_us
+        pending = table.pending
+        size = len(table.keys)
+        waiting = np.bincount(pending.kid, minlength=size)
+        oldest = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(oldest, pending.kid, pending.us)
+        carried = np.bincount(table.carried.kid, minlength=size)
+        live = f["live"]
+        called = np.asarray(call_order, dtype=np.int64)
+        stats["pending_rows"] = int(waiting[called].sum()) if len(called) else 0
+        stats["matcher_rows"] = int((carried[called] * live[called]).sum()) if len(called) else 0
+        stats["live_matches"] = self.live_matches
+        timers, deadlines = table.timers, self.deadlines
+        for kid in call_order:
+            timers.pop(kid, None)
+            is_live = bool(live[kid])
+            if not is_live and not waiting[kid]:
+                continue
+            candidates = []
+            if waiting[kid]:
+                candidates.append(int(oldest[kid]))
+            if is_live and gap is not None:
+                candidates.append(int(f["last"][kid]) + gap)
+            deadline = deadlines.get(kid) if is_live else None
+            if deadline is not None:
+                candidates.append(max(deadline, int(clock[kid]) + 1))
+            if candidates:
+                timers[kid] = min(candidates)
+
+
+_ONE_US = _dt.timedelta(microseconds=1)
+
+
+class _StreamInput(ListInput):
+    """The rows of a call as the engine's list input; the event time as datetimes only when read."""
+
+    def __init__(self, rows: Rows, time_column: str) -> None:
+        super().__init__(_LazyTime(rows, time_column))
+        self.n = len(rows)
+
+
+class _LazyTime(dict):
+    def __init__(self, rows: Rows, time_column: str) -> None:
+        super().__init__(rows.cols)
+        self.rows, self.time_column = rows, time_column
+
+    def __missing__(self, name: str) -> list:
+        if name != self.time_column:
+            raise KeyError(name)
+        value = self[name] = [codec.micros_to_datetime(t) for t in self.rows.us.tolist()]
+        return value
+
+
+def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """(µs since 1970 as ``state_codec.datetime_to_micros`` gives them, NULL mask) of event-time values."""
+    n = len(values)
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=n)
+    present = [v for v in values if v is not None] if nulls.any() else values
+    try:
+        import pandas as pd  # its datetime conversion runs in C
+
+        index = pd.DatetimeIndex(present)
+        if index.tz is not None:
+            index = index.tz_convert("UTC").tz_localize(None)
+        nanos = index.as_unit("ns").asi8
+        if (nanos % 1000).any():
+            raise ValueError("finer than a microsecond")
+        found = nanos // 1000
+    except (TypeError, ValueError, OverflowError, ImportError):  # mixed zones, out of pandas' range, ...
+        found = np.fromiter((codec.datetime_to_micros(v) for v in present), dtype=np.int64, count=len(present))
+    us = np.zeros(n, dtype=np.int64)
+    us[~nulls] = found
+    return us, nulls
+
+
+def _ranks(values: list) -> np.ndarray:
+    """Ranks that order ``values`` as ``total_order_key`` does."""
+    kinds = set(map(type, values))
+    if kinds in ({int}, {float}) and (int in kinds or not any(v != v for v in values)):
+        return np.asarray(values)
+    distinct = sorted(set(map(total_order_key, values)))
+    rank = {k: i for i, k in enumerate(distinct)}
+    return np.fromiter((rank[total_order_key(v)] for v in values), dtype=np.int64, count=len(values))
