@@ -76,9 +76,6 @@ def reasons_not(engine: KeyedStream) -> list[str]:
         why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
     if plan.show_timeout:
         why.append("SHOW TIMEOUT MATCHES")
-    skip = engine.plan.statement.match.after_match
-    if skip is not None and skip.mode not in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
-        why.append("AFTER MATCH SKIP TO a variable")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
     items = plan.items
@@ -294,8 +291,10 @@ class ColumnarStep:
         self.columns = tuple(c for c in engine.pending_columns)
         self.lookback = self.base.lookback
         self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)
-        mode = engine.plan.statement.match.after_match
-        self.next_row = mode is not None and mode.mode == "TO_NEXT_ROW"
+        self.after_match = engine.plan.statement.match.after_match
+        labels = {name: index for index, name in enumerate(self.base.label_names)}
+        positions = {item.label: index for index, item in enumerate(self.plan.items)}
+        self.item_index = lambda label: positions.get(labels.get(label.key))
         self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
         self.notes: list[str] = []
 
@@ -476,10 +475,8 @@ class ColumnarStep:
             outcome[context] = decisions.FAIL
             undecided = found.open & ~pieces.closed[piece_of] & ~context
             spans = found.spans
-            if self.next_row:
-                targets = np.arange(m) + 1
-            else:
-                targets = np.arange(m) + spans.sum(axis=0)
+            targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
+            outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
             candidates = np.flatnonzero((outcome != decisions.FAIL) | undecided)
             following = np.searchsorted(candidates, targets[candidates]).tolist()
             cand_piece = piece_of[candidates].tolist()
