@@ -502,48 +502,67 @@ class ColumnarStep:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
         emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, found.spans if chosen else None,
                                 data, values if chosen else None, on_vm)
-        # Per piece, in order: its rows out, then its session's bookkeeping.
-        f = table.fields
-        carry_rows: list[np.ndarray] = []
+        # Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here.
         stats = result.stats
-        by_piece = emitted
-        for piece in range(len(lengths)):
+        resumed: dict[int, tuple] = {}
+        for piece in sorted(set(emitted) | on_vm):
             kid = int(pieces.kid[piece])
-            begin, end = int(pieces.begin[piece]), int(pieces.end[piece])
-            closed = bool(pieces.closed[piece])
             if piece in on_vm:
-                out, ids, resumed = self._vm_piece(table, rows, order, pieces, piece, us, stats)
-                result.add(kid, out, ids)
-                if resumed is None:
-                    continue
-                carry_from, first_open, number, total, deadline = resumed
+                out, ids, state = self._vm_piece(table, rows, order, pieces, piece, us, stats)
+                if state is not None:
+                    resumed[piece] = state
             else:
-                out, ids, number = by_piece.get(piece, ([], [], int(pieces.number[piece])))
-                result.add(kid, out, ids)
-                if closed:
-                    self._end_piece(table, pieces, piece, stats)
-                    continue
-                first_open = int(stop[piece])
-                carry_from = max(begin, first_open - self.lookback)
-                total = int(pieces.position[piece]) + end - begin
-                deadline = None
-                if first_open < end:
-                    self.live_matches += 1
-                    if self.within_us is not None:
-                        deadline = int(us[first_open]) + self.within_us
-                first_open -= carry_from
-            f["live"][kid] = 1
-            f["start"][kid] = pieces.start[piece]
-            f["last"][kid] = us[end - 1]
-            f["total"][kid] = total
-            f["number"][kid] = number
-            f["context"][kid] = first_open
-            if deadline is not None:
-                self.deadlines[kid] = deadline
-            carry_rows.append(order[carry_from:end])
-        if not carry_rows:
+                out, ids, _ = emitted[piece]
+            result.add(kid, out, ids)
+        # The sessions: closed ones counted, open ones keep their rows from the first undecided start.
+        f = table.fields
+        count = len(lengths)
+        columnwise = np.ones(count, dtype=bool)
+        columnwise[list(on_vm)] = False
+        last_of_key = np.ones(count, dtype=bool)
+        last_of_key[:-1] = pieces.kid[1:] != pieces.kid[:-1]
+        ended = columnwise & pieces.closed
+        np.add.at(f["sessions"], pieces.kid[ended & ~last_of_key], 1)
+        stats["sessions_closed"] += int((ended & ~last_of_key).sum())
+        self._close_keys(table, pieces.kid[ended & last_of_key], stats)
+        going = np.flatnonzero(columnwise & ~pieces.closed)
+        first_open = stop[going]
+        begin, end = pieces.begin[going], pieces.end[going]
+        carry_from = np.maximum(begin, first_open - self.lookback)
+        emitted_count = np.bincount(piece_of[np.asarray(chosen, dtype=np.int64)], minlength=count)[going]
+        numbers, totals = pieces.number[going] + emitted_count, pieces.position[going] + end - begin
+        waiting = first_open < end
+        self.live_matches += int(waiting.sum())
+        deadlines = None
+        if self.within_us is not None:
+            deadlines = np.where(waiting, us[np.minimum(first_open, m - 1)] + self.within_us, NO_TIME)
+        kids = pieces.kid[going]
+        if resumed:
+            vm = np.asarray(sorted(resumed), dtype=np.int64)
+            got = [resumed[p] for p in vm.tolist()]
+            kids = np.concatenate([kids, pieces.kid[vm]])
+            going = np.concatenate([going, vm])
+            carry_from = np.concatenate([carry_from, [g[0] for g in got]]).astype(np.int64)
+            first_open = np.concatenate([first_open - carry_from[:len(first_open)],
+                                         [g[1] for g in got]]).astype(np.int64) + carry_from
+            numbers = np.concatenate([numbers, [g[2] for g in got]]).astype(np.int64)
+            totals = np.concatenate([totals, [g[3] for g in got]]).astype(np.int64)
+            end = pieces.end[going]
+            if deadlines is not None:
+                deadlines = np.concatenate([deadlines, [NO_TIME if g[4] is None else g[4] for g in got]]).astype(np.int64)
+        f["live"][kids] = 1
+        f["start"][kids] = pieces.start[going]
+        f["last"][kids] = us[end - 1]
+        f["total"][kids] = totals
+        f["number"][kids] = numbers
+        f["context"][kids] = first_open - carry_from
+        if deadlines is not None:
+            self.deadlines = {k: d for k, d in zip(kids.tolist(), deadlines.tolist()) if d != NO_TIME}
+        sizes = end - carry_from
+        if not sizes.sum():
             return Rows.empty(self.columns)
-        return rows.take(np.concatenate(carry_rows))
+        within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        return rows.take(order[np.repeat(carry_from, sizes) + within])
 
     def _end_piece(self, table: ColumnarTable, pieces: _Pieces, piece: int, stats: dict) -> None:
         """The session of ``piece`` ended: the key's session closes (its last piece) or is counted (a later
@@ -611,7 +630,7 @@ class ColumnarStep:
         members = order[begin:end]
         times = us[begin:end].tolist()
         cols = {name: _take(rows.cols[name], members) for name in engine.feed_columns if name != engine.time_column}
-        cols[engine.time_column] = [codec.micros_to_datetime(t) for t in times]
+        cols[engine.time_column] = datetimes(us[begin:end])
         head = position + context
         state = {"version": VM_STATE_VERSION, "key": list(key), "cols": {n: v[:context] for n, v in cols.items()},
                  "base": position, "total": head, "finished": False, "search_start": head, "position": head,
@@ -677,11 +696,20 @@ _ONE_US = _dt.timedelta(microseconds=1)
 
 
 class _StreamInput(ListInput):
-    """The rows of a call as the engine's list input; the event time as datetimes only when read."""
+    """The rows of a call as the engine's list input; event times become datetimes only where read."""
 
     def __init__(self, rows: Rows, time_column: str) -> None:
         super().__init__(_LazyTime(rows, time_column))
         self.n = len(rows)
+        self.rows, self.time_column = rows, time_column
+
+    def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
+        if name != self.time_column or name in self.columns:
+            return super().gather(name, rows, typed)
+        found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
+        if (rows < 0).any():
+            found = [None if row < 0 else value for value, row in zip(found, rows.tolist())]
+        return found
 
 
 class _LazyTime(dict):
@@ -692,8 +720,19 @@ class _LazyTime(dict):
     def __missing__(self, name: str) -> list:
         if name != self.time_column:
             raise KeyError(name)
-        value = self[name] = [codec.micros_to_datetime(t) for t in self.rows.us.tolist()]
+        value = self[name] = datetimes(self.rows.us)
         return value
+
+
+# The µs range numpy turns into datetime objects (years 1 to 9999); outside, ``micros_to_datetime`` clamps.
+_DATETIME_US = (codec.datetime_to_micros(_dt.datetime.min), codec.datetime_to_micros(_dt.datetime.max))
+
+
+def datetimes(us: np.ndarray) -> list:
+    """Naive UTC datetimes of µs values, as ``state_codec.micros_to_datetime`` gives them (in C)."""
+    if len(us) and (us.min() < _DATETIME_US[0] or us.max() > _DATETIME_US[1]):
+        return [codec.micros_to_datetime(t) for t in us.tolist()]
+    return us.astype("datetime64[us]").astype(object).tolist()
 
 
 def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
