@@ -48,7 +48,7 @@ from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
-from cep.spark_bridge.engine.match_ids import match_id
+from cep.spark_bridge.engine.match_ids import match_ids
 from cep.spark_bridge.engine.ordering import total_order_key
 
 TABLE_KIND = "cep-columnar-keys"
@@ -602,19 +602,30 @@ class ColumnarStep:
             return {}
         engine = self.engine
         outer, fp = engine.outer, engine.query_fp
+        positions = starts - pieces.begin[parts] + pieces.position[parts]
+        first_us = us[starts]
+        clamped = (first_us < _DATETIME_US[0]) | (first_us > _DATETIME_US[1])
+        if clamped.any():  # the id hashes the datetime the VM sees: clamped to the years 1 to 9999
+            first_us = np.where(first_us < _DATETIME_US[0], _DATETIME_US[0], np.minimum(first_us, _DATETIME_US[1]))
+        bounds = np.flatnonzero(np.diff(parts)) + 1
         out: dict[int, tuple[list, list, int]] = {}
-        positions = (starts - pieces.begin[parts] + pieces.position[parts]).tolist()
-        for at, (part, number, position, start_us, *values_) in enumerate(zip(
-                parts.tolist(), numbers.tolist(), positions, us[starts].tolist(), *measured)):
-            kid = int(pieces.kid[part])
-            key = table.keys[kid]
-            projected = outer.apply([key + tuple(values_)], order_and_limit=False)
-            rows_, ids, _ = out.setdefault(part, ([], [], 0))
-            if projected:
-                ident = match_id(fp, key, int(pieces.start[part]), number, position, codec.micros_to_datetime(start_us))
-                rows_.extend(projected)
-                ids.extend([ident] * len(projected))
-            out[part] = (rows_, ids, number)
+        per_row = outer.where is not None
+        for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(starts)]):
+            part = int(parts[lo])
+            key = table.keys[int(pieces.kid[part])]
+            found = [key + tuple(row) for row in zip(*[values_[lo:hi] for values_ in measured])]
+            ids = match_ids(fp, key, int(pieces.start[part]), numbers[lo:hi].tolist(), positions[lo:hi].tolist(),
+                            first_us[lo:hi].tolist())
+            if per_row:  # WHERE may drop rows: each kept row keeps its match's id
+                kept_rows, kept_ids = [], []
+                for row, ident in zip(found, ids):
+                    projected = outer.apply([row], order_and_limit=False)
+                    kept_rows.extend(projected)
+                    kept_ids.extend([ident] * len(projected))
+                found, ids = kept_rows, kept_ids
+            else:
+                found = outer.apply(found, order_and_limit=False)
+            out[part] = (found, ids, int(numbers[hi - 1]))
         return out
 
     def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
