@@ -34,6 +34,7 @@ fixed by its text, so a checkpoint only meets the other path after an upgrade or
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import operator
 from dataclasses import dataclass, field
 
@@ -306,6 +307,17 @@ class ColumnarStep:
         """One call: rows of many keys (row i's partition key is ``keys[codes[i]]``, ``keys`` in order of
         first appearance; ``columns`` holds at least ``engine.pending_columns``; ``event_us`` with
         ``null_time`` marking NULLs), then the keys whose timer is due. ``table`` is updated in place."""
+        # The call builds lists of Python values and drops them; nothing it makes is cyclic, so the cyclic
+        # collector (which would rescan every buffered value of every key at each pass) is off meanwhile.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._step(table, keys, codes, columns, event_us, null_time, watermark_us)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _step(self, table, keys, codes, columns, event_us, null_time, watermark_us) -> CallResult:
         engine = self.engine
         result = CallResult(stats=dict.fromkeys(STAT_NAMES, 0))
         stats = result.stats
