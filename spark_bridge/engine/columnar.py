@@ -92,25 +92,53 @@ def reasons_not(engine: KeyedStream) -> list[str]:
 # ------------------------------------------------------------------------------------ rows as columns
 
 
-def _take(values: list, rows: np.ndarray) -> list:
-    if len(rows) == 0:
-        return []
-    if len(rows) == 1:
-        return [values[int(rows[0])]]
-    return list(operator.itemgetter(*rows.tolist())(values))
+def typed(values) -> np.ndarray:
+    """A column of Python values as numpy: int64, float64 or bool when every value is of that one Python type
+    (no NULL), else an object array of the values themselves. ``tolist()`` gives the values back exactly."""
+    kinds = set(map(type, values))
+    n = len(values)
+    if len(kinds) == 1:
+        kind = next(iter(kinds))
+        if kind is float:
+            return np.array(values, dtype=np.float64)
+        if kind is bool:
+            return np.array(values, dtype=bool)
+        if kind is int:
+            try:
+                return np.array(values, dtype=np.int64)
+            except OverflowError:
+                pass
+    return np.fromiter(values, dtype=object, count=n)
+
+
+def _column(values) -> np.ndarray:
+    return values if isinstance(values, np.ndarray) else typed(values)
+
+
+def _concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if not len(a):
+        return b
+    if not len(b):
+        return a
+    if a.dtype != b.dtype:  # one of them holds other values (a NULL, a mixed type): retype, or keep objects
+        a, b = (typed(x.tolist()) if x.dtype == object else x for x in (a, b))
+        if a.dtype != b.dtype:
+            a, b = a.astype(object), b.astype(object)
+    return np.concatenate([a, b])
 
 
 @dataclass
 class Rows:
-    """Rows of many keys as columns: key id, event time (µs), and the other columns as Python values."""
+    """Rows of many keys as columns: key id, event time (µs), and the other columns (``typed``)."""
 
     kid: np.ndarray
     us: np.ndarray
-    cols: dict[str, list]
+    cols: dict[str, np.ndarray]
 
     @classmethod
     def empty(cls, names) -> "Rows":
-        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), {name: [] for name in names})
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                   {name: np.zeros(0, dtype=object) for name in names})
 
     def __len__(self) -> int:
         return len(self.kid)
@@ -118,7 +146,7 @@ class Rows:
     def take(self, rows: np.ndarray) -> "Rows":
         if len(rows) == len(self.kid) and (len(rows) == 0 or (rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
             return self
-        return Rows(self.kid[rows], self.us[rows], {name: _take(values, rows) for name, values in self.cols.items()})
+        return Rows(self.kid[rows], self.us[rows], {name: values[rows] for name, values in self.cols.items()})
 
     def __add__(self, other: "Rows") -> "Rows":
         if not len(other):
@@ -126,14 +154,15 @@ class Rows:
         if not len(self):
             return other
         return Rows(np.concatenate([self.kid, other.kid]), np.concatenate([self.us, other.us]),
-                    {name: values + other.cols[name] for name, values in self.cols.items()})
+                    {name: _concat(values, other.cols[name]) for name, values in self.cols.items()})
 
     def pack(self) -> dict:
-        return {"kid": self.kid.tolist(), "us": self.us.tolist(), "cols": self.cols}
+        return {"kid": self.kid.tolist(), "us": self.us.tolist(), "cols": {n: v.tolist() for n, v in self.cols.items()}}
 
     @classmethod
     def unpack(cls, data: dict) -> "Rows":
-        return cls(np.asarray(data["kid"], dtype=np.int64), np.asarray(data["us"], dtype=np.int64), dict(data["cols"]))
+        return cls(np.asarray(data["kid"], dtype=np.int64), np.asarray(data["us"], dtype=np.int64),
+                   {name: typed(values) for name, values in data["cols"].items()})
 
 
 # Per-key numbers of a ColumnarTable: name -> initial value (int64 columns indexed by key id).
@@ -342,7 +371,7 @@ class ColumnarStep:
         accepted = np.flatnonzero(~bad & ~late)
         if len(accepted):
             table.pending = table.pending + Rows(kids[accepted], event_us[accepted],
-                                                 {name: _take(columns[name], accepted) for name in self.columns})
+                                                 {name: _column(columns[name])[accepted] for name in self.columns})
 
         # 2. The keys called, and their clocks.
         busy_set = set(busy)
@@ -652,7 +681,7 @@ class ColumnarStep:
         context, position = int(pieces.context[piece]), int(pieces.position[piece])
         members = order[begin:end]
         times = us[begin:end].tolist()
-        cols = {name: _take(rows.cols[name], members) for name in engine.feed_columns if name != engine.time_column}
+        cols = {name: rows.cols[name][members].tolist() for name in engine.feed_columns if name != engine.time_column}
         cols[engine.time_column] = datetimes(us[begin:end])
         head = position + context
         state = {"version": VM_STATE_VERSION, "key": list(key), "cols": {n: v[:context] for n, v in cols.items()},
@@ -719,32 +748,40 @@ _ONE_US = _dt.timedelta(microseconds=1)
 
 
 class _StreamInput(ListInput):
-    """The rows of a call as the engine's list input; event times become datetimes only where read."""
+    """The rows of a call as the engine's input (``layout.ListInput``'s interface over ``typed`` columns);
+    event times become datetimes only where read."""
 
     def __init__(self, rows: Rows, time_column: str) -> None:
-        super().__init__(_LazyTime(rows, time_column))
+        super().__init__({})
         self.n = len(rows)
         self.rows, self.time_column = rows, time_column
 
+    def _values(self, name: str) -> np.ndarray:
+        if name == self.time_column and name not in self.rows.cols:
+            return np.asarray(datetimes(self.rows.us) + [None], dtype=object)[:-1]
+        return self.rows.cols[name]
+
+    def python(self) -> dict[str, list]:
+        return {name: self._values(name).tolist() for name in tuple(self.rows.cols) + (self.time_column,)}
+
+    def load(self, name: str, order: np.ndarray) -> kernels.Value:
+        values = self._values(name)
+        kind = _KINDS.get(values.dtype.kind)
+        if kind is None:
+            return kernels.load_column(values[order].tolist())
+        return kernels.Value(kind, values[order], None)
+
     def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
-        if name != self.time_column or name in self.columns:
-            return super().gather(name, rows, typed)
-        found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
-        if (rows < 0).any():
+        if name == self.time_column and name not in self.rows.cols:
+            found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
+        else:
+            found = self._values(name)[np.where(rows < 0, 0, rows)].tolist()
+        if len(rows) and rows.min() < 0:
             found = [None if row < 0 else value for value, row in zip(found, rows.tolist())]
         return found
 
 
-class _LazyTime(dict):
-    def __init__(self, rows: Rows, time_column: str) -> None:
-        super().__init__(rows.cols)
-        self.rows, self.time_column = rows, time_column
-
-    def __missing__(self, name: str) -> list:
-        if name != self.time_column:
-            raise KeyError(name)
-        value = self[name] = datetimes(self.rows.us)
-        return value
+_KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)
 
 
 # The µs range numpy turns into datetime objects (years 1 to 9999); outside, ``micros_to_datetime`` clamps.
@@ -780,11 +817,11 @@ def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
     return us, nulls
 
 
-def _ranks(values: list) -> np.ndarray:
-    """Ranks that order ``values`` as ``total_order_key`` does."""
-    kinds = set(map(type, values))
-    if kinds in ({int}, {float}) and (int in kinds or not any(v != v for v in values)):
-        return np.asarray(values)
-    distinct = sorted(set(map(total_order_key, values)))
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks that order a ``typed`` column as ``total_order_key`` orders its values."""
+    if values.dtype.kind in "ib" or (values.dtype.kind == "f" and not np.isnan(values).any()):
+        return values.astype(np.float64) if values.dtype.kind == "b" else values
+    items = values.tolist()
+    distinct = sorted(set(map(total_order_key, items)))
     rank = {k: i for i, k in enumerate(distinct)}
-    return np.fromiter((rank[total_order_key(v)] for v in values), dtype=np.int64, count=len(values))
+    return np.fromiter((rank[total_order_key(v)] for v in items), dtype=np.int64, count=len(items))

@@ -153,7 +153,7 @@ class LocalStream:
         setdefault = first.setdefault
         codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
         keys = [(v,) for v in first] if len(names) == 1 else list(first)
-        columns = {name: [row.get(name) for row in rows] for name in step.columns}
+        columns = {name: columnar.typed([row.get(name) for row in rows]) for name in step.columns}
         event_us, null_time = columnar.event_micros([row.get(engine.time_column) for row in rows])
         existing = list(self.tables)
         if self.buckets:
@@ -175,9 +175,8 @@ class LocalStream:
                 renumber = np.full(len(keys), -1, dtype=np.int64)
                 renumber[mine_keys] = np.arange(len(mine_keys))
                 sub_codes = renumber[codes[members]]
-            pick = (lambda values: values) if members is None else (lambda values: columnar._take(values, members))
             result = step.step(table, [keys[k] for k in mine_keys.tolist()], sub_codes,
-                               {name: pick(values) for name, values in columns.items()},
+                               {name: values if members is None else values[members] for name, values in columns.items()},
                                event_us if members is None else event_us[members],
                                null_time if members is None else null_time[members], watermark_us)
             results[bucket] = result
