@@ -47,12 +47,13 @@ from cep.matcher.vector import decisions, kernels, sequence
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine import state_codec as codec
+from cep.spark_bridge.engine.key_table import COLUMNAR_KIND
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import match_ids
 from cep.spark_bridge.engine.ordering import total_order_key
 
-TABLE_KIND = "cep-columnar-keys"
+TABLE_KIND = COLUMNAR_KIND
 TABLE_VERSION = 1
 NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
 
