@@ -53,6 +53,8 @@ from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LA
 from cep.spark_bridge.engine.match_ids import match_ids
 from cep.spark_bridge.engine.ordering import total_order_key
 
+# Imported inside functions: pandas (heavy; only to turn a micro-batch's event times into µs in C).
+
 TABLE_KIND = COLUMNAR_KIND
 TABLE_VERSION = 1
 NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
