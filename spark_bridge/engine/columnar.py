@@ -47,9 +47,9 @@ from cep.matcher.vector import decisions, kernels, sequence
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine import state_codec as codec
-from cep.spark_bridge.engine.key_table import COLUMNAR_KIND
+from cep.spark_bridge.engine.key_table import COLUMNAR_KIND, KeyTable, split_by_key
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
-                                           KeyedStream, StepResult)
+                                           STATE_VERSION, KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import match_ids
 from cep.spark_bridge.engine.ordering import total_order_key
 
@@ -252,11 +252,20 @@ class ColumnarTable:
             "pending": rows(self.pending), "carried": rows(self.carried),
         })
 
+    def next_timer(self) -> int | None:
+        return min(self.timers.values()) if self.timers else None
+
     @classmethod
-    def decode(cls, blob: bytes | None, columns: tuple[str, ...], buckets: int) -> "ColumnarTable":
+    def decode(cls, blob: bytes | None, columns: tuple[str, ...], buckets: int, engine: KeyedStream | None = None
+               ) -> "ColumnarTable":
+        """The table of ``blob``; a per-key path's ``KeyTable`` is read too when ``engine`` is given (its keys'
+        states become columns: an upgraded stream keeps its checkpoint)."""
         if blob is None:
             return cls(columns=columns, buckets=buckets)
         data = codec.decode(blob)
+        if engine is not None and not (isinstance(data, dict) and data.get("kind") == TABLE_KIND):
+            # the per-key path's table (or its refusal, E0482, of a checkpoint from before key buckets)
+            return cls.from_key_table(KeyTable.decode(blob, buckets), engine, columns)
         if not isinstance(data, dict) or data.get("kind") != TABLE_KIND:
             raise CepRuntimeError(
                 "this checkpoint was written by the per-key streaming path (one state per key), and this query "
@@ -277,6 +286,50 @@ class ColumnarTable:
                     fields={name: np.asarray(values, dtype=np.int64) for name, values in data["fields"].items()},
                     timers={kid: us for kid, us in data["timers"]},
                     pending=Rows.unpack(data["pending"]), carried=Rows.unpack(data["carried"]))
+        return table
+
+
+    @classmethod
+    def from_key_table(cls, key_table: KeyTable, engine: KeyedStream, columns: tuple[str, ...]) -> "ColumnarTable":
+        """The per-key path's states as a column-wise table: each key's pending rows, and its matcher's
+        buffered rows from its first undecided start (``search_start``, the rows PREV reads before it)
+        as carried rows; its partial matches are found again from those rows."""
+        keys = list(key_table.states)
+        table = cls(columns=columns, buckets=key_table.buckets)
+        kids = table.ids(keys)
+        f = table.fields
+        pending, carried = [], []
+        for kid, key in zip(kids.tolist(), keys):
+            st = codec.decode(key_table.states[key])
+            if st.get("v") != STATE_VERSION:
+                raise CepRuntimeError(f"streaming key state version {st.get('v')} is not {STATE_VERSION}", code="E0481")
+            if st.get("seen"):
+                raise CepRuntimeError("this checkpoint remembers dedup keys, which the column-wise path does not "
+                                      "keep; restart with a new checkpoint location", code="E0482")
+            if st["pending"]:
+                us = np.asarray(st["pending"]["us"], dtype=np.int64)
+                pending.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
+                                    {name: typed(st["pending"]["cols"][name]) for name in columns}))
+            if st["forced"] is not None:
+                f["forced"][kid] = st["forced"]
+            f["sessions"][kid] = st["sessions"]
+            m = st["m"]
+            if m is not None:
+                f["live"][kid] = 1
+                f["start"][kid] = NO_TIME if st["start"] is None else st["start"]
+                f["last"][kid] = NO_TIME if st["last"] is None else st["last"]
+                f["total"][kid], f["number"][kid] = m["total"], m["match_number"]
+                f["context"][kid] = m["search_start"] - m["base"]
+                times = m["cols"][engine.time_column]
+                us = np.fromiter((codec.datetime_to_micros(t) for t in times), dtype=np.int64, count=len(times))
+                carried.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
+                                    {name: typed(m["cols"][name]) for name in columns}))
+            if key in key_table.timers:
+                table.timers[kid] = key_table.timers[key]
+        for part in pending:
+            table.pending = table.pending + part
+        for part in carried:
+            table.carried = table.carried + part
         return table
 
 
@@ -335,21 +388,22 @@ class ColumnarStep:
         return ColumnarTable(columns=self.columns, buckets=buckets)
 
     def step(self, table: ColumnarTable, keys: list[tuple], codes: np.ndarray, columns: dict[str, list],
-             event_us: np.ndarray, null_time: np.ndarray, watermark_us: int) -> CallResult:
+             event_us: np.ndarray, null_time: np.ndarray, watermark_us: int, rejected=None) -> CallResult:
         """One call: rows of many keys (row i's partition key is ``keys[codes[i]]``, ``keys`` in order of
         first appearance; ``columns`` holds at least ``engine.pending_columns``; ``event_us`` with
-        ``null_time`` marking NULLs), then the keys whose timer is due. ``table`` is updated in place."""
+        ``null_time`` marking NULLs; ``rejected``: a bad-row reason per row, None where not rejected
+        upstream), then the keys whose timer is due. ``table`` is updated in place."""
         # The call builds lists of Python values and drops them; nothing it makes is cyclic, so the cyclic
         # collector (which would rescan every buffered value of every key at each pass) is off meanwhile.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._step(table, keys, codes, columns, event_us, null_time, watermark_us)
+            return self._step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
         finally:
             if collecting:
                 gc.enable()
 
-    def _step(self, table, keys, codes, columns, event_us, null_time, watermark_us) -> CallResult:
+    def _step(self, table, keys, codes, columns, event_us, null_time, watermark_us, rejected) -> CallResult:
         engine = self.engine
         result = CallResult(stats=dict.fromkeys(STAT_NAMES, 0))
         stats = result.stats
@@ -363,13 +417,19 @@ class ColumnarStep:
         # 1. Bad, late or accepted.
         floor = np.maximum(f["forced"], W)
         bad = null_time
+        if rejected is not None:
+            bad = bad | np.fromiter((r is not None for r in rejected), dtype=bool, count=n)
         late = ~bad & (event_us <= floor[kids])
         out_rows = np.flatnonzero(bad | late)
         if len(out_rows):
             behind_w = event_us[out_rows] <= W
-            result.late = [(int(i), BAD_NULL_TIME if b else (LATE_BEHIND_WATERMARK if w else LATE_BEHIND_FORCED))
-                           for i, b, w in zip(out_rows.tolist(), bad[out_rows].tolist(), behind_w.tolist())]
-        stats["bad_rows"] = stats[BAD_NULL_TIME] = int(bad.sum())
+            reasons = [None] * len(out_rows) if rejected is None else [rejected[i] for i in out_rows.tolist()]
+            result.late = [(int(i), (r or BAD_NULL_TIME) if b else (LATE_BEHIND_WATERMARK if w else LATE_BEHIND_FORCED))
+                           for i, r, b, w in zip(out_rows.tolist(), reasons, bad[out_rows].tolist(), behind_w.tolist())]
+            for _, reason in result.late:
+                if reason in stats and reason not in (LATE_BEHIND_WATERMARK, LATE_BEHIND_FORCED):
+                    stats[reason] += 1
+        stats["bad_rows"] = int(bad.sum())
         stats["late_rows"] = int(late.sum())
         accepted = np.flatnonzero(~bad & ~late)
         if len(accepted):
@@ -828,3 +888,33 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     distinct = sorted(set(map(total_order_key, items)))
     rank = {k: i for i, k in enumerate(distinct)}
     return np.fromiter((rank[total_order_key(v)] for v in items), dtype=np.int64, count=len(items))
+
+
+# ------------------------------------------------------------------------------------ Spark's call
+
+
+def step_bucket(spark_step, cstep: ColumnarStep, pdf, state, watermark_us: int):
+    """``key_table.step_bucket`` on the column-wise path: one Spark call for a bucket of keys, every key
+    at once. Returns (the call's ``StepResult``, rows and late rows in the per-key path's order; the table)."""
+    engine = cstep.engine
+    table = ColumnarTable.decode(state.get[0] if state.exists else None, cstep.columns, spark_step.key_buckets, engine)
+    keys: list[tuple] = []
+    codes = np.zeros(0, dtype=np.int64)
+    columns: dict = {name: [] for name in cstep.columns}
+    event_us, null_time, rejected = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), None
+    if pdf is not None:
+        columns, times, rejected = spark_step.inputs(pdf)
+        groups = split_by_key(spark_step.row_keys(pdf))
+        keys = list(groups)
+        codes = np.empty(len(times), dtype=np.int64)
+        for code, indices in enumerate(groups.values()):
+            codes[indices] = code
+        null_time = np.fromiter((t is None for t in times), dtype=bool, count=len(times))
+        event_us = np.fromiter((0 if t is None else t for t in times), dtype=np.int64, count=len(times))
+    found = cstep.step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
+    merged = StepResult(state=None, timer_us=None, stats=found.stats)
+    for kid in table.ids(keys).tolist() + found.due:
+        merged.rows.extend(found.rows.get(kid, ()))
+        merged.match_ids.extend(found.match_ids.get(kid, ()))
+    merged.late = sorted(found.late, key=lambda item: (codes[item[0]], item[0]))
+    return merged, table

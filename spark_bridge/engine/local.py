@@ -11,7 +11,7 @@ from typing import Iterable
 import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
-from cep.spark_bridge.engine import columnar
+from cep.spark_bridge.engine import columnar as columnar_path
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
@@ -40,13 +40,13 @@ class LocalStream:
         self.max_event_ms: int | None = None
         self.tables: dict[int, object] = {}
         self.stats = dict.fromkeys(STAT_NAMES, 0)
-        self.step: columnar.ColumnarStep | None = None
-        why = columnar_reasons = [] if columnar is False else _reasons(engine)
+        self.step: columnar_path.ColumnarStep | None = None
+        why = [] if columnar is False else columnar_path.reasons_not(engine)
         if columnar is not False and not why:
-            self.step = _step(engine)
+            self.step = columnar_path.ColumnarStep(engine)
             self.path = "column-wise (every key of a micro-batch at once on the sequence engine)"
         elif columnar is True:
-            raise CepRuntimeError("the column-wise streaming path cannot run this query: " + "; ".join(columnar_reasons),
+            raise CepRuntimeError("the column-wise streaming path cannot run this query: " + "; ".join(why),
                                   code="E0483")
         else:
             self.path = "per key (Pike VM)" + (f": {'; '.join(why)}" if why else "")
@@ -74,13 +74,13 @@ class LocalStream:
             table = self.tables[bucket] = KeyTable.decode(table, self.buckets)
         return table
 
-    def _columnar_table(self, bucket: int) -> columnar.ColumnarTable:
+    def _columnar_table(self, bucket: int) -> columnar_path.ColumnarTable:
         table = self.tables.get(bucket)
-        if not isinstance(table, columnar.ColumnarTable):
-            table = self.tables[bucket] = columnar.ColumnarTable.decode(table, self.step.columns, self.buckets)
+        if not isinstance(table, columnar_path.ColumnarTable):
+            table = self.tables[bucket] = columnar_path.ColumnarTable.decode(table, self.step.columns, self.buckets, self.engine)
         return table
 
-    def _columnar_tables(self) -> list[columnar.ColumnarTable]:
+    def _columnar_tables(self) -> list[columnar_path.ColumnarTable]:
         return [self._columnar_table(bucket) for bucket in list(self.tables)]
 
     def run_batch(self, rows: Iterable[dict]) -> tuple[list[tuple], list[str], list[tuple[str, dict]]]:
@@ -153,8 +153,8 @@ class LocalStream:
         setdefault = first.setdefault
         codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
         keys = [(v,) for v in first] if len(names) == 1 else list(first)
-        columns = {name: columnar.typed([row.get(name) for row in rows]) for name in step.columns}
-        event_us, null_time = columnar.event_micros([row.get(engine.time_column) for row in rows])
+        columns = {name: columnar_path.typed([row.get(name) for row in rows]) for name in step.columns}
+        event_us, null_time = columnar_path.event_micros([row.get(engine.time_column) for row in rows])
         existing = list(self.tables)
         if self.buckets:
             bucket_of_key = np.asarray([self._bucket(key) for key in keys], dtype=np.int64)
@@ -163,7 +163,7 @@ class LocalStream:
             bucket_of_key = np.zeros(len(keys), dtype=np.int64)
             row_bucket = np.zeros(len(codes), dtype=np.int64)
         order = list(dict.fromkeys(existing + bucket_of_key.tolist()))
-        results: dict[int, columnar.CallResult] = {}
+        results: dict[int, columnar_path.CallResult] = {}
         late: list[tuple[int, str]] = []
         for bucket in order:
             table = self._columnar_table(bucket)
@@ -203,10 +203,3 @@ class LocalStream:
             self._saw(int(present.max()) // 1000)
         return out, ids, [(reason, rows[index]) for index, reason in late]
 
-
-def _reasons(engine: KeyedStream) -> list[str]:
-    return columnar.reasons_not(engine)
-
-
-def _step(engine: KeyedStream) -> columnar.ColumnarStep:
-    return columnar.ColumnarStep(engine)
