@@ -714,12 +714,14 @@ class ColumnarStep:
         bounds = np.flatnonzero(np.diff(parts)) + 1
         out: dict[int, tuple[list, list, int]] = {}
         per_row = outer.where is not None
+        found_all = [key_of + tuple(row) for key_of, row in zip(
+            (table.keys[k] for k in pieces.kid[parts].tolist()), zip(*measured))]
+        numbers_all, positions_all, first_all = numbers.tolist(), positions.tolist(), first_us.tolist()
         for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(starts)]):
             part = int(parts[lo])
             key = table.keys[int(pieces.kid[part])]
-            found = [key + tuple(row) for row in zip(*[values_[lo:hi] for values_ in measured])]
-            ids = match_ids(fp, key, int(pieces.start[part]), numbers[lo:hi].tolist(), positions[lo:hi].tolist(),
-                            first_us[lo:hi].tolist())
+            found = found_all[lo:hi]
+            ids = match_ids(fp, key, int(pieces.start[part]), numbers_all[lo:hi], positions_all[lo:hi], first_all[lo:hi])
             if per_row:  # WHERE may drop rows: each kept row keeps its match's id
                 kept_rows, kept_ids = [], []
                 for row, ident in zip(found, ids):
@@ -729,7 +731,7 @@ class ColumnarStep:
                 found, ids = kept_rows, kept_ids
             else:
                 found = outer.apply(found, order_and_limit=False)
-            out[part] = (found, ids, int(numbers[hi - 1]))
+            out[part] = (found, ids, numbers_all[hi - 1])
         return out
 
     def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
@@ -861,8 +863,11 @@ def datetimes(us: np.ndarray) -> list:
 def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
     """(µs since 1970 as ``state_codec.datetime_to_micros`` gives them, NULL mask) of event-time values."""
     n = len(values)
-    nulls = np.fromiter((v is None for v in values), dtype=bool, count=n)
-    present = [v for v in values if v is not None] if nulls.any() else values
+    if None in values:
+        nulls = np.fromiter((v is None for v in values), dtype=bool, count=n)
+        present = [v for v in values if v is not None]
+    else:
+        nulls, present = np.zeros(n, dtype=bool), values
     try:
         import pandas as pd  # its datetime conversion runs in C
 

@@ -16,6 +16,8 @@ from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 
+# Imported inside functions: pandas (heavy; only to factorize a micro-batch's text keys in C).
+
 
 class LocalStream:
     """Spark's micro-batch rules without Spark, driving ``KeyedStream`` the way the Spark bridge does.
@@ -149,10 +151,9 @@ class LocalStream:
             raw = [row.get(name) for row in rows]
         else:
             raw = [tuple(row.get(c) for c in names) for row in rows]
-        first: dict = {}
-        setdefault = first.setdefault
-        codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
-        keys = [(v,) for v in first] if len(names) == 1 else list(first)
+        codes, keys = _key_codes(raw)
+        if len(names) == 1:
+            keys = [(v,) for v in keys]
         columns = {name: columnar_path.typed([row.get(name) for row in rows]) for name in step.columns}
         event_us, null_time = columnar_path.event_micros([row.get(engine.time_column) for row in rows])
         existing = list(self.tables)
@@ -203,3 +204,15 @@ class LocalStream:
             self._saw(int(present.max()) // 1000)
         return out, ids, [(reason, rows[index]) for index, reason in late]
 
+
+def _key_codes(raw: list) -> tuple[np.ndarray, list]:
+    """(code per row, distinct keys in order of first appearance), keys equal as Python compares them."""
+    if raw and all(type(v) is str for v in raw[:64]) and set(map(type, raw)) == {str}:
+        import pandas as pd  # factorize hashes strings in C; codes in order of first appearance
+
+        codes, uniques = pd.factorize(np.asarray(raw, dtype=object), sort=False)
+        return codes.astype(np.int64, copy=False), uniques.tolist()
+    first: dict = {}
+    setdefault = first.setdefault
+    codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
+    return codes, list(first)
