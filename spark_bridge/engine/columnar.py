@@ -773,8 +773,12 @@ class ColumnarStep:
         self.live_matches += matcher.live_threads()
         carry_from = begin + matcher.base - position
         deadline = engine._deadline_us(matcher)
-        return sub.rows, sub.match_ids, (carry_from, matcher.search_start - matcher.base, matcher.match_number,
-                                         matcher.total, deadline)
+        # The first start the VM still weighs: a live partial match's, a found match's, or the next it would
+        # try (``search_start`` may lag behind starts already given up, by the match cap say).
+        weighed = [thread[1] for thread in matcher.threads] + ([matcher.best[0]] if matcher.best is not None else [])
+        first_open = max(matcher.search_start, min(weighed + [matcher.started_upto]))
+        return sub.rows, sub.match_ids, (carry_from, first_open - matcher.base, matcher.match_number, matcher.total,
+                                         deadline)
 
     def _timers(self, table: ColumnarTable, call_order: list[int], clock: np.ndarray, stats: dict) -> None:
         """Each called key's next timer (``keyed.py`` step 5), set in call order as Spark sets them."""
