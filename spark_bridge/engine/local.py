@@ -5,6 +5,7 @@ afford; ``docs/streaming.md`` shows it at work)."""
 from __future__ import annotations
 
 import gc
+import operator
 import zlib
 from typing import Iterable
 
@@ -146,16 +147,16 @@ class LocalStream:
         engine, step = self.engine, self.step
         watermark_us = self.watermark_ms * 1000
         names = engine.partition_columns
-        if len(names) == 1:
-            name = names[0]
-            raw = [row.get(name) for row in rows]
-        else:
-            raw = [tuple(row.get(c) for c in names) for row in rows]
+        wanted = tuple(dict.fromkeys(names + step.columns + (engine.time_column,)))
+        values = dict(zip(wanted, _columns_of(rows, wanted)))
+        raw = values[names[0]] if len(names) == 1 else list(zip(*[values[c] for c in names]))
+        if not names:
+            raw = [()] * len(rows)
         codes, keys = _key_codes(raw)
         if len(names) == 1:
             keys = [(v,) for v in keys]
-        columns = {name: columnar_path.typed([row.get(name) for row in rows]) for name in step.columns}
-        event_us, null_time = columnar_path.event_micros([row.get(engine.time_column) for row in rows])
+        columns = {name: columnar_path.typed(values[name]) for name in step.columns}
+        event_us, null_time = columnar_path.event_micros(values[engine.time_column])
         existing = list(self.tables)
         if self.buckets:
             bucket_of_key = np.asarray([self._bucket(key) for key in keys], dtype=np.int64)
@@ -216,3 +217,15 @@ def _key_codes(raw: list) -> tuple[np.ndarray, list]:
     setdefault = first.setdefault
     codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
     return codes, list(first)
+
+
+def _columns_of(rows: list[dict], names: tuple[str, ...]) -> list[list]:
+    """The values of ``names`` in every row (None where a row lacks one), column by column."""
+    if not rows:
+        return [[] for _ in names]
+    try:  # one C-level pass: a tuple per row, transposed
+        if len(names) == 1:
+            return [[row[names[0]] for row in rows]]
+        return [list(column) for column in zip(*map(operator.itemgetter(*names), rows))]
+    except KeyError:  # some row lacks a column: NULL there
+        return [[row.get(name) for row in rows] for name in names]
