@@ -232,3 +232,10 @@ def test_spark_bucket_calls_equal_per_key_calls():
                         out.append(records)
                 frames.append(out)
             assert frames[0] == frames[1], (seed, name)
+
+
+def test_explain_names_the_streaming_path():
+    assert cep.compile(QUERIES["running_sum"]).explain().splitlines()[-1].startswith("  streaming: column-wise")
+    vshape = cep.compile(query("A B+ C+", "COUNT(*) AS n", "B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)"))
+    assert vshape.explain().splitlines()[-1] == ("  streaming: per key on the Pike VM (a run whose end depends on the "
+                                                 "items after the next one (backtracking))")

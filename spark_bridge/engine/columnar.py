@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cep.grammar.errors import CepRuntimeError
+from cep.grammar.errors import CepError, CepRuntimeError
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.matcher.vector import decisions, kernels, sequence
@@ -90,6 +90,19 @@ def reasons_not(engine: KeyedStream) -> list[str]:
             why.append("a run whose end depends on the items after the next one (backtracking)")
             break
     return why
+
+
+def explain_line(plan, input_columns, query_text: str) -> str:
+    """``cep explain``'s line on the streaming path this query takes (``LocalStream.path`` says the same)."""
+    try:
+        engine = KeyedStream(plan, tuple(input_columns), query_text=query_text)
+    except CepError as why:
+        return f"streaming: not possible as written ({why.message})"
+    why = reasons_not(engine)
+    if not why:
+        return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
+                "bucket of keys on Spark) at once on the sequence engine, undecided starts carried")
+    return "streaming: per key on the Pike VM (" + "; ".join(why) + ")"
 
 
 # ------------------------------------------------------------------------------------ rows as columns
