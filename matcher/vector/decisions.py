@@ -27,19 +27,22 @@ class Decisions:
     open: np.ndarray  # per start row: the decision reached the end of the rows given, the clock before its deadline
 
 
-def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray) -> Decisions:
+def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts: np.ndarray | None = None) -> Decisions:
     """Every start of the partitions ``offsets`` delimits (rows already in partition and ORDER BY order).
 
     ``values``: the columns the conditions read (``plan.columns``), as ``kernels.Value`` in that order;
     ``times``: None, or (event times as int64 in that order, the clock: a scalar or one per row, the
-    WITHIN interval in the same unit), as ``sequence._times`` gives them. Raises ``kernels.Unsupported``
-    where the batch path would run the VM."""
+    WITHIN interval in the same unit), as ``sequence._times`` gives them; ``starts``: the rows to decide
+    (a stream knows the final decisions of rows it carries), None: every row (the others are FAIL with no
+    rows). Raises ``kernels.Unsupported`` where the batch path would run the VM."""
     n = int(offsets[-1]) if len(offsets) else 0
     outcome = np.zeros(n, dtype=np.int8)
     spans = np.zeros((len(plan.items), n), dtype=np.int64)
     undecided = np.zeros(n, dtype=bool)
     for begin, end in _chunks(offsets):
         lanes = _Lanes(plan, values, times, offsets, begin, end)
+        if starts is not None:
+            lanes.starts = starts[lanes.begin:lanes.end]
         lanes.match(outcome, spans)
         undecided[lanes.begin:lanes.end] = lanes.reached & ~lanes.expired
     return Decisions(outcome, spans, undecided)

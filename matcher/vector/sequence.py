@@ -325,6 +325,7 @@ class _Lanes:
         self.expired = np.zeros(n, dtype=bool)
         # a start whose decision wanted a row at its limit (``decisions.py``: not final on a stream)
         self.reached = np.zeros(n, dtype=bool)
+        self.starts: np.ndarray | None = None  # the start rows to match (``decisions.py``); None: every row
         if times is not None:
             ticks, clock, width = times
             self._within_limits(ticks[self.begin:self.end], clock, width, bounds)
@@ -361,6 +362,8 @@ class _Lanes:
     def match(self, outcome: np.ndarray, spans: np.ndarray) -> None:
         plan = self.plan
         lanes = np.arange(self.n, dtype=np.int64)
+        if self.starts is not None:
+            lanes = lanes[self.starts]
         pos = lanes.copy()
         state = np.full(self.n, FAIL, dtype=np.int8)
         items = plan.items

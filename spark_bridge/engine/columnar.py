@@ -57,7 +57,9 @@ from cep.spark_bridge.engine.ordering import total_order_key
 
 TABLE_KIND = COLUMNAR_KIND
 TABLE_VERSION = 1
-NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
+NO_TIME = np.iinfo(np.int64).min
+# Columns of carried rows: the start's final decision (FAIL, MATCH; -1: none yet) and its items' row counts.
+KNOWN, SPAN = "__cep_decided", "__cep_span"  # "none" in an int64 column of event times (no forced release, no session)
 
 
 def reasons_not(engine: KeyedStream) -> list[str]:
@@ -169,8 +171,16 @@ class Rows:
             return self
         if not len(self):
             return other
+        names = dict.fromkeys(list(self.cols) + list(other.cols))
         return Rows(np.concatenate([self.kid, other.kid]), np.concatenate([self.us, other.us]),
-                    {name: _concat(values, other.cols[name]) for name, values in self.cols.items()})
+                    {name: _concat(self._column(name), other._column(name)) for name in names})
+
+    def _column(self, name: str) -> np.ndarray:
+        """A column; the decision columns a carried row keeps (``KNOWN``, ``SPAN``) read -1 and 0 elsewhere."""
+        found = self.cols.get(name)
+        if found is None:
+            return np.full(len(self.kid), -1 if name == KNOWN else 0, dtype=np.int64)
+        return found
 
     def pack(self) -> dict:
         return {"kid": self.kid.tolist(), "us": self.us.tolist(), "cols": {n: v.tolist() for n, v in self.cols.items()}}
@@ -578,20 +588,26 @@ class ColumnarStep:
         on_vm = set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist())
         chosen: list[int] = []
         stop = pieces.end.copy()
+        found = None
         try:
             values = {name: data.load(name, order) for name in plan.columns}
             times = None
             if self.within_us is not None:
                 times = (us, np.repeat(pieces.clock, lengths), self.within_us)
-            found = decisions.decide(plan, values, times, offsets)
+            known = self._known(rows, order)  # final decisions kept with carried rows (-1: none)
+            cached = (known >= 0) & ~context
+            found = decisions.decide(plan, values, times, offsets, ~cached & ~context)
         except kernels.Unsupported as why:
             self._note(f"a call ran on the Pike VM: {why}")
             on_vm = set(range(len(lengths)))
         else:
             outcome = found.outcome.copy()
             outcome[context] = decisions.FAIL
-            undecided = found.open & ~pieces.closed[piece_of] & ~context
             spans = found.spans
+            if cached.any():
+                outcome[cached] = known[cached]
+                spans[:, cached] = self._known_spans(rows, order[cached])
+            undecided = found.open & ~pieces.closed[piece_of] & ~context
             targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
             outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
             candidates = np.flatnonzero((outcome != decisions.FAIL) | undecided)
@@ -617,7 +633,7 @@ class ColumnarStep:
                     index = after[index]
             if on_vm:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
-        emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, found.spans if chosen else None,
+        emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, spans if chosen else None,
                                 data, values if chosen else None, on_vm)
         # Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here.
         stats = result.stats
@@ -679,7 +695,28 @@ class ColumnarStep:
         if not sizes.sum():
             return Rows.empty(self.columns)
         within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        return rows.take(order[np.repeat(carry_from, sizes) + within])
+        kept = np.repeat(carry_from, sizes) + within  # engine positions of the carried rows
+        carry = rows.take(order[kept])
+        # Keep each carried start's decision when it is final (column-wise pieces only; the next call then
+        # matches only the starts still undecided, and the new rows').
+        final = np.zeros(m, dtype=bool)
+        if found is not None:
+            final = ~undecided & ~context & ((outcome == decisions.FAIL) | (outcome == decisions.MATCH))
+            final[np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64, count=len(on_vm)))] = False
+        final = final[kept]
+        carry.cols[KNOWN] = np.where(final, outcome[kept] if found is not None else -1, -1).astype(np.int64)
+        for item in range(len(self.plan.items)):
+            carry.cols[f"{SPAN}{item}"] = np.where(final, spans[item, kept] if found is not None else 0, 0).astype(np.int64)
+        return carry
+
+    def _known(self, rows: Rows, order: np.ndarray) -> np.ndarray:
+        values = rows.cols.get(KNOWN)
+        if values is None:
+            return np.full(len(order), -1, dtype=np.int64)
+        return values[order]
+
+    def _known_spans(self, rows: Rows, members: np.ndarray) -> np.ndarray:
+        return np.stack([rows.cols[f"{SPAN}{item}"][members] for item in range(len(self.plan.items))])
 
     def _end_piece(self, table: ColumnarTable, pieces: _Pieces, piece: int, stats: dict) -> None:
         """The session of ``piece`` ended: the key's session closes (its last piece) or is counted (a later
