@@ -611,13 +611,14 @@ class ColumnarStep:
             targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
             outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
             candidates = np.flatnonzero((outcome != decisions.FAIL) | undecided)
-            following = np.searchsorted(candidates, targets[candidates]).tolist()
-            cand_piece = piece_of[candidates].tolist()
-            after = np.searchsorted(candidates, pieces.end[piece_of[candidates]]).tolist()
-            kinds = outcome[candidates].tolist()
-            waits = undecided[candidates].tolist()
-            cand = candidates.tolist()
-            index, count = 0, len(cand)
+            # memoryviews: a Python int per step, without converting whole arrays (the walk skips most)
+            following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
+            cand_piece = memoryview(piece_of[candidates].astype(np.int64))
+            after = memoryview(np.searchsorted(candidates, pieces.end[piece_of[candidates]]).astype(np.int64))
+            kinds = memoryview(outcome[candidates].astype(np.int64))
+            waits = memoryview(undecided[candidates])
+            cand = memoryview(candidates.astype(np.int64))
+            index, count = 0, len(candidates)
             while index < count:
                 piece = cand_piece[index]
                 if piece in on_vm:
