@@ -13,6 +13,7 @@ import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine import columnar as columnar_path
+from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, typed
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
@@ -77,13 +78,13 @@ class LocalStream:
             table = self.tables[bucket] = KeyTable.decode(table, self.buckets)
         return table
 
-    def _columnar_table(self, bucket: int) -> columnar_path.ColumnarTable:
+    def _columnar_table(self, bucket: int) -> ColumnarTable:
         table = self.tables.get(bucket)
-        if not isinstance(table, columnar_path.ColumnarTable):
-            table = self.tables[bucket] = columnar_path.ColumnarTable.decode(table, self.step.columns, self.buckets, self.engine)
+        if not isinstance(table, ColumnarTable):
+            table = self.tables[bucket] = ColumnarTable.decode(table, self.step.columns, self.buckets, self.engine)
         return table
 
-    def _columnar_tables(self) -> list[columnar_path.ColumnarTable]:
+    def _columnar_tables(self) -> list[ColumnarTable]:
         return [self._columnar_table(bucket) for bucket in list(self.tables)]
 
     def run_batch(self, rows: Iterable[dict]) -> tuple[list[tuple], list[str], list[tuple[str, dict]]]:
@@ -155,8 +156,8 @@ class LocalStream:
         codes, keys = _key_codes(raw)
         if len(names) == 1:
             keys = [(v,) for v in keys]
-        columns = {name: columnar_path.typed(values[name]) for name in step.columns}
-        event_us, null_time = columnar_path.event_micros(values[engine.time_column])
+        columns = {name: typed(values[name]) for name in step.columns}
+        event_us, null_time = event_micros(values[engine.time_column])
         existing = list(self.tables)
         if self.buckets:
             bucket_of_key = np.asarray([self._bucket(key) for key in keys], dtype=np.int64)
