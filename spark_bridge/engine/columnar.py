@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
@@ -76,6 +77,12 @@ def reasons_not(engine: KeyedStream) -> list[str]:
         why.append("SHOW TIMEOUT MATCHES")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
+    pattern = engine.plan.statement.match.pattern
+    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
+    if not all(isinstance(p, ast.PatternVar) or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar))
+               for p in parts):
+        # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
+        why.append("a pattern item other than a variable or a quantified variable")
     items = plan.items
     for index, item in enumerate(items):
         last = index + 1 == len(items)
