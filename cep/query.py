@@ -10,7 +10,7 @@ from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.grammar.format import format_expr, format_pattern
 from cep.grammar.parser import parse, parse_all, parse_schema
-from cep.matcher.explain.text import explain
+from cep.matcher.explain.text import explain, query_columns
 from cep.matcher.plan import CompiledQuery, declared_types
 from cep.matcher.rows.tables import from_rows, kind_of, to_columns
 from cep.matcher.rows.validate import input_checks
@@ -20,6 +20,7 @@ from cep.spark_bridge.alerting.rule_set import (
     ALERT_FIRST, ALERT_LAST, ALERT_STATUS, INTERNAL_MEASURES, alert_statement, check_rule, match_id_text,
 )
 from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.columnar import explain_line as columnar_explain_line
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.engine.match_ids import statement_text
 from cep.spark_bridge.engine.replay import Replay
@@ -179,7 +180,8 @@ class Query:
         return self.plan.output_names(tuple(input_columns))
 
     def explain(self) -> str:
-        return explain(self.plan)
+        streaming = columnar_explain_line(self.plan, query_columns(self.plan), self.text or "")
+        return explain(self.plan) + "\n  " + streaming
 
     # ---------------------------------------------------------------------- how a query shows itself
 

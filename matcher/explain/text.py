@@ -7,14 +7,20 @@ from cep.matcher.explain.dot import condition_texts
 from cep.matcher.vector import fastpath, sequence
 
 
-def explain(plan) -> str:
-    statement: ast.Statement = plan.statement
-    mr = statement.match
+def query_columns(plan) -> list[str]:
+    """The input ``explain`` assumes: just the columns the query names."""
+    mr = plan.statement.match
     named = [node.column for e in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
              for node in ast.walk(e) if isinstance(node, ast.ColumnRef)]
     named += [ref.column for ref in mr.partition_by]
     named += [key.expr.column for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)]
-    columns = _input_columns(named)
+    return _input_columns(named)
+
+
+def explain(plan) -> str:
+    statement: ast.Statement = plan.statement
+    mr = statement.match
+    columns = query_columns(plan)
     machine = plan.machine(tuple(columns))
     lines = ["program:"]
     lines += ["  " + line for line in machine.program.dump().splitlines()]

@@ -120,6 +120,7 @@ def end_runs(lanes_state, index: int, item, following, route: Threshold, lanes: 
     lanes_state.item_begin[index + 1, finished] = pos[done] + found[done]
     lanes_state.item_count[index + 1, finished] = 1
     state[finished] = match_code
+    lanes_state.reached[lanes[at_limit & (~done | item.greedy)]] = True
     timed = ~done & at_limit & lanes_state.expired[lanes]
     lanes_state.item_count[index, lanes[timed]] = np.maximum(limit - pos, 0)[timed]
     state[lanes[timed]] = timeout_code

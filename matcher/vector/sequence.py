@@ -327,6 +327,9 @@ class _Lanes:
         self.part_end = np.repeat(bounds[1:], sizes)
         self.limit = self.part_end.copy()
         self.expired = np.zeros(n, dtype=bool)
+        # a start whose decision wanted a row at its limit (``decisions.py``: not final on a stream)
+        self.reached = np.zeros(n, dtype=bool)
+        self.starts: np.ndarray | None = None  # the start rows to match (``decisions.py``); None: every row
         if times is not None:
             ticks, clock, width = times
             self._within_limits(ticks[self.begin:self.end], clock, width, bounds)
@@ -352,6 +355,8 @@ class _Lanes:
                 limit[a:b] = a + np.searchsorted(part, part + width, side="left")
         self.limit = np.minimum(limit, self.part_end)
         deadline_passed = limit < self.part_end
+        if isinstance(clock, np.ndarray):  # a clock per row (a stream's keys each have their own)
+            clock = clock[self.begin:self.end]
         if clock is not None:
             deadline_passed |= clock - ticks >= width
         self.expired = deadline_passed
@@ -361,6 +366,8 @@ class _Lanes:
     def match(self, outcome: np.ndarray, spans: np.ndarray) -> None:
         plan = self.plan
         lanes = np.arange(self.n, dtype=np.int64)
+        if self.starts is not None:
+            lanes = lanes[self.starts]
         pos = lanes.copy()
         state = np.full(self.n, FAIL, dtype=np.int8)
         items = plan.items
@@ -457,6 +464,7 @@ class _Lanes:
             for acc in self.acc:
                 acc.add(item.label, lane, row)
             step += 1
+        self.reached[lanes[at_limit]] = True
         return self._resolve(index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state)
 
     def _first_hit(self, index: int, item: Item, following: Item, route, lanes, pos, state):
@@ -481,6 +489,7 @@ class _Lanes:
         self.item_count[index + 1, finished] = 1
         state[finished] = MATCH
         at_limit = np.ones(len(lanes), dtype=bool) if item.high is None else pos + item.high >= limit
+        self.reached[lanes[at_limit & (~done | item.greedy)]] = True
         timed = ~done & at_limit & self.expired[lanes]
         taken = limit - pos if item.high is None else np.minimum(limit - pos, item.high)
         self.item_count[index, lanes[timed]] = np.maximum(taken[timed], 0)

@@ -18,6 +18,9 @@ from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.keyed import StepResult
 
 TABLE_VERSION = 1
+# The ``kind`` of a column-wise table's bytes (``columnar.TABLE_KIND``; columnar.py imports this module's
+# neighbours, so the word is repeated here rather than imported).
+COLUMNAR_KIND = "cep-columnar-keys"
 
 
 @dataclass
@@ -66,6 +69,11 @@ class KeyTable:
         if blob is None:
             return cls(buckets=buckets)
         data: Any = codec.decode(blob)
+        if isinstance(data, dict) and data.get("kind") == COLUMNAR_KIND:
+            raise CepRuntimeError(
+                "this checkpoint was written by the column-wise streaming path (every key of a bucket in one "
+                "table), and this query now runs per key; restart with a new checkpoint location, or run it "
+                "column-wise again", code="E0482")
         if not isinstance(data, dict) or "keys" not in data or data.get("v") != TABLE_VERSION:
             raise CepRuntimeError(
                 "this checkpoint holds one state per key, written before key buckets; restart with a new "

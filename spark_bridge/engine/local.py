@@ -4,12 +4,21 @@ afford; ``docs/streaming.md`` shows it at work)."""
 
 from __future__ import annotations
 
+import gc
+import operator
 import zlib
 from typing import Iterable
 
+import numpy as np
+
+from cep.grammar.errors import CepRuntimeError
+from cep.spark_bridge.engine import columnar as columnar_path
+from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, typed
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
+
+# Imported inside functions: pandas (heavy; only to factorize a micro-batch's text keys in C).
 
 
 class LocalStream:
@@ -20,27 +29,44 @@ class LocalStream:
     * Every row reaches the engine (the Spark bridge makes Spark keep rows it would drop as late).
     * A key with rows in a batch is called with them; a key without rows is called with none when
       its timer has passed (``watermark >= timer``); ``run_batch([])`` is a batch with no data.
-    * ``buckets`` > 0: keys are kept in that many ``KeyTable``s, each saved as bytes between batches,
-      as the Spark bridge keeps one per bucket of keys (a Python hash places keys here, not Spark's).
+    * ``buckets`` > 0: keys are kept in that many tables, each saved as bytes between batches, as the
+      Spark bridge keeps one per bucket of keys (a Python hash places keys here, not Spark's).
+    * ``columnar``: run every key of a batch (or of a bucket) at once on the column-wise path
+      (``columnar.py``) when the query allows it (None, the default), never (False), or always (True:
+      raises when the query does not allow it). ``path`` says which one runs, and why.
     """
 
-    def __init__(self, engine: KeyedStream, delay_ms: int, *, buckets: int = 0) -> None:
+    def __init__(self, engine: KeyedStream, delay_ms: int, *, buckets: int = 0, columnar: bool | None = None) -> None:
         self.engine = engine
         self.delay_ms = delay_ms
         self.buckets = buckets
         self.watermark_ms = 0
         self.max_event_ms: int | None = None
-        self.tables: dict[int, KeyTable | bytes] = {}
+        self.tables: dict[int, object] = {}
         self.stats = dict.fromkeys(STAT_NAMES, 0)
+        self.step: columnar_path.ColumnarStep | None = None
+        why = [] if columnar is False else columnar_path.reasons_not(engine)
+        if columnar is not False and not why:
+            self.step = columnar_path.ColumnarStep(engine)
+            self.path = "column-wise (every key of a micro-batch at once on the sequence engine)"
+        elif columnar is True:
+            raise CepRuntimeError("the column-wise streaming path cannot run this query: " + "; ".join(why),
+                                  code="E0483")
+        else:
+            self.path = "per key (Pike VM)" + (f": {'; '.join(why)}" if why else "")
 
     @property
     def states(self) -> dict[tuple, bytes]:
         """Every key's saved state (for inspection)."""
+        if self.step is not None:
+            return {table.keys[kid]: table.key_state(kid) for table in self._columnar_tables() for kid in table.holding().tolist()}
         return {key: blob for bucket in list(self.tables) for key, blob in self._table(bucket).states.items()}
 
     @property
     def timers(self) -> dict[tuple, int]:
         """Every key's timer, in µs (for inspection)."""
+        if self.step is not None:
+            return {table.keys[kid]: us for table in self._columnar_tables() for kid, us in table.timers.items()}
         return {key: us for bucket in list(self.tables) for key, us in self._table(bucket).timers.items()}
 
     def _bucket(self, key: tuple) -> int:
@@ -52,8 +78,19 @@ class LocalStream:
             table = self.tables[bucket] = KeyTable.decode(table, self.buckets)
         return table
 
+    def _columnar_table(self, bucket: int) -> ColumnarTable:
+        table = self.tables.get(bucket)
+        if not isinstance(table, ColumnarTable):
+            table = self.tables[bucket] = ColumnarTable.decode(table, self.step.columns, self.buckets, self.engine)
+        return table
+
+    def _columnar_tables(self) -> list[ColumnarTable]:
+        return [self._columnar_table(bucket) for bucket in list(self.tables)]
+
     def run_batch(self, rows: Iterable[dict]) -> tuple[list[tuple], list[str], list[tuple[str, dict]]]:
         """One micro-batch; returns (output rows, their match ids, late (reason, row) pairs)."""
+        if self.step is not None:
+            return self._run_columnar(list(rows))
         engine = self.engine
         watermark_us = self.watermark_ms * 1000
         groups: dict[tuple, list[dict]] = {}
@@ -88,8 +125,108 @@ class LocalStream:
             for row in [r for g in groups.values() for r in g]:
                 value = row.get(engine.time_column)
                 if value is not None:
-                    ms = codec.datetime_to_micros(value) // 1000
-                    self.max_event_ms = ms if self.max_event_ms is None else max(self.max_event_ms, ms)
-            if self.max_event_ms is not None:
-                self.watermark_ms = max(self.watermark_ms, self.max_event_ms - self.delay_ms)
+                    self._saw(codec.datetime_to_micros(value) // 1000)
         return out, ids, late
+
+    def _saw(self, ms: int) -> None:
+        self.max_event_ms = ms if self.max_event_ms is None else max(self.max_event_ms, ms)
+        self.watermark_ms = max(self.watermark_ms, self.max_event_ms - self.delay_ms)
+
+    def _run_columnar(self, rows: list[dict]):
+        collecting = gc.isenabled()
+        gc.disable()  # as in ColumnarStep.step: the batch's lists of values hold no cycles
+        try:
+            return self._run_columnar_batch(rows)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run_columnar_batch(self, rows: list[dict]):
+        """The batch on the column-wise path: one ``ColumnarStep.step`` per bucket (one in all without
+        buckets); output in the order the per-key path gives it (keys with rows in order of first
+        appearance, then the keys called by their timer, bucket by bucket)."""
+        engine, step = self.engine, self.step
+        watermark_us = self.watermark_ms * 1000
+        names = engine.partition_columns
+        wanted = tuple(dict.fromkeys(names + step.columns + (engine.time_column,)))
+        values = dict(zip(wanted, _columns_of(rows, wanted)))
+        raw = values[names[0]] if len(names) == 1 else list(zip(*[values[c] for c in names]))
+        if not names:
+            raw = [()] * len(rows)
+        codes, keys = _key_codes(raw)
+        if len(names) == 1:
+            keys = [(v,) for v in keys]
+        columns = {name: typed(values[name]) for name in step.columns}
+        event_us, null_time = event_micros(values[engine.time_column])
+        existing = list(self.tables)
+        if self.buckets:
+            bucket_of_key = np.asarray([self._bucket(key) for key in keys], dtype=np.int64)
+            row_bucket = bucket_of_key[codes] if len(codes) else codes
+        else:
+            bucket_of_key = np.zeros(len(keys), dtype=np.int64)
+            row_bucket = np.zeros(len(codes), dtype=np.int64)
+        order = list(dict.fromkeys(existing + bucket_of_key.tolist()))
+        results: dict[int, columnar_path.CallResult] = {}
+        late: list[tuple[int, str]] = []
+        for bucket in order:
+            table = self._columnar_table(bucket)
+            mine_keys = np.flatnonzero(bucket_of_key == bucket)
+            if len(mine_keys) == len(keys):
+                members, sub_codes = None, codes
+            else:
+                members = np.flatnonzero(row_bucket == bucket)
+                renumber = np.full(len(keys), -1, dtype=np.int64)
+                renumber[mine_keys] = np.arange(len(mine_keys))
+                sub_codes = renumber[codes[members]]
+            result = step.step(table, [keys[k] for k in mine_keys.tolist()], sub_codes,
+                               {name: values if members is None else values[members] for name, values in columns.items()},
+                               event_us if members is None else event_us[members],
+                               null_time if members is None else null_time[members], watermark_us)
+            results[bucket] = result
+            late.extend(result.late if members is None else [(int(members[i]), reason) for i, reason in result.late])
+            for name, value in result.stats.items():
+                self.stats[name] += value
+        out: list[tuple] = []
+        ids: list[str] = []
+        for position, key in enumerate(keys):
+            bucket = int(bucket_of_key[position])
+            kid = self.tables[bucket].index[key]
+            out.extend(results[bucket].rows.get(kid, ()))
+            ids.extend(results[bucket].match_ids.get(kid, ()))
+        for bucket in existing:
+            result = results[bucket]
+            for kid in result.due:
+                out.extend(result.rows.get(kid, ()))
+                ids.extend(result.match_ids.get(kid, ()))
+        if self.buckets:  # what Spark keeps between micro-batches: bytes
+            self.tables = {b: t.encode() for b, t in self.tables.items() if t}
+        late.sort(key=lambda item: (codes[item[0]], item[0]))
+        present = event_us[~null_time]
+        if len(present):
+            self._saw(int(present.max()) // 1000)
+        return out, ids, [(reason, rows[index]) for index, reason in late]
+
+
+def _key_codes(raw: list) -> tuple[np.ndarray, list]:
+    """(code per row, distinct keys in order of first appearance), keys equal as Python compares them."""
+    if raw and all(type(v) is str for v in raw[:64]) and set(map(type, raw)) == {str}:
+        import pandas as pd  # factorize hashes strings in C; codes in order of first appearance
+
+        codes, uniques = pd.factorize(np.asarray(raw, dtype=object), sort=False)
+        return codes.astype(np.int64, copy=False), uniques.tolist()
+    first: dict = {}
+    setdefault = first.setdefault
+    codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
+    return codes, list(first)
+
+
+def _columns_of(rows: list[dict], names: tuple[str, ...]) -> list[list]:
+    """The values of ``names`` in every row (None where a row lacks one), column by column."""
+    if not rows:
+        return [[] for _ in names]
+    try:  # one C-level pass: a tuple per row, transposed
+        if len(names) == 1:
+            return [[row[names[0]] for row in rows]]
+        return [list(column) for column in zip(*map(operator.itemgetter(*names), rows))]
+    except KeyError:  # some row lacks a column: NULL there
+        return [[row.get(name) for row in rows] for name in names]

@@ -28,6 +28,18 @@ def match_id(query_fp: str, key: Sequence, session_start_us: int | None, number:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def match_ids(query_fp: str, key: Sequence, session_start_us: int | None, numbers: Sequence[int],
+              starts: Sequence[int], first_us: Sequence[int]) -> list[str]:
+    """``match_id`` of many matches of one session at once, their first rows' event times given as µs
+    (naive UTC, within the years 1 to 9999): the same text hashed, built once for the session's part."""
+    head = codec.canonical((MATCH_ID_VERSION, query_fp, tuple(key), session_start_us))
+    assert head.endswith("])"), head  # canonical form of a tuple: (4, [items])
+    head = head[:-2]
+    sha = hashlib.sha256
+    return [sha(f"{head}, {n}, {s}, ({codec.T_DATETIME}, {u})])".encode("utf-8")).hexdigest()[:32]
+            for n, s, u in zip(numbers, starts, first_us)]
+
+
 class TaggingOutput:
     """Wraps the machine's ``OutputBuilder`` to record which match made each output row.
 

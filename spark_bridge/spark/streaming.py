@@ -55,6 +55,9 @@ from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.durations import parse_duration
+from cep.spark_bridge.engine.columnar import ColumnarStep
+from cep.spark_bridge.engine.columnar import reasons_not as columnar_reasons
+from cep.spark_bridge.engine.columnar import step_bucket as columnar_step_bucket
 from cep.spark_bridge.engine.key_table import step_bucket
 from cep.spark_bridge.engine.keyed import (
     DEFAULT_MAX_MATCH_ROWS, DEFAULT_MAX_PENDING_ROWS, STAT_NAMES, KeyedStream, spark_timeout_ms,
@@ -149,10 +152,12 @@ class _SparkStep:
         self.key_buckets = key_buckets  # > 0: Spark groups by a bucket of keys (cep.spark_bridge.engine.key_table)
         self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (KIND, "INTEGER"), (STATS, "ARRAY<BIGINT>")]
         self._engine: KeyedStream | None = None
+        self._columnar: ColumnarStep | None | bool = False  # False: not decided yet in this worker
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_engine"] = None  # built again in each worker
+        state["_columnar"] = False
         return state
 
     def engine(self) -> KeyedStream:
@@ -168,6 +173,13 @@ class _SparkStep:
                 max_match_rows=self.max_match_rows,
             )
         return self._engine
+
+    def columnar(self) -> ColumnarStep | None:
+        """The column-wise path for a bucket of keys (``engine/columnar.py``), when the query allows it."""
+        if self._columnar is False:
+            engine = self.engine()
+            self._columnar = ColumnarStep(engine) if self.key_buckets and not columnar_reasons(engine) else None
+        return self._columnar
 
     def _key(self, key, pdf) -> tuple:
         """The partition key as the batch path sees it (``pandas_to_columns`` values)."""
@@ -210,7 +222,10 @@ class _SparkStep:
         pdf = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-        if self.key_buckets:
+        if self.key_buckets and self.columnar() is not None:
+            result, table = columnar_step_bucket(self, self.columnar(), pdf, state, watermark_ms * 1000)
+            new_state, timer_us = (table.encode() if table else None), table.next_timer()
+        elif self.key_buckets:
             result, table = step_bucket(self, engine, pdf, state, watermark_ms * 1000)
             new_state, timer_us = (table.encode() if table else None), table.next_timer()
         else:

@@ -1,0 +1,48 @@
+"""The sequence engine's decisions per start row, and which of them are final: what a stream needs.
+
+A stream matches the rows a watermark has released so far; more rows of the same partition may come.
+A start whose decision (match, no match, which run length) looked for a row at the end of the rows it
+was given is not final: a later row could extend a greedy run, complete a partial match, or end a
+reluctant one. A start whose decision was cut by WITHIN (its limit fell inside the rows) or whose
+deadline the clock has passed is final: no later row can join it. ``decide`` runs the engine exactly as
+``SequencePlan.run`` does and returns that flag beside the outcome and the rows of each item, per start.
+Batch runs never call it (``Query.run`` gives the whole input: the end of the rows is the true end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cep.matcher.vector.sequence import AMBIGUOUS, FAIL, MATCH, TIMEOUT, SequencePlan, _chunks, _Lanes
+
+__all__ = ["AMBIGUOUS", "FAIL", "MATCH", "TIMEOUT", "Decisions", "decide"]
+
+
+@dataclass(frozen=True)
+class Decisions:
+    outcome: np.ndarray  # per start row: FAIL, MATCH, TIMEOUT (SHOW TIMEOUT MATCHES) or AMBIGUOUS
+    spans: np.ndarray  # (items, rows): the rows each item takes in the start's match
+    open: np.ndarray  # per start row: the decision reached the end of the rows given, the clock before its deadline
+
+
+def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts: np.ndarray | None = None) -> Decisions:
+    """Every start of the partitions ``offsets`` delimits (rows already in partition and ORDER BY order).
+
+    ``values``: the columns the conditions read (``plan.columns``), as ``kernels.Value`` in that order;
+    ``times``: None, or (event times as int64 in that order, the clock: a scalar or one per row, the
+    WITHIN interval in the same unit), as ``sequence._times`` gives them; ``starts``: the rows to decide
+    (a stream knows the final decisions of rows it carries), None: every row (the others are FAIL with no
+    rows). Raises ``kernels.Unsupported`` where the batch path would run the VM."""
+    n = int(offsets[-1]) if len(offsets) else 0
+    outcome = np.zeros(n, dtype=np.int8)
+    spans = np.zeros((len(plan.items), n), dtype=np.int64)
+    undecided = np.zeros(n, dtype=bool)
+    for begin, end in _chunks(offsets):
+        lanes = _Lanes(plan, values, times, offsets, begin, end)
+        if starts is not None:
+            lanes.starts = starts[lanes.begin:lanes.end]
+        lanes.match(outcome, spans)
+        undecided[lanes.begin:lanes.end] = lanes.reached & ~lanes.expired
+    return Decisions(outcome, spans, undecided)

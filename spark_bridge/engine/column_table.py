@@ -1,0 +1,313 @@
+"""The column-wise streaming path's state: the rows of many keys as columns (``Rows``), and one table of
+every key of a call (``ColumnarTable``: pending rows, carried rows, a few numbers per key, the timers),
+as bytes between micro-batches. ``columnar.py`` runs the calls.
+
+A table's bytes carry their kind (``TABLE_KIND``); a ``KeyTable`` refuses them with E0482, and a
+``KeyTable`` (the per-key path's checkpoint) is read here: each key's pending rows, and its matcher's
+buffered rows from its first undecided start, become columns (``ColumnarTable.from_key_table``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cep.grammar.errors import CepRuntimeError
+from cep.spark_bridge.engine import state_codec as codec
+from cep.spark_bridge.engine.key_table import COLUMNAR_KIND, KeyTable
+from cep.spark_bridge.engine.keyed import STATE_VERSION, KeyedStream
+
+# Imported inside functions: pandas (heavy; only to turn a micro-batch's event times into µs in C).
+
+TABLE_KIND = COLUMNAR_KIND
+TABLE_VERSION = 1
+NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
+# Columns of carried rows: the start's final decision (FAIL, MATCH; -1: none yet) and its items' row counts.
+KNOWN, SPAN = "__cep_decided", "__cep_span"
+
+
+# ------------------------------------------------------------------------------------ rows as columns
+
+
+def typed(values) -> np.ndarray:
+    """A column of Python values as numpy: int64, float64 or bool when every value is of that one Python type
+    (no NULL), else an object array of the values themselves. ``tolist()`` gives the values back exactly."""
+    kinds = set(map(type, values))
+    n = len(values)
+    if len(kinds) == 1:
+        kind = next(iter(kinds))
+        if kind is float:
+            return np.array(values, dtype=np.float64)
+        if kind is bool:
+            return np.array(values, dtype=bool)
+        if kind is int:
+            try:
+                return np.array(values, dtype=np.int64)
+            except OverflowError:
+                pass
+    return np.fromiter(values, dtype=object, count=n)
+
+
+def as_column(values) -> np.ndarray:
+    return values if isinstance(values, np.ndarray) else typed(values)
+
+
+def _concat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if not len(a):
+        return b
+    if not len(b):
+        return a
+    if a.dtype != b.dtype:  # one of them holds other values (a NULL, a mixed type): retype, or keep objects
+        a, b = (typed(x.tolist()) if x.dtype == object else x for x in (a, b))
+        if a.dtype != b.dtype:
+            a, b = a.astype(object), b.astype(object)
+    return np.concatenate([a, b])
+
+
+@dataclass
+class Rows:
+    """Rows of many keys as columns: key id, event time (µs), and the other columns (``typed``)."""
+
+    kid: np.ndarray
+    us: np.ndarray
+    cols: dict[str, np.ndarray]
+
+    @classmethod
+    def empty(cls, names) -> "Rows":
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                   {name: np.zeros(0, dtype=object) for name in names})
+
+    def __len__(self) -> int:
+        return len(self.kid)
+
+    def take(self, rows: np.ndarray) -> "Rows":
+        if len(rows) == len(self.kid) and (len(rows) == 0 or (rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
+            return self
+        return Rows(self.kid[rows], self.us[rows], {name: values[rows] for name, values in self.cols.items()})
+
+    def __add__(self, other: "Rows") -> "Rows":
+        if not len(other):
+            return self
+        if not len(self):
+            return other
+        names = dict.fromkeys(list(self.cols) + list(other.cols))
+        return Rows(np.concatenate([self.kid, other.kid]), np.concatenate([self.us, other.us]),
+                    {name: _concat(self._column(name), other._column(name)) for name in names})
+
+    def _column(self, name: str) -> np.ndarray:
+        """A column; the decision columns a carried row keeps (``KNOWN``, ``SPAN``) read -1 and 0 elsewhere."""
+        found = self.cols.get(name)
+        if found is None:
+            return np.full(len(self.kid), -1 if name == KNOWN else 0, dtype=np.int64)
+        return found
+
+    def pack(self) -> dict:
+        return {"kid": self.kid.tolist(), "us": self.us.tolist(), "cols": {n: v.tolist() for n, v in self.cols.items()}}
+
+    @classmethod
+    def unpack(cls, data: dict) -> "Rows":
+        return cls(np.asarray(data["kid"], dtype=np.int64), np.asarray(data["us"], dtype=np.int64),
+                   {name: typed(values) for name, values in data["cols"].items()})
+
+
+# Per-key numbers of a ColumnarTable: name -> initial value (int64 columns indexed by key id).
+KEY_FIELDS = {
+    "forced": NO_TIME,  # the key's forced-release point (max_pending_rows), or none
+    "live": 0,  # 1: a session is open (the per-key path's matcher is not None)
+    "start": NO_TIME,  # the open session's first event time
+    "last": NO_TIME,  # its last row's event time
+    "total": 0,  # rows in the open session so far
+    "number": 0,  # matches emitted in the open session
+    "context": 0,  # carried rows before the first start not yet decided (PREV reads them)
+    "sessions": 0,  # sessions closed
+}
+
+
+@dataclass
+class ColumnarTable:
+    """Every key of a call: pending rows, carried rows and a few numbers per key, as columns."""
+
+    columns: tuple[str, ...]
+    buckets: int = 0
+    keys: list[tuple] = field(default_factory=list)
+    index: dict[tuple, int] = field(default_factory=dict)
+    fields: dict[str, np.ndarray] = field(default_factory=dict)
+    timers: dict[int, int] = field(default_factory=dict)  # key id -> µs, in the order Spark's timers are set
+    pending: Rows | None = None
+    carried: Rows | None = None
+
+    def __post_init__(self) -> None:
+        for name, initial in KEY_FIELDS.items():
+            self.fields.setdefault(name, np.full(len(self.keys), initial, dtype=np.int64))
+        if self.pending is None:
+            self.pending = Rows.empty(self.columns)
+        if self.carried is None:
+            self.carried = Rows.empty(self.columns)
+
+    def ids(self, keys: list[tuple]) -> np.ndarray:
+        """The key id of each key, adding the new ones."""
+        index, known = self.index, self.keys
+        out = np.empty(len(keys), dtype=np.int64)
+        for position, key in enumerate(keys):
+            kid = index.get(key)
+            if kid is None:
+                kid = index[key] = len(known)
+                known.append(key)
+            out[position] = kid
+        grow = len(known) - len(self.fields["live"])
+        if grow:
+            for name, initial in KEY_FIELDS.items():
+                self.fields[name] = np.concatenate([self.fields[name], np.full(grow, initial, dtype=np.int64)])
+        return out
+
+    def holding(self) -> np.ndarray:
+        """Key ids that have state (an open session or pending rows)."""
+        has = self.fields["live"].astype(bool)
+        has[self.pending.kid] = True
+        return np.flatnonzero(has)
+
+    def __bool__(self) -> bool:
+        return bool(len(self.holding()))
+
+    def key_state(self, kid: int) -> bytes:
+        """One key's part of the table as bytes (for inspection: ``LocalStream.states``)."""
+        mine = lambda rows: rows.take(np.flatnonzero(rows.kid == kid)).pack()  # noqa: E731
+        return codec.encode({"kind": TABLE_KIND, "key": list(self.keys[kid]), "pending": mine(self.pending),
+                             "carried": mine(self.carried),
+                             "fields": {name: int(values[kid]) for name, values in self.fields.items()}})
+
+    def encode(self) -> bytes:
+        """The table as bytes, without the keys that hold nothing (their ids are given anew)."""
+        keep = self.holding()
+        renumber = np.full(len(self.keys), -1, dtype=np.int64)
+        renumber[keep] = np.arange(len(keep))
+
+        def rows(part: Rows) -> dict:
+            packed = part.pack()
+            packed["kid"] = renumber[part.kid].tolist()
+            return packed
+        return codec.encode({
+            "kind": TABLE_KIND, "v": TABLE_VERSION, "buckets": self.buckets, "columns": list(self.columns),
+            "keys": [list(self.keys[k]) for k in keep.tolist()],
+            "fields": {name: values[keep].tolist() for name, values in self.fields.items()},
+            "timers": [[int(renumber[k]), us] for k, us in self.timers.items() if renumber[k] >= 0],
+            "pending": rows(self.pending), "carried": rows(self.carried),
+        })
+
+    def next_timer(self) -> int | None:
+        return min(self.timers.values()) if self.timers else None
+
+    @classmethod
+    def decode(cls, blob: bytes | None, columns: tuple[str, ...], buckets: int, engine: KeyedStream | None = None
+               ) -> "ColumnarTable":
+        """The table of ``blob``; a per-key path's ``KeyTable`` is read too when ``engine`` is given (its keys'
+        states become columns: an upgraded stream keeps its checkpoint)."""
+        if blob is None:
+            return cls(columns=columns, buckets=buckets)
+        data = codec.decode(blob)
+        if engine is not None and not (isinstance(data, dict) and data.get("kind") == TABLE_KIND):
+            # the per-key path's table (or its refusal, E0482, of a checkpoint from before key buckets)
+            return cls.from_key_table(KeyTable.decode(blob, buckets), engine, columns)
+        if not isinstance(data, dict) or data.get("kind") != TABLE_KIND:
+            raise CepRuntimeError(
+                "this checkpoint was written by the per-key streaming path (one state per key), and this query "
+                "now runs on the column-wise path; restart with a new checkpoint location, or keep the per-key "
+                "path (columnar=False)", code="E0482")
+        if data.get("v") != TABLE_VERSION:
+            raise CepRuntimeError(f"column-wise streaming state version {data.get('v')} is not {TABLE_VERSION}",
+                                  code="E0481")
+        if data["buckets"] != buckets:
+            raise CepRuntimeError(
+                f"this checkpoint was written with key_buckets={data['buckets']}, not {buckets}: a key's bucket would "
+                "change and its state be lost; keep the count or restart with a new checkpoint location", code="E0482")
+        if tuple(data["columns"]) != tuple(columns):
+            raise CepRuntimeError("this checkpoint holds other columns than the query reads; restart with a new "
+                                  "checkpoint location", code="E0482")
+        keys = [tuple(key) for key in data["keys"]]
+        table = cls(columns=columns, buckets=buckets, keys=keys, index={key: i for i, key in enumerate(keys)},
+                    fields={name: np.asarray(values, dtype=np.int64) for name, values in data["fields"].items()},
+                    timers={kid: us for kid, us in data["timers"]},
+                    pending=Rows.unpack(data["pending"]), carried=Rows.unpack(data["carried"]))
+        return table
+
+
+    @classmethod
+    def from_key_table(cls, key_table: KeyTable, engine: KeyedStream, columns: tuple[str, ...]) -> "ColumnarTable":
+        """The per-key path's states as a column-wise table: each key's pending rows, and its matcher's
+        buffered rows from its first undecided start (``search_start``, the rows PREV reads before it)
+        as carried rows; its partial matches are found again from those rows."""
+        keys = list(key_table.states)
+        table = cls(columns=columns, buckets=key_table.buckets)
+        kids = table.ids(keys)
+        f = table.fields
+        pending, carried = [], []
+        for kid, key in zip(kids.tolist(), keys):
+            st = codec.decode(key_table.states[key])
+            if st.get("v") != STATE_VERSION:
+                raise CepRuntimeError(f"streaming key state version {st.get('v')} is not {STATE_VERSION}", code="E0481")
+            if st.get("seen"):
+                raise CepRuntimeError("this checkpoint remembers dedup keys, which the column-wise path does not "
+                                      "keep; restart with a new checkpoint location", code="E0482")
+            if st["pending"]:
+                us = np.asarray(st["pending"]["us"], dtype=np.int64)
+                pending.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
+                                    {name: typed(st["pending"]["cols"][name]) for name in columns}))
+            if st["forced"] is not None:
+                f["forced"][kid] = st["forced"]
+            f["sessions"][kid] = st["sessions"]
+            m = st["m"]
+            if m is not None:
+                f["live"][kid] = 1
+                f["start"][kid] = NO_TIME if st["start"] is None else st["start"]
+                f["last"][kid] = NO_TIME if st["last"] is None else st["last"]
+                f["total"][kid], f["number"][kid] = m["total"], m["match_number"]
+                f["context"][kid] = m["search_start"] - m["base"]
+                times = m["cols"][engine.time_column]
+                us = np.fromiter((codec.datetime_to_micros(t) for t in times), dtype=np.int64, count=len(times))
+                carried.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
+                                    {name: typed(m["cols"][name]) for name in columns}))
+            if key in key_table.timers:
+                table.timers[kid] = key_table.timers[key]
+        for part in pending:
+            table.pending = table.pending + part
+        for part in carried:
+            table.carried = table.carried + part
+        return table
+
+
+# The µs range numpy turns into datetime objects (years 1 to 9999); outside, ``micros_to_datetime`` clamps.
+DATETIME_US = (codec.datetime_to_micros(_dt.datetime.min), codec.datetime_to_micros(_dt.datetime.max))
+
+
+def datetimes(us: np.ndarray) -> list:
+    """Naive UTC datetimes of µs values, as ``state_codec.micros_to_datetime`` gives them (in C)."""
+    if len(us) and (us.min() < DATETIME_US[0] or us.max() > DATETIME_US[1]):
+        return [codec.micros_to_datetime(t) for t in us.tolist()]
+    return us.astype("datetime64[us]").astype(object).tolist()
+
+
+def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """(µs since 1970 as ``state_codec.datetime_to_micros`` gives them, NULL mask) of event-time values."""
+    n = len(values)
+    if None in values:
+        nulls = np.fromiter((v is None for v in values), dtype=bool, count=n)
+        present = [v for v in values if v is not None]
+    else:
+        nulls, present = np.zeros(n, dtype=bool), values
+    try:
+        import pandas as pd  # its datetime conversion runs in C
+
+        index = pd.DatetimeIndex(present)
+        if index.tz is not None:
+            index = index.tz_convert("UTC").tz_localize(None)
+        nanos = index.as_unit("ns").asi8
+        if (nanos % 1000).any():
+            raise ValueError("finer than a microsecond")
+        found = nanos // 1000
+    except (TypeError, ValueError, OverflowError, ImportError):  # mixed zones, out of pandas' range, ...
+        found = np.fromiter((codec.datetime_to_micros(v) for v in present), dtype=np.int64, count=len(present))
+    us = np.zeros(n, dtype=np.int64)
+    us[~nulls] = found
+    return us, nulls

@@ -1,0 +1,694 @@
+"""The streaming rules of ``keyed.py`` for every key of a call at once, column-wise.
+
+``KeyedStream.process`` runs one key at a time and feeds its released rows, one by one, to the Pike VM.
+For a query the sequence engine takes (``matcher/vector/sequence.py``), ``ColumnarStep`` runs a whole call
+(a ``LocalStream`` micro-batch, or one bucket of keys) in a handful of numpy passes, with the same rules
+and the same output, match ids and stats:
+
+1. Bad rows (NULL event time), late rows (at or below the watermark or the key's forced release) and
+   accepted rows are told apart for all rows at once; accepted rows join one pending table of all keys.
+2. The keys called are those with rows and those whose timer the watermark reached (Spark's rule). The
+   pending cap (``max_pending_rows``) moves a key's clock as in ``keyed.py``; every pending row of a
+   called key at or below its clock is released.
+3. Released rows are sorted once by (key, event time, tie-break columns) and put after each key's carried
+   rows (below). Sessions split them: every session piece is one partition of one engine run over all
+   keys (``decisions.decide``), which also says which starts are not final yet.
+4. AFTER MATCH SKIP is walked over the starts; a match is emitted only while every start before it is
+   final, which is when the per-key VM emits it. From the first start that is not final, the rows (and
+   the ``lookback`` rows PREV reads before it) are *carried*: the next call matches them again, with
+   what the watermark releases after them. A session that ended (gap, or the clock past its end) has
+   all its starts final.
+
+A call the engine cannot take exactly (``kernels.Unsupported``: values the kernels do not compute
+exactly, a run open too long for a scan from every start; a measure the column programs refuse) and a
+session piece longer than ``max_match_rows`` run on the Pike VM, piece by piece, resumed from the carried
+rows exactly where the column-wise run stopped (``_vm_piece``): the VM's state for "every start before
+s decided" is plain data. So the output never depends on which engine ran a call.
+
+State: one ``ColumnarTable`` per call's keys (``column_table.py``), not one blob per key. The path a
+query takes is fixed by its text; a per-key checkpoint is read (an upgraded stream keeps it), and a
+``KeyTable`` refuses a column-wise one (E0482).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cep.grammar import ast
+from cep.grammar.errors import CepError
+from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
+from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.vector import decisions, kernels, sequence
+from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector.layout import ListInput
+from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SPAN, ColumnarTable, Rows, as_column,
+                                                  datetimes)
+from cep.spark_bridge.engine.key_table import split_by_key
+from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
+                                           KeyedStream, StepResult)
+from cep.spark_bridge.engine.match_ids import match_ids
+from cep.spark_bridge.engine.ordering import total_order_key
+
+
+
+def reasons_not(engine: KeyedStream) -> list[str]:
+    """Why the column-wise path cannot run ``engine``'s query (empty: it can). Decided once per query."""
+    if engine.proctime:
+        return ["ORDER BY PROCTIME() (rows are matched on arrival, one by one)"]
+    why = []
+    if engine.dedup_columns:
+        why.append("dedup_key")
+    if len(engine.order) != 1:
+        why.append("ORDER BY keys after the event time")
+    base = engine.plan.machine(engine.input_columns)
+    plan = sequence.plan_for(engine.plan.statement, base, engine.input_columns)
+    if plan is None:
+        found = base.__dict__.get("_sequence")
+        return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
+    if plan.measures is None:
+        why.append("measures the column programs do not compute")
+    if base.lookahead:
+        why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
+    if plan.show_timeout:
+        why.append("SHOW TIMEOUT MATCHES")
+    if plan.within is not None and base.within.column != engine.time_column:
+        why.append("WITHIN over another column than the event time")
+    pattern = engine.plan.statement.match.pattern
+    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
+    if not all(isinstance(p, ast.PatternVar) or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar))
+               for p in parts):
+        # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
+        why.append("a pattern item other than a variable or a quantified variable")
+    items = plan.items
+    for index, item in enumerate(items):
+        last = index + 1 == len(items)
+        before_last_row = index + 2 == len(items) and items[-1].low == items[-1].high == 1
+        if item.low != item.high and not (last or before_last_row):
+            why.append("a run whose end depends on the items after the next one (backtracking)")
+            break
+    return why
+
+
+def explain_line(plan, input_columns, query_text: str) -> str:
+    """``cep explain``'s line on the streaming path this query takes (``LocalStream.path`` says the same)."""
+    try:
+        engine = KeyedStream(plan, tuple(input_columns), query_text=query_text)
+    except CepError as why:
+        return f"streaming: not possible as written ({why.message})"
+    why = reasons_not(engine)
+    if not why:
+        return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
+                "bucket of keys on Spark) at once on the sequence engine, undecided starts carried")
+    return "streaming: per key on the Pike VM (" + "; ".join(why) + ")"
+
+
+# -------------------------------------------------------------------------------------- one call
+
+
+@dataclass
+class CallResult:
+    """What one call produced, per key (the caller orders keys as Spark calls them)."""
+
+    rows: dict[int, list[tuple]] = field(default_factory=dict)  # key id -> output rows, in order
+    match_ids: dict[int, list[str]] = field(default_factory=dict)
+    late: list[tuple[int, str]] = field(default_factory=list)  # (input row, reason), in input order
+    due: list[int] = field(default_factory=list)  # key ids called by their timer, in Spark's order
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kid: int, rows: list[tuple], ids: list[str]) -> None:
+        if rows:
+            self.rows.setdefault(kid, []).extend(rows)
+            self.match_ids.setdefault(kid, []).extend(ids)
+
+
+@dataclass
+class _Pieces:
+    """Session pieces of one call, as partitions of the engine's run (rows in engine order)."""
+
+    begin: np.ndarray  # first row of each piece
+    end: np.ndarray
+    kid: np.ndarray
+    closed: np.ndarray  # the session ends with this piece (a gap after it, or the clock past its end)
+    clock: np.ndarray  # the time the engine is told (µs): the key's clock, or the session's end
+    context: np.ndarray  # carried rows at the piece's head that are no starts (PREV reads them)
+    position: np.ndarray  # the session position of the piece's first row
+    number: np.ndarray  # matches emitted in the session before the piece
+    start: np.ndarray  # the session's first event time
+
+
+class ColumnarStep:
+    """``KeyedStream``'s rules for all keys of a call at once (``reasons_not(engine)`` must be empty)."""
+
+    def __init__(self, engine: KeyedStream) -> None:
+        self.engine = engine
+        self.base = engine.plan.machine(engine.input_columns)
+        self.plan = sequence.plan_for(engine.plan.statement, self.base, engine.input_columns)
+        self.columns = tuple(c for c in engine.pending_columns)
+        self.lookback = self.base.lookback
+        self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)
+        self.after_match = engine.plan.statement.match.after_match
+        labels = {name: index for index, name in enumerate(self.base.label_names)}
+        positions = {item.label: index for index, item in enumerate(self.plan.items)}
+        self.item_index = lambda label: positions.get(labels.get(label.key))
+        self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
+        self.notes: list[str] = []
+
+    def new_table(self, buckets: int = 0) -> ColumnarTable:
+        return ColumnarTable(columns=self.columns, buckets=buckets)
+
+    def step(self, table: ColumnarTable, keys: list[tuple], codes: np.ndarray, columns: dict[str, list],
+             event_us: np.ndarray, null_time: np.ndarray, watermark_us: int, rejected=None) -> CallResult:
+        """One call: rows of many keys (row i's partition key is ``keys[codes[i]]``, ``keys`` in order of
+        first appearance; ``columns`` holds at least ``engine.pending_columns``; ``event_us`` with
+        ``null_time`` marking NULLs; ``rejected``: a bad-row reason per row, None where not rejected
+        upstream), then the keys whose timer is due. ``table`` is updated in place."""
+        # The call builds lists of Python values and drops them; nothing it makes is cyclic, so the cyclic
+        # collector (which would rescan every buffered value of every key at each pass) is off meanwhile.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _step(self, table, keys, codes, columns, event_us, null_time, watermark_us, rejected) -> CallResult:
+        engine = self.engine
+        result = CallResult(stats=dict.fromkeys(STAT_NAMES, 0))
+        stats = result.stats
+        n = len(codes)
+        stats["events_in"] = n
+        busy = table.ids(keys).tolist()
+        kids = np.asarray(busy, dtype=np.int64)[codes] if n else np.zeros(0, dtype=np.int64)
+        f = table.fields
+        W = watermark_us
+
+        # 1. Bad, late or accepted.
+        floor = np.maximum(f["forced"], W)
+        bad = null_time
+        if rejected is not None:
+            bad = bad | np.fromiter((r is not None for r in rejected), dtype=bool, count=n)
+        late = ~bad & (event_us <= floor[kids])
+        out_rows = np.flatnonzero(bad | late)
+        if len(out_rows):
+            behind_w = event_us[out_rows] <= W
+            reasons = [None] * len(out_rows) if rejected is None else [rejected[i] for i in out_rows.tolist()]
+            result.late = [(int(i), (r or BAD_NULL_TIME) if b else (LATE_BEHIND_WATERMARK if w else LATE_BEHIND_FORCED))
+                           for i, r, b, w in zip(out_rows.tolist(), reasons, bad[out_rows].tolist(), behind_w.tolist())]
+            for _, reason in result.late:
+                if reason in stats and reason not in (LATE_BEHIND_WATERMARK, LATE_BEHIND_FORCED):
+                    stats[reason] += 1
+        stats["bad_rows"] = int(bad.sum())
+        stats["late_rows"] = int(late.sum())
+        accepted = np.flatnonzero(~bad & ~late)
+        if len(accepted):
+            table.pending = table.pending + Rows(kids[accepted], event_us[accepted],
+                                                 {name: as_column(columns[name])[accepted] for name in self.columns})
+
+        # 2. The keys called, and their clocks.
+        busy_set = set(busy)
+        result.due = [kid for kid, us in table.timers.items() if kid not in busy_set and W >= us]
+        called = np.zeros(len(table.keys), dtype=bool)
+        called[busy] = True
+        called[result.due] = True
+        stats["key_calls"] = len(busy) + len(result.due)
+        stats["timers_fired"] = len(result.due)
+        clock = floor.copy()
+        pending = table.pending
+        waiting = np.bincount(pending.kid, minlength=len(table.keys))
+        cap = engine.max_pending_rows
+        for kid in np.flatnonzero(called & (waiting > cap)).tolist():
+            times = pending.us[pending.kid == kid]
+            cut = int(np.sort(times)[len(times) - cap - 1])
+            if cut > clock[kid]:
+                stats["cap_hits"] += int(((times > clock[kid]) & (times <= cut)).sum())
+                clock[kid] = f["forced"][kid] = cut
+
+        # 3. Release, in order.
+        ready = called[pending.kid] & (pending.us <= clock[pending.kid])
+        released = pending.take(np.flatnonzero(ready))
+        table.pending = pending.take(np.flatnonzero(~ready))
+        stats["released_rows"] = len(released)
+        released = released.take(self._release_order(released))
+
+        # 4. Carried rows of the called keys, then their released rows: session pieces.
+        carried = table.carried
+        mine = called[carried.kid]
+        kept = carried.take(np.flatnonzero(~mine))
+        rows = carried.take(np.flatnonzero(mine)) + released
+        order = np.argsort(rows.kid, kind="stable")  # per key: carried rows, then released ones
+        carried_count = np.bincount(carried.kid, minlength=len(table.keys))
+        pieces = self._pieces(table, rows.kid[order], rows.us[order], called, clock, carried_count, stats)
+
+        # 5. Match every piece; emit what is final; carry the rest.
+        carry = self._match(table, rows, order, pieces, result)
+        table.carried = (kept + carry).take(np.argsort(np.concatenate([kept.kid, carry.kid]), kind="stable"))
+
+        # 6. Timers and the per-call numbers of the called keys.
+        self._timers(table, busy + result.due, clock, stats)
+        stats["matches_out"] = sum(len(r) for r in result.rows.values())
+        return result
+
+    # ------------------------------------------------------------------------------------ the steps
+
+    def _release_order(self, rows: Rows) -> np.ndarray:
+        """(key, event time, tie-break columns) order of released rows, stable: ``release_order``'s."""
+        order = np.lexsort((rows.us, rows.kid))
+        kid, us = rows.kid[order], rows.us[order]
+        tied = (kid[1:] == kid[:-1]) & (us[1:] == us[:-1])
+        if not tied.any() or not self.engine.tiebreak_columns:
+            return order
+        ranks = [_ranks(rows.cols[name]) for name in self.engine.tiebreak_columns]
+        return np.lexsort(tuple(reversed(ranks)) + (rows.us, rows.kid))
+
+    def _pieces(self, table: ColumnarTable, kid: np.ndarray, us: np.ndarray, called: np.ndarray, clock: np.ndarray,
+                carried_count: np.ndarray, stats: dict) -> _Pieces:
+        f = table.fields
+        gap = self.engine.session_timeout_us
+        m = len(kid)
+        first_of_key = np.ones(m, dtype=bool)
+        first_of_key[1:] = kid[1:] != kid[:-1]
+        live = f["live"][kid].astype(bool)
+        previous = np.empty(m, dtype=np.int64)
+        previous[1:] = us[:-1]
+        previous[first_of_key] = f["last"][kid[first_of_key]]
+        if gap is None:
+            gap_before = np.zeros(m, dtype=bool)
+        else:
+            gap_before = (us - previous > gap) & (previous != NO_TIME)
+        continues = first_of_key & live & ~gap_before  # the key's open session goes on
+        begins = first_of_key | gap_before
+        # A key's open session that ends before its first row here (no carried rows: nothing undecided).
+        ended = np.flatnonzero(first_of_key & live & gap_before)
+        self._close_keys(table, kid[ended], stats)
+        # Called keys with an open session and no rows at all: it may end by the clock.
+        idle = called & f["live"].astype(bool)
+        idle[kid] = False
+        if gap is not None:
+            over = np.flatnonzero(idle & (clock >= f["last"] + gap) & (f["last"] != NO_TIME))
+            self._close_keys(table, over, stats)
+        begin = np.flatnonzero(begins)
+        end = np.append(begin[1:], m)
+        pkid = kid[begin]
+        last_of_key = np.ones(len(begin), dtype=bool)
+        last_of_key[:-1] = pkid[1:] != pkid[:-1]
+        last_us = us[end - 1] if m else np.zeros(0, dtype=np.int64)
+        if gap is None:
+            closed = ~last_of_key
+            end_clock = clock[pkid]
+        else:
+            closed = ~last_of_key | (clock[pkid] >= last_us + gap)
+            end_clock = np.where(closed, last_us + gap, clock[pkid])
+        cont = continues[begin]
+        return _Pieces(begin=begin, end=end, kid=pkid, closed=closed, clock=end_clock,
+                       context=np.where(cont, f["context"][pkid], 0),
+                       position=np.where(cont, f["total"][pkid] - carried_count[pkid], 0),
+                       number=np.where(cont, f["number"][pkid], 0), start=np.where(cont, f["start"][pkid], us[begin]))
+
+    def _close_keys(self, table: ColumnarTable, kids: np.ndarray, stats: dict) -> None:
+        if len(kids):
+            f = table.fields
+            f["live"][kids] = 0
+            f["sessions"][kids] += 1
+            for name in ("start", "last"):
+                f[name][kids] = NO_TIME
+            for name in ("total", "number", "context"):
+                f[name][kids] = 0
+            stats["sessions_closed"] += len(kids)
+
+    def _match(self, table: ColumnarTable, rows: Rows, order: np.ndarray, pieces: _Pieces, result: CallResult) -> Rows:
+        """Emit the final matches of every piece; return the rows to carry (engine order, per key)."""
+        m = len(order)
+        self.deadlines: dict[int, int] = {}
+        self.live_matches = 0
+        if not m:
+            return Rows.empty(self.columns)
+        plan = self.plan
+        lengths = pieces.end - pieces.begin
+        piece_of = np.repeat(np.arange(len(lengths)), lengths)
+        us = rows.us[order]
+        data = _StreamInput(rows, self.engine.time_column)
+        offsets = np.append(pieces.begin, m)
+        local = np.arange(m) - pieces.begin[piece_of]
+        context = local < pieces.context[piece_of]
+        on_vm = set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist())
+        chosen: list[int] = []
+        stop = pieces.end.copy()
+        found = None
+        try:
+            values = {name: data.load(name, order) for name in plan.columns}
+            times = None
+            if self.within_us is not None:
+                times = (us, np.repeat(pieces.clock, lengths), self.within_us)
+            known = self._known(rows, order)  # final decisions kept with carried rows (-1: none)
+            cached = (known >= 0) & ~context
+            found = decisions.decide(plan, values, times, offsets, ~cached & ~context)
+        except kernels.Unsupported as why:
+            self._note(f"a call ran on the Pike VM: {why}")
+            on_vm = set(range(len(lengths)))
+        else:
+            outcome = found.outcome.copy()
+            outcome[context] = decisions.FAIL
+            spans = found.spans
+            if cached.any():
+                outcome[cached] = known[cached]
+                spans[:, cached] = self._known_spans(rows, order[cached])
+            undecided = found.open & ~pieces.closed[piece_of] & ~context
+            targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
+            outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
+            candidates = np.flatnonzero((outcome != decisions.FAIL) | undecided)
+            # memoryviews: a Python int per step, without converting whole arrays (the walk skips most)
+            following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
+            cand_piece = memoryview(piece_of[candidates].astype(np.int64))
+            after = memoryview(np.searchsorted(candidates, pieces.end[piece_of[candidates]]).astype(np.int64))
+            kinds = memoryview(outcome[candidates].astype(np.int64))
+            waits = memoryview(undecided[candidates])
+            cand = memoryview(candidates.astype(np.int64))
+            index, count = 0, len(candidates)
+            while index < count:
+                piece = cand_piece[index]
+                if piece in on_vm:
+                    index = after[index]
+                elif waits[index]:
+                    stop[piece] = cand[index]
+                    index = after[index]
+                elif kinds[index] == decisions.MATCH:
+                    chosen.append(cand[index])
+                    index = following[index]
+                else:  # AMBIGUOUS (or a TIMEOUT row): the VM decides this piece
+                    on_vm.add(piece)
+                    index = after[index]
+            if on_vm:
+                chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
+        emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, spans if chosen else None,
+                                data, values if chosen else None, on_vm)
+        # Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here.
+        stats = result.stats
+        resumed: dict[int, tuple] = {}
+        for piece in sorted(set(emitted) | on_vm):
+            kid = int(pieces.kid[piece])
+            if piece in on_vm:
+                out, ids, state = self._vm_piece(table, rows, order, pieces, piece, us, stats)
+                if state is not None:
+                    resumed[piece] = state
+            else:
+                out, ids, _ = emitted[piece]
+            result.add(kid, out, ids)
+        # The sessions: closed ones counted, open ones keep their rows from the first undecided start.
+        f = table.fields
+        count = len(lengths)
+        columnwise = np.ones(count, dtype=bool)
+        columnwise[list(on_vm)] = False
+        last_of_key = np.ones(count, dtype=bool)
+        last_of_key[:-1] = pieces.kid[1:] != pieces.kid[:-1]
+        ended = columnwise & pieces.closed
+        np.add.at(f["sessions"], pieces.kid[ended & ~last_of_key], 1)
+        stats["sessions_closed"] += int((ended & ~last_of_key).sum())
+        self._close_keys(table, pieces.kid[ended & last_of_key], stats)
+        going = np.flatnonzero(columnwise & ~pieces.closed)
+        first_open = stop[going]
+        begin, end = pieces.begin[going], pieces.end[going]
+        carry_from = np.maximum(begin, first_open - self.lookback)
+        emitted_count = np.bincount(piece_of[np.asarray(chosen, dtype=np.int64)], minlength=count)[going]
+        numbers, totals = pieces.number[going] + emitted_count, pieces.position[going] + end - begin
+        waiting = first_open < end
+        self.live_matches += int(waiting.sum())
+        deadlines = None
+        if self.within_us is not None:
+            deadlines = np.where(waiting, us[np.minimum(first_open, m - 1)] + self.within_us, NO_TIME)
+        kids = pieces.kid[going]
+        if resumed:
+            vm = np.asarray(sorted(resumed), dtype=np.int64)
+            got = [resumed[p] for p in vm.tolist()]
+            kids = np.concatenate([kids, pieces.kid[vm]])
+            going = np.concatenate([going, vm])
+            carry_from = np.concatenate([carry_from, [g[0] for g in got]]).astype(np.int64)
+            first_open = np.concatenate([first_open - carry_from[:len(first_open)],
+                                         [g[1] for g in got]]).astype(np.int64) + carry_from
+            numbers = np.concatenate([numbers, [g[2] for g in got]]).astype(np.int64)
+            totals = np.concatenate([totals, [g[3] for g in got]]).astype(np.int64)
+            end = pieces.end[going]
+            if deadlines is not None:
+                deadlines = np.concatenate([deadlines, [NO_TIME if g[4] is None else g[4] for g in got]]).astype(np.int64)
+        f["live"][kids] = 1
+        f["start"][kids] = pieces.start[going]
+        f["last"][kids] = us[end - 1]
+        f["total"][kids] = totals
+        f["number"][kids] = numbers
+        f["context"][kids] = first_open - carry_from
+        if deadlines is not None:
+            self.deadlines = {k: d for k, d in zip(kids.tolist(), deadlines.tolist()) if d != NO_TIME}
+        sizes = end - carry_from
+        if not sizes.sum():
+            return Rows.empty(self.columns)
+        within = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        kept = np.repeat(carry_from, sizes) + within  # engine positions of the carried rows
+        carry = rows.take(order[kept])
+        # Keep each carried start's decision when it is final (column-wise pieces only; the next call then
+        # matches only the starts still undecided, and the new rows').
+        final = np.zeros(m, dtype=bool)
+        if found is not None:
+            final = ~undecided & ~context & ((outcome == decisions.FAIL) | (outcome == decisions.MATCH))
+            final[np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64, count=len(on_vm)))] = False
+        final = final[kept]
+        carry.cols[KNOWN] = np.where(final, outcome[kept] if found is not None else -1, -1).astype(np.int64)
+        for item in range(len(self.plan.items)):
+            carry.cols[f"{SPAN}{item}"] = np.where(final, spans[item, kept] if found is not None else 0, 0).astype(np.int64)
+        return carry
+
+    def _known(self, rows: Rows, order: np.ndarray) -> np.ndarray:
+        values = rows.cols.get(KNOWN)
+        if values is None:
+            return np.full(len(order), -1, dtype=np.int64)
+        return values[order]
+
+    def _known_spans(self, rows: Rows, members: np.ndarray) -> np.ndarray:
+        return np.stack([rows.cols[f"{SPAN}{item}"][members] for item in range(len(self.plan.items))])
+
+    def _end_piece(self, table: ColumnarTable, pieces: _Pieces, piece: int, stats: dict) -> None:
+        """The session of ``piece`` ended: the key's session closes (its last piece) or is counted (a later
+        piece of the key starts the next session)."""
+        kid = int(pieces.kid[piece])
+        if piece + 1 == len(pieces.kid) or pieces.kid[piece + 1] != kid:
+            self._close_keys(table, np.array([kid]), stats)
+        else:
+            table.fields["sessions"][kid] += 1
+            stats["sessions_closed"] += 1
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def _measure(self, table, rows, order, pieces, piece_of, us, chosen, spans, data, values, on_vm) -> dict:
+        """piece -> (output rows, match ids, matches emitted in its session so far) of the chosen starts."""
+        if not chosen:
+            return {}
+        starts = np.asarray(chosen, dtype=np.int64)
+        counts = spans[:, starts]
+        begins = starts + np.cumsum(counts, axis=0) - counts
+        parts = piece_of[starts]
+        first = np.searchsorted(parts, parts, side="left")
+        numbers = np.arange(len(starts), dtype=np.int64) - first + 1 + pieces.number[parts]
+        loaded = dict(values)
+
+        def load(name: str) -> kernels.Value:
+            if name not in loaded:
+                loaded[name] = data.load(name, order)
+            return loaded[name]
+        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values)
+        measured = output_columns.columns(self.plan.measures, matches)
+        if measured is None:  # a measure the column programs refuse here: these pieces on the VM
+            self._note("measures of a call computed on the Pike VM")
+            on_vm.update(int(p) for p in np.unique(parts))
+            return {}
+        engine = self.engine
+        outer, fp = engine.outer, engine.query_fp
+        positions = starts - pieces.begin[parts] + pieces.position[parts]
+        first_us = us[starts]
+        clamped = (first_us < DATETIME_US[0]) | (first_us > DATETIME_US[1])
+        if clamped.any():  # the id hashes the datetime the VM sees: clamped to the years 1 to 9999
+            first_us = np.where(first_us < DATETIME_US[0], DATETIME_US[0], np.minimum(first_us, DATETIME_US[1]))
+        bounds = np.flatnonzero(np.diff(parts)) + 1
+        out: dict[int, tuple[list, list, int]] = {}
+        per_row = outer.where is not None
+        found_all = [key_of + tuple(row) for key_of, row in zip(
+            (table.keys[k] for k in pieces.kid[parts].tolist()), zip(*measured))]
+        numbers_all, positions_all, first_all = numbers.tolist(), positions.tolist(), first_us.tolist()
+        for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(starts)]):
+            part = int(parts[lo])
+            key = table.keys[int(pieces.kid[part])]
+            found = found_all[lo:hi]
+            ids = match_ids(fp, key, int(pieces.start[part]), numbers_all[lo:hi], positions_all[lo:hi], first_all[lo:hi])
+            if per_row:  # WHERE may drop rows: each kept row keeps its match's id
+                kept_rows, kept_ids = [], []
+                for row, ident in zip(found, ids):
+                    projected = outer.apply([row], order_and_limit=False)
+                    kept_rows.extend(projected)
+                    kept_ids.extend([ident] * len(projected))
+                found, ids = kept_rows, kept_ids
+            else:
+                found = outer.apply(found, order_and_limit=False)
+            out[part] = (found, ids, numbers_all[hi - 1])
+        return out
+
+    def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
+        """One session piece on the Pike VM, resumed at its first start not yet decided (every start before
+        it decided, as the carried state says). Returns (rows, ids, None when the session ended, else
+        (carry from, first undecided start from there, matches so far, session rows, WITHIN deadline))."""
+        engine = self.engine
+        self.vm_pieces += 1
+        kid = int(pieces.kid[piece])
+        key = table.keys[kid]
+        begin, end = int(pieces.begin[piece]), int(pieces.end[piece])
+        context, position = int(pieces.context[piece]), int(pieces.position[piece])
+        members = order[begin:end]
+        times = us[begin:end].tolist()
+        cols = {name: rows.cols[name][members].tolist() for name in engine.feed_columns if name != engine.time_column}
+        cols[engine.time_column] = datetimes(us[begin:end])
+        head = position + context
+        state = {"version": VM_STATE_VERSION, "key": list(key), "cols": {n: v[:context] for n, v in cols.items()},
+                 "base": position, "total": head, "finished": False, "search_start": head, "position": head,
+                 "started_upto": head, "threads": [], "best": None, "match_number": int(pieces.number[piece]),
+                 "covered_upto": head - 1, "clock": None}
+        matcher = PartitionMatcher.from_state(engine.machine, state)
+        st = {"key": list(key), "start": int(pieces.start[piece]), "last": times[-1], "sessions": 0}
+        sub = StepResult(state=None, timer_us=None, stats=dict.fromkeys(STAT_NAMES, 0))
+        engine.tagger.tags.clear()
+        engine._collect(st, matcher.feed({n: v[context:] for n, v in cols.items()}), sub)
+        if matcher.buffered_rows() > engine.max_match_rows:
+            given_up = matcher.abandoned
+            engine._collect(st, matcher.abandon_before(matcher.total - engine.max_match_rows // 2), sub)
+            stats["match_cap_hits"] += matcher.abandoned - given_up
+        if pieces.closed[piece]:
+            if engine.session_timeout_us is not None:
+                engine._advance(st, matcher, times[-1] + engine.session_timeout_us, sub)
+            engine._collect(st, matcher.finish(), sub)
+            self._end_piece(table, pieces, piece, stats)
+            return sub.rows, sub.match_ids, None
+        engine._advance(st, matcher, int(pieces.clock[piece]), sub)
+        matcher.compact()
+        self.live_matches += matcher.live_threads()
+        carry_from = begin + matcher.base - position
+        deadline = engine._deadline_us(matcher)
+        # The first start the VM still weighs: a live partial match's, a found match's, or the next it would
+        # try (``search_start`` may lag behind starts already given up, by the match cap say).
+        weighed = [thread[1] for thread in matcher.threads] + ([matcher.best[0]] if matcher.best is not None else [])
+        first_open = max(matcher.search_start, min(weighed + [matcher.started_upto]))
+        return sub.rows, sub.match_ids, (carry_from, first_open - matcher.base, matcher.match_number, matcher.total,
+                                         deadline)
+
+    def _timers(self, table: ColumnarTable, call_order: list[int], clock: np.ndarray, stats: dict) -> None:
+        """Each called key's next timer (``keyed.py`` step 5), set in call order as Spark sets them."""
+        f = table.fields
+        gap = self.engine.session_timeout_us
+        pending = table.pending
+        size = len(table.keys)
+        waiting = np.bincount(pending.kid, minlength=size)
+        oldest = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(oldest, pending.kid, pending.us)
+        carried = np.bincount(table.carried.kid, minlength=size)
+        live = f["live"]
+        called = np.asarray(call_order, dtype=np.int64)
+        stats["pending_rows"] = int(waiting[called].sum()) if len(called) else 0
+        stats["matcher_rows"] = int((carried[called] * live[called]).sum()) if len(called) else 0
+        stats["live_matches"] = self.live_matches
+        timers, deadlines = table.timers, self.deadlines
+        for kid in call_order:
+            timers.pop(kid, None)
+            is_live = bool(live[kid])
+            if not is_live and not waiting[kid]:
+                continue
+            candidates = []
+            if waiting[kid]:
+                candidates.append(int(oldest[kid]))
+            if is_live and gap is not None:
+                candidates.append(int(f["last"][kid]) + gap)
+            deadline = deadlines.get(kid) if is_live else None
+            if deadline is not None:
+                candidates.append(max(deadline, int(clock[kid]) + 1))
+            if candidates:
+                timers[kid] = min(candidates)
+
+
+_ONE_US = _dt.timedelta(microseconds=1)
+
+
+class _StreamInput(ListInput):
+    """The rows of a call as the engine's input (``layout.ListInput``'s interface over ``typed`` columns);
+    event times become datetimes only where read."""
+
+    def __init__(self, rows: Rows, time_column: str) -> None:
+        super().__init__({})
+        self.n = len(rows)
+        self.rows, self.time_column = rows, time_column
+
+    def _values(self, name: str) -> np.ndarray:
+        if name == self.time_column and name not in self.rows.cols:
+            return np.asarray(datetimes(self.rows.us) + [None], dtype=object)[:-1]
+        return self.rows.cols[name]
+
+    def python(self) -> dict[str, list]:
+        return {name: self._values(name).tolist() for name in tuple(self.rows.cols) + (self.time_column,)}
+
+    def load(self, name: str, order: np.ndarray) -> kernels.Value:
+        values = self._values(name)
+        kind = _KINDS.get(values.dtype.kind)
+        if kind is None:
+            return kernels.load_column(values[order].tolist())
+        return kernels.Value(kind, values[order], None)
+
+    def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
+        if name == self.time_column and name not in self.rows.cols:
+            found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
+        else:
+            found = self._values(name)[np.where(rows < 0, 0, rows)].tolist()
+        if len(rows) and rows.min() < 0:
+            found = [None if row < 0 else value for value, row in zip(found, rows.tolist())]
+        return found
+
+
+_KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks that order a ``typed`` column as ``total_order_key`` orders its values."""
+    if values.dtype.kind in "ib" or (values.dtype.kind == "f" and not np.isnan(values).any()):
+        return values.astype(np.float64) if values.dtype.kind == "b" else values
+    items = values.tolist()
+    distinct = sorted(set(map(total_order_key, items)))
+    rank = {k: i for i, k in enumerate(distinct)}
+    return np.fromiter((rank[total_order_key(v)] for v in items), dtype=np.int64, count=len(items))
+
+
+# ------------------------------------------------------------------------------------ Spark's call
+
+
+def step_bucket(spark_step, cstep: ColumnarStep, pdf, state, watermark_us: int):
+    """``key_table.step_bucket`` on the column-wise path: one Spark call for a bucket of keys, every key
+    at once. Returns (the call's ``StepResult``, rows and late rows in the per-key path's order; the table)."""
+    engine = cstep.engine
+    table = ColumnarTable.decode(state.get[0] if state.exists else None, cstep.columns, spark_step.key_buckets, engine)
+    keys: list[tuple] = []
+    codes = np.zeros(0, dtype=np.int64)
+    columns: dict = {name: [] for name in cstep.columns}
+    event_us, null_time, rejected = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), None
+    if pdf is not None:
+        columns, times, rejected = spark_step.inputs(pdf)
+        groups = split_by_key(spark_step.row_keys(pdf))
+        keys = list(groups)
+        codes = np.empty(len(times), dtype=np.int64)
+        for code, indices in enumerate(groups.values()):
+            codes[indices] = code
+        null_time = np.fromiter((t is None for t in times), dtype=bool, count=len(times))
+        event_us = np.fromiter((0 if t is None else t for t in times), dtype=np.int64, count=len(times))
+    found = cstep.step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
+    merged = StepResult(state=None, timer_us=None, stats=found.stats)
+    for kid in table.ids(keys).tolist() + found.due:
+        merged.rows.extend(found.rows.get(kid, ()))
+        merged.match_ids.extend(found.match_ids.get(kid, ()))
+    merged.late = sorted(found.late, key=lambda item: (codes[item[0]], item[0]))
+    return merged, table
