@@ -9,10 +9,12 @@ the engine's, not a sink's. It measures:
 
 1. overhead: --small-batches micro-batches of ~40 rows over 10 keys, median ``triggerExecution`` and
    ``addBatch`` of the batches after the first, for
-   a. a stateful function that only counts (``applyInPandasWithState``, event-time timeout): Spark's floor;
+   a. a stateful function that only counts (``applyInPandasWithState``, event-time timeout): Spark's floor,
+      one call per key; a2. the same grouped by cep's key buckets (one call per bucket, as cep is called);
    b. the same with ``transformWithStateInPandas`` (event time, RocksDB store);
    c. cep (patterns/v_shape.sql) through ``q.on_spark``.
-2. throughput: --rows ticks (bench/data.py) over --symbols keys in --batches micro-batches, for (a) and (c):
+2. throughput: --rows ticks (bench/data.py) over --symbols keys in --batches micro-batches, for (a), (a2) and (c)
+   (``--query`` picks one of bench/run.py's queries instead of the V-shape, e.g. ``--query d``):
    rows per second of ``triggerExecution`` over all batches but the first; cep's state bytes per key.
 3. the same rows through the streaming engine in-process (``cep.spark_bridge.engine.local.LocalStream``) and
    through ``q.run``: the Python cost without Spark;
@@ -99,6 +101,28 @@ def counting_apply(df):
         count, "symbol string, n long", "n long", "append", GroupStateTimeout.EventTimeTimeout)
 
 
+def counting_buckets(df):
+    """(a2): (a) grouped as cep groups a stream (``key_buckets``, the default): one call per bucket of keys,
+    the count per key kept in the bucket's state. The floor for cep's own grouping."""
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
+
+    def count(key, frames, state):
+        counts = json.loads(state.get[0]) if state.exists else {}  # bytes, as cep keeps a bucket's state
+        for frame in frames:
+            for symbol, n in frame["symbol"].value_counts().items():
+                counts[symbol] = counts.get(symbol, 0) + int(n)
+        state.update((json.dumps(counts).encode(),))
+        state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 1) + 3_600_000)
+        yield pd.DataFrame({"bucket": [key[0]], "n": [sum(counts.values())]})
+
+    bucketed = df.withWatermark("ts", "5 seconds").withColumn("bucket", bucket_expression(["symbol"], KEY_BUCKETS))
+    return bucketed.groupBy("bucket").applyInPandasWithState(
+        count, "bucket int, n long", "counts binary", "append", GroupStateTimeout.EventTimeTimeout)
+
+
 def counting_transform(df):
     """(b): the same with transformWithStateInPandas (a value state, event-time mode)."""
     import pandas as pd
@@ -169,6 +193,9 @@ class _FakeState:
     def getCurrentWatermarkMs(self) -> int:
         return self.watermark_ms
 
+    def getCurrentProcessingTimeMs(self) -> int:
+        return int(time.time() * 1000)
+
     def update(self, value) -> None:
         self.blob = value[0]
 
@@ -179,7 +206,7 @@ class _FakeState:
         pass
 
 
-def step_cost(q, table, counts) -> float:
+def step_cost(q, text, table, counts) -> float:
     """4. cep's own cost per key call: the step function Spark calls, fed the frames Spark would feed it."""
     import pandas as pd
 
@@ -188,7 +215,7 @@ def step_cost(q, table, counts) -> float:
 
     columns = tuple(table.column_names)
     types = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"}
-    step = _SparkStep(q.plan, columns, ("symbol",), query_text=VSHAPE, session_timeout_us=3_600_000_000,
+    step = _SparkStep(q.plan, columns, ("symbol",), query_text=text, session_timeout_us=3_600_000_000,
                       max_pending_rows=200_000, output_columns=q.plan.output_types(types), late_rows=True)
     frame = table.to_pandas()
     frame["ts"] = frame["ts"].astype("datetime64[ns]")
@@ -221,8 +248,14 @@ def main(argv=None) -> int:
     parser.add_argument("--small-batches", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--skip-transform", action="store_true", help="skip transformWithStateInPandas (b)")
+    parser.add_argument("--query", help="a letter of bench/run.py's queries instead of patterns/v_shape.sql")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
+    text = VSHAPE
+    if args.query:
+        from run import QUERIES
+
+        text = QUERIES[args.query][1]
 
     import cep
     from data import generate
@@ -234,7 +267,8 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         spark = get_spark("local[2]", app_name="cep-stream-bench", shuffle_partitions=args.partitions)
         results["session_start_s"] = round(time.perf_counter() - t, 1)
-        q = cep.compile(VSHAPE)
+        q = cep.compile(text)
+        results["streaming_path"] = q.explain().splitlines()[-1].strip()
         cep_build = lambda df: q.on_spark(df, watermark="5 seconds", session_timeout="1 hour")  # noqa: E731
 
         small = work / "small"
@@ -257,6 +291,7 @@ def main(argv=None) -> int:
         table = generate(args.rows, symbols=args.symbols)
         counts = write_batches(table, big, args.batches)
         results["throughput_apply"] = run(spark, big, work, "throughput_apply", counting_apply)
+        results["throughput_apply_buckets"] = run(spark, big, work, "throughput_apply_buckets", counting_buckets)
         results["throughput_cep"] = run(spark, big, work, "throughput_cep", cep_build)
         m = results["throughput_cep"]["metrics"]
         if m.get("key_calls"):
@@ -267,7 +302,7 @@ def main(argv=None) -> int:
         from cep.spark_bridge.engine.local import LocalStream
 
         rows = table.to_pylist()
-        engine = KeyedStream(q.plan, tuple(table.column_names), query_text=VSHAPE, session_timeout_us=3_600_000_000)
+        engine = KeyedStream(q.plan, tuple(table.column_names), query_text=text, session_timeout_us=3_600_000_000)
         stream = LocalStream(engine, delay_ms=5_000)
         t = time.perf_counter()
         position = 0
@@ -279,22 +314,24 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         q.run(rows)
         results["q_run_rows_per_s"] = round(len(rows) / (time.perf_counter() - t))
-        results["step_ms_per_call"] = step_cost(q, table, counts)
+        results["step_ms_per_call"] = step_cost(q, text, table, counts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print(f"session start: {results['session_start_s']} s; load average after: {results['load_average_after']} on {os.cpu_count()} cores")
-    print(f"{'run':<22} {'batches':>7} {'first ms':>9} {'median ms':>10} {'addBatch ms':>12} {'rows/s':>9}")
-    for name in ("overhead_apply", "overhead_transform", "overhead_cep", "throughput_apply", "throughput_cep"):
+    print(results["streaming_path"])
+    print(f"{'run':<24} {'batches':>7} {'first ms':>9} {'median ms':>10} {'addBatch ms':>12} {'rows/s':>9}")
+    for name in ("overhead_apply", "overhead_transform", "overhead_cep", "throughput_apply", "throughput_apply_buckets",
+                 "throughput_cep"):
         r = results.get(name)
         if not r:
             continue
         if "error" in r:
-            print(f"{name:<22} error: {r['error']}")
+            print(f"{name:<24} error: {r['error']}")
             continue
-        print(f"{name:<22} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} {r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}")
-    if "state_bytes_per_key_call" in results.get("throughput_cep", {}):
+        print(f"{name:<24} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} {r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}")
+    if results.get("throughput_cep", {}).get("state_bytes_per_key_call"):  # the column-wise path keeps no per-key count
         print(f"cep state per key (mean over calls): {results['throughput_cep']['state_bytes_per_key_call']} bytes")
     print(f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows/s; q.run: {results['q_run_rows_per_s']} rows/s")
     print(f"cep step function called directly: {results['step_ms_per_call']} ms per key call")
