@@ -209,3 +209,14 @@ def test_a_schemas_decimal_size_gives_what_spark_sql_gives_on_both_engines(spark
     [row] = [json.loads(line, parse_float=Decimal) for line in python.splitlines()]
     for name in ("s", "a", "d"):
         assert row[name] == want[name] and row[name].as_tuple().exponent == want[name].as_tuple().exponent, name
+
+
+def test_a_kafka_value_schema_keeps_a_decimals_size():
+    """``cep run``/``cep stream`` over Kafka read JSON values with this schema (the reading itself, rounding
+    and refusing as ``cep stream`` does, is tests/test_streaming_bad_events.py's)."""
+    from pyspark.sql import types as T
+
+    from cep.spark_bridge.spark.kafka import value_schema
+
+    schema = value_schema("ts TIMESTAMP, x DECIMAL(10,2), y DECIMAL")
+    assert schema["x"].dataType == T.DecimalType(10, 2) and schema["y"].dataType == T.DecimalType(10, 0)
