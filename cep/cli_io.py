@@ -240,7 +240,7 @@ def _typed_series(values: list, type_name: str) -> "pd.Series":
     if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
         return pandas_series(values)
     size = decimal_params(type_name)
-    if size is not None:  # the DECIMAL type Spark reads the column as (files._SPARK_TYPES), precision and scale kept
+    if size is not None:  # the DECIMAL type Spark reads the column as (files._spark_type), precision and scale kept
         import pyarrow as pa
 
         return pd.Series(pa.array(values, pa.decimal128(*size)), dtype=pd.ArrowDtype(pa.decimal128(*size)))

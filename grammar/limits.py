@@ -41,3 +41,7 @@ MAX_PATTERN_VARIABLES = 100
 # terms. Every term of the compiled program can hold a live partial match, and each costs about a
 # microsecond per row, so this bounds the worst-case work per row (about 2 ms) whatever the nesting.
 MAX_EXPANDED_PATTERN_TERMS = 2_000
+
+# E0115. The most digits a DECIMAL holds: Spark's ``DecimalType.MAX_PRECISION`` (a 128-bit integer holds
+# 38 decimal digits), so a schema's DECIMAL(p, s) is what both engines can carry.
+MAX_DECIMAL_PRECISION = 38

@@ -32,7 +32,7 @@ from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
 from cep.grammar import ast, limits
-from cep.grammar.checks import check, normalize_type
+from cep.grammar.checks import check, decimal_problem, normalize_type
 from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.syntax_errors import syntax_error_from_lark
@@ -759,7 +759,8 @@ _SCHEMA_FIELD = re.compile(r'\s*("(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d]\w*)\s*:?\
 
 def parse_schema(text: str) -> dict[str, str]:
     """'ts TIMESTAMP, symbol STRING, price DOUBLE' -> {'ts': 'TIMESTAMP', 'symbol': 'VARCHAR', ...}.
-    Spark, Flink and Trino spellings are accepted (STRING, LONG, INT, FLOAT, DECIMAL(10, 2), ...)."""
+    Spark, Flink and Trino spellings are accepted (STRING, LONG, INT, FLOAT, DECIMAL(10, 2), ...); a
+    DECIMAL keeps its size ('DECIMAL(10,2)'; without one Spark's DECIMAL(10,0))."""
     schema: dict[str, str] = {}
     depth, start = 0, 0
     for index, char in enumerate(text + ","):
@@ -771,10 +772,12 @@ def parse_schema(text: str) -> dict[str, str]:
         type_name = normalize_type(match.group(2), match.group(3)) if match else None
         if type_name is None:
             begin = offset + len(field_text) - len(field_text.lstrip())
-            problem = f"unknown type '{match.group(2)}{match.group(3)}'" if match else "expected 'name TYPE'"
+            size_problem = decimal_problem(match.group(2), match.group(3)) if match else None
+            problem = size_problem or (f"unknown type '{match.group(2)}{match.group(3)}'" if match else "expected 'name TYPE'")
             raise CepSyntaxError(f"invalid schema: {problem}", code="E0115", source=text, filename="schema",
                                  span=span_of(text, begin, begin + max(1, len(field_text.strip()))),
-                                 hint="write columns as 'name TYPE, ...', e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'")
+                                 hint="write DECIMAL(precision, scale), e.g. 'price DECIMAL(10, 2)'" if size_problem else
+                                 "write columns as 'name TYPE, ...', e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'")
         name = match.group(1)
         schema[_unquote(name, name[0]) if name[0] in "\"`" else name] = type_name
     if not schema:

@@ -143,7 +143,9 @@ TEXTS = ["0", "7", "007", "+7", "-7", "1.5", "+1.50", "-.5", "1.", "1e3", "1E-3"
          "+Infinity", "x", "1_000", "0x10", "1d", " 7", "9223372036854775807", "9223372036854775808", "2147483648",
          "-2147483648", "true", "FALSE", "yes", "1", "2024-01-31", "2024-02-30", "2024-01-31 10:00:00",
          "2024-01-31T10:00:00.123456789", "2024-01-31T10:00:00+02:00", "2024-01-31T10:00Z", "2024-W05-3",
-         "123456789012345678901", "0.123456789012345678", "0.1234567890123456789", ""]
+         "123456789012345678901", "0.123456789012345678", "0.1234567890123456789", "1.235", "-1.235", "-0.001",
+         "0.9995", "123456789.5", "99999999.995", "99999999.994", "00000000000000000000000000000000000000001.5",
+         "99999999999999999999999999999999999999", "999999999999999999999999999999999999999", ""]
 
 
 def _same(ours, sparks) -> bool:
@@ -161,17 +163,17 @@ def test_both_engines_read_a_declared_column_alike(spark, tmp_path):
     """Spark's own casts (under the shared patterns) are the independent source for the values."""
     from cep.cli_io import read_pandas, read_spark
 
-    types = [t for t in DECLARED_PATTERNS if t != "VARCHAR"]
+    # DECIMAL alone is DECIMAL(38,18), the widest; sized ones round half up to their scale as Spark's cast does
+    types = [t for t in DECLARED_PATTERNS if t != "VARCHAR"] + ["DECIMAL(10,2)", "DECIMAL(3,3)", "DECIMAL(38,0)"]
     path = tmp_path / "texts.csv"
-    header = ",".join(f"c_{t.lower()}" for t in types)
+    header = ",".join(f"c_{index}" for index in range(len(types)))
     path.write_text(header + "\n" + "".join(",".join([json.dumps(text)] * len(types)) + "\n" for text in TEXTS if text),
                     encoding="utf-8")
-    declared = {f"c_{t.lower()}": t for t in types}
+    declared = {f"c_{index}": t for index, t in enumerate(types)}
     sparks = read_spark(spark, [str(path)], "csv", declared).collect()
     python = read_pandas([str(path)], "csv", declared)
     for index, text in enumerate(t for t in TEXTS if t):
-        for type_name in types:
-            name = f"c_{type_name.lower()}"
+        for name, type_name in declared.items():
             ours = declared_value(text, type_name)
             theirs = sparks[index][name]
             read = python[name].iloc[index]

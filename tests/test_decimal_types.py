@@ -158,3 +158,65 @@ def test_cep_run_gives_the_same_decimals_on_both_engines(spark, tmp_path):
     query, parquet, csv = write_decimal_files(tmp_path)
     for source in (parquet, csv):
         assert cli_output(query, source, "python", tmp_path) == cli_output(query, source, "spark", tmp_path), source
+
+
+# A CSV typed by --schema 'x DECIMAL(10,2)': Spark's reader with that schema rounds 1.235 and 10.005 half up
+# to 1.24 and 10.01, and cannot hold 123456789.5 (9 digits before the point, the type holds 8): its cast
+# gives NULL, so both engines set the row aside as wrong_type.
+DECLARED_CSV = ("k,ts,x\na,2024-01-01T00:00:00,1.235\na,2024-01-01T00:00:01,123456789.5\n"
+                "a,2024-01-01T00:00:02,2.5\na,2024-01-01T00:00:03,10.005\n")
+DECLARED_SCHEMA = "ts TIMESTAMP, x DECIMAL(10,2)"
+DECLARED_QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s, AVG(x) AS a, "
+                  "LAST(x) - FIRST(x) AS d, COUNT(*) AS n PATTERN (A B+) DEFINE B AS x > PREV(x))")
+
+
+def declared_run(tmp_path, engine: str) -> tuple[str, list[dict]]:
+    """``cep run --schema DECLARED_SCHEMA`` over DECLARED_CSV: (the output text, the dead letters)."""
+    from cep import cli
+
+    (tmp_path / "declared.csv").write_text(DECLARED_CSV, encoding="utf-8")
+    (tmp_path / "declared.sql").write_text(DECLARED_QUERY, encoding="utf-8")
+    out, dead = tmp_path / f"declared-{engine}.json", tmp_path / f"declared-{engine}.jsonl"
+    assert cli.main(["run", str(tmp_path / "declared.sql"), "--input", str(tmp_path / "declared.csv"), "--engine", engine,
+                     "--schema", DECLARED_SCHEMA, "--dead-letter", str(dead), "-o", str(out)]) == 0
+    return out.read_text(encoding="utf-8"), [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+
+
+def test_cep_run_reads_a_schemas_decimal_size(tmp_path):
+    """SUM of DECIMAL(10,2) is DECIMAL(20,2), AVG DECIMAL(14,6), LAST - FIRST DECIMAL(11,2) (Spark's rules, at
+    the top of this file); the values by hand: 1.24 + 2.50 + 10.01 = 13.75, / 3 = 4.583333, 10.01 - 1.24."""
+    text, dead = declared_run(tmp_path, "python")
+    [row] = [json.loads(line, parse_float=Decimal) for line in text.splitlines()]
+    assert row == {"k": "a", "s": Decimal("13.75"), "a": Decimal("4.583333"), "d": Decimal("8.77"), "n": 3}
+    assert '"s": 13.75,' in text and '"a": 4.583333,' in text and '"d": 8.77,' in text  # each at its type's scale
+    assert [letter["_cep_error"] for letter in dead] == ["wrong_type"] and "123456789.5" in json.dumps(dead)
+
+
+@pytest.mark.spark
+def test_a_schemas_decimal_size_gives_what_spark_sql_gives_on_both_engines(spark, tmp_path):
+    """The independent answer: Spark's own CSV reader with the same schema, and Spark SQL over its rows."""
+    python, python_dead = declared_run(tmp_path, "python")
+    sparks, spark_dead = declared_run(tmp_path, "spark")
+    assert python == sparks
+    assert [d["_cep_error"] for d in python_dead] == [d["_cep_error"] for d in spark_dead] == ["wrong_type"]
+    read = (spark.read.schema("k string, ts timestamp, x decimal(10,2), _corrupt_record string")
+            .options(header="true").csv(str(tmp_path / "declared.csv"))).cache()  # Spark reads _corrupt_record only so
+    read = read.where(read["_corrupt_record"].isNull()).drop("_corrupt_record")  # Spark refuses 123456789.5 too
+    assert read.count() == 3
+    read.createOrReplaceTempView("declared")
+    sql = spark.sql("SELECT SUM(x) AS s, AVG(x) AS a, MAX_BY(x, ts) - MIN_BY(x, ts) AS d FROM declared")
+    [want] = sql.collect()
+    [row] = [json.loads(line, parse_float=Decimal) for line in python.splitlines()]
+    for name in ("s", "a", "d"):
+        assert row[name] == want[name] and row[name].as_tuple().exponent == want[name].as_tuple().exponent, name
+
+
+def test_a_kafka_value_schema_keeps_a_decimals_size():
+    """``cep run``/``cep stream`` over Kafka read JSON values with this schema (the reading itself, rounding
+    and refusing as ``cep stream`` does, is tests/test_streaming_bad_events.py's)."""
+    from pyspark.sql import types as T
+
+    from cep.spark_bridge.spark.kafka import value_schema
+
+    schema = value_schema("ts TIMESTAMP, x DECIMAL(10,2), y DECIMAL")
+    assert schema["x"].dataType == T.DecimalType(10, 2) and schema["y"].dataType == T.DecimalType(10, 0)

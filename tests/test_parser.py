@@ -387,10 +387,27 @@ def test_parse_schema() -> None:
     schema = parse_schema("ts TIMESTAMP, symbol STRING, price DOUBLE, n LONG, i INT, f FLOAT, d DECIMAL(10, 2), "
                           "`odd name` varchar, ok boolean, xs ARRAY<INT>")
     assert schema == {"ts": "TIMESTAMP", "symbol": "VARCHAR", "price": "DOUBLE", "n": "BIGINT", "i": "INTEGER",
-                      "f": "DOUBLE", "d": "DECIMAL", "odd name": "VARCHAR", "ok": "BOOLEAN", "xs": "ARRAY<INT>"}
+                      "f": "DOUBLE", "d": "DECIMAL(10,2)", "odd name": "VARCHAR", "ok": "BOOLEAN", "xs": "ARRAY<INT>"}
     with pytest.raises(CepSyntaxError) as raised:
         parse_schema("ts TIMESTAMP, price MONEY")
     assert raised.value.code == "E0115" and raised.value.column == 15
+
+
+def test_parse_schema_keeps_a_decimals_size() -> None:
+    # Spark's DDL (StructType.fromDDL, spark.read.schema) reads DECIMAL, DEC and NUMERIC alone as DECIMAL(10,0).
+    schema = parse_schema("a DECIMAL(10,2), b decimal, c NUMERIC(5), d dec(38, 38), e DECIMAL(1, 0)")
+    assert schema == {"a": "DECIMAL(10,2)", "b": "DECIMAL(10,0)", "c": "DECIMAL(5,0)", "d": "DECIMAL(38,38)",
+                      "e": "DECIMAL(1,0)"}
+
+
+@pytest.mark.parametrize("written, why", [("DECIMAL(39, 2)", "precision is 1 to 38, not 39"),
+                                          ("DECIMAL(0)", "precision is 1 to 38, not 0"),
+                                          ("NUMERIC(3,4)", "scale is 0 to its precision (3), not 4")])
+def test_a_decimal_size_spark_refuses_is_a_schema_error(written: str, why: str) -> None:
+    with pytest.raises(CepSyntaxError) as raised:
+        parse_schema(f"ts TIMESTAMP, x {written}")
+    assert raised.value.code == "E0115" and raised.value.column == 15 and why in raised.value.message
+    assert "^" * len(f"x {written}") in str(raised.value)
 
 
 def test_limits_on_the_text() -> None:

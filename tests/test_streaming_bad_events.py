@@ -18,6 +18,7 @@ import json
 import os
 import random
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -432,3 +433,30 @@ def test_cli_stream_dead_letters_bad_csv_lines(spark, few_partitions, tmp_path, 
     replay = cep.compile(VSHAPE).run(events)
     assert sorted((m["bottom"], m["n"]) for m in map(json.loads, alerts["measures"])) == sorted(
         (r["bottom"], r["n"]) for r in replay) and replay
+
+
+@pytest.mark.spark
+def test_stream_schema_keeps_a_decimals_size(spark, tmp_path):
+    """``cep stream --schema 'x DECIMAL(10,2)'``: Spark reads the column as decimal(10,2), as ``cep run``
+    reads a CSV with it: 1.235 is 1.24 (rounded half up), 123456789.5 does not fit and is a bad row
+    (``wrong_type``), as a quoted "1.5" is."""
+    from pyspark.sql import functions as F
+
+    from cep.stream_cli import stream_source
+    from cep.spark_bridge.spark.columns import REJECT
+    from cep.spark_bridge.spark.inputs import dead_letter_rows, mark_bad_rows
+
+    lines = ['{"ts": "2024-01-01T00:00:00", "x": 1.235}', '{"ts": "2024-01-01T00:00:01", "x": 123456789.5}',
+             '{"ts": "2024-01-01T00:00:02", "x": "1.5"}', '{"ts": "2024-01-01T00:00:03", "x": 10.005}']
+    write_lines(tmp_path / "in", [lines])
+    source = stream_source(spark, str(tmp_path / "in"), "json", "ts TIMESTAMP, x DECIMAL(10,2)")
+    assert dict(source.dtypes)["x"] == "decimal(10,2)"
+    marked = mark_bad_rows(source, "ts", null_time=True)
+    for name, frame in (("dec_bad", dead_letter_rows(marked)), ("dec_good", marked.where(F.col(REJECT).isNull()))):
+        stream = (frame.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / name))
+                  .trigger(availableNow=True).start())
+        stream.awaitTermination()
+    dead = spark.sql("SELECT * FROM dec_bad").toPandas()
+    assert list(dead["_cep_error"]) == ["wrong_type", "wrong_type"]
+    assert sorted(str(json.loads(text)["x"]) for text in dead["_cep_input"]) == ["1.5", "123456789.5"]
+    assert [row["x"] for row in spark.sql("SELECT x FROM dec_good ORDER BY ts").collect()] == [Decimal("1.24"), Decimal("10.01")]

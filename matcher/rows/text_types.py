@@ -33,7 +33,9 @@ code ``NA`` stays ``NA``.
 
 A declared type (``cep run --schema 'price DOUBLE'`` on a CSV file, as ``cep stream --schema``) replaces
 the rule for its column: a value is read as that type when its text is one (``DECLARED_PATTERNS``, wider
-than the rule's: ``007`` is the BIGINT 7, ``+1.50`` the DOUBLE 1.5), and is otherwise kept as its text,
+than the rule's: ``007`` is the BIGINT 7, ``+1.50`` the DOUBLE 1.5; a DECIMAL(p,s) takes a plain decimal
+number rounded half up to its scale, ``1.235`` the DECIMAL(10,2) 1.24, as Spark's reader does with a
+schema, and refuses one with more than p-s digits before the point), and is otherwise kept as its text,
 which the row checks then set aside as ``wrong_type`` (``bad_event_time`` in the event time column). Both
 engines test the same patterns, so they take and refuse the same values.
 
@@ -48,13 +50,16 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass
-from decimal import Context, Decimal
+from decimal import Decimal
+
+from cep.grammar.limits import MAX_DECIMAL_PRECISION
+from cep.matcher.sql.types import decimal_params, is_decimal, round_decimal
 
 # The texts that mark a missing value in a column that is not text.
 NULL_MARKERS = ("NA", "N/A", "NULL", "null", "None")
 # The range of a BIGINT (Spark's LongType) and the digits of the widest DECIMAL.
 _BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
-MAX_DECIMAL_DIGITS = 38
+MAX_DECIMAL_DIGITS = MAX_DECIMAL_PRECISION
 
 # Each pattern is anchored and uses only syntax Python's re and Java's regex agree on.
 PATTERNS = {
@@ -68,19 +73,18 @@ PATTERNS = {
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
 # The texts each declared type takes (the canonical names of ``cep.grammar.checks.normalize_type``).
-# DECIMAL: what DECIMAL(38,18) holds exactly (its Spark type), so no engine rounds a value; INTEGER: 32 bits.
+# DECIMAL (every DECIMAL(p,s), ``declared_family``): a plain decimal number, rounded half up to the scale
+# and refused past the precision, as Spark's cast and its CSV reader with a schema do; INTEGER: 32 bits.
 DECLARED_PATTERNS = {
     "BIGINT": r"^[-+]?[0-9]{1,19}$",
     "INTEGER": r"^[-+]?[0-9]{1,10}$",
     "DOUBLE": r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$|^[Nn][Aa][Nn]$|^[-+]?[Ii][Nn][Ff]([Ii][Nn][Ii][Tt][Yy])?$",
-    "DECIMAL": r"^[-+]?[0-9]{1,20}(\.[0-9]{1,18})?$",
+    "DECIMAL": r"^[-+]?[0-9]+(\.[0-9]+)?$",
     "BOOLEAN": PATTERNS["boolean"],
     "TIMESTAMP": PATTERNS["timestamp"],
     "DATE": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
     "VARCHAR": r"^",
 }
-DECLARED_DECIMAL_STEP = Decimal(1).scaleb(-18)
-_DECIMAL_38 = Context(prec=MAX_DECIMAL_DIGITS)
 # The range of each declared integer type, checked after its pattern (as Spark's cast returns NULL past it).
 DECLARED_RANGES = {"BIGINT": (_BIGINT_MIN, _BIGINT_MAX), "INTEGER": (-(2**31), 2**31 - 1)}
 _DECLARED = {name: re.compile(pattern) for name, pattern in DECLARED_PATTERNS.items()}
@@ -205,14 +209,15 @@ def declared_value(text: str, type_name: str):
         return text
     if text in NULL_MARKERS:
         return None
-    if not _DECLARED[type_name].fullmatch(text):
+    if not _DECLARED[declared_family(type_name)].fullmatch(text):
         return text
     if type_name in DECLARED_RANGES:
         low, high = DECLARED_RANGES[type_name]
         return int(text) if low <= int(text) <= high else text
-    if type_name == "DECIMAL":
-        # exact (the pattern allows 18 places and 38 digits), with 18 places as Spark holds it
-        return Decimal(text).quantize(DECLARED_DECIMAL_STEP, context=_DECIMAL_38)
+    size = decimal_params(type_name)
+    if size is not None:
+        value = round_decimal(Decimal(text), *size)
+        return text if value is None else value.copy_abs() if value.is_zero() else value  # -0.00 is 0.00 in Spark
     if type_name == "DOUBLE":
         return float(text)
     if type_name == "BOOLEAN":
@@ -226,13 +231,18 @@ def declared_value(text: str, type_name: str):
     return text if parsed is None else parsed
 
 
+def declared_family(type_name: str) -> str:
+    """The ``DECLARED_PATTERNS`` key of a declared type: 'DECIMAL' for every DECIMAL(p,s), else the name."""
+    return "DECIMAL" if is_decimal(type_name) else type_name
+
+
 def resolve_declared(declared: dict[str, str], columns: list[str]) -> dict[str, str]:
     """``declared`` (column -> type, as written by the user) keyed by the input's own column names: a name
     matches exactly, or else the one column equal to it ignoring case (unquoted SQL names). ValueError for
     a name no column (or several) answers to, or a type a CSV value cannot be read as."""
     resolved: dict[str, str] = {}
     for name, type_name in declared.items():
-        if type_name not in DECLARED_PATTERNS:
+        if declared_family(type_name) not in DECLARED_PATTERNS:
             raise ValueError(f"column {name!r}: a CSV value cannot be read as {type_name} "
                              f"(types: {', '.join(sorted(DECLARED_PATTERNS))})")
         found = [name] if name in columns else [c for c in columns if c.lower() == name.lower()]

@@ -260,8 +260,8 @@ def fit_decimal(value, precision: int, scale: int) -> Decimal | None:
         if value != value or value in (float("inf"), float("-inf")):
             raise CepRuntimeError(f"{value!r} cannot be a DECIMAL({precision},{scale})", code="E0410")
         value = Decimal(repr(value))
-    rounded = Decimal(value).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)
-    if rounded.adjusted() >= precision - scale:
+    rounded = round_decimal(Decimal(value), precision, scale)
+    if rounded is None:
         raise CepRuntimeError(
             f"{value} does not fit DECIMAL({precision},{scale}) ({precision - scale} digits before the point)",
             code="E0410",
@@ -269,6 +269,15 @@ def fit_decimal(value, precision: int, scale: int) -> Decimal | None:
                  "cast the column to a wider DECIMAL or to DOUBLE",
         )
     return rounded
+
+
+def round_decimal(value: Decimal, precision: int, scale: int) -> Decimal | None:
+    """``value`` rounded half up to ``scale`` digits, as Spark's cast to DECIMAL(precision, scale) makes
+    it; None when it has more integer digits than the type holds (Spark's cast gives NULL, ANSI an error)."""
+    if not value.is_zero() and value.adjusted() > precision - scale:  # too long before rounding, past any context
+        return None
+    rounded = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)
+    return rounded if rounded.adjusted() < precision - scale else None
 
 
 def arrow_type_name(arrow_type) -> str:

@@ -11,6 +11,7 @@ import math
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from cep.grammar.errors import CepRuntimeError
+from cep.grammar.limits import MAX_DECIMAL_PRECISION
 from cep.matcher.sql import datetimes as T
 from cep.matcher.sql.text_patterns import PatternError, pattern_error, regexp_like, regexp_replace, regexp_substr
 from cep.matcher.sql.text_patterns import like as _like_text
@@ -21,8 +22,7 @@ from cep.matcher.sql.text_patterns import like as _like_text
 DECIMAL_CONTEXT = Context(prec=76, rounding=ROUND_HALF_UP)
 # A quotient has no exact form: it keeps 38 significant digits, a DECIMAL's most.
 QUOTIENT_CONTEXT = Context(prec=38, rounding=ROUND_HALF_UP)
-# Spark's largest DECIMAL precision, and the digits AVG adds to its argument's scale (DECIMAL(p+4, s+4)).
-MAX_DECIMAL_PRECISION = 38
+# The digits AVG adds to its argument's scale (DECIMAL(p+4, s+4)).
 AVG_EXTRA_SCALE = 4
 
 

@@ -31,7 +31,8 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from cep.matcher.rows.text_types import (DECLARED_PATTERNS, DECLARED_RANGES, NULL_MARKERS, PATTERNS, TextEvidence, column_type,
-                                         resolve_declared, string_type)
+                                         declared_family, resolve_declared, string_type)
+from cep.matcher.sql.types import decimal_params
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,9 +43,10 @@ if TYPE_CHECKING:  # pragma: no cover
 # Spark's CSV reader made an RFC 4180 reader: a header line, quoted fields that hold line breaks
 # (``multiLine``) and doubled quotes (``escape``, whose default is a backslash), every field text.
 CSV_OPTIONS = {"header": "true", "multiLine": "true", "escape": '"', "inferSchema": "false"}
-# The Spark type of each type name ``text_types.column_type`` gives.
-_SPARK_TYPES = {"BIGINT": "bigint", "DECIMAL(38,0)": "decimal(38,0)", "DOUBLE": "double", "BOOLEAN": "boolean",
-                "TIMESTAMP": "timestamp", "INTEGER": "int", "DECIMAL": "decimal(38,18)", "DATE": "date"}
+# The Spark type of each type name ``text_types.column_type`` gives or a CSV's --schema declares
+# (every DECIMAL(p,s) too: ``_spark_type``).
+_SPARK_TYPES = {"BIGINT": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean", "TIMESTAMP": "timestamp", "INTEGER": "int",
+                "DATE": "date"}
 # The times a Python datetime holds: a Spark timestamp outside them is no time for the matcher.
 _FIRST_TIME, _LAST_TIME = "0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"
 
@@ -95,12 +97,18 @@ def _declared_text(column: "Column", type_name: str) -> "Column":
     """Whether a text is one of the declared type (``text_types.DECLARED_PATTERNS``, ranges included)."""
     from pyspark.sql import functions as F
 
-    fits = column.rlike(DECLARED_PATTERNS[type_name])
+    fits = column.rlike(DECLARED_PATTERNS[declared_family(type_name)])
     if type_name in DECLARED_RANGES:
         low, high = DECLARED_RANGES[type_name]
         number = column.try_cast("decimal(20,0)")
         fits = fits & number.between(F.lit(low).cast("decimal(20,0)"), F.lit(high).cast("decimal(20,0)"))
     return fits
+
+
+def _spark_type(type_name: str) -> str:
+    """The Spark type (DDL) of a text column's type name: ``_SPARK_TYPES``, DECIMAL(p,s) as decimal(p,s)."""
+    size = decimal_params(type_name)
+    return f"decimal({size[0]},{size[1]})" if size is not None else _SPARK_TYPES[type_name]
 
 
 def _time(column: "Column") -> "Column":
@@ -186,7 +194,7 @@ def apply_text_types(df: "DataFrame", types: dict[str, str], *, mark_unread: boo
         if name == CORRUPT_RECORD or type_name == "VARCHAR":
             converted.append(c.alias(name))
             continue
-        value = _time(c) if type_name == "TIMESTAMP" else c.try_cast(_SPARK_TYPES[type_name])
+        value = _time(c) if type_name == "TIMESTAMP" else c.try_cast(_spark_type(type_name))
         if name in declared:
             value = F.when(_declared_text(c, type_name), value)
         converted.append(F.when(~c.isin(*NULL_MARKERS), value).alias(name))
