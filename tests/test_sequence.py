@@ -11,6 +11,7 @@ batch and batches cut into chunks.
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from collections import Counter
 
 import pandas as pd
@@ -416,3 +417,31 @@ def test_the_alert_rules_measures_are_computed_per_match_without_partition_outpu
     query, columns, plan = _bench_like(tail.format(", PREV(S.value) AS before"), values)
     assert _typed(query.plan.run_columns(columns)[1]) == _typed(on_vm(query, columns)[1])
     assert plan.measures is None and "PREV or NEXT in a measure" in query.explain()
+
+
+def test_decimal_measures_per_match_keep_the_vms_values_and_sparks_types():
+    """ROUND/AVG/SUM/MIN/MAX of DECIMALs per match (the kernels do not hold DECIMALs: DEFINE reads an
+    integer column): plain Decimals stay exact, a decimal128 column's results take Spark's types
+    (docs/semantics.md, "DECIMAL results"), as on the VM."""
+    tail = ("MEASURES ROUND(SUM(S.amount), 2) AS total, AVG(S.amount) AS mean, SUM(S.amount) AS raw, "
+            "MAX(S.amount) - MIN(S.amount) AS spread, B.amount * 2 AS twice, COUNT(DISTINCT S.amount) AS kinds "
+            "PATTERN (S{2,} B) WITHIN INTERVAL '10' SECOND DEFINE S AS value < 5, B AS value >= 200")
+    query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts {tail})")
+    amounts = [None if v is None else Decimal(v) for v in ["0.105", "1.333", "4.999", "250.10", None, "1.005", "1.005", "300.00"]]
+    columns = rows_to_columns([{"part": "x", "ts": T0 + dt.timedelta(seconds=s), "value": v, "amount": a}
+                               for s, (v, a) in enumerate(zip([0, 1, 4, 250, 3, 1, 1, 300], amounts))])
+    plan = sequence.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
+    got = query.plan.run_columns(columns)
+    assert _typed(got[1]) == _typed(on_vm(query, columns)[1]) and got[1][0][1] == Decimal("6.44") and len(got[1]) == 2
+    assert plan.run(columns, fallback=lambda key, part: []) and plan.stats["columnar_measures"] >= 1
+    assert plan.stats["vm_partitions"] == 0 and not any("PartitionOutput" in note for note in plan.notes)
+    table = pa.table({"part": columns["part"], "ts": columns["ts"], "value": columns["value"],
+                      "amount": pa.array(amounts, pa.decimal128(12, 3))})
+    have = query.run(table)
+    saved, fastpath.ENABLED = fastpath.ENABLED, False
+    try:
+        want = cep.compile(query.text).run(table)
+    finally:
+        fastpath.ENABLED = saved
+    assert have.schema == want.schema and _typed(have.to_pylist()) == _typed(want.to_pylist())
+    assert str(have.schema.field("total").type) == "decimal128(22, 3)"
