@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -255,3 +256,13 @@ def test_explain_names_the_streaming_path():
     vshape = cep.compile(query("A B+ C+", "COUNT(*) AS n", "B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)"))
     assert vshape.explain().splitlines()[-1] == ("  streaming: per key on the Pike VM (a run whose end depends on the "
                                                  "items after the next one (backtracking))")
+
+
+def test_the_alert_rules_stream_column_wise_but_a_measure_reading_outside_its_match_does_not():
+    root = Path(__file__).resolve().parent.parent
+    for name in ("login_burst", "card_testing"):
+        q = cep.compile((root / "patterns" / f"{name}.sql").read_text(encoding="utf-8"))
+        assert q.explain().splitlines()[-1].startswith("  streaming: column-wise"), name
+    before = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, PREV(A.v) AS before", "A AS A.v < 5, B AS B.v >= 5"))
+    assert reasons_not(KeyedStream(before.plan, COLUMNS, query_text=before.text)) == [
+        "PREV or NEXT in a measure (it reads rows outside the match)"]
