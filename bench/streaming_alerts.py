@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import cep
-    from streaming_columnar import cpu_seconds, stream
+    from streaming_columnar import best_stream
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     lines, same_everywhere = [], True
@@ -71,12 +71,8 @@ def main(argv=None) -> int:
         q = cep.compile(text)
         speeds, outputs, path = {}, {}, ""
         for label, columnar in (("column_wise", None), ("per_key", False)):
-            best = None
-            for _ in range(args.repeat):
-                local, work = stream(q, text, columns, rows, args.batches, columnar=columnar)
-                seconds, outputs[label] = cpu_seconds(work)
-                best = seconds if best is None else min(best, seconds)
-            speeds[label] = round(len(rows) / best)
+            speeds[label], outputs[label], local = best_stream(q, text, columns, rows, args.batches, args.repeat,
+                                                               columnar=columnar)
             if columnar is None:
                 path = local.path
         same = outputs["column_wise"] == outputs["per_key"]
