@@ -925,7 +925,11 @@ NOTES = [
     " sparse table of range minima and a binary descent (`first_hit.py`); a run under a running SUM/COUNT"
     " threshold of non-negative integers ends by cumulative sums (`cumulative.py`); AFTER MATCH SKIP is walked"
     " once per emitted match and ONE ROW PER MATCH measures are computed for all matches at once"
-    " (`sequence_output.py`). `cep explain` names the routes; a batch they cannot take is scanned as before.",
+    " (`sequence_output.py`): rows of a variable, counts, integer SUMs and `+ - *` as column programs, any other"
+    " measure (ROUND, CASE, AVG/MIN/MAX, COUNT(DISTINCT), SUM over floats or DECIMALs, CLASSIFIER...) by the Pike"
+    " VM's own measure code called once per match over that match's rows, so with the VM's values and types; only"
+    " a measure with PREV/NEXT (it reads rows outside the match) sends the batch's output through the per-partition"
+    " `PartitionOutput`. `cep explain` names the routes; a batch they cannot take is scanned as before.",
 ]
 
 

@@ -50,6 +50,16 @@ def stream(q, text, columns, rows, batches: int, *, columnar: bool | None):
     return local, work
 
 
+def best_stream(q, text, columns, rows, batches: int, repeat: int, *, columnar: bool | None):
+    """(rows per CPU second, best of ``repeat``; the stream's (rows, match ids); the last LocalStream)."""
+    best = None
+    for _ in range(repeat):
+        local, work = stream(q, text, columns, rows, batches, columnar=columnar)
+        seconds, output = cpu_seconds(work)
+        best = seconds if best is None else min(best, seconds)
+    return round(len(rows) / best), output, local
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=400_000)
@@ -74,12 +84,8 @@ def main(argv=None) -> int:
         entry: dict = {"title": title}
         outputs = {}
         for label, columnar in (("column_wise", None), ("per_key", False)):
-            best = None
-            for _ in range(args.repeat):
-                local, work = stream(q, text, columns, rows, args.batches, columnar=columnar)
-                seconds, outputs[label] = cpu_seconds(work)
-                best = seconds if best is None else min(best, seconds)
-            entry[label] = round(len(rows) / best)
+            entry[label], outputs[label], local = best_stream(q, text, columns, rows, args.batches, args.repeat,
+                                                              columnar=columnar)
             if columnar is None:
                 entry["path"] = local.path
                 entry["vm_pieces"] = local.step.vm_pieces if local.step is not None else None

@@ -41,8 +41,9 @@ ends where the cumulative sums cross it (``cumulative.py``). Both give the scan'
 Then AFTER MATCH SKIP picks the starts that count (``sequence_output.walk``: one Python step per emitted
 match): a start whose match is found is emitted, one whose partial matches ran out of time is a TIMEOUT
 row (no skip), any other moves on by one row. ONE ROW PER MATCH measures are computed for all matches
-and TIMEOUT rows at once (``sequence_output``); a measure of another shape or a failing skip goes
-through ``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
+and TIMEOUT rows at once (``sequence_output``: column programs, or the VM's measure code once per
+match); a measure that reads rows outside its match (PREV/NEXT) or a failing skip goes through
+``PartitionOutput``, as the VM. A batch the kernels cannot evaluate exactly (``Unsupported``) goes to the
 VM whole; a partition with an ambiguous start, alone.
 """
 
@@ -681,7 +682,9 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
             pass
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
-    measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status)
+    measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status,
+                                               machine.output.layout.measures, tuple(item.label for item in items),
+                                               machine.label_names)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
                         measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent, quiet=quiet)
@@ -770,9 +773,12 @@ def route_lines(plan: SequencePlan) -> list[str]:
             lines.append(f"      {name}'s runs: scanned row by row from every start ({_scan_reason(plan, index)})")
     if plan.measures is not None:
         lines.append("      measures: computed for all matches at once; AFTER MATCH SKIP walked once per emitted match")
+        per_match = output_columns.per_match_names(plan.statement.match.measures, plan.measures)
+        if per_match:
+            lines.append(f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its rows)")
     else:
-        lines.append("      measures: one match at a time as the Pike VM computes them (a measure of another shape than"
-                     " rows of a variable, counts, integer SUM, + - *)")
+        lines.append("      measures: one match at a time as the Pike VM computes them, through PartitionOutput (PREV or"
+                     " NEXT in a measure reads rows outside the match)")
     return lines
 
 

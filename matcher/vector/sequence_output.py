@@ -11,11 +11,15 @@ Measures are compiled to *column programs* (``compile_measures``): each leaf rea
 once, a row of the match (a variable's first/last row, with constant offsets), a count, an integer
 SUM (cumulative sums: integer additions are exact in any order) or MATCH_NUMBER(); each operation
 (``+ - *``, unary minus) applies the function the Pike VM applies, value by value, to Python values:
-the same results by construction. A TIMEOUT row (SHOW TIMEOUT MATCHES) is computed as a match over its
-partial match's rows, with no MATCH_NUMBER() and MATCH_STATUS() 'TIMEOUT', as ``OutputBuilder.timeout``
-does. A measure of another shape, a skip that fails (E0401), a run-time error in a measure or an
-ambiguous start sends its partition (or, for an error, the batch) back to ``PartitionOutput``, which
-the VM shares.
+the same results by construction. A measure of another shape (function calls, CASE, AVG/MIN/MAX,
+DISTINCT, SUM over floats or DECIMALs, CLASSIFIER...) is the VM's own compiled measure closure, called
+once per match over a ``MatchView`` of that match's rows (``_per_match``): the same code, so the same
+values, types and errors, with a Python step per match instead of per row. A TIMEOUT row (SHOW TIMEOUT
+MATCHES) is computed as a match over its partial match's rows, with no MATCH_NUMBER() and
+MATCH_STATUS() 'TIMEOUT', as ``OutputBuilder.timeout`` does. A measure that reads rows outside its
+match (PREV/NEXT: the rows before a match are not gathered), a skip that fails (E0401), a run-time
+error in a measure or an ambiguous start sends its partition (or, for an error, the batch) back to
+``PartitionOutput``, which the VM shares.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.sql import values as V
+from cep.matcher.sql.context import Env, MatchView
 from cep.matcher.vector.kernels import Unsupported
 
 FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
@@ -72,12 +77,88 @@ _INT64_BOUND = 2**63
 
 
 def compile_measures(measures, column_of: Callable[[ast.ColumnRef], str], item_of_label: Callable[[ast.Identifier], int],
-                     status: str) -> list[Program] | None:
-    """A column program per measure, or None when one of them has another shape."""
-    try:
-        return [_compile(measure.expr, column_of, item_of_label, status) for measure in measures]
-    except NotColumnar:
-        return None
+                     status: str, vm_measures: tuple[Callable, ...], item_labels: tuple[int, ...],
+                     label_names: tuple[str, ...]) -> list[Program] | None:
+    """A program per measure: a column program where it computes the measure exactly, else the VM's own
+    measure closure (``vm_measures``, ``OutputLayout.measures``) run once per match (``_per_match``);
+    None when a measure reads rows outside its match (PREV/NEXT), which only PartitionOutput holds."""
+    programs = []
+    for measure, closure in zip(measures, vm_measures):
+        if _outside_match(measure.expr):
+            return None
+        general = _per_match(closure, item_labels, label_names, status)
+        try:
+            fast = _compile(measure.expr, column_of, item_of_label, status)
+        except NotColumnar:
+            programs.append(general)
+            continue
+        programs.append(_either(fast, general))
+    return programs
+
+
+def per_match_names(measures, programs: list[Program]) -> list[str]:
+    """The measures computed per match by the VM's measure code (``explain`` names them)."""
+    return [measure.name.name for measure, program in zip(measures, programs) if getattr(program, "per_match", False)]
+
+
+def _outside_match(expr) -> bool:
+    """Does ``expr`` read a row that may lie outside the match (PREV/NEXT in MEASURES; LAG/LEAD stay in it)?"""
+    return any(isinstance(node, ast.Navigation) and node.kind in ("PREV", "NEXT") for node in ast.walk(expr))
+
+
+def _either(fast: Program, general: Program) -> Program:
+    """The column program, or the per-match one when the values turn out to be of a kind it does not
+    compute exactly (a SUM over floats, a column the kernels do not hold...)."""
+    def run(m: Matches):
+        try:
+            return fast(m)
+        except (NotColumnar, Unsupported):
+            return general(m)
+    return run
+
+
+class _MatchRows(dict):
+    """The rows of the matches, column by column, gathered on first read: a match's rows are contiguous
+    (``offsets[j]`` is where match j's first row is), so a column is one gather for all matches."""
+
+    def __init__(self, m: Matches, rows: np.ndarray) -> None:
+        super().__init__()
+        self.m, self.rows = m, rows
+
+    def __missing__(self, column: str) -> list:
+        values = list(self.m.data.gather(column, self.m.order[self.rows], False))
+        self[column] = values
+        return values
+
+
+def _per_match(closure: Callable, item_labels: tuple[int, ...], label_names: tuple[str, ...], status: str) -> Program:
+    """The VM's measure ``closure`` evaluated for each match as ``OutputBuilder.match`` (or ``.timeout``)
+    evaluates it: over a ``MatchView`` of the match's labelled rows, at its last row, with its MATCH_NUMBER()
+    and MATCH_STATUS(): the same code, so the same values, types and errors. A match's rows are read
+    at its own global positions (``env.base`` shifts them onto the gathered rows), which is exact as long
+    as the measure reads only rows of the match (``_outside_match``)."""
+    def evaluate(m: Matches) -> list:
+        counts = m.item_count.T.tolist()
+        sizes = m.item_count.sum(axis=0)
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        rows = np.repeat(m.start - offsets[:-1], sizes) + np.arange(int(offsets[-1]), dtype=np.int64)
+        env = Env(_MatchRows(m, rows), label_names)
+        env.total = len(m.order)
+        timeouts = m.timeout.tolist() if m.timeout is not None else [False] * len(counts)
+        out = []
+        for start, offset, size, number, spans, timeout in zip(m.start.tolist(), offsets.tolist(), sizes.tolist(),
+                                                               m.number.tolist(), counts, timeouts):
+            labels = [label for label, count in zip(item_labels, spans) for _ in range(count)]
+            end = start + size - 1
+            env.base = start - offset
+            env.row = end if size else None
+            env.view = MatchView(start, labels, env.row)
+            env.match_number, env.match_status = (None, "TIMEOUT") if timeout else (number, status)
+            out.append(closure(env))
+        return out
+    evaluate.per_match = True
+    return evaluate
 
 
 def _compile(expr, column_of, item_of, status: str) -> Program:

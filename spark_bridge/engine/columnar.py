@@ -70,7 +70,7 @@ def reasons_not(engine: KeyedStream) -> list[str]:
         found = base.__dict__.get("_sequence")
         return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
     if plan.measures is None:
-        why.append("measures the column programs do not compute")
+        why.append("PREV or NEXT in a measure (it reads rows outside the match)")
     if base.lookahead:
         why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
     if plan.show_timeout:
