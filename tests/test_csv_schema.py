@@ -85,6 +85,20 @@ def test_the_good_rows_match_and_the_bad_ones_are_counted_and_set_aside(files, c
     assert "bad rows: 4" in out
 
 
+def test_a_number_too_large_for_its_declared_type_is_named_as_such(files, capsys):
+    # INTEGER ends at 2**31 - 1 = 2147483647; DECIMAL(6,2) holds 4 digits before the point: 9999.99
+    (files / "events.csv").write_text("sym,ts,price,qty\nA,2024-01-01 00:00:01,12345.5,2147483648\n"
+                                      "A,2024-01-01 00:00:02,x,1\n", encoding="utf-8")
+    dead = files / "bad.jsonl"
+    code, out, err = run(files, capsys, "--engine", "python", "--schema", "ts TIMESTAMP, price DECIMAL(6,2), qty INT",
+                         "--dead-letter", str(dead))
+    assert code == 0, err
+    details = [json.loads(line)["_cep_error_detail"] for line in dead.read_text().splitlines()]
+    assert details[0] in ("column 'price' holds '12345.5', a number too large for its declared DECIMAL(6,2)",
+                          "column 'qty' holds '2147483648', a number too large for its declared INTEGER")
+    assert details[1] == "column 'price' holds string 'x' where number is expected (declared DECIMAL(6,2))"
+
+
 def test_without_a_dead_letter_the_first_bad_row_stops_the_run_with_its_code(files, capsys):
     code, out, err = run(files, capsys, "--engine", "python", "--schema", SCHEMA)
     assert code == cli.EXIT_QUERY_ERROR

@@ -88,6 +88,7 @@ DECLARED_PATTERNS = {
 # The range of each declared integer type, checked after its pattern (as Spark's cast returns NULL past it).
 DECLARED_RANGES = {"BIGINT": (_BIGINT_MIN, _BIGINT_MAX), "INTEGER": (-(2**31), 2**31 - 1)}
 _DECLARED = {name: re.compile(pattern) for name, pattern in DECLARED_PATTERNS.items()}
+_WHOLE_NUMBER = re.compile(r"[-+]?[0-9]+")
 # PATTERNS["timestamp"] in parts: the date and time, the fraction of a second, the offset.
 _TIMESTAMP_PARTS = re.compile(
     r"([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?)(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?")
@@ -229,6 +230,18 @@ def declared_value(text: str, type_name: str):
             return text
     parsed = parse_timestamp(text)
     return text if parsed is None else parsed
+
+
+def out_of_range(text: str, type_name: str) -> bool:
+    """Whether ``text`` is written as a number of the declared integer or DECIMAL type ``type_name`` but
+    does not fit it (so the row checks can say so, rather than "text where a number is expected")."""
+    if type_name in DECLARED_RANGES:
+        written = _WHOLE_NUMBER.fullmatch(text)
+    elif decimal_params(type_name) is not None:
+        written = _DECLARED["DECIMAL"].fullmatch(text)
+    else:
+        return False
+    return written is not None and declared_value(text, type_name) == text
 
 
 def declared_family(type_name: str) -> str:

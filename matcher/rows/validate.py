@@ -72,7 +72,7 @@ from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
-from cep.matcher.rows.text_types import DECLARED_PATTERNS, PATTERNS
+from cep.matcher.rows.text_types import DECLARED_PATTERNS, PATTERNS, out_of_range
 
 Columns = dict[str, list]
 
@@ -339,7 +339,11 @@ class InputChecks:
             for index, kind in enumerate(kinds):
                 if kind is not None and kind != expected and index not in bad:
                     value = values[index]
-                    bad[index] = (reason, f"{what} '{name}' holds {kind} {_show(value)} where {wanted} is expected{declared}")
+                    if allowed and isinstance(value, str) and out_of_range(value, self._declared_name(name)):
+                        detail = f"{what} '{name}' holds {_show(value)}, a number too large for its declared {self._declared_name(name)}"
+                    else:
+                        detail = f"{what} '{name}' holds {kind} {_show(value)} where {wanted} is expected{declared}"
+                    bad[index] = (reason, detail)
         if is_event:
             for index, value in enumerate(values):
                 if value is None and index not in bad:
