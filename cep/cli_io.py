@@ -273,7 +273,7 @@ def _read_json_rows(path: str) -> list[dict]:
 
 
 def _json_frame(rows: list[dict]) -> "pd.DataFrame":
-    """Rows of JSON objects as a frame: each value keeps its JSON type (a string stays a string: "1e3" and
+    """Rows of JSON objects as a frame, columns sorted by name: each value keeps its JSON type (a string stays a string: "1e3" and
     "1000" are two values); a column of strings that are all ISO 8601 times is TIMESTAMP."""
     import pandas as pd
 
@@ -281,7 +281,9 @@ def _json_frame(rows: list[dict]) -> "pd.DataFrame":
     for row in rows:
         names.update(dict.fromkeys(row))
     columns = {}
-    for name in names:
+    # In the order Spark's JSON reader gives a file's columns (sorted by name, as Java compares strings: by
+    # UTF-16 code unit), so that `SELECT *` lists them alike on both engines.
+    for name in sorted(names, key=lambda n: n.encode("utf-16-be", "surrogatepass")):
         values = [row.get(name) for row in rows]
         present = {type(v) for v in values} - {type(None)}
         if present == {str} and string_type(evidence(values)) == "TIMESTAMP":

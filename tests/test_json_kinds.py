@@ -198,8 +198,25 @@ def test_cep_stream_reads_a_quoted_nan_in_a_number_column_as_cep_run_does(spark,
     assert len(good) == 4 and good[0] != good[0] and good[1:] == [float("inf"), float("-inf"), 1.5]
 
 
-# The columns named: Spark's JSON reader orders a file's columns by name, the python reader as first seen
-# (docs/reliability.md lists it).
+
+@pytest.mark.spark
+def test_select_star_lists_a_json_files_columns_in_one_order_on_both_engines(spark, tmp_path, capsys):
+    """Spark's JSON reader orders a file's columns by name; the python reader listed them as first seen, so
+    ``SELECT *`` printed another header. Both now print Spark's order."""
+    query = tmp_path / "star.sql"
+    query.write_text("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+  MEASURES CLASSIFIER() AS var ALL ROWS PER MATCH PATTERN (A B+) DEFINE B AS B.price < PREV(B.price))""", encoding="utf-8")
+    lines = [{"ts": f"2024-01-01T00:00:0{i}", "zeta": i, "symbol": "A", "price": p, "Note": "n", "_x": True}
+             for i, p in enumerate([5.0, 4.0, 3.0])]
+    source = write_json_lines(tmp_path / "events.json", lines)
+    headers = {}
+    for engine in ("python", "spark"):
+        assert cli.main(["run", str(query), "--input", str(source), "--engine", engine]) == 0, engine
+        headers[engine] = capsys.readouterr().out.splitlines()[0].split()
+    assert headers["python"] == headers["spark"], headers
+
+
+# The columns named (a JSON file's columns come in Spark's order, sorted by name, on both engines).
 ALL_ROWS = """SELECT symbol, ts, var, price, note FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
   MEASURES CLASSIFIER() AS var ALL ROWS PER MATCH PATTERN (A B+) DEFINE B AS B.price < PREV(B.price))"""
 

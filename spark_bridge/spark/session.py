@@ -219,11 +219,12 @@ def has_kafka_connector(spark: "SparkSession") -> bool:
     """Whether ``spark.readStream.format("kafka")`` resolves: Spark's own data-source lookup, so a connector
     put there any way (``spark.jars``, ``--packages``, a jar in Spark's own folder) counts."""
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import AnalysisException
 
     jvm = spark._jvm
     try:
         jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
             "kafka", spark._jsparkSession.sessionState().conf())
-    except Py4JJavaError:
+    except (Py4JJavaError, AnalysisException):  # PySpark turns Spark's "Failed to find data source" into the latter
         return False
     return True

@@ -76,3 +76,25 @@ def test_a_complete_cache_is_used_without_maven(tmp_path, monkeypatch):
     (folder / "stray-old.jar").write_bytes(b"PK")  # not in the marker's list: not used
     (folder / kc.MARKER).write_text("\n".join(names) + "\n")
     assert kc.kafka_spark_conf("4.2.0") == {"spark.jars": ",".join(str(folder / n) for n in names)}
+
+
+def test_a_session_already_running_without_the_connector_is_refused_with_the_way_out():
+    """get_spark(kafka=True) after a session started without the connector: the lookup of the "kafka" data
+    source fails inside Spark, which PySpark raises as an AnalysisException; cep must say what to do instead
+    of passing that on. In a process of its own: the test session of this run has the connector."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from cep.spark_bridge.spark.session import get_spark\n"
+        "from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError\n"
+        "get_spark('local[1]', app_name='no-kafka')\n"
+        "try:\n"
+        "    get_spark('local[1]', app_name='no-kafka', kafka=True)\n"
+        "except KafkaConnectorError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    assert "refused: a SparkSession is already running without Spark's Kafka connector" in done.stdout, done.stderr[-2000:]
