@@ -44,7 +44,7 @@ from bench import alert_data  # noqa: E402
 from bench import run as bench_run  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
 from cep.matcher.rows.tables import arrow_to_columns  # noqa: E402
-from cep.matcher.vector import fastpath, sequence  # noqa: E402
+from cep.matcher.vector import fastpath, sequence_plan  # noqa: E402
 
 RESULTS = HERE / "results-alert-rules.json"
 
@@ -146,7 +146,7 @@ def engine_path(query: cep.Query, column_names: tuple[str, ...]) -> str:
     plan, reasons = fastpath.analyze(query.statement, machine, column_names)
     if plan is not None:
         return "regex fast path"
-    if sequence.analyze(query.statement, machine, column_names)[0] is not None:
+    if sequence_plan.analyze(query.statement, machine, column_names)[0] is not None:
         return "column-wise sequence engine"
     return "Pike VM (" + "; ".join(reasons) + ")"
 

@@ -45,7 +45,7 @@ import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
 from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
-from cep.matcher.vector import fastpath, sequence  # noqa: E402
+from cep.matcher.vector import fastpath, sequence_plan  # noqa: E402
 from cep.matcher.rows.tables import arrow_to_columns  # noqa: E402
 
 DATA_DIR = HERE / "data"
@@ -175,7 +175,7 @@ def path_taken(query: cep.Query, columns: dict) -> str:
     plan, reasons = fastpath.analyze(query.statement, machine, tuple(columns))
     if plan is not None:
         return "fast"
-    if sequence.analyze(query.statement, machine, tuple(columns))[0] is not None:
+    if sequence_plan.analyze(query.statement, machine, tuple(columns))[0] is not None:
         return "fast"  # the column-wise sequence engine; the report names it
     return "VM (" + "; ".join(reasons) + ")"
 

@@ -18,7 +18,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.format import format_expr
-from cep.matcher.vector import fastpath, sequence
+from cep.matcher.vector import fastpath, sequence_plan
 from cep.matcher.vector.arrays import from_arrow, from_pandas
 from cep.matcher.vector.layout import ArrayInput
 from cep.matcher.program.machine import Machine, build_machine
@@ -263,7 +263,7 @@ class CompiledQuery:
         conditions read only the current row and fixed offsets and nothing needs event time, else the
         sequence engine when the pattern is a sequence of variables; each hands back the batches and
         partitions it cannot do exactly."""
-        return fastpath.plan_for(self.statement, machine, names) or sequence.plan_for(self.statement, machine, names)
+        return fastpath.plan_for(self.statement, machine, names) or sequence_plan.plan_for(self.statement, machine, names)
 
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""

@@ -45,7 +45,7 @@ ORDER = {
     "cep.matcher.program": ["instructions", "compiler", "equivalence", "output", "machine"],
     "cep.matcher.rows": ["tables", "text_types", "outer", "partitioning", "validate"],
     "cep.matcher.pike": ["vm", "trace"],
-    "cep.matcher.vector": ["arrays", "kernels", "pattern_regex", "runs", "all_rows", "layout", "fastpath", "first_hit", "lane_frame", "cumulative", "sequence_output", "sequence", "decisions"],
+    "cep.matcher.vector": ["arrays", "kernels", "pattern_regex", "runs", "all_rows", "layout", "fastpath", "first_hit", "lane_frame", "cumulative", "sequence_output", "sequence", "sequence_plan", "decisions"],
     "cep.matcher.explain": ["dot", "text"],
     "cep.spark_bridge": ["engine", "spark", "sinks", "alerting"],
     "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "column_table", "columnar", "local",

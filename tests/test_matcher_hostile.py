@@ -109,13 +109,13 @@ def test_the_sequence_engine_hands_an_open_tail_to_the_vm(monkeypatch):
     rescanned rows rather than after the 2 million the default allows."""
     import cep
     from cep.matcher.pike import vm
-    from cep.matcher.vector import sequence
+    from cep.matcher.vector import sequence, sequence_plan
 
     monkeypatch.setattr(vm, "MAX_TAIL_RESCAN_ROWS", 10_000)
     query = cep.compile(OPEN_TAIL)
     rows = [{"id": i, "v": 0} for i in range(3_000)]
     assert 3_000 * 2_999 // 2 > sequence.SCAN_BUDGET_PER_ROW * 3_000 + sequence.SCAN_SLACK
-    plan = sequence.plan_for(query.statement, query.plan.machine(("id", "v")), ("id", "v"))
+    plan = sequence_plan.plan_for(query.statement, query.plan.machine(("id", "v")), ("id", "v"))
     assert plan is not None
     with pytest.raises(CepError) as err:
         query.run(rows)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import cep
 from cep.matcher.rows.tables import rows_to_columns
-from cep.matcher.vector import fastpath, sequence
+from cep.matcher.vector import fastpath, sequence, sequence_plan
 from tests import reference_matcher as reference
 
 T0 = dt.datetime(2024, 1, 1)
@@ -232,7 +232,7 @@ def _check(text: str, rows: list[dict], chunk: int) -> None:
     query = cep.compile(text)
     columns = rows_to_columns(rows) if rows else {"part": [], "ts": [], "value": []}
     machine = query.plan.machine(tuple(columns))
-    assume(sequence.plan_for(query.statement, machine, tuple(columns)) is not None)
+    assume(sequence_plan.plan_for(query.statement, machine, tuple(columns)) is not None)
     assert fastpath.plan_for(query.statement, machine, tuple(columns)) is None or "WITHIN" not in text
     saved, sequence.CHUNK_ROWS = sequence.CHUNK_ROWS, chunk
     try:
@@ -268,7 +268,7 @@ def test_the_engine_takes_the_bench_shapes_and_explain_says_so():
     for name, tail in shapes.items():
         query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n {tail})")
         machine = query.plan.machine(("k", "ts", "v"))
-        assert sequence.plan_for(query.statement, machine, ("k", "ts", "v")) is not None, name
+        assert sequence_plan.plan_for(query.statement, machine, ("k", "ts", "v")) is not None, name
         explained = query.explain()
         assert "path: column-wise sequence engine" in explained, name
         assert routes.get(name, "measures: computed for all matches at once") in explained, (name, explained)
@@ -281,7 +281,7 @@ def test_a_start_whose_end_depends_on_backtracking_sends_its_partition_to_the_vm
     rows = [{"part": p, "ts": T0 + dt.timedelta(seconds=i), "value": v}
             for p, values in (("x", [1, 2, 2, 1, 0]), ("y", [1, 2, 0])) for i, v in enumerate(values)]
     columns = rows_to_columns(rows)
-    plan = sequence.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
+    plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
     assert query.plan.run_columns(columns) == on_vm(query, columns)
     assert plan.stats["vm_partitions"] == 1 and plan.stats["sequence_partitions"] == 1
 
@@ -292,7 +292,7 @@ def test_lists_pandas_and_arrow_give_the_same_rows(text, rows):
     assume(rows and not any(type(row["value"]) is float for row in rows))  # pandas' Int64 holds integers
     query = cep.compile(text)
     machine = query.plan.machine(("part", "ts", "value"))
-    assume(sequence.plan_for(query.statement, machine, ("part", "ts", "value")) is not None)
+    assume(sequence_plan.plan_for(query.statement, machine, ("part", "ts", "value")) is not None)
     try:
         want = query.run(rows)
     except cep.CepError:
@@ -321,7 +321,7 @@ def _bench_like(query_tail: str, values: list, seconds: list | None = None):
     seconds = seconds if seconds is not None else list(range(len(values)))
     rows = [{"part": "x", "ts": T0 + dt.timedelta(seconds=s), "value": v} for s, v in zip(seconds, values)]
     columns = rows_to_columns(rows)
-    plan = sequence.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
+    plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
     assert plan is not None
     return query, columns, plan
 
@@ -430,7 +430,7 @@ def test_decimal_measures_per_match_keep_the_vms_values_and_sparks_types():
     amounts = [None if v is None else Decimal(v) for v in ["0.105", "1.333", "4.999", "250.10", None, "1.005", "1.005", "300.00"]]
     columns = rows_to_columns([{"part": "x", "ts": T0 + dt.timedelta(seconds=s), "value": v, "amount": a}
                                for s, (v, a) in enumerate(zip([0, 1, 4, 250, 3, 1, 1, 300], amounts))])
-    plan = sequence.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
+    plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
     got = query.plan.run_columns(columns)
     assert _typed(got[1]) == _typed(on_vm(query, columns)[1]) and got[1][0][1] == Decimal("6.44") and len(got[1]) == 2
     assert plan.run(columns, fallback=lambda key, part: []) and plan.stats["columnar_measures"] >= 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cep.grammar import ast
 from cep.matcher.explain.dot import condition_texts
-from cep.matcher.vector import fastpath, sequence
+from cep.matcher.vector import fastpath, sequence_plan
 
 
 def query_columns(plan) -> list[str]:
@@ -29,7 +29,7 @@ def explain(plan) -> str:
     lines.append("execution:")
     path = fastpath.explain_lines(statement, machine, tuple(columns))
     if path[0].startswith("path: Pike VM"):  # the regex path declines: maybe the sequence engine takes it
-        path = sequence.explain_lines(statement, machine, tuple(columns), path[0])
+        path = sequence_plan.explain_lines(statement, machine, tuple(columns), path[0])
     lines += ["  " + line for line in path]
     if machine.equivalence_key is None:
         lines.append("  Pike VM (when it runs): conditions read only the current row and fixed PREV/NEXT offsets,")

@@ -42,7 +42,7 @@ from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
-from cep.matcher.vector import decisions, kernels, sequence
+from cep.matcher.vector import decisions, kernels, sequence_plan
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SPAN, ColumnarTable, Rows, as_column,
@@ -65,7 +65,7 @@ def reasons_not(engine: KeyedStream) -> list[str]:
     if len(engine.order) != 1:
         why.append("ORDER BY keys after the event time")
     base = engine.plan.machine(engine.input_columns)
-    plan = sequence.plan_for(engine.plan.statement, base, engine.input_columns)
+    plan = sequence_plan.plan_for(engine.plan.statement, base, engine.input_columns)
     if plan is None:
         found = base.__dict__.get("_sequence")
         return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
@@ -146,7 +146,7 @@ class ColumnarStep:
     def __init__(self, engine: KeyedStream) -> None:
         self.engine = engine
         self.base = engine.plan.machine(engine.input_columns)
-        self.plan = sequence.plan_for(engine.plan.statement, self.base, engine.input_columns)
+        self.plan = sequence_plan.plan_for(engine.plan.statement, self.base, engine.input_columns)
         self.columns = tuple(c for c in engine.pending_columns)
         self.lookback = self.base.lookback
         self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)

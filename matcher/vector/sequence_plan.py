@@ -1,0 +1,247 @@
+"""Whether a query runs on the column-wise sequence engine (``sequence.py``), and its plan: the items of the
+pattern, the DEFINE conditions as kernels, which runs end without a scan (``first_hit``, ``cumulative``), the
+measures as column programs; and ``cep explain``'s lines saying which route each run takes and why.
+
+``analyze`` returns the plan or the reasons the query is not eligible (``NotEligible``); ``plan_for`` keeps
+the plan on the machine, built once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
+from cep.matcher.program.compiler import absence_label
+from cep.matcher.program.machine import absence_labels
+from cep.matcher.sql.expressions import Scope
+from cep.matcher.vector import cumulative, fastpath, first_hit, kernels
+from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector.lane_frame import History, Slot
+from cep.matcher.vector.pattern_regex import NotEligible
+from cep.matcher.vector.sequence import Item, SequencePlan
+
+# A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
+MAX_ITEMS = 16
+
+
+def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple[SequencePlan | None, list[str]]:
+    try:
+        return _build(statement, machine, input_columns), []
+    except NotEligible as why:
+        return None, [str(why)]
+
+
+def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan | None:
+    """The sequence plan for this machine, built once and kept on the machine; None when not eligible."""
+    if not fastpath.ENABLED:  # CEP_FASTPATH=0: every query on the Pike VM
+        return None
+    cached = machine.__dict__.get("_sequence")
+    if cached is None:
+        cached = machine.__dict__["_sequence"] = analyze(statement, machine, input_columns)
+    return cached[0]
+
+
+def _items(pattern: ast.Pattern, label_ids: dict[str, int]) -> tuple[Item, ...]:
+    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
+    items = []
+    for position, part in enumerate(parts):
+        if isinstance(part, ast.PatternVar):
+            items.append(Item(label_ids[part.name.key], 1, 1, True))
+        elif isinstance(part, ast.Absence):
+            if part.variable.key in label_ids:
+                raise NotEligible(f"'{part.variable.name}' is both a term and an absence of the pattern")
+            # as the compiler runs it: ``A !B C`` takes as few rows that are not B as C allows (a
+            # reluctant run); a trailing ``!B`` takes every row before the deadline (greedy, DEADLINE)
+            items.append(Item(label_ids[absence_label(part.variable.key)], 0, None, position == len(parts) - 1))
+        elif isinstance(part, ast.Quantified) and isinstance(part.term, ast.PatternVar):
+            if part.max == 0:
+                raise NotEligible("a variable quantified zero times")
+            items.append(Item(label_ids[part.term.name.key], part.min, part.max, part.greedy))
+        else:
+            raise NotEligible(f"the pattern is not a sequence of variables ({type(part).__name__})")
+    for item, following in zip(items, items[1:]):
+        if item.low != item.high and following.low == 0:
+            raise NotEligible("a run followed by an optional item (where it ends depends on the items after)")
+    if len({item.label for item in items}) != len(items):
+        raise NotEligible("a variable appears twice in the pattern")
+    if len(items) > MAX_ITEMS:
+        raise NotEligible(f"more than {MAX_ITEMS} items")
+    if sum(item.low for item in items) == 0:
+        raise NotEligible("the pattern can match no row (empty matches)")
+    return tuple(items)
+
+
+def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan:
+    mr = statement.match
+    if mr.rows_per_match.mode != "ONE":
+        raise NotEligible("ALL ROWS PER MATCH")
+    if getattr(mr, "seek", False):
+        raise NotEligible("SEEK")
+    if mr.subsets:
+        raise NotEligible("SUBSET")
+    labels = machine.label_names
+    label_ids = {name: index for index, name in enumerate(labels)}
+    items = _items(mr.pattern, label_ids)
+    absent = {label_ids[name]: name[1:] for name in absence_labels(mr.pattern)}
+    for label, name in absent.items():  # `B` that appears only as `!B` names the rows inside the absence
+        label_ids.setdefault(name, label)
+    names = ColumnNames(input_columns)
+    scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=True)
+
+    def label_of(qualifier: ast.Identifier) -> int:
+        if qualifier.key not in label_ids:
+            raise kernels.NotVectorizable(f"'{qualifier.name}' is not a pattern variable")
+        return label_ids[qualifier.key]
+
+    slots: list[Slot] = []
+    history = History(label_of, slots)
+    defines = {d.variable.key: d for d in mr.defines}
+    tested = dict(defines)  # a row inside `!B` is tested with B's condition, as if it were labelled B
+    tested.update({labels[label]: defines[name] for label, name in absent.items() if name in defines})
+    try:
+        conditions, used = kernels.compile_defines(tested, labels, scope.column,
+                                                   {name: frozenset({i}) for name, i in label_ids.items()}, history)
+    except kernels.NotVectorizable as why:
+        raise NotEligible(str(why)) from None
+    for label in absent:
+        conditions[label] = _absent(conditions[label])
+    used |= {slot.column for slot in slots if slot.column is not None}
+    within = machine.within.limit if machine.within is not None else None
+    item_index = {item.label: index for index, item in enumerate(items)}
+
+    def item_of(qualifier: ast.Identifier) -> int:
+        if qualifier.key not in label_ids:
+            raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
+        return item_index[label_ids[qualifier.key]]
+
+    hits = {} if slots else _first_hits(items, defines, conditions, labels, label_ids, scope, label_of)
+    thresholds = {}
+    for index, (item, following) in enumerate(zip(items, items[1:])):
+        definition = defines.get(labels[item.label])
+        if index + 2 == len(items) and following.low == following.high == 1 and definition is not None:
+            found = cumulative.threshold(definition.condition, item.label, label_of, scope.column, slots)
+            if found is not None:
+                thresholds[index] = found
+    quiet = None
+    if items[-1].label in absent and absent[items[-1].label] not in defines:
+        quiet = lambda frame: np.ones(frame.n, dtype=bool)  # noqa: E731 (no DEFINE: every row is a B)
+    elif items[-1].label in absent:
+        try:
+            quiet = kernels.compile_condition(defines[absent[items[-1].label]].condition, scope.column,
+                                              lambda qualifier: label_ids.get(qualifier.key) == items[-1].label)
+        except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
+            pass
+    measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
+    measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status,
+                                               machine.output.layout.measures, tuple(item.label for item in items),
+                                               machine.label_names)
+    return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
+                        columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
+                        measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent, quiet=quiet)
+
+
+def _absent(condition):
+    """The condition of a row inside ``!B``: B's condition does not hold (NULL does not hold); with no
+    DEFINE for B every row is a B, so none is inside."""
+    if condition is None:
+        return lambda frame: np.zeros(frame.n, dtype=bool)
+    return lambda frame: ~condition(frame)
+
+
+def _first_hits(items, defines, conditions, labels, label_ids, scope, label_of) -> dict:
+    """The runs whose end ``first_hit`` finds: a run with no condition before the last item, a single row
+    whose condition compares its row with items finished before the run."""
+    hits = {}
+    for index, (item, following) in enumerate(zip(items, items[1:])):
+        if index + 2 != len(items) or following.low != 1 or following.high != 1 or conditions[item.label] is not None:
+            continue
+        definition = defines.get(labels[following.label])
+        if definition is None:
+            continue
+        earlier = {items[k].label for k in range(index)}
+
+        def current(qualifier: ast.Identifier, own=following.label) -> bool:
+            return label_ids.get(qualifier.key) == own
+
+        def finished(qualifier: ast.Identifier) -> bool:
+            return label_ids.get(qualifier.key) in earlier
+
+        comparison = first_hit.split(definition.condition, current, finished)
+        if comparison is None:
+            continue
+        try:
+            row = kernels.compile_value(comparison.row, scope.column, current)
+            start = kernels.compile_value(comparison.start, scope.column, current, History(label_of, []))
+        except kernels.NotVectorizable:
+            continue
+        hits[index] = (comparison.op, row, start)
+    return hits
+
+
+def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, ...], regex_line: str) -> list[str]:
+    """``cep explain``'s lines when the regex fast path declines (``regex_line`` says why)."""
+    plan, reasons = analyze(statement, machine, input_columns)
+    why_not_regex = regex_line.partition("(")[2].rstrip(")")
+    if plan is None:
+        return [regex_line.rstrip(")") + "; not the sequence engine: " + "; ".join(reasons) + ")"]
+    return ["path: column-wise sequence engine (matcher/vector/sequence.py): every start row at once, item by item,",
+            "      with numpy; WITHIN, timeouts and what the conditions read of the match so far, per start",
+            f"      (not the regex fast path: {why_not_regex})",
+            "      a batch the kernels cannot evaluate exactly, and a partition where a start's preferred match",
+            "      depends on backtracking, run on the Pike VM"] + route_lines(plan)
+
+
+def route_lines(plan: SequencePlan) -> list[str]:
+    """How each run is ended and how the output is made, and why not faster (``cep explain``)."""
+    labels = plan.machine.label_names
+    lines = []
+    for index, item in enumerate(plan.items):
+        if item.low == item.high:
+            continue
+        name = labels[item.label]
+        if item.label == plan.items[-1].label and plan.deadline:
+            if plan.quiet is not None:
+                lines.append(f"      {name}: no {name[1:]} row before WITHIN's deadline, found for every start at once (the first"
+                             f" {name[1:]} row")
+                lines.append("        after each row, a reversed running minimum); the match is done when time reaches the deadline")
+            else:
+                lines.append(f"      {name}: rows scanned from every start until a {name[1:]} row or WITHIN's deadline"
+                             f" ({name[1:]}'s condition reads the match so far)")
+            continue
+        if index in plan.hits:
+            which = "last" if item.greedy else "first"
+            lines.append(f"      {name}'s runs: end at the {which} row where {labels[plan.items[index + 1].label]}'s comparison"
+                         " holds, for every start at once (range minima/maxima and a binary descent, first_hit.py),")
+            lines.append("        on batches whose compared values are numbers (no NaN, no infinity); else row by row")
+        elif index in plan.cumulative:
+            route = plan.cumulative[index]
+            slot = plan.slots[route.slot]
+            lines.append(f"      {name}'s runs: end where the running {slot.name} crosses {route.limit}, by cumulative sums"
+                         " (cumulative.py),")
+            lines.append("        on batches whose addends are integers, never negative nor NULL; else row by row")
+        else:
+            lines.append(f"      {name}'s runs: scanned row by row from every start ({_scan_reason(plan, index)})")
+    if plan.measures is not None:
+        lines.append("      measures: computed for all matches at once; AFTER MATCH SKIP walked once per emitted match")
+        per_match = output_columns.per_match_names(plan.statement.match.measures, plan.measures)
+        if per_match:
+            lines.append(f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its rows)")
+    else:
+        lines.append("      measures: one match at a time as the Pike VM computes them, through PartitionOutput (PREV or"
+                     " NEXT in a measure reads rows outside the match)")
+    return lines
+
+
+def _scan_reason(plan: SequencePlan, index: int) -> str:
+    items, labels = plan.items, plan.machine.label_names
+    if labels[items[index].label] in absence_labels(plan.statement.match.pattern):
+        return f"rows that are not {labels[items[index].label][1:]}, until the next item"
+    if index + 2 != len(items) or items[index + 1].low != 1 or items[index + 1].high != 1:
+        return "the range search and cumulative sums take a run followed by the pattern's last item, one row"
+    if plan.conditions[items[index].label] is None:
+        if plan.slots:
+            return "the conditions carry running aggregates"
+        return (f"{labels[items[index + 1].label]}'s condition is not a comparison of its row with an item before the"
+                " run")
+    return f"{labels[items[index].label]}'s condition is not a running SUM or COUNT below a constant integer"
