@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import itertools
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,11 @@ class ListInput:
     def integers(self, values: np.ndarray, typed: bool) -> list:
         return values.tolist()
 
+    def present(self, name: str, order: np.ndarray) -> np.ndarray:
+        """Whether each of the rows ``order`` holds a value (not None)."""
+        values = self.columns[name]
+        return np.fromiter((value is not None for value in values), dtype=bool, count=self.n)[order]
+
     def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
         """The values of input ``rows`` (-1: NULL)."""
         values = self.columns[name]
@@ -105,16 +111,19 @@ class ArrayInput:
         self._python: dict[str, list] | None = None
         self._events: ListInput | None = None
 
-    def python(self) -> dict[str, list]:
-        """The whole input as Python columns (for the Pike VM): built once, only when needed."""
+    def python(self) -> Mapping[str, list]:
+        """The whole input as Python columns (for the Pike VM): each column built once, when first read
+        (a batch that runs column-wise reads none; one partition on the VM reads the query's columns)."""
         if self._python is None:
-            self._python = {name: column.python() for name, column in self.arrays.items()}
+            self._python = _PythonColumns(self.arrays)
         return self._python
 
     def load(self, name: str, order: np.ndarray) -> kernels.Value:
         column = self.arrays[name]
         if column.kind in ("int", "float", "bool"):
             return kernels.Value(column.kind, column.data[order], None if column.nulls is None else column.nulls[order])
+        if column.kind == "str" and column.library == "arrow":
+            return _arrow_strings(column, order)
         if column.kind == "str":
             values = column.data[order]
             nulls = None if column.nulls is None else column.nulls[order]
@@ -122,6 +131,13 @@ class ArrayInput:
                 values[nulls] = ""
             return kernels.load_strings(values, nulls)
         return _gathered(kernels.load_column(self.python()[name]), order)  # as the list path decides
+
+    def present(self, name: str, order: np.ndarray) -> np.ndarray:
+        """Whether each of the rows ``order`` holds a value (not NULL), as its Python value is not None."""
+        column = self.arrays[name]
+        if column.library == "arrow" or column.kind != "other":  # the mask is where the values are None
+            return np.ones(len(order), dtype=bool) if column.nulls is None else ~column.nulls[order]
+        return ListInput(self.python()).present(name, order)
 
     def integers(self, values: np.ndarray, typed: bool):
         """An integer output column: typed for the input's library, or Python ints."""
@@ -142,7 +158,11 @@ class ArrayInput:
         return column.python(rows) if out is None else out
 
     def event_times(self, name: str) -> tuple[np.ndarray, str]:
-        """As ``ListInput.event_times``, from the Python values the Pike VM compares."""
+        """As ``ListInput.event_times``: read from the column's numpy data where those are the ticks of its
+        Python values (``_own_ticks``), else from the Python values the Pike VM compares."""
+        own = _own_ticks(self.arrays[name])
+        if own is not None:
+            return own
         if self._events is None:
             self._events = ListInput(self.python())
         return self._events.event_times(name)
@@ -169,10 +189,76 @@ class ArrayInput:
 # ------------------------------------------------------------------------------------------ helpers
 
 
+class _PythonColumns(Mapping):
+    """``ArrayInput.python()``: name -> the column's Python values (``ArrayColumn.python``), converted on
+    first read and kept."""
+
+    def __init__(self, arrays) -> None:
+        self._arrays = arrays
+        self._read: dict[str, list] = {}
+
+    def __getitem__(self, name: str) -> list:
+        found = self._read.get(name)
+        if found is None:
+            found = self._read[name] = self._arrays[name].python()
+        return found
+
+    def __iter__(self):
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+
+# The microseconds of datetime.min and datetime.max since the epoch: naive datetimes exist only between.
+_DATETIME_MICROS = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+
+
+def _own_ticks(column: ArrayColumn) -> tuple[np.ndarray, str] | None:
+    """``event_ticks`` of the column's Python values, read from its numpy data without building them, where
+    that is exact: no NULL (``event_ticks`` refuses one), integers of an integer type (Python ints, "ms"),
+    or naive timestamps (their Python values are naive datetimes to the microsecond, rounded down as
+    ``arrays._microseconds`` rounds). None: ask the Python values (aware times, other kinds)."""
+    if column.nulls is not None or column.kind not in ("int", "time"):
+        return None
+    source = column.source
+    if column.library == "arrow":
+        native = column.kind == "int" or source.type.tz is None
+    else:
+        native = isinstance(source.dtype, np.dtype)  # not nullable Int64 nor an aware datetime64
+    if not native:
+        return None
+    ticks = column.data
+    if column.kind == "int":
+        return ticks, "ms"
+    if ticks.size and (ticks.min() < _DATETIME_MICROS[0] or ticks.max() > _DATETIME_MICROS[1]):
+        return None  # no datetime holds them: the Python values say what happens
+    return ticks, "us"
+
+
 def _gathered(value: kernels.Value, order: np.ndarray) -> kernels.Value:
     if value.kind == "null":
         return value
     return kernels.Value(value.kind, value.data[order], None if value.nulls is None else value.nulls[order])
+
+
+def _arrow_strings(column: ArrayColumn, order: np.ndarray) -> kernels.Value:
+    """An Arrow string column in ``order`` as the kernels' numpy unicode, through its dictionary: a
+    column of few distinct values (a status, a country) becomes numpy strings once per distinct value,
+    not once per row. The same array as ``load_strings`` of its values ("" where NULL)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column.source)  # NULL rows: a NULL index
+    distinct = encoded.dictionary.to_numpy(zero_copy_only=False)
+    if 2 * len(distinct) > len(order):  # mostly distinct values: no gain over one conversion per row
+        values = column.data[order]
+        if column.nulls is not None:
+            values[column.nulls[order]] = ""
+        return kernels.load_strings(values, None if column.nulls is None else column.nulls[order])
+    table = kernels.load_strings(np.append(distinct, ""), None)  # the last entry: NULL's ""
+    codes = pc.fill_null(encoded.indices, len(distinct)).to_numpy().astype(np.int64, copy=False)
+    nulls = None if column.nulls is None else column.nulls[order]
+    return kernels.Value("str", table.data[codes[order]], nulls)
 
 
 def _python_layout(statement: ast.Statement, machine, columns: dict[str, list]) -> Layout:

@@ -277,23 +277,24 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
 
     def fold(m: Matches) -> list:
         first, count = rows_of(m)
-        try:
-            value = m.load(column)
-        except Unsupported:  # times, text...: the kernels do not hold them, but COUNT needs only their NULLs
-            if name != "COUNT":
-                raise NotColumnar(f"{name} over a column the kernels do not hold") from None
-            values = m.data.gather(column, m.order, False)
-            return _range_sums(np.fromiter((v is not None for v in values), dtype=np.int64, count=len(m.order)),
-                               first, count)
-        size = len(m.order)
-        present = np.ones(size, dtype=np.int64) if value.nulls is None else (~value.nulls).astype(np.int64)
-        if value.kind == "null":
-            present = np.zeros(size, dtype=np.int64)
-        seen = _range_sums(present, first, count)
+        # COUNT needs only where the values are NULL, whatever their kind (times, text...)
+        loaded = m.loaded.get(column)
+        if loaded is not None and (loaded.kind == "null" or loaded.nulls is None):
+            present = np.full(len(m.order), loaded.kind != "null")
+        elif loaded is not None:
+            present = ~loaded.nulls
+        else:
+            present = m.data.present(column, m.order)
+        seen = _range_sums(present.astype(np.int64), first, count)
         if name == "COUNT":
             return seen
+        try:
+            value = m.load(column)
+        except Unsupported:
+            raise NotColumnar(f"{name} over a column the kernels do not hold") from None
         if value.kind == "null":
             return [None] * len(first)
+        size = len(m.order)
         if value.kind != "int":  # float sums are left-to-right additions in the VM: not a difference of cumsums
             raise NotColumnar(f"SUM over a {value.kind} column")
         data = value.data if value.nulls is None else np.where(value.nulls, 0, value.data)
