@@ -302,6 +302,47 @@ def test_lists_pandas_and_arrow_give_the_same_rows(text, rows):
     assert query.run(pa.Table.from_pylist(rows)).to_pylist() == want
 
 
+STATUSES = st.sampled_from(["FAIL", "OK", "", "é", "FAIL ", None])
+
+
+@st.composite
+def status_logs(draw) -> tuple[str, list[dict]]:
+    """A login-like log: a text status (few distinct values, NULLs, "" and non-ASCII) and times that are
+    datetimes or integer epoch milliseconds, under a query reading both as the alert-rule bench does."""
+    first = draw(st.sampled_from(["status = 'FAIL'", "status <> 'OK'", "status > 'E'", "status IS NULL",
+                                  "status = ''"]))
+    last = draw(st.sampled_from(["status = 'OK'", "status = 'é'", "status IS NOT NULL"]))
+    quantifier = draw(st.sampled_from(["{2,}", "+", "{1,3}"]))
+    millis = draw(st.booleans())
+    within = " WITHIN INTERVAL '10' SECOND" if draw(st.booleans()) else ""
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES FIRST(F.ts) AS first_ts, "
+            "COUNT(F.ts) AS times, COUNT(F.status) AS statuses, COUNT(F.part) AS keys, LAST(F.status) AS last_status, "
+            f"O.ts AS end_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (F{quantifier} O){within} "
+            f"DEFINE F AS {first}, O AS {last})")
+    rows = draw(timed_rows(max_rows=24, values=STATUSES, keys="xy"))
+    for row in rows:
+        row["status"] = row.pop("value")
+        if millis:
+            row["ts"] = (row["ts"] - T0) // dt.timedelta(milliseconds=1) + 1_700_000_000_000
+    return text, rows
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=status_logs())
+def test_arrow_and_pandas_read_text_and_times_from_their_columns_as_the_vm_reads_the_values(case):
+    # The engine reads an Arrow text column through its dictionary, event times from the column's ticks
+    # and COUNT(col) from the NULL mask (layout.py): the same rows as the VM on the Python values.
+    text, rows = case
+    assume(rows)
+    query = cep.compile(text)
+    want = on_vm(query, rows_to_columns(rows))
+    want = [dict(zip(want[0], row)) for row in want[1]]
+    assert query.run(pa.Table.from_pylist(rows)).to_pylist() == want
+    frame = query.run(pd.DataFrame(rows))
+    assert frame.astype(object).where(lambda f: f.notna(), None).to_dict("records") == [
+        {k: (pd.Timestamp(v) if isinstance(v, dt.datetime) else v) for k, v in row.items()} for row in want]
+
+
 def test_a_batch_the_kernels_cannot_evaluate_runs_on_the_vm():
     query = cep.compile("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts
         MEASURES COUNT(*) AS n PATTERN (A B+) WITHIN INTERVAL '1' MINUTE DEFINE B AS B.value > A.value)""")
