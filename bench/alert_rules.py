@@ -223,7 +223,7 @@ def bench_cep(rule: Rule, path: Path, repeats: int) -> tuple[dict, list[tuple]]:
              "read_wall_s": read_wall, "read_cpu_s": read_cpu, "run_wall_s": wall, "run_cpu_s": cpu,
              "eps_per_cpu": rows / cpu, "eps_wall": rows / wall,
              "eps_per_cpu_with_read": rows / (cpu + read_cpu), "eps_wall_with_read": rows / (wall + read_wall),
-             "matches": out.num_rows}
+             "matches": out.num_rows, "load_average": os.getloadavg()[0]}
     print(f"  cep Query.run: {json.dumps(entry)}", flush=True)
     return entry, rows_of(out)
 
@@ -241,7 +241,7 @@ def bench_vm(rule: Rule, table: pa.Table, rows: int, repeats: int) -> dict:
     entry = {"rows": part.num_rows, "keys": pc.count_distinct(part[rule.log.key]).as_py(),
              "vm_cpu_s": vm_cpu, "vm_wall_s": vm_wall, "vm_eps_per_cpu": part.num_rows / vm_cpu,
              "vm_eps_wall": part.num_rows / vm_wall, "cep_eps_per_cpu": part.num_rows / cpu,
-             "cep_over_vm_per_cpu": vm_cpu / cpu, **agreement(rule, part, {"cep": ours, "vm": vm_rows})}
+             "cep_over_vm_per_cpu": vm_cpu / cpu, "load_average": os.getloadavg()[0], **agreement(rule, part, {"cep": ours, "vm": vm_rows})}
     print(f"  Pike VM alone: {json.dumps(entry, default=str)}", flush=True)
     return entry
 

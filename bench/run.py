@@ -602,30 +602,31 @@ def alert_rules_report() -> list[str]:
             f"finished ({log['attacks_finished_within_limit']:,} of them within the limit), "
             f"{log['attacks_longer_than_limit']:,} longer than the limit. cep's path (`cep explain`): "
             f"**{ours['path']}**; partitions per run: `{json.dumps(ours.get('partitions', {}))}`.", "",
-            "| engine | rows | events per CPU-s | events/s (wall) | matches | same matches as cep |",
-            "| --- | ---: | ---: | ---: | ---: | --- |",
+            "| engine | rows | events per CPU-s | events/s (wall) | matches | same matches as cep | load (1 min) |",
+            "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
             f"| cep `Query.run(pyarrow.Table)` | {ours['rows']:,} | {ours['eps_per_cpu']:,.0f} | {ours['eps_wall']:,.0f} "
-            f"| {ours['matches']:,} | |",
+            f"| {ours['matches']:,} | | {_load(ours)} |",
             f"| the same, reading the Parquet file included | {ours['rows']:,} | {ours['eps_per_cpu_with_read']:,.0f} "
-            f"| {ours['eps_wall_with_read']:,.0f} | | |",
+            f"| {ours['eps_wall_with_read']:,.0f} | | | |",
             f"| Pike VM alone (`fastpath.ENABLED = False`), a subset of whole keys | {vm['rows']:,} "
-            f"| {vm['vm_eps_per_cpu']:,.0f} | {vm['vm_eps_wall']:,.0f} | {vm['vm_matches']:,} | {vm['same_vm_as_cep']} |",
+            f"| {vm['vm_eps_per_cpu']:,.0f} | {vm['vm_eps_wall']:,.0f} | {vm['vm_matches']:,} | {vm['same_vm_as_cep']} "
+            f"| {_load(vm)} |",
             f"| cep `Query.run` on that subset | {vm['rows']:,} | {vm['cep_eps_per_cpu']:,.0f} | | {vm['cep_matches']:,} "
-            f"| ({vm['cep_over_vm_per_cpu']:.1f}x the VM per CPU-s) |",
+            f"| ({vm['cep_over_vm_per_cpu']:.1f}x the VM per CPU-s) | |",
         ]
         if spark:
             lines.append(f"| Spark replay `Query.on_spark(spark.read.parquet(...))` on `local[2]` (CPU: the process tree) "
                          f"| {spark['rows']:,} | {spark['eps_per_cpu']:,.0f} | {spark['eps_wall']:,.0f} "
-                         f"| {spark['spark_matches']:,} | {spark['same_spark_as_cep']} |")
+                         f"| {spark['spark_matches']:,} | {spark['same_spark_as_cep']} | {_load(spark)} |")
         if peer and "flink_eps_per_cpu" in peer:
             lines += [f"| PyFlink batch, a subset of whole keys (wall after start-up; CPU: Python + JVM) | {peer['rows']:,} "
                       f"| {peer['flink_eps_per_cpu']:,.0f} | {peer['flink_eps_wall']:,.0f} | {peer['flink_matches']:,} "
-                      f"| {peer['same_flink_as_cep']} |",
+                      f"| {peer['same_flink_as_cep']} | {_load(flink)} |",
                       f"| cep `Query.run` on Flink's rows (reading included) | {peer['rows']:,} | {peer['cep_eps_per_cpu']:,.0f} "
                       f"| {peer['cep_eps_wall']:,.0f} | {peer['cep_matches']:,} | ({peer['cep_over_flink_per_cpu']:.1f}x "
-                      f"Flink per CPU-s, {peer['cep_over_flink_wall']:.1f}x in wall) |"]
+                      f"Flink per CPU-s, {peer['cep_over_flink_wall']:.1f}x in wall) | |"]
         elif peer:
-            lines.append(f"| PyFlink | | rejected: {peer.get('rejected', '').replace('|', chr(92) + '|')} | | | |")
+            lines.append(f"| PyFlink | | rejected: {peer.get('rejected', '').replace('|', chr(92) + '|')} | | | | |")
         lines.append("")
         for engine, entry in (("the VM", vm), ("Spark", spark), ("Flink", peer)):
             if entry and "referee" in entry:
@@ -650,8 +651,41 @@ def alert_rules_report() -> list[str]:
                                                     f"{os.cpu_count()} cores during the Spark and Flink runs)" if loads else "")
         + ": wall times stretch, CPU seconds much less; compare per CPU-second. cep's `Query.run` uses one core, "
         "Spark and Flink both. `fastpath.ENABLED = False` turns off both column-wise engines (the regex fast path "
-        "and the sequence engine): the VM then runs every partition.", ""]
+        "and the sequence engine): the VM then runs every partition.", ""] + ALERT_RULES_READING
     return lines
+
+
+def _load(entry: dict) -> str:
+    """The 1-minute load average when a figure was taken ("" for a run from before it was recorded)."""
+    return f"{entry['load_average']:.1f}" if "load_average" in entry else ""
+
+
+# Why cep's figures are what they are (written from the runs on record; re-read them after a new run).
+ALERT_RULES_READING = [
+    "**Where the time went, and what changed (issue 19).** Until 2026-11-26 evening cep ran these rules at 135-190k "
+    "events per CPU-second, barely above its own Pike VM, although the column-wise sequence engine took every "
+    "partition: profiling `Query.run` on the 10M-row tables (`cProfile` with a CPU clock) showed 90% of the time "
+    "outside matching, in turning whole Arrow columns into Python objects. Four conversions went, each replaced by "
+    "a read of the same values from the column itself:", "",
+    "- `SequencePlan.run` built the whole input as Python lists up front (for the partitions the VM might take): "
+    "`ArrayInput.python()` is now a mapping that converts a column when a VM partition first reads it, so a batch "
+    "that runs column-wise converts none;",
+    "- `WITHIN`'s event times were read from the Python datetimes (10M `datetime` objects, then pandas back to "
+    "ticks): they are now the timestamp column's own microseconds (`layout._own_ticks`), for a column without "
+    "NULLs, naive, inside `datetime`'s range; exact because the Python values the VM compares are those same "
+    "microseconds (Arrow keeps them; pandas' nanoseconds are rounded down on both sides); any other column (aware, "
+    "with NULLs) still goes through the Python values;",
+    "- `COUNT(FAIL.ts)`: counting a column the kernels do not hold (times) built all its Python values to test "
+    "`is not None`; it now reads the column's NULL mask (`ArrayInput.present`), which is where its Python values are "
+    "None by construction (`arrays.py`);",
+    "- `status = 'FAIL'` read the Arrow string column as 10M Python `str`, then numpy unicode: it is now dictionary-"
+    "encoded by Arrow, the few distinct values converted once and gathered by code (`layout._arrow_strings`), the "
+    "same numpy array (a column of mostly distinct values keeps the old conversion).", "",
+    "What remains is numpy work that grows with the rows: grouping 10M rows by key (a stable sort, about 1.2 "
+    "CPU-s), the per-start scan (about 1 CPU-s), AFTER MATCH SKIP's walk and the WITHIN limits. The property "
+    "tests (`tests/test_sequence.py`, among them one over Arrow and pandas text and time columns) check the "
+    "output against the VM on every route.", "",
+]
 
 
 def _flink_acceptance(flink: dict) -> str:
