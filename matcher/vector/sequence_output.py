@@ -277,21 +277,13 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
 
     def fold(m: Matches) -> list:
         first, count = rows_of(m)
-        # COUNT needs only where the values are NULL, whatever their kind (times, text...)
-        loaded = m.loaded.get(column)
-        if loaded is not None and (loaded.kind == "null" or loaded.nulls is None):
-            present = np.full(len(m.order), loaded.kind != "null")
-        elif loaded is not None:
-            present = ~loaded.nulls
-        else:
-            present = m.data.present(column, m.order)
-        seen = _range_sums(present.astype(np.int64), first, count)
-        if name == "COUNT":
-            return seen
+        if name == "COUNT":  # needs only where the values are NULL, whatever their kind (times, text...)
+            return _range_sums(_present(m, column).astype(np.int64), first, count)
         try:
             value = m.load(column)
         except Unsupported:
-            raise NotColumnar(f"{name} over a column the kernels do not hold") from None
+            raise NotColumnar("SUM over a column the kernels do not hold") from None
+        seen = _range_sums(_present_in(value, len(m.order)).astype(np.int64), first, count)
         if value.kind == "null":
             return [None] * len(first)
         size = len(m.order)
@@ -305,6 +297,19 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
             return totals
         return [None if k == 0 else t for k, t in zip(seen.tolist(), totals.tolist())]
     return fold
+
+
+def _present(m: Matches, column: str) -> np.ndarray:
+    """Whether each row (in ORDER BY order) holds a value of ``column``: from the values the conditions
+    loaded, else from the input (``present``: a NULL mask, without building Python values)."""
+    loaded = m.loaded.get(column)
+    return _present_in(loaded, len(m.order)) if loaded is not None else m.data.present(column, m.order)
+
+
+def _present_in(value, size: int) -> np.ndarray:
+    if value.kind == "null" or value.nulls is None:
+        return np.full(size, value.kind != "null")
+    return ~value.nulls
 
 
 def _range_sums(values: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.ndarray:
