@@ -662,9 +662,9 @@ def _load(entry: dict) -> str:
 
 # Why cep's figures are what they are (written from the runs on record; re-read them after a new run).
 ALERT_RULES_READING = [
-    "**Where the time went, and what changed (issue 19).** Until 2026-11-26 evening cep ran these rules at 135-190k "
-    "events per CPU-second, barely above its own Pike VM, although the column-wise sequence engine took every "
-    "partition: profiling `Query.run` on the 10M-row tables (`cProfile` with a CPU clock) showed 90% of the time "
+    "**Where the time went, and what changed (issue 19).** In the run before this one (2026-11-26 16:19 UTC) cep ran "
+    "these rules at 135k and 188k events per CPU-second, 1.1x and 1.4x its own Pike VM, although the column-wise "
+    "sequence engine took every partition: profiling `Query.run` on the 10M-row tables (`cProfile` with a CPU clock) showed 90% of the time "
     "outside matching, in turning whole Arrow columns into Python objects. Four conversions went, each replaced by "
     "a read of the same values from the column itself:", "",
     "- `SequencePlan.run` built the whole input as Python lists up front (for the partitions the VM might take): "
@@ -681,6 +681,8 @@ ALERT_RULES_READING = [
     "- `status = 'FAIL'` read the Arrow string column as 10M Python `str`, then numpy unicode: it is now dictionary-"
     "encoded by Arrow, the few distinct values converted once and gathered by code (`layout._arrow_strings`), the "
     "same numpy array (a column of mostly distinct values keeps the old conversion).", "",
+    "The Spark replay gained with it (100k and 131k events per CPU-second of its process tree then): its tasks hand "
+    "their Arrow batches to the same `Query.run`. "
     "What remains is numpy work that grows with the rows: grouping 10M rows by key (a stable sort, about 1.2 "
     "CPU-s), the per-start scan (about 1 CPU-s), AFTER MATCH SKIP's walk and the WITHIN limits. The property "
     "tests (`tests/test_sequence.py`, among them one over Arrow and pandas text and time columns) check the "

@@ -66,9 +66,14 @@ class ListInput:
         return values.tolist()
 
     def present(self, name: str, order: np.ndarray) -> np.ndarray:
-        """Whether each of the rows ``order`` holds a value (not None)."""
-        values = self.columns[name]
-        return np.fromiter((value is not None for value in values), dtype=bool, count=self.n)[order]
+        """Whether each of the rows ``order`` holds a value (not None): the NULL mask of ``load``, or of the
+        values themselves where the kernels do not hold them (times, text of odd types...)."""
+        try:
+            value = self.load(name, order)
+        except kernels.Unsupported:
+            values = self.gather(name, order, False)
+            return np.fromiter((v is not None for v in values), dtype=bool, count=len(order))
+        return present_in(value, len(order))
 
     def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
         """The values of input ``rows`` (-1: NULL)."""
@@ -137,7 +142,8 @@ class ArrayInput:
         column = self.arrays[name]
         if column.library == "arrow" or column.kind != "other":  # the mask is where the values are None
             return np.ones(len(order), dtype=bool) if column.nulls is None else ~column.nulls[order]
-        return ListInput(self.python()).present(name, order)
+        values = self.python()[name]
+        return np.fromiter((value is not None for value in values), dtype=bool, count=self.n)[order]
 
     def integers(self, values: np.ndarray, typed: bool):
         """An integer output column: typed for the input's library, or Python ints."""
@@ -234,6 +240,13 @@ def _own_ticks(column: ArrayColumn) -> tuple[np.ndarray, str] | None:
     if ticks.size and (ticks.min() < _DATETIME_MICROS[0] or ticks.max() > _DATETIME_MICROS[1]):
         return None  # no datetime holds them: the Python values say what happens
     return ticks, "us"
+
+
+def present_in(value: kernels.Value, size: int) -> np.ndarray:
+    """Where a kernel ``Value`` of ``size`` rows holds a value (its NULL mask inverted)."""
+    if value.kind == "null" or value.nulls is None:
+        return np.full(size, value.kind != "null")
+    return ~value.nulls
 
 
 def _gathered(value: kernels.Value, order: np.ndarray) -> kernels.Value:

@@ -36,6 +36,7 @@ from cep.grammar.errors import CepRuntimeError
 from cep.matcher.sql import values as V
 from cep.matcher.sql.context import Env, MatchView
 from cep.matcher.vector.kernels import Unsupported
+from cep.matcher.vector.layout import present_in
 
 FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
 
@@ -283,7 +284,7 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
             value = m.load(column)
         except Unsupported:
             raise NotColumnar("SUM over a column the kernels do not hold") from None
-        seen = _range_sums(_present_in(value, len(m.order)).astype(np.int64), first, count)
+        seen = _range_sums(present_in(value, len(m.order)).astype(np.int64), first, count)
         if value.kind == "null":
             return [None] * len(first)
         size = len(m.order)
@@ -303,13 +304,7 @@ def _present(m: Matches, column: str) -> np.ndarray:
     """Whether each row (in ORDER BY order) holds a value of ``column``: from the values the conditions
     loaded, else from the input (``present``: a NULL mask, without building Python values)."""
     loaded = m.loaded.get(column)
-    return _present_in(loaded, len(m.order)) if loaded is not None else m.data.present(column, m.order)
-
-
-def _present_in(value, size: int) -> np.ndarray:
-    if value.kind == "null" or value.nulls is None:
-        return np.full(size, value.kind != "null")
-    return ~value.nulls
+    return present_in(loaded, len(m.order)) if loaded is not None else m.data.present(column, m.order)
 
 
 def _range_sums(values: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.ndarray:
