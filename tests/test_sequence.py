@@ -54,7 +54,8 @@ def per_match_measures(first: str, last: str) -> list[str]:
             f"CASE WHEN SUM({last}.value) > 3 THEN 'big' WHEN {first}.value IS NULL THEN NULL ELSE 'small' END AS size",
             f"COALESCE(LAST({last}.value), -1) AS last_or", f"ABS({first}.value - 2.5) AS distance",
             "CLASSIFIER() AS cls", "MATCH_NUMBER() * 10 + COUNT(*) AS numbered",
-            f"LAG({last}.value) AS lagged", f"PREV({first}.value) AS before", f"ROUND(AVG(value), 1) AS mean"]
+            f"LAG({last}.value) AS lagged", f"PREV({first}.value) AS before", f"ROUND(AVG(value), 1) AS mean",
+            f"SUM({first}.value) / COUNT(*) AS ratio", f"COUNT(*) % 2 AS parity"]
 
 
 @st.composite
