@@ -121,6 +121,9 @@ class ArrayInput:
             if nulls is not None:
                 values[nulls] = ""
             return kernels.load_strings(values, nulls)
+        if column.kind == "time":  # microseconds already, as the Python values hold them: naive, or UTC when zoned
+            zone = getattr(column.source.dtype if column.library == "pandas" else column.source.type, "tz", None)
+            return kernels.Value("ts" if zone is None else "tsz", column.data[order], None if column.nulls is None else column.nulls[order])
         return _gathered(kernels.load_column(self.python()[name]), order)  # as the list path decides
 
     def integers(self, values: np.ndarray, typed: bool):
