@@ -33,6 +33,8 @@ from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.matcher.sql.intervals import interval_to_timedelta
 
+# Imported inside functions: pandas (heavy; only a column of Python datetimes needs it, to convert them in C).
+
 # Integers up to this magnitude convert to float64 exactly, so int/float comparisons agree with Python's.
 _EXACT_FLOAT_INT = 2**53
 # Integer arithmetic is done in int64 only when the operands' magnitudes guarantee no overflow.
@@ -61,7 +63,7 @@ _INTERVAL_LIMIT = 2**62
 # The kinds of times: naive timestamps, UTC timestamps (``tables.instant`` makes every aware input time
 # UTC; Python refuses to order or subtract a naive and an aware time), dates, intervals.
 _TIMES = ("ts", "tsz", "date")
-_TIME_KINDS = _TIMES + ("interval",)
+TIME_KINDS = _TIMES + ("interval",)
 
 
 class NotVectorizable(Exception):
@@ -485,7 +487,7 @@ def _compare(op: str, left: Value, right: Value) -> Value:
     numeric = ("int", "float", "dec")
     if left.kind in numeric and right.kind in numeric:
         _, a, b = _numeric_operands(left, right, for_comparison=True)
-    elif left.kind == right.kind and left.kind in ("bool", "str") + _TIME_KINDS:
+    elif left.kind == right.kind and left.kind in ("bool", "str") + TIME_KINDS:
         a, b = left.data, right.data
     else:
         raise Unsupported(f"comparison of {left.kind} with {right.kind}")
@@ -525,7 +527,7 @@ def _magnitude(value: Value) -> int:
 def _arithmetic(op: str, left: Value, right: Value) -> Value:
     if left.kind == "null" or right.kind == "null":
         return NULL
-    if left.kind in _TIME_KINDS or right.kind in _TIME_KINDS:
+    if left.kind in TIME_KINDS or right.kind in TIME_KINDS:
         return _time_arithmetic(op, left, right)
     numeric = ("int", "float", "dec")
     if left.kind not in numeric or right.kind not in numeric:
