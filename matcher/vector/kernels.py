@@ -226,7 +226,10 @@ def _load_timestamps(values: list, nulls: np.ndarray | None) -> Value:
     import pandas as pd  # its datetime conversion runs in C (about 1 µs a value; Python's takes 1.3 µs)
 
     filler = _EPOCH if kind == "ts" else _EPOCH.replace(tzinfo=_dt.timezone.utc)
-    objects = np.fromiter((filler if v is None else v for v in values), dtype=object, count=len(values))
+    # an object array: pandas' own conversion of a list first copies it element by element
+    objects = np.fromiter(values, dtype=object, count=len(values))
+    if nulls is not None:
+        objects[nulls] = filler
     return Value(kind, pd.DatetimeIndex(objects, dtype=dtype).asi8.astype(np.int64, copy=False), nulls)
 
 

@@ -8,8 +8,8 @@ variable once, each a single row or a quantified run (bounded or not, greedy or 
   of its reach, so each start is matched on the rows before that limit: the preferred match under the
   limit, as the Pike VM and the reference matcher find it, not the regex's match cut afterwards;
 - DEFINE conditions that read the current row and constant PREV/NEXT (``kernels.py``), and also the
-  match so far (``History``): another variable's row (``B.price < A.price``, ``C.ts`` against ``A.ts``
-  is not numeric and goes elsewhere), ``FIRST``/``LAST`` with constant offsets, and running ``SUM``,
+  match so far (``History``): another variable's row (``B.price < A.price``, ``C.ts - A.ts <= INTERVAL
+  '30' SECOND``: times are int64 ticks in the kernels), ``FIRST``/``LAST`` with constant offsets, and running ``SUM``,
   ``COUNT``, ``AVG``, ``MIN``, ``MAX`` thresholds, carried per start as the Pike VM carries them
   (``running.py``): the same additions in the same order, so the same bits;
 - absence ``!B`` (our extension), compiled as the VM's program has it: ``A !B C`` is a reluctant run of
