@@ -181,6 +181,42 @@ def test_history_conditions_on_times_on_the_sequence_engine_equal_the_vm_and_the
     _check(text, rows)
 
 
+# ``A B*? C`` where C compares its row's time with A's: the run ends at the first row where C holds, found by
+# a range search over the rows' ticks (``first_hit.py``) rather than row by row.
+LATER = ["C.ts >= A.ts + INTERVAL '5' SECOND", "ts > A.ts + INTERVAL '1.5' SECOND", "A.ts + INTERVAL '10' SECOND <= ts",
+         "seen < A.ts", "day > A.day", "ts - INTERVAL '2' SECOND >= FIRST(A.ts)", "NEXT(ts) > A.seen",
+         "A.seen - INTERVAL '1' SECOND < seen", "ts >= A.day"]
+
+
+@st.composite
+def first_hit_queries(draw) -> str:
+    run = draw(st.sampled_from(["B*?", "B*", "B+?", "B{0,4}", "B{1,3}?"]))
+    defines = [f"C AS {draw(st.sampled_from(LATER))}"] + draw(st.sampled_from([[], ["A AS value IS NOT NULL"], ["A AS seen IS NOT NULL"]]))
+    within = draw(st.sampled_from(["", " WITHIN INTERVAL '10' SECOND"]))
+    return ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES A.ts AS a_ts, C.ts AS c_ts, "
+            f"COUNT(B.*) AS waited ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A {run} C){within} "
+            f"DEFINE {', '.join(defines)})")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=first_hit_queries(), rows=timed_rows(max_rows=24))
+def test_runs_ended_by_a_time_comparison_with_an_earlier_row_equal_the_vm_and_the_reference(text, rows):
+    _check(text, rows)
+
+
+def test_a_run_before_a_later_time_ends_by_the_range_search():
+    query = cep.compile(
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES A.ts AS a_ts, C.ts AS c_ts, "
+        "COUNT(B.*) AS waited PATTERN (A B*? C) DEFINE A AS value = 1, C AS C.ts >= A.ts + INTERVAL '5' SECOND)")
+    rows = [{"part": "x", "ts": T0 + dt.timedelta(seconds=s), "seen": None, "day": None, "value": v}
+            for s, v in zip([0, 1, 2, 4.999999, 5, 6, 7, 12, 12, 20], [1, 0, 1, 0, 0, 1, 0, 0, 0, 1])]
+    columns = rows_to_columns(rows)
+    plan = _column_plan(query, columns)
+    assert plan.hits and (query.plan.run_columns(columns)) == on_vm(query, columns)
+    assert plan.stats["first_hit"] >= 1 and plan.stats["vm_partitions"] == 0
+    assert "C's comparison" in query.explain()
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=time_queries(), rows=timed_rows(max_rows=12), rejected=st.sampled_from(REJECTED))
 def test_a_type_mix_the_vm_rejects_gives_the_vms_error(text, rows, rejected):

@@ -470,10 +470,11 @@ class _Lanes:
         lo = pos + item.low
         hi = limit if item.high is None else np.minimum(limit, pos + item.high + 1)
         hi = np.maximum(hi, lo)
-        start = first_hit.as_floats(start_kernel(LaneFrame(self, lanes, pos, following.label)), len(lanes), np.nan)
+        start_value = start_kernel(LaneFrame(self, lanes, pos, following.label))
+        start = first_hit.as_floats(start_value, len(lanes), np.nan)
         loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
         frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
-        rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op))
+        rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op), start_value.kind)
         table = first_hit.RangeTable(rows, op, max(int((hi - lo).max()) if len(lanes) else 1, 1))
         found = table.last(lo, hi, start) if item.greedy else table.first(lo, hi, start)
         self.plan.stats["first_hit"] += 1
