@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import pyarrow as pa  # noqa: E402
 
 import cep  # noqa: E402
 from bench import run as bench_run  # noqa: E402
+from bench.alert_rules import timed  # noqa: E402
 from cep.matcher.vector import fastpath  # noqa: E402
 
 RESULTS = HERE / "results-time-conditions.json"
@@ -80,16 +80,6 @@ def readings(rows: int, seed: int = 19) -> pa.Table:
     })
 
 
-def timed(function, repeats: int):
-    cpus, walls, out = [], [], None
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        out = function()
-        cpus.append(time.process_time() - cpu)
-        walls.append(time.perf_counter() - wall)
-    return statistics.median(cpus), statistics.median(walls), out
-
-
 def on_vm(query: cep.Query, data):
     saved, fastpath.ENABLED = fastpath.ENABLED, False
     try:
@@ -103,10 +93,10 @@ def measure(name: str, text: str, table: pa.Table, vm_rows: int, repeats: int) -
     rows = table.to_pylist()
     subset = rows[:vm_rows]
     path = next((line.strip() for line in query.explain().splitlines() if line.strip().startswith("path:")), "?")
-    arrow_cpu, arrow_wall, arrow_out = timed(lambda: query.run(table), repeats)
-    list_cpu, list_wall, list_out = timed(lambda: query.run(rows), repeats)
-    vm_cpu, vm_wall, vm_out = timed(lambda: on_vm(query, subset), 1)
-    small_cpu, _, small_out = timed(lambda: query.run(subset), repeats)
+    arrow_wall, arrow_cpu, arrow_out = timed(lambda: query.run(table), repeats)
+    list_wall, list_cpu, list_out = timed(lambda: query.run(rows), repeats)
+    _, vm_cpu, vm_out = timed(lambda: on_vm(query, subset), 1)
+    _, small_cpu, small_out = timed(lambda: query.run(subset), repeats)
     same = small_out == vm_out and arrow_out.to_pylist() == list_out
     n, m = len(rows), len(subset)
     return {

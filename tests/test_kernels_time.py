@@ -29,6 +29,7 @@ from cep.matcher.vector import fastpath, kernels, sequence_plan
 from cep.matcher.sql import values as V
 from cep.matcher.sql.intervals import interval_to_timedelta
 from tests import reference_matcher as reference
+from tests.test_sequence import on_vm
 
 T0 = dt.datetime(2024, 1, 1)
 UTC = dt.timezone.utc
@@ -116,14 +117,6 @@ def timed_rows(draw, max_rows: int = 20, nulls: bool = True) -> list[dict]:
             row["day"] = row["day"] or T0.date()
             row["value"] = 0 if row["value"] is None else row["value"]
     return rows
-
-
-def on_vm(query, columns):
-    saved, fastpath.ENABLED = fastpath.ENABLED, False
-    try:
-        return query.plan.run_columns(columns)
-    finally:
-        fastpath.ENABLED = saved
 
 
 def _column_plan(query, columns):
@@ -359,3 +352,23 @@ def test_sensor_gap_runs_on_the_fast_path_with_the_vms_rows():
     plan = _column_plan(query, columns)
     plan.run(columns, fallback=lambda key, part: [])
     assert plan.stats["vm_partitions"] == 0
+
+
+@pytest.mark.spark
+def test_spark_replay_of_time_conditions_gives_the_python_engines_rows(spark):
+    """The Spark replay hands the engines Arrow batches of Spark's timestamps: the same rows as ``run``."""
+    with open("patterns/sensor_gap.sql") as handle:
+        texts = [handle.read(), """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sensor ORDER BY ts
+            MEASURES A.ts AS a_ts, C.ts AS c_ts, C.ts - A.ts AS took PATTERN (A B C)
+            DEFINE B AS B.ts - A.ts <= INTERVAL '701' SECOND,
+                   C AS ts > TIMESTAMP '2024-01-01 00:11:40' AND C.ts - A.ts < INTERVAL '30' MINUTE)"""]
+    steps = [(0, 0), (700, 5), (701, 0), (1400, 1), (1401, 2), (2100, 3), (2100, 3), (2700, 999_999)]
+    rows = [{"sensor": sensor, "ts": T0 + dt.timedelta(seconds=s, microseconds=us), "v": i}
+            for sensor in "ab" for i, (s, us) in enumerate(steps)]
+    frame = spark.createDataFrame(rows)
+    for text in texts:
+        query = cep.compile(text)
+        want = query.run(rows)
+        got = [row.asDict() for row in query.on_spark(frame).collect()]
+        assert want and Counter(map(repr, map(sorted, map(dict.items, got)))) == \
+            Counter(map(repr, map(sorted, map(dict.items, want)))), text
