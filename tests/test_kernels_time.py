@@ -47,7 +47,7 @@ ROW = [
     "PREV(ts) + INTERVAL '1' MINUTE > ts", "ts - INTERVAL '10' SECOND < PREV(ts)", "ts - PREV(ts) <> INTERVAL '1' SECOND",
     "seen > ts", "seen - ts BETWEEN INTERVAL '-1' SECOND AND INTERVAL '2' SECOND", "seen IS NULL", "seen = PREV(seen)",
     "seen - INTERVAL '500' MILLISECOND <= ts", "ts - seen > INTERVAL '1:30' MINUTE TO SECOND",
-    "ts > TIMESTAMP '2024-01-01 00:00:30'", "ts <= TIMESTAMP '2024-01-01 00:00:01.5'",
+    "ts > TIMESTAMP '2024-01-01 00:00:30'", "ts >= TIMESTAMP '2024-01-01 02:00:10+02:00'", "ts <= TIMESTAMP '2024-01-01 00:00:01.5'",
     "day - PREV(day) >= INTERVAL '1' DAY", "day + INTERVAL '36' HOUR > PREV(day)", "day - INTERVAL '1' HOUR = day",
     "day + INTERVAL '-1' HOUR < day", "day > DATE '2024-01-02'", "day - PREV(day) = INTERVAL '0' SECOND",
     "ts - PREV(ts) >= INTERVAL '1 minute 30 seconds'", "ts - PREV(ts) < INTERVAL 2 SECONDS", "ts + INTERVAL -'1' SECOND < PREV(ts)",
@@ -263,7 +263,7 @@ def test_generated_queries_run_column_wise_without_falling_back():
     @settings(max_examples=120, database=None, derandomize=True, deadline=None)
     @given(text=time_queries(), rows=timed_rows(nulls=False))
     def collect(text, rows):
-        assume(rows)
+        assume(rows and "+02:00" not in text)  # a zoned literal against naive times: the VM's error, on purpose
         query = cep.compile(text)
         columns = rows_to_columns(rows)
         plan = _column_plan(query, columns)

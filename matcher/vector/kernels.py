@@ -52,9 +52,11 @@ _MICROS_PER_DAY = 86_400_000_000
 _EPOCH = _dt.datetime(1970, 1, 1)
 _EPOCH_ORDINAL = _EPOCH.toordinal()
 # The instants a ``datetime`` holds (years 1 to 9999): beyond them the VM raises an error, so a kernel
-# whose result leaves them declines the batch and the VM raises it.
-_FIRST_MICROS = (_dt.datetime.min - _EPOCH) // _dt.timedelta(microseconds=1)
-_LAST_MICROS = (_dt.datetime.max - _EPOCH) // _dt.timedelta(microseconds=1)
+# whose result leaves them declines the batch and the VM raises it. A day short of each end, so that a
+# literal with a fixed offset (whose wall clock, which Python checks, is within a day of its instant)
+# never decides it differently.
+_FIRST_MICROS = (_dt.datetime.min - _EPOCH) // _dt.timedelta(microseconds=1) + _MICROS_PER_DAY
+_LAST_MICROS = (_dt.datetime.max - _EPOCH) // _dt.timedelta(microseconds=1) - _MICROS_PER_DAY
 _FIRST_DAY = _dt.date.min.toordinal() - _EPOCH_ORDINAL
 _LAST_DAY = _dt.date.max.toordinal() - _EPOCH_ORDINAL
 # A timedelta can hold up to 999999999 days, beyond int64 microseconds: an interval literal of 2**62 µs
@@ -416,10 +418,16 @@ def _literal(expr: ast.Literal) -> Value:
     if value is None:
         return NULL
     if isinstance(value, _dt.datetime):
-        if value.tzinfo is not None and value.tzinfo is not _dt.timezone.utc:
-            raise NotVectorizable("a timestamp literal with a time zone other than UTC")
-        micros = (value.replace(tzinfo=None) - _EPOCH) // _dt.timedelta(microseconds=1)
-        return Value("ts" if value.tzinfo is None else "tsz", micros)
+        if value.tzinfo is None:
+            return Value("ts", (value - _EPOCH) // _dt.timedelta(microseconds=1))
+        if not isinstance(value.tzinfo, _dt.timezone):  # a zone whose offset changes: wall-clock arithmetic
+            raise NotVectorizable("a timestamp literal in a time zone with daylight saving")
+        # a fixed offset: Python compares and subtracts it with UTC times by the instant, as here
+        try:
+            instant = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        except OverflowError:
+            raise NotVectorizable("a timestamp literal whose instant is outside the years 1 to 9999") from None
+        return Value("tsz", (instant - _EPOCH) // _dt.timedelta(microseconds=1))
     if isinstance(value, _dt.date):
         return Value("date", value.toordinal() - _EPOCH_ORDINAL)
     if isinstance(value, bool):
