@@ -122,9 +122,14 @@ class ArrayInput:
                 values[nulls] = ""
             return kernels.load_strings(values, nulls)
         if column.kind == "time":  # microseconds already, as the Python values hold them: naive, or UTC when zoned
-            zone = getattr(column.source.dtype if column.library == "pandas" else column.source.type, "tz", None)
-            return kernels.Value("ts" if zone is None else "tsz", column.data[order], None if column.nulls is None else column.nulls[order])
+            kind = "ts" if self._zone(column) is None else "tsz"
+            return kernels.Value(kind, column.data[order], None if column.nulls is None else column.nulls[order])
         return _gathered(kernels.load_column(self.python()[name]), order)  # as the list path decides
+
+    @staticmethod
+    def _zone(column: ArrayColumn):
+        """The time zone of a timestamp column (None: naive)."""
+        return getattr(column.source.dtype if column.library == "pandas" else column.source.type, "tz", None)
 
     def integers(self, values: np.ndarray, typed: bool):
         """An integer output column: typed for the input's library, or Python ints."""
@@ -145,7 +150,11 @@ class ArrayInput:
         return column.python(rows) if out is None else out
 
     def event_times(self, name: str) -> tuple[np.ndarray, str]:
-        """As ``ListInput.event_times``, from the Python values the Pike VM compares."""
+        """As ``ListInput.event_times``, from the Python values the Pike VM compares (a naive timestamp column
+        without NULLs: its microseconds already, which are those values' ticks)."""
+        column = self.arrays[name]
+        if column.kind == "time" and column.nulls is None and self._zone(column) is None:
+            return column.data, "us"
         if self._events is None:
             self._events = ListInput(self.python())
         return self._events.event_times(name)
