@@ -538,6 +538,7 @@ def write_report(results: dict) -> None:
     for h in results.get("hostile", []):
         lines.append(f"| `{h['pattern']}` | {h['path']} | {h['10k_s']:.3f} | {h['100k_s']:.3f} | {h['ratio']:.1f} |")
     lines += alert_rules_report()
+    lines += time_conditions_report()
     lines += kafka_report()
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
     DOC.write_text("\n".join(lines))
@@ -572,6 +573,33 @@ def kafka_report() -> list[str]:
 
 
 ALERT_RULES = HERE / "results-alert-rules.json"
+TIME_CONDITIONS = HERE / "results-time-conditions.json"
+
+
+def time_conditions_report() -> list[str]:
+    """The section on interval arithmetic in DEFINE, from bench/time_conditions.py's run (a few minutes)."""
+    if not TIME_CONDITIONS.exists():
+        return []
+    res = json.loads(TIME_CONDITIONS.read_text())
+    lines = ["", "## Interval arithmetic on times in DEFINE (bench/time_conditions.py)", "",
+             f"{res['rows']:,} generated sensor readings ({res['sensors']:,} sensors, a reading every 20 s to 2 min, "
+             f"one in {round(1 / res['gap_share'])} after a gap of 10 to 60 minutes). Until the kernels evaluated "
+             "intervals (timestamps as int64 microseconds), both queries ran on the Pike VM: its figure, on the first "
+             f"{res['vm_rows']:,} rows in the same run, is the *before*. Events per CPU-second, median of "
+             f"{res['repeats']} runs (the VM: one run); run {res['when']}, {res['machine']}. Reproduce: "
+             "`.venv/bin/python bench/time_conditions.py`. Timestamps, dates and intervals are int64 ticks in the "
+             "kernels (`matcher/vector/kernels.py`), so comparisons and `+`/`-` are exact integer operations; the list "
+             "figure includes turning the dicts into columns (most of its time). sensor_gap.sql's measures read "
+             "`PREV(GAP.ts)`, a row outside the match, so its output is built per partition from Python values: on a "
+             "pyarrow Table that means converting the table to Python values, which is why the Table is slower there.", "",
+             "| query | path (`cep explain`) | list of dicts | pyarrow Table | Pike VM (before) | list / VM | Table / VM "
+             "| same output as the VM |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for query in res["queries"].values():
+        lines.append(f"| {query['title']} | {query['path'].removeprefix('path: ').split(':')[0]} | {query['list_eps_per_cpu']:,.0f} "
+                     f"| {query['arrow_eps_per_cpu']:,.0f} | {query['vm_eps_per_cpu']:,.0f} | {query['list_over_vm']:.1f}x "
+                     f"| {query['arrow_over_vm']:.1f}x | {query['same_output']} |")
+    return lines
 
 
 def alert_rules_report() -> list[str]:
@@ -911,7 +939,8 @@ NOTES = [
     " defined), without WITHIN, SEEK or absence terms, with at most 8 variables, and whose pattern is"
     " regex-safe: no unbounded repetition of a group that can span several rows, no two unbounded loops on"
     " one path over a shared variable. Per batch, the kernels may decline data they cannot evaluate exactly"
-    " (integers beyond 64 bits, mixed types), and a partition whose loops could make the regex engine restart"
+    " (integers beyond 64 bits, mixed types, naive and zoned times in one column, a time past the year 9999),"
+    " and a partition whose loops could make the regex engine restart"
     " quadratically goes to the run scan (a pattern that is a sequence of runs, `matcher/vector/runs.py`: linear) or"
     " else to the VM; so does a batch where two loops on one path can take the same row.",
     "Queries (b), (d), (e) read the match history (cross-variable references, LAST(v, 1), WITHIN, aggregates):"

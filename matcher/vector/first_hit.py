@@ -73,7 +73,7 @@ def _reads_start(expr, is_finished) -> bool:
         elif isinstance(node, ast.Navigation):
             if node.kind not in ("FIRST", "LAST", "PREV", "NEXT"):
                 return False
-        elif not isinstance(node, (ast.Literal, ast.Binary, ast.Unary, ast.Identifier)):
+        elif not isinstance(node, (ast.Literal, ast.IntervalLiteral, ast.Binary, ast.Unary, ast.Identifier)):
             return False
         elif isinstance(node, ast.Binary) and node.op not in ("+", "-", "*"):
             return False
@@ -85,13 +85,17 @@ def sentinel(op: str) -> float:
     return np.inf if op in ("<", "<=") else -np.inf
 
 
-def as_floats(value: kernels.Value, n: int, null: float) -> np.ndarray:
+def as_floats(value: kernels.Value, n: int, null: float, compared_with: str | None = None) -> np.ndarray:
     """The values as float64 (``null`` for NULL) when comparing those is comparing the values; NoRoute
-    otherwise."""
-    if value.kind not in ("int", "float"):
+    otherwise. Times (int64 ticks, ``kernels.TIME_KINDS``) compare only with times of their own kind
+    (``compared_with``: the other side's kind); microseconds since 1970 stay below 2**53 until 2255."""
+    numeric = value.kind in ("int", "float")
+    if not numeric and value.kind not in kernels.TIME_KINDS:
         raise NoRoute(f"a {value.kind} comparison")
+    if compared_with is not None and (not numeric or compared_with not in ("int", "float")) and compared_with != value.kind:
+        raise NoRoute(f"a comparison of a {value.kind} with a {compared_with}")
     data = np.broadcast_to(np.asarray(value.data), (n,))
-    if value.kind == "int":
+    if value.kind != "float":
         if data.size and int(np.abs(data).max()) > _EXACT_FLOAT_INT:
             raise NoRoute("integers beyond 2**53")
         out = data.astype(np.float64)

@@ -134,7 +134,9 @@ class Accumulator:
             column = lanes.values[slot.column]
             self.column = column
             if slot.name != "COUNT":
-                if column.kind not in ("int", "float", "null"):
+                # MIN/MAX of times compare their int64 ticks, as Python compares the datetimes
+                ordered = ("int", "float", "null") + (kernels.TIME_KINDS if slot.name in ("MIN", "MAX") else ())
+                if column.kind not in ordered:
                     raise kernels.Unsupported(f"{slot.name} over a {column.kind} column")
                 if column.kind == "float" and slot.name in ("SUM", "AVG") and not PLAIN_FLOAT_SUMS:
                     raise kernels.Unsupported(f"{slot.name} over floats (compensated by sum() on this Python)")
@@ -195,6 +197,8 @@ class Accumulator:
                 result = total / np.where(empty, 1, count)
             return kernels.Value("float", result, empty if empty.any() else None)
         kind = "float" if self.total.dtype == np.float64 else "int"
+        if self.column is not None and self.column.kind in kernels.TIME_KINDS:
+            kind = self.column.kind
         if self.column is not None and self.column.kind == "null":
             return kernels.NULL
         return kernels.Value(kind, total, empty if empty.any() else None)

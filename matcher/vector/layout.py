@@ -135,6 +135,9 @@ class ArrayInput:
             if nulls is not None:
                 values[nulls] = ""
             return kernels.load_strings(values, nulls)
+        if column.kind == "time":  # microseconds already, as the Python values hold them: naive, or UTC when zoned
+            kind = "ts" if self._zone(column) is None else "tsz"
+            return kernels.Value(kind, column.data[order], None if column.nulls is None else column.nulls[order])
         return _gathered(kernels.load_column(self.python()[name]), order)  # as the list path decides
 
     def present(self, name: str, order: np.ndarray) -> np.ndarray:
@@ -144,6 +147,11 @@ class ArrayInput:
             return np.ones(len(order), dtype=bool) if column.nulls is None else ~column.nulls[order]
         values = self.python()[name]
         return np.fromiter((value is not None for value in values), dtype=bool, count=self.n)[order]
+
+    @staticmethod
+    def _zone(column: ArrayColumn):
+        """The time zone of a timestamp column (None: naive)."""
+        return getattr(column.source.dtype if column.library == "pandas" else column.source.type, "tz", None)
 
     def integers(self, values: np.ndarray, typed: bool):
         """An integer output column: typed for the input's library, or Python ints."""

@@ -8,8 +8,8 @@ variable once, each a single row or a quantified run (bounded or not, greedy or 
   of its reach, so each start is matched on the rows before that limit: the preferred match under the
   limit, as the Pike VM and the reference matcher find it, not the regex's match cut afterwards;
 - DEFINE conditions that read the current row and constant PREV/NEXT (``kernels.py``), and also the
-  match so far (``History``): another variable's row (``B.price < A.price``, ``C.ts`` against ``A.ts``
-  is not numeric and goes elsewhere), ``FIRST``/``LAST`` with constant offsets, and running ``SUM``,
+  match so far (``History``): another variable's row (``B.price < A.price``, ``C.ts - A.ts <= INTERVAL
+  '30' SECOND``: times are int64 ticks in the kernels), ``FIRST``/``LAST`` with constant offsets, and running ``SUM``,
   ``COUNT``, ``AVG``, ``MIN``, ``MAX`` thresholds, carried per start as the Pike VM carries them
   (``running.py``): the same additions in the same order, so the same bits;
 - absence ``!B`` (our extension), compiled as the VM's program has it: ``A !B C`` is a reluctant run of
@@ -123,8 +123,8 @@ class SequencePlan:
         at the end of the input (WITHIN), as for ``match_partition``."""
         data = source if isinstance(source, ArrayInput) else ListInput(source)
         machine = self.machine
-        columns = data.python()
         if data.n == 0:
+            columns = data.python()
             return _elsewhere(fallback, machine, partition_indices(self.statement, machine, columns), columns)
         if self.within is not None:
             try:
@@ -140,7 +140,7 @@ class SequencePlan:
             times = _times(data, machine.within.column, order, clock, self.within) if self.within is not None else None
         except kernels.Unsupported as why:
             self.notes.append(f"ran on the VM: {why}")
-            return self._all_on_vm(fallback, layout, offsets, columns)
+            return self._all_on_vm(fallback, layout, offsets, data.python())
         outcome = np.zeros(len(order), dtype=np.int8)
         spans = np.zeros((len(self.items), len(order)), dtype=np.int64)  # rows of each item, per start
         try:
@@ -149,18 +149,19 @@ class SequencePlan:
                 lanes.match(outcome, spans)
         except kernels.Unsupported as why:
             self.notes.append(f"ran on the VM: {why}")
-            return self._all_on_vm(fallback, layout, offsets, columns)
-        return self._output(fallback, data, layout, offsets, columns, outcome, spans, values)
+            return self._all_on_vm(fallback, layout, offsets, data.python())
+        return self._output(fallback, data, layout, offsets, outcome, spans, values)
 
     def _all_on_vm(self, fallback, layout, offsets, columns) -> list[tuple]:
         groups = [(key, layout.order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(layout.keys)]
         self.stats["vm_partitions"] += len(groups)
         return _elsewhere(fallback, self.machine, groups, columns)
 
-    def _output(self, fallback, data, layout, offsets, columns, outcome, spans, values) -> list[tuple]:
+    def _output(self, fallback, data, layout, offsets, outcome, spans, values) -> list[tuple]:
         """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``), TIMEOUT rows
         included: measures column-wise where they can be (``sequence_output``), else, and for
-        partitions with an ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does."""
+        partitions with an ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does
+        (only these need the input as Python values: ``data.python()``, built once, when first asked)."""
         parts = len(layout.keys)
         n = len(outcome)
         targets, failed = output_columns.skip_targets(self.statement.match.after_match, self._item_index,
@@ -177,7 +178,7 @@ class SequencePlan:
             self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
             rows: list[tuple] = []
             for index in range(parts):
-                rows.extend(self._partition_output(fallback, layout, offsets, columns, outcome, spans, index))
+                rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, index))
             return rows
         self.stats["columnar_measures"] += 1
         match_parts = part_of[starts]
@@ -192,7 +193,7 @@ class SequencePlan:
             upto = int(np.searchsorted(match_parts, index))
             rows.extend(found[taken:upto])
             taken = upto
-            rows.extend(self._partition_output(fallback, layout, offsets, columns, outcome, spans, index))
+            rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, index))
         rows.extend(found[taken:])
         return rows
 
@@ -470,10 +471,11 @@ class _Lanes:
         lo = pos + item.low
         hi = limit if item.high is None else np.minimum(limit, pos + item.high + 1)
         hi = np.maximum(hi, lo)
-        start = first_hit.as_floats(start_kernel(LaneFrame(self, lanes, pos, following.label)), len(lanes), np.nan)
+        start_value = start_kernel(LaneFrame(self, lanes, pos, following.label))
+        start = first_hit.as_floats(start_value, len(lanes), np.nan)
         loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
         frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
-        rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op))
+        rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op), start_value.kind)
         table = first_hit.RangeTable(rows, op, max(int((hi - lo).max()) if len(lanes) else 1, 1))
         found = table.last(lo, hi, start) if item.greedy else table.first(lo, hi, start)
         self.plan.stats["first_hit"] += 1

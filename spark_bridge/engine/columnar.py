@@ -635,6 +635,10 @@ class _StreamInput(ListInput):
         return {name: self._values(name).tolist() for name in tuple(self.rows.cols) + (self.time_column,)}
 
     def load(self, name: str, order: np.ndarray) -> kernels.Value:
+        if name == self.time_column and name not in self.rows.cols:  # µs already: the naive UTC datetimes' ticks
+            us = self.rows.us
+            if not len(us) or (us.min() >= DATETIME_US[0] and us.max() <= DATETIME_US[1]):
+                return kernels.Value("ts", us[order], None)
         values = self._values(name)
         kind = _KINDS.get(values.dtype.kind)
         if kind is None:
