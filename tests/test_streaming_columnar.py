@@ -33,9 +33,10 @@ EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "120"))
 
 
 def query(pattern: str, measures: str, defines: str, *, skip: str = "PAST LAST ROW", within: str = "",
-          where: str = "") -> str:
+          where: str = "", timeouts: bool = False) -> str:
+    shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
     return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} "
-            f"ONE ROW PER MATCH AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}")
+            f"ONE ROW PER MATCH{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}")
 
 
 QUERIES = {
@@ -62,6 +63,15 @@ QUERIES = {
                           "CASE WHEN SUM(S.w) > 3 THEN 'big' WHEN COUNT(S.w) = 0 THEN NULL ELSE 'small' END AS size, "
                           "COALESCE(B.w, -1) * MATCH_NUMBER() AS bw", "S AS S.v < 6, B AS B.v >= 6",
                           within="WITHIN INTERVAL '12' SECOND"),
+    # SHOW TIMEOUT MATCHES (patterns/order_payment_sla.sql and kin): TIMEOUT rows when the watermark, a
+    # later row or a session's end passes a start's deadline, numbered and identified as the VM has them
+    "timeout_sla": query("A B*? C", "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_NUMBER() AS mn, MATCH_STATUS() AS st",
+                         "A AS A.v > 5, C AS C.v < 3", within="WITHIN INTERVAL '7' SECOND", timeouts=True),
+    "timeout_greedy": query("A B{2,} C", "FIRST(A.ts) AS f, LAST(B.v) AS b, COUNT(*) AS n, MATCH_STATUS() AS st, "
+                            "MATCH_NUMBER() AS mn", "A AS A.v > 4, B AS B.v >= 2, C AS C.v > 7",
+                            within="WITHIN INTERVAL '9' SECOND", timeouts=True, skip="TO NEXT ROW"),
+    "timeout_where": query("A B+ C", "FIRST(A.ts) AS f, SUM(B.w) AS s, MATCH_STATUS() AS st", "B AS B.v >= 3, C AS C.v > 7",
+                           within="WITHIN INTERVAL '6' SECOND", timeouts=True, where=" WHERE st = 'TIMEOUT' OR s > 4"),
 }
 MIXED = ("brute_force", "card_testing")  # w: floats that round (0.1 + 0.2), integers, NULLs
 

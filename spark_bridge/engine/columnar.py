@@ -73,8 +73,6 @@ def reasons_not(engine: KeyedStream) -> list[str]:
         why.append("PREV or NEXT in a measure (it reads rows outside the match)")
     if base.lookahead:
         why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
-    if plan.show_timeout:
-        why.append("SHOW TIMEOUT MATCHES")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
     pattern = engine.plan.statement.match.pattern
@@ -379,13 +377,17 @@ class ColumnarStep:
                 elif kinds[index] == decisions.MATCH:
                     chosen.append(cand[index])
                     index = following[index]
-                else:  # AMBIGUOUS (or a TIMEOUT row): the VM decides this piece
+                elif kinds[index] == decisions.TIMEOUT:  # no match: no skip, the next start goes on
+                    chosen.append(cand[index])
+                    index += 1
+                else:  # AMBIGUOUS: the VM decides this piece
                     on_vm.add(piece)
                     index = after[index]
             if on_vm:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
+        timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
         emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, spans if chosen else None,
-                                data, values if chosen else None, on_vm)
+                                data, values if chosen else None, on_vm, timeouts)
         # Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here.
         stats = result.stats
         resumed: dict[int, tuple] = {}
@@ -396,7 +398,7 @@ class ColumnarStep:
                 if state is not None:
                     resumed[piece] = state
             else:
-                out, ids, _ = emitted[piece]
+                out, ids = emitted[piece]
             result.add(kid, out, ids)
         # The sessions: closed ones counted, open ones keep their rows from the first undecided start.
         f = table.fields
@@ -413,7 +415,10 @@ class ColumnarStep:
         first_open = stop[going]
         begin, end = pieces.begin[going], pieces.end[going]
         carry_from = np.maximum(begin, first_open - self.lookback)
-        emitted_count = np.bincount(piece_of[np.asarray(chosen, dtype=np.int64)], minlength=count)[going]
+        matched = np.asarray(chosen, dtype=np.int64)
+        if timeouts is not None:  # TIMEOUT rows use up no match number
+            matched = matched[~timeouts]
+        emitted_count = np.bincount(piece_of[matched], minlength=count)[going]
         numbers, totals = pieces.number[going] + emitted_count, pieces.position[going] + end - begin
         waiting = first_open < end
         self.live_matches += int(waiting.sum())
@@ -452,7 +457,7 @@ class ColumnarStep:
         # matches only the starts still undecided, and the new rows').
         final = np.zeros(m, dtype=bool)
         if found is not None:
-            final = ~undecided & ~context & ((outcome == decisions.FAIL) | (outcome == decisions.MATCH))
+            final = ~undecided & ~context & np.isin(outcome, (decisions.FAIL, decisions.MATCH, decisions.TIMEOUT))
             final[np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64, count=len(on_vm)))] = False
         final = final[kept]
         carry.cols[KNOWN] = np.where(final, outcome[kept] if found is not None else -1, -1).astype(np.int64)
@@ -483,8 +488,8 @@ class ColumnarStep:
         if text not in self.notes:
             self.notes.append(text)
 
-    def _measure(self, table, rows, order, pieces, piece_of, us, chosen, spans, data, values, on_vm) -> dict:
-        """piece -> (output rows, match ids, matches emitted in its session so far) of the chosen starts."""
+    def _measure(self, table, rows, order, pieces, piece_of, us, chosen, spans, data, values, on_vm, timeouts) -> dict:
+        """piece -> (output rows, match ids) of the chosen starts (``timeouts``: which are TIMEOUT rows)."""
         if not chosen:
             return {}
         starts = np.asarray(chosen, dtype=np.int64)
@@ -492,14 +497,19 @@ class ColumnarStep:
         begins = starts + np.cumsum(counts, axis=0) - counts
         parts = piece_of[starts]
         first = np.searchsorted(parts, parts, side="left")
-        numbers = np.arange(len(starts), dtype=np.int64) - first + 1 + pieces.number[parts]
+        if timeouts is None or not timeouts.any():
+            timeouts = None
+            numbers = np.arange(len(starts), dtype=np.int64) - first + 1 + pieces.number[parts]
+        else:  # MATCH_NUMBER(): the matches so far in the session; a TIMEOUT row's id hashes -1 (TaggingOutput)
+            matched = np.cumsum(~timeouts)
+            numbers = matched - (matched[first] - (~timeouts[first]).astype(np.int64)) + pieces.number[parts]
         loaded = dict(values)
 
         def load(name: str) -> kernels.Value:
             if name not in loaded:
                 loaded[name] = data.load(name, order)
             return loaded[name]
-        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values)
+        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts)
         measured = output_columns.columns(self.plan.measures, matches)
         if measured is None:  # a measure the column programs refuse here: these pieces on the VM
             self._note("measures of a call computed on the Pike VM")
@@ -513,11 +523,12 @@ class ColumnarStep:
         if clamped.any():  # the id hashes the datetime the VM sees: clamped to the years 1 to 9999
             first_us = np.where(first_us < DATETIME_US[0], DATETIME_US[0], np.minimum(first_us, DATETIME_US[1]))
         bounds = np.flatnonzero(np.diff(parts)) + 1
-        out: dict[int, tuple[list, list, int]] = {}
+        out: dict[int, tuple[list, list]] = {}
         per_row = outer.where is not None
         found_all = [key_of + tuple(row) for key_of, row in zip(
             (table.keys[k] for k in pieces.kid[parts].tolist()), zip(*measured))]
-        numbers_all, positions_all, first_all = numbers.tolist(), positions.tolist(), first_us.tolist()
+        tagged = numbers if timeouts is None else np.where(timeouts, -1, numbers)
+        numbers_all, positions_all, first_all = tagged.tolist(), positions.tolist(), first_us.tolist()
         for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(starts)]):
             part = int(parts[lo])
             key = table.keys[int(pieces.kid[part])]
@@ -532,7 +543,7 @@ class ColumnarStep:
                 found, ids = kept_rows, kept_ids
             else:
                 found = outer.apply(found, order_and_limit=False)
-            out[part] = (found, ids, numbers_all[hi - 1])
+            out[part] = (found, ids)
         return out
 
     def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
