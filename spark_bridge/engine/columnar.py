@@ -42,6 +42,7 @@ from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.program.machine import absence_labels
 from cep.matcher.vector import decisions, kernels, sequence_plan
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
@@ -69,16 +70,18 @@ def reasons_not(engine: KeyedStream) -> list[str]:
     if plan is None:
         found = base.__dict__.get("_sequence")
         return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
-    if plan.measures is None:
-        why.append("PREV or NEXT in a measure (it reads rows outside the match)")
     if base.lookahead:
-        why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
+        defines = engine.plan.statement.match.defines
+        if any(isinstance(node, ast.Navigation) and node.kind == "NEXT" for d in defines for node in ast.walk(d.condition)):
+            why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
+        else:
+            why.append("NEXT in a measure (a match waits for the rows after it)")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
     pattern = engine.plan.statement.match.pattern
     parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
-    if not all(isinstance(p, ast.PatternVar) or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar))
-               for p in parts):
+    if not all(isinstance(p, (ast.PatternVar, ast.Absence))
+               or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar)) for p in parts):
         # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
         why.append("a pattern item other than a variable or a quantified variable")
     items = plan.items
@@ -147,9 +150,16 @@ class ColumnarStep:
         self.plan = sequence_plan.plan_for(engine.plan.statement, self.base, engine.input_columns)
         self.columns = tuple(c for c in engine.pending_columns)
         self.lookback = self.base.lookback
+        self.measures = self.plan.measures
+        if self.measures is None:  # PREV in a measure: the VM's measure code, over the rows before each match too
+            layout = self.base.output.layout
+            self.measures = output_columns.reading_before(layout.measures, tuple(item.label for item in self.plan.items),
+                                                          self.base.label_names, layout.status, self.lookback)
         self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)
         self.after_match = engine.plan.statement.match.after_match
         labels = {name: index for index, name in enumerate(self.base.label_names)}
+        for name in absence_labels(engine.plan.statement.match.pattern):  # SKIP TO B: the rows inside `!B`
+            labels.setdefault(name[1:], labels[name])
         positions = {item.label: index for index, item in enumerate(self.plan.items)}
         self.item_index = lambda label: positions.get(labels.get(label.key))
         self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
@@ -509,8 +519,9 @@ class ColumnarStep:
             if name not in loaded:
                 loaded[name] = data.load(name, order)
             return loaded[name]
-        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts)
-        measured = output_columns.columns(self.plan.measures, matches)
+        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts,
+                                         pieces.begin[parts])
+        measured = output_columns.columns(self.measures, matches)
         if measured is None:  # a measure the column programs refuse here: these pieces on the VM
             self._note("measures of a call computed on the Pike VM")
             on_vm.update(int(p) for p in np.unique(parts))
