@@ -151,7 +151,8 @@ def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
 
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["greedy_tail", "running_sum", "prev_next_row"]),
+@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["greedy_tail", "running_sum", "prev_next_row", "timeout_sla",
+                                                          "absent_tail", "absent_middle", "prev_measure"]),
        session_s=st.sampled_from([None, 30]))
 def test_columnar_caps_equal_per_key(seed, name, session_s):
     """Small caps: forced releases (max_pending_rows) and given-up partial matches (max_match_rows, where a
