@@ -17,7 +17,8 @@ and the same output, match ids and stats:
    final, which is when the per-key VM emits it. From the first start that is not final, the rows (and
    the ``lookback`` rows PREV reads before it) are *carried*: the next call matches them again, with
    what the watermark releases after them. A session that ended (gap, or the clock past its end) has
-   all its starts final.
+   all its starts final. A TIMEOUT row and a trailing ``!B``'s match are final once a later row or the
+   clock passes the start's WITHIN deadline (``decisions.py``), as the VM's ``advance`` has them.
 
 A call the engine cannot take exactly (``kernels.Unsupported``: values the kernels do not compute
 exactly, a run open too long for a scan from every start; a measure the column programs refuse) and a
@@ -102,8 +103,14 @@ def explain_line(plan, input_columns, query_text: str) -> str:
         return f"streaming: not possible as written ({why.message})"
     why = reasons_not(engine)
     if not why:
+        plan = sequence_plan.plan_for(engine.plan.statement, engine.plan.machine(engine.input_columns),
+                                      engine.input_columns)
+        timed = " and ".join(text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences")) if flag)
+        extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
+        if plan.measures is None:
+            extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
         return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
-                "bucket of keys on Spark) at once on the sequence engine, undecided starts carried")
+                "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra)
     return "streaming: per key on the Pike VM (" + "; ".join(why) + ")"
 
 
