@@ -255,6 +255,7 @@ class ColumnarStep:
         mine = called[carried.kid]
         kept = carried.take(np.flatnonzero(~mine))
         rows = carried.take(np.flatnonzero(mine)) + released
+        self.released_from = len(rows) - len(released)  # rows from here on are released now (``_vm_piece``)
         order = np.argsort(rows.kid, kind="stable")  # per key: carried rows, then released ones
         carried_count = np.bincount(carried.kid, minlength=len(table.keys))
         pieces = self._pieces(table, rows.kid[order], rows.us[order], called, clock, carried_count, stats)
@@ -588,7 +589,8 @@ class ColumnarStep:
         sub = StepResult(state=None, timer_us=None, stats=dict.fromkeys(STAT_NAMES, 0))
         engine.tagger.tags.clear()
         engine._collect(st, matcher.feed({n: v[context:] for n, v in cols.items()}), sub)
-        if matcher.buffered_rows() > engine.max_match_rows:
+        # the per-key path checks the cap after feeding released rows: not in a call that released none
+        if matcher.buffered_rows() > engine.max_match_rows and (members >= self.released_from).any():
             given_up = matcher.abandoned
             engine._collect(st, matcher.abandon_before(matcher.total - engine.max_match_rows // 2), sub)
             stats["match_cap_hits"] += matcher.abandoned - given_up
