@@ -84,7 +84,7 @@ def reasons_not(engine: KeyedStream) -> list[str]:
     if not all(isinstance(p, (ast.PatternVar, ast.Absence))
                or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar)) for p in parts):
         # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
-        why.append("a pattern item other than a variable or a quantified variable")
+        why.append("a pattern item other than a variable, a quantified variable or an absence")
     items = plan.items
     for index, item in enumerate(items):
         last = index + 1 == len(items)
