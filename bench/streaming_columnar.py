@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/streaming_columnar.py                       # the numbers in docs/streaming.md
     .venv/bin/python bench/streaming_columnar.py --rows 400000 --symbols 1000 --batches 6 --queries bde
+    .venv/bin/python bench/streaming_columnar.py --queries txymp     # SHOW TIMEOUT MATCHES, absence, PREV in a measure
 
 The ticks of bench/data.py (--symbols keys) as Python rows, split into --batches micro-batches in time
 order, watermark delay 5 s, session timeout 1 hour, then one empty micro-batch (timers fire). For each of
@@ -24,6 +25,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+
+def shape(title: str, pattern: str, measures: str, defines: str, *, within: str = "", timeouts: bool = False):
+    shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
+    return title, (f"SELECT * FROM ticks MATCH_RECOGNIZE (\n  PARTITION BY symbol ORDER BY ts\n  MEASURES {measures}\n"
+                   f"  ONE ROW PER MATCH{shown} AFTER MATCH SKIP PAST LAST ROW\n  PATTERN ({pattern}) {within}\n"
+                   f"  DEFINE {defines})")
+
+
+# Streaming shapes beside the bench's queries (one tick per key per second; volume 100..5000 in hundreds).
+SHAPES = {
+    "t": shape("SHOW TIMEOUT MATCHES, A B*? C WITHIN 30 s", "A B*? C",
+               "A.ts AS a_ts, C.ts AS c_ts, MATCH_STATUS() AS status",
+               "A AS A.volume >= 4900, C AS C.price > A.price + 0.20", within="WITHIN INTERVAL '30' SECOND",
+               timeouts=True),
+    "x": shape("trailing absence A !B WITHIN 30 s (B reads its row)", "A !B",
+               "A.ts AS a_ts, COUNT(*) AS n, MATCH_STATUS() AS status",
+               "A AS A.volume = 5000, B AS B.volume >= 4500", within="WITHIN INTERVAL '30' SECOND"),
+    "y": shape("trailing absence A !B WITHIN 60 s (B reads A)", "A !B", "A.ts AS a_ts, COUNT(*) AS n",
+               "A AS A.volume = 5000, B AS B.price < A.price - 0.10", within="WITHIN INTERVAL '60' SECOND"),
+    "m": shape("absence in the middle A !B C WITHIN 60 s", "A !B C", "A.ts AS a_ts, C.ts AS c_ts, COUNT(*) AS n",
+               "A AS A.volume = 5000, B AS B.volume >= 4500, C AS C.price > A.price + 0.10",
+               within="WITHIN INTERVAL '60' SECOND"),
+    "p": shape("PREV in a measure, UP{5,} (temperature_rising)", "UP{5,}",
+               "FIRST(UP.ts) AS from_ts, COUNT(UP.*) AS n, ROUND(LAST(UP.price) - PREV(FIRST(UP.price)), 2) AS rise",
+               "UP AS UP.price > PREV(UP.price)"),
+}
 
 
 def cpu_seconds(work) -> tuple[float, object]:
@@ -65,7 +93,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--symbols", type=int, default=1000)
     parser.add_argument("--batches", type=int, default=6)
-    parser.add_argument("--queries", default="abde", help="letters of bench/run.py's queries")
+    parser.add_argument("--queries", default="abdetxymp",
+                        help="letters of bench/run.py's queries, and of the streaming shapes here (SHAPES: t x y m p)")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -79,7 +108,7 @@ def main(argv=None) -> int:
     columns = tuple(table.column_names)
     results: dict = {"params": vars(args), "load_average_before": [round(x, 2) for x in os.getloadavg()], "queries": {}}
     for letter in args.queries:
-        title, text = QUERIES[letter]
+        title, text = SHAPES[letter] if letter in SHAPES else QUERIES[letter]
         q = cep.compile(text)
         entry: dict = {"title": title}
         outputs = {}

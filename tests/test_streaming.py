@@ -503,7 +503,8 @@ def matches_of(result, query) -> list[tuple]:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("seed,name,session_s", [(11, "vshape", None), (12, "all_rows", 100_000), (13, "no_partition", 25),
-                                                   (14, "fail_runs", 40), (15, "within", 40)])
+                                                   (14, "fail_runs", 40), (15, "within", 40), (16, "timeouts", 40),
+                                                   (17, "absence", None)])
 def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed, name, session_s):
     rnd = random.Random(seed)
     query = cep.compile(QUERIES[name])
@@ -516,8 +517,8 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
     if seed == 12:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several Arrow chunks per key
         options["key_buckets"] = 0  # one Python call per key, the unbucketed path
-    if seed in (11, 15):
-        options["key_buckets"] = 1  # every key in one bucket: its keys share each call (15: column-wise)
+    if seed in (11, 15, 16, 17):
+        options["key_buckets"] = 1  # every key in one bucket: its keys share each call (15-17: column-wise)
     try:
         result, progress = run_spark(
             spark, tmp_path, f"parity_{name}", query, batches,

@@ -5,7 +5,7 @@ watermark delay, late rows, NULL event times, session gaps) split into random mi
 ``LocalStream`` twice, once per path; every micro-batch must give the same output rows in the same order,
 the same match ids, the same late rows with the same reasons, the same stats (but ``live_matches``: the
 VM counts its threads, the column-wise path its undecided starts; and ``state_bytes``: another state
-format) and the same timers. ``CEP_STREAM_EXAMPLES=N`` sets the examples per test (default 120).
+format) and the same timers. ``CEP_STREAM_EXAMPLES=N`` sets the examples per test (default 180).
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from cep.spark_bridge.engine.local import LocalStream
 
 T0 = dt.datetime(2024, 1, 1)
 COLUMNS = ("k", "ts", "v", "w")
-EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "180"))
 
 
 def query(pattern: str, measures: str, defines: str, *, skip: str = "PAST LAST ROW", within: str = "",
-          where: str = "") -> str:
+          where: str = "", timeouts: bool = False) -> str:
+    shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
     return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} "
-            f"ONE ROW PER MATCH AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}")
+            f"ONE ROW PER MATCH{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}")
 
 
 QUERIES = {
@@ -65,6 +66,36 @@ QUERIES = {
                           "CASE WHEN SUM(S.w) > 3 THEN 'big' WHEN COUNT(S.w) = 0 THEN NULL ELSE 'small' END AS size, "
                           "COALESCE(B.w, -1) * MATCH_NUMBER() AS bw", "S AS S.v < 6, B AS B.v >= 6",
                           within="WITHIN INTERVAL '12' SECOND"),
+    # SHOW TIMEOUT MATCHES (patterns/order_payment_sla.sql and kin): TIMEOUT rows when the watermark, a
+    # later row or a session's end passes a start's deadline, numbered and identified as the VM has them
+    "timeout_sla": query("A B*? C", "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_NUMBER() AS mn, MATCH_STATUS() AS st",
+                         "A AS A.v > 5, C AS C.v < 3", within="WITHIN INTERVAL '7' SECOND", timeouts=True),
+    "timeout_greedy": query("A B{2,} C", "FIRST(A.ts) AS f, LAST(B.v) AS b, COUNT(*) AS n, MATCH_STATUS() AS st, "
+                            "MATCH_NUMBER() AS mn", "A AS A.v > 4, B AS B.v >= 2, C AS C.v > 7",
+                            within="WITHIN INTERVAL '9' SECOND", timeouts=True, skip="TO NEXT ROW"),
+    "timeout_where": query("A B+ C", "FIRST(A.ts) AS f, SUM(B.w) AS s, MATCH_STATUS() AS st", "B AS B.v >= 3, C AS C.v > 7",
+                           within="WITHIN INTERVAL '6' SECOND", timeouts=True, where=" WHERE st = 'TIMEOUT' OR s > 4"),
+    # absence: a trailing `A !B` matches only when the watermark (or a later row, or a session's end) passes
+    # A's time + WITHIN with no B row before (patterns/cart_abandoned.sql, sensor_silent.sql); `A !B C`
+    "absent_tail": query("A !B", "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st, MATCH_NUMBER() AS mn",
+                         "A AS A.v > 6, B AS B.v < 2", within="WITHIN INTERVAL '6' SECOND"),
+    "absent_silent": query("A !B", "A.ts AS a, A.v AS v, COUNT(*) AS n", "A AS A.v > 3",
+                           within="WITHIN INTERVAL '3' SECOND"),
+    "absent_history": query("A !B", "A.ts AS a, COUNT(*) AS n, LAST(B.v) AS b", "A AS A.v > 5, B AS B.v > A.v + 1",
+                            within="WITHIN INTERVAL '8' SECOND", skip="TO NEXT ROW"),
+    "absent_middle": query("A !B C", "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_STATUS() AS st",
+                           "A AS A.v > 5, B AS B.v = 0, C AS C.v < 3", within="WITHIN INTERVAL '8' SECOND",
+                           timeouts=True),
+    "absent_middle_open": query("A !B C", "A.ts AS a, C.ts AS c, COUNT(*) AS n", "A AS A.v > 6, B AS B.v = 0, C AS C.v = 1",
+                                skip="TO NEXT ROW"),
+    # PREV in a measure (patterns/temperature_rising.sql): reads rows before the match, NULL before its session
+    "prev_measure": query("A{2,}", "FIRST(A.ts) AS f, COUNT(A.*) AS n, LAST(A.v) - PREV(FIRST(A.v)) AS rise, "
+                          "PREV(A.v, 2) AS back", "A AS A.v >= 3"),
+    "prev_define_measure": query("A{3,}", "FIRST(A.ts) AS f, ROUND(LAST(A.v) - PREV(FIRST(A.v)), 1) AS rise",
+                                 "A AS A.v > PREV(A.v)"),
+    "prev_measure_within": query("A B+ C", "A.ts AS a, PREV(A.w) AS before, PREV(C.v, 3) AS c3, MATCH_STATUS() AS st",
+                                 "B AS B.v >= 3, C AS C.v > 7", within="WITHIN INTERVAL '6' SECOND", timeouts=True,
+                                 skip="TO NEXT ROW"),
 }
 MIXED = ("brute_force", "card_testing")  # w: floats that round (0.1 + 0.2), integers, NULLs
 
@@ -123,7 +154,8 @@ def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
 
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["greedy_tail", "running_sum", "prev_next_row"]),
+@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["greedy_tail", "running_sum", "prev_next_row", "timeout_sla",
+                                                          "absent_tail", "absent_middle", "prev_measure"]),
        session_s=st.sampled_from([None, 30]))
 def test_columnar_caps_equal_per_key(seed, name, session_s):
     """Small caps: forced releases (max_pending_rows) and given-up partial matches (max_match_rows, where a
@@ -186,7 +218,7 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
         rnd = random.Random(seed)
         batches = make_batches(rnd, 5)
         cut = rnd.randint(1, len(batches) - 1)
-        for name in ("greedy_tail", "within_greedy", "prev_next_row"):
+        for name in ("greedy_tail", "within_greedy", "prev_next_row", "timeout_sla", "absent_tail", "absent_middle"):
             q = cep.compile(QUERIES[name])
             engine = KeyedStream(q.plan, COLUMNS, query_text=q.text, session_timeout_us=30_000_000)
             old = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=False)
@@ -196,6 +228,58 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
             new.tables, new.watermark_ms, new.max_event_ms = dict(old.tables), old.watermark_ms, old.max_event_ms
             for batch in batches[cut:]:
                 assert new.run_batch(batch) == old.run_batch(batch), (seed, name)
+
+
+TIMED = ("within_first_hit", "within_greedy", "timeout_sla", "timeout_greedy", "timeout_where", "absent_tail",
+         "absent_silent", "absent_history", "absent_middle", "brute_force", "card_testing")
+
+
+@settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(TIMED), cut=st.integers(1, 12),
+       session_s=st.sampled_from([None, 30]))
+def test_a_restored_column_wise_stream_goes_on_as_the_per_key_path(seed, name, cut, session_s):
+    """A column-wise stream stopped after ``cut`` micro-batches and resumed by a new process (its bucket
+    tables as bytes, a newly compiled query) gives, micro-batch by micro-batch, the per-key path's output:
+    carried partial matches, their WITHIN deadlines and timers survive the checkpoint."""
+    batches = make_batches(random.Random(seed), 5, mixed=name in MIXED)
+    cut = min(cut, len(batches) - 1)
+    expected, _ = run(QUERIES[name], batches, columnar=False, delay_s=5, session_s=session_s, buckets=3)
+    first, stream = run(QUERIES[name], batches[:cut], columnar=True, delay_s=5, session_s=session_s, buckets=3)
+    q = cep.compile(QUERIES[name])
+    engine = KeyedStream(q.plan, COLUMNS, query_text=q.text,
+                         session_timeout_us=None if session_s is None else session_s * 1_000_000)
+    again = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=True)
+    saved = {bucket: t if isinstance(t, bytes) else t.encode() for bucket, t in stream.tables.items()}  # what Spark keeps
+    again.tables, again.watermark_ms, again.max_event_ms = saved, stream.watermark_ms, stream.max_event_ms
+    got = list(first)
+    for batch in batches[cut:]:
+        out, ids, late = again.run_batch(batch)
+        got.append((out, ids, [(reason, id(row)) for reason, row in late]))
+    for index, (want, have) in enumerate(zip(expected, got)):
+        assert have[:3] == want[:3], f"micro-batch {index}"
+
+
+def _clicks(*rows) -> list[dict]:
+    return [{"k": k, "ts": T0 + dt.timedelta(seconds=s), "v": v, "w": 0} for k, s, v in rows]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_the_watermark_alone_completes_an_absence_and_a_timeout(columnar):
+    """Key a's last rows come in micro-batch 0; only key b's rows move the watermark after that. a's
+    trailing absence completes (ABSENCE) and its SLA times out (TIMEOUT) in the micro-batch whose
+    watermark passes the deadline, called by its timer with no row of its own: here by hand, on both paths."""
+    absence = query("A !B", "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st", "A AS A.v > 6, B AS B.v < 2",
+                    within="WITHIN INTERVAL '10' SECOND")
+    sla = query("A B*? C", "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st", "A AS A.v > 6, C AS C.v < 2",
+                within="WITHIN INTERVAL '10' SECOND", timeouts=True)
+    batches = [_clicks(("a", 0, 9), ("a", 3, 5)), _clicks(("b", 6, 5)), _clicks(("b", 12, 5)), _clicks(("b", 16, 5)), []]
+    # watermark (delay 2 s) after each batch: 1, 4, 10, 14 s; a's deadline is 0 s + 10 s: W >= 10 s in batch 3
+    for text, status in ((absence, "ABSENCE"), (sla, "TIMEOUT")):
+        steps, stream = run(text, batches, columnar=columnar, delay_s=2, session_s=None)
+        assert [len(out) for out, *_ in steps] == [0, 0, 0, 1, 0], text
+        assert steps[3][0] == [("a", T0, 2, status)]
+        assert steps[3][3]["timers_fired"] == 1 and steps[3][3]["key_calls"] == 2
+        assert stream.path.startswith("column-wise" if columnar else "per key")
 
 
 def test_spark_bucket_calls_equal_per_key_calls():
@@ -220,7 +304,7 @@ def test_spark_bucket_calls_equal_per_key_calls():
     types = {"k": "VARCHAR", "ts": "TIMESTAMP", "v": "BIGINT", "w": "BIGINT"}
     for seed in range(8):
         batches = make_batches(random.Random(seed), 5)
-        for name in ("within_first_hit", "running_sum"):
+        for name in ("within_first_hit", "running_sum", "timeout_sla", "absent_tail"):
             q = cep.compile(QUERIES[name])
             frames = []
             for columnar in (True, False):
@@ -261,11 +345,12 @@ def test_explain_names_the_streaming_path():
                                                  "items after the next one (backtracking))")
 
 
-def test_the_alert_rules_stream_column_wise_but_a_measure_reading_outside_its_match_does_not():
+def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_match_does_not():
     root = Path(__file__).resolve().parent.parent
-    for name in ("login_burst", "card_testing"):
+    for name in ("login_burst", "card_testing", "order_payment_sla", "cart_abandoned", "sensor_silent",
+                 "temperature_rising"):
         q = cep.compile((root / "patterns" / f"{name}.sql").read_text(encoding="utf-8"))
         assert q.explain().splitlines()[-1].startswith("  streaming: column-wise"), name
-    before = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, PREV(A.v) AS before", "A AS A.v < 5, B AS B.v >= 5"))
-    assert reasons_not(KeyedStream(before.plan, COLUMNS, query_text=before.text)) == [
-        "PREV or NEXT in a measure (it reads rows outside the match)"]
+    after = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, NEXT(B.v) AS after", "A AS A.v < 5, B AS B.v >= 5"))
+    assert reasons_not(KeyedStream(after.plan, COLUMNS, query_text=after.text)) == [
+        "NEXT in a measure (a match waits for the rows after it)"]

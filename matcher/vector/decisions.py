@@ -4,7 +4,9 @@ A stream matches the rows a watermark has released so far; more rows of the same
 A start whose decision (match, no match, which run length) looked for a row at the end of the rows it
 was given is not final: a later row could extend a greedy run, complete a partial match, or end a
 reluctant one. A start whose decision was cut by WITHIN (its limit fell inside the rows) or whose
-deadline the clock has passed is final: no later row can join it. ``decide`` runs the engine exactly as
+deadline the clock has passed is final: no later row can join it. So a trailing ``!B`` that has seen no
+B row, and a partial match that SHOW TIMEOUT MATCHES would report, stay open until a later row or the
+clock passes their deadline; a B row before it is final at once. ``decide`` runs the engine exactly as
 ``SequencePlan.run`` does and returns that flag beside the outcome and the rows of each item, per start.
 Batch runs never call it (``Query.run`` gives the whole input: the end of the rows is the true end).
 """

@@ -503,7 +503,9 @@ class _Lanes:
         b_rows = np.where(np.append(self.plan.quiet(frame), True), rows, self.n)
         next_b = np.minimum.accumulate(b_rows[::-1])[::-1]
         limit = self.limit[lanes]
-        done = (next_b[pos] >= limit) & self.expired[lanes]
+        quiet = next_b[pos] >= limit
+        self.reached[lanes[quiet]] = True  # no B row yet: a later row or the clock decides (``decisions.py``)
+        done = quiet & self.expired[lanes]
         self.item_count[index, lanes[done]] = (limit - pos)[done]
         state[lanes[done]] = MATCH
         self.plan.stats["quiet"] += 1

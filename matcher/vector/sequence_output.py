@@ -62,6 +62,7 @@ class Matches:
     load: Callable  # column name -> kernels.Value in global order
     loaded: dict  # the columns the conditions loaded (kernels.Value in global order): read without a gather
     timeout: np.ndarray | None = None  # which rows are TIMEOUT rows (a partial match): no number, status TIMEOUT
+    floor: np.ndarray | None = None  # per match, its partition's first row (``reading_before``: PREV stops there)
 
     @property
     def end(self) -> np.ndarray:
@@ -160,6 +161,48 @@ def _per_match(closure: Callable, item_labels: tuple[int, ...], label_names: tup
         return out
     evaluate.per_match = True
     return evaluate
+
+
+def reading_before(closures: tuple[Callable, ...], item_labels: tuple[int, ...], label_names: tuple[str, ...],
+                   status: str, lookback: int) -> list[Program]:
+    """Programs for measures that read rows before their match (PREV in MEASURES, up to ``lookback`` rows
+    back): the VM's measure closures, all of them once per match, as ``_per_match`` evaluates one, over the
+    match's rows and the ``lookback`` rows before it, positions counted from its partition's first row
+    (``Matches.floor``), so that a PREV before that row is NULL, as on the VM. NEXT is not taken (a match's
+    measures would wait for rows after it: ``machine.lookahead``)."""
+    computed: dict[int, tuple[Matches, list[tuple]]] = {}
+
+    def table(m: Matches) -> list[tuple]:
+        found = computed.get(id(m))
+        if found is not None and found[0] is m:
+            return found[1]
+        sizes = m.item_count.sum(axis=0)
+        low = np.maximum(m.start - lookback, m.floor)
+        widths = m.start + sizes - low  # rows read per match: its own and those before it
+        offsets = np.zeros(len(widths) + 1, dtype=np.int64)
+        np.cumsum(widths, out=offsets[1:])
+        rows = np.repeat(low - offsets[:-1], widths) + np.arange(int(offsets[-1]), dtype=np.int64)
+        env = Env(_MatchRows(m, rows), label_names)
+        timeouts = m.timeout.tolist() if m.timeout is not None else [False] * len(sizes)
+        out = []
+        for start, low_row, floor, offset, size, number, spans, timeout in zip(
+                m.start.tolist(), low.tolist(), m.floor.tolist(), offsets.tolist(), sizes.tolist(), m.number.tolist(),
+                m.item_count.T.tolist(), timeouts):
+            labels = [label for label, count in zip(item_labels, spans) for _ in range(count)]
+            first, last = start - floor, start - floor + size - 1  # positions in the partition
+            env.base = low_row - floor - offset
+            env.total = last + 1
+            env.row = last if size else None
+            env.view = MatchView(first, labels, env.row)
+            env.match_number, env.match_status = (None, "TIMEOUT") if timeout else (number, status)
+            out.append(tuple(closure(env) for closure in closures))
+        computed.clear()
+        computed[id(m)] = (m, out)
+        return out
+
+    def program(index: int) -> Program:
+        return lambda m: [values[index] for values in table(m)]
+    return [program(index) for index in range(len(closures))]
 
 
 def _compile(expr, column_of, item_of, status: str) -> Program:

@@ -192,7 +192,9 @@ class ColumnarTable:
             "kind": TABLE_KIND, "v": TABLE_VERSION, "buckets": self.buckets, "columns": list(self.columns),
             "keys": [list(self.keys[k]) for k in keep.tolist()],
             "fields": {name: values[keep].tolist() for name, values in self.fields.items()},
-            "timers": [[int(renumber[k]), us] for k, us in self.timers.items() if renumber[k] >= 0],
+            # in key order, as a KeyTable writes its timers (in the order of its keys): a restored table calls
+            # the keys its timers make due in the same order on both paths
+            "timers": [[int(renumber[k]), us] for k, us in sorted(self.timers.items()) if renumber[k] >= 0],
             "pending": rows(self.pending), "carried": rows(self.carried),
         })
 

@@ -17,7 +17,8 @@ and the same output, match ids and stats:
    final, which is when the per-key VM emits it. From the first start that is not final, the rows (and
    the ``lookback`` rows PREV reads before it) are *carried*: the next call matches them again, with
    what the watermark releases after them. A session that ended (gap, or the clock past its end) has
-   all its starts final.
+   all its starts final. A TIMEOUT row and a trailing ``!B``'s match are final once a later row or the
+   clock passes the start's WITHIN deadline (``decisions.py``), as the VM's ``advance`` has them.
 
 A call the engine cannot take exactly (``kernels.Unsupported``: values the kernels do not compute
 exactly, a run open too long for a scan from every start; a measure the column programs refuse) and a
@@ -42,6 +43,7 @@ from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.program.machine import absence_labels
 from cep.matcher.vector import decisions, kernels, sequence_plan
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
@@ -69,20 +71,20 @@ def reasons_not(engine: KeyedStream) -> list[str]:
     if plan is None:
         found = base.__dict__.get("_sequence")
         return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
-    if plan.measures is None:
-        why.append("PREV or NEXT in a measure (it reads rows outside the match)")
     if base.lookahead:
-        why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
-    if plan.show_timeout:
-        why.append("SHOW TIMEOUT MATCHES")
+        defines = engine.plan.statement.match.defines
+        if any(isinstance(node, ast.Navigation) and node.kind == "NEXT" for d in defines for node in ast.walk(d.condition)):
+            why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
+        else:
+            why.append("NEXT in a measure (a match waits for the rows after it)")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
     pattern = engine.plan.statement.match.pattern
     parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
-    if not all(isinstance(p, ast.PatternVar) or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar))
-               for p in parts):
+    if not all(isinstance(p, (ast.PatternVar, ast.Absence))
+               or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar)) for p in parts):
         # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
-        why.append("a pattern item other than a variable or a quantified variable")
+        why.append("a pattern item other than a variable, a quantified variable or an absence")
     items = plan.items
     for index, item in enumerate(items):
         last = index + 1 == len(items)
@@ -101,8 +103,14 @@ def explain_line(plan, input_columns, query_text: str) -> str:
         return f"streaming: not possible as written ({why.message})"
     why = reasons_not(engine)
     if not why:
+        plan = sequence_plan.plan_for(engine.plan.statement, engine.plan.machine(engine.input_columns),
+                                      engine.input_columns)
+        timed = " and ".join(text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences")) if flag)
+        extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
+        if plan.measures is None:
+            extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
         return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
-                "bucket of keys on Spark) at once on the sequence engine, undecided starts carried")
+                "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra)
     return "streaming: per key on the Pike VM (" + "; ".join(why) + ")"
 
 
@@ -149,9 +157,16 @@ class ColumnarStep:
         self.plan = sequence_plan.plan_for(engine.plan.statement, self.base, engine.input_columns)
         self.columns = tuple(c for c in engine.pending_columns)
         self.lookback = self.base.lookback
+        self.measures = self.plan.measures
+        if self.measures is None:  # PREV in a measure: the VM's measure code, over the rows before each match too
+            layout = self.base.output.layout
+            self.measures = output_columns.reading_before(layout.measures, tuple(item.label for item in self.plan.items),
+                                                          self.base.label_names, layout.status, self.lookback)
         self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)
         self.after_match = engine.plan.statement.match.after_match
         labels = {name: index for index, name in enumerate(self.base.label_names)}
+        for name in absence_labels(engine.plan.statement.match.pattern):  # SKIP TO B: the rows inside `!B`
+            labels.setdefault(name[1:], labels[name])
         positions = {item.label: index for index, item in enumerate(self.plan.items)}
         self.item_index = lambda label: positions.get(labels.get(label.key))
         self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
@@ -240,6 +255,7 @@ class ColumnarStep:
         mine = called[carried.kid]
         kept = carried.take(np.flatnonzero(~mine))
         rows = carried.take(np.flatnonzero(mine)) + released
+        self.released_from = len(rows) - len(released)  # rows from here on are released now (``_vm_piece``)
         order = np.argsort(rows.kid, kind="stable")  # per key: carried rows, then released ones
         carried_count = np.bincount(carried.kid, minlength=len(table.keys))
         pieces = self._pieces(table, rows.kid[order], rows.us[order], called, clock, carried_count, stats)
@@ -379,13 +395,17 @@ class ColumnarStep:
                 elif kinds[index] == decisions.MATCH:
                     chosen.append(cand[index])
                     index = following[index]
-                else:  # AMBIGUOUS (or a TIMEOUT row): the VM decides this piece
+                elif kinds[index] == decisions.TIMEOUT:  # no match: no skip, the next start goes on
+                    chosen.append(cand[index])
+                    index += 1
+                else:  # AMBIGUOUS: the VM decides this piece
                     on_vm.add(piece)
                     index = after[index]
             if on_vm:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
+        timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
         emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, spans if chosen else None,
-                                data, values if chosen else None, on_vm)
+                                data, values if chosen else None, on_vm, timeouts)
         # Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here.
         stats = result.stats
         resumed: dict[int, tuple] = {}
@@ -396,7 +416,7 @@ class ColumnarStep:
                 if state is not None:
                     resumed[piece] = state
             else:
-                out, ids, _ = emitted[piece]
+                out, ids = emitted[piece]
             result.add(kid, out, ids)
         # The sessions: closed ones counted, open ones keep their rows from the first undecided start.
         f = table.fields
@@ -413,7 +433,10 @@ class ColumnarStep:
         first_open = stop[going]
         begin, end = pieces.begin[going], pieces.end[going]
         carry_from = np.maximum(begin, first_open - self.lookback)
-        emitted_count = np.bincount(piece_of[np.asarray(chosen, dtype=np.int64)], minlength=count)[going]
+        matched = np.asarray(chosen, dtype=np.int64)
+        if timeouts is not None:  # TIMEOUT rows use up no match number
+            matched = matched[~timeouts]
+        emitted_count = np.bincount(piece_of[matched], minlength=count)[going]
         numbers, totals = pieces.number[going] + emitted_count, pieces.position[going] + end - begin
         waiting = first_open < end
         self.live_matches += int(waiting.sum())
@@ -452,7 +475,7 @@ class ColumnarStep:
         # matches only the starts still undecided, and the new rows').
         final = np.zeros(m, dtype=bool)
         if found is not None:
-            final = ~undecided & ~context & ((outcome == decisions.FAIL) | (outcome == decisions.MATCH))
+            final = ~undecided & ~context & np.isin(outcome, (decisions.FAIL, decisions.MATCH, decisions.TIMEOUT))
             final[np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64, count=len(on_vm)))] = False
         final = final[kept]
         carry.cols[KNOWN] = np.where(final, outcome[kept] if found is not None else -1, -1).astype(np.int64)
@@ -483,8 +506,8 @@ class ColumnarStep:
         if text not in self.notes:
             self.notes.append(text)
 
-    def _measure(self, table, rows, order, pieces, piece_of, us, chosen, spans, data, values, on_vm) -> dict:
-        """piece -> (output rows, match ids, matches emitted in its session so far) of the chosen starts."""
+    def _measure(self, table, rows, order, pieces, piece_of, us, chosen, spans, data, values, on_vm, timeouts) -> dict:
+        """piece -> (output rows, match ids) of the chosen starts (``timeouts``: which are TIMEOUT rows)."""
         if not chosen:
             return {}
         starts = np.asarray(chosen, dtype=np.int64)
@@ -492,15 +515,21 @@ class ColumnarStep:
         begins = starts + np.cumsum(counts, axis=0) - counts
         parts = piece_of[starts]
         first = np.searchsorted(parts, parts, side="left")
-        numbers = np.arange(len(starts), dtype=np.int64) - first + 1 + pieces.number[parts]
+        if timeouts is None or not timeouts.any():
+            timeouts = None
+            numbers = np.arange(len(starts), dtype=np.int64) - first + 1 + pieces.number[parts]
+        else:  # MATCH_NUMBER(): the matches so far in the session; a TIMEOUT row's id hashes -1 (TaggingOutput)
+            matched = np.cumsum(~timeouts)
+            numbers = matched - (matched[first] - (~timeouts[first]).astype(np.int64)) + pieces.number[parts]
         loaded = dict(values)
 
         def load(name: str) -> kernels.Value:
             if name not in loaded:
                 loaded[name] = data.load(name, order)
             return loaded[name]
-        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values)
-        measured = output_columns.columns(self.plan.measures, matches)
+        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts,
+                                         pieces.begin[parts])
+        measured = output_columns.columns(self.measures, matches)
         if measured is None:  # a measure the column programs refuse here: these pieces on the VM
             self._note("measures of a call computed on the Pike VM")
             on_vm.update(int(p) for p in np.unique(parts))
@@ -513,11 +542,12 @@ class ColumnarStep:
         if clamped.any():  # the id hashes the datetime the VM sees: clamped to the years 1 to 9999
             first_us = np.where(first_us < DATETIME_US[0], DATETIME_US[0], np.minimum(first_us, DATETIME_US[1]))
         bounds = np.flatnonzero(np.diff(parts)) + 1
-        out: dict[int, tuple[list, list, int]] = {}
+        out: dict[int, tuple[list, list]] = {}
         per_row = outer.where is not None
         found_all = [key_of + tuple(row) for key_of, row in zip(
             (table.keys[k] for k in pieces.kid[parts].tolist()), zip(*measured))]
-        numbers_all, positions_all, first_all = numbers.tolist(), positions.tolist(), first_us.tolist()
+        tagged = numbers if timeouts is None else np.where(timeouts, -1, numbers)
+        numbers_all, positions_all, first_all = tagged.tolist(), positions.tolist(), first_us.tolist()
         for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(starts)]):
             part = int(parts[lo])
             key = table.keys[int(pieces.kid[part])]
@@ -532,7 +562,7 @@ class ColumnarStep:
                 found, ids = kept_rows, kept_ids
             else:
                 found = outer.apply(found, order_and_limit=False)
-            out[part] = (found, ids, numbers_all[hi - 1])
+            out[part] = (found, ids)
         return out
 
     def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
@@ -559,7 +589,8 @@ class ColumnarStep:
         sub = StepResult(state=None, timer_us=None, stats=dict.fromkeys(STAT_NAMES, 0))
         engine.tagger.tags.clear()
         engine._collect(st, matcher.feed({n: v[context:] for n, v in cols.items()}), sub)
-        if matcher.buffered_rows() > engine.max_match_rows:
+        # the per-key path checks the cap after feeding released rows: not in a call that released none
+        if matcher.buffered_rows() > engine.max_match_rows and (members >= self.released_from).any():
             given_up = matcher.abandoned
             engine._collect(st, matcher.abandon_before(matcher.total - engine.max_match_rows // 2), sub)
             stats["match_cap_hits"] += matcher.abandoned - given_up
