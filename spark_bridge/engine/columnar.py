@@ -360,28 +360,7 @@ class ColumnarStep:
             undecided = found.open & ~pieces.closed[piece_of] & ~context
             targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
             outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
-            candidates = np.flatnonzero((outcome != decisions.FAIL) | undecided)
-            # memoryviews: a Python int per step, without converting whole arrays (the walk skips most)
-            following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
-            cand_piece = memoryview(piece_of[candidates].astype(np.int64))
-            after = memoryview(np.searchsorted(candidates, pieces.end[piece_of[candidates]]).astype(np.int64))
-            kinds = memoryview(outcome[candidates].astype(np.int64))
-            waits = memoryview(undecided[candidates])
-            cand = memoryview(candidates.astype(np.int64))
-            index, count = 0, len(candidates)
-            while index < count:
-                piece = cand_piece[index]
-                if piece in on_vm:
-                    index = after[index]
-                elif waits[index]:
-                    stop[piece] = cand[index]
-                    index = after[index]
-                elif kinds[index] == decisions.MATCH:
-                    chosen.append(cand[index])
-                    index = following[index]
-                else:  # AMBIGUOUS (or a TIMEOUT row): the VM decides this piece
-                    on_vm.add(piece)
-                    index = after[index]
+            chosen = _walk(outcome, undecided, targets, piece_of, pieces.end, on_vm, stop)
             if on_vm:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
         emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, spans if chosen else None,
@@ -612,6 +591,39 @@ class ColumnarStep:
                 candidates.append(max(deadline, int(clock[kid]) + 1))
             if candidates:
                 timers[kid] = min(candidates)
+
+
+def _walk(outcome: np.ndarray, undecided: np.ndarray, targets: np.ndarray, piece_of: np.ndarray,
+          piece_end: np.ndarray, on_vm: set, stop: np.ndarray) -> list[int]:
+    """AFTER MATCH SKIP over the starts that count (a match, an undecided or ambiguous start), piece by piece:
+    the matches chosen; a piece's first undecided start goes to ``stop``, a piece the VM must decide to
+    ``on_vm``. One Python step per start visited (most are skipped): the next start that counts at or after
+    a row is a running count of them (O(rows), where a binary search per start cost more than the matching)."""
+    counts = (outcome != decisions.FAIL) | undecided
+    below = np.zeros(len(counts) + 1, dtype=np.int64)  # starts that count before each row
+    np.cumsum(counts, out=below[1:])
+    # memoryviews: a Python int per step, without converting whole arrays
+    cand, before = memoryview(np.flatnonzero(counts).astype(np.int64)), memoryview(below)
+    part, end = memoryview(np.ascontiguousarray(piece_of, dtype=np.int64)), memoryview(np.ascontiguousarray(piece_end, dtype=np.int64))
+    target, kind = memoryview(np.ascontiguousarray(targets, dtype=np.int64)), memoryview(np.ascontiguousarray(outcome))
+    waits = memoryview(np.ascontiguousarray(undecided, dtype=bool))
+    chosen: list[int] = []
+    index, count = 0, len(cand)
+    while index < count:
+        row = cand[index]
+        piece = part[row]
+        if piece in on_vm:
+            index = before[end[piece]]
+        elif waits[row]:
+            stop[piece] = row
+            index = before[end[piece]]
+        elif kind[row] == decisions.MATCH:
+            chosen.append(row)
+            index = before[target[row]]
+        else:  # AMBIGUOUS (or a TIMEOUT row): the VM decides this piece
+            on_vm.add(piece)
+            index = before[end[piece]]
+    return chosen
 
 
 _ONE_US = _dt.timedelta(microseconds=1)
