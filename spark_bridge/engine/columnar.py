@@ -47,7 +47,6 @@ from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SPAN, ColumnarTable, Rows, as_column,
                                                   datetimes)
-from cep.spark_bridge.engine.key_table import split_by_key
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import match_ids
@@ -689,14 +688,7 @@ def step_bucket(spark_step, cstep: ColumnarStep, pdf, state, watermark_us: int):
     columns: dict = {name: [] for name in cstep.columns}
     event_us, null_time, rejected = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), None
     if pdf is not None:
-        columns, times, rejected = spark_step.inputs(pdf)
-        groups = split_by_key(spark_step.row_keys(pdf))
-        keys = list(groups)
-        codes = np.empty(len(times), dtype=np.int64)
-        for code, indices in enumerate(groups.values()):
-            codes[indices] = code
-        null_time = np.fromiter((t is None for t in times), dtype=bool, count=len(times))
-        event_us = np.fromiter((0 if t is None else t for t in times), dtype=np.int64, count=len(times))
+        keys, codes, columns, event_us, null_time, rejected = spark_step.bucket_inputs(pdf)
     found = cstep.step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
     merged = StepResult(state=None, timer_us=None, stats=found.stats)
     for kid in table.ids(keys).tolist() + found.due:
