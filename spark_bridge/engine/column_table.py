@@ -71,9 +71,9 @@ def series_column(series) -> np.ndarray:
     return typed(series_values(series))
 
 
-def key_codes(raw: list) -> tuple[np.ndarray, list]:
+def key_codes(raw) -> tuple[np.ndarray, list]:
     """(code per row, distinct keys in order of first appearance), keys equal as Python compares them."""
-    if raw and all(type(v) is str for v in raw[:64]) and set(map(type, raw)) == {str}:
+    if len(raw) and all(type(v) is str for v in raw[:64]) and set(map(type, raw)) == {str}:
         import pandas as pd  # factorize hashes strings in C; codes in order of first appearance
 
         codes, uniques = pd.factorize(np.asarray(raw, dtype=object), sort=False)
@@ -256,7 +256,7 @@ class ColumnarTable:
             return packed
         return codec.encode({
             "kind": TABLE_KIND, "v": TABLE_VERSION, "buckets": self.buckets, "columns": list(self.columns),
-            "keys": [list(self.keys[k]) for k in keep.tolist()],
+            "key_count": len(keep), "key_columns": [list(column) for column in zip(*[self.keys[k] for k in keep.tolist()])],
             "fields": {name: pack_column(values[keep]) for name, values in self.fields.items()},
             "timers": [[int(renumber[k]), us] for k, us in self.timers.items() if renumber[k] >= 0],
             "pending": rows(self.pending), "carried": rows(self.carried),
@@ -291,7 +291,10 @@ class ColumnarTable:
         if tuple(data["columns"]) != tuple(columns):
             raise CepRuntimeError("this checkpoint holds other columns than the query reads; restart with a new "
                                   "checkpoint location", code="E0482")
-        keys = [tuple(key) for key in data["keys"]]
+        if "keys" in data:  # format 1: a list per key
+            keys = [tuple(key) for key in data["keys"]]
+        else:  # a list per key column (a key of no columns: the count alone)
+            keys = list(zip(*data["key_columns"])) if data["key_columns"] else [()] * data["key_count"]
         table = cls(columns=columns, buckets=buckets, keys=keys, index={key: i for i, key in enumerate(keys)},
                     fields={name: int_column(values) for name, values in data["fields"].items()},
                     timers={kid: us for kid, us in data["timers"]},

@@ -575,21 +575,22 @@ class ColumnarStep:
         stats["matcher_rows"] = int((carried[called] * live[called]).sum()) if len(called) else 0
         stats["live_matches"] = self.live_matches
         timers, deadlines = table.timers, self.deadlines
-        for kid in call_order:
+        for kid in call_order:  # a called key's timer is set anew, after the others' (Spark's order)
             timers.pop(kid, None)
-            is_live = bool(live[kid])
-            if not is_live and not waiting[kid]:
-                continue
-            candidates = []
-            if waiting[kid]:
-                candidates.append(int(oldest[kid]))
-            if is_live and gap is not None:
-                candidates.append(int(f["last"][kid]) + gap)
-            deadline = deadlines.get(kid) if is_live else None
-            if deadline is not None:
-                candidates.append(max(deadline, int(clock[kid]) + 1))
-            if candidates:
-                timers[kid] = min(candidates)
+        if not len(called):
+            return
+        never = np.iinfo(np.int64).max
+        has_rows, is_live = waiting[called] > 0, live[called].astype(bool)
+        due = np.where(has_rows, oldest[called], never)
+        if gap is not None:
+            due = np.where(is_live, np.minimum(due, f["last"][called] + gap), due)
+        if deadlines:
+            deadline = np.full(size, NO_TIME, dtype=np.int64)
+            deadline[np.fromiter(deadlines, dtype=np.int64, count=len(deadlines))] = list(deadlines.values())
+            found = deadline[called]
+            due = np.where(is_live & (found != NO_TIME), np.minimum(due, np.maximum(found, clock[called] + 1)), due)
+        setting = (has_rows | is_live) & (due != never)
+        timers.update(zip(called[setting].tolist(), due[setting].tolist()))
 
 
 def _walk(outcome: np.ndarray, undecided: np.ndarray, targets: np.ndarray, piece_of: np.ndarray,

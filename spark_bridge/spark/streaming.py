@@ -128,6 +128,15 @@ def _typed(values: list, type_name: str):
     return column
 
 
+def _text_keys(series) -> np.ndarray | None:
+    """A key column of text only (no NULL), as its object array: ``series_values`` would give the same
+    strings one by one. None for any other column."""
+    if series.dtype != object or series.isna().any():
+        return None
+    values = series.to_numpy(dtype=object)
+    return values if set(map(type, values)) == {str} else None
+
+
 class _SparkStep:
     """The function ``applyInPandasWithState`` calls for each key; holds the engine per worker process.
 
@@ -215,8 +224,10 @@ class _SparkStep:
         ``inputs`` gives, typed), event times (µs; 0 where NULL), the NULL-time mask and reject reasons."""
         engine = self.engine()
         names = self.partition_columns
-        values = pandas_to_columns(pdf, names)
-        raw = values[names[0]] if len(names) == 1 else list(zip(*[values[name] for name in names]))
+        raw = _text_keys(pdf[names[0]]) if len(names) == 1 else None
+        if raw is None:
+            values = pandas_to_columns(pdf, names)
+            raw = values[names[0]] if len(names) == 1 else list(zip(*[values[name] for name in names]))
         codes, keys = key_codes(raw)
         if len(names) == 1:
             keys = [(key,) for key in keys]
