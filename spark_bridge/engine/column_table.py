@@ -28,6 +28,10 @@ TABLE_KIND = COLUMNAR_KIND
 # one Python object per value to build and read at each call (still read).
 TABLE_VERSION = 2
 READ_VERSIONS = (1, 2)
+# A table's bytes are not zlib-compressed (format 1's were; both are read): zlib cost a tenth of a Spark
+# bucket call of query (d), and Spark's state stores compress what they write (LZ4 by default, for the
+# HDFS-backed store's files and in RocksDB).
+COMPRESS = False
 NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
 # Columns of carried rows: the start's final decision (FAIL, MATCH; -1: none yet) and its items' row counts.
 KNOWN, SPAN = "__cep_decided", "__cep_span"
@@ -260,7 +264,7 @@ class ColumnarTable:
             "fields": {name: pack_column(values[keep]) for name, values in self.fields.items()},
             "timers": [[int(renumber[k]), us] for k, us in self.timers.items() if renumber[k] >= 0],
             "pending": rows(self.pending), "carried": rows(self.carried),
-        })
+        }, compress=COMPRESS)
 
     def next_timer(self) -> int | None:
         return min(self.timers.values()) if self.timers else None

@@ -160,11 +160,12 @@ def unpack(value: Any) -> Any:
     raise CepRuntimeError(f"unknown value tag {tag!r} in streaming state", code="E0481")
 
 
-def encode(state: Any) -> bytes:
-    """``state`` (plain data, see the module docstring) as ``CEPS`` bytes."""
+def encode(state: Any, compress: bool = True) -> bytes:
+    """``state`` (plain data, see the module docstring) as ``CEPS`` bytes; ``compress=False``: never zlib
+    (``decode`` reads both)."""
     payload = marshal.dumps(pack(state), MARSHAL_VERSION)
     flags = 0
-    if len(payload) > COMPRESS_ABOVE:
+    if compress and len(payload) > COMPRESS_ABOVE:
         payload = zlib.compress(payload, 1)
         flags = _ZLIB
     return MAGIC + bytes((VERSION, flags)) + payload
