@@ -245,7 +245,7 @@ class ColumnarStep:
 
         # 5. Match every piece; emit what is final; carry the rest.
         carry = self._match(table, rows, order, pieces, result)
-        table.carried = (kept + carry).take(np.argsort(np.concatenate([kept.kid, carry.kid]), kind="stable"))
+        table.carried = _by_key(kept, carry)
 
         # 6. Timers and the per-call numbers of the called keys.
         self._timers(table, busy + result.due, clock, stats)
@@ -591,6 +591,16 @@ class ColumnarStep:
             due = np.where(is_live & (found != NO_TIME), np.minimum(due, np.maximum(found, clock[called] + 1)), due)
         setting = (has_rows | is_live) & (due != never)
         timers.update(zip(called[setting].tolist(), due[setting].tolist()))
+
+
+def _by_key(kept: Rows, carry: Rows) -> Rows:
+    """The carried rows of the keys not called and of the called ones in one table in key order (stable: a
+    key's rows keep their order); no sort when they already are (no key left out, say)."""
+    merged = kept + carry
+    kid = merged.kid
+    if len(kid) < 2 or bool((kid[1:] >= kid[:-1]).all()):
+        return merged
+    return merged.take(np.argsort(kid, kind="stable"))
 
 
 def _walk(outcome: np.ndarray, undecided: np.ndarray, targets: np.ndarray, piece_of: np.ndarray,
