@@ -18,6 +18,7 @@ from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 
+
 class LocalStream:
     """Spark's micro-batch rules without Spark, driving ``KeyedStream`` the way the Spark bridge does.
 
