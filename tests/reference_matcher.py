@@ -264,23 +264,16 @@ def _arith(op: str, a: Any, b: Any) -> Any:
             return a - b
         if op == "*":
             return a * b
-        if op in ("/", "%"):
-            if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and not isinstance(b, bool):
-                if b == 0:
-                    raise ReferenceEvalError("division by zero")
-                q = abs(a) // abs(b)
-                if (a < 0) != (b < 0):
-                    q = -q
-                return q if op == "/" else a - b * q
-            if op == "/":
-                if b == 0:
-                    if isinstance(a, decimal.Decimal) or isinstance(b, decimal.Decimal):
-                        raise ReferenceEvalError("division by zero")
-                    return math.nan if a == 0 else math.copysign(math.inf, a)
-                return a / b
-            if b == 0:
-                raise ReferenceEvalError("division by zero")
-            return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else a % b
+        if op in ("/", "%") and b == 0:
+            return None  # Spark without ANSI mode, as docs/language.md states: division by zero is NULL
+        if op == "/":
+            if isinstance(a, int) and isinstance(b, int):
+                return float(a) / float(b)  # Spark: integers divide as DOUBLE (Trino, PostgreSQL truncate)
+            return a / b
+        if isinstance(a, int) and isinstance(b, int):
+            q = abs(a) // abs(b)  # the remainder takes the dividend's sign
+            return a - b * (-q if (a < 0) != (b < 0) else q)
+        return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else a % b
     except TypeError as exc:
         raise ReferenceEvalError(f"cannot apply {op} to {a!r} and {b!r}") from exc
     raise ReferenceUnsupported(f"operator {op}")

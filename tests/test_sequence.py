@@ -36,7 +36,7 @@ def history(name: str, earlier: list[str]) -> list[str]:
     out = [f"value > FIRST(value)", "value < LAST(value, 1)", f"LAST({name}.value, 1) IS NULL OR value >= LAST({name}.value, 1)",
            f"SUM({name}.value) < 6", f"COUNT({name}.*) <= 2", f"AVG({name}.value) >= 1.5", f"MAX({name}.value) < 4",
            f"MIN({name}.value) + COUNT(*) > 2", "SUM(value) <= 7", f"FIRST({name}.value, 1) IS NULL OR value <> FIRST({name}.value, 1)",
-           f"COUNT({name}.value) < 3"]
+           f"COUNT({name}.value) < 3", f"NOT (value < FIRST({name}.value))", f"value <= LAST({name}.value) + 1"]
     for other in earlier:
         out += [f"{name}.value > {other}.value", f"value <= {other}.value + 1", f"value > FIRST({other}.value)",
                 f"SUM({other}.value) + value > 3", f"PREV({other}.value) IS NULL OR {other}.value <> PREV({other}.value)",
@@ -54,7 +54,8 @@ def per_match_measures(first: str, last: str) -> list[str]:
             f"CASE WHEN SUM({last}.value) > 3 THEN 'big' WHEN {first}.value IS NULL THEN NULL ELSE 'small' END AS size",
             f"COALESCE(LAST({last}.value), -1) AS last_or", f"ABS({first}.value - 2.5) AS distance",
             "CLASSIFIER() AS cls", "MATCH_NUMBER() * 10 + COUNT(*) AS numbered",
-            f"LAG({last}.value) AS lagged", f"PREV({first}.value) AS before", f"ROUND(AVG(value), 1) AS mean"]
+            f"LAG({last}.value) AS lagged", f"PREV({first}.value) AS before", f"ROUND(AVG(value), 1) AS mean",
+            f"SUM({first}.value) / COUNT(*) AS ratio", f"COUNT(*) % 2 AS parity"]
 
 
 @st.composite
@@ -272,6 +273,18 @@ def test_the_engine_takes_the_bench_shapes_and_explain_says_so():
         explained = query.explain()
         assert "path: column-wise sequence engine" in explained, name
         assert routes.get(name, "measures: computed for all matches at once") in explained, (name, explained)
+
+
+def test_first_of_the_variable_tested_reads_its_own_row_when_it_is_the_first():
+    """Found by test_matcher_properties: where a run may end, the next variable is tested before it has a
+    row in the match; ``FIRST(B.value)`` there is the row tested (it read the batch's last row)."""
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES MATCH_NUMBER() AS m, A.id AS a "
+            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS NOT (value < FIRST(B.value)))")
+    rows = [{"id": 1, "value": 0}, {"id": 2, "value": 0}, {"id": 3, "value": 1}]
+    query = cep.compile(text)
+    assert sequence_plan.plan_for(query.statement, query.plan.machine(("id", "value")), ("id", "value")) is not None
+    assert query.run(rows) == [{"m": 1, "a": 1}, {"m": 2, "a": 2}]
+    assert reference.reference_run(query.statement, rows) == [{"m": 1, "a": 1}, {"m": 2, "a": 2}]
 
 
 def test_a_start_whose_end_depends_on_backtracking_sends_its_partition_to_the_vm():

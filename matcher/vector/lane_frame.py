@@ -98,7 +98,12 @@ class LaneFrame:
         lanes = self.lanes
         index = lanes.item_of[label]
         first = lanes.item_begin[index, self.lane]
-        count = lanes.item_count[index, self.lane] + (1 if label == self.current else 0)
+        count = lanes.item_count[index, self.lane]
+        if label == self.current:
+            # the row tested is the variable's next row; when it is its first (the next item tested where
+            # a run might end), the item has no begin yet: the row tested is where it begins
+            first = np.where(count == 0, self.cur, first)
+            count = count + 1
         return first, first + count - 1, count > 0
 
     def logical(self, label: int | None, name: str, kind: str, n: int, offset: int) -> kernels.Value:
