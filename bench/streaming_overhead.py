@@ -17,8 +17,9 @@ the engine's, not a sink's. It measures:
    (``--query`` picks one of bench/run.py's queries instead of the V-shape, e.g. ``--query d``):
    rows per second of ``triggerExecution`` over all batches but the first; cep's state bytes per key.
 3. the same rows through the streaming engine in-process (``cep.spark_bridge.engine.local.LocalStream``) and
-   through ``q.run``: the Python cost without Spark;
-4. the step function Spark calls per key, called directly with the same frames: cep's cost per call.
+   through ``q.run``: the Python cost without Spark (rows per CPU second);
+4. the step function Spark calls per bucket of keys, called directly with the same frames: cep's CPU cost
+   per call, outside Spark. ``--skip-per-key`` leaves out (a)'s throughput run (minutes with many keys).
 
 Prints a table (and writes --json if given).
 """
@@ -206,8 +207,13 @@ class _FakeState:
         pass
 
 
-def step_cost(q, text, table, counts) -> float:
-    """4. cep's own cost per key call: the step function Spark calls, fed the frames Spark would feed it."""
+def step_cost(q, text, table, counts, buckets: int) -> dict:
+    """4. cep's own cost per Python call: the step function Spark calls, fed the frames Spark would feed it
+    (one per bucket of keys, ``buckets`` > 0, as cep groups a stream by default; else one per key), in
+    micro-batches of ``counts`` rows, timers not fired. Keys are placed in buckets by a Python hash (as
+    ``LocalStream`` places them), not Spark's: the same number of calls and rows per call."""
+    import zlib
+
     import pandas as pd
 
     from cep.spark_bridge.spark.columns import EVENT_US, MARKER
@@ -216,28 +222,34 @@ def step_cost(q, text, table, counts) -> float:
     columns = tuple(table.column_names)
     types = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"}
     step = _SparkStep(q.plan, columns, ("symbol",), query_text=text, session_timeout_us=3_600_000_000,
-                      max_pending_rows=200_000, output_columns=q.plan.output_types(types), late_rows=True)
+                      max_pending_rows=200_000, output_columns=q.plan.output_types(types), late_rows=True,
+                      key_buckets=buckets)
     frame = table.to_pandas()
     frame["ts"] = frame["ts"].astype("datetime64[ns]")
     frame[EVENT_US] = frame["ts"].astype("int64") // 1000
     frame[MARKER] = pd.NaT
+    by = "symbol"
+    if buckets:
+        by = "__cep_bucket__"
+        frame[by] = [zlib.crc32(symbol.encode()) % buckets for symbol in frame["symbol"]]
     states: dict = {}
     calls, elapsed, position, top = 0, 0.0, 0, None
     for count in counts:
         part = frame.iloc[position : position + count]
         position += count
         watermark = 0 if top is None else top // 1000 - 5_000
-        groups = [(key, group.reset_index(drop=True)) for key, group in part.groupby("symbol", sort=False)]
-        started = time.perf_counter()
-        for key, group in groups:
+        groups = [(key, g.reset_index(drop=True)) for key, g in part.groupby(by, sort=False)]
+        started = time.process_time()
+        for key, g in groups:
             state = states.setdefault(key, _FakeState())
             state.watermark_ms = watermark
-            for _ in step((key,), iter([group]), state):
+            for _ in step((key,), iter([g]), state):
                 pass
             calls += 1
-        elapsed += time.perf_counter() - started
+        elapsed += time.process_time() - started
         top = int(part[EVENT_US].max()) if top is None else max(top, int(part[EVENT_US].max()))
-    return round(elapsed / calls * 1000, 2)
+    return {"calls": calls, "cpu_ms_per_call": round(elapsed / calls * 1000, 2),
+            "rows_per_cpu_s": round(sum(counts) / elapsed)}
 
 
 def main(argv=None) -> int:
@@ -248,6 +260,7 @@ def main(argv=None) -> int:
     parser.add_argument("--small-batches", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--skip-transform", action="store_true", help="skip transformWithStateInPandas (b)")
+    parser.add_argument("--skip-per-key", action="store_true", help="skip (a)'s throughput run (one call per key: slow)")
     parser.add_argument("--query", help="a letter of bench/run.py's queries instead of patterns/v_shape.sql")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -259,6 +272,7 @@ def main(argv=None) -> int:
 
     import cep
     from data import generate
+    from cep.spark_bridge.spark.buckets import KEY_BUCKETS
     from cep.spark_bridge.spark.session import get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-stream-bench-"))
@@ -290,7 +304,8 @@ def main(argv=None) -> int:
         big = work / "big"
         table = generate(args.rows, symbols=args.symbols)
         counts = write_batches(table, big, args.batches)
-        results["throughput_apply"] = run(spark, big, work, "throughput_apply", counting_apply)
+        if not args.skip_per_key:
+            results["throughput_apply"] = run(spark, big, work, "throughput_apply", counting_apply)
         results["throughput_apply_buckets"] = run(spark, big, work, "throughput_apply_buckets", counting_buckets)
         results["throughput_cep"] = run(spark, big, work, "throughput_cep", cep_build)
         m = results["throughput_cep"]["metrics"]
@@ -304,17 +319,17 @@ def main(argv=None) -> int:
         rows = table.to_pylist()
         engine = KeyedStream(q.plan, tuple(table.column_names), query_text=text, session_timeout_us=3_600_000_000)
         stream = LocalStream(engine, delay_ms=5_000)
-        t = time.perf_counter()
+        t = time.process_time()  # CPU seconds: the machine may be shared
         position = 0
         for count in counts:
             stream.run_batch(rows[position : position + count])
             position += count
         stream.run_batch([])
-        results["engine_in_process_rows_per_s"] = round(len(rows) / (time.perf_counter() - t))
-        t = time.perf_counter()
+        results["engine_in_process_rows_per_s"] = round(len(rows) / (time.process_time() - t))
+        t = time.process_time()
         q.run(rows)
-        results["q_run_rows_per_s"] = round(len(rows) / (time.perf_counter() - t))
-        results["step_ms_per_call"] = step_cost(q, text, table, counts)
+        results["q_run_rows_per_s"] = round(len(rows) / (time.process_time() - t))
+        results["step_per_call"] = step_cost(q, text, table, counts, KEY_BUCKETS)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -333,8 +348,10 @@ def main(argv=None) -> int:
         print(f"{name:<24} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} {r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}")
     if results.get("throughput_cep", {}).get("state_bytes_per_key_call"):  # the column-wise path keeps no per-key count
         print(f"cep state per key (mean over calls): {results['throughput_cep']['state_bytes_per_key_call']} bytes")
-    print(f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows/s; q.run: {results['q_run_rows_per_s']} rows/s")
-    print(f"cep step function called directly: {results['step_ms_per_call']} ms per key call")
+    print(f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows per CPU second; q.run: {results['q_run_rows_per_s']}")
+    step = results["step_per_call"]
+    print(f"cep step function called directly ({KEY_BUCKETS} buckets): {step['calls']} calls, {step['cpu_ms_per_call']} "
+          f"CPU ms per call, {step['rows_per_cpu_s']:,} rows per CPU second")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

@@ -354,3 +354,48 @@ def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_matc
     after = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, NEXT(B.v) AS after", "A AS A.v < 5, B AS B.v >= 5"))
     assert reasons_not(KeyedStream(after.plan, COLUMNS, query_text=after.text)) == [
         "NEXT in a measure (a match waits for the rows after it)"]
+
+
+def _fixture_rows() -> list[list[dict]]:
+    """The micro-batches tests/streaming_checkpoints/columnar_v1.json was written from (3 keys, floats and
+    NULLs in w, tied times, a gap), then the rest of the stream."""
+    rows = [{"k": "abc"[i % 3], "ts": T0 + dt.timedelta(seconds=i // 2 + (20 if i > 40 else 0)), "v": (i * 7) % 10,
+             "w": [0.1, 0.2, None, 2.5, 1.0][i % 5]} for i in range(60)]
+    return [rows[:25], rows[25:45], rows[45:], [], [{"k": "z", "ts": T0 + dt.timedelta(hours=5), "v": 0, "w": 0.0}], []]
+
+
+def test_a_checkpoint_of_the_first_table_format_goes_on():
+    """Checkpoints written by the column-wise path's first state format (every column a list of values,
+    written by cep before numeric columns were kept as bytes) are read: the stream resumed from them gives
+    what the uninterrupted stream gives, and its next state is written in the current format."""
+    import base64
+    import json
+
+    from cep.spark_bridge.engine import state_codec as codec
+    from cep.spark_bridge.engine.column_table import TABLE_VERSION
+
+    fixture = json.loads((Path(__file__).parent / "streaming_checkpoints" / "columnar_v1.json").read_text())
+    batches, cut = _fixture_rows(), fixture["cut"]
+    for name, saved in fixture["queries"].items():
+        q = cep.compile(QUERIES[name])
+        engine = KeyedStream(q.plan, COLUMNS, query_text=q.text, session_timeout_us=30_000_000)
+        whole = LocalStream(engine, delay_ms=5_000, buckets=2, columnar=True)
+        for batch in batches[:cut]:
+            whole.run_batch(batch)
+        resumed = LocalStream(engine, delay_ms=5_000, buckets=2, columnar=True)
+        resumed.tables = {int(bucket): base64.b64decode(blob) for bucket, blob in saved["tables"].items()}
+        assert {codec.decode(blob)["v"] for blob in resumed.tables.values()} == {1}
+        assert resumed.states == whole.states and resumed.timers == whole.timers  # the same state, read
+        resumed.watermark_ms, resumed.max_event_ms = saved["watermark_ms"], saved["max_event_ms"]
+        outputs = []
+        for batch in batches[cut:]:
+            want, got = whole.run_batch(batch), resumed.run_batch(batch)
+            assert got[:2] == want[:2] and [(r, row) for r, row in got[2]] == [(r, row) for r, row in want[2]], name
+            outputs += got[0]
+        assert outputs, name  # the resumed part emits matches
+        assert all(codec.decode(blob)["v"] == TABLE_VERSION for blob in resumed.tables.values())
+    broken = codec.decode(base64.b64decode(fixture["queries"]["card_testing"]["tables"]["1"]))
+    broken["v"] = 99
+    with pytest.raises(CepRuntimeError, match="version 99") as caught:
+        ColumnarTable.decode(codec.encode(broken), ("v", "w"), 2)
+    assert caught.value.code == "E0481"

@@ -15,14 +15,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
+from cep.matcher.rows.tables import series_values
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import COLUMNAR_KIND, KeyTable
 from cep.spark_bridge.engine.keyed import STATE_VERSION, KeyedStream
 
-# Imported inside functions: pandas (heavy; only to turn a micro-batch's event times into µs in C).
+# Imported inside functions: pandas (heavy; only to turn a micro-batch's event times into µs and its text
+# keys into codes, in C).
 
 TABLE_KIND = COLUMNAR_KIND
-TABLE_VERSION = 1
+# 2: int64, float64 and bool columns as their bytes (``pack_column``); 1: every column as a list of values,
+# one Python object per value to build and read at each call (still read).
+TABLE_VERSION = 2
+READ_VERSIONS = (1, 2)
+# A table's bytes are not zlib-compressed (format 1's were; both are read): zlib cost a tenth of a Spark
+# bucket call of query (d), and Spark's state stores compress what they write (LZ4 by default, for the
+# HDFS-backed store's files and in RocksDB).
+COMPRESS = False
 NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
 # Columns of carried rows: the start's final decision (FAIL, MATCH; -1: none yet) and its items' row counts.
 KNOWN, SPAN = "__cep_decided", "__cep_span"
@@ -48,6 +57,35 @@ def typed(values) -> np.ndarray:
             except OverflowError:
                 pass
     return np.fromiter(values, dtype=object, count=n)
+
+
+def series_column(series) -> np.ndarray:
+    """A pandas Series as ``typed`` makes its values (``series_values``: NaN in a float column is NULL), taken
+    from numpy without a Python object per value where the Series is a NULL-free number or bool column."""
+    dtype = series.dtype
+    if isinstance(dtype, np.dtype):
+        if dtype.kind == "b":
+            return series.to_numpy(dtype=bool)
+        if dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8):
+            return series.to_numpy().astype(np.int64)
+        if dtype.kind == "f":
+            values = series.to_numpy().astype(np.float64)
+            if not np.isnan(values).any():
+                return values
+    return typed(series_values(series))
+
+
+def key_codes(raw) -> tuple[np.ndarray, list]:
+    """(code per row, distinct keys in order of first appearance), keys equal as Python compares them."""
+    if len(raw) and all(type(v) is str for v in raw[:64]) and set(map(type, raw)) == {str}:
+        import pandas as pd  # factorize hashes strings in C; codes in order of first appearance
+
+        codes, uniques = pd.factorize(np.asarray(raw, dtype=object), sort=False)
+        return codes.astype(np.int64, copy=False), uniques.tolist()
+    first: dict = {}
+    setdefault = first.setdefault
+    codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
+    return codes, list(first)
 
 
 def as_column(values) -> np.ndarray:
@@ -103,13 +141,45 @@ class Rows:
             return np.full(len(self.kid), -1 if name == KNOWN else 0, dtype=np.int64)
         return found
 
-    def pack(self) -> dict:
-        return {"kid": self.kid.tolist(), "us": self.us.tolist(), "cols": {n: v.tolist() for n, v in self.cols.items()}}
+    def pack(self, as_bytes: bool = False) -> dict:
+        """The rows as plain data: lists of values, or with ``as_bytes`` numeric columns as bytes (``pack_column``)."""
+        column = pack_column if as_bytes else np.ndarray.tolist
+        return {"kid": column(self.kid), "us": column(self.us), "cols": {n: column(v) for n, v in self.cols.items()}}
 
     @classmethod
     def unpack(cls, data: dict) -> "Rows":
-        return cls(np.asarray(data["kid"], dtype=np.int64), np.asarray(data["us"], dtype=np.int64),
-                   {name: typed(values) for name, values in data["cols"].items()})
+        return cls(int_column(data["kid"]), int_column(data["us"]),
+                   {name: unpack_column(values) for name, values in data["cols"].items()})
+
+
+# The numpy types a column keeps as bytes in a table's state (little-endian, as numpy names them).
+_RAW_TYPES = {np.dtype(np.int64): "<i8", np.dtype(np.float64): "<f8", np.dtype(bool): "|b1"}
+_RAW_READ = {name: np.dtype(name) for name in _RAW_TYPES.values()}
+
+
+def pack_column(values: np.ndarray):
+    """A column as state data: an int64, float64 or bool column as ``{"dtype", "data"}`` (its bytes: one
+    ``marshal`` object, no Python object per value), any other column as the list of its values."""
+    name = _RAW_TYPES.get(values.dtype)
+    if name is None:
+        return values.tolist()
+    return {"dtype": name, "data": np.ascontiguousarray(values, dtype=np.dtype(name)).tobytes()}
+
+
+def unpack_column(packed) -> np.ndarray:
+    """``pack_column``'s column back (a list of values: ``typed``, as format 1 kept every column)."""
+    if not isinstance(packed, dict):
+        return typed(packed)
+    kind = _RAW_READ.get(packed.get("dtype"))
+    if kind is None or not isinstance(packed.get("data"), bytes) or len(packed["data"]) % kind.itemsize:
+        raise CepRuntimeError(f"column-wise streaming state holds a column cep cannot read ({packed.get('dtype')!r})",
+                              code="E0481")
+    return np.frombuffer(packed["data"], dtype=kind).astype(kind.newbyteorder("="))  # a writable copy
+
+
+def int_column(packed) -> np.ndarray:
+    """An int64 column (key ids, event times, per-key numbers) of either format."""
+    return unpack_column(packed) if isinstance(packed, dict) else np.asarray(packed, dtype=np.int64)
 
 
 # Per-key numbers of a ColumnarTable: name -> initial value (int64 columns indexed by key id).
@@ -185,18 +255,18 @@ class ColumnarTable:
         renumber[keep] = np.arange(len(keep))
 
         def rows(part: Rows) -> dict:
-            packed = part.pack()
-            packed["kid"] = renumber[part.kid].tolist()
+            packed = part.pack(as_bytes=True)
+            packed["kid"] = pack_column(renumber[part.kid])
             return packed
         return codec.encode({
             "kind": TABLE_KIND, "v": TABLE_VERSION, "buckets": self.buckets, "columns": list(self.columns),
-            "keys": [list(self.keys[k]) for k in keep.tolist()],
-            "fields": {name: values[keep].tolist() for name, values in self.fields.items()},
+            "key_count": len(keep), "key_columns": [list(column) for column in zip(*[self.keys[k] for k in keep.tolist()])],
+            "fields": {name: pack_column(values[keep]) for name, values in self.fields.items()},
             # in key order, as a KeyTable writes its timers (in the order of its keys): a restored table calls
             # the keys its timers make due in the same order on both paths
             "timers": [[int(renumber[k]), us] for k, us in sorted(self.timers.items()) if renumber[k] >= 0],
             "pending": rows(self.pending), "carried": rows(self.carried),
-        })
+        }, compress=COMPRESS)
 
     def next_timer(self) -> int | None:
         return min(self.timers.values()) if self.timers else None
@@ -217,9 +287,9 @@ class ColumnarTable:
                 "this checkpoint was written by the per-key streaming path (one state per key), and this query "
                 "now runs on the column-wise path; restart with a new checkpoint location, or keep the per-key "
                 "path (columnar=False)", code="E0482")
-        if data.get("v") != TABLE_VERSION:
-            raise CepRuntimeError(f"column-wise streaming state version {data.get('v')} is not {TABLE_VERSION}",
-                                  code="E0481")
+        if data.get("v") not in READ_VERSIONS:
+            raise CepRuntimeError(f"column-wise streaming state version {data.get('v')} is not one of "
+                                  f"{', '.join(map(str, READ_VERSIONS))} (this cep reads those)", code="E0481")
         if data["buckets"] != buckets:
             raise CepRuntimeError(
                 f"this checkpoint was written with key_buckets={data['buckets']}, not {buckets}: a key's bucket would "
@@ -227,9 +297,12 @@ class ColumnarTable:
         if tuple(data["columns"]) != tuple(columns):
             raise CepRuntimeError("this checkpoint holds other columns than the query reads; restart with a new "
                                   "checkpoint location", code="E0482")
-        keys = [tuple(key) for key in data["keys"]]
+        if "keys" in data:  # format 1: a list per key
+            keys = [tuple(key) for key in data["keys"]]
+        else:  # a list per key column (a key of no columns: the count alone)
+            keys = list(zip(*data["key_columns"])) if data["key_columns"] else [()] * data["key_count"]
         table = cls(columns=columns, buckets=buckets, keys=keys, index={key: i for i, key in enumerate(keys)},
-                    fields={name: np.asarray(values, dtype=np.int64) for name, values in data["fields"].items()},
+                    fields={name: int_column(values) for name, values in data["fields"].items()},
                     timers={kid: us for kid, us in data["timers"]},
                     pending=Rows.unpack(data["pending"]), carried=Rows.unpack(data["carried"]))
         return table

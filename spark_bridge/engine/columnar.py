@@ -49,7 +49,6 @@ from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SPAN, ColumnarTable, Rows, as_column,
                                                   datetimes)
-from cep.spark_bridge.engine.key_table import split_by_key
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import match_ids
@@ -262,7 +261,7 @@ class ColumnarStep:
 
         # 5. Match every piece; emit what is final; carry the rest.
         carry = self._match(table, rows, order, pieces, result)
-        table.carried = (kept + carry).take(np.argsort(np.concatenate([kept.kid, carry.kid]), kind="stable"))
+        table.carried = _by_key(kept, carry)
 
         # 6. Timers and the per-call numbers of the called keys.
         self._timers(table, busy + result.due, clock, stats)
@@ -376,31 +375,7 @@ class ColumnarStep:
             undecided = found.open & ~pieces.closed[piece_of] & ~context
             targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
             outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
-            candidates = np.flatnonzero((outcome != decisions.FAIL) | undecided)
-            # memoryviews: a Python int per step, without converting whole arrays (the walk skips most)
-            following = memoryview(np.searchsorted(candidates, targets[candidates]).astype(np.int64))
-            cand_piece = memoryview(piece_of[candidates].astype(np.int64))
-            after = memoryview(np.searchsorted(candidates, pieces.end[piece_of[candidates]]).astype(np.int64))
-            kinds = memoryview(outcome[candidates].astype(np.int64))
-            waits = memoryview(undecided[candidates])
-            cand = memoryview(candidates.astype(np.int64))
-            index, count = 0, len(candidates)
-            while index < count:
-                piece = cand_piece[index]
-                if piece in on_vm:
-                    index = after[index]
-                elif waits[index]:
-                    stop[piece] = cand[index]
-                    index = after[index]
-                elif kinds[index] == decisions.MATCH:
-                    chosen.append(cand[index])
-                    index = following[index]
-                elif kinds[index] == decisions.TIMEOUT:  # no match: no skip, the next start goes on
-                    chosen.append(cand[index])
-                    index += 1
-                else:  # AMBIGUOUS: the VM decides this piece
-                    on_vm.add(piece)
-                    index = after[index]
+            chosen = _walk(outcome, undecided, targets, piece_of, pieces.end, on_vm, stop)
             if on_vm:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
         timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
@@ -628,21 +603,68 @@ class ColumnarStep:
         stats["matcher_rows"] = int((carried[called] * live[called]).sum()) if len(called) else 0
         stats["live_matches"] = self.live_matches
         timers, deadlines = table.timers, self.deadlines
-        for kid in call_order:
+        for kid in call_order:  # a called key's timer is set anew, after the others' (Spark's order)
             timers.pop(kid, None)
-            is_live = bool(live[kid])
-            if not is_live and not waiting[kid]:
-                continue
-            candidates = []
-            if waiting[kid]:
-                candidates.append(int(oldest[kid]))
-            if is_live and gap is not None:
-                candidates.append(int(f["last"][kid]) + gap)
-            deadline = deadlines.get(kid) if is_live else None
-            if deadline is not None:
-                candidates.append(max(deadline, int(clock[kid]) + 1))
-            if candidates:
-                timers[kid] = min(candidates)
+        if not len(called):
+            return
+        never = np.iinfo(np.int64).max
+        has_rows, is_live = waiting[called] > 0, live[called].astype(bool)
+        due = np.where(has_rows, oldest[called], never)
+        if gap is not None:
+            due = np.where(is_live, np.minimum(due, f["last"][called] + gap), due)
+        if deadlines:
+            deadline = np.full(size, NO_TIME, dtype=np.int64)
+            deadline[np.fromiter(deadlines, dtype=np.int64, count=len(deadlines))] = list(deadlines.values())
+            found = deadline[called]
+            due = np.where(is_live & (found != NO_TIME), np.minimum(due, np.maximum(found, clock[called] + 1)), due)
+        setting = (has_rows | is_live) & (due != never)
+        timers.update(zip(called[setting].tolist(), due[setting].tolist()))
+
+
+def _by_key(kept: Rows, carry: Rows) -> Rows:
+    """The carried rows of the keys not called and of the called ones in one table in key order (stable: a
+    key's rows keep their order); no sort when they already are (no key left out, say)."""
+    merged = kept + carry
+    kid = merged.kid
+    if len(kid) < 2 or bool((kid[1:] >= kid[:-1]).all()):
+        return merged
+    return merged.take(np.argsort(kid, kind="stable"))
+
+
+def _walk(outcome: np.ndarray, undecided: np.ndarray, targets: np.ndarray, piece_of: np.ndarray,
+          piece_end: np.ndarray, on_vm: set, stop: np.ndarray) -> list[int]:
+    """AFTER MATCH SKIP over the starts that count (a match, a TIMEOUT row, an undecided or ambiguous start),
+    piece by piece: the matches and TIMEOUT rows chosen; a piece's first undecided start goes to ``stop``, a piece the VM must decide to
+    ``on_vm``. One Python step per start visited (most are skipped): the next start that counts at or after
+    a row is a running count of them (O(rows), where a binary search per start cost more than the matching)."""
+    counts = (outcome != decisions.FAIL) | undecided
+    below = np.zeros(len(counts) + 1, dtype=np.int64)  # starts that count before each row
+    np.cumsum(counts, out=below[1:])
+    # memoryviews: a Python int per step, without converting whole arrays
+    cand, before = memoryview(np.flatnonzero(counts).astype(np.int64)), memoryview(below)
+    part, end = memoryview(np.ascontiguousarray(piece_of, dtype=np.int64)), memoryview(np.ascontiguousarray(piece_end, dtype=np.int64))
+    target, kind = memoryview(np.ascontiguousarray(targets, dtype=np.int64)), memoryview(np.ascontiguousarray(outcome))
+    waits = memoryview(np.ascontiguousarray(undecided, dtype=bool))
+    chosen: list[int] = []
+    index, count = 0, len(cand)
+    while index < count:
+        row = cand[index]
+        piece = part[row]
+        if piece in on_vm:
+            index = before[end[piece]]
+        elif waits[row]:
+            stop[piece] = row
+            index = before[end[piece]]
+        elif kind[row] == decisions.MATCH:
+            chosen.append(row)
+            index = before[target[row]]
+        elif kind[row] == decisions.TIMEOUT:  # no match: no skip, the next start goes on
+            chosen.append(row)
+            index += 1
+        else:  # AMBIGUOUS: the VM decides this piece
+            on_vm.add(piece)
+            index = before[end[piece]]
+    return chosen
 
 
 _ONE_US = _dt.timedelta(microseconds=1)
@@ -712,14 +734,7 @@ def step_bucket(spark_step, cstep: ColumnarStep, pdf, state, watermark_us: int):
     columns: dict = {name: [] for name in cstep.columns}
     event_us, null_time, rejected = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), None
     if pdf is not None:
-        columns, times, rejected = spark_step.inputs(pdf)
-        groups = split_by_key(spark_step.row_keys(pdf))
-        keys = list(groups)
-        codes = np.empty(len(times), dtype=np.int64)
-        for code, indices in enumerate(groups.values()):
-            codes[indices] = code
-        null_time = np.fromiter((t is None for t in times), dtype=bool, count=len(times))
-        event_us = np.fromiter((0 if t is None else t for t in times), dtype=np.int64, count=len(times))
+        keys, codes, columns, event_us, null_time, rejected = spark_step.bucket_inputs(pdf)
     found = cstep.step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
     merged = StepResult(state=None, timer_us=None, stats=found.stats)
     for kid in table.ids(keys).tolist() + found.due:

@@ -13,12 +13,10 @@ import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine import columnar as columnar_path
-from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, typed
+from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, key_codes, typed
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
-
-# Imported inside functions: pandas (heavy; only to factorize a micro-batch's text keys in C).
 
 
 class LocalStream:
@@ -153,7 +151,7 @@ class LocalStream:
         raw = values[names[0]] if len(names) == 1 else list(zip(*[values[c] for c in names]))
         if not names:
             raw = [()] * len(rows)
-        codes, keys = _key_codes(raw)
+        codes, keys = key_codes(raw)
         if len(names) == 1:
             keys = [(v,) for v in keys]
         columns = {name: typed(values[name]) for name in step.columns}
@@ -205,19 +203,6 @@ class LocalStream:
         if len(present):
             self._saw(int(present.max()) // 1000)
         return out, ids, [(reason, rows[index]) for index, reason in late]
-
-
-def _key_codes(raw: list) -> tuple[np.ndarray, list]:
-    """(code per row, distinct keys in order of first appearance), keys equal as Python compares them."""
-    if raw and all(type(v) is str for v in raw[:64]) and set(map(type, raw)) == {str}:
-        import pandas as pd  # factorize hashes strings in C; codes in order of first appearance
-
-        codes, uniques = pd.factorize(np.asarray(raw, dtype=object), sort=False)
-        return codes.astype(np.int64, copy=False), uniques.tolist()
-    first: dict = {}
-    setdefault = first.setdefault
-    codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
-    return codes, list(first)
 
 
 def _columns_of(rows: list[dict], names: tuple[str, ...]) -> list[list]:

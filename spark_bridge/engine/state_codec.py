@@ -93,6 +93,8 @@ def pack(value: Any) -> Any:
                 return (T_DATETIMES, [None if v is None else (v - _EPOCH) // _ONE_US for v in value])
             except TypeError:  # not all of them are naive datetimes
                 pass
+        if _PLAIN.issuperset(map(type, value)):  # a column of plain values (the common case): as it is
+            return value
         return [v if type(v) in _PLAIN else pack(v) for v in value]
     if kind is dict:
         return {k: (v if type(v) in _PLAIN else pack(v)) for k, v in value.items()}
@@ -134,6 +136,8 @@ def unpack(value: Any) -> Any:
     if kind in _PLAIN:
         return value
     if kind is list:
+        if _PLAIN.issuperset(map(type, value)):
+            return value
         return [v if type(v) in _PLAIN else unpack(v) for v in value]
     if kind is dict:
         return {k: (v if type(v) in _PLAIN else unpack(v)) for k, v in value.items()}
@@ -156,11 +160,12 @@ def unpack(value: Any) -> Any:
     raise CepRuntimeError(f"unknown value tag {tag!r} in streaming state", code="E0481")
 
 
-def encode(state: Any) -> bytes:
-    """``state`` (plain data, see the module docstring) as ``CEPS`` bytes."""
+def encode(state: Any, compress: bool = True) -> bytes:
+    """``state`` (plain data, see the module docstring) as ``CEPS`` bytes; ``compress=False``: never zlib
+    (``decode`` reads both)."""
     payload = marshal.dumps(pack(state), MARSHAL_VERSION)
     flags = 0
-    if len(payload) > COMPRESS_ABOVE:
+    if compress and len(payload) > COMPRESS_ABOVE:
         payload = zlib.compress(payload, 1)
         flags = _ZLIB
     return MAGIC + bytes((VERSION, flags)) + payload

@@ -54,6 +54,7 @@ from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import coerce
+from cep.spark_bridge.engine.column_table import key_codes, series_column
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.columnar import ColumnarStep
 from cep.spark_bridge.engine.columnar import reasons_not as columnar_reasons
@@ -125,6 +126,15 @@ def _typed(values: list, type_name: str):
     column = np.empty(len(values), dtype=object)
     column[:] = values
     return column
+
+
+def _text_keys(series) -> np.ndarray | None:
+    """A key column of text only (no NULL), as its object array: ``series_values`` would give the same
+    strings one by one. None for any other column."""
+    if series.dtype != object or series.isna().any():
+        return None
+    values = series.to_numpy(dtype=object)
+    return values if set(map(type, values)) == {str} else None
 
 
 class _SparkStep:
@@ -207,6 +217,28 @@ class _SparkStep:
             reasons = pdf[REJECT]
             rejected = reasons.where(reasons.notna(), None).tolist() if reasons.notna().any() else None
         return columns, times, rejected
+
+    def bucket_inputs(self, pdf) -> tuple[list[tuple], np.ndarray, dict, np.ndarray, np.ndarray, list | None]:
+        """What the column-wise path reads of a bucket's frame, as numpy where pandas holds numpy: the keys
+        (in order of first appearance), each row's key code, the columns (``series_column``: the values
+        ``inputs`` gives, typed), event times (µs; 0 where NULL), the NULL-time mask and reject reasons."""
+        engine = self.engine()
+        names = self.partition_columns
+        raw = _text_keys(pdf[names[0]]) if len(names) == 1 else None
+        if raw is None:
+            values = pandas_to_columns(pdf, names)
+            raw = values[names[0]] if len(names) == 1 else list(zip(*[values[name] for name in names]))
+        codes, keys = key_codes(raw)
+        if len(names) == 1:
+            keys = [(key,) for key in keys]
+        columns = {name: series_column(pdf[name]) for name in engine.read_columns}
+        times = pdf[EVENT_US].to_numpy(dtype=np.int64)
+        null_time = times == NULL_TIME
+        rejected = None
+        if self.marked:
+            reasons = pdf[REJECT]
+            rejected = reasons.where(reasons.notna(), None).tolist() if reasons.notna().any() else None
+        return keys, codes, columns, np.where(null_time, 0, times), null_time, rejected
 
     def row_keys(self, pdf) -> list[tuple]:
         """Each row's partition key, as the batch path sees it (``pandas_to_columns`` values)."""
