@@ -20,7 +20,7 @@ from cep.spark_bridge.alerting.rule_set import (
     ALERT_FIRST, ALERT_LAST, ALERT_STATUS, INTERNAL_MEASURES, alert_statement, check_rule, match_id_text,
 )
 from cep.spark_bridge.engine import state_codec
-from cep.spark_bridge.engine.columnar import explain_line as columnar_explain_line
+from cep.spark_bridge.engine.columnar_choice import explain_line as columnar_explain_line
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.engine.match_ids import statement_text
 from cep.spark_bridge.engine.replay import Replay

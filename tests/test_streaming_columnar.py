@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import cep
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine.column_table import ColumnarTable
-from cep.spark_bridge.engine.columnar import reasons_not
+from cep.spark_bridge.engine.columnar_choice import reasons_not
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 from cep.spark_bridge.engine.local import LocalStream

@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cep.grammar import ast
-from cep.grammar.errors import CepError
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.matcher.program.machine import absence_labels
@@ -53,64 +51,6 @@ from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LA
                                            KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import match_ids
 from cep.spark_bridge.engine.ordering import total_order_key
-
-
-
-def reasons_not(engine: KeyedStream) -> list[str]:
-    """Why the column-wise path cannot run ``engine``'s query (empty: it can). Decided once per query."""
-    if engine.proctime:
-        return ["ORDER BY PROCTIME() (rows are matched on arrival, one by one)"]
-    why = []
-    if engine.dedup_columns:
-        why.append("dedup_key")
-    if len(engine.order) != 1:
-        why.append("ORDER BY keys after the event time")
-    base = engine.plan.machine(engine.input_columns)
-    plan = sequence_plan.plan_for(engine.plan.statement, base, engine.input_columns)
-    if plan is None:
-        found = base.__dict__.get("_sequence")
-        return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
-    if base.lookahead:
-        defines = engine.plan.statement.match.defines
-        if any(isinstance(node, ast.Navigation) and node.kind == "NEXT" for d in defines for node in ast.walk(d.condition)):
-            why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
-        else:
-            why.append("NEXT in a measure (a match waits for the rows after it)")
-    if plan.within is not None and base.within.column != engine.time_column:
-        why.append("WITHIN over another column than the event time")
-    pattern = engine.plan.statement.match.pattern
-    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
-    if not all(isinstance(p, (ast.PatternVar, ast.Absence))
-               or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar)) for p in parts):
-        # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
-        why.append("a pattern item other than a variable, a quantified variable or an absence")
-    items = plan.items
-    for index, item in enumerate(items):
-        last = index + 1 == len(items)
-        before_last_row = index + 2 == len(items) and items[-1].low == items[-1].high == 1
-        if item.low != item.high and not (last or before_last_row):
-            why.append("a run whose end depends on the items after the next one (backtracking)")
-            break
-    return why
-
-
-def explain_line(plan, input_columns, query_text: str) -> str:
-    """``cep explain``'s line on the streaming path this query takes (``LocalStream.path`` says the same)."""
-    try:
-        engine = KeyedStream(plan, tuple(input_columns), query_text=query_text)
-    except CepError as why:
-        return f"streaming: not possible as written ({why.message})"
-    why = reasons_not(engine)
-    if not why:
-        plan = sequence_plan.plan_for(engine.plan.statement, engine.plan.machine(engine.input_columns),
-                                      engine.input_columns)
-        timed = " and ".join(text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences")) if flag)
-        extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
-        if plan.measures is None:
-            extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
-        return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
-                "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra)
-    return "streaming: per key on the Pike VM (" + "; ".join(why) + ")"
 
 
 # -------------------------------------------------------------------------------------- one call
@@ -148,7 +88,7 @@ class _Pieces:
 
 
 class ColumnarStep:
-    """``KeyedStream``'s rules for all keys of a call at once (``reasons_not(engine)`` must be empty)."""
+    """``KeyedStream``'s rules for all keys of a call at once (``columnar_choice.reasons_not(engine)`` must be empty)."""
 
     def __init__(self, engine: KeyedStream) -> None:
         self.engine = engine

@@ -13,6 +13,7 @@ import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine import columnar as columnar_path
+from cep.spark_bridge.engine.columnar_choice import reasons_not as columnar_reasons
 from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, key_codes, typed
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
@@ -43,7 +44,7 @@ class LocalStream:
         self.tables: dict[int, object] = {}
         self.stats = dict.fromkeys(STAT_NAMES, 0)
         self.step: columnar_path.ColumnarStep | None = None
-        why = [] if columnar is False else columnar_path.reasons_not(engine)
+        why = [] if columnar is False else columnar_reasons(engine)
         if columnar is not False and not why:
             self.step = columnar_path.ColumnarStep(engine)
             self.path = "column-wise (every key of a micro-batch at once on the sequence engine)"

@@ -57,7 +57,7 @@ from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.column_table import key_codes, series_column
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.columnar import ColumnarStep
-from cep.spark_bridge.engine.columnar import reasons_not as columnar_reasons
+from cep.spark_bridge.engine.columnar_choice import reasons_not as columnar_reasons
 from cep.spark_bridge.engine.columnar import step_bucket as columnar_step_bucket
 from cep.spark_bridge.engine.key_table import step_bucket
 from cep.spark_bridge.engine.keyed import (
