@@ -34,10 +34,15 @@ def match_ids(query_fp: str, key: Sequence, session_start_us: int | None, number
     (naive UTC, within the years 1 to 9999): the same text hashed, built once for the session's part."""
     head = codec.canonical((MATCH_ID_VERSION, query_fp, tuple(key), session_start_us))
     assert head.endswith("])"), head  # canonical form of a tuple: (4, [items])
-    head = head[:-2]
-    sha = hashlib.sha256
-    return [sha(f"{head}, {n}, {s}, ({codec.T_DATETIME}, {u})])".encode("utf-8")).hexdigest()[:32]
-            for n, s, u in zip(numbers, starts, first_us)]
+    # the head hashed once; each id continues a copy of that state (the same bytes hashed as match_id's)
+    prefix = hashlib.sha256(head[:-2].encode("utf-8"))
+    tail = f", ({codec.T_DATETIME}, "
+    ids = []
+    for n, s, u in zip(numbers, starts, first_us):
+        sha = prefix.copy()
+        sha.update(f", {n}, {s}{tail}{u})])".encode("utf-8"))
+        ids.append(sha.hexdigest()[:32])
+    return ids
 
 
 class TaggingOutput:
