@@ -210,6 +210,17 @@ def test_a_column_wise_checkpoint_is_refused_by_the_per_key_path():
     assert caught.value.code == "E0482"
 
 
+def _fed(name: str, batches: list, *, buckets: int, columnar: bool) -> tuple[KeyedStream, LocalStream]:
+    """A LocalStream of ``QUERIES[name]`` (watermark delay 5 s, session timeout 30 s) fed ``batches``,
+    and its engine (to resume another stream from its tables)."""
+    q = cep.compile(QUERIES[name])
+    engine = KeyedStream(q.plan, COLUMNS, query_text=q.text, session_timeout_us=30_000_000)
+    local = LocalStream(engine, delay_ms=5_000, buckets=buckets, columnar=columnar)
+    for batch in batches:
+        local.run_batch(batch)
+    return engine, local
+
+
 def test_a_per_key_checkpoint_goes_on_column_wise():
     """A stream upgraded to the column-wise path keeps its checkpoint: the per-key path's bucket tables are
     read (each key's pending rows, and its matcher's rows from its first undecided start), and the rest
@@ -219,11 +230,7 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
         batches = make_batches(rnd, 5)
         cut = rnd.randint(1, len(batches) - 1)
         for name in ("greedy_tail", "within_greedy", "prev_next_row", "timeout_sla", "absent_tail", "absent_middle"):
-            q = cep.compile(QUERIES[name])
-            engine = KeyedStream(q.plan, COLUMNS, query_text=q.text, session_timeout_us=30_000_000)
-            old = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=False)
-            for batch in batches[:cut]:
-                old.run_batch(batch)
+            engine, old = _fed(name, batches[:cut], buckets=3, columnar=False)
             new = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=True)
             new.tables, new.watermark_ms, new.max_event_ms = dict(old.tables), old.watermark_ms, old.max_event_ms
             for batch in batches[cut:]:
@@ -377,11 +384,7 @@ def test_a_checkpoint_of_the_first_table_format_goes_on():
     fixture = json.loads((Path(__file__).parent / "streaming_checkpoints" / "columnar_v1.json").read_text())
     batches, cut = _fixture_rows(), fixture["cut"]
     for name, saved in fixture["queries"].items():
-        q = cep.compile(QUERIES[name])
-        engine = KeyedStream(q.plan, COLUMNS, query_text=q.text, session_timeout_us=30_000_000)
-        whole = LocalStream(engine, delay_ms=5_000, buckets=2, columnar=True)
-        for batch in batches[:cut]:
-            whole.run_batch(batch)
+        engine, whole = _fed(name, batches[:cut], buckets=2, columnar=True)
         resumed = LocalStream(engine, delay_ms=5_000, buckets=2, columnar=True)
         resumed.tables = {int(bucket): base64.b64decode(blob) for bucket, blob in saved["tables"].items()}
         assert {codec.decode(blob)["v"] for blob in resumed.tables.values()} == {1}
