@@ -371,6 +371,17 @@ def _fixture_rows() -> list[list[dict]]:
     return [rows[:25], rows[25:45], rows[45:], [], [{"k": "z", "ts": T0 + dt.timedelta(hours=5), "v": 0, "w": 0.0}], []]
 
 
+def _without_searched(states: dict) -> dict:
+    """Each key's state decoded, without the column where carried starts' searches stopped (``SEARCHED``)."""
+    from cep.spark_bridge.engine import state_codec as codec
+    from cep.spark_bridge.engine.column_table import SEARCHED
+
+    decoded = {key: codec.decode(blob) for key, blob in states.items()}
+    for state in decoded.values():
+        state["carried"]["cols"].pop(SEARCHED, None)
+    return decoded
+
+
 def test_a_checkpoint_of_the_first_table_format_goes_on():
     """Checkpoints written by the column-wise path's first state format (every column a list of values,
     written by cep before numeric columns were kept as bytes) are read: the stream resumed from them gives
@@ -388,7 +399,8 @@ def test_a_checkpoint_of_the_first_table_format_goes_on():
         resumed = LocalStream(engine, delay_ms=5_000, buckets=2, columnar=True)
         resumed.tables = {int(bucket): base64.b64decode(blob) for bucket, blob in saved["tables"].items()}
         assert {codec.decode(blob)["v"] for blob in resumed.tables.values()} == {1}
-        assert resumed.states == whole.states and resumed.timers == whole.timers  # the same state, read
+        # the same state, read; format 1 predates the searches' progress kept with carried starts (read as none)
+        assert _without_searched(resumed.states) == _without_searched(whole.states) and resumed.timers == whole.timers
         resumed.watermark_ms, resumed.max_event_ms = saved["watermark_ms"], saved["max_event_ms"]
         outputs = []
         for batch in batches[cut:]:

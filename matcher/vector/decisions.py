@@ -27,24 +27,31 @@ class Decisions:
     outcome: np.ndarray  # per start row: FAIL, MATCH, TIMEOUT (SHOW TIMEOUT MATCHES) or AMBIGUOUS
     spans: np.ndarray  # (items, rows): the rows each item takes in the start's match
     open: np.ndarray  # per start row: the decision reached the end of the rows given, the clock before its deadline
+    # per start row: how many rows from it on a search found no hit in (0: nothing known), for ``resume``
+    searched: np.ndarray
 
 
-def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts: np.ndarray | None = None) -> Decisions:
+def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts: np.ndarray | None = None,
+           resume: np.ndarray | None = None) -> Decisions:
     """Every start of the partitions ``offsets`` delimits (rows already in partition and ORDER BY order).
 
     ``values``: the columns the conditions read (``plan.columns``), as ``kernels.Value`` in that order;
     ``times``: None, or (event times as int64 in that order, the clock: a scalar or one per row, the
     WITHIN interval in the same unit), as ``sequence._times`` gives them; ``starts``: the rows to decide
     (a stream knows the final decisions of rows it carries), None: every row (the others are FAIL with no
-    rows). Raises ``kernels.Unsupported`` where the batch path would run the VM."""
+    rows); ``resume``: per row, the ``searched`` of an earlier call over the same rows of the same
+    partition (a stream's carried starts), so that search goes on where it stopped. Raises
+    ``kernels.Unsupported`` where the batch path would run the VM."""
     n = int(offsets[-1]) if len(offsets) else 0
     outcome = np.zeros(n, dtype=np.int8)
     spans = np.zeros((len(plan.items), n), dtype=np.int64)
     undecided = np.zeros(n, dtype=bool)
+    searched = np.zeros(n, dtype=np.int64)
     for begin, end in _chunks(offsets):
-        lanes = _Lanes(plan, values, times, offsets, begin, end)
-        if starts is not None:
-            lanes.starts = starts[lanes.begin:lanes.end]
+        first, stop = int(offsets[begin]), int(offsets[end])
+        lanes = _Lanes(plan, values, times, offsets, begin, end, None if starts is None else starts[first:stop],
+                       None if resume is None else resume[first:stop])
         lanes.match(outcome, spans)
         undecided[lanes.begin:lanes.end] = lanes.reached & ~lanes.expired
-    return Decisions(outcome, spans, undecided)
+        searched[lanes.begin:lanes.end] = lanes.searched
+    return Decisions(outcome, spans, undecided, searched)

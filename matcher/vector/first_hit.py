@@ -157,3 +157,36 @@ class RangeTable:
         holds = self.holds(self.levels[0][rows[which]], start[which])
         found[which[holds]] = rows[which[holds]]
         return found
+
+
+def search(values: np.ndarray, op: str, lo: np.ndarray, hi: np.ndarray, start: np.ndarray, bounds: np.ndarray, *,
+           last: bool) -> np.ndarray:
+    """The first (or ``last``) row in [lo, hi) of each lane where ``value OP start`` holds, or -1; every
+    window lies inside one partition (``bounds``: their offsets). The table covers only the rows some
+    window reaches, from each partition's lowest ``lo`` to its end: a stream's carried starts search only
+    the rows new since their last search, so the rows before are not built into the table again."""
+    if not len(lo):
+        return np.zeros(0, dtype=np.int64)
+    which = np.flatnonzero(hi > lo)  # an empty window reads no row (its lo may be its partition's end)
+    part = np.searchsorted(bounds, lo[which], side="right") - 1
+    from_row = bounds[1:].copy()  # per partition, the first row a window reaches (its end: none)
+    np.minimum.at(from_row, part, lo[which])
+    sizes = bounds[1:] - from_row
+    table_at = np.cumsum(sizes) - sizes
+    shift = from_row - table_at  # a row's index in the table: the row - its partition's shift
+    table_values = values[np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(shift, sizes)]
+    # A window holds a hit only if its partition's rows in the table hold one for its start: the best
+    # value of each partition's rows rules out most of a stream's carried starts in one step.
+    best = np.full(len(sizes), sentinel(op))
+    filled = np.flatnonzero(sizes)
+    if len(filled):
+        best[filled] = (np.minimum if op in ("<", "<=") else np.maximum).reduceat(table_values, table_at[filled])
+    maybe = _HOLDS[op](best[part], start[which])
+    which, part = which[maybe], part[maybe]
+    found = np.full(len(lo), -1, dtype=np.int64)
+    if len(which):
+        lane_shift = shift[part]
+        table = RangeTable(table_values, op, max(int((hi[which] - lo[which]).max()), 1))
+        at = (table.last if last else table.first)(lo[which] - lane_shift, hi[which] - lane_shift, start[which])
+        found[which] = np.where(at >= 0, at + lane_shift, -1)
+    return found

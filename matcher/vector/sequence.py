@@ -310,7 +310,8 @@ def _times(data, name: str, order: np.ndarray, clock, within: _dt.timedelta):
 class _Lanes:
     """The starts of one chunk of partitions, matched item by item."""
 
-    def __init__(self, plan: SequencePlan, values: dict, times, offsets: np.ndarray, first_part: int, end_part: int):
+    def __init__(self, plan: SequencePlan, values: dict, times, offsets: np.ndarray, first_part: int, end_part: int,
+                 starts: np.ndarray | None = None, resume: np.ndarray | None = None):
         self.plan = plan
         self.values = values
         self.begin = int(offsets[first_part])
@@ -319,13 +320,19 @@ class _Lanes:
         self.n = n
         bounds = offsets[first_part:end_part + 1] - self.begin
         sizes = np.diff(bounds)
+        self.bounds = bounds  # partition offsets within the chunk
         self.part_start = np.repeat(bounds[:-1], sizes)
         self.part_end = np.repeat(bounds[1:], sizes)
         self.limit = self.part_end.copy()
         self.expired = np.zeros(n, dtype=bool)
         # a start whose decision wanted a row at its limit (``decisions.py``: not final on a stream)
         self.reached = np.zeros(n, dtype=bool)
-        self.starts: np.ndarray | None = None  # the start rows to match (``decisions.py``); None: every row
+        # the start rows to match, a mask over the chunk's rows (``decisions.py``); None: every row
+        self.starts = starts
+        # per start: rows from it on where a search already found no hit (``decisions.py``: a stream's carried
+        # starts), and what this search adds to that (0: nothing known)
+        self.resume = resume
+        self.searched = np.zeros(n, dtype=np.int64)
         if times is not None:
             ticks, clock, width = times
             self._within_limits(ticks[self.begin:self.end], clock, width, bounds)
@@ -343,7 +350,12 @@ class _Lanes:
         parts = len(bounds) - 1
         if span * parts < 2**62:  # one search over all partitions: each shifted past the one before
             shifted = ticks - low + np.repeat(np.arange(parts, dtype=np.int64) * span, np.diff(bounds))
-            limit = np.searchsorted(shifted, shifted + width, side="left").astype(np.int64)
+            if self.starts is None:
+                limit = np.searchsorted(shifted, shifted + width, side="left").astype(np.int64)
+            else:  # only the starts matched need theirs (a stream's carried rows are mostly decided)
+                limit = self.part_end.copy()
+                at = np.flatnonzero(self.starts)
+                limit[at] = np.searchsorted(shifted, shifted[at] + width, side="left")
         else:
             limit = np.empty(self.n, dtype=np.int64)
             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # ticks are sorted within each
@@ -469,17 +481,20 @@ class _Lanes:
         op, row_kernel, start_kernel = route
         limit = self.limit[lanes]
         lo = pos + item.low
+        if self.resume is not None:  # rows a search of an earlier call found no hit in
+            lo = np.maximum(lo, lanes + self.resume[lanes])
         hi = limit if item.high is None else np.minimum(limit, pos + item.high + 1)
         hi = np.maximum(hi, lo)
         start_value = start_kernel(LaneFrame(self, lanes, pos, following.label))
         start = first_hit.as_floats(start_value, len(lanes), np.nan)
         loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
-        frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
+        frame = kernels.Frame(self.n, loaders, self.bounds)
         rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op), start_value.kind)
-        table = first_hit.RangeTable(rows, op, max(int((hi - lo).max()) if len(lanes) else 1, 1))
-        found = table.last(lo, hi, start) if item.greedy else table.first(lo, hi, start)
+        found = first_hit.search(rows, op, lo, hi, start, self.bounds, last=item.greedy)
         self.plan.stats["first_hit"] += 1
         done = found >= 0
+        if not self.plan.machine.lookahead:  # no row's value changes when rows come after it (no NEXT)
+            self.searched[lanes[~done]] = (hi - lanes)[~done]
         finished = lanes[done]
         self.item_count[index, finished] = found[done] - pos[done]
         self.item_begin[index + 1, finished] = found[done]
@@ -498,7 +513,7 @@ class _Lanes:
         after ``pos`` (a reversed running minimum over the rows) is at or past its limit, and time
         reached the deadline; the absence then takes every row before the limit."""
         loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
-        frame = kernels.Frame(self.n, loaders, np.append(np.unique(self.part_start), self.n))
+        frame = kernels.Frame(self.n, loaders, self.bounds)
         rows = np.arange(self.n + 1, dtype=np.int64)
         b_rows = np.where(np.append(self.plan.quiet(frame), True), rows, self.n)
         next_b = np.minimum.accumulate(b_rows[::-1])[::-1]

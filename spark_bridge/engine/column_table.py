@@ -33,8 +33,10 @@ READ_VERSIONS = (1, 2)
 # HDFS-backed store's files and in RocksDB).
 COMPRESS = False
 NO_TIME = np.iinfo(np.int64).min  # "none" in an int64 column of event times (no forced release, no session)
-# Columns of carried rows: the start's final decision (FAIL, MATCH; -1: none yet) and its items' row counts.
-KNOWN, SPAN = "__cep_decided", "__cep_span"
+# Columns of carried rows: the start's final decision (FAIL, MATCH; -1: none yet) and its items' row counts;
+# for a start not decided yet, the rows from it on that its search found no hit in (``decisions.decide``'s
+# ``resume``; 0: none, as a checkpoint written before this column reads).
+KNOWN, SPAN, SEARCHED = "__cep_decided", "__cep_span", "__cep_searched"
 
 
 # ------------------------------------------------------------------------------------ rows as columns

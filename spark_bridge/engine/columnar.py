@@ -45,8 +45,8 @@ from cep.matcher.program.machine import absence_labels
 from cep.matcher.vector import decisions, kernels, sequence_plan
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
-from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SPAN, ColumnarTable, Rows, as_column,
-                                                  datetimes)
+from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SEARCHED, SPAN, ColumnarTable, Rows,
+                                                  as_column, datetimes)
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import match_ids
@@ -301,7 +301,9 @@ class ColumnarStep:
                 times = (us, np.repeat(pieces.clock, lengths), self.within_us)
             known = self._known(rows, order)  # final decisions kept with carried rows (-1: none)
             cached = (known >= 0) & ~context
-            found = decisions.decide(plan, values, times, offsets, ~cached & ~context)
+            searched = rows.cols.get(SEARCHED)
+            found = decisions.decide(plan, values, times, offsets, ~cached & ~context,
+                                     None if searched is None else searched[order])
         except kernels.Unsupported as why:
             self._note(f"a call ran on the Pike VM: {why}")
             on_vm = set(range(len(lengths)))
@@ -396,6 +398,11 @@ class ColumnarStep:
         carry.cols[KNOWN] = np.where(final, outcome[kept] if found is not None else -1, -1).astype(np.int64)
         for item in range(len(self.plan.items)):
             carry.cols[f"{SPAN}{item}"] = np.where(final, spans[item, kept] if found is not None else 0, 0).astype(np.int64)
+        if found is not None and found.searched.any():  # where undecided starts' searches stopped (column-wise pieces)
+            on_engine = ~np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64, count=len(on_vm)))
+            carry.cols[SEARCHED] = np.where(undecided & on_engine, found.searched, 0)[kept]
+        else:
+            carry.cols.pop(SEARCHED, None)
         return carry
 
     def _known(self, rows: Rows, order: np.ndarray) -> np.ndarray:
