@@ -455,7 +455,8 @@ def test_absence_runs_on_the_engine_and_explain_says_so():
 def test_the_alert_rules_measures_are_computed_per_match_without_partition_output():
     """The measures of patterns/card_testing.sql and login_burst.sql (ROUND(SUM(x), 2) over floats,
     COUNT(DISTINCT x)) and their kin: the VM's measure code once per match, not PartitionOutput; PREV in a
-    measure reads a row before the match, so that batch still goes through PartitionOutput."""
+    measure reads rows before the match: the VM's measure code over those too; NEXT reads rows after it, so
+    that batch still goes through PartitionOutput."""
     tail = ("MEASURES FIRST(S.ts) AS first_ts, COUNT(S.*) AS tests, ROUND(SUM(S.value), 2) AS total, "
             "COUNT(DISTINCT S.value) AS kinds, AVG(S.value) AS mean, MIN(S.value) AS lo, MAX(S.value) AS hi, "
             "CASE WHEN B.value > 300 THEN 'large' ELSE 'small' END AS size, CLASSIFIER() AS last_label, "
@@ -468,9 +469,15 @@ def test_the_alert_rules_measures_are_computed_per_match_without_partition_outpu
     assert plan.stats["columnar_measures"] == 1 and plan.stats["vm_partitions"] == 0
     assert not any("PartitionOutput" in note for note in plan.notes)
     assert "total, kinds, mean, lo, hi, size, last_label: the Pike VM's measure code" in query.explain()
-    query, columns, plan = _bench_like(tail.format(", PREV(S.value) AS before"), values)
+    query, columns, plan = _bench_like(tail.format(", PREV(S.value) AS before, PREV(FIRST(S.value), 2) AS two"), values)
+    got = query.plan.run_columns(columns)[1]
+    assert _typed(got) == _typed(on_vm(query, columns)[1]) and {row[-2] for row in got} != {None}
+    assert plan.stats["columnar_measures"] == 1 and plan.stats["vm_partitions"] == 0
+    assert not any("PartitionOutput" in note for note in plan.notes)
+    assert "the rows PREV reads before it" in query.explain()
+    query, columns, plan = _bench_like(tail.format(", NEXT(B.value) AS after"), values)
     assert _typed(query.plan.run_columns(columns)[1]) == _typed(on_vm(query, columns)[1])
-    assert plan.measures is None and "PREV or NEXT in a measure" in query.explain()
+    assert plan.measures is None and "NEXT in a measure reads rows after the match" in query.explain()
 
 
 def test_decimal_measures_per_match_keep_the_vms_values_and_sparks_types():

@@ -218,7 +218,8 @@ class SequencePlan:
             if name not in loaded:
                 loaded[name] = data.load(name, layout.order)
             return loaded[name]
-        return output_columns.Matches(starts, begins, counts, number, layout.order, data, load, values, timeout)
+        return output_columns.Matches(starts, begins, counts, number, layout.order, data, load, values, timeout,
+                                      np.searchsorted(part_of, parts, side="left"))
 
     def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, index: int) -> list[tuple]:
         """One partition's rows, its starts walked in Python through ``PartitionOutput`` (or on the VM when

@@ -83,7 +83,7 @@ def compile_measures(measures, column_of: Callable[[ast.ColumnRef], str], item_o
                      label_names: tuple[str, ...]) -> list[Program] | None:
     """A program per measure: a column program where it computes the measure exactly, else the VM's own
     measure closure (``vm_measures``, ``OutputLayout.measures``) run once per match (``_per_match``);
-    None when a measure reads rows outside its match (PREV/NEXT), which only PartitionOutput holds."""
+    None when a measure reads rows outside its match (PREV/NEXT); ``reading_before`` takes PREV."""
     programs = []
     for measure, closure in zip(measures, vm_measures):
         if _outside_match(measure.expr):
@@ -101,6 +101,16 @@ def compile_measures(measures, column_of: Callable[[ast.ColumnRef], str], item_o
 def per_match_names(measures, programs: list[Program]) -> list[str]:
     """The measures computed per match by the VM's measure code (``explain`` names them)."""
     return [measure.name.name for measure, program in zip(measures, programs) if getattr(program, "per_match", False)]
+
+
+def reads_after(measures) -> bool:
+    """Does a measure read rows after its match (NEXT)? Only ``PartitionOutput`` holds those."""
+    return any(isinstance(node, ast.Navigation) and node.kind == "NEXT" for m in measures for node in ast.walk(m.expr))
+
+
+def reads_before(measures) -> bool:
+    """Does a measure read rows before its match (PREV)? ``reading_before`` computes those."""
+    return any(isinstance(node, ast.Navigation) and node.kind == "PREV" for m in measures for node in ast.walk(m.expr))
 
 
 def _outside_match(expr) -> bool:
@@ -201,7 +211,10 @@ def reading_before(closures: tuple[Callable, ...], item_labels: tuple[int, ...],
         return out
 
     def program(index: int) -> Program:
-        return lambda m: [values[index] for values in table(m)]
+        def run(m: Matches) -> list:
+            return [values[index] for values in table(m)]
+        run.per_match = True  # ``per_match_names``: the VM's measure code, once per match
+        return run
     return [program(index) for index in range(len(closures))]
 
 

@@ -136,6 +136,10 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status,
                                                machine.output.layout.measures, tuple(item.label for item in items),
                                                machine.label_names)
+    if measures is None and not output_columns.reads_after(mr.measures):  # PREV in a measure: the rows before it too
+        layout = machine.output.layout
+        measures = output_columns.reading_before(layout.measures, tuple(item.label for item in items), machine.label_names,
+                                                 layout.status, machine.lookback)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
                         measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent, quiet=quiet)
@@ -225,11 +229,13 @@ def route_lines(plan: SequencePlan) -> list[str]:
     if plan.measures is not None:
         lines.append("      measures: computed for all matches at once; AFTER MATCH SKIP walked once per emitted match")
         per_match = output_columns.per_match_names(plan.statement.match.measures, plan.measures)
+        before = " and the rows PREV reads before it" if output_columns.reads_before(plan.statement.match.measures) else ""
         if per_match:
-            lines.append(f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its rows)")
+            lines.append(f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its"
+                         f" rows{before})")
     else:
-        lines.append("      measures: one match at a time as the Pike VM computes them, through PartitionOutput (PREV or"
-                     " NEXT in a measure reads rows outside the match)")
+        lines.append("      measures: one match at a time as the Pike VM computes them, through PartitionOutput (NEXT in"
+                     " a measure reads rows after the match)")
     return lines
 
 

@@ -96,11 +96,7 @@ class ColumnarStep:
         self.plan = sequence_plan.plan_for(engine.plan.statement, self.base, engine.input_columns)
         self.columns = tuple(c for c in engine.pending_columns)
         self.lookback = self.base.lookback
-        self.measures = self.plan.measures
-        if self.measures is None:  # PREV in a measure: the VM's measure code, over the rows before each match too
-            layout = self.base.output.layout
-            self.measures = output_columns.reading_before(layout.measures, tuple(item.label for item in self.plan.items),
-                                                          self.base.label_names, layout.status, self.lookback)
+        self.measures = self.plan.measures  # PREV in a measure: ``sequence_output.reading_before``'s programs
         self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)
         self.after_match = engine.plan.statement.match.after_match
         labels = {name: index for index, name in enumerate(self.base.label_names)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cep.grammar import ast
 from cep.grammar.errors import CepError
+from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector import sequence_plan
 from cep.spark_bridge.engine.keyed import KeyedStream
 
@@ -59,7 +60,7 @@ def explain_line(plan, input_columns, query_text: str) -> str:
                                       engine.input_columns)
         timed = " and ".join(text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences")) if flag)
         extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
-        if plan.measures is None:
+        if output_columns.reads_before(plan.statement.match.measures):
             extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
         return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
                 "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra)
