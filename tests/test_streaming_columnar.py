@@ -164,6 +164,26 @@ def test_columnar_caps_equal_per_key(seed, name, session_s):
     assert_same(QUERIES[name], batches, delay_s=5, session_s=session_s, max_pending_rows=4, max_match_rows=6)
 
 
+def test_a_carried_start_searches_only_the_rows_new_since_its_last_search():
+    """``A B*? C`` WITHIN: a start with no C yet is carried, and each later micro-batch searches only its
+    new rows for C (``decisions.decide``'s resume): one row per micro-batch, several keys, a hit that comes
+    late, a start whose deadline passes with none; the output is the per-key VM's, micro-batch by
+    micro-batch."""
+    text = QUERIES["within_first_hit"]  # C AS C.v < A.v - 2, WITHIN 6 s
+    values = {"a": [9, 8, 9, 7, 8, 6, 9, 9, 1, 5, 9, 9, 9, 9, 9, 9, 9, 0], "b": [5, 5, 6, 5, 5, 5, 5, 2, 5, 5, 5, 9]}
+    rows = sorted(({"k": k, "ts": T0 + dt.timedelta(milliseconds=700 * i + (k == "b") * 100), "v": v, "w": 0}
+                   for k, vs in values.items() for i, v in enumerate(vs)), key=lambda row: row["ts"])
+    batches = [[row] for row in rows] + [[{"k": "z", "ts": T0 + dt.timedelta(hours=1), "v": 0, "w": 0}], []]
+    stream = assert_same(text, batches, delay_s=0, session_s=None)
+    assert stream.step.plan.stats["resumed"] > 0 and stream.step.vm_pieces == 0
+    steps, _ = run(text, batches, columnar=True, delay_s=0, session_s=None)
+    # by hand (rows 0.7 s apart: 8 rows after a start are within 6 s): a's rows 0-5 (9 ... 6 < 7), 6-8 (9 ... 1),
+    # 9-17 (5 ... 0 < 3, eight rows later); b's rows 0-7 (5 ... 2 < 3); b's starts 8-11 never see a C
+    index = {(row["k"], row["ts"]): i for k in values for i, row in enumerate(r for r in rows if r["k"] == k)}
+    found = sorted((k, index[k, a], index[k, c]) for step in steps for k, a, c, _ in step[0])
+    assert found == [("a", 0, 5), ("a", 6, 8), ("a", 9, 17), ("b", 0, 7)]
+
+
 def test_a_long_open_run_goes_on_on_the_vm_and_back():
     """A run open for longer than a scan from every start allows (the engine's budget): that call runs on
     the VM, resumed from the carried rows; later calls are column-wise again; the output is the VM's."""

@@ -115,7 +115,7 @@ class SequencePlan:
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
     stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
                                                            "columnar_measures": 0, "first_hit": 0,
-                                                           "cumulative": 0, "quiet": 0})
+                                                           "cumulative": 0, "quiet": 0, "resumed": 0})
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -483,7 +483,9 @@ class _Lanes:
         limit = self.limit[lanes]
         lo = pos + item.low
         if self.resume is not None:  # rows a search of an earlier call found no hit in
-            lo = np.maximum(lo, lanes + self.resume[lanes])
+            resumed = lanes + self.resume[lanes]
+            self.plan.stats["resumed"] += int((resumed > lo).sum())
+            lo = np.maximum(lo, resumed)
         hi = limit if item.high is None else np.minimum(limit, pos + item.high + 1)
         hi = np.maximum(hi, lo)
         start_value = start_kernel(LaneFrame(self, lanes, pos, following.label))
