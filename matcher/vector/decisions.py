@@ -9,6 +9,12 @@ B row, and a partial match that SHOW TIMEOUT MATCHES would report, stay open unt
 clock passes their deadline; a B row before it is final at once. ``decide`` runs the engine exactly as
 ``SequencePlan.run`` does and returns that flag beside the outcome and the rows of each item, per start.
 Batch runs never call it (``Query.run`` gives the whole input: the end of the rows is the true end).
+
+A start that is not final is matched again by the stream's next call, over the same rows and the new ones.
+Where its run's end is searched for (``first_hit``: ``A B*? C``, ``C.price < A.price - 0.10``) and the
+search found no hit before the end of the rows, ``searched`` says how far it went, and the next call's
+``resume`` starts there: the rows before hold the same values (no NEXT reads past them), so they hold no
+hit again, and a call searches only the rows new since the start's last search, not its whole WITHIN window.
 """
 
 from __future__ import annotations
