@@ -33,9 +33,9 @@ EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "180"))
 
 
 def query(pattern: str, measures: str, defines: str, *, skip: str = "PAST LAST ROW", within: str = "",
-          where: str = "", timeouts: bool = False) -> str:
+          where: str = "", timeouts: bool = False, order: str = "ts") -> str:
     shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} "
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY {order} MEASURES {measures} "
             f"ONE ROW PER MATCH{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}")
 
 
@@ -57,6 +57,9 @@ QUERIES = {
     "time_gap": query("A B C", "A.ts AS a, C.ts AS c, C.ts - A.ts AS took", "A AS A.v > 2, B AS B.ts - A.ts <= INTERVAL '3' SECOND, "
                       "C AS C.ts - A.ts < INTERVAL '5' SECOND AND ts >= PREV(ts) + INTERVAL '0.5' SECOND", skip="TO NEXT ROW"),
     "where": query("A{2,} B", "FIRST(A.ts) AS f, COUNT(*) AS n", "A AS A.v < 5, B AS B.v >= 5", where=" WHERE n > 2"),
+    # ORDER BY keys after the event time (rows tied on ts ordered by them, then by the tie-break columns)
+    "order_keys": query("A{2,} B", "FIRST(A.v) AS fv, LAST(A.w) AS lw, B.v AS b, COUNT(*) AS n",
+                        "A AS A.v < 6, B AS B.v >= 6 AND B.v > LAST(A.v)", order="ts, w DESC, v NULLS FIRST"),
     # the alert rules' measures (patterns/login_burst.sql, card_testing.sql) and their kin, over a w of
     # floats, NULLs and ties (``MIXED``): the VM's measure code once per match on the column-wise path
     "brute_force": query("F{3,} O", "FIRST(F.ts) AS f, COUNT(F.*) AS n, COUNT(DISTINCT F.w) AS kinds, O.ts AS o, "
@@ -97,7 +100,7 @@ QUERIES = {
                                  "B AS B.v >= 3, C AS C.v > 7", within="WITHIN INTERVAL '6' SECOND", timeouts=True,
                                  skip="TO NEXT ROW"),
 }
-MIXED = ("brute_force", "card_testing")  # w: floats that round (0.1 + 0.2), integers, NULLs
+MIXED = ("brute_force", "card_testing", "order_keys")  # w: floats that round (0.1 + 0.2), integers, NULLs
 
 
 def make_batches(rnd: random.Random, delay_s: int, mixed: bool = False) -> list[list[dict]]:

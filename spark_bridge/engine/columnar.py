@@ -42,6 +42,7 @@ import numpy as np
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.matcher.program.machine import absence_labels
+from cep.matcher.rows.outer import sort_key
 from cep.matcher.vector import decisions, kernels, sequence_plan
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
@@ -207,14 +208,16 @@ class ColumnarStep:
     # ------------------------------------------------------------------------------------ the steps
 
     def _release_order(self, rows: Rows) -> np.ndarray:
-        """(key, event time, tie-break columns) order of released rows, stable: ``release_order``'s."""
+        """(key, event time, the other ORDER BY keys, tie-break columns) order of released rows, stable:
+        ``release_order``'s (its sorts are stable, so it orders by all of them in that order too)."""
         order = np.lexsort((rows.us, rows.kid))
         kid, us = rows.kid[order], rows.us[order]
         tied = (kid[1:] == kid[:-1]) & (us[1:] == us[:-1])
-        if not tied.any() or not self.engine.tiebreak_columns:
+        if not tied.any():
             return order
-        ranks = [_ranks(rows.cols[name]) for name in self.engine.tiebreak_columns]
-        return np.lexsort(tuple(reversed(ranks)) + (rows.us, rows.kid))
+        ranks = [_order_ranks(rows.cols[key.column], key.descending, key.nulls_first) for key in self.engine.order[1:]]
+        ranks += [_ranks(rows.cols[name]) for name in self.engine.tiebreak_columns]
+        return np.lexsort(tuple(reversed(ranks)) + (rows.us, rows.kid)) if ranks else order
 
     def _pieces(self, table: ColumnarTable, kid: np.ndarray, us: np.ndarray, called: np.ndarray, clock: np.ndarray,
                 carried_count: np.ndarray, stats: dict) -> _Pieces:
@@ -652,6 +655,19 @@ class _StreamInput(ListInput):
 
 
 _KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)
+
+
+def _order_ranks(values: np.ndarray, descending: bool, nulls_first: bool | None) -> np.ndarray:
+    """Ranks that order a column as an ORDER BY key orders it (``outer.sort_key``, NULLs and NaN placed as
+    there; DESC: the ranks negated, ties keep their order as a stable reversed sort keeps them)."""
+    keys = [sort_key(v, descending, nulls_first) for v in values.tolist()]
+    ranks = np.zeros(len(keys), dtype=np.int64)
+    rank, previous = -1, None
+    for row in sorted(range(len(keys)), key=keys.__getitem__):  # values need not hash (arrays), only compare
+        if rank < 0 or keys[row] != previous:
+            rank, previous = rank + 1, keys[row]
+        ranks[row] = rank
+    return -ranks if descending else ranks
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:

@@ -17,8 +17,6 @@ def reasons_not(engine: KeyedStream) -> list[str]:
     why = []
     if engine.dedup_columns:
         why.append("dedup_key")
-    if len(engine.order) != 1:
-        why.append("ORDER BY keys after the event time")
     base = engine.plan.machine(engine.input_columns)
     plan = sequence_plan.plan_for(engine.plan.statement, base, engine.input_columns)
     if plan is None:
