@@ -57,6 +57,14 @@ QUERIES = {
     "time_gap": query("A B C", "A.ts AS a, C.ts AS c, C.ts - A.ts AS took", "A AS A.v > 2, B AS B.ts - A.ts <= INTERVAL '3' SECOND, "
                       "C AS C.ts - A.ts < INTERVAL '5' SECOND AND ts >= PREV(ts) + INTERVAL '0.5' SECOND", skip="TO NEXT ROW"),
     "where": query("A{2,} B", "FIRST(A.ts) AS f, COUNT(*) AS n", "A AS A.v < 5, B AS B.v >= 5", where=" WHERE n > 2"),
+    # NEXT in DEFINE: an open session's last rows are tested only once the rows after them come (or it ends)
+    "next_define": query("A B{2,} C", "FIRST(A.ts) AS f, COUNT(B.*) AS n, C.v AS c",
+                         "A AS A.v < NEXT(A.v), B AS B.v >= NEXT(B.v, 2) OR B.v > 6, C AS NEXT(C.v) IS NULL OR C.v < 3"),
+    "next_within": query("A B*? C", "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_STATUS() AS st",
+                         "A AS A.v > 5, C AS C.v < A.v - 3 AND NEXT(C.v) > C.v", within="WITHIN INTERVAL '7' SECOND",
+                         timeouts=True),
+    "next_absent": query("A !B", "A.ts AS a, COUNT(*) AS n", "A AS A.v = 9, B AS B.v > NEXT(B.v)",
+                         within="WITHIN INTERVAL '5' SECOND"),
     # ORDER BY keys after the event time (rows tied on ts ordered by them, then by the tie-break columns)
     "order_keys": query("A{2,} B", "FIRST(A.v) AS fv, LAST(A.w) AS lw, B.v AS b, COUNT(*) AS n",
                         "A AS A.v < 6, B AS B.v >= 6 AND B.v > LAST(A.v)", order="ts, w DESC, v NULLS FIRST"),
@@ -158,7 +166,7 @@ def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["greedy_tail", "running_sum", "prev_next_row", "timeout_sla",
-                                                          "absent_tail", "absent_middle", "prev_measure"]),
+                                                          "next_within", "absent_tail", "absent_middle", "prev_measure"]),
        session_s=st.sampled_from([None, 30]))
 def test_columnar_caps_equal_per_key(seed, name, session_s):
     """Small caps: forced releases (max_pending_rows) and given-up partial matches (max_match_rows, where a
@@ -261,7 +269,7 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
 
 
 TIMED = ("within_first_hit", "within_greedy", "timeout_sla", "timeout_greedy", "timeout_where", "absent_tail",
-         "absent_silent", "absent_history", "absent_middle", "brute_force", "card_testing")
+         "absent_silent", "absent_history", "absent_middle", "brute_force", "card_testing", "next_within", "next_absent")
 
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])

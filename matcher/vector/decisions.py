@@ -38,7 +38,7 @@ class Decisions:
 
 
 def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts: np.ndarray | None = None,
-           resume: np.ndarray | None = None) -> Decisions:
+           resume: np.ndarray | None = None, visible: np.ndarray | None = None) -> Decisions:
     """Every start of the partitions ``offsets`` delimits (rows already in partition and ORDER BY order).
 
     ``values``: the columns the conditions read (``plan.columns``), as ``kernels.Value`` in that order;
@@ -46,7 +46,9 @@ def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts:
     WITHIN interval in the same unit), as ``sequence._times`` gives them; ``starts``: the rows to decide
     (a stream knows the final decisions of rows it carries), None: every row (the others are FAIL with no
     rows); ``resume``: per row, the ``searched`` of an earlier call over the same rows of the same
-    partition (a stream's carried starts), so that search goes on where it stopped. Raises
+    partition (a stream's carried starts), so that search goes on where it stopped; ``visible``: per
+    partition, the end of the rows whose conditions may be tested (NEXT in DEFINE: an open session's last
+    rows wait for the rows after them; a start that reaches them is not final). Raises
     ``kernels.Unsupported`` where the batch path would run the VM."""
     n = int(offsets[-1]) if len(offsets) else 0
     outcome = np.zeros(n, dtype=np.int8)
@@ -56,7 +58,7 @@ def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts:
     for begin, end in _chunks(offsets):
         first, stop = int(offsets[begin]), int(offsets[end])
         lanes = _Lanes(plan, values, times, offsets, begin, end, None if starts is None else starts[first:stop],
-                       None if resume is None else resume[first:stop])
+                       None if resume is None else resume[first:stop], None if visible is None else visible[begin:end])
         lanes.match(outcome, spans)
         undecided[lanes.begin:lanes.end] = lanes.reached & ~lanes.expired
         searched[lanes.begin:lanes.end] = lanes.searched

@@ -312,7 +312,7 @@ class _Lanes:
     """The starts of one chunk of partitions, matched item by item."""
 
     def __init__(self, plan: SequencePlan, values: dict, times, offsets: np.ndarray, first_part: int, end_part: int,
-                 starts: np.ndarray | None = None, resume: np.ndarray | None = None):
+                 starts: np.ndarray | None = None, resume: np.ndarray | None = None, visible: np.ndarray | None = None):
         self.plan = plan
         self.values = values
         self.begin = int(offsets[first_part])
@@ -324,7 +324,10 @@ class _Lanes:
         self.bounds = bounds  # partition offsets within the chunk
         self.part_start = np.repeat(bounds[:-1], sizes)
         self.part_end = np.repeat(bounds[1:], sizes)
-        self.limit = self.part_end.copy()
+        # per row, the end of the rows its partition's conditions may be tested on: a stream's open session
+        # piece stops NEXT's reach before its last rows (their conditions wait for the rows after them)
+        self.visible_end = self.part_end if visible is None else np.repeat(visible - self.begin, sizes)
+        self.limit = self.visible_end.copy()
         self.expired = np.zeros(n, dtype=bool)
         # a start whose decision wanted a row at its limit (``decisions.py``: not final on a stream)
         self.reached = np.zeros(n, dtype=bool)
@@ -362,12 +365,15 @@ class _Lanes:
             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # ticks are sorted within each
                 part = ticks[a:b]
                 limit[a:b] = a + np.searchsorted(part, part + width, side="left")
-        self.limit = np.minimum(limit, self.part_end)
-        deadline_passed = limit < self.part_end
+        self.limit = np.minimum(limit, self.visible_end)
+        # Time ran out when a row the conditions may be tested on is at or past the deadline, or the clock
+        # passed it with every row tested: while some rows wait for NEXT's rows, the Pike VM does not apply
+        # the clock either (``PartitionMatcher._loop``), so a start waits with them.
+        deadline_passed = limit < self.visible_end
         if isinstance(clock, np.ndarray):  # a clock per row (a stream's keys each have their own)
             clock = clock[self.begin:self.end]
         if clock is not None:
-            deadline_passed |= clock - ticks >= width
+            deadline_passed |= (clock - ticks >= width) & (self.visible_end == self.part_end)
         self.expired = deadline_passed
 
     # ------------------------------------------------------------------------------------ matching

@@ -301,8 +301,11 @@ class ColumnarStep:
             known = self._known(rows, order)  # final decisions kept with carried rows (-1: none)
             cached = (known >= 0) & ~context
             searched = rows.cols.get(SEARCHED)
+            visible = None
+            if self.base.lookahead:  # NEXT in DEFINE: an open session's last rows wait for the rows after them
+                visible = np.where(pieces.closed, pieces.end, np.maximum(pieces.end - self.base.lookahead, pieces.begin))
             found = decisions.decide(plan, values, times, offsets, ~cached & ~context,
-                                     None if searched is None else searched[order])
+                                     None if searched is None else searched[order], visible)
         except kernels.Unsupported as why:
             self._note(f"a call ran on the Pike VM: {why}")
             on_vm = set(range(len(lengths)))

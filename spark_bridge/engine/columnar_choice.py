@@ -22,12 +22,8 @@ def reasons_not(engine: KeyedStream) -> list[str]:
     if plan is None:
         found = base.__dict__.get("_sequence")
         return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
-    if base.lookahead:
-        defines = engine.plan.statement.match.defines
-        if any(isinstance(node, ast.Navigation) and node.kind == "NEXT" for d in defines for node in ast.walk(d.condition)):
-            why.append("NEXT in DEFINE (a row's condition waits for the row after it)")
-        else:
-            why.append("NEXT in a measure (a match waits for the rows after it)")
+    if output_columns.reads_after(engine.plan.statement.match.measures):
+        why.append("NEXT in a measure (a match waits for the rows after it)")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
     pattern = engine.plan.statement.match.pattern
