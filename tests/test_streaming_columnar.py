@@ -392,6 +392,9 @@ def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_matc
     after = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, NEXT(B.v) AS after", "A AS A.v < 5, B AS B.v >= 5"))
     assert reasons_not(KeyedStream(after.plan, COLUMNS, query_text=after.text)) == [
         "NEXT in a measure (a match waits for the rows after it)"]
+    ahead = cep.compile(QUERIES["next_within"]).explain().splitlines()[-1]
+    assert ahead.startswith("  streaming: column-wise") and ahead.endswith(
+        "NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)")
 
 
 def _fixture_rows() -> list[list[dict]]:

@@ -56,6 +56,8 @@ def explain_line(plan, input_columns, query_text: str) -> str:
         extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
         if output_columns.reads_before(plan.statement.match.measures):
             extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
+        if plan.machine.lookahead:
+            extra += "; NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)"
         return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
                 "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra)
     return "streaming: per key on the Pike VM (" + "; ".join(why) + ")"
