@@ -342,7 +342,7 @@ def test_spark_bucket_calls_equal_per_key_calls():
     types = {"k": "VARCHAR", "ts": "TIMESTAMP", "v": "BIGINT", "w": "BIGINT"}
     for seed in range(8):
         batches = make_batches(random.Random(seed), 5)
-        for name in ("within_first_hit", "running_sum", "timeout_sla", "absent_tail"):
+        for name in ("within_first_hit", "running_sum", "timeout_sla", "absent_tail", "next_within", "order_keys"):
             q = cep.compile(QUERIES[name])
             frames = []
             for columnar in (True, False):
