@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import compress
 
 import numpy as np
 
@@ -49,7 +50,7 @@ from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, S
                                                   datetimes)
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
-from cep.spark_bridge.engine.match_ids import match_ids
+from cep.spark_bridge.engine.match_ids import SessionIds
 from cep.spark_bridge.engine.ordering import total_order_key
 
 
@@ -108,6 +109,10 @@ class ColumnarStep:
             labels.setdefault(name[1:], labels[name])
         positions = {item.label: index for index, item in enumerate(self.plan.items)}
         self.item_index = lambda label: positions.get(labels.get(label.key))
+        self.ids = SessionIds(engine.query_fp)
+        self.where = engine.outer.where
+        # the select list alone: ``_measure`` applies WHERE itself, to keep each kept row's match id with it
+        self.select = replace(engine.outer, where=None)
         self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
         self.notes: list[str] = []
 
@@ -449,35 +454,34 @@ class ColumnarStep:
             self._note("measures of a call computed on the Pike VM")
             on_vm.update(int(p) for p in np.unique(parts))
             return {}
-        engine = self.engine
-        outer, fp = engine.outer, engine.query_fp
         positions = starts - pieces.begin[parts] + pieces.position[parts]
         first_us = us[starts]
         clamped = (first_us < DATETIME_US[0]) | (first_us > DATETIME_US[1])
         if clamped.any():  # the id hashes the datetime the VM sees: clamped to the years 1 to 9999
             first_us = np.where(first_us < DATETIME_US[0], DATETIME_US[0], np.minimum(first_us, DATETIME_US[1]))
-        bounds = np.flatnonzero(np.diff(parts)) + 1
-        out: dict[int, tuple[list, list]] = {}
-        per_row = outer.where is not None
-        found_all = [key_of + tuple(row) for key_of, row in zip(
-            (table.keys[k] for k in pieces.kid[parts].tolist()), zip(*measured))]
+        # One pass over the matches of all pieces (the rows, their ids, the outer query), cut by piece after.
+        group = np.append(0, np.flatnonzero(np.diff(parts)) + 1)  # each piece's first match
+        group_parts = parts[group]
+        keys = [table.keys[k] for k in pieces.kid[group_parts].tolist()]
+        per_piece = np.diff(np.append(group, len(starts)))
         tagged = numbers if timeouts is None else np.where(timeouts, -1, numbers)
-        numbers_all, positions_all, first_all = tagged.tolist(), positions.tolist(), first_us.tolist()
-        for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(starts)]):
-            part = int(parts[lo])
-            key = table.keys[int(pieces.kid[part])]
-            found = found_all[lo:hi]
-            ids = match_ids(fp, key, int(pieces.start[part]), numbers_all[lo:hi], positions_all[lo:hi], first_all[lo:hi])
-            if per_row:  # WHERE may drop rows: each kept row keeps its match's id
-                kept_rows, kept_ids = [], []
-                for row, ident in zip(found, ids):
-                    projected = outer.apply([row], order_and_limit=False)
-                    kept_rows.extend(projected)
-                    kept_ids.extend([ident] * len(projected))
-                found, ids = kept_rows, kept_ids
-            else:
-                found = outer.apply(found, order_and_limit=False)
-            out[part] = (found, ids)
+        ids = self.ids.ids(list(zip(keys, pieces.start[group_parts].tolist())), per_piece.tolist(), tagged.tolist(),
+                           positions.tolist(), first_us.tolist())
+        of_match = np.repeat(np.arange(len(keys)), per_piece)
+        key_columns = [np.fromiter(column, dtype=object, count=len(keys))[of_match].tolist() for column in zip(*keys)]
+        found = list(zip(*key_columns, *measured))  # MATCH_RECOGNIZE's rows: the key, then the measures
+        ends = np.cumsum(per_piece)
+        if self.where is not None:  # WHERE may drop rows: each kept row keeps its match's id
+            where = self.where
+            kept = [where(row) is True for row in found]
+            found, ids = list(compress(found, kept)), list(compress(ids, kept))
+            ends = np.cumsum(kept)[ends - 1]
+        found = self.select.apply(found, order_and_limit=False)
+        out: dict[int, tuple[list, list]] = {}
+        lo = 0
+        for part, hi in zip(group_parts.tolist(), ends.tolist()):
+            out[part] = (found[lo:hi], ids[lo:hi])
+            lo = hi
         return out
 
     def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):

@@ -28,21 +28,62 @@ def match_id(query_fp: str, key: Sequence, session_start_us: int | None, number:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def match_ids(query_fp: str, key: Sequence, session_start_us: int | None, numbers: Sequence[int],
-              starts: Sequence[int], first_us: Sequence[int]) -> list[str]:
-    """``match_id`` of many matches of one session at once, their first rows' event times given as µs
-    (naive UTC, within the years 1 to 9999): the same text hashed, built once for the session's part."""
+def _head_state(query_fp: str, key: Sequence, session_start_us: int | None):
+    """The hash state after the text ``match_id`` hashes up to the match's own numbers."""
     head = codec.canonical((MATCH_ID_VERSION, query_fp, tuple(key), session_start_us))
     assert head.endswith("])"), head  # canonical form of a tuple: (4, [items])
-    # the head hashed once; each id continues a copy of that state (the same bytes hashed as match_id's)
-    prefix = hashlib.sha256(head[:-2].encode("utf-8"))
-    tail = f", ({codec.T_DATETIME}, "
-    ids = []
+    return hashlib.sha256(head[:-2].encode("utf-8"))
+
+
+def _continue(prefix, numbers: Sequence[int], starts: Sequence[int], first_us: Sequence[int], ids: list[str]) -> None:
+    """Each id continues a copy of the head's state: the same bytes hashed as ``match_id``'s."""
+    copy, add = prefix.copy, ids.append
     for n, s, u in zip(numbers, starts, first_us):
-        sha = prefix.copy()
-        sha.update(f", {n}, {s}{tail}{u})])".encode("utf-8"))
-        ids.append(sha.hexdigest()[:32])
-    return ids
+        sha = copy()
+        sha.update(b", %d, %d, (%d, %d)])" % (n, s, codec.T_DATETIME, u))
+        add(sha.hexdigest()[:32])
+
+
+# Session heads whose hash state ``SessionIds`` keeps between calls. An entry is about 0.5 KB (the hash
+# state, its key and session start: measured), so the limit holds the heads of ~32k keys' open sessions
+# in ~17 MB; a stream with more keys matching at once starts the cache over when full and costs what it
+# cost without one (one head's canonical text per key and call).
+HEAD_CACHE_LIMIT = 32_768
+# Only keys of these exact types are cached: for them, equal keys have equal canonical text (1 == 1.0 ==
+# True and 0.0 == -0.0 do not, and such keys may live in different tables of one stream).
+_CACHED_KEY_TYPES = frozenset({str, int, type(None)})
+
+
+class SessionIds:
+    """``match_id`` of the matches of many sessions at once (a column-wise call): the text ``match_id``
+    hashes up to a match's own numbers (its session's head) is hashed once per session and its hash state
+    kept (``HEAD_CACHE_LIMIT``), since a key's open session has matches again at every call."""
+
+    def __init__(self, query_fp: str, limit: int = HEAD_CACHE_LIMIT) -> None:
+        self.query_fp = query_fp
+        self.limit = limit
+        self.heads: dict[tuple, object] = {}
+
+    def ids(self, sessions: Sequence[tuple[tuple, int | None]], counts: Sequence[int], numbers: Sequence[int],
+            starts: Sequence[int], first_us: Sequence[int]) -> list[str]:
+        """``match_id`` of ``counts[i]`` consecutive matches of session ``sessions[i]`` ((key, session
+        start) each), in order: their numbers, first rows' session positions, and first rows' event times
+        as µs (naive UTC, within the years 1 to 9999), one per match."""
+        heads, ids = self.heads, []
+        begin = 0
+        for (key, session_start), count in zip(sessions, counts):
+            end, key = begin + count, tuple(key)
+            if _CACHED_KEY_TYPES.issuperset(map(type, key)):
+                prefix = heads.get((key, session_start))
+                if prefix is None:
+                    if len(heads) >= self.limit:
+                        heads.clear()
+                    prefix = heads[(key, session_start)] = _head_state(self.query_fp, key, session_start)
+            else:
+                prefix = _head_state(self.query_fp, key, session_start)
+            _continue(prefix, numbers[begin:end], starts[begin:end], first_us[begin:end], ids)
+            begin = end
+        return ids
 
 
 class TaggingOutput:
