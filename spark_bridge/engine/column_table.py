@@ -366,11 +366,12 @@ def datetimes(us: np.ndarray) -> list:
 def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
     """(µs since 1970 as ``state_codec.datetime_to_micros`` gives them, NULL mask) of event-time values."""
     n = len(values)
+    # an object array for pandas: it copies a list into one itself, at twice the cost
     if None in values:
         nulls = np.fromiter((v is None for v in values), dtype=bool, count=n)
-        present = [v for v in values if v is not None]
+        present = np.fromiter((v for v in values if v is not None), dtype=object, count=n - int(nulls.sum()))
     else:
-        nulls, present = np.zeros(n, dtype=bool), values
+        nulls, present = np.zeros(n, dtype=bool), np.fromiter(values, dtype=object, count=n)
     try:
         import pandas as pd  # its datetime conversion runs in C
 
