@@ -219,13 +219,16 @@ class ColumnarTable:
     def ids(self, keys: list[tuple]) -> np.ndarray:
         """The key id of each key, adding the new ones."""
         index, known = self.index, self.keys
-        out = np.empty(len(keys), dtype=np.int64)
-        for position, key in enumerate(keys):
-            kid = index.get(key)
-            if kid is None:
-                kid = index[key] = len(known)
-                known.append(key)
-            out[position] = kid
+        found = list(map(index.get, keys))  # in C: most keys of a call are known
+        if None in found:
+            for position, key in enumerate(keys):
+                if found[position] is None:
+                    kid = index.get(key)  # a key may come twice among the new ones (1 and 1.0)
+                    if kid is None:
+                        kid = index[key] = len(known)
+                        known.append(key)
+                    found[position] = kid
+        out = np.asarray(found, dtype=np.int64)
         grow = len(known) - len(self.fields["live"])
         if grow:
             for name, initial in KEY_FIELDS.items():

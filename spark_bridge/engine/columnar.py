@@ -66,11 +66,40 @@ class CallResult:
     late: list[tuple[int, str]] = field(default_factory=list)  # (input row, reason), in input order
     due: list[int] = field(default_factory=list)  # key ids called by their timer, in Spark's order
     stats: dict[str, int] = field(default_factory=dict)
+    given: list[int] = field(default_factory=list)  # the key id of each key given with rows, in the order given
 
     def add(self, kid: int, rows: list[tuple], ids: list[str]) -> None:
         if rows:
             self.rows.setdefault(kid, []).extend(rows)
             self.match_ids.setdefault(kid, []).extend(ids)
+
+    def given_with_output(self) -> tuple[list[int], list[int]]:
+        """The keys given that have output, in the order given: (their positions among the keys given,
+        their key ids). Only keys with output are visited: most keys of a small micro-batch have none."""
+        if not self.rows:
+            return [], []
+        kids = np.fromiter(self.rows, dtype=np.int64, count=len(self.rows))
+        given = np.asarray(self.given, dtype=np.int64)
+        position = np.full(max(int(kids.max()), int(given.max()) if len(given) else 0) + 1, -1, dtype=np.int64)
+        position[given] = np.arange(len(given))
+        found = position[kids]
+        order = np.argsort(found[found >= 0])
+        return found[found >= 0][order].tolist(), kids[found >= 0][order].tolist()
+
+    def due_with_output(self) -> list[int]:
+        """The keys called by their timer alone that have output, in Spark's order."""
+        rows = self.rows
+        return [kid for kid in self.due if kid in rows] if rows else []
+
+    def in_call_order(self) -> tuple[list[tuple], list[str]]:
+        """(output rows, match ids) in the order the per-key path gives them: the keys given in their
+        order, then the keys called by their timer."""
+        out: list[tuple] = []
+        ids: list[str] = []
+        for kid in self.given_with_output()[1] + self.due_with_output():
+            out.extend(self.rows[kid])
+            ids.extend(self.match_ids[kid])
+        return out, ids
 
 
 @dataclass
@@ -141,7 +170,7 @@ class ColumnarStep:
         stats = result.stats
         n = len(codes)
         stats["events_in"] = n
-        busy = table.ids(keys).tolist()
+        busy = result.given = table.ids(keys).tolist()
         kids = np.asarray(busy, dtype=np.int64)[codes] if n else np.zeros(0, dtype=np.int64)
         f = table.fields
         W = watermark_us
@@ -681,8 +710,6 @@ def step_bucket(spark_step, cstep: ColumnarStep, pdf, state, watermark_us: int):
         keys, codes, columns, event_us, null_time, rejected = spark_step.bucket_inputs(pdf)
     found = cstep.step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
     merged = StepResult(state=None, timer_us=None, stats=found.stats)
-    for kid in table.ids(keys).tolist() + found.due:
-        merged.rows.extend(found.rows.get(kid, ()))
-        merged.match_ids.extend(found.match_ids.get(kid, ()))
+    merged.rows, merged.match_ids = found.in_call_order()
     merged.late = sorted(found.late, key=lambda item: (codes[item[0]], item[0]))
     return merged, table

@@ -4,6 +4,7 @@ a batch replay (``match_id``), and the tags that say which match made each outpu
 from __future__ import annotations
 
 import hashlib
+from itertools import chain, repeat
 from typing import Sequence
 
 from cep.spark_bridge.engine import state_codec as codec
@@ -35,15 +36,6 @@ def _head_state(query_fp: str, key: Sequence, session_start_us: int | None):
     return hashlib.sha256(head[:-2].encode("utf-8"))
 
 
-def _continue(prefix, numbers: Sequence[int], starts: Sequence[int], first_us: Sequence[int], ids: list[str]) -> None:
-    """Each id continues a copy of the head's state: the same bytes hashed as ``match_id``'s."""
-    copy, add = prefix.copy, ids.append
-    for n, s, u in zip(numbers, starts, first_us):
-        sha = copy()
-        sha.update(b", %d, %d, (%d, %d)])" % (n, s, codec.T_DATETIME, u))
-        add(sha.hexdigest()[:32])
-
-
 # Session heads whose hash state ``SessionIds`` keeps between calls. An entry is about 0.5 KB (the hash
 # state, its key and session start: measured), so the limit holds the heads of ~32k keys' open sessions
 # in ~17 MB; a stream with more keys matching at once starts the cache over when full and costs what it
@@ -69,10 +61,9 @@ class SessionIds:
         """``match_id`` of ``counts[i]`` consecutive matches of session ``sessions[i]`` ((key, session
         start) each), in order: their numbers, first rows' session positions, and first rows' event times
         as µs (naive UTC, within the years 1 to 9999), one per match."""
-        heads, ids = self.heads, []
-        begin = 0
-        for (key, session_start), count in zip(sessions, counts):
-            end, key = begin + count, tuple(key)
+        heads, prefixes = self.heads, []
+        for key, session_start in sessions:
+            key = tuple(key)
             if _CACHED_KEY_TYPES.issuperset(map(type, key)):
                 prefix = heads.get((key, session_start))
                 if prefix is None:
@@ -81,8 +72,14 @@ class SessionIds:
                     prefix = heads[(key, session_start)] = _head_state(self.query_fp, key, session_start)
             else:
                 prefix = _head_state(self.query_fp, key, session_start)
-            _continue(prefix, numbers[begin:end], starts[begin:end], first_us[begin:end], ids)
-            begin = end
+            prefixes.append(prefix)
+        # each id continues a copy of its head's state: the same bytes hashed as ``match_id``'s
+        ids: list[str] = []
+        add, tag = ids.append, codec.T_DATETIME
+        for prefix, n, s, u in zip(chain.from_iterable(map(repeat, prefixes, counts)), numbers, starts, first_us):
+            sha = prefix.copy()
+            sha.update(b", %d, %d, (%d, %d)])" % (n, s, tag, u))
+            add(sha.hexdigest()[:32])
         return ids
 
 
