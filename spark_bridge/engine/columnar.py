@@ -198,10 +198,10 @@ class ColumnarStep:
                                                  {name: as_column(columns[name])[accepted] for name in self.columns})
 
         # 2. The keys called, and their clocks.
-        busy_set = set(busy)
-        result.due = [kid for kid, us in table.timers.items() if kid not in busy_set and W >= us]
         called = np.zeros(len(table.keys), dtype=bool)
         called[busy] = True
+        held, at = table.timer_arrays()
+        result.due = held[(at <= W) & ~called[held]].tolist()  # in the order the timers were set
         called[result.due] = True
         stats["key_calls"] = len(busy) + len(result.due)
         stats["timers_fired"] = len(result.due)
@@ -576,10 +576,9 @@ class ColumnarStep:
         stats["matcher_rows"] = int((carried[called] * live[called]).sum()) if len(called) else 0
         stats["live_matches"] = self.live_matches
         timers, deadlines = table.timers, self.deadlines
-        for kid in call_order:  # a called key's timer is set anew, after the others' (Spark's order)
-            timers.pop(kid, None)
         if not len(called):
             return
+        table.drop_timers(called)  # a called key's timer is set anew, after the others' (Spark's order)
         never = np.iinfo(np.int64).max
         has_rows, is_live = waiting[called] > 0, live[called].astype(bool)
         due = np.where(has_rows, oldest[called], never)
