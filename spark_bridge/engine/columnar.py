@@ -83,8 +83,9 @@ class CallResult:
         position = np.full(max(int(kids.max()), int(given.max()) if len(given) else 0) + 1, -1, dtype=np.int64)
         position[given] = np.arange(len(given))
         found = position[kids]
-        order = np.argsort(found[found >= 0])
-        return found[found >= 0][order].tolist(), kids[found >= 0][order].tolist()
+        found, kids = found[found >= 0], kids[found >= 0]  # (the others were called by their timer)
+        order = np.argsort(found)
+        return found[order].tolist(), kids[order].tolist()
 
     def due_with_output(self) -> list[int]:
         """The keys called by their timer alone that have output, in Spark's order."""
@@ -138,7 +139,7 @@ class ColumnarStep:
             labels.setdefault(name[1:], labels[name])
         positions = {item.label: index for index, item in enumerate(self.plan.items)}
         self.item_index = lambda label: positions.get(labels.get(label.key))
-        self.ids = SessionIds(engine.query_fp)
+        self.session_ids = SessionIds(engine.query_fp)
         self.where = engine.outer.where
         # the select list alone: ``_measure`` applies WHERE itself, to keep each kept row's match id with it
         self.select = replace(engine.outer, where=None)
@@ -494,8 +495,8 @@ class ColumnarStep:
         keys = [table.keys[k] for k in pieces.kid[group_parts].tolist()]
         per_piece = np.diff(np.append(group, len(starts)))
         tagged = numbers if timeouts is None else np.where(timeouts, -1, numbers)
-        ids = self.ids.ids(list(zip(keys, pieces.start[group_parts].tolist())), per_piece.tolist(), tagged.tolist(),
-                           positions.tolist(), first_us.tolist())
+        ids = self.session_ids.ids(list(zip(keys, pieces.start[group_parts].tolist())), per_piece.tolist(),
+                                   tagged.tolist(), positions.tolist(), first_us.tolist())
         of_match = np.repeat(np.arange(len(keys)), per_piece)
         key_columns = [np.fromiter(column, dtype=object, count=len(keys))[of_match].tolist() for column in zip(*keys)]
         found = list(zip(*key_columns, *measured))  # MATCH_RECOGNIZE's rows: the key, then the measures
