@@ -221,13 +221,16 @@ class ColumnarTable:
     def ids(self, keys: list[tuple]) -> np.ndarray:
         """The key id of each key, adding the new ones."""
         index, known = self.index, self.keys
-        out = np.empty(len(keys), dtype=np.int64)
-        for position, key in enumerate(keys):
-            kid = index.get(key)
-            if kid is None:
-                kid = index[key] = len(known)
-                known.append(key)
-            out[position] = kid
+        found = list(map(index.get, keys))  # in C: most keys of a call are known
+        if None in found:
+            for position, key in enumerate(keys):
+                if found[position] is None:
+                    kid = index.get(key)  # a key may come twice among the new ones (1 and 1.0)
+                    if kid is None:
+                        kid = index[key] = len(known)
+                        known.append(key)
+                    found[position] = kid
+        out = np.asarray(found, dtype=np.int64)
         grow = len(known) - len(self.fields["live"])
         if grow:
             for name, initial in KEY_FIELDS.items():
@@ -269,6 +272,22 @@ class ColumnarTable:
             "timers": [[int(renumber[k]), us] for k, us in sorted(self.timers.items()) if renumber[k] >= 0],
             "pending": rows(self.pending), "carried": rows(self.carried),
         }, compress=COMPRESS)
+
+    def timer_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(key ids, µs) of the timers, in the order they were set."""
+        timers = self.timers
+        return (np.fromiter(timers, dtype=np.int64, count=len(timers)),
+                np.fromiter(timers.values(), dtype=np.int64, count=len(timers)))
+
+    def drop_timers(self, kids: np.ndarray) -> None:
+        """Drop the timers of ``kids`` (the others keep their order), with numpy rather than a pop per key."""
+        held, at = self.timer_arrays()
+        dropping = np.zeros(len(self.keys), dtype=bool)
+        dropping[kids] = True
+        keep = ~dropping[held]
+        if not keep.all():
+            self.timers.clear()
+            self.timers.update(zip(held[keep].tolist(), at[keep].tolist()))
 
     def next_timer(self) -> int | None:
         return min(self.timers.values()) if self.timers else None
@@ -368,11 +387,12 @@ def datetimes(us: np.ndarray) -> list:
 def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
     """(µs since 1970 as ``state_codec.datetime_to_micros`` gives them, NULL mask) of event-time values."""
     n = len(values)
+    # an object array for pandas: it copies a list into one itself, at twice the cost
     if None in values:
         nulls = np.fromiter((v is None for v in values), dtype=bool, count=n)
-        present = [v for v in values if v is not None]
+        present = np.fromiter((v for v in values if v is not None), dtype=object, count=n - int(nulls.sum()))
     else:
-        nulls, present = np.zeros(n, dtype=bool), values
+        nulls, present = np.zeros(n, dtype=bool), np.fromiter(values, dtype=object, count=n)
     try:
         import pandas as pd  # its datetime conversion runs in C
 

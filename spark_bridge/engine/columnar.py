@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import compress
 
 import numpy as np
 
@@ -50,7 +51,7 @@ from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, S
                                                   as_column, datetimes)
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
-from cep.spark_bridge.engine.match_ids import match_ids
+from cep.spark_bridge.engine.match_ids import SessionIds
 from cep.spark_bridge.engine.ordering import total_order_key
 
 
@@ -66,11 +67,41 @@ class CallResult:
     late: list[tuple[int, str]] = field(default_factory=list)  # (input row, reason), in input order
     due: list[int] = field(default_factory=list)  # key ids called by their timer, in Spark's order
     stats: dict[str, int] = field(default_factory=dict)
+    given: list[int] = field(default_factory=list)  # the key id of each key given with rows, in the order given
 
     def add(self, kid: int, rows: list[tuple], ids: list[str]) -> None:
         if rows:
             self.rows.setdefault(kid, []).extend(rows)
             self.match_ids.setdefault(kid, []).extend(ids)
+
+    def given_with_output(self) -> tuple[list[int], list[int]]:
+        """The keys given that have output, in the order given: (their positions among the keys given,
+        their key ids). Only keys with output are visited: most keys of a small micro-batch have none."""
+        if not self.rows:
+            return [], []
+        kids = np.fromiter(self.rows, dtype=np.int64, count=len(self.rows))
+        given = np.asarray(self.given, dtype=np.int64)
+        position = np.full(max(int(kids.max()), int(given.max()) if len(given) else 0) + 1, -1, dtype=np.int64)
+        position[given] = np.arange(len(given))
+        found = position[kids]
+        found, kids = found[found >= 0], kids[found >= 0]  # (the others were called by their timer)
+        order = np.argsort(found)
+        return found[order].tolist(), kids[order].tolist()
+
+    def due_with_output(self) -> list[int]:
+        """The keys called by their timer alone that have output, in Spark's order."""
+        rows = self.rows
+        return [kid for kid in self.due if kid in rows] if rows else []
+
+    def in_call_order(self) -> tuple[list[tuple], list[str]]:
+        """(output rows, match ids) in the order the per-key path gives them: the keys given in their
+        order, then the keys called by their timer."""
+        out: list[tuple] = []
+        ids: list[str] = []
+        for kid in self.given_with_output()[1] + self.due_with_output():
+            out.extend(self.rows[kid])
+            ids.extend(self.match_ids[kid])
+        return out, ids
 
 
 @dataclass
@@ -105,6 +136,10 @@ class ColumnarStep:
             labels.setdefault(name[1:], labels[name])
         positions = {item.label: index for index, item in enumerate(self.plan.items)}
         self.item_index = lambda label: positions.get(labels.get(label.key))
+        self.session_ids = SessionIds(engine.query_fp)
+        self.where = engine.outer.where
+        # the select list alone: ``_measure`` applies WHERE itself, to keep each kept row's match id with it
+        self.select = replace(engine.outer, where=None)
         self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
         self.notes: list[str] = []
 
@@ -133,7 +168,7 @@ class ColumnarStep:
         stats = result.stats
         n = len(codes)
         stats["events_in"] = n
-        busy = table.ids(keys).tolist()
+        busy = result.given = table.ids(keys).tolist()
         kids = np.asarray(busy, dtype=np.int64)[codes] if n else np.zeros(0, dtype=np.int64)
         f = table.fields
         W = watermark_us
@@ -161,10 +196,10 @@ class ColumnarStep:
                                                  {name: as_column(columns[name])[accepted] for name in self.columns})
 
         # 2. The keys called, and their clocks.
-        busy_set = set(busy)
-        result.due = [kid for kid, us in table.timers.items() if kid not in busy_set and W >= us]
         called = np.zeros(len(table.keys), dtype=bool)
         called[busy] = True
+        held, at = table.timer_arrays()
+        result.due = held[(at <= W) & ~called[held]].tolist()  # in the order the timers were set
         called[result.due] = True
         stats["key_calls"] = len(busy) + len(result.due)
         stats["timers_fired"] = len(result.due)
@@ -458,35 +493,34 @@ class ColumnarStep:
             self._note("measures of a call computed on the Pike VM")
             on_vm.update(int(p) for p in np.unique(parts))
             return {}
-        engine = self.engine
-        outer, fp = engine.outer, engine.query_fp
         positions = starts - pieces.begin[parts] + pieces.position[parts]
         first_us = us[starts]
         clamped = (first_us < DATETIME_US[0]) | (first_us > DATETIME_US[1])
         if clamped.any():  # the id hashes the datetime the VM sees: clamped to the years 1 to 9999
             first_us = np.where(first_us < DATETIME_US[0], DATETIME_US[0], np.minimum(first_us, DATETIME_US[1]))
-        bounds = np.flatnonzero(np.diff(parts)) + 1
-        out: dict[int, tuple[list, list]] = {}
-        per_row = outer.where is not None
-        found_all = [key_of + tuple(row) for key_of, row in zip(
-            (table.keys[k] for k in pieces.kid[parts].tolist()), zip(*measured))]
+        # One pass over the matches of all pieces (the rows, their ids, the outer query), cut by piece after.
+        group = np.append(0, np.flatnonzero(np.diff(parts)) + 1)  # each piece's first match
+        group_parts = parts[group]
+        keys = [table.keys[k] for k in pieces.kid[group_parts].tolist()]
+        per_piece = np.diff(np.append(group, len(starts)))
         tagged = numbers if timeouts is None else np.where(timeouts, -1, numbers)
-        numbers_all, positions_all, first_all = tagged.tolist(), positions.tolist(), first_us.tolist()
-        for lo, hi in zip([0] + bounds.tolist(), bounds.tolist() + [len(starts)]):
-            part = int(parts[lo])
-            key = table.keys[int(pieces.kid[part])]
-            found = found_all[lo:hi]
-            ids = match_ids(fp, key, int(pieces.start[part]), numbers_all[lo:hi], positions_all[lo:hi], first_all[lo:hi])
-            if per_row:  # WHERE may drop rows: each kept row keeps its match's id
-                kept_rows, kept_ids = [], []
-                for row, ident in zip(found, ids):
-                    projected = outer.apply([row], order_and_limit=False)
-                    kept_rows.extend(projected)
-                    kept_ids.extend([ident] * len(projected))
-                found, ids = kept_rows, kept_ids
-            else:
-                found = outer.apply(found, order_and_limit=False)
-            out[part] = (found, ids)
+        ids = self.session_ids.ids(list(zip(keys, pieces.start[group_parts].tolist())), per_piece.tolist(),
+                                   tagged.tolist(), positions.tolist(), first_us.tolist())
+        of_match = np.repeat(np.arange(len(keys)), per_piece)
+        key_columns = [np.fromiter(column, dtype=object, count=len(keys))[of_match].tolist() for column in zip(*keys)]
+        found = list(zip(*key_columns, *measured))  # MATCH_RECOGNIZE's rows: the key, then the measures
+        ends = np.cumsum(per_piece)
+        if self.where is not None:  # WHERE may drop rows: each kept row keeps its match's id
+            where = self.where
+            kept = [where(row) is True for row in found]
+            found, ids = list(compress(found, kept)), list(compress(ids, kept))
+            ends = np.cumsum(kept)[ends - 1]
+        found = self.select.apply(found, order_and_limit=False)
+        out: dict[int, tuple[list, list]] = {}
+        lo = 0
+        for part, hi in zip(group_parts.tolist(), ends.tolist()):
+            out[part] = (found[lo:hi], ids[lo:hi])
+            lo = hi
         return out
 
     def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
@@ -552,10 +586,9 @@ class ColumnarStep:
         stats["matcher_rows"] = int((carried[called] * live[called]).sum()) if len(called) else 0
         stats["live_matches"] = self.live_matches
         timers, deadlines = table.timers, self.deadlines
-        for kid in call_order:  # a called key's timer is set anew, after the others' (Spark's order)
-            timers.pop(kid, None)
         if not len(called):
             return
+        table.drop_timers(called)  # a called key's timer is set anew, after the others' (Spark's order)
         never = np.iinfo(np.int64).max
         has_rows, is_live = waiting[called] > 0, live[called].astype(bool)
         due = np.where(has_rows, oldest[called], never)
@@ -699,8 +732,6 @@ def step_bucket(spark_step, cstep: ColumnarStep, pdf, state, watermark_us: int):
         keys, codes, columns, event_us, null_time, rejected = spark_step.bucket_inputs(pdf)
     found = cstep.step(table, keys, codes, columns, event_us, null_time, watermark_us, rejected)
     merged = StepResult(state=None, timer_us=None, stats=found.stats)
-    for kid in table.ids(keys).tolist() + found.due:
-        merged.rows.extend(found.rows.get(kid, ()))
-        merged.match_ids.extend(found.match_ids.get(kid, ()))
+    merged.rows, merged.match_ids = found.in_call_order()
     merged.late = sorted(found.late, key=lambda item: (codes[item[0]], item[0]))
     return merged, table

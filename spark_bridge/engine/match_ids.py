@@ -4,6 +4,7 @@ a batch replay (``match_id``), and the tags that say which match made each outpu
 from __future__ import annotations
 
 import hashlib
+from itertools import chain, repeat
 from typing import Sequence
 
 from cep.spark_bridge.engine import state_codec as codec
@@ -28,21 +29,58 @@ def match_id(query_fp: str, key: Sequence, session_start_us: int | None, number:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def match_ids(query_fp: str, key: Sequence, session_start_us: int | None, numbers: Sequence[int],
-              starts: Sequence[int], first_us: Sequence[int]) -> list[str]:
-    """``match_id`` of many matches of one session at once, their first rows' event times given as µs
-    (naive UTC, within the years 1 to 9999): the same text hashed, built once for the session's part."""
+def _head_state(query_fp: str, key: Sequence, session_start_us: int | None):
+    """The hash state after the text ``match_id`` hashes up to the match's own numbers."""
     head = codec.canonical((MATCH_ID_VERSION, query_fp, tuple(key), session_start_us))
     assert head.endswith("])"), head  # canonical form of a tuple: (4, [items])
-    # the head hashed once; each id continues a copy of that state (the same bytes hashed as match_id's)
-    prefix = hashlib.sha256(head[:-2].encode("utf-8"))
-    tail = f", ({codec.T_DATETIME}, "
-    ids = []
-    for n, s, u in zip(numbers, starts, first_us):
-        sha = prefix.copy()
-        sha.update(f", {n}, {s}{tail}{u})])".encode("utf-8"))
-        ids.append(sha.hexdigest()[:32])
-    return ids
+    return hashlib.sha256(head[:-2].encode("utf-8"))
+
+
+# Session heads whose hash state ``SessionIds`` keeps between calls. An entry is about 0.5 KB (the hash
+# state, its key and session start: measured), so the limit holds the heads of ~32k keys' open sessions
+# in ~17 MB; a stream with more keys matching at once starts the cache over when full and costs what it
+# cost without one (one head's canonical text per key and call).
+HEAD_CACHE_LIMIT = 32_768
+# Only keys of these exact types are cached: for them, equal keys have equal canonical text (1 == 1.0 ==
+# True and 0.0 == -0.0 do not, and such keys may live in different tables of one stream).
+_CACHED_KEY_TYPES = frozenset({str, int, type(None)})
+
+
+class SessionIds:
+    """``match_id`` of the matches of many sessions at once (a column-wise call): the text ``match_id``
+    hashes up to a match's own numbers (its session's head) is hashed once per session and its hash state
+    kept (``HEAD_CACHE_LIMIT``), since a key's open session has matches again at every call."""
+
+    def __init__(self, query_fp: str, limit: int = HEAD_CACHE_LIMIT) -> None:
+        self.query_fp = query_fp
+        self.limit = limit
+        self.heads: dict[tuple, object] = {}
+
+    def ids(self, sessions: Sequence[tuple[tuple, int | None]], counts: Sequence[int], numbers: Sequence[int],
+            starts: Sequence[int], first_us: Sequence[int]) -> list[str]:
+        """``match_id`` of ``counts[i]`` consecutive matches of session ``sessions[i]`` ((key, session
+        start) each), in order: their numbers, first rows' session positions, and first rows' event times
+        as µs (naive UTC, within the years 1 to 9999), one per match."""
+        heads, prefixes = self.heads, []
+        for key, session_start in sessions:
+            key = tuple(key)
+            if _CACHED_KEY_TYPES.issuperset(map(type, key)):
+                prefix = heads.get((key, session_start))
+                if prefix is None:
+                    if len(heads) >= self.limit:
+                        heads.clear()
+                    prefix = heads[(key, session_start)] = _head_state(self.query_fp, key, session_start)
+            else:
+                prefix = _head_state(self.query_fp, key, session_start)
+            prefixes.append(prefix)
+        # each id continues a copy of its head's state: the same bytes hashed as ``match_id``'s
+        ids: list[str] = []
+        add, tag = ids.append, codec.T_DATETIME
+        for prefix, n, s, u in zip(chain.from_iterable(map(repeat, prefixes, counts)), numbers, starts, first_us):
+            sha = prefix.copy()
+            sha.update(b", %d, %d, (%d, %d)])" % (n, s, tag, u))
+            add(sha.hexdigest()[:32])
+        return ids
 
 
 class TaggingOutput:
