@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from decimal import ROUND_05UP, ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.limits import MAX_DECIMAL_PRECISION
@@ -20,8 +20,12 @@ from cep.matcher.sql.text_patterns import like as _like_text
 # fewer than the 38 a DECIMAL(38, s) holds. 76 digits hold the exact sum, difference or product of two
 # 38-digit values; a result column is then rounded to its type by the engine that has one (Spark).
 DECIMAL_CONTEXT = Context(prec=76, rounding=ROUND_HALF_UP)
-# A quotient has no exact form: it keeps 38 significant digits, a DECIMAL's most.
-QUOTIENT_CONTEXT = Context(prec=38, rounding=ROUND_HALF_UP)
+# A quotient has no exact form: it keeps 40 significant digits, the last rounded "05 up" (toward zero,
+# unless that leaves a last digit of 0 or 5). Rounding it again half up to a DECIMAL's scale (at most 38
+# digits, so two guard digits at least) then gives the exact quotient rounded once, as Spark's division
+# does; rounded half up to 38 digits instead, 9999999999999999999 / 26 ended in ...538|5 and rounded up to
+# ...539 at scale 19. (Not more digits: an untyped Arrow result column holds at most 76.)
+QUOTIENT_CONTEXT = Context(prec=40, rounding=ROUND_05UP)
 # The digits AVG adds to its argument's scale (DECIMAL(p+4, s+4)).
 AVG_EXTRA_SCALE = 4
 
