@@ -195,6 +195,25 @@ def test_a_carried_start_searches_only_the_rows_new_since_its_last_search():
     assert found == [("a", 0, 5), ("a", 6, 8), ("a", 9, 17), ("b", 0, 7)]
 
 
+def test_a_column_repeated_in_order_by_streams_as_the_batch_replay():
+    """``ORDER BY ts, v DESC, v, ts`` orders as ``ts, v DESC`` (a repeat orders nothing more): it streamed
+    with a KeyError on both paths (the time column is not among the pending columns); now both give the
+    batch replay's matches, the stream's ties broken as ``canonical_order`` breaks them."""
+    from cep.spark_bridge.engine.ordering import canonical_order
+
+    text = query("A{2,} B", "FIRST(A.v) AS fv, LAST(A.v) AS lv, COUNT(*) AS n", "A AS A.v < 6, B AS B.v >= 6",
+                 order="ts, v DESC, v, ts")
+    rows = [{"k": "ab"[i % 2], "ts": T0 + dt.timedelta(seconds=i // 4), "v": (i * 7) % 9, "w": 0} for i in range(60)]
+    # cut between two event times (a row tied with one already released would be late)
+    batches = [rows[:24], rows[24:], [{"k": "z", "ts": T0 + dt.timedelta(hours=1), "v": 0, "w": 0}], []]
+    assert_same(text, batches, delay_s=0, session_s=None)
+    steps, _ = run(text, batches, columnar=True, delay_s=0, session_s=None)
+    q = cep.compile(text)
+    replay = [tuple(row.values()) for row in q.run(canonical_order(rows, q.plan))]
+    streamed = [row for step in steps for row in step[0]]
+    assert sorted(streamed) == sorted(replay) and len(replay) >= 4
+
+
 def test_a_long_open_run_goes_on_on_the_vm_and_back():
     """A run open for longer than a scan from every start allows (the engine's budget): that call runs on
     the VM, resumed from the carried rows; later calls are column-wise again; the output is the VM's."""

@@ -153,7 +153,11 @@ class KeyedStream:
         base = plan.machine(self.input_columns)
         self.outer = plan.outer(self.input_columns)
         mr = plan.statement.match
-        self.order = tuple(OrderKey(name, k.descending, k.nulls_first) for k, name in sort_columns(plan.statement, base))
+        # A column repeated in ORDER BY (``ts, ts DESC``) orders nothing more: rows tied on it are tied on its repeat.
+        keys = {}
+        for k, name in sort_columns(plan.statement, base):
+            keys.setdefault(name, OrderKey(name, k.descending, k.nulls_first))
+        self.order = tuple(keys.values())
         self.partition_columns = tuple(base.partition_names)
         if self.proctime:
             self.time_column = None
