@@ -48,7 +48,7 @@ ORDER = {
     "cep.matcher.vector": ["arrays", "kernels", "pattern_regex", "runs", "all_rows", "layout", "fastpath", "first_hit", "lane_frame", "cumulative", "sequence_output", "sequence", "sequence_plan", "decisions"],
     "cep.matcher.explain": ["dot", "text"],
     "cep.spark_bridge": ["engine", "spark", "sinks", "alerting"],
-    "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "column_table", "columnar", "columnar_choice", "local",
+    "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "column_table", "start_walk", "columnar", "columnar_choice", "local",
                                 "replay"],
     "cep.spark_bridge.spark": ["kafka_connector", "columns", "shipping", "session", "types", "files", "buckets", "inputs",
                                "kafka", "batch", "streaming"],

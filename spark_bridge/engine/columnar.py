@@ -43,7 +43,6 @@ import numpy as np
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.matcher.program.machine import absence_labels
-from cep.matcher.rows.outer import sort_key
 from cep.matcher.vector import decisions, kernels, sequence_plan
 from cep.matcher.vector import sequence_output as output_columns
 from cep.matcher.vector.layout import ListInput
@@ -52,7 +51,8 @@ from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, S
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import SessionIds
-from cep.spark_bridge.engine.ordering import total_order_key
+from cep.spark_bridge.engine.ordering import order_ranks, total_order_ranks
+from cep.spark_bridge.engine.start_walk import walk_starts
 
 
 # -------------------------------------------------------------------------------------- one call
@@ -250,8 +250,8 @@ class ColumnarStep:
         tied = (kid[1:] == kid[:-1]) & (us[1:] == us[:-1])
         if not tied.any():
             return order
-        ranks = [_order_ranks(rows.cols[key.column], key.descending, key.nulls_first) for key in self.engine.order[1:]]
-        ranks += [_ranks(rows.cols[name]) for name in self.engine.tiebreak_columns]
+        ranks = [order_ranks(rows.cols[key.column], key.descending, key.nulls_first) for key in self.engine.order[1:]]
+        ranks += [total_order_ranks(rows.cols[name]) for name in self.engine.tiebreak_columns]
         return np.lexsort(tuple(reversed(ranks)) + (rows.us, rows.kid)) if ranks else order
 
     def _pieces(self, table: ColumnarTable, kid: np.ndarray, us: np.ndarray, called: np.ndarray, clock: np.ndarray,
@@ -354,7 +354,7 @@ class ColumnarStep:
             undecided = found.open & ~pieces.closed[piece_of] & ~context
             targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
             outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
-            chosen = _walk(outcome, undecided, targets, piece_of, pieces.end, on_vm, stop)
+            chosen = walk_starts(outcome, undecided, targets, piece_of, pieces.end, on_vm, stop)
             if on_vm:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
         timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
@@ -613,42 +613,6 @@ def _by_key(kept: Rows, carry: Rows) -> Rows:
     return merged.take(np.argsort(kid, kind="stable"))
 
 
-def _walk(outcome: np.ndarray, undecided: np.ndarray, targets: np.ndarray, piece_of: np.ndarray,
-          piece_end: np.ndarray, on_vm: set, stop: np.ndarray) -> list[int]:
-    """AFTER MATCH SKIP over the starts that count (a match, a TIMEOUT row, an undecided or ambiguous start),
-    piece by piece: the matches and TIMEOUT rows chosen; a piece's first undecided start goes to ``stop``, a piece the VM must decide to
-    ``on_vm``. One Python step per start visited (most are skipped): the next start that counts at or after
-    a row is a running count of them (O(rows), where a binary search per start cost more than the matching)."""
-    counts = (outcome != decisions.FAIL) | undecided
-    below = np.zeros(len(counts) + 1, dtype=np.int64)  # starts that count before each row
-    np.cumsum(counts, out=below[1:])
-    # memoryviews: a Python int per step, without converting whole arrays
-    cand, before = memoryview(np.flatnonzero(counts).astype(np.int64)), memoryview(below)
-    part, end = memoryview(np.ascontiguousarray(piece_of, dtype=np.int64)), memoryview(np.ascontiguousarray(piece_end, dtype=np.int64))
-    target, kind = memoryview(np.ascontiguousarray(targets, dtype=np.int64)), memoryview(np.ascontiguousarray(outcome))
-    waits = memoryview(np.ascontiguousarray(undecided, dtype=bool))
-    chosen: list[int] = []
-    index, count = 0, len(cand)
-    while index < count:
-        row = cand[index]
-        piece = part[row]
-        if piece in on_vm:
-            index = before[end[piece]]
-        elif waits[row]:
-            stop[piece] = row
-            index = before[end[piece]]
-        elif kind[row] == decisions.MATCH:
-            chosen.append(row)
-            index = before[target[row]]
-        elif kind[row] == decisions.TIMEOUT:  # no match: no skip, the next start goes on
-            chosen.append(row)
-            index += 1
-        else:  # AMBIGUOUS: the VM decides this piece
-            on_vm.add(piece)
-            index = before[end[piece]]
-    return chosen
-
-
 _ONE_US = _dt.timedelta(microseconds=1)
 
 
@@ -691,29 +655,6 @@ class _StreamInput(ListInput):
 
 
 _KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)
-
-
-def _order_ranks(values: np.ndarray, descending: bool, nulls_first: bool | None) -> np.ndarray:
-    """Ranks that order a column as an ORDER BY key orders it (``outer.sort_key``, NULLs and NaN placed as
-    there; DESC: the ranks negated, ties keep their order as a stable reversed sort keeps them)."""
-    keys = [sort_key(v, descending, nulls_first) for v in values.tolist()]
-    ranks = np.zeros(len(keys), dtype=np.int64)
-    rank, previous = -1, None
-    for row in sorted(range(len(keys)), key=keys.__getitem__):  # values need not hash (arrays), only compare
-        if rank < 0 or keys[row] != previous:
-            rank, previous = rank + 1, keys[row]
-        ranks[row] = rank
-    return -ranks if descending else ranks
-
-
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks that order a ``typed`` column as ``total_order_key`` orders its values."""
-    if values.dtype.kind in "ib" or (values.dtype.kind == "f" and not np.isnan(values).any()):
-        return values.astype(np.float64) if values.dtype.kind == "b" else values
-    items = values.tolist()
-    distinct = sorted(set(map(total_order_key, items)))
-    rank = {k: i for i, k in enumerate(distinct)}
-    return np.fromiter((rank[total_order_key(v)] for v in items), dtype=np.int64, count=len(items))
 
 
 # ------------------------------------------------------------------------------------ Spark's call

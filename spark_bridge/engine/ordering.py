@@ -11,6 +11,9 @@ import datetime as _dt
 from decimal import Decimal
 from typing import Any, Sequence
 
+import numpy as np
+
+from cep.matcher.rows.outer import sort_key
 from cep.spark_bridge.engine import state_codec as codec
 
 
@@ -49,3 +52,26 @@ def canonical_order(rows: list[dict], plan, input_columns: Sequence[str] | None 
     names = tuple(input_columns) if input_columns is not None else tuple(dict.fromkeys(n for r in rows for n in r))
     tiebreak = tuple(sorted(plan.machine(names).columns))
     return sorted(rows, key=lambda row: tuple(total_order_key(row.get(c)) for c in tiebreak))
+
+
+def order_ranks(values: np.ndarray, descending: bool, nulls_first: bool | None) -> np.ndarray:
+    """Ranks that order a column as an ORDER BY key orders it (``outer.sort_key``, NULLs and NaN placed as
+    there; DESC: the ranks negated, ties keep their order as a stable reversed sort keeps them)."""
+    keys = [sort_key(v, descending, nulls_first) for v in values.tolist()]
+    ranks = np.zeros(len(keys), dtype=np.int64)
+    rank, previous = -1, None
+    for row in sorted(range(len(keys)), key=keys.__getitem__):  # values need not hash (arrays), only compare
+        if rank < 0 or keys[row] != previous:
+            rank, previous = rank + 1, keys[row]
+        ranks[row] = rank
+    return -ranks if descending else ranks
+
+
+def total_order_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks that order a ``typed`` column as ``total_order_key`` orders its values."""
+    if values.dtype.kind in "ib" or (values.dtype.kind == "f" and not np.isnan(values).any()):
+        return values.astype(np.float64) if values.dtype.kind == "b" else values
+    items = values.tolist()
+    distinct = sorted(set(map(total_order_key, items)))
+    rank = {k: i for i, k in enumerate(distinct)}
+    return np.fromiter((rank[total_order_key(v)] for v in items), dtype=np.int64, count=len(items))
