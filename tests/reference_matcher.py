@@ -26,8 +26,8 @@ Semantics implemented (see docs/semantics.md and tests/conformance_corpus/README
   thread coming back to the loop head at the same row prefers ``AAA`` there instead.)
 * Navigation: PREV/NEXT move physically within the partition; FIRST/LAST move among the rows of
   their variable(s) up to the current row (RUNNING, the default) or in the whole match (FINAL);
-  see ``TRINO_RUNNING_FIRST`` for Trino's variant. In DEFINE, rows after the current one have no
-  label yet. MATCH_NUMBER() in DEFINE (Trino allows it) is the number the match would get.
+  see ``TRINO_RUNNING_FIRST`` for Trino's variant. In DEFINE and in RUNNING measures, rows after the
+  current one have no label yet (``NEXT(CLASSIFIER())`` is NULL); a row reached through FINAL has one. MATCH_NUMBER() in DEFINE (Trino allows it) is the number the match would get.
 * AFTER MATCH SKIP as in the standard; skipping to a variable with no row, or to the first row of
   the match, raises ``ReferenceSkipError``. After an empty match, matching resumes at the next
   row whatever the SKIP mode (as Trino does).
@@ -156,9 +156,10 @@ class _Ctx:
     cur: int | None
     in_define: bool
     pinned: int | None = None  # the row every reference reads, while navigating / aggregating
+    final: bool = False  # the pinned row was found with FINAL semantics: the whole match is labelled
 
-    def with_pinned(self, row: int | None) -> "_Ctx":
-        return _Ctx(self.m, self.cur, self.in_define, row)
+    def with_pinned(self, row: int | None, final: bool = False) -> "_Ctx":
+        return _Ctx(self.m, self.cur, self.in_define, row, final)
 
 
 # ============================================================================ the query analysis
@@ -487,8 +488,10 @@ class _Evaluator:
         if row is None:
             return None
         label = ctx.m.label_at(row)
-        if label is not None and ctx.in_define and ctx.cur is not None and row > ctx.cur:
-            return None  # not labelled yet
+        if label is not None and not ctx.final and ctx.cur is not None and row > ctx.cur:
+            # Not labelled yet: in DEFINE, and in RUNNING measures, which see the match as if it ended
+            # at the current row (SQL:2016 running semantics); only FINAL sees the rest of the match.
+            return None
         return label
 
     def e_MatchNumber(self, e: A.MatchNumber, ctx: _Ctx) -> Any:
@@ -648,12 +651,14 @@ class _Evaluator:
         kind = e.kind.upper()
         if kind in ("FIRST", "LAST"):
             row = self.logical_row(e, ctx)
-            return None if row is None else self.eval(e.operand, ctx.with_pinned(row))
+            return None if row is None else self.eval(e.operand, ctx.with_pinned(row, e.semantics == "FINAL"))
         if kind not in ("PREV", "NEXT"):
             raise ReferenceUnsupported(f"navigation {e.kind}")
         operand = e.operand
+        final = False
         if isinstance(operand, A.Navigation) and operand.kind.upper() in ("FIRST", "LAST"):
             base = self.logical_row(operand, ctx)
+            final = operand.semantics == "FINAL"
             operand = operand.operand
         elif isinstance(operand, A.Navigation):
             raise ReferenceUnsupported("PREV/NEXT nested in PREV/NEXT")
@@ -666,7 +671,7 @@ class _Evaluator:
         target = base - n if kind == "PREV" else base + n
         if not 0 <= target < len(ctx.m.part):
             return None
-        return self.eval(operand, ctx.with_pinned(target))
+        return self.eval(operand, ctx.with_pinned(target, final))
 
     # ---------------------------------------------------------------- aggregates
 
@@ -679,7 +684,7 @@ class _Evaluator:
             return len(self.rows_of(ctx, vars_, semantics))
         _, vars_ = self.target_vars(args)
         rows = self.rows_of(ctx, vars_, semantics)
-        per_row = [[self.eval(a, ctx.with_pinned(r)) for a in args] for r in rows]
+        per_row = [[self.eval(a, ctx.with_pinned(r, semantics == "FINAL")) for a in args] for r in rows]
         if name == "ARRAY_AGG":
             values = [v[0] for v in per_row]
             if distinct:

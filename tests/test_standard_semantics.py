@@ -61,6 +61,19 @@ def test_running_first_sees_only_rows_up_to_the_current_row() -> None:
         (None, None, 0, None, 6), (6, 6, 1, None, 6), (6, 7, 2, 7, 6)]
 
 
+def test_running_measures_see_no_label_after_the_current_row() -> None:
+    # RUNNING measures see the match as if it ended at the current row: the next row is not mapped yet,
+    # so NEXT(CLASSIFIER()) is NULL, as in DEFINE; FINAL sees the whole match, its labels included.
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES NEXT(CLASSIFIER(), 1) AS nxt, "
+            "PREV(FINAL LAST(CLASSIFIER()), 1) AS before_last, FINAL ARRAY_AGG(CLASSIFIER()) AS all_labels, "
+            "ARRAY_AGG(CLASSIFIER()) AS so_far ALL ROWS PER MATCH PATTERN (A UP+) DEFINE UP AS price > PREV(price))")
+    got = _both(text, _rows([5, 6, 7]))
+    assert [(r["nxt"], r["before_last"], r["all_labels"], r["so_far"]) for r in got] == [
+        (None, "UP", ["A", "UP", "UP"], ["A"]),
+        (None, "UP", ["A", "UP", "UP"], ["A", "UP"]),
+        (None, "UP", ["A", "UP", "UP"], ["A", "UP", "UP"])]
+
+
 # ----------------------------------------------------------------------------- the outer ORDER BY
 
 _TICKS = [{"symbol": s, "ts": i, "price": p} for i, (s, p) in enumerate(

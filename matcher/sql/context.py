@@ -66,7 +66,7 @@ class ThreadView:
             self.labels_cache = out
         return self.labels_cache
 
-    def label_at(self, position):
+    def label_at(self, position, final: bool = False):
         if position is None:
             return None
         if position == self.row:
@@ -131,11 +131,13 @@ class MatchView:
             return len(self.labels)
         return self.row - self.start + 1
 
-    def label_at(self, position):
+    def label_at(self, position, final: bool = False):
+        """The label of a row of the match; RUNNING (not ``final``): None after the current row, which the
+        match as seen from the current row does not hold yet (as DEFINE's ``NEXT(CLASSIFIER())``)."""
         if position is None:
             return None
         index = position - self.start
-        return self.labels[index] if 0 <= index < len(self.labels) else None
+        return self.labels[index] if 0 <= index < self._upto(final) else None
 
     def last_in(self, labels, n: int, final: bool):
         upto = len(self.labels) if final or self.row is None else self.row - self.start + 1  # _upto, inlined

@@ -416,14 +416,16 @@ class ExpressionCompiler:
         self.final_states = final_states
 
     # An expression evaluated "at a row": every column reference reads that row, whatever its qualifier.
-    def at_row(self, expr) -> RowClosure:
+    # ``final``: the row was found with FINAL semantics, so the whole match is mapped; otherwise (RUNNING)
+    # a row after the current one has no label yet, and CLASSIFIER() there is NULL.
+    def at_row(self, expr, final: bool = False) -> RowClosure:
         def leaf(node):
             if isinstance(node, ast.ColumnRef):
                 self.scope.labels_of(node.qualifier)  # validates the qualifier
                 return _row_reader(self.scope.column(node))
             if isinstance(node, ast.Classifier):
                 names = None
-                return lambda env, position: _label_name(env, env.view.label_at(position), names)
+                return lambda env, position: _label_name(env, env.view.label_at(position, final), names)
             if isinstance(node, ast.MatchNumber):
                 return lambda env, position: env.match_number
             if isinstance(node, ast.MatchStatus):
@@ -435,7 +437,7 @@ class ExpressionCompiler:
                     span=node.span,
                 )
             return None
-        return compile_generic(expr, leaf, self.at_row)
+        return compile_generic(expr, leaf, lambda child: self.at_row(child, final))
 
     def compile(self, expr) -> Closure:
         return compile_generic(expr, self._leaf, self.compile)
@@ -491,7 +493,7 @@ class ExpressionCompiler:
                 find = self._last_row(labels, n) if not final else (lambda view: view.last_in(labels, n, final))
             else:
                 find = self._first_row(labels, n, final)
-            inner = self.at_row(node.operand)
+            inner = self.at_row(node.operand, final)
             return lambda env, position=None: inner(env, find(env.view))
         # PREV/NEXT: find the row the operand would read, then move by n physical rows. LAG/LEAD
         # (Snowflake) move the same way; in MEASURES they stay inside the match (``_within_match``).
@@ -500,7 +502,7 @@ class ExpressionCompiler:
         operand = node.operand
         if isinstance(operand, ast.Navigation) and operand.kind in ("FIRST", "LAST"):
             anchor = self._logical_position(operand)
-            inner = self.at_row(operand.operand)
+            inner = self.at_row(operand.operand, operand.semantics == "FINAL")
         elif isinstance(operand, ast.Navigation):
             raise CepSemanticError(f"{operand.kind} cannot be nested inside {node.kind}", code="E0210", span=operand.span)
         else:
@@ -553,7 +555,7 @@ class ExpressionCompiler:
                 extra = (args[-1].value,)
                 args = args[:arity]
         labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(args)), self.scope)
-        per_row = [self.at_row(arg) for arg in args]
+        per_row = [self.at_row(arg, final) for arg in args]
         fold = V.aggregate
 
         if all(isinstance(arg, ast.ColumnRef) for arg in args):
@@ -591,8 +593,8 @@ class ExpressionCompiler:
         else:
             values, constants = list(node.args[:1]), list(node.args[1:])
         labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(values + keys)), self.scope)
-        per_row = [self.at_row(value) for value in values]
-        by = [(self.at_row(key.expr), key.descending, key.nulls_first) for key in node.order_by]
+        per_row = [self.at_row(value, final) for value in values]
+        by = [(self.at_row(key.expr, final), key.descending, key.nulls_first) for key in node.order_by]
         parameters = [self.compile(constant) for constant in constants]
         fold = V.aggregate
 
