@@ -21,7 +21,7 @@ export SPARK_LOCAL_IP        ?= 127.0.0.1
 .PHONY: help run test bench bench-rules bench-kafka soak kafka clean distclean venv check-java check-python
 
 help:
-	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on Spark"
+	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
 	@echo "make test       run the whole test suite (pytest)"
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make bench-rules  two alert rules over generated 10M-event logs: cep, its VM, Spark, PyFlink (~30 min)"
@@ -30,8 +30,10 @@ help:
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
+# The demo shows what the pipeline runs: a Spark job (the same rows as --engine python, which starts at once).
 run: venv check-java
-	$(VENV)/bin/cep run patterns/v_shape.sql --input patterns/data/ticks.csv
+	@echo "cep run on a local Spark: starting it takes 10-20 s (--engine python prints the same rows at once)"
+	$(VENV)/bin/cep run patterns/v_shape.sql --input patterns/data/ticks.csv --engine spark
 
 # Two test processes, each with its own Spark (pytest-xdist; a file's tests stay together, in order):
 # most of the suite's time is spent waiting for JVMs, brokers and micro-batches, so two processes on two

@@ -27,12 +27,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import cep
 from cep import report, run_cli, status_cli, stream_cli
+from cep import report as report_module  # build_parser's local `report` is the subcommand
 from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are part of the command's Python surface
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_QUERY_ERROR,
     EXIT_USAGE,
     FORMATS,
+    INPUT_HELP,
+    SCHEMA_HELP,
+    Inputs,
     KafkaInput,
     UsageError,
     cell,
@@ -47,6 +51,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     read_pandas,
     read_text,
     spark_error,
+    statement_inputs,
     write_output,
 )
 from cep.grammar.columns import ColumnNames
@@ -163,6 +168,22 @@ def _emit(payload: str | bytes, output: str | None) -> None:
         sys.stdout.buffer.flush()
 
 
+def _clause_position(args: argparse.Namespace, statement: Any) -> int:
+    """``--clause N`` (counted from 1) as an index into the statement's MATCH_RECOGNIZE clauses."""
+    count = len(statement.clauses)
+    if not 1 <= args.clause <= count:
+        raise UsageError(f"--clause {args.clause}: the statement has {count} MATCH_RECOGNIZE clause{'s' * (count != 1)}")
+    return args.clause - 1
+
+
+def clause_and_rows(args: argparse.Namespace, text: str, filename: str) -> tuple[Any, "pd.DataFrame"]:
+    """The ``--clause`` of the whole statement in ``text`` and the rows it reads from the inputs, as ``cep run``
+    reads them (``cli_io.statement_inputs``); raises CepError and UsageError."""
+    inputs = Inputs.parse(args.input, args.schema, args.input_format)
+    statement = cep.compile_sql(text, filename=filename)
+    return statement_inputs(statement, inputs, position=_clause_position(args, statement))
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     text = read_text(args.file)
     fmt = args.format
@@ -170,7 +191,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         ext = os.path.splitext(args.output or "")[1].lower().lstrip(".")
         fmt = ext if ext in EXPLAIN_FORMATS[1:] else "text"
     try:
-        query = cep.compile(text, filename=args.file)
+        if args.input:  # the clause checked against the columns it reads, as cep run checks it
+            query, rows = clause_and_rows(args, text, args.file)
+            query.plan.machine(tuple(str(c) for c in rows.columns))
+        else:
+            statement = cep.compile_sql(text, filename=args.file)
+            query = statement.query(statement.clauses[_clause_position(args, statement)])
     except cep.CepError as err:
         print_error(str(err.with_source(text, args.file)))
         return EXIT_QUERY_ERROR
@@ -272,7 +298,6 @@ def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), ev
 
 def cmd_trace(args: argparse.Namespace) -> int:
     text = read_text(args.query_file)
-    fmt = input_format(args.input, args.format)
     events = [e.strip() for e in args.events.split(",") if e.strip()] if args.events else list(TRACE_EVENTS)
     unknown = sorted(set(events) - set(TRACE_EVENTS))
     if unknown:
@@ -280,8 +305,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.output:
         format_of(args.output, None, what="output file")
     try:
-        query = cep.compile(text, filename=args.query_file)
-        pdf = read_pandas(args.input, fmt)
+        query, pdf = clause_and_rows(args, text, args.query_file)
         part, described = _partition_filter(query, pdf, args.partition or [])
         order_column = next(iter(query.plan.order_names(part.columns)), None)
         if order_column is None and (args.start or args.end):
@@ -320,15 +344,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     text = read_text(args.query_file)
-    fmt = input_format(args.input, args.format)
     parent = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(parent):
         raise UsageError(f"cannot write {args.out}: no directory {parent}")
     try:
-        query = cep.compile(text, filename=args.query_file)
-        pdf = read_pandas(args.input, fmt)
+        query, pdf = clause_and_rows(args, text, args.query_file)
         html = report.build_report(query, pdf, column=args.column, max_partitions=args.partitions,
-                                   sources=list(args.input))
+                                   sources=list(args.input or ()), plotly=args.plotly)
     except ImportError as exc:  # plotly missing
         raise UsageError(f"cep report needs plotly ({exc}): pip install 'cep-spark[report]'") from None
     except cep.CepError as err:
@@ -336,16 +358,31 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_QUERY_ERROR
     except report.ReportError as exc:
         raise UsageError(str(exc)) from None
-    try:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(html.text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {args.out}: {exc}") from None
-    print(f"wrote {args.out} ({html.summary})")
+    written = {args.out: html.text, **{os.path.join(parent, name): text for name, text in html.assets.items()}}
+    for path, content in written.items():
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(content)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc}") from None
+    beside = "".join(f", and {name} beside it" for name in html.assets)
+    print(f"wrote {args.out} ({html.summary}){beside}")
     return EXIT_OK
 
 
 # --------------------------------------------------------------------------------------------- parser
+
+
+def _input_options(command: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """The inputs of ``cep run`` (``cli_io.Inputs``) for a command that looks at one clause of a statement."""
+    what = "" if required else " (optional: check the clause against the columns it reads)"
+    command.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH", help=INPUT_HELP + what)
+    # explain's --format is its output's: its inputs' is --input-format
+    command.add_argument("--input-format" if not required else "--format", dest="input_format", choices=FORMATS,
+                         help="input format (default: from the file extension)")
+    command.add_argument("--schema", action="append", metavar="[NAME=]COLUMNS", help=SCHEMA_HELP)
+    command.add_argument("--clause", type=int, default=1, metavar="N",
+                         help="the MATCH_RECOGNIZE clause of the statement to look at, counted from 1 (default: 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -387,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--format", "-f", choices=EXPLAIN_FORMATS,
                          help="text (default), dot, svg or png (default: from --output's extension, else text)")
     explain.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
+    _input_options(explain, required=False)
     explain.set_defaults(func=cmd_explain)
 
     trace = sub.add_parser(
@@ -395,9 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
         "conditions tested and their result, the partial matches alive (by pattern position), those "
         "dropped and why, and where matches began and ended.",
     )
-    trace.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
-    trace.add_argument("--input", "-i", action="append", required=True, metavar="PATH", help="input file; repeat for several")
-    trace.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    trace.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
+    _input_options(trace)
     trace.add_argument("--partition", "-p", action="append", metavar="COLUMN=VALUE",
                        help="the partition to trace, e.g. 'symbol=ACME'; repeat for each PARTITION BY column")
     trace.add_argument("--from", dest="start", metavar="X", help="show records from this ORDER BY value on (e.g. '2024-01-02 09:40')")
@@ -414,17 +451,21 @@ def build_parser() -> argparse.ArgumentParser:
         "histograms, a match explorer (click a match to zoom its partition's chart to it), charts of a "
         "column with the matched rows shaded and coloured by CLASSIFIER, why attempts were dropped in the "
         "range a chart shows, and dropped attempts by reason. Interactive Plotly charts, embedded with "
-        "plotly.js: the file needs no network to view. Needs plotly.",
+        "plotly.js: the file needs no network to view (--plotly file or cdn for a small page). The statement and "
+        "inputs are those of cep run; the report looks at one MATCH_RECOGNIZE clause (--clause). Needs plotly.",
     )
-    report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the query")
-    report.add_argument("--input", "-i", action="append", required=True, metavar="PATH", help="input file; repeat for several")
-    report.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
+    _input_options(report)
     report.add_argument("--out", "--output", "-o", dest="out", required=True, metavar="FILE", help="the HTML file to write")
     report.add_argument("--column", "-c", metavar="NAME",
                         help="column to chart per partition (default: the first numeric column the conditions "
                         "read, else any numeric column, else a text column they read, drawn as lanes of events)")
     report.add_argument("--partitions", "-n", type=non_negative_int, default=4, metavar="N",
                         help="chart at most N partitions, those with the most matches (default: %(default)s)")
+    report.add_argument("--plotly", choices=report_module.PLOTLY_MODES, default="embed",
+                        help="how the page gets plotly.js: embed (default: inside the page, about 4.8 MB, opens "
+                        "anywhere offline), file (a small page and plotly-VERSION.min.js written beside it, shared "
+                        "by the reports of a folder), cdn (a small page that fetches it from cdn.plot.ly: online only)"),
     report.set_defaults(func=cmd_report)
     stream_cli.add_commands(sub)  # `cep stream`: alerting over a stream (docs/alerting.md, docs/operations.md)
     status_cli.add_commands(sub)  # `cep status` and `cep deliver`

@@ -4,6 +4,7 @@ and errors, exit codes, and starting Spark."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -15,9 +16,11 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
 from cep.grammar.errors import CepError
+from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import arrow_to_pandas, pandas_series
 from cep.matcher.sql.types import decimal_params
-from cep.matcher.rows.text_types import (column_type, convert, declared_value, evidence, parse_timestamp, resolve_declared,
+from cep.matcher.rows.text_types import (column_type, convert, declared_value, evidence, parse_timestamp,
+                                         RepeatedColumnError, repeated_column, resolve_declared,
                                          string_type)
 from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import RAW, REJECT
@@ -110,6 +113,104 @@ def input_format(paths: Sequence[str], explicit: str | None) -> str:
     if len(formats) > 1:
         raise UsageError(f"the inputs mix formats ({', '.join(sorted(formats))}); give one --format for all, or run them separately")
     return formats.pop()
+
+
+# ------------------------------------------------------------------------------------------- inputs
+
+_NAMED = re.compile(r"^([A-Za-z_][\w.]*)=(.+)$", re.S)
+INPUT_HELP = ("input file (or Spark directory): without NAME=, the table the first MATCH_RECOGNIZE reads (repeat "
+              "for several files of one format); NAME=PATH: the table NAME. Default: the files the query names "
+              "(FROM 'data/ticks.csv')")
+SCHEMA_HELP = ("the types of a CSV input's columns, e.g. 'ts TIMESTAMP, d DATE' for the unnamed --input, "
+               "NAME='d DATE' for --input NAME=PATH (repeat for each); other columns are typed by their values, and a "
+               "value of another type is a bad row (--dead-letter)")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The ``--input`` and ``--schema`` options every command that reads event files shares (``cep run``,
+    ``trace``, ``report``, ``explain``): the unnamed files (one table: the one the first MATCH_RECOGNIZE
+    reads), the named tables, and the declared CSV column types of each (key None: the unnamed input)."""
+
+    unnamed: tuple[str, ...] = ()
+    named: dict[str, str] = dataclasses.field(default_factory=dict)
+    schemas: dict[str | None, dict[str, str]] = dataclasses.field(default_factory=dict)
+    format: str | None = None  # --format, else each file's extension
+
+    @classmethod
+    def parse(cls, options: Sequence[str] | None, schemas: Sequence[str] | str | None = None,
+              fmt: str | None = None) -> "Inputs":
+        """``--input`` values (``NAME=PATH`` names a table unless a file has that very name) and ``--schema``
+        values (``'COLUMNS'`` for the unnamed input, ``NAME='COLUMNS'`` for a named one)."""
+        unnamed, named = [], {}
+        for option in options or ():
+            found = _NAMED.match(option)
+            if found and not os.path.exists(option):
+                named[found.group(1)] = found.group(2)
+            else:
+                unnamed.append(option)
+        inputs = cls(tuple(unnamed), named, {}, fmt)
+        texts = [schemas] if isinstance(schemas, str) else list(schemas or ())
+        return dataclasses.replace(inputs, schemas=inputs._declared(texts))
+
+    def _declared(self, texts: list[str]) -> dict[str | None, dict[str, str]]:
+        declared: dict[str | None, dict[str, str]] = {}
+        for text in texts:
+            found = _NAMED.match(text)  # column lists hold no "=": NAME=COLUMNS or COLUMNS
+            key = found.group(1) if found else None
+            columns = found.group(2) if found else text
+            if key is not None and key not in self.named:
+                named = ", ".join(self.named) or "none"
+                raise UsageError(f"--schema {key}=...: no --input is named {key} (named inputs: {named}); "
+                                 "the unnamed --input's types are given without a name: --schema 'd DATE, ...'")
+            if key is None and not self.unnamed:
+                if len(self.named) != 1:
+                    names = ", ".join(self.named) or "none"
+                    raise UsageError(f"--schema '{columns}' types the unnamed --input, and there is none; for a named "
+                                     f"input write --schema NAME='{columns}' (named inputs: {names})")
+                key = next(iter(self.named))
+            if key in declared:
+                raise UsageError(f"two --schema for {'input ' + key if key else 'the unnamed input'}: give its columns in one")
+            paths = list(self.unnamed) if key is None else [self.named[key]]
+            if not all(is_kafka_url(path) for path in paths) and input_format(paths, self.format) != "csv":
+                raise UsageError("--schema types the columns of a CSV input (or of a Kafka message value): "
+                                 f"{'the unnamed input' if key is None else key} is not CSV, and JSON and Parquet files "
+                                 "carry their own types")
+            try:
+                declared[key] = parse_schema(columns)
+            except CepError as exc:
+                raise UsageError(f"invalid --schema:\n{exc}") from None
+        return declared
+
+    def unnamed_format(self) -> str | None:
+        return input_format(list(self.unnamed), self.format) if self.unnamed else None
+
+    def read_pandas(self) -> tuple["pd.DataFrame | None", dict[str, "pd.DataFrame"]]:
+        """(the unnamed input or None, the named tables), read by the python engine's reader."""
+        default = read_pandas(list(self.unnamed), self.unnamed_format(), self.schemas.get(None)) if self.unnamed else None
+        return default, {name: self.read_named_pandas(name) for name in self.named}
+
+    def read_named_pandas(self, name: str) -> "pd.DataFrame":
+        path = self.named[name]
+        return read_pandas([path], input_format([path], self.format), self.schemas.get(name))
+
+    def read_named_spark(self, spark: Any, name: str) -> Any:
+        path = self.named[name]
+        return read_spark(spark, [path], input_format([path], self.format), self.schemas.get(name))
+
+
+def statement_inputs(statement: Any, inputs: Inputs, *, position: int = 0) -> tuple[Any, "pd.DataFrame"]:
+    """(the Query of the statement's clause at ``position``, the rows it reads), on the python engine: the
+    inputs read as ``cep run`` reads them and the SQL around the clause run (a subquery, a WITH, a join),
+    so that ``cep trace`` and ``cep report`` look at what the clause sees in ``cep run``."""
+    default, tables = inputs.read_pandas()
+
+    def read_path(path: str):
+        return read_pandas([path], input_format([path], inputs.format))
+
+    if not inputs.unnamed and not tables and not statement.whole.paths:
+        raise UsageError("give the events: --input PATH (or --input NAME=PATH for the table NAME)")
+    return statement.clause_input(tables, default=default, read_path=read_path, position=position)
 
 
 # ------------------------------------------------------------------------------------ reading: pandas
@@ -215,6 +316,10 @@ def _read_csv_text(path: str) -> "pd.DataFrame":
     import pandas as pd
 
     try:
+        header = pd.read_csv(path, dtype=str, header=None, nrows=1, keep_default_na=False, encoding="utf-8")
+        repeated = repeated_column(header.iloc[0].tolist()) if len(header) else None
+        if repeated:
+            raise UsageError(f"input {path}: {repeated}")
         return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], encoding="utf-8")
     except pd.errors.EmptyDataError:
         raise UsageError(f"input {path} is empty: no header, no rows") from None
@@ -237,6 +342,8 @@ def _typed_series(values: list, type_name: str) -> "pd.Series":
 
     if type_name == "TIMESTAMP":
         return pd.Series(values, dtype="datetime64[ns]")
+    if type_name == "DATE":  # datetime.date values (pandas has no date dtype): pandas_schema reads them as DATE
+        return pd.Series(values, dtype=object)
     if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
         return pandas_series(values)
     size = decimal_params(type_name)
@@ -332,6 +439,8 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str, declared: dict[str, s
     (``cep.spark_bridge.spark.files``); ``declared`` as there."""
     try:
         df = read_files(spark, list(paths), fmt, declared=declared)
+    except RepeatedColumnError as exc:
+        raise UsageError(str(exc)) from None
     except ValueError as exc:  # the declared columns (resolve_declared)
         raise UsageError(f"--schema: {exc}") from None
     except Exception as exc:

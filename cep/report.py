@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import html
 import json
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Sequence
 
@@ -35,17 +34,17 @@ from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.query import Query
+from cep.report_charts import (  # noqa: F401 - histogram_bins, label and plain are part of the report's surface
+    LABEL_COLUMN, MATCH_COLUMN, PALETTE, UNIT_SECONDS, chart_dropped, chart_histogram, chart_partition,
+    chart_per_partition, histogram_bins, is_numeric, is_time, label, plain)
 
 # Imported inside functions: plotly (optional: the "report" extra; only its plotly.js bundle is used) and
 # pandas (heavy).
 
-MATCH_COLUMN = "__cep_match"
-LABEL_COLUMN = "__cep_label"
 STATUSES = {"MATCHED", "TIMEOUT", "ABSENCE"}
 OUTPUT_ROWS_SHOWN = 100
 MATCH_ROWS_SHOWN = 500  # rows of the match explorer's table
 TRACE_RECORDS_KEPT = 20_000  # per charted partition: the "why not here" records embedded in the page
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
 
 
 class ReportError(Exception):
@@ -56,6 +55,7 @@ class ReportError(Exception):
 class Report:
     text: str  # the HTML page
     summary: str  # one line for the terminal
+    assets: dict[str, str] = field(default_factory=dict)  # files to write beside the page (--plotly file)
 
 
 # ------------------------------------------------------------------------------------------ matching
@@ -103,178 +103,35 @@ def match_summary(labelled: Any, partition: list[str], order: str | None) -> Any
     return pd.DataFrame.from_records(records)
 
 
+
+
 def durations(summary: Any) -> tuple[Any, str]:
-    """Match durations (last - first ORDER BY value) in a readable unit."""
+    """Match durations (last - first ORDER BY value) in the largest unit that the median reaches, or that
+    every duration is a whole number of (a match of daily rows lasts whole days)."""
     span = summary["last"] - summary["first"]
     if hasattr(span, "dt"):
         seconds = span.dt.total_seconds()
         median = float(seconds.median()) if len(seconds) else 0.0
-        for unit, size in (("hours", 3600.0), ("minutes", 60.0)):
-            if median >= size:
+        for unit, size in UNIT_SECONDS.items():
+            whole = len(seconds) > 0 and bool((seconds % size == 0).all()) and median > 0
+            if median >= size or whole:
                 return seconds / size, unit
         return seconds, "seconds"
     return span.astype(float), "ORDER BY units"
 
 
-# ---------------------------------------------------------------------------------- values for the page
+def day_or_time(value: Any, column: Any) -> str:
+    """``value`` as text: a date alone when every time of ``column`` is a midnight (daily data), else ``cell``."""
+    return cell(value)[:10] if value is not None and value == value and _daily(column) else cell(value)
 
 
-def label(value: Any) -> str:
-    """Text from the data for a Plotly label: HTML-escaped (Plotly reads tags and entities in labels) and
-    never read as LaTeX (Plotly typesets text between '$' signs)."""
-    text = html.escape(value if isinstance(value, str) else cell(value), quote=False)
-    return "\u200b" + text if text.startswith("$") else text
-
-
-def plain(value: Any) -> Any:
-    """A JSON value for a Plotly axis: numbers as numbers, times as 'YYYY-MM-DD HH:MM:SS.ffffff'."""
-    if value is None:
-        return None
-    if hasattr(value, "to_pydatetime"):
-        value = value.to_pydatetime()
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None).isoformat(" ")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float, str, bool)):
-        return value
-    return cell(value)
-
-
-def _is_time(values: Any) -> bool:
+def _daily(column: Any) -> bool:
     import pandas as pd
 
-    return bool(pd.api.types.is_datetime64_any_dtype(values))
-
-
-def _numeric(pdf: Any, name: str) -> bool:
-    import pandas as pd
-
-    return bool(pd.api.types.is_numeric_dtype(pdf[name]) and not pd.api.types.is_bool_dtype(pdf[name]))
-
-
-def _layout(title: str, xtitle: str, ytitle: str, *, height: int = 320, **extra: Any) -> dict:
-    layout = {
-        "title": {"text": title, "x": 0.01, "font": {"size": 15}}, "height": height,
-        "margin": {"l": 60, "r": 20, "t": 44, "b": 50}, "template": "plotly_white",
-        "xaxis": {"title": {"text": xtitle}, "automargin": True}, "yaxis": {"title": {"text": ytitle}, "automargin": True},
-        "hoverlabel": {"align": "left"}, "showlegend": False, "plot_bgcolor": "#ffffff",
-    }
-    layout.update(extra)
-    return layout
-
-
-# --------------------------------------------------------------------------------------------- charts
-
-
-def chart_per_partition(counts: Any) -> dict:
-    top = counts.head(20).iloc[::-1]
-    bars = {"type": "bar", "orientation": "h", "x": [int(v) for v in top.values], "y": [label(k) for k in top.index],
-            "marker": {"color": PALETTE[0]}, "hovertemplate": "%{y}: %{x} matches<extra></extra>"}
-    title = "Matches per partition" + (" (top 20)" if len(counts) > 20 else "")
-    return {"data": [bars], "layout": _layout(title, "matches", "", height=max(220, 26 * len(top) + 90))}
-
-
-def histogram_bins(values: Any, *, integer: bool) -> tuple[list[float], list[int]]:
-    """Bin edges and counts: one bin per whole number when ``integer`` and few, else numpy's 'auto' bins."""
-    data = np.asarray([float(v) for v in values if v is not None and math.isfinite(float(v))])
-    if not len(data):
-        return [], []
-    low, high = float(data.min()), float(data.max())
-    if integer and high - low <= 60:
-        edges = [low - 0.5 + i for i in range(int(high - low) + 2)]
-    elif low == high:
-        edges = [low - 0.5, high + 0.5]
-    else:
-        edges = list(np.histogram_bin_edges(data, bins="auto"))[:41] if len(data) > 1 else [low, high]
-    counts, edges = np.histogram(data, bins=edges)
-    return [float(e) for e in edges], [int(c) for c in counts]
-
-
-def chart_histogram(values: Any, title: str, xtitle: str, *, integer: bool = False, color: str = PALETTE[2],
-                    time_axis: bool = False) -> dict:
-    """Bars between bin edges; hover names each bin's edges and count; the axis ticks are the edges."""
-    if time_axis:
-        stamps = [v for v in values if v is not None]
-        epoch = datetime(1970, 1, 1)
-        seconds = [(v.to_pydatetime() if hasattr(v, "to_pydatetime") else v).replace(tzinfo=None) for v in stamps]
-        edges, counts = histogram_bins([(s - epoch).total_seconds() for s in seconds], integer=False)
-        to_axis = [plain(epoch + timedelta(seconds=e)) for e in edges]
-        bars = {"type": "bar", "x": [plain(epoch + timedelta(seconds=(a + b) / 2)) for a, b in zip(edges, edges[1:])],
-                "y": counts, "width": [(b - a) * 1000 for a, b in zip(edges, edges[1:])],
-                "customdata": [[to_axis[i], to_axis[i + 1]] for i in range(len(counts))],
-                "hovertemplate": "from %{customdata[0]}<br>to %{customdata[1]}<br>%{y} matches<extra></extra>",
-                "marker": {"color": color, "line": {"color": "#ffffff", "width": 1}}}
-        layout = _layout(title, xtitle, "matches")
-        layout["xaxis"]["type"] = "date"
-        return {"data": [bars], "layout": layout}
-    edges, counts = histogram_bins(values, integer=integer)
-    shown = [int(e + 0.5) if integer else e for e in edges]
-    text = [f"{shown[i]:g} to {shown[i + 1]:g}" if not integer else f"{shown[i]:g}" for i in range(len(counts))]
-    bars = {"type": "bar", "x": [(a + b) / 2 for a, b in zip(edges, edges[1:])], "y": counts,
-            "width": [b - a for a, b in zip(edges, edges[1:])], "customdata": text,
-            "hovertemplate": ("%{customdata}" if integer else "[%{customdata})") + ": %{y} matches<extra></extra>",
-            "marker": {"color": color, "line": {"color": "#ffffff", "width": 1}}}
-    layout = _layout(title, xtitle, "matches")
-    if integer:
-        layout["xaxis"].update(tickmode="array", tickvals=[(a + b) / 2 for a, b in zip(edges, edges[1:])],
-                               ticktext=[f"{t}" for t in text])
-    else:
-        layout["xaxis"].update(tickmode="array", tickvals=edges, ticktext=[f"{e:.3g}" for e in edges])
-    return {"data": [bars], "layout": layout}
-
-
-def chart_partition(rows: Any, matched: Any, column: str, order: str | None, title: str,
-                    colours: dict[str, str], show: Sequence[str]) -> dict:
-    """``column`` along the ORDER BY axis for one partition: each match shaded, its rows coloured by label;
-    hover shows the row's values. A matched point carries its match number (``customdata[0]``)."""
-    x_name = order or "__row"
-    hover_columns = [c for c in show if c in rows.columns][:8]
-
-    def hover(frame) -> tuple[list, str]:
-        data = [[None] + [label(v) for v in record] for record in frame[hover_columns].itertuples(index=False, name=None)]
-        lines = "<br>".join(f"{label(c)}: %{{customdata[{i + 1}]}}" for i, c in enumerate(hover_columns))
-        return data, lines
-
-    numeric = _numeric(rows, column)
-    lanes: dict[str, int] = {}
-    if not numeric:
-        lanes = {value: i for i, value in enumerate(sorted(set(rows[column].astype(str)) | set(matched[column].astype(str))))}
-
-    def y_of(frame) -> list:
-        return [plain(v) for v in frame[column]] if numeric else [lanes[str(v)] for v in frame[column]]
-
-    data, lines = hover(rows)
-    traces = [{"type": "scatter", "mode": "lines+markers" if numeric else "markers", "x": [plain(v) for v in rows[x_name]],
-               "y": y_of(rows), "line": {"color": "#aaaaaa", "width": 1}, "marker": {"color": "#bbbbbb", "size": 5},
-               "customdata": data, "hovertemplate": lines + "<extra>row</extra>", "name": "rows"}]
-    shapes, notes = [], []
-    for number, group in matched.groupby(MATCH_COLUMN, sort=False):
-        gx = group[x_name]
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": plain(gx.iloc[0]), "x1": plain(gx.iloc[-1]),
-                       "y0": 0, "y1": 1, "fillcolor": "#f4d03f", "opacity": 0.25, "line": {"width": 0}, "layer": "below"})
-        notes.append({"x": plain(gx.iloc[0]), "y": 1.0, "xref": "x", "yref": "paper", "text": f"#{int(number)}",
-                      "showarrow": False, "xanchor": "left", "yanchor": "bottom", "font": {"size": 10, "color": "#7d6608"}})
-    for name, group in matched.groupby(LABEL_COLUMN, sort=False):
-        data, lines = hover(group)
-        for record, number in zip(data, group[MATCH_COLUMN]):
-            record[0] = int(number)
-        traces.append({"type": "scatter", "mode": "markers", "x": [plain(v) for v in group[x_name]], "y": y_of(group),
-                       "marker": {"color": colours[str(name)], "size": 9}, "name": label(name), "customdata": data,
-                       "hovertemplate": f"match #%{{customdata[0]}} as {label(name)}<br>" + lines + "<extra></extra>"})
-    layout = _layout(title, label(order or "row"), label(column), height=360, shapes=shapes, annotations=notes, showlegend=True,
-                     legend={"title": {"text": "CLASSIFIER()"}}, dragmode="zoom")
-    if order and _is_time(rows[order]):
-        layout["xaxis"]["type"] = "date"
-    if not numeric:
-        layout["yaxis"].update(tickmode="array", tickvals=list(lanes.values()), ticktext=[label(k) for k in lanes])
-    return {"data": traces, "layout": layout}
+    if not pd.api.types.is_datetime64_any_dtype(column):
+        return False
+    present = column.dropna()
+    return bool(len(present)) and bool((present == present.dt.normalize()).all())
 
 
 # ---------------------------------------------------------------------------------- why not here
@@ -326,22 +183,6 @@ def dropped_by_reason(traces: Sequence[list[dict]], within: timedelta | None) ->
     return out
 
 
-def chart_dropped(reasons: list[dict], within: timedelta | None, time_axis: bool) -> dict:
-    unit = "seconds" if time_axis else "ORDER BY units"
-    traces = [{"type": "box", "name": label(r["reason"]), "x": r["elapsed"], "orientation": "h", "boxpoints": "outliers",
-               "marker": {"color": PALETTE[i % len(PALETTE)]}, "hoverinfo": "x"}
-              for i, r in enumerate(reasons) if r["elapsed"]]
-    shapes = []
-    if within is not None:
-        limit = within.total_seconds()
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": limit, "x1": limit, "y0": 0, "y1": 1,
-                       "line": {"color": "#c0392b", "dash": "dash", "width": 2}})
-    layout = _layout("How long dropped attempts had run" + (" (dashed: the WITHIN limit)" if within else ""),
-                     f"last row - first row of the attempt ({unit})", "", height=max(240, 40 * len(traces) + 120),
-                     shapes=shapes)
-    return {"data": traces, "layout": layout}
-
-
 # ---------------------------------------------------------------------------------------------- page
 
 
@@ -354,16 +195,20 @@ def chart_column(query: Any, pdf: Any, wanted: str | None, skip: Sequence[str]) 
             raise ReportError(f"--column {wanted}: no such column (columns: {', '.join(map(str, pdf.columns))})")
         return found
     read = query.plan.condition_columns(pdf.columns)
-    candidates = [c for c in pdf.columns if c not in skip and _numeric(pdf, c)]
+    candidates = [c for c in pdf.columns if c not in skip and is_numeric(pdf, c)]
     preferred = [c for c in candidates if c in read]
-    events = [c for c in pdf.columns if c not in skip and not _numeric(pdf, c) and c in read]
+    events = [c for c in pdf.columns if c not in skip and not is_numeric(pdf, c) and c in read]
     return (preferred or candidates or events or [None])[0]
 
 
 def _table(pdf: Any, *, table_id: str | None = None, row_attrs: Sequence[str] | None = None) -> str:
+    """An HTML table; the times of a column of midnights (daily data) as dates, without 00:00:00."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in pdf.columns)
+    daily = [_daily(pdf.iloc[:, i]) for i in range(pdf.shape[1])]
     body = "".join(
-        f"<tr{row_attrs[i] if row_attrs else ''}>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in row) + "</tr>"
+        f"<tr{row_attrs[i] if row_attrs else ''}>" + "".join(
+            f"<td>{html.escape(cell(v)[:10] if day and v == v and v is not None else cell(v))}</td>"
+            for v, day in zip(row, daily)) + "</tr>"
         for i, row in enumerate(pdf.itertuples(index=False, name=None))
     )
     ident = f' id="{table_id}"' if table_id else ""
@@ -464,172 +309,247 @@ def _plotly_js() -> str:
     return get_plotlyjs()
 
 
-def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partitions: int = 4,
-                 sources: Sequence[str] = (), title: str | None = None) -> Report:
-    """The HTML report of ``query`` over the pandas DataFrame ``pdf``."""
+PLOTLY_MODES = ("embed", "file", "cdn")
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    """What the page shows, computed once: the query's output, every matched row with its match and label
+    (``labelled``), one row per match (``summary``), the partitions and the column to chart."""
+
+    query: Any
+    pdf: Any  # the input; a DATE ORDER BY column as datetime64 (charts need one time axis)
+    output: Any
+    labelled: Any
+    summary: Any
+    partition: list
+    order: str | None
+    partition_rows: dict
+    counts: Any
+    column: str | None
+    time_axis: bool
+    within: timedelta | None
+
+
+def _analyse(query: Any, pdf: Any, column: str | None) -> _Analysis:
     import pandas as pd
 
-    plotly_js = _plotly_js()
     partition = list(query.plan.partition_names(pdf.columns))
     order = next(iter(query.plan.order_names(pdf.columns)), None)
     output = query.run(pdf)
     if order is None:  # PROCTIME() or no ORDER BY column: rows are placed by their position in the input
         pdf = pdf.assign(__row=range(len(pdf)))
     labelled = labelled_query(query).run(pdf)  # ALL ROWS PER MATCH keeps every input column, __row too
-    labelled["__partition"] = (
-        [partition_label(tuple(r), partition) for r in labelled[partition].itertuples(index=False, name=None)]
-        if len(labelled) else []
-    )
+    if order is not None and _holds_dates(pdf[order]):
+        pdf, labelled = pdf.assign(**{order: _midnights(pdf[order])}), labelled.assign(**{order: _midnights(labelled[order])})
+    keys = labelled[partition].itertuples(index=False, name=None) if partition else [() for _ in range(len(labelled))]
+    labelled["__partition"] = [partition_label(tuple(key), partition) for key in keys]
     summary = match_summary(labelled, partition, order)
     partitions = pdf.groupby(partition, sort=False, dropna=False) if partition else [((), pdf)]
     partition_rows = {partition_label(k if isinstance(k, tuple) else (k,), partition): g for k, g in partitions}
-    counts = summary["partition"].value_counts() if len(summary) else pd.Series(dtype=int)
-    chosen_column = chart_column(query, pdf, column, skip=list(partition) + ([order] if order else []))
-    time_axis = bool(order and _is_time(pdf[order]))
     within = query.statement.match.within
-    within_limit = interval_to_timedelta(within) if within is not None else None
+    return _Analysis(
+        query, pdf, output, labelled, summary, partition, order, partition_rows,
+        summary["partition"].value_counts() if len(summary) else pd.Series(dtype=int),
+        chart_column(query, pdf, column, skip=list(partition) + ([order] if order else [])),
+        bool(order and is_time(pdf[order])), interval_to_timedelta(within) if within is not None else None)
 
-    name = title or query.filename or query.name or "query"
+
+def _holds_dates(values: Any) -> bool:
+    present = values.dropna()
+    return values.dtype == object and len(present) > 0 and all(isinstance(v, date) for v in present)
+
+
+def _midnights(values: Any) -> Any:
+    import pandas as pd
+
+    return pd.to_datetime(values)
+
+
+def _summary_section(a: _Analysis, sources: Sequence[str]) -> list[str]:
+    import pandas as pd
+
+    pdf, summary, order = a.pdf, a.summary, a.order
     facts = [
         ("input", ", ".join(sources) or "(data frame)"),
         ("input rows", f"{len(pdf)}"),
-        ("partitions", f"{len(partition_rows)}" + (f" (by {', '.join(partition)})" if partition else "")),
-        ("rows the query returns", f"{len(output)}"),
+        ("partitions", f"{len(a.partition_rows)}" + (f" (by {', '.join(a.partition)})" if a.partition else "")),
+        ("rows the query returns", f"{len(a.output)}"),
         ("matches (non-empty, before the outer WHERE/LIMIT)", f"{len(summary)}"),
         ("rows in matches", f"{int(summary['rows'].sum()) if len(summary) else 0}"),
-        ("partitions with a match", f"{len(counts)}"),
+        ("partitions with a match", f"{len(a.counts)}"),
     ]
     if order and len(pdf):
-        facts.append((f"{order} range", f"{cell(pdf[order].min())} to {cell(pdf[order].max())}"))
-    if within_limit is not None:
-        facts.append(("WITHIN", cell(within_limit)))
-    for col in output.columns:
-        values = set(output[col].dropna().astype(str)) if output[col].dtype == object else set()
+        low, high = (day_or_time(v, pdf[order]) for v in (pdf[order].min(), pdf[order].max()))
+        facts.append((f"{order} range", f"{low} to {high}"))
+    if a.within is not None:
+        facts.append(("WITHIN", cell(a.within)))
+    for col in a.output.columns:
+        values = set(a.output[col].dropna().astype(str)) if a.output[col].dtype == object else set()
         if values and values <= STATUSES:
-            for status, count in output[col].value_counts().items():
+            for status, count in a.output[col].value_counts().items():
                 facts.append((f"{col} = {status}", str(count)))
+    return ["<h2>Summary</h2>", _table(pd.DataFrame(facts, columns=["what", "value"]))]
 
-    charts: list[dict] = []
+
+def _matches_section(a: _Analysis) -> tuple[list[str], list[dict]]:
+    summary, order = a.summary, a.order
+    if not len(summary):
+        return ["<h2>Matches</h2>", "<p>No matches. The partitions below show, under each chart, why attempts were "
+                "dropped (<code>cep trace</code> gives the same row by row).</p>"], []
+    figures = [("per-partition", chart_per_partition(a.counts))]
+    if order:
+        figures.append(("over-time", chart_histogram(summary["first"], "Matches over time", f"match start ({order})",
+                                                     color=PALETTE[0], time_axis=a.time_axis)))
+    figures.append(("length", chart_histogram(summary["rows"], "Match length", "rows per match", integer=True)))
+    if order:
+        values, unit = durations(summary)
+        whole = bool(len(values)) and bool((values == values.round()).all())
+        figures.append(("duration", chart_histogram(values, "Match duration", f"last - first {order} ({unit})",
+                                                    integer=whole)))
+    cells = "".join(f'<div class="chart" id="chart-{key}"></div>' for key, _ in figures)
+    return ["<h2>Matches</h2>", f'<div class="grid">{cells}</div>'], [{"id": f"chart-{k}", "figure": f} for k, f in figures]
+
+
+def _charted_partitions(a: _Analysis, max_partitions: int, show: list) -> list[dict]:
+    """The partitions with the most matches (at most ``max_partitions``): each one's chart and trace."""
+    if a.column is None:
+        return []
+    order, labelled = a.order, a.labelled
+    ranked = list(a.counts.index) + [k for k in a.partition_rows if k not in a.counts.index]
+    labels = sorted(set(labelled[LABEL_COLUMN].astype(str))) if len(labelled) else []
+    colours = {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(labels)}
+    charted = []
+    for index, key in enumerate(ranked[:max_partitions]):
+        rows = a.partition_rows[key]
+        rows = rows.sort_values(order, kind="mergesort") if order else rows
+        found = int(a.counts.get(key, 0))
+        title_text = f"{key}: {found} match{'' if found == 1 else 'es'}"
+        figure = chart_partition(rows, labelled[labelled["__partition"] == key], a.column, order, label(title_text),
+                                 colours, [c for c in [order, *a.partition, *show, a.column] if c])
+        charted.append({"id": f"partition-{index}", "index": index, "key": key, "title": label(key),
+                        "figure": figure, "trace": partition_trace(a.query, rows, order, show)})
+    return charted
+
+
+def _explorer_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], list[dict]]:
+    """The match explorer: the table of the charted partitions' matches, and each match's zoom range."""
+    summary, order = a.summary, a.order
+    matches = []
+    axis = {p["key"]: p["figure"]["data"][0]["x"] for p in charted}  # each charted partition's x values
+    for record in summary.head(MATCH_ROWS_SHOWN).itertuples(index=False):
+        owner = next((p for p in charted if p["key"] == record.partition), None)
+        matches.append({"partition": owner["index"] if owner else None, "number": int(record.match),
+                        **_zoom_range(record.first, record.last, axis.get(record.partition, []))})
+    explorable = [i for i, m in enumerate(matches) if m["partition"] is not None]
+    if not explorable:
+        return ["<h2>Match explorer</h2>", '<p class="note">No match in the charted partitions.</p>'], matches
+    parts = ["<h2>Match explorer</h2>",
+             '<p class="note">Click a match to see its partition\'s chart around it; click a coloured point '
+             "in a partition chart below to find its match here.</p>", '<div class="chart" id="zoom"></div>']
+    table = summary.head(MATCH_ROWS_SHOWN).iloc[explorable].copy()
+    table.insert(0, "#", [i + 1 for i in explorable])
+    if order:
+        values, unit = durations(table)
+        table["duration"] = [_duration_text(v * UNIT_SECONDS.get(unit, 1), a.time_axis)
+                             if unit != "ORDER BY units" else f"{v:g}" for v in values]
+    attrs = [f' data-match="{i}"' for i in explorable]
+    parts.append('<div class="scroll">' + _table(table, table_id="matches", row_attrs=attrs) + "</div>")
+    if len(summary) > len(table):
+        parts.append(f'<p class="note">{len(table)} of {len(summary)} matches: those of the charted partitions '
+                     f"(--partitions), at most {MATCH_ROWS_SHOWN}</p>")
+    return parts, matches
+
+
+def _partitions_section(a: _Analysis, charted: list[dict]) -> list[str]:
+    if a.column is None:
+        return ["<h2>Partitions</h2>", '<p class="note">No column to chart: name one with --column.</p>']
+    parts = ["<h2>Partitions</h2>",
+             f'<p class="note">{html.escape(a.column)} per partition, the {len(charted)} with the most '
+             "matches; shaded: a match (numbered by MATCH_NUMBER()); dots: its rows, coloured by CLASSIFIER(). "
+             "Under each chart, <strong>why not here</strong>: the attempts dropped (and why) and the matches "
+             "in the range the chart shows; zoom or pan to choose the range.</p>"]
+    parts += [f'<div class="chart" id="{p["id"]}"></div><div class="why" id="{p["id"]}-why"></div>' for p in charted]
+    return parts
+
+
+def _dropped_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], list[dict]]:
+    import pandas as pd
+
+    reasons = dropped_by_reason([p["trace"] for p in charted], a.within)
+    if not reasons:
+        return ["<h2>Dropped attempts</h2>", '<p class="note">No attempt was dropped in the charted partitions.</p>'], []
+    rows_table = pd.DataFrame([
+        {"reason": r["reason"], "attempts": r["count"],
+         "median run": _duration_text(r.get("median"), a.time_axis), "longest run": _duration_text(r.get("max"), a.time_axis),
+         **({"median / WITHIN": f"{r['share']:.0%}" if "share" in r else ""} if a.within is not None else {})}
+        for r in reasons])
+    parts = ["<h2>Dropped attempts</h2>",
+             f'<p class="note">In the {len(charted)} charted partitions: every partial match that '
+             "ended without a match, by reason, and how long it had run (its last row minus its first)"
+             + (f" against the WITHIN limit of {html.escape(cell(a.within))}" if a.within else "") + ".</p>",
+             _table(rows_table)]
+    if not any(r["elapsed"] for r in reasons):
+        return parts, []
+    parts.append('<div class="chart" id="chart-dropped"></div>')
+    return parts, [{"id": "chart-dropped", "figure": chart_dropped(reasons, a.within, a.time_axis)}]
+
+
+def _output_section(output: Any) -> list[str]:
+    if not len(output):
+        return ["<h2>Output</h2>", "<p>(no rows)</p>"]
+    parts = ["<h2>Output</h2>", _table(output.head(OUTPUT_ROWS_SHOWN))]
+    if len(output) > OUTPUT_ROWS_SHOWN:
+        parts.append(f'<p class="note">the first {OUTPUT_ROWS_SHOWN} of {len(output)} rows</p>')
+    return parts
+
+
+def plotly_script(mode: str) -> tuple[str, dict[str, str]]:
+    """The page's ``<script>`` for plotly.js and the files to write beside the page: ``embed`` (the default:
+    the whole library inside the page, which then opens anywhere, offline), ``file`` (a small page and
+    plotly-VERSION.min.js next to it, shared by the reports of a folder) or ``cdn`` (a small page that
+    fetches the library from cdn.plot.ly when opened: online only, and only when the user asks)."""
+    if mode not in PLOTLY_MODES:
+        raise ReportError(f"--plotly {mode}: one of {', '.join(PLOTLY_MODES)}")
+    library = _plotly_js()
+    if mode == "embed":
+        return f"<script>{library}</script>", {}
+    from plotly import __version__ as version
+
+    name = f"plotly-{version}.min.js"
+    if mode == "file":
+        return f'<script src="{name}"></script>', {name: library}
+    return f'<script src="https://cdn.plot.ly/{name}" charset="utf-8"></script>', {}
+
+
+def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partitions: int = 4,
+                 sources: Sequence[str] = (), title: str | None = None, plotly: str = "embed") -> Report:
+    """The HTML report of ``query`` over the pandas DataFrame ``pdf``; ``plotly``: how the page gets
+    plotly.js (``plotly_script``)."""
+    script, assets = plotly_script(plotly)
+    a = _analyse(query, pdf, column)
+    name = title or query.filename or query.name or "query"
+    show = [c for c in query.plan.condition_columns(a.pdf.columns) if c != a.order]
+    charted = _charted_partitions(a, max_partitions, show)
+    matches_parts, charts = _matches_section(a)
+    explorer_parts, matches = _explorer_section(a, charted)
+    dropped_parts, dropped_charts = _dropped_section(a, charted)
     parts = [f"<h1>cep report: {html.escape(str(name))}</h1>",
              f'<p class="note">made {html.escape(datetime.now().strftime("%Y-%m-%d %H:%M"))} by cep report; '
              "charts: drag to zoom, double-click to reset, hover for values</p>",
              "<h2>Query</h2>", f"<pre>{html.escape(query.text.strip())}</pre>",
-             "<h2>Summary</h2>", _table(pd.DataFrame(facts, columns=["what", "value"]))]
-
-    parts.append("<h2>Matches</h2>")
-    if len(summary):
-        figures = [("per-partition", chart_per_partition(counts))]
-        if order:
-            starts = summary["first"]
-            figures.append(("over-time", chart_histogram(starts, "Matches over time", f"match start ({order})",
-                                                         color=PALETTE[0], time_axis=time_axis)
-                            if time_axis else chart_histogram(starts, "Matches over time", f"match start ({order})",
-                                                              color=PALETTE[0])))
-        figures.append(("length", chart_histogram(summary["rows"], "Match length", "rows per match", integer=True)))
-        if order:
-            values, unit = durations(summary)
-            whole = bool(len(values)) and bool((values == values.round()).all())
-            figures.append(("duration", chart_histogram(values, "Match duration", f"last - first {order} ({unit})",
-                                                        integer=whole)))
-        parts.append('<div class="grid">' + "".join(f'<div class="chart" id="chart-{key}"></div>' for key, _ in figures) + "</div>")
-        charts += [{"id": f"chart-{key}", "figure": figure} for key, figure in figures]
-    else:
-        parts.append("<p>No matches. The partitions below show, under each chart, why attempts were dropped "
-                     "(<code>cep trace</code> gives the same row by row).</p>")
-
-    ranked = list(counts.index) + [k for k in partition_rows if k not in counts.index]
-    shown_keys = ranked[:max_partitions]
-    show = [c for c in query.plan.condition_columns(pdf.columns) if c != order]
-    page_partitions, traces = [], []
-    if chosen_column is not None:
-        labels = sorted(set(labelled[LABEL_COLUMN].astype(str))) if len(labelled) else []
-        colours = {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(labels)}
-        for index, key in enumerate(shown_keys):
-            rows = partition_rows[key]
-            rows = rows.sort_values(order, kind="mergesort") if order else rows
-            matched = labelled[labelled["__partition"] == key]
-            found = int(counts.get(key, 0))
-            title_text = f"{key}: {found} match{'' if found == 1 else 'es'}"
-            figure = chart_partition(rows, matched, chosen_column, order,
-                                     label(title_text), colours, [c for c in [order, *partition, *show, chosen_column] if c])
-            trace = partition_trace(query, rows, order, show)
-            traces.append(trace)
-            page_partitions.append({"id": f"partition-{index}", "index": index, "key": key, "title": label(key),
-                                    "figure": figure, "trace": trace})
-
-    matches = []
-    axis = {p["key"]: p["figure"]["data"][0]["x"] for p in page_partitions}  # each charted partition's x values
-    for record in summary.head(MATCH_ROWS_SHOWN).itertuples(index=False):
-        owner = next((p for p in page_partitions if p["key"] == record.partition), None)
-        matches.append({"partition": owner["index"] if owner else None, "number": int(record.match),
-                        **_zoom_range(record.first, record.last, axis.get(record.partition, []))})
-    explorable = [i for i, m in enumerate(matches) if m["partition"] is not None]
-
-    parts.append("<h2>Match explorer</h2>")
-    if explorable:
-        parts.append('<p class="note">Click a match to see its partition\'s chart around it; click a coloured point '
-                     "in a partition chart below to find its match here.</p>")
-        parts.append('<div class="chart" id="zoom"></div>')
-        table = summary.head(MATCH_ROWS_SHOWN).iloc[explorable].copy()
-        table.insert(0, "#", [i + 1 for i in explorable])
-        if order:
-            values, unit = durations(table)
-            table["duration"] = [_duration_text(v * {"hours": 3600, "minutes": 60}.get(unit, 1), time_axis)
-                                 if unit != "ORDER BY units" else f"{v:g}" for v in values]
-        attrs = [f' data-match="{i}"' for i in explorable]
-        parts.append('<div class="scroll">' + _table(table, table_id="matches", row_attrs=attrs) + "</div>")
-        if len(summary) > len(table):
-            parts.append(f'<p class="note">{len(table)} of {len(summary)} matches: those of the charted partitions '
-                         f"(--partitions), at most {MATCH_ROWS_SHOWN}</p>")
-    else:
-        parts.append('<p class="note">No match in the charted partitions.</p>')
-
-    parts.append("<h2>Partitions</h2>")
-    if chosen_column is None:
-        parts.append('<p class="note">No column to chart: name one with --column.</p>')
-    else:
-        parts.append(f'<p class="note">{html.escape(chosen_column)} per partition, the {len(shown_keys)} with the most '
-                     "matches; shaded: a match (numbered by MATCH_NUMBER()); dots: its rows, coloured by CLASSIFIER(). "
-                     "Under each chart, <strong>why not here</strong>: the attempts dropped (and why) and the matches "
-                     "in the range the chart shows; zoom or pan to choose the range.</p>")
-        for p in page_partitions:
-            parts.append(f'<div class="chart" id="{p["id"]}"></div><div class="why" id="{p["id"]}-why"></div>')
-
-    parts.append("<h2>Dropped attempts</h2>")
-    reasons = dropped_by_reason(traces, within_limit)
-    if reasons:
-        rows_table = pd.DataFrame([
-            {"reason": r["reason"], "attempts": r["count"],
-             "median run": _duration_text(r.get("median"), time_axis), "longest run": _duration_text(r.get("max"), time_axis),
-             **({"median / WITHIN": f"{r['share']:.0%}" if "share" in r else ""} if within_limit is not None else {})}
-            for r in reasons])
-        parts.append(f'<p class="note">In the {len(page_partitions)} charted partitions: every partial match that '
-                     "ended without a match, by reason, and how long it had run (its last row minus its first)"
-                     + (f" against the WITHIN limit of {html.escape(cell(within_limit))}" if within_limit else "") + ".</p>")
-        parts.append(_table(rows_table))
-        if any(r["elapsed"] for r in reasons):
-            parts.append('<div class="chart" id="chart-dropped"></div>')
-            charts.append({"id": "chart-dropped", "figure": chart_dropped(reasons, within_limit, time_axis)})
-    else:
-        parts.append('<p class="note">No attempt was dropped in the charted partitions.</p>')
-
-    parts.append("<h2>Output</h2>")
-    if len(output):
-        parts.append(_table(output.head(OUTPUT_ROWS_SHOWN)))
-        if len(output) > OUTPUT_ROWS_SHOWN:
-            parts.append(f'<p class="note">the first {OUTPUT_ROWS_SHOWN} of {len(output)} rows</p>')
-    else:
-        parts.append("<p>(no rows)</p>")
-
-    data = {"charts": charts, "partitions": page_partitions, "matches": matches, "order": order or "row",
+             *_summary_section(a, sources), *matches_parts, *explorer_parts, *_partitions_section(a, charted),
+             *dropped_parts, *_output_section(a.output)]
+    data = {"charts": charts + dropped_charts, "partitions": charted, "matches": matches, "order": a.order or "row",
             "shown": [str(c) for c in show]}
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>cep report: {html.escape(str(name))}</title><style>{_STYLE}</style>"
-            f"<script>{plotly_js}</script></head>\n<body>\n" + "\n".join(parts)
+            f"{script}</head>\n<body>\n" + "\n".join(parts)
             + f'\n<script type="application/json" id="cep-data">{_json(data)}</script>'
             + f"\n<script>{_GLUE}</script>\n</body></html>\n")
-    line = f"{len(pdf)} rows, {len(partition_rows)} partitions, {len(summary)} matches, {len(output)} output rows"
-    return Report(page, line)
+    line = (f"{len(a.pdf)} rows, {len(a.partition_rows)} partitions, {len(a.summary)} matches, "
+            f"{len(a.output)} output rows")
+    return Report(page, line, assets)
 
 
 def _zoom_range(first: Any, last: Any, xs: list) -> dict:

@@ -32,6 +32,9 @@ from cep.cli_io import (
     EXIT_OK,
     EXIT_QUERY_ERROR,
     EXIT_USAGE,
+    INPUT_HELP,
+    SCHEMA_HELP,
+    Inputs,
     KafkaInput,
     UsageError,
     arrow_to_pandas,
@@ -54,13 +57,13 @@ from cep.cli_io import (
     write_dead_letter,
     write_output,
 )
-from cep.grammar.parser import parse_schema, parse_unchecked
+from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
 from cep.query import ALERT_REPLAY_NAMES, compile_rule, load_rules, rule_alerts
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD
-from cep.spark_bridge.spark.kafka import CepKafkaError
+from cep.spark_bridge.spark.kafka import CepKafkaError, is_kafka_url
 from cep.spark_bridge.spark.types import spark_to_sql
 from cep.statement import ClauseStats, SqlStatement
 
@@ -79,7 +82,6 @@ PROGRESS_MIN_ROWS = 100_000
 # about 10 times a CSV's size in one process, is what limits it: 512 MiB of input is about 5 GiB.
 PYTHON_MAX_BYTES = 512 * 1024 * 1024
 _REMOTE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-_NAMED_INPUT = re.compile(r"^([A-Za-z_][\w.]*)=(.+)$")
 
 
 @dataclass
@@ -89,25 +91,6 @@ class RunResult:
     seconds: float
     engine: str
     bad_rows: dict[str, int] | None = None  # with --dead-letter: rows set aside, per reason
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """``--input`` options: the unnamed files (one table) and the named tables."""
-
-    unnamed: tuple[str, ...]
-    named: dict[str, str]
-
-    @classmethod
-    def parse(cls, options: Sequence[str] | None) -> "Inputs":
-        unnamed, named = [], {}
-        for option in options or ():
-            found = _NAMED_INPUT.match(option)
-            if found and not os.path.exists(option):
-                named[found.group(1)] = found.group(2)
-            else:
-                unnamed.append(option)
-        return cls(tuple(unnamed), named)
 
 
 def choose_engine(args: argparse.Namespace, inputs: Inputs, statement: SqlStatement) -> tuple[str, str]:
@@ -192,7 +175,7 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
         declared = resolve_declared(declared, list(default.columns))
     if default is not None:  # the clauses that read the input directly, checked against its own types
         check_input_types(statement, {**pandas_schema(default), **(declared or {})}, fmt, declared)
-    tables = {name: read_pandas([path], input_format([path], args.format)) for name, path in inputs.named.items()}
+    tables = {name: inputs.read_named_pandas(name) for name in inputs.named}
     default = _as_first_table(statement, tables, default)
     options = dict(replay)
     records: list[dict] = []
@@ -237,7 +220,7 @@ def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: a
         default = read_spark(spark, list(inputs.unnamed), fmt, declared)
     if default is not None:
         check_input_types(statement, {f.name: spark_to_sql(f.dataType) for f in default.schema.fields}, fmt, declared)
-    tables = {name: read_spark(spark, [path], input_format([path], args.format)) for name, path in inputs.named.items()}
+    tables = {name: inputs.read_named_spark(spark, name) for name in inputs.named}
     default = _as_first_table(statement, tables, default)
     stats: list[ClauseStats] = []
 
@@ -316,22 +299,6 @@ def _hint_text_columns(err: cep.CepError, text_columns: list[str], text: str) ->
         err.hint = hinted[0].hint
 
 
-def _declared_types(schema: str | None, inputs: Inputs, fmt: str | None) -> dict[str, str] | None:
-    """--schema for file inputs: the types of a CSV's columns (both engines read a value that is not of its
-    column's type as a bad row, as cep stream does with the same --schema)."""
-    if not schema:
-        return None
-    if fmt != "csv":
-        raise UsageError("--schema types the columns of a CSV input (or of a Kafka message value): "
-                         f"{'JSON and Parquet files carry their own types' if fmt else 'give the --input it types'}")
-    if inputs.named:
-        raise UsageError("--schema types the one unnamed --input; NAME=PATH inputs are read with the types the file shows")
-    try:
-        return parse_schema(schema)
-    except cep.CepError as exc:
-        raise UsageError(f"invalid --schema:\n{exc}") from None
-
-
 def _replay_options(args: argparse.Namespace) -> dict:
     """``--session-timeout`` / ``--match-ids`` as the keyword arguments of ``Query.run`` and ``on_spark``;
     a session timeout that cannot be read is a usage error."""
@@ -378,10 +345,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         parent = os.path.dirname(os.path.abspath(args.output))
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
-    inputs = Inputs.parse(args.input)
-    kafka = kafka_input(list(inputs.unnamed), args.format, args.schema, args.kafka_option)
-    fmt = input_format(list(inputs.unnamed), args.format) if inputs.unnamed and not kafka else None
-    declared = None if kafka else _declared_types(args.schema, inputs, fmt)
+    inputs = Inputs.parse(args.input, fmt=args.format)
+    if len(args.schema or ()) > 1 and inputs.unnamed and is_kafka_url(inputs.unnamed[0]):
+        raise UsageError("a Kafka input takes one --schema: the columns of its message value")
+    kafka = kafka_input(list(inputs.unnamed), args.format, (args.schema or [None])[0], args.kafka_option)
+    if not kafka:  # --schema types CSV files (the unnamed input's, or NAME='...' a named input's)
+        inputs = Inputs.parse(args.input, args.schema, args.format)
+    fmt = inputs.unnamed_format() if inputs.unnamed and not kafka else None
+    declared = inputs.schemas.get(None)
     for path in inputs.named.values():
         input_format([path], args.format)
     replay = _replay_options(args)
@@ -514,19 +485,15 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
     run.add_argument("--suppress", action="append", metavar="RULE=DURATION", help="with --rules: as cep stream's --suppress")
     run.add_argument(
         "--input", "-i", action="append", metavar="[NAME=]PATH",
-        help="input file (or Spark directory): without NAME=, the table the first MATCH_RECOGNIZE reads (repeat "
-        "for several files of one format); NAME=PATH: the table NAME. Default: the files the query names "
-        "(FROM 'data/ticks.csv'). Or Kafka topics: kafka://HOST:PORT/TOPIC (the messages they hold now; see "
-        "docs/streaming.md)",
+        help=INPUT_HELP + ". Or Kafka topics: kafka://HOST:PORT/TOPIC (the messages they hold now; see docs/streaming.md)",
     )
     run.add_argument("--format", choices=formats, help="input format (default: from the file extension; Kafka: json or csv)")
     run.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                      help="an option of Spark's Kafka source (startingOffsets, endingOffsets, kafka.security.protocol, ...); "
                      "@FILE reads KEY=VALUE lines")
-    run.add_argument("--schema", metavar="COLUMNS",
-                     help="the types of a CSV input's columns, e.g. 'ts TIMESTAMP, price DOUBLE' (others: from their "
-                     "values); a value of another type is a bad row (--dead-letter). For Kafka: the columns of a message "
-                     "value (default for JSON: from the last messages)")
+    run.add_argument("--schema", action="append", metavar="[NAME=]COLUMNS",
+                     help=SCHEMA_HELP + ". For Kafka: the columns of a message value (default for JSON: from the last "
+                     "messages)")
     run.add_argument(
         "--engine", choices=("spark", "python"), default=None,
         help="python: the pure-Python matcher (DuckDB for the SQL around it); spark: a Spark job. Default: python for "

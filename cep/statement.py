@@ -100,6 +100,18 @@ class SqlStatement:
 
     # ------------------------------------------------------------------------------------------ python
 
+    def clause_input(self, tables: dict | None = None, *, default: Any = None, read_path: Callable | None = None,
+                     position: int = 0):
+        """(the Query of the clause at ``position``, the rows it reads as a pandas frame), on the python engine:
+        what ``cep trace`` and ``cep report`` look at when the clause reads the result of other SQL (a
+        subquery, a WITH, a join). ``tables``, ``default`` and ``read_path`` as for ``run``."""
+        engine = _DuckEngine(self, read_path or _arrow_reader)
+        try:
+            query, frame = _Run(self, engine, dict(tables or {}), default, True, None, {}).clause_input(position)
+        finally:
+            engine.close()
+        return query, frame if kind_of(frame) == "pandas" else arrow_to_pandas(frame)
+
     def run(self, tables: Any = None, *, default: Any = None, read_path: Callable | None = None, ordered: bool = True,
             clause_stats: list | None = None, kind: str | None = None, **options):
         """Run on the python engine (DuckDB for the SQL around the clauses, the matcher for each clause).
@@ -191,22 +203,40 @@ class _Run:
     def result(self):
         try:
             whole = self.statement.whole
-            default_path = next((c.path for c in whole.clauses if c.path is not None), None)
-            for _start, _end, path in whole.paths:
-                if path in self.path_views:
-                    continue
-                name = self.generated("file")
-                if path == default_path and self.default is not None:
-                    frame, self.default = self.engine.table(self.default), None
-                else:
-                    frame = self.engine.read_path(path)
-                self.engine.register(name, frame)
-                self.path_views[path] = name
+            self.register_paths()
             for clause in whole.clauses:
                 self.views[clause.index] = self.match(clause)
             return self.sql(whole.render(self.engine.dialect, self.views, self.path_views))
         finally:
             self.engine.release()
+
+    def clause_input(self, position: int):
+        """(the Query of the clause at ``position``, the rows it reads): the clauses before it matched, the
+        SQL that feeds it run, the clause itself not."""
+        try:
+            whole = self.statement.whole
+            self.register_paths()
+            for clause in whole.clauses[:position]:
+                self.views[clause.index] = self.match(clause)
+            query, frame, _columns = self.prepared(whole.clauses[position])
+            return query, frame
+        finally:
+            self.engine.release()
+
+    def register_paths(self) -> None:
+        """A view for each file the statement names (``FROM 'file'``); the default input is the first's."""
+        whole = self.statement.whole
+        default_path = next((c.path for c in whole.clauses if c.path is not None), None)
+        for _start, _end, path in whole.paths:
+            if path in self.path_views:
+                continue
+            name = self.generated("file")
+            if path == default_path and self.default is not None:
+                frame, self.default = self.engine.table(self.default), None
+            else:
+                frame = self.engine.read_path(path)
+            self.engine.register(name, frame)
+            self.path_views[path] = name
 
     def sql(self, rendered: Rendered):
         """The engine's relation for ``rendered``; a table the engine does not know is the default input."""
@@ -231,7 +261,8 @@ class _Run:
                               f"or tables={{'{name}': ...}} (on Spark: a table or temporary view); "
                               "a file is named in single quotes: FROM 'data/ticks.parquet'")
 
-    def match(self, clause: Clause) -> str:
+    def prepared(self, clause: Clause):
+        """(the clause's Query, its input relation, the columns its subqueries add to that input)."""
         whole, engine = self.statement.whole, self.engine
         dialect = engine.dialect
         columns = {sub.column: whole.subquery_text(sub, dialect, self.views, self.path_views)
@@ -251,6 +282,11 @@ class _Run:
             raise CepSemanticError(f"the input of MATCH_RECOGNIZE has a column named {sorted(clashes)[0]}, a name cep "
                                    "keeps for the subqueries inside the clause; rename it", code="E0251",
                                    span=clause.statement.span, source=self.statement.text)
+        return query, frame, columns
+
+    def match(self, clause: Clause) -> str:
+        engine = self.engine
+        query, frame, columns = self.prepared(clause)
         try:
             out = engine.match(query, frame, self.options, ordered=self.ordered)
         except CepError as error:

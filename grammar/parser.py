@@ -95,9 +95,16 @@ def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
         clause = next((t.text.upper() for t in reversed(tokens[:index])
                        if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")), "")
         where = {"DEFINE": "in DEFINE", "MEASURES": "in MEASURES"}.get(clause, "here")
+        span = span_of(text, token.start, _matching_close(tokens, index + 1, len(text)))
+        if where == "here":  # SQL around the clause: a whole statement runs it, one clause alone does not
+            raise CepSyntaxError(
+                "window functions (... OVER (...)) are not allowed in a query of one MATCH_RECOGNIZE clause",
+                code="E0244", span=span,
+                hint="outside the clause this is SQL around it, which a whole statement runs: cep.compile_sql(text) "
+                     "in Python (cep run, trace, report and explain read files that way)")
         raise CepSyntaxError(
             f"window functions (... OVER (...)) are not allowed {where}", code="E0244",
-            span=span_of(text, token.start, _matching_close(tokens, index + 1, len(text))),
+            span=span,
             hint="a stream never sees the whole partition, so a partition-wide value cannot be known while matching: "
                  "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
                  "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "

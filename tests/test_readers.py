@@ -36,6 +36,8 @@ FILES = {
                   "1,12345678901234567890123,1.5,true,2024-10-27T02:30:00+02:00,02134,1e3\n"
                   "2,,NA,False,2024-10-27 01:10:00Z,10001,1000\n"
                   "-3,7,-0.25,TRUE,2024-10-27,NA,7\n"),
+    # a column of ISO dates is DATE (as Spark, Oracle and Snowflake type it); dates among times are TIMESTAMP
+    "dates.csv": "id,d,at,nodate\n1,2024-02-29,2024-01-01,2023-02-29\n2,NA,2024-01-01 10:00,2024-01-01\n3,0001-01-01,,x\n",
     "lookalikes.json": '{"s": "1e3", "ts": 1}\n{"s": "1000", "ts": 2}\n{"s": "NA", "ts": 3}\n{"s": "null", "ts": 4}\n',
     "typed.json": ('{"id": 7, "x": 1.5, "when": "2024-01-01T00:00:00+01:00", "flag": true, "label": "2024"}\n'
                    '{"id": null, "x": 2, "when": "2024-01-02", "flag": null, "label": "x"}\n'
@@ -62,6 +64,12 @@ EXPECTED = {
         "at": [utc("2024-10-27T02:30:00+02:00"), utc("2024-10-27 01:10:00Z"), utc("2024-10-27")],  # 00:30, 01:10, 00:00
         "code": ["02134", "10001", "NA"],  # a leading zero: text, and NA with it
         "spelled": ["1e3", "1000", "7"],  # two spellings of 1000: text
+    },
+    "dates.csv": {
+        "id": [1, 2, 3],
+        "d": [dt.date(2024, 2, 29), None, dt.date(1, 1, 1)],
+        "at": [dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 1, 10), None],
+        "nodate": ["2023-02-29", "2024-01-01", "x"],  # no 29 February in 2023: text
     },
     "lookalikes.json": {"s": ["1e3", "1000", "NA", "null"], "ts": [1, 2, 3, 4]},
     "typed.json": {
@@ -151,6 +159,7 @@ def test_the_text_rule_column_by_column():
         (["1e3", "1000"], "VARCHAR"), (["1.5", "1.50"], "VARCHAR"), (["1.5", "2", "NaN", "-inf"], "DOUBLE"),
         (["NaN"], "VARCHAR"), (["NA", "null"], "VARCHAR"), (["true", "FALSE", "N/A"], "BOOLEAN"),
         (["2024-01-01", "2024-01-01T10:00:00.123456789+05:30"], "TIMESTAMP"), (["2024-02-30"], "VARCHAR"),
+        (["2024-01-31", "NA", "9999-12-31"], "DATE"), (["2024-01-31", "2024-02-30"], "VARCHAR"),
         (["T02", "T03"], "VARCHAR"), (["7\n"], "VARCHAR"), ([None, None], "VARCHAR"),
     ]
     assert [(values, column_type(evidence(values))) for values, _ in cases] == cases

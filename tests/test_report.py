@@ -152,6 +152,41 @@ def test_cli_report_errors(tmp_path, capsys, extra, code, message):
     assert message in err and "Traceback" not in err
 
 
+def test_plotly_from_a_file_beside_the_page_or_a_cdn_when_asked(tmp_path, capsys):
+    args = ["report", str(V_SHAPE), "-i", str(DATA / "ticks.csv")]
+    assert main([*args, "--out", str(tmp_path / "small.html"), "--plotly", "file"]) == 0
+    scripts = list(tmp_path.glob("plotly-*.min.js"))
+    assert len(scripts) == 1 and f"and {scripts[0].name} beside it" in capsys.readouterr().out
+    page = (tmp_path / "small.html").read_text(encoding="utf-8")
+    assert len(page) < 300_000 and f'<script src="{scripts[0].name}"></script>' in page
+    assert scripts[0].stat().st_size > 3_000_000 and "Plotly" in scripts[0].read_text(encoding="utf-8")[:2000]
+    assert main([*args, "--out", str(tmp_path / "cdn.html"), "--plotly", "cdn"]) == 0
+    page = (tmp_path / "cdn.html").read_text(encoding="utf-8")
+    assert len(page) < 300_000 and re.search(r'<script src="https://cdn\.plot\.ly/plotly-[\d.]+\.min\.js"', page)
+    assert len(list(tmp_path.glob("plotly-*.min.js"))) == 1  # the CDN page wrote nothing beside it
+
+
+def test_daily_data_is_binned_by_days_and_dated_without_midnight(tmp_path):
+    # Thirty days of one value; a fall then a rise is a match: 5 3 4 9 and 7 6 8 9, each from its first day
+    # to its fourth, in each of the three runs of ten days: six matches of 3 days.
+    values = [5, 3, 4, 9, 7, 6, 8, 9, 1, 2] * 3
+    rows = pd.DataFrame({"d": pd.date_range("2020-10-01", periods=30, freq="D"), "v": values})
+    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d MEASURES COUNT(*) AS n "
+                    "PATTERN (A B+ C+) DEFINE B AS v < PREV(v), C AS v > PREV(v))")
+    page = build_report(q, rows).text
+    charts = {c["id"]: c["figure"] for c in _data(page)["charts"]}
+    duration = charts["chart-duration"]
+    assert duration["layout"]["xaxis"]["title"]["text"] == "last - first d (days)"
+    assert duration["layout"]["xaxis"]["ticktext"] == ["3"] and duration["data"][0]["y"] == [6]  # whole days
+    starts = charts["chart-over-time"]["data"][0]["customdata"]
+    assert starts and all(edge.endswith(" 00:00:00") for pair in starts for edge in pair)  # bins on midnights
+    assert "<td>2020-10-01</td>" in page and "2020-10-01 00:00:00</td>" not in page
+    assert "<td>d range</td><td>2020-10-01 to 2020-10-30</td>" in page
+    # A DATE column (a CSV of ISO dates) gives the same charts.
+    dated = rows.assign(d=[day.date() for day in rows["d"]])
+    assert {c["id"]: c["figure"] for c in _data(build_report(q, dated).text)["charts"]}["chart-duration"] == duration
+
+
 # ------------------------------------------------------------------------------------ in a browser
 
 
@@ -220,3 +255,16 @@ def test_report_in_headless_chromium(tmp_path, browser_page):
     shot = tmp_path / "shot.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 50_000  # charts and text, not a blank page
+
+
+def test_a_small_report_with_plotly_beside_it_draws_in_headless_chromium(tmp_path, browser_page):
+    page, messages, requests = browser_page
+    out = tmp_path / "report.html"
+    assert main(["report", str(V_SHAPE), "-i", str(DATA / "ticks.csv"), "--out", str(out), "--plotly", "file"]) == 0
+    page.goto(out.resolve().as_uri())
+    page.wait_for_selector("body[data-charts-drawn]", timeout=120_000)
+    assert page.get_attribute("body", "data-charts-drawn") == "10"
+    assert messages == [], messages
+    script = next(tmp_path.glob("plotly-*.min.js"))
+    assert script.resolve().as_uri() in requests  # the library came from the file beside the page
+    assert all(url.startswith(("file:", "data:", "about:")) for url in requests), requests

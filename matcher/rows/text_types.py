@@ -17,8 +17,11 @@ DOUBLE          a number: an integer or a decimal without leading zeros, with an
                 ``1.50``, ``0`` and ``-0``): then the text is what tells the values apart, and it
                 stays text. A DOUBLE prints as a number (``1.50`` as ``1.5``); its value is kept
 BOOLEAN         ``true`` or ``false``, in any case
-TIMESTAMP       an ISO 8601 date and time, or a date (``2024-01-31``, midnight: an event time of
-                days is still a time a stream can order and a WITHIN can count), with an optional fraction of a second and a
+DATE            an ISO 8601 date, ``2024-01-31`` (as Spark, Oracle and Snowflake type it, so that
+                ``d < DATE '2024-02-01'`` compares dates and a date prints without a time); a valid
+                date of the years 1 to 9999
+TIMESTAMP       an ISO 8601 date and time (dates among them: a column mixing ``2024-01-31`` and
+                ``2024-01-31 10:00`` is TIMESTAMP, the date at midnight), with an optional fraction of a second and a
                 ``Z``, ``+hh``, ``+hhmm`` or ``+hh:mm`` offset after the seconds (Spark reads none after
                 ``hh:mm``): an offset makes it an instant, read as
                 its UTC time. Microseconds are kept (a finer fraction is rounded down), and a time must
@@ -69,6 +72,7 @@ PATTERNS = {
     "finite": r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$",
     "boolean": r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$",
     # an offset only after the seconds: Spark's cast reads no offset after hours and minutes alone
+    "date": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
     "timestamp": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?)?$",
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
@@ -108,6 +112,7 @@ class TextEvidence:
     distinct_numbers: int = 0  # distinct numbers among them, as doubles (NaN counted once)
     booleans: int = 0
     timestamps: int = 0  # valid ISO timestamps (dates included)
+    dates: int = 0  # valid ISO dates without a time
 
 
 def column_type(evidence: TextEvidence) -> str:
@@ -123,6 +128,8 @@ def column_type(evidence: TextEvidence) -> str:
         return "DOUBLE"
     if evidence.booleans == n:
         return "BOOLEAN"
+    if evidence.dates == n:
+        return "DATE"
     if evidence.timestamps == n:
         return "TIMESTAMP"
     return "VARCHAR"
@@ -147,6 +154,7 @@ def evidence(values: list) -> TextEvidence:
         distinct_numbers=len({_double_key(float(v)) for v in numbers}),
         booleans=sum(1 for v in plain if match["boolean"](v)),
         timestamps=sum(1 for v in plain if match["timestamp"](v) and parse_timestamp(v) is not None),
+        dates=sum(1 for v in plain if match["date"](v) and parse_timestamp(v) is not None),
     )
 
 
@@ -199,6 +207,8 @@ def convert(text: str, type_name: str):
         return float(text)
     if type_name == "BOOLEAN":
         return text.lower() == "true"
+    if type_name == "DATE":
+        return _dt.date.fromisoformat(text)
     return parse_timestamp(text)
 
 
@@ -247,6 +257,24 @@ def out_of_range(text: str, type_name: str) -> bool:
 def declared_family(type_name: str) -> str:
     """The ``DECLARED_PATTERNS`` key of a declared type: 'DECIMAL' for every DECIMAL(p,s), else the name."""
     return "DECIMAL" if is_decimal(type_name) else type_name
+
+
+class RepeatedColumnError(ValueError):
+    """A CSV header that names a column twice (``repeated_column``)."""
+
+
+def repeated_column(names: list) -> str | None:
+    """The message for a header that names a column twice (ignoring case, as SQL names are), or None.
+    Both readers refuse such a file: pandas would read the second as ``v.1`` and Spark as ``v2``, and a
+    query naming ``v`` would read the first on one engine and fail on the other."""
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names, 1):
+        key = str(name).casefold()
+        if key in seen:
+            return (f"the header names the column {name!r} twice (columns {seen[key]} and {position}; SQL names "
+                    "ignore case); rename one of them in the file")
+        seen[key] = position
+    return None
 
 
 def resolve_declared(declared: dict[str, str], columns: list[str]) -> dict[str, str]:

@@ -22,7 +22,7 @@ from typing import Callable
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
-from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, to_text
+from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, as_timestamp, to_text
 
 # Imported inside functions: pyarrow (heavy and optional; only an Arrow input needs it).
 
@@ -40,6 +40,9 @@ _COUNT_FUNCTIONS = frozenset({"LENGTH", "CARDINALITY", "FLOOR", "CEIL", "CEILING
 _BOOLEAN_FUNCTIONS = frozenset({"STARTS_WITH", "STARTSWITH", "ENDS_WITH", "ENDSWITH", "CONTAINS", "REGEXP_LIKE", "RLIKE"})
 _TIMESTAMP_FUNCTIONS = frozenset({"DATE_TRUNC", "DATEADD", "TIMESTAMPADD", "TO_TIMESTAMP", "CURRENT_TIMESTAMP", "NOW"})
 _DATE_FUNCTIONS = frozenset({"DATE", "TO_DATE", "CURRENT_DATE", "DATE_SUB"})
+# Functions whose result has the widest of their arguments' types: a DATE among TIMESTAMPs is one (Spark's
+# implicit cast), so COALESCE(ts, DATE '9999-12-31') is a TIMESTAMP.
+_WIDENING_FUNCTIONS = frozenset({"COALESCE", "GREATEST", "LEAST", "NVL", "IFNULL"})
 
 
 # DECIMAL without a precision (a CAST to plain DECIMAL) is Spark's DECIMAL(10,0); a column typed just
@@ -200,6 +203,9 @@ def _function_type(expr: ast.FunctionCall, recurse) -> str:
         return "DATE" if argument in ("DATE", "TIMESTAMP") else argument
     if name in ("IF", "IFF", "NVL2") and len(args) > 1:
         return recurse(args[1])
+    if name in _WIDENING_FUNCTIONS and args:
+        found = [recurse(arg) for arg in args]
+        return "TIMESTAMP" if {"DATE", "TIMESTAMP"} <= set(found) else found[0]
     if name == "DECODE" and len(args) > 2:
         return recurse(args[2])
     if name in ("ELEMENT_AT", "ARRAY_MAX", "ARRAY_MIN") and args:
@@ -326,6 +332,8 @@ def fit_to_type(value, type_name: str):
     """A result value made what Spark gives for its column's type: a ``Decimal`` in a DECIMAL(p,s) column
     rounded half up to its scale (``fit_decimal``: E0410 when it overflows), in a DOUBLE one a float;
     every other value as it is."""
+    if type_name == "TIMESTAMP":
+        return as_timestamp(value)  # COALESCE(ts, DATE '9999-12-31') where ts is NULL: a TIMESTAMP
     if not isinstance(value, Decimal):
         return value
     if type_name in ("DOUBLE", "FLOAT", "REAL"):

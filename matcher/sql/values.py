@@ -43,8 +43,29 @@ def less(left, right) -> bool:
     return right != right and left == left
 
 
+def is_plain_date(value) -> bool:
+    """A DATE value: a ``datetime.date`` that is not a ``datetime`` (its subclass)."""
+    return isinstance(value, _dt.date) and not isinstance(value, _dt.datetime)
+
+
+def as_timestamp(value):
+    """A DATE as the TIMESTAMP of its midnight (Spark's implicit cast where a DATE meets a TIMESTAMP); any
+    other value as it is."""
+    return _dt.datetime(value.year, value.month, value.day) if is_plain_date(value) else value
+
+
+def times_alike(values: list) -> list:
+    """``values`` with each DATE made a TIMESTAMP when TIMESTAMPs are among them (Spark widens DATE to
+    TIMESTAMP in comparisons, COALESCE, GREATEST, LEAST, MIN and MAX); Python refuses to order the two."""
+    if any(isinstance(v, _dt.datetime) for v in values) and any(is_plain_date(v) for v in values):
+        return [as_timestamp(v) for v in values]
+    return values
+
+
 def _numeric_pair(left, right):
-    """Make Decimal and float operands agree (Python refuses to mix them)."""
+    """Make Decimal and float operands agree (Python refuses to mix them), and a DATE and a TIMESTAMP."""
+    if isinstance(left, _dt.date) and isinstance(right, _dt.date):
+        return tuple(times_alike([left, right]))
     if isinstance(left, Decimal) and isinstance(right, float):
         return float(left), right
     if isinstance(left, float) and isinstance(right, Decimal):
@@ -332,7 +353,7 @@ def _round(value, digits=0):
 
 
 def _coalesce(*args):
-    return next((arg for arg in args if arg is not None), None)
+    return next((arg for arg in times_alike(list(args)) if arg is not None), None)
 
 
 def _nullif(left, right):
@@ -340,11 +361,11 @@ def _nullif(left, right):
 
 
 def _greatest(*args):
-    return None if any(a is None for a in args) else greatest(args)
+    return None if any(a is None for a in args) else greatest(times_alike(list(args)))
 
 
 def _least(*args):
-    return None if any(a is None for a in args) else least(args)
+    return None if any(a is None for a in args) else least(times_alike(list(args)))
 
 
 def greatest(values):
@@ -645,7 +666,7 @@ def _variance(values):
 
 
 def _extreme(pick, values, count=None):
-    present = _non_null(values)
+    present = times_alike(_non_null(values))
     if count is not None:
         return sorted(present, key=order_key, reverse=pick is greatest)[:count] if present else None
     return pick(present) if present else None

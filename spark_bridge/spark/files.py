@@ -30,8 +30,9 @@ import os
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from cep.matcher.rows.text_types import (DECLARED_PATTERNS, DECLARED_RANGES, NULL_MARKERS, PATTERNS, TextEvidence, column_type,
-                                         declared_family, resolve_declared, string_type)
+from cep.matcher.rows.text_types import (DECLARED_PATTERNS, DECLARED_RANGES, NULL_MARKERS, PATTERNS, RepeatedColumnError,
+                                         TextEvidence, column_type, declared_family, repeated_column, resolve_declared,
+                                         string_type)
 from cep.matcher.sql.types import decimal_params
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 
@@ -57,6 +58,10 @@ def read_files(spark: Any, paths: list[str], fmt: str, *, declared: dict[str, st
     type gets its fields in ``_corrupt_record`` (the replay's bad rows), as the Python engine keeps the text
     for its row checks."""
     if fmt == "csv":
+        header = spark.read.options(**{**CSV_OPTIONS, "header": "false"}).csv(paths).first()
+        repeated = repeated_column(list(header)) if header is not None else None
+        if repeated:  # Spark would rename the columns v2 and v3 (their positions): refused as the Python reader does
+            raise RepeatedColumnError(f"input {', '.join(paths)}: {repeated}")
         raw = spark.read.options(**CSV_OPTIONS).csv(paths)
         if declared:
             declared = resolve_declared(declared, raw.columns)
@@ -136,6 +141,7 @@ def _evidence_columns(name: str, index: int) -> list["Column"]:
         count(_matches(c, "finite"), "finite"),
         count(_matches(c, "boolean"), "booleans"),
         count(_matches(c, "timestamp") & _time(c).isNotNull(), "timestamps"),
+        count(_matches(c, "date") & _time(c).isNotNull(), "dates"),
     ]
 
 
@@ -148,7 +154,7 @@ def _counts(df: "DataFrame", names: list[str]) -> dict[str, dict[str, int]]:
 
 def _read_counts(row: Any, names: list[str]) -> dict[str, dict[str, int]]:
     """The evidence counts of each column from the row of an aggregation of ``_evidence_columns``."""
-    fields = ("values", "markers", "integers", "wide_integers", "numbers", "finite", "booleans", "timestamps")
+    fields = ("values", "markers", "integers", "wide_integers", "numbers", "finite", "booleans", "timestamps", "dates")
     return {name: {field: int(row[f"{field}{i}"] or 0) for field in fields} for i, name in enumerate(names)}
 
 

@@ -1,0 +1,236 @@
+"""The inputs every file-reading command shares (``cep.cli_io.Inputs``: ``-i [NAME=]PATH``, ``--schema
+[NAME=]COLUMNS``, whole statements) and the reading rules both engines follow: a column of ISO dates is
+DATE, DATE and TIMESTAMP compare and coalesce as Spark does, a header that names a column twice is refused.
+Expected values are computed here with the standard library, not with cep."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from cep.cli import main
+from cep.cli_io import Inputs, UsageError
+
+# Daily rows of one account: a fall then a rise is a match. ``closed`` is empty where the account is open.
+DAILY = [("2020-01-01", 5, "2020-01-04"), ("2020-01-02", 3, ""), ("2020-01-03", 4, "2020-01-09"),
+         ("2020-01-04", 6, ""), ("2020-01-05", 2, "2020-01-06"), ("2020-01-06", 7, "")]
+CSV = "d,v,closed\n" + "".join(f"{d},{v},{c}\n" for d, v, c in DAILY)
+
+# A DATE column compared with a DATE literal, and a DATE column coalesced with one, then the greatest.
+DATES_QUERY = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d
+  MEASURES FIRST(d) AS first_day, LAST(d) AS last_day, MAX(COALESCE(closed, DATE '9999-12-31')) AS latest_close
+  ONE ROW PER MATCH PATTERN (A B+ C+) DEFINE A AS d < DATE '2020-01-05', B AS v < PREV(v), C AS v > PREV(v))
+"""
+
+# The same over a TIMESTAMP column: a DATE meets a TIMESTAMP in <, COALESCE and MAX (Spark widens the DATE).
+TIMES_QUERY = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
+  MEASURES MAX(COALESCE(ts, DATE '9999-12-31')) AS latest, COALESCE(LAST(closed), FIRST(ts)) AS closed_or_start,
+           FIRST(ts) < DATE '2020-01-02' AS before_second_day
+  ONE ROW PER MATCH PATTERN (A B+ C+) DEFINE A AS ts < DATE '2020-01-05', B AS v < PREV(v), C AS v > PREV(v))
+"""
+
+
+def _expected_date_matches() -> list[tuple[str, str, str]]:
+    """The V shapes of DAILY found by hand-written Python: (first day, last day, latest close)."""
+    days = [dt.date.fromisoformat(d) for d, _, _ in DAILY]
+    values = [v for _, v, _ in DAILY]
+    closes = [dt.date.fromisoformat(c) if c else dt.date(9999, 12, 31) for _, _, c in DAILY]
+    found, start = [], 0
+    while start < len(days) - 2:
+        end = start + 1
+        while end < len(days) and values[end] < values[end - 1]:
+            end += 1
+        rises = end
+        while rises < len(days) and values[rises] > values[rises - 1]:
+            rises += 1
+        if days[start] < dt.date(2020, 1, 5) and end > start + 1 and rises > end:
+            found.append((days[start].isoformat(), days[rises - 1].isoformat(), max(closes[start:rises]).isoformat()))
+            start = rises
+        else:
+            start += 1
+    return found
+
+
+def _table(out: str) -> list[list[str]]:
+    lines = [line for line in out.splitlines() if line and not line.startswith(("events read", "-"))]
+    return [line.split() for line in lines[1:]]
+
+
+@pytest.fixture
+def daily(tmp_path):
+    (tmp_path / "daily.csv").write_text(CSV, encoding="utf-8")
+    (tmp_path / "dates.sql").write_text(DATES_QUERY, encoding="utf-8")
+    times = "ts,v,closed\n" + "".join(f"{d} 10:30,{v},{c}\n" for d, v, c in DAILY)  # each day at 10:30
+    (tmp_path / "times.csv").write_text(times, encoding="utf-8")
+    (tmp_path / "times.sql").write_text(TIMES_QUERY, encoding="utf-8")
+    return tmp_path
+
+
+# ------------------------------------------------------------------------------------------ dates
+
+
+def test_a_column_of_iso_dates_is_date_and_compares_with_a_date_literal(daily, capsys):
+    assert main(["run", str(daily / "dates.sql"), "-i", str(daily / "daily.csv"), "--engine", "python"]) == 0
+    rows = _table(capsys.readouterr().out)
+    assert [tuple(r) for r in rows] == _expected_date_matches()
+    assert rows and all(len(cell) == 10 for row in rows for cell in row)  # dates, no 00:00:00
+
+
+def test_a_date_meets_a_timestamp_as_in_spark(daily, capsys):
+    assert main(["run", str(daily / "times.sql"), "-i", str(daily / "times.csv"), "--engine", "python"]) == 0
+    closes = {d: c for d, _, c in DAILY}
+    expected = []
+    for first, last, _ in _expected_date_matches():
+        # MAX over TIMESTAMPs and a DATE: the latest time; COALESCE(DATE column, TIMESTAMP) is a TIMESTAMP
+        close = f"{closes[last]} 00:00:00" if closes[last] else f"{first} 10:30:00"
+        expected.append([last, "10:30:00", *close.split(), str(first < "2020-01-02").lower()])
+    assert _table(capsys.readouterr().out) == expected
+
+
+@pytest.mark.spark
+def test_dates_on_spark_equal_the_python_engine(daily, capsys, spark):
+    for query, data in (("dates.sql", "daily.csv"), ("times.sql", "times.csv")):
+        printed = []
+        for engine in ("python", "spark"):
+            assert main(["run", str(daily / query), "-i", str(daily / data), "--engine", engine]) == 0
+            printed.append(capsys.readouterr().out.splitlines()[:-1])
+        assert printed[0] == printed[1], query
+
+
+# --------------------------------------------------------------------------------- repeated names
+
+
+@pytest.mark.parametrize("engine", ["python", pytest.param("spark", marks=pytest.mark.spark)])
+def test_a_header_naming_a_column_twice_is_refused_on_both_engines(tmp_path, capsys, engine):
+    (tmp_path / "twice.csv").write_text("id,v,x,V\n1,2,3,4\n2,3,4,5\n", encoding="utf-8")
+    (tmp_path / "q.sql").write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v "
+                                    "PATTERN (A) DEFINE A AS v > 0)\n", encoding="utf-8")
+    assert main(["run", str(tmp_path / "q.sql"), "-i", str(tmp_path / "twice.csv"), "--engine", engine]) == 2
+    err = capsys.readouterr().err
+    assert "the header names the column 'V' twice (columns 2 and 4" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------- --schema
+
+
+def test_schema_forms_and_their_errors(tmp_path):
+    for name in ("a.csv", "b.csv", "c.json"):
+        (tmp_path / name).write_text("d,v\n2020-01-01,1\n" if name.endswith("csv") else '{"d": 1}\n', encoding="utf-8")
+    a, b, c = (str(tmp_path / n) for n in ("a.csv", "b.csv", "c.json"))
+    assert Inputs.parse([a], ["d DATE"]).schemas == {None: {"d": "DATE"}}
+    assert Inputs.parse([f"t={a}"], ["d DATE"]).schemas == {"t": {"d": "DATE"}}  # the one named input
+    assert Inputs.parse([a, f"u={b}"], ["u=v DOUBLE", "d DATE"]).schemas == {"u": {"v": "DOUBLE"}, None: {"d": "DATE"}}
+    errors = [
+        ([f"t={a}", f"u={b}"], ["d DATE"], "types the unnamed --input, and there is none; for a named input "
+                                           "write --schema NAME='d DATE' (named inputs: t, u)"),
+        ([f"t={a}"], ["x=d DATE"], "no --input is named x (named inputs: t)"),
+        ([f"t={a}"], ["t=d DATE", "t=v DOUBLE"], "two --schema for input t"),
+        ([f"j={c}"], ["d DATE"], "j is not CSV"),
+    ]
+    for options, schemas, message in errors:
+        with pytest.raises(UsageError) as raised:
+            Inputs.parse(options, schemas)
+        assert message in str(raised.value)
+
+
+def test_schema_of_a_named_input_types_its_columns(daily, capsys):
+    query = daily / "named.sql"
+    query.write_text(DATES_QUERY.replace("FROM t ", "FROM accounts "), encoding="utf-8")
+    args = ["run", str(query), "-i", f"accounts={daily / 'daily.csv'}", "--engine", "python"]
+    assert main([*args, "--schema", "accounts=v DOUBLE"]) == 0
+    assert [tuple(r) for r in _table(capsys.readouterr().out)] == _expected_date_matches()
+    assert main([*args, "--schema", "ledger=v DOUBLE"]) == 2
+    assert "no --input is named ledger (named inputs: accounts)" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- trace, report, explain as run
+
+# A window function in a FROM subquery: SQL around the clause, which cep run accepts.
+WINDOWED = """SELECT * FROM (SELECT d, v, AVG(v) OVER (ORDER BY d ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS avg2
+                FROM accounts)
+MATCH_RECOGNIZE (ORDER BY d MEASURES FIRST(d) AS first_day, COUNT(*) AS n ONE ROW PER MATCH
+  PATTERN (A B+) DEFINE B AS v > avg2)
+"""
+
+
+def test_trace_report_and_explain_take_the_inputs_of_run(daily, capsys):
+    query = daily / "windowed.sql"
+    query.write_text(WINDOWED, encoding="utf-8")
+    named = ["-i", f"accounts={daily / 'daily.csv'}", "--schema", "accounts=v BIGINT"]
+    assert main(["run", str(query), *named, "--engine", "python"]) == 0
+    run_rows = _table(capsys.readouterr().out)
+    # v > the mean of itself and the day before: the rises of DAILY (3 -> 4, 4 -> 6, 2 -> 7)
+    assert run_rows == [["2020-01-02", "3"], ["2020-01-05", "2"]]
+
+    assert main(["trace", str(query), *named]) == 0
+    traced = capsys.readouterr().out
+    assert "avg2" in traced and "matches: 2" in traced
+
+    out = daily / "report.html"
+    assert main(["report", str(query), *named, "-o", str(out)]) == 0
+    assert "2 matches" in capsys.readouterr().out and "E0244" not in out.read_text(encoding="utf-8")
+
+    assert main(["explain", str(query), *named]) == 0
+    assert "program:" in capsys.readouterr().out
+    assert main(["explain", str(query), "-i", f"accounts={daily / 'times.csv'}"]) == 1  # no column d there
+    assert "error[" in capsys.readouterr().err
+
+
+def test_clause_picks_one_of_several(daily, capsys):
+    query = daily / "two.sql"
+    query.write_text("SELECT a.n, b.n FROM (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d MEASURES COUNT(*) AS n "
+                     "PATTERN (A+) DEFINE A AS v > 2)) a CROSS JOIN (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d "
+                     "MEASURES COUNT(*) AS n PATTERN (B+) DEFINE B AS v < 4)) b\n", encoding="utf-8")
+    data = ["-i", f"t={daily / 'daily.csv'}"]
+    assert main(["trace", str(query), *data, "--clause", "2", "--events", "match"]) == 0
+    assert "B" in capsys.readouterr().out
+    assert main(["trace", str(query), *data, "--clause", "3"]) == 2
+    assert "--clause 3: the statement has 2 MATCH_RECOGNIZE clauses" in capsys.readouterr().err
+
+
+def test_a_window_function_in_one_clause_says_to_run_the_whole_statement():
+    import cep
+
+    with pytest.raises(cep.CepError) as raised:
+        cep.compile(WINDOWED)
+    assert raised.value.code == "E0244" and "compile_sql" in raised.value.hint
+
+
+# -------------------------------------------------------------------------------------- make run
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _make_run_arguments() -> list[str]:
+    """The arguments of the ``cep run`` that the Makefile's ``run`` target runs."""
+    recipe = re.search(r"^run:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(encoding="utf-8"), re.M).group(1)
+    command = next(line for line in recipe.splitlines() if "/bin/cep run " in line)
+    return shlex.split(command.split("/bin/cep ", 1)[1])
+
+
+def test_make_run_is_said_to_run_on_spark_and_does():
+    arguments = _make_run_arguments()
+    assert arguments[arguments.index("--engine") + 1] == "spark"
+    help_line = next(line for line in (REPO / "Makefile").read_text(encoding="utf-8").splitlines() if "make run " in line)
+    assert "Spark" in help_line
+    for doc in ("README.md", "docs/getting-started.md"):
+        line = next(line for line in (REPO / doc).read_text(encoding="utf-8").splitlines() if line.startswith("make run"))
+        assert "Spark" in line, doc
+
+
+@pytest.mark.spark
+def test_make_run_prints_the_python_engines_rows(spark, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    arguments = _make_run_arguments()
+    printed = {}
+    for engine in ("spark", "python"):
+        chosen = [*arguments[:arguments.index("--engine")], "--engine", engine]
+        assert main(chosen) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[-1].endswith(f"(engine: {engine})")
+        printed[engine] = lines[:-1]
+    assert printed["spark"] == printed["python"] and len(printed["spark"]) == 2 + 27  # header, rule, 27 V shapes
