@@ -208,8 +208,6 @@ def statement_inputs(statement: Any, inputs: Inputs, *, position: int = 0) -> tu
     def read_path(path: str):
         return read_pandas([path], input_format([path], inputs.format))
 
-    if not inputs.unnamed and not tables and not statement.whole.paths:
-        raise UsageError("give the events: --input PATH (or --input NAME=PATH for the table NAME)")
     return statement.clause_input(tables, default=default, read_path=read_path, position=position)
 
 
