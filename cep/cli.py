@@ -172,7 +172,8 @@ def _clause_position(args: argparse.Namespace, statement: Any) -> int:
     """``--clause N`` (counted from 1) as an index into the statement's MATCH_RECOGNIZE clauses."""
     count = len(statement.clauses)
     if not 1 <= args.clause <= count:
-        raise UsageError(f"--clause {args.clause}: the statement has {count} MATCH_RECOGNIZE clause{'s' * (count != 1)}")
+        clauses = f"{count} MATCH_RECOGNIZE clause{'s' * (count != 1)}"
+        raise UsageError(f"--clause {args.clause}: the statement has {clauses}")
     return args.clause - 1
 
 
@@ -464,8 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="chart at most N partitions, those with the most matches (default: %(default)s)")
     report.add_argument("--plotly", choices=report_module.PLOTLY_MODES, default="embed",
                         help="how the page gets plotly.js: embed (default: inside the page, about 4.8 MB, opens "
-                        "anywhere offline), file (a small page and plotly-VERSION.min.js written beside it, shared "
-                        "by the reports of a folder), cdn (a small page that fetches it from cdn.plot.ly: online only)"),
+                        "anywhere offline), file (a small page and plotly-VERSION.min.js written beside it, "
+                        "shared by the reports of a folder), cdn (a small page that fetches it from cdn.plot.ly: "
+                        "online only)"),
     report.set_defaults(func=cmd_report)
     stream_cli.add_commands(sub)  # `cep stream`: alerting over a stream (docs/alerting.md, docs/operations.md)
     status_cli.add_commands(sub)  # `cep status` and `cep deliver`

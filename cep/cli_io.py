@@ -170,12 +170,13 @@ class Inputs:
                                      f"input write --schema NAME='{columns}' (named inputs: {names})")
                 key = next(iter(self.named))
             if key in declared:
-                raise UsageError(f"two --schema for {'input ' + key if key else 'the unnamed input'}: give its columns in one")
+                which = f"input {key}" if key else "the unnamed input"
+                raise UsageError(f"two --schema for {which}: give its columns in one")
             paths = list(self.unnamed) if key is None else [self.named[key]]
             if not all(is_kafka_url(path) for path in paths) and input_format(paths, self.format) != "csv":
+                which = "the unnamed input" if key is None else key
                 raise UsageError("--schema types the columns of a CSV input (or of a Kafka message value): "
-                                 f"{'the unnamed input' if key is None else key} is not CSV, and JSON and Parquet files "
-                                 "carry their own types")
+                                 f"{which} is not CSV, and JSON and Parquet files carry their own types")
             try:
                 declared[key] = parse_schema(columns)
             except CepError as exc:
@@ -187,7 +188,9 @@ class Inputs:
 
     def read_pandas(self) -> tuple["pd.DataFrame | None", dict[str, "pd.DataFrame"]]:
         """(the unnamed input or None, the named tables), read by the python engine's reader."""
-        default = read_pandas(list(self.unnamed), self.unnamed_format(), self.schemas.get(None)) if self.unnamed else None
+        default = None
+        if self.unnamed:
+            default = read_pandas(list(self.unnamed), self.unnamed_format(), self.schemas.get(None))
         return default, {name: self.read_named_pandas(name) for name in self.named}
 
     def read_named_pandas(self, name: str) -> "pd.DataFrame":

@@ -341,7 +341,8 @@ def _analyse(query: Any, pdf: Any, column: str | None) -> _Analysis:
         pdf = pdf.assign(__row=range(len(pdf)))
     labelled = labelled_query(query).run(pdf)  # ALL ROWS PER MATCH keeps every input column, __row too
     if order is not None and _holds_dates(pdf[order]):
-        pdf, labelled = pdf.assign(**{order: _midnights(pdf[order])}), labelled.assign(**{order: _midnights(labelled[order])})
+        pdf = pdf.assign(**{order: _midnights(pdf[order])})
+        labelled = labelled.assign(**{order: _midnights(labelled[order])})
     keys = labelled[partition].itertuples(index=False, name=None) if partition else [() for _ in range(len(labelled))]
     labelled["__partition"] = [partition_label(tuple(key), partition) for key in keys]
     summary = match_summary(labelled, partition, order)
@@ -408,7 +409,8 @@ def _matches_section(a: _Analysis) -> tuple[list[str], list[dict]]:
         figures.append(("duration", chart_histogram(values, "Match duration", f"last - first {order} ({unit})",
                                                     integer=whole)))
     cells = "".join(f'<div class="chart" id="chart-{key}"></div>' for key, _ in figures)
-    return ["<h2>Matches</h2>", f'<div class="grid">{cells}</div>'], [{"id": f"chart-{k}", "figure": f} for k, f in figures]
+    charts = [{"id": f"chart-{key}", "figure": figure} for key, figure in figures]
+    return ["<h2>Matches</h2>", f'<div class="grid">{cells}</div>'], charts
 
 
 def _charted_partitions(a: _Analysis, max_partitions: int, show: list) -> list[dict]:
@@ -478,10 +480,12 @@ def _dropped_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], list
 
     reasons = dropped_by_reason([p["trace"] for p in charted], a.within)
     if not reasons:
-        return ["<h2>Dropped attempts</h2>", '<p class="note">No attempt was dropped in the charted partitions.</p>'], []
+        return ["<h2>Dropped attempts</h2>", '<p class="note">No attempt was dropped in the charted partitions.</p>'], \
+            []
     rows_table = pd.DataFrame([
         {"reason": r["reason"], "attempts": r["count"],
-         "median run": _duration_text(r.get("median"), a.time_axis), "longest run": _duration_text(r.get("max"), a.time_axis),
+         "median run": _duration_text(r.get("median"), a.time_axis),
+         "longest run": _duration_text(r.get("max"), a.time_axis),
          **({"median / WITHIN": f"{r['share']:.0%}" if "share" in r else ""} if a.within is not None else {})}
         for r in reasons])
     parts = ["<h2>Dropped attempts</h2>",

@@ -373,6 +373,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_error(str(err))
         return EXIT_USAGE
     except cep.CepError as err:
+        if err.code == "E0282" and fmt == "csv" and not err.hint:  # a CSV column of dates is DATE
+            named = re.search(r"column '([^']+)'", err.message)
+            column = named.group(1) if named else "COLUMN"
+            err.hint = f"read it as a time: --schema '{column} TIMESTAMP' (a date is its midnight)"
+            err.errors = [dataclasses.replace(found, hint=err.hint) for found in err.errors]
         print_error(str(err.with_source(text, args.query_file)))
         # A table with no rows given is a usage error (exit 2), as a missing --input file is.
         return EXIT_USAGE if err.message.startswith("there is no table") else EXIT_QUERY_ERROR
@@ -485,7 +490,8 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
     run.add_argument("--suppress", action="append", metavar="RULE=DURATION", help="with --rules: as cep stream's --suppress")
     run.add_argument(
         "--input", "-i", action="append", metavar="[NAME=]PATH",
-        help=INPUT_HELP + ". Or Kafka topics: kafka://HOST:PORT/TOPIC (the messages they hold now; see docs/streaming.md)",
+        help=INPUT_HELP + ". Or Kafka topics: kafka://HOST:PORT/TOPIC (the messages they hold now; see "
+        "docs/streaming.md)",
     )
     run.add_argument("--format", choices=formats, help="input format (default: from the file extension; Kafka: json or csv)")
     run.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",

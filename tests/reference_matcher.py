@@ -27,7 +27,8 @@ Semantics implemented (see docs/semantics.md and tests/conformance_corpus/README
 * Navigation: PREV/NEXT move physically within the partition; FIRST/LAST move among the rows of
   their variable(s) up to the current row (RUNNING, the default) or in the whole match (FINAL);
   see ``TRINO_RUNNING_FIRST`` for Trino's variant. In DEFINE and in RUNNING measures, rows after the
-  current one have no label yet (``NEXT(CLASSIFIER())`` is NULL); a row reached through FINAL has one. MATCH_NUMBER() in DEFINE (Trino allows it) is the number the match would get.
+  current one have no label yet (``NEXT(CLASSIFIER())`` is NULL); a row reached through FINAL has one.
+  MATCH_NUMBER() in DEFINE (Trino allows it) is the number the match would get.
 * AFTER MATCH SKIP as in the standard; skipping to a variable with no row, or to the first row of
   the match, raises ``ReferenceSkipError``. After an empty match, matching resumes at the next
   row whatever the SKIP mode (as Trino does).

@@ -215,10 +215,12 @@ def _make_run_arguments() -> list[str]:
 def test_make_run_is_said_to_run_on_spark_and_does():
     arguments = _make_run_arguments()
     assert arguments[arguments.index("--engine") + 1] == "spark"
-    help_line = next(line for line in (REPO / "Makefile").read_text(encoding="utf-8").splitlines() if "make run " in line)
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8").splitlines()
+    help_line = next(line for line in makefile if "make run " in line)
     assert "Spark" in help_line
     for doc in ("README.md", "docs/getting-started.md"):
-        line = next(line for line in (REPO / doc).read_text(encoding="utf-8").splitlines() if line.startswith("make run"))
+        text = (REPO / doc).read_text(encoding="utf-8")
+        line = next(line for line in text.splitlines() if line.startswith("make run"))
         assert "Spark" in line, doc
 
 
@@ -234,3 +236,12 @@ def test_make_run_prints_the_python_engines_rows(spark, capsys, monkeypatch):
         assert lines[-1].endswith(f"(engine: {engine})")
         printed[engine] = lines[:-1]
     assert printed["spark"] == printed["python"] and len(printed["spark"]) == 2 + 27  # header, rule, 27 V shapes
+
+
+def test_a_date_event_time_for_a_replay_says_how_to_read_it_as_a_time(daily, capsys):
+    args = ["run", str(daily / "dates.sql"), "-i", str(daily / "daily.csv"), "--engine", "python",
+            "--session-timeout", "2 days"]
+    assert main(args) == 1
+    assert "hint: read it as a time: --schema 'd TIMESTAMP'" in capsys.readouterr().err
+    assert main([*args, "--schema", "d TIMESTAMP"]) == 0
+    assert len(_table(capsys.readouterr().out)) == len(_expected_date_matches())

@@ -37,7 +37,8 @@ FILES = {
                   "2,,NA,False,2024-10-27 01:10:00Z,10001,1000\n"
                   "-3,7,-0.25,TRUE,2024-10-27,NA,7\n"),
     # a column of ISO dates is DATE (as Spark, Oracle and Snowflake type it); dates among times are TIMESTAMP
-    "dates.csv": "id,d,at,nodate\n1,2024-02-29,2024-01-01,2023-02-29\n2,NA,2024-01-01 10:00,2024-01-01\n3,0001-01-01,,x\n",
+    "dates.csv": ("id,d,at,nodate\n1,2024-02-29,2024-01-01,2023-02-29\n2,NA,2024-01-01 10:00,2024-01-01\n"
+                  "3,0001-01-01,,x\n"),
     "lookalikes.json": '{"s": "1e3", "ts": 1}\n{"s": "1000", "ts": 2}\n{"s": "NA", "ts": 3}\n{"s": "null", "ts": 4}\n',
     "typed.json": ('{"id": 7, "x": 1.5, "when": "2024-01-01T00:00:00+01:00", "flag": true, "label": "2024"}\n'
                    '{"id": null, "x": 2, "when": "2024-01-02", "flag": null, "label": "x"}\n'

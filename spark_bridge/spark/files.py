@@ -30,9 +30,9 @@ import os
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from cep.matcher.rows.text_types import (DECLARED_PATTERNS, DECLARED_RANGES, NULL_MARKERS, PATTERNS, RepeatedColumnError,
-                                         TextEvidence, column_type, declared_family, repeated_column, resolve_declared,
-                                         string_type)
+from cep.matcher.rows.text_types import (DECLARED_PATTERNS, DECLARED_RANGES, NULL_MARKERS, PATTERNS,
+                                         RepeatedColumnError, TextEvidence, column_type, declared_family,
+                                         repeated_column, resolve_declared, string_type)
 from cep.matcher.sql.types import decimal_params
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 
