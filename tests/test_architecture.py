@@ -338,3 +338,33 @@ def test_column_names_are_folded_only_in_grammar_columns():
 ])
 def test_the_folding_scan_tells_matching_from_keywords(source, folds):
     assert bool(folding_sites(source)) == folds
+
+
+# A function longer than this does more than one thing: split it by responsibility. Lines from `def` to
+# its last line, docstring included (what a reader has to hold at once).
+MAX_FUNCTION_LINES = 120
+# Over the budget today, each being split by its owner; delete the entry when it is (a stale entry fails).
+LONG_FUNCTIONS_ALLOWED = {
+    "cep/report.py:build_report",
+    "cep/stream_cli.py:cmd_stream",
+    "spark_bridge/engine/columnar.py:_match",
+    "spark_bridge/spark/streaming.py:match_stream",
+}
+
+
+def long_functions() -> dict[str, int]:
+    """'path:function' -> its length in lines, for every function of the package over the budget."""
+    found = {}
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found[f"{path.relative_to(REPO).as_posix()}:{node.name}"] = length
+    return found
+
+
+def test_functions_stay_under_the_length_budget():
+    found = long_functions()
+    assert {name: lines for name, lines in found.items() if name not in LONG_FUNCTIONS_ALLOWED} == {}
+    assert LONG_FUNCTIONS_ALLOWED <= set(found), f"split, so no longer allowed: {LONG_FUNCTIONS_ALLOWED - set(found)}"
