@@ -248,7 +248,8 @@ class _Run:
         query = self.statement.query(clause, statement)
         frame = self.sql(whole.input_sql(clause, dialect, self.views, self.path_views, columns))
         kept = ColumnNames(columns)
-        clashes = {kept.find_name(c) for c in engine.columns(frame) if c not in columns and kept.has_name_ignoring_case(c)}
+        clashes = {kept.find_name(c) for c in engine.columns(frame)
+                   if c not in columns and kept.has_name_ignoring_case(c)}
         if clashes:
             raise CepSemanticError(f"the input of MATCH_RECOGNIZE has a column named {sorted(clashes)[0]}, a name cep "
                                    "keeps for the subqueries inside the clause; rename it", code="E0251",

@@ -37,8 +37,8 @@ NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
 ORDER = {
     "cep": ["grammar", "matcher", "spark_bridge", "query", "statement", "cli_io", "logs", "report", "run_cli",
             "stream_cli", "status_cli", "cli"],
-    "cep.grammar": ["errors", "limits", "units", "ast", "columns", "tokens", "syntax_errors", "functions", "checks", "format",
-                    "parser", "statement"],
+    "cep.grammar": ["errors", "limits", "units", "ast", "columns", "tokens", "syntax_errors", "functions", "checks",
+                    "format", "parser", "statement"],
     "cep.matcher": ["sql", "program", "rows", ("pike", "vector"), "plan", "explain"],
     "cep.matcher.sql": [("text_patterns", "datetimes"), "values", "intervals", "context", "running", "types",
                         "expressions"],

@@ -135,7 +135,8 @@ def test_a_schema_types_its_column_ignoring_case():
 def test_order_by_a_qualified_name_finds_its_select_item_ignoring_case():
     out = cep.compile("SELECT m.Bottom FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES LAST(B.price) "
                       "AS bottom ONE ROW PER MATCH PATTERN (A B+ C) DEFINE B AS price < PREV(price), "
-                      "C AS price > PREV(price)) AS m ORDER BY m.BOTTOM").run([{k: v for k, v in r.items() if k != "Ts"} for r in ROWS])
+                      "C AS price > PREV(price)) AS m ORDER BY m.BOTTOM").run(
+        [{k: v for k, v in r.items() if k != "Ts"} for r in ROWS])
     assert [r for r in out] == [{"Bottom": 3}] or [list(r.values()) for r in out] == [[3]]
 
 

@@ -747,6 +747,7 @@ def test_the_stream_command_takes_its_sinks_from_the_one_registry(tmp_path):
         with pytest.raises(UsageError, match=f"--sink {kind} " + ("needs exactly one " + argument if argument
                                                                   else "takes no argument")):
             parse_sinks([wrong], dead_letter_dir=dead)
-    file_format, sinks = parse_sinks([["CSV"], ["console"], ["SQLite", str(tmp_path / "alerts.db")]], dead_letter_dir=dead)
+    specs = [["CSV"], ["console"], ["SQLite", str(tmp_path / "alerts.db")]]
+    file_format, sinks = parse_sinks(specs, dead_letter_dir=dead)
     assert file_format == "csv"
     assert [type(sink) for sink in sinks] == [ConsoleSink, SQLiteSink]

@@ -187,7 +187,8 @@ def _select_item_of(select, name: str):
     for item in select:
         if isinstance(item.expr, ast.Star):
             continue
-        item_name = item.alias.name if item.alias is not None else getattr(getattr(item.expr, "column", None), "name", None)
+        column = getattr(item.expr, "column", None)
+        item_name = item.alias.name if item.alias is not None else getattr(column, "name", None)
         if item_name is not None:
             produced.setdefault(item_name, item)
     found = ColumnNames(produced).find_name(name)

@@ -337,7 +337,8 @@ class InputChecks:
                 if kind is not None and kind != expected and index not in bad:
                     value = values[index]
                     if allowed and isinstance(value, str) and out_of_range(value, type_name):
-                        detail = f"{what} '{name}' holds {_show(value)}, a number too large for its declared {type_name}"
+                        detail = (f"{what} '{name}' holds {_show(value)}, a number too large for its declared "
+                                  f"{type_name}")
                     else:
                         detail = f"{what} '{name}' holds {kind} {_show(value)} where {wanted} is expected{declared}"
                     bad[index] = (reason, detail)

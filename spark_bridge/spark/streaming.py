@@ -13,7 +13,7 @@ The result is a streaming DataFrame in append mode: the statement's output colum
     cep_late_row     NULL for a match; the input row as JSON, or for a line Spark could not read
                      (``_corrupt_record``) its original text         (only with late="output")
 
-How (``docs/streaming.md`` has the reasons and the measurements):
+How (``docs/streaming.md`` has the reasons, ``docs/streaming-measurements.md`` the measurements):
 
 * ``groupBy(PARTITION BY columns).applyInPandasWithState(..., "append", EventTimeTimeout)``; the
   per-key work is ``cep.spark_bridge.engine.keyed.KeyedStream`` (buffer until the watermark passes, sort, feed
