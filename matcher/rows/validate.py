@@ -470,7 +470,7 @@ def refuse_odd_kinds(plan, data) -> None:
 
 
 def input_checks(*, dead_letter=None, schema=None, dedup_key=None, stats=None) -> InputChecks | None:
-    """The checks ``Query.run`` asked for, or None when it asked for none (the run is as before)."""
+    """The checks ``Query.run`` asked for, or None when it asked for none (the run checks nothing)."""
     if dead_letter is None and schema is None and dedup_key is None and stats is None:
         return None
     return InputChecks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)

@@ -570,7 +570,8 @@ class ExpressionCompiler:
                 def aggregate(env, position=None):
                     positions = env.view.positions_in(labels, final)
                     base, cols = env.base, env.cols
-                    return fold(name, [[values[p - base] for p in positions] for values in (cols[n] for n in names)], distinct, extra)
+                    columns = [[column[p - base] for p in positions] for column in (cols[n] for n in names)]
+                    return fold(name, columns, distinct, extra)
         else:
             def aggregate(env, position=None):
                 positions = env.view.positions_in(labels, final)
@@ -589,11 +590,11 @@ class ExpressionCompiler:
         (stably: ties keep match order), the values folded by ``values.aggregate``."""
         keys = [key.expr for key in node.order_by]
         if name in ("PERCENTILE_CONT", "PERCENTILE_DISC"):
-            values, constants = keys[:1], list(node.args)  # PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)
+            folded, constants = keys[:1], list(node.args)  # PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)
         else:
-            values, constants = list(node.args[:1]), list(node.args[1:])
-        labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(values + keys)), self.scope)
-        per_row = [self.at_row(value) for value in values]
+            folded, constants = list(node.args[:1]), list(node.args[1:])
+        labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(folded + keys)), self.scope)
+        per_row = [self.at_row(value) for value in folded]
         by = [(self.at_row(key.expr), key.descending, key.nulls_first) for key in node.order_by]
         parameters = [self.compile(constant) for constant in constants]
         fold = values.aggregate
