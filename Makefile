@@ -18,11 +18,12 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test bench bench-rules bench-kafka soak kafka clean distclean venv check-java check-python
+.PHONY: help run test lint bench bench-rules bench-kafka soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
 	@echo "make test       run the whole test suite (pytest)"
+	@echo "make lint       ruff: the checks and the format of pyproject.toml's [tool.ruff]"
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make bench-rules  two alert rules over generated 10M-event logs: cep, its VM, Spark, PyFlink (~30 min)"
 	@echo "make bench-kafka  cep stream and Flink SQL through a real Kafka broker, about 10 minutes (bench/kafka_e2e.py)"
@@ -42,6 +43,10 @@ TEST_WORKERS ?= 2
 
 test: venv check-java
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # PyFlink (a peer) goes into its own venv, bench/.venv-flink, once; without network or Java 17 the bench
 # still runs and its Flink rows say why they were not run.

@@ -747,14 +747,14 @@ KAFKA_E2E_READING = [
     "above the at-least-once lane's here). In this run a micro-batch of 12,000 to 80,000 ticks took 37 to 50 s, so "
     "cep never worked off the backlog of its first micro-batches (it was 158 s behind when the steps began) and its "
     "latencies (two to three minutes) measure that backlog. On a quiet machine a micro-batch of 33,000 ticks over "
-    "1,000 keys takes about 5 s and one of a few ticks about 1 s (docs/streaming.md, Measurements): a latency of "
+    "1,000 keys takes about 5 s and one of a few ticks about 1 s (docs/streaming-measurements.md): a latency of "
     "a few seconds plus the watermark.",
     "- **What dominates Flink's is the watermark.** Flink matches record by record once the watermark (emitted every "
     "200 ms) passes a tick: at 1,000 ticks/s its p50 is 2.25 s for a 2 s watermark. It kept up at 5,000 ticks/s "
     "(p50 8.6 s, caught up 6 s after the step) and finished about 3,000 ticks/s when offered more.",
     "- **Per CPU second** (the column least changed by the load), Flink finished 3 to 7 times as many ticks as "
     "`cep stream` (its Spark JVM, its Python workers and its driver, two queries and the sinks' lanes). The cost "
-    "per micro-batch and per key call is Spark's and Python's (docs/streaming.md, Measurements); the matcher "
+    "per micro-batch and per key call is Spark's and Python's (docs/streaming-measurements.md); the matcher "
     "alone is far faster on this query (the tables above).",
     "- **The alerts are right on every path:** the two cep topics and Flink's hold exactly the matches of the "
     "replay, and neither cep topic holds a duplicate (the at-least-once sink's duplicates come only with a failure "
@@ -973,7 +973,7 @@ NOTES = [
     "The Spark replay hashes rows to tasks by the PARTITION BY columns and hands each task's Arrow batches to"
     " the matcher as one table (`mapInArrow`, `spark_bridge/spark/batch.py`); only the columns the query reads are"
     " shuffled. What is left is Spark's own reading and shuffle (the first two rows of each Spark table).",
-    "Streaming is measured apart, by `bench/streaming_overhead.py` (docs/streaming.md, Measurements): a"
+    "Streaming is measured apart, by `bench/streaming_overhead.py` (docs/streaming-measurements.md): a"
     " micro-batch of 100,000 events over 10,000 keys took 1.7-1.8 s with key buckets on a quiet machine, the"
     " fixed cost of a micro-batch 0.55-0.65 s; the hot-key and soak runs are in docs/reliability.md.",
     "The Pike VM reads `FIRST(A.x)` in DEFINE from a position carried with each thread (`FIRST_ROW` in"

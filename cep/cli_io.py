@@ -41,7 +41,8 @@ EXIT_OK = 0
 EXIT_QUERY_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-_EXTENSIONS = {
+# The input formats' file extensions: the one registry (`cep run`, `cep stream` and the folder readers).
+EXTENSIONS = {
     ".csv": "csv",
     ".parquet": "parquet",
     ".pq": "parquet",
@@ -86,6 +87,11 @@ def read_text(path: str, what: str = "query file") -> str:
         raise UsageError(f"cannot read {what} {path}: {exc}") from None
 
 
+def format_of_name(name: str) -> str | None:
+    """The input format a file's name says (``EXTENSIONS``), or None."""
+    return EXTENSIONS.get(os.path.splitext(name)[1].lower())
+
+
 def format_of(path: str, explicit: str | None, *, what: str) -> str:
     if explicit:
         return explicit
@@ -95,9 +101,9 @@ def format_of(path: str, explicit: str | None, *, what: str) -> str:
             os.path.join(path, name) for name in os.listdir(path) if not name.startswith(("_", "."))
         )
     for candidate in candidates:
-        ext = os.path.splitext(candidate)[1].lower()
-        if ext in _EXTENSIONS:
-            return _EXTENSIONS[ext]
+        fmt = format_of_name(candidate)
+        if fmt is not None:
+            return fmt
     raise UsageError(
         f"cannot tell the format of {what} {path} from its name; use --format {{{','.join(FORMATS)}}}"
         if what == "input"
@@ -248,7 +254,7 @@ def input_files(path: str, fmt: str) -> list[str]:
     if not os.path.isdir(path):
         return [path]
     return sorted(os.path.join(path, name) for name in os.listdir(path)
-                  if not name.startswith(("_", ".")) and _EXTENSIONS.get(os.path.splitext(name)[1].lower()) == fmt)
+                  if not name.startswith(("_", ".")) and format_of_name(name) == fmt)
 
 
 def read_pandas(paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None) -> "pd.DataFrame":

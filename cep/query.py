@@ -7,6 +7,7 @@ import json
 from typing import Any, Sequence
 
 from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepError
 from cep.grammar.format import format_expr, format_pattern
 from cep.grammar.parser import parse, parse_all, parse_schema
@@ -282,8 +283,9 @@ def rule_alerts(rule: rules_mod.Rule, matches, *, suppress: Sequence[suppress_mo
         return state_codec.datetime_to_micros(moment)
 
     for row in sorted(records, key=lambda r: (event_us(r) or 0, r.get("match_id") or "")):
-        names = {k.lower(): k for k in row}
-        key = json.dumps({names.get(c.lower(), c): jsonable(row[names.get(c.lower(), c)]) for c in partition}, ensure_ascii=False)
+        row_columns = ColumnNames(row)
+        keys = [row_columns.find_name(c) or c for c in partition]
+        key = json.dumps({name: jsonable(row[name]) for name in keys}, ensure_ascii=False)
         suppressed, last_alert[key] = throttle.decide(last_alert.get(key), event_us(row))
         measures = {k: jsonable(v) for k, v in row.items() if k not in INTERNAL_MEASURES and k != "match_id"}
         alerts.append({"rule_id": rule.rule_id, "rule_version": rule.version, "match_id": row.get("match_id"),

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from cep.grammar import ast
 from cep.grammar.checks import check
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 from cep.grammar.parser import parse_unchecked
 from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
@@ -277,7 +278,9 @@ class _Run:
             statement = _with_match_number(statement)
         query = self.statement.query(clause, statement)
         frame = self.sql(whole.input_sql(clause, dialect, self.views, self.path_views, columns))
-        clashes = set(columns) & {c.casefold() for c in engine.columns(frame) if c not in columns}
+        kept = ColumnNames(columns)
+        clashes = {kept.find_name(c) for c in engine.columns(frame)
+                   if c not in columns and kept.has_name_ignoring_case(c)}
         if clashes:
             raise CepSemanticError(f"the input of MATCH_RECOGNIZE has a column named {sorted(clashes)[0]}, a name cep "
                                    "keeps for the subqueries inside the clause; rename it", code="E0251",

@@ -43,7 +43,7 @@ from cep.spark_bridge.alerting.stream import AlertStream, QueryFailed
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import is_off, parse_duration
 from cep.spark_bridge.sinks.base import atomic_write
-from cep.spark_bridge.sinks.fanout import make_sink
+from cep.spark_bridge.sinks.fanout import FILE_SINKS, SINK_ARGUMENTS, SINKS_HELP, make_sink, sink_kind
 from cep.spark_bridge.sinks.payloads import FORMATS as WEBHOOK_FORMATS
 from cep.spark_bridge.sinks.payloads import BodyFormat
 from cep.spark_bridge.sinks.safe_text import expand_env
@@ -60,9 +60,6 @@ from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
-FORMATS = ("json", "csv", "parquet")
-FILE_SINKS = ("json", "parquet", "csv")
-ALERT_SINKS = ("console", "webhook", "sqlite", "postgres")
 # An event time a day ahead of the wall clock is a broken clock, not an event: by default `cep stream`
 # rejects it before it can move the watermark past every other row. A replay of history is never ahead.
 DEFAULT_MAX_FUTURE_SKEW = "1 day"
@@ -71,7 +68,6 @@ DEFAULT_MAX_FUTURE_SKEW = "1 day"
 READY_TRIGGERS = 10
 READY_FLOOR_S = 60.0
 SCHEMA_SAMPLE_FILES = 50  # the newest files read to infer the input's columns (not every file there)
-_EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 log = logging.getLogger("cep.stream")
 
@@ -104,7 +100,7 @@ def add_commands(subparsers) -> None:
     stream.add_argument("--input", "-i", required=True, metavar="DIR|URL",
                         help="directory the event files arrive in, or Kafka topics: kafka://HOST:PORT/TOPIC[,TOPIC] "
                         "(or /REGEX); see docs/streaming.md")
-    stream.add_argument("--format", choices=FORMATS,
+    stream.add_argument("--format", choices=cli_io.FORMATS,
                         help="input format (default: from the files' extension; for Kafka the message value: json "
                         "(default) or csv)")
     stream.add_argument("--schema", metavar="COLUMNS",
@@ -237,15 +233,14 @@ def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, 
                 raise _usage(f"--sink {file_format} and --sink {kind}: the --output directory has one format")
             file_format = kind
             continue
-        if kind == "postgresql":
-            kind = "postgres"
-        if kind not in ALERT_SINKS:
-            raise _usage(f"--sink {kind}: unknown sink (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL, "
-                         "kafka://HOST:PORT/TOPIC, kafka-exactly-once://HOST:PORT/TOPIC)")
-        if kind == "console" and rest:
-            raise _usage("--sink console takes no argument")
-        if kind != "console" and len(rest) != 1:
-            raise _usage(f"--sink {kind} needs exactly one {'URL' if kind in ('webhook', 'postgres') else 'PATH'}")
+        if sink_kind(kind) is None:
+            raise _usage(f"--sink {kind}: unknown sink ({SINKS_HELP})")
+        kind = sink_kind(kind)
+        argument = SINK_ARGUMENTS[kind]
+        if argument is None and rest:
+            raise _usage(f"--sink {kind} takes no argument")
+        if argument is not None and len(rest) != 1:
+            raise _usage(f"--sink {kind} needs exactly one {argument}")
         options = dict(webhook_options or {}) if kind == "webhook" else {}
         try:
             sink = make_sink(kind, rest[0] if rest else None, dead_letter_dir=dead_letter_dir, **options)
@@ -291,10 +286,10 @@ def _input_format(path: str, explicit: str | None) -> str:
         return explicit
     names = sorted(n for n in os.listdir(path) if not n.startswith(("_", "."))) if os.path.isdir(path) else [path]
     for name in names:
-        ext = os.path.splitext(name)[1].lower()
-        if ext in _EXTENSIONS:
-            return _EXTENSIONS[ext]
-    raise _usage(f"cannot tell the format of the files in {path}; use --format {{{','.join(FORMATS)}}}")
+        fmt = cli_io.format_of_name(name)
+        if fmt is not None:
+            return fmt
+    raise _usage(f"cannot tell the format of the files in {path}; use --format {{{','.join(cli_io.FORMATS)}}}")
 
 
 def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *, cache: str | None = None):

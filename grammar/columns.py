@@ -16,10 +16,12 @@ one column equal to it ignoring case.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping, TypeVar
 
 from cep.grammar import ast
 from cep.grammar.errors import CepSemanticError, Span
+
+V = TypeVar("V")
 
 
 class ColumnNames:
@@ -68,6 +70,37 @@ class ColumnNames:
         found = self.find_name(name)
         if found is None:
             raise CepSemanticError(f"unknown column '{name}' ({option})", code="E0220")
+        return found
+
+    def has_name_ignoring_case(self, name: str) -> bool:
+        """Whether some column equals ``name`` ignoring case: a name cep reserves (``match_id``) clashes so."""
+        return name.casefold() in self.folded
+
+    def case_clash(self) -> tuple[str, ...] | None:
+        """The first columns that differ only in case (which Spark's analyzer cannot tell apart), or None."""
+        return next((tuple(found) for found in self.folded.values() if len(found) > 1), None)
+
+    @staticmethod
+    def first_repeat(names: Iterable[str]) -> tuple[int, int] | None:
+        """The 1-based positions of the first name in ``names`` that repeats an earlier one ignoring case (a
+        header that names a column twice), or None."""
+        seen: dict[str, int] = {}
+        for position, name in enumerate(names, 1):
+            key = name.casefold()
+            if key in seen:
+                return seen[key], position
+            seen[key] = position
+        return None
+
+    def by_column(self, given: Mapping[str, V]) -> dict[str, V]:
+        """``given`` (keyed by names written as plain text: a schema, declared types) keyed by the columns
+        those names find (``find_name``); names no column answers to are left out, and when two names find
+        one column the exact spelling wins. ``CepSemanticError`` (E0220) when a name is ambiguous."""
+        found: dict[str, V] = {}
+        for name, value in given.items():
+            column = self.find_name(name)
+            if column is not None and (column not in found or name == column):
+                found[column] = value
         return found
 
     def __contains__(self, name: object) -> bool:

@@ -5,8 +5,9 @@ types) and "did you mean" (``suggest``: synonyms first, then spelling). The mean
 in ``matcher/sql`` (``values.SCALAR_FUNCTIONS``, ``values.aggregate``, ``datetimes``, ``text_patterns``);
 docs/language.md lists them with the dialect each follows.
 
-Families: number, string, boolean, time, array, map; ``same`` is the family of the first argument whose
-family is known (COALESCE, MIN); None when it cannot be told.
+Each entry carries the result's SQL type, or the rule that derives it from the arguments' types: the
+checker reads its family (number, string, boolean, time, array, map; ``same`` is the family of the first
+argument whose family is known; None when it cannot be told), matcher/sql/types.py the type itself.
 """
 
 from __future__ import annotations
@@ -20,27 +21,58 @@ import re2
 class Signature(NamedTuple):
     least: int  # arguments
     most: int | None  # None: any number
-    family: str | None  # the result's type family; "same": the first known argument's; "second": the second's
+    # The result's SQL type (a name of ``RESULT_FAMILIES``), or the rule in ``RULE_FAMILIES`` that derives it
+    # from the arguments (matcher/sql/types.py applies the rules: Spark's types, for the output schema).
+    result: str
+
+    @property
+    def family(self) -> str | None:
+        """The checker's type family of the result; "same": the first known argument's; "second": the second's."""
+        return RESULT_FAMILIES[self.result] if self.result in RESULT_FAMILIES else RULE_FAMILIES[self.result]
 
 
 _ANY = None
+S = Signature
+
+# The result types a call can have, and their families.
+RESULT_FAMILIES = {"VARCHAR": "string", "BIGINT": "number", "DOUBLE": "number", "DECIMAL": "number",
+                   "BOOLEAN": "boolean", "TIMESTAMP": "time", "DATE": "time"}
+# Results derived from the arguments, and the family the checker knows of each before types are known.
+RULE_FAMILIES: dict[str, str | None] = {
+    "same": "same",  # the first argument's type (ABS, COALESCE, MIN)
+    "second": "second",  # the second argument's (IF, NVL2)
+    "widest": "same",  # the first argument's, a TIMESTAMP where DATE meets TIMESTAMP (COALESCE, GREATEST)
+    "third": None,  # the third argument's (DECODE)
+    "element": None,  # an element of the first argument, an array (ELEMENT_AT, ARRAY_MAX)
+    "array_of": "array",  # an array of the argument's type (ARRAY_AGG)
+    "remainder": "number",  # MOD: the type of a % b
+    "truncated": "same",  # TRUNC: a DATE for a date or timestamp, else the number's type
+    "date_or_timestamp": "time",  # DATE_ADD: DATE_ADD(d, n) a DATE, Trino's DATE_ADD(unit, n, ts) a TIMESTAMP
+    "field": "number",  # EXTRACT/DATE_PART: BIGINT, a DECIMAL for SECOND (it has a fraction)
+    "sum": "number",  # SUM: BIGINT of integers, DECIMAL(p+10, s), else DOUBLE
+    "average": "number",  # AVG: DECIMAL(p+4, s+4) of a DECIMAL, else DOUBLE
+    "extreme": "same",  # MIN/MAX/MIN_BY/MAX_BY: the argument's type; with n, an array of the n extremes
+    "same_or_array": "same",  # APPROX_PERCENTILE: the argument's type (an array for an array of percentages)
+    "map": "map",  # MAP, MAP_AGG: no output column holds a map (Spark's output schema has no MAP here), so
+                   # the first argument's type stands in for the column's type
+}
 
 # Calls that become ast.Aggregate: the standard set, Trino's extras used by the conformance corpus, the map
 # aggregates Trino's tests use, and the list and percentile aggregates of Spark, Snowflake, PostgreSQL, YDB.
 AGGREGATES: dict[str, Signature] = {
-    "COUNT": Signature(0, 1, "number"), "SUM": Signature(1, 1, "number"), "AVG": Signature(1, 1, "number"),
-    "MIN": Signature(1, 2, "same"), "MAX": Signature(1, 2, "same"), "ARRAY_AGG": Signature(1, 1, "array"),
-    "ARBITRARY": Signature(1, 1, "same"), "ANY_VALUE": Signature(1, 1, "same"), "MAX_BY": Signature(2, 3, "same"),
-    "MIN_BY": Signature(2, 3, "same"), "BOOL_AND": Signature(1, 1, "boolean"), "BOOL_OR": Signature(1, 1, "boolean"),
-    "EVERY": Signature(1, 1, "boolean"), "STDDEV": Signature(1, 1, "number"), "STDDEV_SAMP": Signature(1, 1, "number"),
-    "VARIANCE": Signature(1, 1, "number"), "VAR_SAMP": Signature(1, 1, "number"), "COUNT_IF": Signature(1, 1, "number"),
-    "MAP_AGG": Signature(2, 2, "map"), "MULTIMAP_AGG": Signature(2, 2, "map"), "MAP_UNION": Signature(1, 1, "map"),
+    "COUNT": S(0, 1, "BIGINT"), "SUM": S(1, 1, "sum"), "AVG": S(1, 1, "average"),
+    "MIN": S(1, 2, "extreme"), "MAX": S(1, 2, "extreme"), "ARRAY_AGG": S(1, 1, "array_of"),
+    "ARBITRARY": S(1, 1, "same"), "ANY_VALUE": S(1, 1, "same"), "MAX_BY": S(2, 3, "extreme"),
+    "MIN_BY": S(2, 3, "extreme"), "BOOL_AND": S(1, 1, "BOOLEAN"), "BOOL_OR": S(1, 1, "BOOLEAN"),
+    "EVERY": S(1, 1, "BOOLEAN"), "STDDEV": S(1, 1, "DOUBLE"), "STDDEV_SAMP": S(1, 1, "DOUBLE"),
+    "VARIANCE": S(1, 1, "DOUBLE"), "VAR_SAMP": S(1, 1, "DOUBLE"), "COUNT_IF": S(1, 1, "BIGINT"),
+    "MAP_AGG": S(2, 2, "map"), "MULTIMAP_AGG": S(2, 2, "map"), "MAP_UNION": S(1, 1, "map"),
     # lists of values (NULLs left out) and text
-    "COLLECT_LIST": Signature(1, 1, "array"), "AGGREGATE_LIST": Signature(1, 1, "array"),
-    "LISTAGG": Signature(1, 2, "string"), "STRING_AGG": Signature(1, 2, "string"),
+    "COLLECT_LIST": S(1, 1, "array_of"), "AGGREGATE_LIST": S(1, 1, "array_of"),
+    "LISTAGG": S(1, 2, "VARCHAR"), "STRING_AGG": S(1, 2, "VARCHAR"),
     # percentiles: MEDIAN(x), PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x), APPROX_PERCENTILE(x, p)
-    "MEDIAN": Signature(1, 1, "number"), "PERCENTILE_CONT": Signature(1, 1, "number"),
-    "PERCENTILE_DISC": Signature(1, 1, "number"), "APPROX_PERCENTILE": Signature(2, 3, "same"),
+    "MEDIAN": S(1, 1, "DOUBLE"), "PERCENTILE_CONT": S(1, 1, "DOUBLE"),
+    "PERCENTILE_DISC": S(1, 1, "DOUBLE"), "APPROX_PERCENTILE": S(2, 3, "same_or_array"),
 }
 AGGREGATE_FUNCTIONS = frozenset(AGGREGATES)
 # Aggregates that take WITHIN GROUP (ORDER BY ...): the percentiles need it, the others may have it.
@@ -50,43 +82,41 @@ NEEDS_ORDER = frozenset({"PERCENTILE_CONT", "PERCENTILE_DISC"})
 
 SCALARS: dict[str, Signature] = {
     # numbers
-    "ABS": Signature(1, 1, "same"), "ROUND": Signature(1, 2, "same"), "FLOOR": Signature(1, 1, "number"),
-    "CEIL": Signature(1, 1, "number"), "CEILING": Signature(1, 1, "number"), "SQRT": Signature(1, 1, "number"),
-    "LN": Signature(1, 1, "number"), "EXP": Signature(1, 1, "number"), "POWER": Signature(2, 2, "number"),
-    "SIGN": Signature(1, 1, "number"), "MOD": Signature(2, 2, "number"), "LOG10": Signature(1, 1, "number"),
-    "LOG2": Signature(1, 1, "number"), "LOG": Signature(1, 2, "number"), "TRUNC": Signature(1, 2, "same"),
+    "ABS": S(1, 1, "same"), "ROUND": S(1, 2, "same"), "FLOOR": S(1, 1, "BIGINT"), "CEIL": S(1, 1, "BIGINT"),
+    "CEILING": S(1, 1, "BIGINT"), "SQRT": S(1, 1, "DOUBLE"), "LN": S(1, 1, "DOUBLE"), "EXP": S(1, 1, "DOUBLE"),
+    "POWER": S(2, 2, "DOUBLE"), "SIGN": S(1, 1, "BIGINT"), "MOD": S(2, 2, "remainder"), "LOG10": S(1, 1, "DOUBLE"),
+    "LOG2": S(1, 1, "DOUBLE"), "LOG": S(1, 2, "DOUBLE"), "TRUNC": S(1, 2, "truncated"),
     # text
-    "LOWER": Signature(1, 1, "string"), "UPPER": Signature(1, 1, "string"), "LENGTH": Signature(1, 1, "number"),
-    "TRIM": Signature(1, 1, "string"), "SUBSTR": Signature(2, 3, "string"), "SUBSTRING": Signature(2, 3, "string"),
-    "CONCAT": Signature(1, _ANY, "string"), "CONCAT_WS": Signature(1, _ANY, "string"),
-    "REPLACE": Signature(2, 3, "string"), "SPLIT_PART": Signature(3, 3, "string"),
-    "STRPOS": Signature(2, 2, "number"), "POSITION": Signature(2, 3, "number"),
-    "STARTS_WITH": Signature(2, 2, "boolean"), "STARTSWITH": Signature(2, 2, "boolean"),
-    "ENDS_WITH": Signature(2, 2, "boolean"), "ENDSWITH": Signature(2, 2, "boolean"),
-    "CONTAINS": Signature(2, 2, "boolean"),
-    "REGEXP_LIKE": Signature(2, 2, "boolean"), "RLIKE": Signature(2, 2, "boolean"),
-    "REGEXP_SUBSTR": Signature(2, 4, "string"), "REGEXP_REPLACE": Signature(3, 3, "string"),
+    "LOWER": S(1, 1, "VARCHAR"), "UPPER": S(1, 1, "VARCHAR"), "LENGTH": S(1, 1, "BIGINT"),
+    "TRIM": S(1, 1, "VARCHAR"), "SUBSTR": S(2, 3, "VARCHAR"), "SUBSTRING": S(2, 3, "VARCHAR"),
+    "CONCAT": S(1, _ANY, "VARCHAR"), "CONCAT_WS": S(1, _ANY, "VARCHAR"),
+    "REPLACE": S(2, 3, "VARCHAR"), "SPLIT_PART": S(3, 3, "VARCHAR"),
+    "STRPOS": S(2, 2, "BIGINT"), "POSITION": S(2, 3, "BIGINT"),
+    "STARTS_WITH": S(2, 2, "BOOLEAN"), "STARTSWITH": S(2, 2, "BOOLEAN"),
+    "ENDS_WITH": S(2, 2, "BOOLEAN"), "ENDSWITH": S(2, 2, "BOOLEAN"), "CONTAINS": S(2, 2, "BOOLEAN"),
+    "REGEXP_LIKE": S(2, 2, "BOOLEAN"), "RLIKE": S(2, 2, "BOOLEAN"),
+    "REGEXP_SUBSTR": S(2, 4, "VARCHAR"), "REGEXP_REPLACE": S(3, 3, "VARCHAR"),
     # NULLs and choices
-    "COALESCE": Signature(1, _ANY, "same"), "NULLIF": Signature(2, 2, "same"), "NVL": Signature(2, 2, "same"),
-    "IFNULL": Signature(2, 2, "same"), "NVL2": Signature(3, 3, "second"), "IF": Signature(2, 3, "second"),
-    "IFF": Signature(3, 3, "second"), "DECODE": Signature(3, _ANY, None), "GREATEST": Signature(1, _ANY, "same"),
-    "LEAST": Signature(1, _ANY, "same"),
+    "COALESCE": S(1, _ANY, "widest"), "NULLIF": S(2, 2, "same"), "NVL": S(2, 2, "widest"),
+    "IFNULL": S(2, 2, "widest"), "NVL2": S(3, 3, "second"), "IF": S(2, 3, "second"),
+    "IFF": S(3, 3, "second"), "DECODE": S(3, _ANY, "third"), "GREATEST": S(1, _ANY, "widest"),
+    "LEAST": S(1, _ANY, "widest"),
     # dates and times
-    "EXTRACT": Signature(2, 2, "number"), "DATE_PART": Signature(2, 2, "number"), "YEAR": Signature(1, 1, "number"),
-    "QUARTER": Signature(1, 1, "number"), "MONTH": Signature(1, 1, "number"), "DAY": Signature(1, 1, "number"),
-    "DAYOFMONTH": Signature(1, 1, "number"), "DAYOFWEEK": Signature(1, 1, "number"),
-    "DAYOFYEAR": Signature(1, 1, "number"), "WEEKOFYEAR": Signature(1, 1, "number"),
-    "WEEKDAY": Signature(1, 1, "number"), "HOUR": Signature(1, 1, "number"), "MINUTE": Signature(1, 1, "number"),
-    "SECOND": Signature(1, 1, "number"), "DATE_TRUNC": Signature(2, 2, "time"), "DATEADD": Signature(3, 3, "time"),
-    "TIMESTAMPADD": Signature(3, 3, "time"), "DATE_ADD": Signature(2, 3, "time"), "DATE_SUB": Signature(2, 2, "time"),
-    "DATEDIFF": Signature(2, 3, "number"), "DATE_DIFF": Signature(2, 3, "number"),
-    "TIMESTAMPDIFF": Signature(3, 3, "number"), "DATE": Signature(1, 1, "time"), "TO_DATE": Signature(1, 2, "time"),
-    "TO_TIMESTAMP": Signature(1, 2, "time"), "DATE_FORMAT": Signature(2, 2, "string"),
-    "TO_CHAR": Signature(1, 2, "string"), "UNIX_TIMESTAMP": Signature(0, 2, "number"),
-    "CURRENT_TIMESTAMP": Signature(0, 0, "time"), "CURRENT_DATE": Signature(0, 0, "time"), "NOW": Signature(0, 0, "time"),
+    "EXTRACT": S(2, 2, "field"), "DATE_PART": S(2, 2, "field"), "YEAR": S(1, 1, "BIGINT"),
+    "QUARTER": S(1, 1, "BIGINT"), "MONTH": S(1, 1, "BIGINT"), "DAY": S(1, 1, "BIGINT"),
+    "DAYOFMONTH": S(1, 1, "BIGINT"), "DAYOFWEEK": S(1, 1, "BIGINT"),
+    "DAYOFYEAR": S(1, 1, "BIGINT"), "WEEKOFYEAR": S(1, 1, "BIGINT"),
+    "WEEKDAY": S(1, 1, "BIGINT"), "HOUR": S(1, 1, "BIGINT"), "MINUTE": S(1, 1, "BIGINT"),
+    "SECOND": S(1, 1, "BIGINT"), "DATE_TRUNC": S(2, 2, "TIMESTAMP"), "DATEADD": S(3, 3, "TIMESTAMP"),
+    "TIMESTAMPADD": S(3, 3, "TIMESTAMP"), "DATE_ADD": S(2, 3, "date_or_timestamp"), "DATE_SUB": S(2, 2, "DATE"),
+    "DATEDIFF": S(2, 3, "BIGINT"), "DATE_DIFF": S(2, 3, "BIGINT"),
+    "TIMESTAMPDIFF": S(3, 3, "BIGINT"), "DATE": S(1, 1, "DATE"), "TO_DATE": S(1, 2, "DATE"),
+    "TO_TIMESTAMP": S(1, 2, "TIMESTAMP"), "DATE_FORMAT": S(2, 2, "VARCHAR"),
+    "TO_CHAR": S(1, 2, "VARCHAR"), "UNIX_TIMESTAMP": S(0, 2, "BIGINT"),
+    "CURRENT_TIMESTAMP": S(0, 0, "TIMESTAMP"), "CURRENT_DATE": S(0, 0, "DATE"), "NOW": S(0, 0, "TIMESTAMP"),
     # arrays and maps
-    "ARRAY_JOIN": Signature(2, 3, "string"), "ELEMENT_AT": Signature(2, 2, None), "ARRAY_MAX": Signature(1, 1, None),
-    "ARRAY_MIN": Signature(1, 1, None), "CARDINALITY": Signature(1, 1, "number"), "MAP": Signature(2, 2, "map"),
+    "ARRAY_JOIN": S(2, 3, "VARCHAR"), "ELEMENT_AT": S(2, 2, "element"), "ARRAY_MAX": S(1, 1, "element"),
+    "ARRAY_MIN": S(1, 1, "element"), "CARDINALITY": S(1, 1, "BIGINT"), "MAP": S(2, 2, "map"),
 }
 SCALAR_FUNCTIONS = frozenset(SCALARS)
 ROW_PATTERN_CALLS = ("PREV", "NEXT", "FIRST", "LAST", "LAG", "LEAD", "CLASSIFIER", "MATCH_NUMBER",

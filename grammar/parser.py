@@ -39,6 +39,7 @@ from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import TRIVIA as _TRIVIA
 from cep.grammar.tokens import ScanToken, clause_parser, lark_parser, scan, significant, span_of
 from cep.grammar.tokens import token_span as _token_span
+from cep.grammar.units import MICROS_PER_UNIT, TEXT_ABBREVIATIONS, UNIT_HINT, unit_name
 
 __all__ = ["parse", "parse_all", "parse_unchecked", "parse_clause", "parse_schema", "split_statements"]
 
@@ -429,7 +430,6 @@ def _time_literal(meta, kind: str, python_type, string: Token, form: str) -> ast
     return ast.Literal(_span(meta), kind, value, text)
 
 
-_INTERVAL_UNITS = {"MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY"}  # and their plurals
 # `INTERVAL '1:30' HOUR TO MINUTE` and friends: the units each field of the text stands for.
 _INTERVAL_RANGES = {
     ("DAY", "HOUR"): ("DAY", "HOUR"), ("DAY", "MINUTE"): ("DAY", "HOUR", "MINUTE"),
@@ -439,9 +439,6 @@ _INTERVAL_RANGES = {
 
 
 _TEXT_UNIT = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]+)\s*")
-_UNIT_ORDER = ("DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND")
-_UNIT_FACTORS = {"DAY": decimal.Decimal(86400000), "HOUR": decimal.Decimal(3600000), "MINUTE": decimal.Decimal(60000),
-                 "SECOND": decimal.Decimal(1000), "MILLISECOND": decimal.Decimal(1)}
 
 
 def _units_in_text(text: str, meta) -> tuple[str, str]:
@@ -458,28 +455,24 @@ def _units_in_text(text: str, meta) -> tuple[str, str]:
     if not amounts:
         raise CepSyntaxError("an interval needs an amount and a unit, e.g. INTERVAL '5 minutes'", code="E0108",
                              span=_span(meta))
-    smallest = max((unit for _, unit in amounts), key=_UNIT_ORDER.index)
-    total = sum(amount * _UNIT_FACTORS[unit] for amount, unit in amounts) / _UNIT_FACTORS[smallest]
+    smallest = min((unit for _, unit in amounts), key=MICROS_PER_UNIT.__getitem__)
+    total = sum(amount * MICROS_PER_UNIT[unit] for amount, unit in amounts) / MICROS_PER_UNIT[smallest]
     return format(total.normalize(), "f"), smallest
 
 
 def _interval_unit_name(word: str, meta) -> str:
-    unit = word.upper()
-    unit = {"MS": "MILLISECOND", "MSEC": "MILLISECOND", "MSECS": "MILLISECOND", "SEC": "SECOND", "SECS": "SECOND",
-            "MIN": "MINUTE", "MINS": "MINUTE", "HR": "HOUR", "HRS": "HOUR"}.get(unit, unit)
-    unit = unit[:-1] if unit.endswith("S") and unit[:-1] in _INTERVAL_UNITS else unit
-    if unit not in _INTERVAL_UNITS:
+    unit = unit_name(word, TEXT_ABBREVIATIONS)
+    if unit is None:
         raise CepSyntaxError(f"unknown interval unit '{word}'", code="E0109", span=_span(meta),
-                             hint="use milliseconds, seconds, minutes, hours or days: months and years have no fixed length")
+                             hint=f"{UNIT_HINT}: months and years have no fixed length")
     return unit
 
 
 def _interval_unit(token: Token) -> str:
-    unit = token.upper()
-    unit = unit[:-1] if unit.endswith("S") and unit[:-1] in _INTERVAL_UNITS else unit
-    if unit not in _INTERVAL_UNITS:
+    unit = unit_name(token)
+    if unit is None:
         raise CepSyntaxError(f"unknown interval unit '{token}'", code="E0109", span=_token_span(token),
-                             hint="use MILLISECOND, SECOND, MINUTE, HOUR or DAY (or their plurals)")
+                             hint=f"{UNIT_HINT}: months and years have no fixed length")
     return unit
 
 

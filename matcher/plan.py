@@ -321,10 +321,7 @@ def declared_types(data, schema: dict[str, str] | None = None) -> dict[str, str]
         types = {name: None for name in _row_columns(data)}
     else:
         return None
-    for name in types:
-        found = declared.get(name) or next((t for k, t in declared.items() if k.casefold() == name.casefold()), None)
-        if found is not None:
-            types[name] = found
+    types.update(ColumnNames(types).by_column(declared))
     if not any(decimal_params(t) is not None for t in types.values() if t is not None):
         return None
     if any(t is None for t in types.values()):

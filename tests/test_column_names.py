@@ -1,7 +1,8 @@
 """One rule names a column everywhere (``cep/grammar/columns.py``, as Spark resolves names): an unquoted
 identifier ignores case, and is an error naming both columns when two differ only in case; a quoted one
-is exact. ``ORDER BY Ts`` and ``FIRST(Ts)`` once read different columns of an input holding ``ts`` and
-``Ts`` (issue 16); every clause, input kind and engine now agrees."""
+is exact. Every clause, input kind and engine agrees: ``ORDER BY Ts`` and ``FIRST(Ts)`` read the same
+column of an input holding ``ts`` and ``Ts``, and names given as text (a schema, declared CSV types) are
+resolved by the same ``ColumnNames``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from cep.grammar.checks import check
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse_unchecked
+from cep.matcher.plan import declared_types
+from cep.matcher.rows.text_types import resolve_declared
 from cep.matcher.vector import fastpath
 
 T0 = dt.datetime(2024, 1, 1)
@@ -99,6 +102,42 @@ def test_names_given_as_text_take_the_exact_spelling_first():
     assert names.find_name("nope") is None
     with pytest.raises(CepSemanticError, match="ambiguous"):
         names.find_name("TS")
+
+
+def test_a_declared_csv_type_resolves_its_column_by_the_same_rule():
+    assert resolve_declared({"TS": "TIMESTAMP", "price": "DOUBLE"}, ["ts", "Price"]) == {"ts": "TIMESTAMP",
+                                                                                        "Price": "DOUBLE"}
+    assert resolve_declared({"Ts": "TIMESTAMP"}, ["ts", "Ts"]) == {"Ts": "TIMESTAMP"}  # the exact spelling
+    with pytest.raises(CepSemanticError) as raised:
+        resolve_declared({"TS": "TIMESTAMP"}, ["ts", "Ts"])
+    assert raised.value.code == "E0220" and "'ts' and 'Ts'" in raised.value.message
+    with pytest.raises(ValueError, match="no column of that name"):
+        resolve_declared({"nope": "DOUBLE"}, ["ts"])
+
+
+@pytest.mark.parametrize("kind,data", list(inputs()), ids=lambda v: v if isinstance(v, str) else "")
+def test_a_schema_name_two_columns_match_is_an_error_naming_both(kind, data):
+    """A schema's DECIMAL names its column as a query's unquoted name does: ``TS`` matches ``ts`` and
+    ``Ts`` alike, so the run is refused instead of typing whichever column came first."""
+    with pytest.raises(CepSemanticError) as raised:
+        cep.compile(query('"ts"', '"ts"')).run(data, schema={"PRICE": "DECIMAL(10,2)", "TS": "TIMESTAMP"})
+    assert raised.value.code == "E0220" and "'ts' and 'Ts'" in raised.value.message
+
+
+def test_a_schema_types_its_column_ignoring_case():
+    rows = [{k: v for k, v in row.items() if k != "Ts"} for row in ROWS]
+    typed = declared_types(rows, {"PRICE": "DECIMAL(10,2)", "Ts": "TIMESTAMP"})
+    assert typed == {"sym": "VARCHAR", "ts": "TIMESTAMP", "price": "DECIMAL(10,2)"}
+    # the exact spelling wins over another name that matches the same column ignoring case
+    assert declared_types(rows, {"PRICE": "DECIMAL(10,2)", "price": "DECIMAL(12,4)"})["price"] == "DECIMAL(12,4)"
+
+
+def test_order_by_a_qualified_name_finds_its_select_item_ignoring_case():
+    out = cep.compile("SELECT m.Bottom FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES LAST(B.price) "
+                      "AS bottom ONE ROW PER MATCH PATTERN (A B+ C) DEFINE B AS price < PREV(price), "
+                      "C AS price > PREV(price)) AS m ORDER BY m.BOTTOM").run(
+        [{k: v for k, v in r.items() if k != "Ts"} for r in ROWS])
+    assert [r for r in out] == [{"Bottom": 3}] or [list(r.values()) for r in out] == [[3]]
 
 
 @pytest.mark.spark

@@ -87,12 +87,13 @@ GOLDEN = [
     ),
     (
         'E0109',
-        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) WITHIN INTERVAL '2' WEEKS)",
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) WITHIN INTERVAL '2' MONTHS)",
         False,
-        "q.sql:1:78: error[E0109]: unknown interval unit 'WEEKS'\n"
-        "   1 | SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) WITHIN INTERVAL '2' WEEKS)\n"
-        '     |                                                                              ^^^^^\n'
-        '  hint: use MILLISECOND, SECOND, MINUTE, HOUR or DAY (or their plurals)',
+        "q.sql:1:78: error[E0109]: unknown interval unit 'MONTHS'\n"
+        "   1 | SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) WITHIN INTERVAL '2' MONTHS)\n"
+        '     |                                                                              ^^^^^^\n'
+        '  hint: use WEEK, DAY, HOUR, MINUTE, SECOND, MILLISECOND or MICROSECOND (or their plurals): months and '
+        'years have no fixed length',
     ),
     (
         'E0110',

@@ -8,6 +8,7 @@ nesting, long operator chains, huge quantifiers) are tried explicitly.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from cep.grammar.checks import check
 from cep.grammar.errors import CepError, CepSemanticError
-from cep.grammar.parser import parse, parse_all, scan
+from cep.grammar.parser import parse, parse_all, scan, split_statements
 
 try:  # `tests` is a package only when the repository root is on sys.path
     from tests.strategies_ast import KEYWORDS, corpus_queries, statements, uses_subquery
@@ -101,10 +102,36 @@ def test_mutated_queries(text: str) -> None:
 @FUZZ
 @given(st.lists(st.sampled_from(SEEDS[:20]) | mutated_queries(), min_size=1, max_size=3).map(";\n".join))
 def test_parse_all_on_mutated_files(text: str) -> None:
+    """A file parses as its statements parse one by one: the same statements when each parses alone, else
+    the error of the first that does not, at a position inside that statement."""
     try:
-        parse_all(text)
+        pieces = list(split_statements(text))
+    except CepError as scan_error:  # e.g. an unterminated string: the whole file is refused alike
+        with pytest.raises(CepError) as raised:
+            parse_all(text)
+        assert raised.value.code == scan_error.code
+        return
+    alone = [_parsed_alone(text, start, end) for start, end, _ in pieces]
+    first_bad = next((index for index, parsed in enumerate(alone) if isinstance(parsed, CepError)), None)
+    try:
+        statements = parse_all(text)
     except CepError as error:
         str(error)
+        assert first_bad is not None, f"parse_all refused a file whose statements all parse: {error}"
+        start, end, _ = pieces[first_bad]
+        assert text.count("\n", 0, start) + 1 <= error.line <= text.count("\n", 0, end) + 1
+        assert error.code == alone[first_bad].code
+        return
+    assert first_bad is None, f"parse_all accepted a file whose statement {first_bad + 1} fails alone"
+    assert statements == [dataclasses.replace(parsed, name=name) for parsed, (_, _, name) in zip(alone, pieces)]
+
+
+def _parsed_alone(text: str, start: int, end: int):
+    """The statement ``text[start:end]`` parses to on its own, or the CepError it raises."""
+    try:
+        return parse(text[start:end])
+    except CepError as error:
+        return error
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

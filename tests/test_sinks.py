@@ -730,3 +730,24 @@ def test_postgres_connection_errors_name_the_sink_without_its_password(tmp_path)
     with pytest.raises(ValueError, match="cannot be read by libpq") as unreadable:
         PostgresSink("host=db hunter2")
     assert "hunter2" not in str(unreadable.value)
+
+
+def test_the_stream_command_takes_its_sinks_from_the_one_registry(tmp_path):
+    """``cep stream --sink`` accepts exactly the sinks fanout registers, and says what each takes."""
+    from cep.cli_io import UsageError
+    from cep.spark_bridge.sinks.fanout import FILE_SINKS, SINK_ARGUMENTS
+    from cep.stream_cli import parse_sinks
+
+    dead = str(tmp_path / "dead")
+    with pytest.raises(UsageError) as raised:
+        parse_sinks([["pigeon"]], dead_letter_dir=dead)
+    assert all(kind in str(raised.value) for kind in [*SINK_ARGUMENTS, *FILE_SINKS])
+    for kind, argument in SINK_ARGUMENTS.items():
+        wrong = [kind, "a", "b"] if argument is not None else [kind, "a"]
+        with pytest.raises(UsageError, match=f"--sink {kind} " + ("needs exactly one " + argument if argument
+                                                                  else "takes no argument")):
+            parse_sinks([wrong], dead_letter_dir=dead)
+    specs = [["CSV"], ["console"], ["SQLite", str(tmp_path / "alerts.db")]]
+    file_format, sinks = parse_sinks(specs, dead_letter_dir=dead)
+    assert file_format == "csv"
+    assert [type(sink) for sink in sinks] == [ConsoleSink, SQLiteSink]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cep.grammar import ast
+from cep.grammar.columns import ColumnNames
 from cep.matcher.explain.dot import condition_texts
 from cep.matcher.vector import fastpath, sequence_plan
 
@@ -51,10 +52,8 @@ def explain(plan) -> str:
 def _input_columns(named: list[ast.Identifier]) -> list[str]:
     """An input with just the columns the query names: each quoted spelling, and one column for every
     unquoted name no such spelling already matches (``ts``, ``TS`` and ``"Ts"`` need one column, Ts)."""
-    columns = {ident.name: None for ident in named if ident.quoted}
-    folded = {name.casefold() for name in columns}
+    columns = list(dict.fromkeys(ident.name for ident in named if ident.quoted))
     for ident in named:
-        if not ident.quoted and ident.name.casefold() not in folded:
-            folded.add(ident.name.casefold())
-            columns[ident.name] = None
+        if not ident.quoted and not ColumnNames(columns).has_name_ignoring_case(ident.name):
+            columns.append(ident.name)
     return sorted(columns)

@@ -183,13 +183,16 @@ def _output_position(expr, names: list[str], alias: str | None, select) -> int |
 
 def _select_item_of(select, name: str):
     """The select item that produces the output column ``name`` (None for ``*``)."""
+    produced: dict[str, ast.SelectItem] = {}
     for item in select:
         if isinstance(item.expr, ast.Star):
             continue
-        produced = item.alias.name if item.alias is not None else getattr(getattr(item.expr, "column", None), "name", None)
-        if produced is not None and produced.casefold() == name.casefold():
-            return item
-    return None
+        column = getattr(item.expr, "column", None)
+        item_name = item.alias.name if item.alias is not None else getattr(column, "name", None)
+        if item_name is not None:
+            produced.setdefault(item_name, item)
+    found = ColumnNames(produced).find_name(name)
+    return produced[found] if found is not None else None
 
 
 def _nulls_first(key: ast.SortKey) -> bool:

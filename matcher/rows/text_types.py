@@ -55,6 +55,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
+from cep.grammar.columns import ColumnNames
 from cep.grammar.limits import MAX_DECIMAL_PRECISION
 from cep.matcher.sql.types import decimal_params, is_decimal, round_decimal
 
@@ -267,28 +268,25 @@ def repeated_column(names: list) -> str | None:
     """The message for a header that names a column twice (ignoring case, as SQL names are), or None.
     Both readers refuse such a file: pandas would read the second as ``v.1`` and Spark as ``v2``, and a
     query naming ``v`` would read the first on one engine and fail on the other."""
-    seen: dict[str, int] = {}
-    for position, name in enumerate(names, 1):
-        key = str(name).casefold()
-        if key in seen:
-            return (f"the header names the column {name!r} twice (columns {seen[key]} and {position}; SQL names "
-                    "ignore case); rename one of them in the file")
-        seen[key] = position
-    return None
+    spelled = [str(name) for name in names]
+    repeat = ColumnNames.first_repeat(spelled)
+    if repeat is None:
+        return None
+    first, second = repeat
+    return (f"the header names the column {spelled[second - 1]!r} twice (columns {first} and {second}; SQL names "
+            "ignore case); rename one of them in the file")
 
 
 def resolve_declared(declared: dict[str, str], columns: list[str]) -> dict[str, str]:
-    """``declared`` (column -> type, as written by the user) keyed by the input's own column names: a name
-    matches exactly, or else the one column equal to it ignoring case (unquoted SQL names). ValueError for
-    a name no column (or several) answers to, or a type a CSV value cannot be read as."""
-    resolved: dict[str, str] = {}
+    """``declared`` (column -> type, as written by the user) keyed by the input's own column names, as
+    ``ColumnNames.find_name`` resolves them (the exact spelling, else the one column equal to it ignoring
+    case). ValueError for a name no column answers to, or a type a CSV value cannot be read as;
+    ``CepSemanticError`` (E0220) for a name several columns answer to."""
+    names = ColumnNames(columns)
     for name, type_name in declared.items():
         if declared_family(type_name) not in DECLARED_PATTERNS:
             raise ValueError(f"column {name!r}: a CSV value cannot be read as {type_name} "
                              f"(types: {', '.join(sorted(DECLARED_PATTERNS))})")
-        found = [name] if name in columns else [c for c in columns if c.lower() == name.lower()]
-        if len(found) != 1:
-            what = "no column" if not found else f"{len(found)} columns ({', '.join(found)})"
-            raise ValueError(f"column {name!r}: the input has {what} of that name (columns: {', '.join(columns)})")
-        resolved[found[0]] = type_name
-    return resolved
+        if names.find_name(name) is None:
+            raise ValueError(f"column {name!r}: the input has no column of that name (columns: {', '.join(columns)})")
+    return names.by_column(declared)

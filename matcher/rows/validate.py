@@ -305,20 +305,17 @@ class InputChecks:
         event = order[0] if mr.order_by and isinstance(mr.order_by[0].expr, ast.ColumnRef) else None
         partition = set(machine.partition_names)
         checked = query_columns(statement, machine, lookup)
-        declared: dict[str, frozenset[str]] = {}
-        for name, kinds in self.schema.items():
-            found = lookup.find_name(name)
-            if found is not None:
-                declared[found] = kinds
-                checked.add(found)
+        declared = lookup.by_column(self.schema)
+        declared_types = lookup.by_column(self.schema_types)
+        checked.update(declared)
         ordered = ([event] if event is not None else []) + [name for name in columns if name in checked and name != event]
         for name in ordered:
-            self._check_column(name, columns[name], declared.get(name), name == event, name in order,
-                               name in partition, bad, replaced)
+            self._check_column(name, columns[name], declared.get(name), declared_types.get(name, "?"), name == event,
+                               name in order, name in partition, bad, replaced)
 
-    def _check_column(self, name, values, allowed, is_event, is_order, is_partition, bad, replaced) -> None:
+    def _check_column(self, name, values, allowed, type_name, is_event, is_order, is_partition, bad, replaced) -> None:
         what = "event time" if is_event else "column"
-        declared = f" (declared {self._declared_name(name)})" if allowed else ""
+        declared = f" (declared {type_name})" if allowed else ""
         if allowed is not None and allowed & {"timestamp", "timestamp with time zone", "date"}:
             values = self._parse_times(name, values, allowed, is_event, bad, replaced)
         types = set(map(type, values))
@@ -339,8 +336,9 @@ class InputChecks:
             for index, kind in enumerate(kinds):
                 if kind is not None and kind != expected and index not in bad:
                     value = values[index]
-                    if allowed and isinstance(value, str) and out_of_range(value, self._declared_name(name)):
-                        detail = f"{what} '{name}' holds {_show(value)}, a number too large for its declared {self._declared_name(name)}"
+                    if allowed and isinstance(value, str) and out_of_range(value, type_name):
+                        detail = (f"{what} '{name}' holds {_show(value)}, a number too large for its declared "
+                                  f"{type_name}")
                     else:
                         detail = f"{what} '{name}' holds {kind} {_show(value)} where {wanted} is expected{declared}"
                     bad[index] = (reason, detail)
@@ -358,12 +356,6 @@ class InputChecks:
                 if index not in bad and not _hashable(value):
                     bad[index] = ("bad_partition_key",
                                   f"partition key '{name}' holds {type(value).__name__} {_show(value)}, which cannot be a key")
-
-    def _declared_name(self, name: str) -> str:
-        for declared, type_name in self.schema_types.items():
-            if declared.casefold() == name.casefold():
-                return type_name
-        return "?"
 
     def _parse_times(self, name, values, allowed, is_event, bad, replaced) -> list:
         if str not in set(map(type, values)):
@@ -478,7 +470,7 @@ def refuse_odd_kinds(plan, data) -> None:
 
 
 def input_checks(*, dead_letter=None, schema=None, dedup_key=None, stats=None) -> InputChecks | None:
-    """The checks ``Query.run`` asked for, or None when it asked for none (the run is as before)."""
+    """The checks ``Query.run`` asked for, or None when it asked for none (the run checks nothing)."""
     if dead_letter is None and schema is None and dedup_key is None and stats is None:
         return None
     return InputChecks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
-from cep.matcher.sql import values as V
+from cep.matcher.sql import values
 from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.matcher.sql.running import (
     BROKEN, FIRST_ROW, LAST_ROW, RunningAggregate, RunningAggregates, first_row, incremental, last_row, last_rows,
@@ -128,13 +128,13 @@ def constant_offset(node: ast.Navigation, default: int) -> int:
 
 
 _BINARY = {
-    "+": V.add,
-    "-": V.subtract,
-    "*": V.multiply,
-    "/": V.divide,
-    "DIV": V.integer_divide,
-    "%": V.modulo,
-    "||": V.concat,
+    "+": values.add,
+    "-": values.subtract,
+    "*": values.multiply,
+    "/": values.divide,
+    "DIV": values.integer_divide,
+    "%": values.modulo,
+    "||": values.concat,
 }
 
 
@@ -208,7 +208,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
             return disj
         if expr.op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
             same = expr.op == "IS NOT DISTINCT FROM"
-            return lambda env, position=None: V.distinct_from(left(env, position), right(env, position)) != same
+            return lambda env, position=None: values.distinct_from(left(env, position), right(env, position)) != same
         constant = expr.right.value if isinstance(expr.right, ast.Literal) else None
         if expr.op in _PLAIN_ARITHMETIC:
             return _arithmetic(expr.op, left, right, constant, expr.span)
@@ -219,9 +219,9 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
         if expr.op == "NOT":
-            return lambda env, position=None: V.logical_not(operand(env, position))
+            return lambda env, position=None: values.logical_not(operand(env, position))
         if expr.op == "-":
-            return lambda env, position=None: V.negate(operand(env, position))
+            return lambda env, position=None: values.negate(operand(env, position))
         return operand
     if isinstance(expr, ast.IsNull):
         operand, negated = recurse(expr.operand), expr.negated
@@ -231,10 +231,10 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
 
         def between(env, position=None):
             value = operand(env, position)
-            lower = V.compare(">=", value, low(env, position))
-            upper = V.compare("<=", value, high(env, position))
+            lower = values.compare(">=", value, low(env, position))
+            upper = values.compare("<=", value, high(env, position))
             result = False if lower is False or upper is False else (None if lower is None or upper is None else True)
-            return V.logical_not(result) if negated else result
+            return values.logical_not(result) if negated else result
         return between
     if isinstance(expr, ast.InList):
         operand, items, negated = recurse(expr.operand), [recurse(i) for i in expr.items], expr.negated
@@ -245,7 +245,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
                 return None
             saw_null = False
             for item in items:
-                result = V.compare("=", value, item(env, position))
+                result = values.compare("=", value, item(env, position))
                 if result:
                     return not negated
                 saw_null = saw_null or result is None
@@ -257,20 +257,20 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
         negated, folded = expr.negated, expr.case_insensitive
 
         def like(env, position=None):
-            result = V.like(operand(env, position), pattern(env, position), escape(env, position), folded)
-            return V.logical_not(result) if negated else result
+            result = values.like(operand(env, position), pattern(env, position), escape(env, position), folded)
+            return values.logical_not(result) if negated else result
         return like
     if isinstance(expr, ast.Case):
         return _compile_case(expr, recurse)
     if isinstance(expr, ast.Cast):
         operand, type_name, params = recurse(expr.operand), expr.type.name, expr.type.params
-        convert = V.safe_cast if expr.safe else V.cast
+        convert = values.safe_cast if expr.safe else values.cast
         return lambda env, position=None: convert(operand(env, position), type_name, params)
     if isinstance(expr, ast.ArrayLiteral):
         items = [recurse(i) for i in expr.items]
         return lambda env, position=None: [item(env, position) for item in items]
     if isinstance(expr, ast.FunctionCall):
-        function = V.SCALAR_FUNCTIONS.get(expr.name)
+        function = values.SCALAR_FUNCTIONS.get(expr.name)
         if function is None:
             raise CepSemanticError(f"unknown function {expr.name}()", code="E0230", span=expr.span)
         args = [recurse(arg) for arg in expr.args]
@@ -303,9 +303,9 @@ def _comparison(op: str, left, right, constant=None, span=None):
     """
     function = _COMPARE[op]
     unsettled = op == "<>"
-    nan_compare = V.nan_compare
+    nan_compare = values.nan_compare
     direct = _DIRECT
-    general = partial(V.compare, op)
+    general = partial(values.compare, op)
     lc, rc = getattr(left, "column", None), getattr(right, "column", None)
     if type(constant) is Decimal:  # `price < 0.10`: a decimal literal against a float column
         as_float = float(constant)  # what values.compare turns it into against a float
@@ -351,7 +351,9 @@ def _comparison(op: str, left, right, constant=None, span=None):
     return compare
 
 
-_PLAIN_ARITHMETIC = {"+": (operator.add, V.add), "-": (operator.sub, V.subtract), "*": (operator.mul, V.multiply)}
+_PLAIN_ARITHMETIC = {
+    "+": (operator.add, values.add), "-": (operator.sub, values.subtract), "*": (operator.mul, values.multiply),
+}
 _PLAIN_NUMBERS = (int, float)
 
 
@@ -395,7 +397,7 @@ def _compile_case(expr: ast.Case, recurse):
         for condition, result in whens:
             test = condition(env, position)
             if operand is not None:
-                test = V.compare("=", subject, test)
+                test = values.compare("=", subject, test)
             if test:
                 return result(env, position)
         return default(env, position)
@@ -465,7 +467,7 @@ class ExpressionCompiler:
             return self._navigation(node)
         if isinstance(node, ast.Aggregate):
             return self._aggregate(node)
-        if isinstance(node, ast.FunctionCall) and node.name in V.AGGREGATES:
+        if isinstance(node, ast.FunctionCall) and node.name in values.AGGREGATES:
             return self._aggregate(ast.Aggregate(node.span, node.name, node.args))
         if isinstance(node, ast.Star):
             raise CepSemanticError("'*' is only allowed in COUNT(*)", code="E0232", span=node.span)
@@ -545,7 +547,7 @@ class ExpressionCompiler:
             return self._running_count(node, labels) or self._final_state("COUNT", labels, None, count)
         if not args:
             raise CepSemanticError(f"{name}() needs an argument", code="E0233", span=node.span)
-        if name in V.PARAMETRIZED or node.order_by:
+        if name in values.PARAMETRIZED or node.order_by:
             return self._parametrized(node, name, distinct, final)
         # Trailing integer constants are parameters (the N of MIN(x, N)), not per-row arguments.
         extra: tuple = ()
@@ -556,7 +558,7 @@ class ExpressionCompiler:
                 args = args[:arity]
         labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(args)), self.scope)
         per_row = [self.at_row(arg, final) for arg in args]
-        fold = V.aggregate
+        fold = values.aggregate
 
         if all(isinstance(arg, ast.ColumnRef) for arg in args):
             # Plain columns (the usual case): the match's rows are buffered, so index them directly.
@@ -570,7 +572,8 @@ class ExpressionCompiler:
                 def aggregate(env, position=None):
                     positions = env.view.positions_in(labels, final)
                     base, cols = env.base, env.cols
-                    return fold(name, [[values[p - base] for p in positions] for values in (cols[n] for n in names)], distinct, extra)
+                    columns = [[column[p - base] for p in positions] for column in (cols[n] for n in names)]
+                    return fold(name, columns, distinct, extra)
         else:
             def aggregate(env, position=None):
                 positions = env.view.positions_in(labels, final)
@@ -589,19 +592,19 @@ class ExpressionCompiler:
         (stably: ties keep match order), the values folded by ``values.aggregate``."""
         keys = [key.expr for key in node.order_by]
         if name in ("PERCENTILE_CONT", "PERCENTILE_DISC"):
-            values, constants = keys[:1], list(node.args)  # PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)
+            folded, constants = keys[:1], list(node.args)  # PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)
         else:
-            values, constants = list(node.args[:1]), list(node.args[1:])
-        labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(values + keys)), self.scope)
-        per_row = [self.at_row(value, final) for value in values]
+            folded, constants = list(node.args[:1]), list(node.args[1:])
+        labels = referenced_labels(ast.ArrayLiteral(node.span, tuple(folded + keys)), self.scope)
+        per_row = [self.at_row(value, final) for value in folded]
         by = [(self.at_row(key.expr, final), key.descending, key.nulls_first) for key in node.order_by]
         parameters = [self.compile(constant) for constant in constants]
-        fold = V.aggregate
+        fold = values.aggregate
 
         def aggregate(env, position=None):
             positions = env.view.positions_in(labels, final)
             for key, descending, nulls_first in reversed(by):
-                positions = V.sorted_by([key(env, p) for p in positions], positions, descending, nulls_first)
+                positions = values.sorted_by([key(env, p) for p in positions], positions, descending, nulls_first)
             columns = [[value(env, p) for p in positions] for value in per_row]
             return fold(name, columns, distinct, tuple(parameter(env) for parameter in parameters))
         return aggregate

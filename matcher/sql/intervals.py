@@ -6,24 +6,17 @@ import datetime as _dt
 
 from cep.grammar import ast
 from cep.grammar.errors import CepSemanticError
+from cep.grammar.units import MICROS_PER_UNIT, unit_name
 
-_UNIT = {
-    "MILLISECOND": _dt.timedelta(milliseconds=1),
-    "SECOND": _dt.timedelta(seconds=1),
-    "MINUTE": _dt.timedelta(minutes=1),
-    "HOUR": _dt.timedelta(hours=1),
-    "DAY": _dt.timedelta(days=1),
-    "WEEK": _dt.timedelta(weeks=1),
-}
+# The fields of a range (`INTERVAL '1 2:30' DAY TO MINUTE`): the units from DAY down to SECOND.
+_RANGE_FIELDS = ("DAY", "HOUR", "MINUTE", "SECOND")
 
 
 def _unit(name: str) -> _dt.timedelta:
-    name = name.upper()
-    if name.endswith("S") and name[:-1] in _UNIT:
-        name = name[:-1]
-    if name not in _UNIT:
-        raise CepSemanticError(f"unknown interval unit {name}", code="E0241")
-    return _UNIT[name]
+    found = unit_name(name)
+    if found is None:
+        raise CepSemanticError(f"unknown interval unit {name.upper()}", code="E0241")
+    return _dt.timedelta(microseconds=MICROS_PER_UNIT[found])
 
 
 def interval_to_timedelta(interval: ast.IntervalLiteral) -> _dt.timedelta:
@@ -32,7 +25,7 @@ def interval_to_timedelta(interval: ast.IntervalLiteral) -> _dt.timedelta:
     fields = interval.text.strip().replace(" ", ":").split(":") if len(units) > 1 else [interval.text.strip()]
     if len(units) > 1:
         first, last = _unit(units[0]), _unit(units[-1])
-        ordered = [u for u in (_UNIT["DAY"], _UNIT["HOUR"], _UNIT["MINUTE"], _UNIT["SECOND"]) if last <= u <= first]
+        ordered = [u for u in map(_unit, _RANGE_FIELDS) if last <= u <= first]
         ordered.sort(reverse=True)
         if len(fields) != len(ordered):
             raise CepSemanticError(f"interval '{interval.text}' does not fit {interval.unit}", code="E0241", span=interval.span)

@@ -32,7 +32,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from cep.grammar import ast
-from cep.matcher.sql import values as V
+from cep.matcher.sql import values
 
 # From Python 3.12, sum() over floats compensates rounding, so a left-to-right fold no longer equals
 # values.aggregate's SUM and AVG there: those stay full folds on 3.12+.
@@ -66,7 +66,7 @@ def _sum_step(state, value):
         return value
     if type(state) in _PLAIN and type(value) in _PLAIN:
         return state + value  # what sum() does in C for plain numbers, left to right
-    return V.add(state, value)
+    return values.add(state, value)
 
 
 def _count_step(state, value):
@@ -80,10 +80,10 @@ def _avg_step(state, value):
         return state
     exact = type(value) in (Decimal, int)
     if state is None:  # sum() starts from 0; 0 + x == 0.0 + x for every float x
-        return (0.0 + float(value), 1, value if exact else None, V.decimal_scale(value), type(value) is Decimal)
+        return (0.0 + float(value), 1, value if exact else None, values.decimal_scale(value), type(value) is Decimal)
     total, count, decimal_total, scale, any_decimal = state
-    decimal_total = V.DECIMAL_CONTEXT.add(decimal_total, value) if exact and decimal_total is not None else None
-    return (total + float(value), count + 1, decimal_total, max(scale, V.decimal_scale(value)),
+    decimal_total = values.DECIMAL_CONTEXT.add(decimal_total, value) if exact and decimal_total is not None else None
+    return (total + float(value), count + 1, decimal_total, max(scale, values.decimal_scale(value)),
             any_decimal or type(value) is Decimal)
 
 
@@ -92,20 +92,20 @@ def _avg_result(state):
         return None
     total, count, decimal_total, scale, any_decimal = state
     if any_decimal and decimal_total is not None:
-        return V.decimal_average(decimal_total, count, scale)
+        return values.decimal_average(decimal_total, count, scale)
     return float(total) / count
 
 
 def _min_step(state, value):
     if value is None:
         return state
-    return value if state is None or V.less(value, state) else state  # min() keeps the first of equals
+    return value if state is None or values.less(value, state) else state  # min() keeps the first of equals
 
 
 def _max_step(state, value):
     if value is None:
         return state
-    return value if state is None or V.less(state, value) else state
+    return value if state is None or values.less(state, value) else state
 
 
 def _row_position(env, position: int) -> int:

@@ -22,6 +22,7 @@ from typing import Callable
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
+from cep.grammar.functions import AGGREGATES, SCALARS
 from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, as_timestamp, to_text
 
 # Imported inside functions: pyarrow (heavy and optional; only an Arrow input needs it).
@@ -30,19 +31,6 @@ INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"}
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "NUMBER"})
 _LITERAL_TYPES = {"integer": "BIGINT", "decimal": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN",
                   "null": "VARCHAR", "timestamp": "TIMESTAMP", "date": "DATE"}
-_TEXT_FUNCTIONS = frozenset({"LOWER", "UPPER", "CONCAT", "CONCAT_WS", "TRIM", "SUBSTR", "SUBSTRING", "ARRAY_JOIN",
-                             "REPLACE", "SPLIT_PART", "REGEXP_SUBSTR", "REGEXP_REPLACE", "DATE_FORMAT", "TO_CHAR"})
-_DOUBLE_FUNCTIONS = frozenset({"SQRT", "LN", "EXP", "POWER", "LOG10", "LOG2", "LOG"})
-_COUNT_FUNCTIONS = frozenset({"LENGTH", "CARDINALITY", "FLOOR", "CEIL", "CEILING", "SIGN", "STRPOS", "POSITION",
-                              "YEAR", "QUARTER", "MONTH", "DAY", "DAYOFMONTH", "DAYOFWEEK", "DAYOFYEAR", "WEEKOFYEAR",
-                              "WEEKDAY", "HOUR", "MINUTE", "SECOND", "DATEDIFF", "DATE_DIFF", "TIMESTAMPDIFF",
-                              "UNIX_TIMESTAMP"})
-_BOOLEAN_FUNCTIONS = frozenset({"STARTS_WITH", "STARTSWITH", "ENDS_WITH", "ENDSWITH", "CONTAINS", "REGEXP_LIKE", "RLIKE"})
-_TIMESTAMP_FUNCTIONS = frozenset({"DATE_TRUNC", "DATEADD", "TIMESTAMPADD", "TO_TIMESTAMP", "CURRENT_TIMESTAMP", "NOW"})
-_DATE_FUNCTIONS = frozenset({"DATE", "TO_DATE", "CURRENT_DATE", "DATE_SUB"})
-# Functions whose result has the widest of their arguments' types: a DATE among TIMESTAMPs is one (Spark's
-# implicit cast), so COALESCE(ts, DATE '9999-12-31') is a TIMESTAMP.
-_WIDENING_FUNCTIONS = frozenset({"COALESCE", "GREATEST", "LEAST", "NVL", "IFNULL"})
 
 
 # DECIMAL without a precision (a CAST to plain DECIMAL) is Spark's DECIMAL(10,0); a column typed just
@@ -164,10 +152,8 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
             "TIMESTAMP" if name.startswith("TIMESTAMP") else "BOOLEAN" if name == "BOOL" else name
     if isinstance(expr, ast.ArrayLiteral):
         return f"ARRAY<{recurse(expr.items[0]) if expr.items else 'VARCHAR'}>"
-    if isinstance(expr, ast.FunctionCall):
-        return _function_type(expr, recurse)
-    if isinstance(expr, ast.Aggregate):
-        return _aggregate_type(expr, recurse)
+    if isinstance(expr, (ast.FunctionCall, ast.Aggregate)):
+        return _call_type(expr, recurse)
     if isinstance(expr, ast.Navigation):
         return recurse(expr.operand)
     if isinstance(expr, (ast.Classifier, ast.MatchStatus)):
@@ -177,67 +163,93 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
     return "VARCHAR"
 
 
-def _function_type(expr: ast.FunctionCall, recurse) -> str:
-    name, args = expr.name, expr.args
-    if name in _TEXT_FUNCTIONS:
-        return "VARCHAR"
-    if name in _DOUBLE_FUNCTIONS:
-        return "DOUBLE"
-    if name in _COUNT_FUNCTIONS:
-        return "BIGINT"
-    if name in _BOOLEAN_FUNCTIONS:
-        return "BOOLEAN"
-    if name in _TIMESTAMP_FUNCTIONS:
-        return "TIMESTAMP"
-    if name in _DATE_FUNCTIONS:
-        return "DATE"
-    if name == "DATE_ADD":
-        return "TIMESTAMP" if len(args) == 3 else "DATE"
-    if name in ("EXTRACT", "DATE_PART"):
-        field = args[0].value if args and isinstance(args[0], ast.Literal) else ""
-        return "DECIMAL" if str(field).upper() in ("SECOND", "S", "SEC", "SECONDS", "SECS") else "BIGINT"
-    if name == "MOD":
-        return _arithmetic(recurse(args[0]), recurse(args[1]), "%") if len(args) == 2 else "DOUBLE"
-    if name == "TRUNC":
-        argument = recurse(args[0]) if args else "DOUBLE"
-        return "DATE" if argument in ("DATE", "TIMESTAMP") else argument
-    if name in ("IF", "IFF", "NVL2") and len(args) > 1:
-        return recurse(args[1])
-    if name in _WIDENING_FUNCTIONS and args:
-        found = [recurse(arg) for arg in args]
-        return "TIMESTAMP" if {"DATE", "TIMESTAMP"} <= set(found) else found[0]
-    if name == "DECODE" and len(args) > 2:
-        return recurse(args[2])
-    if name in ("ELEMENT_AT", "ARRAY_MAX", "ARRAY_MIN") and args:
-        return element_type(recurse(args[0]))
-    return recurse(args[0]) if args else "VARCHAR"
+def _call_type(expr: ast.FunctionCall | ast.Aggregate, recurse) -> str:
+    """A call's result type: the one its entry in grammar/functions.py gives, or its rule applied to the
+    arguments' types (``_RULES``). A function the table does not know has its first argument's type."""
+    table = AGGREGATES if isinstance(expr, ast.Aggregate) else SCALARS
+    signature = table.get(expr.name)
+    if signature is None:
+        return _argument_type(expr.args, 0, recurse)
+    rule = _RULES.get(signature.result)
+    return signature.result if rule is None else rule(expr, recurse)
 
 
-def _aggregate_type(expr: ast.Aggregate, recurse) -> str:
-    name, args = expr.name, expr.args
-    if name in ("COUNT", "COUNT_IF"):
-        return "BIGINT"
-    if name in ("MEDIAN", "PERCENTILE_CONT", "PERCENTILE_DISC"):
-        return "DOUBLE"
-    if name in ("LISTAGG", "STRING_AGG"):
-        return "VARCHAR"
-    if name in ("BOOL_AND", "BOOL_OR", "EVERY"):
-        return "BOOLEAN"
-    argument = recurse(args[0]) if args and not isinstance(args[0], ast.Star) else "VARCHAR"
+def _argument_type(args, index: int, recurse) -> str:
+    """The type of argument ``index`` (the first when there are fewer); VARCHAR for none or ``*``."""
+    index = index if index < len(args) else 0
+    present = index < len(args) and not isinstance(args[index], ast.Star)
+    return recurse(args[index]) if present else "VARCHAR"
+
+
+def _field_type(expr, recurse) -> str:
+    field = expr.args[0].value if expr.args and isinstance(expr.args[0], ast.Literal) else ""
+    return "DECIMAL" if str(field).upper() in ("SECOND", "S", "SEC", "SECONDS", "SECS") else "BIGINT"
+
+
+def _truncated_type(expr, recurse) -> str:
+    argument = recurse(expr.args[0]) if expr.args else "DOUBLE"
+    return "DATE" if argument in ("DATE", "TIMESTAMP") else argument
+
+
+def _sum_type(expr, recurse) -> str:
+    argument = _argument_type(expr.args, 0, recurse)
     size = decimal_params(argument)
-    if name == "AVG" and size is not None:
-        return decimal_type(min(size[0] + 4, MAX_DECIMAL_PRECISION), min(size[1] + 4, MAX_DECIMAL_PRECISION))
-    if name in ("AVG", "STDDEV", "STDDEV_SAMP", "VARIANCE", "VAR_SAMP"):
+    if size is not None:
+        return decimal_type(min(size[0] + 10, MAX_DECIMAL_PRECISION), size[1])
+    return "BIGINT" if argument in INTEGERS else "DOUBLE"
+
+
+def _average_type(expr, recurse) -> str:
+    size = decimal_params(_argument_type(expr.args, 0, recurse))
+    if size is None:
         return "DOUBLE"
-    if name == "SUM":
-        if size is not None:
-            return decimal_type(min(size[0] + 10, MAX_DECIMAL_PRECISION), size[1])
-        return "BIGINT" if argument in INTEGERS else "DOUBLE"
-    if name in ("ARRAY_AGG", "COLLECT_LIST", "AGGREGATE_LIST"):
-        return f"ARRAY<{argument}>"
-    if name in ("MIN", "MAX", "MIN_BY", "MAX_BY") and len(args) == (2 if name in ("MIN", "MAX") else 3):
-        return f"ARRAY<{argument}>"
-    return argument
+    return decimal_type(min(size[0] + 4, MAX_DECIMAL_PRECISION), min(size[1] + 4, MAX_DECIMAL_PRECISION))
+
+
+def _extreme_type(expr, recurse) -> str:
+    """MIN(x) has x's type; MIN(x, n) and MIN_BY(x, y, n) are arrays of the n smallest."""
+    argument = _argument_type(expr.args, 0, recurse)
+    with_count = len(expr.args) == (2 if expr.name in ("MIN", "MAX") else 3)
+    return f"ARRAY<{argument}>" if with_count else argument
+
+
+def _widest_type(expr, recurse) -> str:
+    """COALESCE, GREATEST, LEAST, NVL, IFNULL: the first argument's type, but a TIMESTAMP where a DATE meets
+    a TIMESTAMP (Spark's implicit cast), so COALESCE(ts, DATE '9999-12-31') is a TIMESTAMP."""
+    found = [recurse(arg) for arg in expr.args if not isinstance(arg, ast.Star)]
+    if {"DATE", "TIMESTAMP"} <= set(found):
+        return "TIMESTAMP"
+    return found[0] if found else "VARCHAR"
+
+
+def _remainder_type(expr, recurse) -> str:
+    if len(expr.args) != 2:
+        return "DOUBLE"
+    return _arithmetic(recurse(expr.args[0]), recurse(expr.args[1]), "%")
+
+
+def _element_type(expr, recurse) -> str:
+    return element_type(recurse(expr.args[0])) if expr.args else "VARCHAR"
+
+
+# The rules of grammar/functions.py's table (its ``RULE_FAMILIES``) -> the type each gives (Spark's).
+_RULES: dict[str, Callable[[ast.FunctionCall | ast.Aggregate, Callable], str]] = {
+    "same": lambda expr, recurse: _argument_type(expr.args, 0, recurse),
+    "second": lambda expr, recurse: _argument_type(expr.args, 1, recurse),
+    "third": lambda expr, recurse: _argument_type(expr.args, 2, recurse),
+    "element": _element_type,
+    "array_of": lambda expr, recurse: f"ARRAY<{_argument_type(expr.args, 0, recurse)}>",
+    "widest": _widest_type,
+    "remainder": _remainder_type,
+    "truncated": _truncated_type,
+    "date_or_timestamp": lambda expr, recurse: "TIMESTAMP" if len(expr.args) == 3 else "DATE",
+    "field": _field_type,
+    "sum": _sum_type,
+    "average": _average_type,
+    "extreme": _extreme_type,
+    "same_or_array": lambda expr, recurse: _argument_type(expr.args, 0, recurse),
+    "map": lambda expr, recurse: _argument_type(expr.args, 0, recurse),
+}
 
 
 def coerce(value, type_name: str):

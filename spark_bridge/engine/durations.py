@@ -14,16 +14,8 @@ import re
 from typing import Any
 
 from cep.grammar.errors import CepSemanticError
+from cep.grammar.units import MICROS_PER_UNIT, OPTION_ABBREVIATIONS, unit_name
 
-_UNITS_US = {
-    "us": 1, "microsecond": 1, "microseconds": 1,
-    "ms": 1_000, "milli": 1_000, "millis": 1_000, "millisecond": 1_000, "milliseconds": 1_000,
-    "s": 1_000_000, "sec": 1_000_000, "secs": 1_000_000, "second": 1_000_000, "seconds": 1_000_000,
-    "m": 60_000_000, "min": 60_000_000, "mins": 60_000_000, "minute": 60_000_000, "minutes": 60_000_000,
-    "h": 3_600_000_000, "hour": 3_600_000_000, "hours": 3_600_000_000,
-    "d": 86_400_000_000, "day": 86_400_000_000, "days": 86_400_000_000,
-    "w": 604_800_000_000, "week": 604_800_000_000, "weeks": 604_800_000_000,
-}
 _DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
 
 
@@ -39,10 +31,10 @@ def parse_duration(value: Any, *, what: str = "duration") -> int:
         for match in _DURATION_PART.finditer(text):
             if match.start() != position:
                 break
-            unit = _UNITS_US.get(match.group(2).lower())
-            if unit is None:
+            name = unit_name(match.group(2), OPTION_ABBREVIATIONS)
+            if name is None:
                 raise ValueError(f"unknown unit {match.group(2)!r} in {what} {value!r} (e.g. '30 seconds', '5m', '1 hour')")
-            total += round(float(match.group(1)) * unit)
+            total += round(float(match.group(1)) * MICROS_PER_UNIT[name])
             position = match.end()
         if position != len(text) or not text:
             raise ValueError(f"cannot read {what} {value!r} (e.g. '30 seconds', '5m', '1 hour')")

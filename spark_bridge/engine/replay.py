@@ -40,6 +40,7 @@ import dataclasses
 import datetime as _dt
 from typing import Callable
 
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.spark_bridge.engine import state_codec as codec
@@ -68,7 +69,7 @@ class Replay:
         self.match_ids = match_ids
         outer = plan.outer(tuple(input_columns))
         if match_ids:
-            if any(name.casefold() == MATCH_ID for name in outer.names):
+            if ColumnNames(outer.names).has_name_ignoring_case(MATCH_ID):
                 raise CepSemanticError(f"an output column is named {MATCH_ID}, the column match_ids=True adds",
                                        code="E0284", hint="rename it with AS in the SELECT list or MEASURES")
             # The id rides as one more value at the end of each MATCH_RECOGNIZE row: WHERE, ORDER BY and

@@ -5,12 +5,30 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
+from cep.spark_bridge.sinks.alerts import FILE_FORMATS
 from cep.spark_bridge.sinks.base import AlertSink, Delivery, DeliveryError
 from cep.spark_bridge.sinks.console import ConsoleSink
 from cep.spark_bridge.sinks.kafka import EXACTLY_ONCE_SCHEME, KafkaExactlyOnceSink, KafkaSink, is_kafka_sink
 from cep.spark_bridge.sinks.safe_text import check_url, url_key
 from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
 from cep.spark_bridge.sinks.webhook import WebhookSink
+
+
+# The sinks ``cep stream --sink KIND ARG`` names, and what ARG is (None: the sink takes none). A new sink
+# is a line here and its branch in ``make_sink``; the command reads its choices and messages from here.
+SINK_ARGUMENTS: dict[str, str | None] = {"console": None, "webhook": "URL", "sqlite": "PATH", "postgres": "URL"}
+SINK_SYNONYMS = {"postgresql": "postgres"}
+# ``--sink json|parquet|csv``: the format of the files of alerts in --output (sinks/file.py), no argument.
+FILE_SINKS = FILE_FORMATS
+SINKS_HELP = ", ".join([*(f"{kind} {arg}" if arg else kind for kind, arg in SINK_ARGUMENTS.items()), *FILE_SINKS,
+                        "kafka://HOST:PORT/TOPIC", f"{EXACTLY_ONCE_SCHEME}://HOST:PORT/TOPIC"])
+
+
+def sink_kind(kind: str) -> str | None:
+    """A ``--sink`` word as ``SINK_ARGUMENTS`` names it (any case, a synonym); None when it names no sink."""
+    lowered = kind.lower()
+    lowered = SINK_SYNONYMS.get(lowered, lowered)
+    return lowered if lowered in SINK_ARGUMENTS else None
 
 
 def deliver_batch(alerts: Sequence[dict], batch_id: int, sinks: Sequence[AlertSink]) -> list[Delivery]:
@@ -53,11 +71,14 @@ def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | 
         if kind.lower().startswith(f"{EXACTLY_ONCE_SCHEME}://"):
             return KafkaExactlyOnceSink(kind, state_dir=state_dir, **options)
         return KafkaSink(kind, **options)
-    kind = kind.lower()
-    if kind == "console":
+    named = sink_kind(kind)
+    if named is None:
+        raise ValueError(f"unknown sink {kind!r} ({SINKS_HELP})")
+    kind = named
+    if SINK_ARGUMENTS[kind] is None:
         return ConsoleSink()
     if argument is None:
-        raise ValueError(f"--sink {kind} needs an argument ({'URL' if kind in ('webhook', 'postgres') else 'PATH'})")
+        raise ValueError(f"--sink {kind} needs an argument ({SINK_ARGUMENTS[kind]})")
     if kind == "webhook":
         if dead_letter_dir is None:
             raise ValueError("a webhook sink needs a dead-letter directory")
@@ -67,7 +88,4 @@ def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | 
         return sink
     if kind == "sqlite":
         return SQLiteSink(argument, **options)
-    if kind in ("postgres", "postgresql"):
-        return PostgresSink(argument, **options)
-    raise ValueError(f"unknown sink {kind!r} (console, json, parquet, csv, webhook URL, sqlite PATH, postgres URL, "
-                     "kafka://HOST:PORT/TOPIC, kafka-exactly-once://HOST:PORT/TOPIC)")
+    return PostgresSink(argument, **options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.validate import REASONS
 from cep.spark_bridge.engine.durations import parse_duration
@@ -51,15 +52,14 @@ def check_stream_names(names) -> None:
                 f"input column {name!r} has a backtick in its name, which Spark's stateful operators cannot read",
                 code="E0287", hint="rename it first: df.toDF(*new_names) (withColumnRenamed cannot name it either)",
             )
-    folded: dict[str, str] = {}
-    for name in names:
-        other = folded.setdefault(name.casefold(), name)
-        if other != name:
-            raise CepSemanticError(
-                f"input columns {other!r} and {name!r} differ only in case, which Spark's analyzer cannot tell apart "
-                "in a stream",
-                code="E0287", hint="rename one first: df.toDF(*new_names)",
-            )
+    clash = ColumnNames(names).case_clash()
+    if clash is not None:
+        other, name = clash[:2]
+        raise CepSemanticError(
+            f"input columns {other!r} and {name!r} differ only in case, which Spark's analyzer cannot tell apart "
+            "in a stream",
+            code="E0287", hint="rename one first: df.toDF(*new_names)",
+        )
 
 
 def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,

@@ -13,7 +13,7 @@ The result is a streaming DataFrame in append mode: the statement's output colum
     cep_late_row     NULL for a match; the input row as JSON, or for a line Spark could not read
                      (``_corrupt_record``) its original text         (only with late="output")
 
-How (``docs/streaming.md`` has the reasons and the measurements):
+How (``docs/streaming.md`` has the reasons, ``docs/streaming-measurements.md`` the measurements):
 
 * ``groupBy(PARTITION BY columns).applyInPandasWithState(..., "append", EventTimeTimeout)``; the
   per-key work is ``cep.spark_bridge.engine.keyed.KeyedStream`` (buffer until the watermark passes, sort, feed
@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.sql.datetimes import query_time
@@ -384,7 +385,8 @@ def match_stream(
     partition = list(plan.partition_names(input_columns))
     input_types = {field.name: spark_to_sql(field.dataType) for field in df.schema.fields}
     output_columns = list(plan.output_types(input_types))
-    clashes = [n for n, _ in output_columns if n.casefold() in (MATCH_ID, LATE_REASON, LATE_ROW) or n.startswith("__cep_")]
+    added = ColumnNames((MATCH_ID, LATE_REASON, LATE_ROW))
+    clashes = [n for n, _ in output_columns if added.has_name_ignoring_case(n) or n.startswith("__cep_")]
     if clashes:
         raise CepSemanticError(
             f"output column(s) {', '.join(clashes)} clash with the columns streaming adds ({MATCH_ID}, {LATE_REASON}, {LATE_ROW})",

@@ -1,4 +1,4 @@
-"""The Kafka walkthroughs of docs/streaming.md and docs/alerting.md, run as a newcomer runs them.
+"""The Kafka walkthroughs of docs/kafka.md and docs/alerting.md, run as a newcomer runs them.
 
 A shell block preceded by an HTML comment ``<!-- kafka-demo: ... -->`` is a command of the walkthrough, run
 with bash from the repository's root, in the order of the page:
@@ -80,7 +80,7 @@ class Terminal:
 
 @pytest.mark.long
 @pytest.mark.timeout(1500)  # a broker and two Spark drivers: minutes on a busy 2-core machine
-@pytest.mark.parametrize("page", ["streaming.md", "alerting.md"])
+@pytest.mark.parametrize("page", ["kafka.md", "alerting.md"])
 def test_the_kafka_walkthrough_runs_as_written(page, tmp_path):
     steps = walkthrough(page)
     assert steps and steps[0][2].strip().startswith("make kafka"), f"{page}'s walkthrough starts with make kafka"
