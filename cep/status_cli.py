@@ -17,6 +17,7 @@ import datetime as _dt
 import json
 import os
 import socket
+import sys
 import time
 
 from cep import cli_io
@@ -137,6 +138,10 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         lines.append(f"last micro-batch: {last.get('id')} at {_ago(last.get('time'))}, {last.get('input_rows', 0)} input rows"
                      f"{duration}; watermark {last.get('watermark') or '-'}")
     lines.append(f"event time: {status.get('time_column') or '-'}; matches: {status.get('output', '-')} ({status.get('output_format', '-')})")
+    if status.get("damaged_status"):
+        lines.append(f"STATUS FILE DAMAGED: {status['damaged_status']}")
+    for damage in (status.get("damaged") or [])[-5:]:
+        lines.append(f"damaged file set aside {_ago(damage.get('time'))}: {visible(str(damage.get('message')))}")
     if status.get("rules_outage"):
         outage = status["rules_outage"]
         lines.append(f"RULES UNREADABLE since {_ago(outage.get('since'))}: {outage.get('error')}; the last good rule set keeps running")
@@ -149,6 +154,8 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         waiting = sink.get("dead_letters_waiting", 0)
         letters = f", dead letters waiting {waiting}" + (f" ({sink.get('dead_letters_refused', 0)} refused: cep deliver)"
                                                          if sink.get("dead_letters_refused") else "") if waiting else ""
+        if sink.get("damaged_files"):
+            extra.append(f"{len(sink['damaged_files'])} damaged file(s) set aside ({', '.join(sink['damaged_files'][-3:])})")
         lines.append(f"sink {sink.get('label') or key}: delivered {sink.get('delivered', 0)}, dead-lettered "
                      f"{sink.get('dead_lettered', 0)}, redelivered {sink.get('redelivered', 0)}, retries {sink.get('retries', 0)}"
                      f"{letters}" + (f"; {'; '.join(extra)}" if extra else ""))
@@ -219,7 +226,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         status = read_status(args.checkpoint)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+        raise UsageError(f"cannot read {path} nor its backup: {exc}") from None
     verdict = liveness(status, stale_after=_seconds(args.stale_after, "--stale-after") or 60.0,
                        max_batch_age=_seconds(args.max_batch_age, "--max-batch-age"))
     if args.json:
@@ -252,6 +259,7 @@ def cmd_deliver(args: argparse.Namespace) -> int:
     _, sinks = parse_sinks([["webhook", url]], dead_letter_dir=root, webhook_options=webhook_options(args))
     sink = sinks[0]
     box = sink.dead_letters if args.from_sink is None else DeadLetterBox(os.path.join(root, args.from_sink))
+    box.on_damage = _say_damaged
     journal = Journal(os.path.join(checkpoint, "journal"))
     sent = failed = 0
     with box.lock():
@@ -272,11 +280,19 @@ def cmd_deliver(args: argparse.Namespace) -> int:
     return cli_io.EXIT_OK if not failed else cli_io.EXIT_QUERY_ERROR
 
 
+def _say_damaged(message: str, path: str) -> None:
+    print(f"warning: {visible(message)}", file=sys.stderr)
+
+
 def _list(checkpoint: str, root: str) -> int:
     outbox = Outbox(os.path.join(checkpoint, "outbox"))
     found = False
     for name, box in _boxes(root):
+        box.on_damage = _say_damaged
         letters = box.letters()
+        for path in box.damaged():
+            found = True
+            print(f"{name}: damaged file set aside, kept for inspection: {path}")
         if not letters:
             continue
         found = True

@@ -184,9 +184,13 @@ class AlertStream:
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
         self.book = StatusBook(self.status_path)
-        self.journal = Journal(os.path.join(self.checkpoint, "journal"))
+        for message in self.book.damage:  # already in the status's events; the console and the log too
+            log.warning(message)
+            if on_event is not None:
+                on_event(message)
+        self.journal = Journal(os.path.join(self.checkpoint, "journal"), on_damage=self._damaged)
         self.lanes = DeliveryLanes(self.sinks, os.path.join(self.checkpoint, "outbox"), self.journal,
-                                   on_event=self._event) if self.sinks else None
+                                   on_event=self._event, on_damage=self._damaged) if self.sinks else None
         self.max_future_skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.source_location = source_location
@@ -247,6 +251,11 @@ class AlertStream:
         self.book.event(message, level)
         if self.on_event is not None:
             self.on_event(message)
+
+    def _damaged(self, message: str, path: str) -> None:
+        """A bookkeeping file set aside as damaged: in the status's list and the log."""
+        self.book.damaged(message, path)
+        self._event(message, "warning")
 
     def write_status(self) -> None:
         """Write ``status.json``; then the journal records folded into it can go."""
