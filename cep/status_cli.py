@@ -4,10 +4,12 @@
     cep deliver --checkpoint ck/ [--dead-letter DIR]                       list what waits, per sink
     cep deliver --checkpoint ck/ --sink webhook URL [--from SINK] [webhook options]   send it again
 
-``cep status`` exits 0 when the stream runs, 1 when it is ``dead`` (the status says running, but the
-process that wrote it is gone, its heartbeat is older than ``--stale-after``, or Spark's last trigger
-is older than ``--max-batch-age``) or ``failed``, 3 when it was stopped (the LSB convention of
-``service status``), 2 when there is no status to read.
+``cep status`` exits 0 when the stream runs, 1 when it is ``dead`` or ``failed``, 3 when it was stopped
+(the LSB convention of ``service status``), 2 when there is no status to read. Liveness comes from the
+driver's heartbeat and Spark's query status, never from the age of the last micro-batch: a stream idle on a
+quiet topic is running. Dead: the status says running, but the process that wrote it is gone, its heartbeat
+is older than ``--stale-after``, Spark's matching query is not active, or a micro-batch has run longer than
+``--max-batch-age`` (stuck).
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def add_commands(subparsers) -> None:
     status.add_argument("--stale-after", default=DEFAULT_STALE_AFTER, metavar="DURATION",
                         help="a running stream whose heartbeat is older than this is dead (default: %(default)s)")
     status.add_argument("--max-batch-age", default=DEFAULT_MAX_BATCH_AGE, metavar="DURATION",
-                        help="... or whose last Spark trigger is older than this ('off': never; default: %(default)s)")
+                        help="... or whose micro-batch has run longer than this: stuck ('off': never; default: %(default)s); "
+                        "a stream idle on a quiet topic is running")
     status.set_defaults(func=cmd_status)
 
     deliver = subparsers.add_parser(
@@ -119,11 +122,22 @@ def liveness(status: dict, *, stale_after: float, max_batch_age: float | None, n
     beat = epoch_seconds(status.get("heartbeat_at") or status.get("updated_at"))
     if beat is None or now - beat > stale_after:
         return "dead", f"no heartbeat for {int(now - beat) if beat else '?'}s (more than {stale_after:g}s)"
-    last = epoch_seconds(status.get("last_progress_at"))
-    started = epoch_seconds(status.get("started_at")) or beat
-    if max_batch_age is not None and now - (last or started) > max_batch_age:
-        return "dead", (f"Spark's last trigger was {int(now - last)}s ago" if last else
-                        f"no micro-batch since the start, {int(now - started)}s ago") + f" (more than {max_batch_age:g}s)"
+    query = status.get("spark_query")
+    if query is None:  # written before the stream recorded Spark's query status: the last trigger is all there is
+        last = epoch_seconds(status.get("last_progress_at"))
+        started = epoch_seconds(status.get("started_at")) or beat
+        if max_batch_age is not None and now - (last or started) > max_batch_age:
+            return "dead", (f"Spark's last trigger was {int(now - last)}s ago" if last else
+                            f"no micro-batch since the start, {int(now - started)}s ago") + f" (more than {max_batch_age:g}s)"
+        return "running", ""
+    if not query.get("active"):
+        return "dead", "Spark's matching query is not active"
+    since = epoch_seconds(query.get("trigger_since"))
+    if query.get("trigger_active") and since is not None and max_batch_age is not None and now - since > max_batch_age:
+        return "dead", f"a micro-batch has been running for {int(now - since)}s (more than {max_batch_age:g}s)"
+    if query.get("waiting_for_data"):
+        last = epoch_seconds(status.get("last_progress_at"))
+        return "running", "idle: no new input" + (f" since the micro-batch {int(now - last)}s ago" if last else "")
     return "running", ""
 
 

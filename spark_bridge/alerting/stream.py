@@ -446,8 +446,9 @@ class AlertStream:
         except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
             return
         self.health["query_active"] = bool(query.isActive)
-        self.health["waiting_for_data"] = not bool(_progress_get(status, "isTriggerActive", False)) and \
-            not bool(_progress_get(status, "isDataAvailable", False))
+        trigger_active = bool(_progress_get(status, "isTriggerActive", False))
+        self.health["waiting_for_data"] = not trigger_active and not bool(_progress_get(status, "isDataAvailable", False))
+        self._record_query_state(trigger_active)
         for progress in progresses:
             batch = _progress_get(progress, "batchId")
             stamp = _progress_get(progress, "timestamp")
@@ -480,6 +481,18 @@ class AlertStream:
             for observer in self.observers:
                 observer(info)
         self._seen_progress = set(sorted(self._seen_progress)[-500:])
+
+    def _record_query_state(self, trigger_active: bool) -> None:
+        """Spark's own word on the matching query, for ``cep status``: a quiet topic is idle, not dead;
+        a trigger that has been running too long (a stuck micro-batch) is."""
+        with self.book.lock:
+            before = self.status.get("spark_query") or {}
+            since = before.get("trigger_since") if before.get("trigger_active") and trigger_active else None
+            self.status["spark_query"] = {
+                "active": self.health["query_active"], "trigger_active": trigger_active,
+                "trigger_since": since or (now_iso() if trigger_active else None),
+                "waiting_for_data": self.health["waiting_for_data"], "checked_at": now_iso(),
+            }
 
     # ------------------------------------------------------------------------------------ running
 

@@ -160,6 +160,10 @@ class AlertSink:
     def redact(self, text: str) -> str:
         return text
 
+    def transient_failures(self) -> int:
+        """Failed attempts the sink retried inside its own client (a Kafka producer during a broker outage)."""
+        return 0
+
     def resend(self, letter) -> Attempt:  # pragma: no cover - only sinks with dead letters have it
         raise NotImplementedError(f"{self.describe()} keeps no dead letters")
 

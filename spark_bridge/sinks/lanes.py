@@ -262,6 +262,8 @@ class _Lane(threading.Thread):
         self.streak = 0
         self.probe_at = 0.0  # when the next probe of a receiver that did not answer may go
         self.probe_wait = 0.0
+        self.outage_since: float | None = None  # the wall clock of the first dead letter of a receiver outage
+        self.outage_dead = 0
 
     # -- waiting that the stop interrupts
 
@@ -351,12 +353,32 @@ class _Lane(threading.Thread):
             state.answering = False
             first = report.errors[0].message if report.errors else "dead-lettered"
             state.last_error, state.last_error_at = first.split(": ", 1)[-1], time.time()
-            for error in report.errors:
-                self.lanes.event(f"sink {self.sink.describe()}: dead-lettered {error.key or '?'} (rules {', '.join(error.rules)}) "
-                                 f"after its retries: {error.message.split(': ', 1)[-1]}", level="warning")
+            self._outage_started(report)
         elif report.delivered:
             state.answering = True
             self.probe_at, self.probe_wait = 0.0, 0.0
+            self._outage_ended()
+
+    def _outage_started(self, report: Delivery) -> None:
+        """One warning per receiver outage (the first dead letter), not one per request that failed: the
+        rest are counted, in the status (per rule) and in the metrics, and summed up when it ends."""
+        dead = sum(report.dead_lettered.values())
+        if self.outage_since is not None:
+            self.outage_dead += dead
+            return
+        self.outage_since, self.outage_dead = time.time(), dead
+        error = report.errors[0] if report.errors else None
+        what = f"{error.key or '?'} (rules {', '.join(error.rules)}): {error.message.split(': ', 1)[-1]}" if error else "?"
+        self.lanes.event(f"sink {self.sink.describe()}: dead-lettered after its retries, {what}; the alerts that fail "
+                         "until the receiver answers again become dead letters too, redelivered then (one line when "
+                         "it does; each is in cep deliver)", level="warning")
+
+    def _outage_ended(self) -> None:
+        if self.outage_since is None:
+            return
+        self.lanes.event(f"sink {self.sink.describe()} answers again after {int(time.time() - self.outage_since)}s; "
+                         f"{self.outage_dead} alert(s) were dead-lettered meanwhile and are redelivered")
+        self.outage_since = None
 
     def _redeliver(self, box) -> bool:
         """One round of redelivery; True when a letter was tried. Receiver answering: every letter
@@ -394,6 +416,7 @@ class _Lane(threading.Thread):
         waiting, refused, _ = box.counts()
         if sent:
             self.probe_at, self.probe_wait = 0.0, 0.0
+            self._outage_ended()
             self.lanes.event(f"sink {self.sink.describe()}: redelivered {sent} dead letter(s); {waiting} waiting"
                              + (f" ({refused} refused by the receiver: send them with cep deliver)" if refused else ""))
         elif tried:
@@ -493,7 +516,7 @@ class DeliveryLanes:
                         "dead_letters_waiting": waiting, "dead_letters_refused": refused,
                         "dead_letter_alerts": letter_alerts, "failing_since": state.failing_since,
                         "last_error": state.last_error, "last_error_at": state.last_error_at,
-                        "last_success_at": state.last_success_at, "failures": state.failures,
+                        "last_success_at": state.last_success_at, "failures": state.failures + lane.sink.transient_failures(),
                         "redelivered": state.redelivered, "damaged_files": self.outbox.damaged(key)
                         + (box.damaged() if box is not None else [])}
         return out
