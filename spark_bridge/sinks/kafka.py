@@ -88,8 +88,8 @@ class BrokerLog:
 
     def log(self, level: int, fmt: str, *args) -> None:
         message = fmt % args if args else fmt
-        if level < logging.WARNING:
-            log.log(level, message)
+        if level < logging.ERROR:  # notices and warnings (a coordinator loading: retrying); quiet in an outage
+            log.log(logging.DEBUG if self.outage_since is not None else level, message)
             return
         with self.lock:
             self.failures += 1
