@@ -70,6 +70,8 @@ DEFAULT_MAX_FUTURE_SKEW = "1 day"
 # (Spark reports an idle trigger every 10 s: spark.sql.streaming.noDataProgressEventInterval).
 READY_TRIGGERS = 10
 READY_FLOOR_S = 60.0
+PRIVATE_UMASK = 0o077  # see cmd_stream and docs/operations.md ("Files and permissions")
+DEFAULT_SERVICE_HOST = "127.0.0.1"  # --metrics-port/--health-port without a host: loopback, never every interface
 SCHEMA_SAMPLE_FILES = 50  # the newest files read to infer the input's columns (not every file there)
 _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -260,7 +262,8 @@ def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, 
 
 
 def parse_address(value: str | None, option: str) -> tuple[str, int] | None:
-    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT``); the host defaults to every interface."""
+    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT``, ``0.0.0.0:PORT`` for every interface); the host defaults to
+    127.0.0.1: the metrics and probes are for this machine unless the option says otherwise."""
     if value is None:
         return None
     host, _, port = value.rpartition(":")
@@ -271,7 +274,7 @@ def parse_address(value: str | None, option: str) -> tuple[str, int] | None:
         raise _usage(f"{option} expects PORT or HOST:PORT, not {value!r}") from None
     if not 0 <= number < 65536:
         raise _usage(f"{option}: {number} is not a port")
-    return host or "0.0.0.0", number
+    return host or DEFAULT_SERVICE_HOST, number
 
 
 def _duration_text(value: str | None, option: str) -> str | None:
@@ -464,7 +467,7 @@ class _Services:
             both = server is self.metrics_server and self.health_server is server
             return "metrics and health" if both else "metrics" if server is self.metrics_server else "health"
 
-        return ", ".join(f"{what(s)} on :{s.port}" for s in self.servers)
+        return ", ".join(f"{what(s)} on {s.host}:{s.port}" for s in self.servers)
 
     def stop(self) -> None:
         for server in self.servers:
@@ -538,6 +541,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     ready_window = (parse_duration(args.ready_after, what="--ready-after") / 1e6 if args.ready_after
                     else max(READY_FLOOR_S, READY_TRIGGERS * trigger_s))
     services = _Services(metrics_at, health_at, ready_window)
+    # Everything the stream writes (the checkpoint's outboxes, dead letters and bad rows hold whole events; the
+    # alerts; Spark's own files, its JVM inherits this) is the stream's user's alone: files 0600, folders 0700.
+    saved_umask = os.umask(PRIVATE_UMASK)
     if not args.once and threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             saved[signum] = signal.signal(signum, request_stop)
@@ -593,6 +599,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
                  f"{args.checkpoint}); the same command resumes")
         return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
     finally:
+        os.umask(saved_umask)
         for signum, handler in saved.items():
             signal.signal(signum, handler)
         services.stop()
