@@ -305,7 +305,8 @@ class AlertStream:
                 "measures", STATS).collect()
             bad = {r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()}
             self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES))
-            self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
+            if bad:  # a micro-batch without bad rows leaves no empty file behind
+                self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
         finally:
             batch.unpersist()
         calls: dict[tuple[str, str], list[int]] = {}
