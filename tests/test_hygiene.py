@@ -139,3 +139,24 @@ def test_a_peer_that_hangs_up_early_prints_no_traceback(capfd):
     finally:
         server.stop()
     assert "Traceback" not in capfd.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ what a statement reads
+
+
+def test_a_python_engine_statement_reads_the_file_it_names_and_no_other_way(tmp_path):
+    """docs/sql-statements.md, "What a statement may read": `FROM 'path'` reads a file the user may read;
+    DuckDB's own file functions are refused."""
+    import cep
+    from cep.grammar.errors import CepError
+
+    ticks = tmp_path / "ticks.csv"
+    ticks.write_text("symbol,ts,price\nX,2024-01-01T00:00:00,5\nX,2024-01-01T00:00:01,4\n")
+    clause = "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES LAST(B.price) AS low PATTERN (A B) " \
+             "DEFINE B AS B.price < PREV(B.price))"
+    found = cep.compile_sql(f"SELECT low FROM '{ticks}' {clause} m").run({})
+    assert found.to_pylist() == [{"low": 4}]  # an Arrow table: what the file reader gave
+    secret = tmp_path / "secret.csv"
+    secret.write_text("x\n1\n")
+    with pytest.raises(CepError):
+        cep.compile_sql(f"SELECT * FROM read_csv('{secret}') JOIN (SELECT * FROM '{ticks}' {clause} m) ON true").run({})

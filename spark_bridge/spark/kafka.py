@@ -568,7 +568,7 @@ def kafka_events(raw: "DataFrame", schema: "StructType", format: str = "json") -
         values.append(value.alias(f.name))
     stray_text = [F.when(reduce(lambda a, b: a | b, strays), text)] if strays else []
     # An empty value (NULL, a tombstone; or zero bytes, or only blanks) has nothing to read: not_json, as the docs say.
-    empty = F.col("value").isNull() | (F.trim(text) == F.lit(""))
+    empty = F.col("value").isNull() | (F.regexp_replace(text, r"\s+", "") == F.lit(""))
     unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(empty, F.coalesce(text, F.lit(""))), *stray_text)
     df = raw.select(*values, *meta, unread.alias(CORRUPT_RECORD))
     if format == "csv":  # a line with the wrong number of fields: no value can be trusted to its column
