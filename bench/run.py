@@ -760,8 +760,13 @@ def kafka_e2e_reading(e2e: dict) -> list[str]:
     ratios = [per_cpu(s, "flink") / per_cpu(s, "cep") for s in steps if per_cpu(s, "flink") and per_cpu(s, "cep")]
     extra = [o["latency_p50_s"] - c["latency_p50_s"] for o, c in zip(once, cep)
              if o and o["latency_p50_s"] is not None and c["latency_p50_s"] is not None]
-    kept_up = lambda engines: [s["rate_asked"] for s, e in zip(steps, engines) if e and e["caught_up_s"] is not None]  # noqa: E731
-    behind = lambda engines: [s["rate_asked"] for s, e in zip(steps, engines) if e and e["caught_up_s"] is None]  # noqa: E731
+
+    def kept_up(engines: list) -> list[str]:
+        return [s["rate_asked"] for s, e in zip(steps, engines) if e and e["caught_up_s"] is not None]
+
+    def behind(engines: list) -> list[str]:
+        return [s["rate_asked"] for s, e in zip(steps, engines) if e and e["caught_up_s"] is None]
+
     first = steps[0]
     check = e2e.get("check", {})
     duplicates = {name: check[name]["duplicate_messages"] for name in ("cep", "cep-exactly-once") if name in check}
@@ -780,9 +785,10 @@ def kafka_e2e_reading(e2e: dict) -> list[str]:
         f"{_span([b['batch_max_s'] for b in batches], '{:.1f}', ' s')}); cep was "
         f"{e2e.get('warmup_lag_s', {}).get('cep', 0):.0f} s behind when the steps began, and its p50 latency was "
         f"{_span([c['latency_p50_s'] for c in cep], '{:.1f}', ' s')}.",
-        f"- **Where cep kept up**: at {', '.join(kept_up(cep)) or 'no rate'} ticks/s asked its alerts caught up with the "
-        "step's last tick after the step" + (f"; at {', '.join(behind(cep))} it fell behind (the latency then measures "
-        "the backlog, not the engine)" if behind(cep) else "") + ".",
+        f"- **Where cep kept up**: at {', '.join(kept_up(cep)) or 'no rate'} ticks/s asked its alerts caught up "
+        "with the step's last tick after the step"
+        + (f"; at {', '.join(behind(cep))} it fell behind (the latency then measures the backlog, not the engine)"
+           if behind(cep) else "") + ".",
         f"- **What dominates Flink's is the watermark.** Flink matches record by record once the watermark (emitted "
         f"every 200 ms) passes a tick: at {first['rate_asked']} ticks/s its p50 is "
         f"{_span([flink[0]['latency_p50_s']] if flink[0] else [], '{:.1f}', ' s')} for a {e2e['watermark']} watermark; "
@@ -865,7 +871,8 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
                      f"| {cell(b['batch_max_s'])} |")
     check = e2e["check"]
     if "error" in check:
-        return lines + ["", f"The check of the alerts against `q.run` failed: {check['error']}."] + kafka_e2e_reading(e2e)
+        failed = f"The check of the alerts against `q.run` failed: {check['error']}."
+        return lines + ["", failed] + kafka_e2e_reading(e2e)
     right = all(check[name]["same_matches"] for name in KAFKA_E2E_ENGINES if name in check)
     lines += ["", f"**{'The alerts are right' if right else 'The alerts are not all right'}.** The stream's rule "
               f"replayed (`cep.compile_rule(rule).run(ticks, match_ids=True)`, the same text) over the "

@@ -55,8 +55,8 @@ def add_commands(subparsers) -> None:
     status.add_argument("--stale-after", default=DEFAULT_STALE_AFTER, metavar="DURATION",
                         help="a running stream whose heartbeat is older than this is dead (default: %(default)s)")
     status.add_argument("--max-batch-age", default=DEFAULT_MAX_BATCH_AGE, metavar="DURATION",
-                        help="... or whose micro-batch has run longer than this: stuck ('off': never; default: %(default)s); "
-                        "a stream idle on a quiet topic is running")
+                        help="... or whose micro-batch has run longer than this: stuck ('off': never; "
+                        "default: %(default)s); a stream idle on a quiet topic is running")
     status.set_defaults(func=cmd_status)
 
     deliver = subparsers.add_parser(
@@ -127,8 +127,9 @@ def liveness(status: dict, *, stale_after: float, max_batch_age: float | None, n
         last = epoch_seconds(status.get("last_progress_at"))
         started = epoch_seconds(status.get("started_at")) or beat
         if max_batch_age is not None and now - (last or started) > max_batch_age:
-            return "dead", (f"Spark's last trigger was {int(now - last)}s ago" if last else
-                            f"no micro-batch since the start, {int(now - started)}s ago") + f" (more than {max_batch_age:g}s)"
+            why = f"Spark's last trigger was {int(now - last)}s ago" if last else \
+                f"no micro-batch since the start, {int(now - started)}s ago"
+            return "dead", f"{why} (more than {max_batch_age:g}s)"
         return "running", ""
     if not query.get("active"):
         return "dead", "Spark's matching query is not active"
@@ -169,7 +170,8 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         letters = f", dead letters waiting {waiting}" + (f" ({sink.get('dead_letters_refused', 0)} refused: cep deliver)"
                                                          if sink.get("dead_letters_refused") else "") if waiting else ""
         if sink.get("damaged_files"):
-            extra.append(f"{len(sink['damaged_files'])} damaged file(s) set aside ({', '.join(sink['damaged_files'][-3:])})")
+            damaged = sink["damaged_files"]
+            extra.append(f"{len(damaged)} damaged file(s) set aside ({', '.join(damaged[-3:])})")
         lines.append(f"sink {sink.get('label') or key}: delivered {sink.get('delivered', 0)}, dead-lettered "
                      f"{sink.get('dead_lettered', 0)}, redelivered {sink.get('redelivered', 0)}, retries {sink.get('retries', 0)}"
                      f"{letters}" + (f"; {'; '.join(extra)}" if extra else ""))

@@ -525,7 +525,8 @@ def _input_of(args: argparse.Namespace) -> _Input:
     if args.kafka_option:
         raise _usage("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
     if not os.path.isdir(args.input):
-        raise _usage(f"--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: {args.input}")
+        raise _usage("--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: "
+                     f"{args.input}")
     return _Input(args.input, _input_format(args.input, args.format))
 
 
@@ -534,7 +535,8 @@ def _timing_of(args: argparse.Namespace) -> _Timing:
         watermark=_duration_text(args.watermark, "--watermark"), trigger=_duration_text(args.trigger, "--trigger"),
         trigger_s=parse_duration(args.trigger, what="--trigger") / 1e6,
         session_timeout=_duration_text(args.session_timeout, "--session-timeout"),
-        max_future_skew=None if is_off(str(args.max_future_skew)) else _duration_text(args.max_future_skew, "--max-future-skew"),
+        max_future_skew=None if is_off(str(args.max_future_skew))
+        else _duration_text(args.max_future_skew, "--max-future-skew"),
         status_every_s=parse_duration(args.status_every, what="--status-every") / 1e6 if not is_off(args.status_every)
         else float("inf"),
     )
@@ -634,7 +636,8 @@ def _make_stream(spark, args: argparse.Namespace, rules_path: str, source: _Inpu
                  output_format: str) -> AlertStream:
     checkpoint = os.path.abspath(args.checkpoint)
     if source.kafka:
-        events = read_kafka(spark, source.address, schema=args.schema, format=source.format, options=source.kafka_options)
+        events = read_kafka(spark, source.address, schema=args.schema, format=source.format,
+                            options=source.kafka_options)
     else:
         events = stream_source(spark, source.path, source.format, args.schema,
                                cache=os.path.join(checkpoint, "source-schema.json"))
@@ -656,15 +659,15 @@ def _run_until_stopped(stream: AlertStream, args: argparse.Namespace, source: _I
     try:
         stream.start()
         log.info("running; Ctrl-C or SIGTERM stops cleanly (the same command resumes)")
-        stream.run(poll_interval=1.0, stop=stop,
-                   on_tick=lambda status: logbook.status(*status_line(status, started), batches=status.get("batches", 0)))
+        stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: logbook.status(
+            *status_line(status, started), batches=status.get("batches", 0)))
     except QueryFailed as exc:
         logbook.clear()
         log.error(str(exc))
         if source.kafka and "TimeoutException" in str(exc):
-            log.error(f"the Kafka brokers at {source.address.bootstrap} did not answer for longer than the Kafka client's "
-                      "timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same command "
-                      "resumes from the checkpoint without losing an event")
+            log.error(f"the Kafka brokers at {source.address.bootstrap} did not answer for longer than the Kafka "
+                      "client's timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same "
+                      "command resumes from the checkpoint without losing an event")
         return cli_io.EXIT_QUERY_ERROR
     logbook.clear()
     log.info(f"stopped cleanly; status in {os.path.join(os.path.abspath(args.checkpoint), 'status.json')} (cep status "

@@ -56,7 +56,8 @@ def main(checkpoint: str, kind: str, argument: str, point: str, batches: int) ->
             stream.lanes.outbox.put(sink.key(), batch, alerts(batch))
         open(marker, "w").close()
 
-    deliver, write, remove, book_write = sink.deliver, stream.journal.write, stream.lanes.outbox.remove, stream.book.write
+    deliver, write, remove = sink.deliver, stream.journal.write, stream.lanes.outbox.remove
+    book_write = stream.book.write
 
     def deliver_then(alerts_, batch_id):
         report = deliver(alerts_, batch_id)

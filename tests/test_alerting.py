@@ -472,7 +472,8 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert sorted(receiver.processed) == sorted(r.match_id for r in alerts.collect()) and len(receiver.requests) == 4
     assert not list((checkpoint / "dead-letter").glob("*.json"))  # no webhook dead letter (bad-rows/ holds bad input rows)
     assert not list((checkpoint / "dead-letter" / "bad-rows").glob("part-*"))  # no bad row: no (empty) file either
-    assert all(p.stat().st_mode & 0o777 == 0o600 for p in (checkpoint / "status.json", checkpoint / "status.backup.json"))
+    copies = (checkpoint / "status.json", checkpoint / "status.backup.json")
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in copies)
     assert cep_main("status", "--checkpoint", str(checkpoint)) == 3  # stopped (the LSB code), not running
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown

@@ -448,7 +448,8 @@ class AlertStream:
             return
         self.health["query_active"] = bool(query.isActive)
         trigger_active = bool(_progress_get(status, "isTriggerActive", False))
-        self.health["waiting_for_data"] = not trigger_active and not bool(_progress_get(status, "isDataAvailable", False))
+        data_available = bool(_progress_get(status, "isDataAvailable", False))
+        self.health["waiting_for_data"] = not trigger_active and not data_available
         self._record_query_state(trigger_active)
         for progress in progresses:
             batch = _progress_get(progress, "batchId")

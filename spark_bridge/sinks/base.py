@@ -18,7 +18,8 @@ from typing import Callable, Sequence
 from cep.grammar.errors import CepRuntimeError
 
 __all__ = ["AlertSink", "Attempt", "Delivery", "DeliveryAbandoned", "DeliveryError", "RetryPolicy", "CepSinkError",
-           "DAMAGED_SUFFIX", "atomic_write", "intact_items", "intact_value", "not_committed", "set_aside", "with_retries"]
+           "DAMAGED_SUFFIX", "atomic_write", "intact_items", "intact_value", "not_committed", "set_aside",
+           "with_retries"]
 
 # A bookkeeping file that cannot be read is renamed with this suffix, never deleted: the readers skip it
 # (they read ``*.json``), and whoever investigates finds the bytes as they were.

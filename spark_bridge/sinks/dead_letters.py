@@ -195,7 +195,8 @@ class DeadLetterBox:
             letter = self.put(key, alerts, [f"rebuilt from the damaged letter {aside}"],
                               batch_id=batch_id if isinstance(batch_id, int) else None)
         if self.on_damage is not None:
-            kept = f"its {len(alerts)} readable alert(s) wait in a new letter" if alerts else "no alert in it could be read"
+            kept = f"its {len(alerts)} readable alert(s) wait in a new letter" if alerts \
+                else "no alert in it could be read"
             self.on_damage(f"dead letter {path} is damaged: set aside as {aside}; {kept}", aside)
         return letter
 

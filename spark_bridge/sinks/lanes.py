@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES
-from cep.spark_bridge.sinks.base import (DAMAGED_SUFFIX, AlertSink, Delivery, DeliveryAbandoned, atomic_write, intact_items,
-                                         set_aside)
+from cep.spark_bridge.sinks.base import (DAMAGED_SUFFIX, AlertSink, Delivery, DeliveryAbandoned, atomic_write,
+                                         intact_items, set_aside)
 from cep.spark_bridge.sinks.dead_letters import read_letter
 from cep.spark_bridge.sinks.safe_text import file_safe
 
@@ -368,7 +368,8 @@ class _Lane(threading.Thread):
             return
         self.outage_since, self.outage_dead = time.time(), dead
         error = report.errors[0] if report.errors else None
-        what = f"{error.key or '?'} (rules {', '.join(error.rules)}): {error.message.split(': ', 1)[-1]}" if error else "?"
+        what = "?" if error is None else \
+            f"{error.key or '?'} (rules {', '.join(error.rules)}): {error.message.split(': ', 1)[-1]}"
         self.lanes.event(f"sink {self.sink.describe()}: dead-lettered after its retries, {what}; the alerts that fail "
                          "until the receiver answers again become dead letters too, redelivered then (one line when "
                          "it does; each is in cep deliver)", level="warning")
@@ -516,7 +517,8 @@ class DeliveryLanes:
                         "dead_letters_waiting": waiting, "dead_letters_refused": refused,
                         "dead_letter_alerts": letter_alerts, "failing_since": state.failing_since,
                         "last_error": state.last_error, "last_error_at": state.last_error_at,
-                        "last_success_at": state.last_success_at, "failures": state.failures + lane.sink.transient_failures(),
+                        "last_success_at": state.last_success_at,
+                        "failures": state.failures + lane.sink.transient_failures(),
                         "redelivered": state.redelivered, "damaged_files": self.outbox.damaged(key)
                         + (box.damaged() if box is not None else [])}
         return out

@@ -20,8 +20,9 @@ events DataFrame (streaming or static) with each message's value parsed into col
   ``kafka_key`` (string), ``kafka_topic``, ``kafka_partition``, ``kafka_offset`` and ``kafka_timestamp``
   (the record's timestamp: usable as the event time), then ``_corrupt_record``: a value that is not
   JSON (or CSV of the schema's shape), a value of the wrong type, a time that does not parse, or an empty
-  value (NULL, zero bytes or only blanks) keeps its text there, so the stream sets it aside as a bad row with its reason (``not_json``,
-  ``wrong_type``, ``bad_event_time``), exactly as for a line of a file (``inputs.mark_bad_rows``).
+  value (NULL, zero bytes or only blanks) keeps its text there, so the stream sets it aside as a bad row
+  with its reason (``not_json``, ``wrong_type``, ``bad_event_time``), exactly as for a line of a file
+  (``inputs.mark_bad_rows``).
 - **The schema**: given (``"ts TIMESTAMP, ..."`` or a ``StructType``), or for JSON inferred from the last
   ``SAMPLE_PER_PARTITION`` messages of each partition (``json_fields``: each field the type most of its
   values have; an ISO 8601 text is a timestamp).

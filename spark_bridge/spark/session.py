@@ -93,7 +93,8 @@ def spark_log_path() -> str:
         return os.environ["CEP_SPARK_LOG"]
     if "log_path" not in _PRIVATE:
         shared = os.path.join(tempfile.gettempdir(), f"cep-spark-{_user_tag()}.log")
-        _PRIVATE["log_path"] = shared if _own_regular_file(shared) else os.path.join(_private_dir("log"), "cep-spark.log")
+        private = os.path.join(_private_dir("log"), "cep-spark.log") if not _own_regular_file(shared) else None
+        _PRIVATE["log_path"] = private or shared
     return _PRIVATE["log_path"]
 
 

@@ -146,6 +146,7 @@ def test_a_broker_outage_is_one_line_when_it_starts_and_one_when_it_ends_and_cou
              and ("refused" in r.getMessage() or "kafka sink" in r.getMessage())]
     assert len(shown) == 2, shown  # a notice of a coordinator still loading may come before; no error line
     assert "do not answer" in shown[0] and "Connection refused" in shown[0] and "answer again after" in shown[1]
-    quiet = [r for r in caplog.records if r.name == "cep.kafka" and r.levelno == logging.DEBUG and "refused" in r.getMessage()]
+    quiet = [r for r in caplog.records
+             if r.name == "cep.kafka" and r.levelno == logging.DEBUG and "refused" in r.getMessage()]
     assert len(quiet) >= 1 and sink.transient_failures() - before >= 1 + len(quiet)
     sink.close()
