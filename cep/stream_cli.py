@@ -127,6 +127,9 @@ def add_commands(subparsers) -> None:
                         "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several")
     stream.add_argument("--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)")
     stream.add_argument("--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)")
+    stream.add_argument("--idle-watermark", metavar="LAG",
+                        help="event time never lags the wall clock by more than LAG: absence and timeout alerts fire "
+                        "on a quiet input, and a row more than LAG + --watermark behind the clock is late (default: off)")
     stream.add_argument("--suppress", action="append", metavar="RULE=DURATION",
                         help="at most one alert per partition key per DURATION for RULE (an id or a pattern like 'fraud/*')")
     stream.add_argument("--session-timeout", metavar="GAP", help="end a key's session after this event-time gap (default: never)")
@@ -496,6 +499,7 @@ class _Timing:
     """The durations, checked, in Spark's spelling."""
 
     watermark: str | None
+    idle_watermark: str | None
     trigger: str | None
     trigger_s: float
     session_timeout: str | None
@@ -533,6 +537,7 @@ def _input_of(args: argparse.Namespace) -> _Input:
 def _timing_of(args: argparse.Namespace) -> _Timing:
     return _Timing(
         watermark=_duration_text(args.watermark, "--watermark"), trigger=_duration_text(args.trigger, "--trigger"),
+        idle_watermark=_duration_text(args.idle_watermark, "--idle-watermark"),
         trigger_s=parse_duration(args.trigger, what="--trigger") / 1e6,
         session_timeout=_duration_text(args.session_timeout, "--session-timeout"),
         max_future_skew=None if is_off(str(args.max_future_skew))
@@ -644,6 +649,7 @@ def _make_stream(spark, args: argparse.Namespace, rules_path: str, source: _Inpu
     stream = AlertStream(
         spark, rules_path, events, checkpoint=checkpoint, output=args.output, output_format=output_format,
         sinks=sinks, suppress=specs, watermark=timing.watermark, session_timeout=timing.session_timeout,
+        idle_watermark=timing.idle_watermark,
         time_column=args.time_column, trigger=timing.trigger,
         dead_letter=os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter")),
         max_future_skew=timing.max_future_skew, dedup_key=args.dedup_key,
@@ -660,7 +666,7 @@ def _run_until_stopped(stream: AlertStream, args: argparse.Namespace, source: _I
         stream.start()
         log.info("running; Ctrl-C or SIGTERM stops cleanly (the same command resumes)")
         stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: logbook.status(
-            *status_line(status, started), batches=status.get("batches", 0)))
+            *status_line(status, started), batches=status.get("data_batches", 0)))
     except QueryFailed as exc:
         logbook.clear()
         log.error(str(exc))

@@ -195,6 +195,9 @@ class StatusBook:
             counts[reason] = counts.get(reason, 0) + int(count)
         self.status["late_rows"] = self.status.get("late_rows", 0) + int(record.get("late_rows") or 0)
         self.status["batches"] = self.status.get("batches", 0) + 1
+        events = sum(int(dict(zip(STAT_NAMES, stats)).get("events_in", 0)) for _, _, stats in record.get("calls") or [])
+        if events or record.get("bad_rows") or record.get("late_rows"):  # not a clock row's micro-batch only
+            self.status["data_batches"] = self.status.get("data_batches", 0) + 1
         self.status["last_folded_batch"] = max(int(batch), int(self.status.get("last_folded_batch", -1)))
         messages = []
         for (rule_id, version_id), (live, pending, keys) in sorted(dropped.items()):

@@ -83,7 +83,7 @@ from cep.spark_bridge.sinks.base import AlertSink, atomic_write
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
-from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, mark_bad_rows, prepare_input
+from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, clock_rows, mark_bad_rows, prepare_input
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -166,6 +166,7 @@ class AlertStream:
         max_future_skew: Any = None,
         dedup_key: str | Sequence[str] | None = None,
         source_location: "Column | None" = None,
+        idle_watermark: Any = None,
     ) -> None:
         self.spark = spark
         self.rules_path = rules
@@ -193,6 +194,8 @@ class AlertStream:
                                    on_event=self._event, on_damage=self._damaged) if self.sinks else None
         self.max_future_skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
+        self.idle_watermark_us = parse_duration(idle_watermark, what="idle_watermark") \
+            if idle_watermark is not None else None
         self.source_location = source_location
         self.match_query = None
         self.deliver_query = None
@@ -283,6 +286,8 @@ class AlertStream:
         source = prepare_input(self.source)
         if self.time_column in source.columns and isinstance(source.schema[self.time_column].dataType, T.TimestampType):
             source = mark_bad_rows(source, self.time_column, max_future_skew_us=self.max_future_skew_us, null_time=True)
+            if self.idle_watermark_us is not None:
+                source = source.unionByName(clock_rows(source, self.time_column, self.idle_watermark_us))
         # else match_rules says what is wrong with the event-time column
         return match_rules(source, self.store, time_column=self.time_column, watermark=self.watermark,
                            housekeeping=self.housekeeping, source_location=self.source_location, with_stats=True)
@@ -352,6 +357,21 @@ class AlertStream:
         os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
         self._event(f"bad rows now come from the matching query; the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}")
 
+    def _check_clock_rows(self) -> None:
+        """The clock rows of ``idle_watermark`` are a second source of the matching query, and Spark restarts a
+        checkpoint only with the sources it was written with: turning the option on or off needs a new one."""
+        wanted = self.idle_watermark_us is not None
+        offsets = os.path.join(self.checkpoint, "match", "offsets")
+        ran = os.path.isdir(offsets) and any(n.isdigit() for n in os.listdir(offsets))
+        had = bool(self.status.get("idle_watermark"))
+        if ran and had != wanted:
+            raise CepSemanticError(
+                f"the checkpoint {self.checkpoint} was written {'with' if had else 'without'} --idle-watermark, and Spark "
+                f"restarts a query only with the sources it started with; run {'with' if had else 'without'} it, or "
+                "start a new checkpoint (the alerts so far stay in the old one)", code="E0283")
+        with self.book.lock:
+            self.status["idle_watermark"] = wanted
+
     def _cut_short(self) -> int | None:
         """The micro-batch a crash cut short: its offsets are logged and it is not committed."""
         offsets, commits = (os.path.join(self.checkpoint, "match", name) for name in ("offsets", "commits"))
@@ -362,6 +382,7 @@ class AlertStream:
 
     def start(self, *, available_now: bool = False) -> "AlertStream":
         """Start the matching query, the delivery lanes and the delivery query (when there are alert sinks)."""
+        self._check_clock_rows()
         combined = self.build()
         self._retire_bad_row_query()
         self._recovering = self._cut_short()
