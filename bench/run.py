@@ -735,33 +735,76 @@ KAFKA_E2E_ENGINES = {"cep": "cep stream, `--sink kafka://`", "cep-exactly-once":
                      "flink": "Flink SQL, Kafka connector"}
 
 
-# What the numbers say (written from the run on record; re-read them after a new run).
-KAFKA_E2E_READING = [
-    "", "Reading it (the run on record: 2 cores at a load average of 23 to 26, three other benches and test suites "
-    "running; cep's process tree got 6 to 8 CPU seconds per 30 s step, a quarter of a core):", "",
-    "- **What dominates cep's latency is the micro-batch.** A tick is matched in the first micro-batch whose watermark "
-    "(set at the end of the micro-batch before, from the largest event time read) has passed it, so at the earliest one "
-    "micro-batch after the one that read it; the alert is then committed to the alert files, read by the delivery query "
-    "at its next trigger and sent by each sink's lane. So the latency is the watermark (2 s) plus two to three "
-    "micro-batch durations plus the trigger (0.5 s); the exactly-once lane adds its transaction (its p50 is 5 to 14 s "
-    "above the at-least-once lane's here). In this run a micro-batch of 12,000 to 80,000 ticks took 37 to 50 s, so "
-    "cep never worked off the backlog of its first micro-batches (it was 158 s behind when the steps began) and its "
-    "latencies (two to three minutes) measure that backlog. On a quiet machine a micro-batch of 33,000 ticks over "
-    "1,000 keys takes about 5 s and one of a few ticks about 1 s (docs/streaming-measurements.md): a latency of "
-    "a few seconds plus the watermark.",
-    "- **What dominates Flink's is the watermark.** Flink matches record by record once the watermark (emitted every "
-    "200 ms) passes a tick: at 1,000 ticks/s its p50 is 2.25 s for a 2 s watermark. It kept up at 5,000 ticks/s "
-    "(p50 8.6 s, caught up 6 s after the step) and finished about 3,000 ticks/s when offered more.",
-    "- **Per CPU second** (the column least changed by the load), Flink finished 3 to 7 times as many ticks as "
-    "`cep stream` (its Spark JVM, its Python workers and its driver, two queries and the sinks' lanes). The cost "
-    "per micro-batch and per key call is Spark's and Python's (docs/streaming-measurements.md); the matcher "
-    "alone is far faster on this query (the tables above).",
-    "- **The alerts are right on every path:** the two cep topics and Flink's hold exactly the matches of the "
-    "replay, and neither cep topic holds a duplicate (the at-least-once sink's duplicates come only with a failure "
-    "and a redelivery, which this run did not have).",
-    "- Re-run it on an idle machine before drawing conclusions on cep's latency: with a quarter of a core it "
-    "could not keep up at 1,000 ticks/s, which says more about the machine than about cep.",
-]
+def _span(values, fmt: str = "{:,.0f}", unit: str = "") -> str:
+    """'a to b' (or 'a') of the values present, for prose written from the run's own numbers."""
+    found = sorted(v for v in values if v is not None)
+    if not found:
+        return "-"
+    low, high = fmt.format(found[0]), fmt.format(found[-1])
+    return f"{low}{unit}" if low == high else f"{low} to {high}{unit}"
+
+
+def kafka_e2e_reading(e2e: dict) -> list[str]:
+    """What the numbers say, computed from the run on record, so that the prose always agrees with its tables."""
+    steps = e2e["steps"]
+    cep = [s["engines"]["cep"] for s in steps]
+    once = [s["engines"].get("cep-exactly-once") for s in steps]
+    flink = [s["engines"].get("flink") for s in steps]
+    batches = [s["cep_batches"] for s in steps]
+    cores = [s["cpu_s"]["cep"] / s["seconds"] for s in steps]
+
+    def per_cpu(step: dict, name: str) -> float | None:
+        cpu, engine = step["cpu_s"].get(name.split("-")[0]), step["engines"].get(name)
+        return engine["events_per_s"] * step["seconds"] / cpu if cpu and engine else None
+
+    ratios = [per_cpu(s, "flink") / per_cpu(s, "cep") for s in steps if per_cpu(s, "flink") and per_cpu(s, "cep")]
+    extra = [o["latency_p50_s"] - c["latency_p50_s"] for o, c in zip(once, cep)
+             if o and o["latency_p50_s"] is not None and c["latency_p50_s"] is not None]
+
+    def kept_up(engines: list) -> list[str]:
+        return [s["rate_asked"] for s, e in zip(steps, engines) if e and e["caught_up_s"] is not None]
+
+    def behind(engines: list) -> list[str]:
+        return [s["rate_asked"] for s, e in zip(steps, engines) if e and e["caught_up_s"] is None]
+
+    first = steps[0]
+    check = e2e.get("check", {})
+    duplicates = {name: check[name]["duplicate_messages"] for name in ("cep", "cep-exactly-once") if name in check}
+    lines = [
+        "", f"Reading it (the run on record: {e2e['nproc']} cores at a load average of "
+        f"{_span([s['load_average'][0] for s in steps], '{:.1f}')} during the steps; cep's process tree used "
+        f"{_span(cores, '{:.2f}')} of a core, on average per step):", "",
+        "- **What dominates cep's latency is the micro-batch.** A tick is matched in the first micro-batch whose "
+        "watermark (set at the end of the micro-batch before, from the largest event time read) has passed it, so at "
+        "the earliest one micro-batch after the one that read it; the alert is then committed to the alert files, read "
+        "by the delivery query at its next trigger and sent by each sink's lane. So the latency is the watermark "
+        f"({e2e['watermark']}) plus two to three micro-batch durations plus the trigger ({e2e['trigger']}); the "
+        f"exactly-once lane adds its transaction (its p50 is {_span(extra, '{:.1f}', ' s')} above the at-least-once "
+        f"lane's here). In this run a micro-batch held {_span([b['rows_per_batch'] for b in batches])} ticks and took "
+        f"{_span([b['batch_p50_s'] for b in batches], '{:.1f}', ' s')} at the median (at most "
+        f"{_span([b['batch_max_s'] for b in batches], '{:.1f}', ' s')}); cep was "
+        f"{e2e.get('warmup_lag_s', {}).get('cep', 0):.0f} s behind when the steps began, and its p50 latency was "
+        f"{_span([c['latency_p50_s'] for c in cep], '{:.1f}', ' s')}.",
+        f"- **Where cep kept up**: at {', '.join(kept_up(cep)) or 'no rate'} ticks/s asked its alerts caught up "
+        "with the step's last tick after the step"
+        + (f"; at {', '.join(behind(cep))} it fell behind (the latency then measures the backlog, not the engine)"
+           if behind(cep) else "") + ".",
+        f"- **What dominates Flink's is the watermark.** Flink matches record by record once the watermark (emitted "
+        f"every 200 ms) passes a tick: at {first['rate_asked']} ticks/s its p50 is "
+        f"{_span([flink[0]['latency_p50_s']] if flink[0] else [], '{:.1f}', ' s')} for a {e2e['watermark']} watermark; "
+        f"it kept up at {', '.join(kept_up(flink)) or 'no rate'} ticks/s asked"
+        + (f" and fell behind at {', '.join(behind(flink))}" if behind(flink) else "") + ".",
+        f"- **Per CPU second** (the column least changed by the load), Flink finished {_span(ratios, '{:.1f}')} times "
+        "as many ticks as `cep stream` (its Spark JVM, its Python workers and its driver, two queries and the sinks' "
+        "lanes). The cost per micro-batch and per key call is Spark's and Python's (docs/streaming-measurements.md); the matcher alone is far faster on this query (the tables above).",
+        "- **The alerts are right on every path** when the table above says so (same matches as `q.run`, nothing "
+        "missing or extra); duplicates on the cep topics: "
+        + ", ".join(f"{KAFKA_E2E_ENGINES[n]} {d:,}" for n, d in duplicates.items())
+        + " (the at-least-once sink may repeat an alert only after a failure and a redelivery).",
+        "- Re-run it on an idle machine before drawing conclusions on cep's latency: the load averages above say how "
+        "much of the machine the engines had.",
+    ]
+    return lines
 
 
 def kafka_e2e_report(e2e: dict) -> list[str]:
@@ -827,7 +870,8 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
                      f"| {cell(b['batch_max_s'])} |")
     check = e2e["check"]
     if "error" in check:
-        return lines + ["", f"The check of the alerts against `q.run` failed: {check['error']}."] + KAFKA_E2E_READING
+        failed = f"The check of the alerts against `q.run` failed: {check['error']}."
+        return lines + ["", failed] + kafka_e2e_reading(e2e)
     right = all(check[name]["same_matches"] for name in KAFKA_E2E_ENGINES if name in check)
     lines += ["", f"**{'The alerts are right' if right else 'The alerts are not all right'}.** The stream's rule "
               f"replayed (`cep.compile_rule(rule).run(ticks, match_ids=True)`, the same text) over the "
@@ -844,7 +888,7 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
     lines += ["", "cep's keys are its `match_id`s (the Kafka message key); Flink's sink has no key, so its matches are "
               "compared as (symbol, first tick, last tick). Duplicates: messages minus distinct keys (the "
               "at-least-once sink may repeat an alert after a failure, the exactly-once sink must not)."]
-    lines += KAFKA_E2E_READING
+    lines += kafka_e2e_reading(e2e)
     return lines
 
 
@@ -992,9 +1036,11 @@ NOTES = [
     " once per emitted match and ONE ROW PER MATCH measures are computed for all matches at once"
     " (`sequence_output.py`): rows of a variable, counts, integer SUMs and `+ - *` as column programs, any other"
     " measure (ROUND, CASE, AVG/MIN/MAX, COUNT(DISTINCT), SUM over floats or DECIMALs, CLASSIFIER...) by the Pike"
-    " VM's own measure code called once per match over that match's rows, so with the VM's values and types; only"
-    " a measure with PREV/NEXT (it reads rows outside the match) sends the batch's output through the per-partition"
-    " `PartitionOutput`. `cep explain` names the routes; a batch they cannot take is scanned as before.",
+    " VM's own measure code called once per match over that match's rows, so with the VM's values and types; a"
+    " measure with PREV (it reads rows before the match) is computed by the same measure code over the match's rows"
+    " and the rows PREV reaches before it (`sequence_output.reading_before`, as the streaming path does); only a"
+    " measure with NEXT (rows after the match) sends the batch's output through the per-partition `PartitionOutput`."
+    " `cep explain` names the routes; a batch they cannot take is scanned as before.",
 ]
 
 

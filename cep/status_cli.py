@@ -4,10 +4,12 @@
     cep deliver --checkpoint ck/ [--dead-letter DIR]                       list what waits, per sink
     cep deliver --checkpoint ck/ --sink webhook URL [--from SINK] [webhook options]   send it again
 
-``cep status`` exits 0 when the stream runs, 1 when it is ``dead`` (the status says running, but the
-process that wrote it is gone, its heartbeat is older than ``--stale-after``, or Spark's last trigger
-is older than ``--max-batch-age``) or ``failed``, 3 when it was stopped (the LSB convention of
-``service status``), 2 when there is no status to read.
+``cep status`` exits 0 when the stream runs, 1 when it is ``dead`` or ``failed``, 3 when it was stopped
+(the LSB convention of ``service status``), 2 when there is no status to read. Liveness comes from the
+driver's heartbeat and Spark's query status, never from the age of the last micro-batch: a stream idle on a
+quiet topic is running. Dead: the status says running, but the process that wrote it is gone, its heartbeat
+is older than ``--stale-after``, Spark's matching query is not active, or a micro-batch has run longer than
+``--max-batch-age`` (stuck).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import datetime as _dt
 import json
 import os
 import socket
+import sys
 import time
 
 from cep import cli_io
@@ -52,7 +55,8 @@ def add_commands(subparsers) -> None:
     status.add_argument("--stale-after", default=DEFAULT_STALE_AFTER, metavar="DURATION",
                         help="a running stream whose heartbeat is older than this is dead (default: %(default)s)")
     status.add_argument("--max-batch-age", default=DEFAULT_MAX_BATCH_AGE, metavar="DURATION",
-                        help="... or whose last Spark trigger is older than this ('off': never; default: %(default)s)")
+                        help="... or whose micro-batch has run longer than this: stuck ('off': never; "
+                        "default: %(default)s); a stream idle on a quiet topic is running")
     status.set_defaults(func=cmd_status)
 
     deliver = subparsers.add_parser(
@@ -118,11 +122,23 @@ def liveness(status: dict, *, stale_after: float, max_batch_age: float | None, n
     beat = epoch_seconds(status.get("heartbeat_at") or status.get("updated_at"))
     if beat is None or now - beat > stale_after:
         return "dead", f"no heartbeat for {int(now - beat) if beat else '?'}s (more than {stale_after:g}s)"
-    last = epoch_seconds(status.get("last_progress_at"))
-    started = epoch_seconds(status.get("started_at")) or beat
-    if max_batch_age is not None and now - (last or started) > max_batch_age:
-        return "dead", (f"Spark's last trigger was {int(now - last)}s ago" if last else
-                        f"no micro-batch since the start, {int(now - started)}s ago") + f" (more than {max_batch_age:g}s)"
+    query = status.get("spark_query")
+    if query is None:  # written before the stream recorded Spark's query status: the last trigger is all there is
+        last = epoch_seconds(status.get("last_progress_at"))
+        started = epoch_seconds(status.get("started_at")) or beat
+        if max_batch_age is not None and now - (last or started) > max_batch_age:
+            why = f"Spark's last trigger was {int(now - last)}s ago" if last else \
+                f"no micro-batch since the start, {int(now - started)}s ago"
+            return "dead", f"{why} (more than {max_batch_age:g}s)"
+        return "running", ""
+    if not query.get("active"):
+        return "dead", "Spark's matching query is not active"
+    since = epoch_seconds(query.get("trigger_since"))
+    if query.get("trigger_active") and since is not None and max_batch_age is not None and now - since > max_batch_age:
+        return "dead", f"a micro-batch has been running for {int(now - since)}s (more than {max_batch_age:g}s)"
+    if query.get("waiting_for_data"):
+        last = epoch_seconds(status.get("last_progress_at"))
+        return "running", "idle: no new input" + (f" since the micro-batch {int(now - last)}s ago" if last else "")
     return "running", ""
 
 
@@ -137,6 +153,10 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         lines.append(f"last micro-batch: {last.get('id')} at {_ago(last.get('time'))}, {last.get('input_rows', 0)} input rows"
                      f"{duration}; watermark {last.get('watermark') or '-'}")
     lines.append(f"event time: {status.get('time_column') or '-'}; matches: {status.get('output', '-')} ({status.get('output_format', '-')})")
+    if status.get("damaged_status"):
+        lines.append(f"STATUS FILE DAMAGED: {status['damaged_status']}")
+    for damage in (status.get("damaged") or [])[-5:]:
+        lines.append(f"damaged file set aside {_ago(damage.get('time'))}: {visible(str(damage.get('message')))}")
     if status.get("rules_outage"):
         outage = status["rules_outage"]
         lines.append(f"RULES UNREADABLE since {_ago(outage.get('since'))}: {outage.get('error')}; the last good rule set keeps running")
@@ -149,6 +169,9 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         waiting = sink.get("dead_letters_waiting", 0)
         letters = f", dead letters waiting {waiting}" + (f" ({sink.get('dead_letters_refused', 0)} refused: cep deliver)"
                                                          if sink.get("dead_letters_refused") else "") if waiting else ""
+        if sink.get("damaged_files"):
+            damaged = sink["damaged_files"]
+            extra.append(f"{len(damaged)} damaged file(s) set aside ({', '.join(damaged[-3:])})")
         lines.append(f"sink {sink.get('label') or key}: delivered {sink.get('delivered', 0)}, dead-lettered "
                      f"{sink.get('dead_lettered', 0)}, redelivered {sink.get('redelivered', 0)}, retries {sink.get('retries', 0)}"
                      f"{letters}" + (f"; {'; '.join(extra)}" if extra else ""))
@@ -219,7 +242,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         status = read_status(args.checkpoint)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+        raise UsageError(f"cannot read {path} nor its backup: {exc}") from None
     verdict = liveness(status, stale_after=_seconds(args.stale_after, "--stale-after") or 60.0,
                        max_batch_age=_seconds(args.max_batch_age, "--max-batch-age"))
     if args.json:
@@ -252,6 +275,7 @@ def cmd_deliver(args: argparse.Namespace) -> int:
     _, sinks = parse_sinks([["webhook", url]], dead_letter_dir=root, webhook_options=webhook_options(args))
     sink = sinks[0]
     box = sink.dead_letters if args.from_sink is None else DeadLetterBox(os.path.join(root, args.from_sink))
+    box.on_damage = _say_damaged
     journal = Journal(os.path.join(checkpoint, "journal"))
     sent = failed = 0
     with box.lock():
@@ -272,11 +296,19 @@ def cmd_deliver(args: argparse.Namespace) -> int:
     return cli_io.EXIT_OK if not failed else cli_io.EXIT_QUERY_ERROR
 
 
+def _say_damaged(message: str, path: str) -> None:
+    print(f"warning: {visible(message)}", file=sys.stderr)
+
+
 def _list(checkpoint: str, root: str) -> int:
     outbox = Outbox(os.path.join(checkpoint, "outbox"))
     found = False
     for name, box in _boxes(root):
+        box.on_damage = _say_damaged
         letters = box.letters()
+        for path in box.damaged():
+            found = True
+            print(f"{name}: damaged file set aside, kept for inspection: {path}")
         if not letters:
             continue
         found = True

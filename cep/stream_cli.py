@@ -23,6 +23,8 @@ run, the matching query failed, or (with ``--once``) a rule could not be loaded 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -30,7 +32,7 @@ import signal
 import threading
 import time
 from functools import reduce
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from cep import cli_io
 from cep.cli_io import UsageError
@@ -67,6 +69,8 @@ DEFAULT_MAX_FUTURE_SKEW = "1 day"
 # (Spark reports an idle trigger every 10 s: spark.sql.streaming.noDataProgressEventInterval).
 READY_TRIGGERS = 10
 READY_FLOOR_S = 60.0
+PRIVATE_UMASK = 0o077  # see _private_files
+DEFAULT_SERVICE_HOST = "127.0.0.1"  # --metrics-port/--health-port without a host: loopback, never every interface
 SCHEMA_SAMPLE_FILES = 50  # the newest files read to infer the input's columns (not every file there)
 
 log = logging.getLogger("cep.stream")
@@ -119,6 +123,9 @@ def add_commands(subparsers) -> None:
                         "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several")
     stream.add_argument("--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)")
     stream.add_argument("--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)")
+    stream.add_argument("--idle-watermark", metavar="LAG",
+                        help="event time never lags the wall clock by more than LAG: absence and timeout alerts fire "
+                        "on a quiet input, and a row more than LAG + --watermark behind the clock is late (default: off)")
     stream.add_argument("--suppress", action="append", metavar="RULE=DURATION",
                         help="at most one alert per partition key per DURATION for RULE (an id or a pattern like 'fraud/*')")
     stream.add_argument("--session-timeout", metavar="GAP", help="end a key's session after this event-time gap (default: never)")
@@ -255,7 +262,8 @@ def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, 
 
 
 def parse_address(value: str | None, option: str) -> tuple[str, int] | None:
-    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT``); the host defaults to every interface."""
+    """``PORT`` or ``HOST:PORT`` (``[::1]:PORT``, ``0.0.0.0:PORT`` for every interface); the host defaults to
+    127.0.0.1: the metrics and probes are for this machine unless the option says otherwise."""
     if value is None:
         return None
     host, _, port = value.rpartition(":")
@@ -266,7 +274,7 @@ def parse_address(value: str | None, option: str) -> tuple[str, int] | None:
         raise _usage(f"{option} expects PORT or HOST:PORT, not {value!r}") from None
     if not 0 <= number < 65536:
         raise _usage(f"{option}: {number} is not a port")
-    return host or "0.0.0.0", number
+    return host or DEFAULT_SERVICE_HOST, number
 
 
 def _duration_text(value: str | None, option: str) -> str | None:
@@ -459,7 +467,7 @@ class _Services:
             both = server is self.metrics_server and self.health_server is server
             return "metrics and health" if both else "metrics" if server is self.metrics_server else "health"
 
-        return ", ".join(f"{what(s)} on :{s.port}" for s in self.servers)
+        return ", ".join(f"{what(s)} on {s.host}:{s.port}" for s in self.servers)
 
     def stop(self) -> None:
         for server in self.servers:
@@ -467,7 +475,34 @@ class _Services:
         self.servers = []
 
 
-def cmd_stream(args: argparse.Namespace) -> int:
+@dataclasses.dataclass(frozen=True)
+class _Input:
+    """Where ``cep stream`` reads: a directory of files, or Kafka (``address`` and its options)."""
+
+    path: str
+    format: str
+    address: Any = None
+    kafka_options: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def kafka(self) -> bool:
+        return self.address is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Timing:
+    """The durations, checked, in Spark's spelling."""
+
+    watermark: str | None
+    idle_watermark: str | None
+    trigger: str | None
+    trigger_s: float
+    session_timeout: str | None
+    max_future_skew: str | None
+    status_every_s: float
+
+
+def _rules_path(args: argparse.Namespace) -> str:
     if bool(args.query_file) == bool(args.rules):
         raise _usage("give either a QUERY_FILE or --rules DIR (not both)")
     rules_path = args.query_file or args.rules
@@ -475,50 +510,43 @@ def cmd_stream(args: argparse.Namespace) -> int:
         raise _usage(f"{'query file' if args.query_file else 'rules directory'} not found: {rules_path}")
     if args.rules and not os.path.isdir(args.rules):
         raise _usage(f"--rules expects a directory of .sql files, not a file: {args.rules} (give one query file without --rules)")
-    kafka = is_kafka_url(args.input)
-    try:
-        if kafka:
-            address = parse_kafka_url(args.input, topic_required=False)
-            kafka_options = parse_kafka_options(args.kafka_option)
-            if args.format not in (None, *VALUE_FORMATS):
-                raise _usage(f"--format {args.format}: a Kafka message value is read as {' or '.join(VALUE_FORMATS)}")
-            fmt = args.format or "json"
-        elif args.kafka_option:
-            raise _usage("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
-        elif not os.path.isdir(args.input):
-            raise _usage(f"--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: {args.input}")
-        else:
-            fmt = _input_format(args.input, args.format)
-    except CepKafkaError as err:
-        cli_io.print_error(str(err))
-        return cli_io.EXIT_USAGE
-    checkpoint = os.path.abspath(args.checkpoint)
-    dead_letter = os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter"))
-    try:
-        output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options(args),
-                                           state_dir=os.path.join(checkpoint, "sinks"))
-    except CepKafkaError as err:
-        cli_io.print_error(str(err))
-        return cli_io.EXIT_USAGE
-    try:
-        specs = parse_specs(args.suppress)
-    except ValueError as exc:
-        raise _usage(str(exc)) from None
-    watermark = _duration_text(args.watermark, "--watermark")
-    trigger = _duration_text(args.trigger, "--trigger")
-    session = _duration_text(args.session_timeout, "--session-timeout")
-    skew = None if is_off(str(args.max_future_skew)) else _duration_text(args.max_future_skew, "--max-future-skew")
-    status_every = parse_duration(args.status_every, what="--status-every") / 1e6 if not is_off(args.status_every) else float("inf")
-    metrics_at = parse_address(args.metrics_port, "--metrics-port")
-    health_at = parse_address(args.health_port, "--health-port")
-    if args.python_env and not os.path.isfile(args.python_env):
-        raise _usage(f"--python-env: no such file {args.python_env} (a venv-pack archive)")
-    trigger_s = parse_duration(args.trigger, what="--trigger") / 1e6
+    return rules_path
 
-    # Ctrl-C and SIGTERM (systemd's stop, sent to the whole process group) end the loop between two
-    # polls; the queries are then stopped and the status written. Installed before Spark starts, so a
-    # stop during start-up is clean too. (pyspark's own SIGINT handler would raise inside a Py4J call;
-    # a second Ctrl-C still does.)
+
+def _input_of(args: argparse.Namespace) -> _Input:
+    """The input, checked (``CepKafkaError`` for a bad Kafka address or option)."""
+    if is_kafka_url(args.input):
+        address = parse_kafka_url(args.input, topic_required=False)
+        options = parse_kafka_options(args.kafka_option)
+        if args.format not in (None, *VALUE_FORMATS):
+            raise _usage(f"--format {args.format}: a Kafka message value is read as {' or '.join(VALUE_FORMATS)}")
+        return _Input(args.input, args.format or "json", address, options)
+    if args.kafka_option:
+        raise _usage("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
+    if not os.path.isdir(args.input):
+        raise _usage("--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: "
+                     f"{args.input}")
+    return _Input(args.input, _input_format(args.input, args.format))
+
+
+def _timing_of(args: argparse.Namespace) -> _Timing:
+    return _Timing(
+        watermark=_duration_text(args.watermark, "--watermark"), trigger=_duration_text(args.trigger, "--trigger"),
+        idle_watermark=_duration_text(args.idle_watermark, "--idle-watermark"),
+        trigger_s=parse_duration(args.trigger, what="--trigger") / 1e6,
+        session_timeout=_duration_text(args.session_timeout, "--session-timeout"),
+        max_future_skew=None if is_off(str(args.max_future_skew))
+        else _duration_text(args.max_future_skew, "--max-future-skew"),
+        status_every_s=parse_duration(args.status_every, what="--status-every") / 1e6 if not is_off(args.status_every)
+        else float("inf"),
+    )
+
+
+@contextlib.contextmanager
+def _stop_on_signals(enabled: bool) -> Iterator[tuple[threading.Event, list[int]]]:
+    """Ctrl-C and SIGTERM (systemd's stop, to the whole process group) set the event: the loop ends between two
+    polls, then the queries stop cleanly. Installed before Spark starts (pyspark's SIGINT handler would raise
+    inside a Py4J call); a second Ctrl-C still raises."""
     stop = threading.Event()
     interrupted: list[int] = []
     saved: dict[int, Any] = {}
@@ -529,73 +557,126 @@ def cmd_stream(args: argparse.Namespace) -> int:
         interrupted.append(signum)
         stop.set()
 
-    logbook = StreamLog(fmt=args.log_format, status_every=status_every).install()
-    ready_window = (parse_duration(args.ready_after, what="--ready-after") / 1e6 if args.ready_after
-                    else max(READY_FLOOR_S, READY_TRIGGERS * trigger_s))
-    services = _Services(metrics_at, health_at, ready_window)
-    if not args.once and threading.current_thread() is threading.main_thread():
+    if enabled and threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             saved[signum] = signal.signal(signum, request_stop)
-    started = time.monotonic()
     try:
-        spark = cli_io.start_spark(args.master, kafka=kafka, python_env=args.python_env)
-        ignore_sigterm(spark)  # the JVM must outlive the clean stop the driver makes on SIGTERM
-        log.info(f"Spark's own log: {spark_log_path()}")
-        try:
-            if kafka:
-                source = read_kafka(spark, address, schema=args.schema, format=fmt, options=kafka_options)
-            else:
-                source = stream_source(spark, args.input, fmt, args.schema, cache=os.path.join(checkpoint, "source-schema.json"))
-            stream = AlertStream(
-                spark, rules_path, source, checkpoint=checkpoint, output=args.output, output_format=output_format,
-                sinks=sinks, suppress=specs, watermark=watermark, session_timeout=session, time_column=args.time_column,
-                trigger=trigger, dead_letter=dead_letter, max_future_skew=skew, dedup_key=args.dedup_key,
-                source_location=kafka_location() if kafka else None,
-            )
-            stream.refresh_rules(force=True)
-        except CepKafkaError as err:
-            cli_io.print_error(str(err))
-            return cli_io.EXIT_USAGE
-        except CepError as err:
-            cli_io.print_error(str(err))
-            return cli_io.EXIT_QUERY_ERROR
-        services.attach(stream)
-        ruleset = stream.ruleset
-        if not len(ruleset) and (args.once or not args.rules):
-            cli_io.print_error(f"cep stream: no rule could be loaded from {rules_path}")
-            return cli_io.EXIT_QUERY_ERROR
-        where = stream.file_sink.path
-        log.info(f"{len(ruleset)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> {where} "
-                 f"({output_format})" + "".join(f"; {s.describe()}" for s in sinks) + f"; checkpoint {checkpoint}"
-                 + (f"; {services.describe()}" if services.servers else ""))
-        if args.once:
-            return _once(stream, logbook, ruleset)
-        try:
-            stream.start()
-            log.info("running; Ctrl-C or SIGTERM stops cleanly (the same command resumes)")
-            stream.run(poll_interval=1.0, stop=stop,
-                       on_tick=lambda status: logbook.status(*status_line(status, started), batches=status.get("batches", 0)))
-        except QueryFailed as exc:
-            logbook.clear()
-            log.error(str(exc))
-            if kafka and "TimeoutException" in str(exc):
-                log.error(f"the Kafka brokers at {address.bootstrap} did not answer for longer than the Kafka client's "
-                          "timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same command "
-                          "resumes from the checkpoint without losing an event")
-            return cli_io.EXIT_QUERY_ERROR
-        logbook.clear()
-        log.info(f"stopped cleanly; status in {os.path.join(checkpoint, 'status.json')} (cep status --checkpoint "
-                 f"{args.checkpoint}); the same command resumes")
-        return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
+        yield stop, interrupted
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _private_files() -> Iterator[None]:
+    """What the stream writes (whole events in outboxes, dead letters, bad rows; Spark's files too: its JVM
+    inherits the umask) is its user's alone: files 0600, folders 0700 (docs/operations.md)."""
+    saved = os.umask(PRIVATE_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(saved)
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    rules_path = _rules_path(args)
+    checkpoint = os.path.abspath(args.checkpoint)
+    dead_letter = os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter"))
+    try:
+        source = _input_of(args)
+        output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options(args),
+                                           state_dir=os.path.join(checkpoint, "sinks"))
+    except CepKafkaError as err:
+        cli_io.print_error(str(err))
+        return cli_io.EXIT_USAGE
+    try:
+        specs = parse_specs(args.suppress)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    timing = _timing_of(args)
+    metrics_at = parse_address(args.metrics_port, "--metrics-port")
+    health_at = parse_address(args.health_port, "--health-port")
+    if args.python_env and not os.path.isfile(args.python_env):
+        raise _usage(f"--python-env: no such file {args.python_env} (a venv-pack archive)")
+    ready_window = (parse_duration(args.ready_after, what="--ready-after") / 1e6 if args.ready_after
+                    else max(READY_FLOOR_S, READY_TRIGGERS * timing.trigger_s))
+    logbook = StreamLog(fmt=args.log_format, status_every=timing.status_every_s).install()
+    services = _Services(metrics_at, health_at, ready_window)
+    try:
+        with _stop_on_signals(not args.once) as (stop, interrupted), _private_files():
+            started = time.monotonic()
+            spark = cli_io.start_spark(args.master, kafka=source.kafka, python_env=args.python_env)
+            ignore_sigterm(spark)  # the JVM must outlive the clean stop the driver makes on SIGTERM
+            log.info(f"Spark's own log: {spark_log_path()}")
+            try:
+                stream = _make_stream(spark, args, rules_path, source, timing, sinks, specs, output_format)
+            except CepKafkaError as err:
+                cli_io.print_error(str(err))
+                return cli_io.EXIT_USAGE
+            except CepError as err:
+                cli_io.print_error(str(err))
+                return cli_io.EXIT_QUERY_ERROR
+            services.attach(stream)
+            rules = stream.ruleset
+            if not len(rules) and (args.once or not args.rules):
+                cli_io.print_error(f"cep stream: no rule could be loaded from {rules_path}")
+                return cli_io.EXIT_QUERY_ERROR
+            log.info(f"{len(rules)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> "
+                     f"{stream.file_sink.path} ({output_format})" + "".join(f"; {s.describe()}" for s in sinks)
+                     + f"; checkpoint {checkpoint}" + (f"; {services.describe()}" if services.servers else ""))
+            if args.once:
+                return _once(stream, rules, started)
+            return _run_until_stopped(stream, args, source, logbook, stop, interrupted, started)
+    finally:
         services.stop()
         logbook.uninstall()
 
 
-def _once(stream: AlertStream, logbook: StreamLog, ruleset) -> int:
-    started = time.monotonic()
+def _make_stream(spark, args: argparse.Namespace, rules_path: str, source: _Input, timing: _Timing, sinks, specs,
+                 output_format: str) -> AlertStream:
+    checkpoint = os.path.abspath(args.checkpoint)
+    if source.kafka:
+        events = read_kafka(spark, source.address, schema=args.schema, format=source.format,
+                            options=source.kafka_options)
+    else:
+        events = stream_source(spark, source.path, source.format, args.schema,
+                               cache=os.path.join(checkpoint, "source-schema.json"))
+    stream = AlertStream(
+        spark, rules_path, events, checkpoint=checkpoint, output=args.output, output_format=output_format,
+        sinks=sinks, suppress=specs, watermark=timing.watermark, session_timeout=timing.session_timeout,
+        idle_watermark=timing.idle_watermark,
+        time_column=args.time_column, trigger=timing.trigger,
+        dead_letter=os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter")),
+        max_future_skew=timing.max_future_skew, dedup_key=args.dedup_key,
+        source_location=kafka_location() if source.kafka else None,
+    )
+    stream.refresh_rules(force=True)
+    return stream
+
+
+def _run_until_stopped(stream: AlertStream, args: argparse.Namespace, source: _Input, logbook: StreamLog,
+                       stop: threading.Event, interrupted: list[int], started: float) -> int:
+    """Start the queries and run until a signal; the exit code of a clean stop or of a failed query."""
+    try:
+        stream.start()
+        log.info("running; Ctrl-C or SIGTERM stops cleanly (the same command resumes)")
+        stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: logbook.status(
+            *status_line(status, started), batches=status.get("data_batches", 0)))
+    except QueryFailed as exc:
+        logbook.clear()
+        log.error(str(exc))
+        if source.kafka and "TimeoutException" in str(exc):
+            log.error(f"the Kafka brokers at {source.address.bootstrap} did not answer for longer than the Kafka "
+                      "client's timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same "
+                      "command resumes from the checkpoint without losing an event")
+        return cli_io.EXIT_QUERY_ERROR
+    logbook.clear()
+    log.info(f"stopped cleanly; status in {os.path.join(os.path.abspath(args.checkpoint), 'status.json')} (cep status "
+             f"--checkpoint {args.checkpoint}); the same command resumes")
+    return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
+
+
+def _once(stream: AlertStream, ruleset, started: float) -> int:
     try:
         status = stream.run_available_now()
     except CepError as err:  # a sink that could not deliver (its outbox keeps the alerts)

@@ -471,6 +471,9 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert alerts.count() == 2
     assert sorted(receiver.processed) == sorted(r.match_id for r in alerts.collect()) and len(receiver.requests) == 4
     assert not list((checkpoint / "dead-letter").glob("*.json"))  # no webhook dead letter (bad-rows/ holds bad input rows)
+    assert not list((checkpoint / "dead-letter" / "bad-rows").glob("part-*"))  # no bad row: no (empty) file either
+    copies = (checkpoint / "status.json", checkpoint / "status.backup.json")
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in copies)
     assert cep_main("status", "--checkpoint", str(checkpoint)) == 3  # stopped (the LSB code), not running
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown
@@ -524,6 +527,26 @@ def test_a_rule_broken_by_an_edit_keeps_running_its_last_good_version(tmp_path):
     (rules / "prices.sql").unlink()
     assert again.refresh_rules().removed == ("prices/high",)
     assert rule_rows(again.status)[0]["state"] == "removed"
+
+
+def test_a_broken_rule_file_that_is_deleted_leaves_the_error_state(tmp_path):
+    rules = tmp_path / "rules"
+    write_rule(rules, "prices.sql", HIGH)
+    write_rule(rules, "broken.sql", HIGH.replace("price > 100", "price >"))
+    messages: list[str] = []
+    stream = AlertStream(None, str(rules), _SchemaOnly(), checkpoint=str(tmp_path / "ck"), on_event=messages.append)
+    stream.refresh_rules()
+    states = {r["rule"]: r["state"] for r in rule_rows(stream.status)}
+    assert states == {"prices/high": "active", "broken/high": "error"}
+    (rules / "broken.sql").unlink()
+    stream.refresh_rules()
+    states = {r["rule"]: r for r in rule_rows(stream.status)}
+    assert states["broken/high"]["state"] == "removed" and states["broken/high"]["errors"] == []
+    assert stream.status["errors"] == [] and any("broken/high" in m and "error is cleared" in m for m in messages)
+    from cep.spark_bridge.alerting.metrics import StreamMetrics
+
+    text = "\n".join(f"{m.name}{s.labels} {s.value}" for m in StreamMetrics(stream).collect() for s in m.samples)
+    assert "cep_rules{'state': 'error'} 0" in text and "cep_rules{'state': 'active'} 1" in text
 
 
 def test_a_checkpoint_of_the_old_bad_row_query_is_moved_aside(tmp_path):

@@ -62,3 +62,21 @@ def test_every_error_code_is_in_the_docs_code_tables():
     table = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
     documented = {code for row in re.findall(r"^\| (E0[^|]*)\|", table, re.M) for code in re.findall(r"E0\d{3}", row)}
     assert sorted(raised - documented) == []
+
+
+def test_performance_reading_is_written_from_the_kafka_run():
+    """docs/performance.md's reading of the Kafka run is what bench/run.py computes from the run's numbers
+    (bench/results-kafka-e2e.json): prose that cannot contradict its own tables."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
+    bench_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_run)
+    e2e = json.loads((ROOT / "bench" / "results-kafka-e2e.json").read_text(encoding="utf-8"))
+    reading = [line for line in bench_run.kafka_e2e_reading(e2e) if line]
+    page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()
+    assert all(line in page for line in reading)
+    batches = [s["cep_batches"] for s in e2e["steps"]]
+    longest = max(b["batch_max_s"] for b in batches)
+    assert f"at most {min(b['batch_max_s'] for b in batches):.1f} to {longest:.1f} s" in "\n".join(reading)

@@ -268,6 +268,28 @@ def test_liveness_says_dead_when_the_process_is_gone_or_silent_and_running_other
     assert liveness({"state": "stopped"}, stale_after=60, max_batch_age=600) == ("stopped", "")
 
 
+def test_a_stream_idle_on_a_quiet_topic_is_running_and_a_stuck_one_is_dead():
+    """Liveness from the driver's heartbeat and Spark's query status, not from the age of the last micro-batch."""
+    from cep.status_cli import liveness
+
+    now = float(int(time.time()))
+
+    def iso(seconds_ago: float) -> str:
+        return dt.datetime.fromtimestamp(now - seconds_ago, dt.timezone.utc).isoformat()
+
+    idle = {"state": "running", "pid": os.getpid(), "host": socket.gethostname(), "heartbeat_at": iso(1),
+            "last_progress_at": iso(616), "started_at": iso(3600),
+            "spark_query": {"active": True, "trigger_active": False, "trigger_since": None, "waiting_for_data": True}}
+    assert liveness(idle, stale_after=60, max_batch_age=600, now=now) == \
+        ("running", "idle: no new input since the micro-batch 616s ago")
+    stuck = {**idle, "spark_query": {"active": True, "trigger_active": True, "trigger_since": iso(900),
+                                     "waiting_for_data": False}}
+    state, why = liveness(stuck, stale_after=60, max_batch_age=600, now=now)
+    assert state == "dead" and "a micro-batch has been running for 900s" in why
+    assert liveness({**idle, "spark_query": {"active": False}}, stale_after=60, max_batch_age=600, now=now)[0] == "dead"
+    assert liveness({**idle, "heartbeat_at": iso(61)}, stale_after=60, max_batch_age=600, now=now)[0] == "dead"
+
+
 def test_readiness_and_liveness_of_the_probes():
     from cep.spark_bridge.alerting.metrics import HealthCheck
 

@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Callable
 
 from cep.spark_bridge.alerting.status import epoch_seconds, rule_rows
@@ -54,6 +56,12 @@ from cep.spark_bridge.engine.keyed import BAD_REASONS
 
 __all__ = ["HealthCheck", "ServiceServer", "StreamMetrics", "BATCH_BUCKETS"]
 
+log = logging.getLogger("cep.http")
+# The endpoints answer a supervisor and a Prometheus scraper, a few requests a minute: a small pool is plenty,
+# and it bounds what a flood of idle connections can hold (one thread each, for ever, before).
+SERVICE_WORKERS = 4
+SERVICE_QUEUE = 16  # connections accepted and waiting for a worker; past it a new one is closed at once
+REQUEST_TIMEOUT_S = 5.0  # a peer that sends no whole request within this is dropped
 LIVENESS_S = 300.0  # a control loop stuck this long (a frozen JVM) is not alive
 LOOP_CURRENT_S = 15.0  # the control loop goes round about once a second
 BATCH_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -186,14 +194,53 @@ class StreamMetrics:
         yield GaugeMetricFamily("cep_rules_outage", "1 while the rules cannot be read", value=1 if status.get("rules_outage") else 0)
 
 
+class _BoundedHTTPServer(HTTPServer):
+    """An HTTP server with a fixed pool of threads: an idle or slow peer holds a worker for at most
+    ``REQUEST_TIMEOUT_S``; past ``SERVICE_WORKERS`` + ``SERVICE_QUEUE`` peers at once, a new connection is
+    closed at once (the probes of a supervisor come again). A peer that hangs up early is a debug line,
+    never a traceback on stderr (which would break ``--log-format json``)."""
+
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], handler) -> None:
+        super().__init__(address, handler)
+        self.pool = ThreadPoolExecutor(SERVICE_WORKERS, thread_name_prefix=f"cep-http-{self.server_address[1]}")
+        self.slots = threading.BoundedSemaphore(SERVICE_WORKERS + SERVICE_QUEUE)
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        self.pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request, client_address) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception as exc:  # noqa: BLE001 - a peer that hung up or sent garbage: its problem, not the stream's
+            log.debug("HTTP peer %s: %s: %s", client_address[0], type(exc).__name__, exc)
+        finally:
+            self.shutdown_request(request)
+            self.slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        log.debug("HTTP peer %s: request failed", client_address[0])
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 class ServiceServer:
     """A small HTTP server on its own thread: ``/metrics`` (with ``metrics``), ``/healthz`` and ``/readyz``
-    (with ``health``); anything else is a 404."""
+    (with ``health``); anything else is a 404. ``host`` is where it listens: ``cep stream`` gives 127.0.0.1
+    unless the option names a host."""
 
     def __init__(self, host: str, port: int, *, metrics: StreamMetrics | None = None, health: HealthCheck | None = None) -> None:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_S  # a peer that sends nothing is dropped after this
+
             def log_message(self, *args):  # no access log on stderr
                 pass
 
@@ -216,8 +263,8 @@ class ServiceServer:
 
         self.metrics = metrics
         self.health = health
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _BoundedHTTPServer((host, port), Handler)
+        self.host = host
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, name=f"cep-http-{self.port}", daemon=True)
         self.thread.start()

@@ -19,7 +19,8 @@ from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote
-from cep.spark_bridge.spark.inputs import bad_row_counts, dead_letter_columns, prepare_input, with_watermark
+from cep.spark_bridge.spark.inputs import (CLOCK_ROW, bad_row_counts, dead_letter_columns, prepare_input,
+                                            with_watermark)
 from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,6 +83,11 @@ def match_rules(
     if time_column not in columns:
         raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
     df, delay_ms = with_watermark(df, time_column, watermark)
+    if marked:  # clock rows (--idle-watermark) have moved the watermark: no rule sees them, no count has them.
+        # The condition reads the event time, so Spark's optimizer cannot push it below the watermark (it pushes
+        # a filter that does not), where the clock rows would be gone before they moved it.
+        time = F.col(quote(time_column))
+        df = df.where(F.col(REJECT).isNull() | (F.col(REJECT) != F.lit(CLOCK_ROW)) | time.isNull())
     housekeeping_us = parse_duration(housekeeping, what="housekeeping")
     if housekeeping_us <= 0:
         raise ValueError("housekeeping must be positive")

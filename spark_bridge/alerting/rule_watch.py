@@ -198,9 +198,12 @@ class RuleWatch:
         book = self.book
         old_errors = {e["rendered"] for e in book.status.get("errors", [])}
         broken_before = {e.get("rule_id") for e in book.status.get("errors", []) if e.get("rule_id")}
+        broken_now = {e.rule_id for e in ruleset.errors if e.rule_id}
         with book.lock:
-            for rule_status in book.status["rules"].values():
+            for rule_id, rule_status in book.status["rules"].items():
                 rule_status["active"] = False
+                if rule_id not in broken_now and rule_status.get("errors"):  # its broken file was deleted (or fixed)
+                    rule_status["errors"] = []
             for rule in ruleset:
                 entry = book.rule(rule.rule_id)
                 entry.update({"active": True, "version": rule.version, "path": rule.path, "line": rule.line,
@@ -218,10 +221,11 @@ class RuleWatch:
             book.status["rule_set"] = set_id
             book.status["active_versions"] = ruleset.versions()
             book.status["time_column"] = self.time_column
-        broken_now = {e.rule_id for e in ruleset.errors if e.rule_id}
         for rule_id in sorted(broken_before - broken_now):
             if rule_id in ruleset.rules:
                 self.event(f"rule {rule_id} fixed: its file loads again (version {ruleset[rule_id].version})", "info")
+            else:
+                self.event(f"rule {rule_id}: its broken file is gone; the error is cleared", "info")
         for rule_id in changes.added:
             self.event(f"rule {rule_id} added (version {ruleset[rule_id].version})", "info")
         for rule_id in changes.changed:

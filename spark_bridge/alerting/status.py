@@ -29,13 +29,14 @@ import time
 from typing import Any, Iterable
 
 from cep.spark_bridge.alerting.rule_set import GAUGES, STAT_NAMES, STATUS_FORMAT
-from cep.spark_bridge.sinks.base import atomic_write
+from cep.spark_bridge.sinks.base import atomic_write, set_aside
 
 __all__ = ["StatusBook", "now_iso", "read_status", "rule_rows", "ERROR_TTL_S"]
 
 ERROR_TTL_S = 3600.0  # a delivery error stays listed this long, unless the sink has recovered before
 FOLDED_KEEP = 4000  # journal names remembered (a re-run micro-batch's record must not count twice)
 EVENTS_KEEP = 50
+DAMAGED_KEEP = 20  # damaged files listed in the status; each is also a log line
 
 
 def now_iso(epoch: float | None = None) -> str:
@@ -54,30 +55,68 @@ def epoch_seconds(text: Any) -> float | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)).timestamp()
 
 
+def backup_path(path: str) -> str:
+    """The second copy of ``status.json``, written with it: what the counts are rebuilt from when one is damaged."""
+    return os.path.join(os.path.dirname(path), "status.backup.json")
+
+
+def _read_json(path: str) -> dict:
+    """``path`` as a JSON object: ``FileNotFoundError`` when absent, ``ValueError`` when damaged."""
+    with open(path, "rb") as fh:
+        found = json.loads(fh.read().decode("utf-8"))
+    if not isinstance(found, dict):
+        raise ValueError("not a JSON object")
+    return found
+
+
 def read_status(checkpoint: str) -> dict:
-    with open(os.path.join(checkpoint, "status.json"), encoding="utf-8") as fh:
-        return json.load(fh)
+    """The status file; when it is damaged, its backup, with ``damaged_status`` saying so (nothing is renamed:
+    the stream sets the file aside when it next starts)."""
+    path = os.path.join(checkpoint, "status.json")
+    try:
+        return _read_json(path)
+    except ValueError as exc:
+        backup = _read_json(backup_path(path))
+        return {**backup, "damaged_status": f"{path} is damaged ({exc}); this is its backup {backup_path(path)}, "
+                                            f"written {backup.get('updated_at')}"}
 
 
 class StatusBook:
-    """The status of one stream, in memory and in ``path``; every change under its lock."""
+    """The status of one stream, in memory and in ``path`` (and its backup); every change under its lock."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.lock = threading.RLock()
+        self.damage: list[str] = []  # what was set aside while loading, for the stream's log
         self.status = self._load()
+        for message in self.damage:
+            self.event(message, "warning")
 
     def _load(self) -> dict:
-        try:
-            with open(self.path, encoding="utf-8") as fh:
-                status = json.load(fh)
+        """The status file, else its backup (one of them damaged: set aside, named in ``damage``), else a new one.
+        Both copies hold the same counts and the same folded journal names, and a journal record is deleted only
+        once both are written: either copy alone rebuilds the counts exactly."""
+        for path in (self.path, backup_path(self.path)):
+            try:
+                status = _read_json(path)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as exc:
+                aside = set_aside(path)
+                self.damage.append(f"{path} is damaged ({type(exc).__name__}: {exc}): set aside as {aside}")
+                continue
+            if self.damage:
+                self.damage.append(f"the counts were rebuilt from {path} (written {status.get('updated_at')})")
             if status.get("format") == STATUS_FORMAT:
                 status.setdefault("folded", [])
+                status.setdefault("damaged", []).extend({"time": now_iso(), "message": m} for m in self.damage)
                 return status
-        except (OSError, ValueError):
-            pass
+            break
+        if self.damage:
+            self.damage.append("no readable status: every count starts again from 0")
         return {"format": STATUS_FORMAT, "rules": {}, "errors": [], "events": [], "sinks": {}, "folded": [],
-                "bad_rows": {}, "late_rows": 0, "batches": 0}
+                "bad_rows": {}, "late_rows": 0, "batches": 0,
+                "damaged": [{"time": now_iso(), "message": m} for m in self.damage]}
 
     def write(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
@@ -85,7 +124,15 @@ class StatusBook:
             now = now_iso()
             self.status.update({"updated_at": now, "heartbeat_at": now, "pid": os.getpid(), "host": socket.gethostname()})
             text = json.dumps(self.status, indent=1, sort_keys=True, default=str)
+        atomic_write(backup_path(self.path), text)
         atomic_write(self.path, text)
+
+    def damaged(self, message: str, path: str) -> None:
+        """A bookkeeping file set aside: listed in the status (the last few) and logged by the caller."""
+        with self.lock:
+            found = self.status.setdefault("damaged", [])
+            found.append({"time": now_iso(), "message": message, "path": path})
+            del found[:-DAMAGED_KEEP]
 
     def event(self, message: str, level: str = "info") -> None:
         with self.lock:
@@ -148,6 +195,9 @@ class StatusBook:
             counts[reason] = counts.get(reason, 0) + int(count)
         self.status["late_rows"] = self.status.get("late_rows", 0) + int(record.get("late_rows") or 0)
         self.status["batches"] = self.status.get("batches", 0) + 1
+        events = sum(int(dict(zip(STAT_NAMES, stats)).get("events_in", 0)) for _, _, stats in record.get("calls") or [])
+        if events or record.get("bad_rows") or record.get("late_rows"):  # not a clock row's micro-batch only
+            self.status["data_batches"] = self.status.get("data_batches", 0) + 1
         self.status["last_folded_batch"] = max(int(batch), int(self.status.get("last_folded_batch", -1)))
         messages = []
         for (rule_id, version_id), (live, pending, keys) in sorted(dropped.items()):

@@ -83,7 +83,7 @@ from cep.spark_bridge.sinks.base import AlertSink, atomic_write
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
-from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, mark_bad_rows, prepare_input
+from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, clock_rows, mark_bad_rows, prepare_input
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -166,6 +166,7 @@ class AlertStream:
         max_future_skew: Any = None,
         dedup_key: str | Sequence[str] | None = None,
         source_location: "Column | None" = None,
+        idle_watermark: Any = None,
     ) -> None:
         self.spark = spark
         self.rules_path = rules
@@ -184,11 +185,17 @@ class AlertStream:
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
         self.book = StatusBook(self.status_path)
-        self.journal = Journal(os.path.join(self.checkpoint, "journal"))
+        for message in self.book.damage:  # already in the status's events; the console and the log too
+            log.warning(message)
+            if on_event is not None:
+                on_event(message)
+        self.journal = Journal(os.path.join(self.checkpoint, "journal"), on_damage=self._damaged)
         self.lanes = DeliveryLanes(self.sinks, os.path.join(self.checkpoint, "outbox"), self.journal,
-                                   on_event=self._event) if self.sinks else None
+                                   on_event=self._event, on_damage=self._damaged) if self.sinks else None
         self.max_future_skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
+        self.idle_watermark_us = parse_duration(idle_watermark, what="idle_watermark") \
+            if idle_watermark is not None else None
         self.source_location = source_location
         self.match_query = None
         self.deliver_query = None
@@ -248,6 +255,11 @@ class AlertStream:
         if self.on_event is not None:
             self.on_event(message)
 
+    def _damaged(self, message: str, path: str) -> None:
+        """A bookkeeping file set aside as damaged: in the status's list and the log."""
+        self.book.damaged(message, path)
+        self._event(message, "warning")
+
     def write_status(self) -> None:
         """Write ``status.json``; then the journal records folded into it can go."""
         self.book.write()
@@ -274,6 +286,8 @@ class AlertStream:
         source = prepare_input(self.source)
         if self.time_column in source.columns and isinstance(source.schema[self.time_column].dataType, T.TimestampType):
             source = mark_bad_rows(source, self.time_column, max_future_skew_us=self.max_future_skew_us, null_time=True)
+            if self.idle_watermark_us is not None:
+                source = source.unionByName(clock_rows(source, self.time_column, self.idle_watermark_us))
         # else match_rules says what is wrong with the event-time column
         return match_rules(source, self.store, time_column=self.time_column, watermark=self.watermark,
                            housekeeping=self.housekeeping, source_location=self.source_location, with_stats=True)
@@ -296,7 +310,8 @@ class AlertStream:
                 "measures", STATS).collect()
             bad = {r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()}
             self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES))
-            self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
+            if bad:  # a micro-batch without bad rows leaves no empty file behind
+                self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
         finally:
             batch.unpersist()
         calls: dict[tuple[str, str], list[int]] = {}
@@ -342,6 +357,21 @@ class AlertStream:
         os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
         self._event(f"bad rows now come from the matching query; the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}")
 
+    def _check_clock_rows(self) -> None:
+        """The clock rows of ``idle_watermark`` are a second source of the matching query, and Spark restarts a
+        checkpoint only with the sources it was written with: turning the option on or off needs a new one."""
+        wanted = self.idle_watermark_us is not None
+        offsets = os.path.join(self.checkpoint, "match", "offsets")
+        ran = os.path.isdir(offsets) and any(n.isdigit() for n in os.listdir(offsets))
+        had = bool(self.status.get("idle_watermark"))
+        if ran and had != wanted:
+            raise CepSemanticError(
+                f"the checkpoint {self.checkpoint} was written {'with' if had else 'without'} --idle-watermark, and Spark "
+                f"restarts a query only with the sources it started with; run {'with' if had else 'without'} it, or "
+                "start a new checkpoint (the alerts so far stay in the old one)", code="E0283")
+        with self.book.lock:
+            self.status["idle_watermark"] = wanted
+
     def _cut_short(self) -> int | None:
         """The micro-batch a crash cut short: its offsets are logged and it is not committed."""
         offsets, commits = (os.path.join(self.checkpoint, "match", name) for name in ("offsets", "commits"))
@@ -352,6 +382,7 @@ class AlertStream:
 
     def start(self, *, available_now: bool = False) -> "AlertStream":
         """Start the matching query, the delivery lanes and the delivery query (when there are alert sinks)."""
+        self._check_clock_rows()
         combined = self.build()
         self._retire_bad_row_query()
         self._recovering = self._cut_short()
@@ -437,8 +468,10 @@ class AlertStream:
         except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
             return
         self.health["query_active"] = bool(query.isActive)
-        self.health["waiting_for_data"] = not bool(_progress_get(status, "isTriggerActive", False)) and \
-            not bool(_progress_get(status, "isDataAvailable", False))
+        trigger_active = bool(_progress_get(status, "isTriggerActive", False))
+        data_available = bool(_progress_get(status, "isDataAvailable", False))
+        self.health["waiting_for_data"] = not trigger_active and not data_available
+        self._record_query_state(trigger_active)
         for progress in progresses:
             batch = _progress_get(progress, "batchId")
             stamp = _progress_get(progress, "timestamp")
@@ -471,6 +504,18 @@ class AlertStream:
             for observer in self.observers:
                 observer(info)
         self._seen_progress = set(sorted(self._seen_progress)[-500:])
+
+    def _record_query_state(self, trigger_active: bool) -> None:
+        """Spark's own word on the matching query, for ``cep status``: a quiet topic is idle, not dead;
+        a trigger that has been running too long (a stuck micro-batch) is."""
+        with self.book.lock:
+            before = self.status.get("spark_query") or {}
+            since = before.get("trigger_since") if before.get("trigger_active") and trigger_active else None
+            self.status["spark_query"] = {
+                "active": self.health["query_active"], "trigger_active": trigger_active,
+                "trigger_since": since or (now_iso() if trigger_active else None),
+                "waiting_for_data": self.health["waiting_for_data"], "checked_at": now_iso(),
+            }
 
     # ------------------------------------------------------------------------------------ running
 

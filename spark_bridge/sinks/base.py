@@ -7,6 +7,7 @@ names the sink. ``cep.spark_bridge.sinks.webhook`` re-exports everything here.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -17,7 +18,14 @@ from typing import Callable, Sequence
 from cep.grammar.errors import CepRuntimeError
 
 __all__ = ["AlertSink", "Attempt", "Delivery", "DeliveryAbandoned", "DeliveryError", "RetryPolicy", "CepSinkError",
-           "atomic_write", "not_committed", "with_retries"]
+           "DAMAGED_SUFFIX", "atomic_write", "intact_items", "intact_value", "not_committed", "set_aside",
+           "with_retries"]
+
+# A bookkeeping file that cannot be read is renamed with this suffix, never deleted: the readers skip it
+# (they read ``*.json``), and whoever investigates finds the bytes as they were.
+DAMAGED_SUFFIX = ".damaged"
+# Bookkeeping holds full event payloads (outboxes, dead letters, bad rows): readable by its owner only.
+PRIVATE_FILE_MODE = 0o600
 
 
 class CepSinkError(CepRuntimeError):
@@ -153,6 +161,10 @@ class AlertSink:
     def redact(self, text: str) -> str:
         return text
 
+    def transient_failures(self) -> int:
+        """Failed attempts the sink retried inside its own client (a Kafka producer during a broker outage)."""
+        return 0
+
     def resend(self, letter) -> Attempt:  # pragma: no cover - only sinks with dead letters have it
         raise NotImplementedError(f"{self.describe()} keeps no dead letters")
 
@@ -170,7 +182,9 @@ def atomic_write(path: str, text: str) -> None:
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # unique per writer
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        # O_EXCL and O_NOFOLLOW: a name planted in the directory is never written through.
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+        with open(descriptor, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
@@ -182,6 +196,50 @@ def atomic_write(path: str, text: str) -> None:
             pass
         raise
     _fsync_directory(directory or ".")
+
+
+def set_aside(path: str) -> str | None:
+    """Rename a damaged bookkeeping file to ``<path>.damaged`` (``.damaged.2``... when taken); returns the new
+    name, or None when the file is gone (another reader set it aside first)."""
+    target, number = path + DAMAGED_SUFFIX, 1
+    while os.path.exists(target):
+        number += 1
+        target = f"{path}{DAMAGED_SUFFIX}.{number}"
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    return target
+
+
+def intact_items(text: str, key: str) -> list:
+    """The whole items of the JSON list under ``"key": [`` in ``text``, a JSON object cut short: what a
+    truncated file still holds (empty when the list itself was not reached)."""
+    start = text.find(f'"{key}"')
+    start = text.find("[", start) if start >= 0 else -1
+    if start < 0:
+        return []
+    decoder, items, at = json.JSONDecoder(), [], start + 1
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return items
+        items.append(item)
+
+
+def intact_value(text: str, key: str):
+    """The value of a top-level scalar ``"key": value`` in a JSON object cut short, or None."""
+    at = text.find(f'"{key}"')
+    at = text.find(":", at) if at >= 0 else -1
+    if at < 0:
+        return None
+    try:
+        return json.JSONDecoder().raw_decode(text[at + 1:].lstrip())[0]
+    except ValueError:
+        return None
 
 
 def _fsync_directory(directory: str) -> None:

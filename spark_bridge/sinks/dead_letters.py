@@ -28,9 +28,9 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
-from cep.spark_bridge.sinks.base import atomic_write
+from cep.spark_bridge.sinks.base import DAMAGED_SUFFIX, atomic_write, intact_items, intact_value, set_aside
 
 __all__ = ["DeadLetter", "DeadLetterBox", "LETTER_FORMAT", "read_letter"]
 
@@ -131,12 +131,14 @@ class DeadLetterBox:
     """The dead letters of one sink, in ``directory``; every write is whole or not at all (``atomic_write``)."""
 
     def __init__(self, directory: str, *, sink: str | None = None, sink_label: str | None = None,
-                 first_wait: float = REDELIVER_FIRST_S, max_wait: float = REDELIVER_MAX_S) -> None:
+                 first_wait: float = REDELIVER_FIRST_S, max_wait: float = REDELIVER_MAX_S,
+                 on_damage: Callable[[str, str], None] | None = None) -> None:
         self.directory = os.path.abspath(directory)
         self.sink = sink
         self.sink_label = sink_label
         self.first_wait = first_wait
         self.max_wait = max_wait
+        self.on_damage = on_damage  # (message, path set aside); None: the message goes nowhere but the file is kept
 
     def _write(self, letter: DeadLetter) -> DeadLetter:
         os.makedirs(self.directory, exist_ok=True)
@@ -164,10 +166,45 @@ class DeadLetterBox:
         found = []
         for name in sorted(os.listdir(self.directory)):
             if name.endswith(".json") and not name.startswith("."):
-                letter = read_letter(os.path.join(self.directory, name))
+                path = os.path.join(self.directory, name)
+                letter = read_letter(path)
+                if letter is None and os.path.exists(path):
+                    letter = self._rebuild(path)
                 if letter is not None:
                     found.append(letter)
         return sorted(found, key=lambda l: (l.first_failed_at, l.key))
+
+    def _rebuild(self, path: str) -> DeadLetter | None:
+        """A letter that cannot be read (cut short, bytes damaged): set aside as ``.damaged``, and its whole
+        alerts written again as a letter of the same key, which is redelivered like any other (a letter
+        counts as not delivered until a receiver took it)."""
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return None
+        key = intact_value(text, "idempotency_key")
+        key = key if isinstance(key, str) and key else os.path.basename(path)[:-len(".json")]
+        alerts = [a for a in intact_items(text, "alerts") if isinstance(a, dict)]
+        batch_id = intact_value(text, "batch_id")
+        aside = set_aside(path)
+        if aside is None:  # another reader (the lane, cep deliver) rebuilt it first
+            return read_letter(path)
+        letter = None
+        if alerts:
+            letter = self.put(key, alerts, [f"rebuilt from the damaged letter {aside}"],
+                              batch_id=batch_id if isinstance(batch_id, int) else None)
+        if self.on_damage is not None:
+            kept = f"its {len(alerts)} readable alert(s) wait in a new letter" if alerts \
+                else "no alert in it could be read"
+            self.on_damage(f"dead letter {path} is damaged: set aside as {aside}; {kept}", aside)
+        return letter
+
+    def damaged(self) -> list[str]:
+        """The files set aside as damaged, for the status and ``cep deliver``."""
+        if not os.path.isdir(self.directory):
+            return []
+        return sorted(os.path.join(self.directory, n) for n in os.listdir(self.directory) if DAMAGED_SUFFIX in n)
 
     def due(self, now: float | None = None, *, everything: bool = False) -> list[DeadLetter]:
         """The letters to try again now: not refused, and their wait is over (``everything``: whatever the wait)."""

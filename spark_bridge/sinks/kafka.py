@@ -45,6 +45,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import Any, Mapping, Sequence
@@ -70,6 +71,46 @@ log = logging.getLogger("cep.kafka")
 # librdkafka's own log lines (a broker that refuses connections logs one per second) go to this logger: to the
 # application's log handlers when it has some, never to the console by Python's last-resort handler.
 log.addHandler(logging.NullHandler())
+
+
+class BrokerLog:
+    """librdkafka's log lines of one sink's clients (the ``logger`` setting): while the brokers do not answer
+    it logs every second, so the console gets one warning when an outage starts and one line when the
+    brokers answer again (``answered``, after a delivery); the lines between go to the debug level.
+    Each error line counts as a failed attempt (``cep_sink_failures_total``)."""
+
+    def __init__(self, describe: str) -> None:
+        self.describe = describe
+        self.lock = threading.Lock()
+        self.failures = 0
+        self.outage_since: float | None = None
+        self.quiet = 0  # error lines not shown in the current outage
+
+    def log(self, level: int, fmt: str, *args) -> None:
+        message = fmt % args if args else fmt
+        if level < logging.ERROR:  # notices and warnings (a coordinator loading: retrying); quiet in an outage
+            log.log(logging.DEBUG if self.outage_since is not None else level, message)
+            return
+        with self.lock:
+            self.failures += 1
+            first = self.outage_since is None
+            if first:
+                self.outage_since = time.monotonic()
+            else:
+                self.quiet += 1
+        if first:
+            log.warning("kafka sink %s: the brokers do not answer (%s); its alerts wait in its outbox; "
+                        "one line when they answer again", self.describe, message)
+        else:
+            log.debug(message)
+
+    def answered(self) -> None:
+        with self.lock:
+            since, quiet = self.outage_since, self.quiet
+            self.outage_since, self.quiet = None, 0
+        if since is not None:
+            log.warning("kafka sink %s: the brokers answer again after %ds (%d more error lines at debug level)",
+                        self.describe, int(time.monotonic() - since), quiet)
 
 
 def is_kafka_sink(spec: str) -> bool:
@@ -151,9 +192,10 @@ class KafkaSink(AlertSink):
             "partitioner": "murmur2_random",
             "linger.ms": 5,
             "message.timeout.ms": int(timeout * 1000),
-            "logger": log,
             **client,
         }
+        self.broker_log = BrokerLog(self.describe())
+        self.config["logger"] = self.broker_log
         self._producer = None
         if check:
             self.check()
@@ -229,7 +271,11 @@ class KafkaSink(AlertSink):
                 filename=self.describe())
         for alert in alerts:
             report.delivered[alert["rule_id"]] += 1
+        self.broker_log.answered()
         return report
+
+    def transient_failures(self) -> int:
+        return self.broker_log.failures
 
     def close(self) -> None:
         if self._producer is not None:
@@ -366,6 +412,10 @@ class KafkaExactlyOnceSink(KafkaSink):
         if self.last_batch is not None and batch_id <= self.last_batch:
             self.skipped.append(batch_id)
             log.info("%s: micro-batch %s was committed before (last %s): skipped", self.describe(), batch_id, self.last_batch)
+            # Its alerts are on the topic, committed by a run whose record of it a crash lost: they count as
+            # delivered now (the status counts each micro-batch's record once, by its name, so never twice).
+            for alert in alerts:
+                report.delivered[alert["rule_id"]] += 1
             return report
         kafka = _kafka()
         producer = self._producer
@@ -393,6 +443,7 @@ class KafkaExactlyOnceSink(KafkaSink):
         self.last_batch = batch_id
         for alert in alerts:
             report.delivered[alert["rule_id"]] += 1
+        self.broker_log.answered()
         return report
 
     def _abandon(self, producer, error) -> None:

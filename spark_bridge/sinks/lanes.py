@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES
-from cep.spark_bridge.sinks.base import AlertSink, Delivery, DeliveryAbandoned, atomic_write
+from cep.spark_bridge.sinks.base import (DAMAGED_SUFFIX, AlertSink, Delivery, DeliveryAbandoned, atomic_write,
+                                         intact_items, set_aside)
 from cep.spark_bridge.sinks.dead_letters import read_letter
 from cep.spark_bridge.sinks.safe_text import file_safe
 
@@ -63,6 +64,16 @@ def _to_json(alert: dict) -> dict:
     return out
 
 
+def _ignore_damage(message: str, path: str) -> None:
+    """Readers without a status to report to (``cep deliver``'s listing) still set damaged files aside."""
+
+
+def name_count(name: str) -> int | None:
+    """The alert count in an outbox entry's name ``<batch>.<alerts>.json``."""
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
+
+
 def _from_json(record: dict) -> dict:
     alert = dict(record)
     for name in _TIMES:
@@ -74,8 +85,9 @@ def _from_json(record: dict) -> dict:
 class Outbox:
     """Per-sink queues of micro-batches on disk: ``<dir>/<sink key>/<batch:012d>.<alerts>.json``."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, on_damage: Callable[[str, str], None] | None = None) -> None:
         self.directory = os.path.abspath(directory)
+        self.on_damage = on_damage or _ignore_damage
 
     def _folder(self, sink: str) -> str:
         return os.path.join(self.directory, sink)
@@ -107,9 +119,30 @@ class Outbox:
 
     def load(self, sink: str, batch_id: int) -> list[dict]:
         for name in self._names(sink, batch_id):
-            with open(os.path.join(self._folder(sink), name), encoding="utf-8") as fh:
-                return [_from_json(a) for a in json.load(fh)["alerts"]]
+            path = os.path.join(self._folder(sink), name)
+            with open(path, "rb") as fh:
+                data = fh.read()
+            try:
+                return [_from_json(a) for a in json.loads(data.decode("utf-8"))["alerts"]]
+            except (ValueError, KeyError, TypeError) as exc:
+                return self._salvage(sink, batch_id, path, data, exc)
         return []
+
+    def _salvage(self, sink: str, batch_id: int, path: str, data: bytes, exc: Exception) -> list[dict]:
+        """A damaged entry: set aside, its whole alerts queued again under the same micro-batch (what a
+        cut-short file lost is named in the message: the alert output still holds it)."""
+        alerts = [a for a in intact_items(data.decode("utf-8", "replace"), "alerts") if isinstance(a, dict)]
+        expected = name_count(os.path.basename(path))
+        aside = set_aside(path)
+        if aside is None:  # another reader took it first
+            return self.load(sink, batch_id)
+        if alerts:
+            self.put(sink, batch_id, alerts)
+        lost = f"; {expected - len(alerts)} could not be read (they are in the alert output)" \
+            if expected is not None and expected > len(alerts) else ""
+        self.on_damage(f"outbox entry {path} is damaged ({type(exc).__name__}: {exc}): set aside as {aside}; "
+                       f"its {len(alerts)} readable alert(s) are delivered{lost}", aside)
+        return [_from_json(a) for a in alerts]
 
     def remove(self, sink: str, batch_id: int) -> None:
         for name in self._names(sink, batch_id):
@@ -121,6 +154,11 @@ class Outbox:
     def has(self, sink: str, batch_id: int) -> bool:
         return bool(self._names(sink, batch_id))
 
+    def damaged(self, sink: str) -> list[str]:
+        folder = self._folder(sink)
+        return sorted(os.path.join(folder, n) for n in os.listdir(folder) if DAMAGED_SUFFIX in n) \
+            if os.path.isdir(folder) else []
+
     def sinks(self) -> list[str]:
         return sorted(n for n in os.listdir(self.directory) if os.path.isdir(os.path.join(self.directory, n))) \
             if os.path.isdir(self.directory) else []
@@ -129,15 +167,37 @@ class Outbox:
 class Journal:
     """Records of work done, each folded into the status exactly once (see the module doc)."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, on_damage: Callable[[str, str], None] | None = None) -> None:
         self.directory = os.path.abspath(directory)
+        self.on_damage = on_damage or _ignore_damage
 
     def write(self, name: str, record: dict) -> None:
         os.makedirs(self.directory, exist_ok=True)
         atomic_write(os.path.join(self.directory, f"{name}.json"), json.dumps(record, ensure_ascii=False, default=str))
 
     def has(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.directory, f"{name}.json"))
+        """Is there a readable record ``name``? A damaged one is set aside and counts as not written: the
+        work it records is done again (every sink is idempotent), and counted then."""
+        return self._read(f"{name}.json") is not None
+
+    def _read(self, file_name: str) -> dict | None:
+        path = os.path.join(self.directory, file_name)
+        try:
+            with open(path, "rb") as fh:
+                record = json.loads(fh.read().decode("utf-8"))
+            if isinstance(record, dict):
+                return record
+            problem = "not a JSON object"
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        aside = set_aside(path)
+        if aside is not None:
+            self.on_damage(f"journal record {path} is damaged ({problem}): set aside as {aside}; "
+                           "the work it recorded is done again where it can be (a delivery), or its counts are lost "
+                           "(a micro-batch's statistics)", aside)
+        return None
 
     def pending(self) -> list[tuple[str, dict]]:
         if not os.path.isdir(self.directory):
@@ -145,11 +205,9 @@ class Journal:
         out = []
         for file_name in sorted(os.listdir(self.directory)):
             if file_name.endswith(".json") and not file_name.startswith("."):
-                try:
-                    with open(os.path.join(self.directory, file_name), encoding="utf-8") as fh:
-                        out.append((file_name[:-5], json.load(fh)))
-                except (OSError, ValueError):
-                    continue
+                record = self._read(file_name)
+                if record is not None:
+                    out.append((file_name[:-5], record))
         return out
 
     def remove(self, name: str) -> None:
@@ -204,6 +262,8 @@ class _Lane(threading.Thread):
         self.streak = 0
         self.probe_at = 0.0  # when the next probe of a receiver that did not answer may go
         self.probe_wait = 0.0
+        self.outage_since: float | None = None  # the wall clock of the first dead letter of a receiver outage
+        self.outage_dead = 0
 
     # -- waiting that the stop interrupts
 
@@ -293,12 +353,33 @@ class _Lane(threading.Thread):
             state.answering = False
             first = report.errors[0].message if report.errors else "dead-lettered"
             state.last_error, state.last_error_at = first.split(": ", 1)[-1], time.time()
-            for error in report.errors:
-                self.lanes.event(f"sink {self.sink.describe()}: dead-lettered {error.key or '?'} (rules {', '.join(error.rules)}) "
-                                 f"after its retries: {error.message.split(': ', 1)[-1]}", level="warning")
+            self._outage_started(report)
         elif report.delivered:
             state.answering = True
             self.probe_at, self.probe_wait = 0.0, 0.0
+            self._outage_ended()
+
+    def _outage_started(self, report: Delivery) -> None:
+        """One warning per receiver outage (the first dead letter), not one per request that failed: the
+        rest are counted, in the status (per rule) and in the metrics, and summed up when it ends."""
+        dead = sum(report.dead_lettered.values())
+        if self.outage_since is not None:
+            self.outage_dead += dead
+            return
+        self.outage_since, self.outage_dead = time.time(), dead
+        error = report.errors[0] if report.errors else None
+        what = "?" if error is None else \
+            f"{error.key or '?'} (rules {', '.join(error.rules)}): {error.message.split(': ', 1)[-1]}"
+        self.lanes.event(f"sink {self.sink.describe()}: dead-lettered after its retries, {what}; the alerts that fail "
+                         "until the receiver answers again become dead letters too, redelivered then (one line when "
+                         "it does; each is in cep deliver)", level="warning")
+
+    def _outage_ended(self) -> None:
+        if self.outage_since is None:
+            return
+        self.lanes.event(f"sink {self.sink.describe()} answers again after {int(time.time() - self.outage_since)}s; "
+                         f"{self.outage_dead} alert(s) were dead-lettered meanwhile and are redelivered")
+        self.outage_since = None
 
     def _redeliver(self, box) -> bool:
         """One round of redelivery; True when a letter was tried. Receiver answering: every letter
@@ -336,6 +417,7 @@ class _Lane(threading.Thread):
         waiting, refused, _ = box.counts()
         if sent:
             self.probe_at, self.probe_wait = 0.0, 0.0
+            self._outage_ended()
             self.lanes.event(f"sink {self.sink.describe()}: redelivered {sent} dead letter(s); {waiting} waiting"
                              + (f" ({refused} refused by the receiver: send them with cep deliver)" if refused else ""))
         elif tried:
@@ -348,11 +430,16 @@ class DeliveryLanes:
     """One lane per sink over ``outbox_dir``, recording into ``journal`` (see the module doc)."""
 
     def __init__(self, sinks: Iterable[AlertSink], outbox_dir: str, journal: Journal,
-                 on_event: Callable[[str, str], None] | None = None) -> None:
+                 on_event: Callable[[str, str], None] | None = None,
+                 on_damage: Callable[[str, str], None] | None = None) -> None:
         self.sinks = list(sinks)
-        self.outbox = Outbox(outbox_dir)
-        self.journal = journal
         self.on_event = on_event
+        self.on_damage = on_damage or (lambda message, path: self.event(message, "warning"))
+        self.outbox = Outbox(outbox_dir, on_damage=self.on_damage)
+        self.journal = journal
+        for sink in self.sinks:
+            if sink.dead_letters is not None and sink.dead_letters.on_damage is None:
+                sink.dead_letters.on_damage = self.on_damage
         self.stopping = threading.Event()
         self._idle = threading.Condition()
         keys = [s.key() for s in self.sinks]
@@ -430,6 +517,8 @@ class DeliveryLanes:
                         "dead_letters_waiting": waiting, "dead_letters_refused": refused,
                         "dead_letter_alerts": letter_alerts, "failing_since": state.failing_since,
                         "last_error": state.last_error, "last_error_at": state.last_error_at,
-                        "last_success_at": state.last_success_at, "failures": state.failures,
-                        "redelivered": state.redelivered}
+                        "last_success_at": state.last_success_at,
+                        "failures": state.failures + lane.sink.transient_failures(),
+                        "redelivered": state.redelivered, "damaged_files": self.outbox.damaged(key)
+                        + (box.damaged() if box is not None else [])}
         return out

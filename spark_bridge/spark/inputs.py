@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
 DEFAULT_WATERMARK = "10 seconds"
+# The REJECT mark of a clock row (``clock_rows``): it moves the watermark, then is dropped before any rule.
+CLOCK_ROW = "__cep_clock"
+CLOCK_ROWS_PER_SECOND = 1  # one is enough to move the watermark; each trigger then runs a micro-batch
 
 
 def prepare_input(df: "DataFrame") -> "DataFrame":
@@ -119,6 +122,28 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
     for name in nan_columns:
         reason = otherwise(F.isnan(F.col(quote(name))), BAD_EVENT_TIME if name == time_column else BAD_WRONG_TYPE)
     return (reason if reason is not None else F.lit(None)).cast("string")
+
+
+def clock_rows(df: "DataFrame", time_column: str, lag_us: int) -> "DataFrame":
+    """Rows of ``df``'s schema (as ``mark_bad_rows`` left it) from Spark's ``rate`` source: the event time is
+    the wall clock minus ``lag_us``, every other column NULL, ``REJECT`` = ``CLOCK_ROW``. Unioned with the
+    input, they move the watermark by the wall clock when the input is quiet (``--idle-watermark``); the
+    stateful operator's prologue drops them after its watermark (``alerting.query.match_rules``)."""
+    from pyspark.sql import functions as F
+
+    ticks = df.sparkSession.readStream.format("rate").option("rowsPerSecond", CLOCK_ROWS_PER_SECOND) \
+        .option("numPartitions", 1).load()
+    moment = F.timestamp_micros(F.unix_micros(F.col("timestamp")) - F.lit(lag_us))
+    columns = []
+    for field in df.schema.fields:
+        if field.name == time_column:
+            value = moment
+        elif field.name == REJECT:
+            value = F.lit(CLOCK_ROW)
+        else:
+            value = F.lit(None)
+        columns.append(value.cast(field.dataType).alias(field.name))
+    return ticks.select(*columns)
 
 
 def blank_misshapen_csv_lines(df: "DataFrame") -> "DataFrame":

@@ -20,8 +20,9 @@ events DataFrame (streaming or static) with each message's value parsed into col
   ``kafka_key`` (string), ``kafka_topic``, ``kafka_partition``, ``kafka_offset`` and ``kafka_timestamp``
   (the record's timestamp: usable as the event time), then ``_corrupt_record``: a value that is not
   JSON (or CSV of the schema's shape), a value of the wrong type, a time that does not parse, or an empty
-  (NULL) value keeps its text there, so the stream sets it aside as a bad row with its reason (``not_json``,
-  ``wrong_type``, ``bad_event_time``), exactly as for a line of a file (``inputs.mark_bad_rows``).
+  value (NULL, zero bytes or only blanks) keeps its text there, so the stream sets it aside as a bad row
+  with its reason (``not_json``, ``wrong_type``, ``bad_event_time``), exactly as for a line of a file
+  (``inputs.mark_bad_rows``).
 - **The schema**: given (``"ts TIMESTAMP, ..."`` or a ``StructType``), or for JSON inferred from the last
   ``SAMPLE_PER_PARTITION`` messages of each partition (``json_fields``: each field the type most of its
   values have; an ISO 8601 text is a timestamp).
@@ -567,7 +568,9 @@ def kafka_events(raw: "DataFrame", schema: "StructType", format: str = "json") -
             strays.append(stray)
         values.append(value.alias(f.name))
     stray_text = [F.when(reduce(lambda a, b: a | b, strays), text)] if strays else []
-    unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(F.col("value").isNull(), F.lit("")), *stray_text)
+    # An empty value (NULL, a tombstone; or zero bytes, or only blanks) has nothing to read: not_json, as the docs say.
+    empty = F.col("value").isNull() | (F.regexp_replace(text, r"\s+", "") == F.lit(""))
+    unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(empty, F.coalesce(text, F.lit(""))), *stray_text)
     df = raw.select(*values, *meta, unread.alias(CORRUPT_RECORD))
     if format == "csv":  # a line with the wrong number of fields: no value can be trusted to its column
         df = blank_misshapen_csv_lines(df.select(*[F.col(quote(f.name)) for f in fields], F.col(CORRUPT_RECORD),

@@ -20,7 +20,10 @@ pyspark is imported inside ``get_spark`` only, so importing this module costs no
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import stat
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -59,24 +62,66 @@ def _user_tag() -> str:
     return str(os.getuid()) if hasattr(os, "getuid") else "user"
 
 
+# This process's own files in the temp folder: a directory made fresh (mkdtemp: mode 0700, a new name), never a
+# name another local user could have planted. "config" holds the log4j2 file (removed at exit); "log" the
+# JVM's log when the shared per-user name cannot be trusted.
+_PRIVATE: dict[str, str] = {}
+
+
+def _private_dir(kind: str) -> str:
+    if kind not in _PRIVATE:
+        _PRIVATE[kind] = tempfile.mkdtemp(prefix=f"cep-{kind}-{_user_tag()}-")
+        if kind == "config":
+            atexit.register(shutil.rmtree, _PRIVATE[kind], True)
+    return _PRIVATE[kind]
+
+
+def _own_regular_file(path: str) -> bool:
+    """``path`` is absent, or a regular file of this user (not a link another user planted)."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    return stat.S_ISREG(found.st_mode) and (not hasattr(os, "getuid") or found.st_uid == os.getuid())
+
+
 def spark_log_path() -> str:
-    """Where the JVM's own output goes when ``get_spark(quiet=True)`` starts it (``$CEP_SPARK_LOG`` overrides)."""
-    return os.environ.get("CEP_SPARK_LOG") or os.path.join(tempfile.gettempdir(), f"cep-spark-{_user_tag()}.log")
+    """Where the JVM's own output goes when ``get_spark(quiet=True)`` starts it (``$CEP_SPARK_LOG`` overrides):
+    ``$TMPDIR/cep-spark-<uid>.log`` when that name is this user's regular file or free, else a file in a
+    private directory of this process (the log is never written through a link)."""
+    if os.environ.get("CEP_SPARK_LOG"):
+        return os.environ["CEP_SPARK_LOG"]
+    if "log_path" not in _PRIVATE:
+        shared = os.path.join(tempfile.gettempdir(), f"cep-spark-{_user_tag()}.log")
+        private = os.path.join(_private_dir("log"), "cep-spark.log") if not _own_regular_file(shared) else None
+        _PRIVATE["log_path"] = private or shared
+    return _PRIVATE["log_path"]
+
+
+def _open_log(path: str) -> int:
+    """Open the log for appending, refusing links and files of another user (then: a private file)."""
+    try:
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError:  # ELOOP: a link was planted after the look
+        target = -1
+    if target >= 0 and _own_regular_file(path) and stat.S_ISREG(os.fstat(target).st_mode):
+        return target
+    if target >= 0:
+        os.close(target)
+    _PRIVATE["log_path"] = os.path.join(_private_dir("log"), "cep-spark.log")
+    return os.open(_PRIVATE["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
 
 
 def _log4j2_file() -> str:
-    """Write the log4j2 configuration once per user and return its path."""
-    path = os.path.join(tempfile.gettempdir(), f"cep-log4j2-{_user_tag()}.properties")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == _LOG4J2:
-                return path
-    except OSError:
-        pass
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    """Write the log4j2 configuration into this process's private directory and return its path: created
+    fresh (O_EXCL, mode 0600), never reused because its text matches (the JVM would run another user's)."""
+    path = os.path.join(_private_dir("config"), "log4j2.properties")
+    if "log4j2" in _PRIVATE:
+        return path
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with open(descriptor, "w", encoding="utf-8") as fh:
         fh.write(_LOG4J2)
-    os.replace(tmp, path)
+    _PRIVATE["log4j2"] = path
     return path
 
 
@@ -94,7 +139,7 @@ def _stderr_to(path: str) -> Iterator[None]:
     except Exception:  # pragma: no cover - a closed or odd stderr
         pass
     saved = os.dup(2)
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    target = _open_log(path)
     try:
         os.dup2(target, 2)
         yield

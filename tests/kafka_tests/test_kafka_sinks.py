@@ -59,10 +59,11 @@ def test_exactly_once_skips_a_replayed_batch_also_after_a_restart(kafka_broker, 
     url = f"kafka-exactly-once://{kafka_broker.bootstrap}/{topic}?control_topic={control}"
     sink = KafkaExactlyOnceSink(url, state_dir=str(tmp_path / "sinks"))
     assert sum(sink.deliver(alerts(0), 0).delivered.values()) == 3
-    assert sum(sink.deliver(alerts(0), 0).delivered.values()) == 0  # the same batch id again: skipped
+    again = sink.deliver(alerts(0), 0)  # the same batch id again: skipped, and reported as delivered (it was)
+    assert sum(again.delivered.values()) == 3 and sink.skipped == [0]
     restarted = KafkaExactlyOnceSink(url, state_dir=str(tmp_path / "sinks"))
     assert restarted.transactional_id == sink.transactional_id
-    assert sum(restarted.deliver(alerts(0), 0).delivered.values()) == 0
+    assert sum(restarted.deliver(alerts(0), 0).delivered.values()) == 3
     assert restarted.skipped == [0]
     assert sum(restarted.deliver(alerts(1), 1).delivered.values()) == 3
     committed = consume(kafka_broker.bootstrap, topic, isolation="read_committed")
@@ -120,3 +121,32 @@ def test_missing_topics_and_unreachable_brokers_are_reported_when_the_sink_is_ma
         KafkaExactlyOnceSink(f"kafka-exactly-once://{address}/alerts", state_dir=str(tmp_path),
                              check_timeout=2)
     assert caught.value.code == "E0491"
+
+
+def test_a_broker_outage_is_one_line_when_it_starts_and_one_when_it_ends_and_counted_as_failures(
+        kafka_broker, kafka_topic, caplog):
+    """librdkafka logs a refused connection every second or so; the console gets the outage, not each retry,
+    and every error line counts as a failed attempt (cep_sink_failures_total)."""
+    import logging
+
+    topic = kafka_topic(1)
+    sink = KafkaSink(f"kafka://{kafka_broker.bootstrap}/{topic}", timeout=4.0)
+    assert sum(sink.deliver(alerts(0), 0).delivered.values()) == 3
+    before = sink.transient_failures()
+    caplog.set_level(logging.DEBUG, logger="cep")
+    kafka_broker.stop()
+    try:
+        for batch in (1, 2):  # two micro-batches fail while the broker is down
+            with pytest.raises(CepSinkError):
+                sink.deliver(alerts(batch), batch)
+    finally:
+        kafka_broker.start()
+    assert sum(sink.deliver(alerts(3), 3).delivered.values()) == 3
+    shown = [r.getMessage() for r in caplog.records if r.name == "cep.kafka" and r.levelno >= logging.WARNING
+             and ("refused" in r.getMessage() or "kafka sink" in r.getMessage())]
+    assert len(shown) == 2, shown  # a notice of a coordinator still loading may come before; no error line
+    assert "do not answer" in shown[0] and "Connection refused" in shown[0] and "answer again after" in shown[1]
+    quiet = [r for r in caplog.records
+             if r.name == "cep.kafka" and r.levelno == logging.DEBUG and "refused" in r.getMessage()]
+    assert len(quiet) >= 1 and sink.transient_failures() - before >= 1 + len(quiet)
+    sink.close()

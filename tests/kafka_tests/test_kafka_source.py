@@ -168,17 +168,19 @@ def test_bad_messages_are_bad_rows_with_their_reasons(kafka_broker, kafka_topic,
         messages.insert(3 + 4 * i, {"key": "S0", "value": line})
     messages.insert(9, {"key": "S1", "value": None})  # an empty value (a tombstone): nothing to read
     messages.insert(11, {"key": "S1", "value": "[1, 2]"})  # JSON, but not an object
+    messages.insert(13, {"key": "S0", "value": ""})  # zero bytes: as empty as a tombstone
+    messages.insert(15, {"key": "S0", "value": " \n"})  # only blanks
     messages.append(message({"symbol": SENTINEL, "ts": T0 + dt.timedelta(days=1), "price": 1.0}))
     produce(kafka_broker.bootstrap, topic, messages)
     query = cep.compile(VSHAPE)
     source = read_kafka(spark, f"kafka://{kafka_broker.bootstrap}/{topic}", schema=SCHEMA)
     matches = query.on_spark(source, watermark="5 minutes", session_timeout=SESSION, max_future_skew="1 day")
     stream, result = run_stream(spark, matches, "kafka_bad_rows", tmp_path / "ck")
-    expected = Counter(reason for _, reason in bad) + Counter({"not_json": 2})
+    expected = Counter(reason for _, reason in bad) + Counter({"not_json": 4})
     assert Counter(result["cep_late_reason"].dropna()) == expected
     rejected = result[result["cep_late_reason"].notna()]
     assert set(rejected[rejected["cep_late_reason"] == "not_json"]["cep_late_row"]) == {
-        "this is not json", BAD_LINES[1][0], "", "[1, 2]"}
+        "this is not json", BAD_LINES[1][0], "", "[1, 2]", " \n"}
     sums = metric_sums(stream.recentProgress)
     assert {r: sums[r] for r in BAD_REASONS} == expected and sums["late_rows"] == 0
     names = list(query.output_columns(("symbol", "ts", "price")))
