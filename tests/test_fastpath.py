@@ -121,15 +121,11 @@ def tables(draw, max_rows: int = 16) -> list[dict]:
 
 def _run(stmt: A.Statement, rows: list[dict], *, fast: bool):
     columns = rows_to_columns(rows) if rows else {"id": [], "value": [], "part": []}
-    plan = CompiledQuery(stmt)
-    saved = fastpath.ENABLED
-    fastpath.ENABLED = fast
+    plan = CompiledQuery(stmt, column_wise=fast)
     try:
         return "rows", [repr(row) for row in plan.run_columns(columns)[1]]
     except CepError as error:
         return "error", error.code
-    finally:
-        fastpath.ENABLED = saved
 
 
 def _is_eligible(stmt: A.Statement) -> bool:
@@ -385,16 +381,11 @@ def frames(draw, max_rows: int = 20):
 
 
 def _frame_run(stmt: A.Statement, frame, *, fast: bool):
-    saved = fastpath.ENABLED
-    fastpath.ENABLED = fast
-    try:
-        plan = CompiledQuery(stmt)
-        if fast:
-            return plan.run_frame(frame)
-        kind, columns = to_columns(frame)
-        return from_rows(kind, *plan.run_columns(columns))
-    finally:
-        fastpath.ENABLED = saved
+    plan = CompiledQuery(stmt, column_wise=fast)
+    if fast:
+        return plan.run_frame(frame)
+    kind, columns = to_columns(frame)
+    return from_rows(kind, *plan.run_columns(columns))
 
 
 def _describe(stmt: A.Statement) -> str:

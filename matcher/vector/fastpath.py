@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -79,9 +78,6 @@ RESTART_SLACK = 4096
 # Ends each partition in the one buffer the vector scan searches. With fewer than 8 variables no class
 # holds this byte, so no match can span two partitions.
 SEPARATOR = 0xFF
-# CEP_FASTPATH=0 in the environment (or ENABLED = False) sends every query to the Pike VM: the tests
-# run both paths, and a user can rule the fast path out when chasing a difference.
-ENABLED = os.environ.get("CEP_FASTPATH", "1") != "0"
 
 _KNOWN_OPS = frozenset({LABEL, SPLIT, JUMP, EXCL_BEGIN, EXCL_END, AT_START, AT_END, DONE})
 
@@ -470,15 +466,11 @@ def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -
 
 
 def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> FastPlan | None:
-    """The fast plan for this machine, built once and kept on the machine; None when not eligible."""
-    if not ENABLED:
-        return None
-    cached = machine.__dict__.get("_fastpath")
-    if cached is None:
-        plan, reasons = analyze(statement, machine, input_columns)
-        cached = (plan, reasons)
-        machine.__dict__["_fastpath"] = cached
-    return cached[0]
+    """The fast plan for this machine, built once and kept in ``machine.column_plans``; None when not eligible."""
+    kept = machine.column_plans
+    if kept.regex is None:
+        kept.regex = analyze(statement, machine, input_columns)
+    return kept.regex[0]
 
 
 def eligible(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> bool:
@@ -508,7 +500,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         raise NotEligible("SEEK")
     if mr.rows_per_match.show_timeout:
         raise NotEligible("SHOW TIMEOUT MATCHES")
-    unknown = set(machine.ops) - _KNOWN_OPS
+    unknown = set(machine.opcodes) - _KNOWN_OPS
     if unknown:
         raise NotEligible("the program uses " + ", ".join(sorted(unknown)))
     labels = machine.label_names

@@ -15,8 +15,8 @@ from cep.grammar.columns import ColumnNames
 from cep.matcher.program.compiler import absence_label
 from cep.matcher.program.machine import absence_labels
 from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector import cumulative, fastpath, first_hit, kernels
-from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector import cumulative, first_hit, kernels
+from cep.matcher.vector import sequence_output
 from cep.matcher.vector.lane_frame import History, Slot
 from cep.matcher.vector.pattern_regex import NotEligible
 from cep.matcher.vector.sequence import Item, SequencePlan
@@ -33,13 +33,21 @@ def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -
 
 
 def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan | None:
-    """The sequence plan for this machine, built once and kept on the machine; None when not eligible."""
-    if not fastpath.ENABLED:  # CEP_FASTPATH=0: every query on the Pike VM
-        return None
-    cached = machine.__dict__.get("_sequence")
-    if cached is None:
-        cached = machine.__dict__["_sequence"] = analyze(statement, machine, input_columns)
-    return cached[0]
+    """The sequence plan for this machine, built once and kept in ``machine.column_plans``; None when not
+    eligible (``reasons_not`` says why)."""
+    return _analysis(statement, machine, input_columns)[0]
+
+
+def reasons_not(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> list[str]:
+    """Why the sequence engine does not take the query (empty: it does), kept as ``plan_for`` keeps the plan."""
+    return _analysis(statement, machine, input_columns)[1]
+
+
+def _analysis(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple[SequencePlan | None, list[str]]:
+    kept = machine.column_plans
+    if kept.sequence is None:
+        kept.sequence = analyze(statement, machine, input_columns)
+    return kept.sequence
 
 
 def _items(pattern: ast.Pattern, label_ids: dict[str, int]) -> tuple[Item, ...]:
@@ -112,7 +120,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
 
     def item_of(qualifier: ast.Identifier) -> int:
         if qualifier.key not in label_ids:
-            raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
+            raise sequence_output.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
         return item_index[label_ids[qualifier.key]]
 
     hits = {} if slots else _first_hits(items, defines, conditions, labels, label_ids, scope, label_of)
@@ -133,12 +141,12 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
             pass
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
-    measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status,
+    measures = sequence_output.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status,
                                                machine.output.layout.measures, tuple(item.label for item in items),
                                                machine.label_names)
-    if measures is None and not output_columns.reads_after(mr.measures):  # PREV in a measure: the rows before it too
+    if measures is None and not sequence_output.reads_after(mr.measures):  # PREV in a measure: the rows before it too
         layout = machine.output.layout
-        measures = output_columns.reading_before(layout.measures, tuple(item.label for item in items), machine.label_names,
+        measures = sequence_output.reading_before(layout.measures, tuple(item.label for item in items), machine.label_names,
                                                  layout.status, machine.lookback)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
@@ -228,8 +236,8 @@ def route_lines(plan: SequencePlan) -> list[str]:
             lines.append(f"      {name}'s runs: scanned row by row from every start ({_scan_reason(plan, index)})")
     if plan.measures is not None:
         lines.append("      measures: computed for all matches at once; AFTER MATCH SKIP walked once per emitted match")
-        per_match = output_columns.per_match_names(plan.statement.match.measures, plan.measures)
-        before = " and the rows PREV reads before it" if output_columns.reads_before(plan.statement.match.measures) else ""
+        per_match = sequence_output.per_match_names(plan.statement.match.measures, plan.measures)
+        before = " and the rows PREV reads before it" if sequence_output.reads_before(plan.statement.match.measures) else ""
         if per_match:
             lines.append(f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its"
                          f" rows{before})")
