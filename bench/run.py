@@ -671,7 +671,8 @@ def alert_rules_report() -> list[str]:
         "The machine is shared with other work" + (f" (load average {', '.join(f'{v:.1f}' for v in loads)} on "
                                                     f"{os.cpu_count()} cores during the Spark and Flink runs)" if loads else "")
         + ": wall times stretch, CPU seconds much less; compare per CPU-second. cep's `Query.run` uses one core, "
-        "Spark and Flink both. `cep.compile(text, column_wise=False)` turns off both column-wise engines (the regex fast path "
+        "Spark and Flink both. `cep.compile(text, column_wise=False)` turns off both column-wise engines "
+        "(the regex fast path "
         "and the sequence engine): the VM then runs every partition.", ""] + ALERT_RULES_READING
     return lines
 

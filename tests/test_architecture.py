@@ -42,7 +42,7 @@ ORDER = {
     "cep.matcher": ["sql", "program", "rows", ("pike", "vector"), "plan", "explain"],
     "cep.matcher.sql": [("text_patterns", "datetimes"), "values", "intervals", "context", "running", "types",
                         "expressions"],
-    "cep.matcher.program": ["instructions", "skip", "compiler", "equivalence", "output", "machine"],
+    "cep.matcher.program": ["instructions", "lowered", "skip", "compiler", "equivalence", "output", "machine"],
     "cep.matcher.rows": ["tables", "text_types", "outer", "partitioning", "validate"],
     "cep.matcher.pike": ["vm", "trace"],
     "cep.matcher.vector": ["arrays", "kernels", "pattern_regex", "runs", "all_rows", "layout", "fastpath", "first_hit", "lane_frame", "cumulative", "sequence_output", "sequence", "sequence_plan", "decisions"],

@@ -14,7 +14,9 @@ from typing import Callable
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
-from cep.matcher.program.compiler import absence_label, compile_pattern
+from cep.matcher.program import lowered
+from cep.matcher.program.compiler import compile_program
+from cep.matcher.program.lowered import absence_label
 from cep.matcher.program.equivalence import history_reads, make_key_function
 from cep.matcher.sql.expressions import ExpressionCompiler, Scope
 from cep.matcher.program.output import OutputBuilder, OutputLayout
@@ -37,6 +39,7 @@ class ColumnPlans:
 
 @dataclass
 class Machine:
+    pattern: lowered.Node  # the pattern lowered once (lowered.py): what the program and the column-wise engines compile
     program: Program
     # The program's instructions as three columns, indexed by pc, for the VM's inner loop:
     opcodes: tuple[str, ...]  # the instruction's op (instructions.LABEL, SPLIT, ...)
@@ -123,7 +126,8 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         reads |= history_reads(definition.condition, scope)
 
     measures = tuple(measure_compiler.compile(m.expr) for m in mr.measures)
-    program = compile_pattern(mr.pattern, label_names)
+    pattern = lowered.lower(mr.pattern, label_names)
+    program = compile_program(pattern, label_names)
 
     partition_names = tuple(columns.resolve(ref.column, ref.span) for ref in mr.partition_by)
     order_names = tuple(columns.resolve(key.expr.column, key.span) for key in mr.order_by if isinstance(key.expr, ast.ColumnRef))
@@ -159,6 +163,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     else:
         output_columns = partition_names + measure_names
     return Machine(
+        pattern=pattern,
         program=program,
         opcodes=tuple(i.op for i in program.instructions),
         operands=tuple(i.a for i in program.instructions),

@@ -98,9 +98,9 @@ class SkipRule:
             rows = item_rows[index]
             row = begins[index] if self.mode == TO_FIRST else begins[index] + rows - 1
             position = np.where(rows > 0, row, position)
-        failed = (position < 0) | (position == starts)
         empty = size == 0
-        return np.where(empty, starts + 1, position), failed & ~empty
+        failed = ((position < 0) | (position == starts)) & ~empty
+        return np.where(empty | failed, starts + 1, position), failed
 
 
 @dataclass(frozen=True)

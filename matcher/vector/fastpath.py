@@ -518,7 +518,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     except kernels.NotVectorizable as why:
         raise NotEligible(str(why)) from None
 
-    ir = lower(mr.pattern, label_ids)
+    ir = lower(machine.pattern)
     if nesting(ir) > MAX_NESTING:
         raise NotEligible(f"the pattern nests more than {MAX_NESTING} levels deep once its bounded quantifiers are unrolled")
     emitted = emit(ir, len(labels))

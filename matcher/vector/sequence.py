@@ -176,12 +176,14 @@ class SequencePlan:
             starts = starts[~np.isin(part_of[starts], elsewhere)]
         measured = None
         if self.measures is not None:
-            measured = sequence_output.columns(self.measures, self._matches(starts, spans, outcome, part_of, data, layout, values))
+            matches = self._matches(starts, spans, outcome, part_of, data, layout, values)
+            measured = sequence_output.columns(self.measures, matches)
         if measured is None:
             self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
             rows: list[tuple] = []
             for index in range(parts):
-                rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, chain, index))
+                rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, chain,
+                                                   index))
             return rows
         self.stats["columnar_measures"] += 1
         match_parts = part_of[starts]

@@ -31,13 +31,13 @@ import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
-from cep.matcher.sql import values as V
+from cep.matcher.sql.values import add, multiply, negate, subtract
 from cep.matcher.sql.context import Env, MatchView
 from cep.matcher.vector.kernels import Unsupported
 from cep.matcher.vector.layout import present_in
 
 _PLAIN_NUMBERS = (int, float)
-_ARITHMETIC = {"+": (operator.add, V.add), "-": (operator.sub, V.subtract), "*": (operator.mul, V.multiply)}
+_ARITHMETIC = {"+": (operator.add, add), "-": (operator.sub, subtract), "*": (operator.mul, multiply)}
 
 
 class NotColumnar(Exception):
@@ -244,12 +244,12 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
         if expr.op == "+":
             return operand
 
-        def negate(m):
+        def negated(m):
             values = operand(m)
             if isinstance(values, np.ndarray) and (values.dtype == np.float64 or not (values == -_INT64_BOUND).any()):
                 return -values
-            return [V.negate(v) for v in _as_output(values)]
-        return negate
+            return [negate(v) for v in _as_output(values)]
+        return negated
     if isinstance(expr, ast.Binary) and expr.op in _ARITHMETIC:
         plain, general = _ARITHMETIC[expr.op]
         left = recurse(expr.left)

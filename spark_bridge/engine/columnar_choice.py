@@ -3,7 +3,6 @@ and why: decided once per query from its plan, and said by ``cep explain``'s las
 
 from __future__ import annotations
 
-from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.matcher.vector import sequence_output
 from cep.matcher.vector import sequence_plan
@@ -28,12 +27,8 @@ def reasons_not(engine: KeyedStream) -> list[str]:
         why.append("NEXT in a measure (a match waits for the rows after it)")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
-    pattern = engine.plan.statement.match.pattern
-    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
-    if not all(isinstance(p, (ast.PatternVar, ast.Absence))
-               or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar)) for p in parts):
-        # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
-        why.append("a pattern item other than a variable, a quantified variable or an absence")
+    # The plan's items, compiled from the machine's lowered pattern, are variables, quantified variables
+    # and absences: the shapes whose runs say which starts reached the end of the rows (``Lanes.reached``).
     items = plan.items
     for index, item in enumerate(items):
         last = index + 1 == len(items)
