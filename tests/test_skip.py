@@ -113,3 +113,12 @@ def test_every_engine_reads_the_rule_the_machine_holds():
                       "PATTERN (A B+ C) DEFINE A AS v = 0, B AS v = 1, C AS v = 2)")
     machine = CompiledQuery(statement).machine(("id", "v"))
     assert machine.skip == SkipRule(TO_LAST, frozenset({machine.label_names.index("B")}), "B")
+
+
+def test_the_rule_over_all_rows_computes_the_matches_only():
+    rule = SkipRule(TO_LAST, frozenset({1}), "B")
+    outcome = np.array([MATCH, FAIL, MATCH, TIMEOUT, MATCH], dtype=np.int8)
+    rows = np.array([[1, 0, 1, 1, 1], [2, 0, 0, 1, 1]], dtype=np.int64)  # the match at row 2 has no B row
+    next_start, failed = rule.after_matches(outcome, rows, (0, 1))
+    assert failed.tolist() == [False, False, True, False, False]
+    assert next_start[[0, 4]].tolist() == [2, 5]  # row 0: A then B B, skip to the last B; row 4: A B

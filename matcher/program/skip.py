@@ -84,23 +84,51 @@ class SkipRule:
                    item_labels: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """``after`` for a match at each of ``starts`` at once, for a pattern that is a sequence of items
         (item i labels all its rows ``item_labels[i]``, and takes ``item_rows[i, j]`` rows in match j):
-        (the row the search goes on at, whether the skip fails there)."""
-        size = item_rows.sum(axis=0) if len(item_rows) else np.zeros(len(starts), dtype=np.int64)
-        failed = np.zeros(len(starts), dtype=bool)
+        (the row the search goes on at, whether the skip fails there; where it fails, the row is not one
+        to go on at: the engine hands such a match to ``PartitionOutput``, which raises the error)."""
+        count = len(starts)
         if self.mode == PAST_LAST_ROW:
-            return starts + np.maximum(size, 1), failed
+            size = item_rows.sum(axis=0) if len(item_rows) else 0
+            return starts + np.maximum(size, 1), np.zeros(count, dtype=bool)
         if self.mode == TO_NEXT_ROW:
-            return starts + 1, failed
-        begins = starts + np.cumsum(item_rows, axis=0) - item_rows if len(item_rows) else item_rows
-        position = np.full(len(starts), -1, dtype=np.int64)
+            return starts + 1, np.zeros(count, dtype=bool)
         targets = [index for index, label in enumerate(item_labels) if label in self.target_labels]
-        for index in targets if self.mode == TO_LAST else reversed(targets):  # the last written wins
-            rows = item_rows[index]
-            row = begins[index] if self.mode == TO_FIRST else begins[index] + rows - 1
-            position = np.where(rows > 0, row, position)
-        empty = size == 0
-        failed = ((position < 0) | (position == starts)) & ~empty
-        return np.where(empty | failed, starts + 1, position), failed
+        if not targets:  # the variable is in no item: every match fails but an empty one
+            position, missing = starts + 1, np.ones(count, dtype=bool)
+        else:
+            first = targets[0]
+            begin = starts + item_rows[:first].sum(axis=0) if first else starts
+            position, missing = None, None
+            for index in range(first, targets[-1] + 1):  # one pass for the usual single target
+                rows = item_rows[index]
+                if index in targets:
+                    row = begin if self.mode == TO_FIRST else begin + rows - 1
+                    if position is None:
+                        position, missing = row, rows == 0
+                    else:  # a subset over several items: TO FIRST keeps the first row found, TO LAST the last
+                        replace = (rows > 0) & missing if self.mode == TO_FIRST else rows > 0
+                        position, missing = np.where(replace, row, position), missing & (rows == 0)
+                if index < targets[-1]:
+                    begin = begin + rows
+        failed = missing | (position == starts)
+        if missing.any():
+            empty = missing & ~item_rows.any(axis=0) if len(item_rows) else missing
+            if empty.any():  # an empty match moves on by one row whatever the mode
+                position = np.where(empty, starts + 1, position)
+                failed &= ~empty
+        return position, failed
+
+
+    def after_matches(self, outcome: np.ndarray, item_rows: np.ndarray,
+                      item_labels: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """``after_each`` for the rows whose ``outcome`` is MATCH (``item_rows`` for every row), as two arrays
+        over all rows for ``walk`` (0 and False at the other rows): only the matches are computed, which are
+        much fewer than the rows."""
+        matched = np.flatnonzero(outcome == MATCH)
+        next_start = np.zeros(len(outcome), dtype=np.int64)
+        failed = np.zeros(len(outcome), dtype=bool)
+        next_start[matched], failed[matched] = self.after_each(matched, item_rows[:, matched], item_labels)
+        return next_start, failed
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.vector.pattern_regex import MAX_NESTING, NotEligible, emit, exclusive, lower, min_rows, nesting
 from cep.matcher.program.instructions import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from cep.matcher.program.output import PartitionOutput
+from cep.matcher.program.skip import PAST_LAST_ROW, TO_NEXT_ROW
 
 # One byte per row holds the set of variables whose condition holds, so at most 8 variables.
 MAX_LABELS = 8
@@ -110,7 +111,7 @@ class FastPlan:
     separated_uncaptured: tuple[int, ...] = ()  # its one-row groups left uncaptured (``Regex.uncaptured``)
     # The pattern as a sequence of runs (``runs.py``), for batches where that scan is exact; else None.
     run_items: tuple | None = None
-    skip_mode: str = "PAST_LAST_ROW"
+    skip_mode: str = PAST_LAST_ROW  # ``Machine.skip.mode``: how ``_scan`` resumes the regex's search
     notes: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0, "run_partitions": 0})
 
@@ -248,7 +249,7 @@ class FastPlan:
         n = len(encoded)
         found_regs: list[tuple] = []
         position = 0
-        if self.skip_mode == "PAST_LAST_ROW":
+        if self.skip_mode == PAST_LAST_ROW:
             # finditer resumes where the last match stopped, as SKIP PAST LAST ROW does, except after an
             # empty match (it would retry the same row for a non-empty one): there, restart a row later
             append = found_regs.append
@@ -544,12 +545,12 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
                 raise NotEligible("two loops on one path share a variable (the regex engine could backtrack polynomially)")
         elif not exclusive(path_a, path_b):
             overlapping.append((bits_a, bits_b))
-    skip = mr.after_match.mode if mr.after_match is not None else "PAST_LAST_ROW"
+    skip = machine.skip.mode
     vector = every_row = None
-    if mr.rows_per_match.mode == "ONE" and skip in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
+    if mr.rows_per_match.mode == "ONE" and skip in (PAST_LAST_ROW, TO_NEXT_ROW):
         vector = _vector_measures(mr, label_sets, label_groups, scope)
     separated_regex, uncaptured = None, ()
-    if skip == "PAST_LAST_ROW" and not emitted.excl_groups and min_rows(ir) > 0 and len(labels) < MAX_LABELS:
+    if skip == PAST_LAST_ROW and not emitted.excl_groups and min_rows(ir) > 0 and len(labels) < MAX_LABELS:
         if mr.rows_per_match.mode in all_rows.MODES:  # only with the one-buffer scan
             every_row = all_rows.measures(mr, label_sets, label_groups, scope)
         if vector is not None or every_row is not None:

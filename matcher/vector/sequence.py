@@ -165,9 +165,8 @@ class SequencePlan:
         start or a failing skip, through ``PartitionOutput`` as the VM does (only these need the input as
         Python values: ``data.python()``, built once, when first asked)."""
         parts = len(layout.keys)
-        n = len(outcome)
-        targets, failed = self.machine.skip.after_each(np.arange(n, dtype=np.int64), spans, self.item_labels)
-        steps = np.where((outcome == MATCH) & failed, UNDECIDED, outcome)  # a failing skip: PartitionOutput says why
+        targets, failed = self.machine.skip.after_matches(outcome, spans, self.item_labels)
+        steps = np.where(failed, UNDECIDED, outcome)  # a match whose skip fails: PartitionOutput says why
         chain = walk(steps, targets, offsets)
         part_of = np.repeat(np.arange(parts, dtype=np.int64), layout.counts)
         elsewhere = part_of[chain.stopped]

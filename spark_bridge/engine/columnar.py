@@ -345,7 +345,7 @@ class ColumnarStep:
                 outcome[cached] = known[cached]
                 spans[:, cached] = self._known_spans(rows, order[cached])
             undecided = found.open & ~pieces.closed[piece_of] & ~context
-            targets, skip_fails = self.base.skip.after_each(np.arange(m), spans, plan.item_labels)
+            targets, skip_fails = self.base.skip.after_matches(outcome, spans, plan.item_labels)
             outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
             # the walk stops a piece at its first undecided start (its rows are carried from there) or at an
             # ambiguous one (the VM decides the piece); a piece already on the VM is not walked
@@ -490,7 +490,7 @@ class ColumnarStep:
                 loaded[name] = data.load(name, order)
             return loaded[name]
         matches = sequence_output.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts,
-                                         pieces.begin[parts])
+                                          pieces.begin[parts])
         measured = sequence_output.columns(self.measures, matches)
         if measured is None:  # a measure the column programs refuse here: these pieces on the VM
             self._note("measures of a call computed on the Pike VM")
