@@ -122,8 +122,10 @@ class SkipRule:
     def after_matches(self, outcome: np.ndarray, item_rows: np.ndarray,
                       item_labels: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """``after_each`` for the rows whose ``outcome`` is MATCH (``item_rows`` for every row), as two arrays
-        over all rows for ``walk`` (0 and False at the other rows): only the matches are computed, which are
-        much fewer than the rows."""
+        over all rows for ``walk`` (read at MATCH rows only): SKIP TO a variable is computed for the matches
+        alone, which are fewer than the rows."""
+        if self.mode in (PAST_LAST_ROW, TO_NEXT_ROW):  # a sum or an increment: cheaper over all rows than gathered
+            return self.after_each(np.arange(len(outcome), dtype=np.int64), item_rows, item_labels)
         matched = np.flatnonzero(outcome == MATCH)
         next_start = np.zeros(len(outcome), dtype=np.int64)
         failed = np.zeros(len(outcome), dtype=bool)
