@@ -156,8 +156,8 @@ def partition_stats(query: cep.Query, column_names: tuple[str, ...]) -> dict:
     counters, read defensively: the engines' internals change under this bench)."""
     machine = query.plan.machine(column_names)
     found = {}
-    for cached in (machine.__dict__.get("_sequence"), machine.__dict__.get("_fastpath")):
-        plan = cached[0] if isinstance(cached, tuple) else cached
+    for kept in (machine.column_plans.sequence, machine.column_plans.regex):
+        plan = kept[0] if isinstance(kept, tuple) else kept
         found.update(getattr(plan, "stats", None) or {})
     return dict(found)
 
@@ -229,7 +229,7 @@ def bench_cep(rule: Rule, path: Path, repeats: int) -> tuple[dict, list[tuple]]:
 
 
 def bench_vm(rule: Rule, table: pa.Table, rows: int, repeats: int) -> dict:
-    """The Pike VM alone (``fastpath.ENABLED = False``: no column-wise engine) against ``Query.run`` on
+    """The Pike VM alone (``column_wise=False``: no column-wise engine) against ``Query.run`` on
     the same subset of whole keys, Python columns for the VM as ``bench/run.py`` gives it."""
     query = cep.compile(rule.text)
     part = key_subset(table, rule.log.key, rows)

@@ -45,6 +45,7 @@ import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
 from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
+from cep.matcher.plan import CompiledQuery  # noqa: E402
 from cep.matcher.vector import fastpath, sequence_plan  # noqa: E402
 from cep.matcher.rows.tables import arrow_to_columns  # noqa: E402
 
@@ -162,12 +163,8 @@ def load_columns(path: Path, rows: int):
 
 
 def run_path(query: cep.Query, columns: dict, fast: bool):
-    saved = fastpath.ENABLED
-    fastpath.ENABLED = fast
-    try:
-        return query.plan.run_columns(columns)[1]
-    finally:
-        fastpath.ENABLED = saved
+    plan = query.plan if fast else CompiledQuery(query.statement, column_wise=False)
+    return plan.run_columns(columns)[1]
 
 
 def path_taken(query: cep.Query, columns: dict) -> str:
@@ -443,17 +440,13 @@ def bench_hostile() -> list[dict]:
     except AttributeError:
         return out
     for fast in (True, False):
-        saved = fastpath.ENABLED
-        fastpath.ENABLED = fast
         try:
-            for entry in hostile.main():
+            for entry in hostile.main(column_wise=fast):
                 entry["path"] = "fast path enabled" if fast else "VM only"
                 out.append(entry)
         except Exception as error:  # noqa: BLE001 - bench/hostile.py belongs to the matcher's tests
             print(f"  hostile patterns: not measured ({type(error).__name__}: {str(error).splitlines()[0]})", flush=True)
             return out
-        finally:
-            fastpath.ENABLED = saved
     return out
 
 
@@ -636,7 +629,7 @@ def alert_rules_report() -> list[str]:
             f"| {ours['matches']:,} | | {_load(ours)} |",
             f"| the same, reading the Parquet file included | {ours['rows']:,} | {ours['eps_per_cpu_with_read']:,.0f} "
             f"| {ours['eps_wall_with_read']:,.0f} | | | |",
-            f"| Pike VM alone (`fastpath.ENABLED = False`), a subset of whole keys | {vm['rows']:,} "
+            f"| Pike VM alone (`column_wise=False`), a subset of whole keys | {vm['rows']:,} "
             f"| {vm['vm_eps_per_cpu']:,.0f} | {vm['vm_eps_wall']:,.0f} | {vm['vm_matches']:,} | {vm['same_vm_as_cep']} "
             f"| {_load(vm)} |",
             f"| cep `Query.run` on that subset | {vm['rows']:,} | {vm['cep_eps_per_cpu']:,.0f} | | {vm['cep_matches']:,} "
@@ -678,7 +671,8 @@ def alert_rules_report() -> list[str]:
         "The machine is shared with other work" + (f" (load average {', '.join(f'{v:.1f}' for v in loads)} on "
                                                     f"{os.cpu_count()} cores during the Spark and Flink runs)" if loads else "")
         + ": wall times stretch, CPU seconds much less; compare per CPU-second. cep's `Query.run` uses one core, "
-        "Spark and Flink both. `fastpath.ENABLED = False` turns off both column-wise engines (the regex fast path "
+        "Spark and Flink both. `cep.compile(text, column_wise=False)` turns off both column-wise engines "
+        "(the regex fast path "
         "and the sequence engine): the VM then runs every partition.", ""] + ALERT_RULES_READING
     return lines
 

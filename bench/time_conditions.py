@@ -35,7 +35,6 @@ import pyarrow as pa  # noqa: E402
 import cep  # noqa: E402
 from bench import run as bench_run  # noqa: E402
 from bench.alert_rules import timed  # noqa: E402
-from cep.matcher.vector import fastpath  # noqa: E402
 
 RESULTS = HERE / "results-time-conditions.json"
 SENSORS = 2_000
@@ -81,11 +80,7 @@ def readings(rows: int, seed: int = 19) -> pa.Table:
 
 
 def on_vm(query: cep.Query, data):
-    saved, fastpath.ENABLED = fastpath.ENABLED, False
-    try:
-        return query.run(data)
-    finally:
-        fastpath.ENABLED = saved
+    return cep.compile(query.text, column_wise=False).run(data)
 
 
 def measure(name: str, text: str, table: pa.Table, vm_rows: int, repeats: int) -> dict:

@@ -36,12 +36,12 @@ class Query:
     """A checked, compiled query. ``run`` matches Python data; ``on_spark`` matches a Spark DataFrame."""
 
     def __init__(self, statement: ast.Statement, text: str, filename: str | None = None, *,
-                 match_id_text: str | None = None) -> None:
+                 match_id_text: str | None = None, column_wise: bool = True) -> None:
         self.statement = statement
         self.text = text
         self.filename = filename
         self.match_id_text = match_id_text  # what match ids hash, when not the statement's text (a rule of a set)
-        self.plan = CompiledQuery(statement)
+        self.plan = CompiledQuery(statement, column_wise=column_wise)
 
     @property
     def name(self) -> str | None:
@@ -238,9 +238,10 @@ def _skip_text(skip) -> str:
     return f"SKIP TO {where}{skip.variable.name}"
 
 
-def compile(text: str, *, filename: str | None = None) -> Query:  # noqa: A001 - the natural name
-    """Parse, check and compile one statement."""
-    return Query(parse(text, filename=filename), text, filename)
+def compile(text: str, *, filename: str | None = None, column_wise: bool = True) -> Query:  # noqa: A001
+    """Parse, check and compile one statement. ``column_wise=False`` runs it on the Pike VM alone, never on
+    the column-wise engines (the same rows, slower): the reference to compare with when chasing a difference."""
+    return Query(parse(text, filename=filename), text, filename, column_wise=column_wise)
 
 
 def compile_all(text: str, *, filename: str | None = None) -> list[Query]:

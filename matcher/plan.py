@@ -36,8 +36,10 @@ Columns = dict[str, list]
 
 
 class CompiledQuery:
-    def __init__(self, statement: ast.Statement) -> None:
+    def __init__(self, statement: ast.Statement, *, column_wise: bool = True) -> None:
         self.statement = statement
+        # False: every partition on the Pike VM, the reference the column-wise engines are checked against
+        self.column_wise = column_wise
         mr = statement.match
         self.partition_columns = [ref.column.name for ref in mr.partition_by]
         self.order_columns = [key.expr.column.name for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)]
@@ -262,7 +264,9 @@ class CompiledQuery:
         """The column-wise engine for this query, or None (the Pike VM): the regex fast path when the
         conditions read only the current row and fixed offsets and nothing needs event time, else the
         sequence engine when the pattern is a sequence of variables; each hands back the batches and
-        partitions it cannot do exactly."""
+        partitions it cannot do exactly; None when the query was compiled with ``column_wise=False``."""
+        if not self.column_wise:
+            return None
         return fastpath.plan_for(self.statement, machine, names) or sequence_plan.plan_for(self.statement, machine, names)
 
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:

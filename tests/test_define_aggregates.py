@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from cep.grammar.errors import CepError, CepRuntimeError
 from cep.grammar.parser import parse
-from cep.matcher.vector import fastpath
 from cep.matcher.plan import CompiledQuery
 from cep.matcher.sql.running import FOLDS as RUNNING_FOLDS
 from cep.matcher.rows.tables import rows_to_columns
@@ -99,11 +98,9 @@ def float_tables(draw, max_rows: int = 14):
 
 
 def _vm(stmt, rows):
-    saved, fastpath.ENABLED = fastpath.ENABLED, False  # aggregates never take the fast path; be sure
-    try:
-        names, out = CompiledQuery(stmt).run_columns(rows_to_columns(rows) if rows else {"id": [], "value": [], "part": []})
-    finally:
-        fastpath.ENABLED = saved
+    # aggregates never take the regex fast path; be sure no column-wise engine runs
+    names, out = CompiledQuery(stmt, column_wise=False).run_columns(rows_to_columns(rows) if rows else
+                                                                    {"id": [], "value": [], "part": []})
     return [dict(zip(names, row)) for row in out]
 
 

@@ -83,14 +83,11 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
     import cep
     from cep.matcher.pike import vm
     from cep.matcher.sql.context import ThreadView
-    from cep.matcher.vector import fastpath
-
-    monkeypatch.setattr(fastpath, "ENABLED", False)  # the VM's own bound (the sequence engine has a budget, below)
 
     def walked(*args):
         raise AssertionError("FIRST(A.v) walked the thread's history")
     monkeypatch.setattr(ThreadView, "first_in", walked)
-    query = cep.compile(OPEN_TAIL)
+    query = cep.compile(OPEN_TAIL, column_wise=False)  # the VM's own bound (the sequence engine has a budget, below)
     rows = [{"id": i, "v": 0} for i in range(300)]
     monkeypatch.setattr(vm, "MAX_TAIL_RESCAN_ROWS", 300 * 299 // 2)  # exactly what this tail needs
     assert query.run(rows) == []
@@ -129,17 +126,11 @@ def test_unrolled_groups_run_and_explain_without_recursion_errors(pattern):
     depth may follow the bound (the fast path's regex translation sends them to the VM instead)."""
     import cep
     from cep.matcher.explain.dot import to_dot
-    from cep.matcher.vector import fastpath
 
     defines = "A AS v = 0" + (", B AS v = 1" if "B" in pattern else "")
     query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN {pattern} DEFINE {defines})")
     rows = [{"id": i, "v": i % 3} for i in range(12)]
-    saved = fastpath.ENABLED
-    try:
-        fastpath.ENABLED = False
-        on_vm = query.run(rows)
-    finally:
-        fastpath.ENABLED = saved
+    on_vm = cep.compile(query.text, column_wise=False).run(rows)
     assert query.run(rows) == on_vm and on_vm  # the plan sends the pattern to the VM: same rows
     assert "Pike VM (not eligible for the fast path: the pattern nests more than" in query.explain()
     assert to_dot(query.statement).startswith("digraph pattern")

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cep.grammar.errors import CepError
-from cep.matcher.vector import fastpath
 from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import rows_to_columns
 from cep.matcher.pike.vm import PartitionMatcher
@@ -31,12 +30,7 @@ PROPERTY_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_ch
 
 
 def _engine(stmt, rows, *, fast: bool = True):
-    plan = CompiledQuery(stmt)
-    saved, fastpath.ENABLED = fastpath.ENABLED, fast
-    try:
-        return _run(plan, rows)
-    finally:
-        fastpath.ENABLED = saved
+    return _run(CompiledQuery(stmt, column_wise=fast), rows)
 
 
 def _run(plan, rows):

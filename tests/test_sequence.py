@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import cep
+from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import rows_to_columns
 from cep.matcher.vector import fastpath, sequence, sequence_plan
 from tests import reference_matcher as reference
@@ -110,11 +111,7 @@ def timed_rows(draw, max_rows: int = 16, values=None, keys: str = "xyz") -> list
 
 
 def on_vm(query, columns):
-    saved, fastpath.ENABLED = fastpath.ENABLED, False
-    try:
-        return query.plan.run_columns(columns)
-    finally:
-        fastpath.ENABLED = saved
+    return CompiledQuery(query.statement, column_wise=False).run_columns(columns)
 
 
 def _typed(rows) -> list[tuple]:
@@ -499,10 +496,6 @@ def test_decimal_measures_per_match_keep_the_vms_values_and_sparks_types():
     table = pa.table({"part": columns["part"], "ts": columns["ts"], "value": columns["value"],
                       "amount": pa.array(amounts, pa.decimal128(12, 3))})
     have = query.run(table)
-    saved, fastpath.ENABLED = fastpath.ENABLED, False
-    try:
-        want = cep.compile(query.text).run(table)
-    finally:
-        fastpath.ENABLED = saved
+    want = cep.compile(query.text, column_wise=False).run(table)
     assert have.schema == want.schema and _typed(have.to_pylist()) == _typed(want.to_pylist())
     assert str(have.schema.field("total").type) == "decimal128(22, 3)"

@@ -6,6 +6,7 @@ cannot be ordered or placed is a CepError."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
@@ -16,7 +17,6 @@ import pytest
 
 import cep
 from cep.grammar.errors import CepRuntimeError
-from cep.matcher.vector import fastpath
 
 NAN = float("nan")
 PARIS = ZoneInfo("Europe/Paris")
@@ -24,9 +24,8 @@ PARIS = ZoneInfo("Europe/Paris")
 
 @pytest.fixture(params=[True, False], ids=["fast path", "vm"])
 def engine(request):
-    saved, fastpath.ENABLED = fastpath.ENABLED, request.param
-    yield
-    fastpath.ENABLED = saved
+    """``cep.compile`` on the column-wise engines where they take the query, or on the Pike VM alone."""
+    return functools.partial(cep.compile, column_wise=request.param)
 
 
 def records(result) -> list[dict]:
@@ -57,8 +56,8 @@ def kinds(rows: list[dict], floats: tuple[str, ...] = ()):
 
 
 def test_nan_partition_keys_are_one_partition_on_every_input_kind(engine):
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
-                    "PATTERN (A+) DEFINE A AS v > 0)")
+    q = engine("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+               "PATTERN (A+) DEFINE A AS v > 0)")
     rows = [dict(k=NAN if i % 2 else 1.0, ts=i, v=1) for i in range(6)]
     for kind, data in kinds(rows, floats=("k",)):
         out = sorted(((r["k"] == r["k"], r["n"]) for r in records(q.run(data))))
@@ -66,16 +65,16 @@ def test_nan_partition_keys_are_one_partition_on_every_input_kind(engine):
 
 
 def test_nan_is_not_null_and_equals_itself_in_conditions(engine):
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n, COUNT(B.v) AS nans "
-                    "PATTERN (A B+) DEFINE A AS v IS NOT NULL, B AS v = PREV(v) AND v > 1e308)")
+    q = engine("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n, COUNT(B.v) AS nans "
+               "PATTERN (A B+) DEFINE A AS v IS NOT NULL, B AS v = PREV(v) AND v > 1e308)")
     rows = [dict(ts=i, v=NAN) for i in range(4)]
     for kind, data in kinds(rows, floats=("v",)):
         assert records(q.run(data)) == [{"n": 4, "nans": 3}], kind
 
 
 def test_nan_is_larger_than_every_number_in_min_max_and_order_by(engine):
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY x MEASURES MIN(x) AS lo, MAX(x) AS hi, "
-                    "FIRST(id) AS first_id, LAST(id) AS last_id PATTERN (A+))")
+    q = engine("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY x MEASURES MIN(x) AS lo, MAX(x) AS hi, "
+               "FIRST(id) AS first_id, LAST(id) AS last_id PATTERN (A+))")
     rows = [dict(id=1, x=NAN), dict(id=2, x=float("inf")), dict(id=3, x=-1.0)]
     for kind, data in kinds(rows, floats=("x",)):
         [out] = records(q.run(data))
@@ -97,8 +96,8 @@ def test_aware_times_are_instants_across_a_dst_change(engine):
     early = dt.datetime(2024, 10, 27, 0, 30, tzinfo=dt.timezone.utc).astimezone(PARIS)
     late = dt.datetime(2024, 10, 27, 1, 10, tzinfo=dt.timezone.utc).astimezone(PARIS)
     assert early.replace(tzinfo=None) > late.replace(tzinfo=None)  # by wall clock the order is reversed
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(v) AS first_v, "
-                    "LAST(ts) - FIRST(ts) AS took, LAST(ts) AS last_ts PATTERN (A B))")
+    q = engine("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(v) AS first_v, "
+               "LAST(ts) - FIRST(ts) AS took, LAST(ts) AS last_ts PATTERN (A B))")
     rows = [dict(ts=late, v="second"), dict(ts=early, v="first")]
     for kind, data in kinds(rows):
         [out] = records(q.run(data))
@@ -124,8 +123,8 @@ def test_within_counts_instants_across_a_dst_change():
 
 def test_decimal_arithmetic_is_exact_past_28_digits(engine):
     big = Decimal("1234567890123456789012345678.0123456789")  # DECIMAL(38,10), full
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES SUM(x) AS s, LAST(x) - FIRST(x) AS d, "
-                    "AVG(x) AS a PATTERN (A B))")
+    q = engine("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES SUM(x) AS s, LAST(x) - FIRST(x) AS d, "
+               "AVG(x) AS a PATTERN (A B))")
     rows = [dict(ts=1, x=big), dict(ts=2, x=Decimal("1234567890123456789012345678.0123456790"))]
     for kind, data in kinds(rows):
         if kind == "arrow":  # a typed DECIMAL(38,10) column: Spark's result types (test_decimal_types.py)
@@ -141,8 +140,8 @@ def test_decimal_arithmetic_is_exact_past_28_digits(engine):
     assert arrow.schema.field("x").type == pa.decimal128(38, 10)
     with pytest.raises(cep.CepRuntimeError, match=r"E0410.*does not fit DECIMAL\(38,14\)"):
         q.run(arrow)
-    typed = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES SUM(x) AS s, LAST(x) - FIRST(x) AS d "
-                        "PATTERN (A B))")
+    typed = engine("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES SUM(x) AS s, LAST(x) - FIRST(x) AS d "
+                   "PATTERN (A B))")
     [out] = typed.run(arrow).to_pylist()
     assert out == {"s": Decimal("2469135780246913578024691356.0246913579"), "d": Decimal("0E-9")}
 
@@ -161,8 +160,8 @@ def test_avg_of_decimals_in_define_is_the_same_decimal():
 def test_timestamps_keep_microseconds_on_every_input_kind(engine):
     base = pd.Timestamp("2024-01-01 00:00:00.000001")
     times = [base + pd.Timedelta(nanoseconds=n) for n in (999, 1)]  # the same microsecond
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(v) AS first_v, FIRST(ts) AS t0, "
-                    "LAST(ts) AS t1 PATTERN (A B))")
+    q = engine("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(v) AS first_v, FIRST(ts) AS t0, "
+               "LAST(ts) AS t1 PATTERN (A B))")
     frame = pd.DataFrame({"ts": times, "v": ["a", "b"]})
     for kind, data in [("rows", frame.to_dict("records")), ("pandas", frame), ("arrow", pa.Table.from_pandas(frame))]:
         [out] = records(q.run(data))
@@ -178,8 +177,8 @@ def test_timestamps_keep_microseconds_on_every_input_kind(engine):
     [dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc)],
 ], ids=["ints strings and datetimes", "naive and aware"])
 def test_an_event_time_of_mixed_kinds_is_E0410_naming_the_column(engine, times):
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
-                    "PATTERN (A+) WITHIN INTERVAL '1' HOUR)")
+    q = engine("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+               "PATTERN (A+) WITHIN INTERVAL '1' HOUR)")
     with pytest.raises(CepRuntimeError) as raised:
         q.run([dict(k=1, ts=t) for t in times])
     assert raised.value.code == "E0410" and "'ts'" in raised.value.message

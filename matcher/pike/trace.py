@@ -19,9 +19,9 @@ class Tracer:
 
     def _where(self, pc: int) -> str:
         machine = self.machine
-        op = machine.ops[pc]
+        op = machine.opcodes[pc]
         if op == LABEL:
-            return f"waiting for {machine.label_names[machine.args[pc]]} (pc {pc})"
+            return f"waiting for {machine.label_names[machine.operands[pc]]} (pc {pc})"
         if op == DONE:
             return "complete"
         return f"{op} (pc {pc})"

@@ -248,7 +248,7 @@ class PartitionMatcher(PartitionOutput):
                 if entry is None:
                     # A thread waiting at `$` (a row arrived, so this is not the end) or at DEADLINE (a row
                     # arrived before the deadline: the absence goes on in its sibling thread, which reads it).
-                    if tracer is not None and self.machine.ops[pc] == AT_END:
+                    if tracer is not None and self.machine.opcodes[pc] == AT_END:
                         tracer.dropped(self, p, Thread(*thread), "another row arrived, so this is not the partition's end ($)")
                     continue
                 label, condition, targets = entry
@@ -374,7 +374,7 @@ class PartitionMatcher(PartitionOutput):
                 if target == machine.done_pc:
                     self.done_pending = True
             return
-        ops, args, bargs = machine.ops, machine.args, machine.bargs
+        ops, args, bargs = machine.opcodes, machine.operands, machine.second_targets
         stack = [(pc, marks)]
         while stack:
             pc, marks = stack.pop()
@@ -440,7 +440,7 @@ class PartitionMatcher(PartitionOutput):
         threads = self.threads
         if self.done_pending:
             self.done_pending = False
-            ops = self.machine.ops
+            ops = self.machine.opcodes
             for index, (pc, start, chain, marks) in enumerate(threads):
                 if ops[pc] == DONE:
                     self.best = (start, self.position - 1, chain, marks)
@@ -458,7 +458,7 @@ class PartitionMatcher(PartitionOutput):
         """At end of input, let threads waiting at `$` complete, in priority order."""
         waiting, self.threads = self.threads, []
         visited: dict = {}
-        ops = self.machine.ops
+        ops = self.machine.opcodes
         for thread in map(Thread._make, waiting):
             if ops[thread.pc] != AT_END and self.tracer is not None:
                 self.tracer.dropped(self, self.total - 1, thread, "the input ended before the pattern completed")
@@ -476,7 +476,7 @@ class PartitionMatcher(PartitionOutput):
         within = self.machine.within
         if now is None or not self.threads:
             return False
-        ops = self.machine.ops
+        ops = self.machine.opcodes
         kept: list[Thread] = []
         expired_starts: dict[int, Thread] = {}
         changed = False
@@ -673,7 +673,7 @@ def _step_constants(machine) -> tuple:
     ``at_label[pc]`` is, for a LABEL instruction, (label, its condition, the pcs the next row's threads
     park at: ``Machine.closures[pc + 1]``), and None for any other instruction.
     """
-    ops, args, conditions, closures = machine.ops, machine.args, machine.conditions, machine.closures
+    ops, args, conditions, closures = machine.opcodes, machine.operands, machine.conditions, machine.closures
     at_label = tuple((args[pc], conditions[args[pc]], closures[pc + 1]) if op == LABEL else None for pc, op in enumerate(ops))
     # The one LABEL a new start parks at, when the pattern's start leads to exactly one.
     first = closures[0][0] if closures[0] and len(closures[0]) == 1 and ops[closures[0][0]] == LABEL else None

@@ -1,4 +1,4 @@
-"""Pattern AST -> flat ``Program``.
+"""The lowered pattern (``lowered.py``) -> flat ``Program``.
 
 Each construct appends its instructions to one list, with jump targets back-patched once known.
 Preference order is encoded in SPLIT's operand order: the first operand is the preferred path.
@@ -22,10 +22,10 @@ match completes when event time reaches the first row's time + T with no B row b
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
 from cep.grammar import ast
 from cep.grammar.errors import CepSemanticError
+from cep.matcher.program import lowered
 from cep.matcher.program.instructions import (
     AT_END,
     AT_START,
@@ -46,14 +46,8 @@ from cep.matcher.program.instructions import (
 MAX_PROGRAM_SIZE = 10_000
 
 
-def absence_label(name: str) -> str:
-    """The internal label of the rows inside an absence ``!B``."""
-    return "!" + name
-
-
 class _Builder:
-    def __init__(self, label_ids: dict[str, int]) -> None:
-        self.label_ids = label_ids
+    def __init__(self) -> None:
         self.code: list[list] = []  # mutable [op, a, b] until frozen
 
     def emit(self, op: str, a: int = -1, b: int = -1) -> int:
@@ -83,58 +77,57 @@ class _Builder:
 
     # ---------------------------------------------------------------------------------------- nodes
 
-    def pattern(self, node: ast.Pattern) -> None:
-        if isinstance(node, ast.PatternVar):
-            self.emit(LABEL, self.label_ids[node.name.key])
-        elif isinstance(node, ast.Empty):
+    def pattern(self, node: lowered.Node) -> None:
+        if isinstance(node, lowered.Label):
+            self.emit(LABEL, node.label)
+        elif isinstance(node, lowered.Nothing):
             pass
-        elif isinstance(node, ast.Anchor):
-            self.emit(AT_START if node.kind == "start" else AT_END)
-        elif isinstance(node, ast.Concat):
+        elif isinstance(node, lowered.Edge):
+            self.emit(AT_START if node.at_start else AT_END)
+        elif isinstance(node, lowered.Sequence):
             for item in node.items:
                 self.pattern(item)
-        elif isinstance(node, ast.Alternation):
-            self.alternation(list(node.alternatives))
-        elif isinstance(node, ast.Permute):
-            self.permute(list(node.items))
-        elif isinstance(node, _Permutation):
-            self.permute(list(node.items))
-        elif isinstance(node, _Sequence):
-            for item in node.items:
-                self.pattern(item)
-        elif isinstance(node, ast.Exclusion):
+        elif isinstance(node, lowered.Choice):
+            self.alternation(list(node.options))
+        elif isinstance(node, lowered.AnyOrder):
+            self.permute(node)
+        elif isinstance(node, lowered.Excluded):
             self.emit(EXCL_BEGIN)
-            self.pattern(node.pattern)
+            self.pattern(node.body)
             self.emit(EXCL_END)
-        elif isinstance(node, ast.Quantified):
+        elif isinstance(node, lowered.Repeat):
             self.quantified(node)
-        elif isinstance(node, ast.Absence):
-            self.star(lambda: self.emit(LABEL, self.label_ids[absence_label(node.variable.key)]), False)
-        else:  # pragma: no cover - the AST is closed
+        elif isinstance(node, lowered.Absent):
+            self.star(lambda: self.emit(LABEL, node.label), node.trailing)
+            if node.trailing:  # the match completes when event time reaches the deadline
+                self.emit(DEADLINE)
+        else:  # pragma: no cover - the lowered form is closed
             raise TypeError(f"unknown pattern node {node!r}")
 
-    def permute(self, items: list) -> None:
+    def permute(self, node: lowered.AnyOrder) -> None:
         """PERMUTE: the alternation of all orders, in lexicographic order of the listed positions (the
         standard's expansion and preference).
 
         An order's first item is shared by the (n-1)! orders that start with it. When that item matches
-        one way only (``ast.matches_one_way``: a variable, a fixed sequence...), those orders are compiled
+        one way only (``AnyOrder.one_way``: a variable, a fixed sequence...), those orders are compiled
         as a prefix tree, the item once and then PERMUTE of the rest, so that only the branches whose
         first item can still match stay alive. When it can match in several ways (``A?``, ``B+``, an
         alternation), factoring it out would try all its ways with the first order before the second
         order, which moves its later ways ahead of orders the standard prefers: the orders starting
         with it are then written out in full.
         """
+        items, one_way = node.items, node.one_way
         if len(items) == 1:
             self.pattern(items[0])
             return
         alternatives: list = []
         for i, first in enumerate(items):
-            rest = tuple(items[:i] + items[i + 1 :])
-            if ast.matches_one_way(first):
-                alternatives.append(_Sequence((first, _Permutation(rest))))
+            rest = items[:i] + items[i + 1 :]
+            if one_way[i]:
+                rest_order = lowered.AnyOrder(rest, one_way[:i] + one_way[i + 1 :])
+                alternatives.append(lowered.Sequence((first, rest_order)))
             else:
-                alternatives.extend(_Sequence((first, *order)) for order in itertools.permutations(rest))
+                alternatives.extend(lowered.Sequence((first, *order)) for order in itertools.permutations(rest))
         self.alternation(alternatives)
 
     def alternation(self, alternatives: list) -> None:
@@ -170,12 +163,12 @@ class _Builder:
         self.patch_split(entry, start, self.here(), greedy)
         self.patch_split(loop, start, self.here(), greedy)
 
-    def quantified(self, node: ast.Quantified) -> None:
-        body = lambda: self.pattern(node.term)  # noqa: E731 - a thunk keeps the unrolling below readable
-        for _ in range(node.min - (1 if node.max is None and node.min > 0 else 0)):
+    def quantified(self, node: lowered.Repeat) -> None:
+        body = lambda: self.pattern(node.body)  # noqa: E731 - a thunk keeps the unrolling below readable
+        for _ in range(node.low - (1 if node.high is None and node.low > 0 else 0)):
             body()
-        if node.max is None:
-            if node.min == 0:
+        if node.high is None:
+            if node.low == 0:
                 self.star(body, node.greedy)
             else:  # the last mandatory copy doubles as the loop body: e+ = e (SPLIT back)
                 start = self.here()
@@ -184,7 +177,7 @@ class _Builder:
                 self.patch_split(split, start, self.here(), node.greedy)
             return
         optional_splits = []
-        for _ in range(node.max - node.min):
+        for _ in range(node.high - node.low):
             split = self.emit(SPLIT)
             optional_splits.append((split, self.here()))
             body()
@@ -193,39 +186,14 @@ class _Builder:
             self.patch_split(split, body_start, end, node.greedy)
 
 
-@dataclass(frozen=True)
-class _Sequence:
-    """Items in a row: a concatenation built by the compiler, not an AST node of its own."""
-
-    items: tuple
-
-
-@dataclass(frozen=True)
-class _Permutation:
-    """PERMUTE of the remaining items, inside the prefix tree ``_Builder.permute`` builds."""
-
-    items: tuple
-
-
-def _trailing_absence(pattern: ast.Pattern) -> ast.Absence | None:
-    if isinstance(pattern, ast.Absence):
-        return pattern
-    if isinstance(pattern, ast.Concat) and isinstance(pattern.items[-1], ast.Absence):
-        return pattern.items[-1]
-    return None
-
-
 def compile_pattern(pattern: ast.Pattern, labels: tuple[str, ...]) -> Program:
     """Compile ``pattern`` whose variables (and absence labels) are ``labels`` (index = label id)."""
-    builder = _Builder({name: index for index, name in enumerate(labels)})
-    trailing = _trailing_absence(pattern)
-    if trailing is None:
-        builder.pattern(pattern)
-    else:
-        for item in pattern.items[:-1] if isinstance(pattern, ast.Concat) else ():
-            builder.pattern(item)
-        label = builder.label_ids[absence_label(trailing.variable.key)]
-        builder.star(lambda: builder.emit(LABEL, label), True)
-        builder.emit(DEADLINE)
+    return compile_program(lowered.lower(pattern, labels), labels)
+
+
+def compile_program(pattern: lowered.Node, labels: tuple[str, ...]) -> Program:
+    """Compile the lowered ``pattern`` (``lowered.lower``) whose label ids index ``labels``."""
+    builder = _Builder()
+    builder.pattern(pattern)
     builder.emit(DONE)
     return Program(tuple(Instruction(op, a, b) for op, a, b in builder.code), labels)

@@ -14,21 +14,37 @@ from typing import Callable
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
-from cep.matcher.program.compiler import absence_label, compile_pattern
+from cep.matcher.program import lowered
+from cep.matcher.program.compiler import compile_program
+from cep.matcher.program.lowered import absence_label
 from cep.matcher.program.equivalence import history_reads, make_key_function
 from cep.matcher.sql.expressions import ExpressionCompiler, Scope
 from cep.matcher.program.output import OutputBuilder, OutputLayout
 from cep.matcher.program.instructions import Program
+from cep.matcher.program.skip import SkipRule
 from cep.matcher.sql.running import RunningAggregates
 from cep.matcher.sql.intervals import interval_to_timedelta
 
 
 @dataclass
+class ColumnPlans:
+    """The column-wise engines' analyses of one machine, each made on first ask and kept here, since a
+    machine is built once per input schema and asked again on every run: ``(plan, [])`` when the engine
+    takes the query, ``(None, reasons)`` when it does not. ``vector/fastpath.plan_for`` fills ``regex``
+    and ``vector/sequence_plan.plan_for`` fills ``sequence``; this stage only holds them."""
+
+    regex: tuple | None = None
+    sequence: tuple | None = None
+
+
+@dataclass
 class Machine:
+    pattern: lowered.Node  # the pattern lowered once (lowered.py): what the program and the column-wise engines compile
     program: Program
-    ops: tuple
-    args: tuple
-    bargs: tuple
+    # The program's instructions as three columns, indexed by pc, for the VM's inner loop:
+    opcodes: tuple[str, ...]  # the instruction's op (instructions.LABEL, SPLIT, ...)
+    operands: tuple[int, ...]  # LABEL's label id; SPLIT's preferred target; JUMP's target
+    second_targets: tuple[int, ...]  # SPLIT's less preferred target
     done_pc: int
     closures: tuple  # per pc: the parked pcs its epsilon closure reaches, in priority order, or None
     label_names: tuple[str, ...]
@@ -45,9 +61,10 @@ class Machine:
     lazy_starts: bool  # try one start at a time (vm.py explains when and why)
     within: "Within | None"
     output: OutputBuilder
-    next_start: Callable
+    skip: SkipRule  # AFTER MATCH SKIP: where the search goes on after a match
     output_columns: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
+    column_plans: ColumnPlans = field(default_factory=ColumnPlans)
 
 
 def absence_labels(pattern: ast.Pattern) -> set[str]:
@@ -109,7 +126,8 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         reads |= history_reads(definition.condition, scope)
 
     measures = tuple(measure_compiler.compile(m.expr) for m in mr.measures)
-    program = compile_pattern(mr.pattern, label_names)
+    pattern = lowered.lower(mr.pattern, label_names)
+    program = compile_program(pattern, label_names)
 
     partition_names = tuple(columns.resolve(ref.column, ref.span) for ref in mr.partition_by)
     order_names = tuple(columns.resolve(key.expr.column, key.span) for key in mr.order_by if isinstance(key.expr, ast.ColumnRef))
@@ -144,12 +162,12 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         output_columns = partition_names + order_names + measure_names + row_columns[len(order_names):]
     else:
         output_columns = partition_names + measure_names
-    program_ops = tuple(i.op for i in program.instructions)
     return Machine(
+        pattern=pattern,
         program=program,
-        ops=program_ops,
-        args=tuple(i.a for i in program.instructions),
-        bargs=tuple(i.b for i in program.instructions),
+        opcodes=tuple(i.op for i in program.instructions),
+        operands=tuple(i.a for i in program.instructions),
+        second_targets=tuple(i.b for i in program.instructions),
         closures=static_closures(program),
         done_pc=len(program.instructions) - 1,
         label_names=label_names,
@@ -165,7 +183,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         lazy_starts=bool(reads) or mr.within is not None,
         within=within,
         output=OutputBuilder(layout),
-        next_start=_skip_rule(mr.after_match, label_sets),
+        skip=SkipRule.of(mr.after_match, label_sets),
         output_columns=output_columns,
     )
 
@@ -273,26 +291,3 @@ class Within:
                 f"WITHIN measures the time between event times, but {self.column!r} holds "
                 f"{type(first).__name__} {first!r} and {type(now).__name__} {now!r}",
                 code="E0410", hint="give the event time as a TIMESTAMP (or a number of milliseconds)") from None
-
-
-def _skip_rule(after_match: ast.SkipTo | None, label_sets: dict[str, frozenset[int]]):
-    mode = after_match.mode if after_match is not None else "PAST_LAST_ROW"
-    if mode == "PAST_LAST_ROW":
-        return lambda matcher, start, end, labels: end + 1 if end >= start else start + 1
-    if mode == "TO_NEXT_ROW":
-        return lambda matcher, start, end, labels: start + 1
-    target = after_match.variable
-    labels_of_target = label_sets.get(target.key, frozenset())
-    want_first = mode == "TO_FIRST"
-
-    def skip_to(matcher, start: int, end: int, labels: list[int]) -> int:
-        if end < start:
-            return start + 1  # an empty match moves on by one row whatever the skip mode
-        offsets = [i for i, label in enumerate(labels) if label in labels_of_target]
-        if not offsets:
-            raise matcher.skip_error(f"pattern variable '{target.name}' is not present in the match")
-        position = start + (offsets[0] if want_first else offsets[-1])
-        if position == start:
-            raise matcher.skip_error(f"cannot skip to the first row of the match ('{target.name}' is its first row)")
-        return position
-    return skip_to

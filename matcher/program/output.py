@@ -6,8 +6,9 @@ Column layout, as the standard's ``SELECT *`` gives it:
 
 ``PartitionOutput`` is the part of matching one partition that does not depend on how matches are
 found: numbering matches, the rows no match covers (ALL ROWS PER MATCH WITH UNMATCHED ROWS) and
-AFTER MATCH SKIP. Both engines build on it (the Pike VM, ``pike/vm.py``; the fast path,
-``vector/fastpath.py``), as Go's engines only find the match and leave the rest to ``doExecute``.
+where AFTER MATCH SKIP goes on (``skip.SkipRule.after``). The Pike VM (``pike/vm.py``) builds on it, and
+the column-wise engines output through it the partitions whose measures they do not compute
+themselves, as Go's engines only find the match and leave the rest to ``doExecute``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cep.grammar.errors import CepRuntimeError
+from cep.matcher.program.skip import SkipFailed
 from cep.matcher.sql.context import Env, MatchView
 
 
@@ -133,7 +135,10 @@ class PartitionOutput:
         self.out.extend(machine.output.match(self, self.match_number, start, end, labels, excluded))
         if end >= start:
             self.covered_upto = max(self.covered_upto, end)
-        self.search_start = machine.next_start(self, start, end, labels)
+        try:
+            self.search_start = machine.skip.after(start, end, labels)
+        except SkipFailed as why:
+            raise self.skip_error(str(why)) from None
         return self.search_start
 
     def emit_unmatched(self, begin: int, end: int) -> None:

@@ -65,7 +65,7 @@ def threshold(condition: ast.Expr, run_label: int, label_of, column_of, slots: l
 def end_runs(lanes_state, index: int, item, following, route: Threshold, lanes: np.ndarray, pos: np.ndarray, state,
              outcomes) -> None:
     """Match the run item ``index`` and the single last item after it for ``lanes`` starting at ``pos``
-    (``lanes_state``: the sequence engine's ``_Lanes``); ``outcomes``: (MATCH, TIMEOUT) codes."""
+    (``lanes_state``: the sequence engine's ``Lanes``); ``outcomes``: (MATCH, TIMEOUT) codes."""
     match_code, timeout_code = outcomes
     accs = lanes_state.acc
     for acc in accs:

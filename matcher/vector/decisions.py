@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cep.matcher.vector.sequence import AMBIGUOUS, FAIL, MATCH, TIMEOUT, SequencePlan, _chunks, _Lanes
+from cep.matcher.vector.sequence import AMBIGUOUS, FAIL, MATCH, TIMEOUT, Lanes, SequencePlan, chunks
 
 __all__ = ["AMBIGUOUS", "FAIL", "MATCH", "TIMEOUT", "Decisions", "decide"]
 
@@ -55,9 +55,9 @@ def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts:
     spans = np.zeros((len(plan.items), n), dtype=np.int64)
     undecided = np.zeros(n, dtype=bool)
     searched = np.zeros(n, dtype=np.int64)
-    for begin, end in _chunks(offsets):
+    for begin, end in chunks(offsets):
         first, stop = int(offsets[begin]), int(offsets[end])
-        lanes = _Lanes(plan, values, times, offsets, begin, end, None if starts is None else starts[first:stop],
+        lanes = Lanes(plan, values, times, offsets, begin, end, None if starts is None else starts[first:stop],
                        None if resume is None else resume[first:stop], None if visible is None else visible[begin:end])
         lanes.match(outcome, spans)
         undecided[lanes.begin:lanes.end] = lanes.reached & ~lanes.expired

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -67,6 +66,7 @@ from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.vector.pattern_regex import MAX_NESTING, NotEligible, emit, exclusive, lower, min_rows, nesting
 from cep.matcher.program.instructions import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from cep.matcher.program.output import PartitionOutput
+from cep.matcher.program.skip import PAST_LAST_ROW, TO_NEXT_ROW
 
 # One byte per row holds the set of variables whose condition holds, so at most 8 variables.
 MAX_LABELS = 8
@@ -79,9 +79,6 @@ RESTART_SLACK = 4096
 # Ends each partition in the one buffer the vector scan searches. With fewer than 8 variables no class
 # holds this byte, so no match can span two partitions.
 SEPARATOR = 0xFF
-# CEP_FASTPATH=0 in the environment (or ENABLED = False) sends every query to the Pike VM: the tests
-# run both paths, and a user can rule the fast path out when chasing a difference.
-ENABLED = os.environ.get("CEP_FASTPATH", "1") != "0"
 
 _KNOWN_OPS = frozenset({LABEL, SPLIT, JUMP, EXCL_BEGIN, EXCL_END, AT_START, AT_END, DONE})
 
@@ -114,7 +111,7 @@ class FastPlan:
     separated_uncaptured: tuple[int, ...] = ()  # its one-row groups left uncaptured (``Regex.uncaptured``)
     # The pattern as a sequence of runs (``runs.py``), for batches where that scan is exact; else None.
     run_items: tuple | None = None
-    skip_mode: str = "PAST_LAST_ROW"
+    skip_mode: str = PAST_LAST_ROW  # ``Machine.skip.mode``: how ``_scan`` resumes the regex's search
     notes: list[str] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0, "run_partitions": 0})
 
@@ -252,7 +249,7 @@ class FastPlan:
         n = len(encoded)
         found_regs: list[tuple] = []
         position = 0
-        if self.skip_mode == "PAST_LAST_ROW":
+        if self.skip_mode == PAST_LAST_ROW:
             # finditer resumes where the last match stopped, as SKIP PAST LAST ROW does, except after an
             # empty match (it would retry the same row for a non-empty one): there, restart a row later
             append = found_regs.append
@@ -470,15 +467,11 @@ def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -
 
 
 def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> FastPlan | None:
-    """The fast plan for this machine, built once and kept on the machine; None when not eligible."""
-    if not ENABLED:
-        return None
-    cached = machine.__dict__.get("_fastpath")
-    if cached is None:
-        plan, reasons = analyze(statement, machine, input_columns)
-        cached = (plan, reasons)
-        machine.__dict__["_fastpath"] = cached
-    return cached[0]
+    """The fast plan for this machine, built once and kept in ``machine.column_plans``; None when not eligible."""
+    kept = machine.column_plans
+    if kept.regex is None:
+        kept.regex = analyze(statement, machine, input_columns)
+    return kept.regex[0]
 
 
 def eligible(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> bool:
@@ -508,7 +501,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         raise NotEligible("SEEK")
     if mr.rows_per_match.show_timeout:
         raise NotEligible("SHOW TIMEOUT MATCHES")
-    unknown = set(machine.ops) - _KNOWN_OPS
+    unknown = set(machine.opcodes) - _KNOWN_OPS
     if unknown:
         raise NotEligible("the program uses " + ", ".join(sorted(unknown)))
     labels = machine.label_names
@@ -526,7 +519,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     except kernels.NotVectorizable as why:
         raise NotEligible(str(why)) from None
 
-    ir = lower(mr.pattern, label_ids)
+    ir = lower(machine.pattern)
     if nesting(ir) > MAX_NESTING:
         raise NotEligible(f"the pattern nests more than {MAX_NESTING} levels deep once its bounded quantifiers are unrolled")
     emitted = emit(ir, len(labels))
@@ -552,12 +545,12 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
                 raise NotEligible("two loops on one path share a variable (the regex engine could backtrack polynomially)")
         elif not exclusive(path_a, path_b):
             overlapping.append((bits_a, bits_b))
-    skip = mr.after_match.mode if mr.after_match is not None else "PAST_LAST_ROW"
+    skip = machine.skip.mode
     vector = every_row = None
-    if mr.rows_per_match.mode == "ONE" and skip in ("PAST_LAST_ROW", "TO_NEXT_ROW"):
+    if mr.rows_per_match.mode == "ONE" and skip in (PAST_LAST_ROW, TO_NEXT_ROW):
         vector = _vector_measures(mr, label_sets, label_groups, scope)
     separated_regex, uncaptured = None, ()
-    if skip == "PAST_LAST_ROW" and not emitted.excl_groups and min_rows(ir) > 0 and len(labels) < MAX_LABELS:
+    if skip == PAST_LAST_ROW and not emitted.excl_groups and min_rows(ir) > 0 and len(labels) < MAX_LABELS:
         if mr.rows_per_match.mode in all_rows.MODES:  # only with the one-buffer scan
             every_row = all_rows.measures(mr, label_sets, label_groups, scope)
         if vector is not None or every_row is not None:

@@ -1,4 +1,5 @@
-"""The pattern lowered for the fast path (``fastpath.py``) and written as a regex over one byte per row.
+"""The machine's lowered pattern (``program/lowered.py``) compiled for the fast path (``fastpath.py``):
+written as a regex over one byte per row.
 
 Each row is one byte whose bit v says "variable v's condition holds"; a variable (or an alternation of
 single-row pieces) becomes a character class of the bytes with its bits; loops, concatenation,
@@ -11,7 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from cep.grammar import ast
+from cep.matcher.program import lowered
 
 # PERMUTE(n items) expands to n! alternatives; the VM's limit is its program size, ours is smaller.
 MAX_PERMUTE_ITEMS = 5
@@ -28,7 +29,7 @@ class NotEligible(Exception):
 
 # --------------------------------------------------------------------------------------- pattern IR
 #
-# The pattern, lowered for the regex engine. Single-row pieces (a variable, or an alternation of
+# The pattern, as the regex engine needs it. Single-row pieces (a variable, or an alternation of
 # single-row pieces) are *classes*: ("class", prio) where prio lists label ids in preference order;
 # a row consumed by the class is labelled with the first of them whose condition holds on it.
 #   ("class", prio)                    one row
@@ -52,45 +53,47 @@ def _seq(items: list) -> tuple:
     return flat[0] if len(flat) == 1 else ("seq", tuple(flat))
 
 
-def lower(node, label_ids: dict[str, int]) -> tuple:
-    if isinstance(node, ast.PatternVar):
-        return ("class", (label_ids[node.name.key],))
-    if isinstance(node, ast.Empty):
+def lower(node: lowered.Node) -> tuple:
+    """The regex IR of the machine's lowered pattern (``Machine.pattern``); ``NotEligible`` where ``re``
+    cannot give SQL's answer in bounded time."""
+    if isinstance(node, lowered.Label):
+        return ("class", (node.label,))
+    if isinstance(node, lowered.Nothing):
         return ("empty",)
-    if isinstance(node, ast.Anchor):
-        return ("anchor", node.kind)
-    if isinstance(node, ast.Concat):
-        return _seq([lower(item, label_ids) for item in node.items])
-    if isinstance(node, ast.Alternation):
-        items = [lower(item, label_ids) for item in node.alternatives]
+    if isinstance(node, lowered.Edge):
+        return ("anchor", "start" if node.at_start else "end")
+    if isinstance(node, lowered.Sequence):
+        return _seq([lower(item) for item in node.items])
+    if isinstance(node, lowered.Choice):
+        items = [lower(item) for item in node.options]
         if all(item[0] == "class" for item in items):
             # One row whichever branch: a row takes the first branch whose condition holds, and every
             # branch leads to the same place, so preference among them is decided by the row alone.
             return ("class", tuple(dict.fromkeys(label for item in items for label in item[1])))
         return ("alt", tuple(items))
-    if isinstance(node, ast.Permute):
+    if isinstance(node, lowered.AnyOrder):
         if len(node.items) > MAX_PERMUTE_ITEMS:
             raise NotEligible(f"PERMUTE of more than {MAX_PERMUTE_ITEMS} items")
-        items = [lower(item, label_ids) for item in node.items]
+        items = [lower(item) for item in node.items]
         orders = itertools.permutations(range(len(items)))  # lexicographic, as the compiler expands it
         return ("alt", tuple(_seq([items[i] for i in order]) for order in orders))
-    if isinstance(node, ast.Exclusion):
-        return ("excl", lower(node.pattern, label_ids))
-    if isinstance(node, ast.Quantified):
-        body = lower(node.term, label_ids)
-        if node.max == 0:
+    if isinstance(node, lowered.Excluded):
+        return ("excl", lower(node.body))
+    if isinstance(node, lowered.Repeat):
+        body = lower(node.body)
+        if node.high == 0:
             return ("empty",)
         if body[0] == "class":
-            if node.min == node.max == 1:
+            if node.low == node.high == 1:
                 return body
-            return ("loop", body[1], node.min, node.max, node.greedy)
-        if node.max is None:
+            return ("loop", body[1], node.low, node.high, node.greedy)
+        if node.high is None:
             raise NotEligible("an unbounded quantifier over a group that can span several rows")
         tail = None
-        for _ in range(node.max - node.min):
+        for _ in range(node.high - node.low):
             tail = ("opt", body if tail is None else _seq([body, tail]), node.greedy)
-        return _seq([body] * node.min + ([tail] if tail is not None else []))
-    if isinstance(node, ast.Absence):
+        return _seq([body] * node.low + ([tail] if tail is not None else []))
+    if isinstance(node, lowered.Absent):
         raise NotEligible("an absence term (!B)")
     raise NotEligible(f"pattern node {type(node).__name__}")
 

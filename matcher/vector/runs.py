@@ -7,7 +7,7 @@ shorter loop leaves the next item on a row of the loop's class, where it cannot 
 reluctant alike; only the last item may stop short (a reluctant loop takes its minimum, a greedy one
 up to its maximum). So every start row's match end can be computed for all rows at once from the
 lengths of the class runs, with no backtracking to imitate. SKIP PAST LAST ROW then chains the
-matches: the first start at or after the previous match's end, one cheap Python step per match.
+matches (``program/skip.py``'s walk, shared by every engine): one cheap Python step per match.
 
 ``re`` gives the same matches (and ``tests/test_fastpath.py`` checks both against the Pike VM); this
 scan only avoids the regex engine's per-row and per-match costs. A batch whose rows break the
@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from cep.matcher.program.skip import FAIL, MATCH, walk
 
 
 @dataclass(frozen=True)
@@ -65,19 +67,13 @@ def scan(items: tuple[RunItem, ...], buffer: np.ndarray, members: int) -> np.nda
     size = len(buffer)
     runs = {bits: _run_lengths(buffer, bits, members) for bits in {item.bits for item in items}}
     starts = np.arange(size, dtype=np.int64)
-    ends = _walk(items, runs, starts)
-    candidates = np.flatnonzero(ends >= 0)
-    if not len(candidates):
+    ends = _match_ends(items, runs, starts)
+    matched = ends >= 0
+    if not matched.any():
         return np.zeros((0, len(items) + 1, 2), dtype=np.int64)
-    ends = ends[candidates]
-    # the next candidate at or after each candidate's end: the chain from the first is SKIP PAST LAST ROW
-    following = np.searchsorted(candidates, ends).tolist()
-    chosen = []
-    index, count = 0, len(candidates)
-    while index < count:
-        chosen.append(index)
-        index = following[index]
-    return _spans(items, runs, candidates[chosen])
+    # SKIP PAST LAST ROW (``skip.walk``): each match's search goes on at the row after it
+    chosen = walk(np.where(matched, MATCH, FAIL), ends, np.array([0, size], dtype=np.int64)).chosen
+    return _spans(items, runs, chosen)
 
 
 def _run_lengths(buffer: np.ndarray, bits: int, members: int) -> np.ndarray:
@@ -103,7 +99,7 @@ def _step(item: RunItem, run: np.ndarray, last: bool) -> tuple[np.ndarray, np.nd
     return keep, (run if item.high is None else np.minimum(run, item.high))
 
 
-def _walk(items: tuple[RunItem, ...], runs: dict, starts: np.ndarray) -> np.ndarray:
+def _match_ends(items: tuple[RunItem, ...], runs: dict, starts: np.ndarray) -> np.ndarray:
     """One past the last row of the match starting at each of ``starts``, or -1 where none does."""
     ends = np.full(len(starts), -1, dtype=np.int64)
     alive = np.arange(len(starts))

@@ -56,11 +56,11 @@ from typing import Any, Callable
 import numpy as np
 
 from cep.grammar import ast
-from cep.matcher.program.machine import absence_labels
 from cep.matcher.program.output import PartitionOutput
+from cep.matcher.program.skip import FAIL, MATCH, TIMEOUT, UNDECIDED, walk
 from cep.matcher.rows.partitioning import partition_indices
 from cep.matcher.vector import cumulative, first_hit, kernels
-from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector import sequence_output
 from cep.matcher.vector.lane_frame import Accumulator, LaneFrame, Slot
 from cep.matcher.vector.layout import ArrayInput, ListInput
 
@@ -72,7 +72,9 @@ CHUNK_ROWS = 1 << 20
 SCAN_BUDGET_PER_ROW = 256
 SCAN_SLACK = 1 << 16
 
-FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
+# A start's outcome, in the codes the AFTER MATCH SKIP walk reads (``program/skip.py``); a start whose
+# preferred match depends on backtracking is AMBIGUOUS: the walk stops there and the VM decides.
+AMBIGUOUS = UNDECIDED
 
 Fallback = Callable[[tuple, dict], list]
 
@@ -144,8 +146,8 @@ class SequencePlan:
         outcome = np.zeros(len(order), dtype=np.int8)
         spans = np.zeros((len(self.items), len(order)), dtype=np.int64)  # rows of each item, per start
         try:
-            for begin, end in _chunks(offsets):
-                lanes = _Lanes(self, values, times, offsets, begin, end)
+            for begin, end in chunks(offsets):
+                lanes = Lanes(self, values, times, offsets, begin, end)
                 lanes.match(outcome, spans)
         except kernels.Unsupported as why:
             self.notes.append(f"ran on the VM: {why}")
@@ -158,53 +160,53 @@ class SequencePlan:
         return _elsewhere(fallback, self.machine, groups, columns)
 
     def _output(self, fallback, data, layout, offsets, outcome, spans, values) -> list[tuple]:
-        """The rows of the starts AFTER MATCH SKIP picks (``sequence_output.walk``), TIMEOUT rows
-        included: measures column-wise where they can be (``sequence_output``), else, and for
-        partitions with an ambiguous start or a failing skip, through ``PartitionOutput`` as the VM does
-        (only these need the input as Python values: ``data.python()``, built once, when first asked)."""
+        """The rows of the starts AFTER MATCH SKIP picks (``skip.walk``), TIMEOUT rows included: measures
+        column-wise where they can be (``sequence_output``), else, and for partitions with an ambiguous
+        start or a failing skip, through ``PartitionOutput`` as the VM does (only these need the input as
+        Python values: ``data.python()``, built once, when first asked)."""
         parts = len(layout.keys)
-        n = len(outcome)
-        targets, failed = output_columns.skip_targets(self.statement.match.after_match, self._item_index,
-                                                      np.arange(n, dtype=np.int64), spans)
+        targets, failed = self.machine.skip.after_matches(outcome, spans, self.item_labels)
+        steps = np.where(failed, UNDECIDED, outcome)  # a match whose skip fails: PartitionOutput says why
+        chain = walk(steps, targets, offsets)
         part_of = np.repeat(np.arange(parts, dtype=np.int64), layout.counts)
-        chain = output_columns.walk(outcome, targets, failed, part_of, offsets)
-        starts = chain.starts
-        if chain.elsewhere:
-            starts = starts[~np.isin(part_of[starts], np.fromiter(chain.elsewhere, dtype=np.int64))]
+        elsewhere = part_of[chain.stopped]
+        starts = chain.chosen
+        if len(elsewhere):
+            starts = starts[~np.isin(part_of[starts], elsewhere)]
         measured = None
         if self.measures is not None:
-            measured = output_columns.columns(self.measures, self._matches(starts, spans, outcome, part_of, data, layout, values))
+            matches = self._matches(starts, spans, outcome, part_of, data, layout, values)
+            measured = sequence_output.columns(self.measures, matches)
         if measured is None:
             self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
             rows: list[tuple] = []
             for index in range(parts):
-                rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, index))
+                rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, chain,
+                                                   index))
             return rows
         self.stats["columnar_measures"] += 1
         match_parts = part_of[starts]
         key_columns = [np.array([key[i] for key in layout.keys] + [None], dtype=object)[:-1][match_parts].tolist()
                        for i in range(len(self.machine.partition_names))]
         found = list(zip(*key_columns, *measured)) if key_columns or measured else [()] * len(starts)
-        self.stats["sequence_partitions"] += parts - len(chain.elsewhere)
-        if not chain.elsewhere:
+        self.stats["sequence_partitions"] += parts - len(elsewhere)
+        if not len(elsewhere):
             return found
         rows, taken = [], 0
-        for index in sorted(chain.elsewhere):
+        for index in elsewhere.tolist():  # in partition order, as the walk stops at them
             upto = int(np.searchsorted(match_parts, index))
             rows.extend(found[taken:upto])
             taken = upto
-            rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, index))
+            rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, chain, index))
         rows.extend(found[taken:])
         return rows
 
-    def _item_index(self, label: ast.Identifier) -> int | None:
-        ids = {name: index for index, name in enumerate(self.machine.label_names)}
-        for name in absence_labels(self.statement.match.pattern):  # SKIP TO B: the rows inside `!B`
-            ids.setdefault(name[1:], ids[name])
-        positions = {item.label: index for index, item in enumerate(self.items)}
-        return positions.get(ids.get(label.key))
+    @property
+    def item_labels(self) -> tuple[int, ...]:
+        """The label of each item's rows, in pattern order."""
+        return tuple(item.label for item in self.items)
 
-    def _matches(self, starts, spans, outcome, part_of, data, layout, values) -> output_columns.Matches:
+    def _matches(self, starts, spans, outcome, part_of, data, layout, values) -> sequence_output.Matches:
         counts = spans[:, starts]
         begins = starts + np.cumsum(counts, axis=0) - counts
         parts = part_of[starts]
@@ -218,40 +220,36 @@ class SequencePlan:
             if name not in loaded:
                 loaded[name] = data.load(name, layout.order)
             return loaded[name]
-        return output_columns.Matches(starts, begins, counts, number, layout.order, data, load, values, timeout,
-                                      np.searchsorted(part_of, parts, side="left"))
+        return sequence_output.Matches(starts, begins, counts, number, layout.order, data, load, values, timeout,
+                                       np.searchsorted(part_of, parts, side="left"))
 
-    def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, index: int) -> list[tuple]:
-        """One partition's rows, its starts walked in Python through ``PartitionOutput`` (or on the VM when
-        a start is ambiguous)."""
+    def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, chain, index: int) -> list[tuple]:
+        """One partition's rows through ``PartitionOutput``, at the starts the walk (``chain``) chose there;
+        where the walk stopped, an ambiguous start sends the partition to the VM, and a failing skip makes
+        ``PartitionOutput`` raise the VM's error."""
         machine = self.machine
         key = layout.keys[index]
         begin, end = int(offsets[index]), int(offsets[index + 1])
-        kinds = outcome[begin:end]
-        if not (kinds != FAIL).any():
+        if not (outcome[begin:end] != FAIL).any():
             return []  # no start here matches or times out: no output
         members = layout.order[begin:end].tolist()
         part = {name: [columns[name][i] for i in members] for name in machine.columns}
+        stopped = chain.stopped[(chain.stopped >= begin) & (chain.stopped < end)].tolist()
+        if stopped and outcome[stopped[0]] == AMBIGUOUS:
+            self.stats["vm_partitions"] += 1
+            return fallback(key, part)
         output = PartitionOutput(machine, key, part)
         output.env.total = end - begin
-        labels_of = [item.label for item in self.items]
-        size = end - begin
-        # the next start at or after each row that is not a plain failure (size: none)
-        following = np.minimum.accumulate(np.where(kinds != FAIL, np.arange(size), size)[::-1])[::-1].tolist()
-        following.append(size)
-        local = following[0]
-        while local < size:
-            kind = int(kinds[local])
-            if kind == AMBIGUOUS:
-                self.stats["vm_partitions"] += 1
-                return fallback(key, part)
-            counts = spans[:, begin + local].tolist()
+        labels_of = self.item_labels
+        chosen = chain.chosen[(chain.chosen >= begin) & (chain.chosen < end)].tolist()
+        for start in chosen + stopped:  # a stop here is a match whose skip fails: emit_match raises
+            counts = spans[:, start].tolist()
             labels = [label for label, count in zip(labels_of, counts) for _ in range(count)]
-            if kind == MATCH:
-                local = following[output.emit_match(local, local + len(labels) - 1, labels, [])]
+            local = start - begin
+            if outcome[start] == MATCH:
+                output.emit_match(local, local + len(labels) - 1, labels, [])
             else:  # TIMEOUT: not a match, no skip
                 output.out.extend(machine.output.timeout(output, local, local + len(labels) - 1, labels))
-                local = following[local + 1]
         self.stats["sequence_partitions"] += 1
         return output.out
 
@@ -262,7 +260,7 @@ def _sliced(value: kernels.Value, begin: int, end: int) -> kernels.Value:
     return kernels.Value(value.kind, value.data[begin:end], None if value.nulls is None else value.nulls[begin:end])
 
 
-def _chunks(offsets: np.ndarray):
+def chunks(offsets: np.ndarray):
     """(first row, end row) of runs of whole partitions of about CHUNK_ROWS rows."""
     parts = len(offsets) - 1
     index = 0
@@ -308,7 +306,7 @@ def _times(data, name: str, order: np.ndarray, clock, within: _dt.timedelta):
 # --------------------------------------------------------------------------------------- the lanes
 
 
-class _Lanes:
+class Lanes:
     """The starts of one chunk of partitions, matched item by item."""
 
     def __init__(self, plan: SequencePlan, values: dict, times, offsets: np.ndarray, first_part: int, end_part: int,

@@ -1,11 +1,9 @@
-"""The sequence engine's output without a Python step per row: AFTER MATCH SKIP as a chain over the
-starts that count, and ONE ROW PER MATCH measures computed for all matches at once.
+"""The sequence engine's output without a Python step per row: ONE ROW PER MATCH measures computed for
+all matches at once.
 
 ``sequence.py`` finds, for every start row, whether a match starts there and how many rows each item
-takes. AFTER MATCH SKIP then picks the starts that count: from a start that matches, the next search
-begins at the row the skip rule names; from one that fails, at the next row. The next start at or
-after a row that does not simply fail is a reversed cumulative minimum, so the walk below takes one
-Python step per emitted match, not one per row.
+takes; AFTER MATCH SKIP picks the starts that count (``program/skip.py``, the walk every engine shares),
+and the measures of those matches are computed here.
 
 Measures are compiled to *column programs* (``compile_measures``): each leaf reads, for every match at
 once, a row of the match (a variable's first/last row, with constant offsets), a count, an integer
@@ -33,19 +31,17 @@ import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
-from cep.matcher.sql import values as V
+from cep.matcher.sql.values import add, multiply, negate, subtract
 from cep.matcher.sql.context import Env, MatchView
 from cep.matcher.vector.kernels import Unsupported
 from cep.matcher.vector.layout import present_in
 
-FAIL, MATCH, TIMEOUT, AMBIGUOUS = 0, 1, 2, 3
-
 _PLAIN_NUMBERS = (int, float)
-_ARITHMETIC = {"+": (operator.add, V.add), "-": (operator.sub, V.subtract), "*": (operator.mul, V.multiply)}
+_ARITHMETIC = {"+": (operator.add, add), "-": (operator.sub, subtract), "*": (operator.mul, multiply)}
 
 
 class NotColumnar(Exception):
-    """A measure (or a skip) the column programs do not compute: the output goes through PartitionOutput."""
+    """A measure the column programs do not compute: the output goes through PartitionOutput."""
 
 
 @dataclass
@@ -248,12 +244,12 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
         if expr.op == "+":
             return operand
 
-        def negate(m):
+        def negated(m):
             values = operand(m)
             if isinstance(values, np.ndarray) and (values.dtype == np.float64 or not (values == -_INT64_BOUND).any()):
                 return -values
-            return [V.negate(v) for v in _as_output(values)]
-        return negate
+            return [negate(v) for v in _as_output(values)]
+        return negated
     if isinstance(expr, ast.Binary) and expr.op in _ARITHMETIC:
         plain, general = _ARITHMETIC[expr.op]
         left = recurse(expr.left)
@@ -367,61 +363,6 @@ def _range_sums(values: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.
     running = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(values, out=running[1:])
     return running[first + count] - running[first]
-
-
-# ----------------------------------------------------------------------------------------- the walk
-
-
-@dataclass(frozen=True)
-class Chain:
-    """The starts AFTER MATCH SKIP picks (global rows, in order: matches, and TIMEOUT rows, after which
-    the search goes on at the next row) and the partitions that must go through ``PartitionOutput`` (an
-    ambiguous start or a skip that fails there)."""
-
-    starts: np.ndarray
-    elsewhere: frozenset[int]
-
-
-def skip_targets(after_match: ast.SkipTo | None, item_index: Callable[[ast.Identifier], int | None],
-                 starts: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the row the next search starts at, whether the skip fails) for a match at every start."""
-    mode = after_match.mode if after_match is not None else "PAST_LAST_ROW"
-    failed = np.zeros(len(starts), dtype=bool)
-    if mode == "PAST_LAST_ROW":
-        return starts + spans.sum(axis=0), failed
-    if mode == "TO_NEXT_ROW":
-        return starts + 1, failed
-    index = item_index(after_match.variable)
-    if index is None:  # not a variable of the pattern: never present
-        return starts + 1, ~failed
-    begin = starts + spans[:index].sum(axis=0)
-    count = spans[index]
-    target = begin if mode == "TO_FIRST" else begin + count - 1
-    return target, (count == 0) | (target == starts)
-
-
-def walk(outcome: np.ndarray, targets: np.ndarray, failed: np.ndarray, part_of: np.ndarray, offsets: np.ndarray) -> Chain:
-    """Follow AFTER MATCH SKIP through every partition: one Python step per start that counts, each
-    going on at the first start at or after the row its skip names that does not simply fail."""
-    n = len(outcome)
-    counting = np.where(outcome != FAIL, np.arange(n, dtype=np.int64), n)
-    # the first start at or after each row that does not simply fail (n: none), a reversed running minimum
-    upcoming = np.ascontiguousarray(np.minimum.accumulate(np.append(counting, n)[::-1])[::-1])
-    trouble = (outcome == AMBIGUOUS) | ((outcome == MATCH) & failed)
-    # memoryviews: a Python int per step without converting the whole arrays (most starts are skipped)
-    following, target, kind = memoryview(upcoming), memoryview(np.ascontiguousarray(targets, dtype=np.int64)), memoryview(outcome)
-    troubled, bounds, part = memoryview(trouble), memoryview(offsets.astype(np.int64)), memoryview(part_of.astype(np.int64))
-    chosen: list[int] = []
-    elsewhere: set[int] = set()
-    row = following[0] if n else 0
-    while row < n:
-        if troubled[row]:
-            elsewhere.add(part[row])
-            row = following[bounds[part[row] + 1]]
-            continue
-        chosen.append(row)
-        row = following[row + 1] if kind[row] == TIMEOUT else following[target[row]]  # a TIMEOUT row is no match: no skip
-    return Chain(np.asarray(chosen, dtype=np.int64), frozenset(elsewhere))
 
 
 def columns(programs: list[Program], matches: Matches) -> list[list] | None:

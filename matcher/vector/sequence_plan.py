@@ -12,17 +12,21 @@ import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
-from cep.matcher.program.compiler import absence_label
+from cep.matcher.program import lowered
 from cep.matcher.program.machine import absence_labels
 from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector import cumulative, fastpath, first_hit, kernels
-from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector import cumulative, first_hit, kernels
+from cep.matcher.vector import sequence_output
 from cep.matcher.vector.lane_frame import History, Slot
 from cep.matcher.vector.pattern_regex import NotEligible
 from cep.matcher.vector.sequence import Item, SequencePlan
 
 # A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
 MAX_ITEMS = 16
+# What a term of the pattern is, when it is not an item of a sequence (``cep explain`` says it).
+_NOT_AN_ITEM = {lowered.Choice: "an alternation", lowered.AnyOrder: "PERMUTE", lowered.Excluded: "an exclusion",
+                lowered.Edge: "an anchor", lowered.Nothing: "an empty pattern ()", lowered.Repeat: "a quantified group",
+                lowered.Sequence: "a group"}
 
 
 def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple[SequencePlan | None, list[str]]:
@@ -33,33 +37,44 @@ def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -
 
 
 def plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan | None:
-    """The sequence plan for this machine, built once and kept on the machine; None when not eligible."""
-    if not fastpath.ENABLED:  # CEP_FASTPATH=0: every query on the Pike VM
-        return None
-    cached = machine.__dict__.get("_sequence")
-    if cached is None:
-        cached = machine.__dict__["_sequence"] = analyze(statement, machine, input_columns)
-    return cached[0]
+    """The sequence plan for this machine, built once and kept in ``machine.column_plans``; None when not
+    eligible (``reasons_not`` says why)."""
+    return _analysis(statement, machine, input_columns)[0]
 
 
-def _items(pattern: ast.Pattern, label_ids: dict[str, int]) -> tuple[Item, ...]:
-    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
+def reasons_not(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> list[str]:
+    """Why the sequence engine does not take the query (empty: it does), kept as ``plan_for`` keeps the plan."""
+    return _analysis(statement, machine, input_columns)[1]
+
+
+def _analysis(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple:
+    """``analyze``'s (plan or None, reasons), made on the first ask for this machine."""
+    kept = machine.column_plans
+    if kept.sequence is None:
+        kept.sequence = analyze(statement, machine, input_columns)
+    return kept.sequence
+
+
+def _items(pattern: lowered.Node, labels: tuple[str, ...]) -> tuple[Item, ...]:
+    """The machine's lowered pattern (``Machine.pattern``) as a sequence of items, or ``NotEligible``."""
+    parts = pattern.items if isinstance(pattern, lowered.Sequence) else (pattern,)
     items = []
-    for position, part in enumerate(parts):
-        if isinstance(part, ast.PatternVar):
-            items.append(Item(label_ids[part.name.key], 1, 1, True))
-        elif isinstance(part, ast.Absence):
-            if part.variable.key in label_ids:
-                raise NotEligible(f"'{part.variable.name}' is both a term and an absence of the pattern")
+    for part in parts:
+        if isinstance(part, lowered.Label):
+            items.append(Item(part.label, 1, 1, True))
+        elif isinstance(part, lowered.Absent):
+            name = labels[part.label][1:]
+            if name in labels:
+                raise NotEligible(f"'{name}' is both a term and an absence of the pattern")
             # as the compiler runs it: ``A !B C`` takes as few rows that are not B as C allows (a
             # reluctant run); a trailing ``!B`` takes every row before the deadline (greedy, DEADLINE)
-            items.append(Item(label_ids[absence_label(part.variable.key)], 0, None, position == len(parts) - 1))
-        elif isinstance(part, ast.Quantified) and isinstance(part.term, ast.PatternVar):
-            if part.max == 0:
+            items.append(Item(part.label, 0, None, part.trailing))
+        elif isinstance(part, lowered.Repeat) and isinstance(part.body, lowered.Label):
+            if part.high == 0:
                 raise NotEligible("a variable quantified zero times")
-            items.append(Item(label_ids[part.term.name.key], part.min, part.max, part.greedy))
+            items.append(Item(part.body.label, part.low, part.high, part.greedy))
         else:
-            raise NotEligible(f"the pattern is not a sequence of variables ({type(part).__name__})")
+            raise NotEligible(f"the pattern is not a sequence of variables ({_NOT_AN_ITEM[type(part)]})")
     for item, following in zip(items, items[1:]):
         if item.low != item.high and following.low == 0:
             raise NotEligible("a run followed by an optional item (where it ends depends on the items after)")
@@ -82,7 +97,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         raise NotEligible("SUBSET")
     labels = machine.label_names
     label_ids = {name: index for index, name in enumerate(labels)}
-    items = _items(mr.pattern, label_ids)
+    items = _items(machine.pattern, labels)
     absent = {label_ids[name]: name[1:] for name in absence_labels(mr.pattern)}
     for label, name in absent.items():  # `B` that appears only as `!B` names the rows inside the absence
         label_ids.setdefault(name, label)
@@ -112,7 +127,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
 
     def item_of(qualifier: ast.Identifier) -> int:
         if qualifier.key not in label_ids:
-            raise output_columns.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
+            raise sequence_output.NotColumnar(f"'{qualifier.name}' is not a pattern variable")
         return item_index[label_ids[qualifier.key]]
 
     hits = {} if slots else _first_hits(items, defines, conditions, labels, label_ids, scope, label_of)
@@ -133,13 +148,13 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
             pass
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
-    measures = output_columns.compile_measures(mr.measures, measure_scope.column, item_of, machine.output.layout.status,
-                                               machine.output.layout.measures, tuple(item.label for item in items),
-                                               machine.label_names)
-    if measures is None and not output_columns.reads_after(mr.measures):  # PREV in a measure: the rows before it too
+    measures = sequence_output.compile_measures(mr.measures, measure_scope.column, item_of,
+                                                machine.output.layout.status, machine.output.layout.measures,
+                                                tuple(item.label for item in items), machine.label_names)
+    if measures is None and not sequence_output.reads_after(mr.measures):  # PREV in a measure: the rows before it too
         layout = machine.output.layout
-        measures = output_columns.reading_before(layout.measures, tuple(item.label for item in items), machine.label_names,
-                                                 layout.status, machine.lookback)
+        measures = sequence_output.reading_before(layout.measures, tuple(item.label for item in items),
+                                                  machine.label_names, layout.status, machine.lookback)
     return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
                         columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
                         measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent, quiet=quiet)
@@ -228,8 +243,9 @@ def route_lines(plan: SequencePlan) -> list[str]:
             lines.append(f"      {name}'s runs: scanned row by row from every start ({_scan_reason(plan, index)})")
     if plan.measures is not None:
         lines.append("      measures: computed for all matches at once; AFTER MATCH SKIP walked once per emitted match")
-        per_match = output_columns.per_match_names(plan.statement.match.measures, plan.measures)
-        before = " and the rows PREV reads before it" if output_columns.reads_before(plan.statement.match.measures) else ""
+        per_match = sequence_output.per_match_names(plan.statement.match.measures, plan.measures)
+        reads_before = sequence_output.reads_before(plan.statement.match.measures)
+        before = " and the rows PREV reads before it" if reads_before else ""
         if per_match:
             lines.append(f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its"
                          f" rows{before})")

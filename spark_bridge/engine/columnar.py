@@ -42,9 +42,9 @@ import numpy as np
 
 from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
-from cep.matcher.program.machine import absence_labels
+from cep.matcher.program.skip import walk
 from cep.matcher.vector import decisions, kernels, sequence_plan
-from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector import sequence_output
 from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SEARCHED, SPAN, ColumnarTable, Rows,
                                                   as_column, datetimes)
@@ -52,7 +52,6 @@ from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LA
                                            KeyedStream, StepResult)
 from cep.spark_bridge.engine.match_ids import SessionIds
 from cep.spark_bridge.engine.ordering import order_ranks, total_order_ranks
-from cep.spark_bridge.engine.start_walk import walk_starts
 
 
 # -------------------------------------------------------------------------------------- one call
@@ -130,12 +129,6 @@ class ColumnarStep:
         self.lookback = self.base.lookback
         self.measures = self.plan.measures  # PREV in a measure: ``sequence_output.reading_before``'s programs
         self.within_us = None if self.plan.within is None else int(self.plan.within // _ONE_US)
-        self.after_match = engine.plan.statement.match.after_match
-        labels = {name: index for index, name in enumerate(self.base.label_names)}
-        for name in absence_labels(engine.plan.statement.match.pattern):  # SKIP TO B: the rows inside `!B`
-            labels.setdefault(name[1:], labels[name])
-        positions = {item.label: index for index, item in enumerate(self.plan.items)}
-        self.item_index = lambda label: positions.get(labels.get(label.key))
         self.session_ids = SessionIds(engine.query_fp)
         self.where = engine.outer.where
         # the select list alone: ``_measure`` applies WHERE itself, to keep each kept row's match id with it
@@ -352,9 +345,19 @@ class ColumnarStep:
                 outcome[cached] = known[cached]
                 spans[:, cached] = self._known_spans(rows, order[cached])
             undecided = found.open & ~pieces.closed[piece_of] & ~context
-            targets, skip_fails = output_columns.skip_targets(self.after_match, self.item_index, np.arange(m), spans)
+            targets, skip_fails = self.base.skip.after_matches(outcome, spans, plan.item_labels)
             outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
-            chosen = walk_starts(outcome, undecided, targets, piece_of, pieces.end, on_vm, stop)
+            # the walk stops a piece at its first undecided start (its rows are carried from there) or at an
+            # ambiguous one (the VM decides the piece); a piece already on the VM is not walked
+            steps = np.where(undecided, decisions.AMBIGUOUS, outcome)
+            steps[np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64))] = decisions.FAIL
+            walked = walk(steps, targets, offsets)
+            for row in walked.stopped.tolist():
+                if undecided[row]:
+                    stop[piece_of[row]] = row
+                else:
+                    on_vm.add(int(piece_of[row]))
+            chosen = walked.chosen.tolist()
             if on_vm:
                 chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
         timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
@@ -486,9 +489,9 @@ class ColumnarStep:
             if name not in loaded:
                 loaded[name] = data.load(name, order)
             return loaded[name]
-        matches = output_columns.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts,
-                                         pieces.begin[parts])
-        measured = output_columns.columns(self.measures, matches)
+        matches = sequence_output.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts,
+                                          pieces.begin[parts])
+        measured = sequence_output.columns(self.measures, matches)
         if measured is None:  # a measure the column programs refuse here: these pieces on the VM
             self._note("measures of a call computed on the Pike VM")
             on_vm.update(int(p) for p in np.unique(parts))

@@ -3,9 +3,8 @@ and why: decided once per query from its plan, and said by ``cep explain``'s las
 
 from __future__ import annotations
 
-from cep.grammar import ast
 from cep.grammar.errors import CepError
-from cep.matcher.vector import sequence_output as output_columns
+from cep.matcher.vector import sequence_output
 from cep.matcher.vector import sequence_plan
 from cep.spark_bridge.engine.keyed import KeyedStream
 
@@ -17,21 +16,19 @@ def reasons_not(engine: KeyedStream) -> list[str]:
     why = []
     if engine.dedup_columns:
         why.append("dedup_key")
+    if not engine.plan.column_wise:
+        return why + ["the column-wise engines are turned off (column_wise=False)"]
     base = engine.plan.machine(engine.input_columns)
     plan = sequence_plan.plan_for(engine.plan.statement, base, engine.input_columns)
     if plan is None:
-        found = base.__dict__.get("_sequence")
-        return why + ["not the sequence engine" + (f" ({'; '.join(found[1])})" if found and found[1] else "")]
-    if output_columns.reads_after(engine.plan.statement.match.measures):
+        reasons = sequence_plan.reasons_not(engine.plan.statement, base, engine.input_columns)
+        return why + ["not the sequence engine" + (f" ({'; '.join(reasons)})" if reasons else "")]
+    if sequence_output.reads_after(engine.plan.statement.match.measures):
         why.append("NEXT in a measure (a match waits for the rows after it)")
     if plan.within is not None and base.within.column != engine.time_column:
         why.append("WITHIN over another column than the event time")
-    pattern = engine.plan.statement.match.pattern
-    parts = pattern.items if isinstance(pattern, ast.Concat) else (pattern,)
-    if not all(isinstance(p, (ast.PatternVar, ast.Absence))
-               or (isinstance(p, ast.Quantified) and isinstance(p.term, ast.PatternVar)) for p in parts):
-        # only these shapes' routes say which starts reached the end of the rows (``_Lanes.reached``)
-        why.append("a pattern item other than a variable, a quantified variable or an absence")
+    # The plan's items, compiled from the machine's lowered pattern, are variables, quantified variables
+    # and absences: the shapes whose runs say which starts reached the end of the rows (``Lanes.reached``).
     items = plan.items
     for index, item in enumerate(items):
         last = index + 1 == len(items)
@@ -54,7 +51,7 @@ def explain_line(plan, input_columns, query_text: str) -> str:
                                       engine.input_columns)
         timed = " and ".join(text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences")) if flag)
         extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
-        if output_columns.reads_before(plan.statement.match.measures):
+        if sequence_output.reads_before(plan.statement.match.measures):
             extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
         if plan.machine.lookahead:
             extra += "; NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)"
