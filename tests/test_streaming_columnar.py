@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import cep
 from cep.grammar.errors import CepRuntimeError
+from cep.matcher.plan import COLUMN_WISE
 from cep.spark_bridge.engine.column_table import ColumnarTable
-from cep.spark_bridge.engine.columnar_choice import reasons_not
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
@@ -159,7 +159,8 @@ def assert_same(text, batches, **options):
 @given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(sorted(QUERIES)), session_s=st.sampled_from([None, 8, 30]),
        delay_s=st.sampled_from([0, 2, 5]), buckets=st.sampled_from([0, 0, 3]))
 def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
-    assert reasons_not(KeyedStream(cep.compile(QUERIES[name]).plan, COLUMNS, query_text=QUERIES[name])) == []
+    route = KeyedStream(cep.compile(QUERIES[name]).plan, COLUMNS, query_text=QUERIES[name]).route()
+    assert (route.stream, route.stream_reasons) == (COLUMN_WISE, ())
     batches = make_batches(random.Random(seed), delay_s, mixed=name in MIXED)
     assert_same(QUERIES[name], batches, delay_s=delay_s, session_s=session_s, buckets=buckets)
 
@@ -409,8 +410,8 @@ def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_matc
         q = cep.compile((root / "patterns" / f"{name}.sql").read_text(encoding="utf-8"))
         assert q.explain().splitlines()[-1].startswith("  streaming: column-wise"), name
     after = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, NEXT(B.v) AS after", "A AS A.v < 5, B AS B.v >= 5"))
-    assert reasons_not(KeyedStream(after.plan, COLUMNS, query_text=after.text)) == [
-        "NEXT in a measure (a match waits for the rows after it)"]
+    assert KeyedStream(after.plan, COLUMNS, query_text=after.text).route().stream_reasons == (
+        "NEXT in a measure (a match waits for the rows after it)",)
     ahead = cep.compile(QUERIES["next_within"]).explain().splitlines()[-1]
     assert ahead.startswith("  streaming: column-wise") and ahead.endswith(
         "NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)")

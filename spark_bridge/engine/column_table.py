@@ -18,7 +18,7 @@ from cep.grammar.errors import CepRuntimeError
 from cep.matcher.rows.tables import series_values
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import COLUMNAR_KIND, KeyTable
-from cep.spark_bridge.engine.keyed import STATE_VERSION, KeyedStream
+from cep.spark_bridge.engine.keyed import KeyedStream, KeyState
 
 # Imported inside functions: pandas (heavy; only to turn a micro-batch's event times into µs and its text
 # keys into codes, in C).
@@ -340,24 +340,22 @@ class ColumnarTable:
         f = table.fields
         pending, carried = [], []
         for kid, key in zip(kids.tolist(), keys):
-            st = codec.decode(key_table.states[key])
-            if st.get("v") != STATE_VERSION:
-                raise CepRuntimeError(f"streaming key state version {st.get('v')} is not {STATE_VERSION}", code="E0481")
-            if st.get("seen"):
+            st = KeyState.decode(key_table.states[key])
+            if st.seen:
                 raise CepRuntimeError("this checkpoint remembers dedup keys, which the column-wise path does not "
                                       "keep; restart with a new checkpoint location", code="E0482")
-            if st["pending"]:
-                us = np.asarray(st["pending"]["us"], dtype=np.int64)
+            if st.pending:
+                us = np.asarray(st.pending["us"], dtype=np.int64)
                 pending.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
-                                    {name: typed(st["pending"]["cols"][name]) for name in columns}))
-            if st["forced"] is not None:
-                f["forced"][kid] = st["forced"]
-            f["sessions"][kid] = st["sessions"]
-            m = st["m"]
+                                    {name: typed(st.pending["cols"][name]) for name in columns}))
+            if st.forced is not None:
+                f["forced"][kid] = st.forced
+            f["sessions"][kid] = st.sessions
+            m = st.matcher
             if m is not None:
                 f["live"][kid] = 1
-                f["start"][kid] = NO_TIME if st["start"] is None else st["start"]
-                f["last"][kid] = NO_TIME if st["last"] is None else st["last"]
+                f["start"][kid] = NO_TIME if st.start is None else st.start
+                f["last"][kid] = NO_TIME if st.last is None else st.last
                 f["total"][kid], f["number"][kid] = m["total"], m["match_number"]
                 f["context"][kid] = m["search_start"] - m["base"]
                 times = m["cols"][engine.time_column]
