@@ -6,7 +6,8 @@ also those inside functions:
 - inside each package, modules and subpackages have an order (``ORDER``): nothing imports what comes
   after it, and the two engines (``pike/``, ``vector/``) never import each other;
 - ``spark_bridge/engine/`` (the pure-Python keyed engine) never imports pyspark;
-- no import circle; no ``_private`` name imported from a module of another package;
+- no import circle; no ``_private`` name imported from a module of another package; no module reads
+  another module's ``_private`` names or an object's ``__dict__`` (``REACHES_LEFT`` lists those still there);
 - an import inside a function is only of a heavy or optional dependency (``LAZY``), and the module
   says why in a comment starting ``# Imported inside functions:``;
 - every package folder is installed (pyproject.toml), and the module lists in the docs match the tree.

@@ -56,7 +56,7 @@ from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.column_table import key_codes, series_column
 from cep.spark_bridge.engine.durations import parse_duration
-from cep.matcher.plan import COLUMN_WISE
+from cep.matcher.plan import COLUMN_WISE, Route
 from cep.spark_bridge.engine.columnar import ColumnarStep
 from cep.spark_bridge.engine.columnar import step_bucket as columnar_step_bucket
 from cep.spark_bridge.engine.key_table import step_bucket
@@ -162,12 +162,12 @@ class _SparkStep:
         self.key_buckets = key_buckets  # > 0: Spark groups by a bucket of keys (cep.spark_bridge.engine.key_table)
         self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (KIND, "INTEGER"), (STATS, "ARRAY<BIGINT>")]
         self._engine: KeyedStream | None = None
-        self._columnar: ColumnarStep | None | bool = False  # False: not decided yet in this worker
+        self._columnar: ColumnarStep | None = None  # built in each worker when the route is column-wise
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_engine"] = None  # built again in each worker
-        state["_columnar"] = False
+        state["_columnar"] = None
         return state
 
     def engine(self) -> KeyedStream:
@@ -184,13 +184,15 @@ class _SparkStep:
             )
         return self._engine
 
-    def columnar(self) -> ColumnarStep | None:
-        """The column-wise path for a bucket of keys (``engine/columnar.py``), when the route takes it."""
-        if self._columnar is False:
-            engine = self.engine()
-            one_key = None if self.key_buckets else "key_buckets=0: Spark calls once per key"
-            route = engine.route(one_key_per_call=one_key)
-            self._columnar = ColumnarStep(engine) if route.stream == COLUMN_WISE else None
+    def route(self) -> Route:
+        """How this stream runs the query (``plan.choose_route``): with ``key_buckets=0`` a call holds one key."""
+        one_key = None if self.key_buckets else "key_buckets=0: Spark calls once per key"
+        return self.engine().route(one_key_per_call=one_key)
+
+    def columnar(self) -> ColumnarStep:
+        """The column-wise step for a bucket of keys (``engine/columnar.py``), built once per worker."""
+        if self._columnar is None:
+            self._columnar = ColumnarStep(self.engine())
         return self._columnar
 
     def _key(self, key, pdf) -> tuple:
@@ -256,7 +258,7 @@ class _SparkStep:
         pdf = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-        if self.columnar() is not None:
+        if self.route().stream == COLUMN_WISE:
             result, table = columnar_step_bucket(self, self.columnar(), pdf, state, watermark_ms * 1000)
             new_state, timer_us = (table.encode() if table else None), table.next_timer()
         elif self.key_buckets:
