@@ -368,10 +368,8 @@ def test_spark_bucket_calls_equal_per_key_calls():
             for columnar in (True, False):
                 step = _SparkStep(q.plan, COLUMNS, ("k",), query_text=q.text, session_timeout_us=30_000_000,
                                   max_pending_rows=1_000, output_columns=q.plan.output_types(types), late_rows=True,
-                                  key_buckets=1)
-                if not columnar:
-                    step._columnar = None
-                assert (step.columnar() is not None) == columnar
+                                  key_buckets=1, column_wise=columnar)
+                assert (step.route().stream == COLUMN_WISE) == columnar
                 state, top, out = State(), None, []
                 for batch in batches:
                     state.watermark_ms = 0 if top is None else top // 1000 - 5_000

@@ -1,6 +1,7 @@
 """The column-wise streaming path's state: the rows of many keys as columns (``Rows``), and one table of
 every key of a call (``ColumnarTable``: pending rows, carried rows, a few numbers per key, the timers),
-as bytes between micro-batches. ``columnar.py`` runs the calls.
+as bytes between micro-batches, and those rows as the sequence engine's input (``StreamInput``).
+``columnar.py`` runs the calls.
 
 A table's bytes carry their kind (``TABLE_KIND``); a ``KeyTable`` refuses them with E0482, and a
 ``KeyTable`` (the per-key path's checkpoint) is read here: each key's pending rows, and its matcher's
@@ -16,6 +17,8 @@ import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.rows.tables import series_values
+from cep.matcher.vector import kernels
+from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import COLUMNAR_KIND, KeyTable
 from cep.spark_bridge.engine.keyed import KeyedStream, KeyState
@@ -406,3 +409,44 @@ def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
     us = np.zeros(n, dtype=np.int64)
     us[~nulls] = found
     return us, nulls
+
+
+class StreamInput(ListInput):
+    """The rows of a call as the engine's input (``layout.ListInput``'s interface over ``typed`` columns);
+    event times become datetimes only where read."""
+
+    def __init__(self, rows: Rows, time_column: str) -> None:
+        super().__init__({})
+        self.n = len(rows)
+        self.rows, self.time_column = rows, time_column
+
+    def _values(self, name: str) -> np.ndarray:
+        if name == self.time_column and name not in self.rows.cols:
+            return np.asarray(datetimes(self.rows.us) + [None], dtype=object)[:-1]
+        return self.rows.cols[name]
+
+    def python(self) -> dict[str, list]:
+        return {name: self._values(name).tolist() for name in tuple(self.rows.cols) + (self.time_column,)}
+
+    def load(self, name: str, order: np.ndarray) -> kernels.Value:
+        if name == self.time_column and name not in self.rows.cols:  # µs already: the naive UTC datetimes' ticks
+            us = self.rows.us
+            if not len(us) or (us.min() >= DATETIME_US[0] and us.max() <= DATETIME_US[1]):
+                return kernels.Value("ts", us[order], None)
+        values = self._values(name)
+        kind = _KINDS.get(values.dtype.kind)
+        if kind is None:
+            return kernels.load_column(values[order].tolist())
+        return kernels.Value(kind, values[order], None)
+
+    def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
+        if name == self.time_column and name not in self.rows.cols:
+            found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
+        else:
+            found = self._values(name)[np.where(rows < 0, 0, rows)].tolist()
+        if len(rows) and rows.min() < 0:
+            found = [None if row < 0 else value for value, row in zip(found, rows.tolist())]
+        return found
+
+
+_KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)

@@ -47,9 +47,8 @@ from cep.matcher.program.machine import absence_labels
 from cep.matcher.plan import COLUMN_WISE
 from cep.matcher.vector import decisions, kernels
 from cep.matcher.vector import sequence_output
-from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SEARCHED, SPAN, ColumnarTable, Rows,
-                                                  as_column, datetimes)
+                                                  StreamInput, as_column, datetimes)
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
                                            KeyedStream, SessionRun, StepResult)
 from cep.spark_bridge.engine.match_ids import SessionIds
@@ -130,7 +129,7 @@ class _Walk:
 
     piece_of: np.ndarray  # each row's piece
     us: np.ndarray  # each row's event time
-    data: "_StreamInput"
+    data: "StreamInput"
     context: np.ndarray  # rows at a piece's head that are no starts (PREV reads them)
     on_vm: set[int]  # pieces the Pike VM runs
     stop: np.ndarray  # per piece: its first undecided start (its end when none)
@@ -368,7 +367,7 @@ class ColumnarStep:
         lengths = pieces.end - pieces.begin
         piece_of = np.repeat(np.arange(len(lengths)), lengths)
         us = rows.us[order]
-        data = _StreamInput(rows, self.engine.time_column)
+        data = StreamInput(rows, self.engine.time_column)
         local = np.arange(m) - pieces.begin[piece_of]
         walk = _Walk(piece_of=piece_of, us=us, data=data, context=local < pieces.context[piece_of],
                      on_vm=set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist()), stop=pieces.end.copy())
@@ -661,47 +660,6 @@ def _by_key(kept: Rows, carry: Rows) -> Rows:
 
 
 _ONE_US = _dt.timedelta(microseconds=1)
-
-
-class _StreamInput(ListInput):
-    """The rows of a call as the engine's input (``layout.ListInput``'s interface over ``typed`` columns);
-    event times become datetimes only where read."""
-
-    def __init__(self, rows: Rows, time_column: str) -> None:
-        super().__init__({})
-        self.n = len(rows)
-        self.rows, self.time_column = rows, time_column
-
-    def _values(self, name: str) -> np.ndarray:
-        if name == self.time_column and name not in self.rows.cols:
-            return np.asarray(datetimes(self.rows.us) + [None], dtype=object)[:-1]
-        return self.rows.cols[name]
-
-    def python(self) -> dict[str, list]:
-        return {name: self._values(name).tolist() for name in tuple(self.rows.cols) + (self.time_column,)}
-
-    def load(self, name: str, order: np.ndarray) -> kernels.Value:
-        if name == self.time_column and name not in self.rows.cols:  # µs already: the naive UTC datetimes' ticks
-            us = self.rows.us
-            if not len(us) or (us.min() >= DATETIME_US[0] and us.max() <= DATETIME_US[1]):
-                return kernels.Value("ts", us[order], None)
-        values = self._values(name)
-        kind = _KINDS.get(values.dtype.kind)
-        if kind is None:
-            return kernels.load_column(values[order].tolist())
-        return kernels.Value(kind, values[order], None)
-
-    def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
-        if name == self.time_column and name not in self.rows.cols:
-            found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
-        else:
-            found = self._values(name)[np.where(rows < 0, 0, rows)].tolist()
-        if len(rows) and rows.min() < 0:
-            found = [None if row < 0 else value for value, row in zip(found, rows.tolist())]
-        return found
-
-
-_KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)
 
 
 # ------------------------------------------------------------------------------------ Spark's call

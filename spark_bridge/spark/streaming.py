@@ -146,7 +146,8 @@ class _SparkStep:
 
     def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
                  output_columns, late_rows: bool, dedup_key=(), dedup_horizon_us: int = 0, marked: bool = False,
-                 key_buckets: int = 0, max_match_rows: int = DEFAULT_MAX_MATCH_ROWS) -> None:
+                 key_buckets: int = 0, max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
+                 column_wise: bool = True) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
         self.partition_columns = tuple(partition_columns)
@@ -160,6 +161,7 @@ class _SparkStep:
         self.dedup_horizon_us = dedup_horizon_us
         self.marked = marked  # the frames carry REJECT and RAW (mark_bad_rows)
         self.key_buckets = key_buckets  # > 0: Spark groups by a bucket of keys (cep.spark_bridge.engine.key_table)
+        self.column_wise = column_wise  # False: per key even where the route could be column-wise (to compare them)
         self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (KIND, "INTEGER"), (STATS, "ARRAY<BIGINT>")]
         self._engine: KeyedStream | None = None
         self._columnar: ColumnarStep | None = None  # built in each worker when the route is column-wise
@@ -187,6 +189,8 @@ class _SparkStep:
     def route(self) -> Route:
         """How this stream runs the query (``plan.choose_route``): with ``key_buckets=0`` a call holds one key."""
         one_key = None if self.key_buckets else "key_buckets=0: Spark calls once per key"
+        if not self.column_wise:
+            one_key = "column_wise=False"
         return self.engine().route(one_key_per_call=one_key)
 
     def columnar(self) -> ColumnarStep:
