@@ -35,6 +35,8 @@ from cep.matcher.pike.vm import PartitionMatcher, match_partition
 
 Columns = dict[str, list]
 
+# Imported inside functions: pyarrow (heavy; only an Arrow result needs it).
+
 # The engines a batch run can take, fastest first (``Route.batch``).
 REGEX = "regex fast path"
 SEQUENCE = "sequence engine"
@@ -115,8 +117,6 @@ def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_col
             why.append("a run whose end depends on the items after the next one (backtracking)")
             break
     return why
-
-# Imported inside functions: pyarrow (heavy; only an Arrow result needs it).
 
 
 class CompiledQuery:
