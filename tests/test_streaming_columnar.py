@@ -53,7 +53,7 @@ QUERIES = {
                          "A AS SUM(A.w) < 9, B AS SUM(A.w) + B.w >= 9"),
     "cross_variable": query("S D+ U", "S.ts AS s, LAST(D.ts) AS d, COUNT(*) AS n",
                             "D AS D.v < S.v, U AS U.v > LAST(D.v, 1)", skip="TO LAST U"),
-    # interval arithmetic on the event time (the kernels read it as µs ticks, ``_StreamInput.load``)
+    # interval arithmetic on the event time (the kernels read it as µs ticks, ``column_table.StreamInput.load``)
     "time_gap": query("A B C", "A.ts AS a, C.ts AS c, C.ts - A.ts AS took", "A AS A.v > 2, B AS B.ts - A.ts <= INTERVAL '3' SECOND, "
                       "C AS C.ts - A.ts < INTERVAL '5' SECOND AND ts >= PREV(ts) + INTERVAL '0.5' SECOND", skip="TO NEXT ROW"),
     "where": query("A{2,} B", "FIRST(A.ts) AS f, COUNT(*) AS n", "A AS A.v < 5, B AS B.v >= 5", where=" WHERE n > 2"),
