@@ -11,7 +11,7 @@ from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepError
 from cep.grammar.format import format_expr, format_pattern
 from cep.grammar.parser import parse, parse_all, parse_schema
-from cep.matcher.explain.text import explain, query_columns
+from cep.matcher.explain.text import explain, query_columns, stream_line
 from cep.matcher.plan import CompiledQuery, declared_types
 from cep.matcher.rows.tables import from_rows, kind_of, to_columns
 from cep.matcher.rows.validate import input_checks
@@ -21,8 +21,8 @@ from cep.spark_bridge.alerting.rule_set import (
     ALERT_FIRST, ALERT_LAST, ALERT_STATUS, INTERNAL_MEASURES, alert_statement, check_rule, match_id_text,
 )
 from cep.spark_bridge.engine import state_codec
-from cep.spark_bridge.engine.columnar_choice import explain_line as columnar_explain_line
 from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.engine.keyed import KeyedStream
 from cep.spark_bridge.engine.match_ids import statement_text
 from cep.spark_bridge.engine.replay import Replay
 from cep.spark_bridge.spark.batch import match_dataframe
@@ -181,7 +181,12 @@ class Query:
         return self.plan.output_names(tuple(input_columns))
 
     def explain(self) -> str:
-        streaming = columnar_explain_line(self.plan, query_columns(self.plan), self.text or "")
+        try:  # the stream's own rules (ORDER BY an event time, say) first
+            engine = KeyedStream(self.plan, tuple(query_columns(self.plan)), query_text=self.text or "")
+        except CepError as why:
+            streaming = f"streaming: not possible as written ({why.message})"
+        else:
+            streaming = stream_line(engine.route())
         return explain(self.plan) + "\n  " + streaming
 
     # ---------------------------------------------------------------------- how a query shows itself

@@ -4,13 +4,16 @@
 the checked statement; machines (program + compiled expressions) are built per input schema, since
 column names resolve against the input.
 
-It also picks the engine, as Go's ``regexp.doExecute`` does: the fast path (``vector/``) when the
-query is eligible, with the Pike VM (``pike/``) for the partitions the fast path declines, else the
-Pike VM alone. The two engines never import each other.
+It also picks the engine, as Go's ``regexp.doExecute`` does, in one function (``choose_route``) from
+facts fixed when the query is compiled for an input schema: the regex fast path or the sequence engine
+(``vector/``) when the query is eligible, with the Pike VM (``pike/``) for the partitions they decline,
+else the Pike VM alone; and, for a stream, the column-wise step (every key of a call at once) or the
+per-key VM. The engines never import each other; a ``Route`` says which runs, and why not a faster one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
@@ -18,7 +21,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.format import format_expr
-from cep.matcher.vector import fastpath, sequence_plan
+from cep.matcher.vector import fastpath, sequence_output, sequence_plan
 from cep.matcher.vector.arrays import from_arrow, from_pandas
 from cep.matcher.vector.layout import ArrayInput
 from cep.matcher.program.machine import Machine, build_machine
@@ -34,6 +37,91 @@ Columns = dict[str, list]
 
 # Imported inside functions: pyarrow (heavy; only an Arrow result needs it).
 
+# The engines a batch run can take, fastest first (``Route.batch``).
+REGEX = "regex fast path"
+SEQUENCE = "sequence engine"
+PIKE = "Pike VM"
+# The ways a stream can run (``Route.stream``): every key of a call at once on the sequence engine
+# (spark_bridge/engine/columnar.py), or each key on its own Pike VM (spark_bridge/engine/keyed.py).
+COLUMN_WISE = "column-wise"
+PER_KEY = "per key"
+
+
+@dataclass(frozen=True)
+class Route:
+    """Which engine runs a query over one input schema, and why not a faster one: ``choose_route``'s answer,
+    fixed once the query is compiled for that schema, asked by every run (batch and stream) and printed by
+    ``cep explain``."""
+
+    batch: str  # REGEX, SEQUENCE or PIKE
+    stream: str  # COLUMN_WISE or PER_KEY
+    batch_reasons: tuple[str, ...]  # why not the regex fast path (and, on the VM, why not the sequence engine)
+    stream_reasons: tuple[str, ...]  # why a stream runs per key (empty: column-wise)
+    # The batch engine's plan (a ``FastPlan`` or a ``SequencePlan``; None on the Pike VM), and the sequence
+    # plan the column-wise stream runs: derived from the facts above, so left out of equality.
+    column_plan: object = field(default=None, compare=False, repr=False)
+    sequence: object = field(default=None, compare=False, repr=False)
+
+    def lines(self) -> list[str]:
+        """The route as ``cep explain`` prints it."""
+        batch = self.batch + (f" (not faster: {'; '.join(self.batch_reasons)})" if self.batch_reasons else "")
+        stream = self.stream + (f" ({'; '.join(self.stream_reasons)})" if self.stream_reasons else "")
+        return [f"route: batch on the {batch}", f"       stream {stream}"]
+
+
+def choose_route(statement: ast.Statement, machine: Machine, input_columns: tuple[str, ...], *, dedup: bool = False,
+                 one_key_per_call: str | None = None, column_wise: bool = True) -> Route:
+    """The one place an engine is chosen. Batch: the regex fast path, else the sequence engine, else the
+    Pike VM. Stream: column-wise when the sequence engine takes the query and every start's outcome is
+    final once the rows after it are known, else per key; ``dedup`` (a stream's ``dedup_key``) and
+    ``one_key_per_call`` (why the caller calls one key at a time, if it does) are the stream's facts.
+    ``column_wise=False`` (``cep.compile(text, column_wise=False)``) sends everything to the Pike VM: the
+    reference the column-wise engines are tested against."""
+    if not column_wise:
+        off = ("the column-wise engines are turned off (column_wise=False)",)
+        why = (one_key_per_call,) if one_key_per_call is not None else ()
+        return Route(batch=PIKE, stream=PER_KEY, batch_reasons=off,
+                     stream_reasons=why + (("dedup_key",) if dedup else ()) + off)
+    regex = fastpath.plan_for(statement, machine, input_columns)
+    sequence = sequence_plan.plan_for(statement, machine, input_columns)
+    batch_reasons: tuple[str, ...] = ()
+    if regex is None:
+        batch_reasons = tuple(machine.column_plans.regex[1])  # plan_for above kept (plan, reasons)
+        if sequence is None:
+            batch_reasons += tuple("not the sequence engine: " + why
+                                   for why in sequence_plan.reasons_not(statement, machine, input_columns))
+    batch = REGEX if regex is not None else SEQUENCE if sequence is not None else PIKE
+    why_per_key = _why_per_key(statement, machine, sequence, input_columns, dedup)
+    if one_key_per_call is not None:
+        why_per_key.insert(0, one_key_per_call)
+    return Route(batch=batch, stream=PER_KEY if why_per_key else COLUMN_WISE, batch_reasons=batch_reasons,
+                 stream_reasons=tuple(why_per_key), column_plan=regex or sequence, sequence=sequence)
+
+
+def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_columns, dedup: bool) -> list[str]:
+    """Why the column-wise stream step cannot run the query (empty: it can)."""
+    mr = statement.match
+    if any(isinstance(key.expr, ast.ProcTime) for key in mr.order_by):
+        return ["ORDER BY PROCTIME() (rows are matched on arrival, one by one)"]
+    why = ["dedup_key"] if dedup else []
+    if sequence is None:
+        reasons = sequence_plan.reasons_not(statement, machine, input_columns)
+        return why + ["not the sequence engine" + (f" ({'; '.join(reasons)})" if reasons else "")]
+    if sequence_output.reads_after(mr.measures):
+        why.append("NEXT in a measure (a match waits for the rows after it)")
+    if sequence.within is not None and machine.within.column != machine.order_names[0]:
+        why.append("WITHIN over another column than the event time")
+    # The plan's items, compiled from the machine's lowered pattern, are variables, quantified variables
+    # and absences: the shapes whose runs say which starts reached the end of the rows (``Lanes.reached``).
+    items = sequence.items
+    for index, item in enumerate(items):
+        last = index + 1 == len(items)
+        before_last_row = index + 2 == len(items) and items[-1].low == items[-1].high == 1
+        if item.low != item.high and not (last or before_last_row):
+            why.append("a run whose end depends on the items after the next one (backtracking)")
+            break
+    return why
+
 
 class CompiledQuery:
     def __init__(self, statement: ast.Statement, *, column_wise: bool = True) -> None:
@@ -46,6 +134,7 @@ class CompiledQuery:
         self.proctime = any(isinstance(key.expr, ast.ProcTime) for key in mr.order_by)
         self.limit = statement.limit
         self._machines: dict[tuple[str, ...], tuple[Machine, OuterQuery]] = {}
+        self._routes: dict[tuple, Route] = {}  # (input columns, stream facts) -> the route, chosen once
 
     # ------------------------------------------------------------------------------------ compiling
 
@@ -61,6 +150,17 @@ class CompiledQuery:
             machine = build_machine(self.statement, input_columns)
             found = (machine, build_outer(self.statement, machine.output_columns))
             self._machines[input_columns] = found
+        return found
+
+    def route(self, input_columns: Iterable[str], *, dedup: bool = False, one_key_per_call: str | None = None) -> Route:
+        """The engines that run this query over these input columns (``choose_route``), chosen once."""
+        columns = tuple(input_columns)
+        facts = (columns, dedup, one_key_per_call)
+        found = self._routes.get(facts)
+        if found is None:
+            found = self._routes[facts] = choose_route(self.statement, self.machine(columns), columns, dedup=dedup,
+                                                       one_key_per_call=one_key_per_call,
+                                                       column_wise=self.column_wise)
         return found
 
     def partition_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
@@ -168,7 +268,7 @@ class CompiledQuery:
         kind = kind_of(frame)
         names = tuple(str(name) for name in frame.columns) if kind == "pandas" else tuple(frame.column_names)
         machine, outer = self._compiled(names) if names else (None, None)
-        fast = self.column_plan(machine, names) if names else None
+        fast = self.route(names).column_plan if names else None
         if fast is None or len(set(names)) != len(names):
             names, rows = self.run_columns(to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit,
                                            progress=progress, clock=clock)
@@ -215,7 +315,7 @@ class CompiledQuery:
         elif clock is None:
             clock = replay_clock(machine, columns)
         total = len(columns[names[0]])
-        fast = self.column_plan(machine, names)
+        fast = self.route(names).column_plan
         out_names = outer.names if outer_order_and_limit else outer.unsorted_names
         if fast is not None:  # column-wise: numpy + re (vector/fastpath.py), or the sequence engine (vector/sequence.py)
             matched = fast.run(columns, fallback=_on_vm(machine, clock), clock=clock)
@@ -259,15 +359,6 @@ class CompiledQuery:
                     record["order_key"] = columns[order][indices[record["row"]]]
                 records.append(record)
         return records
-
-    def column_plan(self, machine: Machine, names: tuple[str, ...]):
-        """The column-wise engine for this query, or None (the Pike VM): the regex fast path when the
-        conditions read only the current row and fixed offsets and nothing needs event time, else the
-        sequence engine when the pattern is a sequence of variables; each hands back the batches and
-        partitions it cannot do exactly; None when the query was compiled with ``column_wise=False``."""
-        if not self.column_wise:
-            return None
-        return fastpath.plan_for(self.statement, machine, names) or sequence_plan.plan_for(self.statement, machine, names)
 
     def partitions(self, machine: Machine, columns: Columns) -> list[tuple[tuple, list[int]]]:
         """Row indices per partition (in order of first appearance), each sorted by ORDER BY."""

@@ -255,6 +255,19 @@ def _coerce_pair(a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
+def _widen_date(a: Any, b: Any) -> tuple[Any, Any]:
+    """A DATE compared with a TIMESTAMP is that day's midnight (Spark casts the DATE to TIMESTAMP)."""
+    def midnight(day: _dt.date, like: _dt.datetime) -> _dt.datetime:
+        return _dt.datetime(day.year, day.month, day.day, tzinfo=like.tzinfo)
+    day_a = isinstance(a, _dt.date) and not isinstance(a, _dt.datetime)
+    day_b = isinstance(b, _dt.date) and not isinstance(b, _dt.datetime)
+    if day_a and isinstance(b, _dt.datetime):
+        return midnight(a, b), b
+    if day_b and isinstance(a, _dt.datetime):
+        return a, midnight(b, a)
+    return a, b
+
+
 def _arith(op: str, a: Any, b: Any) -> Any:
     if a is None or b is None:
         return None
@@ -284,7 +297,7 @@ def _arith(op: str, a: Any, b: Any) -> Any:
 def _compare(op: str, a: Any, b: Any) -> Any:
     if a is None or b is None:
         return None
-    a, b = _coerce_pair(a, b)
+    a, b = _widen_date(*_coerce_pair(a, b))
     if isinstance(a, bool) != isinstance(b, bool) or _num(a) != _num(b):
         raise ReferenceEvalError(f"cannot compare {a!r} with {b!r}")
     if isinstance(a, list) or isinstance(b, list):

@@ -662,6 +662,6 @@ def test_column_wise_false_runs_every_partition_on_the_vm():
     rows = [{"id": i, "value": i % 4, "part": "pq"[i % 2]} for i in range(40)]
     names = ("id", "value", "part")
     fast, vm = cep.compile(text), cep.compile(text, column_wise=False)
-    assert fast.plan.column_plan(fast.plan.machine(names), names) is not None
-    assert vm.plan.column_plan(vm.plan.machine(names), names) is None
+    assert fast.plan.route(names).column_plan is not None
+    assert vm.plan.route(names).column_plan is None
     assert vm.run(rows) == fast.run(rows) != []

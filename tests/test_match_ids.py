@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 import cep
 from cep.spark_bridge.engine import state_codec as codec
-from cep.spark_bridge.engine.columnar_choice import reasons_not
 from cep.spark_bridge.engine.keyed import KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.match_ids import SessionIds, match_id, query_fingerprint
@@ -81,6 +80,6 @@ def test_many_keys_small_micro_batches(seed, name, buckets, string_keys):
     size = rnd.randint(3, 25)  # small micro-batches: every key's session matched again call after call
     batches = [rows[i:i + size] for i in range(0, len(rows), size)] + [[], [{"k": keys[0], "ts": T0 + dt.timedelta(hours=3), "v": 0}], []]
     text = QUERIES[name]
-    assert reasons_not(KeyedStream(cep.compile(text).plan, COLUMNS, query_text=text)) == []
+    assert KeyedStream(cep.compile(text).plan, COLUMNS, query_text=text).route().stream_reasons == ()
     want = _run(text, batches, columnar=False, buckets=buckets)
     assert _run(text, batches, columnar=True, buckets=buckets) == want

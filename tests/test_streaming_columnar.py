@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import cep
 from cep.grammar.errors import CepRuntimeError
+from cep.matcher.plan import COLUMN_WISE
 from cep.spark_bridge.engine.column_table import ColumnarTable
-from cep.spark_bridge.engine.columnar_choice import reasons_not
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
@@ -53,7 +53,7 @@ QUERIES = {
                          "A AS SUM(A.w) < 9, B AS SUM(A.w) + B.w >= 9"),
     "cross_variable": query("S D+ U", "S.ts AS s, LAST(D.ts) AS d, COUNT(*) AS n",
                             "D AS D.v < S.v, U AS U.v > LAST(D.v, 1)", skip="TO LAST U"),
-    # interval arithmetic on the event time (the kernels read it as µs ticks, ``_StreamInput.load``)
+    # interval arithmetic on the event time (the kernels read it as µs ticks, ``column_table.StreamInput.load``)
     "time_gap": query("A B C", "A.ts AS a, C.ts AS c, C.ts - A.ts AS took", "A AS A.v > 2, B AS B.ts - A.ts <= INTERVAL '3' SECOND, "
                       "C AS C.ts - A.ts < INTERVAL '5' SECOND AND ts >= PREV(ts) + INTERVAL '0.5' SECOND", skip="TO NEXT ROW"),
     "where": query("A{2,} B", "FIRST(A.ts) AS f, COUNT(*) AS n", "A AS A.v < 5, B AS B.v >= 5", where=" WHERE n > 2"),
@@ -159,7 +159,8 @@ def assert_same(text, batches, **options):
 @given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(sorted(QUERIES)), session_s=st.sampled_from([None, 8, 30]),
        delay_s=st.sampled_from([0, 2, 5]), buckets=st.sampled_from([0, 0, 3]))
 def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
-    assert reasons_not(KeyedStream(cep.compile(QUERIES[name]).plan, COLUMNS, query_text=QUERIES[name])) == []
+    route = KeyedStream(cep.compile(QUERIES[name]).plan, COLUMNS, query_text=QUERIES[name]).route()
+    assert (route.stream, route.stream_reasons) == (COLUMN_WISE, ())
     batches = make_batches(random.Random(seed), delay_s, mixed=name in MIXED)
     assert_same(QUERIES[name], batches, delay_s=delay_s, session_s=session_s, buckets=buckets)
 
@@ -367,10 +368,8 @@ def test_spark_bucket_calls_equal_per_key_calls():
             for columnar in (True, False):
                 step = _SparkStep(q.plan, COLUMNS, ("k",), query_text=q.text, session_timeout_us=30_000_000,
                                   max_pending_rows=1_000, output_columns=q.plan.output_types(types), late_rows=True,
-                                  key_buckets=1)
-                if not columnar:
-                    step._columnar = None
-                assert (step.columnar() is not None) == columnar
+                                  key_buckets=1, column_wise=columnar)
+                assert (step.route().stream == COLUMN_WISE) == columnar
                 state, top, out = State(), None, []
                 for batch in batches:
                     state.watermark_ms = 0 if top is None else top // 1000 - 5_000
@@ -409,8 +408,8 @@ def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_matc
         q = cep.compile((root / "patterns" / f"{name}.sql").read_text(encoding="utf-8"))
         assert q.explain().splitlines()[-1].startswith("  streaming: column-wise"), name
     after = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, NEXT(B.v) AS after", "A AS A.v < 5, B AS B.v >= 5"))
-    assert reasons_not(KeyedStream(after.plan, COLUMNS, query_text=after.text)) == [
-        "NEXT in a measure (a match waits for the rows after it)"]
+    assert KeyedStream(after.plan, COLUMNS, query_text=after.text).route().stream_reasons == (
+        "NEXT in a measure (a match waits for the rows after it)",)
     ahead = cep.compile(QUERIES["next_within"]).explain().splitlines()[-1]
     assert ahead.startswith("  streaming: column-wise") and ahead.endswith(
         "NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.matcher.explain.dot import condition_texts
-from cep.matcher.vector import fastpath, sequence_plan
+from cep.matcher.plan import COLUMN_WISE, Route
+from cep.matcher.vector import fastpath, sequence_output, sequence_plan
 
 
 def query_columns(plan) -> list[str]:
@@ -28,6 +29,7 @@ def explain(plan) -> str:
     lines.append("conditions:")
     lines += [f"  {name}: {text}" for name, text in condition_texts(statement).items()]
     lines.append("execution:")
+    lines += ["  " + line for line in plan.route(tuple(columns)).lines()]
     path = fastpath.explain_lines(statement, machine, tuple(columns))
     if path[0].startswith("path: Pike VM"):  # the regex path declines: maybe the sequence engine takes it
         path = sequence_plan.explain_lines(statement, machine, tuple(columns), path[0])
@@ -47,6 +49,22 @@ def explain(plan) -> str:
     if mr.within is not None:
         lines.append(f"  WITHIN: partial matches are dropped once {mr.within.text} {mr.within.unit} pass after their first row")
     return "\n".join(lines)
+
+
+def stream_line(route: Route) -> str:
+    """``cep explain``'s last line: how a stream runs the query (``LocalStream.path`` says the same)."""
+    if route.stream != COLUMN_WISE:
+        return "streaming: per key on the Pike VM (" + "; ".join(route.stream_reasons) + ")"
+    plan = route.sequence
+    timed = " and ".join(text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences"))
+                         if flag)
+    extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
+    if sequence_output.reads_before(plan.statement.match.measures):
+        extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
+    if plan.machine.lookahead:
+        extra += "; NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)"
+    return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
+            "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra)
 
 
 def _input_columns(named: list[ast.Identifier]) -> list[str]:

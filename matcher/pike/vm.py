@@ -644,6 +644,30 @@ class PartitionMatcher(PartitionOutput):
         return matcher
 
 
+    @classmethod
+    def resume(cls, machine, key: tuple, context: dict[str, list], *, position: int,
+               match_number: int) -> "PartitionMatcher":
+        """A matcher for a partition whose starts before its next row are all decided (another engine
+        decided them): ``context`` holds the rows just before that row (PREV reads them; none of them a
+        start), ``position`` the partition position of the first of them, ``match_number`` the matches
+        emitted so far. What it then emits is what a matcher fed the whole partition would emit."""
+        matcher = cls(machine, key)
+        for name, values in context.items():
+            matcher.cols[name].extend(values)
+        head = position + (len(next(iter(context.values()))) if context else 0)
+        matcher.base = matcher.env.base = position
+        matcher.total = matcher.env.total = head
+        matcher.search_start = matcher.position = matcher.started_upto = head
+        matcher.match_number = match_number
+        matcher.covered_upto = head - 1
+        return matcher
+
+    def first_undecided(self) -> int:
+        """The first start this matcher still weighs: a live partial match's, a found match's, or the next it
+        would try (``search_start`` may lag behind starts already given up, by the match cap say)."""
+        weighed = [thread[START] for thread in self.threads] + ([self.best[0]] if self.best is not None else [])
+        return max(self.search_start, min(weighed + [self.started_upto]))
+
     def _replay_chain(self, start: int, labels: list[int]):
         """A thread's label chain rebuilt from its labels, with the running aggregates replayed over
         the buffered rows (they are derived state, so the serialized form does not carry them)."""

@@ -29,6 +29,10 @@ from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, STATS
 
 # Imported inside functions: pandas (heavy; only the Spark calls need it) and pyspark (optional).
 
+# Why a rule runs per key: the worker keeps one entry per key holding every rule's state of that key, and
+# calls the rules of a key together (``AlertStep``); the column-wise step keeps one table per call instead.
+RULES_RUN_PER_KEY = "a rule set calls each key's rules together, one key at a time"
+
 # Per worker process: compiled rules, rule sets, the set of each micro-batch, the stores.
 _COMPILED: dict[str, "_CompiledRule"] = {}
 _RUNTIMES: dict[tuple[str, str], "_RuleSetRuntime"] = {}
@@ -54,6 +58,7 @@ class _CompiledRule:
             dedup_key=ruleset.get("dedup_key"),
             dedup_horizon_us=ruleset.get("dedup_horizon_us") or 0,
         )
+        self.route = self.engine.route(one_key_per_call=RULES_RUN_PER_KEY)  # always per key, and says why
         names = [n for n, _ in plan.output_types(dict(ruleset["input_types"]))]
         self.status_index = names.index(ALERT_STATUS) if entry.get("status_column") else None
         self.first_index = names.index(ALERT_FIRST)

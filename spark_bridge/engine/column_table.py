@@ -1,6 +1,7 @@
 """The column-wise streaming path's state: the rows of many keys as columns (``Rows``), and one table of
 every key of a call (``ColumnarTable``: pending rows, carried rows, a few numbers per key, the timers),
-as bytes between micro-batches. ``columnar.py`` runs the calls.
+as bytes between micro-batches, and those rows as the sequence engine's input (``StreamInput``).
+``columnar.py`` runs the calls.
 
 A table's bytes carry their kind (``TABLE_KIND``); a ``KeyTable`` refuses them with E0482, and a
 ``KeyTable`` (the per-key path's checkpoint) is read here: each key's pending rows, and its matcher's
@@ -16,9 +17,11 @@ import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.rows.tables import series_values
+from cep.matcher.vector import kernels
+from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import COLUMNAR_KIND, KeyTable
-from cep.spark_bridge.engine.keyed import STATE_VERSION, KeyedStream
+from cep.spark_bridge.engine.keyed import KeyedStream, KeyState
 
 # Imported inside functions: pandas (heavy; only to turn a micro-batch's event times into µs and its text
 # keys into codes, in C).
@@ -340,24 +343,22 @@ class ColumnarTable:
         f = table.fields
         pending, carried = [], []
         for kid, key in zip(kids.tolist(), keys):
-            st = codec.decode(key_table.states[key])
-            if st.get("v") != STATE_VERSION:
-                raise CepRuntimeError(f"streaming key state version {st.get('v')} is not {STATE_VERSION}", code="E0481")
-            if st.get("seen"):
+            st = KeyState.decode(key_table.states[key])
+            if st.seen:
                 raise CepRuntimeError("this checkpoint remembers dedup keys, which the column-wise path does not "
                                       "keep; restart with a new checkpoint location", code="E0482")
-            if st["pending"]:
-                us = np.asarray(st["pending"]["us"], dtype=np.int64)
+            if st.pending:
+                us = np.asarray(st.pending["us"], dtype=np.int64)
                 pending.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
-                                    {name: typed(st["pending"]["cols"][name]) for name in columns}))
-            if st["forced"] is not None:
-                f["forced"][kid] = st["forced"]
-            f["sessions"][kid] = st["sessions"]
-            m = st["m"]
+                                    {name: typed(st.pending["cols"][name]) for name in columns}))
+            if st.forced is not None:
+                f["forced"][kid] = st.forced
+            f["sessions"][kid] = st.sessions
+            m = st.matcher
             if m is not None:
                 f["live"][kid] = 1
-                f["start"][kid] = NO_TIME if st["start"] is None else st["start"]
-                f["last"][kid] = NO_TIME if st["last"] is None else st["last"]
+                f["start"][kid] = NO_TIME if st.start is None else st.start
+                f["last"][kid] = NO_TIME if st.last is None else st.last
                 f["total"][kid], f["number"][kid] = m["total"], m["match_number"]
                 f["context"][kid] = m["search_start"] - m["base"]
                 times = m["cols"][engine.time_column]
@@ -408,3 +409,44 @@ def event_micros(values: list) -> tuple[np.ndarray, np.ndarray]:
     us = np.zeros(n, dtype=np.int64)
     us[~nulls] = found
     return us, nulls
+
+
+class StreamInput(ListInput):
+    """The rows of a call as the engine's input (``layout.ListInput``'s interface over ``typed`` columns);
+    event times become datetimes only where read."""
+
+    def __init__(self, rows: Rows, time_column: str) -> None:
+        super().__init__({})
+        self.n = len(rows)
+        self.rows, self.time_column = rows, time_column
+
+    def _values(self, name: str) -> np.ndarray:
+        if name == self.time_column and name not in self.rows.cols:
+            return np.asarray(datetimes(self.rows.us) + [None], dtype=object)[:-1]
+        return self.rows.cols[name]
+
+    def python(self) -> dict[str, list]:
+        return {name: self._values(name).tolist() for name in tuple(self.rows.cols) + (self.time_column,)}
+
+    def load(self, name: str, order: np.ndarray) -> kernels.Value:
+        if name == self.time_column and name not in self.rows.cols:  # µs already: the naive UTC datetimes' ticks
+            us = self.rows.us
+            if not len(us) or (us.min() >= DATETIME_US[0] and us.max() <= DATETIME_US[1]):
+                return kernels.Value("ts", us[order], None)
+        values = self._values(name)
+        kind = _KINDS.get(values.dtype.kind)
+        if kind is None:
+            return kernels.load_column(values[order].tolist())
+        return kernels.Value(kind, values[order], None)
+
+    def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
+        if name == self.time_column and name not in self.rows.cols:
+            found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
+        else:
+            found = self._values(name)[np.where(rows < 0, 0, rows)].tolist()
+        if len(rows) and rows.min() < 0:
+            found = [None if row < 0 else value for value, row in zip(found, rows.tolist())]
+        return found
+
+
+_KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)

@@ -23,8 +23,9 @@ and the same output, match ids and stats:
 A call the engine cannot take exactly (``kernels.Unsupported``: values the kernels do not compute
 exactly, a run open too long for a scan from every start; a measure the column programs refuse) and a
 session piece longer than ``max_match_rows`` run on the Pike VM, piece by piece, resumed from the carried
-rows exactly where the column-wise run stopped (``_vm_piece``): the VM's state for "every start before
-s decided" is plain data. So the output never depends on which engine ran a call.
+rows exactly where the column-wise run stopped (``PartitionMatcher.resume``: every start before s decided,
+the rows PREV reads before s kept; ``keyed.SessionRun`` runs it). So the output never depends on which
+engine ran a call.
 
 State: one ``ColumnarTable`` per call's keys (``column_table.py``), not one blob per key. The path a
 query takes is fixed by its text; a per-key checkpoint is read (an upgraded stream keeps it), and a
@@ -37,19 +38,20 @@ import datetime as _dt
 import gc
 from dataclasses import dataclass, field, replace
 from itertools import compress
+from typing import NamedTuple
 
 import numpy as np
 
-from cep.matcher.pike.vm import STATE_VERSION as VM_STATE_VERSION
 from cep.matcher.pike.vm import PartitionMatcher
-from cep.matcher.program.skip import walk
-from cep.matcher.vector import decisions, kernels, sequence_plan
+from cep.matcher.plan import COLUMN_WISE
+from cep.matcher.program import skip
+from cep.matcher.program.machine import absence_labels
+from cep.matcher.vector import decisions, kernels
 from cep.matcher.vector import sequence_output
-from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SEARCHED, SPAN, ColumnarTable, Rows,
-                                                  as_column, datetimes)
+                                                  StreamInput, as_column, datetimes)
 from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
-                                           KeyedStream, StepResult)
+                                           KeyedStream, SessionRun, StepResult)
 from cep.spark_bridge.engine.match_ids import SessionIds
 from cep.spark_bridge.engine.ordering import order_ranks, total_order_ranks
 
@@ -67,6 +69,8 @@ class CallResult:
     due: list[int] = field(default_factory=list)  # key ids called by their timer, in Spark's order
     stats: dict[str, int] = field(default_factory=dict)
     given: list[int] = field(default_factory=list)  # the key id of each key given with rows, in the order given
+    live_matches: int = 0  # the called keys' undecided starts after the call (the VM's live partial matches)
+    deadlines: dict[int, int] = field(default_factory=dict)  # key id -> its oldest open start's WITHIN deadline (µs)
 
     def add(self, kid: int, rows: list[tuple], ids: list[str]) -> None:
         if rows:
@@ -116,15 +120,48 @@ class _Pieces:
     position: np.ndarray  # the session position of the piece's first row
     number: np.ndarray  # matches emitted in the session before the piece
     start: np.ndarray  # the session's first event time
+    released_from: int  # the call's rows from this one on (in ``rows``' order) were released in this call
+
+
+@dataclass
+class _Walk:
+    """The column-wise decisions of one call's pieces (``ColumnarStep._walk``), rows in engine order."""
+
+    piece_of: np.ndarray  # each row's piece
+    us: np.ndarray  # each row's event time
+    data: "StreamInput"
+    context: np.ndarray  # rows at a piece's head that are no starts (PREV reads them)
+    on_vm: set[int]  # pieces the Pike VM runs
+    stop: np.ndarray  # per piece: its first undecided start (its end when none)
+    values: dict = field(default_factory=dict)  # the columns the conditions read, loaded
+    found: object = None  # ``decisions.decide``'s answer; None when the call runs on the VM
+    outcome: np.ndarray | None = None  # each start's outcome (``decisions``' codes)
+    spans: np.ndarray | None = None  # rows per item of each start's match
+    undecided: np.ndarray | None = None  # starts not final yet
+    chosen: list[int] = field(default_factory=list)  # the starts of the matches emitted now
+    timeouts: np.ndarray | None = None  # which chosen starts are TIMEOUT rows
+
+
+class _Resumed(NamedTuple):
+    """Where the Pike VM stopped in a session piece that goes on."""
+
+    carry_from: int  # the first row (engine order) the next call needs
+    first_open: int  # the first start the VM still weighs, counted from ``carry_from``
+    match_number: int  # matches emitted in the session so far
+    total: int  # the session's rows so far
+    deadline_us: int | None  # the oldest live partial match's WITHIN deadline
 
 
 class ColumnarStep:
-    """``KeyedStream``'s rules for all keys of a call at once (``columnar_choice.reasons_not(engine)`` must be empty)."""
+    """``KeyedStream``'s rules for all keys of a call at once, for a query whose route is column-wise."""
 
     def __init__(self, engine: KeyedStream) -> None:
+        route = engine.route()
+        if route.stream != COLUMN_WISE:
+            raise ValueError("the column-wise step runs only a column-wise route: " + "; ".join(route.stream_reasons))
         self.engine = engine
         self.base = engine.plan.machine(engine.input_columns)
-        self.plan = sequence_plan.plan_for(engine.plan.statement, self.base, engine.input_columns)
+        self.plan = route.sequence
         self.columns = tuple(c for c in engine.pending_columns)
         self.lookback = self.base.lookback
         self.measures = self.plan.measures  # PREV in a measure: ``sequence_output.reading_before``'s programs
@@ -219,17 +256,17 @@ class ColumnarStep:
         mine = called[carried.kid]
         kept = carried.take(np.flatnonzero(~mine))
         rows = carried.take(np.flatnonzero(mine)) + released
-        self.released_from = len(rows) - len(released)  # rows from here on are released now (``_vm_piece``)
         order = np.argsort(rows.kid, kind="stable")  # per key: carried rows, then released ones
         carried_count = np.bincount(carried.kid, minlength=len(table.keys))
-        pieces = self._pieces(table, rows.kid[order], rows.us[order], called, clock, carried_count, stats)
+        pieces = self._pieces(table, rows.kid[order], rows.us[order], called, clock, carried_count, stats,
+                              released_from=len(rows) - len(released))
 
         # 5. Match every piece; emit what is final; carry the rest.
         carry = self._match(table, rows, order, pieces, result)
         table.carried = _by_key(kept, carry)
 
         # 6. Timers and the per-call numbers of the called keys.
-        self._timers(table, busy + result.due, clock, stats)
+        self._timers(table, busy + result.due, clock, result)
         stats["matches_out"] = sum(len(r) for r in result.rows.values())
         return result
 
@@ -248,7 +285,7 @@ class ColumnarStep:
         return np.lexsort(tuple(reversed(ranks)) + (rows.us, rows.kid)) if ranks else order
 
     def _pieces(self, table: ColumnarTable, kid: np.ndarray, us: np.ndarray, called: np.ndarray, clock: np.ndarray,
-                carried_count: np.ndarray, stats: dict) -> _Pieces:
+                carried_count: np.ndarray, stats: dict, *, released_from: int) -> _Pieces:
         f = table.fields
         gap = self.engine.session_timeout_us
         m = len(kid)
@@ -289,7 +326,8 @@ class ColumnarStep:
         return _Pieces(begin=begin, end=end, kid=pkid, closed=closed, clock=end_clock,
                        context=np.where(cont, f["context"][pkid], 0),
                        position=np.where(cont, f["total"][pkid] - carried_count[pkid], 0),
-                       number=np.where(cont, f["number"][pkid], 0), start=np.where(cont, f["start"][pkid], us[begin]))
+                       number=np.where(cont, f["number"][pkid], 0), start=np.where(cont, f["start"][pkid], us[begin]),
+                       released_from=released_from)
 
     def _close_keys(self, table: ColumnarTable, kids: np.ndarray, stats: dict) -> None:
         if len(kids):
@@ -304,25 +342,32 @@ class ColumnarStep:
 
     def _match(self, table: ColumnarTable, rows: Rows, order: np.ndarray, pieces: _Pieces, result: CallResult) -> Rows:
         """Emit the final matches of every piece; return the rows to carry (engine order, per key)."""
-        m = len(order)
-        self.deadlines: dict[int, int] = {}
-        self.live_matches = 0
-        if not m:
+        if not len(order):
             return Rows.empty(self.columns)
+        walk = self._walk(rows, order, pieces)
+        chosen = walk.chosen
+        emitted = self._measure(table, rows, order, pieces, walk.piece_of, walk.us, chosen,
+                                walk.spans if chosen else None, walk.data, walk.values if chosen else None, walk.on_vm,
+                                walk.timeouts)
+        resumed = self._emit(table, rows, order, pieces, walk, emitted, result)
+        return self._carry(table, rows, order, pieces, walk, resumed, result)
+
+    def _walk(self, rows: Rows, order: np.ndarray, pieces: _Pieces) -> _Walk:
+        """Decide every start of every piece column-wise and walk AFTER MATCH SKIP over them: which matches
+        are final (``chosen``), where each piece's undecided starts begin (``stop``), and which pieces go
+        to the Pike VM (too long, or a call the kernels cannot take exactly)."""
+        m = len(order)
         plan = self.plan
         lengths = pieces.end - pieces.begin
         piece_of = np.repeat(np.arange(len(lengths)), lengths)
         us = rows.us[order]
-        data = _StreamInput(rows, self.engine.time_column)
-        offsets = np.append(pieces.begin, m)
+        data = StreamInput(rows, self.engine.time_column)
         local = np.arange(m) - pieces.begin[piece_of]
-        context = local < pieces.context[piece_of]
-        on_vm = set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist())
-        chosen: list[int] = []
-        stop = pieces.end.copy()
-        found = None
+        walk = _Walk(piece_of=piece_of, us=us, data=data, context=local < pieces.context[piece_of],
+                     on_vm=set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist()), stop=pieces.end.copy())
+        context = walk.context
         try:
-            values = {name: data.load(name, order) for name in plan.columns}
+            walk.values = {name: data.load(name, order) for name in plan.columns}
             times = None
             if self.within_us is not None:
                 times = (us, np.repeat(pieces.clock, lengths), self.within_us)
@@ -332,52 +377,65 @@ class ColumnarStep:
             visible = None
             if self.base.lookahead:  # NEXT in DEFINE: an open session's last rows wait for the rows after them
                 visible = np.where(pieces.closed, pieces.end, np.maximum(pieces.end - self.base.lookahead, pieces.begin))
-            found = decisions.decide(plan, values, times, offsets, ~cached & ~context,
+            found = decisions.decide(plan, walk.values, times, np.append(pieces.begin, m), ~cached & ~context,
                                      None if searched is None else searched[order], visible)
         except kernels.Unsupported as why:
             self._note(f"a call ran on the Pike VM: {why}")
-            on_vm = set(range(len(lengths)))
-        else:
-            outcome = found.outcome.copy()
-            outcome[context] = decisions.FAIL
-            spans = found.spans
-            if cached.any():
-                outcome[cached] = known[cached]
-                spans[:, cached] = self._known_spans(rows, order[cached])
-            undecided = found.open & ~pieces.closed[piece_of] & ~context
-            targets, skip_fails = self.base.skip.after_matches(outcome, spans, plan.item_labels)
-            outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
-            # the walk stops a piece at its first undecided start (its rows are carried from there) or at an
-            # ambiguous one (the VM decides the piece); a piece already on the VM is not walked
-            steps = np.where(undecided, decisions.AMBIGUOUS, outcome)
-            steps[np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64))] = decisions.FAIL
-            walked = walk(steps, targets, offsets)
-            for row in walked.stopped.tolist():
-                if undecided[row]:
-                    stop[piece_of[row]] = row
-                else:
-                    on_vm.add(int(piece_of[row]))
-            chosen = walked.chosen.tolist()
-            if on_vm:
-                chosen = [c for c in chosen if int(piece_of[c]) not in on_vm]
-        timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
-        emitted = self._measure(table, rows, order, pieces, piece_of, us, chosen, spans if chosen else None,
-                                data, values if chosen else None, on_vm, timeouts)
-        # Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here.
-        stats = result.stats
-        resumed: dict[int, tuple] = {}
-        for piece in sorted(set(emitted) | on_vm):
+            walk.on_vm = set(range(len(lengths)))
+            return walk
+        walk.found = found
+        outcome = walk.outcome = found.outcome.copy()
+        outcome[context] = decisions.FAIL
+        spans = walk.spans = found.spans
+        if cached.any():
+            outcome[cached] = known[cached]
+            spans[:, cached] = self._known_spans(rows, order[cached])
+        walk.undecided = found.open & ~pieces.closed[piece_of] & ~context
+        undecided = walk.undecided
+        targets, skip_fails = self.base.skip.after_matches(outcome, spans, plan.item_labels)
+        outcome[(outcome == decisions.MATCH) & skip_fails] = decisions.AMBIGUOUS  # the VM says why
+        # the walk stops a piece at its first undecided start (its rows are carried from there) or at an
+        # ambiguous one (the VM decides the piece); a piece already on the VM is not walked
+        steps = np.where(undecided, decisions.AMBIGUOUS, outcome)
+        steps[np.isin(piece_of, np.fromiter(walk.on_vm, dtype=np.int64))] = decisions.FAIL
+        walked = skip.walk(steps, targets, np.append(pieces.begin, m))
+        for row in walked.stopped.tolist():
+            if undecided[row]:
+                walk.stop[piece_of[row]] = row
+            else:
+                walk.on_vm.add(int(piece_of[row]))
+        chosen = walked.chosen.tolist()
+        if walk.on_vm:
+            chosen = [c for c in chosen if int(piece_of[c]) not in walk.on_vm]
+        walk.chosen = chosen
+        walk.timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
+        return walk
+
+    def _emit(self, table: ColumnarTable, rows: Rows, order: np.ndarray, pieces: _Pieces, walk: _Walk, emitted: dict,
+              result: CallResult) -> dict[int, _Resumed]:
+        """Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here. Returns
+        where each VM piece whose session goes on stopped."""
+        resumed: dict[int, _Resumed] = {}
+        for piece in sorted(set(emitted) | walk.on_vm):
             kid = int(pieces.kid[piece])
-            if piece in on_vm:
-                out, ids, state = self._vm_piece(table, rows, order, pieces, piece, us, stats)
-                if state is not None:
-                    resumed[piece] = state
+            if piece in walk.on_vm:
+                out, ids, stopped = self._vm_piece(table, rows, order, pieces, piece, walk.us, result)
+                if stopped is not None:
+                    resumed[piece] = stopped
             else:
                 out, ids = emitted[piece]
             result.add(kid, out, ids)
-        # The sessions: closed ones counted, open ones keep their rows from the first undecided start.
+        return resumed
+
+    def _carry(self, table: ColumnarTable, rows: Rows, order: np.ndarray, pieces: _Pieces, walk: _Walk,
+               resumed: dict[int, _Resumed], result: CallResult) -> Rows:
+        """The sessions after the call: closed ones counted, open ones keep their rows from the first
+        undecided start (and the ``lookback`` rows before it); returns those rows."""
+        m = len(order)
+        us, piece_of, on_vm, found = walk.us, walk.piece_of, walk.on_vm, walk.found
+        stats = result.stats
         f = table.fields
-        count = len(lengths)
+        count = len(pieces.begin)
         columnwise = np.ones(count, dtype=bool)
         columnwise[list(on_vm)] = False
         last_of_key = np.ones(count, dtype=bool)
@@ -387,33 +445,34 @@ class ColumnarStep:
         stats["sessions_closed"] += int((ended & ~last_of_key).sum())
         self._close_keys(table, pieces.kid[ended & last_of_key], stats)
         going = np.flatnonzero(columnwise & ~pieces.closed)
-        first_open = stop[going]
+        first_open = walk.stop[going]
         begin, end = pieces.begin[going], pieces.end[going]
         carry_from = np.maximum(begin, first_open - self.lookback)
-        matched = np.asarray(chosen, dtype=np.int64)
-        if timeouts is not None:  # TIMEOUT rows use up no match number
-            matched = matched[~timeouts]
+        matched = np.asarray(walk.chosen, dtype=np.int64)
+        if walk.timeouts is not None:  # TIMEOUT rows use up no match number
+            matched = matched[~walk.timeouts]
         emitted_count = np.bincount(piece_of[matched], minlength=count)[going]
         numbers, totals = pieces.number[going] + emitted_count, pieces.position[going] + end - begin
         waiting = first_open < end
-        self.live_matches += int(waiting.sum())
+        result.live_matches += int(waiting.sum())
         deadlines = None
         if self.within_us is not None:
             deadlines = np.where(waiting, us[np.minimum(first_open, m - 1)] + self.within_us, NO_TIME)
         kids = pieces.kid[going]
         if resumed:
             vm = np.asarray(sorted(resumed), dtype=np.int64)
-            got = [resumed[p] for p in vm.tolist()]
+            stopped = [resumed[p] for p in vm.tolist()]
             kids = np.concatenate([kids, pieces.kid[vm]])
             going = np.concatenate([going, vm])
-            carry_from = np.concatenate([carry_from, [g[0] for g in got]]).astype(np.int64)
+            carry_from = np.concatenate([carry_from, [s.carry_from for s in stopped]]).astype(np.int64)
             first_open = np.concatenate([first_open - carry_from[:len(first_open)],
-                                         [g[1] for g in got]]).astype(np.int64) + carry_from
-            numbers = np.concatenate([numbers, [g[2] for g in got]]).astype(np.int64)
-            totals = np.concatenate([totals, [g[3] for g in got]]).astype(np.int64)
+                                         [s.first_open for s in stopped]]).astype(np.int64) + carry_from
+            numbers = np.concatenate([numbers, [s.match_number for s in stopped]]).astype(np.int64)
+            totals = np.concatenate([totals, [s.total for s in stopped]]).astype(np.int64)
             end = pieces.end[going]
             if deadlines is not None:
-                deadlines = np.concatenate([deadlines, [NO_TIME if g[4] is None else g[4] for g in got]]).astype(np.int64)
+                deadlines = np.concatenate([deadlines, [NO_TIME if s.deadline_us is None else s.deadline_us
+                                                        for s in stopped]]).astype(np.int64)
         f["live"][kids] = 1
         f["start"][kids] = pieces.start[going]
         f["last"][kids] = us[end - 1]
@@ -421,7 +480,7 @@ class ColumnarStep:
         f["number"][kids] = numbers
         f["context"][kids] = first_open - carry_from
         if deadlines is not None:
-            self.deadlines = {k: d for k, d in zip(kids.tolist(), deadlines.tolist()) if d != NO_TIME}
+            result.deadlines = {k: d for k, d in zip(kids.tolist(), deadlines.tolist()) if d != NO_TIME}
         sizes = end - carry_from
         if not sizes.sum():
             return Rows.empty(self.columns)
@@ -431,16 +490,19 @@ class ColumnarStep:
         # Keep each carried start's decision when it is final (column-wise pieces only; the next call then
         # matches only the starts still undecided, and the new rows').
         final = np.zeros(m, dtype=bool)
+        vm_pieces = np.fromiter(on_vm, dtype=np.int64, count=len(on_vm))
         if found is not None:
-            final = ~undecided & ~context & np.isin(outcome, (decisions.FAIL, decisions.MATCH, decisions.TIMEOUT))
-            final[np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64, count=len(on_vm)))] = False
+            final = ~walk.undecided & ~walk.context & np.isin(walk.outcome, (decisions.FAIL, decisions.MATCH,
+                                                                             decisions.TIMEOUT))
+            final[np.isin(piece_of, vm_pieces)] = False
         final = final[kept]
-        carry.cols[KNOWN] = np.where(final, outcome[kept] if found is not None else -1, -1).astype(np.int64)
+        carry.cols[KNOWN] = np.where(final, walk.outcome[kept] if found is not None else -1, -1).astype(np.int64)
         for item in range(len(self.plan.items)):
-            carry.cols[f"{SPAN}{item}"] = np.where(final, spans[item, kept] if found is not None else 0, 0).astype(np.int64)
+            carry.cols[f"{SPAN}{item}"] = np.where(final, walk.spans[item, kept] if found is not None else 0,
+                                                   0).astype(np.int64)
         if found is not None and found.searched.any():  # where undecided starts' searches stopped (column-wise pieces)
-            on_engine = ~np.isin(piece_of, np.fromiter(on_vm, dtype=np.int64, count=len(on_vm)))
-            carry.cols[SEARCHED] = np.where(undecided & on_engine, found.searched, 0)[kept]
+            on_engine = ~np.isin(piece_of, vm_pieces)
+            carry.cols[SEARCHED] = np.where(walk.undecided & on_engine, found.searched, 0)[kept]
         else:
             carry.cols.pop(SEARCHED, None)
         return carry
@@ -490,7 +552,7 @@ class ColumnarStep:
                 loaded[name] = data.load(name, order)
             return loaded[name]
         matches = sequence_output.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts,
-                                          pieces.begin[parts])
+                                         pieces.begin[parts])
         measured = sequence_output.columns(self.measures, matches)
         if measured is None:  # a measure the column programs refuse here: these pieces on the VM
             self._note("measures of a call computed on the Pike VM")
@@ -526,55 +588,41 @@ class ColumnarStep:
             lo = hi
         return out
 
-    def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, stats: dict):
+    def _vm_piece(self, table, rows, order, pieces, piece: int, us: np.ndarray, result: CallResult):
         """One session piece on the Pike VM, resumed at its first start not yet decided (every start before
-        it decided, as the carried state says). Returns (rows, ids, None when the session ended, else
-        (carry from, first undecided start from there, matches so far, session rows, WITHIN deadline))."""
+        it decided, as the carried state says). Returns (rows, ids, None when the session ended, else where
+        the VM stopped)."""
         engine = self.engine
+        stats = result.stats
         self.vm_pieces += 1
-        kid = int(pieces.kid[piece])
-        key = table.keys[kid]
+        key = table.keys[int(pieces.kid[piece])]
         begin, end = int(pieces.begin[piece]), int(pieces.end[piece])
         context, position = int(pieces.context[piece]), int(pieces.position[piece])
         members = order[begin:end]
         times = us[begin:end].tolist()
         cols = {name: rows.cols[name][members].tolist() for name in engine.feed_columns if name != engine.time_column}
         cols[engine.time_column] = datetimes(us[begin:end])
-        head = position + context
-        state = {"version": VM_STATE_VERSION, "key": list(key), "cols": {n: v[:context] for n, v in cols.items()},
-                 "base": position, "total": head, "finished": False, "search_start": head, "position": head,
-                 "started_upto": head, "threads": [], "best": None, "match_number": int(pieces.number[piece]),
-                 "covered_upto": head - 1, "clock": None}
-        matcher = PartitionMatcher.from_state(engine.machine, state)
-        st = {"key": list(key), "start": int(pieces.start[piece]), "last": times[-1], "sessions": 0}
-        sub = StepResult(state=None, timer_us=None, stats=dict.fromkeys(STAT_NAMES, 0))
-        engine.tagger.tags.clear()
-        engine._collect(st, matcher.feed({n: v[context:] for n, v in cols.items()}), sub)
+        matcher = PartitionMatcher.resume(engine.machine, key, {n: v[:context] for n, v in cols.items()},
+                                          position=position, match_number=int(pieces.number[piece]))
+        run = SessionRun(engine, matcher, key, int(pieces.start[piece]), times[-1])
         # the per-key path checks the cap after feeding released rows: not in a call that released none
-        if matcher.buffered_rows() > engine.max_match_rows and (members >= self.released_from).any():
-            given_up = matcher.abandoned
-            engine._collect(st, matcher.abandon_before(matcher.total - engine.max_match_rows // 2), sub)
-            stats["match_cap_hits"] += matcher.abandoned - given_up
+        run.feed({n: v[context:] for n, v in cols.items()}, capped=bool((members >= pieces.released_from).any()))
+        stats["match_cap_hits"] += run.result.stats["match_cap_hits"]
         if pieces.closed[piece]:
-            if engine.session_timeout_us is not None:
-                engine._advance(st, matcher, times[-1] + engine.session_timeout_us, sub)
-            engine._collect(st, matcher.finish(), sub)
+            run.close()
             self._end_piece(table, pieces, piece, stats)
-            return sub.rows, sub.match_ids, None
-        engine._advance(st, matcher, int(pieces.clock[piece]), sub)
+            return run.result.rows, run.result.match_ids, None
+        run.advance(int(pieces.clock[piece]))
         matcher.compact()
-        self.live_matches += matcher.live_threads()
-        carry_from = begin + matcher.base - position
-        deadline = engine._deadline_us(matcher)
-        # The first start the VM still weighs: a live partial match's, a found match's, or the next it would
-        # try (``search_start`` may lag behind starts already given up, by the match cap say).
-        weighed = [thread[1] for thread in matcher.threads] + ([matcher.best[0]] if matcher.best is not None else [])
-        first_open = max(matcher.search_start, min(weighed + [matcher.started_upto]))
-        return sub.rows, sub.match_ids, (carry_from, first_open - matcher.base, matcher.match_number, matcher.total,
-                                         deadline)
+        result.live_matches += matcher.live_threads()
+        stopped = _Resumed(carry_from=begin + matcher.base - position,
+                           first_open=matcher.first_undecided() - matcher.base, match_number=matcher.match_number,
+                           total=matcher.total, deadline_us=run.deadline_us())
+        return run.result.rows, run.result.match_ids, stopped
 
-    def _timers(self, table: ColumnarTable, call_order: list[int], clock: np.ndarray, stats: dict) -> None:
+    def _timers(self, table: ColumnarTable, call_order: list[int], clock: np.ndarray, result: CallResult) -> None:
         """Each called key's next timer (``keyed.py`` step 5), set in call order as Spark sets them."""
+        stats = result.stats
         f = table.fields
         gap = self.engine.session_timeout_us
         pending = table.pending
@@ -587,8 +635,8 @@ class ColumnarStep:
         called = np.asarray(call_order, dtype=np.int64)
         stats["pending_rows"] = int(waiting[called].sum()) if len(called) else 0
         stats["matcher_rows"] = int((carried[called] * live[called]).sum()) if len(called) else 0
-        stats["live_matches"] = self.live_matches
-        timers, deadlines = table.timers, self.deadlines
+        stats["live_matches"] = result.live_matches
+        timers, deadlines = table.timers, result.deadlines
         if not len(called):
             return
         table.drop_timers(called)  # a called key's timer is set anew, after the others' (Spark's order)
@@ -617,47 +665,6 @@ def _by_key(kept: Rows, carry: Rows) -> Rows:
 
 
 _ONE_US = _dt.timedelta(microseconds=1)
-
-
-class _StreamInput(ListInput):
-    """The rows of a call as the engine's input (``layout.ListInput``'s interface over ``typed`` columns);
-    event times become datetimes only where read."""
-
-    def __init__(self, rows: Rows, time_column: str) -> None:
-        super().__init__({})
-        self.n = len(rows)
-        self.rows, self.time_column = rows, time_column
-
-    def _values(self, name: str) -> np.ndarray:
-        if name == self.time_column and name not in self.rows.cols:
-            return np.asarray(datetimes(self.rows.us) + [None], dtype=object)[:-1]
-        return self.rows.cols[name]
-
-    def python(self) -> dict[str, list]:
-        return {name: self._values(name).tolist() for name in tuple(self.rows.cols) + (self.time_column,)}
-
-    def load(self, name: str, order: np.ndarray) -> kernels.Value:
-        if name == self.time_column and name not in self.rows.cols:  # µs already: the naive UTC datetimes' ticks
-            us = self.rows.us
-            if not len(us) or (us.min() >= DATETIME_US[0] and us.max() <= DATETIME_US[1]):
-                return kernels.Value("ts", us[order], None)
-        values = self._values(name)
-        kind = _KINDS.get(values.dtype.kind)
-        if kind is None:
-            return kernels.load_column(values[order].tolist())
-        return kernels.Value(kind, values[order], None)
-
-    def gather(self, name: str, rows: np.ndarray, typed: bool) -> list:
-        if name == self.time_column and name not in self.rows.cols:
-            found = datetimes(self.rows.us[np.where(rows < 0, 0, rows)])
-        else:
-            found = self._values(name)[np.where(rows < 0, 0, rows)].tolist()
-        if len(rows) and rows.min() < 0:
-            found = [None if row < 0 else value for value, row in zip(found, rows.tolist())]
-        return found
-
-
-_KINDS = {"i": "int", "f": "float", "b": "bool"}  # numpy dtype kind -> kernel kind (``typed`` columns: no NULL)
 
 
 # ------------------------------------------------------------------------------------ Spark's call

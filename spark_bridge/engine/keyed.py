@@ -114,6 +114,41 @@ class OrderKey:
     nulls_first: bool | None
 
 
+@dataclass(slots=True)
+class KeyState:
+    """One key's state between calls. Its bytes are the plain dict every version of the engine has written
+    (``encode``/``decode``), so a checkpoint written before this class still reads."""
+
+    key: list  # the partition key's values
+    pending: dict | None = None  # rows waiting for the watermark: {"us": [µs...], "cols": {name: [values...]}}
+    matcher: dict | None = None  # the open session's ``PartitionMatcher.state()``; None: no open session
+    start: int | None = None  # the open session's first event time (µs), hashed into match ids
+    last: int | None = None  # the open session's last fed event time (µs)
+    forced: int | None = None  # how far ``max_pending_rows`` forced the key's clock (µs)
+    sessions: int = 0  # sessions closed
+    seen: dict | None = None  # dedup keys remembered: {"keys": [...], "us": [µs...]}
+    remembers: bool = False  # the key's stream has a dedup_key: ``seen`` is written, even when None
+
+    @classmethod
+    def new(cls, key: Sequence | None) -> "KeyState":
+        return cls(key=list(key or ()))
+
+    @classmethod
+    def decode(cls, blob: bytes) -> "KeyState":
+        data = codec.decode(blob)
+        if data.get("v") != STATE_VERSION:
+            raise CepRuntimeError(f"streaming key state version {data.get('v')} is not {STATE_VERSION}", code="E0481")
+        return cls(key=data["key"], pending=data["pending"], matcher=data["m"], start=data["start"], last=data["last"],
+                   forced=data["forced"], sessions=data["sessions"], seen=data.get("seen"), remembers="seen" in data)
+
+    def encode(self) -> bytes:
+        data = {"v": STATE_VERSION, "key": self.key, "pending": self.pending, "m": self.matcher, "start": self.start,
+                "last": self.last, "forced": self.forced, "sessions": self.sessions}
+        if self.remembers:
+            data["seen"] = self.seen
+        return codec.encode(data)
+
+
 @dataclass
 class StepResult:
     """What one call for one key produced."""
@@ -209,6 +244,11 @@ class KeyedStream:
         # The columns ``process`` reads from new rows.
         self.read_columns = tuple(dict.fromkeys(self.pending_columns + self.dedup_columns))
 
+    def route(self, one_key_per_call: str | None = None):
+        """How a stream runs this query (``plan.choose_route``): column-wise, or per key and why.
+        ``one_key_per_call``: why the caller calls one key at a time, when it does."""
+        return self.plan.route(self.input_columns, dedup=bool(self.dedup_columns), one_key_per_call=one_key_per_call)
+
     # ------------------------------------------------------------------------------------ one call
 
     def process(
@@ -229,17 +269,13 @@ class KeyedStream:
         no state yet), ``watermark_us`` the micro-batch's watermark, ``rejected`` a bad-row reason per
         new row (None: not rejected upstream).
         """
-        st = codec.decode(state) if state else None
-        if st is not None and st.get("v") != STATE_VERSION:
-            raise CepRuntimeError(f"streaming key state version {st.get('v')} is not {STATE_VERSION}", code="E0481")
-        if st is None:
-            st = {"v": STATE_VERSION, "key": list(key or ()), "pending": None, "m": None, "start": None, "last": None, "forced": None, "sessions": 0}
+        st = KeyState.decode(state) if state else KeyState.new(key)
         stats = dict.fromkeys(STAT_NAMES, 0)
         stats["timers_fired"] = int(timed_out)
         stats["key_calls"] = 1
         result = StepResult(state=None, timer_us=None, stats=stats)
         self.tagger.tags.clear()
-        matcher = PartitionMatcher.from_state(self.machine, st["m"]) if st["m"] is not None else None
+        matcher = PartitionMatcher.from_state(self.machine, st.matcher) if st.matcher is not None else None
         count = len(event_us) if event_us is not None else (len(next(iter(columns.values()))) if columns else 0)
         stats["events_in"] = count
 
@@ -252,7 +288,7 @@ class KeyedStream:
             return self._finish_call(st, matcher, result, watermark_us)
 
         # 1. Bad, duplicate, late or accepted.
-        forced = st["forced"]
+        forced = st.forced
         floor = watermark_us if forced is None else max(watermark_us, forced)
         seen = self._seen(st, watermark_us)
         keys = self._dedup_values(columns, count) if seen is not None else None
@@ -275,8 +311,9 @@ class KeyedStream:
                 if keys is not None and keys[index] is not None:
                     seen[keys[index]] = us
         if seen is not None:
-            st["seen"] = {"keys": list(seen), "us": list(seen.values())} if seen else None
-        pending = st["pending"] or {"us": [], "cols": {name: [] for name in self.pending_columns}}
+            st.seen = {"keys": list(seen), "us": list(seen.values())} if seen else None
+            st.remembers = True
+        pending = st.pending or {"us": [], "cols": {name: [] for name in self.pending_columns}}
         if accepted:
             pending["us"].extend(event_us[i] for i in accepted)
             for name, target in pending["cols"].items():
@@ -290,7 +327,7 @@ class KeyedStream:
             cut = sorted(pending["us"])[waiting - self.max_pending_rows - 1]
             if cut > clock:
                 clock = cut
-                st["forced"] = cut
+                st.forced = cut
                 stats["cap_hits"] = sum(1 for u in pending["us"] if floor < u <= cut)
 
         # 3. Release every row at or below the clock, in order.
@@ -304,12 +341,12 @@ class KeyedStream:
             else:
                 keep = [i for i, u in enumerate(pending["us"]) if u > clock]
                 pending = {"us": [pending["us"][i] for i in keep], "cols": {n: [v[i] for i in keep] for n, v in pending["cols"].items()}}
-        st["pending"] = pending if pending and pending["us"] else None
+        st.pending = pending if pending and pending["us"] else None
 
         # 4. Time moved: close an idle session at its end, or tell the matcher the time (WITHIN).
         gap = self.session_timeout_us
-        if matcher is not None and st["last"] is not None:
-            if gap is not None and clock >= st["last"] + gap:
+        if matcher is not None and st.last is not None:
+            if gap is not None and clock >= st.last + gap:
                 self._close(st, matcher, result)
                 matcher = None
             else:
@@ -317,32 +354,32 @@ class KeyedStream:
 
         # 5. When to be called again without new rows.
         timers = []
-        if st["pending"] is not None:
-            timers.append(min(st["pending"]["us"]))
-        if matcher is not None and gap is not None and st["last"] is not None:
-            timers.append(st["last"] + gap)
+        if st.pending is not None:
+            timers.append(min(st.pending["us"]))
+        if matcher is not None and gap is not None and st.last is not None:
+            timers.append(st.last + gap)
         deadline = self._deadline_us(matcher) if matcher is not None else None
         if deadline is not None:
             timers.append(max(deadline, clock + 1))
-        if st.get("seen"):  # forget remembered dedup keys once the watermark passes them
-            timers.append(min(st["seen"]["us"]) + self.dedup_horizon_us + 1)
+        if st.seen:  # forget remembered dedup keys once the watermark passes them
+            timers.append(min(st.seen["us"]) + self.dedup_horizon_us + 1)
         result.timer_us = min(timers) if timers else None
         return self._finish_call(st, matcher, result, watermark_us)
 
-    def _finish_call(self, st: dict, matcher, result: StepResult, watermark_us: int) -> StepResult:
+    def _finish_call(self, st: KeyState, matcher, result: StepResult, watermark_us: int) -> StepResult:
         stats = result.stats
-        stats["pending_rows"] = len(st["pending"]["us"]) if st["pending"] else 0
+        stats["pending_rows"] = len(st.pending["us"]) if st.pending else 0
         if matcher is not None:
             # The matcher trims its buffer in chunks (slicing lists is O(n)); every kept row is encoded
             # and decoded again between micro-batches, so trim to the exact bound before saving.
             matcher.compact()
             stats["matcher_rows"] = matcher.buffered_rows()
             stats["live_matches"] = matcher.live_threads()
-        st["m"] = matcher.state() if matcher is not None else None
-        if st["m"] is None and st["pending"] is None and not st.get("seen"):
+        st.matcher = matcher.state() if matcher is not None else None
+        if st.matcher is None and st.pending is None and not st.seen:
             result.state = None  # nothing left to remember (a closed session): the key's state is dropped
         else:
-            result.state = codec.encode(st)
+            result.state = st.encode()
             stats["state_bytes"] = len(result.state)
         if result.state is None:
             result.timer_us = None
@@ -359,12 +396,12 @@ class KeyedStream:
         for _, reason in bad:
             result.stats[reason] += 1
 
-    def _seen(self, st: dict, watermark_us: int) -> dict | None:
+    def _seen(self, st: KeyState, watermark_us: int) -> dict | None:
         """The dedup keys still remembered (key value -> event time µs), without those the watermark
         has passed by more than the horizon; None without ``dedup_key``."""
         if not self.dedup_columns:
             return None
-        saved = st.get("seen")
+        saved = st.seen
         if not saved:
             return {}
         horizon = self.dedup_horizon_us
@@ -407,16 +444,17 @@ class KeyedStream:
             order.sort(key=lambda i: sort_key(values[i], k.descending, k.nulls_first), reverse=k.descending)
         return order
 
-    def _feed_run(self, st: dict, matcher, cols: dict, ordered: list[int], times: list[int] | None, result: StepResult):
+    def _feed_run(self, st: KeyState, matcher, cols: dict, ordered: list[int], times: list[int] | None,
+                  result: StepResult):
         """Feed rows ``ordered`` (indices into ``cols``) to the key's matcher, opening and closing sessions."""
         gap = self.session_timeout_us
         i, n = 0, len(ordered)
         while i < n:
             if matcher is None:
-                matcher = PartitionMatcher(self.machine, tuple(st["key"]))
-                st["start"] = times[ordered[i]] if times is not None else None
-                st["last"] = None
-            last = st["last"]
+                matcher = PartitionMatcher(self.machine, tuple(st.key))
+                st.start = times[ordered[i]] if times is not None else None
+                st.last = None
+            last = st.last
             j = i
             if gap is None or times is None:
                 j = n
@@ -431,16 +469,20 @@ class KeyedStream:
                 if self.time_column is not None:
                     part[self.time_column] = [codec.micros_to_datetime(times[r]) for r in chunk]
                 self._collect(st, matcher.feed(part), result)
-                if matcher.buffered_rows() > self.max_match_rows:
-                    given_up = matcher.abandoned
-                    self._collect(st, matcher.abandon_before(matcher.total - self.max_match_rows // 2), result)
-                    result.stats["match_cap_hits"] += matcher.abandoned - given_up
-                st["last"] = last
+                self._cap(st, matcher, result)
+                st.last = last
             if j < n:  # the next row is more than the session timeout after the last: a new session
                 self._close(st, matcher, result)
                 matcher = None
             i = j
         return matcher
+
+    def _cap(self, st: KeyState, matcher, result: StepResult) -> None:
+        """Past ``max_match_rows`` kept rows, give up the oldest partial matches down to half the cap."""
+        if matcher.buffered_rows() > self.max_match_rows:
+            given_up = matcher.abandoned
+            self._collect(st, matcher.abandon_before(matcher.total - self.max_match_rows // 2), result)
+            result.stats["match_cap_hits"] += matcher.abandoned - given_up
 
     @staticmethod
     def _deadline_us(matcher) -> int | None:
@@ -451,20 +493,20 @@ class KeyedStream:
             return None
         return deadline if isinstance(deadline, int) else codec.datetime_to_micros(deadline)
 
-    def _advance(self, st: dict, matcher, now_us: int, result: StepResult) -> None:
+    def _advance(self, st: KeyState, matcher, now_us: int, result: StepResult) -> None:
         """No row at or before ``now_us`` will reach this session any more: WITHIN expiry, deadlines."""
         self._collect(st, matcher.advance(codec.micros_to_datetime(now_us)), result)
 
-    def _close(self, st: dict, matcher, result: StepResult) -> None:
+    def _close(self, st: KeyState, matcher, result: StepResult) -> None:
         """End the session as at end of input, its clock at its last row + the session timeout."""
-        if self.session_timeout_us is not None and st["last"] is not None:
-            self._advance(st, matcher, st["last"] + self.session_timeout_us, result)
+        if self.session_timeout_us is not None and st.last is not None:
+            self._advance(st, matcher, st.last + self.session_timeout_us, result)
         self._collect(st, matcher.finish(), result)
-        st["sessions"] += 1
-        st["start"] = st["last"] = None
+        st.sessions += 1
+        st.start = st.last = None
         result.stats["sessions_closed"] += 1
 
-    def _collect(self, st: dict, rows, result: StepResult) -> None:
+    def _collect(self, st: KeyState, rows, result: StepResult) -> None:
         """Turn the matcher's MATCH_RECOGNIZE rows into statement rows with their match ids."""
         tags, self.tagger.tags = self.tagger.tags, []
         if not rows:
@@ -472,7 +514,7 @@ class KeyedStream:
         rows = list(rows)
         if len(tags) != len(rows):  # rows that did not come through the output builder
             tags = [(None, position, None) for position in range(len(rows))]
-        key = tuple(st["key"])
+        key = tuple(st.key)
         outer = self.outer
         ids: dict[tuple, str] = {}
         for row, tag in zip(rows, tags):
@@ -482,9 +524,44 @@ class KeyedStream:
             found = ids.get(tag)
             if found is None:
                 number, start, first_time = tag
-                found = ids[tag] = match_id(self.query_fp, key, st["start"], number if number is not None else -1, start, first_time)
+                found = ids[tag] = match_id(self.query_fp, key, st.start, number if number is not None else -1, start,
+                                            first_time)
             result.rows.extend(projected)
             result.match_ids.extend([found] * len(projected))
+
+
+class SessionRun:
+    """Part of one key's session on the Pike VM, run by the rules ``process`` applies to it, for a caller that
+    holds the key's rows itself: the column-wise step (``columnar.py``) hands a session piece it cannot take
+    to the VM this way. Rows go in; the statement's rows and match ids come out in ``result``, the match cap's
+    hits in its stats."""
+
+    def __init__(self, engine: KeyedStream, matcher: PartitionMatcher, key: tuple, start_us: int, last_us: int) -> None:
+        self.engine = engine
+        self.matcher = matcher
+        self.state = KeyState(key=list(key), start=start_us, last=last_us)
+        self.result = StepResult(state=None, timer_us=None, stats=dict.fromkeys(STAT_NAMES, 0))
+        engine.tagger.tags.clear()  # a tag the last call left unread would go to this session's rows
+
+    def feed(self, columns: dict[str, list], *, capped: bool) -> None:
+        """Feed rows (already in release order); ``capped``: apply ``max_match_rows`` after them, as a call
+        that released rows does."""
+        engine = self.engine
+        engine._collect(self.state, self.matcher.feed(columns), self.result)
+        if capped:
+            engine._cap(self.state, self.matcher, self.result)
+
+    def advance(self, now_us: int) -> None:
+        """No row at or before ``now_us`` will come: WITHIN expiry and deadlines."""
+        self.engine._advance(self.state, self.matcher, now_us, self.result)
+
+    def close(self) -> None:
+        """The session ended (a gap, or the clock past its last row + the timeout): its trailing matches."""
+        self.engine._close(self.state, self.matcher, self.result)
+
+    def deadline_us(self) -> int | None:
+        """When the watermark must next reach the key for WITHIN (µs), or None."""
+        return self.engine._deadline_us(self.matcher)
 
 
 # ------------------------------------------------------------------------------------- Spark's timers
@@ -505,4 +582,5 @@ def spark_timeout_ms(timer_us: int, watermark_ms: int) -> int:
     return max(ms_ceil(timer_us) - 1, watermark_ms, 1)
 
 
-__all__ = ["DEFAULT_MAX_PENDING_ROWS", "KeyedStream", "STAT_NAMES", "StepResult", "spark_timeout_ms"]
+__all__ = ["DEFAULT_MAX_PENDING_ROWS", "KeyState", "KeyedStream", "STAT_NAMES", "SessionRun", "StepResult",
+           "spark_timeout_ms"]

@@ -12,8 +12,8 @@ from typing import Iterable
 import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
+from cep.matcher.plan import COLUMN_WISE
 from cep.spark_bridge.engine import columnar as columnar_path
-from cep.spark_bridge.engine.columnar_choice import reasons_not as columnar_reasons
 from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, key_codes, typed
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import KeyTable
@@ -44,15 +44,15 @@ class LocalStream:
         self.tables: dict[int, object] = {}
         self.stats = dict.fromkeys(STAT_NAMES, 0)
         self.step: columnar_path.ColumnarStep | None = None
-        why = [] if columnar is False else columnar_reasons(engine)
-        if columnar is not False and not why:
+        self.route = engine.route(one_key_per_call="columnar=False" if columnar is False else None)
+        if self.route.stream == COLUMN_WISE:
             self.step = columnar_path.ColumnarStep(engine)
             self.path = "column-wise (every key of a micro-batch at once on the sequence engine)"
         elif columnar is True:
-            raise CepRuntimeError("the column-wise streaming path cannot run this query: " + "; ".join(why),
-                                  code="E0483")
+            raise CepRuntimeError("the column-wise streaming path cannot run this query: "
+                                  + "; ".join(self.route.stream_reasons), code="E0483")
         else:
-            self.path = "per key (Pike VM)" + (f": {'; '.join(why)}" if why else "")
+            self.path = "per key (Pike VM): " + "; ".join(self.route.stream_reasons)
 
     @property
     def states(self) -> dict[tuple, bytes]:

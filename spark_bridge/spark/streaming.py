@@ -57,8 +57,8 @@ from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.column_table import key_codes, series_column
 from cep.spark_bridge.engine.durations import parse_duration
+from cep.matcher.plan import COLUMN_WISE, Route
 from cep.spark_bridge.engine.columnar import ColumnarStep
-from cep.spark_bridge.engine.columnar_choice import reasons_not as columnar_reasons
 from cep.spark_bridge.engine.columnar import step_bucket as columnar_step_bucket
 from cep.spark_bridge.engine.key_table import step_bucket
 from cep.spark_bridge.engine.keyed import (
@@ -147,7 +147,8 @@ class _SparkStep:
 
     def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
                  output_columns, late_rows: bool, dedup_key=(), dedup_horizon_us: int = 0, marked: bool = False,
-                 key_buckets: int = 0, max_match_rows: int = DEFAULT_MAX_MATCH_ROWS) -> None:
+                 key_buckets: int = 0, max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
+                 column_wise: bool = True) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
         self.partition_columns = tuple(partition_columns)
@@ -161,14 +162,15 @@ class _SparkStep:
         self.dedup_horizon_us = dedup_horizon_us
         self.marked = marked  # the frames carry REJECT and RAW (mark_bad_rows)
         self.key_buckets = key_buckets  # > 0: Spark groups by a bucket of keys (cep.spark_bridge.engine.key_table)
+        self.column_wise = column_wise  # False: per key even where the route could be column-wise (to compare them)
         self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (KIND, "INTEGER"), (STATS, "ARRAY<BIGINT>")]
         self._engine: KeyedStream | None = None
-        self._columnar: ColumnarStep | None | bool = False  # False: not decided yet in this worker
+        self._columnar: ColumnarStep | None = None  # built in each worker when the route is column-wise
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_engine"] = None  # built again in each worker
-        state["_columnar"] = False
+        state["_columnar"] = None
         return state
 
     def engine(self) -> KeyedStream:
@@ -185,11 +187,17 @@ class _SparkStep:
             )
         return self._engine
 
-    def columnar(self) -> ColumnarStep | None:
-        """The column-wise path for a bucket of keys (``engine/columnar.py``), when the query allows it."""
-        if self._columnar is False:
-            engine = self.engine()
-            self._columnar = ColumnarStep(engine) if self.key_buckets and not columnar_reasons(engine) else None
+    def route(self) -> Route:
+        """How this stream runs the query (``plan.choose_route``): with ``key_buckets=0`` a call holds one key."""
+        one_key = None if self.key_buckets else "key_buckets=0: Spark calls once per key"
+        if not self.column_wise:
+            one_key = "column_wise=False"
+        return self.engine().route(one_key_per_call=one_key)
+
+    def columnar(self) -> ColumnarStep:
+        """The column-wise step for a bucket of keys (``engine/columnar.py``), built once per worker."""
+        if self._columnar is None:
+            self._columnar = ColumnarStep(self.engine())
         return self._columnar
 
     def _key(self, key, pdf) -> tuple:
@@ -255,7 +263,7 @@ class _SparkStep:
         pdf = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-        if self.key_buckets and self.columnar() is not None:
+        if self.route().stream == COLUMN_WISE:
             result, table = columnar_step_bucket(self, self.columnar(), pdf, state, watermark_ms * 1000)
             new_state, timer_us = (table.encode() if table else None), table.next_timer()
         elif self.key_buckets:
@@ -377,58 +385,21 @@ def match_stream(
     session_us = parse_duration(session_timeout, what="session_timeout") if session_timeout is not None else None
     if session_us == 0:
         raise ValueError("session_timeout must be positive")
+    if not isinstance(key_buckets, int) or isinstance(key_buckets, bool) or key_buckets < 0:
+        raise ValueError(f"key_buckets must be a whole number >= 0, not {key_buckets!r}")
 
     df = prepare_input(df)
     input_columns = tuple(c for c in df.columns if c != CORRUPT_RECORD)
     skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
     marked = CORRUPT_RECORD in df.columns or skew_us is not None
     partition = list(plan.partition_names(input_columns))
-    input_types = {field.name: spark_to_sql(field.dataType) for field in df.schema.fields}
-    output_columns = list(plan.output_types(input_types))
-    added = ColumnNames((MATCH_ID, LATE_REASON, LATE_ROW))
-    clashes = [n for n, _ in output_columns if added.has_name_ignoring_case(n) or n.startswith("__cep_")]
-    if clashes:
-        raise CepSemanticError(
-            f"output column(s) {', '.join(clashes)} clash with the columns streaming adds ({MATCH_ID}, {LATE_REASON}, {LATE_ROW})",
-            code="E0284",
-            hint="rename them with AS in the SELECT list or MEASURES",
-        )
-
-    proctime = bool(getattr(plan, "proctime", False))
+    output_columns = _output_columns(plan, {field.name: spark_to_sql(field.dataType) for field in df.schema.fields})
     # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
-    probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us, max_pending_rows=max_pending_rows,
-                        dedup_key=dedup_key, max_match_rows=max_match_rows)
-    time_column = probe.time_column
-    if proctime and (session_us is not None or watermark is not None or skew_us is not None):
-        raise CepSemanticError("watermark, session_timeout and max_future_skew need event time; ORDER BY PROCTIME() has none",
-                               code="E0283")
-    if proctime and marked:
-        df = mark_bad_rows(df, None)
-    delay_ms = 0
-
-    if not proctime:
-        df, delay_ms = with_watermark(df, time_column, watermark, mark_bad=marked, max_future_skew_us=skew_us)
-        # Move the watermark marker to an all-NULL column (see the module docstring) and carry time as µs.
-        df = df.select(
-            *[
-                F.col(quote(name)).alias(name, metadata={}) if name == time_column else F.col(quote(name))
-                for name in input_columns
-            ],
-            F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
-            F.lit(None).cast("timestamp").alias(MARKER, metadata={WATERMARK_KEY: delay_ms}),
-            *([F.col(REJECT), F.col(RAW)] if marked else []),
-        )
-
-    if not isinstance(key_buckets, int) or isinstance(key_buckets, bool) or key_buckets < 0:
-        raise ValueError(f"key_buckets must be a whole number >= 0, not {key_buckets!r}")
+    probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us,
+                        max_pending_rows=max_pending_rows, dedup_key=dedup_key, max_match_rows=max_match_rows)
+    df, delay_ms = _with_event_time(df, probe, input_columns, watermark=watermark, session_us=session_us,
+                                    skew_us=skew_us, marked=marked)
     buckets = key_buckets if partition else 0  # one group already holds every row
-    if buckets:
-        grouped = df.withColumn(_BUCKET, bucket_expression(partition, buckets)).groupBy(F.col(_BUCKET))
-    elif partition:
-        grouped = df.groupBy(*[F.col(quote(c)) for c in partition])
-    else:
-        grouped = df.withColumn(ALL_ROWS_KEY, F.lit(0)).groupBy(F.col(ALL_ROWS_KEY))
-
     step = _SparkStep(
         plan,
         input_columns,
@@ -449,9 +420,9 @@ def match_stream(
         return step(key, frames, state)
 
     state_schema = T.StructType([T.StructField("cep_state", T.BinaryType(), False)])
-    timeout = GroupStateTimeout.NoTimeout if proctime else GroupStateTimeout.EventTimeTimeout
-    out = grouped.applyInPandasWithState(cep_match_stream, output_schema(step.result_columns), state_schema, "append", timeout)
-
+    timeout = GroupStateTimeout.NoTimeout if probe.proctime else GroupStateTimeout.EventTimeTimeout
+    out = _grouped(df, partition, buckets).applyInPandasWithState(
+        cep_match_stream, output_schema(step.result_columns), state_schema, "append", timeout)
     if metrics_name:
         kind = F.col(KIND)
         stats = F.col(STATS)
@@ -465,3 +436,51 @@ def match_stream(
     return out.select(*[F.col(quote(name)) for name in keep])
 
 
+def _output_columns(plan, input_types: dict[str, str]) -> list[tuple[str, str]]:
+    """The statement's output columns (name, SQL type), none of them named as a column streaming adds."""
+    output_columns = list(plan.output_types(input_types))
+    added = ColumnNames((MATCH_ID, LATE_REASON, LATE_ROW))
+    clashes = [n for n, _ in output_columns if added.has_name_ignoring_case(n) or n.startswith("__cep_")]
+    if clashes:
+        raise CepSemanticError(
+            f"output column(s) {', '.join(clashes)} clash with the columns streaming adds ({', '.join(added.names)})",
+            code="E0284",
+            hint="rename them with AS in the SELECT list or MEASURES",
+        )
+    return output_columns
+
+
+def _with_event_time(df: "DataFrame", probe: KeyedStream, input_columns: tuple[str, ...], *, watermark, session_us,
+                     skew_us, marked: bool) -> tuple["DataFrame", int]:
+    """``df`` with its bad rows marked, its watermark declared and moved to an all-NULL column, and its event
+    time as µs (the module docstring says why); and the watermark delay in ms (0 on processing time)."""
+    from pyspark.sql import functions as F
+
+    if probe.proctime:
+        if session_us is not None or watermark is not None or skew_us is not None:
+            raise CepSemanticError("watermark, session_timeout and max_future_skew need event time; "
+                                   "ORDER BY PROCTIME() has none", code="E0283")
+        return (mark_bad_rows(df, None) if marked else df), 0
+    time_column = probe.time_column
+    df, delay_ms = with_watermark(df, time_column, watermark, mark_bad=marked, max_future_skew_us=skew_us)
+    df = df.select(
+        *[
+            F.col(quote(name)).alias(name, metadata={}) if name == time_column else F.col(quote(name))
+            for name in input_columns
+        ],
+        F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
+        F.lit(None).cast("timestamp").alias(MARKER, metadata={WATERMARK_KEY: delay_ms}),
+        *([F.col(REJECT), F.col(RAW)] if marked else []),
+    )
+    return df, delay_ms
+
+
+def _grouped(df: "DataFrame", partition: list[str], buckets: int):
+    """``df`` grouped as the stateful operator calls Python: by a bucket of keys, by key, or all in one."""
+    from pyspark.sql import functions as F
+
+    if buckets:
+        return df.withColumn(_BUCKET, bucket_expression(partition, buckets)).groupBy(F.col(_BUCKET))
+    if partition:
+        return df.groupBy(*[F.col(quote(c)) for c in partition])
+    return df.withColumn(ALL_ROWS_KEY, F.lit(0)).groupBy(F.col(ALL_ROWS_KEY))
