@@ -18,7 +18,7 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test bench bench-rules bench-kafka soak kafka clean distclean venv check-java check-python
+.PHONY: help run test test-sql-differential bench bench-rules bench-kafka soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on Spark"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench-kafka  cep stream and Flink SQL through a real Kafka broker, about 10 minutes (bench/kafka_e2e.py)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
+	@echo "make test-sql-differential  the python engine against Spark SQL on many generated expressions (EXAMPLES=300)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
 run: venv check-java
@@ -40,6 +41,12 @@ TEST_WORKERS ?= 2
 
 test: venv check-java
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+
+# tests/test_sql_differential.py with more examples than `make test` runs (each: about 24 expressions,
+# one Spark query, one DuckDB statement per expression).
+EXAMPLES ?= 300
+test-sql-differential: venv check-java
+	SQL_DIFFERENTIAL_EXAMPLES=$(EXAMPLES) $(VPY) -m pytest -p no:xdist -q tests/test_sql_differential.py
 
 # PyFlink (a peer) goes into its own venv, bench/.venv-flink, once; without network or Java 17 the bench
 # still runs and its Flink rows say why they were not run.

@@ -24,8 +24,9 @@ from cep.grammar import ast
 from cep.grammar import limits
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
-from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, NEEDS_ORDER, ORDERED_AGGREGATES, SCALAR_FUNCTIONS,
-                                   SCALARS, PatternError, Signature, compile_regex, like_segments, suggest)
+from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, DATETIME_PATTERN_ARGUMENT, NEEDS_ORDER,
+                                   ORDERED_AGGREGATES, SCALAR_FUNCTIONS, SCALARS, PatternError, Signature, compile_regex,
+                                   datetime_pattern, like_segments, suggest)
 
 __all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type", "decimal_problem", "family_of_type", "pattern_variables"]
 
@@ -545,7 +546,20 @@ class _ExpressionChecker:
                 except PatternError as error:
                     self.report("E0246", str(error), pattern.span,
                                 "RE2 syntax: no backreferences (\\1) and no lookaround ((?=...), (?<!...))")
+        self._datetime_pattern(node)
         return _result_family(signature, families)
+
+    def _datetime_pattern(self, node: ast.FunctionCall) -> None:
+        index = DATETIME_PATTERN_ARGUMENT.get(node.name)
+        if index is None or len(node.args) <= index:
+            return
+        pattern = node.args[index]
+        if isinstance(pattern, ast.Literal) and pattern.kind == "string":
+            try:
+                datetime_pattern(pattern.value)
+            except PatternError as error:
+                self.report("E0247", str(error), pattern.span,
+                            "Spark's pattern letters: yyyy MM dd HH mm ss SSS a EEE; quote text: 'T'")
 
     def _arity(self, node, signature: Signature) -> None:
         count = len(node.args)

@@ -35,7 +35,7 @@ NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
 # Each package's modules and subpackages, lowest first: a member imports only members at or before its
 # own place. A tuple holds siblings, which never import each other.
 ORDER = {
-    "cep": ["grammar", "matcher", "spark_bridge", "query", "statement", "cli_io", "logs", "report", "run_cli",
+    "cep": ["grammar", "matcher", "spark_bridge", "query", "duckdb_sql", "statement", "cli_io", "logs", "report", "run_cli",
             "stream_cli", "status_cli", "cli"],
     "cep.grammar": ["errors", "limits", "ast", "columns", "tokens", "syntax_errors", "functions", "checks", "format",
                     "parser", "statement"],
