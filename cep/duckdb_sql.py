@@ -43,12 +43,15 @@ _TRUNC_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarte
                 "MM": "month", "MON": "month", "WEEK": "week"}
 _DATE_TRUNC_UNITS = {**_TRUNC_UNITS, "DAY": "day", "DD": "day", "HOUR": "hour", "MINUTE": "minute",
                      "SECOND": "second", "MILLISECOND": "millisecond", "MICROSECOND": "microsecond"}
+_RESULT_TYPES = {"DATE_FORMAT": "VARCHAR", "TO_CHAR": "VARCHAR", "TO_DATE": "DATE", "TO_TIMESTAMP": "TIMESTAMP",
+                 "UNIX_TIMESTAMP": "BIGINT", "TRUNC": "DATE", "DATE_TRUNC": "TIMESTAMP"}
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _FRACTIONAL = ("FLOAT", "DOUBLE", "DECIMAL")
 _TEXT = ("VARCHAR", "TEXT", "CHAR", "NCHAR", "NVARCHAR")
 _TIMES = ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMPNTZ", "DATETIME")
 _TYPED = "cep_typed"  # the meta key of a node whose type the rules need
+_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
 
 
 class Refusal(Exception):
@@ -123,8 +126,14 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
         return {}
     lowered = {name.casefold(): {column.casefold(): kind for column, kind in columns.items()}
                for name, columns in schema.items()}
+    copy = tree.copy()
+    for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
+        kind = _RESULT_TYPES.get(str(call.this).upper())
+        if kind is not None:
+            operand = call.expressions[0] if call.expressions else exp.Null()
+            call.replace(exp.Cast(this=operand, to=exp.DataType.build(kind)))
     try:
-        copy = qualify(tree.copy(), schema=lowered, dialect="spark", validate_qualify_columns=False,
+        copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False,
                        quote_identifiers=False)
         copy = annotate_types(copy, schema=lowered, dialect="spark")
     except Exception:  # noqa: BLE001 - sqlglot's optimizer raises many kinds; the rules then refuse
@@ -140,9 +149,9 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
 def _typed_operand(node):
     from sqlglot import exp
 
-    if isinstance(node, exp.Cast):
+    if isinstance(node, (exp.Cast, exp.Sum)):
         return node.this
-    if isinstance(node, exp.Anonymous) and str(node.this).upper() in ("UNIX_TIMESTAMP", "TO_CHAR") and node.expressions:
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return node.expressions[0]
     return None
 
@@ -172,10 +181,20 @@ def _translate(node, types: dict[int, str]):
                       f"function of that name)", *_where(node))
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
         return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
-    if isinstance(node, (exp.DateAdd, exp.DateSub)) and node.args.get("unit") is None:
-        # Spark's date_add(date, n) is a DATE; sqlglot's DuckDB form adds an interval, a TIMESTAMP.
+    if isinstance(node, exp.TsOrDsAdd):
+        # Spark's date_add(date, n) and date_sub are DATEs; sqlglot's DuckDB form adds an interval, a TIMESTAMP.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if _integral_sum(node, types) and not isinstance(node.parent, exp.Window) or \
+            isinstance(node, exp.Window) and _integral_sum(node.this, types):
+        # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _integral_sum(node, types: dict[int, str]) -> bool:
+    from sqlglot import exp
+
+    return isinstance(node, exp.CountIf) or isinstance(node, exp.Sum) and _type_of(node.this, types) in _INTEGRAL
 
 
 def _where(node) -> tuple[int | None, int]:
@@ -256,6 +275,8 @@ def _cast(node, types: dict[int, str]):
             return exp.Case(ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
                             default=exp.Case(ifs=[exp.If(this=exp.Is(this=operand.copy(), expression=exp.Null()),
                                                          true=exp.Null())], default=invalid))
+    if target in _TIMES + ("DATE",) and source in _TEXT:
+        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, _where(node))
     if target in _TIMES and source in _INTEGRAL:
         micros = exp.Mul(this=exp.Cast(this=operand, to=exp.DataType.build("BIGINT")),
                          expression=exp.Literal.number(1_000_000))
@@ -268,6 +289,42 @@ def _cast(node, types: dict[int, str]):
     if target in _TIMES and source in ("DOUBLE", "FLOAT", "DECIMAL"):
         raise Refusal(f"the python engine cannot cast a {source} to TIMESTAMP as Spark does", *_where(node))
     return cast(operand)
+
+
+# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
+# optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
+# six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
+_SPARK_TIME_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
+_SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+
+
+def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
+    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
+    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01)."""
+    from sqlglot import exp
+
+    pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
+
+    def field(group: int, default: int):
+        found = _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
+        return exp.Coalesce(this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
+                            expressions=[exp.Literal.number(default)])
+
+    if kind == "DATE":
+        made = _duck("make_date", field(1, 1), field(2, 1), field(3, 1))
+    else:
+        fraction = _duck("rpad", _duck("regexp_extract", text.copy(), exp.Literal.string(pattern),
+                                       exp.Literal.number(7)), exp.Literal.number(6), exp.Literal.string("0"))
+        micros = exp.Coalesce(this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
+                              expressions=[exp.Literal.number(0)])
+        made = exp.Add(this=_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0),
+                                  field(6, 0)), expression=_duck("to_microseconds", micros))
+    matches = _duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
+    invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {kind}", where)
+    if safe:  # an impossible date (2021-02-30) is NULL too
+        made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+                         exp.If(this=matches, true=made)], default=invalid)
 
 
 def _epoch_seconds(value):
@@ -305,9 +362,8 @@ def _own_function(name: str, node, types: dict[int, str]):
         if source not in _TEXT:
             raise Refusal(f"the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
-    if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): a cast
-        moment = exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
-        return exp.Cast(this=moment, to=exp.DataType.build("DATE")) if name == "TO_DATE" else moment
+    if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
+        return _cast(exp.Cast(this=value, to=exp.DataType.build("DATE" if name == "TO_DATE" else "TIMESTAMP")), types)
     pattern = args[1]
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         raise Refusal(f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "

@@ -25,8 +25,8 @@ from cep.grammar import limits
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
 from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, DATETIME_PATTERN_ARGUMENT, NEEDS_ORDER,
-                                   ORDERED_AGGREGATES, SCALAR_FUNCTIONS, SCALARS, PatternError, Signature, compile_regex,
-                                   datetime_pattern, like_segments, suggest)
+                                   ORDERED_AGGREGATES, SCALAR_FUNCTIONS, SCALARS, PatternError, Signature,
+                                   compile_regex, datetime_pattern, like_segments, suggest)
 
 __all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type", "decimal_problem", "family_of_type", "pattern_variables"]
 

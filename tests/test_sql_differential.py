@@ -14,8 +14,9 @@ cep's translation). For every expression, one of:
   names the function and points to ``--engine spark``;
 - both raise an error (Spark's ANSI mode: a bad cast, a division by zero).
 
-Anything else, a silent difference, fails. Spark runs each example's expressions as one statement (one
-query per example); an expression Spark refuses is then run alone to tell which. ``make test`` runs
+Anything else, a silent difference, fails. Spark runs the expressions the python engine answered as one
+statement per shape (rows, aggregates), split in halves while it fails to find the ones it fails on; of
+those the python engine fails on, ``ERRORS_CHECKED`` per example run alone on Spark (a query each). ``make test`` runs
 ``SQL_DIFFERENTIAL_EXAMPLES`` examples (default 12); ``make test-sql-differential`` runs many more.
 """
 
@@ -34,7 +35,10 @@ from hypothesis import strategies as st
 import cep
 
 EXAMPLES = int(os.environ.get("SQL_DIFFERENTIAL_EXAMPLES", "12"))
-EXPRESSIONS = 24  # per example: one Spark query runs them all
+EXPRESSIONS = 24  # per example: Spark runs those the python engine answers in two queries (rows, aggregates)
+# Expressions the python engine fails on (an ANSI error: a bad cast, a division by zero) must fail on Spark
+# too; each costs a Spark query of its own, so a few per example are checked.
+ERRORS_CHECKED = 2
 TABLE = "sqld_events"
 
 COLUMNS = (("id", "INT"), ("i", "INT"), ("b", "BIGINT"), ("x", "DOUBLE"), ("dec", "DECIMAL(10,2)"), ("s", "STRING"),
@@ -48,9 +52,11 @@ STATEMENT_HEAD = (f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY i
 # Instants next to the edges where time arithmetic goes wrong: DST changes (Europe, US), year and month
 # ends, a leap day, the epoch.
 EDGES = [dt.datetime(2021, 3, 28, 0, 59, 59), dt.datetime(2021, 3, 28, 1, 30), dt.datetime(2021, 10, 31, 0, 30),
-         dt.datetime(2021, 3, 14, 7, 0, 0, 500000), dt.datetime(2021, 11, 7, 6, 30), dt.datetime(2020, 12, 31, 23, 59, 59, 999999),
+         dt.datetime(2021, 3, 14, 7, 0, 0, 500000), dt.datetime(2021, 11, 7, 6, 30),
+         dt.datetime(2020, 12, 31, 23, 59, 59, 999999),
          dt.datetime(2021, 1, 1), dt.datetime(2020, 2, 29, 12, 0, 0, 123456), dt.datetime(1970, 1, 1),
-         dt.datetime(1969, 12, 31, 23, 59, 59, 500000), dt.datetime(2019, 12, 30, 8, 15), dt.datetime(2024, 12, 31, 15, 4, 5)]
+         dt.datetime(1969, 12, 31, 23, 59, 59, 500000), dt.datetime(2019, 12, 30, 8, 15),
+         dt.datetime(2024, 12, 31, 15, 4, 5)]
 TEXTS = ["", "a", "abc", "Ab-12,x", "ÄÖü", "日本", "naïve café", " padded ", "12", "-7", "0", "3.5", "2021-03-28"]
 NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647"]
 
@@ -60,7 +66,8 @@ rows = st.lists(st.fixed_dictionaries({
     "x": st.none() | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3)),
     "dec": st.none() | st.decimals(-10**6, 10**6, places=2, allow_nan=False, allow_infinity=False),
     "s": st.none() | st.sampled_from(TEXTS), "ns": st.none() | st.sampled_from(NUMERIC_TEXTS),
-    "d": st.none() | timestamps.map(lambda t: t.date()), "ts": st.none() | timestamps, "flag": st.none() | st.booleans(),
+    "d": st.none() | timestamps.map(lambda t: t.date()), "ts": st.none() | timestamps,
+    "flag": st.none() | st.booleans(),
 }), min_size=1, max_size=6)
 
 # ------------------------------------------------------------------------------------------ expressions
@@ -79,7 +86,8 @@ TEMPLATES: dict[str, list[str]] = {
             "hour({TIMESTAMP})", "minute({TIMESTAMP})", "second({TIMESTAMP})", "dayofweek({DATE})",
             "dayofyear({DATE})", "weekofyear({DATE})", "quarter({TIMESTAMP})", "datediff({DATE}, {DATE})",
             "abs({INT})", "({INT} + {INT})", "({INT} - {INT})", "({INT} * {INT})", "({INT} % {INT})",
-            "({INT} div {INT})", "coalesce({INT}, {INT})", "nvl({INT}, {INT})", "CASE WHEN {BOOLEAN} THEN {INT} ELSE {INT} END",
+            "({INT} div {INT})", "coalesce({INT}, {INT})", "nvl({INT}, {INT})",
+            "CASE WHEN {BOOLEAN} THEN {INT} ELSE {INT} END",
             "if({BOOLEAN}, {INT}, {INT})", "greatest({INT}, {INT})", "least({INT}, {INT})", "instr({STRING}, 'a')",
             "CAST({ANY} AS INT)", "{ANY}::int", "extract(MONTH FROM {DATE})", "ascii({STRING})", "mod({INT}, {INT})"],
     "BIGINT": ["b", "CAST({ANY} AS BIGINT)", "{ANY}::bigint", "unix_timestamp({TIMESTAMP})", "unix_timestamp({DATE})",
@@ -88,8 +96,9 @@ TEMPLATES: dict[str, list[str]] = {
     "DOUBLE": ["x", "({NUM} / {NUM})", "sqrt(abs({NUM}))", "ln(abs({NUM}) + 1)", "power({DOUBLE}, 2)",
                "round({DOUBLE}, 2)", "CAST({ANY} AS DOUBLE)", "{ANY}::double", "({DOUBLE} * {INT})", "exp({lit_int})",
                "abs({DOUBLE})", "nvl({DOUBLE}, 0.5D)"],
-    "DECIMAL(10,2)": ["dec", "({DECIMAL(10,2)} + {DECIMAL(10,2)})", "({DECIMAL(10,2)} * 2)", "round({DECIMAL(10,2)}, 1)",
-                      "abs({DECIMAL(10,2)})", "CAST({ANY} AS DECIMAL(10,2))", "{ANY}::decimal(12,3)", "-{DECIMAL(10,2)}"],
+    "DECIMAL(10,2)": ["dec", "({DECIMAL(10,2)} + {DECIMAL(10,2)})", "({DECIMAL(10,2)} * 2)",
+                      "round({DECIMAL(10,2)}, 1)", "abs({DECIMAL(10,2)})", "CAST({ANY} AS DECIMAL(10,2))",
+                      "{ANY}::decimal(12,3)", "-{DECIMAL(10,2)}"],
     "STRING": ["s", "ns", "{lit_str}", "upper({STRING})", "lower({STRING})", "trim({STRING})", "ltrim({STRING})",
                "concat({STRING}, {STRING})", "concat_ws('-', {STRING}, {STRING})", "substr({STRING}, {small}, {small})",
                "substring({STRING}, {small})", "replace({STRING}, 'a', 'b')", "lpad({STRING}, 5, '*')",
@@ -99,7 +108,8 @@ TEMPLATES: dict[str, list[str]] = {
                "left({STRING}, 2)", "right({STRING}, 2)", "initcap({STRING})", "repeat({STRING}, 2)"],
     "DATE": ["d", "to_date({TIMESTAMP})", "date_add({DATE}, {small})", "date_sub({DATE}, {small})",
              "trunc({DATE}, '{trunc}')", "trunc({TIMESTAMP}, '{trunc}')", "CAST({ANY} AS DATE)", "{ANY}::date",
-             "last_day({DATE})", "add_months({DATE}, {small})", "to_date(date_format({DATE}, '{parse_date}'), '{parse_date}')",
+             "last_day({DATE})", "add_months({DATE}, {small})",
+             "to_date(date_format({DATE}, '{parse_date}'), '{parse_date}')",
              "coalesce({DATE}, DATE '2000-01-01')", "DATE '2021-03-28'"],
     "TIMESTAMP": ["ts", "CAST({ANY} AS TIMESTAMP)", "{ANY}::timestamp", "date_trunc('{date_trunc}', {TIMESTAMP})",
                   "({TIMESTAMP} + INTERVAL 1 HOUR)", "({TIMESTAMP} - INTERVAL '30' MINUTE)", "{PARSED}",
@@ -107,15 +117,18 @@ TEMPLATES: dict[str, list[str]] = {
     "BOOLEAN": ["flag", "({NUM} < {NUM})", "({STRING} = {STRING})", "({ANY} IS NULL)", "({DATE} <= {DATE})",
                 "({TIMESTAMP} > {TIMESTAMP})", "({STRING} LIKE 'a%')", "({STRING} RLIKE '[0-9]')", "(NOT {BOOLEAN})",
                 "({BOOLEAN} AND {BOOLEAN})", "({BOOLEAN} OR {BOOLEAN})", "({INT} IN (1, 2, 3))",
-                "({NUM} BETWEEN -10 AND 10)", "({ANY} <=> {ANY})", "CAST({ANY} AS BOOLEAN)", "startswith({STRING}, 'a')",
+                "({NUM} BETWEEN -10 AND 10)", "({ANY} <=> {ANY})", "CAST({ANY} AS BOOLEAN)",
+                "startswith({STRING}, 'a')",
                 "({DATE} = {TIMESTAMP})"],
 }
 AGGREGATES = ["count(*)", "count({ANY})", "sum({INT})", "sum({DECIMAL(10,2)})", "avg({INT})", "avg({DOUBLE})",
-              "min({ANY})", "max({ANY})", "count(DISTINCT {ANY})", "sum({DOUBLE})", "max(coalesce({DATE}, DATE '9999-12-31'))",
+              "min({ANY})", "max({ANY})", "count(DISTINCT {ANY})", "sum({DOUBLE})",
+              "max(coalesce({DATE}, DATE '9999-12-31'))",
               "bool_and({BOOLEAN})", "count_if({BOOLEAN})", "stddev({DOUBLE})"]
 WINDOWS = ["row_number() OVER (ORDER BY id)", "sum({INT}) OVER (ORDER BY id)", "lag({ANY}) OVER (ORDER BY id)",
            "lead({ANY}, 1) OVER (ORDER BY id)", "rank() OVER (PARTITION BY flag ORDER BY id)",
-           "count(*) OVER (PARTITION BY flag)", "max({ANY}) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+           "count(*) OVER (PARTITION BY flag)",
+           "max({ANY}) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
            "first_value({ANY}) OVER (ORDER BY id)", "dense_rank() OVER (ORDER BY {INT})"]
 
 
@@ -135,7 +148,8 @@ def expressions(draw, kind: str, depth: int = 0) -> str:
 
 
 def _fill(draw, template: str, depth: int) -> str:
-    out, position = [], 0
+    """The template with its holes drawn; a parse pattern drawn once (it writes and reads the same text)."""
+    out, position, drawn = [], 0, {}
     while True:
         start = template.find("{", position)
         if start < 0:
@@ -143,7 +157,12 @@ def _fill(draw, template: str, depth: int) -> str:
             return "".join(out)
         end = template.index("}", start)
         out.append(template[position:start])
-        out.append(_hole(draw, template[start + 1:end], depth))
+        name = template[start + 1:end]
+        if name in ("parse", "parse_date"):
+            drawn.setdefault(name, _hole(draw, name, depth))
+            out.append(drawn[name])
+        else:
+            out.append(_hole(draw, name, depth))
         position = end + 1
 
 
@@ -168,7 +187,7 @@ def _hole(draw, name: str, depth: int) -> str:
 
 @st.composite
 def cases(draw) -> tuple[list[dict], list[tuple[str, str]]]:
-    """(rows, [(shape, expression)]): shape is 'row' (one value per row), 'aggregate' or 'window'."""
+    """(rows, [(kind, expression)]): kind is 'row' (one value per row), 'aggregate' or 'window'."""
     data = draw(rows)
     picked = []
     for _ in range(EXPRESSIONS):
@@ -179,13 +198,12 @@ def cases(draw) -> tuple[list[dict], list[tuple[str, str]]]:
 
 
 def statement(shape: str, items: list[tuple[str, str]]) -> str:
-    """A whole statement computing ``items`` ((column, expression)) over the clause's rows."""
+    """A whole statement computing ``items`` ((column, expression)) over the clause's rows: one row in all
+    ('aggregate'), or one per row, the window functions in a subquery ('row')."""
     select = ", ".join(f"{expression} AS {name}" for name, expression in items)
     if shape == "aggregate":
         return STATEMENT_HEAD + f"SELECT {select} FROM m"
-    if shape == "window":
-        return STATEMENT_HEAD + f"SELECT * FROM (SELECT id AS _id, {select} FROM m) w ORDER BY _id"
-    return STATEMENT_HEAD + f"SELECT id AS _id, {select} FROM m ORDER BY id"
+    return STATEMENT_HEAD + f"SELECT * FROM (SELECT id AS _id, {select} FROM m) w ORDER BY _id"
 
 
 # ------------------------------------------------------------------------------------------ comparing
@@ -253,47 +271,65 @@ def python_engine(text: str, table: pa.Table):
 
 def spark_engine(spark, text: str):
     try:
-        frame = cep.sql(spark, text, ordered=True)
+        frame = cep.sql(spark, text)
         collected = [row.asDict() for row in frame.collect()]
     except Exception as error:  # noqa: BLE001 - any Spark error: the expression has no Spark answer
         return error
     return collected, {field.name: family_of_spark(field.dataType.simpleString()) for field in frame.schema.fields}
 
 
-def is_refusal(error: cep.CepError, expression: str) -> bool:
-    """A refusal before running: E0252/E0247, pointing to Spark, the caret inside the expression's text."""
-    text = str(error)
-    return error.code in ("E0252", "E0247") and "--engine spark" in text
+def python_answers(shape: str, items: list[tuple[str, str]], table: pa.Table) -> list[tuple[str, str, object]]:
+    """(name, expression, answer) for each item: the items run as one statement, split in halves while it
+    fails, so that each error is the error of one expression."""
+    answer = python_engine(statement(shape, items), table)
+    if not isinstance(answer, cep.CepError) or len(items) == 1:
+        return [(name, expression, answer) for name, expression in items]
+    half = len(items) // 2
+    return python_answers(shape, items[:half], table) + python_answers(shape, items[half:], table)
+
+
+def is_refusal(error: cep.CepError) -> bool:
+    """A refusal before running: E0252 or E0247, which points to Spark."""
+    return error.code in ("E0252", "E0247") and "--engine spark" in str(error)
 
 
 def check_case(spark, data: list[dict], picked: list[tuple[str, str]]) -> list[str]:
     """The silent differences of one example (an empty list when there are none)."""
-    table = pa.Table.from_pylist([{"id": n, **row} for n, row in enumerate(data)], schema=ARROW)
-    spark_rows = [tuple(([n] + [row[c] for c, _ in COLUMNS[1:]])) for n, row in enumerate(data)]
     from pyspark.sql.types import _parse_datatype_string
 
+    table = pa.Table.from_pylist([{"id": n, **row} for n, row in enumerate(data)], schema=ARROW)
+    spark_rows = [tuple(([n] + [row[c] for c, _ in COLUMNS[1:]])) for n, row in enumerate(data)]
     schema = _parse_datatype_string(", ".join(f"{name} {kind}" for name, kind in COLUMNS))
     spark.createDataFrame(spark_rows, schema).createOrReplaceTempView(TABLE)
     problems: list[str] = []
-    for shape in ("row", "aggregate", "window"):
-        items = [(f"c{n}", expression) for n, (kind, expression) in enumerate(picked) if kind == shape]
-        answers = {}
-        for name, expression in items:
-            answer = python_engine(statement(shape, [(name, expression)]), table)
-            if isinstance(answer, cep.CepError) and is_refusal(answer, expression):
-                continue
-            answers[name] = (expression, answer)
-        if not answers:
-            continue
-        together = spark_engine(spark, statement(shape, [(name, e) for name, (e, _a) in answers.items()]))
-        for name, (expression, answer) in answers.items():
-            spark_answer = together
-            if isinstance(together, Exception):
-                spark_answer = spark_engine(spark, statement(shape, [(name, expression)]))
-            problem = compare(name, expression, answer, spark_answer)
-            if problem:
-                problems.append(problem)
-    return problems
+    for shape in ("row", "aggregate"):
+        items = [(f"c{n}", expression) for n, (kind, expression) in enumerate(picked)
+                 if (kind == "aggregate") == (shape == "aggregate")]
+        answered, failed = [], []
+        for name, expression, answer in python_answers(shape, items, table) if items else []:
+            if isinstance(answer, cep.CepError):
+                if not is_refusal(answer):
+                    failed.append((name, expression, answer))
+            else:
+                answered.append((name, expression, answer))
+        for name, expression, answer, spark_answer in spark_answers(spark, shape, answered):
+            problems.append(compare(name, expression, answer, spark_answer))
+        for name, expression, answer in failed[:ERRORS_CHECKED]:
+            alone = spark_engine(spark, statement(shape, [(name, expression)]))
+            problems.append(compare(name, expression, answer, alone))
+    return [problem for problem in problems if problem]
+
+
+def spark_answers(spark, shape: str, answered: list) -> list:
+    """(name, expression, python's answer, Spark's answer) for the expressions the python engine answered:
+    one Spark query for them all, split in halves while Spark fails, to find the ones it fails on."""
+    if not answered:
+        return []
+    together = spark_engine(spark, statement(shape, [(name, expression) for name, expression, _ in answered]))
+    if not isinstance(together, Exception) or len(answered) == 1:
+        return [(name, expression, answer, together) for name, expression, answer in answered]
+    half = len(answered) // 2
+    return spark_answers(spark, shape, answered[:half]) + spark_answers(spark, shape, answered[half:])
 
 
 def compare(name: str, expression: str, python_answer, spark_answer) -> str | None:
