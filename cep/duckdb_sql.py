@@ -56,11 +56,12 @@ _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
 
 class Refusal(Exception):
     """The python engine cannot run a part of the statement as Spark does. ``start``: the offset of the
-    part in the Spark SQL text that was translated (None when it cannot be told)."""
+    part in the Spark SQL text that was translated (None when it cannot be told). ``spark_too``: Spark
+    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's."""
 
-    def __init__(self, message: str, start: int | None = None, length: int = 1) -> None:
+    def __init__(self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False) -> None:
         super().__init__(message)
-        self.message, self.start, self.length = message, start, length
+        self.message, self.start, self.length, self.spark_too = message, start, length, spark_too
 
 
 def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
@@ -149,7 +150,7 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
 def _typed_operand(node):
     from sqlglot import exp
 
-    if isinstance(node, (exp.Cast, exp.Sum)):
+    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg)):
         return node.this
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return node.expressions[0]
@@ -181,6 +182,20 @@ def _translate(node, types: dict[int, str]):
                       f"function of that name)", *_where(node))
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
         return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
+    if isinstance(node, exp.Round) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        # Spark rounds the double's shortest decimal text half up (round(2.675, 2) = 2.68); DuckDB the binary value.
+        text = exp.Cast(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR")),
+                        to=exp.DataType.build("DECIMAL(38, 18)"))
+        rounded = exp.Round(this=text, decimals=(node.args.get("decimals") or exp.Literal.number(0)).copy())
+        return exp.Cast(this=rounded, to=exp.DataType.build("DOUBLE"))
+    if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals") and \
+            _type_of(node.this, types) in _INTEGRAL + ("DOUBLE", "FLOAT"):
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
+    if isinstance(node, exp.Avg) and _type_of(node.this, types) == "DECIMAL":
+        raise Refusal("the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
+                      "is a DOUBLE): cast the argument to DOUBLE", *_where(node))
+    if isinstance(node, exp.AddMonths):  # Spark's add_months is a DATE; sqlglot's DuckDB form a TIMESTAMP
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.TsOrDsAdd):
         # Spark's date_add(date, n) and date_sub are DATEs; sqlglot's DuckDB form adds an interval, a TIMESTAMP.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
@@ -260,6 +275,14 @@ def _cast(node, types: dict[int, str]):
 
     if source is not None and source == target.replace("INTEGER", "INT"):
         return cast(operand)
+    if _spark_refuses_cast(source, target):
+        start, length = _where(node)
+        raise Refusal(f"cannot cast {source} to {target} (Spark's ANSI rules do not allow it)", start, length,
+                      spark_too=True)
+    if source in ("DOUBLE", "FLOAT") and target == "DECIMAL":
+        # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
+        # DuckDB's own cast rounds the binary value.
+        return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
     if target in _INTEGRAL or target == "INTEGER":
         if source is None:
             raise Refusal(f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
@@ -325,6 +348,19 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
         made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
     return exp.Case(ifs=[exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
                          exp.If(this=matches, true=made)], default=invalid)
+
+
+def _spark_refuses_cast(source: str | None, target: str) -> bool:
+    """Spark's ANSI mode refuses these casts when it analyses the statement (DuckDB would fail only on a
+    value that is not NULL, or not at all)."""
+    numeric = _INTEGRAL + _FRACTIONAL + ("INTEGER",)
+    if source == "DATE":
+        return target in numeric or target == "BOOLEAN"
+    if source in _TIMES:
+        return target == "BOOLEAN"
+    if source in numeric or source == "BOOLEAN":
+        return target == "DATE" or (source == "BOOLEAN" and target in _TIMES)
+    return False
 
 
 def _epoch_seconds(value):

@@ -588,6 +588,8 @@ class _DuckEngine:
             return exc
         if isinstance(exc, sqlglot.errors.ParseError):
             return sqlglot_error(exc, rendered, text)
+        if isinstance(exc, Refusal) and exc.spark_too:
+            return sql_error(exc.message, rendered, text, exc.start, syntax=False, length=exc.length)
         if isinstance(exc, Refusal):
             return sql_error(f"the python engine refuses this before running: {exc.message}", rendered, text,
                              exc.start, syntax=False, length=exc.length, code="E0252", hint=ENGINE_HINT)
