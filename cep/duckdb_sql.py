@@ -7,10 +7,15 @@ engines would give different answers, this module either writes DuckDB SQL that 
 the setting of cep's sessions and Spark 4's default), or refuses with a ``Refusal`` that names the function
 and says why, which ``cep/statement.py`` turns into a CepError at its place in the user's text:
 
-- casts follow Spark's ANSI rules: an invalid value is an error (``TRY_CAST`` alone gives NULL), a
-  fraction is truncated toward zero when cast to an integer (DuckDB rounds), a timestamp cast to a number
-  is seconds since the epoch, a number cast to a timestamp is seconds since the epoch, ``TIMESTAMP`` is a
-  naive UTC timestamp (cep's times are UTC); a DOUBLE cast to text is refused (Java writes ``1.0E10``);
+- casts follow Spark's ANSI rules: a cast Spark does not allow is refused, an invalid value is an error
+  (``TRY_CAST`` alone gives NULL), a fraction is truncated toward zero when cast to an integer (DuckDB
+  rounds), a timestamp cast to a number is seconds since the epoch and a number cast to a timestamp too,
+  text becomes a date or timestamp as Spark reads it, a DOUBLE becomes a DECIMAL through its shortest text,
+  ``TIMESTAMP`` is a naive UTC timestamp (cep's times are UTC); a DOUBLE cast to text is refused (Java
+  writes ``1.0E10``);
+- ``round`` of a DOUBLE rounds half up on its shortest text, ``floor``/``ceil`` are BIGINTs, integer
+  ``SUM`` and ``COUNT_IF`` BIGINTs, ``add_months``/``date_add``/``date_sub`` DATEs; ``AVG`` of a DECIMAL
+  is refused (Spark's is an exact DECIMAL);
 - division, remainder and ``DIV`` by zero are errors, as in Spark's ANSI mode (sqlglot writes NULL);
 - ``DATE_FORMAT``, ``TO_CHAR``, ``TO_DATE``, ``TO_TIMESTAMP`` and ``UNIX_TIMESTAMP``: the pattern must be
   a literal, and every field must map exactly to DuckDB's strftime (``grammar/functions.duckdb_strftime``);

@@ -538,28 +538,24 @@ class _ExpressionChecker:
         else:
             self._arity(node, signature)
         families = [self.visit(arg, scope) for arg in node.args]
-        if node.name in _REGEX_FUNCTIONS and len(node.args) >= 2:
-            pattern = node.args[1]
-            if isinstance(pattern, ast.Literal) and pattern.kind == "string":
-                try:
-                    compile_regex(pattern.value)
-                except PatternError as error:
-                    self.report("E0246", str(error), pattern.span,
-                                "RE2 syntax: no backreferences (\\1) and no lookaround ((?=...), (?<!...))")
-        self._datetime_pattern(node)
+        self._literal_pattern(node)
         return _result_family(signature, families)
 
-    def _datetime_pattern(self, node: ast.FunctionCall) -> None:
-        index = DATETIME_PATTERN_ARGUMENT.get(node.name)
-        if index is None or len(node.args) <= index:
+    def _literal_pattern(self, node: ast.FunctionCall) -> None:
+        """A regular expression or datetime pattern written as text is checked now, with its place."""
+        if node.name in _REGEX_FUNCTIONS:
+            index, validate, code, hint = 1, compile_regex, "E0246", _REGEX_HINT
+        elif node.name in DATETIME_PATTERN_ARGUMENT:
+            index, validate, code = DATETIME_PATTERN_ARGUMENT[node.name], datetime_pattern, "E0247"
+            hint = _DATETIME_HINT
+        else:
             return
-        pattern = node.args[index]
+        pattern = node.args[index] if len(node.args) > index else None
         if isinstance(pattern, ast.Literal) and pattern.kind == "string":
             try:
-                datetime_pattern(pattern.value)
+                validate(pattern.value)
             except PatternError as error:
-                self.report("E0247", str(error), pattern.span,
-                            "Spark's pattern letters: yyyy MM dd HH mm ss SSS a EEE; quote text: 'T'")
+                self.report(code, str(error), pattern.span, hint)
 
     def _arity(self, node, signature: Signature) -> None:
         count = len(node.args)
@@ -690,6 +686,8 @@ def time_literal_hint(text: str) -> str:
 
 
 _REGEX_FUNCTIONS = frozenset({"REGEXP_LIKE", "RLIKE", "REGEXP_SUBSTR", "REGEXP_REPLACE"})
+_REGEX_HINT = "RE2 syntax: no backreferences (\\1) and no lookaround ((?=...), (?<!...))"
+_DATETIME_HINT = "Spark's pattern letters: yyyy MM dd HH mm ss SSS a EEE; quote text: 'T'"
 
 
 def _result_family(signature: Signature | None, families: list) -> str | None:

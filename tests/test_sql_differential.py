@@ -357,3 +357,20 @@ def test_the_python_engine_gives_sparks_answer_or_refuses(spark, case) -> None:
     data, picked = case
     problems = check_case(spark, data, picked)
     assert not problems, "silent differences between the engines:\n" + "\n".join(problems)
+
+
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=cases(), cut=st.integers(0, 400), junk=st.sampled_from(["", ")", "'", "(", ",", "::", " AS ", "`", "\\"]))
+def test_the_python_engine_raises_nothing_but_cep_errors(case, cut, junk) -> None:
+    """Every generated expression, whole or with a piece of junk pasted in: rows, or a CepError (never a
+    Python traceback, never DuckDB's or sqlglot's own exception)."""
+    data, picked = case
+    table = pa.Table.from_pylist([{"id": n, **row} for n, row in enumerate(data)], schema=ARROW)
+    for shape, expression in picked[:6]:
+        broken = expression[:cut] + junk + expression[cut:]
+        for text in (expression, broken):
+            try:
+                cep.compile_sql(statement("aggregate" if shape == "aggregate" else "row", [("c0", text)])).run(
+                    {TABLE: table}, kind="arrow")
+            except cep.CepError as error:
+                assert "Traceback" not in str(error)
