@@ -29,6 +29,7 @@ annotation over the tables' schemas; when the type cannot be told, the translati
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Mapping
 
@@ -90,26 +91,21 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
         raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
 
 
+@functools.lru_cache(maxsize=1)
 def _spark_dialect():
     """Spark's dialect, except that the functions in OWN_FUNCTIONS stay calls as written."""
     from sqlglot import exp
     from sqlglot.dialects.spark import Spark
 
-    global _DIALECT
-    if _DIALECT is None:
-        def keep(name):
-            return lambda args: exp.Anonymous(this=name, expressions=args)
+    def keep(name):
+        return lambda args: exp.Anonymous(this=name, expressions=args)
 
-        class CepSpark(Spark):
-            class Parser(Spark.Parser):
-                FUNCTIONS = {**Spark.Parser.FUNCTIONS, **{name: keep(name) for name in OWN_FUNCTIONS}}
-                FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
+    class CepSpark(Spark):
+        class Parser(Spark.Parser):
+            FUNCTIONS = {**Spark.Parser.FUNCTIONS, **{name: keep(name) for name in OWN_FUNCTIONS}}
+            FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
-        _DIALECT = CepSpark
-    return _DIALECT
-
-
-_DIALECT = None
+    return CepSpark
 
 
 # ------------------------------------------------------------------------------------------------ types
