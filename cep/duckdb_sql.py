@@ -9,7 +9,7 @@ and says why, which ``cep/statement.py`` turns into a CepError at its place in t
 
 - casts follow Spark's ANSI rules: a cast Spark does not allow is refused, an invalid value is an error
   (``TRY_CAST`` alone gives NULL), a fraction is truncated toward zero when cast to an integer (DuckDB
-  rounds), a timestamp cast to a number is seconds since the epoch and a number cast to a timestamp too,
+  rounds), a timestamp cast to a number is seconds since the epoch (a number cast to a timestamp is refused),
   text becomes a date or timestamp as Spark reads it, a DOUBLE becomes a DECIMAL through its shortest text,
   ``TIMESTAMP`` is a naive UTC timestamp (cep's times are UTC); a DOUBLE cast to text is refused (Java
   writes ``1.0E10``);
@@ -151,7 +151,7 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
 def _typed_operand(node):
     from sqlglot import exp
 
-    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg)):
+    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.IntDiv)):
         return node.this
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return node.expressions[0]
@@ -173,6 +173,9 @@ def _translate(node, types: dict[int, str]):
 
     if isinstance(node, exp.Cast):
         return _cast(node, types)
+    if isinstance(node, exp.IntDiv) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT or DECIMAL",
+                      *_where(node))
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
     if isinstance(node, exp.Anonymous):
@@ -284,6 +287,9 @@ def _cast(node, types: dict[int, str]):
         # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
         # DuckDB's own cast rounds the binary value.
         return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
+    if source is None and target in ("DATE", "BOOLEAN") + _TIMES:
+        raise Refusal(f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
+                      "types, DuckDB casts a NULL of any type)", *_where(node))
     if target in _INTEGRAL or target == "INTEGER":
         if source is None:
             raise Refusal(f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
@@ -301,17 +307,14 @@ def _cast(node, types: dict[int, str]):
                                                          true=exp.Null())], default=invalid))
     if target in _TIMES + ("DATE",) and source in _TEXT:
         return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, _where(node))
-    if target in _TIMES and source in _INTEGRAL:
-        micros = exp.Mul(this=exp.Cast(this=operand, to=exp.DataType.build("BIGINT")),
-                         expression=exp.Literal.number(1_000_000))
-        return _duck("make_timestamp", micros)
     if target in ("DOUBLE", "FLOAT") and source in _TIMES:
         return cast(exp.Div(this=_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
     if target in _TEXT + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
                       f"1.0E10); cast to DECIMAL first", *_where(node))
-    if target in _TIMES and source in ("DOUBLE", "FLOAT", "DECIMAL"):
-        raise Refusal(f"the python engine cannot cast a {source} to TIMESTAMP as Spark does", *_where(node))
+    if target in _TIMES and source in _INTEGRAL + _FRACTIONAL + ("INTEGER",):
+        raise Refusal(f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)",
+                      *_where(node))
     return cast(operand)
 
 
@@ -394,8 +397,9 @@ def _own_function(name: str, node, types: dict[int, str]):
     value = args[0]
     if name == "UNIX_TIMESTAMP" and len(args) == 1:
         source = _type_of(node.expressions[0], types)
-        if source in _TIMES or source == "DATE":
-            return _epoch_seconds(value)
+        if source in _TIMES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
+            return exp.IntDiv(this=_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
+                              expression=exp.Literal.number(1_000_000))
         if source not in _TEXT:
             raise Refusal(f"the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))

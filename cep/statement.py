@@ -623,7 +623,8 @@ class _DuckEngine:
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 pass  # mixed values in a column: the matcher reads the frame as it is
         out = query.run(frame, **options)
-        return out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
+        out = out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
+        return _typed_like(out, frame)
 
     def clause_stats(self, query: Query, frame, out) -> ClauseStats:
         import pyarrow.compute as pc
@@ -647,3 +648,19 @@ class _DuckEngine:
             return out
         indices = pc.sort_indices(out, sort_keys=[(c, "ascending", "at_start") for c in partition])
         return out.take(indices)
+
+
+def _typed_like(out, frame):
+    """``out`` with a column that has no type (all its values NULL) typed as the input's column of that name:
+    the SQL around the clause sees the input's types (DuckDB cannot pick hour() for a NULL column, and a cast's
+    translation depends on its operand's type)."""
+    import pyarrow as pa
+
+    if kind_of(frame) != "arrow" or not any(pa.types.is_null(field.type) for field in out.schema):
+        return out
+    types = {field.name: field.type for field in frame.schema}
+    for index, field in enumerate(out.schema):
+        kind = types.get(field.name)
+        if pa.types.is_null(field.type) and kind is not None and not pa.types.is_null(kind):
+            out = out.set_column(index, pa.field(field.name, kind), out.column(index).cast(kind))
+    return out
