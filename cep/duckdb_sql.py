@@ -418,7 +418,13 @@ def _own_function(name: str, node, types: dict[int, str]):
     if not parsing:
         return _duck("strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")),
                      exp.Literal.string(duck_pattern))
-    moment = _duck("strptime", value, exp.Literal.string(duck_pattern))
+    # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
+    # must be what the pattern writes of the value read.
+    fitted = _duck("strptime", value.copy(), exp.Literal.string(duck_pattern))
+    written = _duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
+    moment = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
+                           exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted)],
+                      default=_fail(f"the text does not fit the datetime pattern {pattern.this!r}", where))
     if name == "TO_DATE":
         return exp.Cast(this=moment, to=exp.DataType.build("DATE"))
     if name == "UNIX_TIMESTAMP":
