@@ -61,7 +61,7 @@ SAME_ON_BOTH = [
     "TRY_CAST(x AS INT)", "CAST(s AS INT)", "TRY_CAST(s AS BIGINT)", "CAST(start_date AS TIMESTAMP)",
     "to_date(date_format(start_date, 'dd/MM/yyyy'), 'dd/MM/yyyy')",
     "to_timestamp(date_format(first_ts, 'yyyy-MM-dd HH:mm'), 'yyyy-MM-dd HH:mm')", "CAST(first_ts AS STRING)",
-    "dayofweek(start_date)", "date_add(start_date, 1)", "7 / 2", "id DIV 2", "round(x, 0)", "floor(x)",
+    "dayofweek(start_date)", "date_add(start_date, 1)", "7 / 2", "unix_timestamp(first_ts) DIV 7", "round(x, 0)", "floor(x)",
 ]
 
 
