@@ -159,8 +159,8 @@ def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] 
             check_patterns(rendered.text)
         except Refusal as refusal:
             raise sql_error(refusal.message, rendered, text, refusal.start, syntax=False, length=refusal.length,
-                            code="E0247", hint="Spark's letters: yyyy MM dd HH mm ss SSS a EEE, text in quotes ('T'); "
-                                               "the python engine refuses the rest, Spark runs it: cep run --engine spark"
+                            code="E0247", hint="the letters both engines write alike: yyyy MM dd HH mm ss SSS a EEE, "
+                                               "text in quotes ('T'); docs/sql-statements.md lists them"
                             ).with_source(text, filename) from None
     return statement
 
