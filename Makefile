@@ -18,7 +18,7 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test lint bench bench-rules bench-kafka soak kafka clean distclean venv check-java check-python
+.PHONY: help run test test-sql-differential lint bench bench-rules bench-kafka soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-kafka  cep stream and Flink SQL through a real Kafka broker, about 10 minutes (bench/kafka_e2e.py)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
+	@echo "make test-sql-differential  the python engine against Spark SQL on many generated expressions (EXAMPLES=300)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
 # The demo shows what the pipeline runs: a Spark job (the same rows as --engine python, which starts at once).
@@ -47,6 +48,12 @@ test: venv check-java
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# tests/test_sql_differential.py with more examples than `make test` runs (each: about 24 expressions,
+# one Spark query, one DuckDB statement per expression).
+EXAMPLES ?= 300
+test-sql-differential: venv check-java
+	SQL_DIFFERENTIAL_EXAMPLES=$(EXAMPLES) $(VPY) -m pytest -p no:xdist -q tests/test_sql_differential.py
 
 # PyFlink (a peer) goes into its own venv, bench/.venv-flink, once; without network or Java 17 the bench
 # still runs and its Flink rows say why they were not run.

@@ -10,9 +10,9 @@ matcher matches that relation (``Query.on_spark`` or ``Query.run``), and its out
 view with a generated name. The statement, each clause replaced by its view, then runs in the engine.
 IN subqueries inside a clause are run first and become lists of constants.
 
-The python engine's SQL is Spark SQL too: sqlglot translates it to DuckDB's dialect, with the few
-corrections listed in ``_duckdb_fixes`` (docs/sql-engines.md has the measurements behind the choice).
-Errors of either engine come back as CepError with their position in the user's text.
+The python engine's SQL is Spark SQL too: ``cep/duckdb_sql.py`` translates it to DuckDB's dialect exactly,
+or refuses what it cannot translate before anything runs (docs/sql-statements.md). Errors of either engine
+come back as CepError with their position in the user's text.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import arrow_to_pandas, kind_of
 from cep.matcher.rows.validate import refuse_odd_kinds
+from cep.duckdb_sql import ENGINE_HINT, Refusal, check_patterns, explain_duck_error, spark_types, to_duckdb_sql
 from cep.query import Query
 
 # Imported inside functions: pyspark, duckdb, sqlglot, pyarrow and pandas (heavy or optional; `cep check`
@@ -147,7 +148,8 @@ class SqlStatement:
 def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] | None = None) -> SqlStatement:
     """Check a whole statement without running it: every clause (against ``schema`` too, for the clauses
     that read a table or file directly), and the SQL around them, parsed as Spark SQL (sqlglot's parser,
-    the python engine's). Raises CepError pointing into ``text``."""
+    the python engine's), with every datetime pattern checked: one Spark refuses, or one the python engine
+    cannot run exactly, is E0247. Raises CepError pointing into ``text``."""
     import sqlglot
 
     statement = SqlStatement(text, filename)
@@ -166,6 +168,13 @@ def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] 
             sqlglot.parse_one(rendered.text, read="spark")
         except sqlglot.errors.ParseError as exc:
             raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
+        try:
+            check_patterns(rendered.text)
+        except Refusal as refusal:
+            raise sql_error(refusal.message, rendered, text, refusal.start, syntax=False, length=refusal.length,
+                            code="E0247", hint="the letters both engines write alike: yyyy MM dd HH mm ss SSS a EEE, "
+                                               "text in quotes ('T'); docs/sql-statements.md lists them"
+                            ).with_source(text, filename) from None
     return statement
 
 
@@ -546,32 +555,8 @@ def _arrow_reader(path: str):
     return pq.read_table(path)
 
 
-def to_duckdb_sql(text: str) -> str:
-    """Spark SQL -> DuckDB SQL (sqlglot), with corrections where the translation changes the answer."""
-    import sqlglot
-
-    tree = sqlglot.parse_one(text, read="spark")
-    tree = tree.transform(_duckdb_fixes)
-    return tree.sql(dialect="duckdb")
-
-
-def _duckdb_fixes(node):
-    """Where sqlglot's translation gives other values than Spark (measured: bench/sql_engines.py)."""
-    from sqlglot import exp
-
-    if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
-        return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
-    if isinstance(node, (exp.DateAdd, exp.DateSub)) and node.args.get("unit") is None:
-        # Spark's date_add(date, n) is a DATE; sqlglot's DuckDB form adds an interval, a TIMESTAMP.
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
-    if isinstance(node, exp.UnixToStr) or isinstance(node, exp.StrToUnix) and not node.args.get("format") \
-            and isinstance(node.this, exp.Column):
-        return exp.Cast(this=exp.Anonymous(this="epoch", expressions=[node.this.copy()]), to=exp.DataType.build("BIGINT"))
-    return node
-
-
 class _DuckEngine:
-    dialect = SPARK  # the statement is Spark SQL; to_duckdb_sql translates it
+    dialect = SPARK  # the statement is Spark SQL; duckdb_sql.to_duckdb_sql translates it
 
     def __init__(self, statement: SqlStatement, read_path: Callable) -> None:
         import duckdb
@@ -581,6 +566,8 @@ class _DuckEngine:
         # Never read a Python variable or a file the statement names: only the tables cep registers.
         self.con.execute("SET python_enable_replacements = false")
         self.con.execute("SET enable_external_access = false")
+        # Spark's sessions run in UTC (spark_bridge/spark/session.py); DuckDB's zone is the machine's.
+        self.con.execute("SET TimeZone = 'UTC'")
         self.frames: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -616,7 +603,11 @@ class _DuckEngine:
         name = simple and (simple.group(2) or simple.group(1).replace("``", "`")).casefold()
         if name in self.frames:  # a clause reading a table as it is: no copy, no conversion
             return self.frames[name]
-        return self.con.sql(to_duckdb_sql(rendered.text)).to_arrow_table()
+        return self.con.sql(to_duckdb_sql(rendered.text, self.schema())).to_arrow_table()
+
+    def schema(self) -> dict[str, dict[str, str]]:
+        """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""
+        return {name: spark_types(frame) for name, frame in self.frames.items()}
 
     def columns(self, frame) -> list[str]:
         return [str(name) for name in (frame.columns if kind_of(frame) == "pandas" else frame.column_names)]
@@ -636,11 +627,19 @@ class _DuckEngine:
             return exc
         if isinstance(exc, sqlglot.errors.ParseError):
             return sqlglot_error(exc, rendered, text)
+        if isinstance(exc, Refusal) and exc.spark_too:
+            return sql_error(exc.message, rendered, text, exc.start, syntax=False, length=exc.length)
+        if isinstance(exc, Refusal):
+            return sql_error(f"the python engine refuses this before running: {exc.message}", rendered, text,
+                             exc.start, syntax=False, length=exc.length, code="E0252", hint=ENGINE_HINT)
+        if isinstance(exc, sqlglot.errors.SqlglotError):
+            return sql_error(f"the python engine cannot translate this statement: {_first_line(str(exc))}", rendered,
+                             text, None, syntax=False, code="E0252", hint=ENGINE_HINT)
         if isinstance(exc, duckdb.Error):
-            message = _first_line(str(exc))
-            offset = _duck_offset(message, rendered, text)
-            syntax = isinstance(exc, duckdb.ParserException)
-            return sql_error(message, rendered, text, offset, syntax=syntax)
+            sentence, offset, length = explain_duck_error(str(exc), rendered.text)
+            hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
+            return sql_error(sentence, rendered, text, offset, syntax=isinstance(exc, duckdb.ParserException), length=length,
+                             hint=hint)
         raise exc
 
     def column_values(self, frame, subquery, text: str) -> list:
@@ -663,7 +662,8 @@ class _DuckEngine:
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 pass  # mixed values in a column: the matcher reads the frame as it is
         out = query.run(frame, **options)
-        return out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
+        out = out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
+        return _typed_like(out, frame)
 
     def clause_stats(self, query: Query, frame, out) -> ClauseStats:
         import pyarrow.compute as pc
@@ -689,10 +689,17 @@ class _DuckEngine:
         return out.take(indices)
 
 
-def _duck_offset(message: str, rendered: Rendered, text: str) -> int | None:
-    """DuckDB's errors quote the name they are about: find it in the rendered text."""
-    for name in reversed(re.findall(r'"([^"]+)"', message)):  # the last name quoted is the one at fault
-        match = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", rendered.text, re.I)
-        if match:
-            return match.start()
-    return None
+def _typed_like(out, frame):
+    """``out`` with a column that has no type (all its values NULL) typed as the input's column of that name:
+    the SQL around the clause sees the input's types (DuckDB cannot pick hour() for a NULL column, and a cast's
+    translation depends on its operand's type)."""
+    import pyarrow as pa
+
+    if kind_of(frame) != "arrow" or not any(pa.types.is_null(field.type) for field in out.schema):
+        return out
+    types = {field.name: field.type for field in frame.schema}
+    for index, field in enumerate(out.schema):
+        kind = types.get(field.name)
+        if pa.types.is_null(field.type) and kind is not None and not pa.types.is_null(kind):
+            out = out.set_column(index, pa.field(field.name, kind), out.column(index).cast(kind))
+    return out

@@ -24,8 +24,9 @@ from cep.grammar import ast
 from cep.grammar import limits
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
-from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, NEEDS_ORDER, ORDERED_AGGREGATES, SCALAR_FUNCTIONS,
-                                   SCALARS, PatternError, Signature, compile_regex, like_segments, suggest)
+from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, DATETIME_PATTERN_ARGUMENT, NEEDS_ORDER,
+                                   ORDERED_AGGREGATES, SCALAR_FUNCTIONS, SCALARS, PatternError, Signature,
+                                   compile_regex, datetime_pattern, like_segments, suggest)
 
 __all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type", "decimal_problem", "family_of_type", "pattern_variables"]
 
@@ -537,15 +538,24 @@ class _ExpressionChecker:
         else:
             self._arity(node, signature)
         families = [self.visit(arg, scope) for arg in node.args]
-        if node.name in _REGEX_FUNCTIONS and len(node.args) >= 2:
-            pattern = node.args[1]
-            if isinstance(pattern, ast.Literal) and pattern.kind == "string":
-                try:
-                    compile_regex(pattern.value)
-                except PatternError as error:
-                    self.report("E0246", str(error), pattern.span,
-                                "RE2 syntax: no backreferences (\\1) and no lookaround ((?=...), (?<!...))")
+        self._literal_pattern(node)
         return _result_family(signature, families)
+
+    def _literal_pattern(self, node: ast.FunctionCall) -> None:
+        """A regular expression or datetime pattern written as text is checked now, with its place."""
+        if node.name in _REGEX_FUNCTIONS:
+            index, validate, code, hint = 1, compile_regex, "E0246", _REGEX_HINT
+        elif node.name in DATETIME_PATTERN_ARGUMENT:
+            index, validate, code = DATETIME_PATTERN_ARGUMENT[node.name], datetime_pattern, "E0247"
+            hint = _DATETIME_HINT
+        else:
+            return
+        pattern = node.args[index] if len(node.args) > index else None
+        if isinstance(pattern, ast.Literal) and pattern.kind == "string":
+            try:
+                validate(pattern.value)
+            except PatternError as error:
+                self.report(code, str(error), pattern.span, hint)
 
     def _arity(self, node, signature: Signature) -> None:
         count = len(node.args)
@@ -676,6 +686,8 @@ def time_literal_hint(text: str) -> str:
 
 
 _REGEX_FUNCTIONS = frozenset({"REGEXP_LIKE", "RLIKE", "REGEXP_SUBSTR", "REGEXP_REPLACE"})
+_REGEX_HINT = "RE2 syntax: no backreferences (\\1) and no lookaround ((?=...), (?<!...))"
+_DATETIME_HINT = "Spark's pattern letters: yyyy MM dd HH mm ss SSS a EEE; quote text: 'T'"
 
 
 def _result_family(signature: Signature | None, families: list) -> str | None:

@@ -13,6 +13,7 @@ argument whose family is known; None when it cannot be told), matcher/sql/types.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import NamedTuple
 
 import re2
@@ -208,3 +209,78 @@ def compile_regex(pattern: str):
         why = f"{construct} need a backtracking engine, which can take exponential time" if construct else detail
         raise PatternError(f"the regular expression {pattern!r} is not supported: {why} "
                            "(cep uses RE2 syntax, linear in the text)") from None
+
+
+# ------------------------------------------------------------------------------------ datetime patterns
+# Spark's datetime patterns (java.time's letters) in DATE_FORMAT, TO_CHAR, TO_DATE, TO_TIMESTAMP and
+# UNIX_TIMESTAMP. One rule for both engines and for `cep check`: a pattern Spark refuses (week-based fields
+# such as YYYY, letters it does not know) is refused here with its position; inside MATCH_RECOGNIZE the
+# matcher runs the rest (matcher/sql/datetimes.py); around it, on the python engine, DuckDB's strftime runs
+# a pattern only where every field maps to one of its specifiers exactly (``duckdb_strftime``).
+
+# The functions whose argument at that index (0-based) is a datetime pattern.
+DATETIME_PATTERN_ARGUMENT = {"DATE_FORMAT": 1, "TO_CHAR": 1, "TO_DATE": 1, "TO_TIMESTAMP": 1, "UNIX_TIMESTAMP": 1}
+DATETIME_PARSERS = frozenset({"TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP"})
+
+_DATETIME_TOKEN = re.compile(r"'(?:[^']|'')*'|([A-Za-z])\1*|.", re.DOTALL)
+# Letters Spark 3+ refuses (DateTimeFormatterHelper: week-based fields and java.time's unsupported ones),
+# with what to write instead.
+_SPARK_REFUSED = {
+    "Y": "week-based year; the calendar year is yyyy", "w": "week of week-based year", "W": "week of month",
+    "u": "day-of-week number; EEE is its name", "e": "localized day of week", "c": "localized day of week",
+    "A": "milli of day", "n": "nano of second", "N": "nano of day", "p": "pad modifier",
+}
+# The letters cep formats and reads (matcher/sql/datetimes.py); Spark knows a few more (G, Q, F, V, z, O, X,
+# x, Z: eras, quarters, zones), which cep refuses rather than guess.
+DATETIME_LETTERS = "yMLdDHhkKmsSaE"
+# Spark pattern fields that DuckDB's strftime writes exactly (same text for every value), and those its
+# strptime reads exactly (the same strings accepted, the same value).
+_STRFTIME = {
+    "y": "%Y", "yyyy": "%Y", "yy": "%y", "M": "%-m", "MM": "%m", "MMM": "%b", "MMMM": "%B", "d": "%-d",
+    "dd": "%d", "D": "%-j", "DDD": "%j", "H": "%-H", "HH": "%H", "h": "%-I", "hh": "%I", "m": "%-M", "mm": "%M",
+    "s": "%-S", "ss": "%S", "SSS": "%g", "SSSSSS": "%f", "a": "%p", "E": "%a", "EE": "%a", "EEE": "%a",
+    "EEEE": "%A",
+}
+_STRPTIME = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+
+
+def datetime_pattern(pattern: str) -> list[tuple[str, str]]:
+    """A Spark datetime pattern as ('field', 'yyyy') and ('text', '-') pieces; PatternError when Spark
+    refuses it or cep cannot run it."""
+    out = []
+    for found in _DATETIME_TOKEN.finditer(pattern):
+        text = found.group(0)
+        if text.startswith("'"):
+            out.append(("text", text[1:-1].replace("''", "'") if len(text) > 2 else "'"))
+        elif found.group(1):
+            letter = text[0]
+            if letter in _SPARK_REFUSED:
+                raise PatternError(f"the datetime pattern {pattern!r} uses {text!r} ({_SPARK_REFUSED[letter]}), "
+                                   "which Spark refuses")
+            if letter not in DATETIME_LETTERS:
+                raise PatternError(f"the datetime pattern {pattern!r} uses {text!r}, which cep does not support "
+                                   "(yyyy MM MMM dd D HH hh mm ss SSS a EEE and quoted text are; quote other letters)")
+            out.append(("field", text))
+        elif text in "[]{}#":
+            raise PatternError(f"the datetime pattern {pattern!r} uses {text!r}, which Spark reserves "
+                               "(quote it to write it as text)")
+        else:
+            out.append(("text", text))
+    return out
+
+
+def duckdb_strftime(pattern: str, *, parsing: bool = False) -> str:
+    """The DuckDB strftime (or, ``parsing``, strptime) format that writes (reads) what Spark's ``pattern``
+    does; PatternError naming the field that has no exact equivalent."""
+    table = _STRPTIME if parsing else _STRFTIME
+    parts = []
+    for kind, text in datetime_pattern(pattern):
+        if kind == "text":
+            parts.append(text.replace("%", "%%"))
+        elif text in table:
+            parts.append(table[text])
+        else:
+            known = " ".join(table)
+            raise PatternError(f"the datetime pattern {pattern!r} uses {text!r}, which the python engine cannot "
+                               f"{'read' if parsing else 'write'} exactly as Spark does (it can: {known})")
+    return "".join(parts)

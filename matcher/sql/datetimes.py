@@ -7,7 +7,8 @@ follows Spark, tested against Spark's own answers (tests/test_functions.py); IFF
 (Snowflake's DATEADD with a unit) are Spark's TIMESTAMPADD, which Spark also spells DATEADD.
 
 Datetime patterns (DATE_FORMAT, TO_CHAR, TO_TIMESTAMP, TO_DATE, UNIX_TIMESTAMP) are Spark's
-(java.time's letters): ``yyyy yy MM M MMM MMMM dd d D HH H hh h mm m ss s S... a E EEEE`` and quoted text.
+(java.time's letters): ``yyyy yy MM M MMM MMMM dd d D HH H hh h mm m ss s S... a E EEEE`` and quoted text;
+what Spark refuses (``YYYY``, ``u``...) is refused by ``cep check`` (grammar/functions.datetime_pattern).
 
 CURRENT_TIMESTAMP is one instant per query run (``query_time``): the start of ``run``, the moment a
 Spark batch job is planned, and in a stream each micro-batch's processing time (as Spark's
@@ -26,6 +27,7 @@ from decimal import Decimal
 from typing import Iterator
 
 from cep.grammar.errors import CepRuntimeError
+from cep.grammar.functions import PatternError, datetime_pattern
 
 _EPOCH = _dt.datetime(1970, 1, 1)
 
@@ -260,27 +262,18 @@ def date_diff(end, start) -> int:
 
 # ------------------------------------------------------------------------------------ Spark's patterns
 
-_PATTERN_TOKEN = re.compile(r"'(?:[^']|'')*'|([A-Za-z])\1*|.", re.DOTALL)
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December"]
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
 def _pattern_tokens(pattern: str) -> list[tuple[str, str]]:
-    """('field', 'yyyy') and ('text', '-') pieces of a Spark datetime pattern."""
-    out = []
-    for found in _PATTERN_TOKEN.finditer(pattern):
-        text = found.group(0)
-        if text.startswith("'"):
-            out.append(("text", text[1:-1].replace("''", "'") if len(text) > 2 else "'"))
-        elif found.group(1):
-            if text[0] not in "yMLdDHhkKmsSaEu":
-                raise _time_error(f"the datetime pattern {pattern!r} uses {text!r}, which cep does not support "
-                                  "(yyyy MM MMM dd D HH hh mm ss SSS a EEE and quoted text are)")
-            out.append(("field", text))
-        else:
-            out.append(("text", text))
-    return out
+    """('field', 'yyyy') and ('text', '-') pieces of a Spark datetime pattern (one rule with ``cep check``:
+    grammar/functions.datetime_pattern); a pattern read from a column that Spark refuses is E0411."""
+    try:
+        return datetime_pattern(pattern)
+    except PatternError as error:
+        raise _time_error(str(error)) from None
 
 
 def format_datetime(value, pattern: str) -> str:
@@ -314,10 +307,8 @@ def format_datetime(value, pattern: str) -> str:
             parts.append(f"{moment.microsecond:06d}"[:width].ljust(width, "0"))
         elif letter == "a":
             parts.append("AM" if moment.hour < 12 else "PM")
-        elif letter == "E":
+        else:  # E
             parts.append(_DAYS[moment.weekday()] if width >= 4 else _DAYS[moment.weekday()][:3])
-        else:  # u: the day of the week as a number, Monday = 1
-            parts.append(str(moment.isoweekday()))
     return "".join(parts)
 
 
@@ -336,12 +327,12 @@ def _parser(pattern: str) -> re.Pattern:
         letter, width = text[0], len(text)
         name = {"y": "year", "M": "month", "L": "month", "d": "day", "D": "doy", "H": "hour", "k": "hour",
                 "h": "hour12", "K": "hour12", "m": "minute", "s": "second", "S": "fraction", "a": "ampm",
-                "E": "dayname", "u": "dayname"}[letter]
+                "E": "dayname"}[letter]
         if letter in "ML" and width >= 3:
             pieces.append(f"(?P<monthname>[A-Za-z]{{3,9}})")
         elif letter == "a":
             pieces.append("(?P<ampm>[AaPp][Mm])")
-        elif letter in "Eu":
+        elif letter == "E":
             pieces.append("(?P<dayname>[A-Za-z0-9]+)")
         elif letter == "S":
             pieces.append(f"(?P<fraction>\\d{{{width}}})")

@@ -1,0 +1,539 @@
+"""Spark SQL as DuckDB SQL, for the python engine: an exact translation, or a refusal before anything runs.
+
+The SQL around MATCH_RECOGNIZE is Spark SQL on both engines (docs/sql-statements.md). The python engine
+hands it to DuckDB after sqlglot translates it; sqlglot's Spark dialect, though, is Spark 3's non-ANSI one
+(a CAST that fails is NULL) and its translation of Spark's datetime patterns is approximate. Where the two
+engines would give different answers, this module either writes DuckDB SQL that gives Spark's (ANSI mode,
+the setting of cep's sessions and Spark 4's default), or refuses with a ``Refusal`` that names the function
+and says why, which ``cep/statement.py`` turns into a CepError at its place in the user's text:
+
+- casts follow Spark's ANSI rules: a cast Spark does not allow is refused, an invalid value is an error
+  (``TRY_CAST`` alone gives NULL), a fraction is truncated toward zero when cast to an integer (DuckDB
+  rounds), a timestamp cast to a number is seconds since the epoch (a number cast to a timestamp is refused),
+  text becomes a date or timestamp as Spark reads it, a DOUBLE becomes a DECIMAL through its shortest text,
+  ``TIMESTAMP`` is a naive UTC timestamp (cep's times are UTC); a DOUBLE cast to text is refused (Java
+  writes ``1.0E10``);
+- ``round`` of a DOUBLE rounds half up on its shortest text, ``floor``/``ceil`` are BIGINTs, integer
+  ``SUM`` and ``COUNT_IF`` BIGINTs, ``add_months``/``date_add``/``date_sub`` DATEs; ``AVG`` of a DECIMAL
+  is refused (Spark's is an exact DECIMAL);
+- division, remainder and ``DIV`` by zero are errors, as in Spark's ANSI mode (sqlglot writes NULL);
+- ``DATE_FORMAT``, ``TO_CHAR``, ``TO_DATE``, ``TO_TIMESTAMP`` and ``UNIX_TIMESTAMP``: the pattern must be
+  a literal, and every field must map exactly to DuckDB's strftime (``grammar/functions.duckdb_strftime``);
+  ``TRUNC(date, 'MM')`` and ``DATE_TRUNC('MM', ts)`` with Spark's unit names;
+- a function sqlglot does not know is refused (DuckDB may know a function of that name that means
+  something else), and so is any construct sqlglot warns it cannot translate.
+
+The rules that depend on a value's type (a cast, ``UNIX_TIMESTAMP(x)``) read it from sqlglot's type
+annotation over the tables' schemas; when the type cannot be told, the translation is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Mapping
+
+from cep.grammar.functions import DATETIME_PARSERS, DATETIME_PATTERN_ARGUMENT, PatternError, duckdb_strftime
+
+# Imported inside functions: sqlglot and pyarrow (heavy; `cep check` of a single clause needs neither).
+
+ENGINE_HINT = "Spark runs it: cep run --engine spark (or cep.sql(spark, text))"
+
+# Spark's functions that this module translates itself: sqlglot's parser would turn their pattern into its
+# own strftime approximation first, losing what was written.
+OWN_FUNCTIONS = frozenset({"DATE_FORMAT", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP", "TRUNC",
+                           "DATE_TRUNC"})
+# Spark's unit names for trunc (a date) and date_trunc (a timestamp), as DuckDB's date_trunc spells them;
+# another unit gives NULL in Spark.
+_TRUNC_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter", "MONTH": "month",
+                "MM": "month", "MON": "month", "WEEK": "week"}
+_DATE_TRUNC_UNITS = {**_TRUNC_UNITS, "DAY": "day", "DD": "day", "HOUR": "hour", "MINUTE": "minute",
+                     "SECOND": "second", "MILLISECOND": "millisecond", "MICROSECOND": "microsecond"}
+_RESULT_TYPES = {"DATE_FORMAT": "VARCHAR", "TO_CHAR": "VARCHAR", "TO_DATE": "DATE", "TO_TIMESTAMP": "TIMESTAMP",
+                 "UNIX_TIMESTAMP": "BIGINT", "TRUNC": "DATE", "DATE_TRUNC": "TIMESTAMP"}
+_SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
+_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+_FRACTIONAL = ("FLOAT", "DOUBLE", "DECIMAL")
+_TEXT = ("VARCHAR", "TEXT", "CHAR", "NCHAR", "NVARCHAR")
+_TIMES = ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMPNTZ", "DATETIME")
+_TYPED = "cep_typed"  # the meta key of a node whose type the rules need
+_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
+
+
+class Refusal(Exception):
+    """The python engine cannot run a part of the statement as Spark does. ``start``: the offset of the
+    part in the Spark SQL text that was translated (None when it cannot be told). ``spark_too``: Spark
+    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's."""
+
+    def __init__(self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False) -> None:
+        super().__init__(message)
+        self.message, self.start, self.length, self.spark_too = message, start, length, spark_too
+
+
+def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """Spark SQL -> DuckDB SQL that gives Spark's answer, or Refusal. ``schema``: table name -> column ->
+    Spark SQL type, for the rules that depend on a value's type."""
+    import sqlglot
+    from sqlglot.errors import UnsupportedError
+
+    tree = sqlglot.parse_one(text, dialect=_spark_dialect())
+    types = _types(tree, schema or {})
+    # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
+    for node in reversed(list(tree.walk())):
+        new = _translate(node, types)
+        if new is not node:
+            if _TYPED in node.meta:
+                new.meta[_TYPED] = node.meta[_TYPED]
+            node.replace(new)
+    try:
+        return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
+    except UnsupportedError as exc:
+        raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _spark_dialect():
+    """Spark's dialect, except that the functions in OWN_FUNCTIONS stay calls as written."""
+    from sqlglot import exp
+    from sqlglot.dialects.spark import Spark
+
+    def keep(name):
+        return lambda args: exp.Anonymous(this=name, expressions=args)
+
+    class CepSpark(Spark):
+        class Parser(Spark.Parser):
+            FUNCTIONS = {**Spark.Parser.FUNCTIONS, **{name: keep(name) for name in OWN_FUNCTIONS}}
+            FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
+
+    return CepSpark
+
+
+# ------------------------------------------------------------------------------------------------ types
+
+
+def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
+    """Node id -> its SQL type name (upper case, no parameters), for the nodes whose type a rule needs;
+    read from sqlglot's annotation of a qualified copy of the statement."""
+    from sqlglot import exp
+    from sqlglot.optimizer.annotate_types import annotate_types
+    from sqlglot.optimizer.qualify import qualify
+
+    wanted = 0
+    for node in tree.walk():
+        operand = _typed_operand(node)
+        if operand is not None:
+            wanted += 1
+            operand.meta[_TYPED] = wanted
+    if not wanted:
+        return {}
+    lowered = {name.casefold(): {column.casefold(): kind for column, kind in columns.items()}
+               for name, columns in schema.items()}
+    copy = tree.copy()
+    for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
+        kind = _RESULT_TYPES.get(str(call.this).upper())
+        if kind is not None:
+            operand = call.expressions[0] if call.expressions else exp.Null()
+            call.replace(exp.Cast(this=operand, to=exp.DataType.build(kind)))
+    try:
+        copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False,
+                       quote_identifiers=False)
+        copy = annotate_types(copy, schema=lowered, dialect="spark")
+    except Exception:  # noqa: BLE001 - sqlglot's optimizer raises many kinds; the rules then refuse
+        return {}
+    found = {}
+    for node in copy.walk():
+        number = node.meta.get(_TYPED)
+        if number is not None and node.type is not None and node.type.this != exp.DataType.Type.UNKNOWN:
+            found[number] = node.type.this.name.upper().replace("_", "")
+    return found
+
+
+def _typed_operand(node):
+    from sqlglot import exp
+
+    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.IntDiv)):
+        return node.this
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
+        return node.expressions[0]
+    return None
+
+
+def _type_of(node, types: dict[int, str]) -> str | None:
+    found = types.get(node.meta.get(_TYPED))
+    if found in ("INT", "INTEGER", "UINT"):
+        return "INT"
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ rules
+
+
+def _translate(node, types: dict[int, str]):
+    from sqlglot import exp
+
+    if isinstance(node, exp.Cast):
+        return _cast(node, types)
+    if isinstance(node, exp.IntDiv) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT or DECIMAL",
+                      *_where(node))
+    if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
+        return _nonzero_divisor(node)
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).upper()
+        if name in OWN_FUNCTIONS:
+            return _own_function(name, node, types)
+        raise Refusal(f"the python engine does not know Spark's function {name}() (DuckDB may know another "
+                      f"function of that name)", *_where(node))
+    if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
+        return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
+    if isinstance(node, exp.Round) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        # Spark rounds the double's shortest decimal text half up (round(2.675, 2) = 2.68); DuckDB the binary value.
+        text = exp.Cast(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR")),
+                        to=exp.DataType.build("DECIMAL(38, 18)"))
+        rounded = exp.Round(this=text, decimals=(node.args.get("decimals") or exp.Literal.number(0)).copy())
+        return exp.Cast(this=rounded, to=exp.DataType.build("DOUBLE"))
+    if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals") and \
+            _type_of(node.this, types) in _INTEGRAL + ("DOUBLE", "FLOAT"):
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
+    if isinstance(node, exp.Avg) and _type_of(node.this, types) == "DECIMAL":
+        raise Refusal("the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
+                      "is a DOUBLE): cast the argument to DOUBLE", *_where(node))
+    if isinstance(node, exp.AddMonths):  # Spark's add_months is a DATE; sqlglot's DuckDB form a TIMESTAMP
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.TsOrDsAdd):
+        # Spark's date_add(date, n) and date_sub are DATEs; sqlglot's DuckDB form adds an interval, a TIMESTAMP.
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if _integral_sum(node, types) and not isinstance(node.parent, exp.Window) or \
+            isinstance(node, exp.Window) and _integral_sum(node.this, types):
+        # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
+    return node
+
+
+def _integral_sum(node, types: dict[int, str]) -> bool:
+    from sqlglot import exp
+
+    return isinstance(node, exp.CountIf) or isinstance(node, exp.Sum) and _type_of(node.this, types) in _INTEGRAL
+
+
+def _where(node) -> tuple[int | None, int]:
+    """The offset and length of ``node`` in the text sqlglot parsed: its own position, else its first
+    descendant's."""
+    positions = [n.meta["start"] for n in node.walk() if "start" in n.meta]
+    if "start" in node.meta:
+        return node.meta["start"], node.meta.get("end", node.meta["start"]) - node.meta["start"] + 1
+    return (min(positions), 1) if positions else (None, 1)
+
+
+def _duck(name: str, *args):
+    """A call of DuckDB's function ``name``, written as is."""
+    from sqlglot import exp
+
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _fail(message: str, where: tuple[int | None, int]):
+    """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
+    of the expression for ``explain_duck_error``."""
+    from sqlglot import exp
+
+    start, length = where
+    place = f"{_PLACE_MARK}{start}+{length}: " if start is not None else ""
+    return _duck("error", exp.Literal.string(place + message))
+
+
+def _nonzero_divisor(node):
+    from sqlglot import exp
+
+    divisor = node.expression.copy()
+    if isinstance(divisor, exp.Nullif):  # sqlglot's own guard, NULLIF(d, 0): Spark's ANSI mode raises instead
+        divisor = divisor.this
+    if isinstance(divisor, exp.Literal) and divisor.is_number and float(divisor.this) != 0:
+        guarded = divisor
+    else:
+        what = "remainder" if isinstance(node, exp.Mod) else "division"
+        guarded = exp.Case(ifs=[exp.If(this=exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
+                                       true=_fail(f"{what} by zero", _where(node)))], default=divisor)
+    new = node.copy()
+    new.set("expression", guarded)
+    if "safe" in new.args:
+        new.set("safe", None)
+    return new
+
+
+def _cast(node, types: dict[int, str]):
+    """Spark's ANSI CAST (TRY_CAST: NULL instead of the error) in DuckDB."""
+    from sqlglot import exp
+
+    safe = bool(node.args.get("safe")) if isinstance(node, exp.TryCast) else False
+    target = node.to.this.name.upper().replace("_", "")
+    operand = node.this.copy()
+    source = _type_of(node.this, types)
+    if target in _TIMES:
+        to = exp.DataType.build("TIMESTAMP")
+    else:
+        to = node.to.copy()
+
+    def cast(value):
+        return exp.TryCast(this=value, to=to.copy(), safe=True) if safe else exp.Cast(this=value, to=to.copy())
+
+    if source is not None and source == target.replace("INTEGER", "INT"):
+        return cast(operand)
+    if _spark_refuses_cast(source, target):
+        start, length = _where(node)
+        raise Refusal(f"cannot cast {source} to {target} (Spark's ANSI rules do not allow it)", start, length,
+                      spark_too=True)
+    if source in ("DOUBLE", "FLOAT") and target == "DECIMAL":
+        # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
+        # DuckDB's own cast rounds the binary value.
+        return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
+    if source is None and target in ("DATE", "BOOLEAN") + _TIMES:
+        raise Refusal(f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
+                      "types, DuckDB casts a NULL of any type)", *_where(node))
+    if target in _INTEGRAL or target == "INTEGER":
+        if source is None:
+            raise Refusal(f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
+                          f"fractions and reads timestamps as seconds; DuckDB rounds)", *_where(node))
+        if source in _FRACTIONAL:
+            return cast(_duck("trunc", operand))
+        if source in _TIMES:
+            return cast(_epoch_seconds(operand))
+        if source in _TEXT:
+            trimmed = _duck("trim", operand)
+            whole = _duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
+            invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {target}", _where(node))
+            return exp.Case(ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
+                            default=exp.Case(ifs=[exp.If(this=exp.Is(this=operand.copy(), expression=exp.Null()),
+                                                         true=exp.Null())], default=invalid))
+    if target in _TIMES + ("DATE",) and source in _TEXT:
+        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, _where(node))
+    if target in ("DOUBLE", "FLOAT") and source in _TIMES:
+        return cast(exp.Div(this=_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
+    if target in _TEXT + ("STRING",) and source in ("DOUBLE", "FLOAT"):
+        raise Refusal(f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
+                      f"1.0E10); cast to DECIMAL first", *_where(node))
+    if target in _TIMES and source in _INTEGRAL + _FRACTIONAL + ("INTEGER",):
+        raise Refusal(f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)",
+                      *_where(node))
+    return cast(operand)
+
+
+# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
+# optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
+# six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
+_SPARK_TIME_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
+_SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+
+
+def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
+    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
+    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01)."""
+    from sqlglot import exp
+
+    pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
+
+    def field(group: int, default: int):
+        found = _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
+        return exp.Coalesce(this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
+                            expressions=[exp.Literal.number(default)])
+
+    if kind == "DATE":
+        made = _duck("make_date", field(1, 1), field(2, 1), field(3, 1))
+    else:
+        fraction = _duck("rpad", _duck("regexp_extract", text.copy(), exp.Literal.string(pattern),
+                                       exp.Literal.number(7)), exp.Literal.number(6), exp.Literal.string("0"))
+        micros = exp.Coalesce(this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
+                              expressions=[exp.Literal.number(0)])
+        made = exp.Add(this=_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0),
+                                  field(6, 0)), expression=_duck("to_microseconds", micros))
+    matches = _duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
+    invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {kind}", where)
+    if safe:  # an impossible date (2021-02-30) is NULL too
+        made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+                         exp.If(this=matches, true=made)], default=invalid)
+
+
+def _spark_refuses_cast(source: str | None, target: str) -> bool:
+    """Spark's ANSI mode refuses these casts when it analyses the statement (DuckDB would fail only on a
+    value that is not NULL, or not at all)."""
+    numeric = _INTEGRAL + _FRACTIONAL + ("INTEGER",)
+    if source == "DATE":
+        return target in numeric or target == "BOOLEAN"
+    if source in _TIMES:
+        return target == "BOOLEAN"
+    if source in numeric or source == "BOOLEAN":
+        return target == "DATE" or (source == "BOOLEAN" and target in _TIMES)
+    return False
+
+
+def _epoch_seconds(value):
+    """Whole seconds since 1970 of a timestamp, rounded down (Spark's CAST(ts AS BIGINT), unix_timestamp)."""
+    from sqlglot import exp
+
+    micros = _duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")))
+    million = exp.Literal.number(1_000_000)
+    below = exp.Mod(this=exp.Paren(this=exp.Add(this=exp.Mod(this=micros.copy(), expression=million.copy()),
+                                                expression=million.copy())), expression=million.copy())
+    return exp.IntDiv(this=exp.Paren(this=exp.Sub(this=micros, expression=exp.Paren(this=below))),
+                      expression=million.copy())
+
+
+def _own_function(name: str, node, types: dict[int, str]):
+    from sqlglot import exp
+
+    args = [arg.copy() for arg in node.expressions]
+    where = _where(node)
+    if name in ("TRUNC", "DATE_TRUNC"):
+        return _truncation(name, args, where)
+    if name == "UNIX_TIMESTAMP" and not args:
+        return _epoch_seconds(exp.CurrentTimestamp())
+    if name == "TO_CHAR" and len(args) != 2:
+        raise Refusal("TO_CHAR takes a value and a datetime pattern: TO_CHAR(d, 'yyyy-MM-dd')", *where)
+    if name == "TO_CHAR" and _type_of(node.expressions[0], types) in _INTEGRAL + _FRACTIONAL:
+        raise Refusal(f"the python engine cannot run TO_CHAR of a number (Spark's number patterns)", *where)
+    if not args or len(args) > 2:
+        raise Refusal(f"{name}() takes one or two arguments, not {len(args)}", *where)
+    value = args[0]
+    if name == "UNIX_TIMESTAMP" and len(args) == 1:
+        source = _type_of(node.expressions[0], types)
+        if source in _TIMES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
+            return exp.IntDiv(this=_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
+                              expression=exp.Literal.number(1_000_000))
+        if source not in _TEXT:
+            raise Refusal(f"the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
+        args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
+    if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
+        return _cast(exp.Cast(this=value, to=exp.DataType.build("DATE" if name == "TO_DATE" else "TIMESTAMP")), types)
+    pattern = args[1]
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise Refusal(f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "
+                      f"which it checks against Spark's", *where)
+    parsing = name in DATETIME_PARSERS
+    try:
+        duck_pattern = duckdb_strftime(pattern.this, parsing=parsing)
+    except PatternError as error:
+        raise Refusal(f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else where) \
+            from None
+    if not parsing:
+        return _duck("strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")),
+                     exp.Literal.string(duck_pattern))
+    # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
+    # must be what the pattern writes of the value read.
+    fitted = _duck("strptime", value.copy(), exp.Literal.string(duck_pattern))
+    written = _duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
+    moment = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
+                           exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted)],
+                      default=_fail(f"the text does not fit the datetime pattern {pattern.this!r}", where))
+    if name == "TO_DATE":
+        return exp.Cast(this=moment, to=exp.DataType.build("DATE"))
+    if name == "UNIX_TIMESTAMP":
+        return _epoch_seconds(moment)
+    return moment
+
+
+def _truncation(name: str, args: list, where: tuple[int | None, int]):
+    from sqlglot import exp
+
+    if len(args) != 2:
+        raise Refusal(f"{name}() takes two arguments, not {len(args)}", *where)
+    unit, value = (args[1], args[0]) if name == "TRUNC" else (args[0], args[1])
+    if not (isinstance(unit, exp.Literal) and unit.is_string):
+        raise Refusal(f"the python engine runs {name} only with its unit written as text ('MM', 'YEAR'): "
+                      "", *where)
+    units = _TRUNC_UNITS if name == "TRUNC" else _DATE_TRUNC_UNITS
+    kind = exp.DataType.build("DATE" if name == "TRUNC" else "TIMESTAMP")
+    duck_unit = units.get(unit.this.strip().upper())
+    if duck_unit is None:  # Spark's answer to a unit it does not know
+        return exp.Cast(this=exp.Null(), to=kind)
+    truncated = _duck("date_trunc", exp.Literal.string(duck_unit), exp.Cast(this=value, to=kind.copy()))
+    return exp.Cast(this=truncated, to=kind)
+
+
+# ------------------------------------------------------------------------------------------ check time
+
+
+def check_patterns(text: str) -> None:
+    """Refusal for every datetime pattern of ``text`` (Spark SQL) that the python engine cannot run exactly,
+    at the pattern's place: what `cep check` says before any engine runs."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(text, dialect=_spark_dialect())
+    except sqlglot.errors.SqlglotError:
+        return  # the syntax error is reported by the Spark parser's check
+    for node in tree.find_all(exp.Anonymous):
+        name = str(node.this).upper()
+        index = DATETIME_PATTERN_ARGUMENT.get(name)
+        if index is None or len(node.expressions) <= index:
+            continue
+        pattern = node.expressions[index]
+        if isinstance(pattern, exp.Literal) and pattern.is_string:
+            try:
+                duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
+            except PatternError as error:
+                raise Refusal(f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else _where(node)) \
+                    from None
+
+
+# ------------------------------------------------------------------------------------------ schemas, errors
+
+
+def spark_types(frame) -> dict[str, str]:
+    """An Arrow table's or pandas DataFrame's columns as Spark SQL type names (those with one)."""
+    import pyarrow as pa
+
+    try:
+        schema = frame.schema if isinstance(frame, pa.Table) else pa.Schema.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return {}  # mixed values in a column: no type to tell (the typed rules then refuse)
+    found = {}
+    for field in schema:
+        kind = field.type
+        name = ("BOOLEAN" if pa.types.is_boolean(kind) else "TINYINT" if pa.types.is_int8(kind)
+                else "SMALLINT" if pa.types.is_int16(kind) else "INT" if pa.types.is_int32(kind)
+                else "BIGINT" if pa.types.is_integer(kind) else "FLOAT" if pa.types.is_float32(kind)
+                else "DOUBLE" if pa.types.is_floating(kind) else "STRING" if pa.types.is_string(kind)
+                or pa.types.is_large_string(kind) else "DATE" if pa.types.is_date(kind)
+                else "TIMESTAMP" if pa.types.is_timestamp(kind)
+                else f"DECIMAL({kind.precision}, {kind.scale})" if pa.types.is_decimal(kind) else None)
+        if name is not None:
+            found[field.name] = name
+    return found
+
+
+_PLACE_MARK = "cep@"
+_PLACE = re.compile(re.escape(_PLACE_MARK) + r"(\d+)\+(\d+): ")
+_FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
+_QUOTED_NAME = re.compile(r'"([^"]+)"')
+
+
+def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, int]:
+    """DuckDB's error as (a sentence, the offset in ``spark_text`` of what failed or None, its length).
+    DuckDB's own caret points into the translated text, which the user never wrote: the place is found by
+    the function or the name the message quotes."""
+    first = next((line.strip() for line in message.splitlines() if line.strip()), message.strip())
+    first = re.sub(r"\s*You might need to add explicit type casts\.?", "", first)
+    place = _PLACE.search(first)
+    if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
+        sentence = first[place.end():]
+        return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
+    call = _FAILED_CALL.search(first)
+    if call is not None:
+        name, kinds = call.group(1), call.group(2)
+        found = re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", spark_text, re.I)
+        if found is None and name.lower() in _OPERATORS:
+            found = re.search(re.escape(_OPERATORS[name.lower()]), spark_text)
+        sentence = (f"the python engine (DuckDB) has no {name}() for {kinds or 'no arguments'}" if kinds
+                    else first)
+        return sentence, found.start() if found else None, len(found.group(0).rstrip("( ")) if found else 1
+    for name in reversed(_QUOTED_NAME.findall(first)):  # the last name quoted is the one at fault
+        found = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", spark_text, re.I)
+        if found:
+            return first, found.start(), len(found.group(0))
+    return first, None, 1
+
+
+_OPERATORS = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "%", "subtract": "-", "add": "+", "multiply": "*",
+              "divide": "/"}

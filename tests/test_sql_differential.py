@@ -1,0 +1,376 @@
+"""The SQL around MATCH_RECOGNIZE gives Spark's answer on the python engine, or a refusal before it runs.
+
+A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md
+and docs/language.md list: casts among every type pair (``CAST`` and ``::``), date and time functions with
+their datetime patterns, string, numeric and conditional functions, aggregates, and window functions in a
+subquery. They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over
+random rows with NULLs, dates and timestamps next to DST changes and year boundaries, decimals, empty
+strings and unicode, on real Spark SQL (the independent source) and on the python engine (DuckDB through
+cep's translation). For every expression, one of:
+
+- both engines give the same value, of the same type family (integer, floating, decimal, text, date,
+  timestamp, boolean; integer widths may differ: Spark's INT is DuckDB's BIGINT for a few functions);
+- the python engine refuses before running (E0252, or E0247 for a datetime pattern) with a CepError that
+  names the function and points to ``--engine spark``;
+- both raise an error (Spark's ANSI mode: a bad cast, a division by zero).
+
+Anything else, a silent difference, fails. Spark runs the expressions the python engine answered as one
+statement per shape (rows, aggregates), split in halves while it fails to find the ones it fails on; of
+those the python engine fails on, ``ERRORS_CHECKED`` per example run alone on Spark (a query each). ``make test`` runs
+``SQL_DIFFERENTIAL_EXAMPLES`` examples (default 12); ``make test-sql-differential`` runs many more.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cep
+
+EXAMPLES = int(os.environ.get("SQL_DIFFERENTIAL_EXAMPLES", "12"))
+EXPRESSIONS = 24  # per example: Spark runs those the python engine answers in two queries (rows, aggregates)
+# Expressions the python engine fails on (an ANSI error: a bad cast, a division by zero) must fail on Spark
+# too; each costs a Spark query of its own, so a few per example are checked.
+ERRORS_CHECKED = 2
+TABLE = "sqld_events"
+
+COLUMNS = (("id", "INT"), ("i", "INT"), ("b", "BIGINT"), ("x", "DOUBLE"), ("dec", "DECIMAL(10,2)"), ("s", "STRING"),
+           ("ns", "STRING"), ("d", "DATE"), ("ts", "TIMESTAMP"), ("flag", "BOOLEAN"))
+ARROW = pa.schema([("id", pa.int32()), ("i", pa.int32()), ("b", pa.int64()), ("x", pa.float64()),
+                   ("dec", pa.decimal128(10, 2)), ("s", pa.string()), ("ns", pa.string()), ("d", pa.date32()),
+                   ("ts", pa.timestamp("us")), ("flag", pa.bool_())])
+STATEMENT_HEAD = (f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH "
+                  "PATTERN (A) DEFINE A AS TRUE) r)\n")
+
+# Instants next to the edges where time arithmetic goes wrong: DST changes (Europe, US), year and month
+# ends, a leap day, the epoch.
+EDGES = [dt.datetime(2021, 3, 28, 0, 59, 59), dt.datetime(2021, 3, 28, 1, 30), dt.datetime(2021, 10, 31, 0, 30),
+         dt.datetime(2021, 3, 14, 7, 0, 0, 500000), dt.datetime(2021, 11, 7, 6, 30),
+         dt.datetime(2020, 12, 31, 23, 59, 59, 999999),
+         dt.datetime(2021, 1, 1), dt.datetime(2020, 2, 29, 12, 0, 0, 123456), dt.datetime(1970, 1, 1),
+         dt.datetime(1969, 12, 31, 23, 59, 59, 500000), dt.datetime(2019, 12, 30, 8, 15),
+         dt.datetime(2024, 12, 31, 15, 4, 5)]
+TEXTS = ["", "a", "abc", "Ab-12,x", "ÄÖü", "日本", "naïve café", " padded ", "12", "-7", "0", "3.5", "2021-03-28"]
+NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647"]
+
+timestamps = st.one_of(st.sampled_from(EDGES), st.datetimes(dt.datetime(1999, 12, 25), dt.datetime(2031, 1, 5)))
+rows = st.lists(st.fixed_dictionaries({
+    "i": st.none() | st.integers(-1000, 1000), "b": st.none() | st.integers(-10**12, 10**12),
+    "x": st.none() | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3)),
+    "dec": st.none() | st.decimals(-10**6, 10**6, places=2, allow_nan=False, allow_infinity=False),
+    "s": st.none() | st.sampled_from(TEXTS), "ns": st.none() | st.sampled_from(NUMERIC_TEXTS),
+    "d": st.none() | timestamps.map(lambda t: t.date()), "ts": st.none() | timestamps,
+    "flag": st.none() | st.booleans(),
+}), min_size=1, max_size=6)
+
+# ------------------------------------------------------------------------------------------ expressions
+
+TYPES = ("INT", "BIGINT", "DOUBLE", "DECIMAL(10,2)", "STRING", "DATE", "TIMESTAMP", "BOOLEAN")
+FORMAT_FIELDS = ["yyyy", "yy", "y", "MM", "M", "MMM", "MMMM", "dd", "d", "D", "DDD", "HH", "H", "hh", "h", "mm", "m",
+                 "ss", "s", "SSS", "SSSSSS", "a", "E", "EEE", "EEEE", "DD", "k", "SS", "YYYY", "u", "LLL", "Q", "G"]
+SEPARATORS = ["-", ":", " ", "/", ".", ""]
+PARSE_PATTERNS = ["yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd", "dd/MM/yyyy HH:mm", "yyyyMMdd", "MM/dd/yyyy", "yyyy-MM-dd HH:mm"]
+TRUNC_UNITS = ["YEAR", "yyyy", "YY", "QUARTER", "MONTH", "MM", "MON", "WEEK", "DAY", "DD", "HOUR"]
+DATE_TRUNC_UNITS = TRUNC_UNITS + ["MINUTE", "SECOND", "MILLISECOND"]
+
+# The templates of each type: ``{T}`` is an expression of type T (INT, NUM: any number, ANY: any type).
+TEMPLATES: dict[str, list[str]] = {
+    "INT": ["i", "id", "{lit_int}", "length({STRING})", "year({DATE})", "month({TIMESTAMP})", "day({DATE})",
+            "hour({TIMESTAMP})", "minute({TIMESTAMP})", "second({TIMESTAMP})", "dayofweek({DATE})",
+            "dayofyear({DATE})", "weekofyear({DATE})", "quarter({TIMESTAMP})", "datediff({DATE}, {DATE})",
+            "abs({INT})", "({INT} + {INT})", "({INT} - {INT})", "({INT} * {INT})", "({INT} % {INT})",
+            "({INT} div {INT})", "coalesce({INT}, {INT})", "nvl({INT}, {INT})",
+            "CASE WHEN {BOOLEAN} THEN {INT} ELSE {INT} END",
+            "if({BOOLEAN}, {INT}, {INT})", "greatest({INT}, {INT})", "least({INT}, {INT})", "instr({STRING}, 'a')",
+            "CAST({ANY} AS INT)", "{ANY}::int", "extract(MONTH FROM {DATE})", "ascii({STRING})", "mod({INT}, {INT})"],
+    "BIGINT": ["b", "CAST({ANY} AS BIGINT)", "{ANY}::bigint", "unix_timestamp({TIMESTAMP})", "unix_timestamp({DATE})",
+               "unix_timestamp({PARSED})", "({BIGINT} + {INT})", "floor({DOUBLE})", "ceil({DOUBLE})",
+               "unix_timestamp(date_format({TIMESTAMP}, '{parse}'), '{parse}')"],
+    "DOUBLE": ["x", "({NUM} / {NUM})", "sqrt(abs({NUM}))", "ln(abs({NUM}) + 1)", "power({DOUBLE}, 2)",
+               "round({DOUBLE}, 2)", "CAST({ANY} AS DOUBLE)", "{ANY}::double", "({DOUBLE} * {INT})", "exp({lit_int})",
+               "abs({DOUBLE})", "nvl({DOUBLE}, 0.5D)"],
+    "DECIMAL(10,2)": ["dec", "({DECIMAL(10,2)} + {DECIMAL(10,2)})", "({DECIMAL(10,2)} * 2)",
+                      "round({DECIMAL(10,2)}, 1)", "abs({DECIMAL(10,2)})", "CAST({ANY} AS DECIMAL(10,2))",
+                      "{ANY}::decimal(12,3)", "-{DECIMAL(10,2)}"],
+    "STRING": ["s", "ns", "{lit_str}", "upper({STRING})", "lower({STRING})", "trim({STRING})", "ltrim({STRING})",
+               "concat({STRING}, {STRING})", "concat_ws('-', {STRING}, {STRING})", "substr({STRING}, {small}, {small})",
+               "substring({STRING}, {small})", "replace({STRING}, 'a', 'b')", "lpad({STRING}, 5, '*')",
+               "rpad({STRING}, 4, '.')", "reverse({STRING})", "date_format({TIMESTAMP}, '{pattern}')",
+               "date_format({DATE}, '{pattern}')", "to_char({DATE}, '{pattern}')", "to_char({TIMESTAMP}, '{pattern}')",
+               "CAST({ANY} AS STRING)", "{ANY}::string", "nvl({STRING}, '')", "({STRING} || {STRING})",
+               "left({STRING}, 2)", "right({STRING}, 2)", "initcap({STRING})", "repeat({STRING}, 2)"],
+    "DATE": ["d", "to_date({TIMESTAMP})", "date_add({DATE}, {small})", "date_sub({DATE}, {small})",
+             "trunc({DATE}, '{trunc}')", "trunc({TIMESTAMP}, '{trunc}')", "CAST({ANY} AS DATE)", "{ANY}::date",
+             "last_day({DATE})", "add_months({DATE}, {small})",
+             "to_date(date_format({DATE}, '{parse_date}'), '{parse_date}')",
+             "coalesce({DATE}, DATE '2000-01-01')", "DATE '2021-03-28'"],
+    "TIMESTAMP": ["ts", "CAST({ANY} AS TIMESTAMP)", "{ANY}::timestamp", "date_trunc('{date_trunc}', {TIMESTAMP})",
+                  "({TIMESTAMP} + INTERVAL 1 HOUR)", "({TIMESTAMP} - INTERVAL '30' MINUTE)", "{PARSED}",
+                  "to_timestamp({STRING})", "TIMESTAMP '2021-03-28 01:30:00'", "greatest({TIMESTAMP}, {TIMESTAMP})"],
+    "BOOLEAN": ["flag", "({NUM} < {NUM})", "({STRING} = {STRING})", "({ANY} IS NULL)", "({DATE} <= {DATE})",
+                "({TIMESTAMP} > {TIMESTAMP})", "({STRING} LIKE 'a%')", "({STRING} RLIKE '[0-9]')", "(NOT {BOOLEAN})",
+                "({BOOLEAN} AND {BOOLEAN})", "({BOOLEAN} OR {BOOLEAN})", "({INT} IN (1, 2, 3))",
+                "({NUM} BETWEEN -10 AND 10)", "({ANY} <=> {ANY})", "CAST({ANY} AS BOOLEAN)",
+                "startswith({STRING}, 'a')",
+                "({DATE} = {TIMESTAMP})"],
+}
+AGGREGATES = ["count(*)", "count({ANY})", "sum({INT})", "sum({DECIMAL(10,2)})", "avg({INT})", "avg({DOUBLE})",
+              "min({ANY})", "max({ANY})", "count(DISTINCT {ANY})", "sum({DOUBLE})",
+              "max(coalesce({DATE}, DATE '9999-12-31'))",
+              "bool_and({BOOLEAN})", "count_if({BOOLEAN})", "stddev({DOUBLE})"]
+WINDOWS = ["row_number() OVER (ORDER BY id)", "sum({INT}) OVER (ORDER BY id)", "lag({ANY}) OVER (ORDER BY id)",
+           "lead({ANY}, 1) OVER (ORDER BY id)", "rank() OVER (PARTITION BY flag ORDER BY id)",
+           "count(*) OVER (PARTITION BY flag)",
+           "max({ANY}) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+           "first_value({ANY}) OVER (ORDER BY id)", "dense_rank() OVER (ORDER BY {INT})"]
+
+
+@st.composite
+def expressions(draw, kind: str, depth: int = 0) -> str:
+    """An expression of SQL type ``kind`` (or NUM, ANY), at most a few levels deep."""
+    if kind == "ANY":
+        kind = draw(st.sampled_from(TYPES))
+    if kind == "NUM":
+        kind = draw(st.sampled_from(("INT", "BIGINT", "DOUBLE", "DECIMAL(10,2)")))
+    if kind == "PARSED":
+        pattern = draw(st.sampled_from(PARSE_PATTERNS))
+        return f"to_timestamp(date_format({draw(expressions('TIMESTAMP', depth + 1))}, '{pattern}'), '{pattern}')"
+    templates = TEMPLATES[kind]
+    template = draw(st.sampled_from(templates[:3] if depth >= 3 else templates))
+    return _fill(draw, template, depth)
+
+
+def _fill(draw, template: str, depth: int) -> str:
+    """The template with its holes drawn; a parse pattern drawn once (it writes and reads the same text)."""
+    out, position, drawn = [], 0, {}
+    while True:
+        start = template.find("{", position)
+        if start < 0:
+            out.append(template[position:])
+            return "".join(out)
+        end = template.index("}", start)
+        out.append(template[position:start])
+        name = template[start + 1:end]
+        if name in ("parse", "parse_date"):
+            drawn.setdefault(name, _hole(draw, name, depth))
+            out.append(drawn[name])
+        else:
+            out.append(_hole(draw, name, depth))
+        position = end + 1
+
+
+def _hole(draw, name: str, depth: int) -> str:
+    if name == "lit_int":
+        return str(draw(st.integers(-3, 3)))
+    if name == "small":
+        return str(draw(st.integers(-2, 40)))
+    if name == "lit_str":
+        return "'" + draw(st.sampled_from(TEXTS)).replace("'", "\\'") + "'"
+    if name == "pattern":
+        fields = draw(st.lists(st.sampled_from(FORMAT_FIELDS), min_size=1, max_size=4))
+        return "".join(field + draw(st.sampled_from(SEPARATORS)) for field in fields)
+    if name in ("parse", "parse_date"):
+        return draw(st.sampled_from(PARSE_PATTERNS if name == "parse" else ["yyyy-MM-dd", "dd/MM/yyyy", "yyyyMMdd"]))
+    if name == "trunc":
+        return draw(st.sampled_from(TRUNC_UNITS))
+    if name == "date_trunc":
+        return draw(st.sampled_from(DATE_TRUNC_UNITS))
+    return draw(expressions(name, depth + 1))
+
+
+@st.composite
+def cases(draw) -> tuple[list[dict], list[tuple[str, str]]]:
+    """(rows, [(kind, expression)]): kind is 'row' (one value per row), 'aggregate' or 'window'."""
+    data = draw(rows)
+    picked = []
+    for _ in range(EXPRESSIONS):
+        shape = draw(st.sampled_from(("row", "row", "row", "row", "aggregate", "window")))
+        template = "{ANY}" if shape == "row" else draw(st.sampled_from(AGGREGATES if shape == "aggregate" else WINDOWS))
+        picked.append((shape, _fill(draw, template, 1)))
+    return data, picked
+
+
+def statement(shape: str, items: list[tuple[str, str]]) -> str:
+    """A whole statement computing ``items`` ((column, expression)) over the clause's rows: one row in all
+    ('aggregate'), or one per row, the window functions in a subquery ('row')."""
+    select = ", ".join(f"{expression} AS {name}" for name, expression in items)
+    if shape == "aggregate":
+        return STATEMENT_HEAD + f"SELECT {select} FROM m"
+    return STATEMENT_HEAD + f"SELECT * FROM (SELECT id AS _id, {select} FROM m) w ORDER BY _id"
+
+
+# ------------------------------------------------------------------------------------------ comparing
+
+def family_of_spark(type_name: str) -> str:
+    name = type_name.lower()
+    if name in ("tinyint", "smallint", "int", "bigint"):
+        return "integer"
+    if name in ("float", "double"):
+        return "floating"
+    for prefix, family in (("decimal", "decimal"), ("string", "text"), ("varchar", "text"), ("date", "date"),
+                           ("timestamp", "timestamp"), ("boolean", "boolean"), ("array", "array"), ("void", "null")):
+        if name.startswith(prefix):
+            return family
+    return name
+
+
+def family_of_arrow(kind: pa.DataType) -> str:
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind):
+        return "floating"
+    if pa.types.is_decimal(kind):
+        return "decimal"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    if pa.types.is_date(kind):
+        return "date"
+    if pa.types.is_timestamp(kind):
+        return "timestamp"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return "array"
+    if pa.types.is_null(kind):
+        return "null"
+    return str(kind)
+
+
+def same_value(left, right) -> bool:
+    if left is None or right is None:
+        return left is None and right is None
+    if isinstance(left, dt.datetime) and left.tzinfo is not None:
+        left = left.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(right, dt.datetime) and right.tzinfo is not None:
+        right = right.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(left, (float, Decimal)) or isinstance(right, (float, Decimal)):
+        if isinstance(left, bool) or isinstance(right, bool):
+            return False
+        a, b = float(left), float(right)
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(same_value(a, b) for a, b in zip(left, right))
+    return type(left) is type(right) and left == right
+
+
+def python_engine(text: str, table: pa.Table):
+    """(rows, {column: family}) or the CepError."""
+    try:
+        out = cep.compile_sql(text).run({TABLE: table}, kind="arrow")
+    except cep.CepError as error:
+        return error
+    return out.to_pylist(), {field.name: family_of_arrow(field.type) for field in out.schema}
+
+
+def spark_engine(spark, text: str):
+    try:
+        frame = cep.sql(spark, text)
+        collected = [row.asDict() for row in frame.collect()]
+    except Exception as error:  # noqa: BLE001 - any Spark error: the expression has no Spark answer
+        return error
+    return collected, {field.name: family_of_spark(field.dataType.simpleString()) for field in frame.schema.fields}
+
+
+def python_answers(shape: str, items: list[tuple[str, str]], table: pa.Table) -> list[tuple[str, str, object]]:
+    """(name, expression, answer) for each item: the items run as one statement, split in halves while it
+    fails, so that each error is the error of one expression."""
+    answer = python_engine(statement(shape, items), table)
+    if not isinstance(answer, cep.CepError) or len(items) == 1:
+        return [(name, expression, answer) for name, expression in items]
+    half = len(items) // 2
+    return python_answers(shape, items[:half], table) + python_answers(shape, items[half:], table)
+
+
+def is_refusal(error: cep.CepError) -> bool:
+    """A refusal before running: E0252 or E0247, which points to Spark."""
+    return error.code in ("E0252", "E0247") and "--engine spark" in str(error)
+
+
+def check_case(spark, data: list[dict], picked: list[tuple[str, str]]) -> list[str]:
+    """The silent differences of one example (an empty list when there are none)."""
+    from pyspark.sql.types import _parse_datatype_string
+
+    table = pa.Table.from_pylist([{"id": n, **row} for n, row in enumerate(data)], schema=ARROW)
+    spark_rows = [tuple(([n] + [row[c] for c, _ in COLUMNS[1:]])) for n, row in enumerate(data)]
+    schema = _parse_datatype_string(", ".join(f"{name} {kind}" for name, kind in COLUMNS))
+    spark.createDataFrame(spark_rows, schema).createOrReplaceTempView(TABLE)
+    problems: list[str] = []
+    for shape in ("row", "aggregate"):
+        items = [(f"c{n}", expression) for n, (kind, expression) in enumerate(picked)
+                 if (kind == "aggregate") == (shape == "aggregate")]
+        answered, failed = [], []
+        for name, expression, answer in python_answers(shape, items, table) if items else []:
+            if isinstance(answer, cep.CepError):
+                if not is_refusal(answer):
+                    failed.append((name, expression, answer))
+            else:
+                answered.append((name, expression, answer))
+        for name, expression, answer, spark_answer in spark_answers(spark, shape, answered):
+            problems.append(compare(name, expression, answer, spark_answer))
+        for name, expression, answer in failed[:ERRORS_CHECKED]:
+            alone = spark_engine(spark, statement(shape, [(name, expression)]))
+            problems.append(compare(name, expression, answer, alone))
+    return [problem for problem in problems if problem]
+
+
+def spark_answers(spark, shape: str, answered: list) -> list:
+    """(name, expression, python's answer, Spark's answer) for the expressions the python engine answered:
+    one Spark query for them all, split in halves while Spark fails, to find the ones it fails on."""
+    if not answered:
+        return []
+    together = spark_engine(spark, statement(shape, [(name, expression) for name, expression, _ in answered]))
+    if not isinstance(together, Exception) or len(answered) == 1:
+        return [(name, expression, answer, together) for name, expression, answer in answered]
+    half = len(answered) // 2
+    return spark_answers(spark, shape, answered[:half]) + spark_answers(spark, shape, answered[half:])
+
+
+def compare(name: str, expression: str, python_answer, spark_answer) -> str | None:
+    if isinstance(spark_answer, Exception):
+        if isinstance(python_answer, cep.CepError):
+            return None  # both refuse (Spark's ANSI errors, or a type error on both)
+        return f"{expression}: Spark fails ({str(spark_answer).splitlines()[0][:160]}), python gives a value"
+    if isinstance(python_answer, cep.CepError):
+        return f"{expression}: Spark gives a value, python fails without refusing first:\n{python_answer}"
+    (python_rows, python_types), (spark_rows, spark_types) = python_answer, spark_answer
+    if python_types[name] != spark_types[name] and "null" not in (python_types[name], spark_types[name]):
+        return f"{expression}: type {python_types[name]} on python, {spark_types[name]} on Spark"
+    spark_values = [row[name] for row in spark_rows]
+    python_values = [row[name] for row in python_rows]
+    if len(spark_values) != len(python_values) or not all(map(same_value, python_values, spark_values)):
+        return f"{expression}: python {python_values!r} != Spark {spark_values!r}"
+    return None
+
+
+@pytest.mark.spark
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                        HealthCheck.data_too_large])
+@given(case=cases())
+def test_the_python_engine_gives_sparks_answer_or_refuses(spark, case) -> None:
+    data, picked = case
+    problems = check_case(spark, data, picked)
+    assert not problems, "silent differences between the engines:\n" + "\n".join(problems)
+
+
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=cases(), cut=st.integers(0, 400), junk=st.sampled_from(["", ")", "'", "(", ",", "::", " AS ", "`", "\\"]))
+def test_the_python_engine_raises_nothing_but_cep_errors(case, cut, junk) -> None:
+    """Every generated expression, whole or with a piece of junk pasted in: rows, or a CepError (never a
+    Python traceback, never DuckDB's or sqlglot's own exception)."""
+    data, picked = case
+    table = pa.Table.from_pylist([{"id": n, **row} for n, row in enumerate(data)], schema=ARROW)
+    for shape, expression in picked[:6]:
+        broken = expression[:cut] + junk + expression[cut:]
+        for text in (expression, broken):
+            try:
+                cep.compile_sql(statement("aggregate" if shape == "aggregate" else "row", [("c0", text)])).run(
+                    {TABLE: table}, kind="arrow")
+            except cep.CepError as error:
+                assert "Traceback" not in str(error)

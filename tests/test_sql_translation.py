@@ -1,0 +1,178 @@
+"""The python engine's translation of the SQL around MATCH_RECOGNIZE (cep/duckdb_sql.py): Spark's answer, or
+a refusal with its place before anything runs; DuckDB's and sqlglot's errors as cep's.
+
+Expected values come from Spark itself: each case runs on the ``spark`` fixture and on the python engine.
+The property test over random expressions is tests/test_sql_differential.py; these are the cases an
+analyst met (issue reports) and Spark's datetime pattern letters one by one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import cep
+from cep.cli import main
+from cep.grammar.functions import duckdb_strftime
+
+TABLE = "sqlt_events"
+ROWS = [
+    {"id": 1, "ts": dt.datetime(2019, 4, 10, 13, 0), "d": dt.date(2020, 10, 1), "x": 2.7, "s": " 12 "},
+    {"id": 2, "ts": dt.datetime(1969, 12, 31, 23, 59, 59, 500000), "d": dt.date(2020, 12, 31), "x": -2.7, "s": "-3"},
+    {"id": 3, "ts": dt.datetime(2021, 3, 28, 1, 30, 5, 123456), "d": dt.date(2021, 1, 3), "x": None, "s": None},
+    {"id": 4, "ts": dt.datetime(2024, 12, 31, 15, 4, 5), "d": dt.date(2024, 2, 29), "x": 0.5, "s": "+7"},
+]
+ARROW = pa.schema([("id", pa.int32()), ("ts", pa.timestamp("us")), ("d", pa.date32()), ("x", pa.float64()),
+                   ("s", pa.string())])
+SPARK_SCHEMA = "id INT, ts TIMESTAMP, d DATE, x DOUBLE, s STRING"
+HEAD = (f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.ts AS first_ts, A.d AS start_date, "
+        "A.x AS x, A.s AS s ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE) r)\n")
+
+
+def statement(expression: str) -> str:
+    return HEAD + f"SELECT {expression} AS v FROM m ORDER BY first_ts"
+
+
+def python_values(expression: str) -> list:
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    return [row["v"] for row in cep.compile_sql(statement(expression)).run({TABLE: table}, kind="rows")]
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    frame = spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA)
+    frame.createOrReplaceTempView(TABLE)
+    return spark
+
+
+def spark_values(spark, expression: str) -> list:
+    return [row["v"] for row in cep.sql(spark, statement(expression)).collect()]
+
+
+# The issue's silent wrong answers and rough edges, and the casts sqlglot wrote as TRY_CAST or DuckDB rounds.
+SAME_ON_BOTH = [
+    "CAST(first_ts AS BIGINT)", "CAST(first_ts AS INT)", "first_ts::bigint", "CAST(first_ts AS DOUBLE)",
+    "TO_CHAR(start_date, 'yyyy-MM-dd')", "DATE_FORMAT(first_ts, 'yyyy-MM-dd HH:mm:ss.SSS a EEE MMM')",
+    "unix_timestamp(first_ts)", "unix_timestamp(start_date)", "TRUNC(first_ts, 'MM')", "TRUNC(start_date, 'YEAR')",
+    "TRUNC(start_date, 'DD')", "date_trunc('MM', first_ts)", "date_trunc('HOUR', first_ts)", "CAST(x AS INT)",
+    "TRY_CAST(x AS INT)", "CAST(s AS INT)", "TRY_CAST(s AS BIGINT)", "CAST(start_date AS TIMESTAMP)",
+    "to_date(date_format(start_date, 'dd/MM/yyyy'), 'dd/MM/yyyy')",
+    "to_timestamp(date_format(first_ts, 'yyyy-MM-dd HH:mm'), 'yyyy-MM-dd HH:mm')", "CAST(first_ts AS STRING)",
+    "dayofweek(start_date)", "date_add(start_date, 1)", "7 / 2", "unix_timestamp(first_ts) DIV 7", "round(x, 0)", "floor(x)",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", SAME_ON_BOTH)
+def test_the_python_engine_gives_sparks_answer(events, expression) -> None:
+    assert python_values(expression) == spark_values(events, expression)
+
+
+def test_the_issues_three_silent_answers_are_sparks() -> None:
+    # Spark's answers (2019-04-10 13:00 UTC is 1554901200 s; the test above checks each against Spark).
+    assert python_values("CAST(first_ts AS BIGINT)")[:2] == [-1, 1554901200]
+    assert python_values("TO_CHAR(start_date, 'yyyy-MM-dd')")[1] == "2020-10-01"
+    with pytest.raises(cep.CepError) as caught:
+        python_values("DATE_FORMAT(start_date, 'YYYY-MM-DD')")
+    assert caught.value.code == "E0252" and "'YYYY'" in str(caught.value) and "Spark refuses" in str(caught.value)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", ["x / 0", "CAST('abc' AS INT)", "CAST(s || 'x' AS INT)", "id % 0",
+                                        "DATE_FORMAT(first_ts, 'YYYY')", "to_timestamp('2020-1-05', 'yyyy-MM-dd')"])
+def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    assert caught.value.span.column > 1, str(caught.value)
+    with pytest.raises(Exception):  # noqa: B017 - Spark's errors at collect() are its own classes
+        spark_values(events, expression)
+
+
+# ------------------------------------------------------------------------------------ datetime patterns
+
+FORMAT_FIELDS = ["y", "yy", "yyyy", "M", "MM", "MMM", "MMMM", "d", "dd", "D", "DDD", "H", "HH", "h", "hh", "m", "mm",
+                 "s", "ss", "SSS", "SSSSSS", "a", "E", "EE", "EEE", "EEEE"]
+REFUSED_BY_PYTHON = ["DD", "k", "kk", "K", "S", "SS", "SSSS", "L", "LLL", "yyyyy"]
+REFUSED_BY_SPARK = ["YYYY", "Y", "u", "w", "W", "e", "c", "n", "N", "A", "p", "T"]
+
+
+@pytest.mark.spark
+def test_every_format_letter_writes_what_spark_writes(events) -> None:
+    """Letter by letter (with text around), over instants at a DST change, year ends, before the epoch,
+    in the morning and in the afternoon."""
+    for field in FORMAT_FIELDS:
+        expression = f"date_format(first_ts, '<{field}>')"
+        assert python_values(expression) == spark_values(events, expression), field
+
+
+@pytest.mark.parametrize("field", REFUSED_BY_PYTHON + REFUSED_BY_SPARK)
+def test_a_pattern_without_an_exact_translation_is_refused_at_check_time(field) -> None:
+    text = statement(f"date_format(first_ts, 'yyyy {field}')")
+    with pytest.raises(cep.CepError) as checked:
+        cep.check_sql(text)
+    assert checked.value.code == "E0247" and repr(field) in str(checked.value)
+    assert checked.value.span.column == text.splitlines()[1].index("'yyyy") + 1
+    with pytest.raises(cep.CepError) as ran:
+        python_values(f"date_format(first_ts, 'yyyy {field}')")
+    assert ran.value.code == "E0252" and "--engine spark" in str(ran.value)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("field", REFUSED_BY_PYTHON)
+def test_spark_runs_the_patterns_the_python_engine_refuses(events, field) -> None:
+    assert len(spark_values(events, f"date_format(first_ts, '{field}')")) == len(ROWS)
+
+
+@pytest.mark.parametrize("field", REFUSED_BY_SPARK)
+def test_inside_the_clause_cep_check_refuses_what_spark_refuses(field) -> None:
+    text = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES DATE_FORMAT(A.ts, '{field}') AS f "
+            "PATTERN (A) DEFINE A AS TRUE)")
+    with pytest.raises(cep.CepError) as caught:
+        cep.compile(text)
+    assert caught.value.code == "E0247"
+
+
+def test_cep_check_refuses_a_week_year_in_measures(tmp_path: Path, capsys) -> None:
+    query = tmp_path / "q.sql"
+    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts\n  MEASURES DATE_FORMAT(A.ts, 'YYYY-MM-DD') AS day\n"
+                     "  PATTERN (A) DEFINE A AS TRUE)\n", encoding="utf-8")
+    assert main(["check", str(query)]) != 0
+    err = capsys.readouterr().err
+    assert "E0247" in err and "q.sql:2:30" in err and "Traceback" not in err
+
+
+def test_parsing_patterns_are_the_fixed_width_fields() -> None:
+    assert duckdb_strftime("dd/MM/yyyy HH:mm:ss", parsing=True) == "%d/%m/%Y %H:%M:%S"
+    for pattern in ("d/M/yyyy", "MMM dd", "hh:mm a", "yy"):
+        with pytest.raises(ValueError):
+            duckdb_strftime(pattern, parsing=True)
+
+
+# ------------------------------------------------------------------------------------ errors, refusals
+
+
+def test_duckdbs_errors_point_at_the_expression_and_name_the_types() -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values("round(first_ts - start_date)")
+    error = caught.value
+    assert error.code == "E0250" and "round()" in str(error) and "INTERVAL" in str(error)
+    assert error.span.line == 2 and error.span.column == len("SELECT ") + 1
+
+
+def test_a_function_sqlglot_does_not_know_is_refused_by_name() -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values("reflect('java.util.UUID', 'randomUUID')")
+    assert caught.value.code == "E0252" and "REFLECT()" in str(caught.value) and "--engine spark" in str(caught.value)
+
+
+def test_nothing_reaches_stderr(capfd) -> None:
+    for expression in ("TO_CHAR(start_date, 'yyyy-MM-dd')", "DATE_FORMAT(start_date, 'DD')", "CAST(x AS STRING)"):
+        try:
+            python_values(expression)
+        except cep.CepError:
+            pass
+    captured = capfd.readouterr()
+    assert captured.err == ""
