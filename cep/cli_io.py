@@ -18,7 +18,7 @@ from cep.grammar.errors import CepError
 from cep.matcher.rows.tables import arrow_to_pandas, pandas_series
 from cep.matcher.sql.types import decimal_params
 from cep.matcher.rows.text_types import (column_type, convert, declared_value, evidence, parse_timestamp, resolve_declared,
-                                         string_type)
+                                         string_type, time_is_held)
 from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import RAW, REJECT
 from cep.spark_bridge.spark.files import json_holds_array, read_files
@@ -236,7 +236,12 @@ def _typed_series(values: list, type_name: str) -> "pd.Series":
     import pandas as pd
 
     if type_name == "TIMESTAMP":
-        return pd.Series(values, dtype="datetime64[ns]")
+        # A time pandas cannot hold keeps its text, so the row checks set it aside as a bad row
+        # (text_types.FIRST_HELD_TIME says why), and the other rows keep their times.
+        held = [v.isoformat() if isinstance(v, datetime) and not time_is_held(v) else v for v in values]
+        if any(isinstance(v, str) for v in held):
+            return pd.Series(held, dtype=object)
+        return pd.Series(held, dtype="datetime64[ns]")
     if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
         return pandas_series(values)
     size = decimal_params(type_name)

@@ -55,6 +55,19 @@ from decimal import Decimal
 from cep.grammar.limits import MAX_DECIMAL_PRECISION
 from cep.matcher.sql.types import decimal_params, is_decimal, round_decimal
 
+# The times the engines can hold: pandas' datetime64[ns] (microseconds inside it), in which the python
+# engine's frames and Spark's stateful operators (applyInPandasWithState) carry every time column. A
+# datetime holds the years 1 to 9999; a time outside these is a bad row (``bad_event_time`` in the event
+# time column, else ``wrong_type``), never a failed run or micro-batch.
+FIRST_HELD_TIME = _dt.datetime(1677, 9, 21, 0, 12, 43, 145225)
+LAST_HELD_TIME = _dt.datetime(2262, 4, 11, 23, 47, 16, 854775)
+
+
+def time_is_held(value: _dt.datetime) -> bool:
+    """Whether a naive UTC ``value`` is within ``FIRST_HELD_TIME`` .. ``LAST_HELD_TIME``."""
+    return FIRST_HELD_TIME <= value.replace(tzinfo=None) <= LAST_HELD_TIME
+
+
 # The texts that mark a missing value in a column that is not text.
 NULL_MARKERS = ("NA", "N/A", "NULL", "null", "None")
 # The range of a BIGINT (Spark's LongType) and the digits of the widest DECIMAL.
