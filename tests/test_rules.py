@@ -242,3 +242,35 @@ def test_severity_and_summary_options_are_checked_at_their_line(tmp_path):
     first, second = ruleset.errors
     assert (first.code, first.line, first.rule_id) == ("E0607", 2, "r/one") and "critical, error, warning, info" in str(first)
     assert (second.code, second.line) == ("E0607", 5) and "does not compile" in str(second)
+
+
+def test_cep_check_rules_gives_the_verdicts_of_the_stream_and_of_cep_run_rules(tmp_path, capsys):
+    """One loader: `cep check --rules` (or a directory), `cep.load_rules` (cep run --rules) and the stream's
+    `build_rule_set` refuse the same statements with the same codes at the same lines."""
+    from cep.cli import main
+
+    head = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+    text = (f"-- name: bad_summary\n-- summary: {{{{ card\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: subquery\nSELECT * FROM (SELECT * FROM t) MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+            f"MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: all_rows\n{head}ALL ROWS PER MATCH PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: slow_summary\n-- summary: {{{{ 3 ** (10**9) % 7 }}}}\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: fine\n{head}PATTERN (A B) DEFINE A AS v > 1, B AS v < 1);\n")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.sql").write_text(text, encoding="utf-8")
+    expected = [("E0607", 2), ("E0107", 5), ("E0602", 7)]
+    api = cep.load_rules(str(rules))
+    _, stream = build_rule_set(str(rules), input_types={"k": "VARCHAR", "ts": "TIMESTAMP", "v": "DOUBLE"})
+    for ruleset in (api, stream):
+        assert [(e.code, e.line) for e in ruleset.errors] == expected
+        assert list(ruleset.rules) == ["r/slow_summary", "r/fine"]  # a template computes nothing at load
+    assert main(["check", "--rules", str(rules / "r.sql")]) == 1
+    first = capsys.readouterr()
+    assert main(["check", str(rules), "--schema", "k STRING, ts TIMESTAMP, v DOUBLE"]) == 1
+    second = capsys.readouterr()
+    for out in (first, second):
+        assert [line.split("error[")[1][:5] for line in out.err.splitlines() if "error[" in line] == [c for c, _ in expected]
+        assert [int(line.split(":")[1]) for line in out.err.splitlines() if "error[" in line] == [n for _, n in expected]
+        assert "2 rules ok, 3 with errors" in out.out
+    assert main(["check", str(rules / "r.sql")]) == 0  # as plain queries for cep run, every statement runs
