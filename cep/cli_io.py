@@ -136,7 +136,7 @@ def infer_datetimes(pdf: "pd.DataFrame") -> "pd.DataFrame":
         values = [None if missing else value for value, missing in zip(series.tolist(), series.isna().tolist())]
         if values and all(isinstance(v, str) for v in values if v is not None):
             if string_type(evidence(values)) == "TIMESTAMP":
-                pdf[name] = _typed_series([None if v is None else parse_timestamp(v) for v in values], "TIMESTAMP")
+                pdf[name] = _typed_series(_times_or_text(values), "TIMESTAMP")
     return pdf
 
 
@@ -252,6 +252,11 @@ def _typed_series(values: list, type_name: str) -> "pd.Series":
     return pd.Series(values, dtype=object)
 
 
+def _times_or_text(values: list) -> list:
+    """The strings of a TIMESTAMP column as times; one that is no time keeps its text (a bad row)."""
+    return [None if v is None else parse_timestamp(v) or v for v in values]
+
+
 def _read_json_rows(path: str) -> list[dict]:
     """The objects of a JSON-lines file, or of a file holding one array of them."""
     with open(path, encoding="utf-8") as fh:
@@ -292,7 +297,7 @@ def _json_frame(rows: list[dict]) -> "pd.DataFrame":
         values = [row.get(name) for row in rows]
         present = {type(v) for v in values} - {type(None)}
         if present == {str} and string_type(evidence(values)) == "TIMESTAMP":
-            columns[name] = _typed_series([None if v is None else parse_timestamp(v) for v in values], "TIMESTAMP")
+            columns[name] = _typed_series(_times_or_text(values), "TIMESTAMP")
         elif present <= {int, float} or present == {bool}:
             columns[name] = pandas_series(values)
         else:

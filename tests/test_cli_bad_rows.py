@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -92,3 +93,43 @@ def test_an_event_time_pandas_cannot_hold_is_a_bad_row_not_a_traceback(tmp_path,
     assert "E0410" in err and "'ts'" in err and "Traceback" not in err
     if fmt == "json":  # a JSON input's kinds are checked row by row (validate.refuse_odd_kinds): the row is named
         assert "bad_event_time" in err and "row 0" in err
+
+
+def _yesterday_input(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """The issue's input: one unparseable time on another key; as text, 'yesterday' sorted after every time
+    and the column ordered as strings."""
+    good = [{"symbol": "A", "ts": f"2024-01-01T00:00:{s:02d}", "price": p} for s, p in ((1, 5.0), (2, 3.0), (3, 4.0))]
+    good += [{"symbol": "B", "ts": f"2024-01-01T00:00:{s:02d}", "price": p} for s, p in ((1, 9.0), (12, 7.0), (3, 8.0))]
+    lines = good[:4] + [{"symbol": "C", "ts": "yesterday", "price": 1.0}] + good[4:]
+    source = tmp_path / "events.json"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return source, good
+
+
+def test_one_unparseable_time_is_a_bad_row_and_never_turns_the_time_column_into_text(tmp_path, capsys):
+    source, good = _yesterday_input(tmp_path)
+    dead = tmp_path / "bad.jsonl"
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python", "--dead-letter", str(dead)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == f"bad rows: 1 (bad_event_time 1) -> {dead}"
+    (record,) = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+    assert (record["_cep_row"], record["ts"], record["_cep_error_code"]) == (4, "yesterday", "E0441")
+    expected = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(
+        [dict(row, ts=dt.datetime.fromisoformat(row["ts"])) for row in good])  # the good rows, as times
+    assert f"matches: {len(expected)}," in out
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
+    err = capsys.readouterr().err
+    assert "E0410" in err and "'yesterday'" in err and "row 4" in err
+
+
+@pytest.mark.spark
+def test_one_unparseable_time_is_the_same_bad_row_on_spark(tmp_path, capsys):
+    source, _ = _yesterday_input(tmp_path)
+    printed = {}
+    for engine in ("python", "spark"):
+        dead = tmp_path / f"bad-{engine}.jsonl"
+        assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", engine, "--dead-letter", str(dead)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[-1] == f"bad rows: 1 (bad_event_time 1) -> {dead}"
+        printed[engine] = lines[:-2]
+    assert printed["spark"] == printed["python"]

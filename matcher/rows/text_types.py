@@ -169,9 +169,13 @@ def _double_key(value: float):
 
 
 def string_type(evidence: TextEvidence) -> str:
-    """The type of a JSON column of strings: TIMESTAMP when every one is an ISO 8601 time (JSON has no
-    time type), else VARCHAR. JSON has numbers, booleans and null of its own: a string stays a string."""
-    return "TIMESTAMP" if evidence.values and evidence.timestamps == evidence.values else "VARCHAR"
+    """The type of a JSON column of strings: TIMESTAMP when most of them (more than half) are ISO 8601
+    times (JSON has no time type), else VARCHAR. JSON has numbers, booleans and null of its own: a
+    string stays a string. In a TIMESTAMP column a string that is no time (``"yesterday"``) keeps its
+    text, and the row checks set it aside (``bad_event_time`` in the event time column, ``wrong_type`` in
+    another), as for a value of the minority kind in a column of mixed kinds: one odd value never turns
+    the column into text, which would order the times as strings."""
+    return "TIMESTAMP" if evidence.values and 2 * evidence.timestamps > evidence.values else "VARCHAR"
 
 
 def parse_timestamp(text: str) -> _dt.datetime | None:
