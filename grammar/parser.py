@@ -756,9 +756,12 @@ def parse_part(text: str, start: int, end: int, *, filename: str | None = None, 
     """Parse and check the statement ``text[start:end]`` of a file, positions (in errors too) in the file.
     Only the statement is read (``line``: the file's line at ``start``, when the caller counts them), so a
     file of many statements parses in linear time, and the length limit is the statement's."""
-    line_start = text.rfind("\n", 0, start) + 1
     if line is None:
-        line = text.count("\n", 0, line_start) + 1
+        line = text.count("\n", 0, start) + 1
+    newline = text.find("\n", start, end)
+    if newline >= 0 and not text[start:newline].strip():  # the usual case: the statement starts on a line of its own
+        start, line = newline + 1, line + 1
+    line_start = text.rfind("\n", 0, start) + 1
     try:  # the statement from the start of its line, what comes before it blanked: columns are the file's
         statement = parse(" " * (start - line_start) + text[start:end], filename=filename)
     except CepError as error:

@@ -274,3 +274,27 @@ def test_cep_check_rules_gives_the_verdicts_of_the_stream_and_of_cep_run_rules(t
         assert [int(line.split(":")[1]) for line in out.err.splitlines() if "error[" in line] == [n for _, n in expected]
         assert "2 rules ok, 3 with errors" in out.out
     assert main(["check", str(rules / "r.sql")]) == 0  # as plain queries for cep run, every statement runs
+
+
+def test_a_big_rule_file_reports_lengths_and_positions_of_its_own_statements(tmp_path):
+    """Statements far into a big file: each is parsed alone, so the length limit (E0301) is the statement's
+    own, and an error's line, column and caret are the file's."""
+    from cep.grammar.limits import MAX_QUERY_LENGTH
+
+    rule = ("-- name: r{i}\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+            "PATTERN (A B) DEFINE A AS v > {i}, B AS v < 0);\n")
+    count = MAX_QUERY_LENGTH // len(rule.format(i=0)) + 200  # the last ones start well past 256 KiB
+    broken = count - 3
+    lines = [rule.format(i=i) for i in range(count)]
+    lines[broken] = lines[broken].replace("v < 0", "v <<< 0")
+    long_one = f"-- name: long\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n " \
+               f"PATTERN (A) DEFINE A AS v IN ({', '.join(['1'] * (MAX_QUERY_LENGTH // 3))}));\n"
+    text = "".join(lines) + long_one
+    write(tmp_path, "big.sql", text)
+    ruleset = load_rules(str(tmp_path))
+    assert len(ruleset) == count - 1
+    (syntax, too_long) = ruleset.errors
+    assert (syntax.rule_id, syntax.line) == (f"big/r{broken}", 2 * broken + 2)
+    assert text.splitlines()[syntax.line - 1][syntax.column - 1:].startswith("<")
+    assert too_long.code == "E0301" and too_long.rule_id == "big/long"
+    assert f"the query is {len(long_one) - 1} characters long" in str(too_long)  # its own text, never its offset

@@ -71,3 +71,14 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
     row = {r["rule"]: r for r in rule_rows(stream.status)}["boom"]
     assert row["state"] == "failed" and "E0430" in row["errors"][0] and "quarantined" in row["errors"][0]
     assert stream.status["state"] != "failed" and not stream.status.get("query_errors")
+    # The backtest from the same topic: the stream's alerts and ids, the same bad rows; the exploding rule fails
+    # alone there too (exit 1 says so).
+    from cep.cli import main
+
+    replayed, dead_letter = tmp_path / "replayed.json", tmp_path / "bad.jsonl"
+    assert main(["run", "--rules", str(rules), "--input", f"kafka://{boot}/{topic}", "--engine", "python",
+                 "--session-timeout", SESSION, "--dead-letter", str(dead_letter), "-o", str(replayed)]) == 1
+    backtest = [json.loads(line) for line in replayed.read_text().splitlines()]
+    assert sorted((a["rule_id"], a["match_id"]) for a in backtest) == sorted((a["rule_id"], a["match_id"]) for a in alerts())
+    bad = [json.loads(line) for line in dead_letter.read_text().splitlines()]
+    assert sorted((r["_cep_error"], r["_cep_file"]) for r in bad) == sorted((r["_cep_error"], r["_cep_file"]) for r in dead)
