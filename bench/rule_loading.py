@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{kind:9} {case['rules']:>6} rules: {case['wall_s']:8.2f} s, {case['ms_per_rule']:.2f} ms per rule "
                   f"(x{case['per_rule_vs_smallest']} the smallest case's)")
         runs += cases
-    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": list(os.getloadavg())},
-              "runs": runs}
+    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": list(os.getloadavg())}
+    result = {"machine": machine, "runs": runs}
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
 

@@ -524,7 +524,8 @@ def _rule_set_input(args: argparse.Namespace, ruleset, engine: str, kafka: Kafka
     readable = [c for c in events.columns if c != CORRUPT_RECORD]
     time_column = next((t for t in (event_time_of(rule, readable) for rule in ruleset) if t is not None), None)
     good, bad = set_aside_bad_rows(events, time_column)
-    bad_rows = {row["_cep_error"]: row["n"] for row in bad.groupBy("_cep_error").agg(F.count(F.lit(1)).alias("n")).collect()}
+    counts = bad.groupBy("_cep_error").agg(F.count(F.lit(1)).alias("n")).collect()
+    bad_rows = {row["_cep_error"]: row["n"] for row in counts}
     if args.dead_letter:
         write_dead_letter([row.asDict() for row in bad.collect()], args.dead_letter)
     data = arrow_to_pandas(good.toArrow()) if engine == "python" else good

@@ -752,7 +752,8 @@ def parse_all(text: str, *, filename: str | None = None) -> list[ast.Statement]:
     return statements
 
 
-def parse_part(text: str, start: int, end: int, *, filename: str | None = None, line: int | None = None) -> ast.Statement:
+def parse_part(text: str, start: int, end: int, *, filename: str | None = None,
+               line: int | None = None) -> ast.Statement:
     """Parse and check the statement ``text[start:end]`` of a file, positions (in errors too) in the file.
     Only the statement is read (``line``: the file's line at ``start``, when the caller counts them), so a
     file of many statements parses in linear time, and the length limit is the statement's."""

@@ -71,12 +71,14 @@ def test_a_failed_rule_is_quarantined_shown_kept_across_a_restart_and_retried_wh
     # A restart does not run it again: the quarantine is in the status file.
     again = AlertStream(None, str(rules), _SchemaOnly(), checkpoint=str(checkpoint))
     again.refresh_rules(force=True)
-    assert "bad/boom" not in again.ruleset and {r["rule"]: r for r in rule_rows(again.status)}["bad/boom"]["state"] == "failed"
+    assert "bad/boom" not in again.ruleset
+    assert {r["rule"]: r for r in rule_rows(again.status)}["bad/boom"]["state"] == "failed"
     # Its file changes (a touch is enough): it runs again, with fresh state, and the status forgets the failure.
     stamp = os.stat(rules / "bad.sql").st_mtime_ns + 2_000_000
     os.utime(rules / "bad.sql", ns=(stamp, stamp))
     again.refresh_rules()
-    assert "bad/boom" in again.ruleset and {r["rule"]: r for r in rule_rows(again.status)}["bad/boom"]["state"] == "active"
+    assert "bad/boom" in again.ruleset
+    assert {r["rule"]: r for r in rule_rows(again.status)}["bad/boom"]["state"] == "active"
     assert 'cep_rule_failed{' not in generate_latest(StreamMetrics(again).registry()).decode()
     # A report for a version that no longer runs quarantines nothing.
     again._failed.append({"rule_id": "good/high", "version": "0" * 16, "key": "{}", "error": error})

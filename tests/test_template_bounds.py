@@ -23,9 +23,9 @@ PAYLOAD = {"rule_id": "fraud/r", "match_status": "MATCHED", "partition_key": {"c
 HOSTILE = {
     "a power folded at load": ("{{ 3 ** (10**9) % 7 }}", "bits"),
     "nested loops over big ranges": ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-                                     "steps"),
+                                     "steps|longer than"),
     "nested loops over a string": ("{% for a in 'x' * 100000 %}{% for b in 'x' * 100000 %}{% endfor %}{% endfor %}",
-                                   "steps"),
+                                   "steps|longer than"),
     "a repeated string": ("{{ 'x' * 10**9 }}", "limit"),
     "a repeated list": ("{{ [1] * 10**8 }}", "limit"),
     "a % format's width": ("{{ '%0999999999d' % 1 }}", "width"),
@@ -37,8 +37,8 @@ HOSTILE = {
     "a width method": ("{{ 'x'.ljust(10**9) }}", "unsafe"),
     "doubling in a namespace": ("{% set ns = namespace(s='xx') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
                                 "{% endfor %}{{ ns.s|length }}", "characters"),
-    "a macro calling itself twice": ("{% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(60) }}",
-                                     "steps|longer than"),
+    "a macro calling itself twice": (
+        "{% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}{{ f(60) }}", "steps|longer than"),
     "lorem ipsum": ("{{ lipsum(n=10**6) }}", "lipsum"),
 }
 
@@ -46,6 +46,7 @@ HOSTILE = {
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_a_hostile_summary_compiles_at_once_and_fails_alone_at_render(name):
+    """(A loop ends on its steps, or on its time on a busy machine: either bound stops it.)"""
     template, reason = HOSTILE[name]
     check_summary_template(template)  # the loader's check: compiles, computes nothing
     summary = render_summary(PAYLOAD, RuleNotes(summary=template))

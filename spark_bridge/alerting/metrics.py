@@ -30,7 +30,7 @@ series                                          type       labels, meaning
 ``cep_sink_dead_letters``                       gauge      ``sink``: dead letters waiting (refused ones included)
 ``cep_sink_failing``                            gauge      ``sink``: 1 while its deliveries fail
 ``cep_rules``                                   gauge      ``state`` (active, error, failed: quarantined at run time)
-``cep_rule_failed``                             gauge      ``rule``, ``reason`` (``CepRuntimeError E0430``): 1 while quarantined
+``cep_rule_failed``                             gauge      ``rule``, ``reason``: 1 while quarantined
 ``cep_rules_outage``                            gauge      1 while the rules directory cannot be read
 ==============================================  =========  ================================================
 
@@ -184,8 +184,8 @@ class StreamMetrics:
         for state in ("active", "error", "failed"):
             states.add_metric([state], sum(1 for r in rows if r["state"] == state))
         yield states
-        failed = GaugeMetricFamily("cep_rule_failed", "1 for a rule quarantined after failing at run time (until its file "
-                                   "changes), with the error's type and code", labels=["rule", "reason"])
+        failed = GaugeMetricFamily("cep_rule_failed", "1 for a rule quarantined after failing at run time (until its "
+                                   "file changes), with the error's type and code", labels=["rule", "reason"])
         for rule_id, rule in sorted(status.get("rules", {}).items()):
             record = rule.get("failed")
             if record and not rule.get("active"):

@@ -164,7 +164,8 @@ class RuleWatch:
         kept = self._keep_last_good(payload, ruleset)
         held = self._hold_quarantined(payload, ruleset)
         previous = rules_mod.RuleSet()
-        previous.rules = {r: _VersionOnly(v) for r, v in old_versions.items() if r not in held}  # type: ignore[assignment]
+        previous.rules = {r: _VersionOnly(v)  # type: ignore[assignment]
+                          for r, v in old_versions.items() if r not in held}
         changes = previous.diff(ruleset)
         self.signature = signature
         self.ruleset, self.payload = ruleset, payload

@@ -352,7 +352,8 @@ class AlertStep:
                     continue
             marks = (len(alerts), len(late) if late is not None else 0, dict(counts_for(rule_id, rule.version)))
             try:
-                kept = self._rule_call(rule, entry, rows, pkey, watermark_us, emitted, alerts, counts_for, late, runtime)
+                kept = self._rule_call(rule, entry, rows, pkey, watermark_us, emitted, alerts, counts_for, late,
+                                       runtime)
             except Exception as exc:  # noqa: BLE001 - one rule's failure is that rule's, never the micro-batch's
                 del alerts[marks[0]:]
                 if late is not None:
@@ -388,7 +389,8 @@ class AlertStep:
             event_us = codec.datetime_to_micros(moment) if moment is not None else None
             suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
             measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
-            alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed))
+            alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted,
+                           suppressed))
             stats[_STATUS_STAT.get(status, "matched")] += 1
             stats["suppressed"] += int(suppressed)
         if late is not None and rows is not None:

@@ -19,9 +19,10 @@ summary, and the request signature.
   ``annotations`` (``summary``, ``description``, event times, measures), ``startsAt`` (the emit time) and
   ``endsAt`` (an hour later: an alert is an event, and Alertmanager resolves it by itself).
 * ``template``: a Jinja2 template (``templates.compile_template``: Jinja2's immutable sandbox, no attribute
-  of Python internals, no imports, its work and output bounded) whose every ``{{ expression }}`` is written as JSON, so data can never
-  break the body out of its JSON string: ``{"text": {{ "Rule " ~ alert.rule_id ~ " fired" }}}``. It
-  sees ``alert`` (the first alert of the request) and ``alerts``; what it renders must parse as JSON.
+  of Python internals, no imports, its work and output bounded) whose every ``{{ expression }}`` is
+  written as JSON, so data can never break the body out of its JSON string:
+  ``{"text": {{ "Rule " ~ alert.rule_id ~ " fired" }}}``. It sees ``alert`` (the first alert of the
+  request) and ``alerts``; what it renders must parse as JSON.
 
 A rule's ``-- severity: critical`` and ``-- summary: Card {{ card_id }} tested {{ tests }} times`` lines
 (rule options) give its severity (default ``warning``) and summary (a Jinja2 text template over the

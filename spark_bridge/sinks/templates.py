@@ -70,7 +70,7 @@ class _Budget:
         self.deadline = time.monotonic() + seconds
 
 
-_active = threading.local()  # the running render's _Budget, per thread (lanes render in their own threads)
+_active = threading.local()  # the running render's _Budget, per thread (each lane renders in its own)
 
 
 def _charge() -> None:
@@ -90,7 +90,8 @@ def _check_size(value: Any, what: str) -> None:
     if isinstance(value, (list, tuple, dict, set)) and len(value) > MAX_ITEMS:
         raise TemplateBudgetError(f"{what} has {len(value):,} items (the limit is {MAX_ITEMS:,})")
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
-        raise TemplateBudgetError(f"{what} is an integer of {value.bit_length():,} bits (the limit is {MAX_INT_BITS:,})")
+        raise TemplateBudgetError(f"{what} is an integer of {value.bit_length():,} bits "
+                                  f"(the limit is {MAX_INT_BITS:,})")
 
 
 def _check_arguments(args: tuple, kwargs: Mapping[str, Any], what: str) -> None:
@@ -162,7 +163,8 @@ def _check_method(function: Any, args: tuple) -> None:
     elif name in ("format", "format_map"):
         for field in _FORMAT_FIELD.findall(owner):
             if any(int(n) > MAX_TEXT for n in re.findall(r"\d+", field)):
-                raise TemplateBudgetError(f"str.format: the field {field[:40]} asks for more than {MAX_TEXT:,} characters")
+                raise TemplateBudgetError(f"str.format: the field {field[:40]} asks for more than "
+                                          f"{MAX_TEXT:,} characters")
 
 
 def _bounded_filter(name: str, function: Callable) -> Callable:

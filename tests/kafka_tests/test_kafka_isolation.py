@@ -49,7 +49,8 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
     stream.start()
 
     def alerts() -> list[dict]:
-        found = committed_records(checkpoint / "matches") if (checkpoint / "matches" / "_spark_metadata").exists() else []
+        written = (checkpoint / "matches" / "_spark_metadata").exists()
+        found = committed_records(checkpoint / "matches") if written else []
         return [a for a in found if a["rule_id"] == "rise"]
 
     try:
@@ -58,7 +59,8 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
             stream.check()  # raises if the matching query failed
             stream.refresh_rules()
             stream.poll()
-            assert time.monotonic() < deadline, f"{len(alerts())} of {len(expected)} alerts; {stream.status.get('events')}"
+            assert time.monotonic() < deadline, \
+                f"{len(alerts())} of {len(expected)} alerts; {stream.status.get('events')}"
             time.sleep(0.5)
         stream.process_all_available()
     finally:
@@ -79,6 +81,8 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
     assert main(["run", "--rules", str(rules), "--input", f"kafka://{boot}/{topic}", "--engine", "python",
                  "--session-timeout", SESSION, "--dead-letter", str(dead_letter), "-o", str(replayed)]) == 1
     backtest = [json.loads(line) for line in replayed.read_text().splitlines()]
-    assert sorted((a["rule_id"], a["match_id"]) for a in backtest) == sorted((a["rule_id"], a["match_id"]) for a in alerts())
+    assert sorted((a["rule_id"], a["match_id"]) for a in backtest) == \
+        sorted((a["rule_id"], a["match_id"]) for a in alerts())
     bad = [json.loads(line) for line in dead_letter.read_text().splitlines()]
-    assert sorted((r["_cep_error"], r["_cep_file"]) for r in bad) == sorted((r["_cep_error"], r["_cep_file"]) for r in dead)
+    assert sorted((r["_cep_error"], r["_cep_file"]) for r in bad) == \
+        sorted((r["_cep_error"], r["_cep_file"]) for r in dead)
