@@ -503,6 +503,10 @@ class AlertStream:
         self.start(available_now=True)
         try:
             self.match_query.awaitTermination()
+            with self._failed_lock:
+                failed, self._failed = self._failed, []
+            if failed:  # the status says which rule failed, as a running stream's would
+                self.watch.quarantine(failed)
             self.poll()
             if self.lanes is not None:
                 self._start_deliver(available_now=True)
