@@ -261,13 +261,17 @@ class AlertStream:
 
     def refresh_rules(self, *, force: bool = False) -> rules_mod.RuleChanges:
         """Reload the rules if their files changed; publish the new set for the next micro-batches."""
+        self._quarantine_failed()
+        changes = self.watch.refresh(force=force)
+        self.write_status()
+        return changes
+
+    def _quarantine_failed(self) -> None:
+        """Hand the rules that failed in the micro-batches since the last call to the rule watch."""
         with self._failed_lock:
             failed, self._failed = self._failed, []
         if failed:
             self.watch.quarantine(failed)
-        changes = self.watch.refresh(force=force)
-        self.write_status()
-        return changes
 
     # ----------------------------------------------------------------------------------- queries
 
@@ -503,10 +507,7 @@ class AlertStream:
         self.start(available_now=True)
         try:
             self.match_query.awaitTermination()
-            with self._failed_lock:
-                failed, self._failed = self._failed, []
-            if failed:  # the status says which rule failed, as a running stream's would
-                self.watch.quarantine(failed)
+            self._quarantine_failed()  # the status says which rule failed, as a running stream's would
             self.poll()
             if self.lanes is not None:
                 self._start_deliver(available_now=True)
