@@ -510,8 +510,6 @@ def run_rules(args: argparse.Namespace) -> int:
 def _rule_set_input(args: argparse.Namespace, ruleset, engine: str, kafka: KafkaInput | None):
     """(the events for the rules, how many were read, the bad rows by reason or None): files as ``cep run``
     reads them; a Kafka topic's messages with the bad ones set aside as ``cep stream`` does."""
-    from pyspark.sql import functions as F
-
     if kafka is None:
         fmt = input_format(args.input, args.format)
         if engine == "python":
@@ -519,6 +517,8 @@ def _rule_set_input(args: argparse.Namespace, ruleset, engine: str, kafka: Kafka
             return data, len(data), None
         data = read_spark(start_spark(args.master), args.input, fmt)
         return data, data.count(), None
+    from pyspark.sql import functions as F
+
     spark = start_spark(args.master, kafka=True)
     events = read_kafka_static(spark, kafka)
     readable = [c for c in events.columns if c != CORRUPT_RECORD]
