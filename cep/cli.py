@@ -54,6 +54,7 @@ from cep.grammar.format import format_statement
 from cep.grammar.parser import parse_schema, split_statements
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
+from cep.spark_bridge.alerting.rule_set import build_rule_set
 from cep.spark_bridge.spark.columns import quote
 from cep.statement import check_sql
 
@@ -125,8 +126,6 @@ def _check_rules(path: str, schema: dict[str, str | None] | None) -> int:
     """``cep check --rules PATH`` (or a directory): the rules loaded by the loader ``cep stream`` and
     ``cep run --rules`` use, with their verdict per statement; with a schema, also every check the stream
     makes against its input (``rule_set.build_rule_set``)."""
-    from cep.spark_bridge.alerting.rule_set import build_rule_set
-
     if not os.path.exists(path):
         print_error(f"cep check: rules not found: {path}")
         return EXIT_USAGE
