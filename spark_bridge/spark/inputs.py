@@ -117,7 +117,7 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
             reason = otherwise(unread & time.isNull(), BAD_EVENT_TIME)
         reason = otherwise(unread, BAD_WRONG_TYPE)
     for name in unheld_time_columns(df):  # a time pandas cannot hold would fail the whole micro-batch
-        value = F.unix_micros(F.col(quote(name)))
+        value = F.unix_micros(F.col(quote(name)).cast("timestamp"))  # a TIMESTAMP_NTZ column too
         outside = (value < F.lit(_FIRST_HELD_US)) | (value > F.lit(_LAST_HELD_US))
         reason = otherwise(outside, BAD_EVENT_TIME if name == time_column else BAD_WRONG_TYPE)
     if max_future_skew_us is not None and time is not None:
