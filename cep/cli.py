@@ -59,6 +59,7 @@ from cep.grammar.format import format_statement
 from cep.grammar.parser import parse_schema, split_statements
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
+from cep.spark_bridge.alerting.rule_set import build_rule_set
 from cep.spark_bridge.spark.columns import quote
 from cep.statement import check_sql
 
@@ -106,6 +107,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         schema = input_schema(args.input, input_format(args.input, args.format))
     status = EXIT_OK
     for path in args.files:
+        if args.rules or os.path.isdir(path):
+            status = max(status, _check_rules(path, schema))
+            continue
         try:
             text = read_text(path)
         except UsageError as exc:
@@ -121,6 +125,25 @@ def cmd_check(args: argparse.Namespace) -> int:
         count = len(statements)
         print(f"{path}: ok ({count} statement{'' if count == 1 else 's'})")
     return status
+
+
+def _check_rules(path: str, schema: dict[str, str | None] | None) -> int:
+    """``cep check --rules PATH`` (or a directory): the rules loaded by the loader ``cep stream`` and
+    ``cep run --rules`` use, with their verdict per statement; with a schema, also every check the stream
+    makes against its input (``rule_set.build_rule_set``)."""
+    if not os.path.exists(path):
+        print_error(f"cep check: rules not found: {path}")
+        return EXIT_USAGE
+    if schema:
+        _, ruleset = build_rule_set(path, input_types={name: kind or "VARCHAR" for name, kind in schema.items()})
+    else:
+        ruleset = cep.load_rules(path)
+    for error in ruleset.errors:
+        print_error(str(error))
+    count = len(ruleset)
+    summary = f"{path}: {count} rule{'' if count == 1 else 's'} ok"
+    print(summary + (f", {len(ruleset.errors)} with errors (cep stream skips them)" if ruleset.errors else ""))
+    return EXIT_QUERY_ERROR if ruleset.errors else EXIT_OK
 
 
 def format_text(text: str, filename: str | None = None) -> str:
@@ -401,7 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="parse and check query files without running them",
         description="Parse and check every statement of each FILE; print each error with its position.",
     )
-    check.add_argument("files", nargs="+", metavar="FILE", help="query file(s)")
+    check.add_argument("files", nargs="+", metavar="FILE", help="query file(s); a directory is checked as a rule set")
+    check.add_argument("--rules", action="store_true",
+                       help="check the files as alert rules, with the verdicts of cep stream and cep run --rules "
+                            "(names, options, summary templates, what a stream cannot run)")
     check.add_argument(
         "--schema", metavar="COLUMNS",
         help="input columns and types to check against, e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'",

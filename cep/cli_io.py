@@ -21,7 +21,7 @@ from cep.matcher.rows.tables import arrow_to_pandas, pandas_series
 from cep.matcher.sql.types import decimal_params
 from cep.matcher.rows.text_types import (column_type, convert, declared_value, evidence, parse_timestamp,
                                          RepeatedColumnError, repeated_column, resolve_declared,
-                                         string_type)
+                                         string_type, time_is_held)
 from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import RAW, REJECT
 from cep.spark_bridge.spark.files import json_holds_array, read_files
@@ -244,7 +244,7 @@ def infer_datetimes(pdf: "pd.DataFrame") -> "pd.DataFrame":
         values = [None if missing else value for value, missing in zip(series.tolist(), series.isna().tolist())]
         if values and all(isinstance(v, str) for v in values if v is not None):
             if string_type(evidence(values)) == "TIMESTAMP":
-                pdf[name] = _typed_series([None if v is None else parse_timestamp(v) for v in values], "TIMESTAMP")
+                pdf[name] = _typed_series(_times_or_text(values), "TIMESTAMP")
     return pdf
 
 
@@ -348,7 +348,12 @@ def _typed_series(values: list, type_name: str) -> "pd.Series":
     import pandas as pd
 
     if type_name == "TIMESTAMP":
-        return pd.Series(values, dtype="datetime64[ns]")
+        # A time pandas cannot hold keeps its text, so the row checks set it aside as a bad row
+        # (text_types.FIRST_HELD_TIME says why), and the other rows keep their times.
+        held = [v.isoformat() if isinstance(v, datetime) and not time_is_held(v) else v for v in values]
+        if any(isinstance(v, str) for v in held):
+            return pd.Series(held, dtype=object)
+        return pd.Series(held, dtype="datetime64[ns]")
     if type_name == "DATE":  # datetime.date values (pandas has no date dtype): pandas_schema reads them as DATE
         return pd.Series(values, dtype=object)
     if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
@@ -359,6 +364,11 @@ def _typed_series(values: list, type_name: str) -> "pd.Series":
 
         return pd.Series(pa.array(values, pa.decimal128(*size)), dtype=pd.ArrowDtype(pa.decimal128(*size)))
     return pd.Series(values, dtype=object)
+
+
+def _times_or_text(values: list) -> list:
+    """The strings of a TIMESTAMP column as times; one that is no time keeps its text (a bad row)."""
+    return [None if v is None else parse_timestamp(v) or v for v in values]
 
 
 def _read_json_rows(path: str) -> list[dict]:
@@ -401,7 +411,7 @@ def _json_frame(rows: list[dict]) -> "pd.DataFrame":
         values = [row.get(name) for row in rows]
         present = {type(v) for v in values} - {type(None)}
         if present == {str} and string_type(evidence(values)) == "TIMESTAMP":
-            columns[name] = _typed_series([None if v is None else parse_timestamp(v) for v in values], "TIMESTAMP")
+            columns[name] = _typed_series(_times_or_text(values), "TIMESTAMP")
         elif present <= {int, float} or present == {bool}:
             columns[name] = pandas_series(values)
         else:

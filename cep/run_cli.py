@@ -60,6 +60,7 @@ from cep.cli_io import (
 from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
 from cep.query import ALERT_REPLAY_NAMES, compile_rule, load_rules, rule_alerts
+from cep.spark_bridge.alerting.rule_set import event_time_of
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD
@@ -414,15 +415,19 @@ def _spark_failure(exc: Exception, where: str) -> int:
 
 def run_rules(args: argparse.Namespace) -> int:
     """``cep run --rules DIR``: every rule of the set over the inputs, as the live stream alerts them (the
-    python engine unless --engine spark or a --master is given: rule sets are replayed rule by rule)."""
+    python engine unless --engine spark or a --master is given: rule sets are replayed rule by rule). A
+    ``kafka://`` input is the messages the topics hold now, their bad ones set aside as the stream sets
+    them aside (``--dead-letter``). A rule that fails is reported and the others still run."""
     import pandas as pd
 
     if not os.path.exists(args.rules):
         raise UsageError(f"rules directory not found: {args.rules}")
     if not args.input:
         raise UsageError("--rules needs the events: --input PATH")
-    if args.dead_letter or args.limit is not None:
-        raise UsageError("--dead-letter and --limit go with one query, not with --rules")
+    kafka = kafka_input(list(args.input), args.format, args.schema, args.kafka_option)
+    if (args.dead_letter and not kafka) or args.limit is not None:
+        raise UsageError("--limit goes with one query, and --dead-letter with one query or a kafka:// input, "
+                         "not with --rules over files")
     try:
         specs = parse_specs(args.suppress)
     except ValueError as exc:
@@ -436,24 +441,24 @@ def run_rules(args: argparse.Namespace) -> int:
     if not len(ruleset):
         print_error(f"cep run: no rule could be loaded from {args.rules}")
         return EXIT_QUERY_ERROR
-    fmt = input_format(args.input, args.format)
     started = time.perf_counter()
     alerts: list[dict] = []
+    failed = 0
+    bad_rows: dict[str, int] | None = None
     try:
-        if engine == "python":
-            data = read_pandas(args.input, fmt)
-            events = len(data)
-            for rule in ruleset:
-                alerts += rule_alerts(rule, compile_rule(rule, alert_columns=True).run(data, **options), suppress=specs)
-        else:
-            spark = start_spark(args.master)
-            data = read_spark(spark, args.input, fmt)
-            events = data.count()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for rule in ruleset:
-                    matches = compile_rule(rule, alert_columns=True).on_spark(data, **options).toPandas()
-                    alerts += rule_alerts(rule, matches, suppress=specs)
+        data, events, bad_rows = _rule_set_input(args, ruleset, engine, kafka)
+        for rule in ruleset:
+            try:
+                matches = compile_rule(rule, alert_columns=True)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    found = matches.run(data, **options) if engine == "python" else \
+                        matches.on_spark(data, **options).toPandas()
+            except cep.CepError as err:  # this rule's failure: the others run, as in cep stream
+                print_error(f"rule {rule.rule_id} failed (cep stream quarantines it): {err}")
+                failed += 1
+                continue
+            alerts += rule_alerts(rule, found, suppress=specs)
     except cep.CepError as err:
         print_error(str(err))
         return EXIT_QUERY_ERROR
@@ -472,7 +477,36 @@ def run_rules(args: argparse.Namespace) -> int:
     print(f"rules: {len(ruleset)}, events read: {events}, alerts: {len(table)}"
           + (f" ({suppressed} suppressed)" if suppressed else "")
           + f", seconds: {time.perf_counter() - started:.2f} (engine: {engine}; ids as cep stream --rules gives them)")
-    return EXIT_QUERY_ERROR if ruleset.errors else EXIT_OK
+    if bad_rows is not None:
+        print(bad_rows_summary(bad_rows, args.dead_letter) if args.dead_letter else
+              f"bad rows: {sum(bad_rows.values())} (set aside; --dead-letter FILE keeps them)")
+    return EXIT_QUERY_ERROR if ruleset.errors or failed else EXIT_OK
+
+
+def _rule_set_input(args: argparse.Namespace, ruleset, engine: str, kafka: KafkaInput | None):
+    """(the events for the rules, how many were read, the bad rows by reason or None): files as ``cep run``
+    reads them; a Kafka topic's messages with the bad ones set aside as ``cep stream`` does."""
+    if kafka is None:
+        fmt = input_format(args.input, args.format)
+        if engine == "python":
+            data = read_pandas(args.input, fmt)
+            return data, len(data), None
+        data = read_spark(start_spark(args.master), args.input, fmt)
+        return data, data.count(), None
+    from pyspark.sql import functions as F
+
+    spark = start_spark(args.master, kafka=True)
+    events = read_kafka_static(spark, kafka)
+    readable = [c for c in events.columns if c != CORRUPT_RECORD]
+    time_column = next((t for t in (event_time_of(rule, readable) for rule in ruleset) if t is not None), None)
+    good, bad = set_aside_bad_rows(events, time_column)
+    counts = bad.groupBy("_cep_error").agg(F.count(F.lit(1)).alias("n")).collect()
+    bad_rows = {row["_cep_error"]: row["n"] for row in counts}
+    if args.dead_letter:
+        write_dead_letter([row.asDict() for row in bad.collect()], args.dead_letter)
+    data = arrow_to_pandas(good.toArrow()) if engine == "python" else good
+    count = len(data) if engine == "python" else data.count()
+    return data, count + sum(bad_rows.values()), bad_rows
 
 
 def add_command(sub: Any, formats: Sequence[str]) -> None:

@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Iterator, Union, get_args
 
-from cep.grammar.errors import Span
+from cep.grammar.errors import Span, moved_span
 
 
 @dataclass(frozen=True)
@@ -523,3 +523,15 @@ def walk(node: object) -> Iterator[object]:
         current = stack.pop()
         yield current
         stack.extend(reversed(list(children(current))))
+
+
+def moved(node: object, lines: int, offset: int) -> object:
+    """``node`` with every span in it ``moved_span`` (a statement parsed apart from the rest of its file)."""
+    if isinstance(node, tuple):
+        return tuple(moved(item, lines, offset) for item in node)
+    if isinstance(node, Span):
+        return moved_span(node, lines, offset)
+    if not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return node
+    changes = {f.name: moved(getattr(node, f.name), lines, offset) for f in dataclasses.fields(node)}
+    return dataclasses.replace(node, **changes)

@@ -13,6 +13,7 @@ Several semantic errors of one query are raised together as one ``CepSemanticErr
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -34,6 +35,15 @@ class Span:
 
 
 NO_SPAN = Span()
+
+
+def moved_span(span: Span, lines: int, offset: int) -> Span:
+    """``span`` of a text that starts ``lines`` lines and ``offset`` characters further into a file (columns
+    unchanged: the text starts at the beginning of a line); no position stays none."""
+    if span.line <= 0:
+        return span
+    return dataclasses.replace(span, line=span.line + lines, end_line=span.end_line + lines if span.end_line > 0 else 0,
+                               start=span.start + offset, end=span.end + offset)
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,13 @@ class CepError(Exception):
             self.message = f"{self.message} ({where})"
         if len(self.errors) == 1:
             self.errors = [Diagnostic(self.code, self.message, self.span, self.hint)]
+        self.args = (self.render(),)
+        return self
+
+    def moved(self, lines: int, offset: int) -> "CepError":
+        """The same error, its positions ``moved_span`` (a statement parsed apart from its file)."""
+        self.span = moved_span(self.span, lines, offset)
+        self.errors = [dataclasses.replace(d, span=moved_span(d.span, lines, offset)) for d in self.errors]
         self.args = (self.render(),)
         return self
 

@@ -744,14 +744,30 @@ def parse_all(text: str, *, filename: str | None = None) -> list[ast.Statement]:
                                code="E0301", filename=filename)
     statements = []
     for start, end, name in split_statements(text):
-        # Blank out the other statements (keeping newlines) so that positions are file positions.
-        padded = re.sub(r"[^\n]", " ", text[:start]) + text[start:end]
         try:
-            statement = parse(padded, filename=filename)
+            statement = parse_part(text, start, end, filename=filename)
         except CepError as error:
             raise error.with_source(text, filename) from None
         statements.append(dataclasses.replace(statement, name=name))
     return statements
+
+
+def parse_part(text: str, start: int, end: int, *, filename: str | None = None,
+               line: int | None = None) -> ast.Statement:
+    """Parse and check the statement ``text[start:end]`` of a file, positions (in errors too) in the file.
+    Only the statement is read (``line``: the file's line at ``start``, when the caller counts them), so a
+    file of many statements parses in linear time, and the length limit is the statement's."""
+    if line is None:
+        line = text.count("\n", 0, start) + 1
+    newline = text.find("\n", start, end)
+    if newline >= 0 and not text[start:newline].strip():  # the usual case: the statement starts on a line of its own
+        start, line = newline + 1, line + 1
+    line_start = text.rfind("\n", 0, start) + 1
+    try:  # the statement from the start of its line, what comes before it blanked: columns are the file's
+        statement = parse(" " * (start - line_start) + text[start:end], filename=filename)
+    except CepError as error:
+        raise error.moved(line - 1, line_start) from None
+    return ast.moved(statement, line - 1, line_start)
 
 
 _SCHEMA_FIELD = re.compile(r'\s*("(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d]\w*)\s*:?\s*([A-Za-z_]\w*)\s*([\s\S]*?)\s*\Z')

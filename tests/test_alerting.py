@@ -28,7 +28,7 @@ import cep
 from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.spark.columns import EVENT_US, KIND
-from cep.spark_bridge.alerting.rule_set import KIND_MATCH, PKEY, SPEC
+from cep.spark_bridge.alerting.rule_set import KIND_FAILED, KIND_MATCH, PKEY, SPEC
 from cep.spark_bridge.alerting.worker import AlertStep, Explode
 from cep.spark_bridge.alerting.rule_set import STAT_NAMES, build_rule_set
 from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
@@ -104,6 +104,7 @@ class LocalAlerts:
         self.states: dict[tuple, tuple] = {}
         self.timers: dict[tuple, int] = {}
         self.stats: Counter = Counter()
+        self.failures: list[dict] = []  # KIND_FAILED rows: a rule that raised on a key
 
     def run_batch(self, rows: list[dict]) -> list[dict]:
         import pandas as pd
@@ -133,6 +134,9 @@ class LocalAlerts:
             for record in result.to_dict("records"):
                 if record[KIND] == KIND_MATCH:
                     out.append({name: record[name] for name in ALERT_NAMES})
+                elif record[KIND] == KIND_FAILED:
+                    self.failures.append({"rule_id": record["rule_id"], "version": record["rule_version"],
+                                          "key": record["partition_key"], "error": record["measures"]})
                 else:
                     self.stats.update({(record["rule_id"], n): v for n, v in zip(STAT_NAMES, record["__cep_stats"]) if v})
         for row in rows:

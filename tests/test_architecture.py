@@ -53,8 +53,8 @@ ORDER = {
                                 "replay"],
     "cep.spark_bridge.spark": ["kafka_connector", "columns", "shipping", "session", "types", "files", "buckets", "inputs",
                                "kafka", "batch", "streaming"],
-    "cep.spark_bridge.sinks": ["base", "safe_text", "alerts", "file", "console", "dead_letters", "payloads", "webhook",
-                               "sql", "kafka", "lanes", "fanout"],
+    "cep.spark_bridge.sinks": ["base", "safe_text", "alerts", "file", "console", "dead_letters", "templates", "payloads",
+                               "webhook", "sql", "kafka", "lanes", "fanout"],
     "cep.spark_bridge.alerting": ["rules", "suppress", "rule_set", "store", "status", "worker", "query", "rule_watch",
                                   "stream", "metrics"],
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -62,3 +63,75 @@ def test_cli_run_dead_letter_on_spark_sets_aside_and_counts_what_the_python_engi
     assert printed["python"] == printed["spark"]
     assert records["python"] == records["spark"] == [
         {"_cep_error": "null_event_time", "_cep_error_code": "E0440", "_cep_error_detail": "event time 'ts' is NULL"}]
+
+
+UNHELD = ["1600-01-01T00:00:00Z", "2300-06-01T00:00:00", "1677-09-21T00:12:43.145224"]  # the last: 1 µs too early
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_an_event_time_pandas_cannot_hold_is_a_bad_row_not_a_traceback(tmp_path, capsys, fmt):
+    lines = [dict(line, ts=ts) for line, ts in zip(LINES[:3], UNHELD)] + [
+        {"symbol": "A", "ts": f"2024-01-01T00:00:0{i}", "price": p} for i, p in enumerate([5.0, 3.0, 4.0, 6.0], 1)]
+    source = tmp_path / f"events.{fmt}"
+    if fmt == "json":
+        source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    else:
+        source.write_text("symbol,ts,price\n" + "".join(f"{l['symbol']},{l['ts']},{l['price']}\n" for l in lines),
+                          encoding="utf-8")
+    dead = tmp_path / "bad.jsonl"
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python", "--dead-letter", str(dead)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == f"bad rows: 3 (bad_event_time 3) -> {dead}"
+    records = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+    assert [(r["_cep_row"], r["_cep_error_code"]) for r in records] == [(0, "E0441"), (1, "E0441"), (2, "E0441")]
+    held = "outside the times the engines hold (1677-09-21 to 2262-04-11)"
+    assert all(held in r["_cep_error_detail"] for r in records)
+    good = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(lines[3:])  # the batch API on the good rows alone
+    assert f"matches: {len(good)}," in out and len(good) == 1
+    # Without a dead letter: the run is refused with the row and the reason, never a pandas traceback.
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
+    err = capsys.readouterr().err
+    assert "E0410" in err and "'ts'" in err and "Traceback" not in err
+    if fmt == "json":  # a JSON input's kinds are checked row by row (validate.refuse_odd_kinds): the row is named
+        assert "bad_event_time" in err and "row 0" in err
+
+
+def _yesterday_input(tmp_path: Path) -> tuple[Path, list[dict]]:
+    """The issue's input: one unparseable time on another key; as text, 'yesterday' sorted after every time
+    and the column ordered as strings."""
+    good = [{"symbol": "A", "ts": f"2024-01-01T00:00:{s:02d}", "price": p} for s, p in ((1, 5.0), (2, 3.0), (3, 4.0))]
+    good += [{"symbol": "B", "ts": f"2024-01-01T00:00:{s:02d}", "price": p} for s, p in ((1, 9.0), (12, 7.0), (3, 8.0))]
+    lines = good[:4] + [{"symbol": "C", "ts": "yesterday", "price": 1.0}] + good[4:]
+    source = tmp_path / "events.json"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return source, good
+
+
+def test_one_unparseable_time_is_a_bad_row_and_never_turns_the_time_column_into_text(tmp_path, capsys):
+    source, good = _yesterday_input(tmp_path)
+    dead = tmp_path / "bad.jsonl"
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python", "--dead-letter", str(dead)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == f"bad rows: 1 (bad_event_time 1) -> {dead}"
+    (record,) = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
+    assert (record["_cep_row"], record["ts"], record["_cep_error_code"]) == (4, "yesterday", "E0441")
+    expected = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(
+        [dict(row, ts=dt.datetime.fromisoformat(row["ts"])) for row in good])  # the good rows, as times
+    assert f"matches: {len(expected)}," in out
+    assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
+    err = capsys.readouterr().err
+    assert "E0410" in err and "'yesterday'" in err and "row 4" in err
+
+
+@pytest.mark.spark
+def test_one_unparseable_time_is_the_same_bad_row_on_spark(tmp_path, capsys):
+    source, _ = _yesterday_input(tmp_path)
+    printed = {}
+    for engine in ("python", "spark"):
+        dead = tmp_path / f"bad-{engine}.jsonl"
+        argv = ["run", str(VSHAPE), "--input", str(source), "--engine", engine, "--dead-letter", str(dead)]
+        assert cli.main(argv) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[-1] == f"bad rows: 1 (bad_event_time 1) -> {dead}"
+        printed[engine] = lines[:-2]
+    assert printed["spark"] == printed["python"]

@@ -242,3 +242,59 @@ def test_severity_and_summary_options_are_checked_at_their_line(tmp_path):
     first, second = ruleset.errors
     assert (first.code, first.line, first.rule_id) == ("E0607", 2, "r/one") and "critical, error, warning, info" in str(first)
     assert (second.code, second.line) == ("E0607", 5) and "does not compile" in str(second)
+
+
+def test_cep_check_rules_gives_the_verdicts_of_the_stream_and_of_cep_run_rules(tmp_path, capsys):
+    """One loader: `cep check --rules` (or a directory), `cep.load_rules` (cep run --rules) and the stream's
+    `build_rule_set` refuse the same statements with the same codes at the same lines."""
+    from cep.cli import main
+
+    head = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+    text = (f"-- name: bad_summary\n-- summary: {{{{ card\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: subquery\nSELECT * FROM (SELECT * FROM t) MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+            f"MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: all_rows\n{head}ALL ROWS PER MATCH PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: slow_summary\n-- summary: {{{{ 3 ** (10**9) % 7 }}}}\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
+            f"-- name: fine\n{head}PATTERN (A B) DEFINE A AS v > 1, B AS v < 1);\n")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "r.sql").write_text(text, encoding="utf-8")
+    expected = [("E0607", 2), ("E0107", 5), ("E0602", 7)]
+    api = cep.load_rules(str(rules))
+    _, stream = build_rule_set(str(rules), input_types={"k": "VARCHAR", "ts": "TIMESTAMP", "v": "DOUBLE"})
+    for ruleset in (api, stream):
+        assert [(e.code, e.line) for e in ruleset.errors] == expected
+        assert list(ruleset.rules) == ["r/slow_summary", "r/fine"]  # a template computes nothing at load
+    assert main(["check", "--rules", str(rules / "r.sql")]) == 1
+    first = capsys.readouterr()
+    assert main(["check", str(rules), "--schema", "k STRING, ts TIMESTAMP, v DOUBLE"]) == 1
+    second = capsys.readouterr()
+    for out in (first, second):
+        reported = [line for line in out.err.splitlines() if "error[" in line]
+        assert [(line.split("error[")[1][:5], int(line.split(":")[1])) for line in reported] == expected
+        assert "2 rules ok, 3 with errors" in out.out
+    assert main(["check", str(rules / "r.sql")]) == 0  # as plain queries for cep run, every statement runs
+
+
+def test_a_big_rule_file_reports_lengths_and_positions_of_its_own_statements(tmp_path):
+    """Statements far into a big file: each is parsed alone, so the length limit (E0301) is the statement's
+    own, and an error's line, column and caret are the file's."""
+    from cep.grammar.limits import MAX_QUERY_LENGTH
+
+    rule = ("-- name: r{i}\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+            "PATTERN (A B) DEFINE A AS v > {i}, B AS v < 0);\n")
+    count = MAX_QUERY_LENGTH // len(rule.format(i=0)) + 200  # the last ones start well past 256 KiB
+    broken = count - 3
+    lines = [rule.format(i=i) for i in range(count)]
+    lines[broken] = lines[broken].replace("v < 0", "v <<< 0")
+    long_one = f"-- name: long\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n " \
+               f"PATTERN (A) DEFINE A AS v IN ({', '.join(['1'] * (MAX_QUERY_LENGTH // 3))}));\n"
+    text = "".join(lines) + long_one
+    write(tmp_path, "big.sql", text)
+    ruleset = load_rules(str(tmp_path))
+    assert len(ruleset) == count - 1
+    (syntax, too_long) = ruleset.errors
+    assert (syntax.rule_id, syntax.line) == (f"big/r{broken}", 2 * broken + 2)
+    assert text.splitlines()[syntax.line - 1][syntax.column - 1:].startswith("<")
+    assert too_long.code == "E0301" and too_long.rule_id == "big/long"
+    assert f"the query is {len(long_one) - 1} characters long" in str(too_long)  # its own text, never its offset

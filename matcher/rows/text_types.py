@@ -59,6 +59,19 @@ from cep.grammar.columns import ColumnNames
 from cep.grammar.limits import MAX_DECIMAL_PRECISION
 from cep.matcher.sql.types import decimal_params, is_decimal, round_decimal
 
+# The times the engines can hold: pandas' datetime64[ns] (microseconds inside it), in which the python
+# engine's frames and Spark's stateful operators (applyInPandasWithState) carry every time column. A
+# datetime holds the years 1 to 9999; a time outside these is a bad row (``bad_event_time`` in the event
+# time column, else ``wrong_type``), never a failed run or micro-batch.
+FIRST_HELD_TIME = _dt.datetime(1677, 9, 21, 0, 12, 43, 145225)
+LAST_HELD_TIME = _dt.datetime(2262, 4, 11, 23, 47, 16, 854775)
+
+
+def time_is_held(value: _dt.datetime) -> bool:
+    """Whether a naive UTC ``value`` is within ``FIRST_HELD_TIME`` .. ``LAST_HELD_TIME``."""
+    return FIRST_HELD_TIME <= value.replace(tzinfo=None) <= LAST_HELD_TIME
+
+
 # The texts that mark a missing value in a column that is not text.
 NULL_MARKERS = ("NA", "N/A", "NULL", "null", "None")
 # The range of a BIGINT (Spark's LongType) and the digits of the widest DECIMAL.
@@ -165,9 +178,13 @@ def _double_key(value: float):
 
 
 def string_type(evidence: TextEvidence) -> str:
-    """The type of a JSON column of strings: TIMESTAMP when every one is an ISO 8601 time (JSON has no
-    time type), else VARCHAR. JSON has numbers, booleans and null of its own: a string stays a string."""
-    return "TIMESTAMP" if evidence.values and evidence.timestamps == evidence.values else "VARCHAR"
+    """The type of a JSON column of strings: TIMESTAMP when most of them (more than half) are ISO 8601
+    times (JSON has no time type), else VARCHAR. JSON has numbers, booleans and null of its own: a
+    string stays a string. In a TIMESTAMP column a string that is no time (``"yesterday"``) keeps its
+    text, and the row checks set it aside (``bad_event_time`` in the event time column, ``wrong_type`` in
+    another), as for a value of the minority kind in a column of mixed kinds: one odd value never turns
+    the column into text, which would order the times as strings."""
+    return "TIMESTAMP" if evidence.values and 2 * evidence.timestamps > evidence.values else "VARCHAR"
 
 
 def parse_timestamp(text: str) -> _dt.datetime | None:

@@ -72,7 +72,9 @@ from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
-from cep.matcher.rows.text_types import DECLARED_PATTERNS, PATTERNS, out_of_range
+from cep.matcher.rows.text_types import (
+    DECLARED_PATTERNS, FIRST_HELD_TIME, LAST_HELD_TIME, PATTERNS, out_of_range, parse_timestamp, time_is_held,
+)
 
 Columns = dict[str, list]
 
@@ -339,6 +341,9 @@ class InputChecks:
                     if allowed and isinstance(value, str) and out_of_range(value, type_name):
                         detail = (f"{what} '{name}' holds {_show(value)}, a number too large for its declared "
                                   f"{type_name}")
+                    elif expected == "timestamp" and _unheld_time(value):
+                        detail = (f"{what} '{name}' holds {_show(value)}, outside the times the engines hold "
+                                  f"({FIRST_HELD_TIME.date()} to {LAST_HELD_TIME.date()})")
                     else:
                         detail = f"{what} '{name}' holds {kind} {_show(value)} where {wanted} is expected{declared}"
                     bad[index] = (reason, detail)
@@ -474,3 +479,9 @@ def input_checks(*, dead_letter=None, schema=None, dedup_key=None, stats=None) -
     if dead_letter is None and schema is None and dedup_key is None and stats is None:
         return None
     return InputChecks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
+
+
+def _unheld_time(value) -> bool:
+    """``value`` is the text of a valid time that the engines cannot hold (``text_types.FIRST_HELD_TIME``)."""
+    parsed = parse_timestamp(value) if isinstance(value, str) else None
+    return parsed is not None and not time_is_held(parsed)

@@ -29,7 +29,8 @@ series                                          type       labels, meaning
 ``cep_sink_queue_alerts``                       gauge      ``sink``: alerts waiting in the sink's outbox
 ``cep_sink_dead_letters``                       gauge      ``sink``: dead letters waiting (refused ones included)
 ``cep_sink_failing``                            gauge      ``sink``: 1 while its deliveries fail
-``cep_rules``                                   gauge      ``state`` (active, error)
+``cep_rules``                                   gauge      ``state`` (active, error, failed: quarantined at run time)
+``cep_rule_failed``                             gauge      ``rule``, ``reason``: 1 while quarantined
 ``cep_rules_outage``                            gauge      1 while the rules directory cannot be read
 ==============================================  =========  ================================================
 
@@ -188,9 +189,16 @@ class StreamMetrics:
                 family.add_metric([key], values[name])
         yield from families.values()
         states = GaugeMetricFamily("cep_rules", "Rules by state", labels=["state"])
-        for state in ("active", "error"):
+        for state in ("active", "error", "failed"):
             states.add_metric([state], sum(1 for r in rows if r["state"] == state))
         yield states
+        failed = GaugeMetricFamily("cep_rule_failed", "1 for a rule quarantined after failing at run time (until its "
+                                   "file changes), with the error's type and code", labels=["rule", "reason"])
+        for rule_id, rule in sorted(status.get("rules", {}).items()):
+            record = rule.get("failed")
+            if record and not rule.get("active"):
+                failed.add_metric([rule_id, str(record.get("error") or "").split(":", 1)[0][:100]], 1)
+        yield failed
         yield GaugeMetricFamily("cep_rules_outage", "1 while the rules cannot be read", value=1 if status.get("rules_outage") else 0)
 
 

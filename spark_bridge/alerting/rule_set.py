@@ -38,6 +38,10 @@ PKEY = "__cep_pkey"
 BUCKET = "__cep_bucket"  # the grouping column of a bucket of partition keys (spark/buckets.py)
 FILE = "__cep_file"  # the input file of a bad row (NULL on good rows: they need none)
 KIND_MATCH, KIND_BAD, KIND_STATS, KIND_LATE = 0, 1, 2, 3
+# A rule that failed on a key (laid out as a late row: rule id, version, the key, the error in ``measures``);
+# the driver quarantines the rule from the next micro-batch on (rule_watch.RuleWatch.quarantine).
+KIND_FAILED = 4
+FAILURE_TEXT_LIMIT = 2000  # characters of a failure's message kept: the first lines name the cause
 ROW_ID = "__cep_row_id"  # an input row's id within its micro-batch: a row late for several rules counts once
 # The group bad input rows travel in (``inputs.mark_bad_rows``): not a JSON list, so no partition spec.
 BAD_SPEC = "bad-rows"

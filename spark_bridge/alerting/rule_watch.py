@@ -11,6 +11,12 @@ what changed.
   and the files are read again once the directory is back. Deleting every file of a directory that is
   still there does remove every rule.
 * A rule that did not load and now does is logged as fixed.
+* **A rule that fails at run time is quarantined on its own** (``quarantine``): E0430 (too many partial
+  matches on a key) or any exception in its step. The executors drop its state on the failing key and
+  report it; from the next rule set on it is left out (its state on every other key is dropped as for a
+  removed rule), shown as ``failed`` with the reason, the key and the time in the status and metrics,
+  and run again, with fresh state, once its file changes (an edit, or a ``touch``). The other rules
+  keep running. The quarantine is kept in the status file, so a restart does not run it again.
 """
 
 from __future__ import annotations
@@ -49,6 +55,15 @@ class _KeptRule:
     line: int
 
 
+def _file_stamp(path: str) -> list | None:
+    """What tells that a rule's file changed: its modification time and size (None: it is gone)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size]
+
+
 class RuleWatch:
     """The rule set of one stream: loaded from ``path``, published to ``store``, recorded in ``book``."""
 
@@ -71,6 +86,8 @@ class RuleWatch:
         self.payload: dict | None = None
         self.signature: tuple | None = None
         self.notes: dict[tuple[str, str], RuleNotes] = {}
+        # Rules failed at run time, by id: version, file stamp, error, key, time (kept in the status file).
+        self.quarantined: dict[str, dict] = dict(book.status.get("quarantined") or {})
 
     # ---------------------------------------------------------------------------------- the files
 
@@ -145,8 +162,10 @@ class RuleWatch:
         # Compare with what ran last, also across a restart (the status file remembers it).
         old_versions = dict(self.book.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
         kept = self._keep_last_good(payload, ruleset)
+        held = self._hold_quarantined(payload, ruleset)
         previous = rules_mod.RuleSet()
-        previous.rules = {r: _VersionOnly(v) for r, v in old_versions.items()}  # type: ignore[assignment]
+        previous.rules = {r: _VersionOnly(v)  # type: ignore[assignment]
+                          for r, v in old_versions.items() if r not in held}
         changes = previous.diff(ruleset)
         self.signature = signature
         self.ruleset, self.payload = ruleset, payload
@@ -158,6 +177,49 @@ class RuleWatch:
             self.event(f"rule {rule_id}: its file has errors (see cep status); version {ruleset[rule_id].version} keeps running",
                        "warning")
         return changes
+
+    # ---------------------------------------------------------------------------------- quarantine
+
+    def quarantine(self, failures: Sequence[dict]) -> None:
+        """Leave out each rule of ``failures`` (``rule_id``, ``version``, ``key``, ``error``: what the
+        executors reported) until its file changes, and publish the set without it."""
+        fresh = []
+        for failure in failures:
+            rule_id = failure["rule_id"]
+            rule = self.ruleset.rules.get(rule_id) if self.ruleset is not None else None
+            if rule_id in self.quarantined or rule is None or rule.version != failure["version"]:
+                continue  # already out, or a version that no longer runs
+            self.quarantined[rule_id] = {"version": rule.version, "path": rule.path, "file": _file_stamp(rule.path),
+                                         "error": failure["error"], "key": failure.get("key"), "since": now_iso()}
+            fresh.append(rule_id)
+        if not fresh:
+            return
+        for rule_id in fresh:
+            record = self.quarantined[rule_id]
+            self.event(f"rule {rule_id} failed at run time on key {record['key']} and is quarantined (every other rule "
+                       f"keeps running; it runs again once its file {visible(record['path'])} changes): "
+                       f"{visible(record['error'].splitlines()[0] if record['error'] else '')}", "error")
+        self.refresh(force=True)
+
+    def _hold_quarantined(self, payload: dict, ruleset: rules_mod.RuleSet) -> set[str]:
+        """Take the quarantined rules out of a set about to be published; lift the quarantine of a rule
+        whose file changed or that is gone. Returns the ids held out."""
+        held = set()
+        for rule_id, record in list(self.quarantined.items()):
+            if rule_id not in ruleset.rules or _file_stamp(record["path"]) != record["file"]:
+                del self.quarantined[rule_id]
+                if rule_id in ruleset.rules:
+                    self.event(f"rule {rule_id}: its file changed after it failed; it runs again with fresh state "
+                               f"(version {ruleset[rule_id].version})", "info")
+                continue
+            ruleset.rules.pop(rule_id)
+            payload["rules"] = [entry for entry in payload["rules"] if entry["rule_id"] != rule_id]
+            held.add(rule_id)
+        with self.book.lock:
+            self.book.status["quarantined"] = dict(self.quarantined)
+            for rule_id, rule in self.book.status.get("rules", {}).items():
+                rule["failed"] = self.quarantined.get(rule_id)
+        return held
 
     def notes_for(self, rule_id: str, version: str) -> RuleNotes:
         """A rule's severity and summary (its version's, else the newest known)."""

@@ -44,7 +44,7 @@ from typing import Callable, Iterable
 from cep.grammar import ast
 from cep.grammar.errors import CepError, Span
 from cep.grammar.format import format_statement
-from cep.grammar.parser import parse, split_statements
+from cep.grammar.parser import parse_part, split_statements
 from cep.spark_bridge.sinks.payloads import SEVERITIES, check_summary_template
 from cep.spark_bridge.sinks.safe_text import visible
 
@@ -221,10 +221,6 @@ def _options(head: str) -> dict[str, str]:
     return options
 
 
-def _line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
 def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: str | None = None) -> tuple[list[Rule], list[RuleError]]:
     """The rules of one file, and the errors of the statements that could not be loaded."""
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -247,14 +243,18 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
     rules: list[Rule] = []
     errors: list[RuleError] = []
     seen: dict[str, int] = {}
+    counted, line_at = 0, 1  # the line at offset `counted`, advanced statement by statement: loading is linear
     for position, (start, end, name) in enumerate(pieces, start=1):
+        line_at += text.count("\n", counted, start)
+        counted = start
         if name:
             rule_id = f"{stem}/{name}"
         elif unnamed == 1 and len(pieces) == 1:
             rule_id = stem
         else:
             rule_id = f"{stem}/{position}"
-        first_line = _line_of(text, start + (len(text[start:end]) - len(text[start:end].lstrip())))
+        piece = text[start:end]
+        first_line = line_at + piece.count("\n", 0, len(piece) - len(piece.lstrip()))
         if name and _unsafe(name):
             errors.append(_plain_error(path, "E0606", f"the name {visible(repr(name))} cannot be part of a rule id: use ASCII "
                                        "letters, digits, '_', '-' and '.'", first_line, 1, None))
@@ -264,10 +264,8 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
                                        "give each statement its own '-- name:'", first_line, 1, rule_id))
             continue
         seen[rule_id] = first_line
-        # Blank out the rest of the file (keeping newlines), so that positions are file positions.
-        padded = re.sub(r"[^\n]", " ", text[:start]) + text[start:end]
         try:
-            statement = parse(padded, filename=path)
+            statement = parse_part(text, start, end, filename=path, line=line_at)
         except CepError as err:
             errors.append(_error(path, err, text, rule_id))
             continue
@@ -277,7 +275,7 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
         canonical = format_statement(statement)
         head = text[start : span.start] if span.start > start else ""
         options = _options(head)
-        bad_options = _option_errors(path, head, _line_of(text, start), options, rule_id)
+        bad_options = _option_errors(path, head, line_at, options, rule_id)
         if bad_options:
             errors.extend(bad_options)
             continue

@@ -269,13 +269,18 @@ def rule_rows(status: dict) -> list[dict]:
         numbers = rule.get("versions", {}).get(version or "", {})
         stale = sum(v.get("live_partial_matches", 0) for k, v in rule.get("versions", {}).items() if k != version)
         errors = list(rule.get("errors", [])) + [_delivery_error_text(e) for e in rule.get("delivery_errors", [])]
+        failed = rule.get("failed")
+        if failed and not rule.get("active"):
+            errors.insert(0, f"failed at run time on key {failed.get('key')} at {failed.get('since')} "
+                             f"(quarantined until its file changes): {failed.get('error')}")
         earlier = sum(v.get("matched", 0) + v.get("timeouts", 0) + v.get("absences", 0)
                       for k, v in rule.get("versions", {}).items() if k != version)
         late = sum(v.get("late_rows", 0) for v in rule.get("versions", {}).values())
         rows.append({
             "rule": rule_id,
             "earlier_matches": earlier,
-            "state": "active" if rule.get("active") else ("error" if rule.get("errors") else "removed"),
+            "state": "active" if rule.get("active") else "failed" if failed
+            else ("error" if rule.get("errors") else "removed"),
             "version": version or "-",
             "matches": numbers.get("matched", 0) + numbers.get("timeouts", 0) + numbers.get("absences", 0),
             "timeouts": numbers.get("timeouts", 0),

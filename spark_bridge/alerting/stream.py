@@ -72,7 +72,9 @@ from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
-from cep.spark_bridge.alerting.rule_set import DEFAULT_HOUSEKEEPING, KIND_BAD, KIND_LATE, KIND_MATCH, KIND_STATS, STAT_NAMES
+from cep.spark_bridge.alerting.rule_set import (
+    DEFAULT_HOUSEKEEPING, KIND_BAD, KIND_FAILED, KIND_LATE, KIND_MATCH, KIND_STATS, STAT_NAMES,
+)
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
 from cep.spark_bridge.alerting.status import StatusBook, epoch_seconds, now_iso, read_status, rule_rows
 from cep.spark_bridge.alerting.store import RuleStore
@@ -206,6 +208,8 @@ class AlertStream:
         self._to_remove: list[str] = []
         self._recovering: int | None = None
         self._deliver_failures = 0
+        self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
+        self._failed_lock = threading.Lock()
         self._deliver_restart_at = 0.0
         if time_column is None:  # a restarted stream keeps the event time it ran with
             time_column = self.status.get("time_column")
@@ -269,9 +273,17 @@ class AlertStream:
 
     def refresh_rules(self, *, force: bool = False) -> rules_mod.RuleChanges:
         """Reload the rules if their files changed; publish the new set for the next micro-batches."""
+        self._quarantine_failed()
         changes = self.watch.refresh(force=force)
         self.write_status()
         return changes
+
+    def _quarantine_failed(self) -> None:
+        """Hand the rules that failed in the micro-batches since the last call to the rule watch."""
+        with self._failed_lock:
+            failed, self._failed = self._failed, []
+        if failed:
+            self.watch.quarantine(failed)
 
     # ----------------------------------------------------------------------------------- queries
 
@@ -305,7 +317,7 @@ class AlertStream:
         batch.persist()
         try:
             kind = F.col(KIND)
-            small = batch.where(kind.isin(KIND_STATS, KIND_LATE)).select(
+            small = batch.where(kind.isin(KIND_STATS, KIND_LATE, KIND_FAILED)).select(
                 KIND, "rule_id", "rule_version", "match_id", "match_status", "partition_key", "first_event_time",
                 "measures", STATS).collect()
             bad = {r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()}
@@ -316,6 +328,11 @@ class AlertStream:
             batch.unpersist()
         calls: dict[tuple[str, str], list[int]] = {}
         late = [row for row in small if row[KIND] == KIND_LATE]
+        failed = [{"rule_id": row["rule_id"], "version": row["rule_version"], "key": row["partition_key"],
+                   "error": row["measures"]} for row in small if row[KIND] == KIND_FAILED]
+        if failed:  # quarantined by the driver's loop (refresh_rules), which owns the rule set
+            with self._failed_lock:
+                self._failed.extend(failed)
         for row in small:
             if row[KIND] == KIND_STATS:
                 total = calls.setdefault((row["rule_id"], row["rule_version"]), [0] * len(STAT_NAMES))
@@ -535,6 +552,7 @@ class AlertStream:
         self.start(available_now=True)
         try:
             self.match_query.awaitTermination()
+            self._quarantine_failed()  # the status says which rule failed, as a running stream's would
             self.poll()
             if self.lanes is not None:
                 self._start_deliver(available_now=True)

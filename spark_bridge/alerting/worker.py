@@ -17,8 +17,8 @@ from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.rule_set import (
-    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, BAD_SPEC, BATCH_ID_PROPERTY, INTERNAL_MEASURES, KIND_BAD, KIND_LATE,
-    KIND_MATCH, KIND_STATS, PKEY, ROW_ID, SPEC, STAT_NAMES, match_id_text,
+    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, BAD_SPEC, BATCH_ID_PROPERTY, FAILURE_TEXT_LIMIT, INTERNAL_MEASURES, KIND_BAD,
+    KIND_FAILED, KIND_LATE, KIND_MATCH, KIND_STATS, PKEY, ROW_ID, SPEC, STAT_NAMES, match_id_text,
 )
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine import state_codec as codec
@@ -289,6 +289,7 @@ class AlertStep:
         table = KeyTable.decode(state.get[0] if state.exists else None, self.key_buckets)
         alerts: list[tuple] = []
         late: list[tuple] | None = [] if self.late_rows else None
+        failures: list[tuple] = []
         stats: dict[tuple[str, str], dict] = {}
         emitted = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
         groups: dict[tuple, list[int]] = {}
@@ -304,7 +305,7 @@ class AlertStep:
         for pkey, rows in calls:
             blob = table.states.get(pkey)
             new = self._key_call(runtime, spec, pkey[0], rows, codec.decode(blob) if blob else {}, watermark_us, emitted, alerts,
-                                 stats, late)
+                                 stats, late, failures)
             if new:
                 timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
                 # No deadline of its own: wake up once per housekeeping interval, so that the state of a
@@ -318,12 +319,16 @@ class AlertStep:
         elif state.exists:
             state.remove()
         yield self._frame(alerts, [(rule_id, version, counts) for (rule_id, version), counts in stats.items()],
-                          passthrough=self.passthrough, late=late)
+                          passthrough=self.passthrough, late=late, failures=failures)
 
     def _key_call(self, runtime, spec: str, pkey: str, rows: _KeyRows | None, old: dict, watermark_us: int, emitted,
-                  alerts: list, stats_by_rule: dict, late: list | None = None) -> dict:
+                  alerts: list, stats_by_rule: dict, late: list | None = None, failures: list | None = None) -> dict:
         """Every rule of ``spec`` for one key: appends its alerts (and, with ``late``, its late rows), adds
-        its counts per rule; returns the key's new state (a dict by rule id)."""
+        its counts per rule; returns the key's new state (a dict by rule id).
+
+        A rule that raises on this key (E0430, too many partial matches, or any other exception) fails
+        alone: what it added for the key is taken back, its state on the key is dropped, and a KIND_FAILED
+        row (in ``failures``) tells the driver, which quarantines it; the key's other rules run on."""
 
         def counts_for(rule_id: str, version: str) -> dict:
             found = stats_by_rule.get((rule_id, version))
@@ -336,12 +341,7 @@ class AlertStep:
         for rule_id, entry in old.items():  # rules removed, or changed: their state here goes
             rule = runtime.rule(rule_id) if rule_id in wanted else None
             if rule is None or rule.version != entry[_VERSION]:
-                dropped = counts_for(rule_id, entry[_VERSION])
-                dropped["dropped_live"] += entry[_LIVE]
-                dropped["dropped_pending"] += entry[_PENDING]
-                dropped["d_live"] -= entry[_LIVE]
-                dropped["d_pending"] -= entry[_PENDING]
-                dropped["d_keys"] -= 1
+                _count_dropped(counts_for(rule_id, entry[_VERSION]), entry)
 
         for rule_id in wanted:
             rule = runtime.rule(rule_id)
@@ -355,59 +355,84 @@ class AlertStep:
                 if timer is None or watermark_us < timer:  # not this rule's turn: keep it as it is
                     new[rule_id] = entry
                     continue
-            engine = rule.engine
-            columns = key_values = None
-            if rows is not None:
-                columns = rows.columns(engine.read_columns)
-                key_values = rows.key_values(rule.partition)
-            result = engine.process(entry[_BLOB] if entry is not None else None, key_values, columns,
-                                    rows.times if rows is not None else None, watermark_us, timed_out=rows is None)
-            stats = counts_for(rule_id, rule.version)
-            last_alert = entry[_LAST_ALERT] if entry is not None else None
-            for row, match_id in zip(result.rows, result.match_ids):
-                status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
-                first_time, last_time = row[rule.first_index], row[rule.last_index]
-                moment = last_time if last_time is not None else first_time
-                event_us = codec.datetime_to_micros(moment) if moment is not None else None
-                suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
-                measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
-                alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed))
-                stats[_STATUS_STAT.get(status, "matched")] += 1
-                stats["suppressed"] += int(suppressed)
-            if late is not None and rows is not None:
-                for index, reason in result.late:
-                    text, row_id = rows.record(index, runtime.payload["input_columns"])
-                    moment = rows.times[index]
-                    late.append((rule_id, rule.version, row_id, reason, pkey,
-                                 codec.micros_to_datetime(moment) if moment is not None else None, text))
-            engine_stats = result.stats
-            live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
-            pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
-            for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed", "duplicates_dropped"):
-                stats[name] += int(engine_stats.get(name, 0))
-            stats["d_live"] += live - (entry[_LIVE] if entry is not None else 0)
-            stats["d_pending"] += pending - (entry[_PENDING] if entry is not None else 0)
-            remember_until = rule.throttle.open_until(last_alert)
-            if result.state is not None or (remember_until is not None and remember_until > watermark_us):
-                timer = result.timer_us if result.state is not None else remember_until
-                new[rule_id] = [rule.version, result.state, live, pending, last_alert, timer]
-                stats["d_keys"] += 0 if entry is not None else 1
-            else:
-                stats["d_keys"] -= 1 if entry is not None else 0
+            marks = (len(alerts), len(late) if late is not None else 0, dict(counts_for(rule_id, rule.version)))
+            try:
+                kept = self._rule_call(rule, entry, rows, pkey, watermark_us, emitted, alerts, counts_for, late,
+                                       runtime)
+            except Exception as exc:  # noqa: BLE001 - one rule's failure is that rule's, never the micro-batch's
+                del alerts[marks[0]:]
+                if late is not None:
+                    del late[marks[1]:]
+                stats = counts_for(rule_id, rule.version)
+                stats.update(marks[2])
+                if entry is not None:  # its state on this key goes, as for a removed rule
+                    _count_dropped(stats, entry)
+                if failures is not None:
+                    failures.append((rule_id, rule.version, None, "failed", pkey, None, _failure_text(exc)))
+                continue
+            if kept is not None:
+                new[rule_id] = kept
         return new
+
+    def _rule_call(self, rule, entry, rows: _KeyRows | None, pkey: str, watermark_us: int, emitted, alerts: list,
+                   counts_for, late: list | None, runtime) -> list | None:
+        """One rule on one key: its alerts, late rows and counts added; returns its new state entry (None: none)."""
+        rule_id = rule.rule_id
+        engine = rule.engine
+        columns = key_values = None
+        if rows is not None:
+            columns = rows.columns(engine.read_columns)
+            key_values = rows.key_values(rule.partition)
+        result = engine.process(entry[_BLOB] if entry is not None else None, key_values, columns,
+                                rows.times if rows is not None else None, watermark_us, timed_out=rows is None)
+        stats = counts_for(rule_id, rule.version)
+        last_alert = entry[_LAST_ALERT] if entry is not None else None
+        for row, match_id in zip(result.rows, result.match_ids):
+            status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
+            first_time, last_time = row[rule.first_index], row[rule.last_index]
+            moment = last_time if last_time is not None else first_time
+            event_us = codec.datetime_to_micros(moment) if moment is not None else None
+            suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
+            measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
+            alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted,
+                           suppressed))
+            stats[_STATUS_STAT.get(status, "matched")] += 1
+            stats["suppressed"] += int(suppressed)
+        if late is not None and rows is not None:
+            for index, reason in result.late:
+                text, row_id = rows.record(index, runtime.payload["input_columns"])
+                moment = rows.times[index]
+                late.append((rule_id, rule.version, row_id, reason, pkey,
+                             codec.micros_to_datetime(moment) if moment is not None else None, text))
+        engine_stats = result.stats
+        live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
+        pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
+        for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed", "duplicates_dropped"):
+            stats[name] += int(engine_stats.get(name, 0))
+        stats["d_live"] += live - (entry[_LIVE] if entry is not None else 0)
+        stats["d_pending"] += pending - (entry[_PENDING] if entry is not None else 0)
+        remember_until = rule.throttle.open_until(last_alert)
+        if result.state is not None or (remember_until is not None and remember_until > watermark_us):
+            timer = result.timer_us if result.state is not None else remember_until
+            stats["d_keys"] += 0 if entry is not None else 1
+            return [rule.version, result.state, live, pending, last_alert, timer]
+        stats["d_keys"] -= 1 if entry is not None else 0
+        return None
 
     @staticmethod
     def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]], *, bad=None, passthrough: Sequence[str] = (),
-               late: list[tuple] | None = None):
+               late: list[tuple] | None = None, failures: Sequence[tuple] = ()):
         """The output: ``alerts`` (KIND_MATCH), the ``late`` rows (KIND_LATE: rule id, version, row id in
         ``match_id``, reason in ``match_status``, partition key, event time in ``first_event_time``, the row
-        as JSON in ``measures``), then one statistics row per rule (KIND_STATS); or the rows of ``bad``
+        as JSON in ``measures``), the ``failures`` (KIND_FAILED, laid out as late rows, the error in
+        ``measures``), then one statistics row per rule (KIND_STATS); or the rows of ``bad``
         (KIND_BAD, their ``passthrough`` columns kept; NULL on the other kinds)."""
         import pandas as pd
 
         stats_rows = [s for s in stats_rows if any(s[2].values())]
-        rows = list(alerts) + [(r[0], r[1], r[2], r[3], r[4], r[5], None, r[6], None, False) for r in late or []]
-        kinds = [KIND_MATCH] * len(alerts) + [KIND_LATE] * len(late or [])
+        rows = list(alerts) + [(r[0], r[1], r[2], r[3], r[4], r[5], None, r[6], None, False)
+                               for r in [*(late or []), *failures]]
+        kinds = [KIND_MATCH] * len(alerts) + [KIND_LATE] * len(late or []) + [KIND_FAILED] * len(failures)
         n_rows, n_stats = len(rows), len(stats_rows) + (len(bad) if bad is not None else 0)
 
         def objects(values):
@@ -448,5 +473,21 @@ class AlertStep:
 
 
 _STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
+
+
+def _count_dropped(stats: dict, entry: list) -> None:
+    """A rule's state on a key dropped (the rule changed, was removed or failed): its gauges go down."""
+    stats["dropped_live"] += entry[_LIVE]
+    stats["dropped_pending"] += entry[_PENDING]
+    stats["d_live"] -= entry[_LIVE]
+    stats["d_pending"] -= entry[_PENDING]
+    stats["d_keys"] -= 1
+
+
+def _failure_text(exc: BaseException) -> str:
+    """What a rule's failure says: its code and first lines (a CepError's message names the key)."""
+    code = getattr(exc, "code", None)
+    text = f"{type(exc).__name__}{f' {code}' if code else ''}: {exc}"
+    return text[:FAILURE_TEXT_LIMIT]
 
 

@@ -18,10 +18,11 @@ summary, and the request signature.
   (``alertname`` = the rule id, ``severity``, ``match_id``, and the partition key's columns),
   ``annotations`` (``summary``, ``description``, event times, measures), ``startsAt`` (the emit time) and
   ``endsAt`` (an hour later: an alert is an event, and Alertmanager resolves it by itself).
-* ``template``: a Jinja2 template (``SandboxedEnvironment``: no attribute of Python internals, no
-  imports, bounded ranges) whose every ``{{ expression }}`` is written as JSON, so data can never
-  break the body out of its JSON string: ``{"text": {{ "Rule " ~ alert.rule_id ~ " fired" }}}``. It
-  sees ``alert`` (the first alert of the request) and ``alerts``; what it renders must parse as JSON.
+* ``template``: a Jinja2 template (``templates.compile_template``: Jinja2's immutable sandbox, no attribute
+  of Python internals, no imports, its work and output bounded) whose every ``{{ expression }}`` is
+  written as JSON, so data can never break the body out of its JSON string:
+  ``{"text": {{ "Rule " ~ alert.rule_id ~ " fired" }}}``. It sees ``alert`` (the first alert of the
+  request) and ``alerts``; what it renders must parse as JSON.
 
 A rule's ``-- severity: critical`` and ``-- summary: Card {{ card_id }} tested {{ tests }} times`` lines
 (rule options) give its severity (default ``warning``) and summary (a Jinja2 text template over the
@@ -37,12 +38,15 @@ it and rejects a request whose ``t`` is older than a few minutes (docs/alerting.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import hmac
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
+
+from cep.spark_bridge.sinks.templates import BoundedTemplate, compile_template
 
 # Imported inside functions: jinja2 (optional, the "service" extra: only summary and body templates need it).
 
@@ -63,6 +67,10 @@ SLACK_FIELDS = 10  # fields per section
 SLACK_BLOCKS = 50  # blocks per message: 2 per alert, so at most 25 alerts per request
 ALERTMANAGER_ALERT_DURATION = _dt.timedelta(hours=1)
 SUMMARY_LIMIT = 1024
+# A summary is one line of at most SUMMARY_LIMIT characters once its spaces are folded: a template that
+# writes far more is stopped rather than folded (templates.py bounds every template's work).
+SUMMARY_RENDER_LIMIT = 64 * SUMMARY_LIMIT
+SUMMARY_TEMPLATES_CACHED = 1024  # compiled summary templates kept: one per rule, recompiled only when evicted
 _LABEL_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -79,13 +87,9 @@ class RuleNotes:
         return RuleNotes(severity if severity in SEVERITIES else DEFAULT_SEVERITY, options.get("summary") or None)
 
 
-def _environment(*, body: bool):
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
-
-    if body:
-        return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_json_value)
-    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+@functools.lru_cache(maxsize=SUMMARY_TEMPLATES_CACHED)
+def _summary_template(text: str) -> BoundedTemplate:
+    return compile_template(text, max_text=SUMMARY_RENDER_LIMIT)
 
 
 def _json_value(value: Any) -> str:
@@ -107,7 +111,7 @@ def check_summary_template(text: str) -> None:
     if "{" not in text:
         return
     try:
-        _environment(body=False).from_string(text)
+        _summary_template(text)
     except ImportError:
         raise ValueError("a summary with {{ ... }} needs Jinja2: pip install 'cep-spark[service]'") from None
     except Exception as exc:  # jinja2.TemplateSyntaxError
@@ -128,7 +132,7 @@ def render_summary(payload: dict, notes: RuleNotes) -> str:
                     "key": payload.get("partition_key"), "measures": measures, "match_id": payload.get("match_id"),
                     "first_event_time": payload.get("first_event_time"), "last_event_time": payload.get("last_event_time")})
     try:
-        text = _environment(body=False).from_string(notes.summary).render(context)
+        text = _summary_template(notes.summary).render(context)
     except Exception as exc:  # noqa: BLE001 - a template that fails on this alert: say so, keep the alert
         return f"{default} (summary template failed: {type(exc).__name__}: {exc})"[:SUMMARY_LIMIT]
     return " ".join(text.split())[:SUMMARY_LIMIT]
@@ -255,7 +259,7 @@ class BodyFormat:
         self._template = None
         if name == "template":
             try:
-                self._template = _environment(body=True).from_string(template)
+                self._template = compile_template(template, finalize=_json_value)
             except ImportError:
                 raise ValueError("--webhook-format template needs Jinja2: pip install 'cep-spark[service]'") from None
             except Exception as exc:  # jinja2.TemplateSyntaxError
@@ -277,7 +281,7 @@ class BodyFormat:
             value = alertmanager_alerts(alerts)
         else:
             try:
-                text = self._template.render(alert=alerts[0], alerts=list(alerts))
+                text = self._template.render({"alert": alerts[0], "alerts": list(alerts)})
             except Exception as exc:  # noqa: BLE001 - a template error on this alert is this alert's failure
                 raise ValueError(f"the webhook template failed: {type(exc).__name__}: {exc}") from None
             try:

@@ -63,7 +63,7 @@ from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.keyed import BAD_REASONS
 from cep.spark_bridge.engine.replay import MATCH_ID, Replay
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, REJECT, quote
-from cep.spark_bridge.spark.inputs import bad_row_reason
+from cep.spark_bridge.spark.inputs import bad_row_reason, unheld_time_columns
 from cep.spark_bridge.spark.types import cast_untyped, naive_times_in, output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -265,8 +265,8 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     if dead_letter is not None or stats is not None:
         df = _set_bad_rows_aside(df, names, spark_names, event_time, order, dead_letter, stats)
     else:
-        if CORRUPT_RECORD in df.columns:
-            _refuse_unread_rows(df, time_column)
+        if CORRUPT_RECORD in df.columns or unheld_time_columns(df):
+            _refuse_unread_rows(df, time_column, spark_names)
         if replay is not None and time_column is not None:
             _refuse_null_event_times(df, time_column, event_time)
     if CORRUPT_RECORD in df.columns:
@@ -343,7 +343,7 @@ def _forget_unread_columns(df: "DataFrame", read: list[tuple[str, str]]) -> "Dat
     return df.withColumn(CORRUPT_RECORD, F.when(forget, F.lit(None).cast("string")).otherwise(corrupt))
 
 
-def _refuse_unread_rows(df: "DataFrame", time_column: str | None) -> None:
+def _refuse_unread_rows(df: "DataFrame", time_column: str | None, spark_names: dict[str, str]) -> None:
     """Rows the reader read only in part (``_corrupt_record`` set) would match with NULLs for what it could
     not read: without a dead letter that is an error (one small Spark job), never a silently different
     answer. Its code is the python engine's for the same rows, E0410 (a value of the wrong kind stops a
@@ -351,7 +351,10 @@ def _refuse_unread_rows(df: "DataFrame", time_column: str | None) -> None:
     from pyspark.sql import functions as F
 
     reason = bad_row_reason(df, time_column)
-    found = df.where(reason.isNotNull()).select(reason.alias("reason"), F.col(CORRUPT_RECORD)).limit(1).collect()
+    as_read = F.to_json(F.struct(*[F.col(quote(spark)).alias(name) for name, spark in spark_names.items()
+                                   if spark in df.columns]))
+    line = F.coalesce(F.col(CORRUPT_RECORD), as_read) if CORRUPT_RECORD in df.columns else as_read
+    found = df.where(reason.isNotNull()).select(reason.alias("reason"), line).limit(1).collect()
     if found:
         why, line = found[0]
         raise CepRuntimeError(

@@ -235,7 +235,8 @@ def _read_json(spark: Any, paths: list[str]) -> "DataFrame":
         return inferred
     df = spark.read.schema(json_variant_schema(inferred.schema, strings)).option("multiLine", multi_line).json(paths)
     mixed, times = json_kinds(df, strings)
-    return apply_json_kinds(df, {name: mixed.get(name, "string") for name in strings}, times=times, mark_unread=bool(mixed))
+    return apply_json_kinds(df, {name: mixed.get(name, "string") for name in strings}, times=times,
+                            mark_unread=bool(mixed or times))  # a time column may hold a string that is no time
 
 
 def json_variant_schema(schema: Any, names: list[str]) -> Any:

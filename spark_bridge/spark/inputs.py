@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
+from cep.matcher.rows.text_types import FIRST_HELD_TIME, LAST_HELD_TIME
 from cep.matcher.rows.validate import REASONS
+from cep.spark_bridge.engine.state_codec import datetime_to_micros
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import (
     BAD_EVENT_TIME, BAD_FUTURE_TIME, BAD_NOT_JSON, BAD_NULL_TIME, BAD_REASONS, BAD_WRONG_TYPE,
@@ -32,6 +34,7 @@ DEFAULT_WATERMARK = "10 seconds"
 # The REJECT mark of a clock row (``clock_rows``): it moves the watermark, then is dropped before any rule.
 CLOCK_ROW = "__cep_clock"
 CLOCK_ROWS_PER_SECOND = 1  # one is enough to move the watermark; each trigger then runs a micro-batch
+_FIRST_HELD_US, _LAST_HELD_US = datetime_to_micros(FIRST_HELD_TIME), datetime_to_micros(LAST_HELD_TIME)
 
 
 def prepare_input(df: "DataFrame") -> "DataFrame":
@@ -83,9 +86,11 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     as_read = F.when(reason.isNotNull(), F.to_json(F.struct(*[F.col(quote(c)) for c in data])))
     raw = F.coalesce(F.col(CORRUPT_RECORD), as_read) if CORRUPT_RECORD in df.columns else as_read
     df = df.select(*[F.col(quote(c)) for c in data], reason.alias(REJECT), raw.alias(RAW))
-    if time is None:
-        return df
-    return df.withColumn(time_column, F.when(F.col(REJECT).isNull(), time))
+    # A bad row's times are NULL from here on (it is in RAW as read): its event time cannot move the
+    # watermark, and no time the stateful operator cannot hold reaches it.
+    for name in {*unheld_time_columns(df), *([time_column] if time is not None else [])}:
+        df = df.withColumn(name, F.when(F.col(REJECT).isNull(), F.col(quote(name))))
+    return df
 
 
 def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,
@@ -114,6 +119,10 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
         if time is not None:
             reason = otherwise(unread & time.isNull(), BAD_EVENT_TIME)
         reason = otherwise(unread, BAD_WRONG_TYPE)
+    for name in unheld_time_columns(df):  # a time pandas cannot hold would fail the whole micro-batch
+        value = F.unix_micros(F.col(quote(name)).cast("timestamp"))  # a TIMESTAMP_NTZ column too
+        outside = (value < F.lit(_FIRST_HELD_US)) | (value > F.lit(_LAST_HELD_US))
+        reason = otherwise(outside, BAD_EVENT_TIME if name == time_column else BAD_WRONG_TYPE)
     if max_future_skew_us is not None and time is not None:
         ahead = F.unix_micros(time) > F.unix_micros(F.current_timestamp()) + F.lit(max_future_skew_us)
         reason = otherwise(ahead, BAD_FUTURE_TIME)
@@ -144,6 +153,13 @@ def clock_rows(df: "DataFrame", time_column: str, lag_us: int) -> "DataFrame":
             value = F.lit(None)
         columns.append(value.cast(field.dataType).alias(field.name))
     return ticks.select(*columns)
+
+
+def unheld_time_columns(df: "DataFrame") -> list[str]:
+    """The TIMESTAMP columns of ``df``: each may hold a time the engines cannot hold (``bad_row_reason``)."""
+    from pyspark.sql import types as T
+
+    return [f.name for f in df.schema.fields if isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType))]
 
 
 def blank_misshapen_csv_lines(df: "DataFrame") -> "DataFrame":

@@ -68,7 +68,7 @@ from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
 from cep.spark_bridge.spark.columns import (
     ALL_ROWS_KEY, CORRUPT_RECORD, EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote,
 )
-from cep.spark_bridge.spark.inputs import mark_bad_rows, prepare_input, with_watermark
+from cep.spark_bridge.spark.inputs import mark_bad_rows, prepare_input, unheld_time_columns, with_watermark
 from cep.spark_bridge.spark.types import output_schema, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -391,7 +391,9 @@ def match_stream(
     df = prepare_input(df)
     input_columns = tuple(c for c in df.columns if c != CORRUPT_RECORD)
     skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
-    marked = CORRUPT_RECORD in df.columns or skew_us is not None
+    # A time column may hold a time the stateful operator cannot take (inputs.bad_row_reason): such rows
+    # are marked bad too, whatever the reader.
+    marked = CORRUPT_RECORD in df.columns or skew_us is not None or bool(unheld_time_columns(df))
     partition = list(plan.partition_names(input_columns))
     output_columns = _output_columns(plan, {field.name: spark_to_sql(field.dataType) for field in df.schema.fields})
     # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
