@@ -82,14 +82,17 @@ def columns_read(statement: "SqlStatement") -> list[str] | None:
     """The names that ``statement`` may read as columns of its input (None: every column). A name counts when
     it appears anywhere in the statement's text (a word, or a quoted name): over-keeping is harmless, and
     a word that is a column in one place and a keyword or alias in another only costs its read. Nothing is
-    pruned when the output can show every input column: ALL ROWS PER MATCH, or a star in a select list
-    outside a MATCH_RECOGNIZE's input (whose ONE ROW PER MATCH output is its PARTITION BY and MEASURES)."""
+    pruned when the output can show every input column: ALL ROWS PER MATCH, or a star in a select list other
+    than a MATCH_RECOGNIZE's own (whose ONE ROW PER MATCH output is its PARTITION BY and MEASURES) or one
+    inside its input."""
     if any(clause.statement.match.rows_per_match.mode != "ONE" for clause in statement.clauses):
         return None
     text = statement.text
     inputs = [clause.relation for clause in statement.clauses]
     for star in _SELECT_STAR.finditer(text):
-        if not any(start <= star.start() < end for start, end in inputs):
+        of_a_clause = any(re.fullmatch(r"\s*FROM\s*", text[star.end():clause.start], re.I)
+                          for clause in statement.clauses)  # SELECT * FROM t MATCH_RECOGNIZE: the clause's output
+        if not of_a_clause and not any(start <= star.start() < end for start, end in inputs):
             return None
     return sorted({next(g for g in found.groups() if g is not None).replace("``", "`").casefold()
                    for found in _WORD.finditer(text)})

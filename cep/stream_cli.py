@@ -51,6 +51,7 @@ from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 from cep.spark_bridge.spark.files import (CSV_OPTIONS, apply_json_kinds, apply_text_types, json_kinds, json_variant_schema,
                                          strict_json_numbers)
+from cep.spark_bridge.spark.delta import CepDeltaError, delta_path, is_delta, parse_delta_options, read_delta_stream
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
@@ -114,12 +115,16 @@ def add_commands(subparsers) -> None:
     stream.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                         help="an option of Spark's Kafka source (startingOffsets=latest, maxOffsetsPerTrigger=10000, "
                         "kafka.security.protocol=SASL_SSL, ...); @FILE reads KEY=VALUE lines; repeat for several")
+    stream.add_argument("--delta-option", action="append", metavar="KEY=VALUE",
+                        help="an option of Delta's streaming source for --input delta:PATH (startingVersion=5, "
+                        "maxFilesPerTrigger=10, skipChangeCommits=true, ...), passed as given; repeat for several")
     stream.add_argument("--checkpoint", "-c", required=True, metavar="DIR",
                         help="where progress, state, rule versions, outboxes and status are kept (reuse it to resume)")
     stream.add_argument("--output", "-o", metavar="DIR", help="directory for the matches (default: CHECKPOINT/matches)")
     stream.add_argument("--sink", action="append", nargs="+", metavar="SINK",
                         help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
-                        "sqlite PATH | postgres URL | kafka://HOST:PORT/TOPIC (at least once) | "
+                        "sqlite PATH | postgres URL | delta:PATH (a Delta table, once per micro-batch) | "
+                        "kafka://HOST:PORT/TOPIC (at least once) | "
                         "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several")
     stream.add_argument("--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)")
     stream.add_argument("--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)")
@@ -219,7 +224,7 @@ def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, 
     sinks = []
     for spec in specs or []:
         kind, *rest = spec
-        if is_kafka_url(kind) or is_kafka_url(kind, "kafka-exactly-once"):
+        if is_kafka_url(kind) or is_kafka_url(kind, "kafka-exactly-once") or is_delta(kind):
             if rest:
                 raise _usage(f"--sink {kind} takes no further argument")
             try:
@@ -481,8 +486,13 @@ def cmd_stream(args: argparse.Namespace) -> int:
     if args.rules and not os.path.isdir(args.rules):
         raise _usage(f"--rules expects a directory of .sql files, not a file: {args.rules} (give one query file without --rules)")
     kafka = is_kafka_url(args.input)
+    delta = is_delta(args.input) or args.format == "delta"
+    if args.delta_option and not delta:
+        raise _usage("--delta-option is for a Delta input (--input delta:PATH)")
     try:
-        if kafka:
+        if delta:
+            fmt, delta_options = "delta", parse_delta_options(args.delta_option)
+        elif kafka:
             address = parse_kafka_url(args.input, topic_required=False)
             kafka_options = parse_kafka_options(args.kafka_option)
             if args.format not in (None, *VALUE_FORMATS):
@@ -494,7 +504,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
             raise _usage(f"--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: {args.input}")
         else:
             fmt = _input_format(args.input, args.format)
-    except CepKafkaError as err:
+    except (CepKafkaError, CepDeltaError) as err:
         cli_io.print_error(str(err))
         return cli_io.EXIT_USAGE
     checkpoint = os.path.abspath(args.checkpoint)
@@ -543,11 +553,13 @@ def cmd_stream(args: argparse.Namespace) -> int:
             saved[signum] = signal.signal(signum, request_stop)
     started = time.monotonic()
     try:
-        spark = cli_io.start_spark(args.master, kafka=kafka, python_env=args.python_env)
+        spark = cli_io.start_spark(args.master, kafka=kafka, delta=delta, python_env=args.python_env)
         ignore_sigterm(spark)  # the JVM must outlive the clean stop the driver makes on SIGTERM
         log.info(f"Spark's own log: {spark_log_path()}")
         try:
-            if kafka:
+            if delta:
+                source = read_delta_stream(spark, delta_path(args.input), delta_options)
+            elif kafka:
                 source = read_kafka(spark, address, schema=args.schema, format=fmt, options=kafka_options)
             else:
                 source = stream_source(spark, args.input, fmt, args.schema, cache=os.path.join(checkpoint, "source-schema.json"))
@@ -558,7 +570,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
                 source_location=kafka_location() if kafka else None,
             )
             stream.refresh_rules(force=True)
-        except CepKafkaError as err:
+        except (CepKafkaError, CepDeltaError) as err:
             cli_io.print_error(str(err))
             return cli_io.EXIT_USAGE
         except CepError as err:

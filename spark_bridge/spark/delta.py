@@ -128,6 +128,19 @@ def read_delta_stream(spark: "SparkSession", path: str, options: Mapping[str, st
         raise CepDeltaError(f"cannot follow the Delta table {path}: {_first_line(exc)}") from None
 
 
+def parse_delta_options(items: Sequence[str] | None) -> dict[str, str]:
+    """``--delta-option KEY=VALUE`` items -> the options of Delta's streaming source, passed to it as given
+    (Delta checks their names and values itself when the stream starts)."""
+    options: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CepDeltaError(f"--delta-option: expected KEY=VALUE, e.g. startingVersion=5 or maxFilesPerTrigger=10; "
+                                f"got {item!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
 def _first_line(exc: Any) -> str:
     text = str(exc).strip()
     return next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
