@@ -504,7 +504,7 @@ def run_rules(args: argparse.Namespace) -> int:
             for rule in ruleset:
                 alerts += rule_alerts(rule, compile_rule(rule, alert_columns=True).run(data, **options), suppress=specs)
         else:
-            spark = start_spark(args.master)
+            spark = start_spark(args.master, delta=fmt == "delta")
             data = read_spark(spark, args.input, fmt)
             events = data.count()
             with warnings.catch_warnings():
