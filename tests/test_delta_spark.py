@@ -39,6 +39,7 @@ def table_rows(out: str) -> list[str]:
     return sorted(line for line in out.splitlines() if line and not line.startswith(("events read", "wrote")))
 
 
+@pytest.mark.timeout(2400)  # four Spark jobs: many minutes on a loaded 2-core machine
 def test_both_engines_give_the_same_matches_and_match_ids_at_each_version(spark, tmp_path, capsys):
     frame = pd.read_csv(TICKS, parse_dates=["ts"])
     frame["day"] = frame["ts"].dt.strftime("%Y-%m-%d")
@@ -111,6 +112,7 @@ def until(predicate, seconds: float, what: str, log: Stream) -> None:
 
 
 @pytest.mark.long
+@pytest.mark.timeout(3600)  # four Spark drivers, one after the other
 def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9(tmp_path, capsys):
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "high.sql").write_text(HIGH)
