@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -58,12 +57,9 @@ def ensure_delta(parquet: Path, rows: int) -> Path:
 
 
 def _median(function, repeats: int, clock):
-    timings, result = [], None
-    for _ in range(repeats):
-        began = clock()
-        result = function()
-        timings.append(clock() - began)
-    return statistics.median(timings), result
+    from bench.run import median_seconds  # here: bench/run.py imports this module at its top
+
+    return median_seconds(function, repeats, clock)
 
 
 def bench_python(parquet: Path, delta: Path, rows: int, repeats: int) -> dict:
@@ -82,7 +78,7 @@ def bench_python(parquet: Path, delta: Path, rows: int, repeats: int) -> dict:
         "delta_whole": lambda: read_delta_arrow(snapshot),
         "delta_pruned": lambda: read_delta_arrow(snapshot, named),
         "delta_pruned_one_day": lambda: DeltaTable(str(delta)).to_pyarrow_table(
-            columns=["symbol", "ts", "price"], partitions=[("day", "=", first_day)]),
+            columns=["symbol", "ts", "price"], filters=[("day", "=", first_day)]),
     }
     out: dict = {"columns_read": [c for c in ("symbol", "ts", "price", "volume", "day") if c in named],
                  "first_day": first_day}
