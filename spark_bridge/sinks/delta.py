@@ -129,4 +129,5 @@ class DeltaSink(AlertSink):
 
 def _transient(exc: BaseException) -> bool:
     """A concurrent commit to the same table (another writer won the race for the next version): try again."""
-    return "conflict" in type(exc).__name__.lower() or "commit" in str(exc).lower() and "conflict" in str(exc).lower()
+    text = str(exc).lower()
+    return "conflict" in type(exc).__name__.lower() or ("commit" in text and "conflict" in text)
