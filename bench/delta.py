@@ -125,7 +125,8 @@ def bench(parquet: Path, rows: int, repeats: int, *, spark: bool = True) -> dict
     """Query (a) over the ``rows`` ticks of ``parquet``, from Parquet and from Delta, both engines."""
     delta = ensure_delta(parquet, rows)
     out = {"rows": rows, "python": bench_python(parquet, delta, rows, repeats),
-           "load_average": [round(x, 1) for x in os.getloadavg()], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+           "load_average": [round(x, 1) for x in os.getloadavg()],
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     if spark:
         out["spark"] = bench_spark(parquet, delta, repeats, out["python"]["first_day"])
     return out

@@ -1022,7 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-flink", action="store_true", help="skip PyFlink (about 5 minutes)")
     parser.add_argument("--no-hostile", action="store_true")
-    parser.add_argument("--no-delta", action="store_true", help="skip query (a) from the --large-rows log as a Delta table")
+    parser.add_argument("--no-delta", action="store_true",
+                        help="skip query (a) from the --large-rows log as a Delta table")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/performance.md from bench/results.json")
     parser.add_argument("--queries-only", action="store_true",
                         help="measure queries (a)-(h) only and print them; writes neither results.json nor the report")

@@ -567,7 +567,8 @@ def _arrow_us(pdf: "pd.DataFrame") -> Any:
     import pyarrow as pa
 
     table = pa.Table.from_pandas(pdf, preserve_index=False)
-    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f for f in table.schema]
+    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f
+              for f in table.schema]
     return table.cast(pa.schema(fields))
 
 

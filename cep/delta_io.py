@@ -17,7 +17,8 @@ import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 from cep.spark_bridge.sinks.delta import deltalake_module, write_once
-from cep.spark_bridge.spark.delta import CepDeltaError, DeltaSnapshot, check_snapshot, delta_path, is_delta, table_versions
+from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, check_snapshot, delta_path, is_delta,
+                                          table_versions)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cep.statement import SqlStatement

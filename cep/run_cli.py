@@ -407,7 +407,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--limit must be 0 or more")
     if args.output:
         format_of(args.output, None, what="output file")
-        parent = os.path.dirname(os.path.abspath(snapshot_of(args.output).path if is_delta(args.output) else args.output))
+        written_to = snapshot_of(args.output).path if is_delta(args.output) else args.output
+        parent = os.path.dirname(os.path.abspath(written_to))
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
     inputs = with_time_travel(Inputs.parse(args.input), args)
@@ -446,8 +447,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if defined_order(text, statement) == "none":
         table = display_order(table)
     if args.output:
-        identity = [*map(input_identity, inputs.unnamed), *(f"{n}={input_identity(p)}" for n, p in inputs.named.items())]
-        written = write_output(table, args.output, keep_formulas=args.csv_keep_formulas, app_id=app_id_of(text, identity))
+        identity = [*map(input_identity, inputs.unnamed),
+                    *(f"{name}={input_identity(path)}" for name, path in inputs.named.items())]
+        written = write_output(table, args.output, keep_formulas=args.csv_keep_formulas,
+                               app_id=app_id_of(text, identity))
         print(f"wrote {len(table)} rows to {args.output}" if written else
               f"{args.output} already holds the rows of this statement over these inputs: nothing appended")
     elif len(table):
@@ -566,8 +569,9 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         help="python: the pure-Python matcher (DuckDB for the SQL around it); spark: a Spark job. Default: python for "
         f"local files up to {PYTHON_MAX_BYTES // 2**20} MiB, else spark",
     )
-    run.add_argument("--output", "-o", metavar="FILE", help="write the rows to FILE (.csv, .parquet or .json) instead of "
-                     "printing them, or append them to a Delta table: delta:PATH (once per statement and input versions)")
+    run.add_argument("--output", "-o", metavar="FILE",
+                     help="write the rows to FILE (.csv, .parquet or .json) instead of printing them, or append them "
+                          "to a Delta table: delta:PATH (once per statement and input versions)")
     run.add_argument("--delta-version", type=non_negative_int, metavar="N",
                      help="read every Delta input (delta:PATH) as of its version N (one input: delta:PATH@vN)")
     run.add_argument("--delta-timestamp", metavar="TS",

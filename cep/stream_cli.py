@@ -592,6 +592,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
             log.info("running; Ctrl-C or SIGTERM stops cleanly (the same command resumes)")
             stream.run(poll_interval=1.0, stop=stop,
                        on_tick=lambda status: logbook.status(*status_line(status, started), batches=status.get("batches", 0)))
+        except CepError as err:  # the input cannot be streamed as the rules need (E0282: a time that is no TIMESTAMP)
+            logbook.clear()
+            cli_io.print_error(str(err))
+            return cli_io.EXIT_QUERY_ERROR
         except QueryFailed as exc:
             logbook.clear()
             log.error(str(exc))

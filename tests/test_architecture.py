@@ -35,7 +35,8 @@ NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
 # Each package's modules and subpackages, lowest first: a member imports only members at or before its
 # own place. A tuple holds siblings, which never import each other.
 ORDER = {
-    "cep": ["grammar", "matcher", "spark_bridge", "query", "statement", "delta_io", "cli_io", "logs", "report", "run_cli",
+    "cep": ["grammar", "matcher", "spark_bridge", "query", "statement", "delta_io", "cli_io", "logs", "report",
+            "run_cli",
             "stream_cli", "status_cli", "cli"],
     "cep.grammar": ["errors", "limits", "ast", "columns", "tokens", "syntax_errors", "functions", "checks", "format",
                     "parser", "statement"],

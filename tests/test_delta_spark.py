@@ -30,7 +30,8 @@ CEP = [sys.executable, "-m", "cep.cli"]
 V_SHAPE = str(ROOT / "patterns" / "v_shape.sql")
 TICKS = ROOT / "patterns" / "data" / "ticks.csv"
 HIGH = """-- severity: critical
-SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p PATTERN (X) DEFINE X AS price > 100)"""
+SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p
+  PATTERN (X) DEFINE X AS price > 100)"""
 T0 = dt.datetime(2024, 1, 1)
 SENTINEL = "zzz"
 
@@ -100,7 +101,9 @@ class Stream:
 
 def alert_rows(tmp: Path) -> int:
     path = tmp / "alerts"
-    return DeltaTable(str(path)).to_pyarrow_table(columns=["match_id"]).num_rows if (path / "_delta_log").is_dir() else 0
+    if not (path / "_delta_log").is_dir():
+        return 0
+    return DeltaTable(str(path)).to_pyarrow_table(columns=["match_id"]).num_rows
 
 
 def until(predicate, seconds: float, what: str, log: Stream) -> None:

@@ -221,8 +221,8 @@ def _fetch_into(connector: Connector, tmp: Path, mvn: str) -> None:
         output = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr).strip().splitlines()
         not_served = any(marker in line for line in output
                          for marker in ("Could not find artifact", "Failure to find", "was not found in"))
-        hint = (connector.not_served_hint or f"Maven Central may not serve {connector.coordinates}") if not_served else \
-            "is Maven Central reachable"
+        served = connector.not_served_hint or f"Maven Central may not serve {connector.coordinates}"
+        hint = served if not_served else "is Maven Central reachable"
         raise connector.error(
             f"could not fetch {connector.what} {connector.coordinates} with Maven (exit {done.returncode}): "
             f"{hint}. Try again with `python -m {connector.module}`; Maven said:\n"

@@ -123,9 +123,21 @@ def read_delta_stream(spark: "SparkSession", path: str, options: Mapping[str, st
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
     try:
-        return reader.load(path)
+        return utc_timestamps(reader.load(path))
     except Exception as exc:  # noqa: BLE001 - as in read_delta
         raise CepDeltaError(f"cannot follow the Delta table {path}: {_first_line(exc)}") from None
+
+
+def utc_timestamps(df: "DataFrame") -> "DataFrame":
+    """TIMESTAMP_NTZ columns as TIMESTAMP: delta-rs, pandas and most non-Spark writers store naive times so,
+    and a stream's watermark needs a TIMESTAMP. cep's sessions run in UTC, so the values read are unchanged
+    (the naive time is taken as UTC, as every other input's naive times are)."""
+    from pyspark.sql import types as T
+
+    if not any(isinstance(f.dataType, T.TimestampNTZType) for f in df.schema.fields):
+        return df
+    return df.select(*[df[f.name].cast("timestamp").alias(f.name) if isinstance(f.dataType, T.TimestampNTZType)
+                       else df[f.name] for f in df.schema.fields])
 
 
 def parse_delta_options(items: Sequence[str] | None) -> dict[str, str]:

@@ -67,5 +67,5 @@ def delta_spark_conf(spark_version: str | None = None, *, fetch: bool = True) ->
     }
 
 
-if __name__ == "__main__":  # python -m cep.spark_bridge.spark.delta_connector [SPARK_VERSION]: fetch, print the settings
+if __name__ == "__main__":  # python -m cep.spark_bridge.spark.delta_connector [SPARK_VERSION]: fetch, print settings
     connectors.main(delta_spark_conf)
