@@ -152,7 +152,7 @@ def with_time_travel(inputs: Inputs, args: argparse.Namespace) -> Inputs:
         raise UsageError("--delta-version and --delta-timestamp are for a Delta input (--input delta:PATH)")
 
     def at(spec: str) -> str:
-        if not is_delta(spec) or snapshot_of(spec).path != snapshot_of(spec, version=0).path:
+        if not is_delta(spec) or snapshot_of(spec).version is not None or snapshot_of(spec).timestamp is not None:
             return spec  # not Delta, or it names its own version (delta:PATH@v3)
         return f"{spec}@v{version}" if version is not None else f"{spec}@{timestamp}"
 

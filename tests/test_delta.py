@@ -68,6 +68,8 @@ def test_time_travel_reads_the_version_asked_for(ticks_table, capsys):
                         "latest": [f"delta:{ticks_table}"]}.items():
         assert main(["run", V_SHAPE, "--engine", "python", "--input", *extra]) == 0
         outputs[name] = table_rows(capsys.readouterr().out)
+    assert main(["run", V_SHAPE, "--engine", "python", "--input", f"delta:{ticks_table}@v1", "--delta-version", "0"]) == 0
+    assert sum(line.startswith("DYNA") for line in table_rows(capsys.readouterr().out)) == 6  # its own version wins
     assert outputs["inline"] == outputs["flag"]
     assert not any(line.startswith("DYNA") for line in outputs["flag"])
     assert sum(line.startswith("DYNA") for line in outputs["latest"]) == 6
