@@ -10,15 +10,14 @@ connector (``spark_bridge.spark.delta``); both read the same snapshot (``DeltaSn
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import os
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 from cep.spark_bridge.sinks.delta import deltalake_module, write_once
-from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, check_snapshot, delta_path, is_delta,
-                                          table_versions)
+from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, as_of, check_snapshot, delta_path,
+                                          is_delta, table_versions)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cep.statement import SqlStatement
@@ -44,14 +43,6 @@ def snapshot_of(spec: str, *, version: int | None = None, timestamp: str | None 
     return DeltaSnapshot(path, version=version, timestamp=timestamp)
 
 
-def _as_of(timestamp: str) -> dt.datetime:
-    try:
-        instant = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        raise CepDeltaError(f"not a timestamp: {timestamp!r} (e.g. 2026-01-05T00:00:00, UTC)") from None
-    return instant if instant.tzinfo else instant.replace(tzinfo=dt.timezone.utc)
-
-
 def read_delta_arrow(snapshot: DeltaSnapshot, columns: Sequence[str] | None = None) -> Any:
     """The snapshot as an Arrow table (``columns``: only those, matched without case, read from their Parquet
     columns alone; all when none of the table's columns is among them)."""
@@ -60,7 +51,7 @@ def read_delta_arrow(snapshot: DeltaSnapshot, columns: Sequence[str] | None = No
     try:
         table = deltalake.DeltaTable(snapshot.path, version=snapshot.version)
         if snapshot.timestamp is not None:
-            table.load_as_version(_as_of(snapshot.timestamp))
+            table.load_as_version(as_of(snapshot.timestamp))
         names = [field.name for field in table.schema().fields]
         return table.to_pyarrow_table(columns=kept_columns(names, columns))
     except CepDeltaError:

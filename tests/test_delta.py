@@ -172,6 +172,8 @@ def test_a_folder_that_is_not_a_delta_table_is_refused_plainly(tmp_path, capsys)
 def test_a_version_the_table_lacks_names_the_versions_it_has(ticks_table, capsys):
     assert main(["run", V_SHAPE, "--engine", "python", "--input", f"delta:{ticks_table}@v7"]) == 2
     assert f"the Delta table {ticks_table} has no version 7: its log holds versions 0 to 1" in capsys.readouterr().err
+    assert main(["run", V_SHAPE, "--engine", "python", "--input", f"delta:{ticks_table}@2000-01-01T00:00:00"]) == 2
+    assert "its first commit in the log, version 0, is at" in capsys.readouterr().err  # Spark refuses it too
     with pytest.raises(CepDeltaError, match="not both"):
         DeltaSnapshot("x", version=1, timestamp="2026-01-01")
     assert main(["run", V_SHAPE, "--engine", "python", "--input", TICKS, "--delta-version", "1"]) == 2

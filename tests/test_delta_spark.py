@@ -122,17 +122,19 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
     table = tmp_path / "events"
     append(table, events(0, 30))
     streams: list[Stream] = []
+    starts = iter(range(40, 400, 40))  # each commit later in event time than the one before, as a feed appends
     try:
-        for kill in range(2):  # running, appended to, killed mid-stream; then again from the checkpoint
+        for _kill in range(2):  # running, appended to, killed mid-stream; then again from the checkpoint
             stream = Stream(tmp_path)
             streams.append(stream)
             seen = alert_rows(tmp_path)
-            append(table, events(40 + 40 * kill, 30))
+            append(table, events(next(starts), 30))
             until(lambda: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
-            append(table, events(200 + 40 * kill, 30))  # arrives while the stream is killed, or just before
+            append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
             stream.kill_9()
-        append(table, pd.concat([events(400, 30), pd.DataFrame({"symbol": [SENTINEL], "ts": [T0 + dt.timedelta(days=1)],
-                                                                "price": [1.0]})]))
+        append(table, pd.concat([events(next(starts), 30), pd.DataFrame({"symbol": [SENTINEL],
+                                                                           "ts": [T0 + dt.timedelta(days=1)],
+                                                                           "price": [1.0]})]))
         last = Stream(tmp_path, "--once")  # the same command, drained: nothing lost, nothing twice
         streams.append(last)
         assert last.process.wait(900) == 0, last.text()[-3000:]
@@ -147,3 +149,4 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
     assert set(landed["match_id"]) == set(backtest["match_id"])
     assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
     assert "Traceback" not in "".join(s.text() for s in streams)
+    assert "| late 0 |" in last.text()  # in order: every row matched, none set aside as late

@@ -12,6 +12,8 @@ with the same sentence on both engines (it reads the ``_delta_log`` folder's lis
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import json
 import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -86,6 +88,34 @@ def check_snapshot(snapshot: DeltaSnapshot) -> None:
     if snapshot.version is not None and snapshot.version not in versions:
         raise CepDeltaError(f"the Delta table {path} has no version {snapshot.version}: its log holds versions "
                             f"{_ranges(versions)}")
+    if snapshot.timestamp is not None:
+        first = _commit_time(path, versions[0])
+        if first is not None and as_of(snapshot.timestamp) < first:
+            # Spark refuses such a read; delta-rs would give the first version: both say this instead
+            raise CepDeltaError(f"cannot read the {snapshot.describe()}: its first commit in the log, version "
+                                f"{versions[0]}, is at {first.isoformat().replace('+00:00', 'Z')}")
+
+
+def as_of(timestamp: str) -> dt.datetime:
+    """A time-travel instant as an aware UTC datetime (a time that names no zone is UTC)."""
+    try:
+        instant = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        raise CepDeltaError(f"not a timestamp: {timestamp!r} (e.g. 2026-01-05T00:00:00, UTC)") from None
+    return instant if instant.tzinfo else instant.replace(tzinfo=dt.timezone.utc)
+
+
+def _commit_time(path: str, version: int) -> dt.datetime | None:
+    """When ``version`` was committed: its commitInfo's timestamp (what Delta's time travel compares with)."""
+    try:
+        with open(os.path.join(path, LOG_FOLDER, f"{version:020d}.json"), encoding="utf-8") as log:
+            for line in log:
+                info = json.loads(line).get("commitInfo") if line.strip() else None
+                if info and "timestamp" in info:
+                    return dt.datetime.fromtimestamp(info["timestamp"] / 1000, dt.timezone.utc)
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _has_parquet(path: str) -> bool:
