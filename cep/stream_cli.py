@@ -51,7 +51,8 @@ from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 from cep.spark_bridge.spark.files import (CSV_OPTIONS, apply_json_kinds, apply_text_types, json_kinds, json_variant_schema,
                                          strict_json_numbers)
-from cep.spark_bridge.spark.delta import CepDeltaError, delta_path, is_delta, parse_delta_options, read_delta_stream
+from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, check_snapshot, delta_path, is_delta,
+                                          parse_delta_options, read_delta_stream)
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
@@ -490,7 +491,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     if args.delta_option and not delta:
         raise _usage("--delta-option is for a Delta input (--input delta:PATH)")
     try:
-        if delta:
+        if delta:  # a folder that is not a Delta table is refused before Spark starts
+            check_snapshot(DeltaSnapshot(delta_path(args.input)))
             fmt, delta_options = "delta", parse_delta_options(args.delta_option)
         elif kafka:
             address = parse_kafka_url(args.input, topic_required=False)

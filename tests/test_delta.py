@@ -169,6 +169,17 @@ def test_a_folder_that_is_not_a_delta_table_is_refused_plainly(tmp_path, capsys)
     assert "Delta table not found" in capsys.readouterr().err
 
 
+def test_a_stream_over_a_folder_that_is_not_a_delta_table_is_refused_before_spark_starts(tmp_path, capsys):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "v.sql").write_text(Path(V_SHAPE).read_text())
+    assert main(["stream", "--rules", str(tmp_path / "rules"), "--input", f"delta:{tmp_path}",
+                 "--checkpoint", str(tmp_path / "ck")]) == 2
+    assert f"{tmp_path} is not a Delta table: it has no _delta_log folder" in capsys.readouterr().err
+    assert main(["stream", "--rules", str(tmp_path / "rules"), "--input", str(tmp_path), "--delta-option", "a=b",
+                 "--checkpoint", str(tmp_path / "ck")]) == 2
+    assert "--delta-option is for a Delta input" in capsys.readouterr().err
+
+
 def test_a_version_the_table_lacks_names_the_versions_it_has(ticks_table, capsys):
     assert main(["run", V_SHAPE, "--engine", "python", "--input", f"delta:{ticks_table}@v7"]) == 2
     assert f"the Delta table {ticks_table} has no version 7: its log holds versions 0 to 1" in capsys.readouterr().err
