@@ -18,6 +18,8 @@ Measured:
 - pandas-match-recognize on (a), installed into bench/.venv-peers (never a dependency of cep), with
   whether its output equals ours;
 - the hostile patterns of the matcher issue (bench/hostile.py), 10k vs 100k rows.
+- query (a) from the --large-rows log written as a Delta table partitioned by day (bench/delta.py), beside
+  Parquet, on both engines: whole, column-pruned and partition-pruned reads (``--no-delta`` skips it).
 - PyFlink's MATCH_RECOGNIZE on (a)-(g) in batch mode, installed into bench/.venv-flink (bench/peers/flink.py),
   against cep on the same rows, and against the Spark replay of (a) end to end (``--no-flink`` skips it).
 
@@ -43,6 +45,7 @@ sys.path.insert(0, str(REPO))
 
 import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
+from bench import delta as delta_bench  # noqa: E402
 from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
 from cep.matcher.plan import CompiledQuery  # noqa: E402
@@ -533,8 +536,17 @@ def write_report(results: dict) -> None:
     lines += alert_rules_report()
     lines += time_conditions_report()
     lines += kafka_report()
+    lines += delta_report(results)
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
     DOC.write_text("\n".join(lines))
+
+
+def delta_report(results: dict) -> list[str]:
+    """The Delta section: this run's (make bench), else the last run of bench/delta.py alone."""
+    found = results.get("delta")
+    if found is None and delta_bench.RESULTS.exists():
+        found = json.loads(delta_bench.RESULTS.read_text())
+    return [""] + delta_bench.report(found) if found else []
 
 
 KAFKA_E2E = HERE / "results-kafka-e2e.json"
@@ -1050,6 +1062,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-flink", action="store_true", help="skip PyFlink (about 5 minutes)")
     parser.add_argument("--no-hostile", action="store_true")
+    parser.add_argument("--no-delta", action="store_true",
+                        help="skip query (a) from the --large-rows log as a Delta table")
     parser.add_argument("--report-only", action="store_true", help="rewrite docs/performance.md from bench/results.json")
     parser.add_argument("--queries-only", action="store_true",
                         help="measure queries (a)-(h) only and print them; writes neither results.json nor the report")
@@ -1102,6 +1116,9 @@ def main(argv: list[str] | None = None) -> int:
         # the Flink section compares with the replay of the same rows as its own (--rows)
         results["spark"] = ({**runs[str(args.rows)], "startup_s": runs["startup_s"], "queries": runs.get("queries")}
                             if "error" not in runs else runs)
+    if not args.no_delta:
+        print("Delta", flush=True)
+        results["delta"] = delta_bench.bench(large_path, args.large_rows, args.repeats, spark=not args.no_spark)
     print("V-shape against the hand-written loop", flush=True)
     results["v_shape"] = bench_v_shape(large_path, args.large_rows, args.repeats)
     if not (args.no_peers or args.no_flink):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -15,6 +16,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Sequence
 
+from cep.delta_io import is_delta, read_delta_arrow, snapshot_of, write_matches
 from cep.grammar.errors import CepError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import arrow_to_pandas, pandas_series
@@ -27,6 +29,8 @@ from cep.spark_bridge.spark.columns import RAW, REJECT
 from cep.spark_bridge.spark.files import json_holds_array, read_files
 from cep.spark_bridge.spark.inputs import dead_letter_columns, mark_bad_rows, prepare_input
 from cep.spark_bridge.spark.kafka import VALUE_FORMATS, is_kafka_url, kafka_location, read_kafka
+from cep.spark_bridge.spark.delta import CepDeltaError, read_delta
+from cep.spark_bridge.spark.delta_connector import DeltaConnectorError
 from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError
 from cep.spark_bridge.spark.session import get_spark
 
@@ -35,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Imported inside functions: pandas (heavy; `cep check` never needs it) and pyspark (optional: the "spark" extra).
 
-FORMATS = ("csv", "parquet", "json")
+FORMATS = ("csv", "parquet", "json", "delta")  # delta: also named by its prefix, --input delta:PATH
 
 EXIT_OK = 0
 EXIT_QUERY_ERROR = 1
@@ -93,6 +97,8 @@ def format_of_name(name: str) -> str | None:
 
 
 def format_of(path: str, explicit: str | None, *, what: str) -> str:
+    if is_delta(path):
+        return "delta"
     if explicit:
         return explicit
     candidates = [path]
@@ -113,7 +119,7 @@ def format_of(path: str, explicit: str | None, *, what: str) -> str:
 
 def input_format(paths: Sequence[str], explicit: str | None) -> str:
     for path in paths:
-        if not os.path.exists(path):
+        if not is_delta(path) and explicit != "delta" and not os.path.exists(path):
             raise UsageError(f"input file not found: {path}")
     formats = {format_of(path, explicit, what="input") for path in paths}
     if len(formats) > 1:
@@ -199,13 +205,13 @@ class Inputs:
             default = read_pandas(list(self.unnamed), self.unnamed_format(), self.schemas.get(None))
         return default, {name: self.read_named_pandas(name) for name in self.named}
 
-    def read_named_pandas(self, name: str) -> "pd.DataFrame":
+    def read_named_pandas(self, name: str, columns: Sequence[str] | None = None) -> "pd.DataFrame":
         path = self.named[name]
-        return read_pandas([path], input_format([path], self.format), self.schemas.get(name))
+        return read_pandas([path], input_format([path], self.format), self.schemas.get(name), columns=columns)
 
-    def read_named_spark(self, spark: Any, name: str) -> Any:
+    def read_named_spark(self, spark: Any, name: str, columns: Sequence[str] | None = None) -> Any:
         path = self.named[name]
-        return read_spark(spark, [path], input_format([path], self.format), self.schemas.get(name))
+        return read_spark(spark, [path], input_format([path], self.format), self.schemas.get(name), columns=columns)
 
 
 def statement_inputs(statement: Any, inputs: Inputs, *, position: int = 0) -> tuple[Any, "pd.DataFrame"]:
@@ -257,14 +263,19 @@ def input_files(path: str, fmt: str) -> list[str]:
                   if not name.startswith(("_", ".")) and format_of_name(name) == fmt)
 
 
-def read_pandas(paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None) -> "pd.DataFrame":
+def read_pandas(paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None, *,
+                columns: Sequence[str] | None = None) -> "pd.DataFrame":
     """Read the inputs with pandas/pyarrow (the python engine), as ``read_spark`` reads them: CSV by RFC 4180
     with the column types of ``cep.matcher.rows.text_types``, JSON with its own types (ISO 8601 strings as
     timestamps), Parquet as it is; integers, floats and booleans with a NULL in pandas' nullable dtypes, so
     that no value changes on the way (docs/cli.md, "How files are read"). ``declared``: a CSV's column
-    types given by ``--schema`` (a value that is not of its type stays text, for the row checks)."""
+    types given by ``--schema`` (a value that is not of its type stays text, for the row checks). A Delta
+    table is read as its Parquet files are (``delta_io``); ``columns``: only those of it."""
     import pandas as pd
 
+    if fmt == "delta":
+        frames = [infer_datetimes(_decimals_typed(_read_delta(path, columns))) for path in paths]
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     if fmt == "parquet":
         frames = [_read_file(path, fmt, _read_parquet) for path in paths]
         pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
@@ -297,6 +308,13 @@ def _read_file(path: str, fmt: str, reader):
         raise UsageError(f"cannot read input {path} as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     except Exception as exc:  # pyarrow and pandas parser errors have many types
         raise UsageError(f"cannot read input {path} as {fmt}: {type(exc).__name__}: {exc}") from None
+
+
+def _read_delta(path: str, columns: Sequence[str] | None) -> Any:
+    try:
+        return read_delta_arrow(snapshot_of(path), columns)
+    except (CepDeltaError, RuntimeError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _read_parquet(path: str) -> "pd.DataFrame":
@@ -451,9 +469,16 @@ def input_schema(paths: Sequence[str], fmt: str) -> dict[str, str | None]:
 # ------------------------------------------------------------------------------------- reading: Spark
 
 
-def read_spark(spark: Any, paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None) -> Any:
+def read_spark(spark: Any, paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None, *,
+               columns: Sequence[str] | None = None) -> Any:
     """Read the inputs with ``spark.read`` (the spark engine), as ``read_pandas`` reads them
-    (``cep.spark_bridge.spark.files``); ``declared`` as there."""
+    (``cep.spark_bridge.spark.files``); ``declared`` and ``columns`` as there."""
+    if fmt == "delta":
+        try:
+            frames = [read_delta(spark, snapshot_of(path), columns) for path in paths]
+        except CepDeltaError as exc:
+            raise UsageError(str(exc)) from None
+        return functools.reduce(lambda a, b: a.unionByName(b), frames)
     try:
         df = read_files(spark, list(paths), fmt, declared=declared)
     except RepeatedColumnError as exc:
@@ -642,11 +667,15 @@ def neutralise_formulas(pdf: "pd.DataFrame") -> "pd.DataFrame":
     return out
 
 
-def write_output(pdf: "pd.DataFrame", path: str, *, keep_formulas: bool = False) -> None:
-    """Write ``pdf`` as CSV, Parquet or JSON lines (by the extension). In CSV, text that a spreadsheet
-    would run as a formula is written with a leading ``'`` unless ``keep_formulas``."""
+def write_output(pdf: "pd.DataFrame", path: str, *, keep_formulas: bool = False, app_id: str = "cep-run") -> bool:
+    """Write ``pdf`` as CSV, Parquet or JSON lines (by the extension), or append it to a Delta table
+    (``delta:PATH``, once per ``app_id``: ``delta_io.write_matches``). In CSV, text that a spreadsheet
+    would run as a formula is written with a leading ``'`` unless ``keep_formulas``. False: the Delta table
+    holds that run's rows already."""
     fmt = format_of(path, None, what="output file")
     try:
+        if fmt == "delta":
+            return write_matches(_arrow_us(pdf), path, app_id)
         if fmt == "csv":
             (pdf if keep_formulas else neutralise_formulas(pdf)).to_csv(path, index=False)
         elif fmt == "parquet":
@@ -654,8 +683,19 @@ def write_output(pdf: "pd.DataFrame", path: str, *, keep_formulas: bool = False)
             pdf.to_parquet(path, index=False, coerce_timestamps="us", allow_truncated_timestamps=True)
         else:
             write_json_lines(pdf, path)
-    except (OSError, ValueError, ImportError) as exc:
+    except (OSError, ValueError, ImportError, RuntimeError) as exc:
         raise UsageError(f"cannot write {path}: {exc}") from None
+    return True
+
+
+def _arrow_us(pdf: "pd.DataFrame") -> Any:
+    """``pdf`` as Arrow with microsecond timestamps (Delta's unit; pandas' nanoseconds are refused)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(pdf, preserve_index=False)
+    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
 
 
 def write_json_lines(pdf: "pd.DataFrame", path: str) -> None:
@@ -768,12 +808,13 @@ def set_aside_bad_rows(events: Any, time_column: str | None) -> tuple[Any, Any]:
     return good, bad
 
 
-def start_spark(master: str, *, kafka: bool = False, python_env: str | None = None) -> Any:
+def start_spark(master: str, *, kafka: bool = False, delta: bool = False, python_env: str | None = None) -> Any:
     """The session of a command; ``kafka``: with Spark's Kafka connector (fetched once, see kafka_connector);
-    ``python_env``: a packed Python environment for a cluster's executors."""
+    ``delta``: with Delta Lake's (delta_connector); ``python_env``: a packed Python environment for a cluster's
+    executors."""
     try:
-        return get_spark(master, kafka=kafka, python_env=python_env)
-    except KafkaConnectorError as exc:
+        return get_spark(master, kafka=kafka, delta=delta, python_env=python_env)
+    except (KafkaConnectorError, DeltaConnectorError) as exc:
         raise UsageError(str(exc)) from None
     except CepError as err:  # the executors cannot run cep (shipping.ShippingError): its message says what to do
         raise UsageError(str(err)) from None

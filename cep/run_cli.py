@@ -57,6 +57,7 @@ from cep.cli_io import (
     write_dead_letter,
     write_output,
 )
+from cep.delta_io import app_id_of, columns_read, input_identity, is_delta, snapshot_of
 from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
 from cep.query import ALERT_REPLAY_NAMES, compile_rule, load_rules, rule_alerts
@@ -108,12 +109,39 @@ def choose_engine(args: argparse.Namespace, inputs: Inputs, statement: SqlStatem
     for path in paths:
         if _REMOTE.match(path):
             return "spark", f"{path} is remote"
+        if is_delta(path):
+            continue  # a Delta table: a folder that either engine reads (its size is counted below)
         if os.path.isdir(path):
             return "spark", f"{path} is a directory"
     size = sum(os.path.getsize(path) for path in paths if os.path.isfile(path))
+    size += sum(_folder_bytes(snapshot_of(path).path) for path in paths if is_delta(path))
     if size > PYTHON_MAX_BYTES:
         return "spark", f"the inputs hold {size / 2**20:.0f} MiB, more than {PYTHON_MAX_BYTES / 2**20:.0f} MiB"
     return "python", "local files"
+
+
+def _folder_bytes(folder: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _dirs, names in os.walk(folder) for name in names)
+
+
+def with_time_travel(inputs: Inputs, args: argparse.Namespace) -> Inputs:
+    """``--delta-version``/``--delta-timestamp`` written into every Delta input that names no version itself."""
+    version, timestamp = getattr(args, "delta_version", None), getattr(args, "delta_timestamp", None)
+    if version is None and timestamp is None:
+        return inputs
+    if version is not None and timestamp is not None:
+        raise UsageError("give --delta-version or --delta-timestamp, not both")
+    specs = [*inputs.unnamed, *inputs.named.values()]
+    if not any(is_delta(spec) for spec in specs):
+        raise UsageError("--delta-version and --delta-timestamp are for a Delta input (--input delta:PATH)")
+
+    def at(spec: str) -> str:
+        if not is_delta(spec) or snapshot_of(spec).version is not None or snapshot_of(spec).timestamp is not None:
+            return spec  # not Delta, or it names its own version (delta:PATH@v3)
+        return f"{spec}@v{version}" if version is not None else f"{spec}@{timestamp}"
+
+    return dataclasses.replace(inputs, unnamed=tuple(at(s) for s in inputs.unnamed),
+                               named={name: at(s) for name, s in inputs.named.items()})
 
 
 def defined_order(text: str, statement: SqlStatement) -> str:
@@ -170,13 +198,14 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
     """The python engine; ``default``: the unnamed input already read (a Kafka replay's good rows);
     ``declared``: its CSV column types from --schema (the row checks set aside values of other types)."""
     started = time.perf_counter()
+    columns = columns_read(statement)
     if default is None and inputs.unnamed:
-        default = read_pandas(list(inputs.unnamed), fmt, declared)
+        default = read_pandas(list(inputs.unnamed), fmt, declared, columns=columns)
     if declared:
         declared = resolve_declared(declared, list(default.columns))
     if default is not None:  # the clauses that read the input directly, checked against its own types
         check_input_types(statement, {**pandas_schema(default), **(declared or {})}, fmt, declared)
-    tables = {name: inputs.read_named_pandas(name) for name in inputs.named}
+    tables = {name: inputs.read_named_pandas(name, columns) for name in inputs.named}
     default = _as_first_table(statement, tables, default)
     options = dict(replay)
     records: list[dict] = []
@@ -193,7 +222,7 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
     stats: list[ClauseStats] = []
 
     def read_path(path: str):
-        return read_pandas([path], input_format([path], args.format))
+        return read_pandas([path], input_format([path], args.format), columns=columns)
 
     if progress:
         bar, options["progress"] = _progress_bar(len(default) if default is not None else 0)
@@ -215,18 +244,20 @@ def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: a
                declared: dict[str, str] | None = None) -> RunResult:
     """A Spark job; ``spark`` and ``default``: a session and the unnamed input already read (Kafka);
     ``declared`` as for the python engine (the reader marks values of other types as unread)."""
-    spark = spark or start_spark(args.master)
+    specs = [*inputs.unnamed, *inputs.named.values(), *(path for _s, _e, path in statement.whole.paths)]
+    spark = spark or start_spark(args.master, delta=any(is_delta(s) for s in specs) or args.format == "delta")
     started = time.perf_counter()
+    columns = columns_read(statement)
     if default is None and inputs.unnamed:
-        default = read_spark(spark, list(inputs.unnamed), fmt, declared)
+        default = read_spark(spark, list(inputs.unnamed), fmt, declared, columns=columns)
     if default is not None:
         check_input_types(statement, {f.name: spark_to_sql(f.dataType) for f in default.schema.fields}, fmt, declared)
-    tables = {name: inputs.read_named_spark(spark, name) for name in inputs.named}
+    tables = {name: inputs.read_named_spark(spark, name, columns) for name in inputs.named}
     default = _as_first_table(statement, tables, default)
     stats: list[ClauseStats] = []
 
     def read_path(path: str):
-        return read_spark(spark, [path], input_format([path], args.format))
+        return read_spark(spark, [path], input_format([path], args.format), columns=columns)
 
     options = dict(replay)
     records: list = []  # the dead-letter DataFrames of the clauses
@@ -343,15 +374,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--limit must be 0 or more")
     if args.output:
         format_of(args.output, None, what="output file")
-        parent = os.path.dirname(os.path.abspath(args.output))
+        written_to = snapshot_of(args.output).path if is_delta(args.output) else args.output
+        parent = os.path.dirname(os.path.abspath(written_to))
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
-    inputs = Inputs.parse(args.input, fmt=args.format)
+    inputs = with_time_travel(Inputs.parse(args.input, fmt=args.format), args)
     if len(args.schema or ()) > 1 and inputs.unnamed and is_kafka_url(inputs.unnamed[0]):
         raise UsageError("a Kafka input takes one --schema: the columns of its message value")
     kafka = kafka_input(list(inputs.unnamed), args.format, (args.schema or [None])[0], args.kafka_option)
     if not kafka:  # --schema types CSV files (the unnamed input's, or NAME='...' a named input's)
-        inputs = Inputs.parse(args.input, args.schema, args.format)
+        inputs = with_time_travel(Inputs.parse(args.input, args.schema, args.format), args)
     fmt = inputs.unnamed_format() if inputs.unnamed and not kafka else None
     declared = inputs.schemas.get(None)
     for path in inputs.named.values():
@@ -391,8 +423,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if defined_order(text, statement) == "none":
         table = display_order(table)
     if args.output:
-        write_output(table, args.output, keep_formulas=args.csv_keep_formulas)
-        print(f"wrote {len(table)} rows to {args.output}")
+        identity = [*map(input_identity, inputs.unnamed),
+                    *(f"{name}={input_identity(path)}" for name, path in inputs.named.items())]
+        written = write_output(table, args.output, keep_formulas=args.csv_keep_formulas,
+                               app_id=app_id_of(text, identity))
+        print(f"wrote {len(table)} rows to {args.output}" if written else
+              f"{args.output} already holds the rows of this statement over these inputs: nothing appended")
     elif len(table):
         print(format_table(table))
     else:
@@ -491,7 +527,7 @@ def _rule_set_input(args: argparse.Namespace, ruleset, engine: str, kafka: Kafka
         if engine == "python":
             data = read_pandas(args.input, fmt)
             return data, len(data), None
-        data = read_spark(start_spark(args.master), args.input, fmt)
+        data = read_spark(start_spark(args.master, delta=fmt == "delta"), args.input, fmt)
         return data, data.count(), None
     from pyspark.sql import functions as F
 
@@ -539,7 +575,14 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         help="python: the pure-Python matcher (DuckDB for the SQL around it); spark: a Spark job. Default: python for "
         f"local files up to {PYTHON_MAX_BYTES // 2**20} MiB, else spark",
     )
-    run.add_argument("--output", "-o", metavar="FILE", help="write the rows to FILE (.csv, .parquet or .json) instead of printing them")
+    run.add_argument("--output", "-o", metavar="FILE",
+                     help="write the rows to FILE (.csv, .parquet or .json) instead of printing them, or append them "
+                          "to a Delta table: delta:PATH (once per statement and input versions)")
+    run.add_argument("--delta-version", type=non_negative_int, metavar="N",
+                     help="read every Delta input (delta:PATH) as of its version N (one input: delta:PATH@vN)")
+    run.add_argument("--delta-timestamp", metavar="TS",
+                     help="read every Delta input as of the latest version committed at or before TS (ISO 8601, "
+                          "UTC unless it names a zone; one input: delta:PATH@2026-01-05T00:00:00)")
     run.add_argument("--limit", type=non_negative_int, metavar="N", help="keep at most N output rows")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help=f"show a progress bar on stderr (python engine; default: on a terminal, from "

@@ -53,6 +53,8 @@ from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 from cep.spark_bridge.spark.files import (CSV_OPTIONS, apply_json_kinds, apply_text_types, json_kinds, json_variant_schema,
                                          strict_json_numbers)
+from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, check_snapshot, delta_path, is_delta,
+                                          parse_delta_options, read_delta_stream)
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
@@ -114,12 +116,16 @@ def add_commands(subparsers) -> None:
     stream.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                         help="an option of Spark's Kafka source (startingOffsets=latest, maxOffsetsPerTrigger=10000, "
                         "kafka.security.protocol=SASL_SSL, ...); @FILE reads KEY=VALUE lines; repeat for several")
+    stream.add_argument("--delta-option", action="append", metavar="KEY=VALUE",
+                        help="an option of Delta's streaming source for --input delta:PATH (startingVersion=5, "
+                        "maxFilesPerTrigger=10, skipChangeCommits=true, ...), passed as given; repeat for several")
     stream.add_argument("--checkpoint", "-c", required=True, metavar="DIR",
                         help="where progress, state, rule versions, outboxes and status are kept (reuse it to resume)")
     stream.add_argument("--output", "-o", metavar="DIR", help="directory for the matches (default: CHECKPOINT/matches)")
     stream.add_argument("--sink", action="append", nargs="+", metavar="SINK",
                         help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
-                        "sqlite PATH | postgres URL | kafka://HOST:PORT/TOPIC (at least once) | "
+                        "sqlite PATH | postgres URL | delta:PATH (a Delta table, once per micro-batch) | "
+                        "kafka://HOST:PORT/TOPIC (at least once) | "
                         "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several")
     stream.add_argument("--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)")
     stream.add_argument("--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)")
@@ -222,7 +228,7 @@ def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, 
     sinks = []
     for spec in specs or []:
         kind, *rest = spec
-        if is_kafka_url(kind) or is_kafka_url(kind, "kafka-exactly-once"):
+        if is_kafka_url(kind) or is_kafka_url(kind, "kafka-exactly-once") or is_delta(kind):
             if rest:
                 raise _usage(f"--sink {kind} takes no further argument")
             try:
@@ -483,10 +489,15 @@ class _Input:
     format: str
     address: Any = None
     kafka_options: dict = dataclasses.field(default_factory=dict)
+    delta_options: dict | None = None  # a Delta table's streaming source options; None: not Delta
 
     @property
     def kafka(self) -> bool:
         return self.address is not None
+
+    @property
+    def delta(self) -> bool:
+        return self.delta_options is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -514,7 +525,14 @@ def _rules_path(args: argparse.Namespace) -> str:
 
 
 def _input_of(args: argparse.Namespace) -> _Input:
-    """The input, checked (``CepKafkaError`` for a bad Kafka address or option)."""
+    """The input, checked (``CepKafkaError`` for a bad Kafka address or option, ``CepDeltaError`` for a folder
+    that is not a Delta table: refused before Spark starts)."""
+    delta = is_delta(args.input) or args.format == "delta"
+    if args.delta_option and not delta:
+        raise _usage("--delta-option is for a Delta input (--input delta:PATH)")
+    if delta:
+        check_snapshot(DeltaSnapshot(delta_path(args.input)))
+        return _Input(args.input, "delta", delta_options=parse_delta_options(args.delta_option))
     if is_kafka_url(args.input):
         address = parse_kafka_url(args.input, topic_required=False)
         options = parse_kafka_options(args.kafka_option)
@@ -586,7 +604,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
         source = _input_of(args)
         output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options(args),
                                            state_dir=os.path.join(checkpoint, "sinks"))
-    except CepKafkaError as err:
+    except (CepKafkaError, CepDeltaError) as err:
         cli_io.print_error(str(err))
         return cli_io.EXIT_USAGE
     try:
@@ -605,12 +623,12 @@ def cmd_stream(args: argparse.Namespace) -> int:
     try:
         with _stop_on_signals(not args.once) as (stop, interrupted), _private_files():
             started = time.monotonic()
-            spark = cli_io.start_spark(args.master, kafka=source.kafka, python_env=args.python_env)
+            spark = cli_io.start_spark(args.master, kafka=source.kafka, delta=source.delta, python_env=args.python_env)
             ignore_sigterm(spark)  # the JVM must outlive the clean stop the driver makes on SIGTERM
             log.info(f"Spark's own log: {spark_log_path()}")
             try:
                 stream = _make_stream(spark, args, rules_path, source, timing, sinks, specs, output_format)
-            except CepKafkaError as err:
+            except (CepKafkaError, CepDeltaError) as err:
                 cli_io.print_error(str(err))
                 return cli_io.EXIT_USAGE
             except CepError as err:
@@ -635,7 +653,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
 def _make_stream(spark, args: argparse.Namespace, rules_path: str, source: _Input, timing: _Timing, sinks, specs,
                  output_format: str) -> AlertStream:
     checkpoint = os.path.abspath(args.checkpoint)
-    if source.kafka:
+    if source.delta:
+        events = read_delta_stream(spark, delta_path(source.path), source.delta_options)
+    elif source.kafka:
         events = read_kafka(spark, source.address, schema=args.schema, format=source.format,
                             options=source.kafka_options)
     else:

@@ -66,16 +66,18 @@ def spark():
         pytest.skip(reason)
     # Spark's Python workers must run this interpreter (the one with pandas/pyarrow and cep installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from cep.spark_bridge.spark.delta_connector import DeltaConnectorError
     from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError
     from cep.spark_bridge.spark.session import get_spark
 
     # With Spark's Kafka connector (cached jars: about +0.5 s), so that the Kafka tests can read and write the
     # real broker in this session; the classpath is fixed when the JVM starts. Without Maven (and no cached
     # copy) the session starts without it, and only the tests that use Kafka on Spark fail, saying why.
+    # Delta Lake's connector likewise (test_delta_spark.py reads, follows and writes Delta tables in this session).
     try:
-        session = get_spark("local[2]", app_name="cep-tests", kafka=True)
-    except KafkaConnectorError as exc:
-        warnings.warn(f"the test SparkSession runs without Spark's Kafka connector: {exc}", stacklevel=1)
+        session = get_spark("local[2]", app_name="cep-tests", kafka=True, delta=True)
+    except (KafkaConnectorError, DeltaConnectorError) as exc:
+        warnings.warn(f"the test SparkSession runs without Spark's Kafka or Delta connector: {exc}", stacklevel=1)
         session = get_spark("local[2]", app_name="cep-tests")
     yield session
     session.stop()

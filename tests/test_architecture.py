@@ -36,7 +36,7 @@ NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
 # Each package's modules and subpackages, lowest first: a member imports only members at or before its
 # own place. A tuple holds siblings, which never import each other.
 ORDER = {
-    "cep": ["grammar", "matcher", "spark_bridge", "query", "duckdb_sql", "statement", "cli_io", "logs", "report_charts", "report",
+    "cep": ["grammar", "matcher", "spark_bridge", "query", "duckdb_sql", "statement", "delta_io", "cli_io", "logs", "report_charts", "report",
             "run_cli", "stream_cli", "status_cli", "cli"],
     "cep.grammar": ["errors", "limits", "units", "ast", "columns", "tokens", "syntax_errors", "functions", "checks",
                     "format", "parser", "statement"],
@@ -51,10 +51,10 @@ ORDER = {
     "cep.spark_bridge": ["engine", "spark", "sinks", "alerting"],
     "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "column_table", "columnar", "local",
                                 "replay"],
-    "cep.spark_bridge.spark": ["kafka_connector", "columns", "shipping", "session", "types", "files", "buckets", "inputs",
-                               "kafka", "batch", "streaming"],
+    "cep.spark_bridge.spark": ["connectors", ("kafka_connector", "delta_connector"), "columns", "shipping", "session",
+                               "types", "files", "buckets", "inputs", "kafka", "delta", "batch", "streaming"],
     "cep.spark_bridge.sinks": ["base", "safe_text", "alerts", "file", "console", "dead_letters", "templates", "payloads",
-                               "webhook", "sql", "kafka", "lanes", "fanout"],
+                               "webhook", "sql", "kafka", "delta", "lanes", "fanout"],
     "cep.spark_bridge.alerting": ["rules", "suppress", "rule_set", "store", "status", "worker", "query", "rule_watch",
                                   "stream", "metrics"],
 }
@@ -62,7 +62,7 @@ ORDER = {
 # the "service" extra; confluent_kafka, the "kafka" extra) and heavy libraries that many runs never need
 # (pandas, pyarrow: a list of dicts or `cep check`; rich: the progress bar; duckdb, sqlglot, plotly).
 LAZY = ("pyspark", "py4j", "matplotlib", "psycopg", "psycopg2", "pandas", "pyarrow", "rich", "duckdb", "sqlglot",
-        "plotly", "confluent_kafka", "jinja2", "prometheus_client")
+        "plotly", "confluent_kafka", "jinja2", "prometheus_client", "deltalake")
 LAZY_NOTE = "# Imported inside functions:"
 
 

@@ -8,10 +8,12 @@ from typing import Sequence
 from cep.spark_bridge.sinks.alerts import FILE_FORMATS
 from cep.spark_bridge.sinks.base import AlertSink, Delivery, DeliveryError
 from cep.spark_bridge.sinks.console import ConsoleSink
+from cep.spark_bridge.sinks.delta import DeltaSink
 from cep.spark_bridge.sinks.kafka import EXACTLY_ONCE_SCHEME, KafkaExactlyOnceSink, KafkaSink, is_kafka_sink
 from cep.spark_bridge.sinks.safe_text import check_url, url_key
 from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
 from cep.spark_bridge.sinks.webhook import WebhookSink
+from cep.spark_bridge.spark.delta import is_delta
 
 
 # The sinks ``cep stream --sink KIND ARG`` names, and what ARG is (None: the sink takes none). A new sink
@@ -21,7 +23,7 @@ SINK_SYNONYMS = {"postgresql": "postgres"}
 # ``--sink json|parquet|csv``: the format of the files of alerts in --output (sinks/file.py), no argument.
 FILE_SINKS = FILE_FORMATS
 SINKS_HELP = ", ".join([*(f"{kind} {arg}" if arg else kind for kind, arg in SINK_ARGUMENTS.items()), *FILE_SINKS,
-                        "kafka://HOST:PORT/TOPIC", f"{EXACTLY_ONCE_SCHEME}://HOST:PORT/TOPIC"])
+                        "delta:PATH", "kafka://HOST:PORT/TOPIC", f"{EXACTLY_ONCE_SCHEME}://HOST:PORT/TOPIC"])
 
 
 def sink_kind(kind: str) -> str | None:
@@ -61,7 +63,8 @@ def deliver_batch(alerts: Sequence[dict], batch_id: int, sinks: Sequence[AlertSi
 def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | None = None,
               state_dir: str | None = None, **options) -> AlertSink:
     """An alert sink from its command-line spelling: console | webhook URL | sqlite PATH | postgres URL |
-    kafka://HOST:PORT/TOPIC | kafka-exactly-once://HOST:PORT/TOPIC (its transactional id kept in ``state_dir``).
+    kafka://HOST:PORT/TOPIC | kafka-exactly-once://HOST:PORT/TOPIC (its transactional id kept in ``state_dir``) |
+    delta:PATH (its application id kept in ``state_dir``).
 
     A webhook keeps its dead letters in its own folder of ``dead_letter_dir``, named by its key
     (``webhook-<host>-<hash>``): two webhooks never mix theirs, and a letter says which URL it was for."""
@@ -71,6 +74,10 @@ def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | 
         if kind.lower().startswith(f"{EXACTLY_ONCE_SCHEME}://"):
             return KafkaExactlyOnceSink(kind, state_dir=state_dir, **options)
         return KafkaSink(kind, **options)
+    if is_delta(kind):
+        if argument is not None:
+            raise ValueError(f"--sink {kind} takes no further argument")
+        return DeltaSink(kind, state_dir=state_dir)
     named = sink_kind(kind)
     if named is None:
         raise ValueError(f"unknown sink {kind!r} ({SINKS_HELP})")

@@ -283,12 +283,13 @@ class KafkaSink(AlertSink):
             self._producer = None
 
 
-def stable_transactional_id(state_dir: str, describe: str) -> str:
+def stable_transactional_id(state_dir: str, describe: str, *, kind: str = "kafka-exactly-once") -> str:
     """The sink's ``transactional.id``: made once per checkpoint and sink, kept in ``state_dir``, so a restarted
-    stream uses the same id (and fences its predecessor) even when the checkpoint moved."""
+    stream uses the same id (and fences its predecessor) even when the checkpoint moved. ``kind`` names the
+    sink's file (the Delta sink keeps its application id the same way)."""
     os.makedirs(state_dir, exist_ok=True)
     digest = hashlib.sha256(describe.encode("utf-8")).hexdigest()[:12]
-    path = os.path.join(state_dir, f"kafka-exactly-once-{digest}.json")
+    path = os.path.join(state_dir, f"{kind}-{digest}.json")
     record = {"transactional_id": f"cep-{uuid.uuid4().hex[:20]}", "sink": describe,
               "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat()}
     try:

@@ -29,6 +29,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Mapping
 
+from cep.spark_bridge.spark.delta_connector import DeltaConnectorError, delta_spark_conf
 from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError, coordinates, kafka_spark_conf
 from cep.spark_bridge.spark.shipping import archive_conf, cep_zip, check_executors, is_local
 
@@ -186,6 +187,7 @@ def get_spark(
     conf: Mapping[str, str] | None = None,
     quiet: bool = True,
     kafka: bool = False,
+    delta: bool = False,
     ship: bool = True,
     python_env: str | None = None,
 ) -> "SparkSession":
@@ -200,6 +202,7 @@ def get_spark(
     fetched once into a cache, appended to any ``spark.jars`` given); a session already running without it
     raises ``KafkaConnectorError`` (the classpath is fixed when the JVM starts), as does a connector that
     cannot be fetched (the message names the artifact, the version and the command that fetches it).
+    ``delta``: Delta Lake's connector likewise (``delta_connector.delta_spark_conf``; ``DeltaConnectorError``).
 
     On a cluster master (not ``local[...]``) and with ``ship`` (the default), cep ships itself to the
     executors (``shipping.cep_zip``, ``addPyFile``) and checks with one tiny job that an executor can
@@ -230,6 +233,11 @@ def get_spark(
     if kafka and not running:
         jars = kafka_spark_conf()["spark.jars"]
         settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars", ""), jars) if j)
+    if delta and not running:
+        delta_conf = delta_spark_conf()
+        jars = delta_conf.pop("spark.jars")
+        settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars", ""), jars) if j)
+        settings.update(delta_conf)
 
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
@@ -254,6 +262,11 @@ def get_spark(
             "SparkSession.builder.config(**kafka_spark_conf()) from cep.spark_bridge.spark.kafka_connector), or stop "
             "this session first (spark.stop())"
         )
+    if delta and running and not has_data_source(spark, "delta"):
+        raise DeltaConnectorError(
+            "a SparkSession is already running without Delta Lake's Spark connector, and the classpath is fixed "
+            "when Spark starts: ask for it before the first session (get_spark(delta=True)), or stop this "
+            "session first (spark.stop())")
     if ship and not is_local(master):
         spark.sparkContext.addPyFile(cep_zip())
         check_executors(spark)
@@ -261,15 +274,20 @@ def get_spark(
 
 
 def has_kafka_connector(spark: "SparkSession") -> bool:
-    """Whether ``spark.readStream.format("kafka")`` resolves: Spark's own data-source lookup, so a connector
-    put there any way (``spark.jars``, ``--packages``, a jar in Spark's own folder) counts."""
+    """Whether ``spark.readStream.format("kafka")`` resolves."""
+    return has_data_source(spark, "kafka")
+
+
+def has_data_source(spark: "SparkSession", name: str) -> bool:
+    """Whether ``spark.read.format(name)`` resolves: Spark's own data-source lookup, so a connector put there
+    any way (``spark.jars``, ``--packages``, a jar in Spark's own folder) counts."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import AnalysisException
 
     jvm = spark._jvm
     try:
         jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
-            "kafka", spark._jsparkSession.sessionState().conf())
+            name, spark._jsparkSession.sessionState().conf())
     except (Py4JJavaError, AnalysisException):  # PySpark turns Spark's "Failed to find data source" into the latter
         return False
     return True

@@ -1,0 +1,188 @@
+"""Delta tables on Spark: a version of a table read through Delta's own connector, a table followed as a stream.
+
+``DeltaSnapshot`` names what to read (a path, and a version or a timestamp for time travel); ``check_snapshot``
+refuses, before any engine runs, a folder that is not a Delta table and a version the table does not have,
+with the same sentence on both engines (it reads the ``_delta_log`` folder's listing, nothing else).
+``read_delta`` reads it on Spark (``format("delta")`` with ``versionAsOf``/``timestampAsOf``);
+``read_delta_stream`` follows it (Delta's streaming source, its options passed through as given:
+``startingVersion``, ``maxFilesPerTrigger``, ``ignoreChanges``, ...). The connector's jars come from
+``delta_connector`` (``get_spark(delta=True)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+# Imported inside functions: pyspark (optional: the "spark" extra).
+
+PREFIX = "delta:"
+LOG_FOLDER = "_delta_log"
+_COMMIT = re.compile(r"(\d{20})\.json")
+
+
+def is_delta(spec: str) -> bool:
+    """``delta:PATH``: a Delta table (an input, an output or a sink)."""
+    return spec.lower().startswith(PREFIX)
+
+
+def delta_path(spec: str) -> str:
+    return spec[len(PREFIX):] if is_delta(spec) else spec
+
+
+class CepDeltaError(ValueError):
+    """A Delta input that cannot be read as asked: not a Delta table, no such version, a schema it cannot follow."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaSnapshot:
+    """A Delta table as of one version: the latest (both None), ``version`` N, or the latest committed at or
+    before ``timestamp`` (ISO 8601, UTC when it names no zone)."""
+
+    path: str
+    version: int | None = None
+    timestamp: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.version is not None and self.timestamp is not None:
+            raise CepDeltaError("give a Delta version or a timestamp, not both")
+        if self.version is not None and self.version < 0:
+            raise CepDeltaError(f"a Delta version is 0 or more, not {self.version}")
+
+    def describe(self) -> str:
+        at = f" at version {self.version}" if self.version is not None else \
+            f" as of {self.timestamp}" if self.timestamp is not None else ""
+        return f"Delta table {self.path}{at}"
+
+
+def table_versions(path: str) -> list[int] | None:
+    """The versions whose commits the table's log still holds (None: ``path`` is not a local Delta table)."""
+    log = os.path.join(path, LOG_FOLDER)
+    if not os.path.isdir(log):
+        return None
+    return sorted(int(found.group(1)) for name in os.listdir(log) if (found := _COMMIT.fullmatch(name)))
+
+
+def check_snapshot(snapshot: DeltaSnapshot) -> None:
+    """Refuse a local folder that is not a Delta table, or a version it does not hold, in one plain sentence.
+    A remote table (``s3://...``) is left to the engine's reader, whose first line is reported."""
+    path = snapshot.path
+    if re.match(r"^[a-z][a-z0-9+.-]*://", path) and not path.startswith("file://"):
+        return
+    path = path.removeprefix("file://")
+    if not os.path.exists(path):
+        raise CepDeltaError(f"Delta table not found: {path}")
+    versions = table_versions(path)
+    if versions is None:
+        hint = " (it holds Parquet files: read them with --input PATH)" if _has_parquet(path) else ""
+        raise CepDeltaError(f"{path} is not a Delta table: it has no {LOG_FOLDER} folder{hint}")
+    if not versions:
+        raise CepDeltaError(f"{path} is not a Delta table yet: its {LOG_FOLDER} folder holds no commit")
+    if snapshot.version is not None and snapshot.version not in versions:
+        raise CepDeltaError(f"the Delta table {path} has no version {snapshot.version}: its log holds versions "
+                            f"{_ranges(versions)}")
+    if snapshot.timestamp is not None:
+        first = _commit_time(path, versions[0])
+        if first is not None and as_of(snapshot.timestamp) < first:
+            # Spark refuses such a read; delta-rs would give the first version: both say this instead
+            raise CepDeltaError(f"cannot read the {snapshot.describe()}: its first commit in the log, version "
+                                f"{versions[0]}, is at {first.isoformat().replace('+00:00', 'Z')}")
+
+
+def as_of(timestamp: str) -> dt.datetime:
+    """A time-travel instant as an aware UTC datetime (a time that names no zone is UTC)."""
+    try:
+        instant = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        raise CepDeltaError(f"not a timestamp: {timestamp!r} (e.g. 2026-01-05T00:00:00, UTC)") from None
+    return instant if instant.tzinfo else instant.replace(tzinfo=dt.timezone.utc)
+
+
+def _commit_time(path: str, version: int) -> dt.datetime | None:
+    """When ``version`` was committed: its commitInfo's timestamp (what Delta's time travel compares with)."""
+    try:
+        with open(os.path.join(path, LOG_FOLDER, f"{version:020d}.json"), encoding="utf-8") as log:
+            for line in log:
+                info = json.loads(line).get("commitInfo") if line.strip() else None
+                if info and "timestamp" in info:
+                    return dt.datetime.fromtimestamp(info["timestamp"] / 1000, dt.timezone.utc)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _has_parquet(path: str) -> bool:
+    return os.path.isdir(path) and any(name.endswith(".parquet") for name in os.listdir(path))
+
+
+def _ranges(versions: Sequence[int]) -> str:
+    return f"{versions[0]} to {versions[-1]}" if versions == list(range(versions[0], versions[-1] + 1)) else \
+        ", ".join(map(str, versions))
+
+
+def read_delta(spark: "SparkSession", snapshot: DeltaSnapshot, columns: Sequence[str] | None = None) -> "DataFrame":
+    """The snapshot as a static DataFrame, through Delta's connector; ``columns``: only those (Delta reads
+    only their Parquet columns). Raises ``CepDeltaError`` with Spark's first line when Spark refuses."""
+    check_snapshot(snapshot)
+    reader = spark.read.format("delta")
+    if snapshot.version is not None:
+        reader = reader.option("versionAsOf", snapshot.version)
+    if snapshot.timestamp is not None:
+        reader = reader.option("timestampAsOf", snapshot.timestamp)
+    try:
+        df = reader.load(snapshot.path)
+        wanted = None if columns is None else {c.casefold() for c in columns}
+        kept = [c for c in df.columns if wanted is None or c.casefold() in wanted]
+        return df.select(*kept) if kept else df
+    except Exception as exc:  # noqa: BLE001 - pyspark's errors have many types; the message is what matters
+        raise CepDeltaError(f"cannot read the {snapshot.describe()}: {_first_line(exc)}") from None
+
+
+def read_delta_stream(spark: "SparkSession", path: str, options: Mapping[str, str] | None = None) -> "DataFrame":
+    """A streaming DataFrame of the rows appended to the Delta table at ``path`` (Delta's streaming source;
+    ``options`` passed through)."""
+    check_snapshot(DeltaSnapshot(path))
+    reader = spark.readStream.format("delta")
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    try:
+        return utc_timestamps(reader.load(path))
+    except Exception as exc:  # noqa: BLE001 - as in read_delta
+        raise CepDeltaError(f"cannot follow the Delta table {path}: {_first_line(exc)}") from None
+
+
+def utc_timestamps(df: "DataFrame") -> "DataFrame":
+    """TIMESTAMP_NTZ columns as TIMESTAMP: delta-rs, pandas and most non-Spark writers store naive times so,
+    and a stream's watermark needs a TIMESTAMP. cep's sessions run in UTC, so the values read are unchanged
+    (the naive time is taken as UTC, as every other input's naive times are)."""
+    from pyspark.sql import types as T
+
+    if not any(isinstance(f.dataType, T.TimestampNTZType) for f in df.schema.fields):
+        return df
+    return df.select(*[df[f.name].cast("timestamp").alias(f.name) if isinstance(f.dataType, T.TimestampNTZType)
+                       else df[f.name] for f in df.schema.fields])
+
+
+def parse_delta_options(items: Sequence[str] | None) -> dict[str, str]:
+    """``--delta-option KEY=VALUE`` items -> the options of Delta's streaming source, passed to it as given
+    (Delta checks their names and values itself when the stream starts)."""
+    options: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CepDeltaError(f"--delta-option: expected KEY=VALUE, e.g. startingVersion=5 or maxFilesPerTrigger=10; "
+                                f"got {item!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def _first_line(exc: Any) -> str:
+    text = str(exc).strip()
+    return next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)

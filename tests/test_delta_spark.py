@@ -1,0 +1,152 @@
+"""Delta tables on Spark, through Delta's own connector: the same matches and match ids as the python engine
+(which reads with delta-rs), and ``cep stream`` following a table that another process appends to, landing its
+alerts in a Delta table exactly once across two ``kill -9``.
+
+The independent source: the python engine's backtest of the same table (tested against the Parquet reader in
+test_delta.py), and the rows this test appended.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from cep.cli import main
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[1]
+CEP = [sys.executable, "-m", "cep.cli"]
+V_SHAPE = str(ROOT / "patterns" / "v_shape.sql")
+TICKS = ROOT / "patterns" / "data" / "ticks.csv"
+HIGH = """-- severity: critical
+SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p
+  PATTERN (X) DEFINE X AS price > 100)"""
+T0 = dt.datetime(2024, 1, 1)
+SENTINEL = "zzz"
+
+
+def table_rows(out: str) -> list[str]:
+    return sorted(line for line in out.splitlines() if line and not line.startswith(("events read", "wrote")))
+
+
+@pytest.mark.timeout(2400)  # four Spark jobs: many minutes on a loaded 2-core machine
+def test_both_engines_give_the_same_matches_and_match_ids_at_each_version(spark, tmp_path, capsys):
+    frame = pd.read_csv(TICKS, parse_dates=["ts"])
+    frame["day"] = frame["ts"].dt.strftime("%Y-%m-%d")
+    path = tmp_path / "ticks"
+    write_deltalake(str(path), pa.Table.from_pandas(frame[frame["symbol"] != "DYNA"], preserve_index=False),
+                    partition_by=["day"])
+    write_deltalake(str(path), pa.Table.from_pandas(frame[frame["symbol"] == "DYNA"], preserve_index=False),
+                    mode="append")
+    for spec in (f"delta:{path}", f"delta:{path}@v0"):
+        answers = {}
+        for engine in ("python", "spark"):
+            assert main(["run", V_SHAPE, "--input", spec, "--engine", engine, "--match-ids"]) == 0
+            answers[engine] = table_rows(capsys.readouterr().out)
+        assert answers["python"] == answers["spark"]
+        assert len(answers["spark"]) == 2 + (27 if spec.endswith(str(path)) else 21)
+    for engine in ("python", "spark"):  # before the first commit: no version to read, said plainly on both
+        assert main(["run", V_SHAPE, "--input", f"delta:{path}", "--engine", engine,
+                     "--delta-timestamp", "2000-01-01T00:00:00"]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot read the Delta table {path} as of 2000-01-01T00:00:00" in err and "Traceback" not in err
+
+
+def events(start: int, count: int) -> pd.DataFrame:
+    """Prices for three symbols, one a second; every fifth one above 100 (an alert)."""
+    return pd.DataFrame({"symbol": ["abc"[i % 3] for i in range(count)],
+                         "ts": [T0 + dt.timedelta(seconds=start + i) for i in range(count)],
+                         "price": [150.0 + i if i % 5 == 0 else 50.0 for i in range(count)]})
+
+
+def append(path: Path, rows: pd.DataFrame) -> None:
+    """The other job: one Delta commit per call, as an ingestion job appends."""
+    write_deltalake(str(path), pa.Table.from_pandas(rows, preserve_index=False), mode="append")
+
+
+class Stream:
+    """``cep stream`` over the Delta table, alerts into a Delta table, in its own process group."""
+
+    def __init__(self, tmp: Path, *extra: str) -> None:
+        self.log = tmp / f"stream-{time.monotonic_ns()}.log"
+        args = [*CEP, "stream", "--rules", str(tmp / "rules"), "--input", f"delta:{tmp / 'events'}",
+                "--delta-option", "maxFilesPerTrigger=1", "--checkpoint", str(tmp / "ck"),
+                "--sink", f"delta:{tmp / 'alerts'}", "--watermark", "2s", "--trigger", "1s",
+                "--max-future-skew", "off", "--master", "local[2]", *extra]
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT),
+                   CEP_SPARK_LOG=str(tmp / f"spark-{time.monotonic_ns()}.log"))
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill_9(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(60)
+
+
+def alert_rows(tmp: Path) -> int:
+    path = tmp / "alerts"
+    if not (path / "_delta_log").is_dir():
+        return 0
+    return DeltaTable(str(path)).to_pyarrow_table(columns=["match_id"]).num_rows
+
+
+def until(predicate, seconds: float, what: str, log: Stream) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline or log.process.poll() is not None:
+            raise AssertionError(f"timed out waiting for {what}:\n{log.text()[-3000:]}")
+        time.sleep(1)  # polling a condition, with a deadline
+
+
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # four Spark drivers, one after the other
+def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9(tmp_path, capsys):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "high.sql").write_text(HIGH)
+    table = tmp_path / "events"
+    append(table, events(0, 30))
+    streams: list[Stream] = []
+    starts = iter(range(40, 400, 40))  # each commit later in event time than the one before, as a feed appends
+    try:
+        for _kill in range(2):  # running, appended to, killed mid-stream; then again from the checkpoint
+            stream = Stream(tmp_path)
+            streams.append(stream)
+            seen = alert_rows(tmp_path)
+            append(table, events(next(starts), 30))
+            until(lambda: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
+            append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
+            stream.kill_9()
+        append(table, pd.concat([events(next(starts), 30), pd.DataFrame({"symbol": [SENTINEL],
+                                                                           "ts": [T0 + dt.timedelta(days=1)],
+                                                                           "price": [1.0]})]))
+        last = Stream(tmp_path, "--once")  # the same command, drained: nothing lost, nothing twice
+        streams.append(last)
+        assert last.process.wait(900) == 0, last.text()[-3000:]
+    finally:
+        for stream in streams:
+            stream.kill_9()
+    assert main(["run", "--rules", str(tmp_path / "rules"), "--input", f"delta:{table}", "--engine", "python",
+                 "--output", str(tmp_path / "backtest.json")]) == 0
+    backtest = pd.read_json(tmp_path / "backtest.json", lines=True)
+    landed = DeltaTable(str(tmp_path / "alerts")).to_pandas()
+    assert len(landed) == landed["match_id"].nunique() == len(backtest) > 0
+    assert set(landed["match_id"]) == set(backtest["match_id"])
+    assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
+    assert "Traceback" not in "".join(s.text() for s in streams)
+    assert "| late 0 |" in last.text()  # in order: every row matched, none set aside as late
