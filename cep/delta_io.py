@@ -15,6 +15,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
+from cep.grammar.columns import ColumnNames
 from cep.spark_bridge.sinks.delta import deltalake_module, write_once
 from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, as_of, check_snapshot, delta_path,
                                           is_delta, table_versions)
@@ -65,9 +66,7 @@ def kept_columns(names: Sequence[str], columns: Sequence[str] | None) -> list[st
     """``names`` (a table's columns, in order) that ``columns`` holds, without case (None: read them all)."""
     if columns is None:
         return None
-    wanted = {c.casefold() for c in columns}
-    kept = [name for name in names if name.casefold() in wanted]
-    return kept or None
+    return ColumnNames(names).among(columns) or None
 
 
 def columns_read(statement: "SqlStatement") -> list[str] | None:
@@ -86,7 +85,7 @@ def columns_read(statement: "SqlStatement") -> list[str] | None:
                           for clause in statement.clauses)  # SELECT * FROM t MATCH_RECOGNIZE: the clause's output
         if not of_a_clause and not any(start <= star.start() < end for start, end in inputs):
             return None
-    return sorted({next(g for g in found.groups() if g is not None).replace("``", "`").casefold()
+    return sorted({next(g for g in found.groups() if g is not None).replace("``", "`")
                    for found in _WORD.finditer(text)})
 
 

@@ -80,6 +80,12 @@ class ColumnNames:
         """The first columns that differ only in case (which Spark's analyzer cannot tell apart), or None."""
         return next((tuple(found) for found in self.folded.values() if len(found) > 1), None)
 
+    def among(self, words: Iterable[str]) -> list[str]:
+        """The columns (in their order) that some word of ``words`` names ignoring case: the columns a
+        reader keeps when pruning to the names a statement may read (over-keeping is harmless)."""
+        wanted = {word.casefold() for word in words}
+        return [name for name in self.names if name.casefold() in wanted]
+
     @staticmethod
     def first_repeat(names: Iterable[str]) -> tuple[int, int] | None:
         """The 1-based positions of the first name in ``names`` that repeats an earlier one ignoring case (a

@@ -105,7 +105,9 @@ def test_dates_on_spark_equal_the_python_engine(daily, capsys, spark):
 
 
 @pytest.mark.parametrize("engine", ["python", pytest.param("spark", marks=pytest.mark.spark)])
-def test_a_header_naming_a_column_twice_is_refused_on_both_engines(tmp_path, capsys, engine):
+def test_a_header_naming_a_column_twice_is_refused_on_both_engines(tmp_path, capsys, engine, request):
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the suite's one session (with its connectors), started before cep's
     (tmp_path / "twice.csv").write_text("id,v,x,V\n1,2,3,4\n2,3,4,5\n", encoding="utf-8")
     (tmp_path / "q.sql").write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v "
                                     "PATTERN (A) DEFINE A AS v > 0)\n", encoding="utf-8")

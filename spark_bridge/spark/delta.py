@@ -18,6 +18,8 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from cep.grammar.columns import ColumnNames
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
@@ -138,8 +140,7 @@ def read_delta(spark: "SparkSession", snapshot: DeltaSnapshot, columns: Sequence
         reader = reader.option("timestampAsOf", snapshot.timestamp)
     try:
         df = reader.load(snapshot.path)
-        wanted = None if columns is None else {c.casefold() for c in columns}
-        kept = [c for c in df.columns if wanted is None or c.casefold() in wanted]
+        kept = list(df.columns) if columns is None else ColumnNames(df.columns).among(columns)
         return df.select(*kept) if kept else df
     except Exception as exc:  # noqa: BLE001 - pyspark's errors have many types; the message is what matters
         raise CepDeltaError(f"cannot read the {snapshot.describe()}: {_first_line(exc)}") from None
