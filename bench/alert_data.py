@@ -150,10 +150,13 @@ def generate_logins(rows: int, seed: int = SEED):
     key, ms = _background_times(rng, LOGINS, rows - len(a_key))
     careless = rng.random(LOGINS.keys) < 0.05
     fail = rng.random(len(key)) < np.where(careless[key], 0.20, 0.03)
-    key, ms, (fail,) = _in_order(np.concatenate((key, a_key)), np.concatenate((ms, a_ms)),
-                                 np.concatenate((fail, ~a_ok)))
+    key, ms, (fail,) = _in_order(
+        np.concatenate((key, a_key)), np.concatenate((ms, a_ms)), np.concatenate((fail, ~a_ok))
+    )
     status = pa.array(["OK", "FAIL"]).take(fail.astype(np.int8))
-    return pa.table({"user_id": _names(LOGINS, key), "ts": pa.array(START + ms.astype("timedelta64[ms]")), "status": status})
+    return pa.table(
+        {"user_id": _names(LOGINS, key), "ts": pa.array(START + ms.astype("timedelta64[ms]")), "status": status}
+    )
 
 
 def generate_payments(rows: int, seed: int = SEED):
@@ -166,10 +169,16 @@ def generate_payments(rows: int, seed: int = SEED):
     a_cents = np.where(a_big, rng.integers(50_000, 300_001, len(a_key)), rng.integers(50, 200, len(a_key)))
     key, ms = _background_times(rng, PAYMENTS, rows - len(a_key))
     cents = np.maximum(np.round(rng.lognormal(np.log(3_000), 1.2, len(key))), 1).astype(np.int64)
-    key, ms, (cents,) = _in_order(np.concatenate((key, a_key)), np.concatenate((ms, a_ms)),
-                                  np.concatenate((cents, a_cents)))
-    return pa.table({"card_id": _names(PAYMENTS, key), "ts": pa.array(START + ms.astype("timedelta64[ms]")),
-                     "amount": pa.array(cents / 100.0)})
+    key, ms, (cents,) = _in_order(
+        np.concatenate((key, a_key)), np.concatenate((ms, a_ms)), np.concatenate((cents, a_cents))
+    )
+    return pa.table(
+        {
+            "card_id": _names(PAYMENTS, key),
+            "ts": pa.array(START + ms.astype("timedelta64[ms]")),
+            "amount": pa.array(cents / 100.0),
+        }
+    )
 
 
 def injected(shape: LogShape, rows: int, seed: int = SEED):
@@ -182,10 +191,15 @@ def injected(shape: LogShape, rows: int, seed: int = SEED):
     key, ms, is_last, attack = _attacks(rng, shape, max(rows // ROWS_PER_ATTACK, 1), ATTACK_ROWS[shape.table])
     starts = np.flatnonzero(np.diff(np.concatenate(([-1], attack))))
     ends = np.append(starts[1:], len(ms)) - 1
-    return pa.table({shape.key: _names(shape, key[starts]),
-                     "first_ts": pa.array(START + ms[starts].astype("timedelta64[ms]")),
-                     "last_ts": pa.array(START + ms[ends].astype("timedelta64[ms]")),
-                     "rows": pa.array(ends - starts + 1), "finished": pa.array(is_last[ends])})
+    return pa.table(
+        {
+            shape.key: _names(shape, key[starts]),
+            "first_ts": pa.array(START + ms[starts].astype("timedelta64[ms]")),
+            "last_ts": pa.array(START + ms[ends].astype("timedelta64[ms]")),
+            "rows": pa.array(ends - starts + 1),
+            "finished": pa.array(is_last[ends]),
+        }
+    )
 
 
 GENERATORS = {LOGINS.table: generate_logins, PAYMENTS.table: generate_payments}

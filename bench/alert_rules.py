@@ -59,24 +59,32 @@ class Rule:
 
 
 RULES = (
-    Rule("brute_force", "brute force: 3+ failed logins then a success, within 5 minutes, per user",
-         alert_data.LOGINS, "user_id STRING, ts TIMESTAMP(3), status STRING",
-         """SELECT * FROM logins MATCH_RECOGNIZE (
+    Rule(
+        "brute_force",
+        "brute force: 3+ failed logins then a success, within 5 minutes, per user",
+        alert_data.LOGINS,
+        "user_id STRING, ts TIMESTAMP(3), status STRING",
+        """SELECT * FROM logins MATCH_RECOGNIZE (
   PARTITION BY user_id ORDER BY ts
   MEASURES FIRST(FAIL.ts) AS first_fail_ts, LAST(FAIL.ts) AS last_fail_ts, COUNT(FAIL.ts) AS fails,
            OK.ts AS ok_ts
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (FAIL{3,} OK) WITHIN INTERVAL '5' MINUTE
-  DEFINE FAIL AS status = 'FAIL', OK AS status = 'OK')"""),
-    Rule("card_testing", "card testing: 3+ charges under 2.00 then one of 500.00 or more, within 10 minutes, per card",
-         alert_data.PAYMENTS, "card_id STRING, ts TIMESTAMP(3), amount DOUBLE",
-         """SELECT * FROM payments MATCH_RECOGNIZE (
+  DEFINE FAIL AS status = 'FAIL', OK AS status = 'OK')""",
+    ),
+    Rule(
+        "card_testing",
+        "card testing: 3+ charges under 2.00 then one of 500.00 or more, within 10 minutes, per card",
+        alert_data.PAYMENTS,
+        "card_id STRING, ts TIMESTAMP(3), amount DOUBLE",
+        """SELECT * FROM payments MATCH_RECOGNIZE (
   PARTITION BY card_id ORDER BY ts
   MEASURES FIRST(SMALL.ts) AS first_small_ts, COUNT(SMALL.ts) AS small_charges,
            SUM(SMALL.amount) AS small_total, BIG.ts AS big_ts, BIG.amount AS big_amount
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (SMALL{3,} BIG) WITHIN INTERVAL '10' MINUTE
-  DEFINE SMALL AS amount < 2.00, BIG AS amount >= 500.00)"""),
+  DEFINE SMALL AS amount < 2.00, BIG AS amount >= 500.00)""",
+    ),
 )
 
 # The Pike VM alone ran these rules at 150-190k events per CPU-second here: 1M rows of whole keys keep it
@@ -128,10 +136,16 @@ def log_stats(rule: Rule, table: pa.Table) -> dict:
     span = pc.subtract(attacks["last_ts"], attacks["first_ts"]).cast("int64").to_numpy() / 1000
     limit_s = int(rule.text.split("WITHIN INTERVAL '")[1].split("'")[0]) * 60
     finished = attacks["finished"].to_numpy(zero_copy_only=False)
-    stats = {"keys": len(per_key), "busiest_key_rows": int(per_key.max()), "median_key_rows": float(np.median(per_key)),
-             "keys_with_one_row": int((per_key == 1).sum()), "attacks": attacks.num_rows,
-             "attacks_finished": int(finished.sum()), "attacks_finished_within_limit": int((finished & (span < limit_s)).sum()),
-             "attacks_longer_than_limit": int((span > limit_s).sum())}
+    stats = {
+        "keys": len(per_key),
+        "busiest_key_rows": int(per_key.max()),
+        "median_key_rows": float(np.median(per_key)),
+        "keys_with_one_row": int((per_key == 1).sum()),
+        "attacks": attacks.num_rows,
+        "attacks_finished": int(finished.sum()),
+        "attacks_finished_within_limit": int((finished & (span < limit_s)).sum()),
+        "attacks_longer_than_limit": int((span > limit_s).sum()),
+    }
     if rule.log is alert_data.LOGINS:
         stats["fail_share"] = pc.mean(pc.equal(table["status"], "FAIL").cast("int8")).as_py()
     else:
@@ -181,16 +195,22 @@ def referee(rule: Rule, table: pa.Table, engines: dict[str, list[tuple]]) -> dic
     part = table.filter(pc.is_in(table[rule.log.key], value_set=pa.array(keys, pa.string())))
     part = part.sort_by([(rule.log.key, "ascending"), ("ts", "ascending")])
     reference = [tuple(r.values()) for r in reference_run(cep.compile(rule.text).statement, part.to_pylist())]
-    verdict = {"differing_keys": len(differing), "keys_refereed": len(keys), "reference_matches": len(reference),
-               "examples": {}}
+    verdict = {
+        "differing_keys": len(differing),
+        "keys_refereed": len(keys),
+        "reference_matches": len(reference),
+        "examples": {},
+    }
     refereed = set(keys)
     for engine, rows in engines.items():
         mine = [row for row in rows if row[0] in refereed]
         extra, missing = only_in(mine, reference), only_in(reference, mine)
         verdict[f"{engine}_equals_reference"] = not extra and not missing and len(mine) == len(reference)
         if extra or missing:
-            verdict["examples"][engine] = {"not_in_reference": [list(map(str, r)) for r in extra[:3]],
-                                           "missing": [list(map(str, r)) for r in missing[:3]]}
+            verdict["examples"][engine] = {
+                "not_in_reference": [list(map(str, r)) for r in extra[:3]],
+                "missing": [list(map(str, r)) for r in missing[:3]],
+            }
     return verdict
 
 
@@ -200,7 +220,9 @@ def agreement(rule: Rule, table: pa.Table, engines: dict[str, list[tuple]]) -> d
     result = {f"{first}_matches": len(ours)}
     for engine, rows in others:
         result[f"{engine}_matches"] = len(rows)
-        result[f"same_{engine}_as_{first}"] = not only_in(ours, rows) and not only_in(rows, ours) and len(rows) == len(ours)
+        result[f"same_{engine}_as_{first}"] = (
+            not only_in(ours, rows) and not only_in(rows, ours) and len(rows) == len(ours)
+        )
     if not all(v for k, v in result.items() if k.startswith("same_")):
         result["referee"] = referee(rule, table, engines)
     return result
@@ -217,13 +239,22 @@ def bench_cep(rule: Rule, path: Path, repeats: int) -> tuple[dict, list[tuple]]:
     wall, cpu, out = timed(lambda: query.run(table), repeats)
     after = partition_stats(query, tuple(table.column_names))
     rows = table.num_rows
-    entry = {"rows": rows, "keys": pc.count_distinct(table[rule.log.key]).as_py(),
-             "path": engine_path(query, tuple(table.column_names)),
-             "partitions": {k: (after[k] - before.get(k, 0)) // repeats for k in after},
-             "read_wall_s": read_wall, "read_cpu_s": read_cpu, "run_wall_s": wall, "run_cpu_s": cpu,
-             "eps_per_cpu": rows / cpu, "eps_wall": rows / wall,
-             "eps_per_cpu_with_read": rows / (cpu + read_cpu), "eps_wall_with_read": rows / (wall + read_wall),
-             "matches": out.num_rows, "load_average": os.getloadavg()[0]}
+    entry = {
+        "rows": rows,
+        "keys": pc.count_distinct(table[rule.log.key]).as_py(),
+        "path": engine_path(query, tuple(table.column_names)),
+        "partitions": {k: (after[k] - before.get(k, 0)) // repeats for k in after},
+        "read_wall_s": read_wall,
+        "read_cpu_s": read_cpu,
+        "run_wall_s": wall,
+        "run_cpu_s": cpu,
+        "eps_per_cpu": rows / cpu,
+        "eps_wall": rows / wall,
+        "eps_per_cpu_with_read": rows / (cpu + read_cpu),
+        "eps_wall_with_read": rows / (wall + read_wall),
+        "matches": out.num_rows,
+        "load_average": os.getloadavg()[0],
+    }
     print(f"  cep Query.run: {json.dumps(entry)}", flush=True)
     return entry, rows_of(out)
 
@@ -238,10 +269,18 @@ def bench_vm(rule: Rule, table: pa.Table, rows: int, repeats: int) -> dict:
     wall, cpu, out = timed(lambda: query.run(part), repeats)
     ours = rows_of(out)
     vm_rows = [tuple(r) for r in vm_out]
-    entry = {"rows": part.num_rows, "keys": pc.count_distinct(part[rule.log.key]).as_py(),
-             "vm_cpu_s": vm_cpu, "vm_wall_s": vm_wall, "vm_eps_per_cpu": part.num_rows / vm_cpu,
-             "vm_eps_wall": part.num_rows / vm_wall, "cep_eps_per_cpu": part.num_rows / cpu,
-             "cep_over_vm_per_cpu": vm_cpu / cpu, "load_average": os.getloadavg()[0], **agreement(rule, part, {"cep": ours, "vm": vm_rows})}
+    entry = {
+        "rows": part.num_rows,
+        "keys": pc.count_distinct(part[rule.log.key]).as_py(),
+        "vm_cpu_s": vm_cpu,
+        "vm_wall_s": vm_wall,
+        "vm_eps_per_cpu": part.num_rows / vm_cpu,
+        "vm_eps_wall": part.num_rows / vm_wall,
+        "cep_eps_per_cpu": part.num_rows / cpu,
+        "cep_over_vm_per_cpu": vm_cpu / cpu,
+        "load_average": os.getloadavg()[0],
+        **agreement(rule, part, {"cep": ours, "vm": vm_rows}),
+    }
     print(f"  Pike VM alone: {json.dumps(entry, default=str)}", flush=True)
     return entry
 
@@ -269,9 +308,16 @@ def bench_spark(spark, rule: Rule, path: Path, ours: list[tuple], table: pa.Tabl
     rows = table.num_rows
     wall, cpu = statistics.median(walls), statistics.median(cpus)
     theirs = [tuple(r) for r in out]
-    entry = {"rows": rows, "wall_s": wall, "cpu_s": cpu, "eps_wall": rows / wall, "eps_per_cpu": rows / cpu,
-             "peak_rss_bytes": usage.peak_rss, "load_average": os.getloadavg()[0],
-             **agreement(rule, table, {"cep": ours, "spark": theirs})}
+    entry = {
+        "rows": rows,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "eps_wall": rows / wall,
+        "eps_per_cpu": rows / cpu,
+        "peak_rss_bytes": usage.peak_rss,
+        "load_average": os.getloadavg()[0],
+        **agreement(rule, table, {"cep": ours, "spark": theirs}),
+    }
     print(f"  Spark local[2]: {json.dumps(entry, default=str)}", flush=True)
     return entry
 
@@ -305,23 +351,43 @@ def bench_flink(subsets: dict[str, tuple[Rule, pa.Table, Path, Path]], repeats: 
     warmup = flink_peer.first_rows(bench_run.ensure_data(flink_peer.WARMUP_ROWS), flink_peer.WARMUP_ROWS).csv
     plan = {name: (rule, *flink_peer.flink_text(rule.text)) for name, (rule, *_rest) in subsets.items()}
     with tempfile.TemporaryDirectory(prefix="rules-", dir=work_root) as work:
-        spec = {"warmup_csv": str(warmup), "work_dir": work,
-                "queries": {name: {"sql": sql, "csv": str(subsets[name][2]), "rows": subsets[name][1].num_rows,
-                                   "table": rule.log.table, "columns": rule.flink_columns}
-                            for name, (rule, sql, _) in plan.items()}}
+        spec = {
+            "warmup_csv": str(warmup),
+            "work_dir": work,
+            "queries": {
+                name: {
+                    "sql": sql,
+                    "csv": str(subsets[name][2]),
+                    "rows": subsets[name][1].num_rows,
+                    "table": rule.log.table,
+                    "columns": rule.flink_columns,
+                }
+                for name, (rule, sql, _) in plan.items()
+            },
+        }
         (Path(work) / "spec.json").write_text(json.dumps(spec))
         began = time.perf_counter()
         failure = flink_peer.run_runner(Path(work) / "spec.json", Path(work) / "out.json")
         if failure:
             return {"not_run": failure, **installed}
         flink = json.loads((Path(work) / "out.json").read_text())
-    result = {**installed, "process_wall_s": time.perf_counter() - began, "startup": flink["startup"],
-              "peak_rss_bytes": flink["peak_rss_bytes"], "load_average": os.getloadavg()[0], "rules": {}}
+    result = {
+        **installed,
+        "process_wall_s": time.perf_counter() - began,
+        "startup": flink["startup"],
+        "peak_rss_bytes": flink["peak_rss_bytes"],
+        "load_average": os.getloadavg()[0],
+        "rules": {},
+    }
     for name, (rule, sql, rewrites) in plan.items():
         _, part, _, parquet = subsets[name]
         run = flink["queries"][name]
-        entry = {"rows": part.num_rows, "keys": pc.count_distinct(part[rule.log.key]).as_py(),
-                 "rewrites": list(rewrites), "flink_sql_differs": sql != rule.text}
+        entry = {
+            "rows": part.num_rows,
+            "keys": pc.count_distinct(part[rule.log.key]).as_py(),
+            "rewrites": list(rewrites),
+            "flink_sql_differs": sql != rule.text,
+        }
         if "error" in run:
             entry["rejected"] = run["error"]
         else:
@@ -330,12 +396,20 @@ def bench_flink(subsets: dict[str, tuple[Rule, pa.Table, Path, Path]], repeats: 
             ours = rows_of(out)
             theirs = flink_peer.typed_like(ours, run["output"])
             rows = part.num_rows
-            entry.update(flink_wall_s=run["wall_s"], flink_cpu_s=run["cpu_s"], flink_eps_wall=rows / run["wall_s"],
-                         flink_eps_per_cpu=rows / run["cpu_s"],
-                         flink_eps_end_to_end=rows / (run["wall_s"] + flink["startup"]["wall_s"]),
-                         cep_wall_s=wall, cep_cpu_s=cpu, cep_eps_wall=rows / wall, cep_eps_per_cpu=rows / cpu,
-                         cep_over_flink_per_cpu=run["cpu_s"] / cpu, cep_over_flink_wall=run["wall_s"] / wall,
-                         **agreement(rule, part, {"cep": ours, "flink": theirs}))
+            entry.update(
+                flink_wall_s=run["wall_s"],
+                flink_cpu_s=run["cpu_s"],
+                flink_eps_wall=rows / run["wall_s"],
+                flink_eps_per_cpu=rows / run["cpu_s"],
+                flink_eps_end_to_end=rows / (run["wall_s"] + flink["startup"]["wall_s"]),
+                cep_wall_s=wall,
+                cep_cpu_s=cpu,
+                cep_eps_wall=rows / wall,
+                cep_eps_per_cpu=rows / cpu,
+                cep_over_flink_per_cpu=run["cpu_s"] / cpu,
+                cep_over_flink_wall=run["wall_s"] / wall,
+                **agreement(rule, part, {"cep": ours, "flink": theirs}),
+            )
         print(f"  PyFlink ({name}): {json.dumps(entry, default=str)}", flush=True)
         result["rules"][name] = entry
     return result
@@ -347,30 +421,51 @@ def bench_flink(subsets: dict[str, tuple[Rule, pa.Table, Path, Path]], repeats: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows per log")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="runs per figure (the median); one run of 10M rows takes minutes on a shared 2-core machine")
-    parser.add_argument("--flink-rows", type=int, default=FLINK_ROWS,
-                        help="rows (whole keys) Flink runs on; the whole log if at least --rows")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs per figure (the median); one run of 10M rows takes minutes on a shared 2-core machine",
+    )
+    parser.add_argument(
+        "--flink-rows",
+        type=int,
+        default=FLINK_ROWS,
+        help="rows (whole keys) Flink runs on; the whole log if at least --rows",
+    )
     parser.add_argument("--vm-rows", type=int, default=VM_ROWS, help="rows (whole keys) for the Pike VM alone")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--no-flink", action="store_true")
     parser.add_argument("--no-report", action="store_true", help="leave docs/performance.md alone")
-    parser.add_argument("--flink-only", action="store_true",
-                        help="run PyFlink (and cep on its rows) again, keeping the other figures of the results file")
+    parser.add_argument(
+        "--flink-only",
+        action="store_true",
+        help="run PyFlink (and cep on its rows) again, keeping the other figures of the results file",
+    )
     args = parser.parse_args(argv)
     if args.flink_only:
         return flink_again(args)
     began = time.perf_counter()
-    results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-                     "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "repeats": args.repeats,
-                     "rows": args.rows, "vm_rows": args.vm_rows, "generator_seed": alert_data.SEED, "rules": {}}
+    results: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "repeats": args.repeats,
+        "rows": args.rows,
+        "vm_rows": args.vm_rows,
+        "generator_seed": alert_data.SEED,
+        "rules": {},
+    }
     tables, outputs = {}, {}
     for rule in RULES:
         print(f"{rule.name}: {args.rows:,} rows", flush=True)
         generated = time.perf_counter()
         path = alert_data.ensure(rule.log, args.rows)
-        entry = {"title": rule.title, "text": rule.text, "file": str(path.relative_to(REPO)),
-                 "generate_or_find_s": time.perf_counter() - generated}
+        entry = {
+            "title": rule.title,
+            "text": rule.text,
+            "file": str(path.relative_to(REPO)),
+            "generate_or_find_s": time.perf_counter() - generated,
+        }
         entry["cep"], outputs[rule.name] = bench_cep(rule, path, args.repeats)
         tables[rule.name] = pq.read_table(path)
         entry["log"] = log_stats(rule, tables[rule.name])
@@ -385,8 +480,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for rule in RULES:
                 results["rules"][rule.name]["spark"] = bench_spark(
-                    spark, rule, alert_data.path_of(rule.log, args.rows), outputs[rule.name], tables[rule.name],
-                    args.repeats)
+                    spark,
+                    rule,
+                    alert_data.path_of(rule.log, args.rows),
+                    outputs[rule.name],
+                    tables[rule.name],
+                    args.repeats,
+                )
         finally:
             spark.stop()
     if not args.no_flink:

@@ -78,15 +78,24 @@ def bench_python(parquet: Path, delta: Path, rows: int, repeats: int) -> dict:
         "delta_whole": lambda: read_delta_arrow(snapshot),
         "delta_pruned": lambda: read_delta_arrow(snapshot, named),
         "delta_pruned_one_day": lambda: DeltaTable(str(delta)).to_pyarrow_table(
-            columns=["symbol", "ts", "price"], filters=[("day", "=", first_day)]),
+            columns=["symbol", "ts", "price"], filters=[("day", "=", first_day)]
+        ),
     }
-    out: dict = {"columns_read": [c for c in ("symbol", "ts", "price", "volume", "day") if c in named],
-                 "first_day": first_day}
+    out: dict = {
+        "columns_read": [c for c in ("symbol", "ts", "price", "volume", "day") if c in named],
+        "first_day": first_day,
+    }
     for name, read in reads.items():
         read_s, table = _median(read, repeats, time.process_time)
         total_s, matches = _median(lambda: query.run(read()).num_rows, repeats, time.process_time)
-        out[name] = {"rows_read": table.num_rows, "columns": table.num_columns, "read_cpu_s": read_s,
-                     "read_and_match_cpu_s": total_s, "matches": matches, "eps": table.num_rows / total_s}
+        out[name] = {
+            "rows_read": table.num_rows,
+            "columns": table.num_columns,
+            "read_cpu_s": read_s,
+            "read_and_match_cpu_s": total_s,
+            "matches": matches,
+            "eps": table.num_rows / total_s,
+        }
         print(f"  python, {name}: {json.dumps(out[name])}", flush=True)
     return out
 
@@ -105,15 +114,24 @@ def bench_spark(parquet: Path, delta: Path, repeats: int, first_day: str) -> dic
         sources = {
             "parquet": lambda: spark.read.parquet(str(parquet)).select("symbol", "ts", "price"),
             "delta_pruned": lambda: spark.read.format("delta").load(str(delta)).select("symbol", "ts", "price"),
-            "delta_pruned_one_day": lambda: spark.read.format("delta").load(str(delta))
-            .where(F.col("day") == first_day).select("symbol", "ts", "price"),
+            "delta_pruned_one_day": lambda: (
+                spark.read.format("delta")
+                .load(str(delta))
+                .where(F.col("day") == first_day)
+                .select("symbol", "ts", "price")
+            ),
         }
         query.on_spark(sources["parquet"]()).count()  # warm the Python workers
         for name, source in sources.items():
             seconds, matches = _median(lambda: query.on_spark(source()).count(), repeats, time.perf_counter)
             rows = source().count()
-            out[name] = {"rows_read": rows, "seconds": seconds, "matches": matches, "eps": rows / seconds,
-                         "load_average": os.getloadavg()[0]}
+            out[name] = {
+                "rows_read": rows,
+                "seconds": seconds,
+                "matches": matches,
+                "eps": rows / seconds,
+                "load_average": os.getloadavg()[0],
+            }
             print(f"  Spark, {name}: {json.dumps(out[name])}", flush=True)
         return out
     except Exception as error:  # noqa: BLE001 - the bench reports what failed and goes on
@@ -124,9 +142,12 @@ def bench_spark(parquet: Path, delta: Path, repeats: int, first_day: str) -> dic
 def bench(parquet: Path, rows: int, repeats: int, *, spark: bool = True) -> dict:
     """Query (a) over the ``rows`` ticks of ``parquet``, from Parquet and from Delta, both engines."""
     delta = ensure_delta(parquet, rows)
-    out = {"rows": rows, "python": bench_python(parquet, delta, rows, repeats),
-           "load_average": [round(x, 1) for x in os.getloadavg()],
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    out = {
+        "rows": rows,
+        "python": bench_python(parquet, delta, rows, repeats),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     if spark:
         out["spark"] = bench_spark(parquet, delta, repeats, out["python"]["first_day"])
     return out
@@ -147,22 +168,31 @@ def report(results: dict | None) -> list[str]:
         "| python engine reads | rows read | columns | read CPU s | read + match CPU s | events per CPU-s | matches |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    titles = {"parquet": "Parquet, the 3 columns the query reads",
-              "delta_whole": "Delta, every column (no pruning)",
-              "delta_pruned": f"Delta, pruned to {', '.join(py['columns_read'])} (`cep run --input delta:`)",
-              "delta_pruned_one_day": f"Delta, pruned, `day = '{py['first_day']}'` (partition filter)"}
+    titles = {
+        "parquet": "Parquet, the 3 columns the query reads",
+        "delta_whole": "Delta, every column (no pruning)",
+        "delta_pruned": f"Delta, pruned to {', '.join(py['columns_read'])} (`cep run --input delta:`)",
+        "delta_pruned_one_day": f"Delta, pruned, `day = '{py['first_day']}'` (partition filter)",
+    }
     for key, title in titles.items():
         m = py[key]
-        lines.append(f"| {title} | {m['rows_read']:,} | {m['columns']} | {m['read_cpu_s']:.2f} | "
-                     f"{m['read_and_match_cpu_s']:.2f} | {m['eps']:,.0f} | {m['matches']:,} |")
+        lines.append(
+            f"| {title} | {m['rows_read']:,} | {m['columns']} | {m['read_cpu_s']:.2f} | "
+            f"{m['read_and_match_cpu_s']:.2f} | {m['eps']:,.0f} | {m['matches']:,} |"
+        )
     spark = results.get("spark")
     if spark and "error" not in spark:
-        lines += ["", "| Spark `local[2]` (session started) | rows read | wall s | events/s (wall) | matches |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            "| Spark `local[2]` (session started) | rows read | wall s | events/s (wall) | matches |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
         for key in ("parquet", "delta_pruned", "delta_pruned_one_day"):
             m = spark[key]
-            lines.append(f"| {titles[key].replace(' (`cep run --input delta:`)', '')} | {m['rows_read']:,} | "
-                         f"{m['seconds']:.1f} | {m['eps']:,.0f} | {m['matches']:,} |")
+            lines.append(
+                f"| {titles[key].replace(' (`cep run --input delta:`)', '')} | {m['rows_read']:,} | "
+                f"{m['seconds']:.1f} | {m['eps']:,.0f} | {m['matches']:,} |"
+            )
     elif spark:
         lines += ["", f"Spark over Delta: not measured ({spark['error']})."]
     else:

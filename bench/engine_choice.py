@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import resource
 import subprocess
@@ -33,16 +32,39 @@ def ticks(rows: int, path: str) -> None:
     frames = []
     for s in range(symbols):
         prices = 100 + np.cumsum(rng.normal(0, 0.2, per)).round(2)
-        frames.append(pd.DataFrame({"symbol": f"S{s:03d}", "ts": pd.date_range("2024-01-02", periods=per, freq="s"),
-                                    "price": prices, "volume": rng.integers(1, 1000, per)}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "symbol": f"S{s:03d}",
+                    "ts": pd.date_range("2024-01-02", periods=per, freq="s"),
+                    "price": prices,
+                    "volume": rng.integers(1, 1000, per),
+                }
+            )
+        )
     pd.concat(frames).to_csv(path, index=False)
 
 
 def run(engine: str, path: str) -> float:
     started = time.perf_counter()
-    code = subprocess.run([sys.executable, "-m", "cep.cli", "run", os.path.join(REPO, "patterns", "v_shape.sql"),
-                           "-i", path, "--engine", engine, "-o", path + f".{engine}.parquet"],
-                          capture_output=True, text=True, cwd=REPO)
+    code = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cep.cli",
+            "run",
+            os.path.join(REPO, "patterns", "v_shape.sql"),
+            "-i",
+            path,
+            "--engine",
+            engine,
+            "-o",
+            path + f".{engine}.parquet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     if code.returncode:
         raise SystemExit(code.stderr)
     return time.perf_counter() - started
@@ -62,8 +84,10 @@ def main() -> None:
     print(f"start-up (import of the command): {time.perf_counter() - started:.2f} s")
     seconds = run("python", path)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"python engine: {args.rows} rows, {size / 2**20:.1f} MiB: {seconds:.1f} s "
-          f"({args.rows / seconds:,.0f} rows/s), peak memory {peak:.0f} MiB")
+    print(
+        f"python engine: {args.rows} rows, {size / 2**20:.1f} MiB: {seconds:.1f} s "
+        f"({args.rows / seconds:,.0f} rows/s), peak memory {peak:.0f} MiB"
+    )
     if args.spark:
         seconds = run("spark", path)
         print(f"spark engine (local[*], start included): {seconds:.1f} s ({args.rows / seconds:,.0f} rows/s)")

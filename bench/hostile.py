@@ -36,8 +36,7 @@ def main(column_wise: bool = True) -> list[dict]:
         defines = {"A": "A AS v = 0", "B": "B AS v = 0", "C": "C AS v = 1"}
         used = ", ".join(text for name, text in defines.items() if name in pattern)
         query = cep.compile(
-            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n "
-            f"PATTERN ({pattern}) DEFINE {used})",
+            f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN ({pattern}) DEFINE {used})",
             column_wise=column_wise,
         )
         small, large = seconds(query, 10_000), seconds(query, 100_000)

@@ -33,12 +33,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
         ratio = ""
         if report.get("outcome") == "ran" and report.get("small_cpu_s"):
             ratio = f"x{report['large_cpu_s'] / max(report['small_cpu_s'], 1e-3):.1f}"
-        seconds = f"{report['seconds']:.3f}s wall {report['cpu_s']:.3f}s cpu" if "seconds" in report else f"{report['wall_s']:.1f}s"
+        seconds = (
+            f"{report['seconds']:.3f}s wall {report['cpu_s']:.3f}s cpu"
+            if "seconds" in report
+            else f"{report['wall_s']:.1f}s"
+        )
         extra = report.get("code") or report.get("kind") or ""
         gap = "  (known gap)" if case.known_gap else ""
         print(f"{name[:55]:55s} {report['outcome']:8s} {seconds:28s} {ratio:6s} {extra}{gap}", flush=True)
-        results.append({"case": name, "known_gap": bool(case.known_gap),
-                        **{k: v for k, v in report.items() if k not in ("traceback",)}})
+        results.append(
+            {
+                "case": name,
+                "known_gap": bool(case.known_gap),
+                **{k: v for k, v in report.items() if k not in ("traceback",)},
+            }
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
     return results

@@ -45,9 +45,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -143,8 +143,9 @@ def rows_of(ev: Events, indices: np.ndarray) -> list[dict]:
     """The rows at ``indices`` as dicts (what ``LocalStream.run_batch`` and ``q.run`` take)."""
     times = (T0 + ev.us[indices].astype("timedelta64[us]")).astype(object)
     prices = (ev.cents[indices] / 100.0).tolist()
-    return [{"symbol": ev.symbol(i), "ts": t, "price": p, "volume": 100}
-            for i, t, p in zip(indices.tolist(), times, prices)]
+    return [
+        {"symbol": ev.symbol(i), "ts": t, "price": p, "volume": 100} for i, t, p in zip(indices.tolist(), times, prices)
+    ]
 
 
 def micro_batches(ev: Events, sc: Scenario) -> Iterator[list[dict]]:
@@ -191,8 +192,13 @@ def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun
     from cep.spark_bridge.engine.local import LocalStream
 
     q = cep.compile(VSHAPE)
-    engine = KeyedStream(q.plan, COLUMNS, query_text=VSHAPE, session_timeout_us=sc.session_seconds * 1_000_000,
-                         max_pending_rows=sc.max_pending_rows)
+    engine = KeyedStream(
+        q.plan,
+        COLUMNS,
+        query_text=VSHAPE,
+        session_timeout_us=sc.session_seconds * 1_000_000,
+        max_pending_rows=sc.max_pending_rows,
+    )
     stream = LocalStream(engine, delay_ms=sc.delay_seconds * 1000)
     outputs: dict[str, list] = {}
     late: dict[tuple, str] = {}
@@ -221,8 +227,9 @@ def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun
         keys_max = max(keys_max, len(states))
         if number % sample_every == 0:
             small_sizes += [len(b) for k, b in states.items() if k != hot]
-    return EngineRun(rows_in, elapsed, outputs, late, dict(stream.stats), hot_pending, hot_live, hot_sizes, small_sizes,
-                     keys_max)
+    return EngineRun(
+        rows_in, elapsed, outputs, late, dict(stream.stats), hot_pending, hot_live, hot_sizes, small_sizes, keys_max
+    )
 
 
 def replay(rows: list[dict]) -> list[tuple]:
@@ -301,9 +308,16 @@ def write_parquet_batches(ev: Events, sc: Scenario, directory: Path) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     count = 0
     for index, batch in enumerate(micro_batches(ev, sc)):
-        table = pa.Table.from_pylist(batch).cast(pa.schema([
-            ("symbol", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("price", pa.float64()),
-            ("volume", pa.int64())]))
+        table = pa.Table.from_pylist(batch).cast(
+            pa.schema(
+                [
+                    ("symbol", pa.string()),
+                    ("ts", pa.timestamp("us", tz="UTC")),
+                    ("price", pa.float64()),
+                    ("volume", pa.int64()),
+                ]
+            )
+        )
         path = directory / f"part-{index:05d}.parquet"
         pq.write_table(table, path)
         stamp = 1_700_000_000 + 10 * index
@@ -326,12 +340,21 @@ def spark_report(sc: Scenario, partitions: int) -> dict:
         spark = get_spark("local[2]", app_name="cep-hot-keys", shuffle_partitions=partitions)
         q = cep.compile(VSHAPE)
         df = spark.readStream.schema(schema()).option("maxFilesPerTrigger", 1).parquet(str(work / "in"))
-        out = q.on_spark(df, watermark=f"{sc.delay_seconds} seconds", session_timeout=f"{sc.session_seconds} seconds",
-                         max_pending_rows=sc.max_pending_rows)
+        out = q.on_spark(
+            df,
+            watermark=f"{sc.delay_seconds} seconds",
+            session_timeout=f"{sc.session_seconds} seconds",
+            max_pending_rows=sc.max_pending_rows,
+        )
         spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", str(len(ev.batches) + 10))
         began = time.perf_counter()
-        query = (out.writeStream.format("noop").queryName("hot_keys").option("checkpointLocation", str(work / "ck"))
-                 .trigger(availableNow=True).start())
+        query = (
+            out.writeStream.format("noop")
+            .queryName("hot_keys")
+            .option("checkpointLocation", str(work / "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         wall = time.perf_counter() - began
         progress = list(query.recentProgress)
@@ -371,7 +394,8 @@ def run_part(part: str, args) -> dict:
     import subprocess
 
     command = [sys.executable, __file__, "--part", part] + [
-        f"--{name.replace('_', '-')}={value}" for name, value in vars(args).items() if name not in ("part", "json")]
+        f"--{name.replace('_', '-')}={value}" for name, value in vars(args).items() if name not in ("part", "json")
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"{part} part failed:\n{done.stderr[-4000:]}")
@@ -395,8 +419,9 @@ def main(argv=None) -> int:
         print(json.dumps({"scenario": asdict(scenario), **engine_report(scenario)}, default=str))
         return 0
     if args.part == "spark":
-        scenario = Scenario(hot_rows=args.spark_hot_rows, small_keys=args.spark_small_keys,
-                            max_pending_rows=args.max_pending_rows)
+        scenario = Scenario(
+            hot_rows=args.spark_hot_rows, small_keys=args.spark_small_keys, max_pending_rows=args.max_pending_rows
+        )
         print(json.dumps({"scenario": asdict(scenario), **spark_report(scenario, args.partitions)}, default=str))
         return 0
 

@@ -91,17 +91,22 @@ def main() -> int:
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="cep-kafka-connector-bench-"))
-    base_env = {**os.environ, "CEP_REPO": str(REPO), "PYSPARK_PYTHON": sys.executable,
-                "SPARK_LOCAL_IP": "127.0.0.1"}
+    base_env = {**os.environ, "CEP_REPO": str(REPO), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     base_env.pop("CEP_SPARK_KAFKA_JARS", None)
     # spark.jars: an empty cep cache and an empty Maven repository for the cold run
-    jars_env = {**base_env, "XDG_CACHE_HOME": str(scratch / "xdg"),
-                "MAVEN_OPTS": f"-Dmaven.repo.local={scratch / 'm2'}"}
+    jars_env = {
+        **base_env,
+        "XDG_CACHE_HOME": str(scratch / "xdg"),
+        "MAVEN_OPTS": f"-Dmaven.repo.local={scratch / 'm2'}",
+    }
     from importlib import metadata
 
     coords = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{metadata.version('pyspark')}"
-    ivy_conf = {"spark.jars.packages": coords, "spark.jars.ivy": str(scratch / "ivy"),
-                "spark.driver.extraJavaOptions": f"-Duser.home={scratch / 'home'}"}
+    ivy_conf = {
+        "spark.jars.packages": coords,
+        "spark.jars.ivy": str(scratch / "ivy"),
+        "spark.driver.extraJavaOptions": f"-Duser.home={scratch / 'home'}",
+    }
     (scratch / "home").mkdir()
     home_m2_conf = {"spark.jars.packages": coords, "spark.jars.ivy": str(scratch / "ivy-home-m2")}
 
@@ -126,8 +131,11 @@ def main() -> int:
     for name, conf, env, offline in plan:
         r = run_variant(name, dict(conf), env, offline)
         results.append(r)
-        print(f"{name:18} {str(offline):7} {r.get('session_s', '-'):>9} {r.get('plan_s', '-'):>7} {r['wall_s']:>7}  "
-              f"{'loads' if r['kafka_ok'] else 'FAILS: ' + r.get('error', '')}", flush=True)
+        print(
+            f"{name:18} {str(offline):7} {r.get('session_s', '-'):>9} {r.get('plan_s', '-'):>7} {r['wall_s']:>7}  "
+            f"{'loads' if r['kafka_ok'] else 'FAILS: ' + r.get('error', '')}",
+            flush=True,
+        )
     sizes = {
         "jars_mb": round(sum(f.stat().st_size for f in (scratch / "xdg").rglob("*.jar")) / 1e6, 1),
         "ivy_jars_mb": round(sum(f.stat().st_size for f in (scratch / "ivy").rglob("*.jar")) / 1e6, 1),
@@ -143,8 +151,12 @@ def main() -> int:
     sizes["medians"] = medians
     print(f"downloaded jars: spark.jars copy {sizes['jars_mb']} MB, Ivy {sizes['ivy_jars_mb']} MB")
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, **sizes, "nproc": os.cpu_count(),
-                                               "load_avg_at_end": os.getloadavg()[0]}, indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {"results": results, **sizes, "nproc": os.cpu_count(), "load_avg_at_end": os.getloadavg()[0]}, indent=1
+            )
+            + "\n"
+        )
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
 

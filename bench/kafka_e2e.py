@@ -67,6 +67,7 @@ from peers import flink as flink_peer  # noqa: E402
 from peers.flink_kafka import CONNECTOR, CONNECTOR_VERSION, connector_jar  # noqa: E402
 from procmem import descendants  # noqa: E402
 from run import QUERIES  # noqa: E402
+
 from tests.kafka_broker import KafkaBroker  # noqa: E402
 
 QUERY_NAME = "a"
@@ -128,10 +129,16 @@ class AlertReader(threading.Thread):
         from confluent_kafka import Consumer
 
         self.engine = engine
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{engine}-{os.getpid()}",
-                                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                  # the exactly-once sink's aborted transactions must stay invisible
-                                  "isolation.level": "read_committed"})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-{engine}-{os.getpid()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                # the exactly-once sink's aborted transactions must stay invisible
+                "isolation.level": "read_committed",
+            }
+        )
         self.consumer.subscribe([topic])
         self.seen: dict[str, tuple[int, int, dict]] = {}
         self.copies = 0
@@ -183,8 +190,15 @@ class Producer:
     def __init__(self, bootstrap: str, topic: str, keys: int) -> None:
         from confluent_kafka import Producer as KafkaProducer
 
-        self.producer = KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
-                                       "enable.idempotence": True, "queue.buffering.max.messages": 500_000})
+        self.producer = KafkaProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 5,
+                "acks": "all",
+                "enable.idempotence": True,
+                "queue.buffering.max.messages": 500_000,
+            }
+        )
         self.topic = topic
         self.keys = keys
         self.prices = {f"K{i:04d}": 100.0 for i in range(keys)}
@@ -214,8 +228,9 @@ class Producer:
         self.ticks.ts_ms.append(now)
         self.ticks.price.append(price)
 
-    def run(self, rate: float | None, seconds: float, max_events: int | None = None,
-            until=None) -> tuple[int, float, float]:
+    def run(
+        self, rate: float | None, seconds: float, max_events: int | None = None, until=None
+    ) -> tuple[int, float, float]:
         """``rate`` ticks/s (None: as fast as it goes) for ``seconds``, or until ``until()`` is true (checked
         every second); returns (ticks sent, start, end) wall times."""
         started = time.time()
@@ -271,11 +286,35 @@ def start_cep(work: Path, boot: str, query_file: Path) -> Engine:
     env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / "spark.log"))
     log = work / "cep.log"
     process = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from cep.cli import main; sys.exit(main())", "stream", str(query_file), "--input", f"kafka://{boot}/ticks",
-         "--schema", SCHEMA, "--checkpoint", str(work / "ck"), "--watermark", f"{WATERMARK_MS}ms", "--trigger", TRIGGER,
-         "--master", "local[2]", "--sink", f"kafka://{boot}/{TOPICS['cep']}",
-         "--sink", f"kafka-exactly-once://{boot}/{TOPICS['cep-exactly-once']}"],
-        env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cep.cli import main; sys.exit(main())",
+            "stream",
+            str(query_file),
+            "--input",
+            f"kafka://{boot}/ticks",
+            "--schema",
+            SCHEMA,
+            "--checkpoint",
+            str(work / "ck"),
+            "--watermark",
+            f"{WATERMARK_MS}ms",
+            "--trigger",
+            TRIGGER,
+            "--master",
+            "local[2]",
+            "--sink",
+            f"kafka://{boot}/{TOPICS['cep']}",
+            "--sink",
+            f"kafka-exactly-once://{boot}/{TOPICS['cep-exactly-once']}",
+        ],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=REPO,
+    )
     return Engine("cep", process, log)
 
 
@@ -286,15 +325,27 @@ def start_flink(work: Path, boot: str) -> Engine:
     jar, why = connector_jar()
     if jar is None:
         return Engine("flink", error=why)
-    spec = {"jar": str(jar), "bootstrap": boot, "source_topic": "ticks", "sink_topic": TOPICS["flink"], "sql": QUERY_TEXT,
-            "watermark_ms": WATERMARK_MS, "parallelism": 2, "checkpoint_dir": str(work / "flink-ck"),
-            "checkpoint_interval": "10s"}
+    spec = {
+        "jar": str(jar),
+        "bootstrap": boot,
+        "source_topic": "ticks",
+        "sink_topic": TOPICS["flink"],
+        "sql": QUERY_TEXT,
+        "watermark_ms": WATERMARK_MS,
+        "parallelism": 2,
+        "checkpoint_dir": str(work / "flink-ck"),
+        "checkpoint_interval": "10s",
+    }
     (work / "flink.json").write_text(json.dumps(spec))
     log = work / "flink.log"
     env = dict(os.environ, JVM_ARGS="-Xmx1g")
-    process = subprocess.Popen([str(flink_peer.FLINK_PYTHON), str(HERE / "peers" / "flink_kafka_runner.py"),
-                                str(work / "flink.json")], stdout=log.open("w"), stderr=subprocess.STDOUT,
-                               start_new_session=True, env=env)
+    process = subprocess.Popen(
+        [str(flink_peer.FLINK_PYTHON), str(HERE / "peers" / "flink_kafka_runner.py"), str(work / "flink.json")],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
     return Engine("flink", process, log)
 
 
@@ -342,9 +393,9 @@ def expected_matches(ticks: Ticks, final_ms: int, query_file: Path) -> tuple[set
     rows = cep.compile_rule(rule).run(table, match_ids=True)
     ids, keys = set(), set()
     for row in rows.to_pylist() if hasattr(rows, "to_pylist") else rows:
-        end_ms = round(row["end_ts"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+        end_ms = round(row["end_ts"].replace(tzinfo=dt.UTC).timestamp() * 1000)
         if end_ms <= final_ms:
-            start_ms = round(row["start_ts"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+            start_ms = round(row["start_ts"].replace(tzinfo=dt.UTC).timestamp() * 1000)
             ids.add(row["match_id"])
             keys.add(f"{row['symbol']}|{start_ms}|{end_ms}")
     return ids, keys
@@ -352,37 +403,57 @@ def expected_matches(ticks: Ticks, final_ms: int, query_file: Path) -> tuple[set
 
 def check(readers: dict[str, AlertReader], ticks: Ticks, final_ms: int, query_file: Path) -> dict:
     ids, keys = expected_matches(ticks, final_ms, query_file)
-    out: dict = {"final_before": iso_ms(final_ms), "ticks_before": ticks.count_at_or_before(final_ms),
-                 "expected_matches": len(ids)}
+    out: dict = {
+        "final_before": iso_ms(final_ms),
+        "ticks_before": ticks.count_at_or_before(final_ms),
+        "expected_matches": len(ids),
+    }
     for name, reader in readers.items():
         with reader.lock:
             got = {key for key, (_, last, _) in reader.seen.items() if last <= final_ms}
             copies, distinct = reader.copies, len(reader.seen)
         want = keys if name == "flink" else ids
-        out[name] = {"alerts": len(got), "same_matches": got == want, "missing": len(want - got), "extra": len(got - want),
-                     "messages": copies, "duplicate_messages": copies - distinct,
-                     "examples": {"missing": sorted(want - got)[:3], "extra": sorted(got - want)[:3]}}
+        out[name] = {
+            "alerts": len(got),
+            "same_matches": got == want,
+            "missing": len(want - got),
+            "extra": len(got - want),
+            "messages": copies,
+            "duplicate_messages": copies - distinct,
+            "examples": {"missing": sorted(want - got)[:3], "extra": sorted(got - want)[:3]},
+        }
     return out
 
 
 def step_numbers(name: str, reader: AlertReader, ticks: Ticks, step: dict) -> dict:
     with reader.lock:
-        mine = [(received, last) for received, last, _ in reader.seen.values() if step["start_ms"] <= last < step["end_ms"]]
+        mine = [
+            (received, last) for received, last, _ in reader.seen.values() if step["start_ms"] <= last < step["end_ms"]
+        ]
     latencies = [(received - last) / 1000 for received, last in mine]
     finished_ms = step["newest_at_end"][name]
     done = ticks.count_at_or_before(finished_ms) - ticks.count_at_or_before(step["newest_at_start"][name])
     seconds = (step["end_ms"] - step["start_ms"]) / 1000
-    return {"alerts": len(mine), "latency_p50_s": percentile(latencies, 0.5), "latency_p99_s": percentile(latencies, 0.99),
-            "latency_max_s": max(latencies) if latencies else None, "events_per_s": round(max(done, 0) / seconds, 1),
-            "lag_at_end_s": round((step["end_ms"] - finished_ms) / 1000, 2),
-            "caught_up_s": step["caught_up_s"].get(name)}
+    return {
+        "alerts": len(mine),
+        "latency_p50_s": percentile(latencies, 0.5),
+        "latency_p99_s": percentile(latencies, 0.99),
+        "latency_max_s": max(latencies) if latencies else None,
+        "events_per_s": round(max(done, 0) / seconds, 1),
+        "lag_at_end_s": round((step["end_ms"] - finished_ms) / 1000, 2),
+        "caught_up_s": step["caught_up_s"].get(name),
+    }
 
 
 def batch_numbers(watch: StatusWatch, start: float, end: float) -> dict:
     batches = [b for b in watch.batches.values() if start <= b["seen_at"] < end and b.get("input_rows")]
     durations = [b["duration_ms"] / 1000 for b in batches if b.get("duration_ms") is not None]
-    return {"batches": len(batches), "rows_per_batch": round(statistics.mean([b["input_rows"] for b in batches])) if batches else None,
-            "batch_p50_s": percentile(durations, 0.5), "batch_max_s": max(durations) if durations else None}
+    return {
+        "batches": len(batches),
+        "rows_per_batch": round(statistics.mean([b["input_rows"] for b in batches])) if batches else None,
+        "batch_p50_s": percentile(durations, 0.5),
+        "batch_max_s": max(durations) if durations else None,
+    }
 
 
 def main() -> int:
@@ -390,7 +461,9 @@ def main() -> int:
     parser.add_argument("--rates", default="1000,5000,20000,max", help="ticks/s per step; max: as fast as it goes")
     parser.add_argument("--seconds", type=float, default=45.0, help="seconds per step")
     parser.add_argument("--max-events", type=int, default=2_000_000, help="at most this many ticks in the max step")
-    parser.add_argument("--settle", type=float, default=60.0, help="at most this long after a step for engines to catch up")
+    parser.add_argument(
+        "--settle", type=float, default=60.0, help="at most this long after a step for engines to catch up"
+    )
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--no-flink", action="store_true")
     parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
@@ -419,8 +492,12 @@ def main() -> int:
             reader.start()
         watch.start()
         producer = Producer(boot, "ticks", args.keys)
-        pids = {"cep": engines[0].process.pid, "flink": flink.process.pid if flink.process else None,
-                "broker": broker.process.pid, "bench": os.getpid()}
+        pids = {
+            "cep": engines[0].process.pid,
+            "flink": flink.process.pid if flink.process else None,
+            "broker": broker.process.pid,
+            "bench": os.getpid(),
+        }
 
         def every_engine_reached(ms: int):
             return lambda: all(r.newest_event_ms >= ms for r in readers.values())
@@ -436,7 +513,9 @@ def main() -> int:
             check_alive()
             return all(time.time() * 1000 - r.newest_event_ms < WARM_LAG_S * 1000 for r in readers.values())
 
-        producer.run(SETTLE_RATE, FIRST_ALERT_LIMIT_S, until=lambda: check_alive() or all(r.seen for r in readers.values()))
+        producer.run(
+            SETTLE_RATE, FIRST_ALERT_LIMIT_S, until=lambda: check_alive() or all(r.seen for r in readers.values())
+        )
         if not all(r.seen for r in readers.values()):
             raise SystemExit(f"no alert from every engine in {FIRST_ALERT_LIMIT_S} s of warm-up")
         producer.run(SETTLE_RATE, WARMUP_LIMIT_S, until=warm_enough)
@@ -464,16 +543,27 @@ def main() -> int:
                 return len(caught_up) == len(readers)
 
             producer.run(SETTLE_RATE, args.settle, until=settled)
-            step = {"rate_asked": rate_text, "events": sent, "events_per_s_sent": round(sent / (end - start), 1),
-                    "seconds": round(end - start, 1), "start_ms": producer.ticks.ts_ms[first] if sent else end_ms,
-                    "end_ms": end_ms, "newest_at_start": newest_at_start, "newest_at_end": newest_at_end,
-                    "caught_up_s": caught_up, "settle_s": round(time.time() - settle_start, 1),
-                    "load_average": [round(x, 2) for x in load],
-                    "cpu_s": {name: round(cpu1[name] - cpu0[name], 1) for name in pids}}
+            step = {
+                "rate_asked": rate_text,
+                "events": sent,
+                "events_per_s_sent": round(sent / (end - start), 1),
+                "seconds": round(end - start, 1),
+                "start_ms": producer.ticks.ts_ms[first] if sent else end_ms,
+                "end_ms": end_ms,
+                "newest_at_start": newest_at_start,
+                "newest_at_end": newest_at_end,
+                "caught_up_s": caught_up,
+                "settle_s": round(time.time() - settle_start, 1),
+                "load_average": [round(x, 2) for x in load],
+                "cpu_s": {name: round(cpu1[name] - cpu0[name], 1) for name in pids},
+            }
             step["cep_batches"] = batch_numbers(watch, start, end)
             steps.append(step)
-            print(f"step {rate_text}: {sent} ticks at {step['events_per_s_sent']}/s; caught up {caught_up}; "
-                  f"cpu {step['cpu_s']}; load {load[0]:.1f}", flush=True)
+            print(
+                f"step {rate_text}: {sent} ticks at {step['events_per_s_sent']}/s; caught up {caught_up}; "
+                f"cpu {step['cpu_s']}; load {load[0]:.1f}",
+                flush=True,
+            )
         # a few more seconds of ticks so that the last steps' matches are final everywhere
         producer.run(SETTLE_RATE, 5)
         final_ms = producer.ticks.ts_ms[-1] - WATERMARK_MS - FINAL_MARGIN_MS
@@ -488,7 +578,9 @@ def main() -> int:
         # compared up to where every engine got (one that fell behind is checked on what it finished)
         final_ms = min([final_ms] + [r.newest_event_ms - FINAL_MARGIN_MS for r in readers.values()])
         for step in steps:
-            step["engines"] = {name: step_numbers(name, reader, producer.ticks, step) for name, reader in readers.items()}
+            step["engines"] = {
+                name: step_numbers(name, reader, producer.ticks, step) for name, reader in readers.items()
+            }
             for key in ("start_ms", "end_ms", "newest_at_start", "newest_at_end", "caught_up_s"):
                 step.pop(key)
         if os.environ.get("CEP_BENCH_KEEP"):  # what the check reads, to look at it again
@@ -496,19 +588,44 @@ def main() -> int:
             import pyarrow.parquet as pq
 
             ticks = producer.ticks
-            pq.write_table(pa.table({"symbol": ticks.symbol, "ts_ms": ticks.ts_ms, "price": ticks.price}), work / "ticks.parquet")
-            (work / "alerts.json").write_text(json.dumps(
-                {"final_ms": final_ms, **{name: {k: v[:2] for k, v in r.seen.items()} for name, r in readers.items()}}))
-        report = {"when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "nproc": os.cpu_count(),
-                  "query": QUERY_NAME, "query_text": QUERY_TEXT, "rewrites": list(REWRITES), "keys": args.keys,
-                  "watermark": f"{WATERMARK_MS / 1000:g}s", "trigger": TRIGGER, "seconds_per_rate": args.seconds,
-                  "settle_rate": SETTLE_RATE, "startup_s": startup, "warmup_s": warmup_s,
-                  "warmup_lag_s": warmup_lag, "ticks_total": len(producer.ticks.ts_ms),
-                  "flink": {"ran": flink.process is not None, "why_not": flink.error, "package": flink_peer.FLINK_PACKAGE,
-                            "connector": f"{CONNECTOR}:{CONNECTOR_VERSION}", "parallelism": 2,
-                            "checkpoint_interval": "10s"},
-                  "steps": steps, "check": {"error": "not done (the run stopped during the check)"},
-                  "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)"}
+            pq.write_table(
+                pa.table({"symbol": ticks.symbol, "ts_ms": ticks.ts_ms, "price": ticks.price}), work / "ticks.parquet"
+            )
+            (work / "alerts.json").write_text(
+                json.dumps(
+                    {
+                        "final_ms": final_ms,
+                        **{name: {k: v[:2] for k, v in r.seen.items()} for name, r in readers.items()},
+                    }
+                )
+            )
+        report = {
+            "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "nproc": os.cpu_count(),
+            "query": QUERY_NAME,
+            "query_text": QUERY_TEXT,
+            "rewrites": list(REWRITES),
+            "keys": args.keys,
+            "watermark": f"{WATERMARK_MS / 1000:g}s",
+            "trigger": TRIGGER,
+            "seconds_per_rate": args.seconds,
+            "settle_rate": SETTLE_RATE,
+            "startup_s": startup,
+            "warmup_s": warmup_s,
+            "warmup_lag_s": warmup_lag,
+            "ticks_total": len(producer.ticks.ts_ms),
+            "flink": {
+                "ran": flink.process is not None,
+                "why_not": flink.error,
+                "package": flink_peer.FLINK_PACKAGE,
+                "connector": f"{CONNECTOR}:{CONNECTOR_VERSION}",
+                "parallelism": 2,
+                "checkpoint_interval": "10s",
+            },
+            "steps": steps,
+            "check": {"error": "not done (the run stopped during the check)"},
+            "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)",
+        }
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")  # the numbers, should the check not end
         print_table(report)
         try:
@@ -532,14 +649,18 @@ def main() -> int:
 
 def print_table(report: dict) -> None:
     cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-    print(f"{'rate':>6} {'sent/s':>8} {'engine':>17} {'done/s':>8} {'alerts':>7} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
-          f"{'lag s':>6} {'CPU s':>6}")
+    print(
+        f"{'rate':>6} {'sent/s':>8} {'engine':>17} {'done/s':>8} {'alerts':>7} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
+        f"{'lag s':>6} {'CPU s':>6}"
+    )
     for step in report["steps"]:
         for name, e in step["engines"].items():
             cpu = step["cpu_s"].get(name.split("-")[0])
-            print(f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {name:>17} {e['events_per_s']:>8} {e['alerts']:>7} "
-                  f"{cell(e['latency_p50_s']):>6} {cell(e['latency_p99_s']):>6} {cell(e['latency_max_s']):>6} "
-                  f"{cell(e['lag_at_end_s']):>6} {cpu:>6}")
+            print(
+                f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {name:>17} {e['events_per_s']:>8} {e['alerts']:>7} "
+                f"{cell(e['latency_p50_s']):>6} {cell(e['latency_p99_s']):>6} {cell(e['latency_max_s']):>6} "
+                f"{cell(e['lag_at_end_s']):>6} {cpu:>6}"
+            )
 
 
 if __name__ == "__main__":

@@ -30,9 +30,15 @@ from tests.kafka_broker import KafkaBroker  # noqa: E402
 
 def messages(n: int):
     for i in range(n):
-        yield json.dumps({"symbol": f"S{i % 100:03d}", "price": round(100 + (i % 997) * 0.25, 2),
-                          "ts": f"2026-01-01T{i // 3600000 % 24:02d}:{i // 60000 % 60:02d}:{i // 1000 % 60:02d}."
-                                f"{i % 1000:03d}Z", "seq": i}, separators=(",", ":")).encode()
+        yield json.dumps(
+            {
+                "symbol": f"S{i % 100:03d}",
+                "price": round(100 + (i % 997) * 0.25, 2),
+                "ts": f"2026-01-01T{i // 3600000 % 24:02d}:{i // 60000 % 60:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}Z",
+                "seq": i,
+            },
+            separators=(",", ":"),
+        ).encode()
 
 
 def produce(bootstrap: str, topic: str, n: int, *, txn_every: int = 0) -> float:
@@ -68,8 +74,15 @@ def produce(bootstrap: str, topic: str, n: int, *, txn_every: int = 0) -> float:
 def consume(bootstrap: str, topic: str, n: int, isolation: str) -> float:
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
     consumer.subscribe([topic])
     got = 0
     started = None
@@ -87,14 +100,19 @@ def consume(bootstrap: str, topic: str, n: int, isolation: str) -> float:
 
 
 def spark_read(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
-    from cep.spark_bridge.spark.kafka_connector import kafka_spark_conf
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from cep.spark_bridge.spark.kafka_connector import kafka_spark_conf
+
     t0 = time.perf_counter()
     builder = SparkSession.builder.master("local[2]").appName("kafka-rates")
-    for k, v in {"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1", "spark.sql.shuffle.partitions": "2",
-                 **kafka_spark_conf()}.items():
+    for k, v in {
+        "spark.ui.enabled": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.sql.shuffle.partitions": "2",
+        **kafka_spark_conf(),
+    }.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -103,8 +121,14 @@ def spark_read(bootstrap: str, topic: str, n: int) -> tuple[float, float]:
     best = None
     for _ in range(2):  # the first run also warms the JVM
         t1 = time.perf_counter()
-        df = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
-              .select(F.from_json(F.col("value").cast("string"), schema).alias("e")).where("e.seq >= 0"))
+        df = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .load()
+            .select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
+            .where("e.seq >= 0")
+        )
         count = df.count()
         elapsed = time.perf_counter() - t1
         best = elapsed if best is None else min(best, elapsed)
@@ -123,24 +147,35 @@ def main() -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-    results: dict = {"messages": n, "bytes_per_message": round(sum(len(m) for m in messages(1000)) / 1000, 1),
-                     "nproc": os.cpu_count()}
+    results: dict = {
+        "messages": n,
+        "bytes_per_message": round(sum(len(m) for m in messages(1000)) / 1000, 1),
+        "nproc": os.cpu_count(),
+    }
     with KafkaBroker() as broker:
         results["broker_start_s"] = round(broker.timings.get("start_s", 0) + broker.timings.get("format_s", 0), 2)
         broker.create_topics(["plain", "txn"])
-        for name, topic, kwargs in (("produce", "plain", {}), ("produce_transactional_1000", "txn", {"txn_every": 1000})):
+        for name, topic, kwargs in (
+            ("produce", "plain", {}),
+            ("produce_transactional_1000", "txn", {"txn_every": 1000}),
+        ):
             s = produce(broker.bootstrap, topic, n, **kwargs)
             results[name] = {"seconds": round(s, 2), "msgs_per_s": round(n / s)}
             print(f"{name:30} {n / s:>10,.0f} msg/s  ({s:.2f} s)", flush=True)
-        for name, topic, iso in (("consume", "plain", "read_uncommitted"),
-                                 ("consume_read_committed_txn", "txn", "read_committed")):
+        for name, topic, iso in (
+            ("consume", "plain", "read_uncommitted"),
+            ("consume_read_committed_txn", "txn", "read_committed"),
+        ):
             s = consume(broker.bootstrap, topic, n, iso)
             results[name] = {"seconds": round(s, 2), "msgs_per_s": round(n / s)}
             print(f"{name:30} {n / s:>10,.0f} msg/s  ({s:.2f} s)", flush=True)
         if args.spark:
             session_s, s = spark_read(broker.bootstrap, "plain", n)
-            results["spark_static_read_from_json"] = {"seconds": round(s, 2), "msgs_per_s": round(n / s),
-                                                      "session_start_s": round(session_s, 2)}
+            results["spark_static_read_from_json"] = {
+                "seconds": round(s, 2),
+                "msgs_per_s": round(n / s),
+                "session_start_s": round(session_s, 2),
+            }
             print(f"{'spark static read + from_json':30} {n / s:>10,.0f} msg/s  ({s:.2f} s; session {session_s:.1f} s)")
         broker.cleanup()
     results["load_avg_at_end"] = round(os.getloadavg()[0], 2)

@@ -37,19 +37,25 @@ def _seconds(function, repeat: int = 3) -> float:
 def run() -> dict:
     rows = [{"id": i, "note": "a" * 40, "p": LIKE_PATTERN} for i in range(1000)]
     results: dict = {"rows": len(rows)}
-    for name, condition in (("like_literal", f"note LIKE '{LIKE_PATTERN}'"), ("like_column", "note LIKE p"),
-                            ("rlike_literal", f"note RLIKE '{REGEX}'")):
-        query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN (A) "
-                            f"DEFINE A AS {condition})")
+    for name, condition in (
+        ("like_literal", f"note LIKE '{LIKE_PATTERN}'"),
+        ("like_column", "note LIKE p"),
+        ("rlike_literal", f"note RLIKE '{REGEX}'"),
+    ):
+        query = cep.compile(
+            f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS {condition})"
+        )
         results[f"{name}_seconds_per_1000_rows"] = round(_seconds(lambda q=query: q.run(rows)), 4)
     growth = []
     backtracking = re.compile(LIKE_PATTERN.replace("%", ".*"), re.DOTALL)
     backtracking_alive = True
     for length in (10, 14, 18, 22, 24, 40, 1000, 10000):
         text = "a" * length
-        entry = {"length": length,
-                 "like_seconds": round(_seconds(lambda: like(text, LIKE_PATTERN)), 6),
-                 "re2_seconds": round(_seconds(lambda: regexp_like(text, REGEX)), 6)}
+        entry = {
+            "length": length,
+            "like_seconds": round(_seconds(lambda: like(text, LIKE_PATTERN)), 6),
+            "re2_seconds": round(_seconds(lambda: regexp_like(text, REGEX)), 6),
+        }
         entry["like_unanchored_seconds"] = round(_seconds(lambda: like(text, LIKE_PATTERN + "%")), 6)
         if backtracking_alive and length <= 24:  # each 4 more characters cost about 5x more (40 took 250 s here)
             seconds = _seconds(lambda: backtracking.fullmatch(text), repeat=1)

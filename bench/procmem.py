@@ -76,7 +76,7 @@ class TreeMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tree-memory", daemon=True)
 
-    def start(self) -> "TreeMemory":
+    def start(self) -> TreeMemory:
         self._thread.start()
         return self
 

@@ -38,15 +38,21 @@ REPO = Path(__file__).resolve().parent.parent
 RULES = {
     "card_testing.sql": (REPO / "patterns" / "card_testing.sql").read_text(encoding="utf-8"),
     "big.sql": "SELECT * FROM charges MATCH_RECOGNIZE (PARTITION BY card_id ORDER BY ts\n"
-               "  MEASURES A.amount AS amount PATTERN (A) DEFINE A AS amount > 700)\n",
+    "  MEASURES A.amount AS amount PATTERN (A) DEFINE A AS amount > 700)\n",
 }
 
 
 def charges(count: int, start: dt.datetime, seed: int) -> list[dict]:
     rnd = random.Random(seed)
-    return [{"card_id": f"C{rnd.randrange(40):03d}", "ts": (start + dt.timedelta(seconds=7 * i)).isoformat(),
-             "merchant": rnd.choice(["books", "pharmacy", "electronics", "games"]),
-             "amount": round(rnd.choice([rnd.uniform(0.5, 4.5), rnd.uniform(5, 900)]), 2)} for i in range(count)]
+    return [
+        {
+            "card_id": f"C{rnd.randrange(40):03d}",
+            "ts": (start + dt.timedelta(seconds=7 * i)).isoformat(),
+            "merchant": rnd.choice(["books", "pharmacy", "electronics", "games"]),
+            "amount": round(rnd.choice([rnd.uniform(0.5, 4.5), rnd.uniform(5, 900)]), 2),
+        }
+        for i in range(count)
+    ]
 
 
 def write_file(folder: Path, index: int, rows: list[dict]) -> None:
@@ -56,9 +62,32 @@ def write_file(folder: Path, index: int, rows: list[dict]) -> None:
 
 
 def command(root: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "cep.cli", "stream", "--rules", str(root / "rules"), "--input", str(root / "in"),
-            "--checkpoint", str(root / "ck"), "--sink", "sqlite", str(root / "alerts.db"), "--watermark", "1m",
-            "--trigger", "1s", "--max-future-skew", "off", "--log-format", "json", "--master", "local[2]", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "cep.cli",
+        "stream",
+        "--rules",
+        str(root / "rules"),
+        "--input",
+        str(root / "in"),
+        "--checkpoint",
+        str(root / "ck"),
+        "--sink",
+        "sqlite",
+        str(root / "alerts.db"),
+        "--watermark",
+        "1m",
+        "--trigger",
+        "1s",
+        "--max-future-skew",
+        "off",
+        "--log-format",
+        "json",
+        "--master",
+        "local[2]",
+        *extra,
+    ]
 
 
 def timed_restart(root: Path, index: int, keep_schema: bool, timeout: float) -> dict:
@@ -67,8 +96,13 @@ def timed_restart(root: Path, index: int, keep_schema: bool, timeout: float) -> 
     log = root / f"restart-{index}.log"
     started = time.time()
     with log.open("w") as out:
-        process = subprocess.Popen(command(root), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+        process = subprocess.Popen(
+            command(root),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )
     phases: dict[str, float] = {}
     added = False
     try:
@@ -80,11 +114,19 @@ def timed_restart(root: Path, index: int, keep_schema: bool, timeout: float) -> 
                     continue
                 stamp = dt.datetime.fromisoformat(record["time"].replace("Z", "+00:00")).timestamp()
                 message = record.get("message", "")
-                for name, marker in (("spark", "Spark's own log"), ("ready_to_start", "rule(s) over"), ("queries", "running;")):
+                for name, marker in (
+                    ("spark", "Spark's own log"),
+                    ("ready_to_start", "rule(s) over"),
+                    ("queries", "running;"),
+                ):
                     if marker in message and name not in phases:
                         phases[name] = round(stamp - started, 2)
             if "queries" in phases and not added:
-                write_file(root / "in", 100_000 + index, charges(50, dt.datetime(2024, 3, 6) + dt.timedelta(hours=index), index))
+                write_file(
+                    root / "in",
+                    100_000 + index,
+                    charges(50, dt.datetime(2024, 3, 6) + dt.timedelta(hours=index), index),
+                )
                 added = True
             try:
                 status = json.loads((root / "ck" / "status.json").read_text())
@@ -92,8 +134,12 @@ def timed_restart(root: Path, index: int, keep_schema: bool, timeout: float) -> 
                 status = {}
             last = status.get("last_batch") or {}
             moment = last.get("time")
-            if added and moment and dt.datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp() > started \
-                    and last.get("input_rows"):
+            if (
+                added
+                and moment
+                and dt.datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp() > started
+                and last.get("input_rows")
+            ):
                 phases["first_batch"] = round(time.time() - started, 2)
                 phases["first_batch_spark_ms"] = last.get("duration_ms")
                 break
@@ -122,11 +168,20 @@ def main() -> None:
         (root / "in").mkdir()
         start = dt.datetime(2024, 3, 4)
         for index in range(args.files):
-            write_file(root / "in", index, charges(args.rows, start + dt.timedelta(minutes=index * args.rows // 8), index))
+            write_file(
+                root / "in", index, charges(args.rows, start + dt.timedelta(minutes=index * args.rows // 8), index)
+            )
         first = time.time()
-        subprocess.run(command(root, "--once"), check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
-        results = {"files": args.files, "rows_per_file": args.rows, "first_run_once_s": round(time.time() - first, 1),
-                   "load_average": os.getloadavg(), "restarts": []}
+        subprocess.run(
+            command(root, "--once"), check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO))
+        )
+        results = {
+            "files": args.files,
+            "rows_per_file": args.rows,
+            "first_run_once_s": round(time.time() - first, 1),
+            "load_average": os.getloadavg(),
+            "restarts": [],
+        }
         for run in range(args.runs):
             for keep in (True, False):
                 phases = timed_restart(root, len(results["restarts"]), keep, args.timeout)

@@ -75,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         cases = [measure(kind, int(n)) for n in counts.split(",") if n]
         for case in cases:
             case["per_rule_vs_smallest"] = round(case["ms_per_rule"] / cases[0]["ms_per_rule"], 2)
-            print(f"{kind:9} {case['rules']:>6} rules: {case['wall_s']:8.2f} s, {case['ms_per_rule']:.2f} ms per rule "
-                  f"(x{case['per_rule_vs_smallest']} the smallest case's)")
+            print(
+                f"{kind:9} {case['rules']:>6} rules: {case['wall_s']:8.2f} s, {case['ms_per_rule']:.2f} ms per rule "
+                f"(x{case['per_rule_vs_smallest']} the smallest case's)"
+            )
         runs += cases
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": list(os.getloadavg())}
     result = {"machine": machine, "runs": runs}

@@ -63,8 +63,16 @@ def make_input(directory: Path, files: int, rows: int, keys: int, seed: int = 7)
                 key = rnd.randrange(keys)
                 prices[key] = max(1.0, prices[key] + rnd.choice([-3, -2, -1, 1, 2, 3]) * rnd.random())
                 second += 1
-                fh.write(json.dumps({"symbol": f"S{key:03d}", "ts": (t0 + dt.timedelta(seconds=second)).isoformat(),
-                                     "price": round(prices[key], 2)}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "symbol": f"S{key:03d}",
+                            "ts": (t0 + dt.timedelta(seconds=second)).isoformat(),
+                            "price": round(prices[key], 2),
+                        }
+                    )
+                    + "\n"
+                )
         stamp = 1_700_000_000 + 10 * index
         os.utime(path, (stamp, stamp))
 
@@ -91,22 +99,29 @@ def run_queries(spark, schema, source: Path, work: Path, n: int) -> dict:
     for i, text in enumerate(rule_texts(n)):
         df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
         out = cep.compile(text).on_spark(df, watermark="30 seconds", late="count", metrics_name=None)
-        queries.append(out.writeStream.format("noop").option("checkpointLocation", str(work / f"ck-{i}"))
-                       .trigger(availableNow=True).start())
+        queries.append(
+            out.writeStream.format("noop")
+            .option("checkpointLocation", str(work / f"ck-{i}"))
+            .trigger(availableNow=True)
+            .start()
+        )
     for q in queries:
         q.awaitTermination()
     wall = time.perf_counter() - started
     per_query = [_durations(q.recentProgress) for q in queries]
     steady = [statistics.median(d[1:]) for d in per_query if len(d) > 1]
-    return {"wall_s": wall, "batches": max(len(d) for d in per_query),
-            "steady_batch_s_median_per_query": statistics.median(steady) if steady else None,
-            "steady_round_s": sum(steady) if steady else None}
+    return {
+        "wall_s": wall,
+        "batches": max(len(d) for d in per_query),
+        "steady_batch_s_median_per_query": statistics.median(steady) if steady else None,
+        "steady_round_s": sum(steady) if steady else None,
+    }
 
 
 def run_operator(spark, schema, source: Path, work: Path, n: int) -> dict:
-    from cep.spark_bridge.alerting.store import RuleStore
-    from cep.spark_bridge.alerting.rule_set import build_rule_set
     from cep.spark_bridge.alerting.query import input_types_of, match_rules
+    from cep.spark_bridge.alerting.rule_set import build_rule_set
+    from cep.spark_bridge.alerting.store import RuleStore
 
     rules_dir = work / "rules"
     rules_dir.mkdir(parents=True, exist_ok=True)
@@ -118,12 +133,22 @@ def run_operator(spark, schema, source: Path, work: Path, n: int) -> dict:
     store.publish(payload)
     started = time.perf_counter()
     alerts = match_rules(df, store, time_column="ts", watermark="30 seconds")
-    q = alerts.writeStream.format("noop").option("checkpointLocation", str(work / "ck")).trigger(availableNow=True).start()
+    q = (
+        alerts.writeStream.format("noop")
+        .option("checkpointLocation", str(work / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     wall = time.perf_counter() - started
     durations = _durations(q.recentProgress)
     steady = statistics.median(durations[1:]) if len(durations) > 1 else None
-    return {"wall_s": wall, "batches": len(durations), "steady_batch_s_median_per_query": steady, "steady_round_s": steady}
+    return {
+        "wall_s": wall,
+        "batches": len(durations),
+        "steady_batch_s_median_per_query": steady,
+        "steady_round_s": steady,
+    }
 
 
 def main(argv=None) -> int:
@@ -143,12 +168,24 @@ def main(argv=None) -> int:
     from cep.spark_bridge.spark.session import get_spark
 
     spark = get_spark("local[2]", app_name="cep-bench-rules", shuffle_partitions=args.partitions)
-    schema = T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
-                           T.StructField("price", T.DoubleType())])
+    schema = T.StructType(
+        [
+            T.StructField("symbol", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("price", T.DoubleType()),
+        ]
+    )
     base = Path(tempfile.mkdtemp(prefix="cep-rules-bench-"))
-    results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": os.getloadavg()},
-               "input": {"files": args.files, "rows_per_file": args.rows, "keys": args.keys,
-                         "shuffle_partitions": args.partitions}, "runs": []}
+    results = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": os.getloadavg()},
+        "input": {
+            "files": args.files,
+            "rows_per_file": args.rows,
+            "keys": args.keys,
+            "shuffle_partitions": args.partitions,
+        },
+        "runs": [],
+    }
     try:
         source = base / "in"
         make_input(source, args.files, args.rows, args.keys)
@@ -176,8 +213,10 @@ def main(argv=None) -> int:
         json.dump(results, fh, indent=1)
     print(f"{'mode':9} {'rules':>5} {'wall s':>8} {'batch s':>8} {'+rule s':>8} {'+rule steady s':>15}")
     for r in results["runs"]:
-        print(f"{r['mode']:9} {r['rules']:5d} {r['wall_s']:8.1f} {r['steady_round_s'] or 0:8.2f} "
-              f"{r.get('per_added_rule_s', 0):8.2f} {r.get('per_added_rule_steady_s', 0):15.3f}")
+        print(
+            f"{r['mode']:9} {r['rules']:5d} {r['wall_s']:8.1f} {r['steady_round_s'] or 0:8.2f} "
+            f"{r.get('per_added_rule_s', 0):8.2f} {r.get('per_added_rule_steady_s', 0):15.3f}"
+        )
     return 0
 
 

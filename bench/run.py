@@ -49,8 +49,8 @@ from bench import delta as delta_bench  # noqa: E402
 from bench import procmem  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
 from cep.matcher.plan import CompiledQuery  # noqa: E402
-from cep.matcher.vector import fastpath, sequence_plan  # noqa: E402
 from cep.matcher.rows.tables import arrow_to_columns  # noqa: E402
+from cep.matcher.vector import fastpath, sequence_plan  # noqa: E402
 
 DATA_DIR = HERE / "data"
 PEER_VENV = HERE / ".venv-peers"
@@ -310,7 +310,7 @@ def _tree_cpu_s() -> float:
             text = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        total += sum(int(x) for x in text[text.rindex(")") + 2:].split()[11:15])
+        total += sum(int(x) for x in text[text.rindex(")") + 2 :].split()[11:15])
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -327,17 +327,23 @@ def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
         spark = get_spark("local[2]", app_name="cep-bench")
         startup = time.perf_counter() - began
         query = cep.compile(QUERIES["a"][1])
-        out: dict = {"startup_s": startup, "shuffle_partitions": int(spark.conf.get("spark.sql.shuffle.partitions")),
-                     "arrow_batch_rows": int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))}
+        out: dict = {
+            "startup_s": startup,
+            "shuffle_partitions": int(spark.conf.get("spark.sql.shuffle.partitions")),
+            "arrow_batch_rows": int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")),
+        }
 
         def noop(batches):
             for batch in batches:
                 yield batch.slice(0, 0)
 
         steps = {
-            "read": lambda p: spark.read.parquet(str(p)).select("symbol", "ts", "price").write.format("noop").mode("overwrite").save(),
-            "read_shuffle_python": lambda p: (lambda df: df.repartition(out["shuffle_partitions"], "symbol")
-                                              .mapInArrow(noop, df.schema).count())(spark.read.parquet(str(p)).select("symbol", "ts", "price")),
+            "read": lambda p: (
+                spark.read.parquet(str(p)).select("symbol", "ts", "price").write.format("noop").mode("overwrite").save()
+            ),
+            "read_shuffle_python": lambda p: (
+                lambda df: df.repartition(out["shuffle_partitions"], "symbol").mapInArrow(noop, df.schema).count()
+            )(spark.read.parquet(str(p)).select("symbol", "ts", "price")),
             "replay": lambda p: query.on_spark(spark.read.parquet(str(p))).count(),
         }
         query.on_spark(spark.read.parquet(str(next(iter(paths.values()))))).count()  # warm the Python workers
@@ -352,8 +358,12 @@ def bench_spark(paths: dict[int, Path], repeats: int) -> dict:
                         walls.append(time.perf_counter() - began)
                     cpus.append(usage.cpu_s)
                     peak = max(peak, usage.peak_rss)
-                entry[step] = {"seconds": statistics.median(walls), "cpu_s": statistics.median(cpus), "peak_rss_bytes": peak,
-                               "load_average": os.getloadavg()[0]}
+                entry[step] = {
+                    "seconds": statistics.median(walls),
+                    "cpu_s": statistics.median(cpus),
+                    "peak_rss_bytes": peak,
+                    "load_average": os.getloadavg()[0],
+                }
                 if step == "replay":
                     entry["matches"] = result
             entry.update(eps=rows / entry["replay"]["seconds"], seconds=entry["replay"]["seconds"])
@@ -393,10 +403,15 @@ def bench_pandas_match_recognize(table, path: Path, rows: int, repeats: int) -> 
     try:
         if not python.exists():
             subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "pandas-match-recognize==0.2.5", "pyarrow"], check=True)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "pandas-match-recognize==0.2.5", "pyarrow"], check=True
+            )
         out = DATA_DIR / "pmr_out.json"
-        subprocess.run([str(python), str(HERE / "peers" / "pmr_runner.py"), str(path), str(rows), str(repeats), str(out)],
-                       check=True, timeout=1200)
+        subprocess.run(
+            [str(python), str(HERE / "peers" / "pmr_runner.py"), str(path), str(rows), str(repeats), str(out)],
+            check=True,
+            timeout=1200,
+        )
         peer = json.loads(out.read_text())
     except Exception as error:  # noqa: BLE001
         result = {"error": f"{type(error).__name__}: {error}"}
@@ -409,8 +424,16 @@ def bench_pandas_match_recognize(table, path: Path, rows: int, repeats: int) -> 
     # ours takes milliseconds: many repeats make its median steady on a shared machine
     ours_s, ours = median_seconds(lambda: query.run(rows_table), max(repeats, PMR_OUR_REPEATS))
     # The peer's seconds are CPU seconds of its own process (it is single-threaded).
-    ours_rows = [[r["symbol"], pd.Timestamp(r["start_ts"]).isoformat(), r["bottom"], pd.Timestamp(r["end_ts"]).isoformat(), r["n"]]
-                 for r in ours.to_pylist()]
+    ours_rows = [
+        [
+            r["symbol"],
+            pd.Timestamp(r["start_ts"]).isoformat(),
+            r["bottom"],
+            pd.Timestamp(r["end_ts"]).isoformat(),
+            r["n"],
+        ]
+        for r in ours.to_pylist()
+    ]
     key = lambda r: (r[0], r[1] or "")  # noqa: E731
     peer_rows = peer["rows"]
     same = sorted(ours_rows, key=key) == sorted(peer_rows, key=key)
@@ -448,7 +471,9 @@ def bench_hostile() -> list[dict]:
                 entry["path"] = "fast path enabled" if fast else "VM only"
                 out.append(entry)
         except Exception as error:  # noqa: BLE001 - bench/hostile.py belongs to the matcher's tests
-            print(f"  hostile patterns: not measured ({type(error).__name__}: {str(error).splitlines()[0]})", flush=True)
+            print(
+                f"  hostile patterns: not measured ({type(error).__name__}: {str(error).splitlines()[0]})", flush=True
+            )
             return out
     return out
 
@@ -495,8 +520,11 @@ def write_report(results: dict) -> None:
     ]
     if results.get("queries_run"):  # `bench/run.py --update-queries`: this table comes from a later run
         run = results["queries_run"]
-        lines += [f"Measured apart from the other sections, on {run['date']} (`bench/run.py --update-queries`; load"
-                  f" average {', '.join(map(str, run['load_average']))} at its end on {results['machine'].split(',')[1].strip()}).", ""]
+        lines += [
+            f"Measured apart from the other sections, on {run['date']} (`bench/run.py --update-queries`; load"
+            f" average {', '.join(map(str, run['load_average']))} at its end on {results['machine'].split(',')[1].strip()}).",
+            "",
+        ]
     lines += [
         "| query | path | rows | fast path events/s | VM events/s | fast / VM | same output |",
         "| --- | --- | ---: | ---: | ---: | ---: | --- |",
@@ -505,9 +533,13 @@ def write_report(results: dict) -> None:
         fast = f"{q['small_fast_eps']:,.0f}" if "small_fast_eps" in q else "-"
         ratio = f"{q['fast_over_vm']:.1f}x" if "fast_over_vm" in q else "-"
         same = str(q.get("same_output", "-"))
-        lines.append(f"| ({q['query']}) {q['title'].replace('|', chr(92) + '|')} | {q['path']} | {q['small_rows']:,} | {fast} | {q['small_vm_eps']:,.0f} | {ratio} | {same} |")
+        lines.append(
+            f"| ({q['query']}) {q['title'].replace('|', chr(92) + '|')} | {q['path']} | {q['small_rows']:,} | {fast} | {q['small_vm_eps']:,.0f} | {ratio} | {same} |"
+        )
         if "fast_eps" in q:
-            lines.append(f"| ({q['query']}) same, {q['rows']:,} rows | fast | {q['rows']:,} | {q['fast_eps']:,.0f} | | | |")
+            lines.append(
+                f"| ({q['query']}) same, {q['rows']:,} rows | fast | {q['rows']:,} | {q['fast_eps']:,.0f} | | | |"
+            )
     lines += ["", "## Peers", ""]
     pmr = results.get("pandas_match_recognize")
     if pmr and "error" not in pmr:
@@ -529,8 +561,12 @@ def write_report(results: dict) -> None:
     spark = results.get("spark")
     lines += flink_peer.report_lines(results.get("flink"), spark) + [""]
     if results.get("hostile"):
-        lines += ["## Hostile patterns (bench/hostile.py): 10k vs 100k rows where nothing matches", "",
-                  "| pattern | path | 10k rows (s) | 100k rows (s) | ratio (linear = 10) |", "| --- | --- | ---: | ---: | ---: |"]
+        lines += [
+            "## Hostile patterns (bench/hostile.py): 10k vs 100k rows where nothing matches",
+            "",
+            "| pattern | path | 10k rows (s) | 100k rows (s) | ratio (linear = 10) |",
+            "| --- | --- | ---: | ---: | ---: |",
+        ]
     for h in results.get("hostile", []):
         lines.append(f"| `{h['pattern']}` | {h['path']} | {h['10k_s']:.3f} | {h['100k_s']:.3f} | {h['ratio']:.1f} |")
     lines += alert_rules_report()
@@ -561,16 +597,21 @@ def kafka_report() -> list[str]:
     if KAFKA_RATES.exists():
         rates = json.loads(KAFKA_RATES.read_text())
         lines += [
-            "", "### The broker and the clients alone (bench/kafka_rates.py)", "",
+            "",
+            "### The broker and the clients alone (bench/kafka_rates.py)",
+            "",
             f"{rates['messages']:,} messages of ~{rates['bytes_per_message']:.0f} bytes, 1 partition, confluent-kafka; "
-            "the Python producer, not the broker, is the limit for alert volumes:", "",
-            "| | messages/s |", "| --- | ---: |",
+            "the Python producer, not the broker, is the limit for alert volumes:",
+            "",
+            "| | messages/s |",
+            "| --- | ---: |",
             f"| produce, acks=all, idempotent | {rates['produce']['msgs_per_s']:,.0f} |",
             f"| produce in transactions, a commit per 1,000 | {rates['produce_transactional_1000']['msgs_per_s']:,.0f} |",
             f"| consume, read_uncommitted | {rates['consume']['msgs_per_s']:,.0f} |",
             f"| consume a transactional topic, read_committed | {rates['consume_read_committed_txn']['msgs_per_s']:,.0f} |",
             f"| Spark static read + `from_json` (warm session) | {rates['spark_static_read_from_json']['msgs_per_s']:,.0f} |",
-            "", "Spark's Kafka connector costs about 0.5 s of session start as cached jars (`spark.jars`), 1.6 s through "
+            "",
+            "Spark's Kafka connector costs about 0.5 s of session start as cached jars (`spark.jars`), 1.6 s through "
             "Ivy (`spark.jars.packages`), which also resolves at every start (`bench/kafka_connector_startup.py`, "
             "`bench/results-kafka-connector.json`).",
         ]
@@ -586,24 +627,31 @@ def time_conditions_report() -> list[str]:
     if not TIME_CONDITIONS.exists():
         return []
     res = json.loads(TIME_CONDITIONS.read_text())
-    lines = ["", "## Interval arithmetic on times in DEFINE (bench/time_conditions.py)", "",
-             f"{res['rows']:,} generated sensor readings ({res['sensors']:,} sensors, a reading every 20 s to 2 min, "
-             f"one in {round(1 / res['gap_share'])} after a gap of 10 to 60 minutes). Until the kernels evaluated "
-             "intervals (timestamps as int64 microseconds), both queries ran on the Pike VM: its figure, on the first "
-             f"{res['vm_rows']:,} rows in the same run, is the *before*. Events per CPU-second, median of "
-             f"{res['repeats']} runs (the VM: one run); run {res['when']}, {res['machine']}. Reproduce: "
-             "`.venv/bin/python bench/time_conditions.py`. Timestamps, dates and intervals are int64 ticks in the "
-             "kernels (`matcher/vector/kernels.py`), so comparisons and `+`/`-` are exact integer operations; the list "
-             "figure includes turning the dicts into columns (most of its time). sensor_gap.sql's measures read "
-             "`PREV(GAP.ts)`, a row outside the match, so its output is built per partition from Python values: on a "
-             "pyarrow Table that means converting the table to Python values, which is why the Table is slower there.", "",
-             "| query | path (`cep explain`) | list of dicts | pyarrow Table | Pike VM (before) | list / VM | Table / VM "
-             "| same output as the VM |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        "",
+        "## Interval arithmetic on times in DEFINE (bench/time_conditions.py)",
+        "",
+        f"{res['rows']:,} generated sensor readings ({res['sensors']:,} sensors, a reading every 20 s to 2 min, "
+        f"one in {round(1 / res['gap_share'])} after a gap of 10 to 60 minutes). Until the kernels evaluated "
+        "intervals (timestamps as int64 microseconds), both queries ran on the Pike VM: its figure, on the first "
+        f"{res['vm_rows']:,} rows in the same run, is the *before*. Events per CPU-second, median of "
+        f"{res['repeats']} runs (the VM: one run); run {res['when']}, {res['machine']}. Reproduce: "
+        "`.venv/bin/python bench/time_conditions.py`. Timestamps, dates and intervals are int64 ticks in the "
+        "kernels (`matcher/vector/kernels.py`), so comparisons and `+`/`-` are exact integer operations; the list "
+        "figure includes turning the dicts into columns (most of its time). sensor_gap.sql's measures read "
+        "`PREV(GAP.ts)`, a row outside the match, so its output is built per partition from Python values: on a "
+        "pyarrow Table that means converting the table to Python values, which is why the Table is slower there.",
+        "",
+        "| query | path (`cep explain`) | list of dicts | pyarrow Table | Pike VM (before) | list / VM | Table / VM "
+        "| same output as the VM |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for query in res["queries"].values():
-        lines.append(f"| {query['title']} | {query['path'].removeprefix('path: ').split(':')[0]} | {query['list_eps_per_cpu']:,.0f} "
-                     f"| {query['arrow_eps_per_cpu']:,.0f} | {query['vm_eps_per_cpu']:,.0f} | {query['list_over_vm']:.1f}x "
-                     f"| {query['arrow_over_vm']:.1f}x | {query['same_output']} |")
+        lines.append(
+            f"| {query['title']} | {query['path'].removeprefix('path: ').split(':')[0]} | {query['list_eps_per_cpu']:,.0f} "
+            f"| {query['arrow_eps_per_cpu']:,.0f} | {query['vm_eps_per_cpu']:,.0f} | {query['list_over_vm']:.1f}x "
+            f"| {query['arrow_over_vm']:.1f}x | {query['same_output']} |"
+        )
     return lines
 
 
@@ -614,27 +662,41 @@ def alert_rules_report() -> list[str]:
     res = json.loads(ALERT_RULES.read_text())
     flink = res.get("flink") or {}
     lines = [
-        "", f"## Alert rules over generated {res['rows'] / 1e6:g}M-event logs, against PyFlink (bench/alert_rules.py)", "",
-        "Two rules as an analyst writes them, the same text on every engine" + _flink_acceptance(flink) + ". The logs come from `bench/alert_data.py` (seeded, "
+        "",
+        f"## Alert rules over generated {res['rows'] / 1e6:g}M-event logs, against PyFlink (bench/alert_rules.py)",
+        "",
+        "Two rules as an analyst writes them, the same text on every engine"
+        + _flink_acceptance(flink)
+        + ". The logs come from `bench/alert_data.py` (seeded, "
         f"{res['rows']:,} rows each, cached in `bench/data/`): skewed activity (Zipf-like: a few keys with thousands "
         "of events, most with a handful), sessions over 7 days, 3% failed logins (20% for one user in twenty), "
         "log-normal amounts, and one injected attack per 5,000 rows, a third of them too slow for the rule's "
         "limit. Reproduce: `make bench-rules` (then `bench/run.py --report-only` rewrites this page from the "
-        f"result files). Run {res['when']}, {res['machine']}; each figure one run (`--repeats {res['repeats']}`).", "",
+        f"result files). Run {res['when']}, {res['machine']}; each figure one run (`--repeats {res['repeats']}`).",
+        "",
     ]
     for name, rule in res["rules"].items():
         log, ours, vm = rule["log"], rule["cep"], rule["vm"]
         spark = rule.get("spark")
         peer = (flink.get("rules") or {}).get(name)
-        extra = (f", {log['fail_share']:.1%} FAIL" if "fail_share" in log else
-                 f", {log['small_share']:.2%} under 2.00, {log['big_share']:.2%} at 500.00 or more")
+        extra = (
+            f", {log['fail_share']:.1%} FAIL"
+            if "fail_share" in log
+            else f", {log['small_share']:.2%} under 2.00, {log['big_share']:.2%} at 500.00 or more"
+        )
         lines += [
-            f"### {rule['title'].capitalize()}", "", "```sql", rule["text"], "```", "",
+            f"### {rule['title'].capitalize()}",
+            "",
+            "```sql",
+            rule["text"],
+            "```",
+            "",
             f"{ours['rows']:,} rows over {log['keys']:,} keys (busiest {log['busiest_key_rows']:,} rows, median "
             f"{log['median_key_rows']:g}){extra}; {log['attacks']:,} attacks injected, {log['attacks_finished']:,} "
             f"finished ({log['attacks_finished_within_limit']:,} of them within the limit), "
             f"{log['attacks_longer_than_limit']:,} longer than the limit. cep's path (`cep explain`): "
-            f"**{ours['path']}**; partitions per run: `{json.dumps(ours.get('partitions', {}))}`.", "",
+            f"**{ours['path']}**; partitions per run: `{json.dumps(ours.get('partitions', {}))}`.",
+            "",
             "| engine | rows | events per CPU-s | events/s (wall) | matches | same matches as cep | load (1 min) |",
             "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
             f"| cep `Query.run(pyarrow.Table)` | {ours['rows']:,} | {ours['eps_per_cpu']:,.0f} | {ours['eps_wall']:,.0f} "
@@ -648,23 +710,29 @@ def alert_rules_report() -> list[str]:
             f"| ({vm['cep_over_vm_per_cpu']:.1f}x the VM per CPU-s) | |",
         ]
         if spark:
-            lines.append(f"| Spark replay `Query.on_spark(spark.read.parquet(...))` on `local[2]` (CPU: the process tree) "
-                         f"| {spark['rows']:,} | {spark['eps_per_cpu']:,.0f} | {spark['eps_wall']:,.0f} "
-                         f"| {spark['spark_matches']:,} | {spark['same_spark_as_cep']} | {_load(spark)} |")
+            lines.append(
+                f"| Spark replay `Query.on_spark(spark.read.parquet(...))` on `local[2]` (CPU: the process tree) "
+                f"| {spark['rows']:,} | {spark['eps_per_cpu']:,.0f} | {spark['eps_wall']:,.0f} "
+                f"| {spark['spark_matches']:,} | {spark['same_spark_as_cep']} | {_load(spark)} |"
+            )
         if peer and "flink_eps_per_cpu" in peer:
-            lines += [f"| PyFlink batch, a subset of whole keys (wall after start-up; CPU: Python + JVM) | {peer['rows']:,} "
-                      f"| {peer['flink_eps_per_cpu']:,.0f} | {peer['flink_eps_wall']:,.0f} | {peer['flink_matches']:,} "
-                      f"| {peer['same_flink_as_cep']} | {_load(flink)} |",
-                      f"| cep `Query.run` on Flink's rows (reading included) | {peer['rows']:,} | {peer['cep_eps_per_cpu']:,.0f} "
-                      f"| {peer['cep_eps_wall']:,.0f} | {peer['cep_matches']:,} | ({peer['cep_over_flink_per_cpu']:.1f}x "
-                      f"Flink per CPU-s, {peer['cep_over_flink_wall']:.1f}x in wall) | |"]
+            lines += [
+                f"| PyFlink batch, a subset of whole keys (wall after start-up; CPU: Python + JVM) | {peer['rows']:,} "
+                f"| {peer['flink_eps_per_cpu']:,.0f} | {peer['flink_eps_wall']:,.0f} | {peer['flink_matches']:,} "
+                f"| {peer['same_flink_as_cep']} | {_load(flink)} |",
+                f"| cep `Query.run` on Flink's rows (reading included) | {peer['rows']:,} | {peer['cep_eps_per_cpu']:,.0f} "
+                f"| {peer['cep_eps_wall']:,.0f} | {peer['cep_matches']:,} | ({peer['cep_over_flink_per_cpu']:.1f}x "
+                f"Flink per CPU-s, {peer['cep_over_flink_wall']:.1f}x in wall) | |",
+            ]
         elif peer:
             lines.append(f"| PyFlink | | rejected: {peer.get('rejected', '').replace('|', chr(92) + '|')} | | | | |")
         lines.append("")
         for engine, entry in (("the VM", vm), ("Spark", spark), ("Flink", peer)):
             if entry and "referee" in entry:
-                lines.append(f"Where {engine} and cep differ: `{json.dumps(entry['referee'], default=str)}` "
-                             "(`tests/reference_matcher.py` on the differing keys).")
+                lines.append(
+                    f"Where {engine} and cep differ: `{json.dumps(entry['referee'], default=str)}` "
+                    "(`tests/reference_matcher.py` on the differing keys)."
+                )
                 lines.append("")
     if "not_run" in flink:
         lines += [f"PyFlink: not run: {flink['not_run']}.", ""]
@@ -674,18 +742,30 @@ def alert_rules_report() -> list[str]:
             f"Parquet format) ran both rules in one process: start-up {flink['startup']['wall_s']:.1f} s, peak RSS "
             f"{flink['peak_rss_bytes'] / 1e9:.2f} GB. It runs on a subset of whole keys (every row of the users or cards "
             "it keeps, so no match is cut): at its pace here the whole log would take about "
-            + " and ".join(f"{res['rows'] / r['flink_eps_wall'] / 60:.0f} minutes ({name.replace('_', ' ')})"
-                           for name, r in flink["rules"].items() if "flink_eps_wall" in r)
-            + ", where the bench allows Flink about 5 minutes a rule.", ""]
+            + " and ".join(
+                f"{res['rows'] / r['flink_eps_wall'] / 60:.0f} minutes ({name.replace('_', ' ')})"
+                for name, r in flink["rules"].items()
+                if "flink_eps_wall" in r
+            )
+            + ", where the bench allows Flink about 5 minutes a rule.",
+            "",
+        ]
     loads = [r["spark"]["load_average"] for r in res["rules"].values() if "spark" in r]
     loads += [flink["load_average"]] if "load_average" in flink else []
     lines += [
-        "The machine is shared with other work" + (f" (load average {', '.join(f'{v:.1f}' for v in loads)} on "
-                                                    f"{os.cpu_count()} cores during the Spark and Flink runs)" if loads else "")
+        "The machine is shared with other work"
+        + (
+            f" (load average {', '.join(f'{v:.1f}' for v in loads)} on "
+            f"{os.cpu_count()} cores during the Spark and Flink runs)"
+            if loads
+            else ""
+        )
         + ": wall times stretch, CPU seconds much less; compare per CPU-second. cep's `Query.run` uses one core, "
         "Spark and Flink both. `cep.compile(text, column_wise=False)` turns off both column-wise engines "
         "(the regex fast path "
-        "and the sequence engine): the VM then runs every partition.", ""] + ALERT_RULES_READING
+        "and the sequence engine): the VM then runs every partition.",
+        "",
+    ] + ALERT_RULES_READING
     return lines
 
 
@@ -700,7 +780,8 @@ ALERT_RULES_READING = [
     "these rules at 135k and 188k events per CPU-second, 1.1x and 1.4x its own Pike VM, although the column-wise "
     "sequence engine took every partition: profiling `Query.run` on the 10M-row tables (`cProfile` with a CPU clock) showed 90% of the time "
     "outside matching, in turning whole Arrow columns into Python objects. Four conversions went, each replaced by "
-    "a read of the same values from the column itself:", "",
+    "a read of the same values from the column itself:",
+    "",
     "- `SequencePlan.run` built the whole input as Python lists up front (for the partitions the VM might take): "
     "`ArrayInput.python()` is now a mapping that converts a column when a VM partition first reads it, so a batch "
     "that runs column-wise converts none;",
@@ -714,13 +795,15 @@ ALERT_RULES_READING = [
     "None by construction (`arrays.py`);",
     "- `status = 'FAIL'` read the Arrow string column as 10M Python `str`, then numpy unicode: it is now dictionary-"
     "encoded by Arrow, the few distinct values converted once and gathered by code (`layout._arrow_strings`), the "
-    "same numpy array (a column of mostly distinct values keeps the old conversion).", "",
+    "same numpy array (a column of mostly distinct values keeps the old conversion).",
+    "",
     "The Spark replay gained with it (100k and 131k events per CPU-second of its process tree then): its tasks hand "
     "their Arrow batches to the same `Query.run`. "
     "What remains is numpy work that grows with the rows: grouping 10M rows by key (a stable sort, about 1.2 "
     "CPU-s), the per-start scan (about 1 CPU-s), AFTER MATCH SKIP's walk and the WITHIN limits. The property "
     "tests (`tests/test_sequence.py`, among them one over Arrow and pandas text and time columns) check the "
-    "output against the VM on every route.", "",
+    "output against the VM on every route.",
+    "",
 ]
 
 
@@ -733,12 +816,18 @@ def _flink_acceptance(flink: dict) -> str:
     rewritten = {name: r["rewrites"] for name, r in rules.items() if r.get("rewrites")}
     if not rejected and not rewritten:
         return " (Flink accepts both as written: `{3,}` and `WITHIN INTERVAL` need no rewrite)"
-    return (f" (Flink rejects {', '.join(rejected) or 'none'}; rewrites: "
-            + ("; ".join(f"{n}: {', '.join(w)}" for n, w in rewritten.items()) or "none") + ")")
+    return (
+        f" (Flink rejects {', '.join(rejected) or 'none'}; rewrites: "
+        + ("; ".join(f"{n}: {', '.join(w)}" for n, w in rewritten.items()) or "none")
+        + ")"
+    )
 
 
-KAFKA_E2E_ENGINES = {"cep": "cep stream, `--sink kafka://`", "cep-exactly-once": "cep stream, `--sink kafka-exactly-once://`",
-                     "flink": "Flink SQL, Kafka connector"}
+KAFKA_E2E_ENGINES = {
+    "cep": "cep stream, `--sink kafka://`",
+    "cep-exactly-once": "cep stream, `--sink kafka-exactly-once://`",
+    "flink": "Flink SQL, Kafka connector",
+}
 
 
 def _span(values, fmt: str = "{:,.0f}", unit: str = "") -> str:
@@ -764,8 +853,11 @@ def kafka_e2e_reading(e2e: dict) -> list[str]:
         return engine["events_per_s"] * step["seconds"] / cpu if cpu and engine else None
 
     ratios = [per_cpu(s, "flink") / per_cpu(s, "cep") for s in steps if per_cpu(s, "flink") and per_cpu(s, "cep")]
-    extra = [o["latency_p50_s"] - c["latency_p50_s"] for o, c in zip(once, cep)
-             if o and o["latency_p50_s"] is not None and c["latency_p50_s"] is not None]
+    extra = [
+        o["latency_p50_s"] - c["latency_p50_s"]
+        for o, c in zip(once, cep)
+        if o and o["latency_p50_s"] is not None and c["latency_p50_s"] is not None
+    ]
 
     def kept_up(engines: list) -> list[str]:
         return [s["rate_asked"] for s, e in zip(steps, engines) if e and e["caught_up_s"] is not None]
@@ -777,9 +869,11 @@ def kafka_e2e_reading(e2e: dict) -> list[str]:
     check = e2e.get("check", {})
     duplicates = {name: check[name]["duplicate_messages"] for name in ("cep", "cep-exactly-once") if name in check}
     lines = [
-        "", f"Reading it (the run on record: {e2e['nproc']} cores at a load average of "
+        "",
+        f"Reading it (the run on record: {e2e['nproc']} cores at a load average of "
         f"{_span([s['load_average'][0] for s in steps], '{:.1f}')} during the steps; cep's process tree used "
-        f"{_span(cores, '{:.2f}')} of a core, on average per step):", "",
+        f"{_span(cores, '{:.2f}')} of a core, on average per step):",
+        "",
         "- **What dominates cep's latency is the micro-batch.** A tick is matched in the first micro-batch whose "
         "watermark (set at the end of the micro-batch before, from the largest event time read) has passed it, so at "
         "the earliest one micro-batch after the one that read it; the alert is then committed to the alert files, read "
@@ -793,13 +887,18 @@ def kafka_e2e_reading(e2e: dict) -> list[str]:
         f"{_span([c['latency_p50_s'] for c in cep], '{:.1f}', ' s')}.",
         f"- **Where cep kept up**: at {', '.join(kept_up(cep)) or 'no rate'} ticks/s asked its alerts caught up "
         "with the step's last tick after the step"
-        + (f"; at {', '.join(behind(cep))} it fell behind (the latency then measures the backlog, not the engine)"
-           if behind(cep) else "") + ".",
+        + (
+            f"; at {', '.join(behind(cep))} it fell behind (the latency then measures the backlog, not the engine)"
+            if behind(cep)
+            else ""
+        )
+        + ".",
         f"- **What dominates Flink's is the watermark.** Flink matches record by record once the watermark (emitted "
         f"every 200 ms) passes a tick: at {first['rate_asked']} ticks/s its p50 is "
         f"{_span([flink[0]['latency_p50_s']] if flink[0] else [], '{:.1f}', ' s')} for a {e2e['watermark']} watermark; "
         f"it kept up at {', '.join(kept_up(flink)) or 'no rate'} ticks/s asked"
-        + (f" and fell behind at {', '.join(behind(flink))}" if behind(flink) else "") + ".",
+        + (f" and fell behind at {', '.join(behind(flink))}" if behind(flink) else "")
+        + ".",
         f"- **Per CPU second** (the column least changed by the load), Flink finished {_span(ratios, '{:.1f}')} times "
         "as many ticks as `cep stream` (its Spark JVM, its Python workers and its driver, two queries and the sinks' "
         "lanes). The cost per micro-batch and per key call is Spark's and Python's (docs/streaming-measurements.md); the matcher alone is far faster on this query (the tables above).",
@@ -818,7 +917,9 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
     flink = e2e["flink"]
     cell = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     lines = [
-        "", "## Through Kafka, end to end (bench/kafka_e2e.py)", "",
+        "",
+        "## Through Kafka, end to end (bench/kafka_e2e.py)",
+        "",
         "`make bench-kafka` (`.venv/bin/python bench/kafka_e2e.py`, then `bench/run.py --report-only`; "
         f"{e2e['seconds_per_rate']:.0f} s per rate, 10 to 20 minutes in all, the longer on a loaded machine, `--help` for the options). A real "
         "Kafka 4.4 broker on this machine; one producer sends ticks of "
@@ -826,15 +927,27 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "4-partition topic at each rate in turn, `max` being as fast as this Python producer goes. On that topic, at "
         f"the same time: `cep stream` (`local[2]`, watermark {e2e['watermark']}, trigger {e2e['trigger']}) with both "
         "Kafka sinks at once (each on its own delivery lane), and "
-        + (f"Flink SQL `MATCH_RECOGNIZE` in streaming mode ({flink['package']}, `{flink['connector']}`, parallelism "
-           f"{flink['parallelism']}, watermark {e2e['watermark']}, checkpoints every {flink['checkpoint_interval']}, "
-           "its at-least-once Kafka sink)" if flink["ran"] else f"no Flink ({flink['why_not']})")
-        + f". Both run one text, query ({e2e['query']}) as Flink accepts it ({'; '.join(e2e['rewrites'])}):", "",
-        "```sql", e2e["query_text"], "```", "",
-        (f"Flink's Kafka SQL connector: Maven Central serves `{flink['connector'].rsplit(':', 1)[0]}` up to 5.0.0-2.2, "
-         "built for Flink 2.2, and none for 2.3; that jar, copied by `mvn dependency:copy` "
-         "(bench/peers/flink_kafka_pom.xml) into `~/.cache/cep/` once, runs this job on PyFlink 2.3.0."
-         if flink["ran"] else f"Flink is not in this run: {flink['why_not']}."), "",
+        + (
+            f"Flink SQL `MATCH_RECOGNIZE` in streaming mode ({flink['package']}, `{flink['connector']}`, parallelism "
+            f"{flink['parallelism']}, watermark {e2e['watermark']}, checkpoints every {flink['checkpoint_interval']}, "
+            "its at-least-once Kafka sink)"
+            if flink["ran"]
+            else f"no Flink ({flink['why_not']})"
+        )
+        + f". Both run one text, query ({e2e['query']}) as Flink accepts it ({'; '.join(e2e['rewrites'])}):",
+        "",
+        "```sql",
+        e2e["query_text"],
+        "```",
+        "",
+        (
+            f"Flink's Kafka SQL connector: Maven Central serves `{flink['connector'].rsplit(':', 1)[0]}` up to 5.0.0-2.2, "
+            "built for Flink 2.2, and none for 2.3; that jar, copied by `mvn dependency:copy` "
+            "(bench/peers/flink_kafka_pom.xml) into `~/.cache/cep/` once, runs this job on PyFlink 2.3.0."
+            if flink["ran"]
+            else f"Flink is not in this run: {flink['why_not']}."
+        ),
+        "",
         "- **latency**: when the alert was consumed here (`read_committed`) minus when the tick that completed the "
         "match was produced; it includes the watermark delay by design (a match is final once the watermark passes "
         "its last tick), so its floor is the watermark;",
@@ -853,7 +966,9 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         + f"; then a warm-up of {e2e['warmup_s']:.0f} s at {e2e['settle_rate']} ticks/s, until every engine had sent an "
         "alert and then until its alerts were within 15 s of the newest tick, for 120 s at most (not measured: a query's first micro-batches plan "
         "it and start Python workers); the lag left then: "
-        + ", ".join(f"{name} {s:.0f} s" for name, s in e2e.get("warmup_lag_s", {}).items()) + ".", "",
+        + ", ".join(f"{name} {s:.0f} s" for name, s in e2e.get("warmup_lag_s", {}).items())
+        + ".",
+        "",
         "| rate asked | sent/s | engine | finished/s | alerts | latency p50 (s) | p99 (s) | max (s) | lag (s) "
         "| caught up (s) | engine CPU s | finished per CPU-s | broker + producer CPU s | load (1 min) |",
         "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -866,34 +981,50 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
                 f"{e['events_per_s']:,.0f} | {e['alerts']:,} | {cell(e['latency_p50_s'])} | {cell(e['latency_p99_s'])} "
                 f"| {cell(e['latency_max_s'])} | {cell(e['lag_at_end_s'])} | {cell(e['caught_up_s'])} | {cell(cpu)} "
                 f"| {e['events_per_s'] * step['seconds'] / cpu if cpu else 0:,.0f} "
-                f"| {step['cpu_s']['broker']:.0f} + {step['cpu_s']['bench']:.0f} | {step['load_average'][0]:.1f} |")
-    lines += ["", "cep's micro-batches during each step (from its status file; the delivery query's are not in it):", "",
-              "| rate asked | micro-batches | ticks per micro-batch | duration p50 (s) | max (s) |",
-              "| ---: | ---: | ---: | ---: | ---: |"]
+                f"| {step['cpu_s']['broker']:.0f} + {step['cpu_s']['bench']:.0f} | {step['load_average'][0]:.1f} |"
+            )
+    lines += [
+        "",
+        "cep's micro-batches during each step (from its status file; the delivery query's are not in it):",
+        "",
+        "| rate asked | micro-batches | ticks per micro-batch | duration p50 (s) | max (s) |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
     for step in e2e["steps"]:
         b = step["cep_batches"]
-        lines.append(f"| {step['rate_asked']} | {b['batches']} | {b['rows_per_batch'] or 0:,} | {cell(b['batch_p50_s'])} "
-                     f"| {cell(b['batch_max_s'])} |")
+        lines.append(
+            f"| {step['rate_asked']} | {b['batches']} | {b['rows_per_batch'] or 0:,} | {cell(b['batch_p50_s'])} "
+            f"| {cell(b['batch_max_s'])} |"
+        )
     check = e2e["check"]
     if "error" in check:
         failed = f"The check of the alerts against `q.run` failed: {check['error']}."
         return lines + ["", failed] + kafka_e2e_reading(e2e)
     right = all(check[name]["same_matches"] for name in KAFKA_E2E_ENGINES if name in check)
-    lines += ["", f"**{'The alerts are right' if right else 'The alerts are not all right'}.** The stream's rule "
-              f"replayed (`cep.compile_rule(rule).run(ticks, match_ids=True)`, the same text) over the "
-              f"{check['ticks_before']:,} ticks produced up to {check['final_before']} (of {e2e['ticks_total']:,} in the "
-              f"run; the cut-off: where every engine's alerts had got to) finds {check['expected_matches']:,} matches; "
-              "consumed from each topic up to then:", "",
-              "| engine | alerts (distinct keys) | same matches as `q.run` | missing | extra | messages | duplicates |",
-              "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    lines += [
+        "",
+        f"**{'The alerts are right' if right else 'The alerts are not all right'}.** The stream's rule "
+        f"replayed (`cep.compile_rule(rule).run(ticks, match_ids=True)`, the same text) over the "
+        f"{check['ticks_before']:,} ticks produced up to {check['final_before']} (of {e2e['ticks_total']:,} in the "
+        f"run; the cut-off: where every engine's alerts had got to) finds {check['expected_matches']:,} matches; "
+        "consumed from each topic up to then:",
+        "",
+        "| engine | alerts (distinct keys) | same matches as `q.run` | missing | extra | messages | duplicates |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
     for name in KAFKA_E2E_ENGINES:
         if name in check:
             c = check[name]
-            lines.append(f"| {KAFKA_E2E_ENGINES[name]} | {c['alerts']:,} | {'yes' if c['same_matches'] else '**no**'} | "
-                         f"{c['missing']:,} | {c['extra']:,} | {c['messages']:,} | {c['duplicate_messages']:,} |")
-    lines += ["", "cep's keys are its `match_id`s (the Kafka message key); Flink's sink has no key, so its matches are "
-              "compared as (symbol, first tick, last tick). Duplicates: messages minus distinct keys (the "
-              "at-least-once sink may repeat an alert after a failure, the exactly-once sink must not)."]
+            lines.append(
+                f"| {KAFKA_E2E_ENGINES[name]} | {c['alerts']:,} | {'yes' if c['same_matches'] else '**no**'} | "
+                f"{c['missing']:,} | {c['extra']:,} | {c['messages']:,} | {c['duplicate_messages']:,} |"
+            )
+    lines += [
+        "",
+        "cep's keys are its `match_id`s (the Kafka message key); Flink's sink has no key, so its matches are "
+        "compared as (symbol, first tick, last tick). Duplicates: messages minus distinct keys (the "
+        "at-least-once sink may repeat an alert after a failure, the exactly-once sink must not).",
+    ]
     lines += kafka_e2e_reading(e2e)
     return lines
 
@@ -923,8 +1054,10 @@ def spark_report(runs: dict | None) -> list[str]:
             continue
         for step, title in titles.items():
             m = entry[step]
-            lines.append(f"| {entry['rows']:,} | {title} | {m['seconds']:.1f} | {entry['rows'] / m['seconds']:,.0f} "
-                         f"| {m['cpu_s']:.1f} | {entry['rows'] / m['cpu_s']:,.0f} | {m['peak_rss_bytes'] / 1e9:.2f} |")
+            lines.append(
+                f"| {entry['rows']:,} | {title} | {m['seconds']:.1f} | {entry['rows'] / m['seconds']:,.0f} "
+                f"| {m['cpu_s']:.1f} | {entry['rows'] / m['cpu_s']:,.0f} | {m['peak_rss_bytes'] / 1e9:.2f} |"
+            )
     lines += [
         "",
         "On a shared machine the wall time also counts other processes' work; the CPU seconds do not. With the"
@@ -937,8 +1070,13 @@ def spark_report(runs: dict | None) -> list[str]:
 
 
 def _load_text(runs: dict) -> str:
-    loads = [m["load_average"] for entry in runs.values() if isinstance(entry, dict)
-             for m in entry.values() if isinstance(m, dict) and "load_average" in m]
+    loads = [
+        m["load_average"]
+        for entry in runs.values()
+        if isinstance(entry, dict)
+        for m in entry.values()
+        if isinstance(m, dict) and "load_average" in m
+    ]
     if not loads:
         return "not recorded in this run (see `uptime` when it ran)"
     return f"during these runs: {min(loads):.1f} to {max(loads):.1f} (2 cores)"
@@ -955,9 +1093,11 @@ def write_plot(results: dict) -> None:
         return
     bars: list[tuple[str, float]] = []
     v = results["v_shape"]
-    bars += [(f"hand-written loop ({v['rows'] / 1e6:g}M)", v["loop_eps"]),
-             (f"cep Query.run(Arrow) ({v['rows'] / 1e6:g}M)", v["end_to_end_arrow_eps"]),
-             (f"cep fast path, Python lists ({v['rows'] / 1e6:g}M)", v["fast_eps"])]
+    bars += [
+        (f"hand-written loop ({v['rows'] / 1e6:g}M)", v["loop_eps"]),
+        (f"cep Query.run(Arrow) ({v['rows'] / 1e6:g}M)", v["end_to_end_arrow_eps"]),
+        (f"cep fast path, Python lists ({v['rows'] / 1e6:g}M)", v["fast_eps"]),
+    ]
     for entry in (results.get("spark_runs") or {}).values():
         if isinstance(entry, dict) and "replay" in entry:  # a row count's runs, not "queries"
             bars.append((f"cep on Spark local[2], wall ({entry['rows'] / 1e6:g}M)", entry["eps"]))
@@ -967,7 +1107,9 @@ def write_plot(results: dict) -> None:
     pmr = results.get("pandas_match_recognize") or {}
     if "peer_eps" in pmr:
         bars.append((f"pandas-match-recognize ({pmr['rows'] / 1e6:g}M)", pmr["peer_eps"]))
-    flink_a = next((q for q in (results.get("flink") or {}).get("queries", []) if q.get("query") == "a" and "flink_eps" in q), None)
+    flink_a = next(
+        (q for q in (results.get("flink") or {}).get("queries", []) if q.get("query") == "a" and "flink_eps" in q), None
+    )
     if flink_a:
         bars.append((f"PyFlink, end to end, wall ({flink_a['rows'] / 1e6:g}M)", flink_a["flink_eps_end_to_end"]))
     plt.rcParams["svg.hashsalt"] = "cep-bench"  # stable ids: the file changes only when the figures do
@@ -1056,20 +1198,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-rows", type=int, default=200_000, help="rows for the VM comparisons")
     parser.add_argument("--peer-rows", type=int, default=100_000, help="rows for pandas-match-recognize")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--large-rows", type=int, default=10_000_000,
-                        help="rows for the V-shape against the loop and the Spark replay (besides --rows)")
+    parser.add_argument(
+        "--large-rows",
+        type=int,
+        default=10_000_000,
+        help="rows for the V-shape against the loop and the Spark replay (besides --rows)",
+    )
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--no-flink", action="store_true", help="skip PyFlink (about 5 minutes)")
     parser.add_argument("--no-hostile", action="store_true")
-    parser.add_argument("--no-delta", action="store_true",
-                        help="skip query (a) from the --large-rows log as a Delta table")
-    parser.add_argument("--report-only", action="store_true", help="rewrite docs/performance.md from bench/results.json")
-    parser.add_argument("--queries-only", action="store_true",
-                        help="measure queries (a)-(h) only and print them; writes neither results.json nor the report")
-    parser.add_argument("--update-queries", action="store_true",
-                        help="measure queries (a)-(h) only, put them into bench/results.json (with the date and the"
-                             " load average of this run) and rewrite docs/performance.md")
+    parser.add_argument(
+        "--no-delta", action="store_true", help="skip query (a) from the --large-rows log as a Delta table"
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite docs/performance.md from bench/results.json"
+    )
+    parser.add_argument(
+        "--queries-only",
+        action="store_true",
+        help="measure queries (a)-(h) only and print them; writes neither results.json nor the report",
+    )
+    parser.add_argument(
+        "--update-queries",
+        action="store_true",
+        help="measure queries (a)-(h) only, put them into bench/results.json (with the date and the"
+        " load average of this run) and rewrite docs/performance.md",
+    )
     args = parser.parse_args(argv)
     if args.report_only:
         write_report(json.loads(RESULTS.read_text()))
@@ -1090,8 +1245,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_queries:
         kept = json.loads(RESULTS.read_text())
         kept["queries"] = results["queries"]
-        kept["queries_run"] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                               "load_average": [round(x, 1) for x in os.getloadavg()]}
+        kept["queries_run"] = {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "load_average": [round(x, 1) for x in os.getloadavg()],
+        }
         RESULTS.write_text(json.dumps(kept, indent=2, default=str))
         write_report(kept)
         write_plot(kept)
@@ -1099,9 +1256,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.queries_only:
         for entry in results["queries"]:
             fast = entry.get("fast_eps")
-            print(f"({entry['query']}) {entry['path'][:40]:40} VM {entry['small_vm_eps']:>12,.0f} ev/s on {entry['small_rows']:,} rows"
-                  + (f"   column-wise {fast:>12,.0f} ev/s on {entry['rows']:,} rows ({fast / entry['small_vm_eps']:.1f}x the VM)"
-                     f" same output: {entry['same_output']}" if fast else ""))
+            print(
+                f"({entry['query']}) {entry['path'][:40]:40} VM {entry['small_vm_eps']:>12,.0f} ev/s on {entry['small_rows']:,} rows"
+                + (
+                    f"   column-wise {fast:>12,.0f} ev/s on {entry['rows']:,} rows ({fast / entry['small_vm_eps']:.1f}x the VM)"
+                    f" same output: {entry['same_output']}"
+                    if fast
+                    else ""
+                )
+            )
         return 0
     del columns, small  # the Python columns would weigh on the memory measured below
     if not args.no_peers:
@@ -1114,8 +1277,11 @@ def main(argv: list[str] | None = None) -> int:
         runs = bench_spark({args.rows: path, args.large_rows: large_path}, args.repeats)
         results["spark_runs"] = runs
         # the Flink section compares with the replay of the same rows as its own (--rows)
-        results["spark"] = ({**runs[str(args.rows)], "startup_s": runs["startup_s"], "queries": runs.get("queries")}
-                            if "error" not in runs else runs)
+        results["spark"] = (
+            {**runs[str(args.rows)], "startup_s": runs["startup_s"], "queries": runs.get("queries")}
+            if "error" not in runs
+            else runs
+        )
     if not args.no_delta:
         print("Delta", flush=True)
         results["delta"] = delta_bench.bench(large_path, args.large_rows, args.repeats, spark=not args.no_spark)

@@ -134,8 +134,12 @@ def make_input(seed: int, files: int, rows_per_file: int, bad: float, late: floa
                 lines.append(bad_line(kind, event, next_id))
                 next_id += 1
             if floor is not None and rnd.random() < late:
-                row = {"symbol": event["symbol"], "ts": floor - dt.timedelta(seconds=rnd.randint(0, DELAY_S)),
-                       "price": event["price"], "id": next_id}
+                row = {
+                    "symbol": event["symbol"],
+                    "ts": floor - dt.timedelta(seconds=rnd.randint(0, DELAY_S)),
+                    "price": event["price"],
+                    "id": next_id,
+                }
                 out.late_rows[next_id] = row
                 lines.append(row_line(row))
                 next_id += 1
@@ -190,21 +194,27 @@ class Writer(threading.Thread):
 
 def driver(source: str, output: str, checkpoint: str, dump: str | None) -> int:
     """The Spark side: until killed (``dump`` None), or one ``availableNow`` run that dumps the output."""
-    import cep
     from pyspark.sql import types as T
+
+    import cep
     from cep.spark_bridge.spark.session import get_spark
     from tests.test_streaming import QUERIES
 
     spark = get_spark("local[2]", app_name="cep-soak", shuffle_partitions=2)
-    schema = T.StructType([
-        T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
-        T.StructField("price", T.DoubleType()), T.StructField("id", T.LongType()),
-        # Spark's PERMISSIVE JSON reader puts a line it cannot read (or a value it cannot convert) here.
-        T.StructField("_corrupt_record", T.StringType()),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("symbol", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("price", T.DoubleType()),
+            T.StructField("id", T.LongType()),
+            # Spark's PERMISSIVE JSON reader puts a line it cannot read (or a value it cannot convert) here.
+            T.StructField("_corrupt_record", T.StringType()),
+        ]
+    )
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", MAX_FILES_PER_TRIGGER).json(source)
-    out = cep.compile(QUERIES["vshape"]).on_spark(df, watermark=f"{DELAY_S} seconds",
-                                                  session_timeout=f"{SESSION_S} seconds")
+    out = cep.compile(QUERIES["vshape"]).on_spark(
+        df, watermark=f"{DELAY_S} seconds", session_timeout=f"{SESSION_S} seconds"
+    )
     writer = out.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
     if dump is None:
         writer.trigger(processingTime="0 seconds").start().awaitTermination()
@@ -227,7 +237,7 @@ class Driver:
     dump: Path | None = None
     process: subprocess.Popen | None = field(default=None, init=False)
 
-    def start(self, run: int) -> "Driver":
+    def start(self, run: int) -> Driver:
         log = (self.work / f"driver-{run}.log").open("w")
         command = [sys.executable, __file__, "--driver"] + [str(self.work / name) for name in ("in", "out", "ck")]
         if self.dump is not None:
@@ -283,8 +293,11 @@ def check(result, soak: SoakInput) -> dict:
     matched = result[result["cep_late_reason"].isna()]
     ids = Counter(matched["match_id"])
     bad_right = sum(1 for n, kind in soak.bad_ids.items() if reported.get(n) == BAD_KINDS[kind])
-    bad_other_reason = Counter(f"{kind} -> {reported[n]}" for n, kind in soak.bad_ids.items()
-                               if n in reported and reported[n] != BAD_KINDS[kind])
+    bad_other_reason = Counter(
+        f"{kind} -> {reported[n]}"
+        for n, kind in soak.bad_ids.items()
+        if n in reported and reported[n] != BAD_KINDS[kind]
+    )
     late_right = sum(1 for n in soak.late_rows if reported.get(n) in LATE_REASONS)
     good_ids = {e["id"] for e in soak.good}
     reasons = Counter(rows["cep_late_reason"])
@@ -323,9 +336,13 @@ def soak(args) -> dict:
     files = max(1, int(args.minutes * 60 / args.file_interval))
     began = time.perf_counter()
     data = make_input(args.seed, files, args.rows_per_file, args.bad, args.late)
-    report: dict = {"params": {k: v for k, v in vars(args).items() if k != "driver"}, "files": files,
-                    "events_in": data.lines, "prepare_s": round(time.perf_counter() - began, 1),
-                    "load_average_before": [round(x, 2) for x in os.getloadavg()]}
+    report: dict = {
+        "params": {k: v for k, v in vars(args).items() if k != "driver"},
+        "files": files,
+        "events_in": data.lines,
+        "prepare_s": round(time.perf_counter() - began, 1),
+        "load_average_before": [round(x, 2) for x in os.getloadavg()],
+    }
     memory = TreeMemory(root_role="harness").start()
     writer = Writer(work / "in", data.files, args.file_interval)
     kills, runs, commits_at_kill, died, commits_at_start = 0, 0, [], [], 0
@@ -405,7 +422,13 @@ def main(argv=None) -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
-    must_be_zero = ("lost", "unexpected", "duplicated_match_ids", "bad_not_accounted_for", "good_rows_reported_late_or_bad")
+    must_be_zero = (
+        "lost",
+        "unexpected",
+        "duplicated_match_ids",
+        "bad_not_accounted_for",
+        "good_rows_reported_late_or_bad",
+    )
     return 0 if all(report.get(k) == 0 for k in must_be_zero) else 1
 
 

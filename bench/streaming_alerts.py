@@ -61,8 +61,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args(argv)
 
-    import cep
     from streaming_columnar import best_stream
+
+    import cep
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     lines, same_everywhere = [], True
@@ -71,16 +72,21 @@ def main(argv=None) -> int:
         q = cep.compile(text)
         speeds, outputs, path = {}, {}, ""
         for label, columnar in (("column_wise", None), ("per_key", False)):
-            speeds[label], outputs[label], local = best_stream(q, text, columns, rows, args.batches, args.repeat,
-                                                               columnar=columnar)
+            speeds[label], outputs[label], local = best_stream(
+                q, text, columns, rows, args.batches, args.repeat, columnar=columnar
+            )
             if columnar is None:
                 path = local.path
         same = outputs["column_wise"] == outputs["per_key"]
         same_everywhere &= same
-        lines.append(f"{rule:<14} {speeds['column_wise']:>12,} {speeds['per_key']:>10,} "
-                     f"{len(outputs['per_key'][0]):>8}  {same}  {path[:60]}")
-    print(f"{args.rows:,} rows per log, {args.batches} micro-batches; rows per CPU second (best of {args.repeat}); "
-          f"load average {load_before} -> {[round(x, 2) for x in os.getloadavg()]} on {os.cpu_count()} cores")
+        lines.append(
+            f"{rule:<14} {speeds['column_wise']:>12,} {speeds['per_key']:>10,} "
+            f"{len(outputs['per_key'][0]):>8}  {same}  {path[:60]}"
+        )
+    print(
+        f"{args.rows:,} rows per log, {args.batches} micro-batches; rows per CPU second (best of {args.repeat}); "
+        f"load average {load_before} -> {[round(x, 2) for x in os.getloadavg()]} on {os.cpu_count()} cores"
+    )
     print(f"{'rule':<14} {'column-wise':>12} {'per key':>10} {'matches':>8}  same  path")
     print("\n".join(lines))
     return 0 if same_everywhere else 1

@@ -29,28 +29,50 @@ sys.path.insert(0, str(REPO / "bench"))
 
 def shape(title: str, pattern: str, measures: str, defines: str, *, within: str = "", timeouts: bool = False):
     shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
-    return title, (f"SELECT * FROM ticks MATCH_RECOGNIZE (\n  PARTITION BY symbol ORDER BY ts\n  MEASURES {measures}\n"
-                   f"  ONE ROW PER MATCH{shown} AFTER MATCH SKIP PAST LAST ROW\n  PATTERN ({pattern}) {within}\n"
-                   f"  DEFINE {defines})")
+    return title, (
+        f"SELECT * FROM ticks MATCH_RECOGNIZE (\n  PARTITION BY symbol ORDER BY ts\n  MEASURES {measures}\n"
+        f"  ONE ROW PER MATCH{shown} AFTER MATCH SKIP PAST LAST ROW\n  PATTERN ({pattern}) {within}\n"
+        f"  DEFINE {defines})"
+    )
 
 
 # Streaming shapes beside the bench's queries (one tick per key per second; volume 100..5000 in hundreds).
 SHAPES = {
-    "t": shape("SHOW TIMEOUT MATCHES, A B*? C WITHIN 30 s", "A B*? C",
-               "A.ts AS a_ts, C.ts AS c_ts, MATCH_STATUS() AS status",
-               "A AS A.volume >= 4900, C AS C.price > A.price + 0.20", within="WITHIN INTERVAL '30' SECOND",
-               timeouts=True),
-    "x": shape("trailing absence A !B WITHIN 30 s (B reads its row)", "A !B",
-               "A.ts AS a_ts, COUNT(*) AS n, MATCH_STATUS() AS status",
-               "A AS A.volume = 5000, B AS B.volume >= 4500", within="WITHIN INTERVAL '30' SECOND"),
-    "y": shape("trailing absence A !B WITHIN 60 s (B reads A)", "A !B", "A.ts AS a_ts, COUNT(*) AS n",
-               "A AS A.volume = 5000, B AS B.price < A.price - 0.10", within="WITHIN INTERVAL '60' SECOND"),
-    "m": shape("absence in the middle A !B C WITHIN 60 s", "A !B C", "A.ts AS a_ts, C.ts AS c_ts, COUNT(*) AS n",
-               "A AS A.volume = 5000, B AS B.volume >= 4500, C AS C.price > A.price + 0.10",
-               within="WITHIN INTERVAL '60' SECOND"),
-    "p": shape("PREV in a measure, UP{5,} (temperature_rising)", "UP{5,}",
-               "FIRST(UP.ts) AS from_ts, COUNT(UP.*) AS n, ROUND(LAST(UP.price) - PREV(FIRST(UP.price)), 2) AS rise",
-               "UP AS UP.price > PREV(UP.price)"),
+    "t": shape(
+        "SHOW TIMEOUT MATCHES, A B*? C WITHIN 30 s",
+        "A B*? C",
+        "A.ts AS a_ts, C.ts AS c_ts, MATCH_STATUS() AS status",
+        "A AS A.volume >= 4900, C AS C.price > A.price + 0.20",
+        within="WITHIN INTERVAL '30' SECOND",
+        timeouts=True,
+    ),
+    "x": shape(
+        "trailing absence A !B WITHIN 30 s (B reads its row)",
+        "A !B",
+        "A.ts AS a_ts, COUNT(*) AS n, MATCH_STATUS() AS status",
+        "A AS A.volume = 5000, B AS B.volume >= 4500",
+        within="WITHIN INTERVAL '30' SECOND",
+    ),
+    "y": shape(
+        "trailing absence A !B WITHIN 60 s (B reads A)",
+        "A !B",
+        "A.ts AS a_ts, COUNT(*) AS n",
+        "A AS A.volume = 5000, B AS B.price < A.price - 0.10",
+        within="WITHIN INTERVAL '60' SECOND",
+    ),
+    "m": shape(
+        "absence in the middle A !B C WITHIN 60 s",
+        "A !B C",
+        "A.ts AS a_ts, C.ts AS c_ts, COUNT(*) AS n",
+        "A AS A.volume = 5000, B AS B.volume >= 4500, C AS C.price > A.price + 0.10",
+        within="WITHIN INTERVAL '60' SECOND",
+    ),
+    "p": shape(
+        "PREV in a measure, UP{5,} (temperature_rising)",
+        "UP{5,}",
+        "FIRST(UP.ts) AS from_ts, COUNT(UP.*) AS n, ROUND(LAST(UP.price) - PREV(FIRST(UP.price)), 2) AS rise",
+        "UP AS UP.price > PREV(UP.price)",
+    ),
 }
 
 
@@ -71,10 +93,11 @@ def stream(q, text, columns, rows, batches: int, *, columnar: bool | None):
     def work():
         out, ids = [], []
         for index in range(batches + 1):  # the last one empty: timers fire
-            got, got_ids, _ = local.run_batch(rows[index * size:(index + 1) * size])
+            got, got_ids, _ = local.run_batch(rows[index * size : (index + 1) * size])
             out += got
             ids += got_ids
         return out, ids
+
     return local, work
 
 
@@ -93,15 +116,19 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--symbols", type=int, default=1000)
     parser.add_argument("--batches", type=int, default=6)
-    parser.add_argument("--queries", default="abdetxymp",
-                        help="letters of bench/run.py's queries, and of the streaming shapes here (SHAPES: t x y m p)")
+    parser.add_argument(
+        "--queries",
+        default="abdetxymp",
+        help="letters of bench/run.py's queries, and of the streaming shapes here (SHAPES: t x y m p)",
+    )
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
 
-    import cep
     from data import generate
     from run import QUERIES
+
+    import cep
 
     table = generate(args.rows, symbols=args.symbols)
     rows = table.to_pylist()
@@ -113,8 +140,9 @@ def main(argv=None) -> int:
         entry: dict = {"title": title}
         outputs = {}
         for label, columnar in (("column_wise", None), ("per_key", False)):
-            entry[label], outputs[label], local = best_stream(q, text, columns, rows, args.batches, args.repeat,
-                                                              columnar=columnar)
+            entry[label], outputs[label], local = best_stream(
+                q, text, columns, rows, args.batches, args.repeat, columnar=columnar
+            )
             if columnar is None:
                 entry["path"] = local.path
                 entry["vm_pieces"] = local.step.vm_pieces if local.step is not None else None
@@ -125,14 +153,18 @@ def main(argv=None) -> int:
         results["queries"][letter] = entry
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
 
-    print(f"{args.rows:,} rows, {args.symbols:,} keys, {args.batches} micro-batches; rows per CPU second (best of "
-          f"{args.repeat}); load average {results['load_average_before']} -> {results['load_average_after']} "
-          f"on {os.cpu_count()} cores")
+    print(
+        f"{args.rows:,} rows, {args.symbols:,} keys, {args.batches} micro-batches; rows per CPU second (best of "
+        f"{args.repeat}); load average {results['load_average_before']} -> {results['load_average_after']} "
+        f"on {os.cpu_count()} cores"
+    )
     print(f"{'query':<52} {'column-wise':>12} {'per key':>10} {'q.run':>10} {'matches':>8}  same")
     for letter, entry in results["queries"].items():
         wise = f"{entry['column_wise']:,}" if entry["path"].startswith("column-wise") else "(per key)"
-        print(f"({letter}) {entry['title'][:47]:<48} {wise:>12} {entry['per_key']:>10,} {entry['q_run']:>10,} "
-              f"{entry['matches']:>8}  {entry['same_output']}")
+        print(
+            f"({letter}) {entry['title'][:47]:<48} {wise:>12} {entry['per_key']:>10,} {entry['q_run']:>10,} "
+            f"{entry['matches']:>8}  {entry['same_output']}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

@@ -31,22 +31,36 @@ def main(rows_wanted: int) -> None:
     query = cep.compile((REPO / "patterns" / "v_shape.sql").read_text(encoding="utf-8"))
     rnd = random.Random(1)
     t0 = dt.datetime(2024, 1, 1)
-    rows = [{"id": i, "symbol": f"S{i % 20}", "ts": t0 + dt.timedelta(milliseconds=100 * i), "price": float(rnd.randint(1, 9))}
-            for i in range(rows_wanted)]
-    batches = [rows[i:i + BATCH_ROWS] for i in range(0, len(rows), BATCH_ROWS)]
+    rows = [
+        {
+            "id": i,
+            "symbol": f"S{i % 20}",
+            "ts": t0 + dt.timedelta(milliseconds=100 * i),
+            "price": float(rnd.randint(1, 9)),
+        }
+        for i in range(rows_wanted)
+    ]
+    batches = [rows[i : i + BATCH_ROWS] for i in range(0, len(rows), BATCH_ROWS)]
     for dedup_key in (None, "id"):
         best = float("inf")
         for _ in range(RUNS):
-            engine = KeyedStream(query.plan, ("id", "symbol", "ts", "price"), query_text=query.text,
-                                 dedup_key=dedup_key, dedup_horizon_us=DELAY_MS * 1000)
+            engine = KeyedStream(
+                query.plan,
+                ("id", "symbol", "ts", "price"),
+                query_text=query.text,
+                dedup_key=dedup_key,
+                dedup_horizon_us=DELAY_MS * 1000,
+            )
             stream = LocalStream(engine, delay_ms=DELAY_MS)
             started = time.perf_counter()
             for batch in batches:
                 stream.run_batch(batch)
             best = min(best, time.perf_counter() - started)
         state = sum(len(blob) for blob in stream.states.values())
-        print(f"dedup_key={dedup_key!r}: {len(rows):,} rows in {best:.2f} s ({len(rows) / best:,.0f} rows/s); "
-              f"state after the last micro-batch {state:,} bytes")
+        print(
+            f"dedup_key={dedup_key!r}: {len(rows):,} rows in {best:.2f} s ({len(rows) / best:,.0f} rows/s); "
+            f"state after the last micro-batch {state:,} bytes"
+        )
 
 
 if __name__ == "__main__":

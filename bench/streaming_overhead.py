@@ -49,7 +49,9 @@ def write_batches(table, directory: Path, batches: int) -> list[int]:
     import pyarrow.parquet as pq
 
     directory.mkdir(parents=True, exist_ok=True)
-    table = table.set_column(table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.timestamp("us", tz="UTC")))
+    table = table.set_column(
+        table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.timestamp("us", tz="UTC"))
+    )
     size = -(-table.num_rows // batches)
     counts = []
     for index in range(batches):
@@ -69,21 +71,27 @@ def small_table(batches: int, per_batch: int = 40, keys: int = 10):
     n = batches * per_batch
     rng = np.random.default_rng(7)
     ts = np.datetime64("2024-01-02T09:30:00", "ms") + (np.arange(n) * 250).astype("timedelta64[ms]")
-    return pa.table({
-        "symbol": [f"K{i % keys:02d}" for i in range(n)],
-        "ts": pa.array(ts, pa.timestamp("ms")),
-        "price": (100 + np.cumsum(rng.integers(-3, 4, size=n)) / 10).astype("float64"),
-        "volume": np.full(n, 100, dtype="int64"),
-    })
+    return pa.table(
+        {
+            "symbol": [f"K{i % keys:02d}" for i in range(n)],
+            "ts": pa.array(ts, pa.timestamp("ms")),
+            "price": (100 + np.cumsum(rng.integers(-3, 4, size=n)) / 10).astype("float64"),
+            "volume": np.full(n, 100, dtype="int64"),
+        }
+    )
 
 
 def schema():
     from pyspark.sql import types as T
 
-    return T.StructType([
-        T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
-        T.StructField("price", T.DoubleType()), T.StructField("volume", T.LongType()),
-    ])
+    return T.StructType(
+        [
+            T.StructField("symbol", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("price", T.DoubleType()),
+            T.StructField("volume", T.LongType()),
+        ]
+    )
 
 
 def counting_apply(df):
@@ -98,8 +106,11 @@ def counting_apply(df):
         state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 1) + 3_600_000)
         yield pd.DataFrame({"symbol": [key[0]], "n": [total]})
 
-    return df.withWatermark("ts", "5 seconds").groupBy("symbol").applyInPandasWithState(
-        count, "symbol string, n long", "n long", "append", GroupStateTimeout.EventTimeTimeout)
+    return (
+        df.withWatermark("ts", "5 seconds")
+        .groupBy("symbol")
+        .applyInPandasWithState(count, "symbol string, n long", "n long", "append", GroupStateTimeout.EventTimeTimeout)
+    )
 
 
 def counting_buckets(df):
@@ -121,7 +132,8 @@ def counting_buckets(df):
 
     bucketed = df.withWatermark("ts", "5 seconds").withColumn("bucket", bucket_expression(["symbol"], KEY_BUCKETS))
     return bucketed.groupBy("bucket").applyInPandasWithState(
-        count, "bucket int, n long", "counts binary", "append", GroupStateTimeout.EventTimeTimeout)
+        count, "bucket int, n long", "counts binary", "append", GroupStateTimeout.EventTimeTimeout
+    )
 
 
 def counting_transform(df):
@@ -143,16 +155,26 @@ def counting_transform(df):
         def close(self):
             pass
 
-    return df.withWatermark("ts", "5 seconds").groupBy("symbol").transformWithStateInPandas(
-        Count(), outputStructType="symbol string, n long", outputMode="Append", timeMode="EventTime")
+    return (
+        df.withWatermark("ts", "5 seconds")
+        .groupBy("symbol")
+        .transformWithStateInPandas(
+            Count(), outputStructType="symbol string, n long", outputMode="Append", timeMode="EventTime"
+        )
+    )
 
 
 def run(spark, source: Path, work: Path, name: str, build) -> dict:
     df = spark.readStream.schema(schema()).option("maxFilesPerTrigger", 1).parquet(str(source))
     out = build(df)
     started = time.perf_counter()
-    query = (out.writeStream.format("noop").queryName(name).option("checkpointLocation", str(work / f"ck-{name}"))
-             .trigger(availableNow=True).start())
+    query = (
+        out.writeStream.format("noop")
+        .queryName(name)
+        .option("checkpointLocation", str(work / f"ck-{name}"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     wall = time.perf_counter() - started
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -172,7 +194,9 @@ def run(spark, source: Path, work: Path, name: str, build) -> dict:
         "first_batch_ms": trigger[0] if trigger else None,
         "median_trigger_ms": statistics.median(trigger[later]) if trigger else None,
         "median_addbatch_ms": statistics.median(add[later]) if add else None,
-        "rows_per_s": round(sum(rows[later]) / (sum(trigger[later]) / 1000)) if trigger and sum(trigger[later]) else None,
+        "rows_per_s": round(sum(rows[later]) / (sum(trigger[later]) / 1000))
+        if trigger and sum(trigger[later])
+        else None,
         "metrics": metrics,
     }
 
@@ -221,9 +245,17 @@ def step_cost(q, text, table, counts, buckets: int) -> dict:
 
     columns = tuple(table.column_names)
     types = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"}
-    step = _SparkStep(q.plan, columns, ("symbol",), query_text=text, session_timeout_us=3_600_000_000,
-                      max_pending_rows=200_000, output_columns=q.plan.output_types(types), late_rows=True,
-                      key_buckets=buckets)
+    step = _SparkStep(
+        q.plan,
+        columns,
+        ("symbol",),
+        query_text=text,
+        session_timeout_us=3_600_000_000,
+        max_pending_rows=200_000,
+        output_columns=q.plan.output_types(types),
+        late_rows=True,
+        key_buckets=buckets,
+    )
     frame = table.to_pandas()
     frame["ts"] = frame["ts"].astype("datetime64[ns]")
     frame[EVENT_US] = frame["ts"].astype("int64") // 1000
@@ -248,8 +280,11 @@ def step_cost(q, text, table, counts, buckets: int) -> dict:
             calls += 1
         elapsed += time.process_time() - started
         top = int(part[EVENT_US].max()) if top is None else max(top, int(part[EVENT_US].max()))
-    return {"calls": calls, "cpu_ms_per_call": round(elapsed / calls * 1000, 2),
-            "rows_per_cpu_s": round(sum(counts) / elapsed)}
+    return {
+        "calls": calls,
+        "cpu_ms_per_call": round(elapsed / calls * 1000, 2),
+        "rows_per_cpu_s": round(sum(counts) / elapsed),
+    }
 
 
 def main(argv=None) -> int:
@@ -260,7 +295,9 @@ def main(argv=None) -> int:
     parser.add_argument("--small-batches", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--skip-transform", action="store_true", help="skip transformWithStateInPandas (b)")
-    parser.add_argument("--skip-per-key", action="store_true", help="skip (a)'s throughput run (one call per key: slow)")
+    parser.add_argument(
+        "--skip-per-key", action="store_true", help="skip (a)'s throughput run (one call per key: slow)"
+    )
     parser.add_argument("--query", help="a letter of bench/run.py's queries instead of patterns/v_shape.sql")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -270,8 +307,9 @@ def main(argv=None) -> int:
 
         text = QUERIES[args.query][1]
 
-    import cep
     from data import generate
+
+    import cep
     from cep.spark_bridge.spark.buckets import KEY_BUCKETS
     from cep.spark_bridge.spark.session import get_spark
 
@@ -291,8 +329,10 @@ def main(argv=None) -> int:
         run(spark, small, work, "warmup", counting_apply)
         results["overhead_apply"] = run(spark, small, work, "overhead_apply", counting_apply)
         if not args.skip_transform:
-            spark.conf.set("spark.sql.streaming.stateStore.providerClass",
-                           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+            spark.conf.set(
+                "spark.sql.streaming.stateStore.providerClass",
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+            )
             try:
                 results["overhead_transform"] = run(spark, small, work, "overhead_transform", counting_transform)
             except Exception as exc:  # pragma: no cover - depends on the installed extras
@@ -334,24 +374,38 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"session start: {results['session_start_s']} s; load average after: {results['load_average_after']} on {os.cpu_count()} cores")
+    print(
+        f"session start: {results['session_start_s']} s; load average after: {results['load_average_after']} on {os.cpu_count()} cores"
+    )
     print(results["streaming_path"])
     print(f"{'run':<24} {'batches':>7} {'first ms':>9} {'median ms':>10} {'addBatch ms':>12} {'rows/s':>9}")
-    for name in ("overhead_apply", "overhead_transform", "overhead_cep", "throughput_apply", "throughput_apply_buckets",
-                 "throughput_cep"):
+    for name in (
+        "overhead_apply",
+        "overhead_transform",
+        "overhead_cep",
+        "throughput_apply",
+        "throughput_apply_buckets",
+        "throughput_cep",
+    ):
         r = results.get(name)
         if not r:
             continue
         if "error" in r:
             print(f"{name:<24} error: {r['error']}")
             continue
-        print(f"{name:<24} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} {r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}")
+        print(
+            f"{name:<24} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} {r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}"
+        )
     if results.get("throughput_cep", {}).get("state_bytes_per_key_call"):  # the column-wise path keeps no per-key count
         print(f"cep state per key (mean over calls): {results['throughput_cep']['state_bytes_per_key_call']} bytes")
-    print(f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows per CPU second; q.run: {results['q_run_rows_per_s']}")
+    print(
+        f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows per CPU second; q.run: {results['q_run_rows_per_s']}"
+    )
     step = results["step_per_call"]
-    print(f"cep step function called directly ({KEY_BUCKETS} buckets): {step['calls']} calls, {step['cpu_ms_per_call']} "
-          f"CPU ms per call, {step['rows_per_cpu_s']:,} rows per CPU second")
+    print(
+        f"cep step function called directly ({KEY_BUCKETS} buckets): {step['calls']} calls, {step['cpu_ms_per_call']} "
+        f"CPU ms per call, {step['rows_per_cpu_s']:,} rows per CPU second"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

@@ -43,16 +43,21 @@ SENSORS = 2_000
 GAP_SHARE = 0.005
 
 QUERIES = {
-    "sensor_gap": ("patterns/sensor_gap.sql: a reading 10 minutes or more after the one before (ts - PREV(ts))",
-                   (REPO / "patterns" / "sensor_gap.sql").read_text()),
-    "three_steps": ("three readings over 20.0, each within 2 minutes of the first (C.ts - A.ts)", """
+    "sensor_gap": (
+        "patterns/sensor_gap.sql: a reading 10 minutes or more after the one before (ts - PREV(ts))",
+        (REPO / "patterns" / "sensor_gap.sql").read_text(),
+    ),
+    "three_steps": (
+        "three readings over 20.0, each within 2 minutes of the first (C.ts - A.ts)",
+        """
 SELECT * FROM readings MATCH_RECOGNIZE (
   PARTITION BY sensor ORDER BY ts
   MEASURES A.ts AS first_ts, C.ts AS last_ts, C.ts - A.ts AS took
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (A B C)
   DEFINE A AS value > 20.0, B AS value > 20.0 AND B.ts - A.ts <= INTERVAL '2' MINUTE,
-         C AS value > 20.0 AND C.ts - A.ts <= INTERVAL '2' MINUTE)"""),
+         C AS value > 20.0 AND C.ts - A.ts <= INTERVAL '2' MINUTE)""",
+    ),
 }
 
 
@@ -67,16 +72,20 @@ def readings(rows: int, seed: int = 19) -> pa.Table:
     micros = np.empty(rows, dtype=np.int64)
     by_sensor = np.cumsum(steps[order])
     starts = np.searchsorted(sensor[order], np.arange(SENSORS))
-    first = np.repeat(by_sensor[np.minimum(starts, rows - 1)] - steps[order][np.minimum(starts, rows - 1)],
-                      np.diff(np.append(starts, rows)))
+    first = np.repeat(
+        by_sensor[np.minimum(starts, rows - 1)] - steps[order][np.minimum(starts, rows - 1)],
+        np.diff(np.append(starts, rows)),
+    )
     micros[order] = by_sensor - first
     base = int((dt.datetime(2024, 3, 1) - dt.datetime(1970, 1, 1)) / dt.timedelta(microseconds=1))
     feed = np.argsort(micros, kind="stable")  # the feed arrives in time order, sensors interleaved
-    return pa.table({
-        "sensor": pa.array([f"S{k:04d}" for k in sensor[feed]]),
-        "ts": pa.array(micros[feed] + base, type=pa.timestamp("us")),
-        "value": pa.array(np.round(rng.normal(20.0, 2.0, rows), 2)),
-    })
+    return pa.table(
+        {
+            "sensor": pa.array([f"S{k:04d}" for k in sensor[feed]]),
+            "ts": pa.array(micros[feed] + base, type=pa.timestamp("us")),
+            "value": pa.array(np.round(rng.normal(20.0, 2.0, rows), 2)),
+        }
+    )
 
 
 def on_vm(query: cep.Query, data):
@@ -95,12 +104,22 @@ def measure(name: str, text: str, table: pa.Table, vm_rows: int, repeats: int) -
     same = small_out == vm_out and arrow_out.to_pylist() == list_out
     n, m = len(rows), len(subset)
     return {
-        "title": QUERIES[name][0], "text": text.strip(), "path": path, "rows": n, "vm_rows": m,
-        "matches": len(list_out), "vm_matches": len(vm_out), "same_output": same,
-        "arrow_eps_per_cpu": n / arrow_cpu, "arrow_eps_wall": n / arrow_wall,
-        "list_eps_per_cpu": n / list_cpu, "list_eps_wall": n / list_wall,
-        "vm_eps_per_cpu": m / vm_cpu, "subset_eps_per_cpu": m / small_cpu,
-        "list_over_vm": (n / list_cpu) / (m / vm_cpu), "arrow_over_vm": (n / arrow_cpu) / (m / vm_cpu),
+        "title": QUERIES[name][0],
+        "text": text.strip(),
+        "path": path,
+        "rows": n,
+        "vm_rows": m,
+        "matches": len(list_out),
+        "vm_matches": len(vm_out),
+        "same_output": same,
+        "arrow_eps_per_cpu": n / arrow_cpu,
+        "arrow_eps_wall": n / arrow_wall,
+        "list_eps_per_cpu": n / list_cpu,
+        "list_eps_wall": n / list_wall,
+        "vm_eps_per_cpu": m / vm_cpu,
+        "subset_eps_per_cpu": m / small_cpu,
+        "list_over_vm": (n / list_cpu) / (m / vm_cpu),
+        "arrow_over_vm": (n / arrow_cpu) / (m / vm_cpu),
     }
 
 
@@ -112,15 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-report", action="store_true", help="do not rewrite docs/performance.md")
     args = parser.parse_args(argv)
     table = readings(args.rows)
-    results = {"rows": args.rows, "sensors": SENSORS, "gap_share": GAP_SHARE, "vm_rows": min(args.vm_rows, args.rows), "repeats": args.repeats,
-               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-               "queries": {}}
+    results = {
+        "rows": args.rows,
+        "sensors": SENSORS,
+        "gap_share": GAP_SHARE,
+        "vm_rows": min(args.vm_rows, args.rows),
+        "repeats": args.repeats,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "queries": {},
+    }
     for name, (_, text) in QUERIES.items():
         results["queries"][name] = res = measure(name, text, table, args.vm_rows, args.repeats)
-        print(f"{name}: {res['path']}\n  list {res['list_eps_per_cpu']:,.0f}/CPU-s, arrow {res['arrow_eps_per_cpu']:,.0f}, "
-              f"VM {res['vm_eps_per_cpu']:,.0f} ({res['list_over_vm']:.1f}x), matches {res['matches']:,}, "
-              f"same as the VM: {res['same_output']}", flush=True)
+        print(
+            f"{name}: {res['path']}\n  list {res['list_eps_per_cpu']:,.0f}/CPU-s, arrow {res['arrow_eps_per_cpu']:,.0f}, "
+            f"VM {res['vm_eps_per_cpu']:,.0f} ({res['list_over_vm']:.1f}x), matches {res['matches']:,}, "
+            f"same as the VM: {res['same_output']}",
+            flush=True,
+        )
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     if not args.no_report and bench_run.RESULTS.exists():
         bench_run.main(["--report-only"])

@@ -23,7 +23,8 @@ import argparse
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import cep
 from cep import report, run_cli, status_cli, stream_cli
@@ -60,7 +61,6 @@ from cep.grammar.parser import parse_schema, split_statements
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting.rule_set import build_rule_set
-from cep.spark_bridge.spark.columns import quote
 from cep.statement import check_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -200,7 +200,7 @@ def _clause_position(args: argparse.Namespace, statement: Any) -> int:
     return args.clause - 1
 
 
-def clause_and_rows(args: argparse.Namespace, text: str, filename: str) -> tuple[Any, "pd.DataFrame"]:
+def clause_and_rows(args: argparse.Namespace, text: str, filename: str) -> tuple[Any, pd.DataFrame]:
     """The ``--clause`` of the whole statement in ``text`` and the rows it reads from the inputs, as ``cep run``
     reads them (``cli_io.statement_inputs``); raises CepError and UsageError."""
     inputs = Inputs.parse(args.input, args.schema, args.input_format)
@@ -244,7 +244,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 TRACE_EVENTS = ("tested", "dropped", "alive", "match")
 
 
-def _partition_filter(query: Any, pdf: "pd.DataFrame", specs: Sequence[str]) -> tuple["pd.DataFrame", str]:
+def _partition_filter(query: Any, pdf: pd.DataFrame, specs: Sequence[str]) -> tuple[pd.DataFrame, str]:
     """The rows of the one partition that ``--partition COLUMN=VALUE`` options pick, and its description.
 
     Values are compared as ``cep run`` prints them, so what a run shows can be pasted back here.
@@ -273,13 +273,15 @@ def _partition_filter(query: Any, pdf: "pd.DataFrame", specs: Sequence[str]) -> 
     if rest and subset.groupby(rest, dropna=False).ngroups > 1:
         first = subset.iloc[0]
         hint = " ".join(f"--partition '{c}={cell(first[c])}'" for c in columns)
-        raise UsageError(f"the input holds {subset.groupby(rest, dropna=False).ngroups} partitions; pick one, e.g. {hint}")
+        raise UsageError(
+            f"the input holds {subset.groupby(rest, dropna=False).ngroups} partitions; pick one, e.g. {hint}"
+        )
     first = subset.iloc[0] if len(subset) else None
     described = ", ".join(f"{c}={cell(first[c])}" for c in columns) if first is not None else ""
     return subset, described or "(the whole input: no PARTITION BY)"
 
 
-def _bound(text: str | None, series: "pd.Series", option: str) -> Any:
+def _bound(text: str | None, series: pd.Series, option: str) -> Any:
     """``--from``/``--to`` in the type of the ORDER BY column."""
     import pandas as pd
 
@@ -295,8 +297,15 @@ def _bound(text: str | None, series: "pd.Series", option: str) -> Any:
     return text
 
 
-def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), events: Sequence[str] = TRACE_EVENTS,
-                low: Any = None, high: Any = None) -> "pd.DataFrame":
+def trace_table(
+    query: Any,
+    pdf: pd.DataFrame,
+    *,
+    show: Sequence[str] = (),
+    events: Sequence[str] = TRACE_EVENTS,
+    low: Any = None,
+    high: Any = None,
+) -> pd.DataFrame:
     """``Query.trace`` of ``pdf`` (one partition) with the ORDER BY value and the ``show`` columns of each
     row, restricted to ``events`` and to order values in [low, high]."""
     trace = query.trace(pdf)
@@ -308,7 +317,11 @@ def trace_table(query: Any, pdf: "pd.DataFrame", *, show: Sequence[str] = (), ev
     table = trace.drop(columns=["partition"]).rename(columns={"order_key": order})
     for name in show:
         values = pdf[name].tolist()
-        table.insert(2 + list(show).index(name), name, [values[positions[r]] if 0 <= r < len(positions) else None for r in table["row"]])
+        table.insert(
+            2 + list(show).index(name),
+            name,
+            [values[positions[r]] if 0 <= r < len(positions) else None for r in table["row"]],
+        )
     # The VM reports a match once the partial matches that could still beat it are gone, often a row
     # or more after the match's last row; listing by row puts it where a reader looks for it.
     table = table.sort_values("row", kind="stable")
@@ -342,7 +355,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
             wanted = [c.strip() for c in args.columns.split(",") if c.strip()]
             missing = [c for c in wanted if c not in part.columns]
             if missing:
-                raise UsageError(f"--columns: no column {', '.join(missing)} in the input (columns: {', '.join(map(str, part.columns))})")
+                raise UsageError(
+                    f"--columns: no column {', '.join(missing)} in the input (columns: {', '.join(map(str, part.columns))})"
+                )
             show = wanted
         show = [c for c in show if c != order_column]
         table = trace_table(query, part, show=show, events=events, low=low, high=high)
@@ -373,8 +388,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {args.out}: no directory {parent}")
     try:
         query, pdf = clause_and_rows(args, text, args.query_file)
-        html = report.build_report(query, pdf, column=args.column, max_partitions=args.partitions,
-                                   sources=list(args.input or ()), plotly=args.plotly)
+        html = report.build_report(
+            query,
+            pdf,
+            column=args.column,
+            max_partitions=args.partitions,
+            sources=list(args.input or ()),
+            plotly=args.plotly,
+        )
     except ImportError as exc:  # plotly missing
         raise UsageError(f"cep report needs plotly ({exc}): pip install 'cep-spark[report]'") from None
     except cep.CepError as err:
@@ -402,11 +423,20 @@ def _input_options(command: argparse.ArgumentParser, *, required: bool = True) -
     what = "" if required else " (optional: check the clause against the columns it reads)"
     command.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH", help=INPUT_HELP + what)
     # explain's --format is its output's: its inputs' is --input-format
-    command.add_argument("--input-format" if not required else "--format", dest="input_format", choices=FORMATS,
-                         help="input format (default: from the file extension)")
+    command.add_argument(
+        "--input-format" if not required else "--format",
+        dest="input_format",
+        choices=FORMATS,
+        help="input format (default: from the file extension)",
+    )
     command.add_argument("--schema", action="append", metavar="[NAME=]COLUMNS", help=SCHEMA_HELP)
-    command.add_argument("--clause", type=int, default=1, metavar="N",
-                         help="the MATCH_RECOGNIZE clause of the statement to look at, counted from 1 (default: 1)")
+    command.add_argument(
+        "--clause",
+        type=int,
+        default=1,
+        metavar="N",
+        help="the MATCH_RECOGNIZE clause of the statement to look at, counted from 1 (default: 1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -425,54 +455,86 @@ def build_parser() -> argparse.ArgumentParser:
         description="Parse and check every statement of each FILE; print each error with its position.",
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="query file(s); a directory is checked as a rule set")
-    check.add_argument("--rules", action="store_true",
-                       help="check the files as alert rules, with the verdicts of cep stream and cep run --rules "
-                            "(names, options, summary templates, what a stream cannot run)")
     check.add_argument(
-        "--schema", metavar="COLUMNS",
+        "--rules",
+        action="store_true",
+        help="check the files as alert rules, with the verdicts of cep stream and cep run --rules "
+        "(names, options, summary templates, what a stream cannot run)",
+    )
+    check.add_argument(
+        "--schema",
+        metavar="COLUMNS",
         help="input columns and types to check against, e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'",
     )
-    check.add_argument("--input", nargs="+", metavar="DATA",
-                       help="check against the columns and types of these data files (csv, parquet, json)")
+    check.add_argument(
+        "--input",
+        nargs="+",
+        metavar="DATA",
+        help="check against the columns and types of these data files (csv, parquet, json)",
+    )
     check.add_argument("--format", choices=FORMATS, help="the data files' format (default: from their extension)")
     check.set_defaults(func=cmd_check)
 
-    fmt = sub.add_parser("fmt", help="print a query in canonical form", description="Print the canonical formatting of the queries in FILE.")
+    fmt = sub.add_parser(
+        "fmt",
+        help="print a query in canonical form",
+        description="Print the canonical formatting of the queries in FILE.",
+    )
     fmt.add_argument("file", metavar="FILE", help="query file")
     fmt.set_defaults(func=cmd_fmt)
 
     explain = sub.add_parser(
-        "explain", help="print the compiled program of a query, or draw its automaton",
+        "explain",
+        help="print the compiled program of a query, or draw its automaton",
         description="Compile the query in FILE and print the program the matcher runs, its conditions and "
         "execution path (text), or the pattern's automaton as Graphviz DOT, SVG or PNG (svg and png need "
         "Graphviz's 'dot' program).",
     )
     explain.add_argument("file", metavar="FILE", help="query file")
-    explain.add_argument("--format", "-f", choices=EXPLAIN_FORMATS,
-                         help="text (default), dot, svg or png (default: from --output's extension, else text)")
+    explain.add_argument(
+        "--format",
+        "-f",
+        choices=EXPLAIN_FORMATS,
+        help="text (default), dot, svg or png (default: from --output's extension, else text)",
+    )
     explain.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
     _input_options(explain, required=False)
     explain.set_defaults(func=cmd_explain)
 
     trace = sub.add_parser(
-        "trace", help="show, row by row, why a partition did or did not match",
+        "trace",
+        help="show, row by row, why a partition did or did not match",
         description="Run the query over one partition of the input with a tracer: for each row, the "
         "conditions tested and their result, the partial matches alive (by pattern position), those "
         "dropped and why, and where matches began and ended.",
     )
     trace.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
     _input_options(trace)
-    trace.add_argument("--partition", "-p", action="append", metavar="COLUMN=VALUE",
-                       help="the partition to trace, e.g. 'symbol=ACME'; repeat for each PARTITION BY column")
-    trace.add_argument("--from", dest="start", metavar="X", help="show records from this ORDER BY value on (e.g. '2024-01-02 09:40')")
+    trace.add_argument(
+        "--partition",
+        "-p",
+        action="append",
+        metavar="COLUMN=VALUE",
+        help="the partition to trace, e.g. 'symbol=ACME'; repeat for each PARTITION BY column",
+    )
+    trace.add_argument(
+        "--from", dest="start", metavar="X", help="show records from this ORDER BY value on (e.g. '2024-01-02 09:40')"
+    )
     trace.add_argument("--to", dest="end", metavar="X", help="show records up to this ORDER BY value")
-    trace.add_argument("--events", metavar="KINDS", help=f"comma-separated record kinds to show (default: all of {','.join(TRACE_EVENTS)})")
-    trace.add_argument("--columns", metavar="NAMES", help="input columns to show per row (default: those the DEFINE conditions read)")
+    trace.add_argument(
+        "--events",
+        metavar="KINDS",
+        help=f"comma-separated record kinds to show (default: all of {','.join(TRACE_EVENTS)})",
+    )
+    trace.add_argument(
+        "--columns", metavar="NAMES", help="input columns to show per row (default: those the DEFINE conditions read)"
+    )
     trace.add_argument("--output", "-o", metavar="FILE", help="write the trace to FILE (.csv, .parquet or .json)")
     trace.set_defaults(func=cmd_trace)
 
     report = sub.add_parser(
-        "report", help="write a self-contained HTML report of a query's matches",
+        "report",
+        help="write a self-contained HTML report of a query's matches",
         description="Run the query over the input (pure-Python engine) and write one HTML file with the "
         "query, summary counts, matches per partition and over time, match length and duration "
         "histograms, a match explorer (click a match to zoom its partition's chart to it), charts of a "
@@ -483,17 +545,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
     _input_options(report)
-    report.add_argument("--out", "--output", "-o", dest="out", required=True, metavar="FILE", help="the HTML file to write")
-    report.add_argument("--column", "-c", metavar="NAME",
-                        help="column to chart per partition (default: the first numeric column the conditions "
-                        "read, else any numeric column, else a text column they read, drawn as lanes of events)")
-    report.add_argument("--partitions", "-n", type=non_negative_int, default=4, metavar="N",
-                        help="chart at most N partitions, those with the most matches (default: %(default)s)")
-    report.add_argument("--plotly", choices=report_module.PLOTLY_MODES, default="embed",
-                        help="how the page gets plotly.js: embed (default: inside the page, about 4.8 MB, opens "
-                        "anywhere offline), file (a small page and plotly-VERSION.min.js written beside it, "
-                        "shared by the reports of a folder), cdn (a small page that fetches it from cdn.plot.ly: "
-                        "online only)"),
+    report.add_argument(
+        "--out", "--output", "-o", dest="out", required=True, metavar="FILE", help="the HTML file to write"
+    )
+    report.add_argument(
+        "--column",
+        "-c",
+        metavar="NAME",
+        help="column to chart per partition (default: the first numeric column the conditions "
+        "read, else any numeric column, else a text column they read, drawn as lanes of events)",
+    )
+    report.add_argument(
+        "--partitions",
+        "-n",
+        type=non_negative_int,
+        default=4,
+        metavar="N",
+        help="chart at most N partitions, those with the most matches (default: %(default)s)",
+    )
+    (
+        report.add_argument(
+            "--plotly",
+            choices=report_module.PLOTLY_MODES,
+            default="embed",
+            help="how the page gets plotly.js: embed (default: inside the page, about 4.8 MB, opens "
+            "anywhere offline), file (a small page and plotly-VERSION.min.js written beside it, "
+            "shared by the reports of a folder), cdn (a small page that fetches it from cdn.plot.ly: "
+            "online only)",
+        ),
+    )
     report.set_defaults(func=cmd_report)
     stream_cli.add_commands(sub)  # `cep stream`: alerting over a stream (docs/alerting.md, docs/operations.md)
     status_cli.add_commands(sub)  # `cep status` and `cep deliver`

@@ -11,26 +11,36 @@ import math
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cep.delta_io import is_delta, read_delta_arrow, snapshot_of, write_matches
 from cep.grammar.errors import CepError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import arrow_to_pandas, pandas_series
+from cep.matcher.rows.text_types import (
+    RepeatedColumnError,
+    column_type,
+    convert,
+    declared_value,
+    evidence,
+    parse_timestamp,
+    repeated_column,
+    resolve_declared,
+    string_type,
+    time_is_held,
+)
 from cep.matcher.sql.types import decimal_params
-from cep.matcher.rows.text_types import (column_type, convert, declared_value, evidence, parse_timestamp,
-                                         RepeatedColumnError, repeated_column, resolve_declared,
-                                         string_type, time_is_held)
 from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import RAW, REJECT
+from cep.spark_bridge.spark.delta import CepDeltaError, read_delta
+from cep.spark_bridge.spark.delta_connector import DeltaConnectorError
 from cep.spark_bridge.spark.files import json_holds_array, read_files
 from cep.spark_bridge.spark.inputs import dead_letter_columns, mark_bad_rows, prepare_input
 from cep.spark_bridge.spark.kafka import VALUE_FORMATS, is_kafka_url, kafka_location, read_kafka
-from cep.spark_bridge.spark.delta import CepDeltaError, read_delta
-from cep.spark_bridge.spark.delta_connector import DeltaConnectorError
 from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError
 from cep.spark_bridge.spark.session import get_spark
 
@@ -54,7 +64,6 @@ EXTENSIONS = {
     ".jsonl": "json",
     ".ndjson": "json",
 }
-
 
 
 class UsageError(Exception):
@@ -103,9 +112,7 @@ def format_of(path: str, explicit: str | None, *, what: str) -> str:
         return explicit
     candidates = [path]
     if os.path.isdir(path):
-        candidates = sorted(
-            os.path.join(path, name) for name in os.listdir(path) if not name.startswith(("_", "."))
-        )
+        candidates = sorted(os.path.join(path, name) for name in os.listdir(path) if not name.startswith(("_", ".")))
     for candidate in candidates:
         fmt = format_of_name(candidate)
         if fmt is not None:
@@ -123,19 +130,25 @@ def input_format(paths: Sequence[str], explicit: str | None) -> str:
             raise UsageError(f"input file not found: {path}")
     formats = {format_of(path, explicit, what="input") for path in paths}
     if len(formats) > 1:
-        raise UsageError(f"the inputs mix formats ({', '.join(sorted(formats))}); give one --format for all, or run them separately")
+        raise UsageError(
+            f"the inputs mix formats ({', '.join(sorted(formats))}); give one --format for all, or run them separately"
+        )
     return formats.pop()
 
 
 # ------------------------------------------------------------------------------------------- inputs
 
 _NAMED = re.compile(r"^([A-Za-z_][\w.]*)=(.+)$", re.S)
-INPUT_HELP = ("input file (or Spark directory): without NAME=, the table the first MATCH_RECOGNIZE reads (repeat "
-              "for several files of one format); NAME=PATH: the table NAME. Default: the files the query names "
-              "(FROM 'data/ticks.csv')")
-SCHEMA_HELP = ("the types of a CSV input's columns, e.g. 'ts TIMESTAMP, d DATE' for the unnamed --input, "
-               "NAME='d DATE' for --input NAME=PATH (repeat for each); other columns are typed by their values, and a "
-               "value of another type is a bad row (--dead-letter)")
+INPUT_HELP = (
+    "input file (or Spark directory): without NAME=, the table the first MATCH_RECOGNIZE reads (repeat "
+    "for several files of one format); NAME=PATH: the table NAME. Default: the files the query names "
+    "(FROM 'data/ticks.csv')"
+)
+SCHEMA_HELP = (
+    "the types of a CSV input's columns, e.g. 'ts TIMESTAMP, d DATE' for the unnamed --input, "
+    "NAME='d DATE' for --input NAME=PATH (repeat for each); other columns are typed by their values, and a "
+    "value of another type is a bad row (--dead-letter)"
+)
 
 
 @dataclass(frozen=True)
@@ -150,8 +163,9 @@ class Inputs:
     format: str | None = None  # --format, else each file's extension
 
     @classmethod
-    def parse(cls, options: Sequence[str] | None, schemas: Sequence[str] | str | None = None,
-              fmt: str | None = None) -> "Inputs":
+    def parse(
+        cls, options: Sequence[str] | None, schemas: Sequence[str] | str | None = None, fmt: str | None = None
+    ) -> Inputs:
         """``--input`` values (``NAME=PATH`` names a table unless a file has that very name) and ``--schema``
         values (``'COLUMNS'`` for the unnamed input, ``NAME='COLUMNS'`` for a named one)."""
         unnamed, named = [], {}
@@ -173,13 +187,17 @@ class Inputs:
             columns = found.group(2) if found else text
             if key is not None and key not in self.named:
                 named = ", ".join(self.named) or "none"
-                raise UsageError(f"--schema {key}=...: no --input is named {key} (named inputs: {named}); "
-                                 "the unnamed --input's types are given without a name: --schema 'd DATE, ...'")
+                raise UsageError(
+                    f"--schema {key}=...: no --input is named {key} (named inputs: {named}); "
+                    "the unnamed --input's types are given without a name: --schema 'd DATE, ...'"
+                )
             if key is None and not self.unnamed:
                 if len(self.named) != 1:
                     names = ", ".join(self.named) or "none"
-                    raise UsageError(f"--schema '{columns}' types the unnamed --input, and there is none; for a named "
-                                     f"input write --schema NAME='{columns}' (named inputs: {names})")
+                    raise UsageError(
+                        f"--schema '{columns}' types the unnamed --input, and there is none; for a named "
+                        f"input write --schema NAME='{columns}' (named inputs: {names})"
+                    )
                 key = next(iter(self.named))
             if key in declared:
                 which = f"input {key}" if key else "the unnamed input"
@@ -187,8 +205,10 @@ class Inputs:
             paths = list(self.unnamed) if key is None else [self.named[key]]
             if not all(is_kafka_url(path) for path in paths) and input_format(paths, self.format) != "csv":
                 which = "the unnamed input" if key is None else key
-                raise UsageError("--schema types the columns of a CSV input (or of a Kafka message value): "
-                                 f"{which} is not CSV, and JSON and Parquet files carry their own types")
+                raise UsageError(
+                    "--schema types the columns of a CSV input (or of a Kafka message value): "
+                    f"{which} is not CSV, and JSON and Parquet files carry their own types"
+                )
             try:
                 declared[key] = parse_schema(columns)
             except CepError as exc:
@@ -198,14 +218,14 @@ class Inputs:
     def unnamed_format(self) -> str | None:
         return input_format(list(self.unnamed), self.format) if self.unnamed else None
 
-    def read_pandas(self) -> tuple["pd.DataFrame | None", dict[str, "pd.DataFrame"]]:
+    def read_pandas(self) -> tuple[pd.DataFrame | None, dict[str, pd.DataFrame]]:
         """(the unnamed input or None, the named tables), read by the python engine's reader."""
         default = None
         if self.unnamed:
             default = read_pandas(list(self.unnamed), self.unnamed_format(), self.schemas.get(None))
         return default, {name: self.read_named_pandas(name) for name in self.named}
 
-    def read_named_pandas(self, name: str, columns: Sequence[str] | None = None) -> "pd.DataFrame":
+    def read_named_pandas(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
         path = self.named[name]
         return read_pandas([path], input_format([path], self.format), self.schemas.get(name), columns=columns)
 
@@ -214,7 +234,7 @@ class Inputs:
         return read_spark(spark, [path], input_format([path], self.format), self.schemas.get(name), columns=columns)
 
 
-def statement_inputs(statement: Any, inputs: Inputs, *, position: int = 0) -> tuple[Any, "pd.DataFrame"]:
+def statement_inputs(statement: Any, inputs: Inputs, *, position: int = 0) -> tuple[Any, pd.DataFrame]:
     """(the Query of the statement's clause at ``position``, the rows it reads), on the python engine: the
     inputs read as ``cep run`` reads them and the SQL around the clause run (a subquery, a WITH, a join),
     so that ``cep trace`` and ``cep report`` look at what the clause sees in ``cep run``."""
@@ -229,13 +249,13 @@ def statement_inputs(statement: Any, inputs: Inputs, *, position: int = 0) -> tu
 # ------------------------------------------------------------------------------------ reading: pandas
 
 
-def _naive_utc(series: "pd.Series") -> "pd.Series":
+def _naive_utc(series: pd.Series) -> pd.Series:
     if getattr(series.dt, "tz", None) is not None:
         return series.dt.tz_convert("UTC").dt.tz_localize(None)
     return series
 
 
-def infer_datetimes(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def infer_datetimes(pdf: pd.DataFrame) -> pd.DataFrame:
     """Time-zone-aware datetime columns as naive UTC (what Spark's session gives), and each text column
     whose every non-null value is an ISO 8601 date or time as datetime64 (``text_types.string_type``)."""
     import pandas as pd
@@ -259,12 +279,16 @@ def input_files(path: str, fmt: str) -> list[str]:
     directory: its part files, not the ``_SUCCESS`` and hidden ones)."""
     if not os.path.isdir(path):
         return [path]
-    return sorted(os.path.join(path, name) for name in os.listdir(path)
-                  if not name.startswith(("_", ".")) and format_of_name(name) == fmt)
+    return sorted(
+        os.path.join(path, name)
+        for name in os.listdir(path)
+        if not name.startswith(("_", ".")) and format_of_name(name) == fmt
+    )
 
 
-def read_pandas(paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None, *,
-                columns: Sequence[str] | None = None) -> "pd.DataFrame":
+def read_pandas(
+    paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None, *, columns: Sequence[str] | None = None
+) -> pd.DataFrame:
     """Read the inputs with pandas/pyarrow (the python engine), as ``read_spark`` reads them: CSV by RFC 4180
     with the column types of ``cep.matcher.rows.text_types``, JSON with its own types (ISO 8601 strings as
     timestamps), Parquet as it is; integers, floats and booleans with a NULL in pandas' nullable dtypes, so
@@ -290,7 +314,9 @@ def read_pandas(paths: Sequence[str], fmt: str, declared: dict[str, str] | None 
             declared = resolve_declared(declared or {}, list(text.columns))
         except ValueError as exc:
             raise UsageError(f"--schema: {exc}") from None
-        return pd.DataFrame({name: _csv_column(text[name], declared.get(name)) for name in text.columns}, index=text.index)
+        return pd.DataFrame(
+            {name: _csv_column(text[name], declared.get(name)) for name in text.columns}, index=text.index
+        )
     rows: list[dict] = []
     for file in files:
         rows.extend(_read_file(file, fmt, _read_json_rows))
@@ -305,7 +331,9 @@ def _read_file(path: str, fmt: str, reader):
     except UsageError:
         raise
     except (OSError, ValueError, UnicodeDecodeError, ImportError) as exc:
-        raise UsageError(f"cannot read input {path} as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise UsageError(
+            f"cannot read input {path} as {fmt}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
     except Exception as exc:  # pyarrow and pandas parser errors have many types
         raise UsageError(f"cannot read input {path} as {fmt}: {type(exc).__name__}: {exc}") from None
 
@@ -317,13 +345,13 @@ def _read_delta(path: str, columns: Sequence[str] | None) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _read_parquet(path: str) -> "pd.DataFrame":
+def _read_parquet(path: str) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     return _decimals_typed(pq.read_table(path))
 
 
-def _decimals_typed(table) -> "pd.DataFrame":
+def _decimals_typed(table) -> pd.DataFrame:
     """``arrow_to_pandas(table)`` with each DECIMAL column kept in its Arrow type (``pd.ArrowDtype``), so the
     python engine knows its precision and scale and gives Spark's decimal result types, as Spark does."""
     import pandas as pd
@@ -336,7 +364,7 @@ def _decimals_typed(table) -> "pd.DataFrame":
     return frame
 
 
-def _read_csv_text(path: str) -> "pd.DataFrame":
+def _read_csv_text(path: str) -> pd.DataFrame:
     """A CSV file's fields as text (RFC 4180: quoted fields with ``""`` and line breaks), an empty field NULL."""
     import pandas as pd
 
@@ -350,7 +378,7 @@ def _read_csv_text(path: str) -> "pd.DataFrame":
         raise UsageError(f"input {path} is empty: no header, no rows") from None
 
 
-def _csv_column(text: "pd.Series", declared: str | None = None) -> "pd.Series":
+def _csv_column(text: pd.Series, declared: str | None = None) -> pd.Series:
     values = [None if missing else value for value, missing in zip(text.tolist(), text.isna().tolist())]
     if declared is not None:
         typed = [None if v is None else declared_value(v, declared) for v in values]
@@ -361,8 +389,7 @@ def _csv_column(text: "pd.Series", declared: str | None = None) -> "pd.Series":
     return _typed_series([None if v is None else convert(v, type_name) for v in values], type_name)
 
 
-
-def _typed_series(values: list, type_name: str) -> "pd.Series":
+def _typed_series(values: list, type_name: str) -> pd.Series:
     import pandas as pd
 
     if type_name == "TIMESTAMP":
@@ -406,15 +433,19 @@ def _read_json_rows(path: str) -> list[dict]:
                     try:
                         numbered.append((number, json.loads(line)))
                     except json.JSONDecodeError as exc:
-                        raise UsageError(f"cannot read input {path} as json: line {number} is not JSON ({exc.msg})") from None
+                        raise UsageError(
+                            f"cannot read input {path} as json: line {number} is not JSON ({exc.msg})"
+                        ) from None
             where = "line"
     for number, item in numbered:
         if not isinstance(item, dict):
-            raise UsageError(f"cannot read input {path} as json: {where} {number} is {type(item).__name__}, not an object")
+            raise UsageError(
+                f"cannot read input {path} as json: {where} {number} is {type(item).__name__}, not an object"
+            )
     return [item for _, item in numbered]
 
 
-def _json_frame(rows: list[dict]) -> "pd.DataFrame":
+def _json_frame(rows: list[dict]) -> pd.DataFrame:
     """Rows of JSON objects as a frame, columns sorted by name: each value keeps its JSON type (a string stays a string: "1e3" and
     "1000" are two values); a column of strings that are all ISO 8601 times is TIMESTAMP."""
     import pandas as pd
@@ -437,13 +468,20 @@ def _json_frame(rows: list[dict]) -> "pd.DataFrame":
     return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)))
 
 
-def pandas_schema(pdf: "pd.DataFrame") -> dict[str, str | None]:
+def pandas_schema(pdf: pd.DataFrame) -> dict[str, str | None]:
     """The SQL type of each column of a frame, as ``cep check --schema`` spells them; None where a column's
     values mix types or it has none (the checker then knows the column but not its type)."""
     import pandas as pd
 
-    kinds = ((bool, "BOOLEAN"), (int, "BIGINT"), (float, "DOUBLE"), (Decimal, "DECIMAL"), (str, "VARCHAR"),
-             (datetime, "TIMESTAMP"), (date, "DATE"))
+    kinds = (
+        (bool, "BOOLEAN"),
+        (int, "BIGINT"),
+        (float, "DOUBLE"),
+        (Decimal, "DECIMAL"),
+        (str, "VARCHAR"),
+        (datetime, "TIMESTAMP"),
+        (date, "DATE"),
+    )
     schema: dict[str, str | None] = {}
     for name in pdf.columns:
         series = pdf[name]
@@ -469,8 +507,14 @@ def input_schema(paths: Sequence[str], fmt: str) -> dict[str, str | None]:
 # ------------------------------------------------------------------------------------- reading: Spark
 
 
-def read_spark(spark: Any, paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None, *,
-               columns: Sequence[str] | None = None) -> Any:
+def read_spark(
+    spark: Any,
+    paths: Sequence[str],
+    fmt: str,
+    declared: dict[str, str] | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+) -> Any:
     """Read the inputs with ``spark.read`` (the spark engine), as ``read_pandas`` reads them
     (``cep.spark_bridge.spark.files``); ``declared`` and ``columns`` as there."""
     if fmt == "delta":
@@ -486,7 +530,13 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str, declared: dict[str, s
     except ValueError as exc:  # the declared columns (resolve_declared)
         raise UsageError(f"--schema: {exc}") from None
     except Exception as exc:
-        if type(exc).__name__ in ("AnalysisException", "SparkRuntimeException", "IllegalArgumentException", "PythonException", "Py4JJavaError"):
+        if type(exc).__name__ in (
+            "AnalysisException",
+            "SparkRuntimeException",
+            "IllegalArgumentException",
+            "PythonException",
+            "Py4JJavaError",
+        ):
             message = f"cannot read input as {fmt}: {first_line(str(exc))}"
             if "TIMESTAMP(NANOS" in str(exc):
                 message += (
@@ -500,7 +550,7 @@ def read_spark(spark: Any, paths: Sequence[str], fmt: str, declared: dict[str, s
     return df
 
 
-def spark_result(df: Any) -> "pd.DataFrame":
+def spark_result(df: Any) -> pd.DataFrame:
     """A Spark result as pandas, through Arrow so that no value changes (``arrow_to_pandas``: a NULL stays
     apart from a NaN, an integer column with a NULL stays integers), its times as naive UTC."""
     pdf = arrow_to_pandas(df.toArrow())
@@ -571,8 +621,10 @@ def _duration(value: timedelta) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool) or (
-        hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iuf"
+    return (
+        isinstance(value, (int, float, Decimal))
+        and not isinstance(value, bool)
+        or (hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iuf")
     )
 
 
@@ -599,7 +651,7 @@ def _pad_decimals(rows: list[list[str]], index: int, max_decimals: int = 6) -> N
             row[index] = f"{float(row[index]):.{decimals}f}"
 
 
-def format_table(pdf: "pd.DataFrame") -> str:
+def format_table(pdf: pd.DataFrame) -> str:
     """A plain aligned text table: a header, a rule, one line per row; numbers right-aligned, NULL for missing.
     Control characters in a value (an ANSI escape, a newline) are shown as escapes (``\x1b``, ``\n``): data
     can neither repaint the terminal nor break the table."""
@@ -635,7 +687,7 @@ def _is_scalar(value: Any) -> bool:
     return not (hasattr(value, "dtype") and getattr(value, "ndim", 0) > 0)
 
 
-def display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def display_order(pdf: pd.DataFrame) -> pd.DataFrame:
     """Without an ORDER BY the engines return rows in different orders; show them sorted, the same way."""
     if len(pdf) < 2:
         return pdf
@@ -652,7 +704,7 @@ def display_order(pdf: "pd.DataFrame") -> "pd.DataFrame":
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def neutralise_formulas(pdf: "pd.DataFrame") -> "pd.DataFrame":
+def neutralise_formulas(pdf: pd.DataFrame) -> pd.DataFrame:
     """``pdf`` with a ``'`` before every text value (and column name) that starts like a formula; numbers,
     times and other values are untouched."""
 
@@ -667,7 +719,7 @@ def neutralise_formulas(pdf: "pd.DataFrame") -> "pd.DataFrame":
     return out
 
 
-def write_output(pdf: "pd.DataFrame", path: str, *, keep_formulas: bool = False, app_id: str = "cep-run") -> bool:
+def write_output(pdf: pd.DataFrame, path: str, *, keep_formulas: bool = False, app_id: str = "cep-run") -> bool:
     """Write ``pdf`` as CSV, Parquet or JSON lines (by the extension), or append it to a Delta table
     (``delta:PATH``, once per ``app_id``: ``delta_io.write_matches``). In CSV, text that a spreadsheet
     would run as a formula is written with a leading ``'`` unless ``keep_formulas``. False: the Delta table
@@ -688,24 +740,27 @@ def write_output(pdf: "pd.DataFrame", path: str, *, keep_formulas: bool = False,
     return True
 
 
-def _arrow_us(pdf: "pd.DataFrame") -> Any:
+def _arrow_us(pdf: pd.DataFrame) -> Any:
     """``pdf`` as Arrow with microsecond timestamps (Delta's unit; pandas' nanoseconds are refused)."""
     import pyarrow as pa
 
     table = pa.Table.from_pandas(pdf, preserve_index=False)
-    fields = [pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f
-              for f in table.schema]
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f for f in table.schema
+    ]
     return table.cast(pa.schema(fields))
 
 
-def write_json_lines(pdf: "pd.DataFrame", path: str) -> None:
+def write_json_lines(pdf: pd.DataFrame, path: str) -> None:
     """One JSON object per row, every value exact: a float as the shortest text that reads back as the
     same float (``repr``; NaN and the infinities as ``NaN``, ``Infinity``, ``-Infinity``, which Python's
     and Spark's JSON readers read back, strict ones do not), a DECIMAL as its digits, times in ISO 8601."""
     names = [str(name) for name in pdf.columns]
     with open(path, "w", encoding="utf-8") as fh:
         for record in pdf.itertuples(index=False, name=None):
-            fields = (f"{json.dumps(name, ensure_ascii=False)}: {json_value(value)}" for name, value in zip(names, record))
+            fields = (
+                f"{json.dumps(name, ensure_ascii=False)}: {json_value(value)}" for name, value in zip(names, record)
+            )
             fh.write("{" + ", ".join(fields) + "}\n")
 
 
@@ -730,7 +785,11 @@ def json_value(value: Any) -> str:
 
         return json.dumps(pd.Timedelta(value).isoformat())
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {json_value(v)}" for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {json_value(v)}" for k, v in value.items())
+            + "}"
+        )
     if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
         items = value.tolist() if hasattr(value, "tolist") else value
         return "[" + ", ".join(json_value(item) for item in items) + "]"
@@ -763,6 +822,7 @@ def bad_rows_summary(by_reason: dict[str, int], path: str) -> str:
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(by_reason.items()))
     return f"bad rows: {total}" + (f" ({reasons})" if reasons else "") + f" -> {path}"
 
+
 @dataclass(frozen=True)
 class KafkaInput:
     """A ``kafka://`` input of ``cep run``: the messages the topics hold now, read once through Spark."""
@@ -773,7 +833,9 @@ class KafkaInput:
     options: tuple[str, ...] = ()
 
 
-def kafka_input(paths: Sequence[str], fmt: str | None, schema: str | None, options: Sequence[str] | None) -> KafkaInput | None:
+def kafka_input(
+    paths: Sequence[str], fmt: str | None, schema: str | None, options: Sequence[str] | None
+) -> KafkaInput | None:
     """The ``kafka://`` input among ``--input`` values (None when they are files); one topic address only."""
     urls = [p for p in paths if is_kafka_url(p)]
     if not urls:
@@ -791,8 +853,9 @@ def read_kafka_static(spark: Any, source: KafkaInput) -> Any:
     """The messages the topics hold now (earliest to latest offsets, unless the options say otherwise), as a
     static DataFrame: the value's fields, the message's ``kafka_*`` columns, ``_corrupt_record``. Raises
     CepKafkaError (E049x) for a missing topic or unreachable brokers."""
-    return read_kafka(spark, source.url, schema=source.schema, format=source.format, options=list(source.options),
-                      streaming=False)
+    return read_kafka(
+        spark, source.url, schema=source.schema, format=source.format, options=list(source.options), streaming=False
+    )
 
 
 def set_aside_bad_rows(events: Any, time_column: str | None) -> tuple[Any, Any]:
@@ -819,7 +882,9 @@ def start_spark(master: str, *, kafka: bool = False, delta: bool = False, python
     except CepError as err:  # the executors cannot run cep (shipping.ShippingError): its message says what to do
         raise UsageError(str(err)) from None
     except ImportError as exc:
-        raise UsageError(f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python") from None
+        raise UsageError(
+            f"the spark engine needs pyspark ({exc}); pip install 'cep-spark[spark]', or use --engine python"
+        ) from None
     except Exception as exc:
         raise UsageError(
             f"could not start Spark ({first_line(str(exc))}).\n"
@@ -831,7 +896,13 @@ def start_spark(master: str, *, kafka: bool = False, delta: bool = False, python
 def spark_error(exc: BaseException) -> str | None:
     """The cep error inside a Spark failure (raised in a worker), or a short message; None if not Spark's."""
     name = type(exc).__name__
-    if name not in ("PythonException", "Py4JJavaError", "SparkRuntimeException", "AnalysisException", "PySparkException") and not type(exc).__module__.startswith(("pyspark", "py4j")):
+    if name not in (
+        "PythonException",
+        "Py4JJavaError",
+        "SparkRuntimeException",
+        "AnalysisException",
+        "PySparkException",
+    ) and not type(exc).__module__.startswith(("pyspark", "py4j")):
         return None
     text = str(exc)
     found = None
@@ -844,5 +915,7 @@ def spark_error(exc: BaseException) -> str | None:
     # A Python error in a worker arrives as "An exception was thrown from the Python worker:" and a
     # traceback; its last "SomeError: message" line is the part that says what went wrong.
     raised = re.findall(r"^(\w+(?:Error|Exception): .+)$", text, re.M)
-    detail = first_line(text) + (f" {raised[-1].strip()}" if raised and raised[-1].strip() not in first_line(text) else "")
+    detail = first_line(text) + (
+        f" {raised[-1].strip()}" if raised and raised[-1].strip() not in first_line(text) else ""
+    )
     return f"error: spark: {detail}"

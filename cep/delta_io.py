@@ -13,12 +13,20 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from cep.grammar.columns import ColumnNames
 from cep.spark_bridge.sinks.delta import deltalake_module, write_once
-from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, as_of, check_snapshot, delta_path,
-                                          is_delta, table_versions)
+from cep.spark_bridge.spark.delta import (
+    CepDeltaError,
+    DeltaSnapshot,
+    as_of,
+    check_snapshot,
+    delta_path,
+    is_delta,
+    table_versions,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cep.statement import SqlStatement
@@ -69,7 +77,7 @@ def kept_columns(names: Sequence[str], columns: Sequence[str] | None) -> list[st
     return ColumnNames(names).among(columns) or None
 
 
-def columns_read(statement: "SqlStatement") -> list[str] | None:
+def columns_read(statement: SqlStatement) -> list[str] | None:
     """The names that ``statement`` may read as columns of its input (None: every column). A name counts when
     it appears anywhere in the statement's text (a word, or a quoted name): over-keeping is harmless, and
     a word that is a column in one place and a keyword or alias in another only costs its read. Nothing is
@@ -81,12 +89,14 @@ def columns_read(statement: "SqlStatement") -> list[str] | None:
     text = statement.text
     inputs = [clause.relation for clause in statement.clauses]
     for star in _SELECT_STAR.finditer(text):
-        of_a_clause = any(re.fullmatch(r"\s*FROM\s*", text[star.end():clause.start], re.I)
-                          for clause in statement.clauses)  # SELECT * FROM t MATCH_RECOGNIZE: the clause's output
+        of_a_clause = any(
+            re.fullmatch(r"\s*FROM\s*", text[star.end() : clause.start], re.I) for clause in statement.clauses
+        )  # SELECT * FROM t MATCH_RECOGNIZE: the clause's output
         if not of_a_clause and not any(start <= star.start() < end for start, end in inputs):
             return None
-    return sorted({next(g for g in found.groups() if g is not None).replace("``", "`")
-                   for found in _WORD.finditer(text)})
+    return sorted(
+        {next(g for g in found.groups() if g is not None).replace("``", "`") for found in _WORD.finditer(text)}
+    )
 
 
 def input_identity(spec: str) -> str:
@@ -117,5 +127,14 @@ def write_matches(table: Any, spec: str, app_id: str) -> bool:
     return write_once(delta_path(spec), table, app_id, 0)
 
 
-__all__ = ["snapshot_of", "read_delta_arrow", "columns_read", "kept_columns", "input_identity", "app_id_of",
-           "write_matches", "is_delta", "CepDeltaError"]
+__all__ = [
+    "snapshot_of",
+    "read_delta_arrow",
+    "columns_read",
+    "kept_columns",
+    "input_identity",
+    "app_id_of",
+    "write_matches",
+    "is_delta",
+    "CepDeltaError",
+]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from cep.grammar.functions import DATETIME_PARSERS, DATETIME_PATTERN_ARGUMENT, PatternError, duckdb_strftime
 
@@ -41,16 +41,40 @@ ENGINE_HINT = "Spark runs it: cep run --engine spark (or cep.sql(spark, text))"
 
 # Spark's functions that this module translates itself: sqlglot's parser would turn their pattern into its
 # own strftime approximation first, losing what was written.
-OWN_FUNCTIONS = frozenset({"DATE_FORMAT", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP", "TRUNC",
-                           "DATE_TRUNC"})
+OWN_FUNCTIONS = frozenset(
+    {"DATE_FORMAT", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP", "TRUNC", "DATE_TRUNC"}
+)
 # Spark's unit names for trunc (a date) and date_trunc (a timestamp), as DuckDB's date_trunc spells them;
 # another unit gives NULL in Spark.
-_TRUNC_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter", "MONTH": "month",
-                "MM": "month", "MON": "month", "WEEK": "week"}
-_DATE_TRUNC_UNITS = {**_TRUNC_UNITS, "DAY": "day", "DD": "day", "HOUR": "hour", "MINUTE": "minute",
-                     "SECOND": "second", "MILLISECOND": "millisecond", "MICROSECOND": "microsecond"}
-_RESULT_TYPES = {"DATE_FORMAT": "VARCHAR", "TO_CHAR": "VARCHAR", "TO_DATE": "DATE", "TO_TIMESTAMP": "TIMESTAMP",
-                 "UNIX_TIMESTAMP": "BIGINT", "TRUNC": "DATE", "DATE_TRUNC": "TIMESTAMP"}
+_TRUNC_UNITS = {
+    "YEAR": "year",
+    "YYYY": "year",
+    "YY": "year",
+    "QUARTER": "quarter",
+    "MONTH": "month",
+    "MM": "month",
+    "MON": "month",
+    "WEEK": "week",
+}
+_DATE_TRUNC_UNITS = {
+    **_TRUNC_UNITS,
+    "DAY": "day",
+    "DD": "day",
+    "HOUR": "hour",
+    "MINUTE": "minute",
+    "SECOND": "second",
+    "MILLISECOND": "millisecond",
+    "MICROSECOND": "microsecond",
+}
+_RESULT_TYPES = {
+    "DATE_FORMAT": "VARCHAR",
+    "TO_CHAR": "VARCHAR",
+    "TO_DATE": "DATE",
+    "TO_TIMESTAMP": "TIMESTAMP",
+    "UNIX_TIMESTAMP": "BIGINT",
+    "TRUNC": "DATE",
+    "DATE_TRUNC": "TIMESTAMP",
+}
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _FRACTIONAL = ("FLOAT", "DOUBLE", "DECIMAL")
@@ -126,8 +150,10 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
             operand.meta[_TYPED] = wanted
     if not wanted:
         return {}
-    lowered = {name.casefold(): {column.casefold(): kind for column, kind in columns.items()}
-               for name, columns in schema.items()}
+    lowered = {
+        name.casefold(): {column.casefold(): kind for column, kind in columns.items()}
+        for name, columns in schema.items()
+    }
     copy = tree.copy()
     for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
         kind = _RESULT_TYPES.get(str(call.this).upper())
@@ -135,8 +161,7 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
             operand = call.expressions[0] if call.expressions else exp.Null()
             call.replace(exp.Cast(this=operand, to=exp.DataType.build(kind)))
     try:
-        copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False,
-                       quote_identifiers=False)
+        copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False, quote_identifiers=False)
         copy = annotate_types(copy, schema=lowered, dialect="spark")
     except Exception:  # noqa: BLE001 - sqlglot's optimizer raises many kinds; the rules then refuse
         return {}
@@ -174,37 +199,53 @@ def _translate(node, types: dict[int, str]):
     if isinstance(node, exp.Cast):
         return _cast(node, types)
     if isinstance(node, exp.IntDiv) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
-        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT or DECIMAL",
-                      *_where(node))
+        raise Refusal(
+            "the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT or DECIMAL", *_where(node)
+        )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
     if isinstance(node, exp.Anonymous):
         name = str(node.this).upper()
         if name in OWN_FUNCTIONS:
             return _own_function(name, node, types)
-        raise Refusal(f"the python engine does not know Spark's function {name}() (DuckDB may know another "
-                      f"function of that name)", *_where(node))
+        raise Refusal(
+            f"the python engine does not know Spark's function {name}() (DuckDB may know another "
+            f"function of that name)",
+            *_where(node),
+        )
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
         return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
     if isinstance(node, exp.Round) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
         # Spark rounds the double's shortest decimal text half up (round(2.675, 2) = 2.68); DuckDB the binary value.
-        text = exp.Cast(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR")),
-                        to=exp.DataType.build("DECIMAL(38, 18)"))
+        text = exp.Cast(
+            this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR")),
+            to=exp.DataType.build("DECIMAL(38, 18)"),
+        )
         rounded = exp.Round(this=text, decimals=(node.args.get("decimals") or exp.Literal.number(0)).copy())
         return exp.Cast(this=rounded, to=exp.DataType.build("DOUBLE"))
-    if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals") and \
-            _type_of(node.this, types) in _INTEGRAL + ("DOUBLE", "FLOAT"):
+    if (
+        isinstance(node, (exp.Floor, exp.Ceil))
+        and not node.args.get("decimals")
+        and _type_of(node.this, types) in _INTEGRAL + ("DOUBLE", "FLOAT")
+    ):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
     if isinstance(node, exp.Avg) and _type_of(node.this, types) == "DECIMAL":
-        raise Refusal("the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
-                      "is a DOUBLE): cast the argument to DOUBLE", *_where(node))
+        raise Refusal(
+            "the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
+            "is a DOUBLE): cast the argument to DOUBLE",
+            *_where(node),
+        )
     if isinstance(node, exp.AddMonths):  # Spark's add_months is a DATE; sqlglot's DuckDB form a TIMESTAMP
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.TsOrDsAdd):
         # Spark's date_add(date, n) and date_sub are DATEs; sqlglot's DuckDB form adds an interval, a TIMESTAMP.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
-    if _integral_sum(node, types) and not isinstance(node.parent, exp.Window) or \
-            isinstance(node, exp.Window) and _integral_sum(node.this, types):
+    if (
+        _integral_sum(node, types)
+        and not isinstance(node.parent, exp.Window)
+        or isinstance(node, exp.Window)
+        and _integral_sum(node.this, types)
+    ):
         # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
@@ -252,8 +293,15 @@ def _nonzero_divisor(node):
         guarded = divisor
     else:
         what = "remainder" if isinstance(node, exp.Mod) else "division"
-        guarded = exp.Case(ifs=[exp.If(this=exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
-                                       true=_fail(f"{what} by zero", _where(node)))], default=divisor)
+        guarded = exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
+                    true=_fail(f"{what} by zero", _where(node)),
+                )
+            ],
+            default=divisor,
+        )
     new = node.copy()
     new.set("expression", guarded)
     if "safe" in new.args:
@@ -281,19 +329,26 @@ def _cast(node, types: dict[int, str]):
         return cast(operand)
     if _spark_refuses_cast(source, target):
         start, length = _where(node)
-        raise Refusal(f"cannot cast {source} to {target} (Spark's ANSI rules do not allow it)", start, length,
-                      spark_too=True)
+        raise Refusal(
+            f"cannot cast {source} to {target} (Spark's ANSI rules do not allow it)", start, length, spark_too=True
+        )
     if source in ("DOUBLE", "FLOAT") and target == "DECIMAL":
         # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
         # DuckDB's own cast rounds the binary value.
         return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
     if source is None and target in ("DATE", "BOOLEAN") + _TIMES:
-        raise Refusal(f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
-                      "types, DuckDB casts a NULL of any type)", *_where(node))
+        raise Refusal(
+            f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
+            "types, DuckDB casts a NULL of any type)",
+            *_where(node),
+        )
     if target in _INTEGRAL or target == "INTEGER":
         if source is None:
-            raise Refusal(f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
-                          f"fractions and reads timestamps as seconds; DuckDB rounds)", *_where(node))
+            raise Refusal(
+                f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
+                f"fractions and reads timestamps as seconds; DuckDB rounds)",
+                *_where(node),
+            )
         if source in _FRACTIONAL:
             return cast(_duck("trunc", operand))
         if source in _TIMES:
@@ -302,26 +357,36 @@ def _cast(node, types: dict[int, str]):
             trimmed = _duck("trim", operand)
             whole = _duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
             invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {target}", _where(node))
-            return exp.Case(ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
-                            default=exp.Case(ifs=[exp.If(this=exp.Is(this=operand.copy(), expression=exp.Null()),
-                                                         true=exp.Null())], default=invalid))
+            return exp.Case(
+                ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
+                default=exp.Case(
+                    ifs=[exp.If(this=exp.Is(this=operand.copy(), expression=exp.Null()), true=exp.Null())],
+                    default=invalid,
+                ),
+            )
     if target in _TIMES + ("DATE",) and source in _TEXT:
         return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, _where(node))
     if target in ("DOUBLE", "FLOAT") and source in _TIMES:
         return cast(exp.Div(this=_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
     if target in _TEXT + ("STRING",) and source in ("DOUBLE", "FLOAT"):
-        raise Refusal(f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
-                      f"1.0E10); cast to DECIMAL first", *_where(node))
+        raise Refusal(
+            f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
+            f"1.0E10); cast to DECIMAL first",
+            *_where(node),
+        )
     if target in _TIMES and source in _INTEGRAL + _FRACTIONAL + ("INTEGER",):
-        raise Refusal(f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)",
-                      *_where(node))
+        raise Refusal(
+            f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *_where(node)
+        )
     return cast(operand)
 
 
 # The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
 # optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
 # six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
-_SPARK_TIME_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
+_SPARK_TIME_TEXT = (
+    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
+)
 _SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
 
 
@@ -334,24 +399,39 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
 
     def field(group: int, default: int):
         found = _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
-        return exp.Coalesce(this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
-                            expressions=[exp.Literal.number(default)])
+        return exp.Coalesce(
+            this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
+            expressions=[exp.Literal.number(default)],
+        )
 
     if kind == "DATE":
         made = _duck("make_date", field(1, 1), field(2, 1), field(3, 1))
     else:
-        fraction = _duck("rpad", _duck("regexp_extract", text.copy(), exp.Literal.string(pattern),
-                                       exp.Literal.number(7)), exp.Literal.number(6), exp.Literal.string("0"))
-        micros = exp.Coalesce(this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
-                              expressions=[exp.Literal.number(0)])
-        made = exp.Add(this=_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0),
-                                  field(6, 0)), expression=_duck("to_microseconds", micros))
+        fraction = _duck(
+            "rpad",
+            _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
+            exp.Literal.number(6),
+            exp.Literal.string("0"),
+        )
+        micros = exp.Coalesce(
+            this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
+            expressions=[exp.Literal.number(0)],
+        )
+        made = exp.Add(
+            this=_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)),
+            expression=_duck("to_microseconds", micros),
+        )
     matches = _duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
     invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {kind}", where)
     if safe:  # an impossible date (2021-02-30) is NULL too
         made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
-    return exp.Case(ifs=[exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
-                         exp.If(this=matches, true=made)], default=invalid)
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=matches, true=made),
+        ],
+        default=invalid,
+    )
 
 
 def _spark_refuses_cast(source: str | None, target: str) -> bool:
@@ -373,10 +453,15 @@ def _epoch_seconds(value):
 
     micros = _duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")))
     million = exp.Literal.number(1_000_000)
-    below = exp.Mod(this=exp.Paren(this=exp.Add(this=exp.Mod(this=micros.copy(), expression=million.copy()),
-                                                expression=million.copy())), expression=million.copy())
-    return exp.IntDiv(this=exp.Paren(this=exp.Sub(this=micros, expression=exp.Paren(this=below))),
-                      expression=million.copy())
+    below = exp.Mod(
+        this=exp.Paren(
+            this=exp.Add(this=exp.Mod(this=micros.copy(), expression=million.copy()), expression=million.copy())
+        ),
+        expression=million.copy(),
+    )
+    return exp.IntDiv(
+        this=exp.Paren(this=exp.Sub(this=micros, expression=exp.Paren(this=below))), expression=million.copy()
+    )
 
 
 def _own_function(name: str, node, types: dict[int, str]):
@@ -391,40 +476,49 @@ def _own_function(name: str, node, types: dict[int, str]):
     if name == "TO_CHAR" and len(args) != 2:
         raise Refusal("TO_CHAR takes a value and a datetime pattern: TO_CHAR(d, 'yyyy-MM-dd')", *where)
     if name == "TO_CHAR" and _type_of(node.expressions[0], types) in _INTEGRAL + _FRACTIONAL:
-        raise Refusal(f"the python engine cannot run TO_CHAR of a number (Spark's number patterns)", *where)
+        raise Refusal("the python engine cannot run TO_CHAR of a number (Spark's number patterns)", *where)
     if not args or len(args) > 2:
         raise Refusal(f"{name}() takes one or two arguments, not {len(args)}", *where)
     value = args[0]
     if name == "UNIX_TIMESTAMP" and len(args) == 1:
         source = _type_of(node.expressions[0], types)
         if source in _TIMES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
-            return exp.IntDiv(this=_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
-                              expression=exp.Literal.number(1_000_000))
+            return exp.IntDiv(
+                this=_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
+                expression=exp.Literal.number(1_000_000),
+            )
         if source not in _TEXT:
-            raise Refusal(f"the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
+            raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
     if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
         return _cast(exp.Cast(this=value, to=exp.DataType.build("DATE" if name == "TO_DATE" else "TIMESTAMP")), types)
     pattern = args[1]
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-        raise Refusal(f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "
-                      f"which it checks against Spark's", *where)
+        raise Refusal(
+            f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "
+            f"which it checks against Spark's",
+            *where,
+        )
     parsing = name in DATETIME_PARSERS
     try:
         duck_pattern = duckdb_strftime(pattern.this, parsing=parsing)
     except PatternError as error:
-        raise Refusal(f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else where) \
-            from None
+        raise Refusal(f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else where) from None
     if not parsing:
-        return _duck("strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")),
-                     exp.Literal.string(duck_pattern))
+        return _duck(
+            "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)
+        )
     # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
     # must be what the pattern writes of the value read.
     fitted = _duck("strptime", value.copy(), exp.Literal.string(duck_pattern))
     written = _duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
-    moment = exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
-                           exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted)],
-                      default=_fail(f"the text does not fit the datetime pattern {pattern.this!r}", where))
+    moment = exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted),
+        ],
+        default=_fail(f"the text does not fit the datetime pattern {pattern.this!r}", where),
+    )
     if name == "TO_DATE":
         return exp.Cast(this=moment, to=exp.DataType.build("DATE"))
     if name == "UNIX_TIMESTAMP":
@@ -439,8 +533,7 @@ def _truncation(name: str, args: list, where: tuple[int | None, int]):
         raise Refusal(f"{name}() takes two arguments, not {len(args)}", *where)
     unit, value = (args[1], args[0]) if name == "TRUNC" else (args[0], args[1])
     if not (isinstance(unit, exp.Literal) and unit.is_string):
-        raise Refusal(f"the python engine runs {name} only with its unit written as text ('MM', 'YEAR'): "
-                      "", *where)
+        raise Refusal(f"the python engine runs {name} only with its unit written as text ('MM', 'YEAR'): ", *where)
     units = _TRUNC_UNITS if name == "TRUNC" else _DATE_TRUNC_UNITS
     kind = exp.DataType.build("DATE" if name == "TRUNC" else "TIMESTAMP")
     duck_unit = units.get(unit.this.strip().upper())
@@ -473,8 +566,9 @@ def check_patterns(text: str) -> None:
             try:
                 duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
             except PatternError as error:
-                raise Refusal(f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else _where(node)) \
-                    from None
+                raise Refusal(
+                    f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else _where(node)
+                ) from None
 
 
 # ------------------------------------------------------------------------------------------ schemas, errors
@@ -491,13 +585,31 @@ def spark_types(frame) -> dict[str, str]:
     found = {}
     for field in schema:
         kind = field.type
-        name = ("BOOLEAN" if pa.types.is_boolean(kind) else "TINYINT" if pa.types.is_int8(kind)
-                else "SMALLINT" if pa.types.is_int16(kind) else "INT" if pa.types.is_int32(kind)
-                else "BIGINT" if pa.types.is_integer(kind) else "FLOAT" if pa.types.is_float32(kind)
-                else "DOUBLE" if pa.types.is_floating(kind) else "STRING" if pa.types.is_string(kind)
-                or pa.types.is_large_string(kind) else "DATE" if pa.types.is_date(kind)
-                else "TIMESTAMP" if pa.types.is_timestamp(kind)
-                else f"DECIMAL({kind.precision}, {kind.scale})" if pa.types.is_decimal(kind) else None)
+        name = (
+            "BOOLEAN"
+            if pa.types.is_boolean(kind)
+            else "TINYINT"
+            if pa.types.is_int8(kind)
+            else "SMALLINT"
+            if pa.types.is_int16(kind)
+            else "INT"
+            if pa.types.is_int32(kind)
+            else "BIGINT"
+            if pa.types.is_integer(kind)
+            else "FLOAT"
+            if pa.types.is_float32(kind)
+            else "DOUBLE"
+            if pa.types.is_floating(kind)
+            else "STRING"
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            else "DATE"
+            if pa.types.is_date(kind)
+            else "TIMESTAMP"
+            if pa.types.is_timestamp(kind)
+            else f"DECIMAL({kind.precision}, {kind.scale})"
+            if pa.types.is_decimal(kind)
+            else None
+        )
         if name is not None:
             found[field.name] = name
     return found
@@ -517,7 +629,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     first = re.sub(r"\s*You might need to add explicit type casts\.?", "", first)
     place = _PLACE.search(first)
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
-        sentence = first[place.end():]
+        sentence = first[place.end() :]
         return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
     call = _FAILED_CALL.search(first)
     if call is not None:
@@ -525,8 +637,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
         found = re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", spark_text, re.I)
         if found is None and name.lower() in _OPERATORS:
             found = re.search(re.escape(_OPERATORS[name.lower()]), spark_text)
-        sentence = (f"the python engine (DuckDB) has no {name}() for {kinds or 'no arguments'}" if kinds
-                    else first)
+        sentence = f"the python engine (DuckDB) has no {name}() for {kinds or 'no arguments'}" if kinds else first
         return sentence, found.start() if found else None, len(found.group(0).rstrip("( ")) if found else 1
     for name in reversed(_QUOTED_NAME.findall(first)):  # the last name quoted is the one at fault
         found = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", spark_text, re.I)
@@ -535,5 +646,14 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     return first, None, 1
 
 
-_OPERATORS = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "%", "subtract": "-", "add": "+", "multiply": "*",
-              "divide": "/"}
+_OPERATORS = {
+    "+": "+",
+    "-": "-",
+    "*": "*",
+    "/": "/",
+    "%": "%",
+    "subtract": "-",
+    "add": "+",
+    "multiply": "*",
+    "divide": "/",
+}

@@ -29,7 +29,7 @@ LOGGER = "cep"
 
 
 def _stamp(created: float) -> str:
-    moment = _dt.datetime.fromtimestamp(created, _dt.timezone.utc)
+    moment = _dt.datetime.fromtimestamp(created, _dt.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -48,7 +48,7 @@ class StreamLog(logging.Handler):
         self.last_status_at = 0.0
         self.last_batches: int | None = None
 
-    def install(self) -> "StreamLog":
+    def install(self) -> StreamLog:
         logger = logging.getLogger(LOGGER)
         logger.setLevel(logging.INFO)
         logger.propagate = False
@@ -71,8 +71,17 @@ class StreamLog(logging.Handler):
         try:
             message = record.getMessage()
             if self.fmt == "json":
-                self._write(json.dumps({"time": _stamp(record.created), "level": record.levelname.lower(),
-                                        "logger": record.name, "message": message}, ensure_ascii=False))
+                self._write(
+                    json.dumps(
+                        {
+                            "time": _stamp(record.created),
+                            "level": record.levelname.lower(),
+                            "logger": record.name,
+                            "message": message,
+                        },
+                        ensure_ascii=False,
+                    )
+                )
                 return
             level = f"{record.levelname.lower()}: " if record.levelno >= logging.WARNING else ""
             self._write(f"[cep] {_stamp(record.created)} {level}{visible(message)}")
@@ -95,8 +104,18 @@ class StreamLog(logging.Handler):
             return
         self.last_status_at = now
         if self.fmt == "json":
-            self._write(json.dumps({"time": _stamp(time.time()), "level": "info", "logger": "cep.status",
-                                    "message": line, "status": fields}, ensure_ascii=False))
+            self._write(
+                json.dumps(
+                    {
+                        "time": _stamp(time.time()),
+                        "level": "info",
+                        "logger": "cep.status",
+                        "message": line,
+                        "status": fields,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
             self._write(f"[cep] {_stamp(time.time())} {visible(line)}")
 

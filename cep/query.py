@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
@@ -18,15 +19,21 @@ from cep.matcher.rows.validate import input_checks
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.rule_set import (
-    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, INTERNAL_MEASURES, alert_statement, check_rule, match_id_text,
+    ALERT_FIRST,
+    ALERT_LAST,
+    ALERT_STATUS,
+    INTERNAL_MEASURES,
+    alert_statement,
+    check_rule,
+    match_id_text,
 )
 from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.durations import session_timeout_us
 from cep.spark_bridge.engine.keyed import KeyedStream
 from cep.spark_bridge.engine.match_ids import statement_text
 from cep.spark_bridge.engine.replay import Replay
-from cep.spark_bridge.spark.batch import match_dataframe
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
+from cep.spark_bridge.spark.batch import match_dataframe
 from cep.spark_bridge.spark.streaming import match_stream
 
 # Imported inside functions: pandas (heavy; a run on a list of dicts never needs it).
@@ -35,8 +42,15 @@ from cep.spark_bridge.spark.streaming import match_stream
 class Query:
     """A checked, compiled query. ``run`` matches Python data; ``on_spark`` matches a Spark DataFrame."""
 
-    def __init__(self, statement: ast.Statement, text: str, filename: str | None = None, *,
-                 match_id_text: str | None = None, column_wise: bool = True) -> None:
+    def __init__(
+        self,
+        statement: ast.Statement,
+        text: str,
+        filename: str | None = None,
+        *,
+        match_id_text: str | None = None,
+        column_wise: bool = True,
+    ) -> None:
         self.statement = statement
         self.text = text
         self.filename = filename
@@ -47,8 +61,18 @@ class Query:
     def name(self) -> str | None:
         return self.statement.name
 
-    def run(self, data: Any, *, dead_letter=None, schema=None, dedup_key=None, stats: dict | None = None,
-            progress=None, session_timeout=None, match_ids: bool = False):
+    def run(
+        self,
+        data: Any,
+        *,
+        dead_letter=None,
+        schema=None,
+        dedup_key=None,
+        stats: dict | None = None,
+        progress=None,
+        session_timeout=None,
+        match_ids: bool = False,
+    ):
         """Match a list of dicts, a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
         Bad input (docs/reliability.md; ``matcher/rows/validate.py`` has the rules):
@@ -84,8 +108,16 @@ class Query:
         reaches the output as a naive UTC ``datetime``, and every query runs on the Pike VM.
         """
         try:
-            return self._run(data, dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats,
-                             progress=progress, session_timeout=session_timeout, match_ids=match_ids)
+            return self._run(
+                data,
+                dead_letter=dead_letter,
+                schema=schema,
+                dedup_key=dedup_key,
+                stats=stats,
+                progress=progress,
+                session_timeout=session_timeout,
+                match_ids=match_ids,
+            )
         except CepError as error:  # a run-time error points into the query: show it with a caret
             raise (error if error.source is not None else error.with_source(self.text, self.filename)) from None
 
@@ -112,12 +144,28 @@ class Query:
             columns = checks.apply(self.plan, columns)
         if not columns:
             return (), []  # no rows and so no columns to resolve: nothing can match
-        replay = Replay(self.plan, tuple(columns), query_text=statement_text(self), session_timeout_us=gap,
-                        match_ids=bool(match_ids))
+        replay = Replay(
+            self.plan,
+            tuple(columns),
+            query_text=statement_text(self),
+            session_timeout_us=gap,
+            match_ids=bool(match_ids),
+        )
         return replay.run(columns, progress=progress)
 
-    def on_spark(self, df, *, watermark=None, session_timeout=None, late="output", match_ids: bool = False,
-                 dead_letter=None, stats: dict | None = None, ordinal: str | None = None, **streaming):
+    def on_spark(
+        self,
+        df,
+        *,
+        watermark=None,
+        session_timeout=None,
+        late="output",
+        match_ids: bool = False,
+        dead_letter=None,
+        stats: dict | None = None,
+        ordinal: str | None = None,
+        **streaming,
+    ):
         """Match a Spark DataFrame; returns a Spark DataFrame of the matches (Arrow-based, per partition).
 
         A streaming ``df`` gives a streaming DataFrame in append mode with a ``match_id`` column (and,
@@ -138,8 +186,10 @@ class Query:
         """
         if df.isStreaming:
             if dead_letter is not None or stats is not None:
-                raise ValueError("a stream routes its bad rows itself: late='output' gives them with cep_late_reason, "
-                                 "and the metrics count them; dead_letter and stats are for a static DataFrame")
+                raise ValueError(
+                    "a stream routes its bad rows itself: late='output' gives them with cep_late_reason, "
+                    "and the metrics count them; dead_letter and stats are for a static DataFrame"
+                )
             return match_stream(
                 self.plan,
                 df,
@@ -153,9 +203,15 @@ class Query:
         checks = {"dead_letter": dead_letter, "stats": stats}
         if session_timeout is None and not match_ids:
             return match_dataframe(self.plan, df, ordinal=ordinal, **checks)
-        return match_dataframe(self.plan, df, query_text=statement_text(self),
-                               session_timeout_us=session_timeout_us(session_timeout), match_ids=bool(match_ids),
-                               ordinal=ordinal, **checks)
+        return match_dataframe(
+            self.plan,
+            df,
+            query_text=statement_text(self),
+            session_timeout_us=session_timeout_us(session_timeout),
+            match_ids=bool(match_ids),
+            ordinal=ordinal,
+            **checks,
+        )
 
     def trace(self, data: Any, partition: dict | None = None):
         """Why did (or didn't) rows match? One record per condition test, live partial match, drop and match.
@@ -167,7 +223,9 @@ class Query:
 
         _, columns = to_columns(data)
         records = self.plan.trace_columns(columns, partition)
-        frame = pd.DataFrame.from_records(records, columns=["partition", "row", "order_key", "event", "match_start", "detail"])
+        frame = pd.DataFrame.from_records(
+            records, columns=["partition", "row", "order_key", "event", "match_start", "detail"]
+        )
         return frame
 
     def output_columns(self, input_columns):
@@ -198,9 +256,12 @@ class Query:
         if mr.within is not None:
             pattern += f" WITHIN INTERVAL '{mr.within.text}' {mr.within.unit}"
         order = [format_expr(key.expr) + (" DESC" if key.descending else "") for key in mr.order_by]
-        rows = {"ONE": "ONE ROW PER MATCH", "ALL_SHOW_EMPTY": "ALL ROWS PER MATCH",
-                "ALL_OMIT_EMPTY": "ALL ROWS PER MATCH OMIT EMPTY MATCHES",
-                "ALL_WITH_UNMATCHED": "ALL ROWS PER MATCH WITH UNMATCHED ROWS"}[mr.rows_per_match.mode]
+        rows = {
+            "ONE": "ONE ROW PER MATCH",
+            "ALL_SHOW_EMPTY": "ALL ROWS PER MATCH",
+            "ALL_OMIT_EMPTY": "ALL ROWS PER MATCH OMIT EMPTY MATCHES",
+            "ALL_WITH_UNMATCHED": "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+        }[mr.rows_per_match.mode]
         if mr.rows_per_match.show_timeout:
             rows += " SHOW TIMEOUT MATCHES"
         clauses = [
@@ -230,8 +291,10 @@ class Query:
             f"<code>{html.escape(text)}</code></td></tr>"
             for clause, text in self.describe()
         )
-        return (f"<div class='cep-query'><strong>{title}</strong><table>{rows}</table>"
-                f"<details><summary>query text</summary><pre>{html.escape(self.text.strip())}</pre></details></div>")
+        return (
+            f"<div class='cep-query'><strong>{title}</strong><table>{rows}</table>"
+            f"<details><summary>query text</summary><pre>{html.escape(self.text.strip())}</pre></details></div>"
+        )
 
 
 def _skip_text(skip) -> str:
@@ -294,12 +357,20 @@ def rule_alerts(rule: rules_mod.Rule, matches, *, suppress: Sequence[suppress_mo
         key = json.dumps({name: jsonable(row[name]) for name in keys}, ensure_ascii=False)
         suppressed, last_alert[key] = throttle.decide(last_alert.get(key), event_us(row))
         measures = {k: jsonable(v) for k, v in row.items() if k not in INTERNAL_MEASURES and k != "match_id"}
-        alerts.append({"rule_id": rule.rule_id, "rule_version": rule.version, "match_id": row.get("match_id"),
-                       "match_status": row.get(ALERT_STATUS) or "MATCHED", "partition_key": key,
-                       "first_event_time": row.get(ALERT_FIRST), "last_event_time": row.get(ALERT_LAST),
-                       "measures": json.dumps(measures, ensure_ascii=False), "suppressed": bool(suppressed)})
+        alerts.append(
+            {
+                "rule_id": rule.rule_id,
+                "rule_version": rule.version,
+                "match_id": row.get("match_id"),
+                "match_status": row.get(ALERT_STATUS) or "MATCHED",
+                "partition_key": key,
+                "first_event_time": row.get(ALERT_FIRST),
+                "last_event_time": row.get(ALERT_LAST),
+                "measures": json.dumps(measures, ensure_ascii=False),
+                "suppressed": bool(suppressed),
+            }
+        )
     return alerts
 
 
 ALERT_REPLAY_NAMES = tuple(name for name in ALERT_NAMES if name != "emit_time")
-

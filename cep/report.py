@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,20 @@ from cep.grammar.columns import ColumnNames
 from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.query import Query
 from cep.report_charts import (  # noqa: F401 - histogram_bins, label and plain are part of the report's surface
-    LABEL_COLUMN, MATCH_COLUMN, PALETTE, UNIT_SECONDS, chart_dropped, chart_histogram, chart_partition,
-    chart_per_partition, histogram_bins, is_numeric, is_time, label, plain)
+    LABEL_COLUMN,
+    MATCH_COLUMN,
+    PALETTE,
+    UNIT_SECONDS,
+    chart_dropped,
+    chart_histogram,
+    chart_partition,
+    chart_per_partition,
+    histogram_bins,
+    is_numeric,
+    is_time,
+    label,
+    plain,
+)
 
 # Imported inside functions: plotly (optional: the "report" extra; only its plotly.js bundle is used) and
 # pandas (heavy).
@@ -76,7 +89,9 @@ def labelled_query(query: Any) -> Any:
         statement,
         select=(ast.SelectItem(span, ast.Star(span)),),
         match=replace(mr, measures=measures, rows_per_match=rows),
-        where=None, order_by=(), limit=None,
+        where=None,
+        order_by=(),
+        limit=None,
     )
     return Query(derived, query.text, query.filename)
 
@@ -96,13 +111,17 @@ def match_summary(labelled: Any, partition: list[str], order: str | None) -> Any
     for key, group in labelled.groupby(keys, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         position = group[order] if order else group["__row"]
-        records.append({
-            "partition": partition_label(key[:-1], partition), "match": key[-1], "first": position.iloc[0],
-            "last": position.iloc[-1], "rows": len(group), "labels": " ".join(group[LABEL_COLUMN].astype(str)),
-        })
+        records.append(
+            {
+                "partition": partition_label(key[:-1], partition),
+                "match": key[-1],
+                "first": position.iloc[0],
+                "last": position.iloc[-1],
+                "rows": len(group),
+                "labels": " ".join(group[LABEL_COLUMN].astype(str)),
+            }
+        )
     return pd.DataFrame.from_records(records)
-
-
 
 
 def durations(summary: Any) -> tuple[Any, str]:
@@ -153,14 +172,25 @@ def partition_trace(query: Any, rows: Any, order: str | None, show: Sequence[str
     values = rows[list(show)].itertuples(index=False, name=None) if show else iter(())
     shown = [[cell(v) for v in record] for record in values] if show else [[] for _ in range(len(rows))]
     records = []
-    for row, event, start, detail in trace[["row", "event", "match_start", "detail"]].itertuples(index=False, name=None):
+    for row, event, start, detail in trace[["row", "event", "match_start", "detail"]].itertuples(
+        index=False, name=None
+    ):
         if not 0 <= row < len(x):
             continue
         begun = x[int(start)] if start is not None and 0 <= int(start) < len(x) else None
         elapsed = x[row] - begun if begun is not None and order else None
-        records.append({"x": plain(x[row]), "row": int(row), "event": event, "start": None if start is None else int(start),
-                        "detail": detail, "reason": _reason(detail) if event == "dropped" else "match",
-                        "elapsed": plain(elapsed) if elapsed is not None else None, "values": shown[row]})
+        records.append(
+            {
+                "x": plain(x[row]),
+                "row": int(row),
+                "event": event,
+                "start": None if start is None else int(start),
+                "detail": detail,
+                "reason": _reason(detail) if event == "dropped" else "match",
+                "elapsed": plain(elapsed) if elapsed is not None else None,
+                "values": shown[row],
+            }
+        )
     return records
 
 
@@ -206,9 +236,12 @@ def _table(pdf: Any, *, table_id: str | None = None, row_attrs: Sequence[str] | 
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in pdf.columns)
     daily = [_daily(pdf.iloc[:, i]) for i in range(pdf.shape[1])]
     body = "".join(
-        f"<tr{row_attrs[i] if row_attrs else ''}>" + "".join(
+        f"<tr{row_attrs[i] if row_attrs else ''}>"
+        + "".join(
             f"<td>{html.escape(cell(v)[:10] if day and v == v and v is not None else cell(v))}</td>"
-            for v, day in zip(row, daily)) + "</tr>"
+            for v, day in zip(row, daily)
+        )
+        + "</tr>"
         for i, row in enumerate(pdf.itertuples(index=False, name=None))
     )
     ident = f' id="{table_id}"' if table_id else ""
@@ -350,10 +383,19 @@ def _analyse(query: Any, pdf: Any, column: str | None) -> _Analysis:
     partition_rows = {partition_label(k if isinstance(k, tuple) else (k,), partition): g for k, g in partitions}
     within = query.statement.match.within
     return _Analysis(
-        query, pdf, output, labelled, summary, partition, order, partition_rows,
+        query,
+        pdf,
+        output,
+        labelled,
+        summary,
+        partition,
+        order,
+        partition_rows,
         summary["partition"].value_counts() if len(summary) else pd.Series(dtype=int),
         chart_column(query, pdf, column, skip=list(partition) + ([order] if order else [])),
-        bool(order and is_time(pdf[order])), interval_to_timedelta(within) if within is not None else None)
+        bool(order and is_time(pdf[order])),
+        interval_to_timedelta(within) if within is not None else None,
+    )
 
 
 def _holds_dates(values: Any) -> bool:
@@ -396,18 +438,32 @@ def _summary_section(a: _Analysis, sources: Sequence[str]) -> list[str]:
 def _matches_section(a: _Analysis) -> tuple[list[str], list[dict]]:
     summary, order = a.summary, a.order
     if not len(summary):
-        return ["<h2>Matches</h2>", "<p>No matches. The partitions below show, under each chart, why attempts were "
-                "dropped (<code>cep trace</code> gives the same row by row).</p>"], []
+        return [
+            "<h2>Matches</h2>",
+            "<p>No matches. The partitions below show, under each chart, why attempts were "
+            "dropped (<code>cep trace</code> gives the same row by row).</p>",
+        ], []
     figures = [("per-partition", chart_per_partition(a.counts))]
     if order:
-        figures.append(("over-time", chart_histogram(summary["first"], "Matches over time", f"match start ({order})",
-                                                     color=PALETTE[0], time_axis=a.time_axis)))
+        figures.append(
+            (
+                "over-time",
+                chart_histogram(
+                    summary["first"],
+                    "Matches over time",
+                    f"match start ({order})",
+                    color=PALETTE[0],
+                    time_axis=a.time_axis,
+                ),
+            )
+        )
     figures.append(("length", chart_histogram(summary["rows"], "Match length", "rows per match", integer=True)))
     if order:
         values, unit = durations(summary)
         whole = bool(len(values)) and bool((values == values.round()).all())
-        figures.append(("duration", chart_histogram(values, "Match duration", f"last - first {order} ({unit})",
-                                                    integer=whole)))
+        figures.append(
+            ("duration", chart_histogram(values, "Match duration", f"last - first {order} ({unit})", integer=whole))
+        )
     cells = "".join(f'<div class="chart" id="chart-{key}"></div>' for key, _ in figures)
     charts = [{"id": f"chart-{key}", "figure": figure} for key, figure in figures]
     return ["<h2>Matches</h2>", f'<div class="grid">{cells}</div>'], charts
@@ -427,10 +483,25 @@ def _charted_partitions(a: _Analysis, max_partitions: int, show: list) -> list[d
         rows = rows.sort_values(order, kind="mergesort") if order else rows
         found = int(a.counts.get(key, 0))
         title_text = f"{key}: {found} match{'' if found == 1 else 'es'}"
-        figure = chart_partition(rows, labelled[labelled["__partition"] == key], a.column, order, label(title_text),
-                                 colours, [c for c in [order, *a.partition, *show, a.column] if c])
-        charted.append({"id": f"partition-{index}", "index": index, "key": key, "title": label(key),
-                        "figure": figure, "trace": partition_trace(a.query, rows, order, show)})
+        figure = chart_partition(
+            rows,
+            labelled[labelled["__partition"] == key],
+            a.column,
+            order,
+            label(title_text),
+            colours,
+            [c for c in [order, *a.partition, *show, a.column] if c],
+        )
+        charted.append(
+            {
+                "id": f"partition-{index}",
+                "index": index,
+                "key": key,
+                "title": label(key),
+                "figure": figure,
+                "trace": partition_trace(a.query, rows, order, show),
+            }
+        )
     return charted
 
 
@@ -441,36 +512,50 @@ def _explorer_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], lis
     axis = {p["key"]: p["figure"]["data"][0]["x"] for p in charted}  # each charted partition's x values
     for record in summary.head(MATCH_ROWS_SHOWN).itertuples(index=False):
         owner = next((p for p in charted if p["key"] == record.partition), None)
-        matches.append({"partition": owner["index"] if owner else None, "number": int(record.match),
-                        **_zoom_range(record.first, record.last, axis.get(record.partition, []))})
+        matches.append(
+            {
+                "partition": owner["index"] if owner else None,
+                "number": int(record.match),
+                **_zoom_range(record.first, record.last, axis.get(record.partition, [])),
+            }
+        )
     explorable = [i for i, m in enumerate(matches) if m["partition"] is not None]
     if not explorable:
         return ["<h2>Match explorer</h2>", '<p class="note">No match in the charted partitions.</p>'], matches
-    parts = ["<h2>Match explorer</h2>",
-             '<p class="note">Click a match to see its partition\'s chart around it; click a coloured point '
-             "in a partition chart below to find its match here.</p>", '<div class="chart" id="zoom"></div>']
+    parts = [
+        "<h2>Match explorer</h2>",
+        '<p class="note">Click a match to see its partition\'s chart around it; click a coloured point '
+        "in a partition chart below to find its match here.</p>",
+        '<div class="chart" id="zoom"></div>',
+    ]
     table = summary.head(MATCH_ROWS_SHOWN).iloc[explorable].copy()
     table.insert(0, "#", [i + 1 for i in explorable])
     if order:
         values, unit = durations(table)
-        table["duration"] = [_duration_text(v * UNIT_SECONDS.get(unit, 1), a.time_axis)
-                             if unit != "ORDER BY units" else f"{v:g}" for v in values]
+        table["duration"] = [
+            _duration_text(v * UNIT_SECONDS.get(unit, 1), a.time_axis) if unit != "ORDER BY units" else f"{v:g}"
+            for v in values
+        ]
     attrs = [f' data-match="{i}"' for i in explorable]
     parts.append('<div class="scroll">' + _table(table, table_id="matches", row_attrs=attrs) + "</div>")
     if len(summary) > len(table):
-        parts.append(f'<p class="note">{len(table)} of {len(summary)} matches: those of the charted partitions '
-                     f"(--partitions), at most {MATCH_ROWS_SHOWN}</p>")
+        parts.append(
+            f'<p class="note">{len(table)} of {len(summary)} matches: those of the charted partitions '
+            f"(--partitions), at most {MATCH_ROWS_SHOWN}</p>"
+        )
     return parts, matches
 
 
 def _partitions_section(a: _Analysis, charted: list[dict]) -> list[str]:
     if a.column is None:
         return ["<h2>Partitions</h2>", '<p class="note">No column to chart: name one with --column.</p>']
-    parts = ["<h2>Partitions</h2>",
-             f'<p class="note">{html.escape(a.column)} per partition, the {len(charted)} with the most '
-             "matches; shaded: a match (numbered by MATCH_NUMBER()); dots: its rows, coloured by CLASSIFIER(). "
-             "Under each chart, <strong>why not here</strong>: the attempts dropped (and why) and the matches "
-             "in the range the chart shows; zoom or pan to choose the range.</p>"]
+    parts = [
+        "<h2>Partitions</h2>",
+        f'<p class="note">{html.escape(a.column)} per partition, the {len(charted)} with the most '
+        "matches; shaded: a match (numbered by MATCH_NUMBER()); dots: its rows, coloured by CLASSIFIER(). "
+        "Under each chart, <strong>why not here</strong>: the attempts dropped (and why) and the matches "
+        "in the range the chart shows; zoom or pan to choose the range.</p>",
+    ]
     parts += [f'<div class="chart" id="{p["id"]}"></div><div class="why" id="{p["id"]}-why"></div>' for p in charted]
     return parts
 
@@ -480,19 +565,30 @@ def _dropped_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], list
 
     reasons = dropped_by_reason([p["trace"] for p in charted], a.within)
     if not reasons:
-        return ["<h2>Dropped attempts</h2>", '<p class="note">No attempt was dropped in the charted partitions.</p>'], \
-            []
-    rows_table = pd.DataFrame([
-        {"reason": r["reason"], "attempts": r["count"],
-         "median run": _duration_text(r.get("median"), a.time_axis),
-         "longest run": _duration_text(r.get("max"), a.time_axis),
-         **({"median / WITHIN": f"{r['share']:.0%}" if "share" in r else ""} if a.within is not None else {})}
-        for r in reasons])
-    parts = ["<h2>Dropped attempts</h2>",
-             f'<p class="note">In the {len(charted)} charted partitions: every partial match that '
-             "ended without a match, by reason, and how long it had run (its last row minus its first)"
-             + (f" against the WITHIN limit of {html.escape(cell(a.within))}" if a.within else "") + ".</p>",
-             _table(rows_table)]
+        return [
+            "<h2>Dropped attempts</h2>",
+            '<p class="note">No attempt was dropped in the charted partitions.</p>',
+        ], []
+    rows_table = pd.DataFrame(
+        [
+            {
+                "reason": r["reason"],
+                "attempts": r["count"],
+                "median run": _duration_text(r.get("median"), a.time_axis),
+                "longest run": _duration_text(r.get("max"), a.time_axis),
+                **({"median / WITHIN": f"{r['share']:.0%}" if "share" in r else ""} if a.within is not None else {}),
+            }
+            for r in reasons
+        ]
+    )
+    parts = [
+        "<h2>Dropped attempts</h2>",
+        f'<p class="note">In the {len(charted)} charted partitions: every partial match that '
+        "ended without a match, by reason, and how long it had run (its last row minus its first)"
+        + (f" against the WITHIN limit of {html.escape(cell(a.within))}" if a.within else "")
+        + ".</p>",
+        _table(rows_table),
+    ]
     if not any(r["elapsed"] for r in reasons):
         return parts, []
     parts.append('<div class="chart" id="chart-dropped"></div>')
@@ -526,8 +622,16 @@ def plotly_script(mode: str) -> tuple[str, dict[str, str]]:
     return f'<script src="https://cdn.plot.ly/{name}" charset="utf-8"></script>', {}
 
 
-def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partitions: int = 4,
-                 sources: Sequence[str] = (), title: str | None = None, plotly: str = "embed") -> Report:
+def build_report(
+    query: Any,
+    pdf: Any,
+    *,
+    column: str | None = None,
+    max_partitions: int = 4,
+    sources: Sequence[str] = (),
+    title: str | None = None,
+    plotly: str = "embed",
+) -> Report:
     """The HTML report of ``query`` over the pandas DataFrame ``pdf``; ``plotly``: how the page gets
     plotly.js (``plotly_script``)."""
     script, assets = plotly_script(plotly)
@@ -538,21 +642,37 @@ def build_report(query: Any, pdf: Any, *, column: str | None = None, max_partiti
     matches_parts, charts = _matches_section(a)
     explorer_parts, matches = _explorer_section(a, charted)
     dropped_parts, dropped_charts = _dropped_section(a, charted)
-    parts = [f"<h1>cep report: {html.escape(str(name))}</h1>",
-             f'<p class="note">made {html.escape(datetime.now().strftime("%Y-%m-%d %H:%M"))} by cep report; '
-             "charts: drag to zoom, double-click to reset, hover for values</p>",
-             "<h2>Query</h2>", f"<pre>{html.escape(query.text.strip())}</pre>",
-             *_summary_section(a, sources), *matches_parts, *explorer_parts, *_partitions_section(a, charted),
-             *dropped_parts, *_output_section(a.output)]
-    data = {"charts": charts + dropped_charts, "partitions": charted, "matches": matches, "order": a.order or "row",
-            "shown": [str(c) for c in show]}
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>cep report: {html.escape(str(name))}</title><style>{_STYLE}</style>"
-            f"{script}</head>\n<body>\n" + "\n".join(parts)
-            + f'\n<script type="application/json" id="cep-data">{_json(data)}</script>'
-            + f"\n<script>{_GLUE}</script>\n</body></html>\n")
-    line = (f"{len(a.pdf)} rows, {len(a.partition_rows)} partitions, {len(a.summary)} matches, "
-            f"{len(a.output)} output rows")
+    parts = [
+        f"<h1>cep report: {html.escape(str(name))}</h1>",
+        f'<p class="note">made {html.escape(datetime.now().strftime("%Y-%m-%d %H:%M"))} by cep report; '
+        "charts: drag to zoom, double-click to reset, hover for values</p>",
+        "<h2>Query</h2>",
+        f"<pre>{html.escape(query.text.strip())}</pre>",
+        *_summary_section(a, sources),
+        *matches_parts,
+        *explorer_parts,
+        *_partitions_section(a, charted),
+        *dropped_parts,
+        *_output_section(a.output),
+    ]
+    data = {
+        "charts": charts + dropped_charts,
+        "partitions": charted,
+        "matches": matches,
+        "order": a.order or "row",
+        "shown": [str(c) for c in show],
+    }
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>cep report: {html.escape(str(name))}</title><style>{_STYLE}</style>"
+        f"{script}</head>\n<body>\n"
+        + "\n".join(parts)
+        + f'\n<script type="application/json" id="cep-data">{_json(data)}</script>'
+        + f"\n<script>{_GLUE}</script>\n</body></html>\n"
+    )
+    line = (
+        f"{len(a.pdf)} rows, {len(a.partition_rows)} partitions, {len(a.summary)} matches, {len(a.output)} output rows"
+    )
     return Report(page, line, assets)
 
 
@@ -561,8 +681,10 @@ def _zoom_range(first: Any, last: Any, xs: list) -> dict:
     rows) on each side."""
     import pandas as pd
 
-    low, high = pd.Timestamp(first) if isinstance(plain(first), str) else first, \
-        pd.Timestamp(last) if isinstance(plain(last), str) else last
+    low, high = (
+        pd.Timestamp(first) if isinstance(plain(first), str) else first,
+        pd.Timestamp(last) if isinstance(plain(last), str) else last,
+    )
     values = sorted(pd.Timestamp(x) if isinstance(x, str) else x for x in xs if x is not None)
     gaps = sorted(b - a for a, b in zip(values, values[1:]) if b != a)
     typical = gaps[len(gaps) // 2] if gaps else None

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ def time_step(seconds: Sequence[float]) -> float:
     """The data's own time step: the largest of a day, an hour, a minute and a second that every time
     (seconds since the epoch) is a whole number of; 0 when none is."""
     return next((size for size in UNIT_SECONDS.values() if all(s % size == 0 for s in seconds)), 0.0)
+
 
 # ---------------------------------------------------------------------------------- values for the page
 
@@ -73,10 +75,15 @@ def is_numeric(pdf: Any, name: str) -> bool:
 
 def _layout(title: str, xtitle: str, ytitle: str, *, height: int = 320, **extra: Any) -> dict:
     layout = {
-        "title": {"text": title, "x": 0.01, "font": {"size": 15}}, "height": height,
-        "margin": {"l": 60, "r": 20, "t": 44, "b": 50}, "template": "plotly_white",
-        "xaxis": {"title": {"text": xtitle}, "automargin": True}, "yaxis": {"title": {"text": ytitle}, "automargin": True},
-        "hoverlabel": {"align": "left"}, "showlegend": False, "plot_bgcolor": "#ffffff",
+        "title": {"text": title, "x": 0.01, "font": {"size": 15}},
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 44, "b": 50},
+        "template": "plotly_white",
+        "xaxis": {"title": {"text": xtitle}, "automargin": True},
+        "yaxis": {"title": {"text": ytitle}, "automargin": True},
+        "hoverlabel": {"align": "left"},
+        "showlegend": False,
+        "plot_bgcolor": "#ffffff",
     }
     layout.update(extra)
     return layout
@@ -87,8 +94,14 @@ def _layout(title: str, xtitle: str, ytitle: str, *, height: int = 320, **extra:
 
 def chart_per_partition(counts: Any) -> dict:
     top = counts.head(20).iloc[::-1]
-    bars = {"type": "bar", "orientation": "h", "x": [int(v) for v in top.values], "y": [label(k) for k in top.index],
-            "marker": {"color": PALETTE[0]}, "hovertemplate": "%{y}: %{x} matches<extra></extra>"}
+    bars = {
+        "type": "bar",
+        "orientation": "h",
+        "x": [int(v) for v in top.values],
+        "y": [label(k) for k in top.index],
+        "marker": {"color": PALETTE[0]},
+        "hovertemplate": "%{y}: %{x} matches<extra></extra>",
+    }
     title = "Matches per partition" + (" (top 20)" if len(counts) > 20 else "")
     return {"data": [bars], "layout": _layout(title, "matches", "", height=max(220, 26 * len(top) + 90))}
 
@@ -118,8 +131,9 @@ def histogram_bins(values: Any, *, integer: bool, step: float = 0.0) -> tuple[li
     return [float(e) for e in edges], [int(c) for c in counts]
 
 
-def chart_histogram(values: Any, title: str, xtitle: str, *, integer: bool = False, color: str = PALETTE[2],
-                    time_axis: bool = False) -> dict:
+def chart_histogram(
+    values: Any, title: str, xtitle: str, *, integer: bool = False, color: str = PALETTE[2], time_axis: bool = False
+) -> dict:
     """Bars between bin edges; hover names each bin's edges and count; the axis ticks are the edges."""
     if time_axis:
         stamps = [v for v in values if v is not None]
@@ -128,70 +142,137 @@ def chart_histogram(values: Any, title: str, xtitle: str, *, integer: bool = Fal
         offsets = [(s - epoch).total_seconds() for s in seconds]
         edges, counts = histogram_bins(offsets, integer=False, step=time_step(offsets))
         to_axis = [plain(epoch + timedelta(seconds=e)) for e in edges]
-        bars = {"type": "bar", "x": [plain(epoch + timedelta(seconds=(a + b) / 2)) for a, b in zip(edges, edges[1:])],
-                "y": counts, "width": [(b - a) * 1000 for a, b in zip(edges, edges[1:])],
-                "customdata": [[to_axis[i], to_axis[i + 1]] for i in range(len(counts))],
-                "hovertemplate": "from %{customdata[0]}<br>to %{customdata[1]}<br>%{y} matches<extra></extra>",
-                "marker": {"color": color, "line": {"color": "#ffffff", "width": 1}}}
+        bars = {
+            "type": "bar",
+            "x": [plain(epoch + timedelta(seconds=(a + b) / 2)) for a, b in zip(edges, edges[1:])],
+            "y": counts,
+            "width": [(b - a) * 1000 for a, b in zip(edges, edges[1:])],
+            "customdata": [[to_axis[i], to_axis[i + 1]] for i in range(len(counts))],
+            "hovertemplate": "from %{customdata[0]}<br>to %{customdata[1]}<br>%{y} matches<extra></extra>",
+            "marker": {"color": color, "line": {"color": "#ffffff", "width": 1}},
+        }
         layout = _layout(title, xtitle, "matches")
         layout["xaxis"]["type"] = "date"
         return {"data": [bars], "layout": layout}
     edges, counts = histogram_bins(values, integer=integer)
     shown = [int(e + 0.5) if integer else e for e in edges]
     text = [f"{shown[i]:g} to {shown[i + 1]:g}" if not integer else f"{shown[i]:g}" for i in range(len(counts))]
-    bars = {"type": "bar", "x": [(a + b) / 2 for a, b in zip(edges, edges[1:])], "y": counts,
-            "width": [b - a for a, b in zip(edges, edges[1:])], "customdata": text,
-            "hovertemplate": ("%{customdata}" if integer else "[%{customdata})") + ": %{y} matches<extra></extra>",
-            "marker": {"color": color, "line": {"color": "#ffffff", "width": 1}}}
+    bars = {
+        "type": "bar",
+        "x": [(a + b) / 2 for a, b in zip(edges, edges[1:])],
+        "y": counts,
+        "width": [b - a for a, b in zip(edges, edges[1:])],
+        "customdata": text,
+        "hovertemplate": ("%{customdata}" if integer else "[%{customdata})") + ": %{y} matches<extra></extra>",
+        "marker": {"color": color, "line": {"color": "#ffffff", "width": 1}},
+    }
     layout = _layout(title, xtitle, "matches")
     if integer:
-        layout["xaxis"].update(tickmode="array", tickvals=[(a + b) / 2 for a, b in zip(edges, edges[1:])],
-                               ticktext=[f"{t}" for t in text])
+        layout["xaxis"].update(
+            tickmode="array", tickvals=[(a + b) / 2 for a, b in zip(edges, edges[1:])], ticktext=[f"{t}" for t in text]
+        )
     else:
         layout["xaxis"].update(tickmode="array", tickvals=edges, ticktext=[f"{e:.3g}" for e in edges])
     return {"data": [bars], "layout": layout}
 
 
-def chart_partition(rows: Any, matched: Any, column: str, order: str | None, title: str,
-                    colours: dict[str, str], show: Sequence[str]) -> dict:
+def chart_partition(
+    rows: Any, matched: Any, column: str, order: str | None, title: str, colours: dict[str, str], show: Sequence[str]
+) -> dict:
     """``column`` along the ORDER BY axis for one partition: each match shaded, its rows coloured by label;
     hover shows the row's values. A matched point carries its match number (``customdata[0]``)."""
     x_name = order or "__row"
     hover_columns = [c for c in show if c in rows.columns][:8]
 
     def hover(frame) -> tuple[list, str]:
-        data = [[None] + [label(v) for v in record] for record in frame[hover_columns].itertuples(index=False, name=None)]
+        data = [
+            [None] + [label(v) for v in record] for record in frame[hover_columns].itertuples(index=False, name=None)
+        ]
         lines = "<br>".join(f"{label(c)}: %{{customdata[{i + 1}]}}" for i, c in enumerate(hover_columns))
         return data, lines
 
     numeric = is_numeric(rows, column)
     lanes: dict[str, int] = {}
     if not numeric:
-        lanes = {value: i for i, value in enumerate(sorted(set(rows[column].astype(str)) | set(matched[column].astype(str))))}
+        lanes = {
+            value: i for i, value in enumerate(sorted(set(rows[column].astype(str)) | set(matched[column].astype(str))))
+        }
 
     def y_of(frame) -> list:
         return [plain(v) for v in frame[column]] if numeric else [lanes[str(v)] for v in frame[column]]
 
     data, lines = hover(rows)
-    traces = [{"type": "scatter", "mode": "lines+markers" if numeric else "markers", "x": [plain(v) for v in rows[x_name]],
-               "y": y_of(rows), "line": {"color": "#aaaaaa", "width": 1}, "marker": {"color": "#bbbbbb", "size": 5},
-               "customdata": data, "hovertemplate": lines + "<extra>row</extra>", "name": "rows"}]
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers" if numeric else "markers",
+            "x": [plain(v) for v in rows[x_name]],
+            "y": y_of(rows),
+            "line": {"color": "#aaaaaa", "width": 1},
+            "marker": {"color": "#bbbbbb", "size": 5},
+            "customdata": data,
+            "hovertemplate": lines + "<extra>row</extra>",
+            "name": "rows",
+        }
+    ]
     shapes, notes = [], []
     for number, group in matched.groupby(MATCH_COLUMN, sort=False):
         gx = group[x_name]
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": plain(gx.iloc[0]), "x1": plain(gx.iloc[-1]),
-                       "y0": 0, "y1": 1, "fillcolor": "#f4d03f", "opacity": 0.25, "line": {"width": 0}, "layer": "below"})
-        notes.append({"x": plain(gx.iloc[0]), "y": 1.0, "xref": "x", "yref": "paper", "text": f"#{int(number)}",
-                      "showarrow": False, "xanchor": "left", "yanchor": "bottom", "font": {"size": 10, "color": "#7d6608"}})
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": plain(gx.iloc[0]),
+                "x1": plain(gx.iloc[-1]),
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": "#f4d03f",
+                "opacity": 0.25,
+                "line": {"width": 0},
+                "layer": "below",
+            }
+        )
+        notes.append(
+            {
+                "x": plain(gx.iloc[0]),
+                "y": 1.0,
+                "xref": "x",
+                "yref": "paper",
+                "text": f"#{int(number)}",
+                "showarrow": False,
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "font": {"size": 10, "color": "#7d6608"},
+            }
+        )
     for name, group in matched.groupby(LABEL_COLUMN, sort=False):
         data, lines = hover(group)
         for record, number in zip(data, group[MATCH_COLUMN]):
             record[0] = int(number)
-        traces.append({"type": "scatter", "mode": "markers", "x": [plain(v) for v in group[x_name]], "y": y_of(group),
-                       "marker": {"color": colours[str(name)], "size": 9}, "name": label(name), "customdata": data,
-                       "hovertemplate": f"match #%{{customdata[0]}} as {label(name)}<br>" + lines + "<extra></extra>"})
-    layout = _layout(title, label(order or "row"), label(column), height=360, shapes=shapes, annotations=notes, showlegend=True,
-                     legend={"title": {"text": "CLASSIFIER()"}}, dragmode="zoom")
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": [plain(v) for v in group[x_name]],
+                "y": y_of(group),
+                "marker": {"color": colours[str(name)], "size": 9},
+                "name": label(name),
+                "customdata": data,
+                "hovertemplate": f"match #%{{customdata[0]}} as {label(name)}<br>" + lines + "<extra></extra>",
+            }
+        )
+    layout = _layout(
+        title,
+        label(order or "row"),
+        label(column),
+        height=360,
+        shapes=shapes,
+        annotations=notes,
+        showlegend=True,
+        legend={"title": {"text": "CLASSIFIER()"}},
+        dragmode="zoom",
+    )
     if order and is_time(rows[order]):
         layout["xaxis"]["type"] = "date"
     if not numeric:
@@ -201,15 +282,39 @@ def chart_partition(rows: Any, matched: Any, column: str, order: str | None, tit
 
 def chart_dropped(reasons: list[dict], within: timedelta | None, time_axis: bool) -> dict:
     unit = "seconds" if time_axis else "ORDER BY units"
-    traces = [{"type": "box", "name": label(r["reason"]), "x": r["elapsed"], "orientation": "h", "boxpoints": "outliers",
-               "marker": {"color": PALETTE[i % len(PALETTE)]}, "hoverinfo": "x"}
-              for i, r in enumerate(reasons) if r["elapsed"]]
+    traces = [
+        {
+            "type": "box",
+            "name": label(r["reason"]),
+            "x": r["elapsed"],
+            "orientation": "h",
+            "boxpoints": "outliers",
+            "marker": {"color": PALETTE[i % len(PALETTE)]},
+            "hoverinfo": "x",
+        }
+        for i, r in enumerate(reasons)
+        if r["elapsed"]
+    ]
     shapes = []
     if within is not None:
         limit = within.total_seconds()
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": limit, "x1": limit, "y0": 0, "y1": 1,
-                       "line": {"color": "#c0392b", "dash": "dash", "width": 2}})
-    layout = _layout("How long dropped attempts had run" + (" (dashed: the WITHIN limit)" if within else ""),
-                     f"last row - first row of the attempt ({unit})", "", height=max(240, 40 * len(traces) + 120),
-                     shapes=shapes)
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": limit,
+                "x1": limit,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": "#c0392b", "dash": "dash", "width": 2},
+            }
+        )
+    layout = _layout(
+        "How long dropped attempts had run" + (" (dashed: the WITHIN limit)" if within else ""),
+        f"last row - first row of the attempt ({unit})",
+        "",
+        height=max(240, 40 * len(traces) + 120),
+        shapes=shapes,
+    )
     return {"data": traces, "layout": layout}

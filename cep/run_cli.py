@@ -24,8 +24,9 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import cep
 from cep.cli_io import (
@@ -88,7 +89,7 @@ _REMOTE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 @dataclass
 class RunResult:
-    table: "pd.DataFrame"
+    table: pd.DataFrame
     stats: list[ClauseStats]
     seconds: float
     engine: str
@@ -140,8 +141,9 @@ def with_time_travel(inputs: Inputs, args: argparse.Namespace) -> Inputs:
             return spec  # not Delta, or it names its own version (delta:PATH@v3)
         return f"{spec}@v{version}" if version is not None else f"{spec}@{timestamp}"
 
-    return dataclasses.replace(inputs, unnamed=tuple(at(s) for s in inputs.unnamed),
-                               named={name: at(s) for name, s in inputs.named.items()})
+    return dataclasses.replace(
+        inputs, unnamed=tuple(at(s) for s in inputs.unnamed), named={name: at(s) for name, s in inputs.named.items()}
+    )
 
 
 def defined_order(text: str, statement: SqlStatement) -> str:
@@ -155,7 +157,7 @@ def defined_order(text: str, statement: SqlStatement) -> str:
         return "sorted" if simple.order_by else "matches"
     whole = statement.whole
     depth, regions = 0, [(c.start, c.end) for c in whole.clauses]
-    words = re.finditer(r"\(|\)|\bORDER\s+BY\b|'(?:[^']|'')*'|--[^\n]*|/\*[\s\S]*?\*/", text[:whole.end], re.I)
+    words = re.finditer(r"\(|\)|\bORDER\s+BY\b|'(?:[^']|'')*'|--[^\n]*|/\*[\s\S]*?\*/", text[: whole.end], re.I)
     for word in words:
         token = word.group()
         if token == "(":
@@ -185,16 +187,24 @@ def _as_first_table(statement: SqlStatement, tables: dict, default: Any) -> Any:
     clause = statement.clauses[0] if statement.clauses else None
     if default is None or clause is None or clause.scopes or clause.path is not None:
         return default
-    name = statement.text[clause.relation[0]:clause.relation[1]].strip()
+    name = statement.text[clause.relation[0] : clause.relation[1]].strip()
     if not re.fullmatch(r"[A-Za-z_]\w*", name) or name in tables:
         return default
     tables[name] = default
     return None
 
 
-def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
-                replay: dict, *, default: Any = None, dead_letter: str | None = None,
-                declared: dict[str, str] | None = None) -> RunResult:
+def _run_python(
+    statement: SqlStatement,
+    inputs: Inputs,
+    fmt: str | None,
+    args: argparse.Namespace,
+    replay: dict,
+    *,
+    default: Any = None,
+    dead_letter: str | None = None,
+    declared: dict[str, str] | None = None,
+) -> RunResult:
     """The python engine; ``default``: the unnamed input already read (a Kafka replay's good rows);
     ``declared``: its CSV column types from --schema (the row checks set aside values of other types)."""
     started = time.perf_counter()
@@ -227,21 +237,35 @@ def _run_python(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: 
     if progress:
         bar, options["progress"] = _progress_bar(len(default) if default is not None else 0)
         with bar:
-            result = statement.run(tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options)
+            result = statement.run(
+                tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options
+            )
     else:
-        result = statement.run(tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options)
+        result = statement.run(
+            tables, default=default, read_path=read_path, clause_stats=stats, kind="arrow", **options
+        )
     if dead_letter:
         write_dead_letter(records, dead_letter)
     table = arrow_to_pandas(result)
     if args.limit is not None:
         table = table.head(args.limit)
-    return RunResult(table, stats, time.perf_counter() - started, "python",
-                     checks.get("by_reason", {}) if dead_letter else None)
+    return RunResult(
+        table, stats, time.perf_counter() - started, "python", checks.get("by_reason", {}) if dead_letter else None
+    )
 
 
-def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: argparse.Namespace,
-               replay: dict, *, spark: Any = None, default: Any = None, dead_letter: str | None = None,
-               declared: dict[str, str] | None = None) -> RunResult:
+def _run_spark(
+    statement: SqlStatement,
+    inputs: Inputs,
+    fmt: str | None,
+    args: argparse.Namespace,
+    replay: dict,
+    *,
+    spark: Any = None,
+    default: Any = None,
+    dead_letter: str | None = None,
+    declared: dict[str, str] | None = None,
+) -> RunResult:
     """A Spark job; ``spark`` and ``default``: a session and the unnamed input already read (Kafka);
     ``declared`` as for the python engine (the reader marks values of other types as unread)."""
     specs = [*inputs.unnamed, *inputs.named.values(), *(path for _s, _e, path in statement.whole.paths)]
@@ -264,19 +288,22 @@ def _run_spark(statement: SqlStatement, inputs: Inputs, fmt: str | None, args: a
     checks: dict = {}
     if dead_letter:
         options.update(dead_letter=records, stats=checks)
-    frame = statement.on_spark(spark, tables=tables, default=default, read_path=read_path, ordered=True,
-                               clause_stats=stats, **options)
+    frame = statement.on_spark(
+        spark, tables=tables, default=default, read_path=read_path, ordered=True, clause_stats=stats, **options
+    )
     if args.limit is not None:
         frame = frame.limit(args.limit)
     table = arrow_to_pandas(frame.toArrow())
     if dead_letter:
         write_dead_letter([row.asDict() for found in records for row in found.collect()], dead_letter)
-    return RunResult(table, stats, time.perf_counter() - started, "spark",
-                     checks.get("by_reason", {}) if dead_letter else None)
+    return RunResult(
+        table, stats, time.perf_counter() - started, "spark", checks.get("by_reason", {}) if dead_letter else None
+    )
 
 
-def _run_kafka(statement: SqlStatement, source: KafkaInput, engine: str, inputs: Inputs, args: argparse.Namespace,
-               replay: dict) -> RunResult:
+def _run_kafka(
+    statement: SqlStatement, source: KafkaInput, engine: str, inputs: Inputs, args: argparse.Namespace, replay: dict
+) -> RunResult:
     """A replay of what the topics hold now (``cli_io.read_kafka_static``): bad messages set aside and counted
     as ``cep stream`` counts them, the rest matched by either engine (python: through Arrow and pandas)."""
     from pyspark.sql import functions as F
@@ -307,24 +334,27 @@ def check_input_types(statement: SqlStatement, schema: dict, fmt: str | None, de
         statement.check_types(schema)
     except cep.CepError as err:
         if fmt == "csv":
-            _hint_text_columns(err, [n for n, t in schema.items() if t == "VARCHAR" and n not in (declared or {})],
-                               statement.text)
+            _hint_text_columns(
+                err, [n for n, t in schema.items() if t == "VARCHAR" and n not in (declared or {})], statement.text
+            )
         raise
 
 
 def _hint_text_columns(err: cep.CepError, text_columns: list[str], text: str) -> None:
     hinted = []
     for diagnostic in err.errors:
-        where = text[diagnostic.span.start:diagnostic.span.end]
+        where = text[diagnostic.span.start : diagnostic.span.end]
         named = [n for n in text_columns if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", where, re.IGNORECASE)]
         if not named or diagnostic.span.end <= diagnostic.span.start:
             hinted.append(diagnostic)
             continue
         kind = "DOUBLE" if "number" in diagnostic.message else "TIMESTAMP" if "time" in diagnostic.message else "TYPE"
-        hint = (f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} text in the CSV input: some value in "
-                f"{'it' if len(named) == 1 else 'them'} is not a number, time or boolean (docs/cli.md, \"How files are "
-                f"read\"); to read {'it' if len(named) == 1 else 'them'} as one and set the other rows aside: "
-                f"--schema '{', '.join(f'{n} {kind}' for n in named)}' --dead-letter FILE")
+        hint = (
+            f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} text in the CSV input: some value in "
+            f'{"it" if len(named) == 1 else "them"} is not a number, time or boolean (docs/cli.md, "How files are '
+            f'read"); to read {"it" if len(named) == 1 else "them"} as one and set the other rows aside: '
+            f"--schema '{', '.join(f'{n} {kind}' for n in named)}' --dead-letter FILE"
+        )
         hinted.append(dataclasses.replace(diagnostic, hint=hint))
     err.errors = hinted
     if len(hinted) == 1:
@@ -350,8 +380,10 @@ def summary_line(run: RunResult, rows: int) -> str:
     events = sum(s.events for s in run.stats)
     partitions = sum(s.partitions for s in run.stats)
     matches = sum(s.matches for s in run.stats)
-    return (f"events read: {events}, partitions: {partitions}, matches: {matches}, output rows: {rows}, "
-            f"seconds: {run.seconds:.2f} (engine: {run.engine})")
+    return (
+        f"events read: {events}, partitions: {partitions}, matches: {matches}, output rows: {rows}, "
+        f"seconds: {run.seconds:.2f} (engine: {run.engine})"
+    )
 
 
 def empty_result_line(run: RunResult) -> str:
@@ -423,12 +455,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if defined_order(text, statement) == "none":
         table = display_order(table)
     if args.output:
-        identity = [*map(input_identity, inputs.unnamed),
-                    *(f"{name}={input_identity(path)}" for name, path in inputs.named.items())]
-        written = write_output(table, args.output, keep_formulas=args.csv_keep_formulas,
-                               app_id=app_id_of(text, identity))
-        print(f"wrote {len(table)} rows to {args.output}" if written else
-              f"{args.output} already holds the rows of this statement over these inputs: nothing appended")
+        identity = [
+            *map(input_identity, inputs.unnamed),
+            *(f"{name}={input_identity(path)}" for name, path in inputs.named.items()),
+        ]
+        written = write_output(
+            table, args.output, keep_formulas=args.csv_keep_formulas, app_id=app_id_of(text, identity)
+        )
+        print(
+            f"wrote {len(table)} rows to {args.output}"
+            if written
+            else f"{args.output} already holds the rows of this statement over these inputs: nothing appended"
+        )
     elif len(table):
         print(format_table(table))
     else:
@@ -462,8 +500,10 @@ def run_rules(args: argparse.Namespace) -> int:
         raise UsageError("--rules needs the events: --input PATH")
     kafka = kafka_input(list(args.input), args.format, args.schema, args.kafka_option)
     if (args.dead_letter and not kafka) or args.limit is not None:
-        raise UsageError("--limit goes with one query, and --dead-letter with one query or a kafka:// input, "
-                         "not with --rules over files")
+        raise UsageError(
+            "--limit goes with one query, and --dead-letter with one query or a kafka:// input, "
+            "not with --rules over files"
+        )
     try:
         specs = parse_specs(args.suppress)
     except ValueError as exc:
@@ -488,8 +528,11 @@ def run_rules(args: argparse.Namespace) -> int:
                 matches = compile_rule(rule, alert_columns=True)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    found = matches.run(data, **options) if engine == "python" else \
-                        matches.on_spark(data, **options).toPandas()
+                    found = (
+                        matches.run(data, **options)
+                        if engine == "python"
+                        else matches.on_spark(data, **options).toPandas()
+                    )
             except cep.CepError as err:  # this rule's failure: the others run, as in cep stream
                 print_error(f"rule {rule.rule_id} failed (cep stream quarantines it): {err}")
                 failed += 1
@@ -510,12 +553,17 @@ def run_rules(args: argparse.Namespace) -> int:
     else:
         print("(no alerts)")
     suppressed = int(table["suppressed"].sum()) if len(table) else 0
-    print(f"rules: {len(ruleset)}, events read: {events}, alerts: {len(table)}"
-          + (f" ({suppressed} suppressed)" if suppressed else "")
-          + f", seconds: {time.perf_counter() - started:.2f} (engine: {engine}; ids as cep stream --rules gives them)")
+    print(
+        f"rules: {len(ruleset)}, events read: {events}, alerts: {len(table)}"
+        + (f" ({suppressed} suppressed)" if suppressed else "")
+        + f", seconds: {time.perf_counter() - started:.2f} (engine: {engine}; ids as cep stream --rules gives them)"
+    )
     if bad_rows is not None:
-        print(bad_rows_summary(bad_rows, args.dead_letter) if args.dead_letter else
-              f"bad rows: {sum(bad_rows.values())} (set aside; --dead-letter FILE keeps them)")
+        print(
+            bad_rows_summary(bad_rows, args.dead_letter)
+            if args.dead_letter
+            else f"bad rows: {sum(bad_rows.values())} (set aside; --dead-letter FILE keeps them)"
+        )
     return EXIT_QUERY_ERROR if ruleset.errors or failed else EXIT_OK
 
 
@@ -553,51 +601,98 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         "may stand) over the inputs; print the rows as a table and a summary line.",
     )
     run.add_argument("query_file", metavar="QUERY_FILE", nargs="?", help="file holding the statement (or --rules DIR)")
-    run.add_argument("--rules", "-r", metavar="DIR",
-                     help="replay a rule set (the directory cep stream --rules runs) instead of one query: the alerts "
-                     "with the ids, versions and suppression of the live stream (give it the stream's --session-timeout "
-                     "and --suppress)")
-    run.add_argument("--suppress", action="append", metavar="RULE=DURATION", help="with --rules: as cep stream's --suppress")
     run.add_argument(
-        "--input", "-i", action="append", metavar="[NAME=]PATH",
+        "--rules",
+        "-r",
+        metavar="DIR",
+        help="replay a rule set (the directory cep stream --rules runs) instead of one query: the alerts "
+        "with the ids, versions and suppression of the live stream (give it the stream's --session-timeout "
+        "and --suppress)",
+    )
+    run.add_argument(
+        "--suppress", action="append", metavar="RULE=DURATION", help="with --rules: as cep stream's --suppress"
+    )
+    run.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        metavar="[NAME=]PATH",
         help=INPUT_HELP + ". Or Kafka topics: kafka://HOST:PORT/TOPIC (the messages they hold now; see "
         "docs/streaming.md)",
     )
-    run.add_argument("--format", choices=formats, help="input format (default: from the file extension; Kafka: json or csv)")
-    run.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
-                     help="an option of Spark's Kafka source (startingOffsets, endingOffsets, kafka.security.protocol, ...); "
-                     "@FILE reads KEY=VALUE lines")
-    run.add_argument("--schema", action="append", metavar="[NAME=]COLUMNS",
-                     help=SCHEMA_HELP + ". For Kafka: the columns of a message value (default for JSON: from the last "
-                     "messages)")
     run.add_argument(
-        "--engine", choices=("spark", "python"), default=None,
+        "--format", choices=formats, help="input format (default: from the file extension; Kafka: json or csv)"
+    )
+    run.add_argument(
+        "--kafka-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of Spark's Kafka source (startingOffsets, endingOffsets, kafka.security.protocol, ...); "
+        "@FILE reads KEY=VALUE lines",
+    )
+    run.add_argument(
+        "--schema",
+        action="append",
+        metavar="[NAME=]COLUMNS",
+        help=SCHEMA_HELP + ". For Kafka: the columns of a message value (default for JSON: from the last messages)",
+    )
+    run.add_argument(
+        "--engine",
+        choices=("spark", "python"),
+        default=None,
         help="python: the pure-Python matcher (DuckDB for the SQL around it); spark: a Spark job. Default: python for "
         f"local files up to {PYTHON_MAX_BYTES // 2**20} MiB, else spark",
     )
-    run.add_argument("--output", "-o", metavar="FILE",
-                     help="write the rows to FILE (.csv, .parquet or .json) instead of printing them, or append them "
-                          "to a Delta table: delta:PATH (once per statement and input versions)")
-    run.add_argument("--delta-version", type=non_negative_int, metavar="N",
-                     help="read every Delta input (delta:PATH) as of its version N (one input: delta:PATH@vN)")
-    run.add_argument("--delta-timestamp", metavar="TS",
-                     help="read every Delta input as of the latest version committed at or before TS (ISO 8601, "
-                          "UTC unless it names a zone; one input: delta:PATH@2026-01-05T00:00:00)")
+    run.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="write the rows to FILE (.csv, .parquet or .json) instead of printing them, or append them "
+        "to a Delta table: delta:PATH (once per statement and input versions)",
+    )
+    run.add_argument(
+        "--delta-version",
+        type=non_negative_int,
+        metavar="N",
+        help="read every Delta input (delta:PATH) as of its version N (one input: delta:PATH@vN)",
+    )
+    run.add_argument(
+        "--delta-timestamp",
+        metavar="TS",
+        help="read every Delta input as of the latest version committed at or before TS (ISO 8601, "
+        "UTC unless it names a zone; one input: delta:PATH@2026-01-05T00:00:00)",
+    )
     run.add_argument("--limit", type=non_negative_int, metavar="N", help="keep at most N output rows")
-    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                     help=f"show a progress bar on stderr (python engine; default: on a terminal, from "
-                          f"{PROGRESS_MIN_ROWS:,} rows)")
-    run.add_argument("--master", default=DEFAULT_MASTER, help="Spark master URL (default: %(default)s; giving one picks spark)")
-    run.add_argument("--dead-letter", metavar="FILE",
-                     help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
-                     "as JSON lines with their reason, and match the rest; the summary counts them")
-    run.add_argument("--session-timeout", metavar="DURATION",
-                     help="replay as a stream with this session timeout would match: a partition's rows more than "
-                     "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions")
-    run.add_argument("--match-ids", action="store_true",
-                     help="add a last column match_id: the id the stream gives the same match (cep stream's alerts)")
-    run.add_argument("--csv-keep-formulas", action="store_true",
-                     help="in a .csv output, write text starting with = + - @ as it is (by default it gets a leading ' "
-                     "so that a spreadsheet shows it instead of running it)")
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"show a progress bar on stderr (python engine; default: on a terminal, from {PROGRESS_MIN_ROWS:,} rows)",
+    )
+    run.add_argument(
+        "--master", default=DEFAULT_MASTER, help="Spark master URL (default: %(default)s; giving one picks spark)"
+    )
+    run.add_argument(
+        "--dead-letter",
+        metavar="FILE",
+        help="set bad rows (NULL or unreadable event time, a value of the wrong type...) aside to FILE "
+        "as JSON lines with their reason, and match the rest; the summary counts them",
+    )
+    run.add_argument(
+        "--session-timeout",
+        metavar="DURATION",
+        help="replay as a stream with this session timeout would match: a partition's rows more than "
+        "DURATION apart (event time, e.g. '30 minutes', '90s') are matched as separate sessions",
+    )
+    run.add_argument(
+        "--match-ids",
+        action="store_true",
+        help="add a last column match_id: the id the stream gives the same match (cep stream's alerts)",
+    )
+    run.add_argument(
+        "--csv-keep-formulas",
+        action="store_true",
+        help="in a .csv output, write text starting with = + - @ as it is (by default it gets a leading ' "
+        "so that a spreadsheet shows it instead of running it)",
+    )
     run.set_defaults(func=cmd_run)
-

@@ -22,9 +22,11 @@ import datetime as dt
 import itertools
 import re
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
+from cep.duckdb_sql import ENGINE_HINT, Refusal, check_patterns, explain_duck_error, spark_types, to_duckdb_sql
 from cep.grammar import ast
 from cep.grammar.checks import check
 from cep.grammar.columns import ColumnNames
@@ -34,7 +36,6 @@ from cep.grammar.statement import SPARK, Clause, Rendered, WholeStatement, split
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import arrow_to_pandas, kind_of
 from cep.matcher.rows.validate import refuse_odd_kinds
-from cep.duckdb_sql import ENGINE_HINT, Refusal, check_patterns, explain_duck_error, spark_types, to_duckdb_sql
 from cep.query import Query
 
 # Imported inside functions: pyspark, duckdb, sqlglot, pyarrow and pandas (heavy or optional; `cep check`
@@ -80,13 +81,24 @@ class SqlStatement:
         columns) against ``schema``, the input's columns and SQL types: a comparison of a time with text is
         an error with a caret before any row is read, not a failure in the middle of the run."""
         for clause in self.clauses:
-            if not clause.subqueries and re.fullmatch(r"[\w.`\"']+", self.text[clause.relation[0]:clause.relation[1]]):
+            if not clause.subqueries and re.fullmatch(
+                r"[\w.`\"']+", self.text[clause.relation[0] : clause.relation[1]]
+            ):
                 check(clause.statement, schema=schema, source=self.text, filename=self.filename)
 
     # ------------------------------------------------------------------------------------------ Spark
 
-    def on_spark(self, spark, *, tables: dict | None = None, default=None, read_path: Callable | None = None,
-                 ordered: bool = False, clause_stats: list | None = None, **options):
+    def on_spark(
+        self,
+        spark,
+        *,
+        tables: dict | None = None,
+        default=None,
+        read_path: Callable | None = None,
+        ordered: bool = False,
+        clause_stats: list | None = None,
+        **options,
+    ):
         """Run on Spark SQL; returns a DataFrame (streaming when an input is a stream).
 
         ``tables``: name -> DataFrame, registered as temporary views for the statement (besides the
@@ -102,8 +114,9 @@ class SqlStatement:
 
     # ------------------------------------------------------------------------------------------ python
 
-    def clause_input(self, tables: dict | None = None, *, default: Any = None, read_path: Callable | None = None,
-                     position: int = 0):
+    def clause_input(
+        self, tables: dict | None = None, *, default: Any = None, read_path: Callable | None = None, position: int = 0
+    ):
         """(the Query of the clause at ``position``, the rows it reads as a pandas frame), on the python engine:
         what ``cep trace`` and ``cep report`` look at when the clause reads the result of other SQL (a
         subquery, a WITH, a join). ``tables``, ``default`` and ``read_path`` as for ``run``."""
@@ -114,8 +127,17 @@ class SqlStatement:
             engine.close()
         return query, frame if kind_of(frame) == "pandas" else arrow_to_pandas(frame)
 
-    def run(self, tables: Any = None, *, default: Any = None, read_path: Callable | None = None, ordered: bool = True,
-            clause_stats: list | None = None, kind: str | None = None, **options):
+    def run(
+        self,
+        tables: Any = None,
+        *,
+        default: Any = None,
+        read_path: Callable | None = None,
+        ordered: bool = True,
+        clause_stats: list | None = None,
+        kind: str | None = None,
+        **options,
+    ):
         """Run on the python engine (DuckDB for the SQL around the clauses, the matcher for each clause).
 
         ``tables``: name -> rows (list of dicts), pandas DataFrame or pyarrow Table; or one such table
@@ -160,7 +182,9 @@ def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] 
     paths = {path: f"_cep_file{number}" for number, (_s, _e, path) in enumerate(whole.paths)}
     parts = [whole.render(SPARK, views, paths)]
     for clause in whole.clauses:
-        columns = {sub.column: whole.subquery_text(sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind != "in"}
+        columns = {
+            sub.column: whole.subquery_text(sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind != "in"
+        }
         parts.append(whole.input_sql(clause, SPARK, views, paths, columns))
         parts += [whole.subquery_sql(clause, sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind == "in"]
     for rendered in parts:
@@ -171,10 +195,17 @@ def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] 
         try:
             check_patterns(rendered.text)
         except Refusal as refusal:
-            raise sql_error(refusal.message, rendered, text, refusal.start, syntax=False, length=refusal.length,
-                            code="E0247", hint="the letters both engines write alike: yyyy MM dd HH mm ss SSS a EEE, "
-                                               "text in quotes ('T'); docs/sql-statements.md lists them"
-                            ).with_source(text, filename) from None
+            raise sql_error(
+                refusal.message,
+                rendered,
+                text,
+                refusal.start,
+                syntax=False,
+                length=refusal.length,
+                code="E0247",
+                hint="the letters both engines write alike: yyyy MM dd HH mm ss SSS a EEE, "
+                "text in quotes ('T'); docs/sql-statements.md lists them",
+            ).with_source(text, filename) from None
     return statement
 
 
@@ -196,8 +227,9 @@ def sql(spark, text: str, **options):
 class _Run:
     """One execution: views for files and clauses, each clause matched, then the statement."""
 
-    def __init__(self, statement: SqlStatement, engine, tables: dict, default, ordered: bool,
-                 stats: list | None, options: dict) -> None:
+    def __init__(
+        self, statement: SqlStatement, engine, tables: dict, default, ordered: bool, stats: list | None, options: dict
+    ) -> None:
         self.statement, self.engine, self.default = statement, engine, default
         self.ordered, self.stats, self.options = ordered, stats, options
         self.token = uuid.uuid4().hex[:8]
@@ -264,19 +296,31 @@ class _Run:
 
     def missing(self, name: str, rendered: Rendered) -> CepError:
         text = self.statement.text
-        found = re.search(r"(?<![\w`\".])[`\"]?" + re.escape(name.split(".")[-1]) + r"[`\"]?(?![\w`\"])", rendered.text, re.I)
-        return sql_error(f"there is no table {name}", rendered, text, found.start() if found else None, syntax=False,
-                         length=len(name), code="E0291",
-                         hint=f"give its rows: cep run ... --input PATH (or --input {name}=PATH), "
-                              f"or tables={{'{name}': ...}} (on Spark: a table or temporary view); "
-                              "a file is named in single quotes: FROM 'data/ticks.parquet'")
+        found = re.search(
+            r"(?<![\w`\".])[`\"]?" + re.escape(name.split(".")[-1]) + r"[`\"]?(?![\w`\"])", rendered.text, re.I
+        )
+        return sql_error(
+            f"there is no table {name}",
+            rendered,
+            text,
+            found.start() if found else None,
+            syntax=False,
+            length=len(name),
+            code="E0291",
+            hint=f"give its rows: cep run ... --input PATH (or --input {name}=PATH), "
+            f"or tables={{'{name}': ...}} (on Spark: a table or temporary view); "
+            "a file is named in single quotes: FROM 'data/ticks.parquet'",
+        )
 
     def prepared(self, clause: Clause):
         """(the clause's Query, its input relation, the columns its subqueries add to that input)."""
         whole, engine = self.statement.whole, self.engine
         dialect = engine.dialect
-        columns = {sub.column: whole.subquery_text(sub, dialect, self.views, self.path_views)
-                   for sub in clause.subqueries if sub.kind != "in"}
+        columns = {
+            sub.column: whole.subquery_text(sub, dialect, self.views, self.path_views)
+            for sub in clause.subqueries
+            if sub.kind != "in"
+        }
         constants = {}
         for sub in clause.subqueries:
             if sub.kind == "in":
@@ -288,12 +332,17 @@ class _Run:
         query = self.statement.query(clause, statement)
         frame = self.sql(whole.input_sql(clause, dialect, self.views, self.path_views, columns))
         kept = ColumnNames(columns)
-        clashes = {kept.find_name(c) for c in engine.columns(frame)
-                   if c not in columns and kept.has_name_ignoring_case(c)}
+        clashes = {
+            kept.find_name(c) for c in engine.columns(frame) if c not in columns and kept.has_name_ignoring_case(c)
+        }
         if clashes:
-            raise CepSemanticError(f"the input of MATCH_RECOGNIZE has a column named {sorted(clashes)[0]}, a name cep "
-                                   "keeps for the subqueries inside the clause; rename it", code="E0251",
-                                   span=clause.statement.span, source=self.statement.text)
+            raise CepSemanticError(
+                f"the input of MATCH_RECOGNIZE has a column named {sorted(clashes)[0]}, a name cep "
+                "keeps for the subqueries inside the clause; rename it",
+                code="E0251",
+                span=clause.statement.span,
+                source=self.statement.text,
+            )
         return query, frame, columns
 
     def match(self, clause: Clause) -> str:
@@ -326,7 +375,9 @@ def _single_clause_span(text: str):
 def _with_match_number(statement: ast.Statement) -> ast.Statement:
     span = statement.match.span
     measure = ast.Measure(span, ast.MatchNumber(span), ast.Identifier(span, MATCH_NUMBER_COLUMN, quoted=True))
-    return dataclasses.replace(statement, match=dataclasses.replace(statement.match, measures=statement.match.measures + (measure,)))
+    return dataclasses.replace(
+        statement, match=dataclasses.replace(statement.match, measures=statement.match.measures + (measure,))
+    )
 
 
 def _literal(value, span) -> ast.Literal:
@@ -342,22 +393,28 @@ def _literal(value, span) -> ast.Literal:
         return ast.Literal(span, "decimal", value, format(value, "f"))
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return ast.Literal(span, "timestamp", value, value.isoformat(" "))
     if isinstance(value, dt.date):
         return ast.Literal(span, "date", value, value.isoformat())
     if isinstance(value, str):
         return ast.Literal(span, "string", value, value)
-    raise CepSemanticError(f"an IN subquery gives a {type(value).__name__} value, which cep cannot compare",
-                           code="E0251", span=span)
+    raise CepSemanticError(
+        f"an IN subquery gives a {type(value).__name__} value, which cep cannot compare", code="E0251", span=span
+    )
 
 
 def _with_constants(node, constants: dict[str, list]):
     """``x IN (placeholder)`` -> ``x IN (v1, v2, ...)`` (or FALSE / TRUE for NOT IN, when the subquery is empty)."""
     if not constants:
         return node
-    if isinstance(node, ast.InList) and len(node.items) == 1 and isinstance(node.items[0], ast.ColumnRef) \
-            and node.items[0].qualifier is None and node.items[0].column.name in constants:
+    if (
+        isinstance(node, ast.InList)
+        and len(node.items) == 1
+        and isinstance(node.items[0], ast.ColumnRef)
+        and node.items[0].qualifier is None
+        and node.items[0].column.name in constants
+    ):
         values = constants[node.items[0].column.name]
         if not values:
             return ast.Literal(node.span, "boolean", node.negated, str(node.negated).upper())
@@ -384,8 +441,17 @@ def _with_constants(node, constants: dict[str, list]):
 # ---------------------------------------------------------------------------------------- errors
 
 
-def sql_error(message: str, rendered: Rendered, text: str, offset: int | None, *, syntax: bool,
-              length: int = 1, hint: str | None = None, code: str | None = None) -> CepError:
+def sql_error(
+    message: str,
+    rendered: Rendered,
+    text: str,
+    offset: int | None,
+    *,
+    syntax: bool,
+    length: int = 1,
+    hint: str | None = None,
+    code: str | None = None,
+) -> CepError:
     """An engine's error as a CepError pointing into the user's text."""
     start = rendered.position(offset) if offset is not None else rendered.anchor
     start = min(max(start, 0), max(len(text) - 1, 0))
@@ -408,8 +474,14 @@ def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
     description = first.get("description") or _first_line(str(exc))
     if description.startswith("Invalid expression / Unexpected token"):
         description = f"unexpected {highlight.strip()!r}"
-    return sql_error(f"syntax error in the SQL around MATCH_RECOGNIZE: {description}", rendered, text, offset,
-                     syntax=True, length=len(highlight))
+    return sql_error(
+        f"syntax error in the SQL around MATCH_RECOGNIZE: {description}",
+        rendered,
+        text,
+        offset,
+        syntax=True,
+        length=len(highlight),
+    )
 
 
 def _first_line(text: str) -> str:
@@ -427,6 +499,7 @@ def _spark_reader(spark) -> Callable:
         if kind in ("json", "jsonl", "ndjson"):
             return spark.read.json(path)
         return spark.read.parquet(path)
+
     return read
 
 
@@ -479,7 +552,9 @@ class _SparkEngine:
         if isinstance(exc, CepError):
             return exc
         name = type(exc).__name__
-        if name not in ("ParseException", "AnalysisException") and not type(exc).__module__.startswith(("pyspark", "py4j")):
+        if name not in ("ParseException", "AnalysisException") and not type(exc).__module__.startswith(
+            ("pyspark", "py4j")
+        ):
             raise exc
         message = _first_line(getattr(exc, "getMessage", lambda: str(exc))() or str(exc))
         message = re.sub(r"\s*SQLSTATE: \w+", "", message)
@@ -498,12 +573,18 @@ class _SparkEngine:
             lines = rendered.text.split("\n")
             offset = sum(len(part) + 1 for part in lines[: line - 1]) + pos
         message = re.sub(r"\s*\(line \d+, pos \d+\)", "", message)
-        return sql_error(f"Spark SQL: {message}", rendered, text, offset, syntax=name == "ParseException", length=length)
+        return sql_error(
+            f"Spark SQL: {message}", rendered, text, offset, syntax=name == "ParseException", length=length
+        )
 
     def column_values(self, frame, subquery, text: str) -> list:
         if len(frame.columns) != 1:
-            raise CepSemanticError(f"an IN subquery must give one column, not {len(frame.columns)}", code="E0251",
-                                   span=span_of(text, subquery.start, subquery.end), source=text)
+            raise CepSemanticError(
+                f"an IN subquery must give one column, not {len(frame.columns)}",
+                code="E0251",
+                span=span_of(text, subquery.start, subquery.end),
+                source=text,
+            )
         return [row[0] for row in frame.distinct().collect()]
 
     def match(self, query: Query, frame, options: dict, *, ordered: bool):
@@ -630,22 +711,48 @@ class _DuckEngine:
         if isinstance(exc, Refusal) and exc.spark_too:
             return sql_error(exc.message, rendered, text, exc.start, syntax=False, length=exc.length)
         if isinstance(exc, Refusal):
-            return sql_error(f"the python engine refuses this before running: {exc.message}", rendered, text,
-                             exc.start, syntax=False, length=exc.length, code="E0252", hint=ENGINE_HINT)
+            return sql_error(
+                f"the python engine refuses this before running: {exc.message}",
+                rendered,
+                text,
+                exc.start,
+                syntax=False,
+                length=exc.length,
+                code="E0252",
+                hint=ENGINE_HINT,
+            )
         if isinstance(exc, sqlglot.errors.SqlglotError):
-            return sql_error(f"the python engine cannot translate this statement: {_first_line(str(exc))}", rendered,
-                             text, None, syntax=False, code="E0252", hint=ENGINE_HINT)
+            return sql_error(
+                f"the python engine cannot translate this statement: {_first_line(str(exc))}",
+                rendered,
+                text,
+                None,
+                syntax=False,
+                code="E0252",
+                hint=ENGINE_HINT,
+            )
         if isinstance(exc, duckdb.Error):
             sentence, offset, length = explain_duck_error(str(exc), rendered.text)
             hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
-            return sql_error(sentence, rendered, text, offset, syntax=isinstance(exc, duckdb.ParserException), length=length,
-                             hint=hint)
+            return sql_error(
+                sentence,
+                rendered,
+                text,
+                offset,
+                syntax=isinstance(exc, duckdb.ParserException),
+                length=length,
+                hint=hint,
+            )
         raise exc
 
     def column_values(self, frame, subquery, text: str) -> list:
         if frame.num_columns != 1:
-            raise CepSemanticError(f"an IN subquery must give one column, not {frame.num_columns}", code="E0251",
-                                   span=span_of(text, subquery.start, subquery.end), source=text)
+            raise CepSemanticError(
+                f"an IN subquery must give one column, not {frame.num_columns}",
+                code="E0251",
+                span=span_of(text, subquery.start, subquery.end),
+                source=text,
+            )
         return list(dict.fromkeys(frame.column(0).to_pylist()))
 
     def match(self, query: Query, frame, options: dict, *, ordered: bool):
@@ -671,7 +778,11 @@ class _DuckEngine:
         partition = list(query.plan.partition_names(self.columns(frame)))
         events = len(frame) if kind_of(frame) == "pandas" else frame.num_rows
         if kind_of(frame) == "pandas":
-            partitions = int(frame.groupby(partition, dropna=False, sort=False).ngroups) if partition and events else int(events > 0)
+            partitions = (
+                int(frame.groupby(partition, dropna=False, sort=False).ngroups)
+                if partition and events
+                else int(events > 0)
+            )
         else:
             partitions = (frame.group_by(partition).aggregate([]).num_rows if partition else 1) if events else 0
         numbered = out.filter(pc.is_valid(out.column(MATCH_NUMBER_COLUMN))) if out.num_rows else out

@@ -52,11 +52,19 @@ def add_commands(subparsers) -> None:
     )
     status.add_argument("--checkpoint", "-c", required=True, metavar="DIR", help="the stream's checkpoint directory")
     status.add_argument("--json", action="store_true", help="print the status file as JSON (with the liveness verdict)")
-    status.add_argument("--stale-after", default=DEFAULT_STALE_AFTER, metavar="DURATION",
-                        help="a running stream whose heartbeat is older than this is dead (default: %(default)s)")
-    status.add_argument("--max-batch-age", default=DEFAULT_MAX_BATCH_AGE, metavar="DURATION",
-                        help="... or whose micro-batch has run longer than this: stuck ('off': never; "
-                        "default: %(default)s); a stream idle on a quiet topic is running")
+    status.add_argument(
+        "--stale-after",
+        default=DEFAULT_STALE_AFTER,
+        metavar="DURATION",
+        help="a running stream whose heartbeat is older than this is dead (default: %(default)s)",
+    )
+    status.add_argument(
+        "--max-batch-age",
+        default=DEFAULT_MAX_BATCH_AGE,
+        metavar="DURATION",
+        help="... or whose micro-batch has run longer than this: stuck ('off': never; "
+        "default: %(default)s); a stream idle on a quiet topic is running",
+    )
     status.set_defaults(func=cmd_status)
 
     deliver = subparsers.add_parser(
@@ -68,10 +76,16 @@ def add_commands(subparsers) -> None:
         "them for the stream's counts. Safe while the stream runs (one redelivery at a time per sink).",
     )
     deliver.add_argument("--checkpoint", "-c", required=True, metavar="DIR", help="the stream's checkpoint directory")
-    deliver.add_argument("--dead-letter", metavar="DIR", help="the stream's --dead-letter (default: CHECKPOINT/dead-letter)")
+    deliver.add_argument(
+        "--dead-letter", metavar="DIR", help="the stream's --dead-letter (default: CHECKPOINT/dead-letter)"
+    )
     deliver.add_argument("--sink", nargs=2, metavar=("webhook", "URL"), help="send the dead letters of this webhook")
-    deliver.add_argument("--from", dest="from_sink", metavar="SINK",
-                         help="send the letters of another sink folder (its key, as listed) to --sink (a receiver that moved)")
+    deliver.add_argument(
+        "--from",
+        dest="from_sink",
+        metavar="SINK",
+        help="send the letters of another sink folder (its key, as listed) to --sink (a receiver that moved)",
+    )
     deliver.add_argument("--webhook-format", choices=WEBHOOK_FORMATS, default=None)
     deliver.add_argument("--webhook-template", metavar="FILE")
     deliver.add_argument("--pagerduty-routing-key", metavar="KEY")
@@ -88,7 +102,7 @@ def _ago(text: str | None) -> str:
     moment = epoch_seconds(text)
     if moment is None:
         return "never" if not text else str(text)
-    stamp = _dt.datetime.fromtimestamp(moment, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    stamp = _dt.datetime.fromtimestamp(moment, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     seconds = int(time.time() - moment)
     if seconds < 120:
         return f"{stamp}Z ({seconds}s ago)"
@@ -111,7 +125,9 @@ def _process_gone(status: dict) -> bool:
     return False
 
 
-def liveness(status: dict, *, stale_after: float, max_batch_age: float | None, now: float | None = None) -> tuple[str, str]:
+def liveness(
+    status: dict, *, stale_after: float, max_batch_age: float | None, now: float | None = None
+) -> tuple[str, str]:
     """(state, why): ``running``, ``dead``, ``failed``, ``stopped`` (or what the file says)."""
     now = time.time() if now is None else now
     state = status.get("state", "unknown")
@@ -127,8 +143,11 @@ def liveness(status: dict, *, stale_after: float, max_batch_age: float | None, n
         last = epoch_seconds(status.get("last_progress_at"))
         started = epoch_seconds(status.get("started_at")) or beat
         if max_batch_age is not None and now - (last or started) > max_batch_age:
-            why = f"Spark's last trigger was {int(now - last)}s ago" if last else \
-                f"no micro-batch since the start, {int(now - started)}s ago"
+            why = (
+                f"Spark's last trigger was {int(now - last)}s ago"
+                if last
+                else f"no micro-batch since the start, {int(now - started)}s ago"
+            )
             return "dead", f"{why} (more than {max_batch_age:g}s)"
         return "running", ""
     if not query.get("active"):
@@ -146,20 +165,28 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
     lines = []
     last = status.get("last_batch") or {}
     state, why = verdict or (status.get("state", "?"), "")
-    lines.append(f"stream: {state}{f' ({why})' if why else ''}, status written {_ago(status.get('updated_at'))}"
-                 + (f", pid {status.get('pid')} on {status.get('host')}" if status.get("pid") else ""))
+    lines.append(
+        f"stream: {state}{f' ({why})' if why else ''}, status written {_ago(status.get('updated_at'))}"
+        + (f", pid {status.get('pid')} on {status.get('host')}" if status.get("pid") else "")
+    )
     if last:
         duration = f", {last['duration_ms']} ms" if last.get("duration_ms") is not None else ""
-        lines.append(f"last micro-batch: {last.get('id')} at {_ago(last.get('time'))}, {last.get('input_rows', 0)} input rows"
-                     f"{duration}; watermark {last.get('watermark') or '-'}")
-    lines.append(f"event time: {status.get('time_column') or '-'}; matches: {status.get('output', '-')} ({status.get('output_format', '-')})")
+        lines.append(
+            f"last micro-batch: {last.get('id')} at {_ago(last.get('time'))}, {last.get('input_rows', 0)} input rows"
+            f"{duration}; watermark {last.get('watermark') or '-'}"
+        )
+    lines.append(
+        f"event time: {status.get('time_column') or '-'}; matches: {status.get('output', '-')} ({status.get('output_format', '-')})"
+    )
     if status.get("damaged_status"):
         lines.append(f"STATUS FILE DAMAGED: {status['damaged_status']}")
     for damage in (status.get("damaged") or [])[-5:]:
         lines.append(f"damaged file set aside {_ago(damage.get('time'))}: {visible(str(damage.get('message')))}")
     if status.get("rules_outage"):
         outage = status["rules_outage"]
-        lines.append(f"RULES UNREADABLE since {_ago(outage.get('since'))}: {outage.get('error')}; the last good rule set keeps running")
+        lines.append(
+            f"RULES UNREADABLE since {_ago(outage.get('since'))}: {outage.get('error')}; the last good rule set keeps running"
+        )
     for key, sink in sorted((status.get("sinks") or {}).items()):
         extra = []
         if sink.get("queue_alerts"):
@@ -167,24 +194,40 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         if sink.get("failing_since"):
             extra.append(f"FAILING since {_ago(sink['failing_since'])}: {sink.get('last_error')}")
         waiting = sink.get("dead_letters_waiting", 0)
-        letters = f", dead letters waiting {waiting}" + (f" ({sink.get('dead_letters_refused', 0)} refused: cep deliver)"
-                                                         if sink.get("dead_letters_refused") else "") if waiting else ""
+        letters = (
+            f", dead letters waiting {waiting}"
+            + (
+                f" ({sink.get('dead_letters_refused', 0)} refused: cep deliver)"
+                if sink.get("dead_letters_refused")
+                else ""
+            )
+            if waiting
+            else ""
+        )
         if sink.get("damaged_files"):
             damaged = sink["damaged_files"]
             extra.append(f"{len(damaged)} damaged file(s) set aside ({', '.join(damaged[-3:])})")
-        lines.append(f"sink {sink.get('label') or key}: delivered {sink.get('delivered', 0)}, dead-lettered "
-                     f"{sink.get('dead_lettered', 0)}, redelivered {sink.get('redelivered', 0)}, retries {sink.get('retries', 0)}"
-                     f"{letters}" + (f"; {'; '.join(extra)}" if extra else ""))
+        lines.append(
+            f"sink {sink.get('label') or key}: delivered {sink.get('delivered', 0)}, dead-lettered "
+            f"{sink.get('dead_lettered', 0)}, redelivered {sink.get('redelivered', 0)}, retries {sink.get('retries', 0)}"
+            f"{letters}" + (f"; {'; '.join(extra)}" if extra else "")
+        )
         for error in sink.get("errors", [])[-3:]:
-            lines.append(f"  {_ago(error.get('time'))}: {visible(str(error.get('message')))} (listed until {error.get('expires')})")
+            lines.append(
+                f"  {_ago(error.get('time'))}: {visible(str(error.get('message')))} (listed until {error.get('expires')})"
+            )
         if not sink.get("errors") and sink.get("last_error"):
-            lines.append(f"  last error {_ago(sink.get('last_error_at'))}: {visible(str(sink['last_error']))} (recovered since)")
+            lines.append(
+                f"  last error {_ago(sink.get('last_error_at'))}: {visible(str(sink['last_error']))} (recovered since)"
+            )
     bad = status.get("bad_rows") or {}
     if sum(bad.values()):
         reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(bad.items()) if count)
         lines.append(f"bad rows: {sum(bad.values())} ({reasons}) -> {status.get('bad_rows_path', '-')}")
     if status.get("late_rows"):
-        lines.append(f"late rows: {status['late_rows']} input rows late for at least one rule -> {status.get('late_rows_path', '-')}")
+        lines.append(
+            f"late rows: {status['late_rows']} input rows late for at least one rule -> {status.get('late_rows_path', '-')}"
+        )
     rows = rule_rows(status)
     duplicates = max((r["duplicates_dropped"] for r in rows), default=0)
     if duplicates:
@@ -195,16 +238,31 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
     for r in rows:
         live = str(r["live"]) + (f" (+{r['stale_live']} old)" if r["stale_live"] else "")
         matches = str(r["matches"]) + (f" (+{r['earlier_matches']} earlier versions)" if r["earlier_matches"] else "")
-        table.append((r["rule"], r["state"], r["version"], matches, str(r["suppressed"]), live, str(r["late"]),
-                      _ago(r["last_batch_time"]).split(" (")[0] if r["last_batch_time"] else "-", str(len(r["errors"])) if r["errors"] else "-"))
+        table.append(
+            (
+                r["rule"],
+                r["state"],
+                r["version"],
+                matches,
+                str(r["suppressed"]),
+                live,
+                str(r["late"]),
+                _ago(r["last_batch_time"]).split(" (")[0] if r["last_batch_time"] else "-",
+                str(len(r["errors"])) if r["errors"] else "-",
+            )
+        )
     if len(table) == 1:
         lines.append("(no rules)")
     else:
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         numeric = {4, 6}
         for row in table:
-            lines.append("  ".join(cell.rjust(w) if i in numeric and row is not header else cell.ljust(w)
-                                   for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+            lines.append(
+                "  ".join(
+                    cell.rjust(w) if i in numeric and row is not header else cell.ljust(w)
+                    for i, (cell, w) in enumerate(zip(row, widths))
+                ).rstrip()
+            )
     problems = [(r["rule"], e) for r in rows for e in r["errors"]]
     loose = [e.get("rendered", "") for e in status.get("errors", []) if not e.get("rule_id")]
     if problems or loose:
@@ -220,9 +278,15 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         lines.append("recent events:")
         for event in events[-8:]:
             level = event.get("level", "info")
-            lines.append(f"  {event.get('time', '')}  {'' if level == 'info' else level + ': '}{event.get('message', '')}".replace("\n", "\n    "))
+            lines.append(
+                f"  {event.get('time', '')}  {'' if level == 'info' else level + ': '}{event.get('message', '')}".replace(
+                    "\n", "\n    "
+                )
+            )
     for error in (status.get("query_errors") or [])[-3:]:
-        lines.append(f"query error at {error.get('time')}: {str(error.get('error', '')).splitlines()[0] if error.get('error') else ''}")
+        lines.append(
+            f"query error at {error.get('time')}: {str(error.get('error', '')).splitlines()[0] if error.get('error') else ''}"
+        )
     return "\n".join(lines)
 
 
@@ -238,13 +302,18 @@ def _seconds(value: str, option: str) -> float | None:
 def cmd_status(args: argparse.Namespace) -> int:
     path = os.path.join(args.checkpoint, "status.json")
     if not os.path.exists(path):
-        raise UsageError(f"no status in {args.checkpoint} (no cep stream has run with this --checkpoint): {path} not found")
+        raise UsageError(
+            f"no status in {args.checkpoint} (no cep stream has run with this --checkpoint): {path} not found"
+        )
     try:
         status = read_status(args.checkpoint)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path} nor its backup: {exc}") from None
-    verdict = liveness(status, stale_after=_seconds(args.stale_after, "--stale-after") or 60.0,
-                       max_batch_age=_seconds(args.max_batch_age, "--max-batch-age"))
+    verdict = liveness(
+        status,
+        stale_after=_seconds(args.stale_after, "--stale-after") or 60.0,
+        max_batch_age=_seconds(args.max_batch_age, "--max-batch-age"),
+    )
     if args.json:
         print(json.dumps({**status, "liveness": {"state": verdict[0], "why": verdict[1]}}, indent=1, sort_keys=True))
     else:
@@ -258,8 +327,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _boxes(root: str) -> list[tuple[str, DeadLetterBox]]:
     if not os.path.isdir(root):
         return []
-    return [(name, DeadLetterBox(os.path.join(root, name))) for name in sorted(os.listdir(root))
-            if os.path.isdir(os.path.join(root, name)) and name not in ("bad-rows", "late") and not name.startswith((".", "bad-rows."))]
+    return [
+        (name, DeadLetterBox(os.path.join(root, name)))
+        for name in sorted(os.listdir(root))
+        if os.path.isdir(os.path.join(root, name))
+        and name not in ("bad-rows", "late")
+        and not name.startswith((".", "bad-rows."))
+    ]
 
 
 def cmd_deliver(args: argparse.Namespace) -> int:
@@ -282,9 +356,18 @@ def cmd_deliver(args: argparse.Namespace) -> int:
         for letter in box.letters():
             attempt = sink.resend(letter)
             if attempt.ok:
-                journal.write(redelivered_name(sink.key(), letter.stamp),
-                              {"kind": "redeliver", "sink": sink.key(), "label": sink.describe(), "letter": letter.path,
-                               "stamp": letter.stamp, "delivered": dict(letter.rules), "time": None})
+                journal.write(
+                    redelivered_name(sink.key(), letter.stamp),
+                    {
+                        "kind": "redeliver",
+                        "sink": sink.key(),
+                        "label": sink.describe(),
+                        "letter": letter.path,
+                        "stamp": letter.stamp,
+                        "delivered": dict(letter.rules),
+                        "time": None,
+                    },
+                )
                 box.remove(letter)
                 sent += 1
                 print(f"delivered {letter.key} ({len(letter.alerts)} alert(s))")
@@ -314,21 +397,27 @@ def _list(checkpoint: str, root: str) -> int:
         found = True
         label = letters[0].sink_label or name
         refused = sum(1 for l in letters if l.refused)
-        print(f"{name} ({label}): {len(letters)} dead letter(s), {sum(len(l.alerts) for l in letters)} alert(s), "
-              f"{refused} refused by the receiver")
+        print(
+            f"{name} ({label}): {len(letters)} dead letter(s), {sum(len(l.alerts) for l in letters)} alert(s), "
+            f"{refused} refused by the receiver"
+        )
         for letter in letters[:20]:
-            when = _dt.datetime.fromtimestamp(letter.first_failed_at, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+            when = _dt.datetime.fromtimestamp(letter.first_failed_at, _dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
             rules = ", ".join(sorted(letter.rules))
-            print(f"  {letter.key}  {when}  {letter.attempts} attempt(s)  {'refused' if letter.refused else 'waiting'}  "
-                  f"rules {rules}: {visible(letter.error)}")
+            print(
+                f"  {letter.key}  {when}  {letter.attempts} attempt(s)  {'refused' if letter.refused else 'waiting'}  "
+                f"rules {rules}: {visible(letter.error)}"
+            )
         if len(letters) > 20:
             print(f"  ... and {len(letters) - 20} more")
     for key in outbox.sinks():
         entries = outbox.entries(key)
         if entries:
             found = True
-            print(f"{key}: {len(entries)} micro-batch(es), {sum(n for _, n in entries)} alert(s) waiting in the outbox "
-                  f"(delivered by the stream's lane once the sink takes them)")
+            print(
+                f"{key}: {len(entries)} micro-batch(es), {sum(n for _, n in entries)} alert(s) waiting in the outbox "
+                f"(delivered by the stream's lane once the sink takes them)"
+            )
     if not found:
         print("nothing waits: no dead letter, no queued alert")
     return cli_io.EXIT_OK

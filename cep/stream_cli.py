@@ -31,8 +31,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from functools import reduce
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from cep import cli_io
 from cep.cli_io import UsageError
@@ -51,13 +52,32 @@ from cep.spark_bridge.sinks.payloads import BodyFormat
 from cep.spark_bridge.sinks.safe_text import expand_env
 from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
-from cep.spark_bridge.spark.files import (CSV_OPTIONS, apply_json_kinds, apply_text_types, json_kinds, json_variant_schema,
-                                         strict_json_numbers)
-from cep.spark_bridge.spark.delta import (CepDeltaError, DeltaSnapshot, check_snapshot, delta_path, is_delta,
-                                          parse_delta_options, read_delta_stream)
+from cep.spark_bridge.spark.delta import (
+    CepDeltaError,
+    DeltaSnapshot,
+    check_snapshot,
+    delta_path,
+    is_delta,
+    parse_delta_options,
+    read_delta_stream,
+)
+from cep.spark_bridge.spark.files import (
+    CSV_OPTIONS,
+    apply_json_kinds,
+    apply_text_types,
+    json_kinds,
+    json_variant_schema,
+    strict_json_numbers,
+)
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
-    VALUE_FORMATS, CepKafkaError, is_kafka_url, kafka_location, parse_kafka_options, parse_kafka_url, read_kafka,
+    VALUE_FORMATS,
+    CepKafkaError,
+    is_kafka_url,
+    kafka_location,
+    parse_kafka_options,
+    parse_kafka_url,
+    read_kafka,
 )
 from cep.spark_bridge.spark.session import ignore_sigterm, spark_log_path
 from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
@@ -103,85 +123,190 @@ def add_commands(subparsers) -> None:
     )
     stream.add_argument("query_file", nargs="?", metavar="QUERY_FILE", help="one query file (instead of --rules)")
     stream.add_argument("--rules", "-r", metavar="DIR", help="directory of rule files (*.sql)")
-    stream.add_argument("--input", "-i", required=True, metavar="DIR|URL",
-                        help="directory the event files arrive in, or Kafka topics: kafka://HOST:PORT/TOPIC[,TOPIC] "
-                        "(or /REGEX); see docs/streaming.md")
-    stream.add_argument("--format", choices=cli_io.FORMATS,
-                        help="input format (default: from the files' extension; for Kafka the message value: json "
-                        "(default) or csv)")
-    stream.add_argument("--schema", metavar="COLUMNS",
-                        help="input columns, e.g. 'ts TIMESTAMP, card STRING, amount DOUBLE' (default: read from the "
-                        "files there on the first start, then kept in the checkpoint; or from the last messages of a "
-                        "Kafka topic)")
-    stream.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
-                        help="an option of Spark's Kafka source (startingOffsets=latest, maxOffsetsPerTrigger=10000, "
-                        "kafka.security.protocol=SASL_SSL, ...); @FILE reads KEY=VALUE lines; repeat for several")
-    stream.add_argument("--delta-option", action="append", metavar="KEY=VALUE",
-                        help="an option of Delta's streaming source for --input delta:PATH (startingVersion=5, "
-                        "maxFilesPerTrigger=10, skipChangeCommits=true, ...), passed as given; repeat for several")
-    stream.add_argument("--checkpoint", "-c", required=True, metavar="DIR",
-                        help="where progress, state, rule versions, outboxes and status are kept (reuse it to resume)")
+    stream.add_argument(
+        "--input",
+        "-i",
+        required=True,
+        metavar="DIR|URL",
+        help="directory the event files arrive in, or Kafka topics: kafka://HOST:PORT/TOPIC[,TOPIC] "
+        "(or /REGEX); see docs/streaming.md",
+    )
+    stream.add_argument(
+        "--format",
+        choices=cli_io.FORMATS,
+        help="input format (default: from the files' extension; for Kafka the message value: json (default) or csv)",
+    )
+    stream.add_argument(
+        "--schema",
+        metavar="COLUMNS",
+        help="input columns, e.g. 'ts TIMESTAMP, card STRING, amount DOUBLE' (default: read from the "
+        "files there on the first start, then kept in the checkpoint; or from the last messages of a "
+        "Kafka topic)",
+    )
+    stream.add_argument(
+        "--kafka-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of Spark's Kafka source (startingOffsets=latest, maxOffsetsPerTrigger=10000, "
+        "kafka.security.protocol=SASL_SSL, ...); @FILE reads KEY=VALUE lines; repeat for several",
+    )
+    stream.add_argument(
+        "--delta-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of Delta's streaming source for --input delta:PATH (startingVersion=5, "
+        "maxFilesPerTrigger=10, skipChangeCommits=true, ...), passed as given; repeat for several",
+    )
+    stream.add_argument(
+        "--checkpoint",
+        "-c",
+        required=True,
+        metavar="DIR",
+        help="where progress, state, rule versions, outboxes and status are kept (reuse it to resume)",
+    )
     stream.add_argument("--output", "-o", metavar="DIR", help="directory for the matches (default: CHECKPOINT/matches)")
-    stream.add_argument("--sink", action="append", nargs="+", metavar="SINK",
-                        help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
-                        "sqlite PATH | postgres URL | delta:PATH (a Delta table, once per micro-batch) | "
-                        "kafka://HOST:PORT/TOPIC (at least once) | "
-                        "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several")
-    stream.add_argument("--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)")
-    stream.add_argument("--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)")
-    stream.add_argument("--idle-watermark", metavar="LAG",
-                        help="event time never lags the wall clock by more than LAG: absence and timeout alerts fire "
-                        "on a quiet input, and a row more than LAG + --watermark behind the clock is late (default: off)")
-    stream.add_argument("--suppress", action="append", metavar="RULE=DURATION",
-                        help="at most one alert per partition key per DURATION for RULE (an id or a pattern like 'fraud/*')")
-    stream.add_argument("--session-timeout", metavar="GAP", help="end a key's session after this event-time gap (default: never)")
-    stream.add_argument("--time-column", metavar="NAME", help="the event-time column (default: the rules' first ORDER BY column)")
-    stream.add_argument("--dead-letter", metavar="DIR",
-                        help="bad input rows go to DIR/bad-rows/, late rows to DIR/late/, a webhook's failed deliveries "
-                        "to DIR/<sink>/ (default: CHECKPOINT/dead-letter)")
-    stream.add_argument("--dedup-key", action="append", metavar="COLUMN",
-                        help="drop repeats of this column's value (an event id) within a partition key and the watermark "
-                        "delay; repeat for a key of several columns (default: every row counts, as in SQL)")
-    stream.add_argument("--max-future-skew", default=DEFAULT_MAX_FUTURE_SKEW, metavar="DURATION",
-                        help="a row whose event time is further ahead of the clock than this is a bad row "
-                        "(future_event_time) and cannot move the watermark; 'off' to accept any (default: %(default)s)")
+    stream.add_argument(
+        "--sink",
+        action="append",
+        nargs="+",
+        metavar="SINK",
+        help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
+        "sqlite PATH | postgres URL | delta:PATH (a Delta table, once per micro-batch) | "
+        "kafka://HOST:PORT/TOPIC (at least once) | "
+        "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several",
+    )
+    stream.add_argument(
+        "--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)"
+    )
+    stream.add_argument(
+        "--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)"
+    )
+    stream.add_argument(
+        "--idle-watermark",
+        metavar="LAG",
+        help="event time never lags the wall clock by more than LAG: absence and timeout alerts fire "
+        "on a quiet input, and a row more than LAG + --watermark behind the clock is late (default: off)",
+    )
+    stream.add_argument(
+        "--suppress",
+        action="append",
+        metavar="RULE=DURATION",
+        help="at most one alert per partition key per DURATION for RULE (an id or a pattern like 'fraud/*')",
+    )
+    stream.add_argument(
+        "--session-timeout", metavar="GAP", help="end a key's session after this event-time gap (default: never)"
+    )
+    stream.add_argument(
+        "--time-column", metavar="NAME", help="the event-time column (default: the rules' first ORDER BY column)"
+    )
+    stream.add_argument(
+        "--dead-letter",
+        metavar="DIR",
+        help="bad input rows go to DIR/bad-rows/, late rows to DIR/late/, a webhook's failed deliveries "
+        "to DIR/<sink>/ (default: CHECKPOINT/dead-letter)",
+    )
+    stream.add_argument(
+        "--dedup-key",
+        action="append",
+        metavar="COLUMN",
+        help="drop repeats of this column's value (an event id) within a partition key and the watermark "
+        "delay; repeat for a key of several columns (default: every row counts, as in SQL)",
+    )
+    stream.add_argument(
+        "--max-future-skew",
+        default=DEFAULT_MAX_FUTURE_SKEW,
+        metavar="DURATION",
+        help="a row whose event time is further ahead of the clock than this is a bad row "
+        "(future_event_time) and cannot move the watermark; 'off' to accept any (default: %(default)s)",
+    )
     hooks = stream.add_argument_group("webhooks", "what a --sink webhook sends (docs/alerting.md, Sinks)")
-    hooks.add_argument("--webhook-format", choices=WEBHOOK_FORMATS, default=None,
-                       help="the body: json ({\"alerts\": [...]}, the default), pagerduty (Events API v2), slack "
-                       "(incoming webhook), alertmanager (POST /api/v2/alerts), template (--webhook-template)")
-    hooks.add_argument("--webhook-template", metavar="FILE",
-                       help="a Jinja2 template of the body; every {{ expression }} is written as JSON (implies --webhook-format template)")
-    hooks.add_argument("--pagerduty-routing-key", metavar="KEY",
-                       help="the PagerDuty integration key; write it as '$NAME' to read it from the environment")
-    hooks.add_argument("--webhook-header", action="append", metavar="'NAME: VALUE'",
-                       help="a header on every request, e.g. 'Authorization: Bearer $TOKEN' ($NAME and ${NAME} are read "
-                       "from the environment; never written to logs or files); repeatable")
-    hooks.add_argument("--webhook-secret", metavar="SECRET",
-                       help="sign every request (X-Cep-Signature: t=..., v1=HMAC-SHA256); write it as '$NAME' to read "
-                       "it from the environment")
-    hooks.add_argument("--webhook-attempts", type=int, default=5, metavar="N", help="attempts per webhook request (default: %(default)s)")
-    hooks.add_argument("--webhook-timeout", type=float, default=10.0, metavar="SECONDS",
-                       help="deadline of one request, answer included (default: %(default)s)")
-    hooks.add_argument("--webhook-batch", type=int, default=1, metavar="N",
-                       help="alerts per webhook request (default 1: Idempotency-Key = match_id)")
+    hooks.add_argument(
+        "--webhook-format",
+        choices=WEBHOOK_FORMATS,
+        default=None,
+        help='the body: json ({"alerts": [...]}, the default), pagerduty (Events API v2), slack '
+        "(incoming webhook), alertmanager (POST /api/v2/alerts), template (--webhook-template)",
+    )
+    hooks.add_argument(
+        "--webhook-template",
+        metavar="FILE",
+        help="a Jinja2 template of the body; every {{ expression }} is written as JSON (implies --webhook-format template)",
+    )
+    hooks.add_argument(
+        "--pagerduty-routing-key",
+        metavar="KEY",
+        help="the PagerDuty integration key; write it as '$NAME' to read it from the environment",
+    )
+    hooks.add_argument(
+        "--webhook-header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="a header on every request, e.g. 'Authorization: Bearer $TOKEN' ($NAME and ${NAME} are read "
+        "from the environment; never written to logs or files); repeatable",
+    )
+    hooks.add_argument(
+        "--webhook-secret",
+        metavar="SECRET",
+        help="sign every request (X-Cep-Signature: t=..., v1=HMAC-SHA256); write it as '$NAME' to read "
+        "it from the environment",
+    )
+    hooks.add_argument(
+        "--webhook-attempts",
+        type=int,
+        default=5,
+        metavar="N",
+        help="attempts per webhook request (default: %(default)s)",
+    )
+    hooks.add_argument(
+        "--webhook-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="deadline of one request, answer included (default: %(default)s)",
+    )
+    hooks.add_argument(
+        "--webhook-batch",
+        type=int,
+        default=1,
+        metavar="N",
+        help="alerts per webhook request (default 1: Idempotency-Key = match_id)",
+    )
     service = stream.add_argument_group("running as a service", "docs/operations.md")
     service.add_argument("--metrics-port", metavar="[HOST:]PORT", help="serve Prometheus metrics on /metrics")
-    service.add_argument("--health-port", metavar="[HOST:]PORT", help="serve /healthz and /readyz (may equal --metrics-port)")
-    service.add_argument("--ready-after", metavar="DURATION",
-                         help="/readyz fails when Spark's last trigger ended longer ago than this (default: 10 triggers, "
-                         "at least 60s)")
-    service.add_argument("--log-format", choices=LOG_FORMATS, default="text",
-                         help="text: '[cep] TIME message' lines; json: one JSON object per line (default: %(default)s)")
-    service.add_argument("--status-every", default="60s", metavar="DURATION",
-                         help="off a terminal, the status line is written after each micro-batch with data and at least "
-                         "this often (default: %(default)s)")
+    service.add_argument(
+        "--health-port", metavar="[HOST:]PORT", help="serve /healthz and /readyz (may equal --metrics-port)"
+    )
+    service.add_argument(
+        "--ready-after",
+        metavar="DURATION",
+        help="/readyz fails when Spark's last trigger ended longer ago than this (default: 10 triggers, at least 60s)",
+    )
+    service.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text: '[cep] TIME message' lines; json: one JSON object per line (default: %(default)s)",
+    )
+    service.add_argument(
+        "--status-every",
+        default="60s",
+        metavar="DURATION",
+        help="off a terminal, the status line is written after each micro-batch with data and at least "
+        "this often (default: %(default)s)",
+    )
     service.add_argument("--once", action="store_true", help="process the files there now, deliver, and stop")
-    service.add_argument("--master", default="local[*]",
-                         help="Spark master URL: local[N], spark://HOST:PORT, yarn, k8s://... (default: %(default)s); "
-                         "on a cluster cep ships itself to the executors and checks they can import it")
-    service.add_argument("--python-env", metavar="PACKED.tar.gz",
-                         help="a virtual environment packed with venv-pack, for executors without pandas and pyarrow "
-                         "(spark.archives; docs/operations.md)")
+    service.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master URL: local[N], spark://HOST:PORT, yarn, k8s://... (default: %(default)s); "
+        "on a cluster cep ships itself to the executors and checks they can import it",
+    )
+    service.add_argument(
+        "--python-env",
+        metavar="PACKED.tar.gz",
+        help="a virtual environment packed with venv-pack, for executors without pandas and pyarrow "
+        "(spark.archives; docs/operations.md)",
+    )
     stream.set_defaults(func=cmd_stream)
 
 
@@ -191,7 +316,7 @@ def parse_headers(values: Sequence[str]) -> dict[str, str]:
     for value in values:
         name, sep, text = value.partition(":")
         if not sep or not name.strip():
-            raise ValueError(f"--webhook-header expects 'Name: value' (got a value without a name and a colon)")
+            raise ValueError("--webhook-header expects 'Name: value' (got a value without a name and a colon)")
         headers[name.strip()] = expand_env(text.strip(), what=f"--webhook-header {name.strip()}")
     return check_headers(headers)
 
@@ -209,18 +334,33 @@ def webhook_options(args: argparse.Namespace) -> dict:
             raise _usage(f"--webhook-template goes with --webhook-format template, not {fmt}")
         template = cli_io.read_text(args.webhook_template)
     try:
-        routing_key = expand_env(args.pagerduty_routing_key, what="--pagerduty-routing-key") if args.pagerduty_routing_key else None
+        routing_key = (
+            expand_env(args.pagerduty_routing_key, what="--pagerduty-routing-key")
+            if args.pagerduty_routing_key
+            else None
+        )
         body = BodyFormat(fmt, routing_key=routing_key, template=template)
         headers = parse_headers(args.webhook_header or [])
         secret = expand_env(args.webhook_secret, what="--webhook-secret") if args.webhook_secret else None
     except ValueError as exc:
         raise _usage(str(exc)) from None
-    return {"max_attempts": args.webhook_attempts, "timeout": args.webhook_timeout, "batch_size": args.webhook_batch,
-            "body_format": body, "headers": headers, "secret": secret}
+    return {
+        "max_attempts": args.webhook_attempts,
+        "timeout": args.webhook_timeout,
+        "batch_size": args.webhook_batch,
+        "body_format": body,
+        "headers": headers,
+        "secret": secret,
+    }
 
 
-def parse_sinks(specs: Sequence[Sequence[str]] | None, *, dead_letter_dir: str, webhook_options: dict | None = None,
-                state_dir: str | None = None):
+def parse_sinks(
+    specs: Sequence[Sequence[str]] | None,
+    *,
+    dead_letter_dir: str,
+    webhook_options: dict | None = None,
+    state_dir: str | None = None,
+):
     """``--sink`` values -> (file format, alert sinks). ``state_dir``: where sinks keep what must outlive a
     restart (the exactly-once Kafka sink's transactional id)."""
 
@@ -332,7 +472,9 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
             columns = parse_schema(schema_text)
         except Exception as exc:  # CepError
             raise _usage(f"invalid --schema:\n{exc}") from None
-        schema = T.StructType([T.StructField(name, sql_to_spark(kind, column=name), True) for name, kind in columns.items()])
+        schema = T.StructType(
+            [T.StructField(name, sql_to_spark(kind, column=name), True) for name, kind in columns.items()]
+        )
     elif cache and os.path.exists(cache):
         with open(cache, encoding="utf-8") as fh:
             kept = json.load(fh)
@@ -342,8 +484,18 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
         schema, to_time, text_types, mixed = _infer_schema(spark, path, fmt)
         if cache:
             os.makedirs(os.path.dirname(cache), exist_ok=True)
-            atomic_write(cache, json.dumps({"schema": schema.jsonValue(), "to_time": to_time, "text_types": text_types,
-                                            "json_kinds": mixed, "format": fmt}))
+            atomic_write(
+                cache,
+                json.dumps(
+                    {
+                        "schema": schema.jsonValue(),
+                        "to_time": to_time,
+                        "text_types": text_types,
+                        "json_kinds": mixed,
+                        "format": fmt,
+                    }
+                ),
+            )
     if fmt == "json":  # a quoted "NaN" or "1.5" in a number column is a string there, as in cep run
         schema, numbers = strict_json_numbers(schema)
         mixed = {**numbers, **mixed}
@@ -363,10 +515,16 @@ def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *,
         df = apply_json_kinds(df, mixed)
     if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
         data = [F.col(quote(f.name)) for f in schema.fields if f.name != CORRUPT_RECORD]
-        unparsed = reduce(lambda a, b: a | b, [F.col(quote(n)).isNotNull() & F.try_to_timestamp(F.col(quote(n))).isNull()
-                                               for n in to_time])
-        df = df.withColumn(CORRUPT_RECORD, F.when(F.col(CORRUPT_RECORD).isNull() & unparsed, F.to_json(F.struct(*data)))
-                           .otherwise(F.col(CORRUPT_RECORD)))
+        unparsed = reduce(
+            lambda a, b: a | b,
+            [F.col(quote(n)).isNotNull() & F.try_to_timestamp(F.col(quote(n))).isNull() for n in to_time],
+        )
+        df = df.withColumn(
+            CORRUPT_RECORD,
+            F.when(F.col(CORRUPT_RECORD).isNull() & unparsed, F.to_json(F.struct(*data))).otherwise(
+                F.col(CORRUPT_RECORD)
+            ),
+        )
     for name in to_time:
         df = df.withColumn(name, F.try_to_timestamp(F.col(quote(name))))
     return df
@@ -381,8 +539,10 @@ def _infer_schema(spark, path: str, fmt: str):
 
     names = [n for n in os.listdir(path) if not n.startswith(("_", "."))] if os.path.isdir(path) else []
     if not names:
-        raise _usage(f"{path} has no files yet to take the columns from; give them with --schema "
-                     "'ts TIMESTAMP, key STRING, value DOUBLE'")
+        raise _usage(
+            f"{path} has no files yet to take the columns from; give them with --schema "
+            "'ts TIMESTAMP, key STRING, value DOUBLE'"
+        )
     newest = sorted(names, key=lambda n: os.path.getmtime(os.path.join(path, n)))[-SCHEMA_SAMPLE_FILES:]
     files = [os.path.join(path, n) for n in sorted(newest)]
     if fmt == "json":
@@ -409,19 +569,33 @@ def status_line(status: dict, started: float) -> tuple[str, dict]:
     rows = rule_rows(status)
     last = status.get("last_batch") or {}
     fields: dict[str, Any] = {
-        "batch": last.get("id"), "rules": sum(1 for r in rows if r["state"] == "active"),
-        "rule_errors": len(status.get("errors", [])), "alerts": sum(r["matches"] + r["earlier_matches"] for r in rows),
-        "suppressed": sum(r["suppressed"] for r in rows), "live": sum(max(0, r["live"]) for r in rows),
-        "late_rows": status.get("late_rows", 0), "bad_rows": sum((status.get("bad_rows") or {}).values()),
-        "duplicates": max((r["duplicates_dropped"] for r in rows), default=0), "up_s": int(time.monotonic() - started),
-        "sinks": {key: {"delivered": s.get("delivered", 0), "waiting": s.get("queue_alerts", 0),
-                        "dead_letters": s.get("dead_letters_waiting", 0), "failing": bool(s.get("failing_since"))}
-                  for key, s in sorted((status.get("sinks") or {}).items())},
+        "batch": last.get("id"),
+        "rules": sum(1 for r in rows if r["state"] == "active"),
+        "rule_errors": len(status.get("errors", [])),
+        "alerts": sum(r["matches"] + r["earlier_matches"] for r in rows),
+        "suppressed": sum(r["suppressed"] for r in rows),
+        "live": sum(max(0, r["live"]) for r in rows),
+        "late_rows": status.get("late_rows", 0),
+        "bad_rows": sum((status.get("bad_rows") or {}).values()),
+        "duplicates": max((r["duplicates_dropped"] for r in rows), default=0),
+        "up_s": int(time.monotonic() - started),
+        "sinks": {
+            key: {
+                "delivered": s.get("delivered", 0),
+                "waiting": s.get("queue_alerts", 0),
+                "dead_letters": s.get("dead_letters_waiting", 0),
+                "failing": bool(s.get("failing_since")),
+            }
+            for key, s in sorted((status.get("sinks") or {}).items())
+        },
     }
-    parts = [f"batch {fields['batch'] if fields['batch'] is not None else '-'}",
-             f"rules {fields['rules']}" + (f" ({fields['rule_errors']} with errors)" if fields["rule_errors"] else ""),
-             f"alerts {fields['alerts']}" + (f" ({fields['suppressed']} suppressed)" if fields["suppressed"] else ""),
-             f"live {fields['live']}", f"late {fields['late_rows']}"]
+    parts = [
+        f"batch {fields['batch'] if fields['batch'] is not None else '-'}",
+        f"rules {fields['rules']}" + (f" ({fields['rule_errors']} with errors)" if fields["rule_errors"] else ""),
+        f"alerts {fields['alerts']}" + (f" ({fields['suppressed']} suppressed)" if fields["suppressed"] else ""),
+        f"live {fields['live']}",
+        f"late {fields['late_rows']}",
+    ]
     if fields["bad_rows"]:
         parts.append(f"bad rows {fields['bad_rows']}")
     if fields["duplicates"]:
@@ -440,7 +614,9 @@ def status_line(status: dict, started: float) -> tuple[str, dict]:
 class _Services:
     """The HTTP endpoints of ``--metrics-port`` and ``--health-port`` (one server when they are equal)."""
 
-    def __init__(self, metrics_at: tuple[str, int] | None, health_at: tuple[str, int] | None, ready_window: float) -> None:
+    def __init__(
+        self, metrics_at: tuple[str, int] | None, health_at: tuple[str, int] | None, ready_window: float
+    ) -> None:
         self.health = HealthCheck(None, ready_window=ready_window)
         self.servers: list[ServiceServer] = []
         self.metrics_server: ServiceServer | None = None
@@ -520,7 +696,9 @@ def _rules_path(args: argparse.Namespace) -> str:
     if not os.path.exists(rules_path):
         raise _usage(f"{'query file' if args.query_file else 'rules directory'} not found: {rules_path}")
     if args.rules and not os.path.isdir(args.rules):
-        raise _usage(f"--rules expects a directory of .sql files, not a file: {args.rules} (give one query file without --rules)")
+        raise _usage(
+            f"--rules expects a directory of .sql files, not a file: {args.rules} (give one query file without --rules)"
+        )
     return rules_path
 
 
@@ -542,20 +720,25 @@ def _input_of(args: argparse.Namespace) -> _Input:
     if args.kafka_option:
         raise _usage("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
     if not os.path.isdir(args.input):
-        raise _usage("--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: "
-                     f"{args.input}")
+        raise _usage(
+            "--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: "
+            f"{args.input}"
+        )
     return _Input(args.input, _input_format(args.input, args.format))
 
 
 def _timing_of(args: argparse.Namespace) -> _Timing:
     return _Timing(
-        watermark=_duration_text(args.watermark, "--watermark"), trigger=_duration_text(args.trigger, "--trigger"),
+        watermark=_duration_text(args.watermark, "--watermark"),
+        trigger=_duration_text(args.trigger, "--trigger"),
         idle_watermark=_duration_text(args.idle_watermark, "--idle-watermark"),
         trigger_s=parse_duration(args.trigger, what="--trigger") / 1e6,
         session_timeout=_duration_text(args.session_timeout, "--session-timeout"),
-        max_future_skew=None if is_off(str(args.max_future_skew))
+        max_future_skew=None
+        if is_off(str(args.max_future_skew))
         else _duration_text(args.max_future_skew, "--max-future-skew"),
-        status_every_s=parse_duration(args.status_every, what="--status-every") / 1e6 if not is_off(args.status_every)
+        status_every_s=parse_duration(args.status_every, what="--status-every") / 1e6
+        if not is_off(args.status_every)
         else float("inf"),
     )
 
@@ -602,8 +785,12 @@ def cmd_stream(args: argparse.Namespace) -> int:
     dead_letter = os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter"))
     try:
         source = _input_of(args)
-        output_format, sinks = parse_sinks(args.sink, dead_letter_dir=dead_letter, webhook_options=webhook_options(args),
-                                           state_dir=os.path.join(checkpoint, "sinks"))
+        output_format, sinks = parse_sinks(
+            args.sink,
+            dead_letter_dir=dead_letter,
+            webhook_options=webhook_options(args),
+            state_dir=os.path.join(checkpoint, "sinks"),
+        )
     except (CepKafkaError, CepDeltaError) as err:
         cli_io.print_error(str(err))
         return cli_io.EXIT_USAGE
@@ -616,8 +803,11 @@ def cmd_stream(args: argparse.Namespace) -> int:
     health_at = parse_address(args.health_port, "--health-port")
     if args.python_env and not os.path.isfile(args.python_env):
         raise _usage(f"--python-env: no such file {args.python_env} (a venv-pack archive)")
-    ready_window = (parse_duration(args.ready_after, what="--ready-after") / 1e6 if args.ready_after
-                    else max(READY_FLOOR_S, READY_TRIGGERS * timing.trigger_s))
+    ready_window = (
+        parse_duration(args.ready_after, what="--ready-after") / 1e6
+        if args.ready_after
+        else max(READY_FLOOR_S, READY_TRIGGERS * timing.trigger_s)
+    )
     logbook = StreamLog(fmt=args.log_format, status_every=timing.status_every_s).install()
     services = _Services(metrics_at, health_at, ready_window)
     try:
@@ -639,9 +829,13 @@ def cmd_stream(args: argparse.Namespace) -> int:
             if not len(rules) and (args.once or not args.rules):
                 cli_io.print_error(f"cep stream: no rule could be loaded from {rules_path}")
                 return cli_io.EXIT_QUERY_ERROR
-            log.info(f"{len(rules)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> "
-                     f"{stream.file_sink.path} ({output_format})" + "".join(f"; {s.describe()}" for s in sinks)
-                     + f"; checkpoint {checkpoint}" + (f"; {services.describe()}" if services.servers else ""))
+            log.info(
+                f"{len(rules)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> "
+                f"{stream.file_sink.path} ({output_format})"
+                + "".join(f"; {s.describe()}" for s in sinks)
+                + f"; checkpoint {checkpoint}"
+                + (f"; {services.describe()}" if services.servers else "")
+            )
             if args.once:
                 return _once(stream, rules, started)
             return _run_until_stopped(stream, args, source, logbook, stop, interrupted, started)
@@ -650,49 +844,76 @@ def cmd_stream(args: argparse.Namespace) -> int:
         logbook.uninstall()
 
 
-def _make_stream(spark, args: argparse.Namespace, rules_path: str, source: _Input, timing: _Timing, sinks, specs,
-                 output_format: str) -> AlertStream:
+def _make_stream(
+    spark, args: argparse.Namespace, rules_path: str, source: _Input, timing: _Timing, sinks, specs, output_format: str
+) -> AlertStream:
     checkpoint = os.path.abspath(args.checkpoint)
     if source.delta:
         events = read_delta_stream(spark, delta_path(source.path), source.delta_options)
     elif source.kafka:
-        events = read_kafka(spark, source.address, schema=args.schema, format=source.format,
-                            options=source.kafka_options)
+        events = read_kafka(
+            spark, source.address, schema=args.schema, format=source.format, options=source.kafka_options
+        )
     else:
-        events = stream_source(spark, source.path, source.format, args.schema,
-                               cache=os.path.join(checkpoint, "source-schema.json"))
+        events = stream_source(
+            spark, source.path, source.format, args.schema, cache=os.path.join(checkpoint, "source-schema.json")
+        )
     stream = AlertStream(
-        spark, rules_path, events, checkpoint=checkpoint, output=args.output, output_format=output_format,
-        sinks=sinks, suppress=specs, watermark=timing.watermark, session_timeout=timing.session_timeout,
+        spark,
+        rules_path,
+        events,
+        checkpoint=checkpoint,
+        output=args.output,
+        output_format=output_format,
+        sinks=sinks,
+        suppress=specs,
+        watermark=timing.watermark,
+        session_timeout=timing.session_timeout,
         idle_watermark=timing.idle_watermark,
-        time_column=args.time_column, trigger=timing.trigger,
+        time_column=args.time_column,
+        trigger=timing.trigger,
         dead_letter=os.path.abspath(args.dead_letter or os.path.join(checkpoint, "dead-letter")),
-        max_future_skew=timing.max_future_skew, dedup_key=args.dedup_key,
+        max_future_skew=timing.max_future_skew,
+        dedup_key=args.dedup_key,
         source_location=kafka_location() if source.kafka else None,
     )
     stream.refresh_rules(force=True)
     return stream
 
 
-def _run_until_stopped(stream: AlertStream, args: argparse.Namespace, source: _Input, logbook: StreamLog,
-                       stop: threading.Event, interrupted: list[int], started: float) -> int:
+def _run_until_stopped(
+    stream: AlertStream,
+    args: argparse.Namespace,
+    source: _Input,
+    logbook: StreamLog,
+    stop: threading.Event,
+    interrupted: list[int],
+    started: float,
+) -> int:
     """Start the queries and run until a signal; the exit code of a clean stop or of a failed query."""
     try:
         stream.start()
         log.info("running; Ctrl-C or SIGTERM stops cleanly (the same command resumes)")
-        stream.run(poll_interval=1.0, stop=stop, on_tick=lambda status: logbook.status(
-            *status_line(status, started), batches=status.get("data_batches", 0)))
+        stream.run(
+            poll_interval=1.0,
+            stop=stop,
+            on_tick=lambda status: logbook.status(*status_line(status, started), batches=status.get("data_batches", 0)),
+        )
     except QueryFailed as exc:
         logbook.clear()
         log.error(str(exc))
         if source.kafka and "TimeoutException" in str(exc):
-            log.error(f"the Kafka brokers at {source.address.bootstrap} did not answer for longer than the Kafka "
-                      "client's timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same "
-                      "command resumes from the checkpoint without losing an event")
+            log.error(
+                f"the Kafka brokers at {source.address.bootstrap} did not answer for longer than the Kafka "
+                "client's timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same "
+                "command resumes from the checkpoint without losing an event"
+            )
         return cli_io.EXIT_QUERY_ERROR
     logbook.clear()
-    log.info(f"stopped cleanly; status in {os.path.join(os.path.abspath(args.checkpoint), 'status.json')} (cep status "
-             f"--checkpoint {args.checkpoint}); the same command resumes")
+    log.info(
+        f"stopped cleanly; status in {os.path.join(os.path.abspath(args.checkpoint), 'status.json')} (cep status "
+        f"--checkpoint {args.checkpoint}); the same command resumes"
+    )
     return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
 
 
@@ -712,4 +933,12 @@ def _once(stream: AlertStream, ruleset, started: float) -> int:
     return cli_io.EXIT_QUERY_ERROR if ruleset.errors else cli_io.EXIT_OK
 
 
-__all__ = ["add_commands", "cmd_stream", "parse_headers", "parse_sinks", "status_line", "stream_source", "webhook_options"]
+__all__ = [
+    "add_commands",
+    "cmd_stream",
+    "parse_headers",
+    "parse_sinks",
+    "status_line",
+    "stream_source",
+    "webhook_options",
+]

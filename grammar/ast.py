@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Union, get_args
+from typing import Union, get_args
 
 from cep.grammar.errors import Span, moved_span
 
@@ -81,7 +82,7 @@ class Unary:
 
     span: Span = field(compare=False)
     op: str
-    operand: "Expr"
+    operand: Expr
 
 
 @dataclass(frozen=True)
@@ -91,31 +92,31 @@ class Binary:
 
     span: Span = field(compare=False)
     op: str
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
 
 
 @dataclass(frozen=True)
 class IsNull:
     span: Span = field(compare=False)
-    operand: "Expr"
+    operand: Expr
     negated: bool = False
 
 
 @dataclass(frozen=True)
 class Between:
     span: Span = field(compare=False)
-    operand: "Expr"
-    low: "Expr"
-    high: "Expr"
+    operand: Expr
+    low: Expr
+    high: Expr
     negated: bool = False
 
 
 @dataclass(frozen=True)
 class InList:
     span: Span = field(compare=False)
-    operand: "Expr"
-    items: tuple["Expr", ...]
+    operand: Expr
+    items: tuple[Expr, ...]
     negated: bool = False
 
 
@@ -124,9 +125,9 @@ class Like:
     """``x [NOT] LIKE p [ESCAPE e]``; ``case_insensitive`` for ``ILIKE``."""
 
     span: Span = field(compare=False)
-    operand: "Expr"
-    pattern: "Expr"
-    escape: "Expr | None" = None
+    operand: Expr
+    pattern: Expr
+    escape: Expr | None = None
     negated: bool = False
     case_insensitive: bool = False
 
@@ -134,8 +135,8 @@ class Like:
 @dataclass(frozen=True)
 class WhenClause:
     span: Span = field(compare=False)
-    condition: "Expr"
-    result: "Expr"
+    condition: Expr
+    result: Expr
 
 
 @dataclass(frozen=True)
@@ -143,9 +144,9 @@ class Case:
     """``CASE [operand] WHEN .. THEN .. [ELSE ..] END``; ``operand`` is None for the searched form."""
 
     span: Span = field(compare=False)
-    operand: "Expr | None"
+    operand: Expr | None
     whens: tuple[WhenClause, ...]
-    default: "Expr | None" = None
+    default: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class Cast:
     """``CAST(x AS t)`` and ``x::t``; ``safe`` for ``TRY_CAST`` (NULL where the value does not convert)."""
 
     span: Span = field(compare=False)
-    operand: "Expr"
+    operand: Expr
     type: TypeName
     safe: bool = False
 
@@ -172,7 +173,7 @@ class ArrayLiteral:
     """``ARRAY[a, b, ...]``."""
 
     span: Span = field(compare=False)
-    items: tuple["Expr", ...]
+    items: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class FunctionCall:
 
     span: Span = field(compare=False)
     name: str
-    args: tuple["Expr", ...]
+    args: tuple[Expr, ...]
     semantics: str | None = None
 
 
@@ -200,10 +201,10 @@ class Aggregate:
 
     span: Span = field(compare=False)
     name: str
-    args: tuple["Expr", ...]
+    args: tuple[Expr, ...]
     distinct: bool = False
     semantics: str | None = None
-    order_by: tuple["SortKey", ...] = ()
+    order_by: tuple[SortKey, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -219,8 +220,8 @@ class Navigation:
 
     span: Span = field(compare=False)
     kind: str
-    operand: "Expr"
-    offset: "Expr | None" = None
+    operand: Expr
+    offset: Expr | None = None
     semantics: str | None = None
 
 
@@ -302,13 +303,13 @@ class Anchor:
 @dataclass(frozen=True)
 class Concat:
     span: Span = field(compare=False)
-    items: tuple["Pattern", ...]
+    items: tuple[Pattern, ...]
 
 
 @dataclass(frozen=True)
 class Alternation:
     span: Span = field(compare=False)
-    alternatives: tuple["Pattern", ...]
+    alternatives: tuple[Pattern, ...]
 
 
 @dataclass(frozen=True)
@@ -320,7 +321,7 @@ class Quantified:
     """
 
     span: Span = field(compare=False)
-    term: "Pattern"
+    term: Pattern
     min: int
     max: int | None
     greedy: bool = True
@@ -332,7 +333,7 @@ class Exclusion:
     """``{- pattern -}``: rows matched inside are left out of ALL ROWS PER MATCH output only."""
 
     span: Span = field(compare=False)
-    pattern: "Pattern"
+    pattern: Pattern
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,7 @@ class Permute:
     """``PERMUTE(a, b, c)``: any order, preferring the lexicographic order of the listed positions."""
 
     span: Span = field(compare=False)
-    items: tuple["Pattern", ...]
+    items: tuple[Pattern, ...]
 
 
 @dataclass(frozen=True)
@@ -462,7 +463,7 @@ class Statement:
     name: str | None = None
 
 
-def matches_one_way(pattern: "Pattern") -> bool:
+def matches_one_way(pattern: Pattern) -> bool:
     """Can ``pattern`` match a given stretch of rows in one way only (no alternation, no quantifier with
     a choice, no PERMUTE of several items)? Factoring such a prefix out of an alternation keeps the
     preference order: ``X P | X Q`` is ``X (P | Q)`` exactly when X has no second way to match."""
@@ -500,7 +501,7 @@ def is_pattern(node: object) -> bool:
     return isinstance(node, _PATTERN_TYPES)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_names(node_type: type) -> tuple[str, ...]:
     """The fields of a node type but its span, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(node_type) if f.name != "span")

@@ -20,15 +20,34 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
-from cep.grammar import ast
-from cep.grammar import limits
+from cep.grammar import ast, limits
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import NO_SPAN, CepSemanticError, Diagnostic, Span
-from cep.grammar.functions import (AGGREGATE_FUNCTIONS, AGGREGATES, DATETIME_PATTERN_ARGUMENT, NEEDS_ORDER,
-                                   ORDERED_AGGREGATES, SCALAR_FUNCTIONS, SCALARS, PatternError, Signature,
-                                   compile_regex, datetime_pattern, like_segments, suggest)
+from cep.grammar.functions import (
+    AGGREGATE_FUNCTIONS,
+    AGGREGATES,
+    DATETIME_PATTERN_ARGUMENT,
+    NEEDS_ORDER,
+    ORDERED_AGGREGATES,
+    SCALAR_FUNCTIONS,
+    SCALARS,
+    PatternError,
+    Signature,
+    compile_regex,
+    datetime_pattern,
+    like_segments,
+    suggest,
+)
 
-__all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type", "decimal_problem", "family_of_type", "pattern_variables"]
+__all__ = [
+    "AGGREGATE_FUNCTIONS",
+    "SCALAR_FUNCTIONS",
+    "check",
+    "normalize_type",
+    "decimal_problem",
+    "family_of_type",
+    "pattern_variables",
+]
 
 # ----------------------------------------------------------------------------------- catalogue
 # The function catalogue is grammar/functions.py; the names are re-exported here for the callers
@@ -36,24 +55,68 @@ __all__ = ["AGGREGATE_FUNCTIONS", "SCALAR_FUNCTIONS", "check", "normalize_type",
 
 # Type families: two values can be compared when their families match.
 _FAMILY = {
-    "BIGINT": "number", "INTEGER": "number", "INT": "number", "SMALLINT": "number", "TINYINT": "number",
-    "LONG": "number", "DOUBLE": "number", "FLOAT": "number", "REAL": "number", "DECIMAL": "number",
-    "NUMERIC": "number", "VARCHAR": "string", "CHAR": "string", "STRING": "string", "BOOLEAN": "boolean",
-    "TIMESTAMP": "time", "DATE": "time", "NUMBER": "number", "TEXT": "string", "BIGDECIMAL": "number",
-    "TIMESTAMP_NTZ": "time", "TIMESTAMP_LTZ": "time", "BOOL": "boolean",
+    "BIGINT": "number",
+    "INTEGER": "number",
+    "INT": "number",
+    "SMALLINT": "number",
+    "TINYINT": "number",
+    "LONG": "number",
+    "DOUBLE": "number",
+    "FLOAT": "number",
+    "REAL": "number",
+    "DECIMAL": "number",
+    "NUMERIC": "number",
+    "VARCHAR": "string",
+    "CHAR": "string",
+    "STRING": "string",
+    "BOOLEAN": "boolean",
+    "TIMESTAMP": "time",
+    "DATE": "time",
+    "NUMBER": "number",
+    "TEXT": "string",
+    "BIGDECIMAL": "number",
+    "TIMESTAMP_NTZ": "time",
+    "TIMESTAMP_LTZ": "time",
+    "BOOL": "boolean",
 }
 CAST_TYPES = frozenset(_FAMILY)
-_LITERAL_FAMILY = {"integer": "number", "decimal": "number", "string": "string", "boolean": "boolean",
-                   "timestamp": "time", "date": "time"}
+_LITERAL_FAMILY = {
+    "integer": "number",
+    "decimal": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "timestamp": "time",
+    "date": "time",
+}
 
 
 # Schema type spellings (Spark, Flink, Trino) -> the names used in schemas given to check().
 _TYPE_ALIASES = {
-    "STRING": "VARCHAR", "VARCHAR": "VARCHAR", "CHAR": "VARCHAR", "TEXT": "VARCHAR", "BIGINT": "BIGINT",
-    "LONG": "BIGINT", "INT": "INTEGER", "INTEGER": "INTEGER", "SMALLINT": "INTEGER", "SHORT": "INTEGER",
-    "TINYINT": "INTEGER", "BYTE": "INTEGER", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE", "REAL": "DOUBLE",
-    "DECIMAL": "DECIMAL", "DEC": "DECIMAL", "NUMERIC": "DECIMAL", "NUMBER": "DECIMAL", "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN", "TIMESTAMP": "TIMESTAMP",
-    "TIMESTAMP_NTZ": "TIMESTAMP", "TIMESTAMP_LTZ": "TIMESTAMP", "DATE": "DATE",
+    "STRING": "VARCHAR",
+    "VARCHAR": "VARCHAR",
+    "CHAR": "VARCHAR",
+    "TEXT": "VARCHAR",
+    "BIGINT": "BIGINT",
+    "LONG": "BIGINT",
+    "INT": "INTEGER",
+    "INTEGER": "INTEGER",
+    "SMALLINT": "INTEGER",
+    "SHORT": "INTEGER",
+    "TINYINT": "INTEGER",
+    "BYTE": "INTEGER",
+    "DOUBLE": "DOUBLE",
+    "FLOAT": "DOUBLE",
+    "REAL": "DOUBLE",
+    "DECIMAL": "DECIMAL",
+    "DEC": "DECIMAL",
+    "NUMERIC": "DECIMAL",
+    "NUMBER": "DECIMAL",
+    "BOOLEAN": "BOOLEAN",
+    "BOOL": "BOOLEAN",
+    "TIMESTAMP": "TIMESTAMP",
+    "TIMESTAMP_NTZ": "TIMESTAMP",
+    "TIMESTAMP_LTZ": "TIMESTAMP",
+    "DATE": "DATE",
 }
 # The size of a DECIMAL written without one: Spark's DDL reads DECIMAL, DEC and NUMERIC as DECIMAL(10,0)
 # (``DecimalType.USER_DEFAULT``); Oracle's NUMBER without one holds any scale, so the widest default.
@@ -144,8 +207,13 @@ def check(
         problems.sort(key=lambda d: (d.span.line, d.span.column, d.code))
         first = problems[0]
         raise CepSemanticError(
-            first.message, code=first.code, span=first.span, hint=first.hint,
-            source=source, filename=filename, errors=problems,
+            first.message,
+            code=first.code,
+            span=first.span,
+            hint=first.hint,
+            source=source,
+            filename=filename,
+            errors=problems,
         )
 
 
@@ -179,20 +247,35 @@ class _Checker:
     def _check_pattern_limits(self) -> None:
         pattern = self.match.pattern
         if len(self.variables) > limits.MAX_PATTERN_VARIABLES:
-            self.report("E0305", f"the pattern has {len(self.variables)} variables; the limit is "
-                        f"{limits.MAX_PATTERN_VARIABLES}", pattern.span)
+            self.report(
+                "E0305",
+                f"the pattern has {len(self.variables)} variables; the limit is {limits.MAX_PATTERN_VARIABLES}",
+                pattern.span,
+            )
         for node in ast.walk(pattern):
             if isinstance(node, ast.Quantified) and max(node.min, node.max or 0) > limits.MAX_QUANTIFIER_BOUND:
-                self.report("E0303", f"quantifier {node.text or '{…}'} exceeds the largest allowed bound, "
-                            f"{limits.MAX_QUANTIFIER_BOUND}", node.span, "use + or * for long runs of rows")
+                self.report(
+                    "E0303",
+                    f"quantifier {node.text or '{…}'} exceeds the largest allowed bound, {limits.MAX_QUANTIFIER_BOUND}",
+                    node.span,
+                    "use + or * for long runs of rows",
+                )
             elif isinstance(node, ast.Permute) and len(node.items) > limits.MAX_PERMUTE_ITEMS:
-                self.report("E0304", f"PERMUTE has {len(node.items)} items; the limit is {limits.MAX_PERMUTE_ITEMS} "
-                            f"(it expands to every order: {len(node.items)}! alternatives)", node.span)
+                self.report(
+                    "E0304",
+                    f"PERMUTE has {len(node.items)} items; the limit is {limits.MAX_PERMUTE_ITEMS} "
+                    f"(it expands to every order: {len(node.items)}! alternatives)",
+                    node.span,
+                )
         if not any(p.code in ("E0303", "E0304") for p in self.problems):
             size = _expanded_size(pattern, limits.MAX_EXPANDED_PATTERN_TERMS + 1)
             if size > limits.MAX_EXPANDED_PATTERN_TERMS:
-                self.report("E0306", f"the pattern expands to more than {limits.MAX_EXPANDED_PATTERN_TERMS} terms "
-                            "once quantifier bounds and PERMUTE are unrolled", pattern.span)
+                self.report(
+                    "E0306",
+                    f"the pattern expands to more than {limits.MAX_EXPANDED_PATTERN_TERMS} terms "
+                    "once quantifier bounds and PERMUTE are unrolled",
+                    pattern.span,
+                )
 
     def _check_absences(self) -> None:
         """`!B` (our extension) must be a term of the top-level sequence, neither first nor, unless
@@ -205,38 +288,62 @@ class _Checker:
                 continue
             name = node.variable.name
             if id(node) not in top_level:
-                self.report("E0226", f"absence !{name} cannot be inside a quantifier, alternation, PERMUTE or "
-                            "exclusion", node.span, "write it as a term of the main sequence: A !B C")
+                self.report(
+                    "E0226",
+                    f"absence !{name} cannot be inside a quantifier, alternation, PERMUTE or exclusion",
+                    node.span,
+                    "write it as a term of the main sequence: A !B C",
+                )
             elif node is terms[0]:
-                self.report("E0224", f"absence !{name} cannot start the pattern", node.span,
-                            "an absence needs a row before it to start waiting from")
+                self.report(
+                    "E0224",
+                    f"absence !{name} cannot start the pattern",
+                    node.span,
+                    "an absence needs a row before it to start waiting from",
+                )
             elif node is terms[-1] and self.match.within is None:
-                self.report("E0225", f"absence !{name} at the end of the pattern needs WITHIN", node.span,
-                            "add WITHIN INTERVAL '...' to say how long B must stay absent")
+                self.report(
+                    "E0225",
+                    f"absence !{name} at the end of the pattern needs WITHIN",
+                    node.span,
+                    "add WITHIN INTERVAL '...' to say how long B must stay absent",
+                )
 
     def _check_subsets(self) -> None:
         seen: set[str] = set()
         for subset in self.match.subsets:
             key = subset.name.key
             if key in self.variables:
-                self.report("E0205", f"subset name '{subset.name.name}' is already a pattern variable", subset.name.span)
+                self.report(
+                    "E0205", f"subset name '{subset.name.name}' is already a pattern variable", subset.name.span
+                )
             elif key in seen:
                 self.report("E0205", f"subset '{subset.name.name}' is defined twice", subset.name.span)
             seen.add(key)
             for variable in subset.variables:
                 if variable.key not in self.variables:
-                    self.report("E0204", f"subset '{subset.name.name}' names '{variable.name}', which is not a "
-                                "pattern variable", variable.span, _did_you_mean(variable.name, self._names()))
+                    self.report(
+                        "E0204",
+                        f"subset '{subset.name.name}' names '{variable.name}', which is not a pattern variable",
+                        variable.span,
+                        _did_you_mean(variable.name, self._names()),
+                    )
 
     def _check_defines(self) -> None:
         seen: set[str] = set()
         for define in self.match.defines:
             key = define.variable.key
             if key not in self.variables:
-                self.report("E0202", f"DEFINE gives a condition for '{define.variable.name}', which does not appear "
-                            "in PATTERN", define.variable.span, _did_you_mean(define.variable.name, self._names()))
+                self.report(
+                    "E0202",
+                    f"DEFINE gives a condition for '{define.variable.name}', which does not appear in PATTERN",
+                    define.variable.span,
+                    _did_you_mean(define.variable.name, self._names()),
+                )
             elif key in seen:
-                self.report("E0203", f"pattern variable '{define.variable.name}' is defined twice", define.variable.span)
+                self.report(
+                    "E0203", f"pattern variable '{define.variable.name}' is defined twice", define.variable.span
+                )
             seen.add(key)
             # A condition for an unknown variable may name it: that is already reported (E0202).
             self._expression(define.condition, _Scope("DEFINE"), also_known={key})
@@ -253,18 +360,30 @@ class _Checker:
         match = self.match
         skip = match.after_match
         if skip is not None and skip.variable is not None and skip.variable.key not in self._names_by_key():
-            self.report("E0223", f"AFTER MATCH SKIP TO '{skip.variable.name}': no such pattern variable or subset",
-                        skip.variable.span, _did_you_mean(skip.variable.name, self._names()))
+            self.report(
+                "E0223",
+                f"AFTER MATCH SKIP TO '{skip.variable.name}': no such pattern variable or subset",
+                skip.variable.span,
+                _did_you_mean(skip.variable.name, self._names()),
+            )
         if match.rows_per_match.mode == "ALL_WITH_UNMATCHED":
             exclusion = next((n for n in ast.walk(match.pattern) if isinstance(n, ast.Exclusion)), None)
             if exclusion is not None:
-                self.report("E0243", "a pattern with an exclusion {- ... -} cannot be used with ALL ROWS PER MATCH "
-                            "WITH UNMATCHED ROWS (SQL:2016 forbids it: an excluded row would be neither a match "
-                            "row nor an unmatched row)", exclusion.span,
-                            "drop the exclusion, or use ALL ROWS PER MATCH without WITH UNMATCHED ROWS")
+                self.report(
+                    "E0243",
+                    "a pattern with an exclusion {- ... -} cannot be used with ALL ROWS PER MATCH "
+                    "WITH UNMATCHED ROWS (SQL:2016 forbids it: an excluded row would be neither a match "
+                    "row nor an unmatched row)",
+                    exclusion.span,
+                    "drop the exclusion, or use ALL ROWS PER MATCH without WITH UNMATCHED ROWS",
+                )
         if match.rows_per_match.show_timeout and match.within is None:
-            self.report("E0227", "SHOW TIMEOUT MATCHES needs a WITHIN clause", match.rows_per_match.span,
-                        "a match can only time out when WITHIN gives it a deadline")
+            self.report(
+                "E0227",
+                "SHOW TIMEOUT MATCHES needs a WITHIN clause",
+                match.rows_per_match.span,
+                "a match can only time out when WITHIN gives it a deadline",
+            )
         if match.within is not None:
             if not _is_positive_interval(match.within):
                 self.report("E0238", "the WITHIN interval must be longer than zero", match.within.span)
@@ -278,14 +397,26 @@ class _Checker:
             if isinstance(key.expr, ast.ColumnRef):
                 type_name = self._input_column(key.expr, "ORDER BY", code="E0201")
                 if type_name is not None and family_of_type(type_name) not in ("number", "string", "time", "boolean"):
-                    self.report("E0236", f"cannot order by '{key.expr.column.name}' of type {type_name}",
-                                key.expr.span, "order by a time, number or text column")
-                elif index == 0 and self.match.within is not None and family_of_type(type_name or "") in ("string", "boolean"):
+                    self.report(
+                        "E0236",
+                        f"cannot order by '{key.expr.column.name}' of type {type_name}",
+                        key.expr.span,
+                        "order by a time, number or text column",
+                    )
+                elif (
+                    index == 0
+                    and self.match.within is not None
+                    and family_of_type(type_name or "") in ("string", "boolean")
+                ):
                     # WITHIN subtracts event times: text would be ordered, but never counted in seconds
-                    self.report("E0240", f"WITHIN needs an ORDER BY column holding the event time: "
-                                f"'{key.expr.column.name}' is {type_name}", key.expr.span,
-                                "order by a TIMESTAMP (or a number of time units); a file whose time column holds a "
-                                "value that is not a time reads it as text")
+                    self.report(
+                        "E0240",
+                        f"WITHIN needs an ORDER BY column holding the event time: "
+                        f"'{key.expr.column.name}' is {type_name}",
+                        key.expr.span,
+                        "order by a TIMESTAMP (or a number of time units); a file whose time column holds a "
+                        "value that is not a time reads it as text",
+                    )
             elif not isinstance(key.expr, ast.ProcTime):
                 self._expression(key.expr, _Scope("ORDER BY"))
 
@@ -297,8 +428,12 @@ class _Checker:
             return None
         found, type_name = self.schema_type(column.column)
         if not found:
-            self.report(code, f"{clause} column '{column.column.name}' is not in the input",
-                        column.span, _did_you_mean(column.column.name, self.schema))
+            self.report(
+                code,
+                f"{clause} column '{column.column.name}' is not in the input",
+                column.span,
+                _did_you_mean(column.column.name, self.schema),
+            )
         return type_name
 
     def schema_type(self, ident: ast.Identifier, *, report: bool = True) -> tuple[bool, str | None]:
@@ -347,22 +482,44 @@ class _Checker:
         alias = self.statement.alias
         if isinstance(expr, ast.Star) and clause == "SELECT":
             if expr.qualifier is not None and (alias is None or expr.qualifier.key != alias.key):
-                self.report("E0207", f"'{expr.qualifier.name}' is not known in SELECT; qualify columns with the "
-                            "MATCH_RECOGNIZE alias", expr.qualifier.span)
+                self.report(
+                    "E0207",
+                    f"'{expr.qualifier.name}' is not known in SELECT; qualify columns with the MATCH_RECOGNIZE alias",
+                    expr.qualifier.span,
+                )
             return
         for node in ast.walk(expr):
             if isinstance(node, (ast.Navigation, ast.Aggregate, ast.Classifier, ast.MatchNumber, ast.MatchStatus)):
-                self.report("E0208", f"{_describe(node)} can only be used inside MATCH_RECOGNIZE, not in {clause}",
-                            node.span, "compute it as a measure and select the measure")
+                self.report(
+                    "E0208",
+                    f"{_describe(node)} can only be used inside MATCH_RECOGNIZE, not in {clause}",
+                    node.span,
+                    "compute it as a measure and select the measure",
+                )
             elif isinstance(node, (ast.ColumnRef, ast.Star)) and node.qualifier is not None:
                 if alias is None or node.qualifier.key != alias.key:
-                    expected = f"the MATCH_RECOGNIZE alias '{alias.name}'" if alias else "an alias: add AS m after MATCH_RECOGNIZE (...)"
-                    self.report("E0207", f"'{node.qualifier.name}' is not known in {clause}; qualify columns with "
-                                f"{expected}", node.qualifier.span)
+                    expected = (
+                        f"the MATCH_RECOGNIZE alias '{alias.name}'"
+                        if alias
+                        else "an alias: add AS m after MATCH_RECOGNIZE (...)"
+                    )
+                    self.report(
+                        "E0207",
+                        f"'{node.qualifier.name}' is not known in {clause}; qualify columns with {expected}",
+                        node.qualifier.span,
+                    )
                     continue
-            if isinstance(node, ast.ColumnRef) and outputs is not None and node.column.key.upper() not in _upper(outputs):
-                self.report("E0221", f"'{node.column.name}' is not an output column of MATCH_RECOGNIZE",
-                            node.span, _did_you_mean(node.column.name, [k.lower() for k in outputs]))
+            if (
+                isinstance(node, ast.ColumnRef)
+                and outputs is not None
+                and node.column.key.upper() not in _upper(outputs)
+            ):
+                self.report(
+                    "E0221",
+                    f"'{node.column.name}' is not an output column of MATCH_RECOGNIZE",
+                    node.span,
+                    _did_you_mean(node.column.name, [k.lower() for k in outputs]),
+                )
         self._expression(expr, _Scope(clause), outer=True)
 
     # ------------------------------------------------------------------------------ expressions
@@ -387,8 +544,12 @@ def _describe(node) -> str:
         return f"{node.kind}()"
     if isinstance(node, (ast.Aggregate, ast.FunctionCall)):
         return f"{node.name}()"
-    return {ast.Classifier: "CLASSIFIER()", ast.MatchNumber: "MATCH_NUMBER()", ast.MatchStatus: "MATCH_STATUS()",
-            ast.ProcTime: "PROCTIME()"}.get(type(node), type(node).__name__)
+    return {
+        ast.Classifier: "CLASSIFIER()",
+        ast.MatchNumber: "MATCH_NUMBER()",
+        ast.MatchStatus: "MATCH_STATUS()",
+        ast.ProcTime: "PROCTIME()",
+    }.get(type(node), type(node).__name__)
 
 
 class _ExpressionChecker:
@@ -425,14 +586,22 @@ class _ExpressionChecker:
             return None
         found, type_name = checker.schema_type(node.column)
         if not found:
-            self.report("E0220", f"unknown column '{node.column.name}'", node.column.span,
-                        _did_you_mean(node.column.name, checker.schema))
+            self.report(
+                "E0220",
+                f"unknown column '{node.column.name}'",
+                node.column.span,
+                _did_you_mean(node.column.name, checker.schema),
+            )
             return None
         return None if type_name is None else family_of_type(type_name)
 
     def _unknown_variable(self, name: ast.Identifier, scope: _Scope) -> None:
-        self.report("E0206", f"pattern variable '{name.name}' is used in {scope.clause} but never appears in PATTERN",
-                    name.span, _did_you_mean(name.name, self.checker._names()))
+        self.report(
+            "E0206",
+            f"pattern variable '{name.name}' is used in {scope.clause} but never appears in PATTERN",
+            name.span,
+            _did_you_mean(name.name, self.checker._names()),
+        )
 
     def visit_Star(self, node: ast.Star, scope: _Scope) -> None:
         self.report("E0232", "'*' is only allowed in COUNT(*) and SELECT *", node.span)
@@ -457,19 +626,27 @@ class _ExpressionChecker:
             return
         text = next((e for e in (left_expr, right_expr) if isinstance(e, ast.Literal) and e.kind == "string"), None)
         if {left, right} == {"string", "time"} and text is not None:
-            self.report("E0234", f"cannot compare a time with the text '{text.value}'", text.span,
-                        time_literal_hint(text.value))
+            self.report(
+                "E0234", f"cannot compare a time with the text '{text.value}'", text.span, time_literal_hint(text.value)
+            )
             return
-        self.report("E0234", f"cannot compare {_TYPE_WORD.get(left, left)} with {_TYPE_WORD.get(right, right)}",
-                    node.span, "CAST one side to the other's type")
+        self.report(
+            "E0234",
+            f"cannot compare {_TYPE_WORD.get(left, left)} with {_TYPE_WORD.get(right, right)}",
+            node.span,
+            "CAST one side to the other's type",
+        )
 
     def _arithmetic(self, node: ast.Binary, left: str | None, right: str | None) -> str | None:
         if left is None or right is None:
             return left if left == right else None
         operators, result = _ARITHMETIC.get((left, right), ((), None))
         if node.op not in operators:
-            self.report("E0235", f"cannot apply '{node.op}' to {_TYPE_WORD.get(left, left)} and "
-                        f"{_TYPE_WORD.get(right, right)}", node.span)
+            self.report(
+                "E0235",
+                f"cannot apply '{node.op}' to {_TYPE_WORD.get(left, left)} and {_TYPE_WORD.get(right, right)}",
+                node.span,
+            )
             return None
         return result
 
@@ -496,8 +673,11 @@ class _ExpressionChecker:
         escape = node.escape.value if isinstance(node.escape, ast.Literal) and node.escape.kind == "string" else None
         if escape is not None and len(escape) != 1:
             self.report("E0245", f"the ESCAPE character must be one character, not '{escape}'", node.escape.span)
-        elif isinstance(node.pattern, ast.Literal) and node.pattern.kind == "string" and (
-                node.escape is None or escape is not None):
+        elif (
+            isinstance(node.pattern, ast.Literal)
+            and node.pattern.kind == "string"
+            and (node.escape is None or escape is not None)
+        ):
             try:
                 like_segments(node.pattern.value, escape)
             except PatternError as error:
@@ -518,8 +698,12 @@ class _ExpressionChecker:
     def visit_Cast(self, node: ast.Cast, scope: _Scope) -> str | None:
         self.visit(node.operand, scope)
         if node.type.name not in CAST_TYPES:
-            self.report("E0242", f"unknown type '{node.type.name}' in CAST", node.type.span,
-                        _did_you_mean(node.type.name, CAST_TYPES))
+            self.report(
+                "E0242",
+                f"unknown type '{node.type.name}' in CAST",
+                node.type.span,
+                _did_you_mean(node.type.name, CAST_TYPES),
+            )
             return None
         return family_of_type(node.type.name)
 
@@ -531,8 +715,9 @@ class _ExpressionChecker:
     def visit_FunctionCall(self, node: ast.FunctionCall, scope: _Scope) -> str | None:
         signature = SCALARS.get(node.name)
         if node.semantics is not None:
-            self.report("E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to "
-                        f"{node.name}()", node.span)
+            self.report(
+                "E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to {node.name}()", node.span
+            )
         elif signature is None:
             self.report("E0230", f"unknown function {node.name}()", node.span, suggest(node.name))
         else:
@@ -560,10 +745,16 @@ class _ExpressionChecker:
     def _arity(self, node, signature: Signature) -> None:
         count = len(node.args)
         if count < signature.least or (signature.most is not None and count > signature.most):
-            wanted = (f"{signature.least}" if signature.least == signature.most else
-                      f"at least {signature.least}" if signature.most is None else f"{signature.least} to {signature.most}")
-            self.report("E0111", f"{node.name}() takes {wanted} argument{'s' if wanted != '1' else ''}, not {count}",
-                        node.span)
+            wanted = (
+                f"{signature.least}"
+                if signature.least == signature.most
+                else f"at least {signature.least}"
+                if signature.most is None
+                else f"{signature.least} to {signature.most}"
+            )
+            self.report(
+                "E0111", f"{node.name}() takes {wanted} argument{'s' if wanted != '1' else ''}, not {count}", node.span
+            )
 
     def visit_Classifier(self, node: ast.Classifier, scope: _Scope) -> str:
         if node.variable is not None and not self.outer and node.variable.key not in self.known:
@@ -579,8 +770,12 @@ class _ExpressionChecker:
         if scope.clause == "DEFINE":
             self.report("E0229", "MATCH_STATUS() cannot be used in DEFINE", node.span)
         elif not (match.rows_per_match.show_timeout or self.checker.has_absence) and not self.outer:
-            self.report("E0228", "MATCH_STATUS() needs ONE ROW PER MATCH SHOW TIMEOUT MATCHES or an absence (!B) "
-                        "in the pattern", node.span, "without them every match has status 'MATCHED'")
+            self.report(
+                "E0228",
+                "MATCH_STATUS() needs ONE ROW PER MATCH SHOW TIMEOUT MATCHES or an absence (!B) in the pattern",
+                node.span,
+                "without them every match has status 'MATCHED'",
+            )
         return "string"
 
     def visit_ProcTime(self, node, scope: _Scope) -> None:
@@ -594,11 +789,16 @@ class _ExpressionChecker:
             return None  # already reported as E0208
         logical = node.kind in ("FIRST", "LAST")
         if node.semantics is not None and not logical:
-            self.report("E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to {node.kind}()",
-                        node.span)
+            self.report(
+                "E0222", f"{node.semantics} applies only to FIRST, LAST and aggregates, not to {node.kind}()", node.span
+            )
         if node.semantics == "FINAL" and scope.clause == "DEFINE":
-            self.report("E0214", "FINAL cannot be used in DEFINE", node.span,
-                        "DEFINE conditions only see the rows matched so far")
+            self.report(
+                "E0214",
+                "FINAL cannot be used in DEFINE",
+                node.span,
+                "DEFINE conditions only see the rows matched so far",
+            )
         self._check_offset(node)
         self._check_nesting(node, scope.enclosing)
         self._single_variable(node, node.operand, f"{node.kind}()")
@@ -607,8 +807,12 @@ class _ExpressionChecker:
     def _check_offset(self, node: ast.Navigation) -> None:
         offset = node.offset
         if offset is not None and not (isinstance(offset, ast.Literal) and offset.kind == "integer"):
-            self.report("E0213", f"the offset of {node.kind}() must be a non-negative integer constant",
-                        offset.span, "write e.g. PREV(A.price, 2)")
+            self.report(
+                "E0213",
+                f"the offset of {node.kind}() must be a non-negative integer constant",
+                offset.span,
+                "write e.g. PREV(A.price, 2)",
+            )
 
     def _check_nesting(self, node, enclosing) -> None:
         if enclosing is None:
@@ -620,18 +824,30 @@ class _ExpressionChecker:
                 self.report("E0211", f"an aggregate cannot be used inside {enclosing.kind}()", node.span)
             return
         if isinstance(enclosing, ast.Aggregate):
-            self.report("E0218", f"{node.kind}() cannot be used inside the aggregate {enclosing.name}()", node.span,
-                        "aggregate the column directly, e.g. SUM(A.price)")
+            self.report(
+                "E0218",
+                f"{node.kind}() cannot be used inside the aggregate {enclosing.name}()",
+                node.span,
+                "aggregate the column directly, e.g. SUM(A.price)",
+            )
             return
         inner_logical, outer_logical = node.kind in ("FIRST", "LAST"), enclosing.kind in ("FIRST", "LAST")
         if inner_logical == outer_logical:
             self.report("E0210", f"{node.kind}() cannot be nested inside {enclosing.kind}()", node.span)
         elif outer_logical:
-            self.report("E0216", f"{node.kind}() cannot be nested inside {enclosing.kind}()", node.span,
-                        f"write it the other way round: {node.kind}({enclosing.kind}(...))")
+            self.report(
+                "E0216",
+                f"{node.kind}() cannot be nested inside {enclosing.kind}()",
+                node.span,
+                f"write it the other way round: {node.kind}({enclosing.kind}(...))",
+            )
         elif enclosing.operand is not node:
-            self.report("E0217", f"{node.kind}() inside {enclosing.kind}() must be its whole first argument",
-                        node.span, f"write e.g. {enclosing.kind}({node.kind}(A.price), 1)")
+            self.report(
+                "E0217",
+                f"{node.kind}() inside {enclosing.kind}() must be its whole first argument",
+                node.span,
+                f"write e.g. {enclosing.kind}({node.kind}(A.price), 1)",
+            )
 
     def _single_variable(self, node, arguments, what: str) -> None:
         qualifiers: dict[str, ast.Identifier] = {}
@@ -642,15 +858,22 @@ class _ExpressionChecker:
                     qualifiers.setdefault(name.key, name)
         if len(qualifiers) > 1:
             names = ", ".join(q.name for q in qualifiers.values())
-            self.report("E0212", f"the argument of {what} must refer to one pattern variable, but it refers to {names}",
-                        node.span)
+            self.report(
+                "E0212",
+                f"the argument of {what} must refer to one pattern variable, but it refers to {names}",
+                node.span,
+            )
 
     def visit_Aggregate(self, node: ast.Aggregate, scope: _Scope) -> str | None:
         if self.outer:
             return None
         if node.semantics == "FINAL" and scope.clause == "DEFINE":
-            self.report("E0214", "FINAL cannot be used in DEFINE", node.span,
-                        "DEFINE conditions only see the rows matched so far")
+            self.report(
+                "E0214",
+                "FINAL cannot be used in DEFINE",
+                node.span,
+                "DEFINE conditions only see the rows matched so far",
+            )
         if not node.args:
             self.report("E0233", f"{node.name}() needs an argument", node.span)
         else:
@@ -658,8 +881,12 @@ class _ExpressionChecker:
         if node.order_by and node.name not in ORDERED_AGGREGATES:
             self.report("E0111", f"{node.name}() takes no WITHIN GROUP (ORDER BY ...)", node.span)
         elif node.name in NEEDS_ORDER and len(node.order_by) != 1:
-            self.report("E0111", f"{node.name}(fraction) needs WITHIN GROUP (ORDER BY one value)", node.span,
-                        f"write {node.name}(0.5) WITHIN GROUP (ORDER BY price)")
+            self.report(
+                "E0111",
+                f"{node.name}(fraction) needs WITHIN GROUP (ORDER BY one value)",
+                node.span,
+                f"write {node.name}(0.5) WITHIN GROUP (ORDER BY price)",
+            )
         self._check_nesting(node, scope.enclosing)
         self._single_variable(node, node.args + tuple(key.expr for key in node.order_by), f"{node.name}()")
         inner = scope._replace(enclosing=node)
@@ -674,7 +901,9 @@ class _ExpressionChecker:
         ordered = [self.visit(key.expr, inner) for key in node.order_by]
         if node.name in NEEDS_ORDER:
             return ordered[0] if ordered and ordered[0] == "time" else "number"
-        if node.name in ("MIN", "MAX", "MAX_BY", "MIN_BY") and len(node.args) > (1 if node.name in ("MIN", "MAX") else 2):
+        if node.name in ("MIN", "MAX", "MAX_BY", "MIN_BY") and len(node.args) > (
+            1 if node.name in ("MIN", "MAX") else 2
+        ):
             return "array"  # MIN(x, n): the n smallest
         return _result_family(AGGREGATES.get(node.name), families)
 
@@ -711,8 +940,15 @@ _ARITHMETIC = {
     ("interval", "number"): ({"*", "/"}, "interval"),
     ("time", "time"): ({"-"}, "interval"),
 }
-_TYPE_WORD = {"number": "a number", "string": "text", "boolean": "a boolean", "time": "a time",
-              "interval": "an interval", "array": "an array", "map": "a map"}
+_TYPE_WORD = {
+    "number": "a number",
+    "string": "text",
+    "boolean": "a boolean",
+    "time": "a time",
+    "interval": "an interval",
+    "array": "an array",
+    "map": "a map",
+}
 
 
 def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
@@ -726,8 +962,11 @@ def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
         copies = (pattern.max if pattern.max is not None else pattern.min + 1) or 1
         return min(cap, copies * _expanded_size(pattern.term, cap))
     if isinstance(pattern, ast.Permute):
-        return _permute_size([_expanded_size(item, cap) for item in pattern.items],
-                             [ast.matches_one_way(item) for item in pattern.items], cap)
+        return _permute_size(
+            [_expanded_size(item, cap) for item in pattern.items],
+            [ast.matches_one_way(item) for item in pattern.items],
+            cap,
+        )
     items = pattern.items if isinstance(pattern, ast.Concat) else pattern.alternatives
     return min(cap, sum(_expanded_size(item, cap) for item in items))
 
@@ -739,7 +978,7 @@ def _permute_size(sizes: list[int], one_way: list[bool], cap: int) -> int:
         return min(cap, sum(sizes))
     total = 0
     for i, size in enumerate(sizes):
-        rest, rest_one_way = sizes[:i] + sizes[i + 1:], one_way[:i] + one_way[i + 1:]
+        rest, rest_one_way = sizes[:i] + sizes[i + 1 :], one_way[:i] + one_way[i + 1 :]
         if one_way[i]:
             total += size + _permute_size(rest, rest_one_way, cap)
         else:

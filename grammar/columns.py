@@ -16,7 +16,8 @@ one column equal to it ignoring case.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
 from cep.grammar import ast
 from cep.grammar.errors import CepSemanticError, Span

@@ -42,8 +42,13 @@ def moved_span(span: Span, lines: int, offset: int) -> Span:
     unchanged: the text starts at the beginning of a line); no position stays none."""
     if span.line <= 0:
         return span
-    return dataclasses.replace(span, line=span.line + lines, end_line=span.end_line + lines if span.end_line > 0 else 0,
-                               start=span.start + offset, end=span.end + offset)
+    return dataclasses.replace(
+        span,
+        line=span.line + lines,
+        end_line=span.end_line + lines if span.end_line > 0 else 0,
+        start=span.start + offset,
+        end=span.end + offset,
+    )
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ class CepError(Exception):
     def column(self) -> int:
         return self.span.column
 
-    def locate(self, span: Span | None = None, where: str | None = None) -> "CepError":
+    def locate(self, span: Span | None = None, where: str | None = None) -> CepError:
         """The same error, pointing at ``span`` if it had no position yet, and saying ``where`` it happened
         (the partition and row of a run-time error) if it did not yet say so."""
         if span is not None and span.line > 0 and self.span.line <= 0:
@@ -101,14 +106,14 @@ class CepError(Exception):
         self.args = (self.render(),)
         return self
 
-    def moved(self, lines: int, offset: int) -> "CepError":
+    def moved(self, lines: int, offset: int) -> CepError:
         """The same error, its positions ``moved_span`` (a statement parsed apart from its file)."""
         self.span = moved_span(self.span, lines, offset)
         self.errors = [dataclasses.replace(d, span=moved_span(d.span, lines, offset)) for d in self.errors]
         self.args = (self.render(),)
         return self
 
-    def with_source(self, source: str | None, filename: str | None = None) -> "CepError":
+    def with_source(self, source: str | None, filename: str | None = None) -> CepError:
         """The same error, re-rendered against ``source`` (used when a file name becomes known)."""
         self.source = source if source is not None else self.source
         self.filename = filename or self.filename

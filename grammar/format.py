@@ -182,10 +182,23 @@ def quantifier_text(quantified: ast.Quantified) -> str:
 # Binding strength, loosest first, as in cep.lark.
 _OR, _AND, _NOT, _PREDICATE, _ADDITIVE, _MULTIPLICATIVE, _UNARY, _ATOM = range(1, 9)
 _BINARY_STRENGTH = {
-    "OR": _OR, "AND": _AND, "=": _PREDICATE, "<>": _PREDICATE, "<": _PREDICATE, "<=": _PREDICATE,
-    ">": _PREDICATE, ">=": _PREDICATE, "IS DISTINCT FROM": _PREDICATE, "IS NOT DISTINCT FROM": _PREDICATE,
-    "+": _ADDITIVE, "-": _ADDITIVE, "||": _ADDITIVE,
-    "*": _MULTIPLICATIVE, "/": _MULTIPLICATIVE, "%": _MULTIPLICATIVE, "DIV": _MULTIPLICATIVE,
+    "OR": _OR,
+    "AND": _AND,
+    "=": _PREDICATE,
+    "<>": _PREDICATE,
+    "<": _PREDICATE,
+    "<=": _PREDICATE,
+    ">": _PREDICATE,
+    ">=": _PREDICATE,
+    "IS DISTINCT FROM": _PREDICATE,
+    "IS NOT DISTINCT FROM": _PREDICATE,
+    "+": _ADDITIVE,
+    "-": _ADDITIVE,
+    "||": _ADDITIVE,
+    "*": _MULTIPLICATIVE,
+    "/": _MULTIPLICATIVE,
+    "%": _MULTIPLICATIVE,
+    "DIV": _MULTIPLICATIVE,
 }
 
 

@@ -36,8 +36,15 @@ _ANY = None
 S = Signature
 
 # The result types a call can have, and their families.
-RESULT_FAMILIES = {"VARCHAR": "string", "BIGINT": "number", "DOUBLE": "number", "DECIMAL": "number",
-                   "BOOLEAN": "boolean", "TIMESTAMP": "time", "DATE": "time"}
+RESULT_FAMILIES = {
+    "VARCHAR": "string",
+    "BIGINT": "number",
+    "DOUBLE": "number",
+    "DECIMAL": "number",
+    "BOOLEAN": "boolean",
+    "TIMESTAMP": "time",
+    "DATE": "time",
+}
 # Results derived from the arguments, and the family the checker knows of each before types are known.
 RULE_FAMILIES: dict[str, str | None] = {
     "same": "same",  # the first argument's type (ABS, COALESCE, MIN)
@@ -55,86 +62,192 @@ RULE_FAMILIES: dict[str, str | None] = {
     "extreme": "same",  # MIN/MAX/MIN_BY/MAX_BY: the argument's type; with n, an array of the n extremes
     "same_or_array": "same",  # APPROX_PERCENTILE: the argument's type (an array for an array of percentages)
     "map": "map",  # MAP, MAP_AGG: no output column holds a map (Spark's output schema has no MAP here), so
-                   # the first argument's type stands in for the column's type
+    # the first argument's type stands in for the column's type
 }
 
 # Calls that become ast.Aggregate: the standard set, Trino's extras used by the conformance corpus, the map
 # aggregates Trino's tests use, and the list and percentile aggregates of Spark, Snowflake, PostgreSQL, YDB.
 AGGREGATES: dict[str, Signature] = {
-    "COUNT": S(0, 1, "BIGINT"), "SUM": S(1, 1, "sum"), "AVG": S(1, 1, "average"),
-    "MIN": S(1, 2, "extreme"), "MAX": S(1, 2, "extreme"), "ARRAY_AGG": S(1, 1, "array_of"),
-    "ARBITRARY": S(1, 1, "same"), "ANY_VALUE": S(1, 1, "same"), "MAX_BY": S(2, 3, "extreme"),
-    "MIN_BY": S(2, 3, "extreme"), "BOOL_AND": S(1, 1, "BOOLEAN"), "BOOL_OR": S(1, 1, "BOOLEAN"),
-    "EVERY": S(1, 1, "BOOLEAN"), "STDDEV": S(1, 1, "DOUBLE"), "STDDEV_SAMP": S(1, 1, "DOUBLE"),
-    "VARIANCE": S(1, 1, "DOUBLE"), "VAR_SAMP": S(1, 1, "DOUBLE"), "COUNT_IF": S(1, 1, "BIGINT"),
-    "MAP_AGG": S(2, 2, "map"), "MULTIMAP_AGG": S(2, 2, "map"), "MAP_UNION": S(1, 1, "map"),
+    "COUNT": S(0, 1, "BIGINT"),
+    "SUM": S(1, 1, "sum"),
+    "AVG": S(1, 1, "average"),
+    "MIN": S(1, 2, "extreme"),
+    "MAX": S(1, 2, "extreme"),
+    "ARRAY_AGG": S(1, 1, "array_of"),
+    "ARBITRARY": S(1, 1, "same"),
+    "ANY_VALUE": S(1, 1, "same"),
+    "MAX_BY": S(2, 3, "extreme"),
+    "MIN_BY": S(2, 3, "extreme"),
+    "BOOL_AND": S(1, 1, "BOOLEAN"),
+    "BOOL_OR": S(1, 1, "BOOLEAN"),
+    "EVERY": S(1, 1, "BOOLEAN"),
+    "STDDEV": S(1, 1, "DOUBLE"),
+    "STDDEV_SAMP": S(1, 1, "DOUBLE"),
+    "VARIANCE": S(1, 1, "DOUBLE"),
+    "VAR_SAMP": S(1, 1, "DOUBLE"),
+    "COUNT_IF": S(1, 1, "BIGINT"),
+    "MAP_AGG": S(2, 2, "map"),
+    "MULTIMAP_AGG": S(2, 2, "map"),
+    "MAP_UNION": S(1, 1, "map"),
     # lists of values (NULLs left out) and text
-    "COLLECT_LIST": S(1, 1, "array_of"), "AGGREGATE_LIST": S(1, 1, "array_of"),
-    "LISTAGG": S(1, 2, "VARCHAR"), "STRING_AGG": S(1, 2, "VARCHAR"),
+    "COLLECT_LIST": S(1, 1, "array_of"),
+    "AGGREGATE_LIST": S(1, 1, "array_of"),
+    "LISTAGG": S(1, 2, "VARCHAR"),
+    "STRING_AGG": S(1, 2, "VARCHAR"),
     # percentiles: MEDIAN(x), PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x), APPROX_PERCENTILE(x, p)
-    "MEDIAN": S(1, 1, "DOUBLE"), "PERCENTILE_CONT": S(1, 1, "DOUBLE"),
-    "PERCENTILE_DISC": S(1, 1, "DOUBLE"), "APPROX_PERCENTILE": S(2, 3, "same_or_array"),
+    "MEDIAN": S(1, 1, "DOUBLE"),
+    "PERCENTILE_CONT": S(1, 1, "DOUBLE"),
+    "PERCENTILE_DISC": S(1, 1, "DOUBLE"),
+    "APPROX_PERCENTILE": S(2, 3, "same_or_array"),
 }
 AGGREGATE_FUNCTIONS = frozenset(AGGREGATES)
 # Aggregates that take WITHIN GROUP (ORDER BY ...): the percentiles need it, the others may have it.
-ORDERED_AGGREGATES = frozenset({"PERCENTILE_CONT", "PERCENTILE_DISC", "LISTAGG", "STRING_AGG", "ARRAY_AGG",
-                                "COLLECT_LIST"})
+ORDERED_AGGREGATES = frozenset(
+    {"PERCENTILE_CONT", "PERCENTILE_DISC", "LISTAGG", "STRING_AGG", "ARRAY_AGG", "COLLECT_LIST"}
+)
 NEEDS_ORDER = frozenset({"PERCENTILE_CONT", "PERCENTILE_DISC"})
 
 SCALARS: dict[str, Signature] = {
     # numbers
-    "ABS": S(1, 1, "same"), "ROUND": S(1, 2, "same"), "FLOOR": S(1, 1, "BIGINT"), "CEIL": S(1, 1, "BIGINT"),
-    "CEILING": S(1, 1, "BIGINT"), "SQRT": S(1, 1, "DOUBLE"), "LN": S(1, 1, "DOUBLE"), "EXP": S(1, 1, "DOUBLE"),
-    "POWER": S(2, 2, "DOUBLE"), "SIGN": S(1, 1, "BIGINT"), "MOD": S(2, 2, "remainder"), "LOG10": S(1, 1, "DOUBLE"),
-    "LOG2": S(1, 1, "DOUBLE"), "LOG": S(1, 2, "DOUBLE"), "TRUNC": S(1, 2, "truncated"),
+    "ABS": S(1, 1, "same"),
+    "ROUND": S(1, 2, "same"),
+    "FLOOR": S(1, 1, "BIGINT"),
+    "CEIL": S(1, 1, "BIGINT"),
+    "CEILING": S(1, 1, "BIGINT"),
+    "SQRT": S(1, 1, "DOUBLE"),
+    "LN": S(1, 1, "DOUBLE"),
+    "EXP": S(1, 1, "DOUBLE"),
+    "POWER": S(2, 2, "DOUBLE"),
+    "SIGN": S(1, 1, "BIGINT"),
+    "MOD": S(2, 2, "remainder"),
+    "LOG10": S(1, 1, "DOUBLE"),
+    "LOG2": S(1, 1, "DOUBLE"),
+    "LOG": S(1, 2, "DOUBLE"),
+    "TRUNC": S(1, 2, "truncated"),
     # text
-    "LOWER": S(1, 1, "VARCHAR"), "UPPER": S(1, 1, "VARCHAR"), "LENGTH": S(1, 1, "BIGINT"),
-    "TRIM": S(1, 1, "VARCHAR"), "SUBSTR": S(2, 3, "VARCHAR"), "SUBSTRING": S(2, 3, "VARCHAR"),
-    "CONCAT": S(1, _ANY, "VARCHAR"), "CONCAT_WS": S(1, _ANY, "VARCHAR"),
-    "REPLACE": S(2, 3, "VARCHAR"), "SPLIT_PART": S(3, 3, "VARCHAR"),
-    "STRPOS": S(2, 2, "BIGINT"), "POSITION": S(2, 3, "BIGINT"),
-    "STARTS_WITH": S(2, 2, "BOOLEAN"), "STARTSWITH": S(2, 2, "BOOLEAN"),
-    "ENDS_WITH": S(2, 2, "BOOLEAN"), "ENDSWITH": S(2, 2, "BOOLEAN"), "CONTAINS": S(2, 2, "BOOLEAN"),
-    "REGEXP_LIKE": S(2, 2, "BOOLEAN"), "RLIKE": S(2, 2, "BOOLEAN"),
-    "REGEXP_SUBSTR": S(2, 4, "VARCHAR"), "REGEXP_REPLACE": S(3, 3, "VARCHAR"),
+    "LOWER": S(1, 1, "VARCHAR"),
+    "UPPER": S(1, 1, "VARCHAR"),
+    "LENGTH": S(1, 1, "BIGINT"),
+    "TRIM": S(1, 1, "VARCHAR"),
+    "SUBSTR": S(2, 3, "VARCHAR"),
+    "SUBSTRING": S(2, 3, "VARCHAR"),
+    "CONCAT": S(1, _ANY, "VARCHAR"),
+    "CONCAT_WS": S(1, _ANY, "VARCHAR"),
+    "REPLACE": S(2, 3, "VARCHAR"),
+    "SPLIT_PART": S(3, 3, "VARCHAR"),
+    "STRPOS": S(2, 2, "BIGINT"),
+    "POSITION": S(2, 3, "BIGINT"),
+    "STARTS_WITH": S(2, 2, "BOOLEAN"),
+    "STARTSWITH": S(2, 2, "BOOLEAN"),
+    "ENDS_WITH": S(2, 2, "BOOLEAN"),
+    "ENDSWITH": S(2, 2, "BOOLEAN"),
+    "CONTAINS": S(2, 2, "BOOLEAN"),
+    "REGEXP_LIKE": S(2, 2, "BOOLEAN"),
+    "RLIKE": S(2, 2, "BOOLEAN"),
+    "REGEXP_SUBSTR": S(2, 4, "VARCHAR"),
+    "REGEXP_REPLACE": S(3, 3, "VARCHAR"),
     # NULLs and choices
-    "COALESCE": S(1, _ANY, "widest"), "NULLIF": S(2, 2, "same"), "NVL": S(2, 2, "widest"),
-    "IFNULL": S(2, 2, "widest"), "NVL2": S(3, 3, "second"), "IF": S(2, 3, "second"),
-    "IFF": S(3, 3, "second"), "DECODE": S(3, _ANY, "third"), "GREATEST": S(1, _ANY, "widest"),
+    "COALESCE": S(1, _ANY, "widest"),
+    "NULLIF": S(2, 2, "same"),
+    "NVL": S(2, 2, "widest"),
+    "IFNULL": S(2, 2, "widest"),
+    "NVL2": S(3, 3, "second"),
+    "IF": S(2, 3, "second"),
+    "IFF": S(3, 3, "second"),
+    "DECODE": S(3, _ANY, "third"),
+    "GREATEST": S(1, _ANY, "widest"),
     "LEAST": S(1, _ANY, "widest"),
     # dates and times
-    "EXTRACT": S(2, 2, "field"), "DATE_PART": S(2, 2, "field"), "YEAR": S(1, 1, "BIGINT"),
-    "QUARTER": S(1, 1, "BIGINT"), "MONTH": S(1, 1, "BIGINT"), "DAY": S(1, 1, "BIGINT"),
-    "DAYOFMONTH": S(1, 1, "BIGINT"), "DAYOFWEEK": S(1, 1, "BIGINT"),
-    "DAYOFYEAR": S(1, 1, "BIGINT"), "WEEKOFYEAR": S(1, 1, "BIGINT"),
-    "WEEKDAY": S(1, 1, "BIGINT"), "HOUR": S(1, 1, "BIGINT"), "MINUTE": S(1, 1, "BIGINT"),
-    "SECOND": S(1, 1, "BIGINT"), "DATE_TRUNC": S(2, 2, "TIMESTAMP"), "DATEADD": S(3, 3, "TIMESTAMP"),
-    "TIMESTAMPADD": S(3, 3, "TIMESTAMP"), "DATE_ADD": S(2, 3, "date_or_timestamp"), "DATE_SUB": S(2, 2, "DATE"),
-    "DATEDIFF": S(2, 3, "BIGINT"), "DATE_DIFF": S(2, 3, "BIGINT"),
-    "TIMESTAMPDIFF": S(3, 3, "BIGINT"), "DATE": S(1, 1, "DATE"), "TO_DATE": S(1, 2, "DATE"),
-    "TO_TIMESTAMP": S(1, 2, "TIMESTAMP"), "DATE_FORMAT": S(2, 2, "VARCHAR"),
-    "TO_CHAR": S(1, 2, "VARCHAR"), "UNIX_TIMESTAMP": S(0, 2, "BIGINT"),
-    "CURRENT_TIMESTAMP": S(0, 0, "TIMESTAMP"), "CURRENT_DATE": S(0, 0, "DATE"), "NOW": S(0, 0, "TIMESTAMP"),
+    "EXTRACT": S(2, 2, "field"),
+    "DATE_PART": S(2, 2, "field"),
+    "YEAR": S(1, 1, "BIGINT"),
+    "QUARTER": S(1, 1, "BIGINT"),
+    "MONTH": S(1, 1, "BIGINT"),
+    "DAY": S(1, 1, "BIGINT"),
+    "DAYOFMONTH": S(1, 1, "BIGINT"),
+    "DAYOFWEEK": S(1, 1, "BIGINT"),
+    "DAYOFYEAR": S(1, 1, "BIGINT"),
+    "WEEKOFYEAR": S(1, 1, "BIGINT"),
+    "WEEKDAY": S(1, 1, "BIGINT"),
+    "HOUR": S(1, 1, "BIGINT"),
+    "MINUTE": S(1, 1, "BIGINT"),
+    "SECOND": S(1, 1, "BIGINT"),
+    "DATE_TRUNC": S(2, 2, "TIMESTAMP"),
+    "DATEADD": S(3, 3, "TIMESTAMP"),
+    "TIMESTAMPADD": S(3, 3, "TIMESTAMP"),
+    "DATE_ADD": S(2, 3, "date_or_timestamp"),
+    "DATE_SUB": S(2, 2, "DATE"),
+    "DATEDIFF": S(2, 3, "BIGINT"),
+    "DATE_DIFF": S(2, 3, "BIGINT"),
+    "TIMESTAMPDIFF": S(3, 3, "BIGINT"),
+    "DATE": S(1, 1, "DATE"),
+    "TO_DATE": S(1, 2, "DATE"),
+    "TO_TIMESTAMP": S(1, 2, "TIMESTAMP"),
+    "DATE_FORMAT": S(2, 2, "VARCHAR"),
+    "TO_CHAR": S(1, 2, "VARCHAR"),
+    "UNIX_TIMESTAMP": S(0, 2, "BIGINT"),
+    "CURRENT_TIMESTAMP": S(0, 0, "TIMESTAMP"),
+    "CURRENT_DATE": S(0, 0, "DATE"),
+    "NOW": S(0, 0, "TIMESTAMP"),
     # arrays and maps
-    "ARRAY_JOIN": S(2, 3, "VARCHAR"), "ELEMENT_AT": S(2, 2, "element"), "ARRAY_MAX": S(1, 1, "element"),
-    "ARRAY_MIN": S(1, 1, "element"), "CARDINALITY": S(1, 1, "BIGINT"), "MAP": S(2, 2, "map"),
+    "ARRAY_JOIN": S(2, 3, "VARCHAR"),
+    "ELEMENT_AT": S(2, 2, "element"),
+    "ARRAY_MAX": S(1, 1, "element"),
+    "ARRAY_MIN": S(1, 1, "element"),
+    "CARDINALITY": S(1, 1, "BIGINT"),
+    "MAP": S(2, 2, "map"),
 }
 SCALAR_FUNCTIONS = frozenset(SCALARS)
-ROW_PATTERN_CALLS = ("PREV", "NEXT", "FIRST", "LAST", "LAG", "LEAD", "CLASSIFIER", "MATCH_NUMBER",
-                     "MATCH_SEQUENCE_NUMBER", "MATCH_STATUS", "PROCTIME")
+ROW_PATTERN_CALLS = (
+    "PREV",
+    "NEXT",
+    "FIRST",
+    "LAST",
+    "LAG",
+    "LEAD",
+    "CLASSIFIER",
+    "MATCH_NUMBER",
+    "MATCH_SEQUENCE_NUMBER",
+    "MATCH_STATUS",
+    "PROCTIME",
+)
 
 # What an analyst from another dialect writes -> what cep calls it (for "did you mean"). Only names cep
 # does not also accept: the ones it accepts are in the tables above.
 SYNONYMS: dict[str, str] = {
-    "FIRST_VALUE": "FIRST", "LAST_VALUE": "LAST", "ISNULL": "COALESCE", "ZEROIFNULL": "COALESCE",
-    "IIF": "IFF", "LEN": "LENGTH", "CHAR_LENGTH": "LENGTH", "CHARACTER_LENGTH": "LENGTH", "CHARINDEX": "STRPOS",
-    "INSTR": "STRPOS", "LOCATE": "POSITION", "DATEPART": "DATE_PART", "GETDATE": "CURRENT_TIMESTAMP",
-    "SYSDATE": "CURRENT_TIMESTAMP", "SYSTIMESTAMP": "CURRENT_TIMESTAMP", "LOCALTIMESTAMP": "CURRENT_TIMESTAMP",
-    "STDEV": "STDDEV", "VAR": "VARIANCE", "ROW_NUMBER": "MATCH_SEQUENCE_NUMBER", "GROUP_CONCAT": "LISTAGG",
-    "ARRAY_CONCAT_AGG": "ARRAY_AGG", "REGEXP_MATCHES": "REGEXP_LIKE", "REGEXP_INSTR": "REGEXP_SUBSTR",
-    "DATETIME_ADD": "DATEADD", "TIMESTAMP_ADD": "DATEADD", "DATETIME_DIFF": "DATEDIFF", "TIMESTAMP_DIFF": "DATEDIFF",
-    "TRUNCATE": "TRUNC", "POW": "POWER", "FORMAT_DATETIME": "DATE_FORMAT",
-    "STRFTIME": "DATE_FORMAT", "PARSE_TIMESTAMP": "TO_TIMESTAMP", "STR_TO_DATE": "TO_DATE",
+    "FIRST_VALUE": "FIRST",
+    "LAST_VALUE": "LAST",
+    "ISNULL": "COALESCE",
+    "ZEROIFNULL": "COALESCE",
+    "IIF": "IFF",
+    "LEN": "LENGTH",
+    "CHAR_LENGTH": "LENGTH",
+    "CHARACTER_LENGTH": "LENGTH",
+    "CHARINDEX": "STRPOS",
+    "INSTR": "STRPOS",
+    "LOCATE": "POSITION",
+    "DATEPART": "DATE_PART",
+    "GETDATE": "CURRENT_TIMESTAMP",
+    "SYSDATE": "CURRENT_TIMESTAMP",
+    "SYSTIMESTAMP": "CURRENT_TIMESTAMP",
+    "LOCALTIMESTAMP": "CURRENT_TIMESTAMP",
+    "STDEV": "STDDEV",
+    "VAR": "VARIANCE",
+    "ROW_NUMBER": "MATCH_SEQUENCE_NUMBER",
+    "GROUP_CONCAT": "LISTAGG",
+    "ARRAY_CONCAT_AGG": "ARRAY_AGG",
+    "REGEXP_MATCHES": "REGEXP_LIKE",
+    "REGEXP_INSTR": "REGEXP_SUBSTR",
+    "DATETIME_ADD": "DATEADD",
+    "TIMESTAMP_ADD": "DATEADD",
+    "DATETIME_DIFF": "DATEDIFF",
+    "TIMESTAMP_DIFF": "DATEDIFF",
+    "TRUNCATE": "TRUNC",
+    "POW": "POWER",
+    "FORMAT_DATETIME": "DATE_FORMAT",
+    "STRFTIME": "DATE_FORMAT",
+    "PARSE_TIMESTAMP": "TO_TIMESTAMP",
+    "STR_TO_DATE": "TO_DATE",
 }
 
 KNOWN = SCALAR_FUNCTIONS | AGGREGATE_FUNCTIONS | frozenset(ROW_PATTERN_CALLS)
@@ -154,6 +267,7 @@ def suggest(name: str) -> str | None:
 # The syntax of the patterns a query writes (checked at compile time when they are literals, with a
 # position); matcher/sql/text_patterns.py matches them.
 
+
 class PatternError(ValueError):
     """A LIKE pattern, ESCAPE character or regular expression that is not valid (the message says why)."""
 
@@ -172,8 +286,10 @@ def like_segments(pattern: str, escape: str | None) -> list[list]:
             if following is None:
                 raise PatternError(f"the LIKE pattern {pattern!r} ends with its escape character {escape!r}")
             if following not in ("%", "_", escape):
-                raise PatternError(f"in the LIKE pattern {pattern!r} the escape character {escape!r} may only "
-                                   f"precede %, _ or itself, not {following!r}")
+                raise PatternError(
+                    f"in the LIKE pattern {pattern!r} the escape character {escape!r} may only "
+                    f"precede %, _ or itself, not {following!r}"
+                )
             segments[-1].append(following)
         elif char == "%":
             segments.append([])
@@ -191,8 +307,13 @@ class _AnyChar:
 
 ANY = _AnyChar()
 
-_REGEX_LIMITS = (("(?=", "lookahead"), ("(?!", "negative lookahead"), ("(?<=", "lookbehind"),
-                 ("(?<!", "negative lookbehind"), ("(?>", "atomic groups"))
+_REGEX_LIMITS = (
+    ("(?=", "lookahead"),
+    ("(?!", "negative lookahead"),
+    ("(?<=", "lookbehind"),
+    ("(?<!", "negative lookbehind"),
+    ("(?>", "atomic groups"),
+)
 
 
 def compile_regex(pattern: str):
@@ -207,8 +328,9 @@ def compile_regex(pattern: str):
         if construct is None and any(f"\\{digit}" in pattern for digit in "123456789"):
             construct = "backreferences"
         why = f"{construct} need a backtracking engine, which can take exponential time" if construct else detail
-        raise PatternError(f"the regular expression {pattern!r} is not supported: {why} "
-                           "(cep uses RE2 syntax, linear in the text)") from None
+        raise PatternError(
+            f"the regular expression {pattern!r} is not supported: {why} (cep uses RE2 syntax, linear in the text)"
+        ) from None
 
 
 # ------------------------------------------------------------------------------------ datetime patterns
@@ -226,9 +348,16 @@ _DATETIME_TOKEN = re.compile(r"'(?:[^']|'')*'|([A-Za-z])\1*|.", re.DOTALL)
 # Letters Spark 3+ refuses (DateTimeFormatterHelper: week-based fields and java.time's unsupported ones),
 # with what to write instead.
 _SPARK_REFUSED = {
-    "Y": "week-based year; the calendar year is yyyy", "w": "week of week-based year", "W": "week of month",
-    "u": "day-of-week number; EEE is its name", "e": "localized day of week", "c": "localized day of week",
-    "A": "milli of day", "n": "nano of second", "N": "nano of day", "p": "pad modifier",
+    "Y": "week-based year; the calendar year is yyyy",
+    "w": "week of week-based year",
+    "W": "week of month",
+    "u": "day-of-week number; EEE is its name",
+    "e": "localized day of week",
+    "c": "localized day of week",
+    "A": "milli of day",
+    "n": "nano of second",
+    "N": "nano of day",
+    "p": "pad modifier",
 }
 # The letters cep formats and reads (matcher/sql/datetimes.py); Spark knows a few more (G, Q, F, V, z, O, X,
 # x, Z: eras, quarters, zones), which cep refuses rather than guess.
@@ -236,9 +365,31 @@ DATETIME_LETTERS = "yMLdDHhkKmsSaE"
 # Spark pattern fields that DuckDB's strftime writes exactly (same text for every value), and those its
 # strptime reads exactly (the same strings accepted, the same value).
 _STRFTIME = {
-    "y": "%Y", "yyyy": "%Y", "yy": "%y", "M": "%-m", "MM": "%m", "MMM": "%b", "MMMM": "%B", "d": "%-d",
-    "dd": "%d", "D": "%-j", "DDD": "%j", "H": "%-H", "HH": "%H", "h": "%-I", "hh": "%I", "m": "%-M", "mm": "%M",
-    "s": "%-S", "ss": "%S", "SSS": "%g", "SSSSSS": "%f", "a": "%p", "E": "%a", "EE": "%a", "EEE": "%a",
+    "y": "%Y",
+    "yyyy": "%Y",
+    "yy": "%y",
+    "M": "%-m",
+    "MM": "%m",
+    "MMM": "%b",
+    "MMMM": "%B",
+    "d": "%-d",
+    "dd": "%d",
+    "D": "%-j",
+    "DDD": "%j",
+    "H": "%-H",
+    "HH": "%H",
+    "h": "%-I",
+    "hh": "%I",
+    "m": "%-M",
+    "mm": "%M",
+    "s": "%-S",
+    "ss": "%S",
+    "SSS": "%g",
+    "SSSSSS": "%f",
+    "a": "%p",
+    "E": "%a",
+    "EE": "%a",
+    "EEE": "%a",
     "EEEE": "%A",
 }
 _STRPTIME = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
@@ -255,15 +406,19 @@ def datetime_pattern(pattern: str) -> list[tuple[str, str]]:
         elif found.group(1):
             letter = text[0]
             if letter in _SPARK_REFUSED:
-                raise PatternError(f"the datetime pattern {pattern!r} uses {text!r} ({_SPARK_REFUSED[letter]}), "
-                                   "which Spark refuses")
+                raise PatternError(
+                    f"the datetime pattern {pattern!r} uses {text!r} ({_SPARK_REFUSED[letter]}), which Spark refuses"
+                )
             if letter not in DATETIME_LETTERS:
-                raise PatternError(f"the datetime pattern {pattern!r} uses {text!r}, which cep does not support "
-                                   "(yyyy MM MMM dd D HH hh mm ss SSS a EEE and quoted text are; quote other letters)")
+                raise PatternError(
+                    f"the datetime pattern {pattern!r} uses {text!r}, which cep does not support "
+                    "(yyyy MM MMM dd D HH hh mm ss SSS a EEE and quoted text are; quote other letters)"
+                )
             out.append(("field", text))
         elif text in "[]{}#":
-            raise PatternError(f"the datetime pattern {pattern!r} uses {text!r}, which Spark reserves "
-                               "(quote it to write it as text)")
+            raise PatternError(
+                f"the datetime pattern {pattern!r} uses {text!r}, which Spark reserves (quote it to write it as text)"
+            )
         else:
             out.append(("text", text))
     return out
@@ -281,6 +436,8 @@ def duckdb_strftime(pattern: str, *, parsing: bool = False) -> str:
             parts.append(table[text])
         else:
             known = " ".join(table)
-            raise PatternError(f"the datetime pattern {pattern!r} uses {text!r}, which the python engine cannot "
-                               f"{'read' if parsing else 'write'} exactly as Spark does (it can: {known})")
+            raise PatternError(
+                f"the datetime pattern {pattern!r} uses {text!r}, which the python engine cannot "
+                f"{'read' if parsing else 'write'} exactly as Spark does (it can: {known})"
+            )
     return "".join(parts)

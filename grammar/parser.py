@@ -26,15 +26,15 @@ import dataclasses
 import datetime
 import decimal
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
 from cep.grammar import ast, limits
 from cep.grammar.checks import check, decimal_problem, normalize_type
-from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
+from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import TRIVIA as _TRIVIA
 from cep.grammar.tokens import ScanToken, clause_parser, lark_parser, scan, significant, span_of
@@ -52,18 +52,27 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
     unterminated comment (which Lark would read as '/' and '*')."""
     for token in all_tokens:
         if token.kind == "block" and (len(token.text) < 4 or not token.text.endswith("*/")):
-            raise CepSyntaxError("unterminated comment: the closing */ is missing", code="E0106",
-                                 span=span_of(text, token.start, token.start + 2))
+            raise CepSyntaxError(
+                "unterminated comment: the closing */ is missing",
+                code="E0106",
+                span=span_of(text, token.start, token.start + 2),
+            )
     tokens = significant(all_tokens)
     if len(tokens) > limits.MAX_QUERY_TOKENS:
         extra = tokens[limits.MAX_QUERY_TOKENS]
-        raise CepSemanticError(f"the query has {len(tokens)} tokens; the limit is {limits.MAX_QUERY_TOKENS}",
-                               code="E0307", span=span_of(text, extra.start, extra.end))
+        raise CepSemanticError(
+            f"the query has {len(tokens)} tokens; the limit is {limits.MAX_QUERY_TOKENS}",
+            code="E0307",
+            span=span_of(text, extra.start, extra.end),
+        )
     if tokens and tokens[0].text.upper() == "WITH":
-        raise CepSyntaxError("WITH clauses (common table expressions) are not supported: subqueries are not supported",
-                             code="E0107", span=span_of(text, tokens[0].start, tokens[0].end),
-                             hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
-                                  "cep.compile_sql(text).run(tables) or `cep run`")
+        raise CepSyntaxError(
+            "WITH clauses (common table expressions) are not supported: subqueries are not supported",
+            code="E0107",
+            span=span_of(text, tokens[0].start, tokens[0].end),
+            hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
+            "cep.compile_sql(text).run(tables) or `cep run`",
+        )
     _refuse_window_functions(text, tokens)
     depth = 0
     for index, token in enumerate(tokens):
@@ -72,15 +81,19 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
         elif token.kind == "open":
             depth += 1
             if depth > limits.MAX_NESTING_DEPTH:
-                raise CepSemanticError(f"parentheses nest deeper than the limit of {limits.MAX_NESTING_DEPTH} levels",
-                                       code="E0302", span=span_of(text, token.start, token.end))
+                raise CepSemanticError(
+                    f"parentheses nest deeper than the limit of {limits.MAX_NESTING_DEPTH} levels",
+                    code="E0302",
+                    span=span_of(text, token.start, token.end),
+                )
             following = tokens[index + 1] if index + 1 < len(tokens) else None
             if following and following.kind == "word" and following.text.upper() in ("SELECT", "WITH"):
                 raise CepSyntaxError(
-                    "subqueries are not supported", code="E0107",
+                    "subqueries are not supported",
+                    code="E0107",
                     span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
                     hint="a whole statement with subqueries runs with cep.sql(spark, text), "
-                         "cep.compile_sql(text).run(tables) or `cep run`",
+                    "cep.compile_sql(text).run(tables) or `cep run`",
                 )
 
 
@@ -90,26 +103,40 @@ def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
     be exact there; computed before matching, it is an ordinary column."""
     for index in range(1, len(tokens) - 1):
         token = tokens[index]
-        if not (token.kind == "word" and token.text.upper() == "OVER" and tokens[index - 1].kind == "close"
-                and tokens[index + 1].kind == "open"):
+        if not (
+            token.kind == "word"
+            and token.text.upper() == "OVER"
+            and tokens[index - 1].kind == "close"
+            and tokens[index + 1].kind == "open"
+        ):
             continue
-        clause = next((t.text.upper() for t in reversed(tokens[:index])
-                       if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")), "")
+        clause = next(
+            (
+                t.text.upper()
+                for t in reversed(tokens[:index])
+                if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")
+            ),
+            "",
+        )
         where = {"DEFINE": "in DEFINE", "MEASURES": "in MEASURES"}.get(clause, "here")
         span = span_of(text, token.start, _matching_close(tokens, index + 1, len(text)))
         if where == "here":  # SQL around the clause: a whole statement runs it, one clause alone does not
             raise CepSyntaxError(
                 "window functions (... OVER (...)) are not allowed in a query of one MATCH_RECOGNIZE clause",
-                code="E0244", span=span,
+                code="E0244",
+                span=span,
                 hint="outside the clause this is SQL around it, which a whole statement runs: cep.compile_sql(text) "
-                     "in Python (cep run, trace, report and explain read files that way)")
+                "in Python (cep run, trace, report and explain read files that way)",
+            )
         raise CepSyntaxError(
-            f"window functions (... OVER (...)) are not allowed {where}", code="E0244",
+            f"window functions (... OVER (...)) are not allowed {where}",
+            code="E0244",
             span=span,
             hint="a stream never sees the whole partition, so a partition-wide value cannot be known while matching: "
-                 "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
-                 "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "
-                 "an aggregate over the match's rows so far: DEFINE A AS price > AVG(price)")
+            "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
+            "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "
+            "an aggregate over the match's rows so far: DEFINE A AS price > AVG(price)",
+        )
 
 
 def _matching_close(tokens: list[ScanToken], open_index: int, default: int) -> int:
@@ -171,7 +198,9 @@ class _ToAst(Transformer_NonRecursive):
     start = clause = alias = where_clause = within_clause = any_ident = _first
     select_list = order_clause = partition_clause = measures_clause = subset_clause = define_clause = _items
     show_timeout = _constant(True)
-    show_empty, omit_empty, with_unmatched = (_constant(f"ALL_{m}") for m in ("SHOW_EMPTY", "OMIT_EMPTY", "WITH_UNMATCHED"))
+    show_empty, omit_empty, with_unmatched = (
+        _constant(f"ALL_{m}") for m in ("SHOW_EMPTY", "OMIT_EMPTY", "WITH_UNMATCHED")
+    )
     measure, define_item, when_clause = _node(ast.Measure), _node(ast.Define), _node(ast.WhenClause)
     pattern_variable, exclusion, absence = _node(ast.PatternVar), _node(ast.Exclusion), _node(ast.Absence)
     empty_pattern, star_argument, qualified_column = _node(ast.Empty), _constant_node(ast.Star), _node(ast.ColumnRef)
@@ -214,10 +243,18 @@ class _ToAst(Transformer_NonRecursive):
     def match_recognize(self, meta, children):
         partition, order, measures, rows, after, initial_or_seek, pattern, within, subsets, defines = children
         return ast.MatchRecognize(
-            _span(meta), partition or (), order or (), measures or (), rows or ast.RowsPerMatch(NO_SPAN), after,
+            _span(meta),
+            partition or (),
+            order or (),
+            measures or (),
+            rows or ast.RowsPerMatch(NO_SPAN),
+            after,
             pattern if pattern is not None else ast.Empty(NO_SPAN),  # `PATTERN ()`
-            within, subsets or (), defines or (),
-            seek=initial_or_seek == "SEEK", explicit_initial=initial_or_seek == "INITIAL",
+            within,
+            subsets or (),
+            defines or (),
+            seek=initial_or_seek == "SEEK",
+            explicit_initial=initial_or_seek == "INITIAL",
         )
 
     def one_row(self, meta, children):
@@ -291,7 +328,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def is_distinct(self, meta, children):
         operand, negated, _distinct, other = children
-        return ast.Binary(_span(meta), "IS NOT DISTINCT FROM" if negated is not None else "IS DISTINCT FROM", operand, other)
+        return ast.Binary(
+            _span(meta), "IS NOT DISTINCT FROM" if negated is not None else "IS DISTINCT FROM", operand, other
+        )
 
     def unary(self, meta, children):
         return ast.Unary(_span(meta), children[0].value.upper(), children[1])
@@ -388,8 +427,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def call(self, meta, children):
         name, distinct, *arguments, within_group = children
-        return _build_call(_span(meta), name.name.upper(), distinct is not None, tuple(_present(arguments)),
-                           within_group or ())
+        return _build_call(
+            _span(meta), name.name.upper(), distinct is not None, tuple(_present(arguments)), within_group or ()
+        )
 
     def date_function(self, meta, children):
         return ast.FunctionCall(_span(meta), "DATE", tuple(_present(children[1:])))
@@ -426,15 +466,20 @@ def _time_literal(meta, kind: str, python_type, string: Token, form: str) -> ast
     try:
         value = python_type.fromisoformat(text.strip())
     except ValueError:
-        raise CepSyntaxError(f"'{text}' is not a {kind}", code="E0108", span=_span(meta), hint=f"write {form}") from None
+        raise CepSyntaxError(
+            f"'{text}' is not a {kind}", code="E0108", span=_span(meta), hint=f"write {form}"
+        ) from None
     return ast.Literal(_span(meta), kind, value, text)
 
 
 # `INTERVAL '1:30' HOUR TO MINUTE` and friends: the units each field of the text stands for.
 _INTERVAL_RANGES = {
-    ("DAY", "HOUR"): ("DAY", "HOUR"), ("DAY", "MINUTE"): ("DAY", "HOUR", "MINUTE"),
-    ("DAY", "SECOND"): ("DAY", "HOUR", "MINUTE", "SECOND"), ("HOUR", "MINUTE"): ("HOUR", "MINUTE"),
-    ("HOUR", "SECOND"): ("HOUR", "MINUTE", "SECOND"), ("MINUTE", "SECOND"): ("MINUTE", "SECOND"),
+    ("DAY", "HOUR"): ("DAY", "HOUR"),
+    ("DAY", "MINUTE"): ("DAY", "HOUR", "MINUTE"),
+    ("DAY", "SECOND"): ("DAY", "HOUR", "MINUTE", "SECOND"),
+    ("HOUR", "MINUTE"): ("HOUR", "MINUTE"),
+    ("HOUR", "SECOND"): ("HOUR", "MINUTE", "SECOND"),
+    ("MINUTE", "SECOND"): ("MINUTE", "SECOND"),
 }
 
 
@@ -448,13 +493,17 @@ def _units_in_text(text: str, meta) -> tuple[str, str]:
     while position < len(text):
         found = _TEXT_UNIT.match(text, position)
         if found is None or found.end() == position:
-            raise CepSyntaxError(f"interval '{text}' needs a unit: write INTERVAL '5 minutes' or INTERVAL '5' MINUTE",
-                                 code="E0108", span=_span(meta))
+            raise CepSyntaxError(
+                f"interval '{text}' needs a unit: write INTERVAL '5 minutes' or INTERVAL '5' MINUTE",
+                code="E0108",
+                span=_span(meta),
+            )
         amounts.append((decimal.Decimal(found.group(1)), _interval_unit_name(found.group(2), meta)))
         position = found.end()
     if not amounts:
-        raise CepSyntaxError("an interval needs an amount and a unit, e.g. INTERVAL '5 minutes'", code="E0108",
-                             span=_span(meta))
+        raise CepSyntaxError(
+            "an interval needs an amount and a unit, e.g. INTERVAL '5 minutes'", code="E0108", span=_span(meta)
+        )
     smallest = min((unit for _, unit in amounts), key=MICROS_PER_UNIT.__getitem__)
     total = sum(amount * MICROS_PER_UNIT[unit] for amount, unit in amounts) / MICROS_PER_UNIT[smallest]
     return format(total.normalize(), "f"), smallest
@@ -463,16 +512,24 @@ def _units_in_text(text: str, meta) -> tuple[str, str]:
 def _interval_unit_name(word: str, meta) -> str:
     unit = unit_name(word, TEXT_ABBREVIATIONS)
     if unit is None:
-        raise CepSyntaxError(f"unknown interval unit '{word}'", code="E0109", span=_span(meta),
-                             hint=f"{UNIT_HINT}: months and years have no fixed length")
+        raise CepSyntaxError(
+            f"unknown interval unit '{word}'",
+            code="E0109",
+            span=_span(meta),
+            hint=f"{UNIT_HINT}: months and years have no fixed length",
+        )
     return unit
 
 
 def _interval_unit(token: Token) -> str:
     unit = unit_name(token)
     if unit is None:
-        raise CepSyntaxError(f"unknown interval unit '{token}'", code="E0109", span=_token_span(token),
-                             hint=f"{UNIT_HINT}: months and years have no fixed length")
+        raise CepSyntaxError(
+            f"unknown interval unit '{token}'",
+            code="E0109",
+            span=_token_span(token),
+            hint=f"{UNIT_HINT}: months and years have no fixed length",
+        )
     return unit
 
 
@@ -496,14 +553,18 @@ def _range_text(token: Token) -> str:
 def _parse_range(token: Token) -> tuple[int, int | None]:
     inside = re.sub(r"\s+", "", token[1:-1])
     if not inside:
-        raise CepSyntaxError("a quantifier needs a bound: write {n}, {n,}, {,m} or {n,m}", code="E0110",
-                             span=_token_span(token))
+        raise CepSyntaxError(
+            "a quantifier needs a bound: write {n}, {n,}, {,m} or {n,m}", code="E0110", span=_token_span(token)
+        )
     low_text, _, high_text = inside.partition(",")
     low = int(low_text) if low_text else 0
     high = low if "," not in inside else int(high_text) if high_text else None
     if high is not None and low > high:
-        raise CepSyntaxError(f"quantifier {_range_text(token)} has a minimum larger than its maximum", code="E0110",
-                             span=_token_span(token))
+        raise CepSyntaxError(
+            f"quantifier {_range_text(token)} has a minimum larger than its maximum",
+            code="E0110",
+            span=_token_span(token),
+        )
     return low, high
 
 
@@ -528,8 +589,17 @@ class _SpecialArgument:
 
 
 # Calls whose first argument is a unit written as a word (DATEADD(day, 1, ts)) or a string ('day').
-_UNIT_FIRST = {"DATEADD": 3, "TIMESTAMPADD": 3, "DATEDIFF": 3, "TIMESTAMPDIFF": 3, "DATE_ADD": 3, "DATE_DIFF": 3,
-               "DATE_TRUNC": 2, "DATE_PART": 2, "EXTRACT": 2}
+_UNIT_FIRST = {
+    "DATEADD": 3,
+    "TIMESTAMPADD": 3,
+    "DATEDIFF": 3,
+    "TIMESTAMPDIFF": 3,
+    "DATE_ADD": 3,
+    "DATE_DIFF": 3,
+    "DATE_TRUNC": 2,
+    "DATE_PART": 2,
+    "EXTRACT": 2,
+}
 # Words that are calls without parentheses in SQL.
 _NILADIC = frozenset({"CURRENT_TIMESTAMP", "CURRENT_DATE"})
 
@@ -549,8 +619,12 @@ def _special_arguments(span: Span, name: str, args: tuple) -> tuple:
     wanted = {"EXTRACT": "FROM", "POSITION": "IN"}.get(name)
     if len(args) != 1 or special[0].keyword != wanted:
         example = "EXTRACT(HOUR FROM ts)" if special[0].keyword == "FROM" else "POSITION('x' IN note)"
-        raise CepSyntaxError(f"'{special[0].keyword}' inside {name}() is not allowed", code="E0111", span=special[0].span,
-                             hint=f"only {example} takes that form")
+        raise CepSyntaxError(
+            f"'{special[0].keyword}' inside {name}() is not allowed",
+            code="E0111",
+            span=special[0].span,
+            hint=f"only {example} takes that form",
+        )
     return special[0].left, special[0].right
 
 
@@ -560,11 +634,15 @@ def _build_call(span: Span, name: str, distinct: bool, args: tuple, within_group
     if name in _UNIT_FIRST and len(args) == _UNIT_FIRST[name]:
         args = (_unit_argument(args[0]),) + args[1:]
     if within_group and name not in AGGREGATE_FUNCTIONS:
-        raise CepSyntaxError(f"WITHIN GROUP (ORDER BY ...) belongs to aggregates such as LISTAGG and PERCENTILE_CONT, "
-                             f"not to {name}()", code="E0111", span=span)
+        raise CepSyntaxError(
+            f"WITHIN GROUP (ORDER BY ...) belongs to aggregates such as LISTAGG and PERCENTILE_CONT, not to {name}()",
+            code="E0111",
+            span=span,
+        )
     if name in AGGREGATE_FUNCTIONS:
-        return ast.Aggregate(span, name, args or ((ast.Star(span),) if name == "COUNT" else ()), distinct=distinct,
-                             order_by=within_group)
+        return ast.Aggregate(
+            span, name, args or ((ast.Star(span),) if name == "COUNT" else ()), distinct=distinct, order_by=within_group
+        )
     if distinct:
         raise CepSyntaxError(f"DISTINCT is only allowed in aggregate calls, not in {name}()", code="E0112", span=span)
     if name == "MATCH_SEQUENCE_NUMBER":  # Snowflake: the row's position in its match, RUNNING COUNT(*)
@@ -573,8 +651,11 @@ def _build_call(span: Span, name: str, distinct: bool, args: tuple, within_group
         return ast.Aggregate(span, "COUNT", (ast.Star(span),), semantics="RUNNING")
     if name in _NAVIGATIONS or name in ("LAG", "LEAD"):
         if len(args) not in (1, 2):
-            hint = ("; a default value (LAG's third argument) is not supported: wrap the call in COALESCE"
-                    if len(args) == 3 and name in ("LAG", "LEAD") else "")
+            hint = (
+                "; a default value (LAG's third argument) is not supported: wrap the call in COALESCE"
+                if len(args) == 3 and name in ("LAG", "LEAD")
+                else ""
+            )
             raise _arity_error(span, name, f"takes a value and an optional offset, e.g. {name}(A.price, 2){hint}")
         return ast.Navigation(span, name, args[0], args[1] if len(args) == 2 else None)
     if name == "CLASSIFIER":
@@ -606,9 +687,12 @@ def _check_depth(statement: ast.Statement | ast.MatchRecognize) -> None:
         if ast.is_expression(node) or ast.is_pattern(node):
             depth += 1
             if depth > limits.MAX_NESTING_DEPTH:
-                raise CepSemanticError(f"expressions and patterns may nest at most {limits.MAX_NESTING_DEPTH} levels deep",
-                                       code="E0302", span=node.span,
-                                       hint="split long chains of operators, e.g. IN (...) instead of many ORs")
+                raise CepSemanticError(
+                    f"expressions and patterns may nest at most {limits.MAX_NESTING_DEPTH} levels deep",
+                    code="E0302",
+                    span=node.span,
+                    hint="split long chains of operators, e.g. IN (...) instead of many ORs",
+                )
         stack.extend((child, depth) for child in ast.children(node))
 
 
@@ -640,8 +724,12 @@ def _is_node(value) -> bool:
 def _inside_match(node, in_define: bool):
     """Inside MATCH_RECOGNIZE: a bare CLASSIFIER is CLASSIFIER() (Snowflake; quote it to read a column), and
     in DEFINE, LAG/LEAD are PREV/NEXT (Snowflake's spelling there)."""
-    if isinstance(node, ast.ColumnRef) and node.qualifier is None and not node.column.quoted \
-            and node.column.key == "CLASSIFIER":
+    if (
+        isinstance(node, ast.ColumnRef)
+        and node.qualifier is None
+        and not node.column.quoted
+        and node.column.key == "CLASSIFIER"
+    ):
         return ast.Classifier(node.span)
     if in_define and isinstance(node, ast.Navigation) and node.kind in ("LAG", "LEAD"):
         return dataclasses.replace(node, kind="PREV" if node.kind == "LAG" else "NEXT")
@@ -668,8 +756,9 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
     """Parse one statement (a trailing ';' is allowed) without the semantic checks."""
     try:
         if len(text) > limits.MAX_QUERY_LENGTH:
-            raise CepSemanticError(f"the query is {len(text)} characters long; the limit is {limits.MAX_QUERY_LENGTH}",
-                                   code="E0301")
+            raise CepSemanticError(
+                f"the query is {len(text)} characters long; the limit is {limits.MAX_QUERY_LENGTH}", code="E0301"
+            )
         tokens = scan(text)
         _prescan(text, tokens)
         statements = list(split_statements(text, tokens))
@@ -677,8 +766,12 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
             raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, min(1, len(text))))
         if len(statements) > 1:
             second = next(t for t in significant(tokens) if t.start >= statements[1][0])
-            raise CepSyntaxError("only one statement is expected here, but another follows the ';'", code="E0116",
-                                 span=span_of(text, second.start, second.end), hint="use parse_all() for a file")
+            raise CepSyntaxError(
+                "only one statement is expected here, but another follows the ';'",
+                code="E0116",
+                span=span_of(text, second.start, second.end),
+                hint="use parse_all() for a file",
+            )
         return _dialect_spellings(_tree_to_ast(lark_parser(), text))
     except CepError as error:
         raise error.with_source(text, filename) from None
@@ -740,8 +833,11 @@ def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterat
 def parse_all(text: str, *, filename: str | None = None) -> list[ast.Statement]:
     """Parse and check every statement of a file. Positions in errors refer to the whole file."""
     if len(text) > limits.MAX_QUERY_LENGTH:
-        raise CepSemanticError(f"the file is {len(text)} characters long; the limit is {limits.MAX_QUERY_LENGTH}",
-                               code="E0301", filename=filename)
+        raise CepSemanticError(
+            f"the file is {len(text)} characters long; the limit is {limits.MAX_QUERY_LENGTH}",
+            code="E0301",
+            filename=filename,
+        )
     statements = []
     for start, end, name in split_statements(text):
         try:
@@ -752,8 +848,9 @@ def parse_all(text: str, *, filename: str | None = None) -> list[ast.Statement]:
     return statements
 
 
-def parse_part(text: str, start: int, end: int, *, filename: str | None = None,
-               line: int | None = None) -> ast.Statement:
+def parse_part(
+    text: str, start: int, end: int, *, filename: str | None = None, line: int | None = None
+) -> ast.Statement:
     """Parse and check the statement ``text[start:end]`` of a file, positions (in errors too) in the file.
     Only the statement is read (``line``: the file's line at ``start``, when the caller counts them), so a
     file of many statements parses in linear time, and the length limit is the statement's."""
@@ -789,13 +886,21 @@ def parse_schema(text: str) -> dict[str, str]:
         if type_name is None:
             begin = offset + len(field_text) - len(field_text.lstrip())
             size_problem = decimal_problem(match.group(2), match.group(3)) if match else None
-            problem = size_problem or (f"unknown type '{match.group(2)}{match.group(3)}'" if match else "expected 'name TYPE'")
-            raise CepSyntaxError(f"invalid schema: {problem}", code="E0115", source=text, filename="schema",
-                                 span=span_of(text, begin, begin + max(1, len(field_text.strip()))),
-                                 hint="write DECIMAL(precision, scale), e.g. 'price DECIMAL(10, 2)'" if size_problem else
-                                 "write columns as 'name TYPE, ...', e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'")
+            problem = size_problem or (
+                f"unknown type '{match.group(2)}{match.group(3)}'" if match else "expected 'name TYPE'"
+            )
+            raise CepSyntaxError(
+                f"invalid schema: {problem}",
+                code="E0115",
+                source=text,
+                filename="schema",
+                span=span_of(text, begin, begin + max(1, len(field_text.strip()))),
+                hint="write DECIMAL(precision, scale), e.g. 'price DECIMAL(10, 2)'"
+                if size_problem
+                else "write columns as 'name TYPE, ...', e.g. 'ts TIMESTAMP, symbol STRING, price DOUBLE'",
+            )
         name = match.group(1)
-        schema[_unquote(name, name[0]) if name[0] in "\"`" else name] = type_name
+        schema[_unquote(name, name[0]) if name[0] in '"`' else name] = type_name
     if not schema:
         raise CepSyntaxError("invalid schema: it lists no columns", code="E0115", source=text, filename="schema")
     return schema

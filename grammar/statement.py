@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cep.grammar import ast
 from cep.grammar.checks import check
@@ -110,8 +110,14 @@ class WholeStatement:
     paths: tuple[tuple[int, int, str], ...]  # FROM/JOIN 'file' anywhere: (start, end, path)
     end: int  # the statement's end (a trailing ';' left out)
 
-    def render(self, dialect: Dialect, views: dict[int, str], path_views: dict[str, str],
-               start: int = 0, end: int | None = None) -> Rendered:
+    def render(
+        self,
+        dialect: Dialect,
+        views: dict[int, str],
+        path_views: dict[str, str],
+        start: int = 0,
+        end: int | None = None,
+    ) -> Rendered:
         """The text in [start, end) as SQL for ``dialect``: clauses (whose index is in ``views``) replaced
         by their view, file paths by ``path_views[path]``, quoted names in the dialect's quotes."""
         end = self.end if end is None else end
@@ -143,21 +149,32 @@ class WholeStatement:
         out.append(self.text[position:end])
         return Rendered("".join(out), tuple(pieces), start)
 
-    def input_sql(self, clause: Clause, dialect: Dialect, views: dict[int, str], path_views: dict[str, str],
-                  columns: dict[str, str] | None = None) -> Rendered:
+    def input_sql(
+        self,
+        clause: Clause,
+        dialect: Dialect,
+        views: dict[int, str],
+        path_views: dict[str, str],
+        columns: dict[str, str] | None = None,
+    ) -> Rendered:
         """SELECT * FROM <the clause's input relation>, with the CTEs it sees, plus ``columns`` (name -> SQL
         text already rendered) computed in the same scope (the scalar subqueries of the clause)."""
         relation = self.render(dialect, views, path_views, *clause.relation)
         extra = "".join(f", {sql} AS {dialect.quote(name)}" for name, sql in (columns or {}).items())
         return self._in_scope(clause, dialect, views, path_views, f"SELECT *{extra} FROM ", relation, "")
 
-    def subquery_sql(self, clause: Clause, subquery: Subquery, dialect: Dialect, views: dict[int, str],
-                     path_views: dict[str, str]) -> Rendered:
+    def subquery_sql(
+        self, clause: Clause, subquery: Subquery, dialect: Dialect, views: dict[int, str], path_views: dict[str, str]
+    ) -> Rendered:
         """The query of an IN subquery, runnable alone (with the CTEs the clause sees)."""
         body = self.render(dialect, views, path_views, *subquery.body)
-        return self._in_scope(clause, dialect, views, path_views, "SELECT * FROM (", body, f"\n) AS {dialect.quote('_cep_in')}")
+        return self._in_scope(
+            clause, dialect, views, path_views, "SELECT * FROM (", body, f"\n) AS {dialect.quote('_cep_in')}"
+        )
 
-    def subquery_text(self, subquery: Subquery, dialect: Dialect, views: dict[int, str], path_views: dict[str, str]) -> str:
+    def subquery_text(
+        self, subquery: Subquery, dialect: Dialect, views: dict[int, str], path_views: dict[str, str]
+    ) -> str:
         """A scalar or EXISTS subquery, or a window function, as an expression of the clause's input query."""
         body = self.render(dialect, views, path_views, *subquery.body).text
         if subquery.kind == "window":
@@ -165,15 +182,22 @@ class WholeStatement:
             head = []
             if subquery.partition and not re.search(r"\bPARTITION\s+BY\b", spec, re.I):
                 head.append("PARTITION BY " + ", ".join(dialect.quote(c) for c in subquery.partition))
-            if subquery.order and re.search(r"\b(ROWS|RANGE)\b", spec, re.I) and not re.search(r"\bORDER\s+BY\b", spec, re.I):
-                head.append("ORDER BY " + ", ".join(dialect.quote(c) + (" DESC" if desc else "") for c, desc in subquery.order))
+            if (
+                subquery.order
+                and re.search(r"\b(ROWS|RANGE)\b", spec, re.I)
+                and not re.search(r"\bORDER\s+BY\b", spec, re.I)
+            ):
+                head.append(
+                    "ORDER BY " + ", ".join(dialect.quote(c) + (" DESC" if desc else "") for c, desc in subquery.order)
+                )
             return f"{body} OVER ({' '.join(head)} {spec}\n)"
         if subquery.kind == "exists":
             return f"EXISTS (\n{body}\n)"
         return f"(\n{body}\n)"
 
-    def _in_scope(self, clause: Clause, dialect: Dialect, views, path_views, head: str, middle: Rendered,
-                  tail: str) -> Rendered:
+    def _in_scope(
+        self, clause: Clause, dialect: Dialect, views, path_views, head: str, middle: Rendered, tail: str
+    ) -> Rendered:
         parts: list[str | Rendered] = [head, middle, tail]
         for scope in reversed(clause.scopes):  # innermost first
             definitions: list[str | Rendered] = ["WITH "]
@@ -219,7 +243,7 @@ class _Tokens:
     depth: list[int]
 
     @classmethod
-    def of(cls, text: str) -> "_Tokens":
+    def of(cls, text: str) -> _Tokens:
         items = significant(scan(text))
         partner: dict[int, int] = {}
         depth: list[int] = []
@@ -227,7 +251,9 @@ class _Tokens:
         for index, token in enumerate(items):
             if token.kind == "close" and token.text == ")":
                 if not stack:
-                    raise CepSyntaxError("this ')' closes nothing", code="E0124", span=span_of(text, token.start, token.end))
+                    raise CepSyntaxError(
+                        "this ')' closes nothing", code="E0124", span=span_of(text, token.start, token.end)
+                    )
                 opening = stack.pop()
                 partner[opening], partner[index] = index, opening
             depth.append(len(stack))
@@ -276,8 +302,14 @@ def _relation_start(tokens: _Tokens, keyword: int) -> int:
     first = index + 1
     if first >= keyword:
         token = tokens.items[keyword]
-        raise _error(tokens.text, token.start, token.end, "MATCH_RECOGNIZE needs a table to read before it",
-                     "E0132", hint="write FROM <table or (subquery)> MATCH_RECOGNIZE (...)")
+        raise _error(
+            tokens.text,
+            token.start,
+            token.end,
+            "MATCH_RECOGNIZE needs a table to read before it",
+            "E0132",
+            hint="write FROM <table or (subquery)> MATCH_RECOGNIZE (...)",
+        )
     return first
 
 
@@ -338,8 +370,16 @@ def _subqueries(tokens: _Tokens, open_index: int, close_index: int, number: int)
                 window = (tokens.items[index + 1].end, tokens.items[close].start)
                 begin = tokens.items[call_open - 1].start
                 found = [sub for sub in found if sub.start < begin]  # a subquery inside the call goes with it
-                found.append(Subquery("window", begin, tokens.items[close].end, (begin, tokens.items[index - 1].end),
-                                      SUBQUERY_COLUMN.format(number + len(found)), window))
+                found.append(
+                    Subquery(
+                        "window",
+                        begin,
+                        tokens.items[close].end,
+                        (begin, tokens.items[index - 1].end),
+                        SUBQUERY_COLUMN.format(number + len(found)),
+                        window,
+                    )
+                )
                 index = close + 1
                 continue
         if tokens.is_open(index) and tokens.word(index + 1) in _SUBQUERY_WORDS:
@@ -369,13 +409,13 @@ def _clause_text(text: str, keyword: int, end: int, subqueries: list[Subquery]) 
     pieces = [_blank(text[:keyword])]
     position = keyword
     for sub in subqueries:
-        pieces.append(text[position:sub.start])
+        pieces.append(text[position : sub.start])
         stand_in = f"({sub.column})" if sub.kind == "in" else sub.column
-        blanked = _blank(text[sub.start:sub.end])
+        blanked = _blank(text[sub.start : sub.end])
         room = re.search(" {%d}" % len(stand_in), blanked)
         if room is None:
             raise _error(text, sub.start, sub.end, "this subquery is too short to stand in for", "E0131")
-        pieces.append(blanked[:room.start()] + stand_in + blanked[room.end():])
+        pieces.append(blanked[: room.start()] + stand_in + blanked[room.end() :])
         position = sub.end
     pieces.append(text[position:end])
     pieces.append(_blank(text[end:]))
@@ -386,8 +426,14 @@ def _statement_end(tokens: _Tokens) -> int:
     semis = [i for i, t in enumerate(tokens.items) if t.kind == "semi"]
     if semis and semis[0] != len(tokens.items) - 1:
         token = tokens.items[semis[0] + 1]
-        raise _error(tokens.text, token.start, token.end, "only one statement is expected here, but another follows the ';'",
-                     "E0116", hint="run the statements one by one")
+        raise _error(
+            tokens.text,
+            token.start,
+            token.end,
+            "only one statement is expected here, but another follows the ';'",
+            "E0116",
+            hint="run the statements one by one",
+        )
     return tokens.items[semis[0]].start if semis else len(tokens.text)
 
 
@@ -405,7 +451,7 @@ def _split(text: str, filename: str | None) -> WholeStatement:
     except CepSyntaxError:
         # Unbalanced parentheses: the clause parser says better where (it knows PATTERN (A B DEFINE ...).
         for found in re.finditer(r"\bMATCH_RECOGNIZE\b", text, re.I):
-            parse_clause(_blank(text[:found.start()]) + text[found.start():], filename=filename)
+            parse_clause(_blank(text[: found.start()]) + text[found.start() :], filename=filename)
         raise
     if not tokens.items:
         raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, min(1, len(text))))
@@ -425,9 +471,14 @@ def _split(text: str, filename: str | None) -> WholeStatement:
         close = tokens.partner[keyword + 1]
         for outer in clauses:
             if outer.keyword < token.start < outer.end:
-                raise _error(text, token.start, token.end,
-                             "MATCH_RECOGNIZE inside a subquery of MEASURES or DEFINE is not supported", "E0131",
-                             hint="compute it in a WITH clause and join its result instead")
+                raise _error(
+                    text,
+                    token.start,
+                    token.end,
+                    "MATCH_RECOGNIZE inside a subquery of MEASURES or DEFINE is not supported",
+                    "E0131",
+                    hint="compute it in a WITH clause and join its result instead",
+                )
         first = _relation_start(tokens, keyword)
         relation = (tokens.items[first].start, tokens.items[keyword - 1].end)
         only = tokens.items[first] if first == keyword - 1 else None
@@ -437,19 +488,40 @@ def _split(text: str, filename: str | None) -> WholeStatement:
         clause_end = tokens.items[close].end
         match = parse_clause(_clause_text(text, token.start, clause_end, subqueries), filename=filename)
         names = tuple(ref.column.name for ref in match.partition_by)
-        order = tuple((key.expr.column.name, key.descending) for key in match.order_by if isinstance(key.expr, ast.ColumnRef))
-        subqueries = [dataclasses.replace(sub, partition=names, order=order) if sub.kind == "window" else sub
-                      for sub in subqueries]
+        order = tuple(
+            (key.expr.column.name, key.descending) for key in match.order_by if isinstance(key.expr, ast.ColumnRef)
+        )
+        subqueries = [
+            dataclasses.replace(sub, partition=names, order=order) if sub.kind == "window" else sub
+            for sub in subqueries
+        ]
         statement = ast.Statement(
-            match.span, (ast.SelectItem(NO_SPAN, ast.Star(NO_SPAN)),),
-            ast.Relation(NO_SPAN, path if path is not None else text[relation[0]:relation[1]], is_path=path is not None),
+            match.span,
+            (ast.SelectItem(NO_SPAN, ast.Star(NO_SPAN)),),
+            ast.Relation(
+                NO_SPAN, path if path is not None else text[relation[0] : relation[1]], is_path=path is not None
+            ),
             match,
         )
         check(statement, source=text, filename=filename)
-        clauses.append(Clause(number, relation[0], token.start, clause_end, relation, path, _scopes(tokens, keyword),
-                              tuple(subqueries), statement))
+        clauses.append(
+            Clause(
+                number,
+                relation[0],
+                token.start,
+                clause_end,
+                relation,
+                path,
+                _scopes(tokens, keyword),
+                tuple(subqueries),
+                statement,
+            )
+        )
     if not clauses:
-        raise CepSyntaxError("the statement has no MATCH_RECOGNIZE clause", code="E0133",
-                             span=span_of(text, tokens.items[0].start, tokens.items[0].end),
-                             hint="cep runs statements that match row patterns: FROM t MATCH_RECOGNIZE (...)")
+        raise CepSyntaxError(
+            "the statement has no MATCH_RECOGNIZE clause",
+            code="E0133",
+            span=span_of(text, tokens.items[0].start, tokens.items[0].end),
+            hint="cep runs statements that match row patterns: FROM t MATCH_RECOGNIZE (...)",
+        )
     return WholeStatement(text, filename, tuple(clauses), paths, end)

@@ -24,32 +24,141 @@ from cep.grammar.tokens import token_span as _token_span
 # (labelled bad inputs), the others from the expected-token set and the words around the error.
 
 _PUNCTUATION = {
-    "_LPAR": "'('", "_RPAR": "')'", "_LBRACKET": "'['", "_RBRACKET": "']'", "_COMMA": "','", "_DOT": "'.'",
-    "_SEMI": "';'", "_PIPE": "'|'", "_BANG": "'!'", "_EXCLUSION_OPEN": "'{-'", "_EXCLUSION_CLOSE": "'-}'",
-    "CARET": "'^'", "DOLLAR": "'$'", "QMARK": "'?'", "STAR": "'*'", "PLUS": "'+'", "MINUS": "'-'", "SLASH": "'/'",
-    "PERCENT": "'%'", "CONCAT": "'||'", "EQ": "'='", "NE": "'<>'", "LT": "'<'", "LE": "'<='", "GT": "'>'",
-    "GE": "'>='", "NSEQ": "'<=>'", "_DCOLON": "'::'", "RANGE": "a quantifier", "STRING": "a string", "INT": "an integer", "DECIMAL": "a number",
-    "$END": "the end of the query", "<END-OF-FILE>": "the end of the query",
+    "_LPAR": "'('",
+    "_RPAR": "')'",
+    "_LBRACKET": "'['",
+    "_RBRACKET": "']'",
+    "_COMMA": "','",
+    "_DOT": "'.'",
+    "_SEMI": "';'",
+    "_PIPE": "'|'",
+    "_BANG": "'!'",
+    "_EXCLUSION_OPEN": "'{-'",
+    "_EXCLUSION_CLOSE": "'-}'",
+    "CARET": "'^'",
+    "DOLLAR": "'$'",
+    "QMARK": "'?'",
+    "STAR": "'*'",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+    "SLASH": "'/'",
+    "PERCENT": "'%'",
+    "CONCAT": "'||'",
+    "EQ": "'='",
+    "NE": "'<>'",
+    "LT": "'<'",
+    "LE": "'<='",
+    "GT": "'>'",
+    "GE": "'>='",
+    "NSEQ": "'<=>'",
+    "_DCOLON": "'::'",
+    "RANGE": "a quantifier",
+    "STRING": "a string",
+    "INT": "an integer",
+    "DECIMAL": "a number",
+    "$END": "the end of the query",
+    "<END-OF-FILE>": "the end of the query",
 }
 _NAME_TOKENS = frozenset({"IDENT", "QUOTED_IDENT", "BACKTICK_IDENT"})
-_EXPRESSION_STARTS = _NAME_TOKENS | {"INT", "DECIMAL", "STRING", "_LPAR", "NOT", "MINUS", "PLUS", "_CASE", "CAST", "TRY_CAST",
-                                     "_ARRAY", "TRUE", "FALSE", "NULL", "_INTERVAL", "TIMESTAMP", "DATE", "RUNNING", "FINAL"}
+_EXPRESSION_STARTS = _NAME_TOKENS | {
+    "INT",
+    "DECIMAL",
+    "STRING",
+    "_LPAR",
+    "NOT",
+    "MINUS",
+    "PLUS",
+    "_CASE",
+    "CAST",
+    "TRY_CAST",
+    "_ARRAY",
+    "TRUE",
+    "FALSE",
+    "NULL",
+    "_INTERVAL",
+    "TIMESTAMP",
+    "DATE",
+    "RUNNING",
+    "FINAL",
+}
 _PATTERN_STARTS = _NAME_TOKENS | {"_LPAR", "CARET", "DOLLAR", "_EXCLUSION_OPEN", "_PERMUTE", "_BANG"}
-_OPERATORS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "CONCAT",
-                        "AND", "OR", "_IS", "NOT", "_BETWEEN", "_IN", "LIKE", "ILIKE", "RLIKE", "REGEXP", "DIV", "NSEQ", "_DOT", "_ESCAPE"})
+_OPERATORS = frozenset(
+    {
+        "EQ",
+        "NE",
+        "LT",
+        "LE",
+        "GT",
+        "GE",
+        "PLUS",
+        "MINUS",
+        "STAR",
+        "SLASH",
+        "PERCENT",
+        "CONCAT",
+        "AND",
+        "OR",
+        "_IS",
+        "NOT",
+        "_BETWEEN",
+        "_IN",
+        "LIKE",
+        "ILIKE",
+        "RLIKE",
+        "REGEXP",
+        "DIV",
+        "NSEQ",
+        "_DOT",
+        "_ESCAPE",
+    }
+)
 # Words that open a clause: to say where an error is ("in DEFINE") and to spot clauses out of order.
 _CLAUSE_CONTEXT = {
-    "SELECT": "in the select list", "FROM": "after FROM", "MATCH_RECOGNIZE": "in MATCH_RECOGNIZE",
-    "PARTITION": "in PARTITION BY", "ORDER": "in ORDER BY", "MEASURES": "in MEASURES", "ONE": "in ONE ROW PER MATCH",
-    "ALL": "in ALL ROWS PER MATCH", "AFTER": "in AFTER MATCH SKIP", "PATTERN": "in the pattern", "WITHIN": "in WITHIN",
-    "SUBSET": "in SUBSET", "DEFINE": "in DEFINE", "WHERE": "in WHERE", "LIMIT": "after LIMIT",
+    "SELECT": "in the select list",
+    "FROM": "after FROM",
+    "MATCH_RECOGNIZE": "in MATCH_RECOGNIZE",
+    "PARTITION": "in PARTITION BY",
+    "ORDER": "in ORDER BY",
+    "MEASURES": "in MEASURES",
+    "ONE": "in ONE ROW PER MATCH",
+    "ALL": "in ALL ROWS PER MATCH",
+    "AFTER": "in AFTER MATCH SKIP",
+    "PATTERN": "in the pattern",
+    "WITHIN": "in WITHIN",
+    "SUBSET": "in SUBSET",
+    "DEFINE": "in DEFINE",
+    "WHERE": "in WHERE",
+    "LIMIT": "after LIMIT",
 }
-_CLAUSE_RANK = {"PARTITION": 1, "ORDER": 2, "MEASURES": 3, "ONE": 4, "ALL": 4, "AFTER": 5, "INITIAL": 6, "SEEK": 6,
-                "PATTERN": 7, "WITHIN": 8, "SUBSET": 9, "DEFINE": 10}
-_CLAUSE_TITLE = {"PARTITION": "PARTITION BY", "ORDER": "ORDER BY", "ONE": "ONE ROW PER MATCH",
-                 "ALL": "ALL ROWS PER MATCH", "AFTER": "AFTER MATCH SKIP"}
-_LIST_ITEMS = {"SELECT": "select items", "PARTITION": "PARTITION BY columns", "ORDER": "ORDER BY keys",
-               "MEASURES": "measures", "SUBSET": "SUBSET items", "DEFINE": "DEFINE items"}
+_CLAUSE_RANK = {
+    "PARTITION": 1,
+    "ORDER": 2,
+    "MEASURES": 3,
+    "ONE": 4,
+    "ALL": 4,
+    "AFTER": 5,
+    "INITIAL": 6,
+    "SEEK": 6,
+    "PATTERN": 7,
+    "WITHIN": 8,
+    "SUBSET": 9,
+    "DEFINE": 10,
+}
+_CLAUSE_TITLE = {
+    "PARTITION": "PARTITION BY",
+    "ORDER": "ORDER BY",
+    "ONE": "ONE ROW PER MATCH",
+    "ALL": "ALL ROWS PER MATCH",
+    "AFTER": "AFTER MATCH SKIP",
+}
+_LIST_ITEMS = {
+    "SELECT": "select items",
+    "PARTITION": "PARTITION BY columns",
+    "ORDER": "ORDER BY keys",
+    "MEASURES": "measures",
+    "SUBSET": "SUBSET items",
+    "DEFINE": "DEFINE items",
+}
 
 
 class _Mistake(NamedTuple):
@@ -66,15 +175,27 @@ def _examples(*clauses: str) -> list[str]:
 _ENDINGS = ("1", "x", "A.x", "'a'", "TRUE", "NULL", "x IS NULL", "f(x)", "(x)", "PREV(A.x)", "1.5")
 # Labelled bad inputs for Lark's match_examples; each fails in the parser state of its mistake.
 _MISTAKE_EXAMPLES: list[tuple[_Mistake, list[str]]] = [
-    (_Mistake("E0125", "write ALL ROWS PER MATCH (ROWS, plural)", "the clause is ALL ROWS PER MATCH"),
-     _examples("ALL ROW PER MATCH PATTERN (A)", "MEASURES x AS y ALL ROW PER MATCH PATTERN (A)")),
-    (_Mistake("E0125", "write ONE ROW PER MATCH (ROW, singular)", "the clause is ONE ROW PER MATCH"),
-     _examples("ONE ROWS PER MATCH PATTERN (A)")),
-    (_Mistake("E0121", "expected AS after the variable name in DEFINE, found '='", "write `A AS A.price > 10`"),
-     _examples("PATTERN (A) DEFINE A = x > 1", "PATTERN (A B) DEFINE A AS x, B = x")),
-    (_Mistake("E0120", "missing ',' between DEFINE items", "separate the conditions with commas: `A AS ..., B AS ...`"),
-     _examples(*(f"PATTERN (A B C) DEFINE A AS {end} B AS x" for end in _ENDINGS),
-               *(f"PATTERN (A B C) DEFINE C AS y, A AS {end} B AS x" for end in _ENDINGS))),
+    (
+        _Mistake("E0125", "write ALL ROWS PER MATCH (ROWS, plural)", "the clause is ALL ROWS PER MATCH"),
+        _examples("ALL ROW PER MATCH PATTERN (A)", "MEASURES x AS y ALL ROW PER MATCH PATTERN (A)"),
+    ),
+    (
+        _Mistake("E0125", "write ONE ROW PER MATCH (ROW, singular)", "the clause is ONE ROW PER MATCH"),
+        _examples("ONE ROWS PER MATCH PATTERN (A)"),
+    ),
+    (
+        _Mistake("E0121", "expected AS after the variable name in DEFINE, found '='", "write `A AS A.price > 10`"),
+        _examples("PATTERN (A) DEFINE A = x > 1", "PATTERN (A B) DEFINE A AS x, B = x"),
+    ),
+    (
+        _Mistake(
+            "E0120", "missing ',' between DEFINE items", "separate the conditions with commas: `A AS ..., B AS ...`"
+        ),
+        _examples(
+            *(f"PATTERN (A B C) DEFINE A AS {end} B AS x" for end in _ENDINGS),
+            *(f"PATTERN (A B C) DEFINE C AS y, A AS {end} B AS x" for end in _ENDINGS),
+        ),
+    ),
 ]
 
 
@@ -114,8 +235,9 @@ def _match_known_mistake(error: UnexpectedInput) -> _Mistake | None:
         return None
     real_state, error.state = error.state, _SameLalrState(error.state)
     try:
-        mistake = error.match_examples(_replay_example, _MISTAKE_EXAMPLES, token_type_match_fallback=True,
-                                       use_accepts=False)
+        mistake = error.match_examples(
+            _replay_example, _MISTAKE_EXAMPLES, token_type_match_fallback=True, use_accepts=False
+        )
     finally:
         error.state = real_state
     if mistake is None:
@@ -214,18 +336,26 @@ def syntax_error_from_lark(error: UnexpectedInput, text: str) -> CepSyntaxError:
         end = len(text.rstrip())
         wanted = _one_of(_describe_expected(expected))
         unclosed = _unclosed_parenthesis(text, end)
-        return CepSyntaxError("unexpected end of query" + (f"; expected {wanted}" if wanted else ""), code="E0102",
-                              span=span_of(text, end, end), hint=_position_hint(text, unclosed) if unclosed else None)
+        return CepSyntaxError(
+            "unexpected end of query" + (f"; expected {wanted}" if wanted else ""),
+            code="E0102",
+            span=span_of(text, end, end),
+            hint=_position_hint(text, unclosed) if unclosed else None,
+        )
     mistake = _match_known_mistake(error) or _guess_mistake(token, expected, text)
     if mistake:
-        return CepSyntaxError(mistake.message, code=mistake.code, span=mistake.span or _token_span(token),
-                              hint=mistake.hint)
+        return CepSyntaxError(
+            mistake.message, code=mistake.code, span=mistake.span or _token_span(token), hint=mistake.hint
+        )
     words = _clause_words(text, token.start_pos)
     last = words[-1] if words else ""
     context = " after MATCH_RECOGNIZE (...)" if last == "after MATCH_RECOGNIZE" else f" {_CLAUSE_CONTEXT.get(last, '')}"
     wanted = _one_of(_describe_expected(expected))
-    message = f"expected {wanted}{context.rstrip()}, found {_found(token)}" if wanted else \
-        f"unexpected {_found(token)}{context.rstrip()}"
+    message = (
+        f"expected {wanted}{context.rstrip()}, found {_found(token)}"
+        if wanted
+        else f"unexpected {_found(token)}{context.rstrip()}"
+    )
     return CepSyntaxError(message, code="E0101", span=_token_span(token))
 
 
@@ -239,20 +369,32 @@ def _guess_mistake(token: Token, expected: set[str], text: str) -> _Mistake | No
         return misplaced
     inside_match = "MATCH_RECOGNIZE" in words and last != "after MATCH_RECOGNIZE"
     if found == "WITHIN" and inside_match and "PATTERN" not in words:
-        return _Mistake("E0122", "WITHIN must come after PATTERN (...)", "write PATTERN (...) WITHIN INTERVAL '10' MINUTE")
+        return _Mistake(
+            "E0122", "WITHIN must come after PATTERN (...)", "write PATTERN (...) WITHIN INTERVAL '10' MINUTE"
+        )
     if inside_match and "PATTERN" not in words and (found in ("SUBSET", "DEFINE") or token.type == "_RPAR"):
         where = f"before {found}" if found != ")" else "in MATCH_RECOGNIZE"
         return _Mistake("E0123", f"missing PATTERN (...) {where}", "every MATCH_RECOGNIZE needs a PATTERN clause")
     if inside_match and found in _CLAUSE_RANK and _CLAUSE_RANK.get(last, 0) > _CLAUSE_RANK[found]:
-        return _Mistake("E0126", f"{_CLAUSE_TITLE.get(found, found)} must come before {_CLAUSE_TITLE.get(last, last)}",
-                        "the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
-                        "WITHIN, SUBSET, DEFINE")
+        return _Mistake(
+            "E0126",
+            f"{_CLAUSE_TITLE.get(found, found)} must come before {_CLAUSE_TITLE.get(last, last)}",
+            "the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
+            "WITHIN, SUBSET, DEFINE",
+        )
     if token.type == "_RPAR" and "_RPAR" not in expected and _unclosed_parenthesis(text, token.start_pos) is None:
         return _Mistake("E0124", "unbalanced parentheses: this ')' closes nothing", "remove it or add the missing '('")
     if last == "MEASURES" and "_AS" in expected and "=" in _current_item(text, token.start_pos):
-        return _Mistake("E0121", f"expected AS and a name after the measure, found {_found(token)}",
-                        "a measure is written `expression AS name`, not `name = expression`")
-    if "_COMMA" in expected and token.type in _EXPRESSION_STARTS - {"_LPAR", "MINUS", "PLUS", "NOT"} and last in _LIST_ITEMS:
+        return _Mistake(
+            "E0121",
+            f"expected AS and a name after the measure, found {_found(token)}",
+            "a measure is written `expression AS name`, not `name = expression`",
+        )
+    if (
+        "_COMMA" in expected
+        and token.type in _EXPRESSION_STARTS - {"_LPAR", "MINUS", "PLUS", "NOT"}
+        and last in _LIST_ITEMS
+    ):
         return _Mistake("E0120", f"missing ',' between {_LIST_ITEMS[last]}", "separate the items with commas")
     if token.type in ("EQ", "NE", "LT", "LE", "GT", "GE") and not expected & {"EQ", "LT", "IDENT"}:
         return _Mistake("E0101", f"unexpected {_found(token)}", "comparisons do not chain: write a < b AND b < c")
@@ -273,14 +415,21 @@ def _misplaced_parenthesis(token: Token, text: str) -> _Mistake | None:
                 break
             depth += {"open": 1, "close": -1}.get(inner.kind, 0)
             if word == "PATTERN" and depth >= 1 and inner.text.upper() in ("DEFINE", "SUBSET", "WITHIN"):
-                return _Mistake("E0124", f"expected ')' after the pattern, found '{inner.text}'",
-                                _position_hint(text, tokens[index + 1]), span_of(text, inner.start, inner.end))
+                return _Mistake(
+                    "E0124",
+                    f"expected ')' after the pattern, found '{inner.text}'",
+                    _position_hint(text, tokens[index + 1]),
+                    span_of(text, inner.start, inner.end),
+                )
             if word == "MATCH_RECOGNIZE" and depth == 0 and inner.kind == "close":
                 later = [t.text.upper() for t in tokens if inner.end <= t.start <= token.start_pos]
                 if any(w in _CLAUSE_RANK and w != "ORDER" for w in later):
-                    return _Mistake("E0124", "unbalanced parentheses: this ')' ends MATCH_RECOGNIZE (...) before all "
-                                    "of its clauses", "remove this ')' or the '(' it was meant to close",
-                                    span_of(text, inner.start, inner.end))
+                    return _Mistake(
+                        "E0124",
+                        "unbalanced parentheses: this ')' ends MATCH_RECOGNIZE (...) before all of its clauses",
+                        "remove this ')' or the '(' it was meant to close",
+                        span_of(text, inner.start, inner.end),
+                    )
                 break
     return None
 
@@ -297,10 +446,17 @@ def _character_error(error: UnexpectedCharacters, text: str) -> CepSyntaxError:
     rest_of_line = span_of(text, position, line_end if line_end >= 0 else len(text))
     char = text[position]
     if char == "'":
-        return CepSyntaxError("unterminated string: the closing ' is missing", code="E0104", span=rest_of_line,
-                              hint="a quote inside a string is written twice: 'it''s'")
-    if char in "\"`":
-        return CepSyntaxError(f"unterminated quoted name: the closing {char} is missing", code="E0105", span=rest_of_line)
+        return CepSyntaxError(
+            "unterminated string: the closing ' is missing",
+            code="E0104",
+            span=rest_of_line,
+            hint="a quote inside a string is written twice: 'it''s'",
+        )
+    if char in '"`':
+        return CepSyntaxError(
+            f"unterminated quoted name: the closing {char} is missing", code="E0105", span=rest_of_line
+        )
     hint = "quantifiers are written {n}, {n,}, {,m} or {n,m}; excluded rows {- ... -}" if char == "{" else None
-    return CepSyntaxError(f"unexpected character '{char}'", code="E0103", span=span_of(text, position, position + 1),
-                          hint=hint)
+    return CepSyntaxError(
+        f"unexpected character '{char}'", code="E0103", span=span_of(text, position, position + 1), hint=hint
+    )

@@ -31,9 +31,15 @@ def clause_parser() -> Lark:
 
 def _build(start: str) -> Lark:
     grammar = Path(__file__).with_name("cep.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True, cache=True,
-                start=start)
-
+    return Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        propagate_positions=True,
+        maybe_placeholders=True,
+        cache=True,
+        start=start,
+    )
 
 
 class ScanToken(NamedTuple):

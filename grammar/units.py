@@ -26,13 +26,27 @@ UNIT_NAMES = tuple(MICROS_PER_UNIT)
 
 # Spelled inside an INTERVAL's text: PostgreSQL's abbreviations (Spark refuses them; cep reads them alike).
 TEXT_ABBREVIATIONS: dict[str, str] = {
-    "MS": "MILLISECOND", "MSEC": "MILLISECOND", "MSECS": "MILLISECOND", "SEC": "SECOND", "SECS": "SECOND",
-    "MIN": "MINUTE", "MINS": "MINUTE", "HR": "HOUR", "HRS": "HOUR",
+    "MS": "MILLISECOND",
+    "MSEC": "MILLISECOND",
+    "MSECS": "MILLISECOND",
+    "SEC": "SECOND",
+    "SECS": "SECOND",
+    "MIN": "MINUTE",
+    "MINS": "MINUTE",
+    "HR": "HOUR",
+    "HRS": "HOUR",
 }
 # Typed as an option's value: the one-letter forms as well (``30s``, ``5m``, ``2h``, ``1d``, ``1w``).
 OPTION_ABBREVIATIONS: dict[str, str] = {
-    **TEXT_ABBREVIATIONS, "US": "MICROSECOND", "MILLI": "MILLISECOND", "MILLIS": "MILLISECOND", "S": "SECOND",
-    "M": "MINUTE", "H": "HOUR", "D": "DAY", "W": "WEEK",
+    **TEXT_ABBREVIATIONS,
+    "US": "MICROSECOND",
+    "MILLI": "MILLISECOND",
+    "MILLIS": "MILLISECOND",
+    "S": "SECOND",
+    "M": "MINUTE",
+    "H": "HOUR",
+    "D": "DAY",
+    "W": "WEEK",
 }
 UNIT_HINT = "use WEEK, DAY, HOUR, MINUTE, SECOND, MILLISECOND or MICROSECOND (or their plurals)"
 

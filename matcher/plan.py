@@ -13,25 +13,25 @@ per-key VM. The engines never import each other; a ``Route`` says which runs, an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.format import format_expr
-from cep.matcher.vector import fastpath, sequence_output, sequence_plan
-from cep.matcher.vector.arrays import from_arrow, from_pandas
-from cep.matcher.vector.layout import ArrayInput
+from cep.matcher.pike.trace import Tracer
+from cep.matcher.pike.vm import PartitionMatcher, match_partition
 from cep.matcher.program.machine import Machine, build_machine
 from cep.matcher.rows.outer import OuterQuery, build_outer
 from cep.matcher.rows.partitioning import partition_indices, unorderable
 from cep.matcher.rows.tables import from_columns, from_rows, kind_of, rows_to_columns, to_columns
 from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import arrow_type_name, decimal_params, fit_to_type, infer, value_type_name
-from cep.matcher.pike.trace import Tracer
-from cep.matcher.pike.vm import PartitionMatcher, match_partition
+from cep.matcher.vector import fastpath, sequence_output, sequence_plan
+from cep.matcher.vector.arrays import from_arrow, from_pandas
+from cep.matcher.vector.layout import ArrayInput
 
 Columns = dict[str, list]
 
@@ -69,8 +69,15 @@ class Route:
         return [f"route: batch on the {batch}", f"       stream {stream}"]
 
 
-def choose_route(statement: ast.Statement, machine: Machine, input_columns: tuple[str, ...], *, dedup: bool = False,
-                 one_key_per_call: str | None = None, column_wise: bool = True) -> Route:
+def choose_route(
+    statement: ast.Statement,
+    machine: Machine,
+    input_columns: tuple[str, ...],
+    *,
+    dedup: bool = False,
+    one_key_per_call: str | None = None,
+    column_wise: bool = True,
+) -> Route:
     """The one place an engine is chosen. Batch: the regex fast path, else the sequence engine, else the
     Pike VM. Stream: column-wise when the sequence engine takes the query and every start's outcome is
     final once the rows after it are known, else per key; ``dedup`` (a stream's ``dedup_key``) and
@@ -80,22 +87,31 @@ def choose_route(statement: ast.Statement, machine: Machine, input_columns: tupl
     if not column_wise:
         off = ("the column-wise engines are turned off (column_wise=False)",)
         why = (one_key_per_call,) if one_key_per_call is not None else ()
-        return Route(batch=PIKE, stream=PER_KEY, batch_reasons=off,
-                     stream_reasons=why + (("dedup_key",) if dedup else ()) + off)
+        return Route(
+            batch=PIKE, stream=PER_KEY, batch_reasons=off, stream_reasons=why + (("dedup_key",) if dedup else ()) + off
+        )
     regex = fastpath.plan_for(statement, machine, input_columns)
     sequence = sequence_plan.plan_for(statement, machine, input_columns)
     batch_reasons: tuple[str, ...] = ()
     if regex is None:
         batch_reasons = tuple(machine.column_plans.regex[1])  # plan_for above kept (plan, reasons)
         if sequence is None:
-            batch_reasons += tuple("not the sequence engine: " + why
-                                   for why in sequence_plan.reasons_not(statement, machine, input_columns))
+            batch_reasons += tuple(
+                "not the sequence engine: " + why
+                for why in sequence_plan.reasons_not(statement, machine, input_columns)
+            )
     batch = REGEX if regex is not None else SEQUENCE if sequence is not None else PIKE
     why_per_key = _why_per_key(statement, machine, sequence, input_columns, dedup)
     if one_key_per_call is not None:
         why_per_key.insert(0, one_key_per_call)
-    return Route(batch=batch, stream=PER_KEY if why_per_key else COLUMN_WISE, batch_reasons=batch_reasons,
-                 stream_reasons=tuple(why_per_key), column_plan=regex or sequence, sequence=sequence)
+    return Route(
+        batch=batch,
+        stream=PER_KEY if why_per_key else COLUMN_WISE,
+        batch_reasons=batch_reasons,
+        stream_reasons=tuple(why_per_key),
+        column_plan=regex or sequence,
+        sequence=sequence,
+    )
 
 
 def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_columns, dedup: bool) -> list[str]:
@@ -158,9 +174,14 @@ class CompiledQuery:
         facts = (columns, dedup, one_key_per_call)
         found = self._routes.get(facts)
         if found is None:
-            found = self._routes[facts] = choose_route(self.statement, self.machine(columns), columns, dedup=dedup,
-                                                       one_key_per_call=one_key_per_call,
-                                                       column_wise=self.column_wise)
+            found = self._routes[facts] = choose_route(
+                self.statement,
+                self.machine(columns),
+                columns,
+                dedup=dedup,
+                one_key_per_call=one_key_per_call,
+                column_wise=self.column_wise,
+            )
         return found
 
     def partition_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
@@ -174,8 +195,12 @@ class CompiledQuery:
     def condition_columns(self, input_columns: Iterable[str]) -> list[str]:
         """The input columns the DEFINE conditions read, in input order (what a trace or a report shows)."""
         names = ColumnNames(input_columns)
-        read = {names.lookup(node.column, node.span) for define in self.statement.match.defines
-                for node in ast.walk(define.condition) if isinstance(node, ast.ColumnRef)}
+        read = {
+            names.lookup(node.column, node.span)
+            for define in self.statement.match.defines
+            for node in ast.walk(define.condition)
+            if isinstance(node, ast.ColumnRef)
+        }
         return [name for name in names.names if name in read]
 
     def output_names(self, input_columns: Iterable[str]) -> tuple[str, ...]:
@@ -221,12 +246,17 @@ class CompiledQuery:
         column's type (``types.fit_to_type``: a ``Decimal`` rounded half up to a DECIMAL's scale, E0410
         when it overflows; a float in a DOUBLE column), as the Spark engine's output is (``batch.conform_arrow``).
         Arrow output columns of a DECIMAL type get that Arrow type."""
-        wanted = {name: type_name for name, type_name in self.output_types(input_types)
-                  if decimal_params(type_name) is not None or type_name == "DOUBLE"}
+        wanted = {
+            name: type_name
+            for name, type_name in self.output_types(input_types)
+            if decimal_params(type_name) is not None or type_name == "DOUBLE"
+        }
         kind = kind_of(result)
         if kind == "rows":
-            return [{name: fit_to_type(value, wanted[name]) if name in wanted else value for name, value in row.items()}
-                    for row in result]
+            return [
+                {name: fit_to_type(value, wanted[name]) if name in wanted else value for name, value in row.items()}
+                for row in result
+            ]
         names = [str(n) for n in result.columns] if kind == "pandas" else list(result.column_names)
         for index, name in enumerate(names):
             if name not in wanted:
@@ -242,7 +272,9 @@ class CompiledQuery:
                 continue
             values = [fit_to_type(value, wanted[name]) for value in result.column(index).to_pylist()]
             arrow_type = pa.decimal128(*size) if size is not None else pa.float64()
-            result = result.set_column(index, result.schema.field(index).with_type(arrow_type), pa.array(values, arrow_type))
+            result = result.set_column(
+                index, result.schema.field(index).with_type(arrow_type), pa.array(values, arrow_type)
+            )
         return result
 
     def sort_column_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
@@ -270,13 +302,17 @@ class CompiledQuery:
         machine, outer = self._compiled(names) if names else (None, None)
         fast = self.route(names).column_plan if names else None
         if fast is None or len(set(names)) != len(names):
-            names, rows = self.run_columns(to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit,
-                                           progress=progress, clock=clock)
+            names, rows = self.run_columns(
+                to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit, progress=progress, clock=clock
+            )
             return from_rows(kind, names, rows)
         arrays = from_pandas(frame) if kind == "pandas" else from_arrow(frame)
         total = len(frame) if kind == "pandas" else frame.num_rows
-        plain = outer.is_identity and outer.where is None and (
-            not outer.sort_keys and outer.limit is None if outer_order_and_limit else not outer.sort_getters)
+        plain = (
+            outer.is_identity
+            and outer.where is None
+            and (not outer.sort_keys and outer.limit is None if outer_order_and_limit else not outer.sort_getters)
+        )
         source = ArrayInput(arrays, total, kind)
         if machine.within is not None and clock is None:
             clock = _latest(arrays[machine.within.column])
@@ -292,8 +328,9 @@ class CompiledQuery:
         self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None, progress=None
     ) -> tuple[tuple[str, ...], list[tuple]]:
         with query_time():  # CURRENT_TIMESTAMP: one instant for the whole run
-            return self._run_columns(columns, outer_order_and_limit=outer_order_and_limit, checks=checks, clock=clock,
-                                     progress=progress)
+            return self._run_columns(
+                columns, outer_order_and_limit=outer_order_and_limit, checks=checks, clock=clock, progress=progress
+            )
 
     def _run_columns(self, columns: Columns, *, outer_order_and_limit: bool, checks, clock, progress):
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
@@ -317,7 +354,9 @@ class CompiledQuery:
         total = len(columns[names[0]])
         fast = self.route(names).column_plan
         out_names = outer.names if outer_order_and_limit else outer.unsorted_names
-        if fast is not None:  # column-wise: numpy + re (vector/fastpath.py), or the sequence engine (vector/sequence.py)
+        if (
+            fast is not None
+        ):  # column-wise: numpy + re (vector/fastpath.py), or the sequence engine (vector/sequence.py)
             matched = fast.run(columns, fallback=_on_vm(machine, clock), clock=clock)
             if progress is not None:
                 progress(total, total)
@@ -403,8 +442,11 @@ def declared_types(data, schema: dict[str, str] | None = None) -> dict[str, str]
     undeclared columns are typed by their values, and one holding ``Decimal`` values (no precision
     known) leaves the whole run exact (None)."""
     kind = kind_of(data)
-    declared = {str(k): str(v).upper().replace(" ", "") for k, v in (schema or {}).items()
-                if decimal_params(str(v).upper().replace(" ", "")) is not None}
+    declared = {
+        str(k): str(v).upper().replace(" ", "")
+        for k, v in (schema or {}).items()
+        if decimal_params(str(v).upper().replace(" ", "")) is not None
+    }
     if kind == "arrow":
         types = {name: arrow_type_name(field.type) for name, field in zip(data.column_names, data.schema)}
     elif kind == "pandas":

@@ -29,8 +29,13 @@ def main(master: str, source: str, output: str, checkpoint: str, files_per_batch
     # The session timeout ends each symbol once the far-future row moves the watermark a day on, so
     # trailing matches (a greedy C+ at the end of the data) are final, as at the end of a replay.
     matches = cep.compile(QUERY).on_spark(events, watermark="1 minute", session_timeout="1 hour")
-    query = (matches.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
+    query = (
+        matches.writeStream.format("parquet")
+        .option("path", output)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     finished = query.awaitTermination(540)  # raises if the query failed
     spark.stop()
     if not finished:

@@ -28,7 +28,9 @@ settings.load_profile("cep")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: needs a local SparkSession (Java 17+); deselect with -m 'not spark'")
-    config.addinivalue_line("markers", "long: an end-to-end test of minutes (processes killed and restarted); its file runs first")
+    config.addinivalue_line(
+        "markers", "long: an end-to-end test of minutes (processes killed and restarted); its file runs first"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001

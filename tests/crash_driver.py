@@ -63,11 +63,17 @@ def make_writer(output: str):
 
 
 def start_query(spark, source: str, output: str, checkpoint: str, text: str, *, available_now: bool):
-    import cep
     from pyspark.sql import types as T
 
-    schema = T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
-                           T.StructField("price", T.DoubleType())])
+    import cep
+
+    schema = T.StructType(
+        [
+            T.StructField("symbol", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("price", T.DoubleType()),
+        ]
+    )
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(source)
     out = cep.compile(text).on_spark(df, watermark=WATERMARK, session_timeout=SESSION_TIMEOUT)
     writer = out.writeStream.foreachBatch(make_writer(output)).option("checkpointLocation", checkpoint)

@@ -39,8 +39,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "kafka_broker_pom.xml"
@@ -129,8 +129,15 @@ def fetch_jars(version: str | None = None, *, quiet: bool = True) -> Path:
         if _jars_complete(dest):  # another process finished it while we waited
             return dest
         tmp = Path(tempfile.mkdtemp(prefix=f".kafka-{version}-", dir=dest.parent))
-        cmd = [mvn, "-B", "-f", str(POM), f"-Dkafka.version={version}", "dependency:copy-dependencies",
-               f"-DoutputDirectory={tmp}"]
+        cmd = [
+            mvn,
+            "-B",
+            "-f",
+            str(POM),
+            f"-Dkafka.version={version}",
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={tmp}",
+        ]
         if quiet:
             cmd.insert(2, "-q")
         else:
@@ -195,7 +202,9 @@ class KafkaBroker:
         self.config = self.workdir / "server.properties"
         self.heap = heap
         self.overrides = dict(overrides or {})
-        self.java = java or (os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java")
+        self.java = java or (
+            os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+        )
         self.port: int | None = None
         self.controller_port: int | None = None
         self.cluster_id: str | None = None
@@ -262,8 +271,18 @@ class KafkaBroker:
 
     def _jvm(self, jars: Path, main: str, *args: str, heap: str) -> list[str]:
         log4j = self.workdir / "log4j2.properties"
-        return [self.java, f"-Xmx{heap}", "-Xms64m", *JVM_FLAGS, f"-Dlog4j2.configurationFile=file:{log4j}",
-                f"-Dkafka.logs.dir={self.logs}", "-cp", f"{jars}/*", main, *args]
+        return [
+            self.java,
+            f"-Xmx{heap}",
+            "-Xms64m",
+            *JVM_FLAGS,
+            f"-Dlog4j2.configurationFile=file:{log4j}",
+            f"-Dkafka.logs.dir={self.logs}",
+            "-cp",
+            f"{jars}/*",
+            main,
+            *args,
+        ]
 
     def _format(self, jars: Path) -> None:
         self.cluster_id = random_cluster_id()
@@ -277,7 +296,7 @@ class KafkaBroker:
             )
 
     # -- life cycle --------------------------------------------------------------------------------------
-    def start(self, timeout: float = 90.0) -> "KafkaBroker":
+    def start(self, timeout: float = 90.0) -> KafkaBroker:
         """Fetch the jars if needed, format storage on the first start, start the JVM and wait until ready."""
         if self.running:
             return self
@@ -298,7 +317,9 @@ class KafkaBroker:
         self._console = open(self.logs / "console.log", "ab")
         self.process = subprocess.Popen(
             self._jvm(jars, BROKER_MAIN, str(self.config), heap=self.heap),
-            stdout=self._console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=self._console,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop the broker cleanly
         )
         _LIVE.add(self)
@@ -325,16 +346,23 @@ class KafkaBroker:
                 raise KafkaBrokerError(self._explain(f"the Kafka broker exited during start-up (exit {code})"))
             if _port_open(self.port):
                 try:
-                    admin = admin_cls({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000,
-                                       "log_level": 0, "logger": _QUIET_LOGGER})
+                    admin = admin_cls(
+                        {
+                            "bootstrap.servers": self.bootstrap,
+                            "socket.timeout.ms": 2000,
+                            "log_level": 0,
+                            "logger": _QUIET_LOGGER,
+                        }
+                    )
                     meta = admin.list_topics(timeout=2)
                     if meta.brokers:
                         return
                 except Exception as exc:  # KafkaException while the broker is still coming up
                     last_error = exc
             time.sleep(0.1)
-        raise KafkaBrokerError(self._explain(f"the Kafka broker did not become ready in {timeout:.0f} s "
-                                             f"(last client error: {last_error})"))
+        raise KafkaBrokerError(
+            self._explain(f"the Kafka broker did not become ready in {timeout:.0f} s (last client error: {last_error})")
+        )
 
     def stop(self, grace: float = 30.0) -> None:
         """SIGTERM (controlled shutdown), then SIGKILL after ``grace`` seconds. Data and logs stay."""
@@ -364,7 +392,7 @@ class KafkaBroker:
         self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "KafkaBroker":
+    def __enter__(self) -> KafkaBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -389,8 +417,10 @@ class KafkaBroker:
 
         wanted = dict(topics) if isinstance(topics, Mapping) else {name: partitions for name in topics}
         admin = self.admin()
-        new = [NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
-               for name, n in wanted.items()]
+        new = [
+            NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
+            for name, n in wanted.items()
+        ]
         for name, future in admin.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
             try:
                 future.result(timeout)
@@ -402,9 +432,12 @@ class KafkaBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             meta = admin.list_topics(timeout=5)
-            if all(name in meta.topics and len(meta.topics[name].partitions) == n
-                   and all(p.leader >= 0 for p in meta.topics[name].partitions.values())
-                   for name, n in wanted.items()):
+            if all(
+                name in meta.topics
+                and len(meta.topics[name].partitions) == n
+                and all(p.leader >= 0 for p in meta.topics[name].partitions.values())
+                for name, n in wanted.items()
+            ):
                 return
             time.sleep(0.05)
         raise KafkaBrokerError(f"topics {sorted(wanted)} have no leader after {timeout:.0f} s on {self.bootstrap}")
@@ -419,8 +452,10 @@ class KafkaBroker:
 
     # -- diagnostics -------------------------------------------------------------------------------------
     def _explain(self, what: str) -> str:
-        return (f"{what}.\nBroker logs: {self.logs}\n--- console.log (tail) ---\n{_tail(self.logs / 'console.log')}\n"
-                f"--- server.log (tail) ---\n{_tail(self.logs / 'server.log')}")
+        return (
+            f"{what}.\nBroker logs: {self.logs}\n--- console.log (tail) ---\n{_tail(self.logs / 'console.log')}\n"
+            f"--- server.log (tail) ---\n{_tail(self.logs / 'server.log')}"
+        )
 
     def describe(self) -> str:
         return f"Kafka {self.version} on {self.bootstrap} (workdir {self.workdir}, logs {self.logs})"
@@ -486,10 +521,16 @@ def consume(
     timestamp_type; read with assign() and no consumer group offsets, so a call never changes what the next sees."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"cep-tests-{uuid.uuid4().hex}", "enable.auto.commit": False,
-        "isolation.level": isolation, "enable.partition.eof": True, **config,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"cep-tests-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+            **config,
+        }
+    )
     try:
         meta = consumer.list_topics(topic, timeout=10)
         if topic not in meta.topics or meta.topics[topic].error is not None:
@@ -501,8 +542,10 @@ def consume(
         deadline = time.monotonic() + timeout
         while len(at_end) < len(partitions):
             if time.monotonic() > deadline:
-                raise KafkaBrokerError(f"reading {topic} on {bootstrap}: partitions {sorted(set(partitions) - at_end)} "
-                                       f"did not reach their end in {timeout:.0f} s ({len(records)} records read)")
+                raise KafkaBrokerError(
+                    f"reading {topic} on {bootstrap}: partitions {sorted(set(partitions) - at_end)} "
+                    f"did not reach their end in {timeout:.0f} s ({len(records)} records read)"
+                )
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
@@ -513,10 +556,18 @@ def consume(
                 raise KafkaBrokerError(f"reading {topic} on {bootstrap}: {msg.error()}")
             at_end.discard(msg.partition())
             ts_type, ts = msg.timestamp()
-            records.append({
-                "topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(), "key": msg.key(),
-                "value": msg.value(), "headers": dict(msg.headers() or []), "timestamp": ts, "timestamp_type": ts_type,
-            })
+            records.append(
+                {
+                    "topic": msg.topic(),
+                    "partition": msg.partition(),
+                    "offset": msg.offset(),
+                    "key": msg.key(),
+                    "value": msg.value(),
+                    "headers": dict(msg.headers() or []),
+                    "timestamp": ts,
+                    "timestamp_type": ts_type,
+                }
+            )
         return records
     finally:
         consumer.close()
@@ -586,13 +637,17 @@ def read_events(path: str) -> list[dict]:
 
 def produce_main(argv: list[str]) -> int:
     """``produce BOOTSTRAP TOPIC FILE...``: each row of the files as one JSON message."""
-    parser = argparse.ArgumentParser(prog="kafka_broker.py produce",
-                                     description="Send each row of CSV or JSON-lines files to a topic as one JSON message.")
+    parser = argparse.ArgumentParser(
+        prog="kafka_broker.py produce",
+        description="Send each row of CSV or JSON-lines files to a topic as one JSON message.",
+    )
     parser.add_argument("bootstrap", help="HOST:PORT of a broker")
     parser.add_argument("topic")
     parser.add_argument("files", nargs="+", metavar="FILE", help=".csv (with a header) or JSON lines")
     parser.add_argument("--key", metavar="COLUMN", help="the message key: this column's value (default: none)")
-    parser.add_argument("--rate", type=float, metavar="N", help="at most N messages a second (default: as fast as it can)")
+    parser.add_argument(
+        "--rate", type=float, metavar="N", help="at most N messages a second (default: as fast as it can)"
+    )
     args = parser.parse_args(argv)
     rows = [row for path in args.files for row in read_events(path)]
 
@@ -612,19 +667,39 @@ def consume_main(argv: list[str]) -> int:
     """``consume BOOTSTRAP TOPIC``: print the topic's messages (key, then value) until --count or --timeout."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-    parser = argparse.ArgumentParser(prog="kafka_broker.py consume",
-                                     description="Print a topic's messages from its start: the key, a tab, the value.")
+    parser = argparse.ArgumentParser(
+        prog="kafka_broker.py consume",
+        description="Print a topic's messages from its start: the key, a tab, the value.",
+    )
     parser.add_argument("bootstrap", help="HOST:PORT of a broker")
     parser.add_argument("topic")
-    parser.add_argument("--count", type=int, metavar="N", help="stop after N messages (exit 1 if fewer came before --timeout)")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="stop after this long without --count messages (default: %(default)s)")
-    parser.add_argument("--isolation", choices=("read_committed", "read_uncommitted"), default="read_committed",
-                        help="read_committed (default) skips aborted and open transactions")
+    parser.add_argument(
+        "--count", type=int, metavar="N", help="stop after N messages (exit 1 if fewer came before --timeout)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="stop after this long without --count messages (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=("read_committed", "read_uncommitted"),
+        default="read_committed",
+        help="read_committed (default) skips aborted and open transactions",
+    )
     parser.add_argument("--headers", action="store_true", help="print the headers too")
     args = parser.parse_args(argv)
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"cep-console-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": args.isolation, "logger": _QUIET_LOGGER})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"cep-console-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": args.isolation,
+            "logger": _QUIET_LOGGER,
+        }
+    )
     seen = 0
     try:
         meta = consumer.list_topics(args.topic, timeout=10)
@@ -645,7 +720,11 @@ def consume_main(argv: list[str]) -> int:
             seen += 1
             key = msg.key().decode("utf-8", "replace") if msg.key() is not None else ""
             value = msg.value().decode("utf-8", "replace") if msg.value() is not None else ""
-            headers = "\t" + " ".join(f"{k}={v.decode('utf-8', 'replace')}" for k, v in (msg.headers() or [])) if args.headers else ""
+            headers = (
+                "\t" + " ".join(f"{k}={v.decode('utf-8', 'replace')}" for k, v in (msg.headers() or []))
+                if args.headers
+                else ""
+            )
             print(f"{key}\t{value}{headers}", flush=True)
     finally:
         consumer.close()
@@ -662,11 +741,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Run a one-node Kafka broker on 127.0.0.1 until Ctrl-C (make kafka). Also: "
         "'produce BOOTSTRAP TOPIC FILE...' sends rows of CSV/JSON-lines files as JSON messages, "
-        "'consume BOOTSTRAP TOPIC' prints a topic (each has --help).")
+        "'consume BOOTSTRAP TOPIC' prints a topic (each has --help)."
+    )
     parser.add_argument("--dir", help="working folder (config, data, logs); default: a new temporary folder")
     parser.add_argument("--port", type=int, help="client port (default: a free one)")
-    parser.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
-                        help="create this topic once the broker is up (repeatable)")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="create this topic once the broker is up (repeatable)",
+    )
     parser.add_argument("--fetch-only", action="store_true", help="fetch the jars into the cache and exit")
     args = parser.parse_args(argv)
 
@@ -678,8 +763,11 @@ def main(argv: list[str] | None = None) -> int:
     broker = KafkaBroker(args.dir)
     if args.port:
         if _port_open(args.port):
-            print(f"error: port {args.port} on 127.0.0.1 is taken (another broker?); pick another, e.g. "
-                  f"make kafka KAFKA_PORT={args.port + 1}", file=sys.stderr)
+            print(
+                f"error: port {args.port} on 127.0.0.1 is taken (another broker?); pick another, e.g. "
+                f"make kafka KAFKA_PORT={args.port + 1}",
+                file=sys.stderr,
+            )
             return 1
         broker.port = args.port
         broker.controller_port = free_port()

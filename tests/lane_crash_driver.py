@@ -32,10 +32,21 @@ KILL_BATCH = 1
 
 
 def alerts(batch: int) -> list[dict]:
-    return [{"rule_id": "r", "rule_version": "v1", "match_id": f"{batch:04d}{i:028d}", "match_status": "MATCHED",
-             "partition_key": json.dumps({"k": i}), "first_event_time": dt.datetime(2024, 1, 1, 0, 0, i),
-             "last_event_time": dt.datetime(2024, 1, 1, 0, 1, i), "measures": json.dumps({"n": i}),
-             "emit_time": dt.datetime(2026, 1, 1, 0, 0, batch), "suppressed": False} for i in range(3)]
+    return [
+        {
+            "rule_id": "r",
+            "rule_version": "v1",
+            "match_id": f"{batch:04d}{i:028d}",
+            "match_status": "MATCHED",
+            "partition_key": json.dumps({"k": i}),
+            "first_event_time": dt.datetime(2024, 1, 1, 0, 0, i),
+            "last_event_time": dt.datetime(2024, 1, 1, 0, 1, i),
+            "measures": json.dumps({"n": i}),
+            "emit_time": dt.datetime(2026, 1, 1, 0, 0, batch),
+            "suppressed": False,
+        }
+        for i in range(3)
+    ]
 
 
 def die() -> None:

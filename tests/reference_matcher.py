@@ -49,8 +49,9 @@ import decimal
 import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cep.grammar import ast as A
 
@@ -159,7 +160,7 @@ class _Ctx:
     pinned: int | None = None  # the row every reference reads, while navigating / aggregating
     final: bool = False  # the pinned row was found with FINAL semantics: the whole match is labelled
 
-    def with_pinned(self, row: int | None, final: bool = False) -> "_Ctx":
+    def with_pinned(self, row: int | None, final: bool = False) -> _Ctx:
         return _Ctx(self.m, self.cur, self.in_define, row, final)
 
 
@@ -257,8 +258,10 @@ def _coerce_pair(a: Any, b: Any) -> tuple[Any, Any]:
 
 def _widen_date(a: Any, b: Any) -> tuple[Any, Any]:
     """A DATE compared with a TIMESTAMP is that day's midnight (Spark casts the DATE to TIMESTAMP)."""
+
     def midnight(day: _dt.date, like: _dt.datetime) -> _dt.datetime:
         return _dt.datetime(day.year, day.month, day.day, tzinfo=like.tzinfo)
+
     day_a = isinstance(a, _dt.date) and not isinstance(a, _dt.datetime)
     day_b = isinstance(b, _dt.date) and not isinstance(b, _dt.datetime)
     if day_a and isinstance(b, _dt.datetime):
@@ -873,8 +876,15 @@ def _children(x: Any) -> list:
 
 
 class _Matcher:
-    def __init__(self, q: _Query, ev: _Evaluator, part: list[dict], order_key: Callable[[int], Any] | None, budget: int,
-                 clock: Any = None):
+    def __init__(
+        self,
+        q: _Query,
+        ev: _Evaluator,
+        part: list[dict],
+        order_key: Callable[[int], Any] | None,
+        budget: int,
+        clock: Any = None,
+    ):
         self.q = q
         self.ev = ev
         self.part = part
@@ -976,8 +986,9 @@ class _Matcher:
             return k(pos, labels)
         head, rest = items[0], items[1:]
         if isinstance(head, A.Absence):  # only a term of the top-level sequence (the front end checks)
-            return self.absence(head.variable.key, pos, labels, excl, not rest,
-                                lambda p2, l2: self.seq(rest, p2, l2, excl, k))
+            return self.absence(
+                head.variable.key, pos, labels, excl, not rest, lambda p2, l2: self.seq(rest, p2, l2, excl, k)
+            )
         return self.m(head, pos, labels, excl, lambda p2, l2: self.seq(rest, p2, l2, excl, k))
 
     def absence(self, var: str, pos: int, labels: tuple, excl: bool, trailing: bool, k: Callable) -> Any:
@@ -1105,7 +1116,9 @@ def _input_columns(rows: list[dict]) -> list[str]:
     return names
 
 
-def reference_matches(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET, clock: Any = None) -> list[dict]:
+def reference_matches(
+    stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET, clock: Any = None
+) -> list[dict]:
     """The matches themselves, for debugging and for tests of the matcher alone.
 
     One dict per match found, in partition/start order: ``partition`` (tuple of key values),
@@ -1196,7 +1209,9 @@ def _run_partitions(stmt: A.Statement, rows: list[dict], budget: int, clock: Any
                 vars_ = ev.varset(skip.variable)
                 hits = [pos + i for i, (lab, _) in enumerate(labels) if lab in vars_]
                 if not hits:
-                    raise ReferenceSkipError(f"AFTER MATCH SKIP failed: {skip.variable.name} is not present in the match")
+                    raise ReferenceSkipError(
+                        f"AFTER MATCH SKIP failed: {skip.variable.name} is not present in the match"
+                    )
                 target = hits[0] if skip.mode == "TO_FIRST" else hits[-1]
                 if target == pos:
                     raise ReferenceSkipError("AFTER MATCH SKIP failed: cannot skip to the first row of the match")
@@ -1272,8 +1287,9 @@ def _mr_output(stmt: A.Statement, rows: list[dict], budget: int, clock: Any = No
     return names, out
 
 
-def reference_run_table(stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET,
-                        clock: Any = None) -> tuple[list[str], list[list]]:
+def reference_run_table(
+    stmt: A.Statement, rows: list[dict], budget: int = DEFAULT_BUDGET, clock: Any = None
+) -> tuple[list[str], list[list]]:
     """Run the whole statement: (output column names, output rows as lists, in a fixed order).
     ``clock``: the event time at the end of the rows, for SHOW TIMEOUT MATCHES (default: the largest)."""
     names, table = _mr_output(stmt, rows, budget, clock)

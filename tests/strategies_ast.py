@@ -50,7 +50,7 @@ _plain_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True).filt
 _quoted_names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
 
 
-@functools.lru_cache(maxsize=None)  # building a strategy is costly: build each once
+@functools.cache  # building a strategy is costly: build each once
 def identifiers(quoted: bool | None = None) -> Any:
     plain = _plain_names.map(lambda n: A.Identifier(S, n))
     quoted_ids = _quoted_names.map(lambda n: A.Identifier(S, n, quoted=True))
@@ -59,7 +59,7 @@ def identifiers(quoted: bool | None = None) -> Any:
     return quoted_ids if quoted else plain
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def alias_names() -> Any:
     """Names after AS: any identifier, and also keywords (`AS match`, `AS partition`)."""
     return st.one_of(identifiers(), st.sampled_from(sorted(KEYWORDS)).map(lambda k: A.Identifier(S, k.lower())))
@@ -79,7 +79,7 @@ def _decimal_texts() -> Any:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def literals() -> Any:
     timestamps = st.datetimes(datetime.datetime(1970, 1, 1), datetime.datetime(2100, 1, 1)).map(
         lambda d: d.isoformat(sep=" ")
@@ -95,30 +95,39 @@ def literals() -> Any:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def intervals() -> Any:
     single = st.builds(
         lambda n, unit, neg: A.IntervalLiteral(S, str(n), unit, neg),
-        st.integers(0, 1000), st.sampled_from(["MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY"]), st.booleans(),
+        st.integers(0, 1000),
+        st.sampled_from(["MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY"]),
+        st.booleans(),
     )
-    ranged = st.builds(lambda h, m: A.IntervalLiteral(S, f"{h}:{m:02d}", "HOUR TO MINUTE"), st.integers(0, 48),
-                       st.integers(0, 59))
+    ranged = st.builds(
+        lambda h, m: A.IntervalLiteral(S, f"{h}:{m:02d}", "HOUR TO MINUTE"), st.integers(0, 48), st.integers(0, 59)
+    )
     return st.one_of(single, ranged)
 
 
 # ------------------------------------------------------------------------------------ expressions
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def columns(qualifiers=variables) -> Any:
     return st.builds(lambda q, c: A.ColumnRef(S, q, c), st.one_of(st.none(), qualifiers), identifiers())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def expressions(max_leaves: int = 12) -> Any:
     leaves = st.one_of(
-        literals(), literals(), columns(), columns(), intervals(),
-        st.just(A.MatchNumber(S)), st.just(A.MatchStatus(S)), st.just(A.ProcTime(S)),
+        literals(),
+        literals(),
+        columns(),
+        columns(),
+        intervals(),
+        st.just(A.MatchNumber(S)),
+        st.just(A.MatchStatus(S)),
+        st.just(A.ProcTime(S)),
         st.builds(A.Classifier, st.just(S), st.one_of(st.none(), variables)),
     )
     return st.recursive(leaves, _compound, max_leaves=max_leaves)
@@ -130,25 +139,51 @@ def _compound(children: Any) -> Any:  # called once by st.recursive
     aggregate_names = st.sampled_from(["SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "MAX_BY", "BOOL_OR", "COUNT"])
     return st.one_of(
         st.builds(A.Unary, st.just(S), st.sampled_from(["NOT", "-", "+"]), children),
-        st.builds(A.Binary, st.just(S), st.sampled_from(["OR", "AND", "=", "<>", "<", "<=", ">", ">=", "+", "-", "*",
-                                                          "/", "%", "||"]), children, children),
+        st.builds(
+            A.Binary,
+            st.just(S),
+            st.sampled_from(["OR", "AND", "=", "<>", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "||"]),
+            children,
+            children,
+        ),
         st.builds(A.IsNull, st.just(S), children, st.booleans()),
         st.builds(A.Between, st.just(S), children, children, children, st.booleans()),
         st.builds(A.InList, st.just(S), children, lists, st.booleans()),
         st.builds(A.Like, st.just(S), children, children, st.one_of(st.none(), children), st.booleans()),
-        st.builds(A.Case, st.just(S), st.one_of(st.none(), children),
-                  st.lists(st.builds(A.WhenClause, st.just(S), children, children), min_size=1, max_size=2).map(tuple),
-                  st.one_of(st.none(), children)),
-        st.builds(A.Cast, st.just(S), children, st.builds(
-            A.TypeName, st.just(S), st.sampled_from(["INTEGER", "DOUBLE", "VARCHAR", "DECIMAL", "TIMESTAMP", "DATE"]),
-            st.lists(st.integers(0, 40), max_size=2).map(tuple))),
+        st.builds(
+            A.Case,
+            st.just(S),
+            st.one_of(st.none(), children),
+            st.lists(st.builds(A.WhenClause, st.just(S), children, children), min_size=1, max_size=2).map(tuple),
+            st.one_of(st.none(), children),
+        ),
+        st.builds(
+            A.Cast,
+            st.just(S),
+            children,
+            st.builds(
+                A.TypeName,
+                st.just(S),
+                st.sampled_from(["INTEGER", "DOUBLE", "VARCHAR", "DECIMAL", "TIMESTAMP", "DATE"]),
+                st.lists(st.integers(0, 40), max_size=2).map(tuple),
+            ),
+        ),
         st.builds(A.ArrayLiteral, st.just(S), st.lists(children, max_size=3).map(tuple)),
         st.builds(A.FunctionCall, st.just(S), st.sampled_from(sorted(SCALAR_FUNCTIONS)), lists, semantics),
         st.builds(A.Aggregate, st.just(S), aggregate_names, lists, st.booleans(), semantics),
-        st.builds(lambda q, s: A.Aggregate(S, "COUNT", (A.Star(S, q),), semantics=s), st.one_of(st.none(), variables),
-                  semantics),
-        st.builds(A.Navigation, st.just(S), st.sampled_from(["PREV", "NEXT", "FIRST", "LAST"]), children,
-                  st.one_of(st.none(), st.integers(0, 5).map(lambda i: A.Literal(S, "integer", i, str(i)))), semantics),
+        st.builds(
+            lambda q, s: A.Aggregate(S, "COUNT", (A.Star(S, q),), semantics=s),
+            st.one_of(st.none(), variables),
+            semantics,
+        ),
+        st.builds(
+            A.Navigation,
+            st.just(S),
+            st.sampled_from(["PREV", "NEXT", "FIRST", "LAST"]),
+            children,
+            st.one_of(st.none(), st.integers(0, 5).map(lambda i: A.Literal(S, "integer", i, str(i)))),
+            semantics,
+        ),
     )
 
 
@@ -181,11 +216,13 @@ def _alternation(branches: list) -> A.Pattern:
     return A.Alternation(S, tuple(flat))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def patterns(max_leaves: int = 10) -> Any:
     leaves = st.one_of(
-        variables.map(lambda v: A.PatternVar(S, v)), variables.map(lambda v: A.PatternVar(S, v)),
-        st.just(A.Empty(S)), st.sampled_from([A.Anchor(S, "start"), A.Anchor(S, "end")]),
+        variables.map(lambda v: A.PatternVar(S, v)),
+        variables.map(lambda v: A.PatternVar(S, v)),
+        st.just(A.Empty(S)),
+        st.sampled_from([A.Anchor(S, "start"), A.Anchor(S, "end")]),
         variables.map(lambda v: A.Absence(S, v)),
     )
 
@@ -225,11 +262,12 @@ def _skips() -> Any:
         st.builds(lambda m, v: A.SkipTo(S, m, v), st.sampled_from(["TO_FIRST", "TO_LAST"]), variables),
         # `SKIP TO Last` reads as SKIP TO LAST <next word>: the plain form cannot name FIRST/LAST/NEXT.
         variables.filter(lambda v: v.key not in ("FIRST", "LAST", "NEXT")).map(
-            lambda v: A.SkipTo(S, "TO_LAST", v, plain=True)),
+            lambda v: A.SkipTo(S, "TO_LAST", v, plain=True)
+        ),
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def match_recognizes() -> Any:
     small = expressions(max_leaves=4)
     return st.builds(
@@ -242,18 +280,28 @@ def match_recognizes() -> Any:
         after_match=_skips(),
         pattern=patterns(),
         within=st.one_of(st.none(), intervals()),
-        subsets=st.lists(st.builds(A.Subset, st.just(S), identifiers(),
-                                   st.lists(variables, min_size=1, max_size=3).map(tuple)), max_size=2).map(tuple),
+        subsets=st.lists(
+            st.builds(A.Subset, st.just(S), identifiers(), st.lists(variables, min_size=1, max_size=3).map(tuple)),
+            max_size=2,
+        ).map(tuple),
         defines=st.lists(st.builds(A.Define, st.just(S), variables, small), max_size=3).map(tuple),
-    ).flatmap(lambda match: st.sampled_from([(False, False), (True, False), (False, True)]).map(
-        lambda seek: dataclasses.replace(match, seek=seek[0], explicit_initial=seek[1])))
+    ).flatmap(
+        lambda match: st.sampled_from([(False, False), (True, False), (False, True)]).map(
+            lambda seek: dataclasses.replace(match, seek=seek[0], explicit_initial=seek[1])
+        )
+    )
 
 
 _ALIAS = A.Identifier(S, "alias_placeholder")  # replaced by the statement's alias once it is drawn
 _OUTER = st.one_of(columns(st.just(_ALIAS)), columns(st.none()), literals())
-_SELECT_ITEMS = st.lists(st.one_of(st.just(A.SelectItem(S, A.Star(S))),
-                                   st.builds(A.SelectItem, st.just(S), _OUTER, st.one_of(st.none(), alias_names()))),
-                         min_size=1, max_size=3).map(tuple)
+_SELECT_ITEMS = st.lists(
+    st.one_of(
+        st.just(A.SelectItem(S, A.Star(S))),
+        st.builds(A.SelectItem, st.just(S), _OUTER, st.one_of(st.none(), alias_names())),
+    ),
+    min_size=1,
+    max_size=3,
+).map(tuple)
 _RELATIONS = st.one_of(
     st.lists(_plain_names, min_size=1, max_size=3).map(lambda parts: A.Relation(S, ".".join(parts))),
     st.text(min_size=1, max_size=12).map(lambda p: A.Relation(S, p, is_path=True)),

@@ -289,7 +289,7 @@ def _leaves(variables: tuple[str, ...]) -> Any:
     return st.sampled_from([var(v) for v in variables] * 5 + [empty(), empty(), anchor_start(), anchor_end()])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def patterns(variables: tuple[str, ...] = VARIABLES, max_leaves: int = 6) -> Any:
     """Random patterns: concatenation, alternation, grouping, every quantifier greedy or reluctant,
     anchors, exclusion, PERMUTE (at most 3 items) and ``()``; at most ``max_leaves`` terms."""
@@ -311,7 +311,7 @@ def patterns(variables: tuple[str, ...] = VARIABLES, max_leaves: int = 6) -> Any
     return st.recursive(_leaves(variables), extend, max_leaves=max_leaves)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _define_conditions(v: str, others: tuple[str, ...], labels: tuple[str, ...] | None = None) -> Any:
     """A family of DEFINE conditions for variable v. ``others`` are the qualifiers it may read
     (the pattern's variables and subsets); ``labels`` the values CLASSIFIER() may take."""
@@ -368,7 +368,7 @@ def _define_conditions(v: str, others: tuple[str, ...], labels: tuple[str, ...] 
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _measures(variables: tuple[str, ...]) -> Any:
     w = st.sampled_from(variables) if variables else st.nothing()
     sem = st.sampled_from([None, "RUNNING", "FINAL"])
@@ -453,8 +453,12 @@ def permute_patterns(variables: tuple[str, ...] = VARIABLES) -> Any:
     after a leading term: where an item can match in several ways the prefix tree of orders is unsound,
     so the compiler must write those orders out (issue 15's ``PERMUTE(A?, B, C)``)."""
     leaf = st.sampled_from([var(v) for v in variables])
-    choice = st.builds(lambda v, q, greedy: quant(v, *q, greedy=greedy), leaf,
-                       st.sampled_from([(0, 1), (0, None), (1, None), (0, 2), (1, 2)]), st.booleans())
+    choice = st.builds(
+        lambda v, q, greedy: quant(v, *q, greedy=greedy),
+        leaf,
+        st.sampled_from([(0, 1), (0, None), (1, None), (0, 2), (1, 2)]),
+        st.booleans(),
+    )
     item = st.one_of(leaf, choice, choice)
     permute = st.lists(item, min_size=2, max_size=3).map(lambda items: perm(*items))
     return st.one_of(permute, st.builds(cat, leaf, permute), st.builds(cat, permute, leaf))

@@ -66,8 +66,12 @@ def test_every_fast_finished_attack_is_found_and_no_match_outlasts_the_limit(rul
     expected = [a for a in attacks if a["finished"] and a["last_ts"] - a["first_ts"] < limit]
     assert expected, "the seed injects no attack the rule must find: pick a row count that does"
     for attack in expected:
-        found = [m for m in matches if m[rule.log.key] == attack[rule.log.key]
-                 and dt.timedelta(0) <= m[last_ts] - attack["last_ts"] < dt.timedelta(seconds=1)]
+        found = [
+            m
+            for m in matches
+            if m[rule.log.key] == attack[rule.log.key]
+            and dt.timedelta(0) <= m[last_ts] - attack["last_ts"] < dt.timedelta(seconds=1)
+        ]
         assert found, f"injected attack not found: {attack}"
         assert found[0][first_ts] <= attack["first_ts"] + dt.timedelta(seconds=1)
     slow = [a for a in attacks if a["finished"] and a["last_ts"] - a["first_ts"] > limit]

@@ -25,17 +25,16 @@ from pathlib import Path
 import pytest
 
 import cep
+from cep.spark_bridge.alerting.rule_set import KIND_FAILED, KIND_MATCH, PKEY, SPEC, STAT_NAMES, build_rule_set
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
+from cep.spark_bridge.alerting.worker import AlertStep, Explode
 from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.key_table import KeyTable
-from cep.spark_bridge.spark.columns import EVENT_US, KIND
-from cep.spark_bridge.alerting.rule_set import KIND_FAILED, KIND_MATCH, PKEY, SPEC
-from cep.spark_bridge.alerting.worker import AlertStep, Explode
-from cep.spark_bridge.alerting.rule_set import STAT_NAMES, build_rule_set
-from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
-from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.sql import SQLiteSink
+from cep.spark_bridge.spark.columns import EVENT_US, KIND
 
 T0 = dt.datetime(2024, 1, 1)
 TYPES = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE"}
@@ -119,7 +118,9 @@ class LocalAlerts:
             exploded = pd.concat(frames, ignore_index=True)
             exploded["bucket"] = [zlib.crc32(k.encode()) % self.BUCKETS for k in exploded[PKEY]]
             groups = {key: frame.reset_index(drop=True) for key, frame in exploded.groupby([SPEC, "bucket"], sort=True)}
-        calls = list(groups.items()) + [(k, None) for k, t in sorted(self.timers.items()) if k not in groups and self.watermark_ms > t]
+        calls = list(groups.items()) + [
+            (k, None) for k, t in sorted(self.timers.items()) if k not in groups and self.watermark_ms > t
+        ]
         out = []
         for key, frame in calls:
             state = FakeState(self.states.get(key), self.watermark_ms, frame is None)
@@ -135,10 +136,18 @@ class LocalAlerts:
                 if record[KIND] == KIND_MATCH:
                     out.append({name: record[name] for name in ALERT_NAMES})
                 elif record[KIND] == KIND_FAILED:
-                    self.failures.append({"rule_id": record["rule_id"], "version": record["rule_version"],
-                                          "key": record["partition_key"], "error": record["measures"]})
+                    self.failures.append(
+                        {
+                            "rule_id": record["rule_id"],
+                            "version": record["rule_version"],
+                            "key": record["partition_key"],
+                            "error": record["measures"],
+                        }
+                    )
                 else:
-                    self.stats.update({(record["rule_id"], n): v for n, v in zip(STAT_NAMES, record["__cep_stats"]) if v})
+                    self.stats.update(
+                        {(record["rule_id"], n): v for n, v in zip(STAT_NAMES, record["__cep_stats"]) if v}
+                    )
         for row in rows:
             ms = state_codec.datetime_to_micros(row["ts"]) // 1000
             self.max_ms = ms if self.max_ms is None else max(self.max_ms, ms)
@@ -149,7 +158,12 @@ class LocalAlerts:
     def rules_in_state(self) -> set[str]:
         """The rule ids with an entry in some key's state."""
         tables = [KeyTable.decode(blob[0], self.BUCKETS) for blob in self.states.values()]
-        return {rule_id for table in tables for key_state in table.states.values() for rule_id in state_codec.decode(key_state)}
+        return {
+            rule_id
+            for table in tables
+            for key_state in table.states.values()
+            for rule_id in state_codec.decode(key_state)
+        }
 
 
 def publish(tmp_path: Path, rules_dir: Path) -> tuple[RuleStore, dict]:
@@ -171,14 +185,24 @@ def test_suppression_at_most_one_alert_per_key_per_interval(tmp_path):
     store, _ = publish(tmp_path, rules)
     local = LocalAlerts(store, delay_s=5)
     alerts = []
-    for batch in ([ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)], [ev("a", 30, 103), ev("a", 61, 104)],
-                  [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101)], [ev(SENTINEL, 10_000, 1)], []):
+    for batch in (
+        [ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)],
+        [ev("a", 30, 103), ev("a", 61, 104)],
+        [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101)],
+        [ev(SENTINEL, 10_000, 1)],
+        [],
+    ):
         alerts += local.run_batch(batch)
     by_time = {(a["partition_key"], json.loads(a["measures"])["p"]): a["suppressed"] for a in alerts}
     assert by_time == {
-        ('{"symbol": "a"}', 101.0): False, ('{"symbol": "a"}', 102.0): True, ('{"symbol": "a"}', 103.0): True,
-        ('{"symbol": "a"}', 104.0): False, ('{"symbol": "a"}', 105.0): True, ('{"symbol": "a"}', 106.0): False,
-        ('{"symbol": "b"}', 150.0): False, ('{"symbol": "b"}', 101.0): False,
+        ('{"symbol": "a"}', 101.0): False,
+        ('{"symbol": "a"}', 102.0): True,
+        ('{"symbol": "a"}', 103.0): True,
+        ('{"symbol": "a"}', 104.0): False,
+        ('{"symbol": "a"}', 105.0): True,
+        ('{"symbol": "a"}', 106.0): False,
+        ('{"symbol": "b"}', 150.0): False,
+        ('{"symbol": "b"}', 101.0): False,
     }
     assert local.stats[("prices/high", "suppressed")] == 3 and local.stats[("prices/high", "matched")] == 8
     assert all(a["match_status"] == "MATCHED" and a["first_event_time"] == a["last_event_time"] for a in alerts)
@@ -198,15 +222,25 @@ def test_bad_rows_cross_the_operator_in_their_own_group_and_reach_no_rule(tmp_pa
     rows = [ev("a", 0, 101), ev("a", 1, 5), {"symbol": None, "ts": None, "price": None}]
     pdf = pd.DataFrame(rows, columns=COLUMNS)
     pdf[EVENT_US] = [state_codec.datetime_to_micros(r["ts"]) if r["ts"] else -(2**63) for r in rows]
-    pdf["__cep_reject"], pdf["__cep_raw"], pdf["__cep_file"] = [None, None, "not_json"], [None, None, "{oops"], [None, None, "f.json"]
+    pdf["__cep_reject"], pdf["__cep_raw"], pdf["__cep_file"] = (
+        [None, None, "not_json"],
+        [None, None, "{oops"],
+        [None, None, "f.json"],
+    )
     exploded = pd.concat(Explode(store.directory, COLUMNS + [EVENT_US] + passthrough, "__cep_reject")(iter([pdf])))
-    assert sorted(zip(exploded[SPEC], exploded["price"].fillna(-1))) == [('["symbol"]', 5.0), ('["symbol"]', 101.0), (BAD_SPEC, -1.0)]
+    assert sorted(zip(exploded[SPEC], exploded["price"].fillna(-1))) == [
+        ('["symbol"]', 5.0),
+        ('["symbol"]', 101.0),
+        (BAD_SPEC, -1.0),
+    ]
     step = AlertStep(store.directory, 3_600_000_000, 3, passthrough)
     bad = FakeState(None, 0, False)
     out = pd.concat(list(step((BAD_SPEC, 0), iter([exploded[exploded[SPEC] == BAD_SPEC]]), bad)))
     assert list(out[KIND]) == [KIND_BAD] and bad.value is None and bad.timeout is None
     assert out[passthrough].values.tolist() == [["not_json", "{oops", "f.json"]] and out["rule_id"].isna().all()
-    good = pd.concat(list(step(('["symbol"]', 0), iter([exploded[exploded[SPEC] != BAD_SPEC]]), FakeState(None, 0, False))))
+    good = pd.concat(
+        list(step(('["symbol"]', 0), iter([exploded[exploded[SPEC] != BAD_SPEC]]), FakeState(None, 0, False)))
+    )
     assert set(good[KIND]) == {KIND_STATS} and good[passthrough].isna().all().all()  # nothing released yet: counts only
 
 
@@ -265,8 +299,13 @@ def test_removed_rule_state_is_reclaimed_by_the_housekeeping_timer(tmp_path):
 def _schema():
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
-                         T.StructField("price", T.DoubleType())])
+    return T.StructType(
+        [
+            T.StructField("symbol", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("price", T.DoubleType()),
+        ]
+    )
 
 
 def write_batch(directory: Path, index: int, rows: list[dict]) -> None:
@@ -319,14 +358,17 @@ def price_walk(symbols, start: int, end: int, step: int, seed: int) -> list[dict
     import random
 
     rnd = random.Random(seed)
-    return [ev(s, t + i, rnd.choice([5, 15, 25, 55, 65])) for t in range(start, end, step) for i, s in enumerate(symbols)]
+    return [
+        ev(s, t + i, rnd.choice([5, 15, 25, 55, 65])) for t in range(start, end, step) for i, s in enumerate(symbols)
+    ]
 
 
 def price_batches() -> list[list[dict]]:
     """Two micro-batches for HIGH (alerts, some suppressed) and SPAN (a match of "s" left open after them)."""
     return [
         [ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)] + price_walk(["c", "d"], 0, 30, 3, seed=3),
-        [ev("a", 30, 103), ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15)] + price_walk(["c", "d"], 40, 80, 3, seed=4),
+        [ev("a", 30, 103), ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15)]
+        + price_walk(["c", "d"], 40, 80, 3, seed=4),
     ]
 
 
@@ -336,7 +378,12 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     write_rule(rules, "span.sql", SPAN)
     write_rule(rules, "two.sql", R2_OLD)
     # Batch 1 ends inside a SPAN match for "s" (A then B) and inside an X{3} run of the old "two/run".
-    batch1 = price_walk(["a", "b"], 0, 40, 4, seed=1) + [ev("s", 40, 5), ev("s", 41, 15), ev("r", 10, 60), ev("r", 11, 61)]
+    batch1 = price_walk(["a", "b"], 0, 40, 4, seed=1) + [
+        ev("s", 40, 5),
+        ev("s", 41, 15),
+        ev("r", 10, 60),
+        ev("r", 11, 61),
+    ]
     late = ev("a", 2, 500.0)  # far behind the watermark when it comes: late for each of the three rules
     batch2 = price_walk(["a", "b"], 100, 160, 4, seed=2) + [ev("s", 100, 25), ev("r", 101, 62), late]
     batch3 = [ev(SENTINEL, 10_000, 0)]
@@ -344,9 +391,17 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     events_log: list[str] = []
     df = spark.readStream.schema(_schema()).json(str(source))
     database = tmp_path / "alerts.db"
-    stream = AlertStream(spark, str(rules), df, checkpoint=str(checkpoint), output=str(tmp_path / "out"),
-                         output_format="parquet", sinks=[SQLiteSink(str(database))], watermark="5 seconds",
-                         on_event=events_log.append)
+    stream = AlertStream(
+        spark,
+        str(rules),
+        df,
+        checkpoint=str(checkpoint),
+        output=str(tmp_path / "out"),
+        output_format="parquet",
+        sinks=[SQLiteSink(str(database))],
+        watermark="5 seconds",
+        on_event=events_log.append,
+    )
     stream.start()
     try:
         stream.process_all_available()
@@ -354,7 +409,9 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
         # Between micro-batches: a rule is added, one is edited, a broken one appears.
         write_rule(rules, "three.sql", R3)
         write_rule(rules, "two.sql", R2_NEW)
-        write_rule(rules, "broken.sql", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS nope > 1)")
+        write_rule(
+            rules, "broken.sql", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS nope > 1)"
+        )
         changes = stream.refresh_rules()
         assert (changes.added, changes.changed, changes.removed) == (("three",), ("two/run",), ())
         write_batch(source, 2, batch2)
@@ -368,8 +425,9 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     new_two = stream.ruleset["two/run"].version
     written = stream.late_rows()  # DEAD_LETTER/late/: one line per rule and late row
     assert sorted(r["rule_id"] for r in written) == ["span", "three", "two/run"]
-    assert {(r["reason"], r["row"]["price"], r["partition_key"], r["event_time"]) for r in written} == \
-        {("behind_watermark", 500.0, '{"symbol": "a"}', "2024-01-01T00:00:02Z")}
+    assert {(r["reason"], r["row"]["price"], r["partition_key"], r["event_time"]) for r in written} == {
+        ("behind_watermark", 500.0, '{"symbol": "a"}', "2024-01-01T00:00:02Z")
+    }
     batch2.remove(late)  # the replays below are of the rows that were matched
     # The unchanged rule saw everything; its match that spans the edit completed.
     assert streamed(out, "span") == replay(SPAN, batch1 + batch2 + batch3)
@@ -385,14 +443,21 @@ def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark,
     # What the status file says, and what was logged.
     status = read_status(str(checkpoint))
     rows = {r["rule"]: r for r in rule_rows(status)}
-    assert rows["span"]["matches"] == len(streamed(out, "span")) and rows["span"]["version"] == stream.ruleset["span"].version
+    assert (
+        rows["span"]["matches"] == len(streamed(out, "span"))
+        and rows["span"]["version"] == stream.ruleset["span"].version
+    )
     assert rows["two/run"]["version"] == new_two and rows["broken"]["state"] == "error"
     assert "broken.sql:1:" in rows["broken"]["errors"][0] and "E0" in rows["broken"]["errors"][0]
     old = status["rules"]["two/run"]["versions"][old_two]
-    assert old["dropped_live"] >= 1 and old["live_partial_matches"] == 0 and old["pending_rows"] == 0 and old["keys"] == 0
+    assert (
+        old["dropped_live"] >= 1 and old["live_partial_matches"] == 0 and old["pending_rows"] == 0 and old["keys"] == 0
+    )
     assert any("two/run changed" in e for e in events_log) and any("rule three added" in e for e in events_log)
     assert any("dropped" in e and old_two in e for e in events_log)
-    assert status["late_rows"] == 1 and rows["span"]["late"] == rows["three"]["late"] == 1  # the row once, and once per rule
+    assert (
+        status["late_rows"] == 1 and rows["span"]["late"] == rows["three"]["late"] == 1
+    )  # the row once, and once per rule
 
 
 @pytest.mark.spark
@@ -401,7 +466,8 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
     write_rule(rules, "prices.sql", HIGH)
     write_rule(rules, "span.sql", SPAN)
     batches = price_batches() + [
-        [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101), ev("s", 95, 25)] + price_walk(["c", "d"], 90, 140, 3, seed=5),
+        [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101), ev("s", 95, 25)]
+        + price_walk(["c", "d"], 90, 140, 3, seed=5),
         [ev(SENTINEL, 10_000, 0)],
     ]
     database = tmp_path / "alerts.db"
@@ -410,8 +476,16 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
         for index in range(files):
             write_batch(source, index, batches[index])
         df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
-        stream = AlertStream(spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), output_format="json",
-                             sinks=[SQLiteSink(str(database))], watermark="5 seconds")
+        stream = AlertStream(
+            spark,
+            str(rules),
+            df,
+            checkpoint=str(checkpoint),
+            output=str(output),
+            output_format="json",
+            sinks=[SQLiteSink(str(database))],
+            watermark="5 seconds",
+        )
         stream.run_available_now()
         return stream
 
@@ -429,7 +503,9 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
     assert streamed(out, "prices/high") == replay(HIGH, events)
     assert streamed(out, "span") == replay(SPAN, events)
     across = out[(out["rule_id"] == "span") & (out["partition_key"] == '{"symbol": "s"}')]
-    assert list(across["first_event_time"]) == [at(50)] and list(across["last_event_time"]) == [at(95)]  # spans the restart
+    assert list(across["first_event_time"]) == [at(50)] and list(across["last_event_time"]) == [
+        at(95)
+    ]  # spans the restart
     high = out[out["rule_id"] == "prices/high"]
     assert int(high["suppressed"].sum()) == 3 and int(out[out["rule_id"] == "span"]["suppressed"].sum()) == 0
     with sqlite3.connect(database) as db:
@@ -450,7 +526,11 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
 
     rules, source, checkpoint = tmp_path / "rules", tmp_path / "in", tmp_path / "ck"
     write_rule(rules, "prices.sql", HIGH)
-    write_rule(rules, "bad.sql", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS price > 1)")
+    write_rule(
+        rules,
+        "bad.sql",
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS price > 1)",
+    )
     write_batch(source, 0, [ev("a", 0, 101), ev("a", 100, 150), ev(SENTINEL, 1000, 0)])
     parser = argparse.ArgumentParser(prog="cep")
     subparsers = parser.add_subparsers(dest="command")
@@ -462,9 +542,29 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
         return args.func(args)
 
     try:
-        code = cep_main("stream", "--rules", str(rules), "--input", str(source), "--checkpoint", str(checkpoint),
-                        "--sink", "csv", "--sink", "console", "--sink", "webhook", receiver.url, "--webhook-timeout", "0.5",
-                        "--watermark", "5s", "--once", "--master", "local[2]")
+        code = cep_main(
+            "stream",
+            "--rules",
+            str(rules),
+            "--input",
+            str(source),
+            "--checkpoint",
+            str(checkpoint),
+            "--sink",
+            "csv",
+            "--sink",
+            "console",
+            "--sink",
+            "webhook",
+            receiver.url,
+            "--webhook-timeout",
+            "0.5",
+            "--watermark",
+            "5s",
+            "--once",
+            "--master",
+            "local[2]",
+        )
     finally:
         receiver.stop()
     captured = capsys.readouterr()
@@ -474,7 +574,9 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     alerts = FileSink(str(checkpoint / "matches"), "csv").read(spark)
     assert alerts.count() == 2
     assert sorted(receiver.processed) == sorted(r.match_id for r in alerts.collect()) and len(receiver.requests) == 4
-    assert not list((checkpoint / "dead-letter").glob("*.json"))  # no webhook dead letter (bad-rows/ holds bad input rows)
+    assert not list(
+        (checkpoint / "dead-letter").glob("*.json")
+    )  # no webhook dead letter (bad-rows/ holds bad input rows)
     assert not list((checkpoint / "dead-letter" / "bad-rows").glob("part-*"))  # no bad row: no (empty) file either
     copies = (checkpoint / "status.json", checkpoint / "status.backup.json")
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in copies)
@@ -487,17 +589,44 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     from cep.cli import main
 
     replayed = tmp_path / "replayed.json"
-    assert main(["run", "--rules", str(rules), "--input", *map(str, sorted(source.glob("*.json"))), "--engine", "python",
-                 "-o", str(replayed)]) == 1  # bad.sql is reported again
+    assert (
+        main(
+            [
+                "run",
+                "--rules",
+                str(rules),
+                "--input",
+                *map(str, sorted(source.glob("*.json"))),
+                "--engine",
+                "python",
+                "-o",
+                str(replayed),
+            ]
+        )
+        == 1
+    )  # bad.sql is reported again
     capsys.readouterr()
     backtest = [json.loads(line) for line in replayed.read_text().splitlines()]
-    assert sorted((a["rule_id"], a["match_id"], a["suppressed"]) for a in backtest) == \
-        sorted((r.rule_id, r.match_id, r.suppressed) for r in alerts.collect())
+    assert sorted((a["rule_id"], a["match_id"], a["suppressed"]) for a in backtest) == sorted(
+        (r.rule_id, r.match_id, r.suppressed) for r in alerts.collect()
+    )
     # One query file works too: a rule set of one file.
     single = tmp_path / "one.sql"
     single.write_text(HIGH, encoding="utf-8")
-    assert cep_main("stream", str(single), "--input", str(source), "--checkpoint", str(tmp_path / "ck1"),
-                    "--watermark", "5s", "--once") == 0
+    assert (
+        cep_main(
+            "stream",
+            str(single),
+            "--input",
+            str(source),
+            "--checkpoint",
+            str(tmp_path / "ck1"),
+            "--watermark",
+            "5s",
+            "--once",
+        )
+        == 0
+    )
     assert read_status(str(tmp_path / "ck1"))["rules"]["one/high"]["versions"][cep_version(HIGH)]["matched"] == 2
 
 
@@ -586,8 +715,14 @@ def test_a_rules_directory_that_disappears_is_an_outage_not_a_deletion(tmp_path)
     stream = AlertStream(None, str(rules), _SchemaOnly(), checkpoint=str(tmp_path / "ck"), on_event=messages.append)
     stream.refresh_rules(force=True)
     local = LocalAlerts(stream.store, delay_s=1)
-    batches = [[ev("a", 1, 60), ev("a", 2, 61)], [ev("x", 5, 0)], [ev("a", 10, 70), ev("b", 11, 80)],
-               [ev("b", 12, 81), ev("b", 13, 82)], [ev("x", 100, 0)], []]
+    batches = [
+        [ev("a", 1, 60), ev("a", 2, 61)],
+        [ev("x", 5, 0)],
+        [ev("a", 10, 70), ev("b", 11, 80)],
+        [ev("b", 12, 81), ev("b", 13, 82)],
+        [ev("x", 100, 0)],
+        [],
+    ]
     out = local.run_batch(batches[0]) + local.run_batch(batches[1])
     set_before = stream.store.current_id()
     os.rename(rules, tmp_path / "away")  # gone: every rule's state would go with a deletion
@@ -602,8 +737,10 @@ def test_a_rules_directory_that_disappears_is_an_outage_not_a_deletion(tmp_path)
     assert any("can be read again" in m for m in messages)
     out += local.run_batch(batches[4]) + local.run_batch(batches[5])
     got = sorted((a["partition_key"], json.loads(a["measures"])["n"], a["first_event_time"]) for a in out)
-    expected = sorted((json.dumps({"symbol": r["symbol"]}), r["n"], at(1) if r["symbol"] == "a" else at(11))
-                      for r in cep.compile(V1).run([e for b in batches for e in b if e["symbol"] != "x"]))
+    expected = sorted(
+        (json.dumps({"symbol": r["symbol"]}), r["n"], at(1) if r["symbol"] == "a" else at(11))
+        for r in cep.compile(V1).run([e for b in batches for e in b if e["symbol"] != "x"])
+    )
     assert got == expected and len(got) == 2  # a: rows 1, 2, 10 across the outage; b: 11, 12, 13
     for path in rules.iterdir():  # every file deleted from a directory that is there: a deletion
         path.unlink()

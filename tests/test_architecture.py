@@ -36,33 +36,144 @@ NO_SPARK = ("cep.grammar", "cep.matcher", "cep.spark_bridge.engine")
 # Each package's modules and subpackages, lowest first: a member imports only members at or before its
 # own place. A tuple holds siblings, which never import each other.
 ORDER = {
-    "cep": ["grammar", "matcher", "spark_bridge", "query", "duckdb_sql", "statement", "delta_io", "cli_io", "logs", "report_charts", "report",
-            "run_cli", "stream_cli", "status_cli", "cli"],
-    "cep.grammar": ["errors", "limits", "units", "ast", "columns", "tokens", "syntax_errors", "functions", "checks",
-                    "format", "parser", "statement"],
+    "cep": [
+        "grammar",
+        "matcher",
+        "spark_bridge",
+        "query",
+        "duckdb_sql",
+        "statement",
+        "delta_io",
+        "cli_io",
+        "logs",
+        "report_charts",
+        "report",
+        "run_cli",
+        "stream_cli",
+        "status_cli",
+        "cli",
+    ],
+    "cep.grammar": [
+        "errors",
+        "limits",
+        "units",
+        "ast",
+        "columns",
+        "tokens",
+        "syntax_errors",
+        "functions",
+        "checks",
+        "format",
+        "parser",
+        "statement",
+    ],
     "cep.matcher": ["sql", "program", "rows", ("pike", "vector"), "plan", "explain"],
-    "cep.matcher.sql": [("text_patterns", "datetimes"), "values", "intervals", "context", "running", "types",
-                        "expressions"],
+    "cep.matcher.sql": [
+        ("text_patterns", "datetimes"),
+        "values",
+        "intervals",
+        "context",
+        "running",
+        "types",
+        "expressions",
+    ],
     "cep.matcher.program": ["instructions", "lowered", "skip", "compiler", "equivalence", "output", "machine"],
     "cep.matcher.rows": ["tables", "text_types", "outer", "partitioning", "validate"],
     "cep.matcher.pike": ["vm", "trace"],
-    "cep.matcher.vector": ["arrays", "kernels", "pattern_regex", "runs", "all_rows", "layout", "fastpath", "first_hit", "lane_frame", "cumulative", "sequence_output", "sequence", "sequence_plan", "decisions"],
+    "cep.matcher.vector": [
+        "arrays",
+        "kernels",
+        "pattern_regex",
+        "runs",
+        "all_rows",
+        "layout",
+        "fastpath",
+        "first_hit",
+        "lane_frame",
+        "cumulative",
+        "sequence_output",
+        "sequence",
+        "sequence_plan",
+        "decisions",
+    ],
     "cep.matcher.explain": ["dot", "text"],
     "cep.spark_bridge": ["engine", "spark", "sinks", "alerting"],
-    "cep.spark_bridge.engine": ["durations", "state_codec", "ordering", "match_ids", "keyed", "key_table", "column_table", "columnar", "local",
-                                "replay"],
-    "cep.spark_bridge.spark": ["connectors", ("kafka_connector", "delta_connector"), "columns", "shipping", "session",
-                               "types", "files", "buckets", "inputs", "kafka", "delta", "batch", "streaming"],
-    "cep.spark_bridge.sinks": ["base", "safe_text", "alerts", "file", "console", "dead_letters", "templates", "payloads",
-                               "webhook", "sql", "kafka", "delta", "lanes", "fanout"],
-    "cep.spark_bridge.alerting": ["rules", "suppress", "rule_set", "store", "status", "worker", "query", "rule_watch",
-                                  "stream", "metrics"],
+    "cep.spark_bridge.engine": [
+        "durations",
+        "state_codec",
+        "ordering",
+        "match_ids",
+        "keyed",
+        "key_table",
+        "column_table",
+        "columnar",
+        "local",
+        "replay",
+    ],
+    "cep.spark_bridge.spark": [
+        "connectors",
+        ("kafka_connector", "delta_connector"),
+        "columns",
+        "shipping",
+        "session",
+        "types",
+        "files",
+        "buckets",
+        "inputs",
+        "kafka",
+        "delta",
+        "batch",
+        "streaming",
+    ],
+    "cep.spark_bridge.sinks": [
+        "base",
+        "safe_text",
+        "alerts",
+        "file",
+        "console",
+        "dead_letters",
+        "templates",
+        "payloads",
+        "webhook",
+        "sql",
+        "kafka",
+        "delta",
+        "lanes",
+        "fanout",
+    ],
+    "cep.spark_bridge.alerting": [
+        "rules",
+        "suppress",
+        "rule_set",
+        "store",
+        "status",
+        "worker",
+        "query",
+        "rule_watch",
+        "stream",
+        "metrics",
+    ],
 }
 # Imported inside functions only: optional extras (pyspark, matplotlib, psycopg; jinja2 and prometheus_client,
 # the "service" extra; confluent_kafka, the "kafka" extra) and heavy libraries that many runs never need
 # (pandas, pyarrow: a list of dicts or `cep check`; rich: the progress bar; duckdb, sqlglot, plotly).
-LAZY = ("pyspark", "py4j", "matplotlib", "psycopg", "psycopg2", "pandas", "pyarrow", "rich", "duckdb", "sqlglot",
-        "plotly", "confluent_kafka", "jinja2", "prometheus_client", "deltalake")
+LAZY = (
+    "pyspark",
+    "py4j",
+    "matplotlib",
+    "psycopg",
+    "psycopg2",
+    "pandas",
+    "pyarrow",
+    "rich",
+    "duckdb",
+    "sqlglot",
+    "plotly",
+    "confluent_kafka",
+    "jinja2",
+    "prometheus_client",
+    "deltalake",
+)
 LAZY_NOTE = "# Imported inside functions:"
 
 
@@ -110,8 +221,10 @@ def within(module: str, package: str) -> bool:
 
 
 def graph() -> dict[str, set[str]]:
-    return {module: {found for _, name, _ in imports(path) if (found := target(name)) and found != module}
-            for module, path in MODULES.items()}
+    return {
+        module: {found for _, name, _ in imports(path) if (found := target(name)) and found != module}
+        for module, path in MODULES.items()
+    }
 
 
 def where(module: str, line: int, name: str) -> str:
@@ -121,16 +234,25 @@ def where(module: str, line: int, name: str) -> str:
 @pytest.mark.parametrize("folder", STAGES)
 def test_imports_point_one_way(folder):
     package = FOLDERS[folder]
-    wrong = [where(module, line, name) for module, path in MODULES.items() if within(module, package)
-             for line, name, _ in imports(path)
-             if (within(name, "cep") and not any(within(name, allowed) for allowed in ALLOWED[folder]))]
+    wrong = [
+        where(module, line, name)
+        for module, path in MODULES.items()
+        if within(module, package)
+        for line, name, _ in imports(path)
+        if (within(name, "cep") and not any(within(name, allowed) for allowed in ALLOWED[folder]))
+    ]
     assert wrong == []
 
 
 @pytest.mark.parametrize("package", NO_SPARK)
 def test_pyspark_stays_out(package):
-    wrong = [where(module, line, name) for module, path in MODULES.items() if within(module, package)
-             for line, name, _ in imports(path) if within(name, "pyspark") or within(name, "py4j")]
+    wrong = [
+        where(module, line, name)
+        for module, path in MODULES.items()
+        if within(module, package)
+        for line, name, _ in imports(path)
+        if within(name, "pyspark") or within(name, "py4j")
+    ]
     assert wrong == []
 
 
@@ -147,20 +269,27 @@ def project_python_files() -> list[Path]:
 def test_nothing_imports_the_former_top_level_names():
     """grammar, matcher and spark_bridge are installed under cep; PyPI's packages of those names are others'."""
     files = project_python_files()
-    wrong = [f"{path.relative_to(REPO)}:{line} imports {name}"
-             for path in files for line, name, _ in imports(path) if name.split(".")[0] in STAGES]
+    wrong = [
+        f"{path.relative_to(REPO)}:{line} imports {name}"
+        for path in files
+        for line, name, _ in imports(path)
+        if name.split(".")[0] in STAGES
+    ]
     assert wrong == []
 
 
 def members(package: str) -> dict[str, int]:
     """Member name -> its place in ``ORDER[package]``."""
-    return {name: place for place, entry in enumerate(ORDER[package])
-            for name in (entry if isinstance(entry, tuple) else (entry,))}
+    return {
+        name: place
+        for place, entry in enumerate(ORDER[package])
+        for name in (entry if isinstance(entry, tuple) else (entry,))
+    }
 
 
 @pytest.mark.parametrize("package", sorted(ORDER))
 def test_every_member_has_a_place(package):
-    present = {module[len(package) + 1:].split(".")[0] for module in MODULES if module.startswith(package + ".")}
+    present = {module[len(package) + 1 :].split(".")[0] for module in MODULES if module.startswith(package + ".")}
     assert present == set(members(package))
 
 
@@ -172,12 +301,12 @@ def test_each_package_keeps_its_order(package):
     for module, path in MODULES.items():
         if not module.startswith(package + "."):
             continue
-        mine = module[len(package) + 1:].split(".")[0]
+        mine = module[len(package) + 1 :].split(".")[0]
         for line, name, _ in imports(path):
             found = target(name)
             if found is None or not found.startswith(package + "."):
                 continue
-            theirs = found[len(package) + 1:].split(".")[0]
+            theirs = found[len(package) + 1 :].split(".")[0]
             if theirs == mine:
                 continue
             if place[theirs] > place[mine] or any({mine, theirs} <= pair for pair in siblings):
@@ -194,7 +323,7 @@ def test_no_import_circles():
         state[module] = 1
         for nxt in sorted(edges[module]):
             if state.get(nxt) == 1:
-                circles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+                circles.append(" -> ".join(path[path.index(nxt) :] + [nxt]))
             elif nxt not in state:
                 visit(nxt, path + [nxt])
         state[module] = 2
@@ -264,8 +393,12 @@ def test_module_lists_in_the_docs_match_the_tree(doc):
         assert set(listed) == present, f"{doc.name}: {folder}"
         ordered = [name for name in flat_order(package_of_folder(folder)) if name in present]
         assert listed == ordered, f"{doc.name}: {folder} is listed out of import order (ORDER above has it)"
-    stage_folders = {f"{p.relative_to(REPO)}/" for folder in STAGES for p in (REPO / folder).rglob("*")
-                     if p.is_dir() and (p / "__init__.py").exists()}
+    stage_folders = {
+        f"{p.relative_to(REPO)}/"
+        for folder in STAGES
+        for p in (REPO / folder).rglob("*")
+        if p.is_dir() and (p / "__init__.py").exists()
+    }
     if doc.name == "architecture.md":
         assert stage_folders <= set(lists), sorted(stage_folders - set(lists))
 
@@ -291,8 +424,12 @@ FOLDS = ("casefold", "lower")
 
 
 def _is_fold(node: ast.AST, methods: tuple[str, ...] = FOLDS) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods
-            and not node.args)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in methods
+        and not node.args
+    )
 
 
 def folding_sites(source: str) -> list[tuple[int, str]]:
@@ -331,13 +468,16 @@ def test_column_names_are_folded_only_in_grammar_columns():
     assert set(FOLDING_ALLOWED) == used, f"allowed but folding no more: {sorted(set(FOLDING_ALLOWED) - used)}"
 
 
-@pytest.mark.parametrize("source, folds", [
-    ("def f(a, b):\n    return a.casefold() == b.casefold()\n", True),
-    ("def f(a, b):\n    return [c for c in a if c.lower() == b.lower()]\n", True),
-    ("def f(row):\n    return {k.lower(): k for k in row}\n", True),
-    ("def f(word):\n    return word.lower() in ('on', 'off')\n", False),
-    ("def f(path):\n    return path.lower().endswith('.sql')\n", False),
-])
+@pytest.mark.parametrize(
+    "source, folds",
+    [
+        ("def f(a, b):\n    return a.casefold() == b.casefold()\n", True),
+        ("def f(a, b):\n    return [c for c in a if c.lower() == b.lower()]\n", True),
+        ("def f(row):\n    return {k.lower(): k for k in row}\n", True),
+        ("def f(word):\n    return word.lower() in ('on', 'off')\n", False),
+        ("def f(path):\n    return path.lower().endswith('.sql')\n", False),
+    ],
+)
 def test_the_folding_scan_tells_matching_from_keywords(source, folds):
     assert bool(folding_sites(source)) == folds
 
@@ -399,14 +539,22 @@ def private_reaches(path: Path) -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            found += [f"{node.module}.{alias.name}" for alias in node.names
-                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+            found += [
+                f"{node.module}.{alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
         elif isinstance(node, ast.Attribute):
             mine = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
             if node.attr == "__dict__" and not mine:
                 found.append(f"{ast.unparse(node.value)}.__dict__")
-            elif (node.attr.startswith("_") and not node.attr.startswith("__") and not mine and node.attr not in own
-                  and node.attr not in NAMEDTUPLE_API | THIRD_PARTY_PRIVATE):
+            elif (
+                node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not mine
+                and node.attr not in own
+                and node.attr not in NAMEDTUPLE_API | THIRD_PARTY_PRIVATE
+            ):
                 found.append(f"{ast.unparse(node.value)}.{node.attr}")
     return [f"{path.relative_to(REPO)}: {what}" for what in found]
 

@@ -40,13 +40,20 @@ def test_unqualified_prev_rewrite_keeps_our_output():
 
 
 def test_compare_parses_flink_csv_into_our_types():
-    ours = [("S001", datetime(2024, 1, 2, 9, 30, 3), 0.1 + 0.2, 3, None),
-            ("S000", datetime(2024, 1, 2, 9, 30), 366.3, 4, "x")]
+    ours = [
+        ("S001", datetime(2024, 1, 2, 9, 30, 3), 0.1 + 0.2, 3, None),
+        ("S000", datetime(2024, 1, 2, 9, 30), 366.3, 4, "x"),
+    ]
     # Flink's CSV sink: no order, timestamps with a space, Java's spelling of doubles, NULL as empty text.
-    theirs = [["S000", "2024-01-02 09:30:00", "366.3", "4", "x"],
-              ["S001", "2024-01-02 09:30:03.000", "0.30000000000000004", "3", ""]]
-    assert flink.compare(ours, flink.typed_like(ours, theirs)) == {"same_output": True, "our_matches": 2,
-                                                                   "flink_matches": 2}
+    theirs = [
+        ["S000", "2024-01-02 09:30:00", "366.3", "4", "x"],
+        ["S001", "2024-01-02 09:30:03.000", "0.30000000000000004", "3", ""],
+    ]
+    assert flink.compare(ours, flink.typed_like(ours, theirs)) == {
+        "same_output": True,
+        "our_matches": 2,
+        "flink_matches": 2,
+    }
     theirs[0][3] = "5"
     different = flink.compare(ours, flink.typed_like(ours, theirs))
     assert not different["same_output"]
@@ -74,8 +81,10 @@ def test_runner_counts_the_processes_it_starts():
     assert child.pid not in flink_runner.descendants(flink_runner.os.getpid())
 
 
-@pytest.mark.parametrize("text, quantifier", [("PATTERN (A B*)", "*"), ("PATTERN (A B{2,5})", "{2,5}"),
-                                              ("PATTERN (A B+) WITHIN INTERVAL '1' MINUTE", "+")])
+@pytest.mark.parametrize(
+    "text, quantifier",
+    [("PATTERN (A B*)", "*"), ("PATTERN (A B{2,5})", "{2,5}"), ("PATTERN (A B+) WITHIN INTERVAL '1' MINUTE", "+")],
+)
 def test_greedy_last_element_of_any_kind_becomes_reluctant(text, quantifier):
     query = f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n {text} DEFINE B AS x > 0)"
     rewritten, rewrites = flink.flink_text(query)
@@ -88,12 +97,18 @@ def test_referee_says_which_engine_the_reference_agrees_with():
     right = [tuple(r.values()) for r in cep.compile(text).run(table).to_pylist()]
     wrong = right[1:]
     verdict = flink.referee(text, table, ours=right, flink_rows=wrong)
-    assert verdict == {"reference_matches": len(right), "reference_equals_ours": True,
-                       "reference_equals_flink": False, "reference_only_vs_ours": 0, "reference_only_vs_flink": 1}
+    assert verdict == {
+        "reference_matches": len(right),
+        "reference_equals_ours": True,
+        "reference_equals_flink": False,
+        "reference_only_vs_ours": 0,
+        "reference_only_vs_flink": 1,
+    }
     lines = flink.difference_lines({"query": "d", "only_ours": 1, "only_flink": 0, "examples": {}, **verdict})
     assert lines[2] == "  " + flink.KNOWN_CAUSES["d"]["flink"] and len(lines) == 3
-    agreeing = flink.difference_lines({"query": "d", "only_ours": 1, "only_flink": 0, "examples": {},
-                                       **verdict, "reference_equals_flink": True})
+    agreeing = flink.difference_lines(
+        {"query": "d", "only_ours": 1, "only_flink": 0, "examples": {}, **verdict, "reference_equals_flink": True}
+    )
     assert len(agreeing) == 2  # no cause printed for an engine that agrees with the reference
 
 
@@ -137,7 +152,8 @@ def test_a_runner_that_runs_too_long_is_killed_with_its_children(monkeypatch, tm
         "import subprocess, sys, time\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
         f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
-        "time.sleep(600)\n")
+        "time.sleep(600)\n"
+    )
     monkeypatch.setattr(flink, "FLINK_PYTHON", Path(sys.executable))
     monkeypatch.setattr(flink, "HERE", tmp_path)
     monkeypatch.setattr(flink, "RUNNER_TIMEOUT_S", 3)
@@ -159,5 +175,7 @@ def test_a_runner_that_fails_says_why(monkeypatch, tmp_path):
     (tmp_path / "flink_runner.py").write_text("import sys\nsys.exit('no JVM today')\n")
     monkeypatch.setattr(flink, "FLINK_PYTHON", Path(sys.executable))
     monkeypatch.setattr(flink, "HERE", tmp_path)
-    assert flink.run_runner(tmp_path / "spec.json", tmp_path / "out.json") == \
-        "the Flink runner failed (exit 1): no JVM today"
+    assert (
+        flink.run_runner(tmp_path / "spec.json", tmp_path / "out.json")
+        == "the Flink runner failed (exit 1): no JVM today"
+    )

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cep.spark_bridge.alerting.status import StatusBook, read_status
@@ -45,8 +45,13 @@ def payload(i: int) -> dict:
 
 def cep(*args: str) -> subprocess.CompletedProcess:
     """The ``cep`` command as its user runs it, in a process of its own."""
-    return subprocess.run([sys.executable, "-c", "import sys; from cep.cli import main; sys.exit(main(sys.argv[1:]))",
-                           *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from cep.cli import main; sys.exit(main(sys.argv[1:]))", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def quick(monkeypatch) -> None:
@@ -59,8 +64,12 @@ def quick(monkeypatch) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=8)), max_size=4),
-                max_size=6), st.floats(0.0, 1.0))
+@given(
+    st.lists(
+        st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=8)), max_size=4), max_size=6
+    ),
+    st.floats(0.0, 1.0),
+)
 def test_a_cut_short_list_gives_back_exactly_its_whole_items(items, keep):
     text = json.dumps({"batch_id": 3, "alerts": items}, ensure_ascii=False)
     cut = text[: int(len(text) * keep)]
@@ -80,8 +89,9 @@ def test_a_cut_short_list_gives_back_exactly_its_whole_items(items, keep):
 # ---------------------------------------------------------------------------------- dead letters
 
 
-def test_a_truncated_dead_letter_is_set_aside_named_and_its_whole_alerts_redelivered(receiver_factory, monkeypatch,
-                                                                                     tmp_path):
+def test_a_truncated_dead_letter_is_set_aside_named_and_its_whole_alerts_redelivered(
+    receiver_factory, monkeypatch, tmp_path
+):
     quick(monkeypatch)
     down = receiver_factory()
     port = down.port
@@ -89,8 +99,12 @@ def test_a_truncated_dead_letter_is_set_aside_named_and_its_whole_alerts_redeliv
     sink = hook(f"http://127.0.0.1:{port}/hook", tmp_path, batch_size=3)
     sink.dead_letters.first_wait = 0.2
     events: list[str] = []
-    lanes = DeliveryLanes([sink], str(tmp_path / "outbox"), Journal(str(tmp_path / "journal")),
-                          on_event=lambda message, level: events.append(message))
+    lanes = DeliveryLanes(
+        [sink],
+        str(tmp_path / "outbox"),
+        Journal(str(tmp_path / "journal")),
+        on_event=lambda message, level: events.append(message),
+    )
     for batch in range(4):
         lanes.outbox.put(sink.key(), batch, [alert(batch * 10 + i) for i in range(3)])
     lanes.start()
@@ -104,8 +118,12 @@ def test_a_truncated_dead_letter_is_set_aside_named_and_its_whole_alerts_redeliv
         victim.write_text(text[:cut])  # the letter now holds one whole alert of its three
 
         up = receiver_factory(port=port)
-        lanes = DeliveryLanes([sink], str(tmp_path / "outbox"), Journal(str(tmp_path / "journal")),
-                              on_event=lambda message, level: events.append(message)).start()
+        lanes = DeliveryLanes(
+            [sink],
+            str(tmp_path / "outbox"),
+            Journal(str(tmp_path / "journal")),
+            on_event=lambda message, level: events.append(message),
+        ).start()
         until(lambda: sink.dead_letters.counts()[0] == 0, what="the dead letters redelivered")
     finally:
         lanes.stop(5)
@@ -134,8 +152,16 @@ def test_cep_deliver_lists_and_sends_a_truncated_letter_and_names_it(receiver_fa
     assert listed.returncode == 0, listed.stderr
     assert f"{victim}.damaged" in listed.stdout and str(victim) in listed.stderr and "damaged" in listed.stderr
     assert "4 dead letter(s)" in listed.stdout
-    sent = cep("deliver", "--checkpoint", str(checkpoint), "--dead-letter", str(checkpoint / "dead"),
-               "--sink", "webhook", receiver.url)
+    sent = cep(
+        "deliver",
+        "--checkpoint",
+        str(checkpoint),
+        "--dead-letter",
+        str(checkpoint / "dead"),
+        "--sink",
+        "webhook",
+        receiver.url,
+    )
     assert sent.returncode == 0, sent.stdout + sent.stderr
     assert "4 dead letter(s) delivered" in sent.stdout
     delivered = [a["match_id"] for body in receiver.processed.values() for a in body["alerts"]]
@@ -151,8 +177,12 @@ def test_a_truncated_outbox_entry_is_named_set_aside_and_the_sink_goes_on(monkey
     database = tmp_path / "alerts.db"
     sqlite = SQLiteSink(str(database))
     events: list[str] = []
-    lanes = DeliveryLanes([sqlite], str(tmp_path / "outbox"), Journal(str(tmp_path / "journal")),
-                          on_event=lambda message, level: events.append(message))
+    lanes = DeliveryLanes(
+        [sqlite],
+        str(tmp_path / "outbox"),
+        Journal(str(tmp_path / "journal")),
+        on_event=lambda message, level: events.append(message),
+    )
     for batch in range(3):
         lanes.outbox.put(sqlite.key(), batch, [alert(batch * 10 + i) for i in range(4)])
     entry = next(Path(lanes.outbox.directory, sqlite.key()).glob("000000000001.*.json"))
@@ -205,10 +235,21 @@ def test_a_damaged_delivery_record_counts_as_not_delivered_and_is_sent_again(rec
 def test_a_damaged_status_file_is_set_aside_and_the_counts_come_from_its_backup(tmp_path):
     path = tmp_path / "status.json"
     book = StatusBook(str(path))
-    book.fold("batch.000000000000", {"kind": "batch", "batch": 0, "time": "2024-01-01T00:00:00Z",
-                                     "bad_rows": {"not_json": 3}, "late_rows": 2, "calls": []})
-    book.fold("deliver.s.000000000000", {"kind": "deliver", "sink": "s", "label": "sqlite x",
-                                         "delivered": {"r": 5}, "dead_lettered": {}, "retries": 0})
+    book.fold(
+        "batch.000000000000",
+        {
+            "kind": "batch",
+            "batch": 0,
+            "time": "2024-01-01T00:00:00Z",
+            "bad_rows": {"not_json": 3},
+            "late_rows": 2,
+            "calls": [],
+        },
+    )
+    book.fold(
+        "deliver.s.000000000000",
+        {"kind": "deliver", "sink": "s", "label": "sqlite x", "delivered": {"r": 5}, "dead_lettered": {}, "retries": 0},
+    )
     book.write()
     truncate(path, 0.5)
     assert "damaged" in read_status(str(tmp_path))["damaged_status"]  # cep status reads the backup meanwhile

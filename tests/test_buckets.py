@@ -50,9 +50,15 @@ def test_split_by_key_keeps_first_appearance_order():
 def test_local_stream_keeps_buckets_as_bytes_and_drops_empty_ones():
     q = cep.compile(VSHAPE)
     t0 = dt.datetime(2024, 1, 1)
-    rows = [{"s": s, "ts": t0 + dt.timedelta(seconds=i), "price": p}
-            for i, (s, p) in enumerate([("a", 5.0), ("b", 5.0), ("a", 4.0), ("b", 6.0), ("a", 6.0), ("b", 4.0)])]
-    stream = LocalStream(KeyedStream(q.plan, ("s", "ts", "price"), query_text=q.text, session_timeout_us=10_000_000), delay_ms=0, buckets=3)
+    rows = [
+        {"s": s, "ts": t0 + dt.timedelta(seconds=i), "price": p}
+        for i, (s, p) in enumerate([("a", 5.0), ("b", 5.0), ("a", 4.0), ("b", 6.0), ("a", 6.0), ("b", 4.0)])
+    ]
+    stream = LocalStream(
+        KeyedStream(q.plan, ("s", "ts", "price"), query_text=q.text, session_timeout_us=10_000_000),
+        delay_ms=0,
+        buckets=3,
+    )
     stream.run_batch(rows)
     assert stream.tables and all(isinstance(blob, bytes) for blob in stream.tables.values())
     out, _, _ = stream.run_batch([{"s": "c", "ts": t0 + dt.timedelta(seconds=100), "price": 1.0}])

@@ -8,8 +8,15 @@ from cep.grammar.checks import check
 from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse, parse_unchecked
 
-SCHEMA = {"ts": "TIMESTAMP", "symbol": "VARCHAR", "price": "DOUBLE", "qty": "BIGINT", "ok": "BOOLEAN",
-          "tags": "ARRAY<VARCHAR>", "day": "DATE"}
+SCHEMA = {
+    "ts": "TIMESTAMP",
+    "symbol": "VARCHAR",
+    "price": "DOUBLE",
+    "qty": "BIGINT",
+    "ok": "BOOLEAN",
+    "tags": "ARRAY<VARCHAR>",
+    "day": "DATE",
+}
 
 
 def codes(query: str, schema: dict | None = None) -> list[str]:
@@ -32,10 +39,12 @@ def mr(body: str, select: str = "*", tail: str = " AS m") -> str:
 
 
 def test_a_correct_query_passes() -> None:
-    query = mr("PARTITION BY symbol ORDER BY ts MEASURES FIRST(A.price) AS start, LAST(B.price) AS bottom, "
-               "COUNT(B.*) AS n, FINAL AVG(B.price) AS mean ONE ROW PER MATCH AFTER MATCH SKIP TO LAST B "
-               "PATTERN (A B+ C) SUBSET U = (A, B) DEFINE B AS B.price < PREV(B.price), C AS C.price > LAST(U.price)",
-               select="m.symbol, m.start, m.bottom, m.n, m.mean")
+    query = mr(
+        "PARTITION BY symbol ORDER BY ts MEASURES FIRST(A.price) AS start, LAST(B.price) AS bottom, "
+        "COUNT(B.*) AS n, FINAL AVG(B.price) AS mean ONE ROW PER MATCH AFTER MATCH SKIP TO LAST B "
+        "PATTERN (A B+ C) SUBSET U = (A, B) DEFINE B AS B.price < PREV(B.price), C AS C.price > LAST(U.price)",
+        select="m.symbol, m.start, m.bottom, m.n, m.mean",
+    )
     assert codes(query, SCHEMA) == []
 
 
@@ -124,13 +133,18 @@ def test_navigation_inside_aggregates() -> None:
 
 def test_argument_referring_to_two_variables() -> None:
     assert codes(mr("MEASURES LAST(A.x + B.y) AS p, MAX_BY(A.x, B.y) AS q PATTERN (A B)")) == ["E0212", "E0212"]
-    assert codes(mr("MEASURES LAST(A.x + y) AS p, array_agg(U.x || CLASSIFIER(U)) AS q "
-                    "PATTERN (A B) SUBSET U = (A, B)")) == []
+    assert (
+        codes(mr("MEASURES LAST(A.x + y) AS p, array_agg(U.x || CLASSIFIER(U)) AS q PATTERN (A B) SUBSET U = (A, B)"))
+        == []
+    )
 
 
 def test_offset_must_be_a_non_negative_integer_constant() -> None:
     assert codes(mr("MEASURES PREV(A.x, -1) AS p, LAST(A.x, A.y) AS q, FIRST(A.x, 1.5) AS r PATTERN (A)")) == [
-        "E0213", "E0213", "E0213"]
+        "E0213",
+        "E0213",
+        "E0213",
+    ]
     assert codes(mr("MEASURES PREV(A.x, 0) AS p PATTERN (A)")) == []
 
 
@@ -166,7 +180,9 @@ def test_skip_to_a_variable_not_in_the_pattern() -> None:
 
 def test_show_timeout_matches_needs_within() -> None:
     assert codes(mr("ORDER BY ts ONE ROW PER MATCH SHOW TIMEOUT MATCHES PATTERN (A B)")) == ["E0227"]
-    assert codes(mr("ORDER BY ts ONE ROW PER MATCH SHOW TIMEOUT MATCHES PATTERN (A B) WITHIN INTERVAL '1' MINUTE")) == []
+    assert (
+        codes(mr("ORDER BY ts ONE ROW PER MATCH SHOW TIMEOUT MATCHES PATTERN (A B) WITHIN INTERVAL '1' MINUTE")) == []
+    )
 
 
 def test_within_needs_a_positive_interval_and_an_order() -> None:
@@ -178,8 +194,15 @@ def test_within_needs_a_positive_interval_and_an_order() -> None:
 def test_match_status_needs_timeouts_or_absence() -> None:
     assert codes(mr("ORDER BY ts MEASURES MATCH_STATUS() AS s PATTERN (A B)")) == ["E0228"]
     assert codes(mr("ORDER BY ts MEASURES MATCH_STATUS() AS s PATTERN (A !B C)")) == []
-    assert codes(mr("ORDER BY ts MEASURES MATCH_STATUS() AS s ONE ROW PER MATCH SHOW TIMEOUT MATCHES "
-                    "PATTERN (A B) WITHIN INTERVAL '1' HOUR")) == []
+    assert (
+        codes(
+            mr(
+                "ORDER BY ts MEASURES MATCH_STATUS() AS s ONE ROW PER MATCH SHOW TIMEOUT MATCHES "
+                "PATTERN (A B) WITHIN INTERVAL '1' HOUR"
+            )
+        )
+        == []
+    )
     assert codes(mr("ORDER BY ts PATTERN (A !B C) DEFINE A AS MATCH_STATUS() = 'MATCHED'")) == ["E0229"]
 
 
@@ -260,8 +283,10 @@ def test_incompatible_comparison() -> None:
 
 
 def test_comparisons_that_are_fine() -> None:
-    query = mr("PATTERN (A) DEFINE A AS qty < price AND ts > TIMESTAMP '2024-01-01 00:00:00' "
-               "AND day = DATE '2024-01-01' AND price = CAST(symbol AS double) AND symbol IS NOT NULL")
+    query = mr(
+        "PATTERN (A) DEFINE A AS qty < price AND ts > TIMESTAMP '2024-01-01 00:00:00' "
+        "AND day = DATE '2024-01-01' AND price = CAST(symbol AS double) AND symbol IS NOT NULL"
+    )
     assert codes(query, SCHEMA) == []
 
 
@@ -308,11 +333,13 @@ def test_expanded_pattern_size_limit() -> None:
 
 
 def test_every_problem_is_reported_sorted_by_position() -> None:
-    query = ("SELECT m.zz FROM t MATCH_RECOGNIZE (\n"
-             "  MEASURES FOO(A.x) AS f\n"
-             "  PATTERN (A B)\n"
-             "  DEFINE C AS PREV(PREV(A.x)) > 0, A AS FINAL LAST(A.x) > 0\n"
-             ") AS m")
+    query = (
+        "SELECT m.zz FROM t MATCH_RECOGNIZE (\n"
+        "  MEASURES FOO(A.x) AS f\n"
+        "  PATTERN (A B)\n"
+        "  DEFINE C AS PREV(PREV(A.x)) > 0, A AS FINAL LAST(A.x) > 0\n"
+        ") AS m"
+    )
     with pytest.raises(CepSemanticError) as raised:
         parse(query, filename="q.sql")
     error = raised.value

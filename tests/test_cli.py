@@ -17,7 +17,8 @@ EXPECTED_MATCHES = 27  # see tests/test_sample_data.py (counted by the independe
 
 SUMMARY = re.compile(
     r"^events read: (\d+), partitions: (\d+), matches: (\d+), output rows: (\d+), seconds: \d+\.\d\d "
-    r"\(engine: (spark|python)\)$", re.M
+    r"\(engine: (spark|python)\)$",
+    re.M,
 )
 BAD_QUERY = """\
 SELECT * FROM ticks MATCH_RECOGNIZE (
@@ -267,7 +268,9 @@ def test_check_against_a_schema_without_the_column(capsys):
 
 
 def test_run_runtime_error_is_a_query_error(tmp_path, capsys):
-    text = Path(QUERY).read_text().replace("B AS B.price < PREV(B.price)", "B AS CAST(symbol AS INTEGER) < PREV(B.price)")
+    text = (
+        Path(QUERY).read_text().replace("B AS B.price < PREV(B.price)", "B AS CAST(symbol AS INTEGER) < PREV(B.price)")
+    )
     query = tmp_path / "cast.sql"
     query.write_text(text)
     assert main(["run", str(query), "--input", TICKS, "--engine", "python"]) == 1
@@ -312,8 +315,13 @@ def test_csv_output_neutralises_formulas_by_default_and_keeps_them_on_request(tm
     cells = set(written["user"]) | set(written["note"])
     assert {"'=cmd|' /C calc'!A0", "'@evil", "'+SUM(1)", "'-2+3", "plain"} <= cells
     assert set(written["minus_one"]) == {"-1"}  # numbers are numbers, not formulas
-    assert main(["run", str(query), "--input", str(data), "--engine", "python", "-o", str(out), "--csv-keep-formulas"]) == 0
-    assert {"=cmd|' /C calc'!A0", "@evil", "+SUM(1)"} <= set(pd.read_csv(out, dtype=str)["user"]) | set(pd.read_csv(out, dtype=str)["note"])
+    assert (
+        main(["run", str(query), "--input", str(data), "--engine", "python", "-o", str(out), "--csv-keep-formulas"])
+        == 0
+    )
+    assert {"=cmd|' /C calc'!A0", "@evil", "+SUM(1)"} <= set(pd.read_csv(out, dtype=str)["user"]) | set(
+        pd.read_csv(out, dtype=str)["note"]
+    )
 
 
 def test_the_table_shows_control_characters_instead_of_sending_them_to_the_terminal(tmp_path, capsys):

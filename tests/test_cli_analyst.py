@@ -52,7 +52,18 @@ rows: 60, trace records: 23, matches: 1, dropped: 7
 
 
 def test_trace_golden(capsys):
-    args = ["trace", V_SHAPE, "-i", TICKS, "--partition", "symbol=ACME", "--from", "2024-01-02 09:32", "--to", "2024-01-02 09:37"]
+    args = [
+        "trace",
+        V_SHAPE,
+        "-i",
+        TICKS,
+        "--partition",
+        "symbol=ACME",
+        "--from",
+        "2024-01-02 09:32",
+        "--to",
+        "2024-01-02 09:37",
+    ]
     assert main(args) == 0
     assert capsys.readouterr().out == GOLDEN_ACME
 
@@ -60,8 +71,10 @@ def test_trace_golden(capsys):
 def test_trace_of_a_non_matching_partition_names_the_row_and_condition(tmp_path, capsys):
     # Car X passes booths 1, 2, 3 but takes 13 minutes (WITHIN 12); car Y skips booth 2.
     data = tmp_path / "passages.csv"
-    data.write_text("plate,ts,booth\nX,2024-03-04 06:00:00,1\nX,2024-03-04 06:05:00,2\nX,2024-03-04 06:13:00,3\n"
-                    "Y,2024-03-04 06:00:00,1\nY,2024-03-04 06:03:00,3\n")
+    data.write_text(
+        "plate,ts,booth\nX,2024-03-04 06:00:00,1\nX,2024-03-04 06:05:00,2\nX,2024-03-04 06:13:00,3\n"
+        "Y,2024-03-04 06:00:00,1\nY,2024-03-04 06:03:00,3\n"
+    )
     assert main(["run", TOLLS_QUERY, "-i", str(data), "--engine", "python"]) == 0
     assert "matches: 0" in capsys.readouterr().out
     assert main(["trace", TOLLS_QUERY, "-i", str(data), "-p", "plate=X", "--events", "dropped"]) == 0
@@ -77,7 +90,9 @@ def test_trace_of_a_non_matching_partition_names_the_row_and_condition(tmp_path,
 
 def test_trace_to_a_file_and_chosen_columns(tmp_path, capsys):
     target = tmp_path / "trace.csv"
-    assert main(["trace", V_SHAPE, "-i", TICKS, "-p", "symbol=DYNA", "--columns", "volume,price", "-o", str(target)]) == 0
+    assert (
+        main(["trace", V_SHAPE, "-i", TICKS, "-p", "symbol=DYNA", "--columns", "volume,price", "-o", str(target)]) == 0
+    )
     assert "trace records to" in capsys.readouterr().out
     trace = pd.read_csv(target)
     assert list(trace.columns) == ["row", "ts", "volume", "price", "event", "match_start", "detail"]
@@ -90,8 +105,9 @@ def test_trace_to_a_file_and_chosen_columns(tmp_path, capsys):
 
 def test_trace_without_partition_by(tmp_path, capsys):
     query = tmp_path / "q.sql"
-    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN (A B) "
-                     "DEFINE B AS v > PREV(v))")
+    query.write_text(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN (A B) DEFINE B AS v > PREV(v))"
+    )
     data = tmp_path / "t.csv"
     data.write_text("id,v\n1,5\n2,3\n3,4\n")
     assert main(["trace", str(query), "-i", str(data)]) == 0
@@ -100,15 +116,18 @@ def test_trace_without_partition_by(tmp_path, capsys):
     assert "match 1: rows 1..2 as A B" in out
 
 
-@pytest.mark.parametrize("extra,message", [
-    ([], "the input holds 4 partitions; pick one, e.g. --partition 'symbol=ACME'"),
-    (["-p", "symbol=ACMEE"], "no rows with symbol=ACMEE (values of symbol: ACME, BOLT, CRUX, DYNA)"),
-    (["-p", "ticker=ACME"], "--partition ticker: the query partitions by symbol"),
-    (["-p", "ACME"], "--partition expects COLUMN=VALUE"),
-    (["-p", "symbol=ACME", "--events", "tested,oops"], "--events: unknown kind oops"),
-    (["-p", "symbol=ACME", "--from", "yesterday-ish"], "--from 'yesterday-ish' is not"),
-    (["-p", "symbol=ACME", "--columns", "prize"], "--columns: no column prize"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ([], "the input holds 4 partitions; pick one, e.g. --partition 'symbol=ACME'"),
+        (["-p", "symbol=ACMEE"], "no rows with symbol=ACMEE (values of symbol: ACME, BOLT, CRUX, DYNA)"),
+        (["-p", "ticker=ACME"], "--partition ticker: the query partitions by symbol"),
+        (["-p", "ACME"], "--partition expects COLUMN=VALUE"),
+        (["-p", "symbol=ACME", "--events", "tested,oops"], "--events: unknown kind oops"),
+        (["-p", "symbol=ACME", "--from", "yesterday-ish"], "--from 'yesterday-ish' is not"),
+        (["-p", "symbol=ACME", "--columns", "prize"], "--columns: no column prize"),
+    ],
+)
 def test_trace_usage_errors(capsys, extra, message):
     assert main(["trace", V_SHAPE, "-i", TICKS, *extra]) == 2
     err = capsys.readouterr().err
@@ -137,8 +156,19 @@ def test_explain_to_a_file(tmp_path, capsys):
 
 
 def test_run_prints_durations_readably(capsys):
-    assert main(["run", str(REPO / "patterns" / "sensor_gap.sql"), "-i", str(REPO / "patterns" / "data" / "sensor_readings.csv"),
-                 "--engine", "python"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(REPO / "patterns" / "sensor_gap.sql"),
+                "-i",
+                str(REPO / "patterns" / "data" / "sensor_readings.csv"),
+                "--engine",
+                "python",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "T02     2024-03-04 01:00:50  2024-03-04 01:14:50  00:14:00" in out
 
@@ -182,13 +212,23 @@ def test_run_progress_reports_every_row(capsys):
     import cep as cep_api
     from cep.cli import main
 
-    assert main(["run", "patterns/v_shape.sql", "--input", "patterns/data/ticks.csv", "--engine", "python", "--progress"]) == 0
+    assert (
+        main(["run", "patterns/v_shape.sql", "--input", "patterns/data/ticks.csv", "--engine", "python", "--progress"])
+        == 0
+    )
     with_bar = capsys.readouterr().out
-    assert main(["run", "patterns/v_shape.sql", "--input", "patterns/data/ticks.csv", "--engine", "python", "--no-progress"]) == 0
+    assert (
+        main(
+            ["run", "patterns/v_shape.sql", "--input", "patterns/data/ticks.csv", "--engine", "python", "--no-progress"]
+        )
+        == 0
+    )
     without = capsys.readouterr().out
     assert with_bar.splitlines()[:-1] == without.splitlines()[:-1]  # same table (the summary's seconds differ)
     calls = []
     query = cep_api.compile(open("patterns/v_shape.sql").read())
-    query.run([dict(symbol=s, ts=i, price=float(p)) for s in "XY" for i, p in enumerate([3, 2, 1, 2, 3])],
-              progress=lambda done, total: calls.append((done, total)))
+    query.run(
+        [dict(symbol=s, ts=i, price=float(p)) for s in "XY" for i, p in enumerate([3, 2, 1, 2, 3])],
+        progress=lambda done, total: calls.append((done, total)),
+    )
     assert calls[-1] == (10, 10) and all(d <= t for d, t in calls)

@@ -33,10 +33,14 @@ def test_cli_run_dead_letter_counts_bad_rows_in_the_summary(tmp_path, capsys):
     assert code == 0
     assert out.splitlines()[-1] == f"bad rows: 2 (null_event_time 1, wrong_type 1) -> {dead}"
     records = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
-    assert [(r["_cep_row"], r["_cep_error"], r["_cep_error_code"]) for r in records] == [(2, "null_event_time", "E0440"),
-                                                                                           (3, "wrong_type", "E0442")]
+    assert [(r["_cep_row"], r["_cep_error"], r["_cep_error_code"]) for r in records] == [
+        (2, "null_event_time", "E0440"),
+        (3, "wrong_type", "E0442"),
+    ]
     # The matches are those of the good rows alone (the batch API on the same rows).
-    good = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(cli.read_pandas([str(source)], "json").drop(index=[2, 3]))
+    good = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(
+        cli.read_pandas([str(source)], "json").drop(index=[2, 3])
+    )
     assert f"matches: {len(good)}," in out and len(good) == 1
 
 
@@ -54,15 +58,28 @@ def test_cli_run_dead_letter_on_spark_sets_aside_and_counts_what_the_python_engi
     printed, records = {}, {}
     for engine in ("python", "spark"):
         dead = tmp_path / f"bad-{engine}.jsonl"
-        assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", engine, "--dead-letter", str(dead)]) == 0
+        assert (
+            cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", engine, "--dead-letter", str(dead)]) == 0
+        )
         lines = capsys.readouterr().out.splitlines()
         assert lines[-1] == f"bad rows: 1 (null_event_time 1) -> {dead}"
         printed[engine] = lines[:-2]  # the table, without the two summary lines
-        records[engine] = [{k: v for k, v in json.loads(line).items() if k.startswith("_cep_error")}
-                           for line in dead.read_text(encoding="utf-8").splitlines()]
+        records[engine] = [
+            {k: v for k, v in json.loads(line).items() if k.startswith("_cep_error")}
+            for line in dead.read_text(encoding="utf-8").splitlines()
+        ]
     assert printed["python"] == printed["spark"]
-    assert records["python"] == records["spark"] == [
-        {"_cep_error": "null_event_time", "_cep_error_code": "E0440", "_cep_error_detail": "event time 'ts' is NULL"}]
+    assert (
+        records["python"]
+        == records["spark"]
+        == [
+            {
+                "_cep_error": "null_event_time",
+                "_cep_error_code": "E0440",
+                "_cep_error_detail": "event time 'ts' is NULL",
+            }
+        ]
+    )
 
 
 UNHELD = ["1600-01-01T00:00:00Z", "2300-06-01T00:00:00", "1677-09-21T00:12:43.145224"]  # the last: 1 µs too early
@@ -71,13 +88,15 @@ UNHELD = ["1600-01-01T00:00:00Z", "2300-06-01T00:00:00", "1677-09-21T00:12:43.14
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_an_event_time_pandas_cannot_hold_is_a_bad_row_not_a_traceback(tmp_path, capsys, fmt):
     lines = [dict(line, ts=ts) for line, ts in zip(LINES[:3], UNHELD)] + [
-        {"symbol": "A", "ts": f"2024-01-01T00:00:0{i}", "price": p} for i, p in enumerate([5.0, 3.0, 4.0, 6.0], 1)]
+        {"symbol": "A", "ts": f"2024-01-01T00:00:0{i}", "price": p} for i, p in enumerate([5.0, 3.0, 4.0, 6.0], 1)
+    ]
     source = tmp_path / f"events.{fmt}"
     if fmt == "json":
         source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     else:
-        source.write_text("symbol,ts,price\n" + "".join(f"{l['symbol']},{l['ts']},{l['price']}\n" for l in lines),
-                          encoding="utf-8")
+        source.write_text(
+            "symbol,ts,price\n" + "".join(f"{l['symbol']},{l['ts']},{l['price']}\n" for l in lines), encoding="utf-8"
+        )
     dead = tmp_path / "bad.jsonl"
     assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python", "--dead-letter", str(dead)]) == 0
     out = capsys.readouterr().out
@@ -116,7 +135,8 @@ def test_one_unparseable_time_is_a_bad_row_and_never_turns_the_time_column_into_
     (record,) = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
     assert (record["_cep_row"], record["ts"], record["_cep_error_code"]) == (4, "yesterday", "E0441")
     expected = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(
-        [dict(row, ts=dt.datetime.fromisoformat(row["ts"])) for row in good])  # the good rows, as times
+        [dict(row, ts=dt.datetime.fromisoformat(row["ts"])) for row in good]
+    )  # the good rows, as times
     assert f"matches: {len(expected)}," in out
     assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
     err = capsys.readouterr().err

@@ -16,8 +16,14 @@ from cep.cli import main
 from cep.cli_io import Inputs, UsageError
 
 # Daily rows of one account: a fall then a rise is a match. ``closed`` is empty where the account is open.
-DAILY = [("2020-01-01", 5, "2020-01-04"), ("2020-01-02", 3, ""), ("2020-01-03", 4, "2020-01-09"),
-         ("2020-01-04", 6, ""), ("2020-01-05", 2, "2020-01-06"), ("2020-01-06", 7, "")]
+DAILY = [
+    ("2020-01-01", 5, "2020-01-04"),
+    ("2020-01-02", 3, ""),
+    ("2020-01-03", 4, "2020-01-09"),
+    ("2020-01-04", 6, ""),
+    ("2020-01-05", 2, "2020-01-06"),
+    ("2020-01-06", 7, ""),
+]
 CSV = "d,v,closed\n" + "".join(f"{d},{v},{c}\n" for d, v, c in DAILY)
 
 # A DATE column compared with a DATE literal, and a DATE column coalesced with one, then the greatest.
@@ -109,8 +115,10 @@ def test_a_header_naming_a_column_twice_is_refused_on_both_engines(tmp_path, cap
     if engine == "spark":
         request.getfixturevalue("spark")  # the suite's one session (with its connectors), started before cep's
     (tmp_path / "twice.csv").write_text("id,v,x,V\n1,2,3,4\n2,3,4,5\n", encoding="utf-8")
-    (tmp_path / "q.sql").write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v "
-                                    "PATTERN (A) DEFINE A AS v > 0)\n", encoding="utf-8")
+    (tmp_path / "q.sql").write_text(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v PATTERN (A) DEFINE A AS v > 0)\n",
+        encoding="utf-8",
+    )
     assert main(["run", str(tmp_path / "q.sql"), "-i", str(tmp_path / "twice.csv"), "--engine", engine]) == 2
     err = capsys.readouterr().err
     assert "the header names the column 'V' twice (columns 2 and 4" in err and "Traceback" not in err
@@ -127,8 +135,12 @@ def test_schema_forms_and_their_errors(tmp_path):
     assert Inputs.parse([f"t={a}"], ["d DATE"]).schemas == {"t": {"d": "DATE"}}  # the one named input
     assert Inputs.parse([a, f"u={b}"], ["u=v DOUBLE", "d DATE"]).schemas == {"u": {"v": "DOUBLE"}, None: {"d": "DATE"}}
     errors = [
-        ([f"t={a}", f"u={b}"], ["d DATE"], "types the unnamed --input, and there is none; for a named input "
-                                           "write --schema NAME='d DATE' (named inputs: t, u)"),
+        (
+            [f"t={a}", f"u={b}"],
+            ["d DATE"],
+            "types the unnamed --input, and there is none; for a named input "
+            "write --schema NAME='d DATE' (named inputs: t, u)",
+        ),
         ([f"t={a}"], ["x=d DATE"], "no --input is named x (named inputs: t)"),
         ([f"t={a}"], ["t=d DATE", "t=v DOUBLE"], "two --schema for input t"),
         ([f"j={c}"], ["d DATE"], "j is not CSV"),
@@ -184,9 +196,12 @@ def test_trace_report_and_explain_take_the_inputs_of_run(daily, capsys):
 
 def test_clause_picks_one_of_several(daily, capsys):
     query = daily / "two.sql"
-    query.write_text("SELECT a.n, b.n FROM (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d MEASURES COUNT(*) AS n "
-                     "PATTERN (A+) DEFINE A AS v > 2)) a CROSS JOIN (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d "
-                     "MEASURES COUNT(*) AS n PATTERN (B+) DEFINE B AS v < 4)) b\n", encoding="utf-8")
+    query.write_text(
+        "SELECT a.n, b.n FROM (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d MEASURES COUNT(*) AS n "
+        "PATTERN (A+) DEFINE A AS v > 2)) a CROSS JOIN (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d "
+        "MEASURES COUNT(*) AS n PATTERN (B+) DEFINE B AS v < 4)) b\n",
+        encoding="utf-8",
+    )
     data = ["-i", f"t={daily / 'daily.csv'}"]
     assert main(["trace", str(query), *data, "--clause", "2", "--events", "match"]) == 0
     assert "B" in capsys.readouterr().out
@@ -232,7 +247,7 @@ def test_make_run_prints_the_python_engines_rows(spark, capsys, monkeypatch):
     arguments = _make_run_arguments()
     printed = {}
     for engine in ("spark", "python"):
-        chosen = [*arguments[:arguments.index("--engine")], "--engine", engine]
+        chosen = [*arguments[: arguments.index("--engine")], "--engine", engine]
         assert main(chosen) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[-1].endswith(f"(engine: {engine})")
@@ -241,8 +256,16 @@ def test_make_run_prints_the_python_engines_rows(spark, capsys, monkeypatch):
 
 
 def test_a_date_event_time_for_a_replay_says_how_to_read_it_as_a_time(daily, capsys):
-    args = ["run", str(daily / "dates.sql"), "-i", str(daily / "daily.csv"), "--engine", "python",
-            "--session-timeout", "2 days"]
+    args = [
+        "run",
+        str(daily / "dates.sql"),
+        "-i",
+        str(daily / "daily.csv"),
+        "--engine",
+        "python",
+        "--session-timeout",
+        "2 days",
+    ]
     assert main(args) == 1
     assert "hint: read it as a time: --schema 'd TIMESTAMP'" in capsys.readouterr().err
     assert main([*args, "--schema", "d TIMESTAMP"]) == 0

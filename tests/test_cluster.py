@@ -73,15 +73,21 @@ def _bare_python(folder: Path, *, libraries: bool) -> str:
     python = folder / "bin" / "python"
     if libraries:
         ours = next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
-        site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        site = subprocess.run(
+            [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         Path(site, "cep_test_libraries.pth").write_text(ours + "\n")
     return str(python)
 
 
 def _imports(python: str, module: str, cwd: Path) -> bool:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([python, "-c", f"import {module}"], cwd=str(cwd), env=env, capture_output=True).returncode == 0
+    return (
+        subprocess.run([python, "-c", f"import {module}"], cwd=str(cwd), env=env, capture_output=True).returncode == 0
+    )
 
 
 class Cluster:
@@ -94,21 +100,38 @@ class Cluster:
         # Executors get the Python of a virtual environment without cep (see the module doc).
         self.worker_python = _bare_python(root / "worker-venv", libraries=True)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        self.env = dict(env, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=self.worker_python,
-                        PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_WORKER_DIR=str(root / "work"),
-                        CEP_CACHE=str(root / "cache"))
+        self.env = dict(
+            env,
+            SPARK_LOCAL_IP="127.0.0.1",
+            PYSPARK_PYTHON=self.worker_python,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            SPARK_WORKER_DIR=str(root / "work"),
+            CEP_CACHE=str(root / "cache"),
+        )
         port = _free_port()
         self.master_url = f"spark://127.0.0.1:{port}"
-        self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                  "--port", str(port), "--webui-port", str(_free_port()))
+        self.master = self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(_free_port()),
+        )
         self.workers: list[subprocess.Popen] = []
-        _wait_for(lambda: "Starting Spark master" in self.log("master") or "I have been elected leader" in self.log("master"),
-                  60, "the master")
+        _wait_for(
+            lambda: "Starting Spark master" in self.log("master") or "I have been elected leader" in self.log("master"),
+            60,
+            "the master",
+        )
 
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
         with (self.logs / f"{name}.log").open("w") as log:
-            return subprocess.Popen([str(_spark_class()), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            return subprocess.Popen(
+                [str(_spark_class()), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def log(self, name: str) -> str:
         path = self.logs / f"{name}.log"
@@ -116,8 +139,21 @@ class Cluster:
 
     def start_worker(self) -> str:
         name = f"worker-{len(self.workers)}"
-        self.workers.append(self._spawn(name, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
-                                        "--cores", "2", "--memory", "1G", "--webui-port", str(_free_port())))
+        self.workers.append(
+            self._spawn(
+                name,
+                "org.apache.spark.deploy.worker.Worker",
+                self.master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "2",
+                "--memory",
+                "1G",
+                "--webui-port",
+                str(_free_port()),
+            )
+        )
         _wait_for(lambda: REGISTERED in self.log(name), 90, f"{name} to register")
         return name
 
@@ -145,9 +181,14 @@ def cluster(tmp_path_factory):
 def _events() -> list[dict]:
     rnd = random.Random(7)
     start = dt.datetime(2024, 1, 2, 9, 30)
-    events = [dict(symbol=s, ts=(start + dt.timedelta(minutes=i)).isoformat(), price=round(100 + rnd.uniform(-3, 3), 2))
-              for i in range(60) for s in ("ACME", "BOLT")]
-    events.append(dict(symbol="ZZZ", ts=(start + dt.timedelta(days=1)).isoformat(), price=1.0))  # moves the watermark past all
+    events = [
+        dict(symbol=s, ts=(start + dt.timedelta(minutes=i)).isoformat(), price=round(100 + rnd.uniform(-3, 3), 2))
+        for i in range(60)
+        for s in ("ACME", "BOLT")
+    ]
+    events.append(
+        dict(symbol="ZZZ", ts=(start + dt.timedelta(days=1)).isoformat(), price=1.0)
+    )  # moves the watermark past all
     return events
 
 
@@ -157,14 +198,21 @@ def _write_files(source: Path, events: list[dict], files: int) -> None:
     size = -(-len(events) // files)
     for index in range(files):
         path = source / f"events-{index:03d}.json"
-        path.write_text("\n".join(json.dumps(e) for e in events[index * size:(index + 1) * size]))
+        path.write_text("\n".join(json.dumps(e) for e in events[index * size : (index + 1) * size]))
         stamp = 1_700_000_000 + 10 * index
         os.utime(path, (stamp, stamp))
 
 
 def _job(cluster: Cluster, source: Path, output: Path, checkpoint: Path, *extra: str) -> list[str]:
-    return [sys.executable, str(ROOT / "tests" / "cluster_stream_job.py"), cluster.master_url, str(source), str(output),
-            str(checkpoint), *extra]
+    return [
+        sys.executable,
+        str(ROOT / "tests" / "cluster_stream_job.py"),
+        cluster.master_url,
+        str(source),
+        str(output),
+        str(checkpoint),
+        *extra,
+    ]
 
 
 def _expected(events: list[dict]) -> list[tuple]:
@@ -183,12 +231,15 @@ def test_stream_on_a_standalone_cluster(spark, cluster, tmp_path):
     events = _events()
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     _write_files(source, events, 1)
-    job = subprocess.run(_job(cluster, source, output, checkpoint), env=cluster.env, capture_output=True, text=True, timeout=600)
+    job = subprocess.run(
+        _job(cluster, source, output, checkpoint), env=cluster.env, capture_output=True, text=True, timeout=600
+    )
     assert job.returncode == 0, job.stderr[-3000:]
     expected = _expected(events)
     assert _output(spark, output) == expected and len(expected) > 5
     assert "Launching executor" in cluster.log("master") or "Asked to launch executor" in "".join(
-        cluster.log(f"worker-{i}") for i in range(len(cluster.workers)))
+        cluster.log(f"worker-{i}") for i in range(len(cluster.workers))
+    )
     assert list((Path(cluster.env["CEP_CACHE"]) / "ship").glob("cep-*.zip"))  # what the executors imported cep from
 
 
@@ -197,8 +248,13 @@ def test_executors_whose_python_lacks_pandas_are_refused_at_start_up_naming_what
     empty = _bare_python(tmp_path / "empty-venv", libraries=False)
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     _write_files(source, _events()[:10], 1)
-    job = subprocess.run(_job(cluster, source, output, checkpoint), env=dict(cluster.env, PYSPARK_PYTHON=empty),
-                         capture_output=True, text=True, timeout=600)
+    job = subprocess.run(
+        _job(cluster, source, output, checkpoint),
+        env=dict(cluster.env, PYSPARK_PYTHON=empty),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = job.stdout + job.stderr
     assert job.returncode != 0 and "ShippingError" in out and "error[E0495]" in out, out[-3000:]
     assert f"the executors' Python ({empty}" in out and "pandas missing" in out and "--python-env" in out
@@ -224,11 +280,20 @@ def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spar
     _write_files(source, events, 4)
     log_path = tmp_path / "job.log"
     with log_path.open("w") as log:
-        job = subprocess.Popen(_job(cluster, source, output, checkpoint, "1"), env=cluster.env, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+        job = subprocess.Popen(
+            _job(cluster, source, output, checkpoint, "1"),
+            env=cluster.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        _wait_for(lambda: _batch_in_flight(checkpoint) is not None or job.poll() is not None, 300,
-                  "a micro-batch in flight after a committed one", interval=0.05)
+        _wait_for(
+            lambda: _batch_in_flight(checkpoint) is not None or job.poll() is not None,
+            300,
+            "a micro-batch in flight after a committed one",
+            interval=0.05,
+        )
         batch = _batch_in_flight(checkpoint)
         assert batch is not None, "the job ended before a worker could be lost:\n" + log_path.read_text()[-3000:]
         lost = len(cluster.workers) - 1

@@ -23,15 +23,19 @@ from cep.matcher.rows.text_types import resolve_declared
 
 T0 = dt.datetime(2024, 1, 1)
 # ``ts`` runs forwards and ``Ts`` backwards: ordering by one or the other gives opposite matches.
-ROWS = [{"sym": "a", "ts": T0 + dt.timedelta(seconds=i), "Ts": T0 - dt.timedelta(seconds=i), "price": p}
-        for i, p in enumerate([5, 4, 3, 4, 6])]
+ROWS = [
+    {"sym": "a", "ts": T0 + dt.timedelta(seconds=i), "Ts": T0 - dt.timedelta(seconds=i), "price": p}
+    for i, p in enumerate([5, 4, 3, 4, 6])
+]
 
 
 def query(order: str, first: str) -> str:
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY {order} "
-            f"MEASURES FIRST({first}) AS first_time, LAST(B.price) AS bottom "
-            "ONE ROW PER MATCH PATTERN (A B+ C) "
-            "DEFINE B AS price < PREV(price), C AS price > PREV(price))")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY {order} "
+        f"MEASURES FIRST({first}) AS first_time, LAST(B.price) AS bottom "
+        "ONE ROW PER MATCH PATTERN (A B+ C) "
+        "DEFINE B AS price < PREV(price), C AS price > PREV(price))"
+    )
 
 
 def inputs():
@@ -104,8 +108,10 @@ def test_names_given_as_text_take_the_exact_spelling_first():
 
 
 def test_a_declared_csv_type_resolves_its_column_by_the_same_rule():
-    assert resolve_declared({"TS": "TIMESTAMP", "price": "DOUBLE"}, ["ts", "Price"]) == {"ts": "TIMESTAMP",
-                                                                                        "Price": "DOUBLE"}
+    assert resolve_declared({"TS": "TIMESTAMP", "price": "DOUBLE"}, ["ts", "Price"]) == {
+        "ts": "TIMESTAMP",
+        "Price": "DOUBLE",
+    }
     assert resolve_declared({"Ts": "TIMESTAMP"}, ["ts", "Ts"]) == {"Ts": "TIMESTAMP"}  # the exact spelling
     with pytest.raises(CepSemanticError) as raised:
         resolve_declared({"TS": "TIMESTAMP"}, ["ts", "Ts"])
@@ -132,10 +138,11 @@ def test_a_schema_types_its_column_ignoring_case():
 
 
 def test_order_by_a_qualified_name_finds_its_select_item_ignoring_case():
-    out = cep.compile("SELECT m.Bottom FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES LAST(B.price) "
-                      "AS bottom ONE ROW PER MATCH PATTERN (A B+ C) DEFINE B AS price < PREV(price), "
-                      "C AS price > PREV(price)) AS m ORDER BY m.BOTTOM").run(
-        [{k: v for k, v in r.items() if k != "Ts"} for r in ROWS])
+    out = cep.compile(
+        "SELECT m.Bottom FROM t MATCH_RECOGNIZE (PARTITION BY sym ORDER BY ts MEASURES LAST(B.price) "
+        "AS bottom ONE ROW PER MATCH PATTERN (A B+ C) DEFINE B AS price < PREV(price), "
+        "C AS price > PREV(price)) AS m ORDER BY m.BOTTOM"
+    ).run([{k: v for k, v in r.items() if k != "Ts"} for r in ROWS])
     assert [r for r in out] == [{"Bottom": 3}] or [list(r.values()) for r in out] == [[3]]
 
 

@@ -13,7 +13,7 @@ docs/semantics.md, which a test below checks.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -37,7 +37,11 @@ STANDARD_ANSWERS: dict[str, object] = {
     "trino-TestRowPatternMatching-testNavigationFunctions-9": [[1, None], [2, None], [3, 30]],
     # RUNNING NEXT(CLASSIFIER()) sees no label after the current row (Trino's reads the whole match).
     "trino-TestRowPatternMatching-testClassifierFunctionPastCurrentRow-1": [
-        [1, 90, "A", None], [2, 80, "B", None], [3, 70, "B", None], [4, 80, "C", None]],
+        [1, 90, "A", None],
+        [2, 80, "B", None],
+        [3, 70, "B", None],
+        [4, 80, "C", None],
+    ],
     # SKIP TO LAST A lands on the fourth match's own first row: the standard makes that an error.
     "flink-docs-match_recognize-after_match_to_last_a-1": "error",
 }
@@ -52,7 +56,7 @@ DEVIATIONS: dict[str, str] = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def outcome(case_id: str) -> tuple[str, str]:
     """('pass' | 'fail', detail) for one case, run whether or not it is a documented deviation."""
     case = next(c for c in load_cases() if c["id"] == case_id)
@@ -71,7 +75,10 @@ def outcome(case_id: str) -> tuple[str, str]:
     got = as_multiset(result, expected=False)
     want = as_multiset(expected, expected=True)
     if got != want:
-        return "fail", f"rows differ:\n  missing {sorted(map(str, (want - got).elements()))}\n  extra   {sorted(map(str, (got - want).elements()))}"
+        return (
+            "fail",
+            f"rows differ:\n  missing {sorted(map(str, (want - got).elements()))}\n  extra   {sorted(map(str, (got - want).elements()))}",
+        )
     return "pass", ""
 
 
@@ -86,7 +93,9 @@ def run_case(case: dict) -> tuple[list[str], list]:
         import pyarrow as pa
 
         table = cep.compile_sql(case["query"]).run({"t": pa.Table.from_pylist(typed_rows(case))})
-        return table.column_names, [tuple(column[i] for column in table.to_pydict().values()) for i in range(table.num_rows)]
+        return table.column_names, [
+            tuple(column[i] for column in table.to_pydict().values()) for i in range(table.num_rows)
+        ]
     # The plan's own (names, rows) output: a list of dicts would merge duplicate column names.
     return query.plan.run_columns(rows_to_columns(typed_rows(case)))
 

@@ -37,9 +37,22 @@ from cep.spark_bridge.alerting.stream import AlertStream, read_status
 from cep.spark_bridge.sinks.base import RetryPolicy
 from cep.spark_bridge.sinks.sql import SQLiteSink
 from tests import crash_driver
-from tests.test_alerting import HIGH, SPAN, SENTINEL as ALERT_SENTINEL, ev, price_batches, price_walk, replay, streamed, write_batch, write_rule
+from tests.test_alerting import (
+    HIGH,
+    SPAN,
+    ev,
+    price_batches,
+    price_walk,
+    replay,
+    streamed,
+    two_partitions,  # noqa: F401 - a fixture
+    write_batch,
+    write_rule,
+)
+from tests.test_alerting import (
+    SENTINEL as ALERT_SENTINEL,
+)
 from tests.test_alerting import _schema as alert_schema
-from tests.test_alerting import two_partitions  # noqa: F401 - a fixture
 from tests.test_streaming import (
     QUERIES,
     REPO,
@@ -90,12 +103,21 @@ def read_sink(output: Path) -> pd.DataFrame:
 
 
 def run_driver_until_killed(tmp_path: Path, args: list[str], point: str, batch: int) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(tmp_path / f"driver-{point}-spark.log"),
-               CEP_TEST_KILL_AT=f"{point}:{batch}")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        CEP_SPARK_LOG=str(tmp_path / f"driver-{point}-spark.log"),
+        CEP_TEST_KILL_AT=f"{point}:{batch}",
+    )
     log_path = tmp_path / f"driver-{point}.log"
     with log_path.open("w") as log:
-        driver = subprocess.Popen([sys.executable, str(REPO / "tests" / "crash_driver.py"), *args], env=env,
-                                  start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        driver = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "crash_driver.py"), *args],
+            env=env,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             driver.wait(timeout=DRIVER_DEADLINE_S)
         except subprocess.TimeoutExpired:
@@ -138,13 +160,16 @@ def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then
 
 
 @pytest.mark.spark
-def test_locked_database_stops_the_delivery_naming_the_sink_then_the_restart_delivers_once(spark, two_partitions, tmp_path):
+def test_locked_database_stops_the_delivery_naming_the_sink_then_the_restart_delivers_once(
+    spark, two_partitions, tmp_path
+):
     rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
     write_rule(rules, "prices.sql", HIGH)
     write_rule(rules, "span.sql", SPAN)
     batches = [
         [ev("a", 0, 101), ev("a", 10, 102), ev("b", 11, 150)] + price_walk(["c", "d"], 0, 30, 3, seed=3),
-        [ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15), ev("s", 95, 25)] + price_walk(["c", "d"], 40, 80, 3, seed=4),
+        [ev("a", 61, 104), ev("s", 50, 5), ev("s", 51, 15), ev("s", 95, 25)]
+        + price_walk(["c", "d"], 40, 80, 3, seed=4),
         [ev(ALERT_SENTINEL, 10_000, 0)],
     ]
     for index, rows in enumerate(batches):
@@ -157,8 +182,16 @@ def test_locked_database_stops_the_delivery_naming_the_sink_then_the_restart_del
     def stream() -> AlertStream:
         df = spark.readStream.schema(alert_schema()).option("maxFilesPerTrigger", 1).json(str(source))
         sink = SQLiteSink(str(database), timeout=0.05, retry=RetryPolicy(max_attempts=3, backoff=0.05, budget=1.0))
-        return AlertStream(spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), output_format="json",
-                           sinks=[sink], watermark="5 seconds")
+        return AlertStream(
+            spark,
+            str(rules),
+            df,
+            checkpoint=str(checkpoint),
+            output=str(output),
+            output_format="json",
+            sinks=[sink],
+            watermark="5 seconds",
+        )
 
     first = stream()
     with pytest.raises(Exception) as raised:
@@ -188,7 +221,9 @@ def _mount_tmpfs(path: Path, size: str) -> str | None:
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "mounting a small tmpfs needs root"
     path.mkdir(parents=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     return None if done.returncode == 0 else f"mount -t tmpfs failed: {done.stderr.strip()}"
 
 
@@ -219,8 +254,13 @@ def test_full_disk_stops_the_file_sink_then_the_restart_writes_everything_once(s
         def run():
             df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(source))
             out = query.on_spark(df, watermark="20 seconds", session_timeout="60 seconds")
-            return (out.writeStream.format("parquet").option("path", str(output)).option("checkpointLocation", str(checkpoint))
-                    .trigger(availableNow=True).start())
+            return (
+                out.writeStream.format("parquet")
+                .option("path", str(output))
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True)
+                .start()
+            )
 
         stream = run()
         with pytest.raises(Exception) as raised:  # Spark's StreamingQueryException
@@ -240,13 +280,17 @@ def test_full_disk_stops_the_file_sink_then_the_restart_writes_everything_once(s
 
 
 # Bad lines in the alert stream's input, one per micro-batch file, with the reason each must come out with.
-ALERT_BAD_LINES = [("this is not json", "not_json"), ('{"symbol": "a", "ts": "2024-01-01T00:00:31", "price": "abc"}', "wrong_type"),
-                   ('{"symbol": "b", "ts": null, "price": 1.0}', "null_event_time")]
+ALERT_BAD_LINES = [
+    ("this is not json", "not_json"),
+    ('{"symbol": "a", "ts": "2024-01-01T00:00:31", "price": "abc"}', "wrong_type"),
+    ('{"symbol": "b", "ts": null, "price": 1.0}', "null_event_time"),
+]
 
 
 @pytest.mark.spark
-def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_writes_each_once(spark, two_partitions, tmp_path,
-                                                                                                  capsys):
+def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_writes_each_once(
+    spark, two_partitions, tmp_path, capsys
+):
     """One streaming query parses the input once and writes both the alerts and the bad rows (its
     foreachBatch, each through Spark's file sink). Killed after micro-batch 1's alerts were committed
     and before its bad rows were: the restart from the checkpoint writes the bad rows of batch 1, and
@@ -301,8 +345,13 @@ def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_w
     letters = spark.read.json(str(dead)).toPandas()
     inputs = dict(zip(letters["_cep_error"], letters["_cep_input"]))
     assert len(letters) == len(inputs) == len(ALERT_BAD_LINES)  # each bad row once
-    assert inputs["not_json"] == ALERT_BAD_LINES[0][0] and inputs["wrong_type"] == ALERT_BAD_LINES[1][0]  # the lines as they were
+    assert (
+        inputs["not_json"] == ALERT_BAD_LINES[0][0] and inputs["wrong_type"] == ALERT_BAD_LINES[1][0]
+    )  # the lines as they were
     assert json.loads(inputs["null_event_time"]) == {"symbol": "b", "price": 1.0}  # the row as read
     assert all(str(f).endswith(".json") for f in letters["_cep_file"])
     status = read_status(str(checkpoint))
-    assert status["bad_rows"] == {**dict.fromkeys(status["bad_rows"], 0), **{reason: 1 for _, reason in ALERT_BAD_LINES}}
+    assert status["bad_rows"] == {
+        **dict.fromkeys(status["bad_rows"], 0),
+        **{reason: 1 for _, reason in ALERT_BAD_LINES},
+    }

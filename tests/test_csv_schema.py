@@ -20,9 +20,9 @@ EVENTS = (
     "sym,ts,price,qty\n"
     "A,2024-01-01 00:00:01,10,1\n"
     "A,2024-01-01 00:00:02,9.5,2\n"
-    "A,,9,3\n"                      # no event time
-    "A,notatime,8,4\n"              # an event time that is no time
-    "A,2024-01-01 00:00:05,x,5\n"   # a price that is no number
+    "A,,9,3\n"  # no event time
+    "A,notatime,8,4\n"  # an event time that is no time
+    "A,2024-01-01 00:00:05,x,5\n"  # a price that is no number
     "A,2024-01-01 00:00:06,+7,007\n"
     "B,2024-01-01 00:00:01,5,NA\n"
     "B,2024-01-01 00:00:09,1e1,1.5\n"  # a qty that is no integer
@@ -72,14 +72,25 @@ def expected_rows() -> list[dict]:
 
 def test_the_good_rows_match_and_the_bad_ones_are_counted_and_set_aside(files, capsys):
     dead = files / "bad.jsonl"
-    code, out, err = run(files, capsys, "--engine", "python", "--schema", SCHEMA, "--dead-letter", str(dead),
-                         "-o", str(files / "out.json"))
+    code, out, err = run(
+        files,
+        capsys,
+        "--engine",
+        "python",
+        "--schema",
+        SCHEMA,
+        "--dead-letter",
+        str(dead),
+        "-o",
+        str(files / "out.json"),
+    )
     assert code == 0, err
     got = [json.loads(line) for line in (files / "out.json").read_text().splitlines()]
     want = expected_rows()
     assert len(got) == len(want) == 2
     assert [(r["sym"], r["n"], r["qty"], r["last_price"]) for r in got] == [
-        (r["sym"], r["n"], r["qty"], r["last_price"]) for r in want]
+        (r["sym"], r["n"], r["qty"], r["last_price"]) for r in want
+    ]
     letters = [json.loads(line) for line in dead.read_text().splitlines()]
     assert sorted(letter["_cep_error"] for letter in letters) == sorted(r for r, n in BAD.items() for _ in range(n))
     assert "bad rows: 4" in out
@@ -87,15 +98,26 @@ def test_the_good_rows_match_and_the_bad_ones_are_counted_and_set_aside(files, c
 
 def test_a_number_too_large_for_its_declared_type_is_named_as_such(files, capsys):
     # INTEGER ends at 2**31 - 1 = 2147483647; DECIMAL(6,2) holds 4 digits before the point: 9999.99
-    (files / "events.csv").write_text("sym,ts,price,qty\nA,2024-01-01 00:00:01,12345.5,2147483648\n"
-                                      "A,2024-01-01 00:00:02,x,1\n", encoding="utf-8")
+    (files / "events.csv").write_text(
+        "sym,ts,price,qty\nA,2024-01-01 00:00:01,12345.5,2147483648\nA,2024-01-01 00:00:02,x,1\n", encoding="utf-8"
+    )
     dead = files / "bad.jsonl"
-    code, out, err = run(files, capsys, "--engine", "python", "--schema", "ts TIMESTAMP, price DECIMAL(6,2), qty INT",
-                         "--dead-letter", str(dead))
+    code, out, err = run(
+        files,
+        capsys,
+        "--engine",
+        "python",
+        "--schema",
+        "ts TIMESTAMP, price DECIMAL(6,2), qty INT",
+        "--dead-letter",
+        str(dead),
+    )
     assert code == 0, err
     details = [json.loads(line)["_cep_error_detail"] for line in dead.read_text().splitlines()]
-    assert details[0] in ("column 'price' holds '12345.5', a number too large for its declared DECIMAL(6,2)",
-                          "column 'qty' holds '2147483648', a number too large for its declared INTEGER")
+    assert details[0] in (
+        "column 'price' holds '12345.5', a number too large for its declared DECIMAL(6,2)",
+        "column 'qty' holds '2147483648', a number too large for its declared INTEGER",
+    )
     assert details[1] == "column 'price' holds string 'x' where number is expected (declared DECIMAL(6,2))"
 
 
@@ -109,15 +131,20 @@ def test_without_a_schema_a_type_error_over_a_text_column_names_the_way_out(file
     code, out, err = run(files, capsys, "--engine", "python")
     assert code == cli.EXIT_QUERY_ERROR
     # price holds 'x', so the file's rule reads the column as text; ts holds 'notatime'
-    assert "--schema 'price DOUBLE' --dead-letter FILE" in err or "--schema 'ts TIMESTAMP' --dead-letter FILE" in err, err
+    assert "--schema 'price DOUBLE' --dead-letter FILE" in err or "--schema 'ts TIMESTAMP' --dead-letter FILE" in err, (
+        err
+    )
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--schema", "ts TIMESTAMP, nope DOUBLE"], "column 'nope': the input has no column of that name"),
-    (["--schema", "tags ARRAY<INT>"], "a CSV value cannot be read as ARRAY<INT>"),
-    (["--schema", "ts TIMESTAMP", "--format", "json"], "JSON and Parquet files carry their own types"),
-    (["--schema", "ts"], "invalid --schema"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--schema", "ts TIMESTAMP, nope DOUBLE"], "column 'nope': the input has no column of that name"),
+        (["--schema", "tags ARRAY<INT>"], "a CSV value cannot be read as ARRAY<INT>"),
+        (["--schema", "ts TIMESTAMP", "--format", "json"], "JSON and Parquet files carry their own types"),
+        (["--schema", "ts"], "invalid --schema"),
+    ],
+)
 def test_schema_mistakes_are_usage_errors(files, capsys, argv, says):
     code, out, err = run(files, capsys, "--engine", "python", *argv)
     assert code == cli.EXIT_USAGE, err
@@ -125,16 +152,26 @@ def test_schema_mistakes_are_usage_errors(files, capsys, argv, says):
 
 
 def test_a_declared_name_matches_its_column_ignoring_case(files, capsys):
-    code, out, err = run(files, capsys, "--engine", "python", "--schema", "TS timestamp, Price double, QTY bigint",
-                         "--dead-letter", str(files / "bad.jsonl"))
+    code, out, err = run(
+        files,
+        capsys,
+        "--engine",
+        "python",
+        "--schema",
+        "TS timestamp, Price double, QTY bigint",
+        "--dead-letter",
+        str(files / "bad.jsonl"),
+    )
     assert code == 0, err
     assert "bad rows: 4" in out
 
 
 def test_within_over_text_event_times_is_an_error_with_a_position_not_a_traceback():
     query = cep.compile(QUERY)
-    rows = [{"sym": "A", "ts": "2024-01-01 00:00:01", "price": 9.0, "qty": 1},
-            {"sym": "A", "ts": "2024-01-01 00:00:02", "price": 9.0, "qty": 1}]
+    rows = [
+        {"sym": "A", "ts": "2024-01-01 00:00:01", "price": 9.0, "qty": 1},
+        {"sym": "A", "ts": "2024-01-01 00:00:02", "price": 9.0, "qty": 1},
+    ]
     with pytest.raises(cep.CepError) as raised:
         query.run(rows)
     assert raised.value.code == "E0410" and "WITHIN" in raised.value.message
@@ -145,7 +182,9 @@ def test_within_over_text_event_times_is_an_error_with_a_position_not_a_tracebac
 
 def test_a_time_string_spark_cannot_read_is_a_bad_event_time_on_the_python_engine_too():
     # Python's fromisoformat takes week dates and the basic format; Spark's cast does not: one rule.
-    query = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A+) DEFINE A AS TRUE)")
+    query = cep.compile(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A+) DEFINE A AS TRUE)"
+    )
     dead: list = []
     rows = [{"ts": "2024-01-01T00:00:01"}, {"ts": "2024-W01-1"}, {"ts": "20240101T000003"}]
     assert query.run(rows, schema={"ts": "TIMESTAMP"}, dead_letter=dead) == [{"n": 1}]
@@ -153,13 +192,59 @@ def test_a_time_string_spark_cannot_read_is_a_bad_event_time_on_the_python_engin
 
 
 # Texts for every declared type: each either read as a value or left as its text (a bad row).
-TEXTS = ["0", "7", "007", "+7", "-7", "1.5", "+1.50", "-.5", "1.", "1e3", "1E-3", "NaN", "nan", "-NaN", "inf", "-Inf",
-         "+Infinity", "x", "1_000", "0x10", "1d", " 7", "9223372036854775807", "9223372036854775808", "2147483648",
-         "-2147483648", "true", "FALSE", "yes", "1", "2024-01-31", "2024-02-30", "2024-01-31 10:00:00",
-         "2024-01-31T10:00:00.123456789", "2024-01-31T10:00:00+02:00", "2024-01-31T10:00Z", "2024-W05-3",
-         "123456789012345678901", "0.123456789012345678", "0.1234567890123456789", "1.235", "-1.235", "-0.001",
-         "0.9995", "123456789.5", "99999999.995", "99999999.994", "00000000000000000000000000000000000000001.5",
-         "99999999999999999999999999999999999999", "999999999999999999999999999999999999999", ""]
+TEXTS = [
+    "0",
+    "7",
+    "007",
+    "+7",
+    "-7",
+    "1.5",
+    "+1.50",
+    "-.5",
+    "1.",
+    "1e3",
+    "1E-3",
+    "NaN",
+    "nan",
+    "-NaN",
+    "inf",
+    "-Inf",
+    "+Infinity",
+    "x",
+    "1_000",
+    "0x10",
+    "1d",
+    " 7",
+    "9223372036854775807",
+    "9223372036854775808",
+    "2147483648",
+    "-2147483648",
+    "true",
+    "FALSE",
+    "yes",
+    "1",
+    "2024-01-31",
+    "2024-02-30",
+    "2024-01-31 10:00:00",
+    "2024-01-31T10:00:00.123456789",
+    "2024-01-31T10:00:00+02:00",
+    "2024-01-31T10:00Z",
+    "2024-W05-3",
+    "123456789012345678901",
+    "0.123456789012345678",
+    "0.1234567890123456789",
+    "1.235",
+    "-1.235",
+    "-0.001",
+    "0.9995",
+    "123456789.5",
+    "99999999.995",
+    "99999999.994",
+    "00000000000000000000000000000000000000001.5",
+    "99999999999999999999999999999999999999",
+    "999999999999999999999999999999999999999",
+    "",
+]
 
 
 def _same(ours, sparks) -> bool:
@@ -181,8 +266,10 @@ def test_both_engines_read_a_declared_column_alike(spark, tmp_path):
     types = [t for t in DECLARED_PATTERNS if t != "VARCHAR"] + ["DECIMAL(10,2)", "DECIMAL(3,3)", "DECIMAL(38,0)"]
     path = tmp_path / "texts.csv"
     header = ",".join(f"c_{index}" for index in range(len(types)))
-    path.write_text(header + "\n" + "".join(",".join([json.dumps(text)] * len(types)) + "\n" for text in TEXTS if text),
-                    encoding="utf-8")
+    path.write_text(
+        header + "\n" + "".join(",".join([json.dumps(text)] * len(types)) + "\n" for text in TEXTS if text),
+        encoding="utf-8",
+    )
     declared = {f"c_{index}": t for index, t in enumerate(types)}
     sparks = read_spark(spark, [str(path)], "csv", declared).collect()
     python = read_pandas([str(path)], "csv", declared)
@@ -203,8 +290,18 @@ def test_the_spark_engine_sets_the_same_rows_aside_and_matches_the_same(files, c
     outputs = {}
     for engine in ("python", "spark"):
         dead = files / f"bad-{engine}.jsonl"
-        code, out, err = run(files, capsys, "--engine", engine, "--schema", SCHEMA, "--dead-letter", str(dead),
-                             "-o", str(files / f"out-{engine}.json"))
+        code, out, err = run(
+            files,
+            capsys,
+            "--engine",
+            engine,
+            "--schema",
+            SCHEMA,
+            "--dead-letter",
+            str(dead),
+            "-o",
+            str(files / f"out-{engine}.json"),
+        )
         assert code == 0, err
         outputs[engine] = (files / f"out-{engine}.json").read_text()
         letters = [json.loads(line) for line in dead.read_text().splitlines()]

@@ -19,7 +19,8 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import cep
 
@@ -42,16 +43,25 @@ def adjusted(precision: int, scale: int) -> tuple[int, int]:
 def spark_types(p: int, s: int) -> dict[str, tuple[int, int]]:
     """The result type of each measure over a DECIMAL(p,s) column, by Spark's rules."""
     divide_scale = max(6, s + p + 1)
-    return {"s": (min(MAX, p + 10), s), "a": (min(MAX, p + 4), min(MAX, s + 4)), "d": adjusted(p + 1, s),
-            "m": adjusted(2 * p + 1, 2 * s), "q": adjusted(p - s + s + divide_scale, divide_scale)}
+    return {
+        "s": (min(MAX, p + 10), s),
+        "a": (min(MAX, p + 4), min(MAX, s + 4)),
+        "d": adjusted(p + 1, s),
+        "m": adjusted(2 * p + 1, 2 * s),
+        "q": adjusted(p - s + s + divide_scale, divide_scale),
+    }
 
 
 def expected(values: list[Decimal], p: int, s: int) -> dict[str, Decimal] | None:
     """Each measure computed exactly, then rounded half up to its Spark type; None when one overflows."""
     total = functools.reduce(EXACT.add, values, Decimal(0))
-    exact = {"s": total, "a": EXACT.divide(total, Decimal(len(values))),
-             "d": EXACT.subtract(values[-1], values[0]), "m": EXACT.multiply(values[-1], values[0]),
-             "q": EXACT.divide(values[-1], values[0])}
+    exact = {
+        "s": total,
+        "a": EXACT.divide(total, Decimal(len(values))),
+        "d": EXACT.subtract(values[-1], values[0]),
+        "m": EXACT.multiply(values[-1], values[0]),
+        "q": EXACT.divide(values[-1], values[0]),
+    }
     out = {}
     for name, (precision, scale) in spark_types(p, s).items():
         value = exact[name].quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=EXACT)
@@ -72,14 +82,20 @@ def inputs(values: list[Decimal], p: int, s: int):
 
 
 def records(result) -> list[dict]:
-    return result if isinstance(result, list) else result.to_pylist() if hasattr(result, "to_pylist") else result.to_dict("records")
+    return (
+        result
+        if isinstance(result, list)
+        else result.to_pylist()
+        if hasattr(result, "to_pylist")
+        else result.to_dict("records")
+    )
 
 
 @st.composite
 def decimal_rows(draw):
     p = draw(st.integers(1, MAX))
     s = draw(st.integers(0, p))
-    unit = 10 ** p - 1
+    unit = 10**p - 1
     digits = st.integers(-unit, unit)
     first = draw(digits.filter(lambda n: n != 0))
     values = [first] + draw(st.lists(digits, min_size=0, max_size=4))
@@ -117,7 +133,9 @@ def test_plain_decimals_in_a_list_stay_exact():
     digits of working precision), where Spark would need a type to round to (docs/semantics.md)."""
     rows = [{"ts": 1, "x": Decimal("1.0000000001")}, {"ts": 2, "x": Decimal("3")}]
     [out] = QUERY.run(rows)
-    assert str(out["q"]).startswith("2.99999999970000000002999999999") and out["q"].as_tuple().exponent < -22  # Spark: 22 places
+    assert (
+        str(out["q"]).startswith("2.99999999970000000002999999999") and out["q"].as_tuple().exponent < -22
+    )  # Spark: 22 places
     assert out["d"] == Decimal("1.9999999999") and out["a"] == Decimal("2.00000000005")
 
 
@@ -129,11 +147,16 @@ def write_decimal_files(tmp_path) -> tuple:
     times = pa.array([dt.datetime(2024, 1, 1, 0, 0, i) for i in range(3)], pa.timestamp("us"))
     values = pa.array([Decimal("3.00"), Decimal("7.00"), Decimal("1.23")], pa.decimal128(10, 2))
     pq.write_table(pa.table({"k": ["a"] * 3, "ts": times, "x": values}), tmp_path / "dec.parquet")
-    (tmp_path / "dec.csv").write_text("k,ts,x\na,2024-01-01T00:00:00,12345678901234567890123\n"
-                                      "a,2024-01-01T00:00:01,7\na,2024-01-01T00:00:02,3\n", encoding="utf-8")
+    (tmp_path / "dec.csv").write_text(
+        "k,ts,x\na,2024-01-01T00:00:00,12345678901234567890123\na,2024-01-01T00:00:01,7\na,2024-01-01T00:00:02,3\n",
+        encoding="utf-8",
+    )
     query = tmp_path / "dec.sql"
-    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s, AVG(x) AS a, "
-                     "LAST(x) / FIRST(x) AS q, FIRST(x) / LAST(x) AS r PATTERN (A B C))", encoding="utf-8")
+    query.write_text(
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s, AVG(x) AS a, "
+        "LAST(x) / FIRST(x) AS q, FIRST(x) / LAST(x) AS r PATTERN (A B C))",
+        encoding="utf-8",
+    )
     return query, tmp_path / "dec.parquet", tmp_path / "dec.csv"
 
 
@@ -166,11 +189,15 @@ def test_cep_run_gives_the_same_decimals_on_both_engines(spark, tmp_path):
 # A CSV typed by --schema 'x DECIMAL(10,2)': Spark's reader with that schema rounds 1.235 and 10.005 half up
 # to 1.24 and 10.01, and cannot hold 123456789.5 (9 digits before the point, the type holds 8): its cast
 # gives NULL, so both engines set the row aside as wrong_type.
-DECLARED_CSV = ("k,ts,x\na,2024-01-01T00:00:00,1.235\na,2024-01-01T00:00:01,123456789.5\n"
-                "a,2024-01-01T00:00:02,2.5\na,2024-01-01T00:00:03,10.005\n")
+DECLARED_CSV = (
+    "k,ts,x\na,2024-01-01T00:00:00,1.235\na,2024-01-01T00:00:01,123456789.5\n"
+    "a,2024-01-01T00:00:02,2.5\na,2024-01-01T00:00:03,10.005\n"
+)
 DECLARED_SCHEMA = "ts TIMESTAMP, x DECIMAL(10,2)"
-DECLARED_QUERY = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s, AVG(x) AS a, "
-                  "LAST(x) - FIRST(x) AS d, COUNT(*) AS n PATTERN (A B+) DEFINE B AS x > PREV(x))")
+DECLARED_QUERY = (
+    "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s, AVG(x) AS a, "
+    "LAST(x) - FIRST(x) AS d, COUNT(*) AS n PATTERN (A B+) DEFINE B AS x > PREV(x))"
+)
 
 
 def declared_run(tmp_path, engine: str) -> tuple[str, list[dict]]:
@@ -180,8 +207,25 @@ def declared_run(tmp_path, engine: str) -> tuple[str, list[dict]]:
     (tmp_path / "declared.csv").write_text(DECLARED_CSV, encoding="utf-8")
     (tmp_path / "declared.sql").write_text(DECLARED_QUERY, encoding="utf-8")
     out, dead = tmp_path / f"declared-{engine}.json", tmp_path / f"declared-{engine}.jsonl"
-    assert cli.main(["run", str(tmp_path / "declared.sql"), "--input", str(tmp_path / "declared.csv"), "--engine", engine,
-                     "--schema", DECLARED_SCHEMA, "--dead-letter", str(dead), "-o", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                str(tmp_path / "declared.sql"),
+                "--input",
+                str(tmp_path / "declared.csv"),
+                "--engine",
+                engine,
+                "--schema",
+                DECLARED_SCHEMA,
+                "--dead-letter",
+                str(dead),
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out.read_text(encoding="utf-8"), [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
 
 
@@ -202,8 +246,11 @@ def test_a_schemas_decimal_size_gives_what_spark_sql_gives_on_both_engines(spark
     sparks, spark_dead = declared_run(tmp_path, "spark")
     assert python == sparks
     assert [d["_cep_error"] for d in python_dead] == [d["_cep_error"] for d in spark_dead] == ["wrong_type"]
-    read = (spark.read.schema("k string, ts timestamp, x decimal(10,2), _corrupt_record string")
-            .options(header="true").csv(str(tmp_path / "declared.csv"))).cache()  # Spark reads _corrupt_record only so
+    read = (
+        spark.read.schema("k string, ts timestamp, x decimal(10,2), _corrupt_record string")
+        .options(header="true")
+        .csv(str(tmp_path / "declared.csv"))
+    ).cache()  # Spark reads _corrupt_record only so
     read = read.where(read["_corrupt_record"].isNull()).drop("_corrupt_record")  # Spark refuses 123456789.5 too
     assert read.count() == 3
     read.createOrReplaceTempView("declared")

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from cep.grammar.errors import CepError, CepRuntimeError
 from cep.grammar.parser import parse
 from cep.matcher.plan import CompiledQuery
-from cep.matcher.sql.running import FOLDS as RUNNING_FOLDS
 from cep.matcher.rows.tables import rows_to_columns
+from cep.matcher.sql.running import FOLDS as RUNNING_FOLDS
 from tests import reference_matcher as reference
 from tests.strategies_match import (
     VARIABLES,
@@ -99,8 +99,9 @@ def float_tables(draw, max_rows: int = 14):
 
 def _vm(stmt, rows):
     # aggregates never take the regex fast path; be sure no column-wise engine runs
-    names, out = CompiledQuery(stmt, column_wise=False).run_columns(rows_to_columns(rows) if rows else
-                                                                    {"id": [], "value": [], "part": []})
+    names, out = CompiledQuery(stmt, column_wise=False).run_columns(
+        rows_to_columns(rows) if rows else {"id": [], "value": [], "part": []}
+    )
     return [dict(zip(names, row)) for row in out]
 
 
@@ -186,7 +187,12 @@ def test_within_equals_the_reference(pattern, define, seconds, values, gaps):
         ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) WITHIN INTERVAL '{seconds}' SECOND
         DEFINE {define})"""
     defined = {part.split(" AS ")[0].strip() for part in define.split(", ") if " AS " in part}
-    assume(defined <= set(pattern.replace("(", " ").replace(")", " ").replace("|", " ").replace("+", " ").replace("*?", " ").split()))
+    assume(
+        defined
+        <= set(
+            pattern.replace("(", " ").replace(")", " ").replace("|", " ").replace("+", " ").replace("*?", " ").split()
+        )
+    )
     start = dt.datetime(2024, 1, 2, 9, 30)
     rows, ts = [], start
     for value, gap in zip(values, gaps):

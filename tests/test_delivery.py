@@ -10,10 +10,10 @@ Each payload is checked against a JSON Schema written from the receiving tool's 
 from __future__ import annotations
 
 import json
-from collections import Counter
 import re
 import sqlite3
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -71,8 +71,11 @@ def test_each_format_is_what_the_receiving_tool_documents(name, receiver_factory
     receiver = receiver_factory()
     batch = 1 if name == "pagerduty" else 3
     sink = hook(receiver.url, tmp_path, body_format=BodyFormat(name, **options), batch_size=batch)
-    hostile = {**alert(7), "measures": json.dumps({"card": "<!channel> & <@U123>", "smalls": 3, "big": 900.5}),
-               "partition_key": json.dumps({"card": "<!channel>"})}
+    hostile = {
+        **alert(7),
+        "measures": json.dumps({"card": "<!channel> & <@U123>", "smalls": 3, "big": 900.5}),
+        "partition_key": json.dumps({"card": "<!channel>"}),
+    }
     alerts = [alert(1), alert(2, rule="other/rule"), hostile]
     report = sink.deliver(alerts, batch_id=4)
     assert sum(report.delivered.values()) == 3 and not report.dead_lettered
@@ -86,7 +89,10 @@ def test_each_format_is_what_the_receiving_tool_documents(name, receiver_factory
         assert sorted(by_key) == sorted(a["match_id"] for a in alerts)  # PagerDuty folds a repeat into one alert
         first = by_key[alert(1)["match_id"]]
         assert first["routing_key"] == options["routing_key"] and first["event_action"] == "trigger"
-        assert first["payload"]["severity"] == "critical" and first["payload"]["summary"] == "Card c1 tested 3 times, then 900.5"
+        assert (
+            first["payload"]["severity"] == "critical"
+            and first["payload"]["summary"] == "Card c1 tested 3 times, then 900.5"
+        )
         assert first["payload"]["source"] == "card=c1" and first["payload"]["component"] == "fraud/card_testing"
         assert by_key[alert(2)["match_id"]]["payload"]["severity"] == "warning"  # no -- severity: the default
     elif name == "slack":
@@ -94,22 +100,36 @@ def test_each_format_is_what_the_receiving_tool_documents(name, receiver_factory
         assert "[CRITICAL] Card c1 tested 3 times, then 900.5" in bodies[0]["text"]
     elif name == "alertmanager":
         labels = {a["labels"]["match_id"]: a["labels"] for a in bodies[0]}
-        assert labels[alert(1)["match_id"]] == {"alertname": "fraud/card_testing", "severity": "critical",
-                                                "match_id": alert(1)["match_id"], "source": "cep", "card": "c1"}
+        assert labels[alert(1)["match_id"]] == {
+            "alertname": "fraud/card_testing",
+            "severity": "critical",
+            "match_id": alert(1)["match_id"],
+            "source": "cep",
+            "card": "c1",
+        }
         assert all(a["endsAt"] > a["startsAt"] for a in bodies[0])
     else:
-        assert {a["summary"] for a in bodies[0]["alerts"]} >= {"Card c1 tested 3 times, then 900.5", "other/rule: MATCHED card=c2"}
+        assert {a["summary"] for a in bodies[0]["alerts"]} >= {
+            "Card c1 tested 3 times, then 900.5",
+            "other/rule: MATCHED card=c2",
+        }
 
 
 def test_a_template_writes_every_expression_as_json_so_data_cannot_break_the_body(receiver_factory, tmp_path):
     receiver = receiver_factory()
-    template = ('{"text": {{ "Rule " ~ alert.rule_id ~ " on " ~ alert.measures.card }}, "n": {{ alert.measures.smalls }}, '
-                '"keys": {{ alerts | map(attribute="match_id") | list }}}')
+    template = (
+        '{"text": {{ "Rule " ~ alert.rule_id ~ " on " ~ alert.measures.card }}, "n": {{ alert.measures.smalls }}, '
+        '"keys": {{ alerts | map(attribute="match_id") | list }}}'
+    )
     sink = hook(receiver.url, tmp_path, body_format=BodyFormat("template", template=template))
     quoting = {**alert(1), "measures": json.dumps({"card": 'c1", "admin": true, "x": "', "smalls": 3})}
     assert sum(sink.deliver([quoting], batch_id=0).delivered.values()) == 1
     body = json.loads(receiver.raw[0][1])
-    assert body == {"text": 'Rule fraud/card_testing on c1", "admin": true, "x": "', "n": 3, "keys": [alert(1)["match_id"]]}
+    assert body == {
+        "text": 'Rule fraud/card_testing on c1", "admin": true, "x": "',
+        "n": 3,
+        "keys": [alert(1)["match_id"]],
+    }
     with pytest.raises(ValueError, match="does not compile"):
         BodyFormat("template", template='{"a": {{ alert.rule_id }')
     with pytest.raises(ValueError, match="__class__|unsafe|attribute"):  # the sandbox: no Python internals
@@ -147,7 +167,7 @@ def test_headers_come_from_the_environment_and_are_never_written(receiver_factor
 def signature_snippet() -> dict:
     """The verification code of docs/alerting.md, run as a receiver would run it."""
     text = (ROOT / "docs" / "alerting.md").read_text(encoding="utf-8")
-    section = text[text.index("### Verifying a signature"):]
+    section = text[text.index("### Verifying a signature") :]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     namespace: dict = {}
     exec(compile(code, "docs/alerting.md", "exec"), namespace)  # the documentation's own snippet
@@ -198,8 +218,9 @@ def fold(lanes: DeliveryLanes, book: StatusBook) -> None:
 
 
 @pytest.mark.parametrize("recovery", ["a new alert goes through", "a probe goes through"])
-def test_an_outage_then_recovery_redelivers_the_dead_letters_by_themselves_each_once(recovery, receiver_factory,
-                                                                                      quick_lanes, tmp_path):
+def test_an_outage_then_recovery_redelivers_the_dead_letters_by_themselves_each_once(
+    recovery, receiver_factory, quick_lanes, tmp_path
+):
     down = receiver_factory()
     port = down.port
     down.stop()  # the receiver is down: connection refused
@@ -217,8 +238,10 @@ def test_an_outage_then_recovery_redelivers_the_dead_letters_by_themselves_each_
     assert len(up.processed) == expected
     assert all(n == 1 for n in Counter(k for k, a in up.requests if a == "ok").values())
     book = StatusBook(str(tmp_path / "status.json"))
-    until(lambda: (fold(lanes, book), book.status["sinks"].get(sink.key(), {}).get("delivered", 0) == expected)[1],
-          what="the journal folded")
+    until(
+        lambda: (fold(lanes, book), book.status["sinks"].get(sink.key(), {}).get("delivered", 0) == expected)[1],
+        what="the journal folded",
+    )
     entry = book.status["sinks"][sink.key()]
     assert entry["redelivered"] == 5 and entry["dead_lettered"] == 5 and not lanes.journal.pending()
     fold(lanes, book)  # nothing is counted twice
@@ -251,7 +274,9 @@ def test_a_slow_webhook_never_holds_back_sqlite(receiver_factory, quick_lanes, t
     assert len(receiver.processed) == 12
 
 
-def test_a_failing_database_keeps_its_micro_batches_in_order_and_the_webhook_goes_on(receiver_factory, quick_lanes, tmp_path):
+def test_a_failing_database_keeps_its_micro_batches_in_order_and_the_webhook_goes_on(
+    receiver_factory, quick_lanes, tmp_path
+):
     from cep.spark_bridge.sinks.base import RetryPolicy
 
     receiver = receiver_factory()
@@ -267,7 +292,10 @@ def test_a_failing_database_keeps_its_micro_batches_in_order_and_the_webhook_goe
         lanes.spool(batch, [alert(batch * 10 + i) for i in range(2)])
     until(lambda: len(receiver.processed) == 6, what="the webhook")
     until(lambda: lanes.snapshot()[sqlite.key()]["failures"] >= 2, what="the database lane to retry")
-    assert lanes.snapshot()[sqlite.key()]["queue_batches"] == 3 and "database is locked" in lanes.snapshot()[sqlite.key()]["last_error"]
+    assert (
+        lanes.snapshot()[sqlite.key()]["queue_batches"] == 3
+        and "database is locked" in lanes.snapshot()[sqlite.key()]["last_error"]
+    )
     assert any("not delivered" in e and "the other sinks go on" in e for e in events)
     holder.rollback()
     until(lambda: not lanes.snapshot()[sqlite.key()]["queue_batches"], what="the database to catch up")
@@ -283,8 +311,10 @@ def test_a_micro_batch_recorded_as_delivered_before_a_crash_is_not_sent_again(re
     lanes = DeliveryLanes([sink], str(tmp_path / "outbox"), journal)
     lanes.outbox.put(sink.key(), 7, [alert(1)])
     lanes.outbox.put(sink.key(), 8, [alert(2)])
-    journal.write(lanes_mod.delivered_name(sink.key(), 7), {"kind": "deliver", "sink": sink.key(), "batch": 7,
-                                                            "delivered": {"fraud/card_testing": 1}})
+    journal.write(
+        lanes_mod.delivered_name(sink.key(), 7),
+        {"kind": "deliver", "sink": sink.key(), "batch": 7, "delivered": {"fraud/card_testing": 1}},
+    )
     lanes.start()
     try:
         assert lanes.drain(20) == []

@@ -64,27 +64,34 @@ def test_a_delta_table_gives_the_rows_its_parquet_copy_gives(ticks_table, tmp_pa
 def test_time_travel_reads_the_version_asked_for(ticks_table, capsys):
     """Version 0 lacks DYNA; the three spellings of "version 0" agree, and the latest version has DYNA."""
     outputs = {}
-    for name, extra in {"inline": [f"delta:{ticks_table}@v0"], "flag": [f"delta:{ticks_table}", "--delta-version", "0"],
-                        "latest": [f"delta:{ticks_table}"]}.items():
+    for name, extra in {
+        "inline": [f"delta:{ticks_table}@v0"],
+        "flag": [f"delta:{ticks_table}", "--delta-version", "0"],
+        "latest": [f"delta:{ticks_table}"],
+    }.items():
         assert main(["run", V_SHAPE, "--engine", "python", "--input", *extra]) == 0
         outputs[name] = table_rows(capsys.readouterr().out)
-    assert main(["run", V_SHAPE, "--engine", "python", "--input", f"delta:{ticks_table}@v1", "--delta-version", "0"]) == 0
+    assert (
+        main(["run", V_SHAPE, "--engine", "python", "--input", f"delta:{ticks_table}@v1", "--delta-version", "0"]) == 0
+    )
     assert sum(line.startswith("DYNA") for line in table_rows(capsys.readouterr().out)) == 6  # its own version wins
     assert outputs["inline"] == outputs["flag"]
     assert not any(line.startswith("DYNA") for line in outputs["flag"])
     assert sum(line.startswith("DYNA") for line in outputs["latest"]) == 6
     first_commit = DeltaTable(str(ticks_table)).history()[-1]["timestamp"]  # ms since the epoch
-    at = dt.datetime.fromtimestamp(first_commit / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    at = dt.datetime.fromtimestamp(first_commit / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
     assert snapshot_of(f"delta:{ticks_table}@{at}") == DeltaSnapshot(str(ticks_table), timestamp=at)
     assert read_delta_arrow(snapshot_of(f"delta:{ticks_table}@{at}")).num_rows == 180
 
 
 def test_a_named_delta_input_in_a_whole_statement(ticks_table, tmp_path, capsys):
     query = tmp_path / "q.sql"
-    query.write_text("SELECT symbol, COUNT(*) AS shapes FROM (SELECT * FROM ticks WHERE symbol <> 'ACME') "
-                     "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES A.ts AS t "
-                     "PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price)) GROUP BY symbol "
-                     "ORDER BY symbol")
+    query.write_text(
+        "SELECT symbol, COUNT(*) AS shapes FROM (SELECT * FROM ticks WHERE symbol <> 'ACME') "
+        "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES A.ts AS t "
+        "PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price)) GROUP BY symbol "
+        "ORDER BY symbol"
+    )
     assert main(["run", str(query), "--engine", "python", "--input", f"ticks=delta:{ticks_table}"]) == 0
     rows = table_rows(capsys.readouterr().out)[2:]
     assert [row.split()[0] for row in rows] == ["BOLT", "CRUX", "DYNA"]
@@ -97,14 +104,21 @@ def test_only_the_columns_the_statement_names_are_read(ticks_table):
     assert table.column_names == ["symbol", "ts", "price"]  # not volume, not the partition column day
     all_rows = compile_sql(Path(V_SHAPE).read_text().replace("ONE ROW PER MATCH", "ALL ROWS PER MATCH"))
     assert columns_read(all_rows) is None
-    star_outside = compile_sql("WITH m AS (SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts "
-                               "MEASURES A.ts AS t PATTERN (A) DEFINE A AS price > 1)) SELECT * FROM ticks")
+    star_outside = compile_sql(
+        "WITH m AS (SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts "
+        "MEASURES A.ts AS t PATTERN (A) DEFINE A AS price > 1)) SELECT * FROM ticks"
+    )
     assert columns_read(star_outside) is None
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 50), st.integers(1, 9), st.integers(0, 3)),
-                min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("ab"), st.integers(0, 50), st.integers(1, 9), st.integers(0, 3)),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_pruned_and_whole_reads_match_the_same_rows(tmp_path_factory, events):
     """Whatever the rows, reading only the named columns changes no match (the unread column is in the input,
     never in the statement)."""
@@ -112,8 +126,10 @@ def test_pruned_and_whole_reads_match_the_same_rows(tmp_path_factory, events):
     frame = pd.DataFrame(events, columns=["k", "minute", "price", "noise"])
     frame["ts"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(frame["minute"], unit="m")
     write_deltalake(str(path), frame.drop(columns="minute"))
-    statement = compile_sql("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES FIRST(A.ts) AS s, "
-                            "COUNT(*) AS n ONE ROW PER MATCH PATTERN (A B*) DEFINE B AS price >= PREV(price))")
+    statement = compile_sql(
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES FIRST(A.ts) AS s, "
+        "COUNT(*) AS n ONE ROW PER MATCH PATTERN (A B*) DEFINE B AS price >= PREV(price))"
+    )
     snapshot = snapshot_of(f"delta:{path}")
     whole = statement.run(default=read_delta_arrow(snapshot), kind="pandas")
     pruned = statement.run(default=read_delta_arrow(snapshot, columns_read(statement)), kind="pandas")
@@ -122,8 +138,17 @@ def test_pruned_and_whole_reads_match_the_same_rows(tmp_path_factory, events):
 
 def test_output_to_delta_appends_a_backtest_once(ticks_table, tmp_path, capsys):
     out = tmp_path / "matches"
-    argv = ["run", V_SHAPE, "--engine", "python", "--input", f"delta:{ticks_table}", "--match-ids",
-            "--output", f"delta:{out}"]
+    argv = [
+        "run",
+        V_SHAPE,
+        "--engine",
+        "python",
+        "--input",
+        f"delta:{ticks_table}",
+        "--match-ids",
+        "--output",
+        f"delta:{out}",
+    ]
     assert main(argv) == 0
     assert "wrote 27 rows" in capsys.readouterr().out
     assert main(argv) == 0  # the same statement over the same table version: nothing more
@@ -138,9 +163,21 @@ def test_output_to_delta_appends_a_backtest_once(ticks_table, tmp_path, capsys):
 
 def test_the_alert_sink_writes_each_micro_batch_once_across_a_restart(tmp_path):
     emitted = dt.datetime(2026, 1, 5, 23, 59, 59)
-    alerts = [{"rule_id": "r", "rule_version": "1", "match_id": f"m{i}", "match_status": "MATCHED",
-               "partition_key": json.dumps({"k": i}), "first_event_time": emitted, "last_event_time": emitted,
-               "measures": "{}", "emit_time": emitted + dt.timedelta(seconds=i), "suppressed": False} for i in range(3)]
+    alerts = [
+        {
+            "rule_id": "r",
+            "rule_version": "1",
+            "match_id": f"m{i}",
+            "match_status": "MATCHED",
+            "partition_key": json.dumps({"k": i}),
+            "first_event_time": emitted,
+            "last_event_time": emitted,
+            "measures": "{}",
+            "emit_time": emitted + dt.timedelta(seconds=i),
+            "suppressed": False,
+        }
+        for i in range(3)
+    ]
     state = tmp_path / "ck" / "sinks"
     sink = DeltaSink(f"delta:{tmp_path / 'alerts'}", state_dir=str(state))
     assert sum(sink.deliver(alerts[:2], 0).delivered.values()) == 2
@@ -172,11 +209,37 @@ def test_a_folder_that_is_not_a_delta_table_is_refused_plainly(tmp_path, capsys)
 def test_a_stream_over_a_folder_that_is_not_a_delta_table_is_refused_before_spark_starts(tmp_path, capsys):
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "v.sql").write_text(Path(V_SHAPE).read_text())
-    assert main(["stream", "--rules", str(tmp_path / "rules"), "--input", f"delta:{tmp_path}",
-                 "--checkpoint", str(tmp_path / "ck")]) == 2
+    assert (
+        main(
+            [
+                "stream",
+                "--rules",
+                str(tmp_path / "rules"),
+                "--input",
+                f"delta:{tmp_path}",
+                "--checkpoint",
+                str(tmp_path / "ck"),
+            ]
+        )
+        == 2
+    )
     assert f"{tmp_path} is not a Delta table: it has no _delta_log folder" in capsys.readouterr().err
-    assert main(["stream", "--rules", str(tmp_path / "rules"), "--input", str(tmp_path), "--delta-option", "a=b",
-                 "--checkpoint", str(tmp_path / "ck")]) == 2
+    assert (
+        main(
+            [
+                "stream",
+                "--rules",
+                str(tmp_path / "rules"),
+                "--input",
+                str(tmp_path),
+                "--delta-option",
+                "a=b",
+                "--checkpoint",
+                str(tmp_path / "ck"),
+            ]
+        )
+        == 2
+    )
     assert "--delta-option is for a Delta input" in capsys.readouterr().err
 
 
@@ -208,8 +271,9 @@ def test_a_column_added_later_is_missing_at_the_older_version_with_a_caret(tmp_p
 def test_a_widened_column_type_reads_at_each_version(tmp_path):
     path = tmp_path / "t"
     write_deltalake(str(path), pa.table({"k": ["a"], "n": pa.array([1], pa.int32())}))
-    write_deltalake(str(path), pa.table({"k": ["a"], "n": pa.array([2**40], pa.int64())}), mode="overwrite",
-                    schema_mode="overwrite")
+    write_deltalake(
+        str(path), pa.table({"k": ["a"], "n": pa.array([2**40], pa.int64())}), mode="overwrite", schema_mode="overwrite"
+    )
     assert read_delta_arrow(DeltaSnapshot(str(path), version=0)).column("n").to_pylist() == [1]
     assert read_delta_arrow(DeltaSnapshot(str(path))).column("n").to_pylist() == [2**40]
 

@@ -45,10 +45,12 @@ def test_both_engines_give_the_same_matches_and_match_ids_at_each_version(spark,
     frame = pd.read_csv(TICKS, parse_dates=["ts"])
     frame["day"] = frame["ts"].dt.strftime("%Y-%m-%d")
     path = tmp_path / "ticks"
-    write_deltalake(str(path), pa.Table.from_pandas(frame[frame["symbol"] != "DYNA"], preserve_index=False),
-                    partition_by=["day"])
-    write_deltalake(str(path), pa.Table.from_pandas(frame[frame["symbol"] == "DYNA"], preserve_index=False),
-                    mode="append")
+    write_deltalake(
+        str(path), pa.Table.from_pandas(frame[frame["symbol"] != "DYNA"], preserve_index=False), partition_by=["day"]
+    )
+    write_deltalake(
+        str(path), pa.Table.from_pandas(frame[frame["symbol"] == "DYNA"], preserve_index=False), mode="append"
+    )
     for spec in (f"delta:{path}", f"delta:{path}@v0"):
         answers = {}
         for engine in ("python", "spark"):
@@ -57,17 +59,34 @@ def test_both_engines_give_the_same_matches_and_match_ids_at_each_version(spark,
         assert answers["python"] == answers["spark"]
         assert len(answers["spark"]) == 2 + (27 if spec.endswith(str(path)) else 21)
     for engine in ("python", "spark"):  # before the first commit: no version to read, said plainly on both
-        assert main(["run", V_SHAPE, "--input", f"delta:{path}", "--engine", engine,
-                     "--delta-timestamp", "2000-01-01T00:00:00"]) == 2
+        assert (
+            main(
+                [
+                    "run",
+                    V_SHAPE,
+                    "--input",
+                    f"delta:{path}",
+                    "--engine",
+                    engine,
+                    "--delta-timestamp",
+                    "2000-01-01T00:00:00",
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert f"cannot read the Delta table {path} as of 2000-01-01T00:00:00" in err and "Traceback" not in err
 
 
 def events(start: int, count: int) -> pd.DataFrame:
     """Prices for three symbols, one a second; every fifth one above 100 (an alert)."""
-    return pd.DataFrame({"symbol": ["abc"[i % 3] for i in range(count)],
-                         "ts": [T0 + dt.timedelta(seconds=start + i) for i in range(count)],
-                         "price": [150.0 + i if i % 5 == 0 else 50.0 for i in range(count)]})
+    return pd.DataFrame(
+        {
+            "symbol": ["abc"[i % 3] for i in range(count)],
+            "ts": [T0 + dt.timedelta(seconds=start + i) for i in range(count)],
+            "price": [150.0 + i if i % 5 == 0 else 50.0 for i in range(count)],
+        }
+    )
 
 
 def append(path: Path, rows: pd.DataFrame) -> None:
@@ -80,15 +99,39 @@ class Stream:
 
     def __init__(self, tmp: Path, *extra: str) -> None:
         self.log = tmp / f"stream-{time.monotonic_ns()}.log"
-        args = [*CEP, "stream", "--rules", str(tmp / "rules"), "--input", f"delta:{tmp / 'events'}",
-                "--delta-option", "maxFilesPerTrigger=1", "--checkpoint", str(tmp / "ck"),
-                "--sink", f"delta:{tmp / 'alerts'}", "--watermark", "2s", "--trigger", "1s",
-                "--max-future-skew", "off", "--master", "local[2]", *extra]
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT),
-                   CEP_SPARK_LOG=str(tmp / f"spark-{time.monotonic_ns()}.log"))
+        args = [
+            *CEP,
+            "stream",
+            "--rules",
+            str(tmp / "rules"),
+            "--input",
+            f"delta:{tmp / 'events'}",
+            "--delta-option",
+            "maxFilesPerTrigger=1",
+            "--checkpoint",
+            str(tmp / "ck"),
+            "--sink",
+            f"delta:{tmp / 'alerts'}",
+            "--watermark",
+            "2s",
+            "--trigger",
+            "1s",
+            "--max-future-skew",
+            "off",
+            "--master",
+            "local[2]",
+            *extra,
+        ]
+        env = dict(
+            os.environ,
+            PYSPARK_PYTHON=sys.executable,
+            PYTHONPATH=str(ROOT),
+            CEP_SPARK_LOG=str(tmp / f"spark-{time.monotonic_ns()}.log"),
+        )
         with self.log.open("w") as out:
-            self.process = subprocess.Popen(args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -132,17 +175,37 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
             until(lambda: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
             append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
             stream.kill_9()
-        append(table, pd.concat([events(next(starts), 30), pd.DataFrame({"symbol": [SENTINEL],
-                                                                           "ts": [T0 + dt.timedelta(days=1)],
-                                                                           "price": [1.0]})]))
+        append(
+            table,
+            pd.concat(
+                [
+                    events(next(starts), 30),
+                    pd.DataFrame({"symbol": [SENTINEL], "ts": [T0 + dt.timedelta(days=1)], "price": [1.0]}),
+                ]
+            ),
+        )
         last = Stream(tmp_path, "--once")  # the same command, drained: nothing lost, nothing twice
         streams.append(last)
         assert last.process.wait(900) == 0, last.text()[-3000:]
     finally:
         for stream in streams:
             stream.kill_9()
-    assert main(["run", "--rules", str(tmp_path / "rules"), "--input", f"delta:{table}", "--engine", "python",
-                 "--output", str(tmp_path / "backtest.json")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--rules",
+                str(tmp_path / "rules"),
+                "--input",
+                f"delta:{table}",
+                "--engine",
+                "python",
+                "--output",
+                str(tmp_path / "backtest.json"),
+            ]
+        )
+        == 0
+    )
     backtest = pd.read_json(tmp_path / "backtest.json", lines=True)
     landed = DeltaTable(str(tmp_path / "alerts")).to_pandas()
     assert len(landed) == landed["match_id"].nunique() == len(backtest) > 0

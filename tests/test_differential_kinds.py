@@ -35,7 +35,7 @@ import cep
 
 NAN = math.nan
 INF = math.inf
-UTC = dt.timezone.utc
+UTC = dt.UTC
 BERLIN, NEW_YORK = ZoneInfo("Europe/Berlin"), ZoneInfo("America/New_York")
 # The instant each zone's clock jumps: Berlin back at 03:00 CEST on 2024-10-27, New York forward at 02:00 EST
 # on 2024-03-10. Events lie within three hours either side, so a wall clock repeats or skips an hour among them.
@@ -51,12 +51,24 @@ KEYS = {
 # type), which holds 24 (tests/test_spark_decimals.py shows what a larger one does).
 VALUES = {
     "float": [NAN, INF, -INF, -0.0, 0.0, 1.5, -2.25, 1e308, -1e308, 5e-324, None],
-    "decimal": [Decimal("123456789012345678901234.0123456789"), Decimal("-0.0000000001"), Decimal("0E-10"),
-                Decimal("-123456789012345678901234.0123456789"), Decimal("1.5000000000"), None],
+    "decimal": [
+        Decimal("123456789012345678901234.0123456789"),
+        Decimal("-0.0000000001"),
+        Decimal("0E-10"),
+        Decimal("-123456789012345678901234.0123456789"),
+        Decimal("1.5000000000"),
+        None,
+    ],
     "int": [0, -1, 2**62, -(2**62), 7, None],
 }
-SPARK_TYPES = {("k", "text"): "string", ("k", "float"): "double", ("k", "decimal"): "decimal(38,12)",
-               ("v", "float"): "double", ("v", "decimal"): "decimal(38,10)", ("v", "int"): "bigint"}
+SPARK_TYPES = {
+    ("k", "text"): "string",
+    ("k", "float"): "double",
+    ("k", "decimal"): "decimal(38,12)",
+    ("v", "float"): "double",
+    ("v", "decimal"): "decimal(38,10)",
+    ("v", "int"): "bigint",
+}
 
 QUERIES = [
     # PARTITION BY a hostile key, DEFINE comparing the hostile numeric column, IS NULL, the aggregates over it.
@@ -86,10 +98,14 @@ def tables(draw, *, mixed_times: bool = True):
     for index, minute in enumerate(minutes):
         local = (DST_CHANGE[zone] + dt.timedelta(minutes=minute)).astimezone(zone)
         aware = time_kind == "aware" or (time_kind == "mixed" and index % 2 == 1)
-        rows.append({"k": draw(st.sampled_from(KEYS[key_kind])),
-                     "ts": local if aware else local.replace(tzinfo=None, fold=0),
-                     "v": draw(st.sampled_from(VALUES[value_kind])),
-                     "V": draw(st.sampled_from(KEYS["text"]))})
+        rows.append(
+            {
+                "k": draw(st.sampled_from(KEYS[key_kind])),
+                "ts": local if aware else local.replace(tzinfo=None, fold=0),
+                "v": draw(st.sampled_from(VALUES[value_kind])),
+                "V": draw(st.sampled_from(KEYS["text"])),
+            }
+        )
     return key_kind, value_kind, time_kind, rows
 
 
@@ -190,8 +206,7 @@ def spark_frame(spark, rows: list[dict], key_kind: str, value_kind: str, time_ki
     """The rows as a Spark DataFrame with an explicit schema: naive times as TIMESTAMP_NTZ, aware ones as
     TIMESTAMP (instants)."""
     time_type = "timestamp" if time_kind == "aware" else "timestamp_ntz"
-    schema = (f"k {SPARK_TYPES['k', key_kind]}, ts {time_type}, v {SPARK_TYPES['v', value_kind]}, "
-              "`V` string")
+    schema = f"k {SPARK_TYPES['k', key_kind]}, ts {time_type}, v {SPARK_TYPES['v', value_kind]}, `V` string"
     return spark.createDataFrame([(row["k"], row["ts"], row["v"], row["V"]) for row in rows], schema)
 
 
@@ -212,10 +227,15 @@ def test_naive_times_stay_naive_on_spark(spark):
     """A TIMESTAMP_NTZ input gave TIMESTAMP (instant) output columns on Spark, where the python engine
     keeps a naive time naive: found by the property above."""
     q = cep.compile(QUERIES[1])
-    rows = [{"k": "7", "ts": dt.datetime(2024, 10, 27, 2, 30), "v": 1.0, "V": "a"},
-            {"k": "7", "ts": dt.datetime(2024, 10, 27, 2, 10), "v": 2.0, "V": "a"}]
+    rows = [
+        {"k": "7", "ts": dt.datetime(2024, 10, 27, 2, 30), "v": 1.0, "V": "a"},
+        {"k": "7", "ts": dt.datetime(2024, 10, 27, 2, 10), "v": 2.0, "V": "a"},
+    ]
     df = spark_frame(spark, rows, "text", "float", "naive")
     out = q.on_spark(df)
     assert out.schema["t1"].dataType.simpleString() == "timestamp_ntz"
-    assert out.toArrow().to_pylist() == q.run(rows) == [
-        {"k": "7", "n": 2, "f": 2.0, "t1": dt.datetime(2024, 10, 27, 2, 30)}]
+    assert (
+        out.toArrow().to_pylist()
+        == q.run(rows)
+        == [{"k": "7", "n": 2, "f": 2.0, "t1": dt.datetime(2024, 10, 27, 2, 30)}]
+    )

@@ -34,9 +34,13 @@ def _doc_params() -> list:
 
 @pytest.mark.parametrize("path", _doc_params())
 def test_doctests(path: Path) -> None:
-    result = doctest.testfile(str(path), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testfile(
+        str(path), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    )
     assert result.attempted > 0
-    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {path.name} failed (see output above)"
+    assert result.failed == 0, (
+        f"{result.failed} of {result.attempted} examples in {path.name} failed (see output above)"
+    )
 
 
 SQL_CASES = [(p, i, block) for p in DOCS for i, block in enumerate(SQL_BLOCK.findall(p.read_text(encoding="utf-8")))]
@@ -57,7 +61,9 @@ def test_sql_blocks_parse(path: Path, index: int, block: str) -> None:
 
 def test_every_error_code_is_in_the_docs_code_tables():
     """A code raised anywhere in the library has a row in docs/language.md's tables."""
-    library = [path for folder in ("cep", "grammar", "matcher", "spark_bridge") for path in (ROOT / folder).rglob("*.py")]
+    library = [
+        path for folder in ("cep", "grammar", "matcher", "spark_bridge") for path in (ROOT / folder).rglob("*.py")
+    ]
     raised = {code for path in library for code in re.findall(r"\bE0\d{3}\b", path.read_text(encoding="utf-8"))}
     table = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
     documented = {code for row in re.findall(r"^\| (E0[^|]*)\|", table, re.M) for code in re.findall(r"E0\d{3}", row)}

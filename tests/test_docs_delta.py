@@ -25,20 +25,30 @@ DEMO_DIR = "/tmp/cep-delta-demo"
 
 def walkthrough(page: str) -> list[tuple[str, dict, str]]:
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
-    return [(kind, {k: html.unescape(v) for k, v in ATTRIBUTE.findall(attributes)}, commands)
-            for kind, attributes, commands in MARKED_BLOCK.findall(text)]
+    return [
+        (kind, {k: html.unescape(v) for k, v in ATTRIBUTE.findall(attributes)}, commands)
+        for kind, attributes, commands in MARKED_BLOCK.findall(text)
+    ]
 
 
-@pytest.mark.parametrize("page", [
-    "getting-started.md",
-    pytest.param("alerting.md", marks=[pytest.mark.spark, pytest.mark.long, pytest.mark.timeout(1500)]),
-])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "getting-started.md",
+        pytest.param("alerting.md", marks=[pytest.mark.spark, pytest.mark.long, pytest.mark.timeout(1500)]),
+    ],
+)
 def test_the_delta_walkthrough_runs_as_written(page, tmp_path):
     steps = walkthrough(page)
     assert len(steps) >= 3, f"{page} has no Delta walkthrough"
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
-               CEP_SPARK_LOG=str(tmp_path / "spark.log"))
+    env = dict(
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        CEP_SPARK_LOG=str(tmp_path / "spark.log"),
+    )
     demo = tmp_path / "demo"
     for number, (kind, attributes, commands) in enumerate(steps):
         assert kind == "run", f"unknown delta-demo kind {kind!r} in {page}"

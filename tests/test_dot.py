@@ -32,7 +32,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         if text[pos:].strip() == "":
             break
         m = _TOKEN.match(text, pos)
-        assert m, f"cannot read DOT at {text[pos:pos + 40]!r}"
+        assert m, f"cannot read DOT at {text[pos : pos + 40]!r}"
         quoted, word, punct = m.groups()
         if quoted is not None:
             out.append(("str", re.sub(r"\\(.)", lambda g: "\n" if g.group(1) == "n" else g.group(1), quoted)))
@@ -78,7 +78,7 @@ def _statement(tokens: list, nodes: dict, edges: list, graph: dict) -> None:
     if ("op", "[") in tokens:
         at = tokens.index(("op", "["))
         assert tokens[-1] == ("op", "]")
-        attrs, tokens = _attrs(tokens[at + 1:-1]), tokens[:at]
+        attrs, tokens = _attrs(tokens[at + 1 : -1]), tokens[:at]
     if len(tokens) == 3 and tokens[1] == ("op", "->"):
         edges.append((tokens[0][1], tokens[2][1], attrs))
     elif len(tokens) == 3 and tokens[1] == ("op", "="):
@@ -112,7 +112,7 @@ def test_v_shape_automaton():
     assert edges == [
         ("start", "A", "TRUE (no DEFINE)", None),
         ("A", "B", b, None),
-        ("B", "B", b, "1"),   # greedy B+: one more B is tried first
+        ("B", "B", b, "1"),  # greedy B+: one more B is tried first
         ("B", "C", c, "2"),
         ("C", "C", c, "1"),
         ("C", "match", "", "2"),
@@ -121,15 +121,18 @@ def test_v_shape_automaton():
 
 
 def test_reluctant_quantifier_reverses_preference():
-    _, edges, _ = automaton("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n "
-                            "PATTERN (A+? B) DEFINE A AS v > 0, B AS v < 0)")
+    _, edges, _ = automaton(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n "
+        "PATTERN (A+? B) DEFINE A AS v > 0, B AS v < 0)"
+    )
     assert ("A", "B", "v < 0", "1") in edges and ("A", "A", "v > 0", "2") in edges
 
 
 def test_alternation_anchors_exclusion_and_repeated_variables():
     nodes, edges, _ = automaton(
         "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n ALL ROWS PER MATCH "
-        "PATTERN (^ A {- B -} (C | A)*? $) DEFINE B AS v > 1, C AS v = 2)")
+        "PATTERN (^ A {- B -} (C | A)*? $) DEFINE B AS v > 1, C AS v = 2)"
+    )
     by_label = {a.get("label", n): a for n, a in nodes.items()}
     assert set(by_label) == {"A", "B", "C", "A#2", "match", "start"}  # A appears twice in the pattern
     assert by_label["B"]["style"] == "dashed"  # inside {- -}: matched, not output
@@ -149,10 +152,12 @@ def test_absence_has_a_deadline_node():
 
 
 def test_labels_with_quotes_and_backslashes_survive():
-    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n "
-            "PATTERN (A) DEFINE A AS \"we\"\"ird\" = 'a\\\"b')")
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n "
+        'PATTERN (A) DEFINE A AS "we""ird" = \'a\\"b\')'
+    )
     _, edges, _ = automaton(text)
-    assert edges[0][2] == "\"we\"\"ird\" = 'a\\\"b'"
+    assert edges[0][2] == '"we""ird" = \'a\\"b\''
 
 
 def test_edge_labels_are_the_conditions_explain_prints():
@@ -201,7 +206,9 @@ def test_svg_without_graphviz_is_a_clear_usage_error(monkeypatch, tmp_path, caps
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
     with pytest.raises(GraphvizMissing, match="apt-get install graphviz"):
         render("digraph pattern {}", "svg")
-    assert main(["explain", str(REPO / "patterns" / "v_shape.sql"), "--format", "png", "-o", str(tmp_path / "x.png")]) == 2
+    assert (
+        main(["explain", str(REPO / "patterns" / "v_shape.sql"), "--format", "png", "-o", str(tmp_path / "x.png")]) == 2
+    )
     err = capsys.readouterr().err
     assert "Graphviz" in err and "apt-get install graphviz" in err and "--format dot" in err
     assert "Traceback" not in err

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 import cep
 from cep.grammar import ast as A
 from cep.grammar.errors import CepError
-from cep.matcher.vector import fastpath
 from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import rows_to_columns
+from cep.matcher.vector import fastpath
 from tests.strategies_match import (
     S,
     _measures,
@@ -135,7 +135,9 @@ def _is_eligible(stmt: A.Statement) -> bool:
     return fastpath.analyze(stmt, machine, ("id", "value", "part"))[0] is not None
 
 
-FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FAST = settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 
 @FAST
@@ -169,7 +171,10 @@ def test_most_generated_queries_are_eligible():
 
 V_SHAPE = dict(
     pattern=cat(var("A"), plus(var("B")), plus(var("C"))),
-    defines={"B": binop("<", col("value", "B"), prev(col("value", "B"))), "C": binop(">", col("value", "C"), prev(col("value")))},
+    defines={
+        "B": binop("<", col("value", "B"), prev(col("value", "B"))),
+        "C": binop(">", col("value", "C"), prev(col("value"))),
+    },
     measures=[("n", count_star()), ("bottom", last(col("value", "B")))],
     partition_by=("part",),
 )
@@ -258,8 +263,12 @@ def test_long_runs_go_to_the_vm_when_the_pattern_is_not_a_sequence_of_runs():
     """A+ (B C | D) over a long run of A rows: not a sequence of runs, so the VM (linear) runs it."""
     stmt = statement(
         cat(plus(var("A")), alternation(cat(var("B"), var("C")), var("D"))),
-        defines={"A": binop("=", col("value"), lit(0)), "B": binop("=", col("value"), lit(1)),
-                 "C": binop("=", col("value"), lit(2)), "D": binop("=", col("value"), lit(3))},
+        defines={
+            "A": binop("=", col("value"), lit(0)),
+            "B": binop("=", col("value"), lit(1)),
+            "C": binop("=", col("value"), lit(2)),
+            "D": binop("=", col("value"), lit(3)),
+        },
         measures=[("n", count_star())],
     )
     rows = [{"id": i, "value": 0, "part": None} for i in range(20_000)]
@@ -285,12 +294,14 @@ def test_decimal_literals_compare_as_values_compare_does(op):
 
     import numpy as np
 
-    from cep.matcher.vector import kernels
     from cep.matcher.sql import values as V
+    from cep.matcher.vector import kernels
 
     column = [0.1, 0.5, 2.5, 3.0, math.nan, None, -1.0]
     for literal in (Decimal("0.1"), Decimal("2.5"), Decimal("3")):
-        condition = kernels.compile_condition(binop(op, col("value"), A.Literal(S, "decimal", literal, str(literal))), lambda ref: "value", lambda q: True)
+        condition = kernels.compile_condition(
+            binop(op, col("value"), A.Literal(S, "decimal", literal, str(literal))), lambda ref: "value", lambda q: True
+        )
         frame = kernels.Frame(len(column), {"value": lambda: kernels.load_column(column)}, np.array([0, len(column)]))
         expected = [V.compare(op, v, literal) is True for v in column]
         assert condition(frame).tolist() == expected, (op, literal)
@@ -374,7 +385,10 @@ def frames(draw, max_rows: int = 20):
         arrays = [pa.array([row[name] for row in rows], type=typed[name]) for name in names]
         return pa.Table.from_arrays(arrays, names=names)
     frame = pd.DataFrame({name: [row[name] for row in rows] for name in names}, columns=names)
-    if draw(st.booleans()) and frame["value"].dropna().map(float.is_integer if frame["value"].dtype == float else bool).all():
+    if (
+        draw(st.booleans())
+        and frame["value"].dropna().map(float.is_integer if frame["value"].dtype == float else bool).all()
+    ):
         frame["value"] = frame["value"].astype("Int64")  # pandas' nullable integers
     frame["id"] = frame["id"].astype("int64")
     frame["ts"] = pd.to_datetime(frame["ts"])
@@ -442,8 +456,14 @@ def run_queries(draw) -> A.Statement:
         items.append(term if (low, high) == (1, 1) else quant(term, low, high, greedy=draw(st.booleans())))
     pattern = cat(*items)
     defines = {v: draw(_eligible_conditions(v)) for v in pattern_variables(pattern) if draw(st.integers(0, 4)) > 0}
-    return statement(pattern, defines=defines, measures=draw(_vector_measures()), rows_per_match="ONE",
-                     skip="PAST_LAST_ROW", partition_by=draw(st.sampled_from([(), ("part",)])))
+    return statement(
+        pattern,
+        defines=defines,
+        measures=draw(_vector_measures()),
+        rows_per_match="ONE",
+        skip="PAST_LAST_ROW",
+        partition_by=draw(st.sampled_from([(), ("part",)])),
+    )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -468,11 +488,24 @@ def test_v_shape_frame_never_builds_python_rows(library, monkeypatch):
     """The V-shape over a frame: no input column is turned into Python values, types are kept."""
     from cep.matcher.vector.layout import ArrayInput
 
-    stmt = statement(**{**V_SHAPE, "measures": [("n", count_star()), ("bottom", last(col("value", "B"))),
-                                                ("start", first(col("ts", "A"))), ("m", A.MatchNumber(S))]})
+    stmt = statement(
+        **{
+            **V_SHAPE,
+            "measures": [
+                ("n", count_star()),
+                ("bottom", last(col("value", "B"))),
+                ("start", first(col("ts", "A"))),
+                ("m", A.MatchNumber(S)),
+            ],
+        }
+    )
     values = [5, 4, 3, 4, 5, 5, 4, 6, 2, 1, 2]
-    data = {"id": list(range(len(values))), "value": values, "part": ["p"] * len(values),
-            "ts": [_T0 + _dt.timedelta(seconds=i) for i in range(len(values))]}
+    data = {
+        "id": list(range(len(values))),
+        "value": values,
+        "part": ["p"] * len(values),
+        "ts": [_T0 + _dt.timedelta(seconds=i) for i in range(len(values))],
+    }
     frame = pd.DataFrame(data) if library == "pandas" else pa.table(data)
     expected = _frame_run(stmt, frame, fast=False)
 
@@ -521,7 +554,6 @@ def test_most_generated_frames_take_the_column_path(monkeypatch):
     assert _share_calling(monkeypatch, plan_module, "from_columns", column_queries(), frames(), 60) > 0.6
 
 
-
 # ------------------------------------------------------------------- ALL ROWS PER MATCH, column-wise
 
 
@@ -553,8 +585,11 @@ def all_rows_queries(draw) -> A.Statement:
     pattern = draw(patterns())
     pattern = cat(pattern, var("A")) if not has_exclusion(pattern) else var("A")
     pvars = pattern_variables(pattern)
-    subsets = {"U": tuple(sorted(set(draw(st.lists(st.sampled_from(pvars), min_size=1, max_size=2)))))} \
-        if draw(st.booleans()) else {}
+    subsets = (
+        {"U": tuple(sorted(set(draw(st.lists(st.sampled_from(pvars), min_size=1, max_size=2)))))}
+        if draw(st.booleans())
+        else {}
+    )
     defines = {v: draw(_eligible_conditions(v)) for v in pvars if draw(st.integers(0, 4)) > 0}
     return statement(
         pattern,
@@ -568,7 +603,9 @@ def all_rows_queries(draw) -> A.Statement:
     )
 
 
-ALL_ROWS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+ALL_ROWS = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 
 @ALL_ROWS
@@ -595,18 +632,36 @@ def test_most_generated_all_rows_queries_take_the_column_path(monkeypatch):
 def test_all_rows_v_shape_running_and_final():
     """The V-shape in ALL ROWS: RUNNING values grow with the match (FIRST(C.value) is NULL until a C row),
     FINAL ones are the match's."""
-    stmt = statement(**{**V_SHAPE, "rows_per_match": "ALL_SHOW_EMPTY", "measures": [
-        ("cls", classifier_of()), ("n", count_star()), ("nb", count_star("B", "FINAL")),
-        ("bottom", last(col("value", "B"))), ("low", last(col("value", "B"), semantics="FINAL")),
-        ("top", first(col("value", "C"))), ("m", A.MatchNumber(S))]})
+    stmt = statement(
+        **{
+            **V_SHAPE,
+            "rows_per_match": "ALL_SHOW_EMPTY",
+            "measures": [
+                ("cls", classifier_of()),
+                ("n", count_star()),
+                ("nb", count_star("B", "FINAL")),
+                ("bottom", last(col("value", "B"))),
+                ("low", last(col("value", "B"), semantics="FINAL")),
+                ("top", first(col("value", "C"))),
+                ("m", A.MatchNumber(S)),
+            ],
+        }
+    )
     rows = [{"id": i, "value": v, "part": "p"} for i, v in enumerate([5, 4, 3, 4, 5, 5, 4, 6])]
     plan = CompiledQuery(stmt)
     out = plan.run_columns(rows_to_columns(rows))[1]
     fast = fastpath.plan_for(stmt, plan.machine(("id", "value", "part")), ("id", "value", "part"))
     assert fast.all_rows is not None and fast.stats["regex_partitions"] == 1
     assert [row[2:9] for row in out] == [
-        ("A", 1, 2, None, 3, None, 1), ("B", 2, 2, 4, 3, None, 1), ("B", 3, 2, 3, 3, None, 1), ("C", 4, 2, 3, 3, 4, 1),
-        ("C", 5, 2, 3, 3, 4, 1), ("A", 1, 1, None, 4, None, 2), ("B", 2, 1, 4, 4, None, 2), ("C", 3, 1, 4, 4, 6, 2)]
+        ("A", 1, 2, None, 3, None, 1),
+        ("B", 2, 2, 4, 3, None, 1),
+        ("B", 3, 2, 3, 3, None, 1),
+        ("C", 4, 2, 3, 3, 4, 1),
+        ("C", 5, 2, 3, 3, 4, 1),
+        ("A", 1, 1, None, 4, None, 2),
+        ("B", 2, 1, 4, 4, None, 2),
+        ("C", 3, 1, 4, 4, 6, 2),
+    ]
     assert _run(stmt, rows, fast=True) == _run(stmt, rows, fast=False)
 
 
@@ -647,7 +702,7 @@ def test_eight_variables_with_long_runs_across_partitions():
     plan = CompiledQuery(stmt)
     fast = fastpath.plan_for(stmt, plan.machine(tuple(frame.columns)), tuple(frame.columns))
     assert fast is not None and fast.separated_regex is None  # 8 variables: no byte is free to separate
-    assert 60 ** 2 <= fastpath.RESTART_BUDGET * 60 + fastpath.RESTART_SLACK < 120 ** 2
+    assert 60**2 <= fastpath.RESTART_BUDGET * 60 + fastpath.RESTART_SLACK < 120**2
     out = plan.run_frame(frame)
     assert out.to_dict("records") == [{"part": "p", "n": 60}, {"part": "q", "n": 60}]
     assert fast.stats["regex_partitions"] == 2 and fast.stats["vm_partitions"] == 0
@@ -657,8 +712,10 @@ def test_eight_variables_with_long_runs_across_partitions():
 def test_column_wise_false_runs_every_partition_on_the_vm():
     """``column_wise=False`` (the reference the comparisons above run against) really leaves the column-wise
     engines out, for that query only: the same rows, from the VM."""
-    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES COUNT(*) AS n PATTERN (A B+) "
-            "DEFINE A AS value = 0, B AS value > PREV(value))")
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY id MEASURES COUNT(*) AS n PATTERN (A B+) "
+        "DEFINE A AS value = 0, B AS value > PREV(value))"
+    )
     rows = [{"id": i, "value": i % 4, "part": "pq"[i % 2]} for i in range(40)]
     names = ("id", "value", "part")
     fast, vm = cep.compile(text), cep.compile(text, column_wise=False)

@@ -61,12 +61,16 @@ def test_round_trip_of_generated_patterns(pattern: A.Pattern) -> None:
 
 
 def test_canonical_layout() -> None:
-    query = ("select m.id, m.total as t from ticks match_recognize (partition by symbol order by ts desc nulls last "
-             "measures first(a.price) as start, final sum(b.qty) as total all rows per match with unmatched rows "
-             "after match skip to first b pattern ((a | b)+? c{2,}) within interval '10' minute "
-             "subset u = (a, b) define b as b.price < prev(b.price) and b.qty between 1 and 10, c as true) as m "
-             "where m.total > 0 order by m.id limit 3")
-    assert format_statement(parse(query)) == """\
+    query = (
+        "select m.id, m.total as t from ticks match_recognize (partition by symbol order by ts desc nulls last "
+        "measures first(a.price) as start, final sum(b.qty) as total all rows per match with unmatched rows "
+        "after match skip to first b pattern ((a | b)+? c{2,}) within interval '10' minute "
+        "subset u = (a, b) define b as b.price < prev(b.price) and b.qty between 1 and 10, c as true) as m "
+        "where m.total > 0 order by m.id limit 3"
+    )
+    assert (
+        format_statement(parse(query))
+        == """\
 SELECT m.id, m.total AS t
 FROM ticks
 MATCH_RECOGNIZE (
@@ -88,11 +92,16 @@ MATCH_RECOGNIZE (
 WHERE m.total > 0
 ORDER BY m.id
 LIMIT 3"""
+    )
 
 
 def test_what_was_written_is_kept() -> None:
-    text = format_statement(parse("SELECT * FROM 'data/x.parquet' MATCH_RECOGNIZE (ORDER BY PROCTIME() ONE ROW PER "
-                                  "MATCH AFTER MATCH SKIP TO B SEEK PATTERN (A B) DEFINE \"A\" AS x = 'it''s')"))
+    text = format_statement(
+        parse(
+            "SELECT * FROM 'data/x.parquet' MATCH_RECOGNIZE (ORDER BY PROCTIME() ONE ROW PER "
+            "MATCH AFTER MATCH SKIP TO B SEEK PATTERN (A B) DEFINE \"A\" AS x = 'it''s')"
+        )
+    )
     assert "FROM 'data/x.parquet'" in text
     assert "ORDER BY PROCTIME()" in text and "ONE ROW PER MATCH" in text
     assert "AFTER MATCH SKIP TO B\n" in text and "\n  SEEK\n" in text
@@ -103,57 +112,64 @@ def test_what_was_written_is_kept() -> None:
 # --------------------------------------------------------------------------------- parentheses
 
 
-@pytest.mark.parametrize("text, formatted", [
-    ("(a + b) * c", "(a + b) * c"),
-    ("a + (b * c)", "a + b * c"),
-    ("a - (b - c)", "a - (b - c)"),
-    ("(a - b) - c", "a - b - c"),
-    ("NOT (a AND b)", "NOT (a AND b)"),
-    ("(NOT a) AND b", "NOT a AND b"),
-    ("NOT (a = b)", "NOT a = b"),
-    ("(a = b) = c", "(a = b) = c"),
-    ("-(-x)", "- -x"),
-    ("-(a + b)", "-(a + b)"),
-    ("(a OR b) AND c", "(a OR b) AND c"),
-    ("(a + 1) IS NULL", "a + 1 IS NULL"),
-    ("(a = 1) IS NOT NULL", "(a = 1) IS NOT NULL"),
-    ("x BETWEEN (a AND b) AND c", "x BETWEEN (a AND b) AND c"),
-    ("(x || 'a') LIKE 'b%' ESCAPE '!'", "x || 'a' LIKE 'b%' ESCAPE '!'"),
-    ("x != 1", "x <> 1"),
-    ("running   last(x,1)", "RUNNING LAST(x, 1)"),
-    ("cast(x as varchar(10))", "CAST(x AS VARCHAR(10))"),
-    ("case when a then 1 end", "CASE WHEN a THEN 1 END"),
-    ("array[1, 2]", "ARRAY[1, 2]"),
-    ("count(distinct a.x)", "COUNT(DISTINCT a.x)"),
-    ("interval '1:30' hour to minute", "INTERVAL '1:30' HOUR TO MINUTE"),
-    ("timestamp '2024-01-01 10:00:00'", "TIMESTAMP '2024-01-01 10:00:00'"),
-    ("1e0 + 1.50", "1e0 + 1.50"),
-])
+@pytest.mark.parametrize(
+    "text, formatted",
+    [
+        ("(a + b) * c", "(a + b) * c"),
+        ("a + (b * c)", "a + b * c"),
+        ("a - (b - c)", "a - (b - c)"),
+        ("(a - b) - c", "a - b - c"),
+        ("NOT (a AND b)", "NOT (a AND b)"),
+        ("(NOT a) AND b", "NOT a AND b"),
+        ("NOT (a = b)", "NOT a = b"),
+        ("(a = b) = c", "(a = b) = c"),
+        ("-(-x)", "- -x"),
+        ("-(a + b)", "-(a + b)"),
+        ("(a OR b) AND c", "(a OR b) AND c"),
+        ("(a + 1) IS NULL", "a + 1 IS NULL"),
+        ("(a = 1) IS NOT NULL", "(a = 1) IS NOT NULL"),
+        ("x BETWEEN (a AND b) AND c", "x BETWEEN (a AND b) AND c"),
+        ("(x || 'a') LIKE 'b%' ESCAPE '!'", "x || 'a' LIKE 'b%' ESCAPE '!'"),
+        ("x != 1", "x <> 1"),
+        ("running   last(x,1)", "RUNNING LAST(x, 1)"),
+        ("cast(x as varchar(10))", "CAST(x AS VARCHAR(10))"),
+        ("case when a then 1 end", "CASE WHEN a THEN 1 END"),
+        ("array[1, 2]", "ARRAY[1, 2]"),
+        ("count(distinct a.x)", "COUNT(DISTINCT a.x)"),
+        ("interval '1:30' hour to minute", "INTERVAL '1:30' HOUR TO MINUTE"),
+        ("timestamp '2024-01-01 10:00:00'", "TIMESTAMP '2024-01-01 10:00:00'"),
+        ("1e0 + 1.50", "1e0 + 1.50"),
+    ],
+)
 def test_expression_formatting(text: str, formatted: str) -> None:
     assert format_expr(expr_of(text)) == formatted
 
 
-@pytest.mark.parametrize("text, formatted", [
-    ("((A) (B (C)))", "A B C"),
-    ("(A B)* | C", "(A B)* | C"),
-    ("(A | B) C", "(A | B) C"),
-    ("(A*)+", "(A*)+"),
-    ("A{ 2 , 3 }?", "A{2,3}?"),
-    ("{-B-}+", "{- B -}+"),
-    ("PERMUTE(A,B|C)", "PERMUTE(A, B | C)"),
-    ("^ ()* $", "^ ()* $"),
-    ("A !B C", "A !B C"),
-    ('"a b" `c`', '"a b" "c"'),
-])
+@pytest.mark.parametrize(
+    "text, formatted",
+    [
+        ("((A) (B (C)))", "A B C"),
+        ("(A B)* | C", "(A B)* | C"),
+        ("(A | B) C", "(A | B) C"),
+        ("(A*)+", "(A*)+"),
+        ("A{ 2 , 3 }?", "A{2,3}?"),
+        ("{-B-}+", "{- B -}+"),
+        ("PERMUTE(A,B|C)", "PERMUTE(A, B | C)"),
+        ("^ ()* $", "^ ()* $"),
+        ("A !B C", "A !B C"),
+        ('"a b" `c`', '"a b" "c"'),
+    ],
+)
 def test_pattern_formatting(text: str, formatted: str) -> None:
     assert format_pattern(pattern_of(text)) == formatted
 
 
 def test_quantifier_text_for_hand_built_nodes() -> None:
     a = A.PatternVar(S, A.Identifier(S, "A"))
-    assert [quantifier_text(A.Quantified(S, a, low, high)) for low, high in [(0, None), (1, None), (0, 1), (2, 2),
-                                                                               (2, None), (2, 5)]] == [
-        "*", "+", "?", "{2}", "{2,}", "{2,5}"]
+    assert [
+        quantifier_text(A.Quantified(S, a, low, high))
+        for low, high in [(0, None), (1, None), (0, 1), (2, 2), (2, None), (2, 5)]
+    ] == ["*", "+", "?", "{2}", "{2,}", "{2,5}"]
     assert format_pattern(A.Quantified(S, a, 0, None, greedy=False)) == "A*?"
 
 

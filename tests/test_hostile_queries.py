@@ -85,7 +85,8 @@ CASES: dict[str, Case] = {
     "triple nesting ((A+)+)+C": Case(query("((A+)+)+ C", A, C), "ran"),
     "everything matches (A+)+": Case(query("(A+)+", A), "ran"),
     "conditions reading the match history": Case(
-        query("(A|B)* C", "A AS SUM(A.v) >= 0", "B AS AVG(B.v) >= 0", C), "either"),
+        query("(A|B)* C", "A AS SUM(A.v) >= 0", "B AS AVG(B.v) >= 0", C), "either"
+    ),
     # --- bounded quantifiers
     "A{1,100000}": Case(query("A{1,100000}", A), beyond(100_000, BOUND)),
     "A{100000}": Case(query("A{100000} C", A, C), beyond(100_000, BOUND)),
@@ -98,46 +99,68 @@ CASES: dict[str, Case] = {
     "nested quantifiers at depth 60": Case(query(nested("(", "A", ")*", 60), A), "ran"),
     # --- deep nesting
     "1000 nested parentheses in PATTERN": Case(query(nested("(", "A", ")", 1000), A), beyond(1000, DEPTH)),
-    "1000 nested parentheses in DEFINE": Case(query("A", "A AS " + nested("(", "v = 0", ")", 1000)), beyond(1000, DEPTH)),
-    "1000 nested function calls": Case(query("A", "A AS " + nested("ABS(", "v", ")", 1000) + " = 0"),
-                                       beyond(1000, DEPTH)),
+    "1000 nested parentheses in DEFINE": Case(
+        query("A", "A AS " + nested("(", "v = 0", ")", 1000)), beyond(1000, DEPTH)
+    ),
+    "1000 nested function calls": Case(
+        query("A", "A AS " + nested("ABS(", "v", ")", 1000) + " = 0"), beyond(1000, DEPTH)
+    ),
     "1000 NOTs": Case(query("A", "A AS " + "NOT " * 1000 + "v = 1"), beyond(1000, DEPTH)),
     "1000 unary minus": Case(query("A", "A AS " + "- " * 1000 + "v = 0"), beyond(1000, DEPTH)),
     "chain of 5000 additions": Case(query("A", "A AS v" + " + 1" * 5000 + " > 0"), beyond(5000, DEPTH)),
-    "1000 nested CASE": Case(query("A", "A AS " + nested("CASE WHEN v = 0 THEN ", "TRUE", " END", 1000)),
-                             beyond(1000, DEPTH)),
-    "parentheses at the depth limit in DEFINE": Case(query("A", "A AS " + nested("(", "v = 0", ")", DEPTH - 10)), "either"),
-    "function calls near the depth limit": Case(query("A", "A AS " + nested("ABS(", "v", ")", DEPTH - 10) + " = 0"),
-                                                "either", rows=1_000),
-    "CASE near the depth limit": Case(query("A", "A AS " + nested("CASE WHEN v = 0 THEN ", "TRUE", " END", DEPTH // 2)),
-                                      "either", rows=1_000),
+    "1000 nested CASE": Case(
+        query("A", "A AS " + nested("CASE WHEN v = 0 THEN ", "TRUE", " END", 1000)), beyond(1000, DEPTH)
+    ),
+    "parentheses at the depth limit in DEFINE": Case(
+        query("A", "A AS " + nested("(", "v = 0", ")", DEPTH - 10)), "either"
+    ),
+    "function calls near the depth limit": Case(
+        query("A", "A AS " + nested("ABS(", "v", ")", DEPTH - 10) + " = 0"), "either", rows=1_000
+    ),
+    "CASE near the depth limit": Case(
+        query("A", "A AS " + nested("CASE WHEN v = 0 THEN ", "TRUE", " END", DEPTH // 2)), "either", rows=1_000
+    ),
     # --- PERMUTE
-    "PERMUTE of 12": Case(query("PERMUTE(" + ", ".join(f"V{i}" for i in range(12)) + ")", "V0 AS v = 0"),
-                          beyond(12, PERMUTE_MAX)),
+    "PERMUTE of 12": Case(
+        query("PERMUTE(" + ", ".join(f"V{i}" for i in range(12)) + ")", "V0 AS v = 0"), beyond(12, PERMUTE_MAX)
+    ),
     "PERMUTE of 4 then C": Case(query("PERMUTE(V0, V1, V2, V3) C", C), "ran"),
     "largest allowed PERMUTE": Case(
-        query("PERMUTE(" + ", ".join(f"V{i}" for i in range(PERMUTE_MAX)) + ")",
-              *(f"V{i} AS v = {i}" for i in range(PERMUTE_MAX))), "either"),
+        query(
+            "PERMUTE(" + ", ".join(f"V{i}" for i in range(PERMUTE_MAX)) + ")",
+            *(f"V{i} AS v = {i}" for i in range(PERMUTE_MAX)),
+        ),
+        "either",
+    ),
     "many alternatives": Case(query(" | ".join(["A C"] * 1000), A, C), "either"),
-    "100 pattern variables": Case(query(" ".join(f"V{i}?" for i in range(limits.MAX_PATTERN_VARIABLES)),
-                                        "V0 AS v = 0"), "ran"),
-    "too many pattern variables": Case(query(" ".join(f"V{i}?" for i in range(limits.MAX_PATTERN_VARIABLES + 1)),
-                                             "V0 AS v = 0"), "refused"),
+    "100 pattern variables": Case(
+        query(" ".join(f"V{i}?" for i in range(limits.MAX_PATTERN_VARIABLES)), "V0 AS v = 0"), "ran"
+    ),
+    "too many pattern variables": Case(
+        query(" ".join(f"V{i}?" for i in range(limits.MAX_PATTERN_VARIABLES + 1)), "V0 AS v = 0"), "refused"
+    ),
     # --- size
     "1 MB query (comment)": Case(query("A", A) + "\n-- " + "x" * (1 << 20), beyond(1 << 20, limits.MAX_QUERY_LENGTH)),
-    "1 MB string literal": Case(query("A", "A AS CAST(v AS VARCHAR) <> '" + "x" * (1 << 20) + "'"),
-                                beyond(1 << 20, limits.MAX_QUERY_LENGTH)),
-    "1 MB of tokens": Case(query("A", "A AS v = 0" + " OR v = 1" * (1 << 17)), beyond(1 << 20, limits.MAX_QUERY_LENGTH)),
+    "1 MB string literal": Case(
+        query("A", "A AS CAST(v AS VARCHAR) <> '" + "x" * (1 << 20) + "'"), beyond(1 << 20, limits.MAX_QUERY_LENGTH)
+    ),
+    "1 MB of tokens": Case(
+        query("A", "A AS v = 0" + " OR v = 1" * (1 << 17)), beyond(1 << 20, limits.MAX_QUERY_LENGTH)
+    ),
     "long query under the limit (string literal)": Case(
-        query("A", "A AS CAST(v AS VARCHAR) <> '" + "x" * (limits.MAX_QUERY_LENGTH - 1000) + "'"), "ran"),
-    "too many tokens under the length limit": Case(query("A", "A AS v = 0" + " OR v=1" * 30_000),
-                                                   beyond(120_000, limits.MAX_QUERY_TOKENS)),
+        query("A", "A AS CAST(v AS VARCHAR) <> '" + "x" * (limits.MAX_QUERY_LENGTH - 1000) + "'"), "ran"
+    ),
+    "too many tokens under the length limit": Case(
+        query("A", "A AS v = 0" + " OR v=1" * 30_000), beyond(120_000, limits.MAX_QUERY_TOKENS)
+    ),
     # --- long identifiers
     "100000-character pattern variable": Case(query("A" + "x" * LONG, "A" + "x" * LONG + " AS v = 0"), "ran"),
-    "100000-character measure name": Case(HEAD.replace("COUNT(*) AS n", "COUNT(*) AS n" + "x" * LONG)
-                                           .format(pattern="A", defines=A), "ran"),
-    "100000-character quoted measure name": Case(HEAD.replace("COUNT(*) AS n", 'COUNT(*) AS "' + "n" * LONG + '"')
-                                                  .format(pattern="A", defines=A), "ran"),
+    "100000-character measure name": Case(
+        HEAD.replace("COUNT(*) AS n", "COUNT(*) AS n" + "x" * LONG).format(pattern="A", defines=A), "ran"
+    ),
+    "100000-character quoted measure name": Case(
+        HEAD.replace("COUNT(*) AS n", 'COUNT(*) AS "' + "n" * LONG + '"').format(pattern="A", defines=A), "ran"
+    ),
 }
 
 
@@ -163,8 +186,14 @@ def _child(text: str, rows: int, conn) -> None:
         try:
             q = cep.compile(text)
         except cep.CepError as err:
-            report.update(outcome="refused", seconds=clock() - began, cpu_s=cpu() - began_cpu, code=err.code,
-                          message=err.message, kind=type(err).__name__)
+            report.update(
+                outcome="refused",
+                seconds=clock() - began,
+                cpu_s=cpu() - began_cpu,
+                code=err.code,
+                message=err.message,
+                kind=type(err).__name__,
+            )
             return
         compiled, compiled_cpu = clock() - began, cpu() - began_cpu
         small_columns, columns = _hostile_rows(rows // 4), _hostile_rows(rows)
@@ -184,14 +213,28 @@ def _child(text: str, rows: int, conn) -> None:
                 q.plan.run_columns(columns)
                 large_cpu = min(large_cpu, cpu() - began_cpu)
         except cep.CepError as err:
-            report.update(outcome="refused", seconds=compiled + clock() - began, cpu_s=compiled_cpu + cpu() - began_cpu,
-                          code=err.code, message=err.message, kind=type(err).__name__)
+            report.update(
+                outcome="refused",
+                seconds=compiled + clock() - began,
+                cpu_s=compiled_cpu + cpu() - began_cpu,
+                code=err.code,
+                message=err.message,
+                kind=type(err).__name__,
+            )
             return
-        report.update(outcome="ran", seconds=compiled + large, cpu_s=compiled_cpu + large_cpu, compile_s=compiled,
-                      small_cpu_s=small, large_cpu_s=large_cpu, matches=len(out))
+        report.update(
+            outcome="ran",
+            seconds=compiled + large,
+            cpu_s=compiled_cpu + large_cpu,
+            compile_s=compiled,
+            small_cpu_s=small,
+            large_cpu_s=large_cpu,
+            matches=len(out),
+        )
     except BaseException as err:  # noqa: BLE001 - RecursionError, MemoryError, anything: report it
-        report.update(outcome="crashed", kind=type(err).__name__, message=str(err)[:500],
-                      traceback=traceback.format_exc()[-3000:])
+        report.update(
+            outcome="crashed", kind=type(err).__name__, message=str(err)[:500], traceback=traceback.format_exc()[-3000:]
+        )
     finally:
         conn.send(report)
         conn.close()
@@ -237,7 +280,9 @@ def run_case(case: Case, *, target=_child, kill_after: float | None = None) -> d
 
 def check(case: Case, report: dict) -> None:
     outcome = report["outcome"]
-    assert outcome in ("refused", "ran"), f"{outcome}: {report.get('kind')} {report.get('message')}\n{report.get('traceback', '')}"
+    assert outcome in ("refused", "ran"), (
+        f"{outcome}: {report.get('kind')} {report.get('message')}\n{report.get('traceback', '')}"
+    )
     if case.expect != "either":
         assert outcome == case.expect, report
     if outcome == "refused":
@@ -246,7 +291,9 @@ def check(case: Case, report: dict) -> None:
         message = report["message"]
         value = limit_values().get(report["code"])
         if value is not None:
-            assert str(value) in message or f"{value:,}" in message, f"the message does not name the limit {value}: {message}"
+            assert str(value) in message or f"{value:,}" in message, (
+                f"the message does not name the limit {value}: {message}"
+            )
         else:
             assert "limit" in message or "MAX_" in message, f"the message does not name the limit: {message}"
     # Wall-clock time is not asserted: on a shared machine it measures the neighbours (the kill timer still
@@ -259,13 +306,20 @@ def check(case: Case, report: dict) -> None:
 
 def limit_values() -> dict[str, int]:
     """Refusal code -> the value of the limit it enforces (the message must name it)."""
-    from cep.matcher.program.compiler import MAX_PROGRAM_SIZE
     from cep.matcher.pike.vm import MAX_LIVE_THREADS
+    from cep.matcher.program.compiler import MAX_PROGRAM_SIZE
 
-    return {"E0301": limits.MAX_QUERY_LENGTH, "E0302": limits.MAX_NESTING_DEPTH, "E0303": limits.MAX_QUANTIFIER_BOUND,
-            "E0304": limits.MAX_PERMUTE_ITEMS, "E0305": limits.MAX_PATTERN_VARIABLES,
-            "E0306": limits.MAX_EXPANDED_PATTERN_TERMS, "E0307": limits.MAX_QUERY_TOKENS, "E0310": MAX_PROGRAM_SIZE,
-            "E0430": MAX_LIVE_THREADS}
+    return {
+        "E0301": limits.MAX_QUERY_LENGTH,
+        "E0302": limits.MAX_NESTING_DEPTH,
+        "E0303": limits.MAX_QUANTIFIER_BOUND,
+        "E0304": limits.MAX_PERMUTE_ITEMS,
+        "E0305": limits.MAX_PATTERN_VARIABLES,
+        "E0306": limits.MAX_EXPANDED_PATTERN_TERMS,
+        "E0307": limits.MAX_QUERY_TOKENS,
+        "E0310": MAX_PROGRAM_SIZE,
+        "E0430": MAX_LIVE_THREADS,
+    }
 
 
 def _params():
@@ -318,11 +372,28 @@ def test_the_harness_reports_hangs_recursion_and_memory():
         with pytest.raises(AssertionError, match=kind):
             check(Case("SELECT"), report)
     with pytest.raises(AssertionError, match="not a limit error"):
-        check(Case("x", "refused"), {"outcome": "refused", "kind": "CepSemanticError", "code": "E0220",
-                                     "message": "unknown column", "seconds": 0.1})
+        check(
+            Case("x", "refused"),
+            {
+                "outcome": "refused",
+                "kind": "CepSemanticError",
+                "code": "E0220",
+                "message": "unknown column",
+                "seconds": 0.1,
+            },
+        )
     with pytest.raises(AssertionError, match="CPU seconds"):
-        check(Case("x", "ran"), {"outcome": "ran", "seconds": 8, "slowdown": 4, "cpu_s": BOUND_S + 1,
-                                 "large_cpu_s": 1, "small_cpu_s": 0.25})
+        check(
+            Case("x", "ran"),
+            {
+                "outcome": "ran",
+                "seconds": 8,
+                "slowdown": 4,
+                "cpu_s": BOUND_S + 1,
+                "large_cpu_s": 1,
+                "small_cpu_s": 0.25,
+            },
+        )
     with pytest.raises(AssertionError, match="not linear"):
         check(Case("x", "ran"), {"outcome": "ran", "seconds": 2, "cpu_s": 2, "large_cpu_s": 1.6, "small_cpu_s": 0.1})
 

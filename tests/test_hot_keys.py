@@ -8,11 +8,10 @@ in-process (``LocalStream``: Spark's micro-batch rules, no Spark). Independent c
 
 from __future__ import annotations
 
-import pytest
-
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,7 +68,9 @@ def test_the_hot_key_state_stays_bounded_as_its_rows_grow():
 def test_any_cap_keeps_the_other_keys_exact_and_the_hot_key_exact_on_its_on_time_rows(
     hot_rows, small_keys, cap, defer_every, seed
 ):
-    scenario = Scenario(hot_rows=hot_rows, small_keys=small_keys, max_pending_rows=cap, defer_every=defer_every, seed=seed)
+    scenario = Scenario(
+        hot_rows=hot_rows, small_keys=small_keys, max_pending_rows=cap, defer_every=defer_every, seed=seed
+    )
     events = make_events(scenario)
     run = run_engine(scenario, events)
     assert run.hot_pending_max <= cap

@@ -152,8 +152,10 @@ def test_a_python_engine_statement_reads_the_file_it_names_and_no_other_way(tmp_
 
     ticks = tmp_path / "ticks.csv"
     ticks.write_text("symbol,ts,price\nX,2024-01-01T00:00:00,5\nX,2024-01-01T00:00:01,4\n")
-    clause = "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES LAST(B.price) AS low PATTERN (A B) " \
-             "DEFINE B AS B.price < PREV(B.price))"
+    clause = (
+        "MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES LAST(B.price) AS low PATTERN (A B) "
+        "DEFINE B AS B.price < PREV(B.price))"
+    )
     found = cep.compile_sql(f"SELECT low FROM '{ticks}' {clause} m").run({})
     assert found.to_pylist() == [{"low": 4}]  # an Arrow table: what the file reader gave
     secret = tmp_path / "secret.csv"

@@ -62,7 +62,7 @@ ATTEMPTS: dict[str, tuple[str, object]] = {
     "__import__ system": (measure(f"__import__('os').system('touch {CANARY}')"), Refused()),
     "__import__ in DEFINE": (measure("1", define=f"A AS __import__('os').system('touch {CANARY}') = 0"), Refused()),
     "eval": (measure("eval('1+1')"), Refused(CepSemanticError, "E0230")),
-    "exec": (measure(f"exec('open(\"{CANARY}\", \"w\")')"), Refused(CepSemanticError, "E0230")),
+    "exec": (measure(f'exec(\'open("{CANARY}", "w")\')'), Refused(CepSemanticError, "E0230")),
     "compile": (measure("compile('1', 'f', 'eval')"), Refused(CepSemanticError, "E0230")),
     "getattr": (measure("getattr(v, '__class__')"), Refused(CepSemanticError, "E0230")),
     "open": (measure(f"open('{CANARY}', 'w')"), Refused(CepSemanticError, "E0230")),
@@ -115,11 +115,13 @@ ATTEMPTS: dict[str, tuple[str, object]] = {
     # --- unicode homoglyphs: look-alikes are different names, never aliases
     "Cyrillic A in PATTERN, Latin A in DEFINE": (measure("1", "\u0410", "A AS v = 0"), Refused(CepSemanticError)),
     "Cyrillic izhitsa for v": (measure("\u0475"), Refused(CepSemanticError, "E0220")),
-    "fullwidth variable used consistently": (measure("COUNT(\uff21.*)", "\uff21", "\uff21 AS v = 0"),
-                                             Plain(1, may_refuse=True)),
+    "fullwidth variable used consistently": (
+        measure("COUNT(\uff21.*)", "\uff21", "\uff21 AS v = 0"),
+        Plain(1, may_refuse=True),
+    ),
     "zero-width space in a name": (measure("1", "A\u200b", "A AS v = 0"), Refused()),
     "right-to-left override in a string": (measure("'\u202eabc'"), Plain("\u202eabc")),
-    "emoji in a string": (measure("'\U0001F600'"), Plain("\U0001F600")),
+    "emoji in a string": (measure("'\U0001f600'"), Plain("\U0001f600")),
 }
 
 
@@ -189,8 +191,12 @@ def test_injection_attempt(name, monkeypatch):
 
 def test_the_watch_sees_execution(monkeypatch):
     watch = Watch(monkeypatch)
-    for run in (lambda: eval("1"), lambda: exec("x = 1"), lambda: os.system("true"),  # noqa: S307
-                lambda: __import__("a_module_nobody_imported_yet")):
+    for run in (
+        lambda: eval("1"),
+        lambda: exec("x = 1"),
+        lambda: os.system("true"),  # noqa: S307
+        lambda: __import__("a_module_nobody_imported_yet"),
+    ):
         with pytest.raises((AssertionError, ImportError)):
             run()
     monkeypatch.undo()
@@ -207,8 +213,8 @@ def test_error_messages_show_the_text_and_never_format_it():
 def test_data_that_looks_like_code_is_data(monkeypatch):
     watch = Watch(monkeypatch)
     payload = f"__import__('os').system('touch {CANARY}')"
-    q = cep.compile(measure("LAST(A.note)", "A+", f"A AS note <> '{{0}}' AND note LIKE '%import%'"))
-    rows = [{"id": i, "v": 0, "note": payload, f"__import__('os')": 1, "{0}": "{1}"} for i in range(3)]
+    q = cep.compile(measure("LAST(A.note)", "A+", "A AS note <> '{0}' AND note LIKE '%import%'"))
+    rows = [{"id": i, "v": 0, "note": payload, "__import__('os')": 1, "{0}": "{1}"} for i in range(3)]
     assert q.run(rows) == [{"x": payload}]
     monkeypatch.undo()
     assert watch.calls == [] and not os.path.exists(CANARY)
@@ -237,12 +243,20 @@ def executing_calls(source: str) -> list[tuple[int, str]]:
     Tokens, not text, so comments and strings never count.
     """
     found = []
-    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
-              if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)]
+    tokens = [
+        t
+        for t in tokenize.generate_tokens(io.StringIO(source).readline)
+        if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+    ]
     for index, token in enumerate(tokens):
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         previous = tokens[index - 1] if index > 0 else None
-        if token.type == tokenize.NAME and token.string in EXECUTING and following is not None and following.string == "(":
+        if (
+            token.type == tokenize.NAME
+            and token.string in EXECUTING
+            and following is not None
+            and following.string == "("
+        ):
             attribute = previous is not None and previous.string == "."
             owner = tokens[index - 2].string if attribute and index >= 2 else None
             defined = previous is not None and previous.string == "def"
@@ -250,8 +264,11 @@ def executing_calls(source: str) -> list[tuple[int, str]]:
                 found.append((token.start[0], token.string))
         if token.type == tokenize.NAME and token.string == "__builtins__":
             found.append((token.start[0], "__builtins__"))
-        if token.type == tokenize.STRING and token.string.strip("'\"") in EXECUTING \
-                and any(t.string == "getattr" for t in tokens[max(0, index - 4):index]):
+        if (
+            token.type == tokenize.STRING
+            and token.string.strip("'\"") in EXECUTING
+            and any(t.string == "getattr" for t in tokens[max(0, index - 4) : index])
+        ):
             found.append((token.start[0], f"getattr(..., {token.string})"))
     return found
 
@@ -270,17 +287,20 @@ def test_no_eval_exec_or_compile_in_the_package():
     assert offenders == []
 
 
-@pytest.mark.parametrize("source, names", [
-    ("x = eval(text)", ["eval"]),
-    ("exec (code)", ["exec"]),
-    ("code = compile(text, 'q', 'eval')", ["compile"]),
-    ("import builtins\nbuiltins.eval(text)", ["eval"]),
-    ("f = getattr(builtins, 'exec')", ["getattr(..., 'exec')"]),
-    ("m = __import__(name)", ["__import__"]),
-    ("x = __builtins__['eval']", ["__builtins__"]),
-    ("rx = re.compile(p)\nq = cep.compile(t)\nself.compile(e)", []),
-    ("def compile(text):\n    return text", []),
-    ("# eval(text)\ns = 'exec(code)'\nevaluate(x)", []),
-])
+@pytest.mark.parametrize(
+    "source, names",
+    [
+        ("x = eval(text)", ["eval"]),
+        ("exec (code)", ["exec"]),
+        ("code = compile(text, 'q', 'eval')", ["compile"]),
+        ("import builtins\nbuiltins.eval(text)", ["eval"]),
+        ("f = getattr(builtins, 'exec')", ["getattr(..., 'exec')"]),
+        ("m = __import__(name)", ["__import__"]),
+        ("x = __builtins__['eval']", ["__builtins__"]),
+        ("rx = re.compile(p)\nq = cep.compile(t)\nself.compile(e)", []),
+        ("def compile(text):\n    return text", []),
+        ("# eval(text)\ns = 'exec(code)'\nevaluate(x)", []),
+    ],
+)
 def test_the_scan_finds_what_it_should(source, names):
     assert [name for _, name in executing_calls(source)] == names

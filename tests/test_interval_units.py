@@ -19,15 +19,22 @@ from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.spark_bridge.engine.durations import parse_duration
 
 # What one of each unit is, from Python's own calendar arithmetic (not from the table under test).
-ONE = {"WEEK": dt.timedelta(weeks=1), "DAY": dt.timedelta(days=1), "HOUR": dt.timedelta(hours=1),
-       "MINUTE": dt.timedelta(minutes=1), "SECOND": dt.timedelta(seconds=1),
-       "MILLISECOND": dt.timedelta(milliseconds=1), "MICROSECOND": dt.timedelta(microseconds=1)}
+ONE = {
+    "WEEK": dt.timedelta(weeks=1),
+    "DAY": dt.timedelta(days=1),
+    "HOUR": dt.timedelta(hours=1),
+    "MINUTE": dt.timedelta(minutes=1),
+    "SECOND": dt.timedelta(seconds=1),
+    "MILLISECOND": dt.timedelta(milliseconds=1),
+    "MICROSECOND": dt.timedelta(microseconds=1),
+}
 
 
 def within(interval: str) -> ast.IntervalLiteral:
     """The interval of a query's WITHIN clause, as the parser reads it."""
-    return parse(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) WITHIN {interval} "
-                 "DEFINE A AS true)").match.within
+    return parse(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) WITHIN {interval} DEFINE A AS true)"
+    ).match.within
 
 
 def test_the_table_holds_every_unit_spark_takes():
@@ -69,9 +76,11 @@ def test_a_unit_of_no_fixed_length_is_refused_with_its_position(unit):
 
 def test_within_a_week_matches_on_the_python_engine():
     rows = [{"ts": dt.datetime(2024, 1, 1) + dt.timedelta(days=d), "v": d} for d in (0, 6, 12, 19)]
-    query = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.v) AS a, LAST(B.v) AS b "
-             "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) WITHIN INTERVAL '1' WEEK "
-             "DEFINE A AS true, B AS true)")
+    query = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES FIRST(A.v) AS a, LAST(B.v) AS b "
+        "ONE ROW PER MATCH AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) WITHIN INTERVAL '1' WEEK "
+        "DEFINE A AS true, B AS true)"
+    )
     assert cep.compile(query).run(rows) == [{"a": 0, "b": 6}, {"a": 6, "b": 12}]  # 12 to 19 is a week: not within
 
 

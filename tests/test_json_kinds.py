@@ -15,12 +15,11 @@ import re
 from pathlib import Path
 
 import pytest
+from test_cli_bad_rows import LINES, VSHAPE
 
 import cep
 from cep import cli
 from cep.cli_io import read_pandas
-
-from test_cli_bad_rows import LINES, VSHAPE
 
 
 def write_json_lines(path: Path, rows: list[dict]) -> Path:
@@ -75,8 +74,12 @@ def test_without_a_dead_letter_both_engines_fail_rather_than_answer(spark, tmp_p
 def test_a_bad_event_time_without_a_dead_letter_is_E0410_on_both_engines(spark, tmp_path, capsys):
     """An event time that is a string among numbers: python E0410 and Spark E0442 before (E0441 after the
     JSON kinds typing); now E0410 on both, and bad_event_time (E0441) with a dead letter on both."""
-    lines = [{"symbol": "A", "ts": 1, "price": 5.0}, {"symbol": "A", "ts": 2, "price": 3.0},
-             {"symbol": "A", "ts": "abc", "price": 3.0}, {"symbol": "A", "ts": 4, "price": 4.0}]
+    lines = [
+        {"symbol": "A", "ts": 1, "price": 5.0},
+        {"symbol": "A", "ts": 2, "price": 3.0},
+        {"symbol": "A", "ts": "abc", "price": 3.0},
+        {"symbol": "A", "ts": 4, "price": 4.0},
+    ]
     source = write_json_lines(tmp_path / "events.json", lines)
     for engine in ("python", "spark"):
         code, _, err = run_cli(engine, source, None, capsys)
@@ -94,8 +97,14 @@ def test_the_kind_most_values_have_wins(spark, tmp_path):
     numbers: Spark's reader sets aside the rows the python engine's row checks find odd, column by column."""
     from cep.spark_bridge.spark.files import read_files
 
-    rows = [{"id": 0, "k": "a", "n": 1}, {"id": 1, "k": "b", "n": "x"}, {"id": 2, "k": 3, "n": 2},
-            {"id": 3, "k": "d", "n": True}, {"id": 4, "k": None, "n": None}, {"id": 5, "k": "f", "n": 7}]
+    rows = [
+        {"id": 0, "k": "a", "n": 1},
+        {"id": 1, "k": "b", "n": "x"},
+        {"id": 2, "k": 3, "n": 2},
+        {"id": 3, "k": "d", "n": True},
+        {"id": 4, "k": None, "n": None},
+        {"id": 5, "k": "f", "n": 7},
+    ]
     source = write_json_lines(tmp_path / "kinds.json", rows)
     df = read_files(spark, [str(source)], "json")
     assert dict(df.dtypes) == {"_corrupt_record": "string", "id": "bigint", "k": "string", "n": "bigint"}
@@ -104,8 +113,9 @@ def test_the_kind_most_values_have_wins(spark, tmp_path):
     odd: set[int] = set()
     for column in ("k", "n"):
         found: list = []
-        cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.{column} AS v PATTERN (A) "
-                    "DEFINE A AS TRUE)").run(frame, dead_letter=found)
+        cep.compile(
+            f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.{column} AS v PATTERN (A) DEFINE A AS TRUE)"
+        ).run(frame, dead_letter=found)
         assert {r["_cep_error"] for r in found} == {"wrong_type"}
         odd |= {r["_cep_row"] for r in found}
         assert {i for i in read if read[i][column] is None} == odd_in(frame, column, found)
@@ -126,14 +136,22 @@ def test_cep_stream_types_a_mixed_json_column_as_cep_run_does(spark, tmp_path):
     from cep.spark_bridge.spark.inputs import dead_letter_rows, mark_bad_rows
     from cep.stream_cli import stream_source
 
-    first, later = [line for line in LINES if line["ts"]], [{"symbol": "B", "ts": "2024-01-01T00:00:09", "price": "n/a"}]
+    first, later = (
+        [line for line in LINES if line["ts"]],
+        [{"symbol": "B", "ts": "2024-01-01T00:00:09", "price": "n/a"}],
+    )
     write_json_lines(tmp_path / "in" / "batch-0000.json", first)
     source = stream_source(spark, str(tmp_path / "in"), "json")
     assert dict(source.dtypes)["price"] == "double"
     write_json_lines(tmp_path / "in" / "batch-0001.json", later)
-    stream = (dead_letter_rows(mark_bad_rows(source, "ts", null_time=True)).writeStream.format("memory")
-              .queryName("mixed_kinds_bad").option("checkpointLocation", str(tmp_path / "ck"))
-              .trigger(availableNow=True).start())
+    stream = (
+        dead_letter_rows(mark_bad_rows(source, "ts", null_time=True))
+        .writeStream.format("memory")
+        .queryName("mixed_kinds_bad")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     stream.awaitTermination()
     dead = spark.sql("SELECT * FROM mixed_kinds_bad").toPandas()
     streamed = sorted((json.loads(text)["ts"], reason) for text, reason in zip(dead["_cep_input"], dead["_cep_error"]))
@@ -183,8 +201,13 @@ def test_cep_stream_reads_a_quoted_nan_in_a_number_column_as_cep_run_does(spark,
     write_json_lines(tmp_path / "in" / "batch-0001.json", later)
     assert "NaN" in (tmp_path / "in" / "batch-0001.json").read_text(encoding="utf-8").splitlines()[4]  # a bare token
     marked = mark_bad_rows(source, "ts", null_time=True)
-    stream = (marked.writeStream.format("memory").queryName("quoted_numbers")
-              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    stream = (
+        marked.writeStream.format("memory")
+        .queryName("quoted_numbers")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     stream.awaitTermination()
     rows = spark.sql("SELECT * FROM quoted_numbers WHERE symbol = 'C'").toPandas().sort_values("ts")
     found: list = []
@@ -198,16 +221,20 @@ def test_cep_stream_reads_a_quoted_nan_in_a_number_column_as_cep_run_does(spark,
     assert len(good) == 4 and good[0] != good[0] and good[1:] == [float("inf"), float("-inf"), 1.5]
 
 
-
 @pytest.mark.spark
 def test_select_star_lists_a_json_files_columns_in_one_order_on_both_engines(spark, tmp_path, capsys):
     """Spark's JSON reader orders a file's columns by name; the python reader listed them as first seen, so
     ``SELECT *`` printed another header. Both now print Spark's order."""
     query = tmp_path / "star.sql"
-    query.write_text("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
-  MEASURES CLASSIFIER() AS var ALL ROWS PER MATCH PATTERN (A B+) DEFINE B AS B.price < PREV(B.price))""", encoding="utf-8")
-    lines = [{"ts": f"2024-01-01T00:00:0{i}", "zeta": i, "symbol": "A", "price": p, "Note": "n", "_x": True}
-             for i, p in enumerate([5.0, 4.0, 3.0])]
+    query.write_text(
+        """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+  MEASURES CLASSIFIER() AS var ALL ROWS PER MATCH PATTERN (A B+) DEFINE B AS B.price < PREV(B.price))""",
+        encoding="utf-8",
+    )
+    lines = [
+        {"ts": f"2024-01-01T00:00:0{i}", "zeta": i, "symbol": "A", "price": p, "Note": "n", "_x": True}
+        for i, p in enumerate([5.0, 4.0, 3.0])
+    ]
     source = write_json_lines(tmp_path / "events.json", lines)
     headers = {}
     for engine in ("python", "spark"):
@@ -232,8 +259,10 @@ def test_all_rows_per_match_shows_an_odd_value_of_a_column_it_carries_on_neither
 
     query = tmp_path / "all_rows.sql"
     query.write_text(ALL_ROWS, encoding="utf-8")
-    lines = [{"symbol": "A", "ts": f"2024-01-01T00:00:0{i}", "price": p, "note": n}
-             for i, (p, n) in enumerate([(5.0, "x"), (4.0, "y"), (3.0, 17), (2.0, "w"), (1.0, "v")])]
+    lines = [
+        {"symbol": "A", "ts": f"2024-01-01T00:00:0{i}", "price": p, "note": n}
+        for i, (p, n) in enumerate([(5.0, "x"), (4.0, "y"), (3.0, 17), (2.0, "w"), (1.0, "v")])
+    ]
     sources = {"json": write_json_lines(tmp_path / "events.json", lines)}
     frame = pd.DataFrame(lines).assign(note=lambda f: f["note"].astype(str), ts=lambda f: pd.to_datetime(f["ts"]))
     frame.to_csv(tmp_path / "events.csv", index=False)
@@ -247,14 +276,20 @@ def test_all_rows_per_match_shows_an_odd_value_of_a_column_it_carries_on_neither
             captured = capsys.readouterr()
             assert code == 0, (kind, engine, captured.err)
             printed[engine] = [re.sub(r"seconds: .*|-> .*", "", line) for line in captured.out.splitlines()]
-            records[engine] = [(r["_cep_error"], r["price"]) for r in map(json.loads, dead.read_text().splitlines())] \
-                if dead.exists() else []
+            records[engine] = (
+                [(r["_cep_error"], r["price"]) for r in map(json.loads, dead.read_text().splitlines())]
+                if dead.exists()
+                else []
+            )
         assert printed["spark"] == printed["python"], kind
         assert records["spark"] == records["python"] == ([("wrong_type", 3.0)] if kind == "json" else []), kind
         table = "\n".join(printed["python"])
         assert ("17" in table) == (kind != "json"), kind  # shown as it was, or set aside: never NULL
-        assert f"events read: 5, partitions: 1, matches: 1" in table or kind == "json", (kind, table)
+        assert "events read: 5, partitions: 1, matches: 1" in table or kind == "json", (kind, table)
     for engine in ("python", "spark"):  # and without a dead letter both stop, naming the row, where python answered
         code = cli.main(["run", str(query), "--input", str(sources["json"]), "--engine", engine])
         err = capsys.readouterr().err
-        assert code == cli.EXIT_QUERY_ERROR and "error[E0410]" in err and "wrong_type" in err and "17" in err, (engine, err)
+        assert code == cli.EXIT_QUERY_ERROR and "error[E0410]" in err and "wrong_type" in err and "17" in err, (
+            engine,
+            err,
+        )

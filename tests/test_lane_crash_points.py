@@ -24,8 +24,13 @@ BATCHES = 3
 
 def run_driver(checkpoint: Path, kind: str, argument: str, point: str) -> subprocess.CompletedProcess:
     driver = str(ROOT / "tests" / "lane_crash_driver.py")
-    return subprocess.run([sys.executable, driver, str(checkpoint), kind, argument, point, str(BATCHES)],
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return subprocess.run(
+        [sys.executable, driver, str(checkpoint), kind, argument, point, str(BATCHES)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
 
 
 def kill_then_restart(checkpoint: Path, kind: str, argument: str, point: str) -> dict:

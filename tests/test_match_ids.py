@@ -34,16 +34,25 @@ match = st.tuples(st.integers(-1, 10**6), st.integers(0, 10**9), US)  # (number,
 
 
 @settings(max_examples=300, deadline=None)
-@given(calls=st.lists(st.lists(st.tuples(sessions, st.lists(match, max_size=4)), max_size=6), min_size=1, max_size=4),
-       limit=st.sampled_from([1, 2, 3, 1000]))
+@given(
+    calls=st.lists(st.lists(st.tuples(sessions, st.lists(match, max_size=4)), max_size=6), min_size=1, max_size=4),
+    limit=st.sampled_from([1, 2, 3, 1000]),
+)
 def test_session_ids_are_match_id(calls, limit):
     ids = SessionIds(FP, limit=limit)
     for call in calls:
-        got = ids.ids([session for session, _ in call], [len(found) for _, found in call],
-                      [n for _, found in call for n, _, _ in found], [s for _, found in call for _, s, _ in found],
-                      [u for _, found in call for _, _, u in found])
-        want = [match_id(FP, key, start, n, s, codec.micros_to_datetime(u))
-                for (key, start), found in call for n, s, u in found]
+        got = ids.ids(
+            [session for session, _ in call],
+            [len(found) for _, found in call],
+            [n for _, found in call for n, _, _ in found],
+            [s for _, found in call for _, s, _ in found],
+            [u for _, found in call for _, _, u in found],
+        )
+        want = [
+            match_id(FP, key, start, n, s, codec.micros_to_datetime(u))
+            for (key, start), found in call
+            for n, s, u in found
+        ]
         assert got == want
         assert len(ids.heads) <= limit
 
@@ -51,12 +60,16 @@ def test_session_ids_are_match_id(calls, limit):
 T0 = dt.datetime(2024, 1, 1)
 COLUMNS = ("k", "ts", "v")
 QUERIES = {
-    "where": ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES FIRST(A.ts) AS f, COUNT(*) AS n "
-              "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A{2,} B) DEFINE A AS A.v < 5, B AS B.v >= 5) "
-              "WHERE n > 3"),
-    "timeouts": ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, MATCH_STATUS() AS st, "
-                 "MATCH_NUMBER() AS mn ONE ROW PER MATCH SHOW TIMEOUT MATCHES AFTER MATCH SKIP PAST LAST ROW "
-                 "PATTERN (A B+ C) WITHIN INTERVAL '6' SECOND DEFINE A AS A.v > 6, C AS C.v < 3)"),
+    "where": (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES FIRST(A.ts) AS f, COUNT(*) AS n "
+        "ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A{2,} B) DEFINE A AS A.v < 5, B AS B.v >= 5) "
+        "WHERE n > 3"
+    ),
+    "timeouts": (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.ts AS a, MATCH_STATUS() AS st, "
+        "MATCH_NUMBER() AS mn ONE ROW PER MATCH SHOW TIMEOUT MATCHES AFTER MATCH SKIP PAST LAST ROW "
+        "PATTERN (A B+ C) WITHIN INTERVAL '6' SECOND DEFINE A AS A.v > 6, C AS C.v < 3)"
+    ),
 }
 
 
@@ -68,8 +81,12 @@ def _run(text: str, batches: list[list[dict]], *, columnar: bool, buckets: int) 
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(sorted(QUERIES)), buckets=st.sampled_from([0, 3]),
-       string_keys=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(sorted(QUERIES)),
+    buckets=st.sampled_from([0, 3]),
+    string_keys=st.booleans(),
+)
 def test_many_keys_small_micro_batches(seed, name, buckets, string_keys):
     rnd = random.Random(seed)
     keys = [f"user-{i}" if string_keys else i for i in range(rnd.randint(20, 60))]
@@ -78,7 +95,11 @@ def test_many_keys_small_micro_batches(seed, name, buckets, string_keys):
         t += rnd.choice([0, 0, 1]) if rnd.random() > 0.02 else 150  # now and then a session gap for every key
         rows.append({"k": rnd.choice(keys), "ts": T0 + dt.timedelta(seconds=t), "v": rnd.randint(0, 9)})
     size = rnd.randint(3, 25)  # small micro-batches: every key's session matched again call after call
-    batches = [rows[i:i + size] for i in range(0, len(rows), size)] + [[], [{"k": keys[0], "ts": T0 + dt.timedelta(hours=3), "v": 0}], []]
+    batches = [rows[i : i + size] for i in range(0, len(rows), size)] + [
+        [],
+        [{"k": keys[0], "ts": T0 + dt.timedelta(hours=3), "v": 0}],
+        [],
+    ]
     text = QUERIES[name]
     assert KeyedStream(cep.compile(text).plan, COLUMNS, query_text=text).route().stream_reasons == ()
     want = _run(text, batches, columnar=False, buckets=buckets)

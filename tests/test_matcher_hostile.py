@@ -12,9 +12,9 @@ import time
 import pytest
 
 from cep.grammar.errors import CepError
-from cep.matcher.program.compiler import MAX_PROGRAM_SIZE
-from cep.matcher.plan import CompiledQuery
 from cep.matcher.pike.vm import PartitionMatcher
+from cep.matcher.plan import CompiledQuery
+from cep.matcher.program.compiler import MAX_PROGRAM_SIZE
 from tests.strategies_match import alt, binop, cat, col, count_star, lit, plus, quant, star, statement, var
 
 A, B, C = var("A"), var("B"), var("C")
@@ -32,7 +32,9 @@ DEFINES = {"A": binop("=", col("v"), lit(0)), "B": binop("=", col("v"), lit(0)),
 
 def _max_live_threads(pattern, rows: int) -> tuple[int, int]:
     variables = {n for n in "ABC" if n in repr(pattern)}
-    stmt = statement(pattern, defines={k: v for k, v in DEFINES.items() if k in variables}, measures=[("n", count_star())])
+    stmt = statement(
+        pattern, defines={k: v for k, v in DEFINES.items() if k in variables}, measures=[("n", count_star())]
+    )
     machine = CompiledQuery(stmt).machine(("id", "v"))
     matcher = PartitionMatcher(machine)
     peak = 0
@@ -86,6 +88,7 @@ def test_an_open_tail_past_the_rescan_limit_is_refused_and_below_it_runs(monkeyp
 
     def walked(*args):
         raise AssertionError("FIRST(A.v) walked the thread's history")
+
     monkeypatch.setattr(ThreadView, "first_in", walked)
     query = cep.compile(OPEN_TAIL, column_wise=False)  # the VM's own bound (the sequence engine has a budget, below)
     rows = [{"id": i, "v": 0} for i in range(300)]
@@ -128,7 +131,9 @@ def test_unrolled_groups_run_and_explain_without_recursion_errors(pattern):
     from cep.matcher.explain.dot import to_dot
 
     defines = "A AS v = 0" + (", B AS v = 1" if "B" in pattern else "")
-    query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN {pattern} DEFINE {defines})")
+    query = cep.compile(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n PATTERN {pattern} DEFINE {defines})"
+    )
     rows = [{"id": i, "v": i % 3} for i in range(12)]
     on_vm = cep.compile(query.text, column_wise=False).run(rows)
     assert query.run(rows) == on_vm and on_vm  # the plan sends the pattern to the VM: same rows

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cep.grammar.errors import CepError
+from cep.matcher.pike.vm import PartitionMatcher
 from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import rows_to_columns
-from cep.matcher.pike.vm import PartitionMatcher
 from tests import reference_matcher as reference
 from tests.strategies_match import permute_queries, queries, sql_of, tables
 

@@ -8,11 +8,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from lark import Lark, logger as lark_logger
+from lark import Lark
+from lark import logger as lark_logger
 
 from cep.grammar import ast as A
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.parser import parse, parse_all, parse_schema, parse_unchecked
+
 try:  # `tests` is a package only when the repository root is on sys.path
     from tests.strategies_ast import corpus_queries, uses_subquery
 except ModuleNotFoundError:
@@ -83,17 +85,24 @@ def test_simple_query_ast() -> None:
     statement = parse(_corpus_query("trino-TestRowPatternMatching-testSimpleQuery-1"))
     match = statement.match
     assert statement.alias == A.Identifier(S, "m")
-    assert [item.expr for item in statement.select] == [col("id", "m"), col("match", "m"), col("val", "m"), col("label", "m")]
+    assert [item.expr for item in statement.select] == [
+        col("id", "m"),
+        col("match", "m"),
+        col("val", "m"),
+        col("label", "m"),
+    ]
     assert match.order_by == (A.SortKey(S, col("id")),)
     assert match.measures[0] == A.Measure(S, A.MatchNumber(S), A.Identifier(S, "match"))
     assert match.measures[1].expr == A.Navigation(S, "LAST", col("value"), semantics="RUNNING")
     assert match.measures[2].expr == A.Classifier(S)
     assert match.rows_per_match == A.RowsPerMatch(S, "ALL_SHOW_EMPTY")
     assert match.after_match == A.SkipTo(S, "PAST_LAST_ROW")
-    assert match.pattern == A.Concat(S, (var("A"), A.Quantified(S, var("B"), 1, None, True, "+"),
-                                         A.Quantified(S, var("C"), 1, None, True, "+")))
-    assert match.defines[0] == A.Define(S, A.Identifier(S, "B"), A.Binary(
-        S, "<", col("value", "B"), A.Navigation(S, "PREV", col("value", "B"))))
+    assert match.pattern == A.Concat(
+        S, (var("A"), A.Quantified(S, var("B"), 1, None, True, "+"), A.Quantified(S, var("C"), 1, None, True, "+"))
+    )
+    assert match.defines[0] == A.Define(
+        S, A.Identifier(S, "B"), A.Binary(S, "<", col("value", "B"), A.Navigation(S, "PREV", col("value", "B")))
+    )
 
 
 def test_flink_backtick_variables_and_within() -> None:
@@ -138,22 +147,49 @@ def test_grammar_has_no_lalr_conflicts(caplog: pytest.LogCaptureFixture) -> None
 
 def test_keywords_are_case_insensitive() -> None:
     assert parse("select * from t match_recognize (pattern (a) define a as true) as m") == parse(
-        "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (a) DEFINE a AS TRUE) AS m")
+        "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (a) DEFINE a AS TRUE) AS m"
+    )
 
 
-@pytest.mark.parametrize("name", ["match", "value", "first", "last", "prev", "next", "id", "part", "classy", "label",
-                                  "count", "running", "final", "partition", "order", "define", "pattern", "array"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "match",
+        "value",
+        "first",
+        "last",
+        "prev",
+        "next",
+        "id",
+        "part",
+        "classy",
+        "label",
+        "count",
+        "running",
+        "final",
+        "partition",
+        "order",
+        "define",
+        "pattern",
+        "array",
+    ],
+)
 def test_keywords_work_as_measure_names_and_qualified_columns(name: str) -> None:
-    statement = parse(mr(f"MEASURES A.{name} AS {name} PATTERN (A) DEFINE A AS A.{name} > 0", select=f"m.{name}",
-                         tail=" AS m"))
+    statement = parse(
+        mr(f"MEASURES A.{name} AS {name} PATTERN (A) DEFINE A AS A.{name} > 0", select=f"m.{name}", tail=" AS m")
+    )
     assert statement.match.measures[0].name == A.Identifier(S, name)
     assert statement.match.measures[0].expr == col(name, "A")
     assert statement.select[0].expr == col(name, "m")
 
 
 def test_common_column_names_work_unqualified() -> None:
-    statement = parse(mr("PARTITION BY part ORDER BY date MEASURES LAST(value) AS value, FIRST(id) AS first "
-                         "PATTERN (A) DEFINE A AS prev > next AND match = 1 AND timestamp > 0"))
+    statement = parse(
+        mr(
+            "PARTITION BY part ORDER BY date MEASURES LAST(value) AS value, FIRST(id) AS first "
+            "PATTERN (A) DEFINE A AS prev > next AND match = 1 AND timestamp > 0"
+        )
+    )
     assert statement.match.order_by[0].expr == col("date")
     condition = statement.match.defines[0].condition
     assert condition.left.left == A.Binary(S, ">", col("prev"), col("next"))
@@ -168,8 +204,14 @@ def test_first_and_last_as_pattern_variables() -> None:
 def test_quoted_identifiers() -> None:
     statement = parse(mr('PATTERN (a "b"+ "!" `x``y`) DEFINE "b" AS "b".value < PREV("b".value)'))
     assert statement.match.pattern.items == (
-        var("a"), A.Quantified(S, var("b", True), 1, None, True, "+"), var("!", True), var("x`y", True))
-    assert statement.match.defines[0].condition.left == A.ColumnRef(S, A.Identifier(S, "b", True), A.Identifier(S, "value"))
+        var("a"),
+        A.Quantified(S, var("b", True), 1, None, True, "+"),
+        var("!", True),
+        var("x`y", True),
+    )
+    assert statement.match.defines[0].condition.left == A.ColumnRef(
+        S, A.Identifier(S, "b", True), A.Identifier(S, "value")
+    )
 
 
 def test_unquoted_and_quoted_names_compare_as_sql_does() -> None:
@@ -197,7 +239,9 @@ def test_alias_forms() -> None:
 
 
 def test_outer_where_order_and_limit() -> None:
-    statement = parse(mr("MEASURES A.x AS ax PATTERN (A)", tail=" AS m WHERE m.ax > 1 ORDER BY m.ax DESC NULLS FIRST LIMIT 5"))
+    statement = parse(
+        mr("MEASURES A.x AS ax PATTERN (A)", tail=" AS m WHERE m.ax > 1 ORDER BY m.ax DESC NULLS FIRST LIMIT 5")
+    )
     assert statement.where == A.Binary(S, ">", col("ax", "m"), integer(1))
     assert statement.order_by == (A.SortKey(S, col("ax", "m"), descending=True, nulls_first=True),)
     assert statement.limit == 5
@@ -206,12 +250,24 @@ def test_outer_where_order_and_limit() -> None:
 # --------------------------------------------------------------------------------------- patterns
 
 
-@pytest.mark.parametrize("written, low, high, greedy, text", [
-    ("A*", 0, None, True, "*"), ("A*?", 0, None, False, "*"), ("A+", 1, None, True, "+"), ("A+?", 1, None, False, "+"),
-    ("A?", 0, 1, True, "?"), ("A??", 0, 1, False, "?"), ("A{3}", 3, 3, True, "{3}"), ("A{3}?", 3, 3, False, "{3}"),
-    ("A{2,}", 2, None, True, "{2,}"), ("A{,4}", 0, 4, True, "{,4}"), ("A{ 2 , 4 }?", 2, 4, False, "{2,4}"),
-    ("A{,}", 0, None, True, "{,}"), ("A{02,3}", 2, 3, True, "{2,3}"),
-])
+@pytest.mark.parametrize(
+    "written, low, high, greedy, text",
+    [
+        ("A*", 0, None, True, "*"),
+        ("A*?", 0, None, False, "*"),
+        ("A+", 1, None, True, "+"),
+        ("A+?", 1, None, False, "+"),
+        ("A?", 0, 1, True, "?"),
+        ("A??", 0, 1, False, "?"),
+        ("A{3}", 3, 3, True, "{3}"),
+        ("A{3}?", 3, 3, False, "{3}"),
+        ("A{2,}", 2, None, True, "{2,}"),
+        ("A{,4}", 0, 4, True, "{,4}"),
+        ("A{ 2 , 4 }?", 2, 4, False, "{2,4}"),
+        ("A{,}", 0, None, True, "{,}"),
+        ("A{02,3}", 2, 3, True, "{2,3}"),
+    ],
+)
 def test_quantifiers(written: str, low: int, high: int | None, greedy: bool, text: str) -> None:
     assert pattern_of(written) == A.Quantified(S, var("A"), low, high, greedy, text)
 
@@ -233,18 +289,25 @@ def test_anchors_empty_exclusion_permute_absence() -> None:
     assert pattern_of("() | A") == A.Alternation(S, (A.Empty(S), var("A")))
     assert pattern_of("()") == A.Empty(S)
     assert parse_unchecked(mr("PATTERN ()")).match.pattern == A.Empty(S)
-    assert pattern_of("A {- B+ -} C") == A.Concat(S, (
-        var("A"), A.Exclusion(S, A.Quantified(S, var("B"), 1, None, True, "+")), var("C")))
+    assert pattern_of("A {- B+ -} C") == A.Concat(
+        S, (var("A"), A.Exclusion(S, A.Quantified(S, var("B"), 1, None, True, "+")), var("C"))
+    )
     assert pattern_of("{- {- B -} -}") == A.Exclusion(S, A.Exclusion(S, var("B")))
-    assert pattern_of("PERMUTE(A, B C, D | E)") == A.Permute(S, (
-        var("A"), A.Concat(S, (var("B"), var("C"))), A.Alternation(S, (var("D"), var("E")))))
+    assert pattern_of("PERMUTE(A, B C, D | E)") == A.Permute(
+        S, (var("A"), A.Concat(S, (var("B"), var("C"))), A.Alternation(S, (var("D"), var("E"))))
+    )
     assert pattern_of("A !B C") == A.Concat(S, (var("A"), A.Absence(S, A.Identifier(S, "B")), var("C")))
 
 
 def test_quantifier_braces_and_exclusion_braces_do_not_mix_up() -> None:
-    assert pattern_of("A {- B -}{1,2} {- C -}{2}") == A.Concat(S, (
-        var("A"), A.Quantified(S, A.Exclusion(S, var("B")), 1, 2, True, "{1,2}"),
-        A.Quantified(S, A.Exclusion(S, var("C")), 2, 2, True, "{2}")))
+    assert pattern_of("A {- B -}{1,2} {- C -}{2}") == A.Concat(
+        S,
+        (
+            var("A"),
+            A.Quantified(S, A.Exclusion(S, var("B")), 1, 2, True, "{1,2}"),
+            A.Quantified(S, A.Exclusion(S, var("C")), 2, 2, True, "{2}"),
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------------ expressions
@@ -253,8 +316,9 @@ def test_quantifier_braces_and_exclusion_braces_do_not_mix_up() -> None:
 def test_operator_precedence() -> None:
     assert expr_of("1 + 2 * 3") == A.Binary(S, "+", integer(1), A.Binary(S, "*", integer(2), integer(3)))
     assert expr_of("1 - 2 - 3") == A.Binary(S, "-", A.Binary(S, "-", integer(1), integer(2)), integer(3))
-    assert expr_of("a OR b AND NOT c") == A.Binary(S, "OR", col("a"), A.Binary(
-        S, "AND", col("b"), A.Unary(S, "NOT", col("c"))))
+    assert expr_of("a OR b AND NOT c") == A.Binary(
+        S, "OR", col("a"), A.Binary(S, "AND", col("b"), A.Unary(S, "NOT", col("c")))
+    )
     assert expr_of("NOT a = b") == A.Unary(S, "NOT", A.Binary(S, "=", col("a"), col("b")))
     assert expr_of("-a * b") == A.Binary(S, "*", A.Unary(S, "-", col("a")), col("b"))
     assert expr_of("a || b + c") == A.Binary(S, "+", A.Binary(S, "||", col("a"), col("b")), col("c"))
@@ -264,10 +328,12 @@ def test_operator_precedence() -> None:
 def test_predicates() -> None:
     assert expr_of("x IS NOT NULL") == A.IsNull(S, col("x"), negated=True)
     assert expr_of("x NOT BETWEEN 1 AND 2 AND y") == A.Binary(
-        S, "AND", A.Between(S, col("x"), integer(1), integer(2), negated=True), col("y"))
+        S, "AND", A.Between(S, col("x"), integer(1), integer(2), negated=True), col("y")
+    )
     assert expr_of("x IN (1, 2)") == A.InList(S, col("x"), (integer(1), integer(2)))
     assert expr_of("x NOT LIKE 'a%' ESCAPE '!'") == A.Like(
-        S, col("x"), A.Literal(S, "string", "a%", "a%"), A.Literal(S, "string", "!", "!"), negated=True)
+        S, col("x"), A.Literal(S, "string", "a%", "a%"), A.Literal(S, "string", "!", "!"), negated=True
+    )
 
 
 def test_literals() -> None:
@@ -277,25 +343,33 @@ def test_literals() -> None:
     assert expr_of("true") == A.Literal(S, "boolean", True, "TRUE")
     assert expr_of("null") == A.Literal(S, "null", None, "NULL")
     assert expr_of("TIMESTAMP '2024-01-01 10:00:00'") == A.Literal(
-        S, "timestamp", datetime.datetime(2024, 1, 1, 10), "2024-01-01 10:00:00")
+        S, "timestamp", datetime.datetime(2024, 1, 1, 10), "2024-01-01 10:00:00"
+    )
     assert expr_of("DATE '2024-01-01'") == A.Literal(S, "date", datetime.date(2024, 1, 1), "2024-01-01")
 
 
-@pytest.mark.parametrize("written, text, unit, negative", [
-    ("INTERVAL '10' MINUTE", "10", "MINUTE", False), ("INTERVAL '10' minutes", "10", "MINUTE", False),
-    ("INTERVAL '5' MILLISECONDS", "5", "MILLISECOND", False), ("INTERVAL -'2' DAY", "2", "DAY", True),
-    ("INTERVAL '1:30' HOUR TO MINUTE", "1:30", "HOUR TO MINUTE", False),
-    ("INTERVAL '1 2:03:04' DAY TO SECOND", "1 2:03:04", "DAY TO SECOND", False),
-])
+@pytest.mark.parametrize(
+    "written, text, unit, negative",
+    [
+        ("INTERVAL '10' MINUTE", "10", "MINUTE", False),
+        ("INTERVAL '10' minutes", "10", "MINUTE", False),
+        ("INTERVAL '5' MILLISECONDS", "5", "MILLISECOND", False),
+        ("INTERVAL -'2' DAY", "2", "DAY", True),
+        ("INTERVAL '1:30' HOUR TO MINUTE", "1:30", "HOUR TO MINUTE", False),
+        ("INTERVAL '1 2:03:04' DAY TO SECOND", "1 2:03:04", "DAY TO SECOND", False),
+    ],
+)
 def test_interval_literals(written: str, text: str, unit: str, negative: bool) -> None:
     assert expr_of(written) == A.IntervalLiteral(S, text, unit, negative)
 
 
 def test_case_cast_array() -> None:
     assert expr_of("CASE WHEN a THEN 1 ELSE 2 END") == A.Case(
-        S, None, (A.WhenClause(S, col("a"), integer(1)),), integer(2))
+        S, None, (A.WhenClause(S, col("a"), integer(1)),), integer(2)
+    )
     assert expr_of("CASE x WHEN 1 THEN 'a' END") == A.Case(
-        S, col("x"), (A.WhenClause(S, integer(1), A.Literal(S, "string", "a", "a")),))
+        S, col("x"), (A.WhenClause(S, integer(1), A.Literal(S, "string", "a", "a")),)
+    )
     assert expr_of("CAST(x AS decimal(2, 1))") == A.Cast(S, col("x"), A.TypeName(S, "DECIMAL", (2, 1)))
     assert expr_of("CAST(x AS timestamp)") == A.Cast(S, col("x"), A.TypeName(S, "TIMESTAMP"))
     assert expr_of("ARRAY['a', x]") == A.ArrayLiteral(S, (A.Literal(S, "string", "a", "a"), col("x")))
@@ -317,9 +391,11 @@ def test_calls() -> None:
 def test_running_and_final_attach_to_the_call_after_them() -> None:
     assert expr_of("FINAL count(*)") == A.Aggregate(S, "COUNT", (A.Star(S),), semantics="FINAL")
     assert expr_of("PREV(RUNNING LAST(value))") == A.Navigation(
-        S, "PREV", A.Navigation(S, "LAST", col("value"), semantics="RUNNING"))
+        S, "PREV", A.Navigation(S, "LAST", col("value"), semantics="RUNNING")
+    )
     assert expr_of("concat_ws('', RUNNING array_agg(x))").args[1] == A.Aggregate(
-        S, "ARRAY_AGG", (col("x"),), semantics="RUNNING")
+        S, "ARRAY_AGG", (col("x"),), semantics="RUNNING"
+    )
     # On anything else RUNNING/FINAL is kept, for the checker to reject.
     assert expr_of("RUNNING lower(x)") == A.FunctionCall(S, "LOWER", (col("x"),), semantics="RUNNING")
     assert expr_of("FINAL CLASSIFIER(A)") == A.FunctionCall(S, "CLASSIFIER", (col("A"),), semantics="FINAL")
@@ -340,10 +416,12 @@ def test_rows_per_match_and_skip_forms() -> None:
     assert clause("").rows_per_match == A.RowsPerMatch(S, "ONE", explicit=False)
     assert clause("ONE ROW PER MATCH").rows_per_match == A.RowsPerMatch(S, "ONE", explicit=True)
     assert clause("ONE ROW PER MATCH SHOW TIMEOUT MATCHES").rows_per_match == A.RowsPerMatch(
-        S, "ONE", show_timeout=True, explicit=True)
+        S, "ONE", show_timeout=True, explicit=True
+    )
     assert clause("ALL ROWS PER MATCH").rows_per_match == A.RowsPerMatch(S, "ALL_SHOW_EMPTY")
     assert clause("ALL ROWS PER MATCH SHOW EMPTY MATCHES").rows_per_match == A.RowsPerMatch(
-        S, "ALL_SHOW_EMPTY", explicit=True)
+        S, "ALL_SHOW_EMPTY", explicit=True
+    )
     assert clause("ALL ROWS PER MATCH OMIT EMPTY MATCHES").rows_per_match.mode == "ALL_OMIT_EMPTY"
     assert clause("ALL ROWS PER MATCH WITH UNMATCHED ROWS").rows_per_match.mode == "ALL_WITH_UNMATCHED"
     assert clause("AFTER MATCH SKIP TO NEXT ROW").after_match == A.SkipTo(S, "TO_NEXT_ROW")
@@ -358,7 +436,7 @@ def test_spans_point_at_the_source() -> None:
     define = parse(text).match.defines[0]
     span = define.condition.left.span
     assert (span.line, span.column, span.end_line, span.end_column) == (4, 15, 4, 22)
-    assert text[span.start:span.end] == "B.price"
+    assert text[span.start : span.end] == "B.price"
     assert parse(text).match.pattern.items[1].span.column == 14
 
 
@@ -366,9 +444,11 @@ def test_spans_point_at_the_source() -> None:
 
 
 def test_parse_all_names_statements_and_keeps_file_positions() -> None:
-    text = ("-- name: first_one\nSELECT * FROM t MATCH_RECOGNIZE (PATTERN (A));\n\n"
-            "-- a comment\n-- name: second\nSELECT * FROM u MATCH_RECOGNIZE (PATTERN (B));\n"
-            "SELECT * FROM v MATCH_RECOGNIZE (PATTERN (C))")
+    text = (
+        "-- name: first_one\nSELECT * FROM t MATCH_RECOGNIZE (PATTERN (A));\n\n"
+        "-- a comment\n-- name: second\nSELECT * FROM u MATCH_RECOGNIZE (PATTERN (B));\n"
+        "SELECT * FROM v MATCH_RECOGNIZE (PATTERN (C))"
+    )
     statements = parse_all(text, filename="q.sql")
     assert [s.name for s in statements] == ["first_one", "second", None]
     assert [s.relation.name for s in statements] == ["t", "u", "v"]
@@ -384,10 +464,22 @@ def test_parse_all_ignores_semicolons_in_strings_and_comments() -> None:
 
 
 def test_parse_schema() -> None:
-    schema = parse_schema("ts TIMESTAMP, symbol STRING, price DOUBLE, n LONG, i INT, f FLOAT, d DECIMAL(10, 2), "
-                          "`odd name` varchar, ok boolean, xs ARRAY<INT>")
-    assert schema == {"ts": "TIMESTAMP", "symbol": "VARCHAR", "price": "DOUBLE", "n": "BIGINT", "i": "INTEGER",
-                      "f": "DOUBLE", "d": "DECIMAL(10,2)", "odd name": "VARCHAR", "ok": "BOOLEAN", "xs": "ARRAY<INT>"}
+    schema = parse_schema(
+        "ts TIMESTAMP, symbol STRING, price DOUBLE, n LONG, i INT, f FLOAT, d DECIMAL(10, 2), "
+        "`odd name` varchar, ok boolean, xs ARRAY<INT>"
+    )
+    assert schema == {
+        "ts": "TIMESTAMP",
+        "symbol": "VARCHAR",
+        "price": "DOUBLE",
+        "n": "BIGINT",
+        "i": "INTEGER",
+        "f": "DOUBLE",
+        "d": "DECIMAL(10,2)",
+        "odd name": "VARCHAR",
+        "ok": "BOOLEAN",
+        "xs": "ARRAY<INT>",
+    }
     with pytest.raises(CepSyntaxError) as raised:
         parse_schema("ts TIMESTAMP, price MONEY")
     assert raised.value.code == "E0115" and raised.value.column == 15
@@ -396,13 +488,23 @@ def test_parse_schema() -> None:
 def test_parse_schema_keeps_a_decimals_size() -> None:
     # Spark's DDL (StructType.fromDDL, spark.read.schema) reads DECIMAL, DEC and NUMERIC alone as DECIMAL(10,0).
     schema = parse_schema("a DECIMAL(10,2), b decimal, c NUMERIC(5), d dec(38, 38), e DECIMAL(1, 0)")
-    assert schema == {"a": "DECIMAL(10,2)", "b": "DECIMAL(10,0)", "c": "DECIMAL(5,0)", "d": "DECIMAL(38,38)",
-                      "e": "DECIMAL(1,0)"}
+    assert schema == {
+        "a": "DECIMAL(10,2)",
+        "b": "DECIMAL(10,0)",
+        "c": "DECIMAL(5,0)",
+        "d": "DECIMAL(38,38)",
+        "e": "DECIMAL(1,0)",
+    }
 
 
-@pytest.mark.parametrize("written, why", [("DECIMAL(39, 2)", "precision is 1 to 38, not 39"),
-                                          ("DECIMAL(0)", "precision is 1 to 38, not 0"),
-                                          ("NUMERIC(3,4)", "scale is 0 to its precision (3), not 4")])
+@pytest.mark.parametrize(
+    "written, why",
+    [
+        ("DECIMAL(39, 2)", "precision is 1 to 38, not 39"),
+        ("DECIMAL(0)", "precision is 1 to 38, not 0"),
+        ("NUMERIC(3,4)", "scale is 0 to its precision (3), not 4"),
+    ],
+)
 def test_a_decimal_size_spark_refuses_is_a_schema_error(written: str, why: str) -> None:
     with pytest.raises(CepSyntaxError) as raised:
         parse_schema(f"ts TIMESTAMP, x {written}")

@@ -30,6 +30,7 @@ SEEDS = [q for _, q, _ in corpus_queries() if not uses_subquery(q)] or [
     "DEFINE B AS B.v < PREV(B.v, 1) AND COUNT(*) > 2) AS m WHERE m.id > 0 LIMIT 5"
 ]
 
+
 def _warm_up() -> None:
     """The first syntax error of a process builds the table of known mistakes (~0.4 s): do it before
     any test measures time."""
@@ -44,9 +45,55 @@ FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCh
 
 # Pieces to insert: every keyword, the punctuation of the language, names, numbers and strings.
 VOCABULARY = sorted(KEYWORDS) + [
-    "(", ")", "[", "]", ",", ".", ";", "|", "!", "{-", "-}", "^", "$", "?", "*", "+", "-", "/", "%", "||", "=",
-    "<>", "!=", "<", "<=", ">", ">=", "{2,3}", "{,}", "{", "}", "A", "B", "x", '"q"', "`b`", "1", "1.5", "'s'",
-    "--", "/*", "*/", "'", '"', "PREV(", "LAST(", "COUNT(*)", "CLASSIFIER()", "INTERVAL '1' HOUR",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    ".",
+    ";",
+    "|",
+    "!",
+    "{-",
+    "-}",
+    "^",
+    "$",
+    "?",
+    "*",
+    "+",
+    "-",
+    "/",
+    "%",
+    "||",
+    "=",
+    "<>",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "{2,3}",
+    "{,}",
+    "{",
+    "}",
+    "A",
+    "B",
+    "x",
+    '"q"',
+    "`b`",
+    "1",
+    "1.5",
+    "'s'",
+    "--",
+    "/*",
+    "*/",
+    "'",
+    '"',
+    "PREV(",
+    "LAST(",
+    "COUNT(*)",
+    "CLASSIFIER()",
+    "INTERVAL '1' HOUR",
 ]
 
 
@@ -151,8 +198,15 @@ def test_every_prefix_of_a_query_is_handled() -> None:
         parses_or_raises_cep_error(query[:end])
 
 
-@pytest.mark.parametrize("prefix", ["SELECT", "SELECT * FROM t MATCH_RECOGNIZE (AFTER MATCH SKIP TO FIRST",
-                                    "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A", "SELECT * FROM t MATCH_RECOGNIZE ("])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "SELECT",
+        "SELECT * FROM t MATCH_RECOGNIZE (AFTER MATCH SKIP TO FIRST",
+        "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A",
+        "SELECT * FROM t MATCH_RECOGNIZE (",
+    ],
+)
 def test_truncated_input_is_an_unexpected_end(prefix: str) -> None:
     with pytest.raises(CepError) as raised:
         parse(prefix)
@@ -162,23 +216,33 @@ def test_truncated_input_is_an_unexpected_end(prefix: str) -> None:
 SHELL = "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS {})"
 
 
-@pytest.mark.parametrize("name, text, code", [
-    ("parentheses", SHELL.format("(" * 5000 + "1" + ")" * 5000), "E0302"),
-    ("unclosed parentheses", SHELL.format("(" * 10_000), "E0302"),
-    ("NOT chain", SHELL.format("NOT " * 15_000 + "x"), "E0302"),
-    ("minus chain", SHELL.format("- " * 15_000 + "1"), "E0302"),
-    ("plus chain", SHELL.format(" + ".join(["x"] * 9_000) + " > 0"), "E0302"),
-    ("AND chain", SHELL.format(" AND ".join(["x"] * 5_000)), "E0302"),
-    ("too many tokens", SHELL.format(" + ".join(["x"] * 20_000) + " > 0"), "E0307"),
-    ("CASE nesting", SHELL.format("CASE WHEN " * 300 + "x" + " THEN 1 END" * 300), "E0302"),
-    ("exclusions", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (" + "{- " * 3000 + "A" + " -}" * 3000 + "))", "E0302"),
-    ("quantifiers", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A" + "{1,2}" * 300 + "))", "E0101"),
-    ("huge bound", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A{99999999999999999999}))", "E0303"),
-    ("long sequence", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (" + "A " * 120_000 + "))", "E0307"),
-    ("long text", SHELL.format("x = 1" + " /* padding */" * 20_000), "E0301"),
-    ("many variables", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (" + " ".join(f"V{i}" for i in range(5000)) + "))",
-     "E0305"),
-])
+@pytest.mark.parametrize(
+    "name, text, code",
+    [
+        ("parentheses", SHELL.format("(" * 5000 + "1" + ")" * 5000), "E0302"),
+        ("unclosed parentheses", SHELL.format("(" * 10_000), "E0302"),
+        ("NOT chain", SHELL.format("NOT " * 15_000 + "x"), "E0302"),
+        ("minus chain", SHELL.format("- " * 15_000 + "1"), "E0302"),
+        ("plus chain", SHELL.format(" + ".join(["x"] * 9_000) + " > 0"), "E0302"),
+        ("AND chain", SHELL.format(" AND ".join(["x"] * 5_000)), "E0302"),
+        ("too many tokens", SHELL.format(" + ".join(["x"] * 20_000) + " > 0"), "E0307"),
+        ("CASE nesting", SHELL.format("CASE WHEN " * 300 + "x" + " THEN 1 END" * 300), "E0302"),
+        (
+            "exclusions",
+            "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (" + "{- " * 3000 + "A" + " -}" * 3000 + "))",
+            "E0302",
+        ),
+        ("quantifiers", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A" + "{1,2}" * 300 + "))", "E0101"),
+        ("huge bound", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A{99999999999999999999}))", "E0303"),
+        ("long sequence", "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (" + "A " * 120_000 + "))", "E0307"),
+        ("long text", SHELL.format("x = 1" + " /* padding */" * 20_000), "E0301"),
+        (
+            "many variables",
+            "SELECT * FROM t MATCH_RECOGNIZE (PATTERN (" + " ".join(f"V{i}" for i in range(5000)) + "))",
+            "E0305",
+        ),
+    ],
+)
 def test_hostile_shapes_fail_fast_with_a_limit(name: str, text: str, code: str) -> None:
     started = time.process_time()
     with pytest.raises(CepError) as raised:

@@ -25,11 +25,24 @@ PATTERNS = REPO / "patterns"
 DATA = PATTERNS / "data"
 
 # How to type each CSV column (everything else stays text).
-CONVERSIONS = {"ts": datetime.fromisoformat, "price": float, "amount": float, "temp": float, "booth": int, "volume": int}
+CONVERSIONS = {
+    "ts": datetime.fromisoformat,
+    "price": float,
+    "amount": float,
+    "temp": float,
+    "booth": int,
+    "volume": int,
+}
 # The partition column of each data file, to check that ORDER BY ts is a total order inside a partition.
 PARTITION_OF = {
-    "ticks.csv": "symbol", "crash_ticks.csv": "symbol", "card_charges.csv": "card_id", "logins.csv": "user",
-    "clickstream.csv": "session_id", "orders.csv": "order_id", "sensor_readings.csv": "sensor", "tolls.csv": "plate",
+    "ticks.csv": "symbol",
+    "crash_ticks.csv": "symbol",
+    "card_charges.csv": "card_id",
+    "logins.csv": "user",
+    "clickstream.csv": "session_id",
+    "orders.csv": "order_id",
+    "sensor_readings.csv": "sensor",
+    "tolls.csv": "plate",
 }
 
 
@@ -54,8 +67,10 @@ def run(query_file: str, data_file: str) -> list[dict]:
 
 def canonical(rows: list[dict]) -> list[tuple]:
     """Order-free comparison; floats rounded so 0.1 + 0.2 and 0.3 compare equal."""
+
     def value(v):
         return round(v, 6) if isinstance(v, float) else v
+
     return sorted(tuple(sorted((k, value(v)) for k, v in row.items())) for row in rows)
 
 
@@ -96,15 +111,28 @@ def ref_w_shape(rows):
         prices = [r["price"] for r in part]
         turns = [k for k in range(i + 1, end) if (prices[k] - prices[k - 1]) * (prices[k + 1] - prices[k]) < 0]
         bottom1, peak, bottom2 = turns  # the three turning points of a W
-        return {"start_ts": part[i]["ts"], "first_bottom": prices[bottom1], "middle_peak": prices[peak],
-                "second_bottom": prices[bottom2], "end_ts": part[end]["ts"], "n": end - i + 1}
+        return {
+            "start_ts": part[i]["ts"],
+            "first_bottom": prices[bottom1],
+            "middle_peak": prices[peak],
+            "second_bottom": prices[bottom2],
+            "end_ts": part[end]["ts"],
+            "n": end - i + 1,
+        }
+
     return ref_shapes(rows, (-1, 1, -1, 1), measures)
 
 
 def ref_v_shape(rows):
     def measures(part, i, end):
         prices = [r["price"] for r in part]
-        return {"start_ts": part[i]["ts"], "bottom": min(prices[i:end + 1]), "end_ts": part[end]["ts"], "n": end - i + 1}
+        return {
+            "start_ts": part[i]["ts"],
+            "bottom": min(prices[i : end + 1]),
+            "end_ts": part[end]["ts"],
+            "n": end - i + 1,
+        }
+
     return ref_shapes(rows, (-1, 1), measures)
 
 
@@ -118,8 +146,16 @@ def ref_falling_run(rows, skip_to_turn=True):
             while j + 1 < len(p) and p[j + 1] < p[j]:
                 j += 1
             if j - i >= 2 and j + 1 < len(p) and p[j + 1] > p[j]:
-                out.append({"symbol": symbol, "top_ts": part[i]["ts"], "top_price": p[i], "bottom_price": p[j],
-                            "falls": j - i, "turn_ts": part[j + 1]["ts"]})
+                out.append(
+                    {
+                        "symbol": symbol,
+                        "top_ts": part[i]["ts"],
+                        "top_price": p[i],
+                        "bottom_price": p[j],
+                        "falls": j - i,
+                        "turn_ts": part[j + 1]["ts"],
+                    }
+                )
                 i = j + 1 if skip_to_turn else j + 2
             else:
                 i += 1
@@ -142,7 +178,15 @@ def ref_price_drop(rows):
                 i += 1
                 continue
             c = part[hit]
-            out.append({"symbol": symbol, "from_ts": a["ts"], "from_price": a["price"], "to_ts": c["ts"], "to_price": c["price"]})
+            out.append(
+                {
+                    "symbol": symbol,
+                    "from_ts": a["ts"],
+                    "from_price": a["price"],
+                    "to_ts": c["ts"],
+                    "to_price": c["price"],
+                }
+            )
             i = hit + 1
     return out
 
@@ -166,20 +210,40 @@ def ref_run_then_one(part, is_run, is_end, minimum, window):
 def ref_card_testing(rows):
     out = []
     for card, part in partitions(rows, "card_id").items():
-        for i, j in ref_run_then_one(part, lambda r: r["amount"] < 5, lambda r: r["amount"] >= 200, 3, timedelta(minutes=10)):
+        for i, j in ref_run_then_one(
+            part, lambda r: r["amount"] < 5, lambda r: r["amount"] >= 200, 3, timedelta(minutes=10)
+        ):
             small = part[i:j]
-            out.append({"card_id": card, "first_test_ts": part[i]["ts"], "tests": len(small),
-                        "tested_total": round(sum(r["amount"] for r in small), 2), "big_ts": part[j]["ts"],
-                        "big_amount": part[j]["amount"], "big_merchant": part[j]["merchant"]})
+            out.append(
+                {
+                    "card_id": card,
+                    "first_test_ts": part[i]["ts"],
+                    "tests": len(small),
+                    "tested_total": round(sum(r["amount"] for r in small), 2),
+                    "big_ts": part[j]["ts"],
+                    "big_amount": part[j]["amount"],
+                    "big_merchant": part[j]["merchant"],
+                }
+            )
     return out
 
 
 def ref_login_burst(rows):
     out = []
     for user, part in partitions(rows, "user").items():
-        for i, j in ref_run_then_one(part, lambda r: r["status"] == "fail", lambda r: r["status"] == "ok", 5, timedelta(minutes=5)):
-            out.append({"user": user, "first_failure_ts": part[i]["ts"], "failures": j - i,
-                        "addresses": len({r["ip"] for r in part[i:j]}), "success_ts": part[j]["ts"], "success_ip": part[j]["ip"]})
+        for i, j in ref_run_then_one(
+            part, lambda r: r["status"] == "fail", lambda r: r["status"] == "ok", 5, timedelta(minutes=5)
+        ):
+            out.append(
+                {
+                    "user": user,
+                    "first_failure_ts": part[i]["ts"],
+                    "failures": j - i,
+                    "addresses": len({r["ip"] for r in part[i:j]}),
+                    "success_ts": part[j]["ts"],
+                    "success_ip": part[j]["ip"],
+                }
+            )
     return out
 
 
@@ -197,8 +261,15 @@ def ref_cart_abandoned(rows):
             if any(part[j]["page"] == "purchase" for j in window) or clock < deadline:
                 i += 1  # bought in time, or the 30 minutes have not passed yet
                 continue
-            out.append({"session_id": session, "cart_ts": part[i]["ts"], "user_id": part[i]["user_id"],
-                        "clicks": 1 + len(window), "status": "ABSENCE"})
+            out.append(
+                {
+                    "session_id": session,
+                    "cart_ts": part[i]["ts"],
+                    "user_id": part[i]["user_id"],
+                    "clicks": 1 + len(window),
+                    "status": "ABSENCE",
+                }
+            )
             i = (window[-1] if window else i) + 1
     return out
 
@@ -211,7 +282,7 @@ def ref_order_sla(rows):
             if row["event"] != "created":
                 continue
             deadline = row["ts"] + timedelta(hours=1)
-            paid = next((r for r in part[i + 1:] if r["event"] == "paid"), None)
+            paid = next((r for r in part[i + 1 :] if r["event"] == "paid"), None)
             if paid is not None and paid["ts"] < deadline:
                 out.append({"order_id": order, "created_ts": row["ts"], "paid_ts": paid["ts"], "status": "MATCHED"})
             elif clock >= deadline:
@@ -229,8 +300,15 @@ def ref_temperature_rising(rows):
             while j < len(part) and t[j] > t[j - 1]:
                 j += 1
             if j - i >= 5:
-                out.append({"sensor": sensor, "from_ts": part[i]["ts"], "to_ts": part[j - 1]["ts"],
-                            "readings": j - i, "rise": round(t[j - 1] - t[i - 1], 1)})
+                out.append(
+                    {
+                        "sensor": sensor,
+                        "from_ts": part[i]["ts"],
+                        "to_ts": part[j - 1]["ts"],
+                        "readings": j - i,
+                        "rise": round(t[j - 1] - t[i - 1], 1),
+                    }
+                )
             i = max(j, i + 1)
     return out
 
@@ -252,7 +330,14 @@ def ref_sensor_gap(rows):
     for sensor, part in partitions(rows, "sensor").items():
         for before, after in zip(part, part[1:]):
             if after["ts"] - before["ts"] >= timedelta(minutes=10):
-                out.append({"sensor": sensor, "quiet_from_ts": before["ts"], "back_ts": after["ts"], "silence": after["ts"] - before["ts"]})
+                out.append(
+                    {
+                        "sensor": sensor,
+                        "quiet_from_ts": before["ts"],
+                        "back_ts": after["ts"],
+                        "silence": after["ts"] - before["ts"],
+                    }
+                )
     return out
 
 
@@ -273,8 +358,16 @@ def ref_checkout_funnel(rows):
                 found.append(at)
             if len(found) == 4 and part[found[-1]]["ts"] - part[i]["ts"] < timedelta(minutes=30):
                 v, c, k, p = (part[x]["ts"] for x in found)
-                out.append({"session_id": session, "view_ts": v, "cart_ts": c, "checkout_ts": k, "paid_ts": p,
-                            "detours": found[-1] - i + 1 - 4})
+                out.append(
+                    {
+                        "session_id": session,
+                        "view_ts": v,
+                        "cart_ts": c,
+                        "checkout_ts": k,
+                        "paid_ts": p,
+                        "detours": found[-1] - i + 1 - 4,
+                    }
+                )
                 i = found[-1] + 1
             else:
                 i += 1
@@ -286,7 +379,7 @@ def ref_toll_speeding(rows):
     for plate, part in partitions(rows, "plate").items():
         i = 0
         while i + 2 < len(part):
-            a, b, c = part[i:i + 3]
+            a, b, c = part[i : i + 3]
             if (a["booth"], b["booth"], c["booth"]) == (1, 2, 3) and c["ts"] - a["ts"] < timedelta(minutes=12):
                 out.append({"plate": plate, "booth1_ts": a["ts"], "booth3_ts": c["ts"], "took": c["ts"] - a["ts"]})
                 i += 3
@@ -426,10 +519,16 @@ def _plain(value):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("query_file,data_file,reference", [
-    pytest.param(*case, marks=pytest.mark.xfail(reason=SPARK_KNOWN[case[0]], strict=True)) if case[0] in SPARK_KNOWN else case
-    for case in CASES
-], ids=[c[0].removesuffix(".sql") for c in CASES])
+@pytest.mark.parametrize(
+    "query_file,data_file,reference",
+    [
+        pytest.param(*case, marks=pytest.mark.xfail(reason=SPARK_KNOWN[case[0]], strict=True))
+        if case[0] in SPARK_KNOWN
+        else case
+        for case in CASES
+    ],
+    ids=[c[0].removesuffix(".sql") for c in CASES],
+)
 def test_pattern_on_spark_matches_python(spark, query_file, data_file, reference):
     import pandas as pd
 

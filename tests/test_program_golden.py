@@ -13,7 +13,9 @@ from cep.matcher.program.machine import pattern_labels
 
 
 def listing(pattern: str) -> list[str]:
-    mr = parse_unchecked(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ({pattern}) WITHIN INTERVAL '1' MINUTE)").match
+    mr = parse_unchecked(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN ({pattern}) WITHIN INTERVAL '1' MINUTE)"
+    ).match
     return [line.strip() for line in compile_pattern(mr.pattern, tuple(pattern_labels(mr.pattern))).dump().splitlines()]
 
 

@@ -21,4 +21,10 @@ def test_output_columns_with_and_without_types():
     q = cep.compile(open("patterns/v_shape.sql").read())
     assert q.output_columns(["symbol", "ts", "price", "volume"]) == ("symbol", "start_ts", "bottom", "end_ts", "n")
     typed = q.output_columns({"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE", "volume": "BIGINT"})
-    assert typed == [("symbol", "VARCHAR"), ("start_ts", "TIMESTAMP"), ("bottom", "DOUBLE"), ("end_ts", "TIMESTAMP"), ("n", "BIGINT")]
+    assert typed == [
+        ("symbol", "VARCHAR"),
+        ("start_ts", "TIMESTAMP"),
+        ("bottom", "DOUBLE"),
+        ("end_ts", "TIMESTAMP"),
+        ("n", "BIGINT"),
+    ]

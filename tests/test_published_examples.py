@@ -49,8 +49,7 @@ CASES_DIR = Path(__file__).resolve().parent / "published_examples"
 # (after "then:") what the case needs beyond it, found by rewriting the blocking construct by hand.
 # ----------------------------------------------------------------------------------------------------
 
-PYTHON_FAILURES: dict[str, tuple[str, str]] = {
-}
+PYTHON_FAILURES: dict[str, tuple[str, str]] = {}
 
 SPARK_FAILURES: dict[str, tuple[str, str]] = dict(PYTHON_FAILURES)
 
@@ -60,6 +59,7 @@ class KnownFailure(Exception):
 
 
 # ---------------------------------------------------------------------------------------------- cases
+
 
 def load_cases() -> list[dict]:
     return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(CASES_DIR.glob("*.json"))]
@@ -114,7 +114,7 @@ def _norm(value, kind: str):
             return f"{value.isoformat()} 00:00:00"
         return str(value)
     if kind.startswith("ARRAY"):
-        inner = kind[kind.index("<") + 1:-1]
+        inner = kind[kind.index("<") + 1 : -1]
         return tuple(_norm(v, inner) for v in value)
     if isinstance(value, bool) or kind == "BOOLEAN":
         return value
@@ -125,8 +125,14 @@ def _norm(value, kind: str):
 
 
 def _selects_star(text: str) -> bool:
-    return re.match(r"\s*(?:--[^\n]*\n\s*)*select\s+\*", re.sub(r"^\s*with\b.*?\)\s*(?=select)", "", text, flags=re.I | re.S),
-                    re.I) is not None
+    return (
+        re.match(
+            r"\s*(?:--[^\n]*\n\s*)*select\s+\*",
+            re.sub(r"^\s*with\b.*?\)\s*(?=select)", "", text, flags=re.I | re.S),
+            re.I,
+        )
+        is not None
+    )
 
 
 def compare(case: dict, names: list[str], rows: list[list]) -> str | None:
@@ -141,12 +147,20 @@ def compare(case: dict, names: list[str], rows: list[list]) -> str | None:
         return f"columns {list(names)} != {want_names}"
     index = [got.index(n) for n in want]
     got_rows = [tuple(_norm(row[i], k) for i, k in zip(index, kinds)) for row in rows]
-    want_rows = [tuple(_norm(convert(v, k) if isinstance(v, str) and k not in ("VARCHAR",) else v, k)
-                       for v, k in zip(row, kinds)) for row in want_rows]
+    want_rows = [
+        tuple(
+            _norm(convert(v, k) if isinstance(v, str) and k not in ("VARCHAR",) else v, k) for v, k in zip(row, kinds)
+        )
+        for row in want_rows
+    ]
     if ordered:
         if got_rows != want_rows:
-            return "rows differ (in order):\n  got  " + "\n       ".join(map(str, got_rows)) + \
-                   "\n  want " + "\n       ".join(map(str, want_rows))
+            return (
+                "rows differ (in order):\n  got  "
+                + "\n       ".join(map(str, got_rows))
+                + "\n  want "
+                + "\n       ".join(map(str, want_rows))
+            )
         return None
     missing, extra = Counter(want_rows) - Counter(got_rows), Counter(got_rows) - Counter(want_rows)
     if missing or extra:
@@ -155,6 +169,7 @@ def compare(case: dict, names: list[str], rows: list[list]) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- engines
+
 
 def run_python(case: dict) -> tuple[list[str], list[list]]:
     import pyarrow as pa
@@ -172,13 +187,27 @@ def run_python(case: dict) -> tuple[list[str], list[list]]:
 def _arrow_types() -> dict:
     import pyarrow as pa
 
-    return {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "INTEGER": pa.int32(), "DOUBLE": pa.float64(),
-            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "BOOLEAN": pa.bool_()}
+    return {
+        "VARCHAR": pa.string(),
+        "BIGINT": pa.int64(),
+        "INTEGER": pa.int32(),
+        "DOUBLE": pa.float64(),
+        "DATE": pa.date32(),
+        "TIMESTAMP": pa.timestamp("us"),
+        "BOOLEAN": pa.bool_(),
+    }
 
 
 _ARROW_TYPES = _arrow_types()
-_SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint", "INTEGER": "int", "DOUBLE": "double", "DATE": "date",
-                "TIMESTAMP": "timestamp", "BOOLEAN": "boolean"}
+_SPARK_TYPES = {
+    "VARCHAR": "string",
+    "BIGINT": "bigint",
+    "INTEGER": "int",
+    "DOUBLE": "double",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "BOOLEAN": "boolean",
+}
 
 
 def run_spark(spark, case: dict) -> tuple[list[str], list[list]]:
@@ -229,6 +258,7 @@ def test_spark(spark, case_id: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the cases themselves
+
 
 def test_failure_tables_name_real_cases() -> None:
     assert set(PYTHON_FAILURES) <= set(BY_ID) and set(SPARK_FAILURES) <= set(BY_ID)

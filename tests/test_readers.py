@@ -32,17 +32,22 @@ QUERY = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts MEASURES CO
 FILES = {
     "lookalikes.csv": "s,ts,price\n007,1,1.5\n7,2,NaN\nNA,3,\nnull,4,2.25\n",
     "rfc4180.csv": 's,note,ts\n"a","he said ""hi""\nthen left",1\n"",x,2\n,y,3\n"b",,4\n',
-    "typed.csv": ("id,big,price,flag,at,code,spelled\n"
-                  "1,12345678901234567890123,1.5,true,2024-10-27T02:30:00+02:00,02134,1e3\n"
-                  "2,,NA,False,2024-10-27 01:10:00Z,10001,1000\n"
-                  "-3,7,-0.25,TRUE,2024-10-27,NA,7\n"),
+    "typed.csv": (
+        "id,big,price,flag,at,code,spelled\n"
+        "1,12345678901234567890123,1.5,true,2024-10-27T02:30:00+02:00,02134,1e3\n"
+        "2,,NA,False,2024-10-27 01:10:00Z,10001,1000\n"
+        "-3,7,-0.25,TRUE,2024-10-27,NA,7\n"
+    ),
     # a column of ISO dates is DATE (as Spark, Oracle and Snowflake type it); dates among times are TIMESTAMP
-    "dates.csv": ("id,d,at,nodate\n1,2024-02-29,2024-01-01,2023-02-29\n2,NA,2024-01-01 10:00,2024-01-01\n"
-                  "3,0001-01-01,,x\n"),
+    "dates.csv": (
+        "id,d,at,nodate\n1,2024-02-29,2024-01-01,2023-02-29\n2,NA,2024-01-01 10:00,2024-01-01\n3,0001-01-01,,x\n"
+    ),
     "lookalikes.json": '{"s": "1e3", "ts": 1}\n{"s": "1000", "ts": 2}\n{"s": "NA", "ts": 3}\n{"s": "null", "ts": 4}\n',
-    "typed.json": ('{"id": 7, "x": 1.5, "when": "2024-01-01T00:00:00+01:00", "flag": true, "label": "2024"}\n'
-                   '{"id": null, "x": 2, "when": "2024-01-02", "flag": null, "label": "x"}\n'
-                   '{"id": 9007199254740993, "x": 0.1, "when": null, "flag": false, "label": null}\n'),
+    "typed.json": (
+        '{"id": 7, "x": 1.5, "when": "2024-01-01T00:00:00+01:00", "flag": true, "label": "2024"}\n'
+        '{"id": null, "x": 2, "when": "2024-01-02", "flag": null, "label": "x"}\n'
+        '{"id": 9007199254740993, "x": 0.1, "when": null, "flag": false, "label": null}\n'
+    ),
     "array.json": '[{"s": "a", "ts": 1}, {"s": "b", "ts": 2}]',
 }
 
@@ -50,13 +55,17 @@ FILES = {
 def utc(text: str) -> dt.datetime:
     """An ISO time as the naive UTC time the readers give, by the standard library (not cep's parser)."""
     value = dt.datetime.fromisoformat(text)
-    return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+    return value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
 
 
 # What the python reader makes of each column (the Spark reader must make the same values).
 EXPECTED = {
     "lookalikes.csv": {"s": ["007", "7", "NA", "null"], "ts": [1, 2, 3, 4], "price": [1.5, math.nan, None, 2.25]},
-    "rfc4180.csv": {"s": ["a", None, None, "b"], "note": ['he said "hi"\nthen left', "x", "y", None], "ts": [1, 2, 3, 4]},
+    "rfc4180.csv": {
+        "s": ["a", None, None, "b"],
+        "note": ['he said "hi"\nthen left', "x", "y", None],
+        "ts": [1, 2, 3, 4],
+    },
     "typed.csv": {
         "id": [1, 2, -3],
         "big": [Decimal("12345678901234567890123"), None, Decimal(7)],
@@ -155,13 +164,25 @@ def test_text_columns_hold_what_pythons_csv_module_reads(name):
 
 def test_the_text_rule_column_by_column():
     cases = [
-        (["007", "7"], "VARCHAR"), (["7", "8", None, "NA"], "BIGINT"), (["0", "-0"], "VARCHAR"),
-        (["+7", "8"], "VARCHAR"), (["9223372036854775807"], "BIGINT"), (["9223372036854775808"], "DECIMAL(38,0)"),
-        (["1e3", "1000"], "VARCHAR"), (["1.5", "1.50"], "VARCHAR"), (["1.5", "2", "NaN", "-inf"], "DOUBLE"),
-        (["NaN"], "VARCHAR"), (["NA", "null"], "VARCHAR"), (["true", "FALSE", "N/A"], "BOOLEAN"),
-        (["2024-01-01", "2024-01-01T10:00:00.123456789+05:30"], "TIMESTAMP"), (["2024-02-30"], "VARCHAR"),
-        (["2024-01-31", "NA", "9999-12-31"], "DATE"), (["2024-01-31", "2024-02-30"], "VARCHAR"),
-        (["T02", "T03"], "VARCHAR"), (["7\n"], "VARCHAR"), ([None, None], "VARCHAR"),
+        (["007", "7"], "VARCHAR"),
+        (["7", "8", None, "NA"], "BIGINT"),
+        (["0", "-0"], "VARCHAR"),
+        (["+7", "8"], "VARCHAR"),
+        (["9223372036854775807"], "BIGINT"),
+        (["9223372036854775808"], "DECIMAL(38,0)"),
+        (["1e3", "1000"], "VARCHAR"),
+        (["1.5", "1.50"], "VARCHAR"),
+        (["1.5", "2", "NaN", "-inf"], "DOUBLE"),
+        (["NaN"], "VARCHAR"),
+        (["NA", "null"], "VARCHAR"),
+        (["true", "FALSE", "N/A"], "BOOLEAN"),
+        (["2024-01-01", "2024-01-01T10:00:00.123456789+05:30"], "TIMESTAMP"),
+        (["2024-02-30"], "VARCHAR"),
+        (["2024-01-31", "NA", "9999-12-31"], "DATE"),
+        (["2024-01-31", "2024-02-30"], "VARCHAR"),
+        (["T02", "T03"], "VARCHAR"),
+        (["7\n"], "VARCHAR"),
+        ([None, None], "VARCHAR"),
     ]
     assert [(values, column_type(evidence(values))) for values, _ in cases] == cases
 
@@ -171,8 +192,10 @@ def test_an_integer_column_with_a_null_prints_as_integers(tmp_path, capsys):
     table = pa.table({"s": ["a", "b", "c"], "ts": [1, 2, 3], "id": pa.array([7, None, 2**53 + 1], pa.int64())})
     pq.write_table(table, tmp_path / "ids.parquet")
     query = tmp_path / "q.sql"
-    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts MEASURES LAST(id) AS id "
-                     "PATTERN (A))\n", encoding="utf-8")
+    query.write_text(
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts MEASURES LAST(id) AS id PATTERN (A))\n",
+        encoding="utf-8",
+    )
     assert cli.main(["run", str(query), "--input", str(tmp_path / "ids.parquet"), "--engine", "python"]) == 0
     printed = capsys.readouterr().out.split()
     assert "7" in printed and "9007199254740993" in printed and "7.0" not in printed
@@ -182,14 +205,27 @@ def test_an_empty_json_input_says_the_input_is_empty(tmp_path, capsys):
     query = tmp_path / "q.sql"
     query.write_text(QUERY, encoding="utf-8")
     (tmp_path / "empty.json").write_text("", encoding="utf-8")
-    assert cli.main(["run", str(query), "--input", str(tmp_path / "empty.json"), "--engine", "python"]) == cli.EXIT_USAGE
+    assert (
+        cli.main(["run", str(query), "--input", str(tmp_path / "empty.json"), "--engine", "python"]) == cli.EXIT_USAGE
+    )
     err = capsys.readouterr().err
     assert "empty.json is empty" in err and "PARTITION BY" not in err and "E0220" not in err
 
 
 # -------------------------------------------------------------------------------------------- output
 
-FLOATS = [1.23456e-10, 1.2345e-11, 0.1 + 0.2, 5e-324, 1.7976931348623157e308, -0.0, 2.0**53 + 2, math.nan, math.inf, -math.inf]
+FLOATS = [
+    1.23456e-10,
+    1.2345e-11,
+    0.1 + 0.2,
+    5e-324,
+    1.7976931348623157e308,
+    -0.0,
+    2.0**53 + 2,
+    math.nan,
+    math.inf,
+    -math.inf,
+]
 
 
 def read_back(path: Path) -> list[dict]:
@@ -198,10 +234,15 @@ def read_back(path: Path) -> list[dict]:
 
 def test_cep_run_json_output_keeps_every_float(tmp_path, capsys):
     source = tmp_path / "floats.json"
-    source.write_text("".join(json.dumps({"s": "a", "ts": i, "x": x}) + "\n" for i, x in enumerate(FLOATS)), encoding="utf-8")
+    source.write_text(
+        "".join(json.dumps({"s": "a", "ts": i, "x": x}) + "\n" for i, x in enumerate(FLOATS)), encoding="utf-8"
+    )
     query = tmp_path / "q.sql"
-    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts MEASURES LAST(x) AS y "
-                     "ALL ROWS PER MATCH PATTERN (A))\n", encoding="utf-8")
+    query.write_text(
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts MEASURES LAST(x) AS y "
+        "ALL ROWS PER MATCH PATTERN (A))\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "out.json"
     assert cli.main(["run", str(query), "--input", str(source), "--engine", "python", "-o", str(out)]) == 0
     written = [row["y"] for row in read_back(out)]
@@ -219,8 +260,16 @@ def test_json_lines_round_trip_any_float(tmp_path_factory, xs):
 def empty_inputs(tmp_path: Path) -> list[Path]:
     """A header-only CSV and a zero-row Parquet file: tables with columns and no rows."""
     (tmp_path / "header.csv").write_text("s,ts,price\n", encoding="utf-8")
-    pq.write_table(pa.table({"s": pa.array([], pa.string()), "ts": pa.array([], pa.timestamp("us")),
-                             "price": pa.array([], pa.float64())}), tmp_path / "none.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "s": pa.array([], pa.string()),
+                "ts": pa.array([], pa.timestamp("us")),
+                "price": pa.array([], pa.float64()),
+            }
+        ),
+        tmp_path / "none.parquet",
+    )
     return [tmp_path / "header.csv", tmp_path / "none.parquet"]
 
 

@@ -19,8 +19,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from tests.conformance import load_cases
 from reference_matcher import (
     ReferenceBudgetExceeded,
     ReferenceMatcherError,
@@ -62,6 +60,7 @@ from strategies_match import (
     var,
 )
 
+from tests.conformance import load_cases
 
 
 def rows_of(values: list[Any], **extra: list[Any]) -> list[dict]:
@@ -76,7 +75,10 @@ def rows_of(values: list[Any], **extra: list[Any]) -> list[dict]:
 
 def spans(stmt: Any, rows: list[dict]) -> list[tuple[int, str]]:
     """Each match as (first id, labels joined), for compact assertions."""
-    return [(m["rows"][0]["id"] if m["rows"] else m["start"] + 1, "".join(m["labels"])) for m in reference_matches(stmt, rows)]
+    return [
+        (m["rows"][0]["id"] if m["rows"] else m["start"] + 1, "".join(m["labels"]))
+        for m in reference_matches(stmt, rows)
+    ]
 
 
 VALUE = col("value")
@@ -143,9 +145,7 @@ def test_greedy_and_reluctant() -> None:
     assert spans(statement(plus(var("A"))), rows) == [(1, "AAAA")]
     assert spans(statement(plus(var("A"), greedy=False)), rows) == [(1, "A"), (2, "A"), (3, "A"), (4, "A")]
     # reluctant B*? then C: B takes as few rows as C allows
-    stmt = statement(
-        cat(var("A"), star(var("B"), greedy=False), var("C")), defines={"C": binop(">=", VALUE, lit(3))}
-    )
+    stmt = statement(cat(var("A"), star(var("B"), greedy=False), var("C")), defines={"C": binop(">=", VALUE, lit(3))})
     assert spans(stmt, rows) == [(1, "ABC")]
     stmt_greedy = statement(cat(var("A"), star(var("B")), var("C")), defines={"C": binop(">=", VALUE, lit(3))})
     assert spans(stmt_greedy, rows) == [(1, "ABBC")]
@@ -257,7 +257,9 @@ def test_skip_to_next_row_overlaps_in_all_rows_and_unmatched() -> None:
         rows_per_match="ALL_WITH_UNMATCHED",
         skip="TO_NEXT_ROW",
     )
-    got = [(r["id"], r["match"], r["value"], r["label"]) for r in reference_run(stmt, rows_of([100, 100, 90, 80, 70, 100]))]
+    got = [
+        (r["id"], r["match"], r["value"], r["label"]) for r in reference_run(stmt, rows_of([100, 100, 90, 80, 70, 100]))
+    ]
     assert got == [
         (1, None, 100, None),
         (2, 1, 100, "A"),
@@ -313,7 +315,10 @@ def test_running_and_final() -> None:
         ],
         rows_per_match="ALL_SHOW_EMPTY",
     )
-    got = [tuple(r[k] for k in ("r_last", "f_last", "r_cnt", "f_cnt", "f_first1", "r_first1", "nxt")) for r in reference_run(stmt, rows_of([10, 20, 30]))]
+    got = [
+        tuple(r[k] for k in ("r_last", "f_last", "r_cnt", "f_cnt", "f_first1", "r_first1", "nxt"))
+        for r in reference_run(stmt, rows_of([10, 20, 30]))
+    ]
     # RUNNING FIRST(value, 1) sees the rows up to the current one (the standard): NULL on the first row;
     # so does CLASSIFIER(): the row after the current one is not mapped yet, NEXT(CLASSIFIER()) is NULL.
     assert got == [(10, 30, 1, 3, 20, None, None), (20, 30, 2, 3, 20, 20, None), (30, 30, 3, 3, 20, 20, None)]
@@ -359,11 +364,11 @@ def test_nulls_in_conditions_and_sorting() -> None:
         measures=[("ids", agg("ARRAY_AGG", col("id")))],
         partition_by=("part",),
     )
-    assert sorted(reference_run(stmt, rows), key=str) == sorted(
-        [{"part": None, "ids": [1, 3, 4]}], key=str
-    )
+    assert sorted(reference_run(stmt, rows), key=str) == sorted([{"part": None, "ids": [1, 3, 4]}], key=str)
     # a NULL condition is false
-    stmt = statement(plus(var("A")), defines={"A": binop(">", VALUE, lit(3))}, measures=[("ids", agg("ARRAY_AGG", col("id")))])
+    stmt = statement(
+        plus(var("A")), defines={"A": binop(">", VALUE, lit(3))}, measures=[("ids", agg("ARRAY_AGG", col("id")))]
+    )
     assert reference_run(stmt, rows) == [{"ids": [1]}, {"ids": [4]}]
     # ORDER BY value: NULLS LAST for ASC, FIRST for DESC
     stmt = statement(plus(var("A")), measures=[("ids", agg("ARRAY_AGG", col("id")))], order_by=("value",))
@@ -373,13 +378,18 @@ def test_nulls_in_conditions_and_sorting() -> None:
 def test_arithmetic_and_outer_query() -> None:
     stmt = statement(
         var("A"),
-        measures=[("q", binop("/", binop("-", lit(0), VALUE), lit(2))), ("r", binop("%", binop("-", lit(0), VALUE), lit(2)))],
+        measures=[
+            ("q", binop("/", binop("-", lit(0), VALUE), lit(2))),
+            ("r", binop("%", binop("-", lit(0), VALUE), lit(2))),
+        ],
         select=[(col("q", "m"), "quotient"), (col("r"), None), (binop("+", col("q"), lit(1)), None)],
     )
     assert reference_run_table(stmt, rows_of([7, 6]))[0] == ["quotient", "r", "_col2"]
     # as Spark (docs/language.md): integers divide as DOUBLE, the remainder takes the dividend's sign
-    assert reference_run(stmt, rows_of([7, 6])) == [{"quotient": -3.5, "r": -1, "_col2": -2.5},
-                                                    {"quotient": -3.0, "r": 0, "_col2": -2.0}]
+    assert reference_run(stmt, rows_of([7, 6])) == [
+        {"quotient": -3.5, "r": -1, "_col2": -2.5},
+        {"quotient": -3.0, "r": 0, "_col2": -2.0},
+    ]
 
 
 def test_budget_is_enforced() -> None:
@@ -440,8 +450,10 @@ def _ticks(draw: Any) -> list[dict]:
 
 def test_agrees_with_the_v_shape_oracle() -> None:
     """Cross-check with tests/vshape_reference.py, a hand-derived scan for patterns/v_shape.sql."""
-    from cep.grammar.parser import parse  # noqa: PLC0415
     from vshape_reference import normalize, vshape_matches  # noqa: PLC0415
+
+    from cep.grammar.parser import parse  # noqa: PLC0415
+
     sql = (Path(__file__).resolve().parents[1] / "patterns" / "v_shape.sql").read_text()
     stmt = parse(sql)
 
@@ -479,7 +491,11 @@ STANDARD_ANSWERS: dict[str, Any] = {
     "trino-TestRowPatternMatching-testNavigationFunctions-9": [[1, None], [2, None], [3, 30]],
     # RUNNING NEXT(CLASSIFIER()) sees no label after the current row (Trino's reads the whole match).
     "trino-TestRowPatternMatching-testClassifierFunctionPastCurrentRow-1": [
-        [1, 90, "A", None], [2, 80, "B", None], [3, 70, "B", None], [4, 80, "C", None]],
+        [1, 90, "A", None],
+        [2, 80, "B", None],
+        [3, 70, "B", None],
+        [4, 80, "C", None],
+    ],
 }
 
 
@@ -533,7 +549,9 @@ def _multiset_equal(got: list[list], expected: list[list]) -> tuple[bool, str]:
     like = got[0] if got else None
     exp_n = []
     for r in expected:
-        exp_n.append(tuple(_norm_expected(v, like[i] if like is not None and i < len(like) else None) for i, v in enumerate(r)))
+        exp_n.append(
+            tuple(_norm_expected(v, like[i] if like is not None and i < len(like) else None) for i, v in enumerate(r))
+        )
     if Counter(got_n) == Counter(exp_n):
         return True, ""
     return False, f"got {sorted(map(str, got_n))}\nexpected {sorted(map(str, exp_n))}"
@@ -555,8 +573,10 @@ def _run_case(case: dict) -> Any:
     except CepSyntaxError as exc:
         if exc.code != "E0107":
             raise
-        pytest.skip("a whole statement (subqueries or WITH): the reference matcher takes one clause; "
-                    "tests/test_conformance.py runs these cases through cep.compile_sql")
+        pytest.skip(
+            "a whole statement (subqueries or WITH): the reference matcher takes one clause; "
+            "tests/test_conformance.py runs these cases through cep.compile_sql"
+        )
     names = [c[0] for c in case["columns"]]
     types = [c[1] for c in case["columns"]]
     rows = [{n: _convert(v, t) for n, t, v in zip(names, types, r)} for r in case["rows"]]
@@ -614,4 +634,5 @@ def test_absence_as_docs_semantics_states_it() -> None:
         PATTERN (A !B C) DEFINE A AS kind = 'cart', B AS kind = 'buy', C AS kind = 'cart')""")
     # the cart at 0 meets the purchase at 12 before another cart; the cart at 20 waits one view for the cart at 60
     assert reference_run(between, rows) == [
-        {"a": t0 + dt.timedelta(minutes=20), "c": t0 + dt.timedelta(minutes=60), "quiet": 1}]
+        {"a": t0 + dt.timedelta(minutes=20), "c": t0 + dt.timedelta(minutes=60), "quiet": 1}
+    ]

@@ -21,7 +21,7 @@ from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.rows import validate
 
 T0 = dt.datetime(2024, 1, 1)
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 V_SHAPE = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY ts
   MEASURES FIRST(A.ts) AS t0, LAST(B.ts) AS t1, COUNT(*) AS n
@@ -78,10 +78,22 @@ def test_null_event_time_is_dead_lettered():
     bad = dict(s="a", ts=None, price=1.0)
     out, dead, stats = run_with_dead_letter(V_SHAPE, GOOD[:2] + [bad] + GOOD[2:])
     assert out == cep.compile(V_SHAPE).run(GOOD)
-    assert dead == [{**bad, "_cep_error": "null_event_time", "_cep_error_code": "E0440",
-                     "_cep_error_detail": "event time 'ts' is NULL", "_cep_row": 2}]
-    assert stats == {"events_in": 8, "dead_lettered": 1, "duplicates_dropped": 0, "events_matched": 7,
-                     "by_reason": {"null_event_time": 1}}
+    assert dead == [
+        {
+            **bad,
+            "_cep_error": "null_event_time",
+            "_cep_error_code": "E0440",
+            "_cep_error_detail": "event time 'ts' is NULL",
+            "_cep_row": 2,
+        }
+    ]
+    assert stats == {
+        "events_in": 8,
+        "dead_lettered": 1,
+        "duplicates_dropped": 0,
+        "events_matched": 7,
+        "by_reason": {"null_event_time": 1},
+    }
 
 
 def test_missing_event_time_key_is_null_event_time():
@@ -128,8 +140,11 @@ def test_without_dead_letter_null_event_times_sort_as_sql_says():
     q = cep.compile(V_SHAPE)
     data = GOOD + [dict(s="a", ts=None, price=0.5)]
     # the row with no time sorts last in its partition and extends the second V by one row
-    assert q.run(data) == [{"s": "a", "t0": at(0), "t1": at(2), "n": 3}, {"s": "a", "t0": at(3), "t1": None, "n": 3},
-                           {"s": "b", "t0": at(0), "t1": at(2), "n": 2}]
+    assert q.run(data) == [
+        {"s": "a", "t0": at(0), "t1": at(2), "n": 3},
+        {"s": "a", "t0": at(3), "t1": None, "n": 3},
+        {"s": "b", "t0": at(0), "t1": at(2), "n": 2},
+    ]
     # ... and with a dead letter, the row with no time is set aside instead
     assert q.run(data, dead_letter=[]) == q.run(GOOD)
 
@@ -145,8 +160,15 @@ def test_string_in_a_numeric_column_is_dead_lettered_not_an_E0410():
     assert raised.value.code == "E0410"
     out, dead, _ = run_with_dead_letter(V_SHAPE, data)
     assert out == cep.compile(V_SHAPE).run(GOOD)
-    assert dead == [{**bad, "_cep_error": "wrong_type", "_cep_error_code": "E0442", "_cep_row": 2,
-                     "_cep_error_detail": "column 'price' holds string 'abc' where number is expected"}]
+    assert dead == [
+        {
+            **bad,
+            "_cep_error": "wrong_type",
+            "_cep_error_code": "E0442",
+            "_cep_row": 2,
+            "_cep_error_detail": "column 'price' holds string 'abc' where number is expected",
+        }
+    ]
 
 
 @pytest.mark.parametrize("value", [True, [1.0], {"v": 1}, b"1", dt.date(2024, 1, 1)])
@@ -224,7 +246,11 @@ def test_items_that_are_not_rows():
     out, dead, stats = run_with_dead_letter(V_SHAPE, data)
     assert out == cep.compile(V_SHAPE).run(GOOD)
     assert [(d["_cep_row"], d["_cep_value"], d["_cep_error_code"]) for d in dead] == [
-        (0, None, "E0443"), (4, "price=5", "E0443"), (5, 42, "E0443"), (6, [1, 2], "E0443")]
+        (0, None, "E0443"),
+        (4, "price=5", "E0443"),
+        (5, 42, "E0443"),
+        (6, [1, 2], "E0443"),
+    ]
     assert stats["events_in"] == 11 and stats["dead_lettered"] == 4 and stats["by_reason"] == {"not_a_row": 4}
 
 
@@ -263,8 +289,16 @@ def test_the_dead_letter_record_keeps_the_row_and_the_caller_data_is_untouched()
     _, dead, _ = run_with_dead_letter(V_SHAPE, data)
     assert data == snapshot
     assert dead[0]["extra"] == "kept" and dead[0]["_cep_error"] == "null_event_time"  # _cep_* is reserved
-    assert set(dead[0]) == {"s", "ts", "price", "extra", validate.ERROR, validate.ERROR_CODE, validate.ERROR_DETAIL,
-                            validate.ROW}
+    assert set(dead[0]) == {
+        "s",
+        "ts",
+        "price",
+        "extra",
+        validate.ERROR,
+        validate.ERROR_CODE,
+        validate.ERROR_DETAIL,
+        validate.ROW,
+    }
 
 
 def test_pandas_and_arrow_inputs():
@@ -361,8 +395,12 @@ def test_dedup_key_drops_repeats_within_a_partition():
 
 
 def test_dedup_is_per_partition_and_null_keys_are_never_duplicates():
-    data = [dict(s="a", ts=at(0), price=5.0, event_id="x"), dict(s="b", ts=at(1), price=4.0, event_id="x"),
-            dict(s="a", ts=at(2), price=3.0, event_id=None), dict(s="a", ts=at(3), price=2.0, event_id=None)]
+    data = [
+        dict(s="a", ts=at(0), price=5.0, event_id="x"),
+        dict(s="b", ts=at(1), price=4.0, event_id="x"),
+        dict(s="a", ts=at(2), price=3.0, event_id=None),
+        dict(s="a", ts=at(3), price=2.0, event_id=None),
+    ]
     stats: dict = {}
     q = cep.compile(V_SHAPE)
     assert q.run(data, dedup_key="event_id", stats=stats) == q.run(data)
@@ -374,8 +412,9 @@ def test_dedup_on_several_columns_and_a_bad_row_never_hides_a_good_one():
     bad_first = dict(s="a", ts=at(1), price="4.0")  # same (s, ts) as a good row, but bad: it goes first
     stats: dict = {}
     dead: list = []
-    out = cep.compile(V_SHAPE).run([data[0], bad_first, data[1], dict(data[1])], dead_letter=dead,
-                                   dedup_key=["ts"], stats=stats)
+    out = cep.compile(V_SHAPE).run(
+        [data[0], bad_first, data[1], dict(data[1])], dead_letter=dead, dedup_key=["ts"], stats=stats
+    )
     assert out == cep.compile(V_SHAPE).run(data)
     assert [d["_cep_row"] for d in dead] == [1] and stats["duplicates_dropped"] == 1
 
@@ -510,8 +549,14 @@ def test_duplicates_and_bad_rows_change_nothing_with_a_dedup_key(data, name):
     q = cep.compile(QUERIES[name])
     stats: dict = {}
     dead: list = []
-    out = run_mixed(q, mixed, dead_letter=dead, dedup_key="event_id", stats=stats,
-                    schema={"s": "VARCHAR", "ts": "TIMESTAMP_NTZ", "price": "DOUBLE"})
+    out = run_mixed(
+        q,
+        mixed,
+        dead_letter=dead,
+        dedup_key="event_id",
+        stats=stats,
+        schema={"s": "VARCHAR", "ts": "TIMESTAMP_NTZ", "price": "DOUBLE"},
+    )
     if out is None:
         return
     assert out == q.run(good)

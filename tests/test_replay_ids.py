@@ -52,9 +52,11 @@ TIMEOUT_S = 45
 # same session) and more (a new session); 19.999 s, 20 s and 20.001 s put rows just inside, at and past
 # the 20 s WITHIN of partial matches that began a row earlier.
 EVENTS = st.lists(
-    st.tuples(st.sampled_from("AB"), st.sampled_from([0, 500, 1_000, 3_000, 10_000, 19_999, 20_000, 20_001,
-                                                      45_000, 45_001, 200_000]),
-              st.integers(90, 110)),
+    st.tuples(
+        st.sampled_from("AB"),
+        st.sampled_from([0, 500, 1_000, 3_000, 10_000, 19_999, 20_000, 20_001, 45_000, 45_001, 200_000]),
+        st.integers(90, 110),
+    ),
     max_size=40,
 )
 
@@ -70,7 +72,9 @@ def make_events(spec) -> list[dict]:
 
 def stream(query, batches, *, session_s: int, delay_s: int) -> Counter:
     """(match_id, row) of a LocalStream run, without the sentinel's rows."""
-    engine = KeyedStream(query.plan, COLUMNS, query_text=statement_text(query), session_timeout_us=session_s * 1_000_000)
+    engine = KeyedStream(
+        query.plan, COLUMNS, query_text=statement_text(query), session_timeout_us=session_s * 1_000_000
+    )
     local = LocalStream(engine, delay_ms=delay_s * 1000)
     got: Counter = Counter()
     for batch in batches:
@@ -86,8 +90,13 @@ def replay(query, events, **options) -> Counter:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=EVENTS, name=st.sampled_from(sorted(QUERIES)), delay_s=st.sampled_from([1, 5, 30]),
-       n_batches=st.integers(1, 6), rnd=st.randoms(use_true_random=False))
+@given(
+    spec=EVENTS,
+    name=st.sampled_from(sorted(QUERIES)),
+    delay_s=st.sampled_from([1, 5, 30]),
+    n_batches=st.integers(1, 6),
+    rnd=st.randoms(use_true_random=False),
+)
 def test_replay_gives_the_streams_rows_and_ids(spec, name, delay_s, n_batches, rnd):
     query = cep.compile(QUERIES[name])
     events = make_events(spec)
@@ -152,7 +161,7 @@ def test_every_input_kind_and_time_zone_gives_the_same_ids():
     assert query.run(frame, session_timeout="1m", match_ids=True).to_dict("records") == want
     table = pa.Table.from_pylist(events)
     assert query.run(table, session_timeout="1m", match_ids=True).to_pylist() == want
-    aware = [{**e, "ts": e["ts"].replace(tzinfo=dt.timezone.utc).astimezone(dt.timezone(dt.timedelta(hours=2)))} for e in events]
+    aware = [{**e, "ts": e["ts"].replace(tzinfo=dt.UTC).astimezone(dt.timezone(dt.timedelta(hours=2)))} for e in events]
     assert query.run(aware, session_timeout="1m", match_ids=True) == want  # as the stream: naive UTC times
 
 
@@ -172,13 +181,16 @@ def test_outer_order_by_and_limit_keep_each_rows_id():
 # ------------------------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("soon", "cannot read session_timeout 'soon'"),
-    ("5 fortnights", "unknown unit 'fortnights'"),
-    ("0s", "session_timeout must be positive"),
-    (30, "session_timeout must be a string like '30 seconds' or a datetime.timedelta, not int"),
-    (dt.timedelta(seconds=-1), "is negative"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("soon", "cannot read session_timeout 'soon'"),
+        ("5 fortnights", "unknown unit 'fortnights'"),
+        ("0s", "session_timeout must be positive"),
+        (30, "session_timeout must be a string like '30 seconds' or a datetime.timedelta, not int"),
+        (dt.timedelta(seconds=-1), "is negative"),
+    ],
+)
 def test_a_bad_session_timeout_is_a_cep_error(bad, message):
     query = cep.compile(QUERIES["numbered"])
     with pytest.raises(cep.CepError, match=message) as raised:
@@ -193,7 +205,9 @@ def test_what_a_replay_with_ids_refuses():
         numbered.run(events + [{"symbol": "A", "ts": None, "price": 1.0}], match_ids=True)
     assert raised.value.code == "E0440"
     dead: list = []
-    assert len(numbered.run(events + [{"symbol": "A", "ts": None, "price": 1.0}], match_ids=True, dead_letter=dead)) == 1
+    assert (
+        len(numbered.run(events + [{"symbol": "A", "ts": None, "price": 1.0}], match_ids=True, dead_letter=dead)) == 1
+    )
     assert [d["_cep_error"] for d in dead] == ["null_event_time"]
     with pytest.raises(cep.CepError, match="to hold timestamps, not int") as raised:
         numbered.run([{**e, "ts": i} for i, e in enumerate(events)], session_timeout="1s")
@@ -218,7 +232,9 @@ def test_cep_run_session_timeout_and_match_ids(tmp_path, capsys):
     args = ["run", str(query_file), "-i", str(data), "--engine", "python", "-o", str(out)]
     assert main(args + ["--session-timeout", "30s", "--match-ids"]) == 0
     got = pd.read_csv(out)
-    want = pd.DataFrame(cep.compile(QUERIES["trailing"], filename=str(query_file)).run(events, session_timeout="30s", match_ids=True))
+    want = pd.DataFrame(
+        cep.compile(QUERIES["trailing"], filename=str(query_file)).run(events, session_timeout="30s", match_ids=True)
+    )
     assert list(got.columns)[-1] == "match_id"
     assert sorted(got["match_id"]) == sorted(want["match_id"]) and sorted(got["n"]) == [1, 2]
     assert main(args) == 0
@@ -236,15 +252,34 @@ def test_static_on_spark_replays_like_run(spark):
     from pyspark.sql import types as T
 
     query = cep.compile(QUERIES["within"])
-    events = ticks(("A", 0, 96), ("A", 10, 100), ("A", 20, 104), ("A", 30, 95), ("A", 200, 94), ("A", 210, 105),
-                   ("B", 0, 95), ("B", 100, 96), ("B", 101, 100), ("B", 102, 106), ("B", 103, 96))
-    schema = T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()),
-                           T.StructField("price", T.DoubleType())])
+    events = ticks(
+        ("A", 0, 96),
+        ("A", 10, 100),
+        ("A", 20, 104),
+        ("A", 30, 95),
+        ("A", 200, 94),
+        ("A", 210, 105),
+        ("B", 0, 95),
+        ("B", 100, 96),
+        ("B", 101, 100),
+        ("B", 102, 106),
+        ("B", 103, 96),
+    )
+    schema = T.StructType(
+        [
+            T.StructField("symbol", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("price", T.DoubleType()),
+        ]
+    )
     df = spark.createDataFrame([tuple(e.values()) for e in events], schema)
     want = query.run(events, session_timeout="60 seconds", match_ids=True)
     got = query.on_spark(df, session_timeout="60 seconds", match_ids=True).toPandas()
     assert list(got.columns) == list(want[0])
-    records = [{k: (v.to_pydatetime() if hasattr(v, "to_pydatetime") else v) for k, v in r.items()} for r in got.to_dict("records")]
+    records = [
+        {k: (v.to_pydatetime() if hasattr(v, "to_pydatetime") else v) for k, v in r.items()}
+        for r in got.to_dict("records")
+    ]
     assert sorted(records, key=lambda r: r["match_id"]) == sorted(want, key=lambda r: r["match_id"])
     # A: a match in each of its two sessions (the 95 at 30 s finds no C within 40 s); B: one, in its second.
     assert [(r["symbol"], r["mno"]) for r in want] == [("A", 1), ("A", 1), ("B", 1)]
@@ -257,11 +292,24 @@ def test_cep_run_spark_engine_gives_the_python_engines_ids(spark, tmp_path):
     query_file = tmp_path / "q.sql"
     query_file.write_text(QUERIES["numbered"], encoding="utf-8")
     data = tmp_path / "events.csv"
-    pd.DataFrame(ticks(("A", 0, 96), ("A", 10, 104), ("A", 300, 96), ("A", 301, 104), ("B", 0, 95), ("B", 9, 108))).to_csv(data, index=False)
+    pd.DataFrame(
+        ticks(("A", 0, 96), ("A", 10, 104), ("A", 300, 96), ("A", 301, 104), ("B", 0, 95), ("B", 9, 108))
+    ).to_csv(data, index=False)
     outputs = {}
     for engine in ("python", "spark"):
         out = tmp_path / f"{engine}.csv"
-        args = ["run", str(query_file), "-i", str(data), "--engine", engine, "-o", str(out), "--session-timeout", "1 minute"]
+        args = [
+            "run",
+            str(query_file),
+            "-i",
+            str(data),
+            "--engine",
+            engine,
+            "-o",
+            str(out),
+            "--session-timeout",
+            "1 minute",
+        ]
         assert main(args + ["--match-ids"]) == 0
         outputs[engine] = pd.read_csv(out).sort_values("match_id").reset_index(drop=True)
     assert len(outputs["python"]) == 3 and list(outputs["python"]["mno"]) == [1, 1, 1]

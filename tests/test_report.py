@@ -55,8 +55,13 @@ def test_report_content():
     assert "<td>rows the query returns</td><td>27</td>" in page
     assert "<td>partitions with a match</td><td>4</td>" in page
     data = _data(page)
-    assert [c["id"] for c in data["charts"]] == ["chart-per-partition", "chart-over-time", "chart-length",
-                                               "chart-duration", "chart-dropped"]
+    assert [c["id"] for c in data["charts"]] == [
+        "chart-per-partition",
+        "chart-over-time",
+        "chart-length",
+        "chart-duration",
+        "chart-dropped",
+    ]
     assert [p["key"] for p in data["partitions"]] == ["symbol=ACME", "symbol=BOLT", "symbol=CRUX", "symbol=DYNA"]
     # The match explorer: one table row per match, and where each zooms to.
     assert len(data["matches"]) == 27 and len(re.findall(r'<tr data-match="\d+">', page)) == 27
@@ -67,7 +72,9 @@ def test_report_content():
     acme = data["partitions"][0]["figure"]
     assert len(acme["data"][0]["x"]) == 60 and len(acme["layout"]["shapes"]) == 7
     # Why not here: the first match is among the trace records, with the rows it matched.
-    assert any(t["event"] == "match" and t["detail"].startswith("match 1: rows 2..6") for t in data["partitions"][0]["trace"])
+    assert any(
+        t["event"] == "match" and t["detail"].startswith("match 1: rows 2..6") for t in data["partitions"][0]["trace"]
+    )
     # Self-contained: plotly.js is in the page; nothing is fetched from anywhere.
     assert "Plotly" in page and len(page) > 3_000_000
     assert "<link" not in page and not re.search(r"<script[^>]+src=", page) and not re.search(r"<img", page)
@@ -117,10 +124,17 @@ def test_odd_names_and_values_are_text_not_markup_or_latex():
     """Issue 16: a partition value or column name like '$\\foo{$' once killed the report (matplotlib's math
     text); in Plotly it must stay text (no LaTeX between '$'), and '<b>' must not become markup."""
     odd = "$\\foo{$"
-    rows = pd.DataFrame({"k": [odd, odd, odd, "<b>x</b>"], "ts": pd.date_range("2024-01-01", periods=4, freq="min"),
-                         odd: [3.0, 1.0, 2.0, 5.0]})
-    q = cep.compile(f'SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n '
-                    f'PATTERN (A B+) DEFINE B AS B."{odd}" < A."{odd}")')
+    rows = pd.DataFrame(
+        {
+            "k": [odd, odd, odd, "<b>x</b>"],
+            "ts": pd.date_range("2024-01-01", periods=4, freq="min"),
+            odd: [3.0, 1.0, 2.0, 5.0],
+        }
+    )
+    q = cep.compile(
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+        f'PATTERN (A B+) DEFINE B AS B."{odd}" < A."{odd}")'
+    )
     page = build_report(q, rows).text
     data = _data(page)
     keys = [p["title"] for p in data["partitions"]]
@@ -133,18 +147,36 @@ def test_odd_names_and_values_are_text_not_markup_or_latex():
 
 def test_cli_report(tmp_path, capsys):
     out = tmp_path / "report.html"
-    assert main(["report", str(V_SHAPE), "-i", str(DATA / "ticks.csv"), "--out", str(out), "--column", "volume",
-                 "--partitions", "1"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(V_SHAPE),
+                "-i",
+                str(DATA / "ticks.csv"),
+                "--out",
+                str(out),
+                "--column",
+                "volume",
+                "--partitions",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert f"wrote {out} (240 rows, 4 partitions, 27 matches, 27 output rows)" in capsys.readouterr().out
     data = _data(out.read_text())
     assert [p["key"] for p in data["partitions"]] == ["symbol=ACME"]
     assert data["partitions"][0]["figure"]["layout"]["yaxis"]["title"]["text"] == "volume"
 
 
-@pytest.mark.parametrize("extra,code,message", [
-    (["--column", "nope"], 2, "--column nope: no such column"),
-    (["--out", "/no/such/dir/r.html"], 2, "no directory"),
-])
+@pytest.mark.parametrize(
+    "extra,code,message",
+    [
+        (["--column", "nope"], 2, "--column nope: no such column"),
+        (["--out", "/no/such/dir/r.html"], 2, "no directory"),
+    ],
+)
 def test_cli_report_errors(tmp_path, capsys, extra, code, message):
     args = ["report", str(V_SHAPE), "-i", str(DATA / "ticks.csv"), "--out", str(tmp_path / "r.html"), *extra]
     assert main(args) == code
@@ -171,8 +203,10 @@ def test_daily_data_is_binned_by_days_and_dated_without_midnight(tmp_path):
     # to its fourth, in each of the three runs of ten days: six matches of 3 days.
     values = [5, 3, 4, 9, 7, 6, 8, 9, 1, 2] * 3
     rows = pd.DataFrame({"d": pd.date_range("2020-10-01", periods=30, freq="D"), "v": values})
-    q = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d MEASURES COUNT(*) AS n "
-                    "PATTERN (A B+ C+) DEFINE B AS v < PREV(v), C AS v > PREV(v))")
+    q = cep.compile(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY d MEASURES COUNT(*) AS n "
+        "PATTERN (A B+ C+) DEFINE B AS v < PREV(v), C AS v > PREV(v))"
+    )
     page = build_report(q, rows).text
     charts = {c["id"]: c["figure"] for c in _data(page)["charts"]}
     duration = charts["chart-duration"]
@@ -206,9 +240,18 @@ def browser_page(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test drives Chromium with Playwright")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=binary, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-                  "--disable-component-update", "--disable-sync", "--disable-extensions"])
+            executable_path=binary,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--no-first-run",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-extensions",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1300, "height": 1000})
         messages: list[str] = []
         page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))

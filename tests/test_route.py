@@ -36,19 +36,25 @@ COLUMNS = ("k", "ts", "v")
 
 
 def query(pattern: str, defines: str, *, measures: str = "COUNT(*) AS n", within: str = "") -> str:
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} ONE ROW PER MATCH "
-            f"AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) {within} DEFINE {defines})")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {measures} ONE ROW PER MATCH "
+        f"AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) {within} DEFINE {defines})"
+    )
 
 
 REGEX_QUERY = query("A B+ C", "B AS B.v > PREV(B.v), C AS C.v < 3")
-SEQUENCE_QUERY = query("A B{2,} C", "A AS A.v > 5, B AS B.v < A.v, C AS C.v > A.v",
-                       within="WITHIN INTERVAL '30' SECOND")
+SEQUENCE_QUERY = query(
+    "A B{2,} C", "A AS A.v > 5, B AS B.v < A.v, C AS C.v > A.v", within="WITHIN INTERVAL '30' SECOND"
+)
 VM_QUERY = query("(A | B)+ C", "A AS A.v > 5, B AS B.v < FIRST(A.v), C AS C.v = 0")
 
 
 def test_the_route_names_the_engine_a_batch_run_takes():
-    for text, engine, plan_type in ((REGEX_QUERY, REGEX, FastPlan), (SEQUENCE_QUERY, SEQUENCE, SequencePlan),
-                                    (VM_QUERY, PIKE, type(None))):
+    for text, engine, plan_type in (
+        (REGEX_QUERY, REGEX, FastPlan),
+        (SEQUENCE_QUERY, SEQUENCE, SequencePlan),
+        (VM_QUERY, PIKE, type(None)),
+    ):
         q = cep.compile(text)
         route = q.plan.route(COLUMNS)
         assert route.batch == engine, text
@@ -64,8 +70,9 @@ def test_a_route_is_frozen_and_its_plans_stay_out_of_equality():
     route = cep.compile(SEQUENCE_QUERY).plan.route(COLUMNS)
     with pytest.raises(dataclasses.FrozenInstanceError):
         route.stream = PER_KEY  # type: ignore[misc]
-    assert route == Route(batch=route.batch, stream=route.stream, batch_reasons=route.batch_reasons,
-                          stream_reasons=route.stream_reasons)
+    assert route == Route(
+        batch=route.batch, stream=route.stream, batch_reasons=route.batch_reasons, stream_reasons=route.stream_reasons
+    )
 
 
 def test_a_stream_runs_where_the_route_says_and_the_stream_facts_count():
@@ -87,9 +94,9 @@ def test_a_stream_runs_where_the_route_says_and_the_stream_facts_count():
 def test_the_alerting_worker_asks_the_chooser_and_says_why_rules_run_per_key(tmp_path):
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "burst.sql").write_text(
-        "-- name: burst\n" + SEQUENCE_QUERY.replace("FROM t", "FROM tx"), encoding="utf-8")
-    payload, _ = build_rule_set(str(tmp_path / "rules"), input_types={"k": "VARCHAR", "ts": "TIMESTAMP",
-                                                                     "v": "DOUBLE"})
+        "-- name: burst\n" + SEQUENCE_QUERY.replace("FROM t", "FROM tx"), encoding="utf-8"
+    )
+    payload, _ = build_rule_set(str(tmp_path / "rules"), input_types={"k": "VARCHAR", "ts": "TIMESTAMP", "v": "DOUBLE"})
     store = RuleStore(str(tmp_path / "store"))
     store.publish(payload)
     rule = runtime_for(store.directory, "0").rule("burst/burst")
@@ -99,22 +106,30 @@ def test_the_alerting_worker_asks_the_chooser_and_says_why_rules_run_per_key(tmp
 
 
 def _rows(rng: random.Random, n: int) -> dict[str, list]:
-    return {"k": ["a"] * n, "ts": [T0 + dt.timedelta(seconds=i) for i in range(n)],
-            "v": [rng.choice([0, 1, 2, 4, 6, 8, 9]) for _ in range(n)]}
+    return {
+        "k": ["a"] * n,
+        "ts": [T0 + dt.timedelta(seconds=i) for i in range(n)],
+        "v": [rng.choice([0, 1, 2, 4, 6, 8, 9]) for _ in range(n)],
+    }
 
 
 RESUMED_QUERIES = [
-    query("A B+ C", "A AS A.v > 5, B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)",
-          measures="MATCH_NUMBER() AS m, FIRST(A.v) AS a, COUNT(*) AS n, LAST(C.ts) AS c"),
-    query("A B{2,} C", "A AS A.v > 5, B AS B.v < A.v, C AS C.v > A.v",
-          measures="MATCH_NUMBER() AS m, FIRST(A.ts) AS a, SUM(B.v) AS s"),
+    query(
+        "A B+ C",
+        "A AS A.v > 5, B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)",
+        measures="MATCH_NUMBER() AS m, FIRST(A.v) AS a, COUNT(*) AS n, LAST(C.ts) AS c",
+    ),
+    query(
+        "A B{2,} C",
+        "A AS A.v > 5, B AS B.v < A.v, C AS C.v > A.v",
+        measures="MATCH_NUMBER() AS m, FIRST(A.ts) AS a, SUM(B.v) AS s",
+    ),
     query("A C", "A AS A.v >= 4, C AS C.v > PREV(C.v, 2)", measures="MATCH_NUMBER() AS m, A.ts AS a"),
 ]
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(range(len(RESUMED_QUERIES))),
-       cut=st.integers(0, 6))
+@given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(range(len(RESUMED_QUERIES))), cut=st.integers(0, 6))
 def test_a_resumed_matcher_emits_what_the_whole_partition_emits_from_there(seed, which, cut):
     q = cep.compile(RESUMED_QUERIES[which])
     machine = q.plan.machine(COLUMNS)
@@ -136,19 +151,36 @@ def test_a_resumed_matcher_emits_what_the_whole_partition_emits_from_there(seed,
         done = emitted
         assume(matcher.first_undecided() == head)  # else a start before the head is undecided: no point to resume at
     context = min(machine.lookback, head)
-    resumed = PartitionMatcher.resume(machine, ("a",), {name: columns[name][head - context:head]
-                                                        for name in machine.columns},
-                                      position=head - context, match_number=done)
+    resumed = PartitionMatcher.resume(
+        machine,
+        ("a",),
+        {name: columns[name][head - context : head] for name in machine.columns},
+        position=head - context,
+        match_number=done,
+    )
     out = resumed.feed({name: columns[name][head:] for name in machine.columns}) + resumed.finish()
     assert out == whole[done:]
 
 
 def test_key_state_bytes_are_the_dict_the_engine_always_wrote():
-    written = {"v": 1, "key": ["a"], "pending": {"us": [5], "cols": {"v": [1]}}, "m": None, "start": None,
-               "last": None, "forced": 3, "sessions": 2}
+    written = {
+        "v": 1,
+        "key": ["a"],
+        "pending": {"us": [5], "cols": {"v": [1]}},
+        "m": None,
+        "start": None,
+        "last": None,
+        "forced": 3,
+        "sessions": 2,
+    }
     state = KeyState.decode(codec.encode(written))
-    assert (state.key, state.pending, state.forced, state.sessions, state.remembers) == (["a"], written["pending"], 3,
-                                                                                         2, False)
+    assert (state.key, state.pending, state.forced, state.sessions, state.remembers) == (
+        ["a"],
+        written["pending"],
+        3,
+        2,
+        False,
+    )
     assert state.encode() == codec.encode(written)
     remembered = dict(written, seen=None)
     assert KeyState.decode(codec.encode(remembered)).encode() == codec.encode(remembered)

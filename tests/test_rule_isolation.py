@@ -36,10 +36,13 @@ def test_a_rule_that_explodes_on_a_key_fails_alone_and_the_good_rules_alerts_equ
     store, _ = publish(tmp_path, rules)
     local = LocalAlerts(store, delay_s=5)
     rows = events()
-    alerts = [a for start in range(0, len(rows), 7) for a in local.run_batch(rows[start:start + 7])]
+    alerts = [a for start in range(0, len(rows), 7) for a in local.run_batch(rows[start : start + 7])]
     alerts += local.run_batch([])  # the sentinel's watermark releases the rest
-    good = sorted((a["partition_key"], a["measures"]) for a in alerts
-                  if a["rule_id"] == "good/high" and a["partition_key"] != json.dumps({"symbol": SENTINEL}))
+    good = sorted(
+        (a["partition_key"], a["measures"])
+        for a in alerts
+        if a["rule_id"] == "good/high" and a["partition_key"] != json.dumps({"symbol": SENTINEL})
+    )
     assert good == replay(GOOD, rows) and good
     assert not [a for a in alerts if a["rule_id"] == "bad/boom"]
     failed_keys = {f["key"] for f in local.failures}
@@ -63,8 +66,10 @@ def test_a_failed_rule_is_quarantined_shown_kept_across_a_restart_and_retried_wh
     rows = {r["rule"]: r for r in rule_rows(stream.status)}
     assert rows["good/high"]["state"] == "active" and rows["bad/boom"]["state"] == "failed"
     assert 'on key {"symbol": "a"}' in rows["bad/boom"]["errors"][0] and "E0430" in rows["bad/boom"]["errors"][0]
-    assert any("rule bad/boom failed at run time" in m and "E0430" in m and "every other rule keeps running" in m
-               for m in messages)
+    assert any(
+        "rule bad/boom failed at run time" in m and "E0430" in m and "every other rule keeps running" in m
+        for m in messages
+    )
     scraped = generate_latest(StreamMetrics(stream).registry()).decode()
     assert 'cep_rules{state="failed"} 1.0' in scraped and 'cep_rules{state="active"} 1.0' in scraped
     assert 'cep_rule_failed{reason="CepRuntimeError E0430",rule="bad/boom"} 1.0' in scraped
@@ -79,7 +84,7 @@ def test_a_failed_rule_is_quarantined_shown_kept_across_a_restart_and_retried_wh
     again.refresh_rules()
     assert "bad/boom" in again.ruleset
     assert {r["rule"]: r for r in rule_rows(again.status)}["bad/boom"]["state"] == "active"
-    assert 'cep_rule_failed{' not in generate_latest(StreamMetrics(again).registry()).decode()
+    assert "cep_rule_failed{" not in generate_latest(StreamMetrics(again).registry()).decode()
     # A report for a version that no longer runs quarantines nothing.
     again._failed.append({"rule_id": "good/high", "version": "0" * 16, "key": "{}", "error": error})
     again.refresh_rules()

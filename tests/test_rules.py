@@ -14,9 +14,9 @@ import pytest
 import cep
 from cep.spark_bridge.alerting import suppress
 from cep.spark_bridge.alerting.rule_set import ALERT_FIRST, ALERT_LAST, ALERT_STATUS, alert_statement, build_rule_set
+from cep.spark_bridge.alerting.rules import RuleSet, load_file, load_rules, rule_version
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.worker import runtime_for
-from cep.spark_bridge.alerting.rules import RuleSet, load_file, load_rules, rule_version
 
 TYPES = {"card": "VARCHAR", "ts": "TIMESTAMP", "amount": "DOUBLE", "merchant": "VARCHAR"}
 
@@ -50,27 +50,50 @@ def write(directory: Path, name: str, text: str) -> Path:
 
 def test_rule_ids_versions_options_and_errors_that_skip_one_rule(tmp_path):
     write(tmp_path, "fraud.sql", FRAUD)
-    write(tmp_path, "single.sql", "SELECT * FROM tx MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS amount > 1)")
-    write(tmp_path, "two.sql", "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS amount > 1);\n"
-                               "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS amount > 2);\n")
+    write(
+        tmp_path,
+        "single.sql",
+        "SELECT * FROM tx MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS amount > 1)",
+    )
+    write(
+        tmp_path,
+        "two.sql",
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS amount > 1);\n"
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS amount > 2);\n",
+    )
     write(tmp_path, "notes.txt", "not a rule")
     write(tmp_path, ".#fraud.sql", "editor junk")
     ruleset = load_rules(str(tmp_path))
     assert list(ruleset.rules) == ["fraud/card_testing", "fraud/big_spender", "single", "two/1", "two/2"]
     card = ruleset["fraud/card_testing"]
-    assert card.options == {"suppress": "10m", "severity": "critical"} and card.line == 5 and card.name == "card_testing"
+    assert (
+        card.options == {"suppress": "10m", "severity": "critical"} and card.line == 5 and card.name == "card_testing"
+    )
     assert card.text.startswith("SELECT * FROM tx") and card.text.rstrip().endswith("amount > 500)")
     assert cep.compile(card.text).run([]) == []  # a rule's text is a query on its own (cep.compile)
     (error,) = ruleset.errors
-    assert (error.path, error.line, error.column, error.code, error.rule_id) == (str(tmp_path / "fraud.sql"), 13, 61, "E0101", "fraud/broken")
+    assert (error.path, error.line, error.column, error.code, error.rule_id) == (
+        str(tmp_path / "fraud.sql"),
+        13,
+        61,
+        "E0101",
+        "fraud/broken",
+    )
     assert str(error).startswith(f"{tmp_path / 'fraud.sql'}:13:61: error[E0101]")
     assert "^" in str(error)
 
 
 def test_version_is_the_canonical_text_and_changes_with_meaning_only(tmp_path):
-    a = load_file("a.sql", text="-- name: r\nSELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS x > 1)")[0][0]
-    b = load_file("b.sql", text="-- name: r\n-- a new comment\nselect *\n  from t match_recognize (\n order by ts pattern (A)\n define A as x > 1\n)")[0][0]
-    c = load_file("a.sql", text="-- name: r\nSELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS x > 2)")[0][0]
+    a = load_file(
+        "a.sql", text="-- name: r\nSELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS x > 1)"
+    )[0][0]
+    b = load_file(
+        "b.sql",
+        text="-- name: r\n-- a new comment\nselect *\n  from t match_recognize (\n order by ts pattern (A)\n define A as x > 1\n)",
+    )[0][0]
+    c = load_file(
+        "a.sql", text="-- name: r\nSELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS x > 2)"
+    )[0][0]
     assert a.version == b.version == rule_version(a.statement) and len(a.version) == 16
     assert c.version != a.version
     old, new = RuleSet({"a/r": a}), RuleSet({"a/r": c, "b/r": b})
@@ -90,9 +113,16 @@ def test_duplicate_names_and_missing_paths(tmp_path):
 
 
 def test_alert_checks_report_file_positions_and_skip_only_that_rule(tmp_path):
-    write(tmp_path, "ok.sql", "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES COUNT(*) AS n "
-                              "PATTERN (A) DEFINE A AS amount > 1)")
-    write(tmp_path, "bad.sql", """\
+    write(
+        tmp_path,
+        "ok.sql",
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES COUNT(*) AS n "
+        "PATTERN (A) DEFINE A AS amount > 1)",
+    )
+    write(
+        tmp_path,
+        "bad.sql",
+        """\
 -- name: all_rows
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts
   ALL ROWS PER MATCH PATTERN (A) DEFINE A AS amount > 1);
@@ -106,7 +136,8 @@ SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY merchant PATTERN (A)
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY shop ORDER BY ts PATTERN (A) DEFINE A AS amount > 1);
 -- name: reserved
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES COUNT(*) AS cep_alert_n PATTERN (A) DEFINE A AS amount > 1);
-""")
+""",
+    )
     payload, ruleset = build_rule_set(str(tmp_path), input_types=TYPES)
     assert payload["time_column"] == "ts" and [r["rule_id"] for r in payload["rules"]] == ["ok"]
     found = {e.rule_id: (e.line, e.code) for e in ruleset.errors}
@@ -122,12 +153,20 @@ SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES COUNT(*)
 
 
 def test_alerting_adds_status_first_and_last_measures_without_changing_the_rule():
-    rows = [{"card": "c1", "ts": dt.datetime(2024, 1, 1, 0, 0, s), "amount": a} for s, a in enumerate([1, 2, 3, 900, 1, 1])]
+    rows = [
+        {"card": "c1", "ts": dt.datetime(2024, 1, 1, 0, 0, s), "amount": a} for s, a in enumerate([1, 2, 3, 900, 1, 1])
+    ]
     for text, status in [
-        ("SELECT card, big FROM tx MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES LAST(B.amount) AS big "
-         "PATTERN (S{3,} B) DEFINE S AS amount < 5, B AS amount > 500)", False),
-        ("SELECT * FROM tx MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES S.amount AS a "
-         "PATTERN (S !B) WITHIN INTERVAL '2' SECOND DEFINE S AS amount = 900, B AS amount > 5000)", True),
+        (
+            "SELECT card, big FROM tx MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES LAST(B.amount) AS big "
+            "PATTERN (S{3,} B) DEFINE S AS amount < 5, B AS amount > 500)",
+            False,
+        ),
+        (
+            "SELECT * FROM tx MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES S.amount AS a "
+            "PATTERN (S !B) WITHIN INTERVAL '2' SECOND DEFINE S AS amount = 900, B AS amount > 5000)",
+            True,
+        ),
     ]:
         query = cep.compile(text)
         rewritten, has_status = alert_statement(query.statement)
@@ -234,13 +273,19 @@ def test_a_statement_name_with_unsafe_characters_is_refused(tmp_path):
 
 
 def test_severity_and_summary_options_are_checked_at_their_line(tmp_path):
-    write(tmp_path, "r.sql", "-- name: one\n-- severity: apocalyptic\n" + RULE + ";\n"
-                             "-- name: two\n-- summary: card {{ card_id\n" + RULE + ";\n"
-                             "-- name: three\n-- severity: ERROR\n-- summary: {{ n }} rows\n" + RULE + ";\n")
+    write(
+        tmp_path,
+        "r.sql",
+        "-- name: one\n-- severity: apocalyptic\n" + RULE + ";\n"
+        "-- name: two\n-- summary: card {{ card_id\n" + RULE + ";\n"
+        "-- name: three\n-- severity: ERROR\n-- summary: {{ n }} rows\n" + RULE + ";\n",
+    )
     ruleset = load_rules(str(tmp_path))
     assert list(ruleset.rules) == ["r/three"] and ruleset["r/three"].options["severity"] == "ERROR"
     first, second = ruleset.errors
-    assert (first.code, first.line, first.rule_id) == ("E0607", 2, "r/one") and "critical, error, warning, info" in str(first)
+    assert (first.code, first.line, first.rule_id) == ("E0607", 2, "r/one") and "critical, error, warning, info" in str(
+        first
+    )
     assert (second.code, second.line) == ("E0607", 5) and "does not compile" in str(second)
 
 
@@ -250,12 +295,14 @@ def test_cep_check_rules_gives_the_verdicts_of_the_stream_and_of_cep_run_rules(t
     from cep.cli import main
 
     head = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
-    text = (f"-- name: bad_summary\n-- summary: {{{{ card\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
-            f"-- name: subquery\nSELECT * FROM (SELECT * FROM t) MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
-            f"MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS v > 1);\n"
-            f"-- name: all_rows\n{head}ALL ROWS PER MATCH PATTERN (A) DEFINE A AS v > 1);\n"
-            f"-- name: slow_summary\n-- summary: {{{{ 3 ** (10**9) % 7 }}}}\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
-            f"-- name: fine\n{head}PATTERN (A B) DEFINE A AS v > 1, B AS v < 1);\n")
+    text = (
+        f"-- name: bad_summary\n-- summary: {{{{ card\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
+        f"-- name: subquery\nSELECT * FROM (SELECT * FROM t) MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts "
+        f"MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS v > 1);\n"
+        f"-- name: all_rows\n{head}ALL ROWS PER MATCH PATTERN (A) DEFINE A AS v > 1);\n"
+        f"-- name: slow_summary\n-- summary: {{{{ 3 ** (10**9) % 7 }}}}\n{head}PATTERN (A) DEFINE A AS v > 1);\n"
+        f"-- name: fine\n{head}PATTERN (A B) DEFINE A AS v > 1, B AS v < 1);\n"
+    )
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "r.sql").write_text(text, encoding="utf-8")
@@ -281,20 +328,24 @@ def test_a_big_rule_file_reports_lengths_and_positions_of_its_own_statements(tmp
     own, and an error's line, column and caret are the file's."""
     from cep.grammar.limits import MAX_QUERY_LENGTH
 
-    rule = ("-- name: r{i}\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
-            "PATTERN (A B) DEFINE A AS v > {i}, B AS v < 0);\n")
+    rule = (
+        "-- name: r{i}\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+        "PATTERN (A B) DEFINE A AS v > {i}, B AS v < 0);\n"
+    )
     count = MAX_QUERY_LENGTH // len(rule.format(i=0)) + 200  # the last ones start well past 256 KiB
     broken = count - 3
     lines = [rule.format(i=i) for i in range(count)]
     lines[broken] = lines[broken].replace("v < 0", "v <<< 0")
-    long_one = f"-- name: long\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n " \
-               f"PATTERN (A) DEFINE A AS v IN ({', '.join(['1'] * (MAX_QUERY_LENGTH // 3))}));\n"
+    long_one = (
+        f"-- name: long\nSELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n "
+        f"PATTERN (A) DEFINE A AS v IN ({', '.join(['1'] * (MAX_QUERY_LENGTH // 3))}));\n"
+    )
     text = "".join(lines) + long_one
     write(tmp_path, "big.sql", text)
     ruleset = load_rules(str(tmp_path))
     assert len(ruleset) == count - 1
     (syntax, too_long) = ruleset.errors
     assert (syntax.rule_id, syntax.line) == (f"big/r{broken}", 2 * broken + 2)
-    assert text.splitlines()[syntax.line - 1][syntax.column - 1:].startswith("<")
+    assert text.splitlines()[syntax.line - 1][syntax.column - 1 :].startswith("<")
     assert too_long.code == "E0301" and too_long.rule_id == "big/long"
     assert f"the query is {len(long_one) - 1} characters long" in str(too_long)  # its own text, never its offset

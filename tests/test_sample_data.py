@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from vshape_reference import normalize, vshape_matches
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ batch and batches cut into chunks.
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
 from collections import Counter
+from decimal import Decimal
 
 import pandas as pd
 import pyarrow as pa
@@ -29,19 +29,46 @@ from tests import reference_matcher as reference
 T0 = dt.datetime(2024, 1, 1)
 GAPS = st.sampled_from([0, 1, 1, 2, 3, 9, 10, 11, 30])
 VARIABLES = ("A", "B", "C", "D")
-ROW = ["value < 2", "value >= 2", "value = 3", "value > PREV(value)", "value <= PREV(value)", "value <> 1",
-       "NEXT(value) > value", "value IS NULL", "TRUE"]
+ROW = [
+    "value < 2",
+    "value >= 2",
+    "value = 3",
+    "value > PREV(value)",
+    "value <= PREV(value)",
+    "value <> 1",
+    "NEXT(value) > value",
+    "value IS NULL",
+    "TRUE",
+]
 
 
 def history(name: str, earlier: list[str]) -> list[str]:
-    out = [f"value > FIRST(value)", "value < LAST(value, 1)", f"LAST({name}.value, 1) IS NULL OR value >= LAST({name}.value, 1)",
-           f"SUM({name}.value) < 6", f"COUNT({name}.*) <= 2", f"AVG({name}.value) >= 1.5", f"MAX({name}.value) < 4",
-           f"MIN({name}.value) + COUNT(*) > 2", "SUM(value) <= 7", f"FIRST({name}.value, 1) IS NULL OR value <> FIRST({name}.value, 1)",
-           f"COUNT({name}.value) < 3", f"NOT (value < FIRST({name}.value))", f"value <= LAST({name}.value) + 1"]
+    out = [
+        "value > FIRST(value)",
+        "value < LAST(value, 1)",
+        f"LAST({name}.value, 1) IS NULL OR value >= LAST({name}.value, 1)",
+        f"SUM({name}.value) < 6",
+        f"COUNT({name}.*) <= 2",
+        f"AVG({name}.value) >= 1.5",
+        f"MAX({name}.value) < 4",
+        f"MIN({name}.value) + COUNT(*) > 2",
+        "SUM(value) <= 7",
+        f"FIRST({name}.value, 1) IS NULL OR value <> FIRST({name}.value, 1)",
+        f"COUNT({name}.value) < 3",
+        f"NOT (value < FIRST({name}.value))",
+        f"value <= LAST({name}.value) + 1",
+    ]
     for other in earlier:
-        out += [f"{name}.value > {other}.value", f"value <= {other}.value + 1", f"value > FIRST({other}.value)",
-                f"SUM({other}.value) + value > 3", f"PREV({other}.value) IS NULL OR {other}.value <> PREV({other}.value)",
-                f"LAST({other}.value, 1) IS NULL", f"value < {other}.value - 0.5", f"{other}.value * 2 >= NEXT(value)"]
+        out += [
+            f"{name}.value > {other}.value",
+            f"value <= {other}.value + 1",
+            f"value > FIRST({other}.value)",
+            f"SUM({other}.value) + value > 3",
+            f"PREV({other}.value) IS NULL OR {other}.value <> PREV({other}.value)",
+            f"LAST({other}.value, 1) IS NULL",
+            f"value < {other}.value - 0.5",
+            f"{other}.value * 2 >= NEXT(value)",
+        ]
     return out
 
 
@@ -50,13 +77,24 @@ def per_match_measures(first: str, last: str) -> list[str]:
     own measure code (``sequence_output._per_match``): function calls, AVG/MIN/MAX, DISTINCT, SUM over
     floats (the rows mix them in), CASE, CLASSIFIER, MATCH_NUMBER() inside an expression, LAG; and PREV,
     which reads rows outside the match and keeps the batch on PartitionOutput."""
-    return [f"ROUND(SUM({first}.value), 2) AS rounded", f"AVG({last}.value) AS avg_last", f"MIN({first}.value) AS lo",
-            "MAX(value) AS hi", f"COUNT(DISTINCT {first}.value) AS kinds", "SUM(DISTINCT value) AS distinct_sum",
-            f"CASE WHEN SUM({last}.value) > 3 THEN 'big' WHEN {first}.value IS NULL THEN NULL ELSE 'small' END AS size",
-            f"COALESCE(LAST({last}.value), -1) AS last_or", f"ABS({first}.value - 2.5) AS distance",
-            "CLASSIFIER() AS cls", "MATCH_NUMBER() * 10 + COUNT(*) AS numbered",
-            f"LAG({last}.value) AS lagged", f"PREV({first}.value) AS before", f"ROUND(AVG(value), 1) AS mean",
-            f"SUM({first}.value) / COUNT(*) AS ratio", f"COUNT(*) % 2 AS parity"]
+    return [
+        f"ROUND(SUM({first}.value), 2) AS rounded",
+        f"AVG({last}.value) AS avg_last",
+        f"MIN({first}.value) AS lo",
+        "MAX(value) AS hi",
+        f"COUNT(DISTINCT {first}.value) AS kinds",
+        "SUM(DISTINCT value) AS distinct_sum",
+        f"CASE WHEN SUM({last}.value) > 3 THEN 'big' WHEN {first}.value IS NULL THEN NULL ELSE 'small' END AS size",
+        f"COALESCE(LAST({last}.value), -1) AS last_or",
+        f"ABS({first}.value - 2.5) AS distance",
+        "CLASSIFIER() AS cls",
+        "MATCH_NUMBER() * 10 + COUNT(*) AS numbered",
+        f"LAG({last}.value) AS lagged",
+        f"PREV({first}.value) AS before",
+        "ROUND(AVG(value), 1) AS mean",
+        f"SUM({first}.value) / COUNT(*) AS ratio",
+        "COUNT(*) % 2 AS parity",
+    ]
 
 
 @st.composite
@@ -79,20 +117,41 @@ def sequence_queries(draw) -> str:
         seen.append(name)
     within = draw(st.sampled_from(["", "", " WITHIN INTERVAL '10' SECOND"]))
     timeouts = bool(within) and draw(st.booleans())
-    skip = draw(st.sampled_from(["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW", f"TO LAST {names[-1]}",
-                                 f"TO FIRST {names[-1]}"]))
-    measures = [f"FIRST(ts) AS first_ts", "LAST(ts) AS last_ts", "COUNT(*) AS n", "MATCH_NUMBER() AS mno",
-                f"LAST({names[0]}.value) AS v0", f"SUM({names[-1]}.value) AS total"]
-    measures.append(draw(st.sampled_from([
-        f"{names[0]}.value - {names[-1]}.value AS diff", f"SUM({names[0]}.value) + {names[-1]}.value * 2 AS mixed",
-        f"-FIRST({names[-1]}.value, 1) + COUNT({names[0]}.*) AS neg", f"LAST(value, 1) - 0.5 AS dec",
-        f"COUNT({names[-1]}.value) - 3 AS cnt", f"AVG({names[0]}.value) AS avg"])))
+    skip = draw(
+        st.sampled_from(
+            ["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW", f"TO LAST {names[-1]}", f"TO FIRST {names[-1]}"]
+        )
+    )
+    measures = [
+        "FIRST(ts) AS first_ts",
+        "LAST(ts) AS last_ts",
+        "COUNT(*) AS n",
+        "MATCH_NUMBER() AS mno",
+        f"LAST({names[0]}.value) AS v0",
+        f"SUM({names[-1]}.value) AS total",
+    ]
+    measures.append(
+        draw(
+            st.sampled_from(
+                [
+                    f"{names[0]}.value - {names[-1]}.value AS diff",
+                    f"SUM({names[0]}.value) + {names[-1]}.value * 2 AS mixed",
+                    f"-FIRST({names[-1]}.value, 1) + COUNT({names[0]}.*) AS neg",
+                    "LAST(value, 1) - 0.5 AS dec",
+                    f"COUNT({names[-1]}.value) - 3 AS cnt",
+                    f"AVG({names[0]}.value) AS avg",
+                ]
+            )
+        )
+    )
     measures += draw(st.lists(st.sampled_from(per_match_measures(names[0], names[-1])), max_size=2, unique=True))
     if timeouts:
         measures.append("MATCH_STATUS() AS status")
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
-            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
-            f"PATTERN ({' '.join(items)}){within}" + (f" DEFINE {', '.join(defines)}" if defines else "") + ")")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+        f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+        f"PATTERN ({' '.join(items)}){within}" + (f" DEFINE {', '.join(defines)}" if defines else "") + ")"
+    )
 
 
 @st.composite
@@ -136,23 +195,41 @@ def run_then_last_row_queries(draw) -> str:
     run = "R" + draw(st.sampled_from(["*?", "*", "+?", "+", "{0,3}?", "{1,4}", "{2}", "{2,}?"]))
     other = draw(st.sampled_from(earlier))
     op = draw(st.sampled_from(["<", "<=", ">", ">="]))
-    side = draw(st.sampled_from([f"{other}.value", f"{other}.value - 1", f"{other}.value + 0.5", f"2 * {other}.value",
-                                 f"PREV({other}.value)"]))
+    side = draw(
+        st.sampled_from(
+            [
+                f"{other}.value",
+                f"{other}.value - 1",
+                f"{other}.value + 0.5",
+                f"2 * {other}.value",
+                f"PREV({other}.value)",
+            ]
+        )
+    )
     row = draw(st.sampled_from(["Z.value", "value", "NEXT(value)", "PREV(Z.value)", "value * 2"]))
     condition = f"{row} {op} {side}" if draw(st.booleans()) else f"{side} {op} {row}"
     defines = [f"Z AS {condition}"] + (["X AS value IS NOT NULL"] if draw(st.booleans()) else [])
     within = draw(st.sampled_from(["", " WITHIN INTERVAL '10' SECOND", " WITHIN INTERVAL '3' SECOND"]))
     timeouts = bool(within) and draw(st.booleans())
     skip = draw(st.sampled_from(["PAST LAST ROW", "TO NEXT ROW", "TO LAST Z", "TO FIRST R", "TO LAST R"]))
-    measures = ["FIRST(ts) AS first_ts", "Z.ts AS z_ts", "COUNT(R.*) AS waited", f"{other}.value - Z.value AS fall",
-                "MATCH_NUMBER() AS mno"] + (["MATCH_STATUS() AS status"] if timeouts else [])
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
-            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
-            f"PATTERN ({' '.join(earlier)} {run} Z){within} DEFINE {', '.join(defines)})")
+    measures = [
+        "FIRST(ts) AS first_ts",
+        "Z.ts AS z_ts",
+        "COUNT(R.*) AS waited",
+        f"{other}.value - Z.value AS fall",
+        "MATCH_NUMBER() AS mno",
+    ] + (["MATCH_STATUS() AS status"] if timeouts else [])
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+        f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+        f"PATTERN ({' '.join(earlier)} {run} Z){within} DEFINE {', '.join(defines)})"
+    )
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=run_then_last_row_queries(), rows=timed_rows(max_rows=24), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 5]))
+@given(
+    text=run_then_last_row_queries(), rows=timed_rows(max_rows=24), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 5])
+)
 def test_runs_ended_by_the_range_search_equal_the_vm_and_the_reference(text, rows, chunk):
     _check(text, rows, chunk)
 
@@ -163,19 +240,46 @@ def threshold_run_queries(draw) -> str:
     earlier = draw(st.sampled_from([[], ["X"]]))
     run = "R" + draw(st.sampled_from(["+", "*", "+?", "{1,3}", "{2,}", "*?", "{2}"]))
     limit = draw(st.integers(0, 9))
-    threshold = draw(st.sampled_from([f"SUM(R.value) < {limit}", f"SUM(R.value) <= {limit}", f"{limit} > SUM(value)",
-                                      f"COUNT(*) <= {limit % 4}", f"COUNT(R.value) < {limit % 4}", f"{limit} >= SUM(R.value)",
-                                      f"COUNT(R.*) < {limit % 5}"]))
-    last = draw(st.sampled_from(["SUM(R.value) + Z.value >= 4", "Z.value > 2", "TRUE", "COUNT(*) >= 3",
-                                 "SUM(value) > 5", "Z.value IS NULL OR Z.value < LAST(R.value)"]))
+    threshold = draw(
+        st.sampled_from(
+            [
+                f"SUM(R.value) < {limit}",
+                f"SUM(R.value) <= {limit}",
+                f"{limit} > SUM(value)",
+                f"COUNT(*) <= {limit % 4}",
+                f"COUNT(R.value) < {limit % 4}",
+                f"{limit} >= SUM(R.value)",
+                f"COUNT(R.*) < {limit % 5}",
+            ]
+        )
+    )
+    last = draw(
+        st.sampled_from(
+            [
+                "SUM(R.value) + Z.value >= 4",
+                "Z.value > 2",
+                "TRUE",
+                "COUNT(*) >= 3",
+                "SUM(value) > 5",
+                "Z.value IS NULL OR Z.value < LAST(R.value)",
+            ]
+        )
+    )
     within = draw(st.sampled_from(["", " WITHIN INTERVAL '10' SECOND"]))
     timeouts = bool(within) and draw(st.booleans())
     skip = draw(st.sampled_from(["PAST LAST ROW", "TO NEXT ROW", "TO LAST Z", "TO LAST R"]))
-    measures = ["FIRST(ts) AS first_ts", "Z.ts AS z_ts", "SUM(R.value) AS total", "SUM(R.value) + Z.value AS volume",
-                "COUNT(R.*) AS n"] + (["MATCH_STATUS() AS status"] if timeouts else [])
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
-            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
-            f"PATTERN ({' '.join(earlier + [run])} Z){within} DEFINE R AS {threshold}, Z AS {last})")
+    measures = [
+        "FIRST(ts) AS first_ts",
+        "Z.ts AS z_ts",
+        "SUM(R.value) AS total",
+        "SUM(R.value) + Z.value AS volume",
+        "COUNT(R.*) AS n",
+    ] + (["MATCH_STATUS() AS status"] if timeouts else [])
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+        f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+        f"PATTERN ({' '.join(earlier + [run])} Z){within} DEFINE R AS {threshold}, Z AS {last})"
+    )
 
 
 @st.composite
@@ -207,21 +311,44 @@ def absence_queries(draw) -> str:
         defines.append("B AS " + draw(st.sampled_from(ROW if draw(st.booleans()) else history("B", earlier))))
     for name in earlier + ([] if trailing else ["C"]):
         if draw(st.booleans()):
-            defines.append(f"{name} AS " + draw(st.sampled_from(ROW + history(name, earlier[:earlier.index(name)] if name in earlier else earlier))))
-    within = draw(st.sampled_from([" WITHIN INTERVAL '10' SECOND", " WITHIN INTERVAL '3' SECOND"] + ([] if trailing else [""])))
+            defines.append(
+                f"{name} AS "
+                + draw(
+                    st.sampled_from(ROW + history(name, earlier[: earlier.index(name)] if name in earlier else earlier))
+                )
+            )
+    within = draw(
+        st.sampled_from([" WITHIN INTERVAL '10' SECOND", " WITHIN INTERVAL '3' SECOND"] + ([] if trailing else [""]))
+    )
     timeouts = bool(within) and draw(st.booleans())
-    skip = draw(st.sampled_from(["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW", "TO LAST B", "TO FIRST B", "TO LAST A"]))
-    measures = ["FIRST(ts) AS first_ts", "LAST(ts) AS last_ts", "COUNT(*) AS n", "MATCH_NUMBER() AS mno",
-                "COUNT(B.*) AS quiet", "LAST(A.value) AS a", "SUM(B.value) AS total", "LAST(B.value, 1) AS before_last"]
+    skip = draw(
+        st.sampled_from(["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW", "TO LAST B", "TO FIRST B", "TO LAST A"])
+    )
+    measures = [
+        "FIRST(ts) AS first_ts",
+        "LAST(ts) AS last_ts",
+        "COUNT(*) AS n",
+        "MATCH_NUMBER() AS mno",
+        "COUNT(B.*) AS quiet",
+        "LAST(A.value) AS a",
+        "SUM(B.value) AS total",
+        "LAST(B.value, 1) AS before_last",
+    ]
     if within:
         measures.append("MATCH_STATUS() AS status")
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
-            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
-            f"PATTERN ({' '.join(prefix + ['!B'] + tail)}){within}" + (f" DEFINE {', '.join(defines)}" if defines else "") + ")")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {', '.join(measures)} "
+        f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+        f"PATTERN ({' '.join(prefix + ['!B'] + tail)}){within}"
+        + (f" DEFINE {', '.join(defines)}" if defines else "")
+        + ")"
+    )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=absence_queries(), rows=timed_rows(max_rows=20, keys="xy"), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 4]))
+@given(
+    text=absence_queries(), rows=timed_rows(max_rows=20, keys="xy"), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 4])
+)
 def test_absence_equals_the_vm_and_the_reference(text, rows, chunk):
     _check(text, rows, chunk)
 
@@ -246,7 +373,11 @@ def _check(text: str, rows: list[dict], chunk: int) -> None:
     assert _typed(got) == _typed(want), f"\n{text}\nrows={rows}"
     try:
         expected = reference.reference_run_table(query.statement, rows)
-    except (reference.ReferenceBudgetExceeded, reference.ReferenceSkipError, reference.ReferenceUnsupported):  # LAG in MEASURES
+    except (
+        reference.ReferenceBudgetExceeded,
+        reference.ReferenceSkipError,
+        reference.ReferenceUnsupported,
+    ):  # LAG in MEASURES
         return
     assert _canonical(names, got) == _canonical(*expected), f"\n{text}\nrows={rows}"
 
@@ -257,14 +388,20 @@ def test_the_engine_takes_the_bench_shapes_and_explain_says_so():
         "card testing": "PATTERN (S{3,} B) WITHIN INTERVAL '10' MINUTE DEFINE S AS v < 2, B AS v > 3",
         "(d) price drop": "PATTERN (A B*? C) WITHIN INTERVAL '10' MINUTE DEFINE C AS C.v < A.v - 1",
         "(e) volume bars": "PATTERN (A+ B) DEFINE A AS SUM(A.v) < 10, B AS SUM(A.v) + B.v >= 10",
-        "(b) falling run": ("PATTERN (S D+ U) DEFINE D AS (LAST(D.v, 1) IS NULL AND D.v < S.v) OR D.v < LAST(D.v, 1), "
-                            "U AS U.v > LAST(D.v, 1)"),
+        "(b) falling run": (
+            "PATTERN (S D+ U) DEFINE D AS (LAST(D.v, 1) IS NULL AND D.v < S.v) OR D.v < LAST(D.v, 1), "
+            "U AS U.v > LAST(D.v, 1)"
+        ),
     }
-    routes = {"(d) price drop": "B's runs: end at the first row where C's comparison holds",
-              "(e) volume bars": "A's runs: end where the running SUM crosses 10, by cumulative sums",
-              "(b) falling run": "D's runs: scanned row by row from every start (D's condition is not a running SUM"}
+    routes = {
+        "(d) price drop": "B's runs: end at the first row where C's comparison holds",
+        "(e) volume bars": "A's runs: end where the running SUM crosses 10, by cumulative sums",
+        "(b) falling run": "D's runs: scanned row by row from every start (D's condition is not a running SUM",
+    }
     for name, tail in shapes.items():
-        query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n {tail})")
+        query = cep.compile(
+            f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n {tail})"
+        )
         machine = query.plan.machine(("k", "ts", "v"))
         assert sequence_plan.plan_for(query.statement, machine, ("k", "ts", "v")) is not None, name
         explained = query.explain()
@@ -275,8 +412,10 @@ def test_the_engine_takes_the_bench_shapes_and_explain_says_so():
 def test_first_of_the_variable_tested_reads_its_own_row_when_it_is_the_first():
     """Found by test_matcher_properties: where a run may end, the next variable is tested before it has a
     row in the match; ``FIRST(B.value)`` there is the row tested (it read the batch's last row)."""
-    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES MATCH_NUMBER() AS m, A.id AS a "
-            "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS NOT (value < FIRST(B.value)))")
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES MATCH_NUMBER() AS m, A.id AS a "
+        "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE B AS NOT (value < FIRST(B.value)))"
+    )
     rows = [{"id": 1, "value": 0}, {"id": 2, "value": 0}, {"id": 3, "value": 1}]
     query = cep.compile(text)
     assert sequence_plan.plan_for(query.statement, query.plan.machine(("id", "value")), ("id", "value")) is not None
@@ -288,8 +427,11 @@ def test_a_start_whose_end_depends_on_backtracking_sends_its_partition_to_the_vm
     # A+ then B then C: where A's run ends depends on C (B holds on several rows of the run)
     query = cep.compile("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts
         MEASURES COUNT(*) AS n PATTERN (A+ B C) DEFINE A AS value >= 1, B AS value >= 2, C AS value < FIRST(value))""")
-    rows = [{"part": p, "ts": T0 + dt.timedelta(seconds=i), "value": v}
-            for p, values in (("x", [1, 2, 2, 1, 0]), ("y", [1, 2, 0])) for i, v in enumerate(values)]
+    rows = [
+        {"part": p, "ts": T0 + dt.timedelta(seconds=i), "value": v}
+        for p, values in (("x", [1, 2, 2, 1, 0]), ("y", [1, 2, 0]))
+        for i, v in enumerate(values)
+    ]
     columns = rows_to_columns(rows)
     plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
     assert query.plan.run_columns(columns) == on_vm(query, columns)
@@ -319,16 +461,19 @@ STATUSES = st.sampled_from(["FAIL", "OK", "", "é", "FAIL ", None, "OK\x00"])  #
 def status_logs(draw) -> tuple[str, list[dict]]:
     """A login-like log: a text status (few distinct values, NULLs, "" and non-ASCII) and times that are
     datetimes or integer epoch milliseconds, under a query reading both as the alert-rule bench does."""
-    first = draw(st.sampled_from(["status = 'FAIL'", "status <> 'OK'", "status > 'E'", "status IS NULL",
-                                  "status = ''"]))
+    first = draw(
+        st.sampled_from(["status = 'FAIL'", "status <> 'OK'", "status > 'E'", "status IS NULL", "status = ''"])
+    )
     last = draw(st.sampled_from(["status = 'OK'", "status = 'é'", "status IS NOT NULL"]))
     quantifier = draw(st.sampled_from(["{2,}", "+", "{1,3}"]))
     millis = draw(st.booleans())
     within = " WITHIN INTERVAL '10' SECOND" if draw(st.booleans()) else ""
-    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES FIRST(F.ts) AS first_ts, "
-            "COUNT(F.ts) AS times, COUNT(F.status) AS statuses, COUNT(F.part) AS keys, LAST(F.status) AS last_status, "
-            f"O.ts AS end_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (F{quantifier} O){within} "
-            f"DEFINE F AS {first}, O AS {last})")
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES FIRST(F.ts) AS first_ts, "
+        "COUNT(F.ts) AS times, COUNT(F.status) AS statuses, COUNT(F.part) AS keys, LAST(F.status) AS last_status, "
+        f"O.ts AS end_ts ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (F{quantifier} O){within} "
+        f"DEFINE F AS {first}, O AS {last})"
+    )
     rows = draw(timed_rows(max_rows=24, values=STATUSES, keys="xy"))
     for row in rows:
         row["status"] = row.pop("value")
@@ -350,7 +495,8 @@ def test_arrow_and_pandas_read_text_and_times_from_their_columns_as_the_vm_reads
     assert query.run(pa.Table.from_pylist(rows)).to_pylist() == want
     frame = query.run(pd.DataFrame(rows))
     assert frame.astype(object).where(lambda f: f.notna(), None).to_dict("records") == [
-        {k: (pd.Timestamp(v) if isinstance(v, dt.datetime) else v) for k, v in row.items()} for row in want]
+        {k: (pd.Timestamp(v) if isinstance(v, dt.datetime) else v) for k, v in row.items()} for row in want
+    ]
 
 
 def test_a_batch_the_kernels_cannot_evaluate_runs_on_the_vm():
@@ -380,15 +526,19 @@ def _bench_like(query_tail: str, values: list, seconds: list | None = None):
 def test_measures_with_arithmetic_and_integer_sums_are_computed_column_wise():
     query, columns, plan = _bench_like(
         "MEASURES FIRST(A.ts) AS start_ts, B.ts AS end_ts, SUM(A.value) + B.value AS volume, A.value - B.value AS d "
-        "PATTERN (A+ B) DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10", [3, 4, 2, 5, 9, 1, 8, 8, 0])
+        "PATTERN (A+ B) DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10",
+        [3, 4, 2, 5, 9, 1, 8, 8, 0],
+    )
     assert query.plan.run_columns(columns) == on_vm(query, columns)
     assert plan.stats["columnar_measures"] == 1 and plan.stats["vm_partitions"] == 0
 
 
 def test_a_run_before_the_last_row_ends_at_the_first_hit_found_by_the_range_search():
-    tail = ("MEASURES A.ts AS start_ts, C.ts AS drop_ts, A.value - C.value AS fall, COUNT(B.*) AS waited "
-            "ONE ROW PER MATCH SHOW TIMEOUT MATCHES AFTER MATCH SKIP PAST LAST ROW "
-            "PATTERN (A B*? C) WITHIN INTERVAL '10' SECOND DEFINE C AS C.value < A.value - 1")
+    tail = (
+        "MEASURES A.ts AS start_ts, C.ts AS drop_ts, A.value - C.value AS fall, COUNT(B.*) AS waited "
+        "ONE ROW PER MATCH SHOW TIMEOUT MATCHES AFTER MATCH SKIP PAST LAST ROW "
+        "PATTERN (A B*? C) WITHIN INTERVAL '10' SECOND DEFINE C AS C.value < A.value - 1"
+    )
     values = [5, 6, 5, 4, 3, 9, 9, 9, 9, 9, 9, 9, 9, 9, 2, 7, 7, 1, 8, None, 3]
     seconds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 15, 15, 16, 30, 31]
     query, columns, plan = _bench_like(tail, values, seconds)
@@ -399,8 +549,10 @@ def test_a_run_before_the_last_row_ends_at_the_first_hit_found_by_the_range_sear
 
 
 def test_a_run_under_a_running_sum_threshold_ends_by_cumulative_sums():
-    tail = ("MEASURES FIRST(A.ts) AS start_ts, B.ts AS end_ts, SUM(A.value) + B.value AS volume, COUNT(A.*) AS n "
-            "PATTERN (A+ B) WITHIN INTERVAL '20' SECOND DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10")
+    tail = (
+        "MEASURES FIRST(A.ts) AS start_ts, B.ts AS end_ts, SUM(A.value) + B.value AS volume, COUNT(A.*) AS n "
+        "PATTERN (A+ B) WITHIN INTERVAL '20' SECOND DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10"
+    )
     values = [3, 4, 2, 5, 9, 1, 8, 8, 0, 0, 0, 12, 1, 1]
     query, columns, plan = _bench_like(tail, values)
     assert query.plan.run_columns(columns) == on_vm(query, columns)
@@ -416,16 +568,20 @@ def test_a_count_of_a_column_the_kernels_do_not_hold_is_counted_column_wise():
     # the column-wise measures (the alert-rule bench's brute-force rule).
     query, columns, plan = _bench_like(
         "MEASURES COUNT(A.ts) AS times, COUNT(A.part) AS keys, B.ts AS end_ts "
-        "PATTERN (A+ B) DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10", [3, 4, 2, 5, 9, 1, 8, 8, 0])
+        "PATTERN (A+ B) DEFINE A AS SUM(A.value) < 10, B AS SUM(A.value) + B.value >= 10",
+        [3, 4, 2, 5, 9, 1, 8, 8, 0],
+    )
     columns["ts"][1] = None  # a NULL time inside a run: not counted
     assert query.plan.run_columns(columns) == on_vm(query, columns)
     assert plan.stats["columnar_measures"] == 1
 
 
 def test_timeout_rows_are_computed_column_wise():
-    tail = ("MEASURES A.ts AS start_ts, C.ts AS drop_ts, COUNT(B.*) AS waited, MATCH_NUMBER() AS mno, "
-            "MATCH_STATUS() AS status ONE ROW PER MATCH SHOW TIMEOUT MATCHES "
-            "PATTERN (A B*? C) WITHIN INTERVAL '5' SECOND DEFINE C AS C.value < A.value - 1")
+    tail = (
+        "MEASURES A.ts AS start_ts, C.ts AS drop_ts, COUNT(B.*) AS waited, MATCH_NUMBER() AS mno, "
+        "MATCH_STATUS() AS status ONE ROW PER MATCH SHOW TIMEOUT MATCHES "
+        "PATTERN (A B*? C) WITHIN INTERVAL '5' SECOND DEFINE C AS C.value < A.value - 1"
+    )
     values = [5, 6, 5, 9, 9, 9, 9, 9, 9, 2, 7, 1, 8]
     query, columns, plan = _bench_like(tail, values)
     names, got = query.plan.run_columns(columns)
@@ -442,7 +598,9 @@ def test_absence_runs_on_the_engine_and_explain_says_so():
             "MEASURES A.ts AS a_ts, COUNT(B.*) AS quiet, MATCH_STATUS() AS status "
             f"PATTERN ({pattern}) WITHIN INTERVAL '5' SECOND DEFINE A AS value = 1, B AS value = 2"
             + (", C AS value = 3" if "C" in pattern else ""),
-            [1, 0, 0, 2, 1, 0, 3, 1, 0, 0, 0, 0, 0, 1, 2, 3, 1], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30])
+            [1, 0, 0, 2, 1, 0, 3, 1, 0, 0, 0, 0, 0, 1, 2, 3, 1],
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 30],
+        )
         names, got = query.plan.run_columns(columns)
         assert (names, got) == on_vm(query, columns) and got and {row[-1] for row in got} == {status}, pattern
         assert plan.stats["sequence_partitions"] == 1 and plan.stats["vm_partitions"] == 0, pattern
@@ -454,10 +612,12 @@ def test_the_alert_rules_measures_are_computed_per_match_without_partition_outpu
     COUNT(DISTINCT x)) and their kin: the VM's measure code once per match, not PartitionOutput; PREV in a
     measure reads rows before the match: the VM's measure code over those too; NEXT reads rows after it, so
     that batch still goes through PartitionOutput."""
-    tail = ("MEASURES FIRST(S.ts) AS first_ts, COUNT(S.*) AS tests, ROUND(SUM(S.value), 2) AS total, "
-            "COUNT(DISTINCT S.value) AS kinds, AVG(S.value) AS mean, MIN(S.value) AS lo, MAX(S.value) AS hi, "
-            "CASE WHEN B.value > 300 THEN 'large' ELSE 'small' END AS size, CLASSIFIER() AS last_label, "
-            "B.value AS big {} PATTERN (S{{3,}} B) WITHIN INTERVAL '10' SECOND DEFINE S AS value < 5, B AS value >= 200")
+    tail = (
+        "MEASURES FIRST(S.ts) AS first_ts, COUNT(S.*) AS tests, ROUND(SUM(S.value), 2) AS total, "
+        "COUNT(DISTINCT S.value) AS kinds, AVG(S.value) AS mean, MIN(S.value) AS lo, MAX(S.value) AS hi, "
+        "CASE WHEN B.value > 300 THEN 'large' ELSE 'small' END AS size, CLASSIFIER() AS last_label, "
+        "B.value AS big {} PATTERN (S{{3,}} B) WITHIN INTERVAL '10' SECOND DEFINE S AS value < 5, B AS value >= 200"
+    )
     values = [0.1, 0.2, 0.7, 250.0, None, 1.25, 1.25, 3.3, 4.99, 500.5, 0.5, 0.5, 2.0, 1.0, 300.0]
     query, columns, plan = _bench_like(tail.format(""), values)
     got = query.plan.run_columns(columns)
@@ -481,20 +641,35 @@ def test_decimal_measures_per_match_keep_the_vms_values_and_sparks_types():
     """ROUND/AVG/SUM/MIN/MAX of DECIMALs per match (the kernels do not hold DECIMALs: DEFINE reads an
     integer column): plain Decimals stay exact, a decimal128 column's results take Spark's types
     (docs/semantics.md, "DECIMAL results"), as on the VM."""
-    tail = ("MEASURES ROUND(SUM(S.amount), 2) AS total, AVG(S.amount) AS mean, SUM(S.amount) AS raw, "
-            "MAX(S.amount) - MIN(S.amount) AS spread, B.amount * 2 AS twice, COUNT(DISTINCT S.amount) AS kinds "
-            "PATTERN (S{2,} B) WITHIN INTERVAL '10' SECOND DEFINE S AS value < 5, B AS value >= 200")
+    tail = (
+        "MEASURES ROUND(SUM(S.amount), 2) AS total, AVG(S.amount) AS mean, SUM(S.amount) AS raw, "
+        "MAX(S.amount) - MIN(S.amount) AS spread, B.amount * 2 AS twice, COUNT(DISTINCT S.amount) AS kinds "
+        "PATTERN (S{2,} B) WITHIN INTERVAL '10' SECOND DEFINE S AS value < 5, B AS value >= 200"
+    )
     query = cep.compile(f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts {tail})")
-    amounts = [None if v is None else Decimal(v) for v in ["0.105", "1.333", "4.999", "250.10", None, "1.005", "1.005", "300.00"]]
-    columns = rows_to_columns([{"part": "x", "ts": T0 + dt.timedelta(seconds=s), "value": v, "amount": a}
-                               for s, (v, a) in enumerate(zip([0, 1, 4, 250, 3, 1, 1, 300], amounts))])
+    amounts = [
+        None if v is None else Decimal(v)
+        for v in ["0.105", "1.333", "4.999", "250.10", None, "1.005", "1.005", "300.00"]
+    ]
+    columns = rows_to_columns(
+        [
+            {"part": "x", "ts": T0 + dt.timedelta(seconds=s), "value": v, "amount": a}
+            for s, (v, a) in enumerate(zip([0, 1, 4, 250, 3, 1, 1, 300], amounts))
+        ]
+    )
     plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
     got = query.plan.run_columns(columns)
     assert _typed(got[1]) == _typed(on_vm(query, columns)[1]) and got[1][0][1] == Decimal("6.44") and len(got[1]) == 2
     assert plan.run(columns, fallback=lambda key, part: []) and plan.stats["columnar_measures"] >= 1
     assert plan.stats["vm_partitions"] == 0 and not any("PartitionOutput" in note for note in plan.notes)
-    table = pa.table({"part": columns["part"], "ts": columns["ts"], "value": columns["value"],
-                      "amount": pa.array(amounts, pa.decimal128(12, 3))})
+    table = pa.table(
+        {
+            "part": columns["part"],
+            "ts": columns["ts"],
+            "value": columns["value"],
+            "amount": pa.array(amounts, pa.decimal128(12, 3)),
+        }
+    )
     have = query.run(table)
     want = cep.compile(query.text, column_wise=False).run(table)
     assert have.schema == want.schema and _typed(have.to_pylist()) == _typed(want.to_pylist())

@@ -57,8 +57,14 @@ def until(predicate, seconds: float, what: str, interval: float = 0.5):
 
 def events(start: int, count: int) -> list[dict]:
     """Prices for three symbols; every fifth one above 100 (an alert)."""
-    return [{"symbol": "abc"[i % 3], "ts": (T0 + dt.timedelta(seconds=start + i)).isoformat(),
-             "price": 150.0 + i if i % 5 == 0 else 50.0} for i in range(count)]
+    return [
+        {
+            "symbol": "abc"[i % 3],
+            "ts": (T0 + dt.timedelta(seconds=start + i)).isoformat(),
+            "price": 150.0 + i if i % 5 == 0 else 50.0,
+        }
+        for i in range(count)
+    ]
 
 
 def write_file(directory: Path, index: int, rows: list[dict]) -> None:
@@ -72,17 +78,50 @@ class Service:
 
     def __init__(self, tmp: Path, receiver_url: str, port: int, *extra: str) -> None:
         self.log = tmp / f"stream-{time.monotonic_ns()}.log"
-        args = [*CEP, "stream", "--rules", str(tmp / "rules"), "--input", str(tmp / "in"), "--checkpoint", str(tmp / "ck"),
-                "--sink", "webhook", receiver_url, "--sink", "sqlite", str(tmp / "alerts.db"),
-                "--webhook-timeout", "2", "--webhook-attempts", "2", "--watermark", "2s", "--trigger", "1s",
-                "--max-future-skew", "off", "--master", "local[2]", *extra]
+        args = [
+            *CEP,
+            "stream",
+            "--rules",
+            str(tmp / "rules"),
+            "--input",
+            str(tmp / "in"),
+            "--checkpoint",
+            str(tmp / "ck"),
+            "--sink",
+            "webhook",
+            receiver_url,
+            "--sink",
+            "sqlite",
+            str(tmp / "alerts.db"),
+            "--webhook-timeout",
+            "2",
+            "--webhook-attempts",
+            "2",
+            "--watermark",
+            "2s",
+            "--trigger",
+            "1s",
+            "--max-future-skew",
+            "off",
+            "--master",
+            "local[2]",
+            *extra,
+        ]
         if "--once" not in extra:
-            args += ["--metrics-port", f"127.0.0.1:{port}", "--health-port", f"127.0.0.1:{port}", "--ready-after", "15s"]
+            args += [
+                "--metrics-port",
+                f"127.0.0.1:{port}",
+                "--health-port",
+                f"127.0.0.1:{port}",
+                "--ready-after",
+                "15s",
+            ]
         self.spark_log = tmp / f"spark-{time.monotonic_ns()}.log"
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), CEP_SPARK_LOG=str(self.spark_log))
         with self.log.open("w") as out:
-            self.process = subprocess.Popen(args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.port = port
 
     def text(self) -> str:
@@ -103,11 +142,16 @@ class Service:
         code, text = self.get("/metrics")
         if code != 200:
             return {}
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(text) for s in family.samples}
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
 
     def jvm(self) -> int:
-        out = subprocess.run(["pgrep", "-g", str(self.process.pid), "-f", "java"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["pgrep", "-g", str(self.process.pid), "-f", "java"], capture_output=True, text=True
+        ).stdout
         return int(out.split()[0])
 
     def signal_group(self, signum: int) -> None:
@@ -123,8 +167,13 @@ class Service:
 
 
 def status(tmp: Path) -> tuple[int, str]:
-    done = subprocess.run([*CEP, "status", "--checkpoint", str(tmp / "ck")], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    done = subprocess.run(
+        [*CEP, "status", "--checkpoint", str(tmp / "ck")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -147,8 +196,13 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
         first = Service(tmp_path, webhook, port)
         services.append(first)
         until(lambda: len(receiver.processed) >= 4, 300, "the first alerts at the receiver")
-        until(lambda: first.metrics().get(("cep_sink_delivered_total", (("sink", _key(webhook)),))) == len(receiver.processed),
-              60, "/metrics to count the webhook's deliveries")
+        until(
+            lambda: (
+                first.metrics().get(("cep_sink_delivered_total", (("sink", _key(webhook)),))) == len(receiver.processed)
+            ),
+            60,
+            "/metrics to count the webhook's deliveries",
+        )
         scraped = first.metrics()
         with sqlite3.connect(tmp_path / "alerts.db") as db:
             in_sqlite = db.execute("SELECT COUNT(*) FROM alerts").fetchone()[0]
@@ -156,7 +210,9 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
         assert alerts == in_sqlite == len(receiver.processed) and scraped[("cep_rules", (("state", "active"),))] == 1
         served = {name for name, _ in scraped} | {name[:-6] for name, _ in scraped if name.endswith("_total")}
         documented = set(re.findall(r"\b(cep_[a-z_]+)", _alert_rules()))
-        assert documented and not {n for n in documented if n not in served and n + "_bucket" not in served}, documented - served
+        assert documented and not {n for n in documented if n not in served and n + "_bucket" not in served}, (
+            documented - served
+        )
         assert scraped[("cep_bad_rows_total", (("reason", "not_json"),))] == 0
         assert until(lambda: first.get("/readyz")[0] == 200, 60, "ready") and first.get("/healthz")[0] == 200
 
@@ -166,11 +222,17 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
         receiver.stop()
         before = set(receiver.processed)
         write_file(source, 1, batches[1])
-        until(lambda: first.metrics().get(("cep_sink_dead_letters", (("sink", _key(webhook)),)), 0) >= 1, 180,
-              "dead letters while the receiver is down")
+        until(
+            lambda: first.metrics().get(("cep_sink_dead_letters", (("sink", _key(webhook)),)), 0) >= 1,
+            180,
+            "dead letters while the receiver is down",
+        )
         receiver = Receiver(port=port_of_receiver)
-        until(lambda: first.metrics().get(("cep_sink_dead_letters", (("sink", _key(webhook)),))) == 0, 180,
-              "the dead letters redelivered")
+        until(
+            lambda: first.metrics().get(("cep_sink_dead_letters", (("sink", _key(webhook)),))) == 0,
+            180,
+            "the dead letters redelivered",
+        )
         assert len(receiver.processed) >= 4 and not set(receiver.processed) & before
         assert "redelivered" in first.text() and "dead-lettered" in first.text()
 
@@ -178,7 +240,9 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
         jvm = first.jvm()
         os.kill(jvm, signal.SIGSTOP)
         try:
-            code, why = until(lambda: (lambda r: r if r[0] == 503 else None)(first.get("/readyz")), 120, "/readyz to fail")
+            code, why = until(
+                lambda: (lambda r: r if r[0] == 503 else None)(first.get("/readyz")), 120, "/readyz to fail"
+            )
             assert "trigger" in why or "control loop" in why
         finally:
             os.kill(jvm, signal.SIGCONT)
@@ -205,7 +269,9 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
         assert code == 1 and shown.startswith("stream: dead") and "is gone" in shown, shown
 
         # 6. The same command again (here --once, to drain and stop): nothing lost, nothing twice.
-        write_file(source, 3, batches[3] + [{"symbol": SENTINEL, "ts": (T0 + dt.timedelta(days=1)).isoformat(), "price": 1.0}])
+        write_file(
+            source, 3, batches[3] + [{"symbol": SENTINEL, "ts": (T0 + dt.timedelta(days=1)).isoformat(), "price": 1.0}]
+        )
         third = Service(tmp_path, webhook, port, "--once")
         services.append(third)
         assert third.process.wait(600) == 0, third.text()[-3000:]
@@ -216,11 +282,17 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
 
     rows = [dict(e, ts=dt.datetime.fromisoformat(e["ts"])) for b in batches for e in b]
     expected = sorted((r["symbol"], r["p"]) for r in cep.compile(HIGH).run(rows))
-    written = [json.loads(line) for path in sorted((tmp_path / "ck" / "matches").glob("part-*.json"))
-               for line in path.read_text().splitlines()]
+    written = [
+        json.loads(line)
+        for path in sorted((tmp_path / "ck" / "matches").glob("part-*.json"))
+        for line in path.read_text().splitlines()
+    ]
     # (the file sink's log decides what is committed; a killed batch's orphan file would show as a duplicate id)
     committed = {a["match_id"]: a for a in written}
-    assert sorted((json.loads(a["measures"])["symbol"], json.loads(a["measures"])["p"]) for a in committed.values()) == expected
+    assert (
+        sorted((json.loads(a["measures"])["symbol"], json.loads(a["measures"])["p"]) for a in committed.values())
+        == expected
+    )
     # every alert at a receiver (the first one, before its outage, or the second), once per key
     assert sorted([*before, *receiver.processed]) == sorted(committed)
     with sqlite3.connect(tmp_path / "alerts.db") as db:
@@ -249,12 +321,18 @@ def test_liveness_says_dead_when_the_process_is_gone_or_silent_and_running_other
     from cep.status_cli import liveness
 
     now = float(int(time.time()))  # a whole second: the ISO text round-trips exactly, so the ages are exact
-    beat = dt.datetime.fromtimestamp(now - 5, dt.timezone.utc).isoformat()
+    beat = dt.datetime.fromtimestamp(now - 5, dt.UTC).isoformat()
     here = socket.gethostname()
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(gone.stdout)  # a process that has exited
-    running = {"state": "running", "pid": os.getpid(), "host": here, "heartbeat_at": beat, "last_progress_at": beat,
-               "started_at": beat}
+    running = {
+        "state": "running",
+        "pid": os.getpid(),
+        "host": here,
+        "heartbeat_at": beat,
+        "last_progress_at": beat,
+        "started_at": beat,
+    }
     assert liveness(running, stale_after=60, max_batch_age=600, now=now) == ("running", "")
     state, why = liveness({**running, "pid": dead_pid}, stale_after=60, max_batch_age=600, now=now)
     assert state == "dead" and f"process {dead_pid} is gone" in why
@@ -262,7 +340,7 @@ def test_liveness_says_dead_when_the_process_is_gone_or_silent_and_running_other
     assert state == "dead" and "no heartbeat for 125s" in why
     elsewhere = {**running, "host": "another-machine", "pid": dead_pid}  # cannot look: the heartbeat decides
     assert liveness(elsewhere, stale_after=60, max_batch_age=600, now=now)[0] == "running"
-    stuck = {**running, "last_progress_at": dt.datetime.fromtimestamp(now - 900, dt.timezone.utc).isoformat()}
+    stuck = {**running, "last_progress_at": dt.datetime.fromtimestamp(now - 900, dt.UTC).isoformat()}
     assert liveness(stuck, stale_after=60, max_batch_age=600, now=now)[0] == "dead"
     assert liveness(stuck, stale_after=60, max_batch_age=None, now=now)[0] == "running"
     assert liveness({"state": "stopped"}, stale_after=60, max_batch_age=600) == ("stopped", "")
@@ -275,15 +353,25 @@ def test_a_stream_idle_on_a_quiet_topic_is_running_and_a_stuck_one_is_dead():
     now = float(int(time.time()))
 
     def iso(seconds_ago: float) -> str:
-        return dt.datetime.fromtimestamp(now - seconds_ago, dt.timezone.utc).isoformat()
+        return dt.datetime.fromtimestamp(now - seconds_ago, dt.UTC).isoformat()
 
-    idle = {"state": "running", "pid": os.getpid(), "host": socket.gethostname(), "heartbeat_at": iso(1),
-            "last_progress_at": iso(616), "started_at": iso(3600),
-            "spark_query": {"active": True, "trigger_active": False, "trigger_since": None, "waiting_for_data": True}}
-    assert liveness(idle, stale_after=60, max_batch_age=600, now=now) == \
-        ("running", "idle: no new input since the micro-batch 616s ago")
-    stuck = {**idle, "spark_query": {"active": True, "trigger_active": True, "trigger_since": iso(900),
-                                     "waiting_for_data": False}}
+    idle = {
+        "state": "running",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "heartbeat_at": iso(1),
+        "last_progress_at": iso(616),
+        "started_at": iso(3600),
+        "spark_query": {"active": True, "trigger_active": False, "trigger_since": None, "waiting_for_data": True},
+    }
+    assert liveness(idle, stale_after=60, max_batch_age=600, now=now) == (
+        "running",
+        "idle: no new input since the micro-batch 616s ago",
+    )
+    stuck = {
+        **idle,
+        "spark_query": {"active": True, "trigger_active": True, "trigger_since": iso(900), "waiting_for_data": False},
+    }
     state, why = liveness(stuck, stale_after=60, max_batch_age=600, now=now)
     assert state == "dead" and "a micro-batch has been running for 900s" in why
     assert liveness({**idle, "spark_query": {"active": False}}, stale_after=60, max_batch_age=600, now=now)[0] == "dead"

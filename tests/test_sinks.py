@@ -36,7 +36,9 @@ from cep.spark_bridge.sinks.webhook import WebhookSink
 T0 = dt.datetime(2024, 1, 1, 9, 30)
 
 
-def alert(i: int, *, rule: str = "fraud/card_testing", suppressed: bool = False, emitted: dt.datetime | None = None) -> dict:
+def alert(
+    i: int, *, rule: str = "fraud/card_testing", suppressed: bool = False, emitted: dt.datetime | None = None
+) -> dict:
     return {
         "rule_id": rule,
         "rule_version": "3a10c574d2458489",
@@ -181,7 +183,11 @@ def test_webhook_retries_500s_and_a_timeout_then_delivers_each_match_once(receiv
     assert sorted(receiver.processed) == ids
     for key, body in receiver.processed.items():
         assert [a["match_id"] for a in body["alerts"]] == [key]
-        assert body["alerts"][0]["measures"] == {"card": body["alerts"][0]["partition_key"]["card"], "smalls": 3, "big": 900.5}
+        assert body["alerts"][0]["measures"] == {
+            "card": body["alerts"][0]["partition_key"]["card"],
+            "smalls": 3,
+            "big": 900.5,
+        }
         assert body["alerts"][0]["first_event_time"].endswith("Z")
     # The micro-batch delivered again (a replay after a crash): same keys, nothing processed twice.
     again = sink.deliver(alerts, batch_id=7)
@@ -249,14 +255,20 @@ def test_webhook_waits_are_the_retry_policys_delays(receiver_factory, tmp_path):
     assert sum(report.dead_lettered.values()) == 1 and report.retries == 4
     assert waits == [policy.delay(n) for n in range(4)] == [0.1, 0.2, 0.3, 0.3]
     # The keyword spelling builds the same policy (the CLI passes max_attempts); defaults as documented.
-    assert WebhookSink(url, dead_letter_dir="d").retry == RetryPolicy(max_attempts=5, backoff=0.5, max_backoff=30.0, budget=120.0)
-    assert webhook(url, tmp_path, max_attempts=3).retry == RetryPolicy(max_attempts=3, backoff=0.005, max_backoff=0.02, budget=10.0)
+    assert WebhookSink(url, dead_letter_dir="d").retry == RetryPolicy(
+        max_attempts=5, backoff=0.5, max_backoff=30.0, budget=120.0
+    )
+    assert webhook(url, tmp_path, max_attempts=3).retry == RetryPolicy(
+        max_attempts=3, backoff=0.005, max_backoff=0.02, budget=10.0
+    )
     with pytest.raises(ValueError, match="webhook retries: a retry policy needs at least one attempt"):
         WebhookSink(url, dead_letter_dir="d", max_attempts=0)
     # A server asking for longer (Retry-After: 1) gets it, capped at the policy's max_backoff.
     throttled = receiver_factory(["429", "ok"])
     waits.clear()
-    sink = WebhookSink(throttled.url, dead_letter_dir=str(tmp_path / "dead"), timeout=0.3, retry=policy, sleep=waits.append)
+    sink = WebhookSink(
+        throttled.url, dead_letter_dir=str(tmp_path / "dead"), timeout=0.3, retry=policy, sleep=waits.append
+    )
     assert sum(sink.deliver([alert(1)], batch_id=1).delivered.values()) == 1
     assert waits == [0.3]
 
@@ -294,7 +306,9 @@ def test_sqlite_upsert_keeps_one_row_per_match(tmp_path):
     # The same micro-batch again (a replay after a crash), emitted later: still one row per match.
     sink.deliver([alert(i, emitted=dt.datetime(2024, 1, 1, 11, 0)) for i in range(3)], batch_id=4)
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT match_id, rule_id, first_event_time, emit_time, measures, batch_id FROM alerts ORDER BY match_id").fetchall()
+        rows = db.execute(
+            "SELECT match_id, rule_id, first_event_time, emit_time, measures, batch_id FROM alerts ORDER BY match_id"
+        ).fetchall()
     assert [r[0] for r in rows] == sorted(a["match_id"] for a in batch)
     assert rows[0][2] == "2024-01-01 09:30:00" and rows[0][3] == "2024-01-01 11:00:00" and rows[0][5] == 4
     assert json.loads(rows[1][4])["card"] == "c1"
@@ -393,7 +407,10 @@ def test_postgres_locked_table_is_retried_then_stops_naming_the_sink(postgres_ur
     try:
         clock = FakeClock()
         sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
-        with pytest.raises(CepSinkError, match=r"^postgres postgres@127\.0\.0\.1:\d+/postgres: error\[E0470\]: LockNotAvailable.*after 4 attempts"):
+        with pytest.raises(
+            CepSinkError,
+            match=r"^postgres postgres@127\.0\.0\.1:\d+/postgres: error\[E0470\]: LockNotAvailable.*after 4 attempts",
+        ):
             sink.deliver([alert(1)], batch_id=1)
         clock = FakeClock(on_sleep=lambda n: holder.rollback() if n == 1 else None)
         sink = PostgresSink(postgres_url, table=table, lock_timeout=0.05, retry=POLICY, sleep=clock.sleep, clock=clock)
@@ -439,7 +456,9 @@ def disk_full_after(monkeypatch, fraction: float = 0.5) -> None:
     monkeypatch.setattr(sink_base, "open", opener, raising=False)
 
 
-def test_dead_letters_on_a_full_disk_stop_the_batch_and_never_leave_half_a_file(receiver_factory, tmp_path, monkeypatch):
+def test_dead_letters_on_a_full_disk_stop_the_batch_and_never_leave_half_a_file(
+    receiver_factory, tmp_path, monkeypatch
+):
     down = receiver_factory()
     url = down.url
     down.stop()
@@ -542,8 +561,9 @@ def postgres_url():
     if made.returncode != 0:
         shutil.rmtree(data, ignore_errors=True)
         pytest.skip(f"PostgreSQL test: initdb failed: {made.stderr.strip()[-300:]}")
-    started = run(pg_ctl, "-D", str(cluster), "-w", "-l", str(data / "log"), "-o",
-                  f"-h 127.0.0.1 -p {port} -k {data}", "start")
+    started = run(
+        pg_ctl, "-D", str(cluster), "-w", "-l", str(data / "log"), "-o", f"-h 127.0.0.1 -p {port} -k {data}", "start"
+    )
     if started.returncode != 0:
         shutil.rmtree(data, ignore_errors=True)
         pytest.skip(f"PostgreSQL test: the server did not start: {started.stderr.strip()[-300:]}")
@@ -659,8 +679,18 @@ def test_webhook_timeout_is_a_deadline_for_the_whole_request_against_a_trickling
     assert len(server.sent) == 2 and all(n < len(TrickleServer.ANSWER) for n in server.sent), server.sent
 
 
-@pytest.mark.parametrize("url", ["http://[::1/", "http://[::1]:99999/x", "http:///nohost", "http://exa mple.com/",
-                                 "ftp://files.example/", "hooks.example.com/x", "http://host/\x1b[2J"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::1/",
+        "http://[::1]:99999/x",
+        "http:///nohost",
+        "http://exa mple.com/",
+        "ftp://files.example/",
+        "hooks.example.com/x",
+        "http://host/\x1b[2J",
+    ],
+)
 def test_a_webhook_url_that_cannot_be_used_is_refused_when_the_sink_is_made(url, tmp_path):
     with pytest.raises(ValueError) as raised:
         make_sink("webhook", url, dead_letter_dir=str(tmp_path))
@@ -674,8 +704,20 @@ def test_the_cli_refuses_a_bad_webhook_url_before_starting_spark(tmp_path, capsy
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "e.json").write_text('{"ts": "2024-01-01T00:00:00", "v": 1}\n')
     (tmp_path / "r.sql").write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS v > 0)")
-    code = main(["stream", str(tmp_path / "r.sql"), "--input", str(tmp_path / "in"), "--checkpoint", str(tmp_path / "ck"),
-                 "--sink", "webhook", "http://[::1/", "--once"])
+    code = main(
+        [
+            "stream",
+            str(tmp_path / "r.sql"),
+            "--input",
+            str(tmp_path / "in"),
+            "--checkpoint",
+            str(tmp_path / "ck"),
+            "--sink",
+            "webhook",
+            "http://[::1/",
+            "--once",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "not a valid URL" in err and "Invalid IPv6 URL" in err and "Traceback" not in err
     assert not (tmp_path / "ck").exists()  # refused before anything ran
@@ -697,22 +739,45 @@ def test_a_webhook_url_is_never_shown_whole(receiver_factory, tmp_path):
 
 POSTGRES_FORMS = [
     ("postgresql://cep:hunter2@db.example:5432/alerts", "postgres cep@db.example:5432/alerts", ["hunter2"]),
-    ("postgresql://cep@db.example/alerts?password=hunter2&sslmode=require", "postgres cep@db.example/alerts", ["hunter2"]),
-    ("postgresql://cep:p@ss@w0rd@db.example/alerts", "postgres cep@db.example/alerts", ["p@ss@w0rd", "ss@w0rd", "w0rd"]),
-    ("postgresql://cep:p%40ss%2Fw0rd@db.example/alerts", "postgres cep@db.example/alerts", ["p%40ss%2Fw0rd", "p@ss/w0rd"]),
+    (
+        "postgresql://cep@db.example/alerts?password=hunter2&sslmode=require",
+        "postgres cep@db.example/alerts",
+        ["hunter2"],
+    ),
+    (
+        "postgresql://cep:p@ss@w0rd@db.example/alerts",
+        "postgres cep@db.example/alerts",
+        ["p@ss@w0rd", "ss@w0rd", "w0rd"],
+    ),
+    (
+        "postgresql://cep:p%40ss%2Fw0rd@db.example/alerts",
+        "postgres cep@db.example/alerts",
+        ["p%40ss%2Fw0rd", "p@ss/w0rd"],
+    ),
     ("postgres://cep:hunter2@/alerts?host=/var/run/postgresql", "postgres cep@/var/run/postgresql/alerts", ["hunter2"]),
-    ("host=db.example port=5433 dbname=alerts user=cep password=hunter2", "postgres cep@db.example:5433/alerts", ["hunter2"]),
-    ("host=db.example dbname=alerts user=cep password='hunter 2' sslpassword=keypass", "postgres cep@db.example/alerts",
-     ["hunter 2", "keypass"]),
+    (
+        "host=db.example port=5433 dbname=alerts user=cep password=hunter2",
+        "postgres cep@db.example:5433/alerts",
+        ["hunter2"],
+    ),
+    (
+        "host=db.example dbname=alerts user=cep password='hunter 2' sslpassword=keypass",
+        "postgres cep@db.example/alerts",
+        ["hunter 2", "keypass"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("conninfo,label,secrets", POSTGRES_FORMS, ids=[f[1] + str(i) for i, f in enumerate(POSTGRES_FORMS)])
+@pytest.mark.parametrize(
+    "conninfo,label,secrets", POSTGRES_FORMS, ids=[f[1] + str(i) for i, f in enumerate(POSTGRES_FORMS)]
+)
 def test_postgres_credentials_are_never_shown_in_any_libpq_form(conninfo, label, secrets):
     pytest.importorskip("psycopg")
     sink = PostgresSink(conninfo)
     assert sink.describe() == label
-    shown = sink.describe() + sink.key() + sink.redact(f"FATAL: could not connect with {conninfo} ({' '.join(secrets)})")
+    shown = (
+        sink.describe() + sink.key() + sink.redact(f"FATAL: could not connect with {conninfo} ({' '.join(secrets)})")
+    )
     assert not [s for s in secrets if s in shown], shown
 
 
@@ -721,8 +786,11 @@ def test_postgres_connection_errors_name_the_sink_without_its_password(tmp_path)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # nothing listens there once closed
-    sink = PostgresSink(f"postgresql://cep:hunter2@127.0.0.1:{port}/alerts?password=hunter2",
-                        retry=RetryPolicy(max_attempts=1), connect_timeout=2)
+    sink = PostgresSink(
+        f"postgresql://cep:hunter2@127.0.0.1:{port}/alerts?password=hunter2",
+        retry=RetryPolicy(max_attempts=1),
+        connect_timeout=2,
+    )
     with pytest.raises(CepSinkError) as raised:
         sink.deliver([alert(1)], batch_id=3)
     message = str(raised.value)
@@ -744,8 +812,9 @@ def test_the_stream_command_takes_its_sinks_from_the_one_registry(tmp_path):
     assert all(kind in str(raised.value) for kind in [*SINK_ARGUMENTS, *FILE_SINKS])
     for kind, argument in SINK_ARGUMENTS.items():
         wrong = [kind, "a", "b"] if argument is not None else [kind, "a"]
-        with pytest.raises(UsageError, match=f"--sink {kind} " + ("needs exactly one " + argument if argument
-                                                                  else "takes no argument")):
+        with pytest.raises(
+            UsageError, match=f"--sink {kind} " + ("needs exactly one " + argument if argument else "takes no argument")
+        ):
             parse_sinks([wrong], dead_letter_dir=dead)
     specs = [["CSV"], ["console"], ["SQLite", str(tmp_path / "alerts.db")]]
     file_format, sinks = parse_sinks(specs, dead_letter_dir=dead)

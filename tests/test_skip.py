@@ -14,8 +14,19 @@ from hypothesis import strategies as st
 
 from cep.grammar.parser import parse
 from cep.matcher.plan import CompiledQuery
-from cep.matcher.program.skip import (FAIL, MATCH, PAST_LAST_ROW, TIMEOUT, TO_FIRST, TO_LAST, TO_NEXT_ROW,
-                                      UNDECIDED, SkipFailed, SkipRule, walk)
+from cep.matcher.program.skip import (
+    FAIL,
+    MATCH,
+    PAST_LAST_ROW,
+    TIMEOUT,
+    TO_FIRST,
+    TO_LAST,
+    TO_NEXT_ROW,
+    UNDECIDED,
+    SkipFailed,
+    SkipRule,
+    walk,
+)
 
 MODES = (PAST_LAST_ROW, TO_NEXT_ROW, TO_FIRST, TO_LAST)
 
@@ -30,8 +41,10 @@ def matches(draw):
     rule = SkipRule(mode, target, "T") if mode in (TO_FIRST, TO_LAST) else SkipRule(mode)
     count = draw(st.integers(0, 6))
     starts = np.array(sorted(draw(st.lists(st.integers(0, 40), min_size=count, max_size=count))), dtype=np.int64)
-    rows = np.array(draw(st.lists(st.lists(st.integers(0, 3), min_size=count, max_size=count),
-                                  min_size=items, max_size=items)), dtype=np.int64).reshape(items, count)
+    rows = np.array(
+        draw(st.lists(st.lists(st.integers(0, 3), min_size=count, max_size=count), min_size=items, max_size=items)),
+        dtype=np.int64,
+    ).reshape(items, count)
     return rule, item_labels, starts, rows
 
 
@@ -109,8 +122,10 @@ def test_the_walk_picks_the_starts_a_row_by_row_search_picks(case):
 
 
 def test_every_engine_reads_the_rule_the_machine_holds():
-    statement = parse("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n AFTER MATCH SKIP TO LAST B "
-                      "PATTERN (A B+ C) DEFINE A AS v = 0, B AS v = 1, C AS v = 2)")
+    statement = parse(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n AFTER MATCH SKIP TO LAST B "
+        "PATTERN (A B+ C) DEFINE A AS v = 0, B AS v = 1, C AS v = 2)"
+    )
     machine = CompiledQuery(statement).machine(("id", "v"))
     assert machine.skip == SkipRule(TO_LAST, frozenset({machine.label_names.index("B")}), "B")
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import cep
-from bench.soak import BAD_KINDS, SESSION_S, DELAY_S, check, make_input
+from bench.soak import BAD_KINDS, DELAY_S, SESSION_S, check, make_input
 from cep.spark_bridge.engine.keyed import KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.match_ids import statement_text
@@ -30,8 +30,9 @@ def soak_run():
     """A small soak input streamed in-process: (input, output frame as Spark's sink would hold it)."""
     soak = make_input(seed=5, files=80, rows_per_file=10, bad=0.05, late=0.05)
     query = cep.compile(QUERIES["vshape"])
-    engine = KeyedStream(query.plan, COLUMNS + ("id",), query_text=statement_text(query),
-                         session_timeout_us=SESSION_S * 1_000_000)
+    engine = KeyedStream(
+        query.plan, COLUMNS + ("id",), query_text=statement_text(query), session_timeout_us=SESSION_S * 1_000_000
+    )
     stream = LocalStream(engine, delay_ms=DELAY_S * 1000)
     records = []
     for lines in soak.files + [soak.last, []]:
@@ -69,7 +70,9 @@ def test_the_soak_check_finds_a_lost_match_a_duplicate_and_an_unaccounted_row(so
     soak, result = soak_run
     matches = result[result["cep_late_reason"].isna()]
     rejected = result[result["cep_late_reason"].isin(set(BAD_KINDS.values()))]
-    planted = pd.concat([result.drop(index=[matches.index[0], rejected.index[0]]), matches.iloc[[1]]], ignore_index=True)
+    planted = pd.concat(
+        [result.drop(index=[matches.index[0], rejected.index[0]]), matches.iloc[[1]]], ignore_index=True
+    )
     report = check(planted, soak)
     assert report["lost"] == 1  # the dropped match (its twin was planted as a duplicate of another)
     assert report["duplicated_match_ids"] == 1 and report["unexpected"] == 1

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from vshape_reference import normalize, vshape_matches
 
 from cep.spark_bridge.spark.types import normalize_type_name
-from vshape_reference import normalize, vshape_matches
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = REPO / "patterns" / "data" / "ticks.csv"
@@ -150,7 +150,9 @@ def test_cep_sql_over_a_temp_view(spark):
       MEASURES FIRST(A.id) AS first_id, LAST(C.id) AS last_id
       PATTERN (A B+ C+) DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
     got = sorted(tuple(r) for r in cep.sql(spark, text).collect())
-    expected = sorted(tuple(d.values()) for d in cep.compile(text).run([dict(symbol=s, id=i, price=p) for s, i, p in rows]))
+    expected = sorted(
+        tuple(d.values()) for d in cep.compile(text).run([dict(symbol=s, id=i, price=p) for s, i, p in rows])
+    )
     assert got == expected == [("A", 0, 5), ("A", 6, 8)]  # A B B C C C, then A B C
 
 
@@ -176,8 +178,10 @@ def test_arrow_batches_of_three_rows_keep_nulls_and_types(spark, rows_per_match)
     import cep
 
     prices = [5, 4, None, 3, 4, 5, 6, 2, 1, None, 2, 3, 3, 1, 2]
-    rows = [(symbol, i, None if p is None else float(p), datetime(2024, 1, 2, 9, 30, i // 3))
-            for i, (symbol, p) in enumerate(zip(["A", "B", None] * 5, prices))]
+    rows = [
+        (symbol, i, None if p is None else float(p), datetime(2024, 1, 2, 9, 30, i // 3))
+        for i, (symbol, p) in enumerate(zip(["A", "B", None] * 5, prices))
+    ]
     pdf = pd.DataFrame(rows, columns=["symbol", "id", "price", "ts"])
     text = f"""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts, id
       MEASURES FIRST(A.id) AS first_id, LAST(B.price) AS bottom, LAST(C.ts) AS end_ts, COUNT(*) AS n,
@@ -198,7 +202,8 @@ def test_arrow_batches_of_three_rows_keep_nulls_and_types(spark, rows_per_match)
     expected = q.run(pdf)
     assert len(expected) > 2
     assert sorted(map(repr, [tuple(map(_plain, r)) for r in got])) == sorted(
-        map(repr, [tuple(map(_plain, r)) for r in expected.itertuples(index=False)]))
+        map(repr, [tuple(map(_plain, r)) for r in expected.itertuples(index=False)])
+    )
     types = {field.name: field.dataType for field in out.schema.fields}
     assert isinstance(types["first_id"], T.LongType) and isinstance(types["end_ts"], T.TimestampType)
     assert isinstance(types["bottom"], T.DoubleType) and isinstance(types["n"], T.LongType)

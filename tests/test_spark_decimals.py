@@ -19,10 +19,16 @@ QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
 # Per type: the rows of one key, rising, so that the whole partition is one match.
 CASES = {
     "decimal(38,0)": ["12345678901234567890123456", "12345678901234567890123457", "22345678901234567890123457"],
-    "decimal(38,30)": ["1.123456789012345678901234567890", "2.123456789012345678901234567891",
-                       "7.999999999999999999999999999999"],
-    "decimal(38,10)": ["1234567890123456789012.0123456789", "1234567890123456789012.0123456790",
-                       "2234567890123456789012.9999999999"],
+    "decimal(38,30)": [
+        "1.123456789012345678901234567890",
+        "2.123456789012345678901234567891",
+        "7.999999999999999999999999999999",
+    ],
+    "decimal(38,10)": [
+        "1234567890123456789012.0123456789",
+        "1234567890123456789012.0123456790",
+        "2234567890123456789012.9999999999",
+    ],
 }
 
 
@@ -30,8 +36,10 @@ CASES = {
 @pytest.mark.parametrize("decimal_type", sorted(CASES))
 def test_sum_avg_and_a_difference_of_decimals_are_what_spark_sql_says(spark, decimal_type):
     values = [Decimal(text) for text in CASES[decimal_type]]
-    df = spark.createDataFrame([("a", dt.datetime(2024, 1, 1, 0, 0, i), v) for i, v in enumerate(values)],
-                               f"k string, ts timestamp, x {decimal_type}")
+    df = spark.createDataFrame(
+        [("a", dt.datetime(2024, 1, 1, 0, 0, i), v) for i, v in enumerate(values)],
+        f"k string, ts timestamp, x {decimal_type}",
+    )
     out = cep.compile(QUERY).on_spark(df)
     [row] = out.collect()
     assert row["n"] == len(values)
@@ -54,8 +62,9 @@ def test_a_decimal_result_spark_cannot_hold_fails_as_spark_sql_does(spark):
     """The AVG of DECIMAL(38,10) values with 28 digits before the point is a DECIMAL(38,14), which holds 24:
     Spark SQL raises NUMERIC_VALUE_OUT_OF_RANGE; cep raises its E0410 saying so, never a rounded number."""
     big = Decimal("1234567890123456789012345678.0123456789")
-    df = spark.createDataFrame([("a", dt.datetime(2024, 1, 1, 0, 0, i), big) for i in range(2)],
-                               "k string, ts timestamp, x decimal(38,10)")
+    df = spark.createDataFrame(
+        [("a", dt.datetime(2024, 1, 1, 0, 0, i), big) for i in range(2)], "k string, ts timestamp, x decimal(38,10)"
+    )
     df.createOrReplaceTempView("too_big")
     with pytest.raises(Exception, match="NUMERIC_VALUE_OUT_OF_RANGE"):
         spark.sql("SELECT AVG(x) FROM too_big").collect()

@@ -18,8 +18,11 @@ QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY "k`ey" ORDER BY "t.s"
   PATTERN (A B+) DEFINE B AS x > PREV(x))"""
 NAMES = ["k`ey", "t.s", "ts", "Ts", "x"]
 SCHEMA = "`k``ey` string, `t.s` timestamp, ts bigint, Ts bigint, x double"
-ROWS = [(key, dt.datetime(2024, 1, 1, 0, 0, i), 10 - i, i * i, x)
-        for key, xs in (("a", [5.0, 3.0, 4.0, 6.0, 2.0, 7.0]), ("b", [1.0, 2.0, 0.0, 1.0])) for i, x in enumerate(xs)]
+ROWS = [
+    (key, dt.datetime(2024, 1, 1, 0, 0, i), 10 - i, i * i, x)
+    for key, xs in (("a", [5.0, 3.0, 4.0, 6.0, 2.0, 7.0]), ("b", [1.0, 2.0, 0.0, 1.0]))
+    for i, x in enumerate(xs)
+]
 
 
 @pytest.mark.spark
@@ -30,7 +33,11 @@ def test_the_static_replay_takes_any_column_name_and_matches_as_the_python_engin
     # By hand: a rises over rows 1-3 (3, 4, 6) and 4-5 (2, 7); b over rows 0-1 (1, 2) and 2-3 (0, 1).
     # FIRST("ts") is 10 - i of the first row, LAST("Ts") is i * i of the last: ts and Ts are two columns.
     assert [(row["k`ey"], row["small_t"], row["big_t"], row["last_x"]) for row in expected] == [
-        ("a", 9, 9, 6.0), ("a", 6, 25, 7.0), ("b", 10, 1, 2.0), ("b", 8, 9, 1.0)]
+        ("a", 9, 9, 6.0),
+        ("a", 6, 25, 7.0),
+        ("b", 10, 1, 2.0),
+        ("b", 8, 9, 1.0),
+    ]
     df = spark.createDataFrame(ROWS, SCHEMA)
     assert df.columns == NAMES
     for options in ({}, {"match_ids": True}):
@@ -42,7 +49,10 @@ def test_the_static_replay_takes_any_column_name_and_matches_as_the_python_engin
 
 @pytest.mark.spark
 def test_a_stream_refuses_names_its_stateful_operator_cannot_carry(spark, tmp_path):
-    for schema, named in ((SCHEMA, "'k`ey'"), ("s string, `t.s` timestamp, ts bigint, Ts bigint, x double", "'ts' and 'Ts'")):
+    for schema, named in (
+        (SCHEMA, "'k`ey'"),
+        ("s string, `t.s` timestamp, ts bigint, Ts bigint, x double", "'ts' and 'Ts'"),
+    ):
         stream = spark.readStream.schema(schema).json(str(tmp_path))
         query = QUERY if "k``ey" in schema else QUERY.replace('"k`ey"', "s")
         with pytest.raises(cep.CepError) as raised:

@@ -17,8 +17,15 @@ COLUMNS = ["s", "the time", "x"]  # a name with a space: Spark's replay takes an
 QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY s ORDER BY "the time", x
   MEASURES COUNT(*) AS n, FIRST("the time") AS start, LAST(x) AS last_x
   AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) DEFINE B AS x > PREV(x))"""
-GOOD = [("a", 1.0, 1.0), ("a", 2.0, 2.0), ("a", 3.0, 3.0), ("b", 1.0, 5.0), ("b", 2.0, 6.0), ("a", 4.0, 1.0),
-        ("a", 5.0, 4.0)]
+GOOD = [
+    ("a", 1.0, 1.0),
+    ("a", 2.0, 2.0),
+    ("a", 3.0, 3.0),
+    ("b", 1.0, 5.0),
+    ("b", 2.0, 6.0),
+    ("a", 4.0, 1.0),
+    ("a", 5.0, 4.0),
+]
 # Each bad row with its reason (docs/reliability.md): NULL event time, NaN event time, NaN in another ORDER BY column.
 BAD = [(("a", None, 9.0), "null_event_time"), (("b", NAN, 7.0), "bad_event_time"), (("a", 2.5, NAN), "wrong_type")]
 MIXED = GOOD[:2] + [BAD[0][0]] + GOOD[2:5] + [BAD[1][0], BAD[2][0]] + GOOD[5:]

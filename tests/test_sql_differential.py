@@ -41,40 +41,113 @@ EXPRESSIONS = 24  # per example: Spark runs those the python engine answers in t
 ERRORS_CHECKED = 2
 TABLE = "sqld_events"
 
-COLUMNS = (("id", "INT"), ("i", "INT"), ("b", "BIGINT"), ("x", "DOUBLE"), ("dec", "DECIMAL(10,2)"), ("s", "STRING"),
-           ("ns", "STRING"), ("d", "DATE"), ("ts", "TIMESTAMP"), ("flag", "BOOLEAN"))
-ARROW = pa.schema([("id", pa.int32()), ("i", pa.int32()), ("b", pa.int64()), ("x", pa.float64()),
-                   ("dec", pa.decimal128(10, 2)), ("s", pa.string()), ("ns", pa.string()), ("d", pa.date32()),
-                   ("ts", pa.timestamp("us")), ("flag", pa.bool_())])
-STATEMENT_HEAD = (f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH "
-                  "PATTERN (A) DEFINE A AS TRUE) r)\n")
+COLUMNS = (
+    ("id", "INT"),
+    ("i", "INT"),
+    ("b", "BIGINT"),
+    ("x", "DOUBLE"),
+    ("dec", "DECIMAL(10,2)"),
+    ("s", "STRING"),
+    ("ns", "STRING"),
+    ("d", "DATE"),
+    ("ts", "TIMESTAMP"),
+    ("flag", "BOOLEAN"),
+)
+ARROW = pa.schema(
+    [
+        ("id", pa.int32()),
+        ("i", pa.int32()),
+        ("b", pa.int64()),
+        ("x", pa.float64()),
+        ("dec", pa.decimal128(10, 2)),
+        ("s", pa.string()),
+        ("ns", pa.string()),
+        ("d", pa.date32()),
+        ("ts", pa.timestamp("us")),
+        ("flag", pa.bool_()),
+    ]
+)
+STATEMENT_HEAD = (
+    f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH "
+    "PATTERN (A) DEFINE A AS TRUE) r)\n"
+)
 
 # Instants next to the edges where time arithmetic goes wrong: DST changes (Europe, US), year and month
 # ends, a leap day, the epoch.
-EDGES = [dt.datetime(2021, 3, 28, 0, 59, 59), dt.datetime(2021, 3, 28, 1, 30), dt.datetime(2021, 10, 31, 0, 30),
-         dt.datetime(2021, 3, 14, 7, 0, 0, 500000), dt.datetime(2021, 11, 7, 6, 30),
-         dt.datetime(2020, 12, 31, 23, 59, 59, 999999),
-         dt.datetime(2021, 1, 1), dt.datetime(2020, 2, 29, 12, 0, 0, 123456), dt.datetime(1970, 1, 1),
-         dt.datetime(1969, 12, 31, 23, 59, 59, 500000), dt.datetime(2019, 12, 30, 8, 15),
-         dt.datetime(2024, 12, 31, 15, 4, 5)]
+EDGES = [
+    dt.datetime(2021, 3, 28, 0, 59, 59),
+    dt.datetime(2021, 3, 28, 1, 30),
+    dt.datetime(2021, 10, 31, 0, 30),
+    dt.datetime(2021, 3, 14, 7, 0, 0, 500000),
+    dt.datetime(2021, 11, 7, 6, 30),
+    dt.datetime(2020, 12, 31, 23, 59, 59, 999999),
+    dt.datetime(2021, 1, 1),
+    dt.datetime(2020, 2, 29, 12, 0, 0, 123456),
+    dt.datetime(1970, 1, 1),
+    dt.datetime(1969, 12, 31, 23, 59, 59, 500000),
+    dt.datetime(2019, 12, 30, 8, 15),
+    dt.datetime(2024, 12, 31, 15, 4, 5),
+]
 TEXTS = ["", "a", "abc", "Ab-12,x", "ÄÖü", "日本", "naïve café", " padded ", "12", "-7", "0", "3.5", "2021-03-28"]
 NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647"]
 
 timestamps = st.one_of(st.sampled_from(EDGES), st.datetimes(dt.datetime(1999, 12, 25), dt.datetime(2031, 1, 5)))
-rows = st.lists(st.fixed_dictionaries({
-    "i": st.none() | st.integers(-1000, 1000), "b": st.none() | st.integers(-10**12, 10**12),
-    "x": st.none() | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3)),
-    "dec": st.none() | st.decimals(-10**6, 10**6, places=2, allow_nan=False, allow_infinity=False),
-    "s": st.none() | st.sampled_from(TEXTS), "ns": st.none() | st.sampled_from(NUMERIC_TEXTS),
-    "d": st.none() | timestamps.map(lambda t: t.date()), "ts": st.none() | timestamps,
-    "flag": st.none() | st.booleans(),
-}), min_size=1, max_size=6)
+rows = st.lists(
+    st.fixed_dictionaries(
+        {
+            "i": st.none() | st.integers(-1000, 1000),
+            "b": st.none() | st.integers(-(10**12), 10**12),
+            "x": st.none() | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3)),
+            "dec": st.none() | st.decimals(-(10**6), 10**6, places=2, allow_nan=False, allow_infinity=False),
+            "s": st.none() | st.sampled_from(TEXTS),
+            "ns": st.none() | st.sampled_from(NUMERIC_TEXTS),
+            "d": st.none() | timestamps.map(lambda t: t.date()),
+            "ts": st.none() | timestamps,
+            "flag": st.none() | st.booleans(),
+        }
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 # ------------------------------------------------------------------------------------------ expressions
 
 TYPES = ("INT", "BIGINT", "DOUBLE", "DECIMAL(10,2)", "STRING", "DATE", "TIMESTAMP", "BOOLEAN")
-FORMAT_FIELDS = ["yyyy", "yy", "y", "MM", "M", "MMM", "MMMM", "dd", "d", "D", "DDD", "HH", "H", "hh", "h", "mm", "m",
-                 "ss", "s", "SSS", "SSSSSS", "a", "E", "EEE", "EEEE", "DD", "k", "SS", "YYYY", "u", "LLL", "Q", "G"]
+FORMAT_FIELDS = [
+    "yyyy",
+    "yy",
+    "y",
+    "MM",
+    "M",
+    "MMM",
+    "MMMM",
+    "dd",
+    "d",
+    "D",
+    "DDD",
+    "HH",
+    "H",
+    "hh",
+    "h",
+    "mm",
+    "m",
+    "ss",
+    "s",
+    "SSS",
+    "SSSSSS",
+    "a",
+    "E",
+    "EEE",
+    "EEEE",
+    "DD",
+    "k",
+    "SS",
+    "YYYY",
+    "u",
+    "LLL",
+    "Q",
+    "G",
+]
 SEPARATORS = ["-", ":", " ", "/", ".", ""]
 PARSE_PATTERNS = ["yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd", "dd/MM/yyyy HH:mm", "yyyyMMdd", "MM/dd/yyyy", "yyyy-MM-dd HH:mm"]
 TRUNC_UNITS = ["YEAR", "yyyy", "YY", "QUARTER", "MONTH", "MM", "MON", "WEEK", "DAY", "DD", "HOUR"]
@@ -82,54 +155,180 @@ DATE_TRUNC_UNITS = TRUNC_UNITS + ["MINUTE", "SECOND", "MILLISECOND"]
 
 # The templates of each type: ``{T}`` is an expression of type T (INT, NUM: any number, ANY: any type).
 TEMPLATES: dict[str, list[str]] = {
-    "INT": ["i", "id", "{lit_int}", "length({STRING})", "year({DATE})", "month({TIMESTAMP})", "day({DATE})",
-            "hour({TIMESTAMP})", "minute({TIMESTAMP})", "second({TIMESTAMP})", "dayofweek({DATE})",
-            "dayofyear({DATE})", "weekofyear({DATE})", "quarter({TIMESTAMP})", "datediff({DATE}, {DATE})",
-            "abs({INT})", "({INT} + {INT})", "({INT} - {INT})", "({INT} * {INT})", "({INT} % {INT})",
-            "({INT} div {INT})", "coalesce({INT}, {INT})", "nvl({INT}, {INT})",
-            "CASE WHEN {BOOLEAN} THEN {INT} ELSE {INT} END",
-            "if({BOOLEAN}, {INT}, {INT})", "greatest({INT}, {INT})", "least({INT}, {INT})", "instr({STRING}, 'a')",
-            "CAST({ANY} AS INT)", "{ANY}::int", "extract(MONTH FROM {DATE})", "ascii({STRING})", "mod({INT}, {INT})"],
-    "BIGINT": ["b", "CAST({ANY} AS BIGINT)", "{ANY}::bigint", "unix_timestamp({TIMESTAMP})", "unix_timestamp({DATE})",
-               "unix_timestamp({PARSED})", "({BIGINT} + {INT})", "floor({DOUBLE})", "ceil({DOUBLE})",
-               "unix_timestamp(date_format({TIMESTAMP}, '{parse}'), '{parse}')"],
-    "DOUBLE": ["x", "({NUM} / {NUM})", "sqrt(abs({NUM}))", "ln(abs({NUM}) + 1)", "power({DOUBLE}, 2)",
-               "round({DOUBLE}, 2)", "CAST({ANY} AS DOUBLE)", "{ANY}::double", "({DOUBLE} * {INT})", "exp({lit_int})",
-               "abs({DOUBLE})", "nvl({DOUBLE}, 0.5D)"],
-    "DECIMAL(10,2)": ["dec", "({DECIMAL(10,2)} + {DECIMAL(10,2)})", "({DECIMAL(10,2)} * 2)",
-                      "round({DECIMAL(10,2)}, 1)", "abs({DECIMAL(10,2)})", "CAST({ANY} AS DECIMAL(10,2))",
-                      "{ANY}::decimal(12,3)", "-{DECIMAL(10,2)}"],
-    "STRING": ["s", "ns", "{lit_str}", "upper({STRING})", "lower({STRING})", "trim({STRING})", "ltrim({STRING})",
-               "concat({STRING}, {STRING})", "concat_ws('-', {STRING}, {STRING})", "substr({STRING}, {small}, {small})",
-               "substring({STRING}, {small})", "replace({STRING}, 'a', 'b')", "lpad({STRING}, 5, '*')",
-               "rpad({STRING}, 4, '.')", "reverse({STRING})", "date_format({TIMESTAMP}, '{pattern}')",
-               "date_format({DATE}, '{pattern}')", "to_char({DATE}, '{pattern}')", "to_char({TIMESTAMP}, '{pattern}')",
-               "CAST({ANY} AS STRING)", "{ANY}::string", "nvl({STRING}, '')", "({STRING} || {STRING})",
-               "left({STRING}, 2)", "right({STRING}, 2)", "initcap({STRING})", "repeat({STRING}, 2)"],
-    "DATE": ["d", "to_date({TIMESTAMP})", "date_add({DATE}, {small})", "date_sub({DATE}, {small})",
-             "trunc({DATE}, '{trunc}')", "trunc({TIMESTAMP}, '{trunc}')", "CAST({ANY} AS DATE)", "{ANY}::date",
-             "last_day({DATE})", "add_months({DATE}, {small})",
-             "to_date(date_format({DATE}, '{parse_date}'), '{parse_date}')",
-             "coalesce({DATE}, DATE '2000-01-01')", "DATE '2021-03-28'"],
-    "TIMESTAMP": ["ts", "CAST({ANY} AS TIMESTAMP)", "{ANY}::timestamp", "date_trunc('{date_trunc}', {TIMESTAMP})",
-                  "({TIMESTAMP} + INTERVAL 1 HOUR)", "({TIMESTAMP} - INTERVAL '30' MINUTE)", "{PARSED}",
-                  "to_timestamp({STRING})", "TIMESTAMP '2021-03-28 01:30:00'", "greatest({TIMESTAMP}, {TIMESTAMP})"],
-    "BOOLEAN": ["flag", "({NUM} < {NUM})", "({STRING} = {STRING})", "({ANY} IS NULL)", "({DATE} <= {DATE})",
-                "({TIMESTAMP} > {TIMESTAMP})", "({STRING} LIKE 'a%')", "({STRING} RLIKE '[0-9]')", "(NOT {BOOLEAN})",
-                "({BOOLEAN} AND {BOOLEAN})", "({BOOLEAN} OR {BOOLEAN})", "({INT} IN (1, 2, 3))",
-                "({NUM} BETWEEN -10 AND 10)", "({ANY} <=> {ANY})", "CAST({ANY} AS BOOLEAN)",
-                "startswith({STRING}, 'a')",
-                "({DATE} = {TIMESTAMP})"],
+    "INT": [
+        "i",
+        "id",
+        "{lit_int}",
+        "length({STRING})",
+        "year({DATE})",
+        "month({TIMESTAMP})",
+        "day({DATE})",
+        "hour({TIMESTAMP})",
+        "minute({TIMESTAMP})",
+        "second({TIMESTAMP})",
+        "dayofweek({DATE})",
+        "dayofyear({DATE})",
+        "weekofyear({DATE})",
+        "quarter({TIMESTAMP})",
+        "datediff({DATE}, {DATE})",
+        "abs({INT})",
+        "({INT} + {INT})",
+        "({INT} - {INT})",
+        "({INT} * {INT})",
+        "({INT} % {INT})",
+        "({INT} div {INT})",
+        "coalesce({INT}, {INT})",
+        "nvl({INT}, {INT})",
+        "CASE WHEN {BOOLEAN} THEN {INT} ELSE {INT} END",
+        "if({BOOLEAN}, {INT}, {INT})",
+        "greatest({INT}, {INT})",
+        "least({INT}, {INT})",
+        "instr({STRING}, 'a')",
+        "CAST({ANY} AS INT)",
+        "{ANY}::int",
+        "extract(MONTH FROM {DATE})",
+        "ascii({STRING})",
+        "mod({INT}, {INT})",
+    ],
+    "BIGINT": [
+        "b",
+        "CAST({ANY} AS BIGINT)",
+        "{ANY}::bigint",
+        "unix_timestamp({TIMESTAMP})",
+        "unix_timestamp({DATE})",
+        "unix_timestamp({PARSED})",
+        "({BIGINT} + {INT})",
+        "floor({DOUBLE})",
+        "ceil({DOUBLE})",
+        "unix_timestamp(date_format({TIMESTAMP}, '{parse}'), '{parse}')",
+    ],
+    "DOUBLE": [
+        "x",
+        "({NUM} / {NUM})",
+        "sqrt(abs({NUM}))",
+        "ln(abs({NUM}) + 1)",
+        "power({DOUBLE}, 2)",
+        "round({DOUBLE}, 2)",
+        "CAST({ANY} AS DOUBLE)",
+        "{ANY}::double",
+        "({DOUBLE} * {INT})",
+        "exp({lit_int})",
+        "abs({DOUBLE})",
+        "nvl({DOUBLE}, 0.5D)",
+    ],
+    "DECIMAL(10,2)": [
+        "dec",
+        "({DECIMAL(10,2)} + {DECIMAL(10,2)})",
+        "({DECIMAL(10,2)} * 2)",
+        "round({DECIMAL(10,2)}, 1)",
+        "abs({DECIMAL(10,2)})",
+        "CAST({ANY} AS DECIMAL(10,2))",
+        "{ANY}::decimal(12,3)",
+        "-{DECIMAL(10,2)}",
+    ],
+    "STRING": [
+        "s",
+        "ns",
+        "{lit_str}",
+        "upper({STRING})",
+        "lower({STRING})",
+        "trim({STRING})",
+        "ltrim({STRING})",
+        "concat({STRING}, {STRING})",
+        "concat_ws('-', {STRING}, {STRING})",
+        "substr({STRING}, {small}, {small})",
+        "substring({STRING}, {small})",
+        "replace({STRING}, 'a', 'b')",
+        "lpad({STRING}, 5, '*')",
+        "rpad({STRING}, 4, '.')",
+        "reverse({STRING})",
+        "date_format({TIMESTAMP}, '{pattern}')",
+        "date_format({DATE}, '{pattern}')",
+        "to_char({DATE}, '{pattern}')",
+        "to_char({TIMESTAMP}, '{pattern}')",
+        "CAST({ANY} AS STRING)",
+        "{ANY}::string",
+        "nvl({STRING}, '')",
+        "({STRING} || {STRING})",
+        "left({STRING}, 2)",
+        "right({STRING}, 2)",
+        "initcap({STRING})",
+        "repeat({STRING}, 2)",
+    ],
+    "DATE": [
+        "d",
+        "to_date({TIMESTAMP})",
+        "date_add({DATE}, {small})",
+        "date_sub({DATE}, {small})",
+        "trunc({DATE}, '{trunc}')",
+        "trunc({TIMESTAMP}, '{trunc}')",
+        "CAST({ANY} AS DATE)",
+        "{ANY}::date",
+        "last_day({DATE})",
+        "add_months({DATE}, {small})",
+        "to_date(date_format({DATE}, '{parse_date}'), '{parse_date}')",
+        "coalesce({DATE}, DATE '2000-01-01')",
+        "DATE '2021-03-28'",
+    ],
+    "TIMESTAMP": [
+        "ts",
+        "CAST({ANY} AS TIMESTAMP)",
+        "{ANY}::timestamp",
+        "date_trunc('{date_trunc}', {TIMESTAMP})",
+        "({TIMESTAMP} + INTERVAL 1 HOUR)",
+        "({TIMESTAMP} - INTERVAL '30' MINUTE)",
+        "{PARSED}",
+        "to_timestamp({STRING})",
+        "TIMESTAMP '2021-03-28 01:30:00'",
+        "greatest({TIMESTAMP}, {TIMESTAMP})",
+    ],
+    "BOOLEAN": [
+        "flag",
+        "({NUM} < {NUM})",
+        "({STRING} = {STRING})",
+        "({ANY} IS NULL)",
+        "({DATE} <= {DATE})",
+        "({TIMESTAMP} > {TIMESTAMP})",
+        "({STRING} LIKE 'a%')",
+        "({STRING} RLIKE '[0-9]')",
+        "(NOT {BOOLEAN})",
+        "({BOOLEAN} AND {BOOLEAN})",
+        "({BOOLEAN} OR {BOOLEAN})",
+        "({INT} IN (1, 2, 3))",
+        "({NUM} BETWEEN -10 AND 10)",
+        "({ANY} <=> {ANY})",
+        "CAST({ANY} AS BOOLEAN)",
+        "startswith({STRING}, 'a')",
+        "({DATE} = {TIMESTAMP})",
+    ],
 }
-AGGREGATES = ["count(*)", "count({ANY})", "sum({INT})", "sum({DECIMAL(10,2)})", "avg({INT})", "avg({DOUBLE})",
-              "min({ANY})", "max({ANY})", "count(DISTINCT {ANY})", "sum({DOUBLE})",
-              "max(coalesce({DATE}, DATE '9999-12-31'))",
-              "bool_and({BOOLEAN})", "count_if({BOOLEAN})", "stddev({DOUBLE})"]
-WINDOWS = ["row_number() OVER (ORDER BY id)", "sum({INT}) OVER (ORDER BY id)", "lag({ANY}) OVER (ORDER BY id)",
-           "lead({ANY}, 1) OVER (ORDER BY id)", "rank() OVER (PARTITION BY flag ORDER BY id)",
-           "count(*) OVER (PARTITION BY flag)",
-           "max({ANY}) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
-           "first_value({ANY}) OVER (ORDER BY id)", "dense_rank() OVER (ORDER BY {INT})"]
+AGGREGATES = [
+    "count(*)",
+    "count({ANY})",
+    "sum({INT})",
+    "sum({DECIMAL(10,2)})",
+    "avg({INT})",
+    "avg({DOUBLE})",
+    "min({ANY})",
+    "max({ANY})",
+    "count(DISTINCT {ANY})",
+    "sum({DOUBLE})",
+    "max(coalesce({DATE}, DATE '9999-12-31'))",
+    "bool_and({BOOLEAN})",
+    "count_if({BOOLEAN})",
+    "stddev({DOUBLE})",
+]
+WINDOWS = [
+    "row_number() OVER (ORDER BY id)",
+    "sum({INT}) OVER (ORDER BY id)",
+    "lag({ANY}) OVER (ORDER BY id)",
+    "lead({ANY}, 1) OVER (ORDER BY id)",
+    "rank() OVER (PARTITION BY flag ORDER BY id)",
+    "count(*) OVER (PARTITION BY flag)",
+    "max({ANY}) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+    "first_value({ANY}) OVER (ORDER BY id)",
+    "dense_rank() OVER (ORDER BY {INT})",
+]
 
 
 @st.composite
@@ -157,7 +356,7 @@ def _fill(draw, template: str, depth: int) -> str:
             return "".join(out)
         end = template.index("}", start)
         out.append(template[position:start])
-        name = template[start + 1:end]
+        name = template[start + 1 : end]
         if name in ("parse", "parse_date"):
             drawn.setdefault(name, _hole(draw, name, depth))
             out.append(drawn[name])
@@ -208,14 +407,23 @@ def statement(shape: str, items: list[tuple[str, str]]) -> str:
 
 # ------------------------------------------------------------------------------------------ comparing
 
+
 def family_of_spark(type_name: str) -> str:
     name = type_name.lower()
     if name in ("tinyint", "smallint", "int", "bigint"):
         return "integer"
     if name in ("float", "double"):
         return "floating"
-    for prefix, family in (("decimal", "decimal"), ("string", "text"), ("varchar", "text"), ("date", "date"),
-                           ("timestamp", "timestamp"), ("boolean", "boolean"), ("array", "array"), ("void", "null")):
+    for prefix, family in (
+        ("decimal", "decimal"),
+        ("string", "text"),
+        ("varchar", "text"),
+        ("date", "date"),
+        ("timestamp", "timestamp"),
+        ("boolean", "boolean"),
+        ("array", "array"),
+        ("void", "null"),
+    ):
         if name.startswith(prefix):
             return family
     return name
@@ -247,9 +455,9 @@ def same_value(left, right) -> bool:
     if left is None or right is None:
         return left is None and right is None
     if isinstance(left, dt.datetime) and left.tzinfo is not None:
-        left = left.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        left = left.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(right, dt.datetime) and right.tzinfo is not None:
-        right = right.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        right = right.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(left, (float, Decimal)) or isinstance(right, (float, Decimal)):
         if isinstance(left, bool) or isinstance(right, bool):
             return False
@@ -298,13 +506,16 @@ def check_case(spark, data: list[dict], picked: list[tuple[str, str]]) -> list[s
     from pyspark.sql.types import _parse_datatype_string
 
     table = pa.Table.from_pylist([{"id": n, **row} for n, row in enumerate(data)], schema=ARROW)
-    spark_rows = [tuple(([n] + [row[c] for c, _ in COLUMNS[1:]])) for n, row in enumerate(data)]
+    spark_rows = [tuple([n] + [row[c] for c, _ in COLUMNS[1:]]) for n, row in enumerate(data)]
     schema = _parse_datatype_string(", ".join(f"{name} {kind}" for name, kind in COLUMNS))
     spark.createDataFrame(spark_rows, schema).createOrReplaceTempView(TABLE)
     problems: list[str] = []
     for shape in ("row", "aggregate"):
-        items = [(f"c{n}", expression) for n, (kind, expression) in enumerate(picked)
-                 if (kind == "aggregate") == (shape == "aggregate")]
+        items = [
+            (f"c{n}", expression)
+            for n, (kind, expression) in enumerate(picked)
+            if (kind == "aggregate") == (shape == "aggregate")
+        ]
         answered, failed = [], []
         for name, expression, answer in python_answers(shape, items, table) if items else []:
             if isinstance(answer, cep.CepError):
@@ -350,8 +561,10 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
 
 
 @pytest.mark.spark
-@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                                        HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(case=cases())
 def test_the_python_engine_gives_sparks_answer_or_refuses(spark, case) -> None:
     data, picked = case
@@ -371,6 +584,7 @@ def test_the_python_engine_raises_nothing_but_cep_errors(case, cut, junk) -> Non
         for text in (expression, broken):
             try:
                 cep.compile_sql(statement("aggregate" if shape == "aggregate" else "row", [("c0", text)])).run(
-                    {TABLE: table}, kind="arrow")
+                    {TABLE: table}, kind="arrow"
+                )
             except cep.CepError as error:
                 assert "Traceback" not in str(error)

@@ -46,10 +46,16 @@ def wrapped(pattern: Path) -> tuple[str, str]:
     inner = re.sub(r"\bORDER BY [^)]*$", "", inner.strip().rstrip(";"), flags=re.S)  # the outer ORDER BY, if any
     key = clause.statement.match.partition_by[0].column.name if clause.statement.match.partition_by else None
     key = key or "n"
-    grouped = f"(SELECT {key}, COUNT(*) AS matches FROM m GROUP BY {key})" if key != "n" else "(SELECT COUNT(*) AS matches FROM m)"
+    grouped = (
+        f"(SELECT {key}, COUNT(*) AS matches FROM m GROUP BY {key})"
+        if key != "n"
+        else "(SELECT COUNT(*) AS matches FROM m)"
+    )
     on = f"g.{key} <=> d.{key}" if key != "n" else "TRUE"
-    statement = (f"WITH src AS (SELECT * FROM events),\nm AS (\n{inner}\n),\nd AS (SELECT DISTINCT * FROM m)\n"
-                 f"SELECT d.*, g.matches FROM d JOIN {grouped} g ON {on}")
+    statement = (
+        f"WITH src AS (SELECT * FROM events),\nm AS (\n{inner}\n),\nd AS (SELECT DISTINCT * FROM m)\n"
+        f"SELECT d.*, g.matches FROM d JOIN {grouped} g ON {on}"
+    )
     return statement, key
 
 
@@ -104,14 +110,18 @@ def test_wrapped_patterns_on_the_python_engine_count_each_partitions_matches():
         want = alone.groupby(key, dropna=False).size() if key in alone.columns else None
         if want is not None:
             assert {k: int(v) for k, v in want.items()} == {
-                k: int(v) for k, v in got.groupby(key, dropna=False)["matches"].first().items()}, pattern.name
+                k: int(v) for k, v in got.groupby(key, dropna=False)["matches"].first().items()
+            }, pattern.name
 
 
 # ------------------------------------------------------------------------------------------ the parts
 
 
-ROWS = [{"k": k, "t": t, "v": v} for k, values in (("b", [5, 4, 3, 6, 2, 1, 7]), ("a", [1, 0, 2, 3, 1, 4, 0]))
-        for t, v in enumerate(values)]
+ROWS = [
+    {"k": k, "t": t, "v": v}
+    for k, values in (("b", [5, 4, 3, 6, 2, 1, 7]), ("a", [1, 0, 2, 3, 1, 4, 0]))
+    for t, v in enumerate(values)
+]
 DIPS = "PARTITION BY k ORDER BY t MEASURES FIRST(A.t) AS s, LAST(B.v) AS low PATTERN (A B+) DEFINE B AS B.v < PREV(B.v)"
 
 
@@ -159,7 +169,8 @@ def test_rows_come_in_the_order_the_query_defines():
 
 def test_double_quotes_name_columns_in_the_whole_statement():
     rows = cep.compile_sql(f'SELECT "k", low AS "Low #" FROM t MATCH_RECOGNIZE ({DIPS}) m ORDER BY "Low #" DESC').run(
-        {"t": ROWS})
+        {"t": ROWS}
+    )
     assert [(r["k"], r["Low #"]) for r in rows] == [("b", 3), ("a", 1), ("b", 1), ("a", 0), ("a", 0)]
 
 
@@ -171,12 +182,15 @@ def test_rendering_quotes_generated_names_and_maps_positions_back():
     assert rendered.position(rendered.text.index("JOIN")) == text.index("JOIN")
 
 
-@pytest.mark.parametrize("text,code,where", [
-    ("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true) m GROUP BY k HAVING", "E0130", "HAVING"),
-    ("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A B) DEFINE C AS true) m", "E0202", "C AS"),
-    ("SELECT 1", "E0133", "SELECT"),
-    ("SELECT * FROM MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true)", "E0132", "MATCH_RECOGNIZE"),
-])
+@pytest.mark.parametrize(
+    "text,code,where",
+    [
+        ("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true) m GROUP BY k HAVING", "E0130", "HAVING"),
+        ("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A B) DEFINE C AS true) m", "E0202", "C AS"),
+        ("SELECT 1", "E0133", "SELECT"),
+        ("SELECT * FROM MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS true)", "E0132", "MATCH_RECOGNIZE"),
+    ],
+)
 def test_check_points_into_the_users_text(text, code, where):
     with pytest.raises(cep.CepError) as caught:
         cep.check_sql(text)
@@ -199,8 +213,10 @@ def test_cep_run_and_check_on_a_whole_statement(tmp_path, capsys):
     limits = tmp_path / "limits.csv"
     limits.write_text("k,floor\na,1\nb,2\n")
     query = tmp_path / "q.sql"
-    query.write_text(f"SELECT m.k, m.low, l.floor FROM '{events.name}' MATCH_RECOGNIZE ({DIPS}) m\n"
-                     "JOIN limits l ON l.k = m.k WHERE m.low < l.floor")
+    query.write_text(
+        f"SELECT m.k, m.low, l.floor FROM '{events.name}' MATCH_RECOGNIZE ({DIPS}) m\n"
+        "JOIN limits l ON l.k = m.k WHERE m.low < l.floor"
+    )
     assert main(["check", str(query)]) == 0
     here = Path.cwd()
     try:
@@ -246,8 +262,11 @@ def test_spark_orders_rows_as_the_query_defines_and_reads_subqueries(spark):
     spark.createDataFrame(pa.Table.from_pylist(ROWS).to_pandas()).createOrReplaceTempView("t")
     frame = cep.sql(spark, f"SELECT k, s FROM t MATCH_RECOGNIZE ({DIPS}) m", ordered=True)
     assert [tuple(r) for r in frame.collect()] == [("a", 0), ("a", 3), ("a", 5), ("b", 0), ("b", 3)]
-    frame = cep.sql(spark, "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY t MEASURES A.v AS v "
-                           "PATTERN (A) DEFINE A AS A.v > (SELECT AVG(v) + 2 FROM t) AND A.k IN (SELECT 'b'))")
+    frame = cep.sql(
+        spark,
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY t MEASURES A.v AS v "
+        "PATTERN (A) DEFINE A AS A.v > (SELECT AVG(v) + 2 FROM t) AND A.k IN (SELECT 'b'))",
+    )
     assert sorted(tuple(r) for r in frame.collect()) == [("b", 5), ("b", 6), ("b", 7)]
 
 
@@ -256,21 +275,31 @@ def test_a_stream_through_a_whole_statement(spark, tmp_path):
     """A stream joined to a static table after matching, a scalar subquery in DEFINE: as Spark allows."""
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / "1.json").write_text("".join(
-        f'{{"k": "{r["k"]}", "t": "2024-01-01 00:00:{r["t"]:02d}", "v": {r["v"]}}}\n' for r in ROWS))
+    (folder / "1.json").write_text(
+        "".join(f'{{"k": "{r["k"]}", "t": "2024-01-01 00:00:{r["t"]:02d}", "v": {r["v"]}}}\n' for r in ROWS)
+    )
     spark.readStream.schema("k STRING, t TIMESTAMP, v INT").json(str(folder)).createOrReplaceTempView("s")
     spark.createDataFrame([("a", "alpha"), ("b", "beta")], "k string, name string").createOrReplaceTempView("names")
-    frame = cep.sql(spark, """
+    frame = cep.sql(
+        spark,
+        """
         SELECT n.name, m.low FROM s MATCH_RECOGNIZE (
           PARTITION BY k ORDER BY t MEASURES LAST(B.v) AS low
           PATTERN (A B+) DEFINE B AS B.v < PREV(B.v) AND B.v < (SELECT 100)) m
-        JOIN names n ON n.k = m.k""", watermark="0 seconds")
+        JOIN names n ON n.k = m.k""",
+        watermark="0 seconds",
+    )
     assert frame.isStreaming
-    query = frame.writeStream.format("memory").queryName("wholestream").option(
-        "checkpointLocation", str(tmp_path / "chk")).start()
+    query = (
+        frame.writeStream.format("memory")
+        .queryName("wholestream")
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .start()
+    )
     try:
-        (folder / "2.json").write_text('{"k": "a", "t": "2024-01-01 00:01:00", "v": 9}\n'
-                                       '{"k": "b", "t": "2024-01-01 00:01:00", "v": 9}\n')
+        (folder / "2.json").write_text(
+            '{"k": "a", "t": "2024-01-01 00:01:00", "v": 9}\n{"k": "b", "t": "2024-01-01 00:01:00", "v": 9}\n'
+        )
         query.processAllAvailable()
         got = sorted(tuple(r) for r in spark.table("wholestream").collect())
     finally:
@@ -287,18 +316,24 @@ def test_a_window_function_inside_a_clause_runs_over_its_partition():
           DEFINE A AS v > AVG(v) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) m""")
     window = statement.clauses[0].subqueries[0]
     assert (window.kind, window.partition, window.order) == ("window", ("k",), (("t", False),))
-    assert statement.run({"t": ROWS}) == [{"k": "a", "t": t} for t in (2, 3, 5)] + [{"k": "b", "t": t} for t in (0, 3, 6)]
+    assert statement.run({"t": ROWS}) == [{"k": "a", "t": t} for t in (2, 3, 5)] + [
+        {"k": "b", "t": t} for t in (0, 3, 6)
+    ]
 
 
 @pytest.mark.spark
 def test_both_engines_print_the_same_table(spark, tmp_path, capsys):
     """Dates, timestamps and NULL in an integer column print alike; rows in the order the query defines."""
     events = tmp_path / "events.csv"
-    events.write_text("k,ts,v\n" + "".join(f"{r['k']},2024-01-0{1 + r['t'] % 3} 10:00:0{r['t']},{r['v']}\n" for r in ROWS))
+    events.write_text(
+        "k,ts,v\n" + "".join(f"{r['k']},2024-01-0{1 + r['t'] % 3} 10:00:0{r['t']},{r['v']}\n" for r in ROWS)
+    )
     query = tmp_path / "q.sql"
-    query.write_text("SELECT k, low, CAST(ts AS DATE) AS day, ts FROM events MATCH_RECOGNIZE (\n"
-                     "  PARTITION BY k ORDER BY ts MEASURES LAST(B.v) AS low ALL ROWS PER MATCH\n"
-                     "  PATTERN (A B+) DEFINE B AS B.v < PREV(B.v)) m")
+    query.write_text(
+        "SELECT k, low, CAST(ts AS DATE) AS day, ts FROM events MATCH_RECOGNIZE (\n"
+        "  PARTITION BY k ORDER BY ts MEASURES LAST(B.v) AS low ALL ROWS PER MATCH\n"
+        "  PATTERN (A B+) DEFINE B AS B.v < PREV(B.v)) m"
+    )
     tables = {}
     for engine in ("python", "spark"):
         assert main(["run", str(query), "-i", str(events), "--engine", engine]) == 0

@@ -25,11 +25,14 @@ ROWS = [
     {"id": 3, "ts": dt.datetime(2021, 3, 28, 1, 30, 5, 123456), "d": dt.date(2021, 1, 3), "x": None, "s": None},
     {"id": 4, "ts": dt.datetime(2024, 12, 31, 15, 4, 5), "d": dt.date(2024, 2, 29), "x": 0.5, "s": "+7"},
 ]
-ARROW = pa.schema([("id", pa.int32()), ("ts", pa.timestamp("us")), ("d", pa.date32()), ("x", pa.float64()),
-                   ("s", pa.string())])
+ARROW = pa.schema(
+    [("id", pa.int32()), ("ts", pa.timestamp("us")), ("d", pa.date32()), ("x", pa.float64()), ("s", pa.string())]
+)
 SPARK_SCHEMA = "id INT, ts TIMESTAMP, d DATE, x DOUBLE, s STRING"
-HEAD = (f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.ts AS first_ts, A.d AS start_date, "
-        "A.x AS x, A.s AS s ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE) r)\n")
+HEAD = (
+    f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.ts AS first_ts, A.d AS start_date, "
+    "A.x AS x, A.s AS s ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE) r)\n"
+)
 
 
 def statement(expression: str) -> str:
@@ -54,14 +57,33 @@ def spark_values(spark, expression: str) -> list:
 
 # The issue's silent wrong answers and rough edges, and the casts sqlglot wrote as TRY_CAST or DuckDB rounds.
 SAME_ON_BOTH = [
-    "CAST(first_ts AS BIGINT)", "CAST(first_ts AS INT)", "first_ts::bigint", "CAST(first_ts AS DOUBLE)",
-    "TO_CHAR(start_date, 'yyyy-MM-dd')", "DATE_FORMAT(first_ts, 'yyyy-MM-dd HH:mm:ss.SSS a EEE MMM')",
-    "unix_timestamp(first_ts)", "unix_timestamp(start_date)", "TRUNC(first_ts, 'MM')", "TRUNC(start_date, 'YEAR')",
-    "TRUNC(start_date, 'DD')", "date_trunc('MM', first_ts)", "date_trunc('HOUR', first_ts)", "CAST(x AS INT)",
-    "TRY_CAST(x AS INT)", "CAST(s AS INT)", "TRY_CAST(s AS BIGINT)", "CAST(start_date AS TIMESTAMP)",
+    "CAST(first_ts AS BIGINT)",
+    "CAST(first_ts AS INT)",
+    "first_ts::bigint",
+    "CAST(first_ts AS DOUBLE)",
+    "TO_CHAR(start_date, 'yyyy-MM-dd')",
+    "DATE_FORMAT(first_ts, 'yyyy-MM-dd HH:mm:ss.SSS a EEE MMM')",
+    "unix_timestamp(first_ts)",
+    "unix_timestamp(start_date)",
+    "TRUNC(first_ts, 'MM')",
+    "TRUNC(start_date, 'YEAR')",
+    "TRUNC(start_date, 'DD')",
+    "date_trunc('MM', first_ts)",
+    "date_trunc('HOUR', first_ts)",
+    "CAST(x AS INT)",
+    "TRY_CAST(x AS INT)",
+    "CAST(s AS INT)",
+    "TRY_CAST(s AS BIGINT)",
+    "CAST(start_date AS TIMESTAMP)",
     "to_date(date_format(start_date, 'dd/MM/yyyy'), 'dd/MM/yyyy')",
-    "to_timestamp(date_format(first_ts, 'yyyy-MM-dd HH:mm'), 'yyyy-MM-dd HH:mm')", "CAST(first_ts AS STRING)",
-    "dayofweek(start_date)", "date_add(start_date, 1)", "7 / 2", "unix_timestamp(first_ts) DIV 7", "round(x, 0)", "floor(x)",
+    "to_timestamp(date_format(first_ts, 'yyyy-MM-dd HH:mm'), 'yyyy-MM-dd HH:mm')",
+    "CAST(first_ts AS STRING)",
+    "dayofweek(start_date)",
+    "date_add(start_date, 1)",
+    "7 / 2",
+    "unix_timestamp(first_ts) DIV 7",
+    "round(x, 0)",
+    "floor(x)",
 ]
 
 
@@ -81,8 +103,17 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("expression", ["x / 0", "CAST('abc' AS INT)", "CAST(s || 'x' AS INT)", "id % 0",
-                                        "DATE_FORMAT(first_ts, 'YYYY')", "to_timestamp('2020-1-05', 'yyyy-MM-dd')"])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "x / 0",
+        "CAST('abc' AS INT)",
+        "CAST(s || 'x' AS INT)",
+        "id % 0",
+        "DATE_FORMAT(first_ts, 'YYYY')",
+        "to_timestamp('2020-1-05', 'yyyy-MM-dd')",
+    ],
+)
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
@@ -93,8 +124,34 @@ def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
 
 # ------------------------------------------------------------------------------------ datetime patterns
 
-FORMAT_FIELDS = ["y", "yy", "yyyy", "M", "MM", "MMM", "MMMM", "d", "dd", "D", "DDD", "H", "HH", "h", "hh", "m", "mm",
-                 "s", "ss", "SSS", "SSSSSS", "a", "E", "EE", "EEE", "EEEE"]
+FORMAT_FIELDS = [
+    "y",
+    "yy",
+    "yyyy",
+    "M",
+    "MM",
+    "MMM",
+    "MMMM",
+    "d",
+    "dd",
+    "D",
+    "DDD",
+    "H",
+    "HH",
+    "h",
+    "hh",
+    "m",
+    "mm",
+    "s",
+    "ss",
+    "SSS",
+    "SSSSSS",
+    "a",
+    "E",
+    "EE",
+    "EEE",
+    "EEEE",
+]
 REFUSED_BY_PYTHON = ["DD", "k", "kk", "K", "S", "SS", "SSSS", "L", "LLL", "yyyyy"]
 REFUSED_BY_SPARK = ["YYYY", "Y", "u", "w", "W", "e", "c", "n", "N", "A", "p", "T"]
 
@@ -128,8 +185,10 @@ def test_spark_runs_the_patterns_the_python_engine_refuses(events, field) -> Non
 
 @pytest.mark.parametrize("field", REFUSED_BY_SPARK)
 def test_inside_the_clause_cep_check_refuses_what_spark_refuses(field) -> None:
-    text = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES DATE_FORMAT(A.ts, '{field}') AS f "
-            "PATTERN (A) DEFINE A AS TRUE)")
+    text = (
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES DATE_FORMAT(A.ts, '{field}') AS f "
+        "PATTERN (A) DEFINE A AS TRUE)"
+    )
     with pytest.raises(cep.CepError) as caught:
         cep.compile(text)
     assert caught.value.code == "E0247"
@@ -137,8 +196,11 @@ def test_inside_the_clause_cep_check_refuses_what_spark_refuses(field) -> None:
 
 def test_cep_check_refuses_a_week_year_in_measures(tmp_path: Path, capsys) -> None:
     query = tmp_path / "q.sql"
-    query.write_text("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts\n  MEASURES DATE_FORMAT(A.ts, 'YYYY-MM-DD') AS day\n"
-                     "  PATTERN (A) DEFINE A AS TRUE)\n", encoding="utf-8")
+    query.write_text(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts\n  MEASURES DATE_FORMAT(A.ts, 'YYYY-MM-DD') AS day\n"
+        "  PATTERN (A) DEFINE A AS TRUE)\n",
+        encoding="utf-8",
+    )
     assert main(["check", str(query)]) != 0
     err = capsys.readouterr().err
     assert "E0247" in err and "q.sql:2:30" in err and "Traceback" not in err

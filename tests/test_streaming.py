@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 import cep
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import (
     LATE_BEHIND_FORCED,
     LATE_BEHIND_WATERMARK,
@@ -45,9 +46,8 @@ from cep.spark_bridge.engine.keyed import (
     spark_timeout_ms,
 )
 from cep.spark_bridge.engine.local import LocalStream
-from cep.spark_bridge.engine.ordering import canonical_order
-from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.match_ids import statement_text
+from cep.spark_bridge.engine.ordering import canonical_order
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = dt.datetime(2024, 1, 1)
@@ -100,7 +100,9 @@ QUERIES = {
 # ------------------------------------------------------------------------------------------ scenarios
 
 
-def make_events(rnd: random.Random, symbols: int, per_symbol: int, *, spacing: int = 7, long_gaps: float = 0.0) -> list[dict]:
+def make_events(
+    rnd: random.Random, symbols: int, per_symbol: int, *, spacing: int = 7, long_gaps: float = 0.0
+) -> list[dict]:
     """Events with whole-second times (ties on purpose) and few distinct prices (ties on purpose);
     with ``long_gaps``, that share of the gaps is 20-120 s (past WITHIN limits and session timeouts)."""
     events = []
@@ -108,7 +110,9 @@ def make_events(rnd: random.Random, symbols: int, per_symbol: int, *, spacing: i
         t = rnd.randint(0, 20)
         for _ in range(per_symbol):
             t += rnd.randint(20, 120) if rnd.random() < long_gaps else rnd.randint(0, spacing)
-            events.append({"symbol": "ABCDEFG"[s], "ts": T0 + dt.timedelta(seconds=t), "price": float(rnd.randint(90, 110))})
+            events.append(
+                {"symbol": "ABCDEFG"[s], "ts": T0 + dt.timedelta(seconds=t), "price": float(rnd.randint(90, 110))}
+            )
     return events
 
 
@@ -116,7 +120,9 @@ def _ms(value: dt.datetime) -> int:
     return state_codec.datetime_to_micros(value) // 1000
 
 
-def make_batches(events: list[dict], rnd: random.Random, delay_s: int, n_batches: int, *, defer: float = 0.35) -> list[list[dict]]:
+def make_batches(
+    events: list[dict], rnd: random.Random, delay_s: int, n_batches: int, *, defer: float = 0.35
+) -> list[list[dict]]:
     """Split time-ordered ``events`` into micro-batches; defer some rows to later batches as long as
     they stay above the watermark there (so none is late), and shuffle each batch."""
     ordered = sorted(events, key=lambda e: e["ts"])
@@ -170,7 +176,11 @@ def inject_late(batches: list[list[dict]], rnd: random.Random, delay_s: int, cou
     for _ in range(count if eligible else 0):
         index = rnd.choice(eligible)
         behind = rnd.choice([0, 1, delay_s, 10 * delay_s])  # exactly at the watermark, or behind it
-        row = {"symbol": rnd.choice("AB"), "ts": T0 + dt.timedelta(milliseconds=marks[index] - _ms(T0) - behind * 1000), "price": 100.0}
+        row = {
+            "symbol": rnd.choice("AB"),
+            "ts": T0 + dt.timedelta(milliseconds=marks[index] - _ms(T0) - behind * 1000),
+            "price": 100.0,
+        }
         if row["ts"] < T0:
             row["ts"] = T0
         batches[index].append(row)
@@ -203,7 +213,9 @@ def sessions(events: list[dict], query, session_s: int | None) -> list[list[dict
     return out
 
 
-def expected_output(query, events: list[dict], session_s: int | None, final_watermark_ms: int | None = None) -> list[tuple]:
+def expected_output(
+    query, events: list[dict], session_s: int | None, final_watermark_ms: int | None = None
+) -> list[tuple]:
     """What a batch replay gives, session by session, ties ordered as streaming orders them.
 
     A session ends at its last row + the session timeout: the replay tells the matcher that time
@@ -254,7 +266,13 @@ def without_sentinel(rows) -> list[tuple]:
 
 def run_local(query, batches, *, delay_s, session_s, max_pending_rows=None, buckets=0):
     kwargs = {} if max_pending_rows is None else {"max_pending_rows": max_pending_rows}
-    engine = KeyedStream(query.plan, COLUMNS, query_text=statement_text(query), session_timeout_us=None if session_s is None else session_s * 1_000_000, **kwargs)
+    engine = KeyedStream(
+        query.plan,
+        COLUMNS,
+        query_text=statement_text(query),
+        session_timeout_us=None if session_s is None else session_s * 1_000_000,
+        **kwargs,
+    )
     stream = LocalStream(engine, delay_ms=delay_s * 1000, buckets=buckets)
     out, ids, late = [], [], []
     for batch in batches + [[]]:
@@ -268,7 +286,11 @@ def run_local(query, batches, *, delay_s, session_s, max_pending_rows=None, buck
 # ----------------------------------------------------------------------------- the engine, no Spark
 
 
-@settings(max_examples=int(os.environ.get("CEP_STREAM_EXAMPLES", "120")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("CEP_STREAM_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     seed=st.integers(0, 2**32 - 1),
     name=st.sampled_from(sorted(QUERIES)),
@@ -280,7 +302,9 @@ def run_local(query, batches, *, delay_s, session_s, max_pending_rows=None, buck
 def test_local_stream_equals_batch_replay(seed, name, session_s, delay_s, n_batches, n_late):
     rnd = random.Random(seed)
     query = cep.compile(QUERIES[name])
-    events = make_events(rnd, symbols=rnd.randint(1, 3), per_symbol=rnd.randint(1, 25), long_gaps=rnd.choice([0.0, 0.1, 0.3]))
+    events = make_events(
+        rnd, symbols=rnd.randint(1, 3), per_symbol=rnd.randint(1, 25), long_gaps=rnd.choice([0.0, 0.1, 0.3])
+    )
     batches = make_batches(events, rnd, delay_s, n_batches)
     late = inject_late(batches, rnd, delay_s, n_late)
     batches.append([sentinel(events, session_s or 0, delay_s)])
@@ -297,7 +321,9 @@ def test_local_stream_equals_batch_replay(seed, name, session_s, delay_s, n_batc
     # The same events in another split, with keys kept in buckets of states saved as bytes between
     # micro-batches (as the Spark bridge keeps them), give the same rows with the same ids.
     rnd2 = random.Random(seed + 1)
-    batches2 = make_batches(events, rnd2, delay_s, max(1, n_batches - 1)) + [[sentinel(events, session_s or 0, delay_s)]]
+    batches2 = make_batches(events, rnd2, delay_s, max(1, n_batches - 1)) + [
+        [sentinel(events, session_s or 0, delay_s)]
+    ]
     out2, ids2, _, _ = run_local(query, batches2, delay_s=delay_s, session_s=session_s, buckets=rnd2.choice([1, 2, 5]))
     assert sorted(zip(map(repr, out), ids)) == sorted(zip(map(repr, out2), ids2))
 
@@ -362,7 +388,9 @@ def test_null_event_time_is_late():
 
 def test_streaming_rejects_what_it_cannot_do():
     with pytest.raises(cep.CepSemanticError, match="first ORDER BY key"):
-        KeyedStream(cep.compile(QUERIES["vshape"].replace("ORDER BY ts", "ORDER BY ts DESC")).plan, COLUMNS, query_text="")
+        KeyedStream(
+            cep.compile(QUERIES["vshape"].replace("ORDER BY ts", "ORDER BY ts DESC")).plan, COLUMNS, query_text=""
+        )
     with pytest.raises(ValueError):
         KeyedStream(cep.compile(QUERIES["vshape"]).plan, COLUMNS, query_text="", session_timeout_us=0)
 
@@ -380,7 +408,11 @@ def test_processing_time_matches_in_arrival_order_without_waiting():
     assert stream.run_batch([{"symbol": "A", "ts": T0, "price": 5.0}])[0] == []  # 5 starts a new attempt
     assert stream.stats["released_rows"] == 4 and stream.stats["pending_rows"] == 0
     with pytest.raises(cep.CepSemanticError, match="first ORDER BY key"):
-        KeyedStream(cep.compile(QUERIES["vshape"].replace("ORDER BY ts", "ORDER BY price DESC, ts")).plan, COLUMNS, query_text="")
+        KeyedStream(
+            cep.compile(QUERIES["vshape"].replace("ORDER BY ts", "ORDER BY price DESC, ts")).plan,
+            COLUMNS,
+            query_text="",
+        )
 
 
 @settings(max_examples=200, deadline=None)
@@ -396,7 +428,11 @@ def test_processing_time_matches_in_arrival_order_without_waiting():
         | st.dates()
         | st.decimals(allow_nan=False, allow_infinity=False)
         | st.timedeltas(),
-        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=3), children, max_size=3) | st.tuples(children, children),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=3), children, max_size=3)
+            | st.tuples(children, children)
+        ),
         max_leaves=12,
     )
 )
@@ -412,8 +448,9 @@ def test_state_codec_formats():
     blob = state_codec.encode(big)
     assert blob[:4] == b"CEPS" and blob[4] == state_codec.VERSION and blob[5] == 1  # compressed
     assert state_codec.decode(blob) == big
-    assert state_codec.decode(state_codec.encode([np.int64(3), np.float64(0.5), np.array([1, 2]), pd.Timestamp("2024-01-02 03:04:05.000006")])) == [
-        3, 0.5, [1, 2], dt.datetime(2024, 1, 2, 3, 4, 5, 6)]
+    assert state_codec.decode(
+        state_codec.encode([np.int64(3), np.float64(0.5), np.array([1, 2]), pd.Timestamp("2024-01-02 03:04:05.000006")])
+    ) == [3, 0.5, [1, 2], dt.datetime(2024, 1, 2, 3, 4, 5, 6)]
     assert state_codec.canonical(pd.Timestamp("2024-01-02")) == state_codec.canonical(dt.datetime(2024, 1, 2))
     assert state_codec.canonical(Decimal("1.10")) != state_codec.canonical(1.1)
     with pytest.raises(cep.CepRuntimeError, match="version"):
@@ -444,7 +481,13 @@ def test_durations_and_timer_arithmetic():
 def _spark_schema():
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField("symbol", T.StringType()), T.StructField("ts", T.TimestampType()), T.StructField("price", T.DoubleType())])
+    return T.StructType(
+        [
+            T.StructField("symbol", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("price", T.DoubleType()),
+        ]
+    )
 
 
 def write_batches(directory: Path, batches: list[list[dict]], *, first: int = 0) -> None:
@@ -478,8 +521,12 @@ def run_spark(spark, tmp: Path, name: str, query, batches, **options):
     df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(tmp / "in"))
     out = query.on_spark(df, **options)
     stream = (
-        out.writeStream.format("memory").queryName(name).outputMode("append")
-        .option("checkpointLocation", str(tmp / "checkpoint")).trigger(availableNow=True).start()
+        out.writeStream.format("memory")
+        .queryName(name)
+        .outputMode("append")
+        .option("checkpointLocation", str(tmp / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
     )
     stream.awaitTermination()
     result = spark.sql(f"SELECT * FROM {name}").toPandas()
@@ -502,9 +549,18 @@ def matches_of(result, query) -> list[tuple]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed,name,session_s", [(11, "vshape", None), (12, "all_rows", 100_000), (13, "no_partition", 25),
-                                                   (14, "fail_runs", 40), (15, "within", 40), (16, "timeouts", 40),
-                                                   (17, "absence", None)])
+@pytest.mark.parametrize(
+    "seed,name,session_s",
+    [
+        (11, "vshape", None),
+        (12, "all_rows", 100_000),
+        (13, "no_partition", 25),
+        (14, "fail_runs", 40),
+        (15, "within", 40),
+        (16, "timeouts", 40),
+        (17, "absence", None),
+    ],
+)
 def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed, name, session_s):
     rnd = random.Random(seed)
     query = cep.compile(QUERIES[name])
@@ -521,8 +577,14 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
         options["key_buckets"] = 1  # every key in one bucket: its keys share each call (15-17: column-wise)
     try:
         result, progress = run_spark(
-            spark, tmp_path, f"parity_{name}", query, batches,
-            watermark=f"{delay_s} seconds", session_timeout=None if session_s is None else f"{session_s} seconds", **options,
+            spark,
+            tmp_path,
+            f"parity_{name}",
+            query,
+            batches,
+            watermark=f"{delay_s} seconds",
+            session_timeout=None if session_s is None else f"{session_s} seconds",
+            **options,
         )
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
@@ -544,7 +606,10 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
 
 @pytest.mark.spark
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["vshape", "unmatched", "where", "next", "timeouts", "fail_runs"]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(["vshape", "unmatched", "where", "next", "timeouts", "fail_runs"]),
+)
 def test_spark_stream_equals_batch_replay_hypothesis(spark, few_partitions, tmp_path_factory, seed, name):
     """Random events with session gaps and partial matches that overlap and time out, in random
     micro-batches through Spark, give the batch replay's rows."""
@@ -555,7 +620,9 @@ def test_spark_stream_equals_batch_replay_hypothesis(spark, few_partitions, tmp_
     batches = make_batches(events, rnd, delay_s, rnd.randint(2, 4))
     batches.append([sentinel(events, 60, delay_s)])
     tmp = tmp_path_factory.mktemp("hyp")
-    result, _ = run_spark(spark, tmp, f"hyp_{tmp.name}", query, batches, watermark=f"{delay_s} seconds", session_timeout="60 seconds")
+    result, _ = run_spark(
+        spark, tmp, f"hyp_{tmp.name}", query, batches, watermark=f"{delay_s} seconds", session_timeout="60 seconds"
+    )
     assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
 
 
@@ -567,13 +634,23 @@ def test_spark_timers_sessions_late_rows_and_metrics(spark, few_partitions, tmp_
     query = cep.compile(QUERIES["trailing"])
     at = lambda s: T0 + dt.timedelta(seconds=s)  # noqa: E731
     batches = [
-        [{"symbol": "B", "ts": at(s), "price": 100.0} for s in (3, 1, 2)] + [{"symbol": "A", "ts": at(1), "price": 90.0}],
+        [{"symbol": "B", "ts": at(s), "price": 100.0} for s in (3, 1, 2)]
+        + [{"symbol": "A", "ts": at(1), "price": 90.0}],
         [{"symbol": "A", "ts": at(100), "price": 90.0}],  # watermark -> 90 s for the next batch
-        [{"symbol": "A", "ts": at(300), "price": 90.0}, {"symbol": "A", "ts": at(5), "price": 99.0},  # late: 5 s <= 90 s
-         {"symbol": "B", "ts": at(90), "price": 99.0}, {"symbol": "C", "ts": None, "price": 1.0}],  # at the watermark; no time
-        [{"symbol": "A", "ts": at(400), "price": 90.0}, {"symbol": "B", "ts": at(2), "price": 99.0}],  # 2 s: Spark would drop it
+        [
+            {"symbol": "A", "ts": at(300), "price": 90.0},
+            {"symbol": "A", "ts": at(5), "price": 99.0},  # late: 5 s <= 90 s
+            {"symbol": "B", "ts": at(90), "price": 99.0},
+            {"symbol": "C", "ts": None, "price": 1.0},
+        ],  # at the watermark; no time
+        [
+            {"symbol": "A", "ts": at(400), "price": 90.0},
+            {"symbol": "B", "ts": at(2), "price": 99.0},
+        ],  # 2 s: Spark would drop it
     ]
-    result, progress = run_spark(spark, tmp_path, "timers", query, batches, watermark="10 seconds", session_timeout="60 seconds")
+    result, progress = run_spark(
+        spark, tmp_path, "timers", query, batches, watermark="10 seconds", session_timeout="60 seconds"
+    )
     assert matches_of(result, query) == [("B", 3, 100.0)]
     late = result[result["cep_late_reason"].notna()]
     reasons = Counter(late["cep_late_reason"])
@@ -612,19 +689,28 @@ def test_spark_late_count_only_declared_watermark_and_refusals(spark, few_partit
         query.on_spark(df, late="drop")
     out = query.on_spark(df, session_timeout="30 seconds", late="count")
     assert out.columns == list(query.output_columns(COLUMNS)) + ["match_id"]
-    stream = out.writeStream.format("memory").queryName("late_count").option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    stream = (
+        out.writeStream.format("memory")
+        .queryName("late_count")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     stream.awaitTermination()
     result = spark.sql("SELECT * FROM late_count").toPandas()
-    assert without_sentinel(normalize(result[list(query.output_columns(COLUMNS))].itertuples(index=False, name=None))) == normalize(
-        expected_output(query, events, 30))
+    assert without_sentinel(
+        normalize(result[list(query.output_columns(COLUMNS))].itertuples(index=False, name=None))
+    ) == normalize(expected_output(query, events, 30))
     assert metric_sums(stream.recentProgress)["late_rows"] == len(late)
 
 
 @pytest.mark.spark
 def test_spark_processing_time(spark, few_partitions, tmp_path):
     query = cep.compile(PROCTIME_QUERY)
-    batches = [[{"symbol": "A", "ts": T0, "price": 1.0}, {"symbol": "B", "ts": T0, "price": 5.0}],
-               [{"symbol": "A", "ts": None, "price": 2.0}, {"symbol": "B", "ts": T0, "price": 4.0}]]
+    batches = [
+        [{"symbol": "A", "ts": T0, "price": 1.0}, {"symbol": "B", "ts": T0, "price": 5.0}],
+        [{"symbol": "A", "ts": None, "price": 2.0}, {"symbol": "B", "ts": T0, "price": 4.0}],
+    ]
     with pytest.raises(cep.CepSemanticError, match="PROCTIME"):
         run_spark(spark, tmp_path, "proctime_bad", query, batches, session_timeout="1 minute")
     result, progress = run_spark(spark, tmp_path, "proctime", query, batches)
@@ -649,34 +735,61 @@ def test_spark_two_streams_unioned(spark, few_partitions, tmp_path):
             if rnd.random() < 0.7:
                 clicks.append({"user": user, "ts": T0 + dt.timedelta(seconds=second), "page": f"p{second}"})
             else:
-                orders.append({"user": user, "ts": T0 + dt.timedelta(seconds=second), "amount": float(rnd.choice([50, 150]))})
+                orders.append(
+                    {"user": user, "ts": T0 + dt.timedelta(seconds=second), "amount": float(rnd.choice([50, 150]))}
+                )
     far = T0 + dt.timedelta(hours=2)
-    for rows, extra in ((clicks, {"user": "zz", "ts": far, "page": "x"}), (orders, {"user": "zz", "ts": far, "amount": 1.0})):
+    for rows, extra in (
+        (clicks, {"user": "zz", "ts": far, "page": "x"}),
+        (orders, {"user": "zz", "ts": far, "amount": 1.0}),
+    ):
         parts = [sorted(rows, key=lambda r: r["ts"])[i::3] for i in range(3)]  # three interleaved batches each
         parts.append([extra])
         directory = tmp_path / ("clicks" if "page" in extra else "orders")
         directory.mkdir()
         for index, part in enumerate(parts):
             path = directory / f"b{index}.json"
-            path.write_text("".join(json.dumps({**r, "ts": r["ts"].isoformat()}) + "\n" for r in part), encoding="utf-8")
+            path.write_text(
+                "".join(json.dumps({**r, "ts": r["ts"].isoformat()}) + "\n" for r in part), encoding="utf-8"
+            )
             os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
     ts = T.StructField("ts", T.TimestampType())
-    click_df = spark.readStream.schema(T.StructType([T.StructField("user", T.StringType()), ts, T.StructField("page", T.StringType())])) \
-        .option("maxFilesPerTrigger", 1).json(str(tmp_path / "clicks"))
-    order_df = spark.readStream.schema(T.StructType([T.StructField("user", T.StringType()), ts, T.StructField("amount", T.DoubleType())])) \
-        .option("maxFilesPerTrigger", 1).json(str(tmp_path / "orders"))
-    events = (click_df.select("user", "ts", F.lit("click").alias("kind"), "page", F.lit(None).cast("double").alias("amount"))
-              .unionByName(order_df.select("user", "ts", F.lit("order").alias("kind"), F.lit(None).cast("string").alias("page"), "amount")))
+    click_df = (
+        spark.readStream.schema(
+            T.StructType([T.StructField("user", T.StringType()), ts, T.StructField("page", T.StringType())])
+        )
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "clicks"))
+    )
+    order_df = (
+        spark.readStream.schema(
+            T.StructType([T.StructField("user", T.StringType()), ts, T.StructField("amount", T.DoubleType())])
+        )
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "orders"))
+    )
+    events = click_df.select(
+        "user", "ts", F.lit("click").alias("kind"), "page", F.lit(None).cast("double").alias("amount")
+    ).unionByName(
+        order_df.select("user", "ts", F.lit("order").alias("kind"), F.lit(None).cast("string").alias("page"), "amount")
+    )
     out = query.on_spark(events, watermark="1 minute", session_timeout="10 minutes")
-    stream = out.writeStream.format("memory").queryName("two_streams").option("checkpointLocation", str(tmp_path / "ck")) \
-        .trigger(availableNow=True).start()
+    stream = (
+        out.writeStream.format("memory")
+        .queryName("two_streams")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     stream.awaitTermination()
     result = spark.sql("SELECT user, clicks, amount FROM two_streams WHERE cep_late_reason IS NULL").toPandas()
     union = [{"user": r["user"], "ts": r["ts"], "kind": "click", "page": r["page"], "amount": None} for r in clicks]
     union += [{"user": r["user"], "ts": r["ts"], "kind": "order", "page": None, "amount": r["amount"]} for r in orders]
     expected = query.run(canonical_order(union, query.plan, ("user", "ts", "kind", "page", "amount")))
     assert expected  # the scenario has matches
-    assert normalize(r for r in result.itertuples(index=False, name=None) if r[0] != "zz") == normalize(tuple(r.values()) for r in expected)
+    assert normalize(r for r in result.itertuples(index=False, name=None) if r[0] != "zz") == normalize(
+        tuple(r.values()) for r in expected
+    )
 
 
 @pytest.mark.spark
@@ -692,8 +805,13 @@ def test_spark_restart_from_checkpoint_no_loss_no_duplicates(spark, few_partitio
         write_batches(source, batches[:upto])
         df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(source))
         out = query.on_spark(df, watermark="20 seconds", session_timeout="60 seconds")
-        stream = (out.writeStream.format("parquet").option("path", str(output)).option("checkpointLocation", str(checkpoint))
-                  .trigger(availableNow=True).start())
+        stream = (
+            out.writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
         stream.awaitTermination()
 
     run(3)
@@ -744,13 +862,18 @@ def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     log = (tmp_path / "driver.log").open("w")
     driver = subprocess.Popen(
         [sys.executable, "-c", KILLED_DRIVER, str(source), str(output), str(checkpoint), query.text],
-        env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 240
         while _committed_batches(checkpoint) < 3 and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)  # polling the checkpoint for progress, not waiting for a fixed time
-        assert driver.poll() is None, "the driver ended before it could be killed:\n" + (tmp_path / "driver.log").read_text()[-3000:]
+        assert driver.poll() is None, (
+            "the driver ended before it could be killed:\n" + (tmp_path / "driver.log").read_text()[-3000:]
+        )
         assert _committed_batches(checkpoint) >= 3
     finally:
         if driver.poll() is None:
@@ -760,8 +883,13 @@ def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     assert _committed_batches(checkpoint) < len(batches)
     df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(source))
     out = query.on_spark(df, watermark="20 seconds", session_timeout="60 seconds")
-    stream = (out.writeStream.format("parquet").option("path", str(output)).option("checkpointLocation", str(checkpoint))
-              .trigger(availableNow=True).start())
+    stream = (
+        out.writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     stream.awaitTermination()
     result = spark.read.parquet(str(output)).toPandas()
     assert result[result["cep_late_reason"].isna()]["match_id"].is_unique

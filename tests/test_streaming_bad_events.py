@@ -31,8 +31,10 @@ from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.keyed import BAD_REASONS, STAT_NAMES, KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.ordering import canonical_order
-from tests.test_streaming import few_partitions  # noqa: F401 - a fixture: one shuffle partition
-from tests.test_streaming import metric_sums
+from tests.test_streaming import (
+    few_partitions,  # noqa: F401 - a fixture: one shuffle partition
+    metric_sums,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = dt.datetime(2024, 1, 1)
@@ -66,8 +68,14 @@ def normalize(rows) -> list[tuple]:
 
 
 def run_local(query, batches: list[list[dict]], *, delay_ms: int, dedup_key="id"):
-    engine = KeyedStream(query.plan, COLUMNS, query_text=query.text, dedup_key=dedup_key, dedup_horizon_us=delay_ms * 1000,
-                         session_timeout_us=SESSION_US)
+    engine = KeyedStream(
+        query.plan,
+        COLUMNS,
+        query_text=query.text,
+        dedup_key=dedup_key,
+        dedup_horizon_us=delay_ms * 1000,
+        session_timeout_us=SESSION_US,
+    )
     stream = LocalStream(engine, delay_ms=delay_ms)
     out, late = [], []
     for batch in batches + [[]]:
@@ -87,7 +95,9 @@ def test_dedup_drops_repeats_within_a_key_and_counts_them():
     assert late == []
     assert stream.stats["duplicates_dropped"] == 2
     # Without a dedup key the repeats are rows of their own, as in SQL: here they break the V.
-    plain = LocalStream(KeyedStream(query.plan, COLUMNS, query_text=query.text, session_timeout_us=SESSION_US), delay_ms=5_000)
+    plain = LocalStream(
+        KeyedStream(query.plan, COLUMNS, query_text=query.text, session_timeout_us=SESSION_US), delay_ms=5_000
+    )
     plain_out = [r for b in batches + [[]] for r in plain.run_batch(b)[0]]
     assert normalize(plain_out) == normalize(query.run([r for b in batches for r in b if r["symbol"] == "A"]))
     assert plain.stats["duplicates_dropped"] == 0
@@ -118,7 +128,9 @@ def test_dedup_key_is_checked():
     query = cep.compile(VSHAPE)
     with pytest.raises(cep.CepSemanticError, match="unknown column 'nope'"):
         KeyedStream(query.plan, COLUMNS, query_text="", dedup_key="nope")
-    engine = KeyedStream(query.plan, COLUMNS, query_text="", dedup_key=["ID", "price"])  # case-insensitive, several columns
+    engine = KeyedStream(
+        query.plan, COLUMNS, query_text="", dedup_key=["ID", "price"]
+    )  # case-insensitive, several columns
     assert engine.dedup_columns == ("id", "price")
 
 
@@ -199,8 +211,12 @@ QUOTED_NUMBER_LINES = [
 def spark_schema(with_corrupt: bool = True):
     from pyspark.sql import types as T
 
-    fields = [T.StructField("id", T.StringType()), T.StructField("symbol", T.StringType()),
-              T.StructField("ts", T.TimestampType()), T.StructField("price", T.DoubleType())]
+    fields = [
+        T.StructField("id", T.StringType()),
+        T.StructField("symbol", T.StringType()),
+        T.StructField("ts", T.TimestampType()),
+        T.StructField("price", T.DoubleType()),
+    ]
     if with_corrupt:
         fields.append(T.StructField("_corrupt_record", T.StringType()))
     return T.StructType(fields)
@@ -210,7 +226,7 @@ def hostile_batches(rnd: random.Random, events: list[dict], *, batches: int = 3,
     """``events`` cut into micro-batches in time order, with BAD_LINES, an extra column and repeated
     events (each repeat within its own micro-batch: within the delay) mixed in; then a sentinel."""
     size = -(-len(events) // batches)
-    lines: list[list[str]] = [[as_line(r) for r in events[i:i + size]] for i in range(0, len(events), size)]
+    lines: list[list[str]] = [[as_line(r) for r in events[i : i + size]] for i in range(0, len(events), size)]
     lines[0][0] = as_line({**events[0], "extra": 42})  # an extra column: ignored
     for _ in range(repeats):
         chunk = rnd.randrange(len(lines))
@@ -224,8 +240,13 @@ def hostile_batches(rnd: random.Random, events: list[dict], *, batches: int = 3,
 
 def run_to_the_end(spark, out, name: str, checkpoint: Path):
     """Run the streaming result ``out`` over the files there now into a memory table: (query, rows as pandas)."""
-    stream = (out.writeStream.format("memory").queryName(name).option("checkpointLocation", str(checkpoint))
-              .trigger(availableNow=True).start())
+    stream = (
+        out.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     stream.awaitTermination()
     return stream, spark.sql(f"SELECT * FROM {name}").toPandas()
 
@@ -249,13 +270,16 @@ def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(s
         query.on_spark(df.withWatermark("ts", "5 seconds"), max_future_skew="1 day")
     with pytest.raises(cep.CepSemanticError, match="unknown column 'nope'"):
         query.on_spark(df, dedup_key="nope")
-    out = query.on_spark(df, watermark="5 seconds", session_timeout="60 seconds", max_future_skew="1 day", dedup_key="id")
+    out = query.on_spark(
+        df, watermark="5 seconds", session_timeout="60 seconds", max_future_skew="1 day", dedup_key="id"
+    )
     assert "_corrupt_record" not in out.columns
     stream, result = run_to_the_end(spark, out, "bad_events", tmp_path / "ck")
     assert good_matches(result, query) == normalize(query.run(events))
     rejected = result[result["cep_late_reason"].notna()]
     assert sorted(zip(rejected["cep_late_reason"], map(_payload_key, rejected["cep_late_row"]))) == sorted(
-        (reason, _payload_key(line)) for line, reason in BAD_LINES)
+        (reason, _payload_key(line)) for line, reason in BAD_LINES
+    )
     sums = metric_sums(stream.recentProgress)
     assert sums["bad_rows"] == len(BAD_LINES) and sums["late_rows"] == 0 and sums["duplicates_dropped"] == 4
     assert {r: sums[r] for r in BAD_REASONS} == Counter(reason for _, reason in BAD_LINES)
@@ -286,9 +310,27 @@ def test_cli_stream_dead_letters_bad_rows_and_counts_them(spark, few_partitions,
     query_file = tmp_path / "vshape.sql"
     query_file.write_text(VSHAPE, encoding="utf-8")
     checkpoint = tmp_path / "ck"
-    code = cli.main(["stream", str(query_file), "--input", str(tmp_path / "in"), "--checkpoint", str(checkpoint),
-                     "--schema", "id STRING, symbol STRING, ts TIMESTAMP, price DOUBLE", "--watermark", "5s",
-                     "--session-timeout", "60s", "--dedup-key", "id", "--once", "--master", "local[2]"])
+    code = cli.main(
+        [
+            "stream",
+            str(query_file),
+            "--input",
+            str(tmp_path / "in"),
+            "--checkpoint",
+            str(checkpoint),
+            "--schema",
+            "id STRING, symbol STRING, ts TIMESTAMP, price DOUBLE",
+            "--watermark",
+            "5s",
+            "--session-timeout",
+            "60s",
+            "--dedup-key",
+            "id",
+            "--once",
+            "--master",
+            "local[2]",
+        ]
+    )
     summary = capsys.readouterr().err
     assert code == 0
     expected_reasons = Counter(reason for _, reason in bad)
@@ -316,9 +358,9 @@ def test_cli_stream_dead_letters_bad_rows_and_counts_them(spark, few_partitions,
 def test_stream_source_inferred_schema_marks_lines_it_cannot_read(spark, tmp_path):
     """``cep stream`` without --schema: the columns come from the files there at start (ISO 8601 text
     becomes a timestamp); a later line whose time does not parse, or that is not JSON, is marked bad."""
-    from cep.stream_cli import stream_source
     from cep.spark_bridge.spark.columns import REJECT
     from cep.spark_bridge.spark.inputs import dead_letter_rows, mark_bad_rows
+    from cep.stream_cli import stream_source
 
     good = [as_line(tick(i, "A", i, 1.0)) for i in range(3)]
     write_lines(tmp_path / "in", [good])
@@ -327,8 +369,14 @@ def test_stream_source_inferred_schema_marks_lines_it_cannot_read(spark, tmp_pat
     later = [as_line({**tick(9, "A", 9, 1.0), "ts": "yesterday"}), "not json at all", as_line(tick(10, "A", 10, 2.0))]
     (tmp_path / "in" / "batch-0001.json").write_text("".join(line + "\n" for line in later), encoding="utf-8")
     marked = mark_bad_rows(source, "ts", null_time=True)
-    stream = (dead_letter_rows(marked).writeStream.format("memory").queryName("inferred_bad")
-              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    stream = (
+        dead_letter_rows(marked)
+        .writeStream.format("memory")
+        .queryName("inferred_bad")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     stream.awaitTermination()
     dead = spark.sql("SELECT * FROM inferred_bad").toPandas()
     assert sorted(dead["_cep_error"]) == ["bad_event_time", "not_json"]
@@ -363,11 +411,12 @@ def write_csv(directory: Path, batches: list[list[str]]) -> None:
 
 def csv_batches(rnd: random.Random, events: list[dict], *, batches: int = 2) -> list[list[str]]:
     """``events`` as CSV lines cut into micro-batches in time order, BAD_CSV_LINES mixed in, then a sentinel."""
+
     def line(row: dict) -> str:
         return f"{row['id']},{row['symbol']},{row['ts'].isoformat()},{row['price']}"
 
     size = -(-len(events) // batches)
-    lines = [[line(r) for r in events[i:i + size]] for i in range(0, len(events), size)]
+    lines = [[line(r) for r in events[i : i + size]] for i in range(0, len(events), size)]
     for text, _ in BAD_CSV_LINES:
         chunk = rnd.randrange(len(lines))
         lines[chunk].insert(rnd.randint(0, len(lines[chunk])), text)
@@ -402,7 +451,8 @@ def test_spark_bad_csv_lines_are_routed_with_reasons_and_text_and_counted(spark,
     assert good_matches(result, query) == normalize(query.run(events))
     rejected = result[result["cep_late_reason"].notna()]
     assert sorted(zip(rejected["cep_late_reason"], map(_csv_payload, rejected["cep_late_row"]))) == sorted(
-        (reason, text) for text, reason in BAD_CSV_LINES)
+        (reason, text) for text, reason in BAD_CSV_LINES
+    )
     sums = metric_sums(stream.recentProgress)
     assert sums["bad_rows"] == len(BAD_CSV_LINES) and sums["late_rows"] == 0
     assert {r: sums[r] for r in BAD_REASONS if sums[r]} == Counter(reason for _, reason in BAD_CSV_LINES)
@@ -421,20 +471,41 @@ def test_cli_stream_dead_letters_bad_csv_lines(spark, few_partitions, tmp_path, 
     query_file = tmp_path / "vshape.sql"
     query_file.write_text(VSHAPE, encoding="utf-8")
     checkpoint = tmp_path / "ck"
-    code = cli.main(["stream", str(query_file), "--input", str(tmp_path / "in"), "--checkpoint", str(checkpoint),
-                     "--schema", CSV_SCHEMA, "--watermark", "5s", "--session-timeout", "60s", "--once", "--master", "local[2]"])
+    code = cli.main(
+        [
+            "stream",
+            str(query_file),
+            "--input",
+            str(tmp_path / "in"),
+            "--checkpoint",
+            str(checkpoint),
+            "--schema",
+            CSV_SCHEMA,
+            "--watermark",
+            "5s",
+            "--session-timeout",
+            "60s",
+            "--once",
+            "--master",
+            "local[2]",
+        ]
+    )
     assert code == 0
     assert f"bad rows {len(BAD_CSV_LINES)} |" in capsys.readouterr().err
 
     dead = spark.read.json(str(checkpoint / "dead-letter" / "bad-rows")).toPandas()
     assert sorted(zip(dead["_cep_error"], map(_csv_payload, dead["_cep_input"]))) == sorted(
-        (reason, text) for text, reason in BAD_CSV_LINES)
+        (reason, text) for text, reason in BAD_CSV_LINES
+    )
     assert all(REASONS[r] == c for r, c in zip(dead["_cep_error"], dead["_cep_error_code"]))
     assert all(str(f).endswith(".csv") for f in dead["_cep_file"])
     alerts = FileSink(str(checkpoint / "matches"), "json").read(spark).toPandas()
     replay = cep.compile(VSHAPE).run(events)
-    assert sorted((m["bottom"], m["n"]) for m in map(json.loads, alerts["measures"])) == sorted(
-        (r["bottom"], r["n"]) for r in replay) and replay
+    assert (
+        sorted((m["bottom"], m["n"]) for m in map(json.loads, alerts["measures"]))
+        == sorted((r["bottom"], r["n"]) for r in replay)
+        and replay
+    )
 
 
 @pytest.mark.spark
@@ -444,21 +515,33 @@ def test_stream_schema_keeps_a_decimals_size(spark, tmp_path):
     (``wrong_type``), as a quoted "1.5" is."""
     from pyspark.sql import functions as F
 
-    from cep.stream_cli import stream_source
     from cep.spark_bridge.spark.columns import REJECT
     from cep.spark_bridge.spark.inputs import dead_letter_rows, mark_bad_rows
+    from cep.stream_cli import stream_source
 
-    lines = ['{"ts": "2024-01-01T00:00:00", "x": 1.235}', '{"ts": "2024-01-01T00:00:01", "x": 123456789.5}',
-             '{"ts": "2024-01-01T00:00:02", "x": "1.5"}', '{"ts": "2024-01-01T00:00:03", "x": 10.005}']
+    lines = [
+        '{"ts": "2024-01-01T00:00:00", "x": 1.235}',
+        '{"ts": "2024-01-01T00:00:01", "x": 123456789.5}',
+        '{"ts": "2024-01-01T00:00:02", "x": "1.5"}',
+        '{"ts": "2024-01-01T00:00:03", "x": 10.005}',
+    ]
     write_lines(tmp_path / "in", [lines])
     source = stream_source(spark, str(tmp_path / "in"), "json", "ts TIMESTAMP, x DECIMAL(10,2)")
     assert dict(source.dtypes)["x"] == "decimal(10,2)"
     marked = mark_bad_rows(source, "ts", null_time=True)
     for name, frame in (("dec_bad", dead_letter_rows(marked)), ("dec_good", marked.where(F.col(REJECT).isNull()))):
-        stream = (frame.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / name))
-                  .trigger(availableNow=True).start())
+        stream = (
+            frame.writeStream.format("memory")
+            .queryName(name)
+            .option("checkpointLocation", str(tmp_path / name))
+            .trigger(availableNow=True)
+            .start()
+        )
         stream.awaitTermination()
     dead = spark.sql("SELECT * FROM dec_bad").toPandas()
     assert list(dead["_cep_error"]) == ["wrong_type", "wrong_type"]
     assert sorted(str(json.loads(text)["x"]) for text in dead["_cep_input"]) == ["1.5", "123456789.5"]
-    assert [row["x"] for row in spark.sql("SELECT x FROM dec_good ORDER BY ts").collect()] == [Decimal("1.24"), Decimal("10.01")]
+    assert [row["x"] for row in spark.sql("SELECT x FROM dec_good ORDER BY ts").collect()] == [
+        Decimal("1.24"),
+        Decimal("10.01"),
+    ]

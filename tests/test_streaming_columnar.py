@@ -32,81 +32,173 @@ COLUMNS = ("k", "ts", "v", "w")
 EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "180"))
 
 
-def query(pattern: str, measures: str, defines: str, *, skip: str = "PAST LAST ROW", within: str = "",
-          where: str = "", timeouts: bool = False, order: str = "ts") -> str:
+def query(
+    pattern: str,
+    measures: str,
+    defines: str,
+    *,
+    skip: str = "PAST LAST ROW",
+    within: str = "",
+    where: str = "",
+    timeouts: bool = False,
+    order: str = "ts",
+) -> str:
     shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY {order} MEASURES {measures} "
-            f"ONE ROW PER MATCH{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY {order} MEASURES {measures} "
+        f"ONE ROW PER MATCH{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}"
+    )
 
 
 QUERIES = {
     "greedy_tail": query("A{3,}", "FIRST(A.ts) AS f, COUNT(*) AS n, MATCH_NUMBER() AS mn", "A AS A.v > 3"),
-    "bounded": query("A B{2,4} C", "FIRST(A.ts) AS f, LAST(B.v) AS b, COUNT(*) AS n", "A AS A.v > 6, B AS B.v > 2, C AS C.v < 5"),
-    "within_first_hit": query("A B*? C", "A.ts AS a, C.ts AS c, A.v - C.v AS fall", "A AS A.v > 4, C AS C.v < A.v - 2",
-                              within="WITHIN INTERVAL '6' SECOND"),
-    "within_greedy": query("A B+ C", "FIRST(A.ts) AS f, COUNT(*) AS n", "B AS B.v >= 3, C AS C.v > 7",
-                           within="WITHIN INTERVAL '9' SECOND"),
-    "prev_next_row": query("A B+ C", "FIRST(A.ts) AS f, COUNT(*) AS n, MATCH_NUMBER() AS mn",
-                           "B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)", skip="TO NEXT ROW"),
+    "bounded": query(
+        "A B{2,4} C", "FIRST(A.ts) AS f, LAST(B.v) AS b, COUNT(*) AS n", "A AS A.v > 6, B AS B.v > 2, C AS C.v < 5"
+    ),
+    "within_first_hit": query(
+        "A B*? C",
+        "A.ts AS a, C.ts AS c, A.v - C.v AS fall",
+        "A AS A.v > 4, C AS C.v < A.v - 2",
+        within="WITHIN INTERVAL '6' SECOND",
+    ),
+    "within_greedy": query(
+        "A B+ C", "FIRST(A.ts) AS f, COUNT(*) AS n", "B AS B.v >= 3, C AS C.v > 7", within="WITHIN INTERVAL '9' SECOND"
+    ),
+    "prev_next_row": query(
+        "A B+ C",
+        "FIRST(A.ts) AS f, COUNT(*) AS n, MATCH_NUMBER() AS mn",
+        "B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)",
+        skip="TO NEXT ROW",
+    ),
     "prev2": query("A B", "A.ts AS a, B.v AS b", "A AS A.v > PREV(A.v, 2), B AS B.v < PREV(B.v)", skip="TO NEXT ROW"),
-    "running_sum": query("A+ B", "FIRST(A.ts) AS f, SUM(A.w) AS s, COUNT(*) AS n",
-                         "A AS SUM(A.w) < 9, B AS SUM(A.w) + B.w >= 9"),
-    "cross_variable": query("S D+ U", "S.ts AS s, LAST(D.ts) AS d, COUNT(*) AS n",
-                            "D AS D.v < S.v, U AS U.v > LAST(D.v, 1)", skip="TO LAST U"),
+    "running_sum": query(
+        "A+ B", "FIRST(A.ts) AS f, SUM(A.w) AS s, COUNT(*) AS n", "A AS SUM(A.w) < 9, B AS SUM(A.w) + B.w >= 9"
+    ),
+    "cross_variable": query(
+        "S D+ U",
+        "S.ts AS s, LAST(D.ts) AS d, COUNT(*) AS n",
+        "D AS D.v < S.v, U AS U.v > LAST(D.v, 1)",
+        skip="TO LAST U",
+    ),
     # interval arithmetic on the event time (the kernels read it as µs ticks, ``column_table.StreamInput.load``)
-    "time_gap": query("A B C", "A.ts AS a, C.ts AS c, C.ts - A.ts AS took", "A AS A.v > 2, B AS B.ts - A.ts <= INTERVAL '3' SECOND, "
-                      "C AS C.ts - A.ts < INTERVAL '5' SECOND AND ts >= PREV(ts) + INTERVAL '0.5' SECOND", skip="TO NEXT ROW"),
+    "time_gap": query(
+        "A B C",
+        "A.ts AS a, C.ts AS c, C.ts - A.ts AS took",
+        "A AS A.v > 2, B AS B.ts - A.ts <= INTERVAL '3' SECOND, "
+        "C AS C.ts - A.ts < INTERVAL '5' SECOND AND ts >= PREV(ts) + INTERVAL '0.5' SECOND",
+        skip="TO NEXT ROW",
+    ),
     "where": query("A{2,} B", "FIRST(A.ts) AS f, COUNT(*) AS n", "A AS A.v < 5, B AS B.v >= 5", where=" WHERE n > 2"),
     # NEXT in DEFINE: an open session's last rows are tested only once the rows after them come (or it ends)
-    "next_define": query("A B{2,} C", "FIRST(A.ts) AS f, COUNT(B.*) AS n, C.v AS c",
-                         "A AS A.v < NEXT(A.v), B AS B.v >= NEXT(B.v, 2) OR B.v > 6, C AS NEXT(C.v) IS NULL OR C.v < 3"),
-    "next_within": query("A B*? C", "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_STATUS() AS st",
-                         "A AS A.v > 5, C AS C.v < A.v - 3 AND NEXT(C.v) > C.v", within="WITHIN INTERVAL '7' SECOND",
-                         timeouts=True),
-    "next_absent": query("A !B", "A.ts AS a, COUNT(*) AS n", "A AS A.v = 9, B AS B.v > NEXT(B.v)",
-                         within="WITHIN INTERVAL '5' SECOND"),
+    "next_define": query(
+        "A B{2,} C",
+        "FIRST(A.ts) AS f, COUNT(B.*) AS n, C.v AS c",
+        "A AS A.v < NEXT(A.v), B AS B.v >= NEXT(B.v, 2) OR B.v > 6, C AS NEXT(C.v) IS NULL OR C.v < 3",
+    ),
+    "next_within": query(
+        "A B*? C",
+        "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_STATUS() AS st",
+        "A AS A.v > 5, C AS C.v < A.v - 3 AND NEXT(C.v) > C.v",
+        within="WITHIN INTERVAL '7' SECOND",
+        timeouts=True,
+    ),
+    "next_absent": query(
+        "A !B", "A.ts AS a, COUNT(*) AS n", "A AS A.v = 9, B AS B.v > NEXT(B.v)", within="WITHIN INTERVAL '5' SECOND"
+    ),
     # ORDER BY keys after the event time (rows tied on ts ordered by them, then by the tie-break columns)
-    "order_keys": query("A{2,} B", "FIRST(A.v) AS fv, LAST(A.w) AS lw, B.v AS b, COUNT(*) AS n",
-                        "A AS A.v < 6, B AS B.v >= 6 AND B.v > LAST(A.v)", order="ts, w DESC, v NULLS FIRST"),
+    "order_keys": query(
+        "A{2,} B",
+        "FIRST(A.v) AS fv, LAST(A.w) AS lw, B.v AS b, COUNT(*) AS n",
+        "A AS A.v < 6, B AS B.v >= 6 AND B.v > LAST(A.v)",
+        order="ts, w DESC, v NULLS FIRST",
+    ),
     # the alert rules' measures (patterns/login_burst.sql, card_testing.sql) and their kin, over a w of
     # floats, NULLs and ties (``MIXED``): the VM's measure code once per match on the column-wise path
-    "brute_force": query("F{3,} O", "FIRST(F.ts) AS f, COUNT(F.*) AS n, COUNT(DISTINCT F.w) AS kinds, O.ts AS o, "
-                         "MIN(F.w) AS lo, MAX(F.w) AS hi, CLASSIFIER() AS last_label", "F AS F.v < 6, O AS O.v >= 6",
-                         within="WITHIN INTERVAL '9' SECOND"),
-    "card_testing": query("S{2,} B", "FIRST(S.ts) AS f, ROUND(SUM(S.w), 2) AS total, AVG(S.w) AS mean, SUM(S.w) AS raw, "
-                          "CASE WHEN SUM(S.w) > 3 THEN 'big' WHEN COUNT(S.w) = 0 THEN NULL ELSE 'small' END AS size, "
-                          "COALESCE(B.w, -1) * MATCH_NUMBER() AS bw", "S AS S.v < 6, B AS B.v >= 6",
-                          within="WITHIN INTERVAL '12' SECOND"),
+    "brute_force": query(
+        "F{3,} O",
+        "FIRST(F.ts) AS f, COUNT(F.*) AS n, COUNT(DISTINCT F.w) AS kinds, O.ts AS o, "
+        "MIN(F.w) AS lo, MAX(F.w) AS hi, CLASSIFIER() AS last_label",
+        "F AS F.v < 6, O AS O.v >= 6",
+        within="WITHIN INTERVAL '9' SECOND",
+    ),
+    "card_testing": query(
+        "S{2,} B",
+        "FIRST(S.ts) AS f, ROUND(SUM(S.w), 2) AS total, AVG(S.w) AS mean, SUM(S.w) AS raw, "
+        "CASE WHEN SUM(S.w) > 3 THEN 'big' WHEN COUNT(S.w) = 0 THEN NULL ELSE 'small' END AS size, "
+        "COALESCE(B.w, -1) * MATCH_NUMBER() AS bw",
+        "S AS S.v < 6, B AS B.v >= 6",
+        within="WITHIN INTERVAL '12' SECOND",
+    ),
     # SHOW TIMEOUT MATCHES (patterns/order_payment_sla.sql and kin): TIMEOUT rows when the watermark, a
     # later row or a session's end passes a start's deadline, numbered and identified as the VM has them
-    "timeout_sla": query("A B*? C", "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_NUMBER() AS mn, MATCH_STATUS() AS st",
-                         "A AS A.v > 5, C AS C.v < 3", within="WITHIN INTERVAL '7' SECOND", timeouts=True),
-    "timeout_greedy": query("A B{2,} C", "FIRST(A.ts) AS f, LAST(B.v) AS b, COUNT(*) AS n, MATCH_STATUS() AS st, "
-                            "MATCH_NUMBER() AS mn", "A AS A.v > 4, B AS B.v >= 2, C AS C.v > 7",
-                            within="WITHIN INTERVAL '9' SECOND", timeouts=True, skip="TO NEXT ROW"),
-    "timeout_where": query("A B+ C", "FIRST(A.ts) AS f, SUM(B.w) AS s, MATCH_STATUS() AS st", "B AS B.v >= 3, C AS C.v > 7",
-                           within="WITHIN INTERVAL '6' SECOND", timeouts=True, where=" WHERE st = 'TIMEOUT' OR s > 4"),
+    "timeout_sla": query(
+        "A B*? C",
+        "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_NUMBER() AS mn, MATCH_STATUS() AS st",
+        "A AS A.v > 5, C AS C.v < 3",
+        within="WITHIN INTERVAL '7' SECOND",
+        timeouts=True,
+    ),
+    "timeout_greedy": query(
+        "A B{2,} C",
+        "FIRST(A.ts) AS f, LAST(B.v) AS b, COUNT(*) AS n, MATCH_STATUS() AS st, MATCH_NUMBER() AS mn",
+        "A AS A.v > 4, B AS B.v >= 2, C AS C.v > 7",
+        within="WITHIN INTERVAL '9' SECOND",
+        timeouts=True,
+        skip="TO NEXT ROW",
+    ),
+    "timeout_where": query(
+        "A B+ C",
+        "FIRST(A.ts) AS f, SUM(B.w) AS s, MATCH_STATUS() AS st",
+        "B AS B.v >= 3, C AS C.v > 7",
+        within="WITHIN INTERVAL '6' SECOND",
+        timeouts=True,
+        where=" WHERE st = 'TIMEOUT' OR s > 4",
+    ),
     # absence: a trailing `A !B` matches only when the watermark (or a later row, or a session's end) passes
     # A's time + WITHIN with no B row before (patterns/cart_abandoned.sql, sensor_silent.sql); `A !B C`
-    "absent_tail": query("A !B", "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st, MATCH_NUMBER() AS mn",
-                         "A AS A.v > 6, B AS B.v < 2", within="WITHIN INTERVAL '6' SECOND"),
-    "absent_silent": query("A !B", "A.ts AS a, A.v AS v, COUNT(*) AS n", "A AS A.v > 3",
-                           within="WITHIN INTERVAL '3' SECOND"),
-    "absent_history": query("A !B", "A.ts AS a, COUNT(*) AS n, LAST(B.v) AS b", "A AS A.v > 5, B AS B.v > A.v + 1",
-                            within="WITHIN INTERVAL '8' SECOND", skip="TO NEXT ROW"),
-    "absent_middle": query("A !B C", "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_STATUS() AS st",
-                           "A AS A.v > 5, B AS B.v = 0, C AS C.v < 3", within="WITHIN INTERVAL '8' SECOND",
-                           timeouts=True),
-    "absent_middle_open": query("A !B C", "A.ts AS a, C.ts AS c, COUNT(*) AS n", "A AS A.v > 6, B AS B.v = 0, C AS C.v = 1",
-                                skip="TO NEXT ROW"),
+    "absent_tail": query(
+        "A !B",
+        "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st, MATCH_NUMBER() AS mn",
+        "A AS A.v > 6, B AS B.v < 2",
+        within="WITHIN INTERVAL '6' SECOND",
+    ),
+    "absent_silent": query(
+        "A !B", "A.ts AS a, A.v AS v, COUNT(*) AS n", "A AS A.v > 3", within="WITHIN INTERVAL '3' SECOND"
+    ),
+    "absent_history": query(
+        "A !B",
+        "A.ts AS a, COUNT(*) AS n, LAST(B.v) AS b",
+        "A AS A.v > 5, B AS B.v > A.v + 1",
+        within="WITHIN INTERVAL '8' SECOND",
+        skip="TO NEXT ROW",
+    ),
+    "absent_middle": query(
+        "A !B C",
+        "A.ts AS a, C.ts AS c, COUNT(*) AS n, MATCH_STATUS() AS st",
+        "A AS A.v > 5, B AS B.v = 0, C AS C.v < 3",
+        within="WITHIN INTERVAL '8' SECOND",
+        timeouts=True,
+    ),
+    "absent_middle_open": query(
+        "A !B C", "A.ts AS a, C.ts AS c, COUNT(*) AS n", "A AS A.v > 6, B AS B.v = 0, C AS C.v = 1", skip="TO NEXT ROW"
+    ),
     # PREV in a measure (patterns/temperature_rising.sql): reads rows before the match, NULL before its session
-    "prev_measure": query("A{2,}", "FIRST(A.ts) AS f, COUNT(A.*) AS n, LAST(A.v) - PREV(FIRST(A.v)) AS rise, "
-                          "PREV(A.v, 2) AS back", "A AS A.v >= 3"),
-    "prev_define_measure": query("A{3,}", "FIRST(A.ts) AS f, ROUND(LAST(A.v) - PREV(FIRST(A.v)), 1) AS rise",
-                                 "A AS A.v > PREV(A.v)"),
-    "prev_measure_within": query("A B+ C", "A.ts AS a, PREV(A.w) AS before, PREV(C.v, 3) AS c3, MATCH_STATUS() AS st",
-                                 "B AS B.v >= 3, C AS C.v > 7", within="WITHIN INTERVAL '6' SECOND", timeouts=True,
-                                 skip="TO NEXT ROW"),
+    "prev_measure": query(
+        "A{2,}",
+        "FIRST(A.ts) AS f, COUNT(A.*) AS n, LAST(A.v) - PREV(FIRST(A.v)) AS rise, PREV(A.v, 2) AS back",
+        "A AS A.v >= 3",
+    ),
+    "prev_define_measure": query(
+        "A{3,}", "FIRST(A.ts) AS f, ROUND(LAST(A.v) - PREV(FIRST(A.v)), 1) AS rise", "A AS A.v > PREV(A.v)"
+    ),
+    "prev_measure_within": query(
+        "A B+ C",
+        "A.ts AS a, PREV(A.w) AS before, PREV(C.v, 3) AS c3, MATCH_STATUS() AS st",
+        "B AS B.v >= 3, C AS C.v > 7",
+        within="WITHIN INTERVAL '6' SECOND",
+        timeouts=True,
+        skip="TO NEXT ROW",
+    ),
 }
 MIXED = ("brute_force", "card_testing", "order_keys")  # w: floats that round (0.1 + 0.2), integers, NULLs
 
@@ -117,21 +209,45 @@ def make_batches(rnd: random.Random, delay_s: int, mixed: bool = False) -> list[
     for _ in range(rnd.randint(0, 70)):
         t += rnd.choice([0, 0, 1, 1, 2, 3]) if rnd.random() > 0.06 else rnd.randint(15, 60)
         ts = T0 + dt.timedelta(seconds=max(0, t + rnd.randint(-delay_s - 2, 1)))  # out of order, some late
-        rows.append({"k": rnd.choice(keys), "ts": None if rnd.random() < 0.02 else ts, "v": rnd.randint(0, 9),
-                     "w": rnd.choice([0.1, 0.2, 0.7, 2.5, 1, None]) if mixed else rnd.randint(0, 4)})
+        rows.append(
+            {
+                "k": rnd.choice(keys),
+                "ts": None if rnd.random() < 0.02 else ts,
+                "v": rnd.randint(0, 9),
+                "w": rnd.choice([0.1, 0.2, 0.7, 2.5, 1, None]) if mixed else rnd.randint(0, 4),
+            }
+        )
     cuts = sorted(rnd.sample(range(len(rows) + 1), min(rnd.randint(0, 8), len(rows) + 1)))
     batches = [rows[a:b] for a, b in zip([0] + cuts, cuts + [len(rows)])]
-    return batches + [[] for _ in range(rnd.randint(1, 3))] + [[{"k": "z", "ts": T0 + dt.timedelta(hours=5), "v": 0, "w": 0}], []]
+    return (
+        batches
+        + [[] for _ in range(rnd.randint(1, 3))]
+        + [[{"k": "z", "ts": T0 + dt.timedelta(hours=5), "v": 0, "w": 0}], []]
+    )
 
 
-def run(text: str, batches, *, columnar: bool, delay_s: int, session_s, buckets: int = 0, max_pending_rows=None,
-        max_match_rows=None):
+def run(
+    text: str,
+    batches,
+    *,
+    columnar: bool,
+    delay_s: int,
+    session_s,
+    buckets: int = 0,
+    max_pending_rows=None,
+    max_match_rows=None,
+):
     q = cep.compile(text)
     options = {"max_pending_rows": max_pending_rows} if max_pending_rows else {}
     if max_match_rows:
         options["max_match_rows"] = max_match_rows
-    engine = KeyedStream(q.plan, COLUMNS, query_text=q.text,
-                         session_timeout_us=None if session_s is None else session_s * 1_000_000, **options)
+    engine = KeyedStream(
+        q.plan,
+        COLUMNS,
+        query_text=q.text,
+        session_timeout_us=None if session_s is None else session_s * 1_000_000,
+        **options,
+    )
     stream = LocalStream(engine, delay_ms=delay_s * 1000, buckets=buckets, columnar=columnar)
     steps = []
     for batch in batches:
@@ -156,8 +272,13 @@ def assert_same(text, batches, **options):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(sorted(QUERIES)), session_s=st.sampled_from([None, 8, 30]),
-       delay_s=st.sampled_from([0, 2, 5]), buckets=st.sampled_from([0, 0, 3]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(sorted(QUERIES)),
+    session_s=st.sampled_from([None, 8, 30]),
+    delay_s=st.sampled_from([0, 2, 5]),
+    buckets=st.sampled_from([0, 0, 3]),
+)
 def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
     route = KeyedStream(cep.compile(QUERIES[name]).plan, COLUMNS, query_text=QUERIES[name]).route()
     assert (route.stream, route.stream_reasons) == (COLUMN_WISE, ())
@@ -166,9 +287,22 @@ def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
 
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["greedy_tail", "running_sum", "prev_next_row", "timeout_sla",
-                                                          "next_within", "absent_tail", "absent_middle", "prev_measure"]),
-       session_s=st.sampled_from([None, 30]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(
+        [
+            "greedy_tail",
+            "running_sum",
+            "prev_next_row",
+            "timeout_sla",
+            "next_within",
+            "absent_tail",
+            "absent_middle",
+            "prev_measure",
+        ]
+    ),
+    session_s=st.sampled_from([None, 30]),
+)
 def test_columnar_caps_equal_per_key(seed, name, session_s):
     """Small caps: forced releases (max_pending_rows) and given-up partial matches (max_match_rows, where a
     session piece runs on the VM) as the per-key path has them."""
@@ -183,8 +317,14 @@ def test_a_carried_start_searches_only_the_rows_new_since_its_last_search():
     micro-batch."""
     text = QUERIES["within_first_hit"]  # C AS C.v < A.v - 2, WITHIN 6 s
     values = {"a": [9, 8, 9, 7, 8, 6, 9, 9, 1, 5, 9, 9, 9, 9, 9, 9, 9, 0], "b": [5, 5, 6, 5, 5, 5, 5, 2, 5, 5, 5, 9]}
-    rows = sorted(({"k": k, "ts": T0 + dt.timedelta(milliseconds=700 * i + (k == "b") * 100), "v": v, "w": 0}
-                   for k, vs in values.items() for i, v in enumerate(vs)), key=lambda row: row["ts"])
+    rows = sorted(
+        (
+            {"k": k, "ts": T0 + dt.timedelta(milliseconds=700 * i + (k == "b") * 100), "v": v, "w": 0}
+            for k, vs in values.items()
+            for i, v in enumerate(vs)
+        ),
+        key=lambda row: row["ts"],
+    )
     batches = [[row] for row in rows] + [[{"k": "z", "ts": T0 + dt.timedelta(hours=1), "v": 0, "w": 0}], []]
     stream = assert_same(text, batches, delay_s=0, session_s=None)
     assert stream.step.plan.stats["resumed"] > 0 and stream.step.vm_pieces == 0
@@ -202,8 +342,12 @@ def test_a_column_repeated_in_order_by_streams_as_the_batch_replay():
     batch replay's matches, the stream's ties broken as ``canonical_order`` breaks them."""
     from cep.spark_bridge.engine.ordering import canonical_order
 
-    text = query("A{2,} B", "FIRST(A.v) AS fv, LAST(A.v) AS lv, COUNT(*) AS n", "A AS A.v < 6, B AS B.v >= 6",
-                 order="ts, v DESC, v, ts")
+    text = query(
+        "A{2,} B",
+        "FIRST(A.v) AS fv, LAST(A.v) AS lv, COUNT(*) AS n",
+        "A AS A.v < 6, B AS B.v >= 6",
+        order="ts, v DESC, v, ts",
+    )
     rows = [{"k": "ab"[i % 2], "ts": T0 + dt.timedelta(seconds=i // 4), "v": (i * 7) % 9, "w": 0} for i in range(60)]
     # cut between two event times (a row tied with one already released would be late)
     batches = [rows[:24], rows[24:], [{"k": "z", "ts": T0 + dt.timedelta(hours=1), "v": 0, "w": 0}], []]
@@ -220,8 +364,13 @@ def test_a_long_open_run_goes_on_on_the_vm_and_back():
     the VM, resumed from the carried rows; later calls are column-wise again; the output is the VM's."""
     text = QUERIES["greedy_tail"]
     long_run = [{"k": "a", "ts": T0 + dt.timedelta(milliseconds=i), "v": 9, "w": 0} for i in range(3_000)]
-    batches = [long_run[:1000], long_run[1000:], [{"k": "a", "ts": T0 + dt.timedelta(seconds=10), "v": 0, "w": 0}],
-               [{"k": "z", "ts": T0 + dt.timedelta(hours=1), "v": 0, "w": 0}], []]
+    batches = [
+        long_run[:1000],
+        long_run[1000:],
+        [{"k": "a", "ts": T0 + dt.timedelta(seconds=10), "v": 0, "w": 0}],
+        [{"k": "z", "ts": T0 + dt.timedelta(hours=1), "v": 0, "w": 0}],
+        [],
+    ]
     stream = assert_same(text, batches, delay_s=0, session_s=None)
     assert stream.step.vm_pieces >= 1
 
@@ -288,13 +437,30 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
                 assert new.run_batch(batch) == old.run_batch(batch), (seed, name)
 
 
-TIMED = ("within_first_hit", "within_greedy", "timeout_sla", "timeout_greedy", "timeout_where", "absent_tail",
-         "absent_silent", "absent_history", "absent_middle", "brute_force", "card_testing", "next_within", "next_absent")
+TIMED = (
+    "within_first_hit",
+    "within_greedy",
+    "timeout_sla",
+    "timeout_greedy",
+    "timeout_where",
+    "absent_tail",
+    "absent_silent",
+    "absent_history",
+    "absent_middle",
+    "brute_force",
+    "card_testing",
+    "next_within",
+    "next_absent",
+)
 
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(TIMED), cut=st.integers(1, 12),
-       session_s=st.sampled_from([None, 30]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(TIMED),
+    cut=st.integers(1, 12),
+    session_s=st.sampled_from([None, 30]),
+)
 def test_a_restored_column_wise_stream_goes_on_as_the_per_key_path(seed, name, cut, session_s):
     """A column-wise stream stopped after ``cut`` micro-batches and resumed by a new process (its bucket
     tables as bytes, a newly compiled query) gives, micro-batch by micro-batch, the per-key path's output:
@@ -304,10 +470,13 @@ def test_a_restored_column_wise_stream_goes_on_as_the_per_key_path(seed, name, c
     expected, _ = run(QUERIES[name], batches, columnar=False, delay_s=5, session_s=session_s, buckets=3)
     first, stream = run(QUERIES[name], batches[:cut], columnar=True, delay_s=5, session_s=session_s, buckets=3)
     q = cep.compile(QUERIES[name])
-    engine = KeyedStream(q.plan, COLUMNS, query_text=q.text,
-                         session_timeout_us=None if session_s is None else session_s * 1_000_000)
+    engine = KeyedStream(
+        q.plan, COLUMNS, query_text=q.text, session_timeout_us=None if session_s is None else session_s * 1_000_000
+    )
     again = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=True)
-    saved = {bucket: t if isinstance(t, bytes) else t.encode() for bucket, t in stream.tables.items()}  # what Spark keeps
+    saved = {
+        bucket: t if isinstance(t, bytes) else t.encode() for bucket, t in stream.tables.items()
+    }  # what Spark keeps
     again.tables, again.watermark_ms, again.max_event_ms = saved, stream.watermark_ms, stream.max_event_ms
     got = list(first)
     for batch in batches[cut:]:
@@ -326,11 +495,26 @@ def test_the_watermark_alone_completes_an_absence_and_a_timeout(columnar):
     """Key a's last rows come in micro-batch 0; only key b's rows move the watermark after that. a's
     trailing absence completes (ABSENCE) and its SLA times out (TIMEOUT) in the micro-batch whose
     watermark passes the deadline, called by its timer with no row of its own: here by hand, on both paths."""
-    absence = query("A !B", "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st", "A AS A.v > 6, B AS B.v < 2",
-                    within="WITHIN INTERVAL '10' SECOND")
-    sla = query("A B*? C", "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st", "A AS A.v > 6, C AS C.v < 2",
-                within="WITHIN INTERVAL '10' SECOND", timeouts=True)
-    batches = [_clicks(("a", 0, 9), ("a", 3, 5)), _clicks(("b", 6, 5)), _clicks(("b", 12, 5)), _clicks(("b", 16, 5)), []]
+    absence = query(
+        "A !B",
+        "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st",
+        "A AS A.v > 6, B AS B.v < 2",
+        within="WITHIN INTERVAL '10' SECOND",
+    )
+    sla = query(
+        "A B*? C",
+        "A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS st",
+        "A AS A.v > 6, C AS C.v < 2",
+        within="WITHIN INTERVAL '10' SECOND",
+        timeouts=True,
+    )
+    batches = [
+        _clicks(("a", 0, 9), ("a", 3, 5)),
+        _clicks(("b", 6, 5)),
+        _clicks(("b", 12, 5)),
+        _clicks(("b", 16, 5)),
+        [],
+    ]
     # watermark (delay 2 s) after each batch: 1, 4, 10, 14 s; a's deadline is 0 s + 10 s: W >= 10 s in batch 3
     for text, status in ((absence, "ABSENCE"), (sla, "TIMEOUT")):
         steps, stream = run(text, batches, columnar=columnar, delay_s=2, session_s=None)
@@ -366,9 +550,18 @@ def test_spark_bucket_calls_equal_per_key_calls():
             q = cep.compile(QUERIES[name])
             frames = []
             for columnar in (True, False):
-                step = _SparkStep(q.plan, COLUMNS, ("k",), query_text=q.text, session_timeout_us=30_000_000,
-                                  max_pending_rows=1_000, output_columns=q.plan.output_types(types), late_rows=True,
-                                  key_buckets=1, column_wise=columnar)
+                step = _SparkStep(
+                    q.plan,
+                    COLUMNS,
+                    ("k",),
+                    query_text=q.text,
+                    session_timeout_us=30_000_000,
+                    max_pending_rows=1_000,
+                    output_columns=q.plan.output_types(types),
+                    late_rows=True,
+                    key_buckets=1,
+                    column_wise=columnar,
+                )
                 assert (step.route().stream == COLUMN_WISE) == columnar
                 state, top, out = State(), None, []
                 for batch in batches:
@@ -377,7 +570,9 @@ def test_spark_bucket_calls_equal_per_key_calls():
                     if batch:
                         frame = pd.DataFrame(batch)
                         frame["ts"] = pd.to_datetime(frame["ts"])
-                        frame[EVENT_US] = pd.Series([NULL_TIME if pd.isna(t) else t.value // 1000 for t in frame["ts"]], dtype="int64")
+                        frame[EVENT_US] = pd.Series(
+                            [NULL_TIME if pd.isna(t) else t.value // 1000 for t in frame["ts"]], dtype="int64"
+                        )
                         frame[MARKER] = pd.NaT
                         parts = [frame]
                         known = [t for t in frame[EVENT_US].tolist() if t != NULL_TIME]
@@ -387,8 +582,11 @@ def test_spark_bucket_calls_equal_per_key_calls():
                         records = f.to_dict("records")
                         for record in records:  # the two stats that differ by design (module docstring)
                             if record["__cep_stats"] is not None:
-                                record["__cep_stats"] = [v for n, v in zip(STAT_NAMES, record["__cep_stats"])
-                                                         if n not in ("live_matches", "state_bytes")]
+                                record["__cep_stats"] = [
+                                    v
+                                    for n, v in zip(STAT_NAMES, record["__cep_stats"])
+                                    if n not in ("live_matches", "state_bytes")
+                                ]
                         out.append(records)
                 frames.append(out)
             assert frames[0] == frames[1], (seed, name)
@@ -397,29 +595,45 @@ def test_spark_bucket_calls_equal_per_key_calls():
 def test_explain_names_the_streaming_path():
     assert cep.compile(QUERIES["running_sum"]).explain().splitlines()[-1].startswith("  streaming: column-wise")
     vshape = cep.compile(query("A B+ C+", "COUNT(*) AS n", "B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)"))
-    assert vshape.explain().splitlines()[-1] == ("  streaming: per key on the Pike VM (a run whose end depends on the "
-                                                 "items after the next one (backtracking))")
+    assert vshape.explain().splitlines()[-1] == (
+        "  streaming: per key on the Pike VM (a run whose end depends on the items after the next one (backtracking))"
+    )
 
 
 def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_match_does_not():
     root = Path(__file__).resolve().parent.parent
-    for name in ("login_burst", "card_testing", "order_payment_sla", "cart_abandoned", "sensor_silent",
-                 "temperature_rising"):
+    for name in (
+        "login_burst",
+        "card_testing",
+        "order_payment_sla",
+        "cart_abandoned",
+        "sensor_silent",
+        "temperature_rising",
+    ):
         q = cep.compile((root / "patterns" / f"{name}.sql").read_text(encoding="utf-8"))
         assert q.explain().splitlines()[-1].startswith("  streaming: column-wise"), name
     after = cep.compile(query("A{2,} B", "FIRST(A.ts) AS f, NEXT(B.v) AS after", "A AS A.v < 5, B AS B.v >= 5"))
     assert KeyedStream(after.plan, COLUMNS, query_text=after.text).route().stream_reasons == (
-        "NEXT in a measure (a match waits for the rows after it)",)
+        "NEXT in a measure (a match waits for the rows after it)",
+    )
     ahead = cep.compile(QUERIES["next_within"]).explain().splitlines()[-1]
     assert ahead.startswith("  streaming: column-wise") and ahead.endswith(
-        "NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)")
+        "NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)"
+    )
 
 
 def _fixture_rows() -> list[list[dict]]:
     """The micro-batches tests/streaming_checkpoints/columnar_v1.json was written from (3 keys, floats and
     NULLs in w, tied times, a gap), then the rest of the stream."""
-    rows = [{"k": "abc"[i % 3], "ts": T0 + dt.timedelta(seconds=i // 2 + (20 if i > 40 else 0)), "v": (i * 7) % 10,
-             "w": [0.1, 0.2, None, 2.5, 1.0][i % 5]} for i in range(60)]
+    rows = [
+        {
+            "k": "abc"[i % 3],
+            "ts": T0 + dt.timedelta(seconds=i // 2 + (20 if i > 40 else 0)),
+            "v": (i * 7) % 10,
+            "w": [0.1, 0.2, None, 2.5, 1.0][i % 5],
+        }
+        for i in range(60)
+    ]
     return [rows[:25], rows[25:45], rows[45:], [], [{"k": "z", "ts": T0 + dt.timedelta(hours=5), "v": 0, "w": 0.0}], []]
 
 

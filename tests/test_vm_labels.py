@@ -18,8 +18,10 @@ from cep.matcher.program.machine import build_machine
 
 def identity(label: str):
     """The condition of variable ``label``: the row's letter is ``label``."""
+
     def holds(env, position=None):
         return env.cols["letter"][env.row - env.base] == label
+
     return holds
 
 
@@ -27,7 +29,8 @@ def matches(pattern: str, letters: str, skip: str = "PAST LAST ROW") -> list[tup
     """(first row, the letters CLASSIFIER() gives its rows) of each match, empty matches as ''."""
     statement = parse_unchecked(
         "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY i MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS cls "
-        f"ALL ROWS PER MATCH AFTER MATCH SKIP {skip} PATTERN ({pattern}))")
+        f"ALL ROWS PER MATCH AFTER MATCH SKIP {skip} PATTERN ({pattern}))"
+    )
     machine = build_machine(statement, ("i", "letter"))
     machine = dataclasses.replace(machine, conditions=tuple(identity(name) for name in machine.label_names))
     matcher = PartitionMatcher(machine)
@@ -38,35 +41,41 @@ def matches(pattern: str, letters: str, skip: str = "PAST LAST ROW") -> list[tup
     return [tuple(match) for match in found.values()]
 
 
-@pytest.mark.parametrize("pattern, letters, expected", [
-    ("A+ B C? D", "AABCD", [(0, "AABCD")]),
-    ("A+ B C? D", "AABD", [(0, "AABD")]),
-    ("A+ B C? D", "ABCCD", []),
-    ("A B+", "ABBB", [(0, "ABBB")]),  # greedy: as many as possible
-    ("A B+?", "ABBB", [(0, "AB")]),  # reluctant: as few as possible
-    ("A B*? C", "ABBC", [(0, "ABBC")]),  # ... but enough to reach what follows
-    ("A | A B", "AB", [(0, "A")]),  # the first alternative is preferred, though shorter
-    ("A B | A", "AB", [(0, "AB")]),
-    ("(A | B)* C", "ABAC", [(0, "ABAC")]),
-    ("PERMUTE(A, B, C)", "CAB", [(0, "CAB")]),
-    ("A{2,3}", "AAAAA", [(0, "AAA"), (3, "AA")]),
-    ("A{2,3}?", "AAAAA", [(0, "AA"), (2, "AA")]),
-    ("^ A", "AAA", [(0, "A")]),  # only at the partition's first row
-    ("A $", "AAA", [(2, "A")]),  # only at its last
-    ("A {- B -} C", "ABC", [(0, "AC")]),  # B matched, but left out of ALL ROWS PER MATCH
-    ("A*", "BAB", [(0, ""), (1, "A"), (2, "")]),  # empty matches where no A starts
-    ("B", "AAA", []),
-])
+@pytest.mark.parametrize(
+    "pattern, letters, expected",
+    [
+        ("A+ B C? D", "AABCD", [(0, "AABCD")]),
+        ("A+ B C? D", "AABD", [(0, "AABD")]),
+        ("A+ B C? D", "ABCCD", []),
+        ("A B+", "ABBB", [(0, "ABBB")]),  # greedy: as many as possible
+        ("A B+?", "ABBB", [(0, "AB")]),  # reluctant: as few as possible
+        ("A B*? C", "ABBC", [(0, "ABBC")]),  # ... but enough to reach what follows
+        ("A | A B", "AB", [(0, "A")]),  # the first alternative is preferred, though shorter
+        ("A B | A", "AB", [(0, "AB")]),
+        ("(A | B)* C", "ABAC", [(0, "ABAC")]),
+        ("PERMUTE(A, B, C)", "CAB", [(0, "CAB")]),
+        ("A{2,3}", "AAAAA", [(0, "AAA"), (3, "AA")]),
+        ("A{2,3}?", "AAAAA", [(0, "AA"), (2, "AA")]),
+        ("^ A", "AAA", [(0, "A")]),  # only at the partition's first row
+        ("A $", "AAA", [(2, "A")]),  # only at its last
+        ("A {- B -} C", "ABC", [(0, "AC")]),  # B matched, but left out of ALL ROWS PER MATCH
+        ("A*", "BAB", [(0, ""), (1, "A"), (2, "")]),  # empty matches where no A starts
+        ("B", "AAA", []),
+    ],
+)
 def test_label_strings(pattern, letters, expected):
     assert matches(pattern, letters) == expected
 
 
-@pytest.mark.parametrize("pattern, letters, skip, expected", [
-    ("A? B+", "ABB", "PAST LAST ROW", [(0, "ABB")]),
-    ("A? B+", "ABB", "TO NEXT ROW", [(0, "ABB"), (1, "BB"), (2, "B")]),
-    # The search resumes at the match's last B; no match starts at a B, so the next one is at row 3.
-    ("A B+", "ABBAB", "TO LAST B", [(0, "ABB"), (3, "AB")]),
-])
+@pytest.mark.parametrize(
+    "pattern, letters, skip, expected",
+    [
+        ("A? B+", "ABB", "PAST LAST ROW", [(0, "ABB")]),
+        ("A? B+", "ABB", "TO NEXT ROW", [(0, "ABB"), (1, "BB"), (2, "B")]),
+        # The search resumes at the match's last B; no match starts at a B, so the next one is at row 3.
+        ("A B+", "ABBAB", "TO LAST B", [(0, "ABB"), (3, "AB")]),
+    ],
+)
 def test_after_match_skip(pattern, letters, skip, expected):
     assert matches(pattern, letters, skip) == expected
 

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from vshape_reference import normalize, vshape_matches
 
 VSHAPE = (Path(__file__).resolve().parent.parent / "patterns" / "v_shape.sql").read_text(encoding="utf-8")

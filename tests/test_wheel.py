@@ -42,8 +42,20 @@ def wheel(tmp_path_factory) -> Path:
             shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy(path, source / name)
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-        "-w", str(work / "dist"), str(source), cwd=work)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-q",
+        "-w",
+        str(work / "dist"),
+        str(source),
+        cwd=work,
+    )
     (found,) = (work / "dist").glob("*.whl")
     return found
 
@@ -63,22 +75,49 @@ def test_installed_elsewhere_the_command_runs_a_shipped_pattern(wheel, tmp_path)
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", str(venv), cwd=tmp_path)
     python = venv / "bin" / "python"
-    run(sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel),
-        cwd=tmp_path)
-    site = Path(run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).stdout.strip())
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "--no-deps",
+        "--no-index",
+        "-q",
+        str(wheel),
+        cwd=tmp_path,
+    )
+    site = Path(
+        run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).stdout.strip()
+    )
     (site / "borrowed_libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     (tmp_path / "patterns" / "data").mkdir(parents=True)
     shutil.copy(REPO / "patterns" / "v_shape.sql", tmp_path / "patterns")
     shutil.copy(REPO / "patterns" / "data" / "ticks.csv", tmp_path / "patterns" / "data")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    done = run(str(venv / "bin" / "cep"), "run", "patterns/v_shape.sql", "--input", "patterns/data/ticks.csv",
-               "--engine", "python", cwd=tmp_path, env=env)
+    done = run(
+        str(venv / "bin" / "cep"),
+        "run",
+        "patterns/v_shape.sql",
+        "--input",
+        "patterns/data/ticks.csv",
+        "--engine",
+        "python",
+        cwd=tmp_path,
+        env=env,
+    )
     assert "matches: 27" in done.stdout and "(engine: python)" in done.stdout
 
-    probe = run(str(python), "-c", "import importlib.util, cep; print(cep.__file__); "
-                "print([n for n in ('grammar', 'matcher', 'spark_bridge') if importlib.util.find_spec(n)])",
-                cwd=tmp_path, env=env)
+    probe = run(
+        str(python),
+        "-c",
+        "import importlib.util, cep; print(cep.__file__); "
+        "print([n for n in ('grammar', 'matcher', 'spark_bridge') if importlib.util.find_spec(n)])",
+        cwd=tmp_path,
+        env=env,
+    )
     where, former = probe.stdout.splitlines()
     assert Path(where).is_relative_to(venv)  # the installed copy, not the repository
     assert former == "[]"  # no top-level grammar, matcher or spark_bridge of ours to clash with PyPI's

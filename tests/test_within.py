@@ -34,14 +34,26 @@ WITHIN_S = 10
 GAPS = st.sampled_from([0, 1, 1, 2, 3, 4, 9, 10, 11, 30])
 
 VARIABLES = ("A", "B", "C")
-ROW_CONDITIONS = ["value < 2", "value >= 2", "value = 3", "value > PREV(value)", "value <= PREV(value)",
-                  "value <> 1", "TRUE"]
+ROW_CONDITIONS = [
+    "value < 2",
+    "value >= 2",
+    "value = 3",
+    "value > PREV(value)",
+    "value <= PREV(value)",
+    "value <> 1",
+    "TRUE",
+]
 
 
 def history_conditions(variable: str, earlier: list[str]) -> list[str]:
     """Conditions that read an earlier variable's row, the first row or the last rows of the match."""
-    out = [f"{variable}.value > FIRST(value)", f"value < LAST(value, 1)", f"LAST({variable}.value, 1) IS NULL OR value >= LAST({variable}.value, 1)",
-           f"SUM({variable}.value) < 6", f"COUNT({variable}.*) <= 2"]
+    out = [
+        f"{variable}.value > FIRST(value)",
+        "value < LAST(value, 1)",
+        f"LAST({variable}.value, 1) IS NULL OR value >= LAST({variable}.value, 1)",
+        f"SUM({variable}.value) < 6",
+        f"COUNT({variable}.*) <= 2",
+    ]
     out += [f"{variable}.value > {other}.value" for other in earlier]
     out += [f"value <= {other}.value + 1" for other in earlier]
     return out
@@ -81,10 +93,13 @@ def within_queries(draw, history: bool = True) -> str:
     measures = "FIRST(ts) AS first_ts, LAST(ts) AS last_ts, COUNT(*) AS n, MATCH_NUMBER() AS mno"
     if timeouts:
         measures += ", MATCH_STATUS() AS status"
-    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {measures} "
-            f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
-            f"PATTERN ({' '.join(items)}) WITHIN INTERVAL '{WITHIN_S}' SECOND"
-            + (f" DEFINE {', '.join(defines)}" if defines else "") + ")")
+    return (
+        f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES {measures} "
+        f"ONE ROW PER MATCH{' SHOW TIMEOUT MATCHES' if timeouts else ''} AFTER MATCH SKIP {skip} "
+        f"PATTERN ({' '.join(items)}) WITHIN INTERVAL '{WITHIN_S}' SECOND"
+        + (f" DEFINE {', '.join(defines)}" if defines else "")
+        + ")"
+    )
 
 
 @st.composite
@@ -120,8 +135,12 @@ def test_vm_equals_reference_with_within_and_timeouts(text, rows, extra_clock):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=within_queries(), rows=timed_rows(), cuts=st.lists(st.integers(0, 14), max_size=5),
-       lag=st.sampled_from([0, 1, 5, 10]))
+@given(
+    text=within_queries(),
+    rows=timed_rows(),
+    cuts=st.lists(st.integers(0, 14), max_size=5),
+    lag=st.sampled_from([0, 1, 5, 10]),
+)
 def test_time_told_in_pieces_equals_time_told_once(text, rows, cuts, lag):
     """A stream feeds rows and tells the time (its watermark, ``lag`` behind the last row) after each
     micro-batch; the output is that of one feed and one clock, whatever the cuts."""
@@ -155,8 +174,14 @@ ISSUE_QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
 def test_the_issues_timeouts_agree_in_the_run_the_replay_and_the_stream():
     """Issue 16 item 9: a run of two fails, then a gap longer than the 3-minute session timeout."""
     at = lambda m, s: T0 + dt.timedelta(minutes=m, seconds=s)  # noqa: E731
-    rows = [dict(k="u", ts=at(1, 2), e="login"), dict(k="u", ts=at(1, 47), e="fail"), dict(k="u", ts=at(2, 7), e="fail"),
-            dict(k="u", ts=at(5, 27), e="view"), dict(k="u", ts=at(9, 0), e="view"), dict(k="u", ts=at(20, 0), e="view")]
+    rows = [
+        dict(k="u", ts=at(1, 2), e="login"),
+        dict(k="u", ts=at(1, 47), e="fail"),
+        dict(k="u", ts=at(2, 7), e="fail"),
+        dict(k="u", ts=at(5, 27), e="view"),
+        dict(k="u", ts=at(9, 0), e="view"),
+        dict(k="u", ts=at(20, 0), e="view"),
+    ]
     query = cep.compile(ISSUE_QUERY)
     want = [("u", at(1, 47), 2, "TIMEOUT"), ("u", at(2, 7), 1, "TIMEOUT")]
     assert [tuple(r.values()) for r in query.run(rows)] == want
@@ -164,11 +189,12 @@ def test_the_issues_timeouts_agree_in_the_run_the_replay_and_the_stream():
     assert [tuple(r.values())[:-1] for r in replayed] == want
     assert [tuple(r.values()) for r in reference.reference_run(query.statement, rows)] == want
     for sizes in ([1] * 6, [3, 3], [6]):  # one row a micro-batch, two batches, one
-        stream = LocalStream(KeyedStream(query.plan, ("k", "ts", "e"), query_text=query.text,
-                                         session_timeout_us=180_000_000), delay_ms=0)
+        stream = LocalStream(
+            KeyedStream(query.plan, ("k", "ts", "e"), query_text=query.text, session_timeout_us=180_000_000), delay_ms=0
+        )
         got, ids, begin = [], [], 0
         for size in sizes + [0, 0]:
-            out, batch_ids, _ = stream.run_batch(rows[begin:begin + size])
+            out, batch_ids, _ = stream.run_batch(rows[begin : begin + size])
             got, ids, begin = got + out, ids + batch_ids, begin + size
         assert got == want
         assert ids == [r["match_id"] for r in replayed]

@@ -19,7 +19,8 @@ A NULL price makes both conditions false (a DEFINE that is NULL is false).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def _falls(cur: Any, prev: Any) -> bool:

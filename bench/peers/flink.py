@@ -92,7 +92,7 @@ def flink_text(text: str) -> tuple[str, tuple[str, ...]]:
     pattern = _GREEDY_LAST.search(head)
     if pattern:
         quantifier = pattern.group(2)
-        head = head[: pattern.start()] + pattern.group(1) + quantifier + "?)" + head[pattern.end():]
+        head = head[: pattern.start()] + pattern.group(1) + quantifier + "?)" + head[pattern.end() :]
         rewrites.append(f"last element's greedy {quantifier} made reluctant {quantifier}? (fewer rows per match)")
     return head + new_define, tuple(rewrites)
 
@@ -123,8 +123,13 @@ def setup() -> dict:
     began = time.perf_counter()
     try:
         subprocess.run([sys.executable, "-m", "venv", str(FLINK_VENV)], check=True, capture_output=True, text=True)
-        subprocess.run([str(FLINK_PYTHON), "-m", "pip", "install", "-q", FLINK_PACKAGE], check=True,
-                       capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+        subprocess.run(
+            [str(FLINK_PYTHON), "-m", "pip", "install", "-q", FLINK_PACKAGE],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+        )
     except subprocess.CalledProcessError as error:
         last = [line for line in (error.stderr or "").splitlines() if line.strip() and "is ignored" not in line]
         return {"reason": f"`{' '.join(map(str, error.cmd[-4:]))}` failed (no network?): {last[-1] if last else error}"}
@@ -187,8 +192,10 @@ def normalized(row) -> tuple:
 def typed_like(ours: list[tuple], flink_csv: list[list[str]]) -> list[tuple]:
     """Flink's CSV rows with the Python types of cep's columns (the first row of ours is the example)."""
     example = ours[0] if ours else ()
-    return [tuple(parse_like(text, example[i] if i < len(example) else None) for i, text in enumerate(row))
-            for row in flink_csv]
+    return [
+        tuple(parse_like(text, example[i] if i < len(example) else None) for i, text in enumerate(row))
+        for row in flink_csv
+    ]
 
 
 def compare(ours: list[tuple], theirs: list[tuple]) -> dict:
@@ -200,9 +207,14 @@ def compare(ours: list[tuple], theirs: list[tuple]) -> dict:
     if not same:
         only_ours = sorted(set(mine) - set(theirs), key=key)
         only_flink = sorted(set(theirs) - set(mine), key=key)
-        result.update(only_ours=len(only_ours), only_flink=len(only_flink),
-                      examples={"only_ours": [list(map(str, r)) for r in only_ours[:3]],
-                                "only_flink": [list(map(str, r)) for r in only_flink[:3]]})
+        result.update(
+            only_ours=len(only_ours),
+            only_flink=len(only_flink),
+            examples={
+                "only_ours": [list(map(str, r)) for r in only_ours[:3]],
+                "only_flink": [list(map(str, r)) for r in only_flink[:3]],
+            },
+        )
     return result
 
 
@@ -212,15 +224,18 @@ def referee(text: str, table, ours: list[tuple], flink_rows: list[tuple]) -> dic
     if table.num_rows > REFEREE_ROWS:
         return {}
     sys.path.insert(0, str(REPO / "tests"))
-    import cep
     from reference_matcher import reference_run
 
+    import cep
+
     reference = [tuple(r.values()) for r in reference_run(cep.compile(text).statement, table.to_pylist())]
-    return {"reference_matches": len(reference),
-            "reference_equals_ours": compare(ours, reference)["same_output"],
-            "reference_equals_flink": compare(flink_rows, reference)["same_output"],
-            "reference_only_vs_ours": len(set(map(normalized, reference)) - set(map(normalized, ours))),
-            "reference_only_vs_flink": len(set(map(normalized, reference)) - set(map(normalized, flink_rows)))}
+    return {
+        "reference_matches": len(reference),
+        "reference_equals_ours": compare(ours, reference)["same_output"],
+        "reference_equals_flink": compare(flink_rows, reference)["same_output"],
+        "reference_only_vs_ours": len(set(map(normalized, reference)) - set(map(normalized, ours))),
+        "reference_only_vs_flink": len(set(map(normalized, reference)) - set(map(normalized, flink_rows))),
+    }
 
 
 @dataclass(frozen=True)
@@ -249,12 +264,20 @@ def measured(q: PeerQuery, sql: str, run: dict, startup_s: float, load, repeats:
 
     Ratios compare like with like: wall with wall (after Flink's start-up, and end to end), CPU with CPU."""
     ours = ours_on(sql, load, repeats)
-    entry = {"flink_wall_s": run["wall_s"], "flink_cpu_s": run["cpu_s"], "flink_eps": q.rows / run["wall_s"],
-             "flink_eps_end_to_end": q.rows / (startup_s + run["wall_s"]), "flink_eps_per_cpu": q.rows / run["cpu_s"],
-             "ours_wall_s": ours.wall_s, "ours_cpu_s": ours.cpu_s, "ours_eps": q.rows / ours.wall_s,
-             "ours_eps_per_cpu": q.rows / ours.cpu_s, "ours_over_flink": run["wall_s"] / ours.wall_s,
-             "ours_over_flink_end_to_end": (startup_s + run["wall_s"]) / ours.wall_s,
-             "ours_over_flink_per_cpu": run["cpu_s"] / ours.cpu_s}
+    entry = {
+        "flink_wall_s": run["wall_s"],
+        "flink_cpu_s": run["cpu_s"],
+        "flink_eps": q.rows / run["wall_s"],
+        "flink_eps_end_to_end": q.rows / (startup_s + run["wall_s"]),
+        "flink_eps_per_cpu": q.rows / run["cpu_s"],
+        "ours_wall_s": ours.wall_s,
+        "ours_cpu_s": ours.cpu_s,
+        "ours_eps": q.rows / ours.wall_s,
+        "ours_eps_per_cpu": q.rows / ours.cpu_s,
+        "ours_over_flink": run["wall_s"] / ours.wall_s,
+        "ours_over_flink_end_to_end": (startup_s + run["wall_s"]) / ours.wall_s,
+        "ours_over_flink_per_cpu": run["cpu_s"] / ours.cpu_s,
+    }
     theirs = typed_like(ours.rows, run["output"])
     entry.update(compare(ours.rows, theirs))
     if not entry["same_output"]:
@@ -271,8 +294,9 @@ def run_runner(spec: Path, out: Path) -> str | None:
 
     On a timeout the whole group is killed: the JVM is the runner's child and would outlive it."""
     command = [str(FLINK_PYTHON), str(HERE / "flink_runner.py"), str(spec), str(out)]
-    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as runner:
+    with subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as runner:
         try:
             _, errors = runner.communicate(timeout=RUNNER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -301,9 +325,13 @@ def run_and_compare(queries: dict, parquet: Path, rows: int, repeats: int, insta
 
     plan = {q.name: (q, *flink_text(q.text)) for q in peer_queries(queries, rows)}
     files = {q.name: first_rows(parquet, q.rows) for q in peer_queries(queries, rows)}
-    spec = {"warmup_csv": str(first_rows(parquet, WARMUP_ROWS).csv), "work_dir": str(work),
-            "queries": {name: {"sql": sql, "csv": str(files[name].csv), "rows": q.rows}
-                        for name, (q, sql, _) in plan.items()}}
+    spec = {
+        "warmup_csv": str(first_rows(parquet, WARMUP_ROWS).csv),
+        "work_dir": str(work),
+        "queries": {
+            name: {"sql": sql, "csv": str(files[name].csv), "rows": q.rows} for name, (q, sql, _) in plan.items()
+        },
+    }
     (work / "spec.json").write_text(json.dumps(spec))
     out = work / "out.json"
     began = time.perf_counter()
@@ -311,9 +339,14 @@ def run_and_compare(queries: dict, parquet: Path, rows: int, repeats: int, insta
     if failure:
         return {"not_run": failure, **installed}
     flink = json.loads(out.read_text())
-    result = {**installed, "process_wall_s": time.perf_counter() - began, "startup": flink["startup"],
-              "load_average": os.getloadavg()[0],
-              "peak_rss_bytes": flink["peak_rss_bytes"], "queries": []}
+    result = {
+        **installed,
+        "process_wall_s": time.perf_counter() - began,
+        "startup": flink["startup"],
+        "load_average": os.getloadavg()[0],
+        "peak_rss_bytes": flink["peak_rss_bytes"],
+        "queries": [],
+    }
     for name, (q, sql, rewrites) in plan.items():
         entry = {"query": name, "rows": q.rows, "rewrites": list(rewrites), "flink_sql": sql}
         run = flink["queries"][name]
@@ -322,8 +355,10 @@ def run_and_compare(queries: dict, parquet: Path, rows: int, repeats: int, insta
         else:
             load = lambda path=files[name].parquet: pq.read_table(path)  # noqa: E731
             entry.update(measured(q, sql, run, flink["startup"]["wall_s"], load, repeats))
-        print(f"  PyFlink ({name}): {json.dumps({k: v for k, v in entry.items() if k != 'flink_sql'}, default=str)}",
-              flush=True)
+        print(
+            f"  PyFlink ({name}): {json.dumps({k: v for k, v in entry.items() if k != 'flink_sql'}, default=str)}",
+            flush=True,
+        )
         result["queries"].append(entry)
     return result
 
@@ -335,8 +370,8 @@ def run_and_compare(queries: dict, parquet: Path, rows: int, repeats: int, insta
 KNOWN_CAUSES = {
     "d": {
         "flink": "Flink's bug: it ends some matches at a later row satisfying C than the first one (S029: A at "
-                 "09:30:46, 210.25; 09:30:48 at 210.11 satisfies `C.price < A.price - 0.10`, Flink ends at 09:30:49, "
-                 "210.13), against the reluctant `B*?`'s preference for the fewest rows; a later match can be lost.",
+        "09:30:46, 210.25; 09:30:48 at 210.11 satisfies `C.price < A.price - 0.10`, Flink ends at 09:30:49, "
+        "210.13), against the reluctant `B*?`'s preference for the fewest rows; a later match can be lost.",
     },
 }
 NOTES = [
@@ -387,7 +422,8 @@ def report_lines(flink: dict | None, spark: dict | None) -> list[str]:
             f"| {q['flink_eps_per_cpu']:,.0f} | {q['ours_eps']:,.0f} | {q['ours_eps_per_cpu']:,.0f} "
             f"| {q['ours_over_flink_end_to_end']:,.0f}x | {q['ours_over_flink']:,.0f}x "
             f"| {q['ours_over_flink_per_cpu']:,.0f}x "
-            f"| {q['same_output']} ({q['our_matches']:,}, {q['flink_matches']:,}) |")
+            f"| {q['same_output']} ({q['our_matches']:,}, {q['flink_matches']:,}) |"
+        )
     lines.append("")
     rewritten = [q for q in flink["queries"] if q["rewrites"]]
     if rewritten:
@@ -403,13 +439,17 @@ def report_lines(flink: dict | None, spark: dict | None) -> list[str]:
 
 def difference_lines(q: dict) -> list[str]:
     """What differs on one query, who the reference matcher agrees with, and the causes found."""
-    lines = [f"- ({q['query']}) differs: {q['only_ours']} rows only in cep's output, {q['only_flink']} only in "
-             f"Flink's; first ones: `{json.dumps(q['examples'])}`."]
+    lines = [
+        f"- ({q['query']}) differs: {q['only_ours']} rows only in cep's output, {q['only_flink']} only in "
+        f"Flink's; first ones: `{json.dumps(q['examples'])}`."
+    ]
     if "reference_matches" in q:
-        lines.append(f"  `tests/reference_matcher.py` on the same rows finds {q['reference_matches']:,} matches: "
-                     f"{q['reference_only_vs_ours']} of them are missing from cep's output, "
-                     f"{q['reference_only_vs_flink']} from Flink's (equal to cep's: {q['reference_equals_ours']}, "
-                     f"to Flink's: {q['reference_equals_flink']}).")
+        lines.append(
+            f"  `tests/reference_matcher.py` on the same rows finds {q['reference_matches']:,} matches: "
+            f"{q['reference_only_vs_ours']} of them are missing from cep's output, "
+            f"{q['reference_only_vs_flink']} from Flink's (equal to cep's: {q['reference_equals_ours']}, "
+            f"to Flink's: {q['reference_equals_flink']})."
+        )
     for engine, cause in KNOWN_CAUSES.get(q["query"], {}).items():
         if q.get(f"reference_equals_{engine}") is False:
             lines.append(f"  {cause}")
@@ -419,8 +459,11 @@ def difference_lines(q: dict) -> list[str]:
 def spark_lines(flink: dict, spark: dict | None) -> list[str]:
     """Our Spark replay of every query Flink accepts against Flink's, end to end, same rows, same text."""
     replays = (spark or {}).get("queries") or {}
-    rows = [(q, replays[q["query"]]) for q in flink["queries"]
-            if "flink_eps" in q and q["query"] in replays and replays[q["query"]]["rows"] == q["rows"]]
+    rows = [
+        (q, replays[q["query"]])
+        for q in flink["queries"]
+        if "flink_eps" in q and q["query"] in replays and replays[q["query"]]["rows"] == q["rows"]
+    ]
     if not rows:
         return ["Spark replay against Flink: not compared (Spark not run, or on other rows).", ""]
     startup = spark["startup_s"]
@@ -437,9 +480,11 @@ def spark_lines(flink: dict, spark: dict | None) -> list[str]:
     ]
     for q, replay in rows:
         flink_s = q["rows"] / q["flink_eps_end_to_end"]
-        lines.append(f"| ({q['query']}) | {q['rows']:,} | {flink_s:.1f} | {replay['seconds']:.1f} | {flink_s / replay['seconds']:.1f}x "
-                     f"| {replay['seconds'] + startup:.1f} | {flink_s / (replay['seconds'] + startup):.1f}x "
-                     f"| {replay['matches']:,}, {q['flink_matches']:,} |")
+        lines.append(
+            f"| ({q['query']}) | {q['rows']:,} | {flink_s:.1f} | {replay['seconds']:.1f} | {flink_s / replay['seconds']:.1f}x "
+            f"| {replay['seconds'] + startup:.1f} | {flink_s / (replay['seconds'] + startup):.1f}x "
+            f"| {replay['matches']:,}, {q['flink_matches']:,} |"
+        )
     return lines + [""]
 
 

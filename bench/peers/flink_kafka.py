@@ -37,8 +37,16 @@ def connector_jar(version: str = CONNECTOR_VERSION) -> tuple[Path | None, str]:
     mvn = shutil.which("mvn")
     if not mvn:
         return None, "Maven ('mvn') is not on PATH"
-    command = [mvn, "-B", "-q", "-f", str(POM), f"-Dflink.kafka.connector.version={version}", "dependency:copy",
-               f"-DoutputDirectory={folder}"]
+    command = [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(POM),
+        f"-Dflink.kafka.connector.version={version}",
+        "dependency:copy",
+        f"-DoutputDirectory={folder}",
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:

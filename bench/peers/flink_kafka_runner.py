@@ -48,9 +48,14 @@ def main() -> int:
     # at-least-once sink flushes at each one but sends every record as it comes, so they do not add latency.
     conf.set("execution.checkpointing.interval", spec["checkpoint_interval"])
     conf.set("execution.checkpointing.dir", f"file://{spec['checkpoint_dir']}")
-    env.execute_sql(SOURCE_DDL.format(watermark_s=spec["watermark_ms"] / 1000, topic=spec["source_topic"],
-                                      bootstrap=spec["bootstrap"]))
-    result = env.execute_sql(SINK_CTAS.format(topic=spec["sink_topic"], bootstrap=spec["bootstrap"], select=spec["sql"]))
+    env.execute_sql(
+        SOURCE_DDL.format(
+            watermark_s=spec["watermark_ms"] / 1000, topic=spec["source_topic"], bootstrap=spec["bootstrap"]
+        )
+    )
+    result = env.execute_sql(
+        SINK_CTAS.format(topic=spec["sink_topic"], bootstrap=spec["bootstrap"], select=spec["sql"])
+    )
     client = result.get_job_client()
     print(f"running {client.get_job_id()}", flush=True)
     stop = threading.Event()

@@ -93,17 +93,20 @@ def peak_rss_bytes() -> int:
 class Stopwatch:
     """Wall and CPU (this process + the JVM) between start() and stop()."""
 
-    def start(self) -> "Stopwatch":
+    def start(self) -> Stopwatch:
         self.wall, self.cpu = time.perf_counter(), time.process_time() + child_cpu_seconds()
         return self
 
     def stop(self) -> dict:
-        return {"wall_s": time.perf_counter() - self.wall,
-                "cpu_s": time.process_time() + child_cpu_seconds() - self.cpu}
+        return {
+            "wall_s": time.perf_counter() - self.wall,
+            "cpu_s": time.process_time() + child_cpu_seconds() - self.cpu,
+        }
 
 
-def run_query(env, name: str, sql: str, csv_path: str, work_dir: str, table: str = "ticks",
-              columns: str = TICKS_COLUMNS) -> list[list[str]]:
+def run_query(
+    env, name: str, sql: str, csv_path: str, work_dir: str, table: str = "ticks", columns: str = TICKS_COLUMNS
+) -> list[list[str]]:
     """Registers ``table`` over ``csv_path``, writes the matches to a CSV sink, returns its rows as text."""
     env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS {table}")
     env.execute_sql(TABLE_DDL.format(table=table, columns=columns, path=csv_path))
@@ -140,14 +143,24 @@ def main() -> int:
     for name, query in spec["queries"].items():
         watch = Stopwatch().start()
         try:
-            output = run_query(env, name, query["sql"], query["csv"], spec["work_dir"],
-                               query.get("table", "ticks"), query.get("columns", TICKS_COLUMNS))
+            output = run_query(
+                env,
+                name,
+                query["sql"],
+                query["csv"],
+                spec["work_dir"],
+                query.get("table", "ticks"),
+                query.get("columns", TICKS_COLUMNS),
+            )
         except Exception as error:  # noqa: BLE001 - a rejected query is a result, reported by name
             results["queries"][name] = {"error": first_line(error)}
         else:
             results["queries"][name] = {**watch.stop(), "rows": query["rows"], "output": output}
-        print(f"flink ({name}): {({k: v for k, v in results['queries'][name].items() if k != 'output'})}",
-              file=sys.stderr, flush=True)
+        print(
+            f"flink ({name}): { ({k: v for k, v in results['queries'][name].items() if k != 'output'}) }",
+            file=sys.stderr,
+            flush=True,
+        )
     results["peak_rss_bytes"] = peak_rss_bytes()
     with open(out_path, "w") as handle:
         json.dump(results, handle)

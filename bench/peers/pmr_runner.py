@@ -41,14 +41,20 @@ def main() -> int:
         began = time.process_time()
         result = match_recognize(SQL, frame)
         seconds.append(time.process_time() - began)
+
     def plain(value, kind):
         if value is None or (not isinstance(value, str) and pd.isna(value)):
             return None
         return kind(value)
 
     records = [
-        [str(r.symbol), plain(r.start_ts, lambda v: pd.Timestamp(v).isoformat()), plain(r.bottom, float),
-         plain(r.end_ts, lambda v: pd.Timestamp(v).isoformat()), plain(r.n, int)]
+        [
+            str(r.symbol),
+            plain(r.start_ts, lambda v: pd.Timestamp(v).isoformat()),
+            plain(r.bottom, float),
+            plain(r.end_ts, lambda v: pd.Timestamp(v).isoformat()),
+            plain(r.n, int),
+        ]
         for r in result.itertuples(index=False)
     ]
     with open(out, "w") as handle:

@@ -25,8 +25,19 @@ from dataclasses import dataclass, field
 from cep.grammar import ast
 from cep.grammar.format import format_expr, format_pattern
 from cep.matcher.program.compiler import compile_pattern
+from cep.matcher.program.instructions import (
+    AT_END,
+    AT_START,
+    DEADLINE,
+    DONE,
+    EXCL_BEGIN,
+    EXCL_END,
+    JUMP,
+    LABEL,
+    SPLIT,
+    Program,
+)
 from cep.matcher.program.machine import absence_labels, pattern_labels
-from cep.matcher.program.instructions import AT_END, AT_START, DEADLINE, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT, Program
 
 RENDER_FORMATS = ("svg", "png")
 _WRAP = 36  # characters per line of an edge label: long conditions stay readable in the picture
@@ -177,17 +188,21 @@ def to_dot(statement: ast.Statement) -> str:
         "digraph pattern {",
         "  rankdir=LR;",
         f"  label={_quote(_title(statement))}; labelloc=t; fontname=Helvetica;",
-        '  node [fontname=Helvetica, shape=circle];',
-        '  edge [fontname=Helvetica, fontsize=10];',
+        "  node [fontname=Helvetica, shape=circle];",
+        "  edge [fontname=Helvetica, fontsize=10];",
         '  start [shape=point, width=0.15, tooltip="start: a new partial match may begin at any row"];',
     ]
     for pc, inst in enumerate(program.instructions):
         if inst.op == LABEL:
             style = ", style=dashed" if pc in dashed else ""
-            tip = f"pc {pc}: LABEL {program.labels[inst.a]}" + (" (excluded from ALL ROWS output)" if pc in dashed else "")
+            tip = f"pc {pc}: LABEL {program.labels[inst.a]}" + (
+                " (excluded from ALL ROWS output)" if pc in dashed else ""
+            )
             out.append(f"  pc{pc} [label={_quote(names[pc])}, tooltip={_quote(tip)}{style}];")
         elif inst.op == DEADLINE:
-            out.append(f'  pc{pc} [label="deadline", shape=box, tooltip={_quote(f"pc {pc}: DEADLINE (WITHIN {within})")}];')
+            out.append(
+                f'  pc{pc} [label="deadline", shape=box, tooltip={_quote(f"pc {pc}: DEADLINE (WITHIN {within})")}];'
+            )
     done_pc = next(pc for pc, inst in enumerate(program.instructions) if inst.op == DONE)
     out.append(f'  match [label="match", shape=doublecircle, tooltip="pc {done_pc}: DONE"];')
 
@@ -218,8 +233,9 @@ def render(dot_text: str, fmt: str, *, timeout: float = 60.0) -> bytes:
             "(Debian/Ubuntu: apt-get install graphviz); --format dot prints the DOT text without it"
         )
     try:
-        done = subprocess.run([binary, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True,
-                              timeout=timeout, check=False)
+        done = subprocess.run(
+            [binary, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True, timeout=timeout, check=False
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise GraphvizMissing(f"running {binary} failed: {exc}") from None
     if done.returncode != 0:

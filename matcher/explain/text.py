@@ -12,8 +12,12 @@ from cep.matcher.vector import fastpath, sequence_output, sequence_plan
 def query_columns(plan) -> list[str]:
     """The input ``explain`` assumes: just the columns the query names."""
     mr = plan.statement.match
-    named = [node.column for e in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
-             for node in ast.walk(e) if isinstance(node, ast.ColumnRef)]
+    named = [
+        node.column
+        for e in [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
+        for node in ast.walk(e)
+        if isinstance(node, ast.ColumnRef)
+    ]
     named += [ref.column for ref in mr.partition_by]
     named += [key.expr.column for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)]
     return _input_columns(named)
@@ -47,7 +51,9 @@ def explain(plan) -> str:
     lines.append(f"  rows kept before a match start (PREV reach): {machine.lookback}")
     lines.append(f"  rows read ahead (NEXT reach): {machine.lookahead}")
     if mr.within is not None:
-        lines.append(f"  WITHIN: partial matches are dropped once {mr.within.text} {mr.within.unit} pass after their first row")
+        lines.append(
+            f"  WITHIN: partial matches are dropped once {mr.within.text} {mr.within.unit} pass after their first row"
+        )
     return "\n".join(lines)
 
 
@@ -56,15 +62,18 @@ def stream_line(route: Route) -> str:
     if route.stream != COLUMN_WISE:
         return "streaming: per key on the Pike VM (" + "; ".join(route.stream_reasons) + ")"
     plan = route.sequence
-    timed = " and ".join(text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences"))
-                         if flag)
+    timed = " and ".join(
+        text for flag, text in ((plan.show_timeout, "TIMEOUT rows"), (plan.deadline, "absences")) if flag
+    )
     extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
     if sequence_output.reads_before(plan.statement.match.measures):
         extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
     if plan.machine.lookahead:
         extra += "; NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)"
-    return ("streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
-            "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra)
+    return (
+        "streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
+        "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra
+    )
 
 
 def _input_columns(named: list[ast.Identifier]) -> list[str]:

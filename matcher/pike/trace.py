@@ -27,7 +27,9 @@ class Tracer:
         return f"{op} (pc {pc})"
 
     def _record(self, matcher, row: int, event: str, start, detail: str) -> None:
-        self.records.append({"partition": matcher.key, "row": row, "event": event, "match_start": start, "detail": detail})
+        self.records.append(
+            {"partition": matcher.key, "row": row, "event": event, "match_start": start, "detail": detail}
+        )
 
     def tested(self, matcher, row: int, thread, label: int, held) -> None:
         name = self.machine.label_names[label]
@@ -46,8 +48,13 @@ class Tracer:
 
     def restart(self, matcher, row: int, next_start: int) -> None:
         """One start at a time (lazy starts): the start just tried failed; the next start row is tried."""
-        self._record(matcher, row, "restart", next_start - 1,
-                     f"no match starts at row {next_start - 1}; trying a match starting at row {next_start}")
+        self._record(
+            matcher,
+            row,
+            "restart",
+            next_start - 1,
+            f"no match starts at row {next_start - 1}; trying a match starting at row {next_start}",
+        )
 
     def matched(self, matcher, number: int, start: int, end: int, labels: list[int]) -> None:
         names = " ".join(self.machine.label_names[label] for label in labels) or "(empty match)"

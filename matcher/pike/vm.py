@@ -183,7 +183,12 @@ class PartitionMatcher(PartitionOutput):
             # The buffered rows are consumed. The clock (``advance``) is known to every start, not only
             # to the one alive when it was told: a start tried after a rewind expires by it too, so the
             # output does not depend on how often (or in which micro-batches) the time was given.
-            if machine.within is not None and self.clock is not None and self.threads and self._advance_time(self.clock):
+            if (
+                machine.within is not None
+                and self.clock is not None
+                and self.threads
+                and self._advance_time(self.clock)
+            ):
                 continue
             if not self.finished:
                 return
@@ -249,7 +254,9 @@ class PartitionMatcher(PartitionOutput):
                     # A thread waiting at `$` (a row arrived, so this is not the end) or at DEADLINE (a row
                     # arrived before the deadline: the absence goes on in its sibling thread, which reads it).
                     if tracer is not None and self.machine.opcodes[pc] == AT_END:
-                        tracer.dropped(self, p, Thread(*thread), "another row arrived, so this is not the partition's end ($)")
+                        tracer.dropped(
+                            self, p, Thread(*thread), "another row arrived, so this is not the partition's end ($)"
+                        )
                     continue
                 label, condition, targets = entry
                 if condition is not None:
@@ -428,8 +435,12 @@ class PartitionMatcher(PartitionOutput):
                 admitted = key not in seen
                 seen.add(key)
         if not admitted and marks is not UNTRACED and self.tracer is not None:
-            self.tracer.dropped(self, position - 1, Thread(pc, start, chain, marks),
-                                "merged into an equivalent partial match that started earlier")
+            self.tracer.dropped(
+                self,
+                position - 1,
+                Thread(pc, start, chain, marks),
+                "merged into an equivalent partial match that started earlier",
+            )
         return admitted
 
     def _settle(self) -> bool:
@@ -446,7 +457,9 @@ class PartitionMatcher(PartitionOutput):
                     self.best = (start, self.position - 1, chain, marks)
                     if self.tracer is not None:
                         for lower in threads[index + 1 :]:
-                            self.tracer.dropped(self, self.position - 1, Thread(*lower), "a preferred partial match has finished")
+                            self.tracer.dropped(
+                                self, self.position - 1, Thread(*lower), "a preferred partial match has finished"
+                            )
                     del threads[index:]
                     break
         if not threads and self.best is not None:
@@ -463,7 +476,9 @@ class PartitionMatcher(PartitionOutput):
             if ops[thread.pc] != AT_END and self.tracer is not None:
                 self.tracer.dropped(self, self.total - 1, thread, "the input ended before the pattern completed")
             if ops[thread.pc] == AT_END:
-                self._add_thread(self.threads, visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.total)
+                self._add_thread(
+                    self.threads, visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.total
+                )
         self.threads = [t for t in self.threads if ops[t[PC]] == DONE]
         return self._settle()
 
@@ -488,7 +503,9 @@ class PartitionMatcher(PartitionOutput):
                 continue
             changed = True
             if ops[thread.pc] == DEADLINE:
-                self._add_thread(kept, self.visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.position)
+                self._add_thread(
+                    kept, self.visited, thread.pc + 1, thread.start, thread.chain, thread.marks, self.position
+                )
             else:
                 expired_starts.setdefault(thread.start, thread)
                 if self.tracer is not None:
@@ -603,7 +620,9 @@ class PartitionMatcher(PartitionOutput):
             "search_start": self.search_start,
             "position": self.position,
             "started_upto": self.started_upto,
-            "threads": [[pc, start, _chain_to_list(chain), _marks_to_list(marks)] for pc, start, chain, marks in self.threads],
+            "threads": [
+                [pc, start, _chain_to_list(chain), _marks_to_list(marks)] for pc, start, chain, marks in self.threads
+            ],
             "best": None
             if self.best is None
             else [self.best[0], self.best[1], _chain_to_list(self.best[2]), _marks_to_list(self.best[3])],
@@ -613,7 +632,7 @@ class PartitionMatcher(PartitionOutput):
         }
 
     @classmethod
-    def from_state(cls, machine, state: dict[str, Any]) -> "PartitionMatcher":
+    def from_state(cls, machine, state: dict[str, Any]) -> PartitionMatcher:
         if state.get("version") != STATE_VERSION:
             raise CepRuntimeError(f"matcher state version {state.get('version')} is not {STATE_VERSION}", code="E0421")
         matcher = cls(machine, tuple(state["key"]))
@@ -629,7 +648,8 @@ class PartitionMatcher(PartitionOutput):
         matcher.covered_upto = state["covered_upto"]
         matcher.clock = state.get("clock")
         matcher.threads = [
-            Thread(pc, start, matcher._replay_chain(start, labels), _list_to_marks(marks)) for pc, start, labels, marks in state["threads"]
+            Thread(pc, start, matcher._replay_chain(start, labels), _list_to_marks(marks))
+            for pc, start, labels, marks in state["threads"]
         ]
         # Rebuild the merge set for the current position, so a thread started after a restore is
         # merged exactly as it would have been without one.
@@ -643,10 +663,10 @@ class PartitionMatcher(PartitionOutput):
             matcher.best = (start, end, matcher._replay_chain(start, labels), _list_to_marks(marks))
         return matcher
 
-
     @classmethod
-    def resume(cls, machine, key: tuple, context: dict[str, list], *, position: int,
-               match_number: int) -> "PartitionMatcher":
+    def resume(
+        cls, machine, key: tuple, context: dict[str, list], *, position: int, match_number: int
+    ) -> PartitionMatcher:
         """A matcher for a partition whose starts before its next row are all decided (another engine
         decided them): ``context`` holds the rows just before that row (PREV reads them; none of them a
         start), ``position`` the partition position of the first of them, ``match_number`` the matches
@@ -698,13 +718,24 @@ def _step_constants(machine) -> tuple:
     park at: ``Machine.closures[pc + 1]``), and None for any other instruction.
     """
     ops, args, conditions, closures = machine.opcodes, machine.operands, machine.conditions, machine.closures
-    at_label = tuple((args[pc], conditions[args[pc]], closures[pc + 1]) if op == LABEL else None for pc, op in enumerate(ops))
+    at_label = tuple(
+        (args[pc], conditions[args[pc]], closures[pc + 1]) if op == LABEL else None for pc, op in enumerate(ops)
+    )
     # The one LABEL a new start parks at, when the pattern's start leads to exactly one.
     first = closures[0][0] if closures[0] and len(closures[0]) == 1 and ops[closures[0][0]] == LABEL else None
     # _trim has work once the search starts this far past the first buffered row
     trim_at = TRIM_CHUNK + machine.lookback
-    return (at_label, machine.done_pc, first, machine.lazy_starts, machine.lookahead, machine.advance_running,
-            machine.within, machine.equivalence_key is None, trim_at)
+    return (
+        at_label,
+        machine.done_pc,
+        first,
+        machine.lazy_starts,
+        machine.lookahead,
+        machine.advance_running,
+        machine.within,
+        machine.equivalence_key is None,
+        trim_at,
+    )
 
 
 def _chain_to_list(chain) -> list[int]:

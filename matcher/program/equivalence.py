@@ -70,8 +70,14 @@ def _collect(expr, scope: Scope, reads: set) -> None:
         return
     if isinstance(expr, ast.Navigation):
         if expr.kind in ("FIRST", "LAST"):
-            reads.add((expr.kind.lower(), referenced_labels(expr.operand, scope), constant_offset(expr, 0),
-                       _has_classifier(expr.operand)))
+            reads.add(
+                (
+                    expr.kind.lower(),
+                    referenced_labels(expr.operand, scope),
+                    constant_offset(expr, 0),
+                    _has_classifier(expr.operand),
+                )
+            )
             return
         operand = expr.operand
         if isinstance(operand, ast.Navigation):

@@ -110,8 +110,9 @@ class _Lowering:
         if isinstance(node, ast.Alternation):
             return Choice(tuple(self.node(option) for option in node.alternatives))
         if isinstance(node, ast.Permute):
-            return AnyOrder(tuple(self.node(item) for item in node.items),
-                            tuple(ast.matches_one_way(item) for item in node.items))
+            return AnyOrder(
+                tuple(self.node(item) for item in node.items), tuple(ast.matches_one_way(item) for item in node.items)
+            )
         if isinstance(node, ast.Quantified):
             return Repeat(self.node(node.term), node.min, node.max, node.greedy)
         if isinstance(node, ast.Exclusion):

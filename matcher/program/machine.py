@@ -8,22 +8,22 @@ says: unquoted ones ignoring case, quoted ones exactly).
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.program import lowered
 from cep.matcher.program.compiler import compile_program
-from cep.matcher.program.lowered import absence_label
 from cep.matcher.program.equivalence import history_reads, make_key_function
-from cep.matcher.sql.expressions import ExpressionCompiler, Scope
-from cep.matcher.program.output import OutputBuilder, OutputLayout
 from cep.matcher.program.instructions import Program
+from cep.matcher.program.lowered import absence_label
+from cep.matcher.program.output import OutputBuilder, OutputLayout
 from cep.matcher.program.skip import SkipRule
-from cep.matcher.sql.running import RunningAggregates
+from cep.matcher.sql.expressions import ExpressionCompiler, Scope
 from cep.matcher.sql.intervals import interval_to_timedelta
+from cep.matcher.sql.running import RunningAggregates
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Machine:
     advance_running: Callable | None
     history: frozenset  # what the DEFINE conditions read of the match history (equivalence.py)
     lazy_starts: bool  # try one start at a time (vm.py explains when and why)
-    within: "Within | None"
+    within: Within | None
     output: OutputBuilder
     skip: SkipRule  # AFTER MATCH SKIP: where the search goes on after a match
     output_columns: tuple[str, ...]
@@ -92,7 +92,9 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     label_names = tuple(pattern_labels(mr.pattern))
     absent = absence_labels(mr.pattern)
     label_ids = {name: index for index, name in enumerate(label_names)}
-    label_sets: dict[str, frozenset[int]] = {name: frozenset({label_ids[name]}) for name in label_names if name not in absent}
+    label_sets: dict[str, frozenset[int]] = {
+        name: frozenset({label_ids[name]}) for name in label_names if name not in absent
+    }
     for name in absent:  # `B` that appears only as `!B`: its DEFINE speaks of the row under test
         label_sets.setdefault(name[1:], frozenset({label_ids[name]}))
     for subset in mr.subsets:
@@ -113,7 +115,9 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
             # B's condition is evaluated as if the row were labelled B (see _absence_condition).
             tested = label_ids.get(name[1:], label_ids[name])
             scope = define_scope.for_variable(tested)
-            conditions.append(_absence_condition(ExpressionCompiler(scope, running), defines.get(name[1:]), label_ids, name))
+            conditions.append(
+                _absence_condition(ExpressionCompiler(scope, running), defines.get(name[1:]), label_ids, name)
+            )
             if name[1:] in defines:
                 reads |= history_reads(defines[name[1:]].condition, scope)
             continue
@@ -130,14 +134,18 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     program = compile_program(pattern, label_names)
 
     partition_names = tuple(columns.resolve(ref.column, ref.span) for ref in mr.partition_by)
-    order_names = tuple(columns.resolve(key.expr.column, key.span) for key in mr.order_by if isinstance(key.expr, ast.ColumnRef))
+    order_names = tuple(
+        columns.resolve(key.expr.column, key.span) for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)
+    )
     all_rows = mr.rows_per_match.mode != "ONE"
     expressions = [d.condition for d in mr.defines] + [m.expr for m in mr.measures]
     referenced = _referenced_columns(expressions, columns)
     within = None
     if mr.within is not None:
         if not order_names:
-            raise CepSemanticError("WITHIN needs an ORDER BY column holding the event time", code="E0240", span=mr.within.span)
+            raise CepSemanticError(
+                "WITHIN needs an ORDER BY column holding the event time", code="E0240", span=mr.within.span
+            )
         within = Within(order_names[0], interval_to_timedelta(mr.within))
         referenced.add(order_names[0])
     if all_rows:
@@ -159,7 +167,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
     )
     measure_names = tuple(m.name.name for m in mr.measures)
     if all_rows:
-        output_columns = partition_names + order_names + measure_names + row_columns[len(order_names):]
+        output_columns = partition_names + order_names + measure_names + row_columns[len(order_names) :]
     else:
         output_columns = partition_names + measure_names
     return Machine(
@@ -259,6 +267,7 @@ def _absence_condition(compiler: ExpressionCompiler, definition, label_ids: dict
             return condition(env) is not True
         finally:
             view.relabel(own_label)
+
     return not_b
 
 
@@ -290,4 +299,6 @@ class Within:
             raise CepRuntimeError(
                 f"WITHIN measures the time between event times, but {self.column!r} holds "
                 f"{type(first).__name__} {first!r} and {type(now).__name__} {now!r}",
-                code="E0410", hint="give the event time as a TIMESTAMP (or a number of milliseconds)") from None
+                code="E0410",
+                hint="give the event time as a TIMESTAMP (or a number of milliseconds)",
+            ) from None

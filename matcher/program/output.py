@@ -13,8 +13,8 @@ themselves, as Go's engines only find the match and leave the rest to ``doExecut
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.program.skip import SkipFailed

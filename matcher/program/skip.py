@@ -80,8 +80,9 @@ class SkipRule:
             raise SkipFailed(f"cannot skip to the first row of the match ('{self.target_name}' is its first row)")
         return position
 
-    def after_each(self, starts: np.ndarray, item_rows: np.ndarray,
-                   item_labels: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    def after_each(
+        self, starts: np.ndarray, item_rows: np.ndarray, item_labels: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``after`` for a match at each of ``starts`` at once, for a pattern that is a sequence of items
         (item i labels all its rows ``item_labels[i]``, and takes ``item_rows[i, j]`` rows in match j):
         (the row the search goes on at, whether the skip fails there; where it fails, the row is not one
@@ -118,9 +119,9 @@ class SkipRule:
                 failed &= ~empty
         return position, failed
 
-
-    def after_matches(self, outcome: np.ndarray, item_rows: np.ndarray,
-                      item_labels: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    def after_matches(
+        self, outcome: np.ndarray, item_rows: np.ndarray, item_labels: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``after_each`` for the rows whose ``outcome`` is MATCH (``item_rows`` for every row), as two arrays
         over all rows for ``walk`` (read at MATCH rows only): SKIP TO a variable is computed for the matches
         alone, which are fewer than the rows."""

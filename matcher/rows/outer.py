@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.sql.expressions import compile_generic
-
 
 # The outer ORDER BY key ``i`` that is not an output column travels as this extra column to an engine
 # that sorts itself (Spark), which drops it after sorting.
@@ -105,6 +104,7 @@ def build_outer(statement: ast.Statement, mr_columns: tuple[str, ...]) -> OuterQ
                     span=node.span,
                 )
             return None
+
         return compile_generic(expr, leaf, compile_row)
 
     names: list[str] = []
@@ -164,8 +164,12 @@ def _output_position(expr, names: list[str], alias: str | None, select) -> int |
     None when the key is something else (an expression, a column of MATCH_RECOGNIZE not selected)."""
     if isinstance(expr, ast.Literal) and expr.kind == "integer":
         if not 1 <= expr.value <= len(names):
-            raise CepSemanticError(f"ORDER BY {expr.value}: the output has {len(names)} columns", code="E0209",
-                                   span=expr.span, hint="ORDER BY n sorts by the n-th output column")
+            raise CepSemanticError(
+                f"ORDER BY {expr.value}: the output has {len(names)} columns",
+                code="E0209",
+                span=expr.span,
+                hint="ORDER BY n sorts by the n-th output column",
+            )
         return expr.value - 1
     if not isinstance(expr, ast.ColumnRef) or (expr.qualifier is not None and expr.qualifier.key != alias):
         return None

@@ -43,6 +43,7 @@ def partition_indices(statement: ast.Statement, machine, columns: Columns) -> li
 def unorderable(name: str, values: list) -> CepRuntimeError:
     """The error for an ORDER BY column whose values cannot be ordered together (strings and numbers,
     naive and time-zone-aware times): E0410 naming the column and two values of different kinds."""
+
     def kind(value) -> str:
         if getattr(value, "tzinfo", None) is not None:
             return f"{type(value).__name__} with a time zone"
@@ -57,5 +58,5 @@ def unorderable(name: str, values: list) -> CepRuntimeError:
         f"ORDER BY column '{name}' mixes values that cannot be ordered together: {shown}",
         code="E0410",
         hint="pass dead_letter=[] to set the rows of the odd kind aside (cep run --dead-letter FILE), "
-             "or a schema naming the column's type",
+        "or a schema naming the column's type",
     )

@@ -39,7 +39,7 @@ def kind_of(data: Any) -> str:
 
 # The one NaN object every input NaN becomes (see the module docstring).
 NAN = float("nan")
-_UTC = _dt.timezone.utc
+_UTC = _dt.UTC
 
 
 def python_values(values: list) -> list:
@@ -51,7 +51,8 @@ def python_values(values: list) -> list:
         values = [NAN if type(v) is float and v != v else v for v in values]
     if any(issubclass(t, _dt.datetime) for t in types) and any(
         type(v) is not _dt.datetime or (v.tzinfo is not None and v.tzinfo is not _UTC)
-        for v in values if isinstance(v, _dt.datetime)
+        for v in values
+        if isinstance(v, _dt.datetime)
     ):
         values = [instant(v) if isinstance(v, _dt.datetime) else v for v in values]
     return values
@@ -171,7 +172,7 @@ def _as_list(column) -> list:
     return column if isinstance(column, list) else column.tolist() if hasattr(column, "tolist") else column.to_pylist()
 
 
-def arrow_to_pandas(table) -> "pandas.DataFrame":
+def arrow_to_pandas(table) -> pandas.DataFrame:
     """An Arrow table (a file, or a result of either engine) as pandas without changing a value: integer,
     float and boolean columns with a NULL in pandas' nullable dtypes (a NULL stays apart from a NaN, and 7
     stays 7), decimals as ``Decimal``, times with a zone as naive UTC, DuckDB's intervals as durations."""
@@ -188,7 +189,10 @@ def arrow_to_pandas(table) -> "pandas.DataFrame":
         elif column.null_count and (t.is_integer(field.type) or t.is_floating(field.type) or t.is_boolean(field.type)):
             frame.isetitem(index, pandas_series(column.to_pylist()))
         elif t.is_floating(field.type) and frame.iloc[:, index].isna().any():  # NaN values: NaN, not pandas' NULL
-            frame.isetitem(index, pd.Series(pd.arrays.FloatingArray(column.to_numpy(), column.is_null().to_numpy(zero_copy_only=False))))
+            frame.isetitem(
+                index,
+                pd.Series(pd.arrays.FloatingArray(column.to_numpy(), column.is_null().to_numpy(zero_copy_only=False))),
+            )
     return frame
 
 

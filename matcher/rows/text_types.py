@@ -109,7 +109,8 @@ _DECLARED = {name: re.compile(pattern) for name, pattern in DECLARED_PATTERNS.it
 _WHOLE_NUMBER = re.compile(r"[-+]?[0-9]+")
 # PATTERNS["timestamp"] in parts: the date and time, the fraction of a second, the offset.
 _TIMESTAMP_PARTS = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?)(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?")
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?)(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
+)
 
 
 @dataclass(frozen=True)
@@ -202,8 +203,11 @@ def parse_timestamp(text: str) -> _dt.datetime | None:
     except ValueError:
         return None
     if offset is not None:
-        delta = _dt.timedelta(0) if offset == "Z" else _dt.timedelta(
-            hours=int(offset[1:3]), minutes=int(offset[4:6])) * (1 if offset[0] == "+" else -1)
+        delta = (
+            _dt.timedelta(0)
+            if offset == "Z"
+            else _dt.timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6])) * (1 if offset[0] == "+" else -1)
+        )
         try:
             value = value - delta
         except OverflowError:
@@ -290,8 +294,10 @@ def repeated_column(names: list) -> str | None:
     if repeat is None:
         return None
     first, second = repeat
-    return (f"the header names the column {spelled[second - 1]!r} twice (columns {first} and {second}; SQL names "
-            "ignore case); rename one of them in the file")
+    return (
+        f"the header names the column {spelled[second - 1]!r} twice (columns {first} and {second}; SQL names "
+        "ignore case); rename one of them in the file"
+    )
 
 
 def resolve_declared(declared: dict[str, str], columns: list[str]) -> dict[str, str]:
@@ -302,8 +308,10 @@ def resolve_declared(declared: dict[str, str], columns: list[str]) -> dict[str, 
     names = ColumnNames(columns)
     for name, type_name in declared.items():
         if declared_family(type_name) not in DECLARED_PATTERNS:
-            raise ValueError(f"column {name!r}: a CSV value cannot be read as {type_name} "
-                             f"(types: {', '.join(sorted(DECLARED_PATTERNS))})")
+            raise ValueError(
+                f"column {name!r}: a CSV value cannot be read as {type_name} "
+                f"(types: {', '.join(sorted(DECLARED_PATTERNS))})"
+            )
         if names.find_name(name) is None:
             raise ValueError(f"column {name!r}: the input has no column of that name (columns: {', '.join(columns)})")
     return names.by_column(declared)

@@ -63,8 +63,9 @@ import itertools
 import numbers
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from cep.grammar import ast
 from cep.grammar.checks import normalize_type
@@ -73,7 +74,13 @@ from cep.grammar.errors import CepRuntimeError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
 from cep.matcher.rows.text_types import (
-    DECLARED_PATTERNS, FIRST_HELD_TIME, LAST_HELD_TIME, PATTERNS, out_of_range, parse_timestamp, time_is_held,
+    DECLARED_PATTERNS,
+    FIRST_HELD_TIME,
+    LAST_HELD_TIME,
+    PATTERNS,
+    out_of_range,
+    parse_timestamp,
+    time_is_held,
 )
 
 Columns = dict[str, list]
@@ -231,7 +238,9 @@ class InputChecks:
         stats: dict | None = None,
     ) -> None:
         if dead_letter is not None and not (isinstance(dead_letter, list) or callable(dead_letter)):
-            raise TypeError(f"dead_letter must be a list or a function taking one dict, not {type(dead_letter).__name__}")
+            raise TypeError(
+                f"dead_letter must be a list or a function taking one dict, not {type(dead_letter).__name__}"
+            )
         if isinstance(schema, str):
             schema = parse_schema(schema)
         self.schema = {str(name): schema_kinds(type_name) for name, type_name in (schema or {}).items()}
@@ -243,8 +252,13 @@ class InputChecks:
         # Without a dead letter, a schema makes the run strict: the first bad row raises.
         self.validate = dead_letter is not None or schema is not None
         self.stats = stats
-        self.counts: dict[str, Any] = {"events_in": 0, "dead_lettered": 0, "duplicates_dropped": 0,
-                                       "events_matched": 0, "by_reason": {}}
+        self.counts: dict[str, Any] = {
+            "events_in": 0,
+            "dead_lettered": 0,
+            "duplicates_dropped": 0,
+            "events_matched": 0,
+            "by_reason": {},
+        }
         self._early: list[tuple[int, str, str, dict]] = []  # rows rejected before becoming columns
         self._positions: list[int] | None = None  # column index -> position in the input
         self._rows: list[dict] | None = None  # the input's rows (list-of-dicts input), for the records
@@ -310,10 +324,21 @@ class InputChecks:
         declared = lookup.by_column(self.schema)
         declared_types = lookup.by_column(self.schema_types)
         checked.update(declared)
-        ordered = ([event] if event is not None else []) + [name for name in columns if name in checked and name != event]
+        ordered = ([event] if event is not None else []) + [
+            name for name in columns if name in checked and name != event
+        ]
         for name in ordered:
-            self._check_column(name, columns[name], declared.get(name), declared_types.get(name, "?"), name == event,
-                               name in order, name in partition, bad, replaced)
+            self._check_column(
+                name,
+                columns[name],
+                declared.get(name),
+                declared_types.get(name, "?"),
+                name == event,
+                name in order,
+                name in partition,
+                bad,
+                replaced,
+            )
 
     def _check_column(self, name, values, allowed, type_name, is_event, is_order, is_partition, bad, replaced) -> None:
         what = "event time" if is_event else "column"
@@ -339,11 +364,14 @@ class InputChecks:
                 if kind is not None and kind != expected and index not in bad:
                     value = values[index]
                     if allowed and isinstance(value, str) and out_of_range(value, type_name):
-                        detail = (f"{what} '{name}' holds {_show(value)}, a number too large for its declared "
-                                  f"{type_name}")
+                        detail = (
+                            f"{what} '{name}' holds {_show(value)}, a number too large for its declared {type_name}"
+                        )
                     elif expected == "timestamp" and _unheld_time(value):
-                        detail = (f"{what} '{name}' holds {_show(value)}, outside the times the engines hold "
-                                  f"({FIRST_HELD_TIME.date()} to {LAST_HELD_TIME.date()})")
+                        detail = (
+                            f"{what} '{name}' holds {_show(value)}, outside the times the engines hold "
+                            f"({FIRST_HELD_TIME.date()} to {LAST_HELD_TIME.date()})"
+                        )
                     else:
                         detail = f"{what} '{name}' holds {kind} {_show(value)} where {wanted} is expected{declared}"
                     bad[index] = (reason, detail)
@@ -359,8 +387,10 @@ class InputChecks:
         if is_partition and (kinds is not None or {list, dict} & types):
             for index, value in enumerate(values):
                 if index not in bad and not _hashable(value):
-                    bad[index] = ("bad_partition_key",
-                                  f"partition key '{name}' holds {type(value).__name__} {_show(value)}, which cannot be a key")
+                    bad[index] = (
+                        "bad_partition_key",
+                        f"partition key '{name}' holds {type(value).__name__} {_show(value)}, which cannot be a key",
+                    )
 
     def _parse_times(self, name, values, allowed, is_event, bad, replaced) -> list:
         if str not in set(map(type, values)):
@@ -374,8 +404,11 @@ class InputChecks:
                     if index not in bad:
                         reason = "bad_event_time" if is_event else "wrong_type"
                         what = "event time" if is_event else "column"
-                        bad[index] = (reason, f"{what} '{name}' holds {_show(value)}, which is not an ISO 8601 "
-                                              f"{'date' if 'date' in allowed else 'timestamp'}")
+                        bad[index] = (
+                            reason,
+                            f"{what} '{name}' holds {_show(value)}, which is not an ISO 8601 "
+                            f"{'date' if 'date' in allowed else 'timestamp'}",
+                        )
                     parsed[index] = None
         replaced[name] = parsed
         return parsed
@@ -387,7 +420,9 @@ class InputChecks:
         if len(keys) == 1:  # the common case, without a tuple per row
             key_values = ((v,) if v is not None else None for v in columns[keys[0]])
         else:
-            key_values = (None if any(v is None for v in value) else value for value in zip(*(columns[name] for name in keys)))
+            key_values = (
+                None if any(v is None for v in value) else value for value in zip(*(columns[name] for name in keys))
+            )
         partition_names = machine.partition_names
         partitions = zip(*(columns[name] for name in partition_names)) if partition_names else itertools.repeat(())
         seen: set = set()
@@ -406,7 +441,6 @@ class InputChecks:
             else:
                 seen.add(key)
         return duplicates
-
 
     # ------------------------------------------------------------------------------------------- output
 

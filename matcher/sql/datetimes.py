@@ -22,9 +22,9 @@ import contextlib
 import datetime as _dt
 import math
 import re
+from collections.abc import Iterator
 from contextvars import ContextVar
 from decimal import Decimal
-from typing import Iterator
 
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.functions import PatternError, datetime_pattern
@@ -37,7 +37,7 @@ _QUERY_TIME: ContextVar[_dt.datetime | None] = ContextVar("cep_query_time", defa
 
 
 def utc_now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    return _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
 
 
 @contextlib.contextmanager
@@ -71,14 +71,16 @@ def _time_error(message: str) -> CepRuntimeError:
 def as_datetime(value) -> _dt.datetime:
     """A timestamp, date or ISO text as a naive UTC datetime (what Spark casts to TIMESTAMP)."""
     if isinstance(value, _dt.datetime):
-        return value.astimezone(_dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        return value.astimezone(_dt.UTC).replace(tzinfo=None) if value.tzinfo else value
     if isinstance(value, _dt.date):
         return _dt.datetime(value.year, value.month, value.day)
     if isinstance(value, str):
         try:
             return as_datetime(_dt.datetime.fromisoformat(value.strip().replace("T", " ", 1)))
         except ValueError:
-            raise _time_error(f"{value!r} is not a timestamp (write it as 'YYYY-MM-DD HH:MM:SS', or give a pattern)") from None
+            raise _time_error(
+                f"{value!r} is not a timestamp (write it as 'YYYY-MM-DD HH:MM:SS', or give a pattern)"
+            ) from None
     raise CepRuntimeError(f"{type(value).__name__} {value!r} is not a time", code="E0410")
 
 
@@ -91,13 +93,46 @@ def as_date(value) -> _dt.date:
 # -------------------------------------------------------------------------------------------- fields
 
 _FIELDS = {
-    "YEAR": "YEAR", "Y": "YEAR", "YEARS": "YEAR", "YR": "YEAR", "YRS": "YEAR", "YEAROFWEEK": "YEAROFWEEK",
-    "QUARTER": "QUARTER", "QTR": "QUARTER", "MONTH": "MONTH", "MON": "MONTH", "MONS": "MONTH", "MONTHS": "MONTH",
-    "WEEK": "WEEK", "W": "WEEK", "WEEKS": "WEEK", "DAY": "DAY", "D": "DAY", "DAYS": "DAY", "DAYOFMONTH": "DAY",
-    "DAYOFWEEK": "DAYOFWEEK", "DOW": "DAYOFWEEK", "DAYOFWEEK_ISO": "DAYOFWEEK_ISO", "DOW_ISO": "DAYOFWEEK_ISO",
-    "DOY": "DOY", "DAYOFYEAR": "DOY", "HOUR": "HOUR", "H": "HOUR", "HOURS": "HOUR", "HR": "HOUR", "HRS": "HOUR",
-    "MINUTE": "MINUTE", "M": "MINUTE", "MIN": "MINUTE", "MINS": "MINUTE", "MINUTES": "MINUTE",
-    "SECOND": "SECOND", "S": "SECOND", "SEC": "SECOND", "SECONDS": "SECOND", "SECS": "SECOND",
+    "YEAR": "YEAR",
+    "Y": "YEAR",
+    "YEARS": "YEAR",
+    "YR": "YEAR",
+    "YRS": "YEAR",
+    "YEAROFWEEK": "YEAROFWEEK",
+    "QUARTER": "QUARTER",
+    "QTR": "QUARTER",
+    "MONTH": "MONTH",
+    "MON": "MONTH",
+    "MONS": "MONTH",
+    "MONTHS": "MONTH",
+    "WEEK": "WEEK",
+    "W": "WEEK",
+    "WEEKS": "WEEK",
+    "DAY": "DAY",
+    "D": "DAY",
+    "DAYS": "DAY",
+    "DAYOFMONTH": "DAY",
+    "DAYOFWEEK": "DAYOFWEEK",
+    "DOW": "DAYOFWEEK",
+    "DAYOFWEEK_ISO": "DAYOFWEEK_ISO",
+    "DOW_ISO": "DAYOFWEEK_ISO",
+    "DOY": "DOY",
+    "DAYOFYEAR": "DOY",
+    "HOUR": "HOUR",
+    "H": "HOUR",
+    "HOURS": "HOUR",
+    "HR": "HOUR",
+    "HRS": "HOUR",
+    "MINUTE": "MINUTE",
+    "M": "MINUTE",
+    "MIN": "MINUTE",
+    "MINS": "MINUTE",
+    "MINUTES": "MINUTE",
+    "SECOND": "SECOND",
+    "S": "SECOND",
+    "SEC": "SECOND",
+    "SECONDS": "SECOND",
+    "SECS": "SECOND",
 }
 
 
@@ -106,8 +141,10 @@ def extract(field: str, value):
     DAYOFWEEK counts from Sunday = 1, WEEK is the ISO week."""
     name = _FIELDS.get(str(field).upper())
     if name is None:
-        raise _time_error(f"EXTRACT cannot take the field {field!r}: use YEAR, QUARTER, MONTH, WEEK, DAY, "
-                          "DAYOFWEEK, DOY, HOUR, MINUTE or SECOND")
+        raise _time_error(
+            f"EXTRACT cannot take the field {field!r}: use YEAR, QUARTER, MONTH, WEEK, DAY, "
+            "DAYOFWEEK, DOY, HOUR, MINUTE or SECOND"
+        )
     moment = as_datetime(value)
     if name == "SECOND":
         return Decimal(moment.second) + Decimal(moment.microsecond).scaleb(-6).quantize(Decimal("0.000001"))
@@ -115,10 +152,17 @@ def extract(field: str, value):
 
 
 _FIELD_VALUES = {
-    "YEAR": lambda t: t.year, "YEAROFWEEK": lambda t: t.isocalendar()[0], "QUARTER": lambda t: (t.month - 1) // 3 + 1,
-    "MONTH": lambda t: t.month, "WEEK": lambda t: t.isocalendar()[1], "DAY": lambda t: t.day,
-    "DAYOFWEEK": lambda t: t.isoweekday() % 7 + 1, "DAYOFWEEK_ISO": lambda t: t.isoweekday(),
-    "DOY": lambda t: t.timetuple().tm_yday, "HOUR": lambda t: t.hour, "MINUTE": lambda t: t.minute,
+    "YEAR": lambda t: t.year,
+    "YEAROFWEEK": lambda t: t.isocalendar()[0],
+    "QUARTER": lambda t: (t.month - 1) // 3 + 1,
+    "MONTH": lambda t: t.month,
+    "WEEK": lambda t: t.isocalendar()[1],
+    "DAY": lambda t: t.day,
+    "DAYOFWEEK": lambda t: t.isoweekday() % 7 + 1,
+    "DAYOFWEEK_ISO": lambda t: t.isoweekday(),
+    "DOY": lambda t: t.timetuple().tm_yday,
+    "HOUR": lambda t: t.hour,
+    "MINUTE": lambda t: t.minute,
     "SECOND": lambda t: t.second,
 }
 
@@ -134,9 +178,21 @@ def field_function(name: str):
 # ------------------------------------------------------------------------------------ truncation, arithmetic
 
 _TRUNC_UNITS = {
-    "YEAR": "YEAR", "YYYY": "YEAR", "YY": "YEAR", "QUARTER": "QUARTER", "MONTH": "MONTH", "MM": "MONTH",
-    "MON": "MONTH", "WEEK": "WEEK", "DAY": "DAY", "DD": "DAY", "HOUR": "HOUR", "MINUTE": "MINUTE",
-    "SECOND": "SECOND", "MILLISECOND": "MILLISECOND", "MICROSECOND": "MICROSECOND",
+    "YEAR": "YEAR",
+    "YYYY": "YEAR",
+    "YY": "YEAR",
+    "QUARTER": "QUARTER",
+    "MONTH": "MONTH",
+    "MM": "MONTH",
+    "MON": "MONTH",
+    "WEEK": "WEEK",
+    "DAY": "DAY",
+    "DD": "DAY",
+    "HOUR": "HOUR",
+    "MINUTE": "MINUTE",
+    "SECOND": "SECOND",
+    "MILLISECOND": "MILLISECOND",
+    "MICROSECOND": "MICROSECOND",
 }
 
 
@@ -152,9 +208,13 @@ def _truncate(moment: _dt.datetime, unit: str) -> _dt.datetime:
         return _dt.datetime(day.year, day.month, day.day)
     if unit == "DAY":
         return _dt.datetime(moment.year, moment.month, moment.day)
-    keep = {"HOUR": dict(minute=0, second=0, microsecond=0), "MINUTE": dict(second=0, microsecond=0),
-            "SECOND": dict(microsecond=0), "MILLISECOND": dict(microsecond=moment.microsecond // 1000 * 1000),
-            "MICROSECOND": {}}[unit]
+    keep = {
+        "HOUR": dict(minute=0, second=0, microsecond=0),
+        "MINUTE": dict(second=0, microsecond=0),
+        "SECOND": dict(microsecond=0),
+        "MILLISECOND": dict(microsecond=moment.microsecond // 1000 * 1000),
+        "MICROSECOND": {},
+    }[unit]
     return moment.replace(**keep)
 
 
@@ -162,8 +222,10 @@ def date_trunc(unit: str, value) -> _dt.datetime:
     """DATE_TRUNC('unit', x): a timestamp at the start of the unit (Spark; a week starts on Monday)."""
     found = _TRUNC_UNITS.get(str(unit).upper())
     if found is None:
-        raise _time_error(f"DATE_TRUNC cannot truncate to {unit!r}: use YEAR, QUARTER, MONTH, WEEK, DAY, HOUR, "
-                          "MINUTE, SECOND or MILLISECOND")
+        raise _time_error(
+            f"DATE_TRUNC cannot truncate to {unit!r}: use YEAR, QUARTER, MONTH, WEEK, DAY, HOUR, "
+            "MINUTE, SECOND or MILLISECOND"
+        )
     return _truncate(as_datetime(value), found)
 
 
@@ -177,34 +239,67 @@ def trunc(value, unit=None):
         return _truncate(as_datetime(value), found).date()
     digits = 0 if unit is None else int(unit)
     if isinstance(value, float):
-        scale = 10.0 ** digits
+        scale = 10.0**digits
         return math.trunc(value * scale) / scale if digits else float(math.trunc(value))
     if isinstance(value, Decimal):
-        return value.quantize(Decimal(1).scaleb(-digits), rounding="ROUND_DOWN") if digits >= 0 else \
-            Decimal(math.trunc(value / Decimal(10) ** -digits)) * Decimal(10) ** -digits
+        return (
+            value.quantize(Decimal(1).scaleb(-digits), rounding="ROUND_DOWN")
+            if digits >= 0
+            else Decimal(math.trunc(value / Decimal(10) ** -digits)) * Decimal(10) ** -digits
+        )
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if digits >= 0 else int(value / 10 ** -digits) * 10 ** -digits
+        return value if digits >= 0 else int(value / 10**-digits) * 10**-digits
     raise CepRuntimeError(f"TRUNC cannot take {type(value).__name__} {value!r}", code="E0410")
 
 
 _ADD_UNITS = {
-    "YEAR": ("months", 12), "QUARTER": ("months", 3), "MONTH": ("months", 1), "WEEK": ("days", 7),
-    "DAY": ("days", 1), "DAYOFYEAR": ("days", 1), "HOUR": ("micros", 3_600_000_000), "MINUTE": ("micros", 60_000_000),
-    "SECOND": ("micros", 1_000_000), "MILLISECOND": ("micros", 1000), "MICROSECOND": ("micros", 1),
+    "YEAR": ("months", 12),
+    "QUARTER": ("months", 3),
+    "MONTH": ("months", 1),
+    "WEEK": ("days", 7),
+    "DAY": ("days", 1),
+    "DAYOFYEAR": ("days", 1),
+    "HOUR": ("micros", 3_600_000_000),
+    "MINUTE": ("micros", 60_000_000),
+    "SECOND": ("micros", 1_000_000),
+    "MILLISECOND": ("micros", 1000),
+    "MICROSECOND": ("micros", 1),
 }
-_UNIT_SPELLINGS = {"YEARS": "YEAR", "YY": "YEAR", "YYYY": "YEAR", "QUARTERS": "QUARTER", "MONTHS": "MONTH",
-                   "MM": "MONTH", "MON": "MONTH", "WEEKS": "WEEK", "DAYS": "DAY", "DD": "DAY", "D": "DAY",
-                   "HOURS": "HOUR", "HH": "HOUR", "MINUTES": "MINUTE", "MI": "MINUTE", "MIN": "MINUTE",
-                   "SECONDS": "SECOND", "SS": "SECOND", "SEC": "SECOND", "MILLISECONDS": "MILLISECOND",
-                   "MS": "MILLISECOND", "MICROSECONDS": "MICROSECOND", "US": "MICROSECOND"}
+_UNIT_SPELLINGS = {
+    "YEARS": "YEAR",
+    "YY": "YEAR",
+    "YYYY": "YEAR",
+    "QUARTERS": "QUARTER",
+    "MONTHS": "MONTH",
+    "MM": "MONTH",
+    "MON": "MONTH",
+    "WEEKS": "WEEK",
+    "DAYS": "DAY",
+    "DD": "DAY",
+    "D": "DAY",
+    "HOURS": "HOUR",
+    "HH": "HOUR",
+    "MINUTES": "MINUTE",
+    "MI": "MINUTE",
+    "MIN": "MINUTE",
+    "SECONDS": "SECOND",
+    "SS": "SECOND",
+    "SEC": "SECOND",
+    "MILLISECONDS": "MILLISECOND",
+    "MS": "MILLISECOND",
+    "MICROSECONDS": "MICROSECOND",
+    "US": "MICROSECOND",
+}
 
 
 def _add_unit(unit: str) -> str:
     name = str(unit).upper()
     name = _UNIT_SPELLINGS.get(name, name)
     if name not in _ADD_UNITS:
-        raise _time_error(f"unknown unit {unit!r}: use YEAR, QUARTER, MONTH, WEEK, DAY, HOUR, MINUTE, SECOND, "
-                          "MILLISECOND or MICROSECOND")
+        raise _time_error(
+            f"unknown unit {unit!r}: use YEAR, QUARTER, MONTH, WEEK, DAY, HOUR, MINUTE, SECOND, "
+            "MILLISECOND or MICROSECOND"
+        )
     return name
 
 
@@ -247,7 +342,7 @@ def timestamp_diff(unit: str, start, end) -> int:
         return int(months / size)
     micros = _micros(last) - _micros(first)
     step = size * (86_400_000_000 if kind == "days" else 1)
-    return int(micros / step) if abs(micros) < 2 ** 52 else (abs(micros) // step) * (1 if micros >= 0 else -1)
+    return int(micros / step) if abs(micros) < 2**52 else (abs(micros) // step) * (1 if micros >= 0 else -1)
 
 
 def date_add(value, days) -> _dt.date:
@@ -262,8 +357,20 @@ def date_diff(end, start) -> int:
 
 # ------------------------------------------------------------------------------------ Spark's patterns
 
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
@@ -288,8 +395,13 @@ def format_datetime(value, pattern: str) -> str:
         if letter == "y":
             parts.append(f"{moment.year % 100:02d}" if width == 2 else f"{moment.year:0{width}d}")
         elif letter in "ML":
-            parts.append(_MONTHS[moment.month - 1] if width >= 4 else _MONTHS[moment.month - 1][:3] if width == 3
-                         else f"{moment.month:0{width}d}")
+            parts.append(
+                _MONTHS[moment.month - 1]
+                if width >= 4
+                else _MONTHS[moment.month - 1][:3]
+                if width == 3
+                else f"{moment.month:0{width}d}"
+            )
         elif letter == "d":
             parts.append(f"{moment.day:0{width}d}")
         elif letter == "D":
@@ -325,11 +437,24 @@ def _parser(pattern: str) -> re.Pattern:
             pieces.append(re.escape(text))
             continue
         letter, width = text[0], len(text)
-        name = {"y": "year", "M": "month", "L": "month", "d": "day", "D": "doy", "H": "hour", "k": "hour",
-                "h": "hour12", "K": "hour12", "m": "minute", "s": "second", "S": "fraction", "a": "ampm",
-                "E": "dayname"}[letter]
+        name = {
+            "y": "year",
+            "M": "month",
+            "L": "month",
+            "d": "day",
+            "D": "doy",
+            "H": "hour",
+            "k": "hour",
+            "h": "hour12",
+            "K": "hour12",
+            "m": "minute",
+            "s": "second",
+            "S": "fraction",
+            "a": "ampm",
+            "E": "dayname",
+        }[letter]
         if letter in "ML" and width >= 3:
-            pieces.append(f"(?P<monthname>[A-Za-z]{{3,9}})")
+            pieces.append("(?P<monthname>[A-Za-z]{3,9})")
         elif letter == "a":
             pieces.append("(?P<ampm>[AaPp][Mm])")
         elif letter == "E":
@@ -337,8 +462,13 @@ def _parser(pattern: str) -> re.Pattern:
         elif letter == "S":
             pieces.append(f"(?P<fraction>\\d{{{width}}})")
         else:
-            pieces.append(f"(?P<{name}>\\d{{{width}}})" if width > 1 and letter != "y" or (letter == "y" and width == 2)
-                          else f"(?P<{name}>\\d{{{width},4}})" if letter == "y" else f"(?P<{name}>\\d{{1,2}})")
+            pieces.append(
+                f"(?P<{name}>\\d{{{width}}})"
+                if width > 1 and letter != "y" or (letter == "y" and width == 2)
+                else f"(?P<{name}>\\d{{{width},4}})"
+                if letter == "y"
+                else f"(?P<{name}>\\d{{1,2}})"
+            )
     compiled = re.compile("".join(pieces))
     _PARSE_CACHE[pattern] = compiled
     return compiled
@@ -353,14 +483,26 @@ def parse_datetime(text: str, pattern: str) -> _dt.datetime:
     year = int(fields.get("year", 1970))
     if len(fields.get("year", "")) == 2:
         year += 2000
-    month = int(fields["month"]) if "month" in fields else (
-        [m[:3].lower() for m in _MONTHS].index(fields["monthname"][:3].lower()) + 1 if "monthname" in fields else 1)
+    month = (
+        int(fields["month"])
+        if "month" in fields
+        else (
+            [m[:3].lower() for m in _MONTHS].index(fields["monthname"][:3].lower()) + 1 if "monthname" in fields else 1
+        )
+    )
     hour = int(fields.get("hour", 0))
     if "hour12" in fields:
         hour = int(fields["hour12"]) % 12 + (12 if fields.get("ampm", "AM").upper() == "PM" else 0)
     try:
-        moment = _dt.datetime(year, month, int(fields.get("day", 1)), hour, int(fields.get("minute", 0)),
-                              int(fields.get("second", 0)), int((fields.get("fraction", "") + "000000")[:6]))
+        moment = _dt.datetime(
+            year,
+            month,
+            int(fields.get("day", 1)),
+            hour,
+            int(fields.get("minute", 0)),
+            int(fields.get("second", 0)),
+            int((fields.get("fraction", "") + "000000")[:6]),
+        )
         if "doy" in fields:
             moment = moment.replace(month=1, day=1) + _dt.timedelta(days=int(fields["doy"]) - 1)
     except ValueError:

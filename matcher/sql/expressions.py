@@ -15,20 +15,29 @@ Label sets are frozensets of label ids; ``None`` means every variable (the unive
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.sql import values
+from cep.matcher.sql.context import Env
 from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.matcher.sql.running import (
-    BROKEN, FIRST_ROW, LAST_ROW, RunningAggregate, RunningAggregates, first_row, incremental, last_row, last_rows,
+    BROKEN,
+    FIRST_ROW,
+    LAST_ROW,
+    RunningAggregate,
+    RunningAggregates,
+    first_row,
+    incremental,
+    last_row,
+    last_rows,
     result_of,
 )
-from cep.matcher.sql.context import Env
 
 Closure = Callable[["Env"], Any]
 RowClosure = Callable[["Env", int], Any]
@@ -57,7 +66,7 @@ class Scope:
         # a subset u containing v) is simply the current row: no history to search.
         self.own_label = own_label
 
-    def for_variable(self, own_label: int) -> "Scope":
+    def for_variable(self, own_label: int) -> Scope:
         return Scope(self.columns, self.label_sets, in_define=self.in_define, own_label=own_label)
 
     def is_current_row(self, labels) -> bool:
@@ -141,11 +150,13 @@ _BINARY = {
 def located(closure, span):
     """``closure`` whose run-time errors point at ``span`` (the innermost failing expression wins: an error
     that already has a position keeps it). The try costs nothing until something raises."""
+
     def at_span(env, position=None):
         try:
             return closure(env, position)
         except CepRuntimeError as error:
             raise error.locate(span) from None
+
     return at_span
 
 
@@ -153,8 +164,12 @@ def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Calla
     """``_compile_generic``, with run-time errors located at ``expr`` when it is an operation that can fail
     (arithmetic, comparison, cast, function call, LIKE): E0410 and friends say where."""
     closure = _compile_generic(expr, leaf, recurse)
-    if isinstance(expr, _CAN_FAIL) and not getattr(closure, "column", None) and not getattr(closure, "located", False) \
-            and not (isinstance(expr, ast.Binary) and expr.op in ("AND", "OR")):  # these never fail themselves
+    if (
+        isinstance(expr, _CAN_FAIL)
+        and not getattr(closure, "column", None)
+        and not getattr(closure, "located", False)
+        and not (isinstance(expr, ast.Binary) and expr.op in ("AND", "OR"))
+    ):  # these never fail themselves
         return located(closure, expr.span)
     return closure
 
@@ -187,6 +202,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
     if isinstance(expr, ast.Binary):
         left, right = recurse(expr.left), recurse(expr.right)
         if expr.op == "AND":
+
             def conj(env, position=None):
                 lv = left(env, position)
                 if lv is False:
@@ -195,8 +211,10 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
                 if rv is False:
                     return False
                 return None if lv is None or rv is None else True
+
             return conj
         if expr.op == "OR":
+
             def disj(env, position=None):
                 lv = left(env, position)
                 if lv is True:
@@ -205,6 +223,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
                 if rv is True:
                     return True
                 return None if lv is None or rv is None else False
+
             return disj
         if expr.op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
             same = expr.op == "IS NOT DISTINCT FROM"
@@ -235,6 +254,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
             upper = values.compare("<=", value, high(env, position))
             result = False if lower is False or upper is False else (None if lower is None or upper is None else True)
             return values.logical_not(result) if negated else result
+
         return between
     if isinstance(expr, ast.InList):
         operand, items, negated = recurse(expr.operand), [recurse(i) for i in expr.items], expr.negated
@@ -250,6 +270,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
                     return not negated
                 saw_null = saw_null or result is None
             return None if saw_null else negated
+
         return in_list
     if isinstance(expr, ast.Like):
         operand, pattern = recurse(expr.operand), recurse(expr.pattern)
@@ -259,6 +280,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
         def like(env, position=None):
             result = values.like(operand(env, position), pattern(env, position), escape(env, position), folded)
             return values.logical_not(result) if negated else result
+
         return like
     if isinstance(expr, ast.Case):
         return _compile_case(expr, recurse)
@@ -281,7 +303,14 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
 # Operations whose evaluation can raise a run-time error, located at their span (``compile_generic``).
 _CAN_FAIL = (ast.Binary, ast.Unary, ast.Cast, ast.FunctionCall, ast.Like, ast.Between, ast.InList)
 
-_COMPARE = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_COMPARE = {
+    "=": operator.eq,
+    "<>": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 # Types Python compares exactly as SQL does, with no conversion (bool is not among them: SQL does
@@ -318,6 +347,7 @@ def _comparison(op: str, left, right, constant=None, span=None):
                 result = function(lv, as_float)
                 return nan_compare(op, True, False) if result is unsettled and lv != lv else result
             return _general(general, span, lv, constant)
+
         compare_decimal.located = True
         return compare_decimal
     if type(constant) in direct:
@@ -331,6 +361,7 @@ def _comparison(op: str, left, right, constant=None, span=None):
                 result = function(lv, rv)
                 return nan_compare(op, True, False) if result is unsettled and lv != lv else result
             return _general(general, span, lv, rv)
+
         compare_constant.located = True
         return compare_constant
 
@@ -347,12 +378,15 @@ def _comparison(op: str, left, right, constant=None, span=None):
                 return nan_compare(op, lv != lv, rv != rv)
             return result
         return _general(general, span, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
+
     compare.located = True
     return compare
 
 
 _PLAIN_ARITHMETIC = {
-    "+": (operator.add, values.add), "-": (operator.sub, values.subtract), "*": (operator.mul, values.multiply),
+    "+": (operator.add, values.add),
+    "-": (operator.sub, values.subtract),
+    "*": (operator.mul, values.multiply),
 }
 _PLAIN_NUMBERS = (int, float)
 
@@ -374,6 +408,7 @@ def _arithmetic(op: str, left, right, constant=None, span=None):
             if type(lv) is float:
                 return plain(lv, as_float)
             return _general(general, span, lv, constant)
+
         arithmetic_decimal.located = True
         return arithmetic_decimal
 
@@ -383,6 +418,7 @@ def _arithmetic(op: str, left, right, constant=None, span=None):
         if type(lv) in numbers and type(rv) in numbers:
             return plain(lv, rv)
         return _general(general, span, lv, rv)
+
     arithmetic.located = True
     return arithmetic
 
@@ -401,6 +437,7 @@ def _compile_case(expr: ast.Case, recurse):
             if test:
                 return result(env, position)
         return default(env, position)
+
     return case
 
 
@@ -408,7 +445,7 @@ class ExpressionCompiler:
     """Compiles DEFINE and MEASURES expressions against a ``Scope``."""
 
     def __init__(
-        self, scope: Scope, running: "RunningAggregates | None" = None, final_states: "RunningAggregates | None" = None
+        self, scope: Scope, running: RunningAggregates | None = None, final_states: RunningAggregates | None = None
     ) -> None:
         self.scope = scope
         # DEFINE only: aggregates that qualify are carried with the thread's history (running.py).
@@ -439,6 +476,7 @@ class ExpressionCompiler:
                     span=node.span,
                 )
             return None
+
         return compile_generic(expr, leaf, lambda child: self.at_row(child, final))
 
     def compile(self, expr) -> Closure:
@@ -458,7 +496,9 @@ class ExpressionCompiler:
             if node.variable is None:
                 return lambda env, position=None: _label_name(env, env.view.label_at(env.row), None)
             labels = scope.labels_of(node.variable)
-            return lambda env, position=None: _label_name(env, env.view.label_at(env.view.last_in(labels, 0, False)), None)
+            return lambda env, position=None: _label_name(
+                env, env.view.label_at(env.view.last_in(labels, 0, False)), None
+            )
         if isinstance(node, ast.MatchNumber):
             return lambda env, position=None: env.match_number
         if isinstance(node, ast.MatchStatus):
@@ -490,6 +530,7 @@ class ExpressionCompiler:
                 def first(env, position=None):
                     found = find_first(env.view)
                     return None if found is None else env.cols[column][found - env.base]
+
                 return first
             if node.kind == "LAST":
                 find = self._last_row(labels, n) if not final else (lambda view: view.last_in(labels, n, final))
@@ -506,7 +547,9 @@ class ExpressionCompiler:
             anchor = self._logical_position(operand)
             inner = self.at_row(operand.operand, operand.semantics == "FINAL")
         elif isinstance(operand, ast.Navigation):
-            raise CepSemanticError(f"{operand.kind} cannot be nested inside {node.kind}", code="E0210", span=operand.span)
+            raise CepSemanticError(
+                f"{operand.kind} cannot be nested inside {node.kind}", code="E0210", span=operand.span
+            )
         else:
             labels = referenced_labels(operand, self.scope)
             inner = self.at_row(operand)
@@ -521,6 +564,7 @@ class ExpressionCompiler:
         def physical(env, position=None):
             position = anchor(env)
             return None if position is None else inner(env, position + step)
+
         return physical
 
     def _logical_position(self, node: ast.Navigation) -> Closure:
@@ -569,16 +613,19 @@ class ExpressionCompiler:
                 def aggregate(env, position=None):
                     return fold(name, [env.view.values_in(env.cols[column], env.base, labels, final)], distinct, extra)
             else:
+
                 def aggregate(env, position=None):
                     positions = env.view.positions_in(labels, final)
                     base, cols = env.base, env.cols
                     columns = [[column[p - base] for p in positions] for column in (cols[n] for n in names)]
                     return fold(name, columns, distinct, extra)
         else:
+
             def aggregate(env, position=None):
                 positions = env.view.positions_in(labels, final)
                 columns = [[arg(env, p) for p in positions] for arg in per_row]
                 return fold(name, columns, distinct, extra)
+
         if self.running is not None and incremental(name, args, distinct, extra):
             column = self.scope.column(args[0]) if isinstance(args[0], ast.ColumnRef) else None
             return self._running(RunningAggregate(name, labels, per_row[0], column), args[0], aggregate)
@@ -607,6 +654,7 @@ class ExpressionCompiler:
                 positions = values.sorted_by([key(env, p) for p in positions], positions, descending, nulls_first)
             columns = [[value(env, p) for p in positions] for value in per_row]
             return fold(name, columns, distinct, tuple(parameter(env) for parameter in parameters))
+
         return aggregate
 
     def _final_state(self, name: str, labels, argument, full_fold: Closure) -> Closure:
@@ -627,6 +675,7 @@ class ExpressionCompiler:
                 if state is not BROKEN:
                     return state if result is None else result(state)
             return full_fold(env, position)
+
         return final_state
 
     def _running_count(self, node: ast.Aggregate, labels) -> Closure | None:
@@ -657,6 +706,7 @@ class ExpressionCompiler:
             if found is None and view.current in labels:
                 return view.row
             return found
+
         return carried
 
     def _last_row(self, labels, n: int) -> Callable:
@@ -670,6 +720,7 @@ class ExpressionCompiler:
                 return view.row
             chain = view.chain
             return None if chain is None else chain[2][slot]
+
         return carried
 
     def _running(self, aggregate: RunningAggregate, argument, full_fold: Closure | None) -> Closure:
@@ -698,8 +749,8 @@ class ExpressionCompiler:
             if state is BROKEN:
                 return full_fold(env)
             return state if result is None else result(state)
-        return running
 
+        return running
 
     def _column_at_last(self, column: str, labels, n: int, final: bool) -> Closure:
         """``column`` at the n-th last row labelled in ``labels`` (None when there is none).
@@ -711,9 +762,11 @@ class ExpressionCompiler:
             return self._column_at_nth_last(column, labels, n)
         slot = None if final else self._carried_slot(labels, n)
         if slot is None:
+
             def walked(env, position=None):
                 found = env.view.last_in(labels, n, final)
                 return None if found is None else env.cols[column][found - env.base]
+
             return walked
 
         def carried(env, position=None):
@@ -723,6 +776,7 @@ class ExpressionCompiler:
             chain = view.chain
             found = None if chain is None else chain[2][slot]
             return None if found is None else env.cols[column][found - env.base]
+
         return carried
 
     def _column_at_nth_last(self, column: str, labels, n: int) -> Closure:
@@ -739,6 +793,7 @@ class ExpressionCompiler:
                 return None
             positions = chain[2][slot]
             return env.cols[column][positions[index] - env.base] if index < len(positions) else None
+
         return carried_nth
 
 
@@ -751,6 +806,7 @@ def _within_match(anchor, inner, step: int) -> Closure:
     """Snowflake's LAG/LEAD in MEASURES: window functions over the match's rows, so the row ``step`` away
     must be in the match (LAG is NULL on its first row, LEAD on its last), and LEAD sees the whole match
     even under RUNNING semantics (Snowflake's printed output shows both)."""
+
     def in_match(env, position=None):
         found = anchor(env)
         if found is None:
@@ -760,15 +816,18 @@ def _within_match(anchor, inner, step: int) -> Closure:
         if not view.start <= target < view.start + len(view.labels):
             return None
         return inner(env, target)
+
     return in_match
 
 
 def _row_reader(column: str) -> RowClosure:
     """``column`` at a given position, None outside the partition's rows (``Env.value``, inlined)."""
+
     def read(env, position):
         if position is None or position < 0 or position >= env.total:
             return None
         return env.cols[column][position - env.base]
+
     return read
 
 
@@ -778,8 +837,10 @@ def current_row_reader(column: str) -> Closure:
     The closure is tagged with the column (``.column``): an operator over it reads the value inline
     instead of calling it (``_comparison``, ``_arithmetic``).
     """
+
     def current(env, position=None):
         return env.cols[column][env.row - env.base]
+
     current.column = column
     return current
 

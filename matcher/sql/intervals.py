@@ -28,12 +28,16 @@ def interval_to_timedelta(interval: ast.IntervalLiteral) -> _dt.timedelta:
         ordered = [u for u in map(_unit, _RANGE_FIELDS) if last <= u <= first]
         ordered.sort(reverse=True)
         if len(fields) != len(ordered):
-            raise CepSemanticError(f"interval '{interval.text}' does not fit {interval.unit}", code="E0241", span=interval.span)
+            raise CepSemanticError(
+                f"interval '{interval.text}' does not fit {interval.unit}", code="E0241", span=interval.span
+            )
         pairs = zip(fields, ordered)
     else:
         pairs = [(fields[0], _unit(units[0]))]
     try:
         total = sum((float(value) * unit for value, unit in pairs), _dt.timedelta())
     except ValueError:
-        raise CepSemanticError(f"interval '{interval.text}' is not a number", code="E0241", span=interval.span) from None
+        raise CepSemanticError(
+            f"interval '{interval.text}' is not a number", code="E0241", span=interval.span
+        ) from None
     return -total if interval.negative else total

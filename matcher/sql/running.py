@@ -27,9 +27,10 @@ that DEFINE carries (``ExpressionCompiler._final_state``), instead of folding th
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 from cep.grammar import ast
 from cep.matcher.sql import values
@@ -83,8 +84,13 @@ def _avg_step(state, value):
         return (0.0 + float(value), 1, value if exact else None, values.decimal_scale(value), type(value) is Decimal)
     total, count, decimal_total, scale, any_decimal = state
     decimal_total = values.DECIMAL_CONTEXT.add(decimal_total, value) if exact and decimal_total is not None else None
-    return (total + float(value), count + 1, decimal_total, max(scale, values.decimal_scale(value)),
-            any_decimal or type(value) is Decimal)
+    return (
+        total + float(value),
+        count + 1,
+        decimal_total,
+        max(scale, values.decimal_scale(value)),
+        any_decimal or type(value) is Decimal,
+    )
 
 
 def _avg_result(state):
@@ -127,10 +133,24 @@ LAST_ROWS = "LAST_ROWS"
 # that keeps its first value (the walk to the history's oldest row cost the match's length each time).
 FIRST_ROW = "FIRST_ROW"
 _POSITIONS = (LAST_ROW, LAST_ROWS)  # carried positions: ``advance`` steps them itself
-_STEPS = {"SUM": _sum_step, "COUNT": _count_step, "AVG": _avg_step, "MIN": _min_step, "MAX": _max_step,
-          FIRST_ROW: _first_step}
-_INITIAL = {"SUM": None, "COUNT": 0, "AVG": None, "MIN": None, "MAX": None, LAST_ROW: None, LAST_ROWS: (),
-            FIRST_ROW: None}
+_STEPS = {
+    "SUM": _sum_step,
+    "COUNT": _count_step,
+    "AVG": _avg_step,
+    "MIN": _min_step,
+    "MAX": _max_step,
+    FIRST_ROW: _first_step,
+}
+_INITIAL = {
+    "SUM": None,
+    "COUNT": 0,
+    "AVG": None,
+    "MIN": None,
+    "MAX": None,
+    LAST_ROW: None,
+    LAST_ROWS: (),
+    FIRST_ROW: None,
+}
 _RESULTS = {"AVG": _avg_result}
 
 
@@ -246,4 +266,5 @@ class RunningAggregates:
                     except Exception:  # noqa: BLE001 - the full fold re-raises it when the value is read
                         out[index] = BROKEN
             return tuple(out)
+
         return advance

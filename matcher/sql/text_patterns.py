@@ -29,6 +29,7 @@ from cep.grammar.functions import ANY, PatternError, compile_regex, like_segment
 # the distinct values of a pattern column, bounded so that a column of unique patterns cannot grow memory.
 MAX_CACHED_PATTERNS = 4096
 
+
 class LikeSegment(NamedTuple):
     items: tuple  # characters, or ANY (a `_`)
     literal: str | None  # the segment as text when it has no `_` (found with str.find)
@@ -97,7 +98,9 @@ def like_pattern(pattern: str, escape: str | None = None) -> LikePattern:
     kept = [s for s in segments if s] if len(segments) > 1 else segments
     compiled = LikePattern(
         tuple(LikeSegment(tuple(items), None if ANY in items else "".join(items)) for items in kept),
-        open_start, open_end)
+        open_start,
+        open_end,
+    )
     if not compiled.segments:  # only % signs: anything matches
         compiled = LikePattern((LikeSegment((), ""),), True, True)
     if len(_LIKE_CACHE) < MAX_CACHED_PATTERNS:
@@ -148,8 +151,9 @@ def regexp_replace(text: str, pattern: str, replacement: str) -> str:
     """Every match replaced; ``$1`` in the replacement is group 1 (Java's syntax, which Spark uses) and
     ``\\$`` a dollar sign."""
     parts = _replacement_parts(replacement)
-    return regex(pattern).sub(lambda found: "".join(part if isinstance(part, str) else (found.group(part) or "")
-                                                    for part in parts), text)
+    return regex(pattern).sub(
+        lambda found: "".join(part if isinstance(part, str) else (found.group(part) or "") for part in parts), text
+    )
 
 
 def _replacement_parts(replacement: str) -> list:
@@ -164,7 +168,7 @@ def _replacement_parts(replacement: str) -> list:
             end = index + 1
             while end < len(replacement) and replacement[end].isdigit():
                 end += 1
-            parts.append(int(replacement[index + 1:end]))
+            parts.append(int(replacement[index + 1 : end]))
             index = end
         else:
             parts.append(char)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Callable
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
@@ -29,8 +29,15 @@ from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, as_ti
 
 INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"})
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "NUMBER"})
-_LITERAL_TYPES = {"integer": "BIGINT", "decimal": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN",
-                  "null": "VARCHAR", "timestamp": "TIMESTAMP", "date": "DATE"}
+_LITERAL_TYPES = {
+    "integer": "BIGINT",
+    "decimal": "DOUBLE",
+    "string": "VARCHAR",
+    "boolean": "BOOLEAN",
+    "null": "VARCHAR",
+    "timestamp": "TIMESTAMP",
+    "date": "DATE",
+}
 
 
 # DECIMAL without a precision (a CAST to plain DECIMAL) is Spark's DECIMAL(10,0); a column typed just
@@ -38,7 +45,14 @@ _LITERAL_TYPES = {"integer": "BIGINT", "decimal": "DOUBLE", "string": "VARCHAR",
 _CAST_DECIMAL = (10, 0)
 _UNSIZED_DECIMAL = (38, 18)
 # The DECIMAL an integer becomes when it meets one (Spark's DecimalType.forType).
-_INTEGER_DECIMALS = {"BIGINT": (20, 0), "LONG": (20, 0), "INTEGER": (10, 0), "INT": (10, 0), "SMALLINT": (5, 0), "TINYINT": (3, 0)}
+_INTEGER_DECIMALS = {
+    "BIGINT": (20, 0),
+    "LONG": (20, 0),
+    "INTEGER": (10, 0),
+    "INT": (10, 0),
+    "SMALLINT": (5, 0),
+    "TINYINT": (3, 0),
+}
 _DECIMAL = re.compile(r"^(?:DECIMAL|NUMERIC)(?:\((\d+)\s*(?:,\s*(\d+))?\))?$")
 # The scale Spark keeps at least when a result's precision passes 38 (``DecimalType.MINIMUM_ADJUSTED_SCALE``).
 _MINIMUM_ADJUSTED_SCALE = 6
@@ -146,10 +160,21 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
     if isinstance(expr, ast.Cast):
         name = expr.type.name
         if name in ("DECIMAL", "NUMERIC", "NUMBER"):
-            params = tuple(expr.type.params) + _CAST_DECIMAL[len(expr.type.params):]
+            params = tuple(expr.type.params) + _CAST_DECIMAL[len(expr.type.params) :]
             return decimal_type(*params[:2])
-        return "BIGINT" if name in INTEGERS else "DOUBLE" if name in FRACTIONAL else "VARCHAR" if name in ("CHAR", "STRING", "TEXT") else \
-            "TIMESTAMP" if name.startswith("TIMESTAMP") else "BOOLEAN" if name == "BOOL" else name
+        return (
+            "BIGINT"
+            if name in INTEGERS
+            else "DOUBLE"
+            if name in FRACTIONAL
+            else "VARCHAR"
+            if name in ("CHAR", "STRING", "TEXT")
+            else "TIMESTAMP"
+            if name.startswith("TIMESTAMP")
+            else "BOOLEAN"
+            if name == "BOOL"
+            else name
+        )
     if isinstance(expr, ast.ArrayLiteral):
         return f"ARRAY<{recurse(expr.items[0]) if expr.items else 'VARCHAR'}>"
     if isinstance(expr, (ast.FunctionCall, ast.Aggregate)):
@@ -284,7 +309,7 @@ def fit_decimal(value, precision: int, scale: int) -> Decimal | None:
             f"{value} does not fit DECIMAL({precision},{scale}) ({precision - scale} digits before the point)",
             code="E0410",
             hint="the result of SUM or arithmetic over DECIMAL columns overflows the type Spark gives it; "
-                 "cast the column to a wider DECIMAL or to DOUBLE",
+            "cast the column to a wider DECIMAL or to DOUBLE",
         )
     return rounded
 

@@ -85,7 +85,8 @@ def _type_error(op: str, left, right) -> CepRuntimeError:
         hint = f"a time is compared with text: write a time literal, {kind} '{text.strip()}', or CAST the text"
     return CepRuntimeError(
         f"cannot apply '{op}' to {type(left).__name__} {left!r} and {type(right).__name__} {right!r}",
-        code="E0410", hint=hint,
+        code="E0410",
+        hint=hint,
     )
 
 
@@ -476,6 +477,7 @@ def _log(base, value=None):
 
 def _text_function(function):
     """A function of text arguments; a bad pattern becomes the run-time error E0413."""
+
     def wrapper(*args):
         if any(arg is None for arg in args):
             return None
@@ -483,6 +485,7 @@ def _text_function(function):
             return function(*(to_text(arg) if isinstance(arg, (str, bool, _dt.date)) else arg for arg in args))
         except PatternError as error:
             raise pattern_error(error) from None
+
     return wrapper
 
 
@@ -510,8 +513,20 @@ def _to_char(value, pattern=None):
     return to_text(value)
 
 
-_TIME_FIELDS = ("YEAR", "QUARTER", "MONTH", "DAY", "DAYOFMONTH", "DAYOFWEEK", "DAYOFYEAR", "WEEKOFYEAR", "WEEKDAY",
-                "HOUR", "MINUTE", "SECOND")
+_TIME_FIELDS = (
+    "YEAR",
+    "QUARTER",
+    "MONTH",
+    "DAY",
+    "DAYOFMONTH",
+    "DAYOFWEEK",
+    "DAYOFYEAR",
+    "WEEKOFYEAR",
+    "WEEKDAY",
+    "HOUR",
+    "MINUTE",
+    "SECOND",
+)
 
 
 def _date_add(first, second, third=None):
@@ -541,8 +556,12 @@ SCALAR_FUNCTIONS = {
     "UPPER": _null_if_any_null(lambda s: to_text(s).upper()),
     "LENGTH": _null_if_any_null(lambda s: len(to_text(s))),
     "TRIM": _null_if_any_null(lambda s: to_text(s).strip()),
-    "SUBSTR": _null_if_any_null(lambda s, start, length=None: to_text(s)[start - 1 : (start - 1 + length) if length is not None else None]),
-    "SUBSTRING": _null_if_any_null(lambda s, start, length=None: to_text(s)[start - 1 : (start - 1 + length) if length is not None else None]),
+    "SUBSTR": _null_if_any_null(
+        lambda s, start, length=None: to_text(s)[start - 1 : (start - 1 + length) if length is not None else None]
+    ),
+    "SUBSTRING": _null_if_any_null(
+        lambda s, start, length=None: to_text(s)[start - 1 : (start - 1 + length) if length is not None else None]
+    ),
     "CONCAT": _concat,
     "CONCAT_WS": _concat_ws,
     "COALESCE": _coalesce,
@@ -653,8 +672,11 @@ def decimal_average(total: Decimal, count: int, scale: int) -> Decimal:
     quotient = DECIMAL_CONTEXT.divide(total, count)
     if not quotient.is_finite():
         return quotient
-    return quotient.quantize(Decimal(1).scaleb(-min(scale + AVG_EXTRA_SCALE, MAX_DECIMAL_PRECISION)),
-                             rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)
+    return quotient.quantize(
+        Decimal(1).scaleb(-min(scale + AVG_EXTRA_SCALE, MAX_DECIMAL_PRECISION)),
+        rounding=ROUND_HALF_UP,
+        context=DECIMAL_CONTEXT,
+    )
 
 
 def _variance(values):
@@ -697,16 +719,29 @@ def _bool_or(values):
 
 
 # Aggregates whose arguments after the first are constant parameters (ExpressionCompiler._parametrized).
-PARAMETRIZED = frozenset({"LISTAGG", "STRING_AGG", "COLLECT_LIST", "AGGREGATE_LIST", "MEDIAN", "PERCENTILE_CONT",
-                          "PERCENTILE_DISC", "APPROX_PERCENTILE"})
+PARAMETRIZED = frozenset(
+    {
+        "LISTAGG",
+        "STRING_AGG",
+        "COLLECT_LIST",
+        "AGGREGATE_LIST",
+        "MEDIAN",
+        "PERCENTILE_CONT",
+        "PERCENTILE_DISC",
+        "APPROX_PERCENTILE",
+    }
+)
 
 
 def sorted_by(keys: list, items: list, descending: bool, nulls_first: bool | None) -> list:
     """``items`` in the order of their ``keys`` (stable; NULL keys last ascending, first descending, unless told)."""
     if nulls_first is None:
         nulls_first = descending
-    present = sorted((pair for pair in zip(keys, range(len(items))) if pair[0] is not None),
-                     key=lambda pair: pair[0], reverse=descending)
+    present = sorted(
+        (pair for pair in zip(keys, range(len(items))) if pair[0] is not None),
+        key=lambda pair: pair[0],
+        reverse=descending,
+    )
     if descending:  # a stable descending sort keeps ties in their first order
         present = sorted(present, key=lambda pair: pair[0], reverse=True)
     missing = [index for key, index in zip(keys, range(len(items))) if key is None]
@@ -837,8 +872,31 @@ def aggregate(name: str, columns: list[list], distinct: bool = False, extra: tup
     raise CepRuntimeError(f"unknown aggregate {name}", code="E0412")
 
 
-AGGREGATES = frozenset(
-    {"COUNT", "COUNT_IF", "SUM", "AVG", "MIN", "MAX", "ARRAY_AGG", "ARBITRARY", "ANY_VALUE", "BOOL_AND",
-     "EVERY", "BOOL_OR", "MAX_BY", "MIN_BY", "VARIANCE", "VAR_SAMP", "STDDEV", "STDDEV_SAMP", "MAP_AGG",
-     "MULTIMAP_AGG", "MAP_UNION"}
-) | PARAMETRIZED
+AGGREGATES = (
+    frozenset(
+        {
+            "COUNT",
+            "COUNT_IF",
+            "SUM",
+            "AVG",
+            "MIN",
+            "MAX",
+            "ARRAY_AGG",
+            "ARBITRARY",
+            "ANY_VALUE",
+            "BOOL_AND",
+            "EVERY",
+            "BOOL_OR",
+            "MAX_BY",
+            "MIN_BY",
+            "VARIANCE",
+            "VAR_SAMP",
+            "STDDEV",
+            "STDDEV_SAMP",
+            "MAP_AGG",
+            "MULTIMAP_AGG",
+            "MAP_UNION",
+        }
+    )
+    | PARAMETRIZED
+)

@@ -59,9 +59,19 @@ def _measure(expr, label_sets, scope) -> tuple:
         if expr.offset is not None and not (isinstance(expr.offset, ast.Literal) and expr.offset.value == 0):
             raise NotEligible("an offset")
         operand = expr.operand
-        return (expr.kind.lower(), scope.column(operand), _labels(label_sets, operand.qualifier), expr.semantics == "FINAL")
-    if (isinstance(expr, ast.Aggregate) and expr.name == "COUNT" and not expr.distinct
-            and len(expr.args) == 1 and isinstance(expr.args[0], ast.Star)):
+        return (
+            expr.kind.lower(),
+            scope.column(operand),
+            _labels(label_sets, operand.qualifier),
+            expr.semantics == "FINAL",
+        )
+    if (
+        isinstance(expr, ast.Aggregate)
+        and expr.name == "COUNT"
+        and not expr.distinct
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], ast.Star)
+    ):
         return ("count", None, _labels(label_sets, expr.args[0].qualifier), expr.semantics == "FINAL")
     raise NotEligible("a measure not computed column-wise")
 
@@ -95,8 +105,11 @@ def columns(plan, data, layout, offsets, regs: np.ndarray, per_partition: np.nda
 
     out = [data.gather(name, layout.first_rows[match_part[match_of]], typed) for name in plan.machine.partition_names]
     out += [data.gather(name, rows, typed) for name in output.row_columns[: output.order_count]]
-    labels = _row_labels(plan.label_groups, regs, first_out, total) if any(
-        spec[2] is not None for spec in plan.all_rows) else None
+    labels = (
+        _row_labels(plan.label_groups, regs, first_out, total)
+        if any(spec[2] is not None for spec in plan.all_rows)
+        else None
+    )
     none = np.full(total, -1, dtype=np.int64)
     for kind, column, label_set, final in plan.all_rows:
         if kind == "match_number":  # numbered from 1 in each partition
@@ -137,7 +150,7 @@ def columns(plan, data, layout, offsets, regs: np.ndarray, per_partition: np.nda
             at = latest[(ends - 1)[match_of]] if final else latest
         picked = np.where(at < 0, none, rows[np.where(at < 0, 0, at)]) if total else none
         out.append(data.gather(column, picked, typed))
-    out += [data.gather(name, rows, typed) for name in output.row_columns[output.order_count:]]
+    out += [data.gather(name, rows, typed) for name in output.row_columns[output.order_count :]]
     return out, rows_per_partition
 
 

@@ -19,10 +19,10 @@ Kinds: ``int`` (int64 data), ``float`` (float64), ``bool``, ``str`` (object arra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -201,7 +201,10 @@ def _pandas_column(series) -> ArrayColumn:
         return column("bool", lambda: series.to_numpy(dtype=bool, na_value=False) if masked else series.to_numpy())
     if kind == "M":  # naive or aware: microseconds of the instant, which order as the Python values do
         return column("time", lambda: _microseconds(np.asarray(series.array.asi8), getattr(dtype, "unit", "ns")))
-    if (kind == "O" or isinstance(dtype, pd.StringDtype)) and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
+    if (kind == "O" or isinstance(dtype, pd.StringDtype)) and pd.api.types.infer_dtype(series, skipna=True) in (
+        "string",
+        "empty",
+    ):
         return column("str", lambda: series.to_numpy(dtype=object, na_value=None))
     return column("other", lambda: None)
 

@@ -45,9 +45,13 @@ def threshold(condition: ast.Expr, run_label: int, label_of, column_of, slots: l
     left, right, op = condition.left, condition.right, condition.op
     if isinstance(left, ast.Literal) and op in _MIRRORED:
         left, right, op = right, left, _MIRRORED[op]
-    if op not in ("<", "<=") or not (isinstance(right, ast.Literal) and type(right.value) is int and abs(right.value) < _BOUND):
+    if op not in ("<", "<=") or not (
+        isinstance(right, ast.Literal) and type(right.value) is int and abs(right.value) < _BOUND
+    ):
         return None
-    if not (isinstance(left, ast.Aggregate) and left.name in ("SUM", "COUNT") and not left.distinct and len(left.args) == 1):
+    if not (
+        isinstance(left, ast.Aggregate) and left.name in ("SUM", "COUNT") and not left.distinct and len(left.args) == 1
+    ):
         return None
     arg = left.args[0]
     if not (isinstance(arg, ast.ColumnRef) or (isinstance(arg, ast.Star) and left.name == "COUNT")):
@@ -62,15 +66,17 @@ def threshold(condition: ast.Expr, run_label: int, label_of, column_of, slots: l
     return Threshold(op, slots.index(slot), right.value)
 
 
-def end_runs(lanes_state, index: int, item, following, route: Threshold, lanes: np.ndarray, pos: np.ndarray, state,
-             outcomes) -> None:
+def end_runs(
+    lanes_state, index: int, item, following, route: Threshold, lanes: np.ndarray, pos: np.ndarray, state, outcomes
+) -> None:
     """Match the run item ``index`` and the single last item after it for ``lanes`` starting at ``pos``
     (``lanes_state``: the sequence engine's ``Lanes``); ``outcomes``: (MATCH, TIMEOUT) codes."""
     match_code, timeout_code = outcomes
     accs = lanes_state.acc
     for acc in accs:
-        if acc.slot.name not in ("SUM", "COUNT") or (acc.column is not None and acc.column.kind not in ("int", "null")
-                                                       and acc.slot.name == "SUM"):
+        if acc.slot.name not in ("SUM", "COUNT") or (
+            acc.column is not None and acc.column.kind not in ("int", "null") and acc.slot.name == "SUM"
+        ):
             raise first_hit.NoRoute(f"a running {acc.slot.name} over a {acc.column.kind if acc.column else ''} column")
     begin, end = lanes_state.begin, lanes_state.end
     sums = [_cumulative(acc, begin, end) for acc in accs]
@@ -95,7 +101,7 @@ def end_runs(lanes_state, index: int, item, following, route: Threshold, lanes: 
     step = -1 if item.greedy else 1
     at = last_end.copy() if item.greedy else np.full(len(lanes), item.low, dtype=np.int64)
     found = np.full(len(lanes), -1, dtype=np.int64)
-    active = np.flatnonzero((last_end >= item.low))
+    active = np.flatnonzero(last_end >= item.low)
     while len(active):
         lanes_state.budget -= len(active)
         if lanes_state.budget < 0:

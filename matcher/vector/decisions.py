@@ -37,8 +37,15 @@ class Decisions:
     searched: np.ndarray
 
 
-def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts: np.ndarray | None = None,
-           resume: np.ndarray | None = None, visible: np.ndarray | None = None) -> Decisions:
+def decide(
+    plan: SequencePlan,
+    values: dict,
+    times,
+    offsets: np.ndarray,
+    starts: np.ndarray | None = None,
+    resume: np.ndarray | None = None,
+    visible: np.ndarray | None = None,
+) -> Decisions:
     """Every start of the partitions ``offsets`` delimits (rows already in partition and ORDER BY order).
 
     ``values``: the columns the conditions read (``plan.columns``), as ``kernels.Value`` in that order;
@@ -57,9 +64,18 @@ def decide(plan: SequencePlan, values: dict, times, offsets: np.ndarray, starts:
     searched = np.zeros(n, dtype=np.int64)
     for begin, end in chunks(offsets):
         first, stop = int(offsets[begin]), int(offsets[end])
-        lanes = Lanes(plan, values, times, offsets, begin, end, None if starts is None else starts[first:stop],
-                       None if resume is None else resume[first:stop], None if visible is None else visible[begin:end])
+        lanes = Lanes(
+            plan,
+            values,
+            times,
+            offsets,
+            begin,
+            end,
+            None if starts is None else starts[first:stop],
+            None if resume is None else resume[first:stop],
+            None if visible is None else visible[begin:end],
+        )
         lanes.match(outcome, spans)
-        undecided[lanes.begin:lanes.end] = lanes.reached & ~lanes.expired
-        searched[lanes.begin:lanes.end] = lanes.searched
+        undecided[lanes.begin : lanes.end] = lanes.reached & ~lanes.expired
+        searched[lanes.begin : lanes.end] = lanes.searched
     return Decisions(outcome, spans, undecided, searched)

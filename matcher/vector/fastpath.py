@@ -52,21 +52,22 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
-from cep.matcher.vector import all_rows, kernels, runs
-from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector.layout import ArrayInput, ListInput
-from cep.matcher.rows.partitioning import partition_indices
-from cep.matcher.vector.pattern_regex import MAX_NESTING, NotEligible, emit, exclusive, lower, min_rows, nesting
 from cep.matcher.program.instructions import AT_END, AT_START, DONE, EXCL_BEGIN, EXCL_END, JUMP, LABEL, SPLIT
 from cep.matcher.program.output import PartitionOutput
 from cep.matcher.program.skip import PAST_LAST_ROW, TO_NEXT_ROW
+from cep.matcher.rows.partitioning import partition_indices
+from cep.matcher.sql.expressions import Scope
+from cep.matcher.vector import all_rows, kernels, runs
+from cep.matcher.vector.layout import ArrayInput, ListInput
+from cep.matcher.vector.pattern_regex import MAX_NESTING, NotEligible, emit, exclusive, lower, min_rows, nesting
 
 # One byte per row holds the set of variables whose condition holds, so at most 8 variables.
 MAX_LABELS = 8
@@ -113,7 +114,9 @@ class FastPlan:
     run_items: tuple | None = None
     skip_mode: str = PAST_LAST_ROW  # ``Machine.skip.mode``: how ``_scan`` resumes the regex's search
     notes: list[str] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0, "run_partitions": 0})
+    stats: dict[str, int] = field(
+        default_factory=lambda: {"regex_partitions": 0, "vm_partitions": 0, "run_partitions": 0}
+    )
 
     # ----------------------------------------------------------------------------------- running
 
@@ -138,7 +141,7 @@ class FastPlan:
 
         def all_on_vm(why: str) -> list[tuple]:
             self.notes.append(f"ran on the VM: {why}")
-            groups = [(key, order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(keys)]
+            groups = [(key, order[offsets[i] : offsets[i + 1]].tolist()) for i, key in enumerate(keys)]
             self.stats["vm_partitions"] += len(groups)
             return _run_elsewhere(fallback, machine, groups, data.python())
 
@@ -279,8 +282,9 @@ class FastPlan:
             position = start + 1
         return found_regs
 
-    def _run_vector(self, data, layout, offsets, masks: np.ndarray, buffer: np.ndarray, budget_ok, typed: bool,
-                    fallback: Fallback):
+    def _run_vector(
+        self, data, layout, offsets, masks: np.ndarray, buffer: np.ndarray, budget_ok, typed: bool, fallback: Fallback
+    ):
         """ONE ROW PER MATCH with SKIP PAST LAST ROW / TO NEXT ROW and measures that only need a match's
         first/last row per variable and row counts: collect every match's group spans, then compute each
         measure for all matches at once. Same rows as ``output.match`` gives (tests compare)."""
@@ -298,13 +302,15 @@ class FastPlan:
             found_regs: list[tuple] = []
             counts: list[int] = []
             for index in range(len(budget_ok)):
-                found = self._scan(encoded[offsets[index]:offsets[index + 1]]) if index not in vm_rows else []
+                found = self._scan(encoded[offsets[index] : offsets[index + 1]]) if index not in vm_rows else []
                 found_regs.extend(found)
                 counts.append(len(found))
             regs, per_partition = _regs_array(found_regs), np.array(counts, dtype=np.int64)
         return self._vector_output(data, layout, offsets, regs, per_partition, vm_rows, typed)
 
-    def _vector_output(self, data, layout, offsets, regs: np.ndarray, per_partition: np.ndarray, vm_rows: dict, typed: bool):
+    def _vector_output(
+        self, data, layout, offsets, regs: np.ndarray, per_partition: np.ndarray, vm_rows: dict, typed: bool
+    ):
         """The output of the matches whose group spans are ``regs`` (partition-local), in partition
         order, with the rows the VM gave for the partitions in ``vm_rows``."""
         typed = typed and data.columnar and not vm_rows
@@ -321,7 +327,7 @@ class FastPlan:
         out: list[tuple] = []
         position = 0
         for index, count in enumerate(per_partition.tolist()):
-            out.extend(vm_rows[index] if index in vm_rows else rows[position:position + count])
+            out.extend(vm_rows[index] if index in vm_rows else rows[position : position + count])
             position += count
         return out
 
@@ -346,7 +352,9 @@ class FastPlan:
             lengths = found.reshape(matches, width)
         else:  # put back the one-row groups the regex did not capture
             lengths = np.ones((matches, width), dtype=np.int64)
-            lengths[:, [g for g in range(width) if g not in self.separated_uncaptured]] = found.reshape(matches, captured)
+            lengths[:, [g for g in range(width) if g not in self.separated_uncaptured]] = found.reshape(
+                matches, captured
+            )
         ends = np.cumsum(lengths).reshape(matches, width)
         spans = np.empty((matches, width, 2), dtype=np.int64)
         spans[:, :, 1] = ends
@@ -362,8 +370,10 @@ class FastPlan:
         out = [data.gather(name, layout.first_rows[part], typed) for name in self.machine.partition_names]
         if m == 0:
             none = np.zeros(0, dtype=np.int64)
-            return out + [data.gather(column, none, typed) if column else data.integers(none, typed)
-                          for _, column, _ in self.vector]
+            return out + [
+                data.gather(column, none, typed) if column else data.integers(none, typed)
+                for _, column, _ in self.vector
+            ]
         starts, stops = regs[:, 0, 0], regs[:, 0, 1]
         base = offsets[:-1][part]
         for kind, column, groups in self.vector:
@@ -483,13 +493,17 @@ def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, .
     plan, reasons = analyze(statement, machine, input_columns)
     if plan is None:
         return ["path: Pike VM (not eligible for the fast path: " + "; ".join(reasons) + ")"]
-    lines = ["path: fast path: DEFINE conditions evaluated column-wise (numpy), pattern run by Python's re",
-             f"      over one byte per row: {plan.regex.pattern!r}"]
+    lines = [
+        "path: fast path: DEFINE conditions evaluated column-wise (numpy), pattern run by Python's re",
+        f"      over one byte per row: {plan.regex.pattern!r}",
+    ]
     if plan.overlapping_loops:
         lines.append("      (batches where two loops on one path can take the same rows run on the Pike VM)")
     if plan.run_items is not None:
-        lines.append("      a sequence of runs: batches whose runs are too long for re's restarts are scanned"
-                     " by numpy in linear time (when each loop's rows exclude the next item's)")
+        lines.append(
+            "      a sequence of runs: batches whose runs are too long for re's restarts are scanned"
+            " by numpy in linear time (when each loop's rows exclude the next item's)"
+        )
     return lines
 
 
@@ -521,7 +535,9 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
 
     ir = lower(machine.pattern)
     if nesting(ir) > MAX_NESTING:
-        raise NotEligible(f"the pattern nests more than {MAX_NESTING} levels deep once its bounded quantifiers are unrolled")
+        raise NotEligible(
+            f"the pattern nests more than {MAX_NESTING} levels deep once its bounded quantifiers are unrolled"
+        )
     emitted = emit(ir, len(labels))
     if emitted.classes > MAX_UNROLLED_CLASSES:
         raise NotEligible(f"the pattern unrolls to more than {MAX_UNROLLED_CLASSES} row classes")
@@ -542,7 +558,9 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     for (bits_a, path_a), (bits_b, path_b) in itertools.combinations(emitted.loops, 2):
         if bits_a & bits_b:
             if not exclusive(path_a, path_b):
-                raise NotEligible("two loops on one path share a variable (the regex engine could backtrack polynomially)")
+                raise NotEligible(
+                    "two loops on one path share a variable (the regex engine could backtrack polynomially)"
+                )
         elif not exclusive(path_a, path_b):
             overlapping.append((bits_a, bits_b))
     skip = machine.skip.mode
@@ -582,8 +600,13 @@ def _vector_measures(mr: ast.MatchRecognize, label_sets, label_groups, scope: Sc
     a class with another variable's)."""
     single = {group: lookup for group, lookup in label_groups if lookup.__class__ is int}
     if len(single) != len(label_groups):
-        shared = {label for _, lookup in label_groups if lookup.__class__ is not int for label in range(8)
-                  if any(lookup[m] == label for m in range(256))}
+        shared = {
+            label
+            for _, lookup in label_groups
+            if lookup.__class__ is not int
+            for label in range(8)
+            if any(lookup[m] == label for m in range(256))
+        }
     else:
         shared = set()
 
@@ -603,13 +626,22 @@ def _vector_measures(mr: ast.MatchRecognize, label_sets, label_groups, scope: Sc
                 out.append(("match_number", None, None))
             elif isinstance(expr, ast.ColumnRef):
                 out.append(("last", scope.column(expr), groups_of(expr.qualifier)))
-            elif isinstance(expr, ast.Navigation) and expr.kind in ("FIRST", "LAST") and isinstance(expr.operand, ast.ColumnRef):
+            elif (
+                isinstance(expr, ast.Navigation)
+                and expr.kind in ("FIRST", "LAST")
+                and isinstance(expr.operand, ast.ColumnRef)
+            ):
                 if expr.offset is not None and not (isinstance(expr.offset, ast.Literal) and expr.offset.value == 0):
                     return None
                 operand = expr.operand
                 out.append((expr.kind.lower(), scope.column(operand), groups_of(operand.qualifier)))
-            elif (isinstance(expr, ast.Aggregate) and expr.name == "COUNT" and not expr.distinct
-                  and len(expr.args) == 1 and isinstance(expr.args[0], ast.Star)):
+            elif (
+                isinstance(expr, ast.Aggregate)
+                and expr.name == "COUNT"
+                and not expr.distinct
+                and len(expr.args) == 1
+                and isinstance(expr.args[0], ast.Star)
+            ):
                 out.append(("count", None, groups_of(expr.args[0].qualifier)))
             else:
                 return None

@@ -15,8 +15,8 @@ value among the rows, integers within 2**53). A batch where it is not takes the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -44,8 +44,9 @@ class Comparison:
     start: ast.Expr
 
 
-def split(condition: ast.Expr, is_current: Callable[[ast.Identifier], bool],
-          is_finished: Callable[[ast.Identifier], bool]) -> Comparison | None:
+def split(
+    condition: ast.Expr, is_current: Callable[[ast.Identifier], bool], is_finished: Callable[[ast.Identifier], bool]
+) -> Comparison | None:
     """The condition as ``row OP start``, or None when it is not one."""
     if not (isinstance(condition, ast.Binary) and condition.op in _HOLDS):
         return None
@@ -59,10 +60,15 @@ def split(condition: ast.Expr, is_current: Callable[[ast.Identifier], bool],
 
 def _reads_row(expr, is_current) -> bool:
     refs = [node for node in ast.walk(expr) if isinstance(node, ast.ColumnRef)]
-    return bool(refs) and all(ref.qualifier is None or is_current(ref.qualifier) for ref in refs) and all(
-        not isinstance(node, (ast.Aggregate, ast.Classifier, ast.MatchNumber))
-        and not (isinstance(node, ast.Navigation) and node.kind not in ("PREV", "NEXT"))
-        for node in ast.walk(expr))
+    return (
+        bool(refs)
+        and all(ref.qualifier is None or is_current(ref.qualifier) for ref in refs)
+        and all(
+            not isinstance(node, (ast.Aggregate, ast.Classifier, ast.MatchNumber))
+            and not (isinstance(node, ast.Navigation) and node.kind not in ("PREV", "NEXT"))
+            for node in ast.walk(expr)
+        )
+    )
 
 
 def _reads_start(expr, is_finished) -> bool:
@@ -92,7 +98,11 @@ def as_floats(value: kernels.Value, n: int, null: float, compared_with: str | No
     numeric = value.kind in ("int", "float")
     if not numeric and value.kind not in kernels.TIME_KINDS:
         raise NoRoute(f"a {value.kind} comparison")
-    if compared_with is not None and (not numeric or compared_with not in ("int", "float")) and compared_with != value.kind:
+    if (
+        compared_with is not None
+        and (not numeric or compared_with not in ("int", "float"))
+        and compared_with != value.kind
+    ):
         raise NoRoute(f"a comparison of a {value.kind} with a {compared_with}")
     data = np.broadcast_to(np.asarray(value.data), (n,))
     if value.kind != "float":
@@ -124,7 +134,7 @@ class RangeTable:
         while width * 2 <= widest:
             below = self.levels[-1]
             shifted = np.full(len(below), edge)
-            shifted[:len(below) - width] = below[width:]
+            shifted[: len(below) - width] = below[width:]
             self.levels.append(reduce(below, shifted))
             width *= 2
 
@@ -159,8 +169,9 @@ class RangeTable:
         return found
 
 
-def search(values: np.ndarray, op: str, lo: np.ndarray, hi: np.ndarray, start: np.ndarray, bounds: np.ndarray, *,
-           last: bool) -> np.ndarray:
+def search(
+    values: np.ndarray, op: str, lo: np.ndarray, hi: np.ndarray, start: np.ndarray, bounds: np.ndarray, *, last: bool
+) -> np.ndarray:
     """The first (or ``last``) row in [lo, hi) of each lane where ``value OP start`` holds, or -1; every
     window lies inside one partition (``bounds``: their offsets). The table covers only the rows some
     window reaches, from each partition's lowest ``lo`` to its end: a stream's carried starts search only

@@ -9,8 +9,8 @@ same additions in the same order, so the same bits.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -53,8 +53,12 @@ class History:
             raise kernels.NotVectorizable(f"{node.kind}() of an expression")
         n = 0
         if node.offset is not None:
-            if not (isinstance(node.offset, ast.Literal) and isinstance(node.offset.value, int) and not isinstance(node.offset.value, bool)
-                    and node.offset.value >= 0):
+            if not (
+                isinstance(node.offset, ast.Literal)
+                and isinstance(node.offset.value, int)
+                and not isinstance(node.offset.value, bool)
+                and node.offset.value >= 0
+            ):
                 raise kernels.NotVectorizable(f"a non-constant {node.kind} offset")
             n = node.offset.value
         label = None if operand.qualifier is None else self.label_of(operand.qualifier)
@@ -140,10 +144,18 @@ class Accumulator:
                     raise kernels.Unsupported(f"{slot.name} over a {column.kind} column")
                 if column.kind == "float" and slot.name in ("SUM", "AVG") and not PLAIN_FLOAT_SUMS:
                     raise kernels.Unsupported(f"{slot.name} over floats (compensated by sum() on this Python)")
-                if column.kind == "int" and slot.name == "SUM" and column.data.size and \
-                        int(np.abs(column.data).max()) * max(column.data.size, 1) >= 2**62:
+                if (
+                    column.kind == "int"
+                    and slot.name == "SUM"
+                    and column.data.size
+                    and int(np.abs(column.data).max()) * max(column.data.size, 1) >= 2**62
+                ):
                     raise kernels.Unsupported("SUM of integers that could overflow 64 bits")
-        dtype = np.float64 if (slot.name == "AVG" or (self.column is not None and self.column.kind == "float")) else np.int64
+        dtype = (
+            np.float64
+            if (slot.name == "AVG" or (self.column is not None and self.column.kind == "float"))
+            else np.int64
+        )
         self.total = np.zeros(n, dtype=dtype)
 
     def _ranges(self, label: int | None) -> bool:

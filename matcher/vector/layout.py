@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from cep.grammar import ast
+from cep.matcher.rows.partitioning import partition_indices, sort_columns
 from cep.matcher.vector import kernels
 from cep.matcher.vector.arrays import ArrayColumn, first_rows_of, key_codes
-from cep.matcher.rows.partitioning import partition_indices, sort_columns
 
 # Imported inside functions: pandas and pyarrow (heavy; each is needed only for its own kind of input).
 
@@ -186,14 +186,17 @@ class ArrayInput:
         found = key_codes([arrays[name] for name in machine.partition_names])
         if found is None and machine.partition_names:
             return ListInput(self.python()).layout(statement, machine)
-        codes, first_rows = found if found is not None else (np.zeros(n, dtype=np.int64), np.zeros(min(n, 1), dtype=np.int64))
+        codes, first_rows = (
+            found if found is not None else (np.zeros(n, dtype=np.int64), np.zeros(min(n, 1), dtype=np.int64))
+        )
         names = machine.partition_names
         keys = list(zip(*[arrays[name].python(first_rows) for name in names])) if names else [()] * len(first_rows)
         sort_arrays = []
         for key, name in sort_columns(statement, machine):
             column = arrays[name]
             if column.kind not in ("int", "float", "time", "bool") or (
-                column.kind == "float" and np.isnan(column.data if column.nulls is None else column.data[~column.nulls]).any()
+                column.kind == "float"
+                and np.isnan(column.data if column.nulls is None else column.data[~column.nulls]).any()
             ):
                 return ListInput(self.python()).layout(statement, machine)
             sort_arrays.append((key, column.data, column.nulls))

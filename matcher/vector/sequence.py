@@ -50,8 +50,9 @@ VM whole; a partition with an ambiguous start, alone.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -59,8 +60,7 @@ from cep.grammar import ast
 from cep.matcher.program.output import PartitionOutput
 from cep.matcher.program.skip import FAIL, MATCH, TIMEOUT, UNDECIDED, walk
 from cep.matcher.rows.partitioning import partition_indices
-from cep.matcher.vector import cumulative, first_hit, kernels
-from cep.matcher.vector import sequence_output
+from cep.matcher.vector import cumulative, first_hit, kernels, sequence_output
 from cep.matcher.vector.lane_frame import Accumulator, LaneFrame, Slot
 from cep.matcher.vector.layout import ArrayInput, ListInput
 
@@ -115,9 +115,17 @@ class SequencePlan:
     quiet: Callable | None = None
     notes: list[str] = field(default_factory=list)
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
-    stats: dict[str, int] = field(default_factory=lambda: {"sequence_partitions": 0, "vm_partitions": 0,
-                                                           "columnar_measures": 0, "first_hit": 0,
-                                                           "cumulative": 0, "quiet": 0, "resumed": 0})
+    stats: dict[str, int] = field(
+        default_factory=lambda: {
+            "sequence_partitions": 0,
+            "vm_partitions": 0,
+            "columnar_measures": 0,
+            "first_hit": 0,
+            "cumulative": 0,
+            "quiet": 0,
+            "resumed": 0,
+        }
+    )
 
     def run(self, source, *, fallback: Fallback, typed: bool = False, clock=None) -> list[tuple]:
         """Every output row of the input (columns of Python values, or a ``layout.ArrayInput``), in the
@@ -155,7 +163,7 @@ class SequencePlan:
         return self._output(fallback, data, layout, offsets, outcome, spans, values)
 
     def _all_on_vm(self, fallback, layout, offsets, columns) -> list[tuple]:
-        groups = [(key, layout.order[offsets[i]:offsets[i + 1]].tolist()) for i, key in enumerate(layout.keys)]
+        groups = [(key, layout.order[offsets[i] : offsets[i + 1]].tolist()) for i, key in enumerate(layout.keys)]
         self.stats["vm_partitions"] += len(groups)
         return _elsewhere(fallback, self.machine, groups, columns)
 
@@ -181,13 +189,16 @@ class SequencePlan:
             self.notes.append("measures through PartitionOutput (a shape or a value the column programs do not take)")
             rows: list[tuple] = []
             for index in range(parts):
-                rows.extend(self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, chain,
-                                                   index))
+                rows.extend(
+                    self._partition_output(fallback, layout, offsets, data.python(), outcome, spans, chain, index)
+                )
             return rows
         self.stats["columnar_measures"] += 1
         match_parts = part_of[starts]
-        key_columns = [np.array([key[i] for key in layout.keys] + [None], dtype=object)[:-1][match_parts].tolist()
-                       for i in range(len(self.machine.partition_names))]
+        key_columns = [
+            np.array([key[i] for key in layout.keys] + [None], dtype=object)[:-1][match_parts].tolist()
+            for i in range(len(self.machine.partition_names))
+        ]
         found = list(zip(*key_columns, *measured)) if key_columns or measured else [()] * len(starts)
         self.stats["sequence_partitions"] += parts - len(elsewhere)
         if not len(elsewhere):
@@ -220,8 +231,19 @@ class SequencePlan:
             if name not in loaded:
                 loaded[name] = data.load(name, layout.order)
             return loaded[name]
-        return sequence_output.Matches(starts, begins, counts, number, layout.order, data, load, values, timeout,
-                                       np.searchsorted(part_of, parts, side="left"))
+
+        return sequence_output.Matches(
+            starts,
+            begins,
+            counts,
+            number,
+            layout.order,
+            data,
+            load,
+            values,
+            timeout,
+            np.searchsorted(part_of, parts, side="left"),
+        )
 
     def _partition_output(self, fallback, layout, offsets, columns, outcome, spans, chain, index: int) -> list[tuple]:
         """One partition's rows through ``PartitionOutput``, at the starts the walk (``chain``) chose there;
@@ -309,15 +331,25 @@ def _times(data, name: str, order: np.ndarray, clock, within: _dt.timedelta):
 class Lanes:
     """The starts of one chunk of partitions, matched item by item."""
 
-    def __init__(self, plan: SequencePlan, values: dict, times, offsets: np.ndarray, first_part: int, end_part: int,
-                 starts: np.ndarray | None = None, resume: np.ndarray | None = None, visible: np.ndarray | None = None):
+    def __init__(
+        self,
+        plan: SequencePlan,
+        values: dict,
+        times,
+        offsets: np.ndarray,
+        first_part: int,
+        end_part: int,
+        starts: np.ndarray | None = None,
+        resume: np.ndarray | None = None,
+        visible: np.ndarray | None = None,
+    ):
         self.plan = plan
         self.values = values
         self.begin = int(offsets[first_part])
         self.end = int(offsets[end_part])
         n = self.end - self.begin
         self.n = n
-        bounds = offsets[first_part:end_part + 1] - self.begin
+        bounds = offsets[first_part : end_part + 1] - self.begin
         sizes = np.diff(bounds)
         self.bounds = bounds  # partition offsets within the chunk
         self.part_start = np.repeat(bounds[:-1], sizes)
@@ -337,7 +369,7 @@ class Lanes:
         self.searched = np.zeros(n, dtype=np.int64)
         if times is not None:
             ticks, clock, width = times
-            self._within_limits(ticks[self.begin:self.end], clock, width, bounds)
+            self._within_limits(ticks[self.begin : self.end], clock, width, bounds)
         self.item_begin = np.full((len(plan.items), n), -1, dtype=np.int64)
         self.item_count = np.zeros((len(plan.items), n), dtype=np.int64)
         self.item_of = {item.label: index for index, item in enumerate(plan.items)}
@@ -369,7 +401,7 @@ class Lanes:
         # the clock either (``PartitionMatcher._loop``), so a start waits with them.
         deadline_passed = limit < self.visible_end
         if isinstance(clock, np.ndarray):  # a clock per row (a stream's keys each have their own)
-            clock = clock[self.begin:self.end]
+            clock = clock[self.begin : self.end]
         if clock is not None:
             deadline_passed |= (clock - ticks >= width) & (self.visible_end == self.part_end)
         self.expired = deadline_passed
@@ -394,8 +426,8 @@ class Lanes:
             state[lanes] = MATCH
         if not self.plan.show_timeout:
             state[state == TIMEOUT] = FAIL
-        outcome[self.begin:self.end] = state
-        spans[:, self.begin:self.end] = self.item_count
+        outcome[self.begin : self.end] = state
+        spans[:, self.begin : self.end] = self.item_count
 
     def _item(self, index: int, item: Item, following: Item | None, next_is_last: bool, lanes, pos, state):
         """Scan item ``index`` for ``lanes`` at rows ``pos``; returns the lanes that go on, and where.
@@ -478,7 +510,9 @@ class Lanes:
                 acc.add(item.label, lane, row)
             step += 1
         self.reached[lanes[at_limit]] = True
-        return self._resolve(index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state)
+        return self._resolve(
+            index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state
+        )
 
     def _first_hit(self, index: int, item: Item, following: Item, route, lanes, pos, state):
         """A run that takes every row, then the last item: it ends at the first (reluctant) or last
@@ -494,7 +528,9 @@ class Lanes:
         hi = np.maximum(hi, lo)
         start_value = start_kernel(LaneFrame(self, lanes, pos, following.label))
         start = first_hit.as_floats(start_value, len(lanes), np.nan)
-        loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
+        loaders = {
+            name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()
+        }
         frame = kernels.Frame(self.n, loaders, self.bounds)
         rows = first_hit.as_floats(row_kernel(frame), self.n, first_hit.sentinel(op), start_value.kind)
         found = first_hit.search(rows, op, lo, hi, start, self.bounds, last=item.greedy)
@@ -519,7 +555,9 @@ class Lanes:
         """A trailing ``!B`` whose B reads only its row: the lane matches when its first B row at or
         after ``pos`` (a reversed running minimum over the rows) is at or past its limit, and time
         reached the deadline; the absence then takes every row before the limit."""
-        loaders = {name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()}
+        loaders = {
+            name: (lambda value=value: _sliced(value, self.begin, self.end)) for name, value in self.values.items()
+        }
         frame = kernels.Frame(self.n, loaders, self.bounds)
         rows = np.arange(self.n + 1, dtype=np.int64)
         b_rows = np.where(np.append(self.plan.quiet(frame), True), rows, self.n)

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import decimal
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
-from cep.matcher.sql.values import add, multiply, negate, subtract
 from cep.matcher.sql.context import Env, MatchView
+from cep.matcher.sql.values import add, multiply, negate, subtract
 from cep.matcher.vector.kernels import Unsupported
 from cep.matcher.vector.layout import present_in
 
@@ -74,9 +75,15 @@ _INT64_BOUND = 2**63
 # ------------------------------------------------------------------------------------- compiling
 
 
-def compile_measures(measures, column_of: Callable[[ast.ColumnRef], str], item_of_label: Callable[[ast.Identifier], int],
-                     status: str, vm_measures: tuple[Callable, ...], item_labels: tuple[int, ...],
-                     label_names: tuple[str, ...]) -> list[Program] | None:
+def compile_measures(
+    measures,
+    column_of: Callable[[ast.ColumnRef], str],
+    item_of_label: Callable[[ast.Identifier], int],
+    status: str,
+    vm_measures: tuple[Callable, ...],
+    item_labels: tuple[int, ...],
+    label_names: tuple[str, ...],
+) -> list[Program] | None:
     """A program per measure: a column program where it computes the measure exactly, else the VM's own
     measure closure (``vm_measures``, ``OutputLayout.measures``) run once per match (``_per_match``);
     None when a measure reads rows outside its match (PREV/NEXT); ``reading_before`` takes PREV."""
@@ -117,11 +124,13 @@ def _outside_match(expr) -> bool:
 def _either(fast: Program, general: Program) -> Program:
     """The column program, or the per-match one when the values turn out to be of a kind it does not
     compute exactly (a SUM over floats, a column the kernels do not hold...)."""
+
     def run(m: Matches):
         try:
             return fast(m)
         except (NotColumnar, Unsupported):
             return general(m)
+
     return run
 
 
@@ -145,6 +154,7 @@ def _per_match(closure: Callable, item_labels: tuple[int, ...], label_names: tup
     and MATCH_STATUS(): the same code, so the same values, types and errors. A match's rows are read
     at its own global positions (``env.base`` shifts them onto the gathered rows), which is exact as long
     as the measure reads only rows of the match (``_outside_match``)."""
+
     def evaluate(m: Matches) -> list:
         counts = m.item_count.T.tolist()
         sizes = m.item_count.sum(axis=0)
@@ -155,8 +165,9 @@ def _per_match(closure: Callable, item_labels: tuple[int, ...], label_names: tup
         env.total = len(m.order)
         timeouts = m.timeout.tolist() if m.timeout is not None else [False] * len(counts)
         out = []
-        for start, offset, size, number, spans, timeout in zip(m.start.tolist(), offsets.tolist(), sizes.tolist(),
-                                                               m.number.tolist(), counts, timeouts):
+        for start, offset, size, number, spans, timeout in zip(
+            m.start.tolist(), offsets.tolist(), sizes.tolist(), m.number.tolist(), counts, timeouts
+        ):
             labels = [label for label, count in zip(item_labels, spans) for _ in range(count)]
             end = start + size - 1
             env.base = start - offset
@@ -165,12 +176,18 @@ def _per_match(closure: Callable, item_labels: tuple[int, ...], label_names: tup
             env.match_number, env.match_status = (None, "TIMEOUT") if timeout else (number, status)
             out.append(closure(env))
         return out
+
     evaluate.per_match = True
     return evaluate
 
 
-def reading_before(closures: tuple[Callable, ...], item_labels: tuple[int, ...], label_names: tuple[str, ...],
-                   status: str, lookback: int) -> list[Program]:
+def reading_before(
+    closures: tuple[Callable, ...],
+    item_labels: tuple[int, ...],
+    label_names: tuple[str, ...],
+    status: str,
+    lookback: int,
+) -> list[Program]:
     """Programs for measures that read rows before their match (PREV in MEASURES, up to ``lookback`` rows
     back): the VM's measure closures, all of them once per match, as ``_per_match`` evaluates one, over the
     match's rows and the ``lookback`` rows before it, positions counted from its partition's first row
@@ -192,8 +209,15 @@ def reading_before(closures: tuple[Callable, ...], item_labels: tuple[int, ...],
         timeouts = m.timeout.tolist() if m.timeout is not None else [False] * len(sizes)
         out = []
         for start, low_row, floor, offset, size, number, spans, timeout in zip(
-                m.start.tolist(), low.tolist(), m.floor.tolist(), offsets.tolist(), sizes.tolist(), m.number.tolist(),
-                m.item_count.T.tolist(), timeouts):
+            m.start.tolist(),
+            low.tolist(),
+            m.floor.tolist(),
+            offsets.tolist(),
+            sizes.tolist(),
+            m.number.tolist(),
+            m.item_count.T.tolist(),
+            timeouts,
+        ):
             labels = [label for label, count in zip(item_labels, spans) for _ in range(count)]
             first, last = start - floor, start - floor + size - 1  # positions in the partition
             env.base = low_row - floor - offset
@@ -209,8 +233,10 @@ def reading_before(closures: tuple[Callable, ...], item_labels: tuple[int, ...],
     def program(index: int) -> Program:
         def run(m: Matches) -> list:
             return [values[index] for values in table(m)]
+
         run.per_match = True  # ``per_match_names``: the VM's measure code, once per match
         return run
+
     return [program(index) for index in range(len(closures))]
 
 
@@ -219,9 +245,13 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
         return _compile(node, column_of, item_of, status)
 
     if isinstance(expr, ast.MatchNumber):
-        return lambda m: m.number if not _timeouts(m) else [None if t else n for n, t in zip(m.number.tolist(), m.timeout.tolist())]
+        return lambda m: (
+            m.number if not _timeouts(m) else [None if t else n for n, t in zip(m.number.tolist(), m.timeout.tolist())]
+        )
     if isinstance(expr, ast.MatchStatus):
-        return lambda m: [status] * len(m.start) if not _timeouts(m) else ["TIMEOUT" if t else status for t in m.timeout.tolist()]
+        return lambda m: (
+            [status] * len(m.start) if not _timeouts(m) else ["TIMEOUT" if t else status for t in m.timeout.tolist()]
+        )
     if isinstance(expr, ast.ColumnRef):
         return _row_value(column_of(expr), _rows_of(expr.qualifier, item_of), "LAST", 0)
     if isinstance(expr, ast.Navigation) and expr.kind in ("FIRST", "LAST") and isinstance(expr.operand, ast.ColumnRef):
@@ -249,6 +279,7 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
             if isinstance(values, np.ndarray) and (values.dtype == np.float64 or not (values == -_INT64_BOUND).any()):
                 return -values
             return [negate(v) for v in _as_output(values)]
+
         return negated
     if isinstance(expr, ast.Binary) and expr.op in _ARITHMETIC:
         plain, general = _ARITHMETIC[expr.op]
@@ -261,6 +292,7 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
                 if isinstance(values, np.ndarray) and values.dtype == np.float64:
                     return _NUMPY[expr.op](values, as_float)
                 return [plain(v, as_float) if type(v) is float else general(v, constant) for v in _as_output(values)]
+
             return with_decimal
         right = recurse(expr.right)
 
@@ -269,8 +301,11 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
             exact = _exact(expr.op, a, b)
             if exact is not None:
                 return exact
-            return [plain(x, y) if type(x) in _PLAIN_NUMBERS and type(y) in _PLAIN_NUMBERS else general(x, y)
-                    for x, y in zip(_as_output(a), _as_output(b))]
+            return [
+                plain(x, y) if type(x) in _PLAIN_NUMBERS and type(y) in _PLAIN_NUMBERS else general(x, y)
+                for x, y in zip(_as_output(a), _as_output(b))
+            ]
+
         return arithmetic
     raise NotColumnar(type(expr).__name__)
 
@@ -312,10 +347,16 @@ def _row_value(column: str, rows_of, kind: str, n: int) -> Program:
         valid = count > n
         row = first + n if kind == "FIRST" else first + count - 1 - n
         loaded = m.loaded.get(column)
-        if loaded is not None and loaded.kind == "int" and valid.all() and (loaded.nulls is None or not loaded.nulls[row].any()):
+        if (
+            loaded is not None
+            and loaded.kind == "int"
+            and valid.all()
+            and (loaded.nulls is None or not loaded.nulls[row].any())
+        ):
             return loaded.data[row]  # the column's Python ints, without a gather
         inputs = np.where(valid, m.order[np.where(valid, row, 0)], -1)
         return list(m.data.gather(column, inputs, False))
+
     return read
 
 
@@ -349,6 +390,7 @@ def _aggregate(expr: ast.Aggregate, column_of, item_of) -> Program:
         if seen.all():
             return totals
         return [None if k == 0 else t for k, t in zip(seen.tolist(), totals.tolist())]
+
     return fold
 
 

@@ -15,8 +15,7 @@ from cep.grammar.columns import ColumnNames
 from cep.matcher.program import lowered
 from cep.matcher.program.machine import absence_labels
 from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector import cumulative, first_hit, kernels
-from cep.matcher.vector import sequence_output
+from cep.matcher.vector import cumulative, first_hit, kernels, sequence_output
 from cep.matcher.vector.lane_frame import History, Slot
 from cep.matcher.vector.pattern_regex import NotEligible
 from cep.matcher.vector.sequence import Item, SequencePlan
@@ -24,9 +23,15 @@ from cep.matcher.vector.sequence import Item, SequencePlan
 # A sequence longer than this goes to the VM (each item is one lockstep scan over the lanes).
 MAX_ITEMS = 16
 # What a term of the pattern is, when it is not an item of a sequence (``cep explain`` says it).
-_NOT_AN_ITEM = {lowered.Choice: "an alternation", lowered.AnyOrder: "PERMUTE", lowered.Excluded: "an exclusion",
-                lowered.Edge: "an anchor", lowered.Nothing: "an empty pattern ()", lowered.Repeat: "a quantified group",
-                lowered.Sequence: "a group"}
+_NOT_AN_ITEM = {
+    lowered.Choice: "an alternation",
+    lowered.AnyOrder: "PERMUTE",
+    lowered.Excluded: "an exclusion",
+    lowered.Edge: "an anchor",
+    lowered.Nothing: "an empty pattern ()",
+    lowered.Repeat: "a quantified group",
+    lowered.Sequence: "a group",
+}
 
 
 def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple[SequencePlan | None, list[str]]:
@@ -115,8 +120,9 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     tested = dict(defines)  # a row inside `!B` is tested with B's condition, as if it were labelled B
     tested.update({labels[label]: defines[name] for label, name in absent.items() if name in defines})
     try:
-        conditions, used = kernels.compile_defines(tested, labels, scope.column,
-                                                   {name: frozenset({i}) for name, i in label_ids.items()}, history)
+        conditions, used = kernels.compile_defines(
+            tested, labels, scope.column, {name: frozenset({i}) for name, i in label_ids.items()}, history
+        )
     except kernels.NotVectorizable as why:
         raise NotEligible(str(why)) from None
     for label in absent:
@@ -143,21 +149,43 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         quiet = lambda frame: np.ones(frame.n, dtype=bool)  # noqa: E731 (no DEFINE: every row is a B)
     elif items[-1].label in absent:
         try:
-            quiet = kernels.compile_condition(defines[absent[items[-1].label]].condition, scope.column,
-                                              lambda qualifier: label_ids.get(qualifier.key) == items[-1].label)
+            quiet = kernels.compile_condition(
+                defines[absent[items[-1].label]].condition,
+                scope.column,
+                lambda qualifier: label_ids.get(qualifier.key) == items[-1].label,
+            )
         except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
             pass
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
-    measures = sequence_output.compile_measures(mr.measures, measure_scope.column, item_of,
-                                                machine.output.layout.status, machine.output.layout.measures,
-                                                tuple(item.label for item in items), machine.label_names)
+    measures = sequence_output.compile_measures(
+        mr.measures,
+        measure_scope.column,
+        item_of,
+        machine.output.layout.status,
+        machine.output.layout.measures,
+        tuple(item.label for item in items),
+        machine.label_names,
+    )
     if measures is None and not sequence_output.reads_after(mr.measures):  # PREV in a measure: the rows before it too
         layout = machine.output.layout
-        measures = sequence_output.reading_before(layout.measures, tuple(item.label for item in items),
-                                                  machine.label_names, layout.status, machine.lookback)
-    return SequencePlan(machine=machine, statement=statement, items=items, conditions=conditions, slots=slots,
-                        columns=tuple(sorted(used)), within=within, show_timeout=mr.rows_per_match.show_timeout,
-                        measures=measures, hits=hits, cumulative=thresholds, deadline=items[-1].label in absent, quiet=quiet)
+        measures = sequence_output.reading_before(
+            layout.measures, tuple(item.label for item in items), machine.label_names, layout.status, machine.lookback
+        )
+    return SequencePlan(
+        machine=machine,
+        statement=statement,
+        items=items,
+        conditions=conditions,
+        slots=slots,
+        columns=tuple(sorted(used)),
+        within=within,
+        show_timeout=mr.rows_per_match.show_timeout,
+        measures=measures,
+        hits=hits,
+        cumulative=thresholds,
+        deadline=items[-1].label in absent,
+        quiet=quiet,
+    )
 
 
 def _absent(condition):
@@ -204,11 +232,13 @@ def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, .
     why_not_regex = regex_line.partition("(")[2].rstrip(")")
     if plan is None:
         return [regex_line.rstrip(")") + "; not the sequence engine: " + "; ".join(reasons) + ")"]
-    return ["path: column-wise sequence engine (matcher/vector/sequence.py): every start row at once, item by item,",
-            "      with numpy; WITHIN, timeouts and what the conditions read of the match so far, per start",
-            f"      (not the regex fast path: {why_not_regex})",
-            "      a batch the kernels cannot evaluate exactly, and a partition where a start's preferred match",
-            "      depends on backtracking, run on the Pike VM"] + route_lines(plan)
+    return [
+        "path: column-wise sequence engine (matcher/vector/sequence.py): every start row at once, item by item,",
+        "      with numpy; WITHIN, timeouts and what the conditions read of the match so far, per start",
+        f"      (not the regex fast path: {why_not_regex})",
+        "      a batch the kernels cannot evaluate exactly, and a partition where a start's preferred match",
+        "      depends on backtracking, run on the Pike VM",
+    ] + route_lines(plan)
 
 
 def route_lines(plan: SequencePlan) -> list[str]:
@@ -221,23 +251,33 @@ def route_lines(plan: SequencePlan) -> list[str]:
         name = labels[item.label]
         if item.label == plan.items[-1].label and plan.deadline:
             if plan.quiet is not None:
-                lines.append(f"      {name}: no {name[1:]} row before WITHIN's deadline, found for every start at once (the first"
-                             f" {name[1:]} row")
-                lines.append("        after each row, a reversed running minimum); the match is done when time reaches the deadline")
+                lines.append(
+                    f"      {name}: no {name[1:]} row before WITHIN's deadline, found for every start at once (the first"
+                    f" {name[1:]} row"
+                )
+                lines.append(
+                    "        after each row, a reversed running minimum); the match is done when time reaches the deadline"
+                )
             else:
-                lines.append(f"      {name}: rows scanned from every start until a {name[1:]} row or WITHIN's deadline"
-                             f" ({name[1:]}'s condition reads the match so far)")
+                lines.append(
+                    f"      {name}: rows scanned from every start until a {name[1:]} row or WITHIN's deadline"
+                    f" ({name[1:]}'s condition reads the match so far)"
+                )
             continue
         if index in plan.hits:
             which = "last" if item.greedy else "first"
-            lines.append(f"      {name}'s runs: end at the {which} row where {labels[plan.items[index + 1].label]}'s comparison"
-                         " holds, for every start at once (range minima/maxima and a binary descent, first_hit.py),")
+            lines.append(
+                f"      {name}'s runs: end at the {which} row where {labels[plan.items[index + 1].label]}'s comparison"
+                " holds, for every start at once (range minima/maxima and a binary descent, first_hit.py),"
+            )
             lines.append("        on batches whose compared values are numbers (no NaN, no infinity); else row by row")
         elif index in plan.cumulative:
             route = plan.cumulative[index]
             slot = plan.slots[route.slot]
-            lines.append(f"      {name}'s runs: end where the running {slot.name} crosses {route.limit}, by cumulative sums"
-                         " (cumulative.py),")
+            lines.append(
+                f"      {name}'s runs: end where the running {slot.name} crosses {route.limit}, by cumulative sums"
+                " (cumulative.py),"
+            )
             lines.append("        on batches whose addends are integers, never negative nor NULL; else row by row")
         else:
             lines.append(f"      {name}'s runs: scanned row by row from every start ({_scan_reason(plan, index)})")
@@ -247,11 +287,15 @@ def route_lines(plan: SequencePlan) -> list[str]:
         reads_before = sequence_output.reads_before(plan.statement.match.measures)
         before = " and the rows PREV reads before it" if reads_before else ""
         if per_match:
-            lines.append(f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its"
-                         f" rows{before})")
+            lines.append(
+                f"        ({', '.join(per_match)}: the Pike VM's measure code, called once per match over its"
+                f" rows{before})"
+            )
     else:
-        lines.append("      measures: one match at a time as the Pike VM computes them, through PartitionOutput (NEXT in"
-                     " a measure reads rows after the match)")
+        lines.append(
+            "      measures: one match at a time as the Pike VM computes them, through PartitionOutput (NEXT in"
+            " a measure reads rows after the match)"
+        )
     return lines
 
 
@@ -264,6 +308,7 @@ def _scan_reason(plan: SequencePlan, index: int) -> str:
     if plan.conditions[items[index].label] is None:
         if plan.slots:
             return "the conditions carry running aggregates"
-        return (f"{labels[items[index + 1].label]}'s condition is not a comparison of its row with an item before the"
-                " run")
+        return (
+            f"{labels[items[index + 1].label]}'s condition is not a comparison of its row with an item before the run"
+        )
     return f"{labels[items[index].label]}'s condition is not a running SUM or COUNT below a constant integer"

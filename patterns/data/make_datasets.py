@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable
 
 DAY = datetime(2024, 3, 4)  # a Monday
 
@@ -89,6 +89,7 @@ def card_charges() -> str:
         for _ in range(rng.randint(3, 8)):  # ordinary spending: 5.00 to 150.00, hours apart
             t += timedelta(minutes=rng.randint(30, 180), seconds=rng.randint(0, 59))
             rows.append((card, t, rng.choice(merchants), _cents(rng.randint(500, 15_000))))
+
     def burst(card: str, at: datetime, small: int, large_after: timedelta | None, large: int) -> None:
         t = at
         for _ in range(small):
@@ -98,11 +99,16 @@ def card_charges() -> str:
             rows.append((card, t - timedelta(seconds=20) + large_after, "electronics", _cents(large)))
 
     for index, card in enumerate(["C003", "C011", "C017", "C024", "C029"]):  # the frauds
-        burst(card, DAY + timedelta(hours=13 + index, minutes=rng.randint(0, 50), seconds=7), rng.randint(3, 6),
-              timedelta(minutes=rng.randint(1, 3)), rng.randint(25_000, 90_000))
-    burst("C006", DAY + timedelta(hours=12, minutes=5, seconds=3), 2, timedelta(minutes=2), 60_000)   # too few
+        burst(
+            card,
+            DAY + timedelta(hours=13 + index, minutes=rng.randint(0, 50), seconds=7),
+            rng.randint(3, 6),
+            timedelta(minutes=rng.randint(1, 3)),
+            rng.randint(25_000, 90_000),
+        )
+    burst("C006", DAY + timedelta(hours=12, minutes=5, seconds=3), 2, timedelta(minutes=2), 60_000)  # too few
     burst("C008", DAY + timedelta(hours=15, minutes=9, seconds=4), 4, timedelta(minutes=40), 45_000)  # too slow
-    burst("C020", DAY + timedelta(hours=16, minutes=2, seconds=8), 5, timedelta(minutes=2), 3_500)    # not large
+    burst("C020", DAY + timedelta(hours=16, minutes=2, seconds=8), 5, timedelta(minutes=2), 3_500)  # not large
     return _csv("card_id,ts,merchant,amount", rows)
 
 
@@ -136,7 +142,13 @@ def logins() -> str:
             rows.append((user, t, rng.choice(addresses), "ok"))
 
     for index, user in enumerate(["user04", "user09", "user15", "user22"]):
-        attack(user, DAY + timedelta(hours=2 + index, minutes=rng.randint(0, 59), seconds=11), rng.randint(5, 12), (3, 12), True)
+        attack(
+            user,
+            DAY + timedelta(hours=2 + index, minutes=rng.randint(0, 59), seconds=11),
+            rng.randint(5, 12),
+            (3, 12),
+            True,
+        )
     attack("user12", DAY + timedelta(hours=3, minutes=17, seconds=5), 9, (3, 12), False)  # never gets in
     attack("user18", DAY + timedelta(hours=1, minutes=2, seconds=9), 6, (540, 660), True)  # an hour of failures
     return _csv("user,ts,ip,status", rows)
@@ -276,7 +288,9 @@ DATASETS: dict[str, Callable[[], str]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent, help="directory to write into (default: %(default)s)")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent, help="directory to write into (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     for name, make in DATASETS.items():

@@ -43,12 +43,12 @@ trigger (a micro-batch, or an idle look for new data) is less than ``ready_windo
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Callable
 
 from cep.spark_bridge.alerting.status import epoch_seconds, rule_rows
 from cep.spark_bridge.engine.keyed import BAD_REASONS
@@ -119,8 +119,12 @@ class StreamMetrics:
         self.stream = stream
         self.clock = clock
         self._registry = CollectorRegistry(auto_describe=False)
-        self.batch_duration = Histogram("cep_batch_duration_seconds", "Duration of the matching query's micro-batches",
-                                        buckets=BATCH_BUCKETS, registry=self._registry)
+        self.batch_duration = Histogram(
+            "cep_batch_duration_seconds",
+            "Duration of the matching query's micro-batches",
+            buckets=BATCH_BUCKETS,
+            registry=self._registry,
+        )
         self._registry.register(self)
         stream.observers.append(self._observe)
 
@@ -139,7 +143,9 @@ class StreamMetrics:
 
         status = self.stream.status
         rows = rule_rows(status)
-        alerts = CounterMetricFamily("cep_alerts", "Alerts emitted, by rule and match status", labels=["rule", "status"])
+        alerts = CounterMetricFamily(
+            "cep_alerts", "Alerts emitted, by rule and match status", labels=["rule", "status"]
+        )
         suppressed = CounterMetricFamily("cep_alerts_suppressed", "Alerts throttled by suppression", labels=["rule"])
         late = CounterMetricFamily("cep_late_rows", "Rows too late for a rule", labels=["rule"])
         live = GaugeMetricFamily("cep_live_partial_matches", "Partial matches in state", labels=["rule"])
@@ -153,7 +159,9 @@ class StreamMetrics:
             live.add_metric([rule_id], sum(max(0, v.get("live_partial_matches", 0)) for v in versions))
             pending.add_metric([rule_id], sum(max(0, v.get("pending_rows", 0)) for v in versions))
         yield from (alerts, suppressed, late, live, pending)
-        yield CounterMetricFamily("cep_late_input_rows", "Input rows late for at least one rule", value=status.get("late_rows", 0))
+        yield CounterMetricFamily(
+            "cep_late_input_rows", "Input rows late for at least one rule", value=status.get("late_rows", 0)
+        )
         bad = CounterMetricFamily("cep_bad_rows", "Input rows set aside as bad, by reason", labels=["reason"])
         counts = {reason: 0 for reason in BAD_REASONS}  # every reason from the start, so that rate() sees its first row
         counts.update(status.get("bad_rows") or {})
@@ -161,30 +169,47 @@ class StreamMetrics:
             bad.add_metric([reason], count)
         yield bad
         last = status.get("last_batch") or {}
-        yield GaugeMetricFamily("cep_state_bytes", "Spark state store memory of the operator", value=last.get("state_bytes", 0))
+        yield GaugeMetricFamily(
+            "cep_state_bytes", "Spark state store memory of the operator", value=last.get("state_bytes", 0)
+        )
         watermark = epoch_seconds(last.get("watermark"))
         if watermark is not None and watermark > 0:
-            yield GaugeMetricFamily("cep_watermark_lag_seconds", "Now minus the event-time watermark",
-                                    value=max(0.0, self.clock() - watermark))
+            yield GaugeMetricFamily(
+                "cep_watermark_lag_seconds",
+                "Now minus the event-time watermark",
+                value=max(0.0, self.clock() - watermark),
+            )
         yield CounterMetricFamily("cep_batches", "Micro-batches committed", value=status.get("batches", 0))
         moment = epoch_seconds(last.get("time"))
         if moment is not None:
-            yield GaugeMetricFamily("cep_last_batch_timestamp_seconds", "When the last micro-batch with data ran", value=moment)
+            yield GaugeMetricFamily(
+                "cep_last_batch_timestamp_seconds", "When the last micro-batch with data ran", value=moment
+            )
         families = {
             "delivered": CounterMetricFamily("cep_sink_delivered", "Alerts delivered", labels=["sink"]),
-            "dead_lettered": CounterMetricFamily("cep_sink_dead_lettered", "Alerts that became dead letters", labels=["sink"]),
-            "redelivered": CounterMetricFamily("cep_sink_redelivered", "Alerts delivered from dead letters", labels=["sink"]),
+            "dead_lettered": CounterMetricFamily(
+                "cep_sink_dead_lettered", "Alerts that became dead letters", labels=["sink"]
+            ),
+            "redelivered": CounterMetricFamily(
+                "cep_sink_redelivered", "Alerts delivered from dead letters", labels=["sink"]
+            ),
             "failures": CounterMetricFamily("cep_sink_failures", "Failed delivery attempts", labels=["sink"]),
-            "queue_alerts": GaugeMetricFamily("cep_sink_queue_alerts", "Alerts waiting in the sink's outbox", labels=["sink"]),
+            "queue_alerts": GaugeMetricFamily(
+                "cep_sink_queue_alerts", "Alerts waiting in the sink's outbox", labels=["sink"]
+            ),
             "dead_letters_waiting": GaugeMetricFamily("cep_sink_dead_letters", "Dead letters waiting", labels=["sink"]),
             "failing": GaugeMetricFamily("cep_sink_failing", "1 while the sink's deliveries fail", labels=["sink"]),
         }
         for key, sink in sorted((status.get("sinks") or {}).items()):
-            values = {"delivered": sink.get("delivered", 0), "dead_lettered": sink.get("dead_lettered", 0),
-                      "redelivered": sink.get("redelivered", 0),
-                      "failures": sink.get("retries", 0) + sink.get("failures", 0),
-                      "queue_alerts": sink.get("queue_alerts", 0), "dead_letters_waiting": sink.get("dead_letters_waiting", 0),
-                      "failing": 1 if sink.get("failing_since") else 0}
+            values = {
+                "delivered": sink.get("delivered", 0),
+                "dead_lettered": sink.get("dead_lettered", 0),
+                "redelivered": sink.get("redelivered", 0),
+                "failures": sink.get("retries", 0) + sink.get("failures", 0),
+                "queue_alerts": sink.get("queue_alerts", 0),
+                "dead_letters_waiting": sink.get("dead_letters_waiting", 0),
+                "failing": 1 if sink.get("failing_since") else 0,
+            }
             for name, family in families.items():
                 family.add_metric([key], values[name])
         yield from families.values()
@@ -192,14 +217,20 @@ class StreamMetrics:
         for state in ("active", "error", "failed"):
             states.add_metric([state], sum(1 for r in rows if r["state"] == state))
         yield states
-        failed = GaugeMetricFamily("cep_rule_failed", "1 for a rule quarantined after failing at run time (until its "
-                                   "file changes), with the error's type and code", labels=["rule", "reason"])
+        failed = GaugeMetricFamily(
+            "cep_rule_failed",
+            "1 for a rule quarantined after failing at run time (until its "
+            "file changes), with the error's type and code",
+            labels=["rule", "reason"],
+        )
         for rule_id, rule in sorted(status.get("rules", {}).items()):
             record = rule.get("failed")
             if record and not rule.get("active"):
                 failed.add_metric([rule_id, str(record.get("error") or "").split(":", 1)[0][:100]], 1)
         yield failed
-        yield GaugeMetricFamily("cep_rules_outage", "1 while the rules cannot be read", value=1 if status.get("rules_outage") else 0)
+        yield GaugeMetricFamily(
+            "cep_rules_outage", "1 while the rules cannot be read", value=1 if status.get("rules_outage") else 0
+        )
 
 
 class _BoundedHTTPServer(HTTPServer):
@@ -243,7 +274,9 @@ class ServiceServer:
     (with ``health``); anything else is a 404. ``host`` is where it listens: ``cep stream`` gives 127.0.0.1
     unless the option names a host."""
 
-    def __init__(self, host: str, port: int, *, metrics: StreamMetrics | None = None, health: HealthCheck | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, *, metrics: StreamMetrics | None = None, health: HealthCheck | None = None
+    ) -> None:
         server = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -10,7 +10,16 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cep.spark_bridge.alerting.rule_set import (
-    BAD_ROWS_METRICS, BUCKET, DEFAULT_HOUSEKEEPING, FILE, KIND_BAD, KIND_MATCH, KIND_STATS, METRICS_NAME, PKEY, ROW_ID,
+    BAD_ROWS_METRICS,
+    BUCKET,
+    DEFAULT_HOUSEKEEPING,
+    FILE,
+    KIND_BAD,
+    KIND_MATCH,
+    KIND_STATS,
+    METRICS_NAME,
+    PKEY,
+    ROW_ID,
     SPEC,
 )
 from cep.spark_bridge.alerting.store import RuleStore
@@ -19,8 +28,7 @@ from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote
-from cep.spark_bridge.spark.inputs import (CLOCK_ROW, bad_row_counts, dead_letter_columns, prepare_input,
-                                            with_watermark)
+from cep.spark_bridge.spark.inputs import CLOCK_ROW, bad_row_counts, dead_letter_columns, prepare_input, with_watermark
 from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,13 +39,15 @@ __all__ = ["input_types_of", "match_rules"]
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
 
-def input_types_of(df: "DataFrame") -> dict[str, str]:
+def input_types_of(df: DataFrame) -> dict[str, str]:
     """``{column: SQL type}`` of a DataFrame as the rules see it (types the matcher cannot take are text)."""
-    return {f.name: ("VARCHAR" if needs_string_cast(f.dataType) else spark_to_sql(f.dataType)) for f in df.schema.fields}
+    return {
+        f.name: ("VARCHAR" if needs_string_cast(f.dataType) else spark_to_sql(f.dataType)) for f in df.schema.fields
+    }
 
 
 def match_rules(
-    df: "DataFrame",
+    df: DataFrame,
     store: RuleStore | str,
     *,
     time_column: str,
@@ -45,9 +55,9 @@ def match_rules(
     housekeeping: Any = DEFAULT_HOUSEKEEPING,
     metrics_name: str | None = METRICS_NAME,
     bad_rows_metrics: str = BAD_ROWS_METRICS,
-    source_location: "Column | None" = None,
+    source_location: Column | None = None,
     with_stats: bool = False,
-) -> "DataFrame":
+) -> DataFrame:
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
     Returns a streaming DataFrame (append mode) with ``sinks.alerts.ALERT_COLUMNS``. The rule set a micro-batch
@@ -94,24 +104,36 @@ def match_rules(
 
     location = F.input_file_name() if source_location is None else source_location
     bad_columns = [F.col(REJECT), F.col(RAW), F.when(F.col(REJECT).isNotNull(), location).alias(FILE)]
-    df = df.select(*[F.col(quote(c)) for c in columns],
-                   F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
-                   *(bad_columns if marked else []))
+    df = df.select(
+        *[F.col(quote(c)) for c in columns],
+        F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
+        *(bad_columns if marked else []),
+    )
     # The watermark marker (metadata) does not survive mapInPandas: the stateful operator finds it on
     # an all-NULL column added after it, so Spark's own late-row filter drops nothing (streaming.py).
     in_fields = [T.StructField(f.name, f.dataType, True) for f in df.schema.fields]
     if with_stats:  # Explode numbers the rows, so that a row late for several rules counts once
         in_fields.append(T.StructField(ROW_ID, T.StringType(), True))
-    exploded_schema = T.StructType([T.StructField(SPEC, T.StringType(), False), T.StructField(PKEY, T.StringType(), False)] + in_fields)
+    exploded_schema = T.StructType(
+        [T.StructField(SPEC, T.StringType(), False), T.StructField(PKEY, T.StringType(), False)] + in_fields
+    )
     carried = columns + [EVENT_US] + passthrough
-    exploded = df.mapInPandas(Explode(store_dir, carried, REJECT if marked else None, row_ids=with_stats), exploded_schema)
+    exploded = df.mapInPandas(
+        Explode(store_dir, carried, REJECT if marked else None, row_ids=with_stats), exploded_schema
+    )
     exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(MARKER, metadata={WATERMARK_KEY: delay_ms}))
 
-    out_fields = [T.StructField(name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True)
-                  for name, kind in ALERT_COLUMNS]
-    out_schema = T.StructType(out_fields + [T.StructField(KIND, T.IntegerType(), False),
-                                            T.StructField(STATS, T.ArrayType(T.LongType()), True)]
-                              + [T.StructField(name, T.StringType(), True) for name in passthrough])
+    out_fields = [
+        T.StructField(
+            name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True
+        )
+        for name, kind in ALERT_COLUMNS
+    ]
+    out_schema = T.StructType(
+        out_fields
+        + [T.StructField(KIND, T.IntegerType(), False), T.StructField(STATS, T.ArrayType(T.LongType()), True)]
+        + [T.StructField(name, T.StringType(), True) for name in passthrough]
+    )
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
     step = AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough, late_rows=with_stats)
 
@@ -126,11 +148,14 @@ def match_rules(
         dead = dead_letter_columns(file=F.col(FILE)) if marked else []
         return out.select(*[F.col(name) for name in ALERT_NAMES], *dead, F.col(KIND), F.col(STATS))
     if metrics_name:
-        calls = F.when(F.col(KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(STATS).alias("stats")))
+        calls = F.when(
+            F.col(KIND) == KIND_STATS, F.struct(F.col("rule_id"), F.col("rule_version"), F.col(STATS).alias("stats"))
+        )
         out = out.observe(metrics_name, F.collect_list(calls).alias("calls"))
     if marked:
-        out = out.where(F.col(KIND).isin(KIND_MATCH, KIND_BAD)).select(*[F.col(name) for name in ALERT_NAMES],
-                                                                        *dead_letter_columns(file=F.col(FILE)))
+        out = out.where(F.col(KIND).isin(KIND_MATCH, KIND_BAD)).select(
+            *[F.col(name) for name in ALERT_NAMES], *dead_letter_columns(file=F.col(FILE))
+        )
         return bad_row_counts(out, bad_rows_metrics)
     return out.where(F.col(KIND) == KIND_MATCH).select(*[F.col(name) for name in ALERT_NAMES])
 

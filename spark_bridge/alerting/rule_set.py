@@ -7,7 +7,7 @@ driver publishes for the executors (``store.RuleStore``); the names the driver a
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
@@ -18,7 +18,6 @@ from cep.matcher.plan import CompiledQuery
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream
-
 
 DEFAULT_HOUSEKEEPING = "1 hour"
 METRICS_NAME = "cep_rules"
@@ -74,29 +73,49 @@ def check_rule(rule: rules_mod.Rule) -> None:
     mr = statement.match
     if statement.order_by or statement.limit is not None:
         span = statement.order_by[0].span if statement.order_by else statement.span
-        raise CepSemanticError("ORDER BY and LIMIT after MATCH_RECOGNIZE cannot run on a stream (the output never ends)",
-                               code="E0285", span=span, hint="remove them; sort or limit where you read the alerts")
+        raise CepSemanticError(
+            "ORDER BY and LIMIT after MATCH_RECOGNIZE cannot run on a stream (the output never ends)",
+            code="E0285",
+            span=span,
+            hint="remove them; sort or limit where you read the alerts",
+        )
     if mr.rows_per_match.mode != "ONE":
-        raise CepSemanticError("an alert rule gives one alert per match: ALL ROWS PER MATCH cannot be used in a rule set",
-                               code="E0602", span=mr.rows_per_match.span,
-                               hint="use ONE ROW PER MATCH (the default) and put what you need in MEASURES")
+        raise CepSemanticError(
+            "an alert rule gives one alert per match: ALL ROWS PER MATCH cannot be used in a rule set",
+            code="E0602",
+            span=mr.rows_per_match.span,
+            hint="use ONE ROW PER MATCH (the default) and put what you need in MEASURES",
+        )
     if not mr.order_by:
         raise CepSemanticError("an alert rule needs ORDER BY an event-time column", code="E0280", span=mr.span)
     first = mr.order_by[0]
     if isinstance(first.expr, ast.ProcTime):
-        raise CepSemanticError("alert rules run in event time: ORDER BY PROCTIME() cannot be used in a rule set",
-                               code="E0603", span=first.span, hint="order by the event-time column")
+        raise CepSemanticError(
+            "alert rules run in event time: ORDER BY PROCTIME() cannot be used in a rule set",
+            code="E0603",
+            span=first.span,
+            hint="order by the event-time column",
+        )
     if not isinstance(first.expr, ast.ColumnRef) or first.descending:
-        raise CepSemanticError("on a stream the first ORDER BY key must be the event-time column, ascending",
-                               code="E0281", span=first.span)
+        raise CepSemanticError(
+            "on a stream the first ORDER BY key must be the event-time column, ascending", code="E0281", span=first.span
+        )
     for measure in mr.measures:
         if measure.name.name.lower().startswith("cep_alert_"):
-            raise CepSemanticError(f"the name {measure.name.name!r} is reserved for cep's own measures (cep_alert_...)",
-                                   code="E0284", span=measure.span, hint="rename it")
+            raise CepSemanticError(
+                f"the name {measure.name.name!r} is reserved for cep's own measures (cep_alert_...)",
+                code="E0284",
+                span=measure.span,
+                hint="rename it",
+            )
     for item in statement.select:
         if item.alias is not None and item.alias.name.lower().startswith("cep_alert_"):
-            raise CepSemanticError(f"the name {item.alias.name!r} is reserved for cep's own measures (cep_alert_...)",
-                                   code="E0284", span=item.span, hint="rename it")
+            raise CepSemanticError(
+                f"the name {item.alias.name!r} is reserved for cep's own measures (cep_alert_...)",
+                code="E0284",
+                span=item.span,
+                hint="rename it",
+            )
 
 
 def alert_statement(statement: ast.Statement) -> tuple[ast.Statement, bool]:
@@ -113,8 +132,12 @@ def alert_statement(statement: ast.Statement) -> tuple[ast.Statement, bool]:
     extra.append(ast.Measure(_S, ast.Navigation(_S, "LAST", time_ref), ast.Identifier(_S, ALERT_LAST)))
     select = statement.select
     if not any(isinstance(item.expr, ast.Star) for item in select):
-        select = select + tuple(ast.SelectItem(_S, ast.ColumnRef(_S, None, ast.Identifier(_S, m.name.name))) for m in extra)
-    rewritten = dataclasses.replace(statement, match=dataclasses.replace(mr, measures=mr.measures + tuple(extra)), select=select)
+        select = select + tuple(
+            ast.SelectItem(_S, ast.ColumnRef(_S, None, ast.Identifier(_S, m.name.name))) for m in extra
+        )
+    rewritten = dataclasses.replace(
+        statement, match=dataclasses.replace(mr, measures=mr.measures + tuple(extra)), select=select
+    )
     return rewritten, has_status
 
 
@@ -123,9 +146,15 @@ def match_id_text(rule_id: str, canonical: str) -> str:
     return f"cep-alert-rule\n{rule_id}\n{canonical}"
 
 
-def rule_payload(rule: rules_mod.Rule, *, input_types: dict[str, str], time_column: str,
-                 specs: Sequence[suppress_mod.SuppressSpec] = (), session_timeout_us: int | None = None,
-                 max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS) -> dict:
+def rule_payload(
+    rule: rules_mod.Rule,
+    *,
+    input_types: dict[str, str],
+    time_column: str,
+    specs: Sequence[suppress_mod.SuppressSpec] = (),
+    session_timeout_us: int | None = None,
+    max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS,
+) -> dict:
     """Check ``rule`` against the stream and compile it into what the workers need (raises CepError)."""
     check_rule(rule)
     columns = list(input_types)
@@ -135,11 +164,19 @@ def rule_payload(rule: rules_mod.Rule, *, input_types: dict[str, str], time_colu
         raise CepSemanticError(
             f"this rule orders by {ordered_by!r}, but the stream's event time is {time_column!r}: "
             "every rule of a rule set orders by the same event-time column",
-            code="E0604", span=first.span, hint=f"ORDER BY {time_column}, or run it in a stream of its own",
+            code="E0604",
+            span=first.span,
+            hint=f"ORDER BY {time_column}, or run it in a stream of its own",
         )
     # The input-dependent checks on the rule as written (errors point into its file) ...
     plan = CompiledQuery(rule.statement)
-    KeyedStream(plan, columns, query_text=rule.canonical, session_timeout_us=session_timeout_us, max_pending_rows=max_pending_rows)
+    KeyedStream(
+        plan,
+        columns,
+        query_text=rule.canonical,
+        session_timeout_us=session_timeout_us,
+        max_pending_rows=max_pending_rows,
+    )
     plan.output_types(input_types)
     partition = list(plan.partition_names(columns))
     # ... then the statement the workers run, with cep's measures.
@@ -175,9 +212,15 @@ def event_time_of(rule: rules_mod.Rule, columns: Sequence[str]) -> str | None:
         return None
 
 
-def build_rule_set(path: str, *, input_types: dict[str, str], time_column: str | None = None,
-                   suppress: Sequence[suppress_mod.SuppressSpec] = (), session_timeout_us: int | None = None,
-                   max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS) -> tuple[dict, rules_mod.RuleSet]:
+def build_rule_set(
+    path: str,
+    *,
+    input_types: dict[str, str],
+    time_column: str | None = None,
+    suppress: Sequence[suppress_mod.SuppressSpec] = (),
+    session_timeout_us: int | None = None,
+    max_pending_rows: int = DEFAULT_MAX_PENDING_ROWS,
+) -> tuple[dict, rules_mod.RuleSet]:
     """Load the rules at ``path`` and compile the runnable ones: (rule set payload, RuleSet with errors).
 
     ``time_column`` None: the first loadable rule's first ORDER BY column.
@@ -192,10 +235,19 @@ def build_rule_set(path: str, *, input_types: dict[str, str], time_column: str |
 
     def check(rule: rules_mod.Rule) -> None:
         if time_column is None:
-            raise CepSemanticError("cannot tell the stream's event-time column: no rule orders by an input column "
-                                   "(give the time column explicitly)", code="E0604")
-        payloads[rule.rule_id] = rule_payload(rule, input_types=input_types, time_column=time_column, specs=suppress,
-                                              session_timeout_us=session_timeout_us, max_pending_rows=max_pending_rows)
+            raise CepSemanticError(
+                "cannot tell the stream's event-time column: no rule orders by an input column "
+                "(give the time column explicitly)",
+                code="E0604",
+            )
+        payloads[rule.rule_id] = rule_payload(
+            rule,
+            input_types=input_types,
+            time_column=time_column,
+            specs=suppress,
+            session_timeout_us=session_timeout_us,
+            max_pending_rows=max_pending_rows,
+        )
 
     ruleset = rules_mod.load_rules(path, check=check)
     payload = {

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting import rules as rules_mod
@@ -67,10 +67,21 @@ def _file_stamp(path: str) -> list | None:
 class RuleWatch:
     """The rule set of one stream: loaded from ``path``, published to ``store``, recorded in ``book``."""
 
-    def __init__(self, path: str, store: RuleStore, book: StatusBook, *, input_types: dict[str, str],
-                 time_column: str | None, specs: Sequence[suppress_mod.SuppressSpec] = (),
-                 session_timeout_us: int | None = None, max_pending_rows: int, dedup_key: Sequence[str] = (),
-                 watermark=None, event: Callable[[str, str], None]) -> None:
+    def __init__(
+        self,
+        path: str,
+        store: RuleStore,
+        book: StatusBook,
+        *,
+        input_types: dict[str, str],
+        time_column: str | None,
+        specs: Sequence[suppress_mod.SuppressSpec] = (),
+        session_timeout_us: int | None = None,
+        max_pending_rows: int,
+        dedup_key: Sequence[str] = (),
+        watermark=None,
+        event: Callable[[str, str], None],
+    ) -> None:
         self.path = path
         self.store = store
         self.book = book
@@ -121,8 +132,11 @@ class RuleWatch:
             if outage is None:
                 self.book.status["rules_outage"] = {"since": now_iso(), "since_epoch": time.time(), "error": why}
         if outage is None:
-            self.event(f"the rules at {visible(self.path)} cannot be read ({why}): the last good rule set keeps running "
-                       "with its state; the rules are read again once they are back", "warning")
+            self.event(
+                f"the rules at {visible(self.path)} cannot be read ({why}): the last good rule set keeps running "
+                "with its state; the rules are read again once they are back",
+                "warning",
+            )
         return rules_mod.RuleChanges()
 
     # ---------------------------------------------------------------------------------- refresh
@@ -142,30 +156,45 @@ class RuleWatch:
         with self.book.lock:
             outage = self.book.status.pop("rules_outage", None)
         if outage is not None:
-            self.event(f"the rules at {visible(self.path)} can be read again (after {int(time.time() - outage.get('since_epoch', time.time()))}s): "
-                       "reloading them", "info")
+            self.event(
+                f"the rules at {visible(self.path)} can be read again (after {int(time.time() - outage.get('since_epoch', time.time()))}s): "
+                "reloading them",
+                "info",
+            )
             force = True
         if not force and signature == self.signature and self.payload is not None:
             return rules_mod.RuleChanges()
         payload, ruleset = build_rule_set(
-            self.path, input_types=self.input_types, time_column=self.time_column, suppress=self.specs,
-            session_timeout_us=self.session_timeout_us, max_pending_rows=self.max_pending_rows,
+            self.path,
+            input_types=self.input_types,
+            time_column=self.time_column,
+            suppress=self.specs,
+            session_timeout_us=self.session_timeout_us,
+            max_pending_rows=self.max_pending_rows,
         )
         if self.time_column is None:
             self.time_column = payload["time_column"]
         if payload["time_column"] is None:
-            raise CepSemanticError("cannot tell the stream's event-time column: no rule orders by an input column; "
-                                   "give it explicitly (--time-column)", code="E0604")
+            raise CepSemanticError(
+                "cannot tell the stream's event-time column: no rule orders by an input column; "
+                "give it explicitly (--time-column)",
+                code="E0604",
+            )
         if self.dedup_key:  # repeats are remembered for the watermark delay (keyed.KeyedStream)
             payload["dedup_key"] = self.dedup_key
             payload["dedup_horizon_us"] = parse_duration(self.watermark or DEFAULT_WATERMARK, what="watermark")
         # Compare with what ran last, also across a restart (the status file remembers it).
-        old_versions = dict(self.book.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
+        old_versions = (
+            dict(self.book.status.get("active_versions") or {}) if self.ruleset is None else self.ruleset.versions()
+        )
         kept = self._keep_last_good(payload, ruleset)
         held = self._hold_quarantined(payload, ruleset)
         previous = rules_mod.RuleSet()
-        previous.rules = {r: _VersionOnly(v)  # type: ignore[assignment]
-                          for r, v in old_versions.items() if r not in held}
+        previous.rules = {
+            r: _VersionOnly(v)  # type: ignore[assignment]
+            for r, v in old_versions.items()
+            if r not in held
+        }
         changes = previous.diff(ruleset)
         self.signature = signature
         self.ruleset, self.payload = ruleset, payload
@@ -174,8 +203,10 @@ class RuleWatch:
         set_id = self.store.publish(payload)
         self._record(ruleset, changes, set_id, old_versions)
         for rule_id in kept:
-            self.event(f"rule {rule_id}: its file has errors (see cep status); version {ruleset[rule_id].version} keeps running",
-                       "warning")
+            self.event(
+                f"rule {rule_id}: its file has errors (see cep status); version {ruleset[rule_id].version} keeps running",
+                "warning",
+            )
         return changes
 
     # ---------------------------------------------------------------------------------- quarantine
@@ -189,16 +220,25 @@ class RuleWatch:
             rule = self.ruleset.rules.get(rule_id) if self.ruleset is not None else None
             if rule_id in self.quarantined or rule is None or rule.version != failure["version"]:
                 continue  # already out, or a version that no longer runs
-            self.quarantined[rule_id] = {"version": rule.version, "path": rule.path, "file": _file_stamp(rule.path),
-                                         "error": failure["error"], "key": failure.get("key"), "since": now_iso()}
+            self.quarantined[rule_id] = {
+                "version": rule.version,
+                "path": rule.path,
+                "file": _file_stamp(rule.path),
+                "error": failure["error"],
+                "key": failure.get("key"),
+                "since": now_iso(),
+            }
             fresh.append(rule_id)
         if not fresh:
             return
         for rule_id in fresh:
             record = self.quarantined[rule_id]
-            self.event(f"rule {rule_id} failed at run time on key {record['key']} and is quarantined (every other rule "
-                       f"keeps running; it runs again once its file {visible(record['path'])} changes): "
-                       f"{visible(record['error'].splitlines()[0] if record['error'] else '')}", "error")
+            self.event(
+                f"rule {rule_id} failed at run time on key {record['key']} and is quarantined (every other rule "
+                f"keeps running; it runs again once its file {visible(record['path'])} changes): "
+                f"{visible(record['error'].splitlines()[0] if record['error'] else '')}",
+                "error",
+            )
         self.refresh(force=True)
 
     def _hold_quarantined(self, payload: dict, ruleset: rules_mod.RuleSet) -> set[str]:
@@ -209,8 +249,11 @@ class RuleWatch:
             if rule_id not in ruleset.rules or _file_stamp(record["path"]) != record["file"]:
                 del self.quarantined[rule_id]
                 if rule_id in ruleset.rules:
-                    self.event(f"rule {rule_id}: its file changed after it failed; it runs again with fresh state "
-                               f"(version {ruleset[rule_id].version})", "info")
+                    self.event(
+                        f"rule {rule_id}: its file changed after it failed; it runs again with fresh state "
+                        f"(version {ruleset[rule_id].version})",
+                        "info",
+                    )
                 continue
             ruleset.rules.pop(rule_id)
             payload["rules"] = [entry for entry in payload["rules"] if entry["rule_id"] != rule_id]
@@ -240,7 +283,10 @@ class RuleWatch:
                 previous = self.store.load(current)
             except (OSError, ValueError):
                 return []
-        if previous.get("input_columns") != payload["input_columns"] or previous.get("time_column") != payload["time_column"]:
+        if (
+            previous.get("input_columns") != payload["input_columns"]
+            or previous.get("time_column") != payload["time_column"]
+        ):
             return []
         broken_ids = {e.rule_id for e in ruleset.errors if e.rule_id}
         broken_files = {os.path.abspath(e.path) for e in ruleset.errors if not e.rule_id}
@@ -255,8 +301,9 @@ class RuleWatch:
                 kept.append(rule_id)
         return kept
 
-    def _record(self, ruleset: rules_mod.RuleSet, changes: rules_mod.RuleChanges, set_id: str,
-                old_versions: dict[str, str]) -> None:
+    def _record(
+        self, ruleset: rules_mod.RuleSet, changes: rules_mod.RuleChanges, set_id: str, old_versions: dict[str, str]
+    ) -> None:
         book = self.book
         old_errors = {e["rendered"] for e in book.status.get("errors", [])}
         broken_before = {e.get("rule_id") for e in book.status.get("errors", []) if e.get("rule_id")}
@@ -268,8 +315,17 @@ class RuleWatch:
                     rule_status["errors"] = []
             for rule in ruleset:
                 entry = book.rule(rule.rule_id)
-                entry.update({"active": True, "version": rule.version, "path": rule.path, "line": rule.line,
-                              "suppress_us": next((r["suppress_us"] for r in self.payload["rules"] if r["rule_id"] == rule.rule_id), None)})
+                entry.update(
+                    {
+                        "active": True,
+                        "version": rule.version,
+                        "path": rule.path,
+                        "line": rule.line,
+                        "suppress_us": next(
+                            (r["suppress_us"] for r in self.payload["rules"] if r["rule_id"] == rule.rule_id), None
+                        ),
+                    }
+                )
                 entry["errors"] = []
                 book.version(entry, rule.version)
                 prune_versions(entry, rule.version)
@@ -296,7 +352,9 @@ class RuleWatch:
             self.event(
                 f"rule {rule_id} changed ({old_version} -> {ruleset[rule_id].version}): it starts with fresh state; "
                 f"its {gauges.get('live_partial_matches', 0)} live partial matches and {gauges.get('pending_rows', 0)} "
-                f"waiting rows on {gauges.get('keys', 0)} keys are dropped", "info")
+                f"waiting rows on {gauges.get('keys', 0)} keys are dropped",
+                "info",
+            )
         for rule_id in changes.removed:
             self.event(f"rule {rule_id} removed; its state is dropped", "info")
         for error in ruleset.errors:

@@ -38,8 +38,8 @@ import dataclasses
 import hashlib
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from cep.grammar import ast
 from cep.grammar.errors import CepError, Span
@@ -139,7 +139,7 @@ class RuleSet:
     def versions(self) -> dict[str, str]:
         return {rule_id: rule.version for rule_id, rule in self.rules.items()}
 
-    def diff(self, newer: "RuleSet") -> RuleChanges:
+    def diff(self, newer: RuleSet) -> RuleChanges:
         """What changed from this set to ``newer``."""
         old, new = self.versions(), newer.versions()
         return RuleChanges(
@@ -170,7 +170,9 @@ def _error(path: str, err: CepError, source: str | None, rule_id: str | None) ->
     )
 
 
-def _plain_error(path: str, code: str, message: str, line: int = 0, column: int = 0, rule_id: str | None = None) -> RuleError:
+def _plain_error(
+    path: str, code: str, message: str, line: int = 0, column: int = 0, rule_id: str | None = None
+) -> RuleError:
     shown = visible(path)
     where = f"{shown}:{line}:{column}" if line else shown
     return RuleError(path, line, column, code, message, f"{where}: error[{code}]: {message}", rule_id)
@@ -193,8 +195,16 @@ def _option_errors(path: str, head: str, head_line: int, options: dict[str, str]
     errors = []
     severity = options.get("severity")
     if severity is not None and severity.strip().lower() not in SEVERITIES:
-        errors.append(_plain_error(path, "E0607", f"severity {visible(severity)!r} is not one of {', '.join(SEVERITIES)}",
-                                   line_of("severity"), 1, rule_id))
+        errors.append(
+            _plain_error(
+                path,
+                "E0607",
+                f"severity {visible(severity)!r} is not one of {', '.join(SEVERITIES)}",
+                line_of("severity"),
+                1,
+                rule_id,
+            )
+        )
     summary = options.get("summary")
     if summary is not None:
         try:
@@ -221,12 +231,20 @@ def _options(head: str) -> dict[str, str]:
     return options
 
 
-def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: str | None = None) -> tuple[list[Rule], list[RuleError]]:
+def load_file(
+    path: str, *, check: Callable[[Rule], None] | None = None, text: str | None = None
+) -> tuple[list[Rule], list[RuleError]]:
     """The rules of one file, and the errors of the statements that could not be loaded."""
     stem = os.path.splitext(os.path.basename(path))[0]
     if _unsafe(stem):
-        return [], [_plain_error(path, "E0606", f"the file name {visible(repr(os.path.basename(path)))} cannot be a rule id: "
-                                 "use ASCII letters, digits, '_', '-' and '.' (the file is not read)")]
+        return [], [
+            _plain_error(
+                path,
+                "E0606",
+                f"the file name {visible(repr(os.path.basename(path)))} cannot be a rule id: "
+                "use ASCII letters, digits, '_', '-' and '.' (the file is not read)",
+            )
+        ]
     if text is None:
         try:
             with open(path, encoding="utf-8") as fh:
@@ -256,12 +274,30 @@ def load_file(path: str, *, check: Callable[[Rule], None] | None = None, text: s
         piece = text[start:end]
         first_line = line_at + piece.count("\n", 0, len(piece) - len(piece.lstrip()))
         if name and _unsafe(name):
-            errors.append(_plain_error(path, "E0606", f"the name {visible(repr(name))} cannot be part of a rule id: use ASCII "
-                                       "letters, digits, '_', '-' and '.'", first_line, 1, None))
+            errors.append(
+                _plain_error(
+                    path,
+                    "E0606",
+                    f"the name {visible(repr(name))} cannot be part of a rule id: use ASCII "
+                    "letters, digits, '_', '-' and '.'",
+                    first_line,
+                    1,
+                    None,
+                )
+            )
             continue
         if rule_id in seen:
-            errors.append(_plain_error(path, "E0601", f"rule {rule_id!r} is defined twice (first at line {seen[rule_id]}); "
-                                       "give each statement its own '-- name:'", first_line, 1, rule_id))
+            errors.append(
+                _plain_error(
+                    path,
+                    "E0601",
+                    f"rule {rule_id!r} is defined twice (first at line {seen[rule_id]}); "
+                    "give each statement its own '-- name:'",
+                    first_line,
+                    1,
+                    rule_id,
+                )
+            )
             continue
         seen[rule_id] = first_line
         try:
@@ -307,7 +343,9 @@ def rule_files(path: str) -> list[str]:
         return sorted(
             os.path.join(path, name)
             for name in os.listdir(path)
-            if name.lower().endswith(".sql") and not name.startswith((".", "_")) and os.path.isfile(os.path.join(path, name))
+            if name.lower().endswith(".sql")
+            and not name.startswith((".", "_"))
+            and os.path.isfile(os.path.join(path, name))
         )
     return [path]
 
@@ -318,7 +356,9 @@ def outside(directory: str, path: str) -> bool:
     return os.path.commonpath([root, os.path.realpath(path)]) != root
 
 
-def load_rules(path: str, *, check: Callable[[Rule], None] | None = None, files: Iterable[str] | None = None) -> RuleSet:
+def load_rules(
+    path: str, *, check: Callable[[Rule], None] | None = None, files: Iterable[str] | None = None
+) -> RuleSet:
     """Every rule of a rules directory (its ``*.sql`` files, not recursive; names starting with ``.``
     or ``_`` are skipped, so an editor's temporary file is not loaded) or of one ``.sql`` file."""
     result = RuleSet()
@@ -332,16 +372,29 @@ def load_rules(path: str, *, check: Callable[[Rule], None] | None = None, files:
         return result
     for file_path in chosen:
         if os.path.isdir(path) and outside(path, file_path):
-            result.errors.append(_plain_error(file_path, "E0605", "a link to a file outside the rules directory: not read "
-                                              "(copy the file into the directory)"))
+            result.errors.append(
+                _plain_error(
+                    file_path,
+                    "E0605",
+                    "a link to a file outside the rules directory: not read (copy the file into the directory)",
+                )
+            )
             continue
         rules, errors = load_file(file_path, check=check)
         result.errors.extend(errors)
         for rule in rules:
             if rule.rule_id in result.rules:  # two files with the same stem cannot happen in one directory
                 other = result.rules[rule.rule_id]
-                result.errors.append(_plain_error(file_path, "E0601", f"rule {rule.rule_id!r} is also defined in {other.path}",
-                                                  rule.line, 1, rule.rule_id))
+                result.errors.append(
+                    _plain_error(
+                        file_path,
+                        "E0601",
+                        f"rule {rule.rule_id!r} is also defined in {other.path}",
+                        rule.line,
+                        1,
+                        rule.rule_id,
+                    )
+                )
                 continue
             result.rules[rule.rule_id] = rule
     return result

@@ -26,7 +26,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cep.spark_bridge.alerting.rule_set import GAUGES, STAT_NAMES, STATUS_FORMAT
 from cep.spark_bridge.sinks.base import atomic_write, set_aside
@@ -40,7 +41,7 @@ DAMAGED_KEEP = 20  # damaged files listed in the status; each is also a log line
 
 
 def now_iso(epoch: float | None = None) -> str:
-    moment = _dt.datetime.now(_dt.timezone.utc) if epoch is None else _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc)
+    moment = _dt.datetime.now(_dt.UTC) if epoch is None else _dt.datetime.fromtimestamp(epoch, _dt.UTC)
     return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
@@ -52,7 +53,7 @@ def epoch_seconds(text: Any) -> float | None:
         moment = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
         return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)).timestamp()
+    return (moment if moment.tzinfo else moment.replace(tzinfo=_dt.UTC)).timestamp()
 
 
 def backup_path(path: str) -> str:
@@ -77,8 +78,11 @@ def read_status(checkpoint: str) -> dict:
         return _read_json(path)
     except ValueError as exc:
         backup = _read_json(backup_path(path))
-        return {**backup, "damaged_status": f"{path} is damaged ({exc}); this is its backup {backup_path(path)}, "
-                                            f"written {backup.get('updated_at')}"}
+        return {
+            **backup,
+            "damaged_status": f"{path} is damaged ({exc}); this is its backup {backup_path(path)}, "
+            f"written {backup.get('updated_at')}",
+        }
 
 
 class StatusBook:
@@ -114,15 +118,26 @@ class StatusBook:
             break
         if self.damage:
             self.damage.append("no readable status: every count starts again from 0")
-        return {"format": STATUS_FORMAT, "rules": {}, "errors": [], "events": [], "sinks": {}, "folded": [],
-                "bad_rows": {}, "late_rows": 0, "batches": 0,
-                "damaged": [{"time": now_iso(), "message": m} for m in self.damage]}
+        return {
+            "format": STATUS_FORMAT,
+            "rules": {},
+            "errors": [],
+            "events": [],
+            "sinks": {},
+            "folded": [],
+            "bad_rows": {},
+            "late_rows": 0,
+            "batches": 0,
+            "damaged": [{"time": now_iso(), "message": m} for m in self.damage],
+        }
 
     def write(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         with self.lock:
             now = now_iso()
-            self.status.update({"updated_at": now, "heartbeat_at": now, "pid": os.getpid(), "host": socket.gethostname()})
+            self.status.update(
+                {"updated_at": now, "heartbeat_at": now, "pid": os.getpid(), "host": socket.gethostname()}
+            )
             text = json.dumps(self.status, indent=1, sort_keys=True, default=str)
         atomic_write(backup_path(self.path), text)
         atomic_write(self.path, text)
@@ -149,8 +164,9 @@ class StatusBook:
         found = rule["versions"].get(version)
         if found is None:
             found = rule["versions"][version] = {name: 0 for name in STAT_NAMES if not name.startswith("d_")}
-            found.update({"live_partial_matches": 0, "pending_rows": 0, "keys": 0, "since": now_iso(),
-                          "last_batch_time": None})
+            found.update(
+                {"live_partial_matches": 0, "pending_rows": 0, "keys": 0, "since": now_iso(), "last_batch_time": None}
+            )
         return found
 
     # ---------------------------------------------------------------------------------- the journal
@@ -203,8 +219,10 @@ class StatusBook:
         for (rule_id, version_id), (live, pending, keys) in sorted(dropped.items()):
             left = self.status["rules"][rule_id]["versions"][version_id]
             remaining = f"; {left['keys']} keys still to drop theirs" if left.get("keys", 0) > 0 else "; none left"
-            messages.append(f"rule {rule_id} version {version_id} (changed or removed): dropped {live} partial matches and "
-                            f"{pending} waiting rows on {keys} keys in micro-batch {batch}{remaining}")
+            messages.append(
+                f"rule {rule_id} version {version_id} (changed or removed): dropped {live} partial matches and "
+                f"{pending} waiting rows on {keys} keys in micro-batch {batch}{remaining}"
+            )
         return messages
 
     def _fold_delivery(self, record: dict) -> None:
@@ -225,8 +243,13 @@ class StatusBook:
             per_sink[record["sink"]] = per_sink.get(record["sink"], 0) + int(count)
         when = record.get("time") or now_iso()
         for error in record.get("errors") or []:
-            entry = {"time": when, "sink": record["sink"], "label": sink.get("label"), "message": error["message"],
-                     "expires": now_iso((epoch_seconds(when) or time.time()) + ERROR_TTL_S)}
+            entry = {
+                "time": when,
+                "sink": record["sink"],
+                "label": sink.get("label"),
+                "message": error["message"],
+                "expires": now_iso((epoch_seconds(when) or time.time()) + ERROR_TTL_S),
+            }
             for rule_id in error.get("rules") or []:
                 errors = self.rule(rule_id).setdefault("delivery_errors", [])
                 errors.append(entry)
@@ -243,22 +266,31 @@ class StatusBook:
             sinks = self.status.setdefault("sinks", {})
             for key, live in snapshot.items():
                 entry = sinks.setdefault(key, {})
-                entry.update({k: v for k, v in live.items() if k not in ("last_error_at", "last_success_at", "failing_since")})
+                entry.update(
+                    {k: v for k, v in live.items() if k not in ("last_error_at", "last_success_at", "failing_since")}
+                )
                 for name in ("last_error_at", "last_success_at", "failing_since"):
                     entry[name] = now_iso(live[name]) if live.get(name) else None
             for rule_id, rule in self.status.get("rules", {}).items():
                 kept = []
                 for error in rule.get("delivery_errors", []):
                     expired = (epoch_seconds(error.get("expires")) or 0) < now
-                    healthy = error.get("sink") in snapshot and not snapshot[error["sink"]].get("failing_since") \
+                    healthy = (
+                        error.get("sink") in snapshot
+                        and not snapshot[error["sink"]].get("failing_since")
                         and rule_id not in letters_by_rule.get(error["sink"], set())
+                    )
                     if not expired and not healthy:
                         kept.append(error)
                 rule["delivery_errors"] = kept
             for key, entry in sinks.items():
                 live = snapshot.get(key)
                 recovered = live is not None and not live.get("failing_since") and not live.get("dead_letters_waiting")
-                entry["errors"] = [] if recovered else [e for e in entry.get("errors", []) if (epoch_seconds(e.get("expires")) or 0) >= now]
+                entry["errors"] = (
+                    []
+                    if recovered
+                    else [e for e in entry.get("errors", []) if (epoch_seconds(e.get("expires")) or 0) >= now]
+                )
 
 
 def rule_rows(status: dict) -> list[dict]:
@@ -271,32 +303,43 @@ def rule_rows(status: dict) -> list[dict]:
         errors = list(rule.get("errors", [])) + [_delivery_error_text(e) for e in rule.get("delivery_errors", [])]
         failed = rule.get("failed")
         if failed and not rule.get("active"):
-            errors.insert(0, f"failed at run time on key {failed.get('key')} at {failed.get('since')} "
-                             f"(quarantined until its file changes): {failed.get('error')}")
-        earlier = sum(v.get("matched", 0) + v.get("timeouts", 0) + v.get("absences", 0)
-                      for k, v in rule.get("versions", {}).items() if k != version)
+            errors.insert(
+                0,
+                f"failed at run time on key {failed.get('key')} at {failed.get('since')} "
+                f"(quarantined until its file changes): {failed.get('error')}",
+            )
+        earlier = sum(
+            v.get("matched", 0) + v.get("timeouts", 0) + v.get("absences", 0)
+            for k, v in rule.get("versions", {}).items()
+            if k != version
+        )
         late = sum(v.get("late_rows", 0) for v in rule.get("versions", {}).values())
-        rows.append({
-            "rule": rule_id,
-            "earlier_matches": earlier,
-            "state": "active" if rule.get("active") else "failed" if failed
-            else ("error" if rule.get("errors") else "removed"),
-            "version": version or "-",
-            "matches": numbers.get("matched", 0) + numbers.get("timeouts", 0) + numbers.get("absences", 0),
-            "timeouts": numbers.get("timeouts", 0),
-            "absences": numbers.get("absences", 0),
-            "suppressed": numbers.get("suppressed", 0),
-            "live": numbers.get("live_partial_matches", 0),
-            "stale_live": stale,
-            "pending": numbers.get("pending_rows", 0),
-            "late": late,
-            "events": numbers.get("events_in", 0),
-            "delivered": dict(rule.get("delivered") or {}),
-            "dead_lettered": dict(rule.get("dead_lettered") or {}),
-            "duplicates_dropped": numbers.get("duplicates_dropped", 0),
-            "last_batch_time": rule.get("last_batch_time"),
-            "errors": errors,
-        })
+        rows.append(
+            {
+                "rule": rule_id,
+                "earlier_matches": earlier,
+                "state": "active"
+                if rule.get("active")
+                else "failed"
+                if failed
+                else ("error" if rule.get("errors") else "removed"),
+                "version": version or "-",
+                "matches": numbers.get("matched", 0) + numbers.get("timeouts", 0) + numbers.get("absences", 0),
+                "timeouts": numbers.get("timeouts", 0),
+                "absences": numbers.get("absences", 0),
+                "suppressed": numbers.get("suppressed", 0),
+                "live": numbers.get("live_partial_matches", 0),
+                "stale_live": stale,
+                "pending": numbers.get("pending_rows", 0),
+                "late": late,
+                "events": numbers.get("events_in", 0),
+                "delivered": dict(rule.get("delivered") or {}),
+                "dead_lettered": dict(rule.get("dead_lettered") or {}),
+                "duplicates_dropped": numbers.get("duplicates_dropped", 0),
+                "last_batch_time": rule.get("last_batch_time"),
+                "errors": errors,
+            }
+        )
     return rows
 
 
@@ -310,8 +353,11 @@ def prune_versions(entry: dict, current: str, keep: int = 3) -> None:
     """Keep the status file small: the current version, versions whose state is still being dropped,
     and the ``keep`` most recent others."""
     versions = entry.get("versions", {})
-    old = [(v.get("since") or "", k) for k, v in versions.items() if k != current
-           and not (v.get("live_partial_matches") or v.get("pending_rows") or v.get("keys"))]
+    old = [
+        (v.get("since") or "", k)
+        for k, v in versions.items()
+        if k != current and not (v.get("live_partial_matches") or v.get("pending_rows") or v.get("keys"))
+    ]
     for _, key in sorted(old)[:-keep] if len(old) > keep else []:
         del versions[key]
 

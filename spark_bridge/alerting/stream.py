@@ -66,14 +66,21 @@ import os
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
-    DEFAULT_HOUSEKEEPING, KIND_BAD, KIND_FAILED, KIND_LATE, KIND_MATCH, KIND_STATS, STAT_NAMES,
+    DEFAULT_HOUSEKEEPING,
+    KIND_BAD,
+    KIND_FAILED,
+    KIND_LATE,
+    KIND_MATCH,
+    KIND_STATS,
+    STAT_NAMES,
 )
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
 from cep.spark_bridge.alerting.status import StatusBook, epoch_seconds, now_iso, read_status, rule_rows
@@ -147,9 +154,9 @@ class AlertStream:
 
     def __init__(
         self,
-        spark: "SparkSession",
+        spark: SparkSession,
         rules: str,
-        source: "DataFrame",
+        source: DataFrame,
         *,
         checkpoint: str,
         output: str | None = None,
@@ -167,7 +174,7 @@ class AlertStream:
         dead_letter: str | None = None,
         max_future_skew: Any = None,
         dedup_key: str | Sequence[str] | None = None,
-        source_location: "Column | None" = None,
+        source_location: Column | None = None,
         idle_watermark: Any = None,
     ) -> None:
         self.spark = spark
@@ -192,18 +199,35 @@ class AlertStream:
             if on_event is not None:
                 on_event(message)
         self.journal = Journal(os.path.join(self.checkpoint, "journal"), on_damage=self._damaged)
-        self.lanes = DeliveryLanes(self.sinks, os.path.join(self.checkpoint, "outbox"), self.journal,
-                                   on_event=self._event, on_damage=self._damaged) if self.sinks else None
-        self.max_future_skew_us = parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
+        self.lanes = (
+            DeliveryLanes(
+                self.sinks,
+                os.path.join(self.checkpoint, "outbox"),
+                self.journal,
+                on_event=self._event,
+                on_damage=self._damaged,
+            )
+            if self.sinks
+            else None
+        )
+        self.max_future_skew_us = (
+            parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
+        )
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
-        self.idle_watermark_us = parse_duration(idle_watermark, what="idle_watermark") \
-            if idle_watermark is not None else None
+        self.idle_watermark_us = (
+            parse_duration(idle_watermark, what="idle_watermark") if idle_watermark is not None else None
+        )
         self.source_location = source_location
         self.match_query = None
         self.deliver_query = None
         self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
-        self.health: dict[str, Any] = {"loop_at": None, "query_active": False, "last_progress_at": None,
-                                       "waiting_for_data": False, "stopping": False}
+        self.health: dict[str, Any] = {
+            "loop_at": None,
+            "query_active": False,
+            "last_progress_at": None,
+            "waiting_for_data": False,
+            "stopping": False,
+        }
         self._seen_progress: set[tuple[int, str]] = set()
         self._to_remove: list[str] = []
         self._recovering: int | None = None
@@ -223,13 +247,23 @@ class AlertStream:
         self.input_types = {n: t for n, t in input_types_of(source).items() if n != CORRUPT_RECORD}
         unknown = [name for name in self.dedup_key if name not in self.input_types]
         if unknown:
-            raise CepSemanticError(f"unknown column {unknown[0]!r} (dedup_key); the input has {', '.join(self.input_types)}",
-                                   code="E0220")
+            raise CepSemanticError(
+                f"unknown column {unknown[0]!r} (dedup_key); the input has {', '.join(self.input_types)}", code="E0220"
+            )
         self.watch = RuleWatch(
-            rules, self.store, self.book, input_types=self.input_types, time_column=time_column,
+            rules,
+            self.store,
+            self.book,
+            input_types=self.input_types,
+            time_column=time_column,
             specs=[s if isinstance(s, suppress_mod.SuppressSpec) else suppress_mod.parse_spec(s) for s in suppress],
-            session_timeout_us=parse_duration(session_timeout, what="session_timeout") if session_timeout is not None else None,
-            max_pending_rows=max_pending_rows, dedup_key=self.dedup_key, watermark=watermark, event=self._event,
+            session_timeout_us=parse_duration(session_timeout, what="session_timeout")
+            if session_timeout is not None
+            else None,
+            max_pending_rows=max_pending_rows,
+            dedup_key=self.dedup_key,
+            watermark=watermark,
+            event=self._event,
         )
         for sink in self.sinks:  # the webhook formats read each rule's severity and summary
             if getattr(sink, "rule_notes", False) is None:
@@ -287,7 +321,7 @@ class AlertStream:
 
     # ----------------------------------------------------------------------------------- queries
 
-    def build(self) -> "DataFrame":
+    def build(self) -> DataFrame:
         """What the matching query computes, from one read of the input (publishes the rule set first
         if needed): ``sinks.alerts.ALERT_NAMES``, ``inputs.DEAD_LETTER_NAMES``, ``KIND`` and ``STATS``:
         alerts, bad input rows, each rule's late rows and statistics (``query.match_rules``, ``with_stats``)."""
@@ -301,8 +335,15 @@ class AlertStream:
             if self.idle_watermark_us is not None:
                 source = source.unionByName(clock_rows(source, self.time_column, self.idle_watermark_us))
         # else match_rules says what is wrong with the event-time column
-        return match_rules(source, self.store, time_column=self.time_column, watermark=self.watermark,
-                           housekeeping=self.housekeeping, source_location=self.source_location, with_stats=True)
+        return match_rules(
+            source,
+            self.store,
+            time_column=self.time_column,
+            watermark=self.watermark,
+            housekeeping=self.housekeeping,
+            source_location=self.source_location,
+            with_stats=True,
+        )
 
     def _write_batch(self, batch, batch_id: int) -> None:
         """``foreachBatch`` of the matching query: the alerts to ``output``, the bad rows to the dead letter,
@@ -317,10 +358,24 @@ class AlertStream:
         batch.persist()
         try:
             kind = F.col(KIND)
-            small = batch.where(kind.isin(KIND_STATS, KIND_LATE, KIND_FAILED)).select(
-                KIND, "rule_id", "rule_version", "match_id", "match_status", "partition_key", "first_event_time",
-                "measures", STATS).collect()
-            bad = {r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()}
+            small = (
+                batch.where(kind.isin(KIND_STATS, KIND_LATE, KIND_FAILED))
+                .select(
+                    KIND,
+                    "rule_id",
+                    "rule_version",
+                    "match_id",
+                    "match_status",
+                    "partition_key",
+                    "first_event_time",
+                    "measures",
+                    STATS,
+                )
+                .collect()
+            )
+            bad = {
+                r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()
+            }
             self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES))
             if bad:  # a micro-batch without bad rows leaves no empty file behind
                 self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
@@ -328,8 +383,16 @@ class AlertStream:
             batch.unpersist()
         calls: dict[tuple[str, str], list[int]] = {}
         late = [row for row in small if row[KIND] == KIND_LATE]
-        failed = [{"rule_id": row["rule_id"], "version": row["rule_version"], "key": row["partition_key"],
-                   "error": row["measures"]} for row in small if row[KIND] == KIND_FAILED]
+        failed = [
+            {
+                "rule_id": row["rule_id"],
+                "version": row["rule_version"],
+                "key": row["partition_key"],
+                "error": row["measures"],
+            }
+            for row in small
+            if row[KIND] == KIND_FAILED
+        ]
         if failed:  # quarantined by the driver's loop (refresh_rules), which owns the rule set
             with self._failed_lock:
                 self._failed.extend(failed)
@@ -340,10 +403,17 @@ class AlertStream:
                     total[index] += int(value or 0)
         if late:
             self._write_late(batch_id, late)
-        self.journal.write(f"batch.{batch_id:012d}", {
-            "kind": "batch", "batch": batch_id, "time": now_iso(), "calls": [[r, v, s] for (r, v), s in sorted(calls.items())],
-            "bad_rows": bad, "late_rows": len({(r["match_id"], r["measures"]) for r in late}),
-        })
+        self.journal.write(
+            f"batch.{batch_id:012d}",
+            {
+                "kind": "batch",
+                "batch": batch_id,
+                "time": now_iso(),
+                "calls": [[r, v, s] for (r, v), s in sorted(calls.items())],
+                "bad_rows": bad,
+                "late_rows": len({(r["match_id"], r["measures"]) for r in late}),
+            },
+        )
 
     def _write_late(self, batch_id: int, rows: list) -> None:
         """One JSON line per (rule, late row): ``late/batch-<id>.jsonl``, written whole (a re-run replaces it)."""
@@ -353,10 +423,21 @@ class AlertStream:
                 values = json.loads(row["measures"]) if row["measures"] else None
             except ValueError:
                 values = row["measures"]
-            lines.append(json.dumps({"rule_id": row["rule_id"], "rule_version": row["rule_version"],
-                                     "partition_key": row["partition_key"], "reason": row["match_status"],
-                                     "event_time": iso_utc(row["first_event_time"]), "batch_id": batch_id, "row": values},
-                                    ensure_ascii=False, sort_keys=True))
+            lines.append(
+                json.dumps(
+                    {
+                        "rule_id": row["rule_id"],
+                        "rule_version": row["rule_version"],
+                        "partition_key": row["partition_key"],
+                        "reason": row["match_status"],
+                        "event_time": iso_utc(row["first_event_time"]),
+                        "batch_id": batch_id,
+                        "row": values,
+                    },
+                    ensure_ascii=False,
+                    sort_keys=True,
+                )
+            )
         os.makedirs(self.late_dir, exist_ok=True)
         atomic_write(os.path.join(self.late_dir, f"batch-{batch_id:012d}.jsonl"), "\n".join(lines) + "\n")
 
@@ -368,11 +449,13 @@ class AlertStream:
         old_checkpoint = os.path.join(self.checkpoint, "bad-rows")
         if not os.path.isdir(old_checkpoint):
             return
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         if os.path.isdir(self.bad_rows_sink.path):
             os.replace(self.bad_rows_sink.path, f"{self.bad_rows_sink.path}.before-{stamp}")
         os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
-        self._event(f"bad rows now come from the matching query; the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}")
+        self._event(
+            f"bad rows now come from the matching query; the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}"
+        )
 
     def _check_clock_rows(self) -> None:
         """The clock rows of ``idle_watermark`` are a second source of the matching query, and Spark restarts a
@@ -385,7 +468,9 @@ class AlertStream:
             raise CepSemanticError(
                 f"the checkpoint {self.checkpoint} was written {'with' if had else 'without'} --idle-watermark, and Spark "
                 f"restarts a query only with the sources it started with; run {'with' if had else 'without'} it, or "
-                "start a new checkpoint (the alerts so far stay in the old one)", code="E0283")
+                "start a new checkpoint (the alerts so far stay in the old one)",
+                code="E0283",
+            )
         with self.book.lock:
             self.status["idle_watermark"] = wanted
 
@@ -397,7 +482,7 @@ class AlertStream:
             return None
         return logged[-1]
 
-    def start(self, *, available_now: bool = False) -> "AlertStream":
+    def start(self, *, available_now: bool = False) -> AlertStream:
         """Start the matching query, the delivery lanes and the delivery query (when there are alert sinks)."""
         self._check_clock_rows()
         combined = self.build()
@@ -405,13 +490,23 @@ class AlertStream:
         self._recovering = self._cut_short()
         if self._recovering is not None:
             pinned = self.store.batch_sets().get(self._recovering)
-            self._event(f"recovering from the checkpoint: micro-batch {self._recovering} was cut short; it runs again "
-                        f"with the rule set it started with ({pinned or 'the current one'}), its alerts are not duplicated",
-                        "warning")
+            self._event(
+                f"recovering from the checkpoint: micro-batch {self._recovering} was cut short; it runs again "
+                f"with the rule set it started with ({pinned or 'the current one'}), its alerts are not duplicated",
+                "warning",
+            )
         with self.book.lock:
-            self.status.update({"state": "running", "started_at": now_iso(), "output": self.file_sink.path,
-                                "output_format": self.file_sink.format, "stopped_at": None,
-                                "late_rows_path": self.late_dir, "bad_rows_path": self.bad_rows_sink.path})
+            self.status.update(
+                {
+                    "state": "running",
+                    "started_at": now_iso(),
+                    "output": self.file_sink.path,
+                    "output_format": self.file_sink.format,
+                    "stopped_at": None,
+                    "late_rows_path": self.late_dir,
+                    "bad_rows_path": self.bad_rows_sink.path,
+                }
+            )
             sinks = self.status.setdefault("sinks", {})
             for sink in self.sinks:
                 sinks.setdefault(sink.key(), {})["label"] = sink.describe()
@@ -425,9 +520,11 @@ class AlertStream:
         self.write_status()
         return self
 
-    def _start_query(self, df: "DataFrame", each_batch: Callable, name: str, *, available_now: bool):
+    def _start_query(self, df: DataFrame, each_batch: Callable, name: str, *, available_now: bool):
         """Start ``df`` with ``foreachBatch(each_batch)``, checkpointed in ``<checkpoint>/<name>``."""
-        writer = df.writeStream.foreachBatch(each_batch).option("checkpointLocation", os.path.join(self.checkpoint, name))
+        writer = df.writeStream.foreachBatch(each_batch).option(
+            "checkpointLocation", os.path.join(self.checkpoint, name)
+        )
         if available_now:
             writer = writer.trigger(availableNow=True)
         elif self.trigger:
@@ -435,8 +532,9 @@ class AlertStream:
         return writer.start()
 
     def _start_deliver(self, *, available_now: bool) -> None:
-        self.deliver_query = self._start_query(self.file_sink.read_stream(self.spark), self._spool, "deliver",
-                                               available_now=available_now)
+        self.deliver_query = self._start_query(
+            self.file_sink.read_stream(self.spark), self._spool, "deliver", available_now=available_now
+        )
 
     def _spool(self, batch_df, batch_id: int) -> None:
         """``foreachBatch`` of the delivery query: the committed alerts into each sink's outbox."""
@@ -505,7 +603,10 @@ class AlertStream:
                 continue  # an idle trigger: no micro-batch ran
             operators = _progress_get(progress, "stateOperators", []) or []
             info = {
-                "id": int(batch), "time": stamp, "input_rows": rows, "duration_ms": durations.get("triggerExecution"),
+                "id": int(batch),
+                "time": stamp,
+                "input_rows": rows,
+                "duration_ms": durations.get("triggerExecution"),
                 "watermark": (_progress_get(progress, "eventTime", {}) or {}).get("watermark"),
                 "state_bytes": sum(int(_progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
                 "state_rows": sum(int(_progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
@@ -529,9 +630,11 @@ class AlertStream:
             before = self.status.get("spark_query") or {}
             since = before.get("trigger_since") if before.get("trigger_active") and trigger_active else None
             self.status["spark_query"] = {
-                "active": self.health["query_active"], "trigger_active": trigger_active,
+                "active": self.health["query_active"],
+                "trigger_active": trigger_active,
                 "trigger_since": since or (now_iso() if trigger_active else None),
-                "waiting_for_data": self.health["waiting_for_data"], "checked_at": now_iso(),
+                "waiting_for_data": self.health["waiting_for_data"],
+                "checked_at": now_iso(),
             }
 
     # ------------------------------------------------------------------------------------ running
@@ -584,14 +687,21 @@ class AlertStream:
                 self._deliver_failures += 1
                 wait = min(60.0, 2.0 ** min(self._deliver_failures, 6))
                 self._deliver_restart_at = now + wait
-                self._event(f"delivery stopped ({str(error).splitlines()[0] if error else 'no error'}); retrying in {wait:g}s",
-                            "error")
+                self._event(
+                    f"delivery stopped ({str(error).splitlines()[0] if error else 'no error'}); retrying in {wait:g}s",
+                    "error",
+                )
             elif now >= self._deliver_restart_at:
                 self._deliver_restart_at = 0.0
                 self._start_deliver(available_now=False)
 
-    def run(self, *, poll_interval: float = 1.0, on_tick: Callable[[dict], None] | None = None,
-            stop: threading.Event | None = None) -> None:
+    def run(
+        self,
+        *,
+        poll_interval: float = 1.0,
+        on_tick: Callable[[dict], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
         """Run until ``stop`` is set or Ctrl-C: reload rules, fold progress, write status, restart delivery."""
         stop = stop or threading.Event()
         try:
@@ -610,7 +720,9 @@ class AlertStream:
                         break
                     with self.book.lock:
                         self.status["state"] = "failed"
-                        self.status.setdefault("query_errors", []).append({"time": now_iso(), "error": str(failed)[:2000]})
+                        self.status.setdefault("query_errors", []).append(
+                            {"time": now_iso(), "error": str(failed)[:2000]}
+                        )
                     raise
                 status = self.poll()
                 if on_tick is not None:
@@ -640,7 +752,7 @@ class AlertStream:
             self.status["stopped_at"] = now_iso()
         self.write_status()
 
-    def alerts(self) -> "DataFrame":
+    def alerts(self) -> DataFrame:
         """Every alert committed so far, read through Spark (honours the file sink's log)."""
         return self.file_sink.read(self.spark)
 

@@ -21,13 +21,12 @@ database) receive only the others.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from cep.spark_bridge.engine.durations import is_off, parse_duration
 
 __all__ = ["SuppressSpec", "Throttle", "interval_us", "parse_spec", "parse_specs"]
-
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,9 @@ def parse_spec(text: str) -> SuppressSpec:
     """``'rule_id=10m'`` (or ``'fraud/*=1 hour'``, ``'noisy=off'``) -> ``SuppressSpec``."""
     rule, sep, duration = text.rpartition("=")
     if not sep or not rule.strip() or not duration.strip():
-        raise ValueError(f"--suppress expects RULE=DURATION, e.g. 'fraud/card_testing=10m' or 'fraud/*=1h'; got {text!r}")
+        raise ValueError(
+            f"--suppress expects RULE=DURATION, e.g. 'fraud/card_testing=10m' or 'fraud/*=1h'; got {text!r}"
+        )
     return SuppressSpec(rule.strip(), _duration_us(duration, f"suppression interval of {rule.strip()!r}"))
 
 
@@ -60,7 +61,9 @@ def parse_specs(texts: Iterable[str] | None) -> list[SuppressSpec]:
     return [parse_spec(t) for t in texts or ()]
 
 
-def interval_us(rule_id: str, options: Mapping[str, str] | None = None, specs: Sequence[SuppressSpec] = ()) -> int | None:
+def interval_us(
+    rule_id: str, options: Mapping[str, str] | None = None, specs: Sequence[SuppressSpec] = ()
+) -> int | None:
     """The rule's suppression interval in µs, or None when its alerts are not throttled."""
     for spec in specs:
         if spec.matches(rule_id):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -17,8 +18,23 @@ from cep.matcher.plan import CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.rule_set import (
-    ALERT_FIRST, ALERT_LAST, ALERT_STATUS, BAD_SPEC, BATCH_ID_PROPERTY, FAILURE_TEXT_LIMIT, INTERNAL_MEASURES, KIND_BAD,
-    KIND_FAILED, KIND_LATE, KIND_MATCH, KIND_STATS, PKEY, ROW_ID, SPEC, STAT_NAMES, match_id_text,
+    ALERT_FIRST,
+    ALERT_LAST,
+    ALERT_STATUS,
+    BAD_SPEC,
+    BATCH_ID_PROPERTY,
+    FAILURE_TEXT_LIMIT,
+    INTERNAL_MEASURES,
+    KIND_BAD,
+    KIND_FAILED,
+    KIND_LATE,
+    KIND_MATCH,
+    KIND_STATS,
+    PKEY,
+    ROW_ID,
+    SPEC,
+    STAT_NAMES,
+    match_id_text,
 )
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine import state_codec as codec
@@ -34,8 +50,8 @@ from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, STATS
 RULES_RUN_PER_KEY = "a rule set calls each key's rules together, one key at a time"
 
 # Per worker process: compiled rules, rule sets, the set of each micro-batch, the stores.
-_COMPILED: dict[str, "_CompiledRule"] = {}
-_RUNTIMES: dict[tuple[str, str], "_RuleSetRuntime"] = {}
+_COMPILED: dict[str, _CompiledRule] = {}
+_RUNTIMES: dict[tuple[str, str], _RuleSetRuntime] = {}
 _BATCH_SETS: dict[tuple[str, str], str] = {}
 _STORES: dict[str, RuleStore] = {}
 
@@ -84,8 +100,16 @@ class _RuleSetRuntime:
         entry = self.entries.get(rule_id)
         if entry is None:
             return None
-        cache_key = json.dumps([entry, self.payload["input_columns"], self.payload["input_types"],
-                                self.payload.get("session_timeout_us"), self.payload.get("max_pending_rows")], sort_keys=True)
+        cache_key = json.dumps(
+            [
+                entry,
+                self.payload["input_columns"],
+                self.payload["input_types"],
+                self.payload.get("session_timeout_us"),
+                self.payload.get("max_pending_rows"),
+            ],
+            sort_keys=True,
+        )
         compiled = _COMPILED.get(cache_key)
         if compiled is None:
             compiled = _COMPILED[cache_key] = _CompiledRule(entry, self.payload)
@@ -189,13 +213,15 @@ class Explode:
     ``BAD_SPEC``, and to no rule. With ``row_ids``, every copy of a row carries the same ``ROW_ID``
     (the task's partition and the row's place in it): a row late for several rules counts once."""
 
-    def __init__(self, store_dir: str, columns: Sequence[str], reject: str | None = None, row_ids: bool = False) -> None:
+    def __init__(
+        self, store_dir: str, columns: Sequence[str], reject: str | None = None, row_ids: bool = False
+    ) -> None:
         self.store_dir = store_dir
         self.columns = list(columns)
         self.reject = reject
         self.row_ids = row_ids
 
-    def __call__(self, frames: Iterator["Any"]) -> Iterator["Any"]:
+    def __call__(self, frames: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
         runtime = None
@@ -254,8 +280,10 @@ class _KeyRows:
     def record(self, index: int, names: Sequence[str]) -> tuple[str, str | None]:
         """Row ``index`` of the key as a JSON object of ``names``, and its row id (``ROW_ID``) if any."""
         position = index if self.indices is None else self.indices[index]
-        text = json.dumps({c: jsonable(_scalar(self.pdf[c].iat[position])) for c in names if c in self.pdf.columns},
-                          ensure_ascii=False)
+        text = json.dumps(
+            {c: jsonable(_scalar(self.pdf[c].iat[position])) for c in names if c in self.pdf.columns},
+            ensure_ascii=False,
+        )
         row_id = str(self.pdf[ROW_ID].iat[position]) if ROW_ID in self.pdf.columns else None
         return text, row_id
 
@@ -267,8 +295,14 @@ class AlertStep:
     timer call, the rules whose own deadline the watermark reached are called). The bucket's state is a
     ``KeyTable`` of each key's state (spark_bridge/engine/key_table.py says why keys share a call)."""
 
-    def __init__(self, store_dir: str, housekeeping_us: int, key_buckets: int, passthrough: Sequence[str] = (),
-                 late_rows: bool = False) -> None:
+    def __init__(
+        self,
+        store_dir: str,
+        housekeeping_us: int,
+        key_buckets: int,
+        passthrough: Sequence[str] = (),
+        late_rows: bool = False,
+    ) -> None:
         self.store_dir = store_dir
         self.housekeeping_us = housekeeping_us
         self.key_buckets = key_buckets
@@ -291,7 +325,7 @@ class AlertStep:
         late: list[tuple] | None = [] if self.late_rows else None
         failures: list[tuple] = []
         stats: dict[tuple[str, str], dict] = {}
-        emitted = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        emitted = _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
         groups: dict[tuple, list[int]] = {}
         calls: list[tuple[tuple, _KeyRows | None]] = []
         if parts:
@@ -300,12 +334,25 @@ class AlertStep:
             groups = split_by_key([(k,) for k in pdf[PKEY].tolist()])
             cache: dict = {}
             whole = len(groups) == 1
-            calls = [(pkey, _KeyRows(pdf, cache, times, None if whole else indices)) for pkey, indices in groups.items()]
+            calls = [
+                (pkey, _KeyRows(pdf, cache, times, None if whole else indices)) for pkey, indices in groups.items()
+            ]
         calls += [(pkey, None) for pkey in table.due(watermark_us, groups)]
         for pkey, rows in calls:
             blob = table.states.get(pkey)
-            new = self._key_call(runtime, spec, pkey[0], rows, codec.decode(blob) if blob else {}, watermark_us, emitted, alerts,
-                                 stats, late, failures)
+            new = self._key_call(
+                runtime,
+                spec,
+                pkey[0],
+                rows,
+                codec.decode(blob) if blob else {},
+                watermark_us,
+                emitted,
+                alerts,
+                stats,
+                late,
+                failures,
+            )
             if new:
                 timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
                 # No deadline of its own: wake up once per housekeeping interval, so that the state of a
@@ -318,11 +365,28 @@ class AlertStep:
             state.setTimeoutTimestamp(spark_timeout_ms(table.next_timer(), watermark_ms))
         elif state.exists:
             state.remove()
-        yield self._frame(alerts, [(rule_id, version, counts) for (rule_id, version), counts in stats.items()],
-                          passthrough=self.passthrough, late=late, failures=failures)
+        yield self._frame(
+            alerts,
+            [(rule_id, version, counts) for (rule_id, version), counts in stats.items()],
+            passthrough=self.passthrough,
+            late=late,
+            failures=failures,
+        )
 
-    def _key_call(self, runtime, spec: str, pkey: str, rows: _KeyRows | None, old: dict, watermark_us: int, emitted,
-                  alerts: list, stats_by_rule: dict, late: list | None = None, failures: list | None = None) -> dict:
+    def _key_call(
+        self,
+        runtime,
+        spec: str,
+        pkey: str,
+        rows: _KeyRows | None,
+        old: dict,
+        watermark_us: int,
+        emitted,
+        alerts: list,
+        stats_by_rule: dict,
+        late: list | None = None,
+        failures: list | None = None,
+    ) -> dict:
         """Every rule of ``spec`` for one key: appends its alerts (and, with ``late``, its late rows), adds
         its counts per rule; returns the key's new state (a dict by rule id).
 
@@ -357,12 +421,13 @@ class AlertStep:
                     continue
             marks = (len(alerts), len(late) if late is not None else 0, dict(counts_for(rule_id, rule.version)))
             try:
-                kept = self._rule_call(rule, entry, rows, pkey, watermark_us, emitted, alerts, counts_for, late,
-                                       runtime)
+                kept = self._rule_call(
+                    rule, entry, rows, pkey, watermark_us, emitted, alerts, counts_for, late, runtime
+                )
             except Exception as exc:  # noqa: BLE001 - one rule's failure is that rule's, never the micro-batch's
-                del alerts[marks[0]:]
+                del alerts[marks[0] :]
                 if late is not None:
-                    del late[marks[1]:]
+                    del late[marks[1] :]
                 stats = counts_for(rule_id, rule.version)
                 stats.update(marks[2])
                 if entry is not None:  # its state on this key goes, as for a removed rule
@@ -374,8 +439,19 @@ class AlertStep:
                 new[rule_id] = kept
         return new
 
-    def _rule_call(self, rule, entry, rows: _KeyRows | None, pkey: str, watermark_us: int, emitted, alerts: list,
-                   counts_for, late: list | None, runtime) -> list | None:
+    def _rule_call(
+        self,
+        rule,
+        entry,
+        rows: _KeyRows | None,
+        pkey: str,
+        watermark_us: int,
+        emitted,
+        alerts: list,
+        counts_for,
+        late: list | None,
+        runtime,
+    ) -> list | None:
         """One rule on one key: its alerts, late rows and counts added; returns its new state entry (None: none)."""
         rule_id = rule.rule_id
         engine = rule.engine
@@ -383,8 +459,14 @@ class AlertStep:
         if rows is not None:
             columns = rows.columns(engine.read_columns)
             key_values = rows.key_values(rule.partition)
-        result = engine.process(entry[_BLOB] if entry is not None else None, key_values, columns,
-                                rows.times if rows is not None else None, watermark_us, timed_out=rows is None)
+        result = engine.process(
+            entry[_BLOB] if entry is not None else None,
+            key_values,
+            columns,
+            rows.times if rows is not None else None,
+            watermark_us,
+            timed_out=rows is None,
+        )
         stats = counts_for(rule_id, rule.version)
         last_alert = entry[_LAST_ALERT] if entry is not None else None
         for row, match_id in zip(result.rows, result.match_ids):
@@ -394,16 +476,26 @@ class AlertStep:
             event_us = codec.datetime_to_micros(moment) if moment is not None else None
             suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
             measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
-            alerts.append((rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted,
-                           suppressed))
+            alerts.append(
+                (rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed)
+            )
             stats[_STATUS_STAT.get(status, "matched")] += 1
             stats["suppressed"] += int(suppressed)
         if late is not None and rows is not None:
             for index, reason in result.late:
                 text, row_id = rows.record(index, runtime.payload["input_columns"])
                 moment = rows.times[index]
-                late.append((rule_id, rule.version, row_id, reason, pkey,
-                             codec.micros_to_datetime(moment) if moment is not None else None, text))
+                late.append(
+                    (
+                        rule_id,
+                        rule.version,
+                        row_id,
+                        reason,
+                        pkey,
+                        codec.micros_to_datetime(moment) if moment is not None else None,
+                        text,
+                    )
+                )
         engine_stats = result.stats
         live = int(engine_stats.get("live_matches", 0)) if result.state is not None else 0
         pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
@@ -420,8 +512,15 @@ class AlertStep:
         return None
 
     @staticmethod
-    def _frame(alerts: list[tuple], stats_rows: list[tuple[str, str, dict]], *, bad=None, passthrough: Sequence[str] = (),
-               late: list[tuple] | None = None, failures: Sequence[tuple] = ()):
+    def _frame(
+        alerts: list[tuple],
+        stats_rows: list[tuple[str, str, dict]],
+        *,
+        bad=None,
+        passthrough: Sequence[str] = (),
+        late: list[tuple] | None = None,
+        failures: Sequence[tuple] = (),
+    ):
         """The output: ``alerts`` (KIND_MATCH), the ``late`` rows (KIND_LATE: rule id, version, row id in
         ``match_id``, reason in ``match_status``, partition key, event time in ``first_event_time``, the row
         as JSON in ``measures``), the ``failures`` (KIND_FAILED, laid out as late rows, the error in
@@ -430,8 +529,9 @@ class AlertStep:
         import pandas as pd
 
         stats_rows = [s for s in stats_rows if any(s[2].values())]
-        rows = list(alerts) + [(r[0], r[1], r[2], r[3], r[4], r[5], None, r[6], None, False)
-                               for r in [*(late or []), *failures]]
+        rows = list(alerts) + [
+            (r[0], r[1], r[2], r[3], r[4], r[5], None, r[6], None, False) for r in [*(late or []), *failures]
+        ]
         kinds = [KIND_MATCH] * len(alerts) + [KIND_LATE] * len(late or []) + [KIND_FAILED] * len(failures)
         n_rows, n_stats = len(rows), len(stats_rows) + (len(bad) if bad is not None else 0)
 
@@ -489,5 +589,3 @@ def _failure_text(exc: BaseException) -> str:
     code = getattr(exc, "code", None)
     text = f"{type(exc).__name__}{f' {code}' if code else ''}: {exc}"
     return text[:FAILURE_TEXT_LIMIT]
-
-

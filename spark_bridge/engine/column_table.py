@@ -118,26 +118,32 @@ class Rows:
     cols: dict[str, np.ndarray]
 
     @classmethod
-    def empty(cls, names) -> "Rows":
-        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                   {name: np.zeros(0, dtype=object) for name in names})
+    def empty(cls, names) -> Rows:
+        return cls(
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            {name: np.zeros(0, dtype=object) for name in names},
+        )
 
     def __len__(self) -> int:
         return len(self.kid)
 
-    def take(self, rows: np.ndarray) -> "Rows":
+    def take(self, rows: np.ndarray) -> Rows:
         if len(rows) == len(self.kid) and (len(rows) == 0 or (rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
             return self
         return Rows(self.kid[rows], self.us[rows], {name: values[rows] for name, values in self.cols.items()})
 
-    def __add__(self, other: "Rows") -> "Rows":
+    def __add__(self, other: Rows) -> Rows:
         if not len(other):
             return self
         if not len(self):
             return other
         names = dict.fromkeys(list(self.cols) + list(other.cols))
-        return Rows(np.concatenate([self.kid, other.kid]), np.concatenate([self.us, other.us]),
-                    {name: _concat(self._column(name), other._column(name)) for name in names})
+        return Rows(
+            np.concatenate([self.kid, other.kid]),
+            np.concatenate([self.us, other.us]),
+            {name: _concat(self._column(name), other._column(name)) for name in names},
+        )
 
     def _column(self, name: str) -> np.ndarray:
         """A column; the decision columns a carried row keeps (``KNOWN``, ``SPAN``) read -1 and 0 elsewhere."""
@@ -152,9 +158,12 @@ class Rows:
         return {"kid": column(self.kid), "us": column(self.us), "cols": {n: column(v) for n, v in self.cols.items()}}
 
     @classmethod
-    def unpack(cls, data: dict) -> "Rows":
-        return cls(int_column(data["kid"]), int_column(data["us"]),
-                   {name: unpack_column(values) for name, values in data["cols"].items()})
+    def unpack(cls, data: dict) -> Rows:
+        return cls(
+            int_column(data["kid"]),
+            int_column(data["us"]),
+            {name: unpack_column(values) for name, values in data["cols"].items()},
+        )
 
 
 # The numpy types a column keeps as bytes in a table's state (little-endian, as numpy names them).
@@ -177,8 +186,9 @@ def unpack_column(packed) -> np.ndarray:
         return typed(packed)
     kind = _RAW_READ.get(packed.get("dtype"))
     if kind is None or not isinstance(packed.get("data"), bytes) or len(packed["data"]) % kind.itemsize:
-        raise CepRuntimeError(f"column-wise streaming state holds a column cep cannot read ({packed.get('dtype')!r})",
-                              code="E0481")
+        raise CepRuntimeError(
+            f"column-wise streaming state holds a column cep cannot read ({packed.get('dtype')!r})", code="E0481"
+        )
     return np.frombuffer(packed["data"], dtype=kind).astype(kind.newbyteorder("="))  # a writable copy
 
 
@@ -252,9 +262,15 @@ class ColumnarTable:
     def key_state(self, kid: int) -> bytes:
         """One key's part of the table as bytes (for inspection: ``LocalStream.states``)."""
         mine = lambda rows: rows.take(np.flatnonzero(rows.kid == kid)).pack()  # noqa: E731
-        return codec.encode({"kind": TABLE_KIND, "key": list(self.keys[kid]), "pending": mine(self.pending),
-                             "carried": mine(self.carried),
-                             "fields": {name: int(values[kid]) for name, values in self.fields.items()}})
+        return codec.encode(
+            {
+                "kind": TABLE_KIND,
+                "key": list(self.keys[kid]),
+                "pending": mine(self.pending),
+                "carried": mine(self.carried),
+                "fields": {name: int(values[kid]) for name, values in self.fields.items()},
+            }
+        )
 
     def encode(self) -> bytes:
         """The table as bytes, without the keys that hold nothing (their ids are given anew)."""
@@ -266,21 +282,32 @@ class ColumnarTable:
             packed = part.pack(as_bytes=True)
             packed["kid"] = pack_column(renumber[part.kid])
             return packed
-        return codec.encode({
-            "kind": TABLE_KIND, "v": TABLE_VERSION, "buckets": self.buckets, "columns": list(self.columns),
-            "key_count": len(keep), "key_columns": [list(column) for column in zip(*[self.keys[k] for k in keep.tolist()])],
-            "fields": {name: pack_column(values[keep]) for name, values in self.fields.items()},
-            # in key order, as a KeyTable writes its timers (in the order of its keys): a restored table calls
-            # the keys its timers make due in the same order on both paths
-            "timers": [[int(renumber[k]), us] for k, us in sorted(self.timers.items()) if renumber[k] >= 0],
-            "pending": rows(self.pending), "carried": rows(self.carried),
-        }, compress=COMPRESS)
+
+        return codec.encode(
+            {
+                "kind": TABLE_KIND,
+                "v": TABLE_VERSION,
+                "buckets": self.buckets,
+                "columns": list(self.columns),
+                "key_count": len(keep),
+                "key_columns": [list(column) for column in zip(*[self.keys[k] for k in keep.tolist()])],
+                "fields": {name: pack_column(values[keep]) for name, values in self.fields.items()},
+                # in key order, as a KeyTable writes its timers (in the order of its keys): a restored table calls
+                # the keys its timers make due in the same order on both paths
+                "timers": [[int(renumber[k]), us] for k, us in sorted(self.timers.items()) if renumber[k] >= 0],
+                "pending": rows(self.pending),
+                "carried": rows(self.carried),
+            },
+            compress=COMPRESS,
+        )
 
     def timer_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(key ids, µs) of the timers, in the order they were set."""
         timers = self.timers
-        return (np.fromiter(timers, dtype=np.int64, count=len(timers)),
-                np.fromiter(timers.values(), dtype=np.int64, count=len(timers)))
+        return (
+            np.fromiter(timers, dtype=np.int64, count=len(timers)),
+            np.fromiter(timers.values(), dtype=np.int64, count=len(timers)),
+        )
 
     def drop_timers(self, kids: np.ndarray) -> None:
         """Drop the timers of ``kids`` (the others keep their order), with numpy rather than a pop per key."""
@@ -296,8 +323,9 @@ class ColumnarTable:
         return min(self.timers.values()) if self.timers else None
 
     @classmethod
-    def decode(cls, blob: bytes | None, columns: tuple[str, ...], buckets: int, engine: KeyedStream | None = None
-               ) -> "ColumnarTable":
+    def decode(
+        cls, blob: bytes | None, columns: tuple[str, ...], buckets: int, engine: KeyedStream | None = None
+    ) -> ColumnarTable:
         """The table of ``blob``; a per-key path's ``KeyTable`` is read too when ``engine`` is given (its keys'
         states become columns: an upgraded stream keeps its checkpoint)."""
         if blob is None:
@@ -310,30 +338,44 @@ class ColumnarTable:
             raise CepRuntimeError(
                 "this checkpoint was written by the per-key streaming path (one state per key), and this query "
                 "now runs on the column-wise path; restart with a new checkpoint location, or keep the per-key "
-                "path (columnar=False)", code="E0482")
+                "path (columnar=False)",
+                code="E0482",
+            )
         if data.get("v") not in READ_VERSIONS:
-            raise CepRuntimeError(f"column-wise streaming state version {data.get('v')} is not one of "
-                                  f"{', '.join(map(str, READ_VERSIONS))} (this cep reads those)", code="E0481")
+            raise CepRuntimeError(
+                f"column-wise streaming state version {data.get('v')} is not one of "
+                f"{', '.join(map(str, READ_VERSIONS))} (this cep reads those)",
+                code="E0481",
+            )
         if data["buckets"] != buckets:
             raise CepRuntimeError(
                 f"this checkpoint was written with key_buckets={data['buckets']}, not {buckets}: a key's bucket would "
-                "change and its state be lost; keep the count or restart with a new checkpoint location", code="E0482")
+                "change and its state be lost; keep the count or restart with a new checkpoint location",
+                code="E0482",
+            )
         if tuple(data["columns"]) != tuple(columns):
-            raise CepRuntimeError("this checkpoint holds other columns than the query reads; restart with a new "
-                                  "checkpoint location", code="E0482")
+            raise CepRuntimeError(
+                "this checkpoint holds other columns than the query reads; restart with a new checkpoint location",
+                code="E0482",
+            )
         if "keys" in data:  # format 1: a list per key
             keys = [tuple(key) for key in data["keys"]]
         else:  # a list per key column (a key of no columns: the count alone)
             keys = list(zip(*data["key_columns"])) if data["key_columns"] else [()] * data["key_count"]
-        table = cls(columns=columns, buckets=buckets, keys=keys, index={key: i for i, key in enumerate(keys)},
-                    fields={name: int_column(values) for name, values in data["fields"].items()},
-                    timers={kid: us for kid, us in data["timers"]},
-                    pending=Rows.unpack(data["pending"]), carried=Rows.unpack(data["carried"]))
+        table = cls(
+            columns=columns,
+            buckets=buckets,
+            keys=keys,
+            index={key: i for i, key in enumerate(keys)},
+            fields={name: int_column(values) for name, values in data["fields"].items()},
+            timers={kid: us for kid, us in data["timers"]},
+            pending=Rows.unpack(data["pending"]),
+            carried=Rows.unpack(data["carried"]),
+        )
         return table
 
-
     @classmethod
-    def from_key_table(cls, key_table: KeyTable, engine: KeyedStream, columns: tuple[str, ...]) -> "ColumnarTable":
+    def from_key_table(cls, key_table: KeyTable, engine: KeyedStream, columns: tuple[str, ...]) -> ColumnarTable:
         """The per-key path's states as a column-wise table: each key's pending rows, and its matcher's
         buffered rows from its first undecided start (``search_start``, the rows PREV reads before it)
         as carried rows; its partial matches are found again from those rows."""
@@ -345,12 +387,20 @@ class ColumnarTable:
         for kid, key in zip(kids.tolist(), keys):
             st = KeyState.decode(key_table.states[key])
             if st.seen:
-                raise CepRuntimeError("this checkpoint remembers dedup keys, which the column-wise path does not "
-                                      "keep; restart with a new checkpoint location", code="E0482")
+                raise CepRuntimeError(
+                    "this checkpoint remembers dedup keys, which the column-wise path does not "
+                    "keep; restart with a new checkpoint location",
+                    code="E0482",
+                )
             if st.pending:
                 us = np.asarray(st.pending["us"], dtype=np.int64)
-                pending.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
-                                    {name: typed(st.pending["cols"][name]) for name in columns}))
+                pending.append(
+                    Rows(
+                        np.full(len(us), kid, dtype=np.int64),
+                        us,
+                        {name: typed(st.pending["cols"][name]) for name in columns},
+                    )
+                )
             if st.forced is not None:
                 f["forced"][kid] = st.forced
             f["sessions"][kid] = st.sessions
@@ -363,8 +413,9 @@ class ColumnarTable:
                 f["context"][kid] = m["search_start"] - m["base"]
                 times = m["cols"][engine.time_column]
                 us = np.fromiter((codec.datetime_to_micros(t) for t in times), dtype=np.int64, count=len(times))
-                carried.append(Rows(np.full(len(us), kid, dtype=np.int64), us,
-                                    {name: typed(m["cols"][name]) for name in columns}))
+                carried.append(
+                    Rows(np.full(len(us), kid, dtype=np.int64), us, {name: typed(m["cols"][name]) for name in columns})
+                )
             if key in key_table.timers:
                 table.timers[kid] = key_table.timers[key]
         for part in pending:

@@ -45,16 +45,30 @@ import numpy as np
 from cep.matcher.pike.vm import PartitionMatcher
 from cep.matcher.plan import COLUMN_WISE
 from cep.matcher.program import skip
-from cep.matcher.program.machine import absence_labels
-from cep.matcher.vector import decisions, kernels
-from cep.matcher.vector import sequence_output
-from cep.spark_bridge.engine.column_table import (DATETIME_US, KNOWN, NO_TIME, SEARCHED, SPAN, ColumnarTable, Rows,
-                                                  StreamInput, as_column, datetimes)
-from cep.spark_bridge.engine.keyed import (BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, STAT_NAMES,
-                                           KeyedStream, SessionRun, StepResult)
+from cep.matcher.vector import decisions, kernels, sequence_output
+from cep.spark_bridge.engine.column_table import (
+    DATETIME_US,
+    KNOWN,
+    NO_TIME,
+    SEARCHED,
+    SPAN,
+    ColumnarTable,
+    Rows,
+    StreamInput,
+    as_column,
+    datetimes,
+)
+from cep.spark_bridge.engine.keyed import (
+    BAD_NULL_TIME,
+    LATE_BEHIND_FORCED,
+    LATE_BEHIND_WATERMARK,
+    STAT_NAMES,
+    KeyedStream,
+    SessionRun,
+    StepResult,
+)
 from cep.spark_bridge.engine.match_ids import SessionIds
 from cep.spark_bridge.engine.ordering import order_ranks, total_order_ranks
-
 
 # -------------------------------------------------------------------------------------- one call
 
@@ -129,7 +143,7 @@ class _Walk:
 
     piece_of: np.ndarray  # each row's piece
     us: np.ndarray  # each row's event time
-    data: "StreamInput"
+    data: StreamInput
     context: np.ndarray  # rows at a piece's head that are no starts (PREV reads them)
     on_vm: set[int]  # pieces the Pike VM runs
     stop: np.ndarray  # per piece: its first undecided start (its end when none)
@@ -176,8 +190,17 @@ class ColumnarStep:
     def new_table(self, buckets: int = 0) -> ColumnarTable:
         return ColumnarTable(columns=self.columns, buckets=buckets)
 
-    def step(self, table: ColumnarTable, keys: list[tuple], codes: np.ndarray, columns: dict[str, list],
-             event_us: np.ndarray, null_time: np.ndarray, watermark_us: int, rejected=None) -> CallResult:
+    def step(
+        self,
+        table: ColumnarTable,
+        keys: list[tuple],
+        codes: np.ndarray,
+        columns: dict[str, list],
+        event_us: np.ndarray,
+        null_time: np.ndarray,
+        watermark_us: int,
+        rejected=None,
+    ) -> CallResult:
         """One call: rows of many keys (row i's partition key is ``keys[codes[i]]``, ``keys`` in order of
         first appearance; ``columns`` holds at least ``engine.pending_columns``; ``event_us`` with
         ``null_time`` marking NULLs; ``rejected``: a bad-row reason per row, None where not rejected
@@ -213,8 +236,10 @@ class ColumnarStep:
         if len(out_rows):
             behind_w = event_us[out_rows] <= W
             reasons = [None] * len(out_rows) if rejected is None else [rejected[i] for i in out_rows.tolist()]
-            result.late = [(int(i), (r or BAD_NULL_TIME) if b else (LATE_BEHIND_WATERMARK if w else LATE_BEHIND_FORCED))
-                           for i, r, b, w in zip(out_rows.tolist(), reasons, bad[out_rows].tolist(), behind_w.tolist())]
+            result.late = [
+                (int(i), (r or BAD_NULL_TIME) if b else (LATE_BEHIND_WATERMARK if w else LATE_BEHIND_FORCED))
+                for i, r, b, w in zip(out_rows.tolist(), reasons, bad[out_rows].tolist(), behind_w.tolist())
+            ]
             for _, reason in result.late:
                 if reason in stats and reason not in (LATE_BEHIND_WATERMARK, LATE_BEHIND_FORCED):
                     stats[reason] += 1
@@ -222,8 +247,9 @@ class ColumnarStep:
         stats["late_rows"] = int(late.sum())
         accepted = np.flatnonzero(~bad & ~late)
         if len(accepted):
-            table.pending = table.pending + Rows(kids[accepted], event_us[accepted],
-                                                 {name: as_column(columns[name])[accepted] for name in self.columns})
+            table.pending = table.pending + Rows(
+                kids[accepted], event_us[accepted], {name: as_column(columns[name])[accepted] for name in self.columns}
+            )
 
         # 2. The keys called, and their clocks.
         called = np.zeros(len(table.keys), dtype=bool)
@@ -258,8 +284,16 @@ class ColumnarStep:
         rows = carried.take(np.flatnonzero(mine)) + released
         order = np.argsort(rows.kid, kind="stable")  # per key: carried rows, then released ones
         carried_count = np.bincount(carried.kid, minlength=len(table.keys))
-        pieces = self._pieces(table, rows.kid[order], rows.us[order], called, clock, carried_count, stats,
-                              released_from=len(rows) - len(released))
+        pieces = self._pieces(
+            table,
+            rows.kid[order],
+            rows.us[order],
+            called,
+            clock,
+            carried_count,
+            stats,
+            released_from=len(rows) - len(released),
+        )
 
         # 5. Match every piece; emit what is final; carry the rest.
         carry = self._match(table, rows, order, pieces, result)
@@ -284,8 +318,18 @@ class ColumnarStep:
         ranks += [total_order_ranks(rows.cols[name]) for name in self.engine.tiebreak_columns]
         return np.lexsort(tuple(reversed(ranks)) + (rows.us, rows.kid)) if ranks else order
 
-    def _pieces(self, table: ColumnarTable, kid: np.ndarray, us: np.ndarray, called: np.ndarray, clock: np.ndarray,
-                carried_count: np.ndarray, stats: dict, *, released_from: int) -> _Pieces:
+    def _pieces(
+        self,
+        table: ColumnarTable,
+        kid: np.ndarray,
+        us: np.ndarray,
+        called: np.ndarray,
+        clock: np.ndarray,
+        carried_count: np.ndarray,
+        stats: dict,
+        *,
+        released_from: int,
+    ) -> _Pieces:
         f = table.fields
         gap = self.engine.session_timeout_us
         m = len(kid)
@@ -323,11 +367,18 @@ class ColumnarStep:
             closed = ~last_of_key | (clock[pkid] >= last_us + gap)
             end_clock = np.where(closed, last_us + gap, clock[pkid])
         cont = continues[begin]
-        return _Pieces(begin=begin, end=end, kid=pkid, closed=closed, clock=end_clock,
-                       context=np.where(cont, f["context"][pkid], 0),
-                       position=np.where(cont, f["total"][pkid] - carried_count[pkid], 0),
-                       number=np.where(cont, f["number"][pkid], 0), start=np.where(cont, f["start"][pkid], us[begin]),
-                       released_from=released_from)
+        return _Pieces(
+            begin=begin,
+            end=end,
+            kid=pkid,
+            closed=closed,
+            clock=end_clock,
+            context=np.where(cont, f["context"][pkid], 0),
+            position=np.where(cont, f["total"][pkid] - carried_count[pkid], 0),
+            number=np.where(cont, f["number"][pkid], 0),
+            start=np.where(cont, f["start"][pkid], us[begin]),
+            released_from=released_from,
+        )
 
     def _close_keys(self, table: ColumnarTable, kids: np.ndarray, stats: dict) -> None:
         if len(kids):
@@ -346,9 +397,20 @@ class ColumnarStep:
             return Rows.empty(self.columns)
         walk = self._walk(rows, order, pieces)
         chosen = walk.chosen
-        emitted = self._measure(table, rows, order, pieces, walk.piece_of, walk.us, chosen,
-                                walk.spans if chosen else None, walk.data, walk.values if chosen else None, walk.on_vm,
-                                walk.timeouts)
+        emitted = self._measure(
+            table,
+            rows,
+            order,
+            pieces,
+            walk.piece_of,
+            walk.us,
+            chosen,
+            walk.spans if chosen else None,
+            walk.data,
+            walk.values if chosen else None,
+            walk.on_vm,
+            walk.timeouts,
+        )
         resumed = self._emit(table, rows, order, pieces, walk, emitted, result)
         return self._carry(table, rows, order, pieces, walk, resumed, result)
 
@@ -363,8 +425,14 @@ class ColumnarStep:
         us = rows.us[order]
         data = StreamInput(rows, self.engine.time_column)
         local = np.arange(m) - pieces.begin[piece_of]
-        walk = _Walk(piece_of=piece_of, us=us, data=data, context=local < pieces.context[piece_of],
-                     on_vm=set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist()), stop=pieces.end.copy())
+        walk = _Walk(
+            piece_of=piece_of,
+            us=us,
+            data=data,
+            context=local < pieces.context[piece_of],
+            on_vm=set(np.flatnonzero(lengths > self.engine.max_match_rows).tolist()),
+            stop=pieces.end.copy(),
+        )
         context = walk.context
         try:
             walk.values = {name: data.load(name, order) for name in plan.columns}
@@ -376,9 +444,18 @@ class ColumnarStep:
             searched = rows.cols.get(SEARCHED)
             visible = None
             if self.base.lookahead:  # NEXT in DEFINE: an open session's last rows wait for the rows after them
-                visible = np.where(pieces.closed, pieces.end, np.maximum(pieces.end - self.base.lookahead, pieces.begin))
-            found = decisions.decide(plan, walk.values, times, np.append(pieces.begin, m), ~cached & ~context,
-                                     None if searched is None else searched[order], visible)
+                visible = np.where(
+                    pieces.closed, pieces.end, np.maximum(pieces.end - self.base.lookahead, pieces.begin)
+                )
+            found = decisions.decide(
+                plan,
+                walk.values,
+                times,
+                np.append(pieces.begin, m),
+                ~cached & ~context,
+                None if searched is None else searched[order],
+                visible,
+            )
         except kernels.Unsupported as why:
             self._note(f"a call ran on the Pike VM: {why}")
             walk.on_vm = set(range(len(lengths)))
@@ -411,8 +488,16 @@ class ColumnarStep:
         walk.timeouts = outcome[np.asarray(chosen, dtype=np.int64)] == decisions.TIMEOUT if chosen else None
         return walk
 
-    def _emit(self, table: ColumnarTable, rows: Rows, order: np.ndarray, pieces: _Pieces, walk: _Walk, emitted: dict,
-              result: CallResult) -> dict[int, _Resumed]:
+    def _emit(
+        self,
+        table: ColumnarTable,
+        rows: Rows,
+        order: np.ndarray,
+        pieces: _Pieces,
+        walk: _Walk,
+        emitted: dict,
+        result: CallResult,
+    ) -> dict[int, _Resumed]:
         """Rows out, piece by piece (a key's pieces are in session order); the VM's pieces run here. Returns
         where each VM piece whose session goes on stopped."""
         resumed: dict[int, _Resumed] = {}
@@ -427,8 +512,16 @@ class ColumnarStep:
             result.add(kid, out, ids)
         return resumed
 
-    def _carry(self, table: ColumnarTable, rows: Rows, order: np.ndarray, pieces: _Pieces, walk: _Walk,
-               resumed: dict[int, _Resumed], result: CallResult) -> Rows:
+    def _carry(
+        self,
+        table: ColumnarTable,
+        rows: Rows,
+        order: np.ndarray,
+        pieces: _Pieces,
+        walk: _Walk,
+        resumed: dict[int, _Resumed],
+        result: CallResult,
+    ) -> Rows:
         """The sessions after the call: closed ones counted, open ones keep their rows from the first
         undecided start (and the ``lookback`` rows before it); returns those rows."""
         m = len(order)
@@ -465,14 +558,19 @@ class ColumnarStep:
             kids = np.concatenate([kids, pieces.kid[vm]])
             going = np.concatenate([going, vm])
             carry_from = np.concatenate([carry_from, [s.carry_from for s in stopped]]).astype(np.int64)
-            first_open = np.concatenate([first_open - carry_from[:len(first_open)],
-                                         [s.first_open for s in stopped]]).astype(np.int64) + carry_from
+            first_open = (
+                np.concatenate([first_open - carry_from[: len(first_open)], [s.first_open for s in stopped]]).astype(
+                    np.int64
+                )
+                + carry_from
+            )
             numbers = np.concatenate([numbers, [s.match_number for s in stopped]]).astype(np.int64)
             totals = np.concatenate([totals, [s.total for s in stopped]]).astype(np.int64)
             end = pieces.end[going]
             if deadlines is not None:
-                deadlines = np.concatenate([deadlines, [NO_TIME if s.deadline_us is None else s.deadline_us
-                                                        for s in stopped]]).astype(np.int64)
+                deadlines = np.concatenate(
+                    [deadlines, [NO_TIME if s.deadline_us is None else s.deadline_us for s in stopped]]
+                ).astype(np.int64)
         f["live"][kids] = 1
         f["start"][kids] = pieces.start[going]
         f["last"][kids] = us[end - 1]
@@ -492,14 +590,18 @@ class ColumnarStep:
         final = np.zeros(m, dtype=bool)
         vm_pieces = np.fromiter(on_vm, dtype=np.int64, count=len(on_vm))
         if found is not None:
-            final = ~walk.undecided & ~walk.context & np.isin(walk.outcome, (decisions.FAIL, decisions.MATCH,
-                                                                             decisions.TIMEOUT))
+            final = (
+                ~walk.undecided
+                & ~walk.context
+                & np.isin(walk.outcome, (decisions.FAIL, decisions.MATCH, decisions.TIMEOUT))
+            )
             final[np.isin(piece_of, vm_pieces)] = False
         final = final[kept]
         carry.cols[KNOWN] = np.where(final, walk.outcome[kept] if found is not None else -1, -1).astype(np.int64)
         for item in range(len(self.plan.items)):
-            carry.cols[f"{SPAN}{item}"] = np.where(final, walk.spans[item, kept] if found is not None else 0,
-                                                   0).astype(np.int64)
+            carry.cols[f"{SPAN}{item}"] = np.where(final, walk.spans[item, kept] if found is not None else 0, 0).astype(
+                np.int64
+            )
         if found is not None and found.searched.any():  # where undecided starts' searches stopped (column-wise pieces)
             on_engine = ~np.isin(piece_of, vm_pieces)
             carry.cols[SEARCHED] = np.where(walk.undecided & on_engine, found.searched, 0)[kept]
@@ -551,8 +653,10 @@ class ColumnarStep:
             if name not in loaded:
                 loaded[name] = data.load(name, order)
             return loaded[name]
-        matches = sequence_output.Matches(starts, begins, counts, numbers, order, data, load, values, timeouts,
-                                         pieces.begin[parts])
+
+        matches = sequence_output.Matches(
+            starts, begins, counts, numbers, order, data, load, values, timeouts, pieces.begin[parts]
+        )
         measured = sequence_output.columns(self.measures, matches)
         if measured is None:  # a measure the column programs refuse here: these pieces on the VM
             self._note("measures of a call computed on the Pike VM")
@@ -569,8 +673,13 @@ class ColumnarStep:
         keys = [table.keys[k] for k in pieces.kid[group_parts].tolist()]
         per_piece = np.diff(np.append(group, len(starts)))
         tagged = numbers if timeouts is None else np.where(timeouts, -1, numbers)
-        ids = self.session_ids.ids(list(zip(keys, pieces.start[group_parts].tolist())), per_piece.tolist(),
-                                   tagged.tolist(), positions.tolist(), first_us.tolist())
+        ids = self.session_ids.ids(
+            list(zip(keys, pieces.start[group_parts].tolist())),
+            per_piece.tolist(),
+            tagged.tolist(),
+            positions.tolist(),
+            first_us.tolist(),
+        )
         of_match = np.repeat(np.arange(len(keys)), per_piece)
         key_columns = [np.fromiter(column, dtype=object, count=len(keys))[of_match].tolist() for column in zip(*keys)]
         found = list(zip(*key_columns, *measured))  # MATCH_RECOGNIZE's rows: the key, then the measures
@@ -602,8 +711,13 @@ class ColumnarStep:
         times = us[begin:end].tolist()
         cols = {name: rows.cols[name][members].tolist() for name in engine.feed_columns if name != engine.time_column}
         cols[engine.time_column] = datetimes(us[begin:end])
-        matcher = PartitionMatcher.resume(engine.machine, key, {n: v[:context] for n, v in cols.items()},
-                                          position=position, match_number=int(pieces.number[piece]))
+        matcher = PartitionMatcher.resume(
+            engine.machine,
+            key,
+            {n: v[:context] for n, v in cols.items()},
+            position=position,
+            match_number=int(pieces.number[piece]),
+        )
         run = SessionRun(engine, matcher, key, int(pieces.start[piece]), times[-1])
         # the per-key path checks the cap after feeding released rows: not in a call that released none
         run.feed({n: v[context:] for n, v in cols.items()}, capped=bool((members >= pieces.released_from).any()))
@@ -615,9 +729,13 @@ class ColumnarStep:
         run.advance(int(pieces.clock[piece]))
         matcher.compact()
         result.live_matches += matcher.live_threads()
-        stopped = _Resumed(carry_from=begin + matcher.base - position,
-                           first_open=matcher.first_undecided() - matcher.base, match_number=matcher.match_number,
-                           total=matcher.total, deadline_us=run.deadline_us())
+        stopped = _Resumed(
+            carry_from=begin + matcher.base - position,
+            first_open=matcher.first_undecided() - matcher.base,
+            match_number=matcher.match_number,
+            total=matcher.total,
+            deadline_us=run.deadline_us(),
+        )
         return run.result.rows, run.result.match_ids, stopped
 
     def _timers(self, table: ColumnarTable, call_order: list[int], clock: np.ndarray, result: CallResult) -> None:

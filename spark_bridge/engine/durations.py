@@ -33,13 +33,17 @@ def parse_duration(value: Any, *, what: str = "duration") -> int:
                 break
             name = unit_name(match.group(2), OPTION_ABBREVIATIONS)
             if name is None:
-                raise ValueError(f"unknown unit {match.group(2)!r} in {what} {value!r} (e.g. '30 seconds', '5m', '1 hour')")
+                raise ValueError(
+                    f"unknown unit {match.group(2)!r} in {what} {value!r} (e.g. '30 seconds', '5m', '1 hour')"
+                )
             total += round(float(match.group(1)) * MICROS_PER_UNIT[name])
             position = match.end()
         if position != len(text) or not text:
             raise ValueError(f"cannot read {what} {value!r} (e.g. '30 seconds', '5m', '1 hour')")
     else:
-        raise TypeError(f"{what} must be a string like '30 seconds' or a datetime.timedelta, not {type(value).__name__}")
+        raise TypeError(
+            f"{what} must be a string like '30 seconds' or a datetime.timedelta, not {type(value).__name__}"
+        )
     if total < 0:
         raise ValueError(f"{what} {value!r} is negative")
     return total

@@ -10,8 +10,9 @@ key's bucket must not change across a restart): a table written with one count r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine import state_codec as codec
@@ -37,7 +38,9 @@ class KeyTable:
 
     def step(self, engine, key: tuple, columns: dict | None, event_us: list | None, watermark_us: int, **options):
         """One key's call: ``engine.process`` on its saved state; the table keeps what it returns."""
-        result = engine.process(self.states.get(key), key, columns, event_us, watermark_us, timed_out=columns is None, **options)
+        result = engine.process(
+            self.states.get(key), key, columns, event_us, watermark_us, timed_out=columns is None, **options
+        )
         self.put(key, result.state, result.timer_us)
         return result
 
@@ -65,7 +68,7 @@ class KeyTable:
         return codec.encode({"v": TABLE_VERSION, "buckets": self.buckets, "keys": entries})
 
     @classmethod
-    def decode(cls, blob: bytes | None, buckets: int) -> "KeyTable":
+    def decode(cls, blob: bytes | None, buckets: int) -> KeyTable:
         if blob is None:
             return cls(buckets=buckets)
         data: Any = codec.decode(blob)
@@ -73,7 +76,9 @@ class KeyTable:
             raise CepRuntimeError(
                 "this checkpoint was written by the column-wise streaming path (every key of a bucket in one "
                 "table), and this query now runs per key; restart with a new checkpoint location, or run it "
-                "column-wise again", code="E0482")
+                "column-wise again",
+                code="E0482",
+            )
         if not isinstance(data, dict) or "keys" not in data or data.get("v") != TABLE_VERSION:
             raise CepRuntimeError(
                 "this checkpoint holds one state per key, written before key buckets; restart with a new "

@@ -48,8 +48,8 @@ The rules (``docs/streaming.md`` explains them at length):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
@@ -130,20 +130,37 @@ class KeyState:
     remembers: bool = False  # the key's stream has a dedup_key: ``seen`` is written, even when None
 
     @classmethod
-    def new(cls, key: Sequence | None) -> "KeyState":
+    def new(cls, key: Sequence | None) -> KeyState:
         return cls(key=list(key or ()))
 
     @classmethod
-    def decode(cls, blob: bytes) -> "KeyState":
+    def decode(cls, blob: bytes) -> KeyState:
         data = codec.decode(blob)
         if data.get("v") != STATE_VERSION:
             raise CepRuntimeError(f"streaming key state version {data.get('v')} is not {STATE_VERSION}", code="E0481")
-        return cls(key=data["key"], pending=data["pending"], matcher=data["m"], start=data["start"], last=data["last"],
-                   forced=data["forced"], sessions=data["sessions"], seen=data.get("seen"), remembers="seen" in data)
+        return cls(
+            key=data["key"],
+            pending=data["pending"],
+            matcher=data["m"],
+            start=data["start"],
+            last=data["last"],
+            forced=data["forced"],
+            sessions=data["sessions"],
+            seen=data.get("seen"),
+            remembers="seen" in data,
+        )
 
     def encode(self) -> bytes:
-        data = {"v": STATE_VERSION, "key": self.key, "pending": self.pending, "m": self.matcher, "start": self.start,
-                "last": self.last, "forced": self.forced, "sessions": self.sessions}
+        data = {
+            "v": STATE_VERSION,
+            "key": self.key,
+            "pending": self.pending,
+            "m": self.matcher,
+            "start": self.start,
+            "last": self.last,
+            "forced": self.forced,
+            "sessions": self.sessions,
+        }
         if self.remembers:
             data["seen"] = self.seen
         return codec.encode(data)
@@ -236,8 +253,11 @@ class KeyedStream:
         names = ColumnNames(self.input_columns)
         self.dedup_columns = tuple(names.option_column(name, "dedup_key") for name in dedup_key or ())
         if self.dedup_columns and self.proctime:
-            raise CepSemanticError("dedup_key needs event time (it forgets keys as the watermark passes them); "
-                                   "ORDER BY PROCTIME() has none", code="E0283")
+            raise CepSemanticError(
+                "dedup_key needs event time (it forgets keys as the watermark passes them); "
+                "ORDER BY PROCTIME() has none",
+                code="E0283",
+            )
         if dedup_horizon_us < 0:
             raise ValueError("dedup_horizon_us must be 0 or more")
         self.dedup_horizon_us = dedup_horizon_us
@@ -281,7 +301,9 @@ class KeyedStream:
 
         if self.proctime:  # arrival order, at once: nothing waits, nothing is late
             good = [i for i in range(count) if rejected is None or rejected[i] is None]
-            self._reject(result, [(i, rejected[i]) for i in range(count) if rejected is not None and rejected[i] is not None])
+            self._reject(
+                result, [(i, rejected[i]) for i in range(count) if rejected is not None and rejected[i] is not None]
+            )
             if good:
                 matcher = self._feed_run(st, matcher, columns, good, None, result)
                 stats["released_rows"] = len(good)
@@ -340,7 +362,10 @@ class KeyedStream:
                 pending = None
             else:
                 keep = [i for i, u in enumerate(pending["us"]) if u > clock]
-                pending = {"us": [pending["us"][i] for i in keep], "cols": {n: [v[i] for i in keep] for n, v in pending["cols"].items()}}
+                pending = {
+                    "us": [pending["us"][i] for i in keep],
+                    "cols": {n: [v[i] for i in keep] for n, v in pending["cols"].items()},
+                }
         st.pending = pending if pending and pending["us"] else None
 
         # 4. Time moved: close an idle session at its end, or tell the matcher the time (WITHIN).
@@ -444,8 +469,9 @@ class KeyedStream:
             order.sort(key=lambda i: sort_key(values[i], k.descending, k.nulls_first), reverse=k.descending)
         return order
 
-    def _feed_run(self, st: KeyState, matcher, cols: dict, ordered: list[int], times: list[int] | None,
-                  result: StepResult):
+    def _feed_run(
+        self, st: KeyState, matcher, cols: dict, ordered: list[int], times: list[int] | None, result: StepResult
+    ):
         """Feed rows ``ordered`` (indices into ``cols``) to the key's matcher, opening and closing sessions."""
         gap = self.session_timeout_us
         i, n = 0, len(ordered)
@@ -524,8 +550,9 @@ class KeyedStream:
             found = ids.get(tag)
             if found is None:
                 number, start, first_time = tag
-                found = ids[tag] = match_id(self.query_fp, key, st.start, number if number is not None else -1, start,
-                                            first_time)
+                found = ids[tag] = match_id(
+                    self.query_fp, key, st.start, number if number is not None else -1, start, first_time
+                )
             result.rows.extend(projected)
             result.match_ids.extend([found] * len(projected))
 
@@ -582,5 +609,12 @@ def spark_timeout_ms(timer_us: int, watermark_ms: int) -> int:
     return max(ms_ceil(timer_us) - 1, watermark_ms, 1)
 
 
-__all__ = ["DEFAULT_MAX_PENDING_ROWS", "KeyState", "KeyedStream", "STAT_NAMES", "SessionRun", "StepResult",
-           "spark_timeout_ms"]
+__all__ = [
+    "DEFAULT_MAX_PENDING_ROWS",
+    "KeyState",
+    "KeyedStream",
+    "STAT_NAMES",
+    "SessionRun",
+    "StepResult",
+    "spark_timeout_ms",
+]

@@ -7,15 +7,15 @@ from __future__ import annotations
 import gc
 import operator
 import zlib
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.plan import COLUMN_WISE
 from cep.spark_bridge.engine import columnar as columnar_path
-from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, key_codes, typed
 from cep.spark_bridge.engine import state_codec as codec
+from cep.spark_bridge.engine.column_table import ColumnarTable, event_micros, key_codes, typed
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 
@@ -49,8 +49,10 @@ class LocalStream:
             self.step = columnar_path.ColumnarStep(engine)
             self.path = "column-wise (every key of a micro-batch at once on the sequence engine)"
         elif columnar is True:
-            raise CepRuntimeError("the column-wise streaming path cannot run this query: "
-                                  + "; ".join(self.route.stream_reasons), code="E0483")
+            raise CepRuntimeError(
+                "the column-wise streaming path cannot run this query: " + "; ".join(self.route.stream_reasons),
+                code="E0483",
+            )
         else:
             self.path = "per key (Pike VM): " + "; ".join(self.route.stream_reasons)
 
@@ -58,7 +60,11 @@ class LocalStream:
     def states(self) -> dict[tuple, bytes]:
         """Every key's saved state (for inspection)."""
         if self.step is not None:
-            return {table.keys[kid]: table.key_state(kid) for table in self._columnar_tables() for kid in table.holding().tolist()}
+            return {
+                table.keys[kid]: table.key_state(kid)
+                for table in self._columnar_tables()
+                for kid in table.holding().tolist()
+            }
         return {key: blob for bucket in list(self.tables) for key, blob in self._table(bucket).states.items()}
 
     @property
@@ -110,7 +116,10 @@ class LocalStream:
                 if engine.time_column is None:
                     times = None
                 else:
-                    times = [None if r.get(engine.time_column) is None else codec.datetime_to_micros(r[engine.time_column]) for r in group]
+                    times = [
+                        None if r.get(engine.time_column) is None else codec.datetime_to_micros(r[engine.time_column])
+                        for r in group
+                    ]
                 result = table.step(engine, key, columns, times, watermark_us)
                 for index, reason in result.late:
                     late.append((reason, group[index]))
@@ -119,7 +128,11 @@ class LocalStream:
             for name, value in result.stats.items():
                 self.stats[name] += value
         if self.buckets:  # what Spark keeps between micro-batches: bytes
-            self.tables = {b: t.encode() if isinstance(t, KeyTable) else t for b, t in self.tables.items() if not isinstance(t, KeyTable) or t}
+            self.tables = {
+                b: t.encode() if isinstance(t, KeyTable) else t
+                for b, t in self.tables.items()
+                if not isinstance(t, KeyTable) or t
+            }
         if engine.time_column is not None:
             for row in [r for g in groups.values() for r in g]:
                 value = row.get(engine.time_column)
@@ -178,10 +191,15 @@ class LocalStream:
                 renumber = np.full(len(keys), -1, dtype=np.int64)
                 renumber[mine_keys] = np.arange(len(mine_keys))
                 sub_codes = renumber[codes[members]]
-            result = step.step(table, [keys[k] for k in mine_keys.tolist()], sub_codes,
-                               {name: values if members is None else values[members] for name, values in columns.items()},
-                               event_us if members is None else event_us[members],
-                               null_time if members is None else null_time[members], watermark_us)
+            result = step.step(
+                table,
+                [keys[k] for k in mine_keys.tolist()],
+                sub_codes,
+                {name: values if members is None else values[members] for name, values in columns.items()},
+                event_us if members is None else event_us[members],
+                null_time if members is None else null_time[members],
+                watermark_us,
+            )
             results[bucket] = result
             late.extend(result.late if members is None else [(int(members[i]), reason) for i, reason in result.late])
             for name, value in result.stats.items():
@@ -189,8 +207,11 @@ class LocalStream:
         if len(results) == 1:
             out, ids = next(iter(results.values())).in_call_order()
         else:  # keys given in their order across buckets, then each bucket's keys called by their timer
-            given = sorted((int(mine_keys_of[bucket][position]), bucket, kid) for bucket, result in results.items()
-                           for position, kid in zip(*result.given_with_output()))
+            given = sorted(
+                (int(mine_keys_of[bucket][position]), bucket, kid)
+                for bucket, result in results.items()
+                for position, kid in zip(*result.given_with_output())
+            )
             called = [(bucket, kid) for _, bucket, kid in given]
             called += [(bucket, kid) for bucket in existing for kid in results[bucket].due_with_output()]
             out, ids = [], []

@@ -4,11 +4,10 @@ a batch replay (``match_id``), and the tags that say which match made each outpu
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from itertools import chain, repeat
-from typing import Sequence
 
 from cep.spark_bridge.engine import state_codec as codec
-
 
 MATCH_ID_VERSION = "cep-match-id-1"
 
@@ -56,8 +55,14 @@ class SessionIds:
         self.limit = limit
         self.heads: dict[tuple, object] = {}
 
-    def ids(self, sessions: Sequence[tuple[tuple, int | None]], counts: Sequence[int], numbers: Sequence[int],
-            starts: Sequence[int], first_us: Sequence[int]) -> list[str]:
+    def ids(
+        self,
+        sessions: Sequence[tuple[tuple, int | None]],
+        counts: Sequence[int],
+        numbers: Sequence[int],
+        starts: Sequence[int],
+        first_us: Sequence[int],
+    ) -> list[str]:
         """``match_id`` of ``counts[i]`` consecutive matches of session ``sessions[i]`` ((key, session
         start) each), in order: their numbers, first rows' session positions, and first rows' event times
         as µs (naive UTC, within the years 1 to 9999), one per match."""

@@ -8,8 +8,9 @@ the stream's output.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from typing import Callable
+from collections.abc import Callable
 
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
@@ -57,11 +57,13 @@ class Replay:
     the input as columns (name -> list of Python values, None for NULL) holding whole partitions.
     """
 
-    def __init__(self, plan, input_columns, *, query_text: str, session_timeout_us: int | None = None,
-                 match_ids: bool = False) -> None:
+    def __init__(
+        self, plan, input_columns, *, query_text: str, session_timeout_us: int | None = None, match_ids: bool = False
+    ) -> None:
         if getattr(plan, "proctime", False):
-            raise CepSemanticError("session_timeout and match_ids replay event time; ORDER BY PROCTIME() has none",
-                                   code="E0283")
+            raise CepSemanticError(
+                "session_timeout and match_ids replay event time; ORDER BY PROCTIME() has none", code="E0283"
+            )
         # The stream's own engine: its machine reports which match made each row (``match_ids.TaggingOutput``),
         # and it checks the ORDER BY rules (an ascending event-time column first) with the query's spans.
         self.engine = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_timeout_us)
@@ -70,21 +72,31 @@ class Replay:
         outer = plan.outer(tuple(input_columns))
         if match_ids:
             if ColumnNames(outer.names).has_name_ignoring_case(MATCH_ID):
-                raise CepSemanticError(f"an output column is named {MATCH_ID}, the column match_ids=True adds",
-                                       code="E0284", hint="rename it with AS in the SELECT list or MEASURES")
+                raise CepSemanticError(
+                    f"an output column is named {MATCH_ID}, the column match_ids=True adds",
+                    code="E0284",
+                    hint="rename it with AS in the SELECT list or MEASURES",
+                )
             # The id rides as one more value at the end of each MATCH_RECOGNIZE row: WHERE, ORDER BY and
             # the projection read columns by position, so they never see it; it is put back last.
             project = outer.project
-            outer = dataclasses.replace(outer, names=outer.names + (MATCH_ID,), is_identity=False,
-                                        project=lambda row: project(row) + (row[-1],))
+            outer = dataclasses.replace(
+                outer, names=outer.names + (MATCH_ID,), is_identity=False, project=lambda row: project(row) + (row[-1],)
+            )
         self.outer = outer
 
     @property
     def names(self) -> tuple[str, ...]:
         return self.outer.names
 
-    def run(self, columns: dict[str, list], *, clock=None, outer_order_and_limit: bool = True,
-            progress: Callable[[int, int], None] | None = None) -> tuple[tuple[str, ...], list[tuple]]:
+    def run(
+        self,
+        columns: dict[str, list],
+        *,
+        clock=None,
+        outer_order_and_limit: bool = True,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[tuple[str, ...], list[tuple]]:
         """(output names, output rows) of the whole input. ``clock``: the end-of-input time for a query
         with WITHIN and no session timeout (default: the input's largest event time; Spark passes the
         whole DataFrame's, each task holding only part of it)."""
@@ -139,7 +151,9 @@ class Replay:
             found = ids.get(tag)
             if found is None:
                 number, first, first_time = tag
-                found = ids[tag] = match_id(engine.query_fp, key, start_us, -1 if number is None else number, first, first_time)
+                found = ids[tag] = match_id(
+                    engine.query_fp, key, start_us, -1 if number is None else number, first, first_time
+                )
             out.append(tuple(row) + (found,))
         return out
 

@@ -48,7 +48,7 @@ COMPRESS_ABOVE = 2048
 _ZLIB = 1
 
 _EPOCH = _dt.datetime(1970, 1, 1)
-_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _PLAIN = frozenset({int, float, str, bool, type(None), bytes})
 
 T_DATETIME, T_DATE, T_DECIMAL, T_TUPLE, T_TIMEDELTA, T_AWARE, T_DATETIMES = 1, 2, 3, 4, 5, 6, 7
@@ -121,7 +121,15 @@ def pack(value: Any) -> Any:
         if value != value or kind.__name__ in ("NaTType", "NAType"):  # NaT, NA
             return None
     if isinstance(value, (int, float, str, bytes)):  # subclasses (numpy float64, str enums, ...)
-        base = int if isinstance(value, int) else float if isinstance(value, float) else str if isinstance(value, str) else bytes
+        base = (
+            int
+            if isinstance(value, int)
+            else float
+            if isinstance(value, float)
+            else str
+            if isinstance(value, str)
+            else bytes
+        )
         return base(value)
     if isinstance(value, (list, tuple)):
         return [pack(v) for v in value]
@@ -174,7 +182,9 @@ def encode(state: Any, compress: bool = True) -> bytes:
 def decode(blob: bytes) -> Any:
     blob = bytes(blob)
     if blob[:4] != MAGIC or len(blob) < 6:
-        raise CepRuntimeError("streaming state is not in cep's CEPS format (a checkpoint from another program?)", code="E0481")
+        raise CepRuntimeError(
+            "streaming state is not in cep's CEPS format (a checkpoint from another program?)", code="E0481"
+        )
     version, flags = blob[4], blob[5]
     if version != VERSION:
         raise CepRuntimeError(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
@@ -46,7 +47,7 @@ def iso_utc(value: Any) -> str | None:
         value = value.to_pydatetime()
     if isinstance(value, _dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(_dt.UTC).replace(tzinfo=None)
         return value.isoformat() + "Z"
     return str(value)
 

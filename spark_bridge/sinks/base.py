@@ -12,14 +12,27 @@ import os
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from cep.grammar.errors import CepRuntimeError
 
-__all__ = ["AlertSink", "Attempt", "Delivery", "DeliveryAbandoned", "DeliveryError", "RetryPolicy", "CepSinkError",
-           "DAMAGED_SUFFIX", "atomic_write", "intact_items", "intact_value", "not_committed", "set_aside",
-           "with_retries"]
+__all__ = [
+    "AlertSink",
+    "Attempt",
+    "Delivery",
+    "DeliveryAbandoned",
+    "DeliveryError",
+    "RetryPolicy",
+    "CepSinkError",
+    "DAMAGED_SUFFIX",
+    "atomic_write",
+    "intact_items",
+    "intact_value",
+    "not_committed",
+    "set_aside",
+    "with_retries",
+]
 
 # A bookkeeping file that cannot be read is renamed with this suffix, never deleted: the readers skip it
 # (they read ``*.json``), and whoever investigates finds the bytes as they were.
@@ -41,8 +54,10 @@ class DeliveryAbandoned(Exception):
 
 def not_committed(batch_id: int | None) -> str:
     which = "the micro-batch" if batch_id is None else f"micro-batch {batch_id}"
-    return (f"{which} is kept (in the sink's outbox, or uncommitted in Spark's checkpoint) and delivered again, "
-            "after a backoff or a restart (once per match: idempotent by match_id)")
+    return (
+        f"{which} is kept (in the sink's outbox, or uncommitted in Spark's checkpoint) and delivered again, "
+        "after a backoff or a restart (once per match: idempotent by match_id)"
+    )
 
 
 @dataclass(frozen=True)
@@ -67,8 +82,9 @@ class RetryPolicy:
         return min(self.max_backoff, self.backoff * (2**attempt))
 
 
-def with_retries(sink: "AlertSink", write: Callable[[], None], transient: Callable[[BaseException], bool],
-                  batch_id: int) -> int:
+def with_retries(
+    sink: AlertSink, write: Callable[[], None], transient: Callable[[BaseException], bool], batch_id: int
+) -> int:
     """Run ``write`` (one transaction) until it succeeds; returns the retries it took.
 
     A transient failure is retried within ``sink.retry``; any failure left is raised as a ``CepSinkError``
@@ -81,9 +97,13 @@ def with_retries(sink: "AlertSink", write: Callable[[], None], transient: Callab
             write()
             return attempt
         except Exception as exc:  # noqa: BLE001 - every failure becomes a CepSinkError naming the sink
-            error = sink.redact(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")  # PostgreSQL adds the statement below
+            error = sink.redact(
+                f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            )  # PostgreSQL adds the statement below
             if not transient(exc):
-                raise CepSinkError(f"{error} (not retried); {not_committed(batch_id)}", filename=sink.describe()) from exc
+                raise CepSinkError(
+                    f"{error} (not retried); {not_committed(batch_id)}", filename=sink.describe()
+                ) from exc
             elapsed = sink.clock() - started
             wait = policy.delay(attempt)
             if attempt + 1 == policy.max_attempts or elapsed + wait > policy.budget:
@@ -237,7 +257,7 @@ def intact_value(text: str, key: str):
     if at < 0:
         return None
     try:
-        return json.JSONDecoder().raw_decode(text[at + 1:].lstrip())[0]
+        return json.JSONDecoder().raw_decode(text[at + 1 :].lstrip())[0]
     except ValueError:
         return None
 

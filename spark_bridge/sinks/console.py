@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from cep.spark_bridge.sinks.alerts import alert_payload
 from cep.spark_bridge.sinks.base import AlertSink, Delivery
@@ -28,12 +29,20 @@ class ConsoleSink(AlertSink):
         key = payload.get("partition_key") or {}
         key_text = " ".join(f"{k}={_short(v)}" for k, v in key.items()) if isinstance(key, dict) else str(key)
         measures = payload.get("measures") or {}
-        measure_text = ", ".join(f"{k}={_short(v)}" for k, v in measures.items()) if isinstance(measures, dict) else str(measures)
+        measure_text = (
+            ", ".join(f"{k}={_short(v)}" for k, v in measures.items()) if isinstance(measures, dict) else str(measures)
+        )
         first = _clock(alert.get("first_event_time"))
         last = _clock(alert.get("last_event_time"))
         span = first if first == last else f"{first} .. {last}"
-        parts = [f"ALERT {payload['rule_id']}", payload.get("match_status") or "", key_text, span, measure_text,
-                 f"[{(payload.get('match_id') or '')[:12]}]"]
+        parts = [
+            f"ALERT {payload['rule_id']}",
+            payload.get("match_status") or "",
+            key_text,
+            span,
+            measure_text,
+            f"[{(payload.get('match_id') or '')[:12]}]",
+        ]
         return visible("  ".join(p for p in parts if p))  # data never repaints the terminal
 
     def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
@@ -57,5 +66,9 @@ def _clock(value: Any) -> str:
     if hasattr(value, "to_pydatetime"):
         value = value.to_pydatetime()
     if isinstance(value, _dt.datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S") + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "") + "Z"
+        return (
+            value.strftime("%Y-%m-%d %H:%M:%S")
+            + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
+            + "Z"
+        )
     return str(value)

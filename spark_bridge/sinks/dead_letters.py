@@ -27,8 +27,8 @@ import os
 import re
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Sequence
 
 from cep.spark_bridge.sinks.base import DAMAGED_SUFFIX, atomic_write, intact_items, intact_value, set_aside
 
@@ -45,7 +45,7 @@ def _now() -> float:
 
 
 def _iso(epoch: float) -> str:
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return _dt.datetime.fromtimestamp(epoch, _dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _epoch(text: str | None, default: float) -> float:
@@ -94,11 +94,20 @@ class DeadLetter:
 
     def record(self, sink_label: str | None = None) -> dict:
         return {
-            "format": LETTER_FORMAT, "sink": self.sink, "sink_label": sink_label, "idempotency_key": self.key,
-            "batch_id": self.batch_id, "alerts": list(self.alerts), "attempts": self.attempts,
-            "error": self.error, "errors": list(self.errors[-20:]), "refused": self.refused,
-            "first_failed_at": _iso(self.first_failed_at), "failed_at": _iso(self.failed_at),
-            "next_attempt_at": _iso(self.next_attempt_at), "redeliveries": self.redeliveries,
+            "format": LETTER_FORMAT,
+            "sink": self.sink,
+            "sink_label": sink_label,
+            "idempotency_key": self.key,
+            "batch_id": self.batch_id,
+            "alerts": list(self.alerts),
+            "attempts": self.attempts,
+            "error": self.error,
+            "errors": list(self.errors[-20:]),
+            "refused": self.refused,
+            "first_failed_at": _iso(self.first_failed_at),
+            "failed_at": _iso(self.failed_at),
+            "next_attempt_at": _iso(self.next_attempt_at),
+            "redeliveries": self.redeliveries,
         }
 
 
@@ -118,21 +127,35 @@ def read_letter(path: str) -> DeadLetter | None:
         alerts = (record.get("body") or {}).get("alerts") or []
     failed = _epoch(record.get("failed_at"), written)
     return DeadLetter(
-        path=path, key=str(record["idempotency_key"]), alerts=tuple(alerts), errors=tuple(record.get("errors") or ()),
-        attempts=int(record.get("attempts") or 0), batch_id=record.get("batch_id"),
-        first_failed_at=_epoch(record.get("first_failed_at"), failed), failed_at=failed,
+        path=path,
+        key=str(record["idempotency_key"]),
+        alerts=tuple(alerts),
+        errors=tuple(record.get("errors") or ()),
+        attempts=int(record.get("attempts") or 0),
+        batch_id=record.get("batch_id"),
+        first_failed_at=_epoch(record.get("first_failed_at"), failed),
+        failed_at=failed,
         next_attempt_at=_epoch(record.get("next_attempt_at"), failed + REDELIVER_FIRST_S),
         refused=bool(record.get("refused", "not retried" in str(record.get("error", "")))),
-        redeliveries=int(record.get("redeliveries") or 0), sink=record.get("sink"), sink_label=record.get("sink_label"),
+        redeliveries=int(record.get("redeliveries") or 0),
+        sink=record.get("sink"),
+        sink_label=record.get("sink_label"),
     )
 
 
 class DeadLetterBox:
     """The dead letters of one sink, in ``directory``; every write is whole or not at all (``atomic_write``)."""
 
-    def __init__(self, directory: str, *, sink: str | None = None, sink_label: str | None = None,
-                 first_wait: float = REDELIVER_FIRST_S, max_wait: float = REDELIVER_MAX_S,
-                 on_damage: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str,
+        *,
+        sink: str | None = None,
+        sink_label: str | None = None,
+        first_wait: float = REDELIVER_FIRST_S,
+        max_wait: float = REDELIVER_MAX_S,
+        on_damage: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.directory = os.path.abspath(directory)
         self.sink = sink
         self.sink_label = sink_label
@@ -145,17 +168,32 @@ class DeadLetterBox:
         atomic_write(letter.path, json.dumps(letter.record(self.sink_label), ensure_ascii=False, indent=1))
         return letter
 
-    def put(self, key: str, alerts: Sequence[dict], errors: Sequence[str], *, batch_id: int | None,
-            refused: bool = False, attempts: int | None = None) -> DeadLetter:
+    def put(
+        self,
+        key: str,
+        alerts: Sequence[dict],
+        errors: Sequence[str],
+        *,
+        batch_id: int | None,
+        refused: bool = False,
+        attempts: int | None = None,
+    ) -> DeadLetter:
         """Keep a request that failed (``OSError`` if it cannot be written: the caller must not drop it)."""
         now = _now()
         path = os.path.join(self.directory, _file_name(key))
         old = read_letter(path) if os.path.exists(path) else None
         letter = DeadLetter(
-            path=path, key=key, alerts=tuple(alerts), errors=tuple(errors),
-            attempts=attempts if attempts is not None else len(errors), batch_id=batch_id,
-            first_failed_at=old.first_failed_at if old else now, failed_at=now,
-            next_attempt_at=now + self.first_wait, refused=refused, sink=self.sink,
+            path=path,
+            key=key,
+            alerts=tuple(alerts),
+            errors=tuple(errors),
+            attempts=attempts if attempts is not None else len(errors),
+            batch_id=batch_id,
+            first_failed_at=old.first_failed_at if old else now,
+            failed_at=now,
+            next_attempt_at=now + self.first_wait,
+            refused=refused,
+            sink=self.sink,
         )
         return self._write(letter)
 
@@ -184,7 +222,7 @@ class DeadLetterBox:
         except FileNotFoundError:
             return None
         key = intact_value(text, "idempotency_key")
-        key = key if isinstance(key, str) and key else os.path.basename(path)[:-len(".json")]
+        key = key if isinstance(key, str) and key else os.path.basename(path)[: -len(".json")]
         alerts = [a for a in intact_items(text, "alerts") if isinstance(a, dict)]
         batch_id = intact_value(text, "batch_id")
         aside = set_aside(path)
@@ -192,11 +230,18 @@ class DeadLetterBox:
             return read_letter(path)
         letter = None
         if alerts:
-            letter = self.put(key, alerts, [f"rebuilt from the damaged letter {aside}"],
-                              batch_id=batch_id if isinstance(batch_id, int) else None)
+            letter = self.put(
+                key,
+                alerts,
+                [f"rebuilt from the damaged letter {aside}"],
+                batch_id=batch_id if isinstance(batch_id, int) else None,
+            )
         if self.on_damage is not None:
-            kept = f"its {len(alerts)} readable alert(s) wait in a new letter" if alerts \
+            kept = (
+                f"its {len(alerts)} readable alert(s) wait in a new letter"
+                if alerts
                 else "no alert in it could be read"
+            )
             self.on_damage(f"dead letter {path} is damaged: set aside as {aside}; {kept}", aside)
         return letter
 
@@ -223,9 +268,17 @@ class DeadLetterBox:
     def failed_again(self, letter: DeadLetter, error: str, *, refused: bool = False) -> DeadLetter:
         now = _now()
         wait = min(self.max_wait, self.first_wait * 2 ** (letter.redeliveries + 1))
-        return self._write(replace(letter, errors=(*letter.errors, error)[-20:], attempts=letter.attempts + 1,
-                                   failed_at=now, next_attempt_at=now + wait, refused=refused or letter.refused,
-                                   redeliveries=letter.redeliveries + 1))
+        return self._write(
+            replace(
+                letter,
+                errors=(*letter.errors, error)[-20:],
+                attempts=letter.attempts + 1,
+                failed_at=now,
+                next_attempt_at=now + wait,
+                refused=refused or letter.refused,
+                redeliveries=letter.redeliveries + 1,
+            )
+        )
 
     def remove(self, letter: DeadLetter) -> None:
         try:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS
 from cep.spark_bridge.sinks.base import AlertSink, Delivery, with_retries
@@ -58,8 +59,9 @@ def write_once(path: str, table: Any, app_id: str, version: int, *, partition_by
     if done is not None and done >= version:
         return False
     commit = deltalake.CommitProperties(app_transactions=[deltalake.Transaction(app_id=app_id, version=version)])
-    deltalake.write_deltalake(path, table, mode="append", partition_by=list(partition_by) if partition_by else None,
-                              commit_properties=commit)
+    deltalake.write_deltalake(
+        path, table, mode="append", partition_by=list(partition_by) if partition_by else None, commit_properties=commit
+    )
     return True
 
 
@@ -88,7 +90,7 @@ def _naive(value: Any) -> Any:
     if hasattr(value, "to_pydatetime"):
         value = value.to_pydatetime()
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
     return value
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from cep.spark_bridge.sinks.alerts import FILE_FORMATS
 from cep.spark_bridge.sinks.base import AlertSink, Delivery, DeliveryError
@@ -15,15 +15,21 @@ from cep.spark_bridge.sinks.sql import PostgresSink, SQLiteSink
 from cep.spark_bridge.sinks.webhook import WebhookSink
 from cep.spark_bridge.spark.delta import is_delta
 
-
 # The sinks ``cep stream --sink KIND ARG`` names, and what ARG is (None: the sink takes none). A new sink
 # is a line here and its branch in ``make_sink``; the command reads its choices and messages from here.
 SINK_ARGUMENTS: dict[str, str | None] = {"console": None, "webhook": "URL", "sqlite": "PATH", "postgres": "URL"}
 SINK_SYNONYMS = {"postgresql": "postgres"}
 # ``--sink json|parquet|csv``: the format of the files of alerts in --output (sinks/file.py), no argument.
 FILE_SINKS = FILE_FORMATS
-SINKS_HELP = ", ".join([*(f"{kind} {arg}" if arg else kind for kind, arg in SINK_ARGUMENTS.items()), *FILE_SINKS,
-                        "delta:PATH", "kafka://HOST:PORT/TOPIC", f"{EXACTLY_ONCE_SCHEME}://HOST:PORT/TOPIC"])
+SINKS_HELP = ", ".join(
+    [
+        *(f"{kind} {arg}" if arg else kind for kind, arg in SINK_ARGUMENTS.items()),
+        *FILE_SINKS,
+        "delta:PATH",
+        "kafka://HOST:PORT/TOPIC",
+        f"{EXACTLY_ONCE_SCHEME}://HOST:PORT/TOPIC",
+    ]
+)
 
 
 def sink_kind(kind: str) -> str | None:
@@ -60,8 +66,14 @@ def deliver_batch(alerts: Sequence[dict], batch_id: int, sinks: Sequence[AlertSi
     return reports
 
 
-def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | None = None,
-              state_dir: str | None = None, **options) -> AlertSink:
+def make_sink(
+    kind: str,
+    argument: str | None = None,
+    *,
+    dead_letter_dir: str | None = None,
+    state_dir: str | None = None,
+    **options,
+) -> AlertSink:
     """An alert sink from its command-line spelling: console | webhook URL | sqlite PATH | postgres URL |
     kafka://HOST:PORT/TOPIC | kafka-exactly-once://HOST:PORT/TOPIC (its transactional id kept in ``state_dir``) |
     delta:PATH (its application id kept in ``state_dir``).
@@ -90,7 +102,9 @@ def make_sink(kind: str, argument: str | None = None, *, dead_letter_dir: str | 
         if dead_letter_dir is None:
             raise ValueError("a webhook sink needs a dead-letter directory")
         check_url(argument)
-        sink = WebhookSink(argument, dead_letter_dir=os.path.join(dead_letter_dir, url_key("webhook", argument)), **options)
+        sink = WebhookSink(
+            argument, dead_letter_dir=os.path.join(dead_letter_dir, url_key("webhook", argument)), **options
+        )
         sink.dead_letters.adopt(dead_letter_dir, argument)  # letters of the first format, at the top
         return sink
     if kind == "sqlite":

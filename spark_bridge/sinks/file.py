@@ -28,8 +28,15 @@ class FileSink:
         delivery query) knows from its first look that only committed files count."""
         os.makedirs(os.path.join(self.path, "_spark_metadata"), exist_ok=True)
 
-    def start(self, df: "DataFrame", *, checkpoint: str, trigger: str | None = None, available_now: bool = False,
-              query_name: str | None = None):
+    def start(
+        self,
+        df: DataFrame,
+        *,
+        checkpoint: str,
+        trigger: str | None = None,
+        available_now: bool = False,
+        query_name: str | None = None,
+    ):
         self.prepare()
         writer = df.writeStream.format(self.format).outputMode("append").option("path", self.path)
         writer = writer.option("checkpointLocation", checkpoint)
@@ -43,7 +50,7 @@ class FileSink:
             writer = writer.trigger(processingTime=trigger)
         return writer.start()
 
-    def commit(self, batch_id: int, df: "DataFrame") -> None:
+    def commit(self, batch_id: int, df: DataFrame) -> None:
         """Write ``df`` as micro-batch ``batch_id`` of a query that hands its batches to ``foreachBatch``,
         with the guarantee of ``start``: this is Spark's own file sink (``FileStreamSink``, through the
         JVM), which writes the files, then records the batch in ``path/_spark_metadata``, and skips a
@@ -54,11 +61,15 @@ class FileSink:
         spark = df.sparkSession  # the session foreachBatch hands over
         jvm = spark._jvm
         formats = jvm.org.apache.spark.sql.execution.datasources
-        file_format = {"json": formats.json.JsonFileFormat, "parquet": formats.parquet.ParquetFileFormat,
-                       "csv": formats.csv.CSVFileFormat}[self.format]()
+        file_format = {
+            "json": formats.json.JsonFileFormat,
+            "parquet": formats.parquet.ParquetFileFormat,
+            "csv": formats.csv.CSVFileFormat,
+        }[self.format]()
         options = {"header": "true"} if self.format == "csv" else {}
         sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
-            spark._jsparkSession, self.path, file_format, jvm.PythonUtils.toSeq([]), jvm.PythonUtils.toScalaMap(options))
+            spark._jsparkSession, self.path, file_format, jvm.PythonUtils.toSeq([]), jvm.PythonUtils.toScalaMap(options)
+        )
         sink.addBatch(batch_id, df._jdf)  # reads the log from disk: skips batch_id if committed
 
     def _reader(self, reader):
@@ -67,10 +78,10 @@ class FileSink:
             reader = reader.option("header", True)
         return reader.format(self.format)
 
-    def read(self, spark: "SparkSession") -> "DataFrame":
+    def read(self, spark: SparkSession) -> DataFrame:
         """Everything committed so far (through ``_spark_metadata``: no orphan files of a killed batch)."""
         return self._reader(spark.read).load(self.path)
 
-    def read_stream(self, spark: "SparkSession") -> "DataFrame":
+    def read_stream(self, spark: SparkSession) -> DataFrame:
         """The committed alerts as a stream (what the delivery query reads)."""
         return self._reader(spark.readStream).load(self.path)

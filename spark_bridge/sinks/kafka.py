@@ -48,7 +48,8 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cep.spark_bridge.sinks.alerts import alert_payload
 from cep.spark_bridge.sinks.base import AlertSink, CepSinkError, Delivery, not_committed
@@ -99,8 +100,12 @@ class BrokerLog:
             else:
                 self.quiet += 1
         if first:
-            log.warning("kafka sink %s: the brokers do not answer (%s); its alerts wait in its outbox; "
-                        "one line when they answer again", self.describe, message)
+            log.warning(
+                "kafka sink %s: the brokers do not answer (%s); its alerts wait in its outbox; "
+                "one line when they answer again",
+                self.describe,
+                message,
+            )
         else:
             log.debug(message)
 
@@ -109,8 +114,12 @@ class BrokerLog:
             since, quiet = self.outage_since, self.quiet
             self.outage_since, self.quiet = None, 0
         if since is not None:
-            log.warning("kafka sink %s: the brokers answer again after %ds (%d more error lines at debug level)",
-                        self.describe, int(time.monotonic() - since), quiet)
+            log.warning(
+                "kafka sink %s: the brokers answer again after %ds (%d more error lines at debug level)",
+                self.describe,
+                int(time.monotonic() - since),
+                quiet,
+            )
 
 
 def is_kafka_sink(spec: str) -> bool:
@@ -135,10 +144,14 @@ def alert_message(alert: Mapping[str, Any]) -> dict:
         emitted = emitted.to_pydatetime()
     timestamp = None
     if isinstance(emitted, _dt.datetime):
-        aware = emitted if emitted.tzinfo is not None else emitted.replace(tzinfo=_dt.timezone.utc)
+        aware = emitted if emitted.tzinfo is not None else emitted.replace(tzinfo=_dt.UTC)
         timestamp = int(aware.timestamp() * 1000)
-    headers = [("cep-rule-id", payload.get("rule_id")), ("cep-rule-version", payload.get("rule_version")),
-               ("cep-match-status", payload.get("match_status")), ("content-type", "application/json")]
+    headers = [
+        ("cep-rule-id", payload.get("rule_id")),
+        ("cep-rule-version", payload.get("rule_version")),
+        ("cep-match-status", payload.get("match_status")),
+        ("content-type", "application/json"),
+    ]
     return {
         "key": (payload.get("match_id") or "").encode("utf-8"),
         "value": json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
@@ -174,8 +187,15 @@ class KafkaSink(AlertSink):
     name = "kafka"
     scheme = SCHEME
 
-    def __init__(self, url: str, *, settings: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S,
-                 check: bool = True, check_timeout: float = CHECK_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        settings: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        check: bool = True,
+        check_timeout: float = CHECK_TIMEOUT_S,
+    ) -> None:
         self.url = url
         self.check_timeout = check_timeout
         address = parse_kafka_url(url, scheme=self.scheme)
@@ -207,8 +227,15 @@ class KafkaSink(AlertSink):
 
     def _client_config(self) -> dict:
         """The settings a metadata client or consumer takes (no producer-only ones)."""
-        producer_only = {"acks", "enable.idempotence", "partitioner", "linger.ms", "message.timeout.ms",
-                         "transactional.id", "transaction.timeout.ms"}
+        producer_only = {
+            "acks",
+            "enable.idempotence",
+            "partitioner",
+            "linger.ms",
+            "message.timeout.ms",
+            "transactional.id",
+            "transaction.timeout.ms",
+        }
         return {k: v for k, v in self.config.items() if k not in producer_only}
 
     def _topics(self, names: Sequence[str]) -> dict[str, Any]:
@@ -218,9 +245,12 @@ class KafkaSink(AlertSink):
         try:
             meta = admin.list_topics(timeout=self.check_timeout)
         except kafka.KafkaException as exc:
-            raise CepKafkaError(f"cannot reach the Kafka brokers at {self.address.bootstrap} within {self.check_timeout:g} s "
-                                f"({exc.args[0].str() if exc.args else exc}); is the broker running, and is the address right?",
-                                code="E0491", filename=self.describe()) from None
+            raise CepKafkaError(
+                f"cannot reach the Kafka brokers at {self.address.bootstrap} within {self.check_timeout:g} s "
+                f"({exc.args[0].str() if exc.args else exc}); is the broker running, and is the address right?",
+                code="E0491",
+                filename=self.describe(),
+            ) from None
         found = {}
         for name in names:
             topic = meta.topics.get(name)
@@ -230,8 +260,12 @@ class KafkaSink(AlertSink):
     def check(self) -> None:
         """The alert topic exists (auto-creation is off on most clusters, and a producer would wait 60 s)."""
         if self._topics([self.topic])[self.topic] is None:
-            raise CepKafkaError(f"topic {self.topic!r} does not exist on {self.address.bootstrap}; create it first "
-                                "(kafka-topics.sh --create, or make kafka TOPICS=...)", code="E0490", filename=self.describe())
+            raise CepKafkaError(
+                f"topic {self.topic!r} does not exist on {self.address.bootstrap}; create it first "
+                "(kafka-topics.sh --create, or make kafka TOPICS=...)",
+                code="E0490",
+                filename=self.describe(),
+            )
 
     def producer(self):
         if self._producer is None:
@@ -245,7 +279,12 @@ class KafkaSink(AlertSink):
             if err is not None:
                 failures.append(err.str())
 
-        kwargs = {"key": message["key"], "value": message["value"], "headers": message["headers"], "on_delivery": report}
+        kwargs = {
+            "key": message["key"],
+            "value": message["value"],
+            "headers": message["headers"],
+            "on_delivery": report,
+        }
         if message["timestamp"] is not None:
             kwargs["timestamp"] = message["timestamp"]
         while True:
@@ -267,8 +306,10 @@ class KafkaSink(AlertSink):
             missing = left + len(failures)
             raise CepSinkError(
                 f"{missing} of {len(alerts)} alerts not acknowledged by {self.address.bootstrap} within {self.timeout:g} s"
-                + (f" ({failures[0]})" if failures else "") + f"; {not_committed(batch_id)}",
-                filename=self.describe())
+                + (f" ({failures[0]})" if failures else "")
+                + f"; {not_committed(batch_id)}",
+                filename=self.describe(),
+            )
         for alert in alerts:
             report.delivered[alert["rule_id"]] += 1
         self.broker_log.answered()
@@ -290,8 +331,11 @@ def stable_transactional_id(state_dir: str, describe: str, *, kind: str = "kafka
     os.makedirs(state_dir, exist_ok=True)
     digest = hashlib.sha256(describe.encode("utf-8")).hexdigest()[:12]
     path = os.path.join(state_dir, f"{kind}-{digest}.json")
-    record = {"transactional_id": f"cep-{uuid.uuid4().hex[:20]}", "sink": describe,
-              "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat()}
+    record = {
+        "transactional_id": f"cep-{uuid.uuid4().hex[:20]}",
+        "sink": describe,
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(),
+    }
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
@@ -316,13 +360,23 @@ class KafkaExactlyOnceSink(KafkaSink):
     name = "kafka-exactly-once"
     scheme = EXACTLY_ONCE_SCHEME
 
-    def __init__(self, url: str, *, transactional_id: str | None = None, state_dir: str | None = None,
-                 settings: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S, check: bool = True,
-                 check_timeout: float = CHECK_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        transactional_id: str | None = None,
+        state_dir: str | None = None,
+        settings: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        check: bool = True,
+        check_timeout: float = CHECK_TIMEOUT_S,
+    ) -> None:
         super().__init__(url, settings=settings, timeout=timeout, check=False, check_timeout=check_timeout)
         if transactional_id is None:
             if state_dir is None:
-                raise ValueError(f"{url}: the exactly-once Kafka sink needs a transactional_id or a state_dir to keep one in")
+                raise ValueError(
+                    f"{url}: the exactly-once Kafka sink needs a transactional_id or a state_dir to keep one in"
+                )
             transactional_id = stable_transactional_id(state_dir, self.describe())
         self.transactional_id = transactional_id
         self.control_topic = self.options.get("control_topic", DEFAULT_CONTROL_TOPIC)
@@ -343,8 +397,9 @@ class KafkaExactlyOnceSink(KafkaSink):
     def _create_control_topic(self) -> None:
         kafka = _kafka()
         admin = kafka.admin.AdminClient(self._client_config())
-        topic = kafka.admin.NewTopic(self.control_topic, num_partitions=1, replication_factor=-1,
-                                     config={"cleanup.policy": "compact"})
+        topic = kafka.admin.NewTopic(
+            self.control_topic, num_partitions=1, replication_factor=-1, config={"cleanup.policy": "compact"}
+        )
         try:
             admin.create_topics([topic], request_timeout=CHECK_TIMEOUT_S)[self.control_topic].result(CHECK_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - KafkaException, or a timeout
@@ -355,7 +410,9 @@ class KafkaExactlyOnceSink(KafkaSink):
                 f"the control topic {self.control_topic!r} (the record of committed micro-batches) does not exist on "
                 f"{self.address.bootstrap} and could not be created ({getattr(error, 'str', lambda: str(error))()}); create "
                 "it (one partition, cleanup.policy=compact) or name another with ?control_topic=NAME",
-                code="E0490", filename=self.describe()) from None
+                code="E0490",
+                filename=self.describe(),
+            ) from None
 
     def _start(self) -> None:
         """Fence any older producer with this id (aborting its open transaction), then find the last batch."""
@@ -364,18 +421,27 @@ class KafkaExactlyOnceSink(KafkaSink):
         try:
             producer.init_transactions(CHECK_TIMEOUT_S * 2)
         except kafka.KafkaException as exc:
-            raise CepSinkError(f"cannot start transactions on {self.address.bootstrap} "
-                               f"({exc.args[0].str() if exc.args else exc}); the micro-batch is not committed and comes again",
-                               filename=self.describe()) from None
+            raise CepSinkError(
+                f"cannot start transactions on {self.address.bootstrap} "
+                f"({exc.args[0].str() if exc.args else exc}); the micro-batch is not committed and comes again",
+                filename=self.describe(),
+            ) from None
         self._producer = producer
         self.last_batch = self.last_committed_batch()
 
     def last_committed_batch(self) -> int | None:
         """The highest micro-batch id this sink committed (the control topic, ``read_committed``), or None."""
         kafka = _kafka()
-        consumer = kafka.Consumer({**self._client_config(), "group.id": f"{self.transactional_id}-control-reader",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed",
-                                   "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        consumer = kafka.Consumer(
+            {
+                **self._client_config(),
+                "group.id": f"{self.transactional_id}-control-reader",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            }
+        )
         key = self.transactional_id.encode("utf-8")
         last: int | None = None
         try:
@@ -386,9 +452,11 @@ class KafkaExactlyOnceSink(KafkaSink):
             deadline = time.monotonic() + CHECK_TIMEOUT_S * 2
             while len(done) < len(partitions):
                 if time.monotonic() > deadline:
-                    raise CepSinkError(f"could not read the control topic {self.control_topic!r} to its end in "
-                                       f"{CHECK_TIMEOUT_S * 2:g} s; the micro-batch is not committed and comes again",
-                                       filename=self.describe())
+                    raise CepSinkError(
+                        f"could not read the control topic {self.control_topic!r} to its end in "
+                        f"{CHECK_TIMEOUT_S * 2:g} s; the micro-batch is not committed and comes again",
+                        filename=self.describe(),
+                    )
                 msg = consumer.poll(0.5)
                 if msg is None:
                     continue
@@ -396,8 +464,10 @@ class KafkaExactlyOnceSink(KafkaSink):
                     if msg.error().code() == kafka.KafkaError._PARTITION_EOF:
                         done.add(msg.partition())
                         continue
-                    raise CepSinkError(f"reading the control topic {self.control_topic!r}: {msg.error().str()}",
-                                       filename=self.describe())
+                    raise CepSinkError(
+                        f"reading the control topic {self.control_topic!r}: {msg.error().str()}",
+                        filename=self.describe(),
+                    )
                 done.discard(msg.partition())
                 if msg.key() == key and msg.value():
                     batch = json.loads(msg.value())["batch_id"]
@@ -412,7 +482,9 @@ class KafkaExactlyOnceSink(KafkaSink):
             self._start()
         if self.last_batch is not None and batch_id <= self.last_batch:
             self.skipped.append(batch_id)
-            log.info("%s: micro-batch %s was committed before (last %s): skipped", self.describe(), batch_id, self.last_batch)
+            log.info(
+                "%s: micro-batch %s was committed before (last %s): skipped", self.describe(), batch_id, self.last_batch
+            )
             # Its alerts are on the topic, committed by a run whose record of it a crash lost: they count as
             # delivered now (the status counts each micro-batch's record once, by its name, so never twice).
             for alert in alerts:
@@ -426,21 +498,37 @@ class KafkaExactlyOnceSink(KafkaSink):
             for alert in alerts:
                 self._send(producer, self.topic, alert_message(alert), failures)
                 producer.poll(0)
-            control = {"batch_id": batch_id, "alerts": len(alerts), "topic": self.topic,
-                       "committed_at": _dt.datetime.now(_dt.timezone.utc).isoformat()}
-            self._send(producer, self.control_topic, {"key": self.transactional_id.encode("utf-8"),
-                                                      "value": json.dumps(control).encode("utf-8"), "headers": [],
-                                                      "timestamp": None}, failures)
+            control = {
+                "batch_id": batch_id,
+                "alerts": len(alerts),
+                "topic": self.topic,
+                "committed_at": _dt.datetime.now(_dt.UTC).isoformat(),
+            }
+            self._send(
+                producer,
+                self.control_topic,
+                {
+                    "key": self.transactional_id.encode("utf-8"),
+                    "value": json.dumps(control).encode("utf-8"),
+                    "headers": [],
+                    "timestamp": None,
+                },
+                failures,
+            )
             producer.commit_transaction(self.timeout)
         except kafka.KafkaException as exc:
             error = exc.args[0] if exc.args else None
             self._abandon(producer, error)
-            raise CepSinkError(f"the transaction of micro-batch {batch_id} ({len(alerts)} alerts) failed: "
-                               f"{error.str() if error is not None else exc}; nothing of it is visible to read_committed "
-                               f"consumers, and {not_committed(batch_id)}", filename=self.describe()) from None
+            raise CepSinkError(
+                f"the transaction of micro-batch {batch_id} ({len(alerts)} alerts) failed: "
+                f"{error.str() if error is not None else exc}; nothing of it is visible to read_committed "
+                f"consumers, and {not_committed(batch_id)}",
+                filename=self.describe(),
+            ) from None
         if failures:  # commit_transaction succeeds only when every message was delivered; kept as a guard
-            raise CepSinkError(f"{len(failures)} messages of micro-batch {batch_id} failed ({failures[0]})",
-                               filename=self.describe())
+            raise CepSinkError(
+                f"{len(failures)} messages of micro-batch {batch_id} failed ({failures[0]})", filename=self.describe()
+            )
         self.last_batch = batch_id
         for alert in alerts:
             report.delivered[alert["rule_id"]] += 1

@@ -31,12 +31,19 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES
-from cep.spark_bridge.sinks.base import (DAMAGED_SUFFIX, AlertSink, Delivery, DeliveryAbandoned, atomic_write,
-                                         intact_items, set_aside)
+from cep.spark_bridge.sinks.base import (
+    DAMAGED_SUFFIX,
+    AlertSink,
+    Delivery,
+    DeliveryAbandoned,
+    atomic_write,
+    intact_items,
+    set_aside,
+)
 from cep.spark_bridge.sinks.dead_letters import read_letter
 from cep.spark_bridge.sinks.safe_text import file_safe
 
@@ -49,7 +56,7 @@ IDLE_WAIT_S = 1.0
 
 
 def _now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _to_json(alert: dict) -> dict:
@@ -138,10 +145,16 @@ class Outbox:
             return self.load(sink, batch_id)
         if alerts:
             self.put(sink, batch_id, alerts)
-        lost = f"; {expected - len(alerts)} could not be read (they are in the alert output)" \
-            if expected is not None and expected > len(alerts) else ""
-        self.on_damage(f"outbox entry {path} is damaged ({type(exc).__name__}: {exc}): set aside as {aside}; "
-                       f"its {len(alerts)} readable alert(s) are delivered{lost}", aside)
+        lost = (
+            f"; {expected - len(alerts)} could not be read (they are in the alert output)"
+            if expected is not None and expected > len(alerts)
+            else ""
+        )
+        self.on_damage(
+            f"outbox entry {path} is damaged ({type(exc).__name__}: {exc}): set aside as {aside}; "
+            f"its {len(alerts)} readable alert(s) are delivered{lost}",
+            aside,
+        )
         return [_from_json(a) for a in alerts]
 
     def remove(self, sink: str, batch_id: int) -> None:
@@ -156,12 +169,18 @@ class Outbox:
 
     def damaged(self, sink: str) -> list[str]:
         folder = self._folder(sink)
-        return sorted(os.path.join(folder, n) for n in os.listdir(folder) if DAMAGED_SUFFIX in n) \
-            if os.path.isdir(folder) else []
+        return (
+            sorted(os.path.join(folder, n) for n in os.listdir(folder) if DAMAGED_SUFFIX in n)
+            if os.path.isdir(folder)
+            else []
+        )
 
     def sinks(self) -> list[str]:
-        return sorted(n for n in os.listdir(self.directory) if os.path.isdir(os.path.join(self.directory, n))) \
-            if os.path.isdir(self.directory) else []
+        return (
+            sorted(n for n in os.listdir(self.directory) if os.path.isdir(os.path.join(self.directory, n)))
+            if os.path.isdir(self.directory)
+            else []
+        )
 
 
 class Journal:
@@ -194,9 +213,12 @@ class Journal:
             problem = f"{type(exc).__name__}: {exc}"
         aside = set_aside(path)
         if aside is not None:
-            self.on_damage(f"journal record {path} is damaged ({problem}): set aside as {aside}; "
-                           "the work it recorded is done again where it can be (a delivery), or its counts are lost "
-                           "(a micro-batch's statistics)", aside)
+            self.on_damage(
+                f"journal record {path} is damaged ({problem}): set aside as {aside}; "
+                "the work it recorded is done again where it can be (a delivery), or its counts are lost "
+                "(a micro-batch's statistics)",
+                aside,
+            )
         return None
 
     def pending(self) -> list[tuple[str, dict]]:
@@ -226,9 +248,17 @@ def redelivered_name(sink: str, stamp: str) -> str:
 
 
 def report_record(kind: str, sink: AlertSink, report: Delivery, **extra) -> dict:
-    return {"kind": kind, "sink": sink.key(), "label": sink.describe(), "time": _now_iso(),
-            "delivered": dict(report.delivered), "dead_lettered": dict(report.dead_lettered), "retries": report.retries,
-            "errors": [{"message": e.message, "rules": list(e.rules), "key": e.key} for e in report.errors], **extra}
+    return {
+        "kind": kind,
+        "sink": sink.key(),
+        "label": sink.describe(),
+        "time": _now_iso(),
+        "delivered": dict(report.delivered),
+        "dead_lettered": dict(report.dead_lettered),
+        "retries": report.retries,
+        "errors": [{"message": e.message, "rules": list(e.rules), "key": e.key} for e in report.errors],
+        **extra,
+    }
 
 
 @dataclass
@@ -251,7 +281,7 @@ class LaneState:
 
 
 class _Lane(threading.Thread):
-    def __init__(self, lanes: "DeliveryLanes", sink: AlertSink) -> None:
+    def __init__(self, lanes: DeliveryLanes, sink: AlertSink) -> None:
         super().__init__(name=f"cep-lane-{sink.key()}", daemon=True)
         self.lanes = lanes
         self.sink = sink
@@ -328,7 +358,9 @@ class _Lane(threading.Thread):
         self.streak += 1
         wait = min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2 ** (self.streak - 1))
         self.retry_at = time.monotonic() + wait
-        message = self.sink.redact(str(exc) if str(exc).startswith(self.sink.describe()) else f"{type(exc).__name__}: {exc}")
+        message = self.sink.redact(
+            str(exc) if str(exc).startswith(self.sink.describe()) else f"{type(exc).__name__}: {exc}"
+        )
         state = self.state
         state.failures += 1
         first = state.failing_since is None
@@ -337,15 +369,20 @@ class _Lane(threading.Thread):
         state.last_exception = exc
         waiting = self.lanes.outbox.entries(self.key)
         if first or self.streak in (2, 4, 8) or self.streak % 16 == 0:
-            self.lanes.event(f"sink {self.sink.describe()}: micro-batch {batch_id} not delivered ({message.splitlines()[0]}); "
-                             f"trying again in {wait:g}s; {len(waiting)} micro-batches ({sum(n for _, n in waiting)} alerts) "
-                             "wait for it, the other sinks go on", level="warning")
+            self.lanes.event(
+                f"sink {self.sink.describe()}: micro-batch {batch_id} not delivered ({message.splitlines()[0]}); "
+                f"trying again in {wait:g}s; {len(waiting)} micro-batches ({sum(n for _, n in waiting)} alerts) "
+                "wait for it, the other sinks go on",
+                level="warning",
+            )
 
     def _succeeded(self, batch_id: int, report: Delivery) -> None:
         state = self.state
         if state.failing_since is not None:
-            self.lanes.event(f"sink {self.sink.describe()} delivers again (micro-batch {batch_id}), "
-                             f"after {int(time.time() - state.failing_since)}s of failures")
+            self.lanes.event(
+                f"sink {self.sink.describe()} delivers again (micro-batch {batch_id}), "
+                f"after {int(time.time() - state.failing_since)}s of failures"
+            )
         state.failing_since, state.stuck_batch, state.last_exception = None, None, None
         state.last_success_at = time.time()
         self.streak, self.retry_at = 0, 0.0
@@ -368,17 +405,25 @@ class _Lane(threading.Thread):
             return
         self.outage_since, self.outage_dead = time.time(), dead
         error = report.errors[0] if report.errors else None
-        what = "?" if error is None else \
-            f"{error.key or '?'} (rules {', '.join(error.rules)}): {error.message.split(': ', 1)[-1]}"
-        self.lanes.event(f"sink {self.sink.describe()}: dead-lettered after its retries, {what}; the alerts that fail "
-                         "until the receiver answers again become dead letters too, redelivered then (one line when "
-                         "it does; each is in cep deliver)", level="warning")
+        what = (
+            "?"
+            if error is None
+            else f"{error.key or '?'} (rules {', '.join(error.rules)}): {error.message.split(': ', 1)[-1]}"
+        )
+        self.lanes.event(
+            f"sink {self.sink.describe()}: dead-lettered after its retries, {what}; the alerts that fail "
+            "until the receiver answers again become dead letters too, redelivered then (one line when "
+            "it does; each is in cep deliver)",
+            level="warning",
+        )
 
     def _outage_ended(self) -> None:
         if self.outage_since is None:
             return
-        self.lanes.event(f"sink {self.sink.describe()} answers again after {int(time.time() - self.outage_since)}s; "
-                         f"{self.outage_dead} alert(s) were dead-lettered meanwhile and are redelivered")
+        self.lanes.event(
+            f"sink {self.sink.describe()} answers again after {int(time.time() - self.outage_since)}s; "
+            f"{self.outage_dead} alert(s) were dead-lettered meanwhile and are redelivered"
+        )
         self.outage_since = None
 
     def _redeliver(self, box) -> bool:
@@ -399,8 +444,15 @@ class _Lane(threading.Thread):
                 tried += 1
                 attempt = self.sink.resend(letter)
                 if attempt.ok:
-                    record = {"kind": "redeliver", "sink": self.key, "label": self.sink.describe(), "time": _now_iso(),
-                              "delivered": dict(letter.rules), "letter": letter.path, "stamp": letter.stamp}
+                    record = {
+                        "kind": "redeliver",
+                        "sink": self.key,
+                        "label": self.sink.describe(),
+                        "time": _now_iso(),
+                        "delivered": dict(letter.rules),
+                        "letter": letter.path,
+                        "stamp": letter.stamp,
+                    }
                     self.lanes.journal.write(redelivered_name(self.key, letter.stamp), record)
                     box.remove(letter)
                     sent += 1
@@ -418,20 +470,29 @@ class _Lane(threading.Thread):
         if sent:
             self.probe_at, self.probe_wait = 0.0, 0.0
             self._outage_ended()
-            self.lanes.event(f"sink {self.sink.describe()}: redelivered {sent} dead letter(s); {waiting} waiting"
-                             + (f" ({refused} refused by the receiver: send them with cep deliver)" if refused else ""))
+            self.lanes.event(
+                f"sink {self.sink.describe()}: redelivered {sent} dead letter(s); {waiting} waiting"
+                + (f" ({refused} refused by the receiver: send them with cep deliver)" if refused else "")
+            )
         elif tried:
-            self.lanes.event(f"sink {self.sink.describe()}: the receiver still does not take dead letters "
-                             f"({self.state.last_error or 'failed'}); {waiting} waiting, next try in {self.probe_wait:g}s")
+            self.lanes.event(
+                f"sink {self.sink.describe()}: the receiver still does not take dead letters "
+                f"({self.state.last_error or 'failed'}); {waiting} waiting, next try in {self.probe_wait:g}s"
+            )
         return tried > 0
 
 
 class DeliveryLanes:
     """One lane per sink over ``outbox_dir``, recording into ``journal`` (see the module doc)."""
 
-    def __init__(self, sinks: Iterable[AlertSink], outbox_dir: str, journal: Journal,
-                 on_event: Callable[[str, str], None] | None = None,
-                 on_damage: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        sinks: Iterable[AlertSink],
+        outbox_dir: str,
+        journal: Journal,
+        on_event: Callable[[str, str], None] | None = None,
+        on_damage: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.sinks = list(sinks)
         self.on_event = on_event
         self.on_damage = on_damage or (lambda message, path: self.event(message, "warning"))
@@ -459,7 +520,7 @@ class DeliveryLanes:
                 self.outbox.put(sink.key(), batch_id, chosen)
                 self.lanes[sink.key()].wake.set()
 
-    def start(self) -> "DeliveryLanes":
+    def start(self) -> DeliveryLanes:
         for lane in self.lanes.values():
             if not lane.is_alive():
                 lane.start()
@@ -485,9 +546,14 @@ class DeliveryLanes:
             lane.wake.set()
         with self._idle:
             while True:
-                busy = [lane for lane in self.lanes.values()
-                        if lane.is_alive() and not (lane.state.idle and (lane.state.failing_since is not None
-                                                                         or not self.outbox.entries(lane.key)))]
+                busy = [
+                    lane
+                    for lane in self.lanes.values()
+                    if lane.is_alive()
+                    and not (
+                        lane.state.idle and (lane.state.failing_since is not None or not self.outbox.entries(lane.key))
+                    )
+                ]
                 if not busy:
                     break
                 left = None if deadline is None else deadline - time.monotonic()
@@ -513,12 +579,19 @@ class DeliveryLanes:
             box = lane.sink.dead_letters
             waiting, refused, letter_alerts = box.counts() if box is not None else (0, 0, 0)
             state = lane.state
-            out[key] = {"label": state.label, "queue_batches": len(entries), "queue_alerts": sum(n for _, n in entries),
-                        "dead_letters_waiting": waiting, "dead_letters_refused": refused,
-                        "dead_letter_alerts": letter_alerts, "failing_since": state.failing_since,
-                        "last_error": state.last_error, "last_error_at": state.last_error_at,
-                        "last_success_at": state.last_success_at,
-                        "failures": state.failures + lane.sink.transient_failures(),
-                        "redelivered": state.redelivered, "damaged_files": self.outbox.damaged(key)
-                        + (box.damaged() if box is not None else [])}
+            out[key] = {
+                "label": state.label,
+                "queue_batches": len(entries),
+                "queue_alerts": sum(n for _, n in entries),
+                "dead_letters_waiting": waiting,
+                "dead_letters_refused": refused,
+                "dead_letter_alerts": letter_alerts,
+                "failing_since": state.failing_since,
+                "last_error": state.last_error,
+                "last_error_at": state.last_error_at,
+                "last_success_at": state.last_success_at,
+                "failures": state.failures + lane.sink.transient_failures(),
+                "redelivered": state.redelivered,
+                "damaged_files": self.outbox.damaged(key) + (box.damaged() if box is not None else []),
+            }
         return out

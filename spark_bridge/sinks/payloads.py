@@ -43,15 +43,23 @@ import hashlib
 import hmac
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from cep.spark_bridge.sinks.templates import BoundedTemplate, compile_template
 
 # Imported inside functions: jinja2 (optional, the "service" extra: only summary and body templates need it).
 
 __all__ = [
-    "FORMATS", "SEVERITIES", "RuleNotes", "BodyFormat", "enrich", "render_summary", "signature", "SIGNATURE_HEADER",
+    "FORMATS",
+    "SEVERITIES",
+    "RuleNotes",
+    "BodyFormat",
+    "enrich",
+    "render_summary",
+    "signature",
+    "SIGNATURE_HEADER",
     "check_summary_template",
 ]
 
@@ -82,7 +90,7 @@ class RuleNotes:
     summary: str | None = None  # a Jinja2 text template
 
     @staticmethod
-    def from_options(options: Mapping[str, str]) -> "RuleNotes":
+    def from_options(options: Mapping[str, str]) -> RuleNotes:
         severity = (options.get("severity") or DEFAULT_SEVERITY).strip().lower()
         return RuleNotes(severity if severity in SEVERITIES else DEFAULT_SEVERITY, options.get("summary") or None)
 
@@ -120,17 +128,31 @@ def check_summary_template(text: str) -> None:
 
 def render_summary(payload: dict, notes: RuleNotes) -> str:
     """The alert's one-line summary: the rule's template, or ``RULE: STATUS key=value ...``."""
-    default = " ".join(p for p in (f"{payload.get('rule_id')}: {payload.get('match_status') or 'MATCHED'}",
-                                   _key_text(payload.get("partition_key"))) if p)
+    default = " ".join(
+        p
+        for p in (
+            f"{payload.get('rule_id')}: {payload.get('match_status') or 'MATCHED'}",
+            _key_text(payload.get("partition_key")),
+        )
+        if p
+    )
     if not notes.summary:
         return default
     if "{" not in notes.summary:
         return notes.summary[:SUMMARY_LIMIT]
     measures = payload.get("measures") if isinstance(payload.get("measures"), dict) else {}
     context = dict(measures)
-    context.update({"rule_id": payload.get("rule_id"), "match_status": payload.get("match_status"),
-                    "key": payload.get("partition_key"), "measures": measures, "match_id": payload.get("match_id"),
-                    "first_event_time": payload.get("first_event_time"), "last_event_time": payload.get("last_event_time")})
+    context.update(
+        {
+            "rule_id": payload.get("rule_id"),
+            "match_status": payload.get("match_status"),
+            "key": payload.get("partition_key"),
+            "measures": measures,
+            "match_id": payload.get("match_id"),
+            "first_event_time": payload.get("first_event_time"),
+            "last_event_time": payload.get("last_event_time"),
+        }
+    )
     try:
         text = _summary_template(notes.summary).render(context)
     except Exception as exc:  # noqa: BLE001 - a template that fails on this alert: say so, keep the alert
@@ -165,20 +187,25 @@ def _emit_time(payload: dict) -> _dt.datetime:
     try:
         return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
     except ValueError:
-        return _dt.datetime.now(_dt.timezone.utc)
+        return _dt.datetime.now(_dt.UTC)
 
 
 def _rfc3339(moment: _dt.datetime) -> str:
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
-    return moment.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        moment = moment.replace(tzinfo=_dt.UTC)
+    return moment.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def pagerduty_event(alert: dict, routing_key: str) -> dict:
     key = alert.get("partition_key")
-    details = {"measures": alert.get("measures"), "partition_key": key, "match_id": alert.get("match_id"),
-               "rule_version": alert.get("rule_version"), "first_event_time": alert.get("first_event_time"),
-               "last_event_time": alert.get("last_event_time")}
+    details = {
+        "measures": alert.get("measures"),
+        "partition_key": key,
+        "match_id": alert.get("match_id"),
+        "rule_version": alert.get("rule_version"),
+        "first_event_time": alert.get("first_event_time"),
+        "last_event_time": alert.get("last_event_time"),
+    }
     return {
         "routing_key": routing_key,
         "event_action": "trigger",
@@ -201,46 +228,73 @@ def slack_message(alerts: Sequence[dict]) -> dict:
     blocks: list[dict] = []
     for alert in alerts:
         head = f"*[{str(alert.get('severity', '')).upper()}] {_slack_escape(alert.get('summary') or '')}*"
-        where = " · ".join(p for p in (f"`{_slack_escape(str(alert.get('rule_id')))}`", alert.get("match_status") or "",
-                                        _slack_escape(_key_text(alert.get("partition_key")))) if p)
-        section: dict = {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"{head}\n{where}", SLACK_SECTION_LIMIT)}}
+        where = " · ".join(
+            p
+            for p in (
+                f"`{_slack_escape(str(alert.get('rule_id')))}`",
+                alert.get("match_status") or "",
+                _slack_escape(_key_text(alert.get("partition_key"))),
+            )
+            if p
+        )
+        section: dict = {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _clip(f"{head}\n{where}", SLACK_SECTION_LIMIT)},
+        }
         measures = alert.get("measures") if isinstance(alert.get("measures"), dict) else {}
         if measures:
-            section["fields"] = [{"type": "mrkdwn", "text": _clip(f"*{_slack_escape(str(k))}*\n{_slack_escape(_plain(v))}", SLACK_FIELD_LIMIT)}
-                                 for k, v in list(measures.items())[:SLACK_FIELDS]]
+            section["fields"] = [
+                {
+                    "type": "mrkdwn",
+                    "text": _clip(f"*{_slack_escape(str(k))}*\n{_slack_escape(_plain(v))}", SLACK_FIELD_LIMIT),
+                }
+                for k, v in list(measures.items())[:SLACK_FIELDS]
+            ]
         span = f"{alert.get('first_event_time')} .. {alert.get('last_event_time')}"
-        context = {"type": "context", "elements": [{"type": "mrkdwn", "text": _slack_escape(f"match {alert.get('match_id')} · {span}")}]}
+        context = {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": _slack_escape(f"match {alert.get('match_id')} · {span}")}],
+        }
         blocks += [section, context]
-    fallback = "; ".join(f"[{str(a.get('severity', '')).upper()}] {a.get('summary') or a.get('rule_id')}" for a in alerts)
+    fallback = "; ".join(
+        f"[{str(a.get('severity', '')).upper()}] {a.get('summary') or a.get('rule_id')}" for a in alerts
+    )
     return {"text": _clip(_slack_escape(fallback), SLACK_SECTION_LIMIT), "blocks": blocks[:SLACK_BLOCKS]}
 
 
 def alertmanager_alerts(alerts: Sequence[dict]) -> list[dict]:
     out = []
     for alert in alerts:
-        labels = {"alertname": str(alert.get("rule_id")), "severity": str(alert.get("severity") or DEFAULT_SEVERITY),
-                  "match_id": str(alert.get("match_id")), "source": "cep"}
+        labels = {
+            "alertname": str(alert.get("rule_id")),
+            "severity": str(alert.get("severity") or DEFAULT_SEVERITY),
+            "match_id": str(alert.get("match_id")),
+            "source": "cep",
+        }
         key = alert.get("partition_key")
-        for name, value in (key.items() if isinstance(key, dict) else ()):
+        for name, value in key.items() if isinstance(key, dict) else ():
             label = _LABEL_NAME.sub("_", str(name))
             if label and not label[0].isdigit() and not label.startswith("__") and label not in labels:
                 labels[label] = _plain(value)
         started = _emit_time(alert)
-        out.append({
-            "labels": labels,
-            "annotations": {
-                "summary": str(alert.get("summary") or ""),
-                "description": ", ".join(f"{k}={_plain(v)}" for k, v in (alert.get("measures") or {}).items())
-                if isinstance(alert.get("measures"), dict) else str(alert.get("measures")),
-                "match_status": str(alert.get("match_status") or "MATCHED"),
-                "first_event_time": str(alert.get("first_event_time")),
-                "last_event_time": str(alert.get("last_event_time")),
-                "rule_version": str(alert.get("rule_version")),
-                "measures": json.dumps(alert.get("measures"), ensure_ascii=False),
-            },
-            "startsAt": _rfc3339(started),
-            "endsAt": _rfc3339(started + ALERTMANAGER_ALERT_DURATION),
-        })
+        out.append(
+            {
+                "labels": labels,
+                "annotations": {
+                    "summary": str(alert.get("summary") or ""),
+                    "description": ", ".join(f"{k}={_plain(v)}" for k, v in (alert.get("measures") or {}).items())
+                    if isinstance(alert.get("measures"), dict)
+                    else str(alert.get("measures")),
+                    "match_status": str(alert.get("match_status") or "MATCHED"),
+                    "first_event_time": str(alert.get("first_event_time")),
+                    "last_event_time": str(alert.get("last_event_time")),
+                    "rule_version": str(alert.get("rule_version")),
+                    "measures": json.dumps(alert.get("measures"), ensure_ascii=False),
+                },
+                "startsAt": _rfc3339(started),
+                "endsAt": _rfc3339(started + ALERTMANAGER_ALERT_DURATION),
+            }
+        )
     return out
 
 
@@ -251,7 +305,9 @@ class BodyFormat:
         if name not in FORMATS:
             raise ValueError(f"webhook format {name!r}: use one of {', '.join(FORMATS)}")
         if name == "pagerduty" and not routing_key:
-            raise ValueError("the pagerduty format needs a routing key (--pagerduty-routing-key, e.g. '$PAGERDUTY_KEY')")
+            raise ValueError(
+                "the pagerduty format needs a routing key (--pagerduty-routing-key, e.g. '$PAGERDUTY_KEY')"
+            )
         if name == "template" and not template:
             raise ValueError("the template format needs a template (--webhook-template FILE)")
         self.name = name

@@ -23,7 +23,7 @@ import hashlib
 import os
 import re
 import urllib.parse
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["check_url", "expand_env", "scrub", "url_key", "url_label", "visible", "file_safe"]
 
@@ -71,8 +71,10 @@ def check_url(url: str, *, what: str = "webhook URL", schemes: tuple[str, ...] =
     except ValueError as exc:
         raise ValueError(f"the {what} ({url_label(url)}) is not a valid URL: {exc}") from None
     if parts.scheme.lower() not in schemes:
-        raise ValueError(f"the {what} must start with {' or '.join(s + '://' for s in schemes)} "
-                         f"(got {visible(parts.scheme) + '://' if parts.scheme else 'no scheme'})")
+        raise ValueError(
+            f"the {what} must start with {' or '.join(s + '://' for s in schemes)} "
+            f"(got {visible(parts.scheme) + '://' if parts.scheme else 'no scheme'})"
+        )
     if not host:
         raise ValueError(f"the {what} ({url_label(url)}) has no host")
     del port

@@ -14,7 +14,7 @@ import os
 import re
 import sqlite3
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from cep.spark_bridge.sinks.base import AlertSink, Delivery, RetryPolicy, with_retries
 from cep.spark_bridge.sinks.safe_text import file_safe, scrub, url_key, visible
@@ -55,8 +55,19 @@ def _sql_row(alert: dict, batch_id: int) -> tuple:
     )
 
 
-_SQL_COLUMNS = ("match_id", "rule_id", "rule_version", "match_status", "partition_key", "first_event_time",
-                "last_event_time", "measures", "emit_time", "suppressed", "batch_id")
+_SQL_COLUMNS = (
+    "match_id",
+    "rule_id",
+    "rule_version",
+    "match_status",
+    "partition_key",
+    "first_event_time",
+    "last_event_time",
+    "measures",
+    "emit_time",
+    "suppressed",
+    "batch_id",
+)
 
 
 class SQLiteSink(AlertSink):
@@ -64,9 +75,17 @@ class SQLiteSink(AlertSink):
 
     name = "sqlite"
 
-    def __init__(self, path: str, *, table: str = "alerts", include_suppressed: bool = False, timeout: float = 5.0,
-                 retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        table: str = "alerts",
+        include_suppressed: bool = False,
+        timeout: float = 5.0,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = path
         self.table = _check_table(table)
         self.include_suppressed = include_suppressed
@@ -98,8 +117,10 @@ class SQLiteSink(AlertSink):
         rows = [tuple(v.isoformat(sep=" ") if isinstance(v, _dt.datetime) else v for v in row) for row in rows]
         names = ", ".join(_SQL_COLUMNS)
         updates = ", ".join(f"{c} = excluded.{c}" for c in _SQL_COLUMNS[1:])
-        statement = (f"INSERT INTO {self.table} ({names}) VALUES ({', '.join('?' * len(_SQL_COLUMNS))}) "
-                     f"ON CONFLICT(match_id) DO UPDATE SET {updates}")
+        statement = (
+            f"INSERT INTO {self.table} ({names}) VALUES ({', '.join('?' * len(_SQL_COLUMNS))}) "
+            f"ON CONFLICT(match_id) DO UPDATE SET {updates}"
+        )
 
         def write() -> None:
             connection = self.connect()
@@ -132,8 +153,10 @@ def postgres_description(conninfo: str, parse) -> tuple[str, list[str]]:
     try:
         params = dict(parse(conninfo))
     except Exception:  # noqa: BLE001 - psycopg.ProgrammingError or psycopg2.ProgrammingError
-        raise ValueError("the PostgreSQL connection string cannot be read by libpq (a postgresql:// URL or "
-                         "'host=... dbname=...' pairs; its text is not shown: it may hold a password)") from None
+        raise ValueError(
+            "the PostgreSQL connection string cannot be read by libpq (a postgresql:// URL or "
+            "'host=... dbname=...' pairs; its text is not shown: it may hold a password)"
+        ) from None
     secrets = [params.get("password") or "", params.get("sslpassword") or ""]
     host = params.get("host") or params.get("hostaddr") or "localhost"
     if "://" in conninfo:
@@ -143,12 +166,15 @@ def postgres_description(conninfo: str, parse) -> tuple[str, list[str]]:
             password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
             # An unencoded @ in it makes libpq read the rest as part of the host, which errors quote.
             pieces = password.split("@")
-            secrets += [userinfo, password] + [tail for tail in ("@".join(pieces[i:]) for i in range(1, len(pieces)))
-                                               if len(tail) >= 3]
+            secrets += [userinfo, password] + [
+                tail for tail in ("@".join(pieces[i:]) for i in range(1, len(pieces))) if len(tail) >= 3
+            ]
             host = host.rsplit("@", 1)[-1]
     user = params.get("user")
     port = params.get("port")
-    label = f"postgres {user + '@' if user else ''}{host}{':' + port if port else ''}/{params.get('dbname') or user or ''}"
+    label = (
+        f"postgres {user + '@' if user else ''}{host}{':' + port if port else ''}/{params.get('dbname') or user or ''}"
+    )
     return visible(label), [s for s in secrets if s]
 
 
@@ -182,9 +208,18 @@ class PostgresSink(AlertSink):
 
     name = "postgres"
 
-    def __init__(self, url: str, *, table: str = "alerts", include_suppressed: bool = False, connect_timeout: int = 10,
-                 lock_timeout: float = 5.0, retry: RetryPolicy = RetryPolicy(), sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str = "alerts",
+        include_suppressed: bool = False,
+        connect_timeout: int = 10,
+        lock_timeout: float = 5.0,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         kind, module = _postgres_driver()
         if module is None:
             raise RuntimeError(
@@ -223,7 +258,9 @@ class PostgresSink(AlertSink):
         names = ", ".join(_SQL_COLUMNS)
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _SQL_COLUMNS[1:])
         values = ", ".join(["%s"] * 7 + ["%s::jsonb"] + ["%s"] * 3)
-        statement = f"INSERT INTO {self.table} ({names}) VALUES ({values}) ON CONFLICT (match_id) DO UPDATE SET {updates}"
+        statement = (
+            f"INSERT INTO {self.table} ({names}) VALUES ({values}) ON CONFLICT (match_id) DO UPDATE SET {updates}"
+        )
         rows = [_sql_row(a, batch_id) for a in alerts]
 
         def write() -> None:

@@ -32,12 +32,21 @@ import math
 import re
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 # Imported inside functions: jinja2 (optional, the "service" extra: only templates need it).
 
-__all__ = ["MAX_STEPS", "MAX_TEXT", "MAX_ITEMS", "MAX_INT_BITS", "RENDER_SECONDS", "TemplateBudgetError",
-           "BoundedTemplate", "compile_template"]
+__all__ = [
+    "MAX_STEPS",
+    "MAX_TEXT",
+    "MAX_ITEMS",
+    "MAX_INT_BITS",
+    "RENDER_SECONDS",
+    "TemplateBudgetError",
+    "BoundedTemplate",
+    "compile_template",
+]
 
 # A summary line or a webhook body needs a few dozen steps per alert: a hundred thousand leaves room for
 # loops over a request's alerts and their measures, and at well under a microsecond each it ends in time.
@@ -90,8 +99,9 @@ def _check_size(value: Any, what: str) -> None:
     if isinstance(value, (list, tuple, dict, set)) and len(value) > MAX_ITEMS:
         raise TemplateBudgetError(f"{what} has {len(value):,} items (the limit is {MAX_ITEMS:,})")
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
-        raise TemplateBudgetError(f"{what} is an integer of {value.bit_length():,} bits "
-                                  f"(the limit is {MAX_INT_BITS:,})")
+        raise TemplateBudgetError(
+            f"{what} is an integer of {value.bit_length():,} bits (the limit is {MAX_INT_BITS:,})"
+        )
 
 
 def _check_arguments(args: tuple, kwargs: Mapping[str, Any], what: str) -> None:
@@ -128,8 +138,10 @@ def _check_format(text: str, what: str) -> None:
     for match in _WIDTH.finditer(text):
         for number in match.groups():
             if number == "*" or (number is not None and int(number) > MAX_TEXT):
-                raise TemplateBudgetError(f"{what}: a % format whose width or precision is {number} "
-                                          f"(the limit is {MAX_TEXT:,}, and '*' is not allowed)")
+                raise TemplateBudgetError(
+                    f"{what}: a % format whose width or precision is {number} "
+                    f"(the limit is {MAX_TEXT:,}, and '*' is not allowed)"
+                )
 
 
 def _binop(operator: str, left: Any, right: Any) -> None:
@@ -144,8 +156,9 @@ def _binop(operator: str, left: Any, right: Any) -> None:
             if isinstance(sequence, (str, list, tuple)) and isinstance(count, int):
                 limit = MAX_TEXT if isinstance(sequence, str) else MAX_ITEMS
                 if len(sequence) * count > limit:
-                    raise TemplateBudgetError(f"repeating {len(sequence):,} items {count:,} times passes the limit "
-                                              f"of {limit:,}")
+                    raise TemplateBudgetError(
+                        f"repeating {len(sequence):,} items {count:,} times passes the limit of {limit:,}"
+                    )
     if operator == "%" and isinstance(left, str):
         _check_format(left, "the % operator")
 
@@ -163,8 +176,9 @@ def _check_method(function: Any, args: tuple) -> None:
     elif name in ("format", "format_map"):
         for field in _FORMAT_FIELD.findall(owner):
             if any(int(n) > MAX_TEXT for n in re.findall(r"\d+", field)):
-                raise TemplateBudgetError(f"str.format: the field {field[:40]} asks for more than "
-                                          f"{MAX_TEXT:,} characters")
+                raise TemplateBudgetError(
+                    f"str.format: the field {field[:40]} asks for more than {MAX_TEXT:,} characters"
+                )
 
 
 def _bounded_filter(name: str, function: Callable) -> Callable:
@@ -204,7 +218,7 @@ def _iterate(iterable: Any):
         yield item
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _environment_class():
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     from jinja2.utils import Namespace
@@ -278,8 +292,9 @@ class BoundedTemplate:
             _active.budget = outer
 
 
-def compile_template(text: str, *, finalize: Callable[[Any], Any] | None = None, max_text: int = MAX_TEXT,
-                     **options: Any) -> BoundedTemplate:
+def compile_template(
+    text: str, *, finalize: Callable[[Any], Any] | None = None, max_text: int = MAX_TEXT, **options: Any
+) -> BoundedTemplate:
     """``text`` compiled in the bounded environment (``StrictUndefined``: a name the data lacks is an
     error); raises ``ImportError`` without Jinja2 and Jinja2's ``TemplateSyntaxError`` for bad syntax.
     Nothing is computed here: compiling is linear in the text."""

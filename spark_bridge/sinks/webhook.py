@@ -22,11 +22,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cep.spark_bridge.sinks.alerts import alert_payload
 from cep.spark_bridge.sinks.base import (
-    AlertSink, Attempt, CepSinkError, Delivery, DeliveryError, RetryPolicy, not_committed,
+    AlertSink,
+    Attempt,
+    CepSinkError,
+    Delivery,
+    DeliveryError,
+    RetryPolicy,
+    not_committed,
 )
 from cep.spark_bridge.sinks.dead_letters import DeadLetter, DeadLetterBox
 from cep.spark_bridge.sinks.payloads import SIGNATURE_HEADER, BodyFormat, RuleNotes, enrich, signature
@@ -158,15 +164,18 @@ class WebhookSink(AlertSink):
         # One retry policy for every sink (base.RetryPolicy): the keyword arguments are its fields,
         # spelled as before; ``retry`` replaces them all. Per request: max_attempts; per micro-batch: budget.
         try:
-            self.retry = retry or RetryPolicy(max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff,
-                                              budget=retry_budget)
+            self.retry = retry or RetryPolicy(
+                max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff, budget=retry_budget
+            )
         except ValueError as exc:
             raise ValueError(f"webhook retries: {exc}") from None
         self.url = url
         self.body_format = body_format or BodyFormat("json")
         limit = self.body_format.max_batch
         if limit is not None and batch_size > limit:
-            raise ValueError(f"the {self.body_format.name} format takes at most {limit} alert(s) per request (--webhook-batch)")
+            raise ValueError(
+                f"the {self.body_format.name} format takes at most {limit} alert(s) per request (--webhook-batch)"
+            )
         self.dead_letter_dir = dead_letter_dir
         self.dead_letters = DeadLetterBox(dead_letter_dir, sink=self.key(), sink_label=self.describe())
         self.timeout = timeout
@@ -176,7 +185,9 @@ class WebhookSink(AlertSink):
         self.rule_notes = rule_notes
         self.sleep = sleep
         self.clock = clock
-        self._secrets = [url, url.split("?", 1)[0], *self.headers.values()] + ([secret] if isinstance(secret, str) else [])
+        self._secrets = [url, url.split("?", 1)[0], *self.headers.values()] + (
+            [secret] if isinstance(secret, str) else []
+        )
 
     @property
     def max_attempts(self) -> int:
@@ -215,7 +226,9 @@ class WebhookSink(AlertSink):
         out = []
         for alert in alerts:
             if "severity" not in alert:  # an alert row; a dead letter keeps the payloads it was given
-                notes = self.rule_notes(alert.get("rule_id"), alert.get("rule_version")) if self.rule_notes else RuleNotes()
+                notes = (
+                    self.rule_notes(alert.get("rule_id"), alert.get("rule_version")) if self.rule_notes else RuleNotes()
+                )
                 alert = enrich(alert_payload(alert), notes)
             out.append(alert)
         return out
@@ -253,14 +266,20 @@ class WebhookSink(AlertSink):
         except urllib.error.HTTPError as exc:
             retry_after = None
             try:
-                retry_after = float(exc.headers.get("Retry-After")) if exc.headers and exc.headers.get("Retry-After") else None
+                retry_after = (
+                    float(exc.headers.get("Retry-After")) if exc.headers and exc.headers.get("Retry-After") else None
+                )
             except (TypeError, ValueError):
                 retry_after = None
             text = f"HTTP {exc.code} {exc.reason}"
             if 300 <= exc.code < 400:
                 location = exc.headers.get("Location") if exc.headers else None
                 where = url_label(location) if location else "nowhere (no Location header)"
-                return False, f"{text}: a redirect to {where}, not followed (a moved receiver is a configuration to fix)", retry_after
+                return (
+                    False,
+                    f"{text}: a redirect to {where}, not followed (a moved receiver is a configuration to fix)",
+                    retry_after,
+                )
             if exc.code >= 500 or exc.code in _RETRY_STATUS:
                 return False, text, retry_after
             raise _Permanent(text) from None
@@ -270,12 +289,14 @@ class WebhookSink(AlertSink):
                 return False, f"timed out after {self.timeout:g}s", None
             text = f"{type(reason).__name__}: {reason}" if isinstance(reason, BaseException) else str(reason)
             return False, self.redact(text), None
-        except (TimeoutError, socket.timeout) as exc:
+        except TimeoutError as exc:
             return False, str(exc) if "deadline" in str(exc) else f"timed out after {self.timeout:g}s", None
         except (ConnectionError, http.client.HTTPException, OSError) as exc:
             return False, self.redact(f"{type(exc).__name__}: {exc}"), None
 
-    def send(self, key: str, alerts: Sequence[dict], *, deadline: float, batch_id: int | None = None) -> tuple[bool, list[str], int]:
+    def send(
+        self, key: str, alerts: Sequence[dict], *, deadline: float, batch_id: int | None = None
+    ) -> tuple[bool, list[str], int]:
         """POST one request with retries; (delivered, errors, retries). Raises ``_Permanent`` when the
         receiver refuses it or its body cannot be made (a template failing on this alert)."""
         try:
@@ -305,11 +326,13 @@ class WebhookSink(AlertSink):
                 self.sleep(wait)
         return False, errors, self.max_attempts - 1
 
-    def dead_letter(self, key: str, alerts: Sequence[dict], errors: list[str], batch_id: int | None, *,
-                    refused: bool = False) -> str:
+    def dead_letter(
+        self, key: str, alerts: Sequence[dict], errors: list[str], batch_id: int | None, *, refused: bool = False
+    ) -> str:
         attempts = sum(1 for e in errors if "budget" not in e)
-        return self.dead_letters.put(key, self.payloads(alerts), errors, batch_id=batch_id, refused=refused,
-                                     attempts=attempts).path
+        return self.dead_letters.put(
+            key, self.payloads(alerts), errors, batch_id=batch_id, refused=refused, attempts=attempts
+        ).path
 
     def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
         report = Delivery(self.name)
@@ -318,7 +341,10 @@ class WebhookSink(AlertSink):
         for key, chunk in self.requests(alerts):
             refused = False
             if exhausted is not None:
-                errors = [exhausted, f"retry budget of {self.retry_budget:g}s for this micro-batch used up: not attempted"]
+                errors = [
+                    exhausted,
+                    f"retry budget of {self.retry_budget:g}s for this micro-batch used up: not attempted",
+                ]
                 ok, retries = False, 0
             else:
                 try:
@@ -333,9 +359,11 @@ class WebhookSink(AlertSink):
             try:
                 self.dead_letter(key, chunk, errors, batch_id, refused=refused)
             except OSError as exc:  # a full disk: dropping the alert is not an option, so stop the batch
-                raise CepSinkError(f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
-                                   f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
-                                   filename=self.describe()) from exc
+                raise CepSinkError(
+                    f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
+                    f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
+                    filename=self.describe(),
+                ) from exc
             rules = sorted({str(alert["rule_id"]) for alert in chunk})
             for alert in chunk:
                 report.dead_lettered[alert["rule_id"]] += 1
@@ -371,9 +399,20 @@ class WebhookSink(AlertSink):
 
     def sample_payload(self) -> dict:
         """An alert as the receiver would get it (checks a template at start-up)."""
-        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-        return self.payloads([{
-            "rule_id": "example/rule", "rule_version": "0" * 16, "match_id": "0" * 32, "match_status": "MATCHED",
-            "partition_key": json.dumps({"key": "value"}), "first_event_time": now, "last_event_time": now,
-            "measures": json.dumps({"value": 1}), "emit_time": now, "suppressed": False,
-        }])[0]
+        now = _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
+        return self.payloads(
+            [
+                {
+                    "rule_id": "example/rule",
+                    "rule_version": "0" * 16,
+                    "match_id": "0" * 32,
+                    "match_status": "MATCHED",
+                    "partition_key": json.dumps({"key": "value"}),
+                    "first_event_time": now,
+                    "last_event_time": now,
+                    "measures": json.dumps({"value": 1}),
+                    "emit_time": now,
+                    "suppressed": False,
+                }
+            ]
+        )[0]

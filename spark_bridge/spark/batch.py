@@ -54,10 +54,17 @@ import os
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.matcher.rows.tables import arrow_to_columns, from_rows
-from cep.grammar.columns import ColumnNames
-from cep.matcher.rows.validate import ERROR, ERROR_CODE, ERROR_DETAIL, REASONS, WRONG_KIND_WITHOUT_DEAD_LETTER, query_columns
+from cep.matcher.rows.validate import (
+    ERROR,
+    ERROR_CODE,
+    ERROR_DETAIL,
+    REASONS,
+    WRONG_KIND_WITHOUT_DEAD_LETTER,
+    query_columns,
+)
 from cep.matcher.sql.datetimes import query_time, utc_now
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.keyed import BAD_REASONS
@@ -72,7 +79,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # Imported inside functions: pyspark and pyarrow, optional or heavy (the "spark" extra; seconds to import).
 
 
-def _order_column(name: str, descending: bool, nulls_first: bool | None) -> "Column":
+def _order_column(name: str, descending: bool, nulls_first: bool | None) -> Column:
     from pyspark.sql import functions as F
 
     col = F.col(quote(name))
@@ -83,7 +90,7 @@ def _order_column(name: str, descending: bool, nulls_first: bool | None) -> "Col
     return col.asc_nulls_first() if nulls_first else col.asc_nulls_last()
 
 
-def replay_clock(plan: Any, df: "DataFrame", column: str | None):
+def replay_clock(plan: Any, df: DataFrame, column: str | None):
     """The largest event time in ``df`` (its column ``column``) when the query has WITHIN (else None), as
     the matcher's Python value."""
     from pyspark.sql import functions as F
@@ -100,8 +107,16 @@ def replay_clock(plan: Any, df: "DataFrame", column: str | None):
     return df.agg(F.max(F.col(quote(column)))).first()[0]
 
 
-def _match_columns(plan: Any, df: "DataFrame", names: list[str], partition: list[str], schema, clock,
-                   replay=None, ordinal: str | None = None) -> "DataFrame":
+def _match_columns(
+    plan: Any,
+    df: DataFrame,
+    names: list[str],
+    partition: list[str],
+    schema,
+    clock,
+    replay=None,
+    ordinal: str | None = None,
+) -> DataFrame:
     """Columns end to end: Spark hashes the rows to tasks by the PARTITION BY columns (every partition
     whole in one task), and each task hands its Arrow batches to the matcher as one table. The matcher
     partitions and sorts column-wise itself (``plan.run_frame``), so no Spark sort, no call per group and
@@ -157,13 +172,13 @@ def _replay_table(plan: Any, table, replay: dict, clock):
     return from_rows("arrow", names, rows)
 
 
-def _quoted_col(name: str) -> "Column":
+def _quoted_col(name: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.col(quote(name))
 
 
-def _check_replay_time(df: "DataFrame", column: str | None, name: str | None) -> None:
+def _check_replay_time(df: DataFrame, column: str | None, name: str | None) -> None:
     """A replay with sessions or match ids carries event time as a stream does: the first ORDER BY
     column (``column`` in ``df``, the input's ``name``) must be a timestamp (E0282, as ``match_stream`` says it)."""
     from pyspark.sql import types as T
@@ -185,8 +200,10 @@ def naive_utc(table):
     import pyarrow as pa
     import pyarrow.types as t
 
-    fields = [pa.field(f.name, pa.timestamp(f.type.unit), f.nullable) if t.is_timestamp(f.type) and f.type.tz else f
-              for f in table.schema]
+    fields = [
+        pa.field(f.name, pa.timestamp(f.type.unit), f.nullable) if t.is_timestamp(f.type) and f.type.tz else f
+        for f in table.schema
+    ]
     return table.cast(pa.schema(fields)) if fields != list(table.schema) else table
 
 
@@ -214,9 +231,17 @@ def positional(count: int) -> list[str]:
     return [f"__cep_c{i}" for i in range(count)]
 
 
-def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None, session_timeout_us: int | None = None,
-                    match_ids: bool = False, dead_letter: Any = None, stats: dict | None = None,
-                    ordinal: str | None = None) -> "DataFrame":
+def match_dataframe(
+    plan: Any,
+    df: DataFrame,
+    *,
+    query_text: str | None = None,
+    session_timeout_us: int | None = None,
+    match_ids: bool = False,
+    dead_letter: Any = None,
+    stats: dict | None = None,
+    ordinal: str | None = None,
+) -> DataFrame:
     """The matches of ``plan`` over the static DataFrame ``df``, as a DataFrame (lazy: nothing runs until an action).
 
     ``session_timeout_us`` / ``match_ids``: replay as the stream would have matched (``cep.spark_bridge.engine.replay``:
@@ -236,7 +261,12 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     names = list(df.columns)
     _check_input_names(names)
     data = [name for name in names if name != CORRUPT_RECORD]
-    spark_names = dict(zip(names, [CORRUPT_RECORD if name == CORRUPT_RECORD else safe for name, safe in zip(names, positional(len(names)))]))
+    spark_names = dict(
+        zip(
+            names,
+            [CORRUPT_RECORD if name == CORRUPT_RECORD else safe for name, safe in zip(names, positional(len(names)))],
+        )
+    )
     df = cast_untyped(df.toDF(*[spark_names[name] for name in names]))
 
     input_types = {name: spark_to_sql(df.schema[spark_names[name]].dataType) for name in data}
@@ -248,8 +278,11 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
     time_column = spark_names[event_time] if event_time is not None else None
     replay = None
     if session_timeout_us is not None or match_ids:
-        replay = {"query_text": query_text if query_text is not None else repr(plan.statement),
-                  "session_timeout_us": session_timeout_us, "match_ids": match_ids}
+        replay = {
+            "query_text": query_text if query_text is not None else repr(plan.statement),
+            "session_timeout_us": session_timeout_us,
+            "match_ids": match_ids,
+        }
         _check_replay_time(df, time_column, event_time)
         Replay(plan, tuple(data), **replay)  # the query's errors on the driver, not in a task
         if match_ids:
@@ -294,7 +327,9 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
         out = out.toDF(*positional(len(output_names)))  # output names may also differ only in case
         by_name = dict(zip(output_names, out.columns))
         if sort_keys:
-            out = out.orderBy(*[_order_column(by_name[name], bool(desc), nulls_first) for name, desc, nulls_first in sort_keys])
+            out = out.orderBy(
+                *[_order_column(by_name[name], bool(desc), nulls_first) for name, desc, nulls_first in sort_keys]
+            )
         if limit is not None:
             out = out.limit(int(limit))
         if sort_columns:
@@ -306,11 +341,14 @@ def match_dataframe(plan: Any, df: "DataFrame", *, query_text: str | None = None
 def _check_input_names(names: list[str]) -> None:
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise CepSemanticError(f"the input has more than one column named {repeated[0]!r}", code="E0220",
-                               hint="give the columns distinct names (df.toDF(*names))")
+        raise CepSemanticError(
+            f"the input has more than one column named {repeated[0]!r}",
+            code="E0220",
+            hint="give the columns distinct names (df.toDF(*names))",
+        )
 
 
-def _refuse_null_event_times(df: "DataFrame", time_column: str, name: str) -> None:
+def _refuse_null_event_times(df: DataFrame, time_column: str, name: str) -> None:
     """A replay cannot place a row without event time: say so now, with the way out, rather than from a task."""
     from pyspark.sql import functions as F
 
@@ -323,7 +361,7 @@ def _refuse_null_event_times(df: "DataFrame", time_column: str, name: str) -> No
         )
 
 
-def _forget_unread_columns(df: "DataFrame", read: list[tuple[str, str]]) -> "DataFrame":
+def _forget_unread_columns(df: DataFrame, read: list[tuple[str, str]]) -> DataFrame:
     """``df`` with ``_corrupt_record`` cleared on rows whose odd values all sit in columns the query never
     reads, as the python engine checks only the columns the query reads (``read``: (input name, Spark
     name) pairs of those it reads). A column is odd on a row when its value is NULL though the row's line,
@@ -335,15 +373,17 @@ def _forget_unread_columns(df: "DataFrame", read: list[tuple[str, str]]) -> "Dat
     if any("'" in name or "]" in name for name, _ in read):
         return df
     corrupt = F.col(CORRUPT_RECORD)
-    odd = [F.col(quote(spark_name)).isNull() & F.get_json_object(corrupt, f"$['{name}']").isNotNull()
-           for name, spark_name in read]
+    odd = [
+        F.col(quote(spark_name)).isNull() & F.get_json_object(corrupt, f"$['{name}']").isNotNull()
+        for name, spark_name in read
+    ]
     odd_in_read = reduce(lambda a, b: a | b, odd) if odd else F.lit(False)
     is_object = F.trim(corrupt).startswith("{") & F.get_json_object(corrupt, "$").isNotNull()
     forget = corrupt.isNotNull() & is_object & ~odd_in_read
     return df.withColumn(CORRUPT_RECORD, F.when(forget, F.lit(None).cast("string")).otherwise(corrupt))
 
 
-def _refuse_unread_rows(df: "DataFrame", time_column: str | None, spark_names: dict[str, str]) -> None:
+def _refuse_unread_rows(df: DataFrame, time_column: str | None, spark_names: dict[str, str]) -> None:
     """Rows the reader read only in part (``_corrupt_record`` set) would match with NULLs for what it could
     not read: without a dead letter that is an error (one small Spark job), never a silently different
     answer. Its code is the python engine's for the same rows, E0410 (a value of the wrong kind stops a
@@ -351,8 +391,9 @@ def _refuse_unread_rows(df: "DataFrame", time_column: str | None, spark_names: d
     from pyspark.sql import functions as F
 
     reason = bad_row_reason(df, time_column)
-    as_read = F.to_json(F.struct(*[F.col(quote(spark)).alias(name) for name, spark in spark_names.items()
-                                   if spark in df.columns]))
+    as_read = F.to_json(
+        F.struct(*[F.col(quote(spark)).alias(name) for name, spark in spark_names.items() if spark in df.columns])
+    )
     line = F.coalesce(F.col(CORRUPT_RECORD), as_read) if CORRUPT_RECORD in df.columns else as_read
     found = df.where(reason.isNotNull()).select(reason.alias("reason"), line).limit(1).collect()
     if found:
@@ -364,15 +405,24 @@ def _refuse_unread_rows(df: "DataFrame", time_column: str | None, spark_names: d
         )
 
 
-def _set_bad_rows_aside(df: "DataFrame", names: list[str], spark_names: dict[str, str], event_time: str | None,
-                        order: list[str], dead_letter: Any, stats: dict | None) -> "DataFrame":
+def _set_bad_rows_aside(
+    df: DataFrame,
+    names: list[str],
+    spark_names: dict[str, str],
+    event_time: str | None,
+    order: list[str],
+    dead_letter: Any,
+    stats: dict | None,
+) -> DataFrame:
     """``df`` without its bad rows; the bad ones go to ``dead_letter`` and the counts to ``stats``."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     time_column = spark_names[event_time] if event_time is not None else None
     fractional = (T.DoubleType, T.FloatType)
-    nan_columns = tuple(spark_names[name] for name in order if isinstance(df.schema[spark_names[name]].dataType, fractional))
+    nan_columns = tuple(
+        spark_names[name] for name in order if isinstance(df.schema[spark_names[name]].dataType, fractional)
+    )
     reason = bad_row_reason(df, time_column, null_time=True, nan_columns=nan_columns)
     marked = df.withColumn(REJECT, reason)
     if stats is not None:
@@ -380,21 +430,31 @@ def _set_bad_rows_aside(df: "DataFrame", names: list[str], spark_names: dict[str
         by_reason = {name: counts[name] for name in BAD_REASONS if counts.get(name)}
         total = sum(counts.values())
         bad = sum(by_reason.values())
-        stats.update({"events_in": total, "dead_lettered": bad, "duplicates_dropped": 0,
-                      "events_matched": total - bad, "by_reason": by_reason})
+        stats.update(
+            {
+                "events_in": total,
+                "dead_lettered": bad,
+                "duplicates_dropped": 0,
+                "events_matched": total - bad,
+                "by_reason": by_reason,
+            }
+        )
     if dead_letter is not None:
         records = marked.where(F.col(REJECT).isNotNull()).select(
             *[F.col(spark_names[name]).alias(name) for name in names],
             F.col(REJECT).alias(ERROR),
             _code(F.col(REJECT)).alias(ERROR_CODE),
-            _detail(F.col(REJECT), event_time, [(name, spark_names[name]) for name in order
-                                                 if spark_names[name] in nan_columns]).alias(ERROR_DETAIL),
+            _detail(
+                F.col(REJECT),
+                event_time,
+                [(name, spark_names[name]) for name in order if spark_names[name] in nan_columns],
+            ).alias(ERROR_DETAIL),
         )
         _send(records, dead_letter)
     return marked.where(F.col(REJECT).isNull()).drop(REJECT)
 
 
-def _code(reason: "Column") -> "Column":
+def _code(reason: Column) -> Column:
     from pyspark.sql import functions as F
 
     code = F.lit(None).cast("string")
@@ -403,7 +463,7 @@ def _code(reason: "Column") -> "Column":
     return code
 
 
-def _detail(reason: "Column", event_time: str | None, nan_columns: list[tuple[str, str]]) -> "Column":
+def _detail(reason: Column, event_time: str | None, nan_columns: list[tuple[str, str]]) -> Column:
     """The sentence of a dead-letter record, in the Python engine's words where the reason is the same
     (``nan_columns``: the ORDER BY columns that can hold NaN, as (input name, Spark name))."""
     from pyspark.sql import functions as F
@@ -415,12 +475,16 @@ def _detail(reason: "Column", event_time: str | None, nan_columns: list[tuple[st
         what = "event time" if name == event_time else "column"
         detail = detail.when(F.isnan(F.col(column)), F.lit(f"{what} '{name}' is NaN, which cannot be ordered"))
     if event_time is not None:
-        detail = detail.when(reason == "bad_event_time",
-                             F.lit(f"event time '{event_time}' could not be read (the line is in {CORRUPT_RECORD})"))
-    return detail.when(reason == "wrong_type", F.lit(f"a value did not fit its column's type (the line is in {CORRUPT_RECORD})"))
+        detail = detail.when(
+            reason == "bad_event_time",
+            F.lit(f"event time '{event_time}' could not be read (the line is in {CORRUPT_RECORD})"),
+        )
+    return detail.when(
+        reason == "wrong_type", F.lit(f"a value did not fit its column's type (the line is in {CORRUPT_RECORD})")
+    )
 
 
-def _send(records: "DataFrame", dead_letter: Any) -> None:
+def _send(records: DataFrame, dead_letter: Any) -> None:
     """The dead-letter records to where ``dead_letter`` says: a list, a function, or a directory path."""
     if isinstance(dead_letter, list):
         dead_letter.append(records)
@@ -429,5 +493,7 @@ def _send(records: "DataFrame", dead_letter: Any) -> None:
     elif callable(dead_letter):
         dead_letter(records)
     else:
-        raise TypeError(f"dead_letter must be a list, a function taking a DataFrame or a directory path, "
-                        f"not {type(dead_letter).__name__}")
+        raise TypeError(
+            f"dead_letter must be a list, a function taking a DataFrame or a directory path, "
+            f"not {type(dead_letter).__name__}"
+        )

@@ -19,7 +19,7 @@ checkpoint written with one count refuses to run with another (E0482).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from cep.spark_bridge.spark.columns import quote
 

@@ -11,8 +11,12 @@ import warnings
 # and pandas 2.x warns about that concatenation on every call (a FutureWarning per key group, thousands
 # in a log). The filler is pyspark's and its result is right either way; the warning is silenced for
 # that message from pyspark only, where it arises, rather than by hiding the workers' stderr.
-warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with empty or all-NA entries",
-                        category=FutureWarning, module="pyspark")
+warnings.filterwarnings(
+    "ignore",
+    message="The behavior of DataFrame concatenation with empty or all-NA entries",
+    category=FutureWarning,
+    module="pyspark",
+)
 
 
 def quote(name: str) -> str:

@@ -124,8 +124,15 @@ def pom_text(group: str, artifact: str, version: str, what: str = "a Spark conne
 
 
 def fetch_command(folder: Path, mvn: str = "mvn") -> list[str]:
-    return [mvn, "-B", "-q", "-f", str(folder / "pom.xml"), "dependency:copy-dependencies",
-            f"-DoutputDirectory={folder}"]
+    return [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(folder / "pom.xml"),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={folder}",
+    ]
 
 
 def pyspark_artifacts() -> set[str]:
@@ -219,15 +226,19 @@ def _fetch_into(connector: Connector, tmp: Path, mvn: str) -> None:
     main_jar = f"{connector.artifact}-{connector.version}"
     if done.returncode != 0 or not any(p.name.startswith(main_jar) for p in tmp.glob("*.jar")):
         output = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr).strip().splitlines()
-        not_served = any(marker in line for line in output
-                         for marker in ("Could not find artifact", "Failure to find", "was not found in"))
+        not_served = any(
+            marker in line
+            for line in output
+            for marker in ("Could not find artifact", "Failure to find", "was not found in")
+        )
         served = connector.not_served_hint or f"Maven Central may not serve {connector.coordinates}"
         hint = served if not_served else "is Maven Central reachable"
         raise connector.error(
             f"could not fetch {connector.what} {connector.coordinates} with Maven (exit {done.returncode}): "
             f"{hint}. Try again with `python -m {connector.module}`; Maven said:\n"
-            + "\n".join(line for line in output
-                        if line.startswith("[ERROR] Failed") or not line.startswith("[ERROR]"))[-1500:]
+            + "\n".join(line for line in output if line.startswith("[ERROR] Failed") or not line.startswith("[ERROR]"))[
+                -1500:
+            ]
         )
     provided = pyspark_artifacts()
     names = []

@@ -16,7 +16,8 @@ import datetime as dt
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cep.grammar.columns import ColumnNames
 
@@ -36,7 +37,7 @@ def is_delta(spec: str) -> bool:
 
 
 def delta_path(spec: str) -> str:
-    return spec[len(PREFIX):] if is_delta(spec) else spec
+    return spec[len(PREFIX) :] if is_delta(spec) else spec
 
 
 class CepDeltaError(ValueError):
@@ -59,8 +60,13 @@ class DeltaSnapshot:
             raise CepDeltaError(f"a Delta version is 0 or more, not {self.version}")
 
     def describe(self) -> str:
-        at = f" at version {self.version}" if self.version is not None else \
-            f" as of {self.timestamp}" if self.timestamp is not None else ""
+        at = (
+            f" at version {self.version}"
+            if self.version is not None
+            else f" as of {self.timestamp}"
+            if self.timestamp is not None
+            else ""
+        )
         return f"Delta table {self.path}{at}"
 
 
@@ -88,14 +94,17 @@ def check_snapshot(snapshot: DeltaSnapshot) -> None:
     if not versions:
         raise CepDeltaError(f"{path} is not a Delta table yet: its {LOG_FOLDER} folder holds no commit")
     if snapshot.version is not None and snapshot.version not in versions:
-        raise CepDeltaError(f"the Delta table {path} has no version {snapshot.version}: its log holds versions "
-                            f"{_ranges(versions)}")
+        raise CepDeltaError(
+            f"the Delta table {path} has no version {snapshot.version}: its log holds versions {_ranges(versions)}"
+        )
     if snapshot.timestamp is not None:
         first = _commit_time(path, versions[0])
         if first is not None and as_of(snapshot.timestamp) < first:
             # Spark refuses such a read; delta-rs would give the first version: both say this instead
-            raise CepDeltaError(f"cannot read the {snapshot.describe()}: its first commit in the log, version "
-                                f"{versions[0]}, is at {first.isoformat().replace('+00:00', 'Z')}")
+            raise CepDeltaError(
+                f"cannot read the {snapshot.describe()}: its first commit in the log, version "
+                f"{versions[0]}, is at {first.isoformat().replace('+00:00', 'Z')}"
+            )
 
 
 def as_of(timestamp: str) -> dt.datetime:
@@ -104,7 +113,7 @@ def as_of(timestamp: str) -> dt.datetime:
         instant = dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     except ValueError:
         raise CepDeltaError(f"not a timestamp: {timestamp!r} (e.g. 2026-01-05T00:00:00, UTC)") from None
-    return instant if instant.tzinfo else instant.replace(tzinfo=dt.timezone.utc)
+    return instant if instant.tzinfo else instant.replace(tzinfo=dt.UTC)
 
 
 def _commit_time(path: str, version: int) -> dt.datetime | None:
@@ -114,7 +123,7 @@ def _commit_time(path: str, version: int) -> dt.datetime | None:
             for line in log:
                 info = json.loads(line).get("commitInfo") if line.strip() else None
                 if info and "timestamp" in info:
-                    return dt.datetime.fromtimestamp(info["timestamp"] / 1000, dt.timezone.utc)
+                    return dt.datetime.fromtimestamp(info["timestamp"] / 1000, dt.UTC)
     except (OSError, ValueError):
         return None
     return None
@@ -125,11 +134,14 @@ def _has_parquet(path: str) -> bool:
 
 
 def _ranges(versions: Sequence[int]) -> str:
-    return f"{versions[0]} to {versions[-1]}" if versions == list(range(versions[0], versions[-1] + 1)) else \
-        ", ".join(map(str, versions))
+    return (
+        f"{versions[0]} to {versions[-1]}"
+        if versions == list(range(versions[0], versions[-1] + 1))
+        else ", ".join(map(str, versions))
+    )
 
 
-def read_delta(spark: "SparkSession", snapshot: DeltaSnapshot, columns: Sequence[str] | None = None) -> "DataFrame":
+def read_delta(spark: SparkSession, snapshot: DeltaSnapshot, columns: Sequence[str] | None = None) -> DataFrame:
     """The snapshot as a static DataFrame, through Delta's connector; ``columns``: only those (Delta reads
     only their Parquet columns). Raises ``CepDeltaError`` with Spark's first line when Spark refuses."""
     check_snapshot(snapshot)
@@ -146,7 +158,7 @@ def read_delta(spark: "SparkSession", snapshot: DeltaSnapshot, columns: Sequence
         raise CepDeltaError(f"cannot read the {snapshot.describe()}: {_first_line(exc)}") from None
 
 
-def read_delta_stream(spark: "SparkSession", path: str, options: Mapping[str, str] | None = None) -> "DataFrame":
+def read_delta_stream(spark: SparkSession, path: str, options: Mapping[str, str] | None = None) -> DataFrame:
     """A streaming DataFrame of the rows appended to the Delta table at ``path`` (Delta's streaming source;
     ``options`` passed through)."""
     check_snapshot(DeltaSnapshot(path))
@@ -159,7 +171,7 @@ def read_delta_stream(spark: "SparkSession", path: str, options: Mapping[str, st
         raise CepDeltaError(f"cannot follow the Delta table {path}: {_first_line(exc)}") from None
 
 
-def utc_timestamps(df: "DataFrame") -> "DataFrame":
+def utc_timestamps(df: DataFrame) -> DataFrame:
     """TIMESTAMP_NTZ columns as TIMESTAMP: delta-rs, pandas and most non-Spark writers store naive times so,
     and a stream's watermark needs a TIMESTAMP. cep's sessions run in UTC, so the values read are unchanged
     (the naive time is taken as UTC, as every other input's naive times are)."""
@@ -167,8 +179,12 @@ def utc_timestamps(df: "DataFrame") -> "DataFrame":
 
     if not any(isinstance(f.dataType, T.TimestampNTZType) for f in df.schema.fields):
         return df
-    return df.select(*[df[f.name].cast("timestamp").alias(f.name) if isinstance(f.dataType, T.TimestampNTZType)
-                       else df[f.name] for f in df.schema.fields])
+    return df.select(
+        *[
+            df[f.name].cast("timestamp").alias(f.name) if isinstance(f.dataType, T.TimestampNTZType) else df[f.name]
+            for f in df.schema.fields
+        ]
+    )
 
 
 def parse_delta_options(items: Sequence[str] | None) -> dict[str, str]:
@@ -178,8 +194,9 @@ def parse_delta_options(items: Sequence[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise CepDeltaError(f"--delta-option: expected KEY=VALUE, e.g. startingVersion=5 or maxFilesPerTrigger=10; "
-                                f"got {item!r}")
+            raise CepDeltaError(
+                f"--delta-option: expected KEY=VALUE, e.g. startingVersion=5 or maxFilesPerTrigger=10; got {item!r}"
+            )
         options[key.strip()] = value.strip()
     return options
 

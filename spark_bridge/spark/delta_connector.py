@@ -39,15 +39,21 @@ def delta_version(spark_version: str | None = None) -> str:
         known = ", ".join(f"Spark {s} -> Delta {d}" for s, d in DELTA_FOR_SPARK.items())
         raise DeltaConnectorError(
             f"cep knows no Delta Lake release built for Spark {spark_version} ({known}); install a pyspark it "
-            "knows, or point $CEP_SPARK_DELTA_JARS at the delta-spark and delta-storage jars built for yours")
+            "knows, or point $CEP_SPARK_DELTA_JARS at the delta-spark and delta-storage jars built for yours"
+        )
     return DELTA_FOR_SPARK[minor]
 
 
 def connector(spark_version: str | None = None) -> Connector:
     version = delta_version(spark_version)
     return Connector(
-        what="Delta Lake's Spark connector", group=GROUP, artifact=ARTIFACT, version=version,
-        env_var="CEP_SPARK_DELTA_JARS", module=MODULE, error=DeltaConnectorError,
+        what="Delta Lake's Spark connector",
+        group=GROUP,
+        artifact=ARTIFACT,
+        version=version,
+        env_var="CEP_SPARK_DELTA_JARS",
+        module=MODULE,
+        error=DeltaConnectorError,
         needs=f"{ARTIFACT}-{version}.jar and delta-storage-{version}.jar (with the delta-kernel jars of its pom)",
     )
 

@@ -30,9 +30,19 @@ import os
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from cep.matcher.rows.text_types import (DECLARED_PATTERNS, DECLARED_RANGES, NULL_MARKERS, PATTERNS,
-                                         RepeatedColumnError, TextEvidence, column_type, declared_family,
-                                         repeated_column, resolve_declared, string_type)
+from cep.matcher.rows.text_types import (
+    DECLARED_PATTERNS,
+    DECLARED_RANGES,
+    NULL_MARKERS,
+    PATTERNS,
+    RepeatedColumnError,
+    TextEvidence,
+    column_type,
+    declared_family,
+    repeated_column,
+    resolve_declared,
+    string_type,
+)
 from cep.matcher.sql.types import decimal_params
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 
@@ -46,13 +56,19 @@ if TYPE_CHECKING:  # pragma: no cover
 CSV_OPTIONS = {"header": "true", "multiLine": "true", "escape": '"', "inferSchema": "false"}
 # The Spark type of each type name ``text_types.column_type`` gives or a CSV's --schema declares
 # (every DECIMAL(p,s) too: ``_spark_type``).
-_SPARK_TYPES = {"BIGINT": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean", "TIMESTAMP": "timestamp", "INTEGER": "int",
-                "DATE": "date"}
+_SPARK_TYPES = {
+    "BIGINT": "bigint",
+    "DOUBLE": "double",
+    "BOOLEAN": "boolean",
+    "TIMESTAMP": "timestamp",
+    "INTEGER": "int",
+    "DATE": "date",
+}
 # The times a Python datetime holds: a Spark timestamp outside them is no time for the matcher.
 _FIRST_TIME, _LAST_TIME = "0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"
 
 
-def read_files(spark: Any, paths: list[str], fmt: str, *, declared: dict[str, str] | None = None) -> "DataFrame":
+def read_files(spark: Any, paths: list[str], fmt: str, *, declared: dict[str, str] | None = None) -> DataFrame:
     """The files as one DataFrame, typed as the Python engine types them (see the module docstring).
     ``declared``: a CSV's column types given by the user; a row with a value that is not of its declared
     type gets its fields in ``_corrupt_record`` (the replay's bad rows), as the Python engine keeps the text
@@ -78,8 +94,11 @@ def json_holds_array(path: str) -> bool:
     line; False for a path this machine cannot open (a remote one: Spark reads it, as lines)."""
     target = path
     if os.path.isdir(path):
-        files = sorted(os.path.join(path, n) for n in os.listdir(path)
-                       if n.lower().endswith((".json", ".jsonl", ".ndjson")) and not n.startswith(("_", ".")))
+        files = sorted(
+            os.path.join(path, n)
+            for n in os.listdir(path)
+            if n.lower().endswith((".json", ".jsonl", ".ndjson")) and not n.startswith(("_", "."))
+        )
         if not files:
             return False
         target = files[0]
@@ -93,12 +112,12 @@ def json_holds_array(path: str) -> bool:
         return False
 
 
-def _matches(column: "Column", name: str) -> "Column":
+def _matches(column: Column, name: str) -> Column:
     # Java's ``$`` also matches before a final line break; ``\z`` is the end of the text, as Python's fullmatch.
     return column.rlike(PATTERNS[name].replace("$", "\\z"))
 
 
-def _declared_text(column: "Column", type_name: str) -> "Column":
+def _declared_text(column: Column, type_name: str) -> Column:
     """Whether a text is one of the declared type (``text_types.DECLARED_PATTERNS``, ranges included)."""
     from pyspark.sql import functions as F
 
@@ -116,20 +135,20 @@ def _spark_type(type_name: str) -> str:
     return f"decimal({size[0]},{size[1]})" if size is not None else _SPARK_TYPES[type_name]
 
 
-def _time(column: "Column") -> "Column":
+def _time(column: Column) -> Column:
     from pyspark.sql import functions as F
 
     parsed = column.try_cast("timestamp")
     return F.when(parsed.between(F.lit(_FIRST_TIME).cast("timestamp"), F.lit(_LAST_TIME).cast("timestamp")), parsed)
 
 
-def _evidence_columns(name: str, index: int) -> list["Column"]:
+def _evidence_columns(name: str, index: int) -> list[Column]:
     from pyspark.sql import functions as F
 
     c = F.col(quote(name))
     plain = c.isNotNull() & ~c.isin(*NULL_MARKERS)
 
-    def count(condition: "Column", what: str) -> "Column":
+    def count(condition: Column, what: str) -> Column:
         return F.sum(F.when(plain & condition, 1).otherwise(0)).alias(f"{what}{index}")
 
     return [
@@ -145,11 +164,13 @@ def _evidence_columns(name: str, index: int) -> list["Column"]:
     ]
 
 
-def _counts(df: "DataFrame", names: list[str]) -> dict[str, dict[str, int]]:
+def _counts(df: DataFrame, names: list[str]) -> dict[str, dict[str, int]]:
     """The evidence counts of each column (one Spark job)."""
     if not names:
         return {}
-    return _read_counts(df.agg(*[column for i, name in enumerate(names) for column in _evidence_columns(name, i)]).collect()[0], names)
+    return _read_counts(
+        df.agg(*[column for i, name in enumerate(names) for column in _evidence_columns(name, i)]).collect()[0], names
+    )
 
 
 def _read_counts(row: Any, names: list[str]) -> dict[str, dict[str, int]]:
@@ -158,23 +179,30 @@ def _read_counts(row: Any, names: list[str]) -> dict[str, dict[str, int]]:
     return {name: {field: int(row[f"{field}{i}"] or 0) for field in fields} for i, name in enumerate(names)}
 
 
-def text_types(df: "DataFrame", names: list[str] | None = None) -> dict[str, str]:
+def text_types(df: DataFrame, names: list[str] | None = None) -> dict[str, str]:
     """The type ``text_types.column_type`` gives each text column of ``df`` (all of them by default)."""
     from pyspark.sql import functions as F
 
     names = [n for n in (df.columns if names is None else names) if n != CORRUPT_RECORD]
     counts = _counts(df, names)
     # Only a column of numbers that are not all integers may be DOUBLE: count its distinct texts and values.
-    candidates = [n for n in names if counts[n]["numbers"] == counts[n]["values"] - counts[n]["markers"] > 0
-                  and counts[n]["integers"] != counts[n]["numbers"] and counts[n]["wide_integers"] != counts[n]["numbers"]]
+    candidates = [
+        n
+        for n in names
+        if counts[n]["numbers"] == counts[n]["values"] - counts[n]["markers"] > 0
+        and counts[n]["integers"] != counts[n]["numbers"]
+        and counts[n]["wide_integers"] != counts[n]["numbers"]
+    ]
     distinct: dict[str, tuple[int, int]] = {}
     if candidates:
         checks = []
         for i, name in enumerate(candidates):
             c = F.col(quote(name))
             number = _matches(c, "number")
-            checks += [F.count_distinct(F.when(number, c)).alias(f"texts{i}"),
-                       F.count_distinct(F.when(number, c.try_cast("double"))).alias(f"values{i}")]
+            checks += [
+                F.count_distinct(F.when(number, c)).alias(f"texts{i}"),
+                F.count_distinct(F.when(number, c.try_cast("double"))).alias(f"values{i}"),
+            ]
         row = df.agg(*checks).collect()[0]
         distinct = {name: (int(row[f"texts{i}"]), int(row[f"values{i}"])) for i, name in enumerate(candidates)}
     types = {}
@@ -184,8 +212,9 @@ def text_types(df: "DataFrame", names: list[str] | None = None) -> dict[str, str
     return types
 
 
-def apply_text_types(df: "DataFrame", types: dict[str, str], *, mark_unread: bool = False,
-                     declared: frozenset[str] = frozenset()) -> "DataFrame":
+def apply_text_types(
+    df: DataFrame, types: dict[str, str], *, mark_unread: bool = False, declared: frozenset[str] = frozenset()
+) -> DataFrame:
     """``df``'s text columns converted to ``types`` (NULL markers NULL in a typed column). With
     ``mark_unread``, a row with a value that does not convert gets its fields as JSON in ``_corrupt_record``
     (kept if Spark already put its line there). A ``declared`` column converts the texts of
@@ -224,19 +253,22 @@ _NUMBERS = ("integer", "number")
 _KIND_TYPES = {"integer": "bigint", "number": "double", "string": "string", "boolean": "boolean"}
 
 
-def _read_json(spark: Any, paths: list[str]) -> "DataFrame":
+def _read_json(spark: Any, paths: list[str]) -> DataFrame:
     """JSON files with the column types of the module docstring: Spark's inference, then one aggregation."""
     from pyspark.sql import types as T
 
     multi_line = json_holds_array(paths[0])
     inferred = spark.read.option("multiLine", multi_line).json(paths)
-    strings = [f.name for f in inferred.schema.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
+    strings = [
+        f.name for f in inferred.schema.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD
+    ]
     if not strings:
         return inferred
     df = spark.read.schema(json_variant_schema(inferred.schema, strings)).option("multiLine", multi_line).json(paths)
     mixed, times = json_kinds(df, strings)
-    return apply_json_kinds(df, {name: mixed.get(name, "string") for name in strings}, times=times,
-                            mark_unread=bool(mixed or times))  # a time column may hold a string that is no time
+    return apply_json_kinds(
+        df, {name: mixed.get(name, "string") for name in strings}, times=times, mark_unread=bool(mixed or times)
+    )  # a time column may hold a string that is no time
 
 
 def json_variant_schema(schema: Any, names: list[str]) -> Any:
@@ -246,19 +278,23 @@ def json_variant_schema(schema: Any, names: list[str]) -> Any:
     return T.StructType([T.StructField(f.name, T.VariantType(), True) if f.name in names else f for f in schema.fields])
 
 
-def _kind(value: "Column") -> "Column":
+def _kind(value: Column) -> Column:
     """The JSON kind (``JSON_KINDS``) of a VARIANT value; NULL for a JSON null or a missing key."""
     from pyspark.sql import functions as F
 
     schema = F.schema_of_variant(value)
-    return (F.when(value.isNull() | (schema == "VOID"), F.lit(None).cast("string"))
-            .when(schema.isin("TINYINT", "SMALLINT", "INT", "BIGINT"), "integer")
-            .when(schema.rlike("^(DECIMAL|DOUBLE|FLOAT)"), "number")
-            .when(schema == "STRING", "string").when(schema == "BOOLEAN", "boolean")
-            .when(schema.startswith("OBJECT"), "object").otherwise("array"))
+    return (
+        F.when(value.isNull() | (schema == "VOID"), F.lit(None).cast("string"))
+        .when(schema.isin("TINYINT", "SMALLINT", "INT", "BIGINT"), "integer")
+        .when(schema.rlike("^(DECIMAL|DOUBLE|FLOAT)"), "number")
+        .when(schema == "STRING", "string")
+        .when(schema == "BOOLEAN", "boolean")
+        .when(schema.startswith("OBJECT"), "object")
+        .otherwise("array")
+    )
 
 
-def json_kinds(df: "DataFrame", names: list[str]) -> tuple[dict[str, str], list[str]]:
+def json_kinds(df: DataFrame, names: list[str]) -> tuple[dict[str, str], list[str]]:
     """From one aggregation over the VARIANT columns ``names`` of ``df``: ({column: kind} for the columns
     that mix kinds, the columns of strings alone that are all ISO 8601 times). A mixed column's kind is
     the one most of its values have (integers and other numbers one kind), on a tie the one met first:
@@ -266,14 +302,26 @@ def json_kinds(df: "DataFrame", names: list[str]) -> tuple[dict[str, str], list[
     from pyspark.sql import functions as F
 
     seen = "__cep_seen"
-    frame = df.select(*[_kind(F.col(quote(n))).alias(f"__cep_k{i}") for i, n in enumerate(names)],
-                      *[F.when(_kind(F.col(quote(n))) == "string", F.try_variant_get(F.col(quote(n)), "$", "string"))
-                        .alias(f"__cep_s{i}") for i, n in enumerate(names)],
-                      F.monotonically_increasing_id().alias(seen))
-    tallies = [F.sum(F.when(F.col(f"__cep_k{i}") == kind, 1).otherwise(0)).alias(f"{kind}{i}")
-               for i in range(len(names)) for kind in JSON_KINDS]
-    firsts = [F.min(F.when(F.col(f"__cep_k{i}") == kind, F.col(seen))).alias(f"first_{kind}{i}")
-              for i in range(len(names)) for kind in JSON_KINDS]
+    frame = df.select(
+        *[_kind(F.col(quote(n))).alias(f"__cep_k{i}") for i, n in enumerate(names)],
+        *[
+            F.when(_kind(F.col(quote(n))) == "string", F.try_variant_get(F.col(quote(n)), "$", "string")).alias(
+                f"__cep_s{i}"
+            )
+            for i, n in enumerate(names)
+        ],
+        F.monotonically_increasing_id().alias(seen),
+    )
+    tallies = [
+        F.sum(F.when(F.col(f"__cep_k{i}") == kind, 1).otherwise(0)).alias(f"{kind}{i}")
+        for i in range(len(names))
+        for kind in JSON_KINDS
+    ]
+    firsts = [
+        F.min(F.when(F.col(f"__cep_k{i}") == kind, F.col(seen))).alias(f"first_{kind}{i}")
+        for i in range(len(names))
+        for kind in JSON_KINDS
+    ]
     evidence = [column for i in range(len(names)) for column in _evidence_columns(f"__cep_s{i}", i)]
     row = frame.agg(*tallies, *firsts, *evidence).collect()[0]
     counts = _read_counts(row, names)
@@ -308,12 +356,15 @@ def strict_json_numbers(schema: Any) -> tuple[Any, dict[str, str]]:
     the two apart: a quoted value is a STRING in it, a bare token a DOUBLE."""
     from pyspark.sql import types as T
 
-    numbers = {f.name: f.dataType.simpleString() for f in schema.fields
-               if isinstance(f.dataType, (T.DoubleType, T.FloatType, T.DecimalType))}
+    numbers = {
+        f.name: f.dataType.simpleString()
+        for f in schema.fields
+        if isinstance(f.dataType, (T.DoubleType, T.FloatType, T.DecimalType))
+    }
     return json_variant_schema(schema, list(numbers)), numbers
 
 
-def json_value(value: "Column", kind: str) -> tuple["Column", "Column"]:
+def json_value(value: Column, kind: str) -> tuple[Column, Column]:
     """(the VARIANT ``value`` as its column's type, whether it is a stray: a value of another kind, or one
     the type cannot hold). ``kind``: one of ``JSON_KINDS``, or a numeric Spark type (``strict_json_numbers``)."""
     from pyspark.sql import functions as F
@@ -330,7 +381,9 @@ def json_value(value: "Column", kind: str) -> tuple["Column", "Column"]:
     return typed, found.isNotNull() & typed.isNull()
 
 
-def apply_json_kinds(df: "DataFrame", kinds: dict[str, str], *, times: list[str] = (), mark_unread: bool = True) -> "DataFrame":
+def apply_json_kinds(
+    df: DataFrame, kinds: dict[str, str], *, times: list[str] = (), mark_unread: bool = True
+) -> DataFrame:
     """``df`` with its VARIANT columns converted: each to the type of its kind (``kinds``, as
     ``json_value`` takes them; ``times``: a column of strings read as timestamps). A row holding a value
     of another kind (or one its type cannot hold) gets the value NULL and, unless Spark already put its

@@ -17,11 +17,16 @@ from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
 from cep.matcher.rows.text_types import FIRST_HELD_TIME, LAST_HELD_TIME
 from cep.matcher.rows.validate import REASONS
-from cep.spark_bridge.engine.state_codec import datetime_to_micros
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import (
-    BAD_EVENT_TIME, BAD_FUTURE_TIME, BAD_NOT_JSON, BAD_NULL_TIME, BAD_REASONS, BAD_WRONG_TYPE,
+    BAD_EVENT_TIME,
+    BAD_FUTURE_TIME,
+    BAD_NOT_JSON,
+    BAD_NULL_TIME,
+    BAD_REASONS,
+    BAD_WRONG_TYPE,
 )
+from cep.spark_bridge.engine.state_codec import datetime_to_micros
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, MESSAGE_METADATA, RAW, REJECT, WATERMARK_KEY, quote
 from cep.spark_bridge.spark.types import cast_untyped
 
@@ -37,7 +42,7 @@ CLOCK_ROWS_PER_SECOND = 1  # one is enough to move the watermark; each trigger t
 _FIRST_HELD_US, _LAST_HELD_US = datetime_to_micros(FIRST_HELD_TIME), datetime_to_micros(LAST_HELD_TIME)
 
 
-def prepare_input(df: "DataFrame") -> "DataFrame":
+def prepare_input(df: DataFrame) -> DataFrame:
     """Columns the matcher has no type for travel as strings; the ``__cep_`` prefix is ours."""
     df = cast_untyped(df)
     taken = [c for c in df.columns if c.startswith("__cep_")]
@@ -56,7 +61,8 @@ def check_stream_names(names) -> None:
         if "`" in name:
             raise CepSemanticError(
                 f"input column {name!r} has a backtick in its name, which Spark's stateful operators cannot read",
-                code="E0287", hint="rename it first: df.toDF(*new_names) (withColumnRenamed cannot name it either)",
+                code="E0287",
+                hint="rename it first: df.toDF(*new_names) (withColumnRenamed cannot name it either)",
             )
     clash = ColumnNames(names).case_clash()
     if clash is not None:
@@ -64,12 +70,14 @@ def check_stream_names(names) -> None:
         raise CepSemanticError(
             f"input columns {other!r} and {name!r} differ only in case, which Spark's analyzer cannot tell apart "
             "in a stream",
-            code="E0287", hint="rename one first: df.toDF(*new_names)",
+            code="E0287",
+            hint="rename one first: df.toDF(*new_names)",
         )
 
 
-def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,
-                  null_time: bool = False) -> "DataFrame":
+def mark_bad_rows(
+    df: DataFrame, time_column: str | None, *, max_future_skew_us: int | None = None, null_time: bool = False
+) -> DataFrame:
     """``df`` with the reason each row is bad in ``REJECT`` (NULL: good), what it was in ``RAW`` (the
     unreadable line, or the row as read, as JSON),
     the event time set to NULL on bad rows, and without ``CORRUPT_RECORD``.
@@ -93,8 +101,14 @@ def mark_bad_rows(df: "DataFrame", time_column: str | None, *, max_future_skew_u
     return df
 
 
-def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_us: int | None = None,
-                   null_time: bool = False, nan_columns: tuple[str, ...] = ()) -> "Column":
+def bad_row_reason(
+    df: DataFrame,
+    time_column: str | None,
+    *,
+    max_future_skew_us: int | None = None,
+    null_time: bool = False,
+    nan_columns: tuple[str, ...] = (),
+) -> Column:
     """The reason a row of ``df`` is bad, as a string column (NULL: good). Checked in this order:
     ``not_json`` (Spark read nothing from the line), ``bad_event_time`` (the line was read but its event
     time was not), ``wrong_type`` (a value did not fit the schema), ``future_event_time`` (the event time
@@ -105,7 +119,9 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
     from pyspark.sql import functions as F
 
     # What the line itself gave: not the columns a reader adds about the message (Kafka's topic, offset, ...).
-    from_text = [f.name for f in df.schema.fields if f.name != CORRUPT_RECORD and not (f.metadata or {}).get(MESSAGE_METADATA)]
+    from_text = [
+        f.name for f in df.schema.fields if f.name != CORRUPT_RECORD and not (f.metadata or {}).get(MESSAGE_METADATA)
+    ]
     time = F.col(quote(time_column)) if time_column is not None else None
     reason = None
 
@@ -114,7 +130,9 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
 
     if CORRUPT_RECORD in df.columns:
         unread = F.col(CORRUPT_RECORD).isNotNull()
-        nothing_read = reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in from_text]) if from_text else F.lit(True)
+        nothing_read = (
+            reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in from_text]) if from_text else F.lit(True)
+        )
         reason = otherwise(unread & nothing_read, BAD_NOT_JSON)
         if time is not None:
             reason = otherwise(unread & time.isNull(), BAD_EVENT_TIME)
@@ -133,15 +151,19 @@ def bad_row_reason(df: "DataFrame", time_column: str | None, *, max_future_skew_
     return (reason if reason is not None else F.lit(None)).cast("string")
 
 
-def clock_rows(df: "DataFrame", time_column: str, lag_us: int) -> "DataFrame":
+def clock_rows(df: DataFrame, time_column: str, lag_us: int) -> DataFrame:
     """Rows of ``df``'s schema (as ``mark_bad_rows`` left it) from Spark's ``rate`` source: the event time is
     the wall clock minus ``lag_us``, every other column NULL, ``REJECT`` = ``CLOCK_ROW``. Unioned with the
     input, they move the watermark by the wall clock when the input is quiet (``--idle-watermark``); the
     stateful operator's prologue drops them after its watermark (``alerting.query.match_rules``)."""
     from pyspark.sql import functions as F
 
-    ticks = df.sparkSession.readStream.format("rate").option("rowsPerSecond", CLOCK_ROWS_PER_SECOND) \
-        .option("numPartitions", 1).load()
+    ticks = (
+        df.sparkSession.readStream.format("rate")
+        .option("rowsPerSecond", CLOCK_ROWS_PER_SECOND)
+        .option("numPartitions", 1)
+        .load()
+    )
     moment = F.timestamp_micros(F.unix_micros(F.col("timestamp")) - F.lit(lag_us))
     columns = []
     for field in df.schema.fields:
@@ -155,14 +177,14 @@ def clock_rows(df: "DataFrame", time_column: str, lag_us: int) -> "DataFrame":
     return ticks.select(*columns)
 
 
-def unheld_time_columns(df: "DataFrame") -> list[str]:
+def unheld_time_columns(df: DataFrame) -> list[str]:
     """The TIMESTAMP columns of ``df``: each may hold a time the engines cannot hold (``bad_row_reason``)."""
     from pyspark.sql import types as T
 
     return [f.name for f in df.schema.fields if isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType))]
 
 
-def blank_misshapen_csv_lines(df: "DataFrame") -> "DataFrame":
+def blank_misshapen_csv_lines(df: DataFrame) -> DataFrame:
     """``df`` (CSV read in PERMISSIVE mode, with ``_corrupt_record``) with every column of the CSV line NULL on
     a line that has the wrong number of fields; columns after ``_corrupt_record`` (a Kafka message's
     metadata) are not the line's and stay.
@@ -176,12 +198,17 @@ def blank_misshapen_csv_lines(df: "DataFrame") -> "DataFrame":
     from pyspark.sql import functions as F
 
     position = df.columns.index(CORRUPT_RECORD)
-    data, rest = df.columns[:position], df.columns[position + 1:]
+    data, rest = df.columns[:position], df.columns[position + 1 :]
     as_text = ", ".join(f"`f{i}` STRING" for i in range(len(data))) + f", `{CORRUPT_RECORD}` STRING"
-    fields = F.from_csv(F.col(CORRUPT_RECORD), as_text, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD})
+    fields = F.from_csv(
+        F.col(CORRUPT_RECORD), as_text, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD}
+    )
     misshapen = F.col(CORRUPT_RECORD).isNotNull() & fields[CORRUPT_RECORD].isNotNull()
-    return df.select(*[F.when(~misshapen, F.col(quote(c))).alias(c) for c in data], F.col(CORRUPT_RECORD),
-                     *[F.col(quote(c)) for c in rest])
+    return df.select(
+        *[F.when(~misshapen, F.col(quote(c))).alias(c) for c in data],
+        F.col(CORRUPT_RECORD),
+        *[F.col(quote(c)) for c in rest],
+    )
 
 
 # The fields of a dead-letter record, in order (``dead_letter_columns``).
@@ -204,22 +231,30 @@ def dead_letter_columns(file: Any = None) -> list:
     return [value.alias(name) for value, name in zip(values, DEAD_LETTER_NAMES)]
 
 
-def dead_letter_rows(marked: "DataFrame") -> "DataFrame":
+def dead_letter_rows(marked: DataFrame) -> DataFrame:
     """The bad rows of a ``mark_bad_rows`` frame as dead-letter records (``DEAD_LETTER_NAMES``)."""
     from pyspark.sql import functions as F
 
     return marked.where(F.col(REJECT).isNotNull()).select(*dead_letter_columns())
 
 
-def bad_row_counts(df: "DataFrame", metrics_name: str) -> "DataFrame":
+def bad_row_counts(df: DataFrame, metrics_name: str) -> DataFrame:
     """``df`` (with ``DEAD_LETTER_NAMES``) observed as one count per reason per micro-batch (``metrics_name``)."""
     from pyspark.sql import functions as F
 
-    return df.observe(metrics_name, *[F.count(F.when(F.col("_cep_error") == name, 1)).alias(name) for name in BAD_REASONS])
+    return df.observe(
+        metrics_name, *[F.count(F.when(F.col("_cep_error") == name, 1)).alias(name) for name in BAD_REASONS]
+    )
 
 
-def with_watermark(df: "DataFrame", time_column: str, watermark: Any = None, *, mark_bad: bool = False,
-                   max_future_skew_us: int | None = None) -> tuple["DataFrame", int]:
+def with_watermark(
+    df: DataFrame,
+    time_column: str,
+    watermark: Any = None,
+    *,
+    mark_bad: bool = False,
+    max_future_skew_us: int | None = None,
+) -> tuple[DataFrame, int]:
     """The event-time prologue of a stateful operator: (``df`` with its watermark, the delay in ms).
 
     ``time_column`` must be a timestamp. A watermark ``df`` already declares (``withWatermark``) must be on

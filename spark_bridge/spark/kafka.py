@@ -31,14 +31,14 @@ events DataFrame (streaming or static) with each message's value parsed into col
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.parse
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
 from difflib import get_close_matches
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from functools import reduce
+from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.grammar.parser import parse_schema
@@ -55,8 +55,16 @@ if TYPE_CHECKING:  # pragma: no cover
 # Imported inside functions: pyspark and py4j, an optional dependency (the "spark" extra) that takes seconds to import.
 
 __all__ = [
-    "CepKafkaError", "KafkaAddress", "KAFKA_COLUMNS", "VALUE_FORMATS", "check_topics", "is_kafka_url",
-    "kafka_location", "parse_kafka_options", "parse_kafka_url", "read_kafka",
+    "CepKafkaError",
+    "KafkaAddress",
+    "KAFKA_COLUMNS",
+    "VALUE_FORMATS",
+    "check_topics",
+    "is_kafka_url",
+    "kafka_location",
+    "parse_kafka_options",
+    "parse_kafka_url",
+    "read_kafka",
 ]
 
 SCHEME = "kafka"
@@ -79,13 +87,32 @@ CHECK_TIMEOUT_S = 15
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 # Spark 4.2's Kafka source options (docs: structured-streaming-kafka-integration), lower-cased: Spark reads
 # option names case-insensitively. Any ``kafka.*`` name goes to the Kafka consumer as is.
-SOURCE_OPTIONS = {name.lower(): name for name in (
-    "assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingTimestamp",
-    "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy", "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-    "minPartitions", "maxRecordsPerPartition", "groupIdPrefix", "includeHeaders",
-)}
+SOURCE_OPTIONS = {
+    name.lower(): name
+    for name in (
+        "assign",
+        "subscribe",
+        "subscribePattern",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "failOnDataLoss",
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "groupIdPrefix",
+        "includeHeaders",
+    )
+}
 _SUBSCRIPTIONS = ("assign", "subscribe", "subscribepattern")
 _STATIC_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
 
@@ -146,7 +173,7 @@ def parse_kafka_url(text: str, *, scheme: str = SCHEME, topic_required: bool = T
     """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC]`` (or ``/REGEX``) ``[?key=value&...]`` -> KafkaAddress."""
     if not is_kafka_url(text, scheme):
         raise _bad(f"a Kafka address starts with {scheme}://, e.g. {scheme}://127.0.0.1:9092/events", text)
-    rest = text[len(scheme) + 3:]
+    rest = text[len(scheme) + 3 :]
     rest, _, query = rest.partition("?")
     netloc, _, path = rest.partition("/")
     servers = []
@@ -172,8 +199,11 @@ def parse_kafka_url(text: str, *, scheme: str = SCHEME, topic_required: bool = T
             try:
                 re.compile(path)
             except re.error as exc:
-                raise _bad(f"{path!r} is neither topic names (letters, digits, '.', '_', '-') nor a regular "
-                           f"expression ({exc})", text) from None
+                raise _bad(
+                    f"{path!r} is neither topic names (letters, digits, '.', '_', '-') nor a regular "
+                    f"expression ({exc})",
+                    text,
+                ) from None
             pattern = path
     if topic_required and not topics and pattern is None:
         raise _bad(f"no topic: write {scheme}://{','.join(servers)}/TOPIC", text)
@@ -222,8 +252,11 @@ def canonical_option(name: str, *, where: str = "--kafka-option") -> str:
     if known is None:
         near = get_close_matches(name.lower(), list(SOURCE_OPTIONS), n=1)
         hint = f" (did you mean {SOURCE_OPTIONS[near[0]]}?)" if near else ""
-        raise _bad(f"{name!r} is not an option of Spark's Kafka source{hint}; Kafka client settings start with "
-                   "'kafka.' (kafka.security.protocol=SASL_SSL)", where)
+        raise _bad(
+            f"{name!r} is not an option of Spark's Kafka source{hint}; Kafka client settings start with "
+            "'kafka.' (kafka.security.protocol=SASL_SSL)",
+            where,
+        )
     return known
 
 
@@ -235,8 +268,10 @@ def source_options(address: KafkaAddress, options: Mapping[str, str], *, streami
     if given and (address.topics or address.pattern):
         raise _bad(f"the topics are in the address; drop --kafka-option {given[0]}", address)
     if not given and not (address.topics or address.pattern):
-        raise _bad("no topic: put it in the address (kafka://HOST:PORT/TOPIC) or give subscribe/subscribePattern/assign",
-                   address)
+        raise _bad(
+            "no topic: put it in the address (kafka://HOST:PORT/TOPIC) or give subscribe/subscribePattern/assign",
+            address,
+        )
     if streaming:
         static = [k for k in options if k.lower() in _STATIC_ONLY]
         if static:
@@ -252,8 +287,11 @@ def source_options(address: KafkaAddress, options: Mapping[str, str], *, streami
 
 def client_settings(address: KafkaAddress, options: Mapping[str, str]) -> dict[str, str]:
     """The Kafka client settings of the source (``kafka.*`` options without the prefix), for the check."""
-    settings = {"request.timeout.ms": str(CHECK_TIMEOUT_S * 1000), "default.api.timeout.ms": str(CHECK_TIMEOUT_S * 1000)}
-    settings.update({k[len("kafka."):]: v for k, v in options.items() if k.lower().startswith("kafka.")})
+    settings = {
+        "request.timeout.ms": str(CHECK_TIMEOUT_S * 1000),
+        "default.api.timeout.ms": str(CHECK_TIMEOUT_S * 1000),
+    }
+    settings.update({k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")})
     settings["bootstrap.servers"] = address.bootstrap
     return settings
 
@@ -270,7 +308,7 @@ class _JvmAdmin:
     settings: dict[str, str]
     admin: Any = field(default=None, init=False)
 
-    def __enter__(self) -> "_JvmAdmin":
+    def __enter__(self) -> _JvmAdmin:
         jvm = self.spark._jvm
         props = jvm.java.util.Properties()
         for key, value in self.settings.items():
@@ -341,14 +379,18 @@ def _java_error(exc: Any, address: KafkaAddress, doing: str) -> CepKafkaError:
     detail = next((f"{name}: {message}" for name, message in reversed(chain) if message), chain[-1][0] if chain else "")
     servers = address.bootstrap
     if names & {"UnknownTopicOrPartitionException"}:
-        return CepKafkaError(f"{address.what} does not exist on {servers} ({detail})", code="E0490", filename=str(address))
+        return CepKafkaError(
+            f"{address.what} does not exist on {servers} ({detail})", code="E0490", filename=str(address)
+        )
     if names & {"SaslAuthenticationException", "AuthenticationException", "SslAuthenticationException"}:
         why = f"the Kafka brokers at {servers} refused to authenticate us ({detail}); check the kafka.security.* and kafka.sasl.* options"
     elif names & {"TopicAuthorizationException", "ClusterAuthorizationException", "GroupAuthorizationException"}:
         why = f"the Kafka brokers at {servers} do not allow us to read {address.what} ({detail})"
     elif names & {"TimeoutException"}:
-        why = (f"cannot reach the Kafka brokers at {servers}: no answer while {doing} within {CHECK_TIMEOUT_S} s; "
-               "is the broker running, and is the address (host and port of a listener) right?")
+        why = (
+            f"cannot reach the Kafka brokers at {servers}: no answer while {doing} within {CHECK_TIMEOUT_S} s; "
+            "is the broker running, and is the address (host and port of a listener) right?"
+        )
     elif names & {"ConfigException"}:
         why = f"cannot connect to {servers}: {detail}"
     else:
@@ -356,8 +398,9 @@ def _java_error(exc: Any, address: KafkaAddress, doing: str) -> CepKafkaError:
     return CepKafkaError(f"{why} (Java stack trace in {log})", code="E0491", filename=str(address))
 
 
-def check_topics(spark: "SparkSession", address: KafkaAddress, options: Mapping[str, str] | None = None,
-                 *, allow_none: bool = True) -> dict[str, int]:
+def check_topics(
+    spark: SparkSession, address: KafkaAddress, options: Mapping[str, str] | None = None, *, allow_none: bool = True
+) -> dict[str, int]:
     """The topics the address names (or its pattern matches now) and their partition counts; raises
     CepKafkaError when a named topic does not exist (E0490, listing the topics there) or the brokers cannot be
     asked (E0491). A pattern that matches nothing yet is fine for a stream (``allow_none``), which picks
@@ -369,8 +412,11 @@ def check_topics(spark: "SparkSession", address: KafkaAddress, options: Mapping[
             regex = re.compile(address.pattern)
             wanted = sorted(t for t in existing if regex.fullmatch(t))
             if not wanted and not allow_none:
-                raise CepKafkaError(f"no topic on {address.bootstrap} matches {address.pattern!r}{_listing(existing)}",
-                                    code="E0490", filename=str(address))
+                raise CepKafkaError(
+                    f"no topic on {address.bootstrap} matches {address.pattern!r}{_listing(existing)}",
+                    code="E0490",
+                    filename=str(address),
+                )
         else:
             wanted = list(address.topics) or _subscribed(options)
             missing = [t for t in wanted if t not in existing]
@@ -378,7 +424,9 @@ def check_topics(spark: "SparkSession", address: KafkaAddress, options: Mapping[
                 raise CepKafkaError(
                     f"topic {missing[0]!r} does not exist on {address.bootstrap}{_listing(existing)}; create it first "
                     "(kafka-topics.sh --create, or make kafka TOPICS=...), or fix the name",
-                    code="E0490", filename=str(address))
+                    code="E0490",
+                    filename=str(address),
+                )
         return admin.partitions(wanted) if wanted else {}
 
 
@@ -390,7 +438,7 @@ def _subscribed(options: Mapping[str, str]) -> list[str]:
             try:
                 return list(json.loads(value))
             except (ValueError, TypeError):
-                raise _bad(f"assign must be JSON like {{\"ticks\": [0, 1]}}, not {value!r}", "--kafka-option") from None
+                raise _bad(f'assign must be JSON like {{"ticks": [0, 1]}}, not {value!r}', "--kafka-option") from None
     return []
 
 
@@ -405,7 +453,7 @@ def _listing(existing: Iterable[str], limit: int = 12) -> str:
 # --------------------------------------------------------------------------------------------- schema
 
 
-def value_schema(schema: "str | StructType") -> "StructType":
+def value_schema(schema: str | StructType) -> StructType:
     """A schema as the reader takes it: ``"ts TIMESTAMP, price DOUBLE"`` (cep's type names) or a StructType."""
     from pyspark.sql import types as T
 
@@ -415,18 +463,24 @@ def value_schema(schema: "str | StructType") -> "StructType":
     return T.StructType([T.StructField(name, sql_to_spark(kind, column=name), True) for name, kind in columns.items()])
 
 
-def infer_json_schema(spark: "SparkSession", address: KafkaAddress, options: Mapping[str, str],
-                      partitions: Mapping[str, int]) -> "StructType":
+def infer_json_schema(
+    spark: SparkSession, address: KafkaAddress, options: Mapping[str, str], partitions: Mapping[str, int]
+) -> StructType:
     """The schema of the last ``SAMPLE_PER_PARTITION`` messages of each partition (JSON values, ``json_fields``)."""
     from pyspark.sql import functions as F
 
     with _JvmAdmin(spark, address, client_settings(address, options)) as admin:
         offsets = admin.offsets(dict(partitions))
-    ranges = {tp: (max(first, last - SAMPLE_PER_PARTITION), last) for tp, (first, last) in offsets.items() if last > first}
+    ranges = {
+        tp: (max(first, last - SAMPLE_PER_PARTITION), last) for tp, (first, last) in offsets.items() if last > first
+    }
     if not ranges:
-        raise CepKafkaError(f"{address.what} on {address.bootstrap} holds no message yet to take the columns from; give "
-                            "them with --schema 'ts TIMESTAMP, key STRING, value DOUBLE'", code="E0490",
-                            filename=str(address))
+        raise CepKafkaError(
+            f"{address.what} on {address.bootstrap} holds no message yet to take the columns from; give "
+            "them with --schema 'ts TIMESTAMP, key STRING, value DOUBLE'",
+            code="E0490",
+            filename=str(address),
+        )
 
     def as_json(which: int) -> str:
         out: dict[str, dict[str, int]] = {}
@@ -439,12 +493,22 @@ def infer_json_schema(spark: "SparkSession", address: KafkaAddress, options: Map
     for key, value in options.items():
         if key.lower().startswith("kafka."):
             reader = reader.option(key, value)
-    sample = (reader.option("assign", assign).option("startingOffsets", as_json(0)).option("endingOffsets", as_json(1))
-              .load().select(F.col("value").cast("string").alias("value")).collect())
+    sample = (
+        reader.option("assign", assign)
+        .option("startingOffsets", as_json(0))
+        .option("endingOffsets", as_json(1))
+        .load()
+        .select(F.col("value").cast("string").alias("value"))
+        .collect()
+    )
     schema = json_fields(row["value"] for row in sample)
     if not schema.fields:
-        raise CepKafkaError(f"the last messages of {address.what} hold no JSON object to take the columns from; give "
-                            "them with --schema", code="E0490", filename=str(address))
+        raise CepKafkaError(
+            f"the last messages of {address.what} hold no JSON object to take the columns from; give "
+            "them with --schema",
+            code="E0490",
+            filename=str(address),
+        )
     return schema
 
 
@@ -460,7 +524,7 @@ def _json_kind(value: object) -> str:
     return "string"  # an object or an array: read as its JSON text
 
 
-def json_fields(values: Iterable[str | None]) -> "StructType":
+def json_fields(values: Iterable[str | None]) -> StructType:
     """The columns of JSON objects (texts that are not JSON objects are skipped), in the order fields first
     appear. Each field takes the type most of its non-null values have, numbers counted together (BIGINT
     when every one is whole, else DOUBLE); a text that is an ISO 8601 time is a timestamp; objects and arrays
@@ -480,8 +544,13 @@ def json_fields(values: Iterable[str | None]) -> "StructType":
             counts = kinds.setdefault(str(name), Counter())
             if value is not None:
                 counts[_json_kind(value)] += 1
-    types = {"boolean": T.BooleanType(), "bigint": T.LongType(), "double": T.DoubleType(), "timestamp": T.TimestampType(),
-             "string": T.StringType()}
+    types = {
+        "boolean": T.BooleanType(),
+        "bigint": T.LongType(),
+        "double": T.DoubleType(),
+        "timestamp": T.TimestampType(),
+        "string": T.StringType(),
+    }
     fields = []
     for name, counts in kinds.items():
         votes = Counter({("number" if k in ("bigint", "double") else k): n for k, n in counts.items()})
@@ -497,15 +566,15 @@ def json_fields(values: Iterable[str | None]) -> "StructType":
 
 
 def read_kafka(
-    spark: "SparkSession",
-    address: "str | KafkaAddress",
+    spark: SparkSession,
+    address: str | KafkaAddress,
     *,
-    schema: "str | StructType | None" = None,
+    schema: str | StructType | None = None,
     format: str = "json",  # noqa: A002 - the name every Spark reader uses
     options: Mapping[str, str] | Iterable[str] | None = None,
     streaming: bool = True,
     check: bool = True,
-) -> "DataFrame":
+) -> DataFrame:
     """The events of a Kafka topic: a streaming DataFrame (``streaming``), or a static one of the range the
     topics hold now (``cep run``: from the earliest offsets to the latest, unless ``startingOffsets`` /
     ``endingOffsets`` say otherwise). Columns: the value's fields, ``KAFKA_COLUMNS``, ``_corrupt_record``.
@@ -535,7 +604,7 @@ def read_kafka(
     return kafka_events(reader.load(), struct, format)
 
 
-def kafka_events(raw: "DataFrame", schema: "StructType", format: str = "json") -> "DataFrame":  # noqa: A002
+def kafka_events(raw: DataFrame, schema: StructType, format: str = "json") -> DataFrame:  # noqa: A002
     """Spark's Kafka rows (``key``, ``value``, ``topic``, ...) -> the value's fields, ``KAFKA_COLUMNS`` and
     ``_corrupt_record`` (the value's text when it could not be read whole; empty for a NULL value)."""
     from pyspark.sql import functions as F
@@ -544,21 +613,33 @@ def kafka_events(raw: "DataFrame", schema: "StructType", format: str = "json") -
     fields = [f for f in schema.fields if f.name != CORRUPT_RECORD]
     taken = [f.name for f in fields if f.name in dict(KAFKA_COLUMNS)]
     if taken:
-        raise CepSemanticError(f"the value has a field {taken[0]!r}, a name cep gives the Kafka message's metadata "
-                               f"({', '.join(n for n, _ in KAFKA_COLUMNS)}); rename it in --schema", code="E0284")
-    with_corrupt = T.StructType([T.StructField(f.name, f.dataType, True) for f in fields]
-                                + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
+        raise CepSemanticError(
+            f"the value has a field {taken[0]!r}, a name cep gives the Kafka message's metadata "
+            f"({', '.join(n for n, _ in KAFKA_COLUMNS)}); rename it in --schema",
+            code="E0284",
+        )
+    with_corrupt = T.StructType(
+        [T.StructField(f.name, f.dataType, True) for f in fields]
+        + [T.StructField(CORRUPT_RECORD, T.StringType(), True)]
+    )
     text = F.col("value").cast("string")
     read_options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD}
-    numbers: dict[str, str] = {}  # a quoted "NaN" in a number column is a string, as in a file (files.strict_json_numbers)
+    numbers: dict[
+        str, str
+    ] = {}  # a quoted "NaN" in a number column is a string, as in a file (files.strict_json_numbers)
     if format == "json":
         variants, numbers = strict_json_numbers(with_corrupt)
         parsed = F.from_json(text, variants, read_options)
     else:
         ddl = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in with_corrupt.fields)
         parsed = F.from_csv(text, ddl, read_options)
-    sources = {"kafka_key": F.col("key").cast("string"), "kafka_topic": F.col("topic"), "kafka_partition": F.col("partition"),
-               "kafka_offset": F.col("offset"), "kafka_timestamp": F.col("timestamp")}
+    sources = {
+        "kafka_key": F.col("key").cast("string"),
+        "kafka_topic": F.col("topic"),
+        "kafka_partition": F.col("partition"),
+        "kafka_offset": F.col("offset"),
+        "kafka_timestamp": F.col("timestamp"),
+    }
     meta = [sources[name].alias(name, metadata={MESSAGE_METADATA: True}) for name, _ in KAFKA_COLUMNS]
     values, strays = [], []
     for f in fields:
@@ -573,17 +654,28 @@ def kafka_events(raw: "DataFrame", schema: "StructType", format: str = "json") -
     unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(empty, F.coalesce(text, F.lit(""))), *stray_text)
     df = raw.select(*values, *meta, unread.alias(CORRUPT_RECORD))
     if format == "csv":  # a line with the wrong number of fields: no value can be trusted to its column
-        df = blank_misshapen_csv_lines(df.select(*[F.col(quote(f.name)) for f in fields], F.col(CORRUPT_RECORD),
-                                                 *[F.col(name) for name, _ in KAFKA_COLUMNS]))
-        df = df.select(*[F.col(quote(f.name)) for f in fields], *[F.col(name) for name, _ in KAFKA_COLUMNS],
-                       F.col(CORRUPT_RECORD))
+        df = blank_misshapen_csv_lines(
+            df.select(
+                *[F.col(quote(f.name)) for f in fields],
+                F.col(CORRUPT_RECORD),
+                *[F.col(name) for name, _ in KAFKA_COLUMNS],
+            )
+        )
+        df = df.select(
+            *[F.col(quote(f.name)) for f in fields], *[F.col(name) for name, _ in KAFKA_COLUMNS], F.col(CORRUPT_RECORD)
+        )
     return df
 
 
-def kafka_location() -> "Column":
+def kafka_location() -> Column:
     """Where a bad row came from, for the dead letter's ``_cep_file``: ``TOPIC-PARTITION@OFFSET``
     (Kafka's own name of a partition, then the offset), e.g. ``ticks-3@1042``."""
     from pyspark.sql import functions as F
 
-    return F.concat(F.col("kafka_topic"), F.lit("-"), F.col("kafka_partition").cast("string"), F.lit("@"),
-                    F.col("kafka_offset").cast("string"))
+    return F.concat(
+        F.col("kafka_topic"),
+        F.lit("-"),
+        F.col("kafka_partition").cast("string"),
+        F.lit("@"),
+        F.col("kafka_offset").cast("string"),
+    )

@@ -48,12 +48,17 @@ def connector(spark_version: str | None = None) -> Connector:
     """The Kafka connector built for this Spark version (it shares Spark's version number)."""
     version = spark_version or pyspark_version()
     return Connector(
-        what="Spark's Kafka connector", group=GROUP, artifact=ARTIFACT, version=version,
-        env_var="CEP_SPARK_KAFKA_JARS", module=MODULE, error=KafkaConnectorError,
+        what="Spark's Kafka connector",
+        group=GROUP,
+        artifact=ARTIFACT,
+        version=version,
+        env_var="CEP_SPARK_KAFKA_JARS",
+        module=MODULE,
+        error=KafkaConnectorError,
         not_served_hint=f"Maven Central may not serve {GROUP}:{ARTIFACT}:{version}: pin pyspark to a version whose "
-                        "connector it serves (pyspark 4.2.0 is)",
+        "connector it serves (pyspark 4.2.0 is)",
         needs=f"{ARTIFACT}-{version}.jar, spark-token-provider-kafka-0-10_{SCALA}-{version}.jar, kafka-clients-*.jar "
-              "and commons-pool2-*.jar",
+        "and commons-pool2-*.jar",
     )
 
 
@@ -96,5 +101,7 @@ def kafka_spark_conf(spark_version: str | None = None, *, method: str = "jars", 
     return {"spark.jars": ",".join(connector_jars(spark_version, fetch=fetch))}
 
 
-if __name__ == "__main__":  # python -m cep.spark_bridge.spark.kafka_connector [SPARK_VERSION]: fetch, print the settings
+if (
+    __name__ == "__main__"
+):  # python -m cep.spark_bridge.spark.kafka_connector [SPARK_VERSION]: fetch, print the settings
     connectors.main(kafka_spark_conf)

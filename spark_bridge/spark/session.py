@@ -26,8 +26,9 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from cep.spark_bridge.spark.delta_connector import DeltaConnectorError, delta_spark_conf
 from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError, coordinates, kafka_spark_conf
@@ -163,7 +164,7 @@ def _prepare_environment(master: str) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def ignore_sigterm(spark: "SparkSession") -> bool:
+def ignore_sigterm(spark: SparkSession) -> bool:
     """Make the driver's JVM ignore SIGTERM (True when done).
 
     systemd stops a service by sending SIGTERM to every process of its group at once: the Python
@@ -190,7 +191,7 @@ def get_spark(
     delta: bool = False,
     ship: bool = True,
     python_env: str | None = None,
-) -> "SparkSession":
+) -> SparkSession:
     """Create (or reuse) the SparkSession configured for cep.
 
     If a session is already running, it is reused as is except for the runtime SQL settings
@@ -266,19 +267,20 @@ def get_spark(
         raise DeltaConnectorError(
             "a SparkSession is already running without Delta Lake's Spark connector, and the classpath is fixed "
             "when Spark starts: ask for it before the first session (get_spark(delta=True)), or stop this "
-            "session first (spark.stop())")
+            "session first (spark.stop())"
+        )
     if ship and not is_local(master):
         spark.sparkContext.addPyFile(cep_zip())
         check_executors(spark)
     return spark
 
 
-def has_kafka_connector(spark: "SparkSession") -> bool:
+def has_kafka_connector(spark: SparkSession) -> bool:
     """Whether ``spark.readStream.format("kafka")`` resolves."""
     return has_data_source(spark, "kafka")
 
 
-def has_data_source(spark: "SparkSession", name: str) -> bool:
+def has_data_source(spark: SparkSession, name: str) -> bool:
     """Whether ``spark.read.format(name)`` resolves: Spark's own data-source lookup, so a connector put there
     any way (``spark.jars``, ``--packages``, a jar in Spark's own folder) counts."""
     from py4j.protocol import Py4JJavaError
@@ -287,7 +289,8 @@ def has_data_source(spark: "SparkSession", name: str) -> bool:
     jvm = spark._jvm
     try:
         jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
-            name, spark._jsparkSession.sessionState().conf())
+            name, spark._jsparkSession.sessionState().conf()
+        )
     except (Py4JJavaError, AnalysisException):  # PySpark turns Spark's "Failed to find data source" into the latter
         return False
     return True

@@ -69,7 +69,11 @@ def _files() -> list[tuple[str, str]]:
                 if name.endswith(_SUFFIXES):
                     path = os.path.join(folder, name)
                     relative = os.path.relpath(path, root).replace(os.sep, "/")
-                    if package != "cep" or "/" not in relative or relative.split("/")[0] not in ("grammar", "matcher", "spark_bridge"):
+                    if (
+                        package != "cep"
+                        or "/" not in relative
+                        or relative.split("/")[0] not in ("grammar", "matcher", "spark_bridge")
+                    ):
                         found.append((path, f"{prefix}/{relative}"))
     return found
 
@@ -98,8 +102,11 @@ def cep_zip() -> str:
 def archive_conf(python_env: str) -> dict[str, str]:
     """Spark settings that give every executor a packed environment (``venv-pack``) to run Python in."""
     path = os.path.abspath(python_env)
-    return {"spark.archives": f"{path}#{ENV_ALIAS}", "spark.pyspark.python": f"./{ENV_ALIAS}/bin/python",
-            "spark.pyspark.driver.python": sys.executable}
+    return {
+        "spark.archives": f"{path}#{ENV_ALIAS}",
+        "spark.pyspark.python": f"./{ENV_ALIAS}/bin/python",
+        "spark.pyspark.driver.python": sys.executable,
+    }
 
 
 def probe(_partition) -> list[dict[str, Any]]:
@@ -131,15 +138,19 @@ def check_executors(spark, *, timeout: float = CHECK_TIMEOUT_S) -> dict[str, Any
     worker.join(timeout)
     if worker.is_alive():
         context.cancelJobGroup("cep-executor-check")
-        raise ShippingError(f"no executor ran cep's start-up check within {timeout:g}s: does the cluster "
-                            f"({context.master}) have a free core and memory for this application?")
+        raise ShippingError(
+            f"no executor ran cep's start-up check within {timeout:g}s: does the cluster "
+            f"({context.master}) have a free core and memory for this application?"
+        )
     if "error" in result:
         text = str(result["error"])
         missing = "No module named 'cep'" in text or "ModuleNotFoundError" in text
         raise ShippingError(
-            "the executors cannot " + ("import cep" if missing else "run cep's start-up check") +
-            f": {_last_error_line(text)}; cep ships itself (a zip with addPyFile) unless the executors' Python "
-            "cannot run it: give them an environment with --python-env (a venv-pack archive, docs/operations.md)")
+            "the executors cannot "
+            + ("import cep" if missing else "run cep's start-up check")
+            + f": {_last_error_line(text)}; cep ships itself (a zip with addPyFile) unless the executors' Python "
+            "cannot run it: give them an environment with --python-env (a venv-pack archive, docs/operations.md)"
+        )
     found = result["found"]
     bad = {name: value for name, value in found.items() if str(value).startswith("missing")}
     if bad:
@@ -147,10 +158,13 @@ def check_executors(spark, *, timeout: float = CHECK_TIMEOUT_S) -> dict[str, Any
             f"the executors' Python ({found.get('executable')}, Python {found.get('python')}) lacks "
             + "; ".join(f"{name} {value}" for name, value in bad.items())
             + ": install them there, or give the executors an environment with --python-env (a venv-pack archive "
-            "of this virtual environment, docs/operations.md)")
+            "of this virtual environment, docs/operations.md)"
+        )
     if found.get("python", "").rsplit(".", 1)[0] != ".".join(map(str, sys.version_info[:2])):
-        raise ShippingError(f"the executors run Python {found.get('python')} and the driver Python "
-                            f"{sys.version.split()[0]}: pyspark needs the same minor version on both")
+        raise ShippingError(
+            f"the executors run Python {found.get('python')} and the driver Python "
+            f"{sys.version.split()[0]}: pyspark needs the same minor version on both"
+        )
     return found
 
 

@@ -45,28 +45,43 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Iterator
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepSemanticError
+from cep.matcher.plan import COLUMN_WISE, Route
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.sql.datetimes import query_time
 from cep.matcher.sql.types import coerce
 from cep.spark_bridge.engine.column_table import key_codes, series_column
-from cep.spark_bridge.engine.durations import parse_duration
-from cep.matcher.plan import COLUMN_WISE, Route
 from cep.spark_bridge.engine.columnar import ColumnarStep
 from cep.spark_bridge.engine.columnar import step_bucket as columnar_step_bucket
+from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.key_table import step_bucket
 from cep.spark_bridge.engine.keyed import (
-    DEFAULT_MAX_MATCH_ROWS, DEFAULT_MAX_PENDING_ROWS, STAT_NAMES, KeyedStream, spark_timeout_ms,
+    DEFAULT_MAX_MATCH_ROWS,
+    DEFAULT_MAX_PENDING_ROWS,
+    STAT_NAMES,
+    KeyedStream,
+    spark_timeout_ms,
 )
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
 from cep.spark_bridge.spark.columns import (
-    ALL_ROWS_KEY, CORRUPT_RECORD, EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote,
+    ALL_ROWS_KEY,
+    CORRUPT_RECORD,
+    EVENT_US,
+    KIND,
+    MARKER,
+    NULL_TIME,
+    RAW,
+    REJECT,
+    STATS,
+    WATERMARK_KEY,
+    quote,
 )
 from cep.spark_bridge.spark.inputs import mark_bad_rows, prepare_input, unheld_time_columns, with_watermark
 from cep.spark_bridge.spark.types import output_schema, spark_to_sql
@@ -145,10 +160,24 @@ class _SparkStep:
     output frame (matches, late rows, and one statistics row whose counts are an array column).
     """
 
-    def __init__(self, plan, input_columns, partition_columns, *, query_text, session_timeout_us, max_pending_rows,
-                 output_columns, late_rows: bool, dedup_key=(), dedup_horizon_us: int = 0, marked: bool = False,
-                 key_buckets: int = 0, max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
-                 column_wise: bool = True) -> None:
+    def __init__(
+        self,
+        plan,
+        input_columns,
+        partition_columns,
+        *,
+        query_text,
+        session_timeout_us,
+        max_pending_rows,
+        output_columns,
+        late_rows: bool,
+        dedup_key=(),
+        dedup_horizon_us: int = 0,
+        marked: bool = False,
+        key_buckets: int = 0,
+        max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
+        column_wise: bool = True,
+    ) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
         self.partition_columns = tuple(partition_columns)
@@ -163,7 +192,13 @@ class _SparkStep:
         self.marked = marked  # the frames carry REJECT and RAW (mark_bad_rows)
         self.key_buckets = key_buckets  # > 0: Spark groups by a bucket of keys (cep.spark_bridge.engine.key_table)
         self.column_wise = column_wise  # False: per key even where the route could be column-wise (to compare them)
-        self.result_columns = self.output_columns + [(MATCH_ID, "VARCHAR"), (LATE_REASON, "VARCHAR"), (LATE_ROW, "VARCHAR"), (KIND, "INTEGER"), (STATS, "ARRAY<BIGINT>")]
+        self.result_columns = self.output_columns + [
+            (MATCH_ID, "VARCHAR"),
+            (LATE_REASON, "VARCHAR"),
+            (LATE_ROW, "VARCHAR"),
+            (KIND, "INTEGER"),
+            (STATS, "ARRAY<BIGINT>"),
+        ]
         self._engine: KeyedStream | None = None
         self._columnar: ColumnarStep | None = None  # built in each worker when the route is column-wise
 
@@ -206,7 +241,11 @@ class _SparkStep:
             return ()
         values = []
         for value in key:
-            if hasattr(value, "item") and type(value).__module__ == "numpy" and not isinstance(value, (np.datetime64, np.timedelta64)):
+            if (
+                hasattr(value, "item")
+                and type(value).__module__ == "numpy"
+                and not isinstance(value, (np.datetime64, np.timedelta64))
+            ):
                 value = value.item()
             if value is None or isinstance(value, (str, bool, int, float)):
                 values.append(None if isinstance(value, float) and value != value else value)
@@ -254,7 +293,7 @@ class _SparkStep:
         values = pandas_to_columns(pdf, self.partition_columns)
         return list(zip(*[values[name] for name in self.partition_columns]))
 
-    def __call__(self, key, frames: Iterator["pd.DataFrame"], state) -> Iterator["pd.DataFrame"]:
+    def __call__(self, key, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         import pandas as pd
 
         engine = self.engine()
@@ -277,8 +316,15 @@ class _SparkStep:
             blob = state.get[0] if state.exists else None
             # CURRENT_TIMESTAMP is the micro-batch's processing time, as Spark's current_timestamp() is.
             with query_time(_dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=state.getCurrentProcessingTimeMs())):
-                result = engine.process(blob, key_values, columns, times, watermark_ms * 1000,
-                                        timed_out=state.hasTimedOut, rejected=rejected)
+                result = engine.process(
+                    blob,
+                    key_values,
+                    columns,
+                    times,
+                    watermark_ms * 1000,
+                    timed_out=state.hasTimedOut,
+                    rejected=rejected,
+                )
             new_state, timer_us = result.state, result.timer_us
 
         if new_state is None:
@@ -290,7 +336,7 @@ class _SparkStep:
                 state.setTimeoutTimestamp(spark_timeout_ms(timer_us, watermark_ms))
         yield self._frame(result, pdf)
 
-    def _frame(self, result, pdf) -> "pd.DataFrame":
+    def _frame(self, result, pdf) -> pd.DataFrame:
         import pandas as pd
 
         rows = result.rows
@@ -327,7 +373,7 @@ class _SparkStep:
 
 def match_stream(
     plan,
-    df: "DataFrame",
+    df: DataFrame,
     *,
     query_text: str | None = None,
     watermark: Any = None,
@@ -339,7 +385,7 @@ def match_stream(
     max_future_skew: Any = None,
     key_buckets: int = KEY_BUCKETS,
     max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
-) -> "DataFrame":
+) -> DataFrame:
     """The matches of ``plan`` over the streaming DataFrame ``df``, as a streaming DataFrame (append mode).
 
     ``watermark``: how far behind the largest event time seen a row may arrive and still be matched
@@ -370,7 +416,9 @@ def match_stream(
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     if not df.isStreaming:
-        raise ValueError("match_stream needs a streaming DataFrame (spark.readStream...); use match_dataframe for a static one")
+        raise ValueError(
+            "match_stream needs a streaming DataFrame (spark.readStream...); use match_dataframe for a static one"
+        )
     if late not in LATE_MODES:
         raise ValueError(f"late must be one of {', '.join(LATE_MODES)}, not {late!r}")
     statement = plan.statement
@@ -397,10 +445,18 @@ def match_stream(
     partition = list(plan.partition_names(input_columns))
     output_columns = _output_columns(plan, {field.name: spark_to_sql(field.dataType) for field in df.schema.fields})
     # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
-    probe = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_us,
-                        max_pending_rows=max_pending_rows, dedup_key=dedup_key, max_match_rows=max_match_rows)
-    df, delay_ms = _with_event_time(df, probe, input_columns, watermark=watermark, session_us=session_us,
-                                    skew_us=skew_us, marked=marked)
+    probe = KeyedStream(
+        plan,
+        input_columns,
+        query_text=query_text,
+        session_timeout_us=session_us,
+        max_pending_rows=max_pending_rows,
+        dedup_key=dedup_key,
+        max_match_rows=max_match_rows,
+    )
+    df, delay_ms = _with_event_time(
+        df, probe, input_columns, watermark=watermark, session_us=session_us, skew_us=skew_us, marked=marked
+    )
     buckets = key_buckets if partition else 0  # one group already holds every row
     step = _SparkStep(
         plan,
@@ -424,7 +480,8 @@ def match_stream(
     state_schema = T.StructType([T.StructField("cep_state", T.BinaryType(), False)])
     timeout = GroupStateTimeout.NoTimeout if probe.proctime else GroupStateTimeout.EventTimeTimeout
     out = _grouped(df, partition, buckets).applyInPandasWithState(
-        cep_match_stream, output_schema(step.result_columns), state_schema, "append", timeout)
+        cep_match_stream, output_schema(step.result_columns), state_schema, "append", timeout
+    )
     if metrics_name:
         kind = F.col(KIND)
         stats = F.col(STATS)
@@ -452,16 +509,19 @@ def _output_columns(plan, input_types: dict[str, str]) -> list[tuple[str, str]]:
     return output_columns
 
 
-def _with_event_time(df: "DataFrame", probe: KeyedStream, input_columns: tuple[str, ...], *, watermark, session_us,
-                     skew_us, marked: bool) -> tuple["DataFrame", int]:
+def _with_event_time(
+    df: DataFrame, probe: KeyedStream, input_columns: tuple[str, ...], *, watermark, session_us, skew_us, marked: bool
+) -> tuple[DataFrame, int]:
     """``df`` with its bad rows marked, its watermark declared and moved to an all-NULL column, and its event
     time as µs (the module docstring says why); and the watermark delay in ms (0 on processing time)."""
     from pyspark.sql import functions as F
 
     if probe.proctime:
         if session_us is not None or watermark is not None or skew_us is not None:
-            raise CepSemanticError("watermark, session_timeout and max_future_skew need event time; "
-                                   "ORDER BY PROCTIME() has none", code="E0283")
+            raise CepSemanticError(
+                "watermark, session_timeout and max_future_skew need event time; ORDER BY PROCTIME() has none",
+                code="E0283",
+            )
         return (mark_bad_rows(df, None) if marked else df), 0
     time_column = probe.time_column
     df, delay_ms = with_watermark(df, time_column, watermark, mark_bad=marked, max_future_skew_us=skew_us)
@@ -477,7 +537,7 @@ def _with_event_time(df: "DataFrame", probe: KeyedStream, input_columns: tuple[s
     return df, delay_ms
 
 
-def _grouped(df: "DataFrame", partition: list[str], buckets: int):
+def _grouped(df: DataFrame, partition: list[str], buckets: int):
     """``df`` grouped as the stateful operator calls Python: by a bucket of keys, by key, or all in one."""
     from pyspark.sql import functions as F
 

@@ -14,7 +14,8 @@ way, a type name we cannot turn into a Spark type is an error that says which na
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.spark.columns import quote
@@ -98,7 +99,7 @@ def normalize_type_name(name: str) -> str:
     return canonical
 
 
-def spark_to_sql(data_type: "DataType") -> str:
+def spark_to_sql(data_type: DataType) -> str:
     """The matcher's name for a Spark type; types with no SQL name become VARCHAR (see ``needs_string_cast``)."""
     from pyspark.sql import types as T
 
@@ -128,7 +129,7 @@ def spark_to_sql(data_type: "DataType") -> str:
     return "VARCHAR"
 
 
-def needs_string_cast(data_type: "DataType") -> bool:
+def needs_string_cast(data_type: DataType) -> bool:
     """True for a Spark type the matcher cannot take as is: the bridge casts it to string first."""
     from pyspark.sql import types as T
 
@@ -156,7 +157,7 @@ def needs_string_cast(data_type: "DataType") -> bool:
     )
 
 
-def sql_to_spark(type_name: str, *, column: str | None = None) -> "DataType":
+def sql_to_spark(type_name: str, *, column: str | None = None) -> DataType:
     """The Spark type for one of the matcher's type names; a clear ``CepSemanticError`` when there is none."""
     from pyspark.sql import types as T
 
@@ -187,7 +188,7 @@ def sql_to_spark(type_name: str, *, column: str | None = None) -> "DataType":
     }[name]
 
 
-def cast_untyped(df: "DataFrame") -> "DataFrame":
+def cast_untyped(df: DataFrame) -> DataFrame:
     """``df`` with every column the matcher has no type for (``needs_string_cast``) cast to string."""
     from pyspark.sql import functions as F
 
@@ -196,7 +197,7 @@ def cast_untyped(df: "DataFrame") -> "DataFrame":
     return df
 
 
-def output_schema(columns: Iterable[tuple[str, str]], *, naive_times: bool = False) -> "StructType":
+def output_schema(columns: Iterable[tuple[str, str]], *, naive_times: bool = False) -> StructType:
     """A Spark ``StructType`` (all fields nullable) from ``[(name, SQL type name), ...]``.
 
     The matcher has one TIMESTAMP type; ``naive_times`` makes it Spark's TIMESTAMP_NTZ (``naive_times_in``
@@ -212,10 +213,14 @@ def output_schema(columns: Iterable[tuple[str, str]], *, naive_times: bool = Fal
     return T.StructType(fields)
 
 
-def naive_times_in(schema: "StructType") -> bool:
+def naive_times_in(schema: StructType) -> bool:
     """True when the input has times and every one is TIMESTAMP_NTZ (wall-clock times, no instant): the
     output's times are then TIMESTAMP_NTZ too, never turned into instants of the session's zone."""
     from pyspark.sql import types as T
 
-    kinds = {type(field.dataType) for field in schema.fields if isinstance(field.dataType, (T.TimestampType, T.TimestampNTZType))}
+    kinds = {
+        type(field.dataType)
+        for field in schema.fields
+        if isinstance(field.dataType, (T.TimestampType, T.TimestampNTZType))
+    }
     return kinds == {T.TimestampNTZType}

@@ -50,11 +50,13 @@ def rows_of(df) -> list[dict]:
             if isinstance(d.get(k), (bytes, bytearray)):
                 d[k] = bytes(d[k]).decode()
         if d.get("timestamp") is not None:
-            d["timestamp_ms"] = round(d.pop("timestamp").replace(tzinfo=__import__("datetime").timezone.utc)
-                                      .timestamp() * 1000)
+            d["timestamp_ms"] = round(
+                d.pop("timestamp").replace(tzinfo=__import__("datetime").timezone.utc).timestamp() * 1000
+            )
         if d.get("headers") is not None:
-            d["headers"] = [[h["key"], bytes(h["value"]).decode() if h["value"] is not None else None]
-                            for h in d["headers"]]
+            d["headers"] = [
+                [h["key"], bytes(h["value"]).decode() if h["value"] is not None else None] for h in d["headers"]
+            ]
         out.append(d)
     return out
 
@@ -75,18 +77,29 @@ def run(spark, bootstrap: str, in_topic: str, batch_out: str, stream_out: str, w
     kafka = {"kafka.bootstrap.servers": bootstrap}
 
     # 1. a static read of the whole topic, headers included
-    everything = (spark.read.format("kafka").options(**kafka).option("subscribe", in_topic)
-                  .option("startingOffsets", "earliest").option("endingOffsets", "latest")
-                  .option("includeHeaders", "true").load())
+    everything = (
+        spark.read.format("kafka")
+        .options(**kafka)
+        .option("subscribe", in_topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", "true")
+        .load()
+    )
     result["schema"] = [[f.name, f.dataType.simpleString()] for f in everything.schema.fields]
     result["all"] = rows_of(everything)
 
     # 2. a static read of an offset range of partition 0 alone: [2, 5). With "subscribe", the offsets JSON must
     # name every partition of the topic (else KafkaIllegalStateException: "Partitions specified for Kafka start
     # offsets don't match what are assigned"); "assign" picks the partitions.
-    ranged = (spark.read.format("kafka").options(**kafka).option("assign", json.dumps({in_topic: [0]}))
-              .option("startingOffsets", json.dumps({in_topic: {"0": 2}}))
-              .option("endingOffsets", json.dumps({in_topic: {"0": 5}})).load())
+    ranged = (
+        spark.read.format("kafka")
+        .options(**kafka)
+        .option("assign", json.dumps({in_topic: [0]}))
+        .option("startingOffsets", json.dumps({in_topic: {"0": 2}}))
+        .option("endingOffsets", json.dumps({in_topic: {"0": 5}}))
+        .load()
+    )
     result["range_p0"] = sorted((r["partition"], r["offset"]) for r in ranged.select("partition", "offset").collect())
 
     # 3. a batch write: key, value and headers columns; the topic given as an option
@@ -97,25 +110,49 @@ def run(spark, bootstrap: str, in_topic: str, batch_out: str, stream_out: str, w
     out.write.format("kafka").options(**kafka).option("topic", batch_out).save()
 
     # 4. a stream: JSON values parsed, a derived JSON message written to another topic, 4 offsets per trigger
-    schema = StructType([StructField("sensor", StringType()), StructField("seq", LongType()),
-                         StructField("reading", DoubleType())])
-    stream = (spark.readStream.format("kafka").options(**kafka).option("subscribe", in_topic)
-              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 4)
-              .option("includeHeaders", "true").load())
+    schema = StructType(
+        [StructField("sensor", StringType()), StructField("seq", LongType()), StructField("reading", DoubleType())]
+    )
+    stream = (
+        spark.readStream.format("kafka")
+        .options(**kafka)
+        .option("subscribe", in_topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 4)
+        .option("includeHeaders", "true")
+        .load()
+    )
     result["stream_schema"] = [[f.name, f.dataType.simpleString()] for f in stream.schema.fields]
-    parsed = stream.select(F.col("key"), F.from_json(F.col("value").cast("string"), schema).alias("e"),
-                           F.col("partition"), F.col("offset"), F.col("headers"))
+    parsed = stream.select(
+        F.col("key"),
+        F.from_json(F.col("value").cast("string"), schema).alias("e"),
+        F.col("partition"),
+        F.col("offset"),
+        F.col("headers"),
+    )
     derived = parsed.select(
         F.col("key"),
-        F.to_json(F.struct(F.col("e.sensor").alias("sensor"), F.col("e.seq").alias("seq"),
-                           (F.col("e.reading") * 2).alias("doubled"), F.col("partition"),
-                           F.col("offset"))).alias("value"),
-        F.concat(F.col("headers"), F.array(F.struct(F.lit("stage").alias("key"),
-                                                    F.lit(b"stream").alias("value")))).alias("headers"),
+        F.to_json(
+            F.struct(
+                F.col("e.sensor").alias("sensor"),
+                F.col("e.seq").alias("seq"),
+                (F.col("e.reading") * 2).alias("doubled"),
+                F.col("partition"),
+                F.col("offset"),
+            )
+        ).alias("value"),
+        F.concat(
+            F.col("headers"), F.array(F.struct(F.lit("stage").alias("key"), F.lit(b"stream").alias("value")))
+        ).alias("headers"),
     )
-    query = (derived.writeStream.format("kafka").options(**kafka).option("topic", stream_out)
-             .option("checkpointLocation", os.path.join(workdir, "checkpoint"))
-             .trigger(availableNow=True).start())
+    query = (
+        derived.writeStream.format("kafka")
+        .options(**kafka)
+        .option("topic", stream_out)
+        .option("checkpointLocation", os.path.join(workdir, "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(600)
     result["stream_batches"] = [p["numInputRows"] for p in query.recentProgress]
     result["stream_exception"] = str(query.exception()) if query.exception() else None

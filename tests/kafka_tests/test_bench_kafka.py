@@ -26,10 +26,18 @@ import kafka_e2e  # noqa: E402
 
 
 def alert(match_id: str, last: dt.datetime) -> dict:
-    return {"rule_id": "v_shape", "rule_version": "v1", "match_id": match_id, "match_status": "MATCHED",
-            "partition_key": json.dumps({"symbol": "K0001"}), "first_event_time": last - dt.timedelta(seconds=2),
-            "last_event_time": last, "measures": json.dumps({"n": 3}), "emit_time": last + dt.timedelta(seconds=3),
-            "suppressed": False}
+    return {
+        "rule_id": "v_shape",
+        "rule_version": "v1",
+        "match_id": match_id,
+        "match_status": "MATCHED",
+        "partition_key": json.dumps({"symbol": "K0001"}),
+        "first_event_time": last - dt.timedelta(seconds=2),
+        "last_event_time": last,
+        "measures": json.dumps({"n": 3}),
+        "emit_time": last + dt.timedelta(seconds=3),
+        "suppressed": False,
+    }
 
 
 def test_the_ticks_on_the_topic_are_the_ticks_replayed(kafka_broker, kafka_topic):
@@ -38,8 +46,10 @@ def test_the_ticks_on_the_topic_are_the_ticks_replayed(kafka_broker, kafka_topic
     sent, _, _ = producer.run(None, 10.0, max_events=300)  # as fast as it goes: many ticks per millisecond
     assert sent == 300
     records = consume(kafka_broker.bootstrap, topic)
-    on_topic = sorted((json.loads(r["value"])["symbol"], json.loads(r["value"])["ts"], json.loads(r["value"])["price"])
-                      for r in records)
+    on_topic = sorted(
+        (json.loads(r["value"])["symbol"], json.loads(r["value"])["ts"], json.loads(r["value"])["price"])
+        for r in records
+    )
     ticks = producer.ticks
     kept = sorted(zip(ticks.symbol, map(kafka_e2e.iso_ms, ticks.ts_ms), ticks.price))
     assert on_topic == kept
@@ -72,4 +82,4 @@ def test_the_reader_sees_committed_alerts_once_and_never_aborted_ones(kafka_brok
     reader.join(10)
     assert sorted(reader.seen) == ["a", "b", "d"]
     assert reader.copies == 4  # b twice: counted as a duplicate message, kept once
-    assert reader.newest_event_ms == round(last.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    assert reader.newest_event_ms == round(last.replace(tzinfo=dt.UTC).timestamp() * 1000)

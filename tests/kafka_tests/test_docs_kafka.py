@@ -53,8 +53,14 @@ class Terminal:
     def __init__(self, commands: str, env: dict, log: Path) -> None:
         self.log = log
         self.out = log.open("w")
-        self.process = subprocess.Popen(["bash", "-c", commands], cwd=REPO, env=env, stdout=self.out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            ["bash", "-c", commands],
+            cwd=REPO,
+            env=env,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -62,7 +68,9 @@ class Terminal:
     def wait_for(self, needle: str) -> None:
         deadline = time.monotonic() + BACKGROUND_WAIT_S
         while needle not in self.text():
-            assert self.process.poll() is None, f"ended (exit {self.process.returncode}) before printing {needle!r}:\n{self.text()[-3000:]}"
+            assert self.process.poll() is None, (
+                f"ended (exit {self.process.returncode}) before printing {needle!r}:\n{self.text()[-3000:]}"
+            )
             assert time.monotonic() < deadline, f"no {needle!r} in {BACKGROUND_WAIT_S} s:\n{self.text()[-3000:]}"
             time.sleep(0.2)
 
@@ -85,10 +93,16 @@ def test_the_kafka_walkthrough_runs_as_written(page, tmp_path):
     steps = walkthrough(page)
     assert steps and steps[0][2].strip().startswith("make kafka"), f"{page}'s walkthrough starts with make kafka"
     port = free_port()
-    env = dict(os.environ, KAFKA_PORT=str(port), KAFKA_DIR=str(tmp_path / "broker"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
-               CEP_SPARK_LOG=str(tmp_path / "spark.log"))
+    env = dict(
+        os.environ,
+        KAFKA_PORT=str(port),
+        KAFKA_DIR=str(tmp_path / "broker"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        CEP_SPARK_LOG=str(tmp_path / "spark.log"),
+    )
     demo = tmp_path / "demo"
     terminals: list[Terminal] = []
     try:
@@ -106,15 +120,20 @@ def test_the_kafka_walkthrough_runs_as_written(page, tmp_path):
             # status catches up after the delivery.
             deadline = time.monotonic() + float(attributes.get("retry", 0))
             while True:
-                done = subprocess.run(["bash", "-c", commands], cwd=REPO, env=env, capture_output=True, text=True,
-                                      timeout=900)
+                done = subprocess.run(
+                    ["bash", "-c", commands], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+                )
                 output = done.stdout + done.stderr
                 if done.returncode != 0 or attributes.get("expect", "") in output or time.monotonic() > deadline:
                     break
                 time.sleep(1)
-            assert done.returncode == 0, f"{page}, step {number}:\n{commands}\nexit {done.returncode}:\n{output[-4000:]}"
+            assert done.returncode == 0, (
+                f"{page}, step {number}:\n{commands}\nexit {done.returncode}:\n{output[-4000:]}"
+            )
             if "expect" in attributes:
-                assert attributes["expect"] in output, f"{page}, step {number}: no {attributes['expect']!r} in:\n{output[-4000:]}"
+                assert attributes["expect"] in output, (
+                    f"{page}, step {number}: no {attributes['expect']!r} in:\n{output[-4000:]}"
+                )
     finally:
         for terminal in reversed(terminals):
             terminal.ctrl_c()

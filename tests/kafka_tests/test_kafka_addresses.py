@@ -12,7 +12,11 @@ import pytest
 from cep.cli import main
 from cep.spark_bridge.sinks.kafka import KafkaExactlyOnceSink, alert_message, stable_transactional_id
 from cep.spark_bridge.spark.kafka import (
-    CepKafkaError, KafkaAddress, parse_kafka_options, parse_kafka_url, source_options,
+    CepKafkaError,
+    KafkaAddress,
+    parse_kafka_options,
+    parse_kafka_url,
+    source_options,
 )
 
 
@@ -39,14 +43,17 @@ def test_query_parameters_are_kept_for_the_sinks():
     assert address.topics == ("alerts",)
 
 
-@pytest.mark.parametrize("url, says", [
-    ("http://h:9092/t", "starts with kafka://"),
-    ("kafka:///t", "no bootstrap server"),
-    ("kafka://h:port/t", "is not HOST:PORT"),
-    ("kafka://h:99999/t", "is not HOST:PORT"),
-    ("kafka://h:9092/", "no topic"),
-    ("kafka://h:9092/ticks-(", "neither topic names"),
-])
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("http://h:9092/t", "starts with kafka://"),
+        ("kafka:///t", "no bootstrap server"),
+        ("kafka://h:port/t", "is not HOST:PORT"),
+        ("kafka://h:99999/t", "is not HOST:PORT"),
+        ("kafka://h:9092/", "no topic"),
+        ("kafka://h:9092/ticks-(", "neither topic names"),
+    ],
+)
 def test_a_bad_address_is_E0492_and_says_what_is_wrong(url, says):
     with pytest.raises(CepKafkaError) as caught:
         parse_kafka_url(url)
@@ -55,9 +62,14 @@ def test_a_bad_address_is_E0492_and_says_what_is_wrong(url, says):
 
 
 def test_options_are_spelled_as_spark_spells_them_and_typos_are_refused(tmp_path):
-    options = parse_kafka_options(["startingoffsets=latest", "MAXOFFSETSPERTRIGGER=500",
-                                   "kafka.security.protocol=SASL_SSL"])
-    assert options == {"startingOffsets": "latest", "maxOffsetsPerTrigger": "500", "kafka.security.protocol": "SASL_SSL"}
+    options = parse_kafka_options(
+        ["startingoffsets=latest", "MAXOFFSETSPERTRIGGER=500", "kafka.security.protocol=SASL_SSL"]
+    )
+    assert options == {
+        "startingOffsets": "latest",
+        "maxOffsetsPerTrigger": "500",
+        "kafka.security.protocol": "SASL_SSL",
+    }
     with pytest.raises(CepKafkaError, match="did you mean startingOffsets"):
         parse_kafka_options(["startingOffset=latest"])
     with pytest.raises(CepKafkaError, match="come from the kafka:// address"):
@@ -66,7 +78,10 @@ def test_options_are_spelled_as_spark_spells_them_and_typos_are_refused(tmp_path
         parse_kafka_options(["startingOffsets"])
     secrets = tmp_path / "kafka.properties"
     secrets.write_text("# SASL\nkafka.sasl.mechanism=PLAIN\n\nkafka.sasl.jaas.config=x required;\n")
-    assert parse_kafka_options([f"@{secrets}"]) == {"kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": "x required;"}
+    assert parse_kafka_options([f"@{secrets}"]) == {
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": "x required;",
+    }
     secrets.write_text("kafka.sasl.mechanism=PLAIN\nstartOffsets=1\n")
     with pytest.raises(CepKafkaError, match=r"kafka.properties:2"):
         parse_kafka_options([f"@{secrets}"])
@@ -75,23 +90,37 @@ def test_options_are_spelled_as_spark_spells_them_and_typos_are_refused(tmp_path
 def test_source_options_start_from_the_earliest_offsets_and_a_static_read_ends_at_the_latest():
     address = parse_kafka_url("kafka://h:1/t")
     assert source_options(address, {}, streaming=True) == {
-        "kafka.bootstrap.servers": "h:1", "subscribe": "t", "startingOffsets": "earliest"}
+        "kafka.bootstrap.servers": "h:1",
+        "subscribe": "t",
+        "startingOffsets": "earliest",
+    }
     assert source_options(address, {"startingOffsets": "latest"}, streaming=False) == {
-        "kafka.bootstrap.servers": "h:1", "subscribe": "t", "startingOffsets": "latest", "endingOffsets": "latest"}
+        "kafka.bootstrap.servers": "h:1",
+        "subscribe": "t",
+        "startingOffsets": "latest",
+        "endingOffsets": "latest",
+    }
     with pytest.raises(CepKafkaError, match="endingOffsets is for a static read"):
         source_options(address, {"endingOffsets": "latest"}, streaming=True)
     with pytest.raises(CepKafkaError, match="topics are in the address"):
         source_options(address, {"subscribePattern": "x.*"}, streaming=True)
-    assign = source_options(parse_kafka_url("kafka://h:1", topic_required=False), {"assign": '{"t": [0]}'}, streaming=True)
+    assign = source_options(
+        parse_kafka_url("kafka://h:1", topic_required=False), {"assign": '{"t": [0]}'}, streaming=True
+    )
     assert assign["assign"] == '{"t": [0]}' and "subscribe" not in assign
 
 
 ALERT = {
-    "rule_id": "fraud/card_testing", "rule_version": "0df2709fe840dd75", "match_id": "e411026248f15bf144165be79ca99b0f",
-    "match_status": "MATCHED", "partition_key": '{"card_id": "C003"}',
-    "first_event_time": dt.datetime(2024, 3, 4, 13, 23, 7), "last_event_time": dt.datetime(2024, 3, 4, 13, 27, 1),
+    "rule_id": "fraud/card_testing",
+    "rule_version": "0df2709fe840dd75",
+    "match_id": "e411026248f15bf144165be79ca99b0f",
+    "match_status": "MATCHED",
+    "partition_key": '{"card_id": "C003"}',
+    "first_event_time": dt.datetime(2024, 3, 4, 13, 23, 7),
+    "last_event_time": dt.datetime(2024, 3, 4, 13, 27, 1),
     "measures": '{"card_id": "C003", "tests": 3, "big_amount": 793.3, "merchant": "caf\u00e9"}',
-    "emit_time": dt.datetime(2026, 11, 26, 2, 17, 23, 24000), "suppressed": False,
+    "emit_time": dt.datetime(2026, 11, 26, 2, 17, 23, 24000),
+    "suppressed": False,
 }
 
 
@@ -100,16 +129,25 @@ def test_an_alert_is_one_json_message_keyed_by_its_match_id():
     assert message["key"] == b"e411026248f15bf144165be79ca99b0f"
     value = json.loads(message["value"])
     assert value == {
-        "rule_id": "fraud/card_testing", "rule_version": "0df2709fe840dd75", "match_id": "e411026248f15bf144165be79ca99b0f",
-        "match_status": "MATCHED", "partition_key": {"card_id": "C003"}, "first_event_time": "2024-03-04T13:23:07Z",
+        "rule_id": "fraud/card_testing",
+        "rule_version": "0df2709fe840dd75",
+        "match_id": "e411026248f15bf144165be79ca99b0f",
+        "match_status": "MATCHED",
+        "partition_key": {"card_id": "C003"},
+        "first_event_time": "2024-03-04T13:23:07Z",
         "last_event_time": "2024-03-04T13:27:01Z",
         "measures": {"card_id": "C003", "tests": 3, "big_amount": 793.3, "merchant": "caf\u00e9"},
-        "emit_time": "2026-11-26T02:17:23.024000Z", "suppressed": False,
+        "emit_time": "2026-11-26T02:17:23.024000Z",
+        "suppressed": False,
     }
     assert "caf\u00e9".encode() in message["value"]  # UTF-8, not \\u escapes
-    assert dict(message["headers"]) == {"cep-rule-id": b"fraud/card_testing", "cep-rule-version": b"0df2709fe840dd75",
-                                        "cep-match-status": b"MATCHED", "content-type": b"application/json"}
-    assert message["timestamp"] == int(dt.datetime(2026, 11, 26, 2, 17, 23, 24000, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    assert dict(message["headers"]) == {
+        "cep-rule-id": b"fraud/card_testing",
+        "cep-rule-version": b"0df2709fe840dd75",
+        "cep-match-status": b"MATCHED",
+        "content-type": b"application/json",
+    }
+    assert message["timestamp"] == int(dt.datetime(2026, 11, 26, 2, 17, 23, 24000, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def test_a_redelivered_alert_is_byte_identical():
@@ -134,14 +172,50 @@ def test_the_command_line_refuses_kafka_options_that_do_not_fit(tmp_path, capsys
     (tmp_path / "in").mkdir()
     ck = str(tmp_path / "ck")
     cases = [
-        (["stream", str(query), "--input", str(tmp_path / "in"), "--checkpoint", ck, "--kafka-option", "startingOffsets=latest"],
-         "--kafka-option is for a Kafka input"),
-        (["stream", str(query), "--input", "kafka://127.0.0.1:1/t", "--checkpoint", ck, "--format", "parquet"],
-         "a Kafka message value is read as json or csv"),
-        (["stream", str(query), "--input", "kafka://127.0.0.1:1/t", "--checkpoint", ck, "--kafka-option", "maxOffsetPerTrigger=5"],
-         "did you mean maxOffsetsPerTrigger"),
-        (["stream", str(query), "--input", "kafka://127.0.0.1:1/t", "--checkpoint", ck, "--sink", "kafka://127.0.0.1:1/a", "x"],
-         "takes no further argument"),
+        (
+            [
+                "stream",
+                str(query),
+                "--input",
+                str(tmp_path / "in"),
+                "--checkpoint",
+                ck,
+                "--kafka-option",
+                "startingOffsets=latest",
+            ],
+            "--kafka-option is for a Kafka input",
+        ),
+        (
+            ["stream", str(query), "--input", "kafka://127.0.0.1:1/t", "--checkpoint", ck, "--format", "parquet"],
+            "a Kafka message value is read as json or csv",
+        ),
+        (
+            [
+                "stream",
+                str(query),
+                "--input",
+                "kafka://127.0.0.1:1/t",
+                "--checkpoint",
+                ck,
+                "--kafka-option",
+                "maxOffsetPerTrigger=5",
+            ],
+            "did you mean maxOffsetsPerTrigger",
+        ),
+        (
+            [
+                "stream",
+                str(query),
+                "--input",
+                "kafka://127.0.0.1:1/t",
+                "--checkpoint",
+                ck,
+                "--sink",
+                "kafka://127.0.0.1:1/a",
+                "x",
+            ],
+            "takes no further argument",
+        ),
         (["run", str(query), "--input", "kafka://127.0.0.1:1/t", "--input", "kafka://127.0.0.1:1/u"], "is read alone"),
         (["run", str(query), "--input", str(query), "--schema", "x INT"], "cannot tell the format"),
     ]
@@ -153,11 +227,21 @@ def test_the_command_line_refuses_kafka_options_that_do_not_fit(tmp_path, capsys
 def test_an_inferred_field_takes_the_type_most_of_its_values_have():
     from cep.spark_bridge.spark.kafka import json_fields
 
-    sample = ['{"symbol": "A", "ts": "2024-01-02 09:30:00", "price": 97.5, "n": 3, "tags": ["x"], "ok": true}',
-              '{"symbol": "B", "ts": "2024-01-02T09:31:00Z", "price": 98, "n": 4, "extra": null}',
-              '{"symbol": "C", "ts": "yesterday", "price": "x", "n": 5}',  # a bad message: outvoted, not widening
-              '{"symbol": "D", "ts": "2024-01-02 09:32:00", "price": 99.0, "n": 6}',
-              "not json", "[1, 2]", None]
+    sample = [
+        '{"symbol": "A", "ts": "2024-01-02 09:30:00", "price": 97.5, "n": 3, "tags": ["x"], "ok": true}',
+        '{"symbol": "B", "ts": "2024-01-02T09:31:00Z", "price": 98, "n": 4, "extra": null}',
+        '{"symbol": "C", "ts": "yesterday", "price": "x", "n": 5}',  # a bad message: outvoted, not widening
+        '{"symbol": "D", "ts": "2024-01-02 09:32:00", "price": 99.0, "n": 6}',
+        "not json",
+        "[1, 2]",
+        None,
+    ]
     assert [(f.name, f.dataType.simpleString()) for f in json_fields(sample).fields] == [
-        ("symbol", "string"), ("ts", "timestamp"), ("price", "double"), ("n", "bigint"), ("tags", "string"),
-        ("ok", "boolean"), ("extra", "string")]
+        ("symbol", "string"),
+        ("ts", "timestamp"),
+        ("price", "double"),
+        ("n", "bigint"),
+        ("tags", "string"),
+        ("ok", "boolean"),
+        ("extra", "string"),
+    ]

@@ -33,8 +33,12 @@ def test_records_round_trip_with_keys_headers_and_timestamps(kafka_broker, kafka
     topic = kafka_topic(partitions=4)
     base_ts = 1_767_225_600_000  # 2026-01-01T00:00:00Z
     sent = [
-        {"key": f"sensor-{i % 7}", "value": {"sensor": f"sensor-{i % 7}", "seq": i, "reading": i * 0.5},
-         "headers": {"source": "test", "seq": str(i)}, "timestamp": base_ts + i * 1000}
+        {
+            "key": f"sensor-{i % 7}",
+            "value": {"sensor": f"sensor-{i % 7}", "seq": i, "reading": i * 0.5},
+            "headers": {"source": "test", "seq": str(i)},
+            "timestamp": base_ts + i * 1000,
+        }
         for i in range(140)
     ]
     assert produce(kafka_broker.bootstrap, topic, sent) == 140
@@ -64,8 +68,14 @@ def test_records_round_trip_with_keys_headers_and_timestamps(kafka_broker, kafka
 def _transactional_producer(bootstrap: str, txn_id: str):
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "enable.idempotence": True,
-                         "transaction.timeout.ms": 60_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "enable.idempotence": True,
+            "transaction.timeout.ms": 60_000,
+        }
+    )
     producer.init_transactions(30)
     return producer
 
@@ -77,8 +87,9 @@ def test_transaction_writes_alerts_and_control_record_all_or_nothing(kafka_broke
     def batch(batch_id: int, n: int, commit: bool) -> None:
         producer.begin_transaction()
         for i in range(n):
-            producer.produce(alerts, key=f"match-{batch_id}-{i}".encode(),
-                             value=json.dumps({"batch": batch_id, "i": i}).encode())
+            producer.produce(
+                alerts, key=f"match-{batch_id}-{i}".encode(), value=json.dumps({"batch": batch_id, "i": i}).encode()
+            )
         producer.produce(control, key=b"query-1", value=json.dumps({"batch_id": batch_id}).encode())
         if commit:
             producer.commit_transaction(30)
@@ -92,7 +103,8 @@ def test_transaction_writes_alerts_and_control_record_all_or_nothing(kafka_broke
 
     committed = consume(kafka_broker.bootstrap, alerts, isolation="read_committed")
     assert sorted(r["key"] for r in committed) == sorted(
-        [f"match-0-{i}".encode() for i in range(3)] + [f"match-2-{i}".encode() for i in range(4)])
+        [f"match-0-{i}".encode() for i in range(3)] + [f"match-2-{i}".encode() for i in range(4)]
+    )
     everything = consume(kafka_broker.bootstrap, alerts, isolation="read_uncommitted")
     assert len(everything) == 3 + 2 + 4  # the aborted records are in the log, only hidden
     control_records = consume(kafka_broker.bootstrap, control, isolation="read_committed")
@@ -120,8 +132,13 @@ _KILLED_PRODUCER = textwrap.dedent("""
 def test_sigkilled_transaction_is_aborted_by_the_next_producer_with_the_same_id(kafka_broker, kafka_topic):
     topic = kafka_topic()
     txn_id = f"cep-test-{topic}"
-    done = subprocess.run([sys.executable, "-c", _KILLED_PRODUCER, kafka_broker.bootstrap, topic, txn_id],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_PRODUCER, kafka_broker.bootstrap, topic, txn_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert "flushed" in done.stdout
     assert len(consume(kafka_broker.bootstrap, topic, isolation="read_uncommitted")) == 5

@@ -17,7 +17,8 @@ def test_packages_form_names_the_connector_of_the_installed_pyspark():
 
     version = metadata.version("pyspark")
     assert kc.kafka_spark_conf(method="packages") == {
-        "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"}
+        "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+    }
     with pytest.raises(ValueError):
         kc.kafka_spark_conf(method="ivy")
 
@@ -95,6 +96,13 @@ def test_a_session_already_running_without_the_connector_is_refused_with_the_way
         "except KafkaConnectorError as exc:\n"
         "    print('refused:', exc)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
-    assert "refused: a SparkSession is already running without Spark's Kafka connector" in done.stdout, done.stderr[-2000:]
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+    )
+    assert "refused: a SparkSession is already running without Spark's Kafka connector" in done.stdout, done.stderr[
+        -2000:
+    ]

@@ -31,19 +31,42 @@ def test_an_absence_fires_on_a_quiet_topic_by_the_wall_clock(kafka_broker, kafka
     rules.mkdir()
     (rules / "auth.sql").write_text(RESET_WITHOUT_LOGIN)
     checkpoint = tmp_path / "ck"
-    stream = ChildStream(["stream", "--rules", str(rules), "--input", f"kafka://{kafka_broker.bootstrap}/{topic}",
-                          "--schema", "user_id STRING, kind STRING, ts TIMESTAMP", "--checkpoint", str(checkpoint),
-                          "--watermark", "1s", "--idle-watermark", "3s", "--trigger", "1s", "--master", "local[2]"],
-                         tmp_path, 0)
+    stream = ChildStream(
+        [
+            "stream",
+            "--rules",
+            str(rules),
+            "--input",
+            f"kafka://{kafka_broker.bootstrap}/{topic}",
+            "--schema",
+            "user_id STRING, kind STRING, ts TIMESTAMP",
+            "--checkpoint",
+            str(checkpoint),
+            "--watermark",
+            "1s",
+            "--idle-watermark",
+            "3s",
+            "--trigger",
+            "1s",
+            "--master",
+            "local[2]",
+        ],
+        tmp_path,
+        0,
+    )
     try:
         stream.wait_for(lambda: "running;" in stream.log_path.read_text(errors="replace"), "the start")
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         stamp = lambda seconds: (now + dt.timedelta(seconds=seconds)).isoformat()  # noqa: E731
-        produce(kafka_broker.bootstrap, topic, [
-            {"key": "ann", "value": {"user_id": "ann", "kind": "reset", "ts": stamp(0)}},
-            {"key": "bob", "value": {"user_id": "bob", "kind": "reset", "ts": stamp(0)}},
-            {"key": "bob", "value": {"user_id": "bob", "kind": "login", "ts": stamp(1)}},
-        ])  # and then nothing: the topic stays quiet
+        produce(
+            kafka_broker.bootstrap,
+            topic,
+            [
+                {"key": "ann", "value": {"user_id": "ann", "kind": "reset", "ts": stamp(0)}},
+                {"key": "bob", "value": {"user_id": "bob", "kind": "reset", "ts": stamp(0)}},
+                {"key": "bob", "value": {"user_id": "bob", "kind": "login", "ts": stamp(1)}},
+            ],
+        )  # and then nothing: the topic stays quiet
 
         def absences() -> list[dict]:
             matches = checkpoint / "matches"

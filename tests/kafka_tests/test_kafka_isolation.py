@@ -29,7 +29,8 @@ POISON = ["1600-01-01T00:00:00Z", "0001-01-01T00:00:00", "2300-01-01T00:00:00Z",
 
 @pytest.mark.timeout(900)
 def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_to_the_backtest(
-        kafka_broker, kafka_topic, spark, tmp_path):
+    kafka_broker, kafka_topic, spark, tmp_path
+):
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     boot = kafka_broker.bootstrap
     topic = kafka_topic(1)
@@ -40,12 +41,21 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
     (rules / "boom.sql").write_text(EXPLODING, encoding="utf-8")
     poison = [{"key": "S1", "value": json.dumps({"symbol": "S1", "ts": ts, "price": 50.0})} for ts in POISON]
     produce(boot, topic, messages(events[:20]) + poison + messages(events[20:] + [SENTINEL]))
-    expected = sorted(json.dumps({k: jsonable(v) for k, v in row.items()}, sort_keys=True)
-                      for row in cep.compile(GOOD).run(events + [SENTINEL], session_timeout=SESSION))
+    expected = sorted(
+        json.dumps({k: jsonable(v) for k, v in row.items()}, sort_keys=True)
+        for row in cep.compile(GOOD).run(events + [SENTINEL], session_timeout=SESSION)
+    )
     checkpoint = tmp_path / "ck"
-    stream = AlertStream(spark, str(rules), read_kafka(spark, f"kafka://{boot}/{topic}", schema=SCHEMA),
-                         checkpoint=str(checkpoint), watermark="1 minute", session_timeout=SESSION, trigger="1 second",
-                         source_location=kafka_location())
+    stream = AlertStream(
+        spark,
+        str(rules),
+        read_kafka(spark, f"kafka://{boot}/{topic}", schema=SCHEMA),
+        checkpoint=str(checkpoint),
+        watermark="1 minute",
+        session_timeout=SESSION,
+        trigger="1 second",
+        source_location=kafka_location(),
+    )
     stream.start()
 
     def alerts() -> list[dict]:
@@ -59,8 +69,9 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
             stream.check()  # raises if the matching query failed
             stream.refresh_rules()
             stream.poll()
-            assert time.monotonic() < deadline, \
+            assert time.monotonic() < deadline, (
                 f"{len(alerts())} of {len(expected)} alerts; {stream.status.get('events')}"
+            )
             time.sleep(0.5)
         stream.process_all_available()
     finally:
@@ -68,7 +79,8 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
     assert sorted(json.dumps(json.loads(a["measures"]), sort_keys=True) for a in alerts()) == expected
     dead = committed_records(checkpoint / "dead-letter" / "bad-rows")
     assert sorted((r["_cep_error"], r["_cep_file"]) for r in dead) == [
-        ("bad_event_time", f"{topic}-0@{20 + i}") for i in range(len(POISON))]
+        ("bad_event_time", f"{topic}-0@{20 + i}") for i in range(len(POISON))
+    ]
     assert stream.status["bad_rows"] == {"bad_event_time": len(POISON)}
     row = {r["rule"]: r for r in rule_rows(stream.status)}["boom"]
     assert row["state"] == "failed" and "E0430" in row["errors"][0] and "quarantined" in row["errors"][0]
@@ -78,11 +90,31 @@ def test_poison_events_and_an_exploding_rule_leave_the_good_rules_alerts_equal_t
     from cep.cli import main
 
     replayed, dead_letter = tmp_path / "replayed.json", tmp_path / "bad.jsonl"
-    assert main(["run", "--rules", str(rules), "--input", f"kafka://{boot}/{topic}", "--engine", "python",
-                 "--session-timeout", SESSION, "--dead-letter", str(dead_letter), "-o", str(replayed)]) == 1
+    assert (
+        main(
+            [
+                "run",
+                "--rules",
+                str(rules),
+                "--input",
+                f"kafka://{boot}/{topic}",
+                "--engine",
+                "python",
+                "--session-timeout",
+                SESSION,
+                "--dead-letter",
+                str(dead_letter),
+                "-o",
+                str(replayed),
+            ]
+        )
+        == 1
+    )
     backtest = [json.loads(line) for line in replayed.read_text().splitlines()]
-    assert sorted((a["rule_id"], a["match_id"]) for a in backtest) == \
-        sorted((a["rule_id"], a["match_id"]) for a in alerts())
+    assert sorted((a["rule_id"], a["match_id"]) for a in backtest) == sorted(
+        (a["rule_id"], a["match_id"]) for a in alerts()
+    )
     bad = [json.loads(line) for line in dead_letter.read_text().splitlines()]
-    assert sorted((r["_cep_error"], r["_cep_file"]) for r in bad) == \
-        sorted((r["_cep_error"], r["_cep_file"]) for r in dead)
+    assert sorted((r["_cep_error"], r["_cep_file"]) for r in bad) == sorted(
+        (r["_cep_error"], r["_cep_file"]) for r in dead
+    )

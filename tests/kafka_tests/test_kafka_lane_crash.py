@@ -14,8 +14,9 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.mark.parametrize("point", POINTS)
-def test_the_exactly_once_count_is_what_the_topic_holds_after_a_kill_at_each_commit_point(point, kafka_broker,
-                                                                                         kafka_topic, tmp_path):
+def test_the_exactly_once_count_is_what_the_topic_holds_after_a_kill_at_each_commit_point(
+    point, kafka_broker, kafka_topic, tmp_path
+):
     topic, control = kafka_topic(2), kafka_topic(1, suffix="control")
     url = f"kafka-exactly-once://{kafka_broker.bootstrap}/{topic}?control_topic={control}"
     entry = kill_then_restart(tmp_path / "ck", url, "-", point)

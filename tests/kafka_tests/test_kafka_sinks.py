@@ -32,10 +32,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def alerts(batch: int, count: int = 3) -> list[dict]:
-    return [{"rule_id": "r", "rule_version": "v1", "match_id": f"{batch:04d}{i:028d}", "match_status": "MATCHED",
-             "partition_key": json.dumps({"k": i}), "first_event_time": dt.datetime(2024, 1, 1, 0, 0, i),
-             "last_event_time": dt.datetime(2024, 1, 1, 0, 1, i), "measures": json.dumps({"n": i, "batch": batch}),
-             "emit_time": dt.datetime(2026, 1, 1, 0, 0, batch), "suppressed": False} for i in range(count)]
+    return [
+        {
+            "rule_id": "r",
+            "rule_version": "v1",
+            "match_id": f"{batch:04d}{i:028d}",
+            "match_status": "MATCHED",
+            "partition_key": json.dumps({"k": i}),
+            "first_event_time": dt.datetime(2024, 1, 1, 0, 0, i),
+            "last_event_time": dt.datetime(2024, 1, 1, 0, 1, i),
+            "measures": json.dumps({"n": i, "batch": batch}),
+            "emit_time": dt.datetime(2026, 1, 1, 0, 0, batch),
+            "suppressed": False,
+        }
+        for i in range(count)
+    ]
 
 
 def test_at_least_once_redelivery_is_byte_identical(kafka_broker, kafka_topic):
@@ -97,8 +108,14 @@ def test_a_sink_killed_inside_its_transaction_leaves_nothing_visible(kafka_broke
     state = str(tmp_path / "sinks")
     first = KafkaExactlyOnceSink(url, state_dir=state)
     first.deliver(alerts(0), 0)
-    done = subprocess.run([sys.executable, "-c", _KILLED_SINK, url, state], capture_output=True, text=True,
-                          timeout=180, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_SINK, url, state],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert "flushed" in done.stdout
     assert len(consume(kafka_broker.bootstrap, topic, isolation="read_uncommitted")) == 3 + 4
@@ -114,17 +131,19 @@ def test_missing_topics_and_unreachable_brokers_are_reported_when_the_sink_is_ma
     with pytest.raises(CepKafkaError) as caught:
         KafkaSink(f"kafka://{kafka_broker.bootstrap}/no-such-alerts")
     assert caught.value.code == "E0490"
-    assert str(caught.value).startswith(f"kafka://{kafka_broker.bootstrap}/no-such-alerts: error[E0490]: topic "
-                                        f"'no-such-alerts' does not exist on {kafka_broker.bootstrap}")
+    assert str(caught.value).startswith(
+        f"kafka://{kafka_broker.bootstrap}/no-such-alerts: error[E0490]: topic "
+        f"'no-such-alerts' does not exist on {kafka_broker.bootstrap}"
+    )
     address = f"127.0.0.1:{free_port()}"
     with pytest.raises(CepKafkaError, match=f"cannot reach the Kafka brokers at {address}") as caught:
-        KafkaExactlyOnceSink(f"kafka-exactly-once://{address}/alerts", state_dir=str(tmp_path),
-                             check_timeout=2)
+        KafkaExactlyOnceSink(f"kafka-exactly-once://{address}/alerts", state_dir=str(tmp_path), check_timeout=2)
     assert caught.value.code == "E0491"
 
 
 def test_a_broker_outage_is_one_line_when_it_starts_and_one_when_it_ends_and_counted_as_failures(
-        kafka_broker, kafka_topic, caplog):
+    kafka_broker, kafka_topic, caplog
+):
     """librdkafka logs a refused connection every second or so; the console gets the outage, not each retry,
     and every error line counts as a failed attempt (cep_sink_failures_total)."""
     import logging
@@ -142,11 +161,19 @@ def test_a_broker_outage_is_one_line_when_it_starts_and_one_when_it_ends_and_cou
     finally:
         kafka_broker.start()
     assert sum(sink.deliver(alerts(3), 3).delivered.values()) == 3
-    shown = [r.getMessage() for r in caplog.records if r.name == "cep.kafka" and r.levelno >= logging.WARNING
-             and ("refused" in r.getMessage() or "kafka sink" in r.getMessage())]
+    shown = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "cep.kafka"
+        and r.levelno >= logging.WARNING
+        and ("refused" in r.getMessage() or "kafka sink" in r.getMessage())
+    ]
     assert len(shown) == 2, shown  # a notice of a coordinator still loading may come before; no error line
     assert "do not answer" in shown[0] and "Connection refused" in shown[0] and "answer again after" in shown[1]
-    quiet = [r for r in caplog.records
-             if r.name == "cep.kafka" and r.levelno == logging.DEBUG and "refused" in r.getMessage()]
+    quiet = [
+        r
+        for r in caplog.records
+        if r.name == "cep.kafka" and r.levelno == logging.DEBUG and "refused" in r.getMessage()
+    ]
     assert len(quiet) >= 1 and sink.transient_failures() - before >= 1 + len(quiet)
     sink.close()

@@ -28,8 +28,10 @@ from cep.cli import main
 from cep.spark_bridge.engine.keyed import BAD_REASONS
 from cep.spark_bridge.spark.kafka import CepKafkaError, read_kafka
 from tests.kafka_broker import consume, free_port, produce
-from tests.test_streaming import few_partitions  # noqa: F401 - a fixture: one shuffle partition
-from tests.test_streaming import metric_sums
+from tests.test_streaming import (
+    few_partitions,  # noqa: F401 - a fixture: one shuffle partition
+    metric_sums,
+)
 from tests.test_streaming_bad_events import BAD_LINES, QUOTED_NUMBER_LINES, VSHAPE
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -65,8 +67,13 @@ def run_stream(spark, matches, name: str, checkpoint: Path):
     """Run a streaming result over what the topic holds now: (query, rows as pandas). ``foreachBatch``
     collects them (the memory sink cannot restart from a checkpoint, which the tests do)."""
     frames: list[pd.DataFrame] = []
-    query = (matches.writeStream.foreachBatch(lambda df, _: frames.append(df.toPandas())).queryName(name)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query = (
+        matches.writeStream.foreachBatch(lambda df, _: frames.append(df.toPandas()))
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     assert query.exception() is None
     return query, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=matches.columns)
@@ -93,7 +100,10 @@ def four_partitions(kafka_broker, spark, tmp_path_factory):
     topic = f"ticks4-{uuid.uuid4().hex[:8]}"
     kafka_broker.create_topics({topic: 4})
     events = random_walk(rnd)
-    bad = [{"key": "S0", "value": "not json at all"}, {"key": "S1", "value": '{"symbol": "S1", "ts": "2024-01-01T00:01:00", "price": "x"}'}]
+    bad = [
+        {"key": "S0", "value": "not json at all"},
+        {"key": "S1", "value": '{"symbol": "S1", "ts": "2024-01-01T00:01:00", "price": "x"}'},
+    ]
     arrivals = [message(r) for r in shuffled(rnd, events, lateness_s=30)]
     url = f"kafka://{kafka_broker.bootstrap}/{topic}"
     produce(kafka_broker.bootstrap, topic, arrivals[:100])
@@ -109,9 +119,16 @@ def four_partitions(kafka_broker, spark, tmp_path_factory):
     sentinel = {"symbol": SENTINEL, "ts": T0 + dt.timedelta(days=1), "price": 1.0}
     produce(kafka_broker.bootstrap, topic, [message(sentinel)])
     second, result2 = run_stream(spark, matches, "kafka_four_2", tmp / "ck")
-    return {"url": url, "topic": topic, "events": events + [sentinel], "query": query, "tmp": tmp,
-            "result": pd.concat([result1, result2], ignore_index=True), "source": source,
-            "progress": list(first.recentProgress) + list(second.recentProgress)}
+    return {
+        "url": url,
+        "topic": topic,
+        "events": events + [sentinel],
+        "query": query,
+        "tmp": tmp,
+        "result": pd.concat([result1, result2], ignore_index=True),
+        "source": source,
+        "progress": list(first.recentProgress) + list(second.recentProgress),
+    }
 
 
 def test_four_partitions_and_shuffled_arrival_give_the_batch_replay(four_partitions, kafka_broker):
@@ -132,9 +149,17 @@ def test_four_partitions_and_shuffled_arrival_give_the_batch_replay(four_partiti
 
 def test_the_inferred_schema_has_the_value_fields_and_the_message_columns(four_partitions):
     fields = {f.name: f.dataType.simpleString() for f in four_partitions["source"].schema.fields}
-    assert fields == {"price": "double", "symbol": "string", "ts": "timestamp", "kafka_key": "string",
-                      "kafka_topic": "string", "kafka_partition": "int", "kafka_offset": "bigint",
-                      "kafka_timestamp": "timestamp", "_corrupt_record": "string"}
+    assert fields == {
+        "price": "double",
+        "symbol": "string",
+        "ts": "timestamp",
+        "kafka_key": "string",
+        "kafka_topic": "string",
+        "kafka_partition": "int",
+        "kafka_offset": "bigint",
+        "kafka_timestamp": "timestamp",
+        "_corrupt_record": "string",
+    }
 
 
 @pytest.mark.parametrize("engine", ["python", "spark"])
@@ -144,8 +169,23 @@ def test_cep_run_replays_the_topic_with_the_stream_s_match_ids(four_partitions, 
     query_file.write_text(VSHAPE, encoding="utf-8")
     out = run["tmp"] / f"replay-{engine}.json"
     dead = run["tmp"] / f"dead-{engine}.jsonl"
-    code = main(["run", str(query_file), "--input", run["url"], "--engine", engine, "--session-timeout", SESSION,
-                 "--match-ids", "--output", str(out), "--dead-letter", str(dead)])
+    code = main(
+        [
+            "run",
+            str(query_file),
+            "--input",
+            run["url"],
+            "--engine",
+            engine,
+            "--session-timeout",
+            SESSION,
+            "--match-ids",
+            "--output",
+            str(out),
+            "--dead-letter",
+            str(dead),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     live = run["result"][run["result"]["cep_late_reason"].isna()]
@@ -180,31 +220,45 @@ def test_bad_messages_are_bad_rows_with_their_reasons(kafka_broker, kafka_topic,
     assert Counter(result["cep_late_reason"].dropna()) == expected
     rejected = result[result["cep_late_reason"].notna()]
     assert set(rejected[rejected["cep_late_reason"] == "not_json"]["cep_late_row"]) == {
-        "this is not json", BAD_LINES[1][0], "", "[1, 2]", " \n"}
+        "this is not json",
+        BAD_LINES[1][0],
+        "",
+        "[1, 2]",
+        " \n",
+    }
     sums = metric_sums(stream.recentProgress)
     assert {r: sums[r] for r in BAD_REASONS} == expected and sums["late_rows"] == 0
     names = list(query.output_columns(("symbol", "ts", "price")))
     assert comparable(result[result["cep_late_reason"].isna()], names) == comparable(
-        query.run(events, session_timeout=SESSION), names)
+        query.run(events, session_timeout=SESSION), names
+    )
 
 
-def test_the_kafka_timestamp_is_an_event_time_and_csv_values_read(kafka_broker, kafka_topic, spark, few_partitions, tmp_path):
+def test_the_kafka_timestamp_is_an_event_time_and_csv_values_read(
+    kafka_broker, kafka_topic, spark, few_partitions, tmp_path
+):
     topic = kafka_topic(1)
-    base = int(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    base = int(dt.datetime(2024, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
     prices = [5, 4, 3, 4, 5, 6, 2, 1, 2]
-    produce(kafka_broker.bootstrap, topic, [{"key": "A", "value": f"A,{p}", "timestamp": base + 1000 * i}
-                                            for i, p in enumerate(prices)]
-            + [{"key": "A", "value": "A,3,extra"}, {"key": "Z", "value": "Z,1", "timestamp": base + 86_400_000}])
+    produce(
+        kafka_broker.bootstrap,
+        topic,
+        [{"key": "A", "value": f"A,{p}", "timestamp": base + 1000 * i} for i, p in enumerate(prices)]
+        + [{"key": "A", "value": "A,3,extra"}, {"key": "Z", "value": "Z,1", "timestamp": base + 86_400_000}],
+    )
     query = cep.compile("""SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY kafka_timestamp
         MEASURES FIRST(A.kafka_timestamp) AS start_ts, LAST(B.price) AS bottom, COUNT(*) AS n
         ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C+)
         DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))""")
-    source = read_kafka(spark, f"kafka://{kafka_broker.bootstrap}/{topic}", schema="symbol STRING, price DOUBLE",
-                        format="csv")
+    source = read_kafka(
+        spark, f"kafka://{kafka_broker.bootstrap}/{topic}", schema="symbol STRING, price DOUBLE", format="csv"
+    )
     _, result = run_stream(spark, query.on_spark(source, session_timeout="1 minute"), "kafka_csv", tmp_path / "ck")
     matches = result[result["cep_late_reason"].isna()]
     assert sorted(zip(matches["start_ts"].astype(str), matches["bottom"], matches["n"])) == [
-        ("2024-01-01 00:00:00", 3.0, 6), ("2024-01-01 00:00:06", 1.0, 3)]
+        ("2024-01-01 00:00:00", 3.0, 6),
+        ("2024-01-01 00:00:06", 1.0, 3),
+    ]
     assert list(result["cep_late_reason"].dropna()) == ["not_json"]  # three fields for two columns
 
 
@@ -214,8 +268,10 @@ def test_a_missing_topic_names_it_and_the_servers(kafka_broker, kafka_topic, spa
         read_kafka(spark, f"kafka://{kafka_broker.bootstrap}/no-such-topic", schema=SCHEMA)
     text = str(caught.value)
     assert caught.value.code == "E0490"
-    assert text.startswith(f"kafka://{kafka_broker.bootstrap}/no-such-topic: error[E0490]: topic 'no-such-topic' "
-                           f"does not exist on {kafka_broker.bootstrap} (topics there: ")
+    assert text.startswith(
+        f"kafka://{kafka_broker.bootstrap}/no-such-topic: error[E0490]: topic 'no-such-topic' "
+        f"does not exist on {kafka_broker.bootstrap} (topics there: "
+    )
     assert existing in text
     query_file = tmp_path / "q.sql"
     query_file.write_text(VSHAPE, encoding="utf-8")
@@ -229,8 +285,12 @@ def test_unreachable_brokers_are_E0491_with_the_trace_in_the_log(spark, capfd):
 
     address = f"127.0.0.1:{free_port()}"
     with pytest.raises(CepKafkaError) as caught:
-        read_kafka(spark, f"kafka://{address}/ticks", schema=SCHEMA,
-                   options={"kafka.default.api.timeout.ms": "2000", "kafka.request.timeout.ms": "1000"})
+        read_kafka(
+            spark,
+            f"kafka://{address}/ticks",
+            schema=SCHEMA,
+            options={"kafka.default.api.timeout.ms": "2000", "kafka.request.timeout.ms": "1000"},
+        )
     text = str(caught.value)
     assert caught.value.code == "E0491"
     assert f"cannot reach the Kafka brokers at {address}" in text and spark_log_path() in text

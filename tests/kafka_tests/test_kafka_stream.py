@@ -31,8 +31,8 @@ import pytest
 
 import cep
 from cep.spark_bridge.alerting.stream import AlertStream
-from cep.spark_bridge.sinks.kafka import KafkaExactlyOnceSink
 from cep.spark_bridge.sinks.alerts import jsonable
+from cep.spark_bridge.sinks.kafka import KafkaExactlyOnceSink
 from cep.spark_bridge.spark.kafka import kafka_location, read_kafka
 from tests.kafka_broker import consume, produce
 
@@ -107,12 +107,24 @@ class ChildStream:
     """``cep stream`` as a child process group (the Python driver and its JVM), with its output in a log."""
 
     def __init__(self, argv: list[str], tmp: Path, run: int) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                   SPARK_LOCAL_IP="127.0.0.1", CEP_SPARK_LOG=str(tmp / f"spark-{run}.log"))
+        env = dict(
+            os.environ,
+            PYTHONPATH=str(REPO),
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            SPARK_LOCAL_IP="127.0.0.1",
+            CEP_SPARK_LOG=str(tmp / f"spark-{run}.log"),
+        )
         self.log_path = tmp / f"stream-{run}.log"
         self.log = self.log_path.open("w")
-        self.process = subprocess.Popen([sys.executable, "-c", "import sys; from cep.cli import main; sys.exit(main())", *argv],
-                                        env=env, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from cep.cli import main; sys.exit(main())", *argv],
+            env=env,
+            cwd=REPO,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-3000:]
@@ -143,7 +155,8 @@ class ChildStream:
 @pytest.mark.long
 @pytest.mark.timeout(1500)  # three Spark drivers one after the other: minutes on a busy 2-core machine
 def test_cep_stream_sigkilled_twice_loses_nothing_and_the_exactly_once_topic_has_each_alert_once(
-        kafka_broker, kafka_topic, tmp_path):
+    kafka_broker, kafka_topic, tmp_path
+):
     boot = kafka_broker.bootstrap
     source, alerts, exactly = kafka_topic(2), kafka_topic(2, suffix="alerts"), kafka_topic(2, suffix="eo")
     events = ticks(seed=10, symbols=3, per_symbol=30)
@@ -151,11 +164,34 @@ def test_cep_stream_sigkilled_twice_loses_nothing_and_the_exactly_once_topic_has
     expected = expected_alerts(events + [SENTINEL])
     assert len(expected) > 15
     checkpoint, db = tmp_path / "ck", tmp_path / "alerts.db"
-    argv = ["stream", "--rules", str(write_rules(tmp_path / "rules")), "--input", f"kafka://{boot}/{source}",
-            "--schema", SCHEMA, "--checkpoint", str(checkpoint), "--watermark", "1m", "--session-timeout", SESSION,
-            "--kafka-option", "maxOffsetsPerTrigger=25", "--trigger", "1s", "--master", "local[2]",
-            "--sink", f"kafka://{boot}/{alerts}", "--sink", f"kafka-exactly-once://{boot}/{exactly}",
-            "--sink", "sqlite", str(db)]
+    argv = [
+        "stream",
+        "--rules",
+        str(write_rules(tmp_path / "rules")),
+        "--input",
+        f"kafka://{boot}/{source}",
+        "--schema",
+        SCHEMA,
+        "--checkpoint",
+        str(checkpoint),
+        "--watermark",
+        "1m",
+        "--session-timeout",
+        SESSION,
+        "--kafka-option",
+        "maxOffsetsPerTrigger=25",
+        "--trigger",
+        "1s",
+        "--master",
+        "local[2]",
+        "--sink",
+        f"kafka://{boot}/{alerts}",
+        "--sink",
+        f"kafka-exactly-once://{boot}/{exactly}",
+        "--sink",
+        "sqlite",
+        str(db),
+    ]
     rnd = random.Random(4)
     for run, part in enumerate(parts[:2]):
         produce(boot, source, messages(part))
@@ -192,7 +228,8 @@ def test_cep_stream_sigkilled_twice_loses_nothing_and_the_exactly_once_topic_has
 
 @pytest.mark.timeout(1200)
 def test_broker_stopped_for_20_seconds_mid_stream_the_stream_waits_and_loses_nothing(
-        kafka_broker, kafka_topic, spark, tmp_path):
+    kafka_broker, kafka_topic, spark, tmp_path
+):
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     boot = kafka_broker.bootstrap
     source, exactly = kafka_topic(1), kafka_topic(1, suffix="eo")
@@ -200,10 +237,21 @@ def test_broker_stopped_for_20_seconds_mid_stream_the_stream_waits_and_loses_not
     expected = expected_alerts(events + [SENTINEL])
     rules = write_rules(tmp_path / "rules")
     sink = KafkaExactlyOnceSink(f"kafka-exactly-once://{boot}/{exactly}", state_dir=str(tmp_path / "sinks"))
-    stream = AlertStream(spark, str(rules), read_kafka(spark, f"kafka://{boot}/{source}", schema=SCHEMA),
-                         checkpoint=str(tmp_path / "ck"), sinks=[sink], watermark="1 minute", session_timeout=SESSION,
-                         trigger="1 second", source_location=kafka_location())
-    bad = [{"key": "S0", "value": "not json"}, {"key": "S1", "value": '{"symbol": "S1", "ts": "2024-01-01T00:00:30", "price": "x"}'}]
+    stream = AlertStream(
+        spark,
+        str(rules),
+        read_kafka(spark, f"kafka://{boot}/{source}", schema=SCHEMA),
+        checkpoint=str(tmp_path / "ck"),
+        sinks=[sink],
+        watermark="1 minute",
+        session_timeout=SESSION,
+        trigger="1 second",
+        source_location=kafka_location(),
+    )
+    bad = [
+        {"key": "S0", "value": "not json"},
+        {"key": "S1", "value": '{"symbol": "S1", "ts": "2024-01-01T00:00:30", "price": "x"}'},
+    ]
     produce(boot, source, messages(events[:30]) + bad + messages(events[30:60]))  # the bad ones at offsets 30, 31
     stream.start()
     try:
@@ -232,4 +280,6 @@ def test_broker_stopped_for_20_seconds_mid_stream_the_stream_waits_and_loses_not
     assert len(once) == len(expected) and {as_expected(r["value"]) for r in once} == expected
     dead = committed_records(tmp_path / "ck" / "dead-letter" / "bad-rows")
     assert sorted((r["_cep_error"], r["_cep_file"], r["_cep_input"]) for r in dead) == [
-        ("not_json", f"{source}-0@30", "not json"), ("wrong_type", f"{source}-0@31", bad[1]["value"])]
+        ("not_json", f"{source}-0@30", "not json"),
+        ("wrong_type", f"{source}-0@31", bad[1]["value"]),
+    ]

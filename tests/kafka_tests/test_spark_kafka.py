@@ -27,27 +27,51 @@ def spark_kafka_run(kafka_broker, spark, tmp_path_factory):
     in_topic = "spark-in"
     batch_out, stream_out = "spark-batch-out", "spark-stream-out"
     kafka_broker.create_topics({in_topic: 2, batch_out: 1, stream_out: 1}, exist_ok=True)
-    sent = [{"key": f"s{i % 3}", "partition": i % 2, "timestamp": BASE_TS + i * 1000,
-             "value": {"sensor": f"s{i % 3}", "seq": i, "reading": float(i)}, "headers": {"seq": str(i)}}
-            for i in range(10)]
+    sent = [
+        {
+            "key": f"s{i % 3}",
+            "partition": i % 2,
+            "timestamp": BASE_TS + i * 1000,
+            "value": {"sensor": f"s{i % 3}", "seq": i, "reading": float(i)},
+            "headers": {"seq": str(i)},
+        }
+        for i in range(10)
+    ]
     produce(kafka_broker.bootstrap, in_topic, sent)
     workdir = tmp_path_factory.mktemp("spark-kafka")
     result = run(spark, kafka_broker.bootstrap, in_topic, batch_out, stream_out, str(workdir))
-    return {"result": json.loads(json.dumps(result)), "sent": sent, "in": in_topic,
-            "batch_out": batch_out, "stream_out": stream_out, "bootstrap": kafka_broker.bootstrap}
+    return {
+        "result": json.loads(json.dumps(result)),
+        "sent": sent,
+        "in": in_topic,
+        "batch_out": batch_out,
+        "stream_out": stream_out,
+        "bootstrap": kafka_broker.bootstrap,
+    }
 
 
 def test_connector_comes_from_the_maven_copy(spark_kafka_run):
     jars = spark_kafka_run["result"]["spark_jars"].split(",")
     names = sorted(Path(j).name.rsplit("-", 1)[0] for j in jars)
-    assert names == ["commons-pool2", "kafka-clients", "spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"]
+    assert names == [
+        "commons-pool2",
+        "kafka-clients",
+        "spark-sql-kafka-0-10_2.13",
+        "spark-token-provider-kafka-0-10_2.13",
+    ]
 
 
 def test_static_read_has_the_kafka_columns_and_every_record(spark_kafka_run):
     result, sent = spark_kafka_run["result"], spark_kafka_run["sent"]
     assert result["schema"] == [
-        ["key", "binary"], ["value", "binary"], ["topic", "string"], ["partition", "int"], ["offset", "bigint"],
-        ["timestamp", "timestamp"], ["timestampType", "int"], ["headers", "array<struct<key:string,value:binary>>"],
+        ["key", "binary"],
+        ["value", "binary"],
+        ["topic", "string"],
+        ["partition", "int"],
+        ["offset", "bigint"],
+        ["timestamp", "timestamp"],
+        ["timestampType", "int"],
+        ["headers", "array<struct<key:string,value:binary>>"],
     ]
     rows = {json.loads(r["value"])["seq"]: r for r in result["all"]}
     assert sorted(rows) == list(range(10))
@@ -70,7 +94,8 @@ def test_static_read_of_an_offset_range(spark_kafka_run):
 def test_batch_write_to_kafka(spark_kafka_run):
     got = consume(spark_kafka_run["bootstrap"], spark_kafka_run["batch_out"])
     assert sorted((r["key"], json.loads(r["value"])["n"], r["headers"]["origin"]) for r in got) == [
-        (f"k{i}".encode(), i, b"spark-batch") for i in range(5)]
+        (f"k{i}".encode(), i, b"spark-batch") for i in range(5)
+    ]
 
 
 def test_stream_from_kafka_to_kafka(spark_kafka_run):

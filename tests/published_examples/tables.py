@@ -24,11 +24,14 @@ import datetime as dt
 import json
 import re
 
-MONTHS = {m: i for i, m in enumerate(
-    ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1)}
+MONTHS = {
+    m: i
+    for i, m in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1)
+}
 
 
 # ----------------------------------------------------------------------------------------- values
+
 
 def to_date(text: str) -> str:
     text = text.strip()
@@ -74,12 +77,13 @@ def convert(text, kind: str):
     if kind == "BOOLEAN":
         return {"true": True, "false": False}[text.lower()]
     if kind.startswith("ARRAY"):
-        inner = kind[kind.index("<") + 1:-1]
+        inner = kind[kind.index("<") + 1 : -1]
         return [convert(item, inner) for item in json.loads(text)]
     return text
 
 
 # ----------------------------------------------------------------------------------------- tables
+
 
 def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -100,7 +104,11 @@ def parse_markdown(text: str) -> tuple[list[str], list[list[str]]]:
 
 def parse_psql(text: str) -> tuple[list[str], list[list[str]]]:
     lines = [line for line in text.strip("\n").splitlines() if line.strip()]
-    body = [line for line in lines if not re.fullmatch(r"[-+]+", line.strip()) and not re.fullmatch(r"\(\d+ rows?\)", line.strip())]
+    body = [
+        line
+        for line in lines
+        if not re.fullmatch(r"[-+]+", line.strip()) and not re.fullmatch(r"\(\d+ rows?\)", line.strip())
+    ]
     return [c.strip() for c in body[0].split("|")], [[c.strip() for c in line.split("|")] for line in body[1:]]
 
 
@@ -111,11 +119,14 @@ def parse_fixed(text: str) -> tuple[list[str], list[list[str]]]:
     spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[dashes])]
 
     def cut(line: str) -> list[str]:
-        return [line[a:b + 1 if k < len(spans) - 1 else None].strip() for k, (a, b) in enumerate(spans)]
+        return [line[a : b + 1 if k < len(spans) - 1 else None].strip() for k, (a, b) in enumerate(spans)]
 
     header = cut(lines[dashes - 1])
-    rows = [cut(line) for line in lines[dashes + 1:]
-            if line.strip() and not re.fullmatch(r"\d+ rows? selected\.", line.strip())]
+    rows = [
+        cut(line)
+        for line in lines[dashes + 1 :]
+        if line.strip() and not re.fullmatch(r"\d+ rows? selected\.", line.strip())
+    ]
     return header, rows
 
 
@@ -131,6 +142,7 @@ def parse_table(text: str) -> tuple[list[str], list[list[str]]]:
 
 
 # ----------------------------------------------------------------------------------------- INSERTs
+
 
 def _split_values(inner: str) -> list[str]:
     """``'a', 'b''c', 12`` -> ["a", "b'c", "12"] (quotes removed from strings)."""
