@@ -356,7 +356,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
             missing = [c for c in wanted if c not in part.columns]
             if missing:
                 raise UsageError(
-                    f"--columns: no column {', '.join(missing)} in the input (columns: {', '.join(map(str, part.columns))})"
+                    f"--columns: no column {', '.join(missing)} in the input "
+                    f"(columns: {', '.join(map(str, part.columns))})"
                 )
             show = wanted
         show = [c for c in show if c != order_column]
@@ -442,13 +443,26 @@ def _input_options(command: argparse.ArgumentParser, *, required: bool = True) -
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cep",
-        description="Complex event processing: SQL:2016 MATCH_RECOGNIZE queries over event data, on Spark or in plain Python.",
+        description="Complex event processing: SQL:2016 MATCH_RECOGNIZE queries over event data, "
+        "on Spark or in plain Python.",
         epilog="Exit codes: 0 ok, 1 query error, 2 usage or file error (or a missing helper program), 130 interrupted.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run_cli.add_command(sub, FORMATS)
 
+    _add_check_command(sub)
+    _add_fmt_command(sub)
+    _add_explain_command(sub)
+    _add_trace_command(sub)
+    _add_report_command(sub)
+    stream_cli.add_commands(sub)  # `cep stream`: alerting over a stream (docs/alerting.md, docs/operations.md)
+    status_cli.add_commands(sub)  # `cep status` and `cep deliver`
+    return parser
+
+
+def _add_check_command(sub) -> None:
+    """``cep check``: parse and check query files without running them."""
     check = sub.add_parser(
         "check",
         help="parse and check query files without running them",
@@ -475,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=FORMATS, help="the data files' format (default: from their extension)")
     check.set_defaults(func=cmd_check)
 
+
+def _add_fmt_command(sub) -> None:
+    """``cep fmt``: print a query in canonical form."""
     fmt = sub.add_parser(
         "fmt",
         help="print a query in canonical form",
@@ -483,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("file", metavar="FILE", help="query file")
     fmt.set_defaults(func=cmd_fmt)
 
+
+def _add_explain_command(sub) -> None:
+    """``cep explain``: the compiled program of a query, or its automaton."""
     explain = sub.add_parser(
         "explain",
         help="print the compiled program of a query, or draw its automaton",
@@ -501,6 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
     _input_options(explain, required=False)
     explain.set_defaults(func=cmd_explain)
 
+
+def _add_trace_command(sub) -> None:
+    """``cep trace``: row by row, why a partition did or did not match."""
     trace = sub.add_parser(
         "trace",
         help="show, row by row, why a partition did or did not match",
@@ -532,6 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--output", "-o", metavar="FILE", help="write the trace to FILE (.csv, .parquet or .json)")
     trace.set_defaults(func=cmd_trace)
 
+
+def _add_report_command(sub) -> None:
+    """``cep report``: a self-contained HTML report of a query's matches."""
     report = sub.add_parser(
         "report",
         help="write a self-contained HTML report of a query's matches",
@@ -563,21 +589,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="chart at most N partitions, those with the most matches (default: %(default)s)",
     )
-    (
-        report.add_argument(
-            "--plotly",
-            choices=report_module.PLOTLY_MODES,
-            default="embed",
-            help="how the page gets plotly.js: embed (default: inside the page, about 4.8 MB, opens "
-            "anywhere offline), file (a small page and plotly-VERSION.min.js written beside it, "
-            "shared by the reports of a folder), cdn (a small page that fetches it from cdn.plot.ly: "
-            "online only)",
-        ),
+    report.add_argument(
+        "--plotly",
+        choices=report_module.PLOTLY_MODES,
+        default="embed",
+        help="how the page gets plotly.js: embed (default: inside the page, about 4.8 MB, opens "
+        "anywhere offline), file (a small page and plotly-VERSION.min.js written beside it, "
+        "shared by the reports of a folder), cdn (a small page that fetches it from cdn.plot.ly: "
+        "online only)",
     )
     report.set_defaults(func=cmd_report)
-    stream_cli.add_commands(sub)  # `cep stream`: alerting over a stream (docs/alerting.md, docs/operations.md)
-    status_cli.add_commands(sub)  # `cep status` and `cep deliver`
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -446,8 +446,9 @@ def _read_json_rows(path: str) -> list[dict]:
 
 
 def _json_frame(rows: list[dict]) -> pd.DataFrame:
-    """Rows of JSON objects as a frame, columns sorted by name: each value keeps its JSON type (a string stays a string: "1e3" and
-    "1000" are two values); a column of strings that are all ISO 8601 times is TIMESTAMP."""
+    """Rows of JSON objects as a frame, columns sorted by name: each value keeps its JSON type (a string
+    stays a string: "1e3" and "1000" are two values); a column of strings that are all ISO 8601 times is
+    TIMESTAMP."""
     import pandas as pd
 
     names: dict[str, None] = {}
@@ -807,7 +808,8 @@ def _pandas_missing():
 
 
 def write_dead_letter(records: Sequence[dict], path: str) -> None:
-    """The dead-letter records of ``Query.run(dead_letter=...)`` as JSON lines (values as text where JSON has no type)."""
+    """The dead-letter records of ``Query.run(dead_letter=...)`` as JSON lines (values as text where JSON
+    has no type)."""
     try:
         with open(path, "w", encoding="utf-8") as fh:
             for record in records:

@@ -266,7 +266,8 @@ body { font-family: system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
 pre { background: #f6f8fa; padding: 1em; overflow-x: auto; font-size: 0.9em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
-th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; } th { background: #f0f0f0; position: sticky; top: 0; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; }
+th { background: #f0f0f0; position: sticky; top: 0; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 1em; }
 .note { color: #666; font-size: 0.9em; } .chart { min-height: 220px; }
 .scroll { max-height: 22em; overflow-y: auto; border: 1px solid #eee; }
@@ -298,10 +299,14 @@ _GLUE = """
   }
   rows.forEach(function (r) { r.addEventListener('click', function () { select(+r.dataset.match, false); }); });
   function why(p, box, lo, hi) {
-    var kept = p.trace.filter(function (t) { var x = num(t.x); return (lo === null || x >= lo) && (hi === null || x <= hi); });
-    var head = '<tr><th>' + [D.order, 'row', 'event', 'started at row', 'why'].concat(D.shown).map(esc).join('</th><th>') + '</th></tr>';
+    var kept = p.trace.filter(function (t) {
+      var x = num(t.x); return (lo === null || x >= lo) && (hi === null || x <= hi);
+    });
+    var head = '<tr><th>' + [D.order, 'row', 'event', 'started at row', 'why'].concat(D.shown).map(esc)
+      .join('</th><th>') + '</th></tr>';
     var body = kept.slice(0, 300).map(function (t) {
-      return '<tr><td>' + [t.x, t.row, t.event, t.start, t.detail].concat(t.values).map(esc).join('</td><td>') + '</td></tr>';
+      return '<tr><td>' + [t.x, t.row, t.event, t.start, t.detail].concat(t.values).map(esc)
+        .join('</td><td>') + '</td></tr>';
     }).join('');
     box.dataset.range = lo === null ? 'all' : String(lo) + ',' + String(hi);
     box.innerHTML = '<p class="note">' + kept.length + ' dropped attempts and matches in this range' +
@@ -322,7 +327,8 @@ _GLUE = """
       });
       div.on('plotly_relayout', function (e) {
         if (e['xaxis.autorange']) { why(p, box, null, null); return; }
-        var range = e['xaxis.range'] || (e['xaxis.range[0]'] !== undefined ? [e['xaxis.range[0]'], e['xaxis.range[1]']] : null);
+        var range = e['xaxis.range'] ||
+          (e['xaxis.range[0]'] !== undefined ? [e['xaxis.range[0]'], e['xaxis.range[1]']] : null);
         if (range) why(p, box, num(range[0]), num(range[1]));
       });
     });

@@ -143,8 +143,9 @@ class SqlStatement:
         ``tables``: name -> rows (list of dicts), pandas DataFrame or pyarrow Table; or one such table
         (the same as ``default=``). ``default``: the table for the first name the statement reads that
         ``tables`` lacks (or for the file of ``FROM 'file'``). The result has the kind of the first table
-        given (a pyarrow Table when none is), or ``kind`` ("rows", "pandas", "arrow"). ``ordered``: rows in the order the query defines when it has
-        no ORDER BY (partitions in key order, then matches in order). ``options``: those of ``Query.run``
+        given (a pyarrow Table when none is), or ``kind`` ("rows", "pandas", "arrow"). ``ordered``: rows
+        in the order the query defines when it has no ORDER BY (partitions in key order, then matches in
+        order). ``options``: those of ``Query.run``
         (``dead_letter``, ``stats``, ``schema``, ``progress``, ``session_timeout``, ``match_ids``...),
         applied to every clause; and ``refuse_odd_kinds=True`` (``cep run`` over JSON without a dead letter):
         a row of another kind in a column a clause reads stops the run with E0410, as the Spark engine

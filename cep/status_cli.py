@@ -162,6 +162,30 @@ def liveness(
 
 
 def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
+    lines = _stream_lines(status, verdict)
+    for key, sink in sorted((status.get("sinks") or {}).items()):
+        lines.extend(_sink_lines(key, sink))
+    bad = status.get("bad_rows") or {}
+    if sum(bad.values()):
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(bad.items()) if count)
+        lines.append(f"bad rows: {sum(bad.values())} ({reasons}) -> {status.get('bad_rows_path', '-')}")
+    if status.get("late_rows"):
+        lines.append(
+            f"late rows: {status['late_rows']} input rows late for at least one rule "
+            f"-> {status.get('late_rows_path', '-')}"
+        )
+    rows = rule_rows(status)
+    duplicates = max((r["duplicates_dropped"] for r in rows), default=0)
+    if duplicates:
+        lines.append(f"duplicates dropped: {duplicates} (each rule drops the repeats it sees; the largest count)")
+    lines.append("")
+    lines.extend(_rule_table(rows))
+    lines.extend(_error_and_event_lines(status, rows))
+    return "\n".join(lines)
+
+
+def _stream_lines(status: dict, verdict: tuple[str, str] | None) -> list[str]:
+    """The stream's state, its last micro-batch, its input and output, and damaged files or rules."""
     lines = []
     last = status.get("last_batch") or {}
     state, why = verdict or (status.get("state", "?"), "")
@@ -176,7 +200,8 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
             f"{duration}; watermark {last.get('watermark') or '-'}"
         )
     lines.append(
-        f"event time: {status.get('time_column') or '-'}; matches: {status.get('output', '-')} ({status.get('output_format', '-')})"
+        f"event time: {status.get('time_column') or '-'}; "
+        f"matches: {status.get('output', '-')} ({status.get('output_format', '-')})"
     )
     if status.get("damaged_status"):
         lines.append(f"STATUS FILE DAMAGED: {status['damaged_status']}")
@@ -185,54 +210,50 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
     if status.get("rules_outage"):
         outage = status["rules_outage"]
         lines.append(
-            f"RULES UNREADABLE since {_ago(outage.get('since'))}: {outage.get('error')}; the last good rule set keeps running"
+            f"RULES UNREADABLE since {_ago(outage.get('since'))}: {outage.get('error')}; "
+            "the last good rule set keeps running"
         )
-    for key, sink in sorted((status.get("sinks") or {}).items()):
-        extra = []
-        if sink.get("queue_alerts"):
-            extra.append(f"{sink['queue_alerts']} alerts waiting ({sink.get('queue_batches', 0)} micro-batches)")
-        if sink.get("failing_since"):
-            extra.append(f"FAILING since {_ago(sink['failing_since'])}: {sink.get('last_error')}")
-        waiting = sink.get("dead_letters_waiting", 0)
-        letters = (
-            f", dead letters waiting {waiting}"
-            + (
-                f" ({sink.get('dead_letters_refused', 0)} refused: cep deliver)"
-                if sink.get("dead_letters_refused")
-                else ""
-            )
-            if waiting
-            else ""
-        )
-        if sink.get("damaged_files"):
-            damaged = sink["damaged_files"]
-            extra.append(f"{len(damaged)} damaged file(s) set aside ({', '.join(damaged[-3:])})")
+    return lines
+
+
+def _sink_lines(key: str, sink: dict) -> list[str]:
+    """One sink's deliveries, its queue and dead letters, and its recent errors."""
+    lines = []
+    extra = []
+    if sink.get("queue_alerts"):
+        extra.append(f"{sink['queue_alerts']} alerts waiting ({sink.get('queue_batches', 0)} micro-batches)")
+    if sink.get("failing_since"):
+        extra.append(f"FAILING since {_ago(sink['failing_since'])}: {sink.get('last_error')}")
+    waiting = sink.get("dead_letters_waiting", 0)
+    letters = (
+        f", dead letters waiting {waiting}"
+        + (f" ({sink.get('dead_letters_refused', 0)} refused: cep deliver)" if sink.get("dead_letters_refused") else "")
+        if waiting
+        else ""
+    )
+    if sink.get("damaged_files"):
+        damaged = sink["damaged_files"]
+        extra.append(f"{len(damaged)} damaged file(s) set aside ({', '.join(damaged[-3:])})")
+    lines.append(
+        f"sink {sink.get('label') or key}: delivered {sink.get('delivered', 0)}, dead-lettered "
+        f"{sink.get('dead_lettered', 0)}, redelivered {sink.get('redelivered', 0)}, "
+        f"retries {sink.get('retries', 0)}"
+        f"{letters}" + (f"; {'; '.join(extra)}" if extra else "")
+    )
+    for error in sink.get("errors", [])[-3:]:
         lines.append(
-            f"sink {sink.get('label') or key}: delivered {sink.get('delivered', 0)}, dead-lettered "
-            f"{sink.get('dead_lettered', 0)}, redelivered {sink.get('redelivered', 0)}, retries {sink.get('retries', 0)}"
-            f"{letters}" + (f"; {'; '.join(extra)}" if extra else "")
+            f"  {_ago(error.get('time'))}: {visible(str(error.get('message')))} (listed until {error.get('expires')})"
         )
-        for error in sink.get("errors", [])[-3:]:
-            lines.append(
-                f"  {_ago(error.get('time'))}: {visible(str(error.get('message')))} (listed until {error.get('expires')})"
-            )
-        if not sink.get("errors") and sink.get("last_error"):
-            lines.append(
-                f"  last error {_ago(sink.get('last_error_at'))}: {visible(str(sink['last_error']))} (recovered since)"
-            )
-    bad = status.get("bad_rows") or {}
-    if sum(bad.values()):
-        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(bad.items()) if count)
-        lines.append(f"bad rows: {sum(bad.values())} ({reasons}) -> {status.get('bad_rows_path', '-')}")
-    if status.get("late_rows"):
+    if not sink.get("errors") and sink.get("last_error"):
         lines.append(
-            f"late rows: {status['late_rows']} input rows late for at least one rule -> {status.get('late_rows_path', '-')}"
+            f"  last error {_ago(sink.get('last_error_at'))}: {visible(str(sink['last_error']))} (recovered since)"
         )
-    rows = rule_rows(status)
-    duplicates = max((r["duplicates_dropped"] for r in rows), default=0)
-    if duplicates:
-        lines.append(f"duplicates dropped: {duplicates} (each rule drops the repeats it sees; the largest count)")
-    lines.append("")
+    return lines
+
+
+def _rule_table(rows: list[dict]) -> list[str]:
+    """The table of rules: state, version, counts and the last micro-batch of each."""
+    lines = []
     header = ("RULE", "STATE", "VERSION", "MATCHES", "SUPPRESSED", "LIVE", "LATE", "LAST MICRO-BATCH", "ERRORS")
     table = [header]
     for r in rows:
@@ -263,6 +284,12 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
                     for i, (cell, w) in enumerate(zip(row, widths))
                 ).rstrip()
             )
+    return lines
+
+
+def _error_and_event_lines(status: dict, rows: list[dict]) -> list[str]:
+    """The rules' errors, the recent events and the last query errors."""
+    lines = []
     problems = [(r["rule"], e) for r in rows for e in r["errors"]]
     loose = [e.get("rendered", "") for e in status.get("errors", []) if not e.get("rule_id")]
     if problems or loose:
@@ -278,16 +305,12 @@ def render_status(status: dict, verdict: tuple[str, str] | None = None) -> str:
         lines.append("recent events:")
         for event in events[-8:]:
             level = event.get("level", "info")
-            lines.append(
-                f"  {event.get('time', '')}  {'' if level == 'info' else level + ': '}{event.get('message', '')}".replace(
-                    "\n", "\n    "
-                )
-            )
+            prefix = "" if level == "info" else level + ": "
+            lines.append(f"  {event.get('time', '')}  {prefix}{event.get('message', '')}".replace("\n", "\n    "))
     for error in (status.get("query_errors") or [])[-3:]:
-        lines.append(
-            f"query error at {error.get('time')}: {str(error.get('error', '')).splitlines()[0] if error.get('error') else ''}"
-        )
-    return "\n".join(lines)
+        first_line = str(error.get("error", "")).splitlines()[0] if error.get("error") else ""
+        lines.append(f"query error at {error.get('time')}: {first_line}")
+    return lines
 
 
 def _seconds(value: str, option: str) -> float | None:
@@ -396,11 +419,9 @@ def _list(checkpoint: str, root: str) -> int:
             continue
         found = True
         label = letters[0].sink_label or name
-        refused = sum(1 for l in letters if l.refused)
-        print(
-            f"{name} ({label}): {len(letters)} dead letter(s), {sum(len(l.alerts) for l in letters)} alert(s), "
-            f"{refused} refused by the receiver"
-        )
+        refused = sum(1 for letter in letters if letter.refused)
+        alerts = sum(len(letter.alerts) for letter in letters)
+        print(f"{name} ({label}): {len(letters)} dead letter(s), {alerts} alert(s), {refused} refused by the receiver")
         for letter in letters[:20]:
             when = _dt.datetime.fromtimestamp(letter.first_failed_at, _dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
             rules = ", ".join(sorted(letter.rules))

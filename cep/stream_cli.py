@@ -25,33 +25,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from functools import reduce
 from typing import Any
 
 from cep import cli_io
 from cep.cli_io import UsageError
 from cep.grammar.errors import CepError
-from cep.grammar.parser import parse_schema
 from cep.logs import LOG_FORMATS, StreamLog
 from cep.spark_bridge.alerting.metrics import HealthCheck, ServiceServer, StreamMetrics
 from cep.spark_bridge.alerting.status import rule_rows
 from cep.spark_bridge.alerting.stream import AlertStream, QueryFailed
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import is_off, parse_duration
-from cep.spark_bridge.sinks.base import atomic_write
 from cep.spark_bridge.sinks.fanout import FILE_SINKS, SINK_ARGUMENTS, SINKS_HELP, make_sink, sink_kind
 from cep.spark_bridge.sinks.payloads import FORMATS as WEBHOOK_FORMATS
 from cep.spark_bridge.sinks.payloads import BodyFormat
 from cep.spark_bridge.sinks.safe_text import expand_env
 from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
-from cep.spark_bridge.spark.columns import CORRUPT_RECORD, quote
 from cep.spark_bridge.spark.delta import (
     CepDeltaError,
     DeltaSnapshot,
@@ -61,15 +56,6 @@ from cep.spark_bridge.spark.delta import (
     parse_delta_options,
     read_delta_stream,
 )
-from cep.spark_bridge.spark.files import (
-    CSV_OPTIONS,
-    apply_json_kinds,
-    apply_text_types,
-    json_kinds,
-    json_variant_schema,
-    strict_json_numbers,
-)
-from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS,
     CepKafkaError,
@@ -80,7 +66,7 @@ from cep.spark_bridge.spark.kafka import (
     read_kafka,
 )
 from cep.spark_bridge.spark.session import ignore_sigterm, spark_log_path
-from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
+from cep.stream_files import input_format, stream_source
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
 
@@ -93,7 +79,6 @@ READY_TRIGGERS = 10
 READY_FLOOR_S = 60.0
 PRIVATE_UMASK = 0o077  # see _private_files
 DEFAULT_SERVICE_HOST = "127.0.0.1"  # --metrics-port/--health-port without a host: loopback, never every interface
-SCHEMA_SAMPLE_FILES = 50  # the newest files read to infer the input's columns (not every file there)
 
 log = logging.getLogger("cep.stream")
 
@@ -111,7 +96,8 @@ def add_commands(subparsers) -> None:
         "stream",
         help="run a rule set (a directory of .sql files) or one query over a stream of event files",
         description="Run every rule of --rules DIR (each *.sql file may hold several named statements), or the "
-        "query in QUERY_FILE, over the files arriving in --input DIR (or the messages of --input kafka://HOST:PORT/TOPIC), continuously. Rules added, changed or "
+        "query in QUERY_FILE, over the files arriving in --input DIR (or the messages of --input "
+        "kafka://HOST:PORT/TOPIC), continuously. Rules added, changed or "
         "removed in DIR are picked up between micro-batches; the others keep running with their state. "
         "Matches are written to --output (exactly once) and sent to the --sink alert sinks, each on its own "
         "delivery lane. Ctrl-C or SIGTERM stops cleanly; the same command resumes from --checkpoint. "
@@ -121,6 +107,16 @@ def add_commands(subparsers) -> None:
         "cep stream --rules rules/ --input kafka://127.0.0.1:9092/ticks --checkpoint ck/ "
         "--sink kafka-exactly-once://127.0.0.1:9092/alerts",
     )
+    _add_input_arguments(stream)
+    _add_output_arguments(stream)
+    _add_matching_arguments(stream)
+    _add_webhook_arguments(stream)
+    _add_service_arguments(stream)
+    stream.set_defaults(func=cmd_stream)
+
+
+def _add_input_arguments(stream: argparse.ArgumentParser) -> None:
+    """The rules and the input: files, Kafka topics or a Delta table, their format and columns."""
     stream.add_argument("query_file", nargs="?", metavar="QUERY_FILE", help="one query file (instead of --rules)")
     stream.add_argument("--rules", "-r", metavar="DIR", help="directory of rule files (*.sql)")
     stream.add_argument(
@@ -157,6 +153,10 @@ def add_commands(subparsers) -> None:
         help="an option of Delta's streaming source for --input delta:PATH (startingVersion=5, "
         "maxFilesPerTrigger=10, skipChangeCommits=true, ...), passed as given; repeat for several",
     )
+
+
+def _add_output_arguments(stream: argparse.ArgumentParser) -> None:
+    """Where progress and matches are kept, and the alert sinks."""
     stream.add_argument(
         "--checkpoint",
         "-c",
@@ -175,6 +175,10 @@ def add_commands(subparsers) -> None:
         "kafka://HOST:PORT/TOPIC (at least once) | "
         "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several",
     )
+
+
+def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
+    """Event time, late and bad rows, suppression and sessions."""
     stream.add_argument(
         "--watermark", metavar="DELAY", help="how late an event may arrive and still match (default 10s)"
     )
@@ -219,6 +223,10 @@ def add_commands(subparsers) -> None:
         help="a row whose event time is further ahead of the clock than this is a bad row "
         "(future_event_time) and cannot move the watermark; 'off' to accept any (default: %(default)s)",
     )
+
+
+def _add_webhook_arguments(stream: argparse.ArgumentParser) -> None:
+    """What a --sink webhook sends, and how it retries."""
     hooks = stream.add_argument_group("webhooks", "what a --sink webhook sends (docs/alerting.md, Sinks)")
     hooks.add_argument(
         "--webhook-format",
@@ -230,7 +238,8 @@ def add_commands(subparsers) -> None:
     hooks.add_argument(
         "--webhook-template",
         metavar="FILE",
-        help="a Jinja2 template of the body; every {{ expression }} is written as JSON (implies --webhook-format template)",
+        help="a Jinja2 template of the body; every {{ expression }} is written as JSON "
+        "(implies --webhook-format template)",
     )
     hooks.add_argument(
         "--pagerduty-routing-key",
@@ -271,6 +280,10 @@ def add_commands(subparsers) -> None:
         metavar="N",
         help="alerts per webhook request (default 1: Idempotency-Key = match_id)",
     )
+
+
+def _add_service_arguments(stream: argparse.ArgumentParser) -> None:
+    """Metrics, health, logs and Spark: running as a service."""
     service = stream.add_argument_group("running as a service", "docs/operations.md")
     service.add_argument("--metrics-port", metavar="[HOST:]PORT", help="serve Prometheus metrics on /metrics")
     service.add_argument(
@@ -307,7 +320,6 @@ def add_commands(subparsers) -> None:
         help="a virtual environment packed with venv-pack, for executors without pandas and pyarrow "
         "(spark.archives; docs/operations.md)",
     )
-    stream.set_defaults(func=cmd_stream)
 
 
 def parse_headers(values: Sequence[str]) -> dict[str, str]:
@@ -433,131 +445,6 @@ def _duration_text(value: str | None, option: str) -> str | None:
     except (TypeError, ValueError) as exc:
         raise _usage(f"{option}: {exc}") from None
     return f"{us // 1000} milliseconds"
-
-
-def _input_format(path: str, explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    names = sorted(n for n in os.listdir(path) if not n.startswith(("_", "."))) if os.path.isdir(path) else [path]
-    for name in names:
-        fmt = cli_io.format_of_name(name)
-        if fmt is not None:
-            return fmt
-    raise _usage(f"cannot tell the format of the files in {path}; use --format {{{','.join(cli_io.FORMATS)}}}")
-
-
-def stream_source(spark, path: str, fmt: str, schema_text: str | None = None, *, cache: str | None = None):
-    """A streaming DataFrame over the files in ``path``; the schema from ``schema_text``, else from
-    ``cache`` (a restart reuses the columns its first start found), else from the newest
-    ``SCHEMA_SAMPLE_FILES`` files already there (ISO 8601 text columns of JSON become timestamps, as in
-    ``cep run``; a CSV is read as text, RFC 4180, and typed by the rule of ``cep run``,
-    ``cep.spark_bridge.spark.files``), then kept in ``cache``.
-
-    JSON and CSV are read in Spark's PERMISSIVE mode with a ``_corrupt_record`` column: a line that is
-    not JSON, or holds a value the schema's type cannot take (``abc`` or a quoted ``"NaN"`` in a DOUBLE
-    column, ``yesterday`` in a TIMESTAMP one), keeps its text there (the streaming bridge rejects it with
-    a reason; a number column is read as VARIANT for that, ``files.strict_json_numbers``), and so
-    does a JSON line whose ISO 8601 time column does not parse. Extra JSON fields are ignored. A CSV line
-    with the wrong number of fields keeps its text too, and all its columns are NULL: which value
-    belongs to which column is unknown, so it is rejected as a line not read at all (``not_json``).
-    Parquet is read as it is."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    to_time: list[str] = []
-    text_types: dict[str, str] = {}  # a CSV read as text: the types it is given after the read
-    mixed: dict[str, str] = {}  # JSON columns that mix kinds, read as VARIANT: the kind each is given
-    if schema_text:
-        try:
-            columns = parse_schema(schema_text)
-        except Exception as exc:  # CepError
-            raise _usage(f"invalid --schema:\n{exc}") from None
-        schema = T.StructType(
-            [T.StructField(name, sql_to_spark(kind, column=name), True) for name, kind in columns.items()]
-        )
-    elif cache and os.path.exists(cache):
-        with open(cache, encoding="utf-8") as fh:
-            kept = json.load(fh)
-        schema, to_time = T.StructType.fromJson(kept["schema"]), list(kept.get("to_time") or [])
-        text_types, mixed = dict(kept.get("text_types") or {}), dict(kept.get("json_kinds") or {})
-    else:
-        schema, to_time, text_types, mixed = _infer_schema(spark, path, fmt)
-        if cache:
-            os.makedirs(os.path.dirname(cache), exist_ok=True)
-            atomic_write(
-                cache,
-                json.dumps(
-                    {
-                        "schema": schema.jsonValue(),
-                        "to_time": to_time,
-                        "text_types": text_types,
-                        "json_kinds": mixed,
-                        "format": fmt,
-                    }
-                ),
-            )
-    if fmt == "json":  # a quoted "NaN" or "1.5" in a number column is a string there, as in cep run
-        schema, numbers = strict_json_numbers(schema)
-        mixed = {**numbers, **mixed}
-    if fmt in ("json", "csv") and CORRUPT_RECORD not in schema.fieldNames():
-        schema = T.StructType(list(schema.fields) + [T.StructField(CORRUPT_RECORD, T.StringType(), True)])
-    reader = spark.readStream.schema(schema)
-    if fmt == "csv":
-        reader = reader.options(**{k: v for k, v in CSV_OPTIONS.items() if k != "inferSchema"})
-    if fmt in ("json", "csv"):
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD)
-    df = reader.format(fmt).load(path)
-    if fmt == "csv":
-        df = blank_misshapen_csv_lines(df)
-        if text_types:
-            df = apply_text_types(df, text_types, mark_unread=True)
-    if mixed:
-        df = apply_json_kinds(df, mixed)
-    if to_time:  # a time that does not parse makes the row unreadable, as a wrong type does
-        data = [F.col(quote(f.name)) for f in schema.fields if f.name != CORRUPT_RECORD]
-        unparsed = reduce(
-            lambda a, b: a | b,
-            [F.col(quote(n)).isNotNull() & F.try_to_timestamp(F.col(quote(n))).isNull() for n in to_time],
-        )
-        df = df.withColumn(
-            CORRUPT_RECORD,
-            F.when(F.col(CORRUPT_RECORD).isNull() & unparsed, F.to_json(F.struct(*data))).otherwise(
-                F.col(CORRUPT_RECORD)
-            ),
-        )
-    for name in to_time:
-        df = df.withColumn(name, F.try_to_timestamp(F.col(quote(name))))
-    return df
-
-
-def _infer_schema(spark, path: str, fmt: str):
-    """(schema, JSON text columns to read as timestamps, a CSV's column types, the kinds of the JSON columns
-    that mix kinds) from the newest files of ``path``. A CSV is read as text and typed after the read
-    (``files.apply_text_types``), by the rule ``cep run`` follows; a JSON column that mixes kinds is read
-    as VARIANT and typed after the read by its kind (``files.apply_json_kinds``), as ``cep run`` types it."""
-    from pyspark.sql import types as T
-
-    names = [n for n in os.listdir(path) if not n.startswith(("_", "."))] if os.path.isdir(path) else []
-    if not names:
-        raise _usage(
-            f"{path} has no files yet to take the columns from; give them with --schema "
-            "'ts TIMESTAMP, key STRING, value DOUBLE'"
-        )
-    newest = sorted(names, key=lambda n: os.path.getmtime(os.path.join(path, n)))[-SCHEMA_SAMPLE_FILES:]
-    files = [os.path.join(path, n) for n in sorted(newest)]
-    if fmt == "json":
-        raw = spark.read.json(files).schema
-        if not [n for n in raw.fieldNames() if n != CORRUPT_RECORD]:
-            raise _usage(f"input {files[0]} is empty: no rows, so no columns to match")
-        strings = [f.name for f in raw.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
-        variants = spark.read.schema(json_variant_schema(raw, strings)).json(files)
-        mixed, to_time = json_kinds(variants, strings) if strings else ({}, [])
-        return json_variant_schema(raw, list(mixed)), to_time, {}, mixed
-    static = cli_io.read_spark(spark, files, fmt)
-    if fmt == "csv":
-        text_types = {f.name: spark_to_sql(f.dataType) for f in static.schema.fields if f.name != CORRUPT_RECORD}
-        return T.StructType([T.StructField(name, T.StringType(), True) for name in text_types]), [], text_types, {}
-    return static.schema, [], {}, {}
 
 
 # -------------------------------------------------------------------------------------- cep stream
@@ -724,7 +611,7 @@ def _input_of(args: argparse.Namespace) -> _Input:
             "--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: "
             f"{args.input}"
         )
-    return _Input(args.input, _input_format(args.input, args.format))
+    return _Input(args.input, input_format(args.input, args.format))
 
 
 def _timing_of(args: argparse.Namespace) -> _Timing:

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Union, get_args
+from typing import get_args
 
 from cep.grammar.errors import Span, moved_span
 
@@ -252,28 +252,28 @@ class ProcTime:
     span: Span = field(compare=False)
 
 
-Expr = Union[
-    Literal,
-    IntervalLiteral,
-    ColumnRef,
-    Star,
-    Unary,
-    Binary,
-    IsNull,
-    Between,
-    InList,
-    Like,
-    Case,
-    Cast,
-    ArrayLiteral,
-    FunctionCall,
-    Aggregate,
-    Navigation,
-    Classifier,
-    MatchNumber,
-    MatchStatus,
-    ProcTime,
-]
+Expr = (
+    Literal
+    | IntervalLiteral
+    | ColumnRef
+    | Star
+    | Unary
+    | Binary
+    | IsNull
+    | Between
+    | InList
+    | Like
+    | Case
+    | Cast
+    | ArrayLiteral
+    | FunctionCall
+    | Aggregate
+    | Navigation
+    | Classifier
+    | MatchNumber
+    | MatchStatus
+    | ProcTime
+)
 
 
 # --------------------------------------------------------------------------------------------- pattern
@@ -352,7 +352,7 @@ class Absence:
     variable: Identifier
 
 
-Pattern = Union[PatternVar, Empty, Anchor, Concat, Alternation, Quantified, Exclusion, Permute, Absence]
+Pattern = PatternVar | Empty | Anchor | Concat | Alternation | Quantified | Exclusion | Permute | Absence
 
 
 # ---------------------------------------------------------------------------------------------- clauses

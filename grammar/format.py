@@ -311,8 +311,8 @@ _EXPRESSION_FORMATTERS = {
         _PREDICATE,
     ),
     ast.Like: lambda e: (
-        f"{_at(e.operand, _ADDITIVE)} {_not(e.negated)}{'ILIKE' if e.case_insensitive else 'LIKE'} {_at(e.pattern, _ADDITIVE)}"
-        + (f" ESCAPE {_at(e.escape, _ADDITIVE)}" if e.escape is not None else ""),
+        f"{_at(e.operand, _ADDITIVE)} {_not(e.negated)}{'ILIKE' if e.case_insensitive else 'LIKE'} "
+        f"{_at(e.pattern, _ADDITIVE)}" + (f" ESCAPE {_at(e.escape, _ADDITIVE)}" if e.escape is not None else ""),
         _PREDICATE,
     ),
     ast.Case: _case,

@@ -32,13 +32,14 @@ from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
 from cep.grammar import ast, limits
-from cep.grammar.checks import check, decimal_problem, normalize_type
+from cep.grammar.checks import check
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import TRIVIA as _TRIVIA
 from cep.grammar.tokens import ScanToken, clause_parser, lark_parser, scan, significant, span_of
 from cep.grammar.tokens import token_span as _token_span
+from cep.grammar.type_names import decimal_problem, normalize_type
 from cep.grammar.units import MICROS_PER_UNIT, TEXT_ABBREVIATIONS, UNIT_HINT, unit_name
 
 __all__ = ["parse", "parse_all", "parse_unchecked", "parse_clause", "parse_schema", "split_statements"]

@@ -26,7 +26,6 @@ that an engine would have to undo, so each engine's own simplifications stay its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from cep.grammar import ast
 
@@ -86,7 +85,7 @@ class Absent:
     trailing: bool
 
 
-Node = Union[Label, Sequence, Choice, AnyOrder, Repeat, Excluded, Edge, Nothing, Absent]
+Node = Label | Sequence | Choice | AnyOrder | Repeat | Excluded | Edge | Nothing | Absent
 
 
 def lower(pattern: ast.Pattern, labels: tuple[str, ...]) -> Node:

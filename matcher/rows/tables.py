@@ -17,9 +17,12 @@ every input kind (docs/semantics.md, "Values"), is decided here, once, at the bo
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
 
 # Imported inside functions: pandas and pyarrow (heavy; a list of dicts needs neither).
 

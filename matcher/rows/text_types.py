@@ -82,21 +82,30 @@ MAX_DECIMAL_DIGITS = MAX_DECIMAL_PRECISION
 PATTERNS = {
     "integer": r"^(0|-?[1-9][0-9]*)$",
     "wide_integer": r"^(0|-?[1-9][0-9]{0,37})$",
-    "number": r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$|^-?([Nn][Aa][Nn]|[Ii][Nn][Ff]|[Ii][Nn][Ff][Ii][Nn][Ii][Tt][Yy])$",
+    "number": (
+        r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$"
+        r"|^-?([Nn][Aa][Nn]|[Ii][Nn][Ff]|[Ii][Nn][Ff][Ii][Nn][Ii][Tt][Yy])$"
+    ),
     "finite": r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$",
     "boolean": r"^([Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee])$",
     # an offset only after the seconds: Spark's cast reads no offset after hours and minutes alone
     "date": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
-    "timestamp": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?)?$",
+    "timestamp": (
+        r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"  # the date
+        r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?)?$"
+    ),
 }
 _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
-# The texts each declared type takes (the canonical names of ``cep.grammar.checks.normalize_type``).
+# The texts each declared type takes (the canonical names of ``cep.grammar.type_names.normalize_type``).
 # DECIMAL (every DECIMAL(p,s), ``declared_family``): a plain decimal number, rounded half up to the scale
 # and refused past the precision, as Spark's cast and its CSV reader with a schema do; INTEGER: 32 bits.
 DECLARED_PATTERNS = {
     "BIGINT": r"^[-+]?[0-9]{1,19}$",
     "INTEGER": r"^[-+]?[0-9]{1,10}$",
-    "DOUBLE": r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$|^[Nn][Aa][Nn]$|^[-+]?[Ii][Nn][Ff]([Ii][Nn][Ii][Tt][Yy])?$",
+    "DOUBLE": (
+        r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$"
+        r"|^[Nn][Aa][Nn]$|^[-+]?[Ii][Nn][Ff]([Ii][Nn][Ii][Tt][Yy])?$"
+    ),
     "DECIMAL": r"^[-+]?[0-9]+(\.[0-9]+)?$",
     "BOOLEAN": PATTERNS["boolean"],
     "TIMESTAMP": PATTERNS["timestamp"],
@@ -109,7 +118,9 @@ _DECLARED = {name: re.compile(pattern) for name, pattern in DECLARED_PATTERNS.it
 _WHOLE_NUMBER = re.compile(r"[-+]?[0-9]+")
 # PATTERNS["timestamp"] in parts: the date and time, the fraction of a second, the offset.
 _TIMESTAMP_PARTS = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?)(\.[0-9]{1,9})?(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?"
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?)"  # the date and time
+    r"(\.[0-9]{1,9})?"  # the fraction of a second
+    r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?"  # the offset
 )
 
 

@@ -30,8 +30,9 @@ rows Spark's PERMISSIVE reader read only in part (``_corrupt_record`` set): the 
 
 Checked columns: the PARTITION BY and ORDER BY columns, every column named in DEFINE or MEASURES, with
 ALL ROWS PER MATCH every column the output rows carry, and every column the schema declares. Other
-columns (extra keys ONE ROW PER MATCH never shows) are not looked at. NULL is a value of every type: a NULL outside the event time column is
-never bad (a NULL partition key is a partition of its own, as in SQL).
+columns (extra keys ONE ROW PER MATCH never shows) are not looked at. NULL is a value of every type: a
+NULL outside the event time column is never bad (a NULL partition key is a partition of its own, as in
+SQL).
 
 The expected type of a checked column
 -------------------------------------
@@ -68,10 +69,10 @@ from decimal import Decimal
 from typing import Any
 
 from cep.grammar import ast
-from cep.grammar.checks import normalize_type
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.parser import parse_schema
+from cep.grammar.type_names import normalize_type
 from cep.matcher.rows.tables import kind_of, rows_to_columns, to_columns
 from cep.matcher.rows.text_types import (
     DECLARED_PATTERNS,
@@ -463,7 +464,8 @@ class InputChecks:
             raise CepRuntimeError(
                 f"row {position}: {detail}{more}",
                 code=REASONS[reason],
-                hint="pass dead_letter=[] (a list, or a function taking one dict; cep run --dead-letter FILE) to set bad rows aside and go on",
+                hint="pass dead_letter=[] (a list, or a function taking one dict; cep run --dead-letter FILE) "
+                "to set bad rows aside and go on",
             )
         for position, reason, detail, source in records:
             if isinstance(source, dict):
@@ -502,7 +504,8 @@ def refuse_odd_kinds(plan, data) -> None:
         first = odd[0]
         more = f" (and {len(odd) - 1} more)" if len(odd) > 1 else ""
         raise CepRuntimeError(
-            f"the input has rows of the wrong kind ({first[ERROR]}), the first: row {first[ROW]}: {first[ERROR_DETAIL]}{more}",
+            f"the input has rows of the wrong kind ({first[ERROR]}), the first: row {first[ROW]}: "
+            f"{first[ERROR_DETAIL]}{more}",
             code=WRONG_KIND_WITHOUT_DEAD_LETTER,
             hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside and count them",
         )

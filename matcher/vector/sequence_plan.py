@@ -211,7 +211,7 @@ def _first_hits(items, defines, conditions, labels, label_ids, scope, label_of) 
         def current(qualifier: ast.Identifier, own=following.label) -> bool:
             return label_ids.get(qualifier.key) == own
 
-        def finished(qualifier: ast.Identifier) -> bool:
+        def finished(qualifier: ast.Identifier, earlier=earlier) -> bool:
             return label_ids.get(qualifier.key) in earlier
 
         comparison = first_hit.split(definition.condition, current, finished)
@@ -252,11 +252,12 @@ def route_lines(plan: SequencePlan) -> list[str]:
         if item.label == plan.items[-1].label and plan.deadline:
             if plan.quiet is not None:
                 lines.append(
-                    f"      {name}: no {name[1:]} row before WITHIN's deadline, found for every start at once (the first"
-                    f" {name[1:]} row"
+                    f"      {name}: no {name[1:]} row before WITHIN's deadline, found for every start at once "
+                    f"(the first {name[1:]} row"
                 )
                 lines.append(
-                    "        after each row, a reversed running minimum); the match is done when time reaches the deadline"
+                    "        after each row, a reversed running minimum); "
+                    "the match is done when time reaches the deadline"
                 )
             else:
                 lines.append(

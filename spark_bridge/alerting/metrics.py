@@ -25,7 +25,7 @@ series                                          type       labels, meaning
 ``cep_sink_delivered_total``                    counter    ``sink``: alerts delivered (redelivered included)
 ``cep_sink_dead_lettered_total``                counter    ``sink``: alerts that became dead letters
 ``cep_sink_redelivered_total``                  counter    ``sink``: alerts delivered from dead letters
-``cep_sink_failures_total``                     counter    ``sink``: failed attempts (retries and deliveries that raised)
+``cep_sink_failures_total``                     counter    ``sink``: failed attempts (retries, deliveries that raised)
 ``cep_sink_queue_alerts``                       gauge      ``sink``: alerts waiting in the sink's outbox
 ``cep_sink_dead_letters``                       gauge      ``sink``: dead letters waiting (refused ones included)
 ``cep_sink_failing``                            gauge      ``sink``: 1 while its deliveries fail

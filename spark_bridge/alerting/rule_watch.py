@@ -156,9 +156,9 @@ class RuleWatch:
         with self.book.lock:
             outage = self.book.status.pop("rules_outage", None)
         if outage is not None:
+            unreadable_s = int(time.time() - outage.get("since_epoch", time.time()))
             self.event(
-                f"the rules at {visible(self.path)} can be read again (after {int(time.time() - outage.get('since_epoch', time.time()))}s): "
-                "reloading them",
+                f"the rules at {visible(self.path)} can be read again (after {unreadable_s}s): reloading them",
                 "info",
             )
             force = True
@@ -204,7 +204,8 @@ class RuleWatch:
         self._record(ruleset, changes, set_id, old_versions)
         for rule_id in kept:
             self.event(
-                f"rule {rule_id}: its file has errors (see cep status); version {ruleset[rule_id].version} keeps running",
+                f"rule {rule_id}: its file has errors (see cep status); "
+                f"version {ruleset[rule_id].version} keeps running",
                 "warning",
             )
         return changes

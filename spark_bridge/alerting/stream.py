@@ -8,12 +8,13 @@
 
 How it maps onto Spark (``docs/alerting.md`` has the measurements behind the choice):
 
-* **One stateful operator for all rules** (built by ``query.match_rules``), not one streaming query per rule. Every input row is
-  tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``), with that partition
-  key (a JSON object of its values); then ``groupBy(partition spec, bucket of keys).applyInPandasWithState(...)``
-  runs, for each key of the bucket (``cep.spark_bridge.engine.key_table``: one Python call per bucket, not per key),
-  every rule with that PARTITION BY, each with its own ``keyed.KeyedStream``
-  engine: the same buffering, watermark, timers, sessions and match ids as ``cep.spark_bridge.spark.streaming``.
+* **One stateful operator for all rules** (built by ``query.match_rules``), not one streaming query per
+  rule. Every input row is tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``),
+  with that partition key (a JSON object of its values); then
+  ``groupBy(partition spec, bucket of keys).applyInPandasWithState(...)`` runs, for each key of the
+  bucket (``cep.spark_bridge.engine.key_table``: one Python call per bucket, not per key), every rule
+  with that PARTITION BY, each with its own ``keyed.KeyedStream`` engine: the same buffering,
+  watermark, timers, sessions and match ids as ``cep.spark_bridge.spark.streaming``.
   Logically the state is keyed by (rule, partition key); physically the rules sharing a PARTITION BY
   share one Spark key, whose state holds one entry per rule, so a key costs one Python call per
   micro-batch however many rules read it. One query, one checkpoint, one watermark, one shuffle.
@@ -54,7 +55,8 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
 Rules must share the stream's event-time column (the first ORDER BY column; ``time_column`` or the first
 rule's). Rules a stream cannot run, or that do not fit the input, are reported with file:line:col and
 skipped; the others run. A running rule whose file is edited into one that does not compile keeps
-running its last good version (and says so in the status) until the file compiles again. A rule's ``FROM`` name is not read: every rule runs over the one input stream.
+running its last good version (and says so in the status) until the file compiles again. A rule's
+``FROM`` name is not read: every rule runs over the one input stream.
 """
 
 from __future__ import annotations
@@ -454,7 +456,8 @@ class AlertStream:
             os.replace(self.bad_rows_sink.path, f"{self.bad_rows_sink.path}.before-{stamp}")
         os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
         self._event(
-            f"bad rows now come from the matching query; the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}"
+            "bad rows now come from the matching query; "
+            f"the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}"
         )
 
     def _check_clock_rows(self) -> None:
@@ -466,7 +469,8 @@ class AlertStream:
         had = bool(self.status.get("idle_watermark"))
         if ran and had != wanted:
             raise CepSemanticError(
-                f"the checkpoint {self.checkpoint} was written {'with' if had else 'without'} --idle-watermark, and Spark "
+                f"the checkpoint {self.checkpoint} was written {'with' if had else 'without'} --idle-watermark, "
+                "and Spark "
                 f"restarts a query only with the sources it started with; run {'with' if had else 'without'} it, or "
                 "start a new checkpoint (the alerts so far stay in the old one)",
                 code="E0283",

@@ -108,8 +108,8 @@ def with_retries(
             wait = policy.delay(attempt)
             if attempt + 1 == policy.max_attempts or elapsed + wait > policy.budget:
                 raise CepSinkError(
-                    f"{error}, still after {attempt + 1} attempts over {elapsed:.1f}s (retry budget {policy.budget:g}s); "
-                    + not_committed(batch_id),
+                    f"{error}, still after {attempt + 1} attempts over {elapsed:.1f}s "
+                    f"(retry budget {policy.budget:g}s); " + not_committed(batch_id),
                     filename=sink.describe(),
                 ) from exc
             sink.sleep(wait)

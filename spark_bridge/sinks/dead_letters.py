@@ -210,7 +210,7 @@ class DeadLetterBox:
                     letter = self._rebuild(path)
                 if letter is not None:
                     found.append(letter)
-        return sorted(found, key=lambda l: (l.first_failed_at, l.key))
+        return sorted(found, key=lambda letter: (letter.first_failed_at, letter.key))
 
     def _rebuild(self, path: str) -> DeadLetter | None:
         """A letter that cannot be read (cut short, bytes damaged): set aside as ``.damaged``, and its whole
@@ -254,16 +254,22 @@ class DeadLetterBox:
     def due(self, now: float | None = None, *, everything: bool = False) -> list[DeadLetter]:
         """The letters to try again now: not refused, and their wait is over (``everything``: whatever the wait)."""
         now = _now() if now is None else now
-        return [l for l in self.letters() if not l.refused and (everything or l.next_attempt_at <= now)]
+        return [
+            letter for letter in self.letters() if not letter.refused and (everything or letter.next_attempt_at <= now)
+        ]
 
     def next_due(self) -> float | None:
-        waits = [l.next_attempt_at for l in self.letters() if not l.refused]
+        waits = [letter.next_attempt_at for letter in self.letters() if not letter.refused]
         return min(waits) if waits else None
 
     def counts(self) -> tuple[int, int, int]:
         """(letters waiting, of which refused, alerts in them)."""
         letters = self.letters()
-        return len(letters), sum(1 for l in letters if l.refused), sum(len(l.alerts) for l in letters)
+        return (
+            len(letters),
+            sum(1 for letter in letters if letter.refused),
+            sum(len(letter.alerts) for letter in letters),
+        )
 
     def failed_again(self, letter: DeadLetter, error: str, *, refused: bool = False) -> DeadLetter:
         now = _now()

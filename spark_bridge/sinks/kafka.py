@@ -305,7 +305,8 @@ class KafkaSink(AlertSink):
         if left or failures:
             missing = left + len(failures)
             raise CepSinkError(
-                f"{missing} of {len(alerts)} alerts not acknowledged by {self.address.bootstrap} within {self.timeout:g} s"
+                f"{missing} of {len(alerts)} alerts not acknowledged by {self.address.bootstrap} "
+                f"within {self.timeout:g} s"
                 + (f" ({failures[0]})" if failures else "")
                 + f"; {not_committed(batch_id)}",
                 filename=self.describe(),
@@ -408,7 +409,8 @@ class KafkaExactlyOnceSink(KafkaSink):
                 return
             raise CepKafkaError(
                 f"the control topic {self.control_topic!r} (the record of committed micro-batches) does not exist on "
-                f"{self.address.bootstrap} and could not be created ({getattr(error, 'str', lambda: str(error))()}); create "
+                f"{self.address.bootstrap} and could not be created "
+                f"({getattr(error, 'str', lambda: str(error))()}); create "
                 "it (one partition, cleanup.policy=compact) or name another with ?control_topic=NAME",
                 code="E0490",
                 filename=self.describe(),

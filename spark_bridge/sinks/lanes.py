@@ -433,7 +433,7 @@ class _Lane(threading.Thread):
             return False
         sent = tried = 0
         with box.lock():
-            letters = [l for l in box.letters() if not l.refused]
+            letters = [letter for letter in box.letters() if not letter.refused]
             for letter in letters:
                 if self.lanes.stopping.is_set():
                     break

@@ -23,6 +23,7 @@ from cep.spark_bridge.sinks.safe_text import file_safe, scrub, url_key, visible
 
 __all__ = ["PostgresSink", "SQLiteSink"]
 
+DEFAULT_RETRY = RetryPolicy()  # frozen: one default shared by every sink, as a default argument would be
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 
 
@@ -82,7 +83,7 @@ class SQLiteSink(AlertSink):
         table: str = "alerts",
         include_suppressed: bool = False,
         timeout: float = 5.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -96,7 +97,8 @@ class SQLiteSink(AlertSink):
         return f"sqlite {visible(self.path)}"
 
     def key(self) -> str:
-        return f"sqlite-{file_safe(os.path.basename(self.path), 40)}-{url_key('', os.path.abspath(self.path)).rsplit('-', 1)[-1]}"
+        digest = url_key("", os.path.abspath(self.path)).rsplit("-", 1)[-1]
+        return f"sqlite-{file_safe(os.path.basename(self.path), 40)}-{digest}"
 
     def connect(self) -> sqlite3.Connection:
         parent = os.path.dirname(os.path.abspath(self.path))
@@ -216,7 +218,7 @@ class PostgresSink(AlertSink):
         include_suppressed: bool = False,
         connect_timeout: int = 10,
         lock_timeout: float = 5.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -270,7 +272,8 @@ class PostgresSink(AlertSink):
                     cursor.execute(f"SET LOCAL lock_timeout = {int(self.lock_timeout * 1000)}")
                     cursor.execute(
                         f"CREATE TABLE IF NOT EXISTS {self.table} ("
-                        "match_id TEXT PRIMARY KEY, rule_id TEXT NOT NULL, rule_version TEXT NOT NULL, match_status TEXT, "
+                        "match_id TEXT PRIMARY KEY, rule_id TEXT NOT NULL, rule_version TEXT NOT NULL, "
+                        "match_status TEXT, "
                         "partition_key TEXT, first_event_time TIMESTAMP, last_event_time TIMESTAMP, measures JSONB, "
                         "emit_time TIMESTAMP, suppressed BOOLEAN, batch_id BIGINT)"
                     )

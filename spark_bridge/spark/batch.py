@@ -355,7 +355,8 @@ def _refuse_null_event_times(df: DataFrame, time_column: str, name: str) -> None
     found = df.where(F.col(time_column).isNull()).limit(1).count()
     if found:
         raise CepRuntimeError(
-            f"the input has rows with a NULL event time ({name!r}); a replay with sessions or match ids cannot place them",
+            f"the input has rows with a NULL event time ({name!r}); "
+            "a replay with sessions or match ids cannot place them",
             code="E0440",
             hint="pass dead_letter= (cep run --dead-letter FILE) to set such rows aside, as a stream does",
         )

@@ -282,7 +282,8 @@ def with_watermark(
         )
     if declared and max_future_skew_us is not None:
         raise CepSemanticError(
-            f"max_future_skew must act before the watermark, but the DataFrame already declares one on {time_column!r}; "
+            "max_future_skew must act before the watermark, "
+            f"but the DataFrame already declares one on {time_column!r}; "
             "pass the delay as watermark=... instead of calling withWatermark",
             code="E0283",
         )

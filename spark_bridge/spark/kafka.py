@@ -383,7 +383,10 @@ def _java_error(exc: Any, address: KafkaAddress, doing: str) -> CepKafkaError:
             f"{address.what} does not exist on {servers} ({detail})", code="E0490", filename=str(address)
         )
     if names & {"SaslAuthenticationException", "AuthenticationException", "SslAuthenticationException"}:
-        why = f"the Kafka brokers at {servers} refused to authenticate us ({detail}); check the kafka.security.* and kafka.sasl.* options"
+        why = (
+            f"the Kafka brokers at {servers} refused to authenticate us ({detail}); "
+            "check the kafka.security.* and kafka.sasl.* options"
+        )
     elif names & {"TopicAuthorizationException", "ClusterAuthorizationException", "GroupAuthorizationException"}:
         why = f"the Kafka brokers at {servers} do not allow us to read {address.what} ({detail})"
     elif names & {"TimeoutException"}:

@@ -411,7 +411,6 @@ def match_stream(
     ``max_match_rows``: the cap on rows one key keeps for its live partial matches; past it the oldest
     partial matches are given up and counted (``match_cap_hits``).
     """
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -482,6 +481,16 @@ def match_stream(
     out = _grouped(df, partition, buckets).applyInPandasWithState(
         cep_match_stream, output_schema(step.result_columns), state_schema, "append", timeout
     )
+    return _observed_results(out, metrics_name=metrics_name, late=late, output_columns=output_columns)
+
+
+def _observed_results(
+    out: DataFrame, *, metrics_name: str | None, late: str, output_columns: list[tuple[str, str]]
+) -> DataFrame:
+    """The stateful operator's output with its per-micro-batch metrics observed (``metrics_name``), cut to
+    the matches (and, with ``late="output"``, the late and bad rows) and the output columns."""
+    from pyspark.sql import functions as F
+
     if metrics_name:
         kind = F.col(KIND)
         stats = F.col(STATS)

@@ -72,7 +72,8 @@ _PARAMS = re.compile(r"^\s*([A-Za-z_][A-Za-z_0-9 ]*?)\s*(?:\(\s*([0-9\s,]*)\s*\)
 
 
 def normalize_type_name(name: str) -> str:
-    """``'string'`` -> ``'VARCHAR'``, ``'array<int>'`` -> ``'ARRAY<INTEGER>'``, ``'decimal(10, 2)'`` -> ``'DECIMAL(10,2)'``.
+    """``'string'`` -> ``'VARCHAR'``, ``'array<int>'`` -> ``'ARRAY<INTEGER>'``,
+    ``'decimal(10, 2)'`` -> ``'DECIMAL(10,2)'``.
 
     Raises ``ValueError`` for a name that is not a known SQL type.
     """
@@ -89,7 +90,8 @@ def normalize_type_name(name: str) -> str:
     base = " ".join(match.group(1).upper().split())
     if base not in _ALIASES:
         raise ValueError(
-            f"unknown type {name!r} (known: BIGINT, INTEGER, DOUBLE, DECIMAL, VARCHAR, BOOLEAN, TIMESTAMP, DATE, ARRAY<T>)"
+            f"unknown type {name!r} "
+            "(known: BIGINT, INTEGER, DOUBLE, DECIMAL, VARCHAR, BOOLEAN, TIMESTAMP, DATE, ARRAY<T>)"
         )
     canonical = _ALIASES[base]
     params = match.group(2)

@@ -1,0 +1,120 @@
+"""The type names of schemas and casts: the spellings of Spark, Flink and Trino -> one canonical name
+(``normalize_type``), a DECIMAL's size Spark refuses (``decimal_problem``), and the family of a type
+(``family_of_type``: two values can be compared when their families match)."""
+
+from __future__ import annotations
+
+import re
+
+from cep.grammar import limits
+
+__all__ = ["CAST_TYPES", "LITERAL_FAMILY", "decimal_problem", "family_of_type", "normalize_type"]
+
+# Type families: two values can be compared when their families match.
+_FAMILY = {
+    "BIGINT": "number",
+    "INTEGER": "number",
+    "INT": "number",
+    "SMALLINT": "number",
+    "TINYINT": "number",
+    "LONG": "number",
+    "DOUBLE": "number",
+    "FLOAT": "number",
+    "REAL": "number",
+    "DECIMAL": "number",
+    "NUMERIC": "number",
+    "VARCHAR": "string",
+    "CHAR": "string",
+    "STRING": "string",
+    "BOOLEAN": "boolean",
+    "TIMESTAMP": "time",
+    "DATE": "time",
+    "NUMBER": "number",
+    "TEXT": "string",
+    "BIGDECIMAL": "number",
+    "TIMESTAMP_NTZ": "time",
+    "TIMESTAMP_LTZ": "time",
+    "BOOL": "boolean",
+}
+CAST_TYPES = frozenset(_FAMILY)
+LITERAL_FAMILY = {
+    "integer": "number",
+    "decimal": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "timestamp": "time",
+    "date": "time",
+}
+
+
+# Schema type spellings (Spark, Flink, Trino) -> the names used in schemas given to check().
+_TYPE_ALIASES = {
+    "STRING": "VARCHAR",
+    "VARCHAR": "VARCHAR",
+    "CHAR": "VARCHAR",
+    "TEXT": "VARCHAR",
+    "BIGINT": "BIGINT",
+    "LONG": "BIGINT",
+    "INT": "INTEGER",
+    "INTEGER": "INTEGER",
+    "SMALLINT": "INTEGER",
+    "SHORT": "INTEGER",
+    "TINYINT": "INTEGER",
+    "BYTE": "INTEGER",
+    "DOUBLE": "DOUBLE",
+    "FLOAT": "DOUBLE",
+    "REAL": "DOUBLE",
+    "DECIMAL": "DECIMAL",
+    "DEC": "DECIMAL",
+    "NUMERIC": "DECIMAL",
+    "NUMBER": "DECIMAL",
+    "BOOLEAN": "BOOLEAN",
+    "BOOL": "BOOLEAN",
+    "TIMESTAMP": "TIMESTAMP",
+    "TIMESTAMP_NTZ": "TIMESTAMP",
+    "TIMESTAMP_LTZ": "TIMESTAMP",
+    "DATE": "DATE",
+}
+# The size of a DECIMAL written without one: Spark's DDL reads DECIMAL, DEC and NUMERIC as DECIMAL(10,0)
+# (``DecimalType.USER_DEFAULT``); Oracle's NUMBER without one holds any scale, so the widest default.
+_UNSIZED_DECIMALS = {"DECIMAL": (10, 0), "DEC": (10, 0), "NUMERIC": (10, 0), "NUMBER": (38, 18)}
+# A type's size as written after its name: '(10, 2)', '(10)'.
+_TYPE_SIZE = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+# Accepted in schemas, kept as written (upper case): no ordering and no arithmetic on them.
+_OPAQUE_TYPES = ("ARRAY", "MAP", "STRUCT", "BINARY")
+
+
+def normalize_type(word: str, rest: str = "") -> str | None:
+    """A schema type as written ('STRING'; 'DECIMAL' with rest '(10, 2)'; 'ARRAY' with '<INT>')
+    -> the canonical name ('VARCHAR', 'DECIMAL(10,2)', 'ARRAY<INT>'), or None when unknown (or a
+    DECIMAL's size is out of range: ``decimal_problem`` says why)."""
+    word = word.upper()
+    if word in _OPAQUE_TYPES:
+        return (word + rest).upper().replace(" ", "")
+    size = _TYPE_SIZE.fullmatch(rest)
+    if word not in _TYPE_ALIASES or (rest and size is None) or decimal_problem(word, rest) is not None:
+        return None
+    if _TYPE_ALIASES[word] != "DECIMAL":
+        return _TYPE_ALIASES[word]
+    precision, scale = (int(size.group(1)), int(size.group(2) or 0)) if size else _UNSIZED_DECIMALS[word]
+    return f"DECIMAL({precision},{scale})"
+
+
+def decimal_problem(word: str, rest: str) -> str | None:
+    """Why a DECIMAL type as written (``normalize_type``'s arguments) has a size Spark refuses, or None
+    (a DECIMAL that is fine, or another type)."""
+    size = _TYPE_SIZE.fullmatch(rest)
+    if _TYPE_ALIASES.get(word.upper()) != "DECIMAL" or size is None:
+        return None
+    precision, scale = int(size.group(1)), int(size.group(2) or 0)
+    if not 1 <= precision <= limits.MAX_DECIMAL_PRECISION:
+        return f"'{word}{rest}': a DECIMAL's precision is 1 to {limits.MAX_DECIMAL_PRECISION}, not {precision}"
+    if scale > precision:
+        return f"'{word}{rest}': a DECIMAL's scale is 0 to its precision ({precision}), not {scale}"
+    return None
+
+
+def family_of_type(type_name: str) -> str | None:
+    """'DECIMAL(10,2)' -> 'number'; ARRAY/MAP/STRUCT types -> their upper-cased head ('array')."""
+    head = re.match(r"[A-Za-z_]*", type_name).group().upper()
+    return _FAMILY.get(head) or (head.lower() if head else None)
