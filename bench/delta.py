@@ -201,13 +201,13 @@ def report(results: dict | None) -> list[str]:
     lines += [
         "",
         f"Column pruning: reading only the columns the statement names ({', '.join(py['columns_read'])}) took "
-        f"{pruned['read_cpu_s']:.2f} CPU-s where the whole table took {whole['read_cpu_s']:.2f}; the `volume` and `day` "
-        "columns are never decoded. Partition pruning: the filter on the partition column `day` opens only that "
+        f"{pruned['read_cpu_s']:.2f} CPU-s where the whole table took {whole['read_cpu_s']:.2f}; the `volume` and "
+        "`day` columns are never decoded. Partition pruning: the filter on the partition column `day` opens only that "
         f"day's files and reads {day['rows_read']:,} of {whole['rows_read']:,} rows, so reading and matching cost "
         f"{day['read_and_match_cpu_s'] / pruned['read_and_match_cpu_s']:.0%} of the whole table's; its matches differ "
         "because it is another input. The pruned and the whole read find the same matches as Parquet. Read + match "
-        "from Delta costs more than from the Parquet file although the read itself costs less: the difference is "
-        "in matching the table delta-rs returns, which this bench does not break down further.",
+        "from Delta costs more than from the Parquet file although the read itself costs less: the difference is in "
+        "matching the table delta-rs returns, which this bench does not break down further.",
         "",
     ]
     return lines

@@ -29,7 +29,8 @@ Two runs:
 2. Spark local[2], Parquet file source, one file per micro-batch, a no-op sink, at --spark-hot-rows /
    --spark-small-keys (default 100,000 / 5,000, about 40 s; the full size,
    ``--spark-hot-rows 2000000 --spark-small-keys 100000``, took 266 s on a quiet machine). Reports
-   rows/s, the metrics, Spark's state-store size, and the peak memory of the driver, the JVM and the Python workers (/proc VmHWM).
+   rows/s, the metrics, Spark's state-store size, and the peak memory of the driver, the JVM and the Python
+   workers (/proc VmHWM).
 """
 
 from __future__ import annotations

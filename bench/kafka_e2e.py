@@ -657,7 +657,8 @@ def print_table(report: dict) -> None:
         for name, e in step["engines"].items():
             cpu = step["cpu_s"].get(name.split("-")[0])
             print(
-                f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {name:>17} {e['events_per_s']:>8} {e['alerts']:>7} "
+                f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {name:>17} "
+                f"{e['events_per_s']:>8} {e['alerts']:>7} "
                 f"{cell(e['latency_p50_s']):>6} {cell(e['latency_p99_s']):>6} {cell(e['latency_max_s']):>6} "
                 f"{cell(e['lag_at_end_s']):>6} {cpu:>6}"
             )

@@ -182,7 +182,7 @@ def main() -> None:
             "load_average": os.getloadavg(),
             "restarts": [],
         }
-        for run in range(args.runs):
+        for _run in range(args.runs):
             for keep in (True, False):
                 phases = timed_restart(root, len(results["restarts"]), keep, args.timeout)
                 results["restarts"].append(phases)

@@ -10,7 +10,8 @@ per wall-second); every ratio compares two figures taken in this run on the same
 ``bench/data.py``'s ticks (100 symbols, deterministic, Parquet, cached in bench/data/).
 
 Measured:
-- queries (a)-(f) of issue 8, and (g): (a) with ALL ROWS PER MATCH, on the path each takes, and on the VM (Python columns, --rows);
+- queries (a)-(f) of issue 8, and (g): (a) with ALL ROWS PER MATCH, on the path each takes, and on the VM
+  (Python columns, --rows);
 - the V-shape over --large-rows: ``Query.run(pyarrow.Table)`` (columns end to end), the fast path
   on Python lists, and the hand-written Python loop (the ceiling) on the same rows;
 - ``Query.on_spark`` on local[2] for (a) over --rows and --large-rows, step by step (read, shuffle,
@@ -85,7 +86,8 @@ QUERIES = {
   MEASURES A.ts AS a_ts, C.ts AS c_ts, C.volume AS c_volume
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (A B C)
-  DEFINE A AS A.volume >= 4000, B AS B.volume < PREV(B.volume), C AS C.volume > PREV(C.volume) AND C.price > PREV(C.price))""",
+  DEFINE A AS A.volume >= 4000, B AS B.volume < PREV(B.volume),
+    C AS C.volume > PREV(C.volume) AND C.price > PREV(C.price))""",
     ),
     "d": (
         "price drop WITHIN INTERVAL '10' MINUTE",
@@ -500,10 +502,14 @@ def write_report(results: dict) -> None:
         "",
         "| what | events/s | ratio to the hand-written loop |",
         "| --- | ---: | ---: |",
-        f"| hand-written Python loop over Python lists (the ceiling; building the lists not counted) | {v['loop_eps']:,.0f} | 1.00 |",
-        f"| `Query.run(pyarrow.Table)`: the fast path over the Arrow columns, result built as an Arrow table | {v['end_to_end_arrow_eps']:,.0f} | {v['arrow_over_loop']:.2f} |",
-        f"| the same, reading the Parquet file included | {v['arrow_with_read_eps']:,.0f} | {v['arrow_with_read_eps'] / v['loop_eps']:.2f} |",
-        f"| fast path handed Python lists (`plan.run_columns`, the list-of-dicts input) | {v['fast_eps']:,.0f} | {v['fast_over_loop']:.2f} |",
+        "| hand-written Python loop over Python lists (the ceiling; building the lists not counted) "
+        f"| {v['loop_eps']:,.0f} | 1.00 |",
+        "| `Query.run(pyarrow.Table)`: the fast path over the Arrow columns, result built as an Arrow table "
+        f"| {v['end_to_end_arrow_eps']:,.0f} | {v['arrow_over_loop']:.2f} |",
+        "| the same, reading the Parquet file included "
+        f"| {v['arrow_with_read_eps']:,.0f} | {v['arrow_with_read_eps'] / v['loop_eps']:.2f} |",
+        "| fast path handed Python lists (`plan.run_columns`, the list-of-dicts input) "
+        f"| {v['fast_eps']:,.0f} | {v['fast_over_loop']:.2f} |",
         "",
         f"Same output as the hand-written loop: {v['same_output_as_loop']} ({v['matches']:,} matches). Reading the "
         f"Parquet file takes {v['read_parquet_s']:.2f} s; turning the three columns the loop reads into Python lists "
@@ -522,7 +528,8 @@ def write_report(results: dict) -> None:
         run = results["queries_run"]
         lines += [
             f"Measured apart from the other sections, on {run['date']} (`bench/run.py --update-queries`; load"
-            f" average {', '.join(map(str, run['load_average']))} at its end on {results['machine'].split(',')[1].strip()}).",
+            f" average {', '.join(map(str, run['load_average']))} at its end "
+            f"on {results['machine'].split(',')[1].strip()}).",
             "",
         ]
     lines += [
@@ -534,7 +541,8 @@ def write_report(results: dict) -> None:
         ratio = f"{q['fast_over_vm']:.1f}x" if "fast_over_vm" in q else "-"
         same = str(q.get("same_output", "-"))
         lines.append(
-            f"| ({q['query']}) {q['title'].replace('|', chr(92) + '|')} | {q['path']} | {q['small_rows']:,} | {fast} | {q['small_vm_eps']:,.0f} | {ratio} | {same} |"
+            f"| ({q['query']}) {q['title'].replace('|', chr(92) + '|')} | {q['path']} "
+            f"| {q['small_rows']:,} | {fast} | {q['small_vm_eps']:,.0f} | {ratio} | {same} |"
         )
         if "fast_eps" in q:
             lines.append(
@@ -546,8 +554,10 @@ def write_report(results: dict) -> None:
         lines += [
             "| engine, query (a) | rows | events/s | ours / theirs | same output |",
             "| --- | ---: | ---: | ---: | --- |",
-            f"| pandas-match-recognize 0.2.5 (own venv, median of {pmr.get('peer_runs', 1)} runs) | {pmr['rows']:,} | {pmr['peer_eps']:,.0f} | | |",
-            f"| cep `Query.run(pyarrow.Table)` (median of {PMR_OUR_REPEATS} runs: it takes milliseconds) | {pmr['rows']:,} | {pmr['ours_eps']:,.0f} | {pmr['ours_over_peer']:,.0f}x | {pmr['same_output']} |",
+            f"| pandas-match-recognize 0.2.5 (own venv, median of {pmr.get('peer_runs', 1)} runs) "
+            f"| {pmr['rows']:,} | {pmr['peer_eps']:,.0f} | | |",
+            f"| cep `Query.run(pyarrow.Table)` (median of {PMR_OUR_REPEATS} runs: it takes milliseconds) "
+            f"| {pmr['rows']:,} | {pmr['ours_eps']:,.0f} | {pmr['ours_over_peer']:,.0f}x | {pmr['same_output']} |",
             "",
             "Both run on the same rows (the first rows of the 1M-row Parquet file), per CPU-second of their own",
             "process. pandas-match-recognize runs query (a) rewritten as `A.ts` and unqualified `price < PREV(price)`:",
@@ -606,10 +616,13 @@ def kafka_report() -> list[str]:
             "| | messages/s |",
             "| --- | ---: |",
             f"| produce, acks=all, idempotent | {rates['produce']['msgs_per_s']:,.0f} |",
-            f"| produce in transactions, a commit per 1,000 | {rates['produce_transactional_1000']['msgs_per_s']:,.0f} |",
+            "| produce in transactions, a commit per 1,000 "
+            f"| {rates['produce_transactional_1000']['msgs_per_s']:,.0f} |",
             f"| consume, read_uncommitted | {rates['consume']['msgs_per_s']:,.0f} |",
-            f"| consume a transactional topic, read_committed | {rates['consume_read_committed_txn']['msgs_per_s']:,.0f} |",
-            f"| Spark static read + `from_json` (warm session) | {rates['spark_static_read_from_json']['msgs_per_s']:,.0f} |",
+            "| consume a transactional topic, read_committed "
+            f"| {rates['consume_read_committed_txn']['msgs_per_s']:,.0f} |",
+            "| Spark static read + `from_json` (warm session) "
+            f"| {rates['spark_static_read_from_json']['msgs_per_s']:,.0f} |",
             "",
             "Spark's Kafka connector costs about 0.5 s of session start as cached jars (`spark.jars`), 1.6 s through "
             "Ivy (`spark.jars.packages`), which also resolves at every start (`bench/kafka_connector_startup.py`, "
@@ -648,7 +661,8 @@ def time_conditions_report() -> list[str]:
     ]
     for query in res["queries"].values():
         lines.append(
-            f"| {query['title']} | {query['path'].removeprefix('path: ').split(':')[0]} | {query['list_eps_per_cpu']:,.0f} "
+            f"| {query['title']} | {query['path'].removeprefix('path: ').split(':')[0]} "
+            f"| {query['list_eps_per_cpu']:,.0f} "
             f"| {query['arrow_eps_per_cpu']:,.0f} | {query['vm_eps_per_cpu']:,.0f} | {query['list_over_vm']:.1f}x "
             f"| {query['arrow_over_vm']:.1f}x | {query['same_output']} |"
         )
@@ -699,14 +713,16 @@ def alert_rules_report() -> list[str]:
             "",
             "| engine | rows | events per CPU-s | events/s (wall) | matches | same matches as cep | load (1 min) |",
             "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
-            f"| cep `Query.run(pyarrow.Table)` | {ours['rows']:,} | {ours['eps_per_cpu']:,.0f} | {ours['eps_wall']:,.0f} "
+            "| cep `Query.run(pyarrow.Table)` "
+            f"| {ours['rows']:,} | {ours['eps_per_cpu']:,.0f} | {ours['eps_wall']:,.0f} "
             f"| {ours['matches']:,} | | {_load(ours)} |",
             f"| the same, reading the Parquet file included | {ours['rows']:,} | {ours['eps_per_cpu_with_read']:,.0f} "
             f"| {ours['eps_wall_with_read']:,.0f} | | | |",
             f"| Pike VM alone (`column_wise=False`), a subset of whole keys | {vm['rows']:,} "
             f"| {vm['vm_eps_per_cpu']:,.0f} | {vm['vm_eps_wall']:,.0f} | {vm['vm_matches']:,} | {vm['same_vm_as_cep']} "
             f"| {_load(vm)} |",
-            f"| cep `Query.run` on that subset | {vm['rows']:,} | {vm['cep_eps_per_cpu']:,.0f} | | {vm['cep_matches']:,} "
+            "| cep `Query.run` on that subset "
+            f"| {vm['rows']:,} | {vm['cep_eps_per_cpu']:,.0f} | | {vm['cep_matches']:,} "
             f"| ({vm['cep_over_vm_per_cpu']:.1f}x the VM per CPU-s) | |",
         ]
         if spark:
@@ -720,7 +736,8 @@ def alert_rules_report() -> list[str]:
                 f"| PyFlink batch, a subset of whole keys (wall after start-up; CPU: Python + JVM) | {peer['rows']:,} "
                 f"| {peer['flink_eps_per_cpu']:,.0f} | {peer['flink_eps_wall']:,.0f} | {peer['flink_matches']:,} "
                 f"| {peer['same_flink_as_cep']} | {_load(flink)} |",
-                f"| cep `Query.run` on Flink's rows (reading included) | {peer['rows']:,} | {peer['cep_eps_per_cpu']:,.0f} "
+                "| cep `Query.run` on Flink's rows (reading included) "
+                f"| {peer['rows']:,} | {peer['cep_eps_per_cpu']:,.0f} "
                 f"| {peer['cep_eps_wall']:,.0f} | {peer['cep_matches']:,} | ({peer['cep_over_flink_per_cpu']:.1f}x "
                 f"Flink per CPU-s, {peer['cep_over_flink_wall']:.1f}x in wall) | |",
             ]
@@ -740,8 +757,8 @@ def alert_rules_report() -> list[str]:
         lines += [
             f"PyFlink (`{flink['ok']}`, `bench/.venv-flink`, batch mode, CSV of the same rows: its PyPI package has no "
             f"Parquet format) ran both rules in one process: start-up {flink['startup']['wall_s']:.1f} s, peak RSS "
-            f"{flink['peak_rss_bytes'] / 1e9:.2f} GB. It runs on a subset of whole keys (every row of the users or cards "
-            "it keeps, so no match is cut): at its pace here the whole log would take about "
+            f"{flink['peak_rss_bytes'] / 1e9:.2f} GB. It runs on a subset of whole keys (every row of the users or "
+            "cards it keeps, so no match is cut): at its pace here the whole log would take about "
             + " and ".join(
                 f"{res['rows'] / r['flink_eps_wall'] / 60:.0f} minutes ({name.replace('_', ' ')})"
                 for name, r in flink["rules"].items()
@@ -778,9 +795,9 @@ def _load(entry: dict) -> str:
 ALERT_RULES_READING = [
     "**Where the time went, and what changed (issue 19).** In the run before this one (2026-11-26 16:19 UTC) cep ran "
     "these rules at 135k and 188k events per CPU-second, 1.1x and 1.4x its own Pike VM, although the column-wise "
-    "sequence engine took every partition: profiling `Query.run` on the 10M-row tables (`cProfile` with a CPU clock) showed 90% of the time "
-    "outside matching, in turning whole Arrow columns into Python objects. Four conversions went, each replaced by "
-    "a read of the same values from the column itself:",
+    "sequence engine took every partition: profiling `Query.run` on the 10M-row tables (`cProfile` with a CPU clock) "
+    "showed 90% of the time outside matching, in turning whole Arrow columns into Python objects. Four conversions "
+    "went, each replaced by a read of the same values from the column itself:",
     "",
     "- `SequencePlan.run` built the whole input as Python lists up front (for the partitions the VM might take): "
     "`ArrayInput.python()` is now a mapping that converts a column when a VM partition first reads it, so a batch "
@@ -901,7 +918,8 @@ def kafka_e2e_reading(e2e: dict) -> list[str]:
         + ".",
         f"- **Per CPU second** (the column least changed by the load), Flink finished {_span(ratios, '{:.1f}')} times "
         "as many ticks as `cep stream` (its Spark JVM, its Python workers and its driver, two queries and the sinks' "
-        "lanes). The cost per micro-batch and per key call is Spark's and Python's (docs/streaming-measurements.md); the matcher alone is far faster on this query (the tables above).",
+        "lanes). The cost per micro-batch and per key call is Spark's and Python's (docs/streaming-measurements.md); "
+        "the matcher alone is far faster on this query (the tables above).",
         "- **The alerts are right on every path** when the table above says so (same matches as `q.run`, nothing "
         "missing or extra); duplicates on the cep topics: "
         + ", ".join(f"{KAFKA_E2E_ENGINES[n]} {d:,}" for n, d in duplicates.items())
@@ -921,12 +939,12 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "## Through Kafka, end to end (bench/kafka_e2e.py)",
         "",
         "`make bench-kafka` (`.venv/bin/python bench/kafka_e2e.py`, then `bench/run.py --report-only`; "
-        f"{e2e['seconds_per_rate']:.0f} s per rate, 10 to 20 minutes in all, the longer on a loaded machine, `--help` for the options). A real "
-        "Kafka 4.4 broker on this machine; one producer sends ticks of "
-        f"{e2e['keys']} symbols (a random walk each, keyed by symbol, event time = the wall clock when sent) to a "
-        "4-partition topic at each rate in turn, `max` being as fast as this Python producer goes. On that topic, at "
-        f"the same time: `cep stream` (`local[2]`, watermark {e2e['watermark']}, trigger {e2e['trigger']}) with both "
-        "Kafka sinks at once (each on its own delivery lane), and "
+        f"{e2e['seconds_per_rate']:.0f} s per rate, 10 to 20 minutes in all, the longer on a loaded machine, `--help` "
+        f"for the options). A real Kafka 4.4 broker on this machine; one producer sends ticks of {e2e['keys']} symbols "
+        "(a random walk each, keyed by symbol, event time = the wall clock when sent) to a 4-partition topic at each "
+        "rate in turn, `max` being as fast as this Python producer goes. On that topic, at the same time: `cep "
+        f"stream` (`local[2]`, watermark {e2e['watermark']}, trigger {e2e['trigger']}) with both Kafka sinks at once "
+        "(each on its own delivery lane), and "
         + (
             f"Flink SQL `MATCH_RECOGNIZE` in streaming mode ({flink['package']}, `{flink['connector']}`, parallelism "
             f"{flink['parallelism']}, watermark {e2e['watermark']}, checkpoints every {flink['checkpoint_interval']}, "
@@ -941,8 +959,8 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "```",
         "",
         (
-            f"Flink's Kafka SQL connector: Maven Central serves `{flink['connector'].rsplit(':', 1)[0]}` up to 5.0.0-2.2, "
-            "built for Flink 2.2, and none for 2.3; that jar, copied by `mvn dependency:copy` "
+            f"Flink's Kafka SQL connector: Maven Central serves `{flink['connector'].rsplit(':', 1)[0]}` "
+            "up to 5.0.0-2.2, built for Flink 2.2, and none for 2.3; that jar, copied by `mvn dependency:copy` "
             "(bench/peers/flink_kafka_pom.xml) into `~/.cache/cep/` once, runs this job on PyFlink 2.3.0."
             if flink["ran"]
             else f"Flink is not in this run: {flink['why_not']}."
@@ -963,9 +981,9 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         f"Run {e2e['when']} on {e2e['nproc']} cores shared with other work (load averages below: read the numbers "
         f"as upper bounds on cost). Start-up until each engine ran: "
         + ", ".join(f"{name} {s:.0f} s" for name, s in e2e["startup_s"].items())
-        + f"; then a warm-up of {e2e['warmup_s']:.0f} s at {e2e['settle_rate']} ticks/s, until every engine had sent an "
-        "alert and then until its alerts were within 15 s of the newest tick, for 120 s at most (not measured: a query's first micro-batches plan "
-        "it and start Python workers); the lag left then: "
+        + f"; then a warm-up of {e2e['warmup_s']:.0f} s at {e2e['settle_rate']} ticks/s, "
+        "until every engine had sent an alert and then until its alerts were within 15 s of the newest tick, for 120 "
+        "s at most (not measured: a query's first micro-batches plan it and start Python workers); the lag left then: "
         + ", ".join(f"{name} {s:.0f} s" for name, s in e2e.get("warmup_lag_s", {}).items())
         + ".",
         "",
@@ -1049,7 +1067,7 @@ def spark_report(runs: dict | None) -> list[str]:
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     titles = {"read": "read", "read_shuffle_python": "+ shuffle + Arrow to Python", "replay": "whole replay"}
-    for key, entry in runs.items():
+    for entry in runs.values():
         if not isinstance(entry, dict) or "replay" not in entry:  # "queries": the per-query replays (Flink's section)
             continue
         for step, title in titles.items():
@@ -1126,15 +1144,15 @@ def write_plot(results: dict) -> None:
 
 
 NOTES = [
-    "The fast path (`matcher/vector/fastpath.py`, `matcher/vector/kernels.py`) takes queries whose DEFINE conditions read only"
-    " the current row and PREV/NEXT at constant offsets (qualified references only to the variable being"
-    " defined), without WITHIN, SEEK or absence terms, with at most 8 variables, and whose pattern is"
-    " regex-safe: no unbounded repetition of a group that can span several rows, no two unbounded loops on"
-    " one path over a shared variable. Per batch, the kernels may decline data they cannot evaluate exactly"
-    " (integers beyond 64 bits, mixed types, naive and zoned times in one column, a time past the year 9999),"
-    " and a partition whose loops could make the regex engine restart"
-    " quadratically goes to the run scan (a pattern that is a sequence of runs, `matcher/vector/runs.py`: linear) or"
-    " else to the VM; so does a batch where two loops on one path can take the same row.",
+    "The fast path (`matcher/vector/fastpath.py`, `matcher/vector/kernels.py`) takes queries whose DEFINE conditions "
+    "read only the current row and PREV/NEXT at constant offsets (qualified references only to the variable being "
+    "defined), without WITHIN, SEEK or absence terms, with at most 8 variables, and whose pattern is regex-safe: no "
+    "unbounded repetition of a group that can span several rows, no two unbounded loops on one path over a shared "
+    "variable. Per batch, the kernels may decline data they cannot evaluate exactly (integers beyond 64 bits, mixed "
+    "types, naive and zoned times in one column, a time past the year 9999), and a partition whose loops could make "
+    "the regex engine restart quadratically goes to the run scan (a pattern that is a sequence of runs, "
+    "`matcher/vector/runs.py`: linear) or else to the VM; so does a batch where two loops on one path can take the "
+    "same row.",
     "Queries (b), (d), (e) read the match history (cross-variable references, LAST(v, 1), WITHIN, aggregates):"
     " the regex path declines them and the column-wise sequence engine (`matcher/vector/sequence.py`) takes"
     " them: every start row at once, item by item with numpy, the time limit, the earlier variables' rows and"
@@ -1257,9 +1275,11 @@ def main(argv: list[str] | None = None) -> int:
         for entry in results["queries"]:
             fast = entry.get("fast_eps")
             print(
-                f"({entry['query']}) {entry['path'][:40]:40} VM {entry['small_vm_eps']:>12,.0f} ev/s on {entry['small_rows']:,} rows"
+                f"({entry['query']}) {entry['path'][:40]:40} VM {entry['small_vm_eps']:>12,.0f} "
+                f"ev/s on {entry['small_rows']:,} rows"
                 + (
-                    f"   column-wise {fast:>12,.0f} ev/s on {entry['rows']:,} rows ({fast / entry['small_vm_eps']:.1f}x the VM)"
+                    f"   column-wise {fast:>12,.0f} ev/s on {entry['rows']:,} rows "
+                    f"({fast / entry['small_vm_eps']:.1f}x the VM)"
                     f" same output: {entry['same_output']}"
                     if fast
                     else ""

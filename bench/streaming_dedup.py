@@ -18,9 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import cep  # noqa: E402
+import cep  # noqa: E402 (after the sys.path line above)
 from cep.spark_bridge.engine.keyed import KeyedStream  # noqa: E402
-from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.local import LocalStream  # noqa: E402
 
 DELAY_MS = 10_000
 BATCH_ROWS = 5_000

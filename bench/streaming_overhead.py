@@ -375,7 +375,8 @@ def main(argv=None) -> int:
 
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print(
-        f"session start: {results['session_start_s']} s; load average after: {results['load_average_after']} on {os.cpu_count()} cores"
+        f"session start: {results['session_start_s']} s; load average after: {results['load_average_after']} "
+        f"on {os.cpu_count()} cores"
     )
     print(results["streaming_path"])
     print(f"{'run':<24} {'batches':>7} {'first ms':>9} {'median ms':>10} {'addBatch ms':>12} {'rows/s':>9}")
@@ -394,12 +395,14 @@ def main(argv=None) -> int:
             print(f"{name:<24} error: {r['error']}")
             continue
         print(
-            f"{name:<24} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} {r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}"
+            f"{name:<24} {r['batches']:>7} {r['first_batch_ms']:>9} {r['median_trigger_ms']:>10} "
+            f"{r['median_addbatch_ms']:>12} {r['rows_per_s'] or '':>9}"
         )
     if results.get("throughput_cep", {}).get("state_bytes_per_key_call"):  # the column-wise path keeps no per-key count
         print(f"cep state per key (mean over calls): {results['throughput_cep']['state_bytes_per_key_call']} bytes")
     print(
-        f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows per CPU second; q.run: {results['q_run_rows_per_s']}"
+        f"in-process engine (LocalStream): {results['engine_in_process_rows_per_s']} rows per CPU second; "
+        f"q.run: {results['q_run_rows_per_s']}"
     )
     step = results["step_per_call"]
     print(

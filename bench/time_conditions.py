@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (_, text) in QUERIES.items():
         results["queries"][name] = res = measure(name, text, table, args.vm_rows, args.repeats)
         print(
-            f"{name}: {res['path']}\n  list {res['list_eps_per_cpu']:,.0f}/CPU-s, arrow {res['arrow_eps_per_cpu']:,.0f}, "
+            f"{name}: {res['path']}\n  list {res['list_eps_per_cpu']:,.0f}/CPU-s, "
+            f"arrow {res['arrow_eps_per_cpu']:,.0f}, "
             f"VM {res['vm_eps_per_cpu']:,.0f} ({res['list_over_vm']:.1f}x), matches {res['matches']:,}, "
             f"same as the VM: {res['same_output']}",
             flush=True,

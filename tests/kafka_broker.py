@@ -54,7 +54,8 @@ STORAGE_MAIN = "kafka.tools.StorageTool"
 DEFAULT_HEAP = "384m"
 JVM_FLAGS = [
     "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",  # C1 only: start-up and short runs are faster, and the broker is never the bottleneck here
+    # C1 only: start-up and short runs are faster, and the broker is never the bottleneck here
+    "-XX:TieredStopAtLevel=1",
     "-Djava.awt.headless=true",
     "-Djava.net.preferIPv4Stack=true",
 ]
@@ -120,8 +121,8 @@ def fetch_jars(version: str | None = None, *, quiet: bool = True) -> Path:
     mvn = shutil.which("mvn")
     if not mvn:
         raise KafkaBrokerError(
-            f"the Kafka broker's jars (org.apache.kafka:kafka_2.13:{version}) are not in {dest}, and fetching them needs "
-            "Maven ('mvn' is not on PATH): apt-get install maven, then run again"
+            f"the Kafka broker's jars (org.apache.kafka:kafka_2.13:{version}) are not in {dest}, "
+            "and fetching them needs Maven ('mvn' is not on PATH): apt-get install maven, then run again"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(dest.parent / f".kafka-{version}.lock", "w") as lock:
@@ -444,7 +445,7 @@ class KafkaBroker:
 
     def delete_topics(self, names: Iterable[str], timeout: float = 30.0) -> None:
         admin = self.admin()
-        for name, future in admin.delete_topics(list(names), operation_timeout=timeout).items():
+        for future in admin.delete_topics(list(names), operation_timeout=timeout).values():
             future.result(timeout)
 
     def topics(self) -> set[str]:

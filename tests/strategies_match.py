@@ -509,7 +509,8 @@ def query_texts(variables: tuple[str, ...] = VARIABLES) -> Any:
     return queries(variables).map(format_statement)
 
 
-# ============================================================================ a plain SQL renderer (for failure messages)
+# ============================================================================ a plain SQL renderer
+# (for failure messages)
 
 
 def sql_of(stmt: A.Statement) -> str:

@@ -176,7 +176,7 @@ def publish(tmp_path: Path, rules_dir: Path) -> tuple[RuleStore, dict]:
 
 HIGH = """-- name: high
 -- suppress: 1m
-SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p PATTERN (X) DEFINE X AS price > 100)"""
+SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p PATTERN (X) DEFINE X AS price > 100)"""  # noqa: E501 (test data: the rule's SQL kept as written)
 
 
 def test_suppression_at_most_one_alert_per_key_per_interval(tmp_path):
@@ -345,13 +345,13 @@ def streamed(frame, rule_id: str, version: str | None = None) -> list[tuple]:
 
 SPAN = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
   MEASURES FIRST(A.ts) AS a_ts, LAST(C.price) AS c_price, COUNT(B.*) AS bs
-  AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) DEFINE A AS price < 10, B AS price BETWEEN 10 AND 20, C AS price > 20)"""
+  AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C) DEFINE A AS price < 10, B AS price BETWEEN 10 AND 20, C AS price > 20)"""  # noqa: E501 (test data: the rule's SQL kept as written)
 R2_OLD = """-- name: run
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES COUNT(*) AS n, SUM(X.price) AS total
   AFTER MATCH SKIP PAST LAST ROW PATTERN (X{3}) DEFINE X AS price > 50)"""
 R2_NEW = R2_OLD.replace("X{3}", "X{2}")
 R3 = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES FIRST(L.ts) AS l_ts, LAST(H.price) AS h
-  AFTER MATCH SKIP PAST LAST ROW PATTERN (L H) DEFINE L AS price < 10, H AS price > 50)"""
+  AFTER MATCH SKIP PAST LAST ROW PATTERN (L H) DEFINE L AS price < 10, H AS price > 50)"""  # noqa: E501 (test data: the rule's SQL kept as written)
 
 
 def price_walk(symbols, start: int, end: int, step: int, seed: int) -> list[dict]:
@@ -583,7 +583,7 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert cep_main("status", "--checkpoint", str(checkpoint)) == 3  # stopped (the LSB code), not running
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown
-    line = next(l for l in shown.splitlines() if l.startswith("prices/high"))
+    line = next(row for row in shown.splitlines() if row.startswith("prices/high"))
     assert line.split()[1:4] == ["active", cep_version(HIGH), "2"]
     # The backtest of the rule set gives the live stream's ids (and suppression).
     from cep.cli import main

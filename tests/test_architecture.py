@@ -457,7 +457,7 @@ def folding_sites(source: str) -> list[tuple[int, str]]:
 
 def test_column_names_are_folded_only_in_grammar_columns():
     wrong, used = [], set()
-    for module, path in MODULES.items():
+    for path in MODULES.values():
         relative = path.relative_to(REPO).as_posix()
         if relative == "grammar/columns.py":
             continue

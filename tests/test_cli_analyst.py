@@ -48,7 +48,7 @@ row  ts                    price  event    match_start  detail
   7  2024-01-02 09:37:00   99.99  dropped            2  C: C.price > PREV(C.price) was false
   7  2024-01-02 09:37:00   99.99  alive              7  waiting for B (pc 1)
 rows: 60, trace records: 23, matches: 1, dropped: 7
-"""
+"""  # noqa: E501 (the trace is printed as is)
 
 
 def test_trace_golden(capsys):

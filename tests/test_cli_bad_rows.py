@@ -95,7 +95,8 @@ def test_an_event_time_pandas_cannot_hold_is_a_bad_row_not_a_traceback(tmp_path,
         source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     else:
         source.write_text(
-            "symbol,ts,price\n" + "".join(f"{l['symbol']},{l['ts']},{l['price']}\n" for l in lines), encoding="utf-8"
+            "symbol,ts,price\n" + "".join(f"{row['symbol']},{row['ts']},{row['price']}\n" for row in lines),
+            encoding="utf-8",
         )
     dead = tmp_path / "bad.jsonl"
     assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python", "--dead-letter", str(dead)]) == 0

@@ -1,7 +1,8 @@
 """The streaming job on a real multi-process Spark cluster: a standalone master and a worker on 127.0.0.1.
 
-The pip package has no sbin/ scripts; ``bin/spark-class`` starts the master and the worker. The job runs as its own driver process (tests/cluster_stream_job.py)
-and its output, read back through Spark, must equal the pure-Python replay of the same events.
+The pip package has no sbin/ scripts; ``bin/spark-class`` starts the master and the worker. The job runs as
+its own driver process (tests/cluster_stream_job.py) and its output, read back through Spark, must equal the
+pure-Python replay of the same events.
 One master serves the module; a test may kill the worker (and its executor) and start another.
 
 The executors run a Python **without cep**: a virtual environment that sees this one's libraries

@@ -77,7 +77,8 @@ def outcome(case_id: str) -> tuple[str, str]:
     if got != want:
         return (
             "fail",
-            f"rows differ:\n  missing {sorted(map(str, (want - got).elements()))}\n  extra   {sorted(map(str, (got - want).elements()))}",
+            f"rows differ:\n  missing {sorted(map(str, (want - got).elements()))}\n"
+            f"  extra   {sorted(map(str, (got - want).elements()))}",
         )
     return "pass", ""
 

@@ -172,7 +172,7 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
             streams.append(stream)
             seen = alert_rows(tmp_path)
             append(table, events(next(starts), 30))
-            until(lambda: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
+            until(lambda seen=seen: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
             append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
             stream.kill_9()
         append(

@@ -74,7 +74,8 @@ GOLDEN = [
         "q.sql:1:63: error[E0107]: subqueries are not supported\n"
         "   1 | SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS x IN (SELECT 1))\n"
         "     |                                                               ^^^^^^^^^^\n"
-        "  hint: a whole statement with subqueries runs with cep.sql(spark, text), cep.compile_sql(text).run(tables) or `cep run`",
+        "  hint: a whole statement with subqueries runs with cep.sql(spark, text), cep.compile_sql(text).run(tables) "
+        "or `cep run`",
     ),
     (
         "E0108",
@@ -208,7 +209,8 @@ GOLDEN = [
         "q.sql:4:3: error[E0126]: MEASURES must come before PATTERN\n"
         "   4 |   MEASURES A.x AS x\n"
         "     |   ^^^^^^^^\n"
-        "  hint: the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, WITHIN, SUBSET, DEFINE",
+        "  hint: the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, WITHIN, "
+        "SUBSET, DEFINE",
     ),
     (
         "E0201",
@@ -430,7 +432,8 @@ GOLDEN = [
         "E0228",
         "SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  MEASURES MATCH_STATUS() AS s\n  PATTERN (A B)\n) AS m",
         False,
-        "q.sql:3:12: error[E0228]: MATCH_STATUS() needs ONE ROW PER MATCH SHOW TIMEOUT MATCHES or an absence (!B) in the pattern\n"
+        "q.sql:3:12: error[E0228]: MATCH_STATUS() needs ONE ROW PER MATCH SHOW TIMEOUT MATCHES "
+        "or an absence (!B) in the pattern\n"
         "   3 |   MEASURES MATCH_STATUS() AS s\n"
         "     |            ^^^^^^^^^^^^^^\n"
         "  hint: without them every match has status 'MATCHED'",
@@ -565,7 +568,8 @@ GOLDEN = [
         "E0306",
         "SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY ts\n  PATTERN ((A{500} B{500}){20})\n) AS m",
         False,
-        "q.sql:3:12: error[E0306]: the pattern expands to more than 2000 terms once quantifier bounds and PERMUTE are unrolled\n"
+        "q.sql:3:12: error[E0306]: the pattern expands to more than 2000 terms "
+        "once quantifier bounds and PERMUTE are unrolled\n"
         "   3 |   PATTERN ((A{500} B{500}){20})\n"
         "     |            ^^^^^^^^^^^^^^^^^^^",
     ),

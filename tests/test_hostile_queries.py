@@ -399,6 +399,7 @@ def test_the_harness_reports_hangs_recursion_and_memory():
 
 
 def test_the_limits_are_named_constants():
-    """Each limit a refusal names is a documented constant (grammar/limits.py, matcher/program/compiler.py, matcher/pike/vm.py)."""
+    """Each limit a refusal names is a documented constant (grammar/limits.py, matcher/program/compiler.py,
+    matcher/pike/vm.py)."""
     for code, value in limit_values().items():
         assert isinstance(value, int) and value > 0, code

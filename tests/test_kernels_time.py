@@ -232,7 +232,10 @@ def _check(text: str, rows: list[dict]) -> None:
         names, expected = reference.reference_run_table(query.statement, rows)
     except (reference.ReferenceBudgetExceeded, reference.ReferenceSkipError, reference.ReferenceUnsupported):
         return
-    canonical = lambda names, table: Counter(tuple(sorted((k, repr(v)) for k, v in zip(names, row))) for row in table)
+
+    def canonical(names, table):
+        return Counter(tuple(sorted((k, repr(v)) for k, v in zip(names, row))) for row in table)
+
     assert canonical(*got[1]) == canonical(names, expected), f"\n{text}\nrows={rows}"
 
 
@@ -336,8 +339,8 @@ def test_lists_pandas_and_arrow_give_the_vms_rows(text, rows, zone):
     frame["seen"] = pd.to_datetime(frame["seen"], utc=zone is not None)
     inputs = {"rows": rows, "pandas": frame, "arrow": pa.Table.from_pylist(rows)}
     for library, data in inputs.items():
-        got = _outcome(lambda: query.run(data))
-        want = _outcome(lambda: cep.compile(text, column_wise=False).run(data))
+        got = _outcome(lambda data=data: query.run(data))
+        want = _outcome(lambda data=data: cep.compile(text, column_wise=False).run(data))
         assert got[0] == want[0], (library, text, got, want)
         if got[0] == "error":
             assert got == want, (library, text)

@@ -50,13 +50,13 @@ def test_engine_equals_reference(stmt, rows, fast):
         expected = reference.reference_run(stmt, rows)
     except reference.ReferenceBudgetExceeded:
         assume(False)
-    except reference.ReferenceSkipError:
+    except reference.ReferenceSkipError as skip:
         try:
             _engine(stmt, rows, fast=fast)
         except CepError as error:
             assert error.code == "E0401", sql_of(stmt)
             return
-        raise AssertionError(f"the reference fails AFTER MATCH SKIP, the engine does not:\n{sql_of(stmt)}")
+        raise AssertionError(f"the reference fails AFTER MATCH SKIP, the engine does not:\n{sql_of(stmt)}") from skip
     got = _engine(stmt, rows, fast=fast)
     assert _canonical(got) == _canonical(expected), f"\n{sql_of(stmt)}\nrows={rows}\nengine={got}\nreference={expected}"
 

@@ -72,7 +72,7 @@ def test_corpus_has_the_expected_mix() -> None:
 def test_corpus_queries_pass_the_checks_with_their_schemas() -> None:
     from cep.grammar.checks import check
 
-    for case_id, query, case in CORPUS:
+    for _case_id, query, case in CORPUS:
         if not uses_subquery(query):
             check(parse(query), schema=dict(case["columns"]), source=query)
 

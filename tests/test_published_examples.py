@@ -164,7 +164,10 @@ def compare(case: dict, names: list[str], rows: list[list]) -> str | None:
         return None
     missing, extra = Counter(want_rows) - Counter(got_rows), Counter(got_rows) - Counter(want_rows)
     if missing or extra:
-        return f"rows differ:\n  missing {sorted(map(str, missing.elements()))}\n  extra   {sorted(map(str, extra.elements()))}"
+        return (
+            f"rows differ:\n  missing {sorted(map(str, missing.elements()))}\n"
+            f"  extra   {sorted(map(str, extra.elements()))}"
+        )
     return None
 
 

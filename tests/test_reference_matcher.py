@@ -484,7 +484,9 @@ EXCLUDED: dict[str, str] = {
 STANDARD_ANSWERS: dict[str, Any] = {
     # backtracking gives rows back: DOWN = rows 1-2, UP = row 3
     "flink-MatchRecognizeITCase-testLogicalOffsets-1": [[1, 2, 3, 21, 16], [6, 7, 8, 33, 33]],
-    "flink-docs-match_recognize-after_match_to_next_row-1": "+[['XYZ', 7, '2018-09-17T10:00:06', '2018-09-17T10:00:07']]",
+    "flink-docs-match_recognize-after_match_to_next_row-1": (
+        "+[['XYZ', 7, '2018-09-17T10:00:06', '2018-09-17T10:00:07']]"
+    ),
     "flink-docs-match_recognize-after_match_to_last_a-1": "error: cannot skip to first row of match",
     # Trino's RUNNING FIRST searches the whole match (reference_matcher.TRINO_RUNNING_FIRST, off as in
     # the engine); standard running semantics give NULL, NULL, 30 here.
@@ -618,7 +620,8 @@ def test_absence_as_docs_semantics_states_it() -> None:
     kinds = ["cart", "view", "buy", "cart", "view", "cart", "view"]
     minutes = [0, 5, 12, 20, 50, 60, 70]
     rows = [{"ts": t0 + dt.timedelta(minutes=m), "kind": k} for m, k in zip(minutes, kinds)]
-    trailing = parse("""SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS s
+    trailing = parse("""SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts
+        MEASURES A.ts AS a, COUNT(*) AS n, MATCH_STATUS() AS s
         PATTERN (A !B) WITHIN INTERVAL '30' MINUTE DEFINE A AS kind = 'cart', B AS kind = 'buy')""")
     # the cart at 0 is bought at 12; the cart at 20 sees the view at 50 (past its deadline): rows 20 only;
     # the cart at 60: the clock (70) has not reached 90, so no row

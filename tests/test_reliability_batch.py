@@ -432,8 +432,11 @@ PARTITIONS_WITH_NULL = st.sampled_from(["a", "b", None])
 PRICES = st.sampled_from([1.0, 2.0, 3.0, 4.0, 5.0, 2, 4])
 
 
+PARTITIONS = st.sampled_from(["a", "b"])
+
+
 @st.composite
-def good_rows(draw, partitions=st.sampled_from(["a", "b"])):
+def good_rows(draw, partitions=PARTITIONS):
     count = draw(st.integers(0, 24))
     return [dict(s=draw(partitions), ts=at(draw(st.integers(0, 40))), price=draw(PRICES)) for _ in range(count)]
 

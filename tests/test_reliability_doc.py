@@ -115,7 +115,7 @@ def test_hostile_cases_with_a_known_gap_are_marked_open():
     from tests.test_hostile_queries import CASES
 
     for fault, behaviour, tests in fault_rows():
-        for path, name, case in REFERENCE.findall(tests):
+        for _path, name, case in REFERENCE.findall(tests):
             if name == "test_hostile_query" and case in CASES and CASES[case].known_gap:
                 assert "**open**" in behaviour, f"{case!r} is xfail but its row '{fault}' does not say open"
     gaps = [name for name, case in CASES.items() if case.known_gap]

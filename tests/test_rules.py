@@ -89,7 +89,10 @@ def test_version_is_the_canonical_text_and_changes_with_meaning_only(tmp_path):
     )[0][0]
     b = load_file(
         "b.sql",
-        text="-- name: r\n-- a new comment\nselect *\n  from t match_recognize (\n order by ts pattern (A)\n define A as x > 1\n)",
+        text=(
+            "-- name: r\n-- a new comment\nselect *\n  from t match_recognize (\n order by ts pattern (A)\n"
+            " define A as x > 1\n)"
+        ),
     )[0][0]
     c = load_file(
         "a.sql", text="-- name: r\nSELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS x > 2)"
@@ -136,7 +139,7 @@ SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY merchant PATTERN (A)
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY shop ORDER BY ts PATTERN (A) DEFINE A AS amount > 1);
 -- name: reserved
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES COUNT(*) AS cep_alert_n PATTERN (A) DEFINE A AS amount > 1);
-""",
+""",  # noqa: E501 (one rule a line, as the file is read)
     )
     payload, ruleset = build_rule_set(str(tmp_path), input_types=TYPES)
     assert payload["time_column"] == "ts" and [r["rule_id"] for r in payload["rules"]] == ["ok"]

@@ -276,10 +276,10 @@ def run_local(query, batches, *, delay_s, session_s, max_pending_rows=None, buck
     stream = LocalStream(engine, delay_ms=delay_s * 1000, buckets=buckets)
     out, ids, late = [], [], []
     for batch in batches + [[]]:
-        o, i, l = stream.run_batch(batch)
-        out += o
-        ids += i
-        late += l
+        batch_out, batch_ids, batch_late = stream.run_batch(batch)
+        out += batch_out
+        ids += batch_ids
+        late += batch_late
     return out, ids, late, stream
 
 

@@ -475,13 +475,15 @@ def spark_lines(flink: dict, spark: dict | None) -> list[str]:
         f" start ({startup:.1f} s) is shown apart: a notebook or a long-lived cluster pays it once, a one-off job"
         " pays it every time.",
         "",
-        "| query | rows | Flink s, end to end | Spark replay s | cep / Flink | Spark s with its start | cep / Flink, both starts | matches: Spark, Flink |",
+        "| query | rows | Flink s, end to end | Spark replay s | cep / Flink "
+        "| Spark s with its start | cep / Flink, both starts | matches: Spark, Flink |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for q, replay in rows:
         flink_s = q["rows"] / q["flink_eps_end_to_end"]
         lines.append(
-            f"| ({q['query']}) | {q['rows']:,} | {flink_s:.1f} | {replay['seconds']:.1f} | {flink_s / replay['seconds']:.1f}x "
+            f"| ({q['query']}) | {q['rows']:,} | {flink_s:.1f} | {replay['seconds']:.1f} | "
+            f"{flink_s / replay['seconds']:.1f}x "
             f"| {replay['seconds'] + startup:.1f} | {flink_s / (replay['seconds'] + startup):.1f}x "
             f"| {replay['matches']:,}, {q['flink_matches']:,} |"
         )

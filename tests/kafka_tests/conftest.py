@@ -29,7 +29,8 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> KafkaBroker:
     java_home = os.environ.get("JAVA_HOME")
     if not (os.path.exists(os.path.join(java_home, "bin", "java")) if java_home else shutil.which("java")):
         pytest.skip(
-            "the Kafka broker needs Java 17+ (no java on PATH or JAVA_HOME); e.g. apt-get install openjdk-17-jre-headless"
+            "the Kafka broker needs Java 17+ (no java on PATH or JAVA_HOME); "
+            "e.g. apt-get install openjdk-17-jre-headless"
         )
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka-broker"))
     _STARTED.append(broker)

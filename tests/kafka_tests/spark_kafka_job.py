@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from cep.spark_bridge.spark.kafka_connector import kafka_spark_conf
+from cep.spark_bridge.spark.kafka_connector import kafka_spark_conf  # noqa: E402 (after the sys.path line above)
 
 
 def session():

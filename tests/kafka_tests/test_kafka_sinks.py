@@ -93,8 +93,10 @@ _KILLED_SINK = textwrap.dedent("""
     producer = sink._producer
     producer.begin_transaction()
     for i in range(4):
-        message = alert_message({"rule_id": "r", "rule_version": "v1", "match_id": f"doomed{i}", "match_status": "MATCHED",
-                                 "partition_key": "{}", "measures": "{}", "emit_time": dt.datetime(2026, 1, 1)})
+        message = alert_message({
+            "rule_id": "r", "rule_version": "v1", "match_id": f"doomed{i}", "match_status": "MATCHED",
+            "partition_key": "{}", "measures": "{}", "emit_time": dt.datetime(2026, 1, 1),
+        })
         producer.produce(sink.topic, key=message["key"], value=message["value"])
     assert producer.flush(30) == 0  # written to the partitions, inside the open transaction
     print("flushed", flush=True)

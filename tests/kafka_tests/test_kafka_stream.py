@@ -199,7 +199,7 @@ def test_cep_stream_sigkilled_twice_loses_nothing_and_the_exactly_once_topic_has
         before = len(consume(boot, exactly))
         # Killed once this run has delivered alerts (so its restart has deliveries to replay or skip), somewhere
         # inside the micro-batches that follow.
-        stream.wait_for(lambda: len(consume(boot, exactly)) > before, "alert delivered")
+        stream.wait_for(lambda before=before: len(consume(boot, exactly)) > before, "alert delivered")
         time.sleep(rnd.uniform(0, 1.5))
         stream.kill()
     produce(boot, source, messages(parts[2]))

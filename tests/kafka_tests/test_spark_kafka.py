@@ -2,9 +2,9 @@
 ``kafka_spark_conf()`` (spark.jars from the Maven copy in ~/.cache/cep), as a user's session would.
 
 One Spark job (tests/kafka_tests/spark_kafka_job.py, in the tests' shared session, which tests/conftest.py
-starts with the connector) does: a static ``spark.read.format("kafka")`` of the whole topic and of an offset range, a batch
-``df.write.format("kafka")``, and a ``readStream`` -> ``writeStream.format("kafka")`` query (availableNow, 4
-offsets per trigger). This test produces the input and reads the outputs with confluent-kafka.
+starts with the connector) does: a static ``spark.read.format("kafka")`` of the whole topic and of an offset
+range, a batch ``df.write.format("kafka")``, and a ``readStream`` -> ``writeStream.format("kafka")`` query
+(availableNow, 4 offsets per trigger). This test produces the input and reads the outputs with confluent-kafka.
 """
 
 from __future__ import annotations
