@@ -42,7 +42,8 @@ run: venv check-java
 # cores take about 17 minutes where one takes about 30 (measured on the 2-core machine CI uses).
 TEST_WORKERS ?= 2
 
-test: venv check-java
+# The linter first (seconds): a finding fails the suite as a failing test does.
+test: venv check-java lint
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 lint: venv

@@ -15,7 +15,7 @@ give the phases, from the process start:
   newer than the start), and how long Spark says that batch took (``durationMs``);
 
 once with the input's schema kept in the checkpoint (what cep does now) and once without it (the
-schema inferred again from the files at each start, as before), to show what the cache saves. Each run
+schema inferred again from the files at each start), to show what the cache saves. Each run
 is stopped with SIGTERM. The machine is shared: run it more than once and compare phases, not totals.
 """
 

@@ -10,7 +10,7 @@ per wall-second); every ratio compares two figures taken in this run on the same
 ``bench/data.py``'s ticks (100 symbols, deterministic, Parquet, cached in bench/data/).
 
 Measured:
-- queries (a)-(f) of issue 8, and (g): (a) with ALL ROWS PER MATCH, on the path each takes, and on the VM
+- queries (a)-(f), and (g): (a) with ALL ROWS PER MATCH, on the path each takes, and on the VM
   (Python columns, --rows);
 - the V-shape over --large-rows: ``Query.run(pyarrow.Table)`` (columns end to end), the fast path
   on Python lists, and the hand-written Python loop (the ceiling) on the same rows;
@@ -793,7 +793,7 @@ def _load(entry: dict) -> str:
 
 # Why cep's figures are what they are (written from the runs on record; re-read them after a new run).
 ALERT_RULES_READING = [
-    "**Where the time went, and what changed (issue 19).** In the run before this one (2026-11-26 16:19 UTC) cep ran "
+    "**Where the time went, and what changed.** In the run before this one (2026-11-26 16:19 UTC) cep ran "
     "these rules at 135k and 188k events per CPU-second, 1.1x and 1.4x its own Pike VM, although the column-wise "
     "sequence engine took every partition: profiling `Query.run` on the 10M-row tables (`cProfile` with a CPU clock) "
     "showed 90% of the time outside matching, in turning whole Arrow columns into Python objects. Four conversions "

@@ -89,7 +89,7 @@ class Query:
         * ``stats``: a dict filled with ``events_in``, ``dead_lettered``, ``duplicates_dropped``,
           ``events_matched`` and ``by_reason``.
 
-        With none of these, the input is trusted as a typed SQL table is (the run is as before), and a
+        With none of these, the input is trusted as a typed SQL table is (nothing is checked or set aside), and a
         DataFrame or Table goes to the matcher as numpy columns when the query takes the fast path
         (``CompiledQuery.run_frame``): the same result, without a Python object per input value.
         ``progress(done, total)`` is called with row counts as the matching goes on.

@@ -380,7 +380,7 @@ def _measures(variables: tuple[str, ...]) -> Any:
         st.builds(lambda s: first(value, None, s), sem),
         st.builds(lambda s: last(value, None, s), sem),
         st.builds(lambda s, n: last(value, n, s), sem, st.integers(1, 2)),
-        # RUNNING FIRST with an offset sees only the rows so far (issue 15): NULL until the match is long enough
+        # RUNNING FIRST with an offset sees only the rows so far : NULL until the match is long enough
         st.builds(lambda s, n: first(value, n, s), sem, st.integers(1, 2)),
         st.builds(lambda s: count_star(None, s), sem),
         st.builds(lambda s: agg("SUM", value, semantics=s), sem),
@@ -451,7 +451,7 @@ def queries(draw: Any, variables: tuple[str, ...] = VARIABLES, max_leaves: int =
 def permute_patterns(variables: tuple[str, ...] = VARIABLES) -> Any:
     """PERMUTE of 2-3 items that are variables, often quantified (``A?``, ``B+``, ``C{2,3}``...), sometimes
     after a leading term: where an item can match in several ways the prefix tree of orders is unsound,
-    so the compiler must write those orders out (issue 15's ``PERMUTE(A?, B, C)``)."""
+    so the compiler must write those orders out (``PERMUTE(A?, B, C)``)."""
     leaf = st.sampled_from([var(v) for v in variables])
     choice = st.builds(
         lambda v, q, greedy: quant(v, *q, greedy=greedy),

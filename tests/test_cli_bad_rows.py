@@ -48,7 +48,7 @@ def test_cli_run_without_dead_letter_is_unchanged(tmp_path, capsys):
     source = tmp_path / "events.json"
     source.write_text("".join(json.dumps(line) + "\n" for line in LINES if line["ts"]), encoding="utf-8")
     assert cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", "python"]) == cli.EXIT_QUERY_ERROR
-    assert "E0410" in capsys.readouterr().err  # 'abc' < 3.0: the query fails, as before
+    assert "E0410" in capsys.readouterr().err  # 'abc' < 3.0: the query fails
 
 
 @pytest.mark.spark

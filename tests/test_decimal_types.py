@@ -1,4 +1,4 @@
-"""DECIMAL on the Python engine follows Spark's result types when the input declares its decimals (issue 16).
+"""DECIMAL on the Python engine follows Spark's result types when the input declares its decimals.
 
 A column typed DECIMAL(p,s) (an Arrow decimal128 column, a pandas column of that Arrow type, or
 ``schema={'x': 'DECIMAL(p,s)'}``) gives SUM, AVG, ``-``, ``*`` and ``/`` over it the precision and scale

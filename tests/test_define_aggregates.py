@@ -154,7 +154,7 @@ def test_a_fold_that_fails_raises_only_when_its_value_is_read():
 def test_a_start_still_alive_at_the_end_of_input_does_not_hide_later_starts():
     """Lazy starts (conditions read the history): the start at row 1 is still waiting for B when the
     input ends; the start at row 2 matches rows 2-3 (A = 0, then B with SUM(A.value) = 0 < 1).
-    Found by the property above; the VM used to end the search with the first start."""
+    Found by the property above; ending the search at the first start would be wrong."""
     text = """SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n, FIRST(A.id) AS a
         ONE ROW PER MATCH PATTERN (A*? B) DEFINE B AS SUM(A.value) < 1)"""
     rows = [{"id": 1, "value": 1}, {"id": 2, "value": 0}, {"id": 3, "value": 0}]

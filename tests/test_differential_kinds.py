@@ -1,4 +1,4 @@
-"""The same rows give the same matches whatever carries them (issue 16, "How it is checked"): a list of
+"""The same rows give the same matches whatever carries them: a list of
 dicts, a pandas DataFrame, an Arrow table and a Spark DataFrame, over values drawn from hostile pools:
 NaN, ±inf, -0.0, big decimals, look-alike strings (``007``/``7``, ``1e3``/``1000``, ``NA``/``null``),
 naive and time-zone-aware event times on both sides of a DST change (Europe/Berlin, America/New_York),

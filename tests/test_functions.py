@@ -216,7 +216,7 @@ def test_current_timestamp_is_one_instant_for_a_run() -> None:
 
 
 def test_like_does_not_backtrack_on_a_hostile_pattern() -> None:
-    # 70 s with a backtracking translation (issue 16); a linear matcher answers at once (bench/like_regex.py
+    # 70 s with a backtracking translation ; a linear matcher answers at once (bench/like_regex.py
     # measures it). The pattern also comes from a column: data alone chooses it.
     rows = [{"id": i, "note": "a" * 40, "p": "%a%a%a%a%a%a%a%a%a%a%b"} for i in range(3)]
     literal = cep.compile(

@@ -1,7 +1,7 @@
 """A JSON column that mixes kinds (numbers and one string) is typed the same way on both engines.
 
 Spark's JSON schema inference reads a column holding ``5.0`` and ``"abc"`` as STRING, and then compares
-prices as text: ``cep run --engine spark`` used to return another match than ``--engine python``, which
+prices as text: ``cep run --engine spark`` must not return another match than ``--engine python``, which
 sets the ``"abc"`` row aside as ``wrong_type``. Now Spark types the column by the kind most of its values
 have (``cep.spark_bridge.spark.files.json_kinds``, the rule of ``cep.matcher.rows.validate``) and the odd
 row is set aside, or (without a dead letter) fails the run, as on the python engine. Every expected value

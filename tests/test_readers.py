@@ -1,5 +1,5 @@
-"""Event files are read without rewriting a value, and alike by both engines (issue 16, "Silent wrong
-answers" 1, 6, 7, and the empty-input message): ``cep.cli_io.read_pandas`` (the python engine) and
+"""Event files are read without rewriting a value, and alike by both engines (and
+the empty-input message): ``cep.cli_io.read_pandas`` (the python engine) and
 ``cep.spark_bridge.spark.files.read_files`` (Spark) follow one rule for a CSV's column types
 (``cep.matcher.rows.text_types``), read CSV by RFC 4180, keep JSON's types, and ``cep run -o out.json``
 writes every float exactly."""

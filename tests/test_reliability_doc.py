@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "reliability.md"
 REFERENCE = re.compile(r"`(tests/[\w/]+\.py)::(\w+)(?:\[(.*?)\])?`")
 
-# The faults issue 9 lists; each must appear in the first column of some row.
+# The faults the reliability guide must cover; each must appear in the first column of some row.
 ISSUE_CASES = [
     "NULL event time",
     "unparseable event time",

@@ -43,7 +43,7 @@ QUERIES = {
         MEASURES COUNT(*) AS n, LAST(A.price) AS p, MATCH_NUMBER() AS mno
         ONE ROW PER MATCH PATTERN (A+ $) DEFINE A AS price > 95)""",
     # The streaming tests' own: SHOW TIMEOUT MATCHES, an absence, ALL ROWS with and without unmatched rows, WHERE,
-    # runs of F that overlap and time out (issue 16 item 9).
+    # runs of F that overlap and time out.
     **{name: STREAM_QUERIES[name] for name in ("timeouts", "absence", "all_rows", "unmatched", "where", "fail_runs")},
 }
 TIMEOUT_S = 45

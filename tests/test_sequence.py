@@ -503,7 +503,7 @@ def test_a_batch_the_kernels_cannot_evaluate_runs_on_the_vm():
     query = cep.compile("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts
         MEASURES COUNT(*) AS n PATTERN (A B+) WITHIN INTERVAL '1' MINUTE DEFINE B AS B.value > A.value)""")
     rows = [{"part": "x", "ts": T0 + dt.timedelta(seconds=i), "value": v} for i, v in enumerate([1, 2.5, "3", 4])]
-    with pytest.raises(cep.CepError):  # the VM compares a string with a number: E0410, as before
+    with pytest.raises(cep.CepError):  # the VM compares a string with a number: E0410
         on_vm(query, rows_to_columns(rows))
     with pytest.raises(cep.CepError):
         query.run(rows)
@@ -564,7 +564,7 @@ def test_a_run_under_a_running_sum_threshold_ends_by_cumulative_sums():
 
 
 def test_a_count_of_a_column_the_kernels_do_not_hold_is_counted_column_wise():
-    # COUNT(A.ts) over times (and COUNT of text) needs only the NULLs; it used to raise Unsupported from
+    # COUNT(A.ts) over times (and COUNT of text) needs only the NULLs; it does not raise Unsupported from
     # the column-wise measures (the alert-rule bench's brute-force rule).
     query, columns, plan = _bench_like(
         "MEASURES COUNT(A.ts) AS times, COUNT(A.part) AS keys, B.ts AS end_ts "

@@ -602,7 +602,7 @@ def test_postgres_without_a_driver_says_what_to_install(monkeypatch):
         PostgresSink("postgresql://localhost/x")
 
 
-# ---------------------------------------------------------------- lost alerts and leaks (issue 16)
+# ---------------------------------------------------------------- lost alerts and leaks
 
 
 def test_webhook_redirect_is_a_failed_delivery_never_followed(receiver_factory, tmp_path):

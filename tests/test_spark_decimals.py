@@ -1,4 +1,4 @@
-"""DECIMAL on Spark (issue 16, "Silent wrong answers" 5): SUM, AVG and LAST(x) - FIRST(x) over a DECIMAL
+"""DECIMAL on Spark: SUM, AVG and LAST(x) - FIRST(x) over a DECIMAL
 column have Spark's own result types and values, checked against Spark SQL computing the same
 expressions over the matched rows; DECIMAL(38,0) with 26 digits and DECIMAL(38,30) go through
 ``q.on_spark``; a result Spark's type cannot hold fails as Spark SQL itself fails (ANSI mode), with cep's

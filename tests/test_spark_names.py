@@ -1,4 +1,4 @@
-"""Column and table names on Spark (issue 16, "Crashes that must be CepErrors"): the static replay takes
+"""Column and table names on Spark: the static replay takes
 any column name the Python engine takes (a backtick, a dot in the event time's name, ``ts`` and ``Ts``
 together) and gives the Python engine's matches; a stream refuses the names its stateful operator cannot
 carry with E0287; ``cep.sql`` naming a table Spark cannot find is E0291 pointing at the name. Never a raw

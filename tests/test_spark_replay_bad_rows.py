@@ -1,4 +1,4 @@
-"""One bad row must not stop a backtest (issue 16): the static Spark replay sets bad rows aside as
+"""One bad row must not stop a backtest: the static Spark replay sets bad rows aside as
 ``q.run`` does, with the same reasons, codes and counts, and matches the good rows as if the bad ones
 had never been there. The Python engine is the reference."""
 

@@ -144,7 +144,7 @@ def test_exclusion_with_unmatched_rows_is_refused_with_a_position() -> None:
 
 def test_threads_that_differ_only_in_labels_merge_when_no_condition_reads_labels() -> None:
     # AVG(price) reads every row of the match whatever its label: threads that differ only in their
-    # A/B labels have the same future and merge. They used to be kept apart: E0430 on 9 rows.
+    # A/B labels have the same future and merge. Kept apart, they would raise E0430 on 9 rows.
     text = (
         "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES COUNT(*) AS n, COUNT(B.*) AS bs "
         "PATTERN (((A | B)* (A{3,} | A{2,3} | A)){2,3} $) DEFINE B AS AVG(price) >= 1)"

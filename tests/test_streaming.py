@@ -88,7 +88,7 @@ QUERIES = {
     "trailing": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
         MEASURES COUNT(*) AS n, LAST(A.price) AS p
         ONE ROW PER MATCH PATTERN (A+ $) DEFINE A AS price > 95)""",
-    # Overlapping runs of F that time out, cut by session gaps (issue 16 item 9).
+    # Overlapping runs of F that time out, cut by session gaps.
     "fail_runs": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
         MEASURES FIRST(F.ts) AS f_ts, COUNT(F.*) AS fails, MATCH_STATUS() AS status, MATCH_NUMBER() AS mno
         ONE ROW PER MATCH SHOW TIMEOUT MATCHES

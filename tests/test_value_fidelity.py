@@ -1,4 +1,4 @@
-"""What a value is, the same on every input kind (issue 16, "Silent wrong answers" 2, 4, 5, 8, and the
+"""What a value is, the same on every input kind (and the
 event-time crashes): NaN is a value equal to itself and larger than every number, time-zone-aware
 times are instants, DECIMAL arithmetic is exact, timestamps keep microseconds, and an event time that
 cannot be ordered or placed is a CepError."""

@@ -6,9 +6,8 @@ Pike VM, against the reference matcher (``tests/reference_matcher.py``, which kn
    variables, over rows whose time gaps sit just inside, at and past the limit, with and without
    SHOW TIMEOUT MATCHES.
 2. The time told in pieces (``advance`` after every few rows, as micro-batches do) gives what the time
-   told once at the end gives: a start tried after an earlier start timed out knows the clock too
-   (issue 16 item 9).
-3. The issue's example: the plain run, the session replay and ``LocalStream`` give the same TIMEOUT rows.
+   told once at the end gives: a start tried after an earlier start timed out knows the clock too.
+3. The documented example: the plain run, the session replay and ``LocalStream`` give the same TIMEOUT rows.
 """
 
 from __future__ import annotations

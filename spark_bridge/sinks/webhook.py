@@ -162,7 +162,7 @@ class WebhookSink(AlertSink):
         if timeout <= 0:
             raise ValueError("the webhook timeout must be positive")
         # One retry policy for every sink (base.RetryPolicy): the keyword arguments are its fields,
-        # spelled as before; ``retry`` replaces them all. Per request: max_attempts; per micro-batch: budget.
+        # spelled one by one; ``retry`` replaces them all. Per request: max_attempts; per micro-batch: budget.
         try:
             self.retry = retry or RetryPolicy(
                 max_attempts=max_attempts, backoff=backoff, max_backoff=max_backoff, budget=retry_budget

@@ -12,7 +12,7 @@ without an entry is refused with the way out rather than failing at the first qu
 
 Besides the jars, Delta's SQL extension and its catalog: Delta 4 refuses even a plain read of a path
 without them (DELTA_CONFIGURE_SPARK_SESSION_WITH_EXTENSION_AND_CATALOG). Its catalog hands every table that is
-not a Delta table to Spark's own, so the session's other tables and views resolve as before.
+not a Delta table to Spark's own, so the session's other tables and views resolve through Spark's own catalog.
 """
 
 from __future__ import annotations

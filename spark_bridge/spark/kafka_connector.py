@@ -4,7 +4,7 @@
 fetching the jars first when they are not cached. It imports nothing from cep and does not start Spark.
 
 Why ``spark.jars`` with jars that Maven copies, rather than ``spark.jars.packages`` (Ivy), the other way a user
-would do it (measured on a 2-core machine, see docs/kafka.md, "Spark's Kafka connector"):
+would do it (docs/kafka.md, "Spark's Kafka connector"):
 
 - Only the four jars pyspark lacks are fetched and loaded: ``spark-sql-kafka-0-10_2.13``,
   ``spark-token-provider-kafka-0-10_2.13``, ``kafka-clients`` (3.9.x for Spark 4.2) and ``commons-pool2``,

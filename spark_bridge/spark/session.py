@@ -1,6 +1,6 @@
 """One quiet, UTC, Arrow-enabled SparkSession for cep (the CLI, the tests and user code share it).
 
-Why each setting (measured on a 2-core machine of the kind CI uses):
+Why each setting:
 
 - ``spark.sql.session.timeZone=UTC``: pandas UDFs see naive timestamps in the *session* time zone and
   ``collect()`` gives them in the *process* time zone; pinning UTC makes both the same wall-clock value.
@@ -175,7 +175,7 @@ def ignore_sigterm(spark: SparkSession) -> bool:
     try:
         jvm = spark.sparkContext._jvm
         jvm.sun.misc.Signal.handle(jvm.sun.misc.Signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)
-    except Exception:  # noqa: BLE001 - a JVM without sun.misc.Signal: SIGTERM then stops it as before
+    except Exception:  # noqa: BLE001 - a JVM without sun.misc.Signal: SIGTERM then stops it at once
         return False
     return True
 

@@ -2,7 +2,7 @@
 
 - Records go out and come back whole: key, JSON value, headers, the producer's timestamp; one key always
   lands on one partition (Kafka's key hashing), in order.
-- Transactions (the exactly-once Kafka sink of issue 14): a transaction that writes alerts to one topic and the
+- Transactions (the exactly-once Kafka sink): a transaction that writes alerts to one topic and the
   batch id to a control topic is all-or-nothing for a ``read_committed`` consumer; an aborted one is invisible
   to it (and visible to ``read_uncommitted``); a producer killed by SIGKILL inside a transaction leaves nothing
   visible once a new producer with the same ``transactional.id`` starts, and the old one is fenced.
