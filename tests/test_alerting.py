@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 import cep
+from cep.spark_bridge.alerting.bucket_state import BucketState
 from cep.spark_bridge.alerting.rule_set import KIND_FAILED, KIND_MATCH, PKEY, SPEC, STAT_NAMES, build_rule_set
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
 from cep.spark_bridge.alerting.worker import AlertStep, Explode
 from cep.spark_bridge.engine import state_codec
-from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.sql import SQLiteSink
@@ -156,14 +156,16 @@ class LocalAlerts:
         return out
 
     def rules_in_state(self) -> set[str]:
-        """The rule ids with an entry in some key's state."""
-        tables = [KeyTable.decode(blob[0], self.BUCKETS) for blob in self.states.values()]
-        return {
+        """The rule ids with state in some bucket: an entry in some key's state (rules run per key), or a
+        column-wise table (rules run column-wise)."""
+        buckets = [BucketState.decode(blob[0], self.BUCKETS) for blob in self.states.values()]
+        per_key = {
             rule_id
-            for table in tables
-            for key_state in table.states.values()
+            for b in buckets
+            for key_state in b.keys.states.values()
             for rule_id in state_codec.decode(key_state)
         }
+        return per_key | {rule_id for b in buckets for rule_id in b.rule_ids()}
 
 
 def publish(tmp_path: Path, rules_dir: Path) -> tuple[RuleStore, dict]:
