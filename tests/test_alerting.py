@@ -95,9 +95,11 @@ class LocalAlerts:
 
     BUCKETS = 3  # keys share calls, as on Spark (where a Murmur3 hash, not this one, places them)
 
-    def __init__(self, store: RuleStore, delay_s: int, housekeeping_us: int = 3_600_000_000) -> None:
+    def __init__(
+        self, store: RuleStore, delay_s: int, housekeeping_us: int = 3_600_000_000, column_wise: bool = True
+    ) -> None:
         self.explode = Explode(store.directory, COLUMNS + [EVENT_US])
-        self.step = AlertStep(store.directory, housekeeping_us, self.BUCKETS)
+        self.step = AlertStep(store.directory, housekeeping_us, self.BUCKETS, column_wise=column_wise)
         self.delay_ms = delay_s * 1000
         self.watermark_ms, self.max_ms = 0, None
         self.states: dict[tuple, tuple] = {}

@@ -274,11 +274,14 @@ class _KeyRows:
 
 
 class AlertStep:
-    """``applyInPandasWithState``: one (partition spec, bucket of partition keys) in one micro-batch.
-    Each key of the bucket with rows, or whose timer the watermark reached, runs every rule of the
-    micro-batch's set with that PARTITION BY: each rule's ``KeyedStream`` gets the key's rows (or, on a
-    timer call, the rules whose own deadline the watermark reached are called). The bucket's state is a
-    ``KeyTable`` of each key's state (spark_bridge/engine/key_table.py says why keys share a call)."""
+    """``applyInPandasWithState``: one (partition spec, bucket of partition keys) in one micro-batch, every
+    rule of the micro-batch's set with that PARTITION BY. A rule whose route is column-wise (``choose_route``,
+    as ``cep explain`` prints it) runs once for the whole bucket on the column-wise step (``ColumnarStep``:
+    every key with rows, and every key whose timer the watermark reached, at once). The other rules run per
+    key: each key with rows, or whose timer the watermark reached, gives each rule's ``KeyedStream`` its
+    rows (or, on a timer call, calls the rules whose own deadline the watermark reached). The bucket's state
+    is a ``BucketState`` (bucket_state.py): a ``KeyTable`` of each key's per-key rules, and a table per
+    column-wise rule (spark_bridge/engine/key_table.py says why keys share a call)."""
 
     def __init__(
         self,
@@ -287,8 +290,12 @@ class AlertStep:
         key_buckets: int,
         passthrough: Sequence[str] = (),
         late_rows: bool = False,
+        column_wise: bool = True,
     ) -> None:
         self.store_dir = store_dir
+        # False: every rule per key, the reference the column-wise rules are tested against (as
+        # ``cep.compile(text, column_wise=False)`` is for a query)
+        self.column_wise = column_wise
         self.housekeeping_us = housekeeping_us
         self.key_buckets = key_buckets
         self.passthrough = tuple(passthrough)  # the columns of bad rows (BAD_SPEC), NULL on the others
@@ -308,7 +315,9 @@ class AlertStep:
         bucket = BucketState.decode(state.get[0] if state.exists else None, self.key_buckets)
         wanted = runtime.rules_by_spec.get(spec, [])
         compiled = {rule_id: runtime.rule(rule_id) for rule_id in wanted}
-        column_rules = {rule_id: rule for rule_id, rule in compiled.items() if rule.columnar is not None}
+        column_rules = {
+            rule_id: rule for rule_id, rule in compiled.items() if rule.columnar is not None and self.column_wise
+        }
         per_key = [rule_id for rule_id in wanted if rule_id not in column_rules]
         bucket.move_to_columns(column_rules)  # a checkpoint written when these rules ran per key
         table = bucket.keys
