@@ -33,6 +33,8 @@ from cep.spark_bridge.engine.keyed import KeyState
 from cep.spark_bridge.sinks.alerts import jsonable
 from cep.spark_bridge.spark.columns import EVENT_US, NULL_TIME
 
+# Imported inside functions: pandas (heavy; only a Spark call's frame needs it).
+
 BUCKET_KIND = "cep-alert-bucket"
 BUCKET_VERSION = 1
 
