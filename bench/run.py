@@ -580,6 +580,7 @@ def write_report(results: dict) -> None:
     for h in results.get("hostile", []):
         lines.append(f"| `{h['pattern']}` | {h['path']} | {h['10k_s']:.3f} | {h['100k_s']:.3f} | {h['ratio']:.1f} |")
     lines += alert_rules_report()
+    lines += alerting_worker_report()
     lines += time_conditions_report()
     lines += kafka_report()
     lines += delta_report(results)
@@ -665,6 +666,43 @@ def time_conditions_report() -> list[str]:
             f"| {query['list_eps_per_cpu']:,.0f} "
             f"| {query['arrow_eps_per_cpu']:,.0f} | {query['vm_eps_per_cpu']:,.0f} | {query['list_over_vm']:.1f}x "
             f"| {query['arrow_over_vm']:.1f}x | {query['same_output']} |"
+        )
+    return lines
+
+
+ALERTING_WORKER = HERE / "results-alerting-worker.json"
+
+
+def alerting_worker_report() -> list[str]:
+    """The alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py's run)."""
+    if not ALERTING_WORKER.exists():
+        return []
+    res = json.loads(ALERTING_WORKER.read_text())
+    params = res["params"]
+    lines = [
+        "",
+        "## The alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py)",
+        "",
+        f"`AlertStep` (the service's step per partition spec and bucket of keys) driven in-process over "
+        f"{params['rows']:,} ticks of {params['symbols']:,} symbols in {params['batches']} micro-batches (64 buckets, "
+        "watermark delay 5 s), each rule set on one PARTITION BY. Only the bucket calls are timed (CPU seconds, "
+        f'best of {params["repeat"]}); input rows per CPU-second of those calls. "per key" runs every rule on its '
+        'own Pike VM (what the service ran before, `AlertStep(column_wise=False)`); "column-wise" runs the rules '
+        "`choose_route` routes column-wise on the column-wise step and the others per key. "
+        f"Run {res['when']}, {res['machine']}.",
+        "",
+        "| rules (bench/run.py's queries) | per key (rows/CPU-s) | column-wise (rows/CPU-s) | speed-up | alerts "
+        "| same alerts |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for entry in res["sets"].values():
+        names = ", ".join(
+            f"{letter} ({'column-wise' if entry['routes'].get(f'q{letter}/{letter}') == 'column-wise' else 'per key'})"
+            for letter in entry["rules"]
+        )
+        lines.append(
+            f"| {names} | {entry['per_key']['rows_per_cpu_s']:,} | {entry['column_wise']['rows_per_cpu_s']:,} "
+            f"| {entry['speedup']:.2f}x | {entry['alerts']:,} | {entry['same_alerts']} |"
         )
     return lines
 
