@@ -59,18 +59,18 @@ from cep.cli_io import (
     write_output,
 )
 from cep.delta_io import app_id_of, columns_read, input_identity, is_delta, snapshot_of
+from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
 from cep.query import ALERT_REPLAY_NAMES, compile_rule, load_rules, rule_alerts
-from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting.rule_set import event_time_of, match_id_text
 from cep.spark_bridge.alerting.rules import SAFE_ID_PART, load_file
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.kafka import CepKafkaError, is_kafka_url
 from cep.spark_bridge.spark.types import spark_to_sql
-from cep.spark_bridge.sinks.safe_text import visible
 from cep.statement import ClauseStats, SqlStatement
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -283,9 +283,10 @@ def _add_webhook_arguments(stream: argparse.ArgumentParser) -> None:
     hooks.add_argument(
         "--webhook-batch",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="alerts per webhook request (default 1: Idempotency-Key = match_id)",
+        help="alerts per webhook request (default: 64 for --webhook-format alertmanager, whose API takes a list; "
+        "else 1: Idempotency-Key = match_id)",
     )
 
 
@@ -342,7 +343,7 @@ def parse_headers(values: Sequence[str]) -> dict[str, str]:
 
 def webhook_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of every ``--sink webhook`` (usage errors name the option, never a secret)."""
-    if args.webhook_attempts < 1 or args.webhook_batch < 1:
+    if args.webhook_attempts < 1 or (args.webhook_batch is not None and args.webhook_batch < 1):
         raise _usage("--webhook-attempts and --webhook-batch must be at least 1")
     if args.webhook_timeout <= 0:
         raise _usage("--webhook-timeout must be positive")
