@@ -43,6 +43,10 @@ class CountingReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Its status line and headers, then its body, go out in two writes: with Nagle's algorithm on, the
+            # second waits for the client's delayed ACK (40 ms on Linux) on a kept connection. Receivers built for
+            # keep-alive set TCP_NODELAY (Go's net/http, which Alertmanager uses, does by default).
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):  # quiet
                 pass
