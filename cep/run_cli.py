@@ -479,7 +479,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_table(table))
     else:
         print(empty_result_line(run))
-    print(summary_line(run, len(table)))
+    summary = summary_line(run, len(table))
+    print(summary if args.rule_id is None else f"{summary[:-1]}; ids as cep stream gives rule {args.rule_id})")
     if run.bad_rows is not None and (args.dead_letter or sum(run.bad_rows.values())):
         print(bad_rows_summary(run.bad_rows, args.dead_letter or "set aside (--dead-letter FILE keeps them)"))
     return EXIT_OK
