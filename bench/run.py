@@ -583,6 +583,7 @@ def write_report(results: dict) -> None:
     lines += alerting_worker_report()
     lines += time_conditions_report()
     lines += kafka_report()
+    lines += webhook_drain_report()
     lines += delta_report(results)
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
     DOC.write_text("\n".join(lines))
@@ -629,6 +630,44 @@ def kafka_report() -> list[str]:
             "Ivy (`spark.jars.packages`), which also resolves at every start (`bench/kafka_connector_startup.py`, "
             "`bench/results-kafka-connector.json`).",
         ]
+    return lines
+
+
+WEBHOOK_DRAIN = HERE / "results-webhook-drain.json"
+
+
+def webhook_drain_report() -> list[str]:
+    """The webhook lane's drain after an outage, before and after keep-alive and batches (bench/webhook_drain.py)."""
+    if not WEBHOOK_DRAIN.exists():
+        return []
+    found = json.loads(WEBHOOK_DRAIN.read_text())
+    before, after = found.get("before"), found.get("after")
+    if not after:
+        return []
+    first = next(iter(after["runs"].values()))
+    lines = [
+        "",
+        "## Webhook lane after an outage (bench/webhook_drain.py)",
+        "",
+        f"A backlog of {first['alerts']:,} alerts (an outage's worth) delivered by one webhook sink in micro-batches "
+        f"of {after['micro_batch']}, as its lane delivers them, to an HTTP/1.1 receiver on 127.0.0.1 (Python's "
+        "`ThreadingHTTPServer` with `TCP_NODELAY`, parsing every body). *Before*: the sink that opened a "
+        "connection per request (`Connection: close`) and sent one alert per request unless told otherwise; "
+        "*after*: one kept connection per sink, Alertmanager in lists of 64. Alerts per second of wall time, the "
+        f"median of {first.get('repeats', 1)} runs; after: run {after['when']}, {after['machine']}"
+        + (f"; before: run {before['when']}, {before['machine']}" if before else "")
+        + ". Reproduce: `.venv/bin/python bench/webhook_drain.py` (and with an older checkout's interpreter, "
+        "`--label before`). On 2 cores shared with other work the figures move by a factor of 2 between runs; "
+        "the requests and connections do not. On loopback a new connection costs little: over a network each "
+        "one adds a round trip, and TLS two more, so a kept connection gains more the farther the receiver is.",
+        "",
+        "| body format | before: alerts/s | requests | connections | after: alerts/s | requests | connections |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, run in after["runs"].items():
+        old = (before or {}).get("runs", {}).get(label)
+        was = f"{old['alerts_per_s']:,.0f} | {old['requests']:,} | {old['connections']:,}" if old else "- | - | -"
+        lines.append(f"| {label} | {was} | {run['alerts_per_s']:,.0f} | {run['requests']:,} | {run['connections']:,} |")
     return lines
 
 
