@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from lark import Lark, Token
+from lark import Lark, TextSlice, Token, Tree
+from lark.lexer import LexerState, LexerThread, LineCounter
 
 from cep.grammar.errors import Span
 
@@ -40,6 +41,20 @@ def _build(start: str) -> Lark:
         cache=True,
         start=start,
     )
+
+
+def parse_in_place(parser: Lark, text: str, start: int, end: int, line: int, line_start: int) -> Tree:
+    """Lark's parse of ``text[start:end]`` with the file's positions (``line``: the file's line at ``start``,
+    which begins at ``line_start``), the text neither copied nor counted from its beginning: Lark's own
+    ``TextSlice`` counts the lines before ``start``, which makes a file of many statements quadratic. The
+    lexer matches with ``endpos=end``, so a token never sees past the statement, and no terminal of
+    cep.lark looks behind its start (the character before ``start`` is a ';', a newline or nothing)."""
+    counter = LineCounter("\n")
+    counter.char_pos, counter.line, counter.line_start_pos = start, line, line_start
+    counter.column = start - line_start + 1
+    frontend = parser.parser
+    thread = LexerThread(frontend.lexer, LexerState(TextSlice(text, start, end), counter))
+    return frontend.parser.parse(thread, frontend.parser_conf.start[0])
 
 
 class ScanToken(NamedTuple):
