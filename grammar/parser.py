@@ -37,7 +37,16 @@ from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxErr
 from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import TRIVIA as _TRIVIA
-from cep.grammar.tokens import ScanToken, clause_parser, lark_parser, parse_in_place, scan, significant, span_of
+from cep.grammar.tokens import (
+    ScanToken,
+    clause_parser,
+    lark_parser,
+    parse_in_place,
+    scan,
+    scan_lazily,
+    significant,
+    span_of,
+)
 from cep.grammar.tokens import token_span as _token_span
 from cep.grammar.type_names import decimal_problem, normalize_type
 from cep.grammar.units import MICROS_PER_UNIT, TEXT_ABBREVIATIONS, UNIT_HINT, unit_name
@@ -817,7 +826,7 @@ def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterat
     """(start, end, name) of each statement of a file: split at ';' outside strings and comments;
     a `-- name: xyz` comment before a statement names it."""
     start, name, seen_code = 0, None, False
-    for token in scan(text) if tokens is None else tokens:
+    for token in scan_lazily(text) if tokens is None else tokens:
         if token.kind == "comment" and not seen_code:
             match = _NAME_COMMENT.match(token.text)
             name = match.group(1) if match else name

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -77,7 +78,12 @@ TRIVIA = frozenset({"space", "comment", "block"})
 def scan(text: str) -> list[ScanToken]:
     """A forgiving tokenisation of any text (it never fails): enough to find words, parentheses
     and statement boundaries outside strings, quoted names and comments."""
-    return [ScanToken(m.lastgroup, m.group(), m.start(), m.end()) for m in _SCAN.finditer(text)]
+    return list(scan_lazily(text))
+
+
+def scan_lazily(text: str) -> Iterator[ScanToken]:
+    """``scan`` one token at a time: a file of many statements is split without holding all its tokens."""
+    return (ScanToken(m.lastgroup, m.group(), m.start(), m.end()) for m in _SCAN.finditer(text))
 
 
 def significant(tokens: list[ScanToken]) -> list[ScanToken]:
