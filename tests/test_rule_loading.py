@@ -6,6 +6,10 @@ generated statements, in whatever company the file gives them."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -112,3 +116,34 @@ def test_errors_and_their_positions_are_those_of_the_statement_apart() -> None:
 @given(st.lists(statements(), min_size=1, max_size=3), st.sampled_from(SEPARATORS))
 def test_generated_statements_parse_in_place_as_apart(generated, separator) -> None:
     assert_same_everywhere([format_statement(statement) for statement in generated], (separator,))
+
+
+PARSE_ONE = (
+    "import cep.grammar.parser as p; "
+    "p.parse('SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS a > 1)')"
+)
+
+
+def run_parse_one(cache: Path, temp: Path) -> None:
+    env = {**os.environ, "CEP_CACHE": str(cache), "TMPDIR": str(temp)}
+    subprocess.run([sys.executable, "-c", PARSE_ONE], env=env, check=True, timeout=600)
+
+
+def test_the_parser_tables_are_kept_only_where_no_one_else_can_write(tmp_path) -> None:
+    """Lark unpickles its tables file: never one of a predictable name in the shared temp folder (another
+    local user could plant it), only in a 0700 folder of this user's; a folder others may write is not used."""
+    cache, temp = tmp_path / "cache", tmp_path / "tmp"
+    temp.mkdir()
+    run_parse_one(cache, temp)
+    folder = cache / "grammar"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert [p.suffix for p in folder.iterdir()] == [".tables"]
+    assert list(temp.iterdir()) == []  # nothing in the temp folder
+    run_parse_one(cache, temp)  # the second process reads them: still one file
+    assert len(list(folder.iterdir())) == 1
+
+    shared = tmp_path / "shared"
+    (shared / "grammar").mkdir(parents=True)
+    os.chmod(shared / "grammar", 0o777)
+    run_parse_one(shared, temp)
+    assert list((shared / "grammar").iterdir()) == [] and list(temp.iterdir()) == []
