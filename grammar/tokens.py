@@ -6,18 +6,20 @@ count) are checked before Lark runs and error messages can point at the right to
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 import lark
-from lark import Lark, TextSlice, Token, Tree
+from lark import Lark, TextSlice, Token, Transformer, Tree
 from lark.lexer import LexerState, LexerThread, LineCounter
 
 from cep.grammar.errors import Span
@@ -127,3 +129,82 @@ def span_of(text: str, start: int, end: int) -> Span:
 
 def token_span(token: Token) -> Span:
     return Span(token.line, token.column, token.end_line, token.end_column, token.start_pos, token.end_pos)
+
+
+_NAME_COMMENT = re.compile(r"--\s*name\s*:\s*(\S+)", re.IGNORECASE)
+
+
+def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterator[tuple[int, int, str | None]]:
+    """(start, end, name) of each statement of a file: split at ';' outside strings and comments;
+    a `-- name: xyz` comment before a statement names it."""
+    start, name, seen_code = 0, None, False
+    for token in scan_lazily(text) if tokens is None else tokens:
+        if token.kind == "comment" and not seen_code:
+            match = _NAME_COMMENT.match(token.text)
+            name = match.group(1) if match else name
+        elif token.kind == "semi":
+            if seen_code:
+                yield start, token.end, name
+            start, name, seen_code = token.end, None, False
+        elif token.kind not in TRIVIA:
+            seen_code = True
+    if seen_code:
+        yield start, len(text), name
+
+
+def transform_quickly(transformer: Transformer, tree: Tree) -> object | None:
+    """``transformer.transform(tree)`` for a transformer whose every rule function takes ``(meta, children)``
+    (``v_args(meta=True)``) and that visits no token, without Lark's per-node wrappers: the same post-order
+    walk, the same functions. None when a rule has no such function (the caller then takes Lark's way)."""
+    calls: dict[str, Callable] = {}
+    order: list[object] = []
+    pending: list[object] = [tree]
+    while pending:
+        item = pending.pop()
+        order.append(item)
+        if isinstance(item, Tree):
+            pending += item.children
+    stack: list[object] = []
+    for item in reversed(order):
+        if not isinstance(item, Tree):
+            stack.append(item)
+            continue
+        call = calls.get(item.data)
+        if call is None:
+            call = calls[item.data] = getattr(getattr(transformer, item.data, None), "base_func", None)
+            if call is None:
+                return None
+        size = len(item.children)
+        children = stack[len(stack) - size :]
+        del stack[len(stack) - size :]
+        stack.append(call(item.meta, children))
+    return stack[0] if len(stack) == 1 else None
+
+
+class ParsedStatements:
+    """Statements that loaded, by their text and place in their file (``parser.parse_part``), the least
+    recently used forgotten first: a rule set is loaded again whole when one of its files changes (the rule
+    watcher), and every statement that did not change is then not parsed again. The answer is the same: the
+    key is all that parsing reads, and a statement is immutable. Bounded by its statements' characters
+    (``limits.PARSED_STATEMENTS_CHARACTERS``); failures are not kept (their messages name the file)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.characters = capacity, 0
+        self.entries: collections.OrderedDict[tuple[str, int, int, int], object] = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, int, int]) -> object | None:
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int, int, int], statement: object) -> None:
+        with self.lock:
+            if key not in self.entries:
+                self.characters += len(key[0])
+            self.entries[key] = statement
+            while self.characters > self.capacity and self.entries:
+                old, _ = self.entries.popitem(last=False)
+                self.characters -= len(old[0])
