@@ -156,7 +156,6 @@ def transform_quickly(transformer: Transformer, tree: Tree) -> object | None:
     """``transformer.transform(tree)`` for a transformer whose every rule function takes ``(meta, children)``
     (``v_args(meta=True)``) and that visits no token, without Lark's per-node wrappers: the same post-order
     walk, the same functions. None when a rule has no such function (the caller then takes Lark's way)."""
-    calls: dict[str, Callable] = {}
     order: list[object] = []
     pending: list[object] = [tree]
     while pending:
@@ -169,16 +168,22 @@ def transform_quickly(transformer: Transformer, tree: Tree) -> object | None:
         if not isinstance(item, Tree):
             stack.append(item)
             continue
-        call = calls.get(item.data)
+        key = (type(transformer), item.data)
+        call = _RULE_FUNCTIONS.get(key)
         if call is None:
-            call = calls[item.data] = getattr(getattr(transformer, item.data, None), "base_func", None)
+            call = _RULE_FUNCTIONS[key] = getattr(getattr(type(transformer), item.data, None), "base_func", None)
             if call is None:
                 return None
         size = len(item.children)
         children = stack[len(stack) - size :]
         del stack[len(stack) - size :]
-        stack.append(call(item.meta, children))
+        stack.append(call(transformer, item.meta, children))
     return stack[0] if len(stack) == 1 else None
+
+
+# (transformer class, rule name) -> the rule's function of (self, meta, children), found once: Lark wraps it
+# anew at every look-up on an instance.
+_RULE_FUNCTIONS: dict[tuple[type, str], Callable] = {}
 
 
 class ParsedStatements:
