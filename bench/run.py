@@ -48,6 +48,7 @@ import cep  # noqa: E402
 from bench import data as bench_data  # noqa: E402
 from bench import delta as delta_bench  # noqa: E402
 from bench import procmem  # noqa: E402
+from bench import rule_loading as rule_loading_bench  # noqa: E402
 from bench.peers import flink as flink_peer  # noqa: E402
 from cep.matcher.plan import CompiledQuery  # noqa: E402
 from cep.matcher.rows.tables import arrow_to_columns  # noqa: E402
@@ -585,6 +586,7 @@ def write_report(results: dict) -> None:
     lines += kafka_report()
     lines += webhook_drain_report()
     lines += delta_report(results)
+    lines += rule_loading_report()
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
     DOC.write_text("\n".join(lines))
 
@@ -595,6 +597,13 @@ def delta_report(results: dict) -> list[str]:
     if found is None and delta_bench.RESULTS.exists():
         found = json.loads(delta_bench.RESULTS.read_text())
     return [""] + delta_bench.report(found) if found else []
+
+
+def rule_loading_report() -> list[str]:
+    """The rule-loading section, from the last run of bench/rule_loading.py (run apart: a few minutes)."""
+    if not rule_loading_bench.RESULTS.exists():
+        return []
+    return rule_loading_bench.report(json.loads(rule_loading_bench.RESULTS.read_text()))
 
 
 KAFKA_E2E = HERE / "results-kafka-e2e.json"

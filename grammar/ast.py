@@ -512,9 +512,13 @@ def children(node: object) -> Iterator[object]:
     for name in field_names(type(node)):
         value = getattr(node, name)
         if isinstance(value, tuple):
-            yield from (item for item in value if dataclasses.is_dataclass(item))
-        elif dataclasses.is_dataclass(value) and not isinstance(value, Span):
+            yield from (item for item in value if hasattr(type(item), _DATACLASS_FIELDS))
+        elif hasattr(type(value), _DATACLASS_FIELDS) and not isinstance(value, Span):
             yield value
+
+
+# What ``dataclasses.is_dataclass`` asks of an instance's type, asked directly: walks run for every rule loaded.
+_DATACLASS_FIELDS = "__dataclass_fields__"
 
 
 def walk(node: object) -> Iterator[object]:

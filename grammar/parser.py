@@ -26,7 +26,6 @@ import dataclasses
 import datetime
 import decimal
 import re
-from collections.abc import Iterator
 
 from lark import Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
@@ -36,8 +35,18 @@ from cep.grammar.checks import check
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.functions import AGGREGATE_FUNCTIONS
 from cep.grammar.syntax_errors import syntax_error_from_lark
-from cep.grammar.tokens import TRIVIA as _TRIVIA
-from cep.grammar.tokens import ScanToken, clause_parser, lark_parser, scan, significant, span_of
+from cep.grammar.tokens import (
+    ParsedStatements,
+    ScanToken,
+    clause_parser,
+    lark_parser,
+    parse_in_place,
+    scan,
+    significant,
+    span_of,
+    split_statements,
+    transform_quickly,
+)
 from cep.grammar.tokens import token_span as _token_span
 from cep.grammar.type_names import decimal_problem, normalize_type
 from cep.grammar.units import MICROS_PER_UNIT, TEXT_ABBREVIATIONS, UNIT_HINT, unit_name
@@ -810,27 +819,6 @@ def parse(text: str, *, filename: str | None = None) -> ast.Statement:
     return statement
 
 
-_NAME_COMMENT = re.compile(r"--\s*name\s*:\s*(\S+)", re.IGNORECASE)
-
-
-def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterator[tuple[int, int, str | None]]:
-    """(start, end, name) of each statement of a file: split at ';' outside strings and comments;
-    a `-- name: xyz` comment before a statement names it."""
-    start, name, seen_code = 0, None, False
-    for token in scan(text) if tokens is None else tokens:
-        if token.kind == "comment" and not seen_code:
-            match = _NAME_COMMENT.match(token.text)
-            name = match.group(1) if match else name
-        elif token.kind == "semi":
-            if seen_code:
-                yield start, token.end, name
-            start, name, seen_code = token.end, None, False
-        elif token.kind not in _TRIVIA:
-            seen_code = True
-    if seen_code:
-        yield start, len(text), name
-
-
 def parse_all(text: str, *, filename: str | None = None) -> list[ast.Statement]:
     """Parse and check every statement of a file. Positions in errors refer to the whole file."""
     if len(text) > limits.MAX_QUERY_LENGTH:
@@ -854,18 +842,60 @@ def parse_part(
 ) -> ast.Statement:
     """Parse and check the statement ``text[start:end]`` of a file, positions (in errors too) in the file.
     Only the statement is read (``line``: the file's line at ``start``, when the caller counts them), so a
-    file of many statements parses in linear time, and the length limit is the statement's."""
+    file of many statements parses in linear time, and the length limit is the statement's. A statement
+    that loads is parsed in place (nothing copied or moved); one that does not, apart from its file
+    (``_parse_apart``, the one path that words errors)."""
     if line is None:
         line = text.count("\n", 0, start) + 1
     newline = text.find("\n", start, end)
     if newline >= 0 and not text[start:newline].strip():  # the usual case: the statement starts on a line of its own
         start, line = newline + 1, line + 1
     line_start = text.rfind("\n", 0, start) + 1
-    try:  # the statement from the start of its line, what comes before it blanked: columns are the file's
+    key = (text[start:end], start, line, line_start)
+    statement = _PARSED.get(key)
+    if statement is None:
+        statement = _parse_in_place(text, start, end, line, line_start)
+        if statement is None:
+            return _parse_apart(text, start, end, line, line_start, filename)
+        _PARSED.put(key, statement)
+    return statement
+
+
+_PARSED = ParsedStatements(limits.PARSED_STATEMENTS_CHARACTERS)
+
+
+def _parse_apart(text: str, start: int, end: int, line: int, line_start: int, filename: str | None) -> ast.Statement:
+    """The statement from its line's start, what precedes it blanked, parsed alone; positions then moved."""
+    try:
         statement = parse(" " * (start - line_start) + text[start:end], filename=filename)
     except CepError as error:
         raise error.moved(line - 1, line_start) from None
     return ast.moved(statement, line - 1, line_start)
+
+
+def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int) -> ast.Statement | None:
+    """``parse`` of the blanked statement, done where it stands (the same limits, tokens and checks), or
+    None when anything is wrong with it (``_parse_apart`` then says what)."""
+    try:
+        if end - line_start > limits.MAX_QUERY_LENGTH:
+            return None
+        piece = text[start:end]
+        tokens = scan(piece)
+        _prescan(piece, tokens)
+        if sum(1 for _ in split_statements(piece, tokens)) != 1:
+            return None
+        node = transform_quickly(_TO_AST, parse_in_place(lark_parser(), text, start, end, line, line_start))
+        if not isinstance(node, ast.Statement):
+            return None
+        _check_depth(node)
+        statement = _dialect_spellings(node)
+        check(statement)
+    except Exception:  # noqa: BLE001 - _parse_apart words every failure
+        return None
+    return statement
+
+
+_TO_AST = _ToAst()
 
 
 _SCHEMA_FIELD = re.compile(r'\s*("(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d]\w*)\s*:?\s*([A-Za-z_]\w*)\s*([\s\S]*?)\s*\Z')

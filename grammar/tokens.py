@@ -6,20 +6,28 @@ count) are checked before Lark runs and error messages can point at the right to
 
 from __future__ import annotations
 
+import collections
 import functools
+import hashlib
+import os
 import re
+import stat
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from lark import Lark, Token
+import lark
+from lark import Lark, TextSlice, Token, Transformer, Tree
+from lark.lexer import LexerState, LexerThread, LineCounter
 
 from cep.grammar.errors import Span
 
 
 @functools.lru_cache(maxsize=1)
 def lark_parser() -> Lark:
-    """The LALR parser of a statement, built once per process. ``cache=True`` keeps the tables in the
-    temp directory, which cuts the build from about 1.4 s to 0.1 s."""
+    """The LALR parser of a statement, built once per process (its tables come from ``_tables_file``)."""
     return _build("start")
 
 
@@ -37,9 +45,45 @@ def _build(start: str) -> Lark:
         lexer="contextual",
         propagate_positions=True,
         maybe_placeholders=True,
-        cache=True,
+        cache=_tables_file(start, grammar),
         start=start,
     )
+
+
+def _tables_file(start: str, grammar: str) -> str | bool:
+    """Where Lark keeps the parser's tables between processes (building them takes over a second; loading
+    them, a tenth), or False: build them at each start. Lark's own default (``cache=True``) is a file of a
+    predictable name in the shared temp directory, which Lark unpickles: another local user could create it
+    first and have cep run their code. So the file is kept only in a folder that this user owns and no one
+    else may write (``$CEP_CACHE`` or ``~/.cache/cep``, then ``grammar/``, made 0700), else nowhere. The name
+    holds the grammar's hash, so two versions of cep.lark never overwrite each other's tables."""
+    base = os.environ.get("CEP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "cep")
+    folder = os.path.join(base, "grammar")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        folder_stat = os.lstat(folder)
+    except OSError:
+        return False
+    owner = getattr(os, "getuid", lambda: None)()
+    if not stat.S_ISDIR(folder_stat.st_mode) or folder_stat.st_uid != owner or folder_stat.st_mode & 0o077:
+        return False
+    python = "%d.%d" % sys.version_info[:2]
+    digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
+    return os.path.join(folder, f"lark-{start}-{digest}-{lark.__version__}-py{python}.tables")
+
+
+def parse_in_place(parser: Lark, text: str, start: int, end: int, line: int, line_start: int) -> Tree:
+    """Lark's parse of ``text[start:end]`` with the file's positions (``line``: the file's line at ``start``,
+    which begins at ``line_start``), the text neither copied nor counted from its beginning: Lark's own
+    ``TextSlice`` counts the lines before ``start``, which makes a file of many statements quadratic. The
+    lexer matches with ``endpos=end``, so a token never sees past the statement, and no terminal of
+    cep.lark looks behind its start (the character before ``start`` is a ';', a newline or nothing)."""
+    counter = LineCounter("\n")
+    counter.char_pos, counter.line, counter.line_start_pos = start, line, line_start
+    counter.column = start - line_start + 1
+    frontend = parser.parser
+    thread = LexerThread(frontend.lexer, LexerState(TextSlice(text, start, end), counter))
+    return frontend.parser.parse(thread, frontend.parser_conf.start[0])
 
 
 class ScanToken(NamedTuple):
@@ -62,7 +106,12 @@ TRIVIA = frozenset({"space", "comment", "block"})
 def scan(text: str) -> list[ScanToken]:
     """A forgiving tokenisation of any text (it never fails): enough to find words, parentheses
     and statement boundaries outside strings, quoted names and comments."""
-    return [ScanToken(m.lastgroup, m.group(), m.start(), m.end()) for m in _SCAN.finditer(text)]
+    return list(scan_lazily(text))
+
+
+def scan_lazily(text: str) -> Iterator[ScanToken]:
+    """``scan`` one token at a time: a file of many statements is split without holding all its tokens."""
+    return (ScanToken(m.lastgroup, m.group(), m.start(), m.end()) for m in _SCAN.finditer(text))
 
 
 def significant(tokens: list[ScanToken]) -> list[ScanToken]:
@@ -80,3 +129,87 @@ def span_of(text: str, start: int, end: int) -> Span:
 
 def token_span(token: Token) -> Span:
     return Span(token.line, token.column, token.end_line, token.end_column, token.start_pos, token.end_pos)
+
+
+_NAME_COMMENT = re.compile(r"--\s*name\s*:\s*(\S+)", re.IGNORECASE)
+
+
+def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterator[tuple[int, int, str | None]]:
+    """(start, end, name) of each statement of a file: split at ';' outside strings and comments;
+    a `-- name: xyz` comment before a statement names it."""
+    start, name, seen_code = 0, None, False
+    for token in scan_lazily(text) if tokens is None else tokens:
+        if token.kind == "comment" and not seen_code:
+            match = _NAME_COMMENT.match(token.text)
+            name = match.group(1) if match else name
+        elif token.kind == "semi":
+            if seen_code:
+                yield start, token.end, name
+            start, name, seen_code = token.end, None, False
+        elif token.kind not in TRIVIA:
+            seen_code = True
+    if seen_code:
+        yield start, len(text), name
+
+
+def transform_quickly(transformer: Transformer, tree: Tree) -> object | None:
+    """``transformer.transform(tree)`` for a transformer whose every rule function takes ``(meta, children)``
+    (``v_args(meta=True)``) and that visits no token, without Lark's per-node wrappers: the same post-order
+    walk, the same functions. None when a rule has no such function (the caller then takes Lark's way)."""
+    order: list[object] = []
+    pending: list[object] = [tree]
+    while pending:
+        item = pending.pop()
+        order.append(item)
+        if isinstance(item, Tree):
+            pending += item.children
+    stack: list[object] = []
+    for item in reversed(order):
+        if not isinstance(item, Tree):
+            stack.append(item)
+            continue
+        key = (type(transformer), item.data)
+        call = _RULE_FUNCTIONS.get(key)
+        if call is None:
+            call = _RULE_FUNCTIONS[key] = getattr(getattr(type(transformer), item.data, None), "base_func", None)
+            if call is None:
+                return None
+        size = len(item.children)
+        children = stack[len(stack) - size :]
+        del stack[len(stack) - size :]
+        stack.append(call(transformer, item.meta, children))
+    return stack[0] if len(stack) == 1 else None
+
+
+# (transformer class, rule name) -> the rule's function of (self, meta, children), found once: Lark wraps it
+# anew at every look-up on an instance.
+_RULE_FUNCTIONS: dict[tuple[type, str], Callable] = {}
+
+
+class ParsedStatements:
+    """Statements that loaded, by their text and place in their file (``parser.parse_part``), the least
+    recently used forgotten first: a rule set is loaded again whole when one of its files changes (the rule
+    watcher), and every statement that did not change is then not parsed again. The answer is the same: the
+    key is all that parsing reads, and a statement is immutable. Bounded by its statements' characters
+    (``limits.PARSED_STATEMENTS_CHARACTERS``); failures are not kept (their messages name the file)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.characters = capacity, 0
+        self.entries: collections.OrderedDict[tuple[str, int, int, int], object] = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, int, int]) -> object | None:
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int, int, int], statement: object) -> None:
+        with self.lock:
+            if key not in self.entries:
+                self.characters += len(key[0])
+            self.entries[key] = statement
+            while self.characters > self.capacity and self.entries:
+                old, _ = self.entries.popitem(last=False)
+                self.characters -= len(old[0])
