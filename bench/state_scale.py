@@ -117,10 +117,7 @@ def start(spark, q, source: Path, checkpoint: Path):
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
     out = q.on_spark(df, watermark="1 second", session_timeout="1 hour")
     return (
-        out.writeStream.format("noop")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+        out.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     )
 
 
