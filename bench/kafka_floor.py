@@ -114,3 +114,54 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+RESULTS = Path(__file__).resolve().parent / "results-kafka-floor.json"
+# Spark's parts of a micro-batch's time, in the order they happen (progress JSON ``durationMs``).
+PARTS = ("latestOffset", "queryPlanning", "walCommit", "getBatch", "addBatch", "commitOffsets")
+
+
+def report(found: dict) -> list[str]:
+    """docs/performance.md's section on cep beside Spark's floor, from a bench/kafka_e2e.py run's JSON."""
+    cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    flink = found["flink"]
+    lines = [
+        "## Spark's floor beside cep, through Kafka (bench/kafka_e2e.py, bench/kafka_floor.py)",
+        "",
+        f"One run ({found['when']}, {found['nproc']} cores shared with the other engineers' jobs: load average "
+        "in the table), the same 4-partition topic, the same producer, `local[2]` each, watermark "
+        f"{found['watermark']}, trigger {found['trigger']}, state store {found.get('state_store', 'default')}. "
+        "The floor reads, parses, watermarks, groups by symbol and keeps a count per key "
+        "(`applyInPandasWithState`) into `foreachBatch`; its latency is event time to the end of the micro-batch "
+        "that saw the tick (no watermark wait), cep's is event time to the alert consumed from Kafka. "
+        + ("Flink ran too." if flink["ran"] else f"Flink did not run in this one ({flink['why_not']})."),
+        "",
+        "| rate | cep p50 / p99 (s) | floor p50 / p99 (s) | cep batch p50 (s) | floor batch p50 (s) "
+        "| cep / floor CPU s | load |",
+        "| ---: | --- | --- | ---: | ---: | --- | ---: |",
+    ]
+    for step in found["steps"]:
+        cep, floor, batches = step["engines"].get("cep", {}), step.get("floor") or {}, step["cep_batches"]
+        lines.append(
+            f"| {step['rate_asked']} | {cell(cep.get('latency_p50_s'))} / {cell(cep.get('latency_p99_s'))} | "
+            f"{cell(floor.get('latency_p50_s'))} / {cell(floor.get('latency_p99_s'))} | {cell(batches['batch_p50_s'])} "
+            f"| {cell(floor.get('batch_p50_s'))} | {step['cpu_s'].get('cep')} / {step['cpu_s'].get('floor')} "
+            f"| {step['load_average'][0]} |"
+        )
+    lines += [
+        "",
+        "Where a micro-batch's time goes: the median of each part of Spark's `durationMs` (ms) over the step's "
+        "micro-batches with rows (`addBatch` is the work: reading Kafka, the stateful step, the sink).",
+        "",
+        "| rate | query | batches | rows/batch | " + " | ".join(PARTS) + " | total p50 |",
+        "| ---: | --- | ---: | ---: |" + " ---: |" * len(PARTS) + " ---: |",
+    ]
+    for step in found["steps"]:
+        for name, numbers in (("cep", step["cep_batches"]), ("floor", step.get("floor") or {})):
+            parts = numbers.get("parts_p50_ms") or {}
+            lines.append(
+                f"| {step['rate_asked']} | {name} | {numbers.get('batches', 0)} | {numbers.get('rows_per_batch')} | "
+                + " | ".join(str(parts.get(part, "-")) for part in PARTS)
+                + f" | {round(numbers['batch_p50_s'] * 1000) if numbers.get('batch_p50_s') else '-'} |"
+            )
+    return lines

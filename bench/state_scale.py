@@ -45,6 +45,8 @@ sys.path.insert(0, str(HERE))
 
 from procmem import TreeMemory  # noqa: E402
 
+from cep.spark_bridge.spark.buckets import KEY_BUCKETS  # noqa: E402
+
 QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
   PARTITION BY user_id ORDER BY ts
   MEASURES A.ts AS opened, B.ts AS closed
@@ -104,7 +106,7 @@ def batch_numbers(progress: list[dict]) -> list[dict]:
     return out
 
 
-def start(spark, q, source: Path, checkpoint: Path):
+def start(spark, q, source: Path, checkpoint: Path, key_buckets: int):
     from pyspark.sql import types as T
 
     schema = T.StructType(
@@ -115,7 +117,7 @@ def start(spark, q, source: Path, checkpoint: Path):
         ]
     )
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
-    out = q.on_spark(df, watermark="1 second", session_timeout="1 hour")
+    out = q.on_spark(df, watermark="1 second", session_timeout="1 hour", key_buckets=key_buckets)
     return (
         out.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     )
@@ -138,7 +140,7 @@ def one(store: str, keys: int, args) -> dict:
         for f in files[:-1]:
             shutil.copy2(f, source / f.name)
         started = time.perf_counter()
-        query = start(spark, q, source, work / "ck")
+        query = start(spark, q, source, work / "ck", args.key_buckets)
         query.awaitTermination()
         run_s = time.perf_counter() - started
         batches = batch_numbers(query.recentProgress)
@@ -147,7 +149,7 @@ def one(store: str, keys: int, args) -> dict:
         checkpoint_bytes = directory_bytes(work / "ck")
         shutil.copy2(files[-1], source / files[-1].name)
         started = time.perf_counter()
-        again = start(spark, q, source, work / "ck")
+        again = start(spark, q, source, work / "ck", args.key_buckets)
         again.awaitTermination()
         restart_s = time.perf_counter() - started
         restarted = batch_numbers(again.recentProgress)
@@ -156,6 +158,7 @@ def one(store: str, keys: int, args) -> dict:
             "store": store,
             "store_in_checkpoint": checkpoint_state_store(work / "ck"),
             "keys": keys,
+            "key_buckets": args.key_buckets,
             "batches": len(batches),
             "run_s": round(run_s, 1),
             "fill_batch_median_s": round(statistics.median(b["ms"] for b in fill) / 1000, 2),
@@ -183,6 +186,7 @@ def main() -> int:
     parser.add_argument("--fill-rows", type=int, default=50_000, help="new keys per micro-batch while filling")
     parser.add_argument("--steady-batches", type=int, default=4)
     parser.add_argument("--steady-rows", type=int, default=2_000)
+    parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
     parser.add_argument("--one", help="internal: run one store:keys in this process and print its JSON")
     parser.add_argument("--json", default=str(HERE / "results-state-scale.json"))
     args = parser.parse_args()
@@ -196,7 +200,7 @@ def main() -> int:
             load = [round(x, 2) for x in os.getloadavg()]
             command = [sys.executable, __file__, "--one", f"{store}:{keys}"]
             command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
-            command += ["--steady-rows", str(args.steady_rows)]
+            command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
             done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
             result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
             run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
@@ -217,3 +221,37 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+RESULTS = HERE / "results-state-scale.json"
+
+
+def report(found: dict) -> list[str]:
+    """docs/performance.md's "State at scale" section from a run's JSON."""
+    p = found["params"]
+    lines = [
+        "## State at scale (bench/state_scale.py)",
+        "",
+        f"`make bench-state` ({found['when']}, {found['nproc']} cores shared with other engineers' jobs: the load "
+        "average before each run is in the table; compare the stores at one size, not across sizes). "
+        "`PATTERN (A B)` per `user_id` fed logins only, so every key keeps one open partial match; "
+        f"{p['fill_rows']:,} new keys per micro-batch, then {p['steady_batches']} micro-batches of "
+        f"{p['steady_rows']:,} logins of open keys; `local[2]`, a no-op sink.",
+        "",
+        "| keys | store | key buckets | state bytes/key (Spark) | checkpoint bytes/key "
+        "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) | restart to first batch (s) | load before |",
+        "| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for run in found["runs"]:
+        if "error" in run:
+            lines.append(f"| {run['keys']:,} | {run['store']} | failed: {run['error'].splitlines()[-1][:80]} |")
+            continue
+        peaks = run["peak_mb"]["peak_process_mb"]
+        lines.append(
+            f"| {run['keys']:,} | {run['store']} | {run.get('key_buckets', KEY_BUCKETS)} | "
+            f"{run['state_bytes_per_key']:,.0f} | "
+            f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
+            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']} | "
+            f"{run['restart_to_first_batch_s']} | {run['load_average_before'][0]} |"
+        )
+    return lines
