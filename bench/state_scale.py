@@ -239,7 +239,8 @@ def report(found: dict) -> list[str]:
         f"{p['steady_rows']:,} logins of open keys; `local[2]`, a no-op sink.",
         "",
         "| keys | store | key buckets | state bytes/key (Spark) | checkpoint bytes/key "
-        "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) | restart to first batch (s) | load before |",
+        "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) "
+        "| restart to first batch (s) | load before |",
         "| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for run in found["runs"]:
