@@ -42,6 +42,16 @@ def count_per_key(key, frames, state):
     yield pd.DataFrame({"symbol": [key[0]], "n": [n], "newest_ms": [newest]})
 
 
+def spark_interval(text: str) -> str:
+    """``500ms`` (cep's spelling) as Spark's processing-time trigger takes it (``500 milliseconds``)."""
+    units = {"ms": "milliseconds", "s": "seconds", "min": "minutes"}
+    for short in sorted(units, key=len, reverse=True):
+        number = text.strip()[: -len(short)]
+        if text.strip().endswith(short) and number.replace(".", "", 1).isdigit():
+            return f"{number} {units[short]}"
+    return text
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bootstrap")
@@ -90,7 +100,7 @@ def main() -> int:
         counted.writeStream.outputMode("update")
         .foreachBatch(record)
         .option("checkpointLocation", str(args.out / "ck"))
-        .trigger(processingTime=args.trigger)
+        .trigger(processingTime=spark_interval(args.trigger))
         .start()
     )
     (args.out / "running").write_text("running\n")
