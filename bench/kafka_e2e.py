@@ -73,6 +73,7 @@ from peers.flink_kafka import CONNECTOR, CONNECTOR_VERSION, connector_jar  # noq
 from procmem import descendants  # noqa: E402
 from run import QUERIES  # noqa: E402
 
+from cep.spark_bridge.spark.session import DEFAULT_STATE_STORE, STATE_STORE_ENV  # noqa: E402
 from tests.kafka_broker import KafkaBroker  # noqa: E402
 
 QUERY_NAME = "a"
@@ -679,7 +680,7 @@ def main() -> int:
                 "checkpoint_interval": "10s",
             },
             "floor": {"ran": floor.process is not None, "why_not": floor.error, "query": "bench/kafka_floor.py"},
-            "state_store": os.environ.get("CEP_STATE_STORE") or "default",
+            "state_store": os.environ.get(STATE_STORE_ENV) or DEFAULT_STATE_STORE,
             "steps": steps,
             "check": {"error": "not done (the run stopped during the check)"},
             "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)",
