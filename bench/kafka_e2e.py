@@ -682,6 +682,12 @@ def main() -> int:
             "floor": {"ran": floor.process is not None, "why_not": floor.error, "query": "bench/kafka_floor.py"},
             "state_store": os.environ.get(STATE_STORE_ENV) or DEFAULT_STATE_STORE,
             "steps": steps,
+            # every micro-batch with rows of the whole run (warm-up and settling too): under load a step can be
+            # shorter than one of cep's micro-batches, and the parts of a micro-batch are the same throughout
+            "all_batches": {
+                "cep": batch_numbers(watch, 0, time.time()),
+                **({"floor": floor_numbers(work / "floor", 0, time.time())} if floor.process else {}),
+            },
             "check": {"error": "not done (the run stopped during the check)"},
             "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)",
         }

@@ -166,11 +166,14 @@ def report(found: dict) -> list[str]:
         "| rate | query | batches | rows/batch | " + " | ".join(PARTS) + " | total p50 |",
         "| ---: | --- | ---: | ---: |" + " ---: |" * len(PARTS) + " ---: |",
     ]
-    for step in found["steps"]:
-        for name, numbers in (("cep", step["cep_batches"]), ("floor", step.get("floor") or {})):
+    rows = [(step["rate_asked"], step["cep_batches"], step.get("floor") or {}) for step in found["steps"]]
+    if found.get("all_batches"):
+        rows.append(("whole run", found["all_batches"]["cep"], found["all_batches"].get("floor") or {}))
+    for rate, cep_numbers, floor_numbers in rows:
+        for name, numbers in (("cep", cep_numbers), ("floor", floor_numbers)):
             parts = numbers.get("parts_p50_ms") or {}
             lines.append(
-                f"| {step['rate_asked']} | {name} | {numbers.get('batches', 0)} | {numbers.get('rows_per_batch')} | "
+                f"| {rate} | {name} | {numbers.get('batches', 0)} | {numbers.get('rows_per_batch')} | "
                 + " | ".join(str(parts.get(part, "-")) for part in PARTS)
                 + f" | {round(numbers['batch_p50_s'] * 1000) if numbers.get('batch_p50_s') else '-'} |"
             )
