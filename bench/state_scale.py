@@ -159,6 +159,9 @@ def one(store: str, keys: int, args) -> dict:
             "store_in_checkpoint": checkpoint_state_store(work / "ck"),
             "keys": keys,
             "key_buckets": args.key_buckets,
+            "fill_rows": args.fill_rows,
+            "steady_batches": args.steady_batches,
+            "steady_rows": args.steady_rows,
             "batches": len(batches),
             "run_s": round(run_s, 1),
             "fill_batch_median_s": round(statistics.median(b["ms"] for b in fill) / 1000, 2),
@@ -235,13 +238,14 @@ def report(found: dict) -> list[str]:
         f"`make bench-state` ({found['when']}, {found['nproc']} cores shared with other engineers' jobs: the load "
         "average before each run is in the table; compare the stores at one size, not across sizes). "
         "`PATTERN (A B)` per `user_id` fed logins only, so every key keeps one open partial match; "
-        f"{p['fill_rows']:,} new keys per micro-batch, then {p['steady_batches']} micro-batches of "
-        f"{p['steady_rows']:,} logins of open keys; `local[2]`, a no-op sink.",
+        "fill: new keys per micro-batch until every key has its login; steady: micro-batches of "
+        f"{p['steady_rows']:,} logins of open keys over every bucket; `local[2]`, a no-op sink."
+        + (f" ({found['note']}.)" if found.get("note") else ""),
         "",
-        "| keys | store | key buckets | state bytes/key (Spark) | checkpoint bytes/key "
+        "| keys | store | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
         "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) "
         "| restart to first batch (s) | load before |",
-        "| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for run in found["runs"]:
         if "error" in run:
@@ -250,6 +254,7 @@ def report(found: dict) -> list[str]:
         peaks = run["peak_mb"]["peak_process_mb"]
         lines.append(
             f"| {run['keys']:,} | {run['store']} | {run.get('key_buckets', KEY_BUCKETS)} | "
+            f"{run['fill_rows']:,} | "
             f"{run['state_bytes_per_key']:,.0f} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
             f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']} | "

@@ -1,4 +1,4 @@
-"""The streaming state store: RocksDB by default, a choice by name, and a checkpoint keeps the store it began with.
+"""The streaming state store: HDFS-backed by default, RocksDB by name, and a checkpoint keeps the store it began with.
 
 What a store is in use is read from Spark itself: each provider reports its own custom metrics in a stateful
 operator's progress (RocksDB's start with ``rocksdb``; the HDFS-backed store's ``loadedMapCache...``), and the
@@ -24,9 +24,12 @@ PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
-def test_rocksdb_with_changelog_checkpointing_is_the_default(monkeypatch):
+def test_the_hdfs_store_is_the_default_and_rocksdb_comes_with_changelog_checkpointing(monkeypatch):
     monkeypatch.delenv(STATE_STORE_ENV, raising=False)
-    conf = state_store_conf()
+    assert state_store_conf() == {
+        PROVIDER: "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    }
+    conf = state_store_conf("rocksdb")
     assert conf[PROVIDER].endswith(".RocksDBStateStoreProvider")
     assert conf[CHANGELOG] == "true"
 
@@ -100,7 +103,7 @@ def test_a_checkpoint_keeps_its_store_across_a_restart_that_asks_for_another(spa
     saved = {key: spark.conf.get(key, None) for key in (PROVIDER, CHANGELOG)}
     try:
         monkeypatch.delenv(STATE_STORE_ENV, raising=False)
-        session.get_spark("local[2]")  # the running session, set to the default store
+        session.get_spark("local[2]", state_store="rocksdb")  # the running session, set to RocksDB
         seen: list = []
         assert {_store_of(m) for m in _counting_stream(spark, source, fresh, seen)} == {"rocksdb"}
         assert checkpoint_state_store(fresh) == "rocksdb"
@@ -110,7 +113,8 @@ def test_a_checkpoint_keeps_its_store_across_a_restart_that_asks_for_another(spa
         assert {_store_of(m) for m in _counting_stream(spark, source, old, seen)} == {"hdfs"}
         assert sorted(seen) == [("a", 2), ("b", 1)]
 
-        # The same checkpoint restarted under the default: Spark keeps its HDFS store and its counts go on.
+        # The same checkpoint restarted asking for RocksDB: Spark keeps its HDFS store and its counts go on.
+        monkeypatch.setenv(STATE_STORE_ENV, "rocksdb")
         session.get_spark("local[2]")
         (source / "2.json").write_text("".join(json.dumps({"k": k, "v": 1}) + "\n" for k in "abc"))
         seen = []
