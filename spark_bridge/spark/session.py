@@ -259,7 +259,8 @@ def get_spark(
     """Create (or reuse) the SparkSession configured for cep.
 
     If a session is already running, it is reused as is except for the runtime SQL settings
-    (time zone, shuffle partitions, Arrow, state store), which are set again; ``master`` only matters for a new one.
+    (time zone, shuffle partitions, Arrow; the state store when asked for by name), which are set again;
+    ``master`` only matters for a new one.
     ``state_store``: "hdfs" (the default) or "rocksdb" (None: ``$CEP_STATE_STORE``, else the default); it applies
     to streams started on a new checkpoint (an existing checkpoint keeps its own, see ``checkpoint_state_store``).
     ``conf`` adds or overrides settings (e.g. ``{"spark.driver.memory": "4g"}``).
@@ -321,11 +322,13 @@ def get_spark(
         "spark.sql.session.timeZone",
         "spark.sql.shuffle.partitions",
         "spark.sql.execution.arrow.pyspark.enabled",
-        _PROVIDER_CONF,
     ):
         spark.conf.set(key, settings[key])
-    if _CHANGELOG_CONF in settings:
-        spark.conf.set(_CHANGELOG_CONF, settings[_CHANGELOG_CONF])
+    # A running session keeps a store its owner set on it, unless a store is asked for by name here.
+    if not running or state_store is not None or os.environ.get(STATE_STORE_ENV) or _PROVIDER_CONF in (conf or {}):
+        for key in (_PROVIDER_CONF, _CHANGELOG_CONF):
+            if key in settings:
+                spark.conf.set(key, settings[key])
     if kafka and running and not has_kafka_connector(spark):
         raise KafkaConnectorError(
             f"a SparkSession is already running without Spark's Kafka connector ({coordinates()}), and the classpath "
