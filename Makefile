@@ -18,7 +18,7 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test test-sql-differential lint bench bench-rules bench-kafka bench-state soak kafka clean distclean venv check-java check-python
+.PHONY: help run test test-sql-differential lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make bench-rules  two alert rules over generated 10M-event logs: cep, its VM, Spark, PyFlink (~30 min)"
 	@echo "make bench-kafka  cep stream and Flink SQL through a real Kafka broker, about 10 minutes (bench/kafka_e2e.py)"
+	@echo "make bench-worker the alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make bench-state  open partial matches of 100k and 300k keys on RocksDB and HDFS state stores (bench/state_scale.py)"
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
@@ -83,6 +84,12 @@ bench-state: venv check-java
 bench-kafka: venv check-java
 	@$(VPY) bench/peers/flink.py setup || echo "PyFlink set-up failed: the Kafka bench runs without it"
 	$(VPY) bench/kafka_e2e.py
+	$(VPY) bench/run.py --report-only
+
+# Not part of test or bench (about 10 minutes): the alerting worker's bucket calls in-process, its column-wise
+# rules on and off (every rule per key); writes bench/results-alerting-worker.json and regenerates docs/performance.md.
+bench-worker: venv
+	$(VPY) bench/alerting_worker.py
 	$(VPY) bench/run.py --report-only
 
 # Not part of test or bench: it runs for MINUTES minutes (default 10) and writes bench/results-soak.json.

@@ -581,8 +581,10 @@ def write_report(results: dict) -> None:
     for h in results.get("hostile", []):
         lines.append(f"| `{h['pattern']}` | {h['path']} | {h['10k_s']:.3f} | {h['100k_s']:.3f} | {h['ratio']:.1f} |")
     lines += alert_rules_report()
+    lines += alerting_worker_report()
     lines += time_conditions_report()
     lines += kafka_report()
+    lines += webhook_drain_report()
     lines += state_reports()
     lines += delta_report(results)
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
@@ -650,6 +652,44 @@ def kafka_report() -> list[str]:
     return lines
 
 
+WEBHOOK_DRAIN = HERE / "results-webhook-drain.json"
+
+
+def webhook_drain_report() -> list[str]:
+    """The webhook lane's drain after an outage, before and after keep-alive and batches (bench/webhook_drain.py)."""
+    if not WEBHOOK_DRAIN.exists():
+        return []
+    found = json.loads(WEBHOOK_DRAIN.read_text())
+    before, after = found.get("before"), found.get("after")
+    if not after:
+        return []
+    first = next(iter(after["runs"].values()))
+    lines = [
+        "",
+        "## Webhook lane after an outage (bench/webhook_drain.py)",
+        "",
+        f"A backlog of {first['alerts']:,} alerts (an outage's worth) delivered by one webhook sink in micro-batches "
+        f"of {after['micro_batch']}, as its lane delivers them, to an HTTP/1.1 receiver on 127.0.0.1 (Python's "
+        "`ThreadingHTTPServer` with `TCP_NODELAY`, parsing every body). *Before*: the sink that opened a "
+        "connection per request (`Connection: close`) and sent one alert per request unless told otherwise; "
+        "*after*: one kept connection per sink, Alertmanager in lists of 64. Alerts per second of wall time, the "
+        f"median of {first.get('repeats', 1)} runs; after: run {after['when']}, {after['machine']}"
+        + (f"; before: run {before['when']}, {before['machine']}" if before else "")
+        + ". Reproduce: `.venv/bin/python bench/webhook_drain.py` (and with an older checkout's interpreter, "
+        "`--label before`). On 2 cores shared with other work the figures move by a factor of 2 between runs; "
+        "the requests and connections do not. On loopback a new connection costs little: over a network each "
+        "one adds a round trip, and TLS two more, so a kept connection gains more the farther the receiver is.",
+        "",
+        "| body format | before: alerts/s | requests | connections | after: alerts/s | requests | connections |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, run in after["runs"].items():
+        old = (before or {}).get("runs", {}).get(label)
+        was = f"{old['alerts_per_s']:,.0f} | {old['requests']:,} | {old['connections']:,}" if old else "- | - | -"
+        lines.append(f"| {label} | {was} | {run['alerts_per_s']:,.0f} | {run['requests']:,} | {run['connections']:,} |")
+    return lines
+
+
 ALERT_RULES = HERE / "results-alert-rules.json"
 TIME_CONDITIONS = HERE / "results-time-conditions.json"
 
@@ -684,6 +724,43 @@ def time_conditions_report() -> list[str]:
             f"| {query['list_eps_per_cpu']:,.0f} "
             f"| {query['arrow_eps_per_cpu']:,.0f} | {query['vm_eps_per_cpu']:,.0f} | {query['list_over_vm']:.1f}x "
             f"| {query['arrow_over_vm']:.1f}x | {query['same_output']} |"
+        )
+    return lines
+
+
+ALERTING_WORKER = HERE / "results-alerting-worker.json"
+
+
+def alerting_worker_report() -> list[str]:
+    """The alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py's run)."""
+    if not ALERTING_WORKER.exists():
+        return []
+    res = json.loads(ALERTING_WORKER.read_text())
+    params = res["params"]
+    lines = [
+        "",
+        "## The alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py)",
+        "",
+        f"`AlertStep` (the service's step per partition spec and bucket of keys) driven in-process over "
+        f"{params['rows']:,} ticks of {params['symbols']:,} symbols in {params['batches']} micro-batches (64 buckets, "
+        "watermark delay 5 s), each rule set on one PARTITION BY. Only the bucket calls are timed (CPU seconds, "
+        f'best of {params["repeat"]}); input rows per CPU-second of those calls. "per key" runs every rule on its '
+        'own Pike VM (what the service ran before, `AlertStep(column_wise=False)`); "column-wise" runs the rules '
+        "`choose_route` routes column-wise on the column-wise step and the others per key. "
+        f"Run {res['when']}, {res['machine']}.",
+        "",
+        "| rules (bench/run.py's queries) | per key (rows/CPU-s) | column-wise (rows/CPU-s) | speed-up | alerts "
+        "| same alerts |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for entry in res["sets"].values():
+        names = ", ".join(
+            f"{letter} ({'column-wise' if entry['routes'].get(f'q{letter}/{letter}') == 'column-wise' else 'per key'})"
+            for letter in entry["rules"]
+        )
+        lines.append(
+            f"| {names} | {entry['per_key']['rows_per_cpu_s']:,} | {entry['column_wise']['rows_per_cpu_s']:,} "
+            f"| {entry['speedup']:.2f}x | {entry['alerts']:,} | {entry['same_alerts']} |"
         )
     return lines
 

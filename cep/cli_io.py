@@ -40,7 +40,7 @@ from cep.spark_bridge.spark.delta import CepDeltaError, read_delta
 from cep.spark_bridge.spark.delta_connector import DeltaConnectorError
 from cep.spark_bridge.spark.files import json_holds_array, read_files
 from cep.spark_bridge.spark.inputs import dead_letter_columns, mark_bad_rows, prepare_input
-from cep.spark_bridge.spark.kafka import VALUE_FORMATS, is_kafka_url, kafka_location, read_kafka
+from cep.spark_bridge.spark.kafka import VALUE_FORMATS, encoding_name, is_kafka_url, kafka_location, read_kafka
 from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError
 from cep.spark_bridge.spark.session import StateStoreError, get_spark
 
@@ -833,22 +833,32 @@ class KafkaInput:
     format: str = "json"
     schema: str | None = None
     options: tuple[str, ...] = ()
+    encoding: str = "utf-8"
 
 
 def kafka_input(
-    paths: Sequence[str], fmt: str | None, schema: str | None, options: Sequence[str] | None
+    paths: Sequence[str],
+    fmt: str | None,
+    schema: str | None,
+    options: Sequence[str] | None,
+    encoding: str | None = None,
 ) -> KafkaInput | None:
     """The ``kafka://`` input among ``--input`` values (None when they are files); one topic address only."""
     urls = [p for p in paths if is_kafka_url(p)]
     if not urls:
-        if options:  # (--schema also types a CSV file: cep.run_cli)
-            raise UsageError("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
+        if options or encoding:  # (--schema also types a CSV file: cep.run_cli)
+            flag = "--kafka-option" if options else "--kafka-encoding"
+            raise UsageError(f"{flag} is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
         return None
     if len(paths) > 1:
         raise UsageError("a kafka:// input is read alone: give one --input (several topics: kafka://HOST:PORT/A,B)")
     if fmt not in (None, *VALUE_FORMATS):
         raise UsageError(f"--format {fmt}: a Kafka message value is read as {' or '.join(VALUE_FORMATS)}")
-    return KafkaInput(urls[0], fmt or "json", schema, tuple(options or ()))
+    try:
+        encoding = encoding_name(encoding)
+    except CepError as err:
+        raise UsageError(err.message) from None
+    return KafkaInput(urls[0], fmt or "json", schema, tuple(options or ()), encoding)
 
 
 def read_kafka_static(spark: Any, source: KafkaInput) -> Any:
@@ -856,7 +866,13 @@ def read_kafka_static(spark: Any, source: KafkaInput) -> Any:
     static DataFrame: the value's fields, the message's ``kafka_*`` columns, ``_corrupt_record``. Raises
     CepKafkaError (E049x) for a missing topic or unreachable brokers."""
     return read_kafka(
-        spark, source.url, schema=source.schema, format=source.format, options=list(source.options), streaming=False
+        spark,
+        source.url,
+        schema=source.schema,
+        format=source.format,
+        options=list(source.options),
+        streaming=False,
+        encoding=source.encoding,
     )
 
 

@@ -59,12 +59,15 @@ from cep.cli_io import (
     write_output,
 )
 from cep.delta_io import app_id_of, columns_read, input_identity, is_delta, snapshot_of
+from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
 from cep.query import ALERT_REPLAY_NAMES, compile_rule, load_rules, rule_alerts
-from cep.spark_bridge.alerting.rule_set import event_time_of
+from cep.spark_bridge.alerting.rule_set import event_time_of, match_id_text
+from cep.spark_bridge.alerting.rules import SAFE_ID_PART, load_file
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import session_timeout_us
+from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.kafka import CepKafkaError, is_kafka_url
 from cep.spark_bridge.spark.types import spark_to_sql
@@ -413,7 +416,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = with_time_travel(Inputs.parse(args.input, fmt=args.format), args)
     if len(args.schema or ()) > 1 and inputs.unnamed and is_kafka_url(inputs.unnamed[0]):
         raise UsageError("a Kafka input takes one --schema: the columns of its message value")
-    kafka = kafka_input(list(inputs.unnamed), args.format, (args.schema or [None])[0], args.kafka_option)
+    kafka = kafka_input(
+        list(inputs.unnamed), args.format, (args.schema or [None])[0], args.kafka_option, args.kafka_encoding
+    )
     if not kafka:  # --schema types CSV files (the unnamed input's, or NAME='...' a named input's)
         inputs = with_time_travel(Inputs.parse(args.input, args.schema, args.format), args)
     fmt = inputs.unnamed_format() if inputs.unnamed and not kafka else None
@@ -423,6 +428,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     replay = _replay_options(args)
     try:
         statement = cep.compile_sql(text, filename=args.query_file)
+        if args.rule_id is not None:
+            statement.match_id_text = _rule_match_id_text(args.rule_id, args.query_file, text)
+            replay["match_ids"] = True
         engine, _why = choose_engine(args, inputs, statement)
         if kafka:
             with warnings.catch_warnings():
@@ -471,10 +479,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_table(table))
     else:
         print(empty_result_line(run))
-    print(summary_line(run, len(table)))
+    summary = summary_line(run, len(table))
+    print(summary if args.rule_id is None else f"{summary[:-1]}; ids as cep stream gives rule {args.rule_id})")
     if run.bad_rows is not None and (args.dead_letter or sum(run.bad_rows.values())):
         print(bad_rows_summary(run.bad_rows, args.dead_letter or "set aside (--dead-letter FILE keeps them)"))
     return EXIT_OK
+
+
+def _rule_match_id_text(rule_id: str, path: str, text: str) -> str:
+    """What ``cep stream`` hashes into the match ids of rule ``rule_id`` if it runs the statement of ``path``
+    (its id and canonical text, read by the stream's own rule loader): ``--rule-id``. Raises UsageError for
+    an id the stream cannot give, or a file that is not one rule; CepError for a rule that does not load."""
+    parts = rule_id.split("/")
+    if len(parts) > 2 or not all(SAFE_ID_PART.match(part) for part in parts):
+        raise UsageError(
+            f"--rule-id {visible(rule_id)!r} is not an id cep stream gives: FILE_STEM or FILE_STEM/NAME, of ASCII "
+            "letters, digits, '_', '-' and '.' (cep check --rules DIR lists the ids)"
+        )
+    rules, errors = load_file(path, text=text)
+    if errors:
+        first = errors[0]
+        raise CepSemanticError(
+            f"--rule-id: cep stream would not load this statement as a rule: {first.message}",
+            code=first.code,
+            hint="a rule is one SELECT ... FROM events MATCH_RECOGNIZE (...) statement",
+        )
+    if len(rules) != 1:
+        raise UsageError(f"--rule-id takes a file of one rule; {path} holds {len(rules)} statements")
+    return match_id_text(rule_id, rules[0].canonical)
 
 
 def _spark_failure(exc: Exception, where: str) -> int:
@@ -498,7 +530,7 @@ def run_rules(args: argparse.Namespace) -> int:
         raise UsageError(f"rules directory not found: {args.rules}")
     if not args.input:
         raise UsageError("--rules needs the events: --input PATH")
-    kafka = kafka_input(list(args.input), args.format, args.schema, args.kafka_option)
+    kafka = kafka_input(list(args.input), args.format, args.schema, args.kafka_option, args.kafka_encoding)
     if (args.dead_letter and not kafka) or args.limit is not None:
         raise UsageError(
             "--limit goes with one query, and --dead-letter with one query or a kafka:// input, "
@@ -631,6 +663,12 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         "@FILE reads KEY=VALUE lines",
     )
     run.add_argument(
+        "--kafka-encoding",
+        metavar="NAME",
+        help="the encoding of the Kafka messages' values and keys: utf-8 (default: a message that is not valid "
+        "UTF-8 is a not_utf8 bad row) or latin-1 (every byte a character); as the stream's --kafka-encoding",
+    )
+    run.add_argument(
         "--schema",
         action="append",
         metavar="[NAME=]COLUMNS",
@@ -688,6 +726,13 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         "--match-ids",
         action="store_true",
         help="add a last column match_id: the id the stream gives the same match (cep stream's alerts)",
+    )
+    run.add_argument(
+        "--rule-id",
+        metavar="ID",
+        help="give each match the id cep stream gives the alert of this statement as rule ID (the rules file's "
+        "stem, then /NAME for a named statement; implies --match-ids). Without it the ids are those of the "
+        "statement's own text (Query.on_spark's), since a query file alone has no rule id",
     )
     run.add_argument(
         "--csv-keep-formulas",

@@ -62,6 +62,9 @@ class SqlStatement:
         self.filename = filename
         self.whole: WholeStatement = split(text, filename=filename)
         self.single = _single_clause_span(text) if len(self.whole.clauses) == 1 else None
+        # What match ids hash instead of the statement's text: set for a statement run as a rule of
+        # ``cep stream`` (``cep run QUERY --rule-id``), so its ids are that rule's alerts' ids.
+        self.match_id_text: str | None = None
 
     @property
     def clauses(self) -> tuple[Clause, ...]:
@@ -70,11 +73,12 @@ class SqlStatement:
     def query(self, clause: Clause, statement: ast.Statement | None = None) -> Query:
         """The clause (or ``statement``, the clause rewritten) as a Query: SELECT * FROM <its input>
         MATCH_RECOGNIZE (...). A statement that is nothing but one clause keeps its own span, so that its
-        match ids (a hash of the statement's text) are those ``cep.compile(text)`` and ``cep stream`` give."""
+        match ids (a hash of the statement's text) are those ``cep.compile(text)`` and its ``on_spark`` stream
+        give; with ``match_id_text`` set, those of ``cep stream``'s rule (``rule_set.match_id_text``)."""
         statement = clause.statement if statement is None else statement
         if self.single is not None:
             statement = dataclasses.replace(statement, span=self.single)
-        return Query(statement, self.text, self.filename)
+        return Query(statement, self.text, self.filename, match_id_text=self.match_id_text)
 
     def check_types(self, schema: dict[str, str]) -> None:
         """Type-check the clauses that read a table or file directly (no SQL in between to change its

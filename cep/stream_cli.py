@@ -59,6 +59,7 @@ from cep.spark_bridge.spark.delta import (
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS,
     CepKafkaError,
+    encoding_name,
     is_kafka_url,
     kafka_location,
     parse_kafka_options,
@@ -145,6 +146,12 @@ def _add_input_arguments(stream: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="an option of Spark's Kafka source (startingOffsets=latest, maxOffsetsPerTrigger=10000, "
         "kafka.security.protocol=SASL_SSL, ...); @FILE reads KEY=VALUE lines; repeat for several",
+    )
+    stream.add_argument(
+        "--kafka-encoding",
+        metavar="NAME",
+        help="the encoding of the Kafka messages' values and keys: utf-8 (default: a message that is not valid "
+        "UTF-8 is a not_utf8 bad row, never decoded with U+FFFD) or latin-1 (every byte a character)",
     )
     stream.add_argument(
         "--delta-option",
@@ -276,9 +283,10 @@ def _add_webhook_arguments(stream: argparse.ArgumentParser) -> None:
     hooks.add_argument(
         "--webhook-batch",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="alerts per webhook request (default 1: Idempotency-Key = match_id)",
+        help="alerts per webhook request (default: 64 for --webhook-format alertmanager, whose API takes a list; "
+        "else 1: Idempotency-Key = match_id)",
     )
 
 
@@ -335,7 +343,7 @@ def parse_headers(values: Sequence[str]) -> dict[str, str]:
 
 def webhook_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of every ``--sink webhook`` (usage errors name the option, never a secret)."""
-    if args.webhook_attempts < 1 or args.webhook_batch < 1:
+    if args.webhook_attempts < 1 or (args.webhook_batch is not None and args.webhook_batch < 1):
         raise _usage("--webhook-attempts and --webhook-batch must be at least 1")
     if args.webhook_timeout <= 0:
         raise _usage("--webhook-timeout must be positive")
@@ -601,11 +609,13 @@ def _input_of(args: argparse.Namespace) -> _Input:
     if is_kafka_url(args.input):
         address = parse_kafka_url(args.input, topic_required=False)
         options = parse_kafka_options(args.kafka_option)
+        encoding_name(args.kafka_encoding)  # a name it does not know: E0492 before anything starts
         if args.format not in (None, *VALUE_FORMATS):
             raise _usage(f"--format {args.format}: a Kafka message value is read as {' or '.join(VALUE_FORMATS)}")
         return _Input(args.input, args.format or "json", address, options)
-    if args.kafka_option:
-        raise _usage("--kafka-option is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
+    if args.kafka_option or args.kafka_encoding:
+        flag = "--kafka-option" if args.kafka_option else "--kafka-encoding"
+        raise _usage(f"{flag} is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
     if not os.path.isdir(args.input):
         raise _usage(
             "--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: "
@@ -739,7 +749,12 @@ def _make_stream(
         events = read_delta_stream(spark, delta_path(source.path), source.delta_options)
     elif source.kafka:
         events = read_kafka(
-            spark, source.address, schema=args.schema, format=source.format, options=source.kafka_options
+            spark,
+            source.address,
+            schema=args.schema,
+            format=source.format,
+            options=source.kafka_options,
+            encoding=args.kafka_encoding or "utf-8",
         )
     else:
         events = stream_source(

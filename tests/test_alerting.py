@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 import cep
+from cep.spark_bridge.alerting.bucket_state import BucketState
 from cep.spark_bridge.alerting.rule_set import KIND_FAILED, KIND_MATCH, PKEY, SPEC, STAT_NAMES, build_rule_set
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.stream import AlertStream, read_status, rule_rows
 from cep.spark_bridge.alerting.worker import AlertStep, Explode
 from cep.spark_bridge.engine import state_codec
-from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.sql import SQLiteSink
@@ -95,9 +95,11 @@ class LocalAlerts:
 
     BUCKETS = 3  # keys share calls, as on Spark (where a Murmur3 hash, not this one, places them)
 
-    def __init__(self, store: RuleStore, delay_s: int, housekeeping_us: int = 3_600_000_000) -> None:
+    def __init__(
+        self, store: RuleStore, delay_s: int, housekeeping_us: int = 3_600_000_000, column_wise: bool = True
+    ) -> None:
         self.explode = Explode(store.directory, COLUMNS + [EVENT_US])
-        self.step = AlertStep(store.directory, housekeeping_us, self.BUCKETS)
+        self.step = AlertStep(store.directory, housekeeping_us, self.BUCKETS, column_wise=column_wise)
         self.delay_ms = delay_s * 1000
         self.watermark_ms, self.max_ms = 0, None
         self.states: dict[tuple, tuple] = {}
@@ -156,14 +158,16 @@ class LocalAlerts:
         return out
 
     def rules_in_state(self) -> set[str]:
-        """The rule ids with an entry in some key's state."""
-        tables = [KeyTable.decode(blob[0], self.BUCKETS) for blob in self.states.values()]
-        return {
+        """The rule ids with state in some bucket: an entry in some key's state (rules run per key), or a
+        column-wise table (rules run column-wise)."""
+        buckets = [BucketState.decode(blob[0], self.BUCKETS) for blob in self.states.values()]
+        per_key = {
             rule_id
-            for table in tables
-            for key_state in table.states.values()
+            for b in buckets
+            for key_state in b.keys.states.values()
             for rule_id in state_codec.decode(key_state)
         }
+        return per_key | {rule_id for b in buckets for rule_id in b.rule_ids()}
 
 
 def publish(tmp_path: Path, rules_dir: Path) -> tuple[RuleStore, dict]:

@@ -149,6 +149,7 @@ ORDER = {
         "rule_set",
         "store",
         "status",
+        "bucket_state",
         "worker",
         "query",
         "rule_watch",

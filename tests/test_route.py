@@ -26,7 +26,7 @@ from cep.matcher.vector.fastpath import FastPlan
 from cep.matcher.vector.sequence import SequencePlan
 from cep.spark_bridge.alerting.rule_set import build_rule_set
 from cep.spark_bridge.alerting.store import RuleStore
-from cep.spark_bridge.alerting.worker import RULES_RUN_PER_KEY, runtime_for
+from cep.spark_bridge.alerting.worker import runtime_for
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.keyed import KeyedStream, KeyState
 from cep.spark_bridge.engine.local import LocalStream
@@ -91,18 +91,27 @@ def test_a_stream_runs_where_the_route_says_and_the_stream_facts_count():
     assert vshape.explain().splitlines()[-1] == "  streaming: per key on the Pike VM (" + reasons[0] + ")"
 
 
-def test_the_alerting_worker_asks_the_chooser_and_says_why_rules_run_per_key(tmp_path):
+def test_the_alerting_worker_runs_each_rule_where_the_chooser_and_cep_explain_say(tmp_path):
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "burst.sql").write_text(
         "-- name: burst\n" + SEQUENCE_QUERY.replace("FROM t", "FROM tx"), encoding="utf-8"
     )
+    (tmp_path / "rules" / "either.sql").write_text(
+        "-- name: either\n" + VM_QUERY.replace("FROM t", "FROM tx"), encoding="utf-8"
+    )
     payload, _ = build_rule_set(str(tmp_path / "rules"), input_types={"k": "VARCHAR", "ts": "TIMESTAMP", "v": "DOUBLE"})
     store = RuleStore(str(tmp_path / "store"))
     store.publish(payload)
-    rule = runtime_for(store.directory, "0").rule("burst/burst")
-    assert rule.route.stream == PER_KEY
-    # the worker's own reason alone: the rule's query would stream column-wise on its own
-    assert rule.route.stream_reasons == (RULES_RUN_PER_KEY,)
+    runtime = runtime_for(store.directory, "0")
+    burst, either = runtime.rule("burst/burst"), runtime.rule("either/either")
+    assert burst.route.stream == COLUMN_WISE and burst.columnar is not None and burst.route.stream_reasons == ()
+    assert either.route.stream == PER_KEY and either.columnar is None
+    # per rule, the same route (and the same reasons) as the rule's query alone, which cep explain prints
+    for rule, text in ((burst, SEQUENCE_QUERY), (either, VM_QUERY)):
+        alone = KeyedStream(cep.compile(text).plan, COLUMNS, query_text=text).route()
+        assert (rule.route.stream, rule.route.stream_reasons) == (alone.stream, alone.stream_reasons)
+    assert either.route.stream_reasons[0].startswith("not the sequence engine")
+    assert cep.compile(VM_QUERY).explain().splitlines()[-1].startswith("  streaming: per key on the Pike VM (not the")
 
 
 def _rows(rng: random.Random, n: int) -> dict[str, list]:

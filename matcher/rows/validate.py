@@ -22,6 +22,8 @@ reason                  code   the row
 ``not_json``            E0445  streaming only: is a line Spark's reader could not read at all (not JSON)
 ``future_event_time``   E0446  streaming only: has an event time further ahead of the processing time
                                than ``max_future_skew`` (it must not move the watermark)
+``not_utf8``            E0447  Kafka only: is a message whose value or key is not valid UTF-8 (and no
+                               ``--kafka-encoding`` was declared); its bytes are never guessed at
 ======================  =====  ==========================================================================
 
 In streaming (``cep.spark_bridge.spark.inputs.mark_bad_rows``) ``wrong_type`` and ``bad_event_time`` are the
@@ -96,6 +98,7 @@ REASONS: dict[str, str] = {
     "bad_partition_key": "E0444",
     "not_json": "E0445",
     "future_event_time": "E0446",
+    "not_utf8": "E0447",
 }
 
 # Without a dead letter, a value of the wrong kind (a string among numbers, an event time that is not one)

@@ -14,9 +14,23 @@ from typing import Any
 import numpy as np
 
 from cep.grammar.parser import parse
-from cep.matcher.plan import CompiledQuery
+from cep.matcher.plan import COLUMN_WISE, CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting import suppress as suppress_mod
+from cep.spark_bridge.alerting.bucket_state import (
+    BLOB,
+    LAST_ALERT,
+    LIVE,
+    PENDING,
+    TIMER,
+    VERSION,
+    BucketInputs,
+    BucketState,
+    ColumnRuleState,
+    key_text,
+    scalar,
+    table_gauges,
+)
 from cep.spark_bridge.alerting.rule_set import (
     ALERT_FIRST,
     ALERT_LAST,
@@ -38,16 +52,13 @@ from cep.spark_bridge.alerting.rule_set import (
 )
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine import state_codec as codec
-from cep.spark_bridge.engine.key_table import KeyTable, split_by_key
+from cep.spark_bridge.engine.columnar import ColumnarStep
+from cep.spark_bridge.engine.key_table import split_by_key
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream, spark_timeout_ms
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, STATS
 
 # Imported inside functions: pandas (heavy; only the Spark calls need it) and pyspark (optional).
-
-# Why a rule runs per key: the worker keeps one entry per key holding every rule's state of that key, and
-# calls the rules of a key together (``AlertStep``); the column-wise step keeps one table per call instead.
-RULES_RUN_PER_KEY = "a rule set calls each key's rules together, one key at a time"
 
 # Per worker process: compiled rules, rule sets, the set of each micro-batch, the stores.
 _COMPILED: dict[str, _CompiledRule] = {}
@@ -74,7 +85,9 @@ class _CompiledRule:
             dedup_key=ruleset.get("dedup_key"),
             dedup_horizon_us=ruleset.get("dedup_horizon_us") or 0,
         )
-        self.route = self.engine.route(one_key_per_call=RULES_RUN_PER_KEY)  # always per key, and says why
+        # the route ``cep explain`` prints: column-wise (every key of a bucket call at once), else per key
+        self.route = self.engine.route()
+        self.columnar = ColumnarStep(self.engine) if self.route.stream == COLUMN_WISE else None
         names = [n for n, _ in plan.output_types(dict(ruleset["input_types"]))]
         self.status_index = names.index(ALERT_STATUS) if entry.get("status_column") else None
         self.first_index = names.index(ALERT_FIRST)
@@ -182,30 +195,6 @@ def _spec_id(partition: Sequence[str]) -> str:
     return json.dumps(list(partition))
 
 
-def _scalar(value: Any) -> Any:
-    """One pandas cell as the batch path's Python value (what ``pandas_to_columns`` gives)."""
-    if value is None:
-        return None
-    if hasattr(value, "to_pydatetime"):
-        try:
-            import pandas as pd
-
-            if value is pd.NaT:
-                return None
-        except ImportError:  # pragma: no cover
-            pass
-        return value
-    if type(value).__module__ == "numpy":
-        if getattr(value, "dtype", None) is not None and value.dtype.kind in "mM":
-            import pandas as pd
-
-            return None if pd.isna(value) else pd.Timestamp(value)
-        value = value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    return value
-
-
 class Explode:
     """``mapInPandas``: each input row once per partition spec of the micro-batch's rule set, tagged with
     the spec and the row's partition key under it. Rules with the same PARTITION BY share the copy.
@@ -253,10 +242,6 @@ class Explode:
                 yield pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
 
 
-# One key's state (a dict by rule id, encoded with state_codec into the one binary state column):
-_VERSION, _BLOB, _LIVE, _PENDING, _LAST_ALERT, _TIMER = range(6)
-
-
 class _KeyRows:
     """One partition key's rows within a bucket's frame: columns converted once for the whole frame
     (on first use), then sliced for the key."""
@@ -275,13 +260,13 @@ class _KeyRows:
         return {name: [self.cache[name][i] for i in self.indices] for name in names}
 
     def key_values(self, names: Sequence[str]) -> tuple:
-        return tuple(_scalar(self.pdf[c].iat[self.first]) for c in names)
+        return tuple(scalar(self.pdf[c].iat[self.first]) for c in names)
 
     def record(self, index: int, names: Sequence[str]) -> tuple[str, str | None]:
         """Row ``index`` of the key as a JSON object of ``names``, and its row id (``ROW_ID``) if any."""
         position = index if self.indices is None else self.indices[index]
         text = json.dumps(
-            {c: jsonable(_scalar(self.pdf[c].iat[position])) for c in names if c in self.pdf.columns},
+            {c: jsonable(scalar(self.pdf[c].iat[position])) for c in names if c in self.pdf.columns},
             ensure_ascii=False,
         )
         row_id = str(self.pdf[ROW_ID].iat[position]) if ROW_ID in self.pdf.columns else None
@@ -289,11 +274,14 @@ class _KeyRows:
 
 
 class AlertStep:
-    """``applyInPandasWithState``: one (partition spec, bucket of partition keys) in one micro-batch.
-    Each key of the bucket with rows, or whose timer the watermark reached, runs every rule of the
-    micro-batch's set with that PARTITION BY: each rule's ``KeyedStream`` gets the key's rows (or, on a
-    timer call, the rules whose own deadline the watermark reached are called). The bucket's state is a
-    ``KeyTable`` of each key's state (spark_bridge/engine/key_table.py says why keys share a call)."""
+    """``applyInPandasWithState``: one (partition spec, bucket of partition keys) in one micro-batch, every
+    rule of the micro-batch's set with that PARTITION BY. A rule whose route is column-wise (``choose_route``,
+    as ``cep explain`` prints it) runs once for the whole bucket on the column-wise step (``ColumnarStep``:
+    every key with rows, and every key whose timer the watermark reached, at once). The other rules run per
+    key: each key with rows, or whose timer the watermark reached, gives each rule's ``KeyedStream`` its
+    rows (or, on a timer call, calls the rules whose own deadline the watermark reached). The bucket's state
+    is a ``BucketState`` (bucket_state.py): a ``KeyTable`` of each key's per-key rules, and a table per
+    column-wise rule (spark_bridge/engine/key_table.py says why keys share a call)."""
 
     def __init__(
         self,
@@ -302,8 +290,12 @@ class AlertStep:
         key_buckets: int,
         passthrough: Sequence[str] = (),
         late_rows: bool = False,
+        column_wise: bool = True,
     ) -> None:
         self.store_dir = store_dir
+        # False: every rule per key, the reference the column-wise rules are tested against (as
+        # ``cep.compile(text, column_wise=False)`` is for a query)
+        self.column_wise = column_wise
         self.housekeeping_us = housekeeping_us
         self.key_buckets = key_buckets
         self.passthrough = tuple(passthrough)  # the columns of bad rows (BAD_SPEC), NULL on the others
@@ -320,7 +312,15 @@ class AlertStep:
         watermark_ms = state.getCurrentWatermarkMs()
         watermark_us = watermark_ms * 1000
         parts = [frame for frame in frames if len(frame)]
-        table = KeyTable.decode(state.get[0] if state.exists else None, self.key_buckets)
+        bucket = BucketState.decode(state.get[0] if state.exists else None, self.key_buckets)
+        wanted = runtime.rules_by_spec.get(spec, [])
+        compiled = {rule_id: runtime.rule(rule_id) for rule_id in wanted}
+        column_rules = {
+            rule_id: rule for rule_id, rule in compiled.items() if rule.columnar is not None and self.column_wise
+        }
+        per_key = [rule_id for rule_id in wanted if rule_id not in column_rules]
+        bucket.move_to_columns(column_rules)  # a checkpoint written when these rules ran per key
+        table = bucket.keys
         alerts: list[tuple] = []
         late: list[tuple] | None = [] if self.late_rows else None
         failures: list[tuple] = []
@@ -328,21 +328,23 @@ class AlertStep:
         emitted = _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
         groups: dict[tuple, list[int]] = {}
         calls: list[tuple[tuple, _KeyRows | None]] = []
+        pdf = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
             times = [None if us == NULL_TIME else us for us in pdf[EVENT_US].tolist()]
-            groups = split_by_key([(k,) for k in pdf[PKEY].tolist()])
             cache: dict = {}
-            whole = len(groups) == 1
-            calls = [
-                (pkey, _KeyRows(pdf, cache, times, None if whole else indices)) for pkey, indices in groups.items()
-            ]
+            if per_key or table:
+                groups = split_by_key([(k,) for k in pdf[PKEY].tolist()])
+                whole = len(groups) == 1
+                calls = [
+                    (pkey, _KeyRows(pdf, cache, times, None if whole else indices)) for pkey, indices in groups.items()
+                ]
         calls += [(pkey, None) for pkey in table.due(watermark_us, groups)]
         for pkey, rows in calls:
             blob = table.states.get(pkey)
             new = self._key_call(
                 runtime,
-                spec,
+                per_key,
                 pkey[0],
                 rows,
                 codec.decode(blob) if blob else {},
@@ -354,15 +356,28 @@ class AlertStep:
                 failures,
             )
             if new:
-                timers = [e[_TIMER] for e in new.values() if e[_TIMER] is not None]
+                timers = [e[TIMER] for e in new.values() if e[TIMER] is not None]
                 # No deadline of its own: wake up once per housekeeping interval, so that the state of a
                 # rule changed or removed later is reclaimed even if the key never gets another row.
                 table.put(pkey, codec.encode(new), min(timers) if timers else watermark_us + self.housekeeping_us)
             else:
                 table.put(pkey, None, None)
-        if table:
-            state.update((table.encode(),))
-            state.setTimeoutTimestamp(spark_timeout_ms(table.next_timer(), watermark_ms))
+        for rule_id in bucket.rule_ids() - set(column_rules):  # removed, or no longer column-wise: its state goes
+            _count_table_dropped(_counts(stats, rule_id, bucket.version_of(rule_id)), bucket.gauges_of(rule_id))
+            bucket.drop(rule_id)
+        if column_rules:
+            inputs = BucketInputs(pdf, tuple(runtime.partitions[spec])) if pdf is not None else None
+            record = _KeyRows(pdf, {}, times, None).record if pdf is not None else None
+            for rule in column_rules.values():
+                self._column_rule_call(
+                    bucket, rule, inputs, record, watermark_us, emitted, alerts, stats, late, failures, runtime
+                )
+        if bucket:
+            state.update((bucket.encode(per_key),))
+            timer = bucket.next_timer(
+                watermark_us, self.housekeeping_us, lambda r, us: compiled[r].throttle.open_until(us)
+            )
+            state.setTimeoutTimestamp(spark_timeout_ms(timer, watermark_ms))
         elif state.exists:
             state.remove()
         yield self._frame(
@@ -373,10 +388,111 @@ class AlertStep:
             failures=failures,
         )
 
+    def _column_rule_call(
+        self,
+        bucket: BucketState,
+        rule: _CompiledRule,
+        inputs: BucketInputs | None,
+        record,
+        watermark_us: int,
+        emitted,
+        alerts: list,
+        stats_by_rule: dict,
+        late: list | None,
+        failures: list,
+        runtime,
+    ) -> None:
+        """One column-wise rule over every key of the call (``ColumnarStep.step``): its alerts in the per-key
+        path's order (the keys with rows in order of first appearance, then those called by their timer),
+        its late rows and counts. A rule that raises fails alone, for the bucket: what it added is taken
+        back, its state here dropped and counted, and a KIND_FAILED row (no key) tells the driver."""
+        rule_id = rule.rule_id
+        if rule_id in bucket.rule_ids() and bucket.version_of(rule_id) != rule.version:  # changed: its state goes
+            _count_table_dropped(_counts(stats_by_rule, rule_id, bucket.version_of(rule_id)), bucket.gauges_of(rule_id))
+            bucket.drop(rule_id)
+        rs = bucket.rule_state(rule_id, rule.version, rule.columnar)
+        stats = _counts(stats_by_rule, rule_id, rule.version)
+        marks = (len(alerts), len(late) if late is not None else 0, dict(stats))
+        try:
+            self._column_rule_run(rule, rs, inputs, record, watermark_us, emitted, alerts, stats, late, runtime)
+        except Exception as exc:  # noqa: BLE001 - one rule's failure is that rule's, never the micro-batch's
+            del alerts[marks[0] :]
+            if late is not None:
+                del late[marks[1] :]
+            stats.clear()
+            stats.update(marks[2])
+            _count_table_dropped(stats, rs.gauges)
+            bucket.drop(rule_id)
+            failures.append((rule_id, rule.version, None, "failed", None, None, _failure_text(exc)))
+
+    @staticmethod
+    def _column_rule_run(
+        rule, rs: ColumnRuleState, inputs, record, watermark_us, emitted, alerts, stats, late, runtime
+    ):
+        step = rule.columnar
+        if inputs is not None:
+            found = step.step(
+                rs.table,
+                inputs.keys,
+                inputs.codes,
+                inputs.read(step.columns),
+                inputs.event_us,
+                inputs.null_time,
+                watermark_us,
+            )
+        else:
+            found = step.step(
+                rs.table,
+                [],
+                np.zeros(0, dtype=np.int64),
+                {name: np.zeros(0, dtype=object) for name in step.columns},
+                np.zeros(0, dtype=np.int64),
+                np.zeros(0, dtype=bool),
+                watermark_us,
+            )
+        table = rs.table
+        given = {kid: position for position, kid in enumerate(found.given)}
+        last_alerts = rs.last_alerts
+        for kid in found.given_with_output()[1] + found.due_with_output():
+            key = table.keys[kid]
+            pkey = inputs.pkeys[given[kid]] if kid in given else key_text(rule.partition, key)
+            previous = last_alerts.get(pkey)
+            last_alert = _append_alerts(
+                rule,
+                found.rows[kid],
+                found.match_ids[kid],
+                pkey,
+                previous[1] if previous is not None else None,
+                emitted,
+                alerts,
+                stats,
+            )
+            if last_alert is not None:
+                last_alerts[pkey] = (key, last_alert)
+        if late is not None and found.late:
+            for index, reason in sorted(found.late, key=lambda item: (inputs.codes[item[0]], item[0])):
+                text, row_id = record(index, runtime.payload["input_columns"])
+                moment = int(inputs.event_us[index]) if not inputs.null_time[index] else None
+                pkey = inputs.pkeys[inputs.codes[index]]
+                when = codec.micros_to_datetime(moment) if moment is not None else None
+                late.append((rule.rule_id, rule.version, row_id, reason, pkey, when, text))
+        if last_alerts:  # a key's last alert is kept while its interval is open or the key holds rows
+            holding = set(table.holding().tolist())
+            for pkey, (key, us) in list(last_alerts.items()):
+                until = rule.throttle.open_until(us)
+                if not (until is not None and until > watermark_us) and table.index.get(key, -1) not in holding:
+                    del last_alerts[pkey]
+        for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed", "duplicates_dropped"):
+            stats[name] += int(found.stats.get(name, 0))
+        gauges = table_gauges(table)
+        for name, now, before in zip(("d_live", "d_pending", "d_keys"), gauges, rs.gauges):
+            stats[name] += now - before
+        rs.gauges = gauges
+
     def _key_call(
         self,
         runtime,
-        spec: str,
+        wanted: list[str],
         pkey: str,
         rows: _KeyRows | None,
         old: dict,
@@ -387,7 +503,7 @@ class AlertStep:
         late: list | None = None,
         failures: list | None = None,
     ) -> dict:
-        """Every rule of ``spec`` for one key: appends its alerts (and, with ``late``, its late rows), adds
+        """Every per-key rule (``wanted``) for one key: appends its alerts (and, with ``late``, its late rows), adds
         its counts per rule; returns the key's new state (a dict by rule id).
 
         A rule that raises on this key (E0430, too many partial matches, or any other exception) fails
@@ -395,27 +511,23 @@ class AlertStep:
         row (in ``failures``) tells the driver, which quarantines it; the key's other rules run on."""
 
         def counts_for(rule_id: str, version: str) -> dict:
-            found = stats_by_rule.get((rule_id, version))
-            if found is None:
-                found = stats_by_rule[(rule_id, version)] = dict.fromkeys(STAT_NAMES, 0)
-            return found
+            return _counts(stats_by_rule, rule_id, version)
 
         new: dict = {}
-        wanted = runtime.rules_by_spec.get(spec, [])
         for rule_id, entry in old.items():  # rules removed, or changed: their state here goes
             rule = runtime.rule(rule_id) if rule_id in wanted else None
-            if rule is None or rule.version != entry[_VERSION]:
-                _count_dropped(counts_for(rule_id, entry[_VERSION]), entry)
+            if rule is None or rule.version != entry[VERSION]:
+                _count_dropped(counts_for(rule_id, entry[VERSION]), entry)
 
         for rule_id in wanted:
             rule = runtime.rule(rule_id)
             entry = old.get(rule_id)
-            if entry is not None and entry[_VERSION] != rule.version:
+            if entry is not None and entry[VERSION] != rule.version:
                 entry = None
             if rows is None:
                 if entry is None:
                     continue
-                timer = entry[_TIMER]
+                timer = entry[TIMER]
                 if timer is None or watermark_us < timer:  # not this rule's turn: keep it as it is
                     new[rule_id] = entry
                     continue
@@ -460,7 +572,7 @@ class AlertStep:
             columns = rows.columns(engine.read_columns)
             key_values = rows.key_values(rule.partition)
         result = engine.process(
-            entry[_BLOB] if entry is not None else None,
+            entry[BLOB] if entry is not None else None,
             key_values,
             columns,
             rows.times if rows is not None else None,
@@ -468,19 +580,8 @@ class AlertStep:
             timed_out=rows is None,
         )
         stats = counts_for(rule_id, rule.version)
-        last_alert = entry[_LAST_ALERT] if entry is not None else None
-        for row, match_id in zip(result.rows, result.match_ids):
-            status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
-            first_time, last_time = row[rule.first_index], row[rule.last_index]
-            moment = last_time if last_time is not None else first_time
-            event_us = codec.datetime_to_micros(moment) if moment is not None else None
-            suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
-            measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
-            alerts.append(
-                (rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed)
-            )
-            stats[_STATUS_STAT.get(status, "matched")] += 1
-            stats["suppressed"] += int(suppressed)
+        last_alert = entry[LAST_ALERT] if entry is not None else None
+        last_alert = _append_alerts(rule, result.rows, result.match_ids, pkey, last_alert, emitted, alerts, stats)
         if late is not None and rows is not None:
             for index, reason in result.late:
                 text, row_id = rows.record(index, runtime.payload["input_columns"])
@@ -501,8 +602,8 @@ class AlertStep:
         pending = int(engine_stats.get("pending_rows", 0)) if result.state is not None else 0
         for name in ("events_in", "late_rows", "timers_fired", "cap_hits", "sessions_closed", "duplicates_dropped"):
             stats[name] += int(engine_stats.get(name, 0))
-        stats["d_live"] += live - (entry[_LIVE] if entry is not None else 0)
-        stats["d_pending"] += pending - (entry[_PENDING] if entry is not None else 0)
+        stats["d_live"] += live - (entry[LIVE] if entry is not None else 0)
+        stats["d_pending"] += pending - (entry[PENDING] if entry is not None else 0)
         remember_until = rule.throttle.open_until(last_alert)
         if result.state is not None or (remember_until is not None and remember_until > watermark_us):
             timer = result.timer_us if result.state is not None else remember_until
@@ -575,12 +676,48 @@ class AlertStep:
 _STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
 
 
+def _counts(stats_by_rule: dict, rule_id: str, version: str) -> dict:
+    """The counts of one rule version in this call (made on first use)."""
+    found = stats_by_rule.get((rule_id, version))
+    if found is None:
+        found = stats_by_rule[(rule_id, version)] = dict.fromkeys(STAT_NAMES, 0)
+    return found
+
+
+def _append_alerts(rule, rows, match_ids, pkey: str, last_alert, emitted, alerts: list, stats: dict):
+    """One key's output rows of one rule as alerts (suppressed or not, from the key's last alert);
+    returns the key's last alert after them."""
+    for row, match_id in zip(rows, match_ids):
+        status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
+        first_time, last_time = row[rule.first_index], row[rule.last_index]
+        moment = last_time if last_time is not None else first_time
+        event_us = codec.datetime_to_micros(moment) if moment is not None else None
+        suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
+        measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
+        alerts.append(
+            (rule.rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed)
+        )
+        stats[_STATUS_STAT.get(status, "matched")] += 1
+        stats["suppressed"] += int(suppressed)
+    return last_alert
+
+
+def _count_table_dropped(stats: dict, gauges: Sequence[int]) -> None:
+    """A column-wise rule's state in a bucket dropped (changed, removed or failed): its gauges go down."""
+    live, pending, keys = gauges
+    stats["dropped_live"] += live
+    stats["dropped_pending"] += pending
+    stats["d_live"] -= live
+    stats["d_pending"] -= pending
+    stats["d_keys"] -= keys
+
+
 def _count_dropped(stats: dict, entry: list) -> None:
     """A rule's state on a key dropped (the rule changed, was removed or failed): its gauges go down."""
-    stats["dropped_live"] += entry[_LIVE]
-    stats["dropped_pending"] += entry[_PENDING]
-    stats["d_live"] -= entry[_LIVE]
-    stats["d_pending"] -= entry[_PENDING]
+    stats["dropped_live"] += entry[LIVE]
+    stats["dropped_pending"] += entry[PENDING]
+    stats["d_live"] -= entry[LIVE]
+    stats["d_pending"] -= entry[PENDING]
     stats["d_keys"] -= 1
 
 

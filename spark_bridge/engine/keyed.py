@@ -86,7 +86,9 @@ BAD_NOT_JSON = "not_json"
 BAD_WRONG_TYPE = "wrong_type"
 BAD_EVENT_TIME = "bad_event_time"
 BAD_FUTURE_TIME = "future_event_time"
-BAD_REASONS = (BAD_NULL_TIME, BAD_NOT_JSON, BAD_WRONG_TYPE, BAD_EVENT_TIME, BAD_FUTURE_TIME)
+BAD_NOT_UTF8 = "not_utf8"
+# Last: a new reason goes at the end, so that the per-reason stats of STAT_NAMES keep their positions.
+BAD_REASONS = (BAD_NULL_TIME, BAD_NOT_JSON, BAD_WRONG_TYPE, BAD_EVENT_TIME, BAD_FUTURE_TIME, BAD_NOT_UTF8)
 
 STAT_NAMES = (
     "events_in",  # rows received (late, bad and duplicate ones included)

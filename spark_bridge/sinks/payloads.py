@@ -298,6 +298,11 @@ def alertmanager_alerts(alerts: Sequence[dict]) -> list[dict]:
     return out
 
 
+# Alerts per Alertmanager request by default: what Prometheus itself sends to Alertmanager in one POST
+# (its notifier's maxBatchSize), so a receiver sized for Prometheus takes it.
+ALERTMANAGER_BATCH = 64
+
+
 class BodyFormat:
     """How a request's alerts (enriched payloads) become its body, and how many one request may carry."""
 
@@ -324,6 +329,12 @@ class BodyFormat:
     @property
     def max_batch(self) -> int | None:
         return {"pagerduty": 1, "slack": SLACK_BLOCKS // 2}.get(self.name)
+
+    @property
+    def default_batch(self) -> int:
+        """Alerts per request when the user does not say (``--webhook-batch``): a list where the receiver's
+        API takes one as its own (Alertmanager), else one alert per request (its key = its match id)."""
+        return ALERTMANAGER_BATCH if self.name == "alertmanager" else 1
 
     def body(self, alerts: Sequence[dict]) -> bytes:
         """The request body (UTF-8 JSON); ``ValueError`` when a template renders something that is not JSON."""

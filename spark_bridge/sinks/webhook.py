@@ -9,18 +9,31 @@ Two things an HTTP client does by default that an alert sink must not:
 * **time out per read**: a socket timeout bounds each read, so a server sending one byte a second
   holds a request for ever. Here ``timeout`` is a deadline for the whole request (connect, send,
   answer): when it passes, the socket is shut down under the waiting read.
+
+And one thing it does by default that costs an alert sink its speed: urllib opens a connection per
+request and asks the server to close it (``Connection: close``), a TCP (and TLS) handshake per alert. Here
+each sink (one per delivery lane) keeps **one persistent HTTP/1.1 connection** (``_KeptConnection``),
+reused request after request, closed and opened again after any failure, a deadline, or an answer that
+says it closes. A request on a reused connection that the server had already closed while it sat idle
+(nothing answered: the connection reset, or closed before the status line) is sent once more at once on
+a new connection, without counting as an attempt: the same request with the same idempotency key.
+``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` are honoured as urllib honours them (a ``CONNECT`` tunnel for
+https).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import hashlib
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 
@@ -90,37 +103,99 @@ class _Deadline:
         self._timer.cancel()
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib's hook
-        return None  # urllib then raises the 3xx as an HTTPError
+# Failures of a request on a reused connection that mean the server closed it while it was idle (nothing
+# of the request was answered): sent again at once on a fresh connection (``_KeptConnection.post``).
+_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
-class _DeadlineHTTP(urllib.request.HTTPHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self.deadline = deadline
+class _KeptConnection:
+    """One persistent HTTP/1.1 connection to a webhook's host (through its proxy, if the environment names
+    one), used by one lane at a time (a lock: ``cep deliver`` may share the sink)."""
 
-    def http_open(self, req):  # noqa: D102 - urllib's hook
-        def connect(host, **kwargs):
-            connection = http.client.HTTPConnection(host, **kwargs)
-            self.deadline.watch(connection)
-            return connection
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.url = url
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or ""
+        self.port = parts.port or (443 if self.https else 80)
+        self.netloc = parts.netloc.rpartition("@")[2]
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.proxy = _proxy_for(url, parts.scheme, self.host)
+        self.lock = threading.Lock()
+        self.connection: http.client.HTTPConnection | None = None
+        self.opened = 0  # connections opened (the tests and bench count them)
 
-        return self.do_open(connect, req)
+    def _open(self, timeout: float) -> http.client.HTTPConnection:
+        proxy_headers = {}
+        if self.proxy is not None:
+            host, port, authorization = self.proxy
+            if authorization:
+                proxy_headers["Proxy-Authorization"] = authorization
+        else:
+            host, port = self.host, self.port
+        if self.https:
+            connection = http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl.create_default_context())
+            if self.proxy is not None:
+                connection.set_tunnel(self.host, self.port, headers=proxy_headers)
+        else:
+            connection = http.client.HTTPConnection(host, port, timeout=timeout)
+        self.opened += 1
+        return connection
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+    def post(
+        self, headers: dict[str, str], body: bytes, deadline: _Deadline, timeout: float
+    ) -> tuple[int, str, http.client.HTTPMessage]:
+        """(status, reason, headers) of one POST; at most ``ANSWER_LIMIT`` bytes of the answer are read."""
+        with self.lock:
+            for fresh in (self.connection is None, True):
+                if self.connection is None:
+                    self.connection = self._open(timeout)
+                deadline.watch(self.connection)
+                try:
+                    return self._exchange(headers, body)
+                except _STALE:
+                    self.close()
+                    if fresh or deadline.expired:
+                        raise
+                except BaseException:
+                    self.close()
+                    raise
+            raise AssertionError("unreachable: the second pass is on a fresh connection")
+
+    def _exchange(self, headers: dict[str, str], body: bytes) -> tuple[int, str, http.client.HTTPMessage]:
+        connection = self.connection
+        assert connection is not None
+        target = self.path
+        if self.proxy is not None and not self.https:  # a plain-http proxy takes the absolute URL
+            target = f"http://{self.netloc}{self.path}"
+            headers = {**headers, "Host": self.netloc}
+            if self.proxy[2]:
+                headers["Proxy-Authorization"] = self.proxy[2]
+        connection.request("POST", target, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read(ANSWER_LIMIT)
+        if response.will_close or not response.isclosed():  # it closes, or its answer was too long to finish
+            self.close()
+        return response.status, response.reason, response.headers
 
 
-class _DeadlineHTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self.deadline = deadline
-
-    def https_open(self, req):  # noqa: D102 - urllib's hook
-        def connect(host, **kwargs):
-            connection = http.client.HTTPSConnection(host, **kwargs)
-            self.deadline.watch(connection)
-            return connection
-
-        return self.do_open(connect, req, context=self._context)
+def _proxy_for(url: str, scheme: str, host: str) -> tuple[str, int, str | None] | None:
+    """(host, port, Proxy-Authorization) of the proxy the environment names for ``url``, as urllib picks it."""
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    authorization = None
+    if parts.username is not None:
+        user = urllib.parse.unquote(parts.username)
+        password = urllib.parse.unquote(parts.password or "")
+        authorization = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return parts.hostname or "", parts.port or 80, authorization
 
 
 class _Permanent(Exception):
@@ -130,7 +205,8 @@ class _Permanent(Exception):
 class WebhookSink(AlertSink):
     """POST alerts with an ``Idempotency-Key``; retries with backoff; dead letters, never drops.
 
-    ``body_format``: a ``payloads.BodyFormat`` (default: ``{"alerts": [...]}``). ``headers``: sent with
+    ``body_format``: a ``payloads.BodyFormat`` (default: ``{"alerts": [...]}``). ``batch_size``: alerts per
+    request (default: the format's ``default_batch``: 64 for Alertmanager, else 1). ``headers``: sent with
     every request, never written anywhere. ``secret``: signs every request (``X-Cep-Signature``).
     ``rule_notes(rule_id, version)``: the rule's severity and summary (the stream sets it).
     """
@@ -147,7 +223,7 @@ class WebhookSink(AlertSink):
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         retry_budget: float = 120.0,
-        batch_size: int = 1,
+        batch_size: int | None = None,
         headers: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -157,7 +233,7 @@ class WebhookSink(AlertSink):
         rule_notes: Callable[[str, str], RuleNotes] | None = None,
     ) -> None:
         check_url(url)
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if timeout <= 0:
             raise ValueError("the webhook timeout must be positive")
@@ -171,6 +247,7 @@ class WebhookSink(AlertSink):
             raise ValueError(f"webhook retries: {exc}") from None
         self.url = url
         self.body_format = body_format or BodyFormat("json")
+        batch_size = batch_size if batch_size is not None else self.body_format.default_batch
         limit = self.body_format.max_batch
         if limit is not None and batch_size > limit:
             raise ValueError(
@@ -183,6 +260,7 @@ class WebhookSink(AlertSink):
         self.headers = check_headers(dict(headers or {}))
         self.secret = secret.encode("utf-8") if isinstance(secret, str) else secret
         self.rule_notes = rule_notes
+        self.connection = _KeptConnection(url)
         self.sleep = sleep
         self.clock = clock
         self._secrets = [url, url.split("?", 1)[0], *self.headers.values()] + (
@@ -236,19 +314,13 @@ class WebhookSink(AlertSink):
     # -- sending
 
     def _post(self, key: str, body: bytes) -> None:
-        request = urllib.request.Request(self.url, data=body, method="POST")
-        request.add_header("Content-Type", "application/json")
-        request.add_header("User-Agent", USER_AGENT)
-        request.add_header("Idempotency-Key", key)
-        for name, value in self.headers.items():
-            request.add_header(name, value)
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, "Idempotency-Key": key}
+        headers.update(self.headers)
         if self.secret is not None:
-            request.add_header(SIGNATURE_HEADER, signature(self.secret, int(time.time()), body))
+            headers[SIGNATURE_HEADER] = signature(self.secret, int(time.time()), body)
         deadline = _Deadline(self.timeout)
-        opener = urllib.request.build_opener(_DeadlineHTTP(deadline), _DeadlineHTTPS(deadline), _NoRedirects())
         try:
-            with opener.open(request, timeout=self.timeout) as response:
-                response.read(ANSWER_LIMIT)
+            status, reason, answer_headers = self.connection.post(headers, body, deadline, self.timeout)
         except Exception:
             if deadline.expired:
                 raise TimeoutError(f"no complete answer within the deadline of {self.timeout:g}s") from None
@@ -257,6 +329,8 @@ class WebhookSink(AlertSink):
             deadline.cancel()
         if deadline.expired:
             raise TimeoutError(f"no complete answer within the deadline of {self.timeout:g}s")
+        if not 200 <= status < 300:  # as urllib reports it: _attempt tells retried answers from refusals
+            raise urllib.error.HTTPError(self.url, status, reason, answer_headers, None)  # type: ignore[arg-type]
 
     def _attempt(self, key: str, body: bytes) -> tuple[bool, str, float | None]:
         """(ok, error text, Retry-After seconds); raises _Permanent for an answer not worth retrying."""
@@ -396,6 +470,10 @@ class WebhookSink(AlertSink):
                     self.dead_letters.failed_again(letter, attempt.error, refused=attempt.refused)
                     failing += 1
         return delivered, failing
+
+    def close(self) -> None:
+        with self.connection.lock:
+            self.connection.close()
 
     def sample_payload(self) -> dict:
         """An alert as the receiver would get it (checks a template at start-up)."""

@@ -47,3 +47,9 @@ CORRUPT_RECORD = "_corrupt_record"
 # Column metadata marking a column the reader adds about a message rather than reads from its text (the Kafka
 # source's kafka_topic, kafka_offset, ...): a message whose text could not be read is still "nothing read".
 MESSAGE_METADATA = "cep.message_metadata"
+# A line or message whose bytes are not UTF-8 (``not_utf8``) is kept in a dead letter as this prefix and the
+# base64 of its bytes: lossless, and valid text in any JSON file. The Kafka reader puts it in
+# ``_corrupt_record`` already encoded, after NOT_UTF8_MARK, a byte that is never part of UTF-8 (so the
+# column is not valid UTF-8, which is how a reader's line of such bytes is told too).
+BASE64_PREFIX = "base64:"
+NOT_UTF8_MARK = b"\xff"

@@ -22,12 +22,22 @@ from cep.spark_bridge.engine.keyed import (
     BAD_EVENT_TIME,
     BAD_FUTURE_TIME,
     BAD_NOT_JSON,
+    BAD_NOT_UTF8,
     BAD_NULL_TIME,
     BAD_REASONS,
     BAD_WRONG_TYPE,
 )
 from cep.spark_bridge.engine.state_codec import datetime_to_micros
-from cep.spark_bridge.spark.columns import CORRUPT_RECORD, MESSAGE_METADATA, RAW, REJECT, WATERMARK_KEY, quote
+from cep.spark_bridge.spark.columns import (
+    BASE64_PREFIX,
+    CORRUPT_RECORD,
+    MESSAGE_METADATA,
+    NOT_UTF8_MARK,
+    RAW,
+    REJECT,
+    WATERMARK_KEY,
+    quote,
+)
 from cep.spark_bridge.spark.types import cast_untyped
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,13 +102,27 @@ def mark_bad_rows(
     reason = bad_row_reason(df, time_column, max_future_skew_us=max_future_skew_us, null_time=null_time)
     # What the rejected row was: the line Spark could not read, else the row as read (its event time too).
     as_read = F.when(reason.isNotNull(), F.to_json(F.struct(*[F.col(quote(c)) for c in data])))
-    raw = F.coalesce(F.col(CORRUPT_RECORD), as_read) if CORRUPT_RECORD in df.columns else as_read
+    raw = F.coalesce(unread_text(), as_read) if CORRUPT_RECORD in df.columns else as_read
     df = df.select(*[F.col(quote(c)) for c in data], reason.alias(REJECT), raw.alias(RAW))
     # A bad row's times are NULL from here on (it is in RAW as read): its event time cannot move the
     # watermark, and no time the stateful operator cannot hold reaches it.
     for name in {*unheld_time_columns(df), *([time_column] if time is not None else [])}:
         df = df.withColumn(name, F.when(F.col(REJECT).isNull(), F.col(quote(name))))
     return df
+
+
+def unread_text() -> Column:
+    """``_corrupt_record`` as a dead letter keeps it: the line as it was, or for bytes that are not UTF-8
+    ``base64:`` and their base64 (the Kafka reader's marked value already is; a reader's raw line is encoded
+    here), never text with U+FFFD in place of the bytes."""
+    from pyspark.sql import functions as F
+
+    line = F.col(CORRUPT_RECORD)
+    as_bytes = line.cast("binary")
+    marked = F.substring(as_bytes, 1, len(NOT_UTF8_MARK)) == F.lit(bytearray(NOT_UTF8_MARK))
+    kept = F.substring(as_bytes, len(NOT_UTF8_MARK) + 1, 2**31 - 1).cast("string")
+    encoded = F.concat(F.lit(BASE64_PREFIX), F.base64(as_bytes))
+    return F.when(F.is_valid_utf8(line), line).when(marked, kept).otherwise(encoded)
 
 
 def bad_row_reason(
@@ -110,7 +134,8 @@ def bad_row_reason(
     nan_columns: tuple[str, ...] = (),
 ) -> Column:
     """The reason a row of ``df`` is bad, as a string column (NULL: good). Checked in this order:
-    ``not_json`` (Spark read nothing from the line), ``bad_event_time`` (the line was read but its event
+    ``not_utf8`` (the line's bytes are not UTF-8: ``unread_text``), ``not_json`` (Spark read nothing from
+    the line), ``bad_event_time`` (the line was read but its event
     time was not), ``wrong_type`` (a value did not fit the schema), ``future_event_time`` (the event time
     is more than ``max_future_skew_us`` ahead of the micro-batch's processing time, ``current_timestamp()``,
     which Spark fixes per micro-batch and keeps on a re-run), with ``null_time`` also ``null_event_time``
@@ -133,6 +158,7 @@ def bad_row_reason(
         nothing_read = (
             reduce(lambda a, b: a & b, [F.col(quote(c)).isNull() for c in from_text]) if from_text else F.lit(True)
         )
+        reason = otherwise(unread & ~F.is_valid_utf8(F.col(CORRUPT_RECORD)), BAD_NOT_UTF8)
         reason = otherwise(unread & nothing_read, BAD_NOT_JSON)
         if time is not None:
             reason = otherwise(unread & time.isNull(), BAD_EVENT_TIME)

@@ -23,6 +23,11 @@ events DataFrame (streaming or static) with each message's value parsed into col
   value (NULL, zero bytes or only blanks) keeps its text there, so the stream sets it aside as a bad row
   with its reason (``not_json``, ``wrong_type``, ``bad_event_time``), exactly as for a line of a file
   (``inputs.mark_bad_rows``).
+- **Bytes**: a value (or key) is UTF-8 unless ``encoding`` says otherwise (``--kafka-encoding latin-1``).
+  A value or key that is not valid UTF-8 is never decoded with U+FFFD in place of its bad bytes (two
+  names differing only there, ``M\xfcller`` and ``M\xe4ller``, would become one partition key): the
+  message is a bad row ``not_utf8`` with nothing read from it, its bytes kept for the dead letter
+  (``not_utf8_text``). Latin-1 gives every byte a character, so a topic declared Latin-1 has no such row.
 - **The schema**: given (``"ts TIMESTAMP, ..."`` or a ``StructType``), or for JSON inferred from the last
   ``SAMPLE_PER_PARTITION`` messages of each partition (``json_fields``: each field the type most of its
   values have; an ISO 8601 text is a timestamp).
@@ -42,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepRuntimeError, CepSemanticError
 from cep.grammar.parser import parse_schema
-from cep.spark_bridge.spark.columns import CORRUPT_RECORD, MESSAGE_METADATA, quote
+from cep.spark_bridge.spark.columns import BASE64_PREFIX, CORRUPT_RECORD, MESSAGE_METADATA, NOT_UTF8_MARK, quote
 from cep.spark_bridge.spark.files import json_value, strict_json_numbers
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
 from cep.spark_bridge.spark.session import spark_log_path
@@ -57,8 +62,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "CepKafkaError",
     "KafkaAddress",
+    "ENCODINGS",
     "KAFKA_COLUMNS",
     "VALUE_FORMATS",
+    "encoding_name",
     "check_topics",
     "is_kafka_url",
     "kafka_location",
@@ -70,6 +77,11 @@ __all__ = [
 SCHEME = "kafka"
 DEFAULT_PORT = 9092
 VALUE_FORMATS = ("json", "csv")
+# How a message's value and key bytes become text (``--kafka-encoding``), by the names people write, with the
+# name Spark's ``decode`` knows; None: UTF-8, checked (a message that is not valid UTF-8 is a ``not_utf8`` row).
+ENCODINGS: dict[str, str | None] = {"utf-8": None, "latin-1": "ISO-8859-1"}
+_ENCODING_ALIASES = {"utf8": "utf-8", "latin1": "latin-1", "iso-8859-1": "latin-1", "iso8859-1": "latin-1"}
+
 # The columns a message adds to its value's fields (name, Spark SQL type).
 KAFKA_COLUMNS: tuple[tuple[str, str], ...] = (
     ("kafka_key", "string"),
@@ -467,7 +479,12 @@ def value_schema(schema: str | StructType) -> StructType:
 
 
 def infer_json_schema(
-    spark: SparkSession, address: KafkaAddress, options: Mapping[str, str], partitions: Mapping[str, int]
+    spark: SparkSession,
+    address: KafkaAddress,
+    options: Mapping[str, str],
+    partitions: Mapping[str, int],
+    *,
+    encoding: str = "utf-8",
 ) -> StructType:
     """The schema of the last ``SAMPLE_PER_PARTITION`` messages of each partition (JSON values, ``json_fields``)."""
     from pyspark.sql import functions as F
@@ -501,7 +518,7 @@ def infer_json_schema(
         .option("startingOffsets", as_json(0))
         .option("endingOffsets", as_json(1))
         .load()
-        .select(F.col("value").cast("string").alias("value"))
+        .select(F.when(utf8_checked(encoding), message_text("value", encoding)).alias("value"))
         .collect()
     )
     schema = json_fields(row["value"] for row in sample)
@@ -568,6 +585,38 @@ def json_fields(values: Iterable[str | None]) -> StructType:
 # ----------------------------------------------------------------------------------------- the reader
 
 
+def encoding_name(text: str | None) -> str:
+    """``--kafka-encoding``'s value as a key of ``ENCODINGS`` (``utf8``, ``ISO-8859-1`` ... accepted)."""
+    name = (text or "utf-8").strip().lower().replace("_", "-")
+    name = _ENCODING_ALIASES.get(name, name)
+    if name not in ENCODINGS:
+        raise _bad(
+            f"--kafka-encoding {text}: a message's bytes are read as {' or '.join(ENCODINGS)} (UTF-8, the "
+            "default, sets aside a message that is not valid UTF-8 as a not_utf8 bad row)",
+            "--kafka-encoding",
+        )
+    return name
+
+
+def message_text(column: str, encoding: str = "utf-8") -> Column:
+    """The bytes of a message's ``value`` or ``key`` as text: Latin-1 decoded, or UTF-8 as Spark holds it
+    (unchecked: ``utf8_checked`` tells the valid ones)."""
+    from pyspark.sql import functions as F
+
+    charset = ENCODINGS[encoding_name(encoding)]
+    return F.decode(F.col(column), charset) if charset is not None else F.col(column).cast("string")
+
+
+def utf8_checked(encoding: str = "utf-8") -> Column:
+    """True for a message whose value and key are text in ``encoding`` (Latin-1: always)."""
+    from pyspark.sql import functions as F
+
+    if ENCODINGS[encoding_name(encoding)] is not None:
+        return F.lit(True)
+    value, key = message_text("value"), message_text("key")
+    return F.coalesce(F.is_valid_utf8(value), F.lit(True)) & F.coalesce(F.is_valid_utf8(key), F.lit(True))
+
+
 def read_kafka(
     spark: SparkSession,
     address: str | KafkaAddress,
@@ -577,15 +626,18 @@ def read_kafka(
     options: Mapping[str, str] | Iterable[str] | None = None,
     streaming: bool = True,
     check: bool = True,
+    encoding: str = "utf-8",
 ) -> DataFrame:
     """The events of a Kafka topic: a streaming DataFrame (``streaming``), or a static one of the range the
     topics hold now (``cep run``: from the earliest offsets to the latest, unless ``startingOffsets`` /
     ``endingOffsets`` say otherwise). Columns: the value's fields, ``KAFKA_COLUMNS``, ``_corrupt_record``.
 
     ``options``: Spark's Kafka source options (a mapping, or ``KEY=VALUE`` items as ``--kafka-option``
-    takes them). ``check``: look the topics up first (``check_topics``). Needs a session started with
-    the connector: ``get_spark(kafka=True)``.
+    takes them). ``check``: look the topics up first (``check_topics``). ``encoding``: of the values and
+    keys (``ENCODINGS``; UTF-8 by default, checked). Needs a session started with the connector:
+    ``get_spark(kafka=True)``.
     """
+    encoding = encoding_name(encoding)
     if format not in VALUE_FORMATS:
         raise _bad(f"--format {format}: a Kafka value is read as {' or '.join(VALUE_FORMATS)}", address)
     address = parse_kafka_url(address, topic_required=False) if isinstance(address, str) else address
@@ -598,18 +650,28 @@ def read_kafka(
     if schema is None:
         if format != "json":
             raise _bad("a CSV value has no column names: give them with --schema 'ts TIMESTAMP, ...'", address)
-        schema = infer_json_schema(spark, address, options, partitions or check_topics(spark, address, options))
+        schema = infer_json_schema(
+            spark, address, options, partitions or check_topics(spark, address, options), encoding=encoding
+        )
     struct = value_schema(schema)
     reader = spark.readStream if streaming else spark.read
     reader = reader.format("kafka")
     for key, value in settings.items():
         reader = reader.option(key, value)
-    return kafka_events(reader.load(), struct, format)
+    return kafka_events(reader.load(), struct, format, encoding=encoding)
 
 
-def kafka_events(raw: DataFrame, schema: StructType, format: str = "json") -> DataFrame:  # noqa: A002
+def kafka_events(
+    raw: DataFrame,
+    schema: StructType,
+    format: str = "json",  # noqa: A002
+    *,
+    encoding: str = "utf-8",
+) -> DataFrame:
     """Spark's Kafka rows (``key``, ``value``, ``topic``, ...) -> the value's fields, ``KAFKA_COLUMNS`` and
-    ``_corrupt_record`` (the value's text when it could not be read whole; empty for a NULL value)."""
+    ``_corrupt_record`` (the value's text when it could not be read whole; empty for a NULL value; for a
+    message that is not text in ``encoding``, ``NOT_UTF8_MARK`` and the value's bytes in base64, nothing
+    else read: ``inputs.bad_row_reason`` calls it ``not_utf8``)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -625,7 +687,8 @@ def kafka_events(raw: DataFrame, schema: StructType, format: str = "json") -> Da
         [T.StructField(f.name, f.dataType, True) for f in fields]
         + [T.StructField(CORRUPT_RECORD, T.StringType(), True)]
     )
-    text = F.col("value").cast("string")
+    text = message_text("value", encoding)
+    is_text = utf8_checked(encoding)
     read_options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD}
     numbers: dict[
         str, str
@@ -637,7 +700,7 @@ def kafka_events(raw: DataFrame, schema: StructType, format: str = "json") -> Da
         ddl = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in with_corrupt.fields)
         parsed = F.from_csv(text, ddl, read_options)
     sources = {
-        "kafka_key": F.col("key").cast("string"),
+        "kafka_key": F.when(is_text, message_text("key", encoding)),
         "kafka_topic": F.col("topic"),
         "kafka_partition": F.col("partition"),
         "kafka_offset": F.col("offset"),
@@ -650,11 +713,15 @@ def kafka_events(raw: DataFrame, schema: StructType, format: str = "json") -> Da
         if f.name in numbers:
             value, stray = json_value(value, numbers[f.name])
             strays.append(stray)
-        values.append(value.alias(f.name))
+        values.append(F.when(is_text, value).alias(f.name))
     stray_text = [F.when(reduce(lambda a, b: a | b, strays), text)] if strays else []
     # An empty value (NULL, a tombstone; or zero bytes, or only blanks) has nothing to read: not_json, as the docs say.
     empty = F.col("value").isNull() | (F.regexp_replace(text, r"\s+", "") == F.lit(""))
-    unread = F.coalesce(parsed[CORRUPT_RECORD], F.when(empty, F.coalesce(text, F.lit(""))), *stray_text)
+    bytes_kept = F.concat(F.lit(BASE64_PREFIX), F.coalesce(F.base64(F.col("value")), F.lit("")))
+    not_text = F.concat(F.lit(bytearray(NOT_UTF8_MARK)), bytes_kept.cast("binary")).cast("string")
+    unread = F.coalesce(
+        F.when(~is_text, not_text), parsed[CORRUPT_RECORD], F.when(empty, F.coalesce(text, F.lit(""))), *stray_text
+    )
     df = raw.select(*values, *meta, unread.alias(CORRUPT_RECORD))
     if format == "csv":  # a line with the wrong number of fields: no value can be trusted to its column
         df = blank_misshapen_csv_lines(
