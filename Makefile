@@ -18,7 +18,7 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test test-sql-differential lint bench bench-rules bench-kafka bench-worker soak kafka clean distclean venv check-java check-python
+.PHONY: help run test test-sql-differential lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-kafka  cep stream and Flink SQL through a real Kafka broker, about 10 minutes (bench/kafka_e2e.py)"
 	@echo "make bench-worker the alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
+	@echo "make bench-state  open partial matches of 100k and 300k keys on RocksDB and HDFS state stores (bench/state_scale.py)"
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
 	@echo "make test-sql-differential  the python engine against Spark SQL on many generated expressions (EXAMPLES=300)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
@@ -74,6 +75,12 @@ bench-rules: venv check-java
 # Not part of test or bench (about 10 minutes): ticks through a real Kafka broker into cep stream and, beside
 # it on the same topic, Flink SQL (PyFlink as for make bench, plus Flink's Kafka SQL connector fetched by Maven
 # into ~/.cache/cep/ once); writes bench/results-kafka-e2e.json and regenerates docs/performance.md.
+# State at scale: each (store, keys) in its own process; writes bench/results-state-scale.json and regenerates
+# docs/performance.md. KEYS=100000,1000000 for other sizes.
+bench-state: venv check-java
+	$(VPY) bench/state_scale.py $(if $(KEYS),--keys $(KEYS))
+	$(VPY) bench/run.py --report-only
+
 bench-kafka: venv check-java
 	@$(VPY) bench/peers/flink.py setup || echo "PyFlink set-up failed: the Kafka bench runs without it"
 	$(VPY) bench/kafka_e2e.py

@@ -13,7 +13,11 @@ symbol), at the same time, from the same producer:
   there: Flink SQL MATCH_RECOGNIZE in streaming mode (bench/peers/flink_kafka_runner.py), parallelism 2,
   watermark 2 s, matches to ``alerts-flink``.
 
-Both run the same text: bench/run.py's query (a), the V shape, as Flink accepts it (bench/peers/flink.py's
+- Spark's floor (bench/kafka_floor.py, a child process, ``local[2]``, the same watermark, trigger and state
+  store): read, parse, watermark, ``groupBy(symbol)``, an ``applyInPandasWithState`` that only counts, into
+  ``foreachBatch``; its micro-batch time and "latency" (event time to the end of the micro-batch that saw it).
+
+Both matchers run the same text: bench/run.py's query (a), the V shape, as Flink accepts it (bench/peers/flink.py's
 rewrites: the last ``C+`` reluctant, so a match ends at its first rising tick and is final once the
 watermark passes that tick). Each tick's event time is the wall clock (milliseconds) when it is produced.
 
@@ -29,7 +33,8 @@ behind). Per engine and step:
 - **events/s sustained**: ticks the engine had finished during the step (every tick at or before the
   newest last-event-time of its alerts consumed by the step's end), per second of the step; ``lag``: the
   step's end minus that newest event time (a few seconds when it keeps up: the watermark and a micro-batch);
-- cep's micro-batches (from its status file: count, rows, median and max duration), and the CPU seconds of
+- cep's micro-batches (from its status file: count, rows, median and max duration, and the median of each part
+  of Spark's ``durationMs``: where a micro-batch's time goes), the floor's likewise, and the CPU seconds of
   each engine's process tree, the broker and this process (producer and consumers) during the step; the
   load average at its end.
 
@@ -68,6 +73,7 @@ from peers.flink_kafka import CONNECTOR, CONNECTOR_VERSION, connector_jar  # noq
 from procmem import descendants  # noqa: E402
 from run import QUERIES  # noqa: E402
 
+from cep.spark_bridge.spark.session import DEFAULT_STATE_STORE, STATE_STORE_ENV  # noqa: E402
 from tests.kafka_broker import KafkaBroker  # noqa: E402
 
 QUERY_NAME = "a"
@@ -349,10 +355,59 @@ def start_flink(work: Path, boot: str) -> Engine:
     return Engine("flink", process, log)
 
 
+def start_floor(work: Path, boot: str) -> Engine:
+    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / "spark-floor.log"))
+    log = work / "floor.log"
+    command = [sys.executable, str(HERE / "kafka_floor.py"), boot, "ticks", str(work / "floor")]
+    command += ["--watermark-ms", str(WATERMARK_MS), "--trigger", TRIGGER]
+    process = subprocess.Popen(
+        command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
+    )
+    return Engine("floor", process, log)
+
+
+def floor_numbers(directory: Path, start: float, end: float) -> dict:
+    """The floor's micro-batches that ended during [start, end): latency over every key they emitted, and
+    their Spark durations (matched to the batch ids)."""
+    ended: dict[int, list[int]] = {}
+    for line in _lines(directory / "floor.jsonl"):
+        if start * 1000 <= line["end_ms"] < end * 1000:
+            ended[line["batch"]] = line["latency_ms"]
+    latencies = [ms / 1000 for batch in ended.values() for ms in batch]
+    progress = [p for p in _lines(directory / "progress.jsonl") if p["batch"] in ended]
+    return {
+        "latency_p50_s": percentile(latencies, 0.5),
+        "latency_p99_s": percentile(latencies, 0.99),
+        **duration_numbers([{"input_rows": p["rows"], "durations_ms": p["duration_ms"]} for p in progress]),
+    }
+
+
+def _lines(path: Path) -> list[dict]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+
+
+def duration_numbers(batches: list[dict]) -> dict:
+    """Count, rows per batch, median and max trigger time, and the median of each part of ``durationMs``."""
+    timed = [b for b in batches if (b.get("durations_ms") or {}).get("triggerExecution") is not None]
+    totals = [b["durations_ms"]["triggerExecution"] / 1000 for b in timed]
+    parts = sorted({part for b in timed for part in b["durations_ms"]} - {"triggerExecution"})
+    return {
+        "batches": len(batches),
+        "rows_per_batch": round(statistics.mean([b["input_rows"] for b in batches])) if batches else None,
+        "batch_p50_s": percentile(totals, 0.5),
+        "batch_max_s": max(totals) if totals else None,
+        "parts_p50_ms": {part: percentile([b["durations_ms"].get(part, 0) for b in timed], 0.5) for part in parts},
+    }
+
+
 def stop_engine(engine: Engine) -> None:
     if engine.process is None or engine.process.poll() is not None:
         return
-    engine.process.send_signal(signal.SIGINT if engine.name == "cep" else signal.SIGTERM)
+    engine.process.send_signal(signal.SIGINT if engine.name in ("cep", "floor") else signal.SIGTERM)
     try:
         engine.process.wait(60)
     except subprocess.TimeoutExpired:
@@ -362,7 +417,7 @@ def stop_engine(engine: Engine) -> None:
 
 def wait_started(engines: list[Engine], started: float) -> dict[str, float]:
     """Until each engine says it runs (cep: "running;", Flink: "running <job>"); start-up seconds each."""
-    marks = {"cep": "running;", "flink": "running "}
+    marks = {"cep": "running;", "flink": "running ", "floor": "running;"}
     ready: dict[str, float] = {}
     while len(ready) < len([e for e in engines if e.process]):
         for engine in engines:
@@ -447,13 +502,9 @@ def step_numbers(name: str, reader: AlertReader, ticks: Ticks, step: dict) -> di
 
 def batch_numbers(watch: StatusWatch, start: float, end: float) -> dict:
     batches = [b for b in watch.batches.values() if start <= b["seen_at"] < end and b.get("input_rows")]
-    durations = [b["duration_ms"] / 1000 for b in batches if b.get("duration_ms") is not None]
-    return {
-        "batches": len(batches),
-        "rows_per_batch": round(statistics.mean([b["input_rows"] for b in batches])) if batches else None,
-        "batch_p50_s": percentile(durations, 0.5),
-        "batch_max_s": max(durations) if durations else None,
-    }
+    for b in batches:  # a status file without the parts still gives the trigger time
+        b.setdefault("durations_ms", {"triggerExecution": b.get("duration_ms")} if b.get("duration_ms") else {})
+    return duration_numbers(batches)
 
 
 def main() -> int:
@@ -466,6 +517,7 @@ def main() -> int:
     )
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--no-flink", action="store_true")
+    parser.add_argument("--no-floor", action="store_true", help="leave out Spark's floor query")
     parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -485,6 +537,8 @@ def main() -> int:
         engines = [start_cep(work, boot, query_file)]
         flink = Engine("flink", error="not asked (--no-flink)") if args.no_flink else start_flink(work, boot)
         engines.append(flink)
+        floor = Engine("floor", error="not asked (--no-floor)") if args.no_floor else start_floor(work, boot)
+        engines.append(floor)
         startup = wait_started(engines, started)
         live = [name for name in ENGINES if name.split("-")[0] in startup]
         readers = {name: AlertReader(boot, TOPICS[name], name) for name in live}
@@ -495,6 +549,7 @@ def main() -> int:
         pids = {
             "cep": engines[0].process.pid,
             "flink": flink.process.pid if flink.process else None,
+            "floor": floor.process.pid if floor.process else None,
             "broker": broker.process.pid,
             "bench": os.getpid(),
         }
@@ -558,6 +613,8 @@ def main() -> int:
                 "cpu_s": {name: round(cpu1[name] - cpu0[name], 1) for name in pids},
             }
             step["cep_batches"] = batch_numbers(watch, start, end)
+            if floor.process is not None:
+                step["floor"] = floor_numbers(work / "floor", start, end)
             steps.append(step)
             print(
                 f"step {rate_text}: {sent} ticks at {step['events_per_s_sent']}/s; caught up {caught_up}; "
@@ -622,7 +679,15 @@ def main() -> int:
                 "parallelism": 2,
                 "checkpoint_interval": "10s",
             },
+            "floor": {"ran": floor.process is not None, "why_not": floor.error, "query": "bench/kafka_floor.py"},
+            "state_store": os.environ.get(STATE_STORE_ENV) or DEFAULT_STATE_STORE,
             "steps": steps,
+            # every micro-batch with rows of the whole run (warm-up and settling too): under load a step can be
+            # shorter than one of cep's micro-batches, and the parts of a micro-batch are the same throughout
+            "all_batches": {
+                "cep": batch_numbers(watch, 0, time.time()),
+                **({"floor": floor_numbers(work / "floor", 0, time.time())} if floor.process else {}),
+            },
             "check": {"error": "not done (the run stopped during the check)"},
             "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)",
         }
@@ -662,6 +727,16 @@ def print_table(report: dict) -> None:
                 f"{cell(e['latency_p50_s']):>6} {cell(e['latency_p99_s']):>6} {cell(e['latency_max_s']):>6} "
                 f"{cell(e['lag_at_end_s']):>6} {cpu:>6}"
             )
+        floor = step.get("floor")
+        if floor:
+            print(
+                f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {'spark floor':>17} {'':>8} {'':>7} "
+                f"{cell(floor['latency_p50_s']):>6} {cell(floor['latency_p99_s']):>6} {'':>6} {'':>6} "
+                f"{step['cpu_s'].get('floor'):>6}  batch p50 {cell(floor['batch_p50_s'])} s"
+            )
+        for name, numbers in (("cep", step["cep_batches"]), ("floor", floor or {})):
+            if numbers.get("parts_p50_ms"):
+                print(f"{'':>6} {name} micro-batch p50 {cell(numbers['batch_p50_s'])} s: {numbers['parts_p50_ms']}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ Measured:
   against cep on the same rows, and against the Spark replay of (a) end to end (``--no-flink`` skips it).
 
 The benches run apart (minutes each) add their sections from their own result files when present: the
-alert rules (bench/alert_rules.py, ``make bench-rules``) and Kafka (bench/kafka_e2e.py, bench/kafka_rates.py).
+alert rules (bench/alert_rules.py, ``make bench-rules``), Kafka (bench/kafka_e2e.py, bench/kafka_rates.py; cep
+beside Spark's floor: bench/kafka_floor.py) and state at scale (bench/state_scale.py, ``make bench-state``).
 """
 
 from __future__ import annotations
@@ -585,6 +586,7 @@ def write_report(results: dict) -> None:
     lines += time_conditions_report()
     lines += kafka_report()
     lines += webhook_drain_report()
+    lines += state_reports()
     lines += delta_report(results)
     lines += rule_loading_report()
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
@@ -604,6 +606,23 @@ def rule_loading_report() -> list[str]:
     if not rule_loading_bench.RESULTS.exists():
         return []
     return rule_loading_bench.report(json.loads(rule_loading_bench.RESULTS.read_text()))
+
+
+def state_reports() -> list[str]:
+    """cep beside Spark's floor through Kafka, and state at scale: each from its own bench's last run."""
+    import kafka_floor
+    import state_scale
+
+    lines: list[str] = []
+    # make bench-kafka's own run when it had the floor, else the last run made for it alone
+    e2e = json.loads(KAFKA_E2E.read_text()) if KAFKA_E2E.exists() else {}
+    if any("floor" in step for step in e2e.get("steps", [])):
+        lines += [""] + kafka_floor.report(e2e)
+    elif kafka_floor.RESULTS.exists():
+        lines += [""] + kafka_floor.report(json.loads(kafka_floor.RESULTS.read_text()))
+    if state_scale.RESULTS.exists():
+        lines += [""] + state_scale.report(json.loads(state_scale.RESULTS.read_text()))
+    return lines
 
 
 KAFKA_E2E = HERE / "results-kafka-e2e.json"

@@ -42,7 +42,7 @@ from cep.spark_bridge.spark.files import json_holds_array, read_files
 from cep.spark_bridge.spark.inputs import dead_letter_columns, mark_bad_rows, prepare_input
 from cep.spark_bridge.spark.kafka import VALUE_FORMATS, encoding_name, is_kafka_url, kafka_location, read_kafka
 from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError
-from cep.spark_bridge.spark.session import get_spark
+from cep.spark_bridge.spark.session import StateStoreError, get_spark
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -895,7 +895,7 @@ def start_spark(master: str, *, kafka: bool = False, delta: bool = False, python
     executors."""
     try:
         return get_spark(master, kafka=kafka, delta=delta, python_env=python_env)
-    except (KafkaConnectorError, DeltaConnectorError) as exc:
+    except (KafkaConnectorError, DeltaConnectorError, StateStoreError) as exc:
         raise UsageError(str(exc)) from None
     except CepError as err:  # the executors cannot run cep (shipping.ShippingError): its message says what to do
         raise UsageError(str(err)) from None

@@ -611,6 +611,8 @@ class AlertStream:
                 "time": stamp,
                 "input_rows": rows,
                 "duration_ms": durations.get("triggerExecution"),
+                # Spark's parts of it (addBatch, latestOffset, queryPlanning, walCommit, commitOffsets...)
+                "durations_ms": {str(k): int(v) for k, v in dict(durations).items()},
                 "watermark": (_progress_get(progress, "eventTime", {}) or {}).get("watermark"),
                 "state_bytes": sum(int(_progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
                 "state_rows": sum(int(_progress_get(op, "numRowsTotal", 0) or 0) for op in operators),

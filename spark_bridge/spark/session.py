@@ -14,6 +14,11 @@ Why each setting:
   environment given as ``python_env``; cep ships itself to them (``shipping.py``).
 - ``SPARK_LOCAL_IP=127.0.0.1``: every port binds to loopback, and the "hostname resolves to a loopback
   address" warning goes away.
+- The streaming state store (``state_store``, ``$CEP_STATE_STORE``): Spark's HDFS-backed store (state on the
+  JVM heap) by default, since RocksDB was neither faster nor smaller at 20k-100k keys here
+  (bench/state_scale.py); ``"rocksdb"`` (with changelog checkpointing) keeps the state off the heap, for
+  millions of keys. Spark keeps the store a checkpoint was started with (``checkpoint_state_store`` reads
+  it): see docs/operations.md.
 
 pyspark is imported inside ``get_spark`` only, so importing this module costs nothing without Java.
 """
@@ -21,6 +26,7 @@ pyspark is imported inside ``get_spark`` only, so importing this module costs no
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import stat
@@ -40,6 +46,18 @@ if TYPE_CHECKING:  # pragma: no cover
 # Imported inside functions: pyspark and py4j, an optional dependency (the "spark" extra) that takes seconds to import.
 
 DEFAULT_SHUFFLE_PARTITIONS = 4
+
+# Spark's two state store providers, by the name cep's options use.
+STATE_STORE_PROVIDERS: dict[str, str] = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+STATE_STORE_ENV = "CEP_STATE_STORE"
+# RocksDB measured no faster and with a larger JVM resident set at 20k-100k keys (bench/state_scale.py); it pays
+# off where the heap cannot hold every key's state, which a team chooses with $CEP_STATE_STORE=rocksdb.
+DEFAULT_STATE_STORE = "hdfs"
+_PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+_CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 # log4j2 configuration handed to the driver JVM: errors only, and nothing from the noisy start-up loggers.
 _LOG4J2 = """\
@@ -180,11 +198,57 @@ def ignore_sigterm(spark: SparkSession) -> bool:
     return True
 
 
+class StateStoreError(ValueError):
+    """A state store name cep does not know (``state_store=`` or ``$CEP_STATE_STORE``)."""
+
+
+def state_store_conf(name: str | None = None) -> dict[str, str]:
+    """Spark's settings for the state store called ``name`` ("rocksdb" or "hdfs"; None: ``$CEP_STATE_STORE``,
+    else ``DEFAULT_STATE_STORE``). RocksDB comes with changelog checkpointing: a micro-batch appends the rows it
+    changed instead of uploading a snapshot of the whole store (snapshots are made in the background)."""
+    chosen = (name or os.environ.get(STATE_STORE_ENV) or DEFAULT_STATE_STORE).strip().lower()
+    if chosen not in STATE_STORE_PROVIDERS:
+        source = f"${STATE_STORE_ENV}" if name is None else "state_store"
+        raise StateStoreError(
+            f"{source} is {chosen!r}, not a state store cep knows: use one of {', '.join(STATE_STORE_PROVIDERS)}"
+        )
+    conf = {_PROVIDER_CONF: STATE_STORE_PROVIDERS[chosen]}
+    if chosen == "rocksdb":
+        conf[_CHANGELOG_CONF] = "true"
+    return conf
+
+
+def checkpoint_state_store(checkpoint: str | os.PathLike[str]) -> str | None:
+    """The state store a streaming checkpoint was started with ("rocksdb", "hdfs", or the provider's class
+    name for another one); None when the checkpoint has no micro-batch yet.
+
+    Spark records the provider in every entry of the checkpoint's offset log and, on a restart, uses that one
+    whatever the session asks for: a checkpoint keeps its store for life (its state files are the provider's
+    own format). This reads the newest entry, so a caller can say which store a restarted stream really uses."""
+    offsets = os.path.join(os.fspath(checkpoint), "offsets")
+    try:
+        batches = sorted((int(n) for n in os.listdir(offsets) if n.isdigit()), reverse=True)
+    except OSError:
+        return None
+    for batch in batches:
+        try:
+            with open(os.path.join(offsets, str(batch)), encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+            provider = json.loads(lines[1]).get("conf", {}).get(_PROVIDER_CONF)
+        except (OSError, ValueError, IndexError, AttributeError):
+            continue  # an entry cut short by a crash: Spark ignores it too and reads the one before
+        if provider:
+            names = {cls: name for name, cls in STATE_STORE_PROVIDERS.items()}
+            return names.get(provider, provider)
+    return None
+
+
 def get_spark(
     master: str = "local[*]",
     app_name: str = "cep",
     *,
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    state_store: str | None = None,
     conf: Mapping[str, str] | None = None,
     quiet: bool = True,
     kafka: bool = False,
@@ -195,7 +259,10 @@ def get_spark(
     """Create (or reuse) the SparkSession configured for cep.
 
     If a session is already running, it is reused as is except for the runtime SQL settings
-    (time zone, shuffle partitions, Arrow), which are set again; ``master`` only matters for a new one.
+    (time zone, shuffle partitions, Arrow; the state store when asked for by name), which are set again;
+    ``master`` only matters for a new one.
+    ``state_store``: "hdfs" (the default) or "rocksdb" (None: ``$CEP_STATE_STORE``, else the default); it applies
+    to streams started on a new checkpoint (an existing checkpoint keeps its own, see ``checkpoint_state_store``).
     ``conf`` adds or overrides settings (e.g. ``{"spark.driver.memory": "4g"}``).
     With ``quiet`` (the default) a JVM started here writes its console output to ``spark_log_path()``
     instead of this process's stderr.
@@ -223,6 +290,7 @@ def get_spark(
         "spark.ui.enabled": "false",
         "spark.driver.extraJavaOptions": java_opts,
         "spark.executor.extraJavaOptions": java_opts,
+        **state_store_conf(state_store),
     }
     if master.startswith("local"):
         # Everything on this machine: keep the driver on loopback too (a cluster must reach the driver).
@@ -256,6 +324,11 @@ def get_spark(
         "spark.sql.execution.arrow.pyspark.enabled",
     ):
         spark.conf.set(key, settings[key])
+    # A running session keeps a store its owner set on it, unless a store is asked for by name here.
+    if not running or state_store is not None or os.environ.get(STATE_STORE_ENV) or _PROVIDER_CONF in (conf or {}):
+        for key in (_PROVIDER_CONF, _CHANGELOG_CONF):
+            if key in settings:
+                spark.conf.set(key, settings[key])
     if kafka and running and not has_kafka_connector(spark):
         raise KafkaConnectorError(
             f"a SparkSession is already running without Spark's Kafka connector ({coordinates()}), and the classpath "

@@ -1,0 +1,180 @@
+"""Spark's floor on the Kafka bench's topic: a stateful streaming query that does nothing, beside ``cep stream``.
+
+    .venv/bin/python bench/kafka_floor.py BOOTSTRAP TOPIC OUT_DIR [--watermark-ms 2000] [--trigger 500ms]
+
+bench/kafka_e2e.py starts it as a child process, like ``cep stream`` (``local[2]``, the same topic, watermark
+and trigger, the session from ``get_spark`` so the same state store). The query is the least a keyed,
+stateful stream on Spark costs: read Kafka, parse the JSON value, watermark, ``groupBy(symbol)``,
+``applyInPandasWithState`` that keeps a count and the newest event time per key and emits them, into
+``foreachBatch`` that collects the output. Written to OUT_DIR:
+
+- ``floor.jsonl``: per micro-batch, the batch id, the wall ms at the end of ``foreachBatch`` and, per key
+  that had ticks, that end minus the key's newest event time: the floor's "latency" (event time to the end
+  of the micro-batch that saw it). A matcher waits for the watermark as well, so an alert's latency cannot
+  go below this plus the watermark;
+- ``progress.jsonl``: Spark's progress of each micro-batch (rows, ``durationMs``), polled every 0.2 s;
+- ``running`` once the query has started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SCHEMA = "symbol STRING, ts TIMESTAMP, price DOUBLE"
+
+
+def count_per_key(key, frames, state):
+    """The whole stateful work: a count and the newest event time per key, one output row per call."""
+    import pandas as pd
+
+    n, newest = state.get if state.exists else (0, 0)
+    for frame in frames:
+        n += len(frame)
+        newest = max(newest, int(frame["ts"].max().value // 1_000_000))
+    state.update((n, newest))
+    yield pd.DataFrame({"symbol": [key[0]], "n": [n], "newest_ms": [newest]})
+
+
+def spark_interval(text: str) -> str:
+    """``500ms`` (cep's spelling) as Spark's processing-time trigger takes it (``500 milliseconds``)."""
+    units = {"ms": "milliseconds", "s": "seconds", "min": "minutes"}
+    for short in sorted(units, key=len, reverse=True):
+        number = text.strip()[: -len(short)]
+        if text.strip().endswith(short) and number.replace(".", "", 1).isdigit():
+            return f"{number} {units[short]}"
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bootstrap")
+    parser.add_argument("topic")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--watermark-ms", type=int, default=2000)
+    parser.add_argument("--trigger", default="500ms")
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from cep.spark_bridge.spark.session import get_spark
+
+    spark = get_spark("local[2]", app_name="cep-floor", kafka=True)
+    raw = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.topic)
+        .option("startingOffsets", "latest")
+        .load()
+    )
+    ticks = raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("t")).select("t.*")
+    counted = (
+        ticks.withWatermark("ts", f"{args.watermark_ms} milliseconds")
+        .groupBy("symbol")
+        .applyInPandasWithState(
+            count_per_key,
+            "symbol string, n long, newest_ms long",
+            "n long, newest_ms long",
+            "update",
+            GroupStateTimeout.NoTimeout,
+        )
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    batches = (args.out / "floor.jsonl").open("a")
+
+    def record(df, batch_id: int) -> None:
+        newest = [row.newest_ms for row in df.select("newest_ms").collect()]
+        end = time.time() * 1000
+        latencies = [round(end - ms) for ms in newest if ms]
+        batches.write(json.dumps({"batch": batch_id, "end_ms": round(end), "latency_ms": latencies}) + "\n")
+        batches.flush()
+
+    query = (
+        counted.writeStream.outputMode("update")
+        .foreachBatch(record)
+        .option("checkpointLocation", str(args.out / "ck"))
+        .trigger(processingTime=spark_interval(args.trigger))
+        .start()
+    )
+    (args.out / "running").write_text("running\n")
+    print("running; floor query started", flush=True)
+    seen: set[int] = set()
+    with (args.out / "progress.jsonl").open("a") as progress_file:
+        while query.isActive:
+            for p in query.recentProgress:
+                if p["batchId"] not in seen and p["numInputRows"]:
+                    seen.add(p["batchId"])
+                    entry = {"batch": p["batchId"], "rows": p["numInputRows"], "duration_ms": p["durationMs"]}
+                    progress_file.write(json.dumps(entry) + "\n")
+                    progress_file.flush()
+            try:
+                query.awaitTermination(0.2)
+            except KeyboardInterrupt:
+                break
+    query.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+RESULTS = Path(__file__).resolve().parent / "results-kafka-floor.json"
+# Spark's parts of a micro-batch's time, in the order they happen (progress JSON ``durationMs``).
+PARTS = ("latestOffset", "queryPlanning", "walCommit", "getBatch", "addBatch", "commitOffsets")
+
+
+def report(found: dict) -> list[str]:
+    """docs/performance.md's section on cep beside Spark's floor, from a bench/kafka_e2e.py run's JSON."""
+    cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    flink = found["flink"]
+    lines = [
+        "## Spark's floor beside cep, through Kafka (bench/kafka_e2e.py, bench/kafka_floor.py)",
+        "",
+        f"One run ({found['when']}, {found['nproc']} cores shared with the other engineers' jobs: load average "
+        "in the table), the same 4-partition topic, the same producer, `local[2]` each, watermark "
+        f"{found['watermark']}, trigger {found['trigger']}, state store {found.get('state_store', 'default')}. "
+        "The floor reads, parses, watermarks, groups by symbol and keeps a count per key "
+        "(`applyInPandasWithState`) into `foreachBatch`; its latency is event time to the end of the micro-batch "
+        "that saw the tick (no watermark wait), cep's is event time to the alert consumed from Kafka. "
+        + ("Flink ran too." if flink["ran"] else f"Flink did not run in this one ({flink['why_not']})."),
+        "",
+        "| rate | cep p50 / p99 (s) | floor p50 / p99 (s) | cep batch p50 (s) | floor batch p50 (s) "
+        "| cep / floor CPU s | load |",
+        "| ---: | --- | --- | ---: | ---: | --- | ---: |",
+    ]
+    for step in found["steps"]:
+        cep, floor, batches = step["engines"].get("cep", {}), step.get("floor") or {}, step["cep_batches"]
+        lines.append(
+            f"| {step['rate_asked']} | {cell(cep.get('latency_p50_s'))} / {cell(cep.get('latency_p99_s'))} | "
+            f"{cell(floor.get('latency_p50_s'))} / {cell(floor.get('latency_p99_s'))} | {cell(batches['batch_p50_s'])} "
+            f"| {cell(floor.get('batch_p50_s'))} | {step['cpu_s'].get('cep')} / {step['cpu_s'].get('floor')} "
+            f"| {step['load_average'][0]} |"
+        )
+    lines += [
+        "",
+        "Where a micro-batch's time goes: the median of each part of Spark's `durationMs` (ms) over the step's "
+        "micro-batches with rows (`addBatch` is the work: reading Kafka, the stateful step, the sink).",
+        "",
+        "| rate | query | batches | rows/batch | " + " | ".join(PARTS) + " | total p50 |",
+        "| ---: | --- | ---: | ---: |" + " ---: |" * len(PARTS) + " ---: |",
+    ]
+    rows = [(step["rate_asked"], step["cep_batches"], step.get("floor") or {}) for step in found["steps"]]
+    if found.get("all_batches"):
+        rows.append(("whole run", found["all_batches"]["cep"], found["all_batches"].get("floor") or {}))
+    for rate, cep_numbers, floor_numbers in rows:
+        for name, numbers in (("cep", cep_numbers), ("floor", floor_numbers)):
+            parts = numbers.get("parts_p50_ms") or {}
+            lines.append(
+                f"| {rate} | {name} | {numbers.get('batches', 0)} | {numbers.get('rows_per_batch')} | "
+                + " | ".join(str(parts.get(part, "-")) for part in PARTS)
+                + f" | {round(numbers['batch_p50_s'] * 1000) if numbers.get('batch_p50_s') else '-'} |"
+            )
+    return lines

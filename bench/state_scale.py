@@ -1,0 +1,263 @@
+"""State at scale: many distinct keys with a partial match open each, on Spark's two state stores.
+
+    .venv/bin/python bench/state_scale.py                          # 100k and 300k keys, RocksDB and HDFS
+    .venv/bin/python bench/state_scale.py --keys 100000,1000000 --stores rocksdb
+
+A user-session rule, ``PATTERN (A B)`` per ``user_id`` with A a login and B a logout, fed logins only: every
+key keeps one open partial match (its A row) in the state store until the session timeout (1 hour, never
+reached here). Per (store, keys) one fresh child process (so the peaks are its own), ``local[2]``, a Parquet
+file source read one file per micro-batch (``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``), cep's
+``q.on_spark`` into a no-op sink:
+
+1. fill: ``--fill-rows`` new keys per micro-batch until every key has its login;
+2. steady: ``--steady-batches`` micro-batches of ``--steady-rows`` logins of keys already open, spread over
+   every bucket (the state of a touched bucket is read and written again): the micro-batch time a stream
+   with that many open keys pays;
+3. restart: the query stopped and started again on its checkpoint with one more file: seconds from
+   ``start()`` to the end of its first micro-batch (the state store is loaded from the checkpoint).
+
+Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
+the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
+(``VmHWM``) of the driver's Python, its JVM and the largest Python worker (bench/procmem.py), the median
+micro-batch time of each phase. Writes --json (bench/results-state-scale.json), which bench/run.py turns into
+docs/performance.md's "State at scale" section. The other engineers' processes share this machine's two
+cores: compare the stores within one run, not across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+from procmem import TreeMemory  # noqa: E402
+
+from cep.spark_bridge.spark.buckets import KEY_BUCKETS  # noqa: E402
+
+QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
+  PARTITION BY user_id ORDER BY ts
+  MEASURES A.ts AS opened, B.ts AS closed
+  ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+  PATTERN (A B)
+  DEFINE A AS A.kind = 'login', B AS B.kind = 'logout')"""
+START_S = 1_700_000_000  # event times start here (2023-11-14), one millisecond per row
+
+
+def write_files(directory: Path, keys: int, fill_rows: int, steady_batches: int, steady_rows: int) -> list[int]:
+    """The input files, one per micro-batch, named and stamped in reading order; their row counts."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True)
+    rng = np.random.default_rng(11)
+    slices = [np.arange(s, min(s + fill_rows, keys)) for s in range(0, keys, fill_rows)]
+    slices += [rng.choice(keys, steady_rows, replace=False) for _ in range(steady_batches + 1)]  # +1: the restart
+    clock, counts = START_S * 1000, []
+    for index, users in enumerate(slices):
+        ts = clock + np.arange(len(users))
+        clock += len(users)
+        table = pa.table(
+            {
+                "user_id": pa.array([f"u{u:08d}" for u in users]),
+                "ts": pa.array(ts.astype("datetime64[ms]"), pa.timestamp("ms", tz="UTC")),
+                "kind": pa.array(["login"] * len(users)),
+            }
+        )
+        path = directory / f"part-{index:05d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (START_S + index, START_S + index))
+        counts.append(len(users))
+    return counts
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def batch_numbers(progress: list[dict]) -> list[dict]:
+    out = []
+    for p in progress:
+        if not p["numInputRows"]:
+            continue
+        operators = p.get("stateOperators") or []
+        out.append(
+            {
+                "rows": p["numInputRows"],
+                "ms": p["durationMs"].get("triggerExecution"),
+                "add_batch_ms": p["durationMs"].get("addBatch"),
+                "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
+                "state_bytes": sum(op.get("memoryUsedBytes", 0) for op in operators),
+            }
+        )
+    return out
+
+
+def start(spark, q, source: Path, checkpoint: Path, key_buckets: int):
+    from pyspark.sql import types as T
+
+    schema = T.StructType(
+        [
+            T.StructField("user_id", T.StringType()),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("kind", T.StringType()),
+        ]
+    )
+    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
+    out = q.on_spark(df, watermark="1 second", session_timeout="1 hour", key_buckets=key_buckets)
+    return (
+        out.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    )
+
+
+def one(store: str, keys: int, args) -> dict:
+    """One (store, keys) run in this process; returns its numbers."""
+    import cep
+    from cep.spark_bridge.spark.session import checkpoint_state_store, get_spark
+
+    work = Path(tempfile.mkdtemp(prefix="cep-state-scale-"))
+    memory = TreeMemory().start()
+    try:
+        counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows)
+        source = work / "in"
+        source.mkdir()
+        spark = get_spark("local[2]", app_name="cep-state-scale", state_store=store)
+        q = cep.compile(QUERY)
+        files = sorted((work / "all").iterdir())
+        for f in files[:-1]:
+            shutil.copy2(f, source / f.name)
+        started = time.perf_counter()
+        query = start(spark, q, source, work / "ck", args.key_buckets)
+        query.awaitTermination()
+        run_s = time.perf_counter() - started
+        batches = batch_numbers(query.recentProgress)
+        fills = len(counts) - args.steady_batches - 1
+        fill, steady = batches[:fills], batches[fills:]
+        checkpoint_bytes = directory_bytes(work / "ck")
+        shutil.copy2(files[-1], source / files[-1].name)
+        started = time.perf_counter()
+        again = start(spark, q, source, work / "ck", args.key_buckets)
+        again.awaitTermination()
+        restart_s = time.perf_counter() - started
+        restarted = batch_numbers(again.recentProgress)
+        last = steady[-1] if steady else fill[-1]
+        out = {
+            "store": store,
+            "store_in_checkpoint": checkpoint_state_store(work / "ck"),
+            "keys": keys,
+            "key_buckets": args.key_buckets,
+            "fill_rows": args.fill_rows,
+            "steady_batches": args.steady_batches,
+            "steady_rows": args.steady_rows,
+            "batches": len(batches),
+            "run_s": round(run_s, 1),
+            "fill_batch_median_s": round(statistics.median(b["ms"] for b in fill) / 1000, 2),
+            "fill_batch_max_s": round(max(b["ms"] for b in fill) / 1000, 2),
+            "steady_batch_median_s": round(statistics.median(b["ms"] for b in steady) / 1000, 2) if steady else None,
+            "state_rows": last["state_rows"],
+            "state_bytes": last["state_bytes"],
+            "state_bytes_per_key": round(last["state_bytes"] / keys, 1),
+            "checkpoint_mb": round(checkpoint_bytes / 1e6, 1),
+            "checkpoint_bytes_per_key": round(checkpoint_bytes / keys, 1),
+            "restart_to_first_batch_s": round(restart_s, 1),
+            "restart_batch_s": round(restarted[0]["ms"] / 1000, 2) if restarted else None,
+        }
+        out["peak_mb"] = memory.stop()
+        spark.stop()
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", default="100000,300000", help="distinct keys per run, comma separated")
+    parser.add_argument("--stores", default="rocksdb,hdfs")
+    parser.add_argument("--fill-rows", type=int, default=50_000, help="new keys per micro-batch while filling")
+    parser.add_argument("--steady-batches", type=int, default=4)
+    parser.add_argument("--steady-rows", type=int, default=2_000)
+    parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
+    parser.add_argument("--one", help="internal: run one store:keys in this process and print its JSON")
+    parser.add_argument("--json", default=str(HERE / "results-state-scale.json"))
+    args = parser.parse_args()
+    if args.one:
+        store, keys = args.one.split(":")
+        print("RESULT " + json.dumps(one(store, int(keys), args)), flush=True)
+        return 0
+    runs = []
+    for keys in [int(k) for k in args.keys.split(",")]:
+        for store in args.stores.split(","):  # the stores side by side at each size: the load is alike
+            load = [round(x, 2) for x in os.getloadavg()]
+            command = [sys.executable, __file__, "--one", f"{store}:{keys}"]
+            command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
+            command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
+            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+            result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+            run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
+            run["load_average_before"] = load
+            runs.append(run)
+            print(json.dumps(run), flush=True)
+    report = {
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "query": QUERY,
+        "params": {k: v for k, v in vars(args).items() if k not in ("one", "json")},
+        "runs": runs,
+        "command": "make bench-state  (.venv/bin/python bench/state_scale.py)",
+    }
+    Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+RESULTS = HERE / "results-state-scale.json"
+
+
+def report(found: dict) -> list[str]:
+    """docs/performance.md's "State at scale" section from a run's JSON."""
+    p = found["params"]
+    lines = [
+        "## State at scale (bench/state_scale.py)",
+        "",
+        f"`make bench-state` ({found['when']}, {found['nproc']} cores shared with other engineers' jobs: the load "
+        "average before each run is in the table; compare the stores at one size, not across sizes). "
+        "`PATTERN (A B)` per `user_id` fed logins only, so every key keeps one open partial match; "
+        "fill: new keys per micro-batch until every key has its login; steady: micro-batches of "
+        f"{p['steady_rows']:,} logins of open keys over every bucket; `local[2]`, a no-op sink."
+        + (f" ({found['note']}.)" if found.get("note") else ""),
+        "",
+        "| keys | store | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
+        "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) "
+        "| restart to first batch (s) | load before |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for run in found["runs"]:
+        if "error" in run:
+            lines.append(f"| {run['keys']:,} | {run['store']} | failed: {run['error'].splitlines()[-1][:80]} |")
+            continue
+        peaks = run["peak_mb"]["peak_process_mb"]
+        lines.append(
+            f"| {run['keys']:,} | {run['store']} | {run.get('key_buckets', KEY_BUCKETS)} | "
+            f"{run['fill_rows']:,} | "
+            f"{run['state_bytes_per_key']:,.0f} | "
+            f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
+            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']} | "
+            f"{run['restart_to_first_batch_s']} | {run['load_average_before'][0]} |"
+        )
+    return lines

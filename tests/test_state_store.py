@@ -1,0 +1,126 @@
+"""The streaming state store: HDFS-backed by default, RocksDB by name, and a checkpoint keeps the store it began with.
+
+What a store is in use is read from Spark itself: each provider reports its own custom metrics in a stateful
+operator's progress (RocksDB's start with ``rocksdb``; the HDFS-backed store's ``loadedMapCache...``), and the
+checkpoint's offset log records the provider class. The counts a stream gives across a restart come from a
+plain count of the files' rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cep.spark_bridge.spark import session
+from cep.spark_bridge.spark.session import (
+    STATE_STORE_ENV,
+    STATE_STORE_PROVIDERS,
+    StateStoreError,
+    checkpoint_state_store,
+    state_store_conf,
+)
+
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+def test_the_hdfs_store_is_the_default_and_rocksdb_comes_with_changelog_checkpointing(monkeypatch):
+    monkeypatch.delenv(STATE_STORE_ENV, raising=False)
+    assert state_store_conf() == {
+        PROVIDER: "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    }
+    conf = state_store_conf("rocksdb")
+    assert conf[PROVIDER].endswith(".RocksDBStateStoreProvider")
+    assert conf[CHANGELOG] == "true"
+
+
+def test_a_store_is_chosen_by_name_or_environment(monkeypatch):
+    monkeypatch.setenv(STATE_STORE_ENV, " HDFS ")
+    assert state_store_conf() == {
+        PROVIDER: "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    }
+    assert state_store_conf("rocksdb")[PROVIDER].endswith(".RocksDBStateStoreProvider")  # the argument wins
+
+
+@pytest.mark.parametrize(("name", "env", "said"), [("memory", None, "state_store"), (None, "lsm", "$CEP_STATE_STORE")])
+def test_an_unknown_store_is_refused_by_name(monkeypatch, name, env, said):
+    monkeypatch.delenv(STATE_STORE_ENV, raising=False)
+    if env:
+        monkeypatch.setenv(STATE_STORE_ENV, env)
+    with pytest.raises(StateStoreError) as caught:
+        state_store_conf(name)
+    message = str(caught.value)
+    assert message.startswith(said) and "rocksdb, hdfs" in message
+
+
+def _offset_entry(provider: str | None) -> str:
+    conf = {"spark.sql.shuffle.partitions": "2"} | ({PROVIDER: provider} if provider else {})
+    return "v1\n" + json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": conf}) + '\n{"logOffset":0}'
+
+
+def test_checkpoint_store_is_read_from_the_newest_whole_offset_entry(tmp_path):
+    assert checkpoint_state_store(tmp_path / "none") is None
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    assert checkpoint_state_store(tmp_path) is None
+    (offsets / "0").write_text(_offset_entry(STATE_STORE_PROVIDERS["hdfs"]))
+    (offsets / "1").write_text(_offset_entry("com.example.OwnStore"))
+    (offsets / ".1.crc").write_text("not an entry")
+    assert checkpoint_state_store(tmp_path) == "com.example.OwnStore"
+    (offsets / "10").write_text('v1\n{"batchWat')  # cut short by a crash: Spark reads the entry before it
+    (offsets / "2").write_text(_offset_entry(STATE_STORE_PROVIDERS["rocksdb"]))
+    assert checkpoint_state_store(tmp_path) == "rocksdb"
+
+
+def _counting_stream(spark, source, checkpoint, seen: list):
+    """Rows per key, as a stateful aggregation keeps them; each micro-batch's store metrics into ``seen``."""
+    query = (
+        spark.readStream.schema("k string, v long")
+        .json(str(source))
+        .groupBy("k")
+        .count()
+        .writeStream.outputMode("update")
+        .foreachBatch(lambda df, _: seen.extend(tuple(r) for r in df.collect()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return [p["stateOperators"][0]["customMetrics"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def _store_of(metrics: dict) -> str:
+    if any(name.startswith("rocksdb") for name in metrics):
+        return "rocksdb"
+    return "hdfs" if "loadedMapCacheHitCount" in metrics else f"unknown: {sorted(metrics)}"
+
+
+@pytest.mark.spark
+def test_a_checkpoint_keeps_its_store_across_a_restart_that_asks_for_another(spark, tmp_path, monkeypatch):
+    source, fresh, old = tmp_path / "in", tmp_path / "ck-fresh", tmp_path / "ck-old"
+    source.mkdir()
+    (source / "1.json").write_text("".join(json.dumps({"k": k, "v": 1}) + "\n" for k in "aab"))
+    saved = {key: spark.conf.get(key, None) for key in (PROVIDER, CHANGELOG)}
+    try:
+        monkeypatch.delenv(STATE_STORE_ENV, raising=False)
+        session.get_spark("local[2]", state_store="rocksdb")  # the running session, set to RocksDB
+        seen: list = []
+        assert {_store_of(m) for m in _counting_stream(spark, source, fresh, seen)} == {"rocksdb"}
+        assert checkpoint_state_store(fresh) == "rocksdb"
+
+        session.get_spark("local[2]", state_store="hdfs")
+        seen = []
+        assert {_store_of(m) for m in _counting_stream(spark, source, old, seen)} == {"hdfs"}
+        assert sorted(seen) == [("a", 2), ("b", 1)]
+
+        # The same checkpoint restarted asking for RocksDB: Spark keeps its HDFS store and its counts go on.
+        monkeypatch.setenv(STATE_STORE_ENV, "rocksdb")
+        session.get_spark("local[2]")
+        (source / "2.json").write_text("".join(json.dumps({"k": k, "v": 1}) + "\n" for k in "abc"))
+        seen = []
+        assert {_store_of(m) for m in _counting_stream(spark, source, old, seen)} == {"hdfs"}
+        assert sorted(seen) == [("a", 3), ("b", 2), ("c", 1)]
+        assert checkpoint_state_store(old) == "hdfs"
+    finally:
+        for key, value in saved.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
