@@ -3,7 +3,10 @@
 ``DeltaSnapshot`` names what to read (a path, and a version or a timestamp for time travel); ``check_snapshot``
 refuses, before any engine runs, a folder that is not a Delta table and a version the table does not have,
 with the same sentence on both engines (it reads the ``_delta_log`` folder's listing, nothing else).
-``read_delta`` reads it on Spark (``format("delta")`` with ``versionAsOf``/``timestampAsOf``);
+``read_delta`` reads it on Spark (``format("delta")`` with ``versionAsOf``/``timestampAsOf``), with the
+``PushedFilter`` conditions the statement puts on every row it reads (``cep.delta_io.pushed_filters``) applied
+in the read, so that Delta skips the files of the partitions they exclude; ``applicable`` keeps the same ones
+on both engines;
 ``read_delta_stream`` follows it (Delta's streaming source, its options passed through as given:
 ``startingVersion``, ``maxFilesPerTrigger``, ``ignoreChanges``, ...). The connector's jars come from
 ``delta_connector`` (``get_spark(delta=True)``).
@@ -141,9 +144,86 @@ def _ranges(versions: Sequence[int]) -> str:
     )
 
 
-def read_delta(spark: SparkSession, snapshot: DeltaSnapshot, columns: Sequence[str] | None = None) -> DataFrame:
+@dataclasses.dataclass(frozen=True)
+class PushedFilter:
+    """``column op value`` (or ``column IN values``): a condition that every row a statement reads from one
+    input must meet to reach its result, so it may be applied in the read (``cep.delta_io.pushed_filters``)."""
+
+    column: str
+    op: str  # one of FILTER_OPS
+    values: tuple[str | int, ...]  # one value, or the list of IN
+
+
+FILTER_OPS = ("=", "!=", "<", "<=", ">", ">=", "in")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def applicable(filters: Sequence[PushedFilter], kinds: Mapping[str, str]) -> list[PushedFilter]:
+    """The filters that compare a column of the table with values of its own kind, their column names as the
+    table spells them and a DATE's values as dates. ``kinds``: the table's columns -> ``string``, ``integer``,
+    ``date`` or anything else (never pushed). A string compared with a number or a time, a float or a
+    timestamp column: the engines' casts differ there, so such a condition stays in the statement alone
+    (which applies every condition anyway: pushing is only about what is read)."""
+    by_key: dict[str, list[str]] = {}
+    for name in kinds:
+        by_key.setdefault(name.lower(), []).append(name)
+    kept = []
+    for found in filters:
+        names = by_key.get(found.column.lower(), [])
+        if len(names) != 1:
+            continue
+        kind, values = kinds[names[0]], found.values
+        if kind == "string" and all(isinstance(v, str) for v in values):
+            kept.append(dataclasses.replace(found, column=names[0]))
+        elif kind == "integer" and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            kept.append(dataclasses.replace(found, column=names[0]))
+        elif kind == "date" and all(isinstance(v, str) and _ISO_DATE.fullmatch(v) for v in values):
+            try:
+                dates = tuple(dt.date.fromisoformat(str(v)) for v in values)
+            except ValueError:
+                continue
+            kept.append(dataclasses.replace(found, column=names[0], values=dates))
+    return kept
+
+
+def spark_kind(data_type: Any) -> str:
+    """A Spark column type as ``applicable`` names its kinds."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StringType):
+        return "string"
+    if isinstance(data_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return "integer"
+    return "date" if isinstance(data_type, T.DateType) else "other"
+
+
+def _spark_condition(found: PushedFilter) -> Any:
+    from pyspark.sql import functions as F
+
+    column = F.col("`" + found.column.replace("`", "``") + "`")
+    if found.op == "in":
+        return column.isin(list(found.values))
+    value = F.lit(found.values[0])
+    return {
+        "=": column == value,
+        "!=": column != value,
+        "<": column < value,
+        "<=": column <= value,
+        ">": column > value,
+        ">=": column >= value,
+    }[found.op]
+
+
+def read_delta(
+    spark: SparkSession,
+    snapshot: DeltaSnapshot,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[PushedFilter] = (),
+) -> DataFrame:
     """The snapshot as a static DataFrame, through Delta's connector; ``columns``: only those (Delta reads
-    only their Parquet columns). Raises ``CepDeltaError`` with Spark's first line when Spark refuses."""
+    only their Parquet columns); ``filters``: only the rows that meet them (``applicable`` ones; Delta skips
+    the files whose partition values fail them). Raises ``CepDeltaError`` with Spark's first line when Spark
+    refuses."""
     check_snapshot(snapshot)
     reader = spark.read.format("delta")
     if snapshot.version is not None:
@@ -152,6 +232,9 @@ def read_delta(spark: SparkSession, snapshot: DeltaSnapshot, columns: Sequence[s
         reader = reader.option("timestampAsOf", snapshot.timestamp)
     try:
         df = reader.load(snapshot.path)
+        kinds = {field.name: spark_kind(field.dataType) for field in df.schema.fields}
+        for found in applicable(filters, kinds):
+            df = df.where(_spark_condition(found))
         kept = list(df.columns) if columns is None else ColumnNames(df.columns).among(columns)
         return df.select(*kept) if kept else df
     except Exception as exc:  # noqa: BLE001 - pyspark's errors have many types; the message is what matters
