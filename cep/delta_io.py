@@ -33,6 +33,7 @@ from cep.spark_bridge.spark.delta import (
     applicable,
     as_of,
     check_snapshot,
+    condition,
     delta_path,
     is_delta,
     table_versions,
@@ -102,20 +103,8 @@ def _arrow_filter(filters: Sequence[PushedFilter]) -> Any:
 
     expression = None
     for found in filters:
-        column = pc.field(found.column)
-        if found.op == "in":
-            condition = column.isin(list(found.values))
-        else:
-            value = pc.scalar(found.values[0])
-            condition = {
-                "=": column == value,
-                "!=": column != value,
-                "<": column < value,
-                "<=": column <= value,
-                ">": column > value,
-                ">=": column >= value,
-            }[found.op]
-        expression = condition if expression is None else expression & condition
+        here = condition(pc.field(found.column), found)
+        expression = here if expression is None else expression & here
     return expression
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import operator
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -150,11 +151,10 @@ class PushedFilter:
     input must meet to reach its result, so it may be applied in the read (``cep.delta_io.pushed_filters``)."""
 
     column: str
-    op: str  # one of FILTER_OPS
+    op: str  # =, !=, <, <=, >, >= or in
     values: tuple[str | int, ...]  # one value, or the list of IN
 
 
-FILTER_OPS = ("=", "!=", "<", "<=", ">", ">=", "in")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -197,21 +197,22 @@ def spark_kind(data_type: Any) -> str:
     return "date" if isinstance(data_type, T.DateType) else "other"
 
 
-def _spark_condition(found: PushedFilter) -> Any:
-    from pyspark.sql import functions as F
+_COMPARE = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
-    column = F.col("`" + found.column.replace("`", "``") + "`")
+
+def condition(column: Any, found: PushedFilter) -> Any:
+    """``found`` over ``column``: a Spark Column or a pyarrow field expression (both overload the operators
+    and have ``isin``), so that both engines filter by the same code."""
     if found.op == "in":
         return column.isin(list(found.values))
-    value = F.lit(found.values[0])
-    return {
-        "=": column == value,
-        "!=": column != value,
-        "<": column < value,
-        "<=": column <= value,
-        ">": column > value,
-        ">=": column >= value,
-    }[found.op]
+    return _COMPARE[found.op](column, found.values[0])
 
 
 def read_delta(
@@ -224,6 +225,8 @@ def read_delta(
     only their Parquet columns); ``filters``: only the rows that meet them (``applicable`` ones; Delta skips
     the files whose partition values fail them). Raises ``CepDeltaError`` with Spark's first line when Spark
     refuses."""
+    from pyspark.sql import functions as F
+
     check_snapshot(snapshot)
     reader = spark.read.format("delta")
     if snapshot.version is not None:
@@ -234,7 +237,7 @@ def read_delta(
         df = reader.load(snapshot.path)
         kinds = {field.name: spark_kind(field.dataType) for field in df.schema.fields}
         for found in applicable(filters, kinds):
-            df = df.where(_spark_condition(found))
+            df = df.where(condition(F.col("`" + found.column.replace("`", "``") + "`"), found))
         kept = list(df.columns) if columns is None else ColumnNames(df.columns).among(columns)
         return df.select(*kept) if kept else df
     except Exception as exc:  # noqa: BLE001 - pyspark's errors have many types; the message is what matters
@@ -287,3 +290,45 @@ def parse_delta_options(items: Sequence[str] | None) -> dict[str, str]:
 def _first_line(exc: Any) -> str:
     text = str(exc).strip()
     return next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+
+
+# What Delta's streaming source says when the table changed in a way it does not follow on its own, and what a
+# user of `cep stream` does about it: (error classes or words of Delta's message, the sentence cep adds).
+_STREAM_CHANGES = (
+    (
+        ("DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE", "DELTA_STREAMING_CANNOT_CONTINUE_PROCESSING_POST_SCHEMA"),
+        "a column was dropped or renamed, or its type changed (a non-additive schema change): Delta's streaming "
+        "source stops there. To go on, give it a schema log and allow the change: --delta-option "
+        "schemaTrackingLocation=CHECKPOINT/_delta_schema --delta-option allowSourceColumnDrop=true (or "
+        "allowSourceColumnRename / allowSourceColumnTypeChange), or start a new checkpoint at a later "
+        "--delta-option startingVersion=N",
+    ),
+    (
+        ("DELTA_SCHEMA_CHANGED", "Detected schema change", "DELTA_STREAMING_RESTART_REQUIRED"),
+        "its schema changed since the stream started (a column added): Delta's streaming "
+        "source stops at the version that changed it. Run the same command again: it resumes from the "
+        "checkpoint and reads the table with its new schema (a rule that reads a new column then sees NULL in "
+        "the rows written before it)",
+    ),
+    (
+        (
+            "DELTA_SOURCE_TABLE_IGNORE_CHANGES",
+            "DELTA_SOURCE_IGNORE_DELETE",
+            "Detected a data update",
+            "Detected deleted data",
+        ),
+        "a commit rewrote or removed rows it had already read (an overwrite, a DELETE, an UPDATE or a MERGE): "
+        "Delta's streaming source follows appends only. --delta-option skipChangeCommits=true skips such "
+        "commits (their new rows are not read), or start a new checkpoint at a later --delta-option "
+        "startingVersion=N",
+    ),
+)
+
+
+def stream_change_hint(message: str, path: str) -> str | None:
+    """What a failed ``cep stream --input delta:PATH`` tells its user when Delta's streaming source stopped
+    because the table changed under it (None: the failure is something else)."""
+    for words, sentence in _STREAM_CHANGES:
+        if any(word in message for word in words):
+            return f"the Delta table {path} cannot be followed further: {sentence}"
+    return None
