@@ -210,7 +210,9 @@ def report(results: dict | None) -> list[str]:
         f"Column pruning: reading only the columns the statement names ({', '.join(py['columns_read'])}) took "
         f"{pruned['read_cpu_s']:.2f} CPU-s where the whole table took {whole['read_cpu_s']:.2f}; the `volume` and "
         "`day` columns are never decoded. Partition pruning: the statement over `(SELECT * FROM ticks WHERE day = "
-        f"'{py['first_day']}')` has its condition pushed into the read ({', '.join(py.get('pushed', [])) or 'none'}), "
+        f"'{py['first_day']}')` has its condition pushed into the read"
+        + (f" ({', '.join(py['pushed'])})" if py.get("pushed") else "")
+        + ", "
         f"which opens only that day's files and reads {day['rows_read']:,} of {whole['rows_read']:,} rows, so "
         f"reading and matching cost {day['read_and_match_cpu_s'] / pruned['read_and_match_cpu_s']:.0%} of the whole "
         "table's; its matches differ because it is another input. The pruned and the whole read find the same "
