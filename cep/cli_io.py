@@ -741,7 +741,7 @@ def write_output(pdf: pd.DataFrame, path: str, *, keep_formulas: bool = False, a
     fmt = format_of(path, None, what="output file")
     try:
         if fmt == "delta":
-            return write_matches(_arrow_us(pdf), path, app_id)
+            return write_matches(pdf, path, app_id)
         if fmt == "csv":
             (pdf if keep_formulas else neutralise_formulas(pdf)).to_csv(path, index=False)
         elif fmt == "parquet":
@@ -752,17 +752,6 @@ def write_output(pdf: pd.DataFrame, path: str, *, keep_formulas: bool = False, a
     except (OSError, ValueError, ImportError, RuntimeError) as exc:
         raise UsageError(f"cannot write {path}: {exc}") from None
     return True
-
-
-def _arrow_us(pdf: pd.DataFrame) -> Any:
-    """``pdf`` as Arrow with microsecond timestamps (Delta's unit; pandas' nanoseconds are refused)."""
-    import pyarrow as pa
-
-    table = pa.Table.from_pandas(pdf, preserve_index=False)
-    fields = [
-        pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f for f in table.schema
-    ]
-    return table.cast(pa.schema(fields))
 
 
 def write_json_lines(pdf: pd.DataFrame, path: str) -> None:

@@ -328,9 +328,20 @@ def app_id_of(statement_text: str, inputs: Sequence[str]) -> str:
     return f"cep-run-{digest}"
 
 
-def write_matches(table: Any, spec: str, app_id: str) -> bool:
-    """``cep run --output delta:PATH``: the matches (Arrow) appended once under ``app_id`` (``write_once``)."""
-    return write_once(delta_path(spec), table, app_id, 0)
+def write_matches(pdf: Any, spec: str, app_id: str) -> bool:
+    """``cep run --output delta:PATH``: the matches (pandas) appended once under ``app_id`` (``write_once``)."""
+    return write_once(delta_path(spec), _arrow_us(pdf), app_id, 0)
+
+
+def _arrow_us(pdf: Any) -> Any:
+    """``pdf`` as Arrow with microsecond timestamps (Delta's unit; pandas' nanoseconds are refused)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(pdf, preserve_index=False)
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f for f in table.schema
+    ]
+    return table.cast(pa.schema(fields))
 
 
 __all__ = [
