@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.columns import ColumnNames
+from cep.spark_bridge.spark.files import text_times
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -221,8 +222,9 @@ def read_delta(
     columns: Sequence[str] | None = None,
     filters: Sequence[PushedFilter] = (),
 ) -> DataFrame:
-    """The snapshot as a static DataFrame, through Delta's connector; ``columns``: only those (Delta reads
-    only their Parquet columns); ``filters``: only the rows that meet them (``applicable`` ones; Delta skips
+    """The snapshot as a static DataFrame, through Delta's connector, its text columns of times typed as the
+    python engine types them (``files.text_times``); ``columns``: only those (Delta reads only their Parquet
+    columns); ``filters``: only the rows that meet them (``applicable`` ones; Delta skips
     the files whose partition values fail them). Raises ``CepDeltaError`` with Spark's first line when Spark
     refuses."""
     from pyspark.sql import functions as F
@@ -239,7 +241,7 @@ def read_delta(
         for found in applicable(filters, kinds):
             df = df.where(condition(F.col("`" + found.column.replace("`", "``") + "`"), found))
         kept = list(df.columns) if columns is None else ColumnNames(df.columns).among(columns)
-        return df.select(*kept) if kept else df
+        return text_times(df.select(*kept) if kept else df)
     except Exception as exc:  # noqa: BLE001 - pyspark's errors have many types; the message is what matters
         raise CepDeltaError(f"cannot read the {snapshot.describe()}: {_first_line(exc)}") from None
 
