@@ -36,7 +36,7 @@ from cep.matcher.rows.text_types import (
 from cep.matcher.sql.types import decimal_params
 from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import RAW, REJECT
-from cep.spark_bridge.spark.delta import CepDeltaError, read_delta
+from cep.spark_bridge.spark.delta import CepDeltaError, PushedFilter, read_delta
 from cep.spark_bridge.spark.delta_connector import DeltaConnectorError
 from cep.spark_bridge.spark.files import json_holds_array, read_files
 from cep.spark_bridge.spark.inputs import dead_letter_columns, mark_bad_rows, prepare_input
@@ -225,13 +225,19 @@ class Inputs:
             default = read_pandas(list(self.unnamed), self.unnamed_format(), self.schemas.get(None))
         return default, {name: self.read_named_pandas(name) for name in self.named}
 
-    def read_named_pandas(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    def read_named_pandas(
+        self, name: str, columns: Sequence[str] | None = None, filters: Sequence[PushedFilter] = ()
+    ) -> pd.DataFrame:
         path = self.named[name]
-        return read_pandas([path], input_format([path], self.format), self.schemas.get(name), columns=columns)
+        fmt = input_format([path], self.format)
+        return read_pandas([path], fmt, self.schemas.get(name), columns=columns, filters=filters)
 
-    def read_named_spark(self, spark: Any, name: str, columns: Sequence[str] | None = None) -> Any:
+    def read_named_spark(
+        self, spark: Any, name: str, columns: Sequence[str] | None = None, filters: Sequence[PushedFilter] = ()
+    ) -> Any:
         path = self.named[name]
-        return read_spark(spark, [path], input_format([path], self.format), self.schemas.get(name), columns=columns)
+        fmt = input_format([path], self.format)
+        return read_spark(spark, [path], fmt, self.schemas.get(name), columns=columns, filters=filters)
 
 
 def statement_inputs(statement: Any, inputs: Inputs, *, position: int = 0) -> tuple[Any, pd.DataFrame]:
@@ -287,18 +293,24 @@ def input_files(path: str, fmt: str) -> list[str]:
 
 
 def read_pandas(
-    paths: Sequence[str], fmt: str, declared: dict[str, str] | None = None, *, columns: Sequence[str] | None = None
+    paths: Sequence[str],
+    fmt: str,
+    declared: dict[str, str] | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[PushedFilter] = (),
 ) -> pd.DataFrame:
     """Read the inputs with pandas/pyarrow (the python engine), as ``read_spark`` reads them: CSV by RFC 4180
     with the column types of ``cep.matcher.rows.text_types``, JSON with its own types (ISO 8601 strings as
     timestamps), Parquet as it is; integers, floats and booleans with a NULL in pandas' nullable dtypes, so
     that no value changes on the way (docs/cli.md, "How files are read"). ``declared``: a CSV's column
     types given by ``--schema`` (a value that is not of its type stays text, for the row checks). A Delta
-    table is read as its Parquet files are (``delta_io``); ``columns``: only those of it."""
+    table is read as its Parquet files are (``delta_io``); ``columns``: only those of it; ``filters``: only its
+    rows that meet them (``delta_io.pushed_filters``)."""
     import pandas as pd
 
     if fmt == "delta":
-        frames = [infer_datetimes(_decimals_typed(_read_delta(path, columns))) for path in paths]
+        frames = [infer_datetimes(_decimals_typed(_read_delta(path, columns, filters))) for path in paths]
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     if fmt == "parquet":
         frames = [_read_file(path, fmt, _read_parquet) for path in paths]
@@ -338,9 +350,9 @@ def _read_file(path: str, fmt: str, reader):
         raise UsageError(f"cannot read input {path} as {fmt}: {type(exc).__name__}: {exc}") from None
 
 
-def _read_delta(path: str, columns: Sequence[str] | None) -> Any:
+def _read_delta(path: str, columns: Sequence[str] | None, filters: Sequence[PushedFilter]) -> Any:
     try:
-        return read_delta_arrow(snapshot_of(path), columns)
+        return read_delta_arrow(snapshot_of(path), columns, filters)
     except (CepDeltaError, RuntimeError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -515,12 +527,13 @@ def read_spark(
     declared: dict[str, str] | None = None,
     *,
     columns: Sequence[str] | None = None,
+    filters: Sequence[PushedFilter] = (),
 ) -> Any:
     """Read the inputs with ``spark.read`` (the spark engine), as ``read_pandas`` reads them
-    (``cep.spark_bridge.spark.files``); ``declared`` and ``columns`` as there."""
+    (``cep.spark_bridge.spark.files``); ``declared``, ``columns`` and ``filters`` as there."""
     if fmt == "delta":
         try:
-            frames = [read_delta(spark, snapshot_of(path), columns) for path in paths]
+            frames = [read_delta(spark, snapshot_of(path), columns, filters) for path in paths]
         except CepDeltaError as exc:
             raise UsageError(str(exc)) from None
         return functools.reduce(lambda a, b: a.unionByName(b), frames)
@@ -728,7 +741,7 @@ def write_output(pdf: pd.DataFrame, path: str, *, keep_formulas: bool = False, a
     fmt = format_of(path, None, what="output file")
     try:
         if fmt == "delta":
-            return write_matches(_arrow_us(pdf), path, app_id)
+            return write_matches(pdf, path, app_id)
         if fmt == "csv":
             (pdf if keep_formulas else neutralise_formulas(pdf)).to_csv(path, index=False)
         elif fmt == "parquet":
@@ -739,17 +752,6 @@ def write_output(pdf: pd.DataFrame, path: str, *, keep_formulas: bool = False, a
     except (OSError, ValueError, ImportError, RuntimeError) as exc:
         raise UsageError(f"cannot write {path}: {exc}") from None
     return True
-
-
-def _arrow_us(pdf: pd.DataFrame) -> Any:
-    """``pdf`` as Arrow with microsecond timestamps (Delta's unit; pandas' nanoseconds are refused)."""
-    import pyarrow as pa
-
-    table = pa.Table.from_pandas(pdf, preserve_index=False)
-    fields = [
-        pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f for f in table.schema
-    ]
-    return table.cast(pa.schema(fields))
 
 
 def write_json_lines(pdf: pd.DataFrame, path: str) -> None:

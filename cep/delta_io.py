@@ -6,23 +6,34 @@ connector (``spark_bridge.spark.delta``); both read the same snapshot (``DeltaSn
 ``columns_read`` names, so both match the same rows. Time travel: ``delta:PATH@v12`` (version 12),
 ``delta:PATH@2026-01-05T00:00:00`` (the latest version committed at or before that instant, UTC), or
 ``--delta-version``/``--delta-timestamp`` for every Delta input that names none.
+
+Filters pushed into the read (``pushed_filters``): a condition ``column op literal`` (or ``column IN (...)``)
+that every row the statement reads from a table must meet to reach the result is applied while reading it,
+on both engines, so the files of the partitions it excludes are never opened (docs/getting-started.md, "Your
+data is in a Delta table", says which conditions qualify). The statement still applies every condition
+itself: pushing changes what is read, never what is matched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.columns import ColumnNames
+from cep.grammar.statement import SPARK
 from cep.spark_bridge.sinks.delta import deltalake_module, write_once
 from cep.spark_bridge.spark.delta import (
     CepDeltaError,
     DeltaSnapshot,
+    PushedFilter,
+    applicable,
     as_of,
     check_snapshot,
+    condition,
     delta_path,
     is_delta,
     table_versions,
@@ -52,22 +63,49 @@ def snapshot_of(spec: str, *, version: int | None = None, timestamp: str | None 
     return DeltaSnapshot(path, version=version, timestamp=timestamp)
 
 
-def read_delta_arrow(snapshot: DeltaSnapshot, columns: Sequence[str] | None = None) -> Any:
+def read_delta_arrow(
+    snapshot: DeltaSnapshot, columns: Sequence[str] | None = None, filters: Sequence[PushedFilter] = ()
+) -> Any:
     """The snapshot as an Arrow table (``columns``: only those, matched without case, read from their Parquet
-    columns alone; all when none of the table's columns is among them)."""
+    columns alone; all when none of the table's columns is among them; ``filters``: only the rows that meet
+    the ``applicable`` ones, the files of partitions that fail them never opened)."""
     check_snapshot(snapshot)
     deltalake = deltalake_module()
     try:
         table = deltalake.DeltaTable(snapshot.path, version=snapshot.version)
         if snapshot.timestamp is not None:
             table.load_as_version(as_of(snapshot.timestamp))
-        names = [field.name for field in table.schema().fields]
-        return table.to_pyarrow_table(columns=kept_columns(names, columns))
+        dataset = table.to_pyarrow_dataset()
+        names = list(dataset.schema.names)
+        kept = applicable(filters, {field.name: _arrow_kind(field.type) for field in dataset.schema})
+        return dataset.to_table(columns=kept_columns(names, columns), filter=_arrow_filter(kept))
     except CepDeltaError:
         raise
     except Exception as exc:  # noqa: BLE001 - delta-rs raises several types; its first line says what
         line = next((s.strip() for s in str(exc).splitlines() if s.strip()), type(exc).__name__)
         raise CepDeltaError(f"cannot read the {snapshot.describe()}: {line}") from None
+
+
+def _arrow_kind(data_type: Any) -> str:
+    import pyarrow.types as t
+
+    if t.is_string(data_type) or t.is_large_string(data_type) or t.is_string_view(data_type):
+        return "string"
+    if t.is_integer(data_type):
+        return "integer"
+    return "date" if t.is_date(data_type) else "other"
+
+
+def _arrow_filter(filters: Sequence[PushedFilter]) -> Any:
+    """The filters as one pyarrow expression (None: no filter). A fragment (a file) whose partition values
+    fail it is skipped by pyarrow before it is opened."""
+    import pyarrow.compute as pc
+
+    expression = None
+    for found in filters:
+        here = condition(pc.field(found.column), found)
+        expression = here if expression is None else expression & here
+    return expression
 
 
 def kept_columns(names: Sequence[str], columns: Sequence[str] | None) -> list[str] | None:
@@ -99,6 +137,174 @@ def columns_read(statement: SqlStatement) -> list[str] | None:
     )
 
 
+def default_table(statement: SqlStatement, named: Collection[str] = ()) -> str | None:
+    """The name under which the unnamed input stands in ``statement`` (``named``: the named inputs): the plain
+    name the first clause reads outside any WITH (``run_cli`` registers the unnamed input under it), else the
+    one table name the statement reads that is neither a WITH nor a named input; None when that is not one."""
+    clause = statement.clauses[0] if statement.clauses else None
+    if clause is None:
+        return None
+    name = statement.text[clause.relation[0] : clause.relation[1]].strip()
+    if not clause.scopes and clause.path is None and re.fullmatch(r"[A-Za-z_]\w*", name):
+        return None if name in named else name
+    parsed = _parse(statement)
+    if parsed is None:
+        return None
+    known = {n.lower() for n in named} | {v.lower() for v in parsed.views.values()} | parsed.withs
+    names = {table.name for tree in parsed.trees for table in _tables(tree) if table.name.lower() not in known}
+    return names.pop() if len({n.lower() for n in names}) == 1 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parsed:
+    """A statement as sqlglot trees: the statement with each clause replaced by a view named ``views[index]``,
+    then each clause's input relation as ``SELECT * FROM <relation>`` (``relations[index]``)."""
+
+    trees: tuple[Any, ...]
+    relations: dict[int, Any]
+    views: dict[int, str]
+    withs: frozenset[str]  # the names of its WITH queries, lower case
+
+
+def _parse(statement: SqlStatement) -> _Parsed | None:
+    import sqlglot
+    from sqlglot import exp
+
+    views = {clause.index: f"_cep_clause_{clause.index}" for clause in statement.clauses}
+    try:
+        trees = [sqlglot.parse_one(statement.whole.render(SPARK, views, {}).text, read="spark")]
+        relations = {}
+        for clause in statement.clauses:
+            relation = statement.whole.render(SPARK, views, {}, *clause.relation).text
+            relations[clause.index] = sqlglot.parse_one(f"SELECT * FROM {relation}", read="spark")
+    except Exception:  # noqa: BLE001 - sqlglot's errors have several types; nothing is pushed then
+        return None
+    trees += relations.values()
+    withs = frozenset(cte.alias_or_name.lower() for tree in trees for cte in tree.find_all(exp.CTE))
+    return _Parsed(tuple(trees), relations, views, withs)
+
+
+def _tables(tree: Any) -> list[Any]:
+    """The table names ``tree`` reads (no ``db.table``)."""
+    from sqlglot import exp
+
+    return [table for table in tree.find_all(exp.Table) if table.name and not table.args.get("db")]
+
+
+def pushed_filters(statement: SqlStatement, table: str | None) -> tuple[PushedFilter, ...]:
+    """The conditions ``column op literal`` that every row ``statement`` reads from ``table`` must meet to
+    reach its result. A reference to the table contributes the ``WHERE`` conjuncts of the ``SELECT`` that
+    reads it alone (no join); a clause that reads it by name, those of the ``SELECT`` that reads the clause
+    alone on the clause's PARTITION BY columns (a partition's matches depend on its rows alone, and the
+    ones that fail are dropped after matching). Only the conditions that every reference has are pushed;
+    none when the table is read elsewhere (a join, a clause's subquery, a WITH of the same name) or the
+    statement is beyond the SQL parser."""
+    if table is None:
+        return ()
+    key = table.lower()
+    for clause in statement.clauses:  # a subquery in a MATCH_RECOGNIZE that reads the table: not followed
+        body = statement.text[clause.keyword : clause.end]
+        if any(word.lower() == key for word in re.findall(r"[A-Za-z_]\w*", body)):
+            return ()
+    parsed = _parse(statement)
+    if parsed is None or key in parsed.withs:
+        return ()
+    found: set[PushedFilter] | None = None
+    for tree in parsed.trees:
+        for reference in _tables(tree):
+            if reference.name.lower() != key:
+                continue
+            clause = next((c for c in statement.clauses if parsed.relations[c.index] is tree), None)
+            if clause is not None and _sole_source(reference) is tree:  # FROM t MATCH_RECOGNIZE
+                here = _clause_conditions(clause, parsed.views[clause.index], parsed.trees)
+            else:
+                here = _conditions(reference)
+            found = here if found is None else found & here
+    return tuple(sorted(found or (), key=repr))
+
+
+def _sole_source(reference: Any) -> Any:
+    """The SELECT that reads ``reference`` as its only source (no join), or None."""
+    from sqlglot import exp
+
+    select = reference.parent.parent if isinstance(reference.parent, exp.From) else None
+    if not isinstance(select, exp.Select) or select.args.get("joins") or select.args.get("laterals"):
+        return None
+    return select
+
+
+def _clause_conditions(clause: Any, view: str, trees: Sequence[Any]) -> set[PushedFilter]:
+    """The conditions on the clause's PARTITION BY columns of the SELECT that reads the clause's view."""
+    from sqlglot import exp
+
+    match = clause.statement.match
+    measures = {m.name.name.lower() for m in match.measures}
+    keys = {ref.column.name.lower() for ref in match.partition_by if ref.qualifier is None} - measures
+    for tree in trees:
+        for reference in tree.find_all(exp.Table):
+            if reference.name == view:
+                return {c for c in _conditions(reference) if c.column.lower() in keys}
+    return set()
+
+
+def _conditions(reference: Any) -> set[PushedFilter]:
+    """The ``WHERE`` conjuncts of the SELECT that reads ``reference`` alone, as filters on its columns."""
+    from sqlglot import exp
+
+    select = _sole_source(reference)
+    where = select.args.get("where") if select is not None else None
+    if where is None:
+        return set()
+    condition = where.this.unnest()
+    conjuncts = condition.flatten() if isinstance(condition, exp.And) else [condition]
+    names = {"", reference.alias_or_name.lower()}
+    return {found for c in conjuncts if (found := _filter_of(c.unnest(), names)) is not None}
+
+
+def _filter_of(condition: Any, qualifiers: set[str]) -> PushedFilter | None:
+    """``column op literal``, ``literal op column`` or ``column IN (literal, ...)`` as a filter."""
+    from sqlglot import exp
+
+    def column(node: Any) -> str | None:
+        if isinstance(node, exp.Column) and node.table.lower() in qualifiers and not node.args.get("db"):
+            return node.name
+        return None
+
+    if isinstance(condition, exp.In) and not condition.args.get("query") and not condition.args.get("unnest"):
+        name, values = column(condition.this), [_literal(v) for v in condition.expressions]
+        if name and values and None not in values and len({type(v) for v in values}) == 1:
+            return PushedFilter(name, "in", tuple(values))
+        return None
+    op = _COMPARISONS.get(type(condition).__name__)
+    if op is None:
+        return None
+    left, right = condition.this, condition.expression
+    if column(left) and _literal(right) is not None:
+        return PushedFilter(column(left), op, (_literal(right),))
+    if column(right) and _literal(left) is not None:
+        return PushedFilter(column(right), _FLIPPED[op], (_literal(left),))
+    return None
+
+
+_COMPARISONS = {"EQ": "=", "NEQ": "!=", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">="}
+_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _literal(node: Any) -> str | int | None:
+    """A string or an integer literal's value (None: any other expression)."""
+    from sqlglot import exp
+
+    negative = isinstance(node, exp.Neg)
+    node = node.this if negative else node
+    if not isinstance(node, exp.Literal):
+        return None
+    if node.is_string:
+        return None if negative else str(node.this)
+    if re.fullmatch(r"\d+", str(node.this)):
+        return -int(node.this) if negative else int(node.this)
+    return None
+
+
 def input_identity(spec: str) -> str:
     """What a backtest read from one input, for its output's application id: a Delta table's resolved version
     (the latest when none is named: a table appended to since is another input), a file's size and time."""
@@ -122,15 +328,28 @@ def app_id_of(statement_text: str, inputs: Sequence[str]) -> str:
     return f"cep-run-{digest}"
 
 
-def write_matches(table: Any, spec: str, app_id: str) -> bool:
-    """``cep run --output delta:PATH``: the matches (Arrow) appended once under ``app_id`` (``write_once``)."""
-    return write_once(delta_path(spec), table, app_id, 0)
+def write_matches(pdf: Any, spec: str, app_id: str) -> bool:
+    """``cep run --output delta:PATH``: the matches (pandas) appended once under ``app_id`` (``write_once``)."""
+    return write_once(delta_path(spec), _arrow_us(pdf), app_id, 0)
+
+
+def _arrow_us(pdf: Any) -> Any:
+    """``pdf`` as Arrow with microsecond timestamps (Delta's unit; pandas' nanoseconds are refused)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(pdf, preserve_index=False)
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz)) if pa.types.is_timestamp(f.type) else f for f in table.schema
+    ]
+    return table.cast(pa.schema(fields))
 
 
 __all__ = [
     "snapshot_of",
     "read_delta_arrow",
     "columns_read",
+    "pushed_filters",
+    "default_table",
     "kept_columns",
     "input_identity",
     "app_id_of",

@@ -58,7 +58,7 @@ from cep.cli_io import (
     write_dead_letter,
     write_output,
 )
-from cep.delta_io import app_id_of, columns_read, input_identity, is_delta, snapshot_of
+from cep.delta_io import app_id_of, columns_read, default_table, input_identity, is_delta, pushed_filters, snapshot_of
 from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
@@ -213,12 +213,13 @@ def _run_python(
     started = time.perf_counter()
     columns = columns_read(statement)
     if default is None and inputs.unnamed:
-        default = read_pandas(list(inputs.unnamed), fmt, declared, columns=columns)
+        pushed = pushed_filters(statement, default_table(statement, inputs.named))
+        default = read_pandas(list(inputs.unnamed), fmt, declared, columns=columns, filters=pushed)
     if declared:
         declared = resolve_declared(declared, list(default.columns))
     if default is not None:  # the clauses that read the input directly, checked against its own types
         check_input_types(statement, {**pandas_schema(default), **(declared or {})}, fmt, declared)
-    tables = {name: inputs.read_named_pandas(name, columns) for name in inputs.named}
+    tables = {name: inputs.read_named_pandas(name, columns, pushed_filters(statement, name)) for name in inputs.named}
     default = _as_first_table(statement, tables, default)
     options = dict(replay)
     records: list[dict] = []
@@ -276,10 +277,13 @@ def _run_spark(
     started = time.perf_counter()
     columns = columns_read(statement)
     if default is None and inputs.unnamed:
-        default = read_spark(spark, list(inputs.unnamed), fmt, declared, columns=columns)
+        pushed = pushed_filters(statement, default_table(statement, inputs.named))
+        default = read_spark(spark, list(inputs.unnamed), fmt, declared, columns=columns, filters=pushed)
     if default is not None:
         check_input_types(statement, {f.name: spark_to_sql(f.dataType) for f in default.schema.fields}, fmt, declared)
-    tables = {name: inputs.read_named_spark(spark, name, columns) for name in inputs.named}
+    tables = {
+        name: inputs.read_named_spark(spark, name, columns, pushed_filters(statement, name)) for name in inputs.named
+    }
     default = _as_first_table(statement, tables, default)
     stats: list[ClauseStats] = []
 

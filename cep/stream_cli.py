@@ -55,6 +55,7 @@ from cep.spark_bridge.spark.delta import (
     is_delta,
     parse_delta_options,
     read_delta_stream,
+    stream_change_hint,
 )
 from cep.spark_bridge.spark.kafka import (
     VALUE_FORMATS,
@@ -734,7 +735,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
                 + (f"; {services.describe()}" if services.servers else "")
             )
             if args.once:
-                return _once(stream, rules, started)
+                return _once(stream, rules, started, delta_path(source.path) if source.delta else None)
             return _run_until_stopped(stream, args, source, logbook, stop, interrupted, started)
     finally:
         services.stop()
@@ -810,6 +811,8 @@ def _run_until_stopped(
                 "client's timeout (kafka.default.api.timeout.ms, 60 s by default); once they are back, the same "
                 "command resumes from the checkpoint without losing an event"
             )
+        if source.delta and (hint := stream_change_hint(str(exc), delta_path(source.path))):
+            log.error(hint)
         return cli_io.EXIT_QUERY_ERROR
     logbook.clear()
     log.info(
@@ -819,7 +822,8 @@ def _run_until_stopped(
     return cli_io.EXIT_INTERRUPTED if signal.SIGINT in interrupted else cli_io.EXIT_OK
 
 
-def _once(stream: AlertStream, ruleset, started: float) -> int:
+def _once(stream: AlertStream, ruleset, started: float, delta_table: str | None = None) -> int:
+    """``--once``; ``delta_table``: the Delta table followed (a change it cannot follow is explained)."""
     try:
         status = stream.run_available_now()
     except CepError as err:  # a sink that could not deliver (its outbox keeps the alerts)
@@ -830,6 +834,8 @@ def _once(stream: AlertStream, ruleset, started: float) -> int:
         if message is None:
             raise
         cli_io.print_error(f"cep stream: {message}")
+        if delta_table and (hint := stream_change_hint(str(exc), delta_table)):
+            cli_io.print_error(f"cep stream: {hint}")
         return cli_io.EXIT_QUERY_ERROR
     log.info(status_line(status, started)[0])
     return cli_io.EXIT_QUERY_ERROR if ruleset.errors else cli_io.EXIT_OK

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cep.cli import main
-from cep.delta_io import columns_read, read_delta_arrow, snapshot_of
+from cep.delta_io import columns_read, default_table, pushed_filters, read_delta_arrow, snapshot_of
 from cep.spark_bridge.sinks.delta import DeltaSink, alerts_table
 from cep.spark_bridge.spark.delta import CepDeltaError, DeltaSnapshot, check_snapshot
 from cep.statement import compile_sql
@@ -293,3 +293,128 @@ def test_check_snapshot_needs_no_engine(tmp_path):
     (tmp_path / "_delta_log").mkdir()
     with pytest.raises(CepDeltaError, match="holds no commit"):
         check_snapshot(DeltaSnapshot(str(tmp_path)))
+
+
+# ------------------------------------------------------------------------- filters pushed into the read
+
+V_SHAPE_BODY = Path(V_SHAPE).read_text()
+
+
+@pytest.fixture()
+def by_symbol(tmp_path) -> Path:
+    """The sample ticks partitioned by symbol: one folder of files per symbol."""
+    path = tmp_path / "by_symbol"
+    write_deltalake(str(path), arrow(ticks()), partition_by=["symbol"])
+    return path
+
+
+def test_a_where_on_a_partition_by_column_opens_only_that_partitions_files(by_symbol, tmp_path, capsys):
+    """The other symbols' files are deleted after the commit: a read that opened them would fail, so the
+    run succeeding shows they were never opened; the answer is the Parquet copy's for that symbol."""
+    query = tmp_path / "q.sql"
+    query.write_text(V_SHAPE_BODY + " AS m WHERE m.symbol = 'BOLT' AND n > 2")
+    parquet = tmp_path / "ticks.parquet"
+    ticks().to_parquet(parquet, index=False, coerce_timestamps="us")
+    assert main(["run", str(query), "--engine", "python", "--input", str(parquet), "--match-ids"]) == 0
+    expected = table_rows(capsys.readouterr().out)
+    table = DeltaTable(str(by_symbol))
+    kept = set(table.file_uris([("symbol", "=", "BOLT")]))
+    others = set(table.file_uris()) - kept
+    assert len(kept) == 1 and len(others) == 3  # delta-rs's own file list: one file per symbol
+    for uri in others:
+        Path(uri.removeprefix("file://")).unlink()
+    assert main(["run", str(query), "--engine", "python", "--input", f"delta:{by_symbol}", "--match-ids"]) == 0
+    assert table_rows(capsys.readouterr().out) == expected
+    assert len(expected) > 2 and all(row.startswith("BOLT") for row in expected[2:])
+    # a condition on a measure (not a PARTITION BY column) cannot be pushed: every file is read, and the
+    # deleted ones are missed loudly
+    query.write_text(V_SHAPE_BODY + " WHERE n > 2")
+    assert main(["run", str(query), "--engine", "python", "--input", f"delta:{by_symbol}"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read the Delta table" in err and "Traceback" not in err
+
+
+def test_which_conditions_are_pushed():
+    def pushed(text: str, table: str = "ticks") -> set[tuple]:
+        statement = compile_sql(text)
+        return {(f.column, f.op, f.values) for f in pushed_filters(statement, default_table(statement) or table)}
+
+    clause = (
+        "MATCH_RECOGNIZE (PARTITION BY day, symbol ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) "
+        "DEFINE A AS price > 1)"
+    )
+    assert pushed(
+        f"SELECT * FROM ticks {clause} AS m WHERE m.day >= '2024-01-02' AND n > 3 AND symbol IN ('A', 'B')"
+    ) == {
+        ("day", ">=", ("2024-01-02",)),
+        ("symbol", "in", ("A", "B")),
+    }
+    assert pushed(f"SELECT * FROM ticks {clause} WHERE 5 < day") == {("day", ">", (5,))}
+    assert pushed(f"SELECT * FROM ticks {clause} WHERE day = '1' OR symbol = 'A'") == set()  # not a conjunction
+    assert pushed(f"SELECT * FROM (SELECT * FROM ticks WHERE price > -3 AND day = 'x') {clause}") == {
+        ("price", ">", (-3,)),
+        ("day", "=", ("x",)),
+    }
+    # every reference must have the condition: a second, unfiltered read of the table pushes nothing
+    assert (
+        pushed(
+            f"WITH w AS (SELECT * FROM ticks WHERE day = 'x') SELECT * FROM w {clause} "
+            f"UNION ALL SELECT * FROM ticks {clause}"
+        )
+        == set()
+    )
+    assert pushed(
+        f"WITH w AS (SELECT * FROM ticks WHERE day = 'x') SELECT * FROM w {clause} "
+        f"UNION ALL SELECT * FROM ticks {clause} WHERE day = 'x'"
+    ) == {("day", "=", ("x",))}
+    # a join, a subquery inside the clause that reads the table, a column compared with a column
+    assert (
+        pushed(f"SELECT * FROM (SELECT t.* FROM ticks t JOIN d ON t.day = d.day WHERE t.day = 'x') {clause}") == set()
+    )
+    inner = clause.replace("price > 1", "price > (SELECT AVG(price) FROM ticks)")
+    assert pushed(f"SELECT * FROM ticks {inner} WHERE day = 'x'") == set()
+    assert pushed(f"SELECT * FROM (SELECT * FROM ticks WHERE day = symbol) {clause}") == set()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    events=st.lists(
+        st.tuples(st.sampled_from(["d1", "d2", "d3"]), st.sampled_from("ab"), st.integers(0, 50), st.integers(1, 9)),
+        min_size=1,
+        max_size=40,
+    ),
+    op=st.sampled_from(["=", "<>", "<", "<=", ">", ">="]),
+    day=st.sampled_from(["d0", "d1", "d2", "d3", "d4"]),
+    where_inside=st.booleans(),
+)
+def test_a_pushed_filter_changes_no_answer(tmp_path_factory, events, op, day, where_inside):
+    """Whatever the rows and the condition on the partition column, the statement's answer from the read with
+    the condition pushed in equals its answer from the whole table."""
+    path = tmp_path_factory.mktemp("push") / "t"
+    frame = pd.DataFrame(events, columns=["day", "k", "minute", "price"])
+    frame["ts"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(frame["minute"], unit="m")
+    write_deltalake(str(path), arrow(frame.drop(columns="minute")), partition_by=["day"])
+    body = (
+        "MATCH_RECOGNIZE (PARTITION BY day, k ORDER BY ts MEASURES FIRST(A.ts) AS s, COUNT(*) AS n "
+        "ONE ROW PER MATCH PATTERN (A B*) DEFINE B AS price >= PREV(price))"
+    )
+    text = (
+        f"SELECT * FROM (SELECT * FROM t WHERE day {op} '{day}') {body} ORDER BY day, k, s"
+        if where_inside
+        else f"SELECT * FROM t {body} WHERE day {op} '{day}' ORDER BY day, k, s"
+    )
+    statement = compile_sql(text)
+    filters = pushed_filters(statement, default_table(statement))
+    assert [(f.column, f.op) for f in filters] == [("day", "!=" if op == "<>" else op)]
+    snapshot = snapshot_of(f"delta:{path}")
+    whole = statement.run(default=read_delta_arrow(snapshot), kind="pandas")
+    pushed = read_delta_arrow(snapshot, None, filters)
+    assert sorted(set(pushed.column("day").to_pylist())) == sorted(
+        {
+            d
+            for d in frame["day"]
+            if {"=": d == day, "<>": d != day, "<": d < day, "<=": d <= day, ">": d > day, ">=": d >= day}[op]
+        }
+    )
+    # no match at all: an empty output's time column is typed from no rows (object) on the empty read
+    pd.testing.assert_frame_equal(statement.run(default=pushed, kind="pandas"), whole, check_dtype=not whole.empty)

@@ -22,6 +22,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from cep.cli import main
+from cep.spark_bridge.spark.delta import DeltaSnapshot, read_delta
 
 pytestmark = pytest.mark.spark
 
@@ -76,6 +77,86 @@ def test_both_engines_give_the_same_matches_and_match_ids_at_each_version(spark,
         )
         err = capsys.readouterr().err
         assert f"cannot read the Delta table {path} as of 2000-01-01T00:00:00" in err and "Traceback" not in err
+
+
+@pytest.mark.timeout(1800)  # two Spark jobs on a loaded machine
+def test_a_filter_on_a_partition_by_column_is_pushed_into_the_read_on_both_engines(spark, tmp_path, capsys):
+    """The other symbols' files are deleted after the commit, so a read that opened them would fail; both
+    engines give the answer the same statement gives over a Parquet copy of the whole table (match ids hash
+    the statement's text, so the statement must be the same)."""
+    frame = pd.read_csv(TICKS, parse_dates=["ts"])
+    path = tmp_path / "by_symbol"
+    write_deltalake(str(path), pa.Table.from_pandas(frame, preserve_index=False), partition_by=["symbol"])
+    query = tmp_path / "q.sql"
+    query.write_text(Path(V_SHAPE).read_text() + " AS m WHERE m.symbol IN ('BOLT', 'CRUX')")
+    parquet = tmp_path / "ticks.parquet"
+    frame.to_parquet(parquet, index=False, coerce_timestamps="us")
+    assert main(["run", str(query), "--input", str(parquet), "--engine", "python", "--match-ids"]) == 0
+    expected = [row for row in table_rows(capsys.readouterr().out) if row.startswith(("BOLT", "CRUX"))]
+    table = DeltaTable(str(path))
+    for uri in set(table.file_uris()) - set(table.file_uris([("symbol", "in", ["BOLT", "CRUX"])])):
+        Path(uri.removeprefix("file://")).unlink()
+    for engine in ("python", "spark"):
+        assert main(["run", str(query), "--input", f"delta:{path}", "--engine", engine, "--match-ids"]) == 0
+        rows = table_rows(capsys.readouterr().out)
+        assert [row for row in rows if row.startswith(("BOLT", "CRUX"))] == expected, engine
+    assert len(expected) > 10
+
+
+@pytest.mark.timeout(2400)  # six Spark jobs on a loaded machine
+def test_a_changed_schema_and_bad_times_are_told_the_same_on_both_engines(spark, tmp_path, capsys):
+    """A column added at version 1 is an unknown column with its caret at version 0; a type widened between
+    versions reads as each version has it; a time column of text with a value that is no time, or with a
+    NULL, is a counted bad row. The same words on both engines (the python engine's answers are checked
+    against files in test_delta.py)."""
+    frame = pd.read_csv(TICKS, parse_dates=["ts"])
+    grown = tmp_path / "grown"
+    write_deltalake(str(grown), pa.Table.from_pandas(frame.drop(columns=["volume"]), preserve_index=False))
+    write_deltalake(
+        str(grown), pa.Table.from_pandas(frame, preserve_index=False), mode="overwrite", schema_mode="overwrite"
+    )  # version 1: volume added
+    query = tmp_path / "q.sql"
+    query.write_text(Path(V_SHAPE).read_text().replace("COUNT(*) AS n", "SUM(volume) AS v"))
+    texts = frame.astype({"ts": str})
+    texts.loc[5, "ts"] = "not a time"
+    nulls = frame.copy()
+    nulls.loc[3, "ts"] = pd.NaT
+    for name, rows in (("texts", texts), ("nulls", nulls)):
+        write_deltalake(str(tmp_path / name), pa.Table.from_pandas(rows, preserve_index=False))
+    answers: dict[str, list[list[str]]] = {}
+    for engine in ("python", "spark"):
+        assert main(["run", str(query), "--engine", engine, "--input", f"delta:{grown}@v0"]) == 1
+        err = capsys.readouterr().err
+        assert "volume" in err and "^" in err and "Traceback" not in err, engine
+        assert main(["run", str(query), "--engine", engine, "--input", f"delta:{grown}"]) == 0
+        assert "matches: 27" in capsys.readouterr().out, engine
+        for name, reason in (("texts", "bad_event_time"), ("nulls", "null_event_time")):
+            dead = tmp_path / f"{name}-{engine}.jsonl"
+            args = [
+                "run",
+                V_SHAPE,
+                "--engine",
+                engine,
+                "--input",
+                f"delta:{tmp_path / name}",
+                "--dead-letter",
+                str(dead),
+            ]
+            assert main(args) == 0
+            out = capsys.readouterr().out
+            assert f"bad rows: 1 ({reason} 1)" in out, (engine, name, out)
+            answers.setdefault(name, []).append(table_rows(out.split("events read")[0]))
+    assert all(python == spark and len(python) > 20 for python, spark in answers.values())
+    widened = tmp_path / "widened"
+    write_deltalake(str(widened), pa.table({"k": ["a"], "n": pa.array([1], pa.int32())}))
+    write_deltalake(
+        str(widened),
+        pa.table({"k": ["a"], "n": pa.array([2**40], pa.int64())}),
+        mode="overwrite",
+        schema_mode="overwrite",
+    )
+    at = {version: read_delta(spark, DeltaSnapshot(str(widened), version=version)).collect() for version in (0, 1)}
+    assert [row["n"] for row in at[0]] == [1] and [row["n"] for row in at[1]] == [2**40]
 
 
 def events(start: int, count: int) -> pd.DataFrame:
@@ -213,3 +294,48 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
     assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
     assert "Traceback" not in "".join(s.text() for s in streams)
     assert "| late 0 |" in last.text()  # in order: every row matched, none set aside as late
+
+
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # three Spark drivers, one after the other
+def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path):
+    """A column added while the stream runs, then read on by the same command from its checkpoint; an
+    overwrite that changes a column's type stops the stream with Delta's words and cep's sentence saying
+    what to do, no trace."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "high.sql").write_text(HIGH)
+    table = tmp_path / "events"
+    append(table, events(0, 30))
+    running = Stream(tmp_path)
+    streams = [running]
+    try:
+        until(lambda: alert_rows(tmp_path) > 0, 900, "the first alerts", running)
+        seen = alert_rows(tmp_path)
+        grown = events(40, 30).assign(venue="X")
+        write_deltalake(
+            str(table), pa.Table.from_pandas(grown, preserve_index=False), mode="append", schema_mode="merge"
+        )
+        deadline = time.monotonic() + 600
+        while running.process.poll() is None and alert_rows(tmp_path) == seen and time.monotonic() < deadline:
+            time.sleep(1)  # polling: the running stream either reads on or stops at the new schema
+        running.kill_9()
+        after_add = running.text()
+        resumed = Stream(tmp_path, "--once")
+        streams.append(resumed)
+        assert resumed.process.wait(900) == 0, resumed.text()[-3000:]
+        assert alert_rows(tmp_path) > seen  # the rows after the new column are read, by one command or the next
+        retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
+        write_deltalake(
+            str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
+        )
+        stopped = Stream(tmp_path, "--once")
+        streams.append(stopped)
+        assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
+    finally:
+        for stream in streams:
+            stream.kill_9()
+    text = stopped.text()
+    assert f"the Delta table {table} cannot be followed further" in text and "skipChangeCommits=true" in text
+    if "Detected schema change" in after_add or "DELTA_SCHEMA_CHANGED" in after_add:
+        assert "Run the same command again" in after_add
+    assert "Traceback" not in after_add + resumed.text() + text

@@ -212,6 +212,24 @@ def text_types(df: DataFrame, names: list[str] | None = None) -> dict[str, str]:
     return types
 
 
+def text_times(df: DataFrame) -> DataFrame:
+    """``df``'s text columns that the Python reader of a typed file reads as times (``cli_io.infer_datetimes``:
+    more than half their values ISO 8601 times, ``text_types.string_type``) as timestamps. A row whose value
+    in such a column is no time gets its fields in ``_corrupt_record``: a bad row (``bad_event_time`` in the
+    event time column), as the Python engine's row checks set it aside. One Spark job counts the texts."""
+    from pyspark.sql import types as T
+
+    names = [f.name for f in df.schema.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
+    counts = _counts(df, names)
+    times = {
+        name: "TIMESTAMP"
+        for name in names
+        if string_type(TextEvidence(values=counts[name]["values"], timestamps=counts[name]["timestamps"]))
+        == "TIMESTAMP"
+    }
+    return apply_text_types(df, times, mark_unread=True) if times else df
+
+
 def apply_text_types(
     df: DataFrame, types: dict[str, str], *, mark_unread: bool = False, declared: frozenset[str] = frozenset()
 ) -> DataFrame:
