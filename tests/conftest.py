@@ -25,6 +25,27 @@ REPO = Path(__file__).resolve().parent.parent
 settings.register_profile("cep", deadline=None)
 settings.load_profile("cep")
 
+# Every JVM the suite starts through Spark's scripts (its own SparkSession, each `cep run --engine spark` or
+# `cep stream` subprocess, the small launcher JVM that builds each one's command line, a test cluster's
+# master and worker) runs the C1 compiler only and the serial collector. Those JVMs live for seconds to
+# minutes on tiny data, where C2's compile threads and a parallel collector's threads cost more CPU than
+# they save; on the shared 2-core machine that CPU is wall time (docs/testing.md). Users' JVMs keep Java's
+# defaults (long streams want C2). The Kafka broker (tests/kafka_broker.py) sets the same flags itself.
+TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# SPARK_SUBMIT_OPTS reaches the driver JVM (spark-submit), SPARK_LAUNCHER_OPTS the launcher that runs before
+# it, SPARK_DAEMON_JAVA_OPTS the standalone master and worker of tests/test_cluster.py.
+TEST_JVM_VARIABLES = ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS", "SPARK_DAEMON_JAVA_OPTS")
+
+
+def _with_test_jvm_options(existing: str) -> str:
+    """``existing`` with the test flags in front (a developer's own flags, later on the line, win)."""
+    missing = [option for option in TEST_JVM_OPTIONS if option not in existing.split()]
+    return " ".join([*missing, existing]).strip()
+
+
+for _variable in TEST_JVM_VARIABLES:
+    os.environ[_variable] = _with_test_jvm_options(os.environ.get(_variable, ""))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: needs a local SparkSession (Java 17+); deselect with -m 'not spark'")
