@@ -40,9 +40,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     Inputs,
     KafkaInput,
     UsageError,
-    cell,
     format_of,
-    format_table,
     infer_datetimes,
     input_format,
     input_schema,
@@ -62,6 +60,7 @@ from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting.rule_set import build_rule_set
 from cep.statement import check_sql
+from cep.table_text import cell, format_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

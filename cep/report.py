@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from cep.cli_io import cell
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.matcher.sql.intervals import interval_to_timedelta
@@ -50,6 +49,7 @@ from cep.report_charts import (  # noqa: F401 - histogram_bins, label and plain 
     label,
     plain,
 )
+from cep.table_text import cell
 
 # Imported inside functions: plotly (optional: the "report" extra; only its plotly.js bundle is used) and
 # pandas (heavy).

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from cep.cli_io import cell
+from cep.table_text import cell
 
 # Imported inside functions: pandas (heavy).
 

@@ -40,9 +40,7 @@ from cep.cli_io import (
     UsageError,
     arrow_to_pandas,
     bad_rows_summary,
-    display_order,
     format_of,
-    format_table,
     input_format,
     kafka_input,
     non_negative_int,
@@ -72,6 +70,7 @@ from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.kafka import CepKafkaError, is_kafka_url
 from cep.spark_bridge.spark.types import spark_to_sql
 from cep.statement import ClauseStats, SqlStatement
+from cep.table_text import display_order, format_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

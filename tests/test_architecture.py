@@ -44,6 +44,7 @@ ORDER = {
         "duckdb_sql",
         "statement",
         "delta_io",
+        "table_text",
         "cli_io",
         "logs",
         "report_charts",
