@@ -275,12 +275,17 @@ def _duck(name: str, *args):
 
 def _fail(message: str, where: tuple[int | None, int]):
     """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
-    of the expression for ``explain_duck_error``."""
+    of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
+    refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
+    runs). A cast of the message to an integer fails as surely and is deterministic; DuckDB's constant
+    folding leaves an expression that fails for it to run time, so only a row that takes the branch fails.
+    Its type is NULL's (``CASE WHEN ... THEN NULL END``), as error()'s is, so it fits a branch of any type."""
     from sqlglot import exp
 
     start, length = where
     place = f"{_PLACE_MARK}{start}+{length}: " if start is not None else ""
-    return _duck("error", exp.Literal.string(place + message))
+    raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=raises, expression=exp.Null()), true=exp.Null())])
 
 
 def _nonzero_divisor(node):
@@ -509,8 +514,9 @@ def _own_function(name: str, node, types: dict[int, str]):
             "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)
         )
     # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
-    # must be what the pattern writes of the value read.
-    fitted = _duck("strptime", value.copy(), exp.Literal.string(duck_pattern))
+    # must be what the pattern writes of the value read. try_strptime: a text that does not parse at all
+    # meets the same error as one that does not fit, with its place (strptime's own names neither).
+    fitted = _duck("try_strptime", value.copy(), exp.Literal.string(duck_pattern))
     written = _duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
     moment = exp.Case(
         ifs=[
@@ -617,6 +623,8 @@ def spark_types(frame) -> dict[str, str]:
 
 _PLACE_MARK = "cep@"
 _PLACE = re.compile(re.escape(_PLACE_MARK) + r"(\d+)\+(\d+): ")
+# The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
+_FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
 _QUOTED_NAME = re.compile(r'"([^"]+)"')
 
@@ -629,7 +637,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     first = re.sub(r"\s*You might need to add explicit type casts\.?", "", first)
     place = _PLACE.search(first)
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
-        sentence = first[place.end() :]
+        sentence = _FAILED_CAST.sub("", first[place.end() :])
         return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
     call = _FAILED_CALL.search(first)
     if call is not None:

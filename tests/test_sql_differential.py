@@ -561,12 +561,6 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=False,
-    reason="the merged tree's CI run found a silent difference (a case with "
-    "bool_and over CAST(date_add(d, 18) AS TIMESTAMP), dayofyear and a unicode concatenation); "
-    "open in issue 28's note, to fix next",
-)
 @settings(
     max_examples=EXAMPLES,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],

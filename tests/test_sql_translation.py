@@ -84,6 +84,12 @@ SAME_ON_BOTH = [
     "unix_timestamp(first_ts) DIV 7",
     "round(x, 0)",
     "floor(x)",
+    # A guarded division, cast or parse in a window's ORDER BY or PARTITION BY (DuckDB refuses a volatile
+    # expression there, so the guard must not be one); NULL % NULL is NULL, ordered first as in Spark.
+    "dense_rank() OVER (ORDER BY (x % x))",
+    "rank() OVER (PARTITION BY x > 0 ORDER BY x / x, first_ts)",
+    "dense_rank() OVER (ORDER BY CAST(s AS INT))",
+    "row_number() OVER (ORDER BY to_date(date_format(start_date, 'dd/MM/yyyy'), 'dd/MM/yyyy') DESC)",
 ]
 
 
@@ -110,8 +116,12 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "CAST('abc' AS INT)",
         "CAST(s || 'x' AS INT)",
         "id % 0",
+        "dense_rank() OVER (ORDER BY x % 0)",
+        "row_number() OVER (ORDER BY CAST(s || 'x' AS INT))",
         "DATE_FORMAT(first_ts, 'YYYY')",
         "to_timestamp('2020-1-05', 'yyyy-MM-dd')",
+        "to_date(s, 'yyyy-MM-dd')",
+        "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
