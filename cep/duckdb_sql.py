@@ -298,13 +298,13 @@ def _nonzero_divisor(node):
         guarded = divisor
     else:
         what = "remainder" if isinstance(node, exp.Mod) else "division"
+        # Spark fails only where the dividend is not NULL: NULL / 0 is NULL.
+        zero = exp.and_(
+            exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
+            exp.Not(this=exp.Is(this=exp.Paren(this=node.this.copy()), expression=exp.Null())),
+        )
         guarded = exp.Case(
-            ifs=[
-                exp.If(
-                    this=exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
-                    true=_fail(f"{what} by zero", _where(node)),
-                )
-            ],
+            ifs=[exp.If(this=zero, true=_fail(f"{what} by zero", _where(node)))],
             default=divisor,
         )
     new = node.copy()

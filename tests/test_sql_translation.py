@@ -89,6 +89,8 @@ SAME_ON_BOTH = [
     "dense_rank() OVER (ORDER BY (x % x))",
     "rank() OVER (PARTITION BY x > 0 ORDER BY x / x, first_ts)",
     "dense_rank() OVER (ORDER BY CAST(s AS INT))",
+    "CAST(NULL AS INT) / 0",  # NULL: Spark checks the divisor only for a dividend that is not NULL
+    "sum(CAST(s AS INT) % (year(start_date) - 2021)) OVER ()",  # s is NULL where the divisor is 0
     "row_number() OVER (ORDER BY to_date(date_format(start_date, 'dd/MM/yyyy'), 'dd/MM/yyyy') DESC)",
 ]
 
