@@ -76,6 +76,7 @@ _RESULT_TYPES = {
     "DATE_TRUNC": "TIMESTAMP",
 }
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
+_DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _FRACTIONAL = ("FLOAT", "DOUBLE", "DECIMAL")
 _TEXT = ("VARCHAR", "TEXT", "CHAR", "NCHAR", "NVARCHAR")
@@ -144,8 +145,7 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
 
     wanted = 0
     for node in tree.walk():
-        operand = _typed_operand(node)
-        if operand is not None:
+        for operand in _typed_operands(node):
             wanted += 1
             operand.meta[_TYPED] = wanted
     if not wanted:
@@ -173,14 +173,17 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
     return found
 
 
-def _typed_operand(node):
+def _typed_operands(node) -> tuple:
+    """The operands of ``node`` whose types a rule needs (none for most nodes)."""
     from sqlglot import exp
 
-    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.IntDiv)):
-        return node.this
+    if isinstance(node, (exp.Div, exp.IntDiv)):
+        return (node.this, node.expression)
+    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg)):
+        return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
-        return node.expressions[0]
-    return None
+        return (node.expressions[0],)
+    return ()
 
 
 def _type_of(node, types: dict[int, str]) -> str | None:
@@ -199,8 +202,18 @@ def _translate(node, types: dict[int, str]):
     if isinstance(node, exp.Cast):
         return _cast(node, types)
     if isinstance(node, exp.IntDiv) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *_where(node))
+    if isinstance(node, exp.IntDiv) and "DECIMAL" in (_type_of(node.this, types), _type_of(node.expression, types)):
         raise Refusal(
-            "the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT or DECIMAL", *_where(node)
+            "the python engine cannot run DIV of a DECIMAL as Spark does (Spark's exact quotient truncated to "
+            "a BIGINT; DuckDB divides a DOUBLE); cast both operands to BIGINT",
+            *_where(node),
+        )
+    if isinstance(node, exp.Div) and _decimal_quotient(node, types):
+        raise Refusal(
+            "the python engine cannot divide a DECIMAL as Spark does (Spark's quotient is an exact DECIMAL "
+            "rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",
+            *_where(node),
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
@@ -249,6 +262,23 @@ def _translate(node, types: dict[int, str]):
         # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _decimal_quotient(node, types: dict[int, str]) -> bool:
+    """Whether Spark's quotient ``node`` is a DECIMAL: a DECIMAL divided by a DECIMAL or an integer, or an
+    integer by a DECIMAL (a DOUBLE on either side makes it a DOUBLE, as DuckDB's is)."""
+    kinds = tuple(_numeric_kind(side, types) for side in (node.this, node.expression))
+    return "DECIMAL" in kinds and all(kind in _INTEGRAL + ("DECIMAL",) for kind in kinds)
+
+
+def _numeric_kind(node, types: dict[int, str]) -> str | None:
+    """``node``'s type; a number literal with a point and no exponent is a DECIMAL, as Spark reads ``2.5``
+    (sqlglot calls it a DOUBLE)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Literal) and node.is_number and _DECIMAL_LITERAL.fullmatch(node.this):
+        return "DECIMAL"
+    return _type_of(node, types)
 
 
 def _integral_sum(node, types: dict[int, str]) -> bool:
