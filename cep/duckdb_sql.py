@@ -371,10 +371,10 @@ def _cast(node, types: dict[int, str]):
         # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
         # DuckDB's own cast rounds the binary value.
         return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
-    if source is None and target in ("DATE", "BOOLEAN") + _TIMES:
+    if source is None and target in ("DATE", "BOOLEAN") + _TIMES + _FRACTIONAL:
         raise Refusal(
             f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
-            "types, DuckDB casts a NULL of any type)",
+            "types and reads a time as seconds, DuckDB casts a NULL of any type)",
             *_where(node),
         )
     if target in _INTEGRAL or target == "INTEGER":

@@ -140,6 +140,7 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "DATE_FORMAT(first_ts, 'YYYY')",
         "to_timestamp('2020-1-05', 'yyyy-MM-dd')",
         "to_date(s, 'yyyy-MM-dd')",
+        "CAST(to_date(first_ts) AS DECIMAL(10,2))",
         "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
     ],
 )
