@@ -76,6 +76,7 @@ _RESULT_TYPES = {
     "DATE_TRUNC": "TIMESTAMP",
 }
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
+_DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _FRACTIONAL = ("FLOAT", "DOUBLE", "DECIMAL")
 _TEXT = ("VARCHAR", "TEXT", "CHAR", "NCHAR", "NVARCHAR")
@@ -144,8 +145,7 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
 
     wanted = 0
     for node in tree.walk():
-        operand = _typed_operand(node)
-        if operand is not None:
+        for operand in _typed_operands(node):
             wanted += 1
             operand.meta[_TYPED] = wanted
     if not wanted:
@@ -173,14 +173,17 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
     return found
 
 
-def _typed_operand(node):
+def _typed_operands(node) -> tuple:
+    """The operands of ``node`` whose types a rule needs (none for most nodes)."""
     from sqlglot import exp
 
-    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.IntDiv)):
-        return node.this
+    if isinstance(node, (exp.Div, exp.IntDiv)):
+        return (node.this, node.expression)
+    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg)):
+        return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
-        return node.expressions[0]
-    return None
+        return (node.expressions[0],)
+    return ()
 
 
 def _type_of(node, types: dict[int, str]) -> str | None:
@@ -199,8 +202,18 @@ def _translate(node, types: dict[int, str]):
     if isinstance(node, exp.Cast):
         return _cast(node, types)
     if isinstance(node, exp.IntDiv) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *_where(node))
+    if isinstance(node, exp.IntDiv) and "DECIMAL" in (_type_of(node.this, types), _type_of(node.expression, types)):
         raise Refusal(
-            "the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT or DECIMAL", *_where(node)
+            "the python engine cannot run DIV of a DECIMAL as Spark does (Spark's exact quotient truncated to "
+            "a BIGINT; DuckDB divides a DOUBLE); cast both operands to BIGINT",
+            *_where(node),
+        )
+    if isinstance(node, exp.Div) and _decimal_quotient(node, types):
+        raise Refusal(
+            "the python engine cannot divide a DECIMAL as Spark does (Spark's quotient is an exact DECIMAL "
+            "rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",
+            *_where(node),
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
@@ -251,6 +264,23 @@ def _translate(node, types: dict[int, str]):
     return node
 
 
+def _decimal_quotient(node, types: dict[int, str]) -> bool:
+    """Whether Spark's quotient ``node`` is a DECIMAL: a DECIMAL divided by a DECIMAL or an integer, or an
+    integer by a DECIMAL (a DOUBLE on either side makes it a DOUBLE, as DuckDB's is)."""
+    kinds = tuple(_numeric_kind(side, types) for side in (node.this, node.expression))
+    return "DECIMAL" in kinds and all(kind in _INTEGRAL + ("DECIMAL",) for kind in kinds)
+
+
+def _numeric_kind(node, types: dict[int, str]) -> str | None:
+    """``node``'s type; a number literal with a point and no exponent is a DECIMAL, as Spark reads ``2.5``
+    (sqlglot calls it a DOUBLE)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Literal) and node.is_number and _DECIMAL_LITERAL.fullmatch(node.this):
+        return "DECIMAL"
+    return _type_of(node, types)
+
+
 def _integral_sum(node, types: dict[int, str]) -> bool:
     from sqlglot import exp
 
@@ -275,12 +305,17 @@ def _duck(name: str, *args):
 
 def _fail(message: str, where: tuple[int | None, int]):
     """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
-    of the expression for ``explain_duck_error``."""
+    of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
+    refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
+    runs). A cast of the message to an integer fails as surely and is deterministic; DuckDB's constant
+    folding leaves an expression that fails for it to run time, so only a row that takes the branch fails.
+    Its type is NULL's (``CASE WHEN ... THEN NULL END``), as error()'s is, so it fits a branch of any type."""
     from sqlglot import exp
 
     start, length = where
     place = f"{_PLACE_MARK}{start}+{length}: " if start is not None else ""
-    return _duck("error", exp.Literal.string(place + message))
+    raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=raises, expression=exp.Null()), true=exp.Null())])
 
 
 def _nonzero_divisor(node):
@@ -293,13 +328,13 @@ def _nonzero_divisor(node):
         guarded = divisor
     else:
         what = "remainder" if isinstance(node, exp.Mod) else "division"
+        # Spark fails only where the dividend is not NULL: NULL / 0 is NULL.
+        zero = exp.and_(
+            exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
+            exp.Not(this=exp.Is(this=exp.Paren(this=node.this.copy()), expression=exp.Null())),
+        )
         guarded = exp.Case(
-            ifs=[
-                exp.If(
-                    this=exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
-                    true=_fail(f"{what} by zero", _where(node)),
-                )
-            ],
+            ifs=[exp.If(this=zero, true=_fail(f"{what} by zero", _where(node)))],
             default=divisor,
         )
     new = node.copy()
@@ -336,10 +371,10 @@ def _cast(node, types: dict[int, str]):
         # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
         # DuckDB's own cast rounds the binary value.
         return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
-    if source is None and target in ("DATE", "BOOLEAN") + _TIMES:
+    if source is None and target in ("DATE", "BOOLEAN") + _TIMES + _FRACTIONAL:
         raise Refusal(
             f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
-            "types, DuckDB casts a NULL of any type)",
+            "types and reads a time as seconds, DuckDB casts a NULL of any type)",
             *_where(node),
         )
     if target in _INTEGRAL or target == "INTEGER":
@@ -509,8 +544,9 @@ def _own_function(name: str, node, types: dict[int, str]):
             "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)
         )
     # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
-    # must be what the pattern writes of the value read.
-    fitted = _duck("strptime", value.copy(), exp.Literal.string(duck_pattern))
+    # must be what the pattern writes of the value read. try_strptime: a text that does not parse at all
+    # meets the same error as one that does not fit, with its place (strptime's own names neither).
+    fitted = _duck("try_strptime", value.copy(), exp.Literal.string(duck_pattern))
     written = _duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
     moment = exp.Case(
         ifs=[
@@ -617,6 +653,8 @@ def spark_types(frame) -> dict[str, str]:
 
 _PLACE_MARK = "cep@"
 _PLACE = re.compile(re.escape(_PLACE_MARK) + r"(\d+)\+(\d+): ")
+# The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
+_FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
 _QUOTED_NAME = re.compile(r'"([^"]+)"')
 
@@ -629,7 +667,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     first = re.sub(r"\s*You might need to add explicit type casts\.?", "", first)
     place = _PLACE.search(first)
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
-        sentence = first[place.end() :]
+        sentence = _FAILED_CAST.sub("", first[place.end() :])
         return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
     call = _FAILED_CALL.search(first)
     if call is not None:

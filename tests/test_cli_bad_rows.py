@@ -116,12 +116,12 @@ def test_an_event_time_pandas_cannot_hold_is_a_bad_row_not_a_traceback(tmp_path,
         assert "bad_event_time" in err and "row 0" in err
 
 
-def _yesterday_input(tmp_path: Path) -> tuple[Path, list[dict]]:
+def _yesterday_input(tmp_path: Path, odd: str = "yesterday") -> tuple[Path, list[dict]]:
     """The issue's input: one unparseable time on another key; as text, 'yesterday' sorted after every time
     and the column ordered as strings."""
     good = [{"symbol": "A", "ts": f"2024-01-01T00:00:{s:02d}", "price": p} for s, p in ((1, 5.0), (2, 3.0), (3, 4.0))]
     good += [{"symbol": "B", "ts": f"2024-01-01T00:00:{s:02d}", "price": p} for s, p in ((1, 9.0), (12, 7.0), (3, 8.0))]
-    lines = good[:4] + [{"symbol": "C", "ts": "yesterday", "price": 1.0}] + good[4:]
+    lines = good[:4] + [{"symbol": "C", "ts": odd, "price": 1.0}] + good[4:]
     source = tmp_path / "events.json"
     source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return source, good
@@ -145,8 +145,9 @@ def test_one_unparseable_time_is_a_bad_row_and_never_turns_the_time_column_into_
 
 
 @pytest.mark.spark
-def test_one_unparseable_time_is_the_same_bad_row_on_spark(tmp_path, capsys):
-    source, _ = _yesterday_input(tmp_path)
+@pytest.mark.parametrize("odd", ["yesterday", "NA"])  # NA: a CSV's NULL marker, a JSON string like any other
+def test_one_unparseable_time_is_the_same_bad_row_on_spark(tmp_path, capsys, odd):
+    source, _ = _yesterday_input(tmp_path, odd)
     printed = {}
     for engine in ("python", "spark"):
         dead = tmp_path / f"bad-{engine}.jsonl"

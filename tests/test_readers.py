@@ -133,11 +133,6 @@ def test_the_python_reader_keeps_every_value(files, name):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=False,
-    reason="typed.json differs between the readers since the merge of the JSON time "
-    "rule with DATE columns; open in issue 28's note, to fix next",
-)
 def test_spark_reads_every_file_as_the_python_reader_does(spark, files):
     for name in FILES:
         got = values(spark_result(read_spark(spark, [str(files / name)], fmt(name))))

@@ -29,7 +29,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import cep
@@ -39,6 +39,11 @@ EXPRESSIONS = 24  # per example: Spark runs those the python engine answers in t
 # Expressions the python engine fails on (an ANSI error: a bad cast, a division by zero) must fail on Spark
 # too; each costs a Spark query of its own, so a few per example are checked.
 ERRORS_CHECKED = 2
+# Shrinking a failure costs minutes of Spark queries, and the message already names each expression that
+# differs (the statements are split until each error is one expression's): the few examples of `make test`
+# report the example as found; `make test-sql-differential` (more than SHRINK_FROM) shrinks it too.
+SHRINK_FROM = 50
+PHASES = tuple(Phase) if EXAMPLES > SHRINK_FROM else tuple(p for p in Phase if p is not Phase.shrink)
 TABLE = "sqld_events"
 
 COLUMNS = (
@@ -561,14 +566,9 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=False,
-    reason="the merged tree's CI run found a silent difference (a case with "
-    "bool_and over CAST(date_add(d, 18) AS TIMESTAMP), dayofyear and a unicode concatenation); "
-    "open in issue 28's note, to fix next",
-)
 @settings(
     max_examples=EXAMPLES,
+    phases=PHASES,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(case=cases())

@@ -14,8 +14,9 @@
   its fields as JSON in ``_corrupt_record`` with that value NULL, so it is set aside as ``wrong_type``
   (``bad_event_time`` in the event time column). How: every STRING column Spark infers is read as a
   VARIANT, which keeps each value's JSON kind; the one aggregation that counts the ISO 8601 times also
-  counts the kinds (``json_kinds``), and ``apply_json_kinds`` converts. A column of strings alone whose
-  every value is an ISO 8601 time becomes a timestamp (``text_types.string_type``).
+  counts the kinds (``json_kinds``), and ``apply_json_kinds`` converts. A column of strings alone most of
+  whose values are ISO 8601 times becomes a timestamp (``text_types.string_type``, the python reader's rule),
+  its other strings bad rows; ``_corrupt_record`` is kept only when a row is unread.
 * **Parquet** as it is.
 
 ``apply_text_types`` also types a CSV *stream* (``cep stream``) with the types found in the files already
@@ -273,6 +274,7 @@ _KIND_TYPES = {"integer": "bigint", "number": "double", "string": "string", "boo
 
 def _read_json(spark: Any, paths: list[str]) -> DataFrame:
     """JSON files with the column types of the module docstring: Spark's inference, then one aggregation."""
+    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     multi_line = json_holds_array(paths[0])
@@ -284,9 +286,14 @@ def _read_json(spark: Any, paths: list[str]) -> DataFrame:
         return inferred
     df = spark.read.schema(json_variant_schema(inferred.schema, strings)).option("multiLine", multi_line).json(paths)
     mixed, times = json_kinds(df, strings)
-    return apply_json_kinds(
-        df, {name: mixed.get(name, "string") for name in strings}, times=times, mark_unread=bool(mixed or times)
-    )  # a time column may hold a string that is no time
+    if not (mixed or times):
+        return apply_json_kinds(df, {name: "string" for name in strings}, mark_unread=False)
+    typed = apply_json_kinds(df, {name: mixed.get(name, "string") for name in strings}, times=times)
+    # A time column may hold a string that is no time, a mixed one a value of another kind: such a row is
+    # kept in CORRUPT_RECORD. A file without one reads as the python engine reads it, without the column.
+    if CORRUPT_RECORD in inferred.columns or typed.where(F.col(CORRUPT_RECORD).isNotNull()).limit(1).count():
+        return typed
+    return typed.drop(CORRUPT_RECORD)
 
 
 def json_variant_schema(schema: Any, names: list[str]) -> Any:
@@ -349,8 +356,10 @@ def json_kinds(df: DataFrame, names: list[str]) -> tuple[dict[str, str], list[st
         tally = {kind: int(row[f"{kind}{i}"] or 0) for kind in JSON_KINDS}
         first = {kind: row[f"first_{kind}{i}"] for kind in JSON_KINDS if tally[kind]}
         if set(first) <= {"string"}:
-            found = TextEvidence(values=counts[name]["values"], timestamps=counts[name]["timestamps"])
-            if string_type(found) == "TIMESTAMP" and counts[name]["markers"] == 0:
+            found = TextEvidence(
+                values=counts[name]["values"], markers=counts[name]["markers"], timestamps=counts[name]["timestamps"]
+            )
+            if string_type(found) == "TIMESTAMP":
                 times.append(name)
             continue
         grouped = {("number" if kind in _NUMBERS else kind): (0, 0) for kind in first}
