@@ -37,16 +37,22 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
   rule's output columns), emit_time, suppressed. ``match_status``, the first and last event time come from
   measures added to each rule internally (``MATCH_STATUS()`` where the rule can time out or has an
   absence, ``FIRST(ts)``, ``LAST(ts)``); the user's own columns are unchanged.
-* **One read of the input**: bad input rows (``inputs.mark_bad_rows``) travel through the same
-  query in a group of their own (``rule_set.BAD_SPEC``), reaching no rule, so the files are
+* **One query from the input to the sinks**: bad input rows (``inputs.mark_bad_rows``) travel through
+  the same query in a group of their own (``rule_set.BAD_SPEC``), reaching no rule, so the files are
   parsed once for matching and for the dead letter. The query's ``foreachBatch`` (``_write_batch``)
   writes each micro-batch's alerts to ``output`` and its bad rows to ``<dead_letter>/bad-rows/``,
   each through Spark's own file sink (``sinks.FileSink.commit``: exactly once, ``_spark_metadata``,
   a batch id already committed is skipped), so one checkpoint's offsets cover both outputs.
-* **Delivery**: when alert sinks are given, a second query reads the ``output`` directory as a stream
-  and, in ``foreachBatch``, writes each micro-batch into every sink's outbox; each sink's lane
-  delivers its outbox on its own (``sinks/lanes.py``: a failing webhook never holds back a database;
-  dead letters redelivered once the receiver answers; idempotent by match_id).
+* **Delivery**: in the same ``foreachBatch``, the micro-batch's alerts go into every sink's outbox under
+  the micro-batch's id, once per id: written before the file sink's commit, handed to the lanes (sealed)
+  right after it (``DeliveryLanes.stage`` and ``seal``). A batch Spark runs again after a crash is not
+  handed over twice, and an entry written before the output committed the batch is kept, so a sink gets
+  the alerts the output holds (their emit times), not the re-run's. Each sink's lane delivers its outbox on its own
+  (``sinks/lanes.py``: a failing webhook never holds back a database; dead letters redelivered once the
+  receiver answers; idempotent by match_id), the exactly-once Kafka sink in one transaction per
+  micro-batch id. So an alert waits for one micro-batch, not for a second query's trigger and listing
+  of ``output`` as well. A checkpoint of the older two-query layout (``<checkpoint>/deliver/``, a second
+  query that read ``output`` back) is migrated on start (``_retire_delivery_query``).
 * **Metrics and status**: each key call emits one statistics row per rule it ran, and each rule's late
   rows; the matching query's ``foreachBatch`` writes the late rows to ``<dead_letter>/late/`` and the
   micro-batch's counts to the journal, which the driver folds into ``<checkpoint>/status.json`` once Spark
@@ -130,8 +136,7 @@ class AlertStream:
     ``rules``: a directory of ``*.sql`` files, or one ``.sql`` file. ``source``: a streaming DataFrame.
     ``checkpoint``: the directory for everything that must survive a restart:
 
-        <checkpoint>/match/        Spark checkpoint of the matching query (alerts, bad rows, late rows)
-        <checkpoint>/deliver/      Spark checkpoint of the delivery query (when there are alert sinks)
+        <checkpoint>/match/        Spark checkpoint of the query (alerts, bad rows, late rows, the outboxes)
         <checkpoint>/outbox/       each sink's micro-batches still to deliver (sinks/lanes.py)
         <checkpoint>/journal/      records of work done, folded into the status exactly once
         <checkpoint>/rules/        rule sets and the set of each micro-batch (RuleStore)
@@ -233,10 +238,8 @@ class AlertStream:
         self._seen_progress: set[tuple[int, str]] = set()
         self._to_remove: list[str] = []
         self._recovering: int | None = None
-        self._deliver_failures = 0
         self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
         self._failed_lock = threading.Lock()
-        self._deliver_restart_at = 0.0
         if time_column is None:  # a restarted stream keeps the event time it ran with
             time_column = self.status.get("time_column")
             current = self.store.current_id()
@@ -348,13 +351,14 @@ class AlertStream:
         )
 
     def _write_batch(self, batch, batch_id: int) -> None:
-        """``foreachBatch`` of the matching query: the alerts to ``output``, the bad rows to the dead letter,
-        the late rows to ``late/``, the counts to the journal.
+        """``foreachBatch`` of the query: the alerts to ``output`` and to every sink's outbox, the bad rows to
+        the dead letter, the late rows to ``late/``, the counts to the journal.
 
         Each file-sink write is Spark's file sink for that batch id (``FileSink.commit``), which skips a
-        batch it committed already: after a crash between the writes, the re-run writes only the missing
-        one; the late-row file and the journal record are named by the batch id and replaced whole. The
-        batch is computed once (``persist``): the rules' state and counts are those of one run."""
+        batch it committed already, and an outbox takes a batch id once (``DeliveryLanes.spool``): after a
+        crash between the writes, the re-run writes only the missing ones; the late-row file and the journal
+        record are named by the batch id and replaced whole. The batch is computed once (``persist``): the
+        rules' state and counts are those of one run."""
         from pyspark.sql import functions as F
 
         batch.persist()
@@ -378,7 +382,17 @@ class AlertStream:
             bad = {
                 r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()
             }
-            self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES))
+            alerts = batch.where(kind == KIND_MATCH).select(*ALERT_NAMES)
+            staged = None
+            if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
+                staged = self.lanes.stage(
+                    batch_id,
+                    self.file_sink.as_stored(rows_to_alerts(alerts.collect())),
+                    keep_written=self.file_sink.has_batch(batch_id),
+                )
+            self.file_sink.commit(batch_id, alerts)
+            if staged is not None:
+                self.lanes.seal(staged)
             if bad:  # a micro-batch without bad rows leaves no empty file behind
                 self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
         finally:
@@ -487,11 +501,13 @@ class AlertStream:
         return logged[-1]
 
     def start(self, *, available_now: bool = False) -> AlertStream:
-        """Start the matching query, the delivery lanes and the delivery query (when there are alert sinks)."""
+        """Start the query and the delivery lanes (when there are alert sinks)."""
         self._check_clock_rows()
+        self._retire_delivery_query()
         combined = self.build()
         self._retire_bad_row_query()
         self._recovering = self._cut_short()
+        self._check_outbox_seals()
         if self._recovering is not None:
             pinned = self.store.batch_sets().get(self._recovering)
             self._event(
@@ -519,8 +535,6 @@ class AlertStream:
         self.match_query = self._start_query(combined, self._write_batch, "match", available_now=available_now)
         if self.lanes is not None:
             self.lanes.start()
-            if not available_now:
-                self._start_deliver(available_now=False)
         self.write_status()
         return self
 
@@ -535,16 +549,63 @@ class AlertStream:
             writer = writer.trigger(processingTime=self.trigger)
         return writer.start()
 
-    def _start_deliver(self, *, available_now: bool) -> None:
+    def _retire_delivery_query(self) -> None:
+        """A checkpoint of the two-query layout, where a second query (``<checkpoint>/deliver``) read the
+        committed alerts back from ``output`` and spooled them into the outboxes: that query runs one last
+        time (``availableNow``) to spool what it had not, then its checkpoint moves aside. Its batch ids are
+        not above the matching query's (it read one file-sink commit or more per micro-batch), so the
+        outbox seals it leaves stay below the micro-batches still to come (``_check_outbox_seals``)."""
+        old_checkpoint = os.path.join(self.checkpoint, "deliver")
+        if not os.path.isdir(old_checkpoint):
+            return
+        if self.lanes is None:
+            raise CepSemanticError(
+                f"the checkpoint {self.checkpoint} was written with alert sinks, and their delivery query "
+                f"({old_checkpoint}) may not have handed every alert to them yet; start it once with the same "
+                "--sink options (it then finishes that delivery and retires the old query), or move "
+                f"{old_checkpoint} aside to give up the alerts it had not delivered "
+                f"(they stay in {self.file_sink.path})",
+                code="E0288",
+            )
         self.deliver_query = self._start_query(
-            self.file_sink.read_stream(self.spark), self._spool, "deliver", available_now=available_now
+            self.file_sink.read_stream(self.spark), self._spool_retired, "deliver", available_now=True
+        )
+        self.deliver_query.awaitTermination()
+        self.deliver_query = None
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        os.replace(old_checkpoint, f"{old_checkpoint}.retired-{stamp}")
+        self._event(
+            "alerts now go to the sinks from the matching query's own micro-batches; the separate delivery query "
+            f"spooled what it had left and is retired ({old_checkpoint}.retired-{stamp})",
+            "warning",
         )
 
-    def _spool(self, batch_df, batch_id: int) -> None:
-        """``foreachBatch`` of the delivery query: the committed alerts into each sink's outbox."""
+    def _spool_retired(self, batch_df, batch_id: int) -> None:
+        """``foreachBatch`` of the two-query layout's delivery query, run once by ``_retire_delivery_query``."""
         alerts = rows_to_alerts(batch_df.collect())
         if alerts:
             self.lanes.spool(batch_id, alerts)
+
+    def _check_outbox_seals(self) -> None:
+        """An outbox sealed past the matching query's checkpoint belongs to another checkpoint (the match
+        checkpoint was deleted, the outbox kept): its seal would make the sink skip the new micro-batches
+        with the same ids. Only the micro-batch a crash cut short may be sealed and not committed."""
+        if self.lanes is None:
+            return
+        commits = os.path.join(self.checkpoint, "match", "commits")
+        done = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(commits) else []
+        allowed = self._recovering if self._recovering is not None else max(done, default=-1)
+        for sink in self.sinks:
+            sealed = self.lanes.outbox.sealed_through(sink.key())
+            if sealed > allowed:
+                folder = os.path.join(self.lanes.outbox.directory, sink.key())
+                raise CepSemanticError(
+                    f"the outbox of sink {sink.describe()} ({folder}) took micro-batch {sealed}, but the "
+                    f"checkpoint's query is at micro-batch {allowed}: the outbox is from another run of this "
+                    f"checkpoint, and its sink would skip the new micro-batches up to {sealed}; deliver what it "
+                    f"holds (cep deliver) and move {folder} aside, or start a new checkpoint",
+                    code="E0288",
+                )
 
     # ------------------------------------------------------------------------------------ progress
 
@@ -647,8 +708,6 @@ class AlertStream:
         """Wait until every input file so far is matched and delivered (tests; no sleeping)."""
         if self.match_query is not None:
             self.match_query.processAllAvailable()
-        if self.deliver_query is not None:
-            self.deliver_query.processAllAvailable()
         if self.lanes is not None:
             self.lanes.drain()
         self.poll()
@@ -662,8 +721,6 @@ class AlertStream:
             self._quarantine_failed()  # the status says which rule failed, as a running stream's would
             self.poll()
             if self.lanes is not None:
-                self._start_deliver(available_now=True)
-                self.deliver_query.awaitTermination()
                 self.lanes.drain()
                 self.poll()
                 failing = [lane.state for lane in self.lanes.lanes.values() if lane.state.failing_since is not None]
@@ -679,25 +736,11 @@ class AlertStream:
         return self.status
 
     def check(self) -> None:
-        """Raise ``QueryFailed`` if the matching query failed; restart a failed delivery query after a backoff."""
+        """Raise ``QueryFailed`` if the matching query failed."""
         query = self.match_query
         error = query.exception() if query is not None and not query.isActive else None
         if error is not None:
             raise QueryFailed(f"the matching query failed: {str(error).splitlines()[0] if str(error) else error}")
-        if self.deliver_query is not None and not self.deliver_query.isActive:
-            error = self.deliver_query.exception()
-            now = time.monotonic()
-            if self._deliver_restart_at == 0.0:
-                self._deliver_failures += 1
-                wait = min(60.0, 2.0 ** min(self._deliver_failures, 6))
-                self._deliver_restart_at = now + wait
-                self._event(
-                    f"delivery stopped ({str(error).splitlines()[0] if error else 'no error'}); retrying in {wait:g}s",
-                    "error",
-                )
-            elif now >= self._deliver_restart_at:
-                self._deliver_restart_at = 0.0
-                self._start_deliver(available_now=False)
 
     def run(
         self,
@@ -706,7 +749,7 @@ class AlertStream:
         on_tick: Callable[[dict], None] | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        """Run until ``stop`` is set or Ctrl-C: reload rules, fold progress, write status, restart delivery."""
+        """Run until ``stop`` is set or Ctrl-C: reload rules, fold progress, write status."""
         stop = stop or threading.Event()
         try:
             while not stop.is_set():
