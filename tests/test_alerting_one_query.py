@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shutil
 import sqlite3
 from collections import Counter
@@ -34,6 +33,7 @@ from cep.spark_bridge.alerting.stream import AlertStream, read_status
 from cep.spark_bridge.sinks.base import AlertSink, Delivery
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.sinks.sql import SQLiteSink
+from tests import lane_crash_driver
 from tests.test_alerting import (
     HIGH,
     SENTINEL,
@@ -77,21 +77,8 @@ class Receiver(AlertSink):
 
 def alerts_of(batch: int, size: int, run: int) -> list[dict]:
     """A micro-batch's alerts as one run computes them: the same match ids every run, the emit time of the run."""
-    return [
-        {
-            "rule_id": "r",
-            "rule_version": "v1",
-            "match_id": f"{batch:04d}{i:028d}",
-            "match_status": "MATCHED",
-            "partition_key": json.dumps({"k": i}),
-            "first_event_time": dt.datetime(2024, 1, 1, 0, 0, i),
-            "last_event_time": dt.datetime(2024, 1, 1, 0, 1, i),
-            "measures": json.dumps({"n": i}),
-            "emit_time": dt.datetime(2026, 1, 1, 0, 0, 0) + dt.timedelta(seconds=run),
-            "suppressed": False,
-        }
-        for i in range(size)
-    ]
+    emitted = dt.datetime(2026, 1, 1) + dt.timedelta(seconds=run)
+    return [{**alert, "emit_time": emitted} for alert in lane_crash_driver.alerts(batch)[:size]]
 
 
 class Process:
