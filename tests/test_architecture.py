@@ -152,6 +152,7 @@ ORDER = {
         "worker",
         "query",
         "rule_watch",
+        "layouts",
         "stream",
         "metrics",
     ],

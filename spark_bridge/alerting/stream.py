@@ -52,7 +52,7 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
   receiver answers; idempotent by match_id), the exactly-once Kafka sink in one transaction per
   micro-batch id. So an alert waits for one micro-batch, not for a second query's trigger and listing
   of ``output`` as well. A checkpoint of the older two-query layout (``<checkpoint>/deliver/``, a second
-  query that read ``output`` back) is migrated on start (``_retire_delivery_query``).
+  query that read ``output`` back) is migrated on start (``layouts.retire_delivery_query``).
 * **Metrics and status**: each key call emits one statistics row per rule it ran, and each rule's late
   rows; the matching query's ``foreachBatch`` writes the late rows to ``<dead_letter>/late/`` and the
   micro-batch's counts to the journal, which the driver folds into ``<checkpoint>/status.json`` once Spark
@@ -67,7 +67,6 @@ running its last good version (and says so in the status) until the file compile
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import os
@@ -78,6 +77,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.alerting import layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
@@ -226,7 +226,6 @@ class AlertStream:
         )
         self.source_location = source_location
         self.match_query = None
-        self.deliver_query = None
         self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
         self.health: dict[str, Any] = {
             "loop_at": None,
@@ -457,23 +456,6 @@ class AlertStream:
         os.makedirs(self.late_dir, exist_ok=True)
         atomic_write(os.path.join(self.late_dir, f"batch-{batch_id:012d}.jsonl"), "\n".join(lines) + "\n")
 
-    def _retire_bad_row_query(self) -> None:
-        """A checkpoint written when a second query read the input for the bad rows: that query's batch
-        ids are not the matching query's, and ``<dead_letter>/bad-rows/_spark_metadata`` would make the
-        file sink skip batches it never saw. Its files move aside (still readable) and the new ones start
-        a fresh log."""
-        old_checkpoint = os.path.join(self.checkpoint, "bad-rows")
-        if not os.path.isdir(old_checkpoint):
-            return
-        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        if os.path.isdir(self.bad_rows_sink.path):
-            os.replace(self.bad_rows_sink.path, f"{self.bad_rows_sink.path}.before-{stamp}")
-        os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
-        self._event(
-            "bad rows now come from the matching query; "
-            f"the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}"
-        )
-
     def _check_clock_rows(self) -> None:
         """The clock rows of ``idle_watermark`` are a second source of the matching query, and Spark restarts a
         checkpoint only with the sources it was written with: turning the option on or off needs a new one."""
@@ -503,11 +485,11 @@ class AlertStream:
     def start(self, *, available_now: bool = False) -> AlertStream:
         """Start the query and the delivery lanes (when there are alert sinks)."""
         self._check_clock_rows()
-        self._retire_delivery_query()
+        layouts.retire_delivery_query(self.spark, self.checkpoint, self.file_sink, self.lanes, self._event)
         combined = self.build()
-        self._retire_bad_row_query()
+        layouts.retire_bad_row_query(self.checkpoint, self.bad_rows_sink, self._event)
         self._recovering = self._cut_short()
-        self._check_outbox_seals()
+        layouts.check_outbox_seals(self.checkpoint, self.lanes, self.sinks, self._recovering)
         if self._recovering is not None:
             pinned = self.store.batch_sets().get(self._recovering)
             self._event(
@@ -548,64 +530,6 @@ class AlertStream:
         elif self.trigger:
             writer = writer.trigger(processingTime=self.trigger)
         return writer.start()
-
-    def _retire_delivery_query(self) -> None:
-        """A checkpoint of the two-query layout, where a second query (``<checkpoint>/deliver``) read the
-        committed alerts back from ``output`` and spooled them into the outboxes: that query runs one last
-        time (``availableNow``) to spool what it had not, then its checkpoint moves aside. Its batch ids are
-        not above the matching query's (it read one file-sink commit or more per micro-batch), so the
-        outbox seals it leaves stay below the micro-batches still to come (``_check_outbox_seals``)."""
-        old_checkpoint = os.path.join(self.checkpoint, "deliver")
-        if not os.path.isdir(old_checkpoint):
-            return
-        if self.lanes is None:
-            raise CepSemanticError(
-                f"the checkpoint {self.checkpoint} was written with alert sinks, and their delivery query "
-                f"({old_checkpoint}) may not have handed every alert to them yet; start it once with the same "
-                "--sink options (it then finishes that delivery and retires the old query), or move "
-                f"{old_checkpoint} aside to give up the alerts it had not delivered "
-                f"(they stay in {self.file_sink.path})",
-                code="E0288",
-            )
-        self.deliver_query = self._start_query(
-            self.file_sink.read_stream(self.spark), self._spool_retired, "deliver", available_now=True
-        )
-        self.deliver_query.awaitTermination()
-        self.deliver_query = None
-        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        os.replace(old_checkpoint, f"{old_checkpoint}.retired-{stamp}")
-        self._event(
-            "alerts now go to the sinks from the matching query's own micro-batches; the separate delivery query "
-            f"spooled what it had left and is retired ({old_checkpoint}.retired-{stamp})",
-            "warning",
-        )
-
-    def _spool_retired(self, batch_df, batch_id: int) -> None:
-        """``foreachBatch`` of the two-query layout's delivery query, run once by ``_retire_delivery_query``."""
-        alerts = rows_to_alerts(batch_df.collect())
-        if alerts:
-            self.lanes.spool(batch_id, alerts)
-
-    def _check_outbox_seals(self) -> None:
-        """An outbox sealed past the matching query's checkpoint belongs to another checkpoint (the match
-        checkpoint was deleted, the outbox kept): its seal would make the sink skip the new micro-batches
-        with the same ids. Only the micro-batch a crash cut short may be sealed and not committed."""
-        if self.lanes is None:
-            return
-        commits = os.path.join(self.checkpoint, "match", "commits")
-        done = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(commits) else []
-        allowed = self._recovering if self._recovering is not None else max(done, default=-1)
-        for sink in self.sinks:
-            sealed = self.lanes.outbox.sealed_through(sink.key())
-            if sealed > allowed:
-                folder = os.path.join(self.lanes.outbox.directory, sink.key())
-                raise CepSemanticError(
-                    f"the outbox of sink {sink.describe()} ({folder}) took micro-batch {sealed}, but the "
-                    f"checkpoint's query is at micro-batch {allowed}: the outbox is from another run of this "
-                    f"checkpoint, and its sink would skip the new micro-batches up to {sealed}; deliver what it "
-                    f"holds (cep deliver) and move {folder} aside, or start a new checkpoint",
-                    code="E0288",
-                )
 
     # ------------------------------------------------------------------------------------ progress
 
@@ -783,12 +707,11 @@ class AlertStream:
         self.health["stopping"] = True
         if self.lanes is not None:
             self.lanes.stop()
-        for query in (self.deliver_query, self.match_query):
-            try:
-                if query is not None and query.isActive:
-                    query.stop()
-            except Exception:  # noqa: BLE001 - a JVM already going away: nothing is committed half-way
-                pass
+        try:
+            if self.match_query is not None and self.match_query.isActive:
+                self.match_query.stop()
+        except Exception:  # noqa: BLE001 - a JVM already going away: nothing is committed half-way
+            pass
         try:
             self.poll()
         except Exception:  # noqa: BLE001 - stopping must not fail on a status write

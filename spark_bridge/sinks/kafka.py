@@ -32,7 +32,7 @@ stream's micro-batch ids, the ids of the one query that matches and hands the al
 handed to the sink's outbox once under its id (``lanes.DeliveryLanes.spool``), so the transaction of a
 batch id carries the alerts that the file sink committed under it. A checkpoint of the older two-query
 layout, whose ids came from a second query reading the alert files, is migrated so that the new ids are
-above every id that query used (``AlertStream._retire_delivery_query``).
+above every id that query used (``alerting.layouts.retire_delivery_query``).
 
 Client settings: ``bootstrap.servers`` from the address; librdkafka settings (confluent-kafka, e.g.
 ``security.protocol``, ``sasl.mechanism``, ``sasl.username``) from the address's query string
