@@ -796,6 +796,10 @@ def _run_until_stopped(
                 "command resumes from the checkpoint without losing an event"
             )
         return cli_io.EXIT_QUERY_ERROR
+    except CepError as err:  # a checkpoint it cannot start as it is (E0283, E0288): what to do, no traceback
+        logbook.clear()
+        cli_io.print_error(f"cep stream: {err}")
+        return cli_io.EXIT_QUERY_ERROR
     logbook.clear()
     log.info(
         f"stopped cleanly; status in {os.path.join(os.path.abspath(args.checkpoint), 'status.json')} (cep status "
