@@ -814,6 +814,10 @@ def _run_until_stopped(
         if source.delta and (hint := stream_change_hint(str(exc), delta_path(source.path))):
             log.error(hint)
         return cli_io.EXIT_QUERY_ERROR
+    except CepError as err:  # a checkpoint it cannot start as it is (E0283, E0288): what to do, no traceback
+        logbook.clear()
+        cli_io.print_error(f"cep stream: {err}")
+        return cli_io.EXIT_QUERY_ERROR
     logbook.clear()
     log.info(
         f"stopped cleanly; status in {os.path.join(os.path.abspath(args.checkpoint), 'status.json')} (cep status "

@@ -154,6 +154,7 @@ ORDER = {
         "worker",
         "query",
         "rule_watch",
+        "layouts",
         "stream",
         "metrics",
     ],

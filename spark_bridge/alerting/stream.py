@@ -37,16 +37,22 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
   rule's output columns), emit_time, suppressed. ``match_status``, the first and last event time come from
   measures added to each rule internally (``MATCH_STATUS()`` where the rule can time out or has an
   absence, ``FIRST(ts)``, ``LAST(ts)``); the user's own columns are unchanged.
-* **One read of the input**: bad input rows (``inputs.mark_bad_rows``) travel through the same
-  query in a group of their own (``rule_set.BAD_SPEC``), reaching no rule, so the files are
+* **One query from the input to the sinks**: bad input rows (``inputs.mark_bad_rows``) travel through
+  the same query in a group of their own (``rule_set.BAD_SPEC``), reaching no rule, so the files are
   parsed once for matching and for the dead letter. The query's ``foreachBatch`` (``_write_batch``)
   writes each micro-batch's alerts to ``output`` and its bad rows to ``<dead_letter>/bad-rows/``,
   each through Spark's own file sink (``sinks.FileSink.commit``: exactly once, ``_spark_metadata``,
   a batch id already committed is skipped), so one checkpoint's offsets cover both outputs.
-* **Delivery**: when alert sinks are given, a second query reads the ``output`` directory as a stream
-  and, in ``foreachBatch``, writes each micro-batch into every sink's outbox; each sink's lane
-  delivers its outbox on its own (``sinks/lanes.py``: a failing webhook never holds back a database;
-  dead letters redelivered once the receiver answers; idempotent by match_id).
+* **Delivery**: in the same ``foreachBatch``, the micro-batch's alerts go into every sink's outbox under
+  the micro-batch's id, once per id: written before the file sink's commit, handed to the lanes (sealed)
+  right after it (``DeliveryLanes.stage`` and ``seal``). A batch Spark runs again after a crash is not
+  handed over twice, and an entry written before the output committed the batch is kept, so a sink gets
+  the alerts the output holds (their emit times), not the re-run's. Each sink's lane delivers its outbox on its own
+  (``sinks/lanes.py``: a failing webhook never holds back a database; dead letters redelivered once the
+  receiver answers; idempotent by match_id), the exactly-once Kafka sink in one transaction per
+  micro-batch id. So an alert waits for one micro-batch, not for a second query's trigger and listing
+  of ``output`` as well. A checkpoint of the older two-query layout (``<checkpoint>/deliver/``, a second
+  query that read ``output`` back) is migrated on start (``layouts.retire_delivery_query``).
 * **Metrics and status**: each key call emits one statistics row per rule it ran, and each rule's late
   rows; the matching query's ``foreachBatch`` writes the late rows to ``<dead_letter>/late/`` and the
   micro-batch's counts to the journal, which the driver folds into ``<checkpoint>/status.json`` once Spark
@@ -61,7 +67,6 @@ running its last good version (and says so in the status) until the file compile
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import os
@@ -72,6 +77,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.alerting import layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
@@ -130,8 +136,7 @@ class AlertStream:
     ``rules``: a directory of ``*.sql`` files, or one ``.sql`` file. ``source``: a streaming DataFrame.
     ``checkpoint``: the directory for everything that must survive a restart:
 
-        <checkpoint>/match/        Spark checkpoint of the matching query (alerts, bad rows, late rows)
-        <checkpoint>/deliver/      Spark checkpoint of the delivery query (when there are alert sinks)
+        <checkpoint>/match/        Spark checkpoint of the query (alerts, bad rows, late rows, the outboxes)
         <checkpoint>/outbox/       each sink's micro-batches still to deliver (sinks/lanes.py)
         <checkpoint>/journal/      records of work done, folded into the status exactly once
         <checkpoint>/rules/        rule sets and the set of each micro-batch (RuleStore)
@@ -221,7 +226,6 @@ class AlertStream:
         )
         self.source_location = source_location
         self.match_query = None
-        self.deliver_query = None
         self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
         self.health: dict[str, Any] = {
             "loop_at": None,
@@ -233,10 +237,8 @@ class AlertStream:
         self._seen_progress: set[tuple[int, str]] = set()
         self._to_remove: list[str] = []
         self._recovering: int | None = None
-        self._deliver_failures = 0
         self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
         self._failed_lock = threading.Lock()
-        self._deliver_restart_at = 0.0
         if time_column is None:  # a restarted stream keeps the event time it ran with
             time_column = self.status.get("time_column")
             current = self.store.current_id()
@@ -348,13 +350,14 @@ class AlertStream:
         )
 
     def _write_batch(self, batch, batch_id: int) -> None:
-        """``foreachBatch`` of the matching query: the alerts to ``output``, the bad rows to the dead letter,
-        the late rows to ``late/``, the counts to the journal.
+        """``foreachBatch`` of the query: the alerts to ``output`` and to every sink's outbox, the bad rows to
+        the dead letter, the late rows to ``late/``, the counts to the journal.
 
         Each file-sink write is Spark's file sink for that batch id (``FileSink.commit``), which skips a
-        batch it committed already: after a crash between the writes, the re-run writes only the missing
-        one; the late-row file and the journal record are named by the batch id and replaced whole. The
-        batch is computed once (``persist``): the rules' state and counts are those of one run."""
+        batch it committed already, and an outbox takes a batch id once (``DeliveryLanes.spool``): after a
+        crash between the writes, the re-run writes only the missing ones; the late-row file and the journal
+        record are named by the batch id and replaced whole. The batch is computed once (``persist``): the
+        rules' state and counts are those of one run."""
         from pyspark.sql import functions as F
 
         batch.persist()
@@ -378,7 +381,17 @@ class AlertStream:
             bad = {
                 r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()
             }
-            self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES))
+            alerts = batch.where(kind == KIND_MATCH).select(*ALERT_NAMES)
+            staged = None
+            if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
+                staged = self.lanes.stage(
+                    batch_id,
+                    self.file_sink.as_stored(rows_to_alerts(alerts.collect())),
+                    keep_written=self.file_sink.has_batch(batch_id),
+                )
+            self.file_sink.commit(batch_id, alerts)
+            if staged is not None:
+                self.lanes.seal(staged)
             if bad:  # a micro-batch without bad rows leaves no empty file behind
                 self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
         finally:
@@ -443,23 +456,6 @@ class AlertStream:
         os.makedirs(self.late_dir, exist_ok=True)
         atomic_write(os.path.join(self.late_dir, f"batch-{batch_id:012d}.jsonl"), "\n".join(lines) + "\n")
 
-    def _retire_bad_row_query(self) -> None:
-        """A checkpoint written when a second query read the input for the bad rows: that query's batch
-        ids are not the matching query's, and ``<dead_letter>/bad-rows/_spark_metadata`` would make the
-        file sink skip batches it never saw. Its files move aside (still readable) and the new ones start
-        a fresh log."""
-        old_checkpoint = os.path.join(self.checkpoint, "bad-rows")
-        if not os.path.isdir(old_checkpoint):
-            return
-        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        if os.path.isdir(self.bad_rows_sink.path):
-            os.replace(self.bad_rows_sink.path, f"{self.bad_rows_sink.path}.before-{stamp}")
-        os.replace(old_checkpoint, f"{old_checkpoint}.before-{stamp}")
-        self._event(
-            "bad rows now come from the matching query; "
-            f"the earlier ones are in {self.bad_rows_sink.path}.before-{stamp}"
-        )
-
     def _check_clock_rows(self) -> None:
         """The clock rows of ``idle_watermark`` are a second source of the matching query, and Spark restarts a
         checkpoint only with the sources it was written with: turning the option on or off needs a new one."""
@@ -487,11 +483,13 @@ class AlertStream:
         return logged[-1]
 
     def start(self, *, available_now: bool = False) -> AlertStream:
-        """Start the matching query, the delivery lanes and the delivery query (when there are alert sinks)."""
+        """Start the query and the delivery lanes (when there are alert sinks)."""
         self._check_clock_rows()
+        layouts.retire_delivery_query(self.spark, self.checkpoint, self.file_sink, self.lanes, self._event)
         combined = self.build()
-        self._retire_bad_row_query()
+        layouts.retire_bad_row_query(self.checkpoint, self.bad_rows_sink, self._event)
         self._recovering = self._cut_short()
+        layouts.check_outbox_seals(self.checkpoint, self.lanes, self.sinks, self._recovering)
         if self._recovering is not None:
             pinned = self.store.batch_sets().get(self._recovering)
             self._event(
@@ -519,8 +517,6 @@ class AlertStream:
         self.match_query = self._start_query(combined, self._write_batch, "match", available_now=available_now)
         if self.lanes is not None:
             self.lanes.start()
-            if not available_now:
-                self._start_deliver(available_now=False)
         self.write_status()
         return self
 
@@ -534,17 +530,6 @@ class AlertStream:
         elif self.trigger:
             writer = writer.trigger(processingTime=self.trigger)
         return writer.start()
-
-    def _start_deliver(self, *, available_now: bool) -> None:
-        self.deliver_query = self._start_query(
-            self.file_sink.read_stream(self.spark), self._spool, "deliver", available_now=available_now
-        )
-
-    def _spool(self, batch_df, batch_id: int) -> None:
-        """``foreachBatch`` of the delivery query: the committed alerts into each sink's outbox."""
-        alerts = rows_to_alerts(batch_df.collect())
-        if alerts:
-            self.lanes.spool(batch_id, alerts)
 
     # ------------------------------------------------------------------------------------ progress
 
@@ -649,8 +634,6 @@ class AlertStream:
         """Wait until every input file so far is matched and delivered (tests; no sleeping)."""
         if self.match_query is not None:
             self.match_query.processAllAvailable()
-        if self.deliver_query is not None:
-            self.deliver_query.processAllAvailable()
         if self.lanes is not None:
             self.lanes.drain()
         self.poll()
@@ -664,8 +647,6 @@ class AlertStream:
             self._quarantine_failed()  # the status says which rule failed, as a running stream's would
             self.poll()
             if self.lanes is not None:
-                self._start_deliver(available_now=True)
-                self.deliver_query.awaitTermination()
                 self.lanes.drain()
                 self.poll()
                 failing = [lane.state for lane in self.lanes.lanes.values() if lane.state.failing_since is not None]
@@ -681,25 +662,11 @@ class AlertStream:
         return self.status
 
     def check(self) -> None:
-        """Raise ``QueryFailed`` if the matching query failed; restart a failed delivery query after a backoff."""
+        """Raise ``QueryFailed`` if the matching query failed."""
         query = self.match_query
         error = query.exception() if query is not None and not query.isActive else None
         if error is not None:
             raise QueryFailed(f"the matching query failed: {str(error).splitlines()[0] if str(error) else error}")
-        if self.deliver_query is not None and not self.deliver_query.isActive:
-            error = self.deliver_query.exception()
-            now = time.monotonic()
-            if self._deliver_restart_at == 0.0:
-                self._deliver_failures += 1
-                wait = min(60.0, 2.0 ** min(self._deliver_failures, 6))
-                self._deliver_restart_at = now + wait
-                self._event(
-                    f"delivery stopped ({str(error).splitlines()[0] if error else 'no error'}); retrying in {wait:g}s",
-                    "error",
-                )
-            elif now >= self._deliver_restart_at:
-                self._deliver_restart_at = 0.0
-                self._start_deliver(available_now=False)
 
     def run(
         self,
@@ -708,7 +675,7 @@ class AlertStream:
         on_tick: Callable[[dict], None] | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        """Run until ``stop`` is set or Ctrl-C: reload rules, fold progress, write status, restart delivery."""
+        """Run until ``stop`` is set or Ctrl-C: reload rules, fold progress, write status."""
         stop = stop or threading.Event()
         try:
             while not stop.is_set():
@@ -742,12 +709,11 @@ class AlertStream:
         self.health["stopping"] = True
         if self.lanes is not None:
             self.lanes.stop()
-        for query in (self.deliver_query, self.match_query):
-            try:
-                if query is not None and query.isActive:
-                    query.stop()
-            except Exception:  # noqa: BLE001 - a JVM already going away: nothing is committed half-way
-                pass
+        try:
+            if self.match_query is not None and self.match_query.isActive:
+                self.match_query.stop()
+        except Exception:  # noqa: BLE001 - a JVM already going away: nothing is committed half-way
+            pass
         try:
             self.poll()
         except Exception:  # noqa: BLE001 - stopping must not fail on a status write

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,8 +25,8 @@ class FileSink:
             raise ValueError(f"file sink format must be one of {', '.join(FILE_FORMATS)}, not {self.format!r}")
 
     def prepare(self) -> None:
-        """Create ``path/_spark_metadata`` before anything runs, so that a stream reading ``path`` (the
-        delivery query) knows from its first look that only committed files count."""
+        """Create ``path/_spark_metadata`` before anything runs, so that a stream reading ``path`` knows
+        from its first look that only committed files count."""
         os.makedirs(os.path.join(self.path, "_spark_metadata"), exist_ok=True)
 
     def start(
@@ -72,6 +73,23 @@ class FileSink:
         )
         sink.addBatch(batch_id, df._jdf)  # reads the log from disk: skips batch_id if committed
 
+    def as_stored(self, alerts: list[dict]) -> list[dict]:
+        """``alerts`` (collected from the DataFrame ``commit`` writes) as a read of the files gives them back:
+        JSON and CSV keep a timestamp to the millisecond (Spark's default ``timestampFormat``), Parquet to
+        the microsecond. So the sinks fed from the same micro-batch get what the output holds."""
+        if self.format == "parquet":
+            return alerts
+        for alert in alerts:
+            for name, value in alert.items():
+                if isinstance(value, _dt.datetime) and value.microsecond % 1000:
+                    alert[name] = value.replace(microsecond=value.microsecond - value.microsecond % 1000)
+        return alerts
+
+    def has_batch(self, batch_id: int) -> bool:
+        """Did ``commit`` record micro-batch ``batch_id`` (``_spark_metadata/<id>``, or its compacted log)?"""
+        log = os.path.join(self.path, "_spark_metadata", str(batch_id))
+        return os.path.exists(log) or os.path.exists(f"{log}.compact")
+
     def _reader(self, reader):
         reader = reader.schema(alert_schema())
         if self.format == "csv":
@@ -83,5 +101,5 @@ class FileSink:
         return self._reader(spark.read).load(self.path)
 
     def read_stream(self, spark: SparkSession) -> DataFrame:
-        """The committed alerts as a stream (what the delivery query reads)."""
+        """The committed alerts as a stream (what the two-query layout's delivery query read)."""
         return self._reader(spark.readStream).load(self.path)

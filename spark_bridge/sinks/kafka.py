@@ -27,8 +27,12 @@ A micro-batch whose id is not above it was committed before a crash and is skipp
 The transactional id must be the same after a restart: it is created once and kept in the stream's
 checkpoint (``state_dir``: ``<checkpoint>/sinks/``), so a new checkpoint is a new producer identity (and
 its micro-batch ids, which start again at 0, are not compared with the old one's). It relies on the
-delivery query's micro-batch ids: increasing, and the same ids for the same alerts when a micro-batch is
-replayed (Spark's file source over the alert files guarantees both).
+stream's micro-batch ids, the ids of the one query that matches and hands the alerts over in the same
+``foreachBatch`` (``alerting/stream.py``): increasing, and a micro-batch Spark runs again after a crash is
+handed to the sink's outbox once under its id (``lanes.DeliveryLanes.spool``), so the transaction of a
+batch id carries the alerts that the file sink committed under it. A checkpoint of the older two-query
+layout, whose ids came from a second query reading the alert files, is migrated so that the new ids are
+above every id that query used (``alerting.layouts.retire_delivery_query``).
 
 Client settings: ``bootstrap.servers`` from the address; librdkafka settings (confluent-kafka, e.g.
 ``security.protocol``, ``sasl.mechanism``, ``sasl.username``) from the address's query string

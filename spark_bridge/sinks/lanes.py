@@ -1,10 +1,15 @@
 """Delivery lanes: each alert sink delivers on its own, so a failing webhook never holds back a database.
 
-The stream's delivery query (Spark, ``foreachBatch`` over the committed alerts) does one quick thing
-per micro-batch: it writes the batch's alerts, once per sink, to that sink's **outbox**
-(``<checkpoint>/outbox/<sink key>/<batch id>.<alerts>.json``, fsynced and renamed into place), and
-returns; Spark then commits the micro-batch. Each sink has a **lane**, a thread that delivers its
-outbox in micro-batch order:
+The stream's query (Spark, ``foreachBatch``) hands each micro-batch's alerts over in two quick steps
+around the alert output's commit: before it, ``stage`` writes them, once per sink, to that sink's
+**outbox** (``<checkpoint>/outbox/<sink key>/<batch id>.<alerts>.json``, fsynced and renamed into place);
+after it, ``seal`` records the batch id in ``<sink key>/.sealed`` (the last batch handed over) and wakes
+the lane; Spark then commits the micro-batch. A lane delivers only sealed entries, and a batch id not
+above the seal is not written again, so a micro-batch Spark runs again after a ``kill -9`` reaches each
+sink once: killed before the seal, nothing of it was delivered, and the re-run writes the entry again
+(or keeps it, when the output had committed it: the sink then gets the output's alerts); killed after
+it, the re-run leaves the outbox alone (the lane has the entry, or delivered it). Each sink has a
+**lane**, a thread that delivers its outbox in micro-batch order:
 
 * a micro-batch delivered is recorded in the **journal** (``<checkpoint>/journal/``, one small file)
   and then taken out of the outbox. A crash in between delivers it again (at least once; every sink
@@ -53,6 +58,9 @@ _TIMES = ("first_event_time", "last_event_time", "emit_time")
 FAILURE_BACKOFF_S = 1.0
 FAILURE_BACKOFF_MAX_S = 60.0
 IDLE_WAIT_S = 1.0
+# Per sink, the last micro-batch whose outbox entry was written whole (``Outbox.sealed_through``); a dot
+# name, so never taken for an entry.
+SEAL_NAME = ".sealed"
 
 
 def _now_iso() -> str:
@@ -99,14 +107,50 @@ class Outbox:
     def _folder(self, sink: str) -> str:
         return os.path.join(self.directory, sink)
 
-    def put(self, sink: str, batch_id: int, alerts: Sequence[dict]) -> None:
+    def put(self, sink: str, batch_id: int, alerts: Sequence[dict], *, seal: bool = True) -> None:
+        """Write the entry, then seal it (``seal``): only then may the lane deliver it."""
         folder = self._folder(sink)
         os.makedirs(folder, exist_ok=True)
-        for old in self._names(sink, batch_id):  # a micro-batch run again replaces its entry
+        self.sealed_through(sink)  # an outbox from before seals is sealed through its entries, not this one
+        for old in self._names(sink, batch_id):  # a micro-batch run again replaces its unsealed entry
             if not old.endswith(f".{len(alerts)}.json"):
                 os.remove(os.path.join(folder, old))
         text = json.dumps({"batch_id": batch_id, "alerts": [_to_json(a) for a in alerts]}, ensure_ascii=False)
         atomic_write(os.path.join(folder, f"{batch_id:012d}.{len(alerts)}.json"), text)
+        if seal:
+            self.seal(sink, batch_id)
+
+    def seal(self, sink: str, batch_id: int) -> None:
+        """Hand the entries up to ``batch_id`` over to the lane (written whole before this)."""
+        if batch_id > self.sealed_through(sink):
+            atomic_write(os.path.join(self._folder(sink), SEAL_NAME), str(batch_id))
+
+    def sealed_through(self, sink: str) -> int:
+        """The last micro-batch handed to ``sink``: its entry was written whole before the seal moved
+        (``-1``: none). A micro-batch run again after a crash that is not above it was handed over
+        already (delivered, or waiting in the outbox) and is not handed over twice; one above it is
+        not, and its entry, written or not, is written again. A sink's folder without a seal (new, or
+        from before seals were written) is sealed through its last entry the first time it is read."""
+        path = os.path.join(self._folder(sink), SEAL_NAME)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return int(fh.read().strip())
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            aside = set_aside(path)
+            if aside is not None:
+                self.on_damage(
+                    f"outbox seal {path} is damaged ({type(exc).__name__}: {exc}): set aside as {aside}; "
+                    "the outbox is sealed through its last entry",
+                    aside,
+                )
+        if not os.path.isdir(self._folder(sink)):
+            return -1
+        named = [int(n.split(".")[0]) for n in self._names(sink) if n.split(".")[0].isdigit()]
+        sealed = max(named, default=-1)  # before seals, an entry was handed over once it had its name
+        atomic_write(path, str(sealed))
+        return sealed
 
     def _names(self, sink: str, batch_id: int | None = None) -> list[str]:
         folder = self._folder(sink)
@@ -116,11 +160,13 @@ class Outbox:
         return [n for n in names if batch_id is None or n.startswith(f"{batch_id:012d}.")]
 
     def entries(self, sink: str) -> list[tuple[int, int]]:
-        """(batch id, alerts) waiting for ``sink``, oldest first."""
+        """(batch id, alerts) waiting for ``sink``, oldest first: the sealed entries only (``put``)."""
         out = []
-        for name in self._names(sink):
+        names = self._names(sink)
+        sealed = self.sealed_through(sink) if names else -1
+        for name in names:
             parts = name.split(".")
-            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() and int(parts[0]) <= sealed:
                 out.append((int(parts[0]), int(parts[1])))
         return out
 
@@ -513,12 +559,35 @@ class DeliveryLanes:
             self.on_event(message, level)
 
     def spool(self, batch_id: int, alerts: Sequence[dict]) -> None:
-        """A committed micro-batch's alerts into every sink's outbox (the suppressed ones only to sinks that ask)."""
+        """A micro-batch's alerts into every sink's outbox, handed over at once (``stage`` then ``seal``)."""
+        self.seal(self.stage(batch_id, alerts))
+
+    def stage(self, batch_id: int, alerts: Sequence[dict], *, keep_written: bool = False) -> tuple[int, list[str]]:
+        """Write a micro-batch's alerts into every sink's outbox (the suppressed ones only to sinks that
+        ask), not yet for delivery; returns what ``seal`` hands over. At most once per batch id: a
+        micro-batch that Spark runs again after a crash and that a sink's outbox has sealed already
+        (``Outbox.sealed_through``) is not written again. ``keep_written``: the alert output committed
+        this batch before a crash, from the entry written then; that entry stays, so that the sinks
+        get what the output holds (its emit times), not the re-run's."""
+        staged = []
         for sink in self.sinks:
+            key = sink.key()
+            if batch_id <= self.outbox.sealed_through(key):
+                continue
             chosen = [a for a in alerts if sink.include_suppressed or not a.get("suppressed")]
-            if chosen:
-                self.outbox.put(sink.key(), batch_id, chosen)
-                self.lanes[sink.key()].wake.set()
+            if keep_written and self.outbox.has(key, batch_id):
+                staged.append(key)
+            elif chosen:
+                self.outbox.put(key, batch_id, chosen, seal=False)
+                staged.append(key)
+        return batch_id, staged
+
+    def seal(self, staged: tuple[int, list[str]]) -> None:
+        """Hand the staged entries over to their lanes (``stage``)."""
+        batch_id, keys = staged
+        for key in keys:
+            self.outbox.seal(key, batch_id)
+            self.lanes[key].wake.set()
 
     def start(self) -> DeliveryLanes:
         for lane in self.lanes.values():
