@@ -688,24 +688,22 @@ def test_a_broken_rule_file_that_is_deleted_leaves_the_error_state(tmp_path):
 def test_a_checkpoint_of_the_old_bad_row_query_is_moved_aside(tmp_path):
     """Before one query wrote both outputs, a second query kept CHECKPOINT/bad-rows/ and its own batch ids
     in DEAD_LETTER/bad-rows/_spark_metadata; the file sink would skip the new query's batches up to those
-    ids. Both move aside, still readable, and the status forgets the old query's batches."""
-    from cep.spark_bridge.alerting.status import StatusBook
+    ids. Both move aside, still readable, and the log line says where the earlier bad rows are."""
+    from cep.spark_bridge.alerting.layouts import retire_bad_row_query
 
     checkpoint = tmp_path / "ck"
     (checkpoint / "bad-rows" / "commits").mkdir(parents=True)
     (checkpoint / "dead-letter" / "bad-rows" / "_spark_metadata").mkdir(parents=True)
     (checkpoint / "dead-letter" / "bad-rows" / "part-0.json").write_text('{"_cep_error": "not_json"}\n')
-    stream = AlertStream.__new__(AlertStream)  # only what the move needs, no Spark
-    stream.checkpoint, stream.on_event = str(checkpoint), None
-    stream.book = StatusBook(str(checkpoint / "status.json"))
-    stream.bad_rows_sink = FileSink(str(checkpoint / "dead-letter" / "bad-rows"), "json")
-    stream._retire_bad_row_query()
+    bad_rows = FileSink(str(checkpoint / "dead-letter" / "bad-rows"), "json")
+    messages: list[str] = []
+    retire_bad_row_query(str(checkpoint), bad_rows, lambda message, level="info": messages.append(message))
     assert not (checkpoint / "bad-rows").exists() and not (checkpoint / "dead-letter" / "bad-rows").exists()
     (old,) = (checkpoint / "dead-letter").glob("bad-rows.before-*")
     assert (old / "part-0.json").exists() and len(list(checkpoint.glob("bad-rows.before-*"))) == 1
-    assert str(old) in stream.status["events"][-1]["message"]
-    stream._retire_bad_row_query()  # nothing left to move: a no-op
-    assert len(list((checkpoint / "dead-letter").glob("bad-rows.before-*"))) == 1
+    assert len(messages) == 1 and str(old) in messages[0]
+    retire_bad_row_query(str(checkpoint), bad_rows, messages.append)  # nothing left to move: a no-op
+    assert len(list((checkpoint / "dead-letter").glob("bad-rows.before-*"))) == 1 and len(messages) == 1
 
 
 def test_a_rules_directory_that_disappears_is_an_outage_not_a_deletion(tmp_path):
