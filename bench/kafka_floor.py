@@ -138,8 +138,9 @@ def report(found: dict) -> list[str]:
     lines = [
         "## Spark's floor beside cep, through Kafka (bench/kafka_e2e.py, bench/kafka_floor.py)",
         "",
-        f"One run ({found['when']}, {found['nproc']} cores shared with the other engineers' jobs: load average "
-        "in the table), the same 4-partition topic, the same producer, `local[2]` each, watermark "
+        f"One run ({found['when']}, {found['nproc']} cores shared by every engine of the run, the broker, the "
+        "producer and any other work: load average in the table), the same 4-partition topic, the same producer, "
+        "`local[2]` each, watermark "
         f"{found['watermark']}, trigger {found['trigger']}, state store {found.get('state_store', 'default')}. "
         "The floor reads, parses, watermarks, groups by symbol and keeps a count per key "
         "(`applyInPandasWithState`) into `foreachBatch`; its latency is event time to the end of the micro-batch "

@@ -83,6 +83,6 @@ def test_performance_reading_is_written_from_the_kafka_run():
     reading = [line for line in bench_run.kafka_e2e_reading(e2e) if line]
     page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()
     assert all(line in page for line in reading)
-    batches = [s["cep_batches"] for s in e2e["steps"]]
-    longest = max(b["batch_max_s"] for b in batches)
-    assert f"at most {min(b['batch_max_s'] for b in batches):.1f} to {longest:.1f} s" in "\n".join(reading)
+    # a step in which cep finished no micro-batch (it fell behind) has no durations
+    maxima = [s["cep_batches"]["batch_max_s"] for s in e2e["steps"] if s["cep_batches"]["batch_max_s"] is not None]
+    assert f"at most {min(maxima):.1f} to {max(maxima):.1f} s" in "\n".join(reading)
