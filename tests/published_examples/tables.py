@@ -9,8 +9,12 @@ cannot drift unnoticed. The printed forms handled:
 * Snowflake's boxed tables (``+---+`` borders, ``| a | b |`` rows, ``NULL``);
 * Markdown tables (YDB's documentation);
 * the Trino CLI's psql-like tables (`` a | b ``, ``---+---``, ``(2 rows)``);
-* SQL*Plus fixed-width columns (Oracle: a header line, a line of dashes giving the widths);
-* ``INSERT INTO t VALUES (...)`` statements, one or several rows each.
+* fixed-width columns under a rule: SQL*Plus (Oracle: a header line, a line of dashes giving the widths)
+  and Flink's documentation (a line of ``=`` giving the widths, strings and times in single quotes);
+* SQLcl's ``ansiconsole`` format (Practical Oracle SQL): no rule, each column starts where its heading
+  starts, values left-aligned, an empty cell is NULL;
+* ``INSERT INTO t VALUES (...)`` statements, one or several rows each (Oracle's ``DATE '...'`` and
+  ``TO_DATE('...', 'format')`` give their text).
 
 Values are turned into the JSON form the cases use: INTEGER/BIGINT as int, DOUBLE/DECIMAL as float,
 DATE as ``YYYY-MM-DD``, TIMESTAMP as ``YYYY-MM-DD HH:MM:SS``, BOOLEAN as bool, ARRAY<...> as a list,
@@ -49,10 +53,10 @@ def to_date(text: str) -> str:
 
 def to_timestamp(text: str) -> str:
     text = text.strip()
-    m = re.fullmatch(r"(.+?)[ T](\d{2}):(\d{2}):(\d{2})(\.0+)?", text)
+    m = re.fullmatch(r"(.+?)[ T](\d{2}):(\d{2})(?::(\d{2}))?(\.0+)?", text)
     if m:
         day = to_date(m[1])
-        return f"{day} {m[2]}:{m[3]}:{m[4]}"
+        return f"{day} {m[2]}:{m[3]}:{m[4] or '00'}"
     return f"{to_date(text)} 00:00:00"
 
 
@@ -112,22 +116,43 @@ def parse_psql(text: str) -> tuple[list[str], list[list[str]]]:
     return [c.strip() for c in body[0].split("|")], [[c.strip() for c in line.split("|")] for line in body[1:]]
 
 
+def _unquote(cell: str) -> str:
+    """Flink's documentation prints strings and times in single quotes: ``'ACME'``."""
+    return cell[1:-1] if len(cell) >= 2 and cell[0] == cell[-1] == "'" else cell
+
+
 def parse_fixed(text: str) -> tuple[list[str], list[list[str]]]:
-    """SQL*Plus output: the dashes under the header give each column's start and width."""
+    """Fixed-width columns: the dashes (SQL*Plus) or ``=`` (Flink) under the header give each column's
+    start and width; without such a rule (SQLcl's ansiconsole) each heading's start is its column's."""
     lines = text.strip("\n").splitlines()
-    dashes = next(i for i, line in enumerate(lines) if re.fullmatch(r"[- ]+", line) and "-" in line)
-    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[dashes])]
+    rule = next((i for i, line in enumerate(lines) if re.fullmatch(r"[-= ]+", line) and line.strip()), None)
+    if rule is None:
+        return parse_aligned(text)
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+|=+", lines[rule])]
 
     def cut(line: str) -> list[str]:
-        return [line[a : b + 1 if k < len(spans) - 1 else None].strip() for k, (a, b) in enumerate(spans)]
+        return [_unquote(line[a : b + 1 if k < len(spans) - 1 else None].strip()) for k, (a, b) in enumerate(spans)]
 
-    header = cut(lines[dashes - 1])
+    header = cut(lines[rule - 1])
     rows = [
         cut(line)
-        for line in lines[dashes + 1 :]
+        for line in lines[rule + 1 :]
         if line.strip() and not re.fullmatch(r"\d+ rows? selected\.", line.strip())
     ]
     return header, rows
+
+
+def parse_aligned(text: str) -> tuple[list[str], list[list[str]]]:
+    """SQLcl's ansiconsole output: each column starts where its heading starts (values are left-aligned,
+    so a cell is the text from its column's start to the next column's start; empty is NULL)."""
+    lines = [line for line in text.strip("\n").splitlines() if line.strip()]
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    bounds = list(zip(starts, [*starts[1:], None]))
+
+    def cut(line: str) -> list[str]:
+        return [line[a:b].strip() for a, b in bounds]
+
+    return cut(lines[0]), [cut(line) for line in lines[1:]]
 
 
 def parse_table(text: str) -> tuple[list[str], list[list[str]]]:
@@ -177,6 +202,8 @@ def _split_values(inner: str) -> list[str]:
 def parse_inserts(sql: str, table: str) -> list[list[str]]:
     """The rows of every ``INSERT INTO table VALUES ...`` statement in ``sql``, values as printed."""
     rows = []
+    sql = re.sub(r"\bto_date\(\s*('(?:[^']|'')*')\s*,\s*'[^']*'\s*\)", r"\1", sql, flags=re.I)
+    sql = re.sub(r"\bdate\s+'", "'", sql, flags=re.I)
     pattern = re.compile(r"insert\s+into\s+" + re.escape(table) + r"\s+values\s*(.*?);", re.I | re.S)
     for m in pattern.finditer(sql):
         for tup in re.finditer(r"\(((?:[^()']|'(?:[^']|'')*')*)\)", m.group(1)):
