@@ -212,10 +212,11 @@ def parse_inserts(sql: str, table: str) -> list[list[str]]:
 
 
 def parse_values_clause(sql: str) -> list[list[str]]:
-    """The rows of an inline ``VALUES (...), (...)`` list (Trino's ``WITH t(...) AS (VALUES ...)``);
+    """The rows of a table the statement defines itself: an inline ``VALUES (...), (...)`` list (Trino's
+    ``WITH t(...) AS (VALUES ...)``), or Oracle's ``select 1 from dual union all select 2 from dual``;
     ``DATE '...'`` literals give their text."""
+    sql = re.sub(r"\bDATE\s+'", "'", sql, flags=re.I)
     m = re.search(r"\(\s*values\s*(.*?)\)\s*select", sql, re.I | re.S)
-    rows = []
-    for tup in re.finditer(r"\(((?:[^()']|'(?:[^']|'')*')*)\)", m.group(1)):
-        rows.append(_split_values(re.sub(r"\bDATE\s+'", "'", tup.group(1), flags=re.I)))
-    return rows
+    if m is None:
+        return [_split_values(row) for row in re.findall(r"select\s+(.*?)\s+from\s+dual\b", sql, re.I | re.S)]
+    return [_split_values(tup.group(1)) for tup in re.finditer(r"\(((?:[^()']|'(?:[^']|'')*')*)\)", m.group(1))]
