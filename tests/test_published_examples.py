@@ -4,8 +4,8 @@ The cases live in ``tests/published_examples/*.json``, one file per example: the
 its publisher printed it (Oracle's Data Warehousing Guide, ORACLE-BASE, Snowflake's reference and user
 guide, YDB's reference, Trino's blog, Flink's documentation, *Practical Oracle SQL* ch. 17-21), the input
 tables (from the publisher's own CREATE/INSERT statements or printed tables) and the printed output.
-Where cep refuses a dialect spelling, the case runs a hand rewrite it names (``rewrites``). ``tests/published_examples/README.md`` describes
-the format, the sources and the transcription checks.
+Where cep refuses a dialect spelling, the case runs a hand rewrite it names (``rewrites``).
+``tests/published_examples/README.md`` describes the format, the sources and the transcription checks.
 
 Each case is run twice:
 
