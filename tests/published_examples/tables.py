@@ -12,7 +12,8 @@ cannot drift unnoticed. The printed forms handled:
 * fixed-width columns under a rule: SQL*Plus (Oracle: a header line, a line of dashes giving the widths)
   and Flink's documentation (a line of ``=`` giving the widths, strings and times in single quotes);
 * SQLcl's ``ansiconsole`` format (Practical Oracle SQL): no rule, each column starts where its heading
-  starts, values left-aligned, an empty cell is NULL;
+  starts, values left-aligned, an empty cell is NULL (``parse_spaced`` reads the ones a translation
+  misaligned, by runs of two spaces, the translated values mapped back as the case says);
 * ``INSERT INTO t VALUES (...)`` statements, one or several rows each (Oracle's ``DATE '...'`` and
   ``TO_DATE('...', 'format')`` give their text).
 
@@ -153,6 +154,16 @@ def parse_aligned(text: str) -> tuple[list[str], list[list[str]]]:
         return [line[a:b].strip() for a, b in bounds]
 
     return cut(lines[0]), [cut(line) for line in lines[1:]]
+
+
+def parse_spaced(text: str) -> tuple[list[str], list[list[str]]]:
+    """Columns apart by two or more spaces, for a printed table whose alignment a translation broke (it
+    replaced values by shorter ones in other scripts); only for tables without empty cells."""
+    lines = [line for line in text.strip("\n").splitlines() if line.strip()]
+    header, *rows = [re.split(r"\s{2,}", line.strip()) for line in lines]
+    if any(len(row) != len(header) for row in rows):
+        raise ValueError("a row has an empty cell or a value with two spaces: not a spaced table")
+    return header, rows
 
 
 def parse_table(text: str) -> tuple[list[str], list[list[str]]]:
