@@ -25,6 +25,7 @@ class BatchCost:
     """Milliseconds per step of one ``foreachBatch`` call, and the jobs, stages and tasks it started."""
 
     tracker: Any = None
+    store: Any = None  # Spark's status store (the JVM's), for the run time of each stage
     group: str | None = None
     jobs_before: frozenset[int] = frozenset()
     started: float = field(default_factory=time.perf_counter)
@@ -40,7 +41,11 @@ class BatchCost:
             before = frozenset(tracker.getJobIdsForGroup(group))
         except Exception:  # noqa: BLE001 - a Spark Connect session has no status tracker: times only
             return cls()
-        return cls(tracker=tracker, group=group, jobs_before=before)
+        try:
+            store = context._jsc.sc().statusStore()
+        except Exception:  # noqa: BLE001 - no JVM at hand: counts without the stages' run times
+            store = None
+        return cls(tracker=tracker, store=store, group=group, jobs_before=before)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -51,8 +56,9 @@ class BatchCost:
             self.steps_ms[name] = round((time.perf_counter() - began) * 1000, 1)
 
     def done(self) -> dict:
-        """``{"total_ms", "steps_ms", "jobs", "stages", "tasks"}`` (the counts None without a status tracker)."""
-        jobs = stages = tasks = None
+        """``{"total_ms", "steps_ms", "jobs", "stages", "tasks", "stage_run_ms"}`` (the counts None without a
+        status tracker)."""
+        jobs = stages = tasks = run_ms = None
         if self.tracker is not None:
             try:
                 new = sorted(set(self.tracker.getJobIdsForGroup(self.group)) - self.jobs_before)
@@ -61,6 +67,7 @@ class BatchCost:
                 # a stage whose output is cached or shuffled already is listed and skipped: it ran no task
                 ran = [s for s in map(self.tracker.getStageInfo, stage_ids) if s is not None and s.numCompletedTasks]
                 jobs, stages, tasks = len(new), len(ran), sum(s.numCompletedTasks for s in ran)
+                run_ms = self._stage_run_ms(sorted(s.stageId for s in ran))
             except Exception:  # noqa: BLE001 - a stopping context: the times are still right
                 pass
         return {
@@ -69,4 +76,12 @@ class BatchCost:
             "jobs": jobs,
             "stages": stages,
             "tasks": tasks,
+            "stage_run_ms": run_ms,
         }
+
+    def _stage_run_ms(self, stage_ids: list[int]) -> list[int] | None:
+        """The tasks' run time summed per stage, in the order the stages ran (Spark's ``executorRunTime``; a
+        stage of a Python UDF counts the time its tasks waited for the Python workers)."""
+        if self.store is None:
+            return None
+        return [int(self.store.lastStageAttempt(stage).executorRunTime()) for stage in stage_ids]
