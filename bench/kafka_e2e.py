@@ -294,7 +294,7 @@ def start_cep(
     work: Path, boot: str, query_file: Path, ticks: str, topics: dict[str, str], python: str = sys.executable
 ) -> Engine:
     """``cep stream`` as a user runs it, by ``python`` (this checkout's, or a baseline's with its own cep)."""
-    tree = REPO if python == sys.executable else Path(python).resolve().parents[2]
+    tree = REPO if python == sys.executable else Path(python).absolute().parents[2]  # DIR/.venv/bin/python
     env = dict(os.environ, PYTHONPATH=str(tree), CEP_SPARK_LOG=str(work / "spark.log"), PYSPARK_PYTHON=python)
     log = work / "cep.log"
     process = subprocess.Popen(
@@ -826,7 +826,11 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="cep-kafka-e2e-"))
     broker = KafkaBroker(work / "broker").start()
     try:
-        found = [run_group(group, args, broker, work / group.name) for group in groups_of(args)]
+        found = []
+        for group in groups_of(args):
+            found.append(run_group(group, args, broker, work / group.name))
+            # each group's numbers as they come, should a later group or the merge not end
+            Path(f"{args.json}.groups").write_text(json.dumps(found, indent=1) + "\n")
         report = {
             "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "nproc": os.cpu_count(),
