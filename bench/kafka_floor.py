@@ -151,18 +151,38 @@ def report(found: dict) -> list[str]:
         "that saw the tick (no watermark wait), cep's is event time to the alert consumed from Kafka. "
         + ("Flink ran too." if flink["ran"] else f"Flink did not run in this one ({flink['why_not']})."),
         "",
-        "| rate | cep p50 / p99 (s) | floor p50 / p99 (s) | cep batch p50 (s) | floor batch p50 (s) "
-        "| cep / floor CPU s | load |",
-        "| ---: | --- | --- | ---: | ---: | --- | ---: |",
+        "| rate | cep p50 / p99 (s) | cep before p50 / p99 (s) | floor p50 / p99 (s) | cep / floor p50 "
+        "| cep batch p50 (s) | before (s) | floor (s) | cep / floor CPU s | load |",
+        "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for step in found["steps"]:
         cep, floor, batches = step["engines"].get("cep", {}), step.get("floor") or {}, step["cep_batches"]
+        before = step.get("baseline") or {}
+        before_cep = (before.get("engines") or {}).get("cep") or {}
+        alone = step.get("alone") or {}
+        load = " / ".join(f"{alone[g]['load_average'][0]}" for g in ("cep", "floor", "baseline") if g in alone)
+        ratio = (
+            cep["latency_p50_s"] / floor["latency_p50_s"]
+            if cep.get("latency_p50_s") and floor.get("latency_p50_s")
+            else None
+        )
         lines.append(
             f"| {step['rate_asked']} | {cell(cep.get('latency_p50_s'))} / {cell(cep.get('latency_p99_s'))} | "
-            f"{cell(floor.get('latency_p50_s'))} / {cell(floor.get('latency_p99_s'))} | {cell(batches['batch_p50_s'])} "
+            f"{cell(before_cep.get('latency_p50_s'))} / {cell(before_cep.get('latency_p99_s'))} | "
+            f"{cell(floor.get('latency_p50_s'))} / {cell(floor.get('latency_p99_s'))} | {cell(ratio)} "
+            f"| {cell(batches['batch_p50_s'])} | {cell((before.get('cep_batches') or {}).get('batch_p50_s'))} "
             f"| {cell(floor.get('batch_p50_s'))} | {step['cpu_s'].get('cep')} / {step['cpu_s'].get('floor')} "
-            f"| {step['load_average'][0]} |"
+            f"| {load or step['load_average'][0]} |"
         )
+    if found.get("mode") == "one after another":
+        lines += [
+            "",
+            "Each query ran alone with the broker and the producer, one after another, on a topic of its own fed the "
+            "same ticks at the same rates; *cep before* is the `cep stream` of "
+            f"`{(found.get('baseline') or {}).get('python', 'another checkout')}` (the code before this run's "
+            "change), run the same way in the same run; load: the 1-minute load average at the end of each "
+            "query's step (cep / floor / before), from other work on the machine as well.",
+        ]
     lines += [
         "",
         "Where a micro-batch's time goes: the median of each part of Spark's `durationMs` (ms) over the step's "
