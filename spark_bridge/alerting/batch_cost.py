@@ -42,7 +42,7 @@ class BatchCost:
         except Exception:  # noqa: BLE001 - a Spark Connect session has no status tracker: times only
             return cls()
         try:
-            store = context._jsc.sc().statusStore()
+            store = spark._jsparkSession.sparkContext().statusStore()
         except Exception:  # noqa: BLE001 - no JVM at hand: counts without the stages' run times
             store = None
         return cls(tracker=tracker, store=store, group=group, jobs_before=before)
