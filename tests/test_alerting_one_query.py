@@ -254,8 +254,8 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
     """``foreachBatch`` reads the cached micro-batch once (the rules run once, their alerts, counts and the bad
     rows' reasons come back in one job) and writes each file sink in one task. Its own costs reach the status
     beside Spark's parts: each step by name, and the jobs, stages and tasks Spark's status tracker saw start."""
-    rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
-    write_rule(rules, "prices.sql", HIGH)
+    source, output = tmp_path / "in", tmp_path / "alerts"  # as fixture_stream lays out its root
+    write_rule(tmp_path / "rules", "prices.sql", HIGH)
     batches = price_batches() + [[ev("a", 85, 105)], [ev(SENTINEL, 10_000, 0)]]
     for index, rows in enumerate(batches):
         write_batch(source, index, rows)
@@ -264,17 +264,7 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
     with bad.open("a", encoding="utf-8") as fh:
         fh.write('{"symbol": "b", "ts": null, "price": 1.0}\n')
     os.utime(bad, (stamp, stamp))
-    df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
-    stream = AlertStream(
-        spark,
-        str(rules),
-        df,
-        checkpoint=str(checkpoint),
-        output=str(output),
-        output_format="json",
-        sinks=[SQLiteSink(str(tmp_path / "alerts.db"))],
-        watermark="5 seconds",
-    )
+    stream = fixture_stream(spark, tmp_path, [SQLiteSink(str(tmp_path / "alerts.db"))], [])
     seen: list[dict] = []
     stream.observers.append(seen.append)
     stream.run_available_now()
