@@ -1,10 +1,15 @@
 """End to end through Kafka: ticks produced to a topic, matched live, alerts consumed from a topic; cep and Flink.
 
-    .venv/bin/python bench/kafka_e2e.py [--rates 1000,5000,20000,max] [--seconds 45] [--no-flink]
+    .venv/bin/python bench/kafka_e2e.py [--rates 1000,5000,20000,max] [--seconds 45] [--no-flink] [--together]
+        [--baseline-python OTHER_CHECKOUT/.venv/bin/python]
     make bench-kafka
 
-A real broker (tests/kafka_broker.py, Kafka 4.4, KRaft). On the same 4-partition topic ``ticks`` (keyed by
-symbol), at the same time, from the same producer:
+A real broker (tests/kafka_broker.py, Kafka 4.4, KRaft). By default the engines run one after another, each
+alone with the broker and the producer (as each would run in production, so none pays for another's CPU), each
+on a 4-partition topic of its own (``ticks-<engine>``, keyed by symbol) fed the same ticks (the same seeded
+walk) at the same rates, and checked against the replay of its own topic; ``--together`` runs them at the same
+time on one topic ``ticks`` instead. ``--baseline-python`` adds, alone as well, the ``cep stream`` of another
+checkout (its venv's interpreter): an A/B of a change in the same run. The engines:
 
 - ``cep stream`` as a user runs it (a child process, ``local[2]``), watermark 2 s, trigger 500 ms, with both
   Kafka sinks at once: ``--sink kafka://.../alerts`` (at least once) and

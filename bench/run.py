@@ -1064,7 +1064,13 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "## Through Kafka, end to end (bench/kafka_e2e.py)",
         "",
         "`make bench-kafka` (`.venv/bin/python bench/kafka_e2e.py`, then `bench/run.py --report-only`; "
-        f"{e2e['seconds_per_rate']:.0f} s per rate, 10 to 20 minutes in all, the longer on a loaded machine, `--help` "
+        f"{e2e['seconds_per_rate']:.0f} s per rate, "
+        + (
+            "30 to 60 minutes in all for the engines one after another"
+            if e2e.get("mode") == "one after another"
+            else "10 to 20 minutes in all"
+        )
+        + ", the longer on a loaded machine, `--help` "
         f"for the options). A real Kafka 4.4 broker on this machine; one producer sends ticks of {e2e['keys']} symbols "
         "(a random walk each, keyed by symbol, event time = the wall clock when sent) to a 4-partition topic at each "
         "rate in turn, `max` being as fast as this Python producer goes. "
