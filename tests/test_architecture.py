@@ -155,6 +155,7 @@ ORDER = {
         "query",
         "rule_watch",
         "layouts",
+        "batch_cost",
         "stream",
         "metrics",
     ],
