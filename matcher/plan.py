@@ -101,7 +101,8 @@ def choose_route(
                 for why in sequence_plan.reasons_not(statement, machine, input_columns)
             )
     batch = REGEX if regex is not None else SEQUENCE if sequence is not None else PIKE
-    why_per_key = _why_per_key(statement, machine, sequence, input_columns, dedup)
+    stream_sequence = sequence_plan.stream_plan_for(statement, machine, input_columns)
+    why_per_key = _why_per_key(statement, machine, stream_sequence, input_columns, dedup)
     if one_key_per_call is not None:
         why_per_key.insert(0, one_key_per_call)
     return Route(
@@ -110,7 +111,7 @@ def choose_route(
         batch_reasons=batch_reasons,
         stream_reasons=tuple(why_per_key),
         column_plan=regex or sequence,
-        sequence=sequence,
+        sequence=stream_sequence,
     )
 
 
@@ -121,7 +122,7 @@ def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_col
         return ["ORDER BY PROCTIME() (rows are matched on arrival, one by one)"]
     why = ["dedup_key"] if dedup else []
     if sequence is None:
-        reasons = sequence_plan.reasons_not(statement, machine, input_columns)
+        reasons = sequence_plan.stream_reasons_not(statement, machine, input_columns)
         return why + ["not the sequence engine" + (f" ({'; '.join(reasons)})" if reasons else "")]
     if sequence_output.reads_after(mr.measures):
         why.append("NEXT in a measure (a match waits for the rows after it)")

@@ -42,11 +42,12 @@ def query(
     where: str = "",
     timeouts: bool = False,
     order: str = "ts",
+    rows: str = "ONE ROW PER MATCH",
 ) -> str:
     shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
     return (
         f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY {order} MEASURES {measures} "
-        f"ONE ROW PER MATCH{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}"
+        f"{rows}{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}"
     )
 
 
@@ -198,6 +199,31 @@ QUERIES = {
         within="WITHIN INTERVAL '6' SECOND",
         timeouts=True,
         skip="TO NEXT ROW",
+    ),
+    # ALL ROWS PER MATCH: a row per match row, RUNNING and FINAL measures as the VM's MatchView gives them
+    # at each row, every row of a match with its match's id
+    "all_rows": query(
+        "A B{2,} C",
+        "FIRST(A.ts) AS f, COUNT(*) AS n, MATCH_NUMBER() AS mn, CLASSIFIER() AS c, LAST(B.v) AS lb, "
+        "FINAL COUNT(B.*) AS fb, FINAL LAST(C.w) AS cw, v AS now",
+        "A AS A.v > 5, B AS B.v < A.v, C AS C.v > A.v - 2",
+        rows="ALL ROWS PER MATCH",
+    ),
+    "all_rows_overlap": query(
+        "A B+ C",
+        "FIRST(B.v) AS fb, FINAL FIRST(C.ts) AS fc, COUNT(B.*) AS nb, LAST(w) AS lw, MATCH_NUMBER() AS mn",
+        "B AS B.v >= 3, C AS C.v > 7",
+        rows="ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+        skip="TO NEXT ROW",
+        within="WITHIN INTERVAL '9' SECOND",
+    ),
+    "all_rows_where": query(
+        "A{2,} B",
+        "COUNT(A.*) AS na, CLASSIFIER() AS c, FINAL LAST(A.v) AS la",
+        "A AS A.v < 5, B AS B.v >= 5",
+        rows="ALL ROWS PER MATCH OMIT EMPTY MATCHES",
+        where=" WHERE c = 'A' OR la > 2",
+        order="ts, w DESC",
     ),
 }
 MIXED = ("brute_force", "card_testing", "order_keys")  # w: floats that round (0.1 + 0.2), integers, NULLs
