@@ -262,11 +262,15 @@ def run(
     buckets: int = 0,
     max_pending_rows=None,
     max_match_rows=None,
+    dedup_key=None,
+    dedup_horizon_s: int = 0,
 ):
     q = cep.compile(text)
     options = {"max_pending_rows": max_pending_rows} if max_pending_rows else {}
     if max_match_rows:
         options["max_match_rows"] = max_match_rows
+    if dedup_key:
+        options.update(dedup_key=dedup_key, dedup_horizon_us=dedup_horizon_s * 1_000_000)
     engine = KeyedStream(
         q.plan,
         COLUMNS,
@@ -461,6 +465,62 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
             new.tables, new.watermark_ms, new.max_event_ms = dict(old.tables), old.watermark_ms, old.max_event_ms
             for batch in batches[cut:]:
                 assert new.run_batch(batch) == old.run_batch(batch), (seed, name)
+
+
+DEDUPED = ("greedy_tail", "bounded", "within_greedy", "timeout_sla", "absent_tail", "where", "all_rows")
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(DEDUPED),
+    dedup_key=st.sampled_from([("w",), ("v", "w")]),
+    horizon_s=st.sampled_from([0, 4, 40]),
+    delay_s=st.sampled_from([0, 2, 5]),
+    session_s=st.sampled_from([None, 8, 30]),
+    buckets=st.sampled_from([0, 3]),
+)
+def test_dedup_key_columnar_equals_per_key(seed, name, dedup_key, horizon_s, delay_s, session_s, buckets):
+    """``dedup_key`` on the column-wise path: a row that repeats a value its key remembers is dropped (late
+    or not) and counted, an accepted row's value is remembered and a late row's is not, NULL repeats
+    nothing, and a value is forgotten once the watermark passes it by the horizon (a timer calls the key
+    for that): the same rows, ids, late rows, counts and timers as the per-key path, micro-batch by
+    micro-batch."""
+    batches = make_batches(random.Random(seed), delay_s)
+    options = dict(delay_s=delay_s, session_s=session_s, buckets=buckets, dedup_key=dedup_key)
+    stream = assert_same(QUERIES[name], batches, dedup_horizon_s=horizon_s, **options)
+    assert stream.step is not None
+
+
+def test_dedup_values_survive_a_checkpoint_on_either_path():
+    """Remembered dedup values are state: a column-wise table keeps them in its bytes, and a per-key
+    checkpoint's are read when the stream goes on column-wise; the rest of the stream drops the same rows."""
+    dropped = 0
+    for seed in range(10):
+        rnd = random.Random(seed)
+        batches = make_batches(rnd, 5)
+        cut = rnd.randint(1, len(batches) - 1)
+        options = dict(delay_s=5, session_s=30, buckets=3, dedup_key=("v", "w"), dedup_horizon_s=20)
+        expected, _ = run(QUERIES["bounded"], batches, columnar=False, **options)
+        dropped += sum(step[3]["duplicates_dropped"] for step in expected)
+        for first_columnar in (False, True):
+            _, first = run(QUERIES["bounded"], batches[:cut], columnar=first_columnar, **options)
+            q = cep.compile(QUERIES["bounded"])
+            engine = KeyedStream(
+                q.plan,
+                COLUMNS,
+                query_text=q.text,
+                session_timeout_us=30_000_000,
+                dedup_key=("v", "w"),
+                dedup_horizon_us=20_000_000,
+            )
+            again = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=True)
+            saved = {bucket: t if isinstance(t, bytes) else t.encode() for bucket, t in first.tables.items()}
+            again.tables, again.watermark_ms, again.max_event_ms = saved, first.watermark_ms, first.max_event_ms
+            for index, batch in enumerate(batches[cut:], start=cut):
+                out, ids, late = again.run_batch(batch)
+                assert (out, ids) == expected[index][:2], (seed, first_columnar, index)
+    assert dropped > 0  # the events repeat (v, w) pairs within a key
 
 
 TIMED = (
