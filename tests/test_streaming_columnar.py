@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from cep.spark_bridge.engine.column_table import ColumnarTable
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.match_ids import statement_text
 
 T0 = dt.datetime(2024, 1, 1)
 COLUMNS = ("k", "ts", "v", "w")
@@ -492,6 +494,52 @@ def test_dedup_key_columnar_equals_per_key(seed, name, dedup_key, horizon_s, del
     assert stream.step is not None
 
 
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(["all_rows", "all_rows_overlap", "all_rows_where", "bounded", "timeout_sla"]),
+    delay_s=st.sampled_from([0, 2, 5]),
+    session_s=st.sampled_from([8, 30]),
+    deduped=st.booleans(),
+    buckets=st.sampled_from([0, 3]),
+)
+def test_a_column_wise_stream_gives_the_backtest_rows_and_ids(seed, name, delay_s, session_s, deduped, buckets):
+    """ALL ROWS PER MATCH and ``dedup_key`` streamed column-wise (random cuts, random watermark delays, late
+    rows, NULL event times, events delivered twice) give ``q.run(session_timeout=..., match_ids=True)``'s
+    (match id, row) pairs over the rows the stream took: those above the watermark, each event once."""
+    rnd = random.Random(seed)
+    batches, sent = [], []
+    for batch in make_batches(rnd, delay_s):
+        sent += [row for row in batch if row["ts"] is not None and row["k"] != "z"]
+        again = [dict(row) for row in rnd.sample(sent, min(len(sent), rnd.randint(0, 3)))] if deduped else []
+        batches.append([*batch, *again])
+    q = cep.compile(QUERIES[name])
+    dedup = {"dedup_key": ("ts", "v", "w"), "dedup_horizon_us": 3_600_000_000} if deduped else {}
+    engine = KeyedStream(
+        q.plan, COLUMNS, query_text=statement_text(q), session_timeout_us=session_s * 1_000_000, **dedup
+    )
+    stream = LocalStream(engine, delay_ms=delay_s * 1000, buckets=buckets, columnar=True)
+    streamed: Counter = Counter()
+    taken, events, watermark_ms, max_ms = [], set(), 0, None
+    for batch in batches:
+        rows, ids, _ = stream.run_batch(batch)
+        streamed.update((match_id, tuple(row)) for row, match_id in zip(rows, ids) if "z" not in row)
+        for row in batch:  # Spark's rule: a row above the watermark of its micro-batch is matched
+            ms = None if row["ts"] is None else int((row["ts"] - dt.datetime(1970, 1, 1)).total_seconds() * 1000)
+            event = (row["k"], row["ts"], row["v"], row["w"]) if deduped else id(row)
+            if ms is not None and ms > watermark_ms and row["k"] != "z" and event not in events:
+                taken.append(row)
+                events.add(event)
+        seen_ms = [int((r["ts"] - dt.datetime(1970, 1, 1)).total_seconds() * 1000) for r in batch if r["ts"]]
+        if seen_ms:
+            max_ms = max([*seen_ms, max_ms] if max_ms is not None else seen_ms)
+            watermark_ms = max(watermark_ms, max_ms - delay_s * 1000)
+    assert stream.step is not None and stream.step.vm_pieces == 0
+    rnd.shuffle(taken)  # a replay orders rows itself, ties as the stream does
+    replayed = q.run(taken, session_timeout=dt.timedelta(seconds=session_s), match_ids=True)
+    assert streamed == Counter((row.pop("match_id"), tuple(row.values())) for row in replayed)
+
+
 def test_dedup_values_survive_a_checkpoint_on_either_path():
     """Remembered dedup values are state: a column-wise table keeps them in its bytes, and a per-key
     checkpoint's are read when the stream goes on column-wise; the rest of the stream drops the same rows."""
@@ -684,6 +732,16 @@ def test_explain_names_the_streaming_path():
     assert vshape.explain().splitlines()[-1] == (
         "  streaming: per key on the Pike VM (a run whose end depends on the items after the next one (backtracking))"
     )
+    assert "ALL ROWS PER MATCH: a match's rows" in cep.compile(QUERIES["all_rows"]).explain().splitlines()[-1]
+    # ALL ROWS that the column-wise rows cannot give exactly stays per key, and says why
+    for rows, measures, why in (
+        ("ALL ROWS PER MATCH WITH UNMATCHED ROWS", "COUNT(*) AS n", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
+        ("ALL ROWS PER MATCH", "SUM(B.v) AS s", "ALL ROWS PER MATCH with a measure not computed column-wise"),
+    ):
+        text = query("A B+", measures, "A AS A.v > 5, B AS B.v < 3", rows=rows)
+        route = KeyedStream(cep.compile(text).plan, COLUMNS, query_text=text).route()
+        assert route.stream_reasons == (f"not the sequence engine ({why})",)
+        assert cep.compile(text).plan.route(COLUMNS).batch != "sequence engine"
 
 
 def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_match_does_not():
