@@ -4,6 +4,7 @@
     .venv/bin/python bench/streaming_columnar.py                       # the numbers in docs/streaming.md
     .venv/bin/python bench/streaming_columnar.py --rows 400000 --symbols 1000 --batches 6 --queries bde
     .venv/bin/python bench/streaming_columnar.py --queries txymp     # SHOW TIMEOUT MATCHES, absence, PREV in a measure
+    .venv/bin/python bench/streaming_columnar.py --queries a         # ALL ROWS PER MATCH
 
 The ticks of bench/data.py (--symbols keys) as Python rows, split into --batches micro-batches in time
 order, watermark delay 5 s, session timeout 1 hour, then one empty micro-batch (timers fire). For each of
@@ -27,11 +28,20 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 
-def shape(title: str, pattern: str, measures: str, defines: str, *, within: str = "", timeouts: bool = False):
+def shape(
+    title: str,
+    pattern: str,
+    measures: str,
+    defines: str,
+    *,
+    within: str = "",
+    timeouts: bool = False,
+    rows: str = "ONE ROW PER MATCH",
+):
     shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
     return title, (
         f"SELECT * FROM ticks MATCH_RECOGNIZE (\n  PARTITION BY symbol ORDER BY ts\n  MEASURES {measures}\n"
-        f"  ONE ROW PER MATCH{shown} AFTER MATCH SKIP PAST LAST ROW\n  PATTERN ({pattern}) {within}\n"
+        f"  {rows}{shown} AFTER MATCH SKIP PAST LAST ROW\n  PATTERN ({pattern}) {within}\n"
         f"  DEFINE {defines})"
     )
 
@@ -72,6 +82,13 @@ SHAPES = {
         "UP{5,}",
         "FIRST(UP.ts) AS from_ts, COUNT(UP.*) AS n, ROUND(LAST(UP.price) - PREV(FIRST(UP.price)), 2) AS rise",
         "UP AS UP.price > PREV(UP.price)",
+    ),
+    "a": shape(
+        "ALL ROWS PER MATCH, DOWN{3,} UP (running measures)",
+        "DOWN{3,} UP",
+        "FIRST(DOWN.ts) AS start_ts, LAST(DOWN.price) AS bottom, CLASSIFIER() AS step, COUNT(*) AS n",
+        "DOWN AS DOWN.price < PREV(DOWN.price), UP AS UP.price > PREV(UP.price)",
+        rows="ALL ROWS PER MATCH",
     ),
 }
 
@@ -119,7 +136,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--queries",
         default="abdetxymp",
-        help="letters of bench/run.py's queries, and of the streaming shapes here (SHAPES: t x y m p)",
+        help="letters of bench/run.py's queries, and of the streaming shapes here (SHAPES: t x y m p a)",
     )
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--json", help="also write the results to this JSON file")
