@@ -660,7 +660,8 @@ def test_the_watermark_alone_completes_an_absence_and_a_timeout(columnar):
 
 def test_spark_bucket_calls_equal_per_key_calls():
     """The function Spark calls for a bucket of keys (``_SparkStep``, called here with the frames and the
-    state Spark would give it) returns the same frame on both paths, bad rows included."""
+    state Spark would give it) returns the same frame on both paths, bad rows included, for ALL ROWS PER
+    MATCH and under a ``dedup_key`` too."""
     import pandas as pd
 
     from cep.spark_bridge.spark.columns import EVENT_US, MARKER, NULL_TIME
@@ -680,7 +681,9 @@ def test_spark_bucket_calls_equal_per_key_calls():
     types = {"k": "VARCHAR", "ts": "TIMESTAMP", "v": "BIGINT", "w": "BIGINT"}
     for seed in range(8):
         batches = make_batches(random.Random(seed), 5)
-        for name in ("within_first_hit", "running_sum", "timeout_sla", "absent_tail", "next_within", "order_keys"):
+        names = ("within_first_hit", "running_sum", "timeout_sla", "absent_tail", "next_within", "order_keys")
+        runs = [(name, ()) for name in names] + [("all_rows", ()), ("bounded", ("v", "w")), ("all_rows", ("w",))]
+        for name, dedup_key in runs:
             q = cep.compile(QUERIES[name])
             frames = []
             for columnar in (True, False):
@@ -695,6 +698,8 @@ def test_spark_bucket_calls_equal_per_key_calls():
                     late_rows=True,
                     key_buckets=1,
                     column_wise=columnar,
+                    dedup_key=dedup_key,
+                    dedup_horizon_us=3_000_000,
                 )
                 assert (step.route().stream == COLUMN_WISE) == columnar
                 state, top, out = State(), None, []
@@ -723,7 +728,7 @@ def test_spark_bucket_calls_equal_per_key_calls():
                                 ]
                         out.append(records)
                 frames.append(out)
-            assert frames[0] == frames[1], (seed, name)
+            assert frames[0] == frames[1], (seed, name, dedup_key)
 
 
 def test_explain_names_the_streaming_path():
