@@ -439,6 +439,14 @@ class KeyedStream:
         if not count:
             return []
         parts = [columns[name] for name in self.dedup_columns]
+        if len(parts) == 1:  # the values themselves (None stays None), when all hash: checked in one C loop
+            values = list(parts[0])
+            try:
+                dict.fromkeys(values)
+            except TypeError:
+                pass
+            else:
+                return values
         values = []
         for value in zip(*parts):
             if any(v is None for v in value):
