@@ -331,6 +331,8 @@ def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
             "absent_tail",
             "absent_middle",
             "prev_measure",
+            "all_rows",
+            "all_rows_overlap",
         ]
     ),
     session_s=st.sampled_from([None, 30]),
@@ -461,7 +463,16 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
         rnd = random.Random(seed)
         batches = make_batches(rnd, 5)
         cut = rnd.randint(1, len(batches) - 1)
-        for name in ("greedy_tail", "within_greedy", "prev_next_row", "timeout_sla", "absent_tail", "absent_middle"):
+        for name in (
+            "greedy_tail",
+            "within_greedy",
+            "prev_next_row",
+            "timeout_sla",
+            "absent_tail",
+            "absent_middle",
+            "all_rows",
+            "all_rows_overlap",
+        ):
             engine, old = _fed(name, batches[:cut], buckets=3, columnar=False)
             new = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=True)
             new.tables, new.watermark_ms, new.max_event_ms = dict(old.tables), old.watermark_ms, old.max_event_ms
@@ -585,6 +596,7 @@ TIMED = (
     "card_testing",
     "next_within",
     "next_absent",
+    "all_rows_overlap",
 )
 
 
