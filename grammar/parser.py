@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import functools
 import re
 
 from lark import Token, Transformer_NonRecursive, v_args
@@ -34,18 +35,17 @@ from cep.grammar import ast, limits
 from cep.grammar.checks import check
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.functions import AGGREGATE_FUNCTIONS
+from cep.grammar.lalr import Driver
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import (
     ParsedStatements,
     ScanToken,
     clause_parser,
     lark_parser,
-    parse_in_place,
     scan,
     significant,
     span_of,
     split_statements,
-    transform_quickly,
 )
 from cep.grammar.tokens import token_span as _token_span
 from cep.grammar.type_names import decimal_problem, normalize_type
@@ -884,7 +884,7 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
         _prescan(piece, tokens)
         if sum(1 for _ in split_statements(piece, tokens)) != 1:
             return None
-        node = transform_quickly(_TO_AST, parse_in_place(lark_parser(), text, start, end, line, line_start))
+        node = _driver().parse(text, start, end, line, line_start)
         if not isinstance(node, ast.Statement):
             return None
         _check_depth(node)
@@ -896,6 +896,20 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
 
 
 _TO_AST = _ToAst()
+
+
+@functools.cache
+def _rule_function(name: str):
+    """``_ToAst``'s function of (meta, children) for the rule or alias ``name`` (the LALR driver's callback),
+    or None when it has none."""
+    function = getattr(getattr(_ToAst, name, None), "base_func", None)
+    return None if function is None else functools.partial(function, _TO_AST)
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> Driver:
+    """The LALR driver over the statement parser's tables, making ``_ToAst``'s nodes (built once)."""
+    return Driver(lark_parser(), _rule_function)
 
 
 _SCHEMA_FIELD = re.compile(r'\s*("(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d]\w*)\s*:?\s*([A-Za-z_]\w*)\s*([\s\S]*?)\s*\Z')

@@ -14,13 +14,12 @@ import re
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 import lark
-from lark import Lark, TextSlice, Token, Transformer, Tree
-from lark.lexer import LexerState, LexerThread, LineCounter
+from lark import Lark, Token
 
 from cep.grammar.errors import Span
 
@@ -70,20 +69,6 @@ def _tables_file(start: str, grammar: str) -> str | bool:
     python = "%d.%d" % sys.version_info[:2]
     digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
     return os.path.join(folder, f"lark-{start}-{digest}-{lark.__version__}-py{python}.tables")
-
-
-def parse_in_place(parser: Lark, text: str, start: int, end: int, line: int, line_start: int) -> Tree:
-    """Lark's parse of ``text[start:end]`` with the file's positions (``line``: the file's line at ``start``,
-    which begins at ``line_start``), the text neither copied nor counted from its beginning: Lark's own
-    ``TextSlice`` counts the lines before ``start``, which makes a file of many statements quadratic. The
-    lexer matches with ``endpos=end``, so a token never sees past the statement, and no terminal of
-    cep.lark looks behind its start (the character before ``start`` is a ';', a newline or nothing)."""
-    counter = LineCounter("\n")
-    counter.char_pos, counter.line, counter.line_start_pos = start, line, line_start
-    counter.column = start - line_start + 1
-    frontend = parser.parser
-    thread = LexerThread(frontend.lexer, LexerState(TextSlice(text, start, end), counter))
-    return frontend.parser.parse(thread, frontend.parser_conf.start[0])
 
 
 class ScanToken(NamedTuple):
@@ -150,40 +135,6 @@ def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterat
             seen_code = True
     if seen_code:
         yield start, len(text), name
-
-
-def transform_quickly(transformer: Transformer, tree: Tree) -> object | None:
-    """``transformer.transform(tree)`` for a transformer whose every rule function takes ``(meta, children)``
-    (``v_args(meta=True)``) and that visits no token, without Lark's per-node wrappers: the same post-order
-    walk, the same functions. None when a rule has no such function (the caller then takes Lark's way)."""
-    order: list[object] = []
-    pending: list[object] = [tree]
-    while pending:
-        item = pending.pop()
-        order.append(item)
-        if isinstance(item, Tree):
-            pending += item.children
-    stack: list[object] = []
-    for item in reversed(order):
-        if not isinstance(item, Tree):
-            stack.append(item)
-            continue
-        key = (type(transformer), item.data)
-        call = _RULE_FUNCTIONS.get(key)
-        if call is None:
-            call = _RULE_FUNCTIONS[key] = getattr(getattr(type(transformer), item.data, None), "base_func", None)
-            if call is None:
-                return None
-        size = len(item.children)
-        children = stack[len(stack) - size :]
-        del stack[len(stack) - size :]
-        stack.append(call(transformer, item.meta, children))
-    return stack[0] if len(stack) == 1 else None
-
-
-# (transformer class, rule name) -> the rule's function of (self, meta, children), found once: Lark wraps it
-# anew at every look-up on an instance.
-_RULE_FUNCTIONS: dict[tuple[type, str], Callable] = {}
 
 
 class ParsedStatements:
