@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lark import Lark, Token
+from lark import Lark, TextSlice, Token
 from lark.parse_tree_builder import maybe_create_child_filter
 from lark.parsers.lalr_analysis import Shift
 
@@ -68,10 +68,10 @@ class _Reduction:
 
 @dataclass(frozen=True)
 class _LexerState:
-    """A parser state's lexer: its compiled terminals (Lark's own ``Scanner``), ignored terminals,
+    """A parser state's lexer: its terminals' matcher (Lark's own ``Scanner``), ignored terminals,
     terminals that may hold a newline, and per-terminal callbacks (keywords over names)."""
 
-    patterns: tuple
+    match: Callable  # (TextSlice, position) -> (text, terminal) or None: Lark's own ``Scanner.match``
     ignore: frozenset[str]
     newlines: frozenset[str]
     callbacks: dict
@@ -100,7 +100,7 @@ class Driver:
             if id(lexer) not in by_lexer:
                 scanner = lexer.scanner  # built on first use: it also fills ``lexer.callback``
                 by_lexer[id(lexer)] = _LexerState(
-                    tuple(scanner._mres),  # noqa: SLF001 - Lark's compiled terminals, in Lark's order
+                    scanner.match,
                     frozenset(lexer.ignore_types),
                     frozenset(lexer.newline_types),
                     dict(lexer.callback),
@@ -114,16 +114,14 @@ class Driver:
         state_stack = [self.start_state]
         values: list[tuple] = []
         pos, column = start, start - line_start + 1
+        piece = TextSlice(text, start, end)  # the lexer never matches past ``end``
         while True:
             if pos < end:
                 lexer = lexers[state_stack[-1]]
-                for pattern in lexer.patterns:
-                    found = pattern.match(text, pos, end)
-                    if found:
-                        break
-                else:
+                found = lexer.match(piece, pos)
+                if found is None:
                     return None
-                value, kind = found.group(0), found.lastgroup
+                value, kind = found
                 token_start = (line, column, pos)
                 if kind in lexer.newlines and "\n" in value:
                     line += value.count("\n")

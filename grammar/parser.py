@@ -790,15 +790,25 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
 def _tree_to_ast(parser, text: str):
     """Lark's parse of ``text`` as AST nodes, with the depth bound; Lark's errors become CepSyntaxError."""
     try:
-        tree = parser.parse(text)
+        node = lark_nodes(parser, text)
     except UnexpectedInput as error:
         raise syntax_error_from_lark(error, text) from None
-    try:
-        node = _ToAst().transform(tree)
     except VisitError as error:
         raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
     _check_depth(node)
     return node
+
+
+def lark_nodes(parser, text: str):
+    """The AST nodes of Lark's own parse of ``text`` by ``parser`` and Lark's own transform (the reference the
+    LALR driver is tested against); raises Lark's errors."""
+    return _ToAst().transform(parser.parse(text))
+
+
+def driver_nodes(text: str, start: int, end: int, line: int, line_start: int):
+    """The AST nodes of the statement ``text[start:end]`` (``line``: the file's line at ``start``, which begins
+    at ``line_start``) by the LALR driver, or None when it leaves the statement to Lark (``lalr.Driver``)."""
+    return _driver().parse(text, start, end, line, line_start)
 
 
 def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecognize:
@@ -884,7 +894,7 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
         _prescan(piece, tokens)
         if sum(1 for _ in split_statements(piece, tokens)) != 1:
             return None
-        node = _driver().parse(text, start, end, line, line_start)
+        node = driver_nodes(text, start, end, line, line_start)
         if not isinstance(node, ast.Statement):
             return None
         _check_depth(node)

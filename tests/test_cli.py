@@ -181,9 +181,8 @@ UNKNOWN_VARIABLE = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) D
 def check_blanked(text: str, start: int, end: int, path: str) -> str:
     """What ``cep check`` printed for the statement ``text[start:end]`` when it checked the whole file with
     every character before the statement blanked (newlines kept): the reference for positions and messages."""
-    from cep.statement import check_sql
-
     import cep
+    from cep.statement import check_sql
 
     with pytest.raises(cep.CepError) as caught:
         check_sql(re.sub(r"[^\n]", " ", text[:start]) + text[start:end], filename=path)
