@@ -17,23 +17,25 @@ generated ones.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lark import Lark, TextSlice, Token
+from lark import Lark, Token
+from lark.lexer import Scanner, UnlessCallback
 from lark.parse_tree_builder import maybe_create_child_filter
 from lark.parsers.lalr_analysis import Shift
 
 __all__ = ["Driver"]
 
-# A value on the stack: (kind, value, start, end). kind is TOKEN (value: the Token), TEXT (value: the token's
-# (type, text), made a Token only when a function reads it: most are keywords that Lark filters out), NODE
+# A value on the stack: (kind, value, start, end). kind is TEXT (value: a token's (type, text), made a Token
+# only when a function reads it: most are keywords that Lark filters out), NODE
 # (value: what the rule's function returned), INLINE (value: the children a ``_rule`` splices into its parent)
 # or PENDING (value: (function, children) of a node whose positions are still empty: its function runs once
 # they are known, as Lark's transform runs after ``propagate_positions`` has filled them from an enclosing
 # rule). start and end are the positions (line, column, offset) of the value's container, or None when it
 # covers no text.
-TOKEN, TEXT, NODE, INLINE, PENDING, NOTHING = range(6)
+TEXT, NODE, INLINE, PENDING, NOTHING = range(5)
 _NOTHING = (NOTHING, None, None, None)
 _END = "$END"
 
@@ -68,13 +70,14 @@ class _Reduction:
 
 @dataclass(frozen=True)
 class _LexerState:
-    """A parser state's lexer: its terminals' matcher (Lark's own ``Scanner``), ignored terminals,
+    """A parser state's lexer: its terminals as one regular expression, ignored terminals,
     terminals that may hold a newline, and per-terminal callbacks (keywords over names)."""
 
-    match: Callable  # (TextSlice, position) -> (text, terminal) or None: Lark's own ``Scanner.match``
+    pattern: re.Pattern  # the state's terminals, in Lark's order: the first that matches is the token
     ignore: frozenset[str]
     newlines: frozenset[str]
-    callbacks: dict
+    keywords: dict  # terminal -> the Scanner of the keywords it may be (Lark's ``UnlessCallback``)
+    others: frozenset[str]  # terminals with another callback: the driver leaves such text to Lark
 
 
 class Driver:
@@ -99,47 +102,60 @@ class Driver:
         for state, lexer in frontend.lexer.lexers.items():
             if id(lexer) not in by_lexer:
                 scanner = lexer.scanner  # built on first use: it also fills ``lexer.callback``
+                callbacks = lexer.callback
+                keywords = {kind: c.scanner for kind, c in callbacks.items() if type(c) is UnlessCallback}
                 by_lexer[id(lexer)] = _LexerState(
-                    scanner.match,
+                    _master_pattern(scanner),
                     frozenset(lexer.ignore_types),
                     frozenset(lexer.newline_types),
-                    dict(lexer.callback),
+                    keywords,
+                    frozenset(callbacks) - set(keywords),
                 )
             self.lexers[state] = by_lexer[id(lexer)]
+        # (state under the top, top state, token) -> the state after a run of unit reductions: most reductions
+        # are of one ``?rule`` to the next (an operand climbing the operators' precedence levels)
+        self.units: dict[tuple[int, int, str], int] = {}
+
+    def _after_units(self, key: tuple[int, int, str], action: _Reduction) -> int:
+        """The state after the run of unit reductions that ``action`` starts, the state under them and the
+        token being ``key``'s: each pops the top state and pushes the goto of the state under it."""
+        below, top, kind = key
+        while action.__class__ is not int and action.unit:
+            top = self.actions[below][action.origin]
+            if kind == _END and top == self.end_state:
+                break
+            action = self.actions[top].get(kind)
+            if action is None:
+                break
+        return top
 
     def parse(self, text: str, start: int, end: int, line: int, line_start: int) -> object | None:
         """What Lark's parse of ``text[start:end]`` (positions those of the file: ``line`` at ``start``,
         which begins at ``line_start``), transformed, gives; or None: see the module's doc."""
-        actions, lexers = self.actions, self.lexers
+        actions, lexers, units = self.actions, self.lexers, self.units
         state_stack = [self.start_state]
         values: list[tuple] = []
         pos, column = start, start - line_start + 1
-        piece = TextSlice(text, start, end)  # the lexer never matches past ``end``
         while True:
             if pos < end:
                 lexer = lexers[state_stack[-1]]
-                found = lexer.match(piece, pos)
+                found = lexer.pattern.match(text, pos, end)  # never past ``end``
                 if found is None:
                     return None
-                value, kind = found
+                value, kind = found.group(), found.lastgroup
                 token_start = (line, column, pos)
                 if kind in lexer.newlines and "\n" in value:
                     line += value.count("\n")
                     line_start = pos + value.rindex("\n") + 1
                 pos += len(value)
                 column = pos - line_start + 1
-                callback = lexer.callbacks.get(kind)
-                if callback is not None:
-                    token = callback(
-                        Token(kind, value, token_start[2], token_start[0], token_start[1], line, column, pos)
-                    )
-                    if not isinstance(token, Token):
-                        return None
-                    kind, item = token.type, (TOKEN, token, token_start, (line, column, pos))
-                else:
-                    item = (TEXT, (kind, value), token_start, (line, column, pos))
-                if kind in lexer.ignore:
+                if kind in lexer.ignore:  # by the terminal the lexer matched, as Lark's lexer decides
                     continue
+                if kind in lexer.keywords:  # a name that may be a keyword: what Lark's ``UnlessCallback`` does
+                    kind = lexer.keywords[kind].fullmatch(value) or kind
+                elif kind in lexer.others:
+                    return None
+                item = (TEXT, (kind, value), token_start, (line, column, pos))
             else:
                 kind, item = _END, None
             while True:  # reduce until the token shifts (at the end: until the end state)
@@ -153,8 +169,12 @@ class Driver:
                     values.append(item)
                     break
                 if action.unit:  # the value stays; only the state changes
-                    state_stack[-1] = actions[state_stack[-2]][action.origin]
-                    if item is None and state_stack[-1] == self.end_state:
+                    key = (state_stack[-2], state_stack[-1], kind)
+                    top = units.get(key)
+                    if top is None:
+                        top = units[key] = self._after_units(key, action)
+                    state_stack[-1] = top
+                    if item is None and top == self.end_state:
                         return _value(values[-1])
                     continue
                 size = action.size
@@ -171,6 +191,14 @@ class Driver:
                 values.append(made)
                 if item is None and state_stack[-1] == self.end_state:
                     return _value(values[-1])
+
+
+def _master_pattern(scanner: Scanner) -> re.Pattern:
+    """One compiled alternation of a state's terminals in Lark's order, from Lark's own terminal patterns and
+    flags: the first alternative that matches wins, as in Lark's ``Scanner`` (which splits the alternation
+    into chunks only for old limits on the number of groups)."""
+    alternatives = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in scanner.terminals)
+    return scanner.re_.compile(alternatives, scanner.g_regex_flags)
 
 
 def _reduction(rule, placeholders: bool, functions: Callable[[str], Callable | None]) -> _Reduction:
