@@ -107,6 +107,27 @@ def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
                 )
 
 
+def _prescan_passes(piece: str) -> bool:
+    """True when ``_prescan`` cannot refuse ``piece`` and it holds at most one statement, seen without a scan
+    (a rule file's usual statement; False only means "scan it"): ASCII text (no case folding beyond ASCII's),
+    too short for too many tokens, too few parentheses to nest too deep, no comment block, no word WITH
+    or OVER anywhere, SELECT at most once (a subquery's SELECT would then not be the statement's first word,
+    which the grammar refuses), and no ';' but the last character."""
+    semicolons = piece.count(";")
+    return (
+        piece.isascii()
+        and len(piece) <= limits.MAX_QUERY_TOKENS
+        and piece.count("(") + piece.count("[") <= limits.MAX_NESTING_DEPTH
+        and (semicolons == 0 or (semicolons == 1 and piece.endswith(";")))
+        and _MAY_BE_REFUSED.search(piece) is None
+        and len(_SELECT_WORD.findall(piece)) <= 1
+    )
+
+
+_MAY_BE_REFUSED = re.compile(r"/\*|\bwith\b|\bover\b", re.IGNORECASE)
+_SELECT_WORD = re.compile(r"\bselect\b", re.IGNORECASE)
+
+
 def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
     """``f(x) OVER (...)``: a window function. Refused with what to write instead: inside DEFINE a value over
     the whole partition is unknown to a live stream until the partition ends (it never does), so it cannot
@@ -690,11 +711,16 @@ def _arity_error(span: Span, name: str, rule: str) -> CepSyntaxError:
 
 def _check_depth(statement: ast.Statement | ast.MatchRecognize) -> None:
     """Bound the expression/pattern nesting depth without recursion, so that every recursive pass
-    over the AST afterwards (checks, formatter, evaluator) is safe."""
+    over the AST afterwards (checks, formatter, evaluator) is safe. The walk is ``ast.children``'s, in its
+    order (the first node past the limit is the one named), written out: it runs for every rule loaded."""
     stack: list[tuple[object, int]] = [(statement, 0)]
     while stack:
         node, depth = stack.pop()
-        if ast.is_expression(node) or ast.is_pattern(node):
+        node_type = type(node)
+        nests = _NESTS.get(node_type)
+        if nests is None:
+            nests = _NESTS[node_type] = ast.is_expression(node) or ast.is_pattern(node)
+        if nests:
             depth += 1
             if depth > limits.MAX_NESTING_DEPTH:
                 raise CepSemanticError(
@@ -703,7 +729,16 @@ def _check_depth(statement: ast.Statement | ast.MatchRecognize) -> None:
                     span=node.span,
                     hint="split long chains of operators, e.g. IN (...) instead of many ORs",
                 )
-        stack.extend((child, depth) for child in ast.children(node))
+        for name in ast.field_names(node_type):
+            value = getattr(node, name)
+            if isinstance(value, tuple):
+                stack += [(item, depth) for item in value if hasattr(type(item), "__dataclass_fields__")]
+            elif hasattr(type(value), "__dataclass_fields__") and not isinstance(value, Span):
+                stack.append((value, depth))
+
+
+# node type -> is it an expression or a pattern (a level of nesting)
+_NESTS: dict[type, bool] = {}
 
 
 # ----------------------------------------------------------------------------- dialect spellings
@@ -890,10 +925,11 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
         if end - line_start > limits.MAX_QUERY_LENGTH:
             return None
         piece = text[start:end]
-        tokens = scan(piece)
-        _prescan(piece, tokens)
-        if sum(1 for _ in split_statements(piece, tokens)) != 1:
-            return None
+        if not _prescan_passes(piece):
+            tokens = scan(piece)
+            _prescan(piece, tokens)
+            if sum(1 for _ in split_statements(piece, tokens)) != 1:
+                return None
         node = driver_nodes(text, start, end, line, line_start)
         if not isinstance(node, ast.Statement):
             return None

@@ -123,15 +123,19 @@ def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterat
     """(start, end, name) of each statement of a file: split at ';' outside strings and comments;
     a `-- name: xyz` comment before a statement names it."""
     start, name, seen_code = 0, None, False
-    for token in scan_lazily(text) if tokens is None else tokens:
-        if token.kind == "comment" and not seen_code:
-            match = _NAME_COMMENT.match(token.text)
+    # The scan's matches themselves when no tokens are given: a file of many rules is split without making a
+    # token of each match.
+    found = ((m.lastgroup, m) for m in _SCAN.finditer(text)) if tokens is None else ((t.kind, t) for t in tokens)
+    for kind, token in found:
+        if kind == "comment" and not seen_code:
+            match = _NAME_COMMENT.match(token.group() if tokens is None else token.text)
             name = match.group(1) if match else name
-        elif token.kind == "semi":
+        elif kind == "semi":
+            end = token.end() if tokens is None else token.end
             if seen_code:
-                yield start, token.end, name
-            start, name, seen_code = token.end, None, False
-        elif token.kind not in TRIVIA:
+                yield start, end, name
+            start, name, seen_code = end, None, False
+        elif kind not in TRIVIA:
             seen_code = True
     if seen_code:
         yield start, len(text), name
