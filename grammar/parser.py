@@ -934,7 +934,8 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
         if not isinstance(node, ast.Statement):
             return None
         _check_depth(node)
-        statement = _dialect_spellings(node)
+        # Only a CLASSIFIER, LAG or LEAD is spelled otherwise: a statement that names none keeps its nodes.
+        statement = _dialect_spellings(node) if not piece.isascii() or _RESPELLED.search(piece) else node
         check(statement)
     except Exception:  # noqa: BLE001 - _parse_apart words every failure
         return None
@@ -942,6 +943,7 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
 
 
 _TO_AST = _ToAst()
+_RESPELLED = re.compile("classifier|lag|lead", re.IGNORECASE)  # anywhere, even inside a word: never missed
 
 
 @functools.cache
