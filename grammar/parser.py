@@ -9,7 +9,8 @@
 How it works: a forgiving pre-scan of the raw text (``scan``) enforces the length and parenthesis
 depth limits and rejects subqueries before Lark sees anything; Lark's LALR parser (grammar in
 ``cep.lark``, positions propagated) builds a parse tree without recursion; ``_ToAst``, a
-non-recursive Transformer, turns it into ``grammar.ast`` nodes; a last iterative pass bounds the AST
+non-recursive Transformer, turns it into ``grammar.ast`` nodes (a statement of a rule file is parsed in
+place by ``lalr.Driver`` over Lark's tables, which calls ``_ToAst``'s functions as it reduces); a last iterative pass bounds the AST
 depth so that the recursive checker and formatter are safe. Lark exceptions become
 ``CepSyntaxError`` in exactly one place (``syntax_error_from_lark``: plain sentences, never Lark's
 terminal names), raised ``from None``.
@@ -39,9 +40,10 @@ from cep.grammar.lalr import Driver
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import (
     ParsedStatements,
-    ScanToken,
     clause_parser,
     lark_parser,
+    prescan,
+    prescan_passes,
     scan,
     significant,
     span_of,
@@ -52,131 +54,6 @@ from cep.grammar.type_names import decimal_problem, normalize_type
 from cep.grammar.units import MICROS_PER_UNIT, TEXT_ABBREVIATIONS, UNIT_HINT, unit_name
 
 __all__ = ["parse", "parse_all", "parse_unchecked", "parse_clause", "parse_schema", "split_statements"]
-
-
-# ------------------------------------------------------------------------------------- pre-scan
-
-
-def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
-    """Reject what the parser must not see: nesting beyond the limit, subqueries, CTEs, and an
-    unterminated comment (which Lark would read as '/' and '*')."""
-    for token in all_tokens:
-        if token.kind == "block" and (len(token.text) < 4 or not token.text.endswith("*/")):
-            raise CepSyntaxError(
-                "unterminated comment: the closing */ is missing",
-                code="E0106",
-                span=span_of(text, token.start, token.start + 2),
-            )
-    tokens = significant(all_tokens)
-    if len(tokens) > limits.MAX_QUERY_TOKENS:
-        extra = tokens[limits.MAX_QUERY_TOKENS]
-        raise CepSemanticError(
-            f"the query has {len(tokens)} tokens; the limit is {limits.MAX_QUERY_TOKENS}",
-            code="E0307",
-            span=span_of(text, extra.start, extra.end),
-        )
-    if tokens and tokens[0].text.upper() == "WITH":
-        raise CepSyntaxError(
-            "WITH clauses (common table expressions) are not supported: subqueries are not supported",
-            code="E0107",
-            span=span_of(text, tokens[0].start, tokens[0].end),
-            hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
-            "cep.compile_sql(text).run(tables) or `cep run`",
-        )
-    _refuse_window_functions(text, tokens)
-    depth = 0
-    for index, token in enumerate(tokens):
-        if token.kind == "close":
-            depth = max(0, depth - 1)
-        elif token.kind == "open":
-            depth += 1
-            if depth > limits.MAX_NESTING_DEPTH:
-                raise CepSemanticError(
-                    f"parentheses nest deeper than the limit of {limits.MAX_NESTING_DEPTH} levels",
-                    code="E0302",
-                    span=span_of(text, token.start, token.end),
-                )
-            following = tokens[index + 1] if index + 1 < len(tokens) else None
-            if following and following.kind == "word" and following.text.upper() in ("SELECT", "WITH"):
-                raise CepSyntaxError(
-                    "subqueries are not supported",
-                    code="E0107",
-                    span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
-                    hint="a whole statement with subqueries runs with cep.sql(spark, text), "
-                    "cep.compile_sql(text).run(tables) or `cep run`",
-                )
-
-
-def _prescan_passes(piece: str) -> bool:
-    """True when ``_prescan`` cannot refuse ``piece`` and it holds at most one statement, seen without a scan
-    (a rule file's usual statement; False only means "scan it"): ASCII text (no case folding beyond ASCII's),
-    too short for too many tokens, too few parentheses to nest too deep, no comment block, no word WITH
-    or OVER anywhere, SELECT at most once (a subquery's SELECT would then not be the statement's first word,
-    which the grammar refuses), and no ';' but the last character."""
-    semicolons = piece.count(";")
-    return (
-        piece.isascii()
-        and len(piece) <= limits.MAX_QUERY_TOKENS
-        and piece.count("(") + piece.count("[") <= limits.MAX_NESTING_DEPTH
-        and (semicolons == 0 or (semicolons == 1 and piece.endswith(";")))
-        and _MAY_BE_REFUSED.search(piece) is None
-        and len(_SELECT_WORD.findall(piece)) <= 1
-    )
-
-
-_MAY_BE_REFUSED = re.compile(r"/\*|\bwith\b|\bover\b", re.IGNORECASE)
-_SELECT_WORD = re.compile(r"\bselect\b", re.IGNORECASE)
-
-
-def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
-    """``f(x) OVER (...)``: a window function. Refused with what to write instead: inside DEFINE a value over
-    the whole partition is unknown to a live stream until the partition ends (it never does), so it cannot
-    be exact there; computed before matching, it is an ordinary column."""
-    for index in range(1, len(tokens) - 1):
-        token = tokens[index]
-        if not (
-            token.kind == "word"
-            and token.text.upper() == "OVER"
-            and tokens[index - 1].kind == "close"
-            and tokens[index + 1].kind == "open"
-        ):
-            continue
-        clause = next(
-            (
-                t.text.upper()
-                for t in reversed(tokens[:index])
-                if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")
-            ),
-            "",
-        )
-        where = {"DEFINE": "in DEFINE", "MEASURES": "in MEASURES"}.get(clause, "here")
-        span = span_of(text, token.start, _matching_close(tokens, index + 1, len(text)))
-        if where == "here":  # SQL around the clause: a whole statement runs it, one clause alone does not
-            raise CepSyntaxError(
-                "window functions (... OVER (...)) are not allowed in a query of one MATCH_RECOGNIZE clause",
-                code="E0244",
-                span=span,
-                hint="outside the clause this is SQL around it, which a whole statement runs: cep.compile_sql(text) "
-                "in Python (cep run, trace, report and explain read files that way)",
-            )
-        raise CepSyntaxError(
-            f"window functions (... OVER (...)) are not allowed {where}",
-            code="E0244",
-            span=span,
-            hint="a stream never sees the whole partition, so a partition-wide value cannot be known while matching: "
-            "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
-            "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "
-            "an aggregate over the match's rows so far: DEFINE A AS price > AVG(price)",
-        )
-
-
-def _matching_close(tokens: list[ScanToken], open_index: int, default: int) -> int:
-    depth = 0
-    for token in tokens[open_index:]:
-        depth += {"open": 1, "close": -1}.get(token.kind, 0)
-        if depth == 0:
-            return token.end
-    return default
 
 
 # ------------------------------------------------------------------------------------ tree -> AST
@@ -805,7 +682,7 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
                 f"the query is {len(text)} characters long; the limit is {limits.MAX_QUERY_LENGTH}", code="E0301"
             )
         tokens = scan(text)
-        _prescan(text, tokens)
+        prescan(text, tokens)
         statements = list(split_statements(text, tokens))
         if not statements:
             raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, min(1, len(text))))
@@ -851,7 +728,7 @@ def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecogniz
     blanked by ``grammar/statement.py``, so positions are those of the statement). Not checked: the
     caller wraps the clause in a statement and checks that."""
     try:
-        _prescan(text, scan(text))
+        prescan(text, scan(text))
         return _match_spellings(_tree_to_ast(clause_parser(), text))
     except CepError as error:
         raise error.with_source(text, filename) from None
@@ -925,9 +802,9 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
         if end - line_start > limits.MAX_QUERY_LENGTH:
             return None
         piece = text[start:end]
-        if not _prescan_passes(piece):
+        if not prescan_passes(piece):
             tokens = scan(piece)
-            _prescan(piece, tokens)
+            prescan(piece, tokens)
             if sum(1 for _ in split_statements(piece, tokens)) != 1:
                 return None
         node = driver_nodes(text, start, end, line, line_start)

@@ -1,7 +1,8 @@
 """The Lark parser and a light token scan of the raw text (used before and around parsing).
 
 The scan finds comments, strings and parentheses without parsing, so limits (nesting depth, token
-count) are checked before Lark runs and error messages can point at the right token.
+count) are checked before Lark runs (``prescan``; ``prescan_passes`` tells from a statement's characters
+alone when there is nothing to check) and error messages can point at the right token.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import NamedTuple
 import lark
 from lark import Lark, Token
 
-from cep.grammar.errors import Span
+from cep.grammar import limits
+from cep.grammar.errors import CepSemanticError, CepSyntaxError, Span
 
 
 @functools.lru_cache(maxsize=1)
@@ -168,3 +170,128 @@ class ParsedStatements:
             while self.characters > self.capacity and self.entries:
                 old, _ = self.entries.popitem(last=False)
                 self.characters -= len(old[0])
+
+
+# ------------------------------------------------------------------------------------- pre-scan
+
+
+def prescan(text: str, all_tokens: list[ScanToken]) -> None:
+    """Reject what the parser must not see: nesting beyond the limit, subqueries, CTEs, and an
+    unterminated comment (which Lark would read as '/' and '*')."""
+    for token in all_tokens:
+        if token.kind == "block" and (len(token.text) < 4 or not token.text.endswith("*/")):
+            raise CepSyntaxError(
+                "unterminated comment: the closing */ is missing",
+                code="E0106",
+                span=span_of(text, token.start, token.start + 2),
+            )
+    tokens = significant(all_tokens)
+    if len(tokens) > limits.MAX_QUERY_TOKENS:
+        extra = tokens[limits.MAX_QUERY_TOKENS]
+        raise CepSemanticError(
+            f"the query has {len(tokens)} tokens; the limit is {limits.MAX_QUERY_TOKENS}",
+            code="E0307",
+            span=span_of(text, extra.start, extra.end),
+        )
+    if tokens and tokens[0].text.upper() == "WITH":
+        raise CepSyntaxError(
+            "WITH clauses (common table expressions) are not supported: subqueries are not supported",
+            code="E0107",
+            span=span_of(text, tokens[0].start, tokens[0].end),
+            hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
+            "cep.compile_sql(text).run(tables) or `cep run`",
+        )
+    _refuse_window_functions(text, tokens)
+    depth = 0
+    for index, token in enumerate(tokens):
+        if token.kind == "close":
+            depth = max(0, depth - 1)
+        elif token.kind == "open":
+            depth += 1
+            if depth > limits.MAX_NESTING_DEPTH:
+                raise CepSemanticError(
+                    f"parentheses nest deeper than the limit of {limits.MAX_NESTING_DEPTH} levels",
+                    code="E0302",
+                    span=span_of(text, token.start, token.end),
+                )
+            following = tokens[index + 1] if index + 1 < len(tokens) else None
+            if following and following.kind == "word" and following.text.upper() in ("SELECT", "WITH"):
+                raise CepSyntaxError(
+                    "subqueries are not supported",
+                    code="E0107",
+                    span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
+                    hint="a whole statement with subqueries runs with cep.sql(spark, text), "
+                    "cep.compile_sql(text).run(tables) or `cep run`",
+                )
+
+
+def prescan_passes(piece: str) -> bool:
+    """True when ``prescan`` cannot refuse ``piece`` and it holds at most one statement, seen without a scan
+    (a rule file's usual statement; False only means "scan it"): ASCII text (no case folding beyond ASCII's),
+    too short for too many tokens, too few parentheses to nest too deep, no comment block, no word WITH
+    or OVER anywhere, SELECT at most once (a subquery's SELECT would then not be the statement's first word,
+    which the grammar refuses), and no ';' but the last character."""
+    semicolons = piece.count(";")
+    return (
+        piece.isascii()
+        and len(piece) <= limits.MAX_QUERY_TOKENS
+        and piece.count("(") + piece.count("[") <= limits.MAX_NESTING_DEPTH
+        and (semicolons == 0 or (semicolons == 1 and piece.endswith(";")))
+        and _MAY_BE_REFUSED.search(piece) is None
+        and len(_SELECT_WORD.findall(piece)) <= 1
+    )
+
+
+_MAY_BE_REFUSED = re.compile(r"/\*|\bwith\b|\bover\b", re.IGNORECASE)
+_SELECT_WORD = re.compile(r"\bselect\b", re.IGNORECASE)
+
+
+def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
+    """``f(x) OVER (...)``: a window function. Refused with what to write instead: inside DEFINE a value over
+    the whole partition is unknown to a live stream until the partition ends (it never does), so it cannot
+    be exact there; computed before matching, it is an ordinary column."""
+    for index in range(1, len(tokens) - 1):
+        token = tokens[index]
+        if not (
+            token.kind == "word"
+            and token.text.upper() == "OVER"
+            and tokens[index - 1].kind == "close"
+            and tokens[index + 1].kind == "open"
+        ):
+            continue
+        clause = next(
+            (
+                t.text.upper()
+                for t in reversed(tokens[:index])
+                if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")
+            ),
+            "",
+        )
+        where = {"DEFINE": "in DEFINE", "MEASURES": "in MEASURES"}.get(clause, "here")
+        span = span_of(text, token.start, _matching_close(tokens, index + 1, len(text)))
+        if where == "here":  # SQL around the clause: a whole statement runs it, one clause alone does not
+            raise CepSyntaxError(
+                "window functions (... OVER (...)) are not allowed in a query of one MATCH_RECOGNIZE clause",
+                code="E0244",
+                span=span,
+                hint="outside the clause this is SQL around it, which a whole statement runs: cep.compile_sql(text) "
+                "in Python (cep run, trace, report and explain read files that way)",
+            )
+        raise CepSyntaxError(
+            f"window functions (... OVER (...)) are not allowed {where}",
+            code="E0244",
+            span=span,
+            hint="a stream never sees the whole partition, so a partition-wide value cannot be known while matching: "
+            "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
+            "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "
+            "an aggregate over the match's rows so far: DEFINE A AS price > AVG(price)",
+        )
+
+
+def _matching_close(tokens: list[ScanToken], open_index: int, default: int) -> int:
+    depth = 0
+    for token in tokens[open_index:]:
+        depth += {"open": 1, "close": -1}.get(token.kind, 0)
+        if depth == 0:
+            return token.end
+    return default
