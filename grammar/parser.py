@@ -10,8 +10,8 @@ How it works: a forgiving pre-scan of the raw text (``scan``) enforces the lengt
 depth limits and rejects subqueries before Lark sees anything; Lark's LALR parser (grammar in
 ``cep.lark``, positions propagated) builds a parse tree without recursion; ``_ToAst``, a
 non-recursive Transformer, turns it into ``grammar.ast`` nodes (a statement of a rule file is parsed in
-place by ``lalr.Driver`` over Lark's tables, which calls ``_ToAst``'s functions as it reduces); a last iterative pass bounds the AST
-depth so that the recursive checker and formatter are safe. Lark exceptions become
+place by ``lalr.Driver`` over Lark's tables, which calls ``_ToAst``'s functions as it reduces); a last
+iterative pass bounds the AST depth so that the recursive checker and formatter are safe. Lark exceptions become
 ``CepSyntaxError`` in exactly one place (``syntax_error_from_lark``: plain sentences, never Lark's
 terminal names), raised ``from None``.
 
