@@ -3,6 +3,7 @@
     .venv/bin/python bench/rule_loading.py                     # 100, 1,000 rules in one file; 1,000, 10,000 files
     .venv/bin/python bench/rule_loading.py --one-file 1000,2000 --files 1000,10000
     .venv/bin/python bench/rule_loading.py --one-file 1000 --files '' --megabytes 80   # adds an 80 MB file (minutes)
+    .venv/bin/python bench/rule_loading.py --stages one_file:1000   # where a cold load's CPU time goes, by stage
     .venv/bin/python bench/run.py --report-only                   # then: the section of docs/performance.md
 
 Loading (``cep.load_rules``, the loader of ``cep check --rules``, ``cep run --rules`` and ``cep stream``)
@@ -13,7 +14,8 @@ different text (a fraud rule with its own threshold and a summary line). Reporte
 the CPU time of this process (the machine is shared: the wall time also counts other processes' work), the
 time per rule, and the ratio to the smallest case's CPU time per rule (about 1 when loading is linear).
 Results go to ``bench/results-rule-loading.json`` (``--out``); the ``before`` block of that file (the
-loader before statements were parsed in place) is kept from run to run.
+loader before the LALR driver) and the ``stages_before`` block (where its time went) are kept from run to
+run; ``--stages one_file:1000`` times each stage of one cold load and writes the ``stages`` block.
 """
 
 from __future__ import annotations
@@ -110,6 +112,77 @@ def measure_here(kind: str, count: int) -> dict:
     }
 
 
+# Where a cold load's CPU time goes, by stage: each stage is a public function the loader calls, timed where
+# the loader calls it (the timer's own cost lands in the stages it wraps; compare shares, not sums).
+STAGES = (
+    ("cep.grammar.parser", "driver_nodes", "parse: the LALR driver over Lark's tables, making the AST nodes"),
+    ("cep.grammar.parser", "check", "semantic checks"),
+    ("cep.grammar.parser", "prescan_passes", "pre-scan (limits, subqueries, window functions)"),
+    ("cep.grammar.parser", "scan", "pre-scan (limits, subqueries, window functions)"),
+    ("cep.grammar.parser", "prescan", "pre-scan (limits, subqueries, window functions)"),
+    ("cep.spark_bridge.alerting.rules", "format_statement", "canonical text (the rule's version)"),
+    ("cep.spark_bridge.alerting.rules", "check_summary_template", "summary template check (Jinja2 sandbox)"),
+    ("cep.spark_bridge.alerting.rules", "parse_part", "parse_part"),
+)
+REST_OF_PARSE_PART = "the rest of parse_part (depth bound, dialect respelling, the cache of parsed statements)"
+REST_OF_LOADER = "the rest of the loader (files, split into statements, options, ids, hashes)"
+
+
+def stages_here(kind: str, count: int) -> dict:
+    """The CPU time of each stage of one cold load, in this process (``--stages``)."""
+    import importlib
+
+    import cep
+
+    spent: dict[str, float] = {}
+
+    def timed(function, label):
+        def wrapper(*args, **kwargs):
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - started
+
+        return wrapper
+
+    for module_name, name, label in STAGES:
+        module = importlib.import_module(module_name)
+        setattr(module, name, timed(getattr(module, name), label))
+    with tempfile.TemporaryDirectory(prefix="cep-bench-warm-") as warm:
+        cep.load_rules(str(one_file(Path(warm), 10, first=10**6)))
+    spent.clear()
+    with tempfile.TemporaryDirectory(prefix="cep-bench-load-") as folder:
+        directory = (one_file if kind == "one_file" else many_files)(Path(folder), count)
+        started = time.process_time()
+        cep.load_rules(str(directory))
+        total = time.process_time() - started
+    inside = sum(v for label, v in spent.items() if label in {s[2] for s in STAGES[:5]})
+    spent[REST_OF_PARSE_PART] = spent.pop("parse_part") - inside
+    spent[REST_OF_LOADER] = total - sum(spent.values())
+    shares = sorted(spent.items(), key=lambda item: -item[1])
+    return {
+        "kind": kind,
+        "rules": count,
+        "cpu_s": round(total, 3),
+        "load_avg": [round(x, 1) for x in os.getloadavg()],
+        "stages": [{"stage": label, "cpu_s": round(v, 3), "share": round(v / total, 3)} for label, v in shares],
+    }
+
+
+def stages_report(block: dict, heading: str) -> list[str]:
+    lines = [
+        "",
+        f"{heading} ({block['rules']:,} rules, {'in one file' if block['kind'] == 'one_file' else 'one per file'}: "
+        f"{block['cpu_s']:,.2f} CPU-s with the stages timed, load average {' '.join(map(str, block['load_avg']))}):",
+        "",
+        "| stage | CPU s | share |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| {s['stage']} | {s['cpu_s']:,.3f} | {100 * s['share']:.0f}% |" for s in block["stages"]]
+    return lines
+
+
 def report(results: dict | None) -> list[str]:
     """The rule-loading section of docs/performance.md (``bench/run.py`` writes the page)."""
     if not results or not results.get("runs"):
@@ -147,13 +220,36 @@ def report(results: dict | None) -> list[str]:
     for run in results["runs"]:
         goal = GOALS_S.get(run["kind"])
         if goal and goal[0] == run["rules"]:
-            verdict = "met" if run["cpu_s"] <= goal[1] else "not met: the CPU time alone is over it"
+            if run["wall_s"] <= goal[1]:
+                verdict = f"met ({run['wall_s']:,.1f} s wall)"
+            elif run["cpu_s"] <= goal[1]:
+                verdict = (
+                    f"met in CPU time, not in wall time here ({run['wall_s']:,.1f} s at load average "
+                    f"{run['load_avg'][0]:g} on {machine['cpus']} cores: the other processes' work)"
+                )
+            else:
+                verdict = "not met: the CPU time alone is over it"
             lines += [
                 "",
                 f"Aim for {run['rules']:,} rules ({'in one file' if run['kind'] == 'one_file' else 'one per file'}): "
-                f"under {goal[1]:g} s; {run['cpu_s']:,.1f} CPU-s here, {verdict} (on a machine to itself the wall "
-                "time approaches the CPU time, never less: loading is one thread).",
+                f"under {goal[1]:g} s; {run['cpu_s']:,.1f} CPU-s here, {verdict}. On a machine to itself the wall "
+                "time approaches the CPU time, never less: loading is one thread.",
             ]
+    for key, heading in (
+        (
+            "stages_before",
+            "Where the time went before the LALR driver, on main at 37445aa with a timer of the same kind",
+        ),
+        ("stages", "Where the time goes now"),
+    ):
+        if results.get(key):
+            lines += stages_report(results[key], heading)
+    if results.get("stages"):
+        lines += [
+            "",
+            "The stages: `.venv/bin/python bench/rule_loading.py --stages one_file:1000` (a timer around each "
+            "public function the loader calls).",
+        ]
     before = results.get("before")
     if before:
         lines += [
@@ -178,10 +274,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--megabytes", type=float, default=0, help="also one file of this many MB of rules")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--case", help=argparse.SUPPRESS)  # KIND:COUNT, measured in this process (JSON out)
+    parser.add_argument("--stages", metavar="KIND:COUNT", help="only time each stage of one cold load (one_file:1000)")
     args = parser.parse_args(argv)
     if args.case:
         kind, count = args.case.split(":")
         print(json.dumps(measure_here(kind, int(count))))
+        return 0
+    out = Path(args.out)
+    if args.stages:
+        kind, count = args.stages.split(":")
+        block = stages_here(kind, int(count))
+        print("\n".join(stages_report(block, "Where the time goes")))
+        kept = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+        out.write_text(json.dumps({**kept, "stages": block}, indent=1) + "\n", encoding="utf-8")
         return 0
     runs = []
     big = [rules_in_megabytes(args.megabytes)] if args.megabytes else []
@@ -202,15 +307,15 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         runs += cases
-    out = Path(args.out)
     kept = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
     result = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "runs": runs,
     }
-    if "before" in kept:
-        result["before"] = kept["before"]
+    for key in ("before", "stages_before", "stages"):  # kept from run to run (``--stages`` writes the last)
+        if key in kept:
+            result[key] = kept[key]
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -84,15 +83,23 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
 
 def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> list[Any]:
     """Every statement of a file, checked as ``cep run`` runs it (``cep.statement.check_sql``: each
-    MATCH_RECOGNIZE clause, against ``schema`` when given, and the SQL around them); raises CepError."""
+    MATCH_RECOGNIZE clause, against ``schema`` when given, and the SQL around them); raises CepError.
+    Each statement is checked apart from the file, from the start of its first line (what precedes it on
+    that line blanked), and an error's positions are then moved to the file's: the work grows with the
+    file, not with the square of its statements, and a statement's length is its own."""
     statements = []
+    line, counted = 1, 0  # the line at offset `counted`, advanced statement by statement
     for start, end, _name in split_statements(text):
-        # Blank out the other statements (keeping newlines) so that positions are file positions.
-        padded = re.sub(r"[^\n]", " ", text[:start]) + text[start:end]
+        newline = text.find("\n", start, end)
+        if newline >= 0 and not text[start:newline].strip():  # the usual case: it starts on a line of its own
+            start = newline + 1
+        line += text.count("\n", counted, start)
+        counted = start
+        line_start = text.rfind("\n", 0, start) + 1
         try:
-            statements.append(check_sql(padded, filename=filename, schema=schema))
+            statements.append(check_sql(" " * (start - line_start) + text[start:end], filename=filename, schema=schema))
         except cep.CepError as error:
-            raise error.with_source(text, filename) from None
+            raise error.moved(line - 1, line_start).with_source(text, filename) from None
     if not statements:
         cep.parse_all(text, filename=filename)  # the empty file's own error
     return statements

@@ -9,8 +9,9 @@
 How it works: a forgiving pre-scan of the raw text (``scan``) enforces the length and parenthesis
 depth limits and rejects subqueries before Lark sees anything; Lark's LALR parser (grammar in
 ``cep.lark``, positions propagated) builds a parse tree without recursion; ``_ToAst``, a
-non-recursive Transformer, turns it into ``grammar.ast`` nodes; a last iterative pass bounds the AST
-depth so that the recursive checker and formatter are safe. Lark exceptions become
+non-recursive Transformer, turns it into ``grammar.ast`` nodes (a statement of a rule file is parsed in
+place by ``lalr.Driver`` over Lark's tables, which calls ``_ToAst``'s functions as it reduces); a last
+iterative pass bounds the AST depth so that the recursive checker and formatter are safe. Lark exceptions become
 ``CepSyntaxError`` in exactly one place (``syntax_error_from_lark``: plain sentences, never Lark's
 terminal names), raised ``from None``.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import functools
 import re
 
 from lark import Token, Transformer_NonRecursive, v_args
@@ -34,128 +36,24 @@ from cep.grammar import ast, limits
 from cep.grammar.checks import check
 from cep.grammar.errors import NO_SPAN, CepError, CepSemanticError, CepSyntaxError, Span
 from cep.grammar.functions import AGGREGATE_FUNCTIONS
+from cep.grammar.lalr import Driver
 from cep.grammar.syntax_errors import syntax_error_from_lark
 from cep.grammar.tokens import (
     ParsedStatements,
-    ScanToken,
     clause_parser,
     lark_parser,
-    parse_in_place,
+    prescan,
+    prescan_passes,
     scan,
     significant,
     span_of,
     split_statements,
-    transform_quickly,
 )
 from cep.grammar.tokens import token_span as _token_span
 from cep.grammar.type_names import decimal_problem, normalize_type
 from cep.grammar.units import MICROS_PER_UNIT, TEXT_ABBREVIATIONS, UNIT_HINT, unit_name
 
 __all__ = ["parse", "parse_all", "parse_unchecked", "parse_clause", "parse_schema", "split_statements"]
-
-
-# ------------------------------------------------------------------------------------- pre-scan
-
-
-def _prescan(text: str, all_tokens: list[ScanToken]) -> None:
-    """Reject what the parser must not see: nesting beyond the limit, subqueries, CTEs, and an
-    unterminated comment (which Lark would read as '/' and '*')."""
-    for token in all_tokens:
-        if token.kind == "block" and (len(token.text) < 4 or not token.text.endswith("*/")):
-            raise CepSyntaxError(
-                "unterminated comment: the closing */ is missing",
-                code="E0106",
-                span=span_of(text, token.start, token.start + 2),
-            )
-    tokens = significant(all_tokens)
-    if len(tokens) > limits.MAX_QUERY_TOKENS:
-        extra = tokens[limits.MAX_QUERY_TOKENS]
-        raise CepSemanticError(
-            f"the query has {len(tokens)} tokens; the limit is {limits.MAX_QUERY_TOKENS}",
-            code="E0307",
-            span=span_of(text, extra.start, extra.end),
-        )
-    if tokens and tokens[0].text.upper() == "WITH":
-        raise CepSyntaxError(
-            "WITH clauses (common table expressions) are not supported: subqueries are not supported",
-            code="E0107",
-            span=span_of(text, tokens[0].start, tokens[0].end),
-            hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
-            "cep.compile_sql(text).run(tables) or `cep run`",
-        )
-    _refuse_window_functions(text, tokens)
-    depth = 0
-    for index, token in enumerate(tokens):
-        if token.kind == "close":
-            depth = max(0, depth - 1)
-        elif token.kind == "open":
-            depth += 1
-            if depth > limits.MAX_NESTING_DEPTH:
-                raise CepSemanticError(
-                    f"parentheses nest deeper than the limit of {limits.MAX_NESTING_DEPTH} levels",
-                    code="E0302",
-                    span=span_of(text, token.start, token.end),
-                )
-            following = tokens[index + 1] if index + 1 < len(tokens) else None
-            if following and following.kind == "word" and following.text.upper() in ("SELECT", "WITH"):
-                raise CepSyntaxError(
-                    "subqueries are not supported",
-                    code="E0107",
-                    span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
-                    hint="a whole statement with subqueries runs with cep.sql(spark, text), "
-                    "cep.compile_sql(text).run(tables) or `cep run`",
-                )
-
-
-def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
-    """``f(x) OVER (...)``: a window function. Refused with what to write instead: inside DEFINE a value over
-    the whole partition is unknown to a live stream until the partition ends (it never does), so it cannot
-    be exact there; computed before matching, it is an ordinary column."""
-    for index in range(1, len(tokens) - 1):
-        token = tokens[index]
-        if not (
-            token.kind == "word"
-            and token.text.upper() == "OVER"
-            and tokens[index - 1].kind == "close"
-            and tokens[index + 1].kind == "open"
-        ):
-            continue
-        clause = next(
-            (
-                t.text.upper()
-                for t in reversed(tokens[:index])
-                if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")
-            ),
-            "",
-        )
-        where = {"DEFINE": "in DEFINE", "MEASURES": "in MEASURES"}.get(clause, "here")
-        span = span_of(text, token.start, _matching_close(tokens, index + 1, len(text)))
-        if where == "here":  # SQL around the clause: a whole statement runs it, one clause alone does not
-            raise CepSyntaxError(
-                "window functions (... OVER (...)) are not allowed in a query of one MATCH_RECOGNIZE clause",
-                code="E0244",
-                span=span,
-                hint="outside the clause this is SQL around it, which a whole statement runs: cep.compile_sql(text) "
-                "in Python (cep run, trace, report and explain read files that way)",
-            )
-        raise CepSyntaxError(
-            f"window functions (... OVER (...)) are not allowed {where}",
-            code="E0244",
-            span=span,
-            hint="a stream never sees the whole partition, so a partition-wide value cannot be known while matching: "
-            "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
-            "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "
-            "an aggregate over the match's rows so far: DEFINE A AS price > AVG(price)",
-        )
-
-
-def _matching_close(tokens: list[ScanToken], open_index: int, default: int) -> int:
-    depth = 0
-    for token in tokens[open_index:]:
-        depth += {"open": 1, "close": -1}.get(token.kind, 0)
-        if depth == 0:
-            return token.end
-    return default
 
 
 # ------------------------------------------------------------------------------------ tree -> AST
@@ -690,11 +588,16 @@ def _arity_error(span: Span, name: str, rule: str) -> CepSyntaxError:
 
 def _check_depth(statement: ast.Statement | ast.MatchRecognize) -> None:
     """Bound the expression/pattern nesting depth without recursion, so that every recursive pass
-    over the AST afterwards (checks, formatter, evaluator) is safe."""
+    over the AST afterwards (checks, formatter, evaluator) is safe. The walk is ``ast.children``'s, in its
+    order (the first node past the limit is the one named), written out: it runs for every rule loaded."""
     stack: list[tuple[object, int]] = [(statement, 0)]
     while stack:
         node, depth = stack.pop()
-        if ast.is_expression(node) or ast.is_pattern(node):
+        node_type = type(node)
+        nests = _NESTS.get(node_type)
+        if nests is None:
+            nests = _NESTS[node_type] = ast.is_expression(node) or ast.is_pattern(node)
+        if nests:
             depth += 1
             if depth > limits.MAX_NESTING_DEPTH:
                 raise CepSemanticError(
@@ -703,7 +606,16 @@ def _check_depth(statement: ast.Statement | ast.MatchRecognize) -> None:
                     span=node.span,
                     hint="split long chains of operators, e.g. IN (...) instead of many ORs",
                 )
-        stack.extend((child, depth) for child in ast.children(node))
+        for name in ast.field_names(node_type):
+            value = getattr(node, name)
+            if isinstance(value, tuple):
+                stack += [(item, depth) for item in value if hasattr(type(item), "__dataclass_fields__")]
+            elif hasattr(type(value), "__dataclass_fields__") and not isinstance(value, Span):
+                stack.append((value, depth))
+
+
+# node type -> is it an expression or a pattern (a level of nesting)
+_NESTS: dict[type, bool] = {}
 
 
 # ----------------------------------------------------------------------------- dialect spellings
@@ -770,7 +682,7 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
                 f"the query is {len(text)} characters long; the limit is {limits.MAX_QUERY_LENGTH}", code="E0301"
             )
         tokens = scan(text)
-        _prescan(text, tokens)
+        prescan(text, tokens)
         statements = list(split_statements(text, tokens))
         if not statements:
             raise CepSyntaxError("the query is empty", code="E0114", span=span_of(text, 0, min(1, len(text))))
@@ -790,15 +702,25 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
 def _tree_to_ast(parser, text: str):
     """Lark's parse of ``text`` as AST nodes, with the depth bound; Lark's errors become CepSyntaxError."""
     try:
-        tree = parser.parse(text)
+        node = lark_nodes(parser, text)
     except UnexpectedInput as error:
         raise syntax_error_from_lark(error, text) from None
-    try:
-        node = _ToAst().transform(tree)
     except VisitError as error:
         raise (error.orig_exc if isinstance(error.orig_exc, CepError) else error) from None
     _check_depth(node)
     return node
+
+
+def lark_nodes(parser, text: str):
+    """The AST nodes of Lark's own parse of ``text`` by ``parser`` and Lark's own transform (the reference the
+    LALR driver is tested against); raises Lark's errors."""
+    return _ToAst().transform(parser.parse(text))
+
+
+def driver_nodes(text: str, start: int, end: int, line: int, line_start: int):
+    """The AST nodes of the statement ``text[start:end]`` (``line``: the file's line at ``start``, which begins
+    at ``line_start``) by the LALR driver, or None when it leaves the statement to Lark (``lalr.Driver``)."""
+    return _driver().parse(text, start, end, line, line_start)
 
 
 def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecognize:
@@ -806,7 +728,7 @@ def parse_clause(text: str, *, filename: str | None = None) -> ast.MatchRecogniz
     blanked by ``grammar/statement.py``, so positions are those of the statement). Not checked: the
     caller wraps the clause in a statement and checks that."""
     try:
-        _prescan(text, scan(text))
+        prescan(text, scan(text))
         return _match_spellings(_tree_to_ast(clause_parser(), text))
     except CepError as error:
         raise error.with_source(text, filename) from None
@@ -880,15 +802,17 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
         if end - line_start > limits.MAX_QUERY_LENGTH:
             return None
         piece = text[start:end]
-        tokens = scan(piece)
-        _prescan(piece, tokens)
-        if sum(1 for _ in split_statements(piece, tokens)) != 1:
-            return None
-        node = transform_quickly(_TO_AST, parse_in_place(lark_parser(), text, start, end, line, line_start))
+        if not prescan_passes(piece):
+            tokens = scan(piece)
+            prescan(piece, tokens)
+            if sum(1 for _ in split_statements(piece, tokens)) != 1:
+                return None
+        node = driver_nodes(text, start, end, line, line_start)
         if not isinstance(node, ast.Statement):
             return None
         _check_depth(node)
-        statement = _dialect_spellings(node)
+        # Only a CLASSIFIER, LAG or LEAD is spelled otherwise: a statement that names none keeps its nodes.
+        statement = _dialect_spellings(node) if not piece.isascii() or _RESPELLED.search(piece) else node
         check(statement)
     except Exception:  # noqa: BLE001 - _parse_apart words every failure
         return None
@@ -896,6 +820,21 @@ def _parse_in_place(text: str, start: int, end: int, line: int, line_start: int)
 
 
 _TO_AST = _ToAst()
+_RESPELLED = re.compile("classifier|lag|lead", re.IGNORECASE)  # anywhere, even inside a word: never missed
+
+
+@functools.cache
+def _rule_function(name: str):
+    """``_ToAst``'s function of (meta, children) for the rule or alias ``name`` (the LALR driver's callback),
+    or None when it has none."""
+    function = getattr(getattr(_ToAst, name, None), "base_func", None)
+    return None if function is None else functools.partial(function, _TO_AST)
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> Driver:
+    """The LALR driver over the statement parser's tables, making ``_ToAst``'s nodes (built once)."""
+    return Driver(lark_parser(), _rule_function)
 
 
 _SCHEMA_FIELD = re.compile(r'\s*("(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d]\w*)\s*:?\s*([A-Za-z_]\w*)\s*([\s\S]*?)\s*\Z')

@@ -1,7 +1,8 @@
 """The Lark parser and a light token scan of the raw text (used before and around parsing).
 
 The scan finds comments, strings and parentheses without parsing, so limits (nesting depth, token
-count) are checked before Lark runs and error messages can point at the right token.
+count) are checked before Lark runs (``prescan``; ``prescan_passes`` tells from a statement's characters
+alone when there is nothing to check) and error messages can point at the right token.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ import re
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 import lark
-from lark import Lark, TextSlice, Token, Transformer, Tree
-from lark.lexer import LexerState, LexerThread, LineCounter
+from lark import Lark, Token
 
-from cep.grammar.errors import Span
+from cep.grammar import limits
+from cep.grammar.errors import CepSemanticError, CepSyntaxError, Span
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,20 +71,6 @@ def _tables_file(start: str, grammar: str) -> str | bool:
     python = "%d.%d" % sys.version_info[:2]
     digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
     return os.path.join(folder, f"lark-{start}-{digest}-{lark.__version__}-py{python}.tables")
-
-
-def parse_in_place(parser: Lark, text: str, start: int, end: int, line: int, line_start: int) -> Tree:
-    """Lark's parse of ``text[start:end]`` with the file's positions (``line``: the file's line at ``start``,
-    which begins at ``line_start``), the text neither copied nor counted from its beginning: Lark's own
-    ``TextSlice`` counts the lines before ``start``, which makes a file of many statements quadratic. The
-    lexer matches with ``endpos=end``, so a token never sees past the statement, and no terminal of
-    cep.lark looks behind its start (the character before ``start`` is a ';', a newline or nothing)."""
-    counter = LineCounter("\n")
-    counter.char_pos, counter.line, counter.line_start_pos = start, line, line_start
-    counter.column = start - line_start + 1
-    frontend = parser.parser
-    thread = LexerThread(frontend.lexer, LexerState(TextSlice(text, start, end), counter))
-    return frontend.parser.parse(thread, frontend.parser_conf.start[0])
 
 
 class ScanToken(NamedTuple):
@@ -138,52 +125,22 @@ def split_statements(text: str, tokens: list[ScanToken] | None = None) -> Iterat
     """(start, end, name) of each statement of a file: split at ';' outside strings and comments;
     a `-- name: xyz` comment before a statement names it."""
     start, name, seen_code = 0, None, False
-    for token in scan_lazily(text) if tokens is None else tokens:
-        if token.kind == "comment" and not seen_code:
-            match = _NAME_COMMENT.match(token.text)
+    # The scan's matches themselves when no tokens are given: a file of many rules is split without making a
+    # token of each match.
+    found = ((m.lastgroup, m) for m in _SCAN.finditer(text)) if tokens is None else ((t.kind, t) for t in tokens)
+    for kind, token in found:
+        if kind == "comment" and not seen_code:
+            match = _NAME_COMMENT.match(token.group() if tokens is None else token.text)
             name = match.group(1) if match else name
-        elif token.kind == "semi":
+        elif kind == "semi":
+            end = token.end() if tokens is None else token.end
             if seen_code:
-                yield start, token.end, name
-            start, name, seen_code = token.end, None, False
-        elif token.kind not in TRIVIA:
+                yield start, end, name
+            start, name, seen_code = end, None, False
+        elif kind not in TRIVIA:
             seen_code = True
     if seen_code:
         yield start, len(text), name
-
-
-def transform_quickly(transformer: Transformer, tree: Tree) -> object | None:
-    """``transformer.transform(tree)`` for a transformer whose every rule function takes ``(meta, children)``
-    (``v_args(meta=True)``) and that visits no token, without Lark's per-node wrappers: the same post-order
-    walk, the same functions. None when a rule has no such function (the caller then takes Lark's way)."""
-    order: list[object] = []
-    pending: list[object] = [tree]
-    while pending:
-        item = pending.pop()
-        order.append(item)
-        if isinstance(item, Tree):
-            pending += item.children
-    stack: list[object] = []
-    for item in reversed(order):
-        if not isinstance(item, Tree):
-            stack.append(item)
-            continue
-        key = (type(transformer), item.data)
-        call = _RULE_FUNCTIONS.get(key)
-        if call is None:
-            call = _RULE_FUNCTIONS[key] = getattr(getattr(type(transformer), item.data, None), "base_func", None)
-            if call is None:
-                return None
-        size = len(item.children)
-        children = stack[len(stack) - size :]
-        del stack[len(stack) - size :]
-        stack.append(call(transformer, item.meta, children))
-    return stack[0] if len(stack) == 1 else None
-
-
-# (transformer class, rule name) -> the rule's function of (self, meta, children), found once: Lark wraps it
-# anew at every look-up on an instance.
-_RULE_FUNCTIONS: dict[tuple[type, str], Callable] = {}
 
 
 class ParsedStatements:
@@ -213,3 +170,128 @@ class ParsedStatements:
             while self.characters > self.capacity and self.entries:
                 old, _ = self.entries.popitem(last=False)
                 self.characters -= len(old[0])
+
+
+# ------------------------------------------------------------------------------------- pre-scan
+
+
+def prescan(text: str, all_tokens: list[ScanToken]) -> None:
+    """Reject what the parser must not see: nesting beyond the limit, subqueries, CTEs, and an
+    unterminated comment (which Lark would read as '/' and '*')."""
+    for token in all_tokens:
+        if token.kind == "block" and (len(token.text) < 4 or not token.text.endswith("*/")):
+            raise CepSyntaxError(
+                "unterminated comment: the closing */ is missing",
+                code="E0106",
+                span=span_of(text, token.start, token.start + 2),
+            )
+    tokens = significant(all_tokens)
+    if len(tokens) > limits.MAX_QUERY_TOKENS:
+        extra = tokens[limits.MAX_QUERY_TOKENS]
+        raise CepSemanticError(
+            f"the query has {len(tokens)} tokens; the limit is {limits.MAX_QUERY_TOKENS}",
+            code="E0307",
+            span=span_of(text, extra.start, extra.end),
+        )
+    if tokens and tokens[0].text.upper() == "WITH":
+        raise CepSyntaxError(
+            "WITH clauses (common table expressions) are not supported: subqueries are not supported",
+            code="E0107",
+            span=span_of(text, tokens[0].start, tokens[0].end),
+            hint="a whole statement (WITH, subqueries, joins) runs with cep.sql(spark, text), "
+            "cep.compile_sql(text).run(tables) or `cep run`",
+        )
+    _refuse_window_functions(text, tokens)
+    depth = 0
+    for index, token in enumerate(tokens):
+        if token.kind == "close":
+            depth = max(0, depth - 1)
+        elif token.kind == "open":
+            depth += 1
+            if depth > limits.MAX_NESTING_DEPTH:
+                raise CepSemanticError(
+                    f"parentheses nest deeper than the limit of {limits.MAX_NESTING_DEPTH} levels",
+                    code="E0302",
+                    span=span_of(text, token.start, token.end),
+                )
+            following = tokens[index + 1] if index + 1 < len(tokens) else None
+            if following and following.kind == "word" and following.text.upper() in ("SELECT", "WITH"):
+                raise CepSyntaxError(
+                    "subqueries are not supported",
+                    code="E0107",
+                    span=span_of(text, token.start, _matching_close(tokens, index, len(text))),
+                    hint="a whole statement with subqueries runs with cep.sql(spark, text), "
+                    "cep.compile_sql(text).run(tables) or `cep run`",
+                )
+
+
+def prescan_passes(piece: str) -> bool:
+    """True when ``prescan`` cannot refuse ``piece`` and it holds at most one statement, seen without a scan
+    (a rule file's usual statement; False only means "scan it"): ASCII text (no case folding beyond ASCII's),
+    too short for too many tokens, too few parentheses to nest too deep, no comment block, no word WITH
+    or OVER anywhere, SELECT at most once (a subquery's SELECT would then not be the statement's first word,
+    which the grammar refuses), and no ';' but the last character."""
+    semicolons = piece.count(";")
+    return (
+        piece.isascii()
+        and len(piece) <= limits.MAX_QUERY_TOKENS
+        and piece.count("(") + piece.count("[") <= limits.MAX_NESTING_DEPTH
+        and (semicolons == 0 or (semicolons == 1 and piece.endswith(";")))
+        and _MAY_BE_REFUSED.search(piece) is None
+        and len(_SELECT_WORD.findall(piece)) <= 1
+    )
+
+
+_MAY_BE_REFUSED = re.compile(r"/\*|\bwith\b|\bover\b", re.IGNORECASE)
+_SELECT_WORD = re.compile(r"\bselect\b", re.IGNORECASE)
+
+
+def _refuse_window_functions(text: str, tokens: list[ScanToken]) -> None:
+    """``f(x) OVER (...)``: a window function. Refused with what to write instead: inside DEFINE a value over
+    the whole partition is unknown to a live stream until the partition ends (it never does), so it cannot
+    be exact there; computed before matching, it is an ordinary column."""
+    for index in range(1, len(tokens) - 1):
+        token = tokens[index]
+        if not (
+            token.kind == "word"
+            and token.text.upper() == "OVER"
+            and tokens[index - 1].kind == "close"
+            and tokens[index + 1].kind == "open"
+        ):
+            continue
+        clause = next(
+            (
+                t.text.upper()
+                for t in reversed(tokens[:index])
+                if t.kind == "word" and t.text.upper() in ("DEFINE", "MEASURES", "SELECT", "WHERE", "ORDER")
+            ),
+            "",
+        )
+        where = {"DEFINE": "in DEFINE", "MEASURES": "in MEASURES"}.get(clause, "here")
+        span = span_of(text, token.start, _matching_close(tokens, index + 1, len(text)))
+        if where == "here":  # SQL around the clause: a whole statement runs it, one clause alone does not
+            raise CepSyntaxError(
+                "window functions (... OVER (...)) are not allowed in a query of one MATCH_RECOGNIZE clause",
+                code="E0244",
+                span=span,
+                hint="outside the clause this is SQL around it, which a whole statement runs: cep.compile_sql(text) "
+                "in Python (cep run, trace, report and explain read files that way)",
+            )
+        raise CepSyntaxError(
+            f"window functions (... OVER (...)) are not allowed {where}",
+            code="E0244",
+            span=span,
+            hint="a stream never sees the whole partition, so a partition-wide value cannot be known while matching: "
+            "compute it before matching and compare with the column, e.g. WITH t AS (SELECT *, AVG(price) OVER "
+            "(PARTITION BY symbol) AS avg_price FROM ticks) ... DEFINE A AS price > avg_price (with cep.sql), or use "
+            "an aggregate over the match's rows so far: DEFINE A AS price > AVG(price)",
+        )
+
+
+def _matching_close(tokens: list[ScanToken], open_index: int, default: int) -> int:
+    depth = 0
+    for token in tokens[open_index:]:
+        depth += {"open": 1, "close": -1}.get(token.kind, 0)
+        if depth == 0:
+            return token.end
+    return default

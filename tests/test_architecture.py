@@ -62,6 +62,7 @@ ORDER = {
         "ast",
         "columns",
         "tokens",
+        "lalr",
         "syntax_errors",
         "functions",
         "type_names",

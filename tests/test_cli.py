@@ -174,6 +174,47 @@ def test_check_bad_file(tmp_path, capsys):
     assert "Traceback" not in captured.err
 
 
+CHECKED = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS a > {i})"
+UNKNOWN_VARIABLE = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B) DEFINE A AS a > 1, C AS c > 1)"
+
+
+def check_blanked(text: str, start: int, end: int, path: str) -> str:
+    """What ``cep check`` printed for the statement ``text[start:end]`` when it checked the whole file with
+    every character before the statement blanked (newlines kept): the reference for positions and messages."""
+    import cep
+    from cep.statement import check_sql
+
+    with pytest.raises(cep.CepError) as caught:
+        check_sql(re.sub(r"[^\n]", " ", text[:start]) + text[start:end], filename=path)
+    return str(caught.value.with_source(text, path))
+
+
+@pytest.mark.parametrize("separator", [";\n", ";\n\n-- name: late\n", "; "])
+def test_check_reads_each_statement_once_and_points_into_the_file(tmp_path, capsys, monkeypatch, separator):
+    """``cep check FILE`` checks a statement apart from the file (its work grows with the file, not with the
+    square of its statements: the characters it hands the checker are counted) and moves an error's
+    positions to the file's, as checking the file with the other statements blanked says. Statements that
+    share a line (``"; "``) are each checked from the line's start: that work grows with the line."""
+    from cep import cli
+
+    read: list[int] = []
+    real = cli.check_sql
+    monkeypatch.setattr(cli, "check_sql", lambda sql, **options: (read.append(len(sql)), real(sql, **options))[1])
+    good = separator.join(CHECKED.format(i=i) for i in range(300)) + ";\n"
+    path = tmp_path / "many.sql"
+    path.write_text(good)
+    assert main(["check", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == f"{path}: ok (300 statements)"
+    if "\n" in separator:  # blanking all that precedes each statement read the file 150 times
+        assert sum(read) <= len(good)
+
+    text = good.rstrip("\n") + separator + UNKNOWN_VARIABLE + ";\n"
+    path.write_text(text)
+    assert main(["check", str(path)]) == 1
+    start = text.rindex(UNKNOWN_VARIABLE)
+    assert capsys.readouterr().err.strip() == check_blanked(text, start, len(text), str(path)).strip()
+
+
 def test_check_missing_file(tmp_path, capsys):
     assert main(["check", str(tmp_path / "gone.sql")]) == 2
     assert "not found" in capsys.readouterr().err

@@ -155,6 +155,23 @@ SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY ts MEASURES COUNT(*)
     assert all(str(e).startswith(f"{tmp_path / 'bad.sql'}:{e.line}:") for e in ruleset.errors)
 
 
+def test_the_time_column_is_found_without_loading_the_rule_set_twice(tmp_path, monkeypatch):
+    """Without --time-column, the stream takes the first rule's ORDER BY column: the files are read one at a
+    time until a rule has one (here the second file: the first has none), then the set is loaded once."""
+    from cep.spark_bridge.alerting import rules as rules_module
+
+    rule = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY card ORDER BY {} PATTERN (A) DEFINE A AS amount > {});\n"
+    (tmp_path / "a_first.sql").write_text(rule.format("PROCTIME()", 0))
+    for i in range(1, 30):
+        (tmp_path / f"r{i:02d}.sql").write_text(rule.format("ts", i))
+    read: list[str] = []
+    real = rules_module.load_file
+    monkeypatch.setattr(rules_module, "load_file", lambda path, **kw: (read.append(path), real(path, **kw))[1])
+    payload, ruleset = build_rule_set(str(tmp_path), input_types=TYPES)
+    assert payload["time_column"] == "ts" and len(ruleset) == 29 and [e.code for e in ruleset.errors] == ["E0603"]
+    assert len(read) == 2 + 30  # two files to find the time column, then each file once
+
+
 def test_alerting_adds_status_first_and_last_measures_without_changing_the_rule():
     rows = [
         {"card": "c1", "ts": dt.datetime(2024, 1, 1, 0, 0, s), "amount": a} for s, a in enumerate([1, 2, 3, 900, 1, 1])

@@ -7,6 +7,7 @@ driver publishes for the executors (``store.RuleStore``); the names the driver a
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 
 from cep.grammar import ast
@@ -212,6 +213,21 @@ def event_time_of(rule: rules_mod.Rule, columns: Sequence[str]) -> str | None:
         return None
 
 
+def _first_event_time(path: str, columns: Sequence[str]) -> str | None:
+    """The first ORDER BY column of the first loadable rule that has one, its files loaded one at a time until
+    then: a rule set is not loaded whole once more only to read one rule's time column."""
+    try:
+        files = rules_mod.rule_files(path) if os.path.exists(path) else []
+    except OSError:
+        return None  # the load that follows says why
+    for file_path in files:
+        for rule in rules_mod.load_rules(path, files=[file_path]):
+            time_column = event_time_of(rule, columns)
+            if time_column is not None:
+                return time_column
+    return None
+
+
 def build_rule_set(
     path: str,
     *,
@@ -227,10 +243,7 @@ def build_rule_set(
     """
     columns = list(input_types)
     if time_column is None:
-        for rule in rules_mod.load_rules(path):
-            time_column = event_time_of(rule, columns)
-            if time_column is not None:
-                break
+        time_column = _first_event_time(path, columns)
     payloads: dict[str, dict] = {}
 
     def check(rule: rules_mod.Rule) -> None:
