@@ -463,7 +463,8 @@ class Lanes:
         # A fixed count hands its lanes to the next item, which tests its own rows; only a single-row
         # last item is tested here, to finish the match at once.
         fixed = low == high and not next_is_last
-        stop_first = (last and not greedy) or (next_is_last and not greedy)
+        settles = self._settles(index, following)
+        stop_first = (last or next_is_last or settles) and not greedy
         step = 0
         while len(scanning):
             self.budget -= len(scanning)
@@ -588,6 +589,9 @@ class Lanes:
             timed = ~done & at_limit & self.expired[lanes]
             state[lanes[timed]] = TIMEOUT
             return lanes[:0], pos[:0]
+        if self._settles(index, following):  # the preferred end always completes: no other end is weighed
+            found = np.minimum(found, 1)
+            at_limit = at_limit & (found == 0)
         ways = found + at_limit
         state[lanes[ways >= 2]] = AMBIGUOUS
         timed = (ways == 1) & at_limit & self.expired[lanes]
@@ -595,6 +599,15 @@ class Lanes:
         going = (ways == 1) & (chosen >= 0)
         self._restore(index, lanes, chosen, going, snapshots)
         return lanes[going], pos[going] + chosen[going]
+
+    def _settles(self, index: int, following: Item | None) -> bool:
+        """Whether a run's preferred end (its last end where the next item holds, greedy; its first,
+        reluctant) is its match's end whatever the other ends: the next item is the pattern's last and
+        takes one row or more, so its first row, tested there, completes the match (the V shape ``A B+
+        C+``, whose B and C may both hold on a row). Any other run followed by two items or more, with
+        two ends possible, needs backtracking: AMBIGUOUS."""
+        items = self.plan.items
+        return following is not None and index + 2 == len(items) and following.low == 1 and not self.plan.deadline
 
     def _restore(self, index, lanes, chosen, which, snapshots) -> None:
         """The chosen run length's count and aggregates for the lanes ``which``."""
