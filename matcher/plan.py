@@ -42,7 +42,7 @@ REGEX = "regex fast path"
 SEQUENCE = "sequence engine"
 PIKE = "Pike VM"
 # The ways a stream can run (``Route.stream``): every key of a call at once on the sequence engine
-# (spark_bridge/engine/columnar.py), or each key on its own Pike VM (spark_bridge/engine/keyed.py).
+# (spark_bridge/engine/columnar/), or each key on its own Pike VM (spark_bridge/engine/keyed.py).
 COLUMN_WISE = "column-wise"
 PER_KEY = "per key"
 

@@ -113,6 +113,17 @@ ORDER = {
         "local",
         "replay",
     ],
+    "cep.spark_bridge.engine.columnar": [
+        "rules",
+        "call",
+        "pieces",
+        "walk",
+        "output",
+        "resume",
+        "carry",
+        "step",
+        "bucket",
+    ],
     "cep.spark_bridge.spark": [
         "connectors",
         ("kafka_connector", "delta_connector"),

@@ -71,7 +71,7 @@ def stream_line(route: Route) -> str:
     if plan.machine.lookahead:
         extra += "; NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)"
     return (
-        "streaming: column-wise (spark_bridge/engine/columnar.py): every key of a micro-batch (or of a "
+        "streaming: column-wise (spark_bridge/engine/columnar/): every key of a micro-batch (or of a "
         "bucket of keys on Spark) at once on the sequence engine, undecided starts carried" + extra
     )
 

@@ -1,7 +1,7 @@
 """The column-wise streaming path's state: the rows of many keys as columns (``Rows``), and one table of
 every key of a call (``ColumnarTable``: pending rows, carried rows, a few numbers per key, the timers),
 as bytes between micro-batches, and those rows as the sequence engine's input (``StreamInput``).
-``columnar.py`` runs the calls.
+``columnar/`` runs the calls.
 
 A table's bytes carry their kind (``TABLE_KIND``); a ``KeyTable`` refuses them with E0482, and a
 ``KeyTable`` (the per-key path's checkpoint) is read here: each key's pending rows, and its matcher's

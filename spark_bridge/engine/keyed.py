@@ -561,7 +561,7 @@ class KeyedStream:
 
 class SessionRun:
     """Part of one key's session on the Pike VM, run by the rules ``process`` applies to it, for a caller that
-    holds the key's rows itself: the column-wise step (``columnar.py``) hands a session piece it cannot take
+    holds the key's rows itself: the column-wise step (``columnar/``) hands a session piece it cannot take
     to the VM this way. Rows go in; the statement's rows and match ids come out in ``result``, the match cap's
     hits in its stats."""
 

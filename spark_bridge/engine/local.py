@@ -31,7 +31,7 @@ class LocalStream:
     * ``buckets`` > 0: keys are kept in that many tables, each saved as bytes between batches, as the
       Spark bridge keeps one per bucket of keys (a Python hash places keys here, not Spark's).
     * ``columnar``: run every key of a batch (or of a bucket) at once on the column-wise path
-      (``columnar.py``) when the query allows it (None, the default), never (False), or always (True:
+      (``columnar/``) when the query allows it (None, the default), never (False), or always (True:
       raises when the query does not allow it). ``path`` says which one runs, and why.
     """
 

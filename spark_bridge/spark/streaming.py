@@ -230,7 +230,7 @@ class _SparkStep:
         return self.engine().route(one_key_per_call=one_key)
 
     def columnar(self) -> ColumnarStep:
-        """The column-wise step for a bucket of keys (``engine/columnar.py``), built once per worker."""
+        """The column-wise step for a bucket of keys (``engine/columnar/``), built once per worker."""
         if self._columnar is None:
             self._columnar = ColumnarStep(self.engine())
         return self._columnar
