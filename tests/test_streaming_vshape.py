@@ -12,6 +12,7 @@ runs, bounded runs, conditions reading the match so far, WITHIN with SHOW TIMEOU
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import random
 from collections import Counter
@@ -22,9 +23,15 @@ from hypothesis import strategies as st
 
 import cep
 from cep.matcher.plan import COLUMN_WISE
+from cep.spark_bridge.alerting.rule_set import build_rule_set
+from cep.spark_bridge.alerting.store import RuleStore
+from cep.spark_bridge.alerting.worker import runtime_for
 from cep.spark_bridge.engine.keyed import KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.match_ids import statement_text
+from tests.test_alerting import SENTINEL, TYPES, write_rule
+from tests.test_alerting_columnwise import drive, not_late, replayed
+from tests.test_alerting_columnwise import make_batches as alert_batches
 from tests.test_streaming_columnar import COLUMNS, assert_same, make_batches, query
 
 EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "180"))
@@ -118,3 +125,61 @@ def test_the_v_family_streams_as_the_replay(seed, name, session_s, delay_s):
         accepted += [row for row in batch if id(row) not in refused and row["k"] != "z"]
     replayed = q.run(accepted, session_timeout=dt.timedelta(seconds=session_s), match_ids=True) if accepted else []
     assert Counter((row.pop("match_id"), tuple(row.values())) for row in replayed) == streamed
+
+
+# ------------------------------------------------------------------------------------- the alerting worker
+
+VSHAPE_RULES = {
+    "vee.sql": """-- name: vee
+SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(A.ts) AS a_ts, LAST(B.price) AS bottom, LAST(C.ts) AS c_ts, COUNT(*) AS n, MATCH_NUMBER() AS mn
+  AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C+)
+  DEFINE B AS price <= PREV(price), C AS price >= PREV(price))""",
+    "vee_within.sql": """-- name: vee_within
+-- suppress: 20s
+SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(A.ts) AS a_ts, COUNT(*) AS n, MATCH_STATUS() AS status
+  ONE ROW PER MATCH SHOW TIMEOUT MATCHES AFTER MATCH SKIP TO NEXT ROW PATTERN (A B+ C+) WITHIN INTERVAL '9' SECOND
+  DEFINE A AS price > 50, B AS price < PREV(price), C AS price > PREV(price))""",
+    "double.sql": """-- name: double
+SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(A.ts) AS a_ts, LAST(UP1.price) AS peak, LAST(UP2.ts) AS e, COUNT(*) AS n
+  PATTERN (A DOWN1+ UP1+ DOWN2+ UP2+)
+  DEFINE DOWN1 AS price < PREV(price), UP1 AS price >= PREV(price), DOWN2 AS price <= PREV(price),
+         UP2 AS price > PREV(price))""",
+}
+
+
+def _publish_vshape_rules(tmp_path: Path, session_s: int) -> RuleStore:
+    rules = tmp_path / "rules"
+    for name, text in VSHAPE_RULES.items():
+        write_rule(rules, name, text)
+    payload, ruleset = build_rule_set(str(rules), input_types=TYPES, session_timeout_us=session_s * 1_000_000)
+    assert not ruleset.errors, [str(e) for e in ruleset.errors]
+    store = RuleStore(str(tmp_path / f"store-{session_s}"))
+    store.publish(payload)
+    return store
+
+
+def test_the_alerting_worker_runs_the_v_shape_rules_column_wise(tmp_path):
+    runtime = runtime_for(_publish_vshape_rules(tmp_path, 30).directory, "0")
+    routes = {rule_id: runtime.rule(rule_id).route for rule_id in runtime.entries}
+    assert {rule_id: route.stream for rule_id, route in routes.items()} == dict.fromkeys(
+        ("vee/vee", "vee_within/vee_within", "double/double"), COLUMN_WISE
+    )
+
+
+@settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), delay_s=st.sampled_from([0, 2, 5]), session_s=st.sampled_from([15, 60]))
+def test_the_alerting_worker_s_v_shape_rules_equal_per_key_and_the_replay(tmp_path_factory, seed, delay_s, session_s):
+    """``tests/test_alerting_columnwise.py``'s property over the V and W rules: the column-wise worker gives
+    the per-key worker's alerts and counts, micro-batch by micro-batch, and the replay's rows and ids."""
+    store = _publish_vshape_rules(tmp_path_factory.mktemp("rules"), session_s)
+    batches = alert_batches(random.Random(seed), delay_s)
+    expected, _ = drive(store, batches, delay_s, column_wise=False)
+    got, _ = drive(store, batches, delay_s, column_wise=True)
+    for index, (want, have) in enumerate(zip(expected, got)):
+        assert have == want, f"micro-batch {index}"
+    sentinel = json.dumps({"symbol": SENTINEL})
+    streamed = Counter((a[0], a[1], a[3], a[6]) for alerts, _ in got for a in alerts if a[3] != sentinel)
+    assert streamed == replayed(store, not_late(batches, delay_s), session_s)
