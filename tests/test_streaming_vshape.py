@@ -84,6 +84,14 @@ QUERIES = {
         f"{FALL_OR_FLAT}, {RISE_OR_FLAT}, D AS D.v <= PREV(D.v), E AS E.v >= PREV(E.v)",
         within="WITHIN INTERVAL '20' SECOND",
     ),
+    # the ends tried in turn restore the running aggregates of the run (SUM(B.w) in C's condition)
+    "w_history": query(
+        "A B+ C+ D",
+        "FIRST(A.ts) AS f, SUM(B.w) AS sb, COUNT(C.*) AS nc, D.v AS d, COUNT(*) AS n",
+        f"{FALL_OR_FLAT}, C AS C.v >= PREV(C.v) AND SUM(B.w) + SUM(C.w) < 12, "
+        "D AS D.v < LAST(C.v) AND COUNT(C.*) >= 2",
+        skip="TO NEXT ROW",
+    ),
 }
 
 
