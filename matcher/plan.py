@@ -128,9 +128,9 @@ def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_col
     if sequence.within is not None and machine.within.column != machine.order_names[0]:
         why.append("WITHIN over another column than the event time")
     # Runs anywhere in the sequence (the V shape ``A B+ C+``, the W shape) stream column-wise: a start whose
-    # scan wanted a row past the rows given is carried (``decisions.py``); one whose run has two ends or more
-    # that only the items after the next one tell apart (backtracking) is decided on the Pike VM, resumed
-    # there from the carried rows, so the answer is the per-key path's either way (docs/streaming.md).
+    # scan wanted a row past the rows given is carried (``decisions.py``); one whose run has more ends than
+    # the sequence engine tries (``sequence.MAX_RUN_ENDS``) is decided on the Pike VM, resumed there from
+    # the carried rows, so the answer is the per-key path's either way (docs/streaming.md).
     return why
 
 

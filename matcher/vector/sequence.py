@@ -25,8 +25,12 @@ tests the next item's first row (where the run could end) and the item's own con
 on), both evaluated column-wise over the lanes (``LaneFrame``: the kernels' frame, one current row per
 lane). A run ends where its condition fails, at its bound, or at the lane's limit (its partition's end, or
 WITHIN). The preferred end is then the last (greedy) or first (reluctant) place where the next item
-holds; when the next item is not the last and several ends are possible, which one wins depends on the
-rest of the pattern (backtracking): that start is *ambiguous*, and its partition goes to the Pike VM.
+holds. When the next item is the last and takes one row or more, that end always completes the match
+(``Lanes._settles``: the V shape ``A B+ C+``). When two items or more follow and several ends are possible,
+which one wins depends on the rest of the pattern (backtracking): the start tries its ends in the order the
+pattern prefers, matching the rest again from each (``Lanes._backtrack``, at most ``MAX_RUN_ENDS``); past
+that bound, or where a partial match that times out is a row, the start is *ambiguous*, and its partition
+goes to the Pike VM.
 The work is the sum over starts of the rows each looks at: bounded by the run lengths, the time limit and
 the thresholds, not by the partition.
 
@@ -669,7 +673,7 @@ class Lanes:
         reluctant) is its match's end whatever the other ends: the next item is the pattern's last and
         takes one row or more, so its first row, tested there, completes the match (the V shape ``A B+
         C+``, whose B and C may both hold on a row). Any other run followed by two items or more, with
-        two ends possible, needs backtracking: AMBIGUOUS."""
+        two ends possible, needs backtracking (``_backtrack``)."""
         items = self.plan.items
         return following is not None and index + 2 == len(items) and following.low == 1 and not self.plan.deadline
 
