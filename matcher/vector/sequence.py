@@ -419,7 +419,6 @@ class Lanes:
     # ------------------------------------------------------------------------------------ matching
 
     def match(self, outcome: np.ndarray, spans: np.ndarray) -> None:
-        plan = self.plan
         lanes = np.arange(self.n, dtype=np.int64)
         if self.starts is not None:
             lanes = lanes[self.starts]
@@ -535,7 +534,8 @@ class Lanes:
             index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state
         )
         if ends_seen is not None and ends_seen[0]:
-            self._backtrack(index, item, lanes, pos, (found + at_limit >= 2) & (found <= MAX_RUN_ENDS), ends_seen, state)
+            several = (found + at_limit >= 2) & (found <= MAX_RUN_ENDS)
+            self._backtrack(index, item, lanes, pos, several, ends_seen, state)
         return going, going_pos
 
     def _first_hit(self, index: int, item: Item, following: Item, route, lanes, pos, state):
