@@ -17,7 +17,7 @@ from decimal import Decimal
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import cep
@@ -184,6 +184,14 @@ def _canonical(names, rows) -> Counter:
 
 @settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(text=sequence_queries(), rows=timed_rows(), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 3]))
+# A+'s ends tried in turn: each turn starts B, C and D with no rows (C's FIRST(C.value, 1) reads C's rows)
+@example(
+    text="SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES COUNT(*) AS n, LAST(A.value) AS v0 "
+    "PATTERN (A+ B+ C D) DEFINE A AS LAST(A.value, 1) IS NULL OR value >= LAST(A.value, 1), "
+    "C AS FIRST(C.value, 1) IS NULL OR value <> FIRST(C.value, 1), D AS value >= 2)",
+    rows=[{"part": "y", "ts": T0, "value": v} for v in (None, 0, 0, 2)],
+    chunk=sequence.CHUNK_ROWS,
+)
 def test_sequence_engine_equals_the_vm_and_the_reference(text, rows, chunk):
     _check(text, rows, chunk)
 

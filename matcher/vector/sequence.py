@@ -656,6 +656,8 @@ class Lanes:
             which, count = at[pick], lengths[pick]
             lane, start = lanes[which], pos[which]
             self.item_count[index, lane] = count
+            self.item_count[index + 1 :, lane] = 0  # the items after: none of their rows yet (``LaneFrame``)
+            self.item_begin[index + 1 :, lane] = -1
             for acc, snap in zip(self.acc, opening):
                 acc.restore(snap, which, lane)
                 for step in range(int(count.max())):
