@@ -88,7 +88,8 @@ QUERIES = {
     "w_history": query(
         "A B+ C+ D",
         "FIRST(A.ts) AS f, SUM(B.w) AS sb, COUNT(C.*) AS nc, D.v AS d, COUNT(*) AS n",
-        f"{FALL_OR_FLAT}, C AS C.v >= PREV(C.v) AND SUM(B.w) + SUM(C.w) < 12, D AS D.v < LAST(C.v) AND COUNT(C.*) >= 2",
+        f"{FALL_OR_FLAT}, C AS C.v >= PREV(C.v) AND SUM(B.w) + SUM(C.w) < 12 "
+        "AND (LAST(C.v, 1) IS NULL OR C.v <> LAST(C.v, 1)), D AS D.v < LAST(C.v) AND COUNT(C.*) >= 2",
         skip="TO NEXT ROW",
     ),
 }
