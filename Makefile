@@ -26,7 +26,7 @@ help:
 	@echo "make lint       ruff: the checks and the format of pyproject.toml's [tool.ruff]"
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make bench-rules  two alert rules over generated 10M-event logs: cep, its VM, Spark, PyFlink (~30 min)"
-	@echo "make bench-kafka  cep stream and Flink SQL through a real Kafka broker, about 10 minutes (bench/kafka_e2e.py)"
+	@echo "make bench-kafka  cep stream, Spark's floor and Flink SQL through a real Kafka broker, one after another, 30-60 minutes (bench/kafka_e2e.py)"
 	@echo "make bench-worker the alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make bench-state  open partial matches of 100k and 300k keys on RocksDB and HDFS state stores (bench/state_scale.py)"

@@ -1,10 +1,15 @@
 """End to end through Kafka: ticks produced to a topic, matched live, alerts consumed from a topic; cep and Flink.
 
-    .venv/bin/python bench/kafka_e2e.py [--rates 1000,5000,20000,max] [--seconds 45] [--no-flink]
+    .venv/bin/python bench/kafka_e2e.py [--rates 1000,5000,20000,max] [--seconds 45] [--no-flink] [--together]
+        [--baseline-python OTHER_CHECKOUT/.venv/bin/python]
     make bench-kafka
 
-A real broker (tests/kafka_broker.py, Kafka 4.4, KRaft). On the same 4-partition topic ``ticks`` (keyed by
-symbol), at the same time, from the same producer:
+A real broker (tests/kafka_broker.py, Kafka 4.4, KRaft). By default the engines run one after another, each
+alone with the broker and the producer (as each would run in production, so none pays for another's CPU), each
+on a 4-partition topic of its own (``ticks-<engine>``, keyed by symbol) fed the same ticks (the same seeded
+walk) at the same rates, and checked against the replay of its own topic; ``--together`` runs them at the same
+time on one topic ``ticks`` instead. ``--baseline-python`` adds, alone as well, the ``cep stream`` of another
+checkout (its venv's interpreter): an A/B of a change in the same run. The engines:
 
 - ``cep stream`` as a user runs it (a child process, ``local[2]``), watermark 2 s, trigger 500 ms, with both
   Kafka sinks at once: ``--sink kafka://.../alerts`` (at least once) and
@@ -290,18 +295,22 @@ class Engine:
     error: str = ""
 
 
-def start_cep(work: Path, boot: str, query_file: Path) -> Engine:
-    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / "spark.log"))
+def start_cep(
+    work: Path, boot: str, query_file: Path, ticks: str, topics: dict[str, str], python: str = sys.executable
+) -> Engine:
+    """``cep stream`` as a user runs it, by ``python`` (this checkout's, or a baseline's with its own cep)."""
+    tree = REPO if python == sys.executable else Path(python).absolute().parents[2]  # DIR/.venv/bin/python
+    env = dict(os.environ, PYTHONPATH=str(tree), CEP_SPARK_LOG=str(work / "spark.log"), PYSPARK_PYTHON=python)
     log = work / "cep.log"
     process = subprocess.Popen(
         [
-            sys.executable,
+            python,
             "-c",
             "import sys; from cep.cli import main; sys.exit(main())",
             "stream",
             str(query_file),
             "--input",
-            f"kafka://{boot}/ticks",
+            f"kafka://{boot}/{ticks}",
             "--schema",
             SCHEMA,
             "--checkpoint",
@@ -313,20 +322,20 @@ def start_cep(work: Path, boot: str, query_file: Path) -> Engine:
             "--master",
             "local[2]",
             "--sink",
-            f"kafka://{boot}/{TOPICS['cep']}",
+            f"kafka://{boot}/{topics['cep']}",
             "--sink",
-            f"kafka-exactly-once://{boot}/{TOPICS['cep-exactly-once']}",
+            f"kafka-exactly-once://{boot}/{topics['cep-exactly-once']}",
         ],
         env=env,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        cwd=REPO,
+        cwd=tree,
     )
     return Engine("cep", process, log)
 
 
-def start_flink(work: Path, boot: str) -> Engine:
+def start_flink(work: Path, boot: str, ticks: str, topics: dict[str, str]) -> Engine:
     setup = flink_peer.setup()
     if "ok" not in setup:
         return Engine("flink", error=f"PyFlink not installed: {setup.get('reason')}")
@@ -336,8 +345,8 @@ def start_flink(work: Path, boot: str) -> Engine:
     spec = {
         "jar": str(jar),
         "bootstrap": boot,
-        "source_topic": "ticks",
-        "sink_topic": TOPICS["flink"],
+        "source_topic": ticks,
+        "sink_topic": topics["flink"],
         "sql": QUERY_TEXT,
         "watermark_ms": WATERMARK_MS,
         "parallelism": 2,
@@ -357,10 +366,10 @@ def start_flink(work: Path, boot: str) -> Engine:
     return Engine("flink", process, log)
 
 
-def start_floor(work: Path, boot: str) -> Engine:
+def start_floor(work: Path, boot: str, ticks: str) -> Engine:
     env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / "spark-floor.log"))
     log = work / "floor.log"
-    command = [sys.executable, str(HERE / "kafka_floor.py"), boot, "ticks", str(work / "floor")]
+    command = [sys.executable, str(HERE / "kafka_floor.py"), boot, ticks, str(work / "floor")]
     command += ["--watermark-ms", str(WATERMARK_MS), "--trigger", TRIGGER]
     process = subprocess.Popen(
         command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
@@ -377,10 +386,16 @@ def floor_numbers(directory: Path, start: float, end: float) -> dict:
             ended[line["batch"]] = line["latency_ms"]
     latencies = [ms / 1000 for batch in ended.values() for ms in batch]
     progress = [p for p in _lines(directory / "progress.jsonl") if p["batch"] in ended]
+    costs = {line["batch"]: line.get("foreach_batch") for line in _lines(directory / "floor.jsonl")}
     return {
         "latency_p50_s": percentile(latencies, 0.5),
         "latency_p99_s": percentile(latencies, 0.99),
-        **duration_numbers([{"input_rows": p["rows"], "durations_ms": p["duration_ms"]} for p in progress]),
+        **duration_numbers(
+            [
+                {"input_rows": p["rows"], "durations_ms": p["duration_ms"], "foreach_batch": costs.get(p["batch"])}
+                for p in progress
+            ]
+        ),
     }
 
 
@@ -397,12 +412,27 @@ def duration_numbers(batches: list[dict]) -> dict:
     timed = [b for b in batches if (b.get("durations_ms") or {}).get("triggerExecution") is not None]
     totals = [b["durations_ms"]["triggerExecution"] / 1000 for b in timed]
     parts = sorted({part for b in timed for part in b["durations_ms"]} - {"triggerExecution"})
+    costs = [b["foreach_batch"] for b in batches if b.get("foreach_batch")]
+    steps = sorted({step for cost in costs for step in cost["steps_ms"]})
     return {
         "batches": len(batches),
         "rows_per_batch": round(statistics.mean([b["input_rows"] for b in batches])) if batches else None,
         "batch_p50_s": percentile(totals, 0.5),
         "batch_max_s": max(totals) if totals else None,
         "parts_p50_ms": {part: percentile([b["durations_ms"].get(part, 0) for b in timed], 0.5) for part in parts},
+        # inside addBatch: foreachBatch's own steps and the Spark jobs, stages and tasks it started (BatchCost)
+        "foreach_batch_p50": {
+            "total_ms": percentile([c["total_ms"] for c in costs], 0.5),
+            "steps_ms": {step: percentile([c["steps_ms"].get(step, 0) for c in costs], 0.5) for step in steps},
+            **{n: percentile([c[n] for c in costs if c.get(n) is not None], 0.5) for n in ("jobs", "stages", "tasks")},
+            # the tasks' run time per stage, in the order the stages ran (the first reads Kafka and parses)
+            "stage_run_ms": [
+                percentile([c["stage_run_ms"][i] for c in costs if len(c.get("stage_run_ms") or []) > i], 0.5)
+                for i in range(max(len(c.get("stage_run_ms") or []) for c in costs))
+            ],
+        }
+        if costs
+        else None,
     }
 
 
@@ -509,55 +539,63 @@ def batch_numbers(watch: StatusWatch, start: float, end: float) -> dict:
     return duration_numbers(batches)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", default="1000,5000,20000,max", help="ticks/s per step; max: as fast as it goes")
-    parser.add_argument("--seconds", type=float, default=45.0, help="seconds per step")
-    parser.add_argument("--max-events", type=int, default=2_000_000, help="at most this many ticks in the max step")
-    parser.add_argument(
-        "--settle", type=float, default=60.0, help="at most this long after a step for engines to catch up"
-    )
-    parser.add_argument("--keys", type=int, default=1000)
-    parser.add_argument("--no-flink", action="store_true")
-    parser.add_argument("--no-floor", action="store_true", help="leave out Spark's floor query")
-    parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
-    args = parser.parse_args()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+@dataclass(frozen=True)
+class Group:
+    """Engines that run at once, on a topic of their own: ``ticks<suffix>`` in, ``<alert topic><suffix>`` out.
+    ``python``: the interpreter of ``cep stream`` (another checkout's, for a baseline)."""
 
-    work = Path(tempfile.mkdtemp(prefix="cep-kafka-e2e-"))
-    broker = KafkaBroker(work / "broker").start()
+    name: str
+    engines: tuple[str, ...]  # among "cep", "floor", "flink"
+    suffix: str = ""
+    python: str = sys.executable
+
+
+def groups_of(args) -> list[Group]:
+    """One group of every engine asked (``--together``), else one per engine, run one after another."""
+    asked = ["cep"] + (["floor"] if not args.no_floor else []) + (["flink"] if not args.no_flink else [])
+    if args.together:
+        return [Group("together", tuple(asked))]
+    groups = [Group(name, (name,), f"-{name}") for name in asked]
+    if args.baseline_python:
+        groups.append(Group("baseline", ("cep",), "-baseline", args.baseline_python))
+    return groups
+
+
+def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
+    """Start the group's engines, warm them up, run every rate, stop them, check their alerts against ``q.run``."""
+    work.mkdir(parents=True)
     engines: list[Engine] = []
     readers: dict[str, AlertReader] = {}
     watch = StatusWatch(work / "ck" / "status.json")
+    ticks_topic = f"ticks{group.suffix}"
+    topics = {name: topic + group.suffix for name, topic in TOPICS.items()}
     try:
-        broker.create_topics({"ticks": 4, **{topic: 1 for topic in TOPICS.values()}})
+        broker.create_topics({ticks_topic: 4, **{topic: 1 for topic in topics.values()}})
         boot = broker.bootstrap
         query_file = work / "v_shape.sql"
         query_file.write_text(QUERY_TEXT)
         started = time.time()
-        engines = [start_cep(work, boot, query_file)]
-        flink = Engine("flink", error="not asked (--no-flink)") if args.no_flink else start_flink(work, boot)
-        engines.append(flink)
-        floor = Engine("floor", error="not asked (--no-floor)") if args.no_floor else start_floor(work, boot)
-        engines.append(floor)
+        not_here = f"not in this group ({group.name})"
+        cep = start_cep(work, boot, query_file, ticks_topic, topics, group.python) if "cep" in group.engines else None
+        flink = (
+            start_flink(work, boot, ticks_topic, topics)
+            if "flink" in group.engines
+            else Engine("flink", error=not_here)
+        )
+        floor = start_floor(work, boot, ticks_topic) if "floor" in group.engines else Engine("floor", error=not_here)
+        engines = [e for e in (cep, flink, floor) if e is not None]
         startup = wait_started(engines, started)
         live = [name for name in ENGINES if name.split("-")[0] in startup]
-        readers = {name: AlertReader(boot, TOPICS[name], name) for name in live}
+        readers = {name: AlertReader(boot, topics[name], name) for name in live}
         for reader in readers.values():
             reader.start()
-        watch.start()
-        producer = Producer(boot, "ticks", args.keys)
-        pids = {
-            "cep": engines[0].process.pid,
-            "flink": flink.process.pid if flink.process else None,
-            "floor": floor.process.pid if floor.process else None,
+        if cep is not None:
+            watch.start()
+        producer = Producer(boot, ticks_topic, args.keys)
+        pids = {e.name: e.process.pid for e in engines if e.process} | {
             "broker": broker.process.pid,
             "bench": os.getpid(),
         }
-
-        def every_engine_reached(ms: int):
-            return lambda: all(r.newest_event_ms >= ms for r in readers.values())
 
         def check_alive() -> None:
             for engine in engines:
@@ -565,68 +603,19 @@ def main() -> int:
                     raise SystemExit(f"{engine.name} stopped:\n{engine.log.read_text(errors='replace')[-3000:]}")
 
         warm = time.time()
-
-        def warm_enough() -> bool:
-            check_alive()
-            return all(time.time() * 1000 - r.newest_event_ms < WARM_LAG_S * 1000 for r in readers.values())
-
-        producer.run(
-            SETTLE_RATE, FIRST_ALERT_LIMIT_S, until=lambda: check_alive() or all(r.seen for r in readers.values())
-        )
-        if not all(r.seen for r in readers.values()):
-            raise SystemExit(f"no alert from every engine in {FIRST_ALERT_LIMIT_S} s of warm-up")
-        producer.run(SETTLE_RATE, WARMUP_LIMIT_S, until=warm_enough)
+        warmup_lag = warm_up(producer, readers, check_alive, floor)
         warmup_s = round(time.time() - warm, 1)
-        warmup_lag = {name: round(time.time() - r.newest_event_ms / 1000, 1) for name, r in readers.items()}
-        steps = []
-        for rate_text in args.rates.split(","):
-            rate = None if rate_text == "max" else float(rate_text)
-            cpu0 = {name: tree_cpu_seconds(pid, alone=name == "bench") for name, pid in pids.items()}
-            newest_at_start = {name: r.newest_event_ms for name, r in readers.items()}
-            first = len(producer.ticks.ts_ms)
-            sent, start, end = producer.run(rate, args.seconds, args.max_events if rate is None else None)
-            newest_at_end = {name: r.newest_event_ms for name, r in readers.items()}
-            cpu1 = {name: tree_cpu_seconds(pid, alone=name == "bench") for name, pid in pids.items()}
-            load = os.getloadavg()
-            end_ms = producer.ticks.ts_ms[-1]
-            caught_up: dict[str, float] = {}
-            settle_start = time.time()
-
-            def settled() -> bool:
-                check_alive()
-                for name, reader in readers.items():
-                    if name not in caught_up and reader.newest_event_ms >= end_ms:
-                        caught_up[name] = round(time.time() - end, 1)
-                return len(caught_up) == len(readers)
-
-            producer.run(SETTLE_RATE, args.settle, until=settled)
-            step = {
-                "rate_asked": rate_text,
-                "events": sent,
-                "events_per_s_sent": round(sent / (end - start), 1),
-                "seconds": round(end - start, 1),
-                "start_ms": producer.ticks.ts_ms[first] if sent else end_ms,
-                "end_ms": end_ms,
-                "newest_at_start": newest_at_start,
-                "newest_at_end": newest_at_end,
-                "caught_up_s": caught_up,
-                "settle_s": round(time.time() - settle_start, 1),
-                "load_average": [round(x, 2) for x in load],
-                "cpu_s": {name: round(cpu1[name] - cpu0[name], 1) for name in pids},
-            }
-            step["cep_batches"] = batch_numbers(watch, start, end)
+        steps = [run_step(rate_text, args, producer, readers, pids, check_alive) for rate_text in args.rates.split(",")]
+        for step in steps:
+            if cep is not None:
+                step["cep_batches"] = batch_numbers(watch, step["wall"][0], step["wall"][1])
             if floor.process is not None:
-                step["floor"] = floor_numbers(work / "floor", start, end)
-            steps.append(step)
-            print(
-                f"step {rate_text}: {sent} ticks at {step['events_per_s_sent']}/s; caught up {caught_up}; "
-                f"cpu {step['cpu_s']}; load {load[0]:.1f}",
-                flush=True,
-            )
+                step["floor"] = floor_numbers(work / "floor", step["wall"][0], step["wall"][1])
         # a few more seconds of ticks so that the last steps' matches are final everywhere
         producer.run(SETTLE_RATE, 5)
         final_ms = producer.ticks.ts_ms[-1] - WATERMARK_MS - FINAL_MARGIN_MS
-        producer.run(SETTLE_RATE, args.settle, until=every_engine_reached(final_ms + FINAL_MARGIN_MS))
+        reached = lambda: all(r.newest_event_ms >= final_ms + FINAL_MARGIN_MS for r in readers.values())  # noqa: E731
+        producer.run(SETTLE_RATE, args.settle, until=reached)
         time.sleep(3)  # the last alerts in flight
         for reader in readers.values():
             reader.stop.set()
@@ -640,27 +629,217 @@ def main() -> int:
             step["engines"] = {
                 name: step_numbers(name, reader, producer.ticks, step) for name, reader in readers.items()
             }
-            for key in ("start_ms", "end_ms", "newest_at_start", "newest_at_end", "caught_up_s"):
+            for key in ("start_ms", "end_ms", "newest_at_start", "newest_at_end", "caught_up_s", "wall"):
                 step.pop(key)
-        if os.environ.get("CEP_BENCH_KEEP"):  # what the check reads, to look at it again
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+        keep_for_a_look(work, producer.ticks, readers, final_ms)
+        found = {
+            "group": group.name,
+            "engines": list(group.engines),
+            "python": group.python,
+            "startup_s": startup,
+            "warmup_s": warmup_s,
+            "warmup_lag_s": warmup_lag,
+            "ticks_total": len(producer.ticks.ts_ms),
+            "flink": {"ran": flink.process is not None, "why_not": flink.error},
+            "floor": {"ran": floor.process is not None, "why_not": floor.error},
+            "steps": steps,
+            # every micro-batch with rows of the whole run (warm-up and settling too): under load a step can be
+            # shorter than one of cep's micro-batches, and the parts of a micro-batch are the same throughout
+            "all_batches": {
+                **({"cep": batch_numbers(watch, 0, time.time())} if cep is not None else {}),
+                **({"floor": floor_numbers(work / "floor", 0, time.time())} if floor.process else {}),
+            },
+            "check": {"error": "not done (the run stopped during the check)"},
+        }
+        if readers:
+            try:
+                found["check"] = check(readers, producer.ticks, final_ms, query_file)
+            except Exception as error:  # noqa: BLE001 - the numbers above are still worth keeping
+                found["check"] = {"error": f"{type(error).__name__}: {error}"}
+        else:
+            found["check"] = {}
+        print(f"group {group.name}: check {json.dumps(found['check'])[:600]}", flush=True)
+        return found
+    finally:
+        for reader in readers.values():
+            reader.stop.set()
+        for engine in engines:
+            stop_engine(engine)
 
-            ticks = producer.ticks
-            pq.write_table(
-                pa.table({"symbol": ticks.symbol, "ts_ms": ticks.ts_ms, "price": ticks.price}), work / "ticks.parquet"
-            )
-            (work / "alerts.json").write_text(
-                json.dumps(
-                    {
-                        "final_ms": final_ms,
-                        **{name: {k: v[:2] for k, v in r.seen.items()} for name, r in readers.items()},
-                    }
-                )
-            )
+
+def warm_up(producer: Producer, readers: dict[str, AlertReader], check_alive, floor: Engine) -> dict[str, float]:
+    """200 ticks/s until every engine has sent an alert (the floor: a micro-batch), then until its alerts are
+    close to the newest tick, for WARMUP_LIMIT_S at most; returns the lag left per engine."""
+
+    def floor_batches() -> list[dict]:
+        return [] if floor.process is None else _lines(floor.log.parent / "floor" / "floor.jsonl")
+
+    def first_alerts() -> bool:
+        check_alive()
+        return all(r.seen for r in readers.values()) and (floor.process is None or bool(floor_batches()))
+
+    def warm_enough() -> bool:
+        check_alive()
+        floor_lag = [percentile(b["latency_ms"], 0.5) or 0 for b in floor_batches()[-1:]]
+        return all(time.time() * 1000 - r.newest_event_ms < WARM_LAG_S * 1000 for r in readers.values()) and all(
+            lag < WARM_LAG_S * 1000 for lag in floor_lag
+        )
+
+    producer.run(SETTLE_RATE, FIRST_ALERT_LIMIT_S, until=first_alerts)
+    if not first_alerts():
+        raise SystemExit(f"no alert from every engine in {FIRST_ALERT_LIMIT_S} s of warm-up")
+    producer.run(SETTLE_RATE, WARMUP_LIMIT_S, until=warm_enough)
+    return {name: round(time.time() - r.newest_event_ms / 1000, 1) for name, r in readers.items()}
+
+
+def run_step(rate_text: str, args, producer: Producer, readers: dict[str, AlertReader], pids: dict, check_alive):
+    """One rate for ``--seconds``, then the settle phase: what the engines finished, their CPU, the load."""
+    rate = None if rate_text == "max" else float(rate_text)
+    cpu0 = {name: tree_cpu_seconds(pid, alone=name == "bench") for name, pid in pids.items()}
+    newest_at_start = {name: r.newest_event_ms for name, r in readers.items()}
+    first = len(producer.ticks.ts_ms)
+    sent, start, end = producer.run(rate, args.seconds, args.max_events if rate is None else None)
+    newest_at_end = {name: r.newest_event_ms for name, r in readers.items()}
+    cpu1 = {name: tree_cpu_seconds(pid, alone=name == "bench") for name, pid in pids.items()}
+    load = os.getloadavg()
+    end_ms = producer.ticks.ts_ms[-1]
+    caught_up: dict[str, float] = {}
+    settle_start = time.time()
+
+    def settled() -> bool:
+        check_alive()
+        for name, reader in readers.items():
+            if name not in caught_up and reader.newest_event_ms >= end_ms:
+                caught_up[name] = round(time.time() - end, 1)
+        return len(caught_up) == len(readers)
+
+    producer.run(SETTLE_RATE, args.settle if readers else 3.0, until=settled)
+    step = {
+        "rate_asked": rate_text,
+        "events": sent,
+        "events_per_s_sent": round(sent / (end - start), 1),
+        "seconds": round(end - start, 1),
+        "start_ms": producer.ticks.ts_ms[first] if sent else end_ms,
+        "end_ms": end_ms,
+        "wall": (start, end),
+        "newest_at_start": newest_at_start,
+        "newest_at_end": newest_at_end,
+        "caught_up_s": caught_up,
+        "settle_s": round(time.time() - settle_start, 1),
+        "load_average": [round(x, 2) for x in load],
+        "cpu_s": {name: round(cpu1[name] - cpu0[name], 1) for name in pids},
+    }
+    print(
+        f"step {rate_text}: {sent} ticks at {step['events_per_s_sent']}/s; caught up {caught_up}; "
+        f"cpu {step['cpu_s']}; load {load[0]:.1f}",
+        flush=True,
+    )
+    return step
+
+
+def keep_for_a_look(work: Path, ticks: Ticks, readers: dict[str, AlertReader], final_ms: int) -> None:
+    """With $CEP_BENCH_KEEP, what the check reads, to look at it again."""
+    if not os.environ.get("CEP_BENCH_KEEP"):
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table({"symbol": ticks.symbol, "ts_ms": ticks.ts_ms, "price": ticks.price}), work / "ticks.parquet"
+    )
+    seen = {name: {k: v[:2] for k, v in r.seen.items()} for name, r in readers.items()}
+    (work / "alerts.json").write_text(json.dumps({"final_ms": final_ms, **seen}))
+
+
+def merge_groups(found: list[dict]) -> dict:
+    """One report from the groups' runs: the first group's steps (cep's), with every other group's engines, CPU,
+    floor and check added at each rate; ``alone``: per group, the load and the broker's and producer's CPU of its
+    own steps. A baseline group (another checkout's ``cep stream``) goes to ``baseline`` beside them."""
+    merged = {key: found[0][key] for key in ("startup_s", "warmup_s", "warmup_lag_s", "ticks_total", "steps")}
+    merged["startup_s"], merged["warmup_lag_s"] = dict(merged["startup_s"]), dict(merged["warmup_lag_s"])
+    merged["check"] = dict(found[0]["check"])
+    merged["all_batches"] = dict(found[0]["all_batches"])
+    merged["groups"] = {g["group"]: {"engines": g["engines"], "ticks_total": g["ticks_total"]} for g in found}
+    for step in merged["steps"]:
+        step["alone"] = {}
+    for group in found:
+        baseline = group["group"] == "baseline"
+        for step, theirs in zip(merged["steps"], group["steps"]):
+            step["alone"][group["group"]] = {
+                "load_average": theirs["load_average"],
+                "broker_cpu_s": theirs["cpu_s"]["broker"],
+                "bench_cpu_s": theirs["cpu_s"]["bench"],
+                "events_per_s_sent": theirs["events_per_s_sent"],
+            }
+            if group is found[0]:
+                continue
+            if baseline:
+                step["baseline"] = {
+                    "engines": theirs["engines"],
+                    "cpu_s": theirs["cpu_s"].get("cep"),
+                    "cep_batches": theirs.get("cep_batches"),
+                }
+                continue
+            step["engines"].update(theirs["engines"])
+            step["cpu_s"].update({k: v for k, v in theirs["cpu_s"].items() if k in group["engines"]})
+            if "floor" in theirs:
+                step["floor"] = theirs["floor"]
+        if group is found[0]:
+            continue
+        if baseline:
+            merged["baseline"] = {
+                "python": group["python"],
+                "check": group["check"],
+                "all_batches": group["all_batches"],
+                "warmup_lag_s": group["warmup_lag_s"],
+            }
+            continue
+        merged["startup_s"].update(group["startup_s"])
+        merged["warmup_lag_s"].update(group["warmup_lag_s"])
+        merged["all_batches"].update(group["all_batches"])
+        for name, entry in group["check"].items():
+            if isinstance(entry, dict):  # each engine checked against the replay of its own ticks
+                merged["check"][name] = {**entry, "expected_matches": group["check"].get("expected_matches")}
+    return merged
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="1000,5000,20000,max", help="ticks/s per step; max: as fast as it goes")
+    parser.add_argument("--seconds", type=float, default=45.0, help="seconds per step")
+    parser.add_argument("--max-events", type=int, default=2_000_000, help="at most this many ticks in the max step")
+    parser.add_argument(
+        "--settle", type=float, default=60.0, help="at most this long after a step for engines to catch up"
+    )
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--no-flink", action="store_true")
+    parser.add_argument("--no-floor", action="store_true", help="leave out Spark's floor query")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run every engine at the same time on one topic (default: one after another, each alone)",
+    )
+    parser.add_argument(
+        "--baseline-python",
+        help="also run, alone, the `cep stream` of another checkout's interpreter (e.g. /work/main/.venv/bin/python)",
+    )
+    parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
+    args = parser.parse_args()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    work = Path(tempfile.mkdtemp(prefix="cep-kafka-e2e-"))
+    broker = KafkaBroker(work / "broker").start()
+    try:
+        found = []
+        for group in groups_of(args):
+            found.append(run_group(group, args, broker, work / group.name))
+            # each group's numbers as they come, should a later group or the merge not end
+            Path(f"{args.json}.groups").write_text(json.dumps(found, indent=1) + "\n")
         report = {
             "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "nproc": os.cpu_count(),
+            "mode": "together" if args.together else "one after another",
             "query": QUERY_NAME,
             "query_text": QUERY_TEXT,
             "rewrites": list(REWRITES),
@@ -671,44 +850,29 @@ def main() -> int:
             "stream_layout": STREAM_LAYOUT,
             "seconds_per_rate": args.seconds,
             "settle_rate": SETTLE_RATE,
-            "startup_s": startup,
-            "warmup_s": warmup_s,
-            "warmup_lag_s": warmup_lag,
-            "ticks_total": len(producer.ticks.ts_ms),
+            **merge_groups(found),
             "flink": {
-                "ran": flink.process is not None,
-                "why_not": flink.error,
+                "ran": any(g["flink"]["ran"] for g in found),
+                "why_not": "; ".join(sorted({g["flink"]["why_not"] for g in found if "flink" in g["engines"]}))
+                or "not asked (--no-flink)",
                 "package": flink_peer.FLINK_PACKAGE,
                 "connector": f"{CONNECTOR}:{CONNECTOR_VERSION}",
                 "parallelism": 2,
                 "checkpoint_interval": "10s",
             },
-            "floor": {"ran": floor.process is not None, "why_not": floor.error, "query": "bench/kafka_floor.py"},
-            "state_store": os.environ.get(STATE_STORE_ENV) or DEFAULT_STATE_STORE,
-            "steps": steps,
-            # every micro-batch with rows of the whole run (warm-up and settling too): under load a step can be
-            # shorter than one of cep's micro-batches, and the parts of a micro-batch are the same throughout
-            "all_batches": {
-                "cep": batch_numbers(watch, 0, time.time()),
-                **({"floor": floor_numbers(work / "floor", 0, time.time())} if floor.process else {}),
+            "floor": {
+                "ran": any(g["floor"]["ran"] for g in found),
+                "why_not": "" if not args.no_floor else "not asked (--no-floor)",
+                "query": "bench/kafka_floor.py",
             },
-            "check": {"error": "not done (the run stopped during the check)"},
+            "state_store": os.environ.get(STATE_STORE_ENV) or DEFAULT_STATE_STORE,
             "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)",
         }
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")  # the numbers, should the check not end
-        print_table(report)
-        try:
-            report["check"] = check(readers, producer.ticks, final_ms, query_file)
-        except Exception as error:  # noqa: BLE001 - the numbers above are still worth keeping
-            report["check"] = {"error": f"{type(error).__name__}: {error}"}
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        print_table(report)
         print(json.dumps(report["check"], indent=1))
         return 0
     finally:
-        for reader in readers.values():
-            reader.stop.set()
-        for engine in engines:
-            stop_engine(engine)
         broker.stop()
         if os.environ.get("CEP_BENCH_KEEP"):
             print(f"kept {work}")
@@ -738,9 +902,13 @@ def print_table(report: dict) -> None:
                 f"{cell(floor['latency_p50_s']):>6} {cell(floor['latency_p99_s']):>6} {'':>6} {'':>6} "
                 f"{step['cpu_s'].get('floor'):>6}  batch p50 {cell(floor['batch_p50_s'])} s"
             )
-        for name, numbers in (("cep", step["cep_batches"]), ("floor", floor or {})):
+        baseline = (step.get("baseline") or {}).get("cep_batches") or {}
+        for name, numbers in (("cep", step["cep_batches"]), ("floor", floor or {}), ("baseline", baseline)):
             if numbers.get("parts_p50_ms"):
                 print(f"{'':>6} {name} micro-batch p50 {cell(numbers['batch_p50_s'])} s: {numbers['parts_p50_ms']}")
+                print(f"{'':>6} {name} foreachBatch p50: {numbers.get('foreach_batch_p50')}")
+        for name, e in ((step.get("baseline") or {}).get("engines") or {}).items():
+            print(f"{'':>6} baseline {name}: p50 {cell(e['latency_p50_s'])} s, p99 {cell(e['latency_p99_s'])} s")
 
 
 if __name__ == "__main__":

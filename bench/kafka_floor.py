@@ -64,6 +64,7 @@ def main() -> int:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    from cep.spark_bridge.alerting.batch_cost import BatchCost
     from cep.spark_bridge.spark.session import get_spark
 
     spark = get_spark("local[2]", app_name="cep-floor", kafka=True)
@@ -90,10 +91,13 @@ def main() -> int:
     batches = (args.out / "floor.jsonl").open("a")
 
     def record(df, batch_id: int) -> None:
-        newest = [row.newest_ms for row in df.select("newest_ms").collect()]
+        cost = BatchCost.start(df.sparkSession)  # the jobs it starts, counted as cep's foreachBatch counts its own
+        with cost.step("collect"):
+            newest = [row.newest_ms for row in df.select("newest_ms").collect()]
         end = time.time() * 1000
         latencies = [round(end - ms) for ms in newest if ms]
-        batches.write(json.dumps({"batch": batch_id, "end_ms": round(end), "latency_ms": latencies}) + "\n")
+        line = {"batch": batch_id, "end_ms": round(end), "latency_ms": latencies, "foreach_batch": cost.done()}
+        batches.write(json.dumps(line) + "\n")
         batches.flush()
 
     query = (
@@ -147,18 +151,38 @@ def report(found: dict) -> list[str]:
         "that saw the tick (no watermark wait), cep's is event time to the alert consumed from Kafka. "
         + ("Flink ran too." if flink["ran"] else f"Flink did not run in this one ({flink['why_not']})."),
         "",
-        "| rate | cep p50 / p99 (s) | floor p50 / p99 (s) | cep batch p50 (s) | floor batch p50 (s) "
-        "| cep / floor CPU s | load |",
-        "| ---: | --- | --- | ---: | ---: | --- | ---: |",
+        "| rate | cep p50 / p99 (s) | cep before p50 / p99 (s) | floor p50 / p99 (s) | cep / floor p50 "
+        "| cep batch p50 (s) | before (s) | floor (s) | cep / floor CPU s | load |",
+        "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for step in found["steps"]:
         cep, floor, batches = step["engines"].get("cep", {}), step.get("floor") or {}, step["cep_batches"]
+        before = step.get("baseline") or {}
+        before_cep = (before.get("engines") or {}).get("cep") or {}
+        alone = step.get("alone") or {}
+        load = " / ".join(f"{alone[g]['load_average'][0]}" for g in ("cep", "floor", "baseline") if g in alone)
+        ratio = (
+            cep["latency_p50_s"] / floor["latency_p50_s"]
+            if cep.get("latency_p50_s") and floor.get("latency_p50_s")
+            else None
+        )
         lines.append(
             f"| {step['rate_asked']} | {cell(cep.get('latency_p50_s'))} / {cell(cep.get('latency_p99_s'))} | "
-            f"{cell(floor.get('latency_p50_s'))} / {cell(floor.get('latency_p99_s'))} | {cell(batches['batch_p50_s'])} "
+            f"{cell(before_cep.get('latency_p50_s'))} / {cell(before_cep.get('latency_p99_s'))} | "
+            f"{cell(floor.get('latency_p50_s'))} / {cell(floor.get('latency_p99_s'))} | {cell(ratio)} "
+            f"| {cell(batches['batch_p50_s'])} | {cell((before.get('cep_batches') or {}).get('batch_p50_s'))} "
             f"| {cell(floor.get('batch_p50_s'))} | {step['cpu_s'].get('cep')} / {step['cpu_s'].get('floor')} "
-            f"| {step['load_average'][0]} |"
+            f"| {load or step['load_average'][0]} |"
         )
+    if found.get("mode") == "one after another":
+        lines += [
+            "",
+            "Each query ran alone with the broker and the producer, one after another, on a topic of its own fed the "
+            "same ticks at the same rates; *cep before* is the `cep stream` of "
+            f"`{(found.get('baseline') or {}).get('python', 'another checkout')}` (the code before this run's "
+            "change), run the same way in the same run; load: the 1-minute load average at the end of each "
+            "query's step (cep / floor / before), from other work on the machine as well.",
+        ]
     lines += [
         "",
         "Where a micro-batch's time goes: the median of each part of Spark's `durationMs` (ms) over the step's "
@@ -167,15 +191,60 @@ def report(found: dict) -> list[str]:
         "| rate | query | batches | rows/batch | " + " | ".join(PARTS) + " | total p50 |",
         "| ---: | --- | ---: | ---: |" + " ---: |" * len(PARTS) + " ---: |",
     ]
-    rows = [(step["rate_asked"], step["cep_batches"], step.get("floor") or {}) for step in found["steps"]]
+    rows = [
+        (
+            step["rate_asked"],
+            step["cep_batches"],
+            step.get("floor") or {},
+            (step.get("baseline") or {}).get("cep_batches"),
+        )
+        for step in found["steps"]
+    ]
     if found.get("all_batches"):
-        rows.append(("whole run", found["all_batches"]["cep"], found["all_batches"].get("floor") or {}))
-    for rate, cep_numbers, floor_numbers in rows:
-        for name, numbers in (("cep", cep_numbers), ("floor", floor_numbers)):
+        everything = found["all_batches"]
+        baseline = (found.get("baseline") or {}).get("all_batches", {}).get("cep")
+        rows.append(("whole run", everything["cep"], everything.get("floor") or {}, baseline))
+    for rate, cep_numbers, floor_numbers, baseline_numbers in rows:
+        named = [("cep", cep_numbers), ("floor", floor_numbers)] + (
+            [("cep before (baseline)", baseline_numbers)] if baseline_numbers else []
+        )
+        for name, numbers in named:
             parts = numbers.get("parts_p50_ms") or {}
             lines.append(
                 f"| {rate} | {name} | {numbers.get('batches', 0)} | {numbers.get('rows_per_batch')} | "
                 + " | ".join(str(parts.get(part, "-")) for part in PARTS)
                 + f" | {round(numbers['batch_p50_s'] * 1000) if numbers.get('batch_p50_s') else '-'} |"
             )
+    return lines + foreach_lines(rows)
+
+
+def foreach_lines(rows: list) -> list[str]:
+    """Inside ``addBatch``: the medians of each ``foreachBatch`` step and the Spark jobs, stages and tasks it
+    started (``BatchCost``; the floor's one collect counted the same way)."""
+    found = [
+        (rate, name, numbers["foreach_batch_p50"])
+        for rate, cep_numbers, floor_numbers, baseline_numbers in rows
+        for name, numbers in (("cep", cep_numbers), ("floor", floor_numbers), ("cep before", baseline_numbers))
+        if numbers and numbers.get("foreach_batch_p50")
+    ]
+    if not found:
+        return []
+    steps = sorted({step for _, _, cost in found for step in cost["steps_ms"]})
+    lines = [
+        "",
+        "Inside `addBatch`, `foreachBatch` (medians over the micro-batches with rows; `collect` is the job that runs "
+        "the stateful step, in the Python workers; jobs, stages and tasks are those the call started, from Spark's "
+        "status tracker; stage run ms: the tasks' run time summed per stage, in the order they ran, the first being "
+        "the read of Kafka and the parse up to the shuffle):",
+        "",
+        "| rate | query | foreachBatch ms | " + " | ".join(steps) + " | jobs | stages | tasks | stage run ms |",
+        "| ---: | --- | ---: |" + " ---: |" * len(steps) + " ---: | ---: | ---: | --- |",
+    ]
+    for rate, name, cost in found:
+        lines.append(
+            f"| {rate} | {name} | {cost['total_ms']} | "
+            + " | ".join(str(cost["steps_ms"].get(step, "-")) for step in steps)
+            + f" | {cost.get('jobs')} | {cost.get('stages')} | {cost.get('tasks')} "
+            f"| {' + '.join(str(ms) for ms in cost.get('stage_run_ms') or []) or '-'} |"
+        )
     return lines

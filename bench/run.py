@@ -1064,11 +1064,23 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "## Through Kafka, end to end (bench/kafka_e2e.py)",
         "",
         "`make bench-kafka` (`.venv/bin/python bench/kafka_e2e.py`, then `bench/run.py --report-only`; "
-        f"{e2e['seconds_per_rate']:.0f} s per rate, 10 to 20 minutes in all, the longer on a loaded machine, `--help` "
+        f"{e2e['seconds_per_rate']:.0f} s per rate, "
+        + (
+            "30 to 60 minutes in all for the engines one after another"
+            if e2e.get("mode") == "one after another"
+            else "10 to 20 minutes in all"
+        )
+        + ", the longer on a loaded machine, `--help` "
         f"for the options). A real Kafka 4.4 broker on this machine; one producer sends ticks of {e2e['keys']} symbols "
         "(a random walk each, keyed by symbol, event time = the wall clock when sent) to a 4-partition topic at each "
-        "rate in turn, `max` being as fast as this Python producer goes. On that topic, at the same time: `cep "
-        f"stream` (`local[2]`, watermark {e2e['watermark']}, trigger {e2e['trigger']}) with both Kafka sinks at once "
+        "rate in turn, `max` being as fast as this Python producer goes. "
+        + (
+            "Each engine ran alone (with the broker and the producer), one after another, on a topic of its own fed "
+            "the same ticks at the same rates, as each would run in production: `cep "
+            if e2e.get("mode") == "one after another"
+            else "On that topic, at the same time: `cep "
+        )
+        + f"stream` (`local[2]`, watermark {e2e['watermark']}, trigger {e2e['trigger']}) with both Kafka sinks at once "
         "(each on its own delivery lane), and "
         + (
             f"Flink SQL `MATCH_RECOGNIZE` in streaming mode ({flink['package']}, `{flink['connector']}`, parallelism "
@@ -1119,12 +1131,18 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
     for step in e2e["steps"]:
         for name, e in step["engines"].items():
             cpu = step["cpu_s"].get(name.split("-")[0])
+            alone = (step.get("alone") or {}).get(name.split("-")[0])  # its own run's load, broker and producer
+            broker, bench, load = (
+                (alone["broker_cpu_s"], alone["bench_cpu_s"], alone["load_average"][0])
+                if alone
+                else (step["cpu_s"]["broker"], step["cpu_s"]["bench"], step["load_average"][0])
+            )
             lines.append(
                 f"| {step['rate_asked']} | {step['events_per_s_sent']:,.0f} | {KAFKA_E2E_ENGINES[name]} | "
                 f"{e['events_per_s']:,.0f} | {e['alerts']:,} | {cell(e['latency_p50_s'])} | {cell(e['latency_p99_s'])} "
                 f"| {cell(e['latency_max_s'])} | {cell(e['lag_at_end_s'])} | {cell(e['caught_up_s'])} | {cell(cpu)} "
                 f"| {e['events_per_s'] * step['seconds'] / cpu if cpu else 0:,.0f} "
-                f"| {step['cpu_s']['broker']:.0f} + {step['cpu_s']['bench']:.0f} | {step['load_average'][0]:.1f} |"
+                f"| {broker:.0f} + {bench:.0f} | {load:.1f} |"
             )
     lines += [
         "",
@@ -1151,7 +1169,20 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         f"replayed (`cep.compile_rule(rule).run(ticks, match_ids=True)`, the same text) over the "
         f"{check['ticks_before']:,} ticks produced up to {check['final_before']} (of {e2e['ticks_total']:,} in the "
         f"run; the cut-off: where every engine's alerts had got to) finds {check['expected_matches']:,} matches; "
-        "consumed from each topic up to then:",
+        "consumed from each topic up to then"
+        + (
+            " (an engine run on its own topic is checked against the replay of that topic's ticks, the same "
+            "sequence at the same rates: "
+            + ", ".join(
+                f"{KAFKA_E2E_ENGINES[n]} {check[n]['expected_matches']:,} matches"
+                for n in KAFKA_E2E_ENGINES
+                if n in check and check[n].get("expected_matches") is not None
+            )
+            + ")"
+            if e2e.get("mode") == "one after another"
+            else ""
+        )
+        + ":",
         "",
         "| engine | alerts (distinct keys) | same matches as `q.run` | missing | extra | messages | duplicates |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: |",

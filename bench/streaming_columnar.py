@@ -4,6 +4,8 @@
     .venv/bin/python bench/streaming_columnar.py                       # the numbers in docs/streaming.md
     .venv/bin/python bench/streaming_columnar.py --rows 400000 --symbols 1000 --batches 6 --queries bde
     .venv/bin/python bench/streaming_columnar.py --queries txymp     # SHOW TIMEOUT MATCHES, absence, PREV in a measure
+    .venv/bin/python bench/streaming_columnar.py --queries a         # ALL ROWS PER MATCH
+    .venv/bin/python bench/streaming_columnar.py --queries p --dedup-key ts   # under a dedup_key
 
 The ticks of bench/data.py (--symbols keys) as Python rows, split into --batches micro-batches in time
 order, watermark delay 5 s, session timeout 1 hour, then one empty micro-batch (timers fire). For each of
@@ -27,11 +29,20 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 
-def shape(title: str, pattern: str, measures: str, defines: str, *, within: str = "", timeouts: bool = False):
+def shape(
+    title: str,
+    pattern: str,
+    measures: str,
+    defines: str,
+    *,
+    within: str = "",
+    timeouts: bool = False,
+    rows: str = "ONE ROW PER MATCH",
+):
     shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
     return title, (
         f"SELECT * FROM ticks MATCH_RECOGNIZE (\n  PARTITION BY symbol ORDER BY ts\n  MEASURES {measures}\n"
-        f"  ONE ROW PER MATCH{shown} AFTER MATCH SKIP PAST LAST ROW\n  PATTERN ({pattern}) {within}\n"
+        f"  {rows}{shown} AFTER MATCH SKIP PAST LAST ROW\n  PATTERN ({pattern}) {within}\n"
         f"  DEFINE {defines})"
     )
 
@@ -73,6 +84,13 @@ SHAPES = {
         "FIRST(UP.ts) AS from_ts, COUNT(UP.*) AS n, ROUND(LAST(UP.price) - PREV(FIRST(UP.price)), 2) AS rise",
         "UP AS UP.price > PREV(UP.price)",
     ),
+    "a": shape(
+        "ALL ROWS PER MATCH, DOWN{3,} UP (running measures)",
+        "DOWN{3,} UP",
+        "FIRST(DOWN.ts) AS start_ts, LAST(DOWN.price) AS bottom, CLASSIFIER() AS step, COUNT(*) AS n",
+        "DOWN AS DOWN.price < PREV(DOWN.price), UP AS UP.price > PREV(UP.price)",
+        rows="ALL ROWS PER MATCH",
+    ),
 }
 
 
@@ -82,11 +100,13 @@ def cpu_seconds(work) -> tuple[float, object]:
     return time.process_time() - started, result
 
 
-def stream(q, text, columns, rows, batches: int, *, columnar: bool | None):
+def stream(q, text, columns, rows, batches: int, *, columnar: bool | None, dedup_key: tuple[str, ...] = ()):
     from cep.spark_bridge.engine.keyed import KeyedStream
     from cep.spark_bridge.engine.local import LocalStream
 
-    engine = KeyedStream(q.plan, columns, query_text=text, session_timeout_us=3_600_000_000)
+    # a dedup key is remembered for the watermark delay, as ``cep stream --dedup-key`` does
+    dedup = {"dedup_key": dedup_key, "dedup_horizon_us": 5_000_000} if dedup_key else {}
+    engine = KeyedStream(q.plan, columns, query_text=text, session_timeout_us=3_600_000_000, **dedup)
     local = LocalStream(engine, delay_ms=5_000, columnar=columnar)
     size = -(-len(rows) // batches)
 
@@ -101,11 +121,11 @@ def stream(q, text, columns, rows, batches: int, *, columnar: bool | None):
     return local, work
 
 
-def best_stream(q, text, columns, rows, batches: int, repeat: int, *, columnar: bool | None):
+def best_stream(q, text, columns, rows, batches: int, repeat: int, *, columnar: bool | None, dedup_key=()):
     """(rows per CPU second, best of ``repeat``; the stream's (rows, match ids); the last LocalStream)."""
     best = None
     for _ in range(repeat):
-        local, work = stream(q, text, columns, rows, batches, columnar=columnar)
+        local, work = stream(q, text, columns, rows, batches, columnar=columnar, dedup_key=dedup_key)
         seconds, output = cpu_seconds(work)
         best = seconds if best is None else min(best, seconds)
     return round(len(rows) / best), output, local
@@ -119,9 +139,10 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--queries",
         default="abdetxymp",
-        help="letters of bench/run.py's queries, and of the streaming shapes here (SHAPES: t x y m p)",
+        help="letters of bench/run.py's queries, and of the streaming shapes here (SHAPES: t x y m p a)",
     )
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--dedup-key", nargs="*", default=[], help="the streams' dedup_key column(s)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
 
@@ -141,7 +162,7 @@ def main(argv=None) -> int:
         outputs = {}
         for label, columnar in (("column_wise", None), ("per_key", False)):
             entry[label], outputs[label], local = best_stream(
-                q, text, columns, rows, args.batches, args.repeat, columnar=columnar
+                q, text, columns, rows, args.batches, args.repeat, columnar=columnar, dedup_key=tuple(args.dedup_key)
             )
             if columnar is None:
                 entry["path"] = local.path

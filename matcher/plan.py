@@ -74,22 +74,19 @@ def choose_route(
     machine: Machine,
     input_columns: tuple[str, ...],
     *,
-    dedup: bool = False,
     one_key_per_call: str | None = None,
     column_wise: bool = True,
 ) -> Route:
     """The one place an engine is chosen. Batch: the regex fast path, else the sequence engine, else the
     Pike VM. Stream: column-wise when the sequence engine takes the query and every start's outcome is
-    final once the rows after it are known, else per key; ``dedup`` (a stream's ``dedup_key``) and
-    ``one_key_per_call`` (why the caller calls one key at a time, if it does) are the stream's facts.
+    final once the rows after it are known, else per key; ``one_key_per_call`` (why the caller calls one
+    key at a time, if it does) is the stream's fact.
     ``column_wise=False`` (``cep.compile(text, column_wise=False)``) sends everything to the Pike VM: the
     reference the column-wise engines are tested against."""
     if not column_wise:
         off = ("the column-wise engines are turned off (column_wise=False)",)
         why = (one_key_per_call,) if one_key_per_call is not None else ()
-        return Route(
-            batch=PIKE, stream=PER_KEY, batch_reasons=off, stream_reasons=why + (("dedup_key",) if dedup else ()) + off
-        )
+        return Route(batch=PIKE, stream=PER_KEY, batch_reasons=off, stream_reasons=why + off)
     regex = fastpath.plan_for(statement, machine, input_columns)
     sequence = sequence_plan.plan_for(statement, machine, input_columns)
     batch_reasons: tuple[str, ...] = ()
@@ -101,7 +98,8 @@ def choose_route(
                 for why in sequence_plan.reasons_not(statement, machine, input_columns)
             )
     batch = REGEX if regex is not None else SEQUENCE if sequence is not None else PIKE
-    why_per_key = _why_per_key(statement, machine, sequence, input_columns, dedup)
+    stream_sequence = sequence_plan.stream_plan_for(statement, machine, input_columns)
+    why_per_key = _why_per_key(statement, machine, stream_sequence, input_columns)
     if one_key_per_call is not None:
         why_per_key.insert(0, one_key_per_call)
     return Route(
@@ -110,19 +108,19 @@ def choose_route(
         batch_reasons=batch_reasons,
         stream_reasons=tuple(why_per_key),
         column_plan=regex or sequence,
-        sequence=sequence,
+        sequence=stream_sequence,
     )
 
 
-def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_columns, dedup: bool) -> list[str]:
+def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_columns) -> list[str]:
     """Why the column-wise stream step cannot run the query (empty: it can)."""
     mr = statement.match
     if any(isinstance(key.expr, ast.ProcTime) for key in mr.order_by):
         return ["ORDER BY PROCTIME() (rows are matched on arrival, one by one)"]
-    why = ["dedup_key"] if dedup else []
+    why: list[str] = []
     if sequence is None:
-        reasons = sequence_plan.reasons_not(statement, machine, input_columns)
-        return why + ["not the sequence engine" + (f" ({'; '.join(reasons)})" if reasons else "")]
+        reasons = sequence_plan.stream_reasons_not(statement, machine, input_columns)
+        return ["not the sequence engine" + (f" ({'; '.join(reasons)})" if reasons else "")]
     if sequence_output.reads_after(mr.measures):
         why.append("NEXT in a measure (a match waits for the rows after it)")
     if sequence.within is not None and machine.within.column != machine.order_names[0]:
@@ -163,17 +161,16 @@ class CompiledQuery:
             self._machines[input_columns] = found
         return found
 
-    def route(self, input_columns: Iterable[str], *, dedup: bool = False, one_key_per_call: str | None = None) -> Route:
+    def route(self, input_columns: Iterable[str], *, one_key_per_call: str | None = None) -> Route:
         """The engines that run this query over these input columns (``choose_route``), chosen once."""
         columns = tuple(input_columns)
-        facts = (columns, dedup, one_key_per_call)
+        facts = (columns, one_key_per_call)
         found = self._routes.get(facts)
         if found is None:
             found = self._routes[facts] = choose_route(
                 self.statement,
                 self.machine(columns),
                 columns,
-                dedup=dedup,
                 one_key_per_call=one_key_per_call,
                 column_wise=self.column_wise,
             )

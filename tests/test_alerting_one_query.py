@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import shutil
 import sqlite3
 from collections import Counter
@@ -46,6 +48,7 @@ from tests.test_alerting import (
     streamed,
     two_partitions,  # noqa: F401 - a fixture
     write_batch,
+    write_rule,
 )
 
 FIXTURE = Path(__file__).parent / "streaming_checkpoints" / "two_query_v1"
@@ -240,3 +243,51 @@ def test_an_outbox_sealed_past_the_checkpoint_is_refused(spark, tmp_path):
         stream.start(available_now=True)
     assert raised.value.code == "E0288" and "micro-batch 5" in str(raised.value) and "cep deliver" in str(raised.value)
     assert stream.match_query is None
+
+
+@pytest.mark.spark
+def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_one_task(
+    spark,
+    two_partitions,  # noqa: F811 - a fixture
+    tmp_path,
+):
+    """``foreachBatch`` reads the cached micro-batch once (the rules run once, their alerts, counts and the bad
+    rows' reasons come back in one job) and writes each file sink in one task. Its own costs reach the status
+    beside Spark's parts: each step by name, and the jobs, stages and tasks Spark's status tracker saw start."""
+    source, output = tmp_path / "in", tmp_path / "alerts"  # as fixture_stream lays out its root
+    write_rule(tmp_path / "rules", "prices.sql", HIGH)
+    batches = price_batches() + [[ev("a", 85, 105)], [ev(SENTINEL, 10_000, 0)]]
+    for index, rows in enumerate(batches):
+        write_batch(source, index, rows)
+    bad = source / "batch-0001.json"  # one row of the second micro-batch has no event time: a bad row
+    stamp = bad.stat().st_mtime
+    with bad.open("a", encoding="utf-8") as fh:
+        fh.write('{"symbol": "b", "ts": null, "price": 1.0}\n')
+    os.utime(bad, (stamp, stamp))
+    stream = fixture_stream(spark, tmp_path, [SQLiteSink(str(tmp_path / "alerts.db"))], [])
+    seen: list[dict] = []
+    stream.observers.append(seen.append)
+    stream.run_available_now()
+
+    costs = {info["id"]: info["foreach_batch"] for info in seen if info["input_rows"]}
+    assert sorted(costs) == [0, 1, 2, 3]
+    for batch, cost in costs.items():
+        with_bad_rows = batch == 1
+        assert cost["jobs"] == (3 if with_bad_rows else 2), (batch, cost)
+        assert set(cost["steps_ms"]) == {"collect", "outbox_stage", "alerts_commit", "outbox_seal", "journal"} | (
+            {"bad_rows_commit"} if with_bad_rows else set()
+        )
+        assert len(cost["stage_run_ms"]) == cost["stages"] and cost["tasks"] >= cost["stages"]
+        assert cost["total_ms"] >= sum(cost["steps_ms"].values())
+    alerts = stream.alerts().toPandas()
+    assert sorted(alerts["last_event_time"]) == sorted(
+        e["ts"] for e in batches[0] + batches[1] + batches[2] if e["price"] > 100
+    )
+    for log in (output / "_spark_metadata").glob("[0-9]*"):  # at most one alert file per micro-batch
+        assert len(log.read_text().splitlines()) <= 2, log.read_text()  # "v1" and one file
+    (letters,) = [
+        json.loads(line)
+        for path in (tmp_path / "ck" / "dead-letter" / "bad-rows").glob("part-*")
+        for line in path.read_text().splitlines()
+    ]
+    assert letters["_cep_error_code"] and json.loads(letters["_cep_input"])["symbol"] == "b"

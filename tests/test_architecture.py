@@ -166,6 +166,7 @@ ORDER = {
         "query",
         "rule_watch",
         "layouts",
+        "batch_cost",
         "stream",
         "metrics",
     ],

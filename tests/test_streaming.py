@@ -559,6 +559,7 @@ def matches_of(result, query) -> list[tuple]:
         (15, "within", 40),
         (16, "timeouts", 40),
         (17, "absence", None),
+        (18, "all_rows", 100_000),
     ],
 )
 def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed, name, session_s):
@@ -573,8 +574,8 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
     if seed == 12:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several Arrow chunks per key
         options["key_buckets"] = 0  # one Python call per key, the unbucketed path
-    if seed in (11, 15, 16, 17):
-        options["key_buckets"] = 1  # every key in one bucket: its keys share each call (15-17: column-wise)
+    if seed in (11, 15, 16, 17, 18):
+        options["key_buckets"] = 1  # every key in one bucket: its keys share each call (15-18: column-wise)
     try:
         result, progress = run_spark(
             spark,

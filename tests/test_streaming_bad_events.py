@@ -258,10 +258,18 @@ def good_matches(result, query) -> list[tuple]:
     return normalize(r for r in matches[names].itertuples(index=False, name=None) if r[0] != SENTINEL)
 
 
+# A fall then a rise: the column-wise stream path (its dedup_key included), beside VSHAPE's.
+FALL_RISE = """SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+  MEASURES FIRST(DOWN.ts) AS start_ts, LAST(DOWN.price) AS bottom, UP.ts AS up_ts, COUNT(*) AS n
+  ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN (DOWN{2,} UP)
+  DEFINE DOWN AS DOWN.price < PREV(DOWN.price), UP AS UP.price > PREV(UP.price))"""
+
+
 @pytest.mark.spark
-def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(spark, few_partitions, tmp_path):
+@pytest.mark.parametrize("text", [VSHAPE, FALL_RISE], ids=["vshape", "fall_rise"])
+def test_spark_bad_events_are_routed_with_reasons_counted_and_the_rest_matches(spark, few_partitions, tmp_path, text):
     rnd = random.Random(7)
-    query = cep.compile(VSHAPE)
+    query = cep.compile(text)
     events = random_ticks(rnd, symbols=2, per_symbol=20)
     batches = hostile_batches(rnd, events, batches=2, repeats=4)
     write_lines(tmp_path / "in", batches)

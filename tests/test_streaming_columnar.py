@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from cep.spark_bridge.engine.column_table import ColumnarTable
 from cep.spark_bridge.engine.key_table import KeyTable
 from cep.spark_bridge.engine.keyed import STAT_NAMES, KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
+from cep.spark_bridge.engine.match_ids import statement_text
 
 T0 = dt.datetime(2024, 1, 1)
 COLUMNS = ("k", "ts", "v", "w")
@@ -42,11 +44,12 @@ def query(
     where: str = "",
     timeouts: bool = False,
     order: str = "ts",
+    rows: str = "ONE ROW PER MATCH",
 ) -> str:
     shown = " SHOW TIMEOUT MATCHES" if timeouts else ""
     return (
         f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY {order} MEASURES {measures} "
-        f"ONE ROW PER MATCH{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}"
+        f"{rows}{shown} AFTER MATCH SKIP {skip} PATTERN ({pattern}) {within} DEFINE {defines}){where}"
     )
 
 
@@ -199,6 +202,31 @@ QUERIES = {
         timeouts=True,
         skip="TO NEXT ROW",
     ),
+    # ALL ROWS PER MATCH: a row per match row, RUNNING and FINAL measures as the VM's MatchView gives them
+    # at each row, every row of a match with its match's id
+    "all_rows": query(
+        "A B{2,} C",
+        "FIRST(A.ts) AS f, COUNT(*) AS n, MATCH_NUMBER() AS mn, CLASSIFIER() AS c, LAST(B.v) AS lb, "
+        "FINAL COUNT(B.*) AS fb, FINAL LAST(C.w) AS cw, v AS now",
+        "A AS A.v > 5, B AS B.v < A.v, C AS C.v > A.v - 2",
+        rows="ALL ROWS PER MATCH",
+    ),
+    "all_rows_overlap": query(
+        "A B+ C",
+        "FIRST(B.v) AS fb, FINAL FIRST(C.ts) AS fc, COUNT(B.*) AS nb, LAST(w) AS lw, MATCH_NUMBER() AS mn",
+        "B AS B.v >= 3, C AS C.v > 7",
+        rows="ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+        skip="TO NEXT ROW",
+        within="WITHIN INTERVAL '9' SECOND",
+    ),
+    "all_rows_where": query(
+        "A{2,} B",
+        "COUNT(A.*) AS na, CLASSIFIER() AS c, FINAL LAST(A.v) AS la",
+        "A AS A.v < 5, B AS B.v >= 5",
+        rows="ALL ROWS PER MATCH OMIT EMPTY MATCHES",
+        where=" WHERE c = 'A' OR la > 2",
+        order="ts, w DESC",
+    ),
 }
 MIXED = ("brute_force", "card_testing", "order_keys")  # w: floats that round (0.1 + 0.2), integers, NULLs
 
@@ -236,11 +264,15 @@ def run(
     buckets: int = 0,
     max_pending_rows=None,
     max_match_rows=None,
+    dedup_key=None,
+    dedup_horizon_s: int = 0,
 ):
     q = cep.compile(text)
     options = {"max_pending_rows": max_pending_rows} if max_pending_rows else {}
     if max_match_rows:
         options["max_match_rows"] = max_match_rows
+    if dedup_key:
+        options.update(dedup_key=dedup_key, dedup_horizon_us=dedup_horizon_s * 1_000_000)
     engine = KeyedStream(
         q.plan,
         COLUMNS,
@@ -299,6 +331,8 @@ def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
             "absent_tail",
             "absent_middle",
             "prev_measure",
+            "all_rows",
+            "all_rows_overlap",
         ]
     ),
     session_s=st.sampled_from([None, 30]),
@@ -429,12 +463,123 @@ def test_a_per_key_checkpoint_goes_on_column_wise():
         rnd = random.Random(seed)
         batches = make_batches(rnd, 5)
         cut = rnd.randint(1, len(batches) - 1)
-        for name in ("greedy_tail", "within_greedy", "prev_next_row", "timeout_sla", "absent_tail", "absent_middle"):
+        for name in (
+            "greedy_tail",
+            "within_greedy",
+            "prev_next_row",
+            "timeout_sla",
+            "absent_tail",
+            "absent_middle",
+            "all_rows",
+            "all_rows_overlap",
+        ):
             engine, old = _fed(name, batches[:cut], buckets=3, columnar=False)
             new = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=True)
             new.tables, new.watermark_ms, new.max_event_ms = dict(old.tables), old.watermark_ms, old.max_event_ms
             for batch in batches[cut:]:
                 assert new.run_batch(batch) == old.run_batch(batch), (seed, name)
+
+
+DEDUPED = ("greedy_tail", "bounded", "within_greedy", "timeout_sla", "absent_tail", "where", "all_rows")
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(DEDUPED),
+    dedup_key=st.sampled_from([("w",), ("v", "w")]),
+    horizon_s=st.sampled_from([0, 4, 40]),
+    delay_s=st.sampled_from([0, 2, 5]),
+    session_s=st.sampled_from([None, 8, 30]),
+    buckets=st.sampled_from([0, 3]),
+)
+def test_dedup_key_columnar_equals_per_key(seed, name, dedup_key, horizon_s, delay_s, session_s, buckets):
+    """``dedup_key`` on the column-wise path: a row that repeats a value its key remembers is dropped (late
+    or not) and counted, an accepted row's value is remembered and a late row's is not, NULL repeats
+    nothing, and a value is forgotten once the watermark passes it by the horizon (a timer calls the key
+    for that): the same rows, ids, late rows, counts and timers as the per-key path, micro-batch by
+    micro-batch."""
+    batches = make_batches(random.Random(seed), delay_s)
+    options = dict(delay_s=delay_s, session_s=session_s, buckets=buckets, dedup_key=dedup_key)
+    stream = assert_same(QUERIES[name], batches, dedup_horizon_s=horizon_s, **options)
+    assert stream.step is not None
+
+
+@settings(max_examples=max(EXAMPLES // 2, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(["all_rows", "all_rows_overlap", "all_rows_where", "bounded", "timeout_sla"]),
+    delay_s=st.sampled_from([0, 2, 5]),
+    session_s=st.sampled_from([8, 30]),
+    deduped=st.booleans(),
+    buckets=st.sampled_from([0, 3]),
+)
+def test_a_column_wise_stream_gives_the_backtest_rows_and_ids(seed, name, delay_s, session_s, deduped, buckets):
+    """ALL ROWS PER MATCH and ``dedup_key`` streamed column-wise (random cuts, random watermark delays, late
+    rows, NULL event times, events delivered twice) give ``q.run(session_timeout=..., match_ids=True)``'s
+    (match id, row) pairs over the rows the stream took: those above the watermark, each event once."""
+    rnd = random.Random(seed)
+    batches, sent = [], []
+    for batch in make_batches(rnd, delay_s):
+        sent += [row for row in batch if row["ts"] is not None and row["k"] != "z"]
+        again = [dict(row) for row in rnd.sample(sent, min(len(sent), rnd.randint(0, 3)))] if deduped else []
+        batches.append([*batch, *again])
+    q = cep.compile(QUERIES[name])
+    dedup = {"dedup_key": ("ts", "v", "w"), "dedup_horizon_us": 3_600_000_000} if deduped else {}
+    engine = KeyedStream(
+        q.plan, COLUMNS, query_text=statement_text(q), session_timeout_us=session_s * 1_000_000, **dedup
+    )
+    stream = LocalStream(engine, delay_ms=delay_s * 1000, buckets=buckets, columnar=True)
+    streamed: Counter = Counter()
+    taken, events, watermark_ms, max_ms = [], set(), 0, None
+    for batch in batches:
+        rows, ids, _ = stream.run_batch(batch)
+        streamed.update((match_id, tuple(row)) for row, match_id in zip(rows, ids) if "z" not in row)
+        for row in batch:  # Spark's rule: a row above the watermark of its micro-batch is matched
+            ms = None if row["ts"] is None else int((row["ts"] - dt.datetime(1970, 1, 1)).total_seconds() * 1000)
+            event = (row["k"], row["ts"], row["v"], row["w"]) if deduped else id(row)
+            if ms is not None and ms > watermark_ms and row["k"] != "z" and event not in events:
+                taken.append(row)
+                events.add(event)
+        seen_ms = [int((r["ts"] - dt.datetime(1970, 1, 1)).total_seconds() * 1000) for r in batch if r["ts"]]
+        if seen_ms:
+            max_ms = max([*seen_ms, max_ms] if max_ms is not None else seen_ms)
+            watermark_ms = max(watermark_ms, max_ms - delay_s * 1000)
+    assert stream.step is not None and stream.step.vm_pieces == 0
+    rnd.shuffle(taken)  # a replay orders rows itself, ties as the stream does
+    replayed = q.run(taken, session_timeout=dt.timedelta(seconds=session_s), match_ids=True)
+    assert streamed == Counter((row.pop("match_id"), tuple(row.values())) for row in replayed)
+
+
+def test_dedup_values_survive_a_checkpoint_on_either_path():
+    """Remembered dedup values are state: a column-wise table keeps them in its bytes, and a per-key
+    checkpoint's are read when the stream goes on column-wise; the rest of the stream drops the same rows."""
+    dropped = 0
+    for seed in range(10):
+        rnd = random.Random(seed)
+        batches = make_batches(rnd, 5)
+        cut = rnd.randint(1, len(batches) - 1)
+        options = dict(delay_s=5, session_s=30, buckets=3, dedup_key=("v", "w"), dedup_horizon_s=20)
+        expected, _ = run(QUERIES["bounded"], batches, columnar=False, **options)
+        dropped += sum(step[3]["duplicates_dropped"] for step in expected)
+        for first_columnar in (False, True):
+            _, first = run(QUERIES["bounded"], batches[:cut], columnar=first_columnar, **options)
+            q = cep.compile(QUERIES["bounded"])
+            engine = KeyedStream(
+                q.plan,
+                COLUMNS,
+                query_text=q.text,
+                session_timeout_us=30_000_000,
+                dedup_key=("v", "w"),
+                dedup_horizon_us=20_000_000,
+            )
+            again = LocalStream(engine, delay_ms=5_000, buckets=3, columnar=True)
+            saved = {bucket: t if isinstance(t, bytes) else t.encode() for bucket, t in first.tables.items()}
+            again.tables, again.watermark_ms, again.max_event_ms = saved, first.watermark_ms, first.max_event_ms
+            for index, batch in enumerate(batches[cut:], start=cut):
+                out, ids, late = again.run_batch(batch)
+                assert (out, ids) == expected[index][:2], (seed, first_columnar, index)
+    assert dropped > 0  # the events repeat (v, w) pairs within a key
 
 
 TIMED = (
@@ -451,6 +596,7 @@ TIMED = (
     "card_testing",
     "next_within",
     "next_absent",
+    "all_rows_overlap",
 )
 
 
@@ -526,7 +672,8 @@ def test_the_watermark_alone_completes_an_absence_and_a_timeout(columnar):
 
 def test_spark_bucket_calls_equal_per_key_calls():
     """The function Spark calls for a bucket of keys (``_SparkStep``, called here with the frames and the
-    state Spark would give it) returns the same frame on both paths, bad rows included."""
+    state Spark would give it) returns the same frame on both paths, bad rows included, for ALL ROWS PER
+    MATCH and under a ``dedup_key`` too."""
     import pandas as pd
 
     from cep.spark_bridge.spark.columns import EVENT_US, MARKER, NULL_TIME
@@ -546,7 +693,9 @@ def test_spark_bucket_calls_equal_per_key_calls():
     types = {"k": "VARCHAR", "ts": "TIMESTAMP", "v": "BIGINT", "w": "BIGINT"}
     for seed in range(8):
         batches = make_batches(random.Random(seed), 5)
-        for name in ("within_first_hit", "running_sum", "timeout_sla", "absent_tail", "next_within", "order_keys"):
+        names = ("within_first_hit", "running_sum", "timeout_sla", "absent_tail", "next_within", "order_keys")
+        runs = [(name, ()) for name in names] + [("all_rows", ()), ("bounded", ("v", "w")), ("all_rows", ("w",))]
+        for name, dedup_key in runs:
             q = cep.compile(QUERIES[name])
             frames = []
             for columnar in (True, False):
@@ -561,6 +710,8 @@ def test_spark_bucket_calls_equal_per_key_calls():
                     late_rows=True,
                     key_buckets=1,
                     column_wise=columnar,
+                    dedup_key=dedup_key,
+                    dedup_horizon_us=3_000_000,
                 )
                 assert (step.route().stream == COLUMN_WISE) == columnar
                 state, top, out = State(), None, []
@@ -589,13 +740,23 @@ def test_spark_bucket_calls_equal_per_key_calls():
                                 ]
                         out.append(records)
                 frames.append(out)
-            assert frames[0] == frames[1], (seed, name)
+            assert frames[0] == frames[1], (seed, name, dedup_key)
 
 
 def test_explain_names_the_streaming_path():
     assert cep.compile(QUERIES["running_sum"]).explain().splitlines()[-1].startswith("  streaming: column-wise")
     vshape = cep.compile(query("A B+ C+", "COUNT(*) AS n", "B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)"))
     assert vshape.explain().splitlines()[-1].startswith("  streaming: column-wise")
+    assert "ALL ROWS PER MATCH: a match's rows" in cep.compile(QUERIES["all_rows"]).explain().splitlines()[-1]
+    # ALL ROWS that the column-wise rows cannot give exactly stays per key, and says why
+    for rows, measures, why in (
+        ("ALL ROWS PER MATCH WITH UNMATCHED ROWS", "COUNT(*) AS n", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"),
+        ("ALL ROWS PER MATCH", "SUM(B.v) AS s", "ALL ROWS PER MATCH with a measure not computed column-wise"),
+    ):
+        text = query("A B+", measures, "A AS A.v > 5, B AS B.v < 3", rows=rows)
+        route = KeyedStream(cep.compile(text).plan, COLUMNS, query_text=text).route()
+        assert route.stream_reasons == (f"not the sequence engine ({why})",)
+        assert cep.compile(text).plan.route(COLUMNS).batch != "sequence engine"
 
 
 def test_the_alert_rules_stream_column_wise_but_a_measure_reading_after_its_match_does_not():

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.sinks.payloads import ALERTMANAGER_BATCH, BodyFormat
 from cep.spark_bridge.sinks.webhook import WebhookSink
 from tests.test_sinks import alert
@@ -40,6 +41,7 @@ class CountingReceiver:
     def __init__(self, port: int = 0, *, close_after: int | None = None, drop_after: int | None = None) -> None:
         self.connections: list[list[tuple[str, object]]] = []
         self.sockets: list[socket.socket] = []
+        self.hung_up = threading.Semaphore(0)  # released once per connection the client closed
         self.lock = threading.Lock()
         self.fail = threading.Event()
         receiver = self
@@ -60,6 +62,10 @@ class CountingReceiver:
                     receiver.connections.append([])
                     receiver.sockets.append(self.connection)
                     self.mine = receiver.connections[-1]
+
+            def finish(self):
+                super().finish()
+                receiver.hung_up.release()
 
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -141,6 +147,23 @@ def test_one_connection_carries_every_request_of_a_sink(receivers, tmp_path):
     assert sorted(delivered_ids(receiver)) == sorted(a["match_id"] for a in alerts)
     assert {connection for _, _, connection in receiver.requests()} == {None}  # never "Connection: close"
     assert webhook.connection.opened == 1
+
+
+def test_stopping_the_lanes_closes_the_kept_connection(receivers, tmp_path):
+    """The stream's stop gives the receiver its connection back: the server sees the client hang up, not a
+    connection left open until the process exits."""
+    receiver = receivers()
+    webhook = sink(receiver.url, tmp_path)
+    lanes = DeliveryLanes([webhook], str(tmp_path / "outbox"), Journal(str(tmp_path / "journal"))).start()
+    try:
+        lanes.spool(0, sample_alerts(5))
+        assert lanes.drain(timeout=30) == []
+        assert sorted(delivered_ids(receiver)) == sorted(a["match_id"] for a in sample_alerts(5))
+        assert not receiver.hung_up.acquire(timeout=0.5)  # kept alive between micro-batches
+    finally:
+        lanes.stop(5)
+    assert receiver.hung_up.acquire(timeout=10)
+    assert webhook.connection.connection is None
 
 
 @pytest.mark.parametrize("how", ["close_after", "drop_after"])

@@ -68,6 +68,8 @@ def stream_line(route: Route) -> str:
     extra = f"; {timed} come out once the watermark (or a later row) passes their WITHIN deadline" if timed else ""
     if sequence_output.reads_before(plan.statement.match.measures):
         extra += "; measures with PREV: the Pike VM's measure code per match, over the rows before it too"
+    if plan.all_rows is not None:
+        extra += "; ALL ROWS PER MATCH: a match's rows, each with its match's id, once the match is final"
     if plan.machine.lookahead:
         extra += "; NEXT in DEFINE: a session's last rows are tested once the rows after them come (or it ends)"
     return (

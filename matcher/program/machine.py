@@ -30,11 +30,13 @@ from cep.matcher.sql.running import RunningAggregates
 class ColumnPlans:
     """The column-wise engines' analyses of one machine, each made on first ask and kept here, since a
     machine is built once per input schema and asked again on every run: ``(plan, [])`` when the engine
-    takes the query, ``(None, reasons)`` when it does not. ``vector/fastpath.plan_for`` fills ``regex``
-    and ``vector/sequence_plan.plan_for`` fills ``sequence``; this stage only holds them."""
+    takes the query, ``(None, reasons)`` when it does not. ``vector/fastpath.plan_for`` fills ``regex``,
+    ``vector/sequence_plan.plan_for`` fills ``sequence`` and ``sequence_plan.stream_plan_for`` fills
+    ``stream`` (the column-wise stream's plan, for ALL ROWS PER MATCH too); this stage only holds them."""
 
     regex: tuple | None = None
     sequence: tuple | None = None
+    stream: tuple | None = None
 
 
 @dataclass

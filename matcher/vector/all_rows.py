@@ -110,14 +110,32 @@ def columns(plan, data, layout, offsets, regs: np.ndarray, per_partition: np.nda
         if any(spec[2] is not None for spec in plan.all_rows)
         else None
     )
+    first_match = np.cumsum(per_partition) - per_partition
+    numbers = np.arange(m, dtype=np.int64) - first_match[match_part] + 1  # numbered from 1 in each partition
+    out += measure_columns(plan.all_rows, plan.machine.label_names, data, rows, lengths, numbers, labels, typed)
+    out += [data.gather(name, rows, typed) for name in output.row_columns[output.order_count :]]
+    return out, rows_per_partition
+
+
+def measure_columns(specs, label_names, data, rows, lengths, numbers, labels, typed: bool) -> list:
+    """Each measure (``measures``' specs) at every output row of m matches, as the VM's ``MatchView``
+    answers it there. ``rows``: the input row of each output row, match after match; ``lengths``: each
+    match's rows; ``numbers``: each match's MATCH_NUMBER(); ``labels``: each output row's label id (None
+    when no measure reads labels)."""
+    m, total = len(lengths), len(rows)
+    ends = np.cumsum(lengths)
+    first_out = ends - lengths  # each match's first output row
+    match_of = np.repeat(np.arange(m), lengths)
+    index = np.arange(total, dtype=np.int64)
+    within = index - first_out[match_of]
     none = np.full(total, -1, dtype=np.int64)
-    for kind, column, label_set, final in plan.all_rows:
-        if kind == "match_number":  # numbered from 1 in each partition
-            first_match = np.cumsum(per_partition) - per_partition
-            out.append(data.integers((np.arange(m, dtype=np.int64) - first_match[match_part] + 1)[match_of], typed))
+    out = []
+    for kind, column, label_set, final in specs:
+        if kind == "match_number":
+            out.append(data.integers(np.asarray(numbers, dtype=np.int64)[match_of], typed))
             continue
         if kind == "classifier":
-            names = np.array(list(plan.machine.label_names), dtype=object)
+            names = np.array(list(label_names), dtype=object)
             out.append(names[labels].tolist())
             continue
         member = None
@@ -150,8 +168,7 @@ def columns(plan, data, layout, offsets, regs: np.ndarray, per_partition: np.nda
             at = latest[(ends - 1)[match_of]] if final else latest
         picked = np.where(at < 0, none, rows[np.where(at < 0, 0, at)]) if total else none
         out.append(data.gather(column, picked, typed))
-    out += [data.gather(name, rows, typed) for name in output.row_columns[output.order_count :]]
-    return out, rows_per_partition
+    return out
 
 
 def _row_labels(label_groups, regs: np.ndarray, first_out: np.ndarray, total: int) -> np.ndarray:

@@ -123,6 +123,8 @@ class SequencePlan:
     # that B's condition when it reads only its row (and constant PREV/NEXT): the first B row after each
     # start is then found for all starts at once, without a scan
     quiet: Callable | None = None
+    # ALL ROWS PER MATCH (the column-wise stream's plan alone): the measures as ``all_rows.measures`` gives them
+    all_rows: list | None = None
     notes: list[str] = field(default_factory=list)
     # partitions per engine, and batches per route (``explain`` names them; tests check a route is taken)
     stats: dict[str, int] = field(

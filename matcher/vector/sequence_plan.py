@@ -15,7 +15,7 @@ from cep.grammar.columns import ColumnNames
 from cep.matcher.program import lowered
 from cep.matcher.program.machine import absence_labels
 from cep.matcher.sql.expressions import Scope
-from cep.matcher.vector import cumulative, first_hit, kernels, sequence_output
+from cep.matcher.vector import all_rows, cumulative, first_hit, kernels, sequence_output
 from cep.matcher.vector.lane_frame import History, Slot
 from cep.matcher.vector.pattern_regex import NotEligible
 from cep.matcher.vector.sequence import Item, SequencePlan
@@ -34,9 +34,14 @@ _NOT_AN_ITEM = {
 }
 
 
-def analyze(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple[SequencePlan | None, list[str]]:
+def analyze(
+    statement: ast.Statement, machine, input_columns: tuple[str, ...], *, stream: bool = False
+) -> tuple[SequencePlan | None, list[str]]:
+    """(plan, []) or (None, reasons). ``stream``: the plan of the column-wise stream, which also takes ALL
+    ROWS PER MATCH (its rows built from each match's items, ``all_rows.measure_columns``); the batch engine
+    emits one row per match."""
     try:
-        return _build(statement, machine, input_columns), []
+        return _build(statement, machine, input_columns, stream), []
     except NotEligible as why:
         return None, [str(why)]
 
@@ -52,12 +57,31 @@ def reasons_not(statement: ast.Statement, machine, input_columns: tuple[str, ...
     return _analysis(statement, machine, input_columns)[1]
 
 
+def stream_plan_for(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan | None:
+    """The plan the column-wise stream runs (``plan_for``'s, and for ALL ROWS PER MATCH one of its own)."""
+    return _stream_analysis(statement, machine, input_columns)[0]
+
+
+def stream_reasons_not(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> list[str]:
+    """Why the column-wise stream has no sequence plan for the query (empty: it has)."""
+    return _stream_analysis(statement, machine, input_columns)[1]
+
+
 def _analysis(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple:
     """``analyze``'s (plan or None, reasons), made on the first ask for this machine."""
     kept = machine.column_plans
     if kept.sequence is None:
         kept.sequence = analyze(statement, machine, input_columns)
     return kept.sequence
+
+
+def _stream_analysis(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> tuple:
+    if statement.match.rows_per_match.mode == "ONE":  # one row per match: the batch engine's plan
+        return _analysis(statement, machine, input_columns)
+    kept = machine.column_plans
+    if kept.stream is None:
+        kept.stream = analyze(statement, machine, input_columns, stream=True)
+    return kept.stream
 
 
 def _items(pattern: lowered.Node, labels: tuple[str, ...]) -> tuple[Item, ...]:
@@ -92,9 +116,10 @@ def _items(pattern: lowered.Node, labels: tuple[str, ...]) -> tuple[Item, ...]:
     return tuple(items)
 
 
-def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> SequencePlan:
+def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...], stream: bool = False) -> SequencePlan:
     mr = statement.match
-    if mr.rows_per_match.mode != "ONE":
+    every_row = mr.rows_per_match.mode != "ONE"
+    if every_row and not stream:
         raise NotEligible("ALL ROWS PER MATCH")
     if getattr(mr, "seek", False):
         raise NotEligible("SEEK")
@@ -157,16 +182,23 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
             pass
     measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
-    measures = sequence_output.compile_measures(
-        mr.measures,
-        measure_scope.column,
-        item_of,
-        machine.output.layout.status,
-        machine.output.layout.measures,
-        tuple(item.label for item in items),
-        machine.label_names,
+    all_rows_measures = None
+    if every_row:
+        all_rows_measures = _all_rows_measures(mr, items, absent, measure_scope, label_ids)
+    measures = (
+        None
+        if every_row
+        else sequence_output.compile_measures(
+            mr.measures,
+            measure_scope.column,
+            item_of,
+            machine.output.layout.status,
+            machine.output.layout.measures,
+            tuple(item.label for item in items),
+            machine.label_names,
+        )
     )
-    if measures is None and not sequence_output.reads_after(mr.measures):  # PREV in a measure: the rows before it too
+    if measures is None and not every_row and not sequence_output.reads_after(mr.measures):  # PREV: rows before it too
         layout = machine.output.layout
         measures = sequence_output.reading_before(
             layout.measures, tuple(item.label for item in items), machine.label_names, layout.status, machine.lookback
@@ -185,7 +217,23 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
         cumulative=thresholds,
         deadline=items[-1].label in absent,
         quiet=quiet,
+        all_rows=all_rows_measures,
     )
+
+
+def _all_rows_measures(mr: ast.MatchRecognize, items, absent: dict, scope: Scope, label_ids: dict) -> list:
+    """ALL ROWS PER MATCH's measures for the column-wise stream (``all_rows.measures``' specs), or
+    ``NotEligible``. Each item is one variable, so a match row's label is its item's."""
+    if mr.rows_per_match.mode not in all_rows.MODES:
+        raise NotEligible("ALL ROWS PER MATCH WITH UNMATCHED ROWS")
+    if mr.rows_per_match.show_timeout:
+        raise NotEligible("ALL ROWS PER MATCH with SHOW TIMEOUT MATCHES")
+    if absent:
+        raise NotEligible("ALL ROWS PER MATCH over an absence")
+    specs = all_rows.measures(mr, {name: frozenset({i}) for name, i in label_ids.items()}, [], scope)
+    if specs is None:
+        raise NotEligible("ALL ROWS PER MATCH with a measure not computed column-wise")
+    return specs
 
 
 def _absent(condition):

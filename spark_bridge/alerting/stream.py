@@ -80,6 +80,7 @@ from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting import layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
+from cep.spark_bridge.alerting.batch_cost import BatchCost
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
     DEFAULT_HOUSEKEEPING,
@@ -110,6 +111,11 @@ __all__ = ["AlertStream", "QueryFailed", "read_status", "rule_rows"]
 log = logging.getLogger("cep.alerting")
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
+
+# The one column a bad row brings to the driver: its reason, counted per micro-batch (its payload goes to the file).
+_REASON = "_cep_bad_reason"
+# The foreachBatch costs kept for the progress that reports each micro-batch (it comes a moment after).
+_COSTS_KEPT = 64
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -235,6 +241,7 @@ class AlertStream:
             "stopping": False,
         }
         self._seen_progress: set[tuple[int, str]] = set()
+        self._batch_costs: dict[int, dict] = {}  # foreachBatch's own costs by batch id (BatchCost)
         self._to_remove: list[str] = []
         self._recovering: int | None = None
         self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
@@ -357,43 +364,44 @@ class AlertStream:
         batch it committed already, and an outbox takes a batch id once (``DeliveryLanes.spool``): after a
         crash between the writes, the re-run writes only the missing ones; the late-row file and the journal
         record are named by the batch id and replaced whole. The batch is computed once (``persist``): the
-        rules' state and counts are those of one run."""
+        rules' state and counts are those of one run.
+
+        Every Spark job here costs a scheduling round on the micro-batch's path, so the batch is read by one
+        ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
+        payload) and written by one job per file sink, each in one task (one file per micro-batch). Where
+        the time goes, step by step, and the jobs started, go to the status with Spark's own parts
+        (``last_batch.foreach_batch``: ``BatchCost``)."""
         from pyspark.sql import functions as F
 
+        cost = BatchCost.start(batch.sparkSession)
         batch.persist()
         try:
             kind = F.col(KIND)
-            small = (
-                batch.where(kind.isin(KIND_STATS, KIND_LATE, KIND_FAILED))
-                .select(
-                    KIND,
-                    "rule_id",
-                    "rule_version",
-                    "match_id",
-                    "match_status",
-                    "partition_key",
-                    "first_event_time",
-                    "measures",
-                    STATS,
-                )
-                .collect()
-            )
-            bad = {
-                r[0]: int(r[1]) for r in batch.where(kind == KIND_BAD).groupBy(DEAD_LETTER_NAMES[0]).count().collect()
-            }
-            alerts = batch.where(kind == KIND_MATCH).select(*ALERT_NAMES)
+            with cost.step("collect"):  # runs the stateful step: the rules, in the Python workers
+                rows = batch.select(
+                    KIND, *ALERT_NAMES, STATS, F.when(kind == KIND_BAD, F.col(DEAD_LETTER_NAMES[0])).alias(_REASON)
+                ).collect()
+            small = [row for row in rows if row[KIND] in (KIND_STATS, KIND_LATE, KIND_FAILED)]
+            bad = dict(Counter(row[_REASON] for row in rows if row[KIND] == KIND_BAD))
             staged = None
             if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
-                staged = self.lanes.stage(
-                    batch_id,
-                    self.file_sink.as_stored(rows_to_alerts(alerts.collect())),
-                    keep_written=self.file_sink.has_batch(batch_id),
-                )
-            self.file_sink.commit(batch_id, alerts)
+                with cost.step("outbox_stage"):
+                    alerts = [{name: row[name] for name in ALERT_NAMES} for row in rows if row[KIND] == KIND_MATCH]
+                    staged = self.lanes.stage(
+                        batch_id,
+                        self.file_sink.as_stored(rows_to_alerts(alerts)),
+                        keep_written=self.file_sink.has_batch(batch_id),
+                    )
+            with cost.step("alerts_commit"):
+                self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
             if staged is not None:
-                self.lanes.seal(staged)
+                with cost.step("outbox_seal"):
+                    self.lanes.seal(staged)
             if bad:  # a micro-batch without bad rows leaves no empty file behind
-                self.bad_rows_sink.commit(batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES))
+                with cost.step("bad_rows_commit"):
+                    self.bad_rows_sink.commit(
+                        batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES).coalesce(1)
+                    )
         finally:
             batch.unpersist()
         calls: dict[tuple[str, str], list[int]] = {}
@@ -417,7 +425,19 @@ class AlertStream:
                 for index, value in enumerate(row[STATS]):
                     total[index] += int(value or 0)
         if late:
-            self._write_late(batch_id, late)
+            with cost.step("late_rows"):
+                self._write_late(batch_id, late)
+        with cost.step("journal"):
+            self._journal_batch(batch_id, calls, bad, late)
+        self._note_cost(batch_id, cost.done())
+
+    def _note_cost(self, batch_id: int, cost: dict) -> None:
+        """Keep a micro-batch's ``BatchCost`` until its progress is folded (the newest few only)."""
+        self._batch_costs[batch_id] = cost
+        for old in sorted(self._batch_costs)[:-_COSTS_KEPT]:
+            self._batch_costs.pop(old, None)
+
+    def _journal_batch(self, batch_id: int, calls: dict, bad: dict, late: list) -> None:
         self.journal.write(
             f"batch.{batch_id:012d}",
             {
@@ -601,6 +621,8 @@ class AlertStream:
                 "watermark": (_progress_get(progress, "eventTime", {}) or {}).get("watermark"),
                 "state_bytes": sum(int(_progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
                 "state_rows": sum(int(_progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
+                # inside addBatch: foreachBatch's steps and the Spark jobs it started (BatchCost)
+                "foreach_batch": self._batch_costs.get(int(batch)),
             }
             with self.book.lock:
                 last = self.status.get("last_batch") or {}

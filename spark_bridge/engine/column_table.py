@@ -222,6 +222,8 @@ class ColumnarTable:
     timers: dict[int, int] = field(default_factory=dict)  # key id -> µs, in the order Spark's timers are set
     pending: Rows | None = None
     carried: Rows | None = None
+    # ``dedup_key``: key id -> the dedup values it remembers -> their event times (µs), as a ``KeyState.seen``
+    seen: dict[int, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, initial in KEY_FIELDS.items():
@@ -251,9 +253,11 @@ class ColumnarTable:
         return out
 
     def holding(self) -> np.ndarray:
-        """Key ids that have state (an open session or pending rows)."""
+        """Key ids that have state (an open session, pending rows or remembered dedup values)."""
         has = self.fields["live"].astype(bool)
         has[self.pending.kid] = True
+        if self.seen:
+            has[np.fromiter(self.seen, dtype=np.int64, count=len(self.seen))] = True
         return np.flatnonzero(has)
 
     def __bool__(self) -> bool:
@@ -269,6 +273,7 @@ class ColumnarTable:
                 "pending": mine(self.pending),
                 "carried": mine(self.carried),
                 "fields": {name: int(values[kid]) for name, values in self.fields.items()},
+                "seen": _seen_lists(self.seen.get(kid)),
             }
         )
 
@@ -297,6 +302,12 @@ class ColumnarTable:
                 "timers": [[int(renumber[k]), us] for k, us in sorted(self.timers.items()) if renumber[k] >= 0],
                 "pending": rows(self.pending),
                 "carried": rows(self.carried),
+                # a table without dedup values writes no entry, so its bytes are those of a table from before them
+                **(
+                    {"seen": [[int(renumber[k]), _seen_lists(v)] for k, v in sorted(self.seen.items())]}
+                    if self.seen
+                    else {}
+                ),
             },
             compress=COMPRESS,
         )
@@ -371,6 +382,7 @@ class ColumnarTable:
             timers={kid: us for kid, us in data["timers"]},
             pending=Rows.unpack(data["pending"]),
             carried=Rows.unpack(data["carried"]),
+            seen={kid: _seen_dict(saved) for kid, saved in data.get("seen", ())},
         )
         return table
 
@@ -387,11 +399,7 @@ class ColumnarTable:
         for kid, key in zip(kids.tolist(), keys):
             st = KeyState.decode(key_table.states[key])
             if st.seen:
-                raise CepRuntimeError(
-                    "this checkpoint remembers dedup keys, which the column-wise path does not "
-                    "keep; restart with a new checkpoint location",
-                    code="E0482",
-                )
+                table.seen[kid] = _seen_dict(st.seen)
             if st.pending:
                 us = np.asarray(st.pending["us"], dtype=np.int64)
                 pending.append(
@@ -423,6 +431,15 @@ class ColumnarTable:
         for part in carried:
             table.carried = table.carried + part
         return table
+
+
+def _seen_lists(seen: dict | None) -> dict | None:
+    """Remembered dedup values as ``KeyState.seen`` writes them: {"keys": [...], "us": [...]}, or None."""
+    return {"keys": list(seen), "us": list(seen.values())} if seen else None
+
+
+def _seen_dict(saved: dict | None) -> dict:
+    return dict(zip(saved["keys"], saved["us"])) if saved else {}
 
 
 # The µs range numpy turns into datetime objects (years 1 to 9999); outside, ``micros_to_datetime`` clamps.

@@ -19,8 +19,8 @@ from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.keyed import StepResult
 
 TABLE_VERSION = 1
-# The ``kind`` of a column-wise table's bytes (``column_table.TABLE_KIND``): defined here, where ``KeyTable``
-# refuses it, since column_table.py comes after this module and imports it.
+# The ``kind`` of a column-wise table's bytes (``columnar.TABLE_KIND``; columnar.py imports this module's
+# neighbours, so the word is repeated here rather than imported).
 COLUMNAR_KIND = "cep-columnar-keys"
 
 

@@ -269,7 +269,7 @@ class KeyedStream:
     def route(self, one_key_per_call: str | None = None):
         """How a stream runs this query (``plan.choose_route``): column-wise, or per key and why.
         ``one_key_per_call``: why the caller calls one key at a time, when it does."""
-        return self.plan.route(self.input_columns, dedup=bool(self.dedup_columns), one_key_per_call=one_key_per_call)
+        return self.plan.route(self.input_columns, one_key_per_call=one_key_per_call)
 
     # ------------------------------------------------------------------------------------ one call
 
@@ -315,7 +315,7 @@ class KeyedStream:
         forced = st.forced
         floor = watermark_us if forced is None else max(watermark_us, forced)
         seen = self._seen(st, watermark_us)
-        keys = self._dedup_values(columns, count) if seen is not None else None
+        keys = self.dedup_values(columns, count) if seen is not None else None
         accepted: list[int] = []
         for index in range(count):
             us = event_us[index]
@@ -434,11 +434,19 @@ class KeyedStream:
         horizon = self.dedup_horizon_us
         return {key: us for key, us in zip(saved["keys"], saved["us"]) if us + horizon >= watermark_us}
 
-    def _dedup_values(self, columns: dict[str, list] | None, count: int) -> list | None:
+    def dedup_values(self, columns: dict[str, list] | None, count: int) -> list | None:
         """Each new row's dedup key (None when any part is NULL: NULL equals nothing), hashable."""
         if not count:
             return []
         parts = [columns[name] for name in self.dedup_columns]
+        if len(parts) == 1:  # the values themselves (None stays None), when all hash: checked in one C loop
+            values = list(parts[0])
+            try:
+                dict.fromkeys(values)
+            except TypeError:
+                pass
+            else:
+                return values
         values = []
         for value in zip(*parts):
             if any(v is None for v in value):

@@ -160,7 +160,7 @@ class LocalStream:
         engine, step = self.engine, self.step
         watermark_us = self.watermark_ms * 1000
         names = engine.partition_columns
-        wanted = tuple(dict.fromkeys(names + step.columns + (engine.time_column,)))
+        wanted = tuple(dict.fromkeys(names + step.read_columns + (engine.time_column,)))
         values = dict(zip(wanted, _columns_of(rows, wanted)))
         raw = values[names[0]] if len(names) == 1 else list(zip(*[values[c] for c in names]))
         if not names:
@@ -168,7 +168,7 @@ class LocalStream:
         codes, keys = key_codes(raw)
         if len(names) == 1:
             keys = [(v,) for v in keys]
-        columns = {name: typed(values[name]) for name in step.columns}
+        columns = {name: typed(values[name]) for name in step.read_columns}
         event_us, null_time = event_micros(values[engine.time_column])
         existing = list(self.tables)
         if self.buckets:

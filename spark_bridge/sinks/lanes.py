@@ -603,6 +603,16 @@ class DeliveryLanes:
         for lane in self.lanes.values():
             if lane.is_alive():
                 lane.join(max(0.0, deadline - time.monotonic()))
+        # A sink holds a kept-alive connection or a producer with buffered records: give them back once its
+        # lane has ended. A lane still running past the timeout keeps its sink open (closing under it would
+        # fail its delivery), and a sink that fails to close never keeps the others open.
+        for lane in self.lanes.values():
+            if lane.is_alive():
+                continue
+            try:
+                lane.sink.close()
+            except Exception as exc:  # noqa: BLE001 - one sink's close never stops the others'
+                self.event(f"sink {lane.sink.describe()}: closing it failed ({type(exc).__name__}: {exc})", "warning")
 
     def idle_changed(self) -> None:
         with self._idle:

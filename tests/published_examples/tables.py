@@ -9,8 +9,13 @@ cannot drift unnoticed. The printed forms handled:
 * Snowflake's boxed tables (``+---+`` borders, ``| a | b |`` rows, ``NULL``);
 * Markdown tables (YDB's documentation);
 * the Trino CLI's psql-like tables (`` a | b ``, ``---+---``, ``(2 rows)``);
-* SQL*Plus fixed-width columns (Oracle: a header line, a line of dashes giving the widths);
-* ``INSERT INTO t VALUES (...)`` statements, one or several rows each.
+* fixed-width columns under a rule: SQL*Plus (Oracle: a header line, a line of dashes giving the widths)
+  and Flink's documentation (a line of ``=`` giving the widths, strings and times in single quotes);
+* SQLcl's ``ansiconsole`` format (Practical Oracle SQL): no rule, each column starts where its heading
+  starts, values left-aligned, an empty cell is NULL (``parse_spaced`` reads the ones a translation
+  misaligned, by runs of two spaces, the translated values mapped back as the case says);
+* ``INSERT INTO t VALUES (...)`` statements, one or several rows each (Oracle's ``DATE '...'`` and
+  ``TO_DATE('...', 'format')`` give their text).
 
 Values are turned into the JSON form the cases use: INTEGER/BIGINT as int, DOUBLE/DECIMAL as float,
 DATE as ``YYYY-MM-DD``, TIMESTAMP as ``YYYY-MM-DD HH:MM:SS``, BOOLEAN as bool, ARRAY<...> as a list,
@@ -49,10 +54,10 @@ def to_date(text: str) -> str:
 
 def to_timestamp(text: str) -> str:
     text = text.strip()
-    m = re.fullmatch(r"(.+?)[ T](\d{2}):(\d{2}):(\d{2})(\.0+)?", text)
+    m = re.fullmatch(r"(.+?)[ T](\d{2}):(\d{2})(?::(\d{2}))?(\.0+)?", text)
     if m:
         day = to_date(m[1])
-        return f"{day} {m[2]}:{m[3]}:{m[4]}"
+        return f"{day} {m[2]}:{m[3]}:{m[4] or '00'}"
     return f"{to_date(text)} 00:00:00"
 
 
@@ -112,21 +117,52 @@ def parse_psql(text: str) -> tuple[list[str], list[list[str]]]:
     return [c.strip() for c in body[0].split("|")], [[c.strip() for c in line.split("|")] for line in body[1:]]
 
 
+def _unquote(cell: str) -> str:
+    """Flink's documentation prints strings and times in single quotes: ``'ACME'``."""
+    return cell[1:-1] if len(cell) >= 2 and cell[0] == cell[-1] == "'" else cell
+
+
 def parse_fixed(text: str) -> tuple[list[str], list[list[str]]]:
-    """SQL*Plus output: the dashes under the header give each column's start and width."""
+    """Fixed-width columns: the dashes (SQL*Plus) or ``=`` (Flink) under the header give each column's
+    start and width; without such a rule (SQLcl's ansiconsole) each heading's start is its column's."""
     lines = text.strip("\n").splitlines()
-    dashes = next(i for i, line in enumerate(lines) if re.fullmatch(r"[- ]+", line) and "-" in line)
-    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[dashes])]
+    rule = next((i for i, line in enumerate(lines) if re.fullmatch(r"[-= ]+", line) and line.strip()), None)
+    if rule is None:
+        return parse_aligned(text)
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+|=+", lines[rule])]
 
     def cut(line: str) -> list[str]:
-        return [line[a : b + 1 if k < len(spans) - 1 else None].strip() for k, (a, b) in enumerate(spans)]
+        return [_unquote(line[a : b + 1 if k < len(spans) - 1 else None].strip()) for k, (a, b) in enumerate(spans)]
 
-    header = cut(lines[dashes - 1])
+    header = cut(lines[rule - 1])
     rows = [
         cut(line)
-        for line in lines[dashes + 1 :]
+        for line in lines[rule + 1 :]
         if line.strip() and not re.fullmatch(r"\d+ rows? selected\.", line.strip())
     ]
+    return header, rows
+
+
+def parse_aligned(text: str) -> tuple[list[str], list[list[str]]]:
+    """SQLcl's ansiconsole output: each column starts where its heading starts (values are left-aligned,
+    so a cell is the text from its column's start to the next column's start; empty is NULL)."""
+    lines = [line for line in text.strip("\n").splitlines() if line.strip()]
+    starts = [m.start() for m in re.finditer(r"\S+", lines[0])]
+    bounds = list(zip(starts, [*starts[1:], None]))
+
+    def cut(line: str) -> list[str]:
+        return [line[a:b].strip() for a, b in bounds]
+
+    return cut(lines[0]), [cut(line) for line in lines[1:]]
+
+
+def parse_spaced(text: str) -> tuple[list[str], list[list[str]]]:
+    """Columns apart by two or more spaces, for a printed table whose alignment a translation broke (it
+    replaced values by shorter ones in other scripts); only for tables without empty cells."""
+    lines = [line for line in text.strip("\n").splitlines() if line.strip()]
+    header, *rows = [re.split(r"\s{2,}", line.strip()) for line in lines]
+    if any(len(row) != len(header) for row in rows):
+        raise ValueError("a row has an empty cell or a value with two spaces: not a spaced table")
     return header, rows
 
 
@@ -177,6 +213,8 @@ def _split_values(inner: str) -> list[str]:
 def parse_inserts(sql: str, table: str) -> list[list[str]]:
     """The rows of every ``INSERT INTO table VALUES ...`` statement in ``sql``, values as printed."""
     rows = []
+    sql = re.sub(r"\bto_date\(\s*('(?:[^']|'')*')\s*,\s*'[^']*'\s*\)", r"\1", sql, flags=re.I)
+    sql = re.sub(r"\bdate\s+'", "'", sql, flags=re.I)
     pattern = re.compile(r"insert\s+into\s+" + re.escape(table) + r"\s+values\s*(.*?);", re.I | re.S)
     for m in pattern.finditer(sql):
         for tup in re.finditer(r"\(((?:[^()']|'(?:[^']|'')*')*)\)", m.group(1)):
@@ -185,10 +223,11 @@ def parse_inserts(sql: str, table: str) -> list[list[str]]:
 
 
 def parse_values_clause(sql: str) -> list[list[str]]:
-    """The rows of an inline ``VALUES (...), (...)`` list (Trino's ``WITH t(...) AS (VALUES ...)``);
+    """The rows of a table the statement defines itself: an inline ``VALUES (...), (...)`` list (Trino's
+    ``WITH t(...) AS (VALUES ...)``), or Oracle's ``select 1 from dual union all select 2 from dual``;
     ``DATE '...'`` literals give their text."""
+    sql = re.sub(r"\bDATE\s+'", "'", sql, flags=re.I)
     m = re.search(r"\(\s*values\s*(.*?)\)\s*select", sql, re.I | re.S)
-    rows = []
-    for tup in re.finditer(r"\(((?:[^()']|'(?:[^']|'')*')*)\)", m.group(1)):
-        rows.append(_split_values(re.sub(r"\bDATE\s+'", "'", tup.group(1), flags=re.I)))
-    return rows
+    if m is None:
+        return [_split_values(row) for row in re.findall(r"select\s+(.*?)\s+from\s+dual\b", sql, re.I | re.S)]
+    return [_split_values(tup.group(1)) for tup in re.finditer(r"\(((?:[^()']|'(?:[^']|'')*')*)\)", m.group(1))]

@@ -73,9 +73,9 @@ def triage(
     rejected,
     result: CallResult,
 ) -> np.ndarray:
-    """Tell bad rows (NULL event time, or ``rejected`` upstream), late rows (at or below the watermark or
-    the key's forced release) and accepted rows apart; accepted rows join the pending table. Returns each
-    key's floor (the larger of its forced release and the watermark)."""
+    """Tell bad rows (NULL event time, or ``rejected`` upstream), repeated ones (``dedup_key``), late rows
+    (at or below the watermark or the key's forced release) and accepted rows apart; accepted rows join the
+    pending table. Returns each key's floor (the larger of its forced release and the watermark)."""
     stats = result.stats
     n = len(kids)
     floor = np.maximum(table.fields["forced"], watermark_us)
@@ -83,6 +83,13 @@ def triage(
     if rejected is not None:
         bad = bad | np.fromiter((r is not None for r in rejected), dtype=bool, count=n)
     late = ~bad & (event_us <= floor[kids])
+    kept = ~bad
+    if rules.engine.dedup_columns:  # a repeat is dropped, counted, and neither late nor accepted
+        forget(rules, table, result.given, watermark_us)
+        repeated = duplicates(rules, table, kids, columns, event_us, bad, late)
+        stats["duplicates_dropped"] = int(repeated.sum())
+        late &= ~repeated
+        kept &= ~repeated
     out_rows = np.flatnonzero(bad | late)
     if len(out_rows):
         behind_w = event_us[out_rows] <= watermark_us
@@ -96,12 +103,60 @@ def triage(
                 stats[reason] += 1
     stats["bad_rows"] = int(bad.sum())
     stats["late_rows"] = int(late.sum())
-    accepted = np.flatnonzero(~bad & ~late)
+    accepted = np.flatnonzero(kept & ~late)
     if len(accepted):
         table.pending = table.pending + Rows(
             kids[accepted], event_us[accepted], {name: as_column(columns[name])[accepted] for name in rules.columns}
         )
     return floor
+
+
+def duplicates(
+    rules: ColumnarRules,
+    table: ColumnarTable,
+    kids: np.ndarray,
+    columns: dict,
+    event_us: np.ndarray,
+    bad: np.ndarray,
+    late: np.ndarray,
+) -> np.ndarray:
+    """Which rows repeat a dedup value their key remembers (``keyed.py``'s rule, row by row in input order:
+    a repeat is dropped, late or not; an accepted row's value is remembered, a late row's is not; NULL in
+    a dedup column repeats nothing). Updates ``table.seen``."""
+    engine = rules.engine
+    repeated = np.zeros(len(kids), dtype=bool)
+    rows = np.flatnonzero(~bad)
+    if not len(rows):
+        return repeated
+    parts = {name: as_column(columns[name])[rows].tolist() for name in engine.dedup_columns}
+    values = engine.dedup_values(parts, len(rows))
+    seen_of, us_of, late_of = table.seen, event_us[rows].tolist(), late[rows].tolist()
+    for at, row, kid, value in zip(range(len(rows)), rows.tolist(), kids[rows].tolist(), values):
+        if value is None:
+            continue
+        seen = seen_of.get(kid)
+        if seen is not None and value in seen:
+            repeated[row] = True
+        elif not late_of[at]:
+            if seen is None:
+                seen = seen_of[kid] = {}
+            seen[value] = us_of[at]
+    return repeated
+
+
+def forget(rules: ColumnarRules, table: ColumnarTable, kids, watermark_us: int) -> None:
+    """The called keys forget the dedup values the watermark has passed by more than ``dedup_horizon_us``."""
+    if not table.seen:
+        return
+    horizon = rules.engine.dedup_horizon_us
+    for kid in kids:
+        seen = table.seen.get(kid)
+        if seen is not None:
+            kept = {value: us for value, us in seen.items() if us + horizon >= watermark_us}
+            if kept:
+                table.seen[kid] = kept
+            else:
+                del table.seen[kid]
 
 
 def called_keys(
@@ -118,6 +173,7 @@ def called_keys(
     held, at = table.timer_arrays()
     result.due = held[(at <= watermark_us) & ~called[held]].tolist()  # in the order the timers were set
     called[result.due] = True
+    forget(rules, table, result.due, watermark_us)
     stats["key_calls"] = len(busy) + len(result.due)
     stats["timers_fired"] = len(result.due)
     clock = floor.copy()

@@ -117,9 +117,11 @@ def _keep_decisions(rules: ColumnarRules, carried: Rows, walk: Walk, kept: np.nd
         carried.cols.pop(SEARCHED, None)
 
 
-def set_timers(table: ColumnarTable, call_order: list[int], clock: np.ndarray, gap, result: CallResult) -> None:
-    """Each called key's next timer (``keyed.py`` step 5), set in call order as Spark sets them; ``gap``:
-    the session timeout (µs), or None."""
+def set_timers(
+    rules: ColumnarRules, table: ColumnarTable, call_order: list[int], clock: np.ndarray, result: CallResult
+) -> None:
+    """Each called key's next timer (``keyed.py`` step 5), set in call order as Spark sets them."""
+    gap = rules.engine.session_timeout_us
     stats = result.stats
     f = table.fields
     pending = table.pending
@@ -147,5 +149,13 @@ def set_timers(table: ColumnarTable, call_order: list[int], clock: np.ndarray, g
         deadline[np.fromiter(deadlines, dtype=np.int64, count=len(deadlines))] = list(deadlines.values())
         found = deadline[called]
         due = np.where(is_live & (found != NO_TIME), np.minimum(due, np.maximum(found, clock[called] + 1)), due)
-    setting = (has_rows | is_live) & (due != never)
+    keeps = has_rows | is_live
+    if table.seen:  # forget remembered dedup values once the watermark passes them
+        remembered = [table.seen.get(kid) for kid in called.tolist()]
+        has_seen = np.fromiter((bool(seen) for seen in remembered), dtype=bool, count=len(called))
+        horizon = rules.engine.dedup_horizon_us
+        forget_at = [min(seen.values()) + horizon + 1 if seen else never for seen in remembered]
+        due = np.minimum(due, np.asarray(forget_at, dtype=np.int64))
+        keeps |= has_seen
+    setting = keeps & (due != never)
     timers.update(zip(called[setting].tolist(), due[setting].tolist()))

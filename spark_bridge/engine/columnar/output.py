@@ -8,7 +8,7 @@ from itertools import compress
 
 import numpy as np
 
-from cep.matcher.vector import kernels, sequence_output
+from cep.matcher.vector import all_rows, kernels, sequence_output
 from cep.spark_bridge.engine.column_table import DATETIME_US, ColumnarTable
 from cep.spark_bridge.engine.columnar.pieces import Pieces
 from cep.spark_bridge.engine.columnar.rules import ColumnarRules
@@ -41,12 +41,14 @@ def measure(
             loaded[name] = data.load(name, order)
         return loaded[name]
 
-    matches = sequence_output.Matches(
-        starts, begins, counts, numbers, order, data, load, values, timeouts, pieces.begin[parts]
-    )
-    measured = sequence_output.columns(rules.measures, matches)
-    if measured is None:
-        return None
+    measured = None
+    if rules.plan.all_rows is None:
+        matches = sequence_output.Matches(
+            starts, begins, counts, numbers, order, data, load, values, timeouts, pieces.begin[parts]
+        )
+        measured = sequence_output.columns(rules.measures, matches)
+        if measured is None:
+            return None
     positions = starts - pieces.begin[parts] + pieces.position[parts]
     first_us = walk.us[starts]
     clamped = (first_us < DATETIME_US[0]) | (first_us > DATETIME_US[1])
@@ -65,9 +67,15 @@ def measure(
         positions.tolist(),
         first_us.tolist(),
     )
-    of_match = np.repeat(np.arange(len(keys)), per_piece)
-    key_columns = [np.fromiter(column, dtype=object, count=len(keys))[of_match].tolist() for column in zip(*keys)]
-    found = list(zip(*key_columns, *measured))  # MATCH_RECOGNIZE's rows: the key, then the measures
+    key_of = np.repeat(np.arange(len(keys)), per_piece)  # each match's key
+    if measured is None:  # ALL ROWS PER MATCH: a row per match row, each with its match's id
+        lengths = counts.sum(axis=0)
+        found = every_row(rules, data, order, starts, counts, numbers)
+        per_piece = np.bincount(key_of, weights=lengths, minlength=len(keys)).astype(np.int64)
+        key_of = np.repeat(key_of, lengths)
+        ids = np.repeat(np.asarray(ids, dtype=object), lengths).tolist()
+    key_columns = [np.fromiter(column, dtype=object, count=len(keys))[key_of].tolist() for column in zip(*keys)]
+    found = list(zip(*key_columns, *(measured if measured is not None else found)))  # the key, then the rest
     ends = np.cumsum(per_piece)
     if rules.where is not None:  # WHERE may drop rows: each kept row keeps its match's id
         where = rules.where
@@ -81,3 +89,25 @@ def measure(
         out[part] = (found[lo:hi], ids[lo:hi])
         lo = hi
     return out
+
+
+def every_row(rules: ColumnarRules, data, order: np.ndarray, starts: np.ndarray, counts: np.ndarray, numbers) -> list:
+    """ALL ROWS PER MATCH: the columns after the key of every row of the matches at ``starts`` (engine
+    order; ``counts``: rows per item and match), as the VM's ``OutputBuilder`` lays them out: the ORDER BY
+    columns, the measures (``all_rows.measure_columns``), the other input columns."""
+    plan = rules.plan
+    layout = rules.base.output.layout
+    lengths = counts.sum(axis=0)
+    first_out = np.cumsum(lengths) - lengths
+    match_of = np.repeat(np.arange(len(starts)), lengths)
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - first_out[match_of]
+    rows = order[starts[match_of] + within]  # the row (in ``data``) of each output row
+    # each item is one variable: a row's label is its item's, the items' rows in pattern order
+    labels = np.repeat(np.tile(np.asarray(plan.item_labels, dtype=np.int64), len(starts)), counts.T.ravel())
+    head, tail = layout.row_columns[: layout.order_count], layout.row_columns[layout.order_count :]
+    columns = [data.gather(name, rows, False) for name in head]
+    columns += all_rows.measure_columns(
+        plan.all_rows, rules.base.label_names, data, rows, lengths, numbers, labels, False
+    )
+    columns += [data.gather(name, rows, False) for name in tail]
+    return columns

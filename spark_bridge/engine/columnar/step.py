@@ -24,6 +24,7 @@ class ColumnarStep:
         self.engine = engine
         self.plan = self.rules.plan
         self.columns = self.rules.columns
+        self.read_columns = engine.read_columns  # ``columns`` and the ``dedup_key`` columns: what a call reads
         self.vm_pieces = 0  # session pieces run on the Pike VM (a call or a piece the engine cannot take)
         self.notes: list[str] = []
 
@@ -42,7 +43,7 @@ class ColumnarStep:
         rejected=None,
     ) -> CallResult:
         """One call: rows of many keys (row i's partition key is ``keys[codes[i]]``, ``keys`` in order of
-        first appearance; ``columns`` holds at least ``engine.pending_columns``; ``event_us`` with
+        first appearance; ``columns`` holds at least ``read_columns``; ``event_us`` with
         ``null_time`` marking NULLs; ``rejected``: a bad-row reason per row, None where not rejected
         upstream), then the keys whose timer is due. ``table`` is updated in place."""
         # The call builds lists of Python values and drops them; nothing it makes is cyclic, so the cyclic
@@ -92,7 +93,7 @@ class ColumnarStep:
         table.carried = call.by_key(kept, self._match(table, rows, order, pieces, result))
 
         # 6. Timers and the per-call numbers of the called keys.
-        carry.set_timers(table, busy + result.due, clock, rules.engine.session_timeout_us, result)
+        carry.set_timers(rules, table, busy + result.due, clock, result)
         stats["matches_out"] = sum(len(r) for r in result.rows.values())
         return result
 

@@ -1,0 +1,87 @@
+"""Where one micro-batch's ``foreachBatch`` spends its time, step by step, and the Spark jobs it starts.
+
+``AlertStream._write_batch`` times each of its steps (``BatchCost.step``) and counts the Spark jobs and
+stages it started (Spark's status tracker, by the job group the micro-batch runs in); the stream puts them
+beside Spark's own parts of the micro-batch (``durationMs``) in the status's ``last_batch.foreach_batch``,
+so anyone can see, on a real deployment as in bench/kafka_e2e.py, whether a micro-batch's time goes to the
+rules (the ``collect`` step runs the stateful step), the file sinks, the outboxes or the journal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+# Spark's status tracker lists a job group's jobs as long as it retains them (spark.ui.retainedJobs, 1,000 by
+# default), far more than one micro-batch starts: the jobs new since the start of the batch are its own.
+_GROUP = "spark.jobGroup.id"
+
+
+@dataclass
+class BatchCost:
+    """Milliseconds per step of one ``foreachBatch`` call, and the jobs, stages and tasks it started."""
+
+    tracker: Any = None
+    store: Any = None  # Spark's status store (the JVM's), for the run time of each stage
+    group: str | None = None
+    jobs_before: frozenset[int] = frozenset()
+    started: float = field(default_factory=time.perf_counter)
+    steps_ms: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, spark: Any) -> BatchCost:
+        """Begin timing a micro-batch run on ``spark`` (the session ``foreachBatch`` hands over)."""
+        try:
+            context = spark.sparkContext
+            tracker = context.statusTracker()
+            group = context.getLocalProperty(_GROUP)
+            before = frozenset(tracker.getJobIdsForGroup(group))
+        except Exception:  # noqa: BLE001 - a Spark Connect session has no status tracker: times only
+            return cls()
+        try:
+            store = spark._jsparkSession.sparkContext().statusStore()
+        except Exception:  # noqa: BLE001 - no JVM at hand: counts without the stages' run times
+            store = None
+        return cls(tracker=tracker, store=store, group=group, jobs_before=before)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.steps_ms[name] = round((time.perf_counter() - began) * 1000, 1)
+
+    def done(self) -> dict:
+        """``{"total_ms", "steps_ms", "jobs", "stages", "tasks", "stage_run_ms"}`` (the counts None without a
+        status tracker)."""
+        jobs = stages = tasks = run_ms = None
+        if self.tracker is not None:
+            try:
+                new = sorted(set(self.tracker.getJobIdsForGroup(self.group)) - self.jobs_before)
+                infos = [self.tracker.getJobInfo(job) for job in new]
+                stage_ids = {stage for info in infos if info is not None for stage in info.stageIds}
+                # a stage whose output is cached or shuffled already is listed and skipped: it ran no task
+                ran = [s for s in map(self.tracker.getStageInfo, stage_ids) if s is not None and s.numCompletedTasks]
+                jobs, stages, tasks = len(new), len(ran), sum(s.numCompletedTasks for s in ran)
+                run_ms = self._stage_run_ms(sorted(s.stageId for s in ran))
+            except Exception:  # noqa: BLE001 - a stopping context: the times are still right
+                pass
+        return {
+            "total_ms": round((time.perf_counter() - self.started) * 1000, 1),
+            "steps_ms": dict(self.steps_ms),
+            "jobs": jobs,
+            "stages": stages,
+            "tasks": tasks,
+            "stage_run_ms": run_ms,
+        }
+
+    def _stage_run_ms(self, stage_ids: list[int]) -> list[int] | None:
+        """The tasks' run time summed per stage, in the order the stages ran (Spark's ``executorRunTime``; a
+        stage of a Python UDF counts the time its tasks waited for the Python workers)."""
+        if self.store is None:
+            return None
+        return [int(self.store.lastStageAttempt(stage).executorRunTime()) for stage in stage_ids]
