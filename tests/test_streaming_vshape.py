@@ -64,6 +64,20 @@ QUERIES = {
         timeouts=True,
     ),
     "v_where": query("A B+ C+", V_MEASURES, f"{FALL}, {RISE}", where=" WHERE n > 3"),
+    # ALL ROWS PER MATCH: every row of a final match, labelled by the end its run took
+    "v_all_rows": query(
+        "A B+ C+",
+        "FIRST(A.ts) AS f, COUNT(*) AS n, CLASSIFIER() AS cls, MATCH_NUMBER() AS mn",
+        f"{FALL_OR_FLAT}, {RISE_OR_FLAT}",
+        rows="ALL ROWS PER MATCH",
+    ),
+    "w_all_rows": query(
+        "A B+ C+ D+",
+        "COUNT(*) AS n, CLASSIFIER() AS cls, LAST(C.v) AS peak",
+        f"{FALL_OR_FLAT}, {RISE_OR_FLAT}, D AS D.v <= PREV(D.v) AND COUNT(D.*) <= 2",
+        rows="ALL ROWS PER MATCH",
+        skip="TO NEXT ROW",
+    ),
     # an absence's run of rows that are not B, then a run: it ends at the first C row
     "absent_then_run": query(
         "A !B C+",
@@ -144,7 +158,6 @@ SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
   AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+ C+)
   DEFINE B AS price <= PREV(price), C AS price >= PREV(price))""",
     "vee_within.sql": """-- name: vee_within
--- suppress: 20s
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
   MEASURES FIRST(A.ts) AS a_ts, COUNT(*) AS n, MATCH_STATUS() AS status
   ONE ROW PER MATCH SHOW TIMEOUT MATCHES AFTER MATCH SKIP TO NEXT ROW PATTERN (A B+ C+) WITHIN INTERVAL '9' SECOND
