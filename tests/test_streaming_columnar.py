@@ -303,19 +303,27 @@ def assert_same(text, batches, **options):
     return stream
 
 
+# A stream's random cases: the rows' seed, the session timeout, the watermark delay, the key buckets.
+STREAM_CASES = {
+    "seed": st.integers(0, 2**32 - 1),
+    "session_s": st.sampled_from([None, 8, 30]),
+    "delay_s": st.sampled_from([0, 2, 5]),
+    "buckets": st.sampled_from([0, 0, 3]),
+}
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    name=st.sampled_from(sorted(QUERIES)),
-    session_s=st.sampled_from([None, 8, 30]),
-    delay_s=st.sampled_from([0, 2, 5]),
-    buckets=st.sampled_from([0, 0, 3]),
-)
+@given(name=st.sampled_from(sorted(QUERIES)), **STREAM_CASES)
 def test_columnar_equals_per_key(seed, name, session_s, delay_s, buckets):
-    route = KeyedStream(cep.compile(QUERIES[name]).plan, COLUMNS, query_text=QUERIES[name]).route()
+    assert_column_wise_as_per_key(QUERIES[name], seed, session_s, delay_s, buckets, mixed=name in MIXED)
+
+
+def assert_column_wise_as_per_key(text: str, seed: int, session_s, delay_s: int, buckets: int, mixed: bool = False):
+    """``text`` routes column-wise, and over random micro-batches gives the per-key path's output."""
+    route = KeyedStream(cep.compile(text).plan, COLUMNS, query_text=text).route()
     assert (route.stream, route.stream_reasons) == (COLUMN_WISE, ())
-    batches = make_batches(random.Random(seed), delay_s, mixed=name in MIXED)
-    assert_same(QUERIES[name], batches, delay_s=delay_s, session_s=session_s, buckets=buckets)
+    batches = make_batches(random.Random(seed), delay_s, mixed=mixed)
+    assert_same(text, batches, delay_s=delay_s, session_s=session_s, buckets=buckets)
 
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,7 +12,6 @@ runs, bounded runs, conditions reading the match so far, WITHIN with SHOW TIMEOU
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import random
 from collections import Counter
@@ -29,10 +28,9 @@ from cep.spark_bridge.alerting.worker import runtime_for
 from cep.spark_bridge.engine.keyed import KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.match_ids import statement_text
-from tests.test_alerting import SENTINEL, TYPES, write_rule
-from tests.test_alerting_columnwise import drive, not_late, replayed
-from tests.test_alerting_columnwise import make_batches as alert_batches
-from tests.test_streaming_columnar import COLUMNS, assert_same, make_batches, query
+from tests.test_alerting import TYPES, write_rule
+from tests.test_alerting_columnwise import assert_column_wise_worker_as_per_key
+from tests.test_streaming_columnar import COLUMNS, STREAM_CASES, assert_column_wise_as_per_key, make_batches, query
 
 EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "180"))
 REPO = Path(__file__).resolve().parent.parent
@@ -110,18 +108,9 @@ QUERIES = {
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    name=st.sampled_from(sorted(QUERIES)),
-    session_s=st.sampled_from([None, 8, 30]),
-    delay_s=st.sampled_from([0, 2, 5]),
-    buckets=st.sampled_from([0, 0, 3]),
-)
+@given(name=st.sampled_from(sorted(QUERIES)), **STREAM_CASES)
 def test_the_v_family_column_wise_equals_per_key(seed, name, session_s, delay_s, buckets):
-    route = KeyedStream(cep.compile(QUERIES[name]).plan, COLUMNS, query_text=QUERIES[name]).route()
-    assert (route.stream, route.stream_reasons) == (COLUMN_WISE, ())
-    batches = make_batches(random.Random(seed), delay_s)
-    assert_same(QUERIES[name], batches, delay_s=delay_s, session_s=session_s, buckets=buckets)
+    assert_column_wise_as_per_key(QUERIES[name], seed, session_s, delay_s, buckets)
 
 
 @settings(max_examples=max(EXAMPLES // 3, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -195,12 +184,6 @@ def test_the_alerting_worker_runs_the_v_shape_rules_column_wise(tmp_path):
 def test_the_alerting_worker_s_v_shape_rules_equal_per_key_and_the_replay(tmp_path_factory, seed, delay_s, session_s):
     """``tests/test_alerting_columnwise.py``'s property over the V and W rules: the column-wise worker gives
     the per-key worker's alerts and counts, micro-batch by micro-batch, and the replay's rows and ids."""
-    store = _publish_vshape_rules(tmp_path_factory.mktemp("rules"), session_s)
-    batches = alert_batches(random.Random(seed), delay_s)
-    expected, _ = drive(store, batches, delay_s, column_wise=False)
-    got, _ = drive(store, batches, delay_s, column_wise=True)
-    for index, (want, have) in enumerate(zip(expected, got)):
-        assert have == want, f"micro-batch {index}"
-    sentinel = json.dumps({"symbol": SENTINEL})
-    streamed = Counter((a[0], a[1], a[3], a[6]) for alerts, _ in got for a in alerts if a[3] != sentinel)
-    assert streamed == replayed(store, not_late(batches, delay_s), session_s)
+    assert_column_wise_worker_as_per_key(
+        _publish_vshape_rules(tmp_path_factory.mktemp("rules"), session_s), seed, delay_s, session_s
+    )
