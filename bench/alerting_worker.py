@@ -4,14 +4,14 @@ column-wise rules on the column-wise step against every rule per key, for docs/p
     .venv/bin/python bench/alerting_worker.py                  # 200,000 ticks, 1,000 symbols, 6 micro-batches
     .venv/bin/python bench/alerting_worker.py --rows 400000 --repeat 1
 
-A rule set of bench/run.py's queries on one PARTITION BY (symbol): the column-wise ones (b, c, d, e, h) alone,
-then with the V-shape (a), which the chooser keeps per key. The ticks of bench/data.py go through ``Explode``
-and are grouped by (partition spec, bucket of keys) as Spark groups them (64 buckets; a CRC-32 places keys
-here, a Murmur3 hash on Spark), micro-batch by micro-batch in time order (watermark delay 5 s, session
-timeout 1 hour, then empty micro-batches that fire the timers). Only the ``AlertStep`` calls are timed
-(``time.process_time``, best of --repeat): input rows per CPU-second of the bucket calls, with the
-column-wise rules on (``AlertStep(column_wise=True)``, the service's default) and off (every rule on its
-per-key Pike VM, what the service ran before). Both runs must give the same alerts (match ids included).
+A rule set of bench/run.py's queries on one PARTITION BY (symbol): b, c, d, e and h, then with the V-shape (a), then
+the V-shape alone (its runs before the last item stream column-wise too: docs/streaming.md, "The V shape"). The
+ticks of bench/data.py go through ``Explode`` and are grouped by (partition spec, bucket of keys) as Spark groups
+them (64 buckets; a CRC-32 places keys here, a Murmur3 hash on Spark), micro-batch by micro-batch in time order
+(watermark delay 5 s, session timeout 1 hour, then empty micro-batches that fire the timers). Only the ``AlertStep``
+calls are timed (``time.process_time``, best of --repeat): input rows per CPU-second of the bucket calls, with the
+column-wise rules on (``AlertStep(column_wise=True)``, the service's default) and off (every rule on its per-key
+Pike VM, what the service ran before). Both runs must give the same alerts (match ids included).
 Writes bench/results-alerting-worker.json; bench/run.py's report puts it on docs/performance.md.
 """
 
@@ -36,7 +36,7 @@ BUCKETS = 64  # spark_bridge/spark/buckets.py's KEY_BUCKETS
 DELAY_MS = 5_000
 SESSION_US = 3_600_000_000
 COLUMN_WISE_RULES = "bcdeh"
-PER_KEY_RULES = "a"
+V_SHAPE_RULE = "a"
 
 
 class _State:
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
         "params": {k: v for k, v in vars(args).items() if k != "json"},
         "sets": {},
     }
-    for letters in (COLUMN_WISE_RULES, COLUMN_WISE_RULES + PER_KEY_RULES):
+    for letters in (COLUMN_WISE_RULES, COLUMN_WISE_RULES + V_SHAPE_RULE, V_SHAPE_RULE):
         with tempfile.TemporaryDirectory() as tmp:
             store_dir = rule_set(Path(tmp), letters, types)
             entry: dict = {"rules": list(letters)}

@@ -1313,8 +1313,9 @@ NOTES = [
     "Queries (b), (d), (e) read the match history (cross-variable references, LAST(v, 1), WITHIN, aggregates):"
     " the regex path declines them and the column-wise sequence engine (`matcher/vector/sequence.py`) takes"
     " them: every start row at once, item by item with numpy, the time limit, the earlier variables' rows and"
-    " the running aggregates read per start; a partition whose preferred match depends on backtracking runs on"
-    " the Pike VM. Its cost is the sum over start rows of the rows each looks at (a start that never matches"
+    " the running aggregates read per start; a start whose run has several ends tries them in the order the pattern"
+    " prefers (at most `MAX_RUN_ENDS`; past that, its partition runs on the Pike VM)."
+    " Its cost is the sum over start rows of the rows each looks at (a start that never matches"
     " looks at its whole WITHIN window). (f) is a sequence of runs whose A/B rows exclude C's: its run of A/B rows as"
     " long as the partition would make `re` restart quadratically, so `matcher/vector/runs.py` scans it in linear"
     " time with numpy (before, its guard sent the rows to the VM).",

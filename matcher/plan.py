@@ -125,15 +125,10 @@ def _why_per_key(statement: ast.Statement, machine: Machine, sequence, input_col
         why.append("NEXT in a measure (a match waits for the rows after it)")
     if sequence.within is not None and machine.within.column != machine.order_names[0]:
         why.append("WITHIN over another column than the event time")
-    # The plan's items, compiled from the machine's lowered pattern, are variables, quantified variables
-    # and absences: the shapes whose runs say which starts reached the end of the rows (``Lanes.reached``).
-    items = sequence.items
-    for index, item in enumerate(items):
-        last = index + 1 == len(items)
-        before_last_row = index + 2 == len(items) and items[-1].low == items[-1].high == 1
-        if item.low != item.high and not (last or before_last_row):
-            why.append("a run whose end depends on the items after the next one (backtracking)")
-            break
+    # Runs anywhere in the sequence (the V shape ``A B+ C+``, the W shape) stream column-wise: a start whose
+    # scan wanted a row past the rows given is carried (``decisions.py``); one whose run has more ends than
+    # the sequence engine tries (``sequence.MAX_RUN_ENDS``) is decided on the Pike VM, resumed there from
+    # the carried rows, so the answer is the per-key path's either way (docs/streaming.md).
     return why
 
 

@@ -183,7 +183,12 @@ def test_the_rule_set_mixes_column_wise_and_per_key_rules(tmp_path):
     session_s=st.sampled_from([15, 60]),
 )
 def test_column_wise_rules_equal_per_key_and_the_replay(tmp_path_factory, seed, delay_s, session_s):
-    store = publish(tmp_path_factory.mktemp("rules"), session_s)
+    assert_column_wise_worker_as_per_key(publish(tmp_path_factory.mktemp("rules"), session_s), seed, delay_s, session_s)
+
+
+def assert_column_wise_worker_as_per_key(store: RuleStore, seed: int, delay_s: int, session_s: int) -> None:
+    """Over random micro-batches, the column-wise worker gives the per-key worker's alerts and counts, and the
+    rows and ids of each rule's replay."""
     batches = make_batches(random.Random(seed), delay_s)
     expected, _ = drive(store, batches, delay_s, column_wise=False)
     got, _ = drive(store, batches, delay_s, column_wise=True)

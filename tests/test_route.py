@@ -83,10 +83,13 @@ def test_a_stream_runs_where_the_route_says_and_the_stream_facts_count():
     assert deduped.route() is plain.route() and LocalStream(deduped, delay_ms=0).step is not None
     forced = LocalStream(plain, delay_ms=0, columnar=False)
     assert forced.step is None and forced.route.stream_reasons == ("columnar=False",)
+    after = cep.compile(query("A{2,} B", "A AS A.v < 5, B AS B.v >= 5", measures="NEXT(B.v) AS later"))
+    reasons = KeyedStream(after.plan, COLUMNS, query_text=after.text).route().stream_reasons
+    assert reasons == ("NEXT in a measure (a match waits for the rows after it)",)
+    assert after.explain().splitlines()[-1] == "  streaming: per key on the Pike VM (" + reasons[0] + ")"
+    # the V shape: runs that are not the pattern's last item stream column-wise
     vshape = cep.compile(query("A B+ C+", "B AS B.v < PREV(B.v), C AS C.v > PREV(C.v)"))
-    reasons = KeyedStream(vshape.plan, COLUMNS, query_text=vshape.text).route().stream_reasons
-    assert reasons == ("a run whose end depends on the items after the next one (backtracking)",)
-    assert vshape.explain().splitlines()[-1] == "  streaming: per key on the Pike VM (" + reasons[0] + ")"
+    assert KeyedStream(vshape.plan, COLUMNS, query_text=vshape.text).route().stream == COLUMN_WISE
 
 
 def test_the_alerting_worker_runs_each_rule_where_the_chooser_and_cep_explain_say(tmp_path):

@@ -4,7 +4,7 @@ SHOW TIMEOUT MATCHES, references to earlier variables, FIRST/LAST with offsets a
 
 The generators stress what the engine decides column-wise: time gaps just inside, at and past the
 limit, ties in time and in values, runs that end at a partition's edge or at the limit, starts whose
-preferred end depends on backtracking (those partitions must go to the VM), several partitions in one
+preferred end depends on backtracking (tried end by end, or on the VM past ``MAX_RUN_ENDS``), several partitions in one
 batch and batches cut into chunks.
 """
 
@@ -17,7 +17,7 @@ from decimal import Decimal
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import cep
@@ -184,6 +184,14 @@ def _canonical(names, rows) -> Counter:
 
 @settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(text=sequence_queries(), rows=timed_rows(), chunk=st.sampled_from([sequence.CHUNK_ROWS, 1, 3]))
+# A+'s ends tried in turn: each turn starts B, C and D with no rows (C's FIRST(C.value, 1) reads C's rows)
+@example(
+    text="SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts MEASURES COUNT(*) AS n, LAST(A.value) AS v0 "
+    "PATTERN (A+ B+ C D) DEFINE A AS LAST(A.value, 1) IS NULL OR value >= LAST(A.value, 1), "
+    "C AS FIRST(C.value, 1) IS NULL OR value <> FIRST(C.value, 1), D AS value >= 2)",
+    rows=[{"part": "y", "ts": T0, "value": v} for v in (None, 0, 0, 2)],
+    chunk=sequence.CHUNK_ROWS,
+)
 def test_sequence_engine_equals_the_vm_and_the_reference(text, rows, chunk):
     _check(text, rows, chunk)
 
@@ -423,19 +431,39 @@ def test_first_of_the_variable_tested_reads_its_own_row_when_it_is_the_first():
     assert reference.reference_run(query.statement, rows) == [{"m": 1, "a": 1}, {"m": 2, "a": 2}]
 
 
-def test_a_start_whose_end_depends_on_backtracking_sends_its_partition_to_the_vm():
-    # A+ then B then C: where A's run ends depends on C (B holds on several rows of the run)
-    query = cep.compile("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts
-        MEASURES COUNT(*) AS n PATTERN (A+ B C) DEFINE A AS value >= 1, B AS value >= 2, C AS value < FIRST(value))""")
+def test_a_start_whose_end_depends_on_backtracking_tries_its_ends_in_turn():
+    # A+ then B then C: where A's run ends depends on C (B holds on several rows of the run): the ends are
+    # tried in the order the pattern prefers them, each by matching B and C again
+    text = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY part ORDER BY ts
+        MEASURES COUNT(*) AS n, COUNT(A.*) AS a PATTERN (A+ B C)
+        DEFINE A AS value >= 1, B AS value >= 2, C AS value < FIRST(value))"""
     rows = [
         {"part": p, "ts": T0 + dt.timedelta(seconds=i), "value": v}
-        for p, values in (("x", [1, 2, 2, 1, 0]), ("y", [1, 2, 0]))
+        for p, values in (("x", [1, 2, 2, 1, 0]), ("y", [1, 2, 0]), ("z", [1, 2, 2, 2, 0]))
         for i, v in enumerate(values)
     ]
     columns = rows_to_columns(rows)
-    plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
-    assert query.plan.run_columns(columns) == on_vm(query, columns)
-    assert plan.stats["vm_partitions"] == 1 and plan.stats["sequence_partitions"] == 1
+    for pattern, by_hand in (("A+ B C", [(3, 1), (3, 1), (5, 3)]), ("A+? B C", [(3, 1), (3, 1), (5, 3)])):
+        query = cep.compile(text.replace("A+ B C", pattern))
+        plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(columns)), tuple(columns))
+        # x: A = 1 2 2 1 (its ends before a 2: three) fails with each (C needs a value below 1 after B); from
+        # row 1 on, A = 2 (B = 2, C = 1 < 2); y: A B C; z: the longest A first (greedy), the shortest
+        # (reluctant): only A = 1 2 2, B = 2, C = 0 matches from row 0
+        assert query.plan.run_columns(columns) == on_vm(query, columns)
+        assert plan.stats["vm_partitions"] == 0 and plan.stats["sequence_partitions"] == 3, pattern
+        assert [(r["n"], r["a"]) for r in query.run(rows)] == by_hand, pattern
+    # more ends than a start tries (MAX_RUN_ENDS), none but the last matching: the partition goes to the VM
+    query = cep.compile(text.replace("A+ B C", "A+? B C"))
+    many = rows_to_columns(
+        [
+            {"part": "w", "ts": T0 + dt.timedelta(seconds=i), "value": v}
+            for i, v in enumerate([1] + [2] * (sequence.MAX_RUN_ENDS + 2) + [0])
+        ]
+    )
+    plan = sequence_plan.plan_for(query.statement, query.plan.machine(tuple(many)), tuple(many))
+    got = query.plan.run_columns(many)
+    assert got == on_vm(query, many) and got[1] == [("w", sequence.MAX_RUN_ENDS + 4, sequence.MAX_RUN_ENDS + 2)]
+    assert plan.stats["vm_partitions"] == 1
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

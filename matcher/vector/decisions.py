@@ -10,6 +10,16 @@ clock passes their deadline; a B row before it is final at once. ``decide`` runs
 ``SequencePlan.run`` does and returns that flag beside the outcome and the rows of each item, per start.
 Batch runs never call it (``Query.run`` gives the whole input: the end of the rows is the true end).
 
+Runs before the last item (the V shape ``A B+ C+``) follow the same rule, because each run is one forward
+scan: a start is final once every run of its match was closed by a row (its condition failing, its bound,
+WITHIN's deadline), none by the end of the rows. B's run is weighed only against C's first row: C is last
+and takes one row or more, so the last end of B's run where C holds (the first, reluctant) completes the
+match, whatever the other ends (``Lanes._settles``). A run followed by two items or more with two ends
+possible (the W shape with flat ticks) tries them in the order the pattern prefers (``Lanes._backtrack``):
+every rest tried until one matched must be closed too, so a start is final only when no more preferred
+end could still match. Past ``MAX_RUN_ENDS`` ends it is AMBIGUOUS: final, but decided by the Pike VM (a
+stream resumes it there).
+
 A start that is not final is matched again by the stream's next call, over the same rows and the new ones.
 Where its run's end is searched for (``first_hit``: ``A B*? C``, ``C.price < A.price - 0.10``) and the
 search found no hit before the end of the rows, ``searched`` says how far it went, and the next call's

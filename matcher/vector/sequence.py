@@ -25,8 +25,12 @@ tests the next item's first row (where the run could end) and the item's own con
 on), both evaluated column-wise over the lanes (``LaneFrame``: the kernels' frame, one current row per
 lane). A run ends where its condition fails, at its bound, or at the lane's limit (its partition's end, or
 WITHIN). The preferred end is then the last (greedy) or first (reluctant) place where the next item
-holds; when the next item is not the last and several ends are possible, which one wins depends on the
-rest of the pattern (backtracking): that start is *ambiguous*, and its partition goes to the Pike VM.
+holds. When the next item is the last and takes one row or more, that end always completes the match
+(``Lanes._settles``: the V shape ``A B+ C+``). When two items or more follow and several ends are possible,
+which one wins depends on the rest of the pattern (backtracking): the start tries its ends in the order the
+pattern prefers, matching the rest again from each (``Lanes._backtrack``, at most ``MAX_RUN_ENDS``); past
+that bound, or where a partial match that times out is a row, the start is *ambiguous*, and its partition
+goes to the Pike VM.
 The work is the sum over starts of the rows each looks at: bounded by the run lengths, the time limit and
 the thresholds, not by the partition.
 
@@ -71,6 +75,12 @@ CHUNK_ROWS = 1 << 20
 # batch goes to the VM, which bounds such open tails itself (E0431).
 SCAN_BUDGET_PER_ROW = 256
 SCAN_SLACK = 1 << 16
+
+# The ends of one run a start tries in turn, in the order the pattern prefers them, when the run has several
+# and two items or more follow it (backtracking: ``Lanes._backtrack``): each try matches the items after it
+# again for that start, so a start costs at most this many scans of its rest; past it the start is AMBIGUOUS
+# and the Pike VM, which weighs every end at once as threads, decides it.
+MAX_RUN_ENDS = 8
 
 # A start's outcome, in the codes the AFTER MATCH SKIP walk reads (``program/skip.py``); a start whose
 # preferred match depends on backtracking is AMBIGUOUS: the walk stops there and the VM decides.
@@ -411,25 +421,27 @@ class Lanes:
     # ------------------------------------------------------------------------------------ matching
 
     def match(self, outcome: np.ndarray, spans: np.ndarray) -> None:
-        plan = self.plan
         lanes = np.arange(self.n, dtype=np.int64)
         if self.starts is not None:
             lanes = lanes[self.starts]
         pos = lanes.copy()
         state = np.full(self.n, FAIL, dtype=np.int8)
-        items = plan.items
-        for index, item in enumerate(items):
-            if not len(lanes):
-                break
-            following = items[index + 1] if index + 1 < len(items) else None
-            last_next = following is not None and index + 2 == len(items) and following.low == following.high == 1
-            lanes, pos = self._item(index, item, following, last_next, lanes, pos, state)
-        if len(lanes):  # every item matched
-            state[lanes] = MATCH
+        self._rest(0, lanes, pos, state)
         if not self.plan.show_timeout:
             state[state == TIMEOUT] = FAIL
         outcome[self.begin : self.end] = state
         spans[:, self.begin : self.end] = self.item_count
+
+    def _rest(self, first: int, lanes, pos, state) -> None:
+        """Match items ``first`` on for ``lanes`` at rows ``pos``: the lanes that take them all MATCH."""
+        items = self.plan.items
+        for index in range(first, len(items)):
+            if not len(lanes):
+                return
+            following = items[index + 1] if index + 1 < len(items) else None
+            last_next = following is not None and index + 2 == len(items) and following.low == following.high == 1
+            lanes, pos = self._item(index, items[index], following, last_next, lanes, pos, state)
+        state[lanes] = MATCH
 
     def _item(self, index: int, item: Item, following: Item | None, next_is_last: bool, lanes, pos, state):
         """Scan item ``index`` for ``lanes`` at rows ``pos``; returns the lanes that go on, and where.
@@ -465,7 +477,13 @@ class Lanes:
         # A fixed count hands its lanes to the next item, which tests its own rows; only a single-row
         # last item is tested here, to finish the match at once.
         fixed = low == high and not next_is_last
-        stop_first = (last and not greedy) or (next_is_last and not greedy)
+        settles = self._settles(index, following)
+        stop_first = (last or next_is_last or settles) and not greedy
+        ends_seen = None  # (lanes, run length) of every end, for ``_backtrack``; the aggregates at the run's start
+        if not (last or fixed or next_is_last or settles):
+            ends_seen = ([], [acc.snapshot(m) for acc in self.acc])
+            for acc, snap in zip(self.acc, ends_seen[1]):
+                acc.save(snap, np.arange(m), lanes)
         step = 0
         while len(scanning):
             self.budget -= len(scanning)
@@ -488,6 +506,8 @@ class Lanes:
                     take = hit if greedy else hit[chosen[hit] < 0]
                     chosen[take] = step
                     found[hit] += 1
+                    if ends_seen is not None:
+                        ends_seen[0].append((hit, step))
                     for acc, snap in zip(self.acc, snapshots):
                         acc.save(snap, take, lanes[take])
                 if stop_first:
@@ -512,9 +532,13 @@ class Lanes:
                 acc.add(item.label, lane, row)
             step += 1
         self.reached[lanes[at_limit]] = True
-        return self._resolve(
+        going, going_pos = self._resolve(
             index, item, following, next_is_last, lanes, pos, chosen, found, at_limit, snapshots, state
         )
+        if ends_seen is not None and ends_seen[0]:
+            several = (found + at_limit >= 2) & (found <= MAX_RUN_ENDS)
+            self._backtrack(index, item, lanes, pos, several, ends_seen, state)
+        return going, going_pos
 
     def _first_hit(self, index: int, item: Item, following: Item, route, lanes, pos, state):
         """A run that takes every row, then the last item: it ends at the first (reluctant) or last
@@ -590,6 +614,9 @@ class Lanes:
             timed = ~done & at_limit & self.expired[lanes]
             state[lanes[timed]] = TIMEOUT
             return lanes[:0], pos[:0]
+        if self._settles(index, following):  # the preferred end always completes: no other end is weighed
+            found = np.minimum(found, 1)
+            at_limit = at_limit & (found == 0)
         ways = found + at_limit
         state[lanes[ways >= 2]] = AMBIGUOUS
         timed = (ways == 1) & at_limit & self.expired[lanes]
@@ -597,6 +624,62 @@ class Lanes:
         going = (ways == 1) & (chosen >= 0)
         self._restore(index, lanes, chosen, going, snapshots)
         return lanes[going], pos[going] + chosen[going]
+
+    def _backtrack(self, index: int, item: Item, lanes, pos, several, ends_seen, state) -> None:
+        """The starts (``several``) whose run ``index`` has several ends, followed by two items or more:
+        each tries its ends in the order the pattern prefers them (greedy: the longest first), matching
+        the items after the run again from each, until one matches (MATCH) or its rest is AMBIGUOUS. A
+        rest that fails (or runs out of time: no TIMEOUT row is asked for) moves on to the next end, as
+        the VM's less preferred thread goes on when a preferred one dies. A rest that wanted a row past the
+        rows given marks the start ``reached``: on a stream it is carried, as its preferred match may
+        still come. SHOW TIMEOUT MATCHES and a trailing absence, whose partial matches that time out are
+        rows, stay AMBIGUOUS."""
+        if self.plan.show_timeout or self.plan.deadline:
+            return
+        hits, opening = ends_seen
+        at = np.concatenate([h for h, _ in hits])
+        lengths = np.concatenate([np.full(len(h), step, dtype=np.int64) for h, step in hits])
+        keep = several[at]
+        at, lengths = at[keep], lengths[keep]
+        if not len(at):
+            return
+        order = np.lexsort((-lengths if item.greedy else lengths, at))
+        at, lengths = at[order], lengths[order]
+        rank = np.arange(len(at)) - np.searchsorted(at, at)  # each end's place in its start's preference
+        if self.resume is not None:  # an earlier call's search followed another end: search again
+            self.resume = self.resume.copy()
+            self.resume[lanes[several]] = 0
+        state[lanes[several]] = FAIL
+        undecided = several.copy()
+        for turn in range(MAX_RUN_ENDS):
+            pick = (rank == turn) & undecided[at]
+            if not pick.any():
+                break
+            which, count = at[pick], lengths[pick]
+            lane, start = lanes[which], pos[which]
+            self.item_count[index, lane] = count
+            self.item_count[index + 1 :, lane] = 0  # the items after: none of their rows yet (``LaneFrame``)
+            self.item_begin[index + 1 :, lane] = -1
+            for acc, snap in zip(self.acc, opening):
+                acc.restore(snap, which, lane)
+                for step in range(int(count.max())):
+                    longer = count > step
+                    acc.add(item.label, lane[longer], start[longer] + step)
+            self._rest(index + 1, lane, start + count, state)
+            outcome = state[lane]
+            done = (outcome == MATCH) | (outcome == AMBIGUOUS)
+            state[lane[~done]] = FAIL
+            undecided[which[done]] = False
+        self.searched[lanes[several]] = 0
+
+    def _settles(self, index: int, following: Item | None) -> bool:
+        """Whether a run's preferred end (its last end where the next item holds, greedy; its first,
+        reluctant) is its match's end whatever the other ends: the next item is the pattern's last and
+        takes one row or more, so its first row, tested there, completes the match (the V shape ``A B+
+        C+``, whose B and C may both hold on a row). Any other run followed by two items or more, with
+        two ends possible, needs backtracking (``_backtrack``)."""
+        items = self.plan.items
+        return following is not None and index + 2 == len(items) and following.low == 1 and not self.plan.deadline
 
     def _restore(self, index, lanes, chosen, which, snapshots) -> None:
         """The chosen run length's count and aggregates for the lanes ``which``."""
