@@ -16,6 +16,10 @@ file source read one file per micro-batch (``maxFilesPerTrigger=1``, ``trigger(a
 3. restart: the query stopped and started again on its checkpoint with one more file: seconds from
    ``start()`` to the end of its first micro-batch (the state store is loaded from the checkpoint).
 
+``--compare-with DIR`` runs each (store, keys) a second time with another checkout's code (DIR's own
+``.venv`` and bench/state_scale.py, e.g. a worktree of the previous release), right after this one's: the two
+state layouts side by side under the same load.
+
 Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
 the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
 (``VmHWM``) of the driver's Python, its JVM and the largest Python worker (bench/procmem.py), the median
@@ -82,6 +86,11 @@ def write_files(directory: Path, keys: int, fill_rows: int, steady_batches: int,
         os.utime(path, (START_S + index, START_S + index))
         counts.append(len(users))
     return counts
+
+
+def commit_of(root: Path) -> str:
+    done = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
+    return done.stdout.strip()[:60] or str(root)
 
 
 def directory_bytes(path: Path) -> int:
@@ -190,6 +199,7 @@ def main() -> int:
     parser.add_argument("--steady-batches", type=int, default=4)
     parser.add_argument("--steady-rows", type=int, default=2_000)
     parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
+    parser.add_argument("--compare-with", help="another checkout: each run again with its code (its own .venv)")
     parser.add_argument("--one", help="internal: run one store:keys in this process and print its JSON")
     parser.add_argument("--json", default=str(HERE / "results-state-scale.json"))
     args = parser.parse_args()
@@ -197,24 +207,30 @@ def main() -> int:
         store, keys = args.one.split(":")
         print("RESULT " + json.dumps(one(store, int(keys), args)), flush=True)
         return 0
+    codes = [("this", REPO)] + ([("compared", Path(args.compare_with).resolve())] if args.compare_with else [])
     runs = []
     for keys in [int(k) for k in args.keys.split(",")]:
         for store in args.stores.split(","):  # the stores side by side at each size: the load is alike
-            load = [round(x, 2) for x in os.getloadavg()]
-            command = [sys.executable, __file__, "--one", f"{store}:{keys}"]
-            command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
-            command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
-            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-            result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
-            run["load_average_before"] = load
-            runs.append(run)
-            print(json.dumps(run), flush=True)
+            for code, root in codes:
+                load = [round(x, 2) for x in os.getloadavg()]
+                python = sys.executable if code == "this" else str(root / ".venv" / "bin" / "python")
+                command = [python, str(root / "bench" / "state_scale.py"), "--one", f"{store}:{keys}"]
+                command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
+                command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
+                done = subprocess.run(command, capture_output=True, text=True, cwd=root)
+                result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
+                run["code"] = code if code == "this" else f"{code}: {commit_of(root)}"
+                run["load_average_before"] = load
+                run["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+                runs.append(run)
+                print(json.dumps(run), flush=True)
     report = {
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "nproc": os.cpu_count(),
         "query": QUERY,
-        "params": {k: v for k, v in vars(args).items() if k not in ("one", "json")},
+        "params": {k: v for k, v in vars(args).items() if k not in ("one", "json", "compare_with")},
+        "this_commit": commit_of(REPO),
         "runs": runs,
         "command": "make bench-state  (.venv/bin/python bench/state_scale.py)",
     }

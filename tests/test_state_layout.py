@@ -42,6 +42,8 @@ key_values = st.one_of(
 def tables(draw) -> KeyTable:
     width = draw(st.integers(0, 3))
     keys = draw(st.lists(st.tuples(*[key_values] * width), max_size=40 if width else 1))
+    if draw(st.booleans()):  # keys of several widths (a stream's have one, a table filled by hand may not)
+        keys += draw(st.lists(st.lists(key_values, max_size=3).map(tuple), max_size=5))
     table = KeyTable(buckets=draw(st.integers(0, 4096)))
     for key in keys:
         timer = draw(st.one_of(st.none(), st.integers(-(2**63) + 1, 2**63 - 1)))

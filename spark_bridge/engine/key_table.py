@@ -73,16 +73,14 @@ class KeyTable:
         keys = list(self.states)
         timers = self.timers
         at = np.fromiter((timers.get(key, NO_TIMER) for key in keys), dtype=np.int64, count=len(keys))
-        return codec.encode(
-            {
-                "v": TABLE_VERSION,
-                "buckets": self.buckets,
-                "key_count": len(keys),
-                "key_columns": [list(column) for column in zip(*keys)],
-                "timers": at.astype("<i8", copy=False).tobytes(),
-                "states": list(self.states.values()),
-            }
-        )
+        data: dict[str, Any] = {"v": TABLE_VERSION, "buckets": self.buckets, "key_count": len(keys)}
+        if len(set(map(len, keys))) <= 1:  # a stream's keys: one value per partition column
+            data["key_columns"] = [list(column) for column in zip(*keys)]
+        else:  # keys of several widths (a table filled by hand): a list per key
+            data["key_rows"] = [list(key) for key in keys]
+        data["timers"] = at.astype("<i8", copy=False).tobytes()
+        data["states"] = list(self.states.values())
+        return codec.encode(data)
 
     @classmethod
     def decode(cls, blob: bytes | None, buckets: int) -> KeyTable:
@@ -124,7 +122,10 @@ class KeyTable:
                     table.timers[key] = timer
             return table
         count = data["key_count"]
-        keys = list(zip(*data["key_columns"])) if data["key_columns"] else [()] * count
+        if "key_rows" in data:
+            keys = [tuple(key) for key in data["key_rows"]]
+        else:
+            keys = list(zip(*data["key_columns"])) if data["key_columns"] else [()] * count
         table.states = dict(zip(keys, data["states"]))
         at = np.frombuffer(data["timers"], dtype="<i8")
         held = np.flatnonzero(at != NO_TIMER).tolist()
