@@ -213,6 +213,7 @@ def main() -> int:
         for store in args.stores.split(","):  # the stores side by side at each size: the load is alike
             for code, root in codes:
                 load = [round(x, 2) for x in os.getloadavg()]
+                commit = commit_of(root)
                 python = sys.executable if code == "this" else str(root / ".venv" / "bin" / "python")
                 command = [python, str(root / "bench" / "state_scale.py"), "--one", f"{store}:{keys}"]
                 command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
@@ -220,7 +221,7 @@ def main() -> int:
                 done = subprocess.run(command, capture_output=True, text=True, cwd=root)
                 result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
                 run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
-                run["code"] = code if code == "this" else f"{code}: {commit_of(root)}"
+                run["code"] = code if code == "this" else f"{code}: {commit}"
                 run["load_average_before"] = load
                 run["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
                 runs.append(run)
