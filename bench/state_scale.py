@@ -143,7 +143,8 @@ def one(store: str, keys: int, args) -> dict:
         counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows)
         source = work / "in"
         source.mkdir()
-        spark = get_spark("local[2]", app_name="cep-state-scale", state_store=store)
+        conf = dict(item.split("=", 1) for item in args.conf)
+        spark = get_spark("local[2]", app_name="cep-state-scale", state_store=store, conf=conf)
         q = cep.compile(QUERY)
         files = sorted((work / "all").iterdir())
         for f in files[:-1]:
@@ -168,6 +169,7 @@ def one(store: str, keys: int, args) -> dict:
             "store_in_checkpoint": checkpoint_state_store(work / "ck"),
             "keys": keys,
             "key_buckets": args.key_buckets,
+            "conf": conf,
             "fill_rows": args.fill_rows,
             "steady_batches": args.steady_batches,
             "steady_rows": args.steady_rows,
@@ -301,6 +303,9 @@ def main() -> int:
     parser.add_argument("--steady-batches", type=int, default=4)
     parser.add_argument("--steady-rows", type=int, default=2_000)
     parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
+    parser.add_argument(
+        "--conf", action="append", default=[], help="KEY=VALUE: a Spark setting for every run (repeatable)"
+    )
     parser.add_argument("--compare-with", help="another checkout: each run again with its code (its own .venv)")
     parser.add_argument(
         "--bucket-profile",
@@ -335,6 +340,7 @@ def main() -> int:
                 command = [python, str(root / "bench" / "state_scale.py"), "--one", f"{store}:{keys}"]
                 command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
                 command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
+                command += [f"--conf={item}" for item in args.conf]
                 done = subprocess.run(command, capture_output=True, text=True, cwd=root)
                 result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
                 run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
