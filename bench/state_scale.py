@@ -110,6 +110,9 @@ def batch_numbers(progress: list[dict]) -> list[dict]:
                 "add_batch_ms": p["durationMs"].get("addBatch"),
                 "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
                 "state_bytes": sum(op.get("memoryUsedBytes", 0) for op in operators),
+                # the state store's share: updating it (the calls included) and committing (writing its files)
+                "state_updates_ms": sum(op.get("allUpdatesTimeMs", 0) for op in operators),
+                "state_commit_ms": sum(op.get("commitTimeMs", 0) for op in operators),
             }
         )
     return out
@@ -178,6 +181,9 @@ def one(store: str, keys: int, args) -> dict:
             "fill_batch_median_s": round(statistics.median(b["ms"] for b in fill) / 1000, 2),
             "fill_batch_max_s": round(max(b["ms"] for b in fill) / 1000, 2),
             "steady_batch_median_s": round(statistics.median(b["ms"] for b in steady) / 1000, 2) if steady else None,
+            "steady_state_commit_median_s": (
+                round(statistics.median(b["state_commit_ms"] for b in steady) / 1000, 2) if steady else None
+            ),
             "state_rows": last["state_rows"],
             "state_bytes": last["state_bytes"],
             "state_bytes_per_key": round(last["state_bytes"] / keys, 1),
@@ -372,6 +378,12 @@ if __name__ == "__main__":
 RESULTS = HERE / "results-state-scale.json"
 
 
+def store_label(run: dict) -> str:
+    """The store, and the settings given with --conf (by the last part of their names)."""
+    conf = run.get("conf") or {}
+    return run["store"] + "".join(f"<br>{name.rsplit('.', 1)[-1]}={value}" for name, value in conf.items())
+
+
 def code_label(code: str) -> str:
     """ "this", or "compared 1a2b3c4" (the compared checkout's commit)."""
     name, _, commit = code.partition(": ")
@@ -412,11 +424,17 @@ def report(found: dict) -> list[str]:
             continue
         peaks = run["peak_mb"]["peak_process_mb"]
         lines.append(
-            f"| {run['keys']:,} | {run['store']} | {code} | {run.get('key_buckets', KEY_BUCKETS)} | "
+            f"| {run['keys']:,} | {store_label(run)} | {code} | {run.get('key_buckets', KEY_BUCKETS)} | "
             f"{run['fill_rows']:,} | "
             f"{run['state_bytes_per_key']:,.0f} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
-            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']} | "
+            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']}"
+            + (
+                f" (store commit {run['steady_state_commit_median_s']})"
+                if run.get("steady_state_commit_median_s") is not None
+                else ""
+            )
+            + " | "
             f"{run['restart_to_first_batch_s']} | {run['load_average_before'][0]} |"
         )
     profile = found.get("bucket_profile")
