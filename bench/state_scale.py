@@ -16,6 +16,10 @@ file source read one file per micro-batch (``maxFilesPerTrigger=1``, ``trigger(a
 3. restart: the query stopped and started again on its checkpoint with one more file: seconds from
    ``start()`` to the end of its first micro-batch (the state store is loaded from the checkpoint).
 
+``--compare-with DIR`` runs each (store, keys) a second time with another checkout's code (DIR's own
+``.venv`` and bench/state_scale.py, e.g. a worktree of the previous release), right after this one's: the two
+state layouts side by side under the same load.
+
 Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
 the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
 (``VmHWM``) of the driver's Python, its JVM and the largest Python worker (bench/procmem.py), the median
@@ -84,6 +88,11 @@ def write_files(directory: Path, keys: int, fill_rows: int, steady_batches: int,
     return counts
 
 
+def commit_of(root: Path) -> str:
+    done = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
+    return done.stdout.strip()[:60] or str(root)
+
+
 def directory_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -101,6 +110,9 @@ def batch_numbers(progress: list[dict]) -> list[dict]:
                 "add_batch_ms": p["durationMs"].get("addBatch"),
                 "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
                 "state_bytes": sum(op.get("memoryUsedBytes", 0) for op in operators),
+                # the state store's share: updating it (the calls included) and committing (writing its files)
+                "state_updates_ms": sum(op.get("allUpdatesTimeMs", 0) for op in operators),
+                "state_commit_ms": sum(op.get("commitTimeMs", 0) for op in operators),
             }
         )
     return out
@@ -134,7 +146,8 @@ def one(store: str, keys: int, args) -> dict:
         counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows)
         source = work / "in"
         source.mkdir()
-        spark = get_spark("local[2]", app_name="cep-state-scale", state_store=store)
+        conf = dict(item.split("=", 1) for item in args.conf)
+        spark = get_spark("local[2]", app_name="cep-state-scale", state_store=store, conf=conf)
         q = cep.compile(QUERY)
         files = sorted((work / "all").iterdir())
         for f in files[:-1]:
@@ -159,6 +172,7 @@ def one(store: str, keys: int, args) -> dict:
             "store_in_checkpoint": checkpoint_state_store(work / "ck"),
             "keys": keys,
             "key_buckets": args.key_buckets,
+            "conf": conf,
             "fill_rows": args.fill_rows,
             "steady_batches": args.steady_batches,
             "steady_rows": args.steady_rows,
@@ -167,6 +181,9 @@ def one(store: str, keys: int, args) -> dict:
             "fill_batch_median_s": round(statistics.median(b["ms"] for b in fill) / 1000, 2),
             "fill_batch_max_s": round(max(b["ms"] for b in fill) / 1000, 2),
             "steady_batch_median_s": round(statistics.median(b["ms"] for b in steady) / 1000, 2) if steady else None,
+            "steady_state_commit_median_s": (
+                round(statistics.median(b["state_commit_ms"] for b in steady) / 1000, 2) if steady else None
+            ),
             "state_rows": last["state_rows"],
             "state_bytes": last["state_bytes"],
             "state_bytes_per_key": round(last["state_bytes"] / keys, 1),
@@ -182,6 +199,108 @@ def one(store: str, keys: int, args) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+class _GroupState:
+    """What cep's step reads and writes of pyspark's GroupState, for calling it outside Spark."""
+
+    def __init__(self) -> None:
+        self.blob, self.watermark_ms, self.hasTimedOut = None, 0, False
+
+    exists = property(lambda self: self.blob is not None)
+    get = property(lambda self: (self.blob,))
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 (pyspark's name)
+        return self.watermark_ms
+
+    def getCurrentProcessingTimeMs(self) -> int:  # noqa: N802
+        return 0
+
+    def update(self, value) -> None:
+        self.blob = value[0]
+
+    def remove(self) -> None:
+        self.blob = None
+
+    def setTimeoutTimestamp(self, ms) -> None:  # noqa: N802
+        pass
+
+
+def bucket_profile(keys: int, rows: int, repeats: int) -> dict:
+    """One bucket holding ``keys`` open keys, called outside Spark with ``rows`` logins of its keys (the function
+    Spark calls, ``_SparkStep``, column-wise as QUERY runs): median seconds of the whole call and of its parts,
+    reading the table from its bytes and writing it back, the rest being the engine's work on the rows."""
+    import contextlib
+
+    import numpy as np
+    import pandas as pd
+
+    import cep
+    from cep.spark_bridge.engine.column_table import ColumnarTable
+    from cep.spark_bridge.spark import streaming
+    from cep.spark_bridge.spark.columns import EVENT_US, MARKER
+    from cep.spark_bridge.spark.streaming import _SparkStep
+
+    paused = streaming.gc_paused
+
+    def frame(users, first_ms: int):
+        out = pd.DataFrame(
+            {
+                "user_id": [f"u{u:08d}" for u in users],
+                "ts": pd.to_datetime(first_ms + np.arange(len(users)), unit="ms"),
+                "kind": ["login"] * len(users),
+            }
+        )
+        out[EVENT_US] = out["ts"].astype("int64") // 1000
+        out[MARKER] = pd.NaT
+        return out
+
+    q = cep.compile(QUERY)
+    columns = ("user_id", "ts", "kind")
+    types = {"user_id": "VARCHAR", "ts": "TIMESTAMP", "kind": "VARCHAR"}
+    step = _SparkStep(
+        q.plan,
+        columns,
+        ("user_id",),
+        query_text=q.text,
+        session_timeout_us=3_600_000_000,
+        max_pending_rows=1_000,
+        output_columns=q.plan.output_types(types),
+        late_rows=True,
+        key_buckets=KEY_BUCKETS,
+    )
+    state, start_ms = _GroupState(), START_S * 1000
+    for first in range(0, keys, 50_000):
+        list(step(("bucket",), iter([frame(range(first, min(keys, first + 50_000)), start_ms + first)]), state))
+    state.watermark_ms = start_ms + keys - 1_000
+    rng = np.random.default_rng(5)
+    called = frame(rng.choice(keys, rows, replace=False), start_ms + keys)
+    cstep = step.columnar()
+    timings: dict[str, list[float]] = {
+        "call_s": [],
+        "call_with_gc_walks_s": [],
+        "read_table_s": [],
+        "write_table_s": [],
+    }
+    for _ in range(repeats):
+        for name, held_off in (("call_s", streaming.gc_paused), ("call_with_gc_walks_s", contextlib.nullcontext)):
+            saved, streaming.gc_paused = state.blob, held_off  # nullcontext: the collector on, as it was before
+            try:
+                started = time.perf_counter()
+                list(step(("bucket",), iter([called.copy()]), state))
+                timings[name].append(time.perf_counter() - started)
+            finally:
+                streaming.gc_paused, state.blob = paused, saved
+        started = time.perf_counter()
+        table = ColumnarTable.decode(state.blob, cstep.columns, KEY_BUCKETS, cstep.engine)
+        timings["read_table_s"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        table.encode()
+        timings["write_table_s"].append(time.perf_counter() - started)
+    out = {name: round(statistics.median(values), 4) for name, values in timings.items()}
+    out["engine_work_s"] = round(out["call_s"] - out["read_table_s"] - out["write_table_s"], 4)
+    out.update(keys=keys, rows=rows, repeats=repeats, table_bytes=len(state.blob))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", default="100000,300000", help="distinct keys per run, comma separated")
@@ -190,35 +309,65 @@ def main() -> int:
     parser.add_argument("--steady-batches", type=int, default=4)
     parser.add_argument("--steady-rows", type=int, default=2_000)
     parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
+    parser.add_argument(
+        "--conf", action="append", default=[], help="KEY=VALUE: a Spark setting for every run (repeatable)"
+    )
+    parser.add_argument("--compare-with", help="another checkout: each run again with its code (its own .venv)")
+    parser.add_argument(
+        "--bucket-profile",
+        help="keys per bucket, comma separated: call one bucket outside Spark (no Spark run) and split its time",
+    )
+    parser.add_argument("--profile-rows", type=int, default=300, help="rows of the profiled call")
     parser.add_argument("--one", help="internal: run one store:keys in this process and print its JSON")
     parser.add_argument("--json", default=str(HERE / "results-state-scale.json"))
     args = parser.parse_args()
+    if args.bucket_profile:
+        found = [bucket_profile(int(k), args.profile_rows, 5) for k in args.bucket_profile.split(",")]
+        for one_bucket in found:
+            one_bucket["load_average"] = [round(x, 2) for x in os.getloadavg()]
+            print(json.dumps(one_bucket), flush=True)
+        path = Path(args.json)
+        report = json.loads(path.read_text()) if path.exists() else {}
+        report["bucket_profile"] = {"when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "runs": found}
+        path.write_text(json.dumps(report, indent=1) + "\n")
+        return 0
     if args.one:
         store, keys = args.one.split(":")
         print("RESULT " + json.dumps(one(store, int(keys), args)), flush=True)
         return 0
+    codes = [("this", REPO)] + ([("compared", Path(args.compare_with).resolve())] if args.compare_with else [])
     runs = []
     for keys in [int(k) for k in args.keys.split(",")]:
         for store in args.stores.split(","):  # the stores side by side at each size: the load is alike
-            load = [round(x, 2) for x in os.getloadavg()]
-            command = [sys.executable, __file__, "--one", f"{store}:{keys}"]
-            command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
-            command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
-            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-            result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
-            run["load_average_before"] = load
-            runs.append(run)
-            print(json.dumps(run), flush=True)
+            for code, root in codes:
+                load = [round(x, 2) for x in os.getloadavg()]
+                commit = commit_of(root)
+                python = sys.executable if code == "this" else str(root / ".venv" / "bin" / "python")
+                command = [python, str(root / "bench" / "state_scale.py"), "--one", f"{store}:{keys}"]
+                command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
+                command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
+                command += [f"--conf={item}" for item in args.conf]
+                done = subprocess.run(command, capture_output=True, text=True, cwd=root)
+                result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
+                run["code"] = code if code == "this" else f"{code}: {commit}"
+                run["load_average_before"] = load
+                run["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+                runs.append(run)
+                print(json.dumps(run), flush=True)
     report = {
         "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "nproc": os.cpu_count(),
         "query": QUERY,
-        "params": {k: v for k, v in vars(args).items() if k not in ("one", "json")},
+        "params": {k: v for k, v in vars(args).items() if k not in ("one", "json", "compare_with")},
+        "this_commit": commit_of(REPO),
         "runs": runs,
         "command": "make bench-state  (.venv/bin/python bench/state_scale.py)",
     }
-    Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    path = Path(args.json)
+    if path.exists() and "bucket_profile" in json.loads(path.read_text()):  # kept: --bucket-profile runs apart
+        report["bucket_profile"] = json.loads(path.read_text())["bucket_profile"]
+    path.write_text(json.dumps(report, indent=1) + "\n")
     return 0
 
 
@@ -229,9 +378,22 @@ if __name__ == "__main__":
 RESULTS = HERE / "results-state-scale.json"
 
 
+def store_label(run: dict) -> str:
+    """The store, and the settings given with --conf (by the last part of their names)."""
+    conf = run.get("conf") or {}
+    return run["store"] + "".join(f"<br>{name.rsplit('.', 1)[-1]}={value}" for name, value in conf.items())
+
+
+def code_label(code: str) -> str:
+    """ "this", or "compared 1a2b3c4" (the compared checkout's commit)."""
+    name, _, commit = code.partition(": ")
+    return f"{name} {commit[:7]}" if commit else name
+
+
 def report(found: dict) -> list[str]:
     """docs/performance.md's "State at scale" section from a run's JSON."""
     p = found["params"]
+    compared = any(run.get("code", "this") != "this" for run in found["runs"])
     lines = [
         "## State at scale (bench/state_scale.py)",
         "",
@@ -240,24 +402,58 @@ def report(found: dict) -> list[str]:
         "`PATTERN (A B)` per `user_id` fed logins only, so every key keeps one open partial match; "
         "fill: new keys per micro-batch until every key has its login; steady: micro-batches of "
         f"{p['steady_rows']:,} logins of open keys over every bucket; `local[2]`, a no-op sink."
-        + (f" ({found['note']}.)" if found.get("note") else ""),
+        + (f" ({found['note']}.)" if found.get("note") else "")
+        + (
+            f" Each case ran with this code ({found.get('this_commit', 'this')}) and then with the compared "
+            "checkout's (`--compare-with`), one after the other."
+            if compared
+            else ""
+        ),
         "",
-        "| keys | store | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
+        "| keys | store | code | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
         "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) "
         "| restart to first batch (s) | load before |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for run in found["runs"]:
+        code = code_label(run.get("code", "this"))
         if "error" in run:
-            lines.append(f"| {run['keys']:,} | {run['store']} | failed: {run['error'].splitlines()[-1][:80]} |")
+            lines.append(
+                f"| {run['keys']:,} | {run['store']} | {code} | failed: {run['error'].splitlines()[-1][:80]} |"
+            )
             continue
         peaks = run["peak_mb"]["peak_process_mb"]
         lines.append(
-            f"| {run['keys']:,} | {run['store']} | {run.get('key_buckets', KEY_BUCKETS)} | "
+            f"| {run['keys']:,} | {store_label(run)} | {code} | {run.get('key_buckets', KEY_BUCKETS)} | "
             f"{run['fill_rows']:,} | "
             f"{run['state_bytes_per_key']:,.0f} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
-            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']} | "
+            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']}"
+            + (
+                f" (store commit {run['steady_state_commit_median_s']})"
+                if run.get("steady_state_commit_median_s") is not None
+                else ""
+            )
+            + " | "
             f"{run['restart_to_first_batch_s']} | {run['load_average_before'][0]} |"
         )
+    profile = found.get("bucket_profile")
+    if profile:
+        lines += [
+            "",
+            f"One bucket's call outside Spark (`--bucket-profile`, {profile['when']}): the function Spark calls "
+            "for a bucket holding that many open keys, with a few hundred rows; median seconds of the call, of "
+            "reading its table from the state's bytes and writing it back, and the rest (the engine's work, "
+            "including its per-key timers); the call again with Python's cyclic collector left on.",
+            "",
+            "| keys in the bucket | rows | call (s) | read table (s) | write table (s) | the rest (s) "
+            "| call, collector on (s) | table bytes/key | load |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for run in profile["runs"]:
+            lines.append(
+                f"| {run['keys']:,} | {run['rows']} | {run['call_s']} | {run['read_table_s']} | "
+                f"{run['write_table_s']} | {run['engine_work_s']} | {run['call_with_gc_walks_s']} | "
+                f"{run['table_bytes'] / run['keys']:,.0f} | {run['load_average'][0]} |"
+            )
     return lines

@@ -53,7 +53,7 @@ from cep.spark_bridge.alerting.rule_set import (
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.columnar import ColumnarStep
-from cep.spark_bridge.engine.key_table import split_by_key
+from cep.spark_bridge.engine.key_table import gc_paused, split_by_key
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream, spark_timeout_ms
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, STATS
@@ -308,6 +308,14 @@ class AlertStep:
         if spec == BAD_SPEC:  # bad input rows: out as they came, with no state
             yield self._frame([], [], bad=pd.concat(list(frames), ignore_index=True), passthrough=self.passthrough)
             return
+        with gc_paused():  # a bucket's tables are an object per key (key_table.gc_paused says why)
+            out = self._bucket_call(spec, frames, state)
+        yield out
+
+    def _bucket_call(self, spec: str, frames, state):
+        """One bucket of ``spec``'s keys: every rule on its rows and due timers; the output frame."""
+        import pandas as pd
+
         runtime = runtime_for(self.store_dir)
         watermark_ms = state.getCurrentWatermarkMs()
         watermark_us = watermark_ms * 1000
@@ -380,7 +388,7 @@ class AlertStep:
             state.setTimeoutTimestamp(spark_timeout_ms(timer, watermark_ms))
         elif state.exists:
             state.remove()
-        yield self._frame(
+        return self._frame(
             alerts,
             [(rule_id, version, counts) for (rule_id, version), counts in stats.items()],
             passthrough=self.passthrough,

@@ -27,10 +27,13 @@ from cep.spark_bridge.engine.keyed import KeyedStream, KeyState
 # keys into codes, in C).
 
 TABLE_KIND = COLUMNAR_KIND
-# 2: int64, float64 and bool columns as their bytes (``pack_column``); 1: every column as a list of values,
-# one Python object per value to build and read at each call (still read).
-TABLE_VERSION = 2
-READ_VERSIONS = (1, 2)
+# 3: the timers as two int64 columns (key ids, µs) too; 2: int64, float64 and bool columns as their bytes
+# (``pack_column``), the timers a list of pairs; 1: every column as a list of values, one Python object per
+# value to build and read at each call. All three are read. A call reads and writes the whole table of its
+# bucket, so what is written per key must not cost a Python step per key: with 20,000 keys the pairs took
+# most of a call that had a few hundred rows.
+TABLE_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 # A table's bytes are not zlib-compressed (format 1's were; both are read): zlib cost a tenth of a Spark
 # bucket call of query (d), and Spark's state stores compress what they write (LZ4 by default, for the
 # HDFS-backed store's files and in RocksDB).
@@ -192,6 +195,13 @@ def unpack_column(packed) -> np.ndarray:
     return np.frombuffer(packed["data"], dtype=kind).astype(kind.newbyteorder("="))  # a writable copy
 
 
+def read_timers(packed) -> dict[int, int]:
+    """A table's timers, key id -> µs: two int64 columns (format 3) or a list of pairs (formats 1 and 2)."""
+    if isinstance(packed, dict):
+        return dict(zip(int_column(packed["kid"]).tolist(), int_column(packed["us"]).tolist()))
+    return {kid: us for kid, us in packed}
+
+
 def int_column(packed) -> np.ndarray:
     """An int64 column (key ids, event times, per-key numbers) of either format."""
     return unpack_column(packed) if isinstance(packed, dict) else np.asarray(packed, dtype=np.int64)
@@ -299,7 +309,7 @@ class ColumnarTable:
                 "fields": {name: pack_column(values[keep]) for name, values in self.fields.items()},
                 # in key order, as a KeyTable writes its timers (in the order of its keys): a restored table calls
                 # the keys its timers make due in the same order on both paths
-                "timers": [[int(renumber[k]), us] for k, us in sorted(self.timers.items()) if renumber[k] >= 0],
+                "timers": self._packed_timers(renumber),
                 "pending": rows(self.pending),
                 "carried": rows(self.carried),
                 # a table without dedup values writes no entry, so its bytes are those of a table from before them
@@ -311,6 +321,14 @@ class ColumnarTable:
             },
             compress=COMPRESS,
         )
+
+    def _packed_timers(self, renumber: np.ndarray) -> dict:
+        """The timers of the kept keys as two int64 columns, by key id, in the new ids (``renumber``)."""
+        held, at = self.timer_arrays()
+        new = renumber[held]
+        kept = new >= 0
+        order = np.argsort(new[kept], kind="stable")
+        return {"kid": pack_column(new[kept][order]), "us": pack_column(at[kept][order])}
 
     def timer_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(key ids, µs) of the timers, in the order they were set."""
@@ -377,9 +395,9 @@ class ColumnarTable:
             columns=columns,
             buckets=buckets,
             keys=keys,
-            index={key: i for i, key in enumerate(keys)},
+            index=dict(zip(keys, range(len(keys)))),
             fields={name: int_column(values) for name, values in data["fields"].items()},
-            timers={kid: us for kid, us in data["timers"]},
+            timers=read_timers(data["timers"]),
             pending=Rows.unpack(data["pending"]),
             carried=Rows.unpack(data["carried"]),
             seen={kid: _seen_dict(saved) for kid, saved in data.get("seen", ())},

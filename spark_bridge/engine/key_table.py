@@ -10,15 +10,21 @@ key's bucket must not change across a restart): a table written with one count r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.keyed import StepResult
 
-TABLE_VERSION = 1
+TABLE_VERSION = 2
+READ_VERSIONS = (1, 2)
+NO_TIMER = np.iinfo(np.int64).min  # a key without a timer, in format 2's int64 timers
 # The ``kind`` of a column-wise table's bytes (``columnar.TABLE_KIND``; columnar.py imports this module's
 # neighbours, so the word is repeated here rather than imported).
 COLUMNAR_KIND = "cep-columnar-keys"
@@ -64,8 +70,17 @@ class KeyTable:
 
     def encode(self) -> bytes:
         # Each key's state is already encoded (and compressed when large); the table only frames them.
-        entries = [[list(key), self.timers.get(key), blob] for key, blob in self.states.items()]
-        return codec.encode({"v": TABLE_VERSION, "buckets": self.buckets, "keys": entries})
+        keys = list(self.states)
+        timers = self.timers
+        at = np.fromiter((timers.get(key, NO_TIMER) for key in keys), dtype=np.int64, count=len(keys))
+        data: dict[str, Any] = {"v": TABLE_VERSION, "buckets": self.buckets, "key_count": len(keys)}
+        if len(set(map(len, keys))) <= 1:  # a stream's keys: one value per partition column
+            data["key_columns"] = [list(column) for column in zip(*keys)]
+        else:  # keys of several widths (a table filled by hand): a list per key
+            data["key_rows"] = [list(key) for key in keys]
+        data["timers"] = at.astype("<i8", copy=False).tobytes()
+        data["states"] = list(self.states.values())
+        return codec.encode(data)
 
     @classmethod
     def decode(cls, blob: bytes | None, buckets: int) -> KeyTable:
@@ -79,7 +94,14 @@ class KeyTable:
                 "column-wise again",
                 code="E0482",
             )
-        if not isinstance(data, dict) or "keys" not in data or data.get("v") != TABLE_VERSION:
+        if isinstance(data, dict) and "buckets" in data and data.get("v") not in READ_VERSIONS:
+            raise CepRuntimeError(
+                f"this checkpoint's key table has format version {data.get('v')}; this cep reads "
+                f"{', '.join(map(str, READ_VERSIONS))}. Run the cep version that wrote it, or restart with a new "
+                "checkpoint location",
+                code="E0481",
+            )
+        if not isinstance(data, dict) or "buckets" not in data:
             raise CepRuntimeError(
                 "this checkpoint holds one state per key, written before key buckets; restart with a new "
                 "checkpoint location (a single query can also keep it with on_spark(..., key_buckets=0))",
@@ -92,12 +114,39 @@ class KeyTable:
                 code="E0482",
             )
         table = cls(buckets=buckets)
-        for key, timer, state in data["keys"]:
-            key = tuple(key)
-            table.states[key] = state
-            if timer is not None:
-                table.timers[key] = timer
+        if data["v"] == 1:  # a list [key, timer, state] per key
+            for key, timer, state in data["keys"]:
+                key = tuple(key)
+                table.states[key] = state
+                if timer is not None:
+                    table.timers[key] = timer
+            return table
+        count = data["key_count"]
+        if "key_rows" in data:
+            keys = [tuple(key) for key in data["key_rows"]]
+        else:
+            keys = list(zip(*data["key_columns"])) if data["key_columns"] else [()] * count
+        table.states = dict(zip(keys, data["states"]))
+        at = np.frombuffer(data["timers"], dtype="<i8")
+        held = np.flatnonzero(at != NO_TIMER).tolist()
+        table.timers = dict(zip([keys[i] for i in held], at[held].tolist()))
         return table
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off for one bucket call. Decoding a bucket's table makes an object
+    per key (its key tuple, its state bytes), and every so many new objects the collector walks all the objects
+    that survived earlier passes, the table's included: with tens of thousands of keys in a bucket that walk took
+    about half of a call. A table holds no reference cycles; cycles the engine makes in a call are collected at
+    the next pass after it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def split_by_key(keys: Sequence[tuple]) -> dict[tuple, list[int]]:

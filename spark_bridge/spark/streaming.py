@@ -61,7 +61,7 @@ from cep.spark_bridge.engine.column_table import key_codes, series_column
 from cep.spark_bridge.engine.columnar import ColumnarStep
 from cep.spark_bridge.engine.columnar import step_bucket as columnar_step_bucket
 from cep.spark_bridge.engine.durations import parse_duration
-from cep.spark_bridge.engine.key_table import step_bucket
+from cep.spark_bridge.engine.key_table import gc_paused, step_bucket
 from cep.spark_bridge.engine.keyed import (
     DEFAULT_MAX_MATCH_ROWS,
     DEFAULT_MAX_PENDING_ROWS,
@@ -302,12 +302,13 @@ class _SparkStep:
         pdf = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-        if self.route().stream == COLUMN_WISE:
-            result, table = columnar_step_bucket(self, self.columnar(), pdf, state, watermark_ms * 1000)
-            new_state, timer_us = (table.encode() if table else None), table.next_timer()
-        elif self.key_buckets:
-            result, table = step_bucket(self, engine, pdf, state, watermark_ms * 1000)
-            new_state, timer_us = (table.encode() if table else None), table.next_timer()
+        if self.key_buckets or self.route().stream == COLUMN_WISE:
+            with gc_paused():  # a bucket's table is an object per key (key_table.gc_paused says why)
+                if self.route().stream == COLUMN_WISE:
+                    result, table = columnar_step_bucket(self, self.columnar(), pdf, state, watermark_ms * 1000)
+                else:
+                    result, table = step_bucket(self, engine, pdf, state, watermark_ms * 1000)
+                new_state, timer_us = (table.encode() if table else None), table.next_timer()
         else:
             columns = times = key_values = rejected = None
             if pdf is not None:
