@@ -574,6 +574,12 @@ class AlertStep:
     ) -> list | None:
         """One rule on one key: its alerts, late rows and counts added; returns its new state entry (None: none)."""
         rule_id = rule.rule_id
+        if rows is None and entry is not None and entry[BLOB] is None:
+            # Only the key's last alert was kept, for its suppression interval, which has now ended: the
+            # entry goes without a call of the engine (a timer of the rule's own would count as fired), as
+            # the column-wise path forgets its ``last_alerts``.
+            counts_for(rule_id, rule.version)["d_keys"] -= 1
+            return None
         engine = rule.engine
         columns = key_values = None
         if rows is not None:
