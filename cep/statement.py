@@ -26,7 +26,16 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from cep.duckdb_sql import ENGINE_HINT, Refusal, check_patterns, explain_duck_error, spark_types, to_duckdb_sql
+from cep.duckdb_sql import (
+    ENGINE_HINT,
+    MISSING_FUNCTION,
+    Refusal,
+    check_patterns,
+    explain_duck_error,
+    register_functions,
+    spark_types,
+    to_duckdb_sql,
+)
 from cep.grammar import ast
 from cep.grammar.checks import check
 from cep.grammar.columns import ColumnNames
@@ -654,6 +663,7 @@ class _DuckEngine:
         self.con.execute("SET enable_external_access = false")
         # Spark's sessions run in UTC (spark_bridge/spark/session.py); DuckDB's zone is the machine's.
         self.con.execute("SET TimeZone = 'UTC'")
+        register_functions(self.con)
         self.frames: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -738,6 +748,11 @@ class _DuckEngine:
             )
         if isinstance(exc, duckdb.Error):
             sentence, offset, length = explain_duck_error(str(exc), rendered.text)
+            if MISSING_FUNCTION.search(str(exc)):  # DuckDB refuses it before running: a refusal, as E0252 is
+                refused = f"the python engine refuses this before running: {sentence}"
+                return sql_error(
+                    refused, rendered, text, offset, syntax=False, length=length, code="E0252", hint=ENGINE_HINT
+                )
             hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
             return sql_error(
                 sentence,
