@@ -33,6 +33,21 @@ import functools
 import re
 from collections.abc import Mapping
 
+from cep.duckdb_functions import COMPARISONS, spark_meaning
+from cep.duckdb_nodes import (
+    FRACTIONAL,
+    INTEGRAL,
+    PLACE_MARK,
+    TEXT_TYPES,
+    TIME_TYPES,
+    TYPED_META,
+    Refusal,
+    call_duck,
+    epoch_seconds,
+    fail_with,
+    place_of,
+    type_of,
+)
 from cep.grammar.functions import DATETIME_PARSERS, DATETIME_PATTERN_ARGUMENT, PatternError, duckdb_strftime
 
 # Imported inside functions: sqlglot and pyarrow (heavy; `cep check` of a single clause needs neither).
@@ -77,22 +92,7 @@ _RESULT_TYPES = {
 }
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
-_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-_FRACTIONAL = ("FLOAT", "DOUBLE", "DECIMAL")
-_TEXT = ("VARCHAR", "TEXT", "CHAR", "NCHAR", "NVARCHAR")
-_TIMES = ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMPNTZ", "DATETIME")
-_TYPED = "cep_typed"  # the meta key of a node whose type the rules need
 _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
-
-
-class Refusal(Exception):
-    """The python engine cannot run a part of the statement as Spark does. ``start``: the offset of the
-    part in the Spark SQL text that was translated (None when it cannot be told). ``spark_too``: Spark
-    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's."""
-
-    def __init__(self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False) -> None:
-        super().__init__(message)
-        self.message, self.start, self.length, self.spark_too = message, start, length, spark_too
 
 
 def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
@@ -107,8 +107,8 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
     for node in reversed(list(tree.walk())):
         new = _translate(node, types)
         if new is not node:
-            if _TYPED in node.meta:
-                new.meta[_TYPED] = node.meta[_TYPED]
+            if TYPED_META in node.meta:
+                new.meta[TYPED_META] = node.meta[TYPED_META]
             node.replace(new)
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
@@ -147,7 +147,7 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
     for node in tree.walk():
         for operand in _typed_operands(node):
             wanted += 1
-            operand.meta[_TYPED] = wanted
+            operand.meta[TYPED_META] = wanted
     if not wanted:
         return {}
     lowered = {
@@ -159,7 +159,9 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:
             operand = call.expressions[0] if call.expressions else exp.Null()
-            call.replace(exp.Cast(this=operand, to=exp.DataType.build(kind)))
+            typed = exp.Cast(this=operand, to=exp.DataType.build(kind))
+            typed.meta.update(call.meta)  # the call may be an operand a rule needs the type of
+            call.replace(typed)
     try:
         copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False, quote_identifiers=False)
         copy = annotate_types(copy, schema=lowered, dialect="spark")
@@ -167,9 +169,10 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
         return {}
     found = {}
     for node in copy.walk():
-        number = node.meta.get(_TYPED)
-        if number is not None and node.type is not None and node.type.this != exp.DataType.Type.UNKNOWN:
-            found[number] = node.type.this.name.upper().replace("_", "")
+        number = node.meta.get(TYPED_META)
+        kind = node.args.get("true") if isinstance(node, exp.Nvl2) else node  # sqlglot leaves NVL2 untyped
+        if number is not None and kind.type is not None and kind.type.this != exp.DataType.Type.UNKNOWN:
+            found[number] = kind.type.this.name.upper().replace("_", "")
     return found
 
 
@@ -183,20 +186,13 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, (exp.Concat, exp.ConcatWs)):
         return tuple(node.expressions)
-    if isinstance(node, exp.DPipe) or type(node).__name__ in _COMPARISONS:
+    if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
         return (node.this, node.expression)
     if isinstance(node, (exp.Add, exp.Sub)) and isinstance(node.expression, exp.Interval):
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
     return ()
-
-
-def _type_of(node, types: dict[int, str]) -> str | None:
-    found = types.get(node.meta.get(_TYPED))
-    if found in ("INT", "INTEGER", "UINT"):
-        return "INT"
-    return found
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -207,19 +203,19 @@ def _translate(node, types: dict[int, str]):
 
     if isinstance(node, exp.Cast):
         return _cast(node, types)
-    if isinstance(node, exp.IntDiv) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
-        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *_where(node))
-    if isinstance(node, exp.IntDiv) and "DECIMAL" in (_type_of(node.this, types), _type_of(node.expression, types)):
+    if isinstance(node, exp.IntDiv) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *place_of(node))
+    if isinstance(node, exp.IntDiv) and "DECIMAL" in (type_of(node.this, types), type_of(node.expression, types)):
         raise Refusal(
             "the python engine cannot run DIV of a DECIMAL as Spark does (Spark's exact quotient truncated to "
             "a BIGINT; DuckDB divides a DOUBLE); cast both operands to BIGINT",
-            *_where(node),
+            *place_of(node),
         )
     if isinstance(node, exp.Div) and _decimal_quotient(node, types):
         raise Refusal(
             "the python engine cannot divide a DECIMAL as Spark does (Spark's quotient is an exact DECIMAL "
             "rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",
-            *_where(node),
+            *place_of(node),
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
@@ -230,11 +226,11 @@ def _translate(node, types: dict[int, str]):
         raise Refusal(
             f"the python engine does not know Spark's function {name}() (DuckDB may know another "
             f"function of that name)",
-            *_where(node),
+            *place_of(node),
         )
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
         return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
-    if isinstance(node, exp.Round) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+    if isinstance(node, exp.Round) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):
         # Spark rounds the double's shortest decimal text half up (round(2.675, 2) = 2.68); DuckDB the binary value.
         text = exp.Cast(
             this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR")),
@@ -245,18 +241,18 @@ def _translate(node, types: dict[int, str]):
     if (
         isinstance(node, (exp.Floor, exp.Ceil))
         and not node.args.get("decimals")
-        and _type_of(node.this, types) in _INTEGRAL + ("DOUBLE", "FLOAT")
+        and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
     ):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
     if isinstance(node, exp.Avg) and _numeric_kind(node.this, types) == "DECIMAL":
         raise Refusal(
             "the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
             "is a DOUBLE): cast the argument to DOUBLE",
-            *_where(node),
+            *place_of(node),
         )
-    spark_meaning = _spark_meaning(node, types)
-    if spark_meaning is not None:
-        return spark_meaning
+    meant = spark_meaning(node, types)
+    if meant is not None:
+        return meant
     if isinstance(node, exp.AddMonths):  # Spark's add_months is a DATE; sqlglot's DuckDB form a TIMESTAMP
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.TsOrDsAdd):
@@ -273,194 +269,11 @@ def _translate(node, types: dict[int, str]):
     return node
 
 
-# EXTRACT's fields that DuckDB reads as Spark does (DOW and SECOND are translated; others are refused).
-_EXTRACT_FIELDS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "DOY", "HOUR", "MINUTE"})
-# The largest DST shift in the time zone database (Antarctica/Troll's), and the smaller ones: the offsets
-# tried, largest first, to find the earlier of two instants with the same local time.
-_DST_SHIFTS_MINUTES = (120, 60, 30)
-_COMPARISONS = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "NullSafeEQ")
-
-
-def _spark_meaning(node, types: dict[int, str]):
-    """Functions whose DuckDB form, as sqlglot writes it, means something else than Spark's: Spark's form,
-    a Refusal, or None (the node as it is)."""
-    from sqlglot import exp
-
-    if isinstance(node, exp.Extract):
-        return _extract(node)
-    if isinstance(node, exp.UnixSeconds):  # rounded down, as Spark does (sqlglot's cast of epoch() rounds)
-        return _epoch_seconds(node.this.copy())
-    if isinstance(node, exp.UnixMillis):
-        return _epoch_seconds(node.this.copy(), per_second=1000)
-    if isinstance(node, (exp.ArgMin, exp.ArgMax)):  # Spark's min_by keeps a NULL value; DuckDB's arg_min skips it
-        name = "arg_min_null" if isinstance(node, exp.ArgMin) else "arg_max_null"
-        if node.args.get("count") is not None:
-            raise Refusal(f"the python engine runs {name[:7].upper()}_BY only with two arguments", *_where(node))
-        return _duck(name, node.this.copy(), node.expression.copy())
-    if isinstance(node, exp.Median) or isinstance(node, exp.WithinGroup) and isinstance(
-        node.this, (exp.PercentileCont, exp.PercentileDisc)
-    ):  # Spark's MEDIAN, PERCENTILE_CONT and PERCENTILE_DISC are DOUBLEs (DuckDB keeps an integer or DECIMAL)
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
-    if isinstance(node, (exp.Add, exp.Sub)) and _whole_days_from_date(node, types):
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
-    if isinstance(node, exp.Sign):  # Spark's sign (signum) is a DOUBLE, whatever the argument
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
-    if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
-    if isinstance(node, exp.MonthsBetween):
-        raise Refusal(
-            "the python engine cannot run MONTHS_BETWEEN as Spark does (Spark counts the time of day and rounds "
-            "to 8 digits)",
-            *_where(node),
-        )
-    if isinstance(node, exp.ApproxQuantile):
-        raise Refusal("the python engine cannot run PERCENTILE_APPROX as Spark does (another algorithm)", *_where(node))
-    if isinstance(node, exp.Quantile):  # Spark's percentile interpolates (DuckDB's quantile picks a value)
-        if not (isinstance(node.args.get("quantile"), exp.Literal) and node.args["quantile"].is_number):
-            raise Refusal("the python engine runs PERCENTILE only with one fraction written as a number", *_where(node))
-        continuous = _duck("quantile_cont", node.this.copy(), node.args["quantile"].copy())
-        return exp.Cast(this=continuous, to=exp.DataType.build("DOUBLE"))
-    if isinstance(node, exp.AtTimeZone):  # Spark's from_utc_timestamp: the UTC instant's local time
-        zone = node.args["zone"].copy()
-        return _duck("timezone", zone, _duck("timezone", exp.Literal.string("UTC"), node.this.copy()))
-    if isinstance(node, exp.FromTimeZone):
-        return _to_utc(node)
-    if isinstance(node, (exp.Concat, exp.DPipe, exp.ConcatWs)):
-        operands = node.expressions if isinstance(node, (exp.Concat, exp.ConcatWs)) else [node.this, node.expression]
-        if any(_type_of(operand, types) in ("DOUBLE", "FLOAT") for operand in operands):
-            raise Refusal(
-                "the python engine cannot write a DOUBLE as text as Spark does in a concatenation (Java's "
-                "notation, 1.0E10); cast it to DECIMAL first",
-                *_where(node),
-            )
-    if type(node).__name__ in _COMPARISONS:
-        return _time_text_comparison(node, types)
-    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)):
-        return _case_mapping(node)
-    return None
-
-
-def _whole_days_from_date(node, types: dict[int, str]) -> bool:
-    """A DATE plus or minus an interval of days, months or years: a DATE in Spark (DuckDB: a TIMESTAMP)."""
-    from sqlglot import exp
-
-    interval = node.expression
-    return (
-        isinstance(interval, exp.Interval)
-        and _type_of(node.this, types) == "DATE"
-        and interval.unit is not None
-        and interval.unit.name.upper().rstrip("S") in ("DAY", "WEEK", "MONTH", "YEAR")
-    )
-
-
-def _extract(node):
-    """Spark's EXTRACT: DOW counts from 1 = Sunday (DuckDB's from 0), SECOND is a DECIMAL(8, 6) with the
-    fraction (DuckDB's an integer); a field not checked against Spark is refused."""
-    from sqlglot import exp
-
-    field = node.this.name.upper()
-    if field in ("DOW", "DAYOFWEEK"):
-        return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
-    if field in ("SECOND", "SECONDS", "SEC", "SECS", "S"):
-        micros = _duck("microsecond", exp.Cast(this=node.expression.copy(), to=exp.DataType.build("TIMESTAMP")))
-        exact = exp.Mul(
-            this=exp.Cast(this=micros, to=exp.DataType.build("DECIMAL(18, 0)")),
-            expression=exp.Cast(this=exp.Literal.string("0.000001"), to=exp.DataType.build("DECIMAL(7, 6)")),
-        )
-        return exp.Cast(this=exact, to=exp.DataType.build("DECIMAL(8, 6)"))
-    if field not in _EXTRACT_FIELDS:
-        raise Refusal(f"the python engine cannot run EXTRACT({field} FROM ...) as Spark does", *_where(node))
-    return None
-
-
-def _to_utc(node):
-    """Spark's to_utc_timestamp(ts, zone): the instant whose local time in ``zone`` is ``ts``; of two (a
-    local time the clocks pass twice), Java's earlier one, where DuckDB takes the later."""
-    from sqlglot import exp
-
-    local, zone = node.this, node.args["zone"]
-
-    def instant(shift_minutes: int):
-        moment = _duck("timezone", zone.copy(), local.copy())
-        if shift_minutes:
-            moment = exp.Sub(this=moment, expression=exp.Interval(this=exp.Literal.string(str(shift_minutes)), unit=exp.Var(this="MINUTE")))
-        return moment
-
-    def same_local(shift_minutes: int):
-        return exp.EQ(this=_duck("timezone", zone.copy(), instant(shift_minutes)), expression=local.copy())
-
-    chosen = exp.Case(
-        ifs=[exp.If(this=same_local(shift), true=instant(shift)) for shift in _DST_SHIFTS_MINUTES],
-        default=instant(0),
-    )
-    return _duck("timezone", exp.Literal.string("UTC"), chosen)
-
-
-def _time_text_comparison(node, types: dict[int, str]):
-    """A DATE or TIMESTAMP compared with text that is not a literal: Spark casts the text (DuckDB refuses
-    the comparison, or compares otherwise); refused. A literal is cast alike on both engines."""
-    from sqlglot import exp
-
-    sides = (node.this, node.expression)
-    kinds = [_type_of(side, types) for side in sides]
-    for side, kind, other in zip(sides, kinds, reversed(kinds)):
-        is_literal = isinstance(side, exp.Literal) and side.is_string
-        if kind in _TEXT and not is_literal and (other == "DATE" or other in _TIMES):
-            raise Refusal(
-                f"the python engine cannot compare a {other} with text as Spark does (Spark casts the text); "
-                f"cast it yourself: CAST(text AS {other if other == 'DATE' else 'TIMESTAMP'})",
-                *_where(node),
-            )
-    return None
-
-
-def _case_mapping(node):
-    """UPPER, LOWER and INITCAP: DuckDB's own for ASCII text; other text through Spark's (Java's) full case
-    mapping (``ß`` upper is ``SS``, ``İ`` lower is ``i̇``), which DuckDB's simple mapping does not follow."""
-    from sqlglot import exp
-
-    if isinstance(node, exp.Initcap) and not (
-        node.expression is None or isinstance(node.expression, exp.Literal) and node.expression.this == " "
-    ):
-        raise Refusal("the python engine runs INITCAP only with Spark's word separator, a space", *_where(node))
-    name = {exp.Upper: "upper", exp.Lower: "lower", exp.Initcap: "initcap"}[type(node)]
-    ascii_only = _duck("regexp_full_match", node.this.copy(), exp.Literal.string("[\\x00-\\x7f]*"))
-    return exp.Case(
-        ifs=[exp.If(this=ascii_only, true=node.copy())],
-        default=_duck(f"{JAVA_CASE_PREFIX}{name}", node.this.copy()),
-    )
-
-
-JAVA_CASE_PREFIX = "cep_java_"
-
-
-def java_case_mappings() -> dict[str, object]:
-    """The functions the translation calls for non-ASCII text (``register_functions`` gives them to DuckDB):
-    Java's full case mappings, as Spark's UPPER, LOWER and INITCAP apply them."""
-
-    def initcap(text: str) -> str:
-        # Spark lower-cases the text, then title-cases the first letter of each word (words split at spaces).
-        out, start = [], True
-        for char in text.lower():
-            titled = char.title() if start else char
-            out.append(titled if len(titled) == 1 else char)
-            start = char == " "
-        return "".join(out)
-
-    return {"upper": str.upper, "lower": str.lower, "initcap": initcap}
-
-
-def register_functions(con) -> None:
-    """Give DuckDB connection ``con`` the functions the translation calls by cep's own names."""
-    for name, function in java_case_mappings().items():
-        con.create_function(f"{JAVA_CASE_PREFIX}{name}", function, ["VARCHAR"], "VARCHAR", side_effects=False)
-
-
 def _decimal_quotient(node, types: dict[int, str]) -> bool:
     """Whether Spark's quotient ``node`` is a DECIMAL: a DECIMAL divided by a DECIMAL or an integer, or an
     integer by a DECIMAL (a DOUBLE on either side makes it a DOUBLE, as DuckDB's is)."""
     kinds = tuple(_numeric_kind(side, types) for side in (node.this, node.expression))
-    return "DECIMAL" in kinds and all(kind in _INTEGRAL + ("DECIMAL",) for kind in kinds)
+    return "DECIMAL" in kinds and all(kind in INTEGRAL + ("DECIMAL",) for kind in kinds)
 
 
 def _numeric_kind(node, types: dict[int, str]) -> str | None:
@@ -472,44 +285,13 @@ def _numeric_kind(node, types: dict[int, str]) -> str | None:
         return "DECIMAL"
     if isinstance(node, (exp.Floor, exp.Ceil, exp.Round, exp.Abs)) and _numeric_kind(node.this, types) == "DECIMAL":
         return "DECIMAL"  # Spark's floor, ceil, round and abs of a DECIMAL are DECIMALs (sqlglot says DOUBLE)
-    return _type_of(node, types)
+    return type_of(node, types)
 
 
 def _integral_sum(node, types: dict[int, str]) -> bool:
     from sqlglot import exp
 
-    return isinstance(node, exp.CountIf) or isinstance(node, exp.Sum) and _type_of(node.this, types) in _INTEGRAL
-
-
-def _where(node) -> tuple[int | None, int]:
-    """The offset and length of ``node`` in the text sqlglot parsed: its own position, else its first
-    descendant's."""
-    positions = [n.meta["start"] for n in node.walk() if "start" in n.meta]
-    if "start" in node.meta:
-        return node.meta["start"], node.meta.get("end", node.meta["start"]) - node.meta["start"] + 1
-    return (min(positions), 1) if positions else (None, 1)
-
-
-def _duck(name: str, *args):
-    """A call of DuckDB's function ``name``, written as is."""
-    from sqlglot import exp
-
-    return exp.Anonymous(this=name, expressions=list(args))
-
-
-def _fail(message: str, where: tuple[int | None, int]):
-    """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
-    of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
-    refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
-    runs). A cast of the message to an integer fails as surely and is deterministic; DuckDB's constant
-    folding leaves an expression that fails for it to run time, so only a row that takes the branch fails.
-    Its type is NULL's (``CASE WHEN ... THEN NULL END``), as error()'s is, so it fits a branch of any type."""
-    from sqlglot import exp
-
-    start, length = where
-    place = f"{_PLACE_MARK}{start}+{length}: " if start is not None else ""
-    raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
-    return exp.Case(ifs=[exp.If(this=exp.Is(this=raises, expression=exp.Null()), true=exp.Null())])
+    return isinstance(node, exp.CountIf) or isinstance(node, exp.Sum) and type_of(node.this, types) in INTEGRAL
 
 
 def _nonzero_divisor(node):
@@ -528,7 +310,7 @@ def _nonzero_divisor(node):
             exp.Not(this=exp.Is(this=exp.Paren(this=node.this.copy()), expression=exp.Null())),
         )
         guarded = exp.Case(
-            ifs=[exp.If(this=zero, true=_fail(f"{what} by zero", _where(node)))],
+            ifs=[exp.If(this=zero, true=fail_with(f"{what} by zero", place_of(node)))],
             default=divisor,
         )
     new = node.copy()
@@ -545,8 +327,8 @@ def _cast(node, types: dict[int, str]):
     safe = bool(node.args.get("safe")) if isinstance(node, exp.TryCast) else False
     target = node.to.this.name.upper().replace("_", "")
     operand = node.this.copy()
-    source = _type_of(node.this, types)
-    if target in _TIMES:
+    source = type_of(node.this, types)
+    if target in TIME_TYPES:
         to = exp.DataType.build("TIMESTAMP")
     elif target == "DECIMAL" and not node.to.expressions:  # Spark's DECIMAL is DECIMAL(10, 0), DuckDB's (18, 3)
         to = exp.DataType.build("DECIMAL(10, 0)")
@@ -559,7 +341,7 @@ def _cast(node, types: dict[int, str]):
     if source is not None and source == target.replace("INTEGER", "INT"):
         return cast(operand)
     if _spark_refuses_cast(source, target):
-        start, length = _where(node)
+        start, length = place_of(node)
         raise Refusal(
             f"cannot cast {source} to {target} (Spark's ANSI rules do not allow it)", start, length, spark_too=True
         )
@@ -567,27 +349,27 @@ def _cast(node, types: dict[int, str]):
         # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
         # DuckDB's own cast rounds the binary value.
         return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
-    if source is None and target in ("DATE", "BOOLEAN") + _TIMES + _FRACTIONAL:
+    if source is None and target in ("DATE", "BOOLEAN") + TIME_TYPES + FRACTIONAL:
         raise Refusal(
             f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
             "types and reads a time as seconds, DuckDB casts a NULL of any type)",
-            *_where(node),
+            *place_of(node),
         )
-    if target in _INTEGRAL or target == "INTEGER":
+    if target in INTEGRAL or target == "INTEGER":
         if source is None:
             raise Refusal(
                 f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
                 f"fractions and reads timestamps as seconds; DuckDB rounds)",
-                *_where(node),
+                *place_of(node),
             )
-        if source in _FRACTIONAL:
-            return cast(_duck("trunc", operand))
-        if source in _TIMES:
-            return cast(_epoch_seconds(operand))
-        if source in _TEXT:
-            trimmed = _duck("trim", operand)
-            whole = _duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
-            invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {target}", _where(node))
+        if source in FRACTIONAL:
+            return cast(call_duck("trunc", operand))
+        if source in TIME_TYPES:
+            return cast(epoch_seconds(operand))
+        if source in TEXT_TYPES:
+            trimmed = call_duck("trim", operand)
+            whole = call_duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
+            invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node))
             return exp.Case(
                 ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
                 default=exp.Case(
@@ -595,19 +377,19 @@ def _cast(node, types: dict[int, str]):
                     default=invalid,
                 ),
             )
-    if target in _TIMES + ("DATE",) and source in _TEXT:
-        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, _where(node))
-    if target in ("DOUBLE", "FLOAT") and source in _TIMES:
-        return cast(exp.Div(this=_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
-    if target in _TEXT + ("STRING",) and source in ("DOUBLE", "FLOAT"):
+    if target in TIME_TYPES + ("DATE",) and source in TEXT_TYPES:
+        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
+    if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
+        return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
+    if target in TEXT_TYPES + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(
             f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
             f"1.0E10); cast to DECIMAL first",
-            *_where(node),
+            *place_of(node),
         )
-    if target in _TIMES and source in _INTEGRAL + _FRACTIONAL + ("INTEGER",):
+    if target in TIME_TYPES and source in INTEGRAL + FRACTIONAL + ("INTEGER",):
         raise Refusal(
-            f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *_where(node)
+            f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *place_of(node)
         )
     return cast(operand)
 
@@ -629,18 +411,18 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
     pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
 
     def field(group: int, default: int):
-        found = _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
+        found = call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
         return exp.Coalesce(
             this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
             expressions=[exp.Literal.number(default)],
         )
 
     if kind == "DATE":
-        made = _duck("make_date", field(1, 1), field(2, 1), field(3, 1))
+        made = call_duck("make_date", field(1, 1), field(2, 1), field(3, 1))
     else:
-        fraction = _duck(
+        fraction = call_duck(
             "rpad",
-            _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
+            call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
             exp.Literal.number(6),
             exp.Literal.string("0"),
         )
@@ -649,11 +431,13 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
             expressions=[exp.Literal.number(0)],
         )
         made = exp.Add(
-            this=_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)),
-            expression=_duck("to_microseconds", micros),
+            this=call_duck(
+                "make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)
+            ),
+            expression=call_duck("to_microseconds", micros),
         )
-    matches = _duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
-    invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {kind}", where)
+    matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
+    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
     if safe:  # an impossible date (2021-02-30) is NULL too
         made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
     return exp.Case(
@@ -668,58 +452,40 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
 def _spark_refuses_cast(source: str | None, target: str) -> bool:
     """Spark's ANSI mode refuses these casts when it analyses the statement (DuckDB would fail only on a
     value that is not NULL, or not at all)."""
-    numeric = _INTEGRAL + _FRACTIONAL + ("INTEGER",)
+    numeric = INTEGRAL + FRACTIONAL + ("INTEGER",)
     if source == "DATE":
         return target in numeric or target == "BOOLEAN"
-    if source in _TIMES:
+    if source in TIME_TYPES:
         return target == "BOOLEAN"
     if source in numeric or source == "BOOLEAN":
-        return target == "DATE" or (source == "BOOLEAN" and target in _TIMES)
+        return target == "DATE" or (source == "BOOLEAN" and target in TIME_TYPES)
     return False
-
-
-def _epoch_seconds(value, per_second: int = 1_000_000):
-    """Whole seconds since 1970 of a timestamp, rounded down (Spark's CAST(ts AS BIGINT), unix_timestamp,
-    unix_seconds); whole milliseconds with ``per_second`` 1000 (unix_millis)."""
-    from sqlglot import exp
-
-    micros = _duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")))
-    million = exp.Literal.number(per_second)
-    below = exp.Mod(
-        this=exp.Paren(
-            this=exp.Add(this=exp.Mod(this=micros.copy(), expression=million.copy()), expression=million.copy())
-        ),
-        expression=million.copy(),
-    )
-    return exp.IntDiv(
-        this=exp.Paren(this=exp.Sub(this=micros, expression=exp.Paren(this=below))), expression=million.copy()
-    )
 
 
 def _own_function(name: str, node, types: dict[int, str]):
     from sqlglot import exp
 
     args = [arg.copy() for arg in node.expressions]
-    where = _where(node)
+    where = place_of(node)
     if name in ("TRUNC", "DATE_TRUNC"):
         return _truncation(name, args, where)
     if name == "UNIX_TIMESTAMP" and not args:
-        return _epoch_seconds(exp.CurrentTimestamp())
+        return epoch_seconds(exp.CurrentTimestamp())
     if name == "TO_CHAR" and len(args) != 2:
         raise Refusal("TO_CHAR takes a value and a datetime pattern: TO_CHAR(d, 'yyyy-MM-dd')", *where)
-    if name == "TO_CHAR" and _type_of(node.expressions[0], types) in _INTEGRAL + _FRACTIONAL:
+    if name == "TO_CHAR" and type_of(node.expressions[0], types) in INTEGRAL + FRACTIONAL:
         raise Refusal("the python engine cannot run TO_CHAR of a number (Spark's number patterns)", *where)
     if not args or len(args) > 2:
         raise Refusal(f"{name}() takes one or two arguments, not {len(args)}", *where)
     value = args[0]
     if name == "UNIX_TIMESTAMP" and len(args) == 1:
-        source = _type_of(node.expressions[0], types)
-        if source in _TIMES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
+        source = type_of(node.expressions[0], types)
+        if source in TIME_TYPES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
             return exp.IntDiv(
-                this=_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
+                this=call_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
                 expression=exp.Literal.number(1_000_000),
             )
-        if source not in _TEXT:
+        if source not in TEXT_TYPES:
             raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
     if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
@@ -735,27 +501,27 @@ def _own_function(name: str, node, types: dict[int, str]):
     try:
         duck_pattern = duckdb_strftime(pattern.this, parsing=parsing)
     except PatternError as error:
-        raise Refusal(f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else where) from None
+        raise Refusal(f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else where) from None
     if not parsing:
-        return _duck(
+        return call_duck(
             "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)
         )
     # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
     # must be what the pattern writes of the value read. try_strptime: a text that does not parse at all
     # meets the same error as one that does not fit, with its place (strptime's own names neither).
-    fitted = _duck("try_strptime", value.copy(), exp.Literal.string(duck_pattern))
-    written = _duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
+    fitted = call_duck("try_strptime", value.copy(), exp.Literal.string(duck_pattern))
+    written = call_duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
     moment = exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted),
         ],
-        default=_fail(f"the text does not fit the datetime pattern {pattern.this!r}", where),
+        default=fail_with(f"the text does not fit the datetime pattern {pattern.this!r}", where),
     )
     if name == "TO_DATE":
         return exp.Cast(this=moment, to=exp.DataType.build("DATE"))
     if name == "UNIX_TIMESTAMP":
-        return _epoch_seconds(moment)
+        return epoch_seconds(moment)
     return moment
 
 
@@ -772,7 +538,7 @@ def _truncation(name: str, args: list, where: tuple[int | None, int]):
     duck_unit = units.get(unit.this.strip().upper())
     if duck_unit is None:  # Spark's answer to a unit it does not know
         return exp.Cast(this=exp.Null(), to=kind)
-    truncated = _duck("date_trunc", exp.Literal.string(duck_unit), exp.Cast(this=value, to=kind.copy()))
+    truncated = call_duck("date_trunc", exp.Literal.string(duck_unit), exp.Cast(this=value, to=kind.copy()))
     return exp.Cast(this=truncated, to=kind)
 
 
@@ -800,7 +566,7 @@ def check_patterns(text: str) -> None:
                 duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
             except PatternError as error:
                 raise Refusal(
-                    f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else _where(node)
+                    f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else place_of(node)
                 ) from None
 
 
@@ -848,8 +614,7 @@ def spark_types(frame) -> dict[str, str]:
     return found
 
 
-_PLACE_MARK = "cep@"
-_PLACE = re.compile(re.escape(_PLACE_MARK) + r"(\d+)\+(\d+): ")
+_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
@@ -872,7 +637,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     if missing is not None:
         name = missing.group(1)
         found = re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", spark_text, re.I)
-        sentence = f"the python engine cannot run Spark's function {name.upper()}() (DuckDB has no function of that name)"
+        sentence = f"the python engine cannot run Spark's function {name.upper()}() (DuckDB has none of that name)"
         return sentence, found.start() if found else None, len(name) if found else 1
     call = _FAILED_CALL.search(first)
     if call is not None:

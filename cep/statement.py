@@ -26,13 +26,13 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from cep.duckdb_functions import register_functions
 from cep.duckdb_sql import (
     ENGINE_HINT,
     MISSING_FUNCTION,
     Refusal,
     check_patterns,
     explain_duck_error,
-    register_functions,
     spark_types,
     to_duckdb_sql,
 )

@@ -96,6 +96,11 @@ EDGES = [
     dt.datetime(1969, 12, 31, 23, 59, 59, 500000),
     dt.datetime(2019, 12, 30, 8, 15),
     dt.datetime(2024, 12, 31, 15, 4, 5),
+    # Local times the clocks skip or pass twice (Europe/Berlin, America/New_York), for the time zone functions.
+    dt.datetime(2021, 3, 28, 2, 30),
+    dt.datetime(2021, 10, 31, 2, 30),
+    dt.datetime(2021, 3, 14, 2, 30),
+    dt.datetime(2021, 11, 7, 1, 30),
 ]
 # Texts that trip translations: case mappings that change the length (ß, İ), a character outside the BMP
 # (Java counts it as two chars, Spark's functions as one), a combining accent, texts that read as numbers,
@@ -126,6 +131,8 @@ TEXTS = [
     "28/03/2021",
     "20210328",
     "\t7\n",
+    "yes",
+    " N ",
 ]
 NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647", "-0", "007", "9999999999", "1e2", ""]
 
@@ -410,6 +417,7 @@ TEMPLATES: dict[str, list[str]] = {
         "timestamp_seconds({INT})",
         "from_utc_timestamp({TIMESTAMP}, 'Europe/Berlin')",
         "to_utc_timestamp({TIMESTAMP}, 'America/New_York')",
+        "to_utc_timestamp({TIMESTAMP}, 'Europe/Berlin')",
         "({TIMESTAMP} + INTERVAL 1 DAY)",
         "({DATE} + INTERVAL 2 HOUR)",
         "timestampadd(MINUTE, {small}, {TIMESTAMP})",
