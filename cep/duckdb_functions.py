@@ -4,6 +4,8 @@ SQL, or a refusal (part of the translation in cep/duckdb_sql.py; docs/sql-statem
 from __future__ import annotations
 
 from cep.duckdb_nodes import (
+    FRACTIONAL,
+    INTEGRAL,
     TEXT_TYPES,
     TIME_TYPES,
     Refusal,
@@ -24,6 +26,7 @@ _EXTRACT_FIELDS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "DOY", "
 _DST_SHIFTS_MINUTES = (120, 60, 30)
 
 
+NUMBERS = (*INTEGRAL, *FRACTIONAL, "INTEGER")
 COMPARISONS = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "NullSafeEQ")
 
 
@@ -86,7 +89,7 @@ def spark_meaning(node, types: dict[int, str]):
                 *place_of(node),
             )
     if type(node).__name__ in COMPARISONS:
-        return _time_text_comparison(node, types)
+        return _text_comparison(node, types)
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)):
         return _case_mapping(node)
     return None
@@ -149,19 +152,21 @@ def _to_utc(node):
     return call_duck("timezone", exp.Literal.string("UTC"), chosen)
 
 
-def _time_text_comparison(node, types: dict[int, str]):
-    """A DATE or TIMESTAMP compared with text that is not a literal: Spark casts the text (DuckDB refuses
-    the comparison, or compares otherwise); refused. A literal is cast alike on both engines."""
+def _text_comparison(node, types: dict[int, str]):
+    """A DATE, TIMESTAMP or number compared with text that is not a literal: Spark converts one side by its
+    own rules (DuckDB refuses the comparison, or casts the text and fails on 'abc'); refused. A literal is
+    cast alike on both engines."""
     from sqlglot import exp
 
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
     for side, kind, other in zip(sides, kinds, reversed(kinds)):
         is_literal = isinstance(side, exp.Literal) and side.is_string
-        if kind in TEXT_TYPES and not is_literal and (other == "DATE" or other in TIME_TYPES):
+        if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
+            target = {"DATE": "DATE", **dict.fromkeys(TIME_TYPES, "TIMESTAMP")}.get(other, other)
             raise Refusal(
-                f"the python engine cannot compare a {other} with text as Spark does (Spark casts the text); "
-                f"cast it yourself: CAST(text AS {other if other == 'DATE' else 'TIMESTAMP'})",
+                f"the python engine cannot compare a {other} with text as Spark does (Spark converts by its "
+                f"own rules); convert it yourself: CAST(text AS {target})",
                 *place_of(node),
             )
     return None

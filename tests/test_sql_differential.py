@@ -524,9 +524,11 @@ WINDOWS = [
     "first_value({ANY}) IGNORE NULLS OVER (ORDER BY id)",
 ]
 
-HOLES_OF_A_TYPE = re.compile(r"\{(?:" + "|".join(re.escape(kind) for kind in (*TEMPLATES, "ANY", "NUM", "PARSED")) + r")\}")
+KINDS = (*TEMPLATES, "ANY", "NUM", "PARSED")
+HOLES_OF_A_TYPE = re.compile(r"\{(?:" + "|".join(re.escape(kind) for kind in KINDS) + r")\}")
 # Three levels down, an expression is a leaf: a column or a literal.
 LEAVES = {kind: [t for t in templates if not HOLES_OF_A_TYPE.search(t)] for kind, templates in TEMPLATES.items()}
+
 
 @st.composite
 def expressions(draw, kind: str, depth: int = 0) -> str:
