@@ -26,7 +26,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from cep.duckdb_functions import register_functions
+from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
 from cep.duckdb_sql import (
     ENGINE_HINT,
     MISSING_FUNCTION,
@@ -663,7 +663,7 @@ class _DuckEngine:
         self.con.execute("SET enable_external_access = false")
         # Spark's sessions run in UTC (spark_bridge/spark/session.py); DuckDB's zone is the machine's.
         self.con.execute("SET TimeZone = 'UTC'")
-        register_functions(self.con)
+        self.own_functions = False  # registered when a translation first calls one (it costs ~25 ms)
         self.frames: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -699,7 +699,11 @@ class _DuckEngine:
         name = simple and (simple.group(2) or simple.group(1).replace("``", "`")).casefold()
         if name in self.frames:  # a clause reading a table as it is: no copy, no conversion
             return self.frames[name]
-        return self.con.sql(to_duckdb_sql(rendered.text, self.schema())).to_arrow_table()
+        translated = to_duckdb_sql(rendered.text, self.schema())
+        if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
+            register_functions(self.con)
+            self.own_functions = True
+        return self.con.sql(translated).to_arrow_table()
 
     def schema(self) -> dict[str, dict[str, str]]:
         """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""
