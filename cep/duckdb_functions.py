@@ -51,7 +51,7 @@ def spark_meaning(node, types: dict[int, str]):
         or isinstance(node, exp.WithinGroup)
         and isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc))
     ):  # Spark's MEDIAN, PERCENTILE_CONT and PERCENTILE_DISC are DOUBLEs (DuckDB keeps an integer or DECIMAL)
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
+        return _double(node, node)
     if isinstance(node, (exp.Add, exp.Sub)) and _whole_days_from_date(node, types):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.Sign):  # Spark's sign (signum) is a DOUBLE, whatever the argument
@@ -73,8 +73,9 @@ def spark_meaning(node, types: dict[int, str]):
             raise Refusal(
                 "the python engine runs PERCENTILE only with one fraction written as a number", *place_of(node)
             )
-        continuous = call_duck("quantile_cont", node.this.copy(), node.args["quantile"].copy())
-        return exp.Cast(this=continuous, to=exp.DataType.build("DOUBLE"))
+        return _double(node, call_duck("quantile_cont", node.this.copy(), node.args["quantile"].copy()))
+    if isinstance(node, exp.Window) and node.this.meta.get(_DOUBLE_OVER_A_WINDOW):
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
     if isinstance(node, exp.AtTimeZone):  # Spark's from_utc_timestamp: the UTC instant's local time
         zone = node.args["zone"].copy()
         return call_duck("timezone", zone, call_duck("timezone", exp.Literal.string("UTC"), node.this.copy()))
@@ -93,6 +94,20 @@ def spark_meaning(node, types: dict[int, str]):
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)):
         return _case_mapping(node)
     return None
+
+
+_DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggregate whose window is cast
+
+
+def _double(node, new):
+    """``new`` (the translation of the aggregate ``node``) as a DOUBLE: cast, or marked for its window to be
+    cast (DuckDB refuses ``CAST(median(x)) OVER ()``)."""
+    from sqlglot import exp
+
+    if isinstance(node.parent, exp.Window):
+        new.meta[_DOUBLE_OVER_A_WINDOW] = True
+        return new
+    return exp.Cast(this=new.copy() if new is node else new, to=exp.DataType.build("DOUBLE"))
 
 
 def _whole_days_from_date(node, types: dict[int, str]) -> bool:
@@ -200,8 +215,7 @@ def java_case_mappings() -> dict[str, object]:
         # Spark lower-cases the text, then title-cases the first letter of each word (words split at spaces).
         out, start = [], True
         for char in text.lower():
-            titled = char.title() if start else char
-            out.append(titled if len(titled) == 1 else char)
+            out.append(char.title() if start else char)  # full title case, as Spark's: 'ß' becomes 'Ss'
             start = char == " "
         return "".join(out)
 
