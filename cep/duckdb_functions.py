@@ -91,8 +91,10 @@ def spark_meaning(node, types: dict[int, str]):
             )
     if type(node).__name__ in COMPARISONS:
         return _text_comparison(node, types)
-    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)):
-        return _case_mapping(node)
+    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)) or (
+        isinstance(node, exp.Reverse) and type_of(node.this, types) in (None, *TEXT_TYPES)
+    ):
+        return _java_text(node)
     return None
 
 
@@ -187,16 +189,17 @@ def _text_comparison(node, types: dict[int, str]):
     return None
 
 
-def _case_mapping(node):
-    """UPPER, LOWER and INITCAP: DuckDB's own for ASCII text; other text through Spark's (Java's) full case
-    mapping (``ß`` upper is ``SS``, ``İ`` lower is ``i̇``), which DuckDB's simple mapping does not follow."""
+def _java_text(node):
+    """UPPER, LOWER, INITCAP and REVERSE: DuckDB's own for ASCII text; other text as Spark does, through Java's
+    full case mapping (``ß`` upper is ``SS``, ``İ`` lower is ``i̇``), which DuckDB's simple mapping does not
+    follow, and by code point (DuckDB reverses ``e`` + a combining accent as one character)."""
     from sqlglot import exp
 
     if isinstance(node, exp.Initcap) and not (
         node.expression is None or isinstance(node.expression, exp.Literal) and node.expression.this == " "
     ):
         raise Refusal("the python engine runs INITCAP only with Spark's word separator, a space", *place_of(node))
-    name = {exp.Upper: "upper", exp.Lower: "lower", exp.Initcap: "initcap"}[type(node)]
+    name = {exp.Upper: "upper", exp.Lower: "lower", exp.Initcap: "initcap", exp.Reverse: "reverse"}[type(node)]
     ascii_only = call_duck("regexp_full_match", node.this.copy(), exp.Literal.string("[\\x00-\\x7f]*"))
     return exp.Case(
         ifs=[exp.If(this=ascii_only, true=node.copy())],
@@ -209,7 +212,7 @@ JAVA_CASE_PREFIX = "cep_java_"
 
 def java_case_mappings() -> dict[str, object]:
     """The functions the translation calls for non-ASCII text (``register_functions`` gives them to DuckDB):
-    Java's full case mappings, as Spark's UPPER, LOWER and INITCAP apply them."""
+    Java's full case mappings, as Spark's UPPER, LOWER and INITCAP apply them, and REVERSE by code point."""
 
     def initcap(text: str) -> str:
         # Spark lower-cases the text, then title-cases the first letter of each word (words split at spaces).
@@ -219,7 +222,10 @@ def java_case_mappings() -> dict[str, object]:
             start = char == " "
         return "".join(out)
 
-    return {"upper": str.upper, "lower": str.lower, "initcap": initcap}
+    def reverse(text: str) -> str:
+        return text[::-1]
+
+    return {"upper": str.upper, "lower": str.lower, "initcap": initcap, "reverse": reverse}
 
 
 def register_functions(con) -> None:

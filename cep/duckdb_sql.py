@@ -182,7 +182,7 @@ def _typed_operands(node) -> tuple:
 
     if isinstance(node, (exp.Div, exp.IntDiv)):
         return (node.this, node.expression)
-    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs)):
+    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
         return (node.this,)
     if isinstance(node, (exp.Concat, exp.ConcatWs)):
         return tuple(node.expressions)

@@ -123,6 +123,7 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "upper(concat('straße ', s))",  # Java's full case mapping: STRASSE (DuckDB: STRAẞE)
     "lower(concat('İx', s))",
     "initcap(concat('ǆemal ßx ', s))",
+    "reverse(concat('e\u0301x', s))",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
     "sum(nvl2(s, year(start_date), 2)) OVER (ORDER BY first_ts)",  # a BIGINT (DuckDB: HUGEINT), NVL2's type told
     "sum(unix_timestamp(first_ts)) OVER ()",
     "min_by(s, x IS NOT NULL) OVER ()",  # the NULL value of the least key (DuckDB's arg_min skips it)
