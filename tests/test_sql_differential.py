@@ -1,9 +1,12 @@
 """The SQL around MATCH_RECOGNIZE gives Spark's answer on the python engine, or a refusal before it runs.
 
 A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md
-and docs/language.md list: casts among every type pair (``CAST`` and ``::``), date and time functions with
-their datetime patterns, string, numeric and conditional functions, aggregates, and window functions in a
-subquery. They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over
+and docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and ``::``, to SMALLINT,
+FLOAT and DECIMAL without a precision too), date and time functions with their datetime patterns (every
+pattern letter, quoted text, letters Spark refuses), time zone conversions, string functions over unicode
+(case mappings that change the length, combining accents, characters outside the BMP), numeric and
+conditional functions, comparisons that convert text, aggregates (percentiles, ``min_by``, ``FILTER``,
+``WITHIN GROUP``), and window functions in a subquery (ranks, frames, ``IGNORE NULLS``). They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over
 random rows with NULLs, dates and timestamps next to DST changes and year boundaries, decimals, empty
 strings and unicode, on real Spark SQL (the independent source) and on the python engine (DuckDB through
 cep's translation). For every expression, one of:
