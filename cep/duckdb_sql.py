@@ -377,6 +377,8 @@ def _cast(node, types: dict[int, str]):
                     default=invalid,
                 ),
             )
+    if target == "BOOLEAN" and source in TEXT_TYPES:
+        return _text_to_boolean(operand, safe, place_of(node))
     if target in TIME_TYPES + ("DATE",) and source in TEXT_TYPES:
         return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
     if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
@@ -444,6 +446,40 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=matches, true=made),
+        ],
+        default=invalid,
+    )
+
+
+# The words Spark's cast reads as TRUE and FALSE, after trimming spaces and control characters and lower-casing
+# (DuckDB's own cast reads neither ' true ' nor 'n').
+_SPARK_TRUE = ("t", "true", "y", "yes", "1")
+_SPARK_FALSE = ("f", "false", "n", "no", "0")
+
+
+def _text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
+    from sqlglot import exp
+
+    trimmed = call_duck(
+        "lower",
+        call_duck(
+            "regexp_replace",
+            text.copy(),
+            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+            exp.Literal.string(""),
+            exp.Literal.string("g"),
+        ),
+    )
+
+    def among(words):
+        return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
+
+    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where)
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=among(_SPARK_TRUE), true=exp.true()),
+            exp.If(this=among(_SPARK_FALSE), true=exp.false()),
         ],
         default=invalid,
     )

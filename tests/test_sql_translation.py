@@ -123,6 +123,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "upper(concat('straße ', s))",  # Java's full case mapping: STRASSE (DuckDB: STRAẞE)
     "lower(concat('İx', s))",
     "initcap(concat('ǆemal ßx ', s))",
+    "CAST(CASE WHEN x > 0 THEN ' yes ' ELSE 'N' END AS BOOLEAN)",  # Spark trims and reads y/yes/n/no too
+    "TRY_CAST(CASE WHEN x > 0 THEN 'maybe' ELSE ' f' END AS BOOLEAN)",
     "reverse(concat('e\u0301x', s))",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
     "sum(nvl2(s, year(start_date), 2)) OVER (ORDER BY first_ts)",  # a BIGINT (DuckDB: HUGEINT), NVL2's type told
     "sum(unix_timestamp(first_ts)) OVER ()",
