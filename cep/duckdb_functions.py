@@ -11,6 +11,7 @@ from cep.duckdb_nodes import (
     Refusal,
     call_duck,
     epoch_seconds,
+    fail_with,
     place_of,
     type_of,
 )
@@ -37,6 +38,13 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    if isinstance(node, (exp.Left, exp.Right)):  # Spark: '' for a length below 1 (DuckDB counts from the end)
+        positive = exp.GT(this=exp.Paren(this=node.expression.copy()), expression=exp.Literal.number(0))
+        return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=exp.Literal.string(""))
+    if isinstance(node, exp.SplitPart):  # Spark: part 0 is an error (DuckDB: '')
+        zero = exp.EQ(this=exp.Paren(this=node.args["part_index"].copy()), expression=exp.Literal.number(0))
+        failed = fail_with("SPLIT_PART's part number must not be 0", place_of(node))
+        return exp.Case(ifs=[exp.If(this=zero, true=failed)], default=node.copy())
     if isinstance(node, exp.UnixSeconds):  # rounded down, as Spark does (sqlglot's cast of epoch() rounds)
         return epoch_seconds(node.this.copy())
     if isinstance(node, exp.UnixMillis):

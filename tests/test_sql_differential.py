@@ -1,15 +1,15 @@
 """The SQL around MATCH_RECOGNIZE gives Spark's answer on the python engine, or a refusal before it runs.
 
-A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md
-and docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and ``::``, to SMALLINT,
-FLOAT and DECIMAL without a precision too), date and time functions with their datetime patterns (every
-pattern letter, quoted text, letters Spark refuses), time zone conversions, string functions over unicode
-(case mappings that change the length, combining accents, characters outside the BMP), numeric and
-conditional functions, comparisons that convert text, aggregates (percentiles, ``min_by``, ``FILTER``,
-``WITHIN GROUP``), and window functions in a subquery (ranks, frames, ``IGNORE NULLS``). They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over
-random rows with NULLs, dates and timestamps next to DST changes and year boundaries, decimals, empty
-strings and unicode, on real Spark SQL (the independent source) and on the python engine (DuckDB through
-cep's translation). For every expression, one of:
+A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md and
+docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and ``::``, to SMALLINT, FLOAT and
+DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter,
+quoted text, letters Spark refuses), time zone conversions, string functions over unicode (case mappings that
+change the length, combining accents, characters outside the BMP), numeric and conditional functions,
+comparisons that convert text, aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``), and window
+functions in a subquery (ranks, frames, ``IGNORE NULLS``). They run inside whole statements (the input through
+a MATCH_RECOGNIZE clause in a CTE) over random rows with NULLs, dates and timestamps next to DST changes and
+year boundaries, decimals, empty strings and unicode, on real Spark SQL (the independent source) and on the
+python engine (DuckDB through cep's translation). For every expression, one of:
 
 - both engines give the same value, of the same type family (integer, floating, decimal, text, date,
   timestamp, boolean; integer widths may differ: Spark's INT is DuckDB's BIGINT for a few functions);
@@ -360,8 +360,8 @@ TEMPLATES: dict[str, list[str]] = {
         "{ANY}::string",
         "nvl({STRING}, '')",
         "({STRING} || {STRING})",
-        "left({STRING}, 2)",
-        "right({STRING}, 2)",
+        "left({STRING}, {small})",
+        "right({STRING}, {small})",
         "initcap({STRING})",
         "repeat({STRING}, 2)",
         "substring_index({STRING}, '-', 1)",
@@ -369,7 +369,7 @@ TEMPLATES: dict[str, list[str]] = {
         "regexp_replace({STRING}, '[0-9]', '#')",
         "regexp_extract({STRING}, '([a-z]+)', 1)",
         "regexp_substr({STRING}, '[0-9]+')",
-        "split_part({STRING}, '-', 2)",
+        "split_part({STRING}, '-', {small})",
         "lcase({STRING})",
         "from_unixtime(unix_timestamp({TIMESTAMP}))",
         "from_unixtime({INT}, 'yyyy-MM-dd')",

@@ -125,7 +125,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "initcap(concat('ǆemal ßx ', s))",
     "CAST(CASE WHEN x > 0 THEN ' yes ' ELSE 'N' END AS BOOLEAN)",  # Spark trims and reads y/yes/n/no too
     "TRY_CAST(CASE WHEN x > 0 THEN 'maybe' ELSE ' f' END AS BOOLEAN)",
-    "reverse(concat('e\u0301x', s))",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
+    "reverse(concat('e\u0301x', s))",
+    "left(s, -1)",  # '' for a length below 1 (DuckDB counts from the end)
+    "right(s, CAST(x AS INT))",
+    "split_part(s, '2', -1)",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
     "sum(nvl2(s, year(start_date), 2)) OVER (ORDER BY first_ts)",  # a BIGINT (DuckDB: HUGEINT), NVL2's type told
     "sum(unix_timestamp(first_ts)) OVER ()",
     "min_by(s, x IS NOT NULL) OVER ()",  # the NULL value of the least key (DuckDB's arg_min skips it)
@@ -237,6 +240,7 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "to_date(s, 'yyyy-MM-dd')",
         "CAST(to_date(first_ts) AS DECIMAL(10,2))",
         "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
+        "split_part(s, '2', 0)",
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
