@@ -38,6 +38,14 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    if isinstance(node, (exp.Ln, exp.Log)):  # Spark: NULL for a value (or base) of 0 or below (DuckDB: -inf, NaN)
+        operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
+        below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
+        return exp.Case(ifs=[exp.If(this=exp.or_(*below), true=exp.Null())], default=node.copy())
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)) and all(
+        type_of(side, types) == "INT" for side in (node.this, node.args.get("expression") or node.this)
+    ):  # Spark's INT arithmetic is an INT, an overflow an error (DuckDB may compute it wider)
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("INT"))
     if isinstance(node, (exp.Left, exp.Right)):  # Spark: '' for a length below 1 (DuckDB counts from the end)
         positive = exp.GT(this=exp.Paren(this=node.expression.copy()), expression=exp.Literal.number(0))
         return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=exp.Literal.string(""))

@@ -188,7 +188,9 @@ def _typed_operands(node) -> tuple:
         return tuple(node.expressions)
     if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
         return (node.this, node.expression)
-    if isinstance(node, (exp.Add, exp.Sub)) and isinstance(node.expression, exp.Interval):
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        return (node.this, node.expression)
+    if isinstance(node, exp.Neg):
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)

@@ -126,6 +126,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "CAST(CASE WHEN x > 0 THEN ' yes ' ELSE 'N' END AS BOOLEAN)",  # Spark trims and reads y/yes/n/no too
     "TRY_CAST(CASE WHEN x > 0 THEN 'maybe' ELSE ' f' END AS BOOLEAN)",
     "reverse(concat('e\u0301x', s))",
+    "ln(x)",  # NULL for 0 and below, as Spark's (DuckDB: -inf, NaN)
+    "log10(x - x)",
+    "log(2, -abs(x))",
+    "year(start_date) * 1000000",  # an INT, as Spark's (an overflow is an error on both)
     "left(s, -1)",  # '' for a length below 1 (DuckDB counts from the end)
     "right(s, CAST(x AS INT))",
     "split_part(s, '2', -1)",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
@@ -241,6 +245,7 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "CAST(to_date(first_ts) AS DECIMAL(10,2))",
         "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
         "split_part(s, '2', 0)",
+        "year(start_date) * 10000000",  # INT overflow
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
