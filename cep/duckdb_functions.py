@@ -46,6 +46,8 @@ def spark_meaning(node, types: dict[int, str]):
         type_of(side, types) == "INT" for side in (node.this, node.args.get("expression") or node.this)
     ):  # Spark's INT arithmetic is an INT, an overflow an error (DuckDB may compute it wider)
         return exp.Cast(this=node.copy(), to=exp.DataType.build("INT"))
+    if isinstance(node, (exp.TimestampDiff, exp.DateDiff)) and node.args.get("unit") is not None:
+        return _whole_units_between(node)
     if isinstance(node, (exp.Left, exp.Right)):  # Spark: '' for a length below 1 (DuckDB counts from the end)
         positive = exp.GT(this=exp.Paren(this=node.expression.copy()), expression=exp.Literal.number(0))
         return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=exp.Literal.string(""))
@@ -139,6 +141,27 @@ def _whole_days_from_date(node, types: dict[int, str]) -> bool:
         and interval.unit is not None
         and interval.unit.name.upper().rstrip("S") in ("DAY", "WEEK", "MONTH", "YEAR")
     )
+
+
+_DIFF_UNITS = frozenset(
+    {"MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}
+)
+
+
+def _whole_units_between(node):
+    """Spark's timestampdiff(unit, a, b) and datediff(unit, a, b): the whole units from a to b, time of day
+    included (DuckDB's date_sub; sqlglot writes date_diff, which counts the boundaries crossed, and casts
+    datediff's operands to DATEs)."""
+    from sqlglot import exp
+
+    unit = node.args["unit"].name.upper().rstrip("S")
+    if unit not in _DIFF_UNITS:
+        raise Refusal(f"the python engine cannot count {unit} units between two times as Spark does", *place_of(node))
+    start, end = node.expression, node.this
+    if isinstance(node, exp.DateDiff):  # sqlglot's operands are casts to DATE; Spark's are the timestamps
+        start, end = (side.this if isinstance(side, exp.TsOrDsToDate) else side for side in (start, end))
+    moments = [exp.Cast(this=side.copy(), to=exp.DataType.build("TIMESTAMP")) for side in (start, end)]
+    return call_duck("date_sub", exp.Literal.string(unit.lower()), *moments)
 
 
 def _extract(node):

@@ -286,6 +286,8 @@ TEMPLATES: dict[str, list[str]] = {
         "({BIGINT} * {BIGINT})",
         "round({BIGINT}, -2)",
         "timestampdiff(HOUR, {TIMESTAMP}, {TIMESTAMP})",
+        "timestampdiff(MONTH, {TIMESTAMP}, {TIMESTAMP})",
+        "datediff(MINUTE, {TIMESTAMP}, {TIMESTAMP})",
         "ceiling({NUM})",
         "TRY_CAST({ANY} AS BIGINT)",
     ],

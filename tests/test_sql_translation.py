@@ -130,6 +130,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "log10(x - x)",
     "log(2, -abs(x))",
     "year(start_date) * 1000000",  # an INT, as Spark's (an overflow is an error on both)
+    "timestampdiff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",  # whole hours (DuckDB's date_diff: 2)
+    "timestampdiff(MONTH, first_ts, TIMESTAMP '2021-01-01 00:00:00')",
+    "timestampdiff(MONTH, TIMESTAMP '2021-01-01 00:00:00', first_ts)",
+    "datediff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",  # Spark's timestampdiff (sqlglot: of DATEs)
     "left(s, -1)",  # '' for a length below 1 (DuckDB counts from the end)
     "right(s, CAST(x AS INT))",
     "split_part(s, '2', -1)",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
