@@ -255,6 +255,8 @@ def _translate(node, types: dict[int, str]):
     meant = spark_meaning(node, types)
     if meant is not None:
         return meant
+    if isinstance(node, exp.CountIf):  # Spark's COUNT_IF is 0 where no row is TRUE (DuckDB's: NULL), a BIGINT
+        return exp.Count(this=exp.Case(ifs=[exp.If(this=node.this.copy(), true=exp.Literal.number(1))]))
     if isinstance(node, exp.AddMonths):  # Spark's add_months is a DATE; sqlglot's DuckDB form a TIMESTAMP
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.TsOrDsAdd):
@@ -293,7 +295,17 @@ def _numeric_kind(node, types: dict[int, str]) -> str | None:
 def _integral_sum(node, types: dict[int, str]) -> bool:
     from sqlglot import exp
 
-    return isinstance(node, exp.CountIf) or isinstance(node, exp.Sum) and type_of(node.this, types) in INTEGRAL
+    return isinstance(node, exp.Sum) and _integral_kind(node.this, types)
+
+
+def _integral_kind(node, types: dict[int, str]) -> bool:
+    """Whether Spark types ``node`` as an integer: sqlglot's type, or for ROUND and ABS their argument's
+    (sqlglot says DOUBLE or cannot tell)."""
+    from sqlglot import exp
+
+    if isinstance(node, (exp.Round, exp.Abs)):
+        return _integral_kind(node.this, types)
+    return type_of(node, types) in INTEGRAL
 
 
 def _nonzero_divisor(node):

@@ -134,6 +134,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "timestampdiff(MONTH, first_ts, TIMESTAMP '2021-01-01 00:00:00')",
     "timestampdiff(MONTH, TIMESTAMP '2021-01-01 00:00:00', first_ts)",
     "datediff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",  # Spark's timestampdiff (sqlglot: of DATEs)
+    "count_if(x > 100) OVER ()",  # 0, not NULL, where no row is TRUE
+    "sum(round(CAST(x AS BIGINT), -1)) OVER ()",  # a BIGINT
     "left(s, -1)",  # '' for a length below 1 (DuckDB counts from the end)
     "right(s, CAST(x AS INT))",
     "split_part(s, '2', -1)",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
