@@ -42,15 +42,15 @@ def spark_meaning(node, types: dict[int, str]):
         operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
         below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
         return exp.Case(ifs=[exp.If(this=exp.or_(*below), true=exp.Null())], default=node.copy())
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)) and all(
-        type_of(side, types) == "INT" for side in (node.this, node.args.get("expression") or node.this)
-    ):  # Spark's INT arithmetic is an INT, an overflow an error (DuckDB may compute it wider)
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("INT"))
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)) and _int_arithmetic(node, types):
+        return _checked_int(node)
     if isinstance(node, (exp.TimestampDiff, exp.DateDiff)) and node.args.get("unit") is not None:
         return _whole_units_between(node)
     if isinstance(node, (exp.Left, exp.Right)):  # Spark: '' for a length below 1 (DuckDB counts from the end)
         positive = exp.GT(this=exp.Paren(this=node.expression.copy()), expression=exp.Literal.number(0))
-        return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=exp.Literal.string(""))
+        empty = node.copy()  # '' of a length below 1; NULL of a NULL text or length
+        empty.set("expression", exp.Mul(this=exp.Paren(this=node.expression.copy()), expression=exp.Literal.number(0)))
+        return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=empty)
     if isinstance(node, exp.SplitPart):  # Spark: part 0 is an error (DuckDB: '')
         zero = exp.EQ(this=exp.Paren(this=node.args["part_index"].copy()), expression=exp.Literal.number(0))
         failed = fail_with("SPLIT_PART's part number must not be 0", place_of(node))
@@ -140,6 +140,41 @@ def _whole_days_from_date(node, types: dict[int, str]) -> bool:
         and type_of(node.this, types) == "DATE"
         and interval.unit is not None
         and interval.unit.name.upper().rstrip("S") in ("DAY", "WEEK", "MONTH", "YEAR")
+    )
+
+
+def _int_arithmetic(node, types: dict[int, str]) -> bool:
+    """Whether Spark's ``node`` (+, -, *, unary -) is an INT, whose overflow is an error (DuckDB may compute
+    it wider): INTs, or an INT with a narrower integer (sqlglot calls Spark's INT year() a TINYINT)."""
+    kinds = {type_of(side, types) for side in (node.this, node.args.get("expression") or node.this)}
+    return "INT" in kinds and kinds <= {"TINYINT", "SMALLINT", "INT"}
+
+
+_INT_RANGE = (-(2**31), 2**31 - 1)  # Spark's INT
+
+
+def _checked_int(node):
+    """``node`` computed as a BIGINT, then an INT, its overflow Spark's ANSI error at its place. Only the
+    outermost of nested INT arithmetic is checked (the check repeats its operand: checking each level would
+    grow the text exponentially), so an overflow that a later step undoes passes here."""
+    from sqlglot import exp
+
+    wide = node.copy()
+    wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build("BIGINT")))
+    outer = node.parent
+    while isinstance(outer, exp.Paren):
+        outer = outer.parent
+    if isinstance(outer, (exp.Add, exp.Sub, exp.Mul, exp.Neg)):
+        return wide
+    within = exp.Between(
+        this=wide.copy(), low=exp.Literal.number(_INT_RANGE[0]), high=exp.Literal.number(_INT_RANGE[1])
+    )
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=wide.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=within, true=exp.Cast(this=wide, to=exp.DataType.build("INT"))),
+        ],
+        default=fail_with("integer overflow: the result does not fit an INT", place_of(node)),
     )
 
 
