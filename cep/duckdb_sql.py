@@ -91,6 +91,8 @@ _RESULT_TYPES = {
     "DATE_TRUNC": "TIMESTAMP",
 }
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
+# A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
+_TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
 _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
 _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
 
@@ -101,6 +103,14 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
     import sqlglot
     from sqlglot.errors import UnsupportedError
 
+    typed_then_cast = _TYPED_LITERAL_CAST.search(text)
+    if typed_then_cast is not None:
+        raise Refusal(
+            f"the python engine reads {typed_then_cast.group(1).upper()} '...'::type otherwise than Spark does "
+            f"(sqlglot applies :: to the text first); write CAST({typed_then_cast.group(1).upper()} '...' AS type)",
+            typed_then_cast.start(),
+            typed_then_cast.end() - typed_then_cast.start(),
+        )
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     types = _types(tree, schema or {})
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.

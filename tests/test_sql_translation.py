@@ -133,7 +133,9 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "timestampdiff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",  # whole hours (DuckDB's date_diff: 2)
     "timestampdiff(MONTH, first_ts, TIMESTAMP '2021-01-01 00:00:00')",
     "timestampdiff(MONTH, TIMESTAMP '2021-01-01 00:00:00', first_ts)",
-    "datediff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",  # Spark's timestampdiff (sqlglot: of DATEs)
+    "datediff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",
+    "CAST(DATE '2021-03-28' AS TIMESTAMP)",
+    "(DATE '2021-03-28')::timestamp",  # Spark's timestampdiff (sqlglot: of DATEs)
     "count_if(x > 100) OVER ()",  # 0, not NULL, where no row is TRUE
     "sum(round(CAST(x AS BIGINT), -1)) OVER ()",  # a BIGINT
     "left(s, -1)",  # '' for a length below 1 (DuckDB counts from the end)
@@ -191,6 +193,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "CAST(x AS INT) = s": "compare a INT with text",
     "substring_index(date_format(first_ts, 'yyyy-MM-dd'), '-', 1)": "SUBSTRING_INDEX()",  # DuckDB has none
     "extract(YEAROFWEEK FROM first_ts)": "EXTRACT(YEAROFWEEK",
+    "DATE '2021-03-28'::timestamp": "DATE '...'::type",  # sqlglot casts the text: a DATE, where Spark's is a TIMESTAMP
 }
 
 
