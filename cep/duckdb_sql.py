@@ -33,6 +33,21 @@ import functools
 import re
 from collections.abc import Mapping
 
+from cep.duckdb_functions import COMPARISONS, spark_meaning
+from cep.duckdb_nodes import (
+    FRACTIONAL,
+    INTEGRAL,
+    PLACE_MARK,
+    TEXT_TYPES,
+    TIME_TYPES,
+    TYPED_META,
+    Refusal,
+    call_duck,
+    epoch_seconds,
+    fail_with,
+    place_of,
+    type_of,
+)
 from cep.grammar.functions import DATETIME_PARSERS, DATETIME_PATTERN_ARGUMENT, PatternError, duckdb_strftime
 
 # Imported inside functions: sqlglot and pyarrow (heavy; `cep check` of a single clause needs neither).
@@ -76,23 +91,10 @@ _RESULT_TYPES = {
     "DATE_TRUNC": "TIMESTAMP",
 }
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
+# A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
+_TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
 _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
-_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-_FRACTIONAL = ("FLOAT", "DOUBLE", "DECIMAL")
-_TEXT = ("VARCHAR", "TEXT", "CHAR", "NCHAR", "NVARCHAR")
-_TIMES = ("TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMPNTZ", "DATETIME")
-_TYPED = "cep_typed"  # the meta key of a node whose type the rules need
 _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
-
-
-class Refusal(Exception):
-    """The python engine cannot run a part of the statement as Spark does. ``start``: the offset of the
-    part in the Spark SQL text that was translated (None when it cannot be told). ``spark_too``: Spark
-    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's."""
-
-    def __init__(self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False) -> None:
-        super().__init__(message)
-        self.message, self.start, self.length, self.spark_too = message, start, length, spark_too
 
 
 def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
@@ -101,14 +103,22 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
     import sqlglot
     from sqlglot.errors import UnsupportedError
 
+    typed_then_cast = _TYPED_LITERAL_CAST.search(text)
+    if typed_then_cast is not None:
+        raise Refusal(
+            f"the python engine reads {typed_then_cast.group(1).upper()} '...'::type otherwise than Spark does "
+            f"(sqlglot applies :: to the text first); write CAST({typed_then_cast.group(1).upper()} '...' AS type)",
+            typed_then_cast.start(),
+            typed_then_cast.end() - typed_then_cast.start(),
+        )
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     types = _types(tree, schema or {})
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
         new = _translate(node, types)
         if new is not node:
-            if _TYPED in node.meta:
-                new.meta[_TYPED] = node.meta[_TYPED]
+            if TYPED_META in node.meta:
+                new.meta[TYPED_META] = node.meta[TYPED_META]
             node.replace(new)
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
@@ -147,7 +157,7 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
     for node in tree.walk():
         for operand in _typed_operands(node):
             wanted += 1
-            operand.meta[_TYPED] = wanted
+            operand.meta[TYPED_META] = wanted
     if not wanted:
         return {}
     lowered = {
@@ -159,7 +169,9 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:
             operand = call.expressions[0] if call.expressions else exp.Null()
-            call.replace(exp.Cast(this=operand, to=exp.DataType.build(kind)))
+            typed = exp.Cast(this=operand, to=exp.DataType.build(kind))
+            typed.meta.update(call.meta)  # the call may be an operand a rule needs the type of
+            call.replace(typed)
     try:
         copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False, quote_identifiers=False)
         copy = annotate_types(copy, schema=lowered, dialect="spark")
@@ -167,9 +179,10 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
         return {}
     found = {}
     for node in copy.walk():
-        number = node.meta.get(_TYPED)
-        if number is not None and node.type is not None and node.type.this != exp.DataType.Type.UNKNOWN:
-            found[number] = node.type.this.name.upper().replace("_", "")
+        number = node.meta.get(TYPED_META)
+        kind = node.args.get("true") if isinstance(node, exp.Nvl2) else node  # sqlglot leaves NVL2 untyped
+        if number is not None and kind.type is not None and kind.type.this != exp.DataType.Type.UNKNOWN:
+            found[number] = kind.type.this.name.upper().replace("_", "")
     return found
 
 
@@ -179,18 +192,19 @@ def _typed_operands(node) -> tuple:
 
     if isinstance(node, (exp.Div, exp.IntDiv)):
         return (node.this, node.expression)
-    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg)):
+    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
+        return (node.this,)
+    if isinstance(node, (exp.Concat, exp.ConcatWs)):
+        return tuple(node.expressions)
+    if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
+        return (node.this, node.expression)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        return (node.this, node.expression)
+    if isinstance(node, exp.Neg):
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
     return ()
-
-
-def _type_of(node, types: dict[int, str]) -> str | None:
-    found = types.get(node.meta.get(_TYPED))
-    if found in ("INT", "INTEGER", "UINT"):
-        return "INT"
-    return found
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -201,19 +215,19 @@ def _translate(node, types: dict[int, str]):
 
     if isinstance(node, exp.Cast):
         return _cast(node, types)
-    if isinstance(node, exp.IntDiv) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
-        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *_where(node))
-    if isinstance(node, exp.IntDiv) and "DECIMAL" in (_type_of(node.this, types), _type_of(node.expression, types)):
+    if isinstance(node, exp.IntDiv) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *place_of(node))
+    if isinstance(node, exp.IntDiv) and "DECIMAL" in (type_of(node.this, types), type_of(node.expression, types)):
         raise Refusal(
             "the python engine cannot run DIV of a DECIMAL as Spark does (Spark's exact quotient truncated to "
             "a BIGINT; DuckDB divides a DOUBLE); cast both operands to BIGINT",
-            *_where(node),
+            *place_of(node),
         )
     if isinstance(node, exp.Div) and _decimal_quotient(node, types):
         raise Refusal(
             "the python engine cannot divide a DECIMAL as Spark does (Spark's quotient is an exact DECIMAL "
             "rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",
-            *_where(node),
+            *place_of(node),
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
@@ -224,11 +238,11 @@ def _translate(node, types: dict[int, str]):
         raise Refusal(
             f"the python engine does not know Spark's function {name}() (DuckDB may know another "
             f"function of that name)",
-            *_where(node),
+            *place_of(node),
         )
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
         return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
-    if isinstance(node, exp.Round) and _type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+    if isinstance(node, exp.Round) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):
         # Spark rounds the double's shortest decimal text half up (round(2.675, 2) = 2.68); DuckDB the binary value.
         text = exp.Cast(
             this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR")),
@@ -239,15 +253,20 @@ def _translate(node, types: dict[int, str]):
     if (
         isinstance(node, (exp.Floor, exp.Ceil))
         and not node.args.get("decimals")
-        and _type_of(node.this, types) in _INTEGRAL + ("DOUBLE", "FLOAT")
+        and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
     ):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
-    if isinstance(node, exp.Avg) and _type_of(node.this, types) == "DECIMAL":
+    if isinstance(node, exp.Avg) and _numeric_kind(node.this, types) == "DECIMAL":
         raise Refusal(
             "the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
             "is a DOUBLE): cast the argument to DOUBLE",
-            *_where(node),
+            *place_of(node),
         )
+    meant = spark_meaning(node, types)
+    if meant is not None:
+        return meant
+    if isinstance(node, exp.CountIf):  # Spark's COUNT_IF is 0 where no row is TRUE (DuckDB's: NULL), a BIGINT
+        return exp.Count(this=exp.Case(ifs=[exp.If(this=node.this.copy(), true=exp.Literal.number(1))]))
     if isinstance(node, exp.AddMonths):  # Spark's add_months is a DATE; sqlglot's DuckDB form a TIMESTAMP
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.TsOrDsAdd):
@@ -268,7 +287,7 @@ def _decimal_quotient(node, types: dict[int, str]) -> bool:
     """Whether Spark's quotient ``node`` is a DECIMAL: a DECIMAL divided by a DECIMAL or an integer, or an
     integer by a DECIMAL (a DOUBLE on either side makes it a DOUBLE, as DuckDB's is)."""
     kinds = tuple(_numeric_kind(side, types) for side in (node.this, node.expression))
-    return "DECIMAL" in kinds and all(kind in _INTEGRAL + ("DECIMAL",) for kind in kinds)
+    return "DECIMAL" in kinds and all(kind in INTEGRAL + ("DECIMAL",) for kind in kinds)
 
 
 def _numeric_kind(node, types: dict[int, str]) -> str | None:
@@ -278,44 +297,25 @@ def _numeric_kind(node, types: dict[int, str]) -> str | None:
 
     if isinstance(node, exp.Literal) and node.is_number and _DECIMAL_LITERAL.fullmatch(node.this):
         return "DECIMAL"
-    return _type_of(node, types)
+    if isinstance(node, (exp.Floor, exp.Ceil, exp.Round, exp.Abs)) and _numeric_kind(node.this, types) == "DECIMAL":
+        return "DECIMAL"  # Spark's floor, ceil, round and abs of a DECIMAL are DECIMALs (sqlglot says DOUBLE)
+    return type_of(node, types)
 
 
 def _integral_sum(node, types: dict[int, str]) -> bool:
     from sqlglot import exp
 
-    return isinstance(node, exp.CountIf) or isinstance(node, exp.Sum) and _type_of(node.this, types) in _INTEGRAL
+    return isinstance(node, exp.Sum) and _integral_kind(node.this, types)
 
 
-def _where(node) -> tuple[int | None, int]:
-    """The offset and length of ``node`` in the text sqlglot parsed: its own position, else its first
-    descendant's."""
-    positions = [n.meta["start"] for n in node.walk() if "start" in n.meta]
-    if "start" in node.meta:
-        return node.meta["start"], node.meta.get("end", node.meta["start"]) - node.meta["start"] + 1
-    return (min(positions), 1) if positions else (None, 1)
-
-
-def _duck(name: str, *args):
-    """A call of DuckDB's function ``name``, written as is."""
+def _integral_kind(node, types: dict[int, str]) -> bool:
+    """Whether Spark types ``node`` as an integer: sqlglot's type, or for ROUND and ABS their argument's
+    (sqlglot says DOUBLE or cannot tell)."""
     from sqlglot import exp
 
-    return exp.Anonymous(this=name, expressions=list(args))
-
-
-def _fail(message: str, where: tuple[int | None, int]):
-    """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
-    of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
-    refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
-    runs). A cast of the message to an integer fails as surely and is deterministic; DuckDB's constant
-    folding leaves an expression that fails for it to run time, so only a row that takes the branch fails.
-    Its type is NULL's (``CASE WHEN ... THEN NULL END``), as error()'s is, so it fits a branch of any type."""
-    from sqlglot import exp
-
-    start, length = where
-    place = f"{_PLACE_MARK}{start}+{length}: " if start is not None else ""
-    raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
-    return exp.Case(ifs=[exp.If(this=exp.Is(this=raises, expression=exp.Null()), true=exp.Null())])
+    if isinstance(node, (exp.Round, exp.Abs)):
+        return _integral_kind(node.this, types)
+    return type_of(node, types) in INTEGRAL
 
 
 def _nonzero_divisor(node):
@@ -334,7 +334,7 @@ def _nonzero_divisor(node):
             exp.Not(this=exp.Is(this=exp.Paren(this=node.this.copy()), expression=exp.Null())),
         )
         guarded = exp.Case(
-            ifs=[exp.If(this=zero, true=_fail(f"{what} by zero", _where(node)))],
+            ifs=[exp.If(this=zero, true=fail_with(f"{what} by zero", place_of(node)))],
             default=divisor,
         )
     new = node.copy()
@@ -351,9 +351,11 @@ def _cast(node, types: dict[int, str]):
     safe = bool(node.args.get("safe")) if isinstance(node, exp.TryCast) else False
     target = node.to.this.name.upper().replace("_", "")
     operand = node.this.copy()
-    source = _type_of(node.this, types)
-    if target in _TIMES:
+    source = type_of(node.this, types)
+    if target in TIME_TYPES:
         to = exp.DataType.build("TIMESTAMP")
+    elif target == "DECIMAL" and not node.to.expressions:  # Spark's DECIMAL is DECIMAL(10, 0), DuckDB's (18, 3)
+        to = exp.DataType.build("DECIMAL(10, 0)")
     else:
         to = node.to.copy()
 
@@ -363,7 +365,7 @@ def _cast(node, types: dict[int, str]):
     if source is not None and source == target.replace("INTEGER", "INT"):
         return cast(operand)
     if _spark_refuses_cast(source, target):
-        start, length = _where(node)
+        start, length = place_of(node)
         raise Refusal(
             f"cannot cast {source} to {target} (Spark's ANSI rules do not allow it)", start, length, spark_too=True
         )
@@ -371,27 +373,27 @@ def _cast(node, types: dict[int, str]):
         # Spark reads the double as its shortest decimal text (2.675, not 2.67499...) and rounds half up;
         # DuckDB's own cast rounds the binary value.
         return cast(exp.Cast(this=operand, to=exp.DataType.build("VARCHAR")))
-    if source is None and target in ("DATE", "BOOLEAN") + _TIMES + _FRACTIONAL:
+    if source is None and target in ("DATE", "BOOLEAN") + TIME_TYPES + FRACTIONAL:
         raise Refusal(
             f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
             "types and reads a time as seconds, DuckDB casts a NULL of any type)",
-            *_where(node),
+            *place_of(node),
         )
-    if target in _INTEGRAL or target == "INTEGER":
+    if target in INTEGRAL or target == "INTEGER":
         if source is None:
             raise Refusal(
                 f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
                 f"fractions and reads timestamps as seconds; DuckDB rounds)",
-                *_where(node),
+                *place_of(node),
             )
-        if source in _FRACTIONAL:
-            return cast(_duck("trunc", operand))
-        if source in _TIMES:
-            return cast(_epoch_seconds(operand))
-        if source in _TEXT:
-            trimmed = _duck("trim", operand)
-            whole = _duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
-            invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {target}", _where(node))
+        if source in FRACTIONAL:
+            return cast(call_duck("trunc", operand))
+        if source in TIME_TYPES:
+            return cast(epoch_seconds(operand))
+        if source in TEXT_TYPES:
+            trimmed = call_duck("trim", operand)
+            whole = call_duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
+            invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node))
             return exp.Case(
                 ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
                 default=exp.Case(
@@ -399,19 +401,21 @@ def _cast(node, types: dict[int, str]):
                     default=invalid,
                 ),
             )
-    if target in _TIMES + ("DATE",) and source in _TEXT:
-        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, _where(node))
-    if target in ("DOUBLE", "FLOAT") and source in _TIMES:
-        return cast(exp.Div(this=_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
-    if target in _TEXT + ("STRING",) and source in ("DOUBLE", "FLOAT"):
+    if target == "BOOLEAN" and source in TEXT_TYPES:
+        return _text_to_boolean(operand, safe, place_of(node))
+    if target in TIME_TYPES + ("DATE",) and source in TEXT_TYPES:
+        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
+    if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
+        return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
+    if target in TEXT_TYPES + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(
             f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
             f"1.0E10); cast to DECIMAL first",
-            *_where(node),
+            *place_of(node),
         )
-    if target in _TIMES and source in _INTEGRAL + _FRACTIONAL + ("INTEGER",):
+    if target in TIME_TYPES and source in INTEGRAL + FRACTIONAL + ("INTEGER",):
         raise Refusal(
-            f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *_where(node)
+            f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *place_of(node)
         )
     return cast(operand)
 
@@ -433,18 +437,18 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
     pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
 
     def field(group: int, default: int):
-        found = _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
+        found = call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
         return exp.Coalesce(
             this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
             expressions=[exp.Literal.number(default)],
         )
 
     if kind == "DATE":
-        made = _duck("make_date", field(1, 1), field(2, 1), field(3, 1))
+        made = call_duck("make_date", field(1, 1), field(2, 1), field(3, 1))
     else:
-        fraction = _duck(
+        fraction = call_duck(
             "rpad",
-            _duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
+            call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
             exp.Literal.number(6),
             exp.Literal.string("0"),
         )
@@ -453,11 +457,13 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
             expressions=[exp.Literal.number(0)],
         )
         made = exp.Add(
-            this=_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)),
-            expression=_duck("to_microseconds", micros),
+            this=call_duck(
+                "make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)
+            ),
+            expression=call_duck("to_microseconds", micros),
         )
-    matches = _duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
-    invalid = exp.Null() if safe else _fail(f"the text cannot be cast to {kind}", where)
+    matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
+    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
     if safe:  # an impossible date (2021-02-30) is NULL too
         made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
     return exp.Case(
@@ -469,60 +475,77 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
     )
 
 
+# The words Spark's cast reads as TRUE and FALSE, after trimming spaces and control characters and lower-casing
+# (DuckDB's own cast reads neither ' true ' nor 'n').
+_SPARK_TRUE = ("t", "true", "y", "yes", "1")
+_SPARK_FALSE = ("f", "false", "n", "no", "0")
+
+
+def _text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
+    from sqlglot import exp
+
+    trimmed = call_duck(
+        "lower",
+        call_duck(
+            "regexp_replace",
+            text.copy(),
+            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+            exp.Literal.string(""),
+            exp.Literal.string("g"),
+        ),
+    )
+
+    def among(words):
+        return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
+
+    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where)
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=among(_SPARK_TRUE), true=exp.true()),
+            exp.If(this=among(_SPARK_FALSE), true=exp.false()),
+        ],
+        default=invalid,
+    )
+
+
 def _spark_refuses_cast(source: str | None, target: str) -> bool:
     """Spark's ANSI mode refuses these casts when it analyses the statement (DuckDB would fail only on a
     value that is not NULL, or not at all)."""
-    numeric = _INTEGRAL + _FRACTIONAL + ("INTEGER",)
+    numeric = INTEGRAL + FRACTIONAL + ("INTEGER",)
     if source == "DATE":
         return target in numeric or target == "BOOLEAN"
-    if source in _TIMES:
+    if source in TIME_TYPES:
         return target == "BOOLEAN"
     if source in numeric or source == "BOOLEAN":
-        return target == "DATE" or (source == "BOOLEAN" and target in _TIMES)
+        return target == "DATE" or (source == "BOOLEAN" and target in TIME_TYPES)
     return False
-
-
-def _epoch_seconds(value):
-    """Whole seconds since 1970 of a timestamp, rounded down (Spark's CAST(ts AS BIGINT), unix_timestamp)."""
-    from sqlglot import exp
-
-    micros = _duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")))
-    million = exp.Literal.number(1_000_000)
-    below = exp.Mod(
-        this=exp.Paren(
-            this=exp.Add(this=exp.Mod(this=micros.copy(), expression=million.copy()), expression=million.copy())
-        ),
-        expression=million.copy(),
-    )
-    return exp.IntDiv(
-        this=exp.Paren(this=exp.Sub(this=micros, expression=exp.Paren(this=below))), expression=million.copy()
-    )
 
 
 def _own_function(name: str, node, types: dict[int, str]):
     from sqlglot import exp
 
     args = [arg.copy() for arg in node.expressions]
-    where = _where(node)
+    where = place_of(node)
     if name in ("TRUNC", "DATE_TRUNC"):
         return _truncation(name, args, where)
     if name == "UNIX_TIMESTAMP" and not args:
-        return _epoch_seconds(exp.CurrentTimestamp())
+        return epoch_seconds(exp.CurrentTimestamp())
     if name == "TO_CHAR" and len(args) != 2:
         raise Refusal("TO_CHAR takes a value and a datetime pattern: TO_CHAR(d, 'yyyy-MM-dd')", *where)
-    if name == "TO_CHAR" and _type_of(node.expressions[0], types) in _INTEGRAL + _FRACTIONAL:
+    if name == "TO_CHAR" and type_of(node.expressions[0], types) in INTEGRAL + FRACTIONAL:
         raise Refusal("the python engine cannot run TO_CHAR of a number (Spark's number patterns)", *where)
     if not args or len(args) > 2:
         raise Refusal(f"{name}() takes one or two arguments, not {len(args)}", *where)
     value = args[0]
     if name == "UNIX_TIMESTAMP" and len(args) == 1:
-        source = _type_of(node.expressions[0], types)
-        if source in _TIMES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
+        source = type_of(node.expressions[0], types)
+        if source in TIME_TYPES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
             return exp.IntDiv(
-                this=_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
+                this=call_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
                 expression=exp.Literal.number(1_000_000),
             )
-        if source not in _TEXT:
+        if source not in TEXT_TYPES:
             raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
     if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
@@ -538,27 +561,27 @@ def _own_function(name: str, node, types: dict[int, str]):
     try:
         duck_pattern = duckdb_strftime(pattern.this, parsing=parsing)
     except PatternError as error:
-        raise Refusal(f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else where) from None
+        raise Refusal(f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else where) from None
     if not parsing:
-        return _duck(
+        return call_duck(
             "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)
         )
     # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
     # must be what the pattern writes of the value read. try_strptime: a text that does not parse at all
     # meets the same error as one that does not fit, with its place (strptime's own names neither).
-    fitted = _duck("try_strptime", value.copy(), exp.Literal.string(duck_pattern))
-    written = _duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
+    fitted = call_duck("try_strptime", value.copy(), exp.Literal.string(duck_pattern))
+    written = call_duck("strftime", fitted.copy(), exp.Literal.string(duck_pattern))
     moment = exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted),
         ],
-        default=_fail(f"the text does not fit the datetime pattern {pattern.this!r}", where),
+        default=fail_with(f"the text does not fit the datetime pattern {pattern.this!r}", where),
     )
     if name == "TO_DATE":
         return exp.Cast(this=moment, to=exp.DataType.build("DATE"))
     if name == "UNIX_TIMESTAMP":
-        return _epoch_seconds(moment)
+        return epoch_seconds(moment)
     return moment
 
 
@@ -575,7 +598,7 @@ def _truncation(name: str, args: list, where: tuple[int | None, int]):
     duck_unit = units.get(unit.this.strip().upper())
     if duck_unit is None:  # Spark's answer to a unit it does not know
         return exp.Cast(this=exp.Null(), to=kind)
-    truncated = _duck("date_trunc", exp.Literal.string(duck_unit), exp.Cast(this=value, to=kind.copy()))
+    truncated = call_duck("date_trunc", exp.Literal.string(duck_unit), exp.Cast(this=value, to=kind.copy()))
     return exp.Cast(this=truncated, to=kind)
 
 
@@ -603,7 +626,7 @@ def check_patterns(text: str) -> None:
                 duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
             except PatternError as error:
                 raise Refusal(
-                    f"{name}: {error}", *_where(pattern) if "start" in pattern.meta else _where(node)
+                    f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else place_of(node)
                 ) from None
 
 
@@ -651,12 +674,13 @@ def spark_types(frame) -> dict[str, str]:
     return found
 
 
-_PLACE_MARK = "cep@"
-_PLACE = re.compile(re.escape(_PLACE_MARK) + r"(\d+)\+(\d+): ")
+_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
 _QUOTED_NAME = re.compile(r'"([^"]+)"')
+# sqlglot writes a function DuckDB does not have (substring_index): DuckDB refuses it before running anything.
+MISSING_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name (\w+) does not exist")
 
 
 def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, int]:
@@ -669,6 +693,12 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
         sentence = _FAILED_CAST.sub("", first[place.end() :])
         return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
+    missing = MISSING_FUNCTION.search(first)
+    if missing is not None:
+        name = missing.group(1)
+        found = re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", spark_text, re.I)
+        sentence = f"the python engine cannot run Spark's function {name.upper()}() (DuckDB has none of that name)"
+        return sentence, found.start() if found else None, len(name) if found else 1
     call = _FAILED_CALL.search(first)
     if call is not None:
         name, kinds = call.group(1), call.group(2)

@@ -26,7 +26,16 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from cep.duckdb_sql import ENGINE_HINT, Refusal, check_patterns, explain_duck_error, spark_types, to_duckdb_sql
+from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
+from cep.duckdb_sql import (
+    ENGINE_HINT,
+    MISSING_FUNCTION,
+    Refusal,
+    check_patterns,
+    explain_duck_error,
+    spark_types,
+    to_duckdb_sql,
+)
 from cep.grammar import ast
 from cep.grammar.checks import check
 from cep.grammar.columns import ColumnNames
@@ -654,6 +663,7 @@ class _DuckEngine:
         self.con.execute("SET enable_external_access = false")
         # Spark's sessions run in UTC (spark_bridge/spark/session.py); DuckDB's zone is the machine's.
         self.con.execute("SET TimeZone = 'UTC'")
+        self.own_functions = False  # registered when a translation first calls one (it costs ~25 ms)
         self.frames: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -689,7 +699,11 @@ class _DuckEngine:
         name = simple and (simple.group(2) or simple.group(1).replace("``", "`")).casefold()
         if name in self.frames:  # a clause reading a table as it is: no copy, no conversion
             return self.frames[name]
-        return self.con.sql(to_duckdb_sql(rendered.text, self.schema())).to_arrow_table()
+        translated = to_duckdb_sql(rendered.text, self.schema())
+        if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
+            register_functions(self.con)
+            self.own_functions = True
+        return self.con.sql(translated).to_arrow_table()
 
     def schema(self) -> dict[str, dict[str, str]]:
         """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""
@@ -738,6 +752,11 @@ class _DuckEngine:
             )
         if isinstance(exc, duckdb.Error):
             sentence, offset, length = explain_duck_error(str(exc), rendered.text)
+            if MISSING_FUNCTION.search(str(exc)):  # DuckDB refuses it before running: a refusal, as E0252 is
+                refused = f"the python engine refuses this before running: {sentence}"
+                return sql_error(
+                    refused, rendered, text, offset, syntax=False, length=length, code="E0252", hint=ENGINE_HINT
+                )
             hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
             return sql_error(
                 sentence,

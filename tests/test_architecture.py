@@ -41,6 +41,8 @@ ORDER = {
         "matcher",
         "spark_bridge",
         "query",
+        "duckdb_nodes",
+        "duckdb_functions",
         "duckdb_sql",
         "statement",
         "delta_io",

@@ -1,12 +1,15 @@
 """The SQL around MATCH_RECOGNIZE gives Spark's answer on the python engine, or a refusal before it runs.
 
-A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md
-and docs/language.md list: casts among every type pair (``CAST`` and ``::``), date and time functions with
-their datetime patterns, string, numeric and conditional functions, aggregates, and window functions in a
-subquery. They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over
-random rows with NULLs, dates and timestamps next to DST changes and year boundaries, decimals, empty
-strings and unicode, on real Spark SQL (the independent source) and on the python engine (DuckDB through
-cep's translation). For every expression, one of:
+A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md and
+docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and ``::``, to SMALLINT, FLOAT and
+DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter,
+quoted text, letters Spark refuses), time zone conversions, string functions over unicode (case mappings that
+change the length, combining accents, characters outside the BMP), numeric and conditional functions,
+comparisons that convert text, aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``), and window
+functions in a subquery (ranks, frames, ``IGNORE NULLS``). They run inside whole statements (the input through
+a MATCH_RECOGNIZE clause in a CTE) over random rows with NULLs, dates and timestamps next to DST changes and
+year boundaries, decimals, empty strings and unicode, on real Spark SQL (the independent source) and on the
+python engine (DuckDB through cep's translation). For every expression, one of:
 
 - both engines give the same value, of the same type family (integer, floating, decimal, text, date,
   timestamp, boolean; integer widths may differ: Spark's INT is DuckDB's BIGINT for a few functions);
@@ -25,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import re
 from decimal import Decimal
 
 import pyarrow as pa
@@ -95,9 +99,45 @@ EDGES = [
     dt.datetime(1969, 12, 31, 23, 59, 59, 500000),
     dt.datetime(2019, 12, 30, 8, 15),
     dt.datetime(2024, 12, 31, 15, 4, 5),
+    # Local times the clocks skip or pass twice (Europe/Berlin, America/New_York), for the time zone functions.
+    dt.datetime(2021, 3, 28, 2, 30),
+    dt.datetime(2021, 10, 31, 2, 30),
+    dt.datetime(2021, 3, 14, 2, 30),
+    dt.datetime(2021, 11, 7, 1, 30),
 ]
-TEXTS = ["", "a", "abc", "Ab-12,x", "ÄÖü", "日本", "naïve café", " padded ", "12", "-7", "0", "3.5", "2021-03-28"]
-NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647"]
+# Texts that trip translations: case mappings that change the length (ß, İ), a character outside the BMP
+# (Java counts it as two chars, Spark's functions as one), a combining accent, texts that read as numbers,
+# booleans, dates and timestamps in Spark's loose forms.
+TEXTS = [
+    "",
+    "a",
+    "abc",
+    "Ab-12,x",
+    "ÄÖü",
+    "日本",
+    "naïve café",
+    " padded ",
+    "12",
+    "-7",
+    "0",
+    "3.5",
+    "2021-03-28",
+    "ß",
+    "İx",
+    "😀b",
+    "e\u0301",
+    "true",
+    "1.5e3",
+    "NaN",
+    "2021-03-28 01:30:00",
+    "2021-3-2",
+    "28/03/2021",
+    "20210328",
+    "\t7\n",
+    "yes",
+    " N ",
+]
+NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647", "-0", "007", "9999999999", "1e2", ""]
 
 timestamps = st.one_of(st.sampled_from(EDGES), st.datetimes(dt.datetime(1999, 12, 25), dt.datetime(2031, 1, 5)))
 rows = st.lists(
@@ -155,6 +195,18 @@ FORMAT_FIELDS = [
     "LLL",
     "Q",
     "G",
+    "w",
+    "e",
+    "K",
+    "z",
+    "X",
+    "VV",
+    "MMMMM",
+    "EEEEE",
+    "QQQ",
+    "W",
+    "F",
+    "\\'T\\'",
 ]
 SEPARATORS = ["-", ":", " ", "/", ".", ""]
 PARSE_PATTERNS = ["yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd", "dd/MM/yyyy HH:mm", "yyyyMMdd", "MM/dd/yyyy", "yyyy-MM-dd HH:mm"]
@@ -197,6 +249,26 @@ TEMPLATES: dict[str, list[str]] = {
         "extract(MONTH FROM {DATE})",
         "ascii({STRING})",
         "mod({INT}, {INT})",
+        "-{INT}",
+        "pmod({INT}, {INT})",
+        "char_length({STRING})",
+        "octet_length({STRING})",
+        "locate('a', {STRING})",
+        "position('b' IN {STRING})",
+        "dayofmonth({DATE})",
+        "weekday({DATE})",
+        "extract(DOW FROM {TIMESTAMP})",
+        "date_part('hour', {TIMESTAMP})",
+        "unix_date({DATE})",
+        "nullif({INT}, {INT})",
+        "ifnull({INT}, {INT})",
+        "nvl2({ANY}, {INT}, {INT})",
+        "CASE {INT} WHEN 1 THEN {INT} WHEN 2 THEN {INT} ELSE {INT} END",
+        "decode({INT}, 1, {INT}, 2, {INT}, {INT})",
+        "CAST({ANY} AS SMALLINT)",
+        "TRY_CAST({ANY} AS INT)",
+        "{ANY}::smallint",
+        "sign({INT})",
     ],
     "BIGINT": [
         "b",
@@ -209,6 +281,15 @@ TEMPLATES: dict[str, list[str]] = {
         "floor({DOUBLE})",
         "ceil({DOUBLE})",
         "unix_timestamp(date_format({TIMESTAMP}, '{parse}'), '{parse}')",
+        "unix_seconds({TIMESTAMP})",
+        "unix_millis({TIMESTAMP})",
+        "({BIGINT} * {BIGINT})",
+        "round({BIGINT}, -2)",
+        "timestampdiff(HOUR, {TIMESTAMP}, {TIMESTAMP})",
+        "timestampdiff(MONTH, {TIMESTAMP}, {TIMESTAMP})",
+        "datediff(MINUTE, {TIMESTAMP}, {TIMESTAMP})",
+        "ceiling({NUM})",
+        "TRY_CAST({ANY} AS BIGINT)",
     ],
     "DOUBLE": [
         "x",
@@ -223,6 +304,19 @@ TEMPLATES: dict[str, list[str]] = {
         "exp({lit_int})",
         "abs({DOUBLE})",
         "nvl({DOUBLE}, 0.5D)",
+        "sign({NUM})",
+        "log10(abs({NUM}) + 1)",
+        "log2(abs({NUM}) + 1)",
+        "log(2, abs({NUM}) + 1)",
+        "cbrt({DOUBLE})",
+        "months_between({TIMESTAMP}, {TIMESTAMP})",
+        "CAST({ANY} AS FLOAT)",
+        "{ANY}::float",
+        "pow({INT}, 2)",
+        "({DOUBLE} % 2.5)",
+        "({DOUBLE} - {DECIMAL(10,2)})",
+        "extract(SECOND FROM {TIMESTAMP})",
+        "TRY_CAST({ANY} AS DOUBLE)",
     ],
     "DECIMAL(10,2)": [
         "dec",
@@ -233,6 +327,16 @@ TEMPLATES: dict[str, list[str]] = {
         "CAST({ANY} AS DECIMAL(10,2))",
         "{ANY}::decimal(12,3)",
         "-{DECIMAL(10,2)}",
+        "({DECIMAL(10,2)} - {INT})",
+        "({DECIMAL(10,2)} * {DECIMAL(10,2)})",
+        "floor({DECIMAL(10,2)})",
+        "ceil({DECIMAL(10,2)})",
+        "({DECIMAL(10,2)} % 3)",
+        "coalesce({DECIMAL(10,2)}, 0)",
+        "greatest({DECIMAL(10,2)}, {DECIMAL(10,2)})",
+        "CAST({ANY} AS DECIMAL(5,1))",
+        "TRY_CAST({ANY} AS DECIMAL(4,2))",
+        "{ANY}::numeric",
     ],
     "STRING": [
         "s",
@@ -258,10 +362,26 @@ TEMPLATES: dict[str, list[str]] = {
         "{ANY}::string",
         "nvl({STRING}, '')",
         "({STRING} || {STRING})",
-        "left({STRING}, 2)",
-        "right({STRING}, 2)",
+        "left({STRING}, {small})",
+        "right({STRING}, {small})",
         "initcap({STRING})",
         "repeat({STRING}, 2)",
+        "substring_index({STRING}, '-', 1)",
+        "translate({STRING}, 'ab', 'x')",
+        "regexp_replace({STRING}, '[0-9]', '#')",
+        "regexp_extract({STRING}, '([a-z]+)', 1)",
+        "regexp_substr({STRING}, '[0-9]+')",
+        "split_part({STRING}, '-', {small})",
+        "lcase({STRING})",
+        "from_unixtime(unix_timestamp({TIMESTAMP}))",
+        "from_unixtime({INT}, 'yyyy-MM-dd')",
+        "concat({STRING}, {ANY})",
+        "({STRING} || {ANY})",
+        "lpad({STRING}, {small}, 'xy')",
+        "substr({STRING}, -3)",
+        "CASE WHEN {BOOLEAN} THEN {STRING} END",
+        "TRY_CAST({ANY} AS STRING)",
+        "date_format({TIMESTAMP}, '{parse}')",
     ],
     "DATE": [
         "d",
@@ -277,6 +397,15 @@ TEMPLATES: dict[str, list[str]] = {
         "to_date(date_format({DATE}, '{parse_date}'), '{parse_date}')",
         "coalesce({DATE}, DATE '2000-01-01')",
         "DATE '2021-03-28'",
+        "next_day({DATE}, 'MON')",
+        "make_date(2021, {small}, {small})",
+        "date_from_unix_date({INT})",
+        "({DATE} + {small})",
+        "({DATE} - INTERVAL 1 DAY)",
+        "least({DATE}, {DATE})",
+        "to_date({STRING})",
+        "to_date({STRING}, '{parse_date}')",
+        "TRY_CAST({ANY} AS DATE)",
     ],
     "TIMESTAMP": [
         "ts",
@@ -289,6 +418,16 @@ TEMPLATES: dict[str, list[str]] = {
         "to_timestamp({STRING})",
         "TIMESTAMP '2021-03-28 01:30:00'",
         "greatest({TIMESTAMP}, {TIMESTAMP})",
+        "make_timestamp(2021, 3, 28, {small}, 30, 0)",
+        "timestamp_seconds({INT})",
+        "from_utc_timestamp({TIMESTAMP}, 'Europe/Berlin')",
+        "to_utc_timestamp({TIMESTAMP}, 'America/New_York')",
+        "to_utc_timestamp({TIMESTAMP}, 'Europe/Berlin')",
+        "({TIMESTAMP} + INTERVAL 1 DAY)",
+        "({DATE} + INTERVAL 2 HOUR)",
+        "timestampadd(MINUTE, {small}, {TIMESTAMP})",
+        "to_timestamp({STRING}, '{parse}')",
+        "TRY_CAST({ANY} AS TIMESTAMP)",
     ],
     "BOOLEAN": [
         "flag",
@@ -308,6 +447,21 @@ TEMPLATES: dict[str, list[str]] = {
         "CAST({ANY} AS BOOLEAN)",
         "startswith({STRING}, 'a')",
         "({DATE} = {TIMESTAMP})",
+        "({STRING} ILIKE 'A%')",
+        "endswith({STRING}, 'c')",
+        "contains({STRING}, 'b')",
+        "regexp_like({STRING}, '^[a-z]+$')",
+        "({ANY} IS NOT NULL)",
+        "({NUM} <> {NUM})",
+        "({STRING} < {STRING})",
+        "({INT} = {STRING})",
+        "({DATE} < {STRING})",
+        "({STRING} IN ('a', 'abc', ''))",
+        "isnull({ANY})",
+        "({TIMESTAMP} BETWEEN {TIMESTAMP} AND {TIMESTAMP})",
+        "({DECIMAL(10,2)} > {DOUBLE})",
+        "{ANY}::boolean",
+        "TRY_CAST({ANY} AS BOOLEAN)",
     ],
 }
 AGGREGATES = [
@@ -325,6 +479,30 @@ AGGREGATES = [
     "bool_and({BOOLEAN})",
     "count_if({BOOLEAN})",
     "stddev({DOUBLE})",
+    "first({ANY})",
+    "last({ANY})",
+    "any_value({ANY})",
+    "max_by({INT}, id)",
+    "min_by({STRING}, id)",
+    "bool_or({BOOLEAN})",
+    "every({BOOLEAN})",
+    "variance({DOUBLE})",
+    "var_samp({INT})",
+    "stddev_pop({DOUBLE})",
+    "stddev_samp({DECIMAL(10,2)})",
+    "median({DOUBLE})",
+    "percentile({INT}, 0.5)",
+    "percentile_cont(0.5) WITHIN GROUP (ORDER BY {DOUBLE})",
+    "percentile_disc(0.25) WITHIN GROUP (ORDER BY {INT})",
+    "avg({DECIMAL(10,2)})",
+    "sum({BIGINT})",
+    "min({STRING})",
+    "sum(DISTINCT {INT})",
+    "count(*) FILTER (WHERE {BOOLEAN})",
+    "max({ANY}) FILTER (WHERE {BOOLEAN})",
+    "(sum({INT}) / count(*))",
+    "avg({BIGINT})",
+    "listagg({STRING}, ',') WITHIN GROUP (ORDER BY id)",
 ]
 WINDOWS = [
     "row_number() OVER (ORDER BY id)",
@@ -336,7 +514,25 @@ WINDOWS = [
     "max({ANY}) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
     "first_value({ANY}) OVER (ORDER BY id)",
     "dense_rank() OVER (ORDER BY {INT})",
+    "ntile(2) OVER (ORDER BY id)",
+    "percent_rank() OVER (ORDER BY {INT})",
+    "cume_dist() OVER (ORDER BY {ANY})",
+    "rank() OVER (ORDER BY {ANY})",
+    "dense_rank() OVER (ORDER BY {INT} DESC)",
+    "lag({INT}, 1, 0) OVER (ORDER BY id)",
+    "last_value({ANY}) OVER (ORDER BY id)",
+    "nth_value({ANY}, 2) OVER (ORDER BY id)",
+    "avg({INT}) OVER (PARTITION BY flag)",
+    "sum({DOUBLE}) OVER (ORDER BY {DATE})",
+    "count({ANY}) OVER (ORDER BY {INT} RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
+    "min({ANY}) OVER (PARTITION BY {BOOLEAN} ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING)",
+    "first_value({ANY}) IGNORE NULLS OVER (ORDER BY id)",
 ]
+
+KINDS = (*TEMPLATES, "ANY", "NUM", "PARSED")
+HOLES_OF_A_TYPE = re.compile(r"\{(?:" + "|".join(re.escape(kind) for kind in KINDS) + r")\}")
+# Three levels down, an expression is a leaf: a column or a literal.
+LEAVES = {kind: [t for t in templates if not HOLES_OF_A_TYPE.search(t)] for kind, templates in TEMPLATES.items()}
 
 
 @st.composite
@@ -350,7 +546,7 @@ def expressions(draw, kind: str, depth: int = 0) -> str:
         pattern = draw(st.sampled_from(PARSE_PATTERNS))
         return f"to_timestamp(date_format({draw(expressions('TIMESTAMP', depth + 1))}, '{pattern}'), '{pattern}')"
     templates = TEMPLATES[kind]
-    template = draw(st.sampled_from(templates[:3] if depth >= 3 else templates))
+    template = draw(st.sampled_from(LEAVES[kind] if depth >= 3 else templates))
     return _fill(draw, template, depth)
 
 

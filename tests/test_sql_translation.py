@@ -101,6 +101,117 @@ def test_the_python_engine_gives_sparks_answer(events, expression) -> None:
     assert python_values(expression) == spark_values(events, expression)
 
 
+# Differences the differential test found (tests/test_sql_differential.py), each now Spark's answer.
+FOUND_BY_THE_DIFFERENTIAL = [
+    "extract(DOW FROM first_ts)",  # 1 = Sunday (DuckDB counts from 0)
+    "extract(SECOND FROM first_ts)",  # a DECIMAL(8, 6) with the fraction (DuckDB: an integer)
+    "sign(x)",  # a DOUBLE (DuckDB: an integer)
+    "sign(year(start_date))",
+    "CAST(x AS DECIMAL)",  # DECIMAL(10, 0) (DuckDB's DECIMAL is (18, 3))
+    "exp(2)::numeric",
+    "date_from_unix_date(year(start_date) * 9)",  # a DATE (sqlglot's translation: a TIMESTAMP)
+    "start_date - INTERVAL 1 DAY",  # a DATE
+    "start_date + INTERVAL 1 MONTH",
+    "start_date + INTERVAL 2 HOUR",  # a TIMESTAMP
+    "unix_seconds(first_ts)",  # rounded down (sqlglot's cast of epoch() rounds)
+    "unix_millis(first_ts)",
+    "from_utc_timestamp(first_ts, 'Europe/Berlin')",  # the UTC instant's local time (not the reverse)
+    "to_utc_timestamp(first_ts, 'America/New_York')",
+    "to_utc_timestamp(TIMESTAMP '2021-10-31 02:30:00', 'Europe/Berlin')",  # passed twice: the earlier instant
+    "to_utc_timestamp(TIMESTAMP '2021-11-07 01:30:00', 'America/New_York')",
+    "to_utc_timestamp(TIMESTAMP '2021-03-28 02:30:00', 'Europe/Berlin')",  # skipped: shifted forward
+    "upper(concat('straße ', s))",  # Java's full case mapping: STRASSE (DuckDB: STRAẞE)
+    "lower(concat('İx', s))",
+    "initcap(concat('ǆemal ßx ', s))",
+    "CAST(CASE WHEN x > 0 THEN ' yes ' ELSE 'N' END AS BOOLEAN)",  # Spark trims and reads y/yes/n/no too
+    "TRY_CAST(CASE WHEN x > 0 THEN 'maybe' ELSE ' f' END AS BOOLEAN)",
+    "reverse(concat('e\u0301x', s))",
+    "ln(x)",  # NULL for 0 and below, as Spark's (DuckDB: -inf, NaN)
+    "log10(x - x)",
+    "log(2, -abs(x))",
+    "year(start_date) * 1000000",  # an INT, as Spark's (an overflow is an error on both)
+    "timestampdiff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",  # whole hours (DuckDB's date_diff: 2)
+    "timestampdiff(MONTH, first_ts, TIMESTAMP '2021-01-01 00:00:00')",
+    "timestampdiff(MONTH, TIMESTAMP '2021-01-01 00:00:00', first_ts)",
+    "datediff(HOUR, first_ts, TIMESTAMP '2021-03-28 03:10:00')",
+    "CAST(DATE '2021-03-28' AS TIMESTAMP)",
+    "(DATE '2021-03-28')::timestamp",  # Spark's timestampdiff (sqlglot: of DATEs)
+    "count_if(x > 100) OVER ()",  # 0, not NULL, where no row is TRUE
+    "sum(round(CAST(x AS BIGINT), -1)) OVER ()",  # a BIGINT
+    "left(s, -1)",  # '' for a length below 1 (DuckDB counts from the end)
+    "right(s, CAST(x AS INT))",
+    "split_part(s, '2', -1)",  # by code point: 'x', the accent, 'e' (DuckDB keeps 'é' whole)
+    "sum(nvl2(s, year(start_date), 2)) OVER (ORDER BY first_ts)",  # a BIGINT (DuckDB: HUGEINT), NVL2's type told
+    "sum(unix_timestamp(first_ts)) OVER ()",
+    "min_by(s, x IS NOT NULL) OVER ()",  # the NULL value of the least key (DuckDB's arg_min skips it)
+    "max_by(x, s IS NULL) OVER ()",
+    "percentile(x, 0.5) OVER ()",  # interpolated, a DOUBLE (DuckDB's quantile picks a value)
+    "percentile(year(start_date), 0.25) OVER ()",
+    "median(CAST(x AS DECIMAL(10,2))) OVER ()",  # a DOUBLE
+]
+FOUND_AGGREGATES = [
+    "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
+    "percentile_cont(0.5) WITHIN GROUP (ORDER BY CAST(x AS DECIMAL(10,2)))",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", FOUND_BY_THE_DIFFERENTIAL)
+def test_what_the_differential_found_is_sparks_answer(events, expression) -> None:
+    python, spark = python_typed(expression), spark_typed(events, expression)
+    assert python == spark
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", FOUND_AGGREGATES)
+def test_aggregates_the_differential_found_are_sparks_answer(events, expression) -> None:
+    text = HEAD + f"SELECT {expression} AS v FROM m"
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    python = cep.compile_sql(text).run({TABLE: table}, kind="arrow")
+    spark = cep.sql(events, text)
+    assert python.column("v").to_pylist() == [row["v"] for row in spark.collect()]
+    assert pa.types.is_floating(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "double"
+
+
+def python_typed(expression: str) -> tuple[list, str]:
+    """The values and their type, the type as the Python class of the first value that is not NULL."""
+    values = python_values(expression)
+    return values, next((type(value).__name__ for value in values if value is not None), "NULL")
+
+
+def spark_typed(spark, expression: str) -> tuple[list, str]:
+    values = spark_values(spark, expression)
+    return values, next((type(value).__name__ for value in values if value is not None), "NULL")
+
+
+# Refused on the python engine, narrowly: Spark runs each (the test below), the python engine cannot as Spark does.
+REFUSED_BY_THE_DIFFERENTIAL = {
+    "months_between(first_ts, TIMESTAMP '2021-03-28 01:30:00')": "MONTHS_BETWEEN",  # time of day, 8 digits
+    "concat(s, x)": "DOUBLE",  # Java writes 1.0E10
+    "s || x": "DOUBLE",
+    "start_date < date_format(first_ts, 'yyyy-MM-dd')": "compare a DATE with text",
+    "CAST(x AS INT) = s": "compare a INT with text",
+    "substring_index(date_format(first_ts, 'yyyy-MM-dd'), '-', 1)": "SUBSTRING_INDEX()",  # DuckDB has none
+    "extract(YEAROFWEEK FROM first_ts)": "EXTRACT(YEAROFWEEK",
+    "DATE '2021-03-28'::timestamp": "DATE '...'::type",  # sqlglot casts the text: a DATE, where Spark's is a TIMESTAMP
+}
+
+
+@pytest.mark.parametrize("expression", sorted(REFUSED_BY_THE_DIFFERENTIAL))
+def test_what_the_python_engine_cannot_run_as_spark_does_is_refused_by_name(expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    error = caught.value
+    assert error.code == "E0252" and "--engine spark" in str(error), str(error)
+    assert REFUSED_BY_THE_DIFFERENTIAL[expression] in str(error) and error.span.column > len("SELECT"), str(error)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", sorted(REFUSED_BY_THE_DIFFERENTIAL))
+def test_spark_runs_what_the_python_engine_refuses(events, expression) -> None:
+    assert len(spark_values(events, expression)) == len(ROWS)
+
+
 @pytest.mark.parametrize("expression", ["2 / x", "x / 2.5", "CAST(first_ts AS BIGINT) DIV 7"])
 def test_a_quotient_spark_makes_a_double_or_an_integer_runs(expression) -> None:
     assert len(python_values(expression)) == len(ROWS)
@@ -142,6 +253,8 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "to_date(s, 'yyyy-MM-dd')",
         "CAST(to_date(first_ts) AS DECIMAL(10,2))",
         "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
+        "split_part(s, '2', 0)",
+        "year(start_date) * 10000000",  # INT overflow
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:

@@ -1,0 +1,308 @@
+"""Spark functions whose DuckDB form, as sqlglot writes it, means something else: Spark's meaning in DuckDB
+SQL, or a refusal (part of the translation in cep/duckdb_sql.py; docs/sql-statements.md lists the rules)."""
+
+from __future__ import annotations
+
+from cep.duckdb_nodes import (
+    FRACTIONAL,
+    INTEGRAL,
+    TEXT_TYPES,
+    TIME_TYPES,
+    Refusal,
+    call_duck,
+    epoch_seconds,
+    fail_with,
+    place_of,
+    type_of,
+)
+
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
+
+# EXTRACT's fields that DuckDB reads as Spark does (DOW and SECOND are translated; others are refused).
+_EXTRACT_FIELDS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "DOY", "HOUR", "MINUTE"})
+
+
+# The largest DST shift in the time zone database (Antarctica/Troll's), and the smaller ones: the offsets
+# tried, largest first, to find the earlier of two instants with the same local time.
+_DST_SHIFTS_MINUTES = (120, 60, 30)
+
+
+NUMBERS = (*INTEGRAL, *FRACTIONAL, "INTEGER")
+COMPARISONS = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "NullSafeEQ")
+
+
+def spark_meaning(node, types: dict[int, str]):
+    """Functions whose DuckDB form, as sqlglot writes it, means something else than Spark's: Spark's form,
+    a Refusal, or None (the node as it is)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Extract):
+        return _extract(node)
+    if isinstance(node, (exp.Ln, exp.Log)):  # Spark: NULL for a value (or base) of 0 or below (DuckDB: -inf, NaN)
+        operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
+        below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
+        return exp.Case(ifs=[exp.If(this=exp.or_(*below), true=exp.Null())], default=node.copy())
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)) and _int_arithmetic(node, types):
+        return _checked_int(node)
+    if isinstance(node, (exp.TimestampDiff, exp.DateDiff)) and node.args.get("unit") is not None:
+        return _whole_units_between(node)
+    if isinstance(node, (exp.Left, exp.Right)):  # Spark: '' for a length below 1 (DuckDB counts from the end)
+        positive = exp.GT(this=exp.Paren(this=node.expression.copy()), expression=exp.Literal.number(0))
+        empty = node.copy()  # '' of a length below 1; NULL of a NULL text or length
+        empty.set("expression", exp.Mul(this=exp.Paren(this=node.expression.copy()), expression=exp.Literal.number(0)))
+        return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=empty)
+    if isinstance(node, exp.SplitPart):  # Spark: part 0 is an error (DuckDB: '')
+        zero = exp.EQ(this=exp.Paren(this=node.args["part_index"].copy()), expression=exp.Literal.number(0))
+        failed = fail_with("SPLIT_PART's part number must not be 0", place_of(node))
+        return exp.Case(ifs=[exp.If(this=zero, true=failed)], default=node.copy())
+    if isinstance(node, exp.UnixSeconds):  # rounded down, as Spark does (sqlglot's cast of epoch() rounds)
+        return epoch_seconds(node.this.copy())
+    if isinstance(node, exp.UnixMillis):
+        return epoch_seconds(node.this.copy(), per_second=1000)
+    if isinstance(node, (exp.ArgMin, exp.ArgMax)):  # Spark's min_by keeps a NULL value; DuckDB's arg_min skips it
+        name = "arg_min_null" if isinstance(node, exp.ArgMin) else "arg_max_null"
+        if node.args.get("count") is not None:
+            raise Refusal(f"the python engine runs {name[:7].upper()}_BY only with two arguments", *place_of(node))
+        return call_duck(name, node.this.copy(), node.expression.copy())
+    if (
+        isinstance(node, exp.Median)
+        or isinstance(node, exp.WithinGroup)
+        and isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc))
+    ):  # Spark's MEDIAN, PERCENTILE_CONT and PERCENTILE_DISC are DOUBLEs (DuckDB keeps an integer or DECIMAL)
+        return _double(node, node)
+    if isinstance(node, (exp.Add, exp.Sub)) and _whole_days_from_date(node, types):
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.Sign):  # Spark's sign (signum) is a DOUBLE, whatever the argument
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
+    if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.MonthsBetween):
+        raise Refusal(
+            "the python engine cannot run MONTHS_BETWEEN as Spark does (Spark counts the time of day and rounds "
+            "to 8 digits)",
+            *place_of(node),
+        )
+    if isinstance(node, exp.ApproxQuantile):
+        raise Refusal(
+            "the python engine cannot run PERCENTILE_APPROX as Spark does (another algorithm)", *place_of(node)
+        )
+    if isinstance(node, exp.Quantile):  # Spark's percentile interpolates (DuckDB's quantile picks a value)
+        if not (isinstance(node.args.get("quantile"), exp.Literal) and node.args["quantile"].is_number):
+            raise Refusal(
+                "the python engine runs PERCENTILE only with one fraction written as a number", *place_of(node)
+            )
+        return _double(node, call_duck("quantile_cont", node.this.copy(), node.args["quantile"].copy()))
+    if isinstance(node, exp.Window) and node.this.meta.get(_DOUBLE_OVER_A_WINDOW):
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
+    if isinstance(node, exp.AtTimeZone):  # Spark's from_utc_timestamp: the UTC instant's local time
+        zone = node.args["zone"].copy()
+        return call_duck("timezone", zone, call_duck("timezone", exp.Literal.string("UTC"), node.this.copy()))
+    if isinstance(node, exp.FromTimeZone):
+        return _to_utc(node)
+    if isinstance(node, (exp.Concat, exp.DPipe, exp.ConcatWs)):
+        operands = node.expressions if isinstance(node, (exp.Concat, exp.ConcatWs)) else [node.this, node.expression]
+        if any(type_of(operand, types) in ("DOUBLE", "FLOAT") for operand in operands):
+            raise Refusal(
+                "the python engine cannot write a DOUBLE as text as Spark does in a concatenation (Java's "
+                "notation, 1.0E10); cast it to DECIMAL first",
+                *place_of(node),
+            )
+    if type(node).__name__ in COMPARISONS:
+        return _text_comparison(node, types)
+    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)) or (
+        isinstance(node, exp.Reverse) and type_of(node.this, types) in (None, *TEXT_TYPES)
+    ):
+        return _java_text(node)
+    return None
+
+
+_DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggregate whose window is cast
+
+
+def _double(node, new):
+    """``new`` (the translation of the aggregate ``node``) as a DOUBLE: cast, or marked for its window to be
+    cast (DuckDB refuses ``CAST(median(x)) OVER ()``)."""
+    from sqlglot import exp
+
+    if isinstance(node.parent, exp.Window):
+        new.meta[_DOUBLE_OVER_A_WINDOW] = True
+        return new
+    return exp.Cast(this=new.copy() if new is node else new, to=exp.DataType.build("DOUBLE"))
+
+
+def _whole_days_from_date(node, types: dict[int, str]) -> bool:
+    """A DATE plus or minus an interval of days, months or years: a DATE in Spark (DuckDB: a TIMESTAMP)."""
+    from sqlglot import exp
+
+    interval = node.expression
+    return (
+        isinstance(interval, exp.Interval)
+        and type_of(node.this, types) == "DATE"
+        and interval.unit is not None
+        and interval.unit.name.upper().rstrip("S") in ("DAY", "WEEK", "MONTH", "YEAR")
+    )
+
+
+def _int_arithmetic(node, types: dict[int, str]) -> bool:
+    """Whether Spark's ``node`` (+, -, *, unary -) is an INT, whose overflow is an error (DuckDB may compute
+    it wider): INTs, or an INT with a narrower integer (sqlglot calls Spark's INT year() a TINYINT)."""
+    kinds = {type_of(side, types) for side in (node.this, node.args.get("expression") or node.this)}
+    return "INT" in kinds and kinds <= {"TINYINT", "SMALLINT", "INT"}
+
+
+_INT_RANGE = (-(2**31), 2**31 - 1)  # Spark's INT
+
+
+def _checked_int(node):
+    """``node`` computed as a BIGINT, then an INT, its overflow Spark's ANSI error at its place. Only the
+    outermost of nested INT arithmetic is checked (the check repeats its operand: checking each level would
+    grow the text exponentially), so an overflow that a later step undoes passes here."""
+    from sqlglot import exp
+
+    wide = node.copy()
+    wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build("BIGINT")))
+    outer = node.parent
+    while isinstance(outer, exp.Paren):
+        outer = outer.parent
+    if isinstance(outer, (exp.Add, exp.Sub, exp.Mul, exp.Neg)):
+        return wide
+    within = exp.Between(
+        this=wide.copy(), low=exp.Literal.number(_INT_RANGE[0]), high=exp.Literal.number(_INT_RANGE[1])
+    )
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=wide.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=within, true=exp.Cast(this=wide, to=exp.DataType.build("INT"))),
+        ],
+        default=fail_with("integer overflow: the result does not fit an INT", place_of(node)),
+    )
+
+
+_DIFF_UNITS = frozenset(
+    {"MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}
+)
+
+
+def _whole_units_between(node):
+    """Spark's timestampdiff(unit, a, b) and datediff(unit, a, b): the whole units from a to b, time of day
+    included (DuckDB's date_sub; sqlglot writes date_diff, which counts the boundaries crossed, and casts
+    datediff's operands to DATEs)."""
+    from sqlglot import exp
+
+    unit = node.args["unit"].name.upper().rstrip("S")
+    if unit not in _DIFF_UNITS:
+        raise Refusal(f"the python engine cannot count {unit} units between two times as Spark does", *place_of(node))
+    start, end = node.expression, node.this
+    if isinstance(node, exp.DateDiff):  # sqlglot's operands are casts to DATE; Spark's are the timestamps
+        start, end = (side.this if isinstance(side, exp.TsOrDsToDate) else side for side in (start, end))
+    moments = [exp.Cast(this=side.copy(), to=exp.DataType.build("TIMESTAMP")) for side in (start, end)]
+    return call_duck("date_sub", exp.Literal.string(unit.lower()), *moments)
+
+
+def _extract(node):
+    """Spark's EXTRACT: DOW counts from 1 = Sunday (DuckDB's from 0), SECOND is a DECIMAL(8, 6) with the
+    fraction (DuckDB's an integer); a field not checked against Spark is refused."""
+    from sqlglot import exp
+
+    field = node.this.name.upper()
+    if field in ("DOW", "DAYOFWEEK"):
+        return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
+    if field in ("SECOND", "SECONDS", "SEC", "SECS", "S"):
+        micros = call_duck("microsecond", exp.Cast(this=node.expression.copy(), to=exp.DataType.build("TIMESTAMP")))
+        exact = exp.Mul(
+            this=exp.Cast(this=micros, to=exp.DataType.build("DECIMAL(18, 0)")),
+            expression=exp.Cast(this=exp.Literal.string("0.000001"), to=exp.DataType.build("DECIMAL(7, 6)")),
+        )
+        return exp.Cast(this=exact, to=exp.DataType.build("DECIMAL(8, 6)"))
+    if field not in _EXTRACT_FIELDS:
+        raise Refusal(f"the python engine cannot run EXTRACT({field} FROM ...) as Spark does", *place_of(node))
+    return None
+
+
+def _to_utc(node):
+    """Spark's to_utc_timestamp(ts, zone): the instant whose local time in ``zone`` is ``ts``; of two (a
+    local time the clocks pass twice), Java's earlier one, where DuckDB takes the later."""
+    from sqlglot import exp
+
+    local, zone = node.this, node.args["zone"]
+
+    def instant(shift_minutes: int):
+        moment = call_duck("timezone", zone.copy(), local.copy())
+        if shift_minutes:
+            shift = exp.Interval(this=exp.Literal.string(str(shift_minutes)), unit=exp.Var(this="MINUTE"))
+            moment = exp.Sub(this=moment, expression=shift)
+        return moment
+
+    def same_local(shift_minutes: int):
+        return exp.EQ(this=call_duck("timezone", zone.copy(), instant(shift_minutes)), expression=local.copy())
+
+    chosen = exp.Case(
+        ifs=[exp.If(this=same_local(shift), true=instant(shift)) for shift in _DST_SHIFTS_MINUTES],
+        default=instant(0),
+    )
+    return call_duck("timezone", exp.Literal.string("UTC"), chosen)
+
+
+def _text_comparison(node, types: dict[int, str]):
+    """A DATE, TIMESTAMP or number compared with text that is not a literal: Spark converts one side by its
+    own rules (DuckDB refuses the comparison, or casts the text and fails on 'abc'); refused. A literal is
+    cast alike on both engines."""
+    from sqlglot import exp
+
+    sides = (node.this, node.expression)
+    kinds = [type_of(side, types) for side in sides]
+    for side, kind, other in zip(sides, kinds, reversed(kinds)):
+        is_literal = isinstance(side, exp.Literal) and side.is_string
+        if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
+            target = {"DATE": "DATE", **dict.fromkeys(TIME_TYPES, "TIMESTAMP")}.get(other, other)
+            raise Refusal(
+                f"the python engine cannot compare a {other} with text as Spark does (Spark converts by its "
+                f"own rules); convert it yourself: CAST(text AS {target})",
+                *place_of(node),
+            )
+    return None
+
+
+def _java_text(node):
+    """UPPER, LOWER, INITCAP and REVERSE: DuckDB's own for ASCII text; other text as Spark does, through Java's
+    full case mapping (``ß`` upper is ``SS``, ``İ`` lower is ``i̇``), which DuckDB's simple mapping does not
+    follow, and by code point (DuckDB reverses ``e`` + a combining accent as one character)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Initcap) and not (
+        node.expression is None or isinstance(node.expression, exp.Literal) and node.expression.this == " "
+    ):
+        raise Refusal("the python engine runs INITCAP only with Spark's word separator, a space", *place_of(node))
+    name = {exp.Upper: "upper", exp.Lower: "lower", exp.Initcap: "initcap", exp.Reverse: "reverse"}[type(node)]
+    ascii_only = call_duck("regexp_full_match", node.this.copy(), exp.Literal.string("[\\x00-\\x7f]*"))
+    return exp.Case(
+        ifs=[exp.If(this=ascii_only, true=node.copy())],
+        default=call_duck(f"{JAVA_CASE_PREFIX}{name}", node.this.copy()),
+    )
+
+
+JAVA_CASE_PREFIX = "cep_java_"
+
+
+def java_case_mappings() -> dict[str, object]:
+    """The functions the translation calls for non-ASCII text (``register_functions`` gives them to DuckDB):
+    Java's full case mappings, as Spark's UPPER, LOWER and INITCAP apply them, and REVERSE by code point."""
+
+    def initcap(text: str) -> str:
+        # Spark lower-cases the text, then title-cases the first letter of each word (words split at spaces).
+        out, start = [], True
+        for char in text.lower():
+            out.append(char.title() if start else char)  # full title case, as Spark's: 'ß' becomes 'Ss'
+            start = char == " "
+        return "".join(out)
+
+    def reverse(text: str) -> str:
+        return text[::-1]
+
+    return {"upper": str.upper, "lower": str.lower, "initcap": initcap, "reverse": reverse}
+
+
+def register_functions(con) -> None:
+    """Give DuckDB connection ``con`` the functions the translation calls by cep's own names."""
+    for name, function in java_case_mappings().items():
+        con.create_function(f"{JAVA_CASE_PREFIX}{name}", function, ["VARCHAR"], "VARCHAR", side_effects=False)
