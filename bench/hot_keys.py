@@ -200,7 +200,9 @@ def run_engine(sc: Scenario, ev: Events, *, sample_every: int = 20) -> EngineRun
         session_timeout_us=sc.session_seconds * 1_000_000,
         max_pending_rows=sc.max_pending_rows,
     )
-    stream = LocalStream(engine, delay_ms=sc.delay_seconds * 1000)
+    # The per-key path: the hot key's own state (its pending rows, its live partial matches) is what is watched;
+    # the V shape would otherwise stream column-wise, one table for all keys.
+    stream = LocalStream(engine, delay_ms=sc.delay_seconds * 1000, columnar=False)
     outputs: dict[str, list] = {}
     late: dict[tuple, str] = {}
     hot_pending = hot_live = keys_max = rows_in = 0
