@@ -377,6 +377,26 @@ def price_batches() -> list[list[dict]]:
 
 
 @pytest.mark.spark
+def test_bad_rows_first_seen_at_a_compaction_batch_are_written(spark, tmp_path):
+    """The stream commits its bad rows with Spark's file sink only in micro-batches that have some, and records
+    the others with no file. Spark's sink log compacts itself at every tenth batch (9, 19, ...) from the entries
+    of the batches before it and fails when one is missing: a stream whose first bad row came at batch 9 failed
+    that micro-batch, and again on every restart."""
+    sink = FileSink(str(tmp_path / "bad-rows"), "json")
+    sink.prepare()
+    rows = spark.createDataFrame([("not_json", "{oops")], "_cep_error string, _cep_raw string").coalesce(1)
+    for batch_id in range(21):
+        if batch_id in (9, 19):
+            sink.commit(batch_id, rows)
+        else:
+            sink.commit_nothing(batch_id, spark)
+    sink.commit_nothing(9, spark)  # a micro-batch run again after a crash: recorded once, its file kept
+    assert len(list((tmp_path / "bad-rows").glob("part-*"))) == 2  # no empty file for the other batches
+    assert sorted(r._cep_raw for r in spark.read.json(str(tmp_path / "bad-rows")).collect()) == ["{oops", "{oops"]
+    assert sink.has_batch(20) and sink.has_batch(9)
+
+
+@pytest.mark.spark
 def test_rules_added_and_edited_between_micro_batches_of_a_running_stream(spark, two_partitions, tmp_path):
     rules, source, checkpoint = tmp_path / "rules", tmp_path / "in", tmp_path / "ck"
     write_rule(rules, "span.sql", SPAN)

@@ -397,11 +397,13 @@ class AlertStream:
             if staged is not None:
                 with cost.step("outbox_seal"):
                     self.lanes.seal(staged)
-            if bad:  # a micro-batch without bad rows leaves no empty file behind
-                with cost.step("bad_rows_commit"):
+            with cost.step("bad_rows_commit"):
+                if bad:
                     self.bad_rows_sink.commit(
                         batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES).coalesce(1)
                     )
+                else:  # no empty file, but the batch id in the sink's log, which its compaction needs
+                    self.bad_rows_sink.commit_nothing(batch_id, batch.sparkSession)
         finally:
             batch.unpersist()
         calls: dict[tuple[str, str], list[int]] = {}

@@ -73,6 +73,21 @@ class FileSink:
         )
         sink.addBatch(batch_id, df._jdf)  # reads the log from disk: skips batch_id if committed
 
+    def commit_nothing(self, batch_id: int, spark: SparkSession) -> None:
+        """Record micro-batch ``batch_id`` in ``path/_spark_metadata`` with no file: a batch with nothing to
+        write leaves no empty file behind, and the log still holds every batch id. Spark's sink log
+        compacts itself every tenth batch from the entries of the batches before, and fails a compaction
+        that misses one, so an id skipped here would fail a later micro-batch. Recorded once, as ``commit``."""
+        jvm = spark._jvm
+        sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
+        log = sinks.FileStreamSinkLog(
+            sinks.FileStreamSinkLog.VERSION(),
+            spark._jsparkSession,
+            os.path.join(self.path, "_spark_metadata"),
+            jvm.scala.Option.apply(None),
+        )
+        log.add(batch_id, spark.sparkContext._gateway.new_array(sinks.SinkFileStatus, 0))  # False: recorded before
+
     def as_stored(self, alerts: list[dict]) -> list[dict]:
         """``alerts`` (collected from the DataFrame ``commit`` writes) as a read of the files gives them back:
         JSON and CSV keep a timestamp to the millisecond (Spark's default ``timestampFormat``), Parquet to
