@@ -86,7 +86,8 @@ class FileSink:
             os.path.join(self.path, "_spark_metadata"),
             jvm.scala.Option.apply(None),
         )
-        log.add(batch_id, spark.sparkContext._gateway.new_array(sinks.SinkFileStatus, 0))  # False: recorded before
+        status = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus")
+        log.add(batch_id, jvm.java.lang.reflect.Array.newInstance(status, 0))  # False: recorded before
 
     def as_stored(self, alerts: list[dict]) -> list[dict]:
         """``alerts`` (collected from the DataFrame ``commit`` writes) as a read of the files gives them back:
