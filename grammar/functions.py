@@ -272,6 +272,10 @@ class PatternError(ValueError):
     """A LIKE pattern, ESCAPE character or regular expression that is not valid (the message says why)."""
 
 
+class SparkRefusedPattern(PatternError):
+    """A datetime pattern Spark itself refuses (a week-based field such as YYYY): no engine runs it."""
+
+
 def like_segments(pattern: str, escape: str | None) -> list[list]:
     """A LIKE pattern split at its unescaped ``%``: each segment a list of characters and ``ANY_CHAR``
     markers (an unescaped ``_``, as the object ``ANY``). ``escape`` must be one character and may precede
@@ -406,7 +410,7 @@ def datetime_pattern(pattern: str) -> list[tuple[str, str]]:
         elif found.group(1):
             letter = text[0]
             if letter in _SPARK_REFUSED:
-                raise PatternError(
+                raise SparkRefusedPattern(
                     f"the datetime pattern {pattern!r} uses {text!r} ({_SPARK_REFUSED[letter]}), which Spark refuses"
                 )
             if letter not in DATETIME_LETTERS:

@@ -1,0 +1,61 @@
+"""What an analyst pastes around a MATCH_RECOGNIZE clause (from Spark's, Oracle's or Snowflake's docs), run with
+the ``cep`` command on both engines: Spark's answer, or the same refusal with a caret on both, never a raw error.
+Expected values come from Spark's documentation (its datetime patterns) or the standard library."""
+
+from __future__ import annotations
+
+import pytest
+
+from cep.cli import main
+
+TICKER = "symbol,day,price\n" + "".join(
+    f"ACME,2020-10-{day:02d},{price}\n" for day, price in enumerate([12, 17, 19, 21, 25, 12, 15, 20, 24, 25], 1)
+)
+V_SHAPE = """FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY day
+  MEASURES FIRST(day) AS start_date ONE ROW PER MATCH
+  PATTERN (A B+ C+) DEFINE B AS price < PREV(price), C AS price > PREV(price))"""
+
+
+@pytest.fixture
+def ticker(tmp_path):
+    (tmp_path / "ticker.csv").write_text(TICKER, encoding="utf-8")
+    return tmp_path
+
+
+def _engines():
+    return ["python", pytest.param("spark", marks=pytest.mark.spark)]
+
+
+# Spark 3+ refuses the week-based year 'YYYY' (its DateTimeFormatterHelper: "Fail to recognize 'YYYY-MM-DD'
+# pattern"), and only when a row reaches the function; DuckDB would write a week-year and a day of the year.
+@pytest.mark.parametrize("engine", _engines())
+def test_a_pattern_spark_refuses_is_refused_by_check_and_both_engines_alike(ticker, capsys, engine, request):
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the suite's one session (with its connectors), started before cep's
+    query = ticker / "q.sql"
+    query.write_text(f"SELECT symbol, DATE_FORMAT(start_date, 'YYYY-MM-DD') AS s\n{V_SHAPE}\n", encoding="utf-8")
+    assert main(["check", str(query)]) == 1
+    checked = capsys.readouterr().err
+    argv = ["run", str(query), "-i", f"Ticker={ticker / 'ticker.csv'}", "--engine", engine]
+    assert main(argv) == 1
+    ran = capsys.readouterr().err
+    assert "error[E0247]: DATE_FORMAT: the datetime pattern 'YYYY-MM-DD' uses 'YYYY' (week-based year" in checked
+    assert ran == checked  # the same place, words and hint: no "Spark runs it", no Spark message
+    assert "1:40:" in ran and "^^^^^^^^^^^^" in ran
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_patterns_both_engines_write_alike(ticker, capsys, engine, request):
+    if engine == "spark":
+        request.getfixturevalue("spark")
+    query = ticker / "q.sql"
+    query.write_text(
+        "SELECT TO_CHAR(start_date, 'yyyy-MM-dd') AS s, DATE_FORMAT(start_date, 'dd/MM/yyyy EEE') AS f,\n"
+        f"  TO_DATE('05.10.2020', 'dd.MM.yyyy') AS td\n{V_SHAPE}\n",
+        encoding="utf-8",
+    )
+    assert main(["check", str(query)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(query), "-i", f"Ticker={ticker / 'ticker.csv'}", "--engine", engine]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:-1]]
+    assert rows == [["2020-10-05", "05/10/2020", "Mon", "2020-10-05"]]  # 2020-10-05 was a Monday
