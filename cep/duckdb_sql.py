@@ -48,7 +48,13 @@ from cep.duckdb_nodes import (
     place_of,
     type_of,
 )
-from cep.grammar.functions import DATETIME_PARSERS, DATETIME_PATTERN_ARGUMENT, PatternError, duckdb_strftime
+from cep.grammar.functions import (
+    DATETIME_PARSERS,
+    DATETIME_PATTERN_ARGUMENT,
+    PatternError,
+    SparkRefusedPattern,
+    duckdb_strftime,
+)
 
 # Imported inside functions: sqlglot and pyarrow (heavy; `cep check` of a single clause needs neither).
 
@@ -605,9 +611,10 @@ def _truncation(name: str, args: list, where: tuple[int | None, int]):
 # ------------------------------------------------------------------------------------------ check time
 
 
-def check_patterns(text: str) -> None:
+def check_patterns(text: str, *, spark_refused_only: bool = False) -> None:
     """Refusal for every datetime pattern of ``text`` (Spark SQL) that the python engine cannot run exactly,
-    at the pattern's place: what `cep check` says before any engine runs."""
+    at the pattern's place: what `cep check` says before any engine runs. ``spark_refused_only``: only the
+    patterns Spark refuses too (what both engines refuse before running)."""
     import sqlglot
     from sqlglot import exp
 
@@ -625,9 +632,11 @@ def check_patterns(text: str) -> None:
             try:
                 duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
             except PatternError as error:
-                raise Refusal(
-                    f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else place_of(node)
-                ) from None
+                refused_by_spark = isinstance(error, SparkRefusedPattern)
+                if spark_refused_only and not refused_by_spark:
+                    continue
+                where = place_of(pattern) if "start" in pattern.meta else place_of(node)
+                raise Refusal(f"{name}: {error}", *where, spark_too=refused_by_spark) from None
 
 
 # ------------------------------------------------------------------------------------------ schemas, errors
