@@ -36,7 +36,6 @@ from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
 from cep.spark_bridge.sinks.base import atomic_write
-from cep.spark_bridge.spark.buckets import KEY_BUCKETS
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, RAW, REJECT, STATS, quote
 from cep.spark_bridge.spark.inputs import CLOCK_ROW, dead_letter_columns, with_watermark
 
@@ -56,6 +55,10 @@ STATE_FORMAT = "cep-driver-state-1"
 _PASSTHROUGH = (REJECT, RAW, FILE)
 _BUCKET = "__cep_driver_bucket"
 _MANIFESTS_KEPT = 2  # micro-batch n re-runs from n-1's state; n+1 starts only once n is committed
+# Buckets of keys on the driver. Each costs a call per micro-batch (and a second when the watermark moves past
+# its timer); with keys spread by hash, a micro-batch of a few thousand keys touches every bucket anyway, so
+# more buckets would not write less state per micro-batch, only make more calls (bench/driver_state_scale.py).
+DRIVER_BUCKETS = 8
 
 
 def check_layout(checkpoint: str, layout: str) -> None:
@@ -254,7 +257,7 @@ class DriverState:
         columns: Sequence[str],
         delay_ms: int,
         housekeeping_us: int,
-        buckets: int = KEY_BUCKETS,
+        buckets: int = DRIVER_BUCKETS,
     ) -> None:
         self.files = StateFiles(os.path.join(checkpoint, STATE_DIR))
         self.delay_ms = delay_ms
@@ -264,6 +267,11 @@ class DriverState:
         self.step = AlertStep(store_dir, housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
         self.held: Held | None = None
         self.done_through: int | None = None  # the micro-batch ``held`` is the state after
+
+    def gauges(self) -> dict[str, int]:
+        """The state held now, as the status reports Spark's state operator: bytes and rows (buckets)."""
+        held = self.held or Held({}, {})
+        return {"state_bytes": sum(len(blob) for blob in held.buckets.values()), "state_rows": len(held.buckets)}
 
     def run(self, batch: DataFrame, batch_id: int) -> DataFrame:
         """The micro-batch on the driver; its state saved before anything is written; the operator's rows."""

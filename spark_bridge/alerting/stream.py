@@ -632,6 +632,8 @@ class AlertStream:
                 # inside addBatch: foreachBatch's steps and the Spark jobs it started (BatchCost)
                 "foreach_batch": self._batch_costs.get(int(batch)),
             }
+            if self.driver is not None:  # no Spark state operator: the driver's state (its bytes, buckets)
+                info.update(self.driver.gauges())
             with self.book.lock:
                 last = self.status.get("last_batch") or {}
                 if int(batch) >= int(last.get("id", -1)):
