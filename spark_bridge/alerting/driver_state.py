@@ -76,7 +76,7 @@ def check_layout(checkpoint: str, layout: str) -> None:
         f"the checkpoint {checkpoint} keeps its rules' state in {found}, written with --state {other}; run it "
         f"with --state {other}, or start a new checkpoint to use --state {layout} (the alerts so far stay in "
         "the old one; partial matches do not move between the two layouts)",
-        code="E0289",
+        code="E0288",
     )
 
 
