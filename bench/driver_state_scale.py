@@ -35,16 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import state_scale  # bench/, beside this file: its rule
+
 HERE = Path(__file__).resolve().parent
 
-QUERY = """-- name: sessions
-SELECT * FROM logins MATCH_RECOGNIZE (
-  PARTITION BY user_id ORDER BY ts
-  MEASURES A.ts AS opened, B.ts AS closed
-  ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
-  PATTERN (A B)
-  DEFINE A AS A.kind = 'login', B AS B.kind = 'logout')"""
-START_S = 1_700_000_000  # event times start here (2023-11-14), one millisecond per row
+QUERY = "-- name: sessions\n" + state_scale.QUERY
+START_S = state_scale.START_S
 TYPES = {"user_id": "VARCHAR", "ts": "TIMESTAMP", "kind": "VARCHAR"}
 HOUR_US = 3_600_000_000
 

@@ -11,10 +11,7 @@ is in the dead letter once, and the state directory holds two manifests.
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,9 +19,8 @@ import pytest
 from tests import driver_state_crash_driver
 from tests.test_alerting import HIGH, SENTINEL, SPAN, ev, price_batches, price_walk, replay, streamed, write_batch
 from tests.test_alerting import write_rule as write_rule_file
+from tests.test_crash_points import run_driver_until_killed
 
-REPO = Path(__file__).resolve().parents[1]
-DRIVER_DEADLINE_S = 300  # a JVM start and two micro-batches, on a loaded 2-core machine
 KILLS = (("after_state", 1), ("after_write", 1), ("after_commit", 1))
 BAD_LINE = '{"symbol": "a", "ts": "2024-01-01T00:00:31", "price": "abc"}'
 
@@ -43,27 +39,6 @@ EXPECTED_STOP = {
     "after_write": {"state": True, "written": True, "commit": False},
     "after_commit": {"commit": True, "next_written": False},
 }
-
-
-def run_until_killed(tmp_path: Path, args: list[str], point: str, batch: int) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_TEST_KILL_AT=f"{point}:{batch}")
-    env["CEP_SPARK_LOG"] = str(tmp_path / f"driver-{point}-spark.log")
-    log_path = tmp_path / f"driver-{point}.log"
-    with log_path.open("w") as log:
-        driver = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "driver_state_crash_driver.py"), *args],
-            env=env,
-            start_new_session=True,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            driver.wait(timeout=DRIVER_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
-            pytest.fail(f"the driver did not reach {point} of batch {batch}:\n" + log_path.read_text()[-3000:])
-    assert driver.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
 
 
 @pytest.mark.long
@@ -87,7 +62,7 @@ def test_sigkill_after_the_state_save_the_writes_and_the_commit_then_restart(spa
     os.utime(path, (stamp, stamp))
     args = [str(rules), str(source), str(output), str(checkpoint), str(database)]
     for point, batch in KILLS:
-        run_until_killed(tmp_path, args, point, batch)
+        run_driver_until_killed(tmp_path, args, point, batch, script="driver_state_crash_driver.py")
         where = stopped_at(checkpoint, output, batch)
         assert {k: where[k] for k in EXPECTED_STOP[point]} == EXPECTED_STOP[point], (point, where)
 
