@@ -307,9 +307,9 @@ class DriverState:
                 for key in [key for key, ms in timeouts.items() if after_ms > ms]:
                     outputs += self._call(key, None, buckets, timeouts, after_ms)
                     changed.add(key)
-        self.held = Held(buckets, timeouts, after_ms, max_event_ms)
-        self.files.save(batch_id, self.held, sorted(changed))
-        self.done_through = batch_id
+        held = Held(buckets, timeouts, after_ms, max_event_ms)
+        self.files.save(batch_id, held, sorted(changed))
+        self.held, self.done_through = held, batch_id  # only once saved: a failed save runs again from the files
         outputs = [o for o in outputs if len(o)]
         if not outputs:
             return pd.DataFrame({name: [] for name in operator_schema().names})
