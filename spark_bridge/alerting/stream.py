@@ -157,6 +157,7 @@ class AlertStream:
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks, each delivered by its own lane. ``suppress``: ``'rule=10m'`` specs.
+    ``state``: ``"spark"`` (Spark's keyed state) or ``"driver"`` (the rules in ``foreachBatch``: driver_state.py).
     ``on_event(message)``: called with every log line (they also go to the ``cep.alerting`` logger).
     """
 
