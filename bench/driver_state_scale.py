@@ -38,6 +38,7 @@ from pathlib import Path
 import state_scale  # bench/, beside this file: its rule
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results-driver-state-scale.json"
 
 QUERY = "-- name: sessions\n" + state_scale.QUERY
 START_S = state_scale.START_S
@@ -132,7 +133,7 @@ def main() -> int:
     parser.add_argument("--fill-rows", type=int, default=50_000)
     parser.add_argument("--steady-batches", type=int, default=5)
     parser.add_argument("--steady-rows", type=int, default=5_000)
-    parser.add_argument("--json", default=str(HERE / "results-driver-state-scale.json"))
+    parser.add_argument("--json", default=str(RESULTS))
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child: one key count
     args = parser.parse_args()
     if args.one:
@@ -159,6 +160,31 @@ def main() -> int:
     }
     Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
     return 0
+
+
+def report(found: dict) -> list[str]:
+    """docs/performance.md's section (bench/run.py calls it)."""
+    p = found["parameters"]
+    lines = [
+        "## State on the driver at scale (bench/driver_state_scale.py)",
+        "",
+        f"Run {found['when']}: `cep stream --state driver`'s own code (`DriverState`) in one process, no Spark; "
+        "bench/state_scale.py's session rule fed logins only, so every key keeps one open partial match; fill: "
+        f"{p['fill_rows']:,} new keys per micro-batch; steady: {p['steady_batches']} micro-batches of "
+        f"{p['steady_rows']:,} logins of open keys. CPU seconds, since the machine was shared (load: the 1-minute "
+        "load average at the end).",
+        "",
+        "| keys | state bytes | bytes/key | on disk | peak RSS (MB) | fill rows/CPU-s | steady batch CPU s "
+        "| restart to first batch (s, wall) | load |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for run in found["runs"]:
+        lines.append(
+            f"| {run['keys']:,} | {run['state_bytes']:,} | {run['bytes_per_key']} | {run['state_dir_bytes']:,} "
+            f"| {run['peak_rss_mb']} | {run['fill_rows_per_cpu_s']:,} | {run['steady_batch_cpu_s_p50']} "
+            f"| {run['restart_first_batch_s']} | {run['load_average'][0]} |"
+        )
+    return lines
 
 
 if __name__ == "__main__":
