@@ -89,8 +89,7 @@ def driver_input(
     operator here reads Spark's."""
     from pyspark.sql import functions as F
 
-    passthrough = list(_PASSTHROUGH[:2])
-    columns = [c for c in df.columns if c not in passthrough]
+    columns = [c for c in df.columns if c not in (REJECT, RAW)]
     if time_column not in columns:
         raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
     df, delay_ms = with_watermark(df, time_column, watermark)
