@@ -194,6 +194,14 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
         "--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)"
     )
     stream.add_argument(
+        "--state",
+        choices=("spark", "driver"),
+        default="spark",
+        help="where the rules run and keep their state: spark (Spark's keyed state, in its workers: a cluster, "
+        "or more keys than the driver's memory holds) or driver (in the driver, saved in the checkpoint: one "
+        "machine, about one micro-batch less latency; docs/streaming.md) (default: %(default)s)",
+    )
+    stream.add_argument(
         "--idle-watermark",
         metavar="LAG",
         help="event time never lags the wall clock by more than LAG: absence and timeout alerts fire "
@@ -779,6 +787,7 @@ def _make_stream(
         max_future_skew=timing.max_future_skew,
         dedup_key=args.dedup_key,
         source_location=kafka_location() if source.kafka else None,
+        state=args.state,
     )
     stream.refresh_rules(force=True)
     return stream

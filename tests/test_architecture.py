@@ -167,6 +167,7 @@ ORDER = {
         "bucket_state",
         "worker",
         "query",
+        "driver_state",
         "rule_watch",
         "layouts",
         "batch_cost",

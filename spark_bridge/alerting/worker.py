@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
 import json
 from collections.abc import Iterator, Sequence
@@ -65,6 +67,8 @@ _COMPILED: dict[str, _CompiledRule] = {}
 _RUNTIMES: dict[tuple[str, str], _RuleSetRuntime] = {}
 _BATCH_SETS: dict[tuple[str, str], str] = {}
 _STORES: dict[str, RuleStore] = {}
+# The micro-batch the driver layout (driver_state.py) runs, where no Spark task carries its id.
+_DRIVER_BATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar("cep_driver_batch", default=None)
 
 
 class _CompiledRule:
@@ -133,12 +137,22 @@ def _task_batch_id() -> str | None:
     try:
         from pyspark import TaskContext
     except ImportError:  # pragma: no cover
-        return None
+        return _DRIVER_BATCH.get()
     context = TaskContext.get()
     if context is None:
-        return None
+        return _DRIVER_BATCH.get()
     value = context.getLocalProperty(BATCH_ID_PROPERTY)
     return value if value not in (None, "") else None
+
+
+@contextlib.contextmanager
+def batch_on_driver(batch_id: int) -> Iterator[None]:
+    """Within it, the rules run on the driver take micro-batch ``batch_id``'s rule set, as its tasks would."""
+    token = _DRIVER_BATCH.set(str(batch_id))
+    try:
+        yield
+    finally:
+        _DRIVER_BATCH.reset(token)
 
 
 def _task_partition() -> int:
