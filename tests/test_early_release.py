@@ -79,31 +79,33 @@ def reference(engine: KeyedStream, batches: list[list[dict]], delay_ms: int) -> 
     largest: dict = {}  # key -> its largest event time read so far, in ms
     watermark_ms, seen_ms = 0, None
     out = []
+
+    def call(got: Counter, key: tuple, rows: list[dict] | None, at_ms: int) -> None:
+        columns = times = None
+        if rows is not None:
+            columns = {c: [r[c] for r in rows] for c in engine.read_columns}
+            times = [None if r["ts"] is None else codec.datetime_to_micros(r["ts"]) for r in rows]
+        result = engine.process(states.get(key), key, columns, times, at_ms * 1000, timed_out=rows is None)
+        got.update(zip(result.match_ids, map(tuple, result.rows)))
+        states[key], timers[key] = result.state, result.timer_us
+        if result.state is None:
+            states.pop(key), timers.pop(key)
+
     for batch in batches:
         got: Counter = Counter()
         groups: dict = {}
         for row in batch:
             groups.setdefault((row["k"],), []).append(row)
-
-        def call(key, rows, at_ms):
-            columns = None if rows is None else {c: [r[c] for r in rows] for c in engine.read_columns}
-            times = None if rows is None else [None if r["ts"] is None else codec.datetime_to_micros(r["ts"]) for r in rows]
-            result = engine.process(states.get(key), key, columns, times, at_ms * 1000, timed_out=rows is None)
-            got.update(zip(result.match_ids, map(tuple, result.rows)))
-            states[key], timers[key] = result.state, result.timer_us
-            if result.state is None:
-                states.pop(key), timers.pop(key)
-
         due = [key for key, at in timers.items() if key not in groups and at is not None and watermark_ms * 1000 >= at]
         for key, rows in groups.items():
-            call(key, rows, watermark_ms)
+            call(got, key, rows, watermark_ms)
             times = [millis(r["ts"]) for r in rows if r["ts"] is not None]
             if times:
                 largest[key] = max(times + ([largest[key]] if key in largest else []))
             if key in largest and largest[key] - delay_ms > watermark_ms:
-                call(key, None, largest[key] - delay_ms)
+                call(got, key, None, largest[key] - delay_ms)
         for key in due:
-            call(key, None, watermark_ms)
+            call(got, key, None, watermark_ms)
         out.append(got)
         times = [millis(r["ts"]) for r in batch if r["ts"] is not None]
         if times:
@@ -140,7 +142,9 @@ def first_batch(per_batch: list[Counter]) -> dict:
     buckets=st.sampled_from([0, 3]),
     dedup=st.booleans(),
 )
-def test_each_alert_comes_in_the_micro_batch_the_key_bound_says(seed, name, delay_s, session_s, columnar, buckets, dedup):
+def test_each_alert_comes_in_the_micro_batch_the_key_bound_says(
+    seed, name, delay_s, session_s, columnar, buckets, dedup
+):
     batches = make_batches(random.Random(seed), delay_s)
     engine = engine_of(name, session_s, dedup)
     delay_ms = delay_s * 1000

@@ -338,38 +338,8 @@ class KeyedStream:
                 stats["released_rows"] = len(good)
             return self._finish_call(st, matcher, result, watermark_us)
 
-        # 1. Bad, duplicate, late or accepted. Behind the key's own bound is behind where the watermark is.
-        if st.bound is not None and st.bound <= watermark_us:
-            st.bound = None  # the watermark has caught up with it
-        behind = watermark_us if st.bound is None else st.bound
-        floor = behind if st.forced is None else max(behind, st.forced)
-        seen = self._seen(st, behind)
-        keys = self.dedup_values(columns, count) if seen is not None else None
-        accepted: list[int] = []
-        top = None  # the largest event time of the rows read that are not bad (Spark's watermark saw them)
-        for index in range(count):
-            us = event_us[index]
-            bad = rejected[index] if rejected is not None else None
-            if bad is None and us is None:
-                bad = BAD_NULL_TIME
-            if bad is not None:
-                self._reject(result, [(index, bad)])
-                continue
-            if top is None or us > top:
-                top = us
-            if keys is not None and keys[index] is not None and keys[index] in seen:
-                stats["duplicates_dropped"] += 1
-            elif us <= floor:
-                reason = LATE_BEHIND_WATERMARK if us <= behind else LATE_BEHIND_FORCED
-                result.late.append((index, reason))
-                stats["late_rows"] += 1
-            else:
-                accepted.append(index)
-                if keys is not None and keys[index] is not None:
-                    seen[keys[index]] = us
-        if seen is not None:
-            st.seen = {"keys": list(seen), "us": list(seen.values())} if seen else None
-            st.remembers = True
+        # 1. Bad, duplicate, late or accepted.
+        accepted, floor, top = self._triage(st, columns, event_us, count, watermark_us, rejected, result)
         pending = st.pending or {"us": [], "cols": {name: [] for name in self.pending_columns}}
         if accepted:
             pending["us"].extend(event_us[i] for i in accepted)
@@ -380,7 +350,7 @@ class KeyedStream:
         # 2. The key's clock: the watermark, or its own bound, or further if the pending buffer is over its cap.
         if self.release_delay_ms is not None and top is not None:
             own = own_bound_us(top, self.release_delay_ms)
-            if own > behind:
+            if own > (watermark_us if st.bound is None else st.bound):
                 st.bound = own
         clock = floor if st.bound is None else max(floor, st.bound)
         waiting = len(pending["us"])
@@ -429,6 +399,46 @@ class KeyedStream:
             timers.append(min(st.seen["us"]) + self.dedup_horizon_us + 1)
         result.timer_us = min(timers) if timers else None
         return self._finish_call(st, matcher, result, watermark_us)
+
+    def _triage(
+        self, st: KeyState, columns, event_us, count: int, watermark_us: int, rejected, result: StepResult
+    ) -> tuple[list[int], int, int | None]:
+        """Tell the new rows bad, repeated, late or accepted (remembering accepted rows' dedup values). Returns
+        the accepted rows' indices, the key's floor (at or below it a row is late), and the largest event time
+        of the rows that are not bad (Spark's watermark saw them: they move the key's own bound)."""
+        stats = result.stats
+        # Behind the key's own bound is behind where the watermark is (or would be, without a restart).
+        if st.bound is not None and st.bound <= watermark_us:
+            st.bound = None  # the watermark has caught up with it
+        behind = watermark_us if st.bound is None else st.bound
+        floor = behind if st.forced is None else max(behind, st.forced)
+        seen = self._seen(st, behind)
+        keys = self.dedup_values(columns, count) if seen is not None else None
+        accepted: list[int] = []
+        top = None
+        for index in range(count):
+            us = event_us[index]
+            bad = rejected[index] if rejected is not None else None
+            if bad is None and us is None:
+                bad = BAD_NULL_TIME
+            if bad is not None:
+                self._reject(result, [(index, bad)])
+                continue
+            if top is None or us > top:
+                top = us
+            if keys is not None and keys[index] is not None and keys[index] in seen:
+                stats["duplicates_dropped"] += 1
+            elif us <= floor:
+                result.late.append((index, LATE_BEHIND_WATERMARK if us <= behind else LATE_BEHIND_FORCED))
+                stats["late_rows"] += 1
+            else:
+                accepted.append(index)
+                if keys is not None and keys[index] is not None:
+                    seen[keys[index]] = us
+        if seen is not None:
+            st.seen = {"keys": list(seen), "us": list(seen.values())} if seen else None
+            st.remembers = True
+        return accepted, floor, top
 
     def _finish_call(self, st: KeyState, matcher, result: StepResult, watermark_us: int) -> StepResult:
         stats = result.stats
