@@ -304,3 +304,23 @@ def test_the_alerting_worker_releases_early_on_both_paths(tmp_path):
             then = first_batch(worker_steps(store, batches, 2, column_wise=column_wise, early_release=False))
             earlier += sum(now[alert] < then[alert] for alert in then)
         assert earlier > 5, column_wise
+
+
+@pytest.mark.spark
+def test_several_watermark_operators_turn_early_release_off(spark, tmp_path):
+    """With two watermark operators (inputs that declared theirs before a union) Spark's watermark is the smaller
+    of theirs, which a key's bound could pass: the stream releases at the watermark alone. One watermark, on the
+    union or added by cep, keeps early release."""
+    from pyspark.sql import types as T
+
+    from cep.spark_bridge.spark.streaming import early_release_delay
+
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("ts", T.TimestampType())])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = spark.readStream.schema(schema).json(str(tmp_path / "a"))
+    b = spark.readStream.schema(schema).json(str(tmp_path / "b"))
+    each = a.withWatermark("ts", "2 seconds").unionByName(b.withWatermark("ts", "2 seconds"))
+    assert early_release_delay(each, 2000) is None
+    assert early_release_delay(a.unionByName(b).withWatermark("ts", "2 seconds"), 2000) == 2000
+    assert early_release_delay(a.withWatermark("ts", "2 seconds"), 2000) == 2000

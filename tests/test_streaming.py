@@ -630,7 +630,7 @@ def test_spark_stream_equals_batch_replay_hypothesis(spark, few_partitions, tmp_
 @pytest.mark.spark
 def test_spark_timers_sessions_late_rows_and_metrics(spark, few_partitions, tmp_path):
     """B's rows wait (its own bound, 3 s - 10 s, is behind them) until the watermark passes them, and its
-    session timeout emits the trailing match. C gets one row and never again: Spark calls it by its timers,
+    session timeout emits the trailing match. D gets one row and never again: Spark calls it by its timers,
     to release the row, then to end its session. Rows far behind the watermark, which Spark would drop
     before any function, and a row with no event time come out as late rows."""
     query = cep.compile(QUERIES["trailing"])
@@ -640,7 +640,7 @@ def test_spark_timers_sessions_late_rows_and_metrics(spark, few_partitions, tmp_
         + [{"symbol": "A", "ts": at(1), "price": 90.0}],
         [
             {"symbol": "A", "ts": at(100), "price": 90.0},  # watermark -> 90 s for the next batch
-            {"symbol": "C", "ts": at(50), "price": 90.0},  # above C's bound (40 s): waits for the watermark
+            {"symbol": "D", "ts": at(50), "price": 90.0},  # above D's bound (40 s): waits for the watermark
         ],
         [
             {"symbol": "A", "ts": at(300), "price": 90.0},
