@@ -9,6 +9,7 @@ Spark's watermark passes them (docs/streaming.md, "An alert one micro-batch earl
    max(watermark, key's largest event time in ms - delay). Every micro-batch gives the reference's alerts
    and match ids; late rows are exactly the old release's; the alerts over the whole stream are the old
    release's, each in the same micro-batch or an earlier one.
+   A micro-batch run again after a crash (from the committed state) gives the same alerts.
 2. By hand: an alert one micro-batch sooner, and a restart whose watermark is behind a key's bound.
 3. The alerting worker (``AlertStep``, per key and column-wise, a rule with suppression among them): the
    same alerts, suppressed or not, as with the old release, each in the same micro-batch or an earlier one.
@@ -164,6 +165,33 @@ def test_each_alert_comes_in_the_micro_batch_the_key_bound_says(
     assert sum(got, Counter()) == sum(before, Counter())  # the same alerts, ids and all
     now, then = first_batch(got), first_batch(before)
     assert all(now[pair] <= then[pair] for pair in then)
+
+
+@settings(max_examples=max(EXAMPLES // 6, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    name=st.sampled_from(NAMES),
+    columnar=st.booleans(),
+    crash_at=st.integers(0, 12),
+)
+def test_a_micro_batch_run_again_after_a_crash_gives_the_same_alerts(seed, name, columnar, crash_at):
+    """A micro-batch that crashed before its commit runs again from the last committed state (the tables as
+    bytes, the same watermark) with the same rows: the same alerts, ids and late rows, and the stream goes on
+    as if it had run once."""
+    batches = make_batches(random.Random(seed), 2)
+    crash_at = min(crash_at, len(batches) - 1)
+    engine = engine_of(name, 30)
+    whole = LocalStream(engine, delay_ms=2000, buckets=3, columnar=columnar)
+    want = [whole.run_batch(batch) for batch in batches]
+    stream = LocalStream(engine, delay_ms=2000, buckets=3, columnar=columnar)
+    for batch in batches[:crash_at]:
+        stream.run_batch(batch)
+    committed = {b: t if isinstance(t, bytes) else t.encode() for b, t in stream.tables.items()}
+    clock = (stream.watermark_ms, stream.max_event_ms)
+    stream.run_batch(batches[crash_at])  # its output never committed: the crash
+    stream.tables, (stream.watermark_ms, stream.max_event_ms) = dict(committed), clock
+    for index in range(crash_at, len(batches)):
+        assert stream.run_batch(batches[index]) == want[index], index
 
 
 def test_early_release_moves_alerts_forward_on_random_streams():
