@@ -29,6 +29,7 @@ from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote
 from cep.spark_bridge.spark.inputs import CLOCK_ROW, bad_row_counts, dead_letter_columns, prepare_input, with_watermark
+from cep.spark_bridge.spark.streaming import early_release_delay
 from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,6 +94,7 @@ def match_rules(
     if time_column not in columns:
         raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
     df, delay_ms = with_watermark(df, time_column, watermark)
+    release_delay_ms = early_release_delay(df, delay_ms)  # keys release rows up to their own bound (keyed.py)
     if marked:  # clock rows (--idle-watermark) have moved the watermark: no rule sees them, no count has them.
         # The condition reads the event time, so Spark's optimizer cannot push it below the watermark (it pushes
         # a filter that does not), where the clock rows would be gone before they moved it.
@@ -135,7 +137,9 @@ def match_rules(
         + [T.StructField(name, T.StringType(), True) for name in passthrough]
     )
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
-    step = AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough, late_rows=with_stats)
+    step = AlertStep(
+        store_dir, housekeeping_us, KEY_BUCKETS, passthrough, late_rows=with_stats, release_delay_ms=release_delay_ms
+    )
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
