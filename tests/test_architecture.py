@@ -170,6 +170,7 @@ ORDER = {
         "rule_watch",
         "layouts",
         "batch_cost",
+        "key_buckets",
         "stream",
         "metrics",
     ],

@@ -81,6 +81,7 @@ from cep.spark_bridge.alerting import layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.batch_cost import BatchCost
+from cep.spark_bridge.alerting.key_buckets import STATUS_FIELD, settle_key_buckets
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
     DEFAULT_HOUSEKEEPING,
@@ -158,7 +159,7 @@ class AlertStream:
     ``max_future_skew``: see ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the
     repeats of a key within its partition key and the watermark delay (``keyed.KeyedStream``).
     ``source_location``: where a bad row came from, for its dead-letter record (``query.match_rules``;
-    default the input file).
+    default the input file). ``key_buckets``: fixed by the checkpoint (``key_buckets.settle_key_buckets``).
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks, each delivered by its own lane. ``suppress``: ``'rule=10m'`` specs.
@@ -189,6 +190,7 @@ class AlertStream:
         dedup_key: str | Sequence[str] | None = None,
         source_location: Column | None = None,
         idle_watermark: Any = None,
+        key_buckets: int | None = None,
     ) -> None:
         self.spark = spark
         self.rules_path = rules
@@ -231,6 +233,8 @@ class AlertStream:
             parse_duration(idle_watermark, what="idle_watermark") if idle_watermark is not None else None
         )
         self.source_location = source_location
+        self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
+        self.status[STATUS_FIELD] = self.key_buckets
         self.match_query = None
         self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
         self.health: dict[str, Any] = {
@@ -354,6 +358,7 @@ class AlertStream:
             housekeeping=self.housekeeping,
             source_location=self.source_location,
             with_stats=True,
+            key_buckets=self.key_buckets,
         )
 
     def _write_batch(self, batch, batch_id: int) -> None:
