@@ -14,8 +14,20 @@ from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting.key_buckets import MAX_KEY_BUCKETS, check_key_buckets, settle_key_buckets
 from cep.spark_bridge.alerting.stream import AlertStream, read_status
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS
-from tests.test_alerting import HIGH, SENTINEL, SPAN, _schema, at, ev, price_batches, price_walk, replay, streamed
-from tests.test_alerting import write_batch, write_rule
+from tests.test_alerting import (
+    HIGH,
+    SENTINEL,
+    SPAN,
+    _schema,
+    at,
+    ev,
+    price_batches,
+    price_walk,
+    replay,
+    streamed,
+    write_batch,
+    write_rule,
+)
 
 
 @pytest.mark.parametrize(("given", "count"), [("1", 1), ("4096", 4096), ("1_024", 1024), (7, 7)])
