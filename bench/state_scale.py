@@ -20,6 +20,16 @@ file source read one file per micro-batch (``maxFilesPerTrigger=1``, ``trigger(a
 ``.venv`` and bench/state_scale.py, e.g. a worktree of the previous release), right after this one's: the two
 state layouts side by side under the same load.
 
+``--keys-per-bucket N`` gives each size its own bucket count (about N keys per bucket), ``--conf`` Spark settings
+and ``--env`` environment variables (e.g. ``MALLOC_ARENA_MAX=2``) for every run; ``--append`` adds the runs to
+those already in --json.
+
+``--jvm-detail`` starts the JVM with Native Memory Tracking and samples, every ``--sample-s`` seconds, each
+process's resident set and the JVM's own account of its memory (bench/memory_timeline.py): the heap, metaspace,
+direct buffers, and what is resident outside them, which is RocksDB's (and the C library's) native memory. The
+timeline, with the start of each phase marked, is in the JSON; the table shows the largest heap and untracked
+native memory.
+
 Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
 the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
 (``VmHWM``) of the driver's Python, its JVM and the largest Python worker (bench/procmem.py), the median
@@ -355,6 +365,12 @@ def main() -> int:
     )
     parser.add_argument("--sample-s", type=float, default=15.0, help="seconds between memory timeline samples")
     parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="KEY=VALUE: an environment variable of each run's process, its JVM and workers (MALLOC_ARENA_MAX=2)",
+    )
+    parser.add_argument(
         "--conf", action="append", default=[], help="KEY=VALUE: a Spark setting for every run (repeatable)"
     )
     parser.add_argument("--compare-with", help="another checkout: each run again with its code (its own .venv)")
@@ -397,10 +413,12 @@ def main() -> int:
                     if args.keys_per_bucket:
                         command += ["--keys-per-bucket", str(args.keys_per_bucket)]
                 command += [f"--conf={item}" for item in args.conf]
-                done = subprocess.run(command, capture_output=True, text=True, cwd=root)
+                env = {**os.environ, **dict(item.split("=", 1) for item in args.env)}
+                done = subprocess.run(command, capture_output=True, text=True, cwd=root, env=env)
                 result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
                 run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
                 run["code"] = code if code == "this" else f"{code}: {commit}"
+                run["env"] = dict(item.split("=", 1) for item in args.env)
                 run["load_average_before"] = load
                 run["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
                 runs.append(run)
@@ -431,9 +449,19 @@ RESULTS = HERE / "results-state-scale.json"
 
 
 def store_label(run: dict) -> str:
-    """The store, and the settings given with --conf (by the last part of their names)."""
-    conf = run.get("conf") or {}
-    return run["store"] + "".join(f"<br>{name.rsplit('.', 1)[-1]}={value}" for name, value in conf.items())
+    """The store, and the settings given with --conf (by the last part of their names) and --env."""
+    settings = {name.rsplit(".", 1)[-1]: value for name, value in (run.get("conf") or {}).items()}
+    settings.update(run.get("env") or {})
+    return run["store"] + "".join(f"<br>{name}={value}" for name, value in settings.items())
+
+
+def breakdown(run: dict) -> str:
+    """The JVM's largest committed heap and its largest native memory outside what it tracks (RocksDB and the C
+    library's allocations), from the memory timeline (--jvm-detail); "-" without it."""
+    found = run.get("jvm_breakdown_peak_mb") or {}
+    if found.get("java_heap") is None:
+        return "-"
+    return f"{found['java_heap']:,.0f} / {found.get('untracked') or 0:,.0f}"
 
 
 def code_label(code: str) -> str:
@@ -463,9 +491,9 @@ def report(found: dict) -> list[str]:
         ),
         "",
         "| keys | store | code | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
-        "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) "
-        "| restart to first batch (s) | load before |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) | fill batch p50 (s) "
+        "| steady batch p50 (s) | restart to first batch (s) | load before |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for run in found["runs"]:
         code = code_label(run.get("code", "this"))
@@ -480,7 +508,8 @@ def report(found: dict) -> list[str]:
             f"{run['fill_rows']:,} | "
             f"{run['state_bytes_per_key']:,.0f} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
-            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']}"
+            f"{peaks.get('python_worker', 0):,.0f} | {breakdown(run)} | {run['fill_batch_median_s']} | "
+            f"{run['steady_batch_median_s']}"
             + (
                 f" (store commit {run['steady_state_commit_median_s']})"
                 if run.get("steady_state_commit_median_s") is not None
