@@ -37,7 +37,7 @@ from cep import cli_io
 from cep.cli_io import UsageError
 from cep.grammar.errors import CepError
 from cep.logs import LOG_FORMATS, StreamLog
-from cep.spark_bridge.alerting.key_buckets import check_key_buckets
+from cep.spark_bridge.alerting.key_buckets import check_key_buckets, checkpoint_key_buckets
 from cep.spark_bridge.alerting.metrics import HealthCheck, ServiceServer, StreamMetrics
 from cep.spark_bridge.alerting.status import rule_rows
 from cep.spark_bridge.alerting.stream import AlertStream, QueryFailed
@@ -712,6 +712,11 @@ def cmd_stream(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
     timing = _timing_of(args)
+    try:  # another count than the checkpoint's is refused before Spark starts (and again by AlertStream)
+        checkpoint_key_buckets(checkpoint, args.key_buckets)
+    except CepError as err:
+        cli_io.print_error(f"cep stream: {err}")
+        return cli_io.EXIT_QUERY_ERROR
     metrics_at = parse_address(args.metrics_port, "--metrics-port")
     health_at = parse_address(args.health_port, "--health-port")
     if args.python_env and not os.path.isfile(args.python_env):

@@ -83,6 +83,21 @@ def test_the_cli_refuses_a_bad_count_before_anything_starts(capsys):
     assert args.key_buckets == 4096
 
 
+def test_the_cli_refuses_another_count_than_the_checkpoints_before_spark_starts(tmp_path, capsys):
+    rules, source, checkpoint = tmp_path / "rules", tmp_path / "in", tmp_path / "ck"
+    write_rule(rules, "prices.sql", HIGH)
+    source.mkdir()
+    checkpoint.mkdir()
+    (checkpoint / "status.json").write_text(json.dumps({"key_buckets": 3}))
+    args = stream_parser().parse_args(
+        ["stream", "--rules", str(rules), "--input", str(source), "--checkpoint", str(checkpoint), "--once"]
+        + ["--format", "json", "--key-buckets", "5"]
+    )
+    assert args.func(args) == 1
+    said = capsys.readouterr().err
+    assert "E0482" in said and "--key-buckets 3, not 5" in said and "Spark's own log" not in said
+
+
 @pytest.mark.spark
 def test_another_count_streams_the_replays_alerts_and_keeps_it_across_restarts(spark, tmp_path, capsys):
     rules, source, checkpoint = tmp_path / "rules", tmp_path / "in", tmp_path / "ck"

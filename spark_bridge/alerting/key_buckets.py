@@ -19,13 +19,14 @@ from __future__ import annotations
 import os
 
 from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.alerting.status import read_status
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS
 
 # Above a million buckets even 10 million keys leave fewer than ten per bucket, and every touched bucket
 # costs a Python call: a larger count is a mistake (a key count typed for a bucket count), not a setting.
 MAX_KEY_BUCKETS = 1 << 20
 
-__all__ = ["MAX_KEY_BUCKETS", "STATUS_FIELD", "check_key_buckets", "settle_key_buckets"]
+__all__ = ["MAX_KEY_BUCKETS", "STATUS_FIELD", "check_key_buckets", "checkpoint_key_buckets", "settle_key_buckets"]
 
 STATUS_FIELD = "key_buckets"  # the count in ``<checkpoint>/status.json``
 
@@ -68,3 +69,13 @@ def settle_key_buckets(checkpoint: str, recorded: int | None, asked: int | None)
             code="E0482",
         )
     return written
+
+
+def checkpoint_key_buckets(checkpoint: str, asked: int | None) -> int:
+    """``settle_key_buckets`` with the count recorded in ``checkpoint``'s status file, read without Spark: what the
+    CLI checks before it starts anything (a status file it cannot read is left to the stream, which says why)."""
+    try:
+        recorded = read_status(checkpoint).get(STATUS_FIELD)
+    except (OSError, ValueError):
+        recorded = None
+    return settle_key_buckets(checkpoint, recorded if isinstance(recorded, int) else None, asked)
