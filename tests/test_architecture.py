@@ -171,6 +171,7 @@ ORDER = {
         "rule_watch",
         "layouts",
         "batch_cost",
+        "key_buckets",
         "stream",
         "metrics",
     ],

@@ -58,6 +58,7 @@ def match_rules(
     bad_rows_metrics: str = BAD_ROWS_METRICS,
     source_location: Column | None = None,
     with_stats: bool = False,
+    key_buckets: int = KEY_BUCKETS,
 ) -> DataFrame:
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
@@ -73,6 +74,8 @@ def match_rules(
     reach no rule: they cross the shuffle in a group of their own (``rule_set.BAD_SPEC``).
     ``source_location``: where a bad row came from, an expression over ``df``'s columns (default: the input
     file, ``input_file_name()``; for Kafka, ``kafka.kafka_location()``: topic, partition and offset).
+
+    ``key_buckets``: partition keys hashed into that many buckets, one state value each (``spark/buckets.py``).
 
     ``with_stats`` (what ``AlertStream`` reads in its ``foreachBatch``): nothing is observed; the result
     keeps every row the operator gives, with ``KIND`` and ``STATS`` last: alerts, bad rows, one
@@ -138,13 +141,13 @@ def match_rules(
     )
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
     step = AlertStep(
-        store_dir, housekeeping_us, KEY_BUCKETS, passthrough, late_rows=with_stats, release_delay_ms=release_delay_ms
+        store_dir, housekeeping_us, key_buckets, passthrough, late_rows=with_stats, release_delay_ms=release_delay_ms
     )
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
 
-    exploded = exploded.withColumn(BUCKET, bucket_expression([PKEY], KEY_BUCKETS))
+    exploded = exploded.withColumn(BUCKET, bucket_expression([PKEY], key_buckets))
     out = exploded.groupBy(F.col(SPEC), F.col(BUCKET)).applyInPandasWithState(
         cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
     )

@@ -377,3 +377,22 @@ def progress_get(progress: Any, name: str, default=None):
         except Exception:  # noqa: BLE001
             value = None
     return default if value is None else value
+
+
+def batch_entry(progress: Any, foreach_batch: dict | None) -> dict:
+    """``last_batch`` of the status: a micro-batch as Spark's progress reports it, with ``foreach_batch``:
+    the steps of ``foreachBatch`` inside ``addBatch`` and the Spark jobs it started (``batch_cost.py``)."""
+    durations = progress_get(progress, "durationMs", {}) or {}
+    operators = progress_get(progress, "stateOperators", []) or []
+    return {
+        "id": int(progress_get(progress, "batchId")),
+        "time": progress_get(progress, "timestamp"),
+        "input_rows": int(progress_get(progress, "numInputRows", 0) or 0),
+        "duration_ms": durations.get("triggerExecution"),
+        # Spark's parts of it (addBatch, latestOffset, queryPlanning, walCommit, commitOffsets...)
+        "durations_ms": {str(k): int(v) for k, v in dict(durations).items()},
+        "watermark": (progress_get(progress, "eventTime", {}) or {}).get("watermark"),
+        "state_bytes": sum(int(progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
+        "state_rows": sum(int(progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
+        "foreach_batch": foreach_batch,
+    }

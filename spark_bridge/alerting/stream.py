@@ -81,6 +81,7 @@ from cep.spark_bridge.alerting import driver_state, layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.batch_cost import BatchCost
+from cep.spark_bridge.alerting.key_buckets import STATUS_FIELD, settle_key_buckets
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
     DEFAULT_HOUSEKEEPING,
@@ -94,6 +95,7 @@ from cep.spark_bridge.alerting.rule_set import (
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
 from cep.spark_bridge.alerting.status import (
     StatusBook,
+    batch_entry,
     epoch_seconds,
     now_iso,
     progress_get,
@@ -153,7 +155,7 @@ class AlertStream:
     ``max_future_skew``: see ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the
     repeats of a key within its partition key and the watermark delay (``keyed.KeyedStream``).
     ``source_location``: where a bad row came from, for its dead-letter record (``query.match_rules``;
-    default the input file).
+    default the input file). ``key_buckets``: fixed by the checkpoint (``key_buckets.settle_key_buckets``).
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks, each delivered by its own lane. ``suppress``: ``'rule=10m'`` specs.
@@ -186,6 +188,7 @@ class AlertStream:
         source_location: Column | None = None,
         idle_watermark: Any = None,
         state: str = driver_state.SPARK,
+        key_buckets: int | None = None,
     ) -> None:
         if state not in driver_state.LAYOUTS:
             raise ValueError(f"state must be one of {', '.join(driver_state.LAYOUTS)}, not {state!r}")
@@ -231,6 +234,8 @@ class AlertStream:
             parse_duration(idle_watermark, what="idle_watermark") if idle_watermark is not None else None
         )
         self.source_location = source_location
+        self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
+        self.status[STATUS_FIELD] = self.key_buckets
         self.match_query = None
         self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
         self.health: dict[str, Any] = {
@@ -357,6 +362,7 @@ class AlertStream:
             housekeeping=self.housekeeping,
             source_location=self.source_location,
             with_stats=True,
+            key_buckets=self.key_buckets,
         )
 
     def _write_batch(self, batch, batch_id: int) -> None:
@@ -619,20 +625,7 @@ class AlertStream:
                 self.health["last_progress_at"] = max(ended, self.health["last_progress_at"] or 0.0)
             if not durations.get("addBatch") and not rows:
                 continue  # an idle trigger: no micro-batch ran
-            operators = progress_get(progress, "stateOperators", []) or []
-            info = {
-                "id": int(batch),
-                "time": stamp,
-                "input_rows": rows,
-                "duration_ms": durations.get("triggerExecution"),
-                # Spark's parts of it (addBatch, latestOffset, queryPlanning, walCommit, commitOffsets...)
-                "durations_ms": {str(k): int(v) for k, v in dict(durations).items()},
-                "watermark": (progress_get(progress, "eventTime", {}) or {}).get("watermark"),
-                "state_bytes": sum(int(progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
-                "state_rows": sum(int(progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
-                # inside addBatch: foreachBatch's steps and the Spark jobs it started (BatchCost)
-                "foreach_batch": self._batch_costs.get(int(batch)),
-            }
+            info = batch_entry(progress, self._batch_costs.get(int(batch)))
             if self.driver is not None:  # no Spark state operator: the driver's state (its bytes, buckets)
                 info.update(self.driver.gauges())
             with self.book.lock:
