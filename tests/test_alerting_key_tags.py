@@ -123,3 +123,58 @@ def test_a_new_plan_tags_the_current_set_and_the_set_of_a_cut_short_batch(tmp_pa
     assert planned_partitions(store) == {region: ["région"]}
     assert planned_partitions(store, cut_short=7) == {card: ["card"], region: ["région"]}
     assert new_partitions({"rules": [{"partition": ["card"]}, {"partition": []}]}, {'["card"]': ["card"]}) == [[]]
+
+
+ANYWHERE = """-- name: anywhere
+SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES X.price AS p, X.symbol AS s PATTERN (X) DEFINE X AS price > 60)"""
+
+
+def test_a_rule_with_a_partition_by_new_to_the_plan_re_plans_the_running_query(spark, tmp_path, capsys):
+    """The plan tags the specs it was built with; a rule added with another PARTITION BY (here none) stops the
+    query before its set is published and starts it on a new plan: the new rule sees every row after the
+    change, the old one keeps its state across the re-plan, and no alert is lost or doubled."""
+    from cep.spark_bridge.alerting.stream import AlertStream
+    from tests.test_alerting import SENTINEL, SPAN, _schema, at, price_walk, replay, streamed, write_batch, write_rule
+
+    rules, source = tmp_path / "rules", tmp_path / "in"
+    write_rule(rules, "span.sql", SPAN)
+    batches = [price_walk(["a", "b"], 50 * i, 50 * i + 40, 4, seed=i) for i in range(3)]  # none late
+    batches[-1].append({"symbol": SENTINEL, "ts": at(10_000), "price": 0.0})  # the watermark past every row
+    write_batch(source, 0, batches[0])
+    events: list[str] = []
+    df = spark.readStream.schema(_schema()).json(str(source))
+    stream = AlertStream(
+        spark, str(rules), df, checkpoint=str(tmp_path / "ck"), watermark="5 seconds", on_event=events.append
+    )
+    stream.start()
+    try:
+        stream.process_all_available()
+        first_run = stream.match_query.runId
+        write_rule(rules, "anywhere.sql", ANYWHERE)
+        assert stream.refresh_rules().added == ("anywhere/anywhere",)
+        assert stream.match_query.runId != first_run and stream.match_query.isActive
+        assert any("new to the query's plan" in e for e in events)
+        for index in (1, 2):
+            write_batch(source, index, batches[index])
+            stream.process_all_available()
+        capsys.readouterr()
+        stream.match_query.explain()
+        plan = capsys.readouterr().out
+    finally:
+        stream.stop()
+    assert "FlatMapGroupsInPandasWithState" in plan
+    assert "MapInPandas" not in plan  # both specs tagged by Spark
+    out = stream.alerts().toPandas()
+    assert out["match_id"].is_unique
+    assert streamed(out, "span") == replay(SPAN, [e for b in batches for e in b])
+    after = [e for b in batches[1:] for e in b if e["symbol"] != SENTINEL]
+    anywhere = out[out["rule_id"] == "anywhere/anywhere"]
+    assert set(anywhere["partition_key"]) == {"{}"}
+    expected = sorted(json.dumps(row["p"]) for row in cep_rows(ANYWHERE, after))
+    assert sorted(json.dumps(json.loads(m)["p"]) for m in anywhere["measures"]) == expected
+
+
+def cep_rows(text: str, events: list[dict]) -> list[dict]:
+    import cep
+
+    return list(cep.compile(text).run(events))

@@ -40,6 +40,7 @@ __all__ = ["key_json", "new_partitions", "partitions_of", "planned_partitions", 
 # short escapes, else \u00xx in lower-case hex. The backslash goes first, so that no escape is escaped again.
 _SHORT = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _ESCAPES = list(_SHORT.items()) + [(chr(code), f"\\u{code:04x}") for code in range(0x20) if chr(code) not in _SHORT]
+_CARRIED = "cep_carried"  # the metadata of a carried column (tag_rows), in place of the input's
 # A Java regex of the characters above: a value without any (nearly every one) is written as it is.
 _NEEDS_ESCAPE = '[\\x00-\\x1f"\\\\]'
 
@@ -107,9 +108,13 @@ def tag_rows(
     each row once per spec, a bad row (``reject`` set) once, to ``BAD_SPEC`` with the key ``{}``."""
     from pyspark.sql import functions as F
 
-    columns = [F.col(quote(c)) for c in carried]
+    # Carried without their metadata, as out of a mapInPandas: the event time's watermark mark must not reach the
+    # stateful operator (query.match_rules puts it on a column of its own, so that Spark drops no late row).
+    # An alias keeps metadata it is given, and only non-empty metadata is given, hence a mark of our own.
+    columns = [F.col(quote(c)).alias(c, metadata={_CARRIED: True}) for c in carried]
     if row_ids:  # unique within the micro-batch, which is all a row id is for; set before a row is copied
-        df = df.withColumn(ROW_ID, F.monotonically_increasing_id().cast("string"))
+        # (a stream refuses monotonically_increasing_id; a random UUID is unique as well)
+        df = df.withColumn(ROW_ID, F.expr("uuid()"))
         columns.append(F.col(ROW_ID))
     good = [(F.lit(spec), key_json(names)) for spec, names in partitions.items()]
     if len(good) == 1:  # one PARTITION BY (most rule sets): a projection, no generator
