@@ -9,8 +9,9 @@
 How it maps onto Spark (``docs/alerting.md`` has the measurements behind the choice):
 
 * **One stateful operator for all rules** (built by ``query.match_rules``), not one streaming query per
-  rule. Every input row is tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``),
-  with that partition key (a JSON object of its values); then
+  rule. Every input row is tagged, once per distinct PARTITION BY of the active rules (``key_tags``: Spark
+  expressions; a set with a PARTITION BY new to the plan re-plans the query), with that partition key (a
+  JSON object of its values); then
   ``groupBy(partition spec, bucket of keys).applyInPandasWithState(...)`` runs, for each key of the
   bucket (``cep.spark_bridge.engine.key_table``: one Python call per bucket, not per key), every rule
   with that PARTITION BY, each with its own ``keyed.KeyedStream`` engine: the same buffering,
