@@ -7,8 +7,10 @@ Spark calls on executors are in ``cep.spark_bridge.alerting.worker``; ``AlertStr
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cep.spark_bridge.alerting.key_tags import spark_taggable, tag_rows
 from cep.spark_bridge.alerting.rule_set import (
     BAD_ROWS_METRICS,
     BUCKET,
@@ -47,6 +49,18 @@ def input_types_of(df: DataFrame) -> dict[str, str]:
     }
 
 
+def _step_output_schema(passthrough: Sequence[str]):
+    """What ``AlertStep`` yields: the alert columns, ``KIND`` and ``STATS``, then the bad rows' fields."""
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}
+    return T.StructType(
+        [T.StructField(name, types[kind], True) for name, kind in ALERT_COLUMNS]
+        + [T.StructField(KIND, T.IntegerType(), False), T.StructField(STATS, T.ArrayType(T.LongType()), True)]
+        + [T.StructField(name, T.StringType(), True) for name in passthrough]
+    )
+
+
 def match_rules(
     df: DataFrame,
     store: RuleStore | str,
@@ -59,6 +73,7 @@ def match_rules(
     source_location: Column | None = None,
     with_stats: bool = False,
     key_buckets: int = KEY_BUCKETS,
+    tag_partitions: Mapping[str, Sequence[str]] | None = None,
 ) -> DataFrame:
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
@@ -81,6 +96,11 @@ def match_rules(
     keeps every row the operator gives, with ``KIND`` and ``STATS`` last: alerts, bad rows, one
     statistics row per rule and bucket call (KIND_STATS), and each rule's late rows (KIND_LATE, see
     ``worker.AlertStep._frame``).
+
+    ``tag_partitions`` (``{spec id: PARTITION BY columns}``, ``key_tags.planned_partitions``): every spec any
+    micro-batch of this query will run with. Given, and all STRING columns, rows are tagged by Spark
+    expressions (``key_tags.tag_rows``) instead of a Python ``mapInPandas`` (``worker.Explode``, which reads
+    each micro-batch's rule set itself); the caller must then re-plan before a set with another spec runs.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -123,22 +143,14 @@ def match_rules(
         [T.StructField(SPEC, T.StringType(), False), T.StructField(PKEY, T.StringType(), False)] + in_fields
     )
     carried = columns + [EVENT_US] + passthrough
-    exploded = df.mapInPandas(
-        Explode(store_dir, carried, REJECT if marked else None, row_ids=with_stats), exploded_schema
-    )
+    reject = REJECT if marked else None
+    if tag_partitions is not None and spark_taggable(tag_partitions, df):
+        exploded = tag_rows(df, tag_partitions, carried, reject, row_ids=with_stats)
+    else:
+        exploded = df.mapInPandas(Explode(store_dir, carried, reject, row_ids=with_stats), exploded_schema)
     exploded = exploded.select("*", F.lit(None).cast("timestamp").alias(MARKER, metadata={WATERMARK_KEY: delay_ms}))
 
-    out_fields = [
-        T.StructField(
-            name, {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}[kind], True
-        )
-        for name, kind in ALERT_COLUMNS
-    ]
-    out_schema = T.StructType(
-        out_fields
-        + [T.StructField(KIND, T.IntegerType(), False), T.StructField(STATS, T.ArrayType(T.LongType()), True)]
-        + [T.StructField(name, T.StringType(), True) for name in passthrough]
-    )
+    out_schema = _step_output_schema(passthrough)
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
     step = AlertStep(
         store_dir, housekeeping_us, key_buckets, passthrough, late_rows=with_stats, release_delay_ms=release_delay_ms

@@ -81,6 +81,7 @@ class RuleWatch:
         dedup_key: Sequence[str] = (),
         watermark=None,
         event: Callable[[str, str], None],
+        before_publish: Callable[[dict], None] | None = None,
     ) -> None:
         self.path = path
         self.store = store
@@ -93,6 +94,7 @@ class RuleWatch:
         self.dedup_key = list(dedup_key)
         self.watermark = watermark
         self.event = event
+        self.before_publish = before_publish  # called with each new set from refresh, before it is published
         self.ruleset: rules_mod.RuleSet | None = None
         self.payload: dict | None = None
         self.signature: tuple | None = None
@@ -200,6 +202,8 @@ class RuleWatch:
         self.ruleset, self.payload = ruleset, payload
         for entry in payload["rules"]:
             self.notes[(entry["rule_id"], entry["version"])] = RuleNotes.from_options(entry.get("options") or {})
+        if self.before_publish is not None:
+            self.before_publish(payload)
         set_id = self.store.publish(payload)
         self._record(ruleset, changes, set_id, old_versions)
         for rule_id in kept:

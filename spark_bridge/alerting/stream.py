@@ -9,8 +9,9 @@
 How it maps onto Spark (``docs/alerting.md`` has the measurements behind the choice):
 
 * **One stateful operator for all rules** (built by ``query.match_rules``), not one streaming query per
-  rule. Every input row is tagged, once per distinct PARTITION BY of the active rules (``mapInPandas``),
-  with that partition key (a JSON object of its values); then
+  rule. Every input row is tagged, once per distinct PARTITION BY of the active rules (``key_tags``: Spark
+  expressions; a set with a PARTITION BY new to the plan re-plans the query), with that partition key (a
+  JSON object of its values); then
   ``groupBy(partition spec, bucket of keys).applyInPandasWithState(...)`` runs, for each key of the
   bucket (``cep.spark_bridge.engine.key_table``: one Python call per bucket, not per key), every rule
   with that PARTITION BY, each with its own ``keyed.KeyedStream`` engine: the same buffering,
@@ -67,7 +68,6 @@ running its last good version (and says so in the status) until the file compile
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -82,6 +82,8 @@ from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.batch_cost import BatchCost
 from cep.spark_bridge.alerting.key_buckets import STATUS_FIELD, settle_key_buckets
+from cep.spark_bridge.alerting.key_tags import new_partitions, planned_partitions, spark_taggable
+from cep.spark_bridge.alerting.late_files import read_late_rows, write_late_rows
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
     DEFAULT_HOUSEKEEPING,
@@ -105,8 +107,8 @@ from cep.spark_bridge.alerting.status import (
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
-from cep.spark_bridge.sinks.alerts import ALERT_NAMES, iso_utc, rows_to_alerts
-from cep.spark_bridge.sinks.base import AlertSink, atomic_write
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
+from cep.spark_bridge.sinks.base import AlertSink
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
@@ -127,6 +129,10 @@ _REASON = "_cep_bad_reason"
 _COSTS_KEPT = 64
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def _micros(duration: Any, what: str) -> int | None:
+    return parse_duration(duration, what=what) if duration is not None else None
 
 
 class QueryFailed(RuntimeError):
@@ -197,7 +203,9 @@ class AlertStream:
         self.rules_path = rules
         self.source = source
         self.checkpoint = os.path.abspath(checkpoint)
-        self.file_sink = FileSink(output or os.path.join(self.checkpoint, "matches"), output_format)
+        output = output or os.path.join(self.checkpoint, "matches")
+        # Spark's file sink fails every micro-batch on a relative path; a URI (s3a://...) stays as it is.
+        self.file_sink = FileSink(output if "://" in output else os.path.abspath(output), output_format)
         self.dead_letter_dir = os.path.abspath(dead_letter or os.path.join(self.checkpoint, "dead-letter"))
         self.bad_rows_sink = FileSink(os.path.join(self.dead_letter_dir, "bad-rows"), "json")
         self.late_dir = os.path.join(self.dead_letter_dir, "late")
@@ -226,17 +234,15 @@ class AlertStream:
             if self.sinks
             else None
         )
-        self.max_future_skew_us = (
-            parse_duration(max_future_skew, what="max_future_skew") if max_future_skew is not None else None
-        )
+        self.max_future_skew_us = _micros(max_future_skew, "max_future_skew")
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
-        self.idle_watermark_us = (
-            parse_duration(idle_watermark, what="idle_watermark") if idle_watermark is not None else None
-        )
+        self.idle_watermark_us = _micros(idle_watermark, "idle_watermark")
         self.source_location = source_location
         self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
         self.status[STATUS_FIELD] = self.key_buckets
         self.match_query = None
+        self._tagged: dict | None = None  # the specs the running plan tags in Spark (None: Explode, any spec)
+        self._replan = False
         self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
         self.health: dict[str, Any] = {
             "loop_at": None,
@@ -273,13 +279,12 @@ class AlertStream:
             input_types=self.input_types,
             time_column=time_column,
             specs=[s if isinstance(s, suppress_mod.SuppressSpec) else suppress_mod.parse_spec(s) for s in suppress],
-            session_timeout_us=parse_duration(session_timeout, what="session_timeout")
-            if session_timeout is not None
-            else None,
+            session_timeout_us=_micros(session_timeout, "session_timeout"),
             max_pending_rows=max_pending_rows,
             dedup_key=self.dedup_key,
             watermark=watermark,
             event=self._event,
+            before_publish=self._before_publish,
         )
         for sink in self.sinks:  # the webhook formats read each rule's severity and summary
             if getattr(sink, "rule_notes", False) is None:
@@ -324,9 +329,23 @@ class AlertStream:
     def refresh_rules(self, *, force: bool = False) -> rules_mod.RuleChanges:
         """Reload the rules if their files changed; publish the new set for the next micro-batches."""
         self._quarantine_failed()
-        changes = self.watch.refresh(force=force)
+        try:
+            changes = self.watch.refresh(force=force)
+        finally:
+            if self._replan:  # stopped by _before_publish: the new set's specs need a new plan
+                self._replan = False
+                self.match_query = self._start_query(self.build(), self._write_batch, "match", available_now=False)
         self.write_status()
         return changes
+
+    def _before_publish(self, payload: dict) -> None:
+        """Stop the query before a set with a PARTITION BY its plan does not tag is published, so that no
+        micro-batch runs that set on the old plan; ``refresh_rules`` starts it again (``key_tags``)."""
+        new = new_partitions(payload, self._tagged) if self._tagged is not None else []
+        if new and self.match_query is not None and self.match_query.isActive:
+            self._event(f"PARTITION BY {', '.join(map(str, new))} is new to the query's plan: re-planning it")
+            self.match_query.stop()
+            self._replan = True
 
     def _quarantine_failed(self) -> None:
         """Hand the rules that failed in the micro-batches since the last call to the rule watch."""
@@ -354,6 +373,8 @@ class AlertStream:
         if self.layout == driver_state.DRIVER:  # the rules run in foreachBatch (_write_batch)
             source, self.driver = driver_state.for_stream(self, source)
             return source
+        planned = planned_partitions(self.store, self._cut_short())
+        self._tagged = planned if spark_taggable(planned, source) else None
         return match_rules(
             source,
             self.store,
@@ -363,6 +384,7 @@ class AlertStream:
             source_location=self.source_location,
             with_stats=True,
             key_buckets=self.key_buckets,
+            tag_partitions=self._tagged,
         )
 
     def _write_batch(self, batch, batch_id: int) -> None:
@@ -440,7 +462,7 @@ class AlertStream:
                     total[index] += int(value or 0)
         if late:
             with cost.step("late_rows"):
-                self._write_late(batch_id, late)
+                write_late_rows(self.late_dir, batch_id, late)
         with cost.step("journal"):
             self._journal_batch(batch_id, calls, bad, late)
         self._note_cost(batch_id, cost.done())
@@ -463,32 +485,6 @@ class AlertStream:
                 "late_rows": len({(r["match_id"], r["measures"]) for r in late}),
             },
         )
-
-    def _write_late(self, batch_id: int, rows: list) -> None:
-        """One JSON line per (rule, late row): ``late/batch-<id>.jsonl``, written whole (a re-run replaces it)."""
-        lines = []
-        for row in rows:
-            try:
-                values = json.loads(row["measures"]) if row["measures"] else None
-            except ValueError:
-                values = row["measures"]
-            lines.append(
-                json.dumps(
-                    {
-                        "rule_id": row["rule_id"],
-                        "rule_version": row["rule_version"],
-                        "partition_key": row["partition_key"],
-                        "reason": row["match_status"],
-                        "event_time": iso_utc(row["first_event_time"]),
-                        "batch_id": batch_id,
-                        "row": values,
-                    },
-                    ensure_ascii=False,
-                    sort_keys=True,
-                )
-            )
-        os.makedirs(self.late_dir, exist_ok=True)
-        atomic_write(os.path.join(self.late_dir, f"batch-{batch_id:012d}.jsonl"), "\n".join(lines) + "\n")
 
     def _check_clock_rows(self) -> None:
         """The clock rows of ``idle_watermark`` are a second source of the matching query, and Spark restarts a
@@ -756,13 +752,7 @@ class AlertStream:
 
     def late_rows(self) -> list[dict]:
         """Every late row written so far (``late/``), as dicts."""
-        rows = []
-        if os.path.isdir(self.late_dir):
-            for name in sorted(os.listdir(self.late_dir)):
-                if name.endswith(".jsonl") and not name.startswith("."):
-                    with open(os.path.join(self.late_dir, name), encoding="utf-8") as fh:
-                        rows += [json.loads(line) for line in fh if line.strip()]
-        return rows
+        return read_late_rows(self.late_dir)
 
 
 def delivered_counts(status: dict) -> Counter:

@@ -661,6 +661,9 @@ def read_kafka(
     return kafka_events(reader.load(), struct, format, encoding=encoding)
 
 
+_PARSED = "__cep_parsed"  # the value as read (a struct), before its fields are checked (kafka_events)
+
+
 def kafka_events(
     raw: DataFrame,
     schema: StructType,
@@ -699,6 +702,11 @@ def kafka_events(
     else:
         ddl = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in with_corrupt.fields)
         parsed = F.from_csv(text, ddl, read_options)
+    # Parsed once, in a projection of its own: the columns below read it many times, often inside CASE branches,
+    # where Spark's common-subexpression elimination does not reach, and each read would parse the value again.
+    # Spark's optimizer keeps a projection whose result is read more than once and costly to compute.
+    raw = raw.select("*", parsed.alias(_PARSED))
+    parsed = F.col(_PARSED)
     sources = {
         "kafka_key": F.when(is_text, message_text("key", encoding)),
         "kafka_topic": F.col("topic"),
@@ -716,7 +724,7 @@ def kafka_events(
         values.append(F.when(is_text, value).alias(f.name))
     stray_text = [F.when(reduce(lambda a, b: a | b, strays), text)] if strays else []
     # An empty value (NULL, a tombstone; or zero bytes, or only blanks) has nothing to read: not_json, as the docs say.
-    empty = F.col("value").isNull() | (F.regexp_replace(text, r"\s+", "") == F.lit(""))
+    empty = F.col("value").isNull() | ~text.rlike(r"\S")  # the regex stops at the first character not blank
     bytes_kept = F.concat(F.lit(BASE64_PREFIX), F.coalesce(F.base64(F.col("value")), F.lit("")))
     not_text = F.concat(F.lit(bytearray(NOT_UTF8_MARK)), bytes_kept.cast("binary")).cast("string")
     unread = F.coalesce(
