@@ -38,6 +38,14 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    if isinstance(node, exp.TimestampFromParts):
+        return _make_timestamp(node)
+    if isinstance(node, exp.Count) and node.meta.get(NEVER_NULL):
+        # Spark never evaluates the argument of a COUNT it knows is never NULL: it counts the rows (its
+        # NullPropagation rule), so an argument that would fail (make_timestamp(2021, 3, 28, 40, 0, 0)) does not.
+        counted = node.copy()
+        counted.set("this", exp.Star())
+        return counted
     if isinstance(node, (exp.Ln, exp.Log)):  # Spark: NULL for a value (or base) of 0 or below (DuckDB: -inf, NaN)
         operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
         below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
@@ -117,6 +125,90 @@ def spark_meaning(node, types: dict[int, str]):
 
 
 _DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggregate whose window is cast
+NEVER_NULL = "cep_never_null"  # the meta key of a COUNT whose argument Spark knows is never NULL
+
+
+def mark_counts_of_values_never_null(tree) -> None:
+    """Mark each COUNT (not DISTINCT) whose argument Spark's analyser types as never NULL, read on the statement
+    before it is translated (the translation of the argument brings NULL branches of its own)."""
+    from sqlglot import exp
+
+    for count in tree.find_all(exp.Count):
+        argument = count.this
+        if argument is not None and not isinstance(argument, (exp.Star, exp.Distinct)) and _never_null(argument):
+            count.meta[NEVER_NULL] = True
+
+
+def _never_null(node) -> bool:
+    """Whether Spark (ANSI mode) deems ``node`` never NULL without evaluating it: a literal that is not NULL,
+    and the operations that are NULL only when an operand is (arithmetic but division, make_timestamp), or
+    COALESCE with such an operand. Anything else (columns, divisions, casts: Spark deems a cast of text
+    nullable, other functions) counts as nullable, so the rule errs towards evaluating the argument, as
+    Spark then does too."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _never_null(node.this)
+    if isinstance(node, exp.Literal) or isinstance(node, exp.Boolean):
+        return True
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        return _never_null(node.this) and _never_null(node.expression)
+    if isinstance(node, exp.Neg):
+        return _never_null(node.this)
+    if isinstance(node, exp.TimestampFromParts):
+        return all(_never_null(part) for key, part in node.args.items() if part is not None and key != "zone")
+    if isinstance(node, exp.Coalesce):
+        return any(_never_null(part) for part in (node.this, *node.expressions))
+    return False
+
+
+_MAKE_TIMESTAMP_RANGES = (("month", 1, 12), ("day", 1, 31), ("hour", 0, 23), ("min", 0, 59))
+
+
+def _make_timestamp(node):
+    """Spark's make_timestamp(y, mo, d, h, mi, s) in ANSI mode: a field out of range (hour 24, February 30,
+    seconds 60.5) is an error at the call; seconds of exactly 60 are the next minute, as in DuckDB's, which
+    would also read hour 24 as the next day."""
+    from sqlglot import exp
+
+    if node.args.get("zone") is not None or any(node.args.get(key) is not None for key in ("nano", "milli")):
+        raise Refusal("the python engine runs MAKE_TIMESTAMP only with its six fields (no time zone)", *place_of(node))
+    fields = {key: node.args.get(key) for key in ("year", "month", "day", "hour", "min", "sec")}
+    if any(value is None for value in fields.values()):
+        raise Refusal("MAKE_TIMESTAMP takes six fields: year, month, day, hour, minute, seconds", *place_of(node))
+
+    def field(key):
+        return exp.Paren(this=fields[key].copy())
+
+    in_range = [
+        exp.Between(this=field(key), low=exp.Literal.number(low), high=exp.Literal.number(high))
+        for key, low, high in _MAKE_TIMESTAMP_RANGES
+    ]
+    seconds = exp.or_(
+        exp.and_(
+            exp.GTE(this=field("sec"), expression=exp.Literal.number(0)),
+            exp.LT(this=field("sec"), expression=exp.Literal.number(60)),
+        ),
+        exp.EQ(this=field("sec"), expression=exp.Literal.number(60)),
+    )
+    month_start = call_duck("make_date", field("year"), field("month"), exp.Literal.number(1))
+    fits_month = exp.LTE(this=field("day"), expression=call_duck("day", call_duck("last_day", month_start)))
+    made = call_duck("make_timestamp", *(field(key) for key in fields))
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.or_(*(exp.Is(this=field(key), expression=exp.Null()) for key in fields)), true=exp.Null()),
+            # The month's length is read only for a month in range (make_date fails on month 13).
+            exp.If(
+                this=exp.and_(*in_range, seconds),
+                true=exp.Case(ifs=[exp.If(this=fits_month, true=made)], default=_invalid_field(node)),
+            ),
+        ],
+        default=_invalid_field(node),
+    )
+
+
+def _invalid_field(node):
+    return fail_with("MAKE_TIMESTAMP: a field is out of its range (an invalid date or time)", place_of(node))
 
 
 def _double(node, new):

@@ -9,11 +9,16 @@ from __future__ import annotations
 class Refusal(Exception):
     """The python engine cannot run a part of the statement as Spark does. ``start``: the offset of the
     part in the Spark SQL text that was translated (None when it cannot be told). ``spark_too``: Spark
-    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's."""
+    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's.
+    ``untyped``: refused only because a value's type could not be told, which `cep check` (no tables) leaves
+    to the run."""
 
-    def __init__(self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False) -> None:
+    def __init__(
+        self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False, untyped: bool = False
+    ) -> None:
         super().__init__(message)
         self.message, self.start, self.length, self.spark_too = message, start, length, spark_too
+        self.untyped = untyped
 
 
 INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")

@@ -33,7 +33,7 @@ import functools
 import re
 from collections.abc import Mapping
 
-from cep.duckdb_functions import COMPARISONS, spark_meaning
+from cep.duckdb_functions import COMPARISONS, mark_counts_of_values_never_null, spark_meaning
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -48,7 +48,13 @@ from cep.duckdb_nodes import (
     place_of,
     type_of,
 )
-from cep.grammar.functions import DATETIME_PARSERS, DATETIME_PATTERN_ARGUMENT, PatternError, duckdb_strftime
+from cep.grammar.functions import (
+    DATETIME_PARSERS,
+    DATETIME_PATTERN_ARGUMENT,
+    PatternError,
+    SparkRefusesPattern,
+    duckdb_strftime,
+)
 
 # Imported inside functions: sqlglot and pyarrow (heavy; `cep check` of a single clause needs neither).
 
@@ -97,14 +103,18 @@ _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
 _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
 
 
-def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
+def to_duckdb_sql(
+    text: str, schema: Mapping[str, Mapping[str, str]] | None = None, *, checking: bool = False, for_spark: bool = False
+) -> str:
     """Spark SQL -> DuckDB SQL that gives Spark's answer, or Refusal. ``schema``: table name -> column ->
-    Spark SQL type, for the rules that depend on a value's type."""
+    Spark SQL type, for the rules that depend on a value's type. ``checking`` (`cep check`, no tables): the
+    rules read only the types the statement fixes itself (literals, casts, expressions without a column),
+    and a refusal for want of a type is left to the run; ``for_spark`` too: only what Spark refuses as well."""
     import sqlglot
     from sqlglot.errors import UnsupportedError
 
     typed_then_cast = _TYPED_LITERAL_CAST.search(text)
-    if typed_then_cast is not None:
+    if typed_then_cast is not None and not for_spark:
         raise Refusal(
             f"the python engine reads {typed_then_cast.group(1).upper()} '...'::type otherwise than Spark does "
             f"(sqlglot applies :: to the text first); write CAST({typed_then_cast.group(1).upper()} '...' AS type)",
@@ -112,10 +122,17 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
             typed_then_cast.end() - typed_then_cast.start(),
         )
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
-    types = _types(tree, schema or {})
+    _negative_literals(tree)
+    types = _types(tree, schema or {}, checking=checking)
+    mark_counts_of_values_never_null(tree)
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
-        new = _translate(node, types)
+        try:
+            new = _translate(node, types)
+        except Refusal as refusal:
+            if checking and (refusal.untyped or for_spark and not refusal.spark_too):
+                continue
+            raise
         if new is not node:
             if TYPED_META in node.meta:
                 new.meta[TYPED_META] = node.meta[TYPED_META]
@@ -123,7 +140,25 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
     except UnsupportedError as exc:
+        if for_spark:
+            return ""
         raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
+
+
+def _negative_literals(tree) -> None:
+    """``-1::string`` as Spark reads it: a number's minus sign belongs to the literal (Spark's grammar), so
+    the cast applies to -1; sqlglot reads -(1::string), the minus of a text."""
+    from sqlglot import exp
+
+    for negation in list(tree.find_all(exp.Neg)):
+        cast = negation.this
+        if isinstance(cast, exp.Cast) and isinstance(cast.this, exp.Literal) and cast.this.is_number:
+            signed = cast.copy()
+            signed.set("this", exp.Literal.number(f"-{cast.this.this}"))
+            for key in ("start", "end"):
+                if key in negation.meta:
+                    signed.meta[key] = negation.meta[key]
+            negation.replace(signed)
 
 
 @functools.lru_cache(maxsize=1)
@@ -146,9 +181,10 @@ def _spark_dialect():
 # ------------------------------------------------------------------------------------------------ types
 
 
-def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
+def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = False) -> dict[int, str]:
     """Node id -> its SQL type name (upper case, no parameters), for the nodes whose type a rule needs;
-    read from sqlglot's annotation of a qualified copy of the statement."""
+    read from sqlglot's annotation of a qualified copy of the statement. ``checking``: only the types that
+    no table's column decides (a cast's, or an expression's without a column), which `cep check` can know."""
     from sqlglot import exp
     from sqlglot.optimizer.annotate_types import annotate_types
     from sqlglot.optimizer.qualify import qualify
@@ -181,8 +217,11 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
     for node in copy.walk():
         number = node.meta.get(TYPED_META)
         kind = node.args.get("true") if isinstance(node, exp.Nvl2) else node  # sqlglot leaves NVL2 untyped
-        if number is not None and kind.type is not None and kind.type.this != exp.DataType.Type.UNKNOWN:
-            found[number] = kind.type.this.name.upper().replace("_", "")
+        if number is None or kind.type is None or kind.type.this == exp.DataType.Type.UNKNOWN:
+            continue
+        if checking and not isinstance(node, exp.Cast) and node.find(exp.Column) is not None:
+            continue
+        found[number] = kind.type.this.name.upper().replace("_", "")
     return found
 
 
@@ -215,6 +254,10 @@ def _translate(node, types: dict[int, str]):
 
     if isinstance(node, exp.Cast):
         return _cast(node, types)
+    if isinstance(node, exp.Neg) and type_of(node.this, types) in TEXT_TYPES:
+        # Spark's minus of text (-'7', and -1::string, which is -(1::string)) reads the text as a DOUBLE.
+        as_double = _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types)
+        return exp.Neg(this=exp.Paren(this=as_double))
     if isinstance(node, exp.IntDiv) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):
         raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *place_of(node))
     if isinstance(node, exp.IntDiv) and "DECIMAL" in (type_of(node.this, types), type_of(node.expression, types)):
@@ -378,6 +421,7 @@ def _cast(node, types: dict[int, str]):
             f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
             "types and reads a time as seconds, DuckDB casts a NULL of any type)",
             *place_of(node),
+            untyped=True,
         )
     if target in INTEGRAL or target == "INTEGER":
         if source is None:
@@ -385,6 +429,7 @@ def _cast(node, types: dict[int, str]):
                 f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
                 f"fractions and reads timestamps as seconds; DuckDB rounds)",
                 *place_of(node),
+                untyped=True,
             )
         if source in FRACTIONAL:
             return cast(call_duck("trunc", operand))
@@ -407,6 +452,16 @@ def _cast(node, types: dict[int, str]):
         return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
     if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
         return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
+    if target in FRACTIONAL and source in TEXT_TYPES and not safe:
+        # DuckDB's own failure ("Could not convert string") names neither the cast nor its place.
+        tried = exp.TryCast(this=operand.copy(), to=to.copy(), safe=True)
+        return exp.Case(
+            ifs=[
+                exp.If(this=exp.Is(this=operand.copy(), expression=exp.Null()), true=exp.Null()),
+                exp.If(this=exp.Not(this=exp.Is(this=tried.copy(), expression=exp.Null())), true=tried),
+            ],
+            default=fail_with(f"the text cannot be cast to {target}", place_of(node)),
+        )
     if target in TEXT_TYPES + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(
             f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
@@ -546,7 +601,7 @@ def _own_function(name: str, node, types: dict[int, str]):
                 expression=exp.Literal.number(1_000_000),
             )
         if source not in TEXT_TYPES:
-            raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
+            raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where, untyped=True)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
     if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
         return _cast(exp.Cast(this=value, to=exp.DataType.build("DATE" if name == "TO_DATE" else "TIMESTAMP")), types)
@@ -605,9 +660,9 @@ def _truncation(name: str, args: list, where: tuple[int | None, int]):
 # ------------------------------------------------------------------------------------------ check time
 
 
-def check_patterns(text: str) -> None:
-    """Refusal for every datetime pattern of ``text`` (Spark SQL) that the python engine cannot run exactly,
-    at the pattern's place: what `cep check` says before any engine runs."""
+def check_patterns(text: str, *, spark_only: bool = False) -> None:
+    """Refusal for every datetime pattern of ``text`` (Spark SQL) that the python engine cannot run exactly
+    (``spark_only``: that Spark refuses), at the pattern's place: what `cep check` says before any engine runs."""
     import sqlglot
     from sqlglot import exp
 
@@ -625,6 +680,8 @@ def check_patterns(text: str) -> None:
             try:
                 duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
             except PatternError as error:
+                if spark_only and not isinstance(error, SparkRefusesPattern):
+                    continue
                 raise Refusal(
                     f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else place_of(node)
                 ) from None
@@ -679,6 +736,7 @@ _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+): ")
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
 _QUOTED_NAME = re.compile(r'"([^"]+)"')
+_SUM_OVERFLOW = re.compile(r"Type INT128 with value -?\d+ can't be cast because the value is out of range")
 # sqlglot writes a function DuckDB does not have (substring_index): DuckDB refuses it before running anything.
 MISSING_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name (\w+) does not exist")
 
@@ -693,6 +751,10 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
         sentence = _FAILED_CAST.sub("", first[place.end() :])
         return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
+    if _SUM_OVERFLOW.search(first):  # the cast of DuckDB's HUGEINT SUM to Spark's BIGINT
+        found = re.search(r"(?<![\w.])sum\s*\(", spark_text, re.I)
+        sentence = "integer overflow: the SUM does not fit a BIGINT (as on Spark, in ANSI mode)"
+        return sentence, found.start() if found else None, 3
     missing = MISSING_FUNCTION.search(first)
     if missing is not None:
         name = missing.group(1)

@@ -181,12 +181,23 @@ class SqlStatement:
         return table
 
 
-def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] | None = None) -> SqlStatement:
+ENGINES = ("python", "spark")
+
+
+def check_sql(
+    text: str, *, filename: str | None = None, schema: dict[str, str] | None = None, engine: str = "python"
+) -> SqlStatement:
     """Check a whole statement without running it: every clause (against ``schema`` too, for the clauses
     that read a table or file directly), and the SQL around them, parsed as Spark SQL (sqlglot's parser,
-    the python engine's), with every datetime pattern checked: one Spark refuses, or one the python engine
-    cannot run exactly, is E0247. Raises CepError pointing into ``text``."""
+    the python engine's), with every datetime pattern checked: one Spark refuses, or (``engine`` python)
+    one the python engine cannot run exactly, is E0247. The SQL around the clauses is translated too, without
+    running: what the translation refuses whatever the tables' columns is the error ``cep run`` would raise,
+    at the same place: for the python engine, E0252 (a function DuckDB cannot run as Spark does) or E0250
+    (a cast Spark does not allow either); for Spark, only the latter. Raises CepError pointing into ``text``."""
     import sqlglot
+
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
 
     statement = SqlStatement(text, filename)
     whole = statement.whole
@@ -207,7 +218,7 @@ def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] 
         except sqlglot.errors.ParseError as exc:
             raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
         try:
-            check_patterns(rendered.text)
+            check_patterns(rendered.text, spark_only=engine == "spark")
         except Refusal as refusal:
             raise sql_error(
                 refusal.message,
@@ -220,6 +231,12 @@ def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] 
                 hint="the letters both engines write alike: yyyy MM dd HH mm ss SSS a EEE, "
                 "text in quotes ('T'); docs/sql-statements.md lists them",
             ).with_source(text, filename) from None
+        try:
+            to_duckdb_sql(rendered.text, checking=True, for_spark=engine == "spark")
+        except Refusal as refusal:
+            raise refusal_error(refusal, rendered, text).with_source(text, filename) from None
+        except sqlglot.errors.SqlglotError:
+            pass  # not a refusal: the run reports it, with the tables' types at hand
     return statement
 
 
@@ -476,6 +493,23 @@ def sql_error(
     return kind(message, code=code or ("E0130" if syntax else "E0250"), span=span, source=text, hint=hint)
 
 
+def refusal_error(refusal: Refusal, rendered: Rendered, text: str) -> CepError:
+    """The python engine's refusal to translate a part of the statement, at its place in the user's text:
+    E0252 with the way to Spark, or the statement's own error where Spark refuses it as well."""
+    if refusal.spark_too:
+        return sql_error(refusal.message, rendered, text, refusal.start, syntax=False, length=refusal.length)
+    return sql_error(
+        f"the python engine refuses this before running: {refusal.message}",
+        rendered,
+        text,
+        refusal.start,
+        syntax=False,
+        length=refusal.length,
+        code="E0252",
+        hint=ENGINE_HINT,
+    )
+
+
 def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
     """A sqlglot parse error (line and column in ``rendered``) as a CepError in the user's text."""
     first = (exc.errors or [{}])[0]
@@ -703,7 +737,9 @@ class _DuckEngine:
         if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
             register_functions(self.con)
             self.own_functions = True
-        return self.con.sql(translated).to_arrow_table()
+        relation = self.con.sql(translated)
+        kinds = [str(kind) for kind in relation.types]
+        return _hugeints_as_bigints(relation.to_arrow_table(), kinds, rendered, self.statement.text)
 
     def schema(self) -> dict[str, dict[str, str]]:
         """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""
@@ -727,19 +763,8 @@ class _DuckEngine:
             return exc
         if isinstance(exc, sqlglot.errors.ParseError):
             return sqlglot_error(exc, rendered, text)
-        if isinstance(exc, Refusal) and exc.spark_too:
-            return sql_error(exc.message, rendered, text, exc.start, syntax=False, length=exc.length)
         if isinstance(exc, Refusal):
-            return sql_error(
-                f"the python engine refuses this before running: {exc.message}",
-                rendered,
-                text,
-                exc.start,
-                syntax=False,
-                length=exc.length,
-                code="E0252",
-                hint=ENGINE_HINT,
-            )
+            return refusal_error(exc, rendered, text)
         if isinstance(exc, sqlglot.errors.SqlglotError):
             return sql_error(
                 f"the python engine cannot translate this statement: {_first_line(str(exc))}",
@@ -822,6 +847,26 @@ class _DuckEngine:
             return out
         indices = pc.sort_indices(out, sort_keys=[(c, "ascending", "at_start") for c in partition])
         return out.take(indices)
+
+
+def _hugeints_as_bigints(table, kinds: list[str], rendered: Rendered, text: str):
+    """``table`` (a DuckDB result) with its HUGEINT columns as BIGINTs: Spark has no wider integer, and DuckDB's
+    HUGEINT (its SUM of integers, and what is computed from one) is Spark's BIGINT, an overflow an error. The
+    translation casts the SUMs whose argument it can type; this catches the rest (sqlglot cannot type every
+    argument), so a column never comes back as Arrow's DECIMAL(38, 0) where Spark's is a BIGINT."""
+    import pyarrow as pa
+
+    for index, kind in enumerate(kinds):
+        if kind != "HUGEINT":
+            continue
+        field = table.schema.field(index)
+        try:
+            column = table.column(index).cast(pa.int64())
+        except pa.ArrowInvalid:
+            message = f"integer overflow: column {field.name} does not fit a BIGINT (as on Spark, in ANSI mode)"
+            raise sql_error(message, rendered, text, None, syntax=False) from None
+        table = table.set_column(index, pa.field(field.name, pa.int64()), column)
+    return table
 
 
 def _typed_like(out, frame):

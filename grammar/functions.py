@@ -272,6 +272,11 @@ class PatternError(ValueError):
     """A LIKE pattern, ESCAPE character or regular expression that is not valid (the message says why)."""
 
 
+class SparkRefusesPattern(PatternError):
+    """A datetime pattern Spark itself refuses (a week-based field, a reserved character): refused on both
+    engines, where a pattern only the python engine cannot run is refused on that engine alone."""
+
+
 def like_segments(pattern: str, escape: str | None) -> list[list]:
     """A LIKE pattern split at its unescaped ``%``: each segment a list of characters and ``ANY_CHAR``
     markers (an unescaped ``_``, as the object ``ANY``). ``escape`` must be one character and may precede
@@ -406,7 +411,7 @@ def datetime_pattern(pattern: str) -> list[tuple[str, str]]:
         elif found.group(1):
             letter = text[0]
             if letter in _SPARK_REFUSED:
-                raise PatternError(
+                raise SparkRefusesPattern(
                     f"the datetime pattern {pattern!r} uses {text!r} ({_SPARK_REFUSED[letter]}), which Spark refuses"
                 )
             if letter not in DATETIME_LETTERS:
@@ -416,7 +421,7 @@ def datetime_pattern(pattern: str) -> list[tuple[str, str]]:
                 )
             out.append(("field", text))
         elif text in "[]{}#":
-            raise PatternError(
+            raise SparkRefusesPattern(
                 f"the datetime pattern {pattern!r} uses {text!r}, which Spark reserves (quote it to write it as text)"
             )
         else:
