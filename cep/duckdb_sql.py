@@ -254,6 +254,10 @@ def _translate(node, types: dict[int, str]):
 
     if isinstance(node, exp.Cast):
         return _cast(node, types)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)) and any(
+        type_of(side, types) in TEXT_TYPES for side in (node.this, node.expression)
+    ):
+        return _text_arithmetic(node, types)
     if isinstance(node, exp.Neg) and type_of(node.this, types) in TEXT_TYPES:
         # Spark's minus of text (-'7', and -1::string, which is -(1::string)) reads the text as a DOUBLE.
         as_double = _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types)
@@ -324,6 +328,30 @@ def _translate(node, types: dict[int, str]):
         # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _text_arithmetic(node, types: dict[int, str]):
+    """``s + 1``: Spark casts the text to BIGINT beside an integer ('2.5' + 1 is an error), to DOUBLE beside
+    a DECIMAL or a DOUBLE; the rest (text and text, a quotient, an operand whose type cannot be told) is
+    refused rather than guessed."""
+    from sqlglot import exp
+
+    sides = (node.this, node.expression)
+    kinds = [type_of(side, types) for side in sides]
+    other = next((kind for kind in kinds if kind not in TEXT_TYPES), None)
+    if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)) or other not in INTEGRAL + FRACTIONAL:
+        raise Refusal(
+            "the python engine cannot compute arithmetic on text as Spark does (Spark casts the text by its "
+            "own rules); cast the text yourself: CAST(s AS BIGINT) or CAST(s AS DOUBLE)",
+            *place_of(node),
+            untyped=None in kinds,
+        )
+    target = "BIGINT" if other in INTEGRAL else "DOUBLE"
+    new = node.copy()
+    for key, side, kind in zip(("this", "expression"), sides, kinds):
+        if kind in TEXT_TYPES:
+            new.set(key, exp.Paren(this=_cast(exp.Cast(this=side.copy(), to=exp.DataType.build(target)), types)))
+    return new
 
 
 def _decimal_quotient(node, types: dict[int, str]) -> bool:
@@ -452,16 +480,8 @@ def _cast(node, types: dict[int, str]):
         return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
     if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
         return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
-    if target in FRACTIONAL and source in TEXT_TYPES and not safe:
-        # DuckDB's own failure ("Could not convert string") names neither the cast nor its place.
-        tried = exp.TryCast(this=operand.copy(), to=to.copy(), safe=True)
-        return exp.Case(
-            ifs=[
-                exp.If(this=exp.Is(this=operand.copy(), expression=exp.Null()), true=exp.Null()),
-                exp.If(this=exp.Not(this=exp.Is(this=tried.copy(), expression=exp.Null())), true=tried),
-            ],
-            default=fail_with(f"the text cannot be cast to {target}", place_of(node)),
-        )
+    if target in FRACTIONAL and source in TEXT_TYPES:
+        return _text_to_fraction(operand, to, target, safe, place_of(node))
     if target in TEXT_TYPES + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(
             f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
@@ -527,6 +547,43 @@ def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
             exp.If(this=matches, true=made),
         ],
         default=invalid,
+    )
+
+
+# The text Spark's cast reads as a DOUBLE or FLOAT, once trimmed: Java's decimal notation with an optional
+# d/f suffix (1.5d), and NaN and infinities in any case; as a DECIMAL, the decimal notation alone. DuckDB's
+# own cast reads other texts too (1_000), and refuses the suffix.
+_SPARK_FLOATING_TEXT = r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?|(?i:nan|inf|infinity))"
+_SPARK_DECIMAL_TEXT = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+
+
+def _text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None, int]):
+    """Spark's CAST(text AS DOUBLE | FLOAT | DECIMAL): the texts Spark reads, the others an error at the
+    cast (TRY_CAST: NULL), not DuckDB's "Could not convert string", which names neither."""
+    from sqlglot import exp
+
+    trimmed = call_duck(
+        "regexp_replace",
+        text.copy(),
+        exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+        exp.Literal.string(""),
+        exp.Literal.string("g"),
+    )
+    syntax = _SPARK_DECIMAL_TEXT if target == "DECIMAL" else _SPARK_FLOATING_TEXT
+    unsuffixed = call_duck(
+        "regexp_replace", trimmed.copy(), exp.Literal.string("([0-9.])[fFdD]$"), exp.Literal.string("\\1")
+    )
+    tried = exp.TryCast(this=unsuffixed, to=to.copy(), safe=True)
+    readable = exp.and_(
+        call_duck("regexp_full_match", trimmed, exp.Literal.string(syntax)),
+        exp.Not(this=exp.Is(this=tried.copy(), expression=exp.Null())),
+    )
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=readable, true=tried),
+        ],
+        default=exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", where),
     )
 
 

@@ -156,6 +156,11 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "count(2147483647 + 1) OVER ()",  # never NULL: not evaluated, so no overflow
     "make_timestamp(2021, 3, 28, 1, 30, 60)",  # seconds of 60: the next minute
     "make_timestamp(2021, 3, 28, 1, 30, 59.999999)",
+    "CAST('1.5d' AS DOUBLE)",  # Java's suffix (DuckDB refuses it)
+    "CAST('-inf' AS DOUBLE)",
+    "s + 1",  # the text as a BIGINT beside an integer
+    "s * 2",
+    "s + x",  # as a DOUBLE beside a DOUBLE
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
@@ -202,6 +207,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "substring_index(date_format(first_ts, 'yyyy-MM-dd'), '-', 1)": "SUBSTRING_INDEX()",  # DuckDB has none
     "extract(YEAROFWEEK FROM first_ts)": "EXTRACT(YEAROFWEEK",
     "DATE '2021-03-28'::timestamp": "DATE '...'::type",  # sqlglot casts the text: a DATE, where Spark's is a TIMESTAMP
+    "s / 2": "arithmetic on text",
 }
 
 
@@ -271,6 +277,8 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "count(make_timestamp(2021, 3, 28, year(start_date) - 2000, 30, 0)) OVER ()",  # a column: evaluated
         "count(CAST('abc' AS INT)) OVER ()",  # Spark deems a cast of text nullable: evaluated
         "sum(CAST(9223372036854775807 AS BIGINT)) OVER ()",
+        "CAST('1_000' AS DOUBLE)",  # DuckDB reads the underscore
+        "'2.5' + 1",  # '2.5' is no BIGINT
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
