@@ -46,6 +46,9 @@ from cep.duckdb_nodes import (
     epoch_seconds,
     fail_with,
     place_of,
+    text_to_boolean,
+    text_to_fraction,
+    text_to_time,
     type_of,
 )
 from cep.grammar.functions import (
@@ -475,13 +478,13 @@ def _cast(node, types: dict[int, str]):
                 ),
             )
     if target == "BOOLEAN" and source in TEXT_TYPES:
-        return _text_to_boolean(operand, safe, place_of(node))
+        return text_to_boolean(operand, safe, place_of(node))
     if target in TIME_TYPES + ("DATE",) and source in TEXT_TYPES:
-        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
+        return text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
     if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
         return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
     if target in FRACTIONAL and source in TEXT_TYPES:
-        return _text_to_fraction(operand, to, target, safe, place_of(node))
+        return text_to_fraction(operand, to, target, safe, place_of(node))
     if target in TEXT_TYPES + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(
             f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
@@ -493,132 +496,6 @@ def _cast(node, types: dict[int, str]):
             f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *place_of(node)
         )
     return cast(operand)
-
-
-# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
-# optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
-# six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
-_SPARK_TIME_TEXT = (
-    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
-)
-_SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
-
-
-def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
-    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
-    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01)."""
-    from sqlglot import exp
-
-    pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
-
-    def field(group: int, default: int):
-        found = call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
-        return exp.Coalesce(
-            this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
-            expressions=[exp.Literal.number(default)],
-        )
-
-    if kind == "DATE":
-        made = call_duck("make_date", field(1, 1), field(2, 1), field(3, 1))
-    else:
-        fraction = call_duck(
-            "rpad",
-            call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
-            exp.Literal.number(6),
-            exp.Literal.string("0"),
-        )
-        micros = exp.Coalesce(
-            this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
-            expressions=[exp.Literal.number(0)],
-        )
-        made = exp.Add(
-            this=call_duck(
-                "make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)
-            ),
-            expression=call_duck("to_microseconds", micros),
-        )
-    matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
-    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
-    if safe:  # an impossible date (2021-02-30) is NULL too
-        made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
-            exp.If(this=matches, true=made),
-        ],
-        default=invalid,
-    )
-
-
-# The text Spark's cast reads as a DOUBLE or FLOAT, once trimmed: Java's decimal notation with an optional
-# d/f suffix (1.5d), and NaN and infinities in any case; as a DECIMAL, the decimal notation alone. DuckDB's
-# own cast reads other texts too (1_000), and refuses the suffix.
-_SPARK_FLOATING_TEXT = r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?|(?i:nan|inf|infinity))"
-_SPARK_DECIMAL_TEXT = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-
-
-def _text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None, int]):
-    """Spark's CAST(text AS DOUBLE | FLOAT | DECIMAL): the texts Spark reads, the others an error at the
-    cast (TRY_CAST: NULL), not DuckDB's "Could not convert string", which names neither."""
-    from sqlglot import exp
-
-    trimmed = call_duck(
-        "regexp_replace",
-        text.copy(),
-        exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-        exp.Literal.string(""),
-        exp.Literal.string("g"),
-    )
-    syntax = _SPARK_DECIMAL_TEXT if target == "DECIMAL" else _SPARK_FLOATING_TEXT
-    unsuffixed = call_duck(
-        "regexp_replace", trimmed.copy(), exp.Literal.string("([0-9.])[fFdD]$"), exp.Literal.string("\\1")
-    )
-    tried = exp.TryCast(this=unsuffixed, to=to.copy(), safe=True)
-    readable = exp.and_(
-        call_duck("regexp_full_match", trimmed, exp.Literal.string(syntax)),
-        exp.Not(this=exp.Is(this=tried.copy(), expression=exp.Null())),
-    )
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
-            exp.If(this=readable, true=tried),
-        ],
-        default=exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", where),
-    )
-
-
-# The words Spark's cast reads as TRUE and FALSE, after trimming spaces and control characters and lower-casing
-# (DuckDB's own cast reads neither ' true ' nor 'n').
-_SPARK_TRUE = ("t", "true", "y", "yes", "1")
-_SPARK_FALSE = ("f", "false", "n", "no", "0")
-
-
-def _text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
-    from sqlglot import exp
-
-    trimmed = call_duck(
-        "lower",
-        call_duck(
-            "regexp_replace",
-            text.copy(),
-            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-            exp.Literal.string(""),
-            exp.Literal.string("g"),
-        ),
-    )
-
-    def among(words):
-        return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
-
-    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where)
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
-            exp.If(this=among(_SPARK_TRUE), true=exp.true()),
-            exp.If(this=among(_SPARK_FALSE), true=exp.false()),
-        ],
-        default=invalid,
-    )
 
 
 def _spark_refuses_cast(source: str | None, target: str) -> bool:
@@ -786,6 +663,28 @@ def spark_types(frame) -> dict[str, str]:
         if name is not None:
             found[field.name] = name
     return found
+
+
+def hugeints_as_bigints(table, kinds: list[str]):
+    """``table`` (a DuckDB result, its columns' DuckDB ``kinds``) with its HUGEINT columns as BIGINTs: Spark
+    has no wider integer, and DuckDB's HUGEINT (its SUM of integers, and what is computed from one) is Spark's
+    BIGINT. The translation casts the SUMs whose argument it can type; this catches the rest (sqlglot cannot
+    type every argument: ``sum(decode(...))``), so a column never comes back as Arrow's DECIMAL(38, 0)."""
+    import pyarrow as pa
+
+    for index, kind in enumerate(kinds):
+        if kind != "HUGEINT":
+            continue
+        field = table.schema.field(index)
+        try:
+            column = table.column(index).cast(pa.int64())
+        except pa.ArrowInvalid:
+            raise Refusal(
+                f"integer overflow: column {field.name} does not fit a BIGINT (as on Spark, in ANSI mode)",
+                spark_too=True,
+            ) from None
+        table = table.set_column(index, pa.field(field.name, pa.int64()), column)
+    return table
 
 
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+): ")

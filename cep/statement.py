@@ -33,6 +33,7 @@ from cep.duckdb_sql import (
     Refusal,
     check_patterns,
     explain_duck_error,
+    hugeints_as_bigints,
     spark_types,
     to_duckdb_sql,
 )
@@ -738,8 +739,7 @@ class _DuckEngine:
             register_functions(self.con)
             self.own_functions = True
         relation = self.con.sql(translated)
-        kinds = [str(kind) for kind in relation.types]
-        return _hugeints_as_bigints(relation.to_arrow_table(), kinds, rendered, self.statement.text)
+        return hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
 
     def schema(self) -> dict[str, dict[str, str]]:
         """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""
@@ -847,26 +847,6 @@ class _DuckEngine:
             return out
         indices = pc.sort_indices(out, sort_keys=[(c, "ascending", "at_start") for c in partition])
         return out.take(indices)
-
-
-def _hugeints_as_bigints(table, kinds: list[str], rendered: Rendered, text: str):
-    """``table`` (a DuckDB result) with its HUGEINT columns as BIGINTs: Spark has no wider integer, and DuckDB's
-    HUGEINT (its SUM of integers, and what is computed from one) is Spark's BIGINT, an overflow an error. The
-    translation casts the SUMs whose argument it can type; this catches the rest (sqlglot cannot type every
-    argument), so a column never comes back as Arrow's DECIMAL(38, 0) where Spark's is a BIGINT."""
-    import pyarrow as pa
-
-    for index, kind in enumerate(kinds):
-        if kind != "HUGEINT":
-            continue
-        field = table.schema.field(index)
-        try:
-            column = table.column(index).cast(pa.int64())
-        except pa.ArrowInvalid:
-            message = f"integer overflow: column {field.name} does not fit a BIGINT (as on Spark, in ANSI mode)"
-            raise sql_error(message, rendered, text, None, syntax=False) from None
-        table = table.set_column(index, pa.field(field.name, pa.int64()), column)
-    return table
 
 
 def _typed_like(out, frame):
