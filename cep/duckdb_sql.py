@@ -154,14 +154,17 @@ def _negative_literals(tree) -> None:
     from sqlglot import exp
 
     for negation in list(tree.find_all(exp.Neg)):
+        innermost = negation.this
+        while isinstance(innermost, exp.Cast):  # -1::int::string too
+            innermost = innermost.this
+        if innermost is negation.this or not (isinstance(innermost, exp.Literal) and innermost.is_number):
+            continue
+        innermost.replace(exp.Literal.number(f"-{innermost.this}"))
         cast = negation.this
-        if isinstance(cast, exp.Cast) and isinstance(cast.this, exp.Literal) and cast.this.is_number:
-            signed = cast.copy()
-            signed.set("this", exp.Literal.number(f"-{cast.this.this}"))
-            for key in ("start", "end"):
-                if key in negation.meta:
-                    signed.meta[key] = negation.meta[key]
-            negation.replace(signed)
+        for key in ("start", "end"):
+            if key in negation.meta:
+                cast.meta[key] = negation.meta[key]
+        negation.replace(cast)
 
 
 @functools.lru_cache(maxsize=1)

@@ -150,6 +150,7 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "median(CAST(x AS DECIMAL(10,2))) OVER ()",  # a DOUBLE
     "-1::string",  # '-1': the minus belongs to the literal in Spark's grammar (sqlglot: the minus of a text)
     "- 1::boolean",
+    "-1::boolean::boolean",  # a chain of casts: the minus still belongs to the literal
     "-s",  # the minus of a text reads it as a DOUBLE
     "sum(decode(year(start_date), 2020, 1, 2)) OVER ()",  # a BIGINT, though sqlglot cannot type DECODE
     "count(make_timestamp(2021, 3, 28, 40, 30, 0)) OVER ()",  # Spark counts rows: it never evaluates the call
