@@ -50,6 +50,12 @@ def spark_meaning(node, types: dict[int, str]):
         operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
         below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
         return exp.Case(ifs=[exp.If(this=exp.or_(*below), true=exp.Null())], default=node.copy())
+    if isinstance(node, (exp.Add, exp.Sub)) and _days_added_to_a_date(node, types):
+        # Spark's DATE + n (date_add): an INT of days, which DuckDB adds only as an INTEGER (not a BIGINT).
+        new = node.copy()
+        key = "expression" if type_of(node.this, types) == "DATE" else "this"
+        new.set(key, exp.Cast(this=node.args[key].copy(), to=exp.DataType.build("INT")))
+        return new
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)) and _int_arithmetic(node, types):
         return _checked_int(node)
     if isinstance(node, (exp.TimestampDiff, exp.DateDiff)) and node.args.get("unit") is not None:
@@ -233,6 +239,17 @@ def _whole_days_from_date(node, types: dict[int, str]) -> bool:
         and interval.unit is not None
         and interval.unit.name.upper().rstrip("S") in ("DAY", "WEEK", "MONTH", "YEAR")
     )
+
+
+def _days_added_to_a_date(node, types: dict[int, str]) -> bool:
+    """DATE + an INT, an INT + DATE, DATE - an INT (Spark refuses a BIGINT of days, as DuckDB does)."""
+    from sqlglot import exp
+
+    days = ("TINYINT", "SMALLINT", "INT")
+    left, right = type_of(node.this, types), type_of(node.expression, types)
+    if left == "DATE" and right in days:
+        return True
+    return isinstance(node, exp.Add) and right == "DATE" and left in days
 
 
 def _int_arithmetic(node, types: dict[int, str]) -> bool:

@@ -150,21 +150,26 @@ def to_duckdb_sql(
 
 def _negative_literals(tree) -> None:
     """``-1::string`` as Spark reads it: a number's minus sign belongs to the literal (Spark's grammar), so
-    the cast applies to -1; sqlglot reads -(1::string), the minus of a text."""
+    the cast applies to -1; sqlglot reads -(1::string), the minus of a text. ``-2`` alone is a literal too
+    (an INT, where the minus of 2 would be checked as INT arithmetic and widened)."""
     from sqlglot import exp
 
     for negation in list(tree.find_all(exp.Neg)):
         innermost = negation.this
         while isinstance(innermost, exp.Cast):  # -1::int::string too
             innermost = innermost.this
-        if innermost is negation.this or not (isinstance(innermost, exp.Literal) and innermost.is_number):
+        if not (isinstance(innermost, exp.Literal) and innermost.is_number):
             continue
-        innermost.replace(exp.Literal.number(f"-{innermost.this}"))
-        cast = negation.this
+        signed = exp.Literal(this=f"-{innermost.this}", is_string=False)  # Literal.number would make a Neg
+        if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it
+            replacement = signed
+        else:
+            innermost.replace(signed)
+            replacement = negation.this
         for key in ("start", "end"):
             if key in negation.meta:
-                cast.meta[key] = negation.meta[key]
-        negation.replace(cast)
+                replacement.meta[key] = negation.meta[key]
+        negation.replace(replacement)
 
 
 @functools.lru_cache(maxsize=1)

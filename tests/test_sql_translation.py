@@ -151,6 +151,9 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "-1::string",  # '-1': the minus belongs to the literal in Spark's grammar (sqlglot: the minus of a text)
     "- 1::boolean",
     "-1::boolean::boolean",  # a chain of casts: the minus still belongs to the literal
+    "start_date + -2",  # DATE + INT: -2 is an INT literal (not a checked, widened negation)
+    "start_date + (year(start_date) - 2020)",
+    "(year(start_date) - 2020) + start_date",
     "-s",  # the minus of a text reads it as a DOUBLE
     "sum(decode(year(start_date), 2020, 1, 2)) OVER ()",  # a BIGINT, though sqlglot cannot type DECODE
     "count(make_timestamp(2021, 3, 28, 40, 30, 0)) OVER ()",  # Spark counts rows: it never evaluates the call
