@@ -40,6 +40,10 @@ def spark_meaning(node, types: dict[int, str]):
         return _extract(node)
     if isinstance(node, exp.TimestampFromParts):
         return _make_timestamp(node)
+    if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
+        return exp.false()
+    if isinstance(node, exp.AnyValue):  # Spark's any_value keeps a NULL (DuckDB's skips it): first()'s meaning
+        return call_duck("first", node.this.copy())
     if isinstance(node, exp.Count) and node.meta.get(NEVER_NULL):
         # Spark never evaluates the argument of a COUNT it knows is never NULL: it counts the rows (its
         # NullPropagation rule), so an argument that would fail (make_timestamp(2021, 3, 28, 40, 0, 0)) does not.
@@ -135,14 +139,17 @@ NEVER_NULL = "cep_never_null"  # the meta key of a COUNT whose argument Spark kn
 
 
 def mark_counts_of_values_never_null(tree) -> None:
-    """Mark each COUNT (not DISTINCT) whose argument Spark's analyser types as never NULL, read on the statement
-    before it is translated (the translation of the argument brings NULL branches of its own)."""
+    """Mark each COUNT (not DISTINCT) and IS NULL whose argument Spark's analyser types as never NULL, read on the
+    statement before it is translated (the translation of the argument brings NULL branches of its own)."""
     from sqlglot import exp
 
     for count in tree.find_all(exp.Count):
         argument = count.this
         if argument is not None and not isinstance(argument, (exp.Star, exp.Distinct)) and _never_null(argument):
             count.meta[NEVER_NULL] = True
+    for test in tree.find_all(exp.Is):  # `e IS NULL` of such an argument: FALSE, unevaluated, as in Spark
+        if isinstance(test.expression, exp.Null) and _never_null(test.this):
+            test.meta[NEVER_NULL] = True
 
 
 def _never_null(node) -> bool:

@@ -161,8 +161,8 @@ def _negative_literals(tree) -> None:
         if not (isinstance(innermost, exp.Literal) and innermost.is_number):
             continue
         signed = exp.Literal(this=f"-{innermost.this}", is_string=False)  # Literal.number would make a Neg
-        if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it
-            replacement = signed
+        if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it (in parentheses, which
+            replacement = exp.Paren(this=signed)  # keep sqlglot's INTERVAL (-2) DAY valid)
         else:
             innermost.replace(signed)
             replacement = negation.this

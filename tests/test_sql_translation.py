@@ -154,6 +154,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "start_date + -2",  # DATE + INT: -2 is an INT literal (not a checked, widened negation)
     "start_date + (year(start_date) - 2020)",
     "(year(start_date) - 2020) + start_date",
+    "date_from_unix_date(-2)",
+    "make_timestamp(2020, 24, 14, 38, 10, 26) IS NULL",  # never NULL for Spark: FALSE, the call unevaluated
+    "make_timestamp(2020, 24, 14, 38, 10, 26) IS NOT NULL",
+    "any_value(x) OVER (ORDER BY x NULLS FIRST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)",
     "-s",  # the minus of a text reads it as a DOUBLE
     "sum(decode(year(start_date), 2020, 1, 2)) OVER ()",  # a BIGINT, though sqlglot cannot type DECODE
     "count(make_timestamp(2021, 3, 28, 40, 30, 0)) OVER ()",  # Spark counts rows: it never evaluates the call
