@@ -296,9 +296,16 @@ class Engine:
 
 
 def start_cep(
-    work: Path, boot: str, query_file: Path, ticks: str, topics: dict[str, str], python: str = sys.executable
+    work: Path,
+    boot: str,
+    query_file: Path,
+    ticks: str,
+    topics: dict[str, str],
+    python: str = sys.executable,
+    state: str = "spark",
 ) -> Engine:
-    """``cep stream`` as a user runs it, by ``python`` (this checkout's, or a baseline's with its own cep)."""
+    """``cep stream`` as a user runs it, by ``python`` (this checkout's, or a baseline's with its own cep), with
+    its rules' state in Spark's keyed state or on the driver (``--state``)."""
     tree = REPO if python == sys.executable else Path(python).absolute().parents[2]  # DIR/.venv/bin/python
     env = dict(os.environ, PYTHONPATH=str(tree), CEP_SPARK_LOG=str(work / "spark.log"), PYSPARK_PYTHON=python)
     log = work / "cep.log"
@@ -325,6 +332,7 @@ def start_cep(
             f"kafka://{boot}/{topics['cep']}",
             "--sink",
             f"kafka-exactly-once://{boot}/{topics['cep-exactly-once']}",
+            *(["--state", state] if state != "spark" else []),
         ],
         env=env,
         stdout=log.open("w"),
@@ -548,6 +556,12 @@ class Group:
     engines: tuple[str, ...]  # among "cep", "floor", "flink"
     suffix: str = ""
     python: str = sys.executable
+    state: str = "spark"  # cep stream --state
+
+
+# Groups of one ``cep stream`` beside the first group's: another checkout's (``--baseline-python``), and this
+# one's with its rules on the driver (``--driver-state``); each reported under its name, beside cep's numbers.
+SIDE_GROUPS = ("baseline", "driver")
 
 
 def groups_of(args) -> list[Group]:
@@ -556,6 +570,8 @@ def groups_of(args) -> list[Group]:
     if args.together:
         return [Group("together", tuple(asked))]
     groups = [Group(name, (name,), f"-{name}") for name in asked]
+    if args.driver_state:
+        groups.append(Group("driver", ("cep",), "-driver", state="driver"))
     if args.baseline_python:
         groups.append(Group("baseline", ("cep",), "-baseline", args.baseline_python))
     return groups
@@ -576,7 +592,11 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
         query_file.write_text(QUERY_TEXT)
         started = time.time()
         not_here = f"not in this group ({group.name})"
-        cep = start_cep(work, boot, query_file, ticks_topic, topics, group.python) if "cep" in group.engines else None
+        cep = (
+            start_cep(work, boot, query_file, ticks_topic, topics, group.python, group.state)
+            if "cep" in group.engines
+            else None
+        )
         flink = (
             start_flink(work, boot, ticks_topic, topics)
             if "flink" in group.engines
@@ -636,6 +656,7 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
             "group": group.name,
             "engines": list(group.engines),
             "python": group.python,
+            "state": group.state,
             "startup_s": startup,
             "warmup_s": warmup_s,
             "warmup_lag_s": warmup_lag,
@@ -754,7 +775,8 @@ def keep_for_a_look(work: Path, ticks: Ticks, readers: dict[str, AlertReader], f
 def merge_groups(found: list[dict]) -> dict:
     """One report from the groups' runs: the first group's steps (cep's), with every other group's engines, CPU,
     floor and check added at each rate; ``alone``: per group, the load and the broker's and producer's CPU of its
-    own steps. A baseline group (another checkout's ``cep stream``) goes to ``baseline`` beside them."""
+    own steps. A side group (``SIDE_GROUPS``: another checkout's ``cep stream``, or this one's ``--state driver``)
+    goes under its name beside them."""
     merged = {key: found[0][key] for key in ("startup_s", "warmup_s", "warmup_lag_s", "ticks_total", "steps")}
     merged["startup_s"], merged["warmup_lag_s"] = dict(merged["startup_s"]), dict(merged["warmup_lag_s"])
     merged["check"] = dict(found[0]["check"])
@@ -763,7 +785,7 @@ def merge_groups(found: list[dict]) -> dict:
     for step in merged["steps"]:
         step["alone"] = {}
     for group in found:
-        baseline = group["group"] == "baseline"
+        side = group["group"] if group["group"] in SIDE_GROUPS else None
         for step, theirs in zip(merged["steps"], group["steps"]):
             step["alone"][group["group"]] = {
                 "load_average": theirs["load_average"],
@@ -773,8 +795,8 @@ def merge_groups(found: list[dict]) -> dict:
             }
             if group is found[0]:
                 continue
-            if baseline:
-                step["baseline"] = {
+            if side:
+                step[side] = {
                     "engines": theirs["engines"],
                     "cpu_s": theirs["cpu_s"].get("cep"),
                     "cep_batches": theirs.get("cep_batches"),
@@ -786,9 +808,10 @@ def merge_groups(found: list[dict]) -> dict:
                 step["floor"] = theirs["floor"]
         if group is found[0]:
             continue
-        if baseline:
-            merged["baseline"] = {
+        if side:
+            merged[side] = {
                 "python": group["python"],
+                "state": group.get("state", "spark"),
                 "check": group["check"],
                 "all_batches": group["all_batches"],
                 "warmup_lag_s": group["warmup_lag_s"],
@@ -822,6 +845,11 @@ def main() -> int:
     parser.add_argument(
         "--baseline-python",
         help="also run, alone, the `cep stream` of another checkout's interpreter (e.g. /work/main/.venv/bin/python)",
+    )
+    parser.add_argument(
+        "--driver-state",
+        action="store_true",
+        help="also run, alone, this checkout's `cep stream --state driver` (the rules on the driver)",
     )
     parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
     args = parser.parse_args()
@@ -902,13 +930,17 @@ def print_table(report: dict) -> None:
                 f"{cell(floor['latency_p50_s']):>6} {cell(floor['latency_p99_s']):>6} {'':>6} {'':>6} "
                 f"{step['cpu_s'].get('floor'):>6}  batch p50 {cell(floor['batch_p50_s'])} s"
             )
-        baseline = (step.get("baseline") or {}).get("cep_batches") or {}
-        for name, numbers in (("cep", step["cep_batches"]), ("floor", floor or {}), ("baseline", baseline)):
+        sides = [(side, (step.get(side) or {}).get("cep_batches") or {}) for side in SIDE_GROUPS]
+        for name, numbers in (("cep", step["cep_batches"]), ("floor", floor or {}), *sides):
             if numbers.get("parts_p50_ms"):
                 print(f"{'':>6} {name} micro-batch p50 {cell(numbers['batch_p50_s'])} s: {numbers['parts_p50_ms']}")
                 print(f"{'':>6} {name} foreachBatch p50: {numbers.get('foreach_batch_p50')}")
-        for name, e in ((step.get("baseline") or {}).get("engines") or {}).items():
-            print(f"{'':>6} baseline {name}: p50 {cell(e['latency_p50_s'])} s, p99 {cell(e['latency_p99_s'])} s")
+        for side in SIDE_GROUPS:
+            for name, e in ((step.get(side) or {}).get("engines") or {}).items():
+                print(
+                    f"{'':>6} {side} {name}: p50 {cell(e['latency_p50_s'])} s, p99 {cell(e['latency_p99_s'])} s, "
+                    f"done/s {e['events_per_s']}, alerts {e['alerts']}, CPU s {step[side].get('cpu_s')}"
+                )
 
 
 if __name__ == "__main__":

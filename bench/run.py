@@ -610,6 +610,8 @@ def rule_loading_report() -> list[str]:
 
 def state_reports() -> list[str]:
     """cep beside Spark's floor through Kafka, and state at scale: each from its own bench's last run."""
+    import driver_state_scale
+    import kafka_driver
     import kafka_floor
     import state_scale
 
@@ -620,6 +622,10 @@ def state_reports() -> list[str]:
         lines += [""] + kafka_floor.report(e2e)
     elif kafka_floor.RESULTS.exists():
         lines += [""] + kafka_floor.report(json.loads(kafka_floor.RESULTS.read_text()))
+    if kafka_driver.RESULTS.exists():
+        lines += [""] + kafka_driver.report(json.loads(kafka_driver.RESULTS.read_text()))
+    if driver_state_scale.RESULTS.exists():
+        lines += [""] + driver_state_scale.report(json.loads(driver_state_scale.RESULTS.read_text()))
     if state_scale.RESULTS.exists():
         lines += [""] + state_scale.report(json.loads(state_scale.RESULTS.read_text()))
     return lines

@@ -20,6 +20,16 @@ file source read one file per micro-batch (``maxFilesPerTrigger=1``, ``trigger(a
 ``.venv`` and bench/state_scale.py, e.g. a worktree of the previous release), right after this one's: the two
 state layouts side by side under the same load.
 
+``--keys-per-bucket N`` gives each size its own bucket count (about N keys per bucket), ``--conf`` Spark settings
+and ``--env`` environment variables (e.g. ``MALLOC_ARENA_MAX=2``) for every run; ``--append`` adds the runs to
+those already in --json.
+
+``--jvm-detail`` starts the JVM with Native Memory Tracking and samples, every ``--sample-s`` seconds, each
+process's resident set and the JVM's own account of its memory (bench/memory_timeline.py): the heap, metaspace,
+direct buffers, and what is resident outside them, which is RocksDB's (and the C library's) native memory. The
+timeline, with the start of each phase marked, is in the JSON; the table shows the largest heap and untracked
+native memory.
+
 Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
 the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
 (``VmHWM``) of the driver's Python, its JVM and the largest Python worker (bench/procmem.py), the median
@@ -47,6 +57,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
+from memory_timeline import JVM_TRACKING_OPTION, MemoryTimeline, largest  # noqa: E402
 from procmem import TreeMemory  # noqa: E402
 
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS  # noqa: E402
@@ -113,6 +124,13 @@ def batch_numbers(progress: list[dict]) -> list[dict]:
                 # the state store's share: updating it (the calls included) and committing (writing its files)
                 "state_updates_ms": sum(op.get("allUpdatesTimeMs", 0) for op in operators),
                 "state_commit_ms": sum(op.get("commitTimeMs", 0) for op in operators),
+                # RocksDB's own account (block cache, memtables, pinned blocks, files) where the store is RocksDB
+                "store_metrics": {
+                    name: value
+                    for op in operators
+                    for name, value in (op.get("customMetrics") or {}).items()
+                    if name.startswith("rocksdb") and ("Memory" in name or "Size" in name or "Usage" in name)
+                },
             }
         )
     return out
@@ -135,13 +153,36 @@ def start(spark, q, source: Path, checkpoint: Path, key_buckets: int):
     )
 
 
+def buckets_for(keys: int, args) -> int:
+    """The key buckets of a run: ``--key-buckets``, or with ``--keys-per-bucket`` as many as hold that many keys each
+    (the next power of two, at least 1)."""
+    if not args.keys_per_bucket:
+        return args.key_buckets
+    wanted = max(1, -(-keys // args.keys_per_bucket))
+    return 1 << (wanted - 1).bit_length()
+
+
+def wait_marking(query, timeline: MemoryTimeline, fill_batches: int) -> None:
+    """Wait for ``query`` to end, marking in ``timeline`` when its fill batches are done (the steady ones begin)."""
+    marked = False
+    while not query.awaitTermination(2):
+        progress = query.lastProgress
+        if not marked and progress and progress["batchId"] >= fill_batches - 1:
+            timeline.mark("steady")
+            marked = True
+
+
 def one(store: str, keys: int, args) -> dict:
     """One (store, keys) run in this process; returns its numbers."""
     import cep
     from cep.spark_bridge.spark.session import checkpoint_state_store, get_spark
 
     work = Path(tempfile.mkdtemp(prefix="cep-state-scale-"))
+    if args.jvm_detail:  # read by the JVM spark-submit starts (and by its launcher, which ends at once)
+        os.environ["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {JVM_TRACKING_OPTION}".strip()
     memory = TreeMemory().start()
+    timeline = MemoryTimeline(os.getpid(), interval_s=args.sample_s).start()
+    key_buckets = buckets_for(keys, args)
     try:
         counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows)
         source = work / "in"
@@ -152,17 +193,19 @@ def one(store: str, keys: int, args) -> dict:
         files = sorted((work / "all").iterdir())
         for f in files[:-1]:
             shutil.copy2(f, source / f.name)
+        fills = len(counts) - args.steady_batches - 1
+        timeline.mark("fill")
         started = time.perf_counter()
-        query = start(spark, q, source, work / "ck", args.key_buckets)
-        query.awaitTermination()
+        query = start(spark, q, source, work / "ck", key_buckets)
+        wait_marking(query, timeline, fills)
         run_s = time.perf_counter() - started
         batches = batch_numbers(query.recentProgress)
-        fills = len(counts) - args.steady_batches - 1
         fill, steady = batches[:fills], batches[fills:]
         checkpoint_bytes = directory_bytes(work / "ck")
         shutil.copy2(files[-1], source / files[-1].name)
+        timeline.mark("restart")
         started = time.perf_counter()
-        again = start(spark, q, source, work / "ck", args.key_buckets)
+        again = start(spark, q, source, work / "ck", key_buckets)
         again.awaitTermination()
         restart_s = time.perf_counter() - started
         restarted = batch_numbers(again.recentProgress)
@@ -171,7 +214,7 @@ def one(store: str, keys: int, args) -> dict:
             "store": store,
             "store_in_checkpoint": checkpoint_state_store(work / "ck"),
             "keys": keys,
-            "key_buckets": args.key_buckets,
+            "key_buckets": key_buckets,
             "conf": conf,
             "fill_rows": args.fill_rows,
             "steady_batches": args.steady_batches,
@@ -193,6 +236,11 @@ def one(store: str, keys: int, args) -> dict:
             "restart_batch_s": round(restarted[0]["ms"] / 1000, 2) if restarted else None,
         }
         out["peak_mb"] = memory.stop()
+        out["timeline"] = timeline.stop()
+        out["store_metrics_last_steady"] = last["store_metrics"]
+        out["jvm_breakdown_peak_mb"] = {
+            part: largest(out["timeline"], "jvm_native_mb", part) for part in ("java_heap", "other", "untracked")
+        }
         spark.stop()
         return out
     finally:
@@ -310,6 +358,19 @@ def main() -> int:
     parser.add_argument("--steady-rows", type=int, default=2_000)
     parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
     parser.add_argument(
+        "--keys-per-bucket", type=int, help="instead of --key-buckets: buckets of about this many keys (power of 2)"
+    )
+    parser.add_argument(
+        "--jvm-detail", action="store_true", help="the JVM's native memory by part (Native Memory Tracking, jcmd)"
+    )
+    parser.add_argument("--sample-s", type=float, default=15.0, help="seconds between memory timeline samples")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="KEY=VALUE: an environment variable of each run's process, its JVM and workers (MALLOC_ARENA_MAX=2)",
+    )
+    parser.add_argument(
         "--conf", action="append", default=[], help="KEY=VALUE: a Spark setting for every run (repeatable)"
     )
     parser.add_argument("--compare-with", help="another checkout: each run again with its code (its own .venv)")
@@ -320,6 +381,7 @@ def main() -> int:
     parser.add_argument("--profile-rows", type=int, default=300, help="rows of the profiled call")
     parser.add_argument("--one", help="internal: run one store:keys in this process and print its JSON")
     parser.add_argument("--json", default=str(HERE / "results-state-scale.json"))
+    parser.add_argument("--append", action="store_true", help="keep the runs already in --json, add these after")
     args = parser.parse_args()
     if args.bucket_profile:
         found = [bucket_profile(int(k), args.profile_rows, 5) for k in args.bucket_profile.split(",")]
@@ -346,11 +408,17 @@ def main() -> int:
                 command = [python, str(root / "bench" / "state_scale.py"), "--one", f"{store}:{keys}"]
                 command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
                 command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
+                if code == "this":  # a compared checkout may not know these
+                    command += ["--sample-s", str(args.sample_s)] + (["--jvm-detail"] if args.jvm_detail else [])
+                    if args.keys_per_bucket:
+                        command += ["--keys-per-bucket", str(args.keys_per_bucket)]
                 command += [f"--conf={item}" for item in args.conf]
-                done = subprocess.run(command, capture_output=True, text=True, cwd=root)
+                env = {**os.environ, **dict(item.split("=", 1) for item in args.env)}
+                done = subprocess.run(command, capture_output=True, text=True, cwd=root, env=env)
                 result = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
                 run = json.loads(result[0]) if result else {"store": store, "keys": keys, "error": done.stderr[-2000:]}
                 run["code"] = code if code == "this" else f"{code}: {commit}"
+                run["env"] = dict(item.split("=", 1) for item in args.env)
                 run["load_average_before"] = load
                 run["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
                 runs.append(run)
@@ -365,6 +433,8 @@ def main() -> int:
         "command": "make bench-state  (.venv/bin/python bench/state_scale.py)",
     }
     path = Path(args.json)
+    if args.append and path.exists():
+        report["runs"] = json.loads(path.read_text()).get("runs", []) + runs
     if path.exists() and "bucket_profile" in json.loads(path.read_text()):  # kept: --bucket-profile runs apart
         report["bucket_profile"] = json.loads(path.read_text())["bucket_profile"]
     path.write_text(json.dumps(report, indent=1) + "\n")
@@ -379,9 +449,19 @@ RESULTS = HERE / "results-state-scale.json"
 
 
 def store_label(run: dict) -> str:
-    """The store, and the settings given with --conf (by the last part of their names)."""
-    conf = run.get("conf") or {}
-    return run["store"] + "".join(f"<br>{name.rsplit('.', 1)[-1]}={value}" for name, value in conf.items())
+    """The store, and the settings given with --conf (by the last part of their names) and --env."""
+    settings = {name.rsplit(".", 1)[-1]: value for name, value in (run.get("conf") or {}).items()}
+    settings.update(run.get("env") or {})
+    return run["store"] + "".join(f"<br>{name}={value}" for name, value in settings.items())
+
+
+def breakdown(run: dict) -> str:
+    """The JVM's largest committed heap and its largest native memory outside what it tracks (RocksDB and the C
+    library's allocations), from the memory timeline (--jvm-detail); "-" without it."""
+    found = run.get("jvm_breakdown_peak_mb") or {}
+    if found.get("java_heap") is None:
+        return "-"
+    return f"{found['java_heap']:,.0f} / {found.get('untracked') or 0:,.0f}"
 
 
 def code_label(code: str) -> str:
@@ -411,9 +491,9 @@ def report(found: dict) -> list[str]:
         ),
         "",
         "| keys | store | code | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
-        "| peak RSS driver / JVM / worker (MB) | fill batch p50 (s) | steady batch p50 (s) "
-        "| restart to first batch (s) | load before |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) | fill batch p50 (s) "
+        "| steady batch p50 (s) | restart to first batch (s) | load before |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for run in found["runs"]:
         code = code_label(run.get("code", "this"))
@@ -428,7 +508,8 @@ def report(found: dict) -> list[str]:
             f"{run['fill_rows']:,} | "
             f"{run['state_bytes_per_key']:,.0f} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
-            f"{peaks.get('python_worker', 0):,.0f} | {run['fill_batch_median_s']} | {run['steady_batch_median_s']}"
+            f"{peaks.get('python_worker', 0):,.0f} | {breakdown(run)} | {run['fill_batch_median_s']} | "
+            f"{run['steady_batch_median_s']}"
             + (
                 f" (store commit {run['steady_state_commit_median_s']})"
                 if run.get("steady_state_commit_median_s") is not None

@@ -574,10 +574,12 @@ def spark_result(df: Any) -> pd.DataFrame:
 
 
 def first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return text.strip()
+    """The first line of ``text`` that is not blank; with the next one when it ends in ':' (Spark's "You may
+    get a different result due to the upgrading to Spark >= 3.0:" says what went wrong on its next line)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return text.strip()
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV injection").

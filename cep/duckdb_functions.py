@@ -88,12 +88,20 @@ def spark_meaning(node, types: dict[int, str]):
         and isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc))
     ):  # Spark's MEDIAN, PERCENTILE_CONT and PERCENTILE_DISC are DOUBLEs (DuckDB keeps an integer or DECIMAL)
         return _double(node, node)
+    if isinstance(node, exp.Sub) and type_of(node.this, types) == type_of(node.expression, types) == "DATE":
+        # Spark's DATE - DATE is an INTERVAL DAY (so ROUND(d1 - d2) is refused, as Oracle's number of days is not
+        # Spark's); DuckDB's is a number of days.
+        return call_duck("to_days", exp.Cast(this=node.copy(), to=exp.DataType.build("INTEGER")))
     if isinstance(node, (exp.Add, exp.Sub)) and _whole_days_from_date(node, types):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.Sign):  # Spark's sign (signum) is a DOUBLE, whatever the argument
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
     if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.Format):  # sqlglot writes DuckDB's format(), whose {} placeholders leave '%s' as text
+        raise Refusal(
+            "the python engine cannot run FORMAT_STRING as Spark does (Java's %s and %d specifiers)", *place_of(node)
+        )
     if isinstance(node, exp.MonthsBetween):
         raise Refusal(
             "the python engine cannot run MONTHS_BETWEEN as Spark does (Spark counts the time of day and rounds "

@@ -55,7 +55,7 @@ from cep.grammar.functions import (
     DATETIME_PARSERS,
     DATETIME_PATTERN_ARGUMENT,
     PatternError,
-    SparkRefusesPattern,
+    SparkRefusedPattern,
     duckdb_strftime,
 )
 
@@ -602,9 +602,10 @@ def _truncation(name: str, args: list, where: tuple[int | None, int]):
 # ------------------------------------------------------------------------------------------ check time
 
 
-def check_patterns(text: str, *, spark_only: bool = False) -> None:
-    """Refusal for every datetime pattern of ``text`` (Spark SQL) that the python engine cannot run exactly
-    (``spark_only``: that Spark refuses), at the pattern's place: what `cep check` says before any engine runs."""
+def check_patterns(text: str, *, spark_refused_only: bool = False) -> None:
+    """Refusal for every datetime pattern of ``text`` (Spark SQL) that the python engine cannot run exactly,
+    at the pattern's place: what `cep check` says before any engine runs. ``spark_refused_only``: only the
+    patterns Spark refuses too (what both engines refuse before running)."""
     import sqlglot
     from sqlglot import exp
 
@@ -622,11 +623,11 @@ def check_patterns(text: str, *, spark_only: bool = False) -> None:
             try:
                 duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
             except PatternError as error:
-                if spark_only and not isinstance(error, SparkRefusesPattern):
+                refused_by_spark = isinstance(error, SparkRefusedPattern)
+                if spark_refused_only and not refused_by_spark:
                     continue
-                raise Refusal(
-                    f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else place_of(node)
-                ) from None
+                where = place_of(pattern) if "start" in pattern.meta else place_of(node)
+                raise Refusal(f"{name}: {error}", *where, spark_too=refused_by_spark) from None
 
 
 # ------------------------------------------------------------------------------------------ schemas, errors

@@ -125,18 +125,23 @@ def match_summary(labelled: Any, partition: list[str], order: str | None) -> Any
 
 
 def durations(summary: Any) -> tuple[Any, str]:
-    """Match durations (last - first ORDER BY value) in the largest unit that the median reaches, or that
-    every duration is a whole number of (a match of daily rows lasts whole days)."""
+    """Match durations (last - first ORDER BY value) in the data's own unit (``duration_unit``)."""
     span = summary["last"] - summary["first"]
     if hasattr(span, "dt"):
         seconds = span.dt.total_seconds()
-        median = float(seconds.median()) if len(seconds) else 0.0
-        for unit, size in UNIT_SECONDS.items():
-            whole = len(seconds) > 0 and bool((seconds % size == 0).all()) and median > 0
-            if median >= size or whole:
-                return seconds / size, unit
-        return seconds, "seconds"
+        unit = duration_unit(seconds.tolist())
+        return seconds / UNIT_SECONDS[unit], unit
     return span.astype(float), "ORDER BY units"
+
+
+def duration_unit(seconds: Sequence[float]) -> str:
+    """The unit to show durations in: the largest that the median reaches, or that every duration is a
+    whole number of (a match of daily rows lasts whole days)."""
+    median = float(np.median(seconds)) if len(seconds) else 0.0
+    for unit, size in UNIT_SECONDS.items():
+        if median >= size or (median > 0 and all(s % size == 0 for s in seconds)):
+            return unit
+    return "seconds"
 
 
 def day_or_time(value: Any, column: Any) -> str:
@@ -169,6 +174,7 @@ def partition_trace(query: Any, rows: Any, order: str | None, show: Sequence[str
     trace = query.trace(rows)
     trace = trace[trace["event"].isin(["dropped", "match"])].head(TRACE_RECORDS_KEPT)
     x = rows[order].tolist() if order else list(range(len(rows)))
+    daily = bool(order) and _daily(rows[order])
     values = rows[list(show)].itertuples(index=False, name=None) if show else iter(())
     shown = [[cell(v) for v in record] for record in values] if show else [[] for _ in range(len(rows))]
     records = []
@@ -182,6 +188,7 @@ def partition_trace(query: Any, rows: Any, order: str | None, show: Sequence[str
         records.append(
             {
                 "x": plain(x[row]),
+                "label": cell(x[row])[:10] if daily else cell(x[row]),
                 "row": int(row),
                 "event": event,
                 "start": None if start is None else int(start),
@@ -254,10 +261,16 @@ def _json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _duration_text(seconds: float | None, time_axis: bool) -> str:
+def _duration_text(seconds: float | None, time_axis: bool, unit: str = "seconds") -> str:
+    """A duration as text: in days where the data is daily (``unit``: ``duration_unit``), no 00:00:00."""
     if seconds is None:
         return ""
-    return cell(timedelta(seconds=seconds)) if time_axis else f"{seconds:g}"
+    if not time_axis:
+        return f"{seconds:g}"
+    if unit == "days" and seconds % UNIT_SECONDS["days"] == 0:
+        days = int(seconds // UNIT_SECONDS["days"])
+        return f"{days} day" if days == 1 else f"{days} days"
+    return cell(timedelta(seconds=seconds))
 
 
 _STYLE = """
@@ -274,6 +287,7 @@ th { background: #f0f0f0; position: sticky; top: 0; }
 #matches tbody tr { cursor: pointer; } #matches tbody tr:hover { background: #fdf6d8; }
 #matches tbody tr.selected { background: #f9e79f; }
 .why { margin: 0.2em 0 2em 0; } .why table { width: 100%; }
+.missing-plotly { background: #fdecea; border: 1px solid #e6a5a0; padding: 0.6em 1em; }
 """
 
 # Glue between the page and plotly.js: draw the figures, zoom to a match from the table, select a match
@@ -281,6 +295,16 @@ th { background: #f0f0f0; position: sticky; top: 0; }
 _GLUE = """
 (function () {
   var D = JSON.parse(document.getElementById('cep-data').textContent);
+  if (typeof Plotly === 'undefined') {  // --plotly cdn offline, or file without its plotly-*.min.js
+    var missing = document.createElement('p');
+    missing.className = 'missing-plotly';
+    missing.textContent = 'The charts need plotly.js, which this page could not load (' +
+      document.querySelector('script[src]').getAttribute('src') + '): keep that file beside the page, open it ' +
+      'online, or make the report with --plotly embed (the default), which opens anywhere.';
+    document.querySelector('h1').after(missing);
+    document.body.setAttribute('data-charts-drawn', '0');
+    return;
+  }
   var config = {responsive: true, displaylogo: false};
   function num(v) { return typeof v === 'number' ? v : Date.parse(String(v).replace(' ', 'T') + 'Z'); }
   function draw(id, fig) { return Plotly.newPlot(id, fig.data, fig.layout, config); }
@@ -305,7 +329,7 @@ _GLUE = """
     var head = '<tr><th>' + [D.order, 'row', 'event', 'started at row', 'why'].concat(D.shown).map(esc)
       .join('</th><th>') + '</th></tr>';
     var body = kept.slice(0, 300).map(function (t) {
-      return '<tr><td>' + [t.x, t.row, t.event, t.start, t.detail].concat(t.values).map(esc)
+      return '<tr><td>' + [t.label, t.row, t.event, t.start, t.detail].concat(t.values).map(esc)
         .join('</td><td>') + '</td></tr>';
     }).join('');
     box.dataset.range = lo === null ? 'all' : String(lo) + ',' + String(hi);
@@ -539,7 +563,7 @@ def _explorer_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], lis
     if order:
         values, unit = durations(table)
         table["duration"] = [
-            _duration_text(v * UNIT_SECONDS.get(unit, 1), a.time_axis) if unit != "ORDER BY units" else f"{v:g}"
+            _duration_text(v * UNIT_SECONDS.get(unit, 1), a.time_axis, unit) if unit != "ORDER BY units" else f"{v:g}"
             for v in values
         ]
     attrs = [f' data-match="{i}"' for i in explorable]
@@ -570,6 +594,7 @@ def _dropped_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], list
     import pandas as pd
 
     reasons = dropped_by_reason([p["trace"] for p in charted], a.within)
+    unit = duration_unit([e for r in reasons for e in r["elapsed"]]) if a.time_axis else "ORDER BY units"
     if not reasons:
         return [
             "<h2>Dropped attempts</h2>",
@@ -580,8 +605,8 @@ def _dropped_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], list
             {
                 "reason": r["reason"],
                 "attempts": r["count"],
-                "median run": _duration_text(r.get("median"), a.time_axis),
-                "longest run": _duration_text(r.get("max"), a.time_axis),
+                "median run": _duration_text(r.get("median"), a.time_axis, unit),
+                "longest run": _duration_text(r.get("max"), a.time_axis, unit),
                 **({"median / WITHIN": f"{r['share']:.0%}" if "share" in r else ""} if a.within is not None else {}),
             }
             for r in reasons
@@ -598,7 +623,7 @@ def _dropped_section(a: _Analysis, charted: list[dict]) -> tuple[list[str], list
     if not any(r["elapsed"] for r in reasons):
         return parts, []
     parts.append('<div class="chart" id="chart-dropped"></div>')
-    return parts, [{"id": "chart-dropped", "figure": chart_dropped(reasons, a.within, a.time_axis)}]
+    return parts, [{"id": "chart-dropped", "figure": chart_dropped(reasons, a.within, unit)}]
 
 
 def _output_section(output: Any) -> list[str]:

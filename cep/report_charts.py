@@ -280,13 +280,15 @@ def chart_partition(
     return {"data": traces, "layout": layout}
 
 
-def chart_dropped(reasons: list[dict], within: timedelta | None, time_axis: bool) -> dict:
-    unit = "seconds" if time_axis else "ORDER BY units"
+def chart_dropped(reasons: list[dict], within: timedelta | None, unit: str) -> dict:
+    """How long the dropped attempts had run, per reason, in ``unit`` (one of ``UNIT_SECONDS``, the data's
+    own scale, or "ORDER BY units")."""
+    size = UNIT_SECONDS.get(unit, 1.0)
     traces = [
         {
             "type": "box",
             "name": label(r["reason"]),
-            "x": r["elapsed"],
+            "x": [e / size for e in r["elapsed"]],
             "orientation": "h",
             "boxpoints": "outliers",
             "marker": {"color": PALETTE[i % len(PALETTE)]},
@@ -297,7 +299,7 @@ def chart_dropped(reasons: list[dict], within: timedelta | None, time_axis: bool
     ]
     shapes = []
     if within is not None:
-        limit = within.total_seconds()
+        limit = within.total_seconds() / size
         shapes.append(
             {
                 "type": "line",

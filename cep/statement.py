@@ -123,6 +123,7 @@ class SqlStatement:
         ``clause_stats``: a list that gets one ``ClauseStats`` per clause (costs a job each). ``options``:
         those of ``Query.on_spark`` (``watermark``, ``session_timeout``, ``match_ids``...).
         """
+        refuse_spark_refused_patterns(self)
         engine = _SparkEngine(spark, self, read_path or _spark_reader(spark))
         return _Run(self, engine, tables or {}, default, ordered, clause_stats, options).result()
 
@@ -170,6 +171,7 @@ class SqlStatement:
             default = tables
         first = next(iter(named.values()), default)
         kind = kind or (kind_of(first) if first is not None else "arrow")
+        refuse_spark_refused_patterns(self)
         engine = _DuckEngine(self, read_path or _arrow_reader)
         try:
             table = _Run(self, engine, named, default, ordered, clause_stats, options).result()
@@ -201,9 +203,26 @@ def check_sql(
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
 
     statement = SqlStatement(text, filename)
-    whole = statement.whole
     if schema is not None:
         statement.check_types(schema)
+    for rendered in _spark_parts(statement):
+        try:
+            sqlglot.parse_one(rendered.text, read="spark")
+        except sqlglot.errors.ParseError as exc:
+            raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
+        _check_datetime_patterns(statement, rendered, spark_refused_only=engine == "spark")
+        try:
+            to_duckdb_sql(rendered.text, checking=True, for_spark=engine == "spark")
+        except Refusal as refusal:
+            raise refusal_error(refusal, rendered, text).with_source(text, filename) from None
+        except sqlglot.errors.SqlglotError:
+            pass  # not a refusal: the run reports it, with the tables' types at hand
+    return statement
+
+
+def _spark_parts(statement: SqlStatement) -> list[Rendered]:
+    """Every piece of SQL around the clauses, as Spark SQL: the statement and each clause's input."""
+    whole = statement.whole
     views = {clause.index: f"_cep_mr{clause.index}" for clause in whole.clauses}
     paths = {path: f"_cep_file{number}" for number, (_s, _e, path) in enumerate(whole.paths)}
     parts = [whole.render(SPARK, views, paths)]
@@ -213,32 +232,33 @@ def check_sql(
         }
         parts.append(whole.input_sql(clause, SPARK, views, paths, columns))
         parts += [whole.subquery_sql(clause, sub, SPARK, views, paths) for sub in clause.subqueries if sub.kind == "in"]
-    for rendered in parts:
-        try:
-            sqlglot.parse_one(rendered.text, read="spark")
-        except sqlglot.errors.ParseError as exc:
-            raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
-        try:
-            check_patterns(rendered.text, spark_only=engine == "spark")
-        except Refusal as refusal:
-            raise sql_error(
-                refusal.message,
-                rendered,
-                text,
-                refusal.start,
-                syntax=False,
-                length=refusal.length,
-                code="E0247",
-                hint="the letters both engines write alike: yyyy MM dd HH mm ss SSS a EEE, "
-                "text in quotes ('T'); docs/sql-statements.md lists them",
-            ).with_source(text, filename) from None
-        try:
-            to_duckdb_sql(rendered.text, checking=True, for_spark=engine == "spark")
-        except Refusal as refusal:
-            raise refusal_error(refusal, rendered, text).with_source(text, filename) from None
-        except sqlglot.errors.SqlglotError:
-            pass  # not a refusal: the run reports it, with the tables' types at hand
-    return statement
+    return parts
+
+
+def _check_datetime_patterns(statement: SqlStatement, rendered: Rendered, *, spark_refused_only: bool) -> None:
+    """E0247 at a datetime pattern of ``rendered`` that Spark refuses or (unless ``spark_refused_only``) that
+    the python engine cannot run exactly: the one message of `cep check` and of both engines' runs."""
+    try:
+        check_patterns(rendered.text, spark_refused_only=spark_refused_only)
+    except Refusal as refusal:
+        raise sql_error(
+            refusal.message,
+            rendered,
+            statement.text,
+            refusal.start,
+            syntax=False,
+            length=refusal.length,
+            code="E0247",
+            hint="the letters both engines write alike: yyyy MM dd HH mm ss SSS a EEE, "
+            "text in quotes ('T'); docs/sql-statements.md lists them",
+        ).with_source(statement.text, statement.filename) from None
+
+
+def refuse_spark_refused_patterns(statement: SqlStatement) -> None:
+    """E0247, before either engine runs, for a datetime pattern Spark refuses (``DATE_FORMAT(d, 'YYYY')``):
+    Spark itself would fail only when a row reaches it, with its own words, and DuckDB would run it."""
+    for rendered in _spark_parts(statement):
+        _check_datetime_patterns(statement, rendered, spark_refused_only=True)
 
 
 def compile_sql(text: str, *, filename: str | None = None) -> SqlStatement:

@@ -37,6 +37,7 @@ from cep import cli_io
 from cep.cli_io import UsageError
 from cep.grammar.errors import CepError
 from cep.logs import LOG_FORMATS, StreamLog
+from cep.spark_bridge.alerting.key_buckets import check_key_buckets, checkpoint_key_buckets
 from cep.spark_bridge.alerting.metrics import HealthCheck, ServiceServer, StreamMetrics
 from cep.spark_bridge.alerting.status import rule_rows
 from cep.spark_bridge.alerting.stream import AlertStream, QueryFailed
@@ -185,6 +186,13 @@ def _add_output_arguments(stream: argparse.ArgumentParser) -> None:
     )
 
 
+def _key_buckets_arg(text: str) -> int:
+    try:
+        return check_key_buckets(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
     """Event time, late and bad rows, suppression and sessions."""
     stream.add_argument(
@@ -194,10 +202,25 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
         "--trigger", default="1s", metavar="INTERVAL", help="micro-batch interval (default: %(default)s)"
     )
     stream.add_argument(
+        "--state",
+        choices=("spark", "driver"),
+        default="spark",
+        help="where the rules run and keep their state: spark (Spark's keyed state, in its workers: a cluster, "
+        "or more keys than the driver's memory holds) or driver (in the driver, saved in the checkpoint: one "
+        "machine, about one micro-batch less latency; docs/streaming.md) (default: %(default)s)",
+    )
+    stream.add_argument(
         "--idle-watermark",
         metavar="LAG",
         help="event time never lags the wall clock by more than LAG: absence and timeout alerts fire "
         "on a quiet input, and a row more than LAG + --watermark behind the clock is late (default: off)",
+    )
+    stream.add_argument(
+        "--key-buckets",
+        type=_key_buckets_arg,
+        metavar="N",
+        help="hash the partition keys into N buckets, one state value each (default 64; fixed by the checkpoint "
+        "at its first start): with millions of keys, a few thousand keys per bucket bound what a micro-batch moves",
     )
     stream.add_argument(
         "--suppress",
@@ -697,6 +720,11 @@ def cmd_stream(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
     timing = _timing_of(args)
+    try:  # another count than the checkpoint's is refused before Spark starts (and again by AlertStream)
+        checkpoint_key_buckets(checkpoint, args.key_buckets)
+    except CepError as err:
+        cli_io.print_error(f"cep stream: {err}")
+        return cli_io.EXIT_QUERY_ERROR
     metrics_at = parse_address(args.metrics_port, "--metrics-port")
     health_at = parse_address(args.health_port, "--health-port")
     if args.python_env and not os.path.isfile(args.python_env):
@@ -731,7 +759,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
                 f"{len(rules)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> "
                 f"{stream.file_sink.path} ({output_format})"
                 + "".join(f"; {s.describe()}" for s in sinks)
-                + f"; checkpoint {checkpoint}"
+                + f"; checkpoint {checkpoint} ({stream.key_buckets} key buckets)"
                 + (f"; {services.describe()}" if services.servers else "")
             )
             if args.once:
@@ -779,6 +807,8 @@ def _make_stream(
         max_future_skew=timing.max_future_skew,
         dedup_key=args.dedup_key,
         source_location=kafka_location() if source.kafka else None,
+        state=args.state,
+        key_buckets=args.key_buckets,
     )
     stream.refresh_rules(force=True)
     return stream

@@ -272,9 +272,8 @@ class PatternError(ValueError):
     """A LIKE pattern, ESCAPE character or regular expression that is not valid (the message says why)."""
 
 
-class SparkRefusesPattern(PatternError):
-    """A datetime pattern Spark itself refuses (a week-based field, a reserved character): refused on both
-    engines, where a pattern only the python engine cannot run is refused on that engine alone."""
+class SparkRefusedPattern(PatternError):
+    """A datetime pattern Spark itself refuses (a week-based field such as YYYY): no engine runs it."""
 
 
 def like_segments(pattern: str, escape: str | None) -> list[list]:
@@ -364,6 +363,8 @@ _SPARK_REFUSED = {
     "N": "nano of day",
     "p": "pad modifier",
 }
+# The letters java.time's DateTimeFormatter knows; Spark refuses any other (and those above).
+_JAVA_LETTERS = "GuyDMLdQqYwWEecFaBhKkHmsSAnNVvzOXxZp"
 # The letters cep formats and reads (matcher/sql/datetimes.py); Spark knows a few more (G, Q, F, V, z, O, X,
 # x, Z: eras, quarters, zones), which cep refuses rather than guess.
 DATETIME_LETTERS = "yMLdDHhkKmsSaE"
@@ -403,17 +404,25 @@ _STRPTIME = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss":
 def datetime_pattern(pattern: str) -> list[tuple[str, str]]:
     """A Spark datetime pattern as ('field', 'yyyy') and ('text', '-') pieces; PatternError when Spark
     refuses it or cep cannot run it."""
+    tokens = list(_DATETIME_TOKEN.finditer(pattern))
+    # What Spark refuses first, wherever it stands: then no engine runs the pattern, whatever else it holds.
+    for found in tokens:
+        text = found.group(0)
+        if found.group(1) and text[0] in _SPARK_REFUSED:
+            raise SparkRefusedPattern(
+                f"the datetime pattern {pattern!r} uses {text!r} ({_SPARK_REFUSED[text[0]]}), which Spark refuses"
+            )
+        if found.group(1) and text[0] not in _JAVA_LETTERS:
+            raise SparkRefusedPattern(
+                f"the datetime pattern {pattern!r} uses {text!r}, a letter Spark does not know (quote text: '{text}')"
+            )
     out = []
-    for found in _DATETIME_TOKEN.finditer(pattern):
+    for found in tokens:
         text = found.group(0)
         if text.startswith("'"):
             out.append(("text", text[1:-1].replace("''", "'") if len(text) > 2 else "'"))
         elif found.group(1):
             letter = text[0]
-            if letter in _SPARK_REFUSED:
-                raise SparkRefusesPattern(
-                    f"the datetime pattern {pattern!r} uses {text!r} ({_SPARK_REFUSED[letter]}), which Spark refuses"
-                )
             if letter not in DATETIME_LETTERS:
                 raise PatternError(
                     f"the datetime pattern {pattern!r} uses {text!r}, which cep does not support "
@@ -421,7 +430,7 @@ def datetime_pattern(pattern: str) -> list[tuple[str, str]]:
                 )
             out.append(("field", text))
         elif text in "[]{}#":
-            raise SparkRefusesPattern(
+            raise PatternError(
                 f"the datetime pattern {pattern!r} uses {text!r}, which Spark reserves (quote it to write it as text)"
             )
         else:

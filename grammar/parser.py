@@ -694,9 +694,22 @@ def parse_unchecked(text: str, *, filename: str | None = None) -> ast.Statement:
                 span=span_of(text, second.start, second.end),
                 hint="use parse_all() for a file",
             )
-        return _dialect_spellings(_tree_to_ast(lark_parser(), text))
+        return _dialect_spellings(_statement_nodes(text))
     except CepError as error:
         raise error.with_source(text, filename) from None
+
+
+def _statement_nodes(text: str):
+    """The AST nodes of the one statement ``text``: by the LALR driver, or by Lark's own parse where the driver
+    leaves it (a syntax error among them: Lark's path words every error)."""
+    try:
+        node = driver_nodes(text, 0, len(text), 1, 0)
+    except Exception:  # noqa: BLE001 - Lark's path below raises what the statement deserves
+        node = None
+    if not isinstance(node, ast.Statement):
+        return _tree_to_ast(lark_parser(), text)
+    _check_depth(node)
+    return node
 
 
 def _tree_to_ast(parser, text: str):

@@ -236,12 +236,12 @@ class CompiledQuery:
     def fit_to_types(self, result, input_types: dict[str, str]):
         """``result`` (a run's output, of any kind) with each value made what Spark gives for its output
         column's type (``types.fit_to_type``: a ``Decimal`` rounded half up to a DECIMAL's scale, E0410
-        when it overflows; a float in a DOUBLE column), as the Spark engine's output is (``batch.conform_arrow``).
-        Arrow output columns of a DECIMAL type get that Arrow type."""
+        when it overflows; a float in a DOUBLE column; a DATE in a TIMESTAMP column its midnight), as the Spark
+        engine's output is (``batch.conform_arrow``). Arrow output columns of a DECIMAL type get that Arrow type."""
         wanted = {
             name: type_name
             for name, type_name in self.output_types(input_types)
-            if decimal_params(type_name) is not None or type_name == "DOUBLE"
+            if decimal_params(type_name) is not None or type_name in ("DOUBLE", "TIMESTAMP")
         }
         kind = kind_of(result)
         if kind == "rows":
@@ -260,6 +260,11 @@ class CompiledQuery:
             import pyarrow as pa  # the result is an Arrow table, so pyarrow is there
 
             size = decimal_params(wanted[name])
+            if wanted[name] == "TIMESTAMP" and pa.types.is_date(result.schema.field(index).type):
+                field = result.schema.field(index)
+                widened = result.column(index).cast(pa.timestamp("us"))
+                result = result.set_column(index, field.with_type(pa.timestamp("us")), widened)
+                continue
             if size is None and not pa.types.is_decimal(result.schema.field(index).type):
                 continue
             values = [fit_to_type(value, wanted[name]) for value in result.column(index).to_pylist()]
@@ -428,16 +433,16 @@ def replay_clock(machine: Machine, columns: Columns):
 
 
 def declared_types(data, schema: dict[str, str] | None = None) -> dict[str, str] | None:
-    """The SQL type of every column of ``data`` when one of them is declared a DECIMAL (an Arrow decimal
-    column, a pandas column of an Arrow decimal type, or ``schema``: the run's ``{column: type}``), else
-    None. With it the Python engine gives Spark's decimal result types (``CompiledQuery.fit_to_types``);
+    """The SQL type of every column of ``data`` when one of them is declared a DECIMAL or a TIMESTAMP (an Arrow
+    column of that type, a pandas column of such an Arrow type, or ``schema``: the run's ``{column: type}``),
+    else None. With it the Python engine gives Spark's result types (``CompiledQuery.fit_to_types``);
     undeclared columns are typed by their values, and one holding ``Decimal`` values (no precision
     known) leaves the whole run exact (None)."""
     kind = kind_of(data)
     declared = {
         str(k): str(v).upper().replace(" ", "")
         for k, v in (schema or {}).items()
-        if decimal_params(str(v).upper().replace(" ", "")) is not None
+        if decimal_params(str(v).upper().replace(" ", "")) is not None or str(v).strip().upper() == "TIMESTAMP"
     }
     if kind == "arrow":
         types = {name: arrow_type_name(field.type) for name, field in zip(data.column_names, data.schema)}
@@ -451,7 +456,9 @@ def declared_types(data, schema: dict[str, str] | None = None) -> dict[str, str]
     else:
         return None
     types.update(ColumnNames(types).by_column(declared))
-    if not any(decimal_params(t) is not None for t in types.values() if t is not None):
+    # A TIMESTAMP column too: a DATE meeting it (COALESCE(ts, DATE '9999-12-31')) is widened in the output,
+    # even where every match gave the DATE.
+    if not any(decimal_params(t) is not None or t == "TIMESTAMP" for t in types.values() if t is not None):
         return None
     if any(t is None for t in types.values()):
         columns = _row_columns(data) if kind == "rows" else to_columns(data)[1]

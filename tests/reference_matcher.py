@@ -811,10 +811,11 @@ def _scalar(name: str, args: list) -> Any:
         return args[1].join(_text(x) if x is not None else repl for x in args[0] if x is not None or repl is not None)
     if name == "NULLIF":
         return None if _compare("=", args[0], args[1]) is True else args[0]
-    if name in ("GREATEST", "LEAST"):
-        if any(a is None for a in args):
+    if name in ("GREATEST", "LEAST"):  # Spark skips NULL arguments; NULL only when all are
+        present = [a for a in args if a is not None]
+        if not present:
             return None
-        return max(args) if name == "GREATEST" else min(args)
+        return max(present) if name == "GREATEST" else min(present)
     if name == "MAP":
         if any(a is None for a in args):
             return None

@@ -96,10 +96,22 @@ class LocalAlerts:
     BUCKETS = 3  # keys share calls, as on Spark (where a Murmur3 hash, not this one, places them)
 
     def __init__(
-        self, store: RuleStore, delay_s: int, housekeeping_us: int = 3_600_000_000, column_wise: bool = True
+        self,
+        store: RuleStore,
+        delay_s: int,
+        housekeeping_us: int = 3_600_000_000,
+        column_wise: bool = True,
+        early_release: bool = True,
     ) -> None:
         self.explode = Explode(store.directory, COLUMNS + [EVENT_US])
-        self.step = AlertStep(store.directory, housekeeping_us, self.BUCKETS, column_wise=column_wise)
+        # early_release: as on Spark, each key releases up to its own bound (its largest event time - the delay)
+        self.step = AlertStep(
+            store.directory,
+            housekeeping_us,
+            self.BUCKETS,
+            column_wise=column_wise,
+            release_delay_ms=delay_s * 1000 if early_release else None,
+        )
         self.delay_ms = delay_s * 1000
         self.watermark_ms, self.max_ms = 0, None
         self.states: dict[tuple, tuple] = {}

@@ -97,6 +97,53 @@ def test_a_date_meets_a_timestamp_as_in_spark(daily, capsys):
     assert _table(capsys.readouterr().out) == expected
 
 
+# A TIMESTAMP column that is NULL in some rows meets a DATE: COALESCE gives the DATE's midnight where the
+# column is NULL, GREATEST and LEAST skip the NULL (Spark's functions: NULL only when every argument is).
+NULL_TIMES_QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY id ORDER BY d
+  MEASURES MAX(COALESCE(closed, DATE '9999-12-31')) AS latest_close, GREATEST(closed, DATE '2020-02-15') AS g,
+           LEAST(LAST(closed), FIRST(d)) AS l, COALESCE(closed, DATE '9999-12-31') AS c
+  ONE ROW PER MATCH PATTERN (A+) DEFINE A AS d < DATE '2020-01-04')
+"""
+NULL_TIMES = [(1, "2020-01-01", "2020-03-01 08:00:00"), (1, "2020-01-02", ""), (2, "2020-01-03", "")]
+
+
+def _expected_null_times() -> list[list[str]]:
+    """Each partition's one match (every row before 2020-01-04), its measures by Spark's documented rules."""
+    expected = []
+    for key in sorted({k for k, _, _ in NULL_TIMES}):
+        rows = [
+            (dt.date.fromisoformat(d), dt.datetime.fromisoformat(c) if c else None)
+            for k, d, c in NULL_TIMES
+            if k == key
+        ]
+
+        def widen(day: dt.date) -> dt.datetime:  # a DATE meeting a TIMESTAMP: its midnight
+            return dt.datetime.combine(day, dt.time())
+
+        last_close = rows[-1][1]
+        values = [
+            max(c if c else widen(dt.date(9999, 12, 31)) for _, c in rows),
+            max(x for x in (last_close, widen(dt.date(2020, 2, 15))) if x is not None),
+            min(x for x in (last_close, widen(rows[0][0])) if x is not None),
+            last_close or widen(dt.date(9999, 12, 31)),
+        ]
+        expected.append([str(key), *(part for v in values for part in str(v).split())])
+    return expected
+
+
+@pytest.mark.parametrize("engine", ["python", pytest.param("spark", marks=pytest.mark.spark)])
+def test_a_date_meets_a_timestamp_column_with_nulls(tmp_path, capsys, engine, request):
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the suite's one session (with its connectors), started before cep's
+    (tmp_path / "t.csv").write_text("id,d,closed\n" + "".join(f"{k},{d},{c}\n" for k, d, c in NULL_TIMES))
+    (tmp_path / "q.sql").write_text(NULL_TIMES_QUERY, encoding="utf-8")
+    for schema in ([], ["--schema", "closed TIMESTAMP"]):  # the column is a TIMESTAMP by its values, or declared
+        argv = ["run", str(tmp_path / "q.sql"), "-i", str(tmp_path / "t.csv"), "--engine", engine, *schema]
+        assert main(argv) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert _table(out) == _expected_null_times(), out
+
+
 @pytest.mark.spark
 def test_dates_on_spark_equal_the_python_engine(daily, capsys, spark):
     for query, data in (("dates.sql", "daily.csv"), ("times.sql", "times.csv")):

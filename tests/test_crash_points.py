@@ -102,7 +102,10 @@ def read_sink(output: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def run_driver_until_killed(tmp_path: Path, args: list[str], point: str, batch: int) -> None:
+def run_driver_until_killed(
+    tmp_path: Path, args: list[str], point: str, batch: int, script: str = "crash_driver.py"
+) -> None:
+    """Run ``tests/<script>`` with ``args`` until it kills itself at ``point`` of micro-batch ``batch``."""
     env = dict(
         os.environ,
         PYTHONPATH=str(REPO),
@@ -112,7 +115,7 @@ def run_driver_until_killed(tmp_path: Path, args: list[str], point: str, batch: 
     log_path = tmp_path / f"driver-{point}.log"
     with log_path.open("w") as log:
         driver = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "crash_driver.py"), *args],
+            [sys.executable, str(REPO / "tests" / script), *args],
             env=env,
             start_new_session=True,
             stdout=log,

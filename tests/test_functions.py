@@ -24,6 +24,10 @@ SPARK_TWINS: dict[str, str | None] = {
     "LOG10(price)": None,
     "LOG(2, price)": None,
     "NVL(tag, 'x')": None,
+    "GREATEST(tag, 'b')": None,  # Spark's GREATEST and LEAST skip a NULL argument (tag is often NULL)
+    "LEAST(tag, 'b', note)": None,
+    "GREATEST(CAST(NULL AS DOUBLE), price, qty)": None,
+    "GREATEST(ts, d)": None,  # a DATE meeting a TIMESTAMP: its midnight
     "IFNULL(tag, 'x')": None,
     "NVL2(tag, 1, 2)": None,
     "DECODE(tag, NULL, 'none', 'a', 'A', 'other')": None,

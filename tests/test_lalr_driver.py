@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from strategies_ast import corpus_queries, statements
 from test_rule_loading import positions
 
+from cep.grammar import parser
+from cep.grammar.errors import CepError
 from cep.grammar.format import format_statement
 from cep.grammar.parser import driver_nodes, lark_nodes, split_statements
 from cep.grammar.tokens import lark_parser
@@ -108,3 +110,20 @@ def test_mutated_statements_are_answered_as_lark_answers_them(statement, prefix,
 def test_edge_statements_parse_as_lark_parses_them(query) -> None:
     for prefix in PREFIXES:
         compare(query, prefix)
+
+
+def test_one_statement_parses_by_the_driver_as_lark_parses_it(monkeypatch) -> None:
+    """``parse_unchecked`` (``cep.compile``'s parse) takes the driver's nodes: Lark's, positions and all,
+    wherever the statement stands in its text."""
+    texts = [t for q in repository_queries()[::3] for t in (q, "\n  " + q + "  -- trailing\n")]
+    answers = [_answer(text) for text in texts]
+    monkeypatch.setattr(parser, "driver_nodes", lambda *_args: None)  # every statement to Lark's own path
+    assert [_answer(text) for text in texts] == answers
+    assert sum(answer[0] == "parsed" for answer in answers) > 100
+
+
+def _answer(text: str) -> tuple:
+    try:
+        return "parsed", positions(parser.parse_unchecked(text))
+    except CepError as error:
+        return "refused", error.code, str(error)

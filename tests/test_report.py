@@ -216,6 +216,13 @@ def test_daily_data_is_binned_by_days_and_dated_without_midnight(tmp_path):
     assert starts and all(edge.endswith(" 00:00:00") for pair in starts for edge in pair)  # bins on midnights
     assert "<td>2020-10-01</td>" in page and "2020-10-01 00:00:00</td>" not in page
     assert "<td>d range</td><td>2020-10-01 to 2020-10-30</td>" in page
+    # Durations in whole days, the dropped attempts' chart in days, the trace records ("why not here") dated.
+    assert "<td>3 days</td>" in page and "days 00:00:00" not in page and "<td>00:00:00</td>" not in page
+    dropped = charts["chart-dropped"]
+    assert dropped["layout"]["xaxis"]["title"]["text"].endswith("(days)")
+    assert {x for trace in dropped["data"] for x in trace["x"]} <= {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+    labels = [record["label"] for p in _data(page)["partitions"] for record in p["trace"]]
+    assert labels and all(len(label) == 10 for label in labels)  # 2020-10-02, no 00:00:00
     # A DATE column (a CSV of ISO dates) gives the same charts.
     dated = rows.assign(d=[day.date() for day in rows["d"]])
     assert {c["id"]: c["figure"] for c in _data(build_report(q, dated).text)["charts"]}["chart-duration"] == duration
@@ -298,6 +305,19 @@ def test_report_in_headless_chromium(tmp_path, browser_page):
     shot = tmp_path / "shot.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 50_000  # charts and text, not a blank page
+
+
+def test_a_page_whose_plotly_cannot_load_says_so_in_headless_chromium(tmp_path, browser_page):
+    page, messages, _requests = browser_page
+    out = tmp_path / "report.html"
+    assert main(["report", str(V_SHAPE), "-i", str(DATA / "ticks.csv"), "--out", str(out), "--plotly", "file"]) == 0
+    next(tmp_path.glob("plotly-*.min.js")).unlink()  # the page moved without the library beside it
+    page.goto(out.resolve().as_uri())
+    page.wait_for_selector("body[data-charts-drawn]", timeout=120_000)
+    assert page.get_attribute("body", "data-charts-drawn") == "0"
+    note = page.locator(".missing-plotly").inner_text()
+    assert "could not load (plotly-" in note and "--plotly embed" in note
+    assert all("ERR_FILE_NOT_FOUND" in m for m in messages), messages  # the missing file, no script error
 
 
 def test_a_small_report_with_plotly_beside_it_draws_in_headless_chromium(tmp_path, browser_page):

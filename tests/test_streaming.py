@@ -629,15 +629,19 @@ def test_spark_stream_equals_batch_replay_hypothesis(spark, few_partitions, tmp_
 
 @pytest.mark.spark
 def test_spark_timers_sessions_late_rows_and_metrics(spark, few_partitions, tmp_path):
-    """B gets rows once and never again: its timer releases them and its session timeout emits the
-    trailing match. Rows far behind the watermark, which Spark would drop before any function, and
-    a row with no event time come out as late rows."""
+    """B's rows wait (its own bound, 3 s - 10 s, is behind them) until the watermark passes them, and its
+    session timeout emits the trailing match. D gets one row and never again: Spark calls it by its timers,
+    to release the row, then to end its session. Rows far behind the watermark, which Spark would drop
+    before any function, and a row with no event time come out as late rows."""
     query = cep.compile(QUERIES["trailing"])
     at = lambda s: T0 + dt.timedelta(seconds=s)  # noqa: E731
     batches = [
         [{"symbol": "B", "ts": at(s), "price": 100.0} for s in (3, 1, 2)]
         + [{"symbol": "A", "ts": at(1), "price": 90.0}],
-        [{"symbol": "A", "ts": at(100), "price": 90.0}],  # watermark -> 90 s for the next batch
+        [
+            {"symbol": "A", "ts": at(100), "price": 90.0},  # watermark -> 90 s for the next batch
+            {"symbol": "D", "ts": at(50), "price": 90.0},  # above D's bound (40 s): waits for the watermark
+        ],
         [
             {"symbol": "A", "ts": at(300), "price": 90.0},
             {"symbol": "A", "ts": at(5), "price": 99.0},  # late: 5 s <= 90 s
@@ -660,9 +664,9 @@ def test_spark_timers_sessions_late_rows_and_metrics(spark, few_partitions, tmp_
     assert payloads == ["", "2024-01-01T00:00:02", "2024-01-01T00:00:05", "2024-01-01T00:01:30"]
     assert len(result["match_id"].dropna()) == 1
     sums = metric_sums(progress)
-    assert sums["events_in"] == 11 and sums["late_rows"] == 3 and sums["matches_out"] == 1
+    assert sums["events_in"] == 12 and sums["late_rows"] == 3 and sums["matches_out"] == 1
     assert sums["bad_rows"] == sums["null_event_time"] == 1  # no event time: bad, not late
-    assert sums["timers_fired"] >= 1 and sums["sessions_closed"] >= 1 and sums["released_rows"] == 6
+    assert sums["timers_fired"] >= 2 and sums["sessions_closed"] >= 2 and sums["released_rows"] == 7
 
 
 @pytest.mark.spark

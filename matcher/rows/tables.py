@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cep.matcher.sql.values import times_alike
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
@@ -140,8 +142,22 @@ def from_columns(kind: str, names: tuple[str, ...], columns: list):
 
     if not columns or not len(columns[0]):
         return pa.table({n: [] for n in names})
-    arrays = [column if isinstance(column, (pa.Array, pa.ChunkedArray)) else pa.array(column) for column in columns]
+    arrays = [column if isinstance(column, (pa.Array, pa.ChunkedArray)) else _arrow_array(column) for column in columns]
     return pa.Table.from_arrays(arrays, names=list(names))
+
+
+def _arrow_array(values: list):
+    """An Arrow array of Python values; a column where DATEs meet TIMESTAMPs (``COALESCE(ts, DATE '9999-12-31')``
+    where ``ts`` is NULL in some matches) holds TIMESTAMPs, each DATE its midnight, as Spark widens them."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values)
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        widened = times_alike(values)
+        if widened is values:
+            raise
+        return pa.array(widened)
 
 
 def pandas_series(values: list):
@@ -152,6 +168,8 @@ def pandas_series(values: list):
     import pandas as pd
 
     types = set(map(type, values))
+    if _dt.datetime in types and _dt.date in types:  # DATEs among TIMESTAMPs: widened, as Arrow's column is
+        values, types = times_alike(values), types - {_dt.date}
     nan = float in types and any(v != v for v in values if type(v) is float)
     if (type(None) in types and len(types) > 1) or nan:
         types.discard(type(None))

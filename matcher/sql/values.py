@@ -362,11 +362,15 @@ def _nullif(left, right):
 
 
 def _greatest(*args):
-    return None if any(a is None for a in args) else greatest(times_alike(list(args)))
+    """Spark's GREATEST: the largest argument, NULLs skipped (NULL only when every argument is)."""
+    present = [a for a in args if a is not None]
+    return greatest(times_alike(present)) if present else None
 
 
 def _least(*args):
-    return None if any(a is None for a in args) else least(times_alike(list(args)))
+    """Spark's LEAST: the smallest argument, NULLs skipped (NULL only when every argument is)."""
+    present = [a for a in args if a is not None]
+    return least(times_alike(present)) if present else None
 
 
 def greatest(values):

@@ -29,6 +29,7 @@ from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote
 from cep.spark_bridge.spark.inputs import CLOCK_ROW, bad_row_counts, dead_letter_columns, prepare_input, with_watermark
+from cep.spark_bridge.spark.streaming import early_release_delay
 from cep.spark_bridge.spark.types import needs_string_cast, spark_to_sql
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,6 +58,7 @@ def match_rules(
     bad_rows_metrics: str = BAD_ROWS_METRICS,
     source_location: Column | None = None,
     with_stats: bool = False,
+    key_buckets: int = KEY_BUCKETS,
 ) -> DataFrame:
     """The alerts of the rule sets published in ``store`` over the streaming DataFrame ``df``.
 
@@ -72,6 +74,8 @@ def match_rules(
     reach no rule: they cross the shuffle in a group of their own (``rule_set.BAD_SPEC``).
     ``source_location``: where a bad row came from, an expression over ``df``'s columns (default: the input
     file, ``input_file_name()``; for Kafka, ``kafka.kafka_location()``: topic, partition and offset).
+
+    ``key_buckets``: partition keys hashed into that many buckets, one state value each (``spark/buckets.py``).
 
     ``with_stats`` (what ``AlertStream`` reads in its ``foreachBatch``): nothing is observed; the result
     keeps every row the operator gives, with ``KIND`` and ``STATS`` last: alerts, bad rows, one
@@ -93,6 +97,7 @@ def match_rules(
     if time_column not in columns:
         raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
     df, delay_ms = with_watermark(df, time_column, watermark)
+    release_delay_ms = early_release_delay(df, delay_ms)  # keys release rows up to their own bound (keyed.py)
     if marked:  # clock rows (--idle-watermark) have moved the watermark: no rule sees them, no count has them.
         # The condition reads the event time, so Spark's optimizer cannot push it below the watermark (it pushes
         # a filter that does not), where the clock rows would be gone before they moved it.
@@ -135,12 +140,14 @@ def match_rules(
         + [T.StructField(name, T.StringType(), True) for name in passthrough]
     )
     state_schema = T.StructType([T.StructField("cep_rules_state", T.BinaryType(), False)])
-    step = AlertStep(store_dir, housekeeping_us, KEY_BUCKETS, passthrough, late_rows=with_stats)
+    step = AlertStep(
+        store_dir, housekeeping_us, key_buckets, passthrough, late_rows=with_stats, release_delay_ms=release_delay_ms
+    )
 
     def cep_alert_rules(key, frames, state):
         return step(key, frames, state)
 
-    exploded = exploded.withColumn(BUCKET, bucket_expression([PKEY], KEY_BUCKETS))
+    exploded = exploded.withColumn(BUCKET, bucket_expression([PKEY], key_buckets))
     out = exploded.groupBy(F.col(SPEC), F.col(BUCKET)).applyInPandasWithState(
         cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
     )

@@ -32,7 +32,7 @@ from typing import Any
 from cep.spark_bridge.alerting.rule_set import GAUGES, STAT_NAMES, STATUS_FORMAT
 from cep.spark_bridge.sinks.base import atomic_write, set_aside
 
-__all__ = ["StatusBook", "now_iso", "read_status", "rule_rows", "ERROR_TTL_S"]
+__all__ = ["StatusBook", "now_iso", "progress_get", "read_status", "rule_rows", "ERROR_TTL_S"]
 
 ERROR_TTL_S = 3600.0  # a delivery error stays listed this long, unless the sink has recovered before
 FOLDED_KEEP = 4000  # journal names remembered (a re-run micro-batch's record must not count twice)
@@ -364,3 +364,35 @@ def prune_versions(entry: dict, current: str, keep: int = 3) -> None:
 
 def sink_rows(status: dict) -> Iterable[tuple[str, dict]]:
     return sorted((status.get("sinks") or {}).items())
+
+
+def progress_get(progress: Any, name: str, default=None):
+    """A field of Spark's query progress or status (a dict, or pyspark's object), ``default`` when missing."""
+    if isinstance(progress, dict):
+        return progress.get(name, default)
+    value = getattr(progress, name, None)
+    if value is None and hasattr(progress, "get"):
+        try:
+            value = progress.get(name)
+        except Exception:  # noqa: BLE001
+            value = None
+    return default if value is None else value
+
+
+def batch_entry(progress: Any, foreach_batch: dict | None) -> dict:
+    """``last_batch`` of the status: a micro-batch as Spark's progress reports it, with ``foreach_batch``:
+    the steps of ``foreachBatch`` inside ``addBatch`` and the Spark jobs it started (``batch_cost.py``)."""
+    durations = progress_get(progress, "durationMs", {}) or {}
+    operators = progress_get(progress, "stateOperators", []) or []
+    return {
+        "id": int(progress_get(progress, "batchId")),
+        "time": progress_get(progress, "timestamp"),
+        "input_rows": int(progress_get(progress, "numInputRows", 0) or 0),
+        "duration_ms": durations.get("triggerExecution"),
+        # Spark's parts of it (addBatch, latestOffset, queryPlanning, walCommit, commitOffsets...)
+        "durations_ms": {str(k): int(v) for k, v in dict(durations).items()},
+        "watermark": (progress_get(progress, "eventTime", {}) or {}).get("watermark"),
+        "state_bytes": sum(int(progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
+        "state_rows": sum(int(progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
+        "foreach_batch": foreach_batch,
+    }

@@ -77,10 +77,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting import layouts
+from cep.spark_bridge.alerting import driver_state, layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.batch_cost import BatchCost
+from cep.spark_bridge.alerting.key_buckets import STATUS_FIELD, settle_key_buckets
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
     DEFAULT_HOUSEKEEPING,
@@ -92,7 +93,15 @@ from cep.spark_bridge.alerting.rule_set import (
     STAT_NAMES,
 )
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
-from cep.spark_bridge.alerting.status import StatusBook, epoch_seconds, now_iso, read_status, rule_rows
+from cep.spark_bridge.alerting.status import (
+    StatusBook,
+    batch_entry,
+    epoch_seconds,
+    now_iso,
+    progress_get,
+    read_status,
+    rule_rows,
+)
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
@@ -118,18 +127,6 @@ _REASON = "_cep_bad_reason"
 _COSTS_KEPT = 64
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-
-
-def _progress_get(progress: Any, name: str, default=None):
-    if isinstance(progress, dict):
-        return progress.get(name, default)
-    value = getattr(progress, name, None)
-    if value is None and hasattr(progress, "get"):
-        try:
-            value = progress.get(name)
-        except Exception:  # noqa: BLE001
-            value = None
-    return default if value is None else value
 
 
 class QueryFailed(RuntimeError):
@@ -158,10 +155,11 @@ class AlertStream:
     ``max_future_skew``: see ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the
     repeats of a key within its partition key and the watermark delay (``keyed.KeyedStream``).
     ``source_location``: where a bad row came from, for its dead-letter record (``query.match_rules``;
-    default the input file).
+    default the input file). ``key_buckets``: fixed by the checkpoint (``key_buckets.settle_key_buckets``).
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks, each delivered by its own lane. ``suppress``: ``'rule=10m'`` specs.
+    ``state``: ``"spark"`` (Spark's keyed state) or ``"driver"`` (the rules in ``foreachBatch``: driver_state.py).
     ``on_event(message)``: called with every log line (they also go to the ``cep.alerting`` logger).
     """
 
@@ -189,7 +187,12 @@ class AlertStream:
         dedup_key: str | Sequence[str] | None = None,
         source_location: Column | None = None,
         idle_watermark: Any = None,
+        state: str = driver_state.SPARK,
+        key_buckets: int | None = None,
     ) -> None:
+        if state not in driver_state.LAYOUTS:
+            raise ValueError(f"state must be one of {', '.join(driver_state.LAYOUTS)}, not {state!r}")
+        self.layout, self.driver = state, None  # the driver layout's DriverState, made by build()
         self.spark = spark
         self.rules_path = rules
         self.source = source
@@ -231,6 +234,8 @@ class AlertStream:
             parse_duration(idle_watermark, what="idle_watermark") if idle_watermark is not None else None
         )
         self.source_location = source_location
+        self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
+        self.status[STATUS_FIELD] = self.key_buckets
         self.match_query = None
         self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
         self.health: dict[str, Any] = {
@@ -346,6 +351,9 @@ class AlertStream:
             if self.idle_watermark_us is not None:
                 source = source.unionByName(clock_rows(source, self.time_column, self.idle_watermark_us))
         # else match_rules says what is wrong with the event-time column
+        if self.layout == driver_state.DRIVER:  # the rules run in foreachBatch (_write_batch)
+            source, self.driver = driver_state.for_stream(self, source)
+            return source
         return match_rules(
             source,
             self.store,
@@ -354,6 +362,7 @@ class AlertStream:
             housekeeping=self.housekeeping,
             source_location=self.source_location,
             with_stats=True,
+            key_buckets=self.key_buckets,
         )
 
     def _write_batch(self, batch, batch_id: int) -> None:
@@ -374,6 +383,9 @@ class AlertStream:
         from pyspark.sql import functions as F
 
         cost = BatchCost.start(batch.sparkSession)
+        if self.driver is not None:
+            with cost.step("driver_rules"):  # the rules on the driver, their state saved (driver_state.py)
+                batch = self.driver.run(batch, batch_id)
         batch.persist()
         try:
             kind = F.col(KIND)
@@ -507,6 +519,7 @@ class AlertStream:
     def start(self, *, available_now: bool = False) -> AlertStream:
         """Start the query and the delivery lanes (when there are alert sinks)."""
         self._check_clock_rows()
+        driver_state.check_layout(self.checkpoint, self.layout)
         layouts.retire_delivery_query(self.spark, self.checkpoint, self.file_sink, self.lanes, self._event)
         combined = self.build()
         layouts.retire_bad_row_query(self.checkpoint, self.bad_rows_sink, self._event)
@@ -594,38 +607,27 @@ class AlertStream:
         except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
             return
         self.health["query_active"] = bool(query.isActive)
-        trigger_active = bool(_progress_get(status, "isTriggerActive", False))
-        data_available = bool(_progress_get(status, "isDataAvailable", False))
+        trigger_active = bool(progress_get(status, "isTriggerActive", False))
+        data_available = bool(progress_get(status, "isDataAvailable", False))
         self.health["waiting_for_data"] = not trigger_active and not data_available
         self._record_query_state(trigger_active)
         for progress in progresses:
-            batch = _progress_get(progress, "batchId")
-            stamp = _progress_get(progress, "timestamp")
+            batch = progress_get(progress, "batchId")
+            stamp = progress_get(progress, "timestamp")
             if batch is None or (int(batch), str(stamp)) in self._seen_progress:
                 continue
             self._seen_progress.add((int(batch), str(stamp)))
             moment = epoch_seconds(stamp)
-            rows = int(_progress_get(progress, "numInputRows", 0) or 0)
-            durations = _progress_get(progress, "durationMs", {}) or {}
+            rows = int(progress_get(progress, "numInputRows", 0) or 0)
+            durations = progress_get(progress, "durationMs", {}) or {}
             if moment is not None:  # when the trigger ended
                 ended = moment + float(durations.get("triggerExecution") or 0) / 1000.0
                 self.health["last_progress_at"] = max(ended, self.health["last_progress_at"] or 0.0)
             if not durations.get("addBatch") and not rows:
                 continue  # an idle trigger: no micro-batch ran
-            operators = _progress_get(progress, "stateOperators", []) or []
-            info = {
-                "id": int(batch),
-                "time": stamp,
-                "input_rows": rows,
-                "duration_ms": durations.get("triggerExecution"),
-                # Spark's parts of it (addBatch, latestOffset, queryPlanning, walCommit, commitOffsets...)
-                "durations_ms": {str(k): int(v) for k, v in dict(durations).items()},
-                "watermark": (_progress_get(progress, "eventTime", {}) or {}).get("watermark"),
-                "state_bytes": sum(int(_progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
-                "state_rows": sum(int(_progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
-                # inside addBatch: foreachBatch's steps and the Spark jobs it started (BatchCost)
-                "foreach_batch": self._batch_costs.get(int(batch)),
-            }
+            info = batch_entry(progress, self._batch_costs.get(int(batch)))
+            if self.driver is not None:  # no Spark state operator: the driver's state (its bytes, buckets)
+                info.update(self.driver.gauges())
             with self.book.lock:
                 last = self.status.get("last_batch") or {}
                 if int(batch) >= int(last.get("id", -1)):

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
 import json
 from collections.abc import Iterator, Sequence
@@ -65,12 +67,14 @@ _COMPILED: dict[str, _CompiledRule] = {}
 _RUNTIMES: dict[tuple[str, str], _RuleSetRuntime] = {}
 _BATCH_SETS: dict[tuple[str, str], str] = {}
 _STORES: dict[str, RuleStore] = {}
+# The micro-batch the driver layout (driver_state.py) runs, where no Spark task carries its id.
+_DRIVER_BATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar("cep_driver_batch", default=None)
 
 
 class _CompiledRule:
     """One rule ready to run in a worker: its engine and where its cep columns are in the output."""
 
-    def __init__(self, entry: dict, ruleset: dict) -> None:
+    def __init__(self, entry: dict, ruleset: dict, release_delay_ms: int | None = None) -> None:
         self.rule_id = entry["rule_id"]
         self.version = entry["version"]
         statement = parse(entry["text"])
@@ -84,6 +88,7 @@ class _CompiledRule:
             max_pending_rows=ruleset.get("max_pending_rows") or DEFAULT_MAX_PENDING_ROWS,
             dedup_key=ruleset.get("dedup_key"),
             dedup_horizon_us=ruleset.get("dedup_horizon_us") or 0,
+            release_delay_ms=release_delay_ms,
         )
         # the route ``cep explain`` prints: column-wise (every key of a bucket call at once), else per key
         self.route = self.engine.route()
@@ -109,7 +114,9 @@ class _RuleSetRuntime:
             self.partitions[spec] = list(entry["partition"])
             self.rules_by_spec.setdefault(spec, []).append(entry["rule_id"])
 
-    def rule(self, rule_id: str) -> _CompiledRule | None:
+    def rule(self, rule_id: str, release_delay_ms: int | None = None) -> _CompiledRule | None:
+        """The rule compiled for this worker; ``release_delay_ms``: the stream's watermark delay, with which its keys
+        release rows up to their own bound (``KeyedStream``), or None."""
         entry = self.entries.get(rule_id)
         if entry is None:
             return None
@@ -120,12 +127,13 @@ class _RuleSetRuntime:
                 self.payload["input_types"],
                 self.payload.get("session_timeout_us"),
                 self.payload.get("max_pending_rows"),
+                release_delay_ms,
             ],
             sort_keys=True,
         )
         compiled = _COMPILED.get(cache_key)
         if compiled is None:
-            compiled = _COMPILED[cache_key] = _CompiledRule(entry, self.payload)
+            compiled = _COMPILED[cache_key] = _CompiledRule(entry, self.payload, release_delay_ms)
         return compiled
 
 
@@ -133,12 +141,22 @@ def _task_batch_id() -> str | None:
     try:
         from pyspark import TaskContext
     except ImportError:  # pragma: no cover
-        return None
+        return _DRIVER_BATCH.get()
     context = TaskContext.get()
     if context is None:
-        return None
+        return _DRIVER_BATCH.get()
     value = context.getLocalProperty(BATCH_ID_PROPERTY)
     return value if value not in (None, "") else None
+
+
+@contextlib.contextmanager
+def batch_on_driver(batch_id: int) -> Iterator[None]:
+    """Within it, the rules run on the driver take micro-batch ``batch_id``'s rule set, as its tasks would."""
+    token = _DRIVER_BATCH.set(str(batch_id))
+    try:
+        yield
+    finally:
+        _DRIVER_BATCH.reset(token)
 
 
 def _task_partition() -> int:
@@ -291,8 +309,12 @@ class AlertStep:
         passthrough: Sequence[str] = (),
         late_rows: bool = False,
         column_wise: bool = True,
+        release_delay_ms: int | None = None,
     ) -> None:
         self.store_dir = store_dir
+        # the watermark delay: each key releases its rows up to its own bound (its largest event time read, minus
+        # the delay) in the micro-batch that reads them (``KeyedStream``); None: once the watermark passes them
+        self.release_delay_ms = release_delay_ms
         # False: every rule per key, the reference the column-wise rules are tested against (as
         # ``cep.compile(text, column_wise=False)`` is for a query)
         self.column_wise = column_wise
@@ -322,7 +344,7 @@ class AlertStep:
         parts = [frame for frame in frames if len(frame)]
         bucket = BucketState.decode(state.get[0] if state.exists else None, self.key_buckets)
         wanted = runtime.rules_by_spec.get(spec, [])
-        compiled = {rule_id: runtime.rule(rule_id) for rule_id in wanted}
+        compiled = {rule_id: runtime.rule(rule_id, self.release_delay_ms) for rule_id in wanted}
         column_rules = {
             rule_id: rule for rule_id, rule in compiled.items() if rule.columnar is not None and self.column_wise
         }
@@ -523,12 +545,12 @@ class AlertStep:
 
         new: dict = {}
         for rule_id, entry in old.items():  # rules removed, or changed: their state here goes
-            rule = runtime.rule(rule_id) if rule_id in wanted else None
+            rule = runtime.rule(rule_id, self.release_delay_ms) if rule_id in wanted else None
             if rule is None or rule.version != entry[VERSION]:
                 _count_dropped(counts_for(rule_id, entry[VERSION]), entry)
 
         for rule_id in wanted:
-            rule = runtime.rule(rule_id)
+            rule = runtime.rule(rule_id, self.release_delay_ms)
             entry = old.get(rule_id)
             if entry is not None and entry[VERSION] != rule.version:
                 entry = None

@@ -217,6 +217,8 @@ KEY_FIELDS = {
     "number": 0,  # matches emitted in the open session
     "context": 0,  # carried rows before the first start not yet decided (PREV reads them)
     "sessions": 0,  # sessions closed
+    # last, so that a table written before it (which lacks it) reads back with its fields in this order
+    "bound": NO_TIME,  # the key's own release bound past the watermark (keyed.own_bound_us), or none
 }
 
 
@@ -429,6 +431,8 @@ class ColumnarTable:
                 )
             if st.forced is not None:
                 f["forced"][kid] = st.forced
+            if st.bound is not None:
+                f["bound"][kid] = st.bound
             f["sessions"][kid] = st.sessions
             m = st.matcher
             if m is not None:

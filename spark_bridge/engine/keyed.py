@@ -19,13 +19,19 @@ The rules (``docs/streaming.md`` explains them at length):
   accepted earlier is dropped and counted. Keys are remembered until the watermark passes their
   event time + ``dedup_horizon_us`` (the watermark delay): a repeat arriving later than that is late
   anyway. Without ``dedup_key`` every row counts, as in SQL.
-* **Release**: every accepted row waits in the key's *pending* buffer until ``time <= W``. Then no
-  row that is not late can still sort before it, so the released rows are sorted and fed to the matcher.
+* **Release**: every accepted row waits in the key's *pending* buffer until ``time <= W``, or, with
+  ``release_delay_ms`` (the watermark delay), until it is at or below the key's *own bound*: the largest
+  event time the key has read, in Spark's ms, minus the delay. That bound is never beyond the watermark
+  Spark computes for the next micro-batch, so every row that could still sort before a released one is
+  late in any later micro-batch: the released rows are sorted and fed to the matcher, one micro-batch
+  sooner for a key that gets rows. The key remembers its bound; a row at or below it is late too (only
+  after a restart can the watermark be behind it).
 * **Order**: the query's ORDER BY keys, then, for rows equal on all of them, the values of every
   column the matcher reads (``tiebreak_columns``: sorted by name), compared column by column with
   ``total_order_key``. Rows equal on all of those are interchangeable: they give the same output in
   either order.
-* **Clock**: after feeding, the matcher is told ``advance(W)`` (no row at or before W will come), so
+* **Clock**: after feeding, the matcher is told ``advance(clock)``, the clock being the larger of W and
+  the key's own bound (no row at or before it will come), so
   WITHIN expires partial matches, SHOW TIMEOUT MATCHES reports them, and a trailing ``!B`` completes.
 * **Sessions** (``session_timeout_us``): a key's rows form one session while consecutive rows (in
   that order) are at most the timeout apart. A session ends at its last row's time + the timeout:
@@ -47,6 +53,7 @@ The rules (``docs/streaming.md`` explains them at length):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -130,6 +137,7 @@ class KeyState:
     sessions: int = 0  # sessions closed
     seen: dict | None = None  # dedup keys remembered: {"keys": [...], "us": [µs...]}
     remembers: bool = False  # the key's stream has a dedup_key: ``seen`` is written, even when None
+    bound: int | None = None  # the key's own release bound (µs, ``own_bound_us``); None: not released early
 
     @classmethod
     def new(cls, key: Sequence | None) -> KeyState:
@@ -150,6 +158,7 @@ class KeyState:
             sessions=data["sessions"],
             seen=data.get("seen"),
             remembers="seen" in data,
+            bound=data.get("bound"),
         )
 
     def encode(self) -> bytes:
@@ -165,6 +174,8 @@ class KeyState:
         }
         if self.remembers:
             data["seen"] = self.seen
+        if self.bound is not None:  # absent from a state written without early release, as before it existed
+            data["bound"] = self.bound
         return codec.encode(data)
 
 
@@ -187,6 +198,8 @@ class KeyedStream:
     is built for exactly these). ``proctime``: ORDER BY PROCTIME() — rows are matched in arrival
     order as they come, with no buffering, no watermark and no late rows. ``dedup_key``: column(s)
     whose repeats within a key are dropped, remembered for ``dedup_horizon_us`` past the watermark.
+    ``release_delay_ms``: the watermark delay Spark computes the watermark with; given, a key releases its
+    rows up to its own bound (``own_bound_us``) in the micro-batch that reads them; None: at the watermark.
     """
 
     def __init__(
@@ -200,6 +213,7 @@ class KeyedStream:
         dedup_key: str | Sequence[str] | None = None,
         dedup_horizon_us: int = 0,
         max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
+        release_delay_ms: int | None = None,
     ) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
@@ -235,6 +249,9 @@ class KeyedStream:
         if max_match_rows < 2:
             raise ValueError("max_match_rows must be at least 2")
         self.max_match_rows = max_match_rows
+        if release_delay_ms is not None and release_delay_ms < 0:
+            raise ValueError("release_delay_ms must be 0 or more")
+        self.release_delay_ms = None if self.proctime else release_delay_ms
         self.session_timeout_us = session_timeout_us
         self.max_pending_rows = max_pending_rows
         self.query_fp = query_fingerprint(query_text)
@@ -265,6 +282,16 @@ class KeyedStream:
         self.dedup_horizon_us = dedup_horizon_us
         # The columns ``process`` reads from new rows.
         self.read_columns = tuple(dict.fromkeys(self.pending_columns + self.dedup_columns))
+
+    def releasing_early(self, delay_ms: int | None) -> KeyedStream:
+        """This engine with ``release_delay_ms`` = ``delay_ms`` (a copy; None: release at the watermark)."""
+        if delay_ms == self.release_delay_ms or self.proctime:
+            return self
+        if delay_ms is not None and delay_ms < 0:
+            raise ValueError("release_delay_ms must be 0 or more")
+        other = copy.copy(self)
+        other.release_delay_ms = delay_ms
+        return other
 
     def route(self, one_key_per_call: str | None = None):
         """How a stream runs this query (``plan.choose_route``): column-wise, or per key and why.
@@ -312,31 +339,7 @@ class KeyedStream:
             return self._finish_call(st, matcher, result, watermark_us)
 
         # 1. Bad, duplicate, late or accepted.
-        forced = st.forced
-        floor = watermark_us if forced is None else max(watermark_us, forced)
-        seen = self._seen(st, watermark_us)
-        keys = self.dedup_values(columns, count) if seen is not None else None
-        accepted: list[int] = []
-        for index in range(count):
-            us = event_us[index]
-            bad = rejected[index] if rejected is not None else None
-            if bad is None and us is None:
-                bad = BAD_NULL_TIME
-            if bad is not None:
-                self._reject(result, [(index, bad)])
-            elif keys is not None and keys[index] is not None and keys[index] in seen:
-                stats["duplicates_dropped"] += 1
-            elif us <= floor:
-                reason = LATE_BEHIND_WATERMARK if us <= watermark_us else LATE_BEHIND_FORCED
-                result.late.append((index, reason))
-                stats["late_rows"] += 1
-            else:
-                accepted.append(index)
-                if keys is not None and keys[index] is not None:
-                    seen[keys[index]] = us
-        if seen is not None:
-            st.seen = {"keys": list(seen), "us": list(seen.values())} if seen else None
-            st.remembers = True
+        accepted, floor, top = self._triage(st, columns, event_us, count, watermark_us, rejected, result)
         pending = st.pending or {"us": [], "cols": {name: [] for name in self.pending_columns}}
         if accepted:
             pending["us"].extend(event_us[i] for i in accepted)
@@ -344,15 +347,19 @@ class KeyedStream:
                 values = columns[name]
                 target.extend(values[i] for i in accepted)
 
-        # 2. The key's clock: the watermark, or further if the pending buffer is over its cap.
-        clock = floor
+        # 2. The key's clock: the watermark, or its own bound, or further if the pending buffer is over its cap.
+        if self.release_delay_ms is not None and top is not None:
+            own = own_bound_us(top, self.release_delay_ms)
+            if own > (watermark_us if st.bound is None else st.bound):
+                st.bound = own
+        clock = floor if st.bound is None else max(floor, st.bound)
         waiting = len(pending["us"])
         if waiting > self.max_pending_rows:
             cut = sorted(pending["us"])[waiting - self.max_pending_rows - 1]
             if cut > clock:
+                stats["cap_hits"] = sum(1 for u in pending["us"] if clock < u <= cut)
                 clock = cut
                 st.forced = cut
-                stats["cap_hits"] = sum(1 for u in pending["us"] if floor < u <= cut)
 
         # 3. Release every row at or below the clock, in order.
         ready = [i for i, u in enumerate(pending["us"]) if u <= clock]
@@ -392,6 +399,46 @@ class KeyedStream:
             timers.append(min(st.seen["us"]) + self.dedup_horizon_us + 1)
         result.timer_us = min(timers) if timers else None
         return self._finish_call(st, matcher, result, watermark_us)
+
+    def _triage(
+        self, st: KeyState, columns, event_us, count: int, watermark_us: int, rejected, result: StepResult
+    ) -> tuple[list[int], int, int | None]:
+        """Tell the new rows bad, repeated, late or accepted (remembering accepted rows' dedup values). Returns
+        the accepted rows' indices, the key's floor (at or below it a row is late), and the largest event time
+        of the rows that are not bad (Spark's watermark saw them: they move the key's own bound)."""
+        stats = result.stats
+        # Behind the key's own bound is behind where the watermark is (or would be, without a restart).
+        if st.bound is not None and st.bound <= watermark_us:
+            st.bound = None  # the watermark has caught up with it
+        behind = watermark_us if st.bound is None else st.bound
+        floor = behind if st.forced is None else max(behind, st.forced)
+        seen = self._seen(st, behind)
+        keys = self.dedup_values(columns, count) if seen is not None else None
+        accepted: list[int] = []
+        top = None
+        for index in range(count):
+            us = event_us[index]
+            bad = rejected[index] if rejected is not None else None
+            if bad is None and us is None:
+                bad = BAD_NULL_TIME
+            if bad is not None:
+                self._reject(result, [(index, bad)])
+                continue
+            if top is None or us > top:
+                top = us
+            if keys is not None and keys[index] is not None and keys[index] in seen:
+                stats["duplicates_dropped"] += 1
+            elif us <= floor:
+                result.late.append((index, LATE_BEHIND_WATERMARK if us <= behind else LATE_BEHIND_FORCED))
+                stats["late_rows"] += 1
+            else:
+                accepted.append(index)
+                if keys is not None and keys[index] is not None:
+                    seen[keys[index]] = us
+        if seen is not None:
+            st.seen = {"keys": list(seen), "us": list(seen.values())} if seen else None
+            st.remembers = True
+        return accepted, floor, top
 
     def _finish_call(self, st: KeyState, matcher, result: StepResult, watermark_us: int) -> StepResult:
         stats = result.stats
@@ -604,6 +651,16 @@ class SessionRun:
 # ------------------------------------------------------------------------------------- Spark's timers
 
 
+def own_bound_us(top_us: int, delay_ms: int) -> int:
+    """A key's own release bound (µs), from the largest event time it has read (µs) and the watermark delay.
+
+    Spark's watermark for the next micro-batch is at least the largest event time of every row read so far, in
+    whole ms, minus the delay (its statistics divide µs by 1000, rounding toward zero, which is never below
+    the floor taken here), so this bound never passes it: a row that comes later at or below the bound is late.
+    """
+    return (top_us // 1000 - delay_ms) * 1000
+
+
 def ms_ceil(us: int) -> int:
     """The smallest whole millisecond at or after ``us`` microseconds."""
     return -((-us) // 1000)
@@ -626,5 +683,6 @@ __all__ = [
     "STAT_NAMES",
     "SessionRun",
     "StepResult",
+    "own_bound_us",
     "spark_timeout_ms",
 ]

@@ -33,9 +33,21 @@ class LocalStream:
     * ``columnar``: run every key of a batch (or of a bucket) at once on the column-wise path
       (``columnar/``) when the query allows it (None, the default), never (False), or always (True:
       raises when the query does not allow it). ``path`` says which one runs, and why.
+    * ``early_release`` (default True, as on Spark): a key releases its rows up to its own bound (the largest
+      event time it has read, in ms, minus ``delay_ms``) in the batch that reads them; False: only once the
+      watermark passes them (``KeyedStream.release_delay_ms``).
     """
 
-    def __init__(self, engine: KeyedStream, delay_ms: int, *, buckets: int = 0, columnar: bool | None = None) -> None:
+    def __init__(
+        self,
+        engine: KeyedStream,
+        delay_ms: int,
+        *,
+        buckets: int = 0,
+        columnar: bool | None = None,
+        early_release: bool = True,
+    ) -> None:
+        engine = engine.releasing_early(delay_ms if early_release else None)
         self.engine = engine
         self.delay_ms = delay_ms
         self.buckets = buckets

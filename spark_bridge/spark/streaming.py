@@ -16,8 +16,11 @@ The result is a streaming DataFrame in append mode: the statement's output colum
 How (``docs/streaming.md`` has the reasons, ``docs/streaming-measurements.md`` the measurements):
 
 * ``groupBy(PARTITION BY columns).applyInPandasWithState(..., "append", EventTimeTimeout)``; the
-  per-key work is ``cep.spark_bridge.engine.keyed.KeyedStream`` (buffer until the watermark passes, sort, feed
-  the matcher, sessions, caps, match ids); its state is one binary column (``state_codec``).
+  per-key work is ``cep.spark_bridge.engine.keyed.KeyedStream`` (buffer until the watermark or the key's own
+  bound passes, sort, feed the matcher, sessions, caps, match ids); its state is one binary column
+  (``state_codec``). The key's own bound (its largest event time minus the delay) releases its rows in the
+  micro-batch that reads them, one micro-batch before Spark's watermark would; ``early_release_delay``
+  says when it cannot (several watermark operators).
 * Event time: the first ORDER BY column, a TimestampType column, carried as microseconds
   (``unix_micros``) so no time zone or pandas conversion touches the comparisons. A watermark the
   DataFrame already declares on that column is used as is; otherwise ``withWatermark(column, watermark
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -177,6 +181,7 @@ class _SparkStep:
         key_buckets: int = 0,
         max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
         column_wise: bool = True,
+        release_delay_ms: int | None = None,
     ) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
@@ -192,6 +197,7 @@ class _SparkStep:
         self.marked = marked  # the frames carry REJECT and RAW (mark_bad_rows)
         self.key_buckets = key_buckets  # > 0: Spark groups by a bucket of keys (cep.spark_bridge.engine.key_table)
         self.column_wise = column_wise  # False: per key even where the route could be column-wise (to compare them)
+        self.release_delay_ms = release_delay_ms  # the watermark delay: keys release up to their own bound (keyed.py)
         self.result_columns = self.output_columns + [
             (MATCH_ID, "VARCHAR"),
             (LATE_REASON, "VARCHAR"),
@@ -219,6 +225,7 @@ class _SparkStep:
                 dedup_key=self.dedup_key,
                 dedup_horizon_us=self.dedup_horizon_us,
                 max_match_rows=self.max_match_rows,
+                release_delay_ms=self.release_delay_ms,
             )
         return self._engine
 
@@ -472,6 +479,7 @@ def match_stream(
         marked=marked,
         key_buckets=buckets,
         max_match_rows=max_match_rows,
+        release_delay_ms=None if probe.proctime else early_release_delay(df, delay_ms),
     )
 
     def cep_match_stream(key, frames, state):
@@ -545,6 +553,15 @@ def _with_event_time(
         *([F.col(REJECT), F.col(RAW)] if marked else []),
     )
     return df, delay_ms
+
+
+def early_release_delay(df: DataFrame, delay_ms: int) -> int | None:
+    """The delay a key's own release bound is computed with (``keyed.own_bound_us``), or None where that bound
+    could pass Spark's watermark: with several watermark operators (inputs declared their watermarks before a
+    union or a join) Spark's watermark is the smallest of theirs by default, below a key's largest event time
+    minus the delay."""
+    plan = df._jdf.queryExecution().logical().toString()  # the plan Spark plans the stream from
+    return delay_ms if len(re.findall(r"\bEventTimeWatermark\b", plan)) <= 1 else None
 
 
 def _grouped(df: DataFrame, partition: list[str], buckets: int):

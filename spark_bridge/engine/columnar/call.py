@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cep.spark_bridge.engine.column_table import ColumnarTable, Rows, as_column
+from cep.spark_bridge.engine.column_table import NO_TIME, ColumnarTable, Rows, as_column
 from cep.spark_bridge.engine.columnar.rules import ColumnarRules
-from cep.spark_bridge.engine.keyed import BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK
+from cep.spark_bridge.engine.keyed import BAD_NULL_TIME, LATE_BEHIND_FORCED, LATE_BEHIND_WATERMARK, own_bound_us
 from cep.spark_bridge.engine.ordering import order_ranks, total_order_ranks
 
 
@@ -74,25 +74,29 @@ def triage(
     result: CallResult,
 ) -> np.ndarray:
     """Tell bad rows (NULL event time, or ``rejected`` upstream), repeated ones (``dedup_key``), late rows
-    (at or below the watermark or the key's forced release) and accepted rows apart; accepted rows join the
-    pending table. Returns each key's floor (the larger of its forced release and the watermark)."""
+    (at or below the watermark, the key's own bound or its forced release) and accepted rows apart; accepted rows
+    join the pending table. Moves each key's own bound (``keyed.own_bound_us``) with its rows. Returns each
+    key's floor (the largest of its forced release, its own bound and the watermark)."""
     stats = result.stats
     n = len(kids)
-    floor = np.maximum(table.fields["forced"], watermark_us)
+    f = table.fields
+    f["bound"][f["bound"] <= watermark_us] = NO_TIME  # the watermark has caught up with them
+    behind = np.maximum(f["bound"], watermark_us)  # behind the key's own bound is behind where the watermark is
+    floor = np.maximum(f["forced"], behind)
     bad = null_time
     if rejected is not None:
         bad = bad | np.fromiter((r is not None for r in rejected), dtype=bool, count=n)
     late = ~bad & (event_us <= floor[kids])
     kept = ~bad
     if rules.engine.dedup_columns:  # a repeat is dropped, counted, and neither late nor accepted
-        forget(rules, table, result.given, watermark_us)
+        forget(rules, table, result.given, behind)
         repeated = duplicates(rules, table, kids, columns, event_us, bad, late)
         stats["duplicates_dropped"] = int(repeated.sum())
         late &= ~repeated
         kept &= ~repeated
     out_rows = np.flatnonzero(bad | late)
     if len(out_rows):
-        behind_w = event_us[out_rows] <= watermark_us
+        behind_w = event_us[out_rows] <= behind[kids[out_rows]]
         reasons = [None] * len(out_rows) if rejected is None else [rejected[i] for i in out_rows.tolist()]
         result.late = [
             (int(i), (r or BAD_NULL_TIME) if b else (LATE_BEHIND_WATERMARK if w else LATE_BEHIND_FORCED))
@@ -108,6 +112,16 @@ def triage(
         table.pending = table.pending + Rows(
             kids[accepted], event_us[accepted], {name: as_column(columns[name])[accepted] for name in rules.columns}
         )
+    delay_ms = rules.engine.release_delay_ms
+    if delay_ms is not None and not bad.all():
+        top = np.full(len(table.keys), NO_TIME, dtype=np.int64)
+        read = ~bad  # late and repeated rows too: Spark's watermark saw them
+        np.maximum.at(top, kids[read], event_us[read])
+        has = top != NO_TIME
+        own = np.where(has, own_bound_us(np.where(has, top, 0), delay_ms), NO_TIME)
+        moved = own > behind
+        f["bound"][moved] = own[moved]
+        floor = np.maximum(floor, f["bound"])
     return floor
 
 
@@ -144,15 +158,17 @@ def duplicates(
     return repeated
 
 
-def forget(rules: ColumnarRules, table: ColumnarTable, kids, watermark_us: int) -> None:
-    """The called keys forget the dedup values the watermark has passed by more than ``dedup_horizon_us``."""
+def forget(rules: ColumnarRules, table: ColumnarTable, kids, behind: np.ndarray) -> None:
+    """The called keys forget the dedup values their ``behind`` (per key id: the watermark, or the key's own
+    bound past it) has passed by more than ``dedup_horizon_us``."""
     if not table.seen:
         return
     horizon = rules.engine.dedup_horizon_us
     for kid in kids:
         seen = table.seen.get(kid)
         if seen is not None:
-            kept = {value: us for value, us in seen.items() if us + horizon >= watermark_us}
+            limit = int(behind[kid])
+            kept = {value: us for value, us in seen.items() if us + horizon >= limit}
             if kept:
                 table.seen[kid] = kept
             else:
@@ -173,7 +189,7 @@ def called_keys(
     held, at = table.timer_arrays()
     result.due = held[(at <= watermark_us) & ~called[held]].tolist()  # in the order the timers were set
     called[result.due] = True
-    forget(rules, table, result.due, watermark_us)
+    forget(rules, table, result.due, np.maximum(f["bound"], watermark_us))
     stats["key_calls"] = len(busy) + len(result.due)
     stats["timers_fired"] = len(result.due)
     clock = floor.copy()

@@ -1,0 +1,368 @@
+"""The driver layout of ``cep stream`` (``--state driver``): the rules run in the query's ``foreachBatch``, on the
+driver, with their state in files of the checkpoint, instead of in Spark's stateful operator.
+
+Why (``docs/streaming.md``, "State on the driver"): on one machine (``local[*]``) the keyed layout pays, per
+micro-batch, for a shuffle, the state store, and the round trip of every bucket's state through a Python worker,
+and its watermark is the one from the micro-batch before, so an alert waits for one more micro-batch. Here the
+micro-batch's rows come to the driver once (Arrow) and every rule runs there, on the same ``AlertStep`` the
+keyed layout runs in Spark's workers, so the alerts, match ids, late rows and counts are the same.
+
+Each micro-batch runs as Spark would run it and then its no-data micro-batch: first with Spark's watermark
+(max event time of the micro-batches before, minus the delay), which decides which rows are late, exactly as in
+the keyed layout; then, for the buckets whose timer it passed, with the watermark including this micro-batch,
+which is Spark's next watermark. A row at or below that one that comes later is late in either layout, so
+nothing changes but the time: an alert leaves in the micro-batch that reads the row that passes the watermark.
+
+State, exactly once across ``kill -9`` (``StateFiles``): after micro-batch *n* runs, the buckets it changed go to
+one segment file and a manifest ``<n>`` names every bucket's segment and timer, with the watermark; both are
+written whole (fsync, rename) before the micro-batch's outputs. A micro-batch Spark runs again after a crash
+starts from the newest manifest below its id, so it computes what it computed the first time. The two newest
+manifests are kept (the newest may belong to a micro-batch still to be committed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.alerting.rule_set import FILE, PKEY, SPEC
+from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
+from cep.spark_bridge.engine.durations import parse_duration
+from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
+from cep.spark_bridge.sinks.base import atomic_write
+from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, RAW, REJECT, STATS, quote
+from cep.spark_bridge.spark.inputs import CLOCK_ROW, dead_letter_columns, with_watermark
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["DRIVER", "LAYOUTS", "SPARK", "DriverState", "StateFiles", "check_layout", "driver_input", "for_stream"]
+
+# Imported inside functions: pyspark (optional, slow to import) and pandas.
+
+SPARK = "spark"  # Spark's keyed state: applyInPandasWithState (alerting/query.py)
+DRIVER = "driver"  # this module
+LAYOUTS = (SPARK, DRIVER)
+STATE_DIR = "driver-state"  # under the stream's checkpoint
+STATE_FORMAT = "cep-driver-state-1"
+_PASSTHROUGH = (REJECT, RAW, FILE)
+_BUCKET = "__cep_driver_bucket"
+_MANIFESTS_KEPT = 2  # micro-batch n re-runs from n-1's state; n+1 starts only once n is committed
+# Buckets of keys on the driver. Each costs a call per micro-batch (and a second when the watermark moves past
+# its timer); with keys spread by hash, a micro-batch of a few thousand keys touches every bucket anyway, so
+# more buckets would not write less state per micro-batch, only make more calls (bench/driver_state_scale.py).
+DRIVER_BUCKETS = 8
+
+
+def check_layout(checkpoint: str, layout: str) -> None:
+    """Refuse a checkpoint written by the other layout: its state is not where this one looks, and starting
+    with none would silently lose every partial match (and repeat or miss alerts)."""
+    spark_state = os.path.join(checkpoint, "match", "state")
+    driver_state = os.path.join(checkpoint, STATE_DIR)
+    if layout == DRIVER and os.path.isdir(spark_state) and os.listdir(spark_state):
+        found, other = spark_state, SPARK
+    elif layout == SPARK and os.path.isdir(driver_state) and os.listdir(driver_state):
+        found, other = driver_state, DRIVER
+    else:
+        return
+    raise CepSemanticError(
+        f"the checkpoint {checkpoint} keeps its rules' state in {found}, written with --state {other}; run it "
+        f"with --state {other}, or start a new checkpoint to use --state {layout} (the alerts so far stay in "
+        "the old one; partial matches do not move between the two layouts)",
+        code="E0288",
+    )
+
+
+def driver_input(
+    df: DataFrame, time_column: str, watermark: Any = None, source_location: Column | None = None
+) -> tuple[DataFrame, int, list[str]]:
+    """What a micro-batch brings to the driver from a ``mark_bad_rows`` frame: the input columns, the event
+    time in µs (``EVENT_US``) and the bad rows' columns; with the watermark delay (ms) and the rules' columns.
+    The watermark is declared, as the keyed layout declares it, for its checks and its default delay; no
+    operator here reads Spark's."""
+    from pyspark.sql import functions as F
+
+    columns = [c for c in df.columns if c not in (REJECT, RAW)]
+    if time_column not in columns:
+        raise ValueError(f"time column {time_column!r} is not in the input (columns: {', '.join(columns)})")
+    df, delay_ms = with_watermark(df, time_column, watermark)
+    location = F.input_file_name() if source_location is None else source_location
+    df = df.select(
+        *[F.col(quote(c)) for c in columns],
+        F.coalesce(F.unix_micros(F.col(quote(time_column))), F.lit(NULL_TIME)).alias(EVENT_US),
+        F.col(REJECT),
+        F.col(RAW),
+        F.when(F.col(REJECT).isNotNull(), location).alias(FILE),
+    )
+    return df, delay_ms, columns
+
+
+def for_stream(stream: Any, source: DataFrame) -> tuple[DataFrame, DriverState]:
+    """The query of an ``AlertStream`` (``stream``) in the driver layout: what its ``foreachBatch`` reads from
+    the ``mark_bad_rows`` frame ``source``, and the ``DriverState`` that runs its rules there."""
+    source, delay_ms, columns = driver_input(source, stream.time_column, stream.watermark, stream.source_location)
+    driver = DriverState(
+        stream.checkpoint,
+        stream.store.directory,
+        columns=columns,
+        delay_ms=delay_ms,
+        housekeeping_us=parse_duration(stream.housekeeping, what="housekeeping"),
+    )
+    return source, driver
+
+
+@dataclass(frozen=True)
+class Held:
+    """The state of the rules at the end of a micro-batch: each bucket's bytes and Spark-style timeout (ms),
+    the watermark the next micro-batch's rows are judged by, and the newest event time seen."""
+
+    buckets: dict[tuple[str, int], bytes]
+    timeouts: dict[tuple[str, int], int]
+    watermark_ms: int = 0
+    max_event_ms: int | None = None
+
+
+class _GroupState:
+    """What ``AlertStep`` reads and sets of Spark's ``GroupState``, for one bucket on the driver."""
+
+    def __init__(self, blob: bytes | None, watermark_ms: int) -> None:
+        self.blob = blob
+        self.watermark_ms = watermark_ms
+        self.timeout_ms: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.blob is not None
+
+    @property
+    def get(self) -> tuple[bytes]:
+        return (self.blob,)
+
+    def update(self, value: tuple[bytes]) -> None:
+        self.blob = value[0]
+
+    def remove(self) -> None:
+        self.blob = None
+
+    def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802 - Spark's name
+        self.timeout_ms = int(ms)
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 - Spark's name
+        return self.watermark_ms
+
+
+class StateFiles:
+    """``<checkpoint>/driver-state/``: ``m-<batch>.json`` manifests and ``s-<batch>-<id>.bin`` segments.
+
+    A manifest lists every bucket with state: the segment holding its bytes (offset, length) and its timer. A
+    micro-batch writes one segment with the buckets it changed; the others keep pointing at older segments."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.places: dict[tuple[str, int], list] = {}  # bucket -> [segment, offset, length]
+
+    def _manifests(self) -> list[int]:
+        if not os.path.isdir(self.directory):
+            return []
+        return sorted(int(n[2:-5]) for n in os.listdir(self.directory) if n.startswith("m-") and n.endswith(".json"))
+
+    def load_before(self, batch_id: int) -> Held:
+        """The state micro-batch ``batch_id`` starts from: the newest manifest below it (none: empty)."""
+        older = [n for n in self._manifests() if n < batch_id]
+        self.places = {}
+        if not older:
+            return Held({}, {})
+        with open(os.path.join(self.directory, f"m-{older[-1]:012d}.json"), encoding="utf-8") as fh:
+            manifest = json.load(fh)
+        if manifest.get("format") != STATE_FORMAT:
+            raise CepSemanticError(f"{self.directory}: state format {manifest.get('format')!r} is not {STATE_FORMAT}")
+        buckets: dict[tuple[str, int], bytes] = {}
+        timeouts: dict[tuple[str, int], int] = {}
+        segments: dict[str, bytes] = {}
+        for spec, bucket, segment, offset, length, timeout in manifest["buckets"]:
+            if segment not in segments:
+                with open(os.path.join(self.directory, segment), "rb") as fh:
+                    segments[segment] = fh.read()
+            buckets[(spec, bucket)] = segments[segment][offset : offset + length]
+            timeouts[(spec, bucket)] = timeout
+            self.places[(spec, bucket)] = [segment, offset, length]
+        return Held(buckets, timeouts, manifest["watermark_ms"], manifest["max_event_ms"])
+
+    def save(self, batch_id: int, held: Held, changed: Sequence[tuple[str, int]]) -> None:
+        """Micro-batch ``batch_id``'s state: its changed buckets in a new segment, then the manifest (each whole)."""
+        os.makedirs(self.directory, exist_ok=True)
+        written = [key for key in changed if key in held.buckets]
+        if written:
+            segment = f"s-{batch_id:012d}-{uuid.uuid4().hex[:8]}.bin"
+            offset = 0
+            with open(os.path.join(self.directory, segment), "wb") as fh:
+                for key in written:
+                    blob = held.buckets[key]
+                    fh.write(blob)
+                    self.places[key] = [segment, offset, len(blob)]
+                    offset += len(blob)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for key in [k for k in self.places if k not in held.buckets]:
+            del self.places[key]
+        rows = [
+            [spec, bucket, *self.places[(spec, bucket)], held.timeouts[(spec, bucket)]] for spec, bucket in held.buckets
+        ]
+        manifest = {
+            "format": STATE_FORMAT,
+            "batch": batch_id,
+            "watermark_ms": held.watermark_ms,
+            "max_event_ms": held.max_event_ms,
+            "buckets": sorted(rows),
+        }
+        atomic_write(os.path.join(self.directory, f"m-{batch_id:012d}.json"), json.dumps(manifest))
+        self._prune(batch_id)
+
+    def _prune(self, batch_id: int) -> None:
+        """Drop manifests older than the kept ones, and segments no kept manifest names."""
+        kept = [n for n in self._manifests() if n <= batch_id][-_MANIFESTS_KEPT:]
+        names: set[str] = set()
+        for n in self._manifests():
+            path = os.path.join(self.directory, f"m-{n:012d}.json")
+            if n not in kept:
+                os.remove(path)
+                continue
+            with open(path, encoding="utf-8") as fh:
+                names.update(row[2] for row in json.load(fh)["buckets"])
+        for name in os.listdir(self.directory):
+            if name.startswith("s-") and name not in names:
+                os.remove(os.path.join(self.directory, name))
+
+    def size_bytes(self) -> int:
+        return sum(os.path.getsize(os.path.join(self.directory, n)) for n in os.listdir(self.directory))
+
+
+class DriverState:
+    """The rules of a stream on the driver: ``run(batch_df, batch_id)`` is the micro-batch's rows in, and the
+    keyed layout's operator output out (``alerting/query.match_rules(..., with_stats=True)``'s columns)."""
+
+    def __init__(
+        self,
+        checkpoint: str,
+        store_dir: str,
+        *,
+        columns: Sequence[str],
+        delay_ms: int,
+        housekeeping_us: int,
+        buckets: int = DRIVER_BUCKETS,
+    ) -> None:
+        self.files = StateFiles(os.path.join(checkpoint, STATE_DIR))
+        self.delay_ms = delay_ms
+        self.buckets = buckets
+        carried = [*columns, EVENT_US, *_PASSTHROUGH]
+        self.explode = Explode(store_dir, carried, REJECT, row_ids=True)
+        self.step = AlertStep(store_dir, housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
+        self.held: Held | None = None
+        self.done_through: int | None = None  # the micro-batch ``held`` is the state after
+
+    def gauges(self) -> dict[str, int]:
+        """The state held now, as the status reports Spark's state operator: bytes and rows (buckets)."""
+        held = self.held or Held({}, {})
+        return {"state_bytes": sum(len(blob) for blob in held.buckets.values()), "state_rows": len(held.buckets)}
+
+    def run(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        """The micro-batch on the driver; its state saved before anything is written; the operator's rows."""
+        frame = self.run_frame(batch.toPandas(), batch_id)
+        return self._to_spark(batch.sparkSession, frame)
+
+    def run_frame(self, pdf: pd.DataFrame, batch_id: int) -> pd.DataFrame:
+        """``run`` on the micro-batch's rows as pandas (``driver_input``'s columns); returns pandas."""
+        import pandas as pd
+
+        held = self.held if self.done_through == batch_id - 1 and self.held is not None else None
+        if held is None:
+            held = self.files.load_before(batch_id)
+        buckets, timeouts = dict(held.buckets), dict(held.timeouts)
+        max_event_ms = held.max_event_ms
+        times = pdf[EVENT_US].to_numpy() if len(pdf) else None
+        if times is not None:
+            known = times[times != NULL_TIME]
+            if len(known):
+                newest = int(known.max()) // 1000
+                max_event_ms = newest if max_event_ms is None else max(max_event_ms, newest)
+            pdf = pdf[pdf[REJECT].ne(CLOCK_ROW) | pdf[REJECT].isna()]
+        after_ms = held.watermark_ms if max_event_ms is None else max(held.watermark_ms, max_event_ms - self.delay_ms)
+        outputs: list[pd.DataFrame] = []
+        changed: set[tuple[str, int]] = set()
+        with batch_on_driver(batch_id):
+            groups = self._groups(pdf)
+            due = [key for key, ms in timeouts.items() if held.watermark_ms > ms and key not in groups]
+            for key in [*groups, *due]:  # Spark's micro-batch: rows judged by the watermark before it
+                outputs += self._call(key, groups.get(key), buckets, timeouts, held.watermark_ms)
+                changed.add(key)
+            if after_ms > held.watermark_ms:  # then its no-data micro-batch, at the watermark including it
+                for key in [key for key, ms in timeouts.items() if after_ms > ms]:
+                    outputs += self._call(key, None, buckets, timeouts, after_ms)
+                    changed.add(key)
+        held = Held(buckets, timeouts, after_ms, max_event_ms)
+        self.files.save(batch_id, held, sorted(changed))
+        self.held, self.done_through = held, batch_id  # only once saved: a failed save runs again from the files
+        outputs = [o for o in outputs if len(o)]
+        if not outputs:
+            return pd.DataFrame({name: [] for name in operator_schema().names})
+        return pd.concat(outputs, ignore_index=True) if len(outputs) > 1 else outputs[0]
+
+    def _groups(self, pdf: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:
+        """The micro-batch's rows, once per partition spec (``Explode``), by (spec, bucket of partition keys)."""
+        if not len(pdf):
+            return {}
+        exploded = [frame for frame in self.explode(iter([pdf])) if len(frame)]
+        if not exploded:
+            return {}
+        frame = exploded[0]
+        codes = {key: zlib.crc32(key.encode()) % self.buckets for key in frame[PKEY].unique().tolist()}
+        frame = frame.assign(**{_BUCKET: frame[PKEY].map(codes)})
+        return {
+            (str(spec), int(bucket)): part.drop(columns=[_BUCKET])
+            for (spec, bucket), part in frame.groupby([SPEC, _BUCKET], sort=False)
+        }
+
+    def _call(self, key, rows, buckets: dict, timeouts: dict, watermark_ms: int) -> list:
+        """One bucket's call, as Spark makes it; its new bytes and timer kept."""
+        state = _GroupState(buckets.get(key), watermark_ms)
+        frames = iter([rows]) if rows is not None else iter([])
+        out = list(self.step((key[0], key[1]), frames, state))
+        if state.blob is None:
+            buckets.pop(key, None)
+            timeouts.pop(key, None)
+        else:
+            buckets[key] = state.blob
+            timeouts[key] = state.timeout_ms if state.timeout_ms is not None else watermark_ms
+        return out
+
+    @staticmethod
+    def _to_spark(spark, frame: pd.DataFrame) -> DataFrame:
+        """The operator's rows as the keyed layout's ``foreachBatch`` sees them (dead-letter fields of bad rows)."""
+        from pyspark.sql import functions as F
+
+        out = spark.createDataFrame(frame if len(frame) else [], operator_schema())
+        return out.select(
+            *[F.col(name) for name in ALERT_NAMES],
+            *dead_letter_columns(file=F.col(FILE)),
+            F.col(KIND),
+            F.col(STATS),
+        )
+
+
+def operator_schema():
+    """The rows ``AlertStep`` gives, as a Spark schema."""
+    from pyspark.sql import types as T
+
+    kinds = {"string": T.StringType(), "timestamp": T.TimestampType(), "boolean": T.BooleanType()}
+    return T.StructType(
+        [T.StructField(name, kinds[kind], True) for name, kind in ALERT_COLUMNS]
+        + [T.StructField(KIND, T.IntegerType(), False), T.StructField(STATS, T.ArrayType(T.LongType()), True)]
+        + [T.StructField(name, T.StringType(), True) for name in _PASSTHROUGH]
+    )

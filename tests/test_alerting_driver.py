@@ -1,0 +1,228 @@
+"""The driver layout of ``cep stream`` (``--state driver``, ``alerting/driver_state.py``) against the keyed layout.
+
+* Without Spark: ``DriverState`` over random micro-batches (late and out-of-order rows, bad rows, a rule edited
+  mid-stream, rules column-wise and one per key) gives, micro-batch by micro-batch, the alerts of the keyed layout
+  (``LocalAlerts``: Spark's micro-batch rules) run on the same micro-batch followed by the no-data micro-batch
+  Spark runs when the watermark moves; the same late rows and counts; and each rule's batch replay
+  (``q.run(..., match_ids=True)``) of the rows that were not late, with the same match ids. A micro-batch run
+  again from the saved state (a crash before Spark's commit) gives what it gave the first time; its state files
+  keep two manifests.
+* On Spark: the same stream through ``AlertStream`` in both layouts gives the same alerts and match ids, the
+  driver's at least one micro-batch sooner; a checkpoint of one layout started with the other is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cep.grammar.errors import CepSemanticError
+from cep.spark_bridge.alerting.driver_state import STATE_DIR, DriverState, check_layout
+from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_LATE, KIND_MATCH, STAT_NAMES, build_rule_set
+from cep.spark_bridge.alerting.stream import AlertStream
+from cep.spark_bridge.engine import state_codec
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES
+from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, RAW, REJECT, STATS
+from cep.spark_bridge.spark.inputs import CLOCK_ROW
+from tests.test_alerting import (
+    COLUMNS,
+    HIGH,
+    SENTINEL,
+    SPAN,
+    TYPES,
+    LocalAlerts,
+    _schema,
+    at,
+    price_batches,
+    price_walk,
+    replay,
+    streamed,
+    two_partitions,  # noqa: F401 - a fixture
+    write_batch,
+    write_rule,
+)
+from tests.test_alerting_columnwise import RULES, alert_tuple, make_batches, not_late, replayed
+
+EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "60"))
+HOUR_US = 3_600_000_000
+BUCKETS = LocalAlerts.BUCKETS
+# Counted per call, and the driver makes a timer call in the same micro-batch where Spark makes it in the next.
+PER_CALL = {"timers_fired", "d_live", "d_keys", "d_pending"}
+
+
+def publish(tmp_path: Path, session_s: int, rules: dict[str, str] = RULES):
+    from cep.spark_bridge.alerting.store import RuleStore
+
+    directory = tmp_path / "rules"
+    for name, text in rules.items():
+        write_rule(directory, name, text)
+    payload, ruleset = build_rule_set(str(directory), input_types=TYPES, session_timeout_us=session_s * 1_000_000)
+    assert not ruleset.errors, [str(e) for e in ruleset.errors]
+    store = RuleStore(str(tmp_path / "store"))
+    store.publish(payload)
+    return store
+
+
+def driver_frame(rows: list[dict], bad: int = 0, clock_ms: int | None = None) -> pd.DataFrame:
+    """A micro-batch as ``driver_input`` brings it: ``bad`` unreadable lines (NULL time), a clock row at
+    ``clock_ms`` (``--idle-watermark``)."""
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame[EVENT_US] = [state_codec.datetime_to_micros(r["ts"]) for r in rows]
+    frame[REJECT] = frame[RAW] = frame[FILE] = None
+    extra = [{"symbol": None, "ts": None, "price": None, EVENT_US: NULL_TIME, REJECT: "not_json", RAW: "{oops"}] * bad
+    if clock_ms is not None:
+        extra.append({"symbol": None, "ts": None, "price": None, EVENT_US: clock_ms * 1000, REJECT: CLOCK_ROW})
+    if extra:
+        frame = pd.concat([frame.astype(object), pd.DataFrame(extra, dtype=object)], ignore_index=True)
+        frame[EVENT_US] = frame[EVENT_US].astype("int64")
+    return frame
+
+
+def outcome(out: pd.DataFrame) -> tuple[list, Counter, int, int]:
+    """(alerts, counts but the per-call ones, late (rule, row) pairs, bad rows) of an operator's output."""
+    records = out.to_dict("records")
+    alerts = sorted(alert_tuple({n: r[n] for n in ALERT_NAMES}) for r in records if r[KIND] == KIND_MATCH)
+    counts: Counter = Counter()
+    for r in records:
+        if r[KIND] not in (KIND_MATCH, KIND_LATE, KIND_BAD) and r[STATS] is not None:
+            counts.update({(r["rule_id"], n): v for n, v in zip(STAT_NAMES, r[STATS]) if v and n not in PER_CALL})
+    return alerts, counts, sum(r[KIND] == KIND_LATE for r in records), sum(r[KIND] == KIND_BAD for r in records)
+
+
+def keyed_then_no_data(local: LocalAlerts, rows: list[dict]) -> tuple[list, Counter]:
+    """The keyed layout's micro-batch, then its no-data micro-batch: alerts and counts."""
+    before = Counter(local.stats)
+    alerts = sorted(alert_tuple(a) for a in local.run_batch(rows) + local.run_batch([]))
+    counts = Counter({k: v - before.get(k, 0) for k, v in local.stats.items() if k[1] not in PER_CALL})
+    return alerts, +counts
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), delay_s=st.sampled_from([0, 2, 5]), session_s=st.sampled_from([15, 60]))
+def test_the_driver_gives_the_keyed_layouts_alerts_one_no_data_batch_sooner(tmp_path_factory, seed, delay_s, session_s):
+    tmp = tmp_path_factory.mktemp("driver")
+    store = publish(tmp, session_s)
+    rnd = random.Random(seed)
+    batches = make_batches(rnd, delay_s)
+    bad = [rnd.choice([0, 0, 1, 2]) for _ in batches]
+    local = LocalAlerts(store, delay_s=delay_s)
+    driver = DriverState(str(tmp / "ck"), store.directory, columns=COLUMNS, delay_ms=delay_s * 1000,
+                         housekeeping_us=HOUR_US, buckets=BUCKETS)  # fmt: skip
+    streamed_alerts: list = []
+    # a rule edited between two micro-batches, in half the examples (len(batches): never)
+    edit_at = rnd.randint(1, len(batches)) if rnd.random() < 0.5 else len(batches)
+    for batch_id, rows in enumerate(batches):
+        if batch_id == edit_at:
+            publish(tmp, session_s, {**RULES, "three.sql": RULES["three.sql"].replace("X{3}", "X{2}")})
+        want_alerts, want_counts = keyed_then_no_data(local, rows)
+        alerts, counts, _, bad_rows = outcome(driver.run_frame(driver_frame(rows, bad[batch_id]), batch_id))
+        assert (alerts, +counts) == (want_alerts, want_counts), f"micro-batch {batch_id}"
+        assert bad_rows == bad[batch_id]
+        streamed_alerts += alerts
+        if rnd.random() < 0.3:  # a crash before Spark's commit: the micro-batch runs again from the files
+            again = DriverState(str(tmp / "ck"), store.directory, columns=COLUMNS, delay_ms=delay_s * 1000,
+                                housekeeping_us=HOUR_US, buckets=BUCKETS)  # fmt: skip
+            assert outcome(again.run_frame(driver_frame(rows, bad[batch_id]), batch_id))[0] == alerts
+            driver = again
+    manifests = [n for n in os.listdir(tmp / "ck" / STATE_DIR) if n.startswith("m-")]
+    assert len(manifests) == min(2, len(batches))
+    sentinel = json.dumps({"symbol": SENTINEL})
+    ids = Counter((a[0], a[1], a[3], a[6]) for a in streamed_alerts if a[3] != sentinel)
+    if edit_at >= len(batches):  # the replay is of one rule set
+        assert ids == replayed(store, not_late(batches, delay_s), session_s)
+
+
+def test_rows_late_by_spark_s_watermark_are_late_on_the_driver_and_a_clock_row_fires_timers(tmp_path):
+    """The row that passes the watermark releases the match in its own micro-batch; a row at or below the
+    watermark of the micro-batches before is late, as in the keyed layout (not below the new one: that
+    watermark is Spark's next); a clock row moves the watermark and reaches no rule."""
+    store = publish(tmp_path, 60, {"span.sql": SPAN})
+    driver = DriverState(str(tmp_path / "ck"), store.directory, columns=COLUMNS, delay_ms=5000,
+                         housekeeping_us=HOUR_US, buckets=BUCKETS)  # fmt: skip
+    ev = [{"symbol": "s", "ts": at(t), "price": p} for t, p in ((0, 5), (1, 15), (2, 25))]
+    assert outcome(driver.run_frame(driver_frame(ev[:2]), 0))[0] == []
+    # 25 at 2 s completes A B+ C; the match is final once the watermark passes 2 s: at 7 s + a tick.
+    alerts, _, late, _ = outcome(driver.run_frame(driver_frame([ev[2], {"symbol": "t", "ts": at(4), "price": 1}]), 1))
+    assert alerts == [] and late == 0
+    alerts, _, late, _ = outcome(
+        driver.run_frame(driver_frame([], clock_ms=state_codec.datetime_to_micros(at(7.001)) // 1000), 2)
+    )
+    assert [a[3] for a in alerts] == ['{"symbol": "s"}'] and late == 0
+    # 1.5 s: below the watermark of the micro-batches before (2.001 s), late; 3 s is not.
+    rows = [{"symbol": "u", "ts": at(1.5), "price": 5}, {"symbol": "v", "ts": at(3), "price": 5}]
+    assert outcome(driver.run_frame(driver_frame(rows), 3))[2] == 1
+
+
+def test_a_checkpoint_of_one_layout_is_refused_by_the_other(tmp_path):
+    (tmp_path / "match" / "state" / "0").mkdir(parents=True)
+    check_layout(str(tmp_path), "spark")
+    with pytest.raises(CepSemanticError, match="--state spark"):
+        check_layout(str(tmp_path), "driver")
+    other = tmp_path / "other"
+    (other / STATE_DIR).mkdir(parents=True)
+    (other / STATE_DIR / "m-000000000000.json").write_text("{}")
+    check_layout(str(other), "driver")
+    with pytest.raises(CepSemanticError, match="start a new checkpoint"):
+        check_layout(str(other), "spark")
+
+
+# ------------------------------------------------------------------------------------------ Spark
+
+
+def run_layout(spark, tmp_path: Path, state: str, batches: list[list[dict]]) -> tuple[pd.DataFrame, list[int]]:
+    """The stream over ``batches`` (one file per micro-batch) in one layout: its alerts, and how many there were
+    after each file."""
+    rules, source = tmp_path / "rules", tmp_path / f"in-{state}"
+    source.mkdir()
+    df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
+    stream = AlertStream(spark, str(rules), df, checkpoint=str(tmp_path / f"ck-{state}"),
+                         output=str(tmp_path / f"out-{state}"), watermark="5 seconds", state=state)  # fmt: skip
+    stream.start()
+    per_batch = []
+    try:
+        for index, rows in enumerate(batches):
+            write_batch(source, index, rows)
+            stream.process_all_available()
+            per_batch.append(len(stream.alerts().toPandas()))
+    finally:
+        stream.stop()
+    return stream.alerts().toPandas(), per_batch
+
+
+@pytest.mark.spark
+def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two_partitions, tmp_path):
+    write_rule(tmp_path / "rules", "prices.sql", HIGH)
+    write_rule(tmp_path / "rules", "span.sql", SPAN)
+    batches = price_batches() + [
+        [{"symbol": "s", "ts": at(95), "price": 25.0}] + price_walk(["c", "d"], 90, 140, 3, seed=5),
+        [{"symbol": SENTINEL, "ts": at(10_000), "price": 0.0}],
+        # The keyed layout releases the matches the sentinel's watermark passes in a no-data micro-batch, which
+        # processAllAvailable may not wait for; the next micro-batch with data runs at that watermark.
+        [{"symbol": SENTINEL, "ts": at(20_000), "price": 0.0}],
+    ]
+    keyed, keyed_counts = run_layout(spark, tmp_path, "spark", batches)
+    driver, driver_counts = run_layout(spark, tmp_path, "driver", batches)
+    columns = ["rule_id", "match_id", "partition_key", "first_event_time", "last_event_time", "measures", "suppressed"]
+    assert sorted(map(tuple, driver[columns].values.tolist())) == sorted(map(tuple, keyed[columns].values.tolist()))
+    assert driver["match_id"].is_unique and len(driver) > 5
+    assert all(d >= k for d, k in zip(driver_counts, keyed_counts))
+    # The keyed layout needs Spark's no-data micro-batches (after each watermark move) for its timers; the
+    # driver ran them inside the micro-batch that moved the watermark.
+    commits = {
+        state: len(list((tmp_path / f"ck-{state}" / "match" / "commits").glob("[0-9]*")))
+        for state in ("spark", "driver")
+    }
+    assert commits["driver"] == len(batches) < commits["spark"]
+    events = [e for b in batches for e in b]
+    assert streamed(driver, "span") == replay(SPAN, events) and streamed(driver, "prices/high") == replay(HIGH, events)
+    source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver"))
+    with pytest.raises(CepSemanticError, match="--state driver"):
+        AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver")).start()
