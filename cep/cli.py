@@ -58,7 +58,7 @@ from cep.grammar.parser import parse_schema, split_statements
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting.rule_set import build_rule_set
-from cep.statement import check_sql
+from cep.statement import ENGINES, check_sql
 from cep.table_text import cell, format_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,7 +81,7 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
         raise UsageError(f"invalid --schema:\n{err}") from None
 
 
-def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> list[Any]:
+def parse_and_check(text: str, filename: str, schema: dict[str, str] | None, engine: str = "python") -> list[Any]:
     """Every statement of a file, checked as ``cep run`` runs it (``cep.statement.check_sql``: each
     MATCH_RECOGNIZE clause, against ``schema`` when given, and the SQL around them); raises CepError.
     Each statement is checked apart from the file, from the start of its first line (what precedes it on
@@ -97,7 +97,8 @@ def parse_and_check(text: str, filename: str, schema: dict[str, str] | None) -> 
         counted = start
         line_start = text.rfind("\n", 0, start) + 1
         try:
-            statements.append(check_sql(" " * (start - line_start) + text[start:end], filename=filename, schema=schema))
+            body = " " * (start - line_start) + text[start:end]
+            statements.append(check_sql(body, filename=filename, schema=schema, engine=engine))
         except cep.CepError as error:
             raise error.moved(line - 1, line_start).with_source(text, filename) from None
     if not statements:
@@ -123,7 +124,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             status = max(status, EXIT_USAGE)
             continue
         try:
-            statements = parse_and_check(text, path, schema)
+            statements = parse_and_check(text, path, schema, args.engine)
         except cep.CepError as err:
             print_error(str(err.with_source(text, path)))
             status = max(status, EXIT_QUERY_ERROR)
@@ -493,6 +494,13 @@ def _add_check_command(sub) -> None:
         help="check against the columns and types of these data files (csv, parquet, json)",
     )
     check.add_argument("--format", choices=FORMATS, help="the data files' format (default: from their extension)")
+    check.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="python",
+        help="the engine the statements will run on, as cep run's --engine (default: python): for the python "
+        "engine, what it would refuse to translate from Spark SQL is reported too",
+    )
     check.set_defaults(func=cmd_check)
 
 

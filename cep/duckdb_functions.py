@@ -38,10 +38,28 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    if isinstance(node, exp.TimestampFromParts):
+        return _make_timestamp(node)
+    if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
+        return exp.false()
+    if isinstance(node, exp.AnyValue):  # Spark's any_value keeps a NULL (DuckDB's skips it): first()'s meaning
+        return call_duck("first", node.this.copy())
+    if isinstance(node, exp.Count) and node.meta.get(NEVER_NULL):
+        # Spark never evaluates the argument of a COUNT it knows is never NULL: it counts the rows (its
+        # NullPropagation rule), so an argument that would fail (make_timestamp(2021, 3, 28, 40, 0, 0)) does not.
+        counted = node.copy()
+        counted.set("this", exp.Star())
+        return counted
     if isinstance(node, (exp.Ln, exp.Log)):  # Spark: NULL for a value (or base) of 0 or below (DuckDB: -inf, NaN)
         operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
         below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
         return exp.Case(ifs=[exp.If(this=exp.or_(*below), true=exp.Null())], default=node.copy())
+    if isinstance(node, (exp.Add, exp.Sub)) and _days_added_to_a_date(node, types):
+        # Spark's DATE + n (date_add): an INT of days, which DuckDB adds only as an INTEGER (not a BIGINT).
+        new = node.copy()
+        key = "expression" if type_of(node.this, types) == "DATE" else "this"
+        new.set(key, exp.Cast(this=node.args[key].copy(), to=exp.DataType.build("INT")))
+        return new
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Neg)) and _int_arithmetic(node, types):
         return _checked_int(node)
     if isinstance(node, (exp.TimestampDiff, exp.DateDiff)) and node.args.get("unit") is not None:
@@ -125,6 +143,93 @@ def spark_meaning(node, types: dict[int, str]):
 
 
 _DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggregate whose window is cast
+NEVER_NULL = "cep_never_null"  # the meta key of a COUNT whose argument Spark knows is never NULL
+
+
+def mark_counts_of_values_never_null(tree) -> None:
+    """Mark each COUNT (not DISTINCT) and IS NULL whose argument Spark's analyser types as never NULL, read on the
+    statement before it is translated (the translation of the argument brings NULL branches of its own)."""
+    from sqlglot import exp
+
+    for count in tree.find_all(exp.Count):
+        argument = count.this
+        if argument is not None and not isinstance(argument, (exp.Star, exp.Distinct)) and _never_null(argument):
+            count.meta[NEVER_NULL] = True
+    for test in tree.find_all(exp.Is):  # `e IS NULL` of such an argument: FALSE, unevaluated, as in Spark
+        if isinstance(test.expression, exp.Null) and _never_null(test.this):
+            test.meta[NEVER_NULL] = True
+
+
+def _never_null(node) -> bool:
+    """Whether Spark (ANSI mode) deems ``node`` never NULL without evaluating it: a literal that is not NULL,
+    and the operations that are NULL only when an operand is (arithmetic but division, make_timestamp), or
+    COALESCE with such an operand. Anything else (columns, divisions, casts: Spark deems a cast of text
+    nullable, other functions) counts as nullable, so the rule errs towards evaluating the argument, as
+    Spark then does too."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Paren):
+        return _never_null(node.this)
+    if isinstance(node, exp.Literal) or isinstance(node, exp.Boolean):
+        return True
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        return _never_null(node.this) and _never_null(node.expression)
+    if isinstance(node, exp.Neg):
+        return _never_null(node.this)
+    if isinstance(node, exp.TimestampFromParts):
+        return all(_never_null(part) for key, part in node.args.items() if part is not None and key != "zone")
+    if isinstance(node, exp.Coalesce):
+        return any(_never_null(part) for part in (node.this, *node.expressions))
+    return False
+
+
+_MAKE_TIMESTAMP_RANGES = (("month", 1, 12), ("day", 1, 31), ("hour", 0, 23), ("min", 0, 59))
+
+
+def _make_timestamp(node):
+    """Spark's make_timestamp(y, mo, d, h, mi, s) in ANSI mode: a field out of range (hour 24, February 30,
+    seconds 60.5) is an error at the call; seconds of exactly 60 are the next minute, as in DuckDB's, which
+    would also read hour 24 as the next day."""
+    from sqlglot import exp
+
+    if node.args.get("zone") is not None or any(node.args.get(key) is not None for key in ("nano", "milli")):
+        raise Refusal("the python engine runs MAKE_TIMESTAMP only with its six fields (no time zone)", *place_of(node))
+    fields = {key: node.args.get(key) for key in ("year", "month", "day", "hour", "min", "sec")}
+    if any(value is None for value in fields.values()):
+        raise Refusal("MAKE_TIMESTAMP takes six fields: year, month, day, hour, minute, seconds", *place_of(node))
+
+    def field(key):
+        return exp.Paren(this=fields[key].copy())
+
+    in_range = [
+        exp.Between(this=field(key), low=exp.Literal.number(low), high=exp.Literal.number(high))
+        for key, low, high in _MAKE_TIMESTAMP_RANGES
+    ]
+    seconds = exp.or_(
+        exp.and_(
+            exp.GTE(this=field("sec"), expression=exp.Literal.number(0)),
+            exp.LT(this=field("sec"), expression=exp.Literal.number(60)),
+        ),
+        exp.EQ(this=field("sec"), expression=exp.Literal.number(60)),
+    )
+    month_start = call_duck("make_date", field("year"), field("month"), exp.Literal.number(1))
+    fits_month = exp.LTE(this=field("day"), expression=call_duck("day", call_duck("last_day", month_start)))
+    made = call_duck("make_timestamp", *(field(key) for key in fields))
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.or_(*(exp.Is(this=field(key), expression=exp.Null()) for key in fields)), true=exp.Null()),
+            # The month's length is read only for a month in range (make_date fails on month 13).
+            exp.If(
+                this=exp.and_(*in_range, seconds),
+                true=exp.Case(ifs=[exp.If(this=fits_month, true=made)], default=_invalid_field(node)),
+            ),
+        ],
+        default=_invalid_field(node),
+    )
+
+
+def _invalid_field(node):
+    return fail_with("MAKE_TIMESTAMP: a field is out of its range (an invalid date or time)", place_of(node))
 
 
 def _double(node, new):
@@ -149,6 +254,17 @@ def _whole_days_from_date(node, types: dict[int, str]) -> bool:
         and interval.unit is not None
         and interval.unit.name.upper().rstrip("S") in ("DAY", "WEEK", "MONTH", "YEAR")
     )
+
+
+def _days_added_to_a_date(node, types: dict[int, str]) -> bool:
+    """DATE + an INT, an INT + DATE, DATE - an INT (Spark refuses a BIGINT of days, as DuckDB does)."""
+    from sqlglot import exp
+
+    days = ("TINYINT", "SMALLINT", "INT")
+    left, right = type_of(node.this, types), type_of(node.expression, types)
+    if left == "DATE" and right in days:
+        return True
+    return isinstance(node, exp.Add) and right == "DATE" and left in days
 
 
 def _int_arithmetic(node, types: dict[int, str]) -> bool:

@@ -1,5 +1,6 @@
 """The pieces the translation of Spark SQL to DuckDB SQL is built from (cep/duckdb_sql.py and
-cep/duckdb_functions.py): the refusal, the types the rules read, and DuckDB calls written as is."""
+cep/duckdb_functions.py): the refusal, the types the rules read, DuckDB calls written as is, and Spark's
+readings of text in a cast (to DATE, TIMESTAMP, a fraction, BOOLEAN)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ from __future__ import annotations
 class Refusal(Exception):
     """The python engine cannot run a part of the statement as Spark does. ``start``: the offset of the
     part in the Spark SQL text that was translated (None when it cannot be told). ``spark_too``: Spark
-    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's."""
+    refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's.
+    ``untyped``: refused only because a value's type could not be told, which `cep check` (no tables) leaves
+    to the run."""
 
-    def __init__(self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False) -> None:
+    def __init__(
+        self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False, untyped: bool = False
+    ) -> None:
         super().__init__(message)
         self.message, self.start, self.length, self.spark_too = message, start, length, spark_too
+        self.untyped = untyped
 
 
 INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
@@ -87,4 +93,130 @@ def epoch_seconds(value, per_second: int = 1_000_000):
     )
     return exp.IntDiv(
         this=exp.Paren(this=exp.Sub(this=micros, expression=exp.Paren(this=below))), expression=million.copy()
+    )
+
+
+# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
+# optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
+# six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
+_SPARK_TIME_TEXT = (
+    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
+)
+_SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+
+
+def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
+    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
+    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01)."""
+    from sqlglot import exp
+
+    pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
+
+    def field(group: int, default: int):
+        found = call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
+        return exp.Coalesce(
+            this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
+            expressions=[exp.Literal.number(default)],
+        )
+
+    if kind == "DATE":
+        made = call_duck("make_date", field(1, 1), field(2, 1), field(3, 1))
+    else:
+        fraction = call_duck(
+            "rpad",
+            call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
+            exp.Literal.number(6),
+            exp.Literal.string("0"),
+        )
+        micros = exp.Coalesce(
+            this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
+            expressions=[exp.Literal.number(0)],
+        )
+        made = exp.Add(
+            this=call_duck(
+                "make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)
+            ),
+            expression=call_duck("to_microseconds", micros),
+        )
+    matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
+    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
+    if safe:  # an impossible date (2021-02-30) is NULL too
+        made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=matches, true=made),
+        ],
+        default=invalid,
+    )
+
+
+# The text Spark's cast reads as a DOUBLE or FLOAT, once trimmed: Java's decimal notation with an optional
+# d/f suffix (1.5d), and NaN and infinities in any case; as a DECIMAL, the decimal notation alone. DuckDB's
+# own cast reads other texts too (1_000), and refuses the suffix.
+_SPARK_FLOATING_TEXT = r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?|(?i:nan|inf|infinity))"
+_SPARK_DECIMAL_TEXT = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+
+
+def text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None, int]):
+    """Spark's CAST(text AS DOUBLE | FLOAT | DECIMAL): the texts Spark reads, the others an error at the
+    cast (TRY_CAST: NULL), not DuckDB's "Could not convert string", which names neither."""
+    from sqlglot import exp
+
+    trimmed = call_duck(
+        "regexp_replace",
+        text.copy(),
+        exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+        exp.Literal.string(""),
+        exp.Literal.string("g"),
+    )
+    syntax = _SPARK_DECIMAL_TEXT if target == "DECIMAL" else _SPARK_FLOATING_TEXT
+    unsuffixed = call_duck(
+        "regexp_replace", trimmed.copy(), exp.Literal.string("([0-9.])[fFdD]$"), exp.Literal.string("\\1")
+    )
+    tried = exp.TryCast(this=unsuffixed, to=to.copy(), safe=True)
+    readable = exp.and_(
+        call_duck("regexp_full_match", trimmed, exp.Literal.string(syntax)),
+        exp.Not(this=exp.Is(this=tried.copy(), expression=exp.Null())),
+    )
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=readable, true=tried),
+        ],
+        default=exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", where),
+    )
+
+
+# The words Spark's cast reads as TRUE and FALSE, after trimming spaces and control characters and lower-casing
+# (DuckDB's own cast reads neither ' true ' nor 'n').
+_SPARK_TRUE = ("t", "true", "y", "yes", "1")
+_SPARK_FALSE = ("f", "false", "n", "no", "0")
+
+
+def text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
+    from sqlglot import exp
+
+    trimmed = call_duck(
+        "lower",
+        call_duck(
+            "regexp_replace",
+            text.copy(),
+            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+            exp.Literal.string(""),
+            exp.Literal.string("g"),
+        ),
+    )
+
+    def among(words):
+        return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
+
+    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where)
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            exp.If(this=among(_SPARK_TRUE), true=exp.true()),
+            exp.If(this=among(_SPARK_FALSE), true=exp.false()),
+        ],
+        default=invalid,
     )

@@ -33,7 +33,7 @@ import functools
 import re
 from collections.abc import Mapping
 
-from cep.duckdb_functions import COMPARISONS, spark_meaning
+from cep.duckdb_functions import COMPARISONS, mark_counts_of_values_never_null, spark_meaning
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -46,6 +46,9 @@ from cep.duckdb_nodes import (
     epoch_seconds,
     fail_with,
     place_of,
+    text_to_boolean,
+    text_to_fraction,
+    text_to_time,
     type_of,
 )
 from cep.grammar.functions import (
@@ -103,14 +106,18 @@ _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
 _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
 
 
-def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = None) -> str:
+def to_duckdb_sql(
+    text: str, schema: Mapping[str, Mapping[str, str]] | None = None, *, checking: bool = False, for_spark: bool = False
+) -> str:
     """Spark SQL -> DuckDB SQL that gives Spark's answer, or Refusal. ``schema``: table name -> column ->
-    Spark SQL type, for the rules that depend on a value's type."""
+    Spark SQL type, for the rules that depend on a value's type. ``checking`` (`cep check`, no tables): the
+    rules read only the types the statement fixes itself (literals, casts, expressions without a column),
+    and a refusal for want of a type is left to the run; ``for_spark`` too: only what Spark refuses as well."""
     import sqlglot
     from sqlglot.errors import UnsupportedError
 
     typed_then_cast = _TYPED_LITERAL_CAST.search(text)
-    if typed_then_cast is not None:
+    if typed_then_cast is not None and not for_spark:
         raise Refusal(
             f"the python engine reads {typed_then_cast.group(1).upper()} '...'::type otherwise than Spark does "
             f"(sqlglot applies :: to the text first); write CAST({typed_then_cast.group(1).upper()} '...' AS type)",
@@ -118,10 +125,17 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
             typed_then_cast.end() - typed_then_cast.start(),
         )
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
-    types = _types(tree, schema or {})
+    _negative_literals(tree)
+    types = _types(tree, schema or {}, checking=checking)
+    mark_counts_of_values_never_null(tree)
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
-        new = _translate(node, types)
+        try:
+            new = _translate(node, types)
+        except Refusal as refusal:
+            if checking and (refusal.untyped or for_spark and not refusal.spark_too):
+                continue
+            raise
         if new is not node:
             if TYPED_META in node.meta:
                 new.meta[TYPED_META] = node.meta[TYPED_META]
@@ -129,7 +143,33 @@ def to_duckdb_sql(text: str, schema: Mapping[str, Mapping[str, str]] | None = No
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
     except UnsupportedError as exc:
+        if for_spark:
+            return ""
         raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
+
+
+def _negative_literals(tree) -> None:
+    """``-1::string`` as Spark reads it: a number's minus sign belongs to the literal (Spark's grammar), so
+    the cast applies to -1; sqlglot reads -(1::string), the minus of a text. ``-2`` alone is a literal too
+    (an INT, where the minus of 2 would be checked as INT arithmetic and widened)."""
+    from sqlglot import exp
+
+    for negation in list(tree.find_all(exp.Neg)):
+        innermost = negation.this
+        while isinstance(innermost, exp.Cast):  # -1::int::string too
+            innermost = innermost.this
+        if not (isinstance(innermost, exp.Literal) and innermost.is_number):
+            continue
+        signed = exp.Literal(this=f"-{innermost.this}", is_string=False)  # Literal.number would make a Neg
+        if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it (in parentheses, which
+            replacement = exp.Paren(this=signed)  # keep sqlglot's INTERVAL (-2) DAY valid)
+        else:
+            innermost.replace(signed)
+            replacement = negation.this
+        for key in ("start", "end"):
+            if key in negation.meta:
+                replacement.meta[key] = negation.meta[key]
+        negation.replace(replacement)
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,9 +192,10 @@ def _spark_dialect():
 # ------------------------------------------------------------------------------------------------ types
 
 
-def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
+def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = False) -> dict[int, str]:
     """Node id -> its SQL type name (upper case, no parameters), for the nodes whose type a rule needs;
-    read from sqlglot's annotation of a qualified copy of the statement."""
+    read from sqlglot's annotation of a qualified copy of the statement. ``checking``: only the types that
+    no table's column decides (a cast's, or an expression's without a column), which `cep check` can know."""
     from sqlglot import exp
     from sqlglot.optimizer.annotate_types import annotate_types
     from sqlglot.optimizer.qualify import qualify
@@ -187,8 +228,11 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]]) -> dict[int, str]:
     for node in copy.walk():
         number = node.meta.get(TYPED_META)
         kind = node.args.get("true") if isinstance(node, exp.Nvl2) else node  # sqlglot leaves NVL2 untyped
-        if number is not None and kind.type is not None and kind.type.this != exp.DataType.Type.UNKNOWN:
-            found[number] = kind.type.this.name.upper().replace("_", "")
+        if number is None or kind.type is None or kind.type.this == exp.DataType.Type.UNKNOWN:
+            continue
+        if checking and not isinstance(node, exp.Cast) and node.find(exp.Column) is not None:
+            continue
+        found[number] = kind.type.this.name.upper().replace("_", "")
     return found
 
 
@@ -221,6 +265,14 @@ def _translate(node, types: dict[int, str]):
 
     if isinstance(node, exp.Cast):
         return _cast(node, types)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)) and any(
+        type_of(side, types) in TEXT_TYPES for side in (node.this, node.expression)
+    ):
+        return _text_arithmetic(node, types)
+    if isinstance(node, exp.Neg) and type_of(node.this, types) in TEXT_TYPES:
+        # Spark's minus of text (-'7', and -1::string, which is -(1::string)) reads the text as a DOUBLE.
+        as_double = _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types)
+        return exp.Neg(this=exp.Paren(this=as_double))
     if isinstance(node, exp.IntDiv) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):
         raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *place_of(node))
     if isinstance(node, exp.IntDiv) and "DECIMAL" in (type_of(node.this, types), type_of(node.expression, types)):
@@ -287,6 +339,30 @@ def _translate(node, types: dict[int, str]):
         # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _text_arithmetic(node, types: dict[int, str]):
+    """``s + 1``: Spark casts the text to BIGINT beside an integer ('2.5' + 1 is an error), to DOUBLE beside
+    a DECIMAL or a DOUBLE; the rest (text and text, a quotient, an operand whose type cannot be told) is
+    refused rather than guessed."""
+    from sqlglot import exp
+
+    sides = (node.this, node.expression)
+    kinds = [type_of(side, types) for side in sides]
+    other = next((kind for kind in kinds if kind not in TEXT_TYPES), None)
+    if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)) or other not in INTEGRAL + FRACTIONAL:
+        raise Refusal(
+            "the python engine cannot compute arithmetic on text as Spark does (Spark casts the text by its "
+            "own rules); cast the text yourself: CAST(s AS BIGINT) or CAST(s AS DOUBLE)",
+            *place_of(node),
+            untyped=None in kinds,
+        )
+    target = "BIGINT" if other in INTEGRAL else "DOUBLE"
+    new = node.copy()
+    for key, side, kind in zip(("this", "expression"), sides, kinds):
+        if kind in TEXT_TYPES:
+            new.set(key, exp.Paren(this=_cast(exp.Cast(this=side.copy(), to=exp.DataType.build(target)), types)))
+    return new
 
 
 def _decimal_quotient(node, types: dict[int, str]) -> bool:
@@ -384,6 +460,7 @@ def _cast(node, types: dict[int, str]):
             f"the python engine cannot tell the type of the value cast to {target} (Spark refuses some "
             "types and reads a time as seconds, DuckDB casts a NULL of any type)",
             *place_of(node),
+            untyped=True,
         )
     if target in INTEGRAL or target == "INTEGER":
         if source is None:
@@ -391,6 +468,7 @@ def _cast(node, types: dict[int, str]):
                 f"the python engine cannot tell the type of the value cast to {target} (Spark truncates "
                 f"fractions and reads timestamps as seconds; DuckDB rounds)",
                 *place_of(node),
+                untyped=True,
             )
         if source in FRACTIONAL:
             return cast(call_duck("trunc", operand))
@@ -408,11 +486,13 @@ def _cast(node, types: dict[int, str]):
                 ),
             )
     if target == "BOOLEAN" and source in TEXT_TYPES:
-        return _text_to_boolean(operand, safe, place_of(node))
+        return text_to_boolean(operand, safe, place_of(node))
     if target in TIME_TYPES + ("DATE",) and source in TEXT_TYPES:
-        return _text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
+        return text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
     if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
         return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
+    if target in FRACTIONAL and source in TEXT_TYPES:
+        return text_to_fraction(operand, to, target, safe, place_of(node))
     if target in TEXT_TYPES + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(
             f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
@@ -424,95 +504,6 @@ def _cast(node, types: dict[int, str]):
             f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *place_of(node)
         )
     return cast(operand)
-
-
-# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
-# optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
-# six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
-_SPARK_TIME_TEXT = (
-    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
-)
-_SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
-
-
-def _text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
-    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
-    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01)."""
-    from sqlglot import exp
-
-    pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
-
-    def field(group: int, default: int):
-        found = call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(group))
-        return exp.Coalesce(
-            this=exp.TryCast(this=found, to=exp.DataType.build("INT"), safe=True),
-            expressions=[exp.Literal.number(default)],
-        )
-
-    if kind == "DATE":
-        made = call_duck("make_date", field(1, 1), field(2, 1), field(3, 1))
-    else:
-        fraction = call_duck(
-            "rpad",
-            call_duck("regexp_extract", text.copy(), exp.Literal.string(pattern), exp.Literal.number(7)),
-            exp.Literal.number(6),
-            exp.Literal.string("0"),
-        )
-        micros = exp.Coalesce(
-            this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
-            expressions=[exp.Literal.number(0)],
-        )
-        made = exp.Add(
-            this=call_duck(
-                "make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)
-            ),
-            expression=call_duck("to_microseconds", micros),
-        )
-    matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
-    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
-    if safe:  # an impossible date (2021-02-30) is NULL too
-        made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
-            exp.If(this=matches, true=made),
-        ],
-        default=invalid,
-    )
-
-
-# The words Spark's cast reads as TRUE and FALSE, after trimming spaces and control characters and lower-casing
-# (DuckDB's own cast reads neither ' true ' nor 'n').
-_SPARK_TRUE = ("t", "true", "y", "yes", "1")
-_SPARK_FALSE = ("f", "false", "n", "no", "0")
-
-
-def _text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
-    from sqlglot import exp
-
-    trimmed = call_duck(
-        "lower",
-        call_duck(
-            "regexp_replace",
-            text.copy(),
-            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-            exp.Literal.string(""),
-            exp.Literal.string("g"),
-        ),
-    )
-
-    def among(words):
-        return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
-
-    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where)
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
-            exp.If(this=among(_SPARK_TRUE), true=exp.true()),
-            exp.If(this=among(_SPARK_FALSE), true=exp.false()),
-        ],
-        default=invalid,
-    )
 
 
 def _spark_refuses_cast(source: str | None, target: str) -> bool:
@@ -552,7 +543,7 @@ def _own_function(name: str, node, types: dict[int, str]):
                 expression=exp.Literal.number(1_000_000),
             )
         if source not in TEXT_TYPES:
-            raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where)
+            raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where, untyped=True)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
     if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
         return _cast(exp.Cast(this=value, to=exp.DataType.build("DATE" if name == "TO_DATE" else "TIMESTAMP")), types)
@@ -683,11 +674,34 @@ def spark_types(frame) -> dict[str, str]:
     return found
 
 
+def hugeints_as_bigints(table, kinds: list[str]):
+    """``table`` (a DuckDB result, its columns' DuckDB ``kinds``) with its HUGEINT columns as BIGINTs: Spark
+    has no wider integer, and DuckDB's HUGEINT (its SUM of integers, and what is computed from one) is Spark's
+    BIGINT. The translation casts the SUMs whose argument it can type; this catches the rest (sqlglot cannot
+    type every argument: ``sum(decode(...))``), so a column never comes back as Arrow's DECIMAL(38, 0)."""
+    import pyarrow as pa
+
+    for index, kind in enumerate(kinds):
+        if kind != "HUGEINT":
+            continue
+        field = table.schema.field(index)
+        try:
+            column = table.column(index).cast(pa.int64())
+        except pa.ArrowInvalid:
+            raise Refusal(
+                f"integer overflow: column {field.name} does not fit a BIGINT (as on Spark, in ANSI mode)",
+                spark_too=True,
+            ) from None
+        table = table.set_column(index, pa.field(field.name, pa.int64()), column)
+    return table
+
+
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
 _QUOTED_NAME = re.compile(r'"([^"]+)"')
+_SUM_OVERFLOW = re.compile(r"Type INT128 with value -?\d+ can't be cast because the value is out of range")
 # sqlglot writes a function DuckDB does not have (substring_index): DuckDB refuses it before running anything.
 MISSING_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name (\w+) does not exist")
 
@@ -702,6 +716,10 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
         sentence = _FAILED_CAST.sub("", first[place.end() :])
         return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
+    if _SUM_OVERFLOW.search(first):  # the cast of DuckDB's HUGEINT SUM to Spark's BIGINT
+        found = re.search(r"(?<![\w.])sum\s*\(", spark_text, re.I)
+        sentence = "integer overflow: the SUM does not fit a BIGINT (as on Spark, in ANSI mode)"
+        return sentence, found.start() if found else None, 3
     missing = MISSING_FUNCTION.search(first)
     if missing is not None:
         name = missing.group(1)

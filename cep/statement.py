@@ -33,6 +33,7 @@ from cep.duckdb_sql import (
     Refusal,
     check_patterns,
     explain_duck_error,
+    hugeints_as_bigints,
     spark_types,
     to_duckdb_sql,
 )
@@ -183,12 +184,23 @@ class SqlStatement:
         return table
 
 
-def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] | None = None) -> SqlStatement:
+ENGINES = ("python", "spark")
+
+
+def check_sql(
+    text: str, *, filename: str | None = None, schema: dict[str, str] | None = None, engine: str = "python"
+) -> SqlStatement:
     """Check a whole statement without running it: every clause (against ``schema`` too, for the clauses
     that read a table or file directly), and the SQL around them, parsed as Spark SQL (sqlglot's parser,
-    the python engine's), with every datetime pattern checked: one Spark refuses, or one the python engine
-    cannot run exactly, is E0247. Raises CepError pointing into ``text``."""
+    the python engine's), with every datetime pattern checked: one Spark refuses, or (``engine`` python)
+    one the python engine cannot run exactly, is E0247. The SQL around the clauses is translated too, without
+    running: what the translation refuses whatever the tables' columns is the error ``cep run`` would raise,
+    at the same place: for the python engine, E0252 (a function DuckDB cannot run as Spark does) or E0250
+    (a cast Spark does not allow either); for Spark, only the latter. Raises CepError pointing into ``text``."""
     import sqlglot
+
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
 
     statement = SqlStatement(text, filename)
     if schema is not None:
@@ -198,7 +210,13 @@ def check_sql(text: str, *, filename: str | None = None, schema: dict[str, str] 
             sqlglot.parse_one(rendered.text, read="spark")
         except sqlglot.errors.ParseError as exc:
             raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
-        _check_datetime_patterns(statement, rendered, spark_refused_only=False)
+        _check_datetime_patterns(statement, rendered, spark_refused_only=engine == "spark")
+        try:
+            to_duckdb_sql(rendered.text, checking=True, for_spark=engine == "spark")
+        except Refusal as refusal:
+            raise refusal_error(refusal, rendered, text).with_source(text, filename) from None
+        except sqlglot.errors.SqlglotError:
+            pass  # not a refusal: the run reports it, with the tables' types at hand
     return statement
 
 
@@ -496,6 +514,23 @@ def sql_error(
     return kind(message, code=code or ("E0130" if syntax else "E0250"), span=span, source=text, hint=hint)
 
 
+def refusal_error(refusal: Refusal, rendered: Rendered, text: str) -> CepError:
+    """The python engine's refusal to translate a part of the statement, at its place in the user's text:
+    E0252 with the way to Spark, or the statement's own error where Spark refuses it as well."""
+    if refusal.spark_too:
+        return sql_error(refusal.message, rendered, text, refusal.start, syntax=False, length=refusal.length)
+    return sql_error(
+        f"the python engine refuses this before running: {refusal.message}",
+        rendered,
+        text,
+        refusal.start,
+        syntax=False,
+        length=refusal.length,
+        code="E0252",
+        hint=ENGINE_HINT,
+    )
+
+
 def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
     """A sqlglot parse error (line and column in ``rendered``) as a CepError in the user's text."""
     first = (exc.errors or [{}])[0]
@@ -723,7 +758,8 @@ class _DuckEngine:
         if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
             register_functions(self.con)
             self.own_functions = True
-        return self.con.sql(translated).to_arrow_table()
+        relation = self.con.sql(translated)
+        return hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
 
     def schema(self) -> dict[str, dict[str, str]]:
         """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""
@@ -747,19 +783,8 @@ class _DuckEngine:
             return exc
         if isinstance(exc, sqlglot.errors.ParseError):
             return sqlglot_error(exc, rendered, text)
-        if isinstance(exc, Refusal) and exc.spark_too:
-            return sql_error(exc.message, rendered, text, exc.start, syntax=False, length=exc.length)
         if isinstance(exc, Refusal):
-            return sql_error(
-                f"the python engine refuses this before running: {exc.message}",
-                rendered,
-                text,
-                exc.start,
-                syntax=False,
-                length=exc.length,
-                code="E0252",
-                hint=ENGINE_HINT,
-            )
+            return refusal_error(exc, rendered, text)
         if isinstance(exc, sqlglot.errors.SqlglotError):
             return sql_error(
                 f"the python engine cannot translate this statement: {_first_line(str(exc))}",

@@ -136,6 +136,11 @@ TEXTS = [
     "\t7\n",
     "yes",
     " N ",
+    "Infinity",
+    "-inf",
+    "1.5d",
+    " 2.50 ",
+    "+.5",
 ]
 NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647", "-0", "007", "9999999999", "1e2", ""]
 
@@ -317,6 +322,8 @@ TEMPLATES: dict[str, list[str]] = {
         "({DOUBLE} - {DECIMAL(10,2)})",
         "extract(SECOND FROM {TIMESTAMP})",
         "TRY_CAST({ANY} AS DOUBLE)",
+        "-{STRING}",
+        "({STRING} + {INT})",
     ],
     "DECIMAL(10,2)": [
         "dec",
@@ -340,6 +347,7 @@ TEMPLATES: dict[str, list[str]] = {
     ],
     "STRING": [
         "s",
+        "{lit_int}::string",
         "ns",
         "{lit_str}",
         "upper({STRING})",
@@ -419,6 +427,7 @@ TEMPLATES: dict[str, list[str]] = {
         "TIMESTAMP '2021-03-28 01:30:00'",
         "greatest({TIMESTAMP}, {TIMESTAMP})",
         "make_timestamp(2021, 3, 28, {small}, 30, 0)",
+        "make_timestamp(2020, {small}, {small}, {small}, {small}, {small})",
         "timestamp_seconds({INT})",
         "from_utc_timestamp({TIMESTAMP}, 'Europe/Berlin')",
         "to_utc_timestamp({TIMESTAMP}, 'America/New_York')",
@@ -431,6 +440,7 @@ TEMPLATES: dict[str, list[str]] = {
     ],
     "BOOLEAN": [
         "flag",
+        "{lit_int}::boolean",
         "({NUM} < {NUM})",
         "({STRING} = {STRING})",
         "({ANY} IS NULL)",
@@ -503,6 +513,8 @@ AGGREGATES = [
     "(sum({INT}) / count(*))",
     "avg({BIGINT})",
     "listagg({STRING}, ',') WITHIN GROUP (ORDER BY id)",
+    "sum(decode({INT}, 1, {INT}, {INT}))",
+    "count({lit_int}::{cast_type})",
 ]
 WINDOWS = [
     "row_number() OVER (ORDER BY id)",
@@ -527,6 +539,9 @@ WINDOWS = [
     "count({ANY}) OVER (ORDER BY {INT} RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)",
     "min({ANY}) OVER (PARTITION BY {BOOLEAN} ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING)",
     "first_value({ANY}) IGNORE NULLS OVER (ORDER BY id)",
+    "count({ANY}) OVER (PARTITION BY flag ORDER BY id)",
+    "sum({INT}) OVER (PARTITION BY {BOOLEAN} ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)",
+    "max({ANY}) OVER (PARTITION BY {STRING})",
 ]
 
 KINDS = (*TEMPLATES, "ANY", "NUM", "PARSED")
@@ -581,6 +596,8 @@ def _hole(draw, name: str, depth: int) -> str:
         return "".join(field + draw(st.sampled_from(SEPARATORS)) for field in fields)
     if name in ("parse", "parse_date"):
         return draw(st.sampled_from(PARSE_PATTERNS if name == "parse" else ["yyyy-MM-dd", "dd/MM/yyyy", "yyyyMMdd"]))
+    if name == "cast_type":
+        return draw(st.sampled_from(("string", "boolean", "double", "decimal(4,1)", "smallint", "date", "int")))
     if name == "trunc":
         return draw(st.sampled_from(TRUNC_UNITS))
     if name == "date_trunc":

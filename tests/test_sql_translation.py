@@ -148,6 +148,27 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "percentile(x, 0.5) OVER ()",  # interpolated, a DOUBLE (DuckDB's quantile picks a value)
     "percentile(year(start_date), 0.25) OVER ()",
     "median(CAST(x AS DECIMAL(10,2))) OVER ()",  # a DOUBLE
+    "-1::string",  # '-1': the minus belongs to the literal in Spark's grammar (sqlglot: the minus of a text)
+    "- 1::boolean",
+    "-1::boolean::boolean",  # a chain of casts: the minus still belongs to the literal
+    "start_date + -2",  # DATE + INT: -2 is an INT literal (not a checked, widened negation)
+    "start_date + (year(start_date) - 2020)",
+    "(year(start_date) - 2020) + start_date",
+    "date_from_unix_date(-2)",
+    "make_timestamp(2020, 24, 14, 38, 10, 26) IS NULL",  # never NULL for Spark: FALSE, the call unevaluated
+    "make_timestamp(2020, 24, 14, 38, 10, 26) IS NOT NULL",
+    "any_value(x) OVER (ORDER BY x NULLS FIRST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)",
+    "-s",  # the minus of a text reads it as a DOUBLE
+    "sum(decode(year(start_date), 2020, 1, 2)) OVER ()",  # a BIGINT, though sqlglot cannot type DECODE
+    "count(make_timestamp(2021, 3, 28, 40, 30, 0)) OVER ()",  # Spark counts rows: it never evaluates the call
+    "count(2147483647 + 1) OVER ()",  # never NULL: not evaluated, so no overflow
+    "make_timestamp(2021, 3, 28, 1, 30, 60)",  # seconds of 60: the next minute
+    "make_timestamp(2021, 3, 28, 1, 30, 59.999999)",
+    "CAST('1.5d' AS DOUBLE)",  # Java's suffix (DuckDB refuses it)
+    "CAST('-inf' AS DOUBLE)",
+    "s + 1",  # the text as a BIGINT beside an integer
+    "s * 2",
+    "s + x",  # as a DOUBLE beside a DOUBLE
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
@@ -194,6 +215,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "substring_index(date_format(first_ts, 'yyyy-MM-dd'), '-', 1)": "SUBSTRING_INDEX()",  # DuckDB has none
     "extract(YEAROFWEEK FROM first_ts)": "EXTRACT(YEAROFWEEK",
     "DATE '2021-03-28'::timestamp": "DATE '...'::type",  # sqlglot casts the text: a DATE, where Spark's is a TIMESTAMP
+    "s / 2": "arithmetic on text",
 }
 
 
@@ -256,6 +278,16 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
         "split_part(s, '2', 0)",
         "year(start_date) * 10000000",  # INT overflow
+        "-'abc'",
+        "CAST(s || 'x' AS DOUBLE)",
+        "make_timestamp(2021, 3, 28, 24, 30, 0)",  # hour 24 (DuckDB: the next day)
+        "make_timestamp(2021, 2, 29, 1, 30, 0)",
+        "make_timestamp(2021, 3, 28, 1, 30, 60.5)",
+        "count(make_timestamp(2021, 3, 28, year(start_date) - 2000, 30, 0)) OVER ()",  # a column: evaluated
+        "count(CAST('abc' AS INT)) OVER ()",  # Spark deems a cast of text nullable: evaluated
+        "sum(CAST(9223372036854775807 AS BIGINT)) OVER ()",
+        "CAST('1_000' AS DOUBLE)",  # DuckDB reads the underscore
+        "'2.5' + 1",  # '2.5' is no BIGINT
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
@@ -385,3 +417,69 @@ def test_nothing_reaches_stderr(capfd) -> None:
             pass
     captured = capfd.readouterr()
     assert captured.err == ""
+
+
+# ------------------------------------------------------------------------------------ check time
+
+CHECKED_EVENTS = "id,ts,x,s\n1,2021-03-28 01:30:05,2.5,a\n2,2021-10-31 02:30:00,-1.25,b\n"
+# What the python engine's translation refuses whatever the input's columns: `cep check` says it too.
+REFUSED_AT_CHECK_TIME = [
+    "months_between(first_ts, TIMESTAMP '2021-03-28 01:30:00')",
+    "DATE '2021-03-28'::timestamp",
+    "reflect('java.util.UUID', 'randomUUID')",
+    "extract(YEAROFWEEK FROM first_ts)",
+    "CAST(2.5D AS STRING)",  # a DOUBLE written as text (Java's notation)
+    "percentile_approx(x, 0.5) OVER ()",
+    "CAST(DATE '2021-03-28' AS INT)",  # Spark refuses this cast too (E0250, as the run says)
+]
+
+
+def checked_statement(expression: str) -> str:
+    return (
+        "WITH m AS (SELECT * FROM events MATCH_RECOGNIZE (\n  ORDER BY id MEASURES A.ts AS first_ts, A.x AS x\n"
+        "  ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE) r)\n"
+        f"SELECT first_ts,\n       {expression} AS v\nFROM m\n"
+    )
+
+
+def first_error_line(err: str) -> str:
+    return next(line for line in err.splitlines() if ": error[" in line)
+
+
+@pytest.mark.parametrize("expression", REFUSED_AT_CHECK_TIME)
+def test_cep_check_reports_what_the_python_engine_refuses_at_its_place(tmp_path: Path, capsys, expression) -> None:
+    """The same error, line and column as `cep run --engine python`, without any row read; `--engine spark`
+    checks the statement for Spark, which runs these (all but the cast Spark refuses too)."""
+    query, events = tmp_path / "q.sql", tmp_path / "events.csv"
+    query.write_text(checked_statement(expression), encoding="utf-8")
+    events.write_text(CHECKED_EVENTS, encoding="utf-8")
+    assert main(["check", str(query)]) != 0
+    checked = first_error_line(capsys.readouterr().err)
+    assert main(["run", str(query), "--input", f"events={events}", "--engine", "python"]) != 0
+    ran = first_error_line(capsys.readouterr().err)
+    assert checked == ran and f"{query}:5:" in checked, (checked, ran)
+    spark_refuses_it_too = "E0250" in checked
+    assert main(["check", "--engine", "spark", str(query)]) == (1 if spark_refuses_it_too else 0)
+
+
+def test_cep_check_leaves_what_depends_on_a_columns_type_to_the_run(tmp_path: Path, capsys) -> None:
+    """`x` is a DOUBLE only once the input is read: the check cannot know it, and refuses nothing; the run
+    refuses the DOUBLE written as text, at the same place a check-time refusal would point."""
+    query, events = tmp_path / "q.sql", tmp_path / "events.csv"
+    query.write_text(checked_statement("CAST(x AS STRING)"), encoding="utf-8")
+    events.write_text(CHECKED_EVENTS, encoding="utf-8")
+    assert main(["check", str(query)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(query), "--input", f"events={events}", "--engine", "python"]) != 0
+    assert f"{query}:5:13: error[E0252]" in capsys.readouterr().err  # at x, the value cast
+
+
+def test_cep_check_for_spark_refuses_only_the_patterns_spark_refuses() -> None:
+    runs_on_spark = statement("date_format(first_ts, 'yyyy DD')")  # DD: Spark runs it, the python engine cannot
+    cep.check_sql(runs_on_spark, engine="spark")
+    with pytest.raises(cep.CepError) as caught:
+        cep.check_sql(runs_on_spark)
+    assert caught.value.code == "E0247"
+    with pytest.raises(cep.CepError) as caught:
+        cep.check_sql(statement("date_format(first_ts, 'YYYY')"), engine="spark")
+    assert caught.value.code == "E0247" and "Spark refuses" in str(caught.value)
