@@ -204,10 +204,9 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
     stream.add_argument(
         "--state",
         choices=("spark", "driver"),
-        default="spark",
         help="where the rules run and keep their state: spark (Spark's keyed state, in its workers: a cluster, "
         "or more keys than the driver's memory holds) or driver (in the driver, saved in the checkpoint: one "
-        "machine, about one micro-batch less latency; docs/streaming.md) (default: %(default)s)",
+        "machine, about one micro-batch less latency; docs/streaming.md) (default: the checkpoint's, else spark)",
     )
     stream.add_argument(
         "--idle-watermark",
@@ -759,7 +758,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
                 f"{len(rules)} rule(s) over {args.input} (event time: {stream.time_column}); matches -> "
                 f"{stream.file_sink.path} ({output_format})"
                 + "".join(f"; {s.describe()}" for s in sinks)
-                + f"; checkpoint {checkpoint} ({stream.key_buckets} key buckets)"
+                + f"; checkpoint {checkpoint} ("
+                + ("rules on the driver" if stream.layout == "driver" else f"{stream.key_buckets} key buckets")
+                + ")"
                 + (f"; {services.describe()}" if services.servers else "")
             )
             if args.once:

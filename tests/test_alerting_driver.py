@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.driver_state import STATE_DIR, DriverState, check_layout
+from cep.spark_bridge.alerting.driver_state import STATE_DIR, DriverState, check_layout, checkpoint_layout
 from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_LATE, KIND_MATCH, STAT_NAMES, build_rule_set
 from cep.spark_bridge.alerting.stream import AlertStream
 from cep.spark_bridge.engine import state_codec
@@ -172,6 +172,8 @@ def test_a_checkpoint_of_one_layout_is_refused_by_the_other(tmp_path):
     check_layout(str(other), "driver")
     with pytest.raises(CepSemanticError, match="start a new checkpoint"):
         check_layout(str(other), "spark")
+    # Without --state, a restart goes on in the layout its checkpoint holds; a new checkpoint takes Spark's.
+    assert [checkpoint_layout(str(p)) for p in (tmp_path, other, tmp_path / "new")] == ["spark", "driver", None]
 
 
 # ------------------------------------------------------------------------------------------ Spark

@@ -61,6 +61,18 @@ _MANIFESTS_KEPT = 2  # micro-batch n re-runs from n-1's state; n+1 starts only o
 DRIVER_BUCKETS = 8
 
 
+def checkpoint_layout(checkpoint: str) -> str | None:
+    """The layout whose state ``checkpoint`` holds (``SPARK`` or ``DRIVER``), or None for a new checkpoint: a
+    restart without ``--state`` goes on as the stream was started."""
+    for layout, path in (
+        (DRIVER, os.path.join(checkpoint, STATE_DIR)),
+        (SPARK, os.path.join(checkpoint, "match", "state")),
+    ):
+        if os.path.isdir(path) and os.listdir(path):
+            return layout
+    return None
+
+
 def check_layout(checkpoint: str, layout: str) -> None:
     """Refuse a checkpoint written by the other layout: its state is not where this one looks, and starting
     with none would silently lose every partial match (and repeat or miss alerts)."""

@@ -193,9 +193,10 @@ class AlertStream:
         dedup_key: str | Sequence[str] | None = None,
         source_location: Column | None = None,
         idle_watermark: Any = None,
-        state: str = driver_state.SPARK,
+        state: str | None = None,
         key_buckets: int | None = None,
     ) -> None:
+        state = state or driver_state.checkpoint_layout(os.path.abspath(checkpoint)) or driver_state.SPARK
         if state not in driver_state.LAYOUTS:
             raise ValueError(f"state must be one of {', '.join(driver_state.LAYOUTS)}, not {state!r}")
         self.layout, self.driver = state, None  # the driver layout's DriverState, made by build()
