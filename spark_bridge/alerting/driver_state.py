@@ -73,6 +73,14 @@ def checkpoint_layout(checkpoint: str) -> str | None:
     return None
 
 
+def chosen_layout(checkpoint: str, asked: str | None) -> str:
+    """The layout a stream runs in: the one asked for, else the checkpoint's, else Spark's keyed state."""
+    layout = asked or checkpoint_layout(checkpoint) or SPARK
+    if layout not in LAYOUTS:
+        raise ValueError(f"state must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    return layout
+
+
 def check_layout(checkpoint: str, layout: str) -> None:
     """Refuse a checkpoint written by the other layout: its state is not where this one looks, and starting
     with none would silently lose every partial match (and repeat or miss alerts)."""

@@ -196,10 +196,10 @@ class AlertStream:
         state: str | None = None,
         key_buckets: int | None = None,
     ) -> None:
-        state = state or driver_state.checkpoint_layout(os.path.abspath(checkpoint)) or driver_state.SPARK
-        if state not in driver_state.LAYOUTS:
-            raise ValueError(f"state must be one of {', '.join(driver_state.LAYOUTS)}, not {state!r}")
-        self.layout, self.driver = state, None  # the driver layout's DriverState, made by build()
+        self.layout, self.driver = (
+            driver_state.chosen_layout(os.path.abspath(checkpoint), state),
+            None,
+        )  # the driver layout's DriverState, made by build()
         self.spark = spark
         self.rules_path = rules
         self.source = source
@@ -258,14 +258,7 @@ class AlertStream:
         self._recovering: int | None = None
         self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
         self._failed_lock = threading.Lock()
-        if time_column is None:  # a restarted stream keeps the event time it ran with
-            time_column = self.status.get("time_column")
-            current = self.store.current_id()
-            if time_column is None and current is not None:
-                try:
-                    time_column = self.store.load(current).get("time_column")
-                except (OSError, ValueError):
-                    pass
+        time_column = time_column or self._time_column_ran_with()
         # The rules see the input's columns; Spark's unreadable-line column only marks bad rows (mark_bad_rows).
         self.input_types = {n: t for n, t in input_types_of(source).items() if n != CORRUPT_RECORD}
         unknown = [name for name in self.dedup_key if name not in self.input_types]
@@ -290,6 +283,17 @@ class AlertStream:
         for sink in self.sinks:  # the webhook formats read each rule's severity and summary
             if getattr(sink, "rule_notes", False) is None:
                 sink.rule_notes = self.watch.notes_for
+
+    def _time_column_ran_with(self) -> str | None:
+        """The event-time column of a restarted stream: the one it ran with (its status, else its rule set)."""
+        time_column = self.status.get("time_column")
+        current = self.store.current_id()
+        if time_column is None and current is not None:
+            try:
+                time_column = self.store.load(current).get("time_column")
+            except (OSError, ValueError):
+                pass
+        return time_column
 
     # ----------------------------------------------------------------------------- events, status
 
