@@ -226,5 +226,9 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     events = [e for b in batches for e in b]
     assert streamed(driver, "span") == replay(SPAN, events) and streamed(driver, "prices/high") == replay(HIGH, events)
     source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver"))
+    again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver"))
+    assert again.layout == "driver"  # without state=, a restart goes on in its checkpoint's layout
     with pytest.raises(CepSemanticError, match="--state driver"):
-        AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver")).start()
+        AlertStream(
+            spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver"), state="spark"
+        ).start()
