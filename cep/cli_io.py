@@ -579,7 +579,9 @@ def first_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return text.strip()
-    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    # A traceback's header is not what went wrong (spark_error finds that at the traceback's end).
+    joined = len(lines) > 1 and lines[0].endswith(":") and not lines[1].startswith("Traceback (")
+    return f"{lines[0]} {lines[1]}" if joined else lines[0]
 
 
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV injection").

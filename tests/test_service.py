@@ -203,6 +203,13 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
             60,
             "/metrics to count the webhook's deliveries",
         )
+        # Early release sends the first alerts from micro-batch 0, whose watermark has not moved yet: the lag
+        # gauge is served from the no-data micro-batch Spark runs after it.
+        until(
+            lambda: any(name == "cep_watermark_lag_seconds" for name, _ in first.metrics()),
+            120,
+            "the watermark's first move",
+        )
         scraped = first.metrics()
         with sqlite3.connect(tmp_path / "alerts.db") as db:
             in_sqlite = db.execute("SELECT COUNT(*) FROM alerts").fetchone()[0]
