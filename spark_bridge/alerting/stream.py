@@ -99,6 +99,7 @@ from cep.spark_bridge.alerting.status import (
     StatusBook,
     batch_entry,
     epoch_seconds,
+    new_progress,
     now_iso,
     progress_get,
     read_status,
@@ -603,7 +604,7 @@ class AlertStream:
         """Spark's progress of the matching query: the last micro-batch, the watermark, the state size,
         and each new micro-batch for the observers (a lost progress only loses these gauges)."""
         try:
-            progresses = list(query.recentProgress)
+            progresses = new_progress(query, self._seen_progress)
             status = query.status
         except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
             return
