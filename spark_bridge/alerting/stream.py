@@ -332,8 +332,9 @@ class AlertStream:
         for name in done:
             self.journal.remove(name)
 
-    def refresh_rules(self, *, force: bool = False) -> rules_mod.RuleChanges:
-        """Reload the rules if their files changed; publish the new set for the next micro-batches."""
+    def refresh_rules(self, *, force: bool = False, write: bool = True) -> rules_mod.RuleChanges:
+        """Reload the rules if their files changed; publish the new set for the next micro-batches; write the
+        status unless ``write`` is False (the control loop writes it once per round, in ``poll``)."""
         self._quarantine_failed()
         try:
             changes = self.watch.refresh(force=force)
@@ -341,7 +342,8 @@ class AlertStream:
             if self._replan:  # stopped by _before_publish: the new set's specs need a new plan
                 self._replan = False
                 self.match_query = self._start_query(self.build(), self._write_batch, "match", available_now=False)
-        self.write_status()
+        if write:
+            self.write_status()
         return changes
 
     def _before_publish(self, payload: dict) -> None:
@@ -711,7 +713,7 @@ class AlertStream:
                 if stop.is_set():
                     break
                 try:
-                    self.refresh_rules()
+                    self.refresh_rules(write=False)  # poll() below writes the status, once a round
                 except CepSemanticError as err:  # e.g. no rule left to take the event time from: keep the last set
                     self._event(f"rules not reloaded: {err}", "error")
                 try:
