@@ -34,6 +34,8 @@ from cep.spark_bridge.sinks.base import atomic_write, set_aside
 
 __all__ = ["StatusBook", "new_progress", "now_iso", "progress_get", "read_status", "rule_rows", "ERROR_TTL_S"]
 
+# Imported inside functions: pyspark (optional, slow to import), only where a running query is read.
+
 ERROR_TTL_S = 3600.0  # a delivery error stays listed this long, unless the sink has recovered before
 FOLDED_KEEP = 4000  # journal names remembered (a re-run micro-batch's record must not count twice)
 EVENTS_KEEP = 50
