@@ -85,6 +85,17 @@ def commits(checkpoint: Path) -> int:
         return 0
 
 
+def committed_offsets(checkpoint: Path) -> int:
+    """The Kafka offsets summed over partitions up to which the query has committed its micro-batches: the
+    input rows it has finished (its offset log's entry of the newest committed micro-batch)."""
+    try:
+        done = max(int(name) for name in os.listdir(checkpoint / "commits") if name.isdigit())
+        lines = (checkpoint / "offsets" / str(done)).read_text().splitlines()
+    except (OSError, ValueError):
+        return 0
+    return sum(sum(partitions.values()) for partitions in json.loads(lines[-1]).values())
+
+
 def python_thread_names(pid: int) -> dict[int, str]:
     """Native thread id -> Python thread name of ``pid``, from ``py-spy dump`` (empty without py-spy)."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -152,12 +163,12 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
         producer.run(SETTLE_RATE, FIRST_BATCH_LIMIT_S, until=first_batch)
         producer.run(SETTLE_RATE, args.warmup)
         checkpoint = work / "floor" / "ck" if name == "floor" else work / "ck" / "match"
-        committed = commits(checkpoint)
+        committed, offsets = commits(checkpoint), committed_offsets(checkpoint)
         names = python_thread_names(engine.process.pid) if name != "floor" else {}
         before = thread_cpu(engine.process.pid)
         sent, start, end = producer.run(args.rate, args.seconds)
         after = thread_cpu(engine.process.pid)
-        committed = commits(checkpoint) - committed
+        committed, offsets = commits(checkpoint) - committed, committed_offsets(checkpoint) - offsets
         load = os.getloadavg()
         names |= python_thread_names(engine.process.pid) if name != "floor" else {}
         roles, top = by_thread(before, after, names)
@@ -174,6 +185,8 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
             "busiest_threads": top,
             "load_average": [round(x, 2) for x in load],
             "batches": committed,
+            "rows_finished": offsets,
+            "rows_per_cpu_s": round(offsets / sum(roles.values())) if roles else None,
             "cpu_s_per_batch": round(sum(roles.values()) / committed, 3) if committed else None,
             "batches_with_rows_seen": len(batches),
             "submit_args": args.submit_args,
