@@ -1,7 +1,7 @@
 """Where ``cep stream`` spends its CPU at a steady rate: per process and per thread, beside Spark's floor.
 
     .venv/bin/python bench/stream_cpu.py [--engines driver,spark,floor] [--rate 1000] [--seconds 30]
-        [--submit-args '--conf spark.x=y'] [--json bench/results-stream-cpu.json]
+        [--submit-args '--conf spark.x=y'] [--python OTHER_CHECKOUT/.venv/bin/python] [--json FILE]
 
 A real broker (tests/kafka_broker.py); per engine, one after another, alone with the broker and the producer: a
 4-partition topic of its own, the engine started as bench/kafka_e2e.py starts it (``cep stream`` of the V shape,
@@ -141,7 +141,7 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
         else:
             query_file = work / "v_shape.sql"
             query_file.write_text(QUERY_TEXT)
-            engine = start_cep(work, broker.bootstrap, query_file, ticks, topics, state=name)
+            engine = start_cep(work, broker.bootstrap, query_file, ticks, topics, args.python, state=name)
     finally:
         if env_before is None:
             os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
@@ -190,6 +190,7 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
             "cpu_s_per_batch": round(sum(roles.values()) / committed, 3) if committed else None,
             "batches_with_rows_seen": len(batches),
             "submit_args": args.submit_args,
+            "python": args.python,
         }
         print(json.dumps(found), flush=True)
         return found
@@ -205,6 +206,9 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds at 200 ticks/s before the step")
     parser.add_argument("--submit-args", default="", help="the engines' $PYSPARK_SUBMIT_ARGS, e.g. '--conf k=v'")
+    parser.add_argument(
+        "--python", default=sys.executable, help="the interpreter of cep stream: another checkout's, for an A/B"
+    )
     parser.add_argument("--json", help="append the results, one JSON line per engine")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
