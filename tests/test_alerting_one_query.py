@@ -297,3 +297,26 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
         for line in path.read_text().splitlines()
     ]
     assert letters["_cep_error_code"] and json.loads(letters["_cep_input"])["symbol"] == "b"
+
+
+@pytest.mark.spark
+def test_a_micro_batch_without_alerts_writes_no_file_and_its_id_is_recorded(spark, tmp_path):
+    """A quiet micro-batch records its id in the alert output's log with no file and no Spark job: a stream
+    that runs all day without alerts leaves no empty file per micro-batch, and the log still holds every id."""
+    rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
+    write_rule(rules, "prices.sql", HIGH)
+    write_batch(source, 0, [ev("a", 0, 50), ev("b", 1, 60)])  # nothing above 100: no alert
+    write_batch(source, 1, [ev("a", 10, 150)])
+    write_batch(source, 2, [ev("b", 20, 70)])
+    df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
+    stream = AlertStream(
+        spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), output_format="json", watermark="0s"
+    )
+    stream.refresh_rules(force=True)
+    stream.run_available_now()
+    alerts = stream.alerts().toPandas()
+    assert list(alerts["partition_key"]) == [json.dumps({"symbol": "a"})]
+    files = list(output.glob("part-*"))
+    assert len(files) == 1 and files[0].stat().st_size > 0
+    committed = sorted(int(p.name) for p in (checkpoint / "match" / "commits").glob("[0-9]*"))
+    assert len(committed) >= 3 and all(stream.file_sink.has_batch(batch) for batch in committed)

@@ -407,7 +407,8 @@ class AlertStream:
 
         Every Spark job here costs a scheduling round on the micro-batch's path, so the batch is read by one
         ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
-        payload) and written by one job per file sink, each in one task (one file per micro-batch). Where
+        payload) and written by one job per file sink that has rows, each in one task (one file per micro-batch;
+        a sink with nothing to write records the batch id with no file and no job). Where
         the time goes, step by step, and the jobs started, go to the status with Spark's own parts
         (``last_batch.foreach_batch``: ``BatchCost``)."""
         from pyspark.sql import functions as F
@@ -435,7 +436,10 @@ class AlertStream:
                         keep_written=self.file_sink.has_batch(batch_id),
                     )
             with cost.step("alerts_commit"):
-                self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
+                if any(row[KIND] == KIND_MATCH for row in rows):
+                    self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
+                else:  # no Spark job, and no empty file (nor its entry in the sink's log) per quiet micro-batch
+                    self.file_sink.commit_nothing(batch_id, batch.sparkSession)
             if staged is not None:
                 with cost.step("outbox_seal"):
                     self.lanes.seal(staged)
