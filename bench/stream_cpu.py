@@ -1,7 +1,8 @@
 """Where ``cep stream`` spends its CPU at a steady rate: per process and per thread, beside Spark's floor.
 
     .venv/bin/python bench/stream_cpu.py [--engines driver,spark,floor] [--rate 1000] [--seconds 30]
-        [--submit-args '--conf spark.x=y'] [--python OTHER_CHECKOUT/.venv/bin/python] [--json FILE]
+        [--submit-args '--conf spark.x=y'] [--python OTHER_CHECKOUT/.venv/bin/python]
+        [--query RULE.sql] [--json FILE]
 
 A real broker (tests/kafka_broker.py); per engine, one after another, alone with the broker and the producer: a
 4-partition topic of its own, the engine started as bench/kafka_e2e.py starts it (``cep stream`` of the V shape,
@@ -140,7 +141,7 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
             engine = start_floor(work, broker.bootstrap, ticks)
         else:
             query_file = work / "v_shape.sql"
-            query_file.write_text(QUERY_TEXT)
+            query_file.write_text(args.query.read_text() if args.query else QUERY_TEXT)
             engine = start_cep(work, broker.bootstrap, query_file, ticks, topics, args.python, state=name)
     finally:
         if env_before is None:
@@ -191,6 +192,7 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
             "batches_with_rows_seen": len(batches),
             "submit_args": args.submit_args,
             "python": args.python,
+            "query": str(args.query or "the V shape"),
         }
         print(json.dumps(found), flush=True)
         return found
@@ -208,6 +210,9 @@ def main() -> int:
     parser.add_argument("--submit-args", default="", help="the engines' $PYSPARK_SUBMIT_ARGS, e.g. '--conf k=v'")
     parser.add_argument(
         "--python", default=sys.executable, help="the interpreter of cep stream: another checkout's, for an A/B"
+    )
+    parser.add_argument(
+        "--query", type=Path, help="cep stream's rule (default: the Kafka bench's V shape), e.g. one that never fires"
     )
     parser.add_argument("--json", help="append the results, one JSON line per engine")
     args = parser.parse_args()
