@@ -26,7 +26,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,6 +41,7 @@ from kafka_e2e import (  # noqa: E402
     Producer,
     StatusWatch,
     _lines,
+    start_broker,
     start_cep,
     start_floor,
     stop_engine,
@@ -216,10 +216,7 @@ def main() -> int:
     )
     parser.add_argument("--json", help="append the results, one JSON line per engine")
     args = parser.parse_args()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    work = Path(tempfile.mkdtemp(prefix="cep-stream-cpu-"))
-    broker = KafkaBroker(work / "broker").start()
+    work, broker = start_broker("cep-stream-cpu-")
     try:
         for name in args.engines.split(","):
             found = run_engine(name, args, broker, work / name)
