@@ -252,7 +252,8 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
     tmp_path,
 ):
     """``foreachBatch`` reads the cached micro-batch once (the rules run once, their alerts, counts and the bad
-    rows' reasons come back in one job) and writes each file sink in one task. Its own costs reach the status
+    rows' reasons come back in one job) and writes each file sink that has rows in one task (one without rows
+    records the batch id with no job). Its own costs reach the status
     beside Spark's parts: each step by name, and the jobs, stages and tasks Spark's status tracker saw start."""
     source, output = tmp_path / "in", tmp_path / "alerts"  # as fixture_stream lays out its root
     write_rule(tmp_path / "rules", "prices.sql", HIGH)
@@ -271,9 +272,14 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
 
     costs = {info["id"]: info["foreach_batch"] for info in seen if info["input_rows"]}
     assert sorted(costs) == [0, 1, 2, 3]
+
+    def alert_files(batch: int) -> int:  # the files the alert output's log records for the micro-batch
+        return len((output / "_spark_metadata" / str(batch)).read_text().splitlines()) - 1  # "v1" first
+
+    assert {alert_files(batch) for batch in costs} == {0, 1}  # quiet micro-batches among them: no job, no file
     for batch, cost in costs.items():
         with_bad_rows = batch == 1
-        assert cost["jobs"] == (3 if with_bad_rows else 2), (batch, cost)
+        assert cost["jobs"] == 1 + alert_files(batch) + (1 if with_bad_rows else 0), (batch, cost)
         # bad_rows_commit: the bad rows' files, or the batch recorded in their sink's log with none (no Spark job)
         assert set(cost["steps_ms"]) == {
             "collect",
