@@ -333,8 +333,7 @@ class AlertStream:
             self.journal.remove(name)
 
     def refresh_rules(self, *, force: bool = False, write: bool = True) -> rules_mod.RuleChanges:
-        """Reload the rules if their files changed; publish the new set for the next micro-batches; write the
-        status unless ``write`` is False (the control loop writes it once per round, in ``poll``)."""
+        """Reload the rules if their files changed; publish the set for the next micro-batches; ``write`` status."""
         self._quarantine_failed()
         try:
             changes = self.watch.refresh(force=force)
@@ -407,8 +406,7 @@ class AlertStream:
 
         Every Spark job here costs a scheduling round on the micro-batch's path, so the batch is read by one
         ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
-        payload) and written by one job per file sink that has rows, each in one task (one file per micro-batch;
-        a sink with nothing to write records the batch id with no file and no job). Where
+        payload) and written by one job per file sink with rows, each in one task (one file per micro-batch). Where
         the time goes, step by step, and the jobs started, go to the status with Spark's own parts
         (``last_batch.foreach_batch``: ``BatchCost``)."""
         from pyspark.sql import functions as F
@@ -438,7 +436,7 @@ class AlertStream:
             with cost.step("alerts_commit"):
                 if any(row[KIND] == KIND_MATCH for row in rows):
                     self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
-                else:  # no Spark job, and no empty file (nor its entry in the sink's log) per quiet micro-batch
+                else:  # no job, no empty file
                     self.file_sink.commit_nothing(batch_id, batch.sparkSession)
             if staged is not None:
                 with cost.step("outbox_seal"):
@@ -717,7 +715,7 @@ class AlertStream:
                 if stop.is_set():
                     break
                 try:
-                    self.refresh_rules(write=False)  # poll() below writes the status, once a round
+                    self.refresh_rules(write=False)  # poll() writes it
                 except CepSemanticError as err:  # e.g. no rule left to take the event time from: keep the last set
                     self._event(f"rules not reloaded: {err}", "error")
                 try:
