@@ -99,6 +99,7 @@ from cep.spark_bridge.alerting.status import (
     StatusBook,
     batch_entry,
     epoch_seconds,
+    new_progress,
     now_iso,
     progress_get,
     read_status,
@@ -331,8 +332,8 @@ class AlertStream:
         for name in done:
             self.journal.remove(name)
 
-    def refresh_rules(self, *, force: bool = False) -> rules_mod.RuleChanges:
-        """Reload the rules if their files changed; publish the new set for the next micro-batches."""
+    def refresh_rules(self, *, force: bool = False, write: bool = True) -> rules_mod.RuleChanges:
+        """Reload the rules if their files changed; publish the set for the next micro-batches; ``write`` status."""
         self._quarantine_failed()
         try:
             changes = self.watch.refresh(force=force)
@@ -340,7 +341,8 @@ class AlertStream:
             if self._replan:  # stopped by _before_publish: the new set's specs need a new plan
                 self._replan = False
                 self.match_query = self._start_query(self.build(), self._write_batch, "match", available_now=False)
-        self.write_status()
+        if write:
+            self.write_status()
         return changes
 
     def _before_publish(self, payload: dict) -> None:
@@ -404,7 +406,7 @@ class AlertStream:
 
         Every Spark job here costs a scheduling round on the micro-batch's path, so the batch is read by one
         ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
-        payload) and written by one job per file sink, each in one task (one file per micro-batch). Where
+        payload) and written by one job per file sink with rows, each in one task (one file per micro-batch). Where
         the time goes, step by step, and the jobs started, go to the status with Spark's own parts
         (``last_batch.foreach_batch``: ``BatchCost``)."""
         from pyspark.sql import functions as F
@@ -432,7 +434,10 @@ class AlertStream:
                         keep_written=self.file_sink.has_batch(batch_id),
                     )
             with cost.step("alerts_commit"):
-                self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
+                if any(row[KIND] == KIND_MATCH for row in rows):
+                    self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
+                else:  # no job, no empty file
+                    self.file_sink.commit_nothing(batch_id, batch.sparkSession)
             if staged is not None:
                 with cost.step("outbox_seal"):
                     self.lanes.seal(staged)
@@ -603,7 +608,7 @@ class AlertStream:
         """Spark's progress of the matching query: the last micro-batch, the watermark, the state size,
         and each new micro-batch for the observers (a lost progress only loses these gauges)."""
         try:
-            progresses = list(query.recentProgress)
+            progresses = new_progress(query, self._seen_progress)
             status = query.status
         except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
             return
@@ -710,7 +715,7 @@ class AlertStream:
                 if stop.is_set():
                     break
                 try:
-                    self.refresh_rules()
+                    self.refresh_rules(write=False)  # poll() writes it
                 except CepSemanticError as err:  # e.g. no rule left to take the event time from: keep the last set
                     self._event(f"rules not reloaded: {err}", "error")
                 try:
