@@ -64,8 +64,10 @@ def write_ticks(directory: Path, rows: int, batches: int, keys: int) -> list[Pat
                 tick += 1
                 stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment // 1_000_000))
                 fh.write(
-                    json.dumps({"symbol": f"S{key:04d}", "ts": f"{stamp}.{moment % 1_000_000:06d}Z",
-                                "price": prices[key]}) + "\n"
+                    json.dumps(
+                        {"symbol": f"S{key:04d}", "ts": f"{stamp}.{moment % 1_000_000:06d}Z", "price": prices[key]}
+                    )
+                    + "\n"
                 )
         files.append(path)
     return files
@@ -119,8 +121,14 @@ def main() -> int:
     (work / "none").mkdir()
     source = spark.readStream.schema(SCHEMA).json(str(work / "none"))
     stream = stream_mod.AlertStream(
-        spark, str(work / "rules.sql"), source, checkpoint=str(work / "ck"), sinks=sinks,
-        watermark=f"{WATERMARK_MS}ms", time_column="ts", state="driver",
+        spark,
+        str(work / "rules.sql"),
+        source,
+        checkpoint=str(work / "ck"),
+        sinks=sinks,
+        watermark=f"{WATERMARK_MS}ms",
+        time_column="ts",
+        state="driver",
     )
     stream.refresh_rules(force=True)
     stream.build()
@@ -138,10 +146,15 @@ def main() -> int:
             wall_ms=round((time.perf_counter() - wall0) * 1000, 1),
         )
         per_batch.append(cost)
-        print(batch_id, json.dumps({k: cost[k] for k in ("wall_ms", "thread_cpu_ms_total", "spark_cpu_ms_total")}),
-              json.dumps(cost["steps_ms"]), json.dumps(cost.get("steps_cpu_ms")), json.dumps(cost["spark_cpu_ms"]),
-              flush=True)
-    kept = per_batch[args.warmup:]
+        print(
+            batch_id,
+            json.dumps({k: cost[k] for k in ("wall_ms", "thread_cpu_ms_total", "spark_cpu_ms_total")}),
+            json.dumps(cost["steps_ms"]),
+            json.dumps(cost.get("steps_cpu_ms")),
+            json.dumps(cost["spark_cpu_ms"]),
+            flush=True,
+        )
+    kept = per_batch[args.warmup :]
     steps = sorted({s for c in kept for s in c["steps_ms"]})
 
     def median(values) -> float:

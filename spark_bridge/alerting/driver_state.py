@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.rule_set import FILE, PKEY, SPEC
+from cep.spark_bridge.alerting.rule_set import (
+    FILE,
+    KIND_BAD,
+    KIND_FAILED,
+    KIND_LATE,
+    KIND_MATCH,
+    KIND_STATS,
+    PKEY,
+    SPEC,
+)
 from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
@@ -292,10 +301,10 @@ class DriverState:
         held = self.held or Held({}, {})
         return {"state_bytes": sum(len(blob) for blob in held.buckets.values()), "state_rows": len(held.buckets)}
 
-    def run(self, batch: DataFrame, batch_id: int) -> DataFrame:
-        """The micro-batch on the driver; its state saved before anything is written; the operator's rows."""
-        frame = self.run_frame(batch.toPandas(), batch_id)
-        return self._to_spark(batch.sparkSession, frame)
+    def run(self, batch: DataFrame, batch_id: int) -> DriverRows:
+        """The micro-batch on the driver; its state saved before anything is written; the operator's rows,
+        split by kind for the writes of ``foreachBatch``, which need no Spark job for them (``DriverRows``)."""
+        return DriverRows.of(self.run_frame(batch.toPandas(), batch_id))
 
     def run_frame(self, pdf: pd.DataFrame, batch_id: int) -> pd.DataFrame:
         """``run`` on the micro-batch's rows as pandas (``driver_input``'s columns); returns pandas."""
@@ -362,18 +371,50 @@ class DriverState:
             timeouts[key] = state.timeout_ms if state.timeout_ms is not None else watermark_ms
         return out
 
-    @staticmethod
-    def _to_spark(spark, frame: pd.DataFrame) -> DataFrame:
-        """The operator's rows as the keyed layout's ``foreachBatch`` sees them (dead-letter fields of bad rows)."""
+
+@dataclass(frozen=True)
+class DriverRows:
+    """The rows the rules gave for a micro-batch on the driver, as ``foreachBatch`` writes them: the alerts (as
+    Spark's ``collect`` gives them: a dict of Python values per alert), the statistics, late and failed rows
+    (dicts of ``KIND``, ``ALERT_NAMES`` and ``STATS``), and the bad input rows (pandas, ``operator_schema``)."""
+
+    alerts: list[dict]
+    small: list[dict]
+    bad: pd.DataFrame
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> DriverRows:
+        kinds = frame[KIND].to_numpy()
+        alerts = _records(frame[kinds == KIND_MATCH], ALERT_NAMES)
+        small = frame[(kinds == KIND_STATS) | (kinds == KIND_LATE) | (kinds == KIND_FAILED)]
+        return cls(alerts, _records(small, (KIND, *ALERT_NAMES, STATS)), frame[kinds == KIND_BAD])
+
+    def bad_reasons(self) -> dict[str, int]:
+        """Bad rows per reason."""
+        return {str(k): int(v) for k, v in self.bad[REJECT].value_counts(sort=False).items()}
+
+    def dead_letters(self, spark) -> DataFrame:
+        """The bad rows as the dead letter's records (``inputs.DEAD_LETTER_NAMES``), for its file sink."""
         from pyspark.sql import functions as F
 
-        out = spark.createDataFrame(frame if len(frame) else [], operator_schema())
-        return out.select(
-            *[F.col(name) for name in ALERT_NAMES],
-            *dead_letter_columns(file=F.col(FILE)),
-            F.col(KIND),
-            F.col(STATS),
-        )
+        return spark.createDataFrame(self.bad, operator_schema()).select(*dead_letter_columns(file=F.col(FILE)))
+
+
+def _records(frame: pd.DataFrame, names: Sequence[str]) -> list[dict]:
+    """``frame``'s rows as dicts of Python values (timestamps as naive UTC ``datetime``s, NULL as None)."""
+    import pandas as pd
+
+    if not len(frame):
+        return []
+    columns = []
+    for name in names:
+        column = frame[name]
+        if pd.api.types.is_datetime64_any_dtype(column.dtype):
+            values = [None if v is pd.NaT else v for v in column.array.to_pydatetime().tolist()]
+        else:
+            values = [None if v is None or v != v else v for v in column.tolist()]  # v != v: a NaN
+        columns.append(values)
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 def operator_schema():
