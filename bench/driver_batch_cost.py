@@ -80,6 +80,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--json", help="write the per-step medians here")
+    parser.add_argument("--profile", help="cProfile the last micro-batch's foreachBatch into this file")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -138,7 +139,12 @@ def main() -> int:
         df = mark_bad_rows(df, "ts", max_future_skew_us=stream.max_future_skew_us, null_time=True)
         df, _, _ = driver_input(df, "ts", stream.watermark)
         cpu0, spark0, wall0 = time.thread_time(), spark_cpu_ms(), time.perf_counter()
-        stream._write_batch(df, batch_id)
+        if args.profile and batch_id == len(files) - 1:
+            import cProfile
+
+            cProfile.runctx("stream._write_batch(df, batch_id)", globals(), locals(), args.profile)
+        else:
+            stream._write_batch(df, batch_id)
         cost = stream._batch_costs[batch_id]
         cost.update(
             thread_cpu_ms_total=round((time.thread_time() - cpu0) * 1000, 1),

@@ -8,7 +8,7 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, FILE_FORMATS, alert_schema
 from cep.spark_bridge.sinks.base import atomic_write
@@ -165,17 +165,21 @@ class FileSink:
 
 
 _UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "+00:00", "UTC+00:00")
-_TIMESTAMPS = frozenset(name for name, kind in ALERT_COLUMNS if kind == "timestamp")
+_KINDS = tuple((name, kind, f'"{name}":') for name, kind in ALERT_COLUMNS)
+_QUOTE = json.encoder.encode_basestring  # json.dumps(ensure_ascii=False) of a string, one call less per value
 
 
 def _json_line(alert: dict) -> str:
     """One alert as Spark's JSON writer writes it (``ignoreNullFields``, ``yyyy-MM-dd'T'HH:mm:ss.SSSXXX`` in UTC)."""
-    out: dict[str, Any] = {}
-    for name, _ in ALERT_COLUMNS:
+    parts = []
+    for name, kind, label in _KINDS:
         value = alert.get(name)
         if value is None:
             continue
-        if name in _TIMESTAMPS:
-            value = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
-        out[name] = value
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+        if kind == "timestamp":
+            parts.append(f'{label}"{value.isoformat(timespec="milliseconds")}Z"')
+        elif kind == "boolean":
+            parts.append(label + ("true" if value else "false"))
+        else:
+            parts.append(label + _QUOTE(value))
+    return "{" + ",".join(parts) + "}"
