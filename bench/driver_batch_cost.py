@@ -80,6 +80,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--json", help="write the per-step medians here")
+    parser.add_argument("--driver-buckets", type=int, help="buckets of keys on the driver (default: DriverState's)")
     parser.add_argument("--profile", help="cProfile the last micro-batch's foreachBatch into this file")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -133,6 +134,8 @@ def main() -> int:
     )
     stream.refresh_rules(force=True)
     stream.build()
+    if args.driver_buckets:
+        stream.driver.buckets = stream.driver.step.key_buckets = args.driver_buckets
     per_batch = []
     for batch_id, path in enumerate(files):
         df = prepare_input(spark.read.schema(SCHEMA).json(str(path)))

@@ -6,7 +6,7 @@
   Spark runs when the watermark moves; the same late rows and counts; and each rule's batch replay
   (``q.run(..., match_ids=True)``) of the rows that were not late, with the same match ids. A micro-batch run
   again from the saved state (a crash before Spark's commit) gives what it gave the first time; its state files
-  keep two manifests.
+  keep two manifests. A checkpoint of the first state format (a stored fixture) goes on with its own bucket count.
 * On Spark: the same stream through ``AlertStream`` in both layouts gives the same alerts and match ids, the
   driver's at least one micro-batch sooner; a checkpoint of one layout started with the other is refused.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -25,7 +26,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.driver_state import STATE_DIR, DriverState, check_layout, checkpoint_layout
+from cep.spark_bridge.alerting.driver_state import (
+    STATE_DIR,
+    STATE_FORMAT,
+    V1_BUCKETS,
+    DriverState,
+    check_layout,
+    checkpoint_layout,
+)
 from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_LATE, KIND_MATCH, STAT_NAMES, build_rule_set
 from cep.spark_bridge.alerting.stream import AlertStream
 from cep.spark_bridge.engine import state_codec
@@ -159,6 +167,36 @@ def test_rows_late_by_spark_s_watermark_are_late_on_the_driver_and_a_clock_row_f
     # 1.5 s: below the watermark of the micro-batches before (2.001 s), late; 3 s is not.
     rows = [{"symbol": "u", "ts": at(1.5), "price": 5}, {"symbol": "v", "ts": at(3), "price": 5}]
     assert outcome(driver.run_frame(driver_frame(rows), 3))[2] == 1
+
+
+# tests/fixtures/driver_state_v1: a checkpoint's driver-state/ and rule store in the first state format (8
+# buckets, manifests without a bucket count), written by cep before that format changed: RULES (session 60 s)
+# after micro-batches 0 to V1_DONE - 1 of make_batches(random.Random(V1_SEED), 2), a 2 s watermark delay.
+V1_FIXTURE = Path(__file__).parent / "fixtures" / "driver_state_v1"
+V1_SEED, V1_DONE = 5, 4
+
+
+def test_a_checkpoint_of_the_first_state_format_goes_on_with_its_own_buckets(tmp_path):
+    shutil.copytree(V1_FIXTURE, tmp_path / "v1")
+    batches = make_batches(random.Random(V1_SEED), 2)
+    assert len(batches) > V1_DONE + 1
+    options = {"columns": COLUMNS, "delay_ms": 2000, "housekeeping_us": HOUR_US}
+    old = DriverState(str(tmp_path / "v1" / "ck"), str(tmp_path / "v1" / "store"), **options)
+    new = DriverState(str(tmp_path / "ck"), publish(tmp_path, 60).directory, **options)
+    for batch_id, rows in enumerate(batches[:V1_DONE]):
+        new.run_frame(driver_frame(rows), batch_id)
+    seen = 0
+    for batch_id in range(V1_DONE, len(batches)):
+        (alerts, _, late, _), (expected, _, expected_late, _) = (
+            outcome(driver.run_frame(driver_frame(batches[batch_id]), batch_id)) for driver in (old, new)
+        )
+        assert (alerts, late) == (expected, expected_late), batch_id
+        seen += len(alerts)
+    assert seen  # the fixture's open matches end in these micro-batches
+    manifests = [sorted((p / "ck" / STATE_DIR).glob("m-*.json"))[-1] for p in (tmp_path / "v1", tmp_path)]
+    (written_old, written_new) = (json.loads(m.read_text()) for m in manifests)
+    assert written_old["format"] == written_new["format"] == STATE_FORMAT
+    assert (written_old["key_buckets"], written_new["key_buckets"]) == (V1_BUCKETS, new.buckets)
 
 
 def test_a_checkpoint_of_one_layout_is_refused_by_the_other(tmp_path):

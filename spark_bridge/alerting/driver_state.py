@@ -60,14 +60,19 @@ SPARK = "spark"  # Spark's keyed state: applyInPandasWithState (alerting/query.p
 DRIVER = "driver"  # this module
 LAYOUTS = (SPARK, DRIVER)
 STATE_DIR = "driver-state"  # under the stream's checkpoint
-STATE_FORMAT = "cep-driver-state-1"
+STATE_FORMAT = "cep-driver-state-2"  # the manifest names its bucket count
+# Read and written on: a checkpoint of this format keeps its V1_BUCKETS buckets (a key's bucket is its hash
+# modulo the count, so the count is fixed by the checkpoint, as key_buckets is for the keyed layout).
+V1_FORMAT, V1_BUCKETS = "cep-driver-state-1", 8
 _PASSTHROUGH = (REJECT, RAW, FILE)
 _BUCKET = "__cep_driver_bucket"
 _MANIFESTS_KEPT = 2  # micro-batch n re-runs from n-1's state; n+1 starts only once n is committed
-# Buckets of keys on the driver. Each costs a call per micro-batch (and a second when the watermark moves past
-# its timer); with keys spread by hash, a micro-batch of a few thousand keys touches every bucket anyway, so
-# more buckets would not write less state per micro-batch, only make more calls (bench/driver_state_scale.py).
-DRIVER_BUCKETS = 8
+# Buckets of keys on the driver, for a new checkpoint. Each costs a call per micro-batch (and a second when the
+# watermark moves past its timer), with a fixed cost per call (frames, the bucket's state decoded and encoded);
+# with keys spread by hash, a micro-batch of a few thousand keys touches every bucket anyway, so more buckets
+# would not write less state per micro-batch, only make more calls (bench/driver_state_scale.py,
+# bench/driver_batch_cost.py).
+DRIVER_BUCKETS = 1
 
 
 def checkpoint_layout(checkpoint: str) -> str | None:
@@ -156,6 +161,7 @@ class Held:
     timeouts: dict[tuple[str, int], int]
     watermark_ms: int = 0
     max_event_ms: int | None = None
+    key_buckets: int = DRIVER_BUCKETS  # the count of buckets keys are hashed to
 
 
 class _GroupState:
@@ -202,16 +208,25 @@ class StateFiles:
             return []
         return sorted(int(n[2:-5]) for n in os.listdir(self.directory) if n.startswith("m-") and n.endswith(".json"))
 
-    def load_before(self, batch_id: int) -> Held:
-        """The state micro-batch ``batch_id`` starts from: the newest manifest below it (none: empty)."""
+    def load_before(self, batch_id: int, new_buckets: int = DRIVER_BUCKETS) -> Held:
+        """The state micro-batch ``batch_id`` starts from: the newest manifest below it (none: empty, its keys
+        to be hashed to ``new_buckets`` buckets)."""
         older = [n for n in self._manifests() if n < batch_id]
         self.places = {}
         if not older:
-            return Held({}, {})
+            return Held({}, {}, key_buckets=new_buckets)
         with open(os.path.join(self.directory, f"m-{older[-1]:012d}.json"), encoding="utf-8") as fh:
             manifest = json.load(fh)
-        if manifest.get("format") != STATE_FORMAT:
-            raise CepSemanticError(f"{self.directory}: state format {manifest.get('format')!r} is not {STATE_FORMAT}")
+        if manifest.get("format") == V1_FORMAT:
+            key_buckets = V1_BUCKETS
+        elif manifest.get("format") == STATE_FORMAT:
+            key_buckets = int(manifest["key_buckets"])
+        else:
+            raise CepSemanticError(
+                f"{self.directory}: state format {manifest.get('format')!r} is not {STATE_FORMAT} or {V1_FORMAT} "
+                "(written by another version of cep: run that version, or start a new checkpoint)",
+                code="E0288",
+            )
         buckets: dict[tuple[str, int], bytes] = {}
         timeouts: dict[tuple[str, int], int] = {}
         segments: dict[str, bytes] = {}
@@ -222,7 +237,7 @@ class StateFiles:
             buckets[(spec, bucket)] = segments[segment][offset : offset + length]
             timeouts[(spec, bucket)] = timeout
             self.places[(spec, bucket)] = [segment, offset, length]
-        return Held(buckets, timeouts, manifest["watermark_ms"], manifest["max_event_ms"])
+        return Held(buckets, timeouts, manifest["watermark_ms"], manifest["max_event_ms"], key_buckets)
 
     def save(self, batch_id: int, held: Held, changed: Sequence[tuple[str, int]]) -> None:
         """Micro-batch ``batch_id``'s state: its changed buckets in a new segment, then the manifest (each whole)."""
@@ -247,6 +262,7 @@ class StateFiles:
         manifest = {
             "format": STATE_FORMAT,
             "batch": batch_id,
+            "key_buckets": held.key_buckets,
             "watermark_ms": held.watermark_ms,
             "max_event_ms": held.max_event_ms,
             "buckets": sorted(rows),
@@ -287,12 +303,14 @@ class DriverState:
         housekeeping_us: int,
         buckets: int = DRIVER_BUCKETS,
     ) -> None:
+        """``buckets``: for a new checkpoint; one with state keeps the count it was written with."""
         self.files = StateFiles(os.path.join(checkpoint, STATE_DIR))
         self.delay_ms = delay_ms
-        self.buckets = buckets
+        self.new_buckets = self.buckets = buckets
+        self.store_dir, self.housekeeping_us = store_dir, housekeeping_us
         carried = [*columns, EVENT_US, *_PASSTHROUGH]
         self.explode = Explode(store_dir, carried, REJECT, row_ids=True)
-        self.step = AlertStep(store_dir, housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
+        self.step = self._step_for(buckets)
         self.held: Held | None = None
         self.done_through: int | None = None  # the micro-batch ``held`` is the state after
 
@@ -312,7 +330,9 @@ class DriverState:
 
         held = self.held if self.done_through == batch_id - 1 and self.held is not None else None
         if held is None:
-            held = self.files.load_before(batch_id)
+            held = self.files.load_before(batch_id, self.new_buckets)
+            if held.key_buckets != self.buckets:
+                self.buckets, self.step = held.key_buckets, self._step_for(held.key_buckets)
         buckets, timeouts = dict(held.buckets), dict(held.timeouts)
         max_event_ms = held.max_event_ms
         times = pdf[EVENT_US].to_numpy() if len(pdf) else None
@@ -335,13 +355,16 @@ class DriverState:
                 for key in [key for key, ms in timeouts.items() if after_ms > ms]:
                     outputs += self._call(key, None, buckets, timeouts, after_ms)
                     changed.add(key)
-        held = Held(buckets, timeouts, after_ms, max_event_ms)
+        held = Held(buckets, timeouts, after_ms, max_event_ms, self.buckets)
         self.files.save(batch_id, held, sorted(changed))
         self.held, self.done_through = held, batch_id  # only once saved: a failed save runs again from the files
         outputs = [o for o in outputs if len(o)]
         if not outputs:
             return pd.DataFrame({name: [] for name in operator_schema().names})
         return pd.concat(outputs, ignore_index=True) if len(outputs) > 1 else outputs[0]
+
+    def _step_for(self, buckets: int) -> AlertStep:
+        return AlertStep(self.store_dir, self.housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
 
     def _groups(self, pdf: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:
         """The micro-batch's rows, once per partition spec (``Explode``), by (spec, bucket of partition keys)."""
