@@ -106,7 +106,7 @@ class FileSink:
         """Can ``commit_alerts`` write here without Spark: JSON lines, a local directory, timestamps in UTC (the
         session's zone is the one Spark's JSON writer writes them in)."""
         zone = spark.conf.get("spark.sql.session.timeZone", "UTC")
-        default_fs = spark._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+        default_fs = spark._jsparkSession.sessionState().newHadoopConf().get("fs.defaultFS") or "file:///"
         local = "://" not in self.path and default_fs.startswith("file:")  # a bare path is on Hadoop's default FS
         return self.format == "json" and local and zone in _UTC_NAMES
 
@@ -126,7 +126,9 @@ class FileSink:
         atomic_write(name, "".join(_json_line(alert) + "\n" for alert in alerts))
         jvm = spark._jvm
         hadoop_path = jvm.org.apache.hadoop.fs.Path(f"file:{name}")  # as Spark's sink names it: file:/dir/part-...
-        status = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).getFileStatus(hadoop_path)
+        status = hadoop_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).getFileStatus(
+            hadoop_path
+        )
         entry = jvm.org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus.apply(status)
         entries = jvm.java.lang.reflect.Array.newInstance(entry.getClass(), 1)
         entries[0] = entry
