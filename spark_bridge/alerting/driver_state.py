@@ -31,19 +31,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.rule_set import (
-    FILE,
-    KIND_BAD,
-    KIND_FAILED,
-    KIND_LATE,
-    KIND_MATCH,
-    KIND_STATS,
-    PKEY,
-    SPEC,
-)
+from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_MATCH, PKEY, SPEC
 from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
 from cep.spark_bridge.engine.durations import parse_duration
-from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
+from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES, alert_schema, rows_to_alerts
 from cep.spark_bridge.sinks.base import atomic_write
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, RAW, REJECT, STATS, quote
 from cep.spark_bridge.spark.inputs import CLOCK_ROW, dead_letter_columns, with_watermark
@@ -409,8 +400,33 @@ class DriverRows:
     def of(cls, frame: pd.DataFrame) -> DriverRows:
         kinds = frame[KIND].to_numpy()
         alerts = _records(frame[kinds == KIND_MATCH], ALERT_NAMES)
-        small = frame[(kinds == KIND_STATS) | (kinds == KIND_LATE) | (kinds == KIND_FAILED)]
+        small = frame[(kinds != KIND_MATCH) & (kinds != KIND_BAD)]  # statistics, late and failed rows
         return cls(alerts, _records(small, (KIND, *ALERT_NAMES, STATS)), frame[kinds == KIND_BAD])
+
+    def write(self, batch_id: int, cost, spark, file_sink, bad_rows_sink, lanes) -> tuple[list[dict], dict[str, int]]:
+        """``foreachBatch``'s writes of these rows (``AlertStream._write_batch``, timed by ``cost``): the same files,
+        sink logs and outboxes as the keyed layout's, with no Spark job but the dead letter's when a micro-batch
+        has bad rows (``FileSink.commit_alerts``); the statistics, late and failed rows, and bad rows per reason."""
+        alerts = file_sink.as_stored(rows_to_alerts(self.alerts))
+        staged = None
+        if lanes is not None:  # written before the output's commit, handed to the lanes after it
+            with cost.step("outbox_stage"):
+                staged = lanes.stage(batch_id, alerts, keep_written=file_sink.has_batch(batch_id))
+        with cost.step("alerts_commit"):
+            if file_sink.writes_on_driver(spark):
+                file_sink.commit_alerts(batch_id, alerts, spark)
+            else:  # Parquet, CSV, a URI, another time zone: Spark's writer
+                values = [tuple(alert[name] for name in ALERT_NAMES) for alert in alerts]
+                file_sink.commit(batch_id, spark.createDataFrame(values, alert_schema()).coalesce(1))
+        if staged is not None:
+            with cost.step("outbox_seal"):
+                lanes.seal(staged)
+        with cost.step("bad_rows_commit"):
+            if len(self.bad):
+                bad_rows_sink.commit(batch_id, self.dead_letters(spark).coalesce(1))
+            else:  # no empty file, but the batch id in the sink's log, which its compaction needs
+                bad_rows_sink.commit_nothing(batch_id, spark)
+        return self.small, self.bad_reasons()
 
     def bad_reasons(self) -> dict[str, int]:
         """Bad rows per reason."""

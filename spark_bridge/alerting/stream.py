@@ -107,7 +107,7 @@ from cep.spark_bridge.alerting.status import (
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
-from cep.spark_bridge.sinks.alerts import ALERT_NAMES, alert_schema, rows_to_alerts
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
 from cep.spark_bridge.sinks.base import AlertSink
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
@@ -406,13 +406,14 @@ class AlertStream:
         ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
         payload) and written by one job per file sink, each in one task (one file per micro-batch). Where
         the time goes, step by step, and the jobs started, go to the status with Spark's own parts
-        (``last_batch.foreach_batch``: ``BatchCost``). In the driver layout the rows are on the driver already
-        and are written from there (``_write_driver_rows``)."""
+        (``last_batch.foreach_batch``: ``BatchCost``). The driver layout writes from the driver (``DriverRows``)."""
         cost = BatchCost.start(batch.sparkSession)
         if self.driver is not None:
             with cost.step("driver_rules"):  # the rules on the driver, their state saved (driver_state.py)
                 on_driver = self.driver.run(batch, batch_id)
-            small, bad = self._write_driver_rows(on_driver, batch_id, cost, batch.sparkSession)
+            small, bad = on_driver.write(
+                batch_id, cost, batch.sparkSession, self.file_sink, self.bad_rows_sink, self.lanes
+            )
         else:
             small, bad = self._write_operator_rows(batch, batch_id, cost)
         calls: dict[tuple[str, str], list[int]] = {}
@@ -443,8 +444,7 @@ class AlertStream:
         self._note_cost(batch_id, cost.done())
 
     def _write_operator_rows(self, batch, batch_id: int, cost: BatchCost) -> tuple[list, dict]:
-        """The keyed layout's writes: the operator's rows read by one ``collect`` and written by Spark's file sinks;
-        the statistics, late and failed rows, and the bad rows per reason."""
+        """The keyed layout's writes (one ``collect``); its statistics, late and failed rows, bad rows per reason."""
         from pyspark.sql import functions as F
 
         batch.persist()
@@ -480,31 +480,6 @@ class AlertStream:
         finally:
             batch.unpersist()
         return small, bad
-
-    def _write_driver_rows(self, rows, batch_id: int, cost: BatchCost, spark) -> tuple[list, dict]:
-        """The driver layout's writes, from the rows its rules gave on the driver (``driver_state.DriverRows``):
-        the same files, sink logs and outboxes as ``_write_operator_rows``, with no Spark job but the dead
-        letter's when a micro-batch has bad rows (``FileSink.commit_alerts``)."""
-        alerts = self.file_sink.as_stored(rows_to_alerts(rows.alerts))
-        staged = None
-        if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
-            with cost.step("outbox_stage"):
-                staged = self.lanes.stage(batch_id, alerts, keep_written=self.file_sink.has_batch(batch_id))
-        with cost.step("alerts_commit"):
-            if self.file_sink.writes_on_driver(spark):
-                self.file_sink.commit_alerts(batch_id, alerts, spark)
-            else:  # Parquet, CSV, a URI, another time zone: Spark's writer
-                values = [tuple(alert[name] for name in ALERT_NAMES) for alert in alerts]
-                self.file_sink.commit(batch_id, spark.createDataFrame(values, alert_schema()).coalesce(1))
-        if staged is not None:
-            with cost.step("outbox_seal"):
-                self.lanes.seal(staged)
-        with cost.step("bad_rows_commit"):
-            if len(rows.bad):
-                self.bad_rows_sink.commit(batch_id, rows.dead_letters(spark).coalesce(1))
-            else:  # no empty file, but the batch id in the sink's log, which its compaction needs
-                self.bad_rows_sink.commit_nothing(batch_id, spark)
-        return rows.small, rows.bad_reasons()
 
     def _note_cost(self, batch_id: int, cost: dict) -> None:
         """Keep a micro-batch's ``BatchCost`` until its progress is folded (the newest few only)."""
