@@ -217,14 +217,17 @@ def test_a_checkpoint_of_one_layout_is_refused_by_the_other(tmp_path):
 # ------------------------------------------------------------------------------------------ Spark
 
 
-def run_layout(spark, tmp_path: Path, state: str, batches: list[list[dict]]) -> tuple[pd.DataFrame, list[int]]:
+def run_layout(
+    spark, tmp_path: Path, state: str, batches: list[list[dict]], output_format: str = "json"
+) -> tuple[pd.DataFrame, list[int]]:
     """The stream over ``batches`` (one file per micro-batch) in one layout: its alerts, and how many there were
     after each file."""
-    rules, source = tmp_path / "rules", tmp_path / f"in-{state}"
+    rules, source, name = tmp_path / "rules", tmp_path / f"in-{state}-{output_format}", f"{state}-{output_format}"
     source.mkdir()
     df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
-    stream = AlertStream(spark, str(rules), df, checkpoint=str(tmp_path / f"ck-{state}"),
-                         output=str(tmp_path / f"out-{state}"), watermark="5 seconds", state=state)  # fmt: skip
+    stream = AlertStream(spark, str(rules), df, checkpoint=str(tmp_path / f"ck-{name}"),
+                         output=str(tmp_path / f"out-{name}"), output_format=output_format, watermark="5 seconds",
+                         state=state)  # fmt: skip
     stream.start()
     per_batch = []
     try:
@@ -257,16 +260,32 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     # The keyed layout needs Spark's no-data micro-batches (after each watermark move) for its timers; the
     # driver ran them inside the micro-batch that moved the watermark.
     commits = {
-        state: len(list((tmp_path / f"ck-{state}" / "match" / "commits").glob("[0-9]*")))
+        state: len(list((tmp_path / f"ck-{state}-json" / "match" / "commits").glob("[0-9]*")))
         for state in ("spark", "driver")
     }
     assert commits["driver"] == len(batches) < commits["spark"]
     events = [e for b in batches for e in b]
     assert streamed(driver, "span") == replay(SPAN, events) and streamed(driver, "prices/high") == replay(HIGH, events)
-    source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver"))
-    again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver"))
+    source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver-json"))
+    again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"))
     assert again.layout == "driver"  # without state=, a restart goes on in its checkpoint's layout
     with pytest.raises(CepSemanticError, match="--state driver"):
         AlertStream(
-            spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver"), state="spark"
+            spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"), state="spark"
         ).start()
+
+
+@pytest.mark.spark
+def test_the_driver_layout_s_parquet_output_has_the_alerts_of_its_json_output(spark, two_partitions, tmp_path):
+    """JSON output is written by the driver (``FileSink.commit_alerts``); Parquet goes through Spark's writer."""
+    write_rule(tmp_path / "rules", "prices.sql", HIGH)
+    batches = price_batches() + [[{"symbol": SENTINEL, "ts": at(10_000), "price": 0.0}]]
+    as_json, _ = run_layout(spark, tmp_path, "driver", batches)
+    as_parquet, _ = run_layout(spark, tmp_path, "driver", batches, output_format="parquet")
+    columns = ["rule_id", "match_id", "partition_key", "first_event_time", "last_event_time", "measures", "suppressed"]
+    assert len(as_json) > 3 and as_json["match_id"].is_unique
+    assert sorted(map(tuple, as_parquet[columns].values.tolist())) == sorted(
+        map(tuple, as_json[columns].values.tolist())
+    )
+    assert list((tmp_path / "out-driver-parquet").glob("part-*.parquet"))
+    assert list((tmp_path / "out-driver-json").glob("part-*.json"))
