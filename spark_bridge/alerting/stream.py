@@ -408,13 +408,47 @@ class AlertStream:
         ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
         payload) and written by one job per file sink with rows, each in one task (one file per micro-batch). Where
         the time goes, step by step, and the jobs started, go to the status with Spark's own parts
-        (``last_batch.foreach_batch``: ``BatchCost``)."""
-        from pyspark.sql import functions as F
-
+        (``last_batch.foreach_batch``: ``BatchCost``). The driver layout writes from the driver (``DriverRows``)."""
         cost = BatchCost.start(batch.sparkSession)
         if self.driver is not None:
             with cost.step("driver_rules"):  # the rules on the driver, their state saved (driver_state.py)
-                batch = self.driver.run(batch, batch_id)
+                on_driver = self.driver.run(batch, batch_id)
+            small, bad = on_driver.write(
+                batch_id, cost, batch.sparkSession, self.file_sink, self.bad_rows_sink, self.lanes
+            )
+        else:
+            small, bad = self._write_operator_rows(batch, batch_id, cost)
+        calls: dict[tuple[str, str], list[int]] = {}
+        late = [row for row in small if row[KIND] == KIND_LATE]
+        failed = [
+            {
+                "rule_id": row["rule_id"],
+                "version": row["rule_version"],
+                "key": row["partition_key"],
+                "error": row["measures"],
+            }
+            for row in small
+            if row[KIND] == KIND_FAILED
+        ]
+        if failed:  # quarantined by the driver's loop (refresh_rules), which owns the rule set
+            with self._failed_lock:
+                self._failed.extend(failed)
+        for row in small:
+            if row[KIND] == KIND_STATS:
+                total = calls.setdefault((row["rule_id"], row["rule_version"]), [0] * len(STAT_NAMES))
+                for index, value in enumerate(row[STATS]):
+                    total[index] += int(value or 0)
+        if late:
+            with cost.step("late_rows"):
+                write_late_rows(self.late_dir, batch_id, late)
+        with cost.step("journal"):
+            self._journal_batch(batch_id, calls, bad, late)
+        self._note_cost(batch_id, cost.done())
+
+    def _write_operator_rows(self, batch, batch_id: int, cost: BatchCost) -> tuple[list, dict]:
+        """The keyed layout's writes (one ``collect``); its statistics, late and failed rows, bad rows per reason."""
+        from pyspark.sql import functions as F
+
         batch.persist()
         try:
             kind = F.col(KIND)
@@ -450,32 +484,7 @@ class AlertStream:
                     self.bad_rows_sink.commit_nothing(batch_id, batch.sparkSession)
         finally:
             batch.unpersist()
-        calls: dict[tuple[str, str], list[int]] = {}
-        late = [row for row in small if row[KIND] == KIND_LATE]
-        failed = [
-            {
-                "rule_id": row["rule_id"],
-                "version": row["rule_version"],
-                "key": row["partition_key"],
-                "error": row["measures"],
-            }
-            for row in small
-            if row[KIND] == KIND_FAILED
-        ]
-        if failed:  # quarantined by the driver's loop (refresh_rules), which owns the rule set
-            with self._failed_lock:
-                self._failed.extend(failed)
-        for row in small:
-            if row[KIND] == KIND_STATS:
-                total = calls.setdefault((row["rule_id"], row["rule_version"]), [0] * len(STAT_NAMES))
-                for index, value in enumerate(row[STATS]):
-                    total[index] += int(value or 0)
-        if late:
-            with cost.step("late_rows"):
-                write_late_rows(self.late_dir, batch_id, late)
-        with cost.step("journal"):
-            self._journal_batch(batch_id, calls, bad, late)
-        self._note_cost(batch_id, cost.done())
+        return small, bad
 
     def _note_cost(self, batch_id: int, cost: dict) -> None:
         """Keep a micro-batch's ``BatchCost`` until its progress is folded (the newest few only)."""
