@@ -3,9 +3,10 @@
 Each bucket is one state value in Spark's state store, read into Python and written back whole in every
 micro-batch with a row or a due timer for one of its keys (``spark/buckets.py``). A bucket's value grows with
 its keys: with the default 64 buckets, 10 million keys make values of about 17 MB, and a micro-batch moves
-every value it touches between the store, the JVM, Arrow and Python. More buckets keep each value small, so
-what a micro-batch holds at once stays bounded as the keys grow; the price is one Python call per touched
-bucket (docs/operations.md, "Many keys: what to set for 10 million").
+every value it touches between the store, the JVM, Arrow and Python. Buckets of a bounded size (``--expected-keys``:
+about ``KEYS_PER_BUCKET`` keys each) make what a micro-batch moves follow the keys it touches, not the keys the
+stream holds; the price is one Python call per touched bucket (docs/operations.md, "Many keys: what to set for
+10 million").
 
 A key's bucket is ``hash(key) mod count``: another count on a restart would look for every key in another
 bucket and lose its state. So the count is recorded in the stream's status when it starts; a restart without
@@ -56,8 +57,8 @@ def check_key_buckets(value: object, *, what: str = "--key-buckets") -> int:
     count = int(text)
     if not 1 <= count <= MAX_KEY_BUCKETS:
         raise ValueError(
-            f"{what} must be from 1 to {MAX_KEY_BUCKETS:,}, not {count:,} (aim at a few thousand keys per bucket: "
-            "4096 buckets for 10 million keys)"
+            f"{what} must be from 1 to {MAX_KEY_BUCKETS:,}, not {count:,} (aim at about {KEYS_PER_BUCKET} keys per "
+            "bucket, or give the keys instead: --expected-keys 10M)"
         )
     return count
 
