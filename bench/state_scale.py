@@ -452,6 +452,8 @@ def store_label(run: dict) -> str:
     """The store, and the settings given with --conf (by the last part of their names) and --env."""
     settings = {name.rsplit(".", 1)[-1]: value for name, value in (run.get("conf") or {}).items()}
     settings.update(run.get("env") or {})
+    if "LD_PRELOAD" in settings:  # the allocator's library by its name, not its directory
+        settings["LD_PRELOAD"] = Path(settings["LD_PRELOAD"]).name
     return run["store"] + "".join(f"<br>{name}={value}" for name, value in settings.items())
 
 

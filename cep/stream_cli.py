@@ -37,7 +37,12 @@ from cep import cli_io
 from cep.cli_io import UsageError
 from cep.grammar.errors import CepError
 from cep.logs import LOG_FORMATS, StreamLog
-from cep.spark_bridge.alerting.key_buckets import check_key_buckets, checkpoint_key_buckets
+from cep.spark_bridge.alerting.key_buckets import (
+    check_expected_keys,
+    check_key_buckets,
+    checkpoint_key_buckets,
+    expected_key_buckets,
+)
 from cep.spark_bridge.alerting.metrics import HealthCheck, ServiceServer, StreamMetrics
 from cep.spark_bridge.alerting.status import rule_rows
 from cep.spark_bridge.alerting.stream import AlertStream, QueryFailed
@@ -193,6 +198,13 @@ def _key_buckets_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _expected_keys_arg(text: str) -> int:
+    try:
+        return check_expected_keys(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
     """Event time, late and bad rows, suppression and sessions."""
     stream.add_argument(
@@ -214,12 +226,20 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
         help="event time never lags the wall clock by more than LAG: absence and timeout alerts fire "
         "on a quiet input, and a row more than LAG + --watermark behind the clock is late (default: off)",
     )
-    stream.add_argument(
+    buckets = stream.add_mutually_exclusive_group()
+    buckets.add_argument(
         "--key-buckets",
         type=_key_buckets_arg,
         metavar="N",
         help="hash the partition keys into N buckets, one state value each (default 64; fixed by the checkpoint "
-        "at its first start): with millions of keys, a few thousand keys per bucket bound what a micro-batch moves",
+        "at its first start): a micro-batch reads and writes every bucket it touches whole",
+    )
+    buckets.add_argument(
+        "--expected-keys",
+        type=_expected_keys_arg,
+        metavar="N",
+        help="the partition keys the stream will hold (e.g. 10M): a new checkpoint takes enough key buckets for "
+        "about 64 keys each, so what a micro-batch moves does not grow with the keys (an existing one keeps its own)",
     )
     stream.add_argument(
         "--suppress",
@@ -719,6 +739,11 @@ def cmd_stream(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
     timing = _timing_of(args)
+    kept = ""
+    if args.expected_keys is not None:
+        args.key_buckets, chosen = expected_key_buckets(checkpoint, args.expected_keys)
+        if args.key_buckets is None:
+            kept = f"--expected-keys: the checkpoint keeps its key buckets (a new one would take {chosen:,})"
     try:  # another count than the checkpoint's is refused before Spark starts (and again by AlertStream)
         checkpoint_key_buckets(checkpoint, args.key_buckets)
     except CepError as err:
@@ -735,6 +760,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     )
     logbook = StreamLog(fmt=args.log_format, status_every=timing.status_every_s).install()
     services = _Services(metrics_at, health_at, ready_window)
+    if kept:
+        log.info(kept)
     try:
         with _stop_on_signals(not args.once) as (stop, interrupted), _private_files():
             started = time.monotonic()

@@ -9,9 +9,19 @@ import argparse
 import json
 
 import pytest
+from hypothesis import given as given_examples
+from hypothesis import strategies as st
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.key_buckets import MAX_KEY_BUCKETS, check_key_buckets, settle_key_buckets
+from cep.spark_bridge.alerting.key_buckets import (
+    KEYS_PER_BUCKET,
+    MAX_KEY_BUCKETS,
+    check_expected_keys,
+    check_key_buckets,
+    expected_key_buckets,
+    key_buckets_for,
+    settle_key_buckets,
+)
 from cep.spark_bridge.alerting.stream import AlertStream, read_status
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS
 from tests.test_alerting import (
@@ -65,6 +75,46 @@ def test_a_checkpoint_that_ran_before_the_count_was_recorded_ran_with_the_defaul
         settle_key_buckets(str(tmp_path), None, 4096)
 
 
+@pytest.mark.parametrize(
+    ("given", "keys"), [("10000000", 10_000_000), ("10_000_000", 10_000_000), ("10M", 10_000_000), ("250k", 250_000)]
+)
+def test_an_expected_key_count_is_a_whole_number_with_an_optional_suffix(given, keys):
+    assert check_expected_keys(given) == keys
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "1.5M", "M", "", "ten", "10 M", True])
+def test_an_expected_key_count_that_is_not_one_is_refused_saying_what_is_allowed(given):
+    with pytest.raises(ValueError, match=r"--expected-keys must be a whole number of keys above 0"):
+        check_expected_keys(given)
+
+
+@given_examples(st.integers(min_value=1, max_value=10**11))
+def test_the_buckets_for_a_key_count_are_the_fewest_powers_of_two_that_hold_it_at_the_aimed_keys_each(keys):
+    count = key_buckets_for(keys)
+    assert count & (count - 1) == 0 and KEY_BUCKETS <= count <= MAX_KEY_BUCKETS
+    if count == MAX_KEY_BUCKETS:  # the cap: more keys per bucket than aimed at, rather than a mistaken count
+        assert keys > MAX_KEY_BUCKETS // 2 * KEYS_PER_BUCKET
+    else:
+        assert keys <= count * KEYS_PER_BUCKET  # no bucket above the aim, on average
+        assert count == KEY_BUCKETS or keys > count // 2 * KEYS_PER_BUCKET  # and half as many would be
+
+
+def test_ten_million_expected_keys_take_a_quarter_million_buckets_and_a_few_keys_the_default():
+    assert key_buckets_for(10_000_000) == 262_144  # 10M / 64 = 156,250, rounded up to a power of two
+    assert key_buckets_for(1_000_000) == 16_384
+    assert key_buckets_for(1_000) == KEY_BUCKETS
+
+
+def test_expected_keys_choose_the_count_of_a_new_checkpoint_only(tmp_path):
+    assert expected_key_buckets(str(tmp_path / "new"), 1_000_000) == (16_384, 16_384)
+    (tmp_path / "status.json").write_text(json.dumps({"key_buckets": 64}))
+    assert expected_key_buckets(str(tmp_path), 1_000_000) == (None, 16_384)  # it keeps its 64: no E0482
+    ran = tmp_path / "old"
+    (ran / "match" / "offsets").mkdir(parents=True)
+    (ran / "match" / "offsets" / "0").write_text("v1\n{}\n")
+    assert expected_key_buckets(str(ran), 1_000_000) == (None, 16_384)  # from before counts were recorded
+
+
 def stream_parser() -> argparse.ArgumentParser:
     from cep import stream_cli
 
@@ -81,6 +131,19 @@ def test_the_cli_refuses_a_bad_count_before_anything_starts(capsys):
     assert "--key-buckets must be from 1 to 1,048,576, not 0" in capsys.readouterr().err
     args = parser.parse_args(["stream", "q.sql", "--input", "in", "--checkpoint", "ck", "--key-buckets", "4096"])
     assert args.key_buckets == 4096
+
+
+def test_the_cli_takes_expected_keys_or_a_bucket_count_not_both(capsys):
+    parser = stream_parser()
+    base = ["stream", "q.sql", "--input", "in", "--checkpoint", "ck"]
+    assert parser.parse_args([*base, "--expected-keys", "10M"]).expected_keys == 10_000_000
+    with pytest.raises(SystemExit) as done:
+        parser.parse_args([*base, "--expected-keys", "10M", "--key-buckets", "64"])
+    assert done.value.code == 2
+    assert "--key-buckets: not allowed with argument --expected-keys" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--expected-keys", "lots"])
+    assert "--expected-keys must be a whole number of keys above 0" in capsys.readouterr().err
 
 
 def test_the_cli_refuses_another_count_than_the_checkpoints_before_spark_starts(tmp_path, capsys):
