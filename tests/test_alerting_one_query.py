@@ -252,7 +252,8 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
     tmp_path,
 ):
     """``foreachBatch`` reads the cached micro-batch once (the rules run once, their alerts, counts and the bad
-    rows' reasons come back in one job) and writes each file sink in one task. Its own costs reach the status
+    rows' reasons come back in one job) and writes each file sink in one task, or records a micro-batch without
+    alerts in the output's log with no job and no file. Its own costs reach the status
     beside Spark's parts: each step by name, and the jobs, stages and tasks Spark's status tracker saw start."""
     source, output = tmp_path / "in", tmp_path / "alerts"  # as fixture_stream lays out its root
     write_rule(tmp_path / "rules", "prices.sql", HIGH)
@@ -271,9 +272,12 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
 
     costs = {info["id"]: info["foreach_batch"] for info in seen if info["input_rows"]}
     assert sorted(costs) == [0, 1, 2, 3]
+    # the micro-batches whose alerts the output's log lists a file for: the others start no job to write none
+    with_alerts = {int(log.name) for log in (output / "_spark_metadata").glob("[0-9]") if "path" in log.read_text()}
+    assert {0, 1} <= with_alerts and {2, 3} - with_alerts, with_alerts  # both kinds ran
     for batch, cost in costs.items():
         with_bad_rows = batch == 1
-        assert cost["jobs"] == (3 if with_bad_rows else 2), (batch, cost)
+        assert cost["jobs"] == 1 + (batch in with_alerts) + with_bad_rows, (batch, cost)
         # bad_rows_commit: the bad rows' files, or the batch recorded in their sink's log with none (no Spark job)
         assert set(cost["steps_ms"]) == {
             "collect",

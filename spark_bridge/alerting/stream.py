@@ -404,7 +404,7 @@ class AlertStream:
 
         Every Spark job here costs a scheduling round on the micro-batch's path, so the batch is read by one
         ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
-        payload) and written by one job per file sink, each in one task (one file per micro-batch). Where
+        payload) and written by one job per file sink with rows, each in one task (one file per micro-batch). Where
         the time goes, step by step, and the jobs started, go to the status with Spark's own parts
         (``last_batch.foreach_batch``: ``BatchCost``)."""
         from pyspark.sql import functions as F
@@ -422,17 +422,21 @@ class AlertStream:
                 ).collect()
             small = [row for row in rows if row[KIND] in (KIND_STATS, KIND_LATE, KIND_FAILED)]
             bad = dict(Counter(row[_REASON] for row in rows if row[KIND] == KIND_BAD))
+            matched = [row for row in rows if row[KIND] == KIND_MATCH]
             staged = None
             if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
                 with cost.step("outbox_stage"):
-                    alerts = [{name: row[name] for name in ALERT_NAMES} for row in rows if row[KIND] == KIND_MATCH]
+                    alerts = [{name: row[name] for name in ALERT_NAMES} for row in matched]
                     staged = self.lanes.stage(
                         batch_id,
                         self.file_sink.as_stored(rows_to_alerts(alerts)),
                         keep_written=self.file_sink.has_batch(batch_id),
                     )
             with cost.step("alerts_commit"):
-                self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
+                if matched:
+                    self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
+                else:  # most micro-batches of an alerting stream: the batch id in the log, no Spark job, no file
+                    self.file_sink.commit_nothing(batch_id, batch.sparkSession)
             if staged is not None:
                 with cost.step("outbox_seal"):
                     self.lanes.seal(staged)
