@@ -553,3 +553,46 @@ def test_stream_schema_keeps_a_decimals_size(spark, tmp_path):
         Decimal("1.24"),
         Decimal("10.01"),
     ]
+
+
+@pytest.mark.spark
+def test_the_micro_batch_time_is_read_not_compiled_into_the_first_stage(spark, tmp_path):
+    """The future-skew check compares each row with the micro-batch's time. Spark writes ``current_timestamp()``
+    into the code it generates as a number, so a stage that used it was compiled again at every micro-batch;
+    ``inputs.batch_time_us`` reads it instead: after the first micro-batch no code is compiled, and a row two
+    days ahead of the micro-batch's time is still a future_event_time bad row while the others are good."""
+    from pyspark.sql import functions as F
+
+    from cep.spark_bridge.spark.columns import REJECT
+    from cep.spark_bridge.spark.inputs import mark_bad_rows, prepare_input
+
+    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    source = tmp_path / "in"
+    source.mkdir()
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    for index in range(4):
+        rows = [tick(i, "A", 0, 1.0) | {"ts": (now + dt.timedelta(minutes=i)).isoformat()} for i in range(3)]
+        rows.append(tick(9, "A", 0, 1.0) | {"ts": (now + dt.timedelta(days=2)).isoformat()})
+        path = source / f"batch-{index}.json"
+        path.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+        os.utime(path, (1_000 + index, 1_000 + index))  # read in this order, one file per micro-batch
+    schema = "id STRING, symbol STRING, ts TIMESTAMP, price DOUBLE"
+    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+    marked = mark_bad_rows(prepare_input(df), "ts", max_future_skew_us=86_400_000_000, null_time=True)
+    compiled: list[int] = []
+    reasons: list[list] = []
+
+    def each(batch, batch_id):
+        before = compilations.getCount()
+        reasons.append(sorted(r[0] or "" for r in batch.select(F.col(REJECT)).collect()))
+        compiled.append(compilations.getCount() - before)
+
+    query = (
+        marked.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert reasons == [["", "", "", "future_event_time"]] * 4
+    assert compiled[0] > 0 and compiled[1:] == [0, 0, 0], compiled
