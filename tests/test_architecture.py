@@ -174,6 +174,7 @@ ORDER = {
         "batch_cost",
         "key_buckets",
         "late_files",
+        "progress",
         "stream",
         "metrics",
     ],

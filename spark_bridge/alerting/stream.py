@@ -57,7 +57,8 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
 * **Metrics and status**: each key call emits one statistics row per rule it ran, and each rule's late
   rows; the matching query's ``foreachBatch`` writes the late rows to ``<dead_letter>/late/`` and the
   micro-batch's counts to the journal, which the driver folds into ``<checkpoint>/status.json`` once Spark
-  has committed the micro-batch (``status.py``: exactly once, also across ``kill -9``).
+  has committed the micro-batch (``status.py``: exactly once, also across ``kill -9``). Spark's own progress
+  (the last micro-batch, the watermark, the health gauges) is folded in by ``progress.QueryProgress``.
 
 Rules must share the stream's event-time column (the first ORDER BY column; ``time_column`` or the first
 rule's). Rules a stream cannot run, or that do not fit the input, are reported with file:line:col and
@@ -84,6 +85,7 @@ from cep.spark_bridge.alerting.batch_cost import BatchCost
 from cep.spark_bridge.alerting.key_buckets import STATUS_FIELD, settle_key_buckets
 from cep.spark_bridge.alerting.key_tags import new_partitions, planned_partitions, spark_taggable
 from cep.spark_bridge.alerting.late_files import read_late_rows, write_late_rows
+from cep.spark_bridge.alerting.progress import QueryProgress
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
     DEFAULT_HOUSEKEEPING,
@@ -95,15 +97,7 @@ from cep.spark_bridge.alerting.rule_set import (
     STAT_NAMES,
 )
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
-from cep.spark_bridge.alerting.status import (
-    StatusBook,
-    batch_entry,
-    epoch_seconds,
-    now_iso,
-    progress_get,
-    read_status,
-    rule_rows,
-)
+from cep.spark_bridge.alerting.status import StatusBook, now_iso, read_status, rule_rows
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
@@ -125,8 +119,6 @@ log = logging.getLogger("cep.alerting")
 
 # The one column a bad row brings to the driver: its reason, counted per micro-batch (its payload goes to the file).
 _REASON = "_cep_bad_reason"
-# The foreachBatch costs kept for the progress that reports each micro-batch (it comes a moment after).
-_COSTS_KEPT = 64
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -244,18 +236,9 @@ class AlertStream:
         self.match_query = None
         self._tagged: dict | None = None  # the specs the running plan tags in Spark (None: Explode, any spec)
         self._replan = False
-        self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
-        self.health: dict[str, Any] = {
-            "loop_at": None,
-            "query_active": False,
-            "last_progress_at": None,
-            "waiting_for_data": False,
-            "stopping": False,
-        }
-        self._seen_progress: set[tuple[int, str]] = set()
-        self._batch_costs: dict[int, dict] = {}  # foreachBatch's own costs by batch id (BatchCost)
+        self.progress = QueryProgress(self.book, self._event)  # Spark's progress folded into the status
+        self.health, self.observers = self.progress.health, self.progress.observers
         self._to_remove: list[str] = []
-        self._recovering: int | None = None
         self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
         self._failed_lock = threading.Lock()
         time_column = time_column or self._time_column_ran_with()
@@ -470,13 +453,7 @@ class AlertStream:
                 write_late_rows(self.late_dir, batch_id, late)
         with cost.step("journal"):
             self._journal_batch(batch_id, calls, bad, late)
-        self._note_cost(batch_id, cost.done())
-
-    def _note_cost(self, batch_id: int, cost: dict) -> None:
-        """Keep a micro-batch's ``BatchCost`` until its progress is folded (the newest few only)."""
-        self._batch_costs[batch_id] = cost
-        for old in sorted(self._batch_costs)[:-_COSTS_KEPT]:
-            self._batch_costs.pop(old, None)
+        self.progress.note_cost(batch_id, cost.done())
 
     def _journal_batch(self, batch_id: int, calls: dict, bad: dict, late: list) -> None:
         self.journal.write(
@@ -524,12 +501,12 @@ class AlertStream:
         layouts.retire_delivery_query(self.spark, self.checkpoint, self.file_sink, self.lanes, self._event)
         combined = self.build()
         layouts.retire_bad_row_query(self.checkpoint, self.bad_rows_sink, self._event)
-        self._recovering = self._cut_short()
-        layouts.check_outbox_seals(self.checkpoint, self.lanes, self.sinks, self._recovering)
-        if self._recovering is not None:
-            pinned = self.store.batch_sets().get(self._recovering)
+        recovering = self.progress.recovering = self._cut_short()
+        layouts.check_outbox_seals(self.checkpoint, self.lanes, self.sinks, recovering)
+        if recovering is not None:
+            pinned = self.store.batch_sets().get(recovering)
             self._event(
-                f"recovering from the checkpoint: micro-batch {self._recovering} was cut short; it runs again "
+                f"recovering from the checkpoint: micro-batch {recovering} was cut short; it runs again "
                 f"with the rule set it started with ({pinned or 'the current one'}), its alerts are not duplicated",
                 "warning",
             )
@@ -573,7 +550,7 @@ class AlertStream:
         """Fold what finished since the last call into the status (the journal, Spark's progress, the
         lanes), and write it."""
         if self.match_query is not None:
-            self._fold_progress(self.match_query)
+            self.progress.fold(self.match_query, self.driver.gauges if self.driver is not None else None)
             self.store.prune()
         self._fold_journal()
         if self.lanes is not None:
@@ -598,62 +575,6 @@ class AlertStream:
             for message in self.book.fold(name, record):
                 self._event(message)
             self._to_remove.append(name)
-
-    def _fold_progress(self, query) -> None:
-        """Spark's progress of the matching query: the last micro-batch, the watermark, the state size,
-        and each new micro-batch for the observers (a lost progress only loses these gauges)."""
-        try:
-            progresses = list(query.recentProgress)
-            status = query.status
-        except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
-            return
-        self.health["query_active"] = bool(query.isActive)
-        trigger_active = bool(progress_get(status, "isTriggerActive", False))
-        data_available = bool(progress_get(status, "isDataAvailable", False))
-        self.health["waiting_for_data"] = not trigger_active and not data_available
-        self._record_query_state(trigger_active)
-        for progress in progresses:
-            batch = progress_get(progress, "batchId")
-            stamp = progress_get(progress, "timestamp")
-            if batch is None or (int(batch), str(stamp)) in self._seen_progress:
-                continue
-            self._seen_progress.add((int(batch), str(stamp)))
-            moment = epoch_seconds(stamp)
-            rows = int(progress_get(progress, "numInputRows", 0) or 0)
-            durations = progress_get(progress, "durationMs", {}) or {}
-            if moment is not None:  # when the trigger ended
-                ended = moment + float(durations.get("triggerExecution") or 0) / 1000.0
-                self.health["last_progress_at"] = max(ended, self.health["last_progress_at"] or 0.0)
-            if not durations.get("addBatch") and not rows:
-                continue  # an idle trigger: no micro-batch ran
-            info = batch_entry(progress, self._batch_costs.get(int(batch)))
-            if self.driver is not None:  # no Spark state operator: the driver's state (its bytes, buckets)
-                info.update(self.driver.gauges())
-            with self.book.lock:
-                last = self.status.get("last_batch") or {}
-                if int(batch) >= int(last.get("id", -1)):
-                    self.status["last_batch"] = info
-                self.status["last_progress_at"] = now_iso(self.health["last_progress_at"])
-            if self._recovering is not None and int(batch) == self._recovering:
-                self._event(f"micro-batch {batch}, cut short before the restart, ran again: {rows} input rows re-read")
-                self._recovering = None
-            for observer in self.observers:
-                observer(info)
-        self._seen_progress = set(sorted(self._seen_progress)[-500:])
-
-    def _record_query_state(self, trigger_active: bool) -> None:
-        """Spark's own word on the matching query, for ``cep status``: a quiet topic is idle, not dead;
-        a trigger that has been running too long (a stuck micro-batch) is."""
-        with self.book.lock:
-            before = self.status.get("spark_query") or {}
-            since = before.get("trigger_since") if before.get("trigger_active") and trigger_active else None
-            self.status["spark_query"] = {
-                "active": self.health["query_active"],
-                "trigger_active": trigger_active,
-                "trigger_since": since or (now_iso() if trigger_active else None),
-                "waiting_for_data": self.health["waiting_for_data"],
-                "checked_at": now_iso(),
-            }
 
     # ------------------------------------------------------------------------------------ running
 
