@@ -37,6 +37,7 @@ from cep import cli_io
 from cep.cli_io import UsageError
 from cep.grammar.errors import CepError
 from cep.logs import LOG_FORMATS, StreamLog
+from cep.spark_bridge.alerting.driver_state import SPARK, layout_of
 from cep.spark_bridge.alerting.key_buckets import check_key_buckets, checkpoint_key_buckets
 from cep.spark_bridge.alerting.metrics import HealthCheck, ServiceServer, StreamMetrics
 from cep.spark_bridge.alerting.status import rule_rows
@@ -206,7 +207,8 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
         choices=("spark", "driver"),
         help="where the rules run and keep their state: spark (Spark's keyed state, in its workers: a cluster, "
         "or more keys than the driver's memory holds) or driver (in the driver, saved in the checkpoint: one "
-        "machine, about one micro-batch less latency; docs/streaming.md) (default: the checkpoint's, else spark)",
+        "machine, about one micro-batch less latency; docs/streaming.md) (default: the checkpoint's; for a new "
+        "one, driver on a local master, spark on any other)",
     )
     stream.add_argument(
         "--idle-watermark",
@@ -218,8 +220,9 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
         "--key-buckets",
         type=_key_buckets_arg,
         metavar="N",
-        help="hash the partition keys into N buckets, one state value each (default 64; fixed by the checkpoint "
-        "at its first start): with millions of keys, a few thousand keys per bucket bound what a micro-batch moves",
+        help="with --state spark: hash the partition keys into N buckets, one state value each (default 64; fixed "
+        "by the checkpoint at its first start): with millions of keys, a few thousand keys per bucket bound what a "
+        "micro-batch moves",
     )
     stream.add_argument(
         "--suppress",
@@ -719,8 +722,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
     timing = _timing_of(args)
-    try:  # another count than the checkpoint's is refused before Spark starts (and again by AlertStream)
-        checkpoint_key_buckets(checkpoint, args.key_buckets)
+    try:  # a layout or bucket count the checkpoint cannot take is refused before Spark starts (again by AlertStream)
+        if layout_of(args.master, checkpoint, args.state, args.key_buckets).layout == SPARK:
+            checkpoint_key_buckets(checkpoint, args.key_buckets)
     except CepError as err:
         cli_io.print_error(f"cep stream: {err}")
         return cli_io.EXIT_QUERY_ERROR
@@ -759,8 +763,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
                 f"{stream.file_sink.path} ({output_format})"
                 + "".join(f"; {s.describe()}" for s in sinks)
                 + f"; checkpoint {checkpoint} ("
-                + ("rules on the driver" if stream.layout == "driver" else f"{stream.key_buckets} key buckets")
-                + ")"
+                + (f"{stream.key_buckets} key buckets, " if stream.layout == SPARK else "")
+                + f"{stream.choice.describe()})"
                 + (f"; {services.describe()}" if services.servers else "")
             )
             if args.once:

@@ -604,6 +604,13 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
         receiver.stop()
     captured = capsys.readouterr()
     assert code == 1  # a rule could not be loaded (it was skipped; the others ran)
+    # A new checkpoint on a local master: the rules run on the driver, and the start line and the status say why.
+    assert "(rules on the driver: a local master (local[2]); --state spark for Spark's state store)" in captured.err
+    assert read_status(str(checkpoint))["layout"] == {
+        "state": "driver",
+        "why": "a local master (local[2])",
+        "other": "--state spark for Spark's state store",
+    }
     assert "bad.sql:1:" in captured.err and "E0602" in captured.err
     assert captured.out.count("ALERT prices/high  MATCHED  symbol=a") == 2
     alerts = FileSink(str(checkpoint / "matches"), "csv").read(spark)

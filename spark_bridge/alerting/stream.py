@@ -188,10 +188,11 @@ class AlertStream:
         state: str | None = None,
         key_buckets: int | None = None,
     ) -> None:
-        self.layout, self.driver = (
-            driver_state.chosen_layout(os.path.abspath(checkpoint), state),
-            None,
-        )  # the driver layout's DriverState, made by build()
+        # Where the rules run and keep their state, decided before anything starts (driver_state.choose_layout).
+        self.choice = driver_state.layout_of(
+            driver_state.spark_master(spark), os.path.abspath(checkpoint), state, key_buckets
+        )
+        self.layout, self.driver = self.choice.layout, None  # the driver layout's DriverState, made by build()
         self.spark = spark
         self.rules_path = rules
         self.source = source
@@ -231,8 +232,11 @@ class AlertStream:
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.idle_watermark_us = _micros(idle_watermark, "idle_watermark")
         self.source_location = source_location
-        self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
-        self.status[STATUS_FIELD] = self.key_buckets
+        self.key_buckets = None  # Spark's keyed state's bucket count, fixed by the checkpoint
+        if self.layout == driver_state.SPARK:
+            self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
+            self.status[STATUS_FIELD] = self.key_buckets
+        self.status["layout"] = {"state": self.layout, "why": self.choice.reason, "other": self.choice.other_way}
         self.match_query = None
         self._tagged: dict | None = None  # the specs the running plan tags in Spark (None: Explode, any spec)
         self._replan = False
