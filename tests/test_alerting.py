@@ -625,6 +625,8 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert cep_main("status", "--checkpoint", str(checkpoint)) == 3  # stopped (the LSB code), not running
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown
+    layout_line = "state: rules on the driver (--state driver): a local master (local[2]); --state spark for Spark's"
+    assert layout_line in shown
     line = next(row for row in shown.splitlines() if row.startswith("prices/high"))
     assert line.split()[1:4] == ["active", cep_version(HIGH), "2"]
     # The backtest of the rule set gives the live stream's ids (and suppression).
