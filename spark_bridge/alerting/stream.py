@@ -188,11 +188,6 @@ class AlertStream:
         state: str | None = None,
         key_buckets: int | None = None,
     ) -> None:
-        # Where the rules run and keep their state, decided before anything starts (driver_state.choose_layout).
-        self.choice = driver_state.layout_of(
-            driver_state.spark_master(spark), os.path.abspath(checkpoint), state, key_buckets
-        )
-        self.layout, self.driver = self.choice.layout, None  # the driver layout's DriverState, made by build()
         self.spark = spark
         self.rules_path = rules
         self.source = source
@@ -212,6 +207,7 @@ class AlertStream:
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
         self.book = StatusBook(self.status_path)
+        self._choose_layout(state, key_buckets)
         for message in self.book.damage:  # already in the status's events; the console and the log too
             log.warning(message)
             if on_event is not None:
@@ -232,11 +228,6 @@ class AlertStream:
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.idle_watermark_us = _micros(idle_watermark, "idle_watermark")
         self.source_location = source_location
-        self.key_buckets = None  # Spark's keyed state's bucket count, fixed by the checkpoint
-        if self.layout == driver_state.SPARK:
-            self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
-            self.status[STATUS_FIELD] = self.key_buckets
-        self.status["layout"] = {"state": self.layout, "why": self.choice.reason, "other": self.choice.other_way}
         self.match_query = None
         self._tagged: dict | None = None  # the specs the running plan tags in Spark (None: Explode, any spec)
         self._replan = False
@@ -270,6 +261,18 @@ class AlertStream:
         for sink in self.sinks:  # the webhook formats read each rule's severity and summary
             if getattr(sink, "rule_notes", False) is None:
                 sink.rule_notes = self.watch.notes_for
+
+    def _choose_layout(self, state: str | None, key_buckets: int | None) -> None:
+        """Where the rules run and keep their state (``driver_state.choose_layout``: the master, the checkpoint's
+        layout, ``state`` and ``key_buckets``), and the bucket count of Spark's keyed state, fixed by the
+        checkpoint; both go to the status, with why."""
+        self.choice = driver_state.layout_of(driver_state.spark_master(self.spark), self.checkpoint, state, key_buckets)
+        self.layout, self.driver = self.choice.layout, None  # the driver layout's DriverState, made by build()
+        self.key_buckets = None
+        if self.layout == driver_state.SPARK:
+            self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
+            self.status[STATUS_FIELD] = self.key_buckets
+        self.status["layout"] = {"state": self.layout, "why": self.choice.reason, "other": self.choice.other_way}
 
     def _time_column_ran_with(self) -> str | None:
         """The event-time column of a restarted stream: the one it ran with (its status, else its rule set)."""
