@@ -153,11 +153,12 @@ class AlertStream:
     ``max_future_skew``: see ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the
     repeats of a key within its partition key and the watermark delay (``keyed.KeyedStream``).
     ``source_location``: where a bad row came from, for its dead-letter record (``query.match_rules``;
-    default the input file). ``key_buckets``: fixed by the checkpoint (``key_buckets.settle_key_buckets``).
+    default the input file). ``key_buckets``: Spark's keyed state's, fixed by the checkpoint (``settle_key_buckets``).
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks, each delivered by its own lane. ``suppress``: ``'rule=10m'`` specs.
-    ``state``: ``"spark"`` (Spark's keyed state) or ``"driver"`` (the rules in ``foreachBatch``: driver_state.py).
+    ``state``: ``"spark"`` (Spark's keyed state) or ``"driver"`` (the rules in ``foreachBatch``: driver_state.py);
+    None: the checkpoint's layout, for a new one the driver on a local master (``driver_state.choose_layout``).
     ``on_event(message)``: called with every log line (they also go to the ``cep.alerting`` logger).
     """
 
