@@ -158,6 +158,7 @@ def test_rows_late_by_spark_s_watermark_are_late_on_the_driver_and_a_clock_row_f
     driver = DriverState(str(tmp_path / "ck"), store.directory, columns=COLUMNS, delay_ms=5000,
                          housekeeping_us=HOUR_US, buckets=BUCKETS)  # fmt: skip
     ev = [{"symbol": "s", "ts": at(t), "price": p} for t, p in ((0, 5), (1, 15), (2, 25))]
+    assert "watermark" not in driver.gauges()  # none before a micro-batch has run
     assert outcome(driver.run_frame(driver_frame(ev[:2]), 0))[0] == []
     # 25 at 2 s completes A B+ C; the match is final once the watermark passes 2 s: at 7 s + a tick.
     alerts, _, late, _ = outcome(driver.run_frame(driver_frame([ev[2], {"symbol": "t", "ts": at(4), "price": 1}]), 1))
@@ -166,6 +167,8 @@ def test_rows_late_by_spark_s_watermark_are_late_on_the_driver_and_a_clock_row_f
         driver.run_frame(driver_frame([], clock_ms=state_codec.datetime_to_micros(at(7.001)) // 1000), 2)
     )
     assert [a[3] for a in alerts] == ['{"symbol": "s"}'] and late == 0
+    # The status's watermark is the one the timers ran at (7.001 s - 5 s), not Spark's, a micro-batch behind.
+    assert driver.gauges()["watermark"] == "2024-01-01T00:00:02.001Z"
     # 1.5 s: below the watermark of the micro-batches before (2.001 s), late; 3 s is not.
     rows = [{"symbol": "u", "ts": at(1.5), "price": 5}, {"symbol": "v", "ts": at(3), "price": 5}]
     assert outcome(driver.run_frame(driver_frame(rows), 3))[2] == 1

@@ -22,6 +22,7 @@ manifests are kept (the newest may belong to a micro-batch still to be committed
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -371,10 +372,19 @@ class DriverState:
         self.held: Held | None = None
         self.done_through: int | None = None  # the micro-batch ``held`` is the state after
 
-    def gauges(self) -> dict[str, int]:
-        """The state held now, as the status reports Spark's state operator: bytes and rows (buckets)."""
+    def gauges(self) -> dict[str, Any]:
+        """The state held now, as the status reports Spark's state operator: bytes and rows (buckets); and the
+        watermark the timers last ran at. That is Spark's next one: a stateless query runs no no-data micro-batch
+        to report it, so Spark's own progress shows it only with the next micro-batch that reads rows."""
         held = self.held or Held({}, {})
-        return {"state_bytes": sum(len(blob) for blob in held.buckets.values()), "state_rows": len(held.buckets)}
+        gauges: dict[str, Any] = {
+            "state_bytes": sum(len(blob) for blob in held.buckets.values()),
+            "state_rows": len(held.buckets),
+        }
+        if held.watermark_ms > 0:  # in the form of Spark's progress (eventTime.watermark)
+            moment = dt.datetime.fromtimestamp(held.watermark_ms / 1000, dt.UTC)
+            gauges["watermark"] = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{held.watermark_ms % 1000:03d}Z"
+        return gauges
 
     def run(self, batch: DataFrame, batch_id: int) -> DataFrame:
         """The micro-batch on the driver; its state saved before anything is written; the operator's rows."""
