@@ -831,6 +831,15 @@ def merge_groups(found: list[dict]) -> dict:
     return merged
 
 
+def start_broker(prefix: str) -> tuple[Path, KafkaBroker]:
+    """A fresh work folder (``prefix`` + a random name) and a broker started in it, with the environment the
+    engines' Spark needs (this interpreter for its Python workers, loopback addresses)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    return work, KafkaBroker(work / "broker").start()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="1000,5000,20000,max", help="ticks/s per step; max: as fast as it goes")
@@ -860,11 +869,7 @@ def main() -> int:
     )
     parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
     args = parser.parse_args()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-    work = Path(tempfile.mkdtemp(prefix="cep-kafka-e2e-"))
-    broker = KafkaBroker(work / "broker").start()
+    work, broker = start_broker("cep-kafka-e2e-")
     try:
         found = []
         for group in groups_of(args):

@@ -65,9 +65,10 @@ def main() -> int:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from cep.spark_bridge.alerting.batch_cost import BatchCost
-    from cep.spark_bridge.spark.session import get_spark
+    from cep.spark_bridge.spark.session import STREAM_JVM_OPTIONS, get_spark
 
-    spark = get_spark("local[2]", app_name="cep-floor", kafka=True)
+    # the JVM flags cep stream's session gets: generic tuning of a long-running stream, not cep's own work
+    spark = get_spark("local[2]", app_name="cep-floor", kafka=True, jvm_options=STREAM_JVM_OPTIONS)
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)

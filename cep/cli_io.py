@@ -761,12 +761,19 @@ def set_aside_bad_rows(events: Any, time_column: str | None) -> tuple[Any, Any]:
     return good, bad
 
 
-def start_spark(master: str, *, kafka: bool = False, delta: bool = False, python_env: str | None = None) -> Any:
+def start_spark(
+    master: str,
+    *,
+    kafka: bool = False,
+    delta: bool = False,
+    python_env: str | None = None,
+    jvm_options: Sequence[str] = (),
+) -> Any:
     """The session of a command; ``kafka``: with Spark's Kafka connector (fetched once, see kafka_connector);
     ``delta``: with Delta Lake's (delta_connector); ``python_env``: a packed Python environment for a cluster's
-    executors."""
+    executors; ``jvm_options``: flags for its driver JVM (``session.STREAM_JVM_OPTIONS``)."""
     try:
-        return get_spark(master, kafka=kafka, delta=delta, python_env=python_env)
+        return get_spark(master, kafka=kafka, delta=delta, python_env=python_env, jvm_options=jvm_options)
     except (KafkaConnectorError, DeltaConnectorError, StateStoreError) as exc:
         raise UsageError(str(exc)) from None
     except CepError as err:  # the executors cannot run cep (shipping.ShippingError): its message says what to do

@@ -69,7 +69,7 @@ from cep.spark_bridge.spark.kafka import (
     parse_kafka_url,
     read_kafka,
 )
-from cep.spark_bridge.spark.session import ignore_sigterm, spark_log_path
+from cep.spark_bridge.spark.session import STREAM_JVM_OPTIONS, ignore_sigterm, spark_log_path
 from cep.stream_files import input_format, stream_source
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
@@ -742,7 +742,13 @@ def cmd_stream(args: argparse.Namespace) -> int:
     try:
         with _stop_on_signals(not args.once) as (stop, interrupted), _private_files():
             started = time.monotonic()
-            spark = cli_io.start_spark(args.master, kafka=source.kafka, delta=source.delta, python_env=args.python_env)
+            spark = cli_io.start_spark(
+                args.master,
+                kafka=source.kafka,
+                delta=source.delta,
+                python_env=args.python_env,
+                jvm_options=STREAM_JVM_OPTIONS,
+            )
             ignore_sigterm(spark)  # the JVM must outlive the clean stop the driver makes on SIGTERM
             log.info(f"Spark's own log: {spark_log_path()}")
             try:

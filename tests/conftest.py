@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from cep.spark_bridge.spark.session import jvm_options_in_front
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Hypothesis's default 200 ms wall-clock deadline per example measures the neighbours on a shared 2-core
@@ -37,14 +39,8 @@ TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 TEST_JVM_VARIABLES = ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS", "SPARK_DAEMON_JAVA_OPTS")
 
 
-def _with_test_jvm_options(existing: str) -> str:
-    """``existing`` with the test flags in front (a developer's own flags, later on the line, win)."""
-    missing = [option for option in TEST_JVM_OPTIONS if option not in existing.split()]
-    return " ".join([*missing, existing]).strip()
-
-
-for _variable in TEST_JVM_VARIABLES:
-    os.environ[_variable] = _with_test_jvm_options(os.environ.get(_variable, ""))
+for _variable in TEST_JVM_VARIABLES:  # the test flags in front: a developer's own flags, later on the line, win
+    os.environ[_variable] = jvm_options_in_front(TEST_JVM_OPTIONS, os.environ.get(_variable, ""))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -6,7 +6,7 @@
   Spark runs when the watermark moves; the same late rows and counts; and each rule's batch replay
   (``q.run(..., match_ids=True)``) of the rows that were not late, with the same match ids. A micro-batch run
   again from the saved state (a crash before Spark's commit) gives what it gave the first time; its state files
-  keep two manifests.
+  keep two manifests. A checkpoint of the first state format (a stored fixture) goes on with its own bucket count.
 * On Spark: the same stream through ``AlertStream`` in both layouts gives the same alerts and match ids, the
   driver's at least one micro-batch sooner; a checkpoint of one layout started with the other is refused.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from cep.spark_bridge.alerting.driver_state import (
     DRIVER,
     SPARK,
     STATE_DIR,
+    STATE_FORMAT,
+    V1_BUCKETS,
     DriverState,
     check_layout,
     checkpoint_layout,
@@ -174,6 +177,36 @@ def test_rows_late_by_spark_s_watermark_are_late_on_the_driver_and_a_clock_row_f
     assert outcome(driver.run_frame(driver_frame(rows), 3))[2] == 1
 
 
+# tests/fixtures/driver_state_v1: a checkpoint's driver-state/ and rule store in the first state format (8
+# buckets, manifests without a bucket count), written by cep before that format changed: RULES (session 60 s)
+# after micro-batches 0 to V1_DONE - 1 of make_batches(random.Random(V1_SEED), 2), a 2 s watermark delay.
+V1_FIXTURE = Path(__file__).parent / "fixtures" / "driver_state_v1"
+V1_SEED, V1_DONE = 5, 4
+
+
+def test_a_checkpoint_of_the_first_state_format_goes_on_with_its_own_buckets(tmp_path):
+    shutil.copytree(V1_FIXTURE, tmp_path / "v1")
+    batches = make_batches(random.Random(V1_SEED), 2)
+    assert len(batches) > V1_DONE + 1
+    options = {"columns": COLUMNS, "delay_ms": 2000, "housekeeping_us": HOUR_US}
+    old = DriverState(str(tmp_path / "v1" / "ck"), str(tmp_path / "v1" / "store"), **options)
+    new = DriverState(str(tmp_path / "ck"), publish(tmp_path, 60).directory, **options)
+    for batch_id, rows in enumerate(batches[:V1_DONE]):
+        new.run_frame(driver_frame(rows), batch_id)
+    seen = 0
+    for batch_id in range(V1_DONE, len(batches)):
+        (alerts, _, late, _), (expected, _, expected_late, _) = (
+            outcome(driver.run_frame(driver_frame(batches[batch_id]), batch_id)) for driver in (old, new)
+        )
+        assert (alerts, late) == (expected, expected_late), batch_id
+        seen += len(alerts)
+    assert seen  # the fixture's open matches end in these micro-batches
+    manifests = [sorted((p / "ck" / STATE_DIR).glob("m-*.json"))[-1] for p in (tmp_path / "v1", tmp_path)]
+    (written_old, written_new) = (json.loads(m.read_text()) for m in manifests)
+    assert written_old["format"] == written_new["format"] == STATE_FORMAT
+    assert (written_old["key_buckets"], written_new["key_buckets"]) == (V1_BUCKETS, new.buckets)
+
+
 def test_a_checkpoint_of_one_layout_is_refused_by_the_other(tmp_path):
     (tmp_path / "match" / "state" / "0").mkdir(parents=True)
     check_layout(str(tmp_path), "spark")
@@ -265,14 +298,17 @@ def test_key_buckets_with_the_rules_on_the_driver_is_refused_saying_what_to_do(m
 # ------------------------------------------------------------------------------------------ Spark
 
 
-def run_layout(spark, tmp_path: Path, state: str, batches: list[list[dict]]) -> tuple[pd.DataFrame, list[int]]:
+def run_layout(
+    spark, tmp_path: Path, state: str, batches: list[list[dict]], output_format: str = "json"
+) -> tuple[pd.DataFrame, list[int]]:
     """The stream over ``batches`` (one file per micro-batch) in one layout: its alerts, and how many there were
     after each file."""
-    rules, source = tmp_path / "rules", tmp_path / f"in-{state}"
+    rules, source, name = tmp_path / "rules", tmp_path / f"in-{state}-{output_format}", f"{state}-{output_format}"
     source.mkdir()
     df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
-    stream = AlertStream(spark, str(rules), df, checkpoint=str(tmp_path / f"ck-{state}"),
-                         output=str(tmp_path / f"out-{state}"), watermark="5 seconds", state=state)  # fmt: skip
+    stream = AlertStream(spark, str(rules), df, checkpoint=str(tmp_path / f"ck-{name}"),
+                         output=str(tmp_path / f"out-{name}"), output_format=output_format, watermark="5 seconds",
+                         state=state)  # fmt: skip
     stream.start()
     per_batch = []
     try:
@@ -305,14 +341,14 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     # The keyed layout needs Spark's no-data micro-batches (after each watermark move) for its timers; the
     # driver ran them inside the micro-batch that moved the watermark.
     commits = {
-        state: len(list((tmp_path / f"ck-{state}" / "match" / "commits").glob("[0-9]*")))
+        state: len(list((tmp_path / f"ck-{state}-json" / "match" / "commits").glob("[0-9]*")))
         for state in ("spark", "driver")
     }
     assert commits["driver"] == len(batches) < commits["spark"]
     events = [e for b in batches for e in b]
     assert streamed(driver, "span") == replay(SPAN, events) and streamed(driver, "prices/high") == replay(HIGH, events)
-    source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver"))
-    again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver"))
+    source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver-json"))
+    again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"))
     assert again.layout == "driver"  # without state=, a restart goes on in its checkpoint's layout
     keyed_again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-spark"))
     assert keyed_again.layout == "spark" and keyed_again.choice.reason == "the checkpoint's own layout"
@@ -327,5 +363,21 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     }
     with pytest.raises(CepSemanticError, match="--state driver"):
         AlertStream(
-            spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver"), state="spark"
+            spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"), state="spark"
         ).start()
+
+
+@pytest.mark.spark
+def test_the_driver_layout_s_parquet_output_has_the_alerts_of_its_json_output(spark, two_partitions, tmp_path):
+    """JSON output is written by the driver (``FileSink.commit_alerts``); Parquet goes through Spark's writer."""
+    write_rule(tmp_path / "rules", "prices.sql", HIGH)
+    batches = price_batches() + [[{"symbol": SENTINEL, "ts": at(10_000), "price": 0.0}]]
+    as_json, _ = run_layout(spark, tmp_path, "driver", batches)
+    as_parquet, _ = run_layout(spark, tmp_path, "driver", batches, output_format="parquet")
+    columns = ["rule_id", "match_id", "partition_key", "first_event_time", "last_event_time", "measures", "suppressed"]
+    assert len(as_json) > 3 and as_json["match_id"].is_unique
+    assert sorted(map(tuple, as_parquet[columns].values.tolist())) == sorted(
+        map(tuple, as_json[columns].values.tolist())
+    )
+    assert list((tmp_path / "out-driver-parquet").glob("part-*.parquet"))
+    assert list((tmp_path / "out-driver-json").glob("part-*.json"))

@@ -253,7 +253,8 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
     tmp_path,
 ):
     """``foreachBatch`` reads the cached micro-batch once (the rules run once, their alerts, counts and the bad
-    rows' reasons come back in one job) and writes each file sink in one task. Its own costs reach the status
+    rows' reasons come back in one job) and writes each file sink that has rows in one task (one without rows
+    records the batch id with no job). Its own costs reach the status
     beside Spark's parts: each step by name, and the jobs, stages and tasks Spark's status tracker saw start."""
     source, output = tmp_path / "in", tmp_path / "alerts"  # as fixture_stream lays out its root
     write_rule(tmp_path / "rules", "prices.sql", HIGH)
@@ -273,9 +274,14 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
 
     costs = {info["id"]: info["foreach_batch"] for info in seen if info["input_rows"]}
     assert sorted(costs) == [0, 1, 2, 3]
+
+    def alert_files(batch: int) -> int:  # the files the alert output's log records for the micro-batch
+        return len((output / "_spark_metadata" / str(batch)).read_text().splitlines()) - 1  # "v1" first
+
+    assert {alert_files(batch) for batch in costs} == {0, 1}  # quiet micro-batches among them: no job, no file
     for batch, cost in costs.items():
         with_bad_rows = batch == 1
-        assert cost["jobs"] == (3 if with_bad_rows else 2), (batch, cost)
+        assert cost["jobs"] == 1 + alert_files(batch) + (1 if with_bad_rows else 0), (batch, cost)
         # bad_rows_commit: the bad rows' files, or the batch recorded in their sink's log with none (no Spark job)
         assert set(cost["steps_ms"]) == {
             "collect",
@@ -299,3 +305,26 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
         for line in path.read_text().splitlines()
     ]
     assert letters["_cep_error_code"] and json.loads(letters["_cep_input"])["symbol"] == "b"
+
+
+@pytest.mark.spark
+def test_a_micro_batch_without_alerts_writes_no_file_and_its_id_is_recorded(spark, tmp_path):
+    """A quiet micro-batch records its id in the alert output's log with no file and no Spark job: a stream
+    that runs all day without alerts leaves no empty file per micro-batch, and the log still holds every id."""
+    rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
+    write_rule(rules, "prices.sql", HIGH)
+    write_batch(source, 0, [ev("a", 0, 50), ev("b", 1, 60)])  # nothing above 100: no alert
+    write_batch(source, 1, [ev("a", 10, 150)])
+    write_batch(source, 2, [ev("b", 20, 70)])
+    df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
+    stream = AlertStream(
+        spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), output_format="json", watermark="0s"
+    )
+    stream.refresh_rules(force=True)
+    stream.run_available_now()
+    alerts = stream.alerts().toPandas()
+    assert list(alerts["partition_key"]) == [json.dumps({"symbol": "a"})]
+    files = list(output.glob("part-*"))
+    assert len(files) == 1 and files[0].stat().st_size > 0
+    committed = sorted(int(p.name) for p in (checkpoint / "match" / "commits").glob("[0-9]*"))
+    assert len(committed) >= 3 and all(stream.file_sink.has_batch(batch) for batch in committed)

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.rule_set import FILE, PKEY, SPEC
+from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_MATCH, PKEY, SPEC
 from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
 from cep.spark_bridge.engine.durations import parse_duration
-from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
+from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES, alert_schema, rows_to_alerts
 from cep.spark_bridge.sinks.base import atomic_write
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, NULL_TIME, RAW, REJECT, STATS, quote
 from cep.spark_bridge.spark.inputs import CLOCK_ROW, dead_letter_columns, with_watermark
@@ -69,14 +69,19 @@ LAYOUTS = (SPARK, DRIVER)
 LAYOUT_NAMES = {SPARK: "Spark's keyed state", DRIVER: "rules on the driver"}  # as the start line says them
 _OTHER_WAY = {SPARK: "--state spark for Spark's state store", DRIVER: "--state driver to run the rules on the driver"}
 STATE_DIR = "driver-state"  # under the stream's checkpoint
-STATE_FORMAT = "cep-driver-state-1"
+STATE_FORMAT = "cep-driver-state-2"  # the manifest names its bucket count
+# Read and written on: a checkpoint of this format keeps its V1_BUCKETS buckets (a key's bucket is its hash
+# modulo the count, so the count is fixed by the checkpoint, as key_buckets is for the keyed layout).
+V1_FORMAT, V1_BUCKETS = "cep-driver-state-1", 8
 _PASSTHROUGH = (REJECT, RAW, FILE)
 _BUCKET = "__cep_driver_bucket"
 _MANIFESTS_KEPT = 2  # micro-batch n re-runs from n-1's state; n+1 starts only once n is committed
-# Buckets of keys on the driver. Each costs a call per micro-batch (and a second when the watermark moves past
-# its timer); with keys spread by hash, a micro-batch of a few thousand keys touches every bucket anyway, so
-# more buckets would not write less state per micro-batch, only make more calls (bench/driver_state_scale.py).
-DRIVER_BUCKETS = 8
+# Buckets of keys on the driver, for a new checkpoint. Each costs a call per micro-batch (and a second when the
+# watermark moves past its timer), with a fixed cost per call (frames, the bucket's state decoded and encoded);
+# with keys spread by hash, a micro-batch of a few thousand keys touches every bucket anyway, so more buckets
+# would not write less state per micro-batch, only make more calls (bench/driver_state_scale.py,
+# bench/driver_batch_cost.py).
+DRIVER_BUCKETS = 1
 
 
 def checkpoint_layout(checkpoint: str) -> str | None:
@@ -232,6 +237,7 @@ class Held:
     timeouts: dict[tuple[str, int], int]
     watermark_ms: int = 0
     max_event_ms: int | None = None
+    key_buckets: int = DRIVER_BUCKETS  # the count of buckets keys are hashed to
 
 
 class _GroupState:
@@ -278,16 +284,25 @@ class StateFiles:
             return []
         return sorted(int(n[2:-5]) for n in os.listdir(self.directory) if n.startswith("m-") and n.endswith(".json"))
 
-    def load_before(self, batch_id: int) -> Held:
-        """The state micro-batch ``batch_id`` starts from: the newest manifest below it (none: empty)."""
+    def load_before(self, batch_id: int, new_buckets: int = DRIVER_BUCKETS) -> Held:
+        """The state micro-batch ``batch_id`` starts from: the newest manifest below it (none: empty, its keys
+        to be hashed to ``new_buckets`` buckets)."""
         older = [n for n in self._manifests() if n < batch_id]
         self.places = {}
         if not older:
-            return Held({}, {})
+            return Held({}, {}, key_buckets=new_buckets)
         with open(os.path.join(self.directory, f"m-{older[-1]:012d}.json"), encoding="utf-8") as fh:
             manifest = json.load(fh)
-        if manifest.get("format") != STATE_FORMAT:
-            raise CepSemanticError(f"{self.directory}: state format {manifest.get('format')!r} is not {STATE_FORMAT}")
+        if manifest.get("format") == V1_FORMAT:
+            key_buckets = V1_BUCKETS
+        elif manifest.get("format") == STATE_FORMAT:
+            key_buckets = int(manifest["key_buckets"])
+        else:
+            raise CepSemanticError(
+                f"{self.directory}: state format {manifest.get('format')!r} is not {STATE_FORMAT} or {V1_FORMAT} "
+                "(written by another version of cep: run that version, or start a new checkpoint)",
+                code="E0288",
+            )
         buckets: dict[tuple[str, int], bytes] = {}
         timeouts: dict[tuple[str, int], int] = {}
         segments: dict[str, bytes] = {}
@@ -298,7 +313,7 @@ class StateFiles:
             buckets[(spec, bucket)] = segments[segment][offset : offset + length]
             timeouts[(spec, bucket)] = timeout
             self.places[(spec, bucket)] = [segment, offset, length]
-        return Held(buckets, timeouts, manifest["watermark_ms"], manifest["max_event_ms"])
+        return Held(buckets, timeouts, manifest["watermark_ms"], manifest["max_event_ms"], key_buckets)
 
     def save(self, batch_id: int, held: Held, changed: Sequence[tuple[str, int]]) -> None:
         """Micro-batch ``batch_id``'s state: its changed buckets in a new segment, then the manifest (each whole)."""
@@ -323,6 +338,7 @@ class StateFiles:
         manifest = {
             "format": STATE_FORMAT,
             "batch": batch_id,
+            "key_buckets": held.key_buckets,
             "watermark_ms": held.watermark_ms,
             "max_event_ms": held.max_event_ms,
             "buckets": sorted(rows),
@@ -363,12 +379,14 @@ class DriverState:
         housekeeping_us: int,
         buckets: int = DRIVER_BUCKETS,
     ) -> None:
+        """``buckets``: for a new checkpoint; one with state keeps the count it was written with."""
         self.files = StateFiles(os.path.join(checkpoint, STATE_DIR))
         self.delay_ms = delay_ms
-        self.buckets = buckets
+        self.new_buckets = self.buckets = buckets
+        self.store_dir, self.housekeeping_us = store_dir, housekeeping_us
         carried = [*columns, EVENT_US, *_PASSTHROUGH]
         self.explode = Explode(store_dir, carried, REJECT, row_ids=True)
-        self.step = AlertStep(store_dir, housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
+        self.step = self._step_for(buckets)
         self.held: Held | None = None
         self.done_through: int | None = None  # the micro-batch ``held`` is the state after
 
@@ -386,10 +404,10 @@ class DriverState:
             gauges["watermark"] = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{held.watermark_ms % 1000:03d}Z"
         return gauges
 
-    def run(self, batch: DataFrame, batch_id: int) -> DataFrame:
-        """The micro-batch on the driver; its state saved before anything is written; the operator's rows."""
-        frame = self.run_frame(batch.toPandas(), batch_id)
-        return self._to_spark(batch.sparkSession, frame)
+    def run(self, batch: DataFrame, batch_id: int) -> DriverRows:
+        """The micro-batch on the driver; its state saved before anything is written; the operator's rows,
+        split by kind for the writes of ``foreachBatch``, which need no Spark job for them (``DriverRows``)."""
+        return DriverRows.of(self.run_frame(batch.toPandas(), batch_id))
 
     def run_frame(self, pdf: pd.DataFrame, batch_id: int) -> pd.DataFrame:
         """``run`` on the micro-batch's rows as pandas (``driver_input``'s columns); returns pandas."""
@@ -397,7 +415,9 @@ class DriverState:
 
         held = self.held if self.done_through == batch_id - 1 and self.held is not None else None
         if held is None:
-            held = self.files.load_before(batch_id)
+            held = self.files.load_before(batch_id, self.new_buckets)
+            if held.key_buckets != self.buckets:
+                self.buckets, self.step = held.key_buckets, self._step_for(held.key_buckets)
         buckets, timeouts = dict(held.buckets), dict(held.timeouts)
         max_event_ms = held.max_event_ms
         times = pdf[EVENT_US].to_numpy() if len(pdf) else None
@@ -420,13 +440,16 @@ class DriverState:
                 for key in [key for key, ms in timeouts.items() if after_ms > ms]:
                     outputs += self._call(key, None, buckets, timeouts, after_ms)
                     changed.add(key)
-        held = Held(buckets, timeouts, after_ms, max_event_ms)
+        held = Held(buckets, timeouts, after_ms, max_event_ms, self.buckets)
         self.files.save(batch_id, held, sorted(changed))
         self.held, self.done_through = held, batch_id  # only once saved: a failed save runs again from the files
         outputs = [o for o in outputs if len(o)]
         if not outputs:
             return pd.DataFrame({name: [] for name in operator_schema().names})
         return pd.concat(outputs, ignore_index=True) if len(outputs) > 1 else outputs[0]
+
+    def _step_for(self, buckets: int) -> AlertStep:
+        return AlertStep(self.store_dir, self.housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
 
     def _groups(self, pdf: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:
         """The micro-batch's rows, once per partition spec (``Explode``), by (spec, bucket of partition keys)."""
@@ -456,18 +479,75 @@ class DriverState:
             timeouts[key] = state.timeout_ms if state.timeout_ms is not None else watermark_ms
         return out
 
-    @staticmethod
-    def _to_spark(spark, frame: pd.DataFrame) -> DataFrame:
-        """The operator's rows as the keyed layout's ``foreachBatch`` sees them (dead-letter fields of bad rows)."""
+
+@dataclass(frozen=True)
+class DriverRows:
+    """The rows the rules gave for a micro-batch on the driver, as ``foreachBatch`` writes them: the alerts (as
+    Spark's ``collect`` gives them: a dict of Python values per alert), the statistics, late and failed rows
+    (dicts of ``KIND``, ``ALERT_NAMES`` and ``STATS``), and the bad input rows (pandas, ``operator_schema``)."""
+
+    alerts: list[dict]
+    small: list[dict]
+    bad: pd.DataFrame
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> DriverRows:
+        kinds = frame[KIND].to_numpy()
+        alerts = _records(frame[kinds == KIND_MATCH], ALERT_NAMES)
+        small = frame[(kinds != KIND_MATCH) & (kinds != KIND_BAD)]  # statistics, late and failed rows
+        return cls(alerts, _records(small, (KIND, *ALERT_NAMES, STATS)), frame[kinds == KIND_BAD])
+
+    def write(self, batch_id: int, cost, spark, file_sink, bad_rows_sink, lanes) -> tuple[list[dict], dict[str, int]]:
+        """``foreachBatch``'s writes of these rows (``AlertStream._write_batch``, timed by ``cost``): the same files,
+        sink logs and outboxes as the keyed layout's, with no Spark job but the dead letter's when a micro-batch
+        has bad rows (``FileSink.commit_alerts``); the statistics, late and failed rows, and bad rows per reason."""
+        alerts = file_sink.as_stored(rows_to_alerts(self.alerts))
+        staged = None
+        if lanes is not None:  # written before the output's commit, handed to the lanes after it
+            with cost.step("outbox_stage"):
+                staged = lanes.stage(batch_id, alerts, keep_written=file_sink.has_batch(batch_id))
+        with cost.step("alerts_commit"):
+            if file_sink.writes_on_driver(spark):
+                file_sink.commit_alerts(batch_id, alerts, spark)
+            else:  # Parquet, CSV, a URI, another time zone: Spark's writer
+                values = [tuple(alert[name] for name in ALERT_NAMES) for alert in alerts]
+                file_sink.commit(batch_id, spark.createDataFrame(values, alert_schema()).coalesce(1))
+        if staged is not None:
+            with cost.step("outbox_seal"):
+                lanes.seal(staged)
+        with cost.step("bad_rows_commit"):
+            if len(self.bad):
+                bad_rows_sink.commit(batch_id, self.dead_letters(spark).coalesce(1))
+            else:  # no empty file, but the batch id in the sink's log, which its compaction needs
+                bad_rows_sink.commit_nothing(batch_id, spark)
+        return self.small, self.bad_reasons()
+
+    def bad_reasons(self) -> dict[str, int]:
+        """Bad rows per reason."""
+        return {str(k): int(v) for k, v in self.bad[REJECT].value_counts(sort=False).items()}
+
+    def dead_letters(self, spark) -> DataFrame:
+        """The bad rows as the dead letter's records (``inputs.DEAD_LETTER_NAMES``), for its file sink."""
         from pyspark.sql import functions as F
 
-        out = spark.createDataFrame(frame if len(frame) else [], operator_schema())
-        return out.select(
-            *[F.col(name) for name in ALERT_NAMES],
-            *dead_letter_columns(file=F.col(FILE)),
-            F.col(KIND),
-            F.col(STATS),
-        )
+        return spark.createDataFrame(self.bad, operator_schema()).select(*dead_letter_columns(file=F.col(FILE)))
+
+
+def _records(frame: pd.DataFrame, names: Sequence[str]) -> list[dict]:
+    """``frame``'s rows as dicts of Python values (timestamps as naive UTC ``datetime``s, NULL as None)."""
+    import pandas as pd
+
+    if not len(frame):
+        return []
+    columns = []
+    for name in names:
+        column = frame[name]
+        if pd.api.types.is_datetime64_any_dtype(column.dtype):
+            values = [None if v is pd.NaT else v for v in column.array.to_pydatetime().tolist()]
+        else:
+            values = [None if v is None or v != v else v for v in column.tolist()]  # v != v: a NaN
+        columns.append(values)
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 def operator_schema():

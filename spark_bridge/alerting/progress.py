@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cep.spark_bridge.alerting.status import StatusBook, batch_entry, epoch_seconds, now_iso, progress_get
+from cep.spark_bridge.alerting.status import (
+    StatusBook,
+    batch_entry,
+    epoch_seconds,
+    new_progress,
+    now_iso,
+    progress_get,
+)
 
 __all__ = ["QueryProgress"]
 
@@ -51,11 +58,15 @@ class QueryProgress:
         for old in sorted(self._costs)[:-COSTS_KEPT]:
             self._costs.pop(old, None)
 
+    def cost_of(self, batch_id: int) -> dict | None:
+        """The ``BatchCost`` of micro-batch ``batch_id``, while it is kept (bench/driver_batch_cost.py reads it)."""
+        return self._costs.get(batch_id)
+
     def fold(self, query, gauges: Callable[[], dict] | None = None) -> None:
         """Spark's progress of ``query``: the last micro-batch, the watermark, the state size (or ``gauges()``,
         the driver layout's own state), and each new micro-batch for the observers."""
         try:
-            progresses = list(query.recentProgress)
+            progresses = new_progress(query, self._seen)
             status = query.status
         except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
             return

@@ -26,13 +26,15 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 from cep.spark_bridge.alerting.rule_set import GAUGES, STAT_NAMES, STATUS_FORMAT
 from cep.spark_bridge.sinks.base import atomic_write, set_aside
 
-__all__ = ["StatusBook", "now_iso", "progress_get", "read_status", "rule_rows", "ERROR_TTL_S"]
+__all__ = ["StatusBook", "new_progress", "now_iso", "progress_get", "read_status", "rule_rows", "ERROR_TTL_S"]
+
+# Imported inside functions: pyspark (optional, slow to import), only where a running query is read.
 
 ERROR_TTL_S = 3600.0  # a delivery error stays listed this long, unless the sink has recovered before
 FOLDED_KEEP = 4000  # journal names remembered (a re-run micro-batch's record must not count twice)
@@ -377,6 +379,34 @@ def progress_get(progress: Any, name: str, default=None):
         except Exception:  # noqa: BLE001
             value = None
     return default if value is None else value
+
+
+def new_progress(query: Any, seen: Container[tuple[int, str]]) -> list:
+    """The progress reports of a streaming ``query`` whose (batch id, timestamp) is not in ``seen``, oldest first.
+
+    Spark keeps the last ``spark.sql.streaming.numRecentProgressUpdates`` (100) reports, and pyspark's
+    ``recentProgress`` turns every one of them into JSON and back, two Py4J round trips each: polled once a
+    second, that is 200 round trips and 100 JSON documents a second, in the driver and its JVM all day, for the
+    one or two micro-batches that are new. This walks the JVM's list from the newest report back to the first
+    one already seen and converts only those before it (a query without a JVM object, such as Spark Connect's,
+    gives its whole ``recentProgress``, filtered)."""
+    java_query = getattr(query, "_jsq", None)
+    if java_query is None:
+        return [p for p in query.recentProgress if _progress_key(p) not in seen]
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+    reports = java_query.recentProgress()
+    found = []
+    for index in range(len(reports) - 1, -1, -1):
+        report = reports[index]
+        if (int(report.batchId()), str(report.timestamp())) in seen:
+            break
+        found.append(StreamingQueryProgress.fromJson(json.loads(report.json())))
+    return found[::-1]
+
+
+def _progress_key(progress: Any) -> tuple[int, str]:
+    return int(progress_get(progress, "batchId", -1)), str(progress_get(progress, "timestamp"))
 
 
 def batch_entry(progress: Any, foreach_batch: dict | None) -> dict:

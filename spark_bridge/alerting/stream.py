@@ -322,8 +322,8 @@ class AlertStream:
         for name in done:
             self.journal.remove(name)
 
-    def refresh_rules(self, *, force: bool = False) -> rules_mod.RuleChanges:
-        """Reload the rules if their files changed; publish the new set for the next micro-batches."""
+    def refresh_rules(self, *, force: bool = False, write: bool = True) -> rules_mod.RuleChanges:
+        """Reload the rules if their files changed; publish the set for the next micro-batches; ``write`` status."""
         self._quarantine_failed()
         try:
             changes = self.watch.refresh(force=force)
@@ -331,7 +331,8 @@ class AlertStream:
             if self._replan:  # stopped by _before_publish: the new set's specs need a new plan
                 self._replan = False
                 self.match_query = self._start_query(self.build(), self._write_batch, "match", available_now=False)
-        self.write_status()
+        if write:
+            self.write_status()
         return changes
 
     def _before_publish(self, payload: dict) -> None:
@@ -395,47 +396,18 @@ class AlertStream:
 
         Every Spark job here costs a scheduling round on the micro-batch's path, so the batch is read by one
         ``collect`` (alerts, statistics, late and failed rows, and the reason of each bad row, not its
-        payload) and written by one job per file sink, each in one task (one file per micro-batch). Where
+        payload) and written by one job per file sink with rows, each in one task (one file per micro-batch). Where
         the time goes, step by step, and the jobs started, go to the status with Spark's own parts
-        (``last_batch.foreach_batch``: ``BatchCost``)."""
-        from pyspark.sql import functions as F
-
+        (``last_batch.foreach_batch``: ``BatchCost``). The driver layout writes from the driver (``DriverRows``)."""
         cost = BatchCost.start(batch.sparkSession)
         if self.driver is not None:
             with cost.step("driver_rules"):  # the rules on the driver, their state saved (driver_state.py)
-                batch = self.driver.run(batch, batch_id)
-        batch.persist()
-        try:
-            kind = F.col(KIND)
-            with cost.step("collect"):  # runs the stateful step: the rules, in the Python workers
-                rows = batch.select(
-                    KIND, *ALERT_NAMES, STATS, F.when(kind == KIND_BAD, F.col(DEAD_LETTER_NAMES[0])).alias(_REASON)
-                ).collect()
-            small = [row for row in rows if row[KIND] in (KIND_STATS, KIND_LATE, KIND_FAILED)]
-            bad = dict(Counter(row[_REASON] for row in rows if row[KIND] == KIND_BAD))
-            staged = None
-            if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
-                with cost.step("outbox_stage"):
-                    alerts = [{name: row[name] for name in ALERT_NAMES} for row in rows if row[KIND] == KIND_MATCH]
-                    staged = self.lanes.stage(
-                        batch_id,
-                        self.file_sink.as_stored(rows_to_alerts(alerts)),
-                        keep_written=self.file_sink.has_batch(batch_id),
-                    )
-            with cost.step("alerts_commit"):
-                self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
-            if staged is not None:
-                with cost.step("outbox_seal"):
-                    self.lanes.seal(staged)
-            with cost.step("bad_rows_commit"):
-                if bad:
-                    self.bad_rows_sink.commit(
-                        batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES).coalesce(1)
-                    )
-                else:  # no empty file, but the batch id in the sink's log, which its compaction needs
-                    self.bad_rows_sink.commit_nothing(batch_id, batch.sparkSession)
-        finally:
-            batch.unpersist()
+                on_driver = self.driver.run(batch, batch_id)
+            small, bad = on_driver.write(
+                batch_id, cost, batch.sparkSession, self.file_sink, self.bad_rows_sink, self.lanes
+            )
+        else:
+            small, bad = self._write_operator_rows(batch, batch_id, cost)
         calls: dict[tuple[str, str], list[int]] = {}
         late = [row for row in small if row[KIND] == KIND_LATE]
         failed = [
@@ -462,6 +434,47 @@ class AlertStream:
         with cost.step("journal"):
             self._journal_batch(batch_id, calls, bad, late)
         self.progress.note_cost(batch_id, cost.done())
+
+    def _write_operator_rows(self, batch, batch_id: int, cost: BatchCost) -> tuple[list, dict]:
+        """The keyed layout's writes (one ``collect``); its statistics, late and failed rows, bad rows per reason."""
+        from pyspark.sql import functions as F
+
+        batch.persist()
+        try:
+            kind = F.col(KIND)
+            with cost.step("collect"):  # runs the stateful step: the rules, in the Python workers
+                rows = batch.select(
+                    KIND, *ALERT_NAMES, STATS, F.when(kind == KIND_BAD, F.col(DEAD_LETTER_NAMES[0])).alias(_REASON)
+                ).collect()
+            small = [row for row in rows if row[KIND] in (KIND_STATS, KIND_LATE, KIND_FAILED)]
+            bad = dict(Counter(row[_REASON] for row in rows if row[KIND] == KIND_BAD))
+            staged = None
+            if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
+                with cost.step("outbox_stage"):
+                    alerts = [{name: row[name] for name in ALERT_NAMES} for row in rows if row[KIND] == KIND_MATCH]
+                    staged = self.lanes.stage(
+                        batch_id,
+                        self.file_sink.as_stored(rows_to_alerts(alerts)),
+                        keep_written=self.file_sink.has_batch(batch_id),
+                    )
+            with cost.step("alerts_commit"):
+                if any(row[KIND] == KIND_MATCH for row in rows):
+                    self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
+                else:  # no job, no empty file
+                    self.file_sink.commit_nothing(batch_id, batch.sparkSession)
+            if staged is not None:
+                with cost.step("outbox_seal"):
+                    self.lanes.seal(staged)
+            with cost.step("bad_rows_commit"):
+                if bad:
+                    self.bad_rows_sink.commit(
+                        batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES).coalesce(1)
+                    )
+                else:  # no empty file, but the batch id in the sink's log, which its compaction needs
+                    self.bad_rows_sink.commit_nothing(batch_id, batch.sparkSession)
+        finally:
+            batch.unpersist()
+        return small, bad
 
     def _journal_batch(self, batch_id: int, calls: dict, bad: dict, late: list) -> None:
         self.journal.write(
@@ -639,7 +652,7 @@ class AlertStream:
                 if stop.is_set():
                     break
                 try:
-                    self.refresh_rules()
+                    self.refresh_rules(write=False)  # poll() writes it
                 except CepSemanticError as err:  # e.g. no rule left to take the event time from: keep the last set
                     self._event(f"rules not reloaded: {err}", "error")
                 try:

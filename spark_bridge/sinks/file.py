@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
-from dataclasses import dataclass
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cep.spark_bridge.sinks.alerts import FILE_FORMATS, alert_schema
+from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, FILE_FORMATS, alert_schema
+from cep.spark_bridge.sinks.base import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -19,6 +23,8 @@ class FileSink:
 
     path: str
     format: str = "json"
+    # Spark's log of the committed files, made once per session (``_log``): as Spark's own sink keeps its log
+    _logs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.format not in FILE_FORMATS:
@@ -79,15 +85,54 @@ class FileSink:
         compacts itself every tenth batch from the entries of the batches before, and fails a compaction
         that misses one, so an id skipped here would fail a later micro-batch. Recorded once, as ``commit``."""
         jvm = spark._jvm
-        sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
-        log = sinks.FileStreamSinkLog(
-            sinks.FileStreamSinkLog.VERSION(),
-            spark._jsparkSession,
-            os.path.join(self.path, "_spark_metadata"),
-            jvm.scala.Option.apply(None),
-        )
         status = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus")
-        log.add(batch_id, jvm.java.lang.reflect.Array.newInstance(status, 0))  # False: recorded before
+        self._log(spark).add(batch_id, jvm.java.lang.reflect.Array.newInstance(status, 0))  # False: recorded before
+
+    def _log(self, spark: SparkSession):
+        """Spark's ``FileStreamSinkLog`` of ``path`` (it compacts itself every tenth batch, as for Spark's sink)."""
+        key = id(spark._jsparkSession)
+        if key not in self._logs:
+            sinks = spark._jvm.org.apache.spark.sql.execution.streaming.sinks
+            self._logs.clear()  # a new session (a restart in this process): its own log object
+            self._logs[key] = sinks.FileStreamSinkLog(
+                sinks.FileStreamSinkLog.VERSION(),
+                spark._jsparkSession,
+                os.path.join(self.path, "_spark_metadata"),
+                spark._jvm.scala.Option.apply(None),
+            )
+        return self._logs[key]
+
+    def writes_on_driver(self, spark: SparkSession) -> bool:
+        """Can ``commit_alerts`` write here without Spark: JSON lines, a local directory, timestamps in UTC (the
+        session's zone is the one Spark's JSON writer writes them in)."""
+        zone = spark.conf.get("spark.sql.session.timeZone", "UTC")
+        default_fs = spark._jsparkSession.sessionState().newHadoopConf().get("fs.defaultFS") or "file:///"
+        local = "://" not in self.path and default_fs.startswith("file:")  # a bare path is on Hadoop's default FS
+        return self.format == "json" and local and zone in _UTC_NAMES
+
+    def commit_alerts(self, batch_id: int, alerts: Sequence[dict], spark: SparkSession) -> None:
+        """``commit`` for alerts already on the driver (``writes_on_driver`` must hold): one file of JSON lines
+        as Spark's JSON writer lays them out (fields in schema order, NULL fields left out, timestamps to the
+        millisecond with ``Z``), written whole, then recorded in Spark's own log (``_spark_metadata``) by
+        Spark's ``FileStreamSinkLog``, and skipped if that log holds ``batch_id`` already. No Spark job: the
+        readers (Spark's file source, ``read``) see exactly what ``commit`` would have given them."""
+        if self.has_batch(batch_id):
+            return
+        if not alerts:
+            self.commit_nothing(batch_id, spark)
+            return
+        os.makedirs(self.path, exist_ok=True)
+        name = os.path.join(self.path, f"part-00000-{uuid.uuid4()}-c000.json")
+        atomic_write(name, "".join(_json_line(alert) + "\n" for alert in alerts))
+        jvm = spark._jvm
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(f"file:{name}")  # as Spark's sink names it: file:/dir/part-...
+        status = hadoop_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).getFileStatus(
+            hadoop_path
+        )
+        entry = jvm.org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus.apply(status)
+        entries = jvm.java.lang.reflect.Array.newInstance(entry.getClass(), 1)
+        entries[0] = entry
+        self._log(spark).add(batch_id, entries)
 
     def as_stored(self, alerts: list[dict]) -> list[dict]:
         """``alerts`` (collected from the DataFrame ``commit`` writes) as a read of the files gives them back:
@@ -119,3 +164,24 @@ class FileSink:
     def read_stream(self, spark: SparkSession) -> DataFrame:
         """The committed alerts as a stream (what the two-query layout's delivery query read)."""
         return self._reader(spark.readStream).load(self.path)
+
+
+_UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "+00:00", "UTC+00:00")
+_KINDS = tuple((name, kind, f'"{name}":') for name, kind in ALERT_COLUMNS)
+_QUOTE = json.encoder.encode_basestring  # json.dumps(ensure_ascii=False) of a string, one call less per value
+
+
+def _json_line(alert: dict) -> str:
+    """One alert as Spark's JSON writer writes it (``ignoreNullFields``, ``yyyy-MM-dd'T'HH:mm:ss.SSSXXX`` in UTC)."""
+    parts = []
+    for name, kind, label in _KINDS:
+        value = alert.get(name)
+        if value is None:
+            continue
+        if kind == "timestamp":
+            parts.append(f'{label}"{value.isoformat(timespec="milliseconds")}Z"')
+        elif kind == "boolean":
+            parts.append(label + ("true" if value else "false"))
+        else:
+            parts.append(label + _QUOTE(value))
+    return "{" + ",".join(parts) + "}"

@@ -71,12 +71,20 @@ def _to_json(alert: dict) -> dict:
     out = {}
     for name in ALERT_NAMES:
         value = alert.get(name)
+        if value is None or isinstance(value, (str, bool)):  # most values: no look for a time
+            out[name] = value
+            continue
         if hasattr(value, "to_pydatetime"):
             value = value.to_pydatetime()
         if isinstance(value, _dt.datetime):
             value = value.isoformat()
         out[name] = value
     return out
+
+
+def entry_text(batch_id: int, alerts: Sequence[dict]) -> str:
+    """An outbox entry: micro-batch ``batch_id``'s alerts as JSON (``Outbox.put``)."""
+    return json.dumps({"batch_id": batch_id, "alerts": [_to_json(a) for a in alerts]}, ensure_ascii=False)
 
 
 def _ignore_damage(message: str, path: str) -> None:
@@ -107,15 +115,18 @@ class Outbox:
     def _folder(self, sink: str) -> str:
         return os.path.join(self.directory, sink)
 
-    def put(self, sink: str, batch_id: int, alerts: Sequence[dict], *, seal: bool = True) -> None:
-        """Write the entry, then seal it (``seal``): only then may the lane deliver it."""
+    def put(
+        self, sink: str, batch_id: int, alerts: Sequence[dict], *, seal: bool = True, text: str | None = None
+    ) -> None:
+        """Write the entry, then seal it (``seal``): only then may the lane deliver it. ``text``: the entry
+        already made of the same alerts (``entry_text``), for another sink."""
         folder = self._folder(sink)
         os.makedirs(folder, exist_ok=True)
         self.sealed_through(sink)  # an outbox from before seals is sealed through its entries, not this one
         for old in self._names(sink, batch_id):  # a micro-batch run again replaces its unsealed entry
             if not old.endswith(f".{len(alerts)}.json"):
                 os.remove(os.path.join(folder, old))
-        text = json.dumps({"batch_id": batch_id, "alerts": [_to_json(a) for a in alerts]}, ensure_ascii=False)
+        text = entry_text(batch_id, alerts) if text is None else text
         atomic_write(os.path.join(folder, f"{batch_id:012d}.{len(alerts)}.json"), text)
         if seal:
             self.seal(sink, batch_id)
@@ -570,6 +581,7 @@ class DeliveryLanes:
         this batch before a crash, from the entry written then; that entry stays, so that the sinks
         get what the output holds (its emit times), not the re-run's."""
         staged = []
+        texts: dict[bool, str] = {}  # the entry, made once for the sinks that take the same alerts
         for sink in self.sinks:
             key = sink.key()
             if batch_id <= self.outbox.sealed_through(key):
@@ -578,7 +590,10 @@ class DeliveryLanes:
             if keep_written and self.outbox.has(key, batch_id):
                 staged.append(key)
             elif chosen:
-                self.outbox.put(key, batch_id, chosen, seal=False)
+                same = bool(sink.include_suppressed)
+                if same not in texts:
+                    texts[same] = entry_text(batch_id, chosen)
+                self.outbox.put(key, batch_id, chosen, seal=False, text=texts[same])
                 staged.append(key)
         return batch_id, staged
 

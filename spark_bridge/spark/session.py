@@ -32,7 +32,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,14 @@ if TYPE_CHECKING:  # pragma: no cover
 # Imported inside functions: pyspark and py4j, an optional dependency (the "spark" extra) that takes seconds to import.
 
 DEFAULT_SHUFFLE_PARTITIONS = 4
+
+# The driver JVM of a long-running stream (``cep stream`` and Spark's floor in the Kafka bench ask for these): the
+# C1 compiler only. C2's compiler threads were the busiest threads of the stream's JVM for minutes after a start,
+# while the micro-batches, planned and run again every trigger, cost no more CPU without C2; the start to the
+# first micro-batch was shorter too (docs/streaming.md, "CPU per micro-batch"). Batch jobs keep Java's defaults.
+STREAM_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+# Read by Spark's launcher for the driver JVM's command line, before spark.driver.*JavaOptions.
+SUBMIT_OPTS_ENV = "SPARK_SUBMIT_OPTS"
 
 # Spark's two state store providers, by the name cep's options use.
 STATE_STORE_PROVIDERS: dict[str, str] = {
@@ -169,6 +177,28 @@ def _stderr_to(path: str) -> Iterator[None]:
         os.close(target)
 
 
+def jvm_options_in_front(options: Sequence[str], existing: str) -> str:
+    """``existing`` (a JVM command line's flags) with ``options`` in front, those already there left out: the
+    flags a user wrote, later on the line, win."""
+    missing = [option for option in options if option not in existing.split()]
+    return " ".join([*missing, existing]).strip()
+
+
+@contextmanager
+def _submit_options(options: Sequence[str]) -> Iterator[None]:
+    """``$SPARK_SUBMIT_OPTS`` with ``options`` in front while a driver JVM starts, then as it was."""
+    before = os.environ.get(SUBMIT_OPTS_ENV)
+    if options:
+        os.environ[SUBMIT_OPTS_ENV] = jvm_options_in_front(options, before or "")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SUBMIT_OPTS_ENV, None)
+        else:
+            os.environ[SUBMIT_OPTS_ENV] = before
+
+
 def _jvm_running() -> bool:
     from pyspark import SparkContext
 
@@ -255,6 +285,7 @@ def get_spark(
     delta: bool = False,
     ship: bool = True,
     python_env: str | None = None,
+    jvm_options: Sequence[str] = (),
 ) -> SparkSession:
     """Create (or reuse) the SparkSession configured for cep.
 
@@ -276,6 +307,8 @@ def get_spark(
     executors (``shipping.cep_zip``, ``addPyFile``) and checks with one tiny job that an executor can
     import it (``shipping.ShippingError`` otherwise); ``python_env`` (a ``venv-pack`` archive) gives the
     executors a whole Python environment (``spark.archives``).
+    ``jvm_options``: flags for the driver JVM if it starts here (``STREAM_JVM_OPTIONS`` for a long-running
+    stream), in front of ``$SPARK_SUBMIT_OPTS`` so that a user's own flags there win.
     """
     _prepare_environment(master)
     from pyspark.sql import SparkSession
@@ -311,11 +344,12 @@ def get_spark(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if quiet and not running:
-        with _stderr_to(spark_log_path()):
+    with _submit_options(() if running else jvm_options):
+        if quiet and not running:
+            with _stderr_to(spark_log_path()):
+                spark = builder.getOrCreate()
+        else:
             spark = builder.getOrCreate()
-    else:
-        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     # getOrCreate on a running session ignores static settings; the SQL ones can still be set.
     for key in (
