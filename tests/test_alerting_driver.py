@@ -350,7 +350,7 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver-json"))
     again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"))
     assert again.layout == "driver"  # without state=, a restart goes on in its checkpoint's layout
-    keyed_again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-spark"))
+    keyed_again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-spark-json"))
     assert keyed_again.layout == "spark" and keyed_again.choice.reason == "the checkpoint's own layout"
     # A new checkpoint on this session's local master runs its rules on the driver; the status says why.
     new = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-new"))
