@@ -26,7 +26,7 @@ help:
 	@echo "make lint       ruff: the checks and the format of pyproject.toml's [tool.ruff]"
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make bench-rules  two alert rules over generated 10M-event logs: cep, its VM, Spark, PyFlink (~30 min)"
-	@echo "make bench-kafka  cep stream, Spark's floor and Flink SQL through a real Kafka broker, one after another, 30-60 minutes (bench/kafka_e2e.py)"
+	@echo "make bench-kafka  cep stream (--state spark and --state driver), Spark's floor and Flink SQL through a real Kafka broker, one after another, 30-60 minutes (bench/kafka_e2e.py)"
 	@echo "make bench-worker the alerting worker's bucket calls, column-wise rules on and off (bench/alerting_worker.py)"
 	@echo "make soak       a 10-minute stream with bad rows, late rows and a SIGKILLed driver (bench/soak.py; MINUTES=...)"
 	@echo "make bench-state  open partial matches of 100k and 300k keys on RocksDB and HDFS state stores (bench/state_scale.py)"
@@ -72,8 +72,8 @@ bench-rules: venv check-java
 	@$(VPY) bench/peers/flink.py setup || echo "PyFlink set-up failed: the bench runs without it"
 	$(VPY) bench/alert_rules.py --rows $(ROWS)
 
-# Not part of test or bench (about 10 minutes): ticks through a real Kafka broker into cep stream and, beside
-# it on the same topic, Flink SQL (PyFlink as for make bench, plus Flink's Kafka SQL connector fetched by Maven
+# Not part of test or bench (30-60 minutes): ticks through a real Kafka broker into cep stream in both state
+# layouts (--state spark, then --state driver, each named) and, each on a topic of its own, Flink SQL (PyFlink as for make bench, plus Flink's Kafka SQL connector fetched by Maven
 # into ~/.cache/cep/ once); writes bench/results-kafka-e2e.json and regenerates docs/performance.md.
 # State at scale: each (store, keys) in its own process; writes bench/results-state-scale.json and regenerates
 # docs/performance.md. KEYS=100000,1000000 for other sizes.

@@ -148,7 +148,7 @@ def main() -> int:
             cProfile.runctx("stream._write_batch(df, batch_id)", globals(), locals(), args.profile)
         else:
             stream._write_batch(df, batch_id)
-        cost = stream._batch_costs[batch_id]
+        cost = stream.progress.cost_of(batch_id)
         cost.update(
             thread_cpu_ms_total=round((time.thread_time() - cpu0) * 1000, 1),
             spark_cpu_ms_total=round(spark_cpu_ms() - spark0, 1),

@@ -1,7 +1,7 @@
 """End to end through Kafka: ticks produced to a topic, matched live, alerts consumed from a topic; cep and Flink.
 
     .venv/bin/python bench/kafka_e2e.py [--rates 1000,5000,20000,max] [--seconds 45] [--no-flink] [--together]
-        [--baseline-python OTHER_CHECKOUT/.venv/bin/python]
+        [--no-driver-state] [--baseline-python OTHER_CHECKOUT/.venv/bin/python]
     make bench-kafka
 
 A real broker (tests/kafka_broker.py, Kafka 4.4, KRaft). By default the engines run one after another, each
@@ -13,7 +13,10 @@ checkout (its venv's interpreter): an A/B of a change in the same run. The engin
 
 - ``cep stream`` as a user runs it (a child process, ``local[2]``), watermark 2 s, trigger 500 ms, with both
   Kafka sinks at once: ``--sink kafka://.../alerts`` (at least once) and
-  ``kafka-exactly-once://.../alerts-eo`` (a transaction per micro-batch, read here ``read_committed``);
+  ``kafka-exactly-once://.../alerts-eo`` (a transaction per micro-batch, read here ``read_committed``); in both
+  state layouts, each named on its command line whatever ``cep stream``'s default, so that runs on record stay
+  comparable: group ``cep`` is Spark's keyed state (``--state spark``), group ``driver`` the rules on the driver
+  (``--state driver``, alone on a topic of its own after the others; ``--no-driver-state`` leaves it out);
 - the peer, when PyFlink (bench/.venv-flink) and Flink's Kafka SQL connector (bench/peers/flink_kafka.py) are
   there: Flink SQL MATCH_RECOGNIZE in streaming mode (bench/peers/flink_kafka_runner.py), parallelism 2,
   watermark 2 s, matches to ``alerts-flink``.
@@ -332,7 +335,8 @@ def start_cep(
             f"kafka://{boot}/{topics['cep']}",
             "--sink",
             f"kafka-exactly-once://{boot}/{topics['cep-exactly-once']}",
-            *(["--state", state] if state != "spark" else []),
+            "--state",  # always named: the default depends on the master and on the checkpoint
+            state,
         ],
         env=env,
         stdout=log.open("w"),
@@ -556,11 +560,11 @@ class Group:
     engines: tuple[str, ...]  # among "cep", "floor", "flink"
     suffix: str = ""
     python: str = sys.executable
-    state: str = "spark"  # cep stream --state
+    state: str = "spark"  # cep stream --state: the group "cep" is the keyed layout
 
 
 # Groups of one ``cep stream`` beside the first group's: another checkout's (``--baseline-python``), and this
-# one's with its rules on the driver (``--driver-state``); each reported under its name, beside cep's numbers.
+# one's with its rules on the driver (on unless ``--no-driver-state``); each reported under its name, beside cep's.
 SIDE_GROUPS = ("baseline", "driver")
 
 
@@ -780,6 +784,7 @@ def merge_groups(found: list[dict]) -> dict:
     merged = {key: found[0][key] for key in ("startup_s", "warmup_s", "warmup_lag_s", "ticks_total", "steps")}
     merged["startup_s"], merged["warmup_lag_s"] = dict(merged["startup_s"]), dict(merged["warmup_lag_s"])
     merged["check"] = dict(found[0]["check"])
+    merged["state"] = found[0].get("state", "spark")  # the layout of the group "cep" (cep stream --state)
     merged["all_batches"] = dict(found[0]["all_batches"])
     merged["groups"] = {g["group"]: {"engines": g["engines"], "ticks_total": g["ticks_total"]} for g in found}
     for step in merged["steps"]:
@@ -857,8 +862,10 @@ def main() -> int:
     )
     parser.add_argument(
         "--driver-state",
-        action="store_true",
-        help="also run, alone, this checkout's `cep stream --state driver` (the rules on the driver)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run, alone, this checkout's `cep stream --state driver` (the rules on the driver) beside the "
+        "keyed layout's `--state spark` (default: both)",
     )
     parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
     args = parser.parse_args()

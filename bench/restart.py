@@ -4,9 +4,10 @@
     .venv/bin/python bench/restart.py --files 2000 --runs 2
 
 A rule set (patterns/card_testing.sql and a second rule) over a directory of --files JSON files of
-card charges. A first ``cep stream --once`` builds the checkpoint. Then, per run, the same ``cep stream``
-command (not --once) is started again, one new file is added, and the JSON log lines and the status file
-give the phases, from the process start:
+card charges. A first ``cep stream --once --state STATE`` builds the checkpoint (``--state spark`` by default,
+the layout of the runs on record, named whatever ``cep stream``'s default; the restarts go on in the
+checkpoint's). Then, per run, the same ``cep stream`` command (not --once) is started again, one new file is
+added, and the JSON log lines and the status file give the phases, from the process start:
 
 * ``spark``: the Spark session is up (the line naming Spark's log);
 * ``ready_to_start``: the input's columns known and the rules loaded (the start-up line);
@@ -159,6 +160,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", metavar="FILE")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--state", choices=("spark", "driver"), default="spark", help="the stream's layout (default: %(default)s)"
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="cep-restart-"))
     try:
@@ -173,9 +177,13 @@ def main() -> None:
             )
         first = time.time()
         subprocess.run(
-            command(root, "--once"), check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO))
+            command(root, "--once", "--state", args.state),
+            check=True,
+            capture_output=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
         )
         results = {
+            "state": args.state,
             "files": args.files,
             "rows_per_file": args.rows,
             "first_run_once_s": round(time.time() - first, 1),

@@ -970,9 +970,15 @@ def _flink_acceptance(flink: dict) -> str:
 
 
 KAFKA_E2E_ENGINES = {
-    "cep": "cep stream, `--sink kafka://`",
-    "cep-exactly-once": "cep stream, `--sink kafka-exactly-once://`",
+    "cep": "cep stream `--state spark`, `--sink kafka://`",
+    "cep-exactly-once": "cep stream `--state spark`, `--sink kafka-exactly-once://`",
     "flink": "Flink SQL, Kafka connector",
+}
+# The run's side group of ``cep stream --state driver`` (bench/kafka_e2e.py, on unless --no-driver-state): its rows
+# under their own names, so that each path says its layout whatever cep stream's default.
+KAFKA_E2E_DRIVER = {
+    "cep": "cep stream `--state driver`, `--sink kafka://`",
+    "cep-exactly-once": "cep stream `--state driver`, `--sink kafka-exactly-once://`",
 }
 
 
@@ -1135,16 +1141,20 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for step in e2e["steps"]:
-        for name, e in step["engines"].items():
-            cpu = step["cpu_s"].get(name.split("-")[0])
-            alone = (step.get("alone") or {}).get(name.split("-")[0])  # its own run's load, broker and producer
+        driver = step.get("driver") or {}
+        rows = [(KAFKA_E2E_ENGINES[name], e, step["cpu_s"].get(name.split("-")[0]), name.split("-")[0])
+                for name, e in step["engines"].items()]  # fmt: skip
+        rows += [(KAFKA_E2E_DRIVER[name], e, driver.get("cpu_s"), "driver")
+                 for name, e in (driver.get("engines") or {}).items() if name in KAFKA_E2E_DRIVER]  # fmt: skip
+        for label, e, cpu, group in rows:
+            alone = (step.get("alone") or {}).get(group)  # its own run's load, broker and producer
             broker, bench, load = (
                 (alone["broker_cpu_s"], alone["bench_cpu_s"], alone["load_average"][0])
                 if alone
                 else (step["cpu_s"]["broker"], step["cpu_s"]["bench"], step["load_average"][0])
             )
             lines.append(
-                f"| {step['rate_asked']} | {step['events_per_s_sent']:,.0f} | {KAFKA_E2E_ENGINES[name]} | "
+                f"| {step['rate_asked']} | {step['events_per_s_sent']:,.0f} | {label} | "
                 f"{e['events_per_s']:,.0f} | {e['alerts']:,} | {cell(e['latency_p50_s'])} | {cell(e['latency_p99_s'])} "
                 f"| {cell(e['latency_max_s'])} | {cell(e['lag_at_end_s'])} | {cell(e['caught_up_s'])} | {cell(cpu)} "
                 f"| {e['events_per_s'] * step['seconds'] / cpu if cpu else 0:,.0f} "
@@ -1155,20 +1165,28 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "cep's micro-batches during each step (from its status file"
         + ("; the delivery query's are not in it):" if _two_queries(e2e) else "):"),
         "",
-        "| rate asked | micro-batches | ticks per micro-batch | duration p50 (s) | max (s) |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| rate asked | layout | micro-batches | ticks per micro-batch | duration p50 (s) | max (s) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for step in e2e["steps"]:
-        b = step["cep_batches"]
-        lines.append(
-            f"| {step['rate_asked']} | {b['batches']} | {b['rows_per_batch'] or 0:,} | {cell(b['batch_p50_s'])} "
-            f"| {cell(b['batch_max_s'])} |"
-        )
+        layouts = [(f"`--state {e2e.get('state', 'spark')}`", step["cep_batches"])]
+        if (step.get("driver") or {}).get("cep_batches"):
+            layouts.append(("`--state driver`", step["driver"]["cep_batches"]))
+        for layout, b in layouts:
+            lines.append(
+                f"| {step['rate_asked']} | {layout} | {b['batches']} | {b['rows_per_batch'] or 0:,} "
+                f"| {cell(b['batch_p50_s'])} | {cell(b['batch_max_s'])} |"
+            )
     check = e2e["check"]
     if "error" in check:
         failed = f"The check of the alerts against `q.run` failed: {check['error']}."
         return lines + ["", failed] + kafka_e2e_reading(e2e)
-    right = all(check[name]["same_matches"] for name in KAFKA_E2E_ENGINES if name in check)
+    driver_check = (e2e.get("driver") or {}).get("check") or {}
+    checked = [(KAFKA_E2E_ENGINES[n], check[n]) for n in KAFKA_E2E_ENGINES if n in check]
+    checked += [
+        (KAFKA_E2E_DRIVER[n], driver_check[n]) for n in KAFKA_E2E_DRIVER if isinstance(driver_check.get(n), dict)
+    ]
+    right = all(c["same_matches"] for _, c in checked)
     lines += [
         "",
         f"**{'The alerts are right' if right else 'The alerts are not all right'}.** The stream's rule "
@@ -1193,13 +1211,11 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         "| engine | alerts (distinct keys) | same matches as `q.run` | missing | extra | messages | duplicates |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
-    for name in KAFKA_E2E_ENGINES:
-        if name in check:
-            c = check[name]
-            lines.append(
-                f"| {KAFKA_E2E_ENGINES[name]} | {c['alerts']:,} | {'yes' if c['same_matches'] else '**no**'} | "
-                f"{c['missing']:,} | {c['extra']:,} | {c['messages']:,} | {c['duplicate_messages']:,} |"
-            )
+    for label, c in checked:
+        lines.append(
+            f"| {label} | {c['alerts']:,} | {'yes' if c['same_matches'] else '**no**'} | "
+            f"{c['missing']:,} | {c['extra']:,} | {c['messages']:,} | {c['duplicate_messages']:,} |"
+        )
     lines += [
         "",
         "cep's keys are its `match_id`s (the Kafka message key); Flink's sink has no key, so its matches are "

@@ -69,7 +69,8 @@ from cep.spark_bridge.sinks.safe_text import visible
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.kafka import CepKafkaError, is_kafka_url
 from cep.spark_bridge.spark.types import spark_to_sql
-from cep.statement import ClauseStats, SqlStatement
+from cep.statement import SqlStatement
+from cep.statement_engines import ClauseStats
 from cep.table_text import display_order, format_table
 
 if TYPE_CHECKING:  # pragma: no cover

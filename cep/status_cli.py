@@ -24,6 +24,7 @@ import time
 
 from cep import cli_io
 from cep.cli_io import UsageError
+from cep.spark_bridge.alerting.driver_state import LAYOUT_NAMES, SPARK
 from cep.spark_bridge.alerting.status import epoch_seconds, read_status, rule_rows
 from cep.spark_bridge.engine.durations import is_off, parse_duration
 from cep.spark_bridge.sinks.dead_letters import DeadLetterBox
@@ -203,6 +204,15 @@ def _stream_lines(status: dict, verdict: tuple[str, str] | None) -> list[str]:
         f"event time: {status.get('time_column') or '-'}; "
         f"matches: {status.get('output', '-')} ({status.get('output_format', '-')})"
     )
+    layout = status.get("layout") or {}
+    if layout.get("state") in LAYOUT_NAMES:  # where the rules run and keep their state, and why (choose_layout)
+        buckets = (
+            f", {status['key_buckets']} key buckets" if layout["state"] == SPARK and status.get("key_buckets") else ""
+        )
+        lines.append(
+            f"state: {LAYOUT_NAMES[layout['state']]} (--state {layout['state']}{buckets}): {layout.get('why')}; "
+            f"{layout.get('other')}"
+        )
     if status.get("damaged_status"):
         lines.append(f"STATUS FILE DAMAGED: {status['damaged_status']}")
     for damage in (status.get("damaged") or [])[-5:]:

@@ -37,6 +37,7 @@ from cep import cli_io
 from cep.cli_io import UsageError
 from cep.grammar.errors import CepError
 from cep.logs import LOG_FORMATS, StreamLog
+from cep.spark_bridge.alerting.driver_state import SPARK, layout_of
 from cep.spark_bridge.alerting.key_buckets import (
     check_expected_keys,
     check_key_buckets,
@@ -218,7 +219,8 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
         choices=("spark", "driver"),
         help="where the rules run and keep their state: spark (Spark's keyed state, in its workers: a cluster, "
         "or more keys than the driver's memory holds) or driver (in the driver, saved in the checkpoint: one "
-        "machine, about one micro-batch less latency; docs/streaming.md) (default: the checkpoint's, else spark)",
+        "machine, about one micro-batch less latency; docs/streaming.md) (default: the checkpoint's; for a new "
+        "one, driver on a local master, spark on any other)",
     )
     stream.add_argument(
         "--idle-watermark",
@@ -231,15 +233,16 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
         "--key-buckets",
         type=_key_buckets_arg,
         metavar="N",
-        help="hash the partition keys into N buckets, one state value each (default 64; fixed by the checkpoint "
-        "at its first start): a micro-batch reads and writes every bucket it touches whole",
+        help="with --state spark: hash the partition keys into N buckets, one state value each (default 64; fixed "
+        "by the checkpoint at its first start): a micro-batch reads and writes every bucket it touches whole",
     )
     buckets.add_argument(
         "--expected-keys",
         type=_expected_keys_arg,
         metavar="N",
-        help="the partition keys the stream will hold (e.g. 10M): a new checkpoint takes enough key buckets for "
-        "about 64 keys each, so what a micro-batch moves does not grow with the keys (an existing one keeps its own)",
+        help="with --state spark: the partition keys the stream will hold (e.g. 10M): a new checkpoint takes enough "
+        "key buckets for about 64 keys each, so what a micro-batch moves does not grow with the keys (an existing "
+        "one keeps its own)",
     )
     stream.add_argument(
         "--suppress",
@@ -740,12 +743,16 @@ def cmd_stream(args: argparse.Namespace) -> int:
         raise _usage(str(exc)) from None
     timing = _timing_of(args)
     kept = ""
-    if args.expected_keys is not None:
-        args.key_buckets, chosen = expected_key_buckets(checkpoint, args.expected_keys)
-        if args.key_buckets is None:
-            kept = f"--expected-keys: the checkpoint keeps its key buckets (a new one would take {chosen:,})"
-    try:  # another count than the checkpoint's is refused before Spark starts (and again by AlertStream)
-        checkpoint_key_buckets(checkpoint, args.key_buckets)
+    try:  # a layout or bucket count the checkpoint cannot take is refused before Spark starts (again by AlertStream)
+        layout = layout_of(args.master, checkpoint, args.state, args.key_buckets)
+        if args.expected_keys is not None:
+            args.key_buckets, chosen = expected_key_buckets(checkpoint, args.expected_keys)
+            if args.key_buckets is None:
+                kept = f"--expected-keys: the checkpoint keeps its key buckets (a new one would take {chosen:,})"
+            elif layout.layout != SPARK:  # the count is Spark's keyed state's: refused as --key-buckets is
+                layout_of(args.master, checkpoint, args.state, args.key_buckets)
+        if layout.layout == SPARK:
+            checkpoint_key_buckets(checkpoint, args.key_buckets)
     except CepError as err:
         cli_io.print_error(f"cep stream: {err}")
         return cli_io.EXIT_QUERY_ERROR
@@ -792,8 +799,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
                 f"{stream.file_sink.path} ({output_format})"
                 + "".join(f"; {s.describe()}" for s in sinks)
                 + f"; checkpoint {checkpoint} ("
-                + ("rules on the driver" if stream.layout == "driver" else f"{stream.key_buckets} key buckets")
-                + ")"
+                + (f"{stream.key_buckets} key buckets, " if stream.layout == SPARK else "")
+                + f"{stream.choice.describe()})"
                 + (f"; {services.describe()}" if services.servers else "")
             )
             if args.once:

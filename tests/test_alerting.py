@@ -604,6 +604,13 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
         receiver.stop()
     captured = capsys.readouterr()
     assert code == 1  # a rule could not be loaded (it was skipped; the others ran)
+    # A new checkpoint on a local master: the rules run on the driver, and the start line and the status say why.
+    assert "(rules on the driver: a local master (local[2]); --state spark for Spark's state store)" in captured.err
+    assert read_status(str(checkpoint))["layout"] == {
+        "state": "driver",
+        "why": "a local master (local[2])",
+        "other": "--state spark for Spark's state store",
+    }
     assert "bad.sql:1:" in captured.err and "E0602" in captured.err
     assert captured.out.count("ALERT prices/high  MATCHED  symbol=a") == 2
     alerts = FileSink(str(checkpoint / "matches"), "csv").read(spark)
@@ -618,6 +625,8 @@ def test_cli_stream_once_and_status(spark, two_partitions, tmp_path, capsys):
     assert cep_main("status", "--checkpoint", str(checkpoint)) == 3  # stopped (the LSB code), not running
     shown = capsys.readouterr().out
     assert "prices/high" in shown and "stopped" in shown and "bad" in shown and "E0602" in shown
+    layout_line = "state: rules on the driver (--state driver): a local master (local[2]); --state spark for Spark's"
+    assert layout_line in shown
     line = next(row for row in shown.splitlines() if row.startswith("prices/high"))
     assert line.split()[1:4] == ["active", cep_version(HIGH), "2"]
     # The backtest of the rule set gives the live stream's ids (and suppression).

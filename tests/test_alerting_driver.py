@@ -27,12 +27,17 @@ from hypothesis import strategies as st
 
 from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting.driver_state import (
+    DRIVER,
+    SPARK,
     STATE_DIR,
     STATE_FORMAT,
     V1_BUCKETS,
     DriverState,
     check_layout,
     checkpoint_layout,
+    choose_layout,
+    is_local_master,
+    layout_of,
 )
 from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_LATE, KIND_MATCH, STAT_NAMES, build_rule_set
 from cep.spark_bridge.alerting.stream import AlertStream
@@ -156,6 +161,7 @@ def test_rows_late_by_spark_s_watermark_are_late_on_the_driver_and_a_clock_row_f
     driver = DriverState(str(tmp_path / "ck"), store.directory, columns=COLUMNS, delay_ms=5000,
                          housekeeping_us=HOUR_US, buckets=BUCKETS)  # fmt: skip
     ev = [{"symbol": "s", "ts": at(t), "price": p} for t, p in ((0, 5), (1, 15), (2, 25))]
+    assert "watermark" not in driver.gauges()  # none before a micro-batch has run
     assert outcome(driver.run_frame(driver_frame(ev[:2]), 0))[0] == []
     # 25 at 2 s completes A B+ C; the match is final once the watermark passes 2 s: at 7 s + a tick.
     alerts, _, late, _ = outcome(driver.run_frame(driver_frame([ev[2], {"symbol": "t", "ts": at(4), "price": 1}]), 1))
@@ -164,6 +170,8 @@ def test_rows_late_by_spark_s_watermark_are_late_on_the_driver_and_a_clock_row_f
         driver.run_frame(driver_frame([], clock_ms=state_codec.datetime_to_micros(at(7.001)) // 1000), 2)
     )
     assert [a[3] for a in alerts] == ['{"symbol": "s"}'] and late == 0
+    # The status's watermark is the one the timers ran at (7.001 s - 5 s), not Spark's, a micro-batch behind.
+    assert driver.gauges()["watermark"] == "2024-01-01T00:00:02.001Z"
     # 1.5 s: below the watermark of the micro-batches before (2.001 s), late; 3 s is not.
     rows = [{"symbol": "u", "ts": at(1.5), "price": 5}, {"symbol": "v", "ts": at(3), "price": 5}]
     assert outcome(driver.run_frame(driver_frame(rows), 3))[2] == 1
@@ -210,8 +218,81 @@ def test_a_checkpoint_of_one_layout_is_refused_by_the_other(tmp_path):
     check_layout(str(other), "driver")
     with pytest.raises(CepSemanticError, match="start a new checkpoint"):
         check_layout(str(other), "spark")
-    # Without --state, a restart goes on in the layout its checkpoint holds; a new checkpoint takes Spark's.
+    # Without --state, a restart goes on in the layout its checkpoint holds; a new checkpoint holds none.
     assert [checkpoint_layout(str(p)) for p in (tmp_path, other, tmp_path / "new")] == ["spark", "driver", None]
+
+
+# Spark's master URLs (SparkContext's own patterns): one JVM with its threads as executors, or anything else.
+LOCAL_MASTERS = ["local", "local[1]", "local[2]", "local[*]", "local[4, 2]", "local[*,3]", " local[2] "]
+OTHER_MASTERS = [
+    "local-cluster[2,1,1024]",  # a standalone cluster's worker processes on this machine
+    "spark://10.0.0.5:7077",
+    "yarn",
+    "k8s://https://kube.example:6443",
+    "mesos://zk://zk:2181/mesos",
+    "localhost",
+    "local[two]",
+    None,  # a stream built without a session (its rules checked only)
+]
+
+
+@pytest.mark.parametrize("master", LOCAL_MASTERS + OTHER_MASTERS)
+def test_a_new_checkpoint_runs_its_rules_on_the_driver_on_a_local_master_only(master):
+    choice = choose_layout(master, None, None, checkpoint="ck")
+    local = master in LOCAL_MASTERS
+    assert is_local_master(master) == local
+    assert choice.layout == (DRIVER if local else SPARK)
+    said = choice.describe()
+    if local:
+        assert said == f"rules on the driver: a local master ({master}); --state spark for Spark's state store"
+    else:
+        assert said.startswith("Spark's keyed state: ") and "--state driver to run the rules on the driver" in said
+        assert master is None or f"({master})" in said
+
+
+@pytest.mark.parametrize("master", ["local[*]", "local-cluster[2,1,1024]", "yarn", None])
+@pytest.mark.parametrize("asked", [SPARK, DRIVER])
+def test_state_chooses_the_layout_of_a_new_checkpoint_whatever_the_master(master, asked):
+    choice = choose_layout(master, None, asked, checkpoint="ck")
+    assert choice.layout == asked and choice.reason == f"--state {asked}"
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://10.0.0.5:7077", "k8s://https://kube.example:6443"])
+@pytest.mark.parametrize("held", [SPARK, DRIVER])
+def test_a_checkpoint_keeps_its_own_layout_whatever_the_master(master, held):
+    for asked in (None, held):
+        choice = choose_layout(master, held, asked, checkpoint="ck")
+        assert choice.layout == held and choice.reason == "the checkpoint's own layout"
+
+
+@pytest.mark.parametrize("master", ["local[2]", "yarn"])
+def test_state_against_the_checkpoints_layout_is_refused_with_what_to_do(tmp_path, master):
+    keyed, driver = tmp_path / "keyed", tmp_path / "driver"
+    (keyed / "match" / "state" / "0").mkdir(parents=True)
+    (driver / STATE_DIR).mkdir(parents=True)
+    (driver / STATE_DIR / "m-000000000000.json").write_text("{}")
+    for checkpoint, held, asked in ((keyed, SPARK, DRIVER), (driver, DRIVER, SPARK)):
+        with pytest.raises(CepSemanticError) as chosen:
+            layout_of(master, str(checkpoint), asked)
+        with pytest.raises(CepSemanticError) as checked:  # what start() says of the same checkpoint
+            check_layout(str(checkpoint), asked)
+        said = str(chosen.value)
+        assert chosen.value.code == checked.value.code == "E0288" and said == str(checked.value)
+        assert f"written with --state {held}" in said and f"start a new checkpoint to use --state {asked}" in said
+        assert "partial matches do not move" in said
+        assert layout_of(master, str(checkpoint), None).layout == held
+
+
+@pytest.mark.parametrize(("master", "asked"), [("local[*]", None), ("yarn", DRIVER), ("local[2]", DRIVER)])
+def test_key_buckets_with_the_rules_on_the_driver_is_refused_saying_what_to_do(master, asked):
+    with pytest.raises(CepSemanticError) as refused:
+        choose_layout(master, None, asked, checkpoint="ck", key_buckets=512)
+    said = str(refused.value)
+    assert refused.value.code == "E0289" and "--key-buckets 512" in said and "add --state spark" in said
+    with pytest.raises(CepSemanticError, match="the checkpoint's own layout"):
+        choose_layout(master, DRIVER, None, checkpoint="ck", key_buckets=512)
+    assert choose_layout(master, None, SPARK, checkpoint="ck", key_buckets=512).layout == SPARK
+    assert choose_layout(master, SPARK, None, checkpoint="ck", key_buckets=512).layout == SPARK
 
 
 # ------------------------------------------------------------------------------------------ Spark
@@ -269,6 +350,17 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver-json"))
     again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"))
     assert again.layout == "driver"  # without state=, a restart goes on in its checkpoint's layout
+    keyed_again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-spark-json"))
+    assert keyed_again.layout == "spark" and keyed_again.choice.reason == "the checkpoint's own layout"
+    # A new checkpoint on this session's local master runs its rules on the driver; the status says why.
+    new = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-new"))
+    master = spark.conf.get("spark.master")
+    assert master.startswith("local") and new.layout == "driver"
+    assert new.status["layout"] == {
+        "state": "driver",
+        "why": f"a local master ({master})",
+        "other": "--state spark for Spark's state store",
+    }
     with pytest.raises(CepSemanticError, match="--state driver"):
         AlertStream(
             spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"), state="spark"

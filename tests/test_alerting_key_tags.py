@@ -143,9 +143,10 @@ def test_a_rule_with_a_partition_by_new_to_the_plan_re_plans_the_running_query(s
     write_batch(source, 0, batches[0])
     events: list[str] = []
     df = spark.readStream.schema(_schema()).json(str(source))
-    stream = AlertStream(
-        spark, str(rules), df, checkpoint=str(tmp_path / "ck"), watermark="5 seconds", on_event=events.append
-    )
+    stream = AlertStream(  # the tags are the keyed layout's plan: the driver layout tags rows on the driver
+        spark, str(rules), df, checkpoint=str(tmp_path / "ck"), watermark="5 seconds", on_event=events.append,
+        state="spark",
+    )  # fmt: skip
     stream.start()
     try:
         stream.process_all_available()

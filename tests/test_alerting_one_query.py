@@ -163,7 +163,7 @@ def copy_fixture(tmp_path: Path) -> Path:
     return root
 
 
-def fixture_stream(spark, root: Path, sinks, events: list[str]) -> AlertStream:
+def fixture_stream(spark, root: Path, sinks, events: list[str], state: str | None = None) -> AlertStream:
     df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(root / "in"))
     return AlertStream(
         spark,
@@ -175,6 +175,7 @@ def fixture_stream(spark, root: Path, sinks, events: list[str]) -> AlertStream:
         sinks=sinks,
         watermark="5 seconds",
         on_event=events.append,
+        state=state,
     )
 
 
@@ -265,7 +266,8 @@ def test_a_micro_batch_runs_the_rules_in_one_spark_job_and_writes_each_file_in_o
     with bad.open("a", encoding="utf-8") as fh:
         fh.write('{"symbol": "b", "ts": null, "price": 1.0}\n')
     os.utime(bad, (stamp, stamp))
-    stream = fixture_stream(spark, tmp_path, [SQLiteSink(str(tmp_path / "alerts.db"))], [])
+    # The keyed layout's micro-batch: the rules run in Spark's workers, inside the collect's job.
+    stream = fixture_stream(spark, tmp_path, [SQLiteSink(str(tmp_path / "alerts.db"))], [], state="spark")
     seen: list[dict] = []
     stream.observers.append(seen.append)
     stream.run_available_now()

@@ -291,8 +291,9 @@ ALERT_BAD_LINES = [
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("layout", ["driver", "spark"])
 def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_writes_each_once(
-    spark, two_partitions, tmp_path, capsys
+    spark, two_partitions, tmp_path, capsys, layout
 ):
     """One streaming query parses the input once and writes both the alerts and the bad rows (its
     foreachBatch, each through Spark's file sink). Killed after micro-batch 1's alerts were committed
@@ -316,7 +317,9 @@ def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_w
 
     def stream() -> AlertStream:
         df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
-        return AlertStream(spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), watermark="5 seconds")
+        return AlertStream(
+            spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), watermark="5 seconds", state=layout
+        )
 
     first = stream()
     commit_bad_rows = first.bad_rows_sink.commit
@@ -339,8 +342,10 @@ def test_alert_stream_reads_its_input_once_and_a_crash_between_its_two_outputs_w
     second.match_query.explain()
     plan = capsys.readouterr().out
     # One scan of the input (the last micro-batch had no data: an empty LocalTableScan stands for the files)
-    # feeds the rules and the dead letter; Spark tags the rows (key_tags), no Python before the shuffle.
+    # feeds the rules and the dead letter; in the keyed layout Spark tags the rows (key_tags), no Python before
+    # the shuffle, and the rules run in its stateful operator; in the driver layout no Python runs in Spark.
     assert sum("Scan" in line for line in plan.splitlines()) == 1 and "MapInPandas" not in plan, plan
+    assert ("FlatMapGroupsInPandasWithState" in plan) == (layout == "spark"), plan
     out = second.alerts().toPandas()
     events = [e for b in batches for e in b]
     assert out["match_id"].is_unique

@@ -1,6 +1,7 @@
 """``cep stream --key-buckets N`` (spark_bridge/alerting/key_buckets.py): the count is checked, fixed by the
 checkpoint at its first start, taken from it on a restart without the flag, and another count is refused (E0482)
-before the query starts, never a reset of the keys' state. On Spark: the alerts with another count are the batch
+before the query starts, never a reset of the keys' state. The count is Spark's keyed state's (``--state spark``):
+given with the rules on the driver it is refused (E0289). On Spark: the alerts with another count are the batch
 replay's, and a partial match open across a restart is completed there."""
 
 from __future__ import annotations
@@ -154,11 +155,26 @@ def test_the_cli_refuses_another_count_than_the_checkpoints_before_spark_starts(
     (checkpoint / "status.json").write_text(json.dumps({"key_buckets": 3}))
     args = stream_parser().parse_args(
         ["stream", "--rules", str(rules), "--input", str(source), "--checkpoint", str(checkpoint), "--once"]
-        + ["--format", "json", "--key-buckets", "5"]
+        + ["--format", "json", "--state", "spark", "--key-buckets", "5"]
     )
     assert args.func(args) == 1
     said = capsys.readouterr().err
     assert "E0482" in said and "--key-buckets 3, not 5" in said and "Spark's own log" not in said
+
+
+def test_the_cli_refuses_key_buckets_with_the_rules_on_the_driver_before_spark_starts(tmp_path, capsys):
+    """On a local master a new checkpoint runs its rules on the driver, which has no use for Spark's buckets."""
+    rules, source = tmp_path / "rules", tmp_path / "in"
+    write_rule(rules, "prices.sql", HIGH)
+    source.mkdir()
+    args = stream_parser().parse_args(
+        ["stream", "--rules", str(rules), "--input", str(source), "--checkpoint", str(tmp_path / "ck"), "--once"]
+        + ["--format", "json", "--master", "local[2]", "--key-buckets", "5"]
+    )
+    assert args.func(args) == 1
+    said = capsys.readouterr().err
+    assert "E0289" in said and "a local master (local[2])" in said and "add --state spark" in said
+    assert "Spark's own log" not in said and not (tmp_path / "ck").exists()
 
 
 @pytest.mark.spark
@@ -171,15 +187,16 @@ def test_another_count_streams_the_replays_alerts_and_keeps_it_across_restarts(s
         [ev(SENTINEL, 10_000, 0)],
     ]
 
-    def stream(files: int, key_buckets: int | None) -> AlertStream:
+    def stream(files: int, key_buckets: int | None, state: str | None = None) -> AlertStream:
         for index in range(files):
             write_batch(source, index, batches[index])
         df = spark.readStream.schema(_schema()).option("maxFilesPerTrigger", 1).json(str(source))
         return AlertStream(
-            spark, str(rules), df, checkpoint=str(checkpoint), watermark="5 seconds", key_buckets=key_buckets
-        )
+            spark, str(rules), df, checkpoint=str(checkpoint), watermark="5 seconds", key_buckets=key_buckets,
+            state=state,
+        )  # fmt: skip
 
-    first = stream(2, 3)
+    first = stream(2, 3, state="spark")  # the buckets of Spark's keyed state; restarts go on in its layout
     assert first.key_buckets == 3
     first.run_available_now()
     assert read_status(str(checkpoint))["key_buckets"] == 3

@@ -22,8 +22,10 @@ manifests are kept (the newest may belong to a micro-batch still to be committed
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import uuid
 import zlib
 from collections.abc import Sequence
@@ -43,13 +45,29 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["DRIVER", "LAYOUTS", "SPARK", "DriverState", "StateFiles", "check_layout", "driver_input", "for_stream"]
+__all__ = [
+    "DRIVER",
+    "LAYOUTS",
+    "SPARK",
+    "DriverState",
+    "LayoutChoice",
+    "StateFiles",
+    "check_layout",
+    "choose_layout",
+    "driver_input",
+    "for_stream",
+    "is_local_master",
+    "layout_of",
+    "spark_master",
+]
 
 # Imported inside functions: pyspark (optional, slow to import) and pandas.
 
 SPARK = "spark"  # Spark's keyed state: applyInPandasWithState (alerting/query.py)
 DRIVER = "driver"  # this module
 LAYOUTS = (SPARK, DRIVER)
+LAYOUT_NAMES = {SPARK: "Spark's keyed state", DRIVER: "rules on the driver"}  # as the start line says them
+_OTHER_WAY = {SPARK: "--state spark for Spark's state store", DRIVER: "--state driver to run the rules on the driver"}
 STATE_DIR = "driver-state"  # under the stream's checkpoint
 STATE_FORMAT = "cep-driver-state-2"  # the manifest names its bucket count
 # Read and written on: a checkpoint of this format keeps its V1_BUCKETS buckets (a key's bucket is its hash
@@ -78,31 +96,99 @@ def checkpoint_layout(checkpoint: str) -> str | None:
     return None
 
 
-def chosen_layout(checkpoint: str, asked: str | None) -> str:
-    """The layout a stream runs in: the one asked for, else the checkpoint's, else Spark's keyed state."""
-    layout = asked or checkpoint_layout(checkpoint) or SPARK
-    if layout not in LAYOUTS:
-        raise ValueError(f"state must be one of {', '.join(LAYOUTS)}, not {layout!r}")
-    return layout
+# Spark's local masters: one JVM runs the driver and the executors (``local``, ``local[N]``, ``local[*]``, and the
+# same with a count of task retries, ``local[N, F]``); ``local-cluster[...]`` starts separate executor processes.
+_LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)(\s*,\s*\d+)?\])?")
+
+
+def is_local_master(master: str | None) -> bool:
+    """Whether ``master`` (a Spark master URL) runs the whole stream in one process on one machine."""
+    return master is not None and _LOCAL_MASTER.fullmatch(master.strip()) is not None
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    """The layout a stream runs in, why, and how to have the other one: the start line and ``status.json``."""
+
+    layout: str  # SPARK or DRIVER
+    reason: str
+    other_way: str
+
+    @property
+    def why(self) -> str:
+        return f"{self.reason}; {self.other_way}"
+
+    def describe(self) -> str:
+        return f"{LAYOUT_NAMES[self.layout]}: {self.why}"
+
+
+def choose_layout(
+    master: str | None, held: str | None, asked: str | None, *, checkpoint: str, key_buckets: int | None = None
+) -> LayoutChoice:
+    """The layout of a stream, from what is known before it starts: Spark's ``master`` URL, the layout whose state
+    the checkpoint ``held`` (``checkpoint_layout``; None: a new checkpoint), the layout ``asked`` for (``--state``;
+    None: not given) and the ``--key-buckets`` given (None: not given).
+
+    A checkpoint keeps the layout it was started with: its rules' state is where that layout looks, and another
+    layout would start with none (E0288). A new checkpoint takes the layout asked for, else the driver layout on a
+    local master (one machine: about one micro-batch less latency, docs/streaming.md) and Spark's keyed state on any
+    other (state spread over the executors, bounded per key by the state store). ``--key-buckets`` sets Spark's
+    keyed state's buckets: given with the driver layout, it is refused (E0289) rather than silently unused."""
+    if asked is not None and asked not in LAYOUTS:
+        raise ValueError(f"state must be one of {', '.join(LAYOUTS)}, not {asked!r}")
+    if held is not None and asked is not None and asked != held:
+        raise layout_conflict(checkpoint, held, asked)
+    if held is not None:
+        choice = LayoutChoice(held, "the checkpoint's own layout", f"a new checkpoint for --state {_other(held)}")
+    elif asked is not None:
+        choice = LayoutChoice(asked, f"--state {asked}", _OTHER_WAY[_other(asked)])
+    elif is_local_master(master):
+        choice = LayoutChoice(DRIVER, f"a local master ({master})", _OTHER_WAY[SPARK])
+    else:
+        where = f"a cluster master ({master})" if master else "no Spark master known"
+        choice = LayoutChoice(SPARK, where, _OTHER_WAY[DRIVER])
+    if choice.layout == DRIVER and key_buckets is not None:
+        raise CepSemanticError(
+            f"--key-buckets {key_buckets} (or the count --expected-keys chooses) sets how Spark's keyed state "
+            f"(--state spark) spreads its keys; this stream runs its rules on the driver ({choice.reason}), which "
+            "keeps their state in buckets of its own: add --state spark (on a new checkpoint) to use Spark's keyed "
+            "state, or drop the option",
+            code="E0289",
+        )
+    return choice
+
+
+def _other(layout: str) -> str:
+    return DRIVER if layout == SPARK else SPARK
+
+
+def spark_master(spark: Any) -> str | None:
+    """The master URL of the Spark session ``spark`` (None without one)."""
+    return None if spark is None else spark.conf.get("spark.master", None)
+
+
+def layout_of(master: str | None, checkpoint: str, asked: str | None, key_buckets: int | None = None) -> LayoutChoice:
+    """``choose_layout`` for the checkpoint directory ``checkpoint`` (the layout its state files say it holds)."""
+    return choose_layout(master, checkpoint_layout(checkpoint), asked, checkpoint=checkpoint, key_buckets=key_buckets)
+
+
+def layout_conflict(checkpoint: str, held: str, asked: str) -> CepSemanticError:
+    """E0288: ``checkpoint`` keeps its rules' state in the ``held`` layout, and the ``asked`` one would not find it."""
+    found = os.path.join(checkpoint, STATE_DIR) if held == DRIVER else os.path.join(checkpoint, "match", "state")
+    return CepSemanticError(
+        f"the checkpoint {checkpoint} keeps its rules' state in {found}, written with --state {held}; run it "
+        f"with --state {held} (or without --state), or start a new checkpoint to use --state {asked} (the alerts so "
+        "far stay in the old one; partial matches do not move between the two layouts)",
+        code="E0288",
+    )
 
 
 def check_layout(checkpoint: str, layout: str) -> None:
     """Refuse a checkpoint written by the other layout: its state is not where this one looks, and starting
     with none would silently lose every partial match (and repeat or miss alerts)."""
-    spark_state = os.path.join(checkpoint, "match", "state")
-    driver_state = os.path.join(checkpoint, STATE_DIR)
-    if layout == DRIVER and os.path.isdir(spark_state) and os.listdir(spark_state):
-        found, other = spark_state, SPARK
-    elif layout == SPARK and os.path.isdir(driver_state) and os.listdir(driver_state):
-        found, other = driver_state, DRIVER
-    else:
-        return
-    raise CepSemanticError(
-        f"the checkpoint {checkpoint} keeps its rules' state in {found}, written with --state {other}; run it "
-        f"with --state {other}, or start a new checkpoint to use --state {layout} (the alerts so far stay in "
-        "the old one; partial matches do not move between the two layouts)",
-        code="E0288",
-    )
+    held = checkpoint_layout(checkpoint)
+    if held is not None and held != layout:
+        raise layout_conflict(checkpoint, held, layout)
 
 
 def driver_input(
@@ -305,10 +391,19 @@ class DriverState:
         self.held: Held | None = None
         self.done_through: int | None = None  # the micro-batch ``held`` is the state after
 
-    def gauges(self) -> dict[str, int]:
-        """The state held now, as the status reports Spark's state operator: bytes and rows (buckets)."""
+    def gauges(self) -> dict[str, Any]:
+        """The state held now, as the status reports Spark's state operator: bytes and rows (buckets); and the
+        watermark the timers last ran at. That is Spark's next one: a stateless query runs no no-data micro-batch
+        to report it, so Spark's own progress shows it only with the next micro-batch that reads rows."""
         held = self.held or Held({}, {})
-        return {"state_bytes": sum(len(blob) for blob in held.buckets.values()), "state_rows": len(held.buckets)}
+        gauges: dict[str, Any] = {
+            "state_bytes": sum(len(blob) for blob in held.buckets.values()),
+            "state_rows": len(held.buckets),
+        }
+        if held.watermark_ms > 0:  # in the form of Spark's progress (eventTime.watermark)
+            moment = dt.datetime.fromtimestamp(held.watermark_ms / 1000, dt.UTC)
+            gauges["watermark"] = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{held.watermark_ms % 1000:03d}Z"
+        return gauges
 
     def run(self, batch: DataFrame, batch_id: int) -> DriverRows:
         """The micro-batch on the driver; its state saved before anything is written; the operator's rows,

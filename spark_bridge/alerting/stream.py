@@ -57,7 +57,8 @@ How it maps onto Spark (``docs/alerting.md`` has the measurements behind the cho
 * **Metrics and status**: each key call emits one statistics row per rule it ran, and each rule's late
   rows; the matching query's ``foreachBatch`` writes the late rows to ``<dead_letter>/late/`` and the
   micro-batch's counts to the journal, which the driver folds into ``<checkpoint>/status.json`` once Spark
-  has committed the micro-batch (``status.py``: exactly once, also across ``kill -9``).
+  has committed the micro-batch (``status.py``: exactly once, also across ``kill -9``). Spark's own progress
+  (the last micro-batch, the watermark, the health gauges) is folded in by ``progress.QueryProgress``.
 
 Rules must share the stream's event-time column (the first ORDER BY column; ``time_column`` or the first
 rule's). Rules a stream cannot run, or that do not fit the input, are reported with file:line:col and
@@ -84,6 +85,7 @@ from cep.spark_bridge.alerting.batch_cost import BatchCost
 from cep.spark_bridge.alerting.key_buckets import STATUS_FIELD, settle_key_buckets
 from cep.spark_bridge.alerting.key_tags import new_partitions, planned_partitions, spark_taggable
 from cep.spark_bridge.alerting.late_files import read_late_rows, write_late_rows
+from cep.spark_bridge.alerting.progress import QueryProgress
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
 from cep.spark_bridge.alerting.rule_set import (
     DEFAULT_HOUSEKEEPING,
@@ -95,16 +97,7 @@ from cep.spark_bridge.alerting.rule_set import (
     STAT_NAMES,
 )
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
-from cep.spark_bridge.alerting.status import (
-    StatusBook,
-    batch_entry,
-    epoch_seconds,
-    new_progress,
-    now_iso,
-    progress_get,
-    read_status,
-    rule_rows,
-)
+from cep.spark_bridge.alerting.status import StatusBook, now_iso, read_status, rule_rows
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
@@ -126,8 +119,6 @@ log = logging.getLogger("cep.alerting")
 
 # The one column a bad row brings to the driver: its reason, counted per micro-batch (its payload goes to the file).
 _REASON = "_cep_bad_reason"
-# The foreachBatch costs kept for the progress that reports each micro-batch (it comes a moment after).
-_COSTS_KEPT = 64
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -162,11 +153,12 @@ class AlertStream:
     ``max_future_skew``: see ``streaming.match_stream``. ``dedup_key``: column(s); each rule drops the
     repeats of a key within its partition key and the watermark delay (``keyed.KeyedStream``).
     ``source_location``: where a bad row came from, for its dead-letter record (``query.match_rules``;
-    default the input file). ``key_buckets``: fixed by the checkpoint (``key_buckets.settle_key_buckets``).
+    default the input file). ``key_buckets``: Spark's keyed state's, fixed by the checkpoint (``settle_key_buckets``).
 
     ``output``: the file sink's directory (default ``<checkpoint>/matches``), ``output_format`` json |
     parquet | csv. ``sinks``: alert sinks, each delivered by its own lane. ``suppress``: ``'rule=10m'`` specs.
-    ``state``: ``"spark"`` (Spark's keyed state) or ``"driver"`` (the rules in ``foreachBatch``: driver_state.py).
+    ``state``: ``"spark"`` (Spark's keyed state) or ``"driver"`` (the rules in ``foreachBatch``: driver_state.py);
+    None: the checkpoint's layout, for a new one the driver on a local master (``driver_state.choose_layout``).
     ``on_event(message)``: called with every log line (they also go to the ``cep.alerting`` logger).
     """
 
@@ -197,10 +189,6 @@ class AlertStream:
         state: str | None = None,
         key_buckets: int | None = None,
     ) -> None:
-        self.layout, self.driver = (
-            driver_state.chosen_layout(os.path.abspath(checkpoint), state),
-            None,
-        )  # the driver layout's DriverState, made by build()
         self.spark = spark
         self.rules_path = rules
         self.source = source
@@ -220,6 +208,7 @@ class AlertStream:
         self.store = RuleStore(os.path.join(self.checkpoint, "rules"))
         self.status_path = os.path.join(self.checkpoint, "status.json")
         self.book = StatusBook(self.status_path)
+        self._choose_layout(state, key_buckets)
         for message in self.book.damage:  # already in the status's events; the console and the log too
             log.warning(message)
             if on_event is not None:
@@ -240,23 +229,12 @@ class AlertStream:
         self.dedup_key = [dedup_key] if isinstance(dedup_key, str) else list(dedup_key or [])
         self.idle_watermark_us = _micros(idle_watermark, "idle_watermark")
         self.source_location = source_location
-        self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
-        self.status[STATUS_FIELD] = self.key_buckets
         self.match_query = None
         self._tagged: dict | None = None  # the specs the running plan tags in Spark (None: Explode, any spec)
         self._replan = False
-        self.observers: list[Callable[[dict], None]] = []  # called with each new micro-batch's numbers (metrics)
-        self.health: dict[str, Any] = {
-            "loop_at": None,
-            "query_active": False,
-            "last_progress_at": None,
-            "waiting_for_data": False,
-            "stopping": False,
-        }
-        self._seen_progress: set[tuple[int, str]] = set()
-        self._batch_costs: dict[int, dict] = {}  # foreachBatch's own costs by batch id (BatchCost)
+        self.progress = QueryProgress(self.book, self._event)  # Spark's progress folded into the status
+        self.health, self.observers = self.progress.health, self.progress.observers
         self._to_remove: list[str] = []
-        self._recovering: int | None = None
         self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
         self._failed_lock = threading.Lock()
         time_column = time_column or self._time_column_ran_with()
@@ -284,6 +262,18 @@ class AlertStream:
         for sink in self.sinks:  # the webhook formats read each rule's severity and summary
             if getattr(sink, "rule_notes", False) is None:
                 sink.rule_notes = self.watch.notes_for
+
+    def _choose_layout(self, state: str | None, key_buckets: int | None) -> None:
+        """Where the rules run and keep their state (``driver_state.choose_layout``: the master, the checkpoint's
+        layout, ``state`` and ``key_buckets``), and the bucket count of Spark's keyed state, fixed by the
+        checkpoint; both go to the status, with why."""
+        self.choice = driver_state.layout_of(driver_state.spark_master(self.spark), self.checkpoint, state, key_buckets)
+        self.layout, self.driver = self.choice.layout, None  # the driver layout's DriverState, made by build()
+        self.key_buckets = None
+        if self.layout == driver_state.SPARK:
+            self.key_buckets = settle_key_buckets(self.checkpoint, self.status.get(STATUS_FIELD), key_buckets)
+            self.status[STATUS_FIELD] = self.key_buckets
+        self.status["layout"] = {"state": self.layout, "why": self.choice.reason, "other": self.choice.other_way}
 
     def _time_column_ran_with(self) -> str | None:
         """The event-time column of a restarted stream: the one it ran with (its status, else its rule set)."""
@@ -443,7 +433,7 @@ class AlertStream:
                 write_late_rows(self.late_dir, batch_id, late)
         with cost.step("journal"):
             self._journal_batch(batch_id, calls, bad, late)
-        self._note_cost(batch_id, cost.done())
+        self.progress.note_cost(batch_id, cost.done())
 
     def _write_operator_rows(self, batch, batch_id: int, cost: BatchCost) -> tuple[list, dict]:
         """The keyed layout's writes (one ``collect``); its statistics, late and failed rows, bad rows per reason."""
@@ -485,12 +475,6 @@ class AlertStream:
         finally:
             batch.unpersist()
         return small, bad
-
-    def _note_cost(self, batch_id: int, cost: dict) -> None:
-        """Keep a micro-batch's ``BatchCost`` until its progress is folded (the newest few only)."""
-        self._batch_costs[batch_id] = cost
-        for old in sorted(self._batch_costs)[:-_COSTS_KEPT]:
-            self._batch_costs.pop(old, None)
 
     def _journal_batch(self, batch_id: int, calls: dict, bad: dict, late: list) -> None:
         self.journal.write(
@@ -538,12 +522,12 @@ class AlertStream:
         layouts.retire_delivery_query(self.spark, self.checkpoint, self.file_sink, self.lanes, self._event)
         combined = self.build()
         layouts.retire_bad_row_query(self.checkpoint, self.bad_rows_sink, self._event)
-        self._recovering = self._cut_short()
-        layouts.check_outbox_seals(self.checkpoint, self.lanes, self.sinks, self._recovering)
-        if self._recovering is not None:
-            pinned = self.store.batch_sets().get(self._recovering)
+        recovering = self.progress.recovering = self._cut_short()
+        layouts.check_outbox_seals(self.checkpoint, self.lanes, self.sinks, recovering)
+        if recovering is not None:
+            pinned = self.store.batch_sets().get(recovering)
             self._event(
-                f"recovering from the checkpoint: micro-batch {self._recovering} was cut short; it runs again "
+                f"recovering from the checkpoint: micro-batch {recovering} was cut short; it runs again "
                 f"with the rule set it started with ({pinned or 'the current one'}), its alerts are not duplicated",
                 "warning",
             )
@@ -587,7 +571,7 @@ class AlertStream:
         """Fold what finished since the last call into the status (the journal, Spark's progress, the
         lanes), and write it."""
         if self.match_query is not None:
-            self._fold_progress(self.match_query)
+            self.progress.fold(self.match_query, self.driver.gauges if self.driver is not None else None)
             self.store.prune()
         self._fold_journal()
         if self.lanes is not None:
@@ -612,62 +596,6 @@ class AlertStream:
             for message in self.book.fold(name, record):
                 self._event(message)
             self._to_remove.append(name)
-
-    def _fold_progress(self, query) -> None:
-        """Spark's progress of the matching query: the last micro-batch, the watermark, the state size,
-        and each new micro-batch for the observers (a lost progress only loses these gauges)."""
-        try:
-            progresses = new_progress(query, self._seen_progress)
-            status = query.status
-        except Exception:  # noqa: BLE001 - a stopped query or a stopping JVM: nothing to fold
-            return
-        self.health["query_active"] = bool(query.isActive)
-        trigger_active = bool(progress_get(status, "isTriggerActive", False))
-        data_available = bool(progress_get(status, "isDataAvailable", False))
-        self.health["waiting_for_data"] = not trigger_active and not data_available
-        self._record_query_state(trigger_active)
-        for progress in progresses:
-            batch = progress_get(progress, "batchId")
-            stamp = progress_get(progress, "timestamp")
-            if batch is None or (int(batch), str(stamp)) in self._seen_progress:
-                continue
-            self._seen_progress.add((int(batch), str(stamp)))
-            moment = epoch_seconds(stamp)
-            rows = int(progress_get(progress, "numInputRows", 0) or 0)
-            durations = progress_get(progress, "durationMs", {}) or {}
-            if moment is not None:  # when the trigger ended
-                ended = moment + float(durations.get("triggerExecution") or 0) / 1000.0
-                self.health["last_progress_at"] = max(ended, self.health["last_progress_at"] or 0.0)
-            if not durations.get("addBatch") and not rows:
-                continue  # an idle trigger: no micro-batch ran
-            info = batch_entry(progress, self._batch_costs.get(int(batch)))
-            if self.driver is not None:  # no Spark state operator: the driver's state (its bytes, buckets)
-                info.update(self.driver.gauges())
-            with self.book.lock:
-                last = self.status.get("last_batch") or {}
-                if int(batch) >= int(last.get("id", -1)):
-                    self.status["last_batch"] = info
-                self.status["last_progress_at"] = now_iso(self.health["last_progress_at"])
-            if self._recovering is not None and int(batch) == self._recovering:
-                self._event(f"micro-batch {batch}, cut short before the restart, ran again: {rows} input rows re-read")
-                self._recovering = None
-            for observer in self.observers:
-                observer(info)
-        self._seen_progress = set(sorted(self._seen_progress)[-500:])
-
-    def _record_query_state(self, trigger_active: bool) -> None:
-        """Spark's own word on the matching query, for ``cep status``: a quiet topic is idle, not dead;
-        a trigger that has been running too long (a stuck micro-batch) is."""
-        with self.book.lock:
-            before = self.status.get("spark_query") or {}
-            since = before.get("trigger_since") if before.get("trigger_active") and trigger_active else None
-            self.status["spark_query"] = {
-                "active": self.health["query_active"],
-                "trigger_active": trigger_active,
-                "trigger_since": since or (now_iso() if trigger_active else None),
-                "waiting_for_data": self.health["waiting_for_data"],
-                "checked_at": now_iso(),
-            }
 
     # ------------------------------------------------------------------------------------ running
 
