@@ -13,6 +13,7 @@ from cep.duckdb_nodes import (
     epoch_seconds,
     fail_with,
     place_of,
+    text_to_time,
     type_of,
 )
 
@@ -38,6 +39,8 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and _indexes_an_array(node, types):
+        return _array_element(node)
     if isinstance(node, exp.TimestampFromParts):
         return _make_timestamp(node)
     if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
@@ -135,6 +138,8 @@ def spark_meaning(node, types: dict[int, str]):
             )
     if type(node).__name__ in COMPARISONS:
         return _text_comparison(node, types)
+    if isinstance(node, (exp.Between, exp.In)):
+        return _times_beside_literals(node, types)
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)) or (
         isinstance(node, exp.Reverse) and type_of(node.this, types) in (None, *TEXT_TYPES)
     ):
@@ -343,6 +348,55 @@ def _extract(node):
     return None
 
 
+def _indexes_an_array(node, types: dict[int, str]) -> bool:
+    """Whether ``node`` (``x[i]``, ``element_at(x, i)``) reads an element of an array, by ``x``'s type or the
+    function that makes it; a map's key is read alike on both engines (NULL where it is missing). Refused
+    when neither tells."""
+    from sqlglot import exp
+
+    kind = type_of(node.this, types)
+    makes_an_array = (exp.Array, exp.RegexpSplit, exp.Split, exp.ArrayAgg, exp.GenerateSeries, exp.ArraySort)
+    if kind == "ARRAY" or isinstance(node.this, (*makes_an_array, exp.ArraySlice)):
+        return True
+    if kind == "MAP" or isinstance(node.this, (exp.VarMap, exp.Map, exp.StrToMap)):
+        return False
+    raise Refusal(
+        "the python engine cannot tell whether this reads an array or a map (an array's index out of bounds "
+        "is an error on Spark, NULL in DuckDB)",
+        *place_of(node),
+        untyped=True,
+    )
+
+
+def _array_element(node):
+    """Spark's ``arr[i]`` (from 0) and ``element_at(arr, i)`` (from 1; from the end below 0) in ANSI mode: an
+    index out of bounds is an error, as is ``element_at``'s index 0; ``try_element_at`` gives NULL out of
+    bounds. DuckDB gives NULL for both, and reads a negative ``arr[i]`` from the end."""
+    from sqlglot import exp
+
+    array, index = node.this, exp.Paren(this=node.expressions[0].copy())
+    count = call_duck("len", array.copy())
+    zero = exp.Literal.number(0)
+    from_one = node.args.get("offset") == 1
+    if from_one:
+        within = exp.LTE(this=call_duck("abs", index.copy()), expression=count)
+    else:
+        within = exp.and_(exp.GTE(this=index.copy(), expression=zero), exp.LT(this=index.copy(), expression=count))
+    where = place_of(node)
+    outside = (
+        exp.Null()
+        if node.args.get("safe")
+        else fail_with("the array's index is out of bounds (INVALID_ARRAY_INDEX); try_element_at gives NULL", where)
+    )
+    unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (array, index)))
+    branches = [exp.If(this=unknown, true=exp.Null())]
+    if from_one:  # Spark: index 0 is an error in element_at and try_element_at alike
+        failed = fail_with("element_at's index must not be 0 (the first element is 1)", where)
+        branches.append(exp.If(this=exp.EQ(this=index.copy(), expression=zero), true=failed))
+    branches.append(exp.If(this=within, true=node.copy()))
+    return exp.Case(ifs=branches, default=outside)
+
+
 def _to_utc(node):
     """Spark's to_utc_timestamp(ts, zone): the instant whose local time in ``zone`` is ``ts``; of two (a
     local time the clocks pass twice), Java's earlier one, where DuckDB takes the later."""
@@ -369,13 +423,14 @@ def _to_utc(node):
 
 def _text_comparison(node, types: dict[int, str]):
     """A DATE, TIMESTAMP or number compared with text that is not a literal: Spark converts one side by its
-    own rules (DuckDB refuses the comparison, or casts the text and fails on 'abc'); refused. A literal is
-    cast alike on both engines."""
+    own rules (DuckDB refuses the comparison, or casts the text and fails on 'abc'); refused. A literal
+    beside a DATE or TIMESTAMP is Spark's cast of it (DuckDB's own cast refuses '2021' and reads 'infinity';
+    Spark reads '2021', and its special values, 'yesterday'); beside a number it is cast alike on both."""
     from sqlglot import exp
 
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
-    for side, kind, other in zip(sides, kinds, reversed(kinds)):
+    for key, side, kind, other in zip(("this", "expression"), sides, kinds, reversed(kinds)):
         is_literal = isinstance(side, exp.Literal) and side.is_string
         if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
             target = {"DATE": "DATE", **dict.fromkeys(TIME_TYPES, "TIMESTAMP")}.get(other, other)
@@ -384,7 +439,45 @@ def _text_comparison(node, types: dict[int, str]):
                 f"own rules); convert it yourself: CAST(text AS {target})",
                 *place_of(node),
             )
+        if is_literal and (other == "DATE" or other in TIME_TYPES):
+            new = node.copy()
+            new.set(key, literal_as_time(side, other))
+            return new
     return None
+
+
+def literal_as_time(literal, kind: str):
+    """Text literal ``literal`` as Spark casts it beside a DATE or TIMESTAMP ``kind`` (a comparison, BETWEEN,
+    IN): Spark's reading of the text, its special values ('today') included."""
+    target = "DATE" if kind == "DATE" else "TIMESTAMP"
+    return text_to_time(literal.copy(), target, False, place_of(literal), foldable=True)
+
+
+def _times_beside_literals(node, types: dict[int, str]):
+    """``d BETWEEN 'a' AND 'b'`` and ``d IN ('a', 'b')`` of a DATE or TIMESTAMP ``d``: each text literal as
+    Spark casts it (see ``_text_comparison``)."""
+    from sqlglot import exp
+
+    kind = type_of(node.this, types)
+    if not (kind == "DATE" or kind in TIME_TYPES):
+        return None
+    new = node.copy()
+    if isinstance(node, exp.Between):
+        for key in ("low", "high"):
+            bound = node.args.get(key)
+            if isinstance(bound, exp.Literal) and bound.is_string:
+                new.set(key, literal_as_time(bound, kind))
+        return new
+    if node.args.get("query") is not None:
+        return None
+    new.set(
+        "expressions",
+        [
+            literal_as_time(item, kind) if isinstance(item, exp.Literal) and item.is_string else item.copy()
+            for item in node.expressions
+        ],
+    )
+    return new
 
 
 def _java_text(node):

@@ -53,6 +53,14 @@ def place_of(node) -> tuple[int | None, int]:
     return (min(positions), 1) if positions else (None, 1)
 
 
+def foldable(node) -> bool:
+    """Whether Spark computes ``node`` before running (it reads no column, no subquery, no aggregate or
+    window): its analyser then reads a text cast to a DATE or TIMESTAMP as a special value too ('today')."""
+    from sqlglot import exp
+
+    return node.find(exp.Column, exp.Select, exp.AggFunc, exp.Window, exp.Rand) is None
+
+
 def call_duck(name: str, *args):
     """A call of DuckDB's function ``name``, written as is."""
     from sqlglot import exp
@@ -105,11 +113,82 @@ _SPARK_TIME_TEXT = (
 _SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
 
 
-def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
-    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
-    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01)."""
+# Spark's special datetime values: words its analyser reads when it casts a text it can compute before
+# running (a literal, `concat('to', 'day')`) to a DATE or TIMESTAMP, in the session's time zone (UTC in cep's
+# sessions, as in the python engine). A text read from a column is never one (Spark's cast fails on it).
+SPECIAL_DATETIMES = ("epoch", "now", "today", "tomorrow", "yesterday")
+_SPECIAL_DAYS_FROM_TODAY = {"today": 0, "now": 0, "tomorrow": 1, "yesterday": -1}
+
+
+def special_datetime(text: str) -> tuple[str, str] | None:
+    """(word, time zone) when Spark reads ``text`` as a special datetime value: trimmed of spaces and control
+    characters, a word of ``SPECIAL_DATETIMES`` in any case, then optionally a time zone ('today UTC';
+    never after 'now'), as Spark's DateTimeUtils reads it; None otherwise."""
+    trimmed = text.strip("".join(map(chr, range(33))))
+    if len(trimmed) < 3 or not trimmed[0].isalpha():
+        return None
+    word, _, zone = trimmed.partition(" ")
+    word, zone = word.lower(), zone.strip()
+    if word not in SPECIAL_DATETIMES or (zone and word == "now"):
+        return None
+    return word, zone
+
+
+def special_datetime_value(word: str, kind: str):
+    """DuckDB's expression for Spark's special value ``word`` as a DATE or TIMESTAMP (UTC): 'now' is the
+    statement's start, 'today' its midnight (a DATE: the day), 'epoch' 1970-01-01."""
     from sqlglot import exp
 
+    if word == "epoch":
+        return exp.Cast(this=exp.Literal.string("1970-01-01"), to=exp.DataType.build(kind))
+    now = call_duck("timezone", exp.Literal.string("UTC"), call_duck("get_current_timestamp"))
+    if word == "now" and kind == "TIMESTAMP":
+        return now
+    day = exp.Add(
+        this=exp.Cast(this=now, to=exp.DataType.build("DATE")),
+        expression=exp.Literal.number(_SPECIAL_DAYS_FROM_TODAY[word]),
+    )
+    return exp.Cast(this=day, to=exp.DataType.build(kind))
+
+
+def _special_datetime_branches(text, kind: str) -> list:
+    """CASE branches giving Spark's special values for a text computed before running (not a literal)."""
+    from sqlglot import exp
+
+    word = call_duck(
+        "lower",
+        call_duck(
+            "regexp_replace",
+            text.copy(),
+            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+            exp.Literal.string(""),
+            exp.Literal.string("g"),
+        ),
+    )
+    branches = []
+    for name in SPECIAL_DATETIMES:
+        named = exp.EQ(this=word.copy(), expression=exp.Literal.string(name))
+        branches.append(exp.If(this=named, true=special_datetime_value(name, kind)))
+    return branches
+
+
+def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, foldable: bool = False):
+    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
+    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01, and reads 'infinity'). A text
+    that is ``foldable`` (no column in it) may be one of Spark's special values ('today'); a literal's is
+    read here, and one with a time zone ('today Europe/Berlin') is refused."""
+    from sqlglot import exp
+
+    if foldable and isinstance(text, exp.Literal) and text.is_string:
+        special = special_datetime(text.this)
+        if special is not None and special[1]:
+            raise Refusal(
+                f"the python engine cannot read Spark's special {kind} value {text.this!r} with a time zone; "
+                f"write it without one ('{special[0]}' is in UTC)",
+                *where,
+            )
+        if special is not None:
+            return special_datetime_value(special[0], kind)
     pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
 
     def field(group: int, default: int):
@@ -142,9 +221,11 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
     invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
     if safe:  # an impossible date (2021-02-30) is NULL too
         made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
+    specials = _special_datetime_branches(text, kind) if foldable and not isinstance(text, exp.Literal) else []
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            *specials,
             exp.If(this=matches, true=made),
         ],
         default=invalid,
