@@ -74,7 +74,7 @@ def spark_meaning(node, types: dict[int, str]):
         return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=empty)
     if isinstance(node, exp.SplitPart):  # Spark: part 0 is an error (DuckDB: '')
         zero = exp.EQ(this=exp.Paren(this=node.args["part_index"].copy()), expression=exp.Literal.number(0))
-        failed = fail_with("SPLIT_PART's part number must not be 0", place_of(node))
+        failed = fail_with("SPLIT_PART's part number must not be 0", place_of(node), "VARCHAR")
         return exp.Case(ifs=[exp.If(this=zero, true=failed)], default=node.copy())
     if isinstance(node, exp.UnixSeconds):  # rounded down, as Spark does (sqlglot's cast of epoch() rounds)
         return epoch_seconds(node.this.copy())
@@ -234,7 +234,8 @@ def _make_timestamp(node):
 
 
 def _invalid_field(node):
-    return fail_with("MAKE_TIMESTAMP: a field is out of its range (an invalid date or time)", place_of(node))
+    message = "MAKE_TIMESTAMP: a field is out of its range (an invalid date or time)"
+    return fail_with(message, place_of(node), "TIMESTAMP")
 
 
 def _double(node, new):
@@ -303,7 +304,7 @@ def _checked_int(node):
             exp.If(this=exp.Is(this=wide.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=within, true=exp.Cast(this=wide, to=exp.DataType.build("INT"))),
         ],
-        default=fail_with("integer overflow: the result does not fit an INT", place_of(node)),
+        default=fail_with("integer overflow: the result does not fit an INT", place_of(node), "INT"),
     )
 
 
@@ -386,12 +387,16 @@ def _array_element(node):
     outside = (
         exp.Null()
         if node.args.get("safe")
-        else fail_with("the array's index is out of bounds (INVALID_ARRAY_INDEX); try_element_at gives NULL", where)
+        else fail_with(
+            "the array's index is out of bounds (INVALID_ARRAY_INDEX); try_element_at gives NULL",
+            where,
+            element_of=array,
+        )
     )
     unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (array, index)))
     branches = [exp.If(this=unknown, true=exp.Null())]
     if from_one:  # Spark: index 0 is an error in element_at and try_element_at alike
-        failed = fail_with("element_at's index must not be 0 (the first element is 1)", where)
+        failed = fail_with("element_at's index must not be 0 (the first element is 1)", where, element_of=array)
         branches.append(exp.If(this=exp.EQ(this=index.copy(), expression=zero), true=failed))
     branches.append(exp.If(this=within, true=node.copy()))
     return exp.Case(ifs=branches, default=outside)

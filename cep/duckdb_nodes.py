@@ -71,18 +71,26 @@ def call_duck(name: str, *args):
 PLACE_MARK = "cep@"
 
 
-def fail_with(message: str, where: tuple[int | None, int]):
+def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element_of=None):
     """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
     of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
     refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
     runs). A cast of the message to an integer fails as surely and is deterministic; DuckDB's constant
     folding leaves an expression that fails for it to run time, so only a row that takes the branch fails.
-    Its type is NULL's (``CASE WHEN ... THEN NULL END``), as error()'s is, so it fits a branch of any type."""
+    It has the type of the value it stands for: ``kind`` (a type name), or an element of the array
+    ``element_of``: DuckDB's optimizer drops an expression it can prove is always NULL (a NULL-typed
+    ``CASE`` whose other branches fold to NULL, inside ``COALESCE`` or ``IS NULL``), and the error with it.
+    Without either, its type is NULL's, for a branch beside a value of a type of its own."""
     from sqlglot import exp
 
     start, length = where
     place = f"{PLACE_MARK}{start}+{length}: " if start is not None else ""
     raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
+    if element_of is not None:
+        return call_duck("list_extract", element_of.copy(), raises)
+    if kind is not None:
+        as_text = exp.Cast(this=raises, to=exp.DataType.build("VARCHAR"))
+        return exp.Cast(this=as_text, to=kind.copy() if isinstance(kind, exp.DataType) else exp.DataType.build(kind))
     return exp.Case(ifs=[exp.If(this=exp.Is(this=raises, expression=exp.Null()), true=exp.Null())])
 
 
@@ -218,7 +226,7 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
             expression=call_duck("to_microseconds", micros),
         )
     matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
-    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
+    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where, kind)
     if safe:  # an impossible date (2021-02-30) is NULL too
         made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
     specials = _special_datetime_branches(text, kind) if foldable and not isinstance(text, exp.Literal) else []
@@ -265,7 +273,7 @@ def text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None,
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=readable, true=tried),
         ],
-        default=exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", where),
+        default=exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", where, to),
     )
 
 
@@ -292,7 +300,7 @@ def text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
     def among(words):
         return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
 
-    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where)
+    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where, "BOOLEAN")
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),

@@ -317,6 +317,11 @@ def _translate(node, types: dict[int, str]):
         and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
     ):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
+    if isinstance(node, (exp.Sum, exp.Avg)) and type_of(node.this, types) in TEXT_TYPES:
+        # Spark's SUM and AVG of text read it as a DOUBLE (its cast: an invalid text is an error); DuckDB has none.
+        new = node.copy()
+        new.set("this", _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types))
+        return new
     if isinstance(node, exp.Avg) and _numeric_kind(node.this, types) == "DECIMAL":
         raise Refusal(
             "the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
@@ -506,7 +511,7 @@ def _cast(node, types: dict[int, str]):
         if source in TEXT_TYPES:
             trimmed = call_duck("trim", operand)
             whole = call_duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
-            invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node))
+            invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node), to)
             return exp.Case(
                 ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
                 default=exp.Case(
@@ -603,7 +608,7 @@ def _own_function(name: str, node, types: dict[int, str]):
             exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted),
         ],
-        default=fail_with(f"the text does not fit the datetime pattern {pattern.this!r}", where),
+        default=fail_with(f"the text does not fit the datetime pattern {pattern.this!r}", where, "TIMESTAMP"),
     )
     if name == "TO_DATE":
         return exp.Cast(this=moment, to=exp.DataType.build("DATE"))
