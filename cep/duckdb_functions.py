@@ -41,6 +41,10 @@ def spark_meaning(node, types: dict[int, str]):
         return _extract(node)
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and _indexes_an_array(node, types):
         return _array_element(node)
+    if isinstance(node, exp.ArrayToString):  # Spark's array_join: NULL of a NULL array or separator, else text
+        unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (node.this, node.expression)))
+        joined = exp.Coalesce(this=node.copy(), expressions=[exp.Literal.string("")])  # DuckDB: NULL of all NULLs
+        return exp.Case(ifs=[exp.If(this=unknown, true=exp.Null())], default=joined)
     if isinstance(node, exp.TimestampFromParts):
         return _make_timestamp(node)
     if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):

@@ -4,6 +4,8 @@ readings of text in a cast (to DATE, TIMESTAMP, a fraction, BOOLEAN)."""
 
 from __future__ import annotations
 
+import re
+
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
 
@@ -119,6 +121,11 @@ _SPARK_TIME_TEXT = (
     r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
 )
 _SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+# A timestamp's text with a zone after it ('2021-03-28 01:30:00Z', '...+01:00', '... Europe/Berlin'): Spark
+# reads the zone; the python engine refuses a literal one (and fails on one read from a row).
+_ZONED_TIME_TEXT = re.compile(
+    r"\s*\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{1,2}(?::\d{1,2}(?:\.\d{1,9})?)?)?\s*(?:Z|[+-]\d|[A-Za-z]).*", re.S
+)
 
 
 # Spark's special datetime values: words its analyser reads when it casts a text it can compute before
@@ -197,6 +204,12 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
             )
         if special is not None:
             return special_datetime_value(special[0], kind)
+        if kind == "TIMESTAMP" and _ZONED_TIME_TEXT.fullmatch(text.this):
+            raise Refusal(
+                f"the python engine cannot read the time zone in {text.this!r} as Spark does (cep's times are "
+                "UTC); write the time in UTC without a zone",
+                *where,
+            )
     pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
 
     def field(group: int, default: int):

@@ -187,6 +187,7 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "try_element_at(array(1, 2), CAST(x AS INT) + 1)",
     "element_at(split(s, '2'), -1)",
     "split(s, '2')[0]",
+    "array_join(array(s, NULL), '/')",  # '' where every element is NULL (DuckDB: NULL)
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
@@ -237,6 +238,8 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "DATE '2021-03-28'::timestamp": "DATE '...'::type",  # sqlglot casts the text: a DATE, where Spark's is a TIMESTAMP
     "s / 2": "arithmetic on text",
     "first_ts < 'today UTC'": "with a time zone",  # Spark's special value in another zone
+    "CAST('2021-03-28 01:30:00Z' AS TIMESTAMP)": "time zone",  # Spark reads the zone
+    "first_ts < '2021-03-28T01:30+01:00'": "time zone",
 }
 
 
