@@ -41,6 +41,13 @@ def spark_meaning(node, types: dict[int, str]):
         return _extract(node)
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and _indexes_an_array(node, types):
         return _array_element(node)
+    if isinstance(node, exp.ArrayContains):  # Spark: NULL, not FALSE, when the value is missing and a NULL is there
+        array = node.this
+        has_null = exp.LT(this=call_duck("list_count", array.copy()), expression=call_duck("len", array.copy()))
+        return exp.Case(
+            ifs=[exp.If(this=node.copy(), true=exp.true()), exp.If(this=has_null, true=exp.Null())],
+            default=node.copy(),
+        )
     if isinstance(node, exp.ArrayToString):  # Spark's array_join: NULL of a NULL array or separator, else text
         unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (node.this, node.expression)))
         joined = exp.Coalesce(this=node.copy(), expressions=[exp.Literal.string("")])  # DuckDB: NULL of all NULLs
@@ -144,6 +151,8 @@ def spark_meaning(node, types: dict[int, str]):
         return _text_comparison(node, types)
     if isinstance(node, (exp.Between, exp.In)):
         return _times_beside_literals(node, types)
+    if isinstance(node, exp.Coalesce):
+        return _coalesced_time_literals(node, types)
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)) or (
         isinstance(node, exp.Reverse) and type_of(node.this, types) in (None, *TEXT_TYPES)
     ):
@@ -460,6 +469,21 @@ def literal_as_time(literal, kind: str):
     IN): Spark's reading of the text, its special values ('today') included."""
     target = "DATE" if kind == "DATE" else "TIMESTAMP"
     return text_to_time(literal.copy(), target, False, place_of(literal), foldable=True)
+
+
+def _coalesced_time_literals(node, types: dict[int, str]):
+    """``coalesce(d, '2021')``, ``nvl(ts, 'epoch')``: beside a DATE or TIMESTAMP, each text literal as Spark
+    casts it (DuckDB's own cast refuses '2021' and 'today', and reads 'infinity')."""
+    from sqlglot import exp
+
+    parts = [node.this, *node.expressions]
+    kinds = [type_of(part, types) for part in parts]
+    kind = next((k for k in kinds if k == "DATE" or k in TIME_TYPES), None)
+    literal = [isinstance(part, exp.Literal) and part.is_string for part in parts]
+    if kind is None or not any(literal):
+        return None
+    first, *rest = (literal_as_time(part, kind) if text else part.copy() for part, text in zip(parts, literal))
+    return exp.Coalesce(this=first, expressions=rest)
 
 
 def _times_beside_literals(node, types: dict[int, str]):

@@ -247,6 +247,8 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, (exp.Concat, exp.ConcatWs)):
         return tuple(node.expressions)
+    if isinstance(node, exp.Coalesce):  # a DATE beside a text literal
+        return (node.this, *node.expressions)
     if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
         return (node.this, node.expression)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):

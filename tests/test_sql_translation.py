@@ -188,6 +188,9 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "element_at(split(s, '2'), -1)",
     "split(s, '2')[0]",
     "array_join(array(s, NULL), '/')",  # '' where every element is NULL (DuckDB: NULL)
+    "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
+    "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
+    "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
