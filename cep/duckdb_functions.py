@@ -39,19 +39,9 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
-    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and _indexes_an_array(node, types):
-        return _array_element(node)
-    if isinstance(node, exp.ArrayContains):  # Spark: NULL, not FALSE, when the value is missing and a NULL is there
-        array = node.this
-        has_null = exp.LT(this=call_duck("list_count", array.copy()), expression=call_duck("len", array.copy()))
-        return exp.Case(
-            ifs=[exp.If(this=node.copy(), true=exp.true()), exp.If(this=has_null, true=exp.Null())],
-            default=node.copy(),
-        )
-    if isinstance(node, exp.ArrayToString):  # Spark's array_join: NULL of a NULL array or separator, else text
-        unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (node.this, node.expression)))
-        joined = exp.Coalesce(this=node.copy(), expressions=[exp.Literal.string("")])  # DuckDB: NULL of all NULLs
-        return exp.Case(ifs=[exp.If(this=unknown, true=exp.Null())], default=joined)
+    arrays = _array_meaning(node, types)
+    if arrays is not None:
+        return arrays
     if isinstance(node, exp.TimestampFromParts):
         return _make_timestamp(node)
     if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
@@ -359,6 +349,26 @@ def _extract(node):
         return exp.Cast(this=exact, to=exp.DataType.build("DECIMAL(8, 6)"))
     if field not in _EXTRACT_FIELDS:
         raise Refusal(f"the python engine cannot run EXTRACT({field} FROM ...) as Spark does", *place_of(node))
+    return None
+
+
+def _array_meaning(node, types: dict[int, str]):
+    """Spark's meaning of the array functions whose DuckDB form differs, or None."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and _indexes_an_array(node, types):
+        return _array_element(node)
+    if isinstance(node, exp.ArrayContains):  # Spark: NULL, not FALSE, when the value is missing and a NULL is there
+        array = node.this
+        has_null = exp.LT(this=call_duck("list_count", array.copy()), expression=call_duck("len", array.copy()))
+        return exp.Case(
+            ifs=[exp.If(this=node.copy(), true=exp.true()), exp.If(this=has_null, true=exp.Null())],
+            default=node.copy(),
+        )
+    if isinstance(node, exp.ArrayToString):  # Spark's array_join: NULL of a NULL array or separator, else text
+        unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (node.this, node.expression)))
+        joined = exp.Coalesce(this=node.copy(), expressions=[exp.Literal.string("")])  # DuckDB: NULL of all NULLs
+        return exp.Case(ifs=[exp.If(this=unknown, true=exp.Null())], default=joined)
     return None
 
 

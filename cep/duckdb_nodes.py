@@ -70,6 +70,19 @@ def call_duck(name: str, *args):
     return exp.Anonymous(this=name, expressions=list(args))
 
 
+def java_trimmed(text):
+    """``text`` trimmed as Java's String.trim does (spaces and control characters), as Spark's casts trim."""
+    from sqlglot import exp
+
+    return call_duck(
+        "regexp_replace",
+        text.copy(),
+        exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+        exp.Literal.string(""),
+        exp.Literal.string("g"),
+    )
+
+
 PLACE_MARK = "cep@"
 
 
@@ -170,16 +183,7 @@ def _special_datetime_branches(text, kind: str) -> list:
     """CASE branches giving Spark's special values for a text computed before running (not a literal)."""
     from sqlglot import exp
 
-    word = call_duck(
-        "lower",
-        call_duck(
-            "regexp_replace",
-            text.copy(),
-            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-            exp.Literal.string(""),
-            exp.Literal.string("g"),
-        ),
-    )
+    word = call_duck("lower", java_trimmed(text))
     branches = []
     for name in SPECIAL_DATETIMES:
         named = exp.EQ(this=word.copy(), expression=exp.Literal.string(name))
@@ -265,13 +269,7 @@ def text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None,
     cast (TRY_CAST: NULL), not DuckDB's "Could not convert string", which names neither."""
     from sqlglot import exp
 
-    trimmed = call_duck(
-        "regexp_replace",
-        text.copy(),
-        exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-        exp.Literal.string(""),
-        exp.Literal.string("g"),
-    )
+    trimmed = java_trimmed(text)
     syntax = _SPARK_DECIMAL_TEXT if target == "DECIMAL" else _SPARK_FLOATING_TEXT
     unsuffixed = call_duck(
         "regexp_replace", trimmed.copy(), exp.Literal.string("([0-9.])[fFdD]$"), exp.Literal.string("\\1")
@@ -299,16 +297,7 @@ _SPARK_FALSE = ("f", "false", "n", "no", "0")
 def text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
     from sqlglot import exp
 
-    trimmed = call_duck(
-        "lower",
-        call_duck(
-            "regexp_replace",
-            text.copy(),
-            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-            exp.Literal.string(""),
-            exp.Literal.string("g"),
-        ),
-    )
+    trimmed = call_duck("lower", java_trimmed(text))
 
     def among(words):
         return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
