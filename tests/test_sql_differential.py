@@ -7,9 +7,10 @@ quoted text, letters Spark refuses), time zone conversions, string functions ove
 change the length, combining accents, characters outside the BMP), numeric and conditional functions,
 comparisons that convert text (literal date texts in Spark's loose forms, its special values 'today' and
 'epoch', DuckDB's 'infinity'), arrays read by index (in and out of bounds), aggregates (percentiles,
-``min_by``, ``FILTER``, ``WITHIN GROUP``), and window functions in a subquery (ranks, frames, ``IGNORE NULLS``). They run inside whole statements (the input through
-a MATCH_RECOGNIZE clause in a CTE) over random rows with NULLs, dates and timestamps next to DST changes and
-year boundaries, decimals, empty strings and unicode, on real Spark SQL (the independent source) and on the
+``min_by``, ``FILTER``, ``WITHIN GROUP``), and window functions in a subquery (ranks, frames, ``IGNORE NULLS``).
+They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over random rows with
+NULLs, dates and timestamps next to DST changes and year boundaries, decimals, empty strings and unicode, on
+real Spark SQL (the independent source) and on the
 python engine (DuckDB through cep's translation). For every expression, one of:
 
 - both engines give the same value, of the same type family (integer, floating, decimal, text, date,
@@ -844,7 +845,13 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
     return None
 
 
+# pyproject's 600 s per test is for one example's worth of work; a round of many examples on a loaded machine
+# takes longer (each example: a few Spark queries), so the limit grows with the round.
+SECONDS_PER_EXAMPLE = 30
+
+
 @pytest.mark.spark
+@pytest.mark.timeout(max(600, EXAMPLES * SECONDS_PER_EXAMPLE))
 @settings(
     max_examples=EXAMPLES,
     phases=PHASES,
