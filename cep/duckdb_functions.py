@@ -12,6 +12,7 @@ from cep.duckdb_nodes import (
     call_duck,
     epoch_seconds,
     fail_with,
+    foldable,
     place_of,
     text_to_time,
     type_of,
@@ -123,7 +124,9 @@ def spark_meaning(node, types: dict[int, str]):
             )
         return _double(node, call_duck("quantile_cont", node.this.copy(), node.args["quantile"].copy()))
     if isinstance(node, exp.Window) and node.this.meta.get(_DOUBLE_OVER_A_WINDOW):
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
+        return exp.Cast(this=_without_constant_partitions(node), to=exp.DataType.build("DOUBLE"))
+    if isinstance(node, exp.Window) and any(foldable(key) for key in node.args.get("partition_by") or ()):
+        return _without_constant_partitions(node)
     if isinstance(node, exp.AtTimeZone):  # Spark's from_utc_timestamp: the UTC instant's local time
         zone = node.args["zone"].copy()
         return call_duck("timezone", zone, call_duck("timezone", exp.Literal.string("UTC"), node.this.copy()))
@@ -370,6 +373,16 @@ def _array_meaning(node, types: dict[int, str]):
         joined = exp.Coalesce(this=node.copy(), expressions=[exp.Literal.string("")])  # DuckDB: NULL of all NULLs
         return exp.Case(ifs=[exp.If(this=unknown, true=exp.Null())], default=joined)
     return None
+
+
+def _without_constant_partitions(window):
+    """``window`` without the PARTITION BY keys Spark computes before running: its optimizer drops them
+    unevaluated (they put every row in one partition), so one that would fail (``make_timestamp(2020, 30,
+    ...)``) fails on neither engine."""
+    new = window.copy()
+    keys = [key for key in new.args.get("partition_by") or () if not foldable(key)]
+    new.set("partition_by", keys or None)
+    return new
 
 
 def _indexes_an_array(node, types: dict[int, str]) -> bool:

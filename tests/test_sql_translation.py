@@ -191,6 +191,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
+    # A constant PARTITION BY key: Spark drops it unevaluated (this one would fail)
+    "count(*) OVER (PARTITION BY make_timestamp(2020, 30, 26, 1, -2, 14) IN ('2021-03-28 01:30:00'))",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
