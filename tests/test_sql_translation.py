@@ -188,6 +188,7 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "element_at(split(s, '2'), -1)",
     "split(s, '2')[0]",
     "array_join(array(s, NULL), '/')",  # '' where every element is NULL (DuckDB: NULL)
+    "array(s, s)[3]",  # Spark's optimizer: NULL for a written array and index (array(1, 2)[3] fails, folded)
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
