@@ -12,7 +12,9 @@ from cep.duckdb_nodes import (
     call_duck,
     epoch_seconds,
     fail_with,
+    foldable,
     place_of,
+    text_to_time,
     type_of,
 )
 
@@ -38,6 +40,9 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    arrays = _array_meaning(node, types)
+    if arrays is not None:
+        return arrays
     if isinstance(node, exp.TimestampFromParts):
         return _make_timestamp(node)
     if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
@@ -71,7 +76,7 @@ def spark_meaning(node, types: dict[int, str]):
         return exp.Case(ifs=[exp.If(this=positive, true=node.copy())], default=empty)
     if isinstance(node, exp.SplitPart):  # Spark: part 0 is an error (DuckDB: '')
         zero = exp.EQ(this=exp.Paren(this=node.args["part_index"].copy()), expression=exp.Literal.number(0))
-        failed = fail_with("SPLIT_PART's part number must not be 0", place_of(node))
+        failed = fail_with("SPLIT_PART's part number must not be 0", place_of(node), "VARCHAR")
         return exp.Case(ifs=[exp.If(this=zero, true=failed)], default=node.copy())
     if isinstance(node, exp.UnixSeconds):  # rounded down, as Spark does (sqlglot's cast of epoch() rounds)
         return epoch_seconds(node.this.copy())
@@ -119,7 +124,9 @@ def spark_meaning(node, types: dict[int, str]):
             )
         return _double(node, call_duck("quantile_cont", node.this.copy(), node.args["quantile"].copy()))
     if isinstance(node, exp.Window) and node.this.meta.get(_DOUBLE_OVER_A_WINDOW):
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
+        return exp.Cast(this=_without_constant_partitions(node), to=exp.DataType.build("DOUBLE"))
+    if isinstance(node, exp.Window) and any(foldable(key) for key in node.args.get("partition_by") or ()):
+        return _without_constant_partitions(node)
     if isinstance(node, exp.AtTimeZone):  # Spark's from_utc_timestamp: the UTC instant's local time
         zone = node.args["zone"].copy()
         return call_duck("timezone", zone, call_duck("timezone", exp.Literal.string("UTC"), node.this.copy()))
@@ -135,6 +142,10 @@ def spark_meaning(node, types: dict[int, str]):
             )
     if type(node).__name__ in COMPARISONS:
         return _text_comparison(node, types)
+    if isinstance(node, (exp.Between, exp.In)):
+        return _times_beside_literals(node, types)
+    if isinstance(node, exp.Coalesce):
+        return _coalesced_time_literals(node, types)
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)) or (
         isinstance(node, exp.Reverse) and type_of(node.this, types) in (None, *TEXT_TYPES)
     ):
@@ -229,7 +240,8 @@ def _make_timestamp(node):
 
 
 def _invalid_field(node):
-    return fail_with("MAKE_TIMESTAMP: a field is out of its range (an invalid date or time)", place_of(node))
+    message = "MAKE_TIMESTAMP: a field is out of its range (an invalid date or time)"
+    return fail_with(message, place_of(node), "TIMESTAMP")
 
 
 def _double(node, new):
@@ -298,7 +310,7 @@ def _checked_int(node):
             exp.If(this=exp.Is(this=wide.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=within, true=exp.Cast(this=wide, to=exp.DataType.build("INT"))),
         ],
-        default=fail_with("integer overflow: the result does not fit an INT", place_of(node)),
+        default=fail_with("integer overflow: the result does not fit an INT", place_of(node), "INT"),
     )
 
 
@@ -343,6 +355,99 @@ def _extract(node):
     return None
 
 
+def _array_meaning(node, types: dict[int, str]):
+    """Spark's meaning of the array functions whose DuckDB form differs, or None."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and _indexes_an_array(node, types):
+        return _array_element(node)
+    if isinstance(node, exp.ArrayContains):  # Spark: NULL, not FALSE, when the value is missing and a NULL is there
+        array = node.this
+        has_null = exp.LT(this=call_duck("list_count", array.copy()), expression=call_duck("len", array.copy()))
+        return exp.Case(
+            ifs=[exp.If(this=node.copy(), true=exp.true()), exp.If(this=has_null, true=exp.Null())],
+            default=node.copy(),
+        )
+    if isinstance(node, exp.ArrayToString):  # Spark's array_join: NULL of a NULL array or separator, else text
+        unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (node.this, node.expression)))
+        joined = exp.Coalesce(this=node.copy(), expressions=[exp.Literal.string("")])  # DuckDB: NULL of all NULLs
+        return exp.Case(ifs=[exp.If(this=unknown, true=exp.Null())], default=joined)
+    return None
+
+
+def _without_constant_partitions(window):
+    """``window`` without the PARTITION BY keys Spark computes before running: its optimizer drops them
+    unevaluated (they put every row in one partition), so one that would fail (``make_timestamp(2020, 30,
+    ...)``) fails on neither engine."""
+    new = window.copy()
+    keys = [key for key in new.args.get("partition_by") or () if not foldable(key)]
+    new.set("partition_by", keys or None)
+    return new
+
+
+def _indexes_an_array(node, types: dict[int, str]) -> bool:
+    """Whether ``node`` (``x[i]``, ``element_at(x, i)``) reads an element of an array, by ``x``'s type or the
+    function that makes it; a map's key is read alike on both engines (NULL where it is missing). Refused
+    when neither tells."""
+    from sqlglot import exp
+
+    kind = type_of(node.this, types)
+    makes_an_array = (exp.Array, exp.RegexpSplit, exp.Split, exp.ArrayAgg, exp.GenerateSeries, exp.ArraySort)
+    if kind == "ARRAY" or isinstance(node.this, (*makes_an_array, exp.ArraySlice)):
+        return True
+    if kind == "MAP" or isinstance(node.this, (exp.VarMap, exp.Map, exp.StrToMap)):
+        return False
+    raise Refusal(
+        "the python engine cannot tell whether this reads an array or a map (an array's index out of bounds "
+        "is an error on Spark, NULL in DuckDB)",
+        *place_of(node),
+        untyped=True,
+    )
+
+
+def _array_element(node):
+    """Spark's ``arr[i]`` (from 0) and ``element_at(arr, i)`` (from 1; from the end below 0) in ANSI mode: an
+    index out of bounds is an error, as is ``element_at``'s index 0; ``try_element_at`` gives NULL out of
+    bounds. DuckDB gives NULL for both, and reads a negative ``arr[i]`` from the end."""
+    from sqlglot import exp
+
+    array, index = node.this, exp.Paren(this=node.expressions[0].copy())
+    written = node.expressions[0]
+    if (
+        isinstance(array, exp.Array)
+        and not foldable(array)
+        and node.args.get("offset") != 1
+        and isinstance(written, exp.Literal)
+        and written.is_number
+        and written.this.isdigit()
+    ):  # Spark's optimizer reads array(a, b)[3] (written, not computed) as NULL, unevaluated
+        return node.copy() if int(written.this) < len(array.expressions) else exp.Null()
+    count = call_duck("len", array.copy())
+    zero = exp.Literal.number(0)
+    from_one = node.args.get("offset") == 1
+    if from_one:
+        within = exp.LTE(this=call_duck("abs", index.copy()), expression=count)
+    else:
+        within = exp.and_(exp.GTE(this=index.copy(), expression=zero), exp.LT(this=index.copy(), expression=count))
+    where = place_of(node)
+    outside = (
+        exp.Null()
+        if node.args.get("safe")
+        else fail_with(
+            "the array's index is out of bounds (INVALID_ARRAY_INDEX); try_element_at gives NULL",
+            where,
+            element_of=array,
+        )
+    )
+    unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (array, index)))
+    branches = [exp.If(this=unknown, true=exp.Null())]
+    if from_one:  # Spark: index 0 is an error in element_at and try_element_at alike
+        failed = fail_with("element_at's index must not be 0 (the first element is 1)", where, element_of=array)
+        branches.append(exp.If(this=exp.EQ(this=index.copy(), expression=zero), true=failed))
+    branches.append(exp.If(this=within, true=node.copy()))
+    return exp.Case(ifs=branches, default=outside)
+
+
 def _to_utc(node):
     """Spark's to_utc_timestamp(ts, zone): the instant whose local time in ``zone`` is ``ts``; of two (a
     local time the clocks pass twice), Java's earlier one, where DuckDB takes the later."""
@@ -369,13 +474,14 @@ def _to_utc(node):
 
 def _text_comparison(node, types: dict[int, str]):
     """A DATE, TIMESTAMP or number compared with text that is not a literal: Spark converts one side by its
-    own rules (DuckDB refuses the comparison, or casts the text and fails on 'abc'); refused. A literal is
-    cast alike on both engines."""
+    own rules (DuckDB refuses the comparison, or casts the text and fails on 'abc'); refused. A literal
+    beside a DATE or TIMESTAMP is Spark's cast of it (DuckDB's own cast refuses '2021' and reads 'infinity';
+    Spark reads '2021', and its special values, 'yesterday'); beside a number it is cast alike on both."""
     from sqlglot import exp
 
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
-    for side, kind, other in zip(sides, kinds, reversed(kinds)):
+    for key, side, kind, other in zip(("this", "expression"), sides, kinds, reversed(kinds)):
         is_literal = isinstance(side, exp.Literal) and side.is_string
         if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
             target = {"DATE": "DATE", **dict.fromkeys(TIME_TYPES, "TIMESTAMP")}.get(other, other)
@@ -384,7 +490,60 @@ def _text_comparison(node, types: dict[int, str]):
                 f"own rules); convert it yourself: CAST(text AS {target})",
                 *place_of(node),
             )
+        if is_literal and (other == "DATE" or other in TIME_TYPES):
+            new = node.copy()
+            new.set(key, literal_as_time(side, other))
+            return new
     return None
+
+
+def literal_as_time(literal, kind: str):
+    """Text literal ``literal`` as Spark casts it beside a DATE or TIMESTAMP ``kind`` (a comparison, BETWEEN,
+    IN): Spark's reading of the text, its special values ('today') included."""
+    target = "DATE" if kind == "DATE" else "TIMESTAMP"
+    return text_to_time(literal.copy(), target, False, place_of(literal), foldable=True)
+
+
+def _coalesced_time_literals(node, types: dict[int, str]):
+    """``coalesce(d, '2021')``, ``nvl(ts, 'epoch')``: beside a DATE or TIMESTAMP, each text literal as Spark
+    casts it (DuckDB's own cast refuses '2021' and 'today', and reads 'infinity')."""
+    from sqlglot import exp
+
+    parts = [node.this, *node.expressions]
+    kinds = [type_of(part, types) for part in parts]
+    kind = next((k for k in kinds if k == "DATE" or k in TIME_TYPES), None)
+    literal = [isinstance(part, exp.Literal) and part.is_string for part in parts]
+    if kind is None or not any(literal):
+        return None
+    first, *rest = (literal_as_time(part, kind) if text else part.copy() for part, text in zip(parts, literal))
+    return exp.Coalesce(this=first, expressions=rest)
+
+
+def _times_beside_literals(node, types: dict[int, str]):
+    """``d BETWEEN 'a' AND 'b'`` and ``d IN ('a', 'b')`` of a DATE or TIMESTAMP ``d``: each text literal as
+    Spark casts it (see ``_text_comparison``)."""
+    from sqlglot import exp
+
+    kind = type_of(node.this, types)
+    if not (kind == "DATE" or kind in TIME_TYPES):
+        return None
+    new = node.copy()
+    if isinstance(node, exp.Between):
+        for key in ("low", "high"):
+            bound = node.args.get(key)
+            if isinstance(bound, exp.Literal) and bound.is_string:
+                new.set(key, literal_as_time(bound, kind))
+        return new
+    if node.args.get("query") is not None:
+        return None
+    new.set(
+        "expressions",
+        [
+            literal_as_time(item, kind) if isinstance(item, exp.Literal) and item.is_string else item.copy()
+            for item in node.expressions
+        ],
+    )
+    return new
 
 
 def _java_text(node):

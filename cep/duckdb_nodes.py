@@ -4,6 +4,8 @@ readings of text in a cast (to DATE, TIMESTAMP, a fraction, BOOLEAN)."""
 
 from __future__ import annotations
 
+import re
+
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
 
@@ -53,6 +55,14 @@ def place_of(node) -> tuple[int | None, int]:
     return (min(positions), 1) if positions else (None, 1)
 
 
+def foldable(node) -> bool:
+    """Whether Spark computes ``node`` before running (it reads no column, no subquery, no aggregate or
+    window): its analyser then reads a text cast to a DATE or TIMESTAMP as a special value too ('today')."""
+    from sqlglot import exp
+
+    return node.find(exp.Column, exp.Select, exp.AggFunc, exp.Window, exp.Rand) is None
+
+
 def call_duck(name: str, *args):
     """A call of DuckDB's function ``name``, written as is."""
     from sqlglot import exp
@@ -60,21 +70,42 @@ def call_duck(name: str, *args):
     return exp.Anonymous(this=name, expressions=list(args))
 
 
+def java_trimmed(text):
+    """``text`` trimmed as Java's String.trim does (spaces and control characters), as Spark's casts trim."""
+    from sqlglot import exp
+
+    return call_duck(
+        "regexp_replace",
+        text.copy(),
+        exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+        exp.Literal.string(""),
+        exp.Literal.string("g"),
+    )
+
+
 PLACE_MARK = "cep@"
 
 
-def fail_with(message: str, where: tuple[int | None, int]):
+def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element_of=None):
     """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
     of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
     refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
     runs). A cast of the message to an integer fails as surely and is deterministic; DuckDB's constant
     folding leaves an expression that fails for it to run time, so only a row that takes the branch fails.
-    Its type is NULL's (``CASE WHEN ... THEN NULL END``), as error()'s is, so it fits a branch of any type."""
+    It has the type of the value it stands for: ``kind`` (a type name), or an element of the array
+    ``element_of``: DuckDB's optimizer drops an expression it can prove is always NULL (a NULL-typed
+    ``CASE`` whose other branches fold to NULL, inside ``COALESCE`` or ``IS NULL``), and the error with it.
+    Without either, its type is NULL's, for a branch beside a value of a type of its own."""
     from sqlglot import exp
 
     start, length = where
     place = f"{PLACE_MARK}{start}+{length}: " if start is not None else ""
     raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
+    if element_of is not None:
+        return call_duck("list_extract", element_of.copy(), raises)
+    if kind is not None:
+        as_text = exp.Cast(this=raises, to=exp.DataType.build("VARCHAR"))
+        return exp.Cast(this=as_text, to=kind.copy() if isinstance(kind, exp.DataType) else exp.DataType.build(kind))
     return exp.Case(ifs=[exp.If(this=exp.Is(this=raises, expression=exp.Null()), true=exp.Null())])
 
 
@@ -103,13 +134,86 @@ _SPARK_TIME_TEXT = (
     r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
 )
 _SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+# A timestamp's text with a zone after it ('2021-03-28 01:30:00Z', '...+01:00', '... Europe/Berlin'): Spark
+# reads the zone; the python engine refuses a literal one (and fails on one read from a row).
+_ZONED_TIME_TEXT = re.compile(
+    r"\s*\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{1,2}(?::\d{1,2}(?:\.\d{1,9})?)?)?\s*(?:Z|[+-]\d|[A-Za-z]).*", re.S
+)
 
 
-def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
-    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
-    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01)."""
+# Spark's special datetime values: words its analyser reads when it casts a text it can compute before
+# running (a literal, `concat('to', 'day')`) to a DATE or TIMESTAMP, in the session's time zone (UTC in cep's
+# sessions, as in the python engine). A text read from a column is never one (Spark's cast fails on it).
+SPECIAL_DATETIMES = ("epoch", "now", "today", "tomorrow", "yesterday")
+_SPECIAL_DAYS_FROM_TODAY = {"today": 0, "now": 0, "tomorrow": 1, "yesterday": -1}
+
+
+def special_datetime(text: str) -> tuple[str, str] | None:
+    """(word, time zone) when Spark reads ``text`` as a special datetime value: trimmed of spaces and control
+    characters, a word of ``SPECIAL_DATETIMES`` in any case, then optionally a time zone ('today UTC';
+    never after 'now'), as Spark's DateTimeUtils reads it; None otherwise."""
+    trimmed = text.strip("".join(map(chr, range(33))))
+    if len(trimmed) < 3 or not trimmed[0].isalpha():
+        return None
+    word, _, zone = trimmed.partition(" ")
+    word, zone = word.lower(), zone.strip()
+    if word not in SPECIAL_DATETIMES or (zone and word == "now"):
+        return None
+    return word, zone
+
+
+def special_datetime_value(word: str, kind: str):
+    """DuckDB's expression for Spark's special value ``word`` as a DATE or TIMESTAMP (UTC): 'now' is the
+    statement's start, 'today' its midnight (a DATE: the day), 'epoch' 1970-01-01."""
     from sqlglot import exp
 
+    if word == "epoch":
+        return exp.Cast(this=exp.Literal.string("1970-01-01"), to=exp.DataType.build(kind))
+    now = call_duck("timezone", exp.Literal.string("UTC"), call_duck("get_current_timestamp"))
+    if word == "now" and kind == "TIMESTAMP":
+        return now
+    day = exp.Add(
+        this=exp.Cast(this=now, to=exp.DataType.build("DATE")),
+        expression=exp.Literal.number(_SPECIAL_DAYS_FROM_TODAY[word]),
+    )
+    return exp.Cast(this=day, to=exp.DataType.build(kind))
+
+
+def _special_datetime_branches(text, kind: str) -> list:
+    """CASE branches giving Spark's special values for a text computed before running (not a literal)."""
+    from sqlglot import exp
+
+    word = call_duck("lower", java_trimmed(text))
+    branches = []
+    for name in SPECIAL_DATETIMES:
+        named = exp.EQ(this=word.copy(), expression=exp.Literal.string(name))
+        branches.append(exp.If(this=named, true=special_datetime_value(name, kind)))
+    return branches
+
+
+def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, foldable: bool = False):
+    """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
+    cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01, and reads 'infinity'). A text
+    that is ``foldable`` (no column in it) may be one of Spark's special values ('today'); a literal's is
+    read here, and one with a time zone ('today Europe/Berlin') is refused."""
+    from sqlglot import exp
+
+    if foldable and isinstance(text, exp.Literal) and text.is_string:
+        special = special_datetime(text.this)
+        if special is not None and special[1]:
+            raise Refusal(
+                f"the python engine cannot read Spark's special {kind} value {text.this!r} with a time zone; "
+                f"write it without one ('{special[0]}' is in UTC)",
+                *where,
+            )
+        if special is not None:
+            return special_datetime_value(special[0], kind)
+        if kind == "TIMESTAMP" and _ZONED_TIME_TEXT.fullmatch(text.this):
+            raise Refusal(
+                f"the python engine cannot read the time zone in {text.this!r} as Spark does (cep's times are "
+                "UTC); write the time in UTC without a zone",
+                *where,
+            )
     pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
 
     def field(group: int, default: int):
@@ -139,12 +243,14 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int]):
             expression=call_duck("to_microseconds", micros),
         )
     matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
-    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where)
+    invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where, kind)
     if safe:  # an impossible date (2021-02-30) is NULL too
         made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
+    specials = _special_datetime_branches(text, kind) if foldable and not isinstance(text, exp.Literal) else []
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
+            *specials,
             exp.If(this=matches, true=made),
         ],
         default=invalid,
@@ -163,13 +269,7 @@ def text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None,
     cast (TRY_CAST: NULL), not DuckDB's "Could not convert string", which names neither."""
     from sqlglot import exp
 
-    trimmed = call_duck(
-        "regexp_replace",
-        text.copy(),
-        exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-        exp.Literal.string(""),
-        exp.Literal.string("g"),
-    )
+    trimmed = java_trimmed(text)
     syntax = _SPARK_DECIMAL_TEXT if target == "DECIMAL" else _SPARK_FLOATING_TEXT
     unsuffixed = call_duck(
         "regexp_replace", trimmed.copy(), exp.Literal.string("([0-9.])[fFdD]$"), exp.Literal.string("\\1")
@@ -184,7 +284,7 @@ def text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None,
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=readable, true=tried),
         ],
-        default=exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", where),
+        default=exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", where, to),
     )
 
 
@@ -197,21 +297,12 @@ _SPARK_FALSE = ("f", "false", "n", "no", "0")
 def text_to_boolean(text, safe: bool, where: tuple[int | None, int]):
     from sqlglot import exp
 
-    trimmed = call_duck(
-        "lower",
-        call_duck(
-            "regexp_replace",
-            text.copy(),
-            exp.Literal.string("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
-            exp.Literal.string(""),
-            exp.Literal.string("g"),
-        ),
-    )
+    trimmed = call_duck("lower", java_trimmed(text))
 
     def among(words):
         return exp.In(this=trimmed.copy(), expressions=[exp.Literal.string(word) for word in words])
 
-    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where)
+    invalid = exp.Null() if safe else fail_with("the text cannot be cast to BOOLEAN", where, "BOOLEAN")
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),

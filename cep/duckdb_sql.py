@@ -45,6 +45,7 @@ from cep.duckdb_nodes import (
     call_duck,
     epoch_seconds,
     fail_with,
+    foldable,
     place_of,
     text_to_boolean,
     text_to_fraction,
@@ -246,11 +247,15 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, (exp.Concat, exp.ConcatWs)):
         return tuple(node.expressions)
+    if isinstance(node, exp.Coalesce):  # a DATE beside a text literal
+        return (node.this, *node.expressions)
     if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
         return (node.this, node.expression)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
         return (node.this, node.expression)
     if isinstance(node, exp.Neg):
+        return (node.this,)
+    if isinstance(node, (exp.Between, exp.In, exp.Bracket)):  # a DATE beside text literals; an array's element
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
@@ -314,6 +319,11 @@ def _translate(node, types: dict[int, str]):
         and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
     ):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
+    if isinstance(node, (exp.Sum, exp.Avg)) and type_of(node.this, types) in TEXT_TYPES:
+        # Spark's SUM and AVG of text read it as a DOUBLE (its cast: an invalid text is an error); DuckDB has none.
+        new = node.copy()
+        new.set("this", _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types))
+        return new
     if isinstance(node, exp.Avg) and _numeric_kind(node.this, types) == "DECIMAL":
         raise Refusal(
             "the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
@@ -350,6 +360,8 @@ def _text_arithmetic(node, types: dict[int, str]):
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
     other = next((kind for kind in kinds if kind not in TEXT_TYPES), None)
+    if other == "DATE" or other in TIME_TYPES:
+        return _text_beside_a_time(node, types, other)
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)) or other not in INTEGRAL + FRACTIONAL:
         raise Refusal(
             "the python engine cannot compute arithmetic on text as Spark does (Spark casts the text by its "
@@ -362,6 +374,30 @@ def _text_arithmetic(node, types: dict[int, str]):
     for key, side, kind in zip(("this", "expression"), sides, kinds):
         if kind in TEXT_TYPES:
             new.set(key, exp.Paren(this=_cast(exp.Cast(this=side.copy(), to=exp.DataType.build(target)), types)))
+    return new
+
+
+def _text_beside_a_time(node, types: dict[int, str], kind: str):
+    """Text in arithmetic with a DATE or TIMESTAMP ``kind``, as Spark reads it: ``d - '2021-01-05'`` and
+    ``'2021-01-05' - d`` cast the text to ``kind`` (Spark's cast, its special values too) and subtract, an
+    INTERVAL; ``d + s`` and any other operator is an error on Spark too (its DATE + n takes an INT of days)."""
+    from sqlglot import exp
+
+    target = "DATE" if kind == "DATE" else "TIMESTAMP"
+    if not isinstance(node, exp.Sub):
+        verb = {exp.Add: "add", exp.Mul: "multiply", exp.Div: "divide", exp.Mod: "divide", exp.IntDiv: "divide"}
+        raise Refusal(
+            f"cannot {verb[type(node)]} a {target} and text: Spark's ANSI rules do not allow it (a DATE plus a "
+            f"number of days takes an INT: CAST(s AS INT); a TIMESTAMP, an INTERVAL)",
+            *place_of(node),
+            spark_too=True,
+        )
+    new = node.copy()
+    for key, side in (("this", node.this), ("expression", node.expression)):
+        if type_of(side, types) in TEXT_TYPES:
+            new.set(key, _cast(exp.Cast(this=side.copy(), to=exp.DataType.build(target)), types))
+    if target == "DATE":  # Spark's DATE - DATE: an INTERVAL DAY (DuckDB's a number of days)
+        return call_duck("to_days", exp.Cast(this=new, to=exp.DataType.build("INTEGER")))
     return new
 
 
@@ -477,7 +513,7 @@ def _cast(node, types: dict[int, str]):
         if source in TEXT_TYPES:
             trimmed = call_duck("trim", operand)
             whole = call_duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
-            invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node))
+            invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node), to)
             return exp.Case(
                 ifs=[exp.If(this=whole, true=cast(trimmed.copy()))],
                 default=exp.Case(
@@ -488,7 +524,8 @@ def _cast(node, types: dict[int, str]):
     if target == "BOOLEAN" and source in TEXT_TYPES:
         return text_to_boolean(operand, safe, place_of(node))
     if target in TIME_TYPES + ("DATE",) and source in TEXT_TYPES:
-        return text_to_time(operand, "DATE" if target == "DATE" else "TIMESTAMP", safe, place_of(node))
+        kind = "DATE" if target == "DATE" else "TIMESTAMP"
+        return text_to_time(operand, kind, safe, place_of(node), foldable=foldable(operand))
     if target in ("DOUBLE", "FLOAT") and source in TIME_TYPES:
         return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
     if target in FRACTIONAL and source in TEXT_TYPES:
@@ -573,7 +610,7 @@ def _own_function(name: str, node, types: dict[int, str]):
             exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
             exp.If(this=exp.EQ(this=written, expression=value.copy()), true=fitted),
         ],
-        default=fail_with(f"the text does not fit the datetime pattern {pattern.this!r}", where),
+        default=fail_with(f"the text does not fit the datetime pattern {pattern.this!r}", where, "TIMESTAMP"),
     )
     if name == "TO_DATE":
         return exp.Cast(this=moment, to=exp.DataType.build("DATE"))

@@ -5,10 +5,12 @@ docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and `
 DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter,
 quoted text, letters Spark refuses), time zone conversions, string functions over unicode (case mappings that
 change the length, combining accents, characters outside the BMP), numeric and conditional functions,
-comparisons that convert text, aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``), and window
-functions in a subquery (ranks, frames, ``IGNORE NULLS``). They run inside whole statements (the input through
-a MATCH_RECOGNIZE clause in a CTE) over random rows with NULLs, dates and timestamps next to DST changes and
-year boundaries, decimals, empty strings and unicode, on real Spark SQL (the independent source) and on the
+comparisons that convert text (literal date texts in Spark's loose forms, its special values 'today' and
+'epoch', DuckDB's 'infinity'), arrays read by index (in and out of bounds), aggregates (percentiles,
+``min_by``, ``FILTER``, ``WITHIN GROUP``), and window functions in a subquery (ranks, frames, ``IGNORE NULLS``).
+They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over random rows with
+NULLs, dates and timestamps next to DST changes and year boundaries, decimals, empty strings and unicode, on
+real Spark SQL (the independent source) and on the
 python engine (DuckDB through cep's translation). For every expression, one of:
 
 - both engines give the same value, of the same type family (integer, floating, decimal, text, date,
@@ -47,7 +49,10 @@ ERRORS_CHECKED = 2
 # differs (the statements are split until each error is one expression's): the few examples of `make test`
 # report the example as found; `make test-sql-differential` (more than SHRINK_FROM) shrinks it too.
 SHRINK_FROM = 50
-PHASES = tuple(Phase) if EXAMPLES > SHRINK_FROM else tuple(p for p in Phase if p is not Phase.shrink)
+# SQL_DIFFERENTIAL_SHRINK=0: an exploration round that reports its first difference at once (on a loaded
+# machine shrinking can take longer than the round).
+SHRINK = EXAMPLES > SHRINK_FROM and os.environ.get("SQL_DIFFERENTIAL_SHRINK", "1") != "0"
+PHASES = tuple(Phase) if SHRINK else tuple(p for p in Phase if p is not Phase.shrink)
 # The few examples of `make test` are the same on every run (a gate: a red CI names a difference that anyone
 # can reproduce); `make test-sql-differential` explores new random examples on each run.
 DERANDOMIZE = EXAMPLES <= SHRINK_FROM
@@ -217,6 +222,29 @@ SEPARATORS = ["-", ":", " ", "/", ".", ""]
 PARSE_PATTERNS = ["yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd", "dd/MM/yyyy HH:mm", "yyyyMMdd", "MM/dd/yyyy", "yyyy-MM-dd HH:mm"]
 TRUNC_UNITS = ["YEAR", "yyyy", "YY", "QUARTER", "MONTH", "MM", "MON", "WEEK", "DAY", "DD", "HOUR"]
 DATE_TRUNC_UNITS = TRUNC_UNITS + ["MINUTE", "SECOND", "MILLISECOND"]
+# Texts a DATE or TIMESTAMP is compared with, or cast from as a literal: Spark's loose forms, its special
+# values (in any case, with spaces; 'now' only in comparisons, where seconds between the engines' runs cannot
+# change the answer for rows years away), DuckDB's special values that Spark does not read, zones.
+DATE_TEXTS = [
+    "2021",
+    "2021-03",
+    "2021-3-28",
+    "2021-03-28 01:30:00",
+    "2020-12-31T23:59:59.5",
+    " 2021-01-01 ",
+    "epoch",
+    "today",
+    "Yesterday",
+    " TOMORROW ",
+    "infinity",
+    "-infinity",
+    "today UTC",
+    "2021-03-28 01:30:00Z",
+    "2021-03-28T01:30+01:00",
+    "abc",
+    "",
+]
+COMPARED_DATE_TEXTS = DATE_TEXTS + ["now", "NOW"]
 
 # The templates of each type: ``{T}`` is an expression of type T (INT, NUM: any number, ANY: any type).
 TEMPLATES: dict[str, list[str]] = {
@@ -274,6 +302,11 @@ TEMPLATES: dict[str, list[str]] = {
         "TRY_CAST({ANY} AS INT)",
         "{ANY}::smallint",
         "sign({INT})",
+        "element_at(array({INT}, {INT}, {INT}), {index})",
+        "array({INT}, {INT})[{index}]",
+        "try_element_at(array({INT}, {INT}), {index})",
+        "size({ARRAY})",
+        "{ARRAY}[{index}]",
     ],
     "BIGINT": [
         "b",
@@ -390,6 +423,9 @@ TEMPLATES: dict[str, list[str]] = {
         "CASE WHEN {BOOLEAN} THEN {STRING} END",
         "TRY_CAST({ANY} AS STRING)",
         "date_format({TIMESTAMP}, '{parse}')",
+        "split({STRING}, '-')[{index}]",
+        "element_at(split({STRING}, '2'), {index})",
+        "array_join(array({STRING}, {STRING}), '/')",
     ],
     "DATE": [
         "d",
@@ -414,6 +450,11 @@ TEMPLATES: dict[str, list[str]] = {
         "to_date({STRING})",
         "to_date({STRING}, '{parse_date}')",
         "TRY_CAST({ANY} AS DATE)",
+        "CAST('{date_text}' AS DATE)",
+        "DATE '{date_text}'",
+        "to_date('{date_text}')",
+        "TRY_CAST('{date_text}' AS DATE)",
+        "coalesce({DATE}, '{date_text}')",
     ],
     "TIMESTAMP": [
         "ts",
@@ -437,6 +478,8 @@ TEMPLATES: dict[str, list[str]] = {
         "timestampadd(MINUTE, {small}, {TIMESTAMP})",
         "to_timestamp({STRING}, '{parse}')",
         "TRY_CAST({ANY} AS TIMESTAMP)",
+        "CAST('{date_text}' AS TIMESTAMP)",
+        "to_timestamp('{date_text}')",
     ],
     "BOOLEAN": [
         "flag",
@@ -472,8 +515,22 @@ TEMPLATES: dict[str, list[str]] = {
         "({DECIMAL(10,2)} > {DOUBLE})",
         "{ANY}::boolean",
         "TRY_CAST({ANY} AS BOOLEAN)",
+        "({DATE} < '{compared_date_text}')",
+        "('{compared_date_text}' >= {TIMESTAMP})",
+        "({TIMESTAMP} = '{compared_date_text}')",
+        "({DATE} BETWEEN '{compared_date_text}' AND '{compared_date_text}')",
+        "({TIMESTAMP} IN ('{compared_date_text}', '2021-03-28 01:30:00'))",
+        "array_contains({ARRAY}, {INT})",
     ],
 }
+# Arrays (not among ANY's types: a cast of one is another matter), read by index and whole.
+TEMPLATES["ARRAY"] = [
+    "array({INT}, {INT})",
+    "array({INT}, {INT}, {INT})",
+    "sort_array(array({INT}, {INT}, {INT}))",
+    "array(1, 2)",
+]
+ROW_TEMPLATES = ["{ANY}"] * 9 + ["{ARRAY}"]  # a row's value: an array now and then
 AGGREGATES = [
     "count(*)",
     "count({ANY})",
@@ -600,6 +657,10 @@ def _hole(draw, name: str, depth: int) -> str:
         return draw(st.sampled_from(("string", "boolean", "double", "decimal(4,1)", "smallint", "date", "int")))
     if name == "trunc":
         return draw(st.sampled_from(TRUNC_UNITS))
+    if name == "index":  # an array's index: in bounds, out of them, 0, below 0
+        return str(draw(st.integers(-3, 3)))
+    if name in ("date_text", "compared_date_text"):
+        return draw(st.sampled_from(DATE_TEXTS if name == "date_text" else COMPARED_DATE_TEXTS))
     if name == "date_trunc":
         return draw(st.sampled_from(DATE_TRUNC_UNITS))
     return draw(expressions(name, depth + 1))
@@ -612,7 +673,10 @@ def cases(draw) -> tuple[list[dict], list[tuple[str, str]]]:
     picked = []
     for _ in range(EXPRESSIONS):
         shape = draw(st.sampled_from(("row", "row", "row", "row", "aggregate", "window")))
-        template = "{ANY}" if shape == "row" else draw(st.sampled_from(AGGREGATES if shape == "aggregate" else WINDOWS))
+        if shape == "row":
+            template = draw(st.sampled_from(ROW_TEMPLATES))
+        else:
+            template = draw(st.sampled_from(AGGREGATES if shape == "aggregate" else WINDOWS))
         picked.append((shape, _fill(draw, template, 1)))
     return data, picked
 
@@ -781,7 +845,13 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
     return None
 
 
+# pyproject's 600 s per test is for one example's worth of work; a round of many examples on a loaded machine
+# takes longer (each example: a few Spark queries), so the limit grows with the round.
+SECONDS_PER_EXAMPLE = 30
+
+
 @pytest.mark.spark
+@pytest.mark.timeout(max(600, EXAMPLES * SECONDS_PER_EXAMPLE))
 @settings(
     max_examples=EXAMPLES,
     phases=PHASES,

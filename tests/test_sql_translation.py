@@ -169,10 +169,37 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "s + 1",  # the text as a BIGINT beside an integer
     "s * 2",
     "s + x",  # as a DOUBLE beside a DOUBLE
+    # Text beside a DATE or TIMESTAMP is Spark's cast of it: '2021' is 2021-01-01 (DuckDB's cast refuses it),
+    # and a text Spark computes before running may be a special value ('yesterday'; DuckDB: an error).
+    "start_date < 'yesterday'",
+    "'Yesterday' < start_date",
+    "start_date < '2021'",
+    "first_ts BETWEEN '2019' AND 'now'",
+    "start_date IN ('2021', '2020-10-01')",
+    "first_ts > ' epoch '",
+    "CAST('today' AS DATE) = current_date()",
+    "CAST('tomorrow' AS TIMESTAMP) = CAST(date_add(current_date(), 1) AS TIMESTAMP)",
+    "DATE 'epoch'",
+    "to_timestamp('epoch')",
+    "CAST(concat('ep', 'och') AS DATE)",  # computed before running: special too
+    "extract(DAY FROM start_date - '2021-01-05')",  # DATE - text: the text as a DATE, an INTERVAL DAY
+    # An array's element: NULL only where Spark's is (try_element_at, a NULL index); element_at from the end.
+    "try_element_at(array(1, 2), CAST(x AS INT) + 1)",
+    "element_at(split(s, '2'), -1)",
+    "split(s, '2')[0]",
+    "array_join(array(s, NULL), '/')",  # '' where every element is NULL (DuckDB: NULL)
+    "array(s, s)[3]",  # Spark's optimizer: NULL for a written array and index (array(1, 2)[3] fails, folded)
+    "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
+    "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
+    "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
+    # A constant PARTITION BY key: Spark drops it unevaluated (this one would fail)
+    "count(*) OVER (PARTITION BY make_timestamp(2020, 30, 26, 1, -2, 14) IN ('2021-03-28 01:30:00'))",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
     "percentile_cont(0.5) WITHIN GROUP (ORDER BY CAST(x AS DECIMAL(10,2)))",
+    "sum(s)",  # text read as a DOUBLE (DuckDB has no SUM of text)
+    "avg(s)",
 ]
 
 
@@ -216,6 +243,9 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "extract(YEAROFWEEK FROM first_ts)": "EXTRACT(YEAROFWEEK",
     "DATE '2021-03-28'::timestamp": "DATE '...'::type",  # sqlglot casts the text: a DATE, where Spark's is a TIMESTAMP
     "s / 2": "arithmetic on text",
+    "first_ts < 'today UTC'": "with a time zone",  # Spark's special value in another zone
+    "CAST('2021-03-28 01:30:00Z' AS TIMESTAMP)": "time zone",  # Spark reads the zone
+    "first_ts < '2021-03-28 01:30:00+01:00'": "time zone",
 }
 
 
@@ -288,6 +318,21 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "sum(CAST(9223372036854775807 AS BIGINT)) OVER ()",
         "CAST('1_000' AS DOUBLE)",  # DuckDB reads the underscore
         "'2.5' + 1",  # '2.5' is no BIGINT
+        # ANSI mode: an array's index out of bounds is an error (DuckDB: NULL; a negative [i] from the end)
+        "array(1, 2)[5]",
+        "array(1, 2)[-1]",
+        "split(s, '2')[1]",
+        "element_at(array(1, 2), 3)",
+        "try_element_at(array(1, 2), 0)",
+        "start_date + 'x'",  # DATE + text (DuckDB: a Binder error)
+        "start_date + s",
+        "start_date < 'infinity'",  # not one of Spark's special values (DuckDB reads it)
+        "CAST(CASE WHEN x > 0 THEN 'epoch' END AS DATE)",  # read from a row: no special value for Spark
+        # An error DuckDB's optimizer would drop with a value it proves always NULL (a constant that fails)
+        "max(coalesce(to_date(3::string, 'yyyy-MM-dd'), DATE '9999-12-31')) OVER ()",
+        "coalesce(CAST('abc' AS INT), 5)",
+        "coalesce(array(1, 2)[5], 7)",
+        "split_part('a', '-', 0) IS NULL",
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
@@ -431,6 +476,8 @@ REFUSED_AT_CHECK_TIME = [
     "CAST(2.5D AS STRING)",  # a DOUBLE written as text (Java's notation)
     "percentile_approx(x, 0.5) OVER ()",
     "CAST(DATE '2021-03-28' AS INT)",  # Spark refuses this cast too (E0250, as the run says)
+    "DATE '2021-03-28' + 'x'",  # Spark's DATE + n takes an INT (E0250 on both)
+    "TIMESTAMP '2021-03-28 01:30:00' < 'today Europe/Berlin'",  # a special value in another zone
 ]
 
 
