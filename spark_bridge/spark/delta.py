@@ -307,7 +307,7 @@ _STREAM_CHANGES = (
     ),
     (
         ("DELTA_SCHEMA_CHANGED", "Detected schema change", "DELTA_STREAMING_RESTART_REQUIRED"),
-        "its schema changed since the stream started (a column added): Delta's streaming "
+        "its schema changed since the stream started (a column added, or a type changed): Delta's streaming "
         "source stops at the version that changed it. Run the same command again: it resumes from the "
         "checkpoint and reads the table with its new schema (a rule that reads a new column then sees NULL in "
         "the rows written before it)",
