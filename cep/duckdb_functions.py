@@ -337,12 +337,13 @@ def _whole_units_between(node):
 
 def _extract(node):
     """Spark's EXTRACT: DOW counts from 1 = Sunday (DuckDB's from 0), SECOND is a DECIMAL(8, 6) with the
-    fraction (DuckDB's an integer); a field not checked against Spark is refused."""
+    fraction (DuckDB's an integer), the other fields an INT; a field not checked against Spark is refused."""
     from sqlglot import exp
 
     field = node.this.name.upper()
+    integer = exp.DataType.build("INT")  # Spark's type; DuckDB's EXTRACT of a NULL it folded is a DOUBLE
     if field in ("DOW", "DAYOFWEEK"):
-        return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
+        return exp.Cast(this=exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1)), to=integer)
     if field in ("SECOND", "SECONDS", "SEC", "SECS", "S"):
         micros = call_duck("microsecond", exp.Cast(this=node.expression.copy(), to=exp.DataType.build("TIMESTAMP")))
         exact = exp.Mul(
@@ -352,7 +353,7 @@ def _extract(node):
         return exp.Cast(this=exact, to=exp.DataType.build("DECIMAL(8, 6)"))
     if field not in _EXTRACT_FIELDS:
         raise Refusal(f"the python engine cannot run EXTRACT({field} FROM ...) as Spark does", *place_of(node))
-    return None
+    return exp.Cast(this=node.copy(), to=integer)
 
 
 def _array_meaning(node, types: dict[int, str]):

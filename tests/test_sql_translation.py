@@ -221,6 +221,19 @@ def test_aggregates_the_differential_found_are_sparks_answer(events, expression)
     assert pa.types.is_floating(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "double"
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "expression", ["extract(MONTH FROM TRY_CAST('infinity' AS DATE))", "extract(DOW FROM CAST(NULL AS DATE))"]
+)
+def test_extract_of_a_null_date_is_an_int_as_on_spark(events, expression) -> None:
+    """DuckDB folds EXTRACT of a NULL it can see to a DOUBLE NULL; Spark's is an INT NULL."""
+    text = HEAD + f"SELECT {expression} AS v FROM m"
+    python = cep.compile_sql(text).run({TABLE: pa.Table.from_pylist(ROWS, schema=ARROW)}, kind="arrow")
+    spark = cep.sql(events, text)
+    assert python.column("v").to_pylist() == [row["v"] for row in spark.collect()]
+    assert pa.types.is_integer(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "int"
+
+
 def python_typed(expression: str) -> tuple[list, str]:
     """The values and their type, the type as the Python class of the first value that is not NULL."""
     values = python_values(expression)
