@@ -536,6 +536,12 @@ def _cast(node, types: dict[int, str]):
             f"1.0E10); cast to DECIMAL first",
             *place_of(node),
         )
+    if target == "DECIMAL" and source in TIME_TYPES:
+        raise Refusal(
+            f"the python engine cannot cast a {source} to DECIMAL as Spark does (seconds since 1970, rounded to the "
+            "decimal's scale); cast to DOUBLE or BIGINT instead",
+            *place_of(node),
+        )
     if target in TIME_TYPES and source in INTEGRAL + FRACTIONAL + ("INTEGER",):
         raise Refusal(
             f"the python engine cannot cast a {source} to TIMESTAMP as Spark does (seconds since 1970)", *place_of(node)
