@@ -297,16 +297,18 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)  # three Spark drivers, one after the other
-def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path):
+@pytest.mark.timeout(3600)  # up to six Spark drivers, one after the other
+@pytest.mark.parametrize("state", ["driver", "spark"])
+def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path, state):
     """A column added while the stream runs, then read on by the same command from its checkpoint; an
     overwrite that changes a column's type stops the stream with Delta's words and cep's sentence saying
-    what to do, no trace."""
+    what to do, no trace; doing it (skipChangeCommits) reads on. Both layouts: the rules on the driver (no
+    stateful operator in Spark's query) and in Spark's keyed state."""
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "high.sql").write_text(HIGH)
     table = tmp_path / "events"
     append(table, events(0, 30))
-    running = Stream(tmp_path, "--state", "spark")  # the driver layout loops on the overwrite: docs/reliability.md
+    running = Stream(tmp_path, "--state", state)
     streams = [running]
     try:
         until(lambda: alert_rows(tmp_path) > 0, 900, "the first alerts", running)
@@ -338,10 +340,16 @@ def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path):
             streams.append(stopped)
             assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
             text = stopped.text()
+        assert f"the Delta table {table} cannot be followed further" in text and "skipChangeCommits=true" in text
+        before_skip = alert_rows(tmp_path)
+        append(table, events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
+        skipping = Stream(tmp_path, "--once", "--delta-option", "skipChangeCommits=true")  # the user does as told
+        streams.append(skipping)
+        assert skipping.process.wait(900) == 0, skipping.text()[-3000:]
     finally:
         for stream in streams:
             stream.kill_9()
-    assert f"the Delta table {table} cannot be followed further" in text and "skipChangeCommits=true" in text
+    assert alert_rows(tmp_path) == before_skip + 6  # the rows appended after the overwrite, each fifth one
     if "Detected schema change" in after_add or "DELTA_SCHEMA_CHANGED" in after_add:
         assert "Run the same command again" in after_add
     assert "Traceback" not in after_add + resumed.text() + "".join(stream.text() for stream in streams[2:])

@@ -519,6 +519,8 @@ class AlertStream:
         """Start the query and the delivery lanes (when there are alert sinks)."""
         self._check_clock_rows()
         driver_state.check_layout(self.checkpoint, self.layout)
+        if self.layout == driver_state.DRIVER:
+            driver_state.close_replayed_batch(os.path.join(self.checkpoint, "match"))
         layouts.retire_delivery_query(self.spark, self.checkpoint, self.file_sink, self.lanes, self._event)
         combined = self.build()
         layouts.retire_bad_row_query(self.checkpoint, self.bad_rows_sink, self._event)
