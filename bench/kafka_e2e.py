@@ -1,7 +1,7 @@
 """End to end through Kafka: ticks produced to a topic, matched live, alerts consumed from a topic; cep and Flink.
 
     .venv/bin/python bench/kafka_e2e.py [--rates 1000,5000,20000,max] [--seconds 45] [--no-flink] [--together]
-        [--no-driver-state] [--baseline-python OTHER_CHECKOUT/.venv/bin/python]
+        [--no-driver-state] [--no-floor] [--no-floor-watermark] [--baseline-python OTHER_CHECKOUT/.venv/bin/python]
     make bench-kafka
 
 A real broker (tests/kafka_broker.py, Kafka 4.4, KRaft). By default the engines run one after another, each
@@ -23,7 +23,11 @@ checkout (its venv's interpreter): an A/B of a change in the same run. The engin
 
 - Spark's floor (bench/kafka_floor.py, a child process, ``local[2]``, the same watermark, trigger and state
   store): read, parse, watermark, ``groupBy(symbol)``, an ``applyInPandasWithState`` that only counts, into
-  ``foreachBatch``; its micro-batch time and "latency" (event time to the end of the micro-batch that saw it).
+  ``foreachBatch``; its micro-batch time and "latency" (event time to the end of the micro-batch that saw it);
+- Spark's floor for output the watermark releases (``kafka_floor.py --hold-until-watermark``, alone on a topic of
+  its own after the floor; ``--no-floor-watermark`` leaves it out): the same query holding each tick until
+  Spark's watermark passes it, then emitting it; its latency is event time to the end of the micro-batch that
+  emitted the tick, the least an alert that waits the watermark can take on Spark.
 
 Both matchers run the same text: bench/run.py's query (a), the V shape, as Flink accepts it (bench/peers/flink.py's
 rewrites: the last ``C+`` reluctant, so a match ends at its first rising tick and is final once the
@@ -378,19 +382,25 @@ def start_flink(work: Path, boot: str, ticks: str, topics: dict[str, str]) -> En
     return Engine("flink", process, log)
 
 
-def start_floor(work: Path, boot: str, ticks: str) -> Engine:
-    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / "spark-floor.log"))
-    log = work / "floor.log"
-    command = [sys.executable, str(HERE / "kafka_floor.py"), boot, ticks, str(work / "floor")]
+# Spark's floor queries (bench/kafka_floor.py), each an engine of that name writing to a folder of that name
+FLOORS = ("floor", "floor_watermark")
+# The floor's options for the one that holds each tick until the watermark passes it.
+FLOOR_OPTIONS = {"floor": [], "floor_watermark": ["--hold-until-watermark"]}
+
+
+def start_floor(work: Path, boot: str, ticks: str, name: str) -> Engine:
+    env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / f"spark-{name}.log"))
+    log = work / f"{name}.log"
+    command = [sys.executable, str(HERE / "kafka_floor.py"), boot, ticks, str(work / name), *FLOOR_OPTIONS[name]]
     command += ["--watermark-ms", str(WATERMARK_MS), "--trigger", TRIGGER]
     process = subprocess.Popen(
         command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
     )
-    return Engine("floor", process, log)
+    return Engine(name, process, log)
 
 
 def floor_numbers(directory: Path, start: float, end: float) -> dict:
-    """The floor's micro-batches that ended during [start, end): latency over every key they emitted, and
+    """A floor's micro-batches that ended during [start, end): latency over every row they emitted, and
     their Spark durations (matched to the batch ids)."""
     ended: dict[int, list[int]] = {}
     for line in _lines(directory / "floor.jsonl"):
@@ -451,7 +461,7 @@ def duration_numbers(batches: list[dict]) -> dict:
 def stop_engine(engine: Engine) -> None:
     if engine.process is None or engine.process.poll() is not None:
         return
-    engine.process.send_signal(signal.SIGINT if engine.name in ("cep", "floor") else signal.SIGTERM)
+    engine.process.send_signal(signal.SIGINT if engine.name in ("cep", *FLOORS) else signal.SIGTERM)
     try:
         engine.process.wait(60)
     except subprocess.TimeoutExpired:
@@ -461,7 +471,7 @@ def stop_engine(engine: Engine) -> None:
 
 def wait_started(engines: list[Engine], started: float) -> dict[str, float]:
     """Until each engine says it runs (cep: "running;", Flink: "running <job>"); start-up seconds each."""
-    marks = {"cep": "running;", "flink": "running ", "floor": "running;"}
+    marks = {"cep": "running;", "flink": "running "} | {name: "running;" for name in FLOORS}
     ready: dict[str, float] = {}
     while len(ready) < len([e for e in engines if e.process]):
         for engine in engines:
@@ -557,7 +567,7 @@ class Group:
     ``python``: the interpreter of ``cep stream`` (another checkout's, for a baseline)."""
 
     name: str
-    engines: tuple[str, ...]  # among "cep", "floor", "flink"
+    engines: tuple[str, ...]  # among "cep", "floor", "floor_watermark", "flink"
     suffix: str = ""
     python: str = sys.executable
     state: str = "spark"  # cep stream --state: the group "cep" is the keyed layout
@@ -570,7 +580,8 @@ SIDE_GROUPS = ("baseline", "driver")
 
 def groups_of(args) -> list[Group]:
     """One group of every engine asked (``--together``), else one per engine, run one after another."""
-    asked = ["cep"] + (["floor"] if not args.no_floor else []) + (["flink"] if not args.no_flink else [])
+    asked = ["cep"] + [name for name, left_out in zip(FLOORS, (args.no_floor, args.no_floor_watermark)) if not left_out]
+    asked += [] if args.no_flink else ["flink"]
     if args.together:
         return [Group("together", tuple(asked))]
     groups = [Group(name, (name,), f"-{name}") for name in asked]
@@ -606,8 +617,11 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
             if "flink" in group.engines
             else Engine("flink", error=not_here)
         )
-        floor = start_floor(work, boot, ticks_topic) if "floor" in group.engines else Engine("floor", error=not_here)
-        engines = [e for e in (cep, flink, floor) if e is not None]
+        floors = [
+            start_floor(work, boot, ticks_topic, name) if name in group.engines else Engine(name, error=not_here)
+            for name in FLOORS
+        ]
+        engines = [e for e in (cep, flink, *floors) if e is not None]
         startup = wait_started(engines, started)
         live = [name for name in ENGINES if name.split("-")[0] in startup]
         readers = {name: AlertReader(boot, topics[name], name) for name in live}
@@ -627,14 +641,15 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
                     raise SystemExit(f"{engine.name} stopped:\n{engine.log.read_text(errors='replace')[-3000:]}")
 
         warm = time.time()
-        warmup_lag = warm_up(producer, readers, check_alive, floor)
+        warmup_lag = warm_up(producer, readers, check_alive, floors)
         warmup_s = round(time.time() - warm, 1)
         steps = [run_step(rate_text, args, producer, readers, pids, check_alive) for rate_text in args.rates.split(",")]
         for step in steps:
             if cep is not None:
                 step["cep_batches"] = batch_numbers(watch, step["wall"][0], step["wall"][1])
-            if floor.process is not None:
-                step["floor"] = floor_numbers(work / "floor", step["wall"][0], step["wall"][1])
+            for floor in floors:
+                if floor.process is not None:
+                    step[floor.name] = floor_numbers(work / floor.name, step["wall"][0], step["wall"][1])
         # a few more seconds of ticks so that the last steps' matches are final everywhere
         producer.run(SETTLE_RATE, 5)
         final_ms = producer.ticks.ts_ms[-1] - WATERMARK_MS - FINAL_MARGIN_MS
@@ -666,13 +681,13 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
             "warmup_lag_s": warmup_lag,
             "ticks_total": len(producer.ticks.ts_ms),
             "flink": {"ran": flink.process is not None, "why_not": flink.error},
-            "floor": {"ran": floor.process is not None, "why_not": floor.error},
+            **{floor.name: {"ran": floor.process is not None, "why_not": floor.error} for floor in floors},
             "steps": steps,
             # every micro-batch with rows of the whole run (warm-up and settling too): under load a step can be
             # shorter than one of cep's micro-batches, and the parts of a micro-batch are the same throughout
             "all_batches": {
                 **({"cep": batch_numbers(watch, 0, time.time())} if cep is not None else {}),
-                **({"floor": floor_numbers(work / "floor", 0, time.time())} if floor.process else {}),
+                **{floor.name: floor_numbers(work / floor.name, 0, time.time()) for floor in floors if floor.process},
             },
             "check": {"error": "not done (the run stopped during the check)"},
         }
@@ -692,20 +707,21 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
             stop_engine(engine)
 
 
-def warm_up(producer: Producer, readers: dict[str, AlertReader], check_alive, floor: Engine) -> dict[str, float]:
-    """200 ticks/s until every engine has sent an alert (the floor: a micro-batch), then until its alerts are
+def warm_up(producer: Producer, readers: dict[str, AlertReader], check_alive, floors: list[Engine]) -> dict[str, float]:
+    """200 ticks/s until every engine has sent an alert (a floor: a micro-batch), then until its alerts are
     close to the newest tick, for WARMUP_LIMIT_S at most; returns the lag left per engine."""
+    running = [floor for floor in floors if floor.process is not None]
 
-    def floor_batches() -> list[dict]:
-        return [] if floor.process is None else _lines(floor.log.parent / "floor" / "floor.jsonl")
+    def floor_batches(floor: Engine) -> list[dict]:
+        return _lines(floor.log.parent / floor.name / "floor.jsonl")
 
     def first_alerts() -> bool:
         check_alive()
-        return all(r.seen for r in readers.values()) and (floor.process is None or bool(floor_batches()))
+        return all(r.seen for r in readers.values()) and all(floor_batches(floor) for floor in running)
 
     def warm_enough() -> bool:
         check_alive()
-        floor_lag = [percentile(b["latency_ms"], 0.5) or 0 for b in floor_batches()[-1:]]
+        floor_lag = [percentile(b["latency_ms"], 0.5) or 0 for f in running for b in floor_batches(f)[-1:]]
         return all(time.time() * 1000 - r.newest_event_ms < WARM_LAG_S * 1000 for r in readers.values()) and all(
             lag < WARM_LAG_S * 1000 for lag in floor_lag
         )
@@ -809,8 +825,7 @@ def merge_groups(found: list[dict]) -> dict:
                 continue
             step["engines"].update(theirs["engines"])
             step["cpu_s"].update({k: v for k, v in theirs["cpu_s"].items() if k in group["engines"]})
-            if "floor" in theirs:
-                step["floor"] = theirs["floor"]
+            step.update({name: theirs[name] for name in FLOORS if name in theirs})
         if group is found[0]:
             continue
         if side:
@@ -851,6 +866,11 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--no-flink", action="store_true")
     parser.add_argument("--no-floor", action="store_true", help="leave out Spark's floor query")
+    parser.add_argument(
+        "--no-floor-watermark",
+        action="store_true",
+        help="leave out Spark's floor for output the watermark releases (each tick held until it passes)",
+    )
     parser.add_argument(
         "--together",
         action="store_true",
@@ -905,6 +925,11 @@ def main() -> int:
                 "why_not": "" if not args.no_floor else "not asked (--no-floor)",
                 "query": "bench/kafka_floor.py",
             },
+            "floor_watermark": {
+                "ran": any(g["floor_watermark"]["ran"] for g in found),
+                "why_not": "" if not args.no_floor_watermark else "not asked (--no-floor-watermark)",
+                "query": "bench/kafka_floor.py --hold-until-watermark",
+            },
             "state_store": os.environ.get(STATE_STORE_ENV) or DEFAULT_STATE_STORE,
             "command": "make bench-kafka  (.venv/bin/python bench/kafka_e2e.py)",
         }
@@ -935,15 +960,16 @@ def print_table(report: dict) -> None:
                 f"{cell(e['latency_p50_s']):>6} {cell(e['latency_p99_s']):>6} {cell(e['latency_max_s']):>6} "
                 f"{cell(e['lag_at_end_s']):>6} {cpu:>6}"
             )
-        floor = step.get("floor")
-        if floor:
-            print(
-                f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {'spark floor':>17} {'':>8} {'':>7} "
-                f"{cell(floor['latency_p50_s']):>6} {cell(floor['latency_p99_s']):>6} {'':>6} {'':>6} "
-                f"{step['cpu_s'].get('floor'):>6}  batch p50 {cell(floor['batch_p50_s'])} s"
-            )
+        for name, label in zip(FLOORS, ("spark floor", "floor, watermark")):
+            if floor := step.get(name):
+                print(
+                    f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {label:>17} {'':>8} {'':>7} "
+                    f"{cell(floor['latency_p50_s']):>6} {cell(floor['latency_p99_s']):>6} {'':>6} {'':>6} "
+                    f"{step['cpu_s'].get(name):>6}  batch p50 {cell(floor['batch_p50_s'])} s"
+                )
         sides = [(side, (step.get(side) or {}).get("cep_batches") or {}) for side in SIDE_GROUPS]
-        for name, numbers in (("cep", step["cep_batches"]), ("floor", floor or {}), *sides):
+        floors = [(name, step.get(name) or {}) for name in FLOORS]
+        for name, numbers in (("cep", step["cep_batches"]), *floors, *sides):
             if numbers.get("parts_p50_ms"):
                 print(f"{'':>6} {name} micro-batch p50 {cell(numbers['batch_p50_s'])} s: {numbers['parts_p50_ms']}")
                 print(f"{'':>6} {name} foreachBatch p50: {numbers.get('foreach_batch_p50')}")

@@ -1,17 +1,25 @@
 """Spark's floor on the Kafka bench's topic: a stateful streaming query that does nothing, beside ``cep stream``.
 
     .venv/bin/python bench/kafka_floor.py BOOTSTRAP TOPIC OUT_DIR [--watermark-ms 2000] [--trigger 500ms]
+        [--hold-until-watermark]
 
 bench/kafka_e2e.py starts it as a child process, like ``cep stream`` (``local[2]``, the same topic, watermark
 and trigger, the session from ``get_spark`` so the same state store). The query is the least a keyed,
 stateful stream on Spark costs: read Kafka, parse the JSON value, watermark, ``groupBy(symbol)``,
 ``applyInPandasWithState`` that keeps a count and the newest event time per key and emits them, into
-``foreachBatch`` that collects the output. Written to OUT_DIR:
+``foreachBatch`` that collects the output.
+
+With ``--hold-until-watermark``, the floor of a query whose output the watermark releases, as an alert's is
+(a match is sure only once the watermark passes its last tick; Flink's alerts wait the same): the same query,
+but each tick is held in the key's state until Spark's event-time watermark passes it
+(``GroupStateTimeout.EventTimeTimeout``, the timer at the oldest tick held), then emitted, one row per tick.
+No Spark query that waits for its watermark can emit earlier: Spark moves the watermark at the end of a
+micro-batch, so a tick leaves in a later micro-batch (the empty one Spark runs for the timers, or the next).
+Written to OUT_DIR:
 
 - ``floor.jsonl``: per micro-batch, the batch id, the wall ms at the end of ``foreachBatch`` and, per key
   that had ticks, that end minus the key's newest event time: the floor's "latency" (event time to the end
-  of the micro-batch that saw it). A matcher waits for the watermark as well, so an alert's latency cannot
-  go below this plus the watermark;
+  of the micro-batch that saw it); held until the watermark, that end minus each emitted tick's event time;
 - ``progress.jsonl``: Spark's progress of each micro-batch (rows, ``durationMs``), polled every 0.2 s;
 - ``running`` once the query has started.
 """
@@ -42,6 +50,27 @@ def count_per_key(key, frames, state):
     yield pd.DataFrame({"symbol": [key[0]], "n": [n], "newest_ms": [newest]})
 
 
+def hold_until_watermark(key, frames, state):
+    """Each tick's event time (ms) kept until Spark's watermark passes it, then emitted: one row per tick. The
+    timer is the oldest tick held, so Spark calls again (in the empty micro-batch it runs for timers) once the
+    watermark is past it; a tick below the watermark is late to Spark and leaves at once."""
+    import pandas as pd
+
+    held = list(state.get[0]) if state.exists else []
+    if not state.hasTimedOut:
+        for frame in frames:
+            held.extend(int(ns // 1_000_000) for ns in frame["ts"].astype("int64"))
+    watermark = state.getCurrentWatermarkMs()
+    released = [ms for ms in held if ms < watermark]
+    kept = [ms for ms in held if ms >= watermark]
+    if kept:
+        state.update((kept,))
+        state.setTimeoutTimestamp(min(kept))  # Spark times out once the watermark is above it
+    else:
+        state.remove()
+    yield pd.DataFrame({"symbol": [key[0]] * len(released), "event_ms": released})
+
+
 def spark_interval(text: str) -> str:
     """``500ms`` (cep's spelling) as Spark's processing-time trigger takes it (``500 milliseconds``)."""
     units = {"ms": "milliseconds", "s": "seconds", "min": "minutes"}
@@ -59,6 +88,11 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--watermark-ms", type=int, default=2000)
     parser.add_argument("--trigger", default="500ms")
+    parser.add_argument(
+        "--hold-until-watermark",
+        action="store_true",
+        help="hold each tick until the event-time watermark passes it, then emit it (output the watermark releases)",
+    )
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
@@ -67,8 +101,10 @@ def main() -> int:
     from cep.spark_bridge.alerting.batch_cost import BatchCost
     from cep.spark_bridge.spark.session import STREAM_JVM_OPTIONS, get_spark
 
+    hold = args.hold_until_watermark
+    app_name = "cep-floor-watermark" if hold else "cep-floor"
     # the JVM flags cep stream's session gets: generic tuning of a long-running stream, not cep's own work
-    spark = get_spark("local[2]", app_name="cep-floor", kafka=True, jvm_options=STREAM_JVM_OPTIONS)
+    spark = get_spark("local[2]", app_name=app_name, kafka=True, jvm_options=STREAM_JVM_OPTIONS)
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
@@ -77,26 +113,34 @@ def main() -> int:
         .load()
     )
     ticks = raw.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("t")).select("t.*")
-    counted = (
-        ticks.withWatermark("ts", f"{args.watermark_ms} milliseconds")
-        .groupBy("symbol")
-        .applyInPandasWithState(
+    grouped = ticks.withWatermark("ts", f"{args.watermark_ms} milliseconds").groupBy("symbol")
+    if hold:
+        event_ms = "event_ms"  # the output column of event times
+        counted = grouped.applyInPandasWithState(
+            hold_until_watermark,
+            "symbol string, event_ms long",
+            "held array<long>",
+            "update",
+            GroupStateTimeout.EventTimeTimeout,
+        )
+    else:
+        event_ms = "newest_ms"
+        counted = grouped.applyInPandasWithState(
             count_per_key,
             "symbol string, n long, newest_ms long",
             "n long, newest_ms long",
             "update",
             GroupStateTimeout.NoTimeout,
         )
-    )
     args.out.mkdir(parents=True, exist_ok=True)
     batches = (args.out / "floor.jsonl").open("a")
 
     def record(df, batch_id: int) -> None:
         cost = BatchCost.start(df.sparkSession)  # the jobs it starts, counted as cep's foreachBatch counts its own
         with cost.step("collect"):
-            newest = [row.newest_ms for row in df.select("newest_ms").collect()]
+            times = [row[0] for row in df.select(event_ms).collect()]
         end = time.time() * 1000
-        latencies = [round(end - ms) for ms in newest if ms]
+        latencies = [round(end - ms) for ms in times if ms]
         line = {"batch": batch_id, "end_ms": round(end), "latency_ms": latencies, "foreach_batch": cost.done()}
         batches.write(json.dumps(line) + "\n")
         batches.flush()
@@ -109,7 +153,7 @@ def main() -> int:
         .start()
     )
     (args.out / "running").write_text("running\n")
-    print("running; floor query started", flush=True)
+    print(f"running; floor query started ({app_name})", flush=True)
     seen: set[int] = set()
     with (args.out / "progress.jsonl").open("a") as progress_file:
         while query.isActive:
@@ -136,6 +180,36 @@ RESULTS = Path(__file__).resolve().parent / "results-kafka-floor.json"
 PARTS = ("latestOffset", "queryPlanning", "walCommit", "getBatch", "addBatch", "commitOffsets")
 
 
+def p50_ratio(engine: dict, floor: dict) -> float | None:
+    """An engine's p50 latency over a floor's (None when either is missing)."""
+    if engine.get("latency_p50_s") and floor.get("latency_p50_s"):
+        return engine["latency_p50_s"] / floor["latency_p50_s"]
+    return None
+
+
+def floor_table_rows(step: dict, state: str) -> list[tuple[str, str, dict, dict, float | None]]:
+    """The queries of one rate that ran, as (label, group, latency numbers, micro-batch numbers, CPU s): cep in
+    its layouts (and another checkout's, ``baseline``), then Spark's two floors."""
+    rows = [
+        (
+            f"cep `--state {state}`",
+            "cep",
+            step["engines"].get("cep") or {},
+            step["cep_batches"],
+            step["cpu_s"].get("cep"),
+        )
+    ]
+    for side, label in (("driver", "cep `--state driver`"), ("baseline", "cep before")):
+        if theirs := step.get(side):
+            rows.append(
+                (label, side, theirs["engines"].get("cep") or {}, theirs.get("cep_batches") or {}, theirs.get("cpu_s"))
+            )
+    for name, label in (("floor", "Spark's floor"), ("floor_watermark", "Spark's floor, watermark")):
+        if numbers := step.get(name):
+            rows.append((label, name, numbers, numbers, step["cpu_s"].get(name)))
+    return rows
+
+
 def report(found: dict) -> list[str]:
     """docs/performance.md's section on cep beside Spark's floor, from a bench/kafka_e2e.py run's JSON."""
     cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
@@ -144,45 +218,47 @@ def report(found: dict) -> list[str]:
         "## Spark's floor beside cep, through Kafka (bench/kafka_e2e.py, bench/kafka_floor.py)",
         "",
         f"One run ({found['when']}, {found['nproc']} cores shared by every engine of the run, the broker, the "
-        "producer and any other work: load average in the table), the same 4-partition topic, the same producer, "
+        "producer and any other work: load average in the table), the same ticks on a 4-partition topic, the same "
+        "producer, "
         "`local[2]` each, watermark "
         f"{found['watermark']}, trigger {found['trigger']}, state store {found.get('state_store', 'default')}. "
         "The floor reads, parses, watermarks, groups by symbol and keeps a count per key "
         "(`applyInPandasWithState`) into `foreachBatch`; its latency is event time to the end of the micro-batch "
         "that saw the tick (no watermark wait), cep's is event time to the alert consumed from Kafka. "
+        "*Floor, watermark* is the same query holding each tick in its key's state until Spark's watermark passes "
+        "it (`EventTimeTimeout`), then emitting it: its latency is event time to the end of the micro-batch that "
+        "emitted the tick, the least any Spark query whose output waits the watermark (as an alert must: a match "
+        "is sure once later ticks came) can take. The two ratio columns divide each query's p50 by each floor's. "
         + ("Flink ran too." if flink["ran"] else f"Flink did not run in this one ({flink['why_not']})."),
         "",
-        "| rate | cep p50 / p99 (s) | cep before p50 / p99 (s) | floor p50 / p99 (s) | cep / floor p50 "
-        "| cep batch p50 (s) | before (s) | floor (s) | cep / floor CPU s | load |",
-        "| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+        "| rate | query | p50 / p99 latency (s) | p50 / floor's | p50 / floor's, watermark | micro-batch p50 (s) "
+        "| CPU s | load |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for step in found["steps"]:
-        cep, floor, batches = step["engines"].get("cep", {}), step.get("floor") or {}, step["cep_batches"]
-        before = step.get("baseline") or {}
-        before_cep = (before.get("engines") or {}).get("cep") or {}
+        floor, held = step.get("floor") or {}, step.get("floor_watermark") or {}
         alone = step.get("alone") or {}
-        load = " / ".join(f"{alone[g]['load_average'][0]}" for g in ("cep", "floor", "baseline") if g in alone)
-        ratio = (
-            cep["latency_p50_s"] / floor["latency_p50_s"]
-            if cep.get("latency_p50_s") and floor.get("latency_p50_s")
-            else None
-        )
-        lines.append(
-            f"| {step['rate_asked']} | {cell(cep.get('latency_p50_s'))} / {cell(cep.get('latency_p99_s'))} | "
-            f"{cell(before_cep.get('latency_p50_s'))} / {cell(before_cep.get('latency_p99_s'))} | "
-            f"{cell(floor.get('latency_p50_s'))} / {cell(floor.get('latency_p99_s'))} | {cell(ratio)} "
-            f"| {cell(batches['batch_p50_s'])} | {cell((before.get('cep_batches') or {}).get('batch_p50_s'))} "
-            f"| {cell(floor.get('batch_p50_s'))} | {step['cpu_s'].get('cep')} / {step['cpu_s'].get('floor')} "
-            f"| {load or step['load_average'][0]} |"
-        )
+        for label, group, latency, batches, cpu in floor_table_rows(step, found.get("state", "spark")):
+            load = alone[group]["load_average"][0] if group in alone else step["load_average"][0]
+            lines.append(
+                f"| {step['rate_asked']} | {label} | {cell(latency.get('latency_p50_s'))} / "
+                f"{cell(latency.get('latency_p99_s'))} | {cell(p50_ratio(latency, floor))} "
+                f"| {cell(p50_ratio(latency, held))} | {cell(batches.get('batch_p50_s'))} | {cpu} | {load} |"
+            )
     if found.get("mode") == "one after another":
+        before = (found.get("baseline") or {}).get("python")
         lines += [
             "",
             "Each query ran alone with the broker and the producer, one after another, on a topic of its own fed the "
-            "same ticks at the same rates; *cep before* is the `cep stream` of "
-            f"`{(found.get('baseline') or {}).get('python', 'another checkout')}` (the code before this run's "
-            "change), run the same way in the same run; load: the 1-minute load average at the end of each "
-            "query's step (cep / floor / before), from other work on the machine as well.",
+            "same ticks at the same rates"
+            + (
+                f"; *cep before* is the `cep stream` of `{before}` (the code before this run's change), run the same "
+                "way in the same run"
+                if before
+                else ""
+            )
+            + "; load: the 1-minute load average at the end of each query's step, from other work on the machine "
+            "as well.",
         ]
     lines += [
         "",
@@ -198,17 +274,19 @@ def report(found: dict) -> list[str]:
             step["cep_batches"],
             step.get("floor") or {},
             (step.get("baseline") or {}).get("cep_batches"),
+            step.get("floor_watermark") or {},
         )
         for step in found["steps"]
     ]
     if found.get("all_batches"):
         everything = found["all_batches"]
         baseline = (found.get("baseline") or {}).get("all_batches", {}).get("cep")
-        rows.append(("whole run", everything["cep"], everything.get("floor") or {}, baseline))
-    for rate, cep_numbers, floor_numbers, baseline_numbers in rows:
-        named = [("cep", cep_numbers), ("floor", floor_numbers)] + (
-            [("cep before (baseline)", baseline_numbers)] if baseline_numbers else []
-        )
+        held = everything.get("floor_watermark") or {}
+        rows.append(("whole run", everything["cep"], everything.get("floor") or {}, baseline, held))
+    for rate, cep_numbers, floor_numbers, baseline_numbers, held_numbers in rows:
+        named = [("cep", cep_numbers), ("floor", floor_numbers)]
+        named += [("floor, watermark", held_numbers)] if held_numbers else []
+        named += [("cep before (baseline)", baseline_numbers)] if baseline_numbers else []
         for name, numbers in named:
             parts = numbers.get("parts_p50_ms") or {}
             lines.append(
@@ -224,8 +302,13 @@ def foreach_lines(rows: list) -> list[str]:
     started (``BatchCost``; the floor's one collect counted the same way)."""
     found = [
         (rate, name, numbers["foreach_batch_p50"])
-        for rate, cep_numbers, floor_numbers, baseline_numbers in rows
-        for name, numbers in (("cep", cep_numbers), ("floor", floor_numbers), ("cep before", baseline_numbers))
+        for rate, cep_numbers, floor_numbers, baseline_numbers, held_numbers in rows
+        for name, numbers in (
+            ("cep", cep_numbers),
+            ("floor", floor_numbers),
+            ("floor, watermark", held_numbers),
+            ("cep before", baseline_numbers),
+        )
         if numbers and numbers.get("foreach_batch_p50")
     ]
     if not found:
