@@ -54,6 +54,7 @@ ORDER = {
         "report",
         "run_cli",
         "stream_files",
+        "stream_options",
         "stream_cli",
         "status_cli",
         "cli",
