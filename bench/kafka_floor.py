@@ -54,20 +54,22 @@ def hold_until_watermark(key, frames, state):
     """Each tick's event time (ms) kept until Spark's watermark passes it, then emitted: one row per tick. The
     timer is the oldest tick held, so Spark calls again (in the empty micro-batch it runs for timers) once the
     watermark is past it; a tick below the watermark is late to Spark and leaves at once."""
+    import numpy as np
     import pandas as pd
 
-    held = list(state.get[0]) if state.exists else []
+    # the event times as int64 bytes: pyspark 4.2's Python worker cannot read back an array state column
+    held = [np.frombuffer(state.get[0], dtype=np.int64)] if state.exists else []
     if not state.hasTimedOut:
-        for frame in frames:
-            held.extend(int(ns // 1_000_000) for ns in frame["ts"].astype("int64"))
+        held += [frame["ts"].to_numpy(dtype="datetime64[ms]").astype(np.int64) for frame in frames]
+    times = np.concatenate(held) if held else np.empty(0, dtype=np.int64)
     watermark = state.getCurrentWatermarkMs()
-    released = [ms for ms in held if ms < watermark]
-    kept = [ms for ms in held if ms >= watermark]
-    if kept:
-        state.update((kept,))
-        state.setTimeoutTimestamp(min(kept))  # Spark times out once the watermark is above it
+    kept = times[times >= watermark]
+    if len(kept):
+        state.update((kept.tobytes(),))
+        state.setTimeoutTimestamp(int(kept.min()))  # Spark times out once the watermark is above it
     else:
         state.remove()
+    released = times[times < watermark]
     yield pd.DataFrame({"symbol": [key[0]] * len(released), "event_ms": released})
 
 
@@ -119,7 +121,7 @@ def main() -> int:
         counted = grouped.applyInPandasWithState(
             hold_until_watermark,
             "symbol string, event_ms long",
-            "held array<long>",
+            "held binary",
             "update",
             GroupStateTimeout.EventTimeTimeout,
         )

@@ -1014,6 +1014,8 @@ def _keeping_up(steps: list[dict], engines: list[dict | None]) -> str:
     """Where an engine kept up (finished/s over sent/s at least ``KEPT_UP_SHARE``), each rate's share, and when it
     caught up after each step (within the settle time) or that it did not: what the table's columns show."""
     ran = [(s, e) for s, e in zip(steps, engines) if e]
+    if not ran:
+        return "did not run in this one"
     share = {s["rate_asked"]: e["events_per_s"] / s["events_per_s_sent"] for s, e in ran if s["events_per_s_sent"]}
     kept = [rate for rate, part in share.items() if part >= KEPT_UP_SHARE]
     caught = [e["caught_up_s"] for _, e in ran if e["caught_up_s"] is not None]
