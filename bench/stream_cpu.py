@@ -58,6 +58,7 @@ WARMUP_S = 60
 FIRST_BATCH_LIMIT_S = 600  # a cold start under load takes minutes
 TOP_THREADS = 12
 SAMPLED_STACKS = 60
+DRAIN_TAIL_S = 3.0
 
 
 def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, str, float]]:
@@ -155,6 +156,18 @@ def _sampled(before: dict, after: dict) -> tuple[dict, list]:
     )
 
 
+def _drained(checkpoint: Path, produced: int, engine) -> float:
+    """Wait until the query has committed every tick produced (then ``DRAIN_TAIL_S`` more, for the lanes to
+    deliver the last micro-batch); the time it got there. A loaded machine makes this minutes."""
+    while committed_offsets(checkpoint) < produced:
+        if engine.process.poll() is not None:
+            raise SystemExit("cep stopped while draining")
+        time.sleep(0.5)
+    reached = time.time()
+    time.sleep(DRAIN_TAIL_S)
+    return reached
+
+
 def _summed_steps(batches: list[dict]) -> dict:
     """The ``foreachBatch`` thread's CPU ms per step (``steps_cpu_ms``), summed over the step's micro-batches."""
     total: Counter = Counter()
@@ -207,19 +220,23 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
         names = python_thread_names(engine.process.pid) if name != "floor" else {}
         before, samples_before = thread_cpu(engine.process.pid), _samples(work)
         sent, start, end = producer.run(args.rate, args.seconds)
+        last = end
+        if args.drain and name != "floor":
+            last = _drained(checkpoint, len(producer.ticks.ts_ms), engine)
         after, samples_after = thread_cpu(engine.process.pid), _samples(work)
         committed, offsets = commits(checkpoint) - committed, committed_offsets(checkpoint) - offsets
         load = os.getloadavg()
         names |= python_thread_names(engine.process.pid) if name != "floor" else {}
         roles, top = by_thread(before, after, names)
         watch.stop.set()
-        batches = [b for b in watch.batches.values() if start <= b["seen_at"] <= end and int(b.get("input_rows") or 0)]
+        batches = [b for b in watch.batches.values() if start <= b["seen_at"] <= last and int(b.get("input_rows") or 0)]
         found = {
             "engine": name,
             "startup_s": startup,
             "ticks": sent,
             "rate": round(sent / (end - start), 1),
             "seconds": round(end - start, 1),
+            "drained_s": round(last - start, 1) if args.drain else None,
             "cpu_s": round(sum(roles.values()), 1),
             "cpu_s_by_role": roles,
             "busiest_threads": top,
@@ -257,6 +274,11 @@ def main() -> int:
         "--query", type=Path, help="cep stream's rule (default: the Kafka bench's V shape), e.g. one that never fires"
     )
     parser.add_argument("--json", help="append the results, one JSON line per engine")
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="after the step, wait until cep has committed every tick: CPU per tick of a stream that fell behind",
+    )
     parser.add_argument(
         "--sample", action="store_true", help="run cep under bench/thread_sampler.py: its Python CPU by thread, stack"
     )
