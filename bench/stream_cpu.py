@@ -168,15 +168,6 @@ def _drained(checkpoint: Path, produced: int, engine) -> float:
     return reached
 
 
-def _summed_steps(batches: list[dict]) -> dict:
-    """The ``foreachBatch`` thread's CPU ms per step (``steps_cpu_ms``), summed over the step's micro-batches."""
-    total: Counter = Counter()
-    for batch in batches:
-        for step, ms in ((batch.get("foreach_batch") or {}).get("steps_cpu_ms") or {}).items():
-            total[step] += ms
-    return {step: round(ms) for step, ms in total.most_common()}
-
-
 def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
     work.mkdir(parents=True)
     ticks = f"ticks-{name}"
@@ -249,7 +240,6 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
             "submit_args": args.submit_args,
             "python": args.python,
             "query": str(args.query or "the V shape"),
-            "steps_cpu_ms": _summed_steps(batches),
         }
         if args.sample:
             found["python_threads"], found["python_stacks"] = _sampled(samples_before, samples_after)
