@@ -743,7 +743,9 @@ def kafka_events(
     not_text = F.concat(F.lit(bytearray(NOT_UTF8_MARK)), bytes_kept.cast("binary")).cast("string")
     values, unread = _read_fields(F.col(_PARSED), fields, numbers, text, is_text, empty, not_text)
     if plain is not None:  # the typed parse's fields as they are, with no stray number (its numbers are numbers)
-        fast, fast_unread = _read_fields(F.col(_TYPED), fields, {}, text, is_text, empty, not_text)
+        # a value the typed parse read as a struct is not blank: no regular expression over it
+        blank = F.col(_TYPED).isNull() & empty
+        fast, fast_unread = _read_fields(F.col(_TYPED), fields, {}, text, is_text, blank, not_text)
         values = [F.when(plain, a).otherwise(b) for a, b in zip(fast, values, strict=True)]
         unread = F.when(plain, fast_unread).otherwise(unread)
     values = [value.alias(f.name) for value, f in zip(values, fields, strict=True)]
