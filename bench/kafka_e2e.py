@@ -72,6 +72,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -310,17 +311,18 @@ def start_cep(
     topics: dict[str, str],
     python: str = sys.executable,
     state: str = "spark",
+    launcher: Sequence[str] = ("-c", "import sys; from cep.cli import main; sys.exit(main())"),
 ) -> Engine:
     """``cep stream`` as a user runs it, by ``python`` (this checkout's, or a baseline's with its own cep), with
-    its rules' state in Spark's keyed state or on the driver (``--state``)."""
+    its rules' state in Spark's keyed state or on the driver (``--state``); ``launcher``: what runs ``cep``'s
+    arguments (bench/thread_sampler.py, to sample where its Python goes)."""
     tree = REPO if python == sys.executable else Path(python).absolute().parents[2]  # DIR/.venv/bin/python
     env = dict(os.environ, PYTHONPATH=str(tree), CEP_SPARK_LOG=str(work / "spark.log"), PYSPARK_PYTHON=python)
     log = work / "cep.log"
     process = subprocess.Popen(
         [
             python,
-            "-c",
-            "import sys; from cep.cli import main; sys.exit(main())",
+            *launcher,
             "stream",
             str(query_file),
             "--input",

@@ -57,6 +57,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 WARMUP_S = 60
 FIRST_BATCH_LIMIT_S = 600  # a cold start under load takes minutes
 TOP_THREADS = 12
+SAMPLED_STACKS = 60
+DRAIN_TAIL_S = 3.0
 
 
 def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, str, float]]:
@@ -128,6 +130,44 @@ def by_thread(before: dict, after: dict, python_names: dict[int, str]) -> tuple[
     return {kind: round(cpu, 1) for kind, cpu in sorted(roles.items())}, top
 
 
+def _launch(launcher) -> dict:
+    return {} if launcher is None else {"launcher": launcher}
+
+
+def _samples(work: Path) -> dict:
+    """bench/thread_sampler.py's running totals (empty without ``--sample``)."""
+    try:
+        return json.loads((work / "samples.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _sampled(before: dict, after: dict) -> tuple[dict, list]:
+    """CPU seconds per Python thread of the driver over the step, and the stacks that spent the most."""
+    threads = {
+        name: round(cpu - before.get("threads", {}).get(name, 0.0), 2) for name, cpu in after.get("threads", {}).items()
+    }
+    stacks = Counter(
+        {stack: cpu - before.get("stacks", {}).get(stack, 0.0) for stack, cpu in after.get("stacks", {}).items()}
+    )
+    return (
+        dict(sorted(threads.items(), key=lambda item: -item[1])),
+        [(stack, round(cpu, 2)) for stack, cpu in stacks.most_common(SAMPLED_STACKS)],
+    )
+
+
+def _drained(checkpoint: Path, produced: int, engine) -> float:
+    """Wait until the query has committed every tick produced (then ``DRAIN_TAIL_S`` more, for the lanes to
+    deliver the last micro-batch); the time it got there. A loaded machine makes this minutes."""
+    while committed_offsets(checkpoint) < produced:
+        if engine.process.poll() is not None:
+            raise SystemExit("cep stopped while draining")
+        time.sleep(0.5)
+    reached = time.time()
+    time.sleep(DRAIN_TAIL_S)
+    return reached
+
+
 def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
     work.mkdir(parents=True)
     ticks = f"ticks-{name}"
@@ -142,7 +182,10 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
         else:
             query_file = work / "v_shape.sql"
             query_file.write_text(args.query.read_text() if args.query else QUERY_TEXT)
-            engine = start_cep(work, broker.bootstrap, query_file, ticks, topics, args.python, state=name)
+            launcher = (str(HERE / "thread_sampler.py"), str(work / "samples.json")) if args.sample else None
+            engine = start_cep(
+                work, broker.bootstrap, query_file, ticks, topics, args.python, state=name, **_launch(launcher)
+            )
     finally:
         if env_before is None:
             os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
@@ -166,21 +209,25 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
         checkpoint = work / "floor" / "ck" if name == "floor" else work / "ck" / "match"
         committed, offsets = commits(checkpoint), committed_offsets(checkpoint)
         names = python_thread_names(engine.process.pid) if name != "floor" else {}
-        before = thread_cpu(engine.process.pid)
+        before, samples_before = thread_cpu(engine.process.pid), _samples(work)
         sent, start, end = producer.run(args.rate, args.seconds)
-        after = thread_cpu(engine.process.pid)
+        last = end
+        if args.drain and name != "floor":
+            last = _drained(checkpoint, len(producer.ticks.ts_ms), engine)
+        after, samples_after = thread_cpu(engine.process.pid), _samples(work)
         committed, offsets = commits(checkpoint) - committed, committed_offsets(checkpoint) - offsets
         load = os.getloadavg()
         names |= python_thread_names(engine.process.pid) if name != "floor" else {}
         roles, top = by_thread(before, after, names)
         watch.stop.set()
-        batches = [b for b in watch.batches.values() if start <= b["seen_at"] <= end and int(b.get("input_rows") or 0)]
+        batches = [b for b in watch.batches.values() if start <= b["seen_at"] <= last and int(b.get("input_rows") or 0)]
         found = {
             "engine": name,
             "startup_s": startup,
             "ticks": sent,
             "rate": round(sent / (end - start), 1),
             "seconds": round(end - start, 1),
+            "drained_s": round(last - start, 1) if args.drain else None,
             "cpu_s": round(sum(roles.values()), 1),
             "cpu_s_by_role": roles,
             "busiest_threads": top,
@@ -194,6 +241,8 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
             "python": args.python,
             "query": str(args.query or "the V shape"),
         }
+        if args.sample:
+            found["python_threads"], found["python_stacks"] = _sampled(samples_before, samples_after)
         print(json.dumps(found), flush=True)
         return found
     finally:
@@ -215,6 +264,14 @@ def main() -> int:
         "--query", type=Path, help="cep stream's rule (default: the Kafka bench's V shape), e.g. one that never fires"
     )
     parser.add_argument("--json", help="append the results, one JSON line per engine")
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="after the step, wait until cep has committed every tick: CPU per tick of a stream that fell behind",
+    )
+    parser.add_argument(
+        "--sample", action="store_true", help="run cep under bench/thread_sampler.py: its Python CPU by thread, stack"
+    )
     args = parser.parse_args()
     work, broker = start_broker("cep-stream-cpu-")
     try:

@@ -24,9 +24,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cep.spark_bridge.sinks import base as sink_base
-from cep.spark_bridge.sinks.alerts import alert_payload
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, alert_payload, iso_utc, jsonable
 from cep.spark_bridge.sinks.base import CepSinkError, RetryPolicy
 from cep.spark_bridge.sinks.console import ConsoleSink
 from cep.spark_bridge.sinks.fanout import deliver_batch, make_sink
@@ -496,6 +498,41 @@ def test_alert_payload_and_sink_spellings(tmp_path):
         make_sink("webhook")
     with pytest.raises(ValueError, match="http"):
         make_sink("webhook", "ftp://x", dead_letter_dir=str(tmp_path))
+
+
+def _payload_by_parts(alert: dict) -> dict:
+    """An alert's payload spelled out: every value through ``jsonable``, the JSON texts parsed by ``json.loads``."""
+    out = {}
+    for name in ALERT_NAMES:
+        value = alert.get(name)
+        if name in ("measures", "partition_key") and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
+        elif name.endswith("_time"):
+            value = iso_utc(value)
+        out[name] = jsonable(value)
+    return out
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+measure_texts = st.dictionaries(st.text(max_size=6), json_values, max_size=4).map(json.dumps) | st.sampled_from(
+    ['{"x": 1e400}', '{"x": -1e999, "y": [NaN, Infinity]}', "not json", "", "[1, 2]", '"s"']
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(measure_texts, measure_texts)
+def test_an_alert_s_payload_is_every_value_made_json_able(measures, partition_key):
+    alert_row = {**alert(1), "measures": measures, "partition_key": partition_key}
+    expected = _payload_by_parts(alert_row)
+    # compared as JSON text: NaN never reaches a payload (jsonable makes it None), so text equality is value equality
+    assert json.dumps(alert_payload(alert_row), sort_keys=True) == json.dumps(expected, sort_keys=True)
 
 
 # -------------------------------------------------------------------------------------- PostgreSQL

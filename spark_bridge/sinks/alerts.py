@@ -78,17 +78,30 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _finite(text: str) -> float | None:
+    number = float(text)
+    return number if math.isfinite(number) else None
+
+
+# ``jsonable(json.loads(text))`` in one pass of the C parser: a non-finite number (``NaN``, ``Infinity``, or a
+# literal too large for a double) is None, as ``jsonable`` makes it; nothing else a parse gives needs converting.
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=lambda _name: None)
+_OBJECTS = ("measures", "partition_key")  # JSON text in an alert, objects in its payload
+_TIMES = frozenset(("first_event_time", "last_event_time", "emit_time"))
+
+
 def alert_payload(alert: dict) -> dict:
     """One alert as the JSON object sinks send: measures and partition key as objects, times ISO 8601 Z."""
     out: dict[str, Any] = {}
     for name in ALERT_NAMES:
         value = alert.get(name)
-        if name in ("measures", "partition_key"):
+        if name in _OBJECTS and isinstance(value, str):
             try:
-                value = json.loads(value) if isinstance(value, str) else value
-            except ValueError:
+                out[name] = _DECODER.decode(value)
+                continue
+            except ValueError:  # not JSON: the text as it is
                 pass
-        elif name in ("first_event_time", "last_event_time", "emit_time"):
+        elif name in _TIMES:
             value = iso_utc(value)
         out[name] = jsonable(value)
     return out

@@ -141,7 +141,8 @@ class FileSink:
         if self.format == "parquet":
             return alerts
         for alert in alerts:
-            for name, value in alert.items():
+            for name in _TIME_NAMES:
+                value = alert.get(name)
                 if isinstance(value, _dt.datetime) and value.microsecond % 1000:
                     alert[name] = value.replace(microsecond=value.microsecond - value.microsecond % 1000)
         return alerts
@@ -168,6 +169,7 @@ class FileSink:
 
 _UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "+00:00", "UTC+00:00")
 _KINDS = tuple((name, kind, f'"{name}":') for name, kind in ALERT_COLUMNS)
+_TIME_NAMES = tuple(name for name, kind in ALERT_COLUMNS if kind == "timestamp")  # an alert's only datetimes
 _QUOTE = json.encoder.encode_basestring  # json.dumps(ensure_ascii=False) of a string, one call less per value
 
 

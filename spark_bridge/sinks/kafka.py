@@ -140,6 +140,10 @@ def _kafka():
     return confluent_kafka
 
 
+# json.dumps(payload, ensure_ascii=False, separators=(",", ":")), without building an encoder per alert
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def alert_message(alert: Mapping[str, Any]) -> dict:
     """The Kafka message of one alert: ``{"key", "value", "headers", "timestamp"}`` (bytes; ms or None)."""
     payload = alert_payload(dict(alert))
@@ -158,7 +162,7 @@ def alert_message(alert: Mapping[str, Any]) -> dict:
     ]
     return {
         "key": (payload.get("match_id") or "").encode("utf-8"),
-        "value": json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8"),
+        "value": _COMPACT.encode(payload).encode("utf-8"),
         "headers": [(name, str(value).encode("utf-8")) for name, value in headers if value is not None],
         "timestamp": timestamp,
     }

@@ -662,6 +662,14 @@ def read_kafka(
 
 
 _PARSED = "__cep_parsed"  # the value as read (a struct), before its fields are checked (kafka_events)
+# The value as read with the schema's own floating columns, and whether that read is the strict one's answer
+# (``_typed_is_strict``): the strict read's VARIANT numbers and their checks cost the JVM about a quarter of a
+# Kafka micro-batch's task time, for messages whose numbers are plain JSON numbers, nearly all of them.
+_TYPED, _PLAIN = "__cep_typed", "__cep_plain"
+# DOUBLE only: Spark's typed parse takes a quoted "1.5" in a DECIMAL column, and may round a FLOAT's text
+# otherwise than the strict parse's VARIANT does.
+_FLOATING = {"double"}
+_TINIEST, _LARGEST = 5e-324, 1.7976931348623157e308  # a finite double that is not zero, in absolute value
 
 
 def kafka_events(
@@ -670,11 +678,16 @@ def kafka_events(
     format: str = "json",  # noqa: A002
     *,
     encoding: str = "utf-8",
+    typed_first: bool = True,
 ) -> DataFrame:
     """Spark's Kafka rows (``key``, ``value``, ``topic``, ...) -> the value's fields, ``KAFKA_COLUMNS`` and
     ``_corrupt_record`` (the value's text when it could not be read whole; empty for a NULL value; for a
     message that is not text in ``encoding``, ``NOT_UTF8_MARK`` and the value's bytes in base64, nothing
-    else read: ``inputs.bad_row_reason`` calls it ``not_utf8``)."""
+    else read: ``inputs.bad_row_reason`` calls it ``not_utf8``).
+
+    ``typed_first``: with JSON values whose number columns are all DOUBLE, each message is read with the schema's
+    own types first, and again with the strict read only when that read cannot vouch for it (``_typed_is_strict``);
+    False reads every message strictly, the reference the typed read is tested against."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -696,17 +709,26 @@ def kafka_events(
     numbers: dict[
         str, str
     ] = {}  # a quoted "NaN" in a number column is a string, as in a file (files.strict_json_numbers)
+    typed = None
     if format == "json":
         variants, numbers = strict_json_numbers(with_corrupt)
         parsed = F.from_json(text, variants, read_options)
+        if typed_first and numbers and set(numbers.values()) <= _FLOATING:
+            typed = F.from_json(text, with_corrupt, read_options)
     else:
         ddl = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in with_corrupt.fields)
         parsed = F.from_csv(text, ddl, read_options)
     # Parsed once, in a projection of its own: the columns below read it many times, often inside CASE branches,
     # where Spark's common-subexpression elimination does not reach, and each read would parse the value again.
     # Spark's optimizer keeps a projection whose result is read more than once and costly to compute.
+    plain = None
+    if typed is not None:  # the typed parse first; the strict one only for the messages it cannot vouch for
+        raw = raw.select("*", typed.alias(_TYPED))
+        plain = _typed_is_strict(F.col(_TYPED), list(numbers))
+        raw = raw.select("*", plain.alias(_PLAIN))
+        plain = F.col(_PLAIN)
+        parsed = F.when(~plain, parsed)
     raw = raw.select("*", parsed.alias(_PARSED))
-    parsed = F.col(_PARSED)
     sources = {
         "kafka_key": F.when(is_text, message_text("key", encoding)),
         "kafka_topic": F.col("topic"),
@@ -715,21 +737,18 @@ def kafka_events(
         "kafka_timestamp": F.col("timestamp"),
     }
     meta = [sources[name].alias(name, metadata={MESSAGE_METADATA: True}) for name, _ in KAFKA_COLUMNS]
-    values, strays = [], []
-    for f in fields:
-        value = parsed[f.name]
-        if f.name in numbers:
-            value, stray = json_value(value, numbers[f.name])
-            strays.append(stray)
-        values.append(F.when(is_text, value).alias(f.name))
-    stray_text = [F.when(reduce(lambda a, b: a | b, strays), text)] if strays else []
     # An empty value (NULL, a tombstone; or zero bytes, or only blanks) has nothing to read: not_json, as the docs say.
     empty = F.col("value").isNull() | ~text.rlike(r"\S")  # the regex stops at the first character not blank
     bytes_kept = F.concat(F.lit(BASE64_PREFIX), F.coalesce(F.base64(F.col("value")), F.lit("")))
     not_text = F.concat(F.lit(bytearray(NOT_UTF8_MARK)), bytes_kept.cast("binary")).cast("string")
-    unread = F.coalesce(
-        F.when(~is_text, not_text), parsed[CORRUPT_RECORD], F.when(empty, F.coalesce(text, F.lit(""))), *stray_text
-    )
+    values, unread = _read_fields(F.col(_PARSED), fields, numbers, text, is_text, empty, not_text)
+    if plain is not None:  # the typed parse's fields as they are, with no stray number (its numbers are numbers)
+        # a value the typed parse read as a struct is not blank: no regular expression over it
+        blank = F.col(_TYPED).isNull() & empty
+        fast, fast_unread = _read_fields(F.col(_TYPED), fields, {}, text, is_text, blank, not_text)
+        values = [F.when(plain, a).otherwise(b) for a, b in zip(fast, values, strict=True)]
+        unread = F.when(plain, fast_unread).otherwise(unread)
+    values = [value.alias(f.name) for value, f in zip(values, fields, strict=True)]
     df = raw.select(*values, *meta, unread.alias(CORRUPT_RECORD))
     if format == "csv":  # a line with the wrong number of fields: no value can be trusted to its column
         df = blank_misshapen_csv_lines(
@@ -743,6 +762,51 @@ def kafka_events(
             *[F.col(quote(f.name)) for f in fields], *[F.col(name) for name, _ in KAFKA_COLUMNS], F.col(CORRUPT_RECORD)
         )
     return df
+
+
+def _typed_is_strict(typed: Column, floating: Sequence[str]) -> Column:
+    """True for a message whose typed parse (``from_json`` with the schema's own DOUBLE and FLOAT columns) is what
+    the strict parse (those columns as VARIANT, ``files.strict_json_numbers``) gives: read whole, and each
+    floating column NULL or a finite number. Spark's typed parse takes only one kind of JSON string in such a
+    column, a name of NaN or of an infinity (``"NaN"``, ``"-Infinity"``, ``"+INF"``...), which the strict parse
+    calls a stray string; any other string, an object or an array makes it put the message in its corrupt
+    record. So a finite value came from a JSON number, which both parses read as the same double (but for the
+    sign of a zero, which the strict read loses: zeros are read strictly too)."""
+    from pyspark.sql import functions as F
+
+    # NaN, an infinity and zero: a strict read (zero: its VARIANT keeps no sign, so "-0.0" reads as 0.0)
+    finite = [
+        typed[name].isNull() | (~F.isnan(typed[name]) & F.abs(typed[name]).between(_TINIEST, _LARGEST))
+        for name in floating
+    ]
+    return typed.isNull() | (typed[CORRUPT_RECORD].isNull() & reduce(lambda a, b: a & b, finite))
+
+
+def _read_fields(
+    parsed: Column,
+    fields: Sequence[Any],
+    numbers: Mapping[str, str],
+    text: Column,
+    is_text: Column,
+    empty: Column,
+    not_text: Column,
+) -> tuple[list[Column], Column]:
+    """Each field of the ``parsed`` struct (its ``numbers`` VARIANT columns checked, ``files.json_value``), NULL
+    unless the message is text; and what of the message is unread (the corrupt record)."""
+    from pyspark.sql import functions as F
+
+    values, strays = [], []
+    for f in fields:
+        value = parsed[f.name]
+        if f.name in numbers:
+            value, stray = json_value(value, numbers[f.name])
+            strays.append(stray)
+        values.append(F.when(is_text, value))
+    stray_text = [F.when(reduce(lambda a, b: a | b, strays), text)] if strays else []
+    unread = F.coalesce(
+        F.when(~is_text, not_text), parsed[CORRUPT_RECORD], F.when(empty, F.coalesce(text, F.lit(""))), *stray_text
+    )
+    return values, unread
 
 
 def kafka_location() -> Column:
