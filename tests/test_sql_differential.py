@@ -109,7 +109,17 @@ EDGES = [
     dt.datetime(2021, 10, 31, 2, 30),
     dt.datetime(2021, 3, 14, 2, 30),
     dt.datetime(2021, 11, 7, 1, 30),
+    # The ends of both engines' range, and a time before the zones' standard offsets (local mean time).
+    dt.datetime(1, 1, 1),
+    dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+    dt.datetime(1890, 6, 30, 12, 0),
 ]
+# Numbers at the edges of their types (an INT's and a BIGINT's range, DECIMAL(10,2)'s largest) and doubles
+# whose text or rounding trips translations (a negative zero, a half at the last digit, exponents).
+INT_EDGES = [2147483647, -2147483648, 0]
+BIGINT_EDGES = [9223372036854775807, -9223372036854775808, 2147483648]
+DOUBLE_EDGES = [-0.0, 0.5, 2.675, 1e-05, 12345678901234.5, -1.5e16, 0.1]
+DECIMAL_EDGES = [Decimal("99999999.99"), Decimal("-99999999.99"), Decimal("0.00"), Decimal("-0.01")]
 # Texts that trip translations: case mappings that change the length (ß, İ), a character outside the BMP
 # (Java counts it as two chars, Spark's functions as one), a combining accent, texts that read as numbers,
 # booleans, dates and timestamps in Spark's loose forms.
@@ -153,10 +163,14 @@ timestamps = st.one_of(st.sampled_from(EDGES), st.datetimes(dt.datetime(1999, 12
 rows = st.lists(
     st.fixed_dictionaries(
         {
-            "i": st.none() | st.integers(-1000, 1000),
-            "b": st.none() | st.integers(-(10**12), 10**12),
-            "x": st.none() | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3)),
-            "dec": st.none() | st.decimals(-(10**6), 10**6, places=2, allow_nan=False, allow_infinity=False),
+            "i": st.none() | st.integers(-1000, 1000) | st.sampled_from(INT_EDGES),
+            "b": st.none() | st.integers(-(10**12), 10**12) | st.sampled_from(BIGINT_EDGES),
+            "x": st.none()
+            | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3))
+            | st.sampled_from(DOUBLE_EDGES),
+            "dec": st.none()
+            | st.decimals(-(10**6), 10**6, places=2, allow_nan=False, allow_infinity=False)
+            | st.sampled_from(DECIMAL_EDGES),
             "s": st.none() | st.sampled_from(TEXTS),
             "ns": st.none() | st.sampled_from(NUMERIC_TEXTS),
             "d": st.none() | timestamps.map(lambda t: t.date()),
