@@ -682,8 +682,6 @@ AGGREGATES = [
     "bit_or({BIGINT})",
     "bit_xor({INT})",
     "first({ANY}, true)",
-    "mode({INT})",
-    "string_agg({STRING}, ',')",
     "regr_count({DOUBLE}, {INT})",
     "regr_slope({DOUBLE}, {INT})",
     "var_pop({NUM})",
