@@ -100,6 +100,8 @@ _RESULT_TYPES = {
     "TRUNC": "DATE",
     "DATE_TRUNC": "TIMESTAMP",
 }
+# Spark's other names of OWN_FUNCTIONS (sqlglot reads to_unix_timestamp(ts) as a parse with no pattern).
+_SYNONYMS = {"TO_UNIX_TIMESTAMP": "UNIX_TIMESTAMP"}
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
@@ -184,7 +186,11 @@ def _spark_dialect():
 
     class CepSpark(Spark):
         class Parser(Spark.Parser):
-            FUNCTIONS = {**Spark.Parser.FUNCTIONS, **{name: keep(name) for name in OWN_FUNCTIONS}}
+            FUNCTIONS = {
+                **Spark.Parser.FUNCTIONS,
+                **{name: keep(name) for name in OWN_FUNCTIONS},
+                **{name: keep(own) for name, own in _SYNONYMS.items()},
+            }
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
     return CepSpark

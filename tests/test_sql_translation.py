@@ -194,6 +194,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
     # A constant PARTITION BY key: Spark drops it unevaluated (this one would fail)
     "count(*) OVER (PARTITION BY make_timestamp(2020, 30, 26, 1, -2, 14) IN ('2021-03-28 01:30:00'))",
+    "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
+    "to_unix_timestamp(date_format(first_ts, 'yyyy-MM-dd'), 'yyyy-MM-dd')",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
