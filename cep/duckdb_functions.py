@@ -40,6 +40,9 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    library = _library_meaning(node, types)
+    if library is not None:
+        return library
     arrays = _array_meaning(node, types)
     if arrays is not None:
         return arrays
@@ -150,6 +153,49 @@ def spark_meaning(node, types: dict[int, str]):
         isinstance(node, exp.Reverse) and type_of(node.this, types) in (None, *TEXT_TYPES)
     ):
         return _java_text(node)
+    return None
+
+
+# Spark functions DuckDB has under the same name with another meaning, refused wherever they stand: why.
+_REFUSED_FUNCTIONS = {
+    "BitwiseLeftShift": "SHIFTLEFT (Spark shifts a 32-bit INT in Java's way: it wraps, and takes the shift "
+    "modulo 32; DuckDB fails)",
+    "BitwiseRightShift": "SHIFTRIGHT (Spark shifts in Java's way, the shift taken modulo the width)",
+    "Skewness": "SKEWNESS (Spark's is the population skewness, DuckDB's the sample one)",
+    "Kurtosis": "KURTOSIS (Spark's is the population excess kurtosis, DuckDB's the sample one)",
+}
+# Spark's three-letter names of days and months (dayname, monthname), as DuckDB's strftime writes them.
+_SHORT_NAMES = {"Dayname": "%a", "Monthname": "%b"}
+
+
+def _library_meaning(node, types: dict[int, str]):
+    """Spark's string, date and numeric library functions whose DuckDB namesakes mean something else:
+    Spark's meaning, a Refusal, or None."""
+    from sqlglot import exp
+
+    name = type(node).__name__
+    if name in _REFUSED_FUNCTIONS:
+        raise Refusal(f"the python engine cannot run {_REFUSED_FUNCTIONS[name]}", *place_of(node))
+    if isinstance(node, exp.RegexpSplit) and node.args.get("limit") is not None:
+        raise Refusal("the python engine runs SPLIT only without a limit (DuckDB has none)", *place_of(node))
+    if isinstance(node, exp.Chr):  # Spark: '' below 0, else the character of the code modulo 256
+        code = node.expressions[0] if node.expressions else None
+        if code is None or len(node.expressions) > 1 or type_of(code, types) not in INTEGRAL:
+            raise Refusal("the python engine runs CHR only of an integer", *place_of(node))
+        negative = exp.LT(this=exp.Paren(this=code.copy()), expression=exp.Literal.number(0))
+        low_byte = exp.BitwiseAnd(this=exp.Paren(this=code.copy()), expression=exp.Literal.number(255))
+        return exp.Case(
+            ifs=[exp.If(this=negative, true=exp.Literal.string(""))],
+            default=call_duck("chr", exp.Cast(this=low_byte, to=exp.DataType.build("INTEGER"))),
+        )
+    if name in _SHORT_NAMES:  # Spark: 'Sun', 'Mar' (DuckDB: 'Sunday', 'March')
+        if type_of(node.this, types) not in ("DATE", *TIME_TYPES):
+            raise Refusal(f"the python engine runs {name.upper()} only of a DATE or TIMESTAMP", *place_of(node))
+        return call_duck("strftime", node.this.copy(), exp.Literal.string(_SHORT_NAMES[name]))
+    if isinstance(node, exp.ToBase64):  # of text: its UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
+        if type_of(node.this, types) not in TEXT_TYPES:
+            raise Refusal("the python engine runs BASE64 only of text", *place_of(node))
+        return call_duck("to_base64", call_duck("encode", node.this.copy()))
     return None
 
 

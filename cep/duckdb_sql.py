@@ -259,8 +259,10 @@ def _typed_operands(node) -> tuple:
         return (node.this, node.expression)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
         return (node.this, node.expression)
-    if isinstance(node, exp.Neg):
+    if isinstance(node, (exp.Neg, exp.Dayname, exp.Monthname, exp.ToBase64)):
         return (node.this,)
+    if isinstance(node, exp.Chr):
+        return tuple(node.expressions[:1])
     if isinstance(node, (exp.Between, exp.In, exp.Bracket)):  # a DATE beside text literals; an array's element
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:

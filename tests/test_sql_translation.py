@@ -194,6 +194,11 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
     # A constant PARTITION BY key: Spark drops it unevaluated (this one would fail)
     "count(*) OVER (PARTITION BY make_timestamp(2020, 30, 26, 1, -2, 14) IN ('2021-03-28 01:30:00'))",
+    "chr(CAST(x AS INT) + 300)",  # the code modulo 256 (DuckDB: U+012C...), '' below 0 (DuckDB: an error)
+    "chr(CAST(x AS INT) - 1)",
+    "dayname(start_date)",  # 'Thu' (DuckDB: 'Thursday')
+    "monthname(first_ts)",
+    "base64(s)",  # of the text's UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
     "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
     "to_unix_timestamp(date_format(first_ts, 'yyyy-MM-dd'), 'yyyy-MM-dd')",
 ]
@@ -263,6 +268,10 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "first_ts < '2021-03-28 01:30:00+01:00'": "time zone",
     "first_ts::numeric": "to DECIMAL",  # DuckDB has no TIMESTAMP -> DECIMAL cast; Spark: seconds since 1970
     "CAST(first_ts AS DECIMAL(20, 6))": "to DECIMAL",
+    "shiftleft(CAST(x AS INT), 33)": "SHIFTLEFT",  # Java's: the shift modulo 32, wrapping (DuckDB: an error)
+    "split(s, '2', 2)[0]": "SPLIT only without a limit",
+    "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
+    "skewness(x) OVER ()": "SKEWNESS",
 }
 
 
