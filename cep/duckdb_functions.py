@@ -30,7 +30,7 @@ _DST_SHIFTS_MINUTES = (120, 60, 30)
 
 
 NUMBERS = (*INTEGRAL, *FRACTIONAL, "INTEGER")
-COMPARISONS = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "NullSafeEQ")
+COMPARISONS = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "NullSafeEQ", "NullSafeNEQ")
 
 
 def spark_meaning(node, types: dict[int, str]):
@@ -528,6 +528,13 @@ def _text_comparison(node, types: dict[int, str]):
 
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
+    if "BOOLEAN" in kinds and any(kind in ("DATE", *TIME_TYPES, *NUMBERS) for kind in kinds):
+        # Spark's type error (DuckDB compares TRUE as 1, or casts)
+        raise Refusal(
+            f"cannot compare a {kinds[0]} with a {kinds[1]} (Spark's type rules do not allow it)",
+            *place_of(node),
+            spark_too=True,
+        )
     for key, side, kind, other in zip(("this", "expression"), sides, kinds, reversed(kinds)):
         is_literal = isinstance(side, exp.Literal) and side.is_string
         if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
