@@ -247,7 +247,7 @@ def _typed_operands(node) -> tuple:
     """The operands of ``node`` whose types a rule needs (none for most nodes)."""
     from sqlglot import exp
 
-    if isinstance(node, (exp.Div, exp.IntDiv)):
+    if isinstance(node, (exp.Div, exp.IntDiv, exp.SafeDivide)):
         return (node.this, node.expression)
     if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
         return (node.this,)
@@ -294,7 +294,7 @@ def _translate(node, types: dict[int, str]):
             "a BIGINT; DuckDB divides a DOUBLE); cast both operands to BIGINT",
             *place_of(node),
         )
-    if isinstance(node, exp.Div) and _decimal_quotient(node, types):
+    if isinstance(node, (exp.Div, exp.SafeDivide)) and _decimal_quotient(node, types):  # try_divide too
         raise Refusal(
             "the python engine cannot divide a DECIMAL as Spark does (Spark's quotient is an exact DECIMAL "
             "rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",

@@ -199,6 +199,7 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "dayname(start_date)",  # 'Thu' (DuckDB: 'Thursday')
     "monthname(first_ts)",
     "base64(s)",  # of the text's UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
+    "try_divide(2, CAST(x AS INT))",  # a DOUBLE, NULL for a divisor of 0
     "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
     "to_unix_timestamp(date_format(first_ts, 'yyyy-MM-dd'), 'yyyy-MM-dd')",
 ]
@@ -270,6 +271,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "CAST(first_ts AS DECIMAL(20, 6))": "to DECIMAL",
     "shiftleft(CAST(x AS INT), 33)": "SHIFTLEFT",  # Java's: the shift modulo 32, wrapping (DuckDB: an error)
     "split(s, '2', 2)[0]": "SPLIT only without a limit",
+    "try_divide(CAST(x AS DECIMAL(10,2)), 2)": "divide a DECIMAL",  # Spark's: an exact DECIMAL(14,6)
     "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
     "skewness(x) OVER ()": "SKEWNESS",
 }
