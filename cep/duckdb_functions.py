@@ -560,13 +560,24 @@ def literal_as_time(literal, kind: str):
 
 def _coalesced_time_literals(node, types: dict[int, str]):
     """``coalesce(d, '2021')``, ``nvl(ts, 'epoch')``: beside a DATE or TIMESTAMP, each text literal as Spark
-    casts it (DuckDB's own cast refuses '2021' and 'today', and reads 'infinity')."""
+    casts it (DuckDB's own cast refuses '2021' and 'today', and reads 'infinity'). Text that is not a
+    literal beside another type (``nvl(s, 1)``): refused, as Spark converts it by its own rules (DuckDB
+    refuses to mix the types)."""
     from sqlglot import exp
 
     parts = [node.this, *node.expressions]
     kinds = [type_of(part, types) for part in parts]
-    kind = next((k for k in kinds if k == "DATE" or k in TIME_TYPES), None)
+    other = next((k for k in kinds if k is not None and k not in TEXT_TYPES and k != "NULL"), None)
     literal = [isinstance(part, exp.Literal) and part.is_string for part in parts]
+    computed_text = any(kind in TEXT_TYPES and not text for kind, text in zip(kinds, literal))
+    if other is not None and computed_text:
+        raise Refusal(
+            f"the python engine cannot mix text with {'a TIMESTAMP' if other in TIME_TYPES else other} in "
+            f"COALESCE or NVL as Spark does (Spark converts "
+            f"the text by its own rules); cast the text yourself",
+            *place_of(node),
+        )
+    kind = next((k for k in kinds if k == "DATE" or k in TIME_TYPES), None)
     if kind is None or not any(literal):
         return None
     first, *rest = (literal_as_time(part, kind) if text else part.copy() for part, text in zip(parts, literal))

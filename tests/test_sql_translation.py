@@ -272,6 +272,9 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "shiftleft(CAST(x AS INT), 33)": "SHIFTLEFT",  # Java's: the shift modulo 32, wrapping (DuckDB: an error)
     "split(s, '2', 2)[0]": "SPLIT only without a limit",
     "try_divide(CAST(x AS DECIMAL(10,2)), 2)": "divide a DECIMAL",  # Spark's: an exact DECIMAL(14,6)
+    "nvl(s, 1)": "mix text with INT in COALESCE",  # Spark: a BIGINT, the text cast (DuckDB refuses to mix)
+    "coalesce(s, start_date)": "mix text with DATE",
+    "nvl(first_ts, s)": "mix text with a TIMESTAMP",
     "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
     "skewness(x) OVER ()": "SKEWNESS",
 }
