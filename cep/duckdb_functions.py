@@ -203,6 +203,20 @@ _DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggrega
 NEVER_NULL = "cep_never_null"  # the meta key of a COUNT whose argument Spark knows is never NULL
 
 
+COMPUTED_KEY = "cep_computed_key"  # the meta key of a window with a constant PARTITION BY key Spark may compute
+
+
+def mark_computed_partition_keys(tree) -> None:
+    """Mark each window with a constant PARTITION BY key made of more than the parts Spark is known to drop
+    unevaluated (``_DROPPED_KEY_PARTS``), read on the statement before it is translated: the key's place."""
+    from sqlglot import exp
+
+    for window in tree.find_all(exp.Window):
+        for key in window.args.get("partition_by") or ():
+            if foldable(key) and any(type(part).__name__ not in _DROPPED_KEY_PARTS for part in key.walk()):
+                window.meta[COMPUTED_KEY] = place_of(key)
+
+
 def mark_counts_of_values_never_null(tree) -> None:
     """Mark each COUNT (not DISTINCT) and IS NULL whose argument Spark's analyser types as never NULL, read on the
     statement before it is translated (the translation of the argument brings NULL branches of its own)."""
@@ -426,10 +440,51 @@ def _without_constant_partitions(window):
     """``window`` without the PARTITION BY keys Spark computes before running: its optimizer drops them
     unevaluated (they put every row in one partition), so one that would fail (``make_timestamp(2020, 30,
     ...)``) fails on neither engine."""
+    if COMPUTED_KEY in window.meta:
+        # Spark drops the keys it deems constant while analysing; a function it replaces later
+        # (to_timestamp('abc')) is computed before running instead, and may fail there.
+        raise Refusal(
+            "the python engine cannot tell whether Spark computes this constant PARTITION BY key (it computes "
+            "some constant functions before running, and fails on them; others it drops); partition by a column",
+            *window.meta[COMPUTED_KEY],
+        )
     new = window.copy()
     keys = [key for key in new.args.get("partition_by") or () if not foldable(key)]
     new.set("partition_by", keys or None)
     return new
+
+
+# The parts of a constant PARTITION BY key Spark drops unevaluated (checked against Spark: a failing cast,
+# division or make_timestamp in the key fails on neither engine).
+_DROPPED_KEY_PARTS = frozenset(
+    {
+        "Literal",
+        "Null",
+        "Boolean",
+        "Paren",
+        "Cast",
+        "TryCast",
+        "DataType",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Mod",
+        "Neg",
+        "In",
+        "EQ",
+        "NEQ",
+        "LT",
+        "LTE",
+        "GT",
+        "GTE",
+        "And",
+        "Or",
+        "Not",
+        "TimestampFromParts",
+        "Tuple",
+    }
+)
 
 
 def _indexes_an_array(node, types: dict[int, str]) -> bool:

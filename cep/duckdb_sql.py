@@ -33,7 +33,12 @@ import functools
 import re
 from collections.abc import Mapping
 
-from cep.duckdb_functions import COMPARISONS, mark_counts_of_values_never_null, spark_meaning
+from cep.duckdb_functions import (
+    COMPARISONS,
+    mark_computed_partition_keys,
+    mark_counts_of_values_never_null,
+    spark_meaning,
+)
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -131,6 +136,7 @@ def to_duckdb_sql(
     _negative_literals(tree)
     types = _types(tree, schema or {}, checking=checking)
     mark_counts_of_values_never_null(tree)
+    mark_computed_partition_keys(tree)
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
         try:
