@@ -50,6 +50,10 @@ def spark_meaning(node, types: dict[int, str]):
         return _make_timestamp(node)
     if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
         return exp.false()
+    if isinstance(node, exp.Nvl2) and node.meta.get(NEVER_NULL):  # the test TRUE: the result's type stays
+        chosen = node.copy()
+        chosen.set("this", exp.true())
+        return chosen
     if isinstance(node, exp.AnyValue):  # Spark's any_value keeps a NULL (DuckDB's skips it): first()'s meaning
         return call_duck("first", node.this.copy())
     if isinstance(node, exp.Count) and node.meta.get(NEVER_NULL):
@@ -218,7 +222,7 @@ def mark_computed_partition_keys(tree) -> None:
 
 
 def mark_counts_of_values_never_null(tree) -> None:
-    """Mark each COUNT (not DISTINCT) and IS NULL whose argument Spark's analyser types as never NULL, read on the
+    """Mark each COUNT (not DISTINCT), IS NULL and NVL2 whose argument Spark's analyser types as never NULL, read on the
     statement before it is translated (the translation of the argument brings NULL branches of its own)."""
     from sqlglot import exp
 
@@ -229,6 +233,9 @@ def mark_counts_of_values_never_null(tree) -> None:
     for test in tree.find_all(exp.Is):  # `e IS NULL` of such an argument: FALSE, unevaluated, as in Spark
         if isinstance(test.expression, exp.Null) and _never_null(test.this):
             test.meta[NEVER_NULL] = True
+    for choice in tree.find_all(exp.Nvl2):  # nvl2(e, a, b) of such an `e`: `a`, `e` unevaluated, as in Spark
+        if _never_null(choice.this):
+            choice.meta[NEVER_NULL] = True
 
 
 def _never_null(node) -> bool:
