@@ -48,20 +48,10 @@ def spark_meaning(node, types: dict[int, str]):
         return arrays
     if isinstance(node, exp.TimestampFromParts):
         return _make_timestamp(node)
-    if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
-        return exp.false()
-    if isinstance(node, exp.Nvl2) and node.meta.get(NEVER_NULL):  # the test TRUE: the result's type stays
-        chosen = node.copy()
-        chosen.set("this", exp.true())
-        return chosen
     if isinstance(node, exp.AnyValue):  # Spark's any_value keeps a NULL (DuckDB's skips it): first()'s meaning
         return call_duck("first", node.this.copy())
-    if isinstance(node, exp.Count) and node.meta.get(NEVER_NULL):
-        # Spark never evaluates the argument of a COUNT it knows is never NULL: it counts the rows (its
-        # NullPropagation rule), so an argument that would fail (make_timestamp(2021, 3, 28, 40, 0, 0)) does not.
-        counted = node.copy()
-        counted.set("this", exp.Star())
-        return counted
+    if node.meta.get(NEVER_NULL):
+        return _never_null_unevaluated(node)
     if isinstance(node, (exp.Ln, exp.Log)):  # Spark: NULL for a value (or base) of 0 or below (DuckDB: -inf, NaN)
         operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
         below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
@@ -236,6 +226,23 @@ def mark_counts_of_values_never_null(tree) -> None:
     for choice in tree.find_all(exp.Nvl2):  # nvl2(e, a, b) of such an `e`: `a`, `e` unevaluated, as in Spark
         if _never_null(choice.this):
             choice.meta[NEVER_NULL] = True
+
+
+def _never_null_unevaluated(node):
+    """A COUNT, IS NULL or NVL2 marked by ``mark_counts_of_values_never_null``, without its argument evaluated,
+    as Spark's NullPropagation rule leaves it."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Is):
+        return exp.false()
+    if isinstance(node, exp.Nvl2):  # the test TRUE: the result's type stays the common one
+        chosen = node.copy()
+        chosen.set("this", exp.true())
+        return chosen
+    # COUNT: the rows, so an argument that would fail (make_timestamp(2021, 3, 28, 40, 0, 0)) does not
+    counted = node.copy()
+    counted.set("this", exp.Star())
+    return counted
 
 
 def _never_null(node) -> bool:
