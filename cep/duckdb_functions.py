@@ -186,11 +186,37 @@ def _library_meaning(node, types: dict[int, str]):
         if type_of(node.this, types) not in ("DATE", *TIME_TYPES):
             raise Refusal(f"the python engine runs {name.upper()} only of a DATE or TIMESTAMP", *place_of(node))
         return call_duck("strftime", node.this.copy(), exp.Literal.string(_SHORT_NAMES[name]))
+    if isinstance(node, (exp.Corr, exp.RegrSlope, exp.RegrIntercept)):
+        return _null_over_no_variance(node)
     if isinstance(node, exp.ToBase64):  # of text: its UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
         if type_of(node.this, types) not in TEXT_TYPES:
             raise Refusal("the python engine runs BASE64 only of text", *place_of(node))
         return call_duck("to_base64", call_duck("encode", node.this.copy()))
     return None
+
+
+def _null_over_no_variance(node):
+    """CORR(y, x), REGR_SLOPE(y, x), REGR_INTERCEPT(y, x): NULL where the pairs' x (for CORR, x or y) does
+    not vary, as Spark's division gives (DuckDB's is NaN); the pairs are the rows where neither is NULL."""
+    from sqlglot import exp
+
+    if isinstance(node.parent, (exp.Window, exp.Filter)):
+        raise Refusal(
+            f"the python engine runs {type(node).__name__.upper()} only as a plain aggregate (no OVER or FILTER)",
+            *place_of(node),
+        )
+    y, x = node.this, node.expression
+    both = exp.and_(
+        exp.Not(this=exp.Is(this=y.copy(), expression=exp.Null())),
+        exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
+    )
+
+    def no_variance(side):
+        paired = exp.Case(ifs=[exp.If(this=both.copy(), true=side.copy())])
+        return exp.EQ(this=exp.VariancePop(this=paired), expression=exp.Literal.number(0))
+
+    sides = (x, y) if isinstance(node, exp.Corr) else (x,)
+    return exp.Case(ifs=[exp.If(this=exp.or_(*map(no_variance, sides)), true=exp.Null())], default=node.copy())
 
 
 _DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggregate whose window is cast

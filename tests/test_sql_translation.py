@@ -212,6 +212,10 @@ FOUND_AGGREGATES = [
     "percentile_cont(0.5) WITHIN GROUP (ORDER BY CAST(x AS DECIMAL(10,2)))",
     "sum(s)",  # text read as a DOUBLE (DuckDB has no SUM of text)
     "avg(s)",
+    "regr_slope(x, 1)",  # NULL where x does not vary (DuckDB: NaN)
+    "corr(x, CASE WHEN x > 0 THEN 1 END)",  # over the pairs where neither is NULL
+    "regr_intercept(x, 2)",
+    "corr(x, x)",
 ]
 
 
@@ -281,6 +285,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "nvl(first_ts, s)": "mix text with a TIMESTAMP",
     # A constant PARTITION BY key with a function Spark replaces after analysing: computed (and may fail)
     "count(*) OVER (PARTITION BY to_timestamp('2021'))": "constant PARTITION BY key",
+    "corr(x, x) OVER ()": "CORR only as a plain aggregate",
     "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
     "skewness(x) OVER ()": "SKEWNESS",
 }
