@@ -111,7 +111,7 @@ _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
 _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
-_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "DATE_FORMAT")
+_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
 
 
 def to_duckdb_sql(
@@ -616,9 +616,10 @@ def _own_function(name: str, node, types: dict[int, str]):
         duck_pattern = duckdb_strftime(pattern.this, parsing=parsing)
     except PatternError as error:
         raise Refusal(f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else where) from None
-    if not parsing:  # of text: the text read as Spark's cast reads it ('2021-3-2'; DuckDB's cast refuses it)
-        moment = _cast(exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), types)
-        return call_duck("strftime", moment, exp.Literal.string(duck_pattern))
+    if not parsing:
+        return call_duck(
+            "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)
+        )
     # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
     # must be what the pattern writes of the value read. try_strptime: a text that does not parse at all
     # meets the same error as one that does not fit, with its place (strptime's own names neither).

@@ -199,9 +199,6 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "dayname(start_date)",  # 'Thu' (DuckDB: 'Thursday')
     "monthname(first_ts)",
     "base64(s)",  # of the text's UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
-    # Of text: read as Spark's cast reads it (DuckDB's cast refuses '2021-3-2' and '2021')
-    "date_format(CASE WHEN x > 0 THEN '2021-3-2' ELSE '2020-12-31 01:02:03' END, 'yyyy-MM-dd HH:mm')",
-    "to_char(CASE WHEN x > 0 THEN '2021' END, 'yyyy-MM')",
     "nvl2(make_timestamp(2020, 21, 25, 3, 30, -2), year(start_date), x)",  # never NULL for Spark: unevaluated
     "try_divide(2, CAST(x AS INT))",  # a DOUBLE, NULL for a divisor of 0
     "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
