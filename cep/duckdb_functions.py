@@ -196,8 +196,9 @@ def _library_meaning(node, types: dict[int, str]):
 
 
 def _null_over_no_variance(node):
-    """CORR(y, x), REGR_SLOPE(y, x), REGR_INTERCEPT(y, x): NULL where the pairs' x (for CORR, x or y) does
-    not vary, as Spark's division gives (DuckDB's is NaN); the pairs are the rows where neither is NULL."""
+    """REGR_SLOPE(y, x), REGR_INTERCEPT(y, x): NULL where the pairs' x does not vary, as Spark's division
+    gives (DuckDB's is NaN); CORR(y, x): NULL for fewer than two pairs, and where x or y does not vary
+    Spark's division by zero (ANSI mode). The pairs are the rows where neither is NULL."""
     from sqlglot import exp
 
     if isinstance(node.parent, (exp.Window, exp.Filter)):
@@ -215,8 +216,17 @@ def _null_over_no_variance(node):
         paired = exp.Case(ifs=[exp.If(this=both.copy(), true=side.copy())])
         return exp.EQ(this=exp.VariancePop(this=paired), expression=exp.Literal.number(0))
 
-    sides = (x, y) if isinstance(node, exp.Corr) else (x,)
-    return exp.Case(ifs=[exp.If(this=exp.or_(*map(no_variance, sides)), true=exp.Null())], default=node.copy())
+    if not isinstance(node, exp.Corr):
+        return exp.Case(ifs=[exp.If(this=no_variance(x), true=exp.Null())], default=node.copy())
+    pairs = exp.Count(this=exp.Case(ifs=[exp.If(this=both.copy(), true=exp.Literal.number(1))]))
+    failed = fail_with("division by zero (CORR of a value that does not vary)", place_of(node), "DOUBLE")
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=pairs, expression=exp.Literal.number(2)), true=exp.Null()),
+            exp.If(this=exp.or_(no_variance(x), no_variance(y)), true=failed),
+        ],
+        default=node.copy(),
+    )
 
 
 _DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggregate whose window is cast

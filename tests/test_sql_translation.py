@@ -210,7 +210,7 @@ FOUND_AGGREGATES = [
     "sum(s)",  # text read as a DOUBLE (DuckDB has no SUM of text)
     "avg(s)",
     "regr_slope(x, 1)",  # NULL where x does not vary (DuckDB: NaN)
-    "corr(x, CASE WHEN x > 0 THEN 1 END)",  # over the pairs where neither is NULL
+    "corr(x, CASE WHEN x > 2 THEN 1.0 END)",  # NULL for fewer than two pairs (rows where neither is NULL)
     "regr_intercept(x, 2)",
     "corr(x, x)",
 ]
@@ -232,6 +232,19 @@ def test_aggregates_the_differential_found_are_sparks_answer(events, expression)
     spark = cep.sql(events, text)
     assert python.column("v").to_pylist() == [row["v"] for row in spark.collect()]
     assert pa.types.is_floating(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "double"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", ["corr(x, 2)", "corr(x, CASE WHEN x > 0 THEN 1 END)"])
+def test_corr_of_a_value_that_does_not_vary_fails_on_both(events, expression) -> None:
+    """Spark's CORR divides by zero where x or y does not vary over two pairs or more (ANSI mode: an error);
+    DuckDB's is NaN."""
+    text = HEAD + f"SELECT {expression} AS v FROM m"
+    with pytest.raises(cep.CepError) as caught:
+        cep.compile_sql(text).run({TABLE: pa.Table.from_pylist(ROWS, schema=ARROW)}, kind="arrow")
+    assert "division by zero" in str(caught.value) and caught.value.span.column > 1, str(caught.value)
+    with pytest.raises(Exception, match="DIVIDE_BY_ZERO"):
+        cep.sql(events, text).collect()
 
 
 @pytest.mark.spark
