@@ -269,7 +269,11 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, exp.Chr):
         return tuple(node.expressions[:1])
-    if isinstance(node, (exp.Between, exp.In, exp.Bracket)):  # a DATE beside text literals; an array's element
+    if isinstance(node, exp.In):  # a DATE or number beside text literals
+        return (node.this, *node.expressions)
+    if isinstance(node, exp.Between):
+        return (node.this, node.args["low"], node.args["high"])
+    if isinstance(node, exp.Bracket):  # an array's element
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
@@ -344,6 +348,9 @@ def _translate(node, types: dict[int, str]):
             "is a DOUBLE): cast the argument to DOUBLE",
             *place_of(node),
         )
+    as_numbers = _text_literals_as_numbers(node, types)
+    if as_numbers is not None:
+        return as_numbers
     meant = spark_meaning(node, types)
     if meant is not None:
         return meant
@@ -363,6 +370,44 @@ def _translate(node, types: dict[int, str]):
         # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _text_literals_as_numbers(node, types: dict[int, str]):
+    """Text literals compared with an integer or a DOUBLE (``b = '12'``, ``b IN ('+.5', 3)``, ``x BETWEEN '1'
+    AND '1.5d'``), cast as Spark's analyser casts them, to the number's type by Spark's reading (``'+.5'``
+    is an error beside a BIGINT; DuckDB compared the texts, or read ``'1.5d'`` as none); None elsewhere."""
+    from sqlglot import exp
+
+    def as_number(literal, kind):
+        if not (isinstance(literal, exp.Literal) and literal.is_string):
+            return literal.copy()
+        target = "BIGINT" if kind in INTEGRAL else "DOUBLE"
+        return _cast(exp.Cast(this=literal.copy(), to=exp.DataType.build(target)), types)
+
+    numbers = (*INTEGRAL, "DOUBLE", "FLOAT")
+    new = node.copy()
+    if type(node).__name__ in COMPARISONS:
+        kinds = (type_of(node.this, types), type_of(node.expression, types))
+        literal = [isinstance(side, exp.Literal) and side.is_string for side in (node.this, node.expression)]
+        if kinds[0] in numbers and literal[1]:
+            new.set("expression", as_number(node.expression, kinds[0]))
+            return new
+        if kinds[1] in numbers and literal[0]:
+            new.set("this", as_number(node.this, kinds[1]))
+            return new
+        return None
+    if not isinstance(node, (exp.In, exp.Between)) or node.args.get("query") is not None:
+        return None
+    kind = type_of(node.this, types)
+    items = node.expressions if isinstance(node, exp.In) else [node.args["low"], node.args["high"]]
+    if kind not in numbers or not any(isinstance(item, exp.Literal) and item.is_string for item in items):
+        return None
+    if isinstance(node, exp.Between):
+        for key in ("low", "high"):
+            new.set(key, as_number(node.args[key], kind))
+    else:
+        new.set("expressions", [as_number(item, kind) for item in node.expressions])
+    return new
 
 
 def _text_arithmetic(node, types: dict[int, str]):

@@ -199,6 +199,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "dayname(start_date)",  # 'Thu' (DuckDB: 'Thursday')
     "monthname(first_ts)",
     "base64(s)",  # of the text's UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
+    # Text literals beside a number: Spark's cast of the text to the number's type
+    "x IN ('-2.7', '1.5d')",
+    "CAST(x AS INT) BETWEEN ' 1 ' AND '3'",
+    "year(start_date) = '2020'",
     "nvl2(make_timestamp(2020, 21, 25, 3, 30, -2), year(start_date), x)",  # never NULL for Spark: unevaluated
     "try_divide(2, CAST(x AS INT))",  # a DOUBLE, NULL for a divisor of 0
     "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
@@ -386,6 +390,8 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "coalesce(array(1, 2)[5], 7)",
         "split_part('a', '-', 0) IS NULL",
         "max(x) OVER (PARTITION BY from_unixtime(unix_timestamp(to_timestamp('abc'))))",  # Spark computes it
+        "CAST(x AS INT) IN ('+.5', NULL)",  # no BIGINT (DuckDB compared the texts)
+        "year(start_date) = '2020.5'",
         "x IS DISTINCT FROM 2::boolean",  # Spark's type error (DuckDB compares TRUE as 1)
         "x = true",
         "start_date <=> (x > 0)",
