@@ -560,6 +560,26 @@ def _spark_refuses_cast(source: str | None, target: str) -> bool:
     return False
 
 
+def _check_pattern(name: str, patterns: list, where: tuple[int | None, int]) -> str | None:
+    """DuckDB's form of the datetime pattern in ``patterns`` (none or one), or the Refusal of a pattern
+    the python engine cannot run as Spark does (not written as text, a field it cannot map)."""
+    from sqlglot import exp
+
+    if not patterns:
+        return None
+    pattern = patterns[0]
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise Refusal(
+            f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "
+            f"which it checks against Spark's",
+            *where,
+        )
+    try:
+        return duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
+    except PatternError as error:
+        raise Refusal(f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else where) from None
+
+
 def _own_function(name: str, node, types: dict[int, str]):
     from sqlglot import exp
 
@@ -576,30 +596,27 @@ def _own_function(name: str, node, types: dict[int, str]):
     if not args or len(args) > 2:
         raise Refusal(f"{name}() takes one or two arguments, not {len(args)}", *where)
     value = args[0]
+    source = type_of(node.expressions[0], types)
+    if name in DATETIME_PARSERS and (source in TIME_TYPES or source == "DATE"):
+        # A DATE or TIMESTAMP is no text to read: Spark leaves the pattern unused (after checking it, below)
+        _check_pattern(name, args[1:], where)
+        if name == "TO_DATE":
+            return exp.Cast(this=value, to=exp.DataType.build("DATE"))
+        if name == "TO_TIMESTAMP":
+            return exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
+        return exp.IntDiv(  # Spark divides the microseconds: toward zero, not down
+            this=call_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
+            expression=exp.Literal.number(1_000_000),
+        )
     if name == "UNIX_TIMESTAMP" and len(args) == 1:
-        source = type_of(node.expressions[0], types)
-        if source in TIME_TYPES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
-            return exp.IntDiv(
-                this=call_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
-                expression=exp.Literal.number(1_000_000),
-            )
         if source not in TEXT_TYPES:
             raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where, untyped=True)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
     if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
         return _cast(exp.Cast(this=value, to=exp.DataType.build("DATE" if name == "TO_DATE" else "TIMESTAMP")), types)
     pattern = args[1]
-    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-        raise Refusal(
-            f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "
-            f"which it checks against Spark's",
-            *where,
-        )
     parsing = name in DATETIME_PARSERS
-    try:
-        duck_pattern = duckdb_strftime(pattern.this, parsing=parsing)
-    except PatternError as error:
-        raise Refusal(f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else where) from None
+    duck_pattern = _check_pattern(name, args[1:], where)
     if not parsing:
         return call_duck(
             "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)

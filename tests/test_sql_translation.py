@@ -204,6 +204,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "CAST(x AS INT) BETWEEN ' 1 ' AND '3'",
     "year(start_date) = '2020'",
     "nvl2(make_timestamp(2020, 21, 25, 3, 30, -2), year(start_date), x)",  # never NULL for Spark: unevaluated
+    # A DATE or TIMESTAMP given a pattern to read: no text, the pattern unused (DuckDB: no strptime for DATE)
+    "to_date(start_date, 'yyyyMMdd')",
+    "to_timestamp(start_date, 'dd/MM/yyyy')",
+    "unix_timestamp(first_ts, 'yyyy-MM-dd')",
     "try_divide(2, CAST(x AS INT))",  # a DOUBLE, NULL for a divisor of 0
     "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
     "to_unix_timestamp(date_format(first_ts, 'yyyy-MM-dd'), 'yyyy-MM-dd')",
