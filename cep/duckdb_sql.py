@@ -202,6 +202,10 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
         for name, columns in schema.items()
     }
     copy = tree.copy()
+    for made in list(copy.find_all(exp.TimestampFromParts)):  # make_timestamp: sqlglot leaves it untyped
+        typed = exp.Cast(this=exp.Null(), to=exp.DataType.build("TIMESTAMP"))
+        typed.meta.update(made.meta)
+        made.replace(typed)
     for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:

@@ -200,6 +200,7 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "monthname(first_ts)",
     "base64(s)",  # of the text's UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
     # Text literals beside a number: Spark's cast of the text to the number's type
+    "make_timestamp(2021, 3, 28, 3, 30, 0) = '2021-03-28 03:30'",  # make_timestamp's TIMESTAMP beside text
     "x IN ('-2.7', '1.5d')",
     "CAST(x AS INT) BETWEEN ' 1 ' AND '3'",
     "year(start_date) = '2020'",
@@ -394,6 +395,7 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "coalesce(array(1, 2)[5], 7)",
         "split_part('a', '-', 0) IS NULL",
         "max(x) OVER (PARTITION BY from_unixtime(unix_timestamp(to_timestamp('abc'))))",  # Spark computes it
+        "make_timestamp(2021, 3, 28, 3, 30, 0) IN ('infinity', '2021-03-28 01:30:00')",  # typed: Spark's cast
         "CAST(x AS INT) IN ('+.5', NULL)",  # no BIGINT (DuckDB compared the texts)
         "year(start_date) = '2020.5'",
         "x IS DISTINCT FROM 2::boolean",  # Spark's type error (DuckDB compares TRUE as 1)
