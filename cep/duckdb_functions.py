@@ -30,7 +30,7 @@ _DST_SHIFTS_MINUTES = (120, 60, 30)
 
 
 NUMBERS = (*INTEGRAL, *FRACTIONAL, "INTEGER")
-COMPARISONS = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "NullSafeEQ")
+COMPARISONS = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "NullSafeEQ", "NullSafeNEQ")
 
 
 def spark_meaning(node, types: dict[int, str]):
@@ -40,21 +40,18 @@ def spark_meaning(node, types: dict[int, str]):
 
     if isinstance(node, exp.Extract):
         return _extract(node)
+    library = _library_meaning(node, types)
+    if library is not None:
+        return library
     arrays = _array_meaning(node, types)
     if arrays is not None:
         return arrays
     if isinstance(node, exp.TimestampFromParts):
         return _make_timestamp(node)
-    if isinstance(node, exp.Is) and node.meta.get(NEVER_NULL):
-        return exp.false()
     if isinstance(node, exp.AnyValue):  # Spark's any_value keeps a NULL (DuckDB's skips it): first()'s meaning
         return call_duck("first", node.this.copy())
-    if isinstance(node, exp.Count) and node.meta.get(NEVER_NULL):
-        # Spark never evaluates the argument of a COUNT it knows is never NULL: it counts the rows (its
-        # NullPropagation rule), so an argument that would fail (make_timestamp(2021, 3, 28, 40, 0, 0)) does not.
-        counted = node.copy()
-        counted.set("this", exp.Star())
-        return counted
+    if node.meta.get(NEVER_NULL):
+        return _never_null_unevaluated(node)
     if isinstance(node, (exp.Ln, exp.Log)):  # Spark: NULL for a value (or base) of 0 or below (DuckDB: -inf, NaN)
         operands = [node.this] if isinstance(node, exp.Ln) else [node.this, node.expression]
         below = [exp.LTE(this=exp.Paren(this=side.copy()), expression=exp.Literal.number(0)) for side in operands]
@@ -153,12 +150,105 @@ def spark_meaning(node, types: dict[int, str]):
     return None
 
 
+# Spark functions DuckDB has under the same name with another meaning, refused wherever they stand: why.
+_REFUSED_FUNCTIONS = {
+    "BitwiseLeftShift": "SHIFTLEFT (Spark shifts a 32-bit INT in Java's way: it wraps, and takes the shift "
+    "modulo 32; DuckDB fails)",
+    "BitwiseRightShift": "SHIFTRIGHT (Spark shifts in Java's way, the shift taken modulo the width)",
+    "Skewness": "SKEWNESS (Spark's is the population skewness, DuckDB's the sample one)",
+    "Kurtosis": "KURTOSIS (Spark's is the population excess kurtosis, DuckDB's the sample one)",
+}
+# Spark's three-letter names of days and months (dayname, monthname), as DuckDB's strftime writes them.
+_SHORT_NAMES = {"Dayname": "%a", "Monthname": "%b"}
+
+
+def _library_meaning(node, types: dict[int, str]):
+    """Spark's string, date and numeric library functions whose DuckDB namesakes mean something else:
+    Spark's meaning, a Refusal, or None."""
+    from sqlglot import exp
+
+    name = type(node).__name__
+    if name in _REFUSED_FUNCTIONS:
+        raise Refusal(f"the python engine cannot run {_REFUSED_FUNCTIONS[name]}", *place_of(node))
+    if isinstance(node, exp.RegexpSplit) and node.args.get("limit") is not None:
+        raise Refusal("the python engine runs SPLIT only without a limit (DuckDB has none)", *place_of(node))
+    if isinstance(node, exp.Chr):  # Spark: '' below 0, else the character of the code modulo 256
+        code = node.expressions[0] if node.expressions else None
+        if code is None or len(node.expressions) > 1 or type_of(code, types) not in INTEGRAL:
+            raise Refusal("the python engine runs CHR only of an integer", *place_of(node))
+        negative = exp.LT(this=exp.Paren(this=code.copy()), expression=exp.Literal.number(0))
+        low_byte = exp.BitwiseAnd(this=exp.Paren(this=code.copy()), expression=exp.Literal.number(255))
+        return exp.Case(
+            ifs=[exp.If(this=negative, true=exp.Literal.string(""))],
+            default=call_duck("chr", exp.Cast(this=low_byte, to=exp.DataType.build("INTEGER"))),
+        )
+    if name in _SHORT_NAMES:  # Spark: 'Sun', 'Mar' (DuckDB: 'Sunday', 'March')
+        if type_of(node.this, types) not in ("DATE", *TIME_TYPES):
+            raise Refusal(f"the python engine runs {name.upper()} only of a DATE or TIMESTAMP", *place_of(node))
+        return call_duck("strftime", node.this.copy(), exp.Literal.string(_SHORT_NAMES[name]))
+    if isinstance(node, (exp.Corr, exp.RegrSlope, exp.RegrIntercept)):
+        return _null_over_no_variance(node)
+    if isinstance(node, exp.ToBase64):  # of text: its UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
+        if type_of(node.this, types) not in TEXT_TYPES:
+            raise Refusal("the python engine runs BASE64 only of text", *place_of(node))
+        return call_duck("to_base64", call_duck("encode", node.this.copy()))
+    return None
+
+
+def _null_over_no_variance(node):
+    """REGR_SLOPE(y, x), REGR_INTERCEPT(y, x): NULL where the pairs' x does not vary, as Spark's division
+    gives (DuckDB's is NaN); CORR(y, x): NULL for fewer than two pairs, and where x or y does not vary
+    Spark's division by zero (ANSI mode). The pairs are the rows where neither is NULL."""
+    from sqlglot import exp
+
+    if isinstance(node.parent, (exp.Window, exp.Filter)):
+        raise Refusal(
+            f"the python engine runs {type(node).__name__.upper()} only as a plain aggregate (no OVER or FILTER)",
+            *place_of(node),
+        )
+    y, x = node.this, node.expression
+    both = exp.and_(
+        exp.Not(this=exp.Is(this=y.copy(), expression=exp.Null())),
+        exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
+    )
+
+    def no_variance(side):
+        paired = exp.Case(ifs=[exp.If(this=both.copy(), true=side.copy())])
+        return exp.EQ(this=exp.VariancePop(this=paired), expression=exp.Literal.number(0))
+
+    if not isinstance(node, exp.Corr):
+        return exp.Case(ifs=[exp.If(this=no_variance(x), true=exp.Null())], default=node.copy())
+    pairs = exp.Count(this=exp.Case(ifs=[exp.If(this=both.copy(), true=exp.Literal.number(1))]))
+    failed = fail_with("division by zero (CORR of a value that does not vary)", place_of(node), "DOUBLE")
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.LT(this=pairs, expression=exp.Literal.number(2)), true=exp.Null()),
+            exp.If(this=exp.or_(no_variance(x), no_variance(y)), true=failed),
+        ],
+        default=node.copy(),
+    )
+
+
 _DOUBLE_OVER_A_WINDOW = "cep_double_over_a_window"  # the meta key of an aggregate whose window is cast
 NEVER_NULL = "cep_never_null"  # the meta key of a COUNT whose argument Spark knows is never NULL
 
 
+COMPUTED_KEY = "cep_computed_key"  # the meta key of a window with a constant PARTITION BY key Spark may compute
+
+
+def mark_computed_partition_keys(tree) -> None:
+    """Mark each window with a constant PARTITION BY key made of more than the parts Spark is known to drop
+    unevaluated (``_DROPPED_KEY_PARTS``), read on the statement before it is translated: the key's place."""
+    from sqlglot import exp
+
+    for window in tree.find_all(exp.Window):
+        for key in window.args.get("partition_by") or ():
+            if foldable(key) and any(type(part).__name__ not in _DROPPED_KEY_PARTS for part in key.walk()):
+                window.meta[COMPUTED_KEY] = place_of(key)
+
+
 def mark_counts_of_values_never_null(tree) -> None:
-    """Mark each COUNT (not DISTINCT) and IS NULL whose argument Spark's analyser types as never NULL, read on the
+    """Mark each COUNT (not DISTINCT), IS NULL and NVL2 whose argument Spark's analyser types as never NULL, read on the
     statement before it is translated (the translation of the argument brings NULL branches of its own)."""
     from sqlglot import exp
 
@@ -169,6 +259,26 @@ def mark_counts_of_values_never_null(tree) -> None:
     for test in tree.find_all(exp.Is):  # `e IS NULL` of such an argument: FALSE, unevaluated, as in Spark
         if isinstance(test.expression, exp.Null) and _never_null(test.this):
             test.meta[NEVER_NULL] = True
+    for choice in tree.find_all(exp.Nvl2):  # nvl2(e, a, b) of such an `e`: `a`, `e` unevaluated, as in Spark
+        if _never_null(choice.this):
+            choice.meta[NEVER_NULL] = True
+
+
+def _never_null_unevaluated(node):
+    """A COUNT, IS NULL or NVL2 marked by ``mark_counts_of_values_never_null``, without its argument evaluated,
+    as Spark's NullPropagation rule leaves it."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Is):
+        return exp.false()
+    if isinstance(node, exp.Nvl2):  # the test TRUE: the result's type stays the common one
+        chosen = node.copy()
+        chosen.set("this", exp.true())
+        return chosen
+    # COUNT: the rows, so an argument that would fail (make_timestamp(2021, 3, 28, 40, 0, 0)) does not
+    counted = node.copy()
+    counted.set("this", exp.Star())
+    return counted
 
 
 def _never_null(node) -> bool:
@@ -380,10 +490,51 @@ def _without_constant_partitions(window):
     """``window`` without the PARTITION BY keys Spark computes before running: its optimizer drops them
     unevaluated (they put every row in one partition), so one that would fail (``make_timestamp(2020, 30,
     ...)``) fails on neither engine."""
+    if COMPUTED_KEY in window.meta:
+        # Spark drops the keys it deems constant while analysing; a function it replaces later
+        # (to_timestamp('abc')) is computed before running instead, and may fail there.
+        raise Refusal(
+            "the python engine cannot tell whether Spark computes this constant PARTITION BY key (it computes "
+            "some constant functions before running, and fails on them; others it drops); partition by a column",
+            *window.meta[COMPUTED_KEY],
+        )
     new = window.copy()
     keys = [key for key in new.args.get("partition_by") or () if not foldable(key)]
     new.set("partition_by", keys or None)
     return new
+
+
+# The parts of a constant PARTITION BY key Spark drops unevaluated (checked against Spark: a failing cast,
+# division or make_timestamp in the key fails on neither engine).
+_DROPPED_KEY_PARTS = frozenset(
+    {
+        "Literal",
+        "Null",
+        "Boolean",
+        "Paren",
+        "Cast",
+        "TryCast",
+        "DataType",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Mod",
+        "Neg",
+        "In",
+        "EQ",
+        "NEQ",
+        "LT",
+        "LTE",
+        "GT",
+        "GTE",
+        "And",
+        "Or",
+        "Not",
+        "TimestampFromParts",
+        "Tuple",
+    }
+)
 
 
 def _indexes_an_array(node, types: dict[int, str]) -> bool:
@@ -482,6 +633,13 @@ def _text_comparison(node, types: dict[int, str]):
 
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
+    if "BOOLEAN" in kinds and any(kind in ("DATE", *TIME_TYPES, *NUMBERS) for kind in kinds):
+        # Spark's type error (DuckDB compares TRUE as 1, or casts)
+        raise Refusal(
+            f"cannot compare a {kinds[0]} with a {kinds[1]} (Spark's type rules do not allow it)",
+            *place_of(node),
+            spark_too=True,
+        )
     for key, side, kind, other in zip(("this", "expression"), sides, kinds, reversed(kinds)):
         is_literal = isinstance(side, exp.Literal) and side.is_string
         if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
@@ -507,13 +665,24 @@ def literal_as_time(literal, kind: str):
 
 def _coalesced_time_literals(node, types: dict[int, str]):
     """``coalesce(d, '2021')``, ``nvl(ts, 'epoch')``: beside a DATE or TIMESTAMP, each text literal as Spark
-    casts it (DuckDB's own cast refuses '2021' and 'today', and reads 'infinity')."""
+    casts it (DuckDB's own cast refuses '2021' and 'today', and reads 'infinity'). Text that is not a
+    literal beside another type (``nvl(s, 1)``): refused, as Spark converts it by its own rules (DuckDB
+    refuses to mix the types)."""
     from sqlglot import exp
 
     parts = [node.this, *node.expressions]
     kinds = [type_of(part, types) for part in parts]
-    kind = next((k for k in kinds if k == "DATE" or k in TIME_TYPES), None)
+    other = next((k for k in kinds if k is not None and k not in TEXT_TYPES and k != "NULL"), None)
     literal = [isinstance(part, exp.Literal) and part.is_string for part in parts]
+    computed_text = any(kind in TEXT_TYPES and not text for kind, text in zip(kinds, literal))
+    if other is not None and computed_text:
+        raise Refusal(
+            f"the python engine cannot mix text with {'a TIMESTAMP' if other in TIME_TYPES else other} in "
+            f"COALESCE or NVL as Spark does (Spark converts "
+            f"the text by its own rules); cast the text yourself",
+            *place_of(node),
+        )
+    kind = next((k for k in kinds if k == "DATE" or k in TIME_TYPES), None)
     if kind is None or not any(literal):
         return None
     first, *rest = (literal_as_time(part, kind) if text else part.copy() for part, text in zip(parts, literal))

@@ -33,7 +33,13 @@ import functools
 import re
 from collections.abc import Mapping
 
-from cep.duckdb_functions import COMPARISONS, mark_counts_of_values_never_null, spark_meaning
+from cep.duckdb_functions import (
+    COMPARISONS,
+    mark_computed_partition_keys,
+    mark_counts_of_values_never_null,
+    spark_meaning,
+)
+from cep.duckdb_literals import negative_literals, text_literals_as_numbers
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -100,6 +106,8 @@ _RESULT_TYPES = {
     "TRUNC": "DATE",
     "DATE_TRUNC": "TIMESTAMP",
 }
+# Spark's other names of OWN_FUNCTIONS (sqlglot reads to_unix_timestamp(ts) as a parse with no pattern).
+_SYNONYMS = {"TO_UNIX_TIMESTAMP": "UNIX_TIMESTAMP"}
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
@@ -126,9 +134,10 @@ def to_duckdb_sql(
             typed_then_cast.end() - typed_then_cast.start(),
         )
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
-    _negative_literals(tree)
+    negative_literals(tree)
     types = _types(tree, schema or {}, checking=checking)
     mark_counts_of_values_never_null(tree)
+    mark_computed_partition_keys(tree)
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
         try:
@@ -149,30 +158,6 @@ def to_duckdb_sql(
         raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
 
 
-def _negative_literals(tree) -> None:
-    """``-1::string`` as Spark reads it: a number's minus sign belongs to the literal (Spark's grammar), so
-    the cast applies to -1; sqlglot reads -(1::string), the minus of a text. ``-2`` alone is a literal too
-    (an INT, where the minus of 2 would be checked as INT arithmetic and widened)."""
-    from sqlglot import exp
-
-    for negation in list(tree.find_all(exp.Neg)):
-        innermost = negation.this
-        while isinstance(innermost, exp.Cast):  # -1::int::string too
-            innermost = innermost.this
-        if not (isinstance(innermost, exp.Literal) and innermost.is_number):
-            continue
-        signed = exp.Literal(this=f"-{innermost.this}", is_string=False)  # Literal.number would make a Neg
-        if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it (in parentheses, which
-            replacement = exp.Paren(this=signed)  # keep sqlglot's INTERVAL (-2) DAY valid)
-        else:
-            innermost.replace(signed)
-            replacement = negation.this
-        for key in ("start", "end"):
-            if key in negation.meta:
-                replacement.meta[key] = negation.meta[key]
-        negation.replace(replacement)
-
-
 @functools.lru_cache(maxsize=1)
 def _spark_dialect():
     """Spark's dialect, except that the functions in OWN_FUNCTIONS stay calls as written."""
@@ -184,7 +169,11 @@ def _spark_dialect():
 
     class CepSpark(Spark):
         class Parser(Spark.Parser):
-            FUNCTIONS = {**Spark.Parser.FUNCTIONS, **{name: keep(name) for name in OWN_FUNCTIONS}}
+            FUNCTIONS = {
+                **Spark.Parser.FUNCTIONS,
+                **{name: keep(name) for name in OWN_FUNCTIONS},
+                **{name: keep(own) for name, own in _SYNONYMS.items()},
+            }
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
     return CepSpark
@@ -213,6 +202,10 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
         for name, columns in schema.items()
     }
     copy = tree.copy()
+    for made in list(copy.find_all(exp.TimestampFromParts)):  # make_timestamp: sqlglot leaves it untyped
+        typed = exp.Cast(this=exp.Null(), to=exp.DataType.build("TIMESTAMP"))
+        typed.meta.update(made.meta)
+        made.replace(typed)
     for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:
@@ -241,7 +234,7 @@ def _typed_operands(node) -> tuple:
     """The operands of ``node`` whose types a rule needs (none for most nodes)."""
     from sqlglot import exp
 
-    if isinstance(node, (exp.Div, exp.IntDiv)):
+    if isinstance(node, (exp.Div, exp.IntDiv, exp.SafeDivide)):
         return (node.this, node.expression)
     if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
         return (node.this,)
@@ -253,9 +246,15 @@ def _typed_operands(node) -> tuple:
         return (node.this, node.expression)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
         return (node.this, node.expression)
-    if isinstance(node, exp.Neg):
+    if isinstance(node, (exp.Neg, exp.Dayname, exp.Monthname, exp.ToBase64)):
         return (node.this,)
-    if isinstance(node, (exp.Between, exp.In, exp.Bracket)):  # a DATE beside text literals; an array's element
+    if isinstance(node, exp.Chr):
+        return tuple(node.expressions[:1])
+    if isinstance(node, exp.In):  # a DATE or number beside text literals
+        return (node.this, *node.expressions)
+    if isinstance(node, exp.Between):
+        return (node.this, node.args["low"], node.args["high"])
+    if isinstance(node, exp.Bracket):  # an array's element
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
@@ -286,7 +285,7 @@ def _translate(node, types: dict[int, str]):
             "a BIGINT; DuckDB divides a DOUBLE); cast both operands to BIGINT",
             *place_of(node),
         )
-    if isinstance(node, exp.Div) and _decimal_quotient(node, types):
+    if isinstance(node, (exp.Div, exp.SafeDivide)) and _decimal_quotient(node, types):  # try_divide too
         raise Refusal(
             "the python engine cannot divide a DECIMAL as Spark does (Spark's quotient is an exact DECIMAL "
             "rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",
@@ -330,6 +329,9 @@ def _translate(node, types: dict[int, str]):
             "is a DOUBLE): cast the argument to DOUBLE",
             *place_of(node),
         )
+    as_numbers = text_literals_as_numbers(node, types, _cast)
+    if as_numbers is not None:
+        return as_numbers
     meant = spark_meaning(node, types)
     if meant is not None:
         return meant
@@ -562,6 +564,26 @@ def _spark_refuses_cast(source: str | None, target: str) -> bool:
     return False
 
 
+def _check_pattern(name: str, patterns: list, where: tuple[int | None, int]) -> str | None:
+    """DuckDB's form of the datetime pattern in ``patterns`` (none or one), or the Refusal of a pattern
+    the python engine cannot run as Spark does (not written as text, a field it cannot map)."""
+    from sqlglot import exp
+
+    if not patterns:
+        return None
+    pattern = patterns[0]
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        raise Refusal(
+            f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "
+            f"which it checks against Spark's",
+            *where,
+        )
+    try:
+        return duckdb_strftime(pattern.this, parsing=name in DATETIME_PARSERS)
+    except PatternError as error:
+        raise Refusal(f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else where) from None
+
+
 def _own_function(name: str, node, types: dict[int, str]):
     from sqlglot import exp
 
@@ -578,30 +600,27 @@ def _own_function(name: str, node, types: dict[int, str]):
     if not args or len(args) > 2:
         raise Refusal(f"{name}() takes one or two arguments, not {len(args)}", *where)
     value = args[0]
+    source = type_of(node.expressions[0], types)
+    if name in DATETIME_PARSERS and (source in TIME_TYPES or source == "DATE"):
+        # A DATE or TIMESTAMP is no text to read: Spark leaves the pattern unused (after checking it, below)
+        _check_pattern(name, args[1:], where)
+        if name == "TO_DATE":
+            return exp.Cast(this=value, to=exp.DataType.build("DATE"))
+        if name == "TO_TIMESTAMP":
+            return exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
+        return exp.IntDiv(  # Spark divides the microseconds: toward zero, not down
+            this=call_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
+            expression=exp.Literal.number(1_000_000),
+        )
     if name == "UNIX_TIMESTAMP" and len(args) == 1:
-        source = type_of(node.expressions[0], types)
-        if source in TIME_TYPES or source == "DATE":  # Spark divides the microseconds: toward zero, not down
-            return exp.IntDiv(
-                this=call_duck("epoch_us", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))),
-                expression=exp.Literal.number(1_000_000),
-            )
         if source not in TEXT_TYPES:
             raise Refusal("the python engine cannot tell the type of UNIX_TIMESTAMP's argument", *where, untyped=True)
         args.append(exp.Literal.string(_SPARK_DEFAULT_PATTERN))
     if len(args) == 1:  # TO_DATE(x), TO_TIMESTAMP(x): Spark's cast
         return _cast(exp.Cast(this=value, to=exp.DataType.build("DATE" if name == "TO_DATE" else "TIMESTAMP")), types)
     pattern = args[1]
-    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-        raise Refusal(
-            f"the python engine runs {name} only with a pattern written as text ('yyyy-MM-dd'), "
-            f"which it checks against Spark's",
-            *where,
-        )
     parsing = name in DATETIME_PARSERS
-    try:
-        duck_pattern = duckdb_strftime(pattern.this, parsing=parsing)
-    except PatternError as error:
-        raise Refusal(f"{name}: {error}", *place_of(pattern) if "start" in pattern.meta else where) from None
+    duck_pattern = _check_pattern(name, args[1:], where)
     if not parsing:
         return call_duck(
             "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)

@@ -43,6 +43,7 @@ ORDER = {
         "query",
         "duckdb_nodes",
         "duckdb_functions",
+        "duckdb_literals",
         "duckdb_sql",
         "statement_engines",
         "statement",

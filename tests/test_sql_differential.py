@@ -3,14 +3,17 @@
 A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md and
 docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and ``::``, to SMALLINT, FLOAT and
 DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter,
-quoted text, letters Spark refuses), time zone conversions, string functions over unicode (case mappings that
-change the length, combining accents, characters outside the BMP), numeric and conditional functions,
-comparisons that convert text (literal date texts in Spark's loose forms, its special values 'today' and
-'epoch', DuckDB's 'infinity'), arrays read by index (in and out of bounds), aggregates (percentiles,
-``min_by``, ``FILTER``, ``WITHIN GROUP``), and window functions in a subquery (ranks, frames, ``IGNORE NULLS``).
-They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a CTE) over random rows with
-NULLs, dates and timestamps next to DST changes and year boundaries, decimals, empty strings and unicode, on
-real Spark SQL (the independent source) and on the
+quoted text, letters Spark refuses; written and read back with the same random pattern), time zone
+conversions, string functions over unicode (case mappings that change the length, combining accents,
+characters outside the BMP; trims, overlays, hashes, regular expressions), numeric (bitwise, trigonometric,
+rounding to tens) and conditional functions, comparisons that convert text (literal date texts in Spark's
+loose forms, its special values 'today' and 'epoch', DuckDB's 'infinity'), arrays read by index (in and out of
+bounds), aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``, ``DISTINCT``, statistics, bitwise,
+collected arrays), and window functions in a subquery (ranks, offsets with defaults, frames, ranges of an
+interval, ``IGNORE NULLS``). They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a
+CTE) over random rows with NULLs, dates and timestamps next to DST changes and year boundaries (and at the
+ends of the engines' range), numbers at the edges of their types, decimals, empty strings and unicode, on real
+Spark SQL (the independent source) and on the
 python engine (DuckDB through cep's translation). For every expression, one of:
 
 - both engines give the same value, of the same type family (integer, floating, decimal, text, date,
@@ -39,6 +42,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import cep
+from cep.matcher.rows.text_types import FIRST_HELD_TIME, LAST_HELD_TIME
 
 EXAMPLES = int(os.environ.get("SQL_DIFFERENTIAL_EXAMPLES", "12"))
 EXPRESSIONS = 24  # per example: Spark runs those the python engine answers in two queries (rows, aggregates)
@@ -109,7 +113,22 @@ EDGES = [
     dt.datetime(2021, 10, 31, 2, 30),
     dt.datetime(2021, 3, 14, 2, 30),
     dt.datetime(2021, 11, 7, 1, 30),
+    # The ends of the range the Spark engine's clause holds (pandas' nanoseconds: a time outside is a bad row
+    # there), and a time before the zones' standard offsets (local mean time).
+    FIRST_HELD_TIME,
+    LAST_HELD_TIME,
+    dt.datetime(1890, 6, 30, 12, 0),
 ]
+# Dates at the ends of both engines' range (a DATE holds them on both engines).
+FAR_DATES = [dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1582, 10, 10)]
+# Numbers at the edges of their types (a BIGINT's range, DECIMAL(10,2)'s largest) and doubles whose text or
+# rounding trips translations (a negative zero, a half at the last digit, exponents). Not an INT's: an INT
+# column read through the clause is a BIGINT on the python engine, whose arithmetic overflows only past
+# BIGINT's range (a known difference, docs/sql-statements.md).
+INT_EDGES = [0, 1, -1]
+BIGINT_EDGES = [9223372036854775807, -9223372036854775808, 2147483648]
+DOUBLE_EDGES = [-0.0, 0.5, 2.675, 1e-05, 12345678901234.5, -1.5e16, 0.1]
+DECIMAL_EDGES = [Decimal("99999999.99"), Decimal("-99999999.99"), Decimal("0.00"), Decimal("-0.01")]
 # Texts that trip translations: case mappings that change the length (ß, İ), a character outside the BMP
 # (Java counts it as two chars, Spark's functions as one), a combining accent, texts that read as numbers,
 # booleans, dates and timestamps in Spark's loose forms.
@@ -153,13 +172,17 @@ timestamps = st.one_of(st.sampled_from(EDGES), st.datetimes(dt.datetime(1999, 12
 rows = st.lists(
     st.fixed_dictionaries(
         {
-            "i": st.none() | st.integers(-1000, 1000),
-            "b": st.none() | st.integers(-(10**12), 10**12),
-            "x": st.none() | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3)),
-            "dec": st.none() | st.decimals(-(10**6), 10**6, places=2, allow_nan=False, allow_infinity=False),
+            "i": st.none() | st.integers(-1000, 1000) | st.sampled_from(INT_EDGES),
+            "b": st.none() | st.integers(-(10**12), 10**12) | st.sampled_from(BIGINT_EDGES),
+            "x": st.none()
+            | st.floats(-1e6, 1e6, allow_nan=False).map(lambda v: round(v, 3))
+            | st.sampled_from(DOUBLE_EDGES),
+            "dec": st.none()
+            | st.decimals(-(10**6), 10**6, places=2, allow_nan=False, allow_infinity=False)
+            | st.sampled_from(DECIMAL_EDGES),
             "s": st.none() | st.sampled_from(TEXTS),
             "ns": st.none() | st.sampled_from(NUMERIC_TEXTS),
-            "d": st.none() | timestamps.map(lambda t: t.date()),
+            "d": st.none() | timestamps.map(lambda t: t.date()) | st.sampled_from(FAR_DATES),
             "ts": st.none() | timestamps,
             "flag": st.none() | st.booleans(),
         }
@@ -307,6 +330,22 @@ TEMPLATES: dict[str, list[str]] = {
         "try_element_at(array({INT}, {INT}), {index})",
         "size({ARRAY})",
         "{ARRAY}[{index}]",
+        "CAST({ANY} AS TINYINT)",
+        "locate('a', {STRING}, {small})",
+        "levenshtein({STRING}, 'abc')",
+        "bit_length({STRING})",
+        "regexp_count({STRING}, '[a-z]')",
+        "regexp_instr({STRING}, '[0-9]+')",
+        "({INT} & {INT})",
+        "({INT} | 7)",
+        "({INT} ^ {INT})",
+        "~{INT}",
+        "shiftleft({INT}, {lit_int})",
+        "shiftright({INT}, 1)",
+        "round({INT}, -1)",
+        "factorial({lit_int} + 3)",
+        "len({STRING})",
+        "coalesce({INT}, {INT}, {lit_int})",
     ],
     "BIGINT": [
         "b",
@@ -315,6 +354,9 @@ TEMPLATES: dict[str, list[str]] = {
         "unix_timestamp({TIMESTAMP})",
         "unix_timestamp({DATE})",
         "unix_timestamp({PARSED})",
+        "unix_timestamp({STRING}, '{parse}')",
+        "unix_timestamp(date_format({TIMESTAMP}, '{written}'), '{written}')",
+        "to_unix_timestamp({TIMESTAMP})",
         "({BIGINT} + {INT})",
         "floor({DOUBLE})",
         "ceil({DOUBLE})",
@@ -328,6 +370,10 @@ TEMPLATES: dict[str, list[str]] = {
         "datediff(MINUTE, {TIMESTAMP}, {TIMESTAMP})",
         "ceiling({NUM})",
         "TRY_CAST({ANY} AS BIGINT)",
+        "({BIGINT} DIV {INT})",
+        "nvl({INT}, {BIGINT})",
+        "abs({BIGINT})",
+        "({BIGINT} % {INT})",
     ],
     "DOUBLE": [
         "x",
@@ -357,6 +403,17 @@ TEMPLATES: dict[str, list[str]] = {
         "TRY_CAST({ANY} AS DOUBLE)",
         "-{STRING}",
         "({STRING} + {INT})",
+        "sin({DOUBLE})",
+        "atan2({NUM}, 1)",
+        "degrees({DOUBLE})",
+        "radians({NUM})",
+        "pi()",
+        "round({DOUBLE})",
+        "round({DOUBLE}, -1)",
+        "try_divide({NUM}, {INT})",
+        "coalesce({INT}, {DOUBLE})",
+        "CASE WHEN {BOOLEAN} THEN {INT} ELSE {DOUBLE} END",
+        "CAST({ANY} AS REAL)",
     ],
     "DECIMAL(10,2)": [
         "dec",
@@ -377,6 +434,12 @@ TEMPLATES: dict[str, list[str]] = {
         "CAST({ANY} AS DECIMAL(5,1))",
         "TRY_CAST({ANY} AS DECIMAL(4,2))",
         "{ANY}::numeric",
+        "CAST({ANY} AS DECIMAL(38,10))",
+        "CAST({ANY} AS DECIMAL(3,0))",
+        "round({DECIMAL(10,2)}, -1)",
+        "greatest({INT}, {DECIMAL(10,2)})",
+        "nvl({DECIMAL(10,2)}, {INT})",
+        "({DECIMAL(10,2)} + 1.005)",
     ],
     "STRING": [
         "s",
@@ -426,6 +489,34 @@ TEMPLATES: dict[str, list[str]] = {
         "split({STRING}, '-')[{index}]",
         "element_at(split({STRING}, '2'), {index})",
         "array_join(array({STRING}, {STRING}), '/')",
+        "rtrim({STRING})",
+        "trim(BOTH 'a' FROM {STRING})",
+        "trim(LEADING ' ' FROM {STRING})",
+        "ltrim('a', {STRING})",
+        "overlay({STRING} PLACING 'zz' FROM {small} FOR {lit_int})",
+        "char({INT})",
+        "chr({INT})",
+        "space({lit_int})",
+        "repeat({STRING}, {lit_int})",
+        "md5({STRING})",
+        "sha1({STRING})",
+        "sha2({STRING}, 256)",
+        "hex({STRING})",
+        "hex({INT})",
+        "base64({STRING})",
+        "ucase({STRING})",
+        "concat_ws(',', {STRING}, NULL, {STRING})",
+        "split({STRING}, 'b', 2)[{index}]",
+        "CAST({ANY} AS VARCHAR(5))",
+        "CAST({ANY} AS CHAR(3))",
+        "dayname({DATE})",
+        "monthname({TIMESTAMP})",
+        "({STRING} LIKE 'a!%' ESCAPE '!')::string",
+        "nvl({STRING}, {ANY})",
+        "from_unixtime({BIGINT}, '{pattern}')",
+        "date_format({STRING}, '{parse}')",
+        "date_format(to_timestamp({STRING}, '{parse}'), '{pattern}')",
+        "date_format({TIMESTAMP}, '{pattern} {pattern}')",
     ],
     "DATE": [
         "d",
@@ -455,6 +546,8 @@ TEMPLATES: dict[str, list[str]] = {
         "to_date('{date_text}')",
         "TRY_CAST('{date_text}' AS DATE)",
         "coalesce({DATE}, '{date_text}')",
+        "to_date(date_format({TIMESTAMP}, '{written}'), '{written}')",
+        "to_date({DATE}, '{parse_date}')",
     ],
     "TIMESTAMP": [
         "ts",
@@ -480,6 +573,8 @@ TEMPLATES: dict[str, list[str]] = {
         "TRY_CAST({ANY} AS TIMESTAMP)",
         "CAST('{date_text}' AS TIMESTAMP)",
         "to_timestamp('{date_text}')",
+        "to_timestamp(date_format({TIMESTAMP}, '{written}'), '{written}')",
+        "to_timestamp({STRING}, '{written}')",
     ],
     "BOOLEAN": [
         "flag",
@@ -501,6 +596,13 @@ TEMPLATES: dict[str, list[str]] = {
         "startswith({STRING}, 'a')",
         "({DATE} = {TIMESTAMP})",
         "({STRING} ILIKE 'A%')",
+        "isnan({DOUBLE})",
+        "({STRING} NOT LIKE '%b%')",
+        "({ANY} IN ({ANY}, NULL))",
+        "({INT} NOT IN (1, 2))",
+        "({STRING} RLIKE '^\\d+$')",
+        "(({BOOLEAN}) IS NOT TRUE)",
+        "({ANY} IS DISTINCT FROM {ANY})",
         "endswith({STRING}, 'c')",
         "contains({STRING}, 'b')",
         "regexp_like({STRING}, '^[a-z]+$')",
@@ -572,6 +674,28 @@ AGGREGATES = [
     "listagg({STRING}, ',') WITHIN GROUP (ORDER BY id)",
     "sum(decode({INT}, 1, {INT}, {INT}))",
     "count({lit_int}::{cast_type})",
+    "sort_array(collect_set({INT}))",
+    "size(collect_list({ANY}))",
+    "kurtosis({DOUBLE})",
+    "skewness({NUM})",
+    "corr({DOUBLE}, {INT})",
+    "covar_pop({DOUBLE}, {NUM})",
+    "covar_samp({INT}, {INT})",
+    "count(DISTINCT {ANY}, {ANY})",
+    "avg(DISTINCT {INT})",
+    "max(DISTINCT {STRING})",
+    "bit_and({INT})",
+    "bit_or({BIGINT})",
+    "bit_xor({INT})",
+    "first({ANY}, true)",
+    "regr_count({DOUBLE}, {INT})",
+    "regr_slope({DOUBLE}, {INT})",
+    "var_pop({NUM})",
+    "sum({DOUBLE}) FILTER (WHERE {BOOLEAN})",
+    "min({DATE})",
+    "max({TIMESTAMP})",
+    "sum({DECIMAL(10,2)} * {INT})",
+    "avg({NUM}) FILTER (WHERE {BOOLEAN})",
 ]
 WINDOWS = [
     "row_number() OVER (ORDER BY id)",
@@ -599,6 +723,22 @@ WINDOWS = [
     "count({ANY}) OVER (PARTITION BY flag ORDER BY id)",
     "sum({INT}) OVER (PARTITION BY {BOOLEAN} ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)",
     "max({ANY}) OVER (PARTITION BY {STRING})",
+    "lag({ANY}, 2) OVER (ORDER BY id)",
+    "lead({INT}, 1, -1) OVER (ORDER BY id)",
+    "lag({STRING}, 1, 'z') OVER (PARTITION BY flag ORDER BY id DESC)",
+    "ntile(3) OVER (ORDER BY id)",
+    "sum({NUM}) OVER (ORDER BY id ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)",
+    "count(*) OVER (ORDER BY {TIMESTAMP} RANGE BETWEEN INTERVAL 1 DAY PRECEDING AND CURRENT ROW)",
+    "nth_value({ANY}, 2) IGNORE NULLS OVER (ORDER BY id)",
+    "last_value({ANY}) IGNORE NULLS OVER (ORDER BY id)",
+    "rank() OVER (PARTITION BY {STRING} ORDER BY {NUM} DESC NULLS LAST)",
+    "stddev({DOUBLE}) OVER (PARTITION BY flag)",
+    "row_number() OVER (PARTITION BY flag ORDER BY id DESC)",
+    "sum({INT}) OVER (ORDER BY i RANGE BETWEEN 2 PRECEDING AND 2 FOLLOWING)",
+    "size(collect_list({ANY}) OVER (ORDER BY id))",
+    "(sum({INT}) OVER (ORDER BY id) - {INT})",
+    "avg({DOUBLE}) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+    "min({STRING}) OVER (ORDER BY {DATE} DESC, id)",
 ]
 
 KINDS = (*TEMPLATES, "ANY", "NUM", "PARSED")
@@ -623,7 +763,8 @@ def expressions(draw, kind: str, depth: int = 0) -> str:
 
 
 def _fill(draw, template: str, depth: int) -> str:
-    """The template with its holes drawn; a parse pattern drawn once (it writes and reads the same text)."""
+    """The template with its holes drawn; a parse or written pattern drawn once (it writes and reads the
+    same text)."""
     out, position, drawn = [], 0, {}
     while True:
         start = template.find("{", position)
@@ -633,7 +774,7 @@ def _fill(draw, template: str, depth: int) -> str:
         end = template.index("}", start)
         out.append(template[position:start])
         name = template[start + 1 : end]
-        if name in ("parse", "parse_date"):
+        if name in ("parse", "parse_date", "written"):
             drawn.setdefault(name, _hole(draw, name, depth))
             out.append(drawn[name])
         else:
@@ -648,7 +789,7 @@ def _hole(draw, name: str, depth: int) -> str:
         return str(draw(st.integers(-2, 40)))
     if name == "lit_str":
         return "'" + draw(st.sampled_from(TEXTS)).replace("'", "\\'") + "'"
-    if name == "pattern":
+    if name in ("pattern", "written"):  # a written pattern is read back with the same pattern
         fields = draw(st.lists(st.sampled_from(FORMAT_FIELDS), min_size=1, max_size=4))
         return "".join(field + draw(st.sampled_from(SEPARATORS)) for field in fields)
     if name in ("parse", "parse_date"):

@@ -194,12 +194,34 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
     # A constant PARTITION BY key: Spark drops it unevaluated (this one would fail)
     "count(*) OVER (PARTITION BY make_timestamp(2020, 30, 26, 1, -2, 14) IN ('2021-03-28 01:30:00'))",
+    "chr(CAST(x AS INT) + 300)",  # the code modulo 256 (DuckDB: U+012C...), '' below 0 (DuckDB: an error)
+    "chr(CAST(x AS INT) - 1)",
+    "dayname(start_date)",  # 'Thu' (DuckDB: 'Thursday')
+    "monthname(first_ts)",
+    "base64(s)",  # of the text's UTF-8 bytes (DuckDB's to_base64 takes a BLOB only)
+    # Text literals beside a number: Spark's cast of the text to the number's type
+    "make_timestamp(2021, 3, 28, 3, 30, 0) = '2021-03-28 03:30'",  # make_timestamp's TIMESTAMP beside text
+    "x IN ('-2.7', '1.5d')",
+    "CAST(x AS INT) BETWEEN ' 1 ' AND '3'",
+    "year(start_date) = '2020'",
+    "nvl2(make_timestamp(2020, 21, 25, 3, 30, -2), year(start_date), x)",  # never NULL for Spark: unevaluated
+    # A DATE or TIMESTAMP given a pattern to read: no text, the pattern unused (DuckDB: no strptime for DATE)
+    "to_date(start_date, 'yyyyMMdd')",
+    "to_timestamp(start_date, 'dd/MM/yyyy')",
+    "unix_timestamp(first_ts, 'yyyy-MM-dd')",
+    "try_divide(2, CAST(x AS INT))",  # a DOUBLE, NULL for a divisor of 0
+    "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
+    "to_unix_timestamp(date_format(first_ts, 'yyyy-MM-dd'), 'yyyy-MM-dd')",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
     "percentile_cont(0.5) WITHIN GROUP (ORDER BY CAST(x AS DECIMAL(10,2)))",
     "sum(s)",  # text read as a DOUBLE (DuckDB has no SUM of text)
     "avg(s)",
+    "regr_slope(x, 1)",  # NULL where x does not vary (DuckDB: NaN)
+    "corr(x, CASE WHEN x > 2 THEN 1.0 END)",  # NULL for fewer than two pairs (rows where neither is NULL)
+    "regr_intercept(x, 2)",
+    "corr(x, x)",
 ]
 
 
@@ -219,6 +241,19 @@ def test_aggregates_the_differential_found_are_sparks_answer(events, expression)
     spark = cep.sql(events, text)
     assert python.column("v").to_pylist() == [row["v"] for row in spark.collect()]
     assert pa.types.is_floating(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "double"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", ["corr(x, 2)", "corr(x, CASE WHEN x > 0 THEN 1 END)"])
+def test_corr_of_a_value_that_does_not_vary_fails_on_both(events, expression) -> None:
+    """Spark's CORR divides by zero where x or y does not vary over two pairs or more (ANSI mode: an error);
+    DuckDB's is NaN."""
+    text = HEAD + f"SELECT {expression} AS v FROM m"
+    with pytest.raises(cep.CepError) as caught:
+        cep.compile_sql(text).run({TABLE: pa.Table.from_pylist(ROWS, schema=ARROW)}, kind="arrow")
+    assert "division by zero" in str(caught.value) and caught.value.span.column > 1, str(caught.value)
+    with pytest.raises(Exception, match="DIVIDE_BY_ZERO"):
+        cep.sql(events, text).collect()
 
 
 @pytest.mark.spark
@@ -261,6 +296,17 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "first_ts < '2021-03-28 01:30:00+01:00'": "time zone",
     "first_ts::numeric": "to DECIMAL",  # DuckDB has no TIMESTAMP -> DECIMAL cast; Spark: seconds since 1970
     "CAST(first_ts AS DECIMAL(20, 6))": "to DECIMAL",
+    "shiftleft(CAST(x AS INT), 33)": "SHIFTLEFT",  # Java's: the shift modulo 32, wrapping (DuckDB: an error)
+    "split(s, '2', 2)[0]": "SPLIT only without a limit",
+    "try_divide(CAST(x AS DECIMAL(10,2)), 2)": "divide a DECIMAL",  # Spark's: an exact DECIMAL(14,6)
+    "nvl(s, 1)": "mix text with INT in COALESCE",  # Spark: a BIGINT, the text cast (DuckDB refuses to mix)
+    "coalesce(CASE WHEN x > 0 THEN '2021-01-01' END, start_date)": "mix text with DATE",
+    "nvl(first_ts, s)": "mix text with a TIMESTAMP",
+    # A constant PARTITION BY key with a function Spark replaces after analysing: computed (and may fail)
+    "count(*) OVER (PARTITION BY to_timestamp('2021'))": "constant PARTITION BY key",
+    "corr(x, x) OVER ()": "CORR only as a plain aggregate",
+    "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
+    "skewness(x) OVER ()": "SKEWNESS",
 }
 
 
@@ -348,6 +394,13 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "coalesce(CAST('abc' AS INT), 5)",
         "coalesce(array(1, 2)[5], 7)",
         "split_part('a', '-', 0) IS NULL",
+        "max(x) OVER (PARTITION BY from_unixtime(unix_timestamp(to_timestamp('abc'))))",  # Spark computes it
+        "make_timestamp(2021, 3, 28, 3, 30, 0) IN ('infinity', '2021-03-28 01:30:00')",  # typed: Spark's cast
+        "CAST(x AS INT) IN ('+.5', NULL)",  # no BIGINT (DuckDB compared the texts)
+        "year(start_date) = '2020.5'",
+        "x IS DISTINCT FROM 2::boolean",  # Spark's type error (DuckDB compares TRUE as 1)
+        "x = true",
+        "start_date <=> (x > 0)",
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:

@@ -1,0 +1,72 @@
+"""Literals Spark reads otherwise than sqlglot: a number's minus sign, and text beside a number (part of the
+translation in cep/duckdb_sql.py; docs/sql-statements.md lists the rules)."""
+
+from __future__ import annotations
+
+from cep.duckdb_functions import COMPARISONS
+from cep.duckdb_nodes import INTEGRAL, type_of
+
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
+
+
+def negative_literals(tree) -> None:
+    """``-1::string`` as Spark reads it: a number's minus sign belongs to the literal (Spark's grammar), so
+    the cast applies to -1; sqlglot reads -(1::string), the minus of a text. ``-2`` alone is a literal too
+    (an INT, where the minus of 2 would be checked as INT arithmetic and widened)."""
+    from sqlglot import exp
+
+    for negation in list(tree.find_all(exp.Neg)):
+        innermost = negation.this
+        while isinstance(innermost, exp.Cast):  # -1::int::string too
+            innermost = innermost.this
+        if not (isinstance(innermost, exp.Literal) and innermost.is_number):
+            continue
+        signed = exp.Literal(this=f"-{innermost.this}", is_string=False)  # Literal.number would make a Neg
+        if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it (in parentheses, which
+            replacement = exp.Paren(this=signed)  # keep sqlglot's INTERVAL (-2) DAY valid)
+        else:
+            innermost.replace(signed)
+            replacement = negation.this
+        for key in ("start", "end"):
+            if key in negation.meta:
+                replacement.meta[key] = negation.meta[key]
+        negation.replace(replacement)
+
+
+def text_literals_as_numbers(node, types: dict[int, str], cast):
+    """Text literals compared with an integer or a DOUBLE (``b = '12'``, ``b IN ('+.5', 3)``, ``x BETWEEN '1'
+    AND '1.5d'``), cast as Spark's analyser casts them, to the number's type by Spark's reading (``'+.5'``
+    is an error beside a BIGINT; DuckDB compared the texts, or read ``'1.5d'`` as none); None elsewhere.
+    ``cast``: the translation of a CAST node (Spark's reading of text)."""
+    from sqlglot import exp
+
+    def as_number(literal, kind):
+        if not (isinstance(literal, exp.Literal) and literal.is_string):
+            return literal.copy()
+        target = "BIGINT" if kind in INTEGRAL else "DOUBLE"
+        return cast(exp.Cast(this=literal.copy(), to=exp.DataType.build(target)), types)
+
+    numbers = (*INTEGRAL, "DOUBLE", "FLOAT")
+    new = node.copy()
+    if type(node).__name__ in COMPARISONS:
+        kinds = (type_of(node.this, types), type_of(node.expression, types))
+        literal = [isinstance(side, exp.Literal) and side.is_string for side in (node.this, node.expression)]
+        if kinds[0] in numbers and literal[1]:
+            new.set("expression", as_number(node.expression, kinds[0]))
+            return new
+        if kinds[1] in numbers and literal[0]:
+            new.set("this", as_number(node.this, kinds[1]))
+            return new
+        return None
+    if not isinstance(node, (exp.In, exp.Between)) or node.args.get("query") is not None:
+        return None
+    kind = type_of(node.this, types)
+    items = node.expressions if isinstance(node, exp.In) else [node.args["low"], node.args["high"]]
+    if kind not in numbers or not any(isinstance(item, exp.Literal) and item.is_string for item in items):
+        return None
+    if isinstance(node, exp.Between):
+        for key in ("low", "high"):
+            new.set(key, as_number(node.args[key], kind))
+    else:
+        new.set("expressions", [as_number(item, kind) for item in node.expressions])
+    return new
