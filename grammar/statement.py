@@ -271,6 +271,12 @@ class _Tokens:
     def is_open(self, index: int) -> bool:
         return 0 <= index < len(self.items) and self.items[index].kind == "open" and self.items[index].text == "("
 
+    def in_query(self, index: int) -> bool:
+        """Whether token ``index`` is a word of a query (the statement's own, or a subquery's), not of a call's
+        arguments: the FROM of ``trim(BOTH 'a' FROM s)`` or ``extract(YEAR FROM '2020-01-02')`` names no file."""
+        opening = self.enclosing_open(index)
+        return opening is None or self.word(opening + 1) in ("SELECT", "WITH")
+
     def enclosing_open(self, index: int) -> int | None:
         """The '(' whose group holds token ``index`` (None at the top level)."""
         level = self.depth[index]
@@ -459,7 +465,7 @@ def _split(text: str, filename: str | None) -> WholeStatement:
     paths = tuple(
         (token.start, token.end, token.text[1:-1].replace("''", "'"))
         for index, token in enumerate(tokens.items)
-        if token.kind == "string" and tokens.word(index - 1) in ("FROM", "JOIN")
+        if token.kind == "string" and tokens.word(index - 1) in ("FROM", "JOIN") and tokens.in_query(index - 1)
     )
     keywords = [i for i, t in enumerate(tokens.items) if t.kind == "word" and t.text.upper() == "MATCH_RECOGNIZE"]
     clauses: list[Clause] = []

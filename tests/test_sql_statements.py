@@ -207,6 +207,17 @@ def test_the_python_engines_errors_point_into_the_users_text():
     assert "Traceback" not in str(caught.value)
 
 
+def test_a_text_after_the_from_of_a_call_is_a_value_not_a_file():
+    """``trim(BOTH 'a' FROM 'xy')`` names no file: only a query's own FROM or JOIN reads one."""
+    text = f"SELECT trim(BOTH 'a' FROM 'aNaNa') AS c, trim(LEADING 'a' FROM m.k) AS d FROM t MATCH_RECOGNIZE ({DIPS}) m"
+    whole = split(text)
+    assert whole.paths == ()
+    rows = cep.compile_sql(text).run({"t": ROWS})
+    assert rows and {row["c"] for row in rows} == {"NaN"} and {row["d"] for row in rows} <= {"", "b"}
+    subquery = split(f"SELECT * FROM (SELECT * FROM 'x.csv') MATCH_RECOGNIZE ({DIPS}) m")
+    assert [path for _, _, path in subquery.paths] == ["x.csv"]
+
+
 def test_cep_run_and_check_on_a_whole_statement(tmp_path, capsys):
     events = tmp_path / "events.csv"
     events.write_text("k,t,v\n" + "".join(f"{r['k']},{r['t']},{r['v']}\n" for r in ROWS))
