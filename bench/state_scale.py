@@ -57,7 +57,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from memory_timeline import JVM_TRACKING_OPTION, MemoryTimeline, largest  # noqa: E402
+from memory_timeline import JVM_TRACKING_OPTION, MemoryTimeline, class_histogram, largest, largest_jvm  # noqa: E402
 from procmem import TreeMemory  # noqa: E402
 
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS  # noqa: E402
@@ -71,15 +71,37 @@ QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
 START_S = 1_700_000_000  # event times start here (2023-11-14), one millisecond per row
 
 
-def write_files(directory: Path, keys: int, fill_rows: int, steady_batches: int, steady_rows: int) -> list[int]:
-    """The input files, one per micro-batch, named and stamped in reading order; their row counts."""
+def user_ids(users) -> list[str]:
+    return [f"u{u:08d}" for u in users]
+
+
+def bucket_order(spark, keys: int, key_buckets: int):
+    """The keys 0..keys-1 sorted by the bucket cep's keyed operator puts them in (Spark's own hash, computed by
+    Spark): filled in this order, a fill micro-batch of R new keys touches about R / (keys per bucket) buckets at
+    every size, so the state read and written per fill batch follows R, not the keys already held."""
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    from cep.spark_bridge.spark.buckets import bucket_expression
+
+    users = spark.range(keys).select(F.format_string("u%08d", F.col("id")).alias("user_id"))
+    buckets = users.select(bucket_expression(["user_id"], key_buckets).alias("bucket")).toPandas()["bucket"]
+    return np.argsort(buckets.to_numpy(), kind="stable")
+
+
+def write_files(
+    directory: Path, keys: int, fill_rows: int, steady_batches: int, steady_rows: int, fill_order=None
+) -> list[int]:
+    """The input files, one per micro-batch, named and stamped in reading order; their row counts. The fill
+    batches take the keys in ``fill_order`` (default: by number)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     directory.mkdir(parents=True)
     rng = np.random.default_rng(11)
-    slices = [np.arange(s, min(s + fill_rows, keys)) for s in range(0, keys, fill_rows)]
+    order = np.arange(keys) if fill_order is None else fill_order
+    slices = [order[s : s + fill_rows] for s in range(0, keys, fill_rows)]
     slices += [rng.choice(keys, steady_rows, replace=False) for _ in range(steady_batches + 1)]  # +1: the restart
     clock, counts = START_S * 1000, []
     for index, users in enumerate(slices):
@@ -87,7 +109,7 @@ def write_files(directory: Path, keys: int, fill_rows: int, steady_batches: int,
         clock += len(users)
         table = pa.table(
             {
-                "user_id": pa.array([f"u{u:08d}" for u in users]),
+                "user_id": pa.array(user_ids(users)),
                 "ts": pa.array(ts.astype("datetime64[ms]"), pa.timestamp("ms", tz="UTC")),
                 "kind": pa.array(["login"] * len(users)),
             }
@@ -184,11 +206,12 @@ def one(store: str, keys: int, args) -> dict:
     timeline = MemoryTimeline(os.getpid(), interval_s=args.sample_s).start()
     key_buckets = buckets_for(keys, args)
     try:
-        counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows)
-        source = work / "in"
-        source.mkdir()
         conf = dict(item.split("=", 1) for item in args.conf)
         spark = get_spark("local[2]", app_name="cep-state-scale", state_store=store, conf=conf)
+        order = bucket_order(spark, keys, key_buckets) if args.fill_order == "bucket" else None
+        counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows, order)
+        source = work / "in"
+        source.mkdir()
         q = cep.compile(QUERY)
         files = sorted((work / "all").iterdir())
         for f in files[:-1]:
@@ -202,6 +225,9 @@ def one(store: str, keys: int, args) -> dict:
         batches = batch_numbers(query.recentProgress)
         fill, steady = batches[:fills], batches[fills:]
         checkpoint_bytes = directory_bytes(work / "ck")
+        # every key open and the query stopped: the heap's live objects by class, what holds it as keys grow
+        jvm = largest_jvm(os.getpid()) if args.jvm_detail else None
+        histogram = class_histogram(jvm) if jvm else {}
         shutil.copy2(files[-1], source / files[-1].name)
         timeline.mark("restart")
         started = time.perf_counter()
@@ -217,6 +243,7 @@ def one(store: str, keys: int, args) -> dict:
             "key_buckets": key_buckets,
             "conf": conf,
             "fill_rows": args.fill_rows,
+            "fill_order": args.fill_order,
             "steady_batches": args.steady_batches,
             "steady_rows": args.steady_rows,
             "batches": len(batches),
@@ -238,6 +265,7 @@ def one(store: str, keys: int, args) -> dict:
         out["peak_mb"] = memory.stop()
         out["timeline"] = timeline.stop()
         out["store_metrics_last_steady"] = last["store_metrics"]
+        out["heap_histogram_after_steady"] = histogram
         out["jvm_breakdown_peak_mb"] = {
             part: largest(out["timeline"], "jvm_native_mb", part) for part in ("java_heap", "other", "untracked")
         }
@@ -292,7 +320,7 @@ def bucket_profile(keys: int, rows: int, repeats: int) -> dict:
     def frame(users, first_ms: int):
         out = pd.DataFrame(
             {
-                "user_id": [f"u{u:08d}" for u in users],
+                "user_id": user_ids(users),
                 "ts": pd.to_datetime(first_ms + np.arange(len(users)), unit="ms"),
                 "kind": ["login"] * len(users),
             }
@@ -354,6 +382,12 @@ def main() -> int:
     parser.add_argument("--keys", default="100000,300000", help="distinct keys per run, comma separated")
     parser.add_argument("--stores", default="rocksdb,hdfs")
     parser.add_argument("--fill-rows", type=int, default=50_000, help="new keys per micro-batch while filling")
+    parser.add_argument(
+        "--fill-order",
+        choices=("bucket", "key"),
+        default="bucket",
+        help="the fill's keys by bucket (a fill batch touches rows/keys-per-bucket buckets at every size) or by number",
+    )
     parser.add_argument("--steady-batches", type=int, default=4)
     parser.add_argument("--steady-rows", type=int, default=2_000)
     parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
@@ -409,6 +443,7 @@ def main() -> int:
                 command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
                 command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
                 if code == "this":  # a compared checkout may not know these
+                    command += ["--fill-order", args.fill_order]
                     command += ["--sample-s", str(args.sample_s)] + (["--jvm-detail"] if args.jvm_detail else [])
                     if args.keys_per_bucket:
                         command += ["--keys-per-bucket", str(args.keys_per_bucket)]
