@@ -68,6 +68,12 @@ QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (A B)
   DEFINE A AS A.kind = 'login', B AS B.kind = 'logout')"""
+SETTINGS_SHOWN = (
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage",
+    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB",
+    "spark.sql.execution.arrow.maxRecordsPerBatch",
+)
 START_S = 1_700_000_000  # event times start here (2023-11-14), one millisecond per row
 
 
@@ -242,6 +248,8 @@ def one(store: str, keys: int, args) -> dict:
             "keys": keys,
             "key_buckets": key_buckets,
             "conf": conf,
+            # what the session ran with, cep's defaults included (the RocksDB cap, the Arrow batch rows)
+            "settings": {key: spark.conf.get(key, None) for key in SETTINGS_SHOWN},
             "fill_rows": args.fill_rows,
             "fill_order": args.fill_order,
             "steady_batches": args.steady_batches,
@@ -501,6 +509,14 @@ def breakdown(run: dict) -> str:
     return f"{found['java_heap']:,.0f} / {found.get('untracked') or 0:,.0f}"
 
 
+def store_and_live_heap(run: dict) -> str:
+    """The store's memory as Spark reports it at the last steady batch (``memoryUsedBytes``: RocksDB's block cache,
+    memtables and pinned blocks; the HDFS store's maps on the heap) and the JVM's live heap after a full collection
+    (the heap histogram, --jvm-detail), in MB; "-" for what a run did not record."""
+    live = (run.get("heap_histogram_after_steady") or {}).get("live_heap_mb")
+    return f"{run['state_bytes'] / 2**20:,.0f} / " + (f"{live:,.0f}" if live is not None else "-")
+
+
 def code_label(code: str) -> str:
     """ "this", or "compared 1a2b3c4" (the compared checkout's commit)."""
     name, _, commit = code.partition(": ")
@@ -528,9 +544,10 @@ def report(found: dict) -> list[str]:
         ),
         "",
         "| keys | store | code | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
-        "| peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) | fill batch p50 (s) "
+        "| peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) "
+        "| store memory (Spark) / live heap after GC (MB) | fill batch p50 (s) "
         "| steady batch p50 (s) | restart to first batch (s) | load before |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for run in found["runs"]:
         code = code_label(run.get("code", "this"))
@@ -542,10 +559,11 @@ def report(found: dict) -> list[str]:
         peaks = run["peak_mb"]["peak_process_mb"]
         lines.append(
             f"| {run['keys']:,} | {store_label(run)} | {code} | {run.get('key_buckets', KEY_BUCKETS)} | "
-            f"{run['fill_rows']:,} | "
+            f"{run['fill_rows']:,}{' by key' if run.get('fill_order', 'key') == 'key' else ''} | "
             f"{run['state_bytes_per_key']:,.0f} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
-            f"{peaks.get('python_worker', 0):,.0f} | {breakdown(run)} | {run['fill_batch_median_s']} | "
+            f"{peaks.get('python_worker', 0):,.0f} | {breakdown(run)} | {store_and_live_heap(run)} | "
+            f"{run['fill_batch_median_s']} | "
             f"{run['steady_batch_median_s']}"
             + (
                 f" (store commit {run['steady_state_commit_median_s']})"
