@@ -9,7 +9,10 @@ reached here). Per (store, keys) one fresh child process (so the peaks are its o
 file source read one file per micro-batch (``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``), cep's
 ``q.on_spark`` into a no-op sink:
 
-1. fill: ``--fill-rows`` new keys per micro-batch until every key has its login;
+1. fill: ``--fill-rows`` new keys per micro-batch until every key has its login, in the order of the buckets
+   cep puts them in (``--fill-order bucket``, the default: a fill batch touches rows / keys-per-bucket
+   buckets at every size, so that two sizes differ only in the keys held) or by number (``key``: a fill
+   batch touches up to one bucket per row, every bucket at 1 million keys);
 2. steady: ``--steady-batches`` micro-batches of ``--steady-rows`` logins of keys already open, spread over
    every bucket (the state of a touched bucket is read and written again): the micro-batch time a stream
    with that many open keys pays;
@@ -28,7 +31,8 @@ those already in --json.
 process's resident set and the JVM's own account of its memory (bench/memory_timeline.py): the heap, metaspace,
 direct buffers, and what is resident outside them, which is RocksDB's (and the C library's) native memory. The
 timeline, with the start of each phase marked, is in the JSON; the table shows the largest heap and untracked
-native memory.
+native memory. After the steady phase it also takes the heap's histogram (``jcmd GC.class_histogram``, after a
+full collection): the live heap and its largest classes, what would hold a heap that grows with the keys.
 
 Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
 the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
