@@ -498,6 +498,10 @@ RESULTS = HERE / "results-state-scale.json"
 def store_label(run: dict) -> str:
     """The store, and the settings given with --conf (by the last part of their names) and --env."""
     settings = {name.rsplit(".", 1)[-1]: value for name, value in (run.get("conf") or {}).items()}
+    ran_with = run.get("settings") or {}
+    cap = ran_with.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB")
+    if run["store"] == "rocksdb" and cap and "maxMemoryUsageMB" not in settings:  # cep's session set it
+        settings["maxMemoryUsageMB"] = f"{cap} (cep's default)"
     settings.update(run.get("env") or {})
     if "LD_PRELOAD" in settings:  # the allocator's library by its name, not its directory
         settings["LD_PRELOAD"] = Path(settings["LD_PRELOAD"]).name
