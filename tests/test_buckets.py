@@ -66,25 +66,3 @@ def test_local_stream_keeps_buckets_as_bytes_and_drops_empty_ones():
     out, _, _ = stream.run_batch([])  # watermark 100 s: a's and b's sessions end by their timers
     assert [row[1:] for row in out] == [(t0, 3)]  # a: 5, 4, 6 is a V; b: 5, 6, 4 is not
     assert set(stream.states) == {("c",)}
-
-
-@pytest.mark.spark
-def test_the_keyed_operators_arrow_batches_are_cut_where_spark_had_its_default(spark):
-    from cep.spark_bridge.spark.buckets import (
-        ARROW_RECORDS_CONF,
-        KEYED_ARROW_RECORDS,
-        SPARK_ARROW_RECORDS,
-        bound_keyed_arrow_batches,
-    )
-
-    saved = spark.conf.get(ARROW_RECORDS_CONF, None)
-    try:
-        spark.conf.unset(ARROW_RECORDS_CONF)
-        assert int(spark.conf.get(ARROW_RECORDS_CONF)) == SPARK_ARROW_RECORDS
-        assert bound_keyed_arrow_batches(spark) == KEYED_ARROW_RECORDS
-        assert int(spark.conf.get(ARROW_RECORDS_CONF)) == KEYED_ARROW_RECORDS
-        spark.conf.set(ARROW_RECORDS_CONF, "250")  # someone's own value: kept
-        assert bound_keyed_arrow_batches(spark) == 250
-        assert spark.conf.get(ARROW_RECORDS_CONF) == "250"
-    finally:
-        spark.conf.unset(ARROW_RECORDS_CONF) if saved is None else spark.conf.set(ARROW_RECORDS_CONF, saved)

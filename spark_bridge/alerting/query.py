@@ -28,7 +28,7 @@ from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.worker import AlertStep, Explode
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES
-from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bound_keyed_arrow_batches, bucket_expression
+from cep.spark_bridge.spark.buckets import KEY_BUCKETS, bucket_expression
 from cep.spark_bridge.spark.columns import EVENT_US, KIND, MARKER, NULL_TIME, RAW, REJECT, STATS, WATERMARK_KEY, quote
 from cep.spark_bridge.spark.inputs import CLOCK_ROW, bad_row_counts, dead_letter_columns, prepare_input, with_watermark
 from cep.spark_bridge.spark.streaming import early_release_delay
@@ -91,8 +91,6 @@ def match_rules(
     file, ``input_file_name()``; for Kafka, ``kafka.kafka_location()``: topic, partition and offset).
 
     ``key_buckets``: partition keys hashed into that many buckets, one state value each (``spark/buckets.py``).
-    The session's Arrow batches are cut to ``buckets.KEYED_ARROW_RECORDS`` rows where they had Spark's default
-    (``bound_keyed_arrow_batches``): what a Python worker holds then follows that, not the buckets a task calls.
 
     ``with_stats`` (what ``AlertStream`` reads in its ``foreachBatch``): nothing is observed; the result
     keeps every row the operator gives, with ``KIND`` and ``STATS`` last: alerts, bad rows, one
@@ -162,7 +160,6 @@ def match_rules(
         return step(key, frames, state)
 
     exploded = exploded.withColumn(BUCKET, bucket_expression([PKEY], key_buckets))
-    bound_keyed_arrow_batches(exploded.sparkSession)  # before the query starts: it reads the setting then
     out = exploded.groupBy(F.col(SPEC), F.col(BUCKET)).applyInPandasWithState(
         cep_alert_rules, out_schema, state_schema, "append", GroupStateTimeout.EventTimeTimeout
     )

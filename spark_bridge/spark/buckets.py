@@ -39,24 +39,3 @@ def bucket_expression(columns: Sequence[str], buckets: int):
     from pyspark.sql import functions as F
 
     return F.pmod(F.hash(*[F.col(quote(c)) for c in columns]), F.lit(buckets))
-
-
-ARROW_RECORDS_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
-SPARK_ARROW_RECORDS = 10_000  # Spark's default for ARROW_RECORDS_CONF
-# The rows of one Arrow batch between the JVM and the keyed operator's Python calls. pyspark's
-# applyInPandasWithState keeps every call's output frame and state frame until that many output rows are
-# written, and cep's call returns one statistics row: a worker holds one frame pair per bucket its task called,
-# up to this many, and a micro-batch that brings new keys to every bucket calls thousands of them. A thousand
-# bounds that by Spark's own code at no cost in micro-batch time measured here (docs/operations.md, "Many keys").
-KEYED_ARROW_RECORDS = 1_000
-
-
-def bound_keyed_arrow_batches(spark) -> int:
-    """Set ``KEYED_ARROW_RECORDS`` rows per Arrow batch on ``spark`` where it has Spark's default (a value someone
-    set is theirs, and stays); the value the session's queries will start with. A streaming query reads it when it
-    starts (its session is a copy), so call this before ``start()``."""
-    current = int(spark.conf.get(ARROW_RECORDS_CONF, str(SPARK_ARROW_RECORDS)))
-    if current == SPARK_ARROW_RECORDS:
-        spark.conf.set(ARROW_RECORDS_CONF, str(KEYED_ARROW_RECORDS))
-        return KEYED_ARROW_RECORDS
-    return current
