@@ -27,6 +27,10 @@ SAMPLE_INTERVAL_S = 15.0
 MIN_CATEGORY_KB = 1024
 _CATEGORY = re.compile(r"^-\s+(?P<name>[A-Za-z ]+?) \(reserved=\d+KB, committed=(?P<committed>\d+)KB\)", re.M)
 _TOTAL = re.compile(r"^Total: reserved=\d+KB, committed=(?P<committed>\d+)KB", re.M)
+_HISTOGRAM_ROW = re.compile(r"^\s*\d+:\s+(?P<instances>\d+)\s+(?P<bytes>\d+)\s+(?P<name>\S+)", re.M)
+_HISTOGRAM_TOTAL = re.compile(r"^Total\s+(?P<instances>\d+)\s+(?P<bytes>\d+)", re.M)
+# The classes of a heap histogram kept: what holds a heap that grows with the keys is among the largest few.
+HISTOGRAM_CLASSES = 25
 
 
 def native_memory_mb(pid: int) -> dict[str, float]:
@@ -45,6 +49,34 @@ def native_memory_mb(pid: int) -> dict[str, float]:
         if int(found["committed"]) >= MIN_CATEGORY_KB:
             out[found["name"].lower().replace(" ", "_")] = round(int(found["committed"]) / 1024, 1)
     return out
+
+
+def class_histogram(pid: int, top: int = HISTOGRAM_CLASSES) -> dict:
+    """The JVM's live heap by class (``jcmd <pid> GC.class_histogram``, which runs a full collection first, so the
+    total is what the heap really holds, not what the collector let it grow to): the total and the ``top``
+    classes by bytes, in MB; empty when jcmd fails."""
+    try:
+        done = subprocess.run(["jcmd", str(pid), "GC.class_histogram"], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    total = _HISTOGRAM_TOTAL.search(done.stdout)
+    if not total:
+        return {}
+    rows = sorted(_HISTOGRAM_ROW.finditer(done.stdout), key=lambda row: -int(row["bytes"]))[:top]
+    return {
+        "live_heap_mb": round(int(total["bytes"]) / 2**20, 1),
+        "instances": int(total["instances"]),
+        "classes": [
+            {"class": row["name"], "instances": int(row["instances"]), "mb": round(int(row["bytes"]) / 2**20, 2)}
+            for row in rows
+        ],
+    }
+
+
+def largest_jvm(root: int) -> int | None:
+    """The pid of the JVM with the largest resident set under ``root`` (Spark's driver JVM in local mode)."""
+    found = [(status_kb(pid, "VmRSS") or 0, pid) for pid in descendants(root) if role(pid) == "jvm"]
+    return max(found)[1] if found else None
 
 
 @dataclass

@@ -9,7 +9,10 @@ reached here). Per (store, keys) one fresh child process (so the peaks are its o
 file source read one file per micro-batch (``maxFilesPerTrigger=1``, ``trigger(availableNow=True)``), cep's
 ``q.on_spark`` into a no-op sink:
 
-1. fill: ``--fill-rows`` new keys per micro-batch until every key has its login;
+1. fill: ``--fill-rows`` new keys per micro-batch until every key has its login, in the order of the buckets
+   cep puts them in (``--fill-order bucket``, the default: a fill batch touches rows / keys-per-bucket
+   buckets at every size, so that two sizes differ only in the keys held) or by number (``key``: a fill
+   batch touches up to one bucket per row, every bucket at 1 million keys);
 2. steady: ``--steady-batches`` micro-batches of ``--steady-rows`` logins of keys already open, spread over
    every bucket (the state of a touched bucket is read and written again): the micro-batch time a stream
    with that many open keys pays;
@@ -28,7 +31,8 @@ those already in --json.
 process's resident set and the JVM's own account of its memory (bench/memory_timeline.py): the heap, metaspace,
 direct buffers, and what is resident outside them, which is RocksDB's (and the C library's) native memory. The
 timeline, with the start of each phase marked, is in the JSON; the table shows the largest heap and untracked
-native memory.
+native memory. After the steady phase it also takes the heap's histogram (``jcmd GC.class_histogram``, after a
+full collection): the live heap and its largest classes, what would hold a heap that grows with the keys.
 
 Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
 the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
@@ -57,7 +61,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from memory_timeline import JVM_TRACKING_OPTION, MemoryTimeline, largest  # noqa: E402
+from memory_timeline import JVM_TRACKING_OPTION, MemoryTimeline, class_histogram, largest, largest_jvm  # noqa: E402
 from procmem import TreeMemory  # noqa: E402
 
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS  # noqa: E402
@@ -68,18 +72,46 @@ QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (A B)
   DEFINE A AS A.kind = 'login', B AS B.kind = 'logout')"""
+SETTINGS_SHOWN = (
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage",
+    "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB",
+    "spark.sql.execution.arrow.maxRecordsPerBatch",
+)
 START_S = 1_700_000_000  # event times start here (2023-11-14), one millisecond per row
 
 
-def write_files(directory: Path, keys: int, fill_rows: int, steady_batches: int, steady_rows: int) -> list[int]:
-    """The input files, one per micro-batch, named and stamped in reading order; their row counts."""
+def user_ids(users) -> list[str]:
+    return [f"u{u:08d}" for u in users]
+
+
+def bucket_order(spark, keys: int, key_buckets: int):
+    """The keys 0..keys-1 sorted by the bucket cep's keyed operator puts them in (Spark's own hash, computed by
+    Spark): filled in this order, a fill micro-batch of R new keys touches about R / (keys per bucket) buckets at
+    every size, so the state read and written per fill batch follows R, not the keys already held."""
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    from cep.spark_bridge.spark.buckets import bucket_expression
+
+    users = spark.range(keys).select(F.format_string("u%08d", F.col("id")).alias("user_id"))
+    buckets = users.select(bucket_expression(["user_id"], key_buckets).alias("bucket")).toPandas()["bucket"]
+    return np.argsort(buckets.to_numpy(), kind="stable")
+
+
+def write_files(
+    directory: Path, keys: int, fill_rows: int, steady_batches: int, steady_rows: int, fill_order=None
+) -> list[int]:
+    """The input files, one per micro-batch, named and stamped in reading order; their row counts. The fill
+    batches take the keys in ``fill_order`` (default: by number)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     directory.mkdir(parents=True)
     rng = np.random.default_rng(11)
-    slices = [np.arange(s, min(s + fill_rows, keys)) for s in range(0, keys, fill_rows)]
+    order = np.arange(keys) if fill_order is None else fill_order
+    slices = [order[s : s + fill_rows] for s in range(0, keys, fill_rows)]
     slices += [rng.choice(keys, steady_rows, replace=False) for _ in range(steady_batches + 1)]  # +1: the restart
     clock, counts = START_S * 1000, []
     for index, users in enumerate(slices):
@@ -87,7 +119,7 @@ def write_files(directory: Path, keys: int, fill_rows: int, steady_batches: int,
         clock += len(users)
         table = pa.table(
             {
-                "user_id": pa.array([f"u{u:08d}" for u in users]),
+                "user_id": pa.array(user_ids(users)),
                 "ts": pa.array(ts.astype("datetime64[ms]"), pa.timestamp("ms", tz="UTC")),
                 "kind": pa.array(["login"] * len(users)),
             }
@@ -184,11 +216,12 @@ def one(store: str, keys: int, args) -> dict:
     timeline = MemoryTimeline(os.getpid(), interval_s=args.sample_s).start()
     key_buckets = buckets_for(keys, args)
     try:
-        counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows)
-        source = work / "in"
-        source.mkdir()
         conf = dict(item.split("=", 1) for item in args.conf)
         spark = get_spark("local[2]", app_name="cep-state-scale", state_store=store, conf=conf)
+        order = bucket_order(spark, keys, key_buckets) if args.fill_order == "bucket" else None
+        counts = write_files(work / "all", keys, args.fill_rows, args.steady_batches, args.steady_rows, order)
+        source = work / "in"
+        source.mkdir()
         q = cep.compile(QUERY)
         files = sorted((work / "all").iterdir())
         for f in files[:-1]:
@@ -202,6 +235,9 @@ def one(store: str, keys: int, args) -> dict:
         batches = batch_numbers(query.recentProgress)
         fill, steady = batches[:fills], batches[fills:]
         checkpoint_bytes = directory_bytes(work / "ck")
+        # every key open and the query stopped: the heap's live objects by class, what holds it as keys grow
+        jvm = largest_jvm(os.getpid()) if args.jvm_detail else None
+        histogram = class_histogram(jvm) if jvm else {}
         shutil.copy2(files[-1], source / files[-1].name)
         timeline.mark("restart")
         started = time.perf_counter()
@@ -216,7 +252,10 @@ def one(store: str, keys: int, args) -> dict:
             "keys": keys,
             "key_buckets": key_buckets,
             "conf": conf,
+            # what the session ran with, cep's defaults included (the RocksDB cap, the Arrow batch rows)
+            "settings": {key: spark.conf.get(key, None) for key in SETTINGS_SHOWN},
             "fill_rows": args.fill_rows,
+            "fill_order": args.fill_order,
             "steady_batches": args.steady_batches,
             "steady_rows": args.steady_rows,
             "batches": len(batches),
@@ -238,6 +277,7 @@ def one(store: str, keys: int, args) -> dict:
         out["peak_mb"] = memory.stop()
         out["timeline"] = timeline.stop()
         out["store_metrics_last_steady"] = last["store_metrics"]
+        out["heap_histogram_after_steady"] = histogram
         out["jvm_breakdown_peak_mb"] = {
             part: largest(out["timeline"], "jvm_native_mb", part) for part in ("java_heap", "other", "untracked")
         }
@@ -292,7 +332,7 @@ def bucket_profile(keys: int, rows: int, repeats: int) -> dict:
     def frame(users, first_ms: int):
         out = pd.DataFrame(
             {
-                "user_id": [f"u{u:08d}" for u in users],
+                "user_id": user_ids(users),
                 "ts": pd.to_datetime(first_ms + np.arange(len(users)), unit="ms"),
                 "kind": ["login"] * len(users),
             }
@@ -354,6 +394,12 @@ def main() -> int:
     parser.add_argument("--keys", default="100000,300000", help="distinct keys per run, comma separated")
     parser.add_argument("--stores", default="rocksdb,hdfs")
     parser.add_argument("--fill-rows", type=int, default=50_000, help="new keys per micro-batch while filling")
+    parser.add_argument(
+        "--fill-order",
+        choices=("bucket", "key"),
+        default="bucket",
+        help="the fill's keys by bucket (a fill batch touches rows/keys-per-bucket buckets at every size) or by number",
+    )
     parser.add_argument("--steady-batches", type=int, default=4)
     parser.add_argument("--steady-rows", type=int, default=2_000)
     parser.add_argument("--key-buckets", type=int, default=KEY_BUCKETS, help="cep's key buckets (on_spark)")
@@ -409,6 +455,7 @@ def main() -> int:
                 command += ["--fill-rows", str(args.fill_rows), "--steady-batches", str(args.steady_batches)]
                 command += ["--steady-rows", str(args.steady_rows), "--key-buckets", str(args.key_buckets)]
                 if code == "this":  # a compared checkout may not know these
+                    command += ["--fill-order", args.fill_order]
                     command += ["--sample-s", str(args.sample_s)] + (["--jvm-detail"] if args.jvm_detail else [])
                     if args.keys_per_bucket:
                         command += ["--keys-per-bucket", str(args.keys_per_bucket)]
@@ -451,6 +498,10 @@ RESULTS = HERE / "results-state-scale.json"
 def store_label(run: dict) -> str:
     """The store, and the settings given with --conf (by the last part of their names) and --env."""
     settings = {name.rsplit(".", 1)[-1]: value for name, value in (run.get("conf") or {}).items()}
+    ran_with = run.get("settings") or {}
+    cap = ran_with.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB")
+    if run["store"] == "rocksdb" and cap and "maxMemoryUsageMB" not in settings:  # cep's session set it
+        settings["maxMemoryUsageMB"] = f"{cap} (cep's default)"
     settings.update(run.get("env") or {})
     if "LD_PRELOAD" in settings:  # the allocator's library by its name, not its directory
         settings["LD_PRELOAD"] = Path(settings["LD_PRELOAD"]).name
@@ -464,6 +515,14 @@ def breakdown(run: dict) -> str:
     if found.get("java_heap") is None:
         return "-"
     return f"{found['java_heap']:,.0f} / {found.get('untracked') or 0:,.0f}"
+
+
+def store_and_live_heap(run: dict) -> str:
+    """The store's memory as Spark reports it at the last steady batch (``memoryUsedBytes``: RocksDB's block cache,
+    memtables and pinned blocks; the HDFS store's maps on the heap) and the JVM's live heap after a full collection
+    (the heap histogram, --jvm-detail), in MB; "-" for what a run did not record."""
+    live = (run.get("heap_histogram_after_steady") or {}).get("live_heap_mb")
+    return f"{run['state_bytes'] / 2**20:,.0f} / " + (f"{live:,.0f}" if live is not None else "-")
 
 
 def code_label(code: str) -> str:
@@ -493,9 +552,10 @@ def report(found: dict) -> list[str]:
         ),
         "",
         "| keys | store | code | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
-        "| peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) | fill batch p50 (s) "
+        "| peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) "
+        "| store memory (Spark) / live heap after GC (MB) | fill batch p50 (s) "
         "| steady batch p50 (s) | restart to first batch (s) | load before |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for run in found["runs"]:
         code = code_label(run.get("code", "this"))
@@ -507,10 +567,11 @@ def report(found: dict) -> list[str]:
         peaks = run["peak_mb"]["peak_process_mb"]
         lines.append(
             f"| {run['keys']:,} | {store_label(run)} | {code} | {run.get('key_buckets', KEY_BUCKETS)} | "
-            f"{run['fill_rows']:,} | "
+            f"{run['fill_rows']:,}{' by key' if run.get('fill_order', 'key') == 'key' else ''} | "
             f"{run['state_bytes_per_key']:,.0f} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
-            f"{peaks.get('python_worker', 0):,.0f} | {breakdown(run)} | {run['fill_batch_median_s']} | "
+            f"{peaks.get('python_worker', 0):,.0f} | {breakdown(run)} | {store_and_live_heap(run)} | "
+            f"{run['fill_batch_median_s']} | "
             f"{run['steady_batch_median_s']}"
             + (
                 f" (store commit {run['steady_state_commit_median_s']})"

@@ -13,15 +13,21 @@ import pytest
 
 from cep.spark_bridge.spark import session
 from cep.spark_bridge.spark.session import (
+    DEFAULT_ROCKSDB_MEMORY_MB,
+    MIN_ROCKSDB_MEMORY_MB,
+    ROCKSDB_MEMORY_ENV,
     STATE_STORE_ENV,
     STATE_STORE_PROVIDERS,
     StateStoreError,
     checkpoint_state_store,
+    rocksdb_memory_conf,
     state_store_conf,
 )
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+BOUNDED = "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"
+MEMORY_MB = "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"
 
 
 def test_the_hdfs_store_is_the_default_and_rocksdb_comes_with_changelog_checkpointing(monkeypatch):
@@ -51,6 +57,46 @@ def test_an_unknown_store_is_refused_by_name(monkeypatch, name, env, said):
         state_store_conf(name)
     message = str(caught.value)
     assert message.startswith(said) and "rocksdb, hdfs" in message
+
+
+def test_rocksdb_memory_is_capped_by_default_and_the_environment_changes_the_cap(monkeypatch):
+    monkeypatch.delenv(ROCKSDB_MEMORY_ENV, raising=False)
+    assert rocksdb_memory_conf() == {BOUNDED: "true", MEMORY_MB: str(DEFAULT_ROCKSDB_MEMORY_MB)}
+    monkeypatch.setenv(ROCKSDB_MEMORY_ENV, " 1_024 ")
+    assert rocksdb_memory_conf() == {BOUNDED: "true", MEMORY_MB: "1024"}
+
+
+@pytest.mark.parametrize("value", ["lots", "512MB", "-1", "1.5", str(MIN_ROCKSDB_MEMORY_MB - 1)])
+def test_a_rocksdb_cap_that_is_not_a_whole_number_of_megabytes_is_refused(monkeypatch, value):
+    monkeypatch.setenv(ROCKSDB_MEMORY_ENV, value)
+    with pytest.raises(StateStoreError) as caught:
+        rocksdb_memory_conf()
+    message = str(caught.value)
+    assert message.startswith(f"${ROCKSDB_MEMORY_ENV} is {value!r}") and f"at least {MIN_ROCKSDB_MEMORY_MB}" in message
+
+
+@pytest.mark.spark
+def test_the_session_fills_in_the_rocksdb_cap_and_keeps_a_spark_setting_of_it(spark, monkeypatch):
+    saved = {key: spark.conf.get(key, None) for key in (BOUNDED, MEMORY_MB)}
+    try:
+        monkeypatch.delenv(ROCKSDB_MEMORY_ENV, raising=False)
+        for key in saved:
+            spark.conf.unset(key)
+        session.get_spark("local[2]")
+        assert (spark.conf.get(BOUNDED), spark.conf.get(MEMORY_MB)) == ("true", str(DEFAULT_ROCKSDB_MEMORY_MB))
+
+        spark.conf.unset(MEMORY_MB)
+        monkeypatch.setenv(ROCKSDB_MEMORY_ENV, "96")
+        session.get_spark("local[2]")
+        assert spark.conf.get(MEMORY_MB) == "96"
+
+        # A Spark setting (spark-defaults.conf, conf=, or one set on the session) is the team's: it stays.
+        spark.conf.set(BOUNDED, "false")
+        session.get_spark("local[2]", conf={MEMORY_MB: "700"})
+        assert (spark.conf.get(BOUNDED), spark.conf.get(MEMORY_MB)) == ("false", "700")
+    finally:
+        for key, value in saved.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
 
 
 def _offset_entry(provider: str | None) -> str:

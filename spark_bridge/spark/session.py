@@ -18,7 +18,8 @@ Why each setting:
   JVM heap) by default, since RocksDB was neither faster nor smaller at 20k-100k keys here
   (bench/state_scale.py); ``"rocksdb"`` (with changelog checkpointing) keeps the state off the heap, for
   millions of keys. Spark keeps the store a checkpoint was started with (``checkpoint_state_store`` reads
-  it): see docs/operations.md.
+  it): see docs/operations.md. RocksDB's native memory is capped (``boundedMemoryUsage``,
+  ``$CEP_ROCKSDB_MEMORY_MB``) unless Spark's own settings say otherwise.
 
 pyspark is imported inside ``get_spark`` only, so importing this module costs nothing without Java.
 """
@@ -66,6 +67,18 @@ STATE_STORE_ENV = "CEP_STATE_STORE"
 DEFAULT_STATE_STORE = "hdfs"
 _PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 _CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+# RocksDB's block cache, memtables and index and filter blocks are native memory, outside the JVM's heap and its
+# Native Memory Tracking, and Spark gives each store instance its own unless boundedMemoryUsage puts every
+# instance of a JVM under one cap. Index and filter blocks follow the keys held, and at 1 million keys RocksDB
+# filled whatever cap it had (bench/state_scale.py), so cep caps it by default; a smaller cache is still correct,
+# it reads its files more. $CEP_ROCKSDB_MEMORY_MB changes the cap, a Spark setting of either key (spark-defaults.conf,
+# get_spark(conf=)) wins over cep's, and the settings apply whichever store a checkpoint started with.
+ROCKSDB_MEMORY_ENV = "CEP_ROCKSDB_MEMORY_MB"
+DEFAULT_ROCKSDB_MEMORY_MB = 256
+# Spark's default memtable is 64 MB: a cap below a few of them flushes RocksDB's memtables all the time.
+MIN_ROCKSDB_MEMORY_MB = 32
+_BOUNDED_CONF = "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"
+_MEMORY_CONF = "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"
 
 # log4j2 configuration handed to the driver JVM: errors only, and nothing from the noisy start-up loggers.
 _LOG4J2 = """\
@@ -248,6 +261,21 @@ def state_store_conf(name: str | None = None) -> dict[str, str]:
     return conf
 
 
+def rocksdb_memory_conf() -> dict[str, str]:
+    """The RocksDB cap cep asks for where Spark's settings do not give one: every store instance of a JVM under
+    one cap of ``$CEP_ROCKSDB_MEMORY_MB`` (else ``DEFAULT_ROCKSDB_MEMORY_MB``) MB. A value that is not a whole
+    number of at least ``MIN_ROCKSDB_MEMORY_MB`` raises ``StateStoreError``."""
+    text = os.environ.get(ROCKSDB_MEMORY_ENV, "").strip().replace("_", "")
+    if not text:
+        return {_BOUNDED_CONF: "true", _MEMORY_CONF: str(DEFAULT_ROCKSDB_MEMORY_MB)}
+    if not text.isdigit() or int(text) < MIN_ROCKSDB_MEMORY_MB:
+        raise StateStoreError(
+            f"${ROCKSDB_MEMORY_ENV} is {os.environ[ROCKSDB_MEMORY_ENV]!r}: give RocksDB's memory cap as a whole "
+            f"number of MB, at least {MIN_ROCKSDB_MEMORY_MB} (the default is {DEFAULT_ROCKSDB_MEMORY_MB})"
+        )
+    return {_BOUNDED_CONF: "true", _MEMORY_CONF: str(int(text))}
+
+
 def checkpoint_state_store(checkpoint: str | os.PathLike[str]) -> str | None:
     """The state store a streaming checkpoint was started with ("rocksdb", "hdfs", or the provider's class
     name for another one); None when the checkpoint has no micro-batch yet.
@@ -294,6 +322,7 @@ def get_spark(
     ``master`` only matters for a new one.
     ``state_store``: "hdfs" (the default) or "rocksdb" (None: ``$CEP_STATE_STORE``, else the default); it applies
     to streams started on a new checkpoint (an existing checkpoint keeps its own, see ``checkpoint_state_store``).
+    RocksDB's memory is capped (``rocksdb_memory_conf``) unless a Spark setting says otherwise.
     ``conf`` adds or overrides settings (e.g. ``{"spark.driver.memory": "4g"}``).
     With ``quiet`` (the default) a JVM started here writes its console output to ``spark_log_path()``
     instead of this process's stderr.
@@ -311,6 +340,7 @@ def get_spark(
     stream), in front of ``$SPARK_SUBMIT_OPTS`` so that a user's own flags there win.
     """
     _prepare_environment(master)
+    rocksdb_memory = rocksdb_memory_conf()  # checked before Spark starts: a bad value costs no JVM
     from pyspark.sql import SparkSession
 
     log4j = _log4j2_file()
@@ -363,6 +393,9 @@ def get_spark(
         for key in (_PROVIDER_CONF, _CHANGELOG_CONF):
             if key in settings:
                 spark.conf.set(key, settings[key])
+    for key, value in rocksdb_memory.items():  # where no Spark setting (spark-defaults.conf, conf=) gave one
+        if spark.conf.get(key, None) is None:
+            spark.conf.set(key, value)
     if kafka and running and not has_kafka_connector(spark):
         raise KafkaConnectorError(
             f"a SparkSession is already running without Spark's Kafka connector ({coordinates()}), and the classpath "
