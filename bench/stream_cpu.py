@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -40,7 +41,8 @@ from kafka_e2e import (  # noqa: E402
     TOPICS,
     Producer,
     StatusWatch,
-    _lines,
+    batch_numbers,
+    floor_numbers,
     start_broker,
     start_cep,
     start_floor,
@@ -49,6 +51,7 @@ from kafka_e2e import (  # noqa: E402
 )
 from procmem import descendants, role  # noqa: E402
 
+from cep.spark_bridge.spark.session import SUBMIT_OPTS_ENV  # noqa: E402
 from tests.kafka_broker import KafkaBroker  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -57,6 +60,9 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 WARMUP_S = 60
 FIRST_BATCH_LIMIT_S = 600  # a cold start under load takes minutes
 TOP_THREADS = 12
+# After a step, how long the bench waits at 200 ticks/s for the engine to commit every tick of it: a stream
+# that has not caught up by then fell behind at that rate.
+CATCH_UP_LIMIT_S = 60
 
 
 def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, str, float]]:
@@ -128,14 +134,91 @@ def by_thread(before: dict, after: dict, python_names: dict[int, str]) -> tuple[
     return {kind: round(cpu, 1) for kind, cpu in sorted(roles.items())}, top
 
 
-def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
+@dataclass(frozen=True)
+class JvmSetting:
+    """A name for the report and the driver JVM flags it puts in the engine's ``$SPARK_SUBMIT_OPTS`` (they come
+    after ``session.STREAM_JVM_OPTIONS`` on the JVM's command line, so they win)."""
+
+    name: str
+    flags: str
+
+
+def jvm_settings(texts: list[str]) -> list[JvmSetting]:
+    """``NAME=FLAGS`` each (``c2=-XX:TieredStopAtLevel=4``); none: the engine's own options alone."""
+    found = [JvmSetting(*text.split("=", 1)) for text in texts]
+    return found or [JvmSetting("default", "")]
+
+
+def perf_counters(pid: int) -> dict[str, int]:
+    """The JIT's and the class loader's counters of JVM ``pid`` (``jcmd PerfCounter.print``; empty without jcmd)."""
+    try:
+        text = subprocess.run(
+            ["jcmd", str(pid), "PerfCounter.print"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    wanted = {"sun.ci.totalCompiles", "sun.ci.standardTime", "sun.ci.osrTime", "sun.os.hrt.frequency"}
+    wanted.add("java.cls.loadedClasses")
+    return {
+        name: int(value)
+        for name, value in (line.split("=", 1) for line in text.splitlines() if "=" in line)
+        if name in wanted and value.strip().lstrip("-").isdigit()
+    }
+
+
+def generated_classes(log: Path) -> int:
+    """Spark's generated classes the JVM has loaded so far: one per compilation of whole-stage or expression
+    code (Janino's ``GeneratedClass``; the nested classes of one compilation are not counted again)."""
+    try:
+        with log.open(errors="replace") as lines:
+            return sum(1 for line in lines if "expressions.GeneratedClass " in line)
+    except OSError:
+        return 0
+
+
+def jvm_pid(root: int) -> int | None:
+    return next((pid for pid in descendants(root) if role(pid) == "jvm"), None)
+
+
+@dataclass
+class Running:
+    """One engine started with one JVM setting, and what the steps read from it."""
+
+    name: str
+    setting: JvmSetting
+    engine: object
+    checkpoint: Path
+    watch: StatusWatch
+    class_log: Path
+    producer: Producer
+    work: Path
+    python_names: dict = field(default_factory=dict)
+    first_batch_s: float = 0.0
+
+    def sample(self) -> dict:
+        pid = jvm_pid(self.engine.process.pid)
+        return {
+            "threads": thread_cpu(self.engine.process.pid),
+            "commits": commits(self.checkpoint),
+            "offsets": committed_offsets(self.checkpoint),
+            "perf": perf_counters(pid) if pid else {},
+            "generated": generated_classes(self.class_log),
+        }
+
+
+def start_engine(name: str, setting: JvmSetting, args, broker: KafkaBroker, work: Path) -> Running:
+    """The engine started, its first micro-batch with rows seen, and the warm-up at 200 ticks/s done."""
     work.mkdir(parents=True)
-    ticks = f"ticks-{name}"
-    topics = {engine: f"{topic}-{name}" for engine, topic in TOPICS.items()}
+    ticks = f"ticks-{work.name}"
+    topics = {engine: f"{topic}-{work.name}" for engine, topic in TOPICS.items()}
     broker.create_topics({ticks: 4, **{topic: 1 for topic in topics.values()}})
-    env_before = os.environ.get("PYSPARK_SUBMIT_ARGS")
+    class_log = work / "classes.log"
+    env_before = {key: os.environ.get(key) for key in ("PYSPARK_SUBMIT_ARGS", SUBMIT_OPTS_ENV)}
     if args.submit_args:
         os.environ["PYSPARK_SUBMIT_ARGS"] = f"{args.submit_args} pyspark-shell"
+    # every class the JVM loads, to count Spark's compilations; the same flag for every setting
+    os.environ[SUBMIT_OPTS_ENV] = f"{setting.flags} -Xlog:class+load=info:file={class_log}".strip()
+    started = time.time()
     try:
         if name == "floor":
             engine = start_floor(work, broker.bootstrap, ticks)
@@ -144,69 +227,121 @@ def run_engine(name: str, args, broker: KafkaBroker, work: Path) -> dict:
             query_file.write_text(args.query.read_text() if args.query else QUERY_TEXT)
             engine = start_cep(work, broker.bootstrap, query_file, ticks, topics, args.python, state=name)
     finally:
-        if env_before is None:
-            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
-        else:
-            os.environ["PYSPARK_SUBMIT_ARGS"] = env_before
+        for key, value in env_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    checkpoint = work / "floor" / "ck" if name == "floor" else work / "ck" / "match"
+    watch = StatusWatch(work / "ck" / "status.json")
+    producer = Producer(broker.bootstrap, ticks, args.keys)
+    running = Running(name, setting, engine, checkpoint, watch, class_log, producer, work)
     try:
-        startup = wait_started([engine], time.time())
-        producer = Producer(broker.bootstrap, ticks, args.keys)
-        watch = StatusWatch(work / "ck" / "status.json")
+        wait_started([engine], started)
         watch.start()
 
         def first_batch() -> bool:
             if engine.process.poll() is not None:
                 raise SystemExit(f"{name} stopped:\n{engine.log.read_text(errors='replace')[-3000:]}")
-            if name == "floor":
-                return bool(_lines(work / "floor" / "floor.jsonl"))
-            return any(int(b.get("input_rows") or 0) for b in watch.batches.values())
+            return commits(checkpoint) > 0 and committed_offsets(checkpoint) > 0
 
-        producer.run(SETTLE_RATE, FIRST_BATCH_LIMIT_S, until=first_batch)
-        producer.run(SETTLE_RATE, args.warmup)
-        checkpoint = work / "floor" / "ck" if name == "floor" else work / "ck" / "match"
-        committed, offsets = commits(checkpoint), committed_offsets(checkpoint)
-        names = python_thread_names(engine.process.pid) if name != "floor" else {}
-        before = thread_cpu(engine.process.pid)
-        sent, start, end = producer.run(args.rate, args.seconds)
-        after = thread_cpu(engine.process.pid)
-        committed, offsets = commits(checkpoint) - committed, committed_offsets(checkpoint) - offsets
-        load = os.getloadavg()
-        names |= python_thread_names(engine.process.pid) if name != "floor" else {}
-        roles, top = by_thread(before, after, names)
-        watch.stop.set()
-        batches = [b for b in watch.batches.values() if start <= b["seen_at"] <= end and int(b.get("input_rows") or 0)]
-        found = {
+        running.producer.run(SETTLE_RATE, FIRST_BATCH_LIMIT_S, until=first_batch)
+        running.first_batch_s = round(time.time() - started, 1)
+        running.producer.run(SETTLE_RATE, args.warmup)
+    except BaseException:
+        stop_engine(engine)
+        raise
+    return running
+
+
+def run_step(running: Running, rate: float, args) -> dict:
+    """``rate`` ticks/s for ``args.seconds``, then 200 ticks/s until the engine has committed every tick of the
+    step (caught up) or ``CATCH_UP_LIMIT_S``: CPU by role and thread, micro-batches, JIT and codegen counts."""
+    name, engine = running.name, running.engine
+    if name != "floor" and not running.python_names:
+        running.python_names = python_thread_names(engine.process.pid)
+    before = running.sample()
+    sent, start, end = running.producer.run(rate, args.seconds)
+    after = running.sample()
+    load = os.getloadavg()
+    produced = len(running.producer.ticks.ts_ms)
+
+    def caught_up() -> bool:
+        return committed_offsets(running.checkpoint) >= produced
+
+    settle_start = time.time()
+    running.producer.run(SETTLE_RATE, CATCH_UP_LIMIT_S, until=caught_up)
+    caught = round(time.time() - settle_start, 1) if caught_up() else None
+    roles, top = by_thread(before["threads"], after["threads"], running.python_names)
+    batches = after["commits"] - before["commits"]
+    rows = after["offsets"] - before["offsets"]
+    cpu = sum(roles.values())
+    perf = {key: after["perf"].get(key, 0) - before["perf"].get(key, 0) for key in after["perf"]}
+    frequency = after["perf"].get("sun.os.hrt.frequency") or 1
+    if name == "floor":
+        timing = floor_numbers(running.work / "floor", start, end)
+    else:
+        timing = batch_numbers(running.watch, start, end)
+    return {
+        "rate_asked": rate,
+        "rate": round(sent / (end - start), 1),
+        "seconds": round(end - start, 1),
+        "cpu_s": round(cpu, 1),
+        "cpu_s_by_role": roles,
+        "busiest_threads": top,
+        "jit_compiler_cpu_s": round(sum(cpu for label, cpu in top if "CompilerThre" in label), 1),
+        "load_average": [round(x, 2) for x in load],
+        "batches": batches,
+        "rows_finished": rows,
+        "rows_finished_per_s": round(rows / (end - start)),
+        "rows_per_cpu_s": round(rows / cpu) if cpu else None,
+        "cpu_s_per_batch": round(cpu / batches, 3) if batches else None,
+        "batch_p50_s": timing.get("batch_p50_s"),
+        "caught_up_s": caught,
+        "jit_compiles_per_batch": round(perf.get("sun.ci.totalCompiles", 0) / batches, 1) if batches else None,
+        "jit_time_s": round((perf.get("sun.ci.standardTime", 0) + perf.get("sun.ci.osrTime", 0)) / frequency, 2),
+        "classes_loaded_per_batch": round(perf.get("java.cls.loadedClasses", 0) / batches, 1) if batches else None,
+        "codegen_per_batch": round((after["generated"] - before["generated"]) / batches, 2) if batches else None,
+    }
+
+
+def run_engine(name: str, setting: JvmSetting, args, broker: KafkaBroker, work: Path) -> dict:
+    """One engine with one JVM setting: start, warm up, then each of ``--rates`` in turn."""
+    running = start_engine(name, setting, args, broker, work)
+    try:
+        steps = []
+        for rate in args.rates:
+            steps.append(run_step(running, rate, args))
+            print(json.dumps({"engine": name, "jvm": setting.name, **steps[-1]}), flush=True)
+        return {
             "engine": name,
-            "startup_s": startup,
-            "ticks": sent,
-            "rate": round(sent / (end - start), 1),
-            "seconds": round(end - start, 1),
-            "cpu_s": round(sum(roles.values()), 1),
-            "cpu_s_by_role": roles,
-            "busiest_threads": top,
-            "load_average": [round(x, 2) for x in load],
-            "batches": committed,
-            "rows_finished": offsets,
-            "rows_per_cpu_s": round(offsets / sum(roles.values())) if roles else None,
-            "cpu_s_per_batch": round(sum(roles.values()) / committed, 3) if committed else None,
-            "batches_with_rows_seen": len(batches),
+            "jvm": setting.name,
+            "jvm_flags": setting.flags,
+            "first_batch_s": running.first_batch_s,
+            "steps": steps,
             "submit_args": args.submit_args,
             "python": args.python,
             "query": str(args.query or "the V shape"),
         }
-        print(json.dumps(found), flush=True)
-        return found
     finally:
-        stop_engine(engine)
+        running.watch.stop.set()
+        stop_engine(running.engine)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", default="driver,spark,floor", help="driver, spark (cep stream's layouts), floor")
-    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--rates", default="1000", help="ticks/s of each step, in turn on one running engine")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--keys", type=int, default=1000)
-    parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds at 200 ticks/s before the step")
+    parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds at 200 ticks/s before the steps")
+    parser.add_argument(
+        "--jvm",
+        action="append",
+        default=[],
+        help="NAME=FLAGS, a driver JVM setting to try (repeat it: the settings run one after another per engine)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="times over every engine and setting, ABAB...")
     parser.add_argument("--submit-args", default="", help="the engines' $PYSPARK_SUBMIT_ARGS, e.g. '--conf k=v'")
     parser.add_argument(
         "--python", default=sys.executable, help="the interpreter of cep stream: another checkout's, for an A/B"
@@ -214,15 +349,25 @@ def main() -> int:
     parser.add_argument(
         "--query", type=Path, help="cep stream's rule (default: the Kafka bench's V shape), e.g. one that never fires"
     )
-    parser.add_argument("--json", help="append the results, one JSON line per engine")
+    parser.add_argument("--json", help="append the results, one JSON line per engine and setting")
     args = parser.parse_args()
+    args.rates = [float(rate) for rate in args.rates.split(",")]
+    settings = jvm_settings(args.jvm)
     work, broker = start_broker("cep-stream-cpu-")
     try:
-        for name in args.engines.split(","):
-            found = run_engine(name, args, broker, work / name)
-            if args.json:
-                with open(args.json, "a", encoding="utf-8") as out:
-                    out.write(json.dumps({"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **found}) + "\n")
+        for round_number in range(args.rounds):
+            # the settings back to back per engine, their order turned every other round: drift in the
+            # machine's load falls on each setting alike
+            order = settings if round_number % 2 == 0 else settings[::-1]
+            for name in args.engines.split(","):
+                for setting in order:
+                    run_dir = work / f"{name}-{setting.name}-{round_number}"
+                    found = run_engine(name, setting, args, broker, run_dir)
+                    found = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "round": round_number, **found}
+                    print(json.dumps(found), flush=True)
+                    if args.json:
+                        with open(args.json, "a", encoding="utf-8") as out:
+                            out.write(json.dumps(found) + "\n")
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
