@@ -318,6 +318,7 @@ def run_engine(name: str, setting: JvmSetting, args, broker: KafkaBroker, work: 
             "jvm": setting.name,
             "jvm_flags": setting.flags,
             "first_batch_s": running.first_batch_s,
+            "warmup_s": args.warmup,
             "steps": steps,
             "submit_args": args.submit_args,
             "python": args.python,
@@ -376,3 +377,69 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+RESULTS = HERE / "results-jvm-ab.jsonl"
+
+
+def _cell(value, fmt: str = "{}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def report(path: Path = RESULTS) -> list[str]:
+    """docs/performance.md's section on cep stream's driver JVM settings, from the runs in ``path``."""
+    try:
+        runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return []
+    runs = [run for run in runs if run.get("jvm") and run.get("steps")]
+    if not runs:
+        return []
+    settings = {run["jvm"]: run["jvm_flags"] for run in runs}
+    layouts = {"driver": "driver (`--state driver`)", "spark": "keyed (`--state spark`)", "floor": "Spark's floor"}
+    first, last = min(run["when"] for run in runs), max(run["when"] for run in runs)
+    rates = " then ".join(f"{rate:,.0f}" for rate in [step["rate_asked"] for step in runs[0]["steps"]])
+    lines = [
+        "",
+        "## cep stream's driver JVM: C1 against C2 (bench/stream_cpu.py --jvm)",
+        "",
+        "`cep stream` of the Kafka bench's V shape (`local[2]`, watermark 2 s, trigger 500 ms, both Kafka sinks, "
+        "1,000 keys) on a real broker, one JVM setting at a time, each a fresh stream: started, its first "
+        f"micro-batch with rows, {runs[0].get('warmup_s', WARMUP_S):.0f} s at 200 ticks/s, then {rates} ticks/s "
+        f"for {runs[0]['steps'][0]['seconds']:.0f} s each, each step followed by 200 ticks/s until the stream "
+        "has committed every tick of it "
+        f"(*caught up after*, blank when not within {CATCH_UP_LIMIT_S} s). The settings of one layout run back "
+        "to back, in turned order every other round, on this 2-core machine shared with other engineers' work "
+        "(the load average at the step's end is given: figures from runs at different loads do not compare). "
+        "CPU seconds of the stream's whole process tree (user + system, /proc) during the step; *finished/s*: "
+        "Kafka offsets the stream committed during the step per second; *JIT CPU s*: the JVM's compiler "
+        "threads; *JIT compiles* (the JVM's counter) and *Spark compilations* (generated classes the JVM "
+        f"loaded, `-Xlog:class+load`) per micro-batch. Runs {first} to {last}. Reproduce:",
+        "",
+        "    .venv/bin/python bench/stream_cpu.py --engines driver,spark --rates 1000,5000,20000,1000 \\",
+        "        " + " ".join(f"--jvm '{name}={flags}'" for name, flags in settings.items()) + " \\",
+        "        --json bench/results-jvm-ab.jsonl",
+        "",
+        "Settings: " + "; ".join(f"*{name}*: `{flags or 'none'}`" for name, flags in settings.items()) + ".",
+        "",
+        "| layout | step (ticks/s) | JVM | round | finished/s | micro-batches | CPU s per micro-batch | micro-batch "
+        "p50 s | caught up after s | JIT CPU s | JIT compiles per micro-batch | Spark compilations per micro-batch "
+        "| start to first micro-batch s | load |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    rows = []
+    for run in runs:
+        for index, step in enumerate(run["steps"]):
+            again = step["rate_asked"] in [s["rate_asked"] for s in run["steps"][:index]]
+            label = f"{step['rate_asked']:,.0f}" + (" again" if again else "")
+            rows.append(((run["engine"], index, run["jvm"], run["round"]), label, run, step))
+    for (engine, _, jvm, round_number), label, run, step in sorted(rows, key=lambda row: row[0]):
+        lines.append(
+            f"| {layouts.get(engine, engine)} | {label} | {jvm} | {round_number + 1} "
+            f"| {step['rows_finished_per_s']:,} | {step['batches']} | {_cell(step['cpu_s_per_batch'], '{:.2f}')} "
+            f"| {_cell(step['batch_p50_s'], '{:.1f}')} | {_cell(step['caught_up_s'], '{:.0f}')} "
+            f"| {step['jit_compiler_cpu_s']:.1f} | {_cell(step['jit_compiles_per_batch'], '{:.0f}')} "
+            f"| {_cell(step['codegen_per_batch'], '{:.1f}')} | {run['first_batch_s']:.0f} "
+            f"| {step['load_average'][0]:.0f} |"
+        )
+    return lines
