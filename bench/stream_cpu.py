@@ -343,6 +343,7 @@ def main() -> int:
         help="NAME=FLAGS, a driver JVM setting to try (repeat it: the settings run one after another per engine)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="times over every engine and setting, ABAB...")
+    parser.add_argument("--first-round", type=int, default=0, help="the first round's number: to go on with a run")
     parser.add_argument("--submit-args", default="", help="the engines' $PYSPARK_SUBMIT_ARGS, e.g. '--conf k=v'")
     parser.add_argument(
         "--python", default=sys.executable, help="the interpreter of cep stream: another checkout's, for an A/B"
@@ -356,7 +357,7 @@ def main() -> int:
     settings = jvm_settings(args.jvm)
     work, broker = start_broker("cep-stream-cpu-")
     try:
-        for round_number in range(args.rounds):
+        for round_number in range(args.first_round, args.first_round + args.rounds):
             # the settings back to back per engine, their order turned every other round: drift in the
             # machine's load falls on each setting alike
             order = settings if round_number % 2 == 0 else settings[::-1]

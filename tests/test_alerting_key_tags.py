@@ -25,6 +25,7 @@ from cep.spark_bridge.alerting.key_tags import (
 from cep.spark_bridge.alerting.rule_set import BAD_SPEC, PKEY, ROW_ID, SPEC
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.worker import Explode
+from tests.codegen_count import compilations_per_micro_batch
 
 pytestmark = pytest.mark.spark
 
@@ -114,7 +115,6 @@ def test_row_ids_leave_the_generated_code_the_same_at_every_micro_batch(spark, t
     compiled at every micro-batch: Spark's own counter (``CodegenMetrics``) counts no compilation after the first
     micro-batch now, and the row ids are still one per row, shared by its copies."""
 
-    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     store = publish(tmp_path / "rules", [["card"], ["card", "région"]])
     partitions = partitions_of(store.load(store.current_id()))
     source = tmp_path / "in"
@@ -125,22 +125,13 @@ def test_row_ids_leave_the_generated_code_the_same_at_every_micro_batch(spark, t
         os.utime(path, (1_000 + index, 1_000 + index))  # read in this order, one file per micro-batch
     df = spark.readStream.schema("card STRING, `région` STRING").option("maxFilesPerTrigger", 1).json(str(source))
     tagged = tag_rows(df, partitions, ["card", "région"], row_ids=True)
-    compiled: list[int] = []
     ids: list[dict] = []
 
-    def each(batch, batch_id):
-        before = compilations.getCount()
+    def read(batch):
         rows = batch.select(ROW_ID, "card").collect()
-        compiled.append(compilations.getCount() - before)
         ids.append({row_id: {r["card"] for r in rows if r[ROW_ID] == row_id} for row_id, _ in rows})
 
-    query = (
-        tagged.writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    compiled = compilations_per_micro_batch(spark, tagged, tmp_path / "ck", read)
     assert [len(batch) for batch in ids] == [5] * 4  # 10 copies per micro-batch: 5 ids, each a row's two copies
     assert all(len(cards) == 1 for batch in ids for cards in batch.values())
     assert compiled[0] > 0 and compiled[1:] == [0, 0, 0], compiled
