@@ -1,6 +1,8 @@
-"""Where ``cep stream`` spends its CPU at a steady rate: per process and per thread, beside Spark's floor.
+"""Where ``cep stream`` spends its CPU at a steady rate: per process and per thread, beside Spark's floor; and
+the driver JVM's settings side by side.
 
-    .venv/bin/python bench/stream_cpu.py [--engines driver,spark,floor] [--rate 1000] [--seconds 30]
+    .venv/bin/python bench/stream_cpu.py [--engines driver,spark,floor] [--rates 1000[,5000,...]] [--seconds 30]
+        [--jvm NAME=FLAGS ...] [--rounds N] [--first-round K]
         [--submit-args '--conf spark.x=y'] [--python OTHER_CHECKOUT/.venv/bin/python]
         [--query RULE.sql] [--json FILE]
 
@@ -8,10 +10,20 @@ A real broker (tests/kafka_broker.py); per engine, one after another, alone with
 4-partition topic of its own, the engine started as bench/kafka_e2e.py starts it (``cep stream`` of the V shape,
 ``local[2]``, watermark 2 s, trigger 500 ms, both Kafka sinks; ``--state driver`` for ``driver``; the floor:
 bench/kafka_floor.py), a warm-up at 200 ticks/s until its first micro-batch with rows and then ``WARMUP_S``
-more, then ``--rate`` ticks/s for ``--seconds``. Over that step, from /proc: the CPU seconds (user + system) of
-each process of the engine's tree by role (the Python driver, the JVM, the Python workers), and of each thread
-of the JVM and of the driver by name (the JVM names its threads; the driver's Python threads are named by
-``py-spy dump`` when py-spy is installed, else by their native id), with the load average at the end.
+more, then each of ``--rates`` ticks/s for ``--seconds`` in turn, each step followed by 200 ticks/s until the
+engine has committed every tick of it (``caught_up_s``) or ``CATCH_UP_LIMIT_S``. Over each step, from /proc:
+the CPU seconds (user + system) of each process of the engine's tree by role (the Python driver, the JVM, the
+Python workers), and of each thread of the JVM and of the driver by name (the JVM names its threads; the
+driver's Python threads are named by ``py-spy dump`` when py-spy is installed, else by their native id), with
+the load average at the end; the micro-batches committed and their median time, the input rows finished; from
+the JVM, its JIT's compilations (``jcmd PerfCounter.print``) and the classes Spark generated and loaded
+(``-Xlog:class+load``, one ``GeneratedClass`` per compilation of generated code) per micro-batch.
+
+``--jvm NAME=FLAGS`` (repeated): one fresh engine per setting, its flags in the engine's ``$SPARK_SUBMIT_OPTS``
+(after ``session.STREAM_JVM_OPTIONS`` on the JVM's command line, so they win), the settings of one engine back
+to back and in turned order every other round (``--rounds``), so that a drift in the machine's load falls on
+each alike. With ``--json bench/results-jvm-ab.jsonl`` the runs reach docs/performance.md (``report``, through
+bench/run.py --report-only).
 
 ``--submit-args`` goes to the engine's ``$PYSPARK_SUBMIT_ARGS`` (``--conf KEY=VALUE`` for a setting the session
 does not set itself): how a setting was tried before it was made the service's own.
