@@ -427,7 +427,8 @@ def report(path: Path = RESULTS) -> list[str]:
         "CPU seconds of the stream's whole process tree (user + system, /proc) during the step; *finished/s*: "
         "Kafka offsets the stream committed during the step per second; *JIT CPU s*: the JVM's compiler "
         "threads; *JIT compiles* (the JVM's counter) and *Spark compilations* (generated classes the JVM "
-        f"loaded, `-Xlog:class+load`) per micro-batch. Runs {first} to {last}. Reproduce:",
+        f"loaded, `-Xlog:class+load`) per micro-batch. A step without micro-batches: the stream was still on "
+        f"the backlog of the step before, in one long micro-batch. Runs {first} to {last}. Reproduce:",
         "",
         "    .venv/bin/python bench/stream_cpu.py --engines driver,spark --rates 1000,5000,20000,1000 \\",
         "        " + " ".join(f"--jvm '{name}={flags}'" for name, flags in settings.items()) + " \\",
