@@ -1,7 +1,7 @@
 """Where a JVM thread's CPU goes, by kind of work, from a Java Flight Recording of ``cep stream``.
 
     SPARK_SUBMIT_OPTS=-XX:StartFlightRecording=filename=/tmp/rec.jfr,settings=profile,dumponexit=true \\
-        .venv/bin/python bench/stream_cpu.py --engines driver --rate 20000 --seconds 10 --drain
+        .venv/bin/python bench/stream_cpu.py --engines driver --rates 20000 --seconds 10 --drain
     .venv/bin/python bench/jfr_breakdown.py /tmp/rec.jfr [--threads "Executor task"] [--since 14:44:00]
 
 ``jfr print`` (the JDK's) lists the recording's execution samples with their stacks; each sample of a thread

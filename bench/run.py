@@ -587,6 +587,7 @@ def write_report(results: dict) -> None:
     lines += kafka_report()
     lines += webhook_drain_report()
     lines += state_reports()
+    lines += stream_jvm_report()
     lines += delta_report(results)
     lines += rule_loading_report()
     lines += ["", "## Notes", ""] + [f"- {note}" for note in NOTES] + [""]
@@ -629,6 +630,13 @@ def state_reports() -> list[str]:
     if state_scale.RESULTS.exists():
         lines += [""] + state_scale.report(json.loads(state_scale.RESULTS.read_text()))
     return lines
+
+
+def stream_jvm_report() -> list[str]:
+    """cep stream's driver JVM settings side by side, from bench/stream_cpu.py's runs with ``--jvm``."""
+    import stream_cpu
+
+    return stream_cpu.report()
 
 
 def _two_queries(e2e: dict) -> bool:

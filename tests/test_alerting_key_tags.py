@@ -9,6 +9,7 @@ The independent source is ``Explode`` itself, run on the same rows in-process: i
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +25,7 @@ from cep.spark_bridge.alerting.key_tags import (
 from cep.spark_bridge.alerting.rule_set import BAD_SPEC, PKEY, ROW_ID, SPEC
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.worker import Explode
+from tests.codegen_count import compilations_per_micro_batch
 
 pytestmark = pytest.mark.spark
 
@@ -105,6 +107,34 @@ def test_copies_of_a_row_share_its_row_id_and_rows_do_not(spark, tmp_path):
     assert len(out) == 80
     per_row = out.groupby(ROW_ID)["card"].agg(["nunique", "size"])
     assert len(per_row) == 40 and (per_row["nunique"] == 1).all() and (per_row["size"] == 2).all()
+
+
+def test_row_ids_leave_the_generated_code_the_same_at_every_micro_batch(spark, tmp_path):
+    """Spark compiles a stage's generated code again when its text changes. Spark's uuid() gets a new seed at
+    every micro-batch and writes it into that text, so the tagging stage (the keyed layout's largest) was
+    compiled at every micro-batch: Spark's own counter (``CodegenMetrics``) counts no compilation after the first
+    micro-batch now, and the row ids are still one per row, shared by its copies."""
+
+    store = publish(tmp_path / "rules", [["card"], ["card", "région"]])
+    partitions = partitions_of(store.load(store.current_id()))
+    source = tmp_path / "in"
+    source.mkdir()
+    for index in range(4):
+        path = source / f"batch-{index}.json"
+        path.write_text("".join(json.dumps({"card": f"c{index}-{i}", "région": "x"}) + "\n" for i in range(5)))
+        os.utime(path, (1_000 + index, 1_000 + index))  # read in this order, one file per micro-batch
+    df = spark.readStream.schema("card STRING, `région` STRING").option("maxFilesPerTrigger", 1).json(str(source))
+    tagged = tag_rows(df, partitions, ["card", "région"], row_ids=True)
+    ids: list[dict] = []
+
+    def read(batch):
+        rows = batch.select(ROW_ID, "card").collect()
+        ids.append({row_id: {r["card"] for r in rows if r[ROW_ID] == row_id} for row_id, _ in rows})
+
+    compiled = compilations_per_micro_batch(spark, tagged, tmp_path / "ck", read)
+    assert [len(batch) for batch in ids] == [5] * 4  # 10 copies per micro-batch: 5 ids, each a row's two copies
+    assert all(len(cards) == 1 for batch in ids for cards in batch.values())
+    assert compiled[0] > 0 and compiled[1:] == [0, 0, 0], compiled
 
 
 def test_only_string_partition_columns_are_tagged_by_spark(spark):

@@ -31,6 +31,7 @@ from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.keyed import BAD_REASONS, STAT_NAMES, KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.ordering import canonical_order
+from tests.codegen_count import compilations_per_micro_batch
 from tests.test_streaming import (
     few_partitions,  # noqa: F401 - a fixture: one shuffle partition
     metric_sums,
@@ -566,7 +567,6 @@ def test_the_micro_batch_time_is_read_not_compiled_into_the_first_stage(spark, t
     from cep.spark_bridge.spark.columns import REJECT
     from cep.spark_bridge.spark.inputs import mark_bad_rows, prepare_input
 
-    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     source = tmp_path / "in"
     source.mkdir()
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
@@ -579,20 +579,11 @@ def test_the_micro_batch_time_is_read_not_compiled_into_the_first_stage(spark, t
     schema = "id STRING, symbol STRING, ts TIMESTAMP, price DOUBLE"
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
     marked = mark_bad_rows(prepare_input(df), "ts", max_future_skew_us=86_400_000_000, null_time=True)
-    compiled: list[int] = []
     reasons: list[list] = []
 
-    def each(batch, batch_id):
-        before = compilations.getCount()
+    def read(batch):
         reasons.append(sorted(r[0] or "" for r in batch.select(F.col(REJECT)).collect()))
-        compiled.append(compilations.getCount() - before)
 
-    query = (
-        marked.writeStream.foreachBatch(each)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    compiled = compilations_per_micro_batch(spark, marked, tmp_path / "ck", read)
     assert reasons == [["", "", "", "future_event_time"]] * 4
     assert compiled[0] > 0 and compiled[1:] == [0, 0, 0], compiled

@@ -113,8 +113,11 @@ def tag_rows(
     # An alias keeps metadata it is given, and only non-empty metadata is given, hence a mark of our own.
     columns = [F.col(quote(c)).alias(c, metadata={_CARRIED: True}) for c in carried]
     if row_ids:  # unique within the micro-batch, which is all a row id is for; set before a row is copied
-        # (a stream refuses monotonically_increasing_id; a random UUID is unique as well)
-        df = df.withColumn(ROW_ID, F.expr("uuid()"))
+        # (a stream refuses monotonically_increasing_id; a random UUID is unique as well). Through `reflect`, not
+        # Spark's uuid(): Spark draws uuid()'s seed again at every micro-batch (a seed given too) and writes it
+        # into the stage's generated code, so that stage, the plan's largest, was compiled again at every
+        # micro-batch; the generated code calls `reflect` rather than contains it, and stays the same.
+        df = df.withColumn(ROW_ID, F.expr("reflect('java.util.UUID', 'randomUUID')"))
         columns.append(F.col(ROW_ID))
     good = [(F.lit(spec), key_json(names)) for spec, names in partitions.items()]
     if len(good) == 1:  # one PARTITION BY (most rule sets): a projection, no generator
