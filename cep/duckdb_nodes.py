@@ -84,9 +84,11 @@ def java_trimmed(text):
 
 
 PLACE_MARK = "cep@"
+# After the place: the error is the python engine's alone (Spark gives a value), not one of Spark's ANSI errors.
+ENGINE_ONLY_MARK = "!"
 
 
-def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element_of=None):
+def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element_of=None, spark_fails: bool = True):
     """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
     of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
     refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
@@ -95,11 +97,13 @@ def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element
     It has the type of the value it stands for: ``kind`` (a type name), or an element of the array
     ``element_of``: DuckDB's optimizer drops an expression it can prove is always NULL (a NULL-typed
     ``CASE`` whose other branches fold to NULL, inside ``COALESCE`` or ``IS NULL``), and the error with it.
-    Without either, its type is NULL's, for a branch beside a value of a type of its own."""
+    Without either, its type is NULL's, for a branch beside a value of a type of its own. ``spark_fails``
+    False: Spark gives a value where this fails, so the message must not say that Spark fails too."""
     from sqlglot import exp
 
     start, length = where
-    place = f"{PLACE_MARK}{start}+{length}: " if start is not None else ""
+    mark = "" if spark_fails else ENGINE_ONLY_MARK
+    place = f"{PLACE_MARK}{start}+{length}{mark}: " if start is not None else ""
     raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
     if element_of is not None:
         return call_duck("list_extract", element_of.copy(), raises)
@@ -179,8 +183,9 @@ def special_datetime_value(word: str, kind: str):
     return exp.Cast(this=day, to=exp.DataType.build(kind))
 
 
-def _special_datetime_branches(text, kind: str) -> list:
-    """CASE branches giving Spark's special values for a text computed before running (not a literal)."""
+def _special_datetime_branches(text, kind: str, where: tuple[int | None, int]) -> list:
+    """CASE branches giving Spark's special values for a text computed before running (not a literal). One
+    with a time zone after it ('today Europe/Berlin', which Spark reads in that zone) fails, saying so."""
     from sqlglot import exp
 
     word = call_duck("lower", java_trimmed(text))
@@ -188,7 +193,19 @@ def _special_datetime_branches(text, kind: str) -> list:
     for name in SPECIAL_DATETIMES:
         named = exp.EQ(this=word.copy(), expression=exp.Literal.string(name))
         branches.append(exp.If(this=named, true=special_datetime_value(name, kind)))
-    return branches
+    zoned = call_duck("regexp_full_match", word.copy(), exp.Literal.string(_ZONED_SPECIAL_DATETIME))
+    unreadable = fail_with(
+        f"Spark reads its special {kind} value with a time zone ('today Europe/Berlin') in that zone; the python "
+        "engine cannot: write it without the zone (it is read in UTC)",
+        where,
+        kind,
+        spark_fails=False,
+    )
+    return [*branches, exp.If(this=zoned, true=unreadable)]
+
+
+# A special value with a time zone after it, as _special_datetime reads one (lower case, trimmed).
+_ZONED_SPECIAL_DATETIME = "(" + "|".join(word for word in SPECIAL_DATETIMES if word != "now") + r") .*"
 
 
 def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, foldable: bool = False):
@@ -224,7 +241,7 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
         )
 
     if kind == "DATE":
-        made = call_duck("make_date", field(1, 1), field(2, 1), field(3, 1))
+        made = call_duck("try", call_duck("make_date", field(1, 1), field(2, 1), field(3, 1)))
     else:
         fraction = call_duck(
             "rpad",
@@ -236,22 +253,32 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
             this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
             expressions=[exp.Literal.number(0)],
         )
-        made = exp.Add(
-            this=call_duck(
-                "make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)
-            ),
-            expression=call_duck("to_microseconds", micros),
+        # DuckDB's make_timestamp carries hour 24 and minute or second 60 over; Spark's reading refuses them.
+        clock = exp.and_(
+            *(
+                exp.LT(this=field(group, 0), expression=exp.Literal.number(top))
+                for group, top in ((4, 24), (5, 60), (6, 60))
+            )
         )
-    matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
+        moment = call_duck(
+            "try",
+            call_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)),
+        )
+        made = exp.Case(
+            ifs=[exp.If(this=clock, true=exp.Add(this=moment, expression=call_duck("to_microseconds", micros)))]
+        )
+    # A text of the right shape whose date does not exist (2021-02-30) is an error too (TRY_CAST: NULL).
+    readable = exp.and_(
+        call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern)),
+        exp.Not(this=exp.Is(this=made.copy(), expression=exp.Null())),
+    )
     invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where, kind)
-    if safe:  # an impossible date (2021-02-30) is NULL too
-        made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
-    specials = _special_datetime_branches(text, kind) if foldable and not isinstance(text, exp.Literal) else []
+    specials = _special_datetime_branches(text, kind, where) if foldable and not isinstance(text, exp.Literal) else []
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
             *specials,
-            exp.If(this=matches, true=made),
+            exp.If(this=readable, true=made),
         ],
         default=invalid,
     )

@@ -33,8 +33,15 @@ import functools
 import re
 from collections.abc import Mapping
 
-from cep.duckdb_functions import COMPARISONS, mark_counts_of_values_never_null, spark_meaning
+from cep.duckdb_functions import (
+    COMPARISONS,
+    implicit_time_casts,
+    mark_counts_of_values_never_null,
+    spark_meaning,
+    time_operand_keys,
+)
 from cep.duckdb_nodes import (
+    ENGINE_ONLY_MARK,
     FRACTIONAL,
     INTEGRAL,
     PLACE_MARK,
@@ -104,7 +111,9 @@ _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
 _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
-_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
+_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "DATE_FORMAT", "TRUNC")
+# Spark's own functions translated here that cast a text value as its CAST does: the value's argument and type.
+_TIME_VALUES = {"DATE_FORMAT": (0, "TIMESTAMP"), "TRUNC": (0, "DATE"), "DATE_TRUNC": (1, "TIMESTAMP")}
 
 
 def to_duckdb_sql(
@@ -259,7 +268,9 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
-    return ()
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "DATE_TRUNC" and len(node.expressions) > 1:
+        return (node.expressions[1],)
+    return tuple(node.args[key] for key in time_operand_keys(node) if node.args.get(key) is not None)
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -268,6 +279,7 @@ def _typed_operands(node) -> tuple:
 def _translate(node, types: dict[int, str]):
     from sqlglot import exp
 
+    implicit_time_casts(node, types)
     if isinstance(node, exp.Cast):
         return _cast(node, types)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)) and any(
@@ -567,6 +579,9 @@ def _own_function(name: str, node, types: dict[int, str]):
 
     args = [arg.copy() for arg in node.expressions]
     where = place_of(node)
+    index, kind = _TIME_VALUES.get(name, (len(args), ""))
+    if index < len(args) and type_of(node.expressions[index], types) in TEXT_TYPES:  # Spark's implicit cast
+        args[index] = text_to_time(args[index], kind, False, place_of(args[index]), foldable=foldable(args[index]))
     if name in ("TRUNC", "DATE_TRUNC"):
         return _truncation(name, args, where)
     if name == "UNIX_TIMESTAMP" and not args:
@@ -739,7 +754,7 @@ def hugeints_as_bigints(table, kinds: list[str]):
     return table
 
 
-_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+): ")
+_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
@@ -758,7 +773,9 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     place = _PLACE.search(first)
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
         sentence = _FAILED_CAST.sub("", first[place.end() :])
-        return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
+        if not place.group(3):
+            sentence += " (as on Spark, in ANSI mode)"
+        return sentence, int(place.group(1)), int(place.group(2))
     if _SUM_OVERFLOW.search(first):  # the cast of DuckDB's HUGEINT SUM to Spark's BIGINT
         found = re.search(r"(?<![\w.])sum\s*\(", spark_text, re.I)
         sentence = "integer overflow: the SUM does not fit a BIGINT (as on Spark, in ANSI mode)"
