@@ -503,10 +503,20 @@ def implicit_time_casts(node, types: dict[int, str]) -> None:
     TIMESTAMP (``hour``, ``date_format``...), cast as Spark's analyser casts it (its CAST: '2021' is
     2021-01-01, a computed 'today' its special value, 'abc' an error at the call), in place. sqlglot's DuckDB
     form casts with DuckDB's own cast, which refuses '2021' and reads 'infinity'."""
+    from sqlglot import exp
+
     for key, kind in _time_operands(node):
         operand = node.args.get(key)
-        if operand is not None and type_of(operand, types) in TEXT_TYPES:
-            node.set(key, text_to_time(operand.copy(), kind, False, place_of(operand), foldable=foldable(operand)))
+        if operand is None or type_of(operand, types) not in TEXT_TYPES:
+            continue
+        if isinstance(node, (exp.UnixDate, exp.UnixSeconds, exp.UnixMillis)):  # no implicit cast in Spark's
+            raise Refusal(
+                f"{type(node).__name__.upper().replace('UNIX', 'UNIX_')}() takes a {kind}, not text (Spark casts "
+                f"no text here): CAST(text AS {kind})",
+                *place_of(node),
+                spark_too=True,
+            )
+        node.set(key, text_to_time(operand.copy(), kind, False, place_of(operand), foldable=foldable(operand)))
 
 
 def time_operand_keys(node) -> tuple[str, ...]:

@@ -131,13 +131,14 @@ def epoch_seconds(value, per_second: int = 1_000_000):
     )
 
 
-# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
-# optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
-# six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
+# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four to seven digits
+# (a '+' before it too), then optionally month, day (one or two digits each) and, for a timestamp, the hour,
+# then minutes, seconds and a fraction (its digits past the sixth dropped, a point alone read); a date ignores
+# what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
 _SPARK_TIME_TEXT = (
-    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
+    r"\s*\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:\.(\d*))?)?)?)?)?)?\s*"
 )
-_SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+_SPARK_DATE_TEXT = r"\s*\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
 # A timestamp's text with a zone after it ('2021-03-28 01:30:00Z', '...+01:00', '... Europe/Berlin'): Spark
 # reads the zone; the python engine refuses a literal one (and fails on one read from a row).
 _ZONED_TIME_TEXT = re.compile(
@@ -225,7 +226,11 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
             )
         if special is not None:
             return special_datetime_value(special[0], kind)
-        if kind == "TIMESTAMP" and _ZONED_TIME_TEXT.fullmatch(text.this):
+        if (
+            kind == "TIMESTAMP"
+            and _ZONED_TIME_TEXT.fullmatch(text.this)
+            and not re.fullmatch(_SPARK_TIME_TEXT, text.this, re.ASCII)
+        ):
             raise Refusal(
                 f"the python engine cannot read the time zone in {text.this!r} as Spark does (cep's times are "
                 "UTC); write the time in UTC without a zone",

@@ -554,21 +554,20 @@ def test_cep_check_for_spark_refuses_only_the_patterns_spark_refuses() -> None:
 TEXT_GIVEN_AS_A_DATE = [
     "year('2021')",
     "date_add('2021', 1)",
-    "month(concat('2021-0', id))",  # computed from a row
+    "month(date_format(first_ts, 'yyyy-M'))",  # computed from a row
     "dayofweek(date_format(first_ts, 'yyyy-M-d'))",
     "datediff('2021-03-04T23:59', start_date)",  # a date ignores what follows the day
     "quarter(' 2021-5 ')",
     "last_day('2021-02')",
     "add_months('2021-01-31 10:00', 1)",
     "next_day('2021-3-2', 'MON')",
-    "unix_date('1970-01-02')",
     "trunc('2021-05-06', 'MM')",
     "year(concat('to', 'day')) = year(current_date())",  # computed before running: Spark's special value
     "hour('2021-03-04 12:30')",  # a TIMESTAMP's text
     "date_trunc('MM', '2021-05-06 12:00:00.5')",
     "date_format('2021', 'yyyy-MM-dd HH:mm')",
-    "timestampdiff(HOUR, '2021', concat('2021-01-02 0', id))",
-    "unix_seconds('2021-01-01T00:00:01')",
+    "timestampdiff(HOUR, '2021', date_format(first_ts, 'yyyy-MM-dd HH:mm'))",
+    "timestampadd(MINUTE, 1, '2021-01-01T00:00:01')",
 ]
 
 
@@ -576,6 +575,17 @@ TEXT_GIVEN_AS_A_DATE = [
 @pytest.mark.parametrize("expression", TEXT_GIVEN_AS_A_DATE)
 def test_text_given_to_a_date_function_is_read_as_spark_reads_it(events, expression) -> None:
     assert python_typed(expression) == spark_typed(events, expression)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", ["unix_date('1970-01-02')", "unix_seconds(s)", "unix_millis('2021')"])
+def test_a_function_spark_gives_no_text_refuses_it_on_both(events, expression) -> None:
+    """unix_date, unix_seconds and unix_millis take no text on Spark (a type error, no implicit cast)."""
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    assert caught.value.code == "E0250" and "not text" in str(caught.value) and caught.value.span.column > 1
+    with pytest.raises(Exception):  # noqa: B017 - Spark's errors are its own classes
+        spark_values(events, expression)
 
 
 # Spark's CAST of text to a DATE or TIMESTAMP at its edges: each reads the same value on both engines, or
@@ -604,7 +614,10 @@ TIME_TEXT_EDGES = [
     "2021-03-02 01:02:03.",
     "2021-03-02 01",
     "2021-02-29 10:00",
-    "2021-03-04T",
+    "2021-03-02T01",
+    "2021-03-02 01:02:03.1234567",
+    "2021-03-02 01:",
+    "+2021-03-02 01:02",
     "2021-03-04 1:2:3.000001",
 ]
 TEXT_EDGES = [
