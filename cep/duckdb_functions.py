@@ -498,46 +498,6 @@ def _text_comparison(node, types: dict[int, str]):
     return None
 
 
-def implicit_time_casts(node, types: dict[int, str]) -> None:
-    """Text given to a function of Spark's that takes a DATE (``year``, ``date_add``, ``trunc``...) or a
-    TIMESTAMP (``hour``, ``date_format``...), cast as Spark's analyser casts it (its CAST: '2021' is
-    2021-01-01, a computed 'today' its special value, 'abc' an error at the call), in place. sqlglot's DuckDB
-    form casts with DuckDB's own cast, which refuses '2021' and reads 'infinity'."""
-    from sqlglot import exp
-
-    for key, kind in _time_operands(node):
-        operand = node.args.get(key)
-        if operand is None or type_of(operand, types) not in TEXT_TYPES:
-            continue
-        if isinstance(node, (exp.UnixDate, exp.UnixSeconds, exp.UnixMillis)):  # no implicit cast in Spark's
-            raise Refusal(
-                f"{type(node).__name__.upper().replace('UNIX', 'UNIX_')}() takes a {kind}, not text (Spark casts "
-                f"no text here): CAST(text AS {kind})",
-                *place_of(node),
-                spark_too=True,
-            )
-        node.set(key, text_to_time(operand.copy(), kind, False, place_of(operand), foldable=foldable(operand)))
-
-
-def time_operand_keys(node) -> tuple[str, ...]:
-    """The keys of ``node``'s operands that Spark casts from text to a DATE or TIMESTAMP (for their types)."""
-    return tuple(key for key, _ in _time_operands(node))
-
-
-def _time_operands(node) -> tuple[tuple[str, str], ...]:
-    from sqlglot import exp
-
-    if isinstance(node, exp.TsOrDsToDate) and node.args.get("format") is None:  # year(s), dayofweek(s), datediff
-        return (("this", "DATE"),)
-    if isinstance(node, (exp.Quarter, exp.LastDay, exp.TsOrDsAdd, exp.AddMonths, exp.NextDay, exp.UnixDate)):
-        return (("this", "DATE"),)
-    if isinstance(node, (exp.Hour, exp.Minute, exp.Second, exp.UnixSeconds, exp.UnixMillis, exp.TimestampAdd)):
-        return (("this", "TIMESTAMP"),)
-    if isinstance(node, exp.TimestampDiff):
-        return (("this", "TIMESTAMP"), ("expression", "TIMESTAMP"))
-    return ()
-
-
 def literal_as_time(literal, kind: str):
     """Text literal ``literal`` as Spark casts it beside a DATE or TIMESTAMP ``kind`` (a comparison, BETWEEN,
     IN): Spark's reading of the text, its special values ('today') included."""

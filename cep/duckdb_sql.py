@@ -33,13 +33,7 @@ import functools
 import re
 from collections.abc import Mapping
 
-from cep.duckdb_functions import (
-    COMPARISONS,
-    implicit_time_casts,
-    mark_counts_of_values_never_null,
-    spark_meaning,
-    time_operand_keys,
-)
+from cep.duckdb_functions import COMPARISONS, mark_counts_of_values_never_null, spark_meaning
 from cep.duckdb_nodes import (
     ENGINE_ONLY_MARK,
     FRACTIONAL,
@@ -53,10 +47,12 @@ from cep.duckdb_nodes import (
     epoch_seconds,
     fail_with,
     foldable,
+    implicit_time_casts,
     place_of,
     text_to_boolean,
     text_to_fraction,
     text_to_time,
+    time_operand_keys,
     type_of,
 )
 from cep.grammar.functions import (
