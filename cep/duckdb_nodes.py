@@ -210,6 +210,45 @@ def _special_datetime_branches(text, kind: str, where: tuple[int | None, int]) -
 _ZONED_SPECIAL_DATETIME = "(" + "|".join(word for word in SPECIAL_DATETIMES if word != "now") + r") .*"
 
 
+# A typed literal in the statement's text: DATE '...' or TIMESTAMP '...' (groups 1 and 2: its type and text);
+# the other alternatives consume text, quoted names and comments whole, so that no literal is seen in them.
+_TYPED_TIME_LITERAL = re.compile(
+    r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'((?:[^'\\]|\\.)*)'|'(?:[^'\\]|\\.)*'|`[^`]*`|\"[^\"]*\"|--[^\n]*|/\*.*?\*/",
+    re.I | re.S,
+)
+
+
+def check_typed_time_literals(text: str) -> None:
+    """Refusal where a DATE '...' or TIMESTAMP '...' literal holds a text Spark cannot read: Spark's parser
+    refuses the statement before running (DATE '-infinity'), wherever the literal stands, even where its
+    value is never used (a constant PARTITION BY key, which the translation drops unevaluated)."""
+    import datetime as dt
+
+    for found in _TYPED_TIME_LITERAL.finditer(text):
+        if found.group(1) is None:
+            continue
+        kind, value = found.group(1).upper(), found.group(2)
+        pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
+        fields = re.fullmatch(pattern, value, re.ASCII)
+        readable = special_datetime(value) is not None or (kind != "DATE" and _ZONED_TIME_TEXT.fullmatch(value))
+        if fields is not None and len(fields.group(1)) == 4:  # a day and a clock that exist (years past 9999 pass)
+            numbers = [int(part) if part else default for part, default in zip(fields.groups()[:6], (1, 1, 1, 0, 0, 0))]
+            try:
+                dt.datetime(*numbers)
+                readable = True
+            except ValueError:
+                pass
+        elif fields is not None:
+            readable = True
+        if not readable:
+            raise Refusal(
+                f"the value of the typed literal {kind} is invalid: {value!r} (Spark refuses it before running)",
+                found.start(),
+                found.end() - found.start(),
+                spark_too=True,
+            )
+
+
 def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, foldable: bool = False):
     """Spark's CAST(text AS DATE | TIMESTAMP), field by field with make_date/make_timestamp (DuckDB's own
     cast reads other texts: it refuses '2021', Spark reads it as 2021-01-01, and reads 'infinity'). A text

@@ -44,6 +44,7 @@ from cep.duckdb_nodes import (
     TYPED_META,
     Refusal,
     call_duck,
+    check_typed_time_literals,
     epoch_seconds,
     fail_with,
     foldable,
@@ -130,6 +131,7 @@ def to_duckdb_sql(
             typed_then_cast.start(),
             typed_then_cast.end() - typed_then_cast.start(),
         )
+    check_typed_time_literals(text)
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     _negative_literals(tree)
     types = _types(tree, schema or {}, checking=checking)
