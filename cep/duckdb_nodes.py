@@ -5,6 +5,7 @@ to a function that takes a DATE or TIMESTAMP)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
@@ -222,8 +223,6 @@ def check_typed_time_literals(text: str) -> None:
     """Refusal where a DATE '...' or TIMESTAMP '...' literal holds a text Spark cannot read: Spark's parser
     refuses the statement before running (DATE '-infinity'), wherever the literal stands, even where its
     value is never used (a constant PARTITION BY key, which the translation drops unevaluated)."""
-    import datetime as dt
-
     for found in _TYPED_TIME_LITERAL.finditer(text):
         if found.group(1) is None:
             continue
