@@ -420,10 +420,12 @@ def _decimal_quotient(node, types: dict[int, str]) -> bool:
 
 def _numeric_kind(node, types: dict[int, str]) -> str | None:
     """``node``'s type; a number literal with a point and no exponent is a DECIMAL, as Spark reads ``2.5``
-    (sqlglot calls it a DOUBLE)."""
+    (sqlglot: a DOUBLE), and so is a cast to DECIMAL the translation wrote."""
     from sqlglot import exp
 
     if isinstance(node, exp.Literal) and node.is_number and _DECIMAL_LITERAL.fullmatch(node.this):
+        return "DECIMAL"
+    if isinstance(node, exp.Cast) and node.to.is_type("decimal"):  # EXTRACT(SECOND), translated
         return "DECIMAL"
     if isinstance(node, (exp.Floor, exp.Ceil, exp.Round, exp.Abs)) and _numeric_kind(node.this, types) == "DECIMAL":
         return "DECIMAL"  # Spark's floor, ceil, round and abs of a DECIMAL are DECIMALs (sqlglot says DOUBLE)
