@@ -1,9 +1,11 @@
 """The pieces the translation of Spark SQL to DuckDB SQL is built from (cep/duckdb_sql.py and
 cep/duckdb_functions.py): the refusal, the types the rules read, DuckDB calls written as is, and Spark's
-readings of text in a cast (to DATE, TIMESTAMP, a fraction, BOOLEAN)."""
+readings of text in a cast (to DATE, TIMESTAMP, a fraction, BOOLEAN), explicit or implicit (text given
+to a function that takes a DATE or TIMESTAMP)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
@@ -84,9 +86,11 @@ def java_trimmed(text):
 
 
 PLACE_MARK = "cep@"
+# After the place: the error is the python engine's alone (Spark gives a value), not one of Spark's ANSI errors.
+ENGINE_ONLY_MARK = "!"
 
 
-def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element_of=None):
+def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element_of=None, spark_fails: bool = True):
     """An expression that raises ``message`` when DuckDB evaluates it (Spark's ANSI errors), with the place
     of the expression for ``explain_duck_error``. Not DuckDB's ``error()``: it is volatile, and DuckDB
     refuses a volatile expression in a window's ORDER BY (``rank() OVER (ORDER BY i % i)``, which Spark
@@ -95,11 +99,13 @@ def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element
     It has the type of the value it stands for: ``kind`` (a type name), or an element of the array
     ``element_of``: DuckDB's optimizer drops an expression it can prove is always NULL (a NULL-typed
     ``CASE`` whose other branches fold to NULL, inside ``COALESCE`` or ``IS NULL``), and the error with it.
-    Without either, its type is NULL's, for a branch beside a value of a type of its own."""
+    Without either, its type is NULL's, for a branch beside a value of a type of its own. ``spark_fails``
+    False: Spark gives a value where this fails, so the message must not say that Spark fails too."""
     from sqlglot import exp
 
     start, length = where
-    place = f"{PLACE_MARK}{start}+{length}: " if start is not None else ""
+    mark = "" if spark_fails else ENGINE_ONLY_MARK
+    place = f"{PLACE_MARK}{start}+{length}{mark}: " if start is not None else ""
     raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
     if element_of is not None:
         return call_duck("list_extract", element_of.copy(), raises)
@@ -127,13 +133,14 @@ def epoch_seconds(value, per_second: int = 1_000_000):
     )
 
 
-# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four digits, then
-# optionally month, day (one or two digits each) and, for a timestamp, hours and minutes, seconds and up to
-# six digits of fraction; a date ignores what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
+# The text Spark's ANSI cast reads as a DATE or a TIMESTAMP (without a zone): a year of four to seven digits
+# (a '+' before it too), then optionally month, day (one or two digits each) and, for a timestamp, the hour,
+# then minutes, seconds and a fraction (its digits past the sixth dropped, a point alone read); a date ignores
+# what follows the day after ' ' or 'T'. Groups: 1 year ... 7 fraction.
 _SPARK_TIME_TEXT = (
-    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,6}))?)?)?)?)?\s*"
+    r"\s*\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:\.(\d*))?)?)?)?)?)?\s*"
 )
-_SPARK_DATE_TEXT = r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+_SPARK_DATE_TEXT = r"\s*\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
 # A timestamp's text with a zone after it ('2021-03-28 01:30:00Z', '...+01:00', '... Europe/Berlin'): Spark
 # reads the zone; the python engine refuses a literal one (and fails on one read from a row).
 _ZONED_TIME_TEXT = re.compile(
@@ -179,8 +186,9 @@ def special_datetime_value(word: str, kind: str):
     return exp.Cast(this=day, to=exp.DataType.build(kind))
 
 
-def _special_datetime_branches(text, kind: str) -> list:
-    """CASE branches giving Spark's special values for a text computed before running (not a literal)."""
+def _special_datetime_branches(text, kind: str, where: tuple[int | None, int]) -> list:
+    """CASE branches giving Spark's special values for a text computed before running (not a literal). One
+    with a time zone after it ('today Europe/Berlin', which Spark reads in that zone) fails, saying so."""
     from sqlglot import exp
 
     word = call_duck("lower", java_trimmed(text))
@@ -188,7 +196,56 @@ def _special_datetime_branches(text, kind: str) -> list:
     for name in SPECIAL_DATETIMES:
         named = exp.EQ(this=word.copy(), expression=exp.Literal.string(name))
         branches.append(exp.If(this=named, true=special_datetime_value(name, kind)))
-    return branches
+    zoned = call_duck("regexp_full_match", word.copy(), exp.Literal.string(_ZONED_SPECIAL_DATETIME))
+    unreadable = fail_with(
+        f"Spark reads its special {kind} value with a time zone ('today Europe/Berlin') in that zone; the python "
+        "engine cannot: write it without the zone (it is read in UTC)",
+        where,
+        kind,
+        spark_fails=False,
+    )
+    return [*branches, exp.If(this=zoned, true=unreadable)]
+
+
+# A special value with a time zone after it, as _special_datetime reads one (lower case, trimmed).
+_ZONED_SPECIAL_DATETIME = "(" + "|".join(word for word in SPECIAL_DATETIMES if word != "now") + r") .*"
+
+
+# A typed literal in the statement's text: DATE '...' or TIMESTAMP '...' (groups 1 and 2: its type and text);
+# the other alternatives consume text, quoted names and comments whole, so that no literal is seen in them.
+_TYPED_TIME_LITERAL = re.compile(
+    r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'((?:[^'\\]|\\.)*)'|'(?:[^'\\]|\\.)*'|`[^`]*`|\"[^\"]*\"|--[^\n]*|/\*.*?\*/",
+    re.I | re.S,
+)
+
+
+def check_typed_time_literals(text: str) -> None:
+    """Refusal where a DATE '...' or TIMESTAMP '...' literal holds a text Spark cannot read: Spark's parser
+    refuses the statement before running (DATE '-infinity'), wherever the literal stands, even where its
+    value is never used (a constant PARTITION BY key, which the translation drops unevaluated)."""
+    for found in _TYPED_TIME_LITERAL.finditer(text):
+        if found.group(1) is None:
+            continue
+        kind, value = found.group(1).upper(), found.group(2)
+        pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
+        fields = re.fullmatch(pattern, value, re.ASCII)
+        readable = special_datetime(value) is not None or (kind != "DATE" and _ZONED_TIME_TEXT.fullmatch(value))
+        if fields is not None and len(fields.group(1)) == 4:  # a day and a clock that exist (years past 9999 pass)
+            numbers = [int(part) if part else default for part, default in zip(fields.groups()[:6], (1, 1, 1, 0, 0, 0))]
+            try:
+                dt.datetime(*numbers)
+                readable = True
+            except ValueError:
+                pass
+        elif fields is not None:
+            readable = True
+        if not readable:
+            raise Refusal(
+                f"the value of the typed literal {kind} is invalid: {value!r} (Spark refuses it before running)",
+                found.start(),
+                found.end() - found.start(),
+                spark_too=True,
+            )
 
 
 def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, foldable: bool = False):
@@ -208,7 +265,11 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
             )
         if special is not None:
             return special_datetime_value(special[0], kind)
-        if kind == "TIMESTAMP" and _ZONED_TIME_TEXT.fullmatch(text.this):
+        if (
+            kind == "TIMESTAMP"
+            and _ZONED_TIME_TEXT.fullmatch(text.this)
+            and not re.fullmatch(_SPARK_TIME_TEXT, text.this, re.ASCII)
+        ):
             raise Refusal(
                 f"the python engine cannot read the time zone in {text.this!r} as Spark does (cep's times are "
                 "UTC); write the time in UTC without a zone",
@@ -224,7 +285,7 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
         )
 
     if kind == "DATE":
-        made = call_duck("make_date", field(1, 1), field(2, 1), field(3, 1))
+        made = call_duck("try", call_duck("make_date", field(1, 1), field(2, 1), field(3, 1)))
     else:
         fraction = call_duck(
             "rpad",
@@ -236,25 +297,75 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
             this=exp.TryCast(this=fraction, to=exp.DataType.build("BIGINT"), safe=True),
             expressions=[exp.Literal.number(0)],
         )
-        made = exp.Add(
-            this=call_duck(
-                "make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)
-            ),
-            expression=call_duck("to_microseconds", micros),
+        # DuckDB's make_timestamp carries hour 24 and minute or second 60 over; Spark's reading refuses them.
+        clock = exp.and_(
+            *(
+                exp.LT(this=field(group, 0), expression=exp.Literal.number(top))
+                for group, top in ((4, 24), (5, 60), (6, 60))
+            )
         )
-    matches = call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern))
+        moment = call_duck(
+            "try",
+            call_duck("make_timestamp", field(1, 1), field(2, 1), field(3, 1), field(4, 0), field(5, 0), field(6, 0)),
+        )
+        made = exp.Case(
+            ifs=[exp.If(this=clock, true=exp.Add(this=moment, expression=call_duck("to_microseconds", micros)))]
+        )
+    # A text of the right shape whose date does not exist (2021-02-30) is an error too (TRY_CAST: NULL).
+    readable = exp.and_(
+        call_duck("regexp_full_match", text.copy(), exp.Literal.string(pattern)),
+        exp.Not(this=exp.Is(this=made.copy(), expression=exp.Null())),
+    )
     invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where, kind)
-    if safe:  # an impossible date (2021-02-30) is NULL too
-        made = exp.TryCast(this=made, to=exp.DataType.build(kind), safe=True)
-    specials = _special_datetime_branches(text, kind) if foldable and not isinstance(text, exp.Literal) else []
+    specials = _special_datetime_branches(text, kind, where) if foldable and not isinstance(text, exp.Literal) else []
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
             *specials,
-            exp.If(this=matches, true=made),
+            exp.If(this=readable, true=made),
         ],
         default=invalid,
     )
+
+
+def implicit_time_casts(node, types: dict[int, str]) -> None:
+    """Text given to a function of Spark's that takes a DATE (``year``, ``date_add``, ``trunc``...) or a
+    TIMESTAMP (``hour``, ``date_format``...), cast as Spark's analyser casts it (its CAST: '2021' is
+    2021-01-01, a computed 'today' its special value, 'abc' an error at the call), in place. sqlglot's DuckDB
+    form casts with DuckDB's own cast, which refuses '2021' and reads 'infinity'."""
+    from sqlglot import exp
+
+    for key, kind in _time_operands(node):
+        operand = node.args.get(key)
+        if operand is None or type_of(operand, types) not in TEXT_TYPES:
+            continue
+        if isinstance(node, (exp.UnixDate, exp.UnixSeconds, exp.UnixMillis)):  # no implicit cast in Spark's
+            raise Refusal(
+                f"{type(node).__name__.upper().replace('UNIX', 'UNIX_')}() takes a {kind}, not text (Spark casts "
+                f"no text here): CAST(text AS {kind})",
+                *place_of(node),
+                spark_too=True,
+            )
+        node.set(key, text_to_time(operand.copy(), kind, False, place_of(operand), foldable=foldable(operand)))
+
+
+def time_operand_keys(node) -> tuple[str, ...]:
+    """The keys of ``node``'s operands that Spark casts from text to a DATE or TIMESTAMP (for their types)."""
+    return tuple(key for key, _ in _time_operands(node))
+
+
+def _time_operands(node) -> tuple[tuple[str, str], ...]:
+    from sqlglot import exp
+
+    if isinstance(node, exp.TsOrDsToDate) and node.args.get("format") is None:  # year(s), dayofweek(s), datediff
+        return (("this", "DATE"),)
+    if isinstance(node, (exp.Quarter, exp.LastDay, exp.TsOrDsAdd, exp.AddMonths, exp.NextDay, exp.UnixDate)):
+        return (("this", "DATE"),)
+    if isinstance(node, (exp.Hour, exp.Minute, exp.Second, exp.UnixSeconds, exp.UnixMillis, exp.TimestampAdd)):
+        return (("this", "TIMESTAMP"),)
+    if isinstance(node, exp.TimestampDiff):
+        return (("this", "TIMESTAMP"), ("expression", "TIMESTAMP"))
+    return ()
 
 
 # The text Spark's cast reads as a DOUBLE or FLOAT, once trimmed: Java's decimal notation with an optional

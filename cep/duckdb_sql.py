@@ -41,6 +41,7 @@ from cep.duckdb_functions import (
 )
 from cep.duckdb_literals import negative_literals, text_literals_as_numbers
 from cep.duckdb_nodes import (
+    ENGINE_ONLY_MARK,
     FRACTIONAL,
     INTEGRAL,
     PLACE_MARK,
@@ -49,13 +50,16 @@ from cep.duckdb_nodes import (
     TYPED_META,
     Refusal,
     call_duck,
+    check_typed_time_literals,
     epoch_seconds,
     fail_with,
     foldable,
+    implicit_time_casts,
     place_of,
     text_to_boolean,
     text_to_fraction,
     text_to_time,
+    time_operand_keys,
     type_of,
 )
 from cep.grammar.functions import (
@@ -112,7 +116,9 @@ _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
 _DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
-_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP")
+_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "DATE_FORMAT", "TRUNC")
+# Spark's own functions translated here that cast a text value as its CAST does: the value's argument and type.
+_TIME_VALUES = {"DATE_FORMAT": (0, "TIMESTAMP"), "TRUNC": (0, "DATE"), "DATE_TRUNC": (1, "TIMESTAMP")}
 
 
 def to_duckdb_sql(
@@ -133,6 +139,7 @@ def to_duckdb_sql(
             typed_then_cast.start(),
             typed_then_cast.end() - typed_then_cast.start(),
         )
+    check_typed_time_literals(text)
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     negative_literals(tree)
     types = _types(tree, schema or {}, checking=checking)
@@ -258,7 +265,9 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
-    return ()
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "DATE_TRUNC" and len(node.expressions) > 1:
+        return (node.expressions[1],)
+    return tuple(node.args[key] for key in time_operand_keys(node) if node.args.get(key) is not None)
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -267,6 +276,7 @@ def _typed_operands(node) -> tuple:
 def _translate(node, types: dict[int, str]):
     from sqlglot import exp
 
+    implicit_time_casts(node, types)
     if isinstance(node, exp.Cast):
         return _cast(node, types)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)) and any(
@@ -412,10 +422,12 @@ def _decimal_quotient(node, types: dict[int, str]) -> bool:
 
 def _numeric_kind(node, types: dict[int, str]) -> str | None:
     """``node``'s type; a number literal with a point and no exponent is a DECIMAL, as Spark reads ``2.5``
-    (sqlglot calls it a DOUBLE)."""
+    (sqlglot: a DOUBLE), and so is a cast to DECIMAL the translation wrote."""
     from sqlglot import exp
 
     if isinstance(node, exp.Literal) and node.is_number and _DECIMAL_LITERAL.fullmatch(node.this):
+        return "DECIMAL"
+    if isinstance(node, exp.Cast) and node.to.is_type("decimal"):  # EXTRACT(SECOND), translated
         return "DECIMAL"
     if isinstance(node, (exp.Floor, exp.Ceil, exp.Round, exp.Abs)) and _numeric_kind(node.this, types) == "DECIMAL":
         return "DECIMAL"  # Spark's floor, ceil, round and abs of a DECIMAL are DECIMALs (sqlglot says DOUBLE)
@@ -589,6 +601,9 @@ def _own_function(name: str, node, types: dict[int, str]):
 
     args = [arg.copy() for arg in node.expressions]
     where = place_of(node)
+    index, kind = _TIME_VALUES.get(name, (len(args), ""))
+    if index < len(args) and type_of(node.expressions[index], types) in TEXT_TYPES:  # Spark's implicit cast
+        args[index] = text_to_time(args[index], kind, False, place_of(args[index]), foldable=foldable(args[index]))
     if name in ("TRUNC", "DATE_TRUNC"):
         return _truncation(name, args, where)
     if name == "UNIX_TIMESTAMP" and not args:
@@ -758,7 +773,7 @@ def hugeints_as_bigints(table, kinds: list[str]):
     return table
 
 
-_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+): ")
+_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
@@ -777,7 +792,9 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     place = _PLACE.search(first)
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
         sentence = _FAILED_CAST.sub("", first[place.end() :])
-        return f"{sentence} (as on Spark, in ANSI mode)", int(place.group(1)), int(place.group(2))
+        if not place.group(3):
+            sentence += " (as on Spark, in ANSI mode)"
+        return sentence, int(place.group(1)), int(place.group(2))
     if _SUM_OVERFLOW.search(first):  # the cast of DuckDB's HUGEINT SUM to Spark's BIGINT
         found = re.search(r"(?<![\w.])sum\s*\(", spark_text, re.I)
         sentence = "integer overflow: the SUM does not fit a BIGINT (as on Spark, in ANSI mode)"

@@ -294,6 +294,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "first_ts < 'today UTC'": "with a time zone",  # Spark's special value in another zone
     "CAST('2021-03-28 01:30:00Z' AS TIMESTAMP)": "time zone",  # Spark reads the zone
     "first_ts < '2021-03-28 01:30:00+01:00'": "time zone",
+    "avg(extract(SECOND FROM first_ts)) OVER ()": "AVG of a DECIMAL",  # EXTRACT(SECOND): a DECIMAL(8, 6)
     "first_ts::numeric": "to DECIMAL",  # DuckDB has no TIMESTAMP -> DECIMAL cast; Spark: seconds since 1970
     "CAST(first_ts AS DECIMAL(20, 6))": "to DECIMAL",
     "shiftleft(CAST(x AS INT), 33)": "SHIFTLEFT",  # Java's: the shift modulo 32, wrapping (DuckDB: an error)
@@ -378,6 +379,10 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "count(CAST('abc' AS INT)) OVER ()",  # Spark deems a cast of text nullable: evaluated
         "sum(CAST(9223372036854775807 AS BIGINT)) OVER ()",
         "CAST('1_000' AS DOUBLE)",  # DuckDB reads the underscore
+        # A typed literal Spark cannot read: its parser refuses the statement, even where the value is unused
+        "count(*) OVER (PARTITION BY DATE '-infinity' < DATE '2021-01-01')",
+        "DATE '2021-02-30'",
+        "TIMESTAMP '2021-03-28 24:00:00'",
         "'2.5' + 1",  # '2.5' is no BIGINT
         # ANSI mode: an array's index out of bounds is an error (DuckDB: NULL; a negative [i] from the end)
         "array(1, 2)[5]",
@@ -598,3 +603,113 @@ def test_cep_check_for_spark_refuses_only_the_patterns_spark_refuses() -> None:
     with pytest.raises(cep.CepError) as caught:
         cep.check_sql(statement("date_format(first_ts, 'YYYY')"), engine="spark")
     assert caught.value.code == "E0247" and "Spark refuses" in str(caught.value)
+
+
+# ------------------------------------------------------------------------------------ text read as a date
+
+# Spark casts text given to a function that takes a DATE or a TIMESTAMP, by its CAST's rules (the special
+# values of a text it computes before running too); DuckDB's own cast refuses '2021' and reads 'infinity'.
+TEXT_GIVEN_AS_A_DATE = [
+    "year('2021')",
+    "date_add('2021', 1)",
+    "month(date_format(first_ts, 'yyyy-M'))",  # computed from a row
+    "dayofweek(date_format(first_ts, 'yyyy-M-d'))",
+    "datediff('2021-03-04T23:59', start_date)",  # a date ignores what follows the day
+    "quarter(' 2021-5 ')",
+    "last_day('2021-02')",
+    "add_months('2021-01-31 10:00', 1)",
+    "next_day('2021-3-2', 'MON')",
+    "trunc('2021-05-06', 'MM')",
+    "year(concat('to', 'day')) = year(current_date())",  # computed before running: Spark's special value
+    "hour('2021-03-04 12:30')",  # a TIMESTAMP's text
+    "date_trunc('MM', '2021-05-06 12:00:00.5')",
+    "date_format('2021', 'yyyy-MM-dd HH:mm')",
+    "timestampdiff(HOUR, '2021', date_format(first_ts, 'yyyy-MM-dd HH:mm'))",
+    "timestampadd(MINUTE, 1, '2021-01-01T00:00:01')",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", TEXT_GIVEN_AS_A_DATE)
+def test_text_given_to_a_date_function_is_read_as_spark_reads_it(events, expression) -> None:
+    assert python_typed(expression) == spark_typed(events, expression)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", ["unix_date('1970-01-02')", "unix_seconds(s)", "unix_millis('2021')"])
+def test_a_function_spark_gives_no_text_refuses_it_on_both(events, expression) -> None:
+    """unix_date, unix_seconds and unix_millis take no text on Spark (a type error, no implicit cast)."""
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    assert caught.value.code == "E0250" and "not text" in str(caught.value) and caught.value.span.column > 1
+    with pytest.raises(Exception):  # noqa: B017 - Spark's errors are its own classes
+        spark_values(events, expression)
+
+
+# Spark's CAST of text to a DATE or TIMESTAMP at its edges: each reads the same value on both engines, or
+# fails on both (TRY_CAST: NULL on both).
+DATE_TEXT_EDGES = [
+    "2021",
+    "2021-3",
+    "2021-03-04 junk",
+    "2021-03-04Tx",
+    " \t2021-03-04\n",
+    "2021-02-29",
+    "2021-03-04junk",
+    "21-03-04",
+    "2021/03/04",
+    "+2021-03-04",
+    "12021-03-04",
+    "2021-13-01",
+    "2021-03-",
+]
+TIME_TEXT_EDGES = [
+    "2021-02-28 24:00",
+    "2021-02-28 23:60",
+    "2021-02-28 23:59:60",
+    "2021-02-28T23:59:59.1234567",
+    "2021-3-2 1:2:3",
+    "2021-03-02 01:02:03.",
+    "2021-03-02 01",
+    "2021-02-29 10:00",
+    "2021-03-02T01",
+    "2021-03-02 01:02:03.1234567",
+    "2021-03-02 01:",
+    "+2021-03-02 01:02",
+    "2021-03-04 1:2:3.000001",
+]
+TEXT_EDGES = [
+    *(f"year('{text}') * 10000 + month('{text}') * 100 + day('{text}')" for text in DATE_TEXT_EDGES),
+    *(f"CAST('{text}' AS TIMESTAMP)" for text in TIME_TEXT_EDGES),
+    "TRY_CAST('2021-02-30' AS DATE)",
+    "TRY_CAST('2021-02-28 24:00' AS TIMESTAMP)",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", TEXT_EDGES)
+def test_text_read_as_a_date_at_its_edges_is_sparks_reading(events, expression) -> None:
+    """Spark's value, or Spark's error at the expression, or a refusal before running where Spark reads it."""
+    try:
+        python = python_values(expression)
+    except cep.CepError as error:
+        assert error.code in ("E0250", "E0252") and error.span.column > len("SELECT"), str(error)
+        if error.code == "E0252":
+            assert len(spark_values(events, expression)) == len(ROWS)
+        else:
+            with pytest.raises(Exception):  # noqa: B017 - Spark's errors at collect() are its own classes
+                spark_values(events, expression)
+    else:
+        assert python == spark_values(events, expression)
+
+
+@pytest.mark.spark
+def test_a_computed_special_value_with_a_zone_says_that_spark_reads_it(events) -> None:
+    """Spark reads 'today UTC' in that zone; the python engine cannot (a literal one is refused before
+    running), and its error says that Spark gives a value, not that Spark fails too."""
+    expression = "CAST(concat('today', ' UTC') AS DATE) = current_date()"
+    assert spark_values(events, expression) == [True] * len(ROWS)
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    said = str(caught.value)
+    assert "time zone" in said and "as on Spark" not in said and "--engine spark" in said, said
