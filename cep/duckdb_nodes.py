@@ -365,7 +365,15 @@ def _time_operands(node) -> tuple[tuple[str, str], ...]:
         return (("this", "TIMESTAMP"),)
     if isinstance(node, exp.TimestampDiff):
         return (("this", "TIMESTAMP"), ("expression", "TIMESTAMP"))
+    if isinstance(node, exp.Extract) and not isinstance(node.expression, exp.Binary):
+        # Spark's EXTRACT is its year(), hour()...: a clock field takes a TIMESTAMP. Arithmetic may be an
+        # INTERVAL (a DATE minus text), whose fields EXTRACT reads as they are.
+        return (("expression", "TIMESTAMP" if node.name.upper() in _CLOCK_FIELDS else "DATE"),)
     return ()
+
+
+# Spark's EXTRACT fields (with their other spellings) whose function takes a TIMESTAMP; every other takes a DATE.
+_CLOCK_FIELDS = frozenset("HOUR H HOURS HR HRS MINUTE M MIN MINS MINUTES SECOND S SEC SECONDS SECS".split())
 
 
 # The text Spark's cast reads as a DOUBLE or FLOAT, once trimmed: Java's decimal notation with an optional

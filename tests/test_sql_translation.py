@@ -626,6 +626,10 @@ TEXT_GIVEN_AS_A_DATE = [
     "date_format('2021', 'yyyy-MM-dd HH:mm')",
     "timestampdiff(HOUR, '2021', date_format(first_ts, 'yyyy-MM-dd HH:mm'))",
     "timestampadd(MINUTE, 1, '2021-01-01T00:00:01')",
+    "extract(YEAR FROM '2020-01-02')",
+    "extract(DAYOFWEEK FROM ' 2021-3-7 ')",
+    "extract(HOUR FROM '2021-03-04 12:30')",
+    "extract(MINUTE FROM date_format(first_ts, 'yyyy-MM-dd HH:mm'))",
 ]
 
 
