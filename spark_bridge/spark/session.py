@@ -53,8 +53,8 @@ DEFAULT_SHUFFLE_PARTITIONS = 4
 # later on it, wins). Measured side by side at 1,000, 5,000 and 20,000 events a second (docs/operations.md, "The
 # driver JVM's compiler"): with C1 only, a micro-batch at 1,000 a second cost about half the CPU, but the stream
 # finished fewer events at 5,000 and fell behind at 20,000 where C2 caught up; a service runs for days, so C2's
-# minutes of compiling after a start weigh less than keeping up at the peak. No collector flag: a second one from the user (or the test suite's
-# -XX:+UseSerialGC) would stop the JVM from starting. Batch jobs keep Java's defaults.
+# minutes of compiling after a start weigh less than keeping up at the peak. No collector flag: a second one from
+# the user (or the test suite's -XX:+UseSerialGC) would stop the JVM from starting. Batch jobs keep Java's defaults.
 STREAM_JVM_OPTIONS = ("-XX:TieredStopAtLevel=4",)
 # Read by Spark's launcher for the driver JVM's command line, before spark.driver.*JavaOptions.
 SUBMIT_OPTS_ENV = "SPARK_SUBMIT_OPTS"
