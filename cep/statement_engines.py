@@ -15,15 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
-from cep.duckdb_sql import (
-    ENGINE_HINT,
-    MISSING_FUNCTION,
-    Refusal,
-    explain_duck_error,
-    hugeints_as_bigints,
-    spark_types,
-    to_duckdb_sql,
-)
+from cep.duckdb_results import MISSING_FUNCTION, explain_duck_error, hugeints_as_bigints, spark_types
+from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 from cep.grammar.statement import SPARK, Rendered
 from cep.grammar.tokens import span_of

@@ -45,6 +45,7 @@ ORDER = {
         "duckdb_functions",
         "duckdb_literals",
         "duckdb_sql",
+        "duckdb_results",
         "statement_engines",
         "statement",
         "delta_io",
