@@ -45,6 +45,9 @@ behind). Per engine and step:
 - **events/s sustained**: ticks the engine had finished during the step (every tick at or before the
   newest last-event-time of its alerts consumed by the step's end), per second of the step; ``lag``: the
   step's end minus that newest event time (a few seconds when it keeps up: the watermark and a micro-batch);
+- **events/s steady**: ticks finished from ``STEADY_FROM_S`` into the step to its end, per second of that
+  window: the rate at which the engine finishes ticks once the step's rate reaches it, which equals the rate
+  sent when it keeps up, whatever its lag (events/s sustained is short of it by the lag at the step's end);
 - cep's micro-batches (from its status file: count, rows, median and max duration, and the median of each part
   of Spark's ``durationMs``: where a micro-batch's time goes), the floor's likewise, and the CPU seconds of
   each engine's process tree, the broker and this process (producer and consumers) during the step; the
@@ -97,6 +100,9 @@ STREAM_LAYOUT = "one query"
 TRIGGER = "500ms"
 SCHEMA = "symbol STRING, ts TIMESTAMP, price DOUBLE"
 SETTLE_RATE = 200  # ticks/s between steps: enough to move the watermark, too few to cost anything
+# The steady-state rate is measured from this far into a step: past the lag an engine starts a step with (the
+# watermark and a micro-batch or two), so the window holds only ticks of the step's own rate.
+STEADY_FROM_S = 10.0
 # The warm-up: until every engine has sent an alert (a cold engine's first alert on a loaded machine takes
 # minutes), then until they are close to the newest tick, for WARMUP_LIMIT_S at most; past it the steps start
 # with whatever lag is left (reported as warmup_lag_s).
@@ -536,11 +542,32 @@ def check(readers: dict[str, AlertReader], ticks: Ticks, final_ms: int, query_fi
     return out
 
 
+def newest_finished_ms(consumed: list[tuple[int, int]], wall_ms: float) -> int:
+    """The newest last-event time among the alerts consumed by ``wall_ms`` (``consumed``: (received, last))."""
+    return max((last for received, last in consumed if received <= wall_ms), default=0)
+
+
+def steady_rate(consumed: list[tuple[int, int]], ticks: Ticks, wall: tuple[float, float]) -> float | None:
+    """Ticks finished per second from ``STEADY_FROM_S`` into the step to its end: an engine that keeps up with a
+    constant lag finishes ticks as fast as they are sent over any window, whatever that lag. (The step's own
+    finished/s counts only ticks produced up to the step's end minus the lag, so an engine that keeps up with
+    a 2 s lag reads 93% over 30 s.) None for a step too short to have such a window, or with no alert by its
+    start."""
+    start, end = wall
+    if end - start <= 2 * STEADY_FROM_S:
+        return None
+    first = newest_finished_ms(consumed, (start + STEADY_FROM_S) * 1000)
+    if not first:  # no alert yet by then: nothing to measure the window from
+        return None
+    last = newest_finished_ms(consumed, end * 1000)
+    done = ticks.count_at_or_before(last) - ticks.count_at_or_before(first)
+    return round(max(done, 0) / (end - start - STEADY_FROM_S), 1)
+
+
 def step_numbers(name: str, reader: AlertReader, ticks: Ticks, step: dict) -> dict:
     with reader.lock:
-        mine = [
-            (received, last) for received, last, _ in reader.seen.values() if step["start_ms"] <= last < step["end_ms"]
-        ]
+        consumed = [(received, last) for received, last, _ in reader.seen.values()]
+    mine = [(received, last) for received, last in consumed if step["start_ms"] <= last < step["end_ms"]]
     latencies = [(received - last) / 1000 for received, last in mine]
     finished_ms = step["newest_at_end"][name]
     done = ticks.count_at_or_before(finished_ms) - ticks.count_at_or_before(step["newest_at_start"][name])
@@ -551,6 +578,7 @@ def step_numbers(name: str, reader: AlertReader, ticks: Ticks, step: dict) -> di
         "latency_p99_s": percentile(latencies, 0.99),
         "latency_max_s": max(latencies) if latencies else None,
         "events_per_s": round(max(done, 0) / seconds, 1),
+        "events_per_s_steady": steady_rate(consumed, ticks, step["wall"]),
         "lag_at_end_s": round((step["end_ms"] - finished_ms) / 1000, 2),
         "caught_up_s": step["caught_up_s"].get(name),
     }
@@ -950,22 +978,22 @@ def main() -> int:
 def print_table(report: dict) -> None:
     cell = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     print(
-        f"{'rate':>6} {'sent/s':>8} {'engine':>17} {'done/s':>8} {'alerts':>7} {'p50 s':>6} {'p99 s':>6} {'max s':>6} "
-        f"{'lag s':>6} {'CPU s':>6}"
+        f"{'rate':>6} {'sent/s':>8} {'engine':>17} {'done/s':>8} {'steady/s':>8} {'alerts':>7} {'p50 s':>6} "
+        f"{'p99 s':>6} {'max s':>6} {'lag s':>6} {'CPU s':>6}"
     )
     for step in report["steps"]:
         for name, e in step["engines"].items():
             cpu = step["cpu_s"].get(name.split("-")[0])
             print(
                 f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {name:>17} "
-                f"{e['events_per_s']:>8} {e['alerts']:>7} "
+                f"{e['events_per_s']:>8} {e.get('events_per_s_steady', '-'):>8} {e['alerts']:>7} "
                 f"{cell(e['latency_p50_s']):>6} {cell(e['latency_p99_s']):>6} {cell(e['latency_max_s']):>6} "
                 f"{cell(e['lag_at_end_s']):>6} {cpu:>6}"
             )
         for name, label in zip(FLOORS, ("spark floor", "floor, watermark")):
             if floor := step.get(name):
                 print(
-                    f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {label:>17} {'':>8} {'':>7} "
+                    f"{step['rate_asked']:>6} {step['events_per_s_sent']:>8} {label:>17} {'':>8} {'':>8} {'':>7} "
                     f"{cell(floor['latency_p50_s']):>6} {cell(floor['latency_p99_s']):>6} {'':>6} {'':>6} "
                     f"{step['cpu_s'].get(name):>6}  batch p50 {cell(floor['batch_p50_s'])} s"
                 )
