@@ -103,7 +103,7 @@ from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
 from cep.spark_bridge.sinks.base import AlertSink
-from cep.spark_bridge.sinks.file import FileSink
+from cep.spark_bridge.sinks.file import FileSink, log_settings
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
 from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, clock_rows, mark_bad_rows, prepare_input
@@ -565,7 +565,8 @@ class AlertStream:
             writer = writer.trigger(availableNow=True)
         elif self.trigger:
             writer = writer.trigger(processingTime=self.trigger)
-        return writer.start()
+        with log_settings(df.sparkSession, (self.file_sink, self.bad_rows_sink)):
+            return writer.start()
 
     # ------------------------------------------------------------------------------------ progress
 
