@@ -448,6 +448,8 @@ class AlertStream:
                 ).collect()
             small = [row for row in rows if row[KIND] in (KIND_STATS, KIND_LATE, KIND_FAILED)]
             bad = dict(Counter(row[_REASON] for row in rows if row[KIND] == KIND_BAD))
+            # without bad rows the dead letter's log takes the batch id while the alerts are written (independent)
+            meanwhile = None if bad else self.bad_rows_sink.commit_nothing_meanwhile(batch_id, batch.sparkSession)
             staged = None
             if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
                 with cost.step("outbox_stage"):
@@ -466,12 +468,12 @@ class AlertStream:
                 with cost.step("outbox_seal"):
                     self.lanes.seal(staged)
             with cost.step("bad_rows_commit"):
-                if bad:
+                if meanwhile is None:
                     self.bad_rows_sink.commit(
                         batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES).coalesce(1)
                     )
                 else:  # no empty file, but the batch id in the sink's log, which its compaction needs
-                    self.bad_rows_sink.commit_nothing(batch_id, batch.sparkSession)
+                    meanwhile.result()
         finally:
             batch.unpersist()
         return small, bad

@@ -7,6 +7,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -37,6 +38,8 @@ class FileSink:
     # Spark's log of the committed files and an empty entry for it, made once per JVM session (``_log``), as
     # Spark's own sink keeps its log: a new log object lists the whole log folder again
     _logs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # One thread for ``commit_nothing_meanwhile``, kept: Py4J gives each Python thread a connection of its own
+    _writer: ThreadPoolExecutor | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.format not in FILE_FORMATS:
@@ -98,6 +101,15 @@ class FileSink:
         that misses one, so an id skipped here would fail a later micro-batch. Recorded once, as ``commit``."""
         log, nothing = self._log(spark)
         log.add(batch_id, nothing)  # False: recorded before
+
+    def commit_nothing_meanwhile(self, batch_id: int, spark: SparkSession) -> Future:
+        """``commit_nothing`` on a thread of this sink's, while the caller makes its other writes of the
+        micro-batch (the log's write is the JVM's and the disk's, not Python's); ``result()`` waits for it and
+        raises what it raised. Recorded once per batch id as ever, so a crash at any point leaves what
+        ``commit_nothing`` leaves: the id recorded or not, and a run again records it."""
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cep-sink-log")
+        return self._writer.submit(self.commit_nothing, batch_id, spark)
 
     def _log(self, spark: SparkSession) -> tuple:
         """Spark's ``FileStreamSinkLog`` of ``path`` (it compacts itself every tenth batch, as for Spark's sink),
