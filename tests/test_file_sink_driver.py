@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, alert_schema
-from cep.spark_bridge.sinks.file import LOCAL_LOG_CLEANUP_MS, LOG_CLEANUP_CONF, FileSink, log_settings
+from cep.spark_bridge.sinks.file import LOCAL_LOG_CLEANUP_MS, LOG_CLEANUP_CONF, FileSink, local_log_settings
+from cep.spark_bridge.spark.session import starting_with
 
 pytestmark = pytest.mark.spark
 
@@ -83,8 +84,8 @@ def test_only_local_json_in_utc_is_written_on_the_driver(spark, tmp_path):
 def test_a_stream_s_local_sink_logs_drop_what_a_compaction_holds_at_once(spark, tmp_path):
     """Spark's sink log lists its whole folder at every commit to find the entries a newer compaction holds, and
     by default deletes them only after 10 minutes: the folder, and each commit's listing, grows with the stream.
-    Around a query's start ``log_settings`` gives the query's own session no delay when every sink is local, and
-    gives the caller's session back as it was; the log still reads back every committed file."""
+    Around a query's start ``local_log_settings`` gives the query's own session no delay when every sink is local,
+    and the caller's session is given back as it was; the log still reads back every committed file."""
     sink, remote = FileSink(str(tmp_path / "out")), FileSink("s3a://bucket/alerts")
     sink.prepare()
     rows = spark.createDataFrame([(f"m{n}",) for n in range(3)], "match_id string").coalesce(1)
@@ -101,7 +102,7 @@ def test_a_stream_s_local_sink_logs_drop_what_a_compaction_holds_at_once(spark, 
     try:
         source = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1).load()
         writer = source.writeStream.foreachBatch(each).option("checkpointLocation", str(tmp_path / "ck"))
-        with log_settings(spark, [sink]):
+        with starting_with(spark, local_log_settings(spark, [sink])):
             query = writer.trigger(processingTime="1 millisecond").start()
         assert spark.conf.get(LOG_CLEANUP_CONF, None) is None  # the caller's session as it was
         try:
@@ -119,11 +120,11 @@ def test_a_stream_s_local_sink_logs_drop_what_a_compaction_holds_at_once(spark, 
     assert sink.read(spark).count() == 3 * len(written)
     assert sorted(p.name for p in (tmp_path / "out").glob("part-*")) and sink.has_batch(last)
     # a delay the session sets is kept, and a sink off this machine keeps Spark's default
-    for session_delay, sinks in (("5s", [sink]), (None, [sink, remote])):
-        if session_delay:
-            spark.conf.set(LOG_CLEANUP_CONF, session_delay)
-        try:
-            with log_settings(spark, sinks):
-                assert spark.conf.get(LOG_CLEANUP_CONF, None) == session_delay
-        finally:
-            spark.conf.unset(LOG_CLEANUP_CONF)
+    assert local_log_settings(spark, [sink, remote]) == {}
+    spark.conf.set(LOG_CLEANUP_CONF, "5s")
+    try:
+        with starting_with(spark, local_log_settings(spark, [sink])):
+            assert spark.conf.get(LOG_CLEANUP_CONF) == "5s"
+        assert spark.conf.get(LOG_CLEANUP_CONF) == "5s"
+    finally:
+        spark.conf.unset(LOG_CLEANUP_CONF)

@@ -103,10 +103,11 @@ from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
 from cep.spark_bridge.sinks.base import AlertSink
-from cep.spark_bridge.sinks.file import FileSink, log_settings
+from cep.spark_bridge.sinks.file import FileSink, local_log_settings
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
 from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, clock_rows, mark_bad_rows, prepare_input
+from cep.spark_bridge.spark.session import LOCAL_CHECKPOINT_CONF, on_local_disk, starting_with
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -567,7 +568,11 @@ class AlertStream:
             writer = writer.trigger(availableNow=True)
         elif self.trigger:
             writer = writer.trigger(processingTime=self.trigger)
-        with log_settings(df.sparkSession, (self.file_sink, self.bad_rows_sink)):
+        spark = df.sparkSession  # its query's own settings: cheaper logs on a local disk (session.py, file.py)
+        settings = local_log_settings(spark, (self.file_sink, self.bad_rows_sink))
+        if on_local_disk(spark, self.checkpoint):
+            settings.update(LOCAL_CHECKPOINT_CONF)
+        with starting_with(spark, settings):
             return writer.start()
 
     # ------------------------------------------------------------------------------------ progress

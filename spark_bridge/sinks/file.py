@@ -6,14 +6,14 @@ import datetime as _dt
 import json
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, FILE_FORMATS, alert_schema
 from cep.spark_bridge.sinks.base import atomic_write
+from cep.spark_bridge.spark.session import on_local_disk
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # them, so on a stream of two micro-batches a second the folder holds 1,200 entries and their checksums, and
 # every commit of every sink lists them: tens to hundreds of milliseconds a micro-batch, growing for the first
 # ten minutes. On a local disk a reader reads the newest compaction and the entries after it, never one before
-# it, so a stream whose file sinks are all local deletes them at once (``log_settings``).
+# it, so a stream whose file sinks are all local deletes them at once (``local_log_settings``).
 LOG_CLEANUP_CONF = "spark.sql.streaming.fileSink.log.cleanupDelay"
 LOCAL_LOG_CLEANUP_MS = 0
 
@@ -132,8 +132,7 @@ class FileSink:
 
     def is_local(self, spark: SparkSession) -> bool:
         """Is ``path`` on this machine's file system (a bare path is on Hadoop's default file system)."""
-        default_fs = spark._jsparkSession.sessionState().newHadoopConf().get("fs.defaultFS") or "file:///"
-        return "://" not in self.path and default_fs.startswith("file:")
+        return on_local_disk(spark, self.path)
 
     def writes_on_driver(self, spark: SparkSession) -> bool:
         """Can ``commit_alerts`` write here without Spark: JSON lines, a local directory, timestamps in UTC (the
@@ -198,19 +197,10 @@ class FileSink:
         return self._reader(spark.readStream).load(self.path)
 
 
-@contextmanager
-def log_settings(spark: SparkSession, sinks: Sequence[FileSink]) -> Iterator[None]:
-    """Around the start of a query that writes ``sinks`` (its session copies the settings as it starts, and
-    ``spark``'s own are given back after): their logs delete at once what a newer compaction holds, when
-    every one is on the local disk (``LOG_CLEANUP_CONF``). A delay set on the session is kept."""
-    if spark.conf.get(LOG_CLEANUP_CONF, None) is not None or not all(sink.is_local(spark) for sink in sinks):
-        yield
-        return
-    spark.conf.set(LOG_CLEANUP_CONF, str(LOCAL_LOG_CLEANUP_MS))
-    try:
-        yield
-    finally:
-        spark.conf.unset(LOG_CLEANUP_CONF)
+def local_log_settings(spark: SparkSession, sinks: Sequence[FileSink]) -> dict[str, str]:
+    """The settings for a query that writes ``sinks`` (``session.starting_with``): their logs delete at once what
+    a newer compaction holds, when every one is on the local disk (``LOG_CLEANUP_CONF``)."""
+    return {LOG_CLEANUP_CONF: str(LOCAL_LOG_CLEANUP_MS)} if all(sink.is_local(spark) for sink in sinks) else {}
 
 
 _UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "+00:00", "UTC+00:00")
