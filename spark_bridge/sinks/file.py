@@ -19,12 +19,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 # How long Spark's file sink keeps its log's entries that a newer compaction holds (those before the batches
-# ``spark.sql.streaming.minBatchesToRetain`` keeps), 10 minutes by default: on an eventually consistent store (S3)
-# a reader may not see the newest compaction yet. The sink lists its whole log folder at every commit to find
-# them, so on a stream of two micro-batches a second the folder holds 1,200 entries and their checksums, and
-# every commit of every sink lists them: tens to hundreds of milliseconds a micro-batch, growing for the first
-# ten minutes. On a local disk a reader reads the newest compaction and the entries after it, never one before
-# it, so a stream whose file sinks are all local deletes them at once (``local_log_settings``).
+# ``spark.sql.streaming.minBatchesToRetain`` keeps), 10 minutes by default: on an eventually consistent store (S3) a
+# reader may not see the newest compaction yet. The sink lists its whole log folder at every commit to find them, so
+# on a stream of two micro-batches a second the folder holds 1,200 entries and their checksums, and every commit of
+# every sink lists them, a cost that grows for the first ten minutes of a stream. On a local disk a reader reads the
+# newest compaction and the entries after it, never one before it, so a stream whose file sinks are all local deletes
+# them at once (``local_log_settings``).
 LOG_CLEANUP_CONF = "spark.sql.streaming.fileSink.log.cleanupDelay"
 LOCAL_LOG_CLEANUP_MS = 0
 

@@ -248,13 +248,13 @@ class StateStoreError(ValueError):
     """A state store name cep does not know (``state_store=`` or ``$CEP_STATE_STORE``)."""
 
 
-# Hadoop's local file system (FileContext's ``file:``, ``ChecksumFs``) writes a checksum file, ``.<name>.crc``,
-# beside every file and renames both: each entry of a checkpoint's logs (the offsets before a micro-batch runs, the
-# commit after it, a file sink's log) is two files created and two renamed. On a local disk a stream that writes
-# its checkpoint through the raw local file system writes one: Spark's walCommit and commitOffsets measured
-# 27-31 and 28-42 ms a micro-batch with checksums, 13-15 ms without (docs/streaming.md, "A driver micro-batch").
-# A checksum guards against a disk that returns other bytes than it was given, which the local disk's own checks
-# and the file system's journal do already; the logs are JSON that Spark parses whole on reading.
+# Hadoop's local file system (FileContext's ``file:``, ``ChecksumFs``) writes a checksum file, ``.<name>.crc``, beside
+# every file and renames both: each entry of a checkpoint's logs (the offsets before a micro-batch runs, the commit
+# after it, a file sink's log) is two files created and two renamed, on the micro-batch's path. On a local disk a
+# stream writes its checkpoint through the raw local file system, one file each (docs/streaming.md, "The fixed part:
+# the logs a micro-batch writes", has what it saves). A checksum guards against a disk that returns other bytes than
+# it was given, which the local disk's own checks and the file system's journal do already; the logs are JSON that
+# Spark parses whole on reading.
 LOCAL_CHECKPOINT_CONF = {"fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
 
 
