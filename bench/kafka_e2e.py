@@ -318,6 +318,7 @@ def start_cep(
     python: str = sys.executable,
     state: str = "spark",
     launcher: Sequence[str] = ("-c", "import sys; from cep.cli import main; sys.exit(main())"),
+    trigger: str = TRIGGER,
 ) -> Engine:
     """``cep stream`` as a user runs it, by ``python`` (this checkout's, or a baseline's with its own cep), with
     its rules' state in Spark's keyed state or on the driver (``--state``); ``launcher``: what runs ``cep``'s
@@ -340,7 +341,7 @@ def start_cep(
             "--watermark",
             f"{WATERMARK_MS}ms",
             "--trigger",
-            TRIGGER,
+            trigger,
             "--master",
             "local[2]",
             "--sink",
@@ -396,11 +397,11 @@ FLOORS = ("floor", "floor_watermark")
 FLOOR_OPTIONS = {"floor": [], "floor_watermark": ["--hold-until-watermark"]}
 
 
-def start_floor(work: Path, boot: str, ticks: str, name: str) -> Engine:
+def start_floor(work: Path, boot: str, ticks: str, name: str, trigger: str = TRIGGER) -> Engine:
     env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(work / f"spark-{name}.log"))
     log = work / f"{name}.log"
     command = [sys.executable, str(HERE / "kafka_floor.py"), boot, ticks, str(work / name), *FLOOR_OPTIONS[name]]
-    command += ["--watermark-ms", str(WATERMARK_MS), "--trigger", TRIGGER]
+    command += ["--watermark-ms", str(WATERMARK_MS), "--trigger", trigger]
     process = subprocess.Popen(
         command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
     )
@@ -610,7 +611,8 @@ SIDE_GROUPS = ("baseline", "driver")
 
 def groups_of(args) -> list[Group]:
     """One group of every engine asked (``--together``), else one per engine, run one after another."""
-    asked = ["cep"] + [name for name, left_out in zip(FLOORS, (args.no_floor, args.no_floor_watermark)) if not left_out]
+    left_out = (args.no_floor, args.no_floor_watermark)
+    asked = (["cep"] if args.keyed else []) + [name for name, out in zip(FLOORS, left_out) if not out]
     asked += [] if args.no_flink else ["flink"]
     if args.together:
         return [Group("together", tuple(asked))]
@@ -618,7 +620,7 @@ def groups_of(args) -> list[Group]:
     if args.driver_state:
         groups.append(Group("driver", ("cep",), "-driver", state="driver"))
     if args.baseline_python:
-        groups.append(Group("baseline", ("cep",), "-baseline", args.baseline_python))
+        groups.append(Group("baseline", ("cep",), "-baseline", args.baseline_python, state=args.baseline_state))
     return groups
 
 
@@ -638,7 +640,7 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
         started = time.time()
         not_here = f"not in this group ({group.name})"
         cep = (
-            start_cep(work, boot, query_file, ticks_topic, topics, group.python, group.state)
+            start_cep(work, boot, query_file, ticks_topic, topics, group.python, group.state, trigger=args.trigger)
             if "cep" in group.engines
             else None
         )
@@ -648,7 +650,9 @@ def run_group(group: Group, args, broker: KafkaBroker, work: Path) -> dict:
             else Engine("flink", error=not_here)
         )
         floors = [
-            start_floor(work, boot, ticks_topic, name) if name in group.engines else Engine(name, error=not_here)
+            start_floor(work, boot, ticks_topic, name, args.trigger)
+            if name in group.engines
+            else Engine(name, error=not_here)
             for name in FLOORS
         ]
         engines = [e for e in (cep, flink, *floors) if e is not None]
@@ -917,6 +921,25 @@ def main() -> int:
         help="also run, alone, this checkout's `cep stream --state driver` (the rules on the driver) beside the "
         "keyed layout's `--state spark` (default: both)",
     )
+    parser.add_argument(
+        "--keyed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run this checkout's `cep stream --state spark` (the keyed layout; default: yes). Without it the "
+        "report's first group is another engine's: read each group's numbers in the JSON's `.groups` file",
+    )
+    parser.add_argument(
+        "--baseline-state",
+        choices=("spark", "driver"),
+        default="spark",
+        help="the layout of --baseline-python's `cep stream` (default: spark, the keyed layout)",
+    )
+    parser.add_argument(
+        "--trigger",
+        default=TRIGGER,
+        help=f"every query's processing-time trigger (default {TRIGGER}, the run on record's); 0s: as soon as the "
+        "micro-batch before has ended",
+    )
     parser.add_argument("--json", default=str(HERE / "results-kafka-e2e.json"))
     args = parser.parse_args()
     work, broker = start_broker("cep-kafka-e2e-")
@@ -935,7 +958,7 @@ def main() -> int:
             "rewrites": list(REWRITES),
             "keys": args.keys,
             "watermark": f"{WATERMARK_MS / 1000:g}s",
-            "trigger": TRIGGER,
+            "trigger": args.trigger,
             # how cep's alerts reach the sinks: the page's prose follows the run it reports
             "stream_layout": STREAM_LAYOUT,
             "seconds_per_rate": args.seconds,
@@ -999,7 +1022,7 @@ def print_table(report: dict) -> None:
                 )
         sides = [(side, (step.get(side) or {}).get("cep_batches") or {}) for side in SIDE_GROUPS]
         floors = [(name, step.get(name) or {}) for name in FLOORS]
-        for name, numbers in (("cep", step["cep_batches"]), *floors, *sides):
+        for name, numbers in (("cep", step.get("cep_batches") or {}), *floors, *sides):
             if numbers.get("parts_p50_ms"):
                 print(f"{'':>6} {name} micro-batch p50 {cell(numbers['batch_p50_s'])} s: {numbers['parts_p50_ms']}")
                 print(f"{'':>6} {name} foreachBatch p50: {numbers.get('foreach_batch_p50')}")

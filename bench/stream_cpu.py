@@ -51,6 +51,7 @@ from kafka_e2e import (  # noqa: E402
     QUERY_TEXT,
     SETTLE_RATE,
     TOPICS,
+    TRIGGER,
     Producer,
     StatusWatch,
     batch_numbers,
@@ -258,12 +259,22 @@ def start_engine(name: str, setting: JvmSetting, args, broker: KafkaBroker, work
     started = time.time()
     try:
         if name == "floor":
-            engine = start_floor(work, broker.bootstrap, ticks)
+            engine = start_floor(work, broker.bootstrap, ticks, trigger=args.trigger)
         else:
             query_file = work / "v_shape.sql"
             query_file.write_text(args.query.read_text() if args.query else QUERY_TEXT)
             sampler = {"launcher": (str(HERE / "thread_sampler.py"), str(work / "samples.json"))} if args.sample else {}
-            engine = start_cep(work, broker.bootstrap, query_file, ticks, topics, args.python, state=name, **sampler)
+            engine = start_cep(
+                work,
+                broker.bootstrap,
+                query_file,
+                ticks,
+                topics,
+                args.python,
+                state=name,
+                trigger=args.trigger,
+                **sampler,
+            )
     finally:
         for key, value in env_before.items():
             if value is None:
@@ -373,6 +384,7 @@ def run_engine(name: str, setting: JvmSetting, args, broker: KafkaBroker, work: 
             "submit_args": args.submit_args,
             "python": args.python,
             "query": str(args.query or "the V shape"),
+            "trigger": args.trigger,
         }
     finally:
         running.watch.stop.set()
@@ -401,6 +413,7 @@ def main() -> int:
     parser.add_argument(
         "--query", type=Path, help="cep stream's rule (default: the Kafka bench's V shape), e.g. one that never fires"
     )
+    parser.add_argument("--trigger", default=TRIGGER, help=f"the engines' processing-time trigger (default {TRIGGER})")
     parser.add_argument("--json", help="append the results, one JSON line per engine and setting")
     parser.add_argument(
         "--drain",

@@ -327,11 +327,16 @@ def _schema():
 def write_batch(directory: Path, index: int, rows: list[dict]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"batch-{index:04d}.json"
-    with path.open("w", encoding="utf-8") as fh:
+    # Written under a hidden name, stamped, then renamed: a running stream's file source that listed the file
+    # between its creation and its stamp would take the wall clock as the newest time it has seen, and then skip
+    # the next files, stamped years before it, as older than its maxFileAge.
+    hidden = directory / f".{path.name}"
+    with hidden.open("w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps({**row, "ts": row["ts"].isoformat()}) + "\n")
     stamp = 1_700_000_000 + 10 * index
-    os.utime(path, (stamp, stamp))
+    os.utime(hidden, (stamp, stamp))
+    hidden.rename(path)
 
 
 @pytest.fixture()

@@ -35,6 +35,7 @@ from cep.spark_bridge.alerting.stream import AlertStream, read_status
 from cep.spark_bridge.sinks.base import AlertSink, Delivery
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.sinks.sql import SQLiteSink
+from cep.spark_bridge.spark.session import LOCAL_CHECKPOINT_CONF
 from tests import lane_crash_driver
 from tests.test_alerting import (
     HIGH,
@@ -328,3 +329,16 @@ def test_a_micro_batch_without_alerts_writes_no_file_and_its_id_is_recorded(spar
     assert len(files) == 1 and files[0].stat().st_size > 0
     committed = sorted(int(p.name) for p in (checkpoint / "match" / "commits").glob("[0-9]*"))
     assert len(committed) >= 3 and all(stream.file_sink.has_batch(batch) for batch in committed)
+    # a local checkpoint's logs are written without Hadoop's checksum files (session.LOCAL_CHECKPOINT_CONF), the
+    # caller's session keeps Hadoop's default, and the stream goes on from them on a restart
+    logs = [checkpoint / "match" / "offsets", checkpoint / "match" / "commits", output / "_spark_metadata"]
+    assert not [p for log in logs for p in log.glob(".*.crc")]
+    assert all(spark.conf.get(key, None) is None for key in LOCAL_CHECKPOINT_CONF)
+    write_batch(source, 3, [ev("a", 30, 170)])
+    again = AlertStream(
+        spark, str(rules), df, checkpoint=str(checkpoint), output=str(output), output_format="json", watermark="0s"
+    )
+    again.refresh_rules(force=True)
+    again.run_available_now()
+    after = again.alerts().toPandas()
+    assert len(after) == 2 and set(alerts["match_id"]) < set(after["match_id"])

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, alert_schema
-from cep.spark_bridge.sinks.file import FileSink
+from cep.spark_bridge.sinks.file import LOCAL_LOG_CLEANUP_MS, LOG_CLEANUP_CONF, FileSink, local_log_settings
+from cep.spark_bridge.spark.session import starting_with
 
 pytestmark = pytest.mark.spark
 
@@ -78,3 +79,52 @@ def test_only_local_json_in_utc_is_written_on_the_driver(spark, tmp_path):
         assert not FileSink(str(tmp_path)).writes_on_driver(spark)
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_a_stream_s_local_sink_logs_drop_what_a_compaction_holds_at_once(spark, tmp_path):
+    """Spark's sink log lists its whole folder at every commit to find the entries a newer compaction holds, and
+    by default deletes them only after 10 minutes: the folder, and each commit's listing, grows with the stream.
+    Around a query's start ``local_log_settings`` gives the query's own session no delay when every sink is local,
+    and the caller's session is given back as it was; the log still reads back every committed file."""
+    sink, remote = FileSink(str(tmp_path / "out")), FileSink("s3a://bucket/alerts")
+    sink.prepare()
+    rows = spark.createDataFrame([(f"m{n}",) for n in range(3)], "match_id string").coalesce(1)
+    seen: dict[int, str] = {}
+
+    def each(batch, batch_id: int) -> None:
+        if batch_id % 7 == 3:
+            sink.commit(batch_id, rows)
+        else:
+            sink.commit_nothing(batch_id, batch.sparkSession)
+        seen[batch_id] = batch.sparkSession.conf.get(LOG_CLEANUP_CONF)  # committed: the stop may cut the next one
+
+    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "10")  # deletions from batch 20 on, not 110
+    try:
+        source = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1).load()
+        writer = source.writeStream.foreachBatch(each).option("checkpointLocation", str(tmp_path / "ck"))
+        with starting_with(spark, local_log_settings(spark, [sink])):
+            query = writer.trigger(processingTime="1 millisecond").start()
+        assert spark.conf.get(LOG_CLEANUP_CONF, None) is None  # the caller's session as it was
+        try:
+            while len(seen) < 45 and query.isActive:
+                query.awaitTermination(0.2)
+        finally:
+            query.stop()
+    finally:
+        spark.conf.unset("spark.sql.streaming.minBatchesToRetain")
+    assert set(seen.values()) == {str(LOCAL_LOG_CLEANUP_MS)}
+    last = max(seen)
+    entries = [p.name for p in (tmp_path / "out" / "_spark_metadata").iterdir() if not p.name.endswith(".crc")]
+    assert min(int(name.split(".")[0]) for name in entries) >= last - 30  # the old entries are gone
+    written = [batch for batch in range(last + 1) if batch % 7 == 3]
+    assert sink.read(spark).count() == 3 * len(written)
+    assert sorted(p.name for p in (tmp_path / "out").glob("part-*")) and sink.has_batch(last)
+    # a delay the session sets is kept, and a sink off this machine keeps Spark's default
+    assert local_log_settings(spark, [sink, remote]) == {}
+    spark.conf.set(LOG_CLEANUP_CONF, "5s")
+    try:
+        with starting_with(spark, local_log_settings(spark, [sink])):
+            assert spark.conf.get(LOG_CLEANUP_CONF) == "5s"
+        assert spark.conf.get(LOG_CLEANUP_CONF) == "5s"
+    finally:
+        spark.conf.unset(LOG_CLEANUP_CONF)

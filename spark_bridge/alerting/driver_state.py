@@ -541,7 +541,25 @@ class DriverRows:
     def write(self, batch_id: int, cost, spark, file_sink, bad_rows_sink, lanes) -> tuple[list[dict], dict[str, int]]:
         """``foreachBatch``'s writes of these rows (``AlertStream._write_batch``, timed by ``cost``): the same files,
         sink logs and outboxes as the keyed layout's, with no Spark job but the dead letter's when a micro-batch
-        has bad rows (``FileSink.commit_alerts``); the statistics, late and failed rows, and bad rows per reason."""
+        has bad rows (``FileSink.commit_alerts``); the statistics, late and failed rows, and bad rows per reason.
+        Without bad rows the dead letter's log takes the batch id while the alerts are written: the two outputs
+        are independent, each skips a batch id it holds, so a crash between them leaves what it left in series."""
+        meanwhile = None if len(self.bad) else bad_rows_sink.commit_nothing_meanwhile(batch_id, spark)
+        try:
+            self._write_alerts(batch_id, cost, spark, file_sink, lanes)
+        except BaseException:
+            if meanwhile is not None:
+                meanwhile.exception()  # waited for, not raised: the alerts' error is the one to see
+            raise
+        with cost.step("bad_rows_commit"):  # without bad rows: what is left of the wait for the log
+            if meanwhile is not None:
+                meanwhile.result()
+            else:
+                bad_rows_sink.commit(batch_id, self.dead_letters(spark).coalesce(1))
+        return self.small, self.bad_reasons()
+
+    def _write_alerts(self, batch_id: int, cost, spark, file_sink, lanes) -> None:
+        """The alerts into each sink's outbox, to ``--output``, then handed to the lanes."""
         alerts = file_sink.as_stored(rows_to_alerts(self.alerts))
         staged = None
         if lanes is not None:  # written before the output's commit, handed to the lanes after it
@@ -556,12 +574,6 @@ class DriverRows:
         if staged is not None:
             with cost.step("outbox_seal"):
                 lanes.seal(staged)
-        with cost.step("bad_rows_commit"):
-            if len(self.bad):
-                bad_rows_sink.commit(batch_id, self.dead_letters(spark).coalesce(1))
-            else:  # no empty file, but the batch id in the sink's log, which its compaction needs
-                bad_rows_sink.commit_nothing(batch_id, spark)
-        return self.small, self.bad_reasons()
 
     def bad_reasons(self) -> dict[str, int]:
         """Bad rows per reason."""

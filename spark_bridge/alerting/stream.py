@@ -103,10 +103,11 @@ from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
 from cep.spark_bridge.sinks.base import AlertSink
-from cep.spark_bridge.sinks.file import FileSink
+from cep.spark_bridge.sinks.file import FileSink, local_log_settings
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
 from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, clock_rows, mark_bad_rows, prepare_input
+from cep.spark_bridge.spark.session import LOCAL_CHECKPOINT_CONF, on_local_disk, starting_with
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -448,6 +449,8 @@ class AlertStream:
                 ).collect()
             small = [row for row in rows if row[KIND] in (KIND_STATS, KIND_LATE, KIND_FAILED)]
             bad = dict(Counter(row[_REASON] for row in rows if row[KIND] == KIND_BAD))
+            # without bad rows the dead letter's log takes the batch id while the alerts are written (independent)
+            meanwhile = None if bad else self.bad_rows_sink.commit_nothing_meanwhile(batch_id, batch.sparkSession)
             staged = None
             if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
                 with cost.step("outbox_stage"):
@@ -466,12 +469,12 @@ class AlertStream:
                 with cost.step("outbox_seal"):
                     self.lanes.seal(staged)
             with cost.step("bad_rows_commit"):
-                if bad:
+                if meanwhile is None:
                     self.bad_rows_sink.commit(
                         batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES).coalesce(1)
                     )
                 else:  # no empty file, but the batch id in the sink's log, which its compaction needs
-                    self.bad_rows_sink.commit_nothing(batch_id, batch.sparkSession)
+                    meanwhile.result()
         finally:
             batch.unpersist()
         return small, bad
@@ -565,7 +568,12 @@ class AlertStream:
             writer = writer.trigger(availableNow=True)
         elif self.trigger:
             writer = writer.trigger(processingTime=self.trigger)
-        return writer.start()
+        spark = df.sparkSession  # its query's own settings: cheaper logs on a local disk (session.py, file.py)
+        settings = local_log_settings(spark, (self.file_sink, self.bad_rows_sink))
+        if on_local_disk(spark, self.checkpoint):
+            settings.update(LOCAL_CHECKPOINT_CONF)
+        with starting_with(spark, settings):
+            return writer.start()
 
     # ------------------------------------------------------------------------------------ progress
 

@@ -7,14 +7,26 @@ import json
 import os
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, FILE_FORMATS, alert_schema
 from cep.spark_bridge.sinks.base import atomic_write
+from cep.spark_bridge.spark.session import on_local_disk
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
+
+# How long Spark's file sink keeps its log's entries that a newer compaction holds (those before the batches
+# ``spark.sql.streaming.minBatchesToRetain`` keeps), 10 minutes by default: on an eventually consistent store (S3) a
+# reader may not see the newest compaction yet. The sink lists its whole log folder at every commit to find them, so
+# on a stream of two micro-batches a second the folder holds 1,200 entries and their checksums, and every commit of
+# every sink lists them, a cost that grows for the first ten minutes of a stream. On a local disk a reader reads the
+# newest compaction and the entries after it, never one before it, so a stream whose file sinks are all local deletes
+# them at once (``local_log_settings``).
+LOG_CLEANUP_CONF = "spark.sql.streaming.fileSink.log.cleanupDelay"
+LOCAL_LOG_CLEANUP_MS = 0
 
 
 @dataclass
@@ -23,8 +35,11 @@ class FileSink:
 
     path: str
     format: str = "json"
-    # Spark's log of the committed files, made once per session (``_log``): as Spark's own sink keeps its log
+    # Spark's log of the committed files and an empty entry for it, made once per JVM session (``_log``), as
+    # Spark's own sink keeps its log: a new log object lists the whole log folder again
     _logs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # One thread for ``commit_nothing_meanwhile``, kept: Py4J gives each Python thread a connection of its own
+    _writer: ThreadPoolExecutor | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.format not in FILE_FORMATS:
@@ -84,31 +99,46 @@ class FileSink:
         write leaves no empty file behind, and the log still holds every batch id. Spark's sink log
         compacts itself every tenth batch from the entries of the batches before, and fails a compaction
         that misses one, so an id skipped here would fail a later micro-batch. Recorded once, as ``commit``."""
-        jvm = spark._jvm
-        status = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus")
-        self._log(spark).add(batch_id, jvm.java.lang.reflect.Array.newInstance(status, 0))  # False: recorded before
+        log, nothing = self._log(spark)
+        log.add(batch_id, nothing)  # False: recorded before
 
-    def _log(self, spark: SparkSession):
-        """Spark's ``FileStreamSinkLog`` of ``path`` (it compacts itself every tenth batch, as for Spark's sink)."""
-        key = id(spark._jsparkSession)
+    def commit_nothing_meanwhile(self, batch_id: int, spark: SparkSession) -> Future:
+        """``commit_nothing`` on a thread of this sink's, while the caller makes its other writes of the
+        micro-batch (the log's write is the JVM's and the disk's, not Python's); ``result()`` waits for it and
+        raises what it raised. Recorded once per batch id as ever, so a crash at any point leaves what
+        ``commit_nothing`` leaves: the id recorded or not, and a run again records it."""
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cep-sink-log")
+        return self._writer.submit(self.commit_nothing, batch_id, spark)
+
+    def _log(self, spark: SparkSession) -> tuple:
+        """Spark's ``FileStreamSinkLog`` of ``path`` (it compacts itself every tenth batch, as for Spark's sink),
+        and an empty array of its entries. ``foreachBatch`` hands a new Python object of the same JVM session
+        every micro-batch: the JVM's identity of the session tells whether it is the one the log was made with."""
+        jvm = spark._jvm
+        key = jvm.System.identityHashCode(spark._jsparkSession)
         if key not in self._logs:
-            sinks = spark._jvm.org.apache.spark.sql.execution.streaming.sinks
+            sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
+            status = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus")
             self._logs.clear()  # a new session (a restart in this process): its own log object
-            self._logs[key] = sinks.FileStreamSinkLog(
+            log = sinks.FileStreamSinkLog(
                 sinks.FileStreamSinkLog.VERSION(),
                 spark._jsparkSession,
                 os.path.join(self.path, "_spark_metadata"),
-                spark._jvm.scala.Option.apply(None),
+                jvm.scala.Option.apply(None),
             )
+            self._logs[key] = (log, jvm.java.lang.reflect.Array.newInstance(status, 0))
         return self._logs[key]
+
+    def is_local(self, spark: SparkSession) -> bool:
+        """Is ``path`` on this machine's file system (a bare path is on Hadoop's default file system)."""
+        return on_local_disk(spark, self.path)
 
     def writes_on_driver(self, spark: SparkSession) -> bool:
         """Can ``commit_alerts`` write here without Spark: JSON lines, a local directory, timestamps in UTC (the
         session's zone is the one Spark's JSON writer writes them in)."""
         zone = spark.conf.get("spark.sql.session.timeZone", "UTC")
-        default_fs = spark._jsparkSession.sessionState().newHadoopConf().get("fs.defaultFS") or "file:///"
-        local = "://" not in self.path and default_fs.startswith("file:")  # a bare path is on Hadoop's default FS
-        return self.format == "json" and local and zone in _UTC_NAMES
+        return self.format == "json" and zone in _UTC_NAMES and self.is_local(spark)
 
     def commit_alerts(self, batch_id: int, alerts: Sequence[dict], spark: SparkSession) -> None:
         """``commit`` for alerts already on the driver (``writes_on_driver`` must hold): one file of JSON lines
@@ -132,7 +162,7 @@ class FileSink:
         entry = jvm.org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus.apply(status)
         entries = jvm.java.lang.reflect.Array.newInstance(entry.getClass(), 1)
         entries[0] = entry
-        self._log(spark).add(batch_id, entries)
+        self._log(spark)[0].add(batch_id, entries)
 
     def as_stored(self, alerts: list[dict]) -> list[dict]:
         """``alerts`` (collected from the DataFrame ``commit`` writes) as a read of the files gives them back:
@@ -165,6 +195,12 @@ class FileSink:
     def read_stream(self, spark: SparkSession) -> DataFrame:
         """The committed alerts as a stream (what the two-query layout's delivery query read)."""
         return self._reader(spark.readStream).load(self.path)
+
+
+def local_log_settings(spark: SparkSession, sinks: Sequence[FileSink]) -> dict[str, str]:
+    """The settings for a query that writes ``sinks`` (``session.starting_with``): their logs delete at once what
+    a newer compaction holds, when every one is on the local disk (``LOG_CLEANUP_CONF``)."""
+    return {LOG_CLEANUP_CONF: str(LOCAL_LOG_CLEANUP_MS)} if all(sink.is_local(spark) for sink in sinks) else {}
 
 
 _UTC_NAMES = ("UTC", "Z", "GMT", "Etc/UTC", "+00:00", "UTC+00:00")

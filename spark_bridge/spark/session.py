@@ -248,6 +248,38 @@ class StateStoreError(ValueError):
     """A state store name cep does not know (``state_store=`` or ``$CEP_STATE_STORE``)."""
 
 
+# Hadoop's local file system (FileContext's ``file:``, ``ChecksumFs``) writes a checksum file, ``.<name>.crc``, beside
+# every file and renames both: each entry of a checkpoint's logs (the offsets before a micro-batch runs, the commit
+# after it, a file sink's log) is two files created and two renamed, on the micro-batch's path. On a local disk a
+# stream writes its checkpoint through the raw local file system, one file each (docs/streaming.md, "The fixed part:
+# the logs a micro-batch writes", has what it saves). A checksum guards against a disk that returns other bytes than
+# it was given, which the local disk's own checks and the file system's journal do already; the logs are JSON that
+# Spark parses whole on reading.
+LOCAL_CHECKPOINT_CONF = {"fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs"}
+
+
+def on_local_disk(spark: SparkSession, path: str) -> bool:
+    """Is ``path`` on this machine's file system (a bare path is on Hadoop's default file system)."""
+    default_fs = spark._jsparkSession.sessionState().newHadoopConf().get("fs.defaultFS") or "file:///"
+    return "://" not in str(path) and default_fs.startswith("file:")
+
+
+@contextmanager
+def starting_with(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Around the start of a streaming query: ``settings`` on ``spark`` (SQL settings, and Hadoop ones, which a
+    session copies into every Hadoop configuration it makes), which the query's own session copies as it starts;
+    then ``spark``'s own given back, so that other queries of the session keep Spark's defaults. A setting the
+    session has already is kept."""
+    new = {key: value for key, value in settings.items() if spark.conf.get(key, None) is None}
+    for key, value in new.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in new:
+            spark.conf.unset(key)
+
+
 def state_store_conf(name: str | None = None) -> dict[str, str]:
     """Spark's settings for the state store called ``name`` ("rocksdb" or "hdfs"; None: ``$CEP_STATE_STORE``,
     else ``DEFAULT_STATE_STORE``). RocksDB comes with changelog checkpointing: a micro-batch appends the rows it
