@@ -230,6 +230,21 @@ def alert_rows(tmp: Path) -> int:
     return DeltaTable(str(path)).to_pyarrow_table(columns=["match_id"]).num_rows
 
 
+def replayed(tmp: Path, table: Path) -> pd.DataFrame:
+    """The rules' alerts over the Delta table ``table``, replayed by the python engine (with match ids)."""
+    out = tmp / f"backtest-{table.name}.json"
+    args = ["run", "--rules", str(tmp / "rules"), "--input", f"delta:{table}", "--engine", "python"]
+    assert main([*args, "--output", str(out)]) == 0
+    return pd.read_json(out, lines=True)
+
+
+def assert_landed_once(tmp: Path, backtest: pd.DataFrame) -> None:
+    """The Delta sink holds each alert of ``backtest`` once, and nothing else."""
+    landed = DeltaTable(str(tmp / "alerts")).to_pandas()
+    assert len(landed) == landed["match_id"].nunique() == len(backtest)
+    assert set(landed["match_id"]) == set(backtest["match_id"])
+
+
 def until(predicate, seconds: float, what: str, log: Stream) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -271,26 +286,9 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
     finally:
         for stream in streams:
             stream.kill_9()
-    assert (
-        main(
-            [
-                "run",
-                "--rules",
-                str(tmp_path / "rules"),
-                "--input",
-                f"delta:{table}",
-                "--engine",
-                "python",
-                "--output",
-                str(tmp_path / "backtest.json"),
-            ]
-        )
-        == 0
-    )
-    backtest = pd.read_json(tmp_path / "backtest.json", lines=True)
-    landed = DeltaTable(str(tmp_path / "alerts")).to_pandas()
-    assert len(landed) == landed["match_id"].nunique() == len(backtest) > 0
-    assert set(landed["match_id"]) == set(backtest["match_id"])
+    backtest = replayed(tmp_path, table)
+    assert len(backtest) > 0
+    assert_landed_once(tmp_path, backtest)
     assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
     assert "Traceback" not in "".join(s.text() for s in streams)
     assert "| late 0 |" in last.text()  # in order: every row matched, none set aside as late
@@ -425,25 +423,7 @@ def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an
     replay = tmp_path / "read"  # the rows the stream read, one schema (the retyped prices as the first ones)
     for rows in read:
         append(replay, rows.assign(price=lambda f: f["price"].astype("float64")))
-    assert (
-        main(
-            [
-                "run",
-                "--rules",
-                str(tmp_path / "rules"),
-                "--input",
-                f"delta:{replay}",
-                "--engine",
-                "python",
-                "--output",
-                str(tmp_path / "backtest.json"),
-            ]
-        )
-        == 0
-    )
-    backtest = pd.read_json(tmp_path / "backtest.json", lines=True)
-    landed = DeltaTable(str(tmp_path / "alerts")).to_pandas()
+    backtest = replayed(tmp_path, replay)
     assert len(backtest) == 18  # every fifth row of the three appends
-    assert len(landed) == landed["match_id"].nunique() == len(backtest)
-    assert set(landed["match_id"]) == set(backtest["match_id"])
+    assert_landed_once(tmp_path, backtest)
     assert "Traceback" not in "".join(stream.text() for stream in streams)

@@ -29,7 +29,10 @@ that micro-batch logged them. How far it goes depends on the layout:
   have written in the empty micro-batch that a ``kill -9`` between a micro-batch's commit and the next one's
   offsets kept from running.
 
-Either way nothing is written for a micro-batch that read no Delta table, or one that is already empty.
+After a micro-batch that did not move the watermark Spark plans no empty one, and the same check would stop
+a plain restart; the empty micro-batch is logged then too: with the same watermark the operator fires no
+timer (each was set at or above it) and writes the same state again. Nothing is written for a micro-batch
+that read no Delta table, or one that is already empty.
 """
 
 from __future__ import annotations

@@ -396,8 +396,10 @@ class DriverState:
         watermark the timers last ran at. That is Spark's next one: a stateless query runs no no-data micro-batch
         to report it, so Spark's own progress shows it only with the next micro-batch that reads rows."""
         held = self.held or Held({}, {})
+        state_bytes = sum(len(blob) for blob in held.buckets.values())
         gauges: dict[str, Any] = {
-            "state_bytes": sum(len(blob) for blob in held.buckets.values()),
+            "state_bytes": state_bytes,
+            "state_memory_bytes": state_bytes,  # the driver holds those bytes themselves, between micro-batches
             "state_rows": len(held.buckets),
         }
         if held.watermark_ms > 0:  # in the form of Spark's progress (eventTime.watermark)
