@@ -201,6 +201,23 @@ def _state_blob_bytes(spark, query_checkpoint, batch_id: int) -> int:
     return int(total or 0)
 
 
+def _scrape(metrics) -> dict[str, float]:
+    """The unlabelled series ``/metrics`` serves, over HTTP from the server ``cep stream --metrics-port`` runs."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from cep.spark_bridge.alerting.metrics import ServiceServer
+
+    server = ServiceServer("127.0.0.1", 0, metrics=metrics)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+    finally:
+        server.stop()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
+
+
 def _operator_sums(progress: dict) -> tuple[int, dict[str, int]]:
     """The operators' ``memoryUsedBytes`` and custom metrics, each summed over the operators."""
     memory, custom = 0, {}
@@ -218,7 +235,8 @@ def test_state_bytes_and_state_memory_are_each_what_the_store_reports(spark, tmp
     (and /metrics) says the state's bytes from the store's own account of it (the HDFS-backed store's current
     version; RocksDB's SST files and memtables) and the store's memory apart, as Spark's progress reports them;
     and the state's bytes are at least the blobs the store holds (read back through Spark's state reader), and
-    on the HDFS-backed store not far above them."""
+    on the HDFS-backed store grow with the users and stay near those blobs. /metrics is scraped over HTTP."""
+    pytest.importorskip("prometheus_client")
     from cep.spark_bridge.alerting.metrics import StreamMetrics
     from cep.spark_bridge.alerting.stream import AlertStream
 
@@ -242,7 +260,7 @@ def test_state_bytes_and_state_memory_are_each_what_the_store_reports(spark, tmp
                 ran = [p for p in stream.match_query.recentProgress if p["durationMs"].get("addBatch")]
                 (progress,) = [p for p in ran if p["batchId"] == last["id"]]
                 seen.append((last, progress))
-            scraped = {f.name: f.samples[0].value for f in StreamMetrics(stream).collect() if f.samples}
+            scraped = _scrape(StreamMetrics(stream))
         finally:
             stream.stop()
         held = _state_blob_bytes(spark, checkpoint / "match", seen[-1][0]["id"])
@@ -259,10 +277,12 @@ def test_state_bytes_and_state_memory_are_each_what_the_store_reports(spark, tmp
         else:
             assert last["state_bytes"] == custom["stateOnCurrentVersionSizeBytes"]
     (first, _), (last, _) = seen
-    assert first["state_bytes"] < last["state_bytes"]  # twice the users, more state
     assert held > 0 and last["state_bytes"] >= held
     if store == "hdfs":
+        assert first["state_bytes"] < last["state_bytes"]  # twice the users, more state
         assert last["state_bytes"] <= 3 * held  # the blobs and the rows and maps around them
+    # RocksDB's memtables are charged to its cache in pieces of a fixed size, so a state of some 100 KB moves
+    # the figure only when it needs another piece: it is the state's footprint, no finer (docs/operations.md).
     assert (scraped["cep_state_bytes"], scraped["cep_state_memory_bytes"]) == (
         last["state_bytes"],
         last["state_memory_bytes"],
