@@ -175,6 +175,7 @@ ORDER = {
         "driver_state",
         "rule_watch",
         "layouts",
+        "delta_restart",
         "batch_cost",
         "key_buckets",
         "late_files",

@@ -230,6 +230,21 @@ def alert_rows(tmp: Path) -> int:
     return DeltaTable(str(path)).to_pyarrow_table(columns=["match_id"]).num_rows
 
 
+def replayed(tmp: Path, table: Path) -> pd.DataFrame:
+    """The rules' alerts over the Delta table ``table``, replayed by the python engine (with match ids)."""
+    out = tmp / f"backtest-{table.name}.json"
+    args = ["run", "--rules", str(tmp / "rules"), "--input", f"delta:{table}", "--engine", "python"]
+    assert main([*args, "--output", str(out)]) == 0
+    return pd.read_json(out, lines=True)
+
+
+def assert_landed_once(tmp: Path, backtest: pd.DataFrame) -> None:
+    """The Delta sink holds each alert of ``backtest`` once, and nothing else."""
+    landed = DeltaTable(str(tmp / "alerts")).to_pandas()
+    assert len(landed) == landed["match_id"].nunique() == len(backtest)
+    assert set(landed["match_id"]) == set(backtest["match_id"])
+
+
 def until(predicate, seconds: float, what: str, log: Stream) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -271,26 +286,9 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
     finally:
         for stream in streams:
             stream.kill_9()
-    assert (
-        main(
-            [
-                "run",
-                "--rules",
-                str(tmp_path / "rules"),
-                "--input",
-                f"delta:{table}",
-                "--engine",
-                "python",
-                "--output",
-                str(tmp_path / "backtest.json"),
-            ]
-        )
-        == 0
-    )
-    backtest = pd.read_json(tmp_path / "backtest.json", lines=True)
-    landed = DeltaTable(str(tmp_path / "alerts")).to_pandas()
-    assert len(landed) == landed["match_id"].nunique() == len(backtest) > 0
-    assert set(landed["match_id"]) == set(backtest["match_id"])
+    backtest = replayed(tmp_path, table)
+    assert len(backtest) > 0
+    assert_landed_once(tmp_path, backtest)
     assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
     assert "Traceback" not in "".join(s.text() for s in streams)
     assert "| late 0 |" in last.text()  # in order: every row matched, none set aside as late
@@ -353,3 +351,79 @@ def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path, stat
     if "Detected schema change" in after_add or "DELTA_SCHEMA_CHANGED" in after_add:
         assert "Run the same command again" in after_add
     assert "Traceback" not in after_add + resumed.text() + "".join(stream.text() for stream in streams[2:])
+
+
+def _offset_sources(query_checkpoint: Path, batch: int) -> list[str]:
+    """The source offsets Spark logged for ``batch`` (its offset log entry without the version and metadata)."""
+    return (query_checkpoint / "offsets" / str(batch)).read_text().splitlines()[2:]
+
+
+def _committed_data_batch(query_checkpoint: Path) -> int | None:
+    """The last micro-batch when it is committed and read rows (its offsets are not the ones before it), and
+    Spark has not yet logged the one after it; else None."""
+    logged = sorted(int(p.name) for p in (query_checkpoint / "offsets").glob("[0-9]*"))
+    if not logged or logged[-1] < 1 or not (query_checkpoint / "commits" / str(logged[-1])).exists():
+        return None
+    last = logged[-1]
+    return last if _offset_sources(query_checkpoint, last) != _offset_sources(query_checkpoint, last - 1) else None
+
+
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # up to five Spark drivers, one after the other
+def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite(tmp_path):
+    """Spark's keyed state over a Delta table, ``kill -9`` after a micro-batch that read rows was committed and
+    before Spark logged the empty micro-batch it runs after it (its stateful operator's timers); then an
+    overwrite changes a column's type. On a restart Spark hands Delta's source that micro-batch again, and
+    Delta checks its first table version against the retyped newest: without the empty micro-batch every run
+    stopped there with "run the same command again". Now the same command stops at the overwrite with its own
+    sentence, skipChangeCommits reads on, and the alerts, with their match ids, are the python engine's replay
+    of the rows the stream read, each once. A long trigger holds Spark between the micro-batch's commit and the
+    next one's offsets, where the test kills it; the test checks that it did."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "high.sql").write_text(HIGH)
+    table, query_checkpoint = tmp_path / "events", tmp_path / "ck" / "match"
+    read = [events(0, 30), events(40, 30)]  # the rows the stream reads before the overwrite
+    append(table, read[0])
+    killed = Stream(tmp_path, "--state", "spark", "--trigger", "40s")
+    streams = [killed]
+    try:
+        until(lambda: (query_checkpoint / "commits" / "0").exists(), 900, "the first micro-batch", killed)
+        append(table, read[1])
+        deadline = time.monotonic() + 900
+        while _committed_data_batch(query_checkpoint) is None and time.monotonic() < deadline:
+            assert killed.process.poll() is None, killed.text()[-3000:]
+            time.sleep(0.1)  # polling the checkpoint: the kill must fall before the next trigger
+        killed.kill_9()
+        last = _committed_data_batch(query_checkpoint)
+        assert last is not None, "the kill missed the wait between a micro-batch's commit and the next offsets"
+        assert not (query_checkpoint / "offsets" / str(last + 1)).exists()
+
+        retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
+        write_deltalake(
+            str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
+        )
+        texts = []
+        for _run in range(2):  # Delta may first say the schema changed (run again): the user does as told, once
+            stopped = Stream(tmp_path, "--once")
+            streams.append(stopped)
+            assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
+            texts.append(stopped.text())
+            if "Run the same command again" not in texts[-1]:
+                break
+        assert f"the Delta table {table} cannot be followed further" in texts[-1], texts[-1][-3000:]
+        assert "skipChangeCommits=true" in texts[-1]
+        read.append(events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
+        append(table, read[-1])
+        skipping = Stream(tmp_path, "--once", "--delta-option", "skipChangeCommits=true")
+        streams.append(skipping)
+        assert skipping.process.wait(900) == 0, skipping.text()[-3000:]
+    finally:
+        for stream in streams:
+            stream.kill_9()
+    replay = tmp_path / "read"  # the rows the stream read, one schema (the retyped prices as the first ones)
+    for rows in read:
+        append(replay, rows.assign(price=lambda f: f["price"].astype("float64")))
+    backtest = replayed(tmp_path, replay)
+    assert len(backtest) == 18  # every fifth row of the three appends
+    assert_landed_once(tmp_path, backtest)
+    assert "Traceback" not in "".join(stream.text() for stream in streams)

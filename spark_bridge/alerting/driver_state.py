@@ -53,7 +53,6 @@ __all__ = [
     "LayoutChoice",
     "StateFiles",
     "check_layout",
-    "close_replayed_batch",
     "choose_layout",
     "driver_input",
     "for_stream",
@@ -190,45 +189,6 @@ def check_layout(checkpoint: str, layout: str) -> None:
     held = checkpoint_layout(checkpoint)
     if held is not None and held != layout:
         raise layout_conflict(checkpoint, held, layout)
-
-
-# In every offset Delta's streaming source writes to Spark's offset log (DeltaSourceOffset).
-_DELTA_OFFSET_FIELD = '"reservoirId"'
-
-
-def close_replayed_batch(query_checkpoint: str) -> int | None:
-    """Log an empty micro-batch after the last committed one that read a Delta table; its id (None: nothing to do).
-
-    On a restart Spark hands Delta's streaming source (a V1 source) the last committed micro-batch again, and
-    Delta checks the schema at that micro-batch's first table version against the table's newest. After a
-    column added and then an overwrite that changed a type, that first version can be the column's, whose
-    schema the newest no longer reads: every restart would stop there, whatever the user does. The keyed
-    layout's query never meets it: its stateful operator makes Spark run an empty micro-batch after each one
-    that moved the watermark, so the last committed one starts and ends at the version read up to. This query
-    has no stateful operator, so the empty micro-batch is logged here, as Spark logs its own: the same source
-    offsets, and the watermark Spark committed for the next one. Nothing is read or skipped, and no rule runs
-    for it (its state is the newest manifest below the next micro-batch's id)."""
-    offsets, commits = (os.path.join(query_checkpoint, name) for name in ("offsets", "commits"))
-    logged = sorted(int(n) for n in os.listdir(offsets) if n.isdigit()) if os.path.isdir(offsets) else []
-    if not logged or not os.path.exists(os.path.join(commits, str(logged[-1]))):
-        return None  # a new checkpoint, or a micro-batch cut short, which Spark runs again as it was planned
-    last = logged[-1]
-    version, metadata, *sources = _read_lines(os.path.join(offsets, str(last)))
-    before = _read_lines(os.path.join(offsets, str(last - 1)))[2:] if last - 1 in logged else None
-    if not any(_DELTA_OFFSET_FIELD in line for line in sources) or before == sources:
-        return None  # not a Delta table, or already an empty micro-batch
-    commit = _read_lines(os.path.join(commits, str(last)))
-    planned = json.loads(metadata)
-    planned["batchWatermarkMs"] = json.loads(commit[1]).get("nextBatchWatermarkMs", planned.get("batchWatermarkMs"))
-    planned["batchTimestampMs"] = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
-    atomic_write(os.path.join(offsets, str(last + 1)), "\n".join([version, json.dumps(planned), *sources]))
-    atomic_write(os.path.join(commits, str(last + 1)), "\n".join(commit))
-    return last + 1
-
-
-def _read_lines(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read().splitlines()
 
 
 def driver_input(
@@ -436,8 +396,10 @@ class DriverState:
         watermark the timers last ran at. That is Spark's next one: a stateless query runs no no-data micro-batch
         to report it, so Spark's own progress shows it only with the next micro-batch that reads rows."""
         held = self.held or Held({}, {})
+        state_bytes = sum(len(blob) for blob in held.buckets.values())
         gauges: dict[str, Any] = {
-            "state_bytes": sum(len(blob) for blob in held.buckets.values()),
+            "state_bytes": state_bytes,
+            "state_memory_bytes": state_bytes,  # the driver holds those bytes themselves, between micro-batches
             "state_rows": len(held.buckets),
         }
         if held.watermark_ms > 0:  # in the form of Spark's progress (eventTime.watermark)

@@ -17,7 +17,8 @@ series                                          type       labels, meaning
 ``cep_bad_rows_total``                          counter    ``reason``: input rows set aside (dead letter)
 ``cep_live_partial_matches``                    gauge      ``rule``
 ``cep_pending_rows``                            gauge      ``rule``: rows waiting for the watermark
-``cep_state_bytes``                             gauge      Spark's state store memory for the operator
+``cep_state_bytes``                             gauge      the bytes of the rules' state (any state store)
+``cep_state_memory_bytes``                      gauge      the memory the state store takes for it
 ``cep_watermark_lag_seconds``                   gauge      now minus the event-time watermark
 ``cep_batch_duration_seconds``                  histogram  micro-batches of the matching query
 ``cep_batches_total``                           counter    micro-batches committed
@@ -170,7 +171,16 @@ class StreamMetrics:
         yield bad
         last = status.get("last_batch") or {}
         yield GaugeMetricFamily(
-            "cep_state_bytes", "Spark state store memory of the operator", value=last.get("state_bytes", 0)
+            "cep_state_bytes",
+            "Bytes of the rules' state: the HDFS-backed store's current version, RocksDB's SST files and "
+            "memtables, or the driver's buckets",
+            value=last.get("state_bytes", 0),
+        )
+        yield GaugeMetricFamily(
+            "cep_state_memory_bytes",
+            "Memory the state store takes: the HDFS-backed store's loaded versions on the heap, RocksDB's "
+            "native memory (under its cap), or the driver's buckets",
+            value=last.get("state_memory_bytes", 0),
         )
         watermark = epoch_seconds(last.get("watermark"))
         if watermark is not None and watermark > 0:

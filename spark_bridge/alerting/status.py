@@ -32,7 +32,16 @@ from typing import Any
 from cep.spark_bridge.alerting.rule_set import GAUGES, STAT_NAMES, STATUS_FORMAT
 from cep.spark_bridge.sinks.base import atomic_write, set_aside
 
-__all__ = ["StatusBook", "new_progress", "now_iso", "progress_get", "read_status", "rule_rows", "ERROR_TTL_S"]
+__all__ = [
+    "StatusBook",
+    "new_progress",
+    "now_iso",
+    "operator_state_bytes",
+    "progress_get",
+    "read_status",
+    "rule_rows",
+    "ERROR_TTL_S",
+]
 
 # Imported inside functions: pyspark (optional, slow to import), only where a running query is read.
 
@@ -409,6 +418,32 @@ def _progress_key(progress: Any) -> tuple[int, str]:
     return int(progress_get(progress, "batchId", -1)), str(progress_get(progress, "timestamp"))
 
 
+# What Spark's state store providers say of an operator's state, in their custom metrics (summed over its
+# partitions in the progress). Their ``memoryUsedBytes`` is memory, and not the same memory: the HDFS-backed
+# store's is the heap its loaded versions take (the current one and those kept for a re-run micro-batch);
+# RocksDB's is its native memory (memtables, block cache, index and filter blocks), which stays under the
+# ``boundedMemoryUsage`` cap (``$CEP_ROCKSDB_MEMORY_MB``) whatever the state grows to.
+HDFS_STATE_METRIC = "stateOnCurrentVersionSizeBytes"  # the current version's maps, as estimated on the heap
+ROCKSDB_SST_METRIC = "rocksdbSstFileSize"  # the state as of RocksDB's last flush, on disk (compressed)
+# The memtables: the changes since that flush, in memory. Spark reports no memtable size of its own; under a
+# bounded memory (cep's default) RocksDB's write buffer manager charges the memtables to the shared block
+# cache as pinned entries, and this is that cache's pinned memory (with the level-0 index and filter blocks,
+# small beside them).
+ROCKSDB_MEMTABLE_METRIC = "rocksdbPinnedBlocksMemoryUsage"
+
+
+def operator_state_bytes(operator: Any) -> int:
+    """The bytes of a stateful operator's state, from its progress report (``stateOperators[i]``), whichever
+    provider holds it: the HDFS-backed store's current version, or RocksDB's SST files and memtables; for
+    another provider, the memory it reports."""
+    custom = progress_get(operator, "customMetrics", {}) or {}
+    if ROCKSDB_SST_METRIC in custom:
+        return int(custom[ROCKSDB_SST_METRIC] or 0) + int(custom.get(ROCKSDB_MEMTABLE_METRIC) or 0)
+    if HDFS_STATE_METRIC in custom:
+        return int(custom[HDFS_STATE_METRIC] or 0)
+    return int(progress_get(operator, "memoryUsedBytes", 0) or 0)
+
+
 def batch_entry(progress: Any, foreach_batch: dict | None) -> dict:
     """``last_batch`` of the status: a micro-batch as Spark's progress reports it, with ``foreach_batch``:
     the steps of ``foreachBatch`` inside ``addBatch`` and the Spark jobs it started (``batch_cost.py``)."""
@@ -422,7 +457,8 @@ def batch_entry(progress: Any, foreach_batch: dict | None) -> dict:
         # Spark's parts of it (addBatch, latestOffset, queryPlanning, walCommit, commitOffsets...)
         "durations_ms": {str(k): int(v) for k, v in dict(durations).items()},
         "watermark": (progress_get(progress, "eventTime", {}) or {}).get("watermark"),
-        "state_bytes": sum(int(progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
+        "state_bytes": sum(operator_state_bytes(op) for op in operators),
+        "state_memory_bytes": sum(int(progress_get(op, "memoryUsedBytes", 0) or 0) for op in operators),
         "state_rows": sum(int(progress_get(op, "numRowsTotal", 0) or 0) for op in operators),
         "foreach_batch": foreach_batch,
     }

@@ -78,7 +78,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting import driver_state, layouts
+from cep.spark_bridge.alerting import delta_restart, driver_state, layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.batch_cost import BatchCost
@@ -522,12 +522,14 @@ class AlertStream:
         """Start the query and the delivery lanes (when there are alert sinks)."""
         self._check_clock_rows()
         driver_state.check_layout(self.checkpoint, self.layout)
-        if self.layout == driver_state.DRIVER:
-            driver_state.close_replayed_batch(os.path.join(self.checkpoint, "match"))
+        closed = delta_restart.close_replayed_batch(
+            os.path.join(self.checkpoint, "match"), stateful=self.layout == driver_state.SPARK
+        )
         layouts.retire_delivery_query(self.spark, self.checkpoint, self.file_sink, self.lanes, self._event)
         combined = self.build()
         layouts.retire_bad_row_query(self.checkpoint, self.bad_rows_sink, self._event)
-        recovering = self.progress.recovering = self._cut_short()
+        # The empty micro-batch logged for Spark's keyed state is no crash's: Spark just runs it.
+        recovering = self.progress.recovering = self._cut_short() if closed is None else None
         layouts.check_outbox_seals(self.checkpoint, self.lanes, self.sinks, recovering)
         if recovering is not None:
             pinned = self.store.batch_sets().get(recovering)
