@@ -677,15 +677,12 @@ class AlertStep:
             column[:] = values
             return column
 
-        def times(values):
-            return np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
-
         pad = [None] * n_stats
         if n_rows:
             columns = list(zip(*rows))
             data = {name: objects(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
             for name in ("first_event_time", "last_event_time", "emit_time"):
-                data[name] = times(list(columns[ALERT_NAMES.index(name)]) + pad)
+                data[name] = times_ns(list(columns[ALERT_NAMES.index(name)]) + pad)
             data["suppressed"] = np.array([bool(v) for v in columns[-1]] + [False] * n_stats, dtype=bool)
             data["rule_id"] = objects(list(columns[0]) + [s[0] for s in stats_rows])
             data["rule_version"] = objects(list(columns[1]) + [s[1] for s in stats_rows])
@@ -710,6 +707,14 @@ class AlertStep:
 
 
 _STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
+
+
+def times_ns(values: list) -> np.ndarray:
+    """Times (``datetime``s, pandas Timestamps, None) as ``datetime64[ns]``, None as NaT: pandas' converter, which
+    takes a list of datetime objects about ten times faster than numpy's, every alert's three times."""
+    import pandas as pd
+
+    return pd.to_datetime(values).to_numpy(dtype="datetime64[ns]")
 
 
 def _counts(stats_by_rule: dict, rule_id: str, version: str) -> dict:
