@@ -186,6 +186,10 @@ def runtime_for(store_dir: str, batch_id: str | None = None) -> _RuleSetRuntime:
     return runtime
 
 
+# json.dumps(value, ensure_ascii=False), without building an encoder for every alert's measures and key
+_UNESCAPED = json.JSONEncoder(ensure_ascii=False)
+
+
 def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
     """The partition key of each row as a JSON object (``{"card": "c1"}``), the grouping key."""
     if not columns:
@@ -199,7 +203,7 @@ def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
         except TypeError:  # an unhashable value (an array)
             text = None
         if text is None:
-            text = json.dumps({c: jsonable(v) for c, v in zip(columns, row)}, ensure_ascii=False)
+            text = _UNESCAPED.encode({c: jsonable(v) for c, v in zip(columns, row)})
             try:
                 cache[row] = text
             except TypeError:
@@ -734,7 +738,7 @@ def _append_alerts(rule, rows, match_ids, pkey: str, last_alert, emitted, alerts
         moment = last_time if last_time is not None else first_time
         event_us = codec.datetime_to_micros(moment) if moment is not None else None
         suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
-        measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
+        measures = _UNESCAPED.encode({name: jsonable(row[i]) for i, name in rule.measures})
         alerts.append(
             (rule.rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed)
         )
