@@ -14,12 +14,15 @@ one with suppression) runs over random events cut into random micro-batches with
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +31,7 @@ from cep.matcher.plan import COLUMN_WISE, PER_KEY
 from cep.spark_bridge.alerting.bucket_state import BucketState
 from cep.spark_bridge.alerting.rule_set import build_rule_set, match_id_text
 from cep.spark_bridge.alerting.store import RuleStore
-from cep.spark_bridge.alerting.worker import runtime_for
+from cep.spark_bridge.alerting.worker import runtime_for, times_ns
 from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.engine.replay import Replay
 from cep.spark_bridge.sinks.alerts import jsonable
@@ -267,3 +270,21 @@ def test_an_unknown_bucket_state_version_is_refused(tmp_path):
     with pytest.raises(CepRuntimeError, match="version 99") as raised:
         BucketState.decode(blob, 3)
     assert raised.value.code == "E0481"
+
+
+_ALERT_TIMES = st.one_of(
+    st.none(),
+    st.datetimes(min_value=dt.datetime(1700, 1, 1), max_value=dt.datetime(2200, 1, 1)),
+    st.datetimes(min_value=dt.datetime(1700, 1, 1), max_value=dt.datetime(2200, 1, 1)).map(pd.Timestamp),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(_ALERT_TIMES, max_size=30))
+def test_an_alerts_times_become_the_same_datetime64_as_numpys_conversion(values):
+    """The alerts' times column (``times_ns``, pandas' converter) holds, value for value, what numpy's own
+    conversion of the same Python times gives: the microsecond, NaT for None."""
+    got = times_ns(values)
+    expected = np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
+    assert got.dtype == np.dtype("datetime64[ns]") and len(got) == len(values)
+    assert np.array_equal(got, expected, equal_nan=True)

@@ -186,6 +186,10 @@ def runtime_for(store_dir: str, batch_id: str | None = None) -> _RuleSetRuntime:
     return runtime
 
 
+# json.dumps(value, ensure_ascii=False), without building an encoder for every alert's measures and key
+_UNESCAPED = json.JSONEncoder(ensure_ascii=False)
+
+
 def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
     """The partition key of each row as a JSON object (``{"card": "c1"}``), the grouping key."""
     if not columns:
@@ -199,7 +203,7 @@ def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
         except TypeError:  # an unhashable value (an array)
             text = None
         if text is None:
-            text = json.dumps({c: jsonable(v) for c, v in zip(columns, row)}, ensure_ascii=False)
+            text = _UNESCAPED.encode({c: jsonable(v) for c, v in zip(columns, row)})
             try:
                 cache[row] = text
             except TypeError:
@@ -677,15 +681,12 @@ class AlertStep:
             column[:] = values
             return column
 
-        def times(values):
-            return np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
-
         pad = [None] * n_stats
         if n_rows:
             columns = list(zip(*rows))
             data = {name: objects(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
             for name in ("first_event_time", "last_event_time", "emit_time"):
-                data[name] = times(list(columns[ALERT_NAMES.index(name)]) + pad)
+                data[name] = times_ns(list(columns[ALERT_NAMES.index(name)]) + pad)
             data["suppressed"] = np.array([bool(v) for v in columns[-1]] + [False] * n_stats, dtype=bool)
             data["rule_id"] = objects(list(columns[0]) + [s[0] for s in stats_rows])
             data["rule_version"] = objects(list(columns[1]) + [s[1] for s in stats_rows])
@@ -712,6 +713,14 @@ class AlertStep:
 _STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
 
 
+def times_ns(values: list) -> np.ndarray:
+    """Times (``datetime``s, pandas Timestamps, None) as ``datetime64[ns]``, None as NaT: pandas' converter, which
+    takes a list of datetime objects about ten times faster than numpy's, every alert's three times."""
+    import pandas as pd
+
+    return pd.to_datetime(values).to_numpy(dtype="datetime64[ns]")
+
+
 def _counts(stats_by_rule: dict, rule_id: str, version: str) -> dict:
     """The counts of one rule version in this call (made on first use)."""
     found = stats_by_rule.get((rule_id, version))
@@ -729,7 +738,7 @@ def _append_alerts(rule, rows, match_ids, pkey: str, last_alert, emitted, alerts
         moment = last_time if last_time is not None else first_time
         event_us = codec.datetime_to_micros(moment) if moment is not None else None
         suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
-        measures = json.dumps({name: jsonable(row[i]) for i, name in rule.measures}, ensure_ascii=False)
+        measures = _UNESCAPED.encode({name: jsonable(row[i]) for i, name in rule.measures})
         alerts.append(
             (rule.rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed)
         )

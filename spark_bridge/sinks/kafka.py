@@ -5,7 +5,8 @@
 the JSON object every sink sends (``alerts.alert_payload``: rule id and version, match id and status,
 partition key and measures as objects, event times and emit time ISO 8601 with ``Z``, compact, UTF-8);
 headers ``cep-rule-id``, ``cep-rule-version``, ``cep-match-status``, ``content-type: application/json``;
-timestamp = the alert's ``emit_time`` (so a redelivered alert carries the same one). Keys are placed with
+timestamp = the alert's ``emit_time`` (so a redelivered alert carries the same one). Two Kafka sinks of one
+process share each alert's message (``SharedMessages``): it is encoded once, not once per sink. Keys are placed with
 ``murmur2_random``, the partitioner of Kafka's Java clients, so one ``match_id`` always lands on one
 partition whoever writes it.
 
@@ -52,10 +53,11 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cep.spark_bridge.sinks.alerts import alert_payload
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, alert_payload
 from cep.spark_bridge.sinks.base import AlertSink, CepSinkError, Delivery, not_committed
 from cep.spark_bridge.spark.kafka import CepKafkaError, KafkaAddress, parse_kafka_url
 
@@ -168,6 +170,50 @@ def alert_message(alert: Mapping[str, Any]) -> dict:
     }
 
 
+# Alerts whose messages one generation of ``SharedMessages`` keeps: two Kafka sinks that keep up deliver the same
+# micro-batch within a micro-batch or two of each other (a few thousand alerts each at 20,000 ticks/s), and a
+# message is about a kilobyte, so two generations hold a few tens of MB at most. A sink that falls further
+# behind encodes its messages again, as it would without the memo.
+SHARED_MESSAGES_PER_GENERATION = 16_384
+# The types of an alert's values (``ALERT_COLUMNS``: text, times, a flag) for which equal values make the same
+# message; any other value (a pandas Timestamp, a number) is encoded on its own, never looked up.
+_KEYED_TYPES = (str, bool, type(None), _dt.datetime)
+
+
+class SharedMessages:
+    """The Kafka messages of the alerts delivered lately, for every Kafka sink of the process: with two (the
+    at-least-once and the exactly-once sink on one stream), each alert's message is encoded once, not once per
+    sink. ``alert_message`` is a function of an alert's ``ALERT_NAMES`` values alone, so an alert with the same
+    values gets the same bytes; the messages live in two generations, the older dropped when the newer fills.
+    With one Kafka sink nothing is kept."""
+
+    def __init__(self, per_generation: int = SHARED_MESSAGES_PER_GENERATION) -> None:
+        self.per_generation = per_generation
+        self.sinks: weakref.WeakSet = weakref.WeakSet()
+        self._newer: dict[tuple, dict] = {}
+        self._older: dict[tuple, dict] = {}
+        self._lock = threading.Lock()
+
+    def message(self, alert: Mapping[str, Any]) -> dict:
+        if len(self.sinks) < 2:
+            return alert_message(alert)
+        values = tuple(alert.get(name) for name in ALERT_NAMES)
+        if not all(type(value) in _KEYED_TYPES for value in values):
+            return alert_message(alert)
+        found = self._newer.get(values) or self._older.get(values)
+        if found is None:
+            found = alert_message(alert)
+            with self._lock:
+                if len(self._newer) >= self.per_generation:
+                    self._older, self._newer = self._newer, {}
+                self._newer[values] = found
+        return found
+
+
+# The one every Kafka sink of the process uses.
+SHARED_MESSAGES = SharedMessages()
+
+
 def _settings(address: KafkaAddress, extra: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
     """(librdkafka settings, cep's own parameters) from the address's query string and ``extra``."""
     given: dict[str, str] = {}
@@ -225,6 +271,7 @@ class KafkaSink(AlertSink):
         self.broker_log = BrokerLog(self.describe())
         self.config["logger"] = self.broker_log
         self._producer = None
+        SHARED_MESSAGES.sinks.add(self)
         if check:
             self.check()
 
@@ -307,7 +354,7 @@ class KafkaSink(AlertSink):
         producer = self.producer()
         failures: list[str] = []
         for alert in alerts:
-            self._send(producer, self.topic, alert_message(alert), failures)
+            self._send(producer, self.topic, SHARED_MESSAGES.message(alert), failures)
             producer.poll(0)
         left = producer.flush(self.timeout)
         if left or failures:
@@ -506,7 +553,7 @@ class KafkaExactlyOnceSink(KafkaSink):
         try:
             producer.begin_transaction()
             for alert in alerts:
-                self._send(producer, self.topic, alert_message(alert), failures)
+                self._send(producer, self.topic, SHARED_MESSAGES.message(alert), failures)
                 producer.poll(0)
             control = {
                 "batch_id": batch_id,

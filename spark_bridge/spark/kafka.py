@@ -666,6 +666,7 @@ _PARSED = "__cep_parsed"  # the value as read (a struct), before its fields are 
 # (``_typed_is_strict``): the strict read's VARIANT numbers and their checks cost the JVM about a quarter of a
 # Kafka micro-batch's task time, for messages whose numbers are plain JSON numbers, nearly all of them.
 _TYPED, _PLAIN = "__cep_typed", "__cep_plain"
+_IS_TEXT = "__cep_is_text"  # the message's value and key are text in the encoding (``utf8_checked``)
 # DOUBLE only: Spark's typed parse takes a quoted "1.5" in a DECIMAL column, and may round a FLOAT's text
 # otherwise than the strict parse's VARIANT does.
 _FLOATING = {"double"}
@@ -720,15 +721,20 @@ def kafka_events(
         parsed = F.from_csv(text, ddl, read_options)
     # Parsed once, in a projection of its own: the columns below read it many times, often inside CASE branches,
     # where Spark's common-subexpression elimination does not reach, and each read would parse the value again.
-    # Spark's optimizer keeps a projection whose result is read more than once and costly to compute.
+    # Spark's optimizer keeps a projection whose result is read more than once and costly to compute. One
+    # projection for both parses: ``from_json`` has no generated code of its own, so a projection holding it is
+    # left out of Spark's whole-stage programs and generates its code again in every task; and the typed parse,
+    # read again by the strict parse's condition, is computed once there (Spark's subexpression elimination).
+    # Whether the message is text is a column of it too, read by every field below.
+    parses = [is_text.alias(_IS_TEXT)]
     plain = None
     if typed is not None:  # the typed parse first; the strict one only for the messages it cannot vouch for
-        raw = raw.select("*", typed.alias(_TYPED))
-        plain = _typed_is_strict(F.col(_TYPED), list(numbers))
-        raw = raw.select("*", plain.alias(_PLAIN))
-        plain = F.col(_PLAIN)
+        plain = _typed_is_strict(typed, list(numbers))
+        parses += [typed.alias(_TYPED), plain.alias(_PLAIN)]
         parsed = F.when(~plain, parsed)
-    raw = raw.select("*", parsed.alias(_PARSED))
+        plain = F.col(_PLAIN)
+    raw = raw.select("*", *parses, parsed.alias(_PARSED))
+    is_text = F.col(_IS_TEXT)
     sources = {
         "kafka_key": F.when(is_text, message_text("key", encoding)),
         "kafka_topic": F.col("topic"),

@@ -8,9 +8,16 @@ import datetime as dt
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cep.cli import main
-from cep.spark_bridge.sinks.kafka import KafkaExactlyOnceSink, alert_message, stable_transactional_id
+from cep.spark_bridge.sinks.kafka import (
+    KafkaExactlyOnceSink,
+    SharedMessages,
+    alert_message,
+    stable_transactional_id,
+)
 from cep.spark_bridge.spark.kafka import (
     CepKafkaError,
     KafkaAddress,
@@ -245,3 +252,46 @@ def test_an_inferred_field_takes_the_type_most_of_its_values_have():
         ("ok", "boolean"),
         ("extra", "string"),
     ]
+
+
+class _Sink:  # stands for a Kafka sink in the memo's register of sinks (a weak reference)
+    pass
+
+
+_TIMES = st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2100, 1, 1))
+_ALERT_VALUES = {
+    "rule_id": st.sampled_from(["r1", "r2"]),
+    "rule_version": st.sampled_from(["v1", None]),
+    "match_id": st.sampled_from(["m1", "m2", "m3"]),
+    "match_status": st.sampled_from(["MATCHED", "TIMEOUT"]),
+    "partition_key": st.sampled_from(['{"k": "a"}', '{"k": 1}', "not json"]),
+    # naive UTC, or the same instant in a zone of its own: equal instants, the same message
+    "first_event_time": st.one_of(_TIMES, _TIMES.map(lambda t: t.replace(tzinfo=dt.UTC)), st.none()),
+    "last_event_time": _TIMES,
+    "measures": st.sampled_from(['{"x": 1}', '{"x": 1.0}', '{"x": NaN}']),
+    "emit_time": st.one_of(_TIMES, st.none()),
+    # a flag, or values equal to one that are not: 1 == True, but they are different JSON
+    "suppressed": st.sampled_from([False, True, 1, 0, None]),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    alerts=st.lists(st.fixed_dictionaries(_ALERT_VALUES), min_size=1, max_size=40),
+    per_generation=st.integers(1, 8),
+)
+def test_two_kafka_sinks_share_each_alerts_message_and_it_is_the_one_alert_message_makes(alerts, per_generation):
+    """The memo of the process's Kafka sinks gives each alert the bytes ``alert_message`` gives it, whether it
+    encoded them or the other sink did, across its generations; with two sinks the second gets the first's."""
+    memo = SharedMessages(per_generation)
+    sinks = [_Sink(), _Sink()]
+    memo.sinks.update(sinks)
+    for alert in alerts:  # the two lanes, one alert apart
+        first = memo.message(alert)
+        again = memo.message(dict(alert))
+        assert first == again == alert_message(alert)
+        if type(alert["suppressed"]) is not int:
+            assert again is first or per_generation == 1
+    del sinks[1]
+    assert memo.message(alerts[0]) == alert_message(alerts[0])  # one sink: encoded each time, nothing kept
+    assert memo.message(alerts[0]) is not memo.message(alerts[0])
