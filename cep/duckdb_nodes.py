@@ -410,6 +410,11 @@ def text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None,
         "regexp_replace", trimmed.copy(), exp.Literal.string("([0-9.])[fFdD]$"), exp.Literal.string("\\1")
     )
     tried = exp.TryCast(this=unsuffixed, to=to.copy(), safe=True)
+    if target == "DECIMAL" and len(to.expressions) == 2:
+        # Through 38 digits first: DuckDB reads no exponent into a DECIMAL without integer digits ('6.23E-13'
+        # as a DECIMAL(15,15) is NULL), which Spark reads; the second cast is exact or overflows, as Spark's.
+        widest = exp.DataType.build(f"DECIMAL(38, {to.expressions[1].name})")
+        tried.set("this", exp.TryCast(this=unsuffixed.copy(), to=widest, safe=True))
     readable = exp.and_(
         call_duck("regexp_full_match", trimmed, exp.Literal.string(syntax)),
         exp.Not(this=exp.Is(this=tried.copy(), expression=exp.Null())),

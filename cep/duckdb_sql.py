@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from cep.duckdb_decimals import (
     DECIMAL_META,
     decimal_arithmetic,
+    decimal_readings,
     spark_decimal_arithmetic,
     spark_decimal_average,
     spark_decimal_sum,
@@ -291,7 +292,11 @@ def _translate(node, types: dict[int, str]):
 
     implicit_time_casts(node, types)
     if isinstance(node, exp.Cast):
-        return _cast(node, types)
+        cast = _cast(node, types)
+        readings = decimal_readings(node, types)  # the cast's type, which the DuckDB form may not show
+        if readings is not None:
+            cast.meta[DECIMAL_META] = readings
+        return cast
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)) and any(
         type_of(side, types) in TEXT_TYPES for side in (node.this, node.expression)
     ):

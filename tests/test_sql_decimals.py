@@ -91,6 +91,9 @@ ARITHMETIC = [
     "(dec * dec) * dec",
     "(dec / 3) * 2",
     "sum(dec) OVER (ORDER BY b)",
+    # Text with an exponent read into a DECIMAL without integer digits (DuckDB's cast alone gives NULL)
+    "CAST('-7E-18' AS DECIMAL(18,18)) + dec",
+    "CAST('6.23E-13' AS DECIMAL(15,15))",
 ]
 AGGREGATES = ["sum(dec)", "avg(dec)", "avg(DISTINCT dec)", "sum(dec) / 4", "avg(dec * 3)", "avg(dec) + 1"]
 
