@@ -74,6 +74,35 @@ def hugeints_as_bigints(table, kinds: list[str]):
     return table
 
 
+# The first day Python's dates hold (0001-01-01), in days and in microseconds since 1970.
+_FIRST_PYTHON_DAY = -719162
+_FIRST_PYTHON_MICROSECOND = _FIRST_PYTHON_DAY * 86_400_000_000
+
+
+def refuse_times_before_year_one(table) -> None:
+    """A Refusal where a DATE or TIMESTAMP column of ``table`` (a DuckDB result) holds a time before year 1
+    (``DATE '0001-01-01' - INTERVAL 1 DAY``, 1 BC): Spark holds it, but the python engine's results are read
+    as Python's dates, which start at year 1; a Python OverflowError would be the user's only answer."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for index, field in enumerate(table.schema):
+        if pa.types.is_date32(field.type):
+            floor, values = _FIRST_PYTHON_DAY, table.column(index).cast(pa.int32())
+        elif pa.types.is_timestamp(field.type) and field.type.unit == "us":
+            floor, values = _FIRST_PYTHON_MICROSECOND, table.column(index).cast(pa.int64())
+        else:
+            continue
+        least = pc.min(values).as_py()
+        if least is not None and least < floor:
+            raise Refusal(
+                f"column {field.name} holds a {'DATE' if floor == _FIRST_PYTHON_DAY else 'TIMESTAMP'} before year "
+                "1, which Spark holds (the year 0 is 1 BC) but the python engine cannot return (its dates start at "
+                "0001-01-01): run it on Spark (cep run --engine spark), or keep the dates from year 1 on",
+                spark_too=True,
+            )
+
+
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")

@@ -73,3 +73,20 @@ def test_cep_check_refuses_a_literal_year_before_one() -> None:
     with pytest.raises(cep.CepError) as caught:
         cep.check_sql(statement("CAST('-0044-03-15' AS DATE)"))
     assert caught.value.code == "E0252" and "year before 1" in str(caught.value)
+
+
+def test_a_result_before_year_one_is_an_error_naming_the_column() -> None:
+    """DATE '0001-01-01' - INTERVAL 1 DAY is 0000-12-31 (1 BC) on Spark; the python engine's results are
+    Python's dates, which start at year 1: an error naming the column, never Python's OverflowError."""
+    with pytest.raises(cep.CepError) as caught:
+        python_values("DATE '0001-01-01' - INTERVAL 1 DAY")
+    assert "column v holds a DATE before year 1" in str(caught.value) and "--engine spark" in str(caught.value)
+    assert python_values("year(DATE '0001-01-01' - INTERVAL 1 DAY)") == [0]
+
+
+@pytest.mark.spark
+def test_spark_holds_a_result_before_year_one(events) -> None:
+    row = cep.sql(events, statement("year(DATE '0001-01-01' - INTERVAL 1 DAY)")).collect()[0]
+    assert row["v"] == 0
+    text = cep.sql(events, statement("CAST(DATE '0001-01-01' - INTERVAL 1 DAY AS STRING)")).collect()[0]["v"]
+    assert text == "0000-12-31"
