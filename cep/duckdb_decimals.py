@@ -33,6 +33,8 @@ _INTEGER_LITERAL = re.compile(r"-?([0-9]+)")
 _AVERAGE_DIGITS = MAX_DECIMAL_PRECISION - 10 - 4
 # Spark's AVG of a DECIMAL(p, s) keeps this many more decimals than its argument.
 _AVERAGE_EXTRA_SCALE = 4
+# Spark divides DECIMALs to this many decimals (its MAX_SCALE + 1), rounding half up, before its result type's.
+_SPARK_QUOTIENT_DECIMALS = MAX_DECIMAL_PRECISION + 1
 Readings = tuple[tuple[int, int], ...]
 
 
@@ -83,6 +85,8 @@ def decimal_readings(node, types: dict[int, str]) -> Readings | None:
     if function is not None:
         return function
     kind = type_of(node, types)
+    if isinstance(node, exp.Count):
+        return (integer_decimal("BIGINT"),)
     if kind == "BIGINT":  # a column read through the clause is a BIGINT here, an INT on Spark
         return (integer_decimal("BIGINT"), integer_decimal("INT"))
     reading = integer_decimal(kind or "")
@@ -112,8 +116,9 @@ def _function_readings(node, types: dict[int, str]) -> Readings | None:
     if not isinstance(node, (exp.Floor, exp.Ceil, exp.Round, exp.Sum, exp.Coalesce, exp.Greatest, exp.Least)):
         return None
     widening = isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least))
-    arguments = _widened_readings(node.this, types) if widening else decimal_readings(node.this, types)
-    if arguments is None or numeric_kind(node.this, types) != "DECIMAL" and not isinstance(node, exp.Coalesce):
+    argument = _argument(node)
+    arguments = _widened_readings(argument, types) if widening else decimal_readings(argument, types)
+    if arguments is None or numeric_kind(argument, types) != "DECIMAL" and not widening:
         return arguments  # of an integer: an integer (SUM's and floor's cast to BIGINT by the translation)
     if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals"):
         return tuple((max(1, min(p - s + 1, MAX_DECIMAL_PRECISION)), 0) for p, s in arguments)
@@ -133,6 +138,13 @@ def _function_readings(node, types: dict[int, str]) -> Readings | None:
             widest = tuple(_wider(a, b) for a in widest for b in other)
         return widest
     return None
+
+
+def _argument(node):
+    """The first argument of a function (of SUM(DISTINCT x) and AVG(DISTINCT x): x)."""
+    from sqlglot import exp
+
+    return node.this.expressions[0] if isinstance(node.this, exp.Distinct) else node.this
 
 
 def _widened_readings(node, types: dict[int, str]) -> Readings | None:
@@ -204,7 +216,14 @@ def spark_decimal_arithmetic(node, types: dict[int, str], guard_divisor):
             f"(a column read through MATCH_RECOGNIZE is a BIGINT on the python engine); cast it: CAST(i AS INT)",
             *place_of(node),
         )
-    if scale < natural[1] or (operator == "/" and natural[0] > MAX_DECIMAL_PRECISION):
+    if operator == "/" and natural[0] > MAX_DECIMAL_PRECISION:
+        raise Refusal(
+            f"the python engine cannot divide DECIMAL({left[0][0]},{left[0][1]}) by DECIMAL({right[0][0]},"
+            f"{right[0][1]}) as Spark does: the quotient passes 38 digits (Spark's DECIMAL({precision},{scale})); "
+            "cast an operand to DOUBLE or to a narrower DECIMAL",
+            *place_of(node),
+        )
+    if scale < natural[1]:
         raise Refusal(
             f"the python engine cannot compute DECIMAL({left[0][0]},{left[0][1]}) {operator} "
             f"DECIMAL({right[0][0]},{right[0][1]}) as Spark does: past 38 digits Spark rounds the result to "
@@ -264,18 +283,37 @@ def _power_of_ten(exponent: int):
     return exp.Cast(this=exp.Literal.string("1" + "0" * exponent), to=_type("HUGEINT"))
 
 
-def _rounded_quotient(numerator, denominator, scale: int):
+def _rounded_quotient(numerator, denominator, scale: int, *, first_rounded_to: int | None = None):
     """``numerator / denominator`` (128-bit integers) rounded half away from zero, as the DECIMAL of
-    ``scale`` decimals whose digits it is (NULL for a denominator of 0: the caller fails first)."""
+    ``scale`` decimals whose digits it is (NULL for a denominator of 0: the caller fails first).
+    ``first_rounded_to``: the quotient is rounded half up to that many decimals first, then to ``scale``,
+    as Spark's division does (to 39 decimals, then to its type): a quotient whose decimals past ``scale``
+    are 4999...9 then a digit of 5 or more rounds up twice."""
     from sqlglot import exp
 
     divisor = exp.Nullif(this=denominator.copy(), expression=exp.Literal.number(0))
     truncated = exp.IntDiv(this=numerator.copy(), expression=divisor.copy())  # DuckDB's // truncates toward zero
-    remainder = exp.Mod(this=numerator.copy(), expression=divisor.copy())
-    half_or_more = exp.GTE(
-        this=exp.Mul(this=call_duck("abs", remainder), expression=exp.Literal.number(2)),
-        expression=call_duck("abs", denominator.copy()),
-    )
+    remainder = call_duck("abs", exp.Mod(this=numerator.copy(), expression=divisor.copy()))
+    if first_rounded_to is None:  # |remainder| / |denominator| >= 1/2
+        half_or_more = exp.GTE(
+            this=exp.Mul(this=remainder, expression=exp.Literal.number(2)),
+            expression=call_duck("abs", denominator.copy()),
+        )
+    else:  # the remainder's t = first_rounded_to - scale digits, rounded half up, are 5 followed by zeros or more:
+        # |r| * 10^t >= ceil(|d| * (10^t - 1) / 2), every term below 10^38 where the caller divides
+        extra = first_rounded_to - scale
+        shifted = exp.Mul(this=remainder, expression=_power_of_ten(extra))
+        nines = exp.Sub(this=_power_of_ten(extra), expression=exp.Literal.number(1))
+        bound = exp.IntDiv(
+            this=exp.Paren(
+                this=exp.Add(
+                    this=exp.Mul(this=call_duck("abs", denominator.copy()), expression=exp.Paren(this=nines)),
+                    expression=exp.Literal.number(1),
+                )
+            ),
+            expression=exp.Literal.number(2),
+        )
+        half_or_more = exp.GTE(this=shifted, expression=bound)
     away = exp.Mul(this=call_duck("sign", numerator.copy()), expression=call_duck("sign", denominator.copy()))
     rounded = exp.Add(
         this=truncated, expression=exp.Case(ifs=[exp.If(this=half_or_more, true=away)], default=exp.Literal.number(0))
@@ -302,23 +340,23 @@ def _quotient(node, left: tuple[int, int], right: tuple[int, int], scale: int):
     )
     return exp.Case(
         ifs=[exp.If(this=zero, true=fail_with("division by zero", place_of(node)))],
-        default=_rounded_quotient(numerator, divisor, scale),
+        default=_rounded_quotient(numerator, divisor, scale, first_rounded_to=_SPARK_QUOTIENT_DECIMALS),
     )
 
 
 def spark_decimal_sum(node, types: dict[int, str]):
-    """Spark's SUM of a DECIMAL(p, s) (also as a window: ``node`` the Window) is a DECIMAL(p + 10, s), DuckDB's a
-    DECIMAL(38, s): the same value, cast to Spark's type. None where ``node`` is no such SUM."""
+    """Spark's SUM of a DECIMAL(p, s) (``node`` the Window or the FILTER around it too) is a DECIMAL(p + 10, s),
+    DuckDB's a DECIMAL(38, s): the same value, cast to Spark's type. None where ``node`` is no such SUM."""
     from sqlglot import exp
 
-    summed = node.this if isinstance(node, exp.Window) else node
-    if not isinstance(summed, exp.Sum) or isinstance(summed.this, exp.Distinct):
-        return None
+    summed = node.this if isinstance(node, (exp.Window, exp.Filter)) else node
     if (
-        numeric_kind(summed.this, types) != "DECIMAL"
+        not isinstance(summed, exp.Sum)
         or isinstance(node, exp.Sum)
-        and isinstance(node.parent, exp.Window)
+        and isinstance(node.parent, (exp.Window, exp.Filter))
     ):
+        return None  # over a window or with FILTER, the cast wraps the whole call
+    if numeric_kind(_argument(summed), types) != "DECIMAL":
         return None
     readings = _function_readings(summed, types)
     if readings is None:
@@ -335,8 +373,7 @@ def spark_decimal_average(node, types: dict[int, str]):
     ``node`` is no such AVG."""
     from sqlglot import exp
 
-    distinct = isinstance(node.this, exp.Distinct)
-    argument = node.this.expressions[0] if distinct else node.this
+    argument = _argument(node)
     if not isinstance(node, exp.Avg) or numeric_kind(argument, types) != "DECIMAL":
         return None
     readings = decimal_readings(argument, types)

@@ -358,7 +358,7 @@ def _translate(node, types: dict[int, str]):
         average = spark_decimal_average(node, types)
         if average is not None:
             return average
-    if isinstance(node, (exp.Sum, exp.Window)):
+    if isinstance(node, (exp.Sum, exp.Window, exp.Filter)):
         summed = spark_decimal_sum(node, types)
         if summed is not None:
             return summed
@@ -377,11 +377,12 @@ def _translate(node, types: dict[int, str]):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if (
         _integral_sum(node, types)
-        and not isinstance(node.parent, exp.Window)
-        or isinstance(node, exp.Window)
+        and not isinstance(node.parent, (exp.Window, exp.Filter))
+        or isinstance(node, (exp.Window, exp.Filter))
         and _integral_sum(node.this, types)
     ):
         # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
+        # Over a window or with FILTER, the cast wraps the whole call.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
 
