@@ -33,8 +33,6 @@ _INTEGER_LITERAL = re.compile(r"-?([0-9]+)")
 _AVERAGE_DIGITS = MAX_DECIMAL_PRECISION - 10 - 4
 # Spark's AVG of a DECIMAL(p, s) keeps this many more decimals than its argument.
 _AVERAGE_EXTRA_SCALE = 4
-# Spark divides DECIMALs to this many decimals (its MAX_SCALE + 1), rounding half up, before its result type's.
-_SPARK_QUOTIENT_DECIMALS = MAX_DECIMAL_PRECISION + 1
 Readings = tuple[tuple[int, int], ...]
 
 
@@ -234,11 +232,25 @@ def spark_decimal_arithmetic(node, types: dict[int, str], guard_divisor):
     if operator == "/":
         computed = _quotient(node, left[0], right[0], scale)
     else:
-        # The left operand widened to 38 digits: DuckDB's own result type then holds the exact value (of
-        # two DECIMAL(10,2) its product is a DECIMAL(18,4), which fails past 18 digits).
         computed = node.copy()
-        computed.set("this", _as_decimal(node.this, MAX_DECIMAL_PRECISION, left[0][1]))
-        computed.set("expression", _as_decimal(node.expression, *right[0]))
+        if operator == "*":
+            # The left operand widened to 38 digits: DuckDB's own product type then holds the exact value (of
+            # two DECIMAL(10,2) its product is a DECIMAL(18,4), which fails past 18 digits).
+            computed.set("this", _as_decimal(node.this, MAX_DECIMAL_PRECISION, left[0][1]))
+            computed.set("expression", _as_decimal(node.expression, *right[0]))
+        else:
+            # + - %: both operands as DECIMAL(38, s) of the larger scale, which holds both (Spark's type is
+            # within 38 digits at that scale); DuckDB computes two DECIMALs of other scales as DOUBLEs.
+            common = max(left[0][1], right[0][1])
+            if max(left[0][0] - left[0][1], right[0][0] - right[0][1]) + common > MAX_DECIMAL_PRECISION:
+                raise Refusal(
+                    f"the python engine cannot compute DECIMAL({left[0][0]},{left[0][1]}) {operator} "
+                    f"DECIMAL({right[0][0]},{right[0][1]}) as Spark does: the operands do not fit 38 digits at "
+                    f"{common} decimals; cast an operand to a narrower DECIMAL",
+                    *place_of(node),
+                )
+            computed.set("this", _as_decimal(node.this, MAX_DECIMAL_PRECISION, common))
+            computed.set("expression", _as_decimal(node.expression, MAX_DECIMAL_PRECISION, common))
         if operator == "%":
             computed = guard_divisor(computed)
     result = exp.Cast(this=computed, to=kind)
@@ -283,37 +295,19 @@ def _power_of_ten(exponent: int):
     return exp.Cast(this=exp.Literal.string("1" + "0" * exponent), to=_type("HUGEINT"))
 
 
-def _rounded_quotient(numerator, denominator, scale: int, *, first_rounded_to: int | None = None):
+def _rounded_quotient(numerator, denominator, scale: int):
     """``numerator / denominator`` (128-bit integers) rounded half away from zero, as the DECIMAL of
-    ``scale`` decimals whose digits it is (NULL for a denominator of 0: the caller fails first).
-    ``first_rounded_to``: the quotient is rounded half up to that many decimals first, then to ``scale``,
-    as Spark's division does (to 39 decimals, then to its type): a quotient whose decimals past ``scale``
-    are 4999...9 then a digit of 5 or more rounds up twice."""
+    ``scale`` decimals whose digits it is (NULL for a denominator of 0: the caller fails first). Once, as
+    Spark rounds its quotient (to its type's scale, not to 39 decimals first)."""
     from sqlglot import exp
 
     divisor = exp.Nullif(this=denominator.copy(), expression=exp.Literal.number(0))
     truncated = exp.IntDiv(this=numerator.copy(), expression=divisor.copy())  # DuckDB's // truncates toward zero
     remainder = call_duck("abs", exp.Mod(this=numerator.copy(), expression=divisor.copy()))
-    if first_rounded_to is None:  # |remainder| / |denominator| >= 1/2
-        half_or_more = exp.GTE(
-            this=exp.Mul(this=remainder, expression=exp.Literal.number(2)),
-            expression=call_duck("abs", denominator.copy()),
-        )
-    else:  # the remainder's t = first_rounded_to - scale digits, rounded half up, are 5 followed by zeros or more:
-        # |r| * 10^t >= ceil(|d| * (10^t - 1) / 2), every term below 10^38 where the caller divides
-        extra = first_rounded_to - scale
-        shifted = exp.Mul(this=remainder, expression=_power_of_ten(extra))
-        nines = exp.Sub(this=_power_of_ten(extra), expression=exp.Literal.number(1))
-        bound = exp.IntDiv(
-            this=exp.Paren(
-                this=exp.Add(
-                    this=exp.Mul(this=call_duck("abs", denominator.copy()), expression=exp.Paren(this=nines)),
-                    expression=exp.Literal.number(1),
-                )
-            ),
-            expression=exp.Literal.number(2),
-        )
-        half_or_more = exp.GTE(this=shifted, expression=bound)
+    half_or_more = exp.GTE(  # |remainder| / |denominator| >= 1/2
+        this=exp.Mul(this=remainder, expression=exp.Literal.number(2)),
+        expression=call_duck("abs", denominator.copy()),
+    )
     away = exp.Mul(this=call_duck("sign", numerator.copy()), expression=call_duck("sign", denominator.copy()))
     rounded = exp.Add(
         this=truncated, expression=exp.Case(ifs=[exp.If(this=half_or_more, true=away)], default=exp.Literal.number(0))
@@ -340,7 +334,7 @@ def _quotient(node, left: tuple[int, int], right: tuple[int, int], scale: int):
     )
     return exp.Case(
         ifs=[exp.If(this=zero, true=fail_with("division by zero", place_of(node)))],
-        default=_rounded_quotient(numerator, divisor, scale, first_rounded_to=_SPARK_QUOTIENT_DECIMALS),
+        default=_rounded_quotient(numerator, divisor, scale),
     )
 
 

@@ -19,7 +19,7 @@ from cep.duckdb_results import (
     MISSING_FUNCTION,
     explain_duck_error,
     hugeints_as_bigints,
-    refuse_times_before_year_one,
+    refuse_times_python_cannot_hold,
     spark_types,
 )
 from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
@@ -315,7 +315,7 @@ class DuckEngine:
             self.own_functions = True
         relation = self.con.sql(translated)
         table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
-        refuse_times_before_year_one(table)
+        refuse_times_python_cannot_hold(table)
         return table
 
     def schema(self) -> dict[str, dict[str, str]]:

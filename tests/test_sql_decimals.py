@@ -45,7 +45,7 @@ def python_typed(expression: str, aggregate: bool = False) -> tuple[list, str]:
     out = cep.compile_sql(statement(expression, aggregate)).run({TABLE: table}, kind="arrow")
     kind = out.schema.field("v").type
     name = f"decimal({kind.precision},{kind.scale})" if pa.types.is_decimal(kind) else str(kind)
-    return out.column("v").to_pylist(), name.replace("float64", "double")
+    return out.column("v").to_pylist(), {"float64": "double", "int64": "bigint"}.get(name, name)
 
 
 def spark_typed(spark, expression: str, aggregate: bool = False) -> tuple[list, str]:
@@ -80,6 +80,7 @@ ARITHMETIC = [
     "dec / CAST(b % 1000 AS INT)",
     "CAST(b % 1000 AS INT) / dec",
     "dec % CAST(b % 1000 AS INT)",
+    "CAST('2.26' AS DECIMAL(7,2)) % CAST('-2.050E-17' AS DECIMAL(28,20))",  # DuckDB's % of two scales: a DOUBLE
     "dec * x",
     "floor(dec) * 2",
     "ceil(dec) / 7",
@@ -94,7 +95,8 @@ ARITHMETIC = [
     # Text with an exponent read into a DECIMAL without integer digits (DuckDB's cast alone gives NULL)
     "CAST('-7E-18' AS DECIMAL(18,18)) + dec",
     "CAST('6.23E-13' AS DECIMAL(15,15))",
-    # Spark rounds a quotient to 39 decimals, then to its type's 37: ...284270|(6) rounds up twice
+    # Spark rounds a quotient once, to its type's 37 decimals: ...2842706|49... stays 706 (rounding to 39
+    # decimals first would make it 707)
     "CAST('0.6673235789184073620' AS DECIMAL(20,19)) / CAST('20037023499592105' AS DECIMAL(17,0))",
 ]
 AGGREGATES = [

@@ -52,7 +52,9 @@ def test_a_literal_year_before_one_is_refused_at_the_text(expression) -> None:
         python_values(expression)
     error = caught.value
     assert error.code == "E0252" and "--engine spark" in str(error), str(error)
-    assert "year before 1" in str(error) and error.span.line == 2 and error.span.column > len("SELECT year("), str(error)
+    assert "year before 1" in str(error) and error.span.line == 2 and error.span.column > len("SELECT year("), str(
+        error
+    )
 
 
 def test_a_year_before_one_read_from_a_row_fails_at_the_cast_saying_spark_reads_it() -> None:
@@ -75,18 +77,24 @@ def test_cep_check_refuses_a_literal_year_before_one() -> None:
     assert caught.value.code == "E0252" and "year before 1" in str(caught.value)
 
 
-def test_a_result_before_year_one_is_an_error_naming_the_column() -> None:
+def test_a_result_outside_pythons_years_is_an_error_naming_the_column() -> None:
     """DATE '0001-01-01' - INTERVAL 1 DAY is 0000-12-31 (1 BC) on Spark; the python engine's results are
     Python's dates, which start at year 1: an error naming the column, never Python's OverflowError."""
     with pytest.raises(cep.CepError) as caught:
         python_values("DATE '0001-01-01' - INTERVAL 1 DAY")
-    assert "column v holds a DATE before year 1" in str(caught.value) and "--engine spark" in str(caught.value)
+    assert "column v holds a DATE outside the years 1 to 9999" in str(caught.value)
+    assert "--engine spark" in str(caught.value)
     assert python_values("year(DATE '0001-01-01' - INTERVAL 1 DAY)") == [0]
+    with pytest.raises(cep.CepError) as caught:
+        python_values("DATE '9999-12-31' + 14")
+    assert "column v holds a DATE outside the years 1 to 9999" in str(caught.value)
+    assert python_values("year(DATE '9999-12-31' + 14)") == [10000]
 
 
 @pytest.mark.spark
-def test_spark_holds_a_result_before_year_one(events) -> None:
+def test_spark_holds_a_result_outside_pythons_years(events) -> None:
     row = cep.sql(events, statement("year(DATE '0001-01-01' - INTERVAL 1 DAY)")).collect()[0]
     assert row["v"] == 0
     text = cep.sql(events, statement("CAST(DATE '0001-01-01' - INTERVAL 1 DAY AS STRING)")).collect()[0]["v"]
     assert text == "0000-12-31"
+    assert cep.sql(events, statement("year(DATE '9999-12-31' + 14)")).collect()[0]["v"] == 10000
