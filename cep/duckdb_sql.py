@@ -61,6 +61,7 @@ from cep.duckdb_nodes import (
     fail_with,
     foldable,
     implicit_time_casts,
+    java_trimmed,
     place_of,
     text_to_boolean,
     text_to_fraction,
@@ -528,7 +529,7 @@ def _cast(node, types: dict[int, str]):
         if source in TIME_TYPES:
             return cast(epoch_seconds(operand))
         if source in TEXT_TYPES:
-            trimmed = call_duck("trim", operand)
+            trimmed = java_trimmed(operand)  # Spark trims control characters too ('\t7\n' is 7), DuckDB's trim spaces
             whole = call_duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
             invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node), to)
             return exp.Case(
