@@ -141,6 +141,15 @@ _SPARK_TIME_TEXT = (
     r"\s*\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:\.(\d*))?)?)?)?)?)?\s*"
 )
 _SPARK_DATE_TEXT = r"\s*\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*"
+# A text whose year Spark reads before year 1: a '-' before its four to seven digits ('-0044-03-15' is 45 BC in
+# Spark's proleptic calendar), or the year 0000 (1 BC). The python engine refuses it: Python's dates, which
+# results and the clause's rows are read as, start at year 1, and DuckDB writes such a date as '0045-03-15 (BC)'
+# where Spark writes '-0044-03-15'.
+_YEAR_BEFORE_ONE = r"^[\x00-\x20]*(?:-[0-9]{4,7}|\+?0{4,7})(?:[^0-9]|$)"
+_YEAR_BEFORE_ONE_REFUSED = (
+    "the python engine cannot read a year before 1 (Spark reads '-0044-03-15' as 45 BC, the year 0000 as 1 BC); "
+    "its dates start at 0001-01-01"
+)
 # A timestamp's text with a zone after it ('2021-03-28 01:30:00Z', '...+01:00', '... Europe/Berlin'): Spark
 # reads the zone; the python engine refuses a literal one (and fails on one read from a row).
 _ZONED_TIME_TEXT = re.compile(
@@ -230,6 +239,8 @@ def check_typed_time_literals(text: str) -> None:
         pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
         fields = re.fullmatch(pattern, value, re.ASCII)
         readable = special_datetime(value) is not None or (kind != "DATE" and _ZONED_TIME_TEXT.fullmatch(value))
+        if re.match(_YEAR_BEFORE_ONE, value):
+            raise Refusal(f"{_YEAR_BEFORE_ONE_REFUSED}: {kind} {value!r}", found.start(), found.end() - found.start())
         if fields is not None and len(fields.group(1)) == 4:  # a day and a clock that exist (years past 9999 pass)
             numbers = [int(part) if part else default for part, default in zip(fields.groups()[:6], (1, 1, 1, 0, 0, 0))]
             try:
@@ -255,6 +266,8 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
     read here, and one with a time zone ('today Europe/Berlin') is refused."""
     from sqlglot import exp
 
+    if isinstance(text, exp.Literal) and text.is_string and re.match(_YEAR_BEFORE_ONE, text.this):
+        raise Refusal(f"{_YEAR_BEFORE_ONE_REFUSED}: {text.this!r}", *where)
     if foldable and isinstance(text, exp.Literal) and text.is_string:
         special = special_datetime(text.this)
         if special is not None and special[1]:
@@ -318,10 +331,13 @@ def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, 
     )
     invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {kind}", where, kind)
     specials = _special_datetime_branches(text, kind, where) if foldable and not isinstance(text, exp.Literal) else []
+    before_year_one = call_duck("regexp_matches", text.copy(), exp.Literal.string(_YEAR_BEFORE_ONE))
+    refused = fail_with(_YEAR_BEFORE_ONE_REFUSED, where, kind, spark_fails=False)
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=text.copy(), expression=exp.Null()), true=exp.Null()),
             *specials,
+            exp.If(this=before_year_one, true=refused),  # TRY_CAST too: Spark reads it
             exp.If(this=readable, true=made),
         ],
         default=invalid,
@@ -394,6 +410,11 @@ def text_to_fraction(text, to, target: str, safe: bool, where: tuple[int | None,
         "regexp_replace", trimmed.copy(), exp.Literal.string("([0-9.])[fFdD]$"), exp.Literal.string("\\1")
     )
     tried = exp.TryCast(this=unsuffixed, to=to.copy(), safe=True)
+    if target == "DECIMAL" and len(to.expressions) == 2:
+        # Through 38 digits first: DuckDB reads no exponent into a DECIMAL without integer digits ('6.23E-13'
+        # as a DECIMAL(15,15) is NULL), which Spark reads; the second cast is exact or overflows, as Spark's.
+        widest = exp.DataType.build(f"DECIMAL(38, {to.expressions[1].name})")
+        tried.set("this", exp.TryCast(this=unsuffixed.copy(), to=widest, safe=True))
     readable = exp.and_(
         call_duck("regexp_full_match", trimmed, exp.Literal.string(syntax)),
         exp.Not(this=exp.Is(this=tried.copy(), expression=exp.Null())),

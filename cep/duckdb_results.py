@@ -74,6 +74,37 @@ def hugeints_as_bigints(table, kinds: list[str]):
     return table
 
 
+# The days and microseconds since 1970 of the first and last times Python's dates hold (0001-01-01 and
+# 9999-12-31 23:59:59.999999), which the python engine's results are read as.
+_PYTHON_DAYS = (-719162, 2932896)
+_PYTHON_MICROSECONDS = (_PYTHON_DAYS[0] * 86_400_000_000, (_PYTHON_DAYS[1] + 1) * 86_400_000_000 - 1)
+
+
+def refuse_times_python_cannot_hold(table) -> None:
+    """A Refusal where a DATE or TIMESTAMP column of ``table`` (a DuckDB result) holds a time before year 1
+    (``DATE '0001-01-01' - INTERVAL 1 DAY``, 1 BC) or after 9999 (``DATE '9999-12-31' + 14``): Spark holds
+    them, but the python engine's results are read as Python's dates, which hold the years 1 to 9999; a
+    Python OverflowError would be the user's only answer."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for index, field in enumerate(table.schema):
+        if pa.types.is_date32(field.type):
+            kind, (first, last), values = "DATE", _PYTHON_DAYS, table.column(index).cast(pa.int32())
+        elif pa.types.is_timestamp(field.type) and field.type.unit == "us":
+            kind, (first, last), values = "TIMESTAMP", _PYTHON_MICROSECONDS, table.column(index).cast(pa.int64())
+        else:
+            continue
+        least, most = pc.min_max(values).values()
+        if least.is_valid and (least.as_py() < first or most.as_py() > last):
+            raise Refusal(
+                f"column {field.name} holds a {kind} outside the years 1 to 9999, which Spark holds (the year 0 is "
+                "1 BC) but the python engine cannot return (its dates are Python's): run it on Spark (cep run "
+                "--engine spark), or keep the dates within those years",
+                spark_too=True,
+            )
+
+
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")

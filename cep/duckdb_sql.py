@@ -33,6 +33,14 @@ import functools
 import re
 from collections.abc import Mapping
 
+from cep.duckdb_decimals import (
+    DECIMAL_META,
+    decimal_arithmetic,
+    decimal_readings,
+    spark_decimal_arithmetic,
+    spark_decimal_average,
+    spark_decimal_sum,
+)
 from cep.duckdb_functions import (
     COMPARISONS,
     mark_computed_partition_keys,
@@ -53,6 +61,7 @@ from cep.duckdb_nodes import (
     fail_with,
     foldable,
     implicit_time_casts,
+    java_trimmed,
     place_of,
     text_to_boolean,
     text_to_fraction,
@@ -113,7 +122,6 @@ _SYNONYMS = {"TO_UNIX_TIMESTAMP": "UNIX_TIMESTAMP"}
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
-_DECIMAL_LITERAL = re.compile(r"[0-9]*\.[0-9]*")
 _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "DATE_FORMAT", "TRUNC")
 # Spark's own functions translated here that cast a text value as its CAST does: the value's argument and type.
 _TIME_VALUES = {"DATE_FORMAT": (0, "TIMESTAMP"), "TRUNC": (0, "DATE"), "DATE_TRUNC": (1, "TIMESTAMP")}
@@ -152,8 +160,9 @@ def to_duckdb_sql(
                 continue
             raise
         if new is not node:
-            if TYPED_META in node.meta:
-                new.meta[TYPED_META] = node.meta[TYPED_META]
+            for key in (TYPED_META, DECIMAL_META):
+                if key in node.meta and key not in new.meta:
+                    new.meta[key] = node.meta[key]
             node.replace(new)
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
@@ -196,10 +205,12 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
     from sqlglot.optimizer.qualify import qualify
 
     wanted = 0
+    originals = {}
     for node in tree.walk():
         for operand in _typed_operands(node):
             wanted += 1
             operand.meta[TYPED_META] = wanted
+            originals[wanted] = operand
     if not wanted:
         return {}
     lowered = {
@@ -232,6 +243,10 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
         if checking and not isinstance(node, exp.Cast) and node.find(exp.Column) is not None:
             continue
         found[number] = kind.type.this.name.upper().replace("_", "")
+        if isinstance(node, exp.Column) and found[number] == "DECIMAL" and len(kind.type.expressions) == 2:
+            # A column's DECIMAL(p, s), for Spark's DECIMAL arithmetic (sqlglot's of an expression is not Spark's).
+            size = tuple(int(param.name) for param in kind.type.expressions)
+            originals[number].meta[DECIMAL_META] = (size,)
     return found
 
 
@@ -241,15 +256,17 @@ def _typed_operands(node) -> tuple:
 
     if isinstance(node, (exp.Div, exp.IntDiv, exp.SafeDivide)):
         return (node.this, node.expression)
+    if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(node.this, exp.Distinct):
+        return tuple(node.this.expressions[:1])
     if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
         return (node.this,)
     if isinstance(node, (exp.Concat, exp.ConcatWs)):
         return tuple(node.expressions)
-    if isinstance(node, exp.Coalesce):  # a DATE beside a text literal
+    if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):  # a DATE beside a text literal; DECIMALs
         return (node.this, *node.expressions)
     if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
         return (node.this, node.expression)
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
         return (node.this, node.expression)
     if isinstance(node, (exp.Neg, exp.Dayname, exp.Monthname, exp.ToBase64)):
         return (node.this,)
@@ -276,7 +293,11 @@ def _translate(node, types: dict[int, str]):
 
     implicit_time_casts(node, types)
     if isinstance(node, exp.Cast):
-        return _cast(node, types)
+        cast = _cast(node, types)
+        readings = decimal_readings(node, types)  # the cast's type, which the DuckDB form may not show
+        if readings is not None:
+            cast.meta[DECIMAL_META] = readings
+        return cast
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)) and any(
         type_of(side, types) in TEXT_TYPES for side in (node.this, node.expression)
     ):
@@ -285,6 +306,9 @@ def _translate(node, types: dict[int, str]):
         # Spark's minus of text (-'7', and -1::string, which is -(1::string)) reads the text as a DOUBLE.
         as_double = _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types)
         return exp.Neg(this=exp.Paren(this=as_double))
+    decimal = spark_decimal_arithmetic(node, types, _nonzero_divisor)
+    if decimal is not None:
+        return decimal
     if isinstance(node, exp.IntDiv) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):
         raise Refusal("the python engine cannot run DIV of a DOUBLE as Spark does; cast it to BIGINT", *place_of(node))
     if isinstance(node, exp.IntDiv) and "DECIMAL" in (type_of(node.this, types), type_of(node.expression, types)):
@@ -293,10 +317,10 @@ def _translate(node, types: dict[int, str]):
             "a BIGINT; DuckDB divides a DOUBLE); cast both operands to BIGINT",
             *place_of(node),
         )
-    if isinstance(node, (exp.Div, exp.SafeDivide)) and _decimal_quotient(node, types):  # try_divide too
+    if isinstance(node, exp.SafeDivide) and decimal_arithmetic(node, types):
         raise Refusal(
-            "the python engine cannot divide a DECIMAL as Spark does (Spark's quotient is an exact DECIMAL "
-            "rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",
+            "the python engine cannot divide a DECIMAL with try_divide as Spark does (Spark's quotient is an "
+            "exact DECIMAL rounded to its own scale, DuckDB's a DOUBLE); cast an operand to DOUBLE",
             *place_of(node),
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
@@ -331,12 +355,14 @@ def _translate(node, types: dict[int, str]):
         new = node.copy()
         new.set("this", _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types))
         return new
-    if isinstance(node, exp.Avg) and _numeric_kind(node.this, types) == "DECIMAL":
-        raise Refusal(
-            "the python engine cannot compute AVG of a DECIMAL as Spark does (an exact DECIMAL; DuckDB's "
-            "is a DOUBLE): cast the argument to DOUBLE",
-            *place_of(node),
-        )
+    if isinstance(node, exp.Avg):
+        average = spark_decimal_average(node, types)
+        if average is not None:
+            return average
+    if isinstance(node, (exp.Sum, exp.Window, exp.Filter)):
+        summed = spark_decimal_sum(node, types)
+        if summed is not None:
+            return summed
     as_numbers = text_literals_as_numbers(node, types, _cast)
     if as_numbers is not None:
         return as_numbers
@@ -352,11 +378,12 @@ def _translate(node, types: dict[int, str]):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if (
         _integral_sum(node, types)
-        and not isinstance(node.parent, exp.Window)
-        or isinstance(node, exp.Window)
+        and not isinstance(node.parent, (exp.Window, exp.Filter))
+        or isinstance(node, (exp.Window, exp.Filter))
         and _integral_sum(node.this, types)
     ):
         # Spark's SUM of integers and COUNT_IF are BIGINTs (an overflow is an error); DuckDB's are HUGEINTs.
+        # Over a window or with FILTER, the cast wraps the whole call.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
 
@@ -409,27 +436,6 @@ def _text_beside_a_time(node, types: dict[int, str], kind: str):
     if target == "DATE":  # Spark's DATE - DATE: an INTERVAL DAY (DuckDB's a number of days)
         return call_duck("to_days", exp.Cast(this=new, to=exp.DataType.build("INTEGER")))
     return new
-
-
-def _decimal_quotient(node, types: dict[int, str]) -> bool:
-    """Whether Spark's quotient ``node`` is a DECIMAL: a DECIMAL divided by a DECIMAL or an integer, or an
-    integer by a DECIMAL (a DOUBLE on either side makes it a DOUBLE, as DuckDB's is)."""
-    kinds = tuple(_numeric_kind(side, types) for side in (node.this, node.expression))
-    return "DECIMAL" in kinds and all(kind in INTEGRAL + ("DECIMAL",) for kind in kinds)
-
-
-def _numeric_kind(node, types: dict[int, str]) -> str | None:
-    """``node``'s type; a number literal with a point and no exponent is a DECIMAL, as Spark reads ``2.5``
-    (sqlglot: a DOUBLE), and so is a cast to DECIMAL the translation wrote."""
-    from sqlglot import exp
-
-    if isinstance(node, exp.Literal) and node.is_number and _DECIMAL_LITERAL.fullmatch(node.this):
-        return "DECIMAL"
-    if isinstance(node, exp.Cast) and node.to.is_type("decimal"):  # EXTRACT(SECOND), translated
-        return "DECIMAL"
-    if isinstance(node, (exp.Floor, exp.Ceil, exp.Round, exp.Abs)) and _numeric_kind(node.this, types) == "DECIMAL":
-        return "DECIMAL"  # Spark's floor, ceil, round and abs of a DECIMAL are DECIMALs (sqlglot says DOUBLE)
-    return type_of(node, types)
 
 
 def _integral_sum(node, types: dict[int, str]) -> bool:
@@ -523,7 +529,7 @@ def _cast(node, types: dict[int, str]):
         if source in TIME_TYPES:
             return cast(epoch_seconds(operand))
         if source in TEXT_TYPES:
-            trimmed = call_duck("trim", operand)
+            trimmed = java_trimmed(operand)  # Spark trims control characters too ('\t7\n' is 7), DuckDB's trim spaces
             whole = call_duck("regexp_full_match", trimmed.copy(), exp.Literal.string("[+-]?[0-9]+"))
             invalid = exp.Null() if safe else fail_with(f"the text cannot be cast to {target}", place_of(node), to)
             return exp.Case(

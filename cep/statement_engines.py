@@ -15,7 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
-from cep.duckdb_results import MISSING_FUNCTION, explain_duck_error, hugeints_as_bigints, spark_types
+from cep.duckdb_results import (
+    MISSING_FUNCTION,
+    explain_duck_error,
+    hugeints_as_bigints,
+    refuse_times_python_cannot_hold,
+    spark_types,
+)
 from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 from cep.grammar.statement import SPARK, Rendered
@@ -308,7 +314,9 @@ class DuckEngine:
             register_functions(self.con)
             self.own_functions = True
         relation = self.con.sql(translated)
-        return hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
+        table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
+        refuse_times_python_cannot_hold(table)
+        return table
 
     def schema(self) -> dict[str, dict[str, str]]:
         """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""

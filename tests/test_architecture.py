@@ -44,6 +44,7 @@ ORDER = {
         "duckdb_nodes",
         "duckdb_functions",
         "duckdb_literals",
+        "duckdb_decimals",
         "duckdb_sql",
         "duckdb_results",
         "statement_engines",

@@ -266,6 +266,8 @@ DATE_TEXTS = [
     "2021-03-28T01:30+01:00",
     "abc",
     "",
+    "-0044-03-15",  # a year before 1: Spark reads it (45 BC), the python engine refuses
+    "0000-12-31 23:59",
 ]
 COMPARED_DATE_TEXTS = DATE_TEXTS + ["now", "NOW"]
 

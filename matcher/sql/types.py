@@ -76,27 +76,42 @@ def is_decimal(type_name: str) -> bool:
     return _DECIMAL.match(type_name) is not None
 
 
-def _fit(precision: int, scale: int) -> str:
+def bounded_decimal(precision: int, scale: int) -> tuple[int, int]:
     """Spark's ``adjustPrecisionScale``: past 38 digits, keep the integer digits and at least 6 of scale."""
     if precision <= MAX_DECIMAL_PRECISION:
-        return decimal_type(precision, scale)
+        return precision, scale
     integer_digits = precision - scale
     minimum = min(scale, _MINIMUM_ADJUSTED_SCALE)
-    return decimal_type(MAX_DECIMAL_PRECISION, max(MAX_DECIMAL_PRECISION - integer_digits, minimum))
+    return MAX_DECIMAL_PRECISION, max(MAX_DECIMAL_PRECISION - integer_digits, minimum)
 
 
-def _decimal_arithmetic(left: tuple[int, int], right: tuple[int, int], op: str) -> str:
+def _fit(precision: int, scale: int) -> str:
+    return decimal_type(*bounded_decimal(precision, scale))
+
+
+def unbounded_decimal_arithmetic(left: tuple[int, int], right: tuple[int, int], op: str) -> tuple[int, int]:
+    """Spark's (precision, scale) of ``left op right`` (``+ - * / %``) before its 38-digit limit
+    (``bounded_decimal``)."""
     (p1, s1), (p2, s2) = left, right
     if op in ("+", "-"):
         scale = max(s1, s2)
-        return _fit(scale + max(p1 - s1, p2 - s2) + 1, scale)
+        return scale + max(p1 - s1, p2 - s2) + 1, scale
     if op == "*":
-        return _fit(p1 + p2 + 1, s1 + s2)
+        return p1 + p2 + 1, s1 + s2
     if op == "/":
         scale = max(_MINIMUM_ADJUSTED_SCALE, s1 + p2 + 1)
-        return _fit(p1 - s1 + s2 + scale, scale)
+        return p1 - s1 + s2 + scale, scale
     scale = max(s1, s2)  # %
-    return _fit(min(p1 - s1, p2 - s2) + scale, scale)
+    return min(p1 - s1, p2 - s2) + scale, scale
+
+
+def _decimal_arithmetic(left: tuple[int, int], right: tuple[int, int], op: str) -> str:
+    return _fit(*unbounded_decimal_arithmetic(left, right, op))
+
+
+def integer_decimal(type_name: str) -> tuple[int, int] | None:
+    """The DECIMAL an integer type becomes when it meets one (Spark's ``DecimalType.forType``)."""
+    return _INTEGER_DECIMALS.get(type_name)
 
 
 def _literal_decimal(expr) -> str | None:
