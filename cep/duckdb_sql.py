@@ -163,6 +163,18 @@ def to_duckdb_sql(
         raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
 
 
+def parse_spark(text: str):
+    """``text`` (Spark SQL) as the translation parses it: sqlglot's tree, each token's place in its meta."""
+    import sqlglot
+
+    return sqlglot.parse_one(text, dialect=_spark_dialect())
+
+
+def spark_text(tree) -> str:
+    """A tree of ``parse_spark`` written back as Spark SQL (that ``parse_spark`` reads as the same tree)."""
+    return tree.sql(dialect=_spark_dialect())
+
+
 @functools.lru_cache(maxsize=1)
 def _spark_dialect():
     """Spark's dialect, except that the functions in OWN_FUNCTIONS stay calls as written."""
