@@ -223,6 +223,14 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
         typed = exp.Cast(this=exp.Null(), to=exp.DataType.build("TIMESTAMP"))
         typed.meta.update(made.meta)
         made.replace(typed)
+    for literal in list(copy.find_all(exp.Literal)):  # Spark's integral literal past INT's range (sqlglot: an INT)
+        wide = _wide_literal_type(literal)
+        if wide is not None:
+            inner = literal.copy()
+            inner.meta.pop(TYPED_META, None)  # the type a rule reads is the cast's
+            typed = exp.Cast(this=inner, to=exp.DataType.build(wide))
+            typed.meta.update(literal.meta)
+            literal.replace(typed)
     for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:
@@ -245,6 +253,17 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
             continue
         found[number] = kind.type.this.name.upper().replace("_", "")
     return found
+
+
+def _wide_literal_type(literal) -> str | None:
+    """Spark's type of an integral literal that does not fit an INT: a BIGINT, or past it a DECIMAL of
+    its digits; None for any other literal."""
+    if literal.is_string or not re.fullmatch(r"-?[0-9]+", literal.this):
+        return None
+    value = int(literal.this)
+    if -(2**31) <= value < 2**31:
+        return None
+    return "BIGINT" if -(2**63) <= value < 2**63 else f"DECIMAL({len(literal.this.lstrip('-'))}, 0)"
 
 
 def _typed_operands(node) -> tuple:

@@ -212,6 +212,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "try_divide(2, CAST(x AS INT))",  # a DOUBLE, NULL for a divisor of 0
     "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
     "to_unix_timestamp(date_format(first_ts, 'yyyy-MM-dd'), 'yyyy-MM-dd')",
+    # An integral literal past INT's range is a BIGINT: INT arithmetic beside it is BIGINT's (no INT overflow)
+    "3000000000 + month(start_date)",
+    "month(start_date) * -3000000000",
+    "9223372036854775795 + month(start_date)",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
