@@ -159,50 +159,35 @@ def _spark_type(name: str) -> str:
 
 
 # DuckDB's errors at run time (a value out of its type's range), each as Spark's kind of sentence: what
-# failed, on which values, of which types; those that say so fail on Spark too (its ANSI mode).
-_RUN_TIME: tuple[tuple[re.Pattern, Callable[[re.Match], str]], ...] = (
+# failed, on which values, of which types (the groups named ``source`` and ``target``, in Spark's names);
+# those that say so fail on Spark too (its ANSI mode).
+_ENGINE_ONLY = "the python engine cannot compute this"
+_OUT_OF_RANGE = "cannot be cast to {target}: it is out of that type's range" + _ANSI
+_RUN_TIME: tuple[tuple[str, str], ...] = (
     (
-        re.compile(r"Overflow in (?:addition|subtraction|multiplication|division) of (\w+) \((.+)\)!?$"),
-        lambda m: f"integer overflow: {m[2]} does not fit a {_spark_type(m[1])}{_ANSI}",
+        r"Overflow in (?:addition|subtraction|multiplication|division) of (?P<target>\w+) \((?P<value>.+)\)!?$",
+        "integer overflow: {value} does not fit a {target}" + _ANSI,
+    ),
+    (r"Overflow in division of (?P<value>.+)$", "integer overflow: {value} does not fit a BIGINT" + _ANSI),
+    (r"Overflow on abs\((?P<value>.+)\)$", "integer overflow: abs({value}) does not fit its argument's type" + _ANSI),
+    (
+        r"Type (?P<source>.+?) with value (?P<value>.+?) can't be cast because the value is out of range for the "
+        r"destination type (?P<target>.+)$",
+        "the value {value} of type {source} " + _OUT_OF_RANGE,
     ),
     (
-        re.compile(r"Overflow in division of (.+)$"),
-        lambda m: f"integer overflow: {m[1]} does not fit a BIGINT{_ANSI}",
+        r'Casting value "(?P<value>.+?)" to type (?P<target>.+?) failed: value is out of range',
+        "the value {value} " + _OUT_OF_RANGE,
     ),
-    (
-        re.compile(r"Overflow on abs\((.+)\)$"),
-        lambda m: f"integer overflow: abs({m[1]}) does not fit the type of its argument{_ANSI}",
-    ),
-    (
-        re.compile(
-            r"Type (.+?) with value (.+?) can't be cast because the value is out of range for the "
-            r"destination type (.+)$"
-        ),
-        lambda m: (
-            f"the value {m[2]} of type {_spark_type(m[1])} cannot be cast to {_spark_type(m[3])}: "
-            f"it is out of that type's range{_ANSI}"
-        ),
-    ),
-    (
-        re.compile(r'Casting value "(.+?)" to type (.+?) failed: value is out of range'),
-        lambda m: f"the value {m[1]} cannot be cast to {_spark_type(m[2])}: it is out of that type's range{_ANSI}",
-    ),
-    (
-        re.compile(r"Could not cast value (.+?) to (.+)$"),
-        lambda m: f"the value {m[1]} cannot be cast to {_spark_type(m[2])}: it is out of that type's range{_ANSI}",
-    ),
+    (r"Could not cast value (?P<value>.+?) to (?P<target>.+)$", "the value {value} " + _OUT_OF_RANGE),
     # Spark gives a value for these (its arithmetic of times wraps around: from_unixtime of a huge number is
     # a time in 1969), which the python engine cannot give: its sentence says so, and points to Spark.
+    (r"Epoch seconds out of range for ", _ENGINE_ONLY + ": the seconds since 1970 are out of the TIMESTAMP range"),
     (
-        re.compile(r"Epoch seconds out of range for (.+)$"),
-        lambda m: f"{_ENGINE_ONLY}: the seconds since 1970 are out of the TIMESTAMP range",
-    ),
-    (
-        re.compile(r"Date and time not in timestamp range$|Date out of range$"),
-        lambda m: f"{_ENGINE_ONLY}: the result is out of the range of dates and times (years 1 to 9999)",
+        r"Date and time not in timestamp range$|Date out of range$",
+        _ENGINE_ONLY + ": the result is out of the range of dates and times (years 1 to 9999)",
     ),
 )
-_ENGINE_ONLY = "the python engine cannot compute this"
 _ERROR_KIND = re.compile(r"^(?:[A-Z][a-z]+ )+Error: ")
 
 
@@ -210,9 +195,10 @@ def run_time_sentence(first_line: str) -> str | None:
     """DuckDB's error at run time (the first line of its message) as a sentence, or None."""
     detail = _ERROR_KIND.sub("", first_line)
     for pattern, sentence in _RUN_TIME:
-        found = pattern.search(detail)
+        found = re.search(pattern, detail)
         if found is not None:
-            return sentence(found)
+            named = found.groupdict()
+            return sentence.format(**{key: _spark_type(v) if key != "value" else v for key, v in named.items()})
     return None
 
 
