@@ -593,6 +593,22 @@ def test_an_error_at_run_time_is_a_sentence_at_the_expression_that_fails(
     assert fragment in fragments or not fragments  # Spark's cast of a DOUBLE names no place
 
 
+def test_an_error_passed_on_by_a_subquery_points_at_the_expression_that_fails_in_it() -> None:
+    """The error goes when the outer query's v * 2 is NULL too (its value is never computed), but stays when
+    v stands for v * 2: the search goes on to the subquery's sum, among a few dozen other expressions."""
+    others = ", ".join(f"x + {n} AS x{n}" for n in range(40))
+    text = HEAD + (
+        f"SELECT v * 2 AS doubled, upper(s) AS s FROM (SELECT {others}, 9223372036854775796 + month(start_date) AS v, "
+        "s, first_ts FROM m) t ORDER BY first_ts"
+    )
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    with pytest.raises(cep.CepError) as caught:
+        cep.compile_sql(text).run({TABLE: table}, kind="rows")
+    error = caught.value
+    assert error.message.startswith("integer overflow: 9223372036854775796 + 12 does not fit a BIGINT"), str(error)
+    assert text[error.span.start : error.span.end] == "9223372036854775796 + month(start_date)", str(error)
+
+
 @pytest.mark.spark
 def test_a_time_spark_wraps_around_is_the_python_engines_error_with_the_way_to_spark(events) -> None:
     """from_unixtime of a number past the range of times: Spark's arithmetic wraps around (a time in 1969),
