@@ -76,7 +76,7 @@ def hugeints_as_bigints(table, kinds: list[str]):
     return table
 
 
-_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
+_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d*)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
@@ -97,7 +97,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
         sentence = _FAILED_CAST.sub("", first[place.end() :])
         if not place.group(3):
             sentence += " (as on Spark, in ANSI mode)"
-        return sentence, int(place.group(1)), int(place.group(2))
+        return sentence, int(place.group(1)) if place.group(1) else None, int(place.group(2))
     if _SUM_OVERFLOW.search(first):  # the cast of DuckDB's HUGEINT SUM to Spark's BIGINT
         found = re.search(r"(?<![\w.])sum\s*\(", spark_text, re.I)
         sentence = "integer overflow: the SUM does not fit a BIGINT (as on Spark, in ANSI mode)"

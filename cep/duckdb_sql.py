@@ -53,6 +53,7 @@ from cep.duckdb_nodes import (
     fail_with,
     foldable,
     implicit_time_casts,
+    keep_places,
     place_of,
     text_to_boolean,
     text_to_fraction,
@@ -143,6 +144,7 @@ def to_duckdb_sql(
     types = _types(tree, schema or {}, checking=checking)
     mark_counts_of_values_never_null(tree)
     mark_computed_partition_keys(tree)
+    keep_places(tree)
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
         try:
