@@ -48,13 +48,27 @@ def type_of(node, types: dict[int, str]) -> str | None:
     return found
 
 
+PLACE_META = "cep_place"  # the place of a node as parsed, kept while the translation replaces its operands
+
+
 def place_of(node) -> tuple[int | None, int]:
     """The offset and length of ``node`` in the text sqlglot parsed: its own position, else its first
-    descendant's."""
+    descendant's, else the place it had before the translation replaced its operands (``keep_places``)."""
     positions = [n.meta["start"] for n in node.walk() if "start" in n.meta]
     if "start" in node.meta:
         return node.meta["start"], node.meta.get("end", node.meta["start"]) - node.meta["start"] + 1
-    return (min(positions), 1) if positions else (None, 1)
+    if positions:
+        return min(positions), 1
+    return node.meta.get(PLACE_META, (None, 1))
+
+
+def keep_places(tree) -> None:
+    """Each node of ``tree`` keeps its place (``place_of``) before the translation replaces its operands
+    with nodes of no place (a cast of a cast, each translated: the outer one's refusal needs a place)."""
+    for node in tree.walk():
+        place = place_of(node)
+        if place[0] is not None:
+            node.meta[PLACE_META] = place
 
 
 def foldable(node) -> bool:
@@ -105,7 +119,8 @@ def fail_with(message: str, where: tuple[int | None, int], kind=None, *, element
 
     start, length = where
     mark = "" if spark_fails else ENGINE_ONLY_MARK
-    place = f"{PLACE_MARK}{start}+{length}{mark}: " if start is not None else ""
+    # Without a place the mark still says the error is Spark's (explain_duck_error finds the place then).
+    place = f"{PLACE_MARK}{'' if start is None else start}+{length}{mark}: "
     raises = exp.Cast(this=exp.Literal.string(place + message), to=exp.DataType.build("INT"))
     if element_of is not None:
         return call_duck("list_extract", element_of.copy(), raises)

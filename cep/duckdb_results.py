@@ -5,10 +5,12 @@ beside the translation in cep/duckdb_sql.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from cep.duckdb_nodes import ENGINE_ONLY_MARK, PLACE_MARK, Refusal
+from cep.duckdb_sql import parse_spark, spark_text
 
-# Imported inside functions: pyarrow (heavy; `cep check` of a single clause needs none).
+# Imported inside functions: pyarrow and sqlglot (heavy; `cep check` of a single clause needs none).
 
 
 def spark_types(frame) -> dict[str, str]:
@@ -105,7 +107,7 @@ def refuse_times_python_cannot_hold(table) -> None:
             )
 
 
-_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d+)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
+_PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d*)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
 _FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
@@ -126,7 +128,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
         sentence = _FAILED_CAST.sub("", first[place.end() :])
         if not place.group(3):
             sentence += " (as on Spark, in ANSI mode)"
-        return sentence, int(place.group(1)), int(place.group(2))
+        return sentence, int(place.group(1)) if place.group(1) else None, int(place.group(2))
     if _SUM_OVERFLOW.search(first):  # the cast of DuckDB's HUGEINT SUM to Spark's BIGINT
         found = re.search(r"(?<![\w.])sum\s*\(", spark_text, re.I)
         sentence = "integer overflow: the SUM does not fit a BIGINT (as on Spark, in ANSI mode)"
@@ -145,6 +147,9 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
             found = re.search(re.escape(_OPERATORS[name.lower()]), spark_text)
         sentence = f"the python engine (DuckDB) has no {name}() for {kinds or 'no arguments'}" if kinds else first
         return sentence, found.start() if found else None, len(found.group(0).rstrip("( ")) if found else 1
+    run_time = run_time_sentence(first)
+    if run_time is not None:  # placed by failing_expression, which runs the statement again
+        return run_time, None, 1
     for name in reversed(_QUOTED_NAME.findall(first)):  # the last name quoted is the one at fault
         found = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", spark_text, re.I)
         if found:
@@ -162,4 +167,250 @@ _OPERATORS = {
     "add": "+",
     "multiply": "*",
     "divide": "/",
+}
+
+
+# ------------------------------------------------------------------------------------ run-time errors
+
+# DuckDB's names of its types, as Spark's (a HUGEINT is what DuckDB computes a BIGINT's SUM in).
+_SPARK_TYPE_OF = {
+    "INT8": "TINYINT",
+    "INT16": "SMALLINT",
+    "INT32": "INT",
+    "INT64": "BIGINT",
+    "INT128": "BIGINT",
+    "VARCHAR": "STRING",
+    "TIMESTAMP WITH TIME ZONE": "TIMESTAMP",
+}
+_ANSI = " (as on Spark, in ANSI mode)"
+
+
+def _spark_type(name: str) -> str:
+    return _SPARK_TYPE_OF.get(name, name)
+
+
+# DuckDB's errors at run time (a value out of its type's range), each as Spark's kind of sentence: what
+# failed, on which values, of which types (the groups named ``source`` and ``target``, in Spark's names);
+# those that say so fail on Spark too (its ANSI mode).
+_ENGINE_ONLY = "the python engine cannot compute this"
+_OUT_OF_RANGE = "cannot be cast to {target}: it is out of that type's range" + _ANSI
+_RUN_TIME: tuple[tuple[str, str], ...] = (
+    (
+        r"Overflow in (?:addition|subtraction|multiplication|division) of (?P<target>\w+) \((?P<value>.+)\)!?$",
+        "integer overflow: {value} does not fit a {target}" + _ANSI,
+    ),
+    (r"Overflow in division of (?P<value>.+)$", "integer overflow: {value} does not fit a BIGINT" + _ANSI),
+    (r"Overflow on abs\((?P<value>.+)\)$", "integer overflow: abs({value}) does not fit its argument's type" + _ANSI),
+    (
+        r"Type (?P<source>.+?) with value (?P<value>.+?) can't be cast because the value is out of range for the "
+        r"destination type (?P<target>.+)$",
+        "the value {value} of type {source} " + _OUT_OF_RANGE,
+    ),
+    (
+        r'Casting value "(?P<value>.+?)" to type (?P<target>.+?) failed: value is out of range',
+        "the value {value} " + _OUT_OF_RANGE,
+    ),
+    (r"Could not cast value (?P<value>.+?) to (?P<target>.+)$", "the value {value} " + _OUT_OF_RANGE),
+    # Spark gives a value for these (its arithmetic of times wraps around: from_unixtime of a huge number is
+    # a time in 1969), which the python engine cannot give: its sentence says so, and points to Spark.
+    (r"Epoch seconds out of range for ", _ENGINE_ONLY + ": the seconds since 1970 are out of the TIMESTAMP range"),
+    (
+        r"Date and time not in timestamp range$|Date out of range$",
+        _ENGINE_ONLY + ": the result is out of the range of dates and times (years 1 to 9999)",
+    ),
+)
+_ERROR_KIND = re.compile(r"^(?:[A-Z][a-z]+ )+Error: ")
+
+
+def run_time_sentence(first_line: str) -> str | None:
+    """DuckDB's error at run time (the first line of its message) as a sentence, or None."""
+    detail = _ERROR_KIND.sub("", first_line)
+    for pattern, sentence in _RUN_TIME:
+        found = re.search(pattern, detail)
+        if found is not None:
+            named = found.groupdict()
+            return sentence.format(**{key: _spark_type(v) if key != "value" else v for key, v in named.items()})
+    return None
+
+
+def ran_into(exc) -> bool:
+    """Whether DuckDB's error ``exc`` came from a value at run time (not from the statement's text)."""
+    import duckdb
+
+    return isinstance(exc, (duckdb.OutOfRangeException, duckdb.ConversionException, duckdb.InvalidInputException))
+
+
+# Each probe runs the statement again over the whole input, so the search stops after this many: a bisection
+# of the statement's expressions (log2 of them, twice), a step down each level of the one that holds the error,
+# and the check of its operands find the expression in a statement of a few hundred expressions nested a few
+# levels deep; past it the error keeps the smallest expression found so far, or the statement's start.
+PROBES_AT_MOST = 32
+
+
+def failing_expression(text: str, persists: Callable[[str], bool | None]) -> tuple[int, int] | None:
+    """The place (offset, length) in ``text`` (Spark SQL) of the expression a run-time error comes from, or
+    None. DuckDB's message names neither the expression nor its place (its caret, when it has one, points
+    into the translation), so the statement runs again, changed: ``persists(text)`` is True when ``text``
+    fails with the same error, False when it fails otherwise or not at all, None when it cannot tell (the
+    text no longer translates or binds). First the outermost expressions that hold the error (it goes when
+    they are NULL), by halves; then down into the operand that fails alone (the error stays when it stands
+    for the expression); the expression found fails itself when the error goes with each of its operands
+    standing for it. Otherwise it only passes the failing value on (a column of a subquery) or feeds it, and
+    the search goes on among the other expressions. The values are searched before the conditions (a WHERE
+    made NULL drops every row, and every error with them)."""
+    from sqlglot import exp
+
+    try:
+        tree = parse_spark(text)
+    except Exception:  # noqa: BLE001 - any sqlglot error: no tree to search
+        return None
+    search = _Search(tree, persists)
+    try:
+        if search.probe([], None) is not True:  # the text written back must fail as the original did
+            return None
+        candidates = _computed(tree)
+        conditions = [node for node in candidates if node.find_ancestor(exp.Where, exp.Having, exp.Qualify, exp.Join)]
+        values = [node for node in candidates if not any(node is condition for condition in conditions)]
+        for group in (values, conditions):
+            while group and search.probe(group, None) is not True:  # None: the halves may tell
+                outermost = search.bisect(group)
+                if outermost is None:
+                    break
+                if search.descend(outermost):
+                    return _span(text, search.found)
+                group = [node for node in group if node is not outermost]
+    except _OutOfProbes:
+        pass
+    return _span(text, search.found) if search.found is not None else None
+
+
+class _OutOfProbes(Exception):
+    pass
+
+
+class _Search:
+    def __init__(self, tree, persists: Callable[[str], bool | None]) -> None:
+        self.tree, self.persists, self.probes, self.found = tree, persists, 0, None
+
+    def probe(self, nodes: list, stand_in) -> bool | None:
+        """Whether the error stays with ``nodes`` replaced by NULL, or the one node by ``stand_in``."""
+        from sqlglot import exp
+
+        if self.probes >= PROBES_AT_MOST:
+            raise _OutOfProbes
+        self.probes += 1
+        new = [node.replace(exp.Null() if stand_in is None else stand_in.copy()) for node in nodes]
+        try:
+            return self.persists(spark_text(self.tree))
+        finally:
+            for replaced, node in zip(new, nodes):
+                replaced.replace(node)
+
+    def bisect(self, group: list):
+        """The one expression of ``group`` that holds the error (it goes when they are all NULL), or None."""
+        while len(group) > 1:
+            half, rest = group[: len(group) // 2], group[len(group) // 2 :]
+            # Gone with a part NULL: the part holds the error; still there: the other part holds it.
+            without_half = self.probe(half, None)
+            if without_half is None:
+                without_rest = self.probe(rest, None)
+                if without_rest is None:
+                    return None  # it cannot be told
+                group = rest if without_rest is False else half
+            else:
+                group = half if without_half is False else rest
+        return group[0]
+
+    def failing_within(self, node):
+        """The expression under ``node`` that fails alone (the error stays when it stands for ``node``), or
+        None. One that cannot stand for it (an aggregate in a window's place) gives way to its own operands."""
+        waiting = _computed(node, below=True)
+        while waiting:
+            inner = waiting.pop(0)
+            fails = self.probe([node], inner)
+            if fails:
+                return inner
+            if fails is None:
+                waiting[:0] = _computed(inner, below=True)
+        return None
+
+    def descend(self, node) -> bool:
+        """Down from ``node`` (which holds the error) to the expression that fails: True when found (in
+        ``self.found``), False when the error only passes through ``node``."""
+        from sqlglot import exp
+
+        self.found = self.found or node  # the place to give if the probes run out
+        while True:
+            inner = self.failing_within(node)
+            if inner is None:
+                break
+            node = inner
+        operands = [x for x in node.iter_expressions() if not isinstance(x, exp.DataType)]
+        if any(self.probe([node], operand) is True for operand in operands):
+            return False
+        self.found = node
+        return True
+
+
+def _computed(root, *, below: bool = False) -> list:
+    """The outermost expressions that compute a value (a call, an operator, a CASE) under ``root``."""
+    from sqlglot import exp
+
+    found, stack = [], list(reversed(list(root.iter_expressions()))) if below else [root]
+    while stack:
+        node = stack.pop()
+        computes = isinstance(node, (exp.Func, exp.Binary, exp.Unary, exp.Case, exp.Predicate, exp.Window))
+        within_case = isinstance(node, exp.If) and isinstance(node.parent, exp.Case)  # a WHEN ... THEN ...
+        if computes and not isinstance(node, exp.Paren) and not within_case and node is not root:
+            found.append(node)
+        else:
+            stack.extend(reversed(list(node.iter_expressions())))
+    return found
+
+
+def _span(text: str, node) -> tuple[int, int] | None:
+    """The offset and length of ``node`` in ``text``: from its first token to its last, with the keywords,
+    signs and parentheses that open it (which have no place in sqlglot's tree) and the closing parentheses
+    of the calls it opens."""
+    starts = [n.meta["start"] for n in node.walk() if "start" in n.meta]
+    ends = [n.meta["end"] for n in node.walk() if "end" in n.meta]
+    if not starts:
+        return None
+    start, end = min(starts), max(ends)
+    for opening in reversed(_openings(node)):
+        found = re.search(opening + r"\s*$", text[:start], re.I)
+        if found is not None:
+            start = found.start()
+    depth = text.count("(", start, end + 1) - text.count(")", start, end + 1)
+    while depth > 0 and end + 1 < len(text):  # a call opened and not closed: to its closing parenthesis
+        end += 1
+        depth += {"(": 1, ")": -1}.get(text[end], 0)
+    return start, end - start + 1
+
+
+def _openings(node) -> list[str]:
+    """What opens ``node`` and its first operands, outermost first, as patterns of their text."""
+    from sqlglot import exp
+
+    found = []
+    while isinstance(node, exp.Expression):
+        if isinstance(node, exp.Case):
+            found.append(r"\bcase")
+            node = (node.args.get("ifs") or [None])[0]
+            continue
+        opening = next((text for kind, text in _OPENING.items() if isinstance(node, getattr(exp, kind))), None)
+        if opening is not None:
+            found.append(opening)
+        node = node.args.get("this")
+    return found
+
+
+# The text before a node's first operand, by its kind (sqlglot's class name).
+_OPENING = {
+    "Neg": "-",
+    "Paren": r"\(",
+    "Not": r"\bnot",
+    "If": r"\bwhen",
+    "TryCast": r"\b(?:try_)?cast\s*\(",
+    "Cast": r"\bcast\s*\(",
 }

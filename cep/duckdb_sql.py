@@ -62,6 +62,7 @@ from cep.duckdb_nodes import (
     foldable,
     implicit_time_casts,
     java_trimmed,
+    keep_places,
     place_of,
     text_to_boolean,
     text_to_fraction,
@@ -151,6 +152,7 @@ def to_duckdb_sql(
     types = _types(tree, schema or {}, checking=checking)
     mark_counts_of_values_never_null(tree)
     mark_computed_partition_keys(tree)
+    keep_places(tree)
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
         try:
@@ -170,6 +172,18 @@ def to_duckdb_sql(
         if for_spark:
             return ""
         raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
+
+
+def parse_spark(text: str):
+    """``text`` (Spark SQL) as the translation parses it: sqlglot's tree, each token's place in its meta."""
+    import sqlglot
+
+    return sqlglot.parse_one(text, dialect=_spark_dialect())
+
+
+def spark_text(tree) -> str:
+    """A tree of ``parse_spark`` written back as Spark SQL (that ``parse_spark`` reads as the same tree)."""
+    return tree.sql(dialect=_spark_dialect())
 
 
 @functools.lru_cache(maxsize=1)
@@ -222,6 +236,14 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
         typed = exp.Cast(this=exp.Null(), to=exp.DataType.build("TIMESTAMP"))
         typed.meta.update(made.meta)
         made.replace(typed)
+    for literal in list(copy.find_all(exp.Literal)):  # Spark's integral literal past INT's range (sqlglot: an INT)
+        wide = _wide_literal_type(literal)
+        if wide is not None:
+            inner = literal.copy()
+            inner.meta.pop(TYPED_META, None)  # the type a rule reads is the cast's
+            typed = exp.Cast(this=inner, to=exp.DataType.build(wide))
+            typed.meta.update(literal.meta)
+            literal.replace(typed)
     for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:
@@ -248,6 +270,17 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
             size = tuple(int(param.name) for param in kind.type.expressions)
             originals[number].meta[DECIMAL_META] = (size,)
     return found
+
+
+def _wide_literal_type(literal) -> str | None:
+    """Spark's type of an integral literal that does not fit an INT: a BIGINT, or past it a DECIMAL of
+    its digits; None for any other literal."""
+    if literal.is_string or not re.fullmatch(r"-?[0-9]+", literal.this):
+        return None
+    value = int(literal.this)
+    if -(2**31) <= value < 2**31:
+        return None
+    return "BIGINT" if -(2**63) <= value < 2**63 else f"DECIMAL({len(literal.this.lstrip('-'))}, 0)"
 
 
 def _typed_operands(node) -> tuple:

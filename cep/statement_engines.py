@@ -18,7 +18,9 @@ from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
 from cep.duckdb_results import (
     MISSING_FUNCTION,
     explain_duck_error,
+    failing_expression,
     hugeints_as_bigints,
+    ran_into,
     refuse_times_python_cannot_hold,
     spark_types,
 )
@@ -309,7 +311,11 @@ class DuckEngine:
         name = simple and (simple.group(2) or simple.group(1).replace("``", "`")).casefold()
         if name in self.frames:  # a clause reading a table as it is: no copy, no conversion
             return self.frames[name]
-        translated = to_duckdb_sql(rendered.text, self.schema())
+        return self.run(rendered.text)
+
+    def run(self, text: str):
+        """The result of ``text`` (Spark SQL) run in DuckDB, as an Arrow table."""
+        translated = to_duckdb_sql(text, self.schema())
         if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
             register_functions(self.con)
             self.own_functions = True
@@ -317,6 +323,24 @@ class DuckEngine:
         table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
         refuse_times_python_cannot_hold(table)
         return table
+
+    def fails_alike(self, text: str, message: str) -> bool | None:
+        """Whether ``text`` (Spark SQL) fails at run time with DuckDB's error ``message`` (None: it no
+        longer translates or binds, so it cannot be told)."""
+        import duckdb
+        import sqlglot
+
+        try:
+            self.run(text)
+        except (Refusal, sqlglot.errors.SqlglotError):
+            return None
+        except duckdb.Error as exc:
+            if not ran_into(exc):
+                return None
+            return first_line(str(exc)) == first_line(message)
+        except CepError:
+            return None
+        return False
 
     def schema(self) -> dict[str, dict[str, str]]:
         """The registered tables' columns and Spark SQL types (for the translation's typed rules)."""
@@ -354,6 +378,9 @@ class DuckEngine:
             )
         if isinstance(exc, duckdb.Error):
             sentence, offset, length = explain_duck_error(str(exc), rendered.text)
+            if offset is None and ran_into(exc):  # DuckDB names no place: find the expression that fails
+                place = failing_expression(rendered.text, lambda probe: self.fails_alike(probe, str(exc)))
+                offset, length = place if place is not None else (None, 1)
             if MISSING_FUNCTION.search(str(exc)):  # DuckDB refuses it before running: a refusal, as E0252 is
                 refused = f"the python engine refuses this before running: {sentence}"
                 return sql_error(

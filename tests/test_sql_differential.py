@@ -911,7 +911,7 @@ def spark_engine(spark, text: str):
         collected = [row.asDict() for row in frame.collect()]
     except Exception as error:  # noqa: BLE001 - any Spark error: the expression has no Spark answer
         return error
-    return collected, {field.name: family_of_spark(field.dataType.simpleString()) for field in frame.schema.fields}
+    return collected, {field.name: field.dataType.simpleString() for field in frame.schema.fields}
 
 
 def python_answers(shape: str, items: list[tuple[str, str]], table: pa.Table) -> list[tuple[str, str, object]]:
@@ -959,12 +959,36 @@ def check_case(spark, data: list[dict], picked: list[tuple[str, str]]) -> list[s
     return [problem for problem in problems if problem]
 
 
+# Aggregates that pick a row without an order: on Spark the row depends on the order after a shuffle (its
+# documentation calls them non-deterministic), so Spark's answer is some row's value. Spark computes the
+# values they may pick instead (every row's, NULL too; the non-NULL ones for `ignoreNulls` true), and the
+# python engine's answer must be one of them.
+ANY_ROW_AGGREGATE = re.compile(r"(first|last|any_value)\((.*?)(, true)?\)", re.S)
+
+
+def picked_row(expression: str) -> re.Match | None:
+    return ANY_ROW_AGGREGATE.fullmatch(expression)
+
+
+def spark_expression(expression: str) -> str:
+    """What Spark computes for ``expression``: itself, or the values an aggregate of ANY_ROW_AGGREGATE may
+    pick, as an array (collect_list skips NULLs: a struct around each value keeps them)."""
+    found = picked_row(expression)
+    if found is None:
+        return expression
+    if found.group(3):
+        return f"collect_list({found.group(2)})"
+    return f"transform(collect_list(named_struct('v', {found.group(2)})), e -> e.v)"
+
+
 def spark_answers(spark, shape: str, answered: list) -> list:
     """(name, expression, python's answer, Spark's answer) for the expressions the python engine answered:
     one Spark query for them all, split in halves while Spark fails, to find the ones it fails on."""
     if not answered:
         return []
-    together = spark_engine(spark, statement(shape, [(name, expression) for name, expression, _ in answered]))
+    together = spark_engine(
+        spark, statement(shape, [(name, spark_expression(expression)) for name, expression, _ in answered])
+    )
     if not isinstance(together, Exception) or len(answered) == 1:
         return [(name, expression, answer, together) for name, expression, answer in answered]
     half = len(answered) // 2
@@ -978,11 +1002,20 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
         return f"{expression}: Spark fails ({str(spark_answer).splitlines()[0][:160]}), python gives a value"
     if isinstance(python_answer, cep.CepError):
         return f"{expression}: Spark gives a value, python fails without refusing first:\n{python_answer}"
-    (python_rows, python_types), (spark_rows, spark_types) = python_answer, spark_answer
-    if python_types[name] != spark_types[name] and "null" not in (python_types[name], spark_types[name]):
-        return f"{expression}: type {python_types[name]} on python, {spark_types[name]} on Spark"
+    (python_rows, python_types), (spark_rows, spark_type_names) = python_answer, spark_answer
+    spark_types = {column: family_of_spark(type_name) for column, type_name in spark_type_names.items()}
     spark_values = [row[name] for row in spark_rows]
     python_values = [row[name] for row in python_rows]
+    if picked_row(expression) is not None:  # Spark gave the values it may pick (the row is its choice)
+        spark_types[name] = family_of_spark(spark_type_names[name][len("array<") : -1])
+        spark_values = spark_values[0]
+        if python_values[0] is not None and not any(same_value(python_values[0], v) for v in spark_values):
+            return f"{expression}: python {python_values[0]!r} is none of Spark's values {spark_values!r}"
+        if python_values[0] is None and not (None in spark_values or not spark_values):
+            return f"{expression}: python NULL, where every value Spark may pick is one: {spark_values!r}"
+        python_values = spark_values = []
+    if python_types[name] != spark_types[name] and "null" not in (python_types[name], spark_types[name]):
+        return f"{expression}: type {python_types[name]} on python, {spark_types[name]} on Spark"
     if len(spark_values) != len(python_values) or not all(map(same_value, python_values, spark_values)):
         return f"{expression}: python {python_values!r} != Spark {spark_values!r}"
     return None
@@ -1012,15 +1045,42 @@ def test_the_python_engine_gives_sparks_answer_or_refuses(spark, case) -> None:
 @given(case=cases(), cut=st.integers(0, 400), junk=st.sampled_from(["", ")", "'", "(", ",", "::", " AS ", "`", "\\"]))
 def test_the_python_engine_raises_nothing_but_cep_errors(case, cut, junk) -> None:
     """Every generated expression, whole or with a piece of junk pasted in: rows, or a CepError (never a
-    Python traceback, never DuckDB's or sqlglot's own exception)."""
+    Python traceback, never DuckDB's or sqlglot's own exception). The whole expression's error is a sentence
+    of cep's (none of DuckDB's text: "Out of Range Error: ...") at a place inside the expression, not at the
+    statement's start (DuckDB's errors at run time name no place: cep finds it)."""
     data, picked = case
     table = pa.Table.from_pylist([{"id": n, **row} for n, row in enumerate(data)], schema=ARROW)
     for shape, expression in picked[:6]:
         broken = expression[:cut] + junk + expression[cut:]
         for text in (expression, broken):
+            whole = statement("aggregate" if shape == "aggregate" else "row", [("c0", text)])
             try:
-                cep.compile_sql(statement("aggregate" if shape == "aggregate" else "row", [("c0", text)])).run(
-                    {TABLE: table}, kind="arrow"
-                )
+                cep.compile_sql(whole).run({TABLE: table}, kind="arrow")
             except cep.CepError as error:
                 assert "Traceback" not in str(error)
+                if text is expression:
+                    assert not DUCKDBS_OWN_TEXT.search(error.message), str(error)
+                    assert whole.index(expression) <= error.span.start < whole.index(expression) + len(expression), str(
+                        error
+                    )
+
+
+DUCKDBS_OWN_TEXT = re.compile(r"\b(?:[A-Z][a-z]+ )+Error: ")  # "Binder Error: ", "Out of Range Error: "
+
+
+def test_an_aggregate_that_picks_any_row_must_give_a_value_spark_may_pick() -> None:
+    """first, last and any_value (aggregates): the python engine's answer is one of the values Spark gives
+    for the rows (its own answer depends on the order after a shuffle), of the same type family."""
+    assert spark_expression("first(i + 1)") == "transform(collect_list(named_struct('v', i + 1)), e -> e.v)"
+    assert spark_expression("first(nvl(i, 2), true)") == "collect_list(nvl(i, 2))"
+    assert spark_expression("max(i)") == "max(i)"
+    values = ([{"c0": [1, None, 3]}], {"c0": "array<int>"})
+    assert compare("c0", "first(i)", ([{"c0": 3}], {"c0": "integer"}), values) is None
+    assert compare("c0", "any_value(i)", ([{"c0": None}], {"c0": "integer"}), values) is None
+    assert "none of Spark's values" in compare("c0", "last(i)", ([{"c0": 2}], {"c0": "integer"}), values)
+    assert "type text on python" in compare("c0", "last(i)", ([{"c0": None}], {"c0": "text"}), values)
+    non_null = ([{"c0": [1, 3]}], {"c0": "array<int>"})
+    python_null = ([{"c0": None}], {"c0": "integer"})
+    assert "every value Spark may pick" in compare("c0", "first(i, true)", python_null, non_null)
+    nothing = ([{"c0": []}], {"c0": "array<int>"})
+    assert compare("c0", "first(i, true)", ([{"c0": None}], {"c0": "integer"}), nothing) is None

@@ -213,6 +213,10 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "try_divide(2, CAST(x AS INT))",  # a DOUBLE, NULL for a divisor of 0
     "to_unix_timestamp(first_ts)",  # unix_timestamp's other name (sqlglot: a parse of a TIMESTAMP, DuckDB's error)
     "to_unix_timestamp(date_format(first_ts, 'yyyy-MM-dd'), 'yyyy-MM-dd')",
+    # An integral literal past INT's range is a BIGINT: INT arithmetic beside it is BIGINT's (no INT overflow)
+    "3000000000 + month(start_date)",
+    "month(start_date) * -3000000000",
+    "9223372036854775795 + month(start_date)",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
@@ -518,6 +522,105 @@ def test_duckdbs_errors_point_at_the_expression_and_name_the_types() -> None:
     error = caught.value
     assert error.code == "E0250" and "round()" in str(error) and "INTERVAL" in str(error)
     assert error.span.line == 2 and error.span.column == len("SELECT ") + 1
+
+
+# DuckDB's errors at run time, which name no place (its caret points into the translation): each is the
+# sentence of its class, at the expression that fails, found by running the statement again (cep/duckdb_results.py,
+# failing_expression); Spark fails on each as well, at the same expression where it names one, and with the same
+# kind of error. (expression, sentence, what the caret covers, Spark's kind of error)
+RUN_TIME_ERRORS = [  # month(start_date): 10, 12, 1 and 2; only December's row overflows
+    (
+        "(9223372036854775800 - 4) + month(start_date)",
+        "integer overflow: 9223372036854775796 + 12 does not fit a BIGINT (as on Spark, in ANSI mode)",
+        "(9223372036854775800 - 4) + month(start_date)",
+        "ARITHMETIC_OVERFLOW",
+    ),
+    (
+        "abs(x) + greatest(month(start_date) - 10, 0) * 4611686018427387904",
+        "integer overflow: 2 * 4611686018427387904 does not fit a BIGINT",
+        "greatest(month(start_date) - 10, 0) * 4611686018427387904",
+        "ARITHMETIC_OVERFLOW",
+    ),
+    (
+        "CASE WHEN x > 0 THEN -(9223372036854775807 - month(start_date)) - 12 END",
+        "integer overflow: -9223372036854775797 - 12 does not fit a BIGINT",
+        "-(9223372036854775807 - month(start_date)) - 12",
+        "ARITHMETIC_OVERFLOW",
+    ),
+    (
+        "max(9223372036854775796 + month(start_date)) OVER (ORDER BY first_ts)",
+        "integer overflow: 9223372036854775796 + 12 does not fit a BIGINT",
+        "9223372036854775796 + month(start_date)",
+        "ARITHMETIC_OVERFLOW",
+    ),
+    (
+        "CAST(x * 1e300 AS INT)",
+        "of type DOUBLE cannot be cast to INT: it is out of that type's range (as on Spark, in ANSI mode)",
+        "CAST(x * 1e300 AS INT)",
+        'CAST_OVERFLOW] The value 2.7000000000000004E300D of the type "DOUBLE" cannot be cast to "INT"',
+    ),
+    (
+        "CAST(x * 1e300 AS BIGINT) + 1",
+        "of type DOUBLE cannot be cast to BIGINT: it is out of that type's range",
+        "CAST(x * 1e300 AS BIGINT)",
+        'of the type "DOUBLE" cannot be cast to "BIGINT"',
+    ),
+    (
+        "upper(s) || CAST(CAST(x AS DECIMAL(10,2)) * 100000000 AS DECIMAL(5,1))",
+        "the value 270000000.00 cannot be cast to DECIMAL(5,1): it is out of that type's range",
+        "CAST(CAST(x AS DECIMAL(10,2)) * 100000000 AS DECIMAL(5,1))",
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+    ),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("expression", "sentence", "fragment", "sparks_kind"), RUN_TIME_ERRORS)
+def test_an_error_at_run_time_is_a_sentence_at_the_expression_that_fails(
+    events, expression, sentence, fragment, sparks_kind
+) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    error = caught.value
+    assert error.code == "E0250" and sentence in error.message, str(error)
+    assert "Error:" not in str(error)  # none of DuckDB's own text ("Out of Range Error: ...")
+    assert statement(expression)[error.span.start : error.span.end] == fragment, str(error)
+    with pytest.raises(Exception) as spark_caught:  # noqa: B017 - Spark's errors at collect() are its own classes
+        spark_values(events, expression)
+    assert sparks_kind in str(spark_caught.value)
+    fragments = [context.fragment() for context in spark_caught.value.getQueryContext()]
+    assert fragment in fragments or not fragments  # Spark's cast of a DOUBLE names no place
+
+
+def test_an_error_passed_on_by_a_subquery_points_at_the_expression_that_fails_in_it() -> None:
+    """The error goes when the outer query's v * 2 is NULL too (its value is never computed), but stays when
+    v stands for v * 2: the search goes on to the subquery's sum, among a few dozen other expressions."""
+    others = ", ".join(f"x + {n} AS x{n}" for n in range(40))
+    text = HEAD + (
+        f"SELECT v * 2 AS doubled, upper(s) AS s FROM (SELECT {others}, 9223372036854775796 + month(start_date) AS v, "
+        "s, first_ts FROM m) t ORDER BY first_ts"
+    )
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    with pytest.raises(cep.CepError) as caught:
+        cep.compile_sql(text).run({TABLE: table}, kind="rows")
+    error = caught.value
+    assert error.message.startswith("integer overflow: 9223372036854775796 + 12 does not fit a BIGINT"), str(error)
+    assert text[error.span.start : error.span.end] == "9223372036854775796 + month(start_date)", str(error)
+
+
+@pytest.mark.spark
+def test_a_time_spark_wraps_around_is_the_python_engines_error_with_the_way_to_spark(events) -> None:
+    """from_unixtime of a number past the range of times: Spark's arithmetic wraps around (a time in 1969),
+    DuckDB fails: the error says that the python engine cannot compute it, at the call, and points to Spark."""
+    expression = "upper(s) || from_unixtime(9223372036854775807 - month(start_date))"
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    error = caught.value
+    assert error.message.startswith("the python engine cannot compute this: the seconds since 1970 are out of")
+    assert "as on Spark" not in error.message and "--engine spark" in str(error)
+    fragment = statement(expression)[error.span.start : error.span.end]
+    assert fragment == "from_unixtime(9223372036854775807 - month(start_date))"
+    assert len(spark_values(events, expression)) == len(ROWS)
 
 
 def test_a_function_sqlglot_does_not_know_is_refused_by_name() -> None:
