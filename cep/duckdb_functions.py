@@ -564,16 +564,16 @@ def _array_element(node):
     from sqlglot import exp
 
     array, index = node.this, exp.Paren(this=node.expressions[0].copy())
-    written = node.expressions[0]
+    written = node.expressions[0].unnest()
     if (
         isinstance(array, exp.Array)
         and not foldable(array)
         and node.args.get("offset") != 1
         and isinstance(written, exp.Literal)
         and written.is_number
-        and written.this.isdigit()
-    ):  # Spark's optimizer reads array(a, b)[3] (written, not computed) as NULL, unevaluated
-        return node.copy() if int(written.this) < len(array.expressions) else exp.Null()
+        and written.this.removeprefix("-").isdigit()
+    ):  # Spark's optimizer reads array(a, b)[3] and [-1] (written, not computed) as NULL, unevaluated
+        return node.copy() if 0 <= int(written.this) < len(array.expressions) else exp.Null()
     count = call_duck("len", array.copy())
     zero = exp.Literal.number(0)
     from_one = node.args.get("offset") == 1
