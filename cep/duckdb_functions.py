@@ -633,13 +633,7 @@ def _text_comparison(node, types: dict[int, str]):
 
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
-    if "BOOLEAN" in kinds and any(kind in ("DATE", *TIME_TYPES, *NUMBERS) for kind in kinds):
-        # Spark's type error (DuckDB compares TRUE as 1, or casts)
-        raise Refusal(
-            f"cannot compare a {kinds[0]} with a {kinds[1]} (Spark's type rules do not allow it)",
-            *place_of(node),
-            spark_too=True,
-        )
+    _refuse_a_boolean_beside_a_number(node, kinds)
     for key, side, kind, other in zip(("this", "expression"), sides, kinds, reversed(kinds)):
         is_literal = isinstance(side, exp.Literal) and side.is_string
         if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
@@ -654,6 +648,19 @@ def _text_comparison(node, types: dict[int, str]):
             new.set(key, literal_as_time(side, other))
             return new
     return None
+
+
+def _refuse_a_boolean_beside_a_number(node, kinds: list) -> None:
+    """Spark's type error where a BOOLEAN is compared with a number, DATE or TIMESTAMP (``=``, ``IN``,
+    ``BETWEEN``): Spark finds no common type; DuckDB compares TRUE as 1, or casts."""
+    other = next((kind for kind in kinds if kind in ("DATE", *TIME_TYPES, *NUMBERS)), None)
+    if "BOOLEAN" in kinds and other is not None:
+        raise Refusal(
+            f"cannot compare a BOOLEAN with {'an' if other[0] in 'AEIOU' else 'a'} {other} (Spark's type rules "
+            "do not allow it)",
+            *place_of(node),
+            spark_too=True,
+        )
 
 
 def literal_as_time(literal, kind: str):
@@ -695,6 +702,9 @@ def _times_beside_literals(node, types: dict[int, str]):
     from sqlglot import exp
 
     kind = type_of(node.this, types)
+    if node.args.get("query") is None:
+        operands = (node.args.get("low"), node.args.get("high")) if isinstance(node, exp.Between) else node.expressions
+        _refuse_a_boolean_beside_a_number(node, [kind, *(type_of(operand, types) for operand in operands)])
     if not (kind == "DATE" or kind in TIME_TYPES):
         return None
     new = node.copy()

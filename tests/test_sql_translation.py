@@ -408,6 +408,10 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "x IS DISTINCT FROM 2::boolean",  # Spark's type error (DuckDB compares TRUE as 1)
         "x = true",
         "start_date <=> (x > 0)",
+        "exp(0) IN (x > 0, NULL)",  # in IN and BETWEEN too: no common type for a BOOLEAN and a number
+        "(x > 0) IN (1, 2)",
+        "x BETWEEN false AND true",
+        "start_date BETWEEN (x > 0) AND start_date",
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
