@@ -486,6 +486,19 @@ def _array_meaning(node, types: dict[int, str]):
     return None
 
 
+def empty_collections(tree) -> None:
+    """Spark's ``collect_list`` and ``collect_set`` of no value (no row, or only NULLs) are ``[]``; DuckDB's
+    ``ARRAY_AGG`` is NULL. A pass after the translation, so that the aggregate is wrapped outside its
+    ``FILTER`` and ``OVER``, whatever the rules made of the window."""
+    from sqlglot import exp
+
+    for collected in list(tree.find_all(exp.ArrayAgg, exp.ArrayUniqueAgg)):
+        outer = collected
+        while isinstance(outer.parent, (exp.Filter, exp.Window)) and outer.arg_key == "this":
+            outer = outer.parent
+        outer.replace(exp.Coalesce(this=outer.copy(), expressions=[exp.Array(expressions=[])]))
+
+
 def _without_constant_partitions(window):
     """``window`` without the PARTITION BY keys Spark computes before running: its optimizer drops them
     unevaluated (they put every row in one partition), so one that would fail (``make_timestamp(2020, 30,

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 
 from cep.duckdb_functions import (
     COMPARISONS,
+    empty_collections,
     mark_computed_partition_keys,
     mark_counts_of_values_never_null,
     spark_meaning,
@@ -155,6 +156,7 @@ def to_duckdb_sql(
             if TYPED_META in node.meta:
                 new.meta[TYPED_META] = node.meta[TYPED_META]
             node.replace(new)
+    empty_collections(tree)
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
     except UnsupportedError as exc:

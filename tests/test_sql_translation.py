@@ -191,6 +191,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "array(s, s)[3]",  # Spark's optimizer: NULL for a written array and index (array(1, 2)[3] fails, folded)
     "array(s, s)[-2]",  # below 0 too (not DuckDB's reading from the end, not an error)
     "array(x, x)[(-1)]",
+    "size(collect_list(CASE WHEN x > 100 THEN x END) OVER (ORDER BY first_ts))",  # [] of no value (DuckDB: NULL)
+    "collect_set(CASE WHEN x > 100 THEN s END) OVER ()",
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
