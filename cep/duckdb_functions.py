@@ -14,6 +14,7 @@ from cep.duckdb_nodes import (
     fail_with,
     foldable,
     place_of,
+    spark_reads_as_time,
     text_to_time,
     type_of,
 )
@@ -486,19 +487,6 @@ def _array_meaning(node, types: dict[int, str]):
     return None
 
 
-def empty_collections(tree) -> None:
-    """Spark's ``collect_list`` and ``collect_set`` of no value (no row, or only NULLs) are ``[]``; DuckDB's
-    ``ARRAY_AGG`` is NULL. A pass after the translation, so that the aggregate is wrapped outside its
-    ``FILTER`` and ``OVER``, whatever the rules made of the window."""
-    from sqlglot import exp
-
-    for collected in list(tree.find_all(exp.ArrayAgg, exp.ArrayUniqueAgg)):
-        outer = collected
-        while isinstance(outer.parent, (exp.Filter, exp.Window)) and outer.arg_key == "this":
-            outer = outer.parent
-        outer.replace(exp.Coalesce(this=outer.copy(), expressions=[exp.Array(expressions=[])]))
-
-
 def _without_constant_partitions(window):
     """``window`` without the PARTITION BY keys Spark computes before running: its optimizer drops them
     unevaluated (they put every row in one partition), so one that would fail (``make_timestamp(2020, 30,
@@ -683,6 +671,26 @@ def literal_as_time(literal, kind: str):
     return text_to_time(literal.copy(), target, False, place_of(literal), foldable=True)
 
 
+def _refuse_an_unreadable_listed_literal(node, kind: str) -> None:
+    """``ts IN ('', '2021-03-28 01:30:00')``: Spark casts each text literal of the list before running and
+    fails on one it cannot read; DuckDB's IN may drop the failing item beside one that matches. Inside a
+    conditional branch (CASE, IF, COALESCE, AND, OR) Spark leaves the cast to run time, as the python engine
+    does."""
+    from sqlglot import exp
+
+    target = "DATE" if kind == "DATE" else "TIMESTAMP"
+    if node.find_ancestor(exp.Case, exp.If, exp.Coalesce, exp.Nvl2, exp.And, exp.Or) is not None:
+        return
+    for item in node.expressions:
+        if isinstance(item, exp.Literal) and item.is_string and not spark_reads_as_time(item.this, target):
+            raise Refusal(
+                f"the text {item.this!r} cannot be cast to {target}: Spark casts a text literal in IN beside a "
+                f"{target} before running, and fails",
+                *place_of(item),
+                spark_too=True,
+            )
+
+
 def _coalesced_time_literals(node, types: dict[int, str]):
     """``coalesce(d, '2021')``, ``nvl(ts, 'epoch')``: beside a DATE or TIMESTAMP, each text literal as Spark
     casts it (DuckDB's own cast refuses '2021' and 'today', and reads 'infinity'). Text that is not a
@@ -729,6 +737,7 @@ def _times_beside_literals(node, types: dict[int, str]):
         return new
     if node.args.get("query") is not None:
         return None
+    _refuse_an_unreadable_listed_literal(node, kind)
     new.set(
         "expressions",
         [

@@ -35,7 +35,6 @@ from collections.abc import Mapping
 
 from cep.duckdb_functions import (
     COMPARISONS,
-    empty_collections,
     mark_computed_partition_keys,
     mark_counts_of_values_never_null,
     spark_meaning,
@@ -184,6 +183,19 @@ def _spark_dialect():
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
     return CepSpark
+
+
+def empty_collections(tree) -> None:
+    """Spark's ``collect_list`` and ``collect_set`` of no value (no row, or only NULLs) are ``[]``; DuckDB's
+    ``ARRAY_AGG`` is NULL. A pass after the translation, so that the aggregate is wrapped outside its
+    ``FILTER`` and ``OVER``, whatever the rules made of the window."""
+    from sqlglot import exp
+
+    for collected in list(tree.find_all(exp.ArrayAgg, exp.ArrayUniqueAgg)):
+        outer = collected
+        while isinstance(outer.parent, (exp.Filter, exp.Window)) and outer.arg_key == "this":
+            outer = outer.parent
+        outer.replace(exp.Coalesce(this=outer.copy(), expressions=[exp.Array(expressions=[])]))
 
 
 # ------------------------------------------------------------------------------------------------ types

@@ -193,6 +193,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "array(x, x)[(-1)]",
     "size(collect_list(CASE WHEN x > 100 THEN x END) OVER (ORDER BY first_ts))",  # [] of no value (DuckDB: NULL)
     "collect_set(CASE WHEN x > 100 THEN s END) OVER ()",
+    "CASE WHEN x > 100 THEN first_ts IN ('abc') END",  # a conditional branch: Spark casts at run time, if taken
+    "coalesce(start_date, '2021-02-30')",  # COALESCE's later operands too
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
@@ -414,6 +416,10 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "(x > 0) IN (1, 2)",
         "x BETWEEN false AND true",
         "start_date BETWEEN (x > 0) AND start_date",
+        # A text literal in IN beside a DATE or TIMESTAMP that Spark cannot read: cast (and failing) before
+        # running, where DuckDB's IN would drop the failing item beside one that matches
+        "TIMESTAMP '2021-03-28 01:30:00' IN ('', '2021-03-28 01:30:00')",
+        "first_ts IN ('abc', NULL)",
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
