@@ -340,7 +340,11 @@ def _translate(node, types: dict[int, str]):
         and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
     ):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
-    if isinstance(node, (exp.Sum, exp.Avg)) and type_of(node.this, types) in TEXT_TYPES:
+    if (
+        isinstance(node, (exp.Sum, exp.Avg))
+        and type_of(node.this, types) in TEXT_TYPES
+        and not isinstance(node.this, exp.Neg)  # -'2.5': already read as a DOUBLE (above)
+    ):
         # Spark's SUM and AVG of text read it as a DOUBLE (its cast: an invalid text is an error); DuckDB has none.
         new = node.copy()
         new.set("this", _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types))

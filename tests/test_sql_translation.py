@@ -195,6 +195,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "collect_set(CASE WHEN x > 100 THEN s END) OVER ()",
     "CASE WHEN x > 100 THEN first_ts IN ('abc') END",  # a conditional branch: Spark casts at run time, if taken
     "coalesce(start_date, '2021-02-30')",  # COALESCE's later operands too
+    "avg(-s) OVER ()",  # the minus of a text is a DOUBLE already: no second reading of it as text
+    "sum(-s) OVER (ORDER BY first_ts)",
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
