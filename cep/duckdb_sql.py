@@ -75,7 +75,7 @@ ENGINE_HINT = "Spark runs it: cep run --engine spark (or cep.sql(spark, text))"
 # Spark's functions that this module translates itself: sqlglot's parser would turn their pattern into its
 # own strftime approximation first, losing what was written.
 OWN_FUNCTIONS = frozenset(
-    {"DATE_FORMAT", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP", "TRUNC", "DATE_TRUNC"}
+    {"DATE_FORMAT", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP", "TRUNC", "DATE_TRUNC", "FROM_UNIXTIME"}
 )
 # Spark's unit names for trunc (a date) and date_trunc (a timestamp), as DuckDB's date_trunc spells them;
 # another unit gives NULL in Spark.
@@ -107,6 +107,7 @@ _RESULT_TYPES = {
     "UNIX_TIMESTAMP": "BIGINT",
     "TRUNC": "DATE",
     "DATE_TRUNC": "TIMESTAMP",
+    "FROM_UNIXTIME": "VARCHAR",
 }
 # Spark's other names of OWN_FUNCTIONS (sqlglot reads to_unix_timestamp(ts) as a parse with no pattern).
 _SYNONYMS = {"TO_UNIX_TIMESTAMP": "UNIX_TIMESTAMP"}
@@ -622,6 +623,11 @@ def _own_function(name: str, node, types: dict[int, str]):
         args[index] = text_to_time(args[index], kind, False, place_of(args[index]), foldable=foldable(args[index]))
     if name in ("TRUNC", "DATE_TRUNC"):
         return _truncation(name, args, where)
+    if name == "FROM_UNIXTIME" and 1 <= len(args) <= 2:
+        # sqlglot's own reading of the pattern is approximate ('EEEEE', which Spark refuses, became '%A%a'):
+        # the pattern checked field by field, then sqlglot's DuckDB form of the call.
+        pattern = _check_pattern(name, args[1:] or [exp.Literal.string(_SPARK_DEFAULT_PATTERN)], where)
+        return exp.UnixToStr(this=args[0], format=exp.Literal.string(pattern))
     if name == "UNIX_TIMESTAMP" and not args:
         return epoch_seconds(exp.CurrentTimestamp())
     if name == "TO_CHAR" and len(args) != 2:

@@ -197,6 +197,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "coalesce(start_date, '2021-02-30')",  # COALESCE's later operands too
     "avg(-s) OVER ()",  # the minus of a text is a DOUBLE already: no second reading of it as text
     "sum(-s) OVER (ORDER BY first_ts)",
+    "from_unixtime(year(start_date) * 3607, 'M/d/yy H:m EEE')",  # the pattern mapped field by field
+    "from_unixtime(year(start_date) * 86400)",
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
@@ -422,6 +424,7 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         # running, where DuckDB's IN would drop the failing item beside one that matches
         "TIMESTAMP '2021-03-28 01:30:00' IN ('', '2021-03-28 01:30:00')",
         "first_ts IN ('abc', NULL)",
+        "from_unixtime(year(start_date), 'EEEEE F:')",  # Spark refuses EEEEE (sqlglot's reading: '%A%a')
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
