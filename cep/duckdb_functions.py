@@ -97,6 +97,8 @@ def spark_meaning(node, types: dict[int, str]):
         return call_duck("to_days", exp.Cast(this=node.copy(), to=exp.DataType.build("INTEGER")))
     if isinstance(node, (exp.Add, exp.Sub)) and _whole_days_from_date(node, types):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.IsNan):  # Spark's isnan(NULL) is FALSE (DuckDB's: NULL)
+        return exp.Coalesce(this=node.copy(), expressions=[exp.false()])
     if isinstance(node, exp.Sign):  # Spark's sign (signum) is a DOUBLE, whatever the argument
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
     if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)

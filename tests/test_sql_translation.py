@@ -199,6 +199,7 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "sum(-s) OVER (ORDER BY first_ts)",
     "from_unixtime(year(start_date) * 3607, 'M/d/yy H:m EEE')",  # the pattern mapped field by field
     "from_unixtime(year(start_date) * 86400)",
+    "isnan(x)",  # FALSE of NULL (DuckDB: NULL)
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
