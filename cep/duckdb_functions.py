@@ -14,6 +14,7 @@ from cep.duckdb_nodes import (
     fail_with,
     foldable,
     place_of,
+    spark_reads_as_time,
     text_to_time,
     type_of,
 )
@@ -96,6 +97,8 @@ def spark_meaning(node, types: dict[int, str]):
         return call_duck("to_days", exp.Cast(this=node.copy(), to=exp.DataType.build("INTEGER")))
     if isinstance(node, (exp.Add, exp.Sub)) and _whole_days_from_date(node, types):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.IsNan):  # Spark's isnan(NULL) is FALSE (DuckDB's: NULL)
+        return exp.Coalesce(this=node.copy(), expressions=[exp.false()])
     if isinstance(node, exp.Sign):  # Spark's sign (signum) is a DOUBLE, whatever the argument
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
     if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)
@@ -564,16 +567,16 @@ def _array_element(node):
     from sqlglot import exp
 
     array, index = node.this, exp.Paren(this=node.expressions[0].copy())
-    written = node.expressions[0]
+    written = node.expressions[0].unnest()
     if (
         isinstance(array, exp.Array)
         and not foldable(array)
         and node.args.get("offset") != 1
         and isinstance(written, exp.Literal)
         and written.is_number
-        and written.this.isdigit()
-    ):  # Spark's optimizer reads array(a, b)[3] (written, not computed) as NULL, unevaluated
-        return node.copy() if int(written.this) < len(array.expressions) else exp.Null()
+        and written.this.removeprefix("-").isdigit()
+    ):  # Spark's optimizer reads array(a, b)[3] and [-1] (written, not computed) as NULL, unevaluated
+        return node.copy() if 0 <= int(written.this) < len(array.expressions) else exp.Null()
     count = call_duck("len", array.copy())
     zero = exp.Literal.number(0)
     from_one = node.args.get("offset") == 1
@@ -633,13 +636,7 @@ def _text_comparison(node, types: dict[int, str]):
 
     sides = (node.this, node.expression)
     kinds = [type_of(side, types) for side in sides]
-    if "BOOLEAN" in kinds and any(kind in ("DATE", *TIME_TYPES, *NUMBERS) for kind in kinds):
-        # Spark's type error (DuckDB compares TRUE as 1, or casts)
-        raise Refusal(
-            f"cannot compare a {kinds[0]} with a {kinds[1]} (Spark's type rules do not allow it)",
-            *place_of(node),
-            spark_too=True,
-        )
+    _refuse_a_boolean_beside_a_number(node, kinds)
     for key, side, kind, other in zip(("this", "expression"), sides, kinds, reversed(kinds)):
         is_literal = isinstance(side, exp.Literal) and side.is_string
         if kind in TEXT_TYPES and not is_literal and (other in ("DATE", *TIME_TYPES, *NUMBERS)):
@@ -656,11 +653,44 @@ def _text_comparison(node, types: dict[int, str]):
     return None
 
 
+def _refuse_a_boolean_beside_a_number(node, kinds: list) -> None:
+    """Spark's type error where a BOOLEAN is compared with a number, DATE or TIMESTAMP (``=``, ``IN``,
+    ``BETWEEN``): Spark finds no common type; DuckDB compares TRUE as 1, or casts."""
+    other = next((kind for kind in kinds if kind in ("DATE", *TIME_TYPES, *NUMBERS)), None)
+    if "BOOLEAN" in kinds and other is not None:
+        raise Refusal(
+            f"cannot compare a BOOLEAN with {'an' if other[0] in 'AEIOU' else 'a'} {other} (Spark's type rules "
+            "do not allow it)",
+            *place_of(node),
+            spark_too=True,
+        )
+
+
 def literal_as_time(literal, kind: str):
     """Text literal ``literal`` as Spark casts it beside a DATE or TIMESTAMP ``kind`` (a comparison, BETWEEN,
     IN): Spark's reading of the text, its special values ('today') included."""
     target = "DATE" if kind == "DATE" else "TIMESTAMP"
     return text_to_time(literal.copy(), target, False, place_of(literal), foldable=True)
+
+
+def _refuse_an_unreadable_listed_literal(node, kind: str) -> None:
+    """``ts IN ('', '2021-03-28 01:30:00')``: Spark casts each text literal of the list before running and
+    fails on one it cannot read; DuckDB's IN may drop the failing item beside one that matches. Inside a
+    conditional branch (CASE, IF, COALESCE, AND, OR) Spark leaves the cast to run time, as the python engine
+    does."""
+    from sqlglot import exp
+
+    target = "DATE" if kind == "DATE" else "TIMESTAMP"
+    if node.find_ancestor(exp.Case, exp.If, exp.Coalesce, exp.Nvl2, exp.And, exp.Or) is not None:
+        return
+    for item in node.expressions:
+        if isinstance(item, exp.Literal) and item.is_string and not spark_reads_as_time(item.this, target):
+            raise Refusal(
+                f"the text {item.this!r} cannot be cast to {target}: Spark casts a text literal in IN beside a "
+                f"{target} before running, and fails",
+                *place_of(item),
+                spark_too=True,
+            )
 
 
 def _coalesced_time_literals(node, types: dict[int, str]):
@@ -695,6 +725,9 @@ def _times_beside_literals(node, types: dict[int, str]):
     from sqlglot import exp
 
     kind = type_of(node.this, types)
+    if node.args.get("query") is None:
+        operands = (node.args.get("low"), node.args.get("high")) if isinstance(node, exp.Between) else node.expressions
+        _refuse_a_boolean_beside_a_number(node, [kind, *(type_of(operand, types) for operand in operands)])
     if not (kind == "DATE" or kind in TIME_TYPES):
         return None
     new = node.copy()
@@ -706,6 +739,7 @@ def _times_beside_literals(node, types: dict[int, str]):
         return new
     if node.args.get("query") is not None:
         return None
+    _refuse_an_unreadable_listed_literal(node, kind)
     new.set(
         "expressions",
         [

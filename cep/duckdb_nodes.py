@@ -251,27 +251,31 @@ def check_typed_time_literals(text: str) -> None:
         if found.group(1) is None:
             continue
         kind, value = found.group(1).upper(), found.group(2)
-        pattern = _SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT
-        fields = re.fullmatch(pattern, value, re.ASCII)
-        readable = special_datetime(value) is not None or (kind != "DATE" and _ZONED_TIME_TEXT.fullmatch(value))
         if re.match(_YEAR_BEFORE_ONE, value):
             raise Refusal(f"{_YEAR_BEFORE_ONE_REFUSED}: {kind} {value!r}", found.start(), found.end() - found.start())
-        if fields is not None and len(fields.group(1)) == 4:  # a day and a clock that exist (years past 9999 pass)
-            numbers = [int(part) if part else default for part, default in zip(fields.groups()[:6], (1, 1, 1, 0, 0, 0))]
-            try:
-                dt.datetime(*numbers)
-                readable = True
-            except ValueError:
-                pass
-        elif fields is not None:
-            readable = True
-        if not readable:
+        if not spark_reads_as_time(value, kind):
             raise Refusal(
                 f"the value of the typed literal {kind} is invalid: {value!r} (Spark refuses it before running)",
                 found.start(),
                 found.end() - found.start(),
                 spark_too=True,
             )
+
+
+def spark_reads_as_time(value: str, kind: str) -> bool:
+    """Whether Spark's cast reads the text ``value`` as a ``kind`` (DATE, else TIMESTAMP): its loose forms, a
+    day and a clock that exist (years past 9999 pass), its special values, a timestamp with a zone."""
+    fields = re.fullmatch(_SPARK_DATE_TEXT if kind == "DATE" else _SPARK_TIME_TEXT, value, re.ASCII)
+    if special_datetime(value) is not None or (kind != "DATE" and _ZONED_TIME_TEXT.fullmatch(value)):
+        return True
+    if fields is None or len(fields.group(1)) != 4:
+        return fields is not None
+    numbers = [int(part) if part else default for part, default in zip(fields.groups()[:6], (1, 1, 1, 0, 0, 0))]
+    try:
+        dt.datetime(*numbers)
+    except ValueError:
+        return False
+    return True
 
 
 def text_to_time(text, kind: str, safe: bool, where: tuple[int | None, int], *, foldable: bool = False):

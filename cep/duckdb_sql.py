@@ -85,7 +85,7 @@ ENGINE_HINT = "Spark runs it: cep run --engine spark (or cep.sql(spark, text))"
 # Spark's functions that this module translates itself: sqlglot's parser would turn their pattern into its
 # own strftime approximation first, losing what was written.
 OWN_FUNCTIONS = frozenset(
-    {"DATE_FORMAT", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP", "TRUNC", "DATE_TRUNC"}
+    {"DATE_FORMAT", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "UNIX_TIMESTAMP", "TRUNC", "DATE_TRUNC", "FROM_UNIXTIME"}
 )
 # Spark's unit names for trunc (a date) and date_trunc (a timestamp), as DuckDB's date_trunc spells them;
 # another unit gives NULL in Spark.
@@ -117,6 +117,7 @@ _RESULT_TYPES = {
     "UNIX_TIMESTAMP": "BIGINT",
     "TRUNC": "DATE",
     "DATE_TRUNC": "TIMESTAMP",
+    "FROM_UNIXTIME": "VARCHAR",
 }
 # Spark's other names of OWN_FUNCTIONS (sqlglot reads to_unix_timestamp(ts) as a parse with no pattern).
 _SYNONYMS = {"TO_UNIX_TIMESTAMP": "UNIX_TIMESTAMP"}
@@ -166,6 +167,7 @@ def to_duckdb_sql(
                 if key in node.meta and key not in new.meta:
                     new.meta[key] = node.meta[key]
             node.replace(new)
+    empty_collections(tree)
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
     except UnsupportedError as exc:
@@ -205,6 +207,19 @@ def _spark_dialect():
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
     return CepSpark
+
+
+def empty_collections(tree) -> None:
+    """Spark's ``collect_list`` and ``collect_set`` of no value (no row, or only NULLs) are ``[]``; DuckDB's
+    ``ARRAY_AGG`` is NULL. A pass after the translation, so that the aggregate is wrapped outside its
+    ``FILTER`` and ``OVER``, whatever the rules made of the window."""
+    from sqlglot import exp
+
+    for collected in list(tree.find_all(exp.ArrayAgg, exp.ArrayUniqueAgg)):
+        outer = collected
+        while isinstance(outer.parent, (exp.Filter, exp.Window)) and outer.arg_key == "this":
+            outer = outer.parent
+        outer.replace(exp.Coalesce(this=outer.copy(), expressions=[exp.Array(expressions=[])]))
 
 
 # ------------------------------------------------------------------------------------------------ types
@@ -383,7 +398,11 @@ def _translate(node, types: dict[int, str]):
         and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
     ):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
-    if isinstance(node, (exp.Sum, exp.Avg)) and type_of(node.this, types) in TEXT_TYPES:
+    if (
+        isinstance(node, (exp.Sum, exp.Avg))
+        and type_of(node.this, types) in TEXT_TYPES
+        and not isinstance(node.this, exp.Neg)  # -'2.5': already read as a DOUBLE (above)
+    ):
         # Spark's SUM and AVG of text read it as a DOUBLE (its cast: an invalid text is an error); DuckDB has none.
         new = node.copy()
         new.set("this", _cast(exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE")), types))
@@ -643,6 +662,11 @@ def _own_function(name: str, node, types: dict[int, str]):
         args[index] = text_to_time(args[index], kind, False, place_of(args[index]), foldable=foldable(args[index]))
     if name in ("TRUNC", "DATE_TRUNC"):
         return _truncation(name, args, where)
+    if name == "FROM_UNIXTIME" and 1 <= len(args) <= 2:
+        # sqlglot's own reading of the pattern is approximate ('EEEEE', which Spark refuses, became '%A%a'):
+        # the pattern checked field by field, then sqlglot's DuckDB form of the call.
+        pattern = _check_pattern(name, args[1:] or [exp.Literal.string(_SPARK_DEFAULT_PATTERN)], where)
+        return exp.UnixToStr(this=args[0], format=exp.Literal.string(pattern))
     if name == "UNIX_TIMESTAMP" and not args:
         return epoch_seconds(exp.CurrentTimestamp())
     if name == "TO_CHAR" and len(args) != 2:

@@ -190,6 +190,17 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "split(s, '2')[0]",
     "array_join(array(s, NULL), '/')",  # '' where every element is NULL (DuckDB: NULL)
     "array(s, s)[3]",  # Spark's optimizer: NULL for a written array and index (array(1, 2)[3] fails, folded)
+    "array(s, s)[-2]",  # below 0 too (not DuckDB's reading from the end, not an error)
+    "array(x, x)[(-1)]",
+    "size(collect_list(CASE WHEN x > 100 THEN x END) OVER (ORDER BY first_ts))",  # [] of no value (DuckDB: NULL)
+    "collect_set(CASE WHEN x > 100 THEN s END) OVER ()",
+    "CASE WHEN x > 100 THEN first_ts IN ('abc') END",  # a conditional branch: Spark casts at run time, if taken
+    "coalesce(start_date, '2021-02-30')",  # COALESCE's later operands too
+    "avg(-s) OVER ()",  # the minus of a text is a DOUBLE already: no second reading of it as text
+    "sum(-s) OVER (ORDER BY first_ts)",
+    "from_unixtime(year(start_date) * 3607, 'M/d/yy H:m EEE')",  # the pattern mapped field by field
+    "from_unixtime(year(start_date) * 86400)",
+    "isnan(x)",  # FALSE of NULL (DuckDB: NULL)
     "array_contains(array(CAST(x AS INT), 1), 5)",  # NULL where a NULL is there and 5 is not (DuckDB: FALSE)
     "coalesce(CASE WHEN x > 0 THEN start_date END, '2021')",  # the text as Spark casts it beside a DATE
     "nvl(CASE WHEN x > 0 THEN first_ts END, 'epoch')",
@@ -409,6 +420,15 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
         "x IS DISTINCT FROM 2::boolean",  # Spark's type error (DuckDB compares TRUE as 1)
         "x = true",
         "start_date <=> (x > 0)",
+        "exp(0) IN (x > 0, NULL)",  # in IN and BETWEEN too: no common type for a BOOLEAN and a number
+        "(x > 0) IN (1, 2)",
+        "x BETWEEN false AND true",
+        "start_date BETWEEN (x > 0) AND start_date",
+        # A text literal in IN beside a DATE or TIMESTAMP that Spark cannot read: cast (and failing) before
+        # running, where DuckDB's IN would drop the failing item beside one that matches
+        "TIMESTAMP '2021-03-28 01:30:00' IN ('', '2021-03-28 01:30:00')",
+        "first_ts IN ('abc', NULL)",
+        "from_unixtime(year(start_date), 'EEEEE F:')",  # Spark refuses EEEEE (sqlglot's reading: '%A%a')
     ],
 )
 def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
