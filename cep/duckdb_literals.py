@@ -22,6 +22,7 @@ def negative_literals(tree) -> None:
         if not (isinstance(innermost, exp.Literal) and innermost.is_number):
             continue
         signed = exp.Literal(this=f"-{innermost.this}", is_string=False)  # Literal.number would make a Neg
+        signed.meta.update((key, innermost.meta[key]) for key in ("start", "end") if key in innermost.meta)
         if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it (in parentheses, which
             replacement = exp.Paren(this=signed)  # keep sqlglot's INTERVAL (-2) DAY valid)
         else:

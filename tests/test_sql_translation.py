@@ -544,6 +544,17 @@ def test_duckdbs_errors_point_at_the_expression_and_name_the_types() -> None:
     assert error.span.line == 2 and error.span.column == len("SELECT ") + 1
 
 
+@pytest.mark.parametrize("expression", ["CAST(-2 AS DATE)", "-2::date", "count(-2::date)"])
+def test_a_refused_cast_of_a_negative_number_points_into_the_expression(expression) -> None:
+    """The translation folds a number's minus sign into its literal (Spark's grammar): the new literal keeps
+    the place of the number, so the refusal of its cast is placed inside the expression, not at 1:1."""
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    error, text = caught.value, statement(expression)
+    assert error.code == "E0250" and "cannot cast INT to DATE" in error.message
+    assert text.index(expression) <= error.span.start < text.index(expression) + len(expression), str(error)
+
+
 # DuckDB's errors at run time, which name no place (its caret points into the translation): each is the
 # sentence of its class, at the expression that fails, found by running the statement again (cep/duckdb_results.py,
 # failing_expression); Spark fails on each as well, at the same expression where it names one, and with the same
