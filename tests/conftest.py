@@ -92,7 +92,7 @@ def spark():
     # With Spark's Kafka connector (cached jars: about +0.5 s), so that the Kafka tests can read and write the
     # real broker in this session; the classpath is fixed when the JVM starts. Without Maven (and no cached
     # copy) the session starts without it, and only the tests that use Kafka on Spark fail, saying why.
-    # Delta Lake's connector likewise (test_delta_spark.py reads, follows and writes Delta tables in this session).
+    # Delta Lake's connector likewise (test_delta_spark.py reads and writes Delta tables in this session).
     try:
         session = get_spark("local[2]", app_name="cep-tests", kafka=True, delta=True)
     except (KafkaConnectorError, DeltaConnectorError) as exc:

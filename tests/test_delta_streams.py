@@ -1,0 +1,307 @@
+"""Delta tables followed by ``cep stream``: a table another process appends to, its alerts landed in a Delta
+table exactly once across two ``kill -9``; a table whose schema changes between commits; a keyed stream killed
+between a micro-batch and Spark's empty one. (The batch reads are in test_delta_spark.py: split so that the
+suite's workers share the long streaming tests.)
+
+The independent source: the python engine's backtest of the same table (tested against the Parquet reader in
+test_delta.py), and the rows these tests appended.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from cep.cli import main
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[1]
+CEP = [sys.executable, "-m", "cep.cli"]
+V_SHAPE = str(ROOT / "patterns" / "v_shape.sql")
+TICKS = ROOT / "patterns" / "data" / "ticks.csv"
+HIGH = """-- severity: critical
+SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p
+  PATTERN (X) DEFINE X AS price > 100)"""
+T0 = dt.datetime(2024, 1, 1)
+SENTINEL = "zzz"
+
+
+def events(start: int, count: int) -> pd.DataFrame:
+    """Prices for three symbols, one a second; every fifth one above 100 (an alert)."""
+    return pd.DataFrame(
+        {
+            "symbol": ["abc"[i % 3] for i in range(count)],
+            "ts": [T0 + dt.timedelta(seconds=start + i) for i in range(count)],
+            "price": [150.0 + i if i % 5 == 0 else 50.0 for i in range(count)],
+        }
+    )
+
+
+def append(path: Path, rows: pd.DataFrame) -> None:
+    """The other job: one Delta commit per call, as an ingestion job appends."""
+    write_deltalake(str(path), pa.Table.from_pandas(rows, preserve_index=False), mode="append")
+
+
+class Stream:
+    """``cep stream`` over the Delta table, alerts into a Delta table, in its own process group."""
+
+    def __init__(self, tmp: Path, *extra: str) -> None:
+        self.log = tmp / f"stream-{time.monotonic_ns()}.log"
+        args = [
+            *CEP,
+            "stream",
+            "--rules",
+            str(tmp / "rules"),
+            "--input",
+            f"delta:{tmp / 'events'}",
+            "--delta-option",
+            "maxFilesPerTrigger=1",
+            "--checkpoint",
+            str(tmp / "ck"),
+            "--sink",
+            f"delta:{tmp / 'alerts'}",
+            "--watermark",
+            "2s",
+            "--trigger",
+            "1s",
+            "--max-future-skew",
+            "off",
+            "--master",
+            "local[2]",
+            *extra,
+        ]
+        env = dict(
+            os.environ,
+            PYSPARK_PYTHON=sys.executable,
+            PYTHONPATH=str(ROOT),
+            CEP_SPARK_LOG=str(tmp / f"spark-{time.monotonic_ns()}.log"),
+        )
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(
+                args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill_9(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(60)
+
+
+def alert_rows(tmp: Path) -> int:
+    path = tmp / "alerts"
+    if not (path / "_delta_log").is_dir():
+        return 0
+    return DeltaTable(str(path)).to_pyarrow_table(columns=["match_id"]).num_rows
+
+
+def replayed(tmp: Path, table: Path) -> pd.DataFrame:
+    """The rules' alerts over the Delta table ``table``, replayed by the python engine (with match ids)."""
+    out = tmp / f"backtest-{table.name}.json"
+    args = ["run", "--rules", str(tmp / "rules"), "--input", f"delta:{table}", "--engine", "python"]
+    assert main([*args, "--output", str(out)]) == 0
+    return pd.read_json(out, lines=True)
+
+
+def assert_landed_once(tmp: Path, backtest: pd.DataFrame) -> None:
+    """The Delta sink holds each alert of ``backtest`` once, and nothing else."""
+    landed = DeltaTable(str(tmp / "alerts")).to_pandas()
+    assert len(landed) == landed["match_id"].nunique() == len(backtest)
+    assert set(landed["match_id"]) == set(backtest["match_id"])
+
+
+def until(predicate, seconds: float, what: str, log: Stream) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline or log.process.poll() is not None:
+            raise AssertionError(f"timed out waiting for {what}:\n{log.text()[-3000:]}")
+        time.sleep(1)  # polling a condition, with a deadline
+
+
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # four Spark drivers, one after the other
+def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9(tmp_path, capsys):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "high.sql").write_text(HIGH)
+    table = tmp_path / "events"
+    append(table, events(0, 30))
+    streams: list[Stream] = []
+    starts = iter(range(40, 400, 40))  # each commit later in event time than the one before, as a feed appends
+    try:
+        for _kill in range(2):  # running, appended to, killed mid-stream; then again from the checkpoint
+            stream = Stream(tmp_path)
+            streams.append(stream)
+            seen = alert_rows(tmp_path)
+            append(table, events(next(starts), 30))
+            until(lambda seen=seen: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
+            append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
+            stream.kill_9()
+        append(
+            table,
+            pd.concat(
+                [
+                    events(next(starts), 30),
+                    pd.DataFrame({"symbol": [SENTINEL], "ts": [T0 + dt.timedelta(days=1)], "price": [1.0]}),
+                ]
+            ),
+        )
+        last = Stream(tmp_path, "--once")  # the same command, drained: nothing lost, nothing twice
+        streams.append(last)
+        assert last.process.wait(900) == 0, last.text()[-3000:]
+    finally:
+        for stream in streams:
+            stream.kill_9()
+    backtest = replayed(tmp_path, table)
+    assert len(backtest) > 0
+    assert_landed_once(tmp_path, backtest)
+    assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
+    assert "Traceback" not in "".join(s.text() for s in streams)
+    assert "| late 0 |" in last.text()  # in order: every row matched, none set aside as late
+
+
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # up to six Spark drivers, one after the other
+@pytest.mark.parametrize("state", ["driver", "spark"])
+def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path, state):
+    """A column added while the stream runs, then read on by the same command from its checkpoint; an
+    overwrite that changes a column's type stops the stream with Delta's words and cep's sentence saying
+    what to do, no trace; doing it (skipChangeCommits) reads on. Both layouts: the rules on the driver (no
+    stateful operator in Spark's query) and in Spark's keyed state."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "high.sql").write_text(HIGH)
+    table = tmp_path / "events"
+    append(table, events(0, 30))
+    running = Stream(tmp_path, "--state", state)
+    streams = [running]
+    try:
+        until(lambda: alert_rows(tmp_path) > 0, 900, "the first alerts", running)
+        seen = alert_rows(tmp_path)
+        grown = events(40, 30).assign(venue="X")
+        write_deltalake(
+            str(table), pa.Table.from_pandas(grown, preserve_index=False), mode="append", schema_mode="merge"
+        )
+        deadline = time.monotonic() + 600
+        while running.process.poll() is None and alert_rows(tmp_path) == seen and time.monotonic() < deadline:
+            time.sleep(1)  # polling: the running stream either reads on or stops at the new schema
+        running.kill_9()
+        after_add = running.text()
+        resumed = Stream(tmp_path, "--once")
+        streams.append(resumed)
+        assert resumed.process.wait(900) == 0, resumed.text()[-3000:]
+        assert alert_rows(tmp_path) > seen  # the rows after the new column are read, by one command or the next
+        retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
+        write_deltalake(
+            str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
+        )
+        stopped = Stream(tmp_path, "--once")
+        streams.append(stopped)
+        assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
+        text = stopped.text()
+        if "Run the same command again" in text:  # Delta saw the new schema first: the user does as told
+            assert "its schema changed since the stream started" in text, text[-3000:]
+            stopped = Stream(tmp_path, "--once")
+            streams.append(stopped)
+            assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
+            text = stopped.text()
+        assert f"the Delta table {table} cannot be followed further" in text and "skipChangeCommits=true" in text
+        before_skip = alert_rows(tmp_path)
+        append(table, events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
+        skipping = Stream(tmp_path, "--once", "--delta-option", "skipChangeCommits=true")  # the user does as told
+        streams.append(skipping)
+        assert skipping.process.wait(900) == 0, skipping.text()[-3000:]
+    finally:
+        for stream in streams:
+            stream.kill_9()
+    assert alert_rows(tmp_path) == before_skip + 6  # the rows appended after the overwrite, each fifth one
+    if "Detected schema change" in after_add or "DELTA_SCHEMA_CHANGED" in after_add:
+        assert "Run the same command again" in after_add
+    assert "Traceback" not in after_add + resumed.text() + "".join(stream.text() for stream in streams[2:])
+
+
+def _offset_sources(query_checkpoint: Path, batch: int) -> list[str]:
+    """The source offsets Spark logged for ``batch`` (its offset log entry without the version and metadata)."""
+    return (query_checkpoint / "offsets" / str(batch)).read_text().splitlines()[2:]
+
+
+def _committed_data_batch(query_checkpoint: Path) -> int | None:
+    """The last micro-batch when it is committed and read rows (its offsets are not the ones before it), and
+    Spark has not yet logged the one after it; else None."""
+    logged = sorted(int(p.name) for p in (query_checkpoint / "offsets").glob("[0-9]*"))
+    if not logged or logged[-1] < 1 or not (query_checkpoint / "commits" / str(logged[-1])).exists():
+        return None
+    last = logged[-1]
+    return last if _offset_sources(query_checkpoint, last) != _offset_sources(query_checkpoint, last - 1) else None
+
+
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # up to five Spark drivers, one after the other
+def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite(tmp_path):
+    """Spark's keyed state over a Delta table, ``kill -9`` after a micro-batch that read rows was committed and
+    before Spark logged the empty micro-batch it runs after it (its stateful operator's timers); then an
+    overwrite changes a column's type. On a restart Spark hands Delta's source that micro-batch again, and
+    Delta checks its first table version against the retyped newest: without the empty micro-batch every run
+    stopped there with "run the same command again". Now the same command stops at the overwrite with its own
+    sentence, skipChangeCommits reads on, and the alerts, with their match ids, are the python engine's replay
+    of the rows the stream read, each once. A long trigger holds Spark between the micro-batch's commit and the
+    next one's offsets, where the test kills it; the test checks that it did."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "high.sql").write_text(HIGH)
+    table, query_checkpoint = tmp_path / "events", tmp_path / "ck" / "match"
+    read = [events(0, 30), events(40, 30)]  # the rows the stream reads before the overwrite
+    append(table, read[0])
+    killed = Stream(tmp_path, "--state", "spark", "--trigger", "40s")
+    streams = [killed]
+    try:
+        until(lambda: (query_checkpoint / "commits" / "0").exists(), 900, "the first micro-batch", killed)
+        append(table, read[1])
+        deadline = time.monotonic() + 900
+        while _committed_data_batch(query_checkpoint) is None and time.monotonic() < deadline:
+            assert killed.process.poll() is None, killed.text()[-3000:]
+            time.sleep(0.1)  # polling the checkpoint: the kill must fall before the next trigger
+        killed.kill_9()
+        last = _committed_data_batch(query_checkpoint)
+        assert last is not None, "the kill missed the wait between a micro-batch's commit and the next offsets"
+        assert not (query_checkpoint / "offsets" / str(last + 1)).exists()
+
+        retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
+        write_deltalake(
+            str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
+        )
+        texts = []
+        for _run in range(2):  # Delta may first say the schema changed (run again): the user does as told, once
+            stopped = Stream(tmp_path, "--once")
+            streams.append(stopped)
+            assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
+            texts.append(stopped.text())
+            if "Run the same command again" not in texts[-1]:
+                break
+        assert f"the Delta table {table} cannot be followed further" in texts[-1], texts[-1][-3000:]
+        assert "skipChangeCommits=true" in texts[-1]
+        read.append(events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
+        append(table, read[-1])
+        skipping = Stream(tmp_path, "--once", "--delta-option", "skipChangeCommits=true")
+        streams.append(skipping)
+        assert skipping.process.wait(900) == 0, skipping.text()[-3000:]
+    finally:
+        for stream in streams:
+            stream.kill_9()
+    replay = tmp_path / "read"  # the rows the stream read, one schema (the retyped prices as the first ones)
+    for rows in read:
+        append(replay, rows.assign(price=lambda f: f["price"].astype("float64")))
+    backtest = replayed(tmp_path, replay)
+    assert len(backtest) == 18  # every fifth row of the three appends
+    assert_landed_once(tmp_path, backtest)
+    assert "Traceback" not in "".join(stream.text() for stream in streams)
