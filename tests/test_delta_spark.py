@@ -8,8 +8,6 @@ test_delta.py), and the rows this test wrote.
 
 from __future__ import annotations
 
-import datetime as dt
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -23,14 +21,8 @@ from cep.spark_bridge.spark.delta import DeltaSnapshot, read_delta
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
-CEP = [sys.executable, "-m", "cep.cli"]
 V_SHAPE = str(ROOT / "patterns" / "v_shape.sql")
 TICKS = ROOT / "patterns" / "data" / "ticks.csv"
-HIGH = """-- severity: critical
-SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p
-  PATTERN (X) DEFINE X AS price > 100)"""
-T0 = dt.datetime(2024, 1, 1)
-SENTINEL = "zzz"
 
 
 def table_rows(out: str) -> list[str]:

@@ -28,8 +28,6 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
 CEP = [sys.executable, "-m", "cep.cli"]
-V_SHAPE = str(ROOT / "patterns" / "v_shape.sql")
-TICKS = ROOT / "patterns" / "data" / "ticks.csv"
 HIGH = """-- severity: critical
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p
   PATTERN (X) DEFINE X AS price > 100)"""
