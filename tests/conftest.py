@@ -88,13 +88,16 @@ def spark():
     from cep.spark_bridge.spark.delta_connector import DeltaConnectorError
     from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError
     from cep.spark_bridge.spark.session import get_spark
+    from tests.spark_session import session_with_connectors
 
     # With Spark's Kafka connector (cached jars: about +0.5 s), so that the Kafka tests can read and write the
     # real broker in this session; the classpath is fixed when the JVM starts. Without Maven (and no cached
     # copy) the session starts without it, and only the tests that use Kafka on Spark fail, saying why.
     # Delta Lake's connector likewise (test_delta_spark.py reads and writes Delta tables in this session).
+    # A session that an earlier test of this worker started without them (a doctest's get_spark()) is
+    # replaced, JVM and all: whatever order the files run in, the connectors are there.
     try:
-        session = get_spark("local[2]", app_name="cep-tests", kafka=True, delta=True)
+        session = session_with_connectors("local[2]", app_name="cep-tests")
     except (KafkaConnectorError, DeltaConnectorError) as exc:
         warnings.warn(f"the test SparkSession runs without Spark's Kafka or Delta connector: {exc}", stacklevel=1)
         session = get_spark("local[2]", app_name="cep-tests")

@@ -1,6 +1,7 @@
 """kafka_spark_conf(): the settings that put Spark's Kafka connector on a session's classpath, and its errors.
 
-No Spark and no broker here (test_spark_kafka.py proves the jars work); these check what a user is told.
+No broker here (test_spark_kafka.py proves the jars work); these check what a user is told, and one Spark
+process of its own checks the refusal of a session already running without the connector.
 """
 
 from __future__ import annotations
@@ -79,10 +80,13 @@ def test_a_complete_cache_is_used_without_maven(tmp_path, monkeypatch):
     assert kc.kafka_spark_conf("4.2.0") == {"spark.jars": ",".join(str(folder / n) for n in names)}
 
 
-def test_a_session_already_running_without_the_connector_is_refused_with_the_way_out():
+def test_a_session_already_running_without_the_connector_is_refused_and_the_tests_session_replaces_it():
     """get_spark(kafka=True) after a session started without the connector: the lookup of the "kafka" data
     source fails inside Spark, which PySpark raises as an AnalysisException; cep must say what to do instead
-    of passing that on. In a process of its own: the test session of this run has the connector."""
+    of passing that on. The suite's own session (tests/spark_session.py, behind the ``spark`` fixture) then
+    replaces that session, JVM and all, with one that has both connectors: a doctest's get_spark() run
+    before the first Kafka or Delta test of a worker cannot leave them without. In a process of its own
+    (one JVM start for both): the test session of this run has the connectors."""
     import os
     import subprocess
     import sys
@@ -90,19 +94,23 @@ def test_a_session_already_running_without_the_connector_is_refused_with_the_way
     script = (
         "from cep.spark_bridge.spark.session import get_spark\n"
         "from cep.spark_bridge.spark.kafka_connector import KafkaConnectorError\n"
+        "from tests.spark_session import has_connectors, session_with_connectors\n"
         "get_spark('local[1]', app_name='no-kafka')\n"
         "try:\n"
         "    get_spark('local[1]', app_name='no-kafka', kafka=True)\n"
         "except KafkaConnectorError as exc:\n"
         "    print('refused:', exc)\n"
+        "replaced = session_with_connectors('local[1]', app_name='with-connectors')\n"
+        "print('replaced:', has_connectors(replaced), replaced.range(3).count())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        timeout=300,
-        env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+        timeout=600,
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
     )
     assert "refused: a SparkSession is already running without Spark's Kafka connector" in done.stdout, done.stderr[
         -2000:
     ]
+    assert "replaced: True 3" in done.stdout, done.stderr[-2000:]
