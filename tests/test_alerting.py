@@ -35,6 +35,7 @@ from cep.spark_bridge.sinks.alerts import ALERT_NAMES, jsonable
 from cep.spark_bridge.sinks.file import FileSink
 from cep.spark_bridge.sinks.sql import SQLiteSink
 from cep.spark_bridge.spark.columns import EVENT_US, KIND
+from tests.stream_files import write_batch
 
 T0 = dt.datetime(2024, 1, 1)
 TYPES = {"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE"}
@@ -322,21 +323,6 @@ def _schema():
             T.StructField("price", T.DoubleType()),
         ]
     )
-
-
-def write_batch(directory: Path, index: int, rows: list[dict]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"batch-{index:04d}.json"
-    # Written under a hidden name, stamped, then renamed: a running stream's file source that listed the file
-    # between its creation and its stamp would take the wall clock as the newest time it has seen, and then skip
-    # the next files, stamped years before it, as older than its maxFileAge.
-    hidden = directory / f".{path.name}"
-    with hidden.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps({**row, "ts": row["ts"].isoformat()}) + "\n")
-    stamp = 1_700_000_000 + 10 * index
-    os.utime(hidden, (stamp, stamp))
-    hidden.rename(path)
 
 
 @pytest.fixture()

@@ -48,6 +48,7 @@ from cep.spark_bridge.engine.keyed import (
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.match_ids import statement_text
 from cep.spark_bridge.engine.ordering import canonical_order
+from tests.stream_files import write_batch
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = dt.datetime(2024, 1, 1)
@@ -492,14 +493,8 @@ def _spark_schema():
 
 def write_batches(directory: Path, batches: list[list[dict]], *, first: int = 0) -> None:
     """One JSON file per micro-batch; increasing modification times fix the order the source reads them."""
-    directory.mkdir(parents=True, exist_ok=True)
     for index, batch in enumerate(batches, start=first):
-        path = directory / f"batch-{index:04d}.json"
-        with path.open("w", encoding="utf-8") as fh:
-            for row in batch:
-                fh.write(json.dumps({**row, "ts": None if row["ts"] is None else row["ts"].isoformat()}) + "\n")
-        stamp = 1_700_000_000 + 10 * index
-        os.utime(path, (stamp, stamp))
+        write_batch(directory, index, batch)
 
 
 @pytest.fixture()
