@@ -18,11 +18,12 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test test-sql-differential lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python
+.PHONY: help run test test-durations test-sql-differential lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
 	@echo "make test       run the whole test suite (pytest)"
+	@echo "make test-durations  run it as make test does and record each file's seconds in tests/durations.json"
 	@echo "make lint       ruff: the checks and the format of pyproject.toml's [tool.ruff]"
 	@echo "make bench      run bench/run.py, if present"
 	@echo "make bench-rules  two alert rules over generated 10M-event logs: cep, its VM, Spark, PyFlink (~30 min)"
@@ -47,6 +48,11 @@ TEST_WORKERS ?= 2
 # The linter first (seconds): a finding fails the suite as a failing test does.
 test: venv check-java lint
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+
+# tests/durations.json: each test file's seconds in a whole run, the order in which make test's workers get the
+# files (longest first, tests/file_order.py). Run it on the 2-core machine after adding or slowing a test file.
+test-durations: venv check-java
+	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --record-durations
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import settings
 
 from cep.spark_bridge.spark.session import jvm_options_in_front
+from tests.file_order import DurationRecorder, file_order, recorded_durations
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,26 +44,28 @@ for _variable in TEST_JVM_VARIABLES:  # the test flags in front: a developer's o
     os.environ[_variable] = jvm_options_in_front(TEST_JVM_OPTIONS, os.environ.get(_variable, ""))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "spark: needs a local SparkSession (Java 17+); deselect with -m 'not spark'")
-    config.addinivalue_line(
-        "markers", "long: an end-to-end test of minutes (processes killed and restarted); its file runs first"
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help="write each test file's seconds to tests/durations.json (the order make test's workers get files in)",
     )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
-    """Order files for ``make test``'s two workers: files with a ``long`` test first, then by test count.
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "spark: needs a local SparkSession (Java 17+); deselect with -m 'not spark'")
+    config.addinivalue_line("markers", "long: an end-to-end test of minutes (processes killed and restarted)")
+    if config.getoption("record_durations") and not hasattr(config, "workerinput"):  # where every report arrives
+        config.pluginmanager.register(DurationRecorder(config), "cep-duration-recorder")
 
-    ``--dist loadfile`` hands each worker one file at a time in this order (the Makefile turns off xdist's
-    own reordering, which puts files with few tests last). The long end-to-end files have few tests but
-    take minutes each, mostly waiting for JVMs and restarts: last, they ran one after the other on one
-    worker while the other sat idle; first, they overlap with the rest of the suite. Tests in a file keep
-    their order."""
-    files: dict[object, list[pytest.Item]] = {}
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
+    """Order files for ``make test``'s two workers: the longest first, by tests/durations.json
+    (tests/file_order.py). Tests in a file keep their order."""
+    files: dict[Path, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.path, []).append(item)
-    long_files = {path for path, group in files.items() if any(item.get_closest_marker("long") for item in group)}
-    order = sorted(files, key=lambda path: (path not in long_files, -len(files[path])))
+    order = file_order(files, recorded_durations())
     items[:] = [item for path in order for item in files[path]]
 
 

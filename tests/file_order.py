@@ -1,0 +1,74 @@
+"""The order in which ``make test``'s two workers get the test files: the longest first, by a recorded table.
+
+``--dist loadfile`` hands a worker one whole file at a time, in the order of the collected items (the Makefile
+turns off xdist's own reordering). The suite's wall time is the busier worker's: with the longest files first
+and the short ones last, whichever worker is free takes the next file, and the two finish within about one
+short file of each other (longest-processing-time-first scheduling). A file's length is its seconds in
+tests/durations.json, the sum of its tests' setup, call and teardown times in a whole run of the suite on the
+2-core machine; ``--record-durations`` writes that table (docs/testing.md says when to run it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DURATIONS = REPO / "tests" / "durations.json"
+
+# A file the table does not know yet: a `long` one (minutes of killed and restarted JVMs) goes first, before
+# every recorded file; any other is guessed at this many seconds per test, about the suite's average for the
+# files without a `long` test (tests/durations.json, 2026-12-06), so it lands among files of its size.
+UNRECORDED_SECONDS_PER_TEST = 1.0
+
+
+def relative(path: Path) -> str:
+    """A file's key in the table: its path from the repository's root, with forward slashes."""
+    return Path(path).resolve().relative_to(REPO).as_posix()
+
+
+def recorded_durations() -> dict[str, float]:
+    if not DURATIONS.exists():
+        return {}
+    return {name: float(seconds) for name, seconds in json.loads(DURATIONS.read_text(encoding="utf-8")).items()}
+
+
+def file_order(files: dict[Path, list[pytest.Item]], recorded: dict[str, float]) -> list[Path]:
+    """The files, longest first: by recorded seconds; an unrecorded `long` file before all, any other
+    unrecorded file by its test count. Ties keep the collection's order."""
+    longest = max(recorded.values(), default=0.0)
+
+    def seconds(path: Path) -> float:
+        known = recorded.get(relative(path))
+        if known is not None:
+            return known
+        if any(item.get_closest_marker("long") for item in files[path]):
+            return longest + 1.0
+        return len(files[path]) * UNRECORDED_SECONDS_PER_TEST
+
+    return sorted(files, key=lambda path: -seconds(path))
+
+
+class DurationRecorder:
+    """``--record-durations``: each file's seconds (its tests' setup + call + teardown) into DURATIONS.
+
+    Runs where the reports arrive from every worker (xdist's controller, or the only process); files not run
+    keep their recorded seconds, files that no longer exist leave the table. Whole files only: a run that
+    selects tests within files (-k, -m, a test's node id) would record part of a file as the whole."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        if config.option.keyword or config.option.markexpr or any("::" in arg for arg in config.args):
+            raise pytest.UsageError("--record-durations records whole files: run without -k, -m or test ids")
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        table = {name: seconds for name, seconds in recorded_durations().items() if (REPO / name).exists()}
+        table.update({name: round(seconds) for name, seconds in self.seconds.items()})
+        ordered = dict(sorted(table.items(), key=lambda entry: (-entry[1], entry[0])))
+        DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
