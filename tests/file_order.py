@@ -19,8 +19,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 DURATIONS = REPO / "tests" / "durations.json"
 
-# A file the table does not know yet: a `long` one (minutes of killed and restarted JVMs) goes first, before
-# every recorded file; any other is guessed at this many seconds per test, about the suite's average for the
+# A file the table does not know yet: a `long` one (minutes of killed and restarted JVMs) goes first of all;
+# any other is guessed at this many seconds per test, about the suite's average for the
 # files without a `long` test (tests/durations.json, 2026-12-06), so it lands among files of its size.
 UNRECORDED_SECONDS_PER_TEST = 1.0
 
@@ -37,16 +37,14 @@ def recorded_durations() -> dict[str, float]:
 
 
 def file_order(files: dict[Path, list[pytest.Item]], recorded: dict[str, float]) -> list[Path]:
-    """The files, longest first: by recorded seconds; an unrecorded `long` file before all, any other
+    """The files, longest first: by recorded seconds; an unrecorded `long` file first of all, any other
     unrecorded file by its test count. Ties keep the collection's order."""
-    longest = max(recorded.values(), default=0.0)
-
     def seconds(path: Path) -> float:
         known = recorded.get(relative(path))
         if known is not None:
             return known
         if any(item.get_closest_marker("long") for item in files[path]):
-            return longest + 1.0
+            return float("inf")
         return len(files[path]) * UNRECORDED_SECONDS_PER_TEST
 
     return sorted(files, key=lambda path: -seconds(path))
