@@ -11,7 +11,7 @@ tests/durations.json, the sum of its tests' setup, call and teardown times in a 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -39,6 +39,7 @@ def recorded_durations() -> dict[str, float]:
 def file_order(files: dict[Path, list[pytest.Item]], recorded: dict[str, float]) -> list[Path]:
     """The files, longest first: by recorded seconds; an unrecorded `long` file first of all, any other
     unrecorded file by its test count. Ties keep the collection's order."""
+
     def seconds(path: Path) -> float:
         known = recorded.get(relative(path))
         if known is not None:
@@ -50,23 +51,40 @@ def file_order(files: dict[Path, list[pytest.Item]], recorded: dict[str, float])
     return sorted(files, key=lambda path: -seconds(path))
 
 
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 class DurationRecorder:
     """``--record-durations``: each file's seconds (its tests' setup + call + teardown) into DURATIONS.
 
     Runs where the reports arrive from every worker (xdist's controller, or the only process); files not run
     keep their recorded seconds, files that no longer exist leave the table. Whole files only: a run that
-    selects tests within files (-k, -m, a test's node id) would record part of a file as the whole."""
+    selects tests within files (-k, -m, a test's node id) would record part of a file as the whole, and a
+    file whose tests did not all finish (a run stopped with Ctrl-C, a worker lost) is left as it was."""
 
     def __init__(self, config: pytest.Config) -> None:
         if config.option.keyword or config.option.markexpr or any("::" in arg for arg in config.args):
             raise pytest.UsageError("--record-durations records whole files: run without -k, -m or test ids")
         self.seconds: dict[str, float] = defaultdict(float)
+        self.collected: Counter[str] = Counter()
+        self.finished: Counter[str] = Counter()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:  # one process: it collects
+        self.collected = Counter(file_of(item.nodeid) for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:  # noqa: ARG002 - xdist's
+        self.collected = Counter(file_of(nodeid) for nodeid in ids)  # every worker collects the same tests
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+        self.seconds[file_of(report.nodeid)] += report.duration
+        if report.when == "teardown":  # a test's last report, whether it passed, failed or was skipped
+            self.finished[file_of(report.nodeid)] += 1
 
     def pytest_sessionfinish(self) -> None:
         table = {name: seconds for name, seconds in recorded_durations().items() if (REPO / name).exists()}
-        table.update({name: round(seconds) for name, seconds in self.seconds.items()})
+        whole = {name for name, count in self.collected.items() if self.finished[name] == count}
+        table.update({name: round(seconds) for name, seconds in self.seconds.items() if name in whole})
         ordered = dict(sorted(table.items(), key=lambda entry: (-entry[1], entry[0])))
         DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")

@@ -51,34 +51,42 @@ def test_an_unrecorded_long_file_goes_first_and_another_by_its_test_count():
     assert names(order_of(collected, recorded)) == ["new_long", "new_big", "known", "new_small", "tiny"]
 
 
-def report(nodeid: str, duration: float) -> SimpleNamespace:
-    return SimpleNamespace(nodeid=nodeid, duration=duration)
+def report(nodeid: str, when: str, duration: float) -> SimpleNamespace:
+    return SimpleNamespace(nodeid=nodeid, when=when, duration=duration)
 
 
 def config(*args: str, keyword: str = "", markexpr: str = "") -> SimpleNamespace:
     return SimpleNamespace(option=SimpleNamespace(keyword=keyword, markexpr=markexpr), args=list(args))
 
 
-def test_the_recorder_sums_each_files_phases_and_keeps_the_files_it_did_not_run(tmp_path, monkeypatch):
+def test_the_recorder_sums_each_whole_files_phases_and_keeps_the_files_it_did_not_finish(tmp_path, monkeypatch):
     table = tmp_path / "durations.json"
-    table.write_text(json.dumps({"tests/test_parser.py": 7, "tests/gone_long_ago.py": 99}))
+    table.write_text(json.dumps({"tests/test_parser.py": 7, "tests/test_vm_labels.py": 5, "tests/gone.py": 99}))
     monkeypatch.setattr(file_order, "DURATIONS", table)
-    recorder = DurationRecorder(config("tests/test_dot.py"))
-    for nodeid, seconds in [
-        ("tests/test_dot.py::test_a", 10.2),  # setup (a module fixture)
-        ("tests/test_dot.py::test_a", 1.4),  # call
-        ("tests/test_dot.py::test_b[x]", 0.6),
-        ("tests/test_format.py::test_c", 0.3),
+    recorder = DurationRecorder(config())
+    collected = ["tests/test_dot.py::test_a", "tests/test_dot.py::test_b[x]", "tests/test_format.py::test_c"]
+    recorder.pytest_xdist_node_collection_finished(node=None, ids=[*collected, "tests/test_vm_labels.py::test_d"])
+    for nodeid, when, seconds in [
+        ("tests/test_dot.py::test_a", "setup", 10.2),  # a module fixture
+        ("tests/test_dot.py::test_a", "call", 1.4),
+        ("tests/test_dot.py::test_a", "teardown", 0.0),
+        ("tests/test_dot.py::test_b[x]", "setup", 0.6),  # skipped at setup: no call report
+        ("tests/test_dot.py::test_b[x]", "teardown", 0.0),
+        ("tests/test_format.py::test_c", "setup", 0.1),
+        ("tests/test_format.py::test_c", "call", 0.2),
+        ("tests/test_format.py::test_c", "teardown", 0.1),
+        ("tests/test_vm_labels.py::test_d", "setup", 3.0),  # the run stopped before its teardown
     ]:
-        recorder.pytest_runtest_logreport(report(nodeid, seconds))
+        recorder.pytest_runtest_logreport(report(nodeid, when, seconds))
     recorder.pytest_sessionfinish()
-    # 10.2 + 1.4 + 0.6 = 12.2 -> 12; test_parser.py kept; a file no longer in the repository dropped.
-    assert json.loads(table.read_text()) == {
-        "tests/test_dot.py": 12,
-        "tests/test_parser.py": 7,
-        "tests/test_format.py": 0,
-    }
-    assert list(json.loads(table.read_text())) == ["tests/test_dot.py", "tests/test_parser.py", "tests/test_format.py"]
+    # test_dot: 10.2 + 1.4 + 0.6 = 12.2 -> 12; test_format: 0.4 -> 0; test_vm_labels unfinished: its 5 kept;
+    # test_parser not run: kept; a file no longer in the repository: dropped. Longest first.
+    assert list(json.loads(table.read_text()).items()) == [
+        ("tests/test_dot.py", 12),
+        ("tests/test_parser.py", 7),
+        ("tests/test_vm_labels.py", 5),
+        ("tests/test_format.py", 0),
+    ]
 
 
 @pytest.mark.parametrize(
