@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 DURATIONS = REPO / "tests" / "durations.json"
 
 # A file the table does not know yet: a `long` one (minutes of killed and restarted JVMs) goes first of all;
-# any other is guessed at this many seconds per test, about the suite's average for the
-# files without a `long` test (tests/durations.json, 2026-12-06), so it lands among files of its size.
+# any other is guessed at this many seconds per test, which places it among files of its size until the next
+# `make test-durations` (pure-Python files run far faster per test, files that use Spark slower).
 UNRECORDED_SECONDS_PER_TEST = 1.0
 
 
