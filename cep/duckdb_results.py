@@ -201,6 +201,7 @@ _RUN_TIME: tuple[tuple[str, str], ...] = (
     ),
     (r"Overflow in division of (?P<value>.+)$", "integer overflow: {value} does not fit a BIGINT" + _ANSI),
     (r"Overflow on abs\((?P<value>.+)\)$", "integer overflow: abs({value}) does not fit its argument's type" + _ANSI),
+    (r"Overflow in negation of numeric value!?$", "integer overflow: the negation does not fit its operand's type" + _ANSI),
     (
         r"Type (?P<source>.+?) with value (?P<value>.+?) can't be cast because the value is out of range for the "
         r"destination type (?P<target>.+)$",

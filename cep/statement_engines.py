@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
+from cep.duckdb_optimizer import disabled_optimizers
 from cep.duckdb_results import (
     MISSING_FUNCTION,
     explain_duck_error,
@@ -276,6 +277,7 @@ class DuckEngine:
         # Spark's sessions run in UTC (spark_bridge/spark/session.py); DuckDB's zone is the machine's.
         self.con.execute("SET TimeZone = 'UTC'")
         self.own_functions = False  # registered when a translation first calls one (it costs ~25 ms)
+        self.disabled_optimizers = ""  # DuckDB's default: every optimizer on
         self.frames: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -319,6 +321,10 @@ class DuckEngine:
         if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
             register_functions(self.con)
             self.own_functions = True
+        disabled = disabled_optimizers(translated)  # none that would hide Spark's overflow errors
+        if disabled != self.disabled_optimizers:
+            self.con.execute(f"SET disabled_optimizers = '{disabled}'")
+            self.disabled_optimizers = disabled
         relation = self.con.sql(translated)
         table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
         refuse_times_python_cannot_hold(table)
