@@ -317,6 +317,13 @@ class DuckEngine:
 
     def run(self, text: str):
         """The result of ``text`` (Spark SQL) run in DuckDB, as an Arrow table."""
+        relation = self.bound(text)
+        table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
+        refuse_times_python_cannot_hold(table)
+        return table
+
+    def bound(self, text: str):
+        """``text`` (Spark SQL) translated and bound by DuckDB, not run yet (a relation)."""
         translated = to_duckdb_sql(text, self.schema())
         if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
             register_functions(self.con)
@@ -325,10 +332,7 @@ class DuckEngine:
         if disabled != self.disabled_optimizers:
             self.con.execute(f"SET disabled_optimizers = '{disabled}'")
             self.disabled_optimizers = disabled
-        relation = self.con.sql(translated)
-        table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
-        refuse_times_python_cannot_hold(table)
-        return table
+        return self.con.sql(translated)
 
     def fails_alike(self, text: str, message: str) -> bool | None:
         """Whether ``text`` (Spark SQL) fails at run time with DuckDB's error ``message`` (None: it no
@@ -346,6 +350,22 @@ class DuckEngine:
             return first_line(str(exc)) == first_line(message)
         except CepError:
             return None
+        return False
+
+    def binds_alike(self, text: str, message: str) -> bool | None:
+        """Whether ``text`` (Spark SQL) fails to bind with DuckDB's error ``message`` (None: it no longer
+        translates, so it cannot be told)."""
+        import duckdb
+        import sqlglot
+
+        try:
+            self.bound(text)
+        except (Refusal, sqlglot.errors.SqlglotError, CepError):
+            return None
+        except duckdb.BinderException as exc:
+            return first_line(str(exc)) == first_line(message)
+        except duckdb.Error:
+            return False
         return False
 
     def schema(self) -> dict[str, dict[str, str]]:
@@ -384,8 +404,10 @@ class DuckEngine:
             )
         if isinstance(exc, duckdb.Error):
             sentence, offset, length = explain_duck_error(str(exc), rendered.text)
-            if offset is None and ran_into(exc):  # DuckDB names no place: find the expression that fails
-                place = failing_expression(rendered.text, lambda probe: self.fails_alike(probe, str(exc)))
+            if offset is None and (ran_into(exc) or isinstance(exc, duckdb.BinderException)):
+                # DuckDB names no place: find the expression that fails (to bind: no need to run it)
+                alike = self.fails_alike if ran_into(exc) else self.binds_alike
+                place = failing_expression(rendered.text, lambda probe: alike(probe, str(exc)))
                 offset, length = place if place is not None else (None, 1)
             if MISSING_FUNCTION.search(str(exc)):  # DuckDB refuses it before running: a refusal, as E0252 is
                 refused = f"the python engine refuses this before running: {sentence}"
