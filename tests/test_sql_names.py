@@ -23,7 +23,7 @@ import cep
 TABLE = "nm_events"
 ROWS = [
     {"id": 1, "price": 10, "sym": "a", "qty": 5},
-    {"id": 2, "price": 12, "sym": "b", "qty": None},
+    {"id": 2, "price": 1200, "sym": "b", "qty": None},
     {"id": 3, "price": 9, "sym": "a", "qty": 7},
 ]
 ARROW = pa.schema([("id", pa.int32()), ("price", pa.int64()), ("sym", pa.string()), ("qty", pa.int16())])
@@ -79,8 +79,10 @@ def statements(draw) -> str:
     items = draw(st.lists(expressions(qualifiers), min_size=1, max_size=3))
     aliases = [f"{item} AS c{n}" if draw(st.booleans()) else item for n, item in enumerate(items)]
     text = f"SELECT {', '.join(aliases)} FROM {source}"
-    if kind != "in" and draw(st.booleans()):
-        text += f" WHERE {draw(references(qualifiers + ('',)))} IS NOT NULL"
+    if kind != "in" and draw(st.booleans()):  # an alias of the SELECT list too (DuckDB reads it, Spark not)
+        text += f" WHERE {draw(references(qualifiers) | st.just('c0'))} IS NOT NULL"
+    if draw(st.integers(0, 3)) == 0:
+        text += f" GROUP BY {draw(st.sampled_from(['c0', *items]))}"
     if draw(st.booleans()):
         text += f" ORDER BY {draw(st.sampled_from(['c0', *items]))}"
     return HEAD + text
@@ -101,3 +103,106 @@ def test_names_give_rows_or_a_placed_cep_error(text) -> None:
         assert not DUCKDBS_OWN_TEXT.search(error.message), str(error)
         assert not DUCKDBS_TYPE_NAMES.search(error.message), str(error)
         assert error.span is not None and error.span.start >= len(HEAD), str(error)  # in the SQL around the clause
+
+
+def spark_rows(spark, text: str):
+    spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA).createOrReplaceTempView(TABLE)
+    try:
+        return sorted(map(str, (tuple(row) for row in cep.sql(spark, text).collect())))
+    except Exception as error:  # noqa: BLE001 - Spark's analysis errors are its own classes (or cep's)
+        return error
+
+
+def python_rows(text: str):
+    try:
+        return sorted(map(str, (tuple(row.values()) for row in run_python(text))))
+    except cep.CepError as error:
+        return error
+
+
+@pytest.mark.spark
+@settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(text=statements())
+def test_spark_and_the_python_engine_accept_the_same_names(spark, text) -> None:
+    """Where Spark resolves every name the python engine gives its rows; where Spark refuses a name, the
+    python engine refuses too (it never answers a statement Spark cannot read)."""
+    expected, got = spark_rows(spark, text), python_rows(text)
+    if isinstance(expected, Exception):
+        assert isinstance(got, cep.CepError), f"Spark fails ({str(expected).splitlines()[0]}), python gives {got}"
+    elif isinstance(got, cep.CepError):
+        assert got.code == "E0252" or "Spark may run it" in str(got), f"Spark gives {expected}, python:\n{got}"
+    else:
+        assert got == expected
+
+
+MEASURES_ONLY = (
+    f"SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS mid ONE ROW PER MATCH PATTERN (A) "
+    "DEFINE A AS TRUE) r WHERE price > 1"
+)
+# (statement, the python engine's sentence, what its caret covers, Spark's error class from a run of
+# test_spark_fails_alike below).
+NAME_ERRORS = [
+    (
+        HEAD + "SELECT zz FROM m",
+        "A column, variable, or function parameter with name `zz` cannot be resolved.",
+        "zz",
+        "UNRESOLVED_COLUMN",
+    ),
+    (
+        HEAD + "SELECT r.sym FROM m",
+        "A column, variable, or function parameter with name `r`.`sym` cannot be resolved.",
+        "r.sym",
+        "UNRESOLVED_COLUMN",
+    ),
+    (
+        HEAD + "SELECT x.top FROM (SELECT top AS t2 FROM m) x",
+        "A column, variable, or function parameter with name `x`.`top` cannot be resolved.",
+        "x.top",
+        "UNRESOLVED_COLUMN",
+    ),
+    (
+        HEAD + "SELECT mid FROM m WHERE EXISTS (SELECT 1 FROM m y WHERE y.zz = m.mid)",
+        "A column, variable, or function parameter with name `y`.`zz` cannot be resolved.",
+        "y.zz",
+        "UNRESOLVED_COLUMN",
+    ),
+    (
+        HEAD + "SELECT x.sym FROM m x JOIN m y USING (zz)",
+        "USING column `zz` cannot be resolved on the left side of the join.",
+        "zz",
+        "UNRESOLVED_USING_COLUMN_FOR_JOIN",
+    ),
+    (
+        MEASURES_ONLY,
+        "A column, variable, or function parameter with name `price` cannot be resolved.",
+        "price",
+        "UNRESOLVED_COLUMN",
+    ),
+    (
+        HEAD + "SELECT CAST(top AS TINYINT) AS v FROM m",
+        "the value 1200 of type BIGINT cannot be cast to TINYINT: it is out of that type's range",
+        "CAST(top AS TINYINT)",
+        "CAST_OVERFLOW",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "sentence", "fragment", "sparks_class"), NAME_ERRORS)
+def test_duckdbs_binder_and_cast_errors_are_sparks_sentences(text, sentence, fragment, sparks_class) -> None:
+    got = python_rows(text)
+    assert isinstance(got, cep.CepError), got
+    assert got.message.startswith(sentence), str(got)
+    assert text[got.span.start : got.span.end] == fragment, str(got)
+    assert not DUCKDBS_OWN_TEXT.search(got.message) and not DUCKDBS_TYPE_NAMES.search(got.message), str(got)
+
+
+@pytest.mark.spark
+def test_spark_fails_alike(spark) -> None:
+    for text, _, _, sparks_class in NAME_ERRORS:
+        answer = spark_rows(spark, text)
+        assert isinstance(answer, Exception) and sparks_class in str(answer), (text, answer)
