@@ -5,8 +5,10 @@ text. Used once, where DuckDB's errors become CepErrors (cep/duckdb_results.py, 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from cep.duckdb_sql import parse_spark
+from cep.duckdb_nodes import Refusal
+from cep.duckdb_sql import parse_spark, spark_text
 
 # DuckDB's type names (and its aliases of them) as Spark's. A HUGEINT is what DuckDB computes a BIGINT's SUM
 # in; a literal's type (INTEGER_LITERAL) is the type Spark gives the literal.
@@ -167,3 +169,51 @@ def _place(spark_text: str, name: str | None, table: str | None, *, in_using: bo
             parts = [part.name for part in node.parts] if isinstance(node, exp.Column) else [node.name]
             return offset, length, parts
     return None, 1, written
+
+
+# --------------------------------------------------------------------- a SELECT list's alias in its WHERE
+
+_ALIAS_STAND_IN = "_cep_alias_probe"
+
+
+def aliases_read_in_where(text: str, cannot_find: Callable[[str, str], bool]) -> None:
+    """Refuse, as Spark does ([UNRESOLVED_COLUMN]), a WHERE that reads an alias of its own SELECT list
+    (``SELECT b AS z FROM m WHERE z > 0``): DuckDB reads the alias, Spark reads only the FROM clause's
+    columns. A name that is both an alias and a column of the FROM clause is the column on both; to tell
+    them apart the statement is bound again with the alias renamed (``cannot_find(text, name)``: whether
+    DuckDB then cannot find the column ``name``), only when such a name is written: other statements pay a
+    parse at most."""
+    import sqlglot
+    from sqlglot import exp
+
+    fold = str.casefold
+    if " where " not in fold(" ".join(text.split())):
+        return
+    try:
+        tree = parse_spark(text)
+    except sqlglot.errors.SqlglotError:
+        return  # the translation reports it
+    for select in tree.find_all(exp.Select):
+        aliases = {fold(item.alias): item for item in select.expressions if isinstance(item, exp.Alias)}
+        where = select.args.get("where")
+        if not aliases or where is None:
+            continue
+        for column in where.find_all(exp.Column):
+            alias = aliases.get(fold(column.name))
+            if column.table or alias is None or column.find_ancestor(exp.Select) is not select:
+                continue
+            original = alias.args["alias"]
+            alias.set("alias", exp.to_identifier(_ALIAS_STAND_IN))
+            try:
+                probe = spark_text(tree)
+            finally:
+                alias.set("alias", original)
+            if cannot_find(probe, column.name):
+                offset, length = _extent(column)
+                raise Refusal(
+                    _UNRESOLVED.format(name=_quoted(column.name)).rstrip(".")
+                    + " (a SELECT list's alias is not a column of its own WHERE).",
+                    offset,
+                    length,
+                    spark_too=True,
+                )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
+from cep.duckdb_names import aliases_read_in_where
 from cep.duckdb_optimizer import disabled_optimizers
 from cep.duckdb_results import (
     MISSING_FUNCTION,
@@ -325,6 +326,11 @@ class DuckEngine:
     def bound(self, text: str):
         """``text`` (Spark SQL) translated and bound by DuckDB, not run yet (a relation)."""
         translated = to_duckdb_sql(text, self.schema())
+        aliases_read_in_where(text, self.cannot_find)
+        return self.bind(translated)
+
+    def bind(self, translated: str):
+        """``translated`` (DuckDB SQL) bound, with cep's functions and the optimizers it may use."""
         if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
             register_functions(self.con)
             self.own_functions = True
@@ -350,6 +356,19 @@ class DuckEngine:
             return first_line(str(exc)) == first_line(message)
         except CepError:
             return None
+        return False
+
+    def cannot_find(self, text: str, name: str) -> bool:
+        """Whether DuckDB, binding ``text`` (Spark SQL) translated, cannot find the column ``name``."""
+        import duckdb
+        import sqlglot
+
+        try:
+            self.bind(to_duckdb_sql(text, self.schema()))
+        except duckdb.BinderException as exc:
+            return re.search(f'column "{re.escape(name)}" not found', str(exc), re.I) is not None
+        except (Refusal, sqlglot.errors.SqlglotError, CepError, duckdb.Error):
+            return False
         return False
 
     def binds_alike(self, text: str, message: str) -> bool | None:
