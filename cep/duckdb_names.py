@@ -10,6 +10,8 @@ from collections.abc import Callable
 from cep.duckdb_nodes import Refusal
 from cep.duckdb_sql import parse_spark, spark_text
 
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
+
 # DuckDB's type names (and its aliases of them) as Spark's. A HUGEINT is what DuckDB computes a BIGINT's SUM
 # in; a literal's type (INTEGER_LITERAL) is the type Spark gives the literal.
 _SPARK_TYPE_OF = {

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
+
 # The optimizer that moves constants across comparisons (MoveConstantsRule, MoveUnaryMinusRule).
 CONSTANT_MOVER = "expression_rewriter"
 

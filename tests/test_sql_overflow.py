@@ -68,9 +68,7 @@ def shapes(draw):
     arithmetic = operation.replace("k", inner)
     outer = literal(draw(st.sampled_from([0, 1, -1, 10, *edges(width)[:3]])), width, draw(st.booleans()))
     comparison = draw(st.sampled_from(COMPARISONS))
-    condition = (
-        f"{arithmetic} {comparison} {outer}" if draw(st.booleans()) else f"{outer} {comparison} {arithmetic}"
-    )
+    condition = f"{arithmetic} {comparison} {outer}" if draw(st.booleans()) else f"{outer} {comparison} {arithmetic}"
     placement = draw(st.sampled_from(["where", "select", "subquery"]))
     return width, values, statement(condition, placement)
 
