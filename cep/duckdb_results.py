@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from cep.duckdb_names import mismatched_types, spark_type, spark_type_names, unresolved_name
 from cep.duckdb_nodes import ENGINE_ONLY_MARK, PLACE_MARK, Refusal
 from cep.duckdb_sql import parse_spark, spark_text
 
@@ -110,7 +111,7 @@ def refuse_times_python_cannot_hold(table) -> None:
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d*)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
-_FAILED_CALL = re.compile(r"'(\w+)\(([^)']*)\)'")
+_FAILED_CALL = re.compile(r"'(\w+|[-+*/%|&^<>=!~]+)\(([^)']*)\)'")
 _QUOTED_NAME = re.compile(r'"([^"]+)"')
 _SUM_OVERFLOW = re.compile(r"Type INT128 with value -?\d+ can't be cast because the value is out of range")
 # sqlglot writes a function DuckDB does not have (substring_index): DuckDB refuses it before running anything.
@@ -139,22 +140,36 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
         found = re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", spark_text, re.I)
         sentence = f"the python engine cannot run Spark's function {name.upper()}() (DuckDB has none of that name)"
         return sentence, found.start() if found else None, len(name) if found else 1
+    named = unresolved_name(message, spark_text) or mismatched_types(first, spark_text)
+    if named is not None:
+        return named
     call = _FAILED_CALL.search(first)
     if call is not None:
         name, kinds = call.group(1), call.group(2)
         found = re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", spark_text, re.I)
         if found is None and name.lower() in _OPERATORS:
             found = re.search(re.escape(_OPERATORS[name.lower()]), spark_text)
-        sentence = f"the python engine (DuckDB) has no {name}() for {kinds or 'no arguments'}" if kinds else first
+        kinds = spark_type_names(kinds)
+        if name.lower() in _OPERATORS:
+            sentence = (
+                f"the python engine (DuckDB) cannot apply {_OPERATORS[name.lower()]} to {kinds.replace(', ', ' and ')}"
+            )
+        elif found is None:  # a function of the translation's, not the user's
+            sentence = (
+                f"the python engine cannot compute this for {kinds or 'no arguments'} (DuckDB has no {name}() for them)"
+            )
+        else:
+            sentence = f"the python engine (DuckDB) has no {name}() for {kinds or 'no arguments'}"
         return sentence, found.start() if found else None, len(found.group(0).rstrip("( ")) if found else 1
     run_time = run_time_sentence(first)
     if run_time is not None:  # placed by failing_expression, which runs the statement again
         return run_time, None, 1
+    sentence = spark_type_names(_ERROR_KIND.sub("", first))  # DuckDB's kind of error ("Binder Error: ") is no help
     for name in reversed(_QUOTED_NAME.findall(first)):  # the last name quoted is the one at fault
         found = re.search(r"(?<![\w`])`?" + re.escape(name) + r"`?(?![\w`])", spark_text, re.I)
         if found:
-            return first, found.start(), len(found.group(0))
-    return first, None, 1
+            return sentence, found.start(), len(found.group(0))
+    return sentence, None, 1
 
 
 _OPERATORS = {
@@ -172,21 +187,9 @@ _OPERATORS = {
 
 # ------------------------------------------------------------------------------------ run-time errors
 
-# DuckDB's names of its types, as Spark's (a HUGEINT is what DuckDB computes a BIGINT's SUM in).
-_SPARK_TYPE_OF = {
-    "INT8": "TINYINT",
-    "INT16": "SMALLINT",
-    "INT32": "INT",
-    "INT64": "BIGINT",
-    "INT128": "BIGINT",
-    "VARCHAR": "STRING",
-    "TIMESTAMP WITH TIME ZONE": "TIMESTAMP",
-}
 _ANSI = " (as on Spark, in ANSI mode)"
-
-
-def _spark_type(name: str) -> str:
-    return _SPARK_TYPE_OF.get(name, name)
+# DuckDB names the column a failed cast read ("when casting from source column i"); cep places the cast instead.
+_SOURCE_COLUMN = r"(?: when casting from source column .+)?$"
 
 
 # DuckDB's errors at run time (a value out of its type's range), each as Spark's kind of sentence: what
@@ -202,15 +205,19 @@ _RUN_TIME: tuple[tuple[str, str], ...] = (
     (r"Overflow in division of (?P<value>.+)$", "integer overflow: {value} does not fit a BIGINT" + _ANSI),
     (r"Overflow on abs\((?P<value>.+)\)$", "integer overflow: abs({value}) does not fit its argument's type" + _ANSI),
     (
+        r"Overflow in negation of numeric value!?$",
+        "integer overflow: the negation does not fit its operand's type" + _ANSI,
+    ),
+    (
         r"Type (?P<source>.+?) with value (?P<value>.+?) can't be cast because the value is out of range for the "
-        r"destination type (?P<target>.+)$",
+        r"destination type (?P<target>.+?)" + _SOURCE_COLUMN,
         "the value {value} of type {source} " + _OUT_OF_RANGE,
     ),
     (
         r'Casting value "(?P<value>.+?)" to type (?P<target>.+?) failed: value is out of range',
         "the value {value} " + _OUT_OF_RANGE,
     ),
-    (r"Could not cast value (?P<value>.+?) to (?P<target>.+)$", "the value {value} " + _OUT_OF_RANGE),
+    (r"Could not cast value (?P<value>.+?) to (?P<target>.+?)" + _SOURCE_COLUMN, "the value {value} " + _OUT_OF_RANGE),
     # Spark gives a value for these (its arithmetic of times wraps around: from_unixtime of a huge number is
     # a time in 1969), which the python engine cannot give: its sentence says so, and points to Spark.
     (r"Epoch seconds out of range for ", _ENGINE_ONLY + ": the seconds since 1970 are out of the TIMESTAMP range"),
@@ -229,7 +236,7 @@ def run_time_sentence(first_line: str) -> str | None:
         found = re.search(pattern, detail)
         if found is not None:
             named = found.groupdict()
-            return sentence.format(**{key: _spark_type(v) if key != "value" else v for key, v in named.items()})
+            return sentence.format(**{key: spark_type(v) if key != "value" else v for key, v in named.items()})
     return None
 
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
+from cep.duckdb_names import aliases_read_in_where
+from cep.duckdb_optimizer import disabled_optimizers
 from cep.duckdb_results import (
     MISSING_FUNCTION,
     explain_duck_error,
@@ -276,6 +278,7 @@ class DuckEngine:
         # Spark's sessions run in UTC (spark_bridge/spark/session.py); DuckDB's zone is the machine's.
         self.con.execute("SET TimeZone = 'UTC'")
         self.own_functions = False  # registered when a translation first calls one (it costs ~25 ms)
+        self.disabled_optimizers = ""  # DuckDB's default: every optimizer on
         self.frames: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -315,14 +318,27 @@ class DuckEngine:
 
     def run(self, text: str):
         """The result of ``text`` (Spark SQL) run in DuckDB, as an Arrow table."""
-        translated = to_duckdb_sql(text, self.schema())
-        if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
-            register_functions(self.con)
-            self.own_functions = True
-        relation = self.con.sql(translated)
+        relation = self.bound(text)
         table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
         refuse_times_python_cannot_hold(table)
         return table
+
+    def bound(self, text: str):
+        """``text`` (Spark SQL) translated and bound by DuckDB, not run yet (a relation)."""
+        translated = to_duckdb_sql(text, self.schema())
+        aliases_read_in_where(text, self.cannot_find)
+        return self.bind(translated)
+
+    def bind(self, translated: str):
+        """``translated`` (DuckDB SQL) bound, with cep's functions and the optimizers it may use."""
+        if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
+            register_functions(self.con)
+            self.own_functions = True
+        disabled = disabled_optimizers(translated)  # none that would hide Spark's overflow errors
+        if disabled != self.disabled_optimizers:
+            self.con.execute(f"SET disabled_optimizers = '{disabled}'")
+            self.disabled_optimizers = disabled
+        return self.con.sql(translated)
 
     def fails_alike(self, text: str, message: str) -> bool | None:
         """Whether ``text`` (Spark SQL) fails at run time with DuckDB's error ``message`` (None: it no
@@ -340,6 +356,35 @@ class DuckEngine:
             return first_line(str(exc)) == first_line(message)
         except CepError:
             return None
+        return False
+
+    def cannot_find(self, text: str, name: str) -> bool:
+        """Whether DuckDB, binding ``text`` (Spark SQL) translated, cannot find the column ``name``."""
+        import duckdb
+        import sqlglot
+
+        try:
+            self.bind(to_duckdb_sql(text, self.schema()))
+        except duckdb.BinderException as exc:
+            return re.search(f'column "{re.escape(name)}" not found', str(exc), re.I) is not None
+        except (Refusal, sqlglot.errors.SqlglotError, CepError, duckdb.Error):
+            return False
+        return False
+
+    def binds_alike(self, text: str, message: str) -> bool | None:
+        """Whether ``text`` (Spark SQL) fails to bind with DuckDB's error ``message`` (None: it no longer
+        translates, so it cannot be told)."""
+        import duckdb
+        import sqlglot
+
+        try:
+            self.bound(text)
+        except (Refusal, sqlglot.errors.SqlglotError, CepError):
+            return None
+        except duckdb.BinderException as exc:
+            return first_line(str(exc)) == first_line(message)
+        except duckdb.Error:
+            return False
         return False
 
     def schema(self) -> dict[str, dict[str, str]]:
@@ -378,8 +423,10 @@ class DuckEngine:
             )
         if isinstance(exc, duckdb.Error):
             sentence, offset, length = explain_duck_error(str(exc), rendered.text)
-            if offset is None and ran_into(exc):  # DuckDB names no place: find the expression that fails
-                place = failing_expression(rendered.text, lambda probe: self.fails_alike(probe, str(exc)))
+            if offset is None and (ran_into(exc) or isinstance(exc, duckdb.BinderException)):
+                # DuckDB names no place: find the expression that fails (to bind: no need to run it)
+                alike = self.fails_alike if ran_into(exc) else self.binds_alike
+                place = failing_expression(rendered.text, lambda probe: alike(probe, str(exc)))
                 offset, length = place if place is not None else (None, 1)
             if MISSING_FUNCTION.search(str(exc)):  # DuckDB refuses it before running: a refusal, as E0252 is
                 refused = f"the python engine refuses this before running: {sentence}"

@@ -203,7 +203,8 @@ def test_the_python_engines_errors_point_into_the_users_text():
     text = f"SELECT m.nope FROM t MATCH_RECOGNIZE ({DIPS}) m"
     with pytest.raises(cep.CepError) as caught:
         cep.compile_sql(text).run({"t": ROWS})
-    assert caught.value.code == "E0250" and caught.value.errors[0].span.start == text.index("nope")
+    span = caught.value.errors[0].span
+    assert caught.value.code == "E0250" and text[span.start : span.end] == "m.nope"  # Spark's caret: the reference
     assert "Traceback" not in str(caught.value)
 
 

@@ -1,0 +1,214 @@
+"""Whole statements with random names (issue #28): columns in other cases, quoted, unknown, named like a
+function or like the clause's measures; qualified by the CTE, a subquery's alias, a join's tables or a table
+that is not there; aliases used where Spark reads them and where it does not; subqueries, joins with ON and
+USING. On the python engine each gives rows or a CepError: never a Python traceback, never DuckDB's or
+sqlglot's own exception, never DuckDB's text ("Binder Error: ") or its type names (INT8, VARCHAR), and a
+name's error is placed at the name (Spark's [UNRESOLVED_COLUMN] sentence).
+
+Spark's sentences in the regression tests below come from Spark itself (``test_spark_gives_the_same_error``
+runs them).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cep
+
+TABLE = "nm_events"
+ROWS = [
+    {"id": 1, "price": 10, "sym": "a", "qty": 5},
+    {"id": 2, "price": 1200, "sym": "b", "qty": None},
+    {"id": 3, "price": 9, "sym": "a", "qty": 7},
+]
+ARROW = pa.schema([("id", pa.int32()), ("price", pa.int64()), ("sym", pa.string()), ("qty", pa.int16())])
+SPARK_SCHEMA = "id INT, price BIGINT, sym STRING, qty SMALLINT"
+CLAUSE = (
+    f"SELECT * FROM {TABLE} MATCH_RECOGNIZE (PARTITION BY sym ORDER BY id MEASURES A.id AS mid, A.price AS top, "
+    "A.qty AS qty ONE ROW PER MATCH PATTERN (A) DEFINE A AS TRUE) r"
+)
+HEAD = f"WITH m AS ({CLAUSE})\n"
+
+# Names a statement may write: the CTE's columns (sym, mid, top, qty) in other cases and quoted, the input's
+# columns the clause does not pass on (price, id), names of functions and keywords-like words, unknown ones.
+NAMES = ["sym", "SYM", "`Sym`", "mid", "top", "qty", "price", "id", "zz", "upper", "count", "date", "`zz`", "m.sym"]
+QUALIFIERS = ["m", "x", "y", "r", "nm_events", "q"]
+
+DUCKDBS_OWN_TEXT = re.compile(r"\b(?:[A-Z][a-z]+ )+Error: |Candidate bindings|LINE \d+:")
+DUCKDBS_TYPE_NAMES = re.compile(r"\b(?:INT8|INT16|INT32|INT64|INT128|HUGEINT|VARCHAR|INTEGER_LITERAL|STRING_LITERAL)\b")
+
+
+@st.composite
+def references(draw, qualifiers=("",)):
+    name = draw(st.sampled_from(NAMES))
+    qualifier = draw(st.sampled_from(qualifiers))
+    return f"{qualifier}.{name}" if qualifier and "." not in name else name
+
+
+@st.composite
+def expressions(draw, qualifiers=("",)):
+    reference = draw(references(qualifiers))
+    shape = draw(st.sampled_from(["{}", "{} + 1", "upper({})", "count({})", "coalesce({}, 0)", "{} IS NULL"]))
+    return shape.format(reference)
+
+
+@st.composite
+def statements(draw) -> str:
+    kind = draw(st.sampled_from(["plain", "subquery", "join", "using", "in"]))
+    if kind == "plain":
+        source, qualifiers = "m", ("", "", "m", "r")
+    elif kind == "subquery":
+        inner = draw(
+            st.lists(st.sampled_from(["sym", "mid", "top AS t2", "qty AS mid2", "zz", "price"]), min_size=1, max_size=3)
+        )
+        source, qualifiers = f"(SELECT {', '.join(inner)} FROM m) x", ("", "x", "m")
+    elif kind == "join":
+        on = draw(st.sampled_from(["x.sym = y.sym", "x.mid = y.mid", "sym = y.sym", "x.zz = y.sym"]))
+        source, qualifiers = f"m x JOIN m y ON {on}", ("", "x", "y", "m")
+    elif kind == "using":
+        using = draw(st.sampled_from(["sym", "mid", "zz", "SYM", "`sym`"]))
+        source, qualifiers = f"m x JOIN m y USING ({using})", ("", "x", "y")
+    else:
+        column = draw(references())
+        source, qualifiers = f"m WHERE {column} IN (SELECT {draw(references())} FROM m)", ("",)
+    items = draw(st.lists(expressions(qualifiers), min_size=1, max_size=3))
+    aliases = [f"{item} AS c{n}" if draw(st.booleans()) else item for n, item in enumerate(items)]
+    text = f"SELECT {', '.join(aliases)} FROM {source}"
+    if kind != "in" and draw(st.booleans()):  # an alias of the SELECT list too (DuckDB reads it, Spark not)
+        text += f" WHERE {draw(references(qualifiers) | st.just('c0'))} IS NOT NULL"
+    if draw(st.integers(0, 3)) == 0:
+        text += f" GROUP BY {draw(st.sampled_from(['c0', *items]))}"
+    if draw(st.booleans()):
+        text += f" ORDER BY {draw(st.sampled_from(['c0', *items]))}"
+    return HEAD + text
+
+
+def run_python(text: str):
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    return cep.compile_sql(text).run({TABLE: table}, kind="rows")
+
+
+@settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=statements())
+def test_names_give_rows_or_a_placed_cep_error(text) -> None:
+    try:
+        run_python(text)
+    except cep.CepError as error:
+        assert "Traceback" not in str(error)
+        assert not DUCKDBS_OWN_TEXT.search(error.message), str(error)
+        assert not DUCKDBS_TYPE_NAMES.search(error.message), str(error)
+        assert error.span is not None and error.span.start >= len(HEAD), str(error)  # in the SQL around the clause
+
+
+def spark_rows(spark, text: str):
+    spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA).createOrReplaceTempView(TABLE)
+    try:
+        return sorted(map(str, (tuple(row) for row in cep.sql(spark, text).collect())))
+    except Exception as error:  # noqa: BLE001 - Spark's analysis errors are its own classes (or cep's)
+        return error
+
+
+def python_rows(text: str):
+    try:
+        return sorted(map(str, (tuple(row.values()) for row in run_python(text))))
+    except cep.CepError as error:
+        return error
+
+
+@pytest.mark.spark
+@settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(text=statements())
+def test_spark_and_the_python_engine_accept_the_same_names(spark, text) -> None:
+    """Where Spark resolves every name the python engine gives its rows; where Spark refuses a name, the
+    python engine refuses too (it never answers a statement Spark cannot read)."""
+    expected, got = spark_rows(spark, text), python_rows(text)
+    if isinstance(expected, Exception):
+        assert isinstance(got, cep.CepError), f"Spark fails ({str(expected).splitlines()[0]}), python gives {got}"
+    elif isinstance(got, cep.CepError):
+        assert got.code == "E0252" or "Spark may run it" in str(got), f"Spark gives {expected}, python:\n{got}"
+    else:
+        assert got == expected
+
+
+MEASURES_ONLY = (
+    f"SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS mid ONE ROW PER MATCH PATTERN (A) "
+    "DEFINE A AS TRUE) r WHERE price > 1"
+)
+# (statement, the python engine's sentence, what its caret covers, Spark's words for the same error, as
+# cep.sql reports them: test_spark_fails_alike below runs each on Spark).
+NAME_ERRORS = [
+    (
+        HEAD + "SELECT zz FROM m",
+        "A column, variable, or function parameter with name `zz` cannot be resolved.",
+        "zz",
+        "A column, variable, or function parameter with name `zz` cannot be resolved.",
+    ),
+    (
+        HEAD + "SELECT r.sym FROM m",
+        "A column, variable, or function parameter with name `r`.`sym` cannot be resolved.",
+        "r.sym",
+        "A column, variable, or function parameter with name `r`.`sym` cannot be resolved.",
+    ),
+    (
+        HEAD + "SELECT x.top FROM (SELECT top AS t2 FROM m) x",
+        "A column, variable, or function parameter with name `x`.`top` cannot be resolved.",
+        "x.top",
+        "A column, variable, or function parameter with name `x`.`top` cannot be resolved.",
+    ),
+    (
+        HEAD + "SELECT mid FROM m WHERE EXISTS (SELECT 1 FROM m y WHERE y.zz = m.mid)",
+        "A column, variable, or function parameter with name `y`.`zz` cannot be resolved.",
+        "y.zz",
+        "A column, variable, or function parameter with name `y`.`zz` cannot be resolved.",
+    ),
+    (
+        HEAD + "SELECT x.sym FROM m x JOIN m y USING (zz)",
+        "USING column `zz` cannot be resolved on the left side of the join.",
+        "zz",
+        "USING column `zz` cannot be resolved on the left side of the join.",
+    ),
+    (
+        MEASURES_ONLY,
+        "A column, variable, or function parameter with name `price` cannot be resolved.",
+        "price",
+        "A column, variable, or function parameter with name `price` cannot be resolved.",
+    ),
+    (
+        HEAD + "SELECT top AS t2 FROM m WHERE t2 > 10",
+        "A column, variable, or function parameter with name `t2` cannot be resolved",
+        "t2",
+        "A column, variable, or function parameter with name `t2` cannot be resolved.",
+    ),
+    (
+        HEAD + "SELECT CAST(top AS TINYINT) AS v FROM m",
+        "the value 1200 of type BIGINT cannot be cast to TINYINT: it is out of that type's range",
+        "CAST(top AS TINYINT)",
+        'The value 1200L of the type "BIGINT" cannot be cast to "TINYINT" due to an overflow.',
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "sentence", "fragment", "sparks_words"), NAME_ERRORS)
+def test_duckdbs_binder_and_cast_errors_are_sparks_sentences(text, sentence, fragment, sparks_words) -> None:
+    got = python_rows(text)
+    assert isinstance(got, cep.CepError), got
+    assert got.message.startswith(sentence), str(got)
+    assert text[got.span.start : got.span.end] == fragment, str(got)
+    assert not DUCKDBS_OWN_TEXT.search(got.message) and not DUCKDBS_TYPE_NAMES.search(got.message), str(got)
+
+
+@pytest.mark.spark
+def test_spark_fails_alike(spark) -> None:
+    for text, _, _, sparks_words in NAME_ERRORS:
+        answer = spark_rows(spark, text)
+        assert isinstance(answer, Exception) and sparks_words in str(answer), (text, answer)
