@@ -67,7 +67,13 @@ sys.path.insert(0, str(HERE))
 from memory_timeline import JVM_TRACKING_OPTION, MemoryTimeline, class_histogram, largest, largest_jvm  # noqa: E402
 from procmem import TreeMemory  # noqa: E402
 
-from cep.spark_bridge.alerting.status import HDFS_STATE_METRIC, batch_entry, progress_get  # noqa: E402
+from cep.spark_bridge.alerting.status import (  # noqa: E402
+    HDFS_STATE_METRIC,
+    ROCKSDB_SST_METRIC,
+    batch_entry,
+    operator_state_bytes,
+    progress_get,
+)
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS  # noqa: E402
 
 QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
@@ -76,9 +82,10 @@ QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (A B)
   DEFINE A AS A.kind = 'login', B AS B.kind = 'logout')"""
+BOUNDED = "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"
 SETTINGS_SHOWN = (
     "spark.sql.streaming.stateStore.providerClass",
-    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage",
+    BOUNDED,
     "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB",
     "spark.sql.execution.arrow.maxRecordsPerBatch",
 )
@@ -538,12 +545,18 @@ def breakdown(run: dict) -> str:
 
 
 def state_figures(run: dict) -> tuple[float | None, int]:
-    """A run's state bytes per key (``cep_state_bytes``) and its store's memory (``cep_state_memory_bytes``). A run by
-    a checkout from before the bench read both (``--compare-with``) recorded Spark's ``memoryUsedBytes`` alone, as
-    ``state_bytes``: that is the store's memory, and its state's size is unknown (None)."""
+    """A run's state bytes per key (``cep_state_bytes``) and its store's memory (``cep_state_memory_bytes``).
+
+    A run from before the bench read both (an older record, or ``--compare-with``) kept Spark's ``memoryUsedBytes``
+    as ``state_bytes``: that is its store's memory. Its state's size is derived from the store metrics it kept, by
+    the service's own rule, where they hold it: RocksDB's SST files and memtables when its memory was bounded
+    (unbounded, the memtables are not charged to the cache, so the figure would miss them); otherwise None."""
     if "state_memory_bytes" in run:
         return run["state_bytes_per_key"], run["state_memory_bytes"]
-    return None, run["state_bytes"]
+    bounded = (run.get("conf") or {}).get(BOUNDED, (run.get("settings") or {}).get(BOUNDED)) == "true"
+    metrics = run.get("store_metrics_last_steady") or {}
+    state = operator_state_bytes({"customMetrics": metrics}) if bounded and ROCKSDB_SST_METRIC in metrics else 0
+    return (round(state / run["keys"], 1) if state else None), run["state_bytes"]
 
 
 def store_and_live_heap(run: dict) -> str:

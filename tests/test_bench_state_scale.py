@@ -97,8 +97,15 @@ def test_the_table_labels_the_state_bytes_and_the_store_memory_for_what_they_are
     assert row["state bytes/key (`cep_state_bytes`)"] == "64"
     assert row["store memory (`cep_state_memory_bytes`) / live heap after GC (MB)"] == "65 / 60"  # 68,103,637 B
 
-    # A run of an older checkout (--compare-with) recorded memoryUsedBytes alone, as its "state_bytes": that is the
-    # store's memory, and the state's size is not known.
-    older = table_row(run_of(state_bytes=ROCKSDB_MEMORY, state_bytes_per_key=68.1))
-    assert older["state bytes/key (`cep_state_bytes`)"] == "-"
-    assert older["store memory (`cep_state_memory_bytes`) / live heap after GC (MB)"] == "65 / 60"
+    # A run recorded before the bench read both (an older record, or --compare-with) kept memoryUsedBytes alone,
+    # as its "state_bytes": that is the store's memory. Its state's size comes from the store metrics it kept, by
+    # the service's rule, when RocksDB's memory was bounded (the memtables charged to its cache): 63,645,434 B.
+    recorded = {"rocksdbSstFileSize": ROCKSDB_SST, "rocksdbPinnedBlocksMemoryUsage": ROCKSDB_PINNED}
+    bounded = {"spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true"}
+    older = run_of(state_bytes=ROCKSDB_MEMORY, state_bytes_per_key=68.1, store_metrics_last_steady=recorded)
+    assert state_scale.state_figures({**older, "conf": bounded}) == (63.6, ROCKSDB_MEMORY)
+    row = table_row({**older, "settings": bounded})
+    assert row["state bytes/key (`cep_state_bytes`)"] == "64"
+    assert row["store memory (`cep_state_memory_bytes`) / live heap after GC (MB)"] == "65 / 60"
+    # Unbounded, RocksDB does not charge its memtables to the cache: the state's size is not known.
+    assert table_row(older)["state bytes/key (`cep_state_bytes`)"] == "-"
