@@ -507,8 +507,10 @@ def main() -> int:
         "command": "make bench-state  (.venv/bin/python bench/state_scale.py)",
     }
     path = Path(args.json)
-    if args.append and path.exists():
-        report["runs"] = json.loads(path.read_text()).get("runs", []) + runs
+    if args.append and path.exists():  # the runs before these, and the note that says how they were run
+        earlier = json.loads(path.read_text())
+        report["runs"] = earlier.get("runs", []) + runs
+        report.update({"note": earlier["note"]} if "note" in earlier else {})
     if path.exists() and "bucket_profile" in json.loads(path.read_text()):  # kept: --bucket-profile runs apart
         report["bucket_profile"] = json.loads(path.read_text())["bucket_profile"]
     path.write_text(json.dumps(report, indent=1) + "\n")
