@@ -34,8 +34,11 @@ timeline, with the start of each phase marked, is in the JSON; the table shows t
 native memory. After the steady phase it also takes the heap's histogram (``jcmd GC.class_histogram``, after a
 full collection): the live heap and its largest classes, what would hold a heap that grows with the keys.
 
-Reported: state rows and bytes (Spark's ``stateOperators``: ``memoryUsedBytes`` is the HDFS store's map in
-the JVM heap, RocksDB's memory use; both per key), the checkpoint's size on disk, the peak resident set
+Reported, from Spark's progress read as the service reads it for ``cep_state_bytes`` and
+``cep_state_memory_bytes`` (``batch_entry``, spark_bridge/alerting/status.py): the state's bytes per key (the
+HDFS-backed store's current version; RocksDB's SST files plus its memtables) and, apart, the store's memory
+(``memoryUsedBytes``: the HDFS store's loaded versions on the heap, RocksDB's native memory under its cap, which
+is not the state's size); the checkpoint's size on disk, the peak resident set
 (``VmHWM``) of the driver's Python, its JVM and the largest Python worker (bench/procmem.py), the median
 micro-batch time of each phase. Writes --json (bench/results-state-scale.json), which bench/run.py turns into
 docs/performance.md's "State at scale" section. The other engineers' processes share this machine's two
@@ -64,6 +67,13 @@ sys.path.insert(0, str(HERE))
 from memory_timeline import JVM_TRACKING_OPTION, MemoryTimeline, class_histogram, largest, largest_jvm  # noqa: E402
 from procmem import TreeMemory  # noqa: E402
 
+from cep.spark_bridge.alerting.status import (  # noqa: E402
+    HDFS_STATE_METRIC,
+    ROCKSDB_SST_METRIC,
+    batch_entry,
+    operator_state_bytes,
+    progress_get,
+)
 from cep.spark_bridge.spark.buckets import KEY_BUCKETS  # noqa: E402
 
 QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
@@ -72,9 +82,10 @@ QUERY = """SELECT * FROM logins MATCH_RECOGNIZE (
   ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
   PATTERN (A B)
   DEFINE A AS A.kind = 'login', B AS B.kind = 'logout')"""
+BOUNDED = "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"
 SETTINGS_SHOWN = (
     "spark.sql.streaming.stateStore.providerClass",
-    "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage",
+    BOUNDED,
     "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB",
     "spark.sql.execution.arrow.maxRecordsPerBatch",
 )
@@ -140,32 +151,47 @@ def directory_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def batch_numbers(progress: list[dict]) -> list[dict]:
+def batch_numbers(progress: list) -> list[dict]:
+    """The micro-batches with rows, each read from Spark's progress by the code that gives the service's status and
+    ``/metrics`` (``batch_entry``): ``state_bytes`` is ``cep_state_bytes`` (the state's size: the HDFS-backed
+    store's current version; RocksDB's SST files plus the memtables charged to its cache) and
+    ``state_memory_bytes`` is ``cep_state_memory_bytes`` (Spark's ``memoryUsedBytes``: the memory the store takes,
+    which on RocksDB is its native memory under the cap, not the state's size)."""
     out = []
     for p in progress:
-        if not p["numInputRows"]:
+        entry = batch_entry(p, None)
+        if not entry["input_rows"]:
             continue
-        operators = p.get("stateOperators") or []
+        operators = progress_get(p, "stateOperators", []) or []
         out.append(
             {
-                "rows": p["numInputRows"],
-                "ms": p["durationMs"].get("triggerExecution"),
-                "add_batch_ms": p["durationMs"].get("addBatch"),
-                "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
-                "state_bytes": sum(op.get("memoryUsedBytes", 0) for op in operators),
+                "rows": entry["input_rows"],
+                "ms": entry["duration_ms"],
+                "add_batch_ms": entry["durations_ms"].get("addBatch"),
+                "state_rows": entry["state_rows"],
+                "state_bytes": entry["state_bytes"],
+                "state_memory_bytes": entry["state_memory_bytes"],
                 # the state store's share: updating it (the calls included) and committing (writing its files)
-                "state_updates_ms": sum(op.get("allUpdatesTimeMs", 0) for op in operators),
-                "state_commit_ms": sum(op.get("commitTimeMs", 0) for op in operators),
-                # RocksDB's own account (block cache, memtables, pinned blocks, files) where the store is RocksDB
-                "store_metrics": {
-                    name: value
-                    for op in operators
-                    for name, value in (op.get("customMetrics") or {}).items()
-                    if name.startswith("rocksdb") and ("Memory" in name or "Size" in name or "Usage" in name)
-                },
+                "state_updates_ms": sum(progress_get(op, "allUpdatesTimeMs", 0) for op in operators),
+                "state_commit_ms": sum(progress_get(op, "commitTimeMs", 0) for op in operators),
+                # the parts of those two figures in the store's own account, summed over the operators
+                "store_metrics": store_metrics(operators),
             }
         )
     return out
+
+
+def store_metrics(operators: list) -> dict:
+    """The store's custom metrics the state's size and memory are made of (RocksDB's SST files, pinned blocks,
+    block cache and memtables; the HDFS-backed store's current version), summed over the operators."""
+    found: dict[str, int] = {}
+    for op in operators:
+        for name, value in (progress_get(op, "customMetrics", {}) or {}).items():
+            if name == HDFS_STATE_METRIC or (
+                name.startswith("rocksdb") and ("Memory" in name or "Size" in name or "Usage" in name)
+            ):
+                found[name] = found.get(name, 0) + int(value or 0)
+    return found
 
 
 def start(spark, q, source: Path, checkpoint: Path, key_buckets: int):
@@ -269,6 +295,7 @@ def one(store: str, keys: int, args) -> dict:
             "state_rows": last["state_rows"],
             "state_bytes": last["state_bytes"],
             "state_bytes_per_key": round(last["state_bytes"] / keys, 1),
+            "state_memory_bytes": last["state_memory_bytes"],
             "checkpoint_mb": round(checkpoint_bytes / 1e6, 1),
             "checkpoint_bytes_per_key": round(checkpoint_bytes / keys, 1),
             "restart_to_first_batch_s": round(restart_s, 1),
@@ -480,8 +507,10 @@ def main() -> int:
         "command": "make bench-state  (.venv/bin/python bench/state_scale.py)",
     }
     path = Path(args.json)
-    if args.append and path.exists():
-        report["runs"] = json.loads(path.read_text()).get("runs", []) + runs
+    if args.append and path.exists():  # the runs before these, and the note that says how they were run
+        earlier = json.loads(path.read_text())
+        report["runs"] = earlier.get("runs", []) + runs
+        report.update({"note": earlier["note"]} if "note" in earlier else {})
     if path.exists() and "bucket_profile" in json.loads(path.read_text()):  # kept: --bucket-profile runs apart
         report["bucket_profile"] = json.loads(path.read_text())["bucket_profile"]
     path.write_text(json.dumps(report, indent=1) + "\n")
@@ -517,12 +546,32 @@ def breakdown(run: dict) -> str:
     return f"{found['java_heap']:,.0f} / {found.get('untracked') or 0:,.0f}"
 
 
+def state_figures(run: dict) -> tuple[float | None, int]:
+    """A run's state bytes per key (``cep_state_bytes``) and its store's memory (``cep_state_memory_bytes``).
+
+    A run from before the bench read both (an older record, or ``--compare-with``) kept Spark's ``memoryUsedBytes``
+    as ``state_bytes``: that is its store's memory. Its state's size is derived from the store metrics it kept, by
+    the service's own rule, where they hold it: RocksDB's SST files and memtables when its memory was bounded
+    (unbounded, the memtables are not charged to the cache, so the figure would miss them); otherwise None."""
+    if "state_memory_bytes" in run:
+        return run["state_bytes_per_key"], run["state_memory_bytes"]
+    bounded = (run.get("conf") or {}).get(BOUNDED, (run.get("settings") or {}).get(BOUNDED)) == "true"
+    metrics = run.get("store_metrics_last_steady") or {}
+    state = operator_state_bytes({"customMetrics": metrics}) if bounded and ROCKSDB_SST_METRIC in metrics else 0
+    return (round(state / run["keys"], 1) if state else None), run["state_bytes"]
+
+
 def store_and_live_heap(run: dict) -> str:
-    """The store's memory as Spark reports it at the last steady batch (``memoryUsedBytes``: RocksDB's block cache,
-    memtables and pinned blocks; the HDFS store's maps on the heap) and the JVM's live heap after a full collection
-    (the heap histogram, --jvm-detail), in MB; "-" for what a run did not record."""
+    """The store's memory as Spark reports it at the last steady batch (``memoryUsedBytes``, ``cep_state_memory_bytes``:
+    RocksDB's block cache, memtables and pinned blocks under its cap; the HDFS store's loaded versions on the heap)
+    and the JVM's live heap after a full collection (the heap histogram, --jvm-detail), in MB; "-" for what a run
+    did not record."""
     live = (run.get("heap_histogram_after_steady") or {}).get("live_heap_mb")
-    return f"{run['state_bytes'] / 2**20:,.0f} / " + (f"{live:,.0f}" if live is not None else "-")
+    return f"{state_figures(run)[1] / 2**20:,.0f} / " + (f"{live:,.0f}" if live is not None else "-")
+
+
+def per_key_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def code_label(code: str) -> str:
@@ -551,9 +600,9 @@ def report(found: dict) -> list[str]:
             else ""
         ),
         "",
-        "| keys | store | code | key buckets | fill rows/batch | state bytes/key (Spark) | checkpoint bytes/key "
-        "| peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) "
-        "| store memory (Spark) / live heap after GC (MB) | fill batch p50 (s) "
+        "| keys | store | code | key buckets | fill rows/batch | state bytes/key (`cep_state_bytes`) "
+        "| checkpoint bytes/key | peak RSS driver / JVM / worker (MB) | JVM heap / untracked native, largest (MB) "
+        "| store memory (`cep_state_memory_bytes`) / live heap after GC (MB) | fill batch p50 (s) "
         "| steady batch p50 (s) | restart to first batch (s) | load before |",
         "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
@@ -568,7 +617,7 @@ def report(found: dict) -> list[str]:
         lines.append(
             f"| {run['keys']:,} | {store_label(run)} | {code} | {run.get('key_buckets', KEY_BUCKETS)} | "
             f"{run['fill_rows']:,}{' by key' if run.get('fill_order', 'key') == 'key' else ''} | "
-            f"{run['state_bytes_per_key']:,.0f} | "
+            f"{per_key_text(state_figures(run)[0])} | "
             f"{run['checkpoint_bytes_per_key']:,.0f} | {peaks.get('driver', 0):,.0f} / {peaks.get('jvm', 0):,.0f} / "
             f"{peaks.get('python_worker', 0):,.0f} | {breakdown(run)} | {store_and_live_heap(run)} | "
             f"{run['fill_batch_median_s']} | "

@@ -34,6 +34,7 @@ from cep.spark_bridge.sinks.base import atomic_write, set_aside
 
 __all__ = [
     "StatusBook",
+    "batch_entry",
     "new_progress",
     "now_iso",
     "operator_state_bytes",
