@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from cep.spark_bridge.sinks.file import FileSink
     from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 
+# Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
+
 # The one column a bad row brings to the driver: its reason, counted per micro-batch (its payload goes to the file).
 _REASON = "_cep_bad_reason"
 
