@@ -183,6 +183,7 @@ ORDER = {
         "key_buckets",
         "late_files",
         "progress",
+        "batch_writes",
         "stream",
         "metrics",
     ],

@@ -322,3 +322,27 @@ def test_a_micro_batch_recorded_as_delivered_before_a_crash_is_not_sent_again(re
         lanes.stop(5)
     assert list(receiver.processed) == [alert(2)["match_id"]]  # 7 went before the crash; 8 now
     assert lanes.outbox.entries(sink.key()) == []
+
+
+def test_each_sink_s_outbox_is_written_at_the_same_time_and_one_that_fails_fails_the_micro_batch(tmp_path):
+    """``stage`` writes every sink's entry (each its own folder and fsyncs, at the same time): one sink whose
+    outbox cannot be written raises its error once the others' entries are written whole, so the micro-batch fails
+    before the output's commit and nothing is sealed; run again once the disk is fixed, every sink gets it once."""
+    sinks = [SQLiteSink(str(tmp_path / f"db{n}.sqlite")) for n in range(3)]
+    journal = Journal(str(tmp_path / "journal"))
+    lanes = DeliveryLanes(sinks, str(tmp_path / "outbox"), journal)
+    folder = tmp_path / "outbox" / sinks[0].key()
+    folder.mkdir(parents=True)
+    (folder / ".sealed").write_text("-1")
+    broken = folder / "000000000004.2.json"
+    broken.mkdir()  # where the first sink's entry goes: a folder, so its write fails
+    alerts = [alert(1), alert(2)]
+    with pytest.raises(IsADirectoryError):
+        lanes.stage(4, alerts)
+    for sink in sinks[1:]:
+        assert lanes.outbox.has(sink.key(), 4) and lanes.outbox.sealed_through(sink.key()) == -1  # not handed over
+        assert [a["match_id"] for a in lanes.outbox.load(sink.key(), 4)] == [a["match_id"] for a in alerts]
+    broken.rmdir()
+    lanes.seal(lanes.stage(4, alerts))  # the micro-batch run again
+    assert {sink.key(): lanes.outbox.entries(sink.key()) for sink in sinks} == {s.key(): [(4, 2)] for s in sinks}
+    assert {lanes.outbox.sealed_through(sink.key()) for sink in sinks} == {4}

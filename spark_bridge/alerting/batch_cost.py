@@ -10,7 +10,7 @@ rules (the ``collect`` step runs the stateful step), the file sinks, the outboxe
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +33,7 @@ class BatchCost:
     # CPU of the thread that runs foreachBatch, per step: the driver's own Python work, apart from the time a
     # step waits for Spark's jobs (which the JVM and the Python workers spend) and from what a loaded machine adds.
     steps_cpu_ms: dict[str, float] = field(default_factory=dict)
+    group_jobs: Callable[[], frozenset[int]] | None = None  # the ids of the group's jobs (``_group_jobs``)
 
     @classmethod
     def start(cls, spark: Any) -> BatchCost:
@@ -41,14 +42,15 @@ class BatchCost:
             context = spark.sparkContext
             tracker = context.statusTracker()
             group = context.getLocalProperty(_GROUP)
-            before = frozenset(tracker.getJobIdsForGroup(group))
+            group_jobs = _group_jobs(spark, group)
+            before = group_jobs()
         except Exception:  # noqa: BLE001 - a Spark Connect session has no status tracker: times only
             return cls()
         try:
             store = spark._jsparkSession.sparkContext().statusStore()
         except Exception:  # noqa: BLE001 - no JVM at hand: counts without the stages' run times
             store = None
-        return cls(tracker=tracker, store=store, group=group, jobs_before=before)
+        return cls(tracker=tracker, store=store, group=group, jobs_before=before, group_jobs=group_jobs)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -65,7 +67,7 @@ class BatchCost:
         jobs = stages = tasks = run_ms = None
         if self.tracker is not None:
             try:
-                new = sorted(set(self.tracker.getJobIdsForGroup(self.group)) - self.jobs_before)
+                new = sorted(self.group_jobs() - self.jobs_before)
                 infos = [self.tracker.getJobInfo(job) for job in new]
                 stage_ids = {stage for info in infos if info is not None for stage in info.stageIds}
                 # a stage whose output is cached or shuffled already is listed and skipped: it ran no task
@@ -90,3 +92,18 @@ class BatchCost:
         if self.store is None:
             return None
         return [int(self.store.lastStageAttempt(stage).executorRunTime()) for stage in stage_ids]
+
+
+def _group_jobs(spark: Any, group: str | None) -> Callable[[], frozenset[int]]:
+    """A call that gives the ids of the jobs Spark's status tracker keeps for ``group``. A streaming query runs all
+    its micro-batches in one job group, so the list grows with the stream up to the jobs Spark retains (1,000), and
+    pyspark's ``getJobIdsForGroup`` turns the Java array into a list one Py4J round trip per id: 2,000 round trips
+    a micro-batch on a stream that has run a few minutes. Here the JVM writes the array as one text instead."""
+    tracker = spark._jsparkSession.sparkContext().statusTracker()
+    arrays = getattr(spark._jvm, "java.util.Arrays")
+
+    def ids() -> frozenset[int]:
+        text = arrays.toString(tracker.getJobIdsForGroup(group))  # "[3, 7, 12]"
+        return frozenset(int(n) for n in text[1:-1].split(",") if n.strip())
+
+    return ids

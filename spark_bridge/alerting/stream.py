@@ -75,6 +75,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
@@ -82,31 +83,23 @@ from cep.spark_bridge.alerting import delta_restart, driver_state, layouts
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.batch_cost import BatchCost
+from cep.spark_bridge.alerting.batch_writes import BatchBook, write_book, write_operator_rows
 from cep.spark_bridge.alerting.key_buckets import STATUS_FIELD, settle_key_buckets
 from cep.spark_bridge.alerting.key_tags import new_partitions, planned_partitions, spark_taggable
-from cep.spark_bridge.alerting.late_files import read_late_rows, write_late_rows
+from cep.spark_bridge.alerting.late_files import read_late_rows
 from cep.spark_bridge.alerting.progress import QueryProgress
 from cep.spark_bridge.alerting.query import input_types_of, match_rules
-from cep.spark_bridge.alerting.rule_set import (
-    DEFAULT_HOUSEKEEPING,
-    KIND_BAD,
-    KIND_FAILED,
-    KIND_LATE,
-    KIND_MATCH,
-    KIND_STATS,
-    STAT_NAMES,
-)
+from cep.spark_bridge.alerting.rule_set import DEFAULT_HOUSEKEEPING
 from cep.spark_bridge.alerting.rule_watch import RuleWatch
 from cep.spark_bridge.alerting.status import StatusBook, now_iso, read_status, rule_rows
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS
-from cep.spark_bridge.sinks.alerts import ALERT_NAMES, rows_to_alerts
 from cep.spark_bridge.sinks.base import AlertSink
 from cep.spark_bridge.sinks.file import FileSink, local_log_settings
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
-from cep.spark_bridge.spark.columns import CORRUPT_RECORD, KIND, STATS
-from cep.spark_bridge.spark.inputs import DEAD_LETTER_NAMES, clock_rows, mark_bad_rows, prepare_input
+from cep.spark_bridge.spark.columns import CORRUPT_RECORD
+from cep.spark_bridge.spark.inputs import clock_rows, mark_bad_rows, prepare_input
 from cep.spark_bridge.spark.session import LOCAL_CHECKPOINT_CONF, on_local_disk, starting_with
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,9 +110,6 @@ __all__ = ["AlertStream", "QueryFailed", "read_status", "rule_rows"]
 log = logging.getLogger("cep.alerting")
 
 # Imported inside functions: pyspark, an optional dependency (the "spark" extra) that takes seconds to import.
-
-# The one column a bad row brings to the driver: its reason, counted per micro-batch (its payload goes to the file).
-_REASON = "_cep_bad_reason"
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -238,6 +228,7 @@ class AlertStream:
         self._to_remove: list[str] = []
         self._failed: list[dict] = []  # rules that failed in a micro-batch, for the next refresh_rules
         self._failed_lock = threading.Lock()
+        self._book_writer: ThreadPoolExecutor | None = None  # a driver micro-batch's late rows and journal record
         time_column = time_column or self._time_column_ran_with()
         # The rules see the input's columns; Spark's unreadable-line column only marks bad rows (mark_bad_rows).
         self.input_types = {n: t for n, t in input_types_of(source).items() if n != CORRUPT_RECORD}
@@ -404,93 +395,26 @@ class AlertStream:
         if self.driver is not None:
             with cost.step("driver_rules"):  # the rules on the driver, their state saved (driver_state.py)
                 on_driver = self.driver.run(batch, batch_id)
-            small, bad = on_driver.write(
-                batch_id, cost, batch.sparkSession, self.file_sink, self.bad_rows_sink, self.lanes
-            )
+            book = BatchBook.of(on_driver.small, on_driver.bad_reasons())
+            # the late rows and the journal record are written while the alerts are (batch_writes.py says why)
+            if self._book_writer is None:
+                self._book_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cep-batch-book")
+            booked = self._book_writer.submit(write_book, book, batch_id, self.late_dir, self.journal)
+            try:
+                on_driver.write(batch_id, cost, batch.sparkSession, self.file_sink, self.bad_rows_sink, self.lanes)
+            except BaseException:
+                booked.exception()  # waited for, not raised: the writes' error is the one to see
+                raise
+            with cost.step("journal"):  # what is left of the wait for them
+                booked.result()
         else:
-            small, bad = self._write_operator_rows(batch, batch_id, cost)
-        calls: dict[tuple[str, str], list[int]] = {}
-        late = [row for row in small if row[KIND] == KIND_LATE]
-        failed = [
-            {
-                "rule_id": row["rule_id"],
-                "version": row["rule_version"],
-                "key": row["partition_key"],
-                "error": row["measures"],
-            }
-            for row in small
-            if row[KIND] == KIND_FAILED
-        ]
-        if failed:  # quarantined by the driver's loop (refresh_rules), which owns the rule set
+            small, bad = write_operator_rows(batch, batch_id, cost, self.file_sink, self.bad_rows_sink, self.lanes)
+            book = BatchBook.of(small, bad)
+            write_book(book, batch_id, self.late_dir, self.journal, cost)
+        if book.failed:  # quarantined by the driver's loop (refresh_rules), which owns the rule set
             with self._failed_lock:
-                self._failed.extend(failed)
-        for row in small:
-            if row[KIND] == KIND_STATS:
-                total = calls.setdefault((row["rule_id"], row["rule_version"]), [0] * len(STAT_NAMES))
-                for index, value in enumerate(row[STATS]):
-                    total[index] += int(value or 0)
-        if late:
-            with cost.step("late_rows"):
-                write_late_rows(self.late_dir, batch_id, late)
-        with cost.step("journal"):
-            self._journal_batch(batch_id, calls, bad, late)
+                self._failed.extend(book.failed)
         self.progress.note_cost(batch_id, cost.done())
-
-    def _write_operator_rows(self, batch, batch_id: int, cost: BatchCost) -> tuple[list, dict]:
-        """The keyed layout's writes (one ``collect``); its statistics, late and failed rows, bad rows per reason."""
-        from pyspark.sql import functions as F
-
-        batch.persist()
-        try:
-            kind = F.col(KIND)
-            with cost.step("collect"):  # runs the stateful step: the rules, in the Python workers
-                rows = batch.select(
-                    KIND, *ALERT_NAMES, STATS, F.when(kind == KIND_BAD, F.col(DEAD_LETTER_NAMES[0])).alias(_REASON)
-                ).collect()
-            small = [row for row in rows if row[KIND] in (KIND_STATS, KIND_LATE, KIND_FAILED)]
-            bad = dict(Counter(row[_REASON] for row in rows if row[KIND] == KIND_BAD))
-            # without bad rows the dead letter's log takes the batch id while the alerts are written (independent)
-            meanwhile = None if bad else self.bad_rows_sink.commit_nothing_meanwhile(batch_id, batch.sparkSession)
-            staged = None
-            if self.lanes is not None:  # written before the output's commit, handed to the lanes after it
-                with cost.step("outbox_stage"):
-                    alerts = [{name: row[name] for name in ALERT_NAMES} for row in rows if row[KIND] == KIND_MATCH]
-                    staged = self.lanes.stage(
-                        batch_id,
-                        self.file_sink.as_stored(rows_to_alerts(alerts)),
-                        keep_written=self.file_sink.has_batch(batch_id),
-                    )
-            with cost.step("alerts_commit"):
-                if any(row[KIND] == KIND_MATCH for row in rows):
-                    self.file_sink.commit(batch_id, batch.where(kind == KIND_MATCH).select(*ALERT_NAMES).coalesce(1))
-                else:  # no job, no empty file
-                    self.file_sink.commit_nothing(batch_id, batch.sparkSession)
-            if staged is not None:
-                with cost.step("outbox_seal"):
-                    self.lanes.seal(staged)
-            with cost.step("bad_rows_commit"):
-                if meanwhile is None:
-                    self.bad_rows_sink.commit(
-                        batch_id, batch.where(kind == KIND_BAD).select(*DEAD_LETTER_NAMES).coalesce(1)
-                    )
-                else:  # no empty file, but the batch id in the sink's log, which its compaction needs
-                    meanwhile.result()
-        finally:
-            batch.unpersist()
-        return small, bad
-
-    def _journal_batch(self, batch_id: int, calls: dict, bad: dict, late: list) -> None:
-        self.journal.write(
-            f"batch.{batch_id:012d}",
-            {
-                "kind": "batch",
-                "batch": batch_id,
-                "time": now_iso(),
-                "calls": [[r, v, s] for (r, v), s in sorted(calls.items())],
-                "bad_rows": bad,
-                "late_rows": len({(r["match_id"], r["measures"]) for r in late}),
-            },
-        )
 
     def _check_clock_rows(self) -> None:
         """The clock rows of ``idle_watermark`` are a second source of the matching query, and Spark restarts a
@@ -695,6 +619,9 @@ class AlertStream:
                 self.match_query.stop()
         except Exception:  # noqa: BLE001 - a JVM already going away: nothing is committed half-way
             pass
+        if self._book_writer is not None:  # the query has stopped: no micro-batch uses it any more
+            self._book_writer.shutdown(wait=False)
+            self._book_writer = None
         try:
             self.poll()
         except Exception:  # noqa: BLE001 - stopping must not fail on a status write

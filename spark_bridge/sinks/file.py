@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, FILE_FORMATS, alert_schema
 from cep.spark_bridge.sinks.base import atomic_write
@@ -29,15 +29,55 @@ LOG_CLEANUP_CONF = "spark.sql.streaming.fileSink.log.cleanupDelay"
 LOCAL_LOG_CLEANUP_MS = 0
 
 
+@dataclass(frozen=True)
+class _SessionLog:
+    """A sink's ``FileStreamSinkLog`` in one JVM session, and the JVM objects a commit of a file needs, looked up
+    once: each name of a Java package or class that Py4J resolves is a round trip, and the local file system's
+    Hadoop configuration, which ``getFileSystem`` needs, is a copy of the session's whole configuration."""
+
+    log: Any  # Spark's FileStreamSinkLog of the sink's ``_spark_metadata``
+    nothing: Any  # an empty SinkFileStatus[]: the entry of a batch without a file
+    file_system: Any  # the Hadoop file system of local paths, as Spark's sink gets it from the session
+    path_class: Any  # org.apache.hadoop.fs.Path
+    status_class: Any  # SinkFileStatus (its companion's ``apply`` makes one of a Hadoop FileStatus)
+    status_type: Any  # SinkFileStatus's java.lang.Class, for arrays of it
+    array_class: Any  # java.lang.reflect.Array
+
+    @classmethod
+    def of(cls, spark: SparkSession, path: str) -> _SessionLog:
+        jvm = spark._jvm
+        sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
+        status = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus")
+        log = sinks.FileStreamSinkLog(
+            sinks.FileStreamSinkLog.VERSION(),
+            spark._jsparkSession,
+            os.path.join(path, "_spark_metadata"),
+            jvm.scala.Option.apply(None),
+        )
+        path_class = jvm.org.apache.hadoop.fs.Path
+        file_system = path_class("file:///").getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+        array_class = jvm.java.lang.reflect.Array
+        nothing = array_class.newInstance(status, 0)
+        return cls(log, nothing, file_system, path_class, sinks.SinkFileStatus, status, array_class)
+
+    def entries(self, uri: str) -> Any:
+        """The log's entry for one file written whole at ``uri`` (``file:/dir/part-...``): its Hadoop status."""
+        entry = self.status_class.apply(self.file_system.getFileStatus(self.path_class(uri)))
+        entries = self.array_class.newInstance(self.status_type, 1)
+        entries[0] = entry
+        return entries
+
+
 @dataclass
 class FileSink:
     """Spark's file sink (exactly once with a checkpoint): JSON lines, Parquet or CSV files under ``path``."""
 
     path: str
     format: str = "json"
-    # Spark's log of the committed files and an empty entry for it, made once per JVM session (``_log``), as
-    # Spark's own sink keeps its log: a new log object lists the whole log folder again
+    # Spark's log of the committed files, and what ``commit_alerts`` needs to add to it, made once per JVM session
+    # (``_SessionLog``), as Spark's own sink keeps its log: a new log object lists the whole log folder again
     _logs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _local: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # ``is_local``, per session
     # One thread for ``commit_nothing_meanwhile``, kept: Py4J gives each Python thread a connection of its own
     _writer: ThreadPoolExecutor | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -99,8 +139,8 @@ class FileSink:
         write leaves no empty file behind, and the log still holds every batch id. Spark's sink log
         compacts itself every tenth batch from the entries of the batches before, and fails a compaction
         that misses one, so an id skipped here would fail a later micro-batch. Recorded once, as ``commit``."""
-        log, nothing = self._log(spark)
-        log.add(batch_id, nothing)  # False: recorded before
+        session_log = self._log(spark)
+        session_log.log.add(batch_id, session_log.nothing)  # False: recorded before
 
     def commit_nothing_meanwhile(self, batch_id: int, spark: SparkSession) -> Future:
         """``commit_nothing`` on a thread of this sink's, while the caller makes its other writes of the
@@ -111,28 +151,27 @@ class FileSink:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cep-sink-log")
         return self._writer.submit(self.commit_nothing, batch_id, spark)
 
-    def _log(self, spark: SparkSession) -> tuple:
+    def _log(self, spark: SparkSession) -> _SessionLog:
         """Spark's ``FileStreamSinkLog`` of ``path`` (it compacts itself every tenth batch, as for Spark's sink),
-        and an empty array of its entries. ``foreachBatch`` hands a new Python object of the same JVM session
-        every micro-batch: the JVM's identity of the session tells whether it is the one the log was made with."""
+        with what a commit needs beside it (``_SessionLog``). ``foreachBatch`` hands a new Python object of the same
+        JVM session every micro-batch: the JVM's identity of the session tells whether it is the one the log was
+        made with."""
         jvm = spark._jvm
         key = jvm.System.identityHashCode(spark._jsparkSession)
         if key not in self._logs:
-            sinks = jvm.org.apache.spark.sql.execution.streaming.sinks
-            status = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus")
             self._logs.clear()  # a new session (a restart in this process): its own log object
-            log = sinks.FileStreamSinkLog(
-                sinks.FileStreamSinkLog.VERSION(),
-                spark._jsparkSession,
-                os.path.join(self.path, "_spark_metadata"),
-                jvm.scala.Option.apply(None),
-            )
-            self._logs[key] = (log, jvm.java.lang.reflect.Array.newInstance(status, 0))
+            self._logs[key] = _SessionLog.of(spark, self.path)
         return self._logs[key]
 
     def is_local(self, spark: SparkSession) -> bool:
-        """Is ``path`` on this machine's file system (a bare path is on Hadoop's default file system)."""
-        return on_local_disk(spark, self.path)
+        """Is ``path`` on this machine's file system (a bare path is on Hadoop's default file system). Asked of
+        every micro-batch (``writes_on_driver``), answered once per JVM session: the answer reads the session's
+        default file system from a copy of its whole Hadoop configuration."""
+        key = spark._jvm.System.identityHashCode(spark._jsparkSession)
+        if key not in self._local:
+            self._local.clear()
+            self._local[key] = on_local_disk(spark, self.path)
+        return self._local[key]
 
     def writes_on_driver(self, spark: SparkSession) -> bool:
         """Can ``commit_alerts`` write here without Spark: JSON lines, a local directory, timestamps in UTC (the
@@ -154,15 +193,8 @@ class FileSink:
         os.makedirs(self.path, exist_ok=True)
         name = os.path.join(self.path, f"part-00000-{uuid.uuid4()}-c000.json")
         atomic_write(name, "".join(_json_line(alert) + "\n" for alert in alerts))
-        jvm = spark._jvm
-        hadoop_path = jvm.org.apache.hadoop.fs.Path(f"file:{name}")  # as Spark's sink names it: file:/dir/part-...
-        status = hadoop_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).getFileStatus(
-            hadoop_path
-        )
-        entry = jvm.org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus.apply(status)
-        entries = jvm.java.lang.reflect.Array.newInstance(entry.getClass(), 1)
-        entries[0] = entry
-        self._log(spark)[0].add(batch_id, entries)
+        session_log = self._log(spark)
+        session_log.log.add(batch_id, session_log.entries(f"file:{name}"))  # as Spark's sink names it: file:/dir/…
 
     def as_stored(self, alerts: list[dict]) -> list[dict]:
         """``alerts`` (collected from the DataFrame ``commit`` writes) as a read of the files gives them back:

@@ -37,7 +37,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES
 from cep.spark_bridge.sinks.base import (
@@ -564,6 +566,7 @@ class DeliveryLanes:
         if len(set(keys)) != len(keys):
             raise ValueError(f"two sinks are the same sink: {', '.join(sorted(k for k in keys if keys.count(k) > 1))}")
         self.lanes = {s.key(): _Lane(self, s) for s in self.sinks}
+        self._writers: ThreadPoolExecutor | None = None  # ``_each_sink``'s threads, made at the first need
 
     def event(self, message: str, level: str = "info") -> None:
         if self.on_event is not None:
@@ -582,6 +585,7 @@ class DeliveryLanes:
         get what the output holds (its emit times), not the re-run's."""
         staged = []
         texts: dict[bool, str] = {}  # the entry, made once for the sinks that take the same alerts
+        writes: list[Callable[[], None]] = []
         for sink in self.sinks:
             key = sink.key()
             if batch_id <= self.outbox.sealed_through(key):
@@ -593,16 +597,42 @@ class DeliveryLanes:
                 same = bool(sink.include_suppressed)
                 if same not in texts:
                     texts[same] = entry_text(batch_id, chosen)
-                self.outbox.put(key, batch_id, chosen, seal=False, text=texts[same])
+                writes.append(partial(self.outbox.put, key, batch_id, chosen, seal=False, text=texts[same]))
                 staged.append(key)
+        self._each_sink(writes)
         return batch_id, staged
 
     def seal(self, staged: tuple[int, list[str]]) -> None:
         """Hand the staged entries over to their lanes (``stage``)."""
         batch_id, keys = staged
-        for key in keys:
-            self.outbox.seal(key, batch_id)
-            self.lanes[key].wake.set()
+        self._each_sink([partial(self._seal_one, key, batch_id) for key in keys])
+
+    def _seal_one(self, key: str, batch_id: int) -> None:
+        self.outbox.seal(key, batch_id)
+        self.lanes[key].wake.set()
+
+    def _each_sink(self, writes: Sequence[Callable[[], None]]) -> None:
+        """Run each sink's write of a micro-batch (``stage``, ``seal``) at the same time: each is that sink's own
+        files in its own folder, fsynced, and the disk takes the fsyncs of several files together about as fast
+        as one. Returns once every write has ended, raising the first one's error: the caller goes on (to the
+        output's commit, to Spark's) only when every outbox holds what it must."""
+        if len(writes) <= 1:
+            for write in writes:
+                write()
+            return
+        if self._writers is None:  # kept for the stream's life: one thread per sink beyond the caller's own
+            self._writers = ThreadPoolExecutor(max_workers=len(self.sinks) - 1, thread_name_prefix="cep-outbox")
+        others = [self._writers.submit(write) for write in writes[1:]]
+        error: BaseException | None = None
+        try:
+            writes[0]()
+        except BaseException as exc:  # noqa: BLE001 - raised below, once the other sinks' writes have ended
+            error = exc
+        for future in others:
+            failed = future.exception()
+            error = error or failed
+        if error is not None:
+            raise error
 
     def start(self) -> DeliveryLanes:
         for lane in self.lanes.values():
@@ -612,6 +642,9 @@ class DeliveryLanes:
 
     def stop(self, timeout: float = 30.0) -> None:
         self.stopping.set()
+        if self._writers is not None:  # idle: the micro-batches that use it have ended
+            self._writers.shutdown(wait=False)
+            self._writers = None
         for lane in self.lanes.values():
             lane.wake.set()
         deadline = time.monotonic() + timeout
