@@ -8,8 +8,8 @@ ticks/s): ``kafka.kafka_events``, the bad-row split and ``driver_state.driver_in
 pandas. The messages are Kafka-shaped rows cached first in 4 partitions (the bench's topic), so no variant pays a
 Kafka fetch or a warm-up: what differs is the read itself.
 
-- ``per_partition``: ``toPandas``, one task per partition (the driver layout's read before ``driver_read``);
-- ``per_core``: ``driver_read.rows_on_driver`` with ``local[2]``'s 2 tasks, the rows put back in Kafka's order.
+- ``per_partition``: ``toPandas``, one task per partition (the driver layout's read, ``DriverState.run``);
+- ``per_core``: ``coalesce`` to ``local[2]``'s 2 tasks, the rows put back in Kafka's order (``coalesced``).
 
 The variants alternate (ABAB..., the first of each round alternating too) for ``--rounds``, after one warm-up
 read of each; per read, the CPU seconds of the JVM (user + system, from /proc: the executor tasks and everything
@@ -59,24 +59,44 @@ def micro_batch(spark, messages: int):
     from cep.spark_bridge.spark.inputs import mark_bad_rows, prepare_input
     from cep.spark_bridge.spark.kafka import kafka_events, kafka_location, value_schema
 
-    base_ms = 1_780_000_000_000
-    rows = []
-    for i in range(messages):
-        moment = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((base_ms + i * 50) // 1000))
-        value = {"symbol": f"S{i % SYMBOLS}", "ts": f"{moment}.{(i * 50) % 1000:03d}Z", "price": 100 + (i * 7) % 13}
-        rows.append((None, json.dumps(value).encode(), "ticks", i % PARTITIONS, i // PARTITIONS))
-    raw = (
-        spark.createDataFrame(rows, "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT")
-        .withColumn("timestamp", F.current_timestamp())
-        .withColumn("timestampType", F.lit(0))
-        .repartition(PARTITIONS, "partition")
-        .sortWithinPartitions("offset")
-        .cache()
+    per_partition = messages // PARTITIONS
+    # ``range`` cuts its ids into equal consecutive slices: one Spark partition per Kafka partition, each in offset
+    # order, as the Kafka source plans a micro-batch
+    ids = spark.range(0, per_partition * PARTITIONS, 1, PARTITIONS)
+    moment = F.timestamp_millis(F.lit(1_780_000_000_000) + F.col("id") * 50)
+    value = F.to_json(
+        F.struct(
+            F.concat(F.lit("S"), (F.col("id") % SYMBOLS).cast("string")).alias("symbol"),
+            F.date_format(moment, "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("ts"),
+            (F.lit(100) + (F.col("id") * 7) % 13).alias("price"),
+        )
     )
+    raw = ids.select(
+        F.lit(None).cast("binary").alias("key"),
+        value.cast("binary").alias("value"),
+        F.lit("ticks").alias("topic"),
+        (F.col("id") // per_partition).cast("int").alias("partition"),
+        (F.col("id") % per_partition).alias("offset"),
+        F.current_timestamp().alias("timestamp"),
+        F.lit(0).alias("timestampType"),
+    ).cache()
     raw.count()
     marked = mark_bad_rows(prepare_input(kafka_events(raw, value_schema(SCHEMA))), "ts", null_time=True)
     frame, _, _ = driver_input(marked, "ts", "2 seconds", kafka_location())
+    sizes = frame.rdd.glom().map(len).collect()
+    assert sizes == [per_partition] * PARTITIONS, sizes
     return frame
+
+
+def coalesced(frame, tasks: int):
+    """The read in ``tasks`` tasks (``coalesce``, no shuffle), its rows put back in Kafka's order (topic, partition,
+    offset): the order the read in one task per partition gives, which a ``dedup_key`` needs
+    (tests/test_driver_row_order.py)."""
+    return (
+        frame.coalesce(tasks)
+        .toPandas()
+        .sort_values(["kafka_topic", "kafka_partition", "kafka_offset"], kind="stable", ignore_index=True)
+    )
 
 
 def main() -> int:
@@ -88,14 +108,13 @@ def main() -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-    from cep.spark_bridge.alerting.driver_read import read_tasks, rows_on_driver
     from cep.spark_bridge.spark.session import get_spark
 
     spark = get_spark("local[2]", app_name="cep-driver-read")
     frame = micro_batch(spark, args.messages)
-    tasks = read_tasks(spark)
+    tasks = spark.sparkContext.defaultParallelism
     jvm = [pid for pid in descendants(os.getpid()) if role(pid) == "jvm"]
-    variants = {"per_partition": lambda: frame.toPandas(), "per_core": lambda: rows_on_driver(frame, tasks)}
+    variants = {"per_partition": lambda: frame.toPandas(), "per_core": lambda: coalesced(frame, tasks)}
     sizes = {name: len(read()) for name, read in variants.items()}  # the warm-up read of each
     assert len(set(sizes.values())) == 1, sizes
     seen: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.errors import CepSemanticError
-from cep.spark_bridge.alerting.driver_read import read_tasks, rows_on_driver
 from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_MATCH, PKEY, SPEC
 from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
 from cep.spark_bridge.engine.durations import parse_duration
@@ -391,7 +390,6 @@ class DriverState:
         self.step = self._step_for(buckets)
         self.held: Held | None = None
         self.done_through: int | None = None  # the micro-batch ``held`` is the state after
-        self.read_tasks: int | None = None  # the tasks a micro-batch is read in (driver_read.py), once known
 
     def gauges(self) -> dict[str, Any]:
         """The state held now, as the status reports Spark's state operator: bytes and rows (buckets); and the
@@ -411,11 +409,8 @@ class DriverState:
 
     def run(self, batch: DataFrame, batch_id: int) -> DriverRows:
         """The micro-batch on the driver; its state saved before anything is written; the operator's rows,
-        split by kind for the writes of ``foreachBatch``, which need no Spark job for them (``DriverRows``). The rows
-        come in as many tasks as Spark has cores, a Kafka micro-batch's in Kafka's order (``driver_read``)."""
-        if self.read_tasks is None:
-            self.read_tasks = read_tasks(batch.sparkSession)
-        return DriverRows.of(self.run_frame(rows_on_driver(batch, self.read_tasks), batch_id))
+        split by kind for the writes of ``foreachBatch``, which need no Spark job for them (``DriverRows``)."""
+        return DriverRows.of(self.run_frame(batch.toPandas(), batch_id))
 
     def run_frame(self, pdf: pd.DataFrame, batch_id: int) -> pd.DataFrame:
         """``run`` on the micro-batch's rows as pandas (``driver_input``'s columns); returns pandas."""
