@@ -31,24 +31,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from procmem import descendants, role  # noqa: E402
+from procmem import cpu_seconds, descendants, role  # noqa: E402
 
 SCHEMA = "symbol STRING, ts TIMESTAMP, price DOUBLE"
 SYMBOLS = 1000
 PARTITIONS = 4  # the Kafka bench's topic
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(pids: list[int]) -> float:
-    """CPU seconds (user + system) of ``pids``, from /proc."""
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    return total
 
 
 def micro_batch(spark, messages: int):
@@ -75,7 +62,7 @@ def micro_batch(spark, messages: int):
         F.lit(None).cast("binary").alias("key"),
         value.cast("binary").alias("value"),
         F.lit("ticks").alias("topic"),
-        (F.col("id") // per_partition).cast("int").alias("partition"),
+        F.floor(F.col("id") / per_partition).cast("int").alias("partition"),
         (F.col("id") % per_partition).alias("offset"),
         F.current_timestamp().alias("timestamp"),
         F.lit(0).alias("timestampType"),
@@ -121,10 +108,10 @@ def main() -> int:
     for round_number in range(args.rounds):
         names = list(variants) if round_number % 2 == 0 else list(reversed(variants))
         for name in names:
-            jvm_before, python_before, began = tree_cpu(jvm), time.process_time(), time.perf_counter()
+            jvm_before, python_before, began = cpu_seconds(jvm), time.process_time(), time.perf_counter()
             variants[name]()
             seen[name].append(
-                (tree_cpu(jvm) - jvm_before, time.process_time() - python_before, time.perf_counter() - began)
+                (cpu_seconds(jvm) - jvm_before, time.process_time() - python_before, time.perf_counter() - began)
             )
     load = os.getloadavg()[0]
     found = {
