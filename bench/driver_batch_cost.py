@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from procmem import descendants  # noqa: E402
+from procmem import cpu_seconds, descendants  # noqa: E402
 
 SCHEMA = "symbol STRING, ts TIMESTAMP, price DOUBLE"
 TICK_US = 50  # 20k ticks/s of event time
@@ -38,14 +38,7 @@ TICK_US = 50  # 20k ticks/s of event time
 
 def _cpu_ms(pids: list[int]) -> float:
     """User + system CPU of ``pids`` (clock ticks of /proc/<pid>/stat), in ms."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total * 1000 / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(pids) * 1000
 
 
 def write_ticks(directory: Path, rows: int, batches: int, keys: int) -> list[Path]:

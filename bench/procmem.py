@@ -40,6 +40,18 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system) of ``pids`` so far, from /proc/<pid>/stat (a process gone counts nothing)."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def descendants(pid: int) -> list[int]:
     """Every process under ``pid`` (children, grandchildren, ...)."""
     found, stack = [], [pid]

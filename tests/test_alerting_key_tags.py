@@ -209,3 +209,23 @@ def cep_rows(text: str, events: list[dict]) -> list[dict]:
     import cep
 
     return list(cep.compile(text).run(events))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(st.none(), st.just(float("nan")), st.text(max_size=6), st.sampled_from(["S1", 'a"b', "é\n", ""])),
+        max_size=40,
+    ),
+    other=st.sampled_from([None, 7, 2.5]),
+)
+def test_a_text_partition_key_s_strings_are_json_dumps_of_each_row(values, other):
+    """``_key_strings`` of one column of text, encoded once per distinct value: the text ``json.dumps`` gives row by
+    row (NULL and NaN as null); a column holding a value that is not text (``other``) takes the row-by-row path."""
+    import pandas as pd
+
+    from cep.spark_bridge.alerting.worker import _key_strings
+
+    column = [*values, other] if other is not None else values
+    want = [json.dumps({"sym": None if v is None or v != v else v}, ensure_ascii=False) for v in column]  # v != v: NaN
+    assert _key_strings(pd.DataFrame({"sym": pd.Series(column, dtype=object)}), ["sym"]) == want
