@@ -348,6 +348,15 @@ TEMPLATES: dict[str, list[str]] = {
         "factorial({lit_int} + 3)",
         "len({STRING})",
         "coalesce({INT}, {INT}, {lit_int})",
+        "array_max(array({INT}, {INT}))",
+        "array_min(array({INT}, {INT}, {INT}))",
+        "cardinality({ARRAY})",
+        "array_size({ARRAY})",
+        "date_diff({DATE}, {DATE})",
+        "map('a', {INT}, 'b', {INT})['b']",
+        "element_at(map(1, {INT}, 2, {INT}), {index})",
+        "strpos({STRING}, 'b')",
+        "iff({BOOLEAN}, {INT}, {INT})",
     ],
     "BIGINT": [
         "b",
@@ -376,6 +385,7 @@ TEMPLATES: dict[str, list[str]] = {
         "nvl({INT}, {BIGINT})",
         "abs({BIGINT})",
         "({BIGINT} % {INT})",
+        "date_diff(HOUR, {TIMESTAMP}, {TIMESTAMP})",
     ],
     "DOUBLE": [
         "x",
@@ -416,6 +426,7 @@ TEMPLATES: dict[str, list[str]] = {
         "coalesce({INT}, {DOUBLE})",
         "CASE WHEN {BOOLEAN} THEN {INT} ELSE {DOUBLE} END",
         "CAST({ANY} AS REAL)",
+        "signum({NUM})",
     ],
     "DECIMAL(10,2)": [
         "dec",
@@ -550,6 +561,7 @@ TEMPLATES: dict[str, list[str]] = {
         "coalesce({DATE}, '{date_text}')",
         "to_date(date_format({TIMESTAMP}, '{written}'), '{written}')",
         "to_date({DATE}, '{parse_date}')",
+        "dateadd({DATE}, {small})",
     ],
     "TIMESTAMP": [
         "ts",
@@ -577,6 +589,7 @@ TEMPLATES: dict[str, list[str]] = {
         "to_timestamp('{date_text}')",
         "to_timestamp(date_format({TIMESTAMP}, '{written}'), '{written}')",
         "to_timestamp({STRING}, '{written}')",
+        "dateadd(HOUR, {small}, {TIMESTAMP})",
     ],
     "BOOLEAN": [
         "flag",
@@ -625,6 +638,7 @@ TEMPLATES: dict[str, list[str]] = {
         "({DATE} BETWEEN '{compared_date_text}' AND '{compared_date_text}')",
         "({TIMESTAMP} IN ('{compared_date_text}', '2021-03-28 01:30:00'))",
         "array_contains({ARRAY}, {INT})",
+        "starts_with({STRING}, 'a')",
     ],
 }
 # Arrays (not among ANY's types: a cast of one is another matter), read by index and whole.
@@ -698,6 +712,11 @@ AGGREGATES = [
     "max({TIMESTAMP})",
     "sum({DECIMAL(10,2)} * {INT})",
     "avg({NUM}) FILTER (WHERE {BOOLEAN})",
+    "listagg({STRING}) WITHIN GROUP (ORDER BY id)",
+    "string_agg({STRING}, '-') WITHIN GROUP (ORDER BY id DESC)",
+    "sort_array(array_agg({INT}))",
+    "approx_percentile({DOUBLE}, 0.5)",
+    "regr_intercept({DOUBLE}, {INT})",
 ]
 WINDOWS = [
     "row_number() OVER (ORDER BY id)",
