@@ -71,6 +71,7 @@ from cep.duckdb_nodes import (
     time_operand_keys,
     type_of,
 )
+from cep.duckdb_regex import spark_regex
 from cep.grammar.functions import (
     DATETIME_PARSERS,
     DATETIME_PATTERN_ARGUMENT,
@@ -388,6 +389,9 @@ def _translate(node, types: dict[int, str]):
         )
     if isinstance(node, exp.GroupConcat):
         spark_separator(node)
+    regex = spark_regex(node)
+    if regex is not None:
+        return regex
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
         return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
     if isinstance(node, exp.Round) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):

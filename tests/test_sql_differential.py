@@ -165,6 +165,9 @@ TEXTS = [
     "1.5d",
     " 2.50 ",
     "+.5",
+    "a_b",
+    "x\\y%",
+    "b2_a1",
 ]
 NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647", "-0", "007", "9999999999", "1e2", ""]
 
@@ -530,6 +533,8 @@ TEMPLATES: dict[str, list[str]] = {
         "date_format({STRING}, '{parse}')",
         "date_format(to_timestamp({STRING}, '{parse}'), '{pattern}')",
         "date_format({TIMESTAMP}, '{pattern} {pattern}')",
+        "regexp_replace({STRING}, '([a-z])([0-9])', '$2\\\\$1')",
+        "regexp_replace({STRING}, '[.|_]', '\\\\$')",
     ],
     "DATE": [
         "d",
@@ -639,6 +644,8 @@ TEMPLATES: dict[str, list[str]] = {
         "({TIMESTAMP} IN ('{compared_date_text}', '2021-03-28 01:30:00'))",
         "array_contains({ARRAY}, {INT})",
         "starts_with({STRING}, 'a')",
+        "({STRING} LIKE '%\\_%')",
+        "({STRING} NOT ILIKE 'A\\%%')",
     ],
 }
 # Arrays (not among ANY's types: a cast of one is another matter), read by index and whole.
