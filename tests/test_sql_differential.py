@@ -2,19 +2,20 @@
 
 A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md and
 docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and ``::``, to SMALLINT, FLOAT and
-DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter,
-quoted text, letters Spark refuses; written and read back with the same random pattern), time zone
-conversions, string functions over unicode (case mappings that change the length, combining accents,
-characters outside the BMP; trims, overlays, hashes, regular expressions), numeric (bitwise, trigonometric,
-rounding to tens) and conditional functions, comparisons that convert text (literal date texts in Spark's
-loose forms, its special values 'today' and 'epoch', DuckDB's 'infinity'), arrays read by index (in and out of
-bounds), aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``, ``DISTINCT``, statistics, bitwise,
-collected arrays), and window functions in a subquery (ranks, offsets with defaults, frames, ranges of an
-interval, ``IGNORE NULLS``). They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a
-CTE) over random rows with NULLs, dates and timestamps next to DST changes and year boundaries (and at the
-ends of the engines' range), numbers at the edges of their types, decimals, empty strings and unicode, on real
-Spark SQL (the independent source) and on the
-python engine (DuckDB through cep's translation). For every expression, one of:
+DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter, quoted
+text, letters Spark refuses; written and read back with the same random pattern), time zone conversions, string
+functions over unicode (case mappings that change the length, combining accents, characters outside the BMP; trims,
+overlays, hashes, regular expressions), numeric (bitwise, trigonometric, rounding to tens) and conditional
+functions, comparisons that convert text (literal date texts in Spark's loose forms, its special values 'today' and
+'epoch', DuckDB's 'infinity'), arrays read by index (in and out of bounds), maps read by key, regular expressions
+and LIKE with Java's escapes (``$1``, ``\\_``), names of other dialects' functions that Spark does not have
+(``strpos``: an error on both), aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``, ``DISTINCT``,
+statistics, bitwise, collected arrays), and window functions in a subquery (ranks, offsets with defaults, frames,
+ranges of an interval, ``IGNORE NULLS``). They run inside whole statements (the input through a MATCH_RECOGNIZE
+clause in a CTE) over random rows with NULLs, dates and timestamps next to DST changes and year boundaries (and at
+the ends of the engines' range), numbers at the edges of their types, decimals, empty strings and unicode, on real
+Spark SQL (the independent source) and on the python engine (DuckDB through cep's translation). For every
+expression, one of:
 
 - both engines give the same value, of the same type family (integer, floating, decimal, text, date,
   timestamp, boolean; integer widths may differ: Spark's INT is DuckDB's BIGINT for a few functions);
