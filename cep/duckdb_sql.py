@@ -33,6 +33,7 @@ import functools
 import re
 from collections.abc import Mapping
 
+from cep.duckdb_catalog import no_such_function, spark_functions_only, spark_separator
 from cep.duckdb_decimals import (
     DECIMAL_META,
     decimal_arithmetic,
@@ -70,6 +71,7 @@ from cep.duckdb_nodes import (
     time_operand_keys,
     type_of,
 )
+from cep.duckdb_regex import spark_regex
 from cep.grammar.functions import (
     DATETIME_PARSERS,
     DATETIME_PATTERN_ARGUMENT,
@@ -200,7 +202,7 @@ def _spark_dialect():
     class CepSpark(Spark):
         class Parser(Spark.Parser):
             FUNCTIONS = {
-                **Spark.Parser.FUNCTIONS,
+                **spark_functions_only(Spark.Parser.FUNCTIONS),
                 **{name: keep(name) for name in OWN_FUNCTIONS},
                 **{name: keep(own) for name, own in _SYNONYMS.items()},
             }
@@ -377,11 +379,19 @@ def _translate(node, types: dict[int, str]):
         name = str(node.this).upper()
         if name in OWN_FUNCTIONS:
             return _own_function(name, node, types)
+        unknown_to_spark = no_such_function(name, node)
+        if unknown_to_spark is not None:
+            raise unknown_to_spark
         raise Refusal(
             f"the python engine does not know Spark's function {name}() (DuckDB may know another "
             f"function of that name)",
             *place_of(node),
         )
+    if isinstance(node, exp.GroupConcat):
+        spark_separator(node)
+    regex = spark_regex(node)
+    if regex is not None:
+        return regex
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday ... 7 = Saturday; DuckDB: 0 = Sunday
         return exp.Add(this=exp.Paren(this=node.copy()), expression=exp.Literal.number(1))
     if isinstance(node, exp.Round) and type_of(node.this, types) in ("DOUBLE", "FLOAT"):

@@ -2,19 +2,20 @@
 
 A generator (hypothesis) builds typed expressions from the functions and operators docs/sql-statements.md and
 docs/language.md list: casts among every type pair (``CAST``, ``TRY_CAST`` and ``::``, to SMALLINT, FLOAT and
-DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter,
-quoted text, letters Spark refuses; written and read back with the same random pattern), time zone
-conversions, string functions over unicode (case mappings that change the length, combining accents,
-characters outside the BMP; trims, overlays, hashes, regular expressions), numeric (bitwise, trigonometric,
-rounding to tens) and conditional functions, comparisons that convert text (literal date texts in Spark's
-loose forms, its special values 'today' and 'epoch', DuckDB's 'infinity'), arrays read by index (in and out of
-bounds), aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``, ``DISTINCT``, statistics, bitwise,
-collected arrays), and window functions in a subquery (ranks, offsets with defaults, frames, ranges of an
-interval, ``IGNORE NULLS``). They run inside whole statements (the input through a MATCH_RECOGNIZE clause in a
-CTE) over random rows with NULLs, dates and timestamps next to DST changes and year boundaries (and at the
-ends of the engines' range), numbers at the edges of their types, decimals, empty strings and unicode, on real
-Spark SQL (the independent source) and on the
-python engine (DuckDB through cep's translation). For every expression, one of:
+DECIMAL without a precision too), date and time functions with their datetime patterns (every pattern letter, quoted
+text, letters Spark refuses; written and read back with the same random pattern), time zone conversions, string
+functions over unicode (case mappings that change the length, combining accents, characters outside the BMP; trims,
+overlays, hashes, regular expressions), numeric (bitwise, trigonometric, rounding to tens) and conditional
+functions, comparisons that convert text (literal date texts in Spark's loose forms, its special values 'today' and
+'epoch', DuckDB's 'infinity'), arrays read by index (in and out of bounds), maps read by key, regular expressions
+and LIKE with Java's escapes (``$1``, ``\\_``), names of other dialects' functions that Spark does not have
+(``strpos``: an error on both), aggregates (percentiles, ``min_by``, ``FILTER``, ``WITHIN GROUP``, ``DISTINCT``,
+statistics, bitwise, collected arrays), and window functions in a subquery (ranks, offsets with defaults, frames,
+ranges of an interval, ``IGNORE NULLS``). They run inside whole statements (the input through a MATCH_RECOGNIZE
+clause in a CTE) over random rows with NULLs, dates and timestamps next to DST changes and year boundaries (and at
+the ends of the engines' range), numbers at the edges of their types, decimals, empty strings and unicode, on real
+Spark SQL (the independent source) and on the python engine (DuckDB through cep's translation). For every
+expression, one of:
 
 - both engines give the same value, of the same type family (integer, floating, decimal, text, date,
   timestamp, boolean; integer widths may differ: Spark's INT is DuckDB's BIGINT for a few functions);
@@ -165,6 +166,9 @@ TEXTS = [
     "1.5d",
     " 2.50 ",
     "+.5",
+    "a_b",
+    "x\\y%",
+    "b2_a1",
 ]
 NUMERIC_TEXTS = ["0", "12", "-7", " 42 ", "+5", "2147483647", "-0", "007", "9999999999", "1e2", ""]
 
@@ -348,6 +352,15 @@ TEMPLATES: dict[str, list[str]] = {
         "factorial({lit_int} + 3)",
         "len({STRING})",
         "coalesce({INT}, {INT}, {lit_int})",
+        "array_max(array({INT}, {INT}))",
+        "array_min(array({INT}, {INT}, {INT}))",
+        "cardinality({ARRAY})",
+        "array_size({ARRAY})",
+        "date_diff({DATE}, {DATE})",
+        "map('a', {INT}, 'b', {INT})['b']",
+        "element_at(map(1, {INT}, 2, {INT}), {index})",
+        "strpos({STRING}, 'b')",
+        "iff({BOOLEAN}, {INT}, {INT})",
     ],
     "BIGINT": [
         "b",
@@ -376,6 +389,7 @@ TEMPLATES: dict[str, list[str]] = {
         "nvl({INT}, {BIGINT})",
         "abs({BIGINT})",
         "({BIGINT} % {INT})",
+        "date_diff(HOUR, {TIMESTAMP}, {TIMESTAMP})",
     ],
     "DOUBLE": [
         "x",
@@ -416,6 +430,7 @@ TEMPLATES: dict[str, list[str]] = {
         "coalesce({INT}, {DOUBLE})",
         "CASE WHEN {BOOLEAN} THEN {INT} ELSE {DOUBLE} END",
         "CAST({ANY} AS REAL)",
+        "signum({NUM})",
     ],
     "DECIMAL(10,2)": [
         "dec",
@@ -519,6 +534,8 @@ TEMPLATES: dict[str, list[str]] = {
         "date_format({STRING}, '{parse}')",
         "date_format(to_timestamp({STRING}, '{parse}'), '{pattern}')",
         "date_format({TIMESTAMP}, '{pattern} {pattern}')",
+        "regexp_replace({STRING}, '([a-z])([0-9])', '$2\\\\$1')",
+        "regexp_replace({STRING}, '[.|_]', '\\\\$')",
     ],
     "DATE": [
         "d",
@@ -550,6 +567,7 @@ TEMPLATES: dict[str, list[str]] = {
         "coalesce({DATE}, '{date_text}')",
         "to_date(date_format({TIMESTAMP}, '{written}'), '{written}')",
         "to_date({DATE}, '{parse_date}')",
+        "dateadd({DATE}, {small})",
     ],
     "TIMESTAMP": [
         "ts",
@@ -577,6 +595,7 @@ TEMPLATES: dict[str, list[str]] = {
         "to_timestamp('{date_text}')",
         "to_timestamp(date_format({TIMESTAMP}, '{written}'), '{written}')",
         "to_timestamp({STRING}, '{written}')",
+        "dateadd(HOUR, {small}, {TIMESTAMP})",
     ],
     "BOOLEAN": [
         "flag",
@@ -625,6 +644,9 @@ TEMPLATES: dict[str, list[str]] = {
         "({DATE} BETWEEN '{compared_date_text}' AND '{compared_date_text}')",
         "({TIMESTAMP} IN ('{compared_date_text}', '2021-03-28 01:30:00'))",
         "array_contains({ARRAY}, {INT})",
+        "starts_with({STRING}, 'a')",
+        "({STRING} LIKE '%\\_%')",
+        "({STRING} NOT ILIKE 'A\\%%')",
     ],
 }
 # Arrays (not among ANY's types: a cast of one is another matter), read by index and whole.
@@ -698,6 +720,11 @@ AGGREGATES = [
     "max({TIMESTAMP})",
     "sum({DECIMAL(10,2)} * {INT})",
     "avg({NUM}) FILTER (WHERE {BOOLEAN})",
+    "listagg({STRING}) WITHIN GROUP (ORDER BY id)",
+    "string_agg({STRING}, '-') WITHIN GROUP (ORDER BY id DESC)",
+    "sort_array(array_agg({INT}))",
+    "approx_percentile({DOUBLE}, 0.5)",
+    "regr_intercept({DOUBLE}, {INT})",
 ]
 WINDOWS = [
     "row_number() OVER (ORDER BY id)",

@@ -1,0 +1,98 @@
+"""Spark's regular expressions and LIKE patterns on the python engine (cep/duckdb_regex.py): Java's reading of
+a replacement, of a pattern that matches the empty string, and of LIKE's escape character \\, where DuckDB's
+RE2 and LIKE read the same text otherwise.
+
+Expected values come from Spark itself: each case runs on the ``spark`` fixture and on the python engine, on
+the same rows (the values written here are Spark's answers, checked again by the tests).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import cep
+
+TABLE = "sqlr_events"
+TEXTS = ["a.b|c_d%e\\f", "", None, "ab12cd", "a_b", "axb"]
+ARROW = pa.schema([("id", pa.int32()), ("s", pa.string())])
+HEAD = (
+    f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH PATTERN (A) "
+    "DEFINE A AS TRUE) r)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    spark.createDataFrame(list(enumerate(TEXTS)), "id INT, s STRING").createOrReplaceTempView(TABLE)
+    return spark
+
+
+def statement(expression: str) -> str:
+    return HEAD + f"SELECT {expression} AS v FROM m ORDER BY id"
+
+
+def python_values(expression: str) -> list:
+    table = pa.Table.from_pylist([{"id": n, "s": s} for n, s in enumerate(TEXTS)], schema=ARROW)
+    return [row["v"] for row in cep.compile_sql(statement(expression)).run({TABLE: table}, kind="rows")]
+
+
+# Spark's answers over TEXTS (Java's replacement: $1 a group, \x the character x; LIKE's escape \).
+SPARKS_ANSWERS = {
+    # DuckDB wrote '$1$1' as it is
+    "regexp_replace(s, '([a-z])', '$1$1')": ["aa.bb|cc_dd%ee\\ff", "", None, "aabb12ccdd", "aa_bb", "aaxxbb"],
+    "regexp_replace(s, '(b)', '<$0>')": ["a.<b>|c_d%e\\f", "", None, "a<b>12cd", "a_<b>", "ax<b>"],
+    # DuckDB read \1 as the group; Java as the character 1
+    "regexp_replace(s, '([a-z])', '\\\\1')": ["1.1|1_1%1\\1", "", None, "111211", "1_1", "111"],
+    "regexp_replace(s, 'b', '\\\\$')": ["a.$|c_d%e\\f", "", None, "a$12cd", "a_$", "ax$"],
+    "regexp_replace(s, 'b', '\\\\\\\\')": ["a.\\|c_d%e\\f", "", None, "a\\12cd", "a_\\", "ax\\"],
+    # DuckDB has no escape character in LIKE: 'a\_b' matched nothing there
+    "s LIKE 'a\\\\_b'": [False, False, None, False, True, False],
+    "s NOT LIKE 'a\\\\_b'": [True, True, None, True, False, True],
+    "s ILIKE 'A\\\\_B'": [False, False, None, False, True, False],
+    "s LIKE '%\\\\\\\\%'": [True, False, None, False, False, False],
+    "s LIKE 'a!_b' ESCAPE '!'": [False, False, None, False, True, False],
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", sorted(SPARKS_ANSWERS))
+def test_javas_reading_of_replacements_and_like_escapes_is_sparks_answer(events, expression) -> None:
+    spark = [row["v"] for row in cep.sql(events, statement(expression)).collect()]
+    assert spark == SPARKS_ANSWERS[expression]
+    assert python_values(expression) == spark
+
+
+# Spark's answers differ from DuckDB's where a pattern matches the empty string (regexp_replace(s, 'x*', '-')
+# of 'axb' is '-a--b-' on Spark, '-a-b-' on DuckDB; split keeps a trailing '' on Spark): refused.
+EMPTY_MATCHES = ["regexp_replace(s, 'x*', '-')", "split(s, 'x*')", "split(s, '')", "regexp_instr(s, 'x*')"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", EMPTY_MATCHES)
+def test_a_pattern_that_matches_the_empty_string_is_refused(events, expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    assert caught.value.code == "E0252" and "matches the empty string" in caught.value.message
+    assert "--engine spark" in str(caught.value)
+    assert cep.sql(events, statement(expression)).count() == len(TEXTS)  # Spark runs it
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("pattern", ["a\\\\xb", "ab\\\\"])
+def test_a_like_escape_spark_refuses_is_an_error_on_both(events, pattern) -> None:
+    expression = f"s LIKE '{pattern}'"
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    assert caught.value.code == "E0250" and "escape character" in caught.value.message, str(caught.value)
+    with pytest.raises(Exception, match="INVALID_FORMAT.ESC"):
+        cep.sql(events, statement(expression)).collect()
+
+
+@pytest.mark.parametrize(
+    "replacement, why", [("'$x'", "without a group number"), ("'$12'", "two digits"), ("'a\\\\'", "ends with")]
+)
+def test_a_replacement_java_reads_by_its_groups_or_refuses_is_refused(replacement, why) -> None:
+    with pytest.raises(cep.CepError, match=why) as caught:
+        python_values(f"regexp_replace(s, '(a)', {replacement})")
+    assert caught.value.code == "E0252"
