@@ -42,6 +42,7 @@ ORDER = {
         "spark_bridge",
         "query",
         "duckdb_nodes",
+        "duckdb_arrays",
         "duckdb_functions",
         "duckdb_literals",
         "duckdb_decimals",
