@@ -46,6 +46,7 @@ ORDER = {
         "duckdb_functions",
         "duckdb_literals",
         "duckdb_decimals",
+        "duckdb_widths",
         "duckdb_sql",
         "duckdb_results",
         "statement_engines",
