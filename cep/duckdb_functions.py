@@ -405,17 +405,19 @@ _INT_RANGE = (-(2**31), 2**31 - 1)  # Spark's INT
 
 def _checked_int(node):
     """``node`` computed as a BIGINT, then an INT, its overflow Spark's ANSI error at its place. Only the
-    outermost of nested INT arithmetic is checked (the check repeats its operand: checking each level would
-    grow the text exponentially), so an overflow that a later step undoes passes here."""
+    outermost of nested INT arithmetic gets this check (it repeats its operand: checking each level so would
+    grow the text exponentially); the steps inside stay DuckDB's INT arithmetic, which fails on an overflow
+    itself (DuckDB's "Overflow in addition of INT32", said as Spark's), so an overflow that a later step
+    would undo fails, as on Spark."""
     from sqlglot import exp
 
-    wide = node.copy()
-    wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build("BIGINT")))
     outer = node.parent
     while isinstance(outer, exp.Paren):
         outer = outer.parent
     if isinstance(outer, (exp.Add, exp.Sub, exp.Mul, exp.Neg)):
-        return wide
+        return node
+    wide = node.copy()
+    wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build("BIGINT")))
     within = exp.Between(
         this=wide.copy(), low=exp.Literal.number(_INT_RANGE[0]), high=exp.Literal.number(_INT_RANGE[1])
     )

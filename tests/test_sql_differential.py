@@ -121,11 +121,10 @@ EDGES = [
 ]
 # Dates at the ends of both engines' range (a DATE holds them on both engines).
 FAR_DATES = [dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1582, 10, 10)]
-# Numbers at the edges of their types (a BIGINT's range, DECIMAL(10,2)'s largest) and doubles whose text or
-# rounding trips translations (a negative zero, a half at the last digit, exponents). Not an INT's: an INT
-# column read through the clause is a BIGINT on the python engine, whose arithmetic overflows only past
-# BIGINT's range (a known difference, docs/sql-statements.md).
-INT_EDGES = [0, 1, -1]
+# Numbers at the edges of their types (an INT's and a BIGINT's range, DECIMAL(10,2)'s largest) and doubles
+# whose text or rounding trips translations (a negative zero, a half at the last digit, exponents). An INT
+# column read through the clause is an INT on both engines, so its arithmetic overflows at INT's range on both.
+INT_EDGES = [0, 1, -1, 2147483647, -2147483648]
 BIGINT_EDGES = [9223372036854775807, -9223372036854775808, 2147483648]
 DOUBLE_EDGES = [-0.0, 0.5, 2.675, 1e-05, 12345678901234.5, -1.5e16, 0.1]
 DECIMAL_EDGES = [Decimal("99999999.99"), Decimal("-99999999.99"), Decimal("0.00"), Decimal("-0.01")]

@@ -105,8 +105,8 @@ def test_the_python_engine_gives_sparks_exact_type(events, expression) -> None:
 
 
 # INT arithmetic past INT's range: Spark's ANSI overflow error; a BIGINT (the python engine's width before)
-# would give a value.
-OVERFLOWS = ["i - 1", "-i", "abs(i)", "i * 2", "length(s) * 1000000000"]
+# would give a value, and so would a check of the outermost step alone (``(i + i) - i`` ends within INT's range).
+OVERFLOWS = ["i - 1", "-i", "abs(i)", "i * 2", "length(s) * 1000000000", "(i + i) - i", "-(i - 1) + 0"]
 
 
 @pytest.mark.spark
