@@ -64,6 +64,8 @@ def spark_width(original, types: dict[int, str]) -> str | None:
         return "BIGINT"
     if _outermost_call(original, exp.RegrCount):  # Spark's: a BIGINT (DuckDB's: a UINTEGER)
         return "BIGINT"
+    if isinstance(original, exp.Factorial):  # Spark's: a BIGINT (DuckDB's a HUGEINT, a DECIMAL(38,0) in an array)
+        return "BIGINT"
     return None
 
 

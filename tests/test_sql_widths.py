@@ -92,6 +92,7 @@ TYPED = [
     "array(CAST(id AS TINYINT), 1)",  # the literal an INT: array<int> (DuckDB typed it as a TINYINT)
     "coalesce(CAST(id AS SMALLINT), 2)",
     "CAST(id AS SMALLINT) + 1",
+    "array(factorial(id + 2), id)",  # Spark's factorial: a BIGINT (DuckDB's HUGEINT is a DECIMAL(38,0) in an array)
     "floor(dec)",  # Spark's DECIMAL(9,0) (DuckDB's DECIMAL(10,0))
     "ceil(dec)",
     "round(dec, -1)",
