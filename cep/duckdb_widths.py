@@ -50,6 +50,14 @@ def spark_width(original, types: dict[int, str]) -> str | None:
     from sqlglot import exp
 
     name = type(original).__name__
+    if isinstance(original, (exp.Coalesce, exp.Greatest, exp.Least)):
+        # Spark widens a BIGINT beside a DECIMAL as a DECIMAL(20,0) (DuckDB: 19 digits), an INT as (10,0)
+        operands = [numeric_kind(part, types) for part in (original.this, *original.expressions)]
+        if "DECIMAL" in operands and all(
+            kind in ("DECIMAL", "TINYINT", "SMALLINT", "INT", "BIGINT") for kind in operands
+        ):
+            readings = decimal_readings(original, types)
+            return f"DECIMAL({readings[0][0]}, {readings[0][1]})" if readings else None
     if isinstance(original, (exp.Floor, exp.Ceil, exp.Round)) and numeric_kind(original.this, types) == "DECIMAL":
         # Spark's floor, ceil and round of a DECIMAL(p, s) keep p - s + 1 integer digits (DuckDB's: p - s, or p)
         readings = decimal_readings(original, types)

@@ -87,6 +87,7 @@ TYPED = [
     "dec / i",
     "dec + length(s)",
     "coalesce(dec, i)",
+    "nvl(dec, CAST(i AS BIGINT))",  # Spark's DECIMAL(22,2): a BIGINT is a DECIMAL(20,0) (DuckDB's: 19 digits)
     "CAST(x AS FLOAT)",
     "CAST(id AS SMALLINT)",
     "array(CAST(id AS TINYINT), 1)",  # the literal an INT: array<int> (DuckDB typed it as a TINYINT)
