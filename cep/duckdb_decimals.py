@@ -70,7 +70,11 @@ def decimal_readings(node, types: dict[int, str]) -> Readings | None:
     if DECIMAL_META in node.meta:
         return node.meta[DECIMAL_META]
     if isinstance(node, (exp.Paren, exp.Neg, exp.Abs)):
-        return decimal_readings(node.this, types)
+        inner = decimal_readings(node.this, types)
+        if inner is None and isinstance(node, exp.Paren) and type_of(node, types) in INTEGRAL:
+            # Typed before the translation (what it holds now, INT arithmetic with its overflow check, is not).
+            return (integer_decimal(type_of(node, types)),)
+        return inner
     if isinstance(node, exp.Literal) and node.is_number:
         return _literal_reading(node.this)
     if isinstance(node, exp.Cast):
@@ -85,8 +89,6 @@ def decimal_readings(node, types: dict[int, str]) -> Readings | None:
     kind = type_of(node, types)
     if isinstance(node, exp.Count):
         return (integer_decimal("BIGINT"),)
-    if kind == "BIGINT":  # a column read through the clause is a BIGINT here, an INT on Spark
-        return (integer_decimal("BIGINT"), integer_decimal("INT"))
     reading = integer_decimal(kind or "")
     return (reading,) if reading else None
 
@@ -208,12 +210,6 @@ def spark_decimal_arithmetic(node, types: dict[int, str], guard_divisor):
     results = tuple(
         dict.fromkeys(bounded_decimal(*unbounded_decimal_arithmetic(a, b, operator)) for a in left for b in right)
     )
-    if len({result_scale for _, result_scale in results}) > 1:
-        raise Refusal(
-            f"the DECIMAL result of {operator} depends on whether an integer operand is an INT or a BIGINT on Spark "
-            f"(a column read through MATCH_RECOGNIZE is a BIGINT on the python engine); cast it: CAST(i AS INT)",
-            *place_of(node),
-        )
     if operator == "/" and natural[0] > MAX_DECIMAL_PRECISION:
         raise Refusal(
             f"the python engine cannot divide DECIMAL({left[0][0]},{left[0][1]}) by DECIMAL({right[0][0]},"

@@ -3,6 +3,7 @@ SQL, or a refusal (part of the translation in cep/duckdb_sql.py; docs/sql-statem
 
 from __future__ import annotations
 
+from cep.duckdb_arrays import array_meaning
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -44,7 +45,7 @@ def spark_meaning(node, types: dict[int, str]):
     library = _library_meaning(node, types)
     if library is not None:
         return library
-    arrays = _array_meaning(node, types)
+    arrays = array_meaning(node, types)
     if arrays is not None:
         return arrays
     if isinstance(node, exp.TimestampFromParts):
@@ -404,17 +405,19 @@ _INT_RANGE = (-(2**31), 2**31 - 1)  # Spark's INT
 
 def _checked_int(node):
     """``node`` computed as a BIGINT, then an INT, its overflow Spark's ANSI error at its place. Only the
-    outermost of nested INT arithmetic is checked (the check repeats its operand: checking each level would
-    grow the text exponentially), so an overflow that a later step undoes passes here."""
+    outermost of nested INT arithmetic gets this check (it repeats its operand: checking each level so would
+    grow the text exponentially); the steps inside stay DuckDB's INT arithmetic, which fails on an overflow
+    itself (DuckDB's "Overflow in addition of INT32", said as Spark's), so an overflow that a later step
+    would undo fails, as on Spark."""
     from sqlglot import exp
 
-    wide = node.copy()
-    wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build("BIGINT")))
     outer = node.parent
     while isinstance(outer, exp.Paren):
         outer = outer.parent
     if isinstance(outer, (exp.Add, exp.Sub, exp.Mul, exp.Neg)):
-        return wide
+        return node
+    wide = node.copy()
+    wide.set("this", exp.Cast(this=node.this.copy(), to=exp.DataType.build("BIGINT")))
     within = exp.Between(
         this=wide.copy(), low=exp.Literal.number(_INT_RANGE[0]), high=exp.Literal.number(_INT_RANGE[1])
     )
@@ -469,26 +472,6 @@ def _extract(node):
     return exp.Cast(this=node.copy(), to=integer)
 
 
-def _array_meaning(node, types: dict[int, str]):
-    """Spark's meaning of the array functions whose DuckDB form differs, or None."""
-    from sqlglot import exp
-
-    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and _indexes_an_array(node, types):
-        return _array_element(node)
-    if isinstance(node, exp.ArrayContains):  # Spark: NULL, not FALSE, when the value is missing and a NULL is there
-        array = node.this
-        has_null = exp.LT(this=call_duck("list_count", array.copy()), expression=call_duck("len", array.copy()))
-        return exp.Case(
-            ifs=[exp.If(this=node.copy(), true=exp.true()), exp.If(this=has_null, true=exp.Null())],
-            default=node.copy(),
-        )
-    if isinstance(node, exp.ArrayToString):  # Spark's array_join: NULL of a NULL array or separator, else text
-        unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (node.this, node.expression)))
-        joined = exp.Coalesce(this=node.copy(), expressions=[exp.Literal.string("")])  # DuckDB: NULL of all NULLs
-        return exp.Case(ifs=[exp.If(this=unknown, true=exp.Null())], default=joined)
-    return None
-
-
 def _without_constant_partitions(window):
     """``window`` without the PARTITION BY keys Spark computes before running: its optimizer drops them
     unevaluated (they put every row in one partition), so one that would fail (``make_timestamp(2020, 30,
@@ -538,69 +521,6 @@ _DROPPED_KEY_PARTS = frozenset(
         "Tuple",
     }
 )
-
-
-def _indexes_an_array(node, types: dict[int, str]) -> bool:
-    """Whether ``node`` (``x[i]``, ``element_at(x, i)``) reads an element of an array, by ``x``'s type or the
-    function that makes it; a map's key is read alike on both engines (NULL where it is missing). Refused
-    when neither tells."""
-    from sqlglot import exp
-
-    kind = type_of(node.this, types)
-    makes_an_array = (exp.Array, exp.RegexpSplit, exp.Split, exp.ArrayAgg, exp.GenerateSeries, exp.ArraySort)
-    if kind == "ARRAY" or isinstance(node.this, (*makes_an_array, exp.ArraySlice)):
-        return True
-    if kind == "MAP" or isinstance(node.this, (exp.VarMap, exp.Map, exp.StrToMap)):
-        return False
-    raise Refusal(
-        "the python engine cannot tell whether this reads an array or a map (an array's index out of bounds "
-        "is an error on Spark, NULL in DuckDB)",
-        *place_of(node),
-        untyped=True,
-    )
-
-
-def _array_element(node):
-    """Spark's ``arr[i]`` (from 0) and ``element_at(arr, i)`` (from 1; from the end below 0) in ANSI mode: an
-    index out of bounds is an error, as is ``element_at``'s index 0; ``try_element_at`` gives NULL out of
-    bounds. DuckDB gives NULL for both, and reads a negative ``arr[i]`` from the end."""
-    from sqlglot import exp
-
-    array, index = node.this, exp.Paren(this=node.expressions[0].copy())
-    written = node.expressions[0].unnest()
-    if (
-        isinstance(array, exp.Array)
-        and not foldable(array)
-        and node.args.get("offset") != 1
-        and isinstance(written, exp.Literal)
-        and written.is_number
-        and written.this.removeprefix("-").isdigit()
-    ):  # Spark's optimizer reads array(a, b)[3] and [-1] (written, not computed) as NULL, unevaluated
-        return node.copy() if 0 <= int(written.this) < len(array.expressions) else exp.Null()
-    count = call_duck("len", array.copy())
-    zero = exp.Literal.number(0)
-    from_one = node.args.get("offset") == 1
-    if from_one:
-        within = exp.LTE(this=call_duck("abs", index.copy()), expression=count)
-    else:
-        within = exp.and_(exp.GTE(this=index.copy(), expression=zero), exp.LT(this=index.copy(), expression=count))
-    where = place_of(node)
-    outside = (
-        exp.Null()
-        if node.args.get("safe")
-        else fail_with(
-            "the array's index is out of bounds (INVALID_ARRAY_INDEX); try_element_at gives NULL",
-            where,
-            element_of=array,
-        )
-    )
-    unknown = exp.or_(*(exp.Is(this=side.copy(), expression=exp.Null()) for side in (array, index)))
-    branches = [exp.If(this=unknown, true=exp.Null())]
-    if from_one:  # Spark: index 0 is an error in element_at and try_element_at alike
-        failed = fail_with("element_at's index must not be 0 (the first element is 1)", where, element_of=array)
-        branches.append(exp.If(this=exp.EQ(this=index.copy(), expression=zero), true=failed))
-    branches.append(exp.If(this=within, true=node.copy()))
-    return exp.Case(ifs=branches, default=outside)
 
 
 def _to_utc(node):

@@ -72,6 +72,7 @@ from cep.duckdb_nodes import (
     type_of,
 )
 from cep.duckdb_regex import spark_regex
+from cep.duckdb_widths import cast_to_width, int_literals_beside_narrow_integers, spark_width
 from cep.grammar.functions import (
     DATETIME_PARSERS,
     DATETIME_PATTERN_ARGUMENT,
@@ -158,12 +159,16 @@ def to_duckdb_sql(
     keep_places(tree)
     # Children first (a reversed pre-order walk), so that a rule sees its operands already translated.
     for node in reversed(list(tree.walk())):
+        int_literals_beside_narrow_integers(node, types)
         try:
             new = _translate(node, types)
         except Refusal as refusal:
             if checking and (refusal.untyped or for_spark and not refusal.spark_too):
                 continue
             raise
+        width = spark_width(node, types)
+        if width is not None:
+            new = cast_to_width(new.copy() if new is node else new, width)
         if new is not node:
             for key in (TYPED_META, DECIMAL_META):
                 if key in node.meta and key not in new.meta:
@@ -281,12 +286,18 @@ def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = Fa
             continue
         if checking and not isinstance(node, exp.Cast) and node.find(exp.Column) is not None:
             continue
-        found[number] = kind.type.this.name.upper().replace("_", "")
+        found[number] = _integer_width(originals[number]) or kind.type.this.name.upper().replace("_", "")
         if isinstance(node, exp.Column) and found[number] == "DECIMAL" and len(kind.type.expressions) == 2:
             # A column's DECIMAL(p, s), for Spark's DECIMAL arithmetic (sqlglot's of an expression is not Spark's).
             size = tuple(int(param.name) for param in kind.type.expressions)
             originals[number].meta[DECIMAL_META] = (size,)
     return found
+
+
+def _integer_width(node) -> str | None:
+    """Spark's integer type of ``node`` where DuckDB's differs (``spark_width``): the type a rule reads."""
+    width = spark_width(node, {})
+    return width if width in ("INT", "BIGINT") else None
 
 
 def _wide_literal_type(literal) -> str | None:
@@ -326,6 +337,8 @@ def _typed_operands(node) -> tuple:
         return (node.this, *node.expressions)
     if isinstance(node, exp.Between):
         return (node.this, node.args["low"], node.args["high"])
+    if isinstance(node, exp.Array):  # a TINYINT or SMALLINT beside an integer literal
+        return tuple(node.expressions)
     if isinstance(node, exp.Bracket):  # an array's element
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:

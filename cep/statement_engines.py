@@ -33,6 +33,7 @@ from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import kind_of
 from cep.matcher.rows.validate import refuse_odd_kinds
 from cep.query import Query
+from cep.spark_bridge.spark.types import normalize_type_name
 
 # Imported inside functions: pyspark, duckdb, pyarrow and pandas (heavy or optional; `cep check` needs none).
 
@@ -470,7 +471,7 @@ class DuckEngine:
                 pass  # mixed values in a column: the matcher reads the frame as it is
         out = query.run(frame, **options)
         out = out if kind_of(out) == "arrow" else pa.Table.from_pandas(out, preserve_index=False)
-        return typed_like(out, frame)
+        return typed_as_on_spark(typed_like(out, frame), query, frame)
 
     def clause_stats(self, query: Query, frame, out) -> ClauseStats:
         import pyarrow.compute as pc
@@ -513,4 +514,36 @@ def typed_like(out, frame):
         kind = types.get(field.name)
         if pa.types.is_null(field.type) and kind is not None and not pa.types.is_null(kind):
             out = out.set_column(index, pa.field(field.name, kind), out.column(index).cast(kind))
+    return out
+
+
+# The matcher's integer type (its output columns' SQL types, ``Plan.output_types``) that Spark's clause gives as
+# an INT (IntegerType: cep's Spark engine reads TINYINT, SMALLINT and INT input columns as one); the matcher
+# itself returns every integer column as 64 bits, as Python's ints would be typed.
+_MATCHER_INT = "INTEGER"
+
+
+def typed_as_on_spark(out, query: Query, frame):
+    """``out`` (the matcher's Arrow output on the python engine) with each integer column that Spark's clause
+    gives as an INT (an INT input column passed through, ``FIRST(A.i)``) made an INT here too: the SQL around
+    the clause then computes in Spark's types (INT arithmetic overflows past INT's range, an INT beside a
+    DECIMAL is a DECIMAL(10,0)), and a result column has Spark's type. The types are the Spark engine's own
+    (``Plan.output_types`` over the input's types); an input whose types the matcher cannot name is left as
+    it is."""
+    import pyarrow as pa
+
+    if kind_of(out) != "arrow":
+        return out
+    try:
+        input_types = {name: normalize_type_name(kind) for name, kind in spark_types(frame).items()}
+        wanted = dict(query.plan.output_types(input_types))
+    except (CepError, ValueError, KeyError):  # a column of a type the matcher has no name for
+        return out
+    for index, field in enumerate(out.schema):
+        if wanted.get(field.name) == _MATCHER_INT and pa.types.is_int64(field.type):
+            try:
+                column = out.column(index).cast(pa.int32())
+            except pa.ArrowInvalid:
+                continue  # a value past INT's range (a measure computed wider): left as the matcher gives it
+            out = out.set_column(index, field.with_type(pa.int32()), column)
     return out

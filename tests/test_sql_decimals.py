@@ -4,8 +4,8 @@ refuses at the operator (cep/duckdb_decimals.py).
 Every expected value and type is Spark's own: each case runs on the ``spark`` fixture and on the python
 engine over the same rows, and the two must agree on the value and on the DECIMAL's precision and scale.
 The rows hold a DECIMAL(10,2) at its largest, quotients that end on a half (``0.01 / 32``, rounded half up),
-and NULL. Integer operands are cast to a width Spark and the python engine agree on (a column read through
-the clause is a BIGINT on the python engine, an INT on Spark).
+and NULL. An integer operand is a DECIMAL of its Spark type's width on both engines (an INT's DECIMAL(10,0),
+a BIGINT's DECIMAL(20,0)), Spark's INT functions (``length``) included.
 """
 
 from __future__ import annotations
@@ -80,6 +80,9 @@ ARITHMETIC = [
     "dec / CAST(b % 1000 AS INT)",
     "CAST(b % 1000 AS INT) / dec",
     "dec % CAST(b % 1000 AS INT)",
+    "dec / b",  # a BIGINT measure: DECIMAL(20,0), so Spark's quotient is a DECIMAL(31,23)
+    "dec * length(CAST(b AS STRING))",  # Spark's length() is an INT: DECIMAL(10,0) (DuckDB's a BIGINT)
+    "dec / (year(DATE '2021-03-28') - 2000)",  # year() an INT, its arithmetic too: the quotient's scale is 13
     "CAST('2.26' AS DECIMAL(7,2)) % CAST('-2.050E-17' AS DECIMAL(28,20))",  # DuckDB's % of two scales: a DOUBLE
     "dec * x",
     "floor(dec) * 2",
@@ -125,14 +128,12 @@ def test_decimal_aggregates_are_sparks_value_and_type(events, expression) -> Non
     assert python_typed(expression, aggregate=True) == spark_typed(events, expression, aggregate=True)
 
 
-# Where Spark rounds a result past 38 digits, where a quotient would pass 38 digits, where an integer column
-# may be an INT or a BIGINT on Spark (the quotient's scale depends on it), and AVG over a window: refused at
-# the operator, with what Spark does.
+# Where Spark rounds a result past 38 digits, where a quotient would pass 38 digits, and AVG over a window:
+# refused at the operator, with what Spark does.
 REFUSED = {
     "(dec * dec) * (dec * dec)": "past 38 digits Spark rounds the result to DECIMAL(38,6)",
     "CAST(dec AS DECIMAL(38,10)) + 1": "DECIMAL(38,9)",
     "CAST(dec AS DECIMAL(30,2)) / dec": "the quotient passes 38 digits",
-    "dec / b": "INT or a BIGINT",
     "sum(dec) OVER () / count(*) OVER ()": "the quotient passes 38 digits",
     "avg(dec) OVER ()": "AVG of a DECIMAL",
 }

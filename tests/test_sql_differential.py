@@ -17,8 +17,8 @@ the ends of the engines' range), numbers at the edges of their types, decimals, 
 Spark SQL (the independent source) and on the python engine (DuckDB through cep's translation). For every
 expression, one of:
 
-- both engines give the same value, of the same type family (integer, floating, decimal, text, date,
-  timestamp, boolean; integer widths may differ: Spark's INT is DuckDB's BIGINT for a few functions);
+- both engines give the same value, of the same type: Spark's exact type (its ``simpleString``: ``int``,
+  ``decimal(12,2)``, ``array<smallint>``) against the Spark type of the python engine's Arrow column;
 - the python engine refuses before running (E0252, or E0247 for a datetime pattern) with a CepError that
   names the function and points to ``--engine spark``;
 - both raise an error (Spark's ANSI mode: a bad cast, a division by zero).
@@ -122,11 +122,10 @@ EDGES = [
 ]
 # Dates at the ends of both engines' range (a DATE holds them on both engines).
 FAR_DATES = [dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1582, 10, 10)]
-# Numbers at the edges of their types (a BIGINT's range, DECIMAL(10,2)'s largest) and doubles whose text or
-# rounding trips translations (a negative zero, a half at the last digit, exponents). Not an INT's: an INT
-# column read through the clause is a BIGINT on the python engine, whose arithmetic overflows only past
-# BIGINT's range (a known difference, docs/sql-statements.md).
-INT_EDGES = [0, 1, -1]
+# Numbers at the edges of their types (an INT's and a BIGINT's range, DECIMAL(10,2)'s largest) and doubles
+# whose text or rounding trips translations (a negative zero, a half at the last digit, exponents). An INT
+# column read through the clause is an INT on both engines, so its arithmetic overflows at INT's range on both.
+INT_EDGES = [0, 1, -1, 2147483647, -2147483648]
 BIGINT_EDGES = [9223372036854775807, -9223372036854775808, 2147483648]
 DOUBLE_EDGES = [-0.0, 0.5, 2.675, 1e-05, 12345678901234.5, -1.5e16, 0.1]
 DECIMAL_EDGES = [Decimal("99999999.99"), Decimal("-99999999.99"), Decimal("0.00"), Decimal("-0.01")]
@@ -863,47 +862,36 @@ def statement(shape: str, items: list[tuple[str, str]]) -> str:
 # ------------------------------------------------------------------------------------------ comparing
 
 
-def family_of_spark(type_name: str) -> str:
-    name = type_name.lower()
-    if name in ("tinyint", "smallint", "int", "bigint"):
-        return "integer"
-    if name in ("float", "double"):
-        return "floating"
-    for prefix, family in (
-        ("decimal", "decimal"),
-        ("string", "text"),
-        ("varchar", "text"),
-        ("date", "date"),
-        ("timestamp", "timestamp"),
-        ("boolean", "boolean"),
-        ("array", "array"),
-        ("void", "null"),
+def spark_name_of_arrow(kind: pa.DataType) -> str:
+    """The Spark type (its ``simpleString``) that a column of Arrow type ``kind`` stands for on the python
+    engine: the exact type, width and precision included (Spark's TIMESTAMP is the naive UTC timestamp)."""
+    for test, name in (
+        (pa.types.is_int8, "tinyint"),
+        (pa.types.is_int16, "smallint"),
+        (pa.types.is_int32, "int"),
+        (pa.types.is_int64, "bigint"),
+        (pa.types.is_float32, "float"),
+        (pa.types.is_float64, "double"),
+        (pa.types.is_string, "string"),
+        (pa.types.is_large_string, "string"),
+        (pa.types.is_date32, "date"),
+        (pa.types.is_timestamp, "timestamp"),
+        (pa.types.is_boolean, "boolean"),
+        (pa.types.is_null, "void"),
     ):
-        if name.startswith(prefix):
-            return family
-    return name
-
-
-def family_of_arrow(kind: pa.DataType) -> str:
-    if pa.types.is_integer(kind):
-        return "integer"
-    if pa.types.is_floating(kind):
-        return "floating"
+        if test(kind):
+            return name
     if pa.types.is_decimal(kind):
-        return "decimal"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "text"
-    if pa.types.is_date(kind):
-        return "date"
-    if pa.types.is_timestamp(kind):
-        return "timestamp"
-    if pa.types.is_boolean(kind):
-        return "boolean"
+        return f"decimal({kind.precision},{kind.scale})"
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return "array"
-    if pa.types.is_null(kind):
-        return "null"
+        return f"array<{spark_name_of_arrow(kind.value_type)}>"
     return str(kind)
+
+
+def without_void(name: str) -> str | None:
+    """A type name with NULL's own type (``void``, alone or as an array's element) as None: a column of
+    NULLs only (``CASE WHEN ... THEN NULL END``) has no type to compare on either engine."""
+    return None if "void" in name else name
 
 
 def same_value(left, right) -> bool:
@@ -924,12 +912,12 @@ def same_value(left, right) -> bool:
 
 
 def python_engine(text: str, table: pa.Table):
-    """(rows, {column: family}) or the CepError."""
+    """(rows, {column: Spark's type name}) or the CepError."""
     try:
         out = cep.compile_sql(text).run({TABLE: table}, kind="arrow")
     except cep.CepError as error:
         return error
-    return out.to_pylist(), {field.name: family_of_arrow(field.type) for field in out.schema}
+    return out.to_pylist(), {field.name: spark_name_of_arrow(field.type) for field in out.schema}
 
 
 def spark_engine(spark, text: str):
@@ -1029,20 +1017,21 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
         return f"{expression}: Spark fails ({str(spark_answer).splitlines()[0][:160]}), python gives a value"
     if isinstance(python_answer, cep.CepError):
         return f"{expression}: Spark gives a value, python fails without refusing first:\n{python_answer}"
-    (python_rows, python_types), (spark_rows, spark_type_names) = python_answer, spark_answer
-    spark_types = {column: family_of_spark(type_name) for column, type_name in spark_type_names.items()}
+    (python_rows, python_types), (spark_rows, spark_types) = python_answer, spark_answer
+    spark_type = spark_types[name]
     spark_values = [row[name] for row in spark_rows]
     python_values = [row[name] for row in python_rows]
     if picked_row(expression) is not None:  # Spark gave the values it may pick (the row is its choice)
-        spark_types[name] = family_of_spark(spark_type_names[name][len("array<") : -1])
+        spark_type = spark_type[len("array<") : -1]
         spark_values = spark_values[0]
         if python_values[0] is not None and not any(same_value(python_values[0], v) for v in spark_values):
             return f"{expression}: python {python_values[0]!r} is none of Spark's values {spark_values!r}"
         if python_values[0] is None and not (None in spark_values or not spark_values):
             return f"{expression}: python NULL, where every value Spark may pick is one: {spark_values!r}"
         python_values = spark_values = []
-    if python_types[name] != spark_types[name] and "null" not in (python_types[name], spark_types[name]):
-        return f"{expression}: type {python_types[name]} on python, {spark_types[name]} on Spark"
+    python_type = python_types[name]
+    if None not in (without_void(python_type), without_void(spark_type)) and python_type != spark_type:
+        return f"{expression}: type {python_type} on python, {spark_type} on Spark"
     if len(spark_values) != len(python_values) or not all(map(same_value, python_values, spark_values)):
         return f"{expression}: python {python_values!r} != Spark {spark_values!r}"
     return None
@@ -1097,17 +1086,17 @@ DUCKDBS_OWN_TEXT = re.compile(r"\b(?:[A-Z][a-z]+ )+Error: ")  # "Binder Error: "
 
 def test_an_aggregate_that_picks_any_row_must_give_a_value_spark_may_pick() -> None:
     """first, last and any_value (aggregates): the python engine's answer is one of the values Spark gives
-    for the rows (its own answer depends on the order after a shuffle), of the same type family."""
+    for the rows (its own answer depends on the order after a shuffle), of the same type."""
     assert spark_expression("first(i + 1)") == "transform(collect_list(named_struct('v', i + 1)), e -> e.v)"
     assert spark_expression("first(nvl(i, 2), true)") == "collect_list(nvl(i, 2))"
     assert spark_expression("max(i)") == "max(i)"
     values = ([{"c0": [1, None, 3]}], {"c0": "array<int>"})
-    assert compare("c0", "first(i)", ([{"c0": 3}], {"c0": "integer"}), values) is None
-    assert compare("c0", "any_value(i)", ([{"c0": None}], {"c0": "integer"}), values) is None
-    assert "none of Spark's values" in compare("c0", "last(i)", ([{"c0": 2}], {"c0": "integer"}), values)
-    assert "type text on python" in compare("c0", "last(i)", ([{"c0": None}], {"c0": "text"}), values)
+    assert compare("c0", "first(i)", ([{"c0": 3}], {"c0": "int"}), values) is None
+    assert compare("c0", "any_value(i)", ([{"c0": None}], {"c0": "int"}), values) is None
+    assert "none of Spark's values" in compare("c0", "last(i)", ([{"c0": 2}], {"c0": "int"}), values)
+    assert "type string on python" in compare("c0", "last(i)", ([{"c0": None}], {"c0": "string"}), values)
     non_null = ([{"c0": [1, 3]}], {"c0": "array<int>"})
-    python_null = ([{"c0": None}], {"c0": "integer"})
+    python_null = ([{"c0": None}], {"c0": "int"})
     assert "every value Spark may pick" in compare("c0", "first(i, true)", python_null, non_null)
     nothing = ([{"c0": []}], {"c0": "array<int>"})
-    assert compare("c0", "first(i, true)", ([{"c0": None}], {"c0": "integer"}), nothing) is None
+    assert compare("c0", "first(i, true)", ([{"c0": None}], {"c0": "int"}), nothing) is None

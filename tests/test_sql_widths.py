@@ -1,0 +1,121 @@
+"""The python engine's result columns carry Spark's exact type, width included (cep/duckdb_widths.py, and the
+matcher's output typed as the Spark engine's in cep/statement_engines.py).
+
+Every expected type and value is Spark's own: each case runs on the ``spark`` fixture and on the python engine
+over the same rows, through a MATCH_RECOGNIZE clause, and the two must give the same values and the same type
+name (Spark's ``simpleString`` against the Spark type of the python engine's Arrow column). Before these rules
+an INT column read through the clause was a BIGINT on the python engine (so ``i + 1`` at INT's largest gave a
+value where Spark fails), and Spark's INT functions (``length``, ``year``, ``row_number``) were BIGINTs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+import cep
+from tests.test_sql_differential import spark_name_of_arrow
+
+TABLE = "sqlw_events"
+ROWS = [
+    {"id": 1, "i": 7, "sm": 3, "s": "abc", "d": dt.date(2021, 3, 28), "dec": Decimal("1.25"), "x": 1.5},
+    {"id": 2, "i": None, "sm": None, "s": None, "d": None, "dec": None, "x": None},
+    {"id": 3, "i": -(2**31), "sm": -(2**15), "s": "xaa", "d": dt.date(1999, 12, 31), "dec": Decimal("-2.50"), "x": 0.0},
+]
+ARROW = pa.schema(
+    [
+        ("id", pa.int32()),
+        ("i", pa.int32()),
+        ("sm", pa.int16()),
+        ("s", pa.string()),
+        ("d", pa.date32()),
+        ("dec", pa.decimal128(10, 2)),
+        ("x", pa.float64()),
+    ]
+)
+SPARK_SCHEMA = "id INT, i INT, sm SMALLINT, s STRING, d DATE, dec DECIMAL(10,2), x DOUBLE"
+HEAD = (
+    f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES FIRST(A.i) AS fi, COUNT(*) AS n "
+    "ALL ROWS PER MATCH PATTERN (A) DEFINE A AS TRUE) r)\n"
+)
+
+
+def statement(expression: str) -> str:
+    return HEAD + f"SELECT {expression} AS v FROM m ORDER BY id"
+
+
+def python_typed(expression: str) -> tuple[list, str]:
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    out = cep.compile_sql(statement(expression)).run({TABLE: table}, kind="arrow")
+    return out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type)
+
+
+def spark_typed(spark, expression: str) -> tuple[list, str]:
+    frame = cep.sql(spark, statement(expression))
+    return [row["v"] for row in frame.collect()], frame.schema["v"].dataType.simpleString()
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA).createOrReplaceTempView(TABLE)
+    return spark
+
+
+TYPED = [
+    "i",  # an INT column through the clause: an INT (the matcher's own output is 64 bits)
+    "sm",  # a SMALLINT column: Spark's clause gives an INT
+    "fi",  # a measure of an INT column: an INT
+    "n",  # COUNT(*): a BIGINT
+    "i + 1",
+    "length(s)",
+    "length(s) + i",
+    "year(d)",
+    "month(d) * 2",
+    "dayofweek(d)",
+    "datediff(d, DATE '2000-01-01')",
+    "instr(s, 'a')",
+    "ascii(s)",
+    "size(array(i, i))",
+    "i div 2",  # Spark's DIV: a BIGINT
+    "row_number() OVER (ORDER BY id)",
+    "rank() OVER (ORDER BY s)",
+    "ntile(2) OVER (ORDER BY id)",
+    "dec * i",  # an INT beside a DECIMAL: DECIMAL(10,0), the product DECIMAL(21,2)
+    "dec / i",
+    "dec + length(s)",
+    "coalesce(dec, i)",
+    "nvl(dec, CAST(i AS BIGINT))",  # Spark's DECIMAL(22,2): a BIGINT is a DECIMAL(20,0) (DuckDB's: 19 digits)
+    "CAST(x AS FLOAT)",
+    "CAST(id AS SMALLINT)",
+    "array(CAST(id AS TINYINT), 1)",  # the literal an INT: array<int> (DuckDB typed it as a TINYINT)
+    "coalesce(CAST(id AS SMALLINT), 2)",
+    "CAST(id AS SMALLINT) + 1",
+    "array(factorial(id + 2), id)",  # Spark's factorial: a BIGINT (DuckDB's HUGEINT is a DECIMAL(38,0) in an array)
+    "floor(dec)",  # Spark's DECIMAL(9,0) (DuckDB's DECIMAL(10,0))
+    "ceil(dec)",
+    "round(dec, -1)",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", TYPED)
+def test_the_python_engine_gives_sparks_exact_type(events, expression) -> None:
+    assert python_typed(expression) == spark_typed(events, expression)
+
+
+# INT arithmetic past INT's range: Spark's ANSI overflow error; a BIGINT (the python engine's width before)
+# would give a value, and so would a check of the outermost step alone (``(i + i) - i`` ends within INT's range).
+OVERFLOWS = ["i - 1", "-i", "abs(i)", "i * 2", "length(s) * 1000000000", "(i + i) - i", "-(i - 1) + 0"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", OVERFLOWS)
+def test_int_arithmetic_overflows_as_on_spark(events, expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_typed(expression)
+    assert "overflow" in str(caught.value), str(caught.value)
+    with pytest.raises(Exception, match="(?i)overflow"):  # noqa: B017 - Spark's error at collect() is its own class
+        spark_typed(events, expression)
