@@ -218,6 +218,11 @@ _RUN_TIME: tuple[tuple[str, str], ...] = (
         "the value {value} " + _OUT_OF_RANGE,
     ),
     (r"Could not cast value (?P<value>.+?) to (?P<target>.+?)" + _SOURCE_COLUMN, "the value {value} " + _OUT_OF_RANGE),
+    # Text read as a time where the statement compares or casts it to one (`s IN (ts, ...)`, `CAST(s AS DATE)`).
+    (
+        r'invalid (?P<target>timestamp|date) field format: "(?P<value>.*?)", expected format is',
+        "the text '{value}' cannot be cast to {target}: it is not a {target}" + _ANSI,
+    ),
     # Spark gives a value for these (its arithmetic of times wraps around: from_unixtime of a huge number is
     # a time in 1969), which the python engine cannot give: its sentence says so, and points to Spark.
     (r"Epoch seconds out of range for ", _ENGINE_ONLY + ": the seconds since 1970 are out of the TIMESTAMP range"),
@@ -236,7 +241,7 @@ def run_time_sentence(first_line: str) -> str | None:
         found = re.search(pattern, detail)
         if found is not None:
             named = found.groupdict()
-            return sentence.format(**{key: spark_type(v) if key != "value" else v for key, v in named.items()})
+            return sentence.format(**{key: spark_type(v.upper()) if key != "value" else v for key, v in named.items()})
     return None
 
 

@@ -623,6 +623,27 @@ def test_an_error_at_run_time_is_a_sentence_at_the_expression_that_fails(
     assert fragment in fragments or not fragments  # Spark's cast of a DOUBLE names no place
 
 
+@pytest.mark.spark
+def test_text_that_is_not_a_time_beside_a_time_is_sparks_cast_error_at_the_comparison(events) -> None:
+    """Found by the differential's no-raw-error property: DuckDB's "invalid timestamp field format" is Spark's
+    CAST_INVALID_INPUT, as a sentence placed on the IN that compares the text with a TIMESTAMP (Spark's own
+    context points at `IN (...)` only)."""
+    expression = "upper(s) || (space(2) IN (first_ts, NULL))"
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    error = caught.value
+    assert error.code == "E0250" and "Error:" not in str(error) and "field format" not in str(error), str(error)
+    assert (
+        error.message == "the text '  ' cannot be cast to TIMESTAMP: it is not a TIMESTAMP (as on Spark, in ANSI mode)"
+    )
+    assert statement(expression)[error.span.start : error.span.end] == "space(2) IN (first_ts, NULL)"
+    with pytest.raises(Exception) as spark_caught:  # noqa: B017 - Spark's errors at collect() are its own classes
+        spark_values(events, expression)
+    assert 'CAST_INVALID_INPUT] The value \'  \' of the type "STRING" cannot be cast to "TIMESTAMP"' in str(
+        spark_caught.value
+    )
+
+
 def test_an_error_passed_on_by_a_subquery_points_at_the_expression_that_fails_in_it() -> None:
     """The error goes when the outer query's v * 2 is NULL too (its value is never computed), but stays when
     v stands for v * 2: the search goes on to the subquery's sum, among a few dozen other expressions."""
