@@ -84,6 +84,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
+import software  # noqa: E402
 from peers import flink as flink_peer  # noqa: E402
 from peers.flink_kafka import CONNECTOR, CONNECTOR_VERSION, connector_jar  # noqa: E402
 from procmem import descendants  # noqa: E402
@@ -952,6 +953,7 @@ def main() -> int:
         report = {
             "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "nproc": os.cpu_count(),
+            "software": software.versions(),
             "mode": "together" if args.together else "one after another",
             "query": QUERY_NAME,
             "query_text": QUERY_TEXT,

@@ -1137,6 +1137,13 @@ def kafka_e2e_reading(e2e: dict) -> list[str]:
     return lines
 
 
+def software_line(found: dict | None) -> list[str]:
+    """The versions the run had (bench/software.py), to tell a slower library from a slower change."""
+    if not found:
+        return []
+    return ["Software in this run: " + ", ".join(f"{name} {version}" for name, version in found.items()) + ".", ""]
+
+
 def kafka_e2e_report(e2e: dict) -> list[str]:
     """The end-to-end table: per rate and engine, what was finished, the alert latency, the CPU; then the check."""
     flink = e2e["flink"]
@@ -1177,6 +1184,7 @@ def kafka_e2e_report(e2e: dict) -> list[str]:
         e2e["query_text"],
         "```",
         "",
+        *software_line(e2e.get("software")),
         (
             f"Flink's Kafka SQL connector: Maven Central serves `{flink['connector'].rsplit(':', 1)[0]}` "
             "up to 5.0.0-2.2, built for Flink 2.2, and none for 2.3; that jar, copied by `mvn dependency:copy` "
