@@ -91,3 +91,24 @@ def test_the_status_line_tells_two_webhooks_apart_by_their_keys():
     assert "webhook-events.pagerduty.com-ba38b19f 3 (2 waiting)" in line
     assert "webhook-hooks.slack.com-23442c16 5" in line
     assert "| postgres 5 |" in line  # a kind with one sink keeps its short name
+
+
+def test_a_batch_dead_lettered_then_redelivered_as_pagerduty_sends_every_alert(receiver_factory, tmp_path):
+    """A letter of three alerts (a `--webhook-batch 3` request that failed) redelivered after the webhook
+    became `format=pagerduty`, one event per request: each alert is its own event. One body of the letter
+    carried only its first alert, and the letter was removed: two pages lost without a word."""
+    from cep.spark_bridge.sinks.payloads import BodyFormat
+    from tests.test_delivery import hook
+
+    receiver = receiver_factory(plan=["500", "500"])  # both attempts of the first delivery fail
+    alerts = [alert(1), alert(2), alert(3)]
+    report = hook(receiver.url, tmp_path, batch_size=3).deliver(alerts, batch_id=1)
+    assert sum(report.dead_lettered.values()) == 3
+    pagerduty = hook(receiver.url, tmp_path, body_format=BodyFormat("pagerduty", routing_key=ROUTING_KEY))
+    assert pagerduty.replay_dead_letters() == (1, 0)  # one letter delivered, none failing
+    events = [json.loads(raw) for _, raw in receiver.raw[2:]]
+    for event in events:
+        jsonschema.validate(event, schema("pagerduty-events-v2-trigger"))
+    assert sorted(e["dedup_key"] for e in events) == sorted(a["match_id"] for a in alerts)
+    assert [key for key, _ in receiver.requests[2:]] == sorted(a["match_id"] for a in alerts)
+    assert not list(pagerduty.dead_letters.letters())

@@ -449,13 +449,29 @@ class WebhookSink(AlertSink):
     # -- dead letters
 
     def resend(self, letter: DeadLetter) -> Attempt:
-        """One try at a dead letter, with the current format, headers and signature."""
+        """One try at a dead letter, with the current format, headers and signature.
+
+        A letter can hold more alerts than one request of the current format carries: a batch that failed
+        under another format (Alertmanager's 64, then PagerDuty's one event per request), or another
+        webhook's letters (``cep deliver --from``). Those go as several requests, each with the key the same
+        alerts get on a first delivery; the first that fails fails the try, and the next try sends them all
+        again (the receiver deduplicates on the keys). One body of them all would carry only the first alert
+        in a format of one event, and the letter would be removed with the others never sent."""
+        alerts = self.payloads(list(letter.alerts))
+        limit = self.body_format.max_batch
+        if limit is None or len(alerts) <= limit:
+            parts = [(letter.key, alerts)]
+        else:
+            chunks = [alerts[i : i + limit] for i in range(0, len(alerts), limit)]
+            parts = [(self.batch_key([a["match_id"] for a in chunk]), chunk) for chunk in chunks]
         try:
-            body = self.body_format.body(self.payloads(list(letter.alerts)))
-            ok, error, _ = self._attempt(letter.key, body)
+            for key, chunk in parts:
+                ok, error, _ = self._attempt(key, self.body_format.body(chunk))
+                if not ok:
+                    return Attempt(False, error)
         except (_Permanent, ValueError) as exc:
             return Attempt(False, f"{exc} (not retried)", refused=True)
-        return Attempt(ok, error)
+        return Attempt(True)
 
     def replay_dead_letters(self) -> tuple[int, int]:
         """Send every dead letter once, refused ones too; remove those delivered. (delivered, still failing)."""
