@@ -24,10 +24,12 @@ https).
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
 import hashlib
 import http.client
 import json
+import os
 import socket
 import ssl
 import threading
@@ -412,6 +414,11 @@ class WebhookSink(AlertSink):
         report = Delivery(self.name)
         deadline = self.clock() + self.retry.budget
         exhausted: str | None = None
+        # The letters this call wrote. When a later one cannot be written (a full disk), the call raises and
+        # the whole micro-batch stays in the outbox, to be delivered again: its letters are taken back, or
+        # their alerts would go twice (the batch, then the letters) and count as redelivered, never as
+        # dead-lettered.
+        written: list[str] = []
         for key, chunk in self.requests(alerts):
             refused = False
             if exhausted is not None:
@@ -431,8 +438,11 @@ class WebhookSink(AlertSink):
                     report.delivered[alert["rule_id"]] += 1
                 continue
             try:
-                self.dead_letter(key, chunk, errors, batch_id, refused=refused)
+                written.append(self.dead_letter(key, chunk, errors, batch_id, refused=refused))
             except OSError as exc:  # a full disk: dropping the alert is not an option, so stop the batch
+                for path in written:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(path)
                 raise CepSinkError(
                     f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
                     f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
