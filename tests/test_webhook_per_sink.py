@@ -112,3 +112,44 @@ def test_a_batch_dead_lettered_then_redelivered_as_pagerduty_sends_every_alert(r
     assert sorted(e["dedup_key"] for e in events) == sorted(a["match_id"] for a in alerts)
     assert [key for key, _ in receiver.requests[2:]] == sorted(a["match_id"] for a in alerts)
     assert not list(pagerduty.dead_letters.letters())
+
+
+def test_an_alert_the_template_cannot_render_is_said_refused_with_what_to_do_not_an_outage(
+    receiver_factory, tmp_path, monkeypatch
+):
+    """A body template that fails on one alert (a division by zero in its measures) makes a refused dead letter,
+    which is never sent again by itself. The lane logged it as a receiver outage ("dead-lettered after its
+    retries ... redelivered then") while the receiver took every other alert, then "answers again ...
+    dead-lettered meanwhile and are redelivered": none of which happens to a refused letter."""
+    from cep.spark_bridge.sinks import lanes as lanes_mod
+    from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
+    from cep.spark_bridge.sinks.payloads import BodyFormat
+    from tests.test_delivery import hook, until
+
+    monkeypatch.setattr(lanes_mod, "IDLE_WAIT_S", 0.05)
+    receiver = receiver_factory()
+    template = '{"text": {{ alert.summary }}, "per_small": {{ alert.measures.big / (alert.measures.smalls - 3) }}}'
+    fine = [{**alert(i), "measures": json.dumps({"card": f"c{i}", "smalls": 4, "big": 900.5})} for i in (2, 3, 4)]
+    sink = hook(receiver.url, tmp_path, body_format=BodyFormat("template", template=template))
+    said: list[tuple[str, str]] = []
+    lanes = DeliveryLanes(
+        [sink],
+        str(tmp_path / "outbox"),
+        Journal(str(tmp_path / "journal")),
+        on_event=lambda m, lv: said.append((lv, m)),
+    ).start()
+    try:
+        failing = {**alert(1), "measures": json.dumps({"card": "c1", "smalls": 3, "big": 900.5})}  # smalls - 3 == 0
+        lanes.spool(0, [failing, *fine[:2]])
+        until(lambda: len(receiver.raw) == 2 and any("refused" in m for _, m in said), what="the delivery")
+        lanes.spool(1, fine[2:])
+        until(lambda: len(receiver.raw) == 3, what="the next micro-batch")
+    finally:
+        lanes.stop(5)
+    ((letter),) = sink.dead_letters.letters()
+    assert letter.refused and letter.key == failing["match_id"]
+    warnings = [m for level, m in said if level == "warning"]
+    assert len(warnings) == 1, said
+    assert f"refused for good, {failing['match_id']}" in warnings[0] and "ZeroDivisionError" in warnings[0]
+    assert "cep deliver --checkpoint" in warnings[0]
+    assert not any("redelivered" in m or "answers again" in m for _, m in said), said

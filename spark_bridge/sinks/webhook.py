@@ -451,7 +451,8 @@ class WebhookSink(AlertSink):
             rules = sorted({str(alert["rule_id"]) for alert in chunk})
             for alert in chunk:
                 report.dead_lettered[alert["rule_id"]] += 1
-            report.errors.append(DeliveryError(f"{key}: {errors[-1] if errors else 'failed'}", tuple(rules), key))
+            message = f"{key}: {errors[-1] if errors else 'failed'}"
+            report.errors.append(DeliveryError(message, tuple(rules), key, refused=refused))
             if self.clock() >= deadline and exhausted is None:
                 exhausted = f"earlier requests failed: {errors[-1] if errors else 'failed'}"
         return report
