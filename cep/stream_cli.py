@@ -251,6 +251,13 @@ def parse_sinks(
         if argument is not None and (not rest or (len(rest) > 1 and kind != "webhook")):
             raise _usage(f"--sink {kind} needs exactly one {argument}")
         options = {}
+        if (
+            kind == "webhook" and rest
+        ):  # the URL is a credential (Slack's carries its token): '$NAME' keeps it out of ps
+            try:
+                rest = [expand_env(rest[0], what="--sink webhook URL"), *rest[1:]]
+            except ValueError as exc:
+                raise _usage(str(exc)) from None
         if kind == "webhook" and (webhook_args is not None or len(rest) > 1):
             base = webhook_args if webhook_args is not None else _default_webhook_args()
             options = webhook_options(webhook_sink_args(base, rest[0], rest[1:]))

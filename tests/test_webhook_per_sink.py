@@ -153,3 +153,21 @@ def test_an_alert_the_template_cannot_render_is_said_refused_with_what_to_do_not
     assert f"refused for good, {failing['match_id']}" in warnings[0] and "ZeroDivisionError" in warnings[0]
     assert "cep deliver --checkpoint" in warnings[0]
     assert not any("redelivered" in m or "answers again" in m for _, m in said), said
+
+
+def test_a_webhook_url_is_read_from_the_environment_so_its_token_stays_out_of_ps(
+    receiver_factory, tmp_path, monkeypatch
+):
+    """Slack's incoming-webhook URL carries its token in the path: written as '$SLACK_URL' on the command line,
+    it is read from the environment (as the headers, routing key and secret are), never shown by `ps`."""
+    from cep.cli_io import UsageError
+
+    receiver = receiver_factory()
+    monkeypatch.setenv("SLACK_URL", receiver.url)
+    args = stream_args("--sink", "webhook", "$SLACK_URL", "format=slack")
+    _, (sink,) = parse_sinks(args.sink, dead_letter_dir=str(tmp_path), webhook_args=args)
+    assert sum(sink.deliver([alert(1)], batch_id=1).delivered.values()) == 1
+    jsonschema.validate(json.loads(receiver.raw[0][1]), schema("slack-incoming-webhook"))
+    monkeypatch.delenv("SLACK_URL")
+    with pytest.raises(UsageError, match="--sink webhook URL: the environment variable SLACK_URL is not set"):
+        parse_sinks(args.sink, dead_letter_dir=str(tmp_path), webhook_args=args)
