@@ -55,3 +55,23 @@ def test_a_restarted_stream_says_again_which_rule_it_skips_and_where(tmp_path):
         errors = [text for level, text in start(checkpoint, str(rules)) if level == "error"]
         assert len(errors) == 1, errors
         assert errors[0].startswith(f"rule skipped: {rules / 'broken.sql'}:5:15: error[E0220]: unknown column 'pricee'")
+
+
+def test_cep_check_rules_without_the_input_s_columns_says_it_did_not_check_them(tmp_path, capsys):
+    """`cep check --rules DIR` says "ok" only for what it checked: without --input or --schema a misspelt column
+    passes it (the stream then skips the rule, E0220), so the line says the columns were not checked."""
+    from cep.cli import main
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "good.sql").write_text(GOOD)
+    (rules / "broken.sql").write_text(BROKEN)
+    assert main(["check", "--rules", str(rules)]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"{rules}: 2 rules ok; columns and types not checked: give --input FILE or --schema COLUMNS for the "
+        "stream's verdicts"
+    )
+    assert main(["check", "--rules", str(rules), "--schema", "symbol STRING, ts TIMESTAMP, price DOUBLE"]) == 1
+    said = capsys.readouterr()
+    assert said.out.strip() == f"{rules}: 1 rule ok, 1 with errors (cep stream skips them)"
+    assert "broken.sql:5:15: error[E0220]: unknown column 'pricee'" in said.err
