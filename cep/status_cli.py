@@ -31,7 +31,7 @@ from cep.spark_bridge.sinks.dead_letters import DeadLetterBox
 from cep.spark_bridge.sinks.lanes import Journal, Outbox, redelivered_name
 from cep.spark_bridge.sinks.payloads import FORMATS as WEBHOOK_FORMATS
 from cep.spark_bridge.sinks.safe_text import visible
-from cep.stream_cli import parse_sinks, webhook_options
+from cep.stream_cli import parse_sinks
 
 __all__ = ["add_commands", "cmd_deliver", "cmd_status", "liveness", "render_status"]
 
@@ -379,7 +379,7 @@ def cmd_deliver(args: argparse.Namespace) -> int:
     kind, url = args.sink
     if kind.lower() != "webhook":
         raise UsageError("cep deliver sends dead letters to a webhook: --sink webhook URL")
-    _, sinks = parse_sinks([["webhook", url]], dead_letter_dir=root, webhook_options=webhook_options(args))
+    _, sinks = parse_sinks([["webhook", url]], dead_letter_dir=root, webhook_args=args)
     sink = sinks[0]
     box = sink.dead_letters if args.from_sink is None else DeadLetterBox(os.path.join(root, args.from_sink))
     box.on_damage = _say_damaged

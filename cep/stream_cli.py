@@ -46,8 +46,9 @@ from cep.spark_bridge.alerting.stream import AlertStream, QueryFailed
 from cep.spark_bridge.alerting.suppress import parse_specs
 from cep.spark_bridge.engine.durations import is_off, parse_duration
 from cep.spark_bridge.sinks.fanout import FILE_SINKS, SINK_ARGUMENTS, SINKS_HELP, make_sink, sink_kind
+from cep.spark_bridge.sinks.payloads import FORMATS as WEBHOOK_FORMATS
 from cep.spark_bridge.sinks.payloads import BodyFormat
-from cep.spark_bridge.sinks.safe_text import expand_env
+from cep.spark_bridge.sinks.safe_text import expand_env, url_label
 from cep.spark_bridge.sinks.webhook import WebhookSink, check_headers
 from cep.spark_bridge.spark.delta import (
     CepDeltaError,
@@ -124,6 +125,56 @@ def parse_headers(values: Sequence[str]) -> dict[str, str]:
     return check_headers(headers)
 
 
+# The words after `--sink webhook URL` that set that webhook's own options, and the `--webhook-*` option each
+# stands for there: the `--webhook-*` options set every webhook of the stream, so one stream that pages
+# PagerDuty, posts to Slack and feeds Alertmanager needs a format (and a key, a token) per webhook.
+WEBHOOK_WORDS = {
+    "format": "webhook_format",
+    "template": "webhook_template",
+    "routing-key": "pagerduty_routing_key",
+    "header": "webhook_header",
+    "secret": "webhook_secret",
+    "batch": "webhook_batch",
+}
+
+
+def webhook_sink_args(args: argparse.Namespace, url: str, words: Sequence[str]) -> argparse.Namespace:
+    """``args`` for one ``--sink webhook URL WORD...``: each ``NAME=VALUE`` word (``format=slack``,
+    ``routing-key='$PD_KEY'``, ``header='Authorization: Bearer $TOKEN'``, repeatable) replaces that option of
+    the ``--webhook-*`` ones for this webhook only."""
+    own = dict(vars(args))
+    headers: list[str] = []
+    for word in words:
+        name, sep, value = word.partition("=")
+        if not sep or name not in WEBHOOK_WORDS:
+            raise _usage(
+                f"--sink webhook {url_label(url)}: {word!r} is not an option of the webhook; after the URL, give "
+                f"NAME=VALUE with NAME one of {', '.join(WEBHOOK_WORDS)} (e.g. format=pagerduty)"
+            )
+        if name == "header":
+            headers.append(value)
+        elif name == "batch":
+            try:
+                own["webhook_batch"] = int(value)
+            except ValueError:
+                raise _usage(f"--sink webhook {url_label(url)}: batch={value!r} is not a whole number") from None
+        elif name == "format" and value not in WEBHOOK_FORMATS:
+            raise _usage(
+                f"--sink webhook {url_label(url)}: format={value!r} is not a webhook format "
+                f"({', '.join(WEBHOOK_FORMATS)})"
+            )
+        else:
+            own[WEBHOOK_WORDS[name]] = value
+    given = {word.partition("=")[0] for word in words}
+    if headers:
+        own["webhook_header"] = headers
+    if "format" in given and "template" not in given and own["webhook_format"] != "template":
+        own["webhook_template"] = None  # the stream's --webhook-template is another webhook's body
+    if "template" in given and "format" not in given:
+        own["webhook_format"] = "template"
+    return argparse.Namespace(**own)
+
+
 def webhook_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of every ``--sink webhook`` (usage errors name the option, never a secret)."""
     if args.webhook_attempts < 1 or (args.webhook_batch is not None and args.webhook_batch < 1):
@@ -161,11 +212,13 @@ def parse_sinks(
     specs: Sequence[Sequence[str]] | None,
     *,
     dead_letter_dir: str,
-    webhook_options: dict | None = None,
+    webhook_args: argparse.Namespace | None = None,
     state_dir: str | None = None,
 ):
-    """``--sink`` values -> (file format, alert sinks). ``state_dir``: where sinks keep what must outlive a
-    restart (the exactly-once Kafka sink's transactional id)."""
+    """``--sink`` values -> (file format, alert sinks). ``webhook_args``: the parsed ``--webhook-*`` options
+    (None: the defaults), which the words after a ``--sink webhook URL`` override for that webhook
+    (``webhook_sink_args``). ``state_dir``: where sinks keep what must outlive a restart (the exactly-once
+    Kafka sink's transactional id)."""
 
     file_format = None
     sinks = []
@@ -195,9 +248,20 @@ def parse_sinks(
         argument = SINK_ARGUMENTS[kind]
         if argument is None and rest:
             raise _usage(f"--sink {kind} takes no argument")
-        if argument is not None and len(rest) != 1:
+        if argument is not None and (not rest or (len(rest) > 1 and kind != "webhook")):
             raise _usage(f"--sink {kind} needs exactly one {argument}")
-        options = dict(webhook_options or {}) if kind == "webhook" else {}
+        options = {}
+        if (
+            kind == "webhook" and rest
+        ):  # the URL is a credential (Slack's carries its token): '$NAME' keeps it out of ps
+            try:
+                rest = [expand_env(rest[0], what="--sink webhook URL"), *rest[1:]]
+            except ValueError as exc:
+                raise _usage(str(exc)) from None
+        if kind == "webhook" and (webhook_args is not None or len(rest) > 1):
+            base = webhook_args if webhook_args is not None else _default_webhook_args()
+            options = webhook_options(webhook_sink_args(base, rest[0], rest[1:]))
+            rest = rest[:1]
         try:
             sink = make_sink(kind, rest[0] if rest else None, dead_letter_dir=dead_letter_dir, **options)
             if isinstance(sink, WebhookSink):  # a template that fails shows now, not at the first alert
@@ -208,6 +272,13 @@ def parse_sinks(
             raise _usage(f"--sink {kind} {sink.describe()} is given twice")
         sinks.append(sink)
     return file_format or "json", sinks
+
+
+def _default_webhook_args() -> argparse.Namespace:
+    """The ``--webhook-*`` options as ``cep stream`` parses them when none is given."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_stream_arguments(parser)
+    return parser.parse_args(["--checkpoint", "-", "--input", "-"])
 
 
 def parse_address(value: str | None, option: str) -> tuple[str, int] | None:
@@ -280,11 +351,16 @@ def status_line(status: dict, started: float) -> tuple[str, dict]:
         parts.append(f"duplicates {fields['duplicates']}")
     if status.get("rules_outage"):
         parts.append("RULES UNREADABLE")
+    kinds = [key.split("-")[0] for key in fields["sinks"]]
     for key, sink in fields["sinks"].items():
+        # A sink's kind alone, unless two sinks share it: three webhooks are told apart by their keys (those
+        # of the metrics' `sink` label and the dead-letter folders), never by their URLs (credentials).
+        kind = key.split("-")[0]
+        label = kind if kinds.count(kind) == 1 else key
         extra = [f"{sink['waiting']} waiting"] if sink["waiting"] else []
         extra += [f"{sink['dead_letters']} dead letters"] if sink["dead_letters"] else []
         extra += ["FAILING"] if sink["failing"] else []
-        parts.append(f"{key.split('-')[0]} {sink['delivered']}" + (f" ({', '.join(extra)})" if extra else ""))
+        parts.append(f"{label} {sink['delivered']}" + (f" ({', '.join(extra)})" if extra else ""))
     parts.append(f"up {fields['up_s']}s")
     return " | ".join(parts), fields
 
@@ -468,7 +544,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
         output_format, sinks = parse_sinks(
             args.sink,
             dead_letter_dir=dead_letter,
-            webhook_options=webhook_options(args),
+            webhook_args=args,
             state_dir=os.path.join(checkpoint, "sinks"),
         )
     except (CepKafkaError, CepDeltaError) as err:

@@ -92,7 +92,9 @@ def _add_output_arguments(stream: argparse.ArgumentParser) -> None:
         action="append",
         nargs="+",
         metavar="SINK",
-        help="console | json | parquet | csv (the --output format; default json) | webhook URL | "
+        help="console | json | parquet | csv (the --output format; default json) | webhook URL [NAME=VALUE...] "
+        "(this webhook's own format=, routing-key=, header=, secret=, template=, batch=, in place of the "
+        "--webhook-* options) | "
         "sqlite PATH | postgres URL | delta:PATH (a Delta table, once per micro-batch) | "
         "kafka://HOST:PORT/TOPIC (at least once) | "
         "kafka-exactly-once://HOST:PORT/TOPIC (a transaction per micro-batch); repeat for several",
@@ -185,11 +187,39 @@ def _add_matching_arguments(stream: argparse.ArgumentParser) -> None:
     )
 
 
+# The word after a webhook's URL that sets, for that webhook alone, what each of these options sets for all.
+ONE_WEBHOOK_WORDS = {
+    "webhook_format": "format",
+    "webhook_template": "template",
+    "pagerduty_routing_key": "routing-key",
+    "webhook_secret": "secret",
+}
+
+
+class _OnceForEveryWebhook(argparse.Action):
+    """A ``--webhook-*`` option that sets every ``--sink webhook``: argparse keeps the last of two values, so
+    ``--sink webhook PD --webhook-format pagerduty --sink webhook AM --webhook-format alertmanager`` would send
+    Alertmanager's body to PagerDuty without a word. A second, different value is refused instead, saying
+    how to give one webhook its own (the words after its URL, ``stream_cli.webhook_sink_args``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        seen = getattr(namespace, self.dest, None)
+        if seen is not None and seen != values:
+            word = ONE_WEBHOOK_WORDS[self.dest]
+            parser.error(
+                f"{option_string} is given twice, with two values: it sets every --sink webhook of the stream. "
+                f"To give one webhook its own, write it after that webhook's URL: "
+                f"--sink webhook URL {word}=VALUE (docs/alerting.md, Sinks)"
+            )
+        setattr(namespace, self.dest, values)
+
+
 def _add_webhook_arguments(stream: argparse.ArgumentParser) -> None:
     """What a --sink webhook sends, and how it retries."""
     hooks = stream.add_argument_group("webhooks", "what a --sink webhook sends (docs/alerting.md, Sinks)")
     hooks.add_argument(
         "--webhook-format",
+        action=_OnceForEveryWebhook,
         choices=WEBHOOK_FORMATS,
         default=None,
         help='the body: json ({"alerts": [...]}, the default), pagerduty (Events API v2), slack '
@@ -197,12 +227,14 @@ def _add_webhook_arguments(stream: argparse.ArgumentParser) -> None:
     )
     hooks.add_argument(
         "--webhook-template",
+        action=_OnceForEveryWebhook,
         metavar="FILE",
         help="a Jinja2 template of the body; every {{ expression }} is written as JSON "
         "(implies --webhook-format template)",
     )
     hooks.add_argument(
         "--pagerduty-routing-key",
+        action=_OnceForEveryWebhook,
         metavar="KEY",
         help="the PagerDuty integration key; write it as '$NAME' to read it from the environment",
     )
@@ -215,6 +247,7 @@ def _add_webhook_arguments(stream: argparse.ArgumentParser) -> None:
     )
     hooks.add_argument(
         "--webhook-secret",
+        action=_OnceForEveryWebhook,
         metavar="SECRET",
         help="sign every request (X-Cep-Signature: t=..., v1=HMAC-SHA256); write it as '$NAME' to read "
         "it from the environment",

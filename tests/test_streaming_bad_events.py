@@ -196,6 +196,8 @@ BAD_LINES = [
     ('{"id": "b1", "symbol": "B", "ts": "yesterday", "price": 3.0}', "bad_event_time"),
     ('{"id": "n1", "symbol": "B", "ts": null, "price": 3.0}', "null_event_time"),
     ('{"id": "f1", "symbol": "A", "ts": "2090-01-01T00:00:00", "price": 1.0}', "future_event_time"),
+    # Past the times pandas holds (2262) too: the reason says it is ahead of the clock, not only unheld.
+    ('{"id": "f2", "symbol": "A", "ts": "2999-01-01T00:00:00", "price": 1.0}', "future_event_time"),
     # A time Spark reads but the stateful operator's pandas cannot hold: it failed the micro-batch, every time.
     ('{"id": "o1", "symbol": "B", "ts": "1600-01-01T00:00:00", "price": 2.0}', "bad_event_time"),
 ]

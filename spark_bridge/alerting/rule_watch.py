@@ -99,6 +99,10 @@ class RuleWatch:
         self.payload: dict | None = None
         self.signature: tuple | None = None
         self.notes: dict[tuple[str, str], RuleNotes] = {}
+        # The load errors this process has logged: each is said once while it lasts, and once more by the next
+        # process (the status file keeps the errors across a restart, but the restarted service's log must say
+        # why a rule is skipped, not only count it in the status line).
+        self.said_errors: set[str] = set()
         # Rules failed at run time, by id: version, file stamp, error, key, time (kept in the status file).
         self.quarantined: dict[str, dict] = dict(book.status.get("quarantined") or {})
 
@@ -310,7 +314,6 @@ class RuleWatch:
         self, ruleset: rules_mod.RuleSet, changes: rules_mod.RuleChanges, set_id: str, old_versions: dict[str, str]
     ) -> None:
         book = self.book
-        old_errors = {e["rendered"] for e in book.status.get("errors", [])}
         broken_before = {e.get("rule_id") for e in book.status.get("errors", []) if e.get("rule_id")}
         broken_now = {e.rule_id for e in ruleset.errors if e.rule_id}
         with book.lock:
@@ -363,5 +366,6 @@ class RuleWatch:
         for rule_id in changes.removed:
             self.event(f"rule {rule_id} removed; its state is dropped", "info")
         for error in ruleset.errors:
-            if error.rendered not in old_errors:
+            if error.rendered not in self.said_errors:
                 self.event(f"rule skipped: {error.rendered}", "error")
+        self.said_errors = {error.rendered for error in ruleset.errors}

@@ -124,6 +124,8 @@ class DeliveryError:
     message: str
     rules: tuple[str, ...] = ()
     key: str | None = None  # the request's idempotency key, when it was a request
+    # The receiver (or the body template) refused it for good: a dead letter never sent again by itself.
+    refused: bool = False
 
     def __str__(self) -> str:
         return self.message

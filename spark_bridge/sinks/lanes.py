@@ -47,6 +47,7 @@ from cep.spark_bridge.sinks.base import (
     AlertSink,
     Delivery,
     DeliveryAbandoned,
+    DeliveryError,
     atomic_write,
     intact_items,
     set_aside,
@@ -445,15 +446,34 @@ class _Lane(threading.Thread):
         state.failing_since, state.stuck_batch, state.last_exception = None, None, None
         state.last_success_at = time.time()
         self.streak, self.retry_at = 0, 0.0
-        if report.dead_lettered:
+        refused = [error for error in report.errors if error.refused]
+        if refused:
+            self._refused(refused)
+        if report.dead_lettered and len(refused) < len(report.errors):
             state.answering = False
-            first = report.errors[0].message if report.errors else "dead-lettered"
+            first = next(e.message for e in report.errors if not e.refused)
             state.last_error, state.last_error_at = first.split(": ", 1)[-1], time.time()
             self._outage_started(report)
-        elif report.delivered:
+        elif report.delivered or refused:
             state.answering = True
             self.probe_at, self.probe_wait = 0.0, 0.0
             self._outage_ended()
+
+    def _refused(self, refused: list[DeliveryError]) -> None:
+        """Requests refused for good (a 4xx other than 408/425/429, a body template that fails on an alert):
+        the receiver answered, so this is no outage, and their letters are never sent again by themselves.
+        One warning per delivery, saying what to do."""
+        first = refused[0]
+        state = self.state
+        state.last_error, state.last_error_at = first.message.split(": ", 1)[-1], time.time()
+        more = f" and {len(refused) - 1} more request(s)" if len(refused) > 1 else ""
+        self.lanes.event(
+            f"sink {self.sink.describe()}: refused for good, {first.key or '?'} (rules {', '.join(first.rules)})"
+            f"{more}: {first.message.split(': ', 1)[-1]}; kept as dead letters that are not sent again by "
+            "themselves: fix the cause (the receiver's answer, or the template), then send them with cep deliver "
+            "--checkpoint CHECKPOINT --sink webhook URL",
+            level="warning",
+        )
 
     def _outage_started(self, report: Delivery) -> None:
         """One warning per receiver outage (the first dead letter), not one per request that failed: the
@@ -463,7 +483,7 @@ class _Lane(threading.Thread):
             self.outage_dead += dead
             return
         self.outage_since, self.outage_dead = time.time(), dead
-        error = report.errors[0] if report.errors else None
+        error = next((e for e in report.errors if not e.refused), None)
         what = (
             "?"
             if error is None

@@ -24,10 +24,12 @@ https).
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
 import hashlib
 import http.client
 import json
+import os
 import socket
 import ssl
 import threading
@@ -412,6 +414,11 @@ class WebhookSink(AlertSink):
         report = Delivery(self.name)
         deadline = self.clock() + self.retry.budget
         exhausted: str | None = None
+        # The letters this call wrote. When a later one cannot be written (a full disk), the call raises and
+        # the whole micro-batch stays in the outbox, to be delivered again: its letters are taken back, or
+        # their alerts would go twice (the batch, then the letters) and count as redelivered, never as
+        # dead-lettered.
+        written: list[str] = []
         for key, chunk in self.requests(alerts):
             refused = False
             if exhausted is not None:
@@ -431,8 +438,11 @@ class WebhookSink(AlertSink):
                     report.delivered[alert["rule_id"]] += 1
                 continue
             try:
-                self.dead_letter(key, chunk, errors, batch_id, refused=refused)
+                written.append(self.dead_letter(key, chunk, errors, batch_id, refused=refused))
             except OSError as exc:  # a full disk: dropping the alert is not an option, so stop the batch
+                for path in written:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(path)
                 raise CepSinkError(
                     f"{errors[-1] if errors else 'delivery failed'}, and the dead letter for {key} could not "
                     f"be written to {self.dead_letter_dir}: {exc}; {not_committed(batch_id)}",
@@ -441,7 +451,8 @@ class WebhookSink(AlertSink):
             rules = sorted({str(alert["rule_id"]) for alert in chunk})
             for alert in chunk:
                 report.dead_lettered[alert["rule_id"]] += 1
-            report.errors.append(DeliveryError(f"{key}: {errors[-1] if errors else 'failed'}", tuple(rules), key))
+            message = f"{key}: {errors[-1] if errors else 'failed'}"
+            report.errors.append(DeliveryError(message, tuple(rules), key, refused=refused))
             if self.clock() >= deadline and exhausted is None:
                 exhausted = f"earlier requests failed: {errors[-1] if errors else 'failed'}"
         return report
@@ -449,13 +460,29 @@ class WebhookSink(AlertSink):
     # -- dead letters
 
     def resend(self, letter: DeadLetter) -> Attempt:
-        """One try at a dead letter, with the current format, headers and signature."""
+        """One try at a dead letter, with the current format, headers and signature.
+
+        A letter can hold more alerts than one request of the current format carries: a batch that failed
+        under another format (Alertmanager's 64, then PagerDuty's one event per request), or another
+        webhook's letters (``cep deliver --from``). Those go as several requests, each with the key the same
+        alerts get on a first delivery; the first that fails fails the try, and the next try sends them all
+        again (the receiver deduplicates on the keys). One body of them all would carry only the first alert
+        in a format of one event, and the letter would be removed with the others never sent."""
+        alerts = self.payloads(list(letter.alerts))
+        limit = self.body_format.max_batch
+        if limit is None or len(alerts) <= limit:
+            parts = [(letter.key, alerts)]
+        else:
+            chunks = [alerts[i : i + limit] for i in range(0, len(alerts), limit)]
+            parts = [(self.batch_key([a["match_id"] for a in chunk]), chunk) for chunk in chunks]
         try:
-            body = self.body_format.body(self.payloads(list(letter.alerts)))
-            ok, error, _ = self._attempt(letter.key, body)
+            for key, chunk in parts:
+                ok, error, _ = self._attempt(key, self.body_format.body(chunk))
+                if not ok:
+                    return Attempt(False, error)
         except (_Permanent, ValueError) as exc:
             return Attempt(False, f"{exc} (not retried)", refused=True)
-        return Attempt(ok, error)
+        return Attempt(True)
 
     def replay_dead_letters(self) -> tuple[int, int]:
         """Send every dead letter once, refused ones too; remove those delivered. (delivered, still failing)."""

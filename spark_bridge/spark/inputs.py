@@ -163,13 +163,15 @@ def bad_row_reason(
         if time is not None:
             reason = otherwise(unread & time.isNull(), BAD_EVENT_TIME)
         reason = otherwise(unread, BAD_WRONG_TYPE)
+    # Before the times pandas cannot hold: an event time in 2999 is a clock or a producer gone wrong, and its
+    # reason says so (future_event_time, with the skew) rather than only that the engines cannot hold it.
+    if max_future_skew_us is not None and time is not None:
+        ahead = F.unix_micros(time) > batch_time_us() + F.lit(max_future_skew_us)
+        reason = otherwise(ahead, BAD_FUTURE_TIME)
     for name in unheld_time_columns(df):  # a time pandas cannot hold would fail the whole micro-batch
         value = F.unix_micros(F.col(quote(name)).cast("timestamp"))  # a TIMESTAMP_NTZ column too
         outside = (value < F.lit(_FIRST_HELD_US)) | (value > F.lit(_LAST_HELD_US))
         reason = otherwise(outside, BAD_EVENT_TIME if name == time_column else BAD_WRONG_TYPE)
-    if max_future_skew_us is not None and time is not None:
-        ahead = F.unix_micros(time) > batch_time_us() + F.lit(max_future_skew_us)
-        reason = otherwise(ahead, BAD_FUTURE_TIME)
     if null_time and time is not None:
         reason = otherwise(time.isNull(), BAD_NULL_TIME)
     for name in nan_columns:
