@@ -28,8 +28,9 @@ import threading
 KILL_POINTS = ("after_state", "after_sink", "after_commit")
 KILL_AT_ENV = "CEP_TEST_KILL_AT"
 KILL_PARTIES_ENV = "CEP_TEST_KILL_PARTIES"
-# Below the test's deadline for a driver (DRIVER_DEADLINE_S): a stream that never reaches its point ends the
-# driver with RENDEZVOUS_MISSED and a line saying so, not with the SIGKILL the test waits for.
+# From the first stream's arrival; shorter than the test's deadline for a whole driver (DRIVER_DEADLINE_S), and
+# far longer than a micro-batch: a stream that never reaches its point ends the driver with RENDEZVOUS_MISSED
+# and a line saying so, not with the SIGKILL the test waits for.
 RENDEZVOUS_TIMEOUT_S = 200.0
 RENDEZVOUS_MISSED = 3
 WATERMARK, SESSION_TIMEOUT = "20 seconds", "60 seconds"
