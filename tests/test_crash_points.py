@@ -49,6 +49,7 @@ from tests.test_alerting import (
     SPAN,
     ev,
     price_batches,
+    price_batches_to_the_end,
     price_walk,
     replay,
     streamed,
@@ -179,11 +180,7 @@ def alert_stream_input(rules: Path, source: Path) -> list[list[dict]]:
     """The two rules and the alert stream's input, one file per micro-batch, a bad line in batch 1's."""
     write_rule(rules, "prices.sql", HIGH)
     write_rule(rules, "span.sql", SPAN)
-    batches = price_batches() + [
-        [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101), ev("s", 95, 25)]
-        + price_walk(["c", "d"], 90, 140, 3, seed=5),
-        [ev(ALERT_SENTINEL, 10_000, 0)],
-    ]
+    batches = price_batches_to_the_end()
     for index, rows in enumerate(batches):
         write_batch(source, index, rows)
     path = source / "batch-0001.json"
@@ -230,12 +227,16 @@ def killed_streams(tmp_path_factory) -> KilledStreams:
     return KilledStreams(vshape_args, query, events, stopped, alert_args, alert_batches, alerts_stopped)
 
 
+def assert_stopped_where_expected(stopped: dict[str, dict[str, bool]], expected: dict[str, dict[str, bool]]) -> None:
+    """Each kill point left what ``expected`` says must (True) and must not (False) exist."""
+    for point, want in expected.items():
+        assert {k: stopped[point][k] for k in want} == want, (point, stopped[point])
+
+
 @pytest.mark.long
 @pytest.mark.spark
 def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, killed_streams):
-    for point, expected in EXPECTED_STOP.items():
-        stopped = killed_streams.stopped[point]
-        assert {k: stopped[k] for k in expected} == expected, (point, stopped)
+    assert_stopped_where_expected(killed_streams.stopped, EXPECTED_STOP)
 
     stream = crash_driver.start_query(spark, *killed_streams.vshape_args, available_now=True)
     stream.awaitTermination()
@@ -247,9 +248,7 @@ def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then
 @pytest.mark.spark
 def test_sigkill_after_the_state_save_the_writes_and_the_commit_then_restart(spark, killed_streams):
     """The driver layout (``--state driver``) killed at every point of a micro-batch, then restarted."""
-    for point, expected in EXPECTED_ALERTS_STOP.items():
-        where = killed_streams.alerts_stopped[point]
-        assert {k: where[k] for k in expected} == expected, (point, where)
+    assert_stopped_where_expected(killed_streams.alerts_stopped, EXPECTED_ALERTS_STOP)
 
     args = killed_streams.alert_args
     stream = driver_state_crash_driver.make_stream(spark, *args)
