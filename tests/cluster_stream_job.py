@@ -4,10 +4,13 @@
 
 Streams the JSON event files in INPUT_DIR through the V-shape query with a file sink, then exits.
 FILES_PER_BATCH (default: all at once) makes several micro-batches, e.g. to lose an executor mid-stream.
+``$CEP_TEST_EXECUTOR_JVM_OPTIONS`` (set by test_cluster.py: the suite's C1-and-serial-collector flags) goes to the
+executors' JVMs, which a worker starts itself, outside the scripts whose variables carry those flags.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import cep
@@ -21,7 +24,10 @@ QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
 
 
 def main(master: str, source: str, output: str, checkpoint: str, files_per_batch: str = "") -> None:
-    spark = get_spark(master, app_name="cep-cluster-test")
+    executor_jvm = os.environ.get("CEP_TEST_EXECUTOR_JVM_OPTIONS", "")
+    conf = {"spark.executor.defaultJavaOptions": executor_jvm} if executor_jvm else {}
+    # Two shuffle partitions: the cluster's two cores run a micro-batch's stateful tasks in one round.
+    spark = get_spark(master, app_name="cep-cluster-test", shuffle_partitions=2, conf=conf)
     reader = spark.readStream.schema("symbol string, ts timestamp, price double")
     if files_per_batch:
         reader = reader.option("maxFilesPerTrigger", int(files_per_batch))

@@ -1,12 +1,11 @@
-"""A streaming cep driver that SIGKILLs itself at a chosen point of a micro-batch (used by test_crash_points.py).
-
-    CEP_TEST_KILL_AT=POINT:BATCH python tests/crash_driver.py INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR QUERY_TEXT
+"""A streaming cep query whose ``foreachBatch`` SIGKILLs its driver at a chosen point of a micro-batch (run by
+tests/crash_points_driver.py for test_crash_points.py).
 
 The query's output goes through ``foreachBatch`` to one Parquet file per micro-batch,
 ``OUTPUT_DIR/batch-<id>.parquet``, written to a hidden temporary name and renamed: a micro-batch
 delivered again after a crash replaces its own file, so the sink is idempotent by batch id, as
-Spark's exactly-once contract for ``foreachBatch`` asks. ``POINT`` is where, in micro-batch ``BATCH``,
-the driver kills its own process group (the Python driver and its JVM, as a crash does):
+Spark's exactly-once contract for ``foreachBatch`` asks. ``$CEP_TEST_KILL_AT=POINT:BATCH`` says where, in
+micro-batch ``BATCH``, the driver kills its own process group (the Python driver and its JVM, as a crash does):
 
 * ``after_state``: the stateful operator has run and committed its state (``state/0/<p>/<id+1>.delta``),
   the sink has written nothing, Spark has not committed the batch (no ``commits/<id>``);
@@ -14,7 +13,9 @@ the driver kills its own process group (the Python driver and its JVM, as a cras
 * ``after_commit``: Spark has committed the batch (``commits/<id>``) and logged the next one's
   offsets; nothing of the next batch has run.
 
-The hook lives here, in the test's own driver, not in spark_bridge.
+A driver may run several streams, each with its own kill point (``$CEP_TEST_KILL_PARTIES`` of them): each one
+that reaches its point waits there until all have, then ``kill_process_group`` kills them all at once, so one
+SIGKILL crashes each stream at its own point. The hook lives here, in the test's own driver, not in spark_bridge.
 """
 
 from __future__ import annotations
@@ -22,18 +23,39 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 
 KILL_POINTS = ("after_state", "after_sink", "after_commit")
+KILL_AT_ENV = "CEP_TEST_KILL_AT"
+KILL_PARTIES_ENV = "CEP_TEST_KILL_PARTIES"
+# From the first stream's arrival; shorter than the test's deadline for a whole driver (DRIVER_DEADLINE_S), and
+# far longer than a micro-batch: a stream that never reaches its point ends the driver with RENDEZVOUS_MISSED
+# and a line saying so, not with the SIGKILL the test waits for.
+RENDEZVOUS_TIMEOUT_S = 200.0
+RENDEZVOUS_MISSED = 3
 WATERMARK, SESSION_TIMEOUT = "20 seconds", "60 seconds"
+
+_rendezvous = threading.Barrier(int(os.environ.get(KILL_PARTIES_ENV, "1")))
+
+
+def kill_process_group() -> None:
+    """SIGKILL this driver's process group (the Python driver and its JVM) once every stream with a kill point in
+    this driver has reached its own; a stream's thread that gets here first waits for the others."""
+    try:
+        _rendezvous.wait(RENDEZVOUS_TIMEOUT_S)
+    except threading.BrokenBarrierError:
+        print(f"not every stream reached its kill point within {RENDEZVOUS_TIMEOUT_S:g}s", file=sys.stderr, flush=True)
+        os._exit(RENDEZVOUS_MISSED)
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _kill_plan() -> tuple[str | None, int]:
-    spec = os.environ.get("CEP_TEST_KILL_AT", "")
+    spec = os.environ.get(KILL_AT_ENV, "")
     if not spec:
         return None, -1
     point, batch = spec.split(":")
     if point not in KILL_POINTS:
-        raise ValueError(f"CEP_TEST_KILL_AT: unknown point {point!r} (one of {', '.join(KILL_POINTS)})")
+        raise ValueError(f"{KILL_AT_ENV}: unknown point {point!r} (one of {', '.join(KILL_POINTS)})")
     return point, int(batch)
 
 
@@ -47,7 +69,7 @@ def make_writer(output: str):
 
     def die_at(here: str, batch_id: int) -> None:
         if here == point and batch_id == kill_batch:
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+            kill_process_group()
 
     def write(batch_df, batch_id: int) -> None:
         die_at("after_commit", batch_id - 1)  # the previous batch is committed; this one has not started
@@ -79,14 +101,3 @@ def start_query(spark, source: str, output: str, checkpoint: str, text: str, *, 
     writer = out.writeStream.foreachBatch(make_writer(output)).option("checkpointLocation", checkpoint)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="0 seconds")
     return writer.start()
-
-
-def main(source: str, output: str, checkpoint: str, text: str) -> None:
-    from cep.spark_bridge.spark.session import get_spark
-
-    spark = get_spark("local[2]", shuffle_partitions=2)
-    start_query(spark, source, output, checkpoint, text, available_now=False).awaitTermination()
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:5])

@@ -1,10 +1,10 @@
-"""An alert stream with its rules on the driver (``state="driver"``) that SIGKILLs itself at a chosen point of a
-micro-batch (used by test_driver_state_crash.py).
+"""An alert stream with its rules on the driver (``state="driver"``) that SIGKILLs its driver at a chosen point of a
+micro-batch (run by tests/crash_points_driver.py for test_crash_points.py).
 
-    CEP_TEST_KILL_AT=POINT:BATCH python tests/driver_state_crash_driver.py RULES INPUT OUTPUT CHECKPOINT DATABASE
-
-One file of INPUT per micro-batch; alerts to OUTPUT (Spark's file sink) and a SQLite sink. ``POINT``, in
-micro-batch ``BATCH``, where the driver kills its own process group (the Python driver and its JVM):
+One file of INPUT per micro-batch; alerts to OUTPUT (Spark's file sink) and a SQLite sink.
+``$CEP_TEST_DRIVER_STATE_KILL_AT=POINT:BATCH`` says where, in micro-batch ``BATCH``, the driver kills its own
+process group (the Python driver and its JVM; ``crash_driver.kill_process_group``, which first waits for the
+driver's other streams to reach their own points):
 
 * ``after_state``: the rules ran and the micro-batch's state is saved (``driver-state/m-<id>.json``); nothing of
   the micro-batch is written;
@@ -17,14 +17,15 @@ The hook lives here, in the test's own driver, not in spark_bridge.
 from __future__ import annotations
 
 import os
-import signal
-import sys
 
+from tests.crash_driver import kill_process_group
+
+KILL_AT_ENV = "CEP_TEST_DRIVER_STATE_KILL_AT"
 WATERMARK = "5 seconds"
 
 
 def _kill_plan() -> tuple[str | None, int]:
-    spec = os.environ.get("CEP_TEST_KILL_AT", "")
+    spec = os.environ.get(KILL_AT_ENV, "")
     if not spec:
         return None, -1
     point, batch = spec.split(":")
@@ -43,7 +44,7 @@ def make_stream(spark, rules: str, source: str, output: str, checkpoint: str, da
 
     def die_at(here: str, batch_id: int) -> None:
         if here == point and batch_id == kill_batch:
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+            kill_process_group()
 
     schema = T.StructType(
         [
@@ -83,17 +84,3 @@ def make_stream(spark, rules: str, source: str, output: str, checkpoint: str, da
 
         stream._write_batch = write
     return stream
-
-
-def main(rules: str, source: str, output: str, checkpoint: str, database: str) -> None:
-    from cep.spark_bridge.spark.session import get_spark
-
-    spark = get_spark("local[2]", shuffle_partitions=2)
-    stream = make_stream(spark, rules, source, output, checkpoint, database)
-    stream.refresh_rules(force=True)
-    stream.start()
-    stream.match_query.awaitTermination()
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:6])

@@ -379,6 +379,16 @@ def price_batches() -> list[list[dict]]:
     ]
 
 
+def price_batches_to_the_end() -> list[list[dict]]:
+    """``price_batches``, a third micro-batch that closes the match of "s", then the sentinel alone (the
+    watermark past all): a restart's input."""
+    return price_batches() + [
+        [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101), ev("s", 95, 25)]
+        + price_walk(["c", "d"], 90, 140, 3, seed=5),
+        [ev(SENTINEL, 10_000, 0)],
+    ]
+
+
 @pytest.mark.spark
 def test_bad_rows_first_seen_at_a_compaction_batch_are_written(spark, tmp_path):
     """The stream commits its bad rows with Spark's file sink only in micro-batches that have some, and records
@@ -492,11 +502,7 @@ def test_restart_after_a_crash_before_commit_no_loss_no_duplicates(spark, two_pa
     rules, source, checkpoint, output = tmp_path / "rules", tmp_path / "in", tmp_path / "ck", tmp_path / "out"
     write_rule(rules, "prices.sql", HIGH)
     write_rule(rules, "span.sql", SPAN)
-    batches = price_batches() + [
-        [ev("a", 85, 105), ev("a", 125, 106), ev("b", 130, 101), ev("s", 95, 25)]
-        + price_walk(["c", "d"], 90, 140, 3, seed=5),
-        [ev(SENTINEL, 10_000, 0)],
-    ]
+    batches = price_batches_to_the_end()
     database = tmp_path / "alerts.db"
 
     def run(files: int) -> AlertStream:

@@ -4,6 +4,8 @@ The pip package has no sbin/ scripts; ``bin/spark-class`` starts the master and 
 its own driver process (tests/cluster_stream_job.py) and its output, read back through Spark, must equal the
 pure-Python replay of the same events.
 One master serves the module; a test may kill the worker (and its executor) and start another.
+Every JVM here (master, worker, each job's driver, each executor) runs with the suite's quick-JVM flags
+(tests/conftest.py); the executors get them through the job (``spark.executor.defaultJavaOptions``).
 
 The executors run a Python **without cep**: a virtual environment that sees this one's libraries
 (numpy, pandas, pyarrow, lark) but not its editable install of cep, and no ``PYTHONPATH``. cep ships
@@ -28,9 +30,11 @@ import pytest
 
 import cep
 from tests.cluster_stream_job import QUERY
+from tests.conftest import TEST_JVM_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTERED = "Successfully registered with master"
+LAUNCHED = "Asked to launch executor"  # a worker's log line for each executor it starts
 
 
 def _free_port() -> int:
@@ -108,6 +112,7 @@ class Cluster:
             PYSPARK_DRIVER_PYTHON=sys.executable,
             SPARK_WORKER_DIR=str(root / "work"),
             CEP_CACHE=str(root / "cache"),
+            CEP_TEST_EXECUTOR_JVM_OPTIONS=" ".join(TEST_JVM_OPTIONS),
         )
         port = _free_port()
         self.master_url = f"spark://127.0.0.1:{port}"
@@ -227,24 +232,6 @@ def _output(spark, output: Path) -> list[tuple]:
 
 
 @pytest.mark.spark
-def test_stream_on_a_standalone_cluster(spark, cluster, tmp_path):
-    assert not _imports(cluster.worker_python, "cep", tmp_path) and _imports(cluster.worker_python, "pandas", tmp_path)
-    events = _events()
-    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
-    _write_files(source, events, 1)
-    job = subprocess.run(
-        _job(cluster, source, output, checkpoint), env=cluster.env, capture_output=True, text=True, timeout=600
-    )
-    assert job.returncode == 0, job.stderr[-3000:]
-    expected = _expected(events)
-    assert _output(spark, output) == expected and len(expected) > 5
-    assert "Launching executor" in cluster.log("master") or "Asked to launch executor" in "".join(
-        cluster.log(f"worker-{i}") for i in range(len(cluster.workers))
-    )
-    assert list((Path(cluster.env["CEP_CACHE"]) / "ship").glob("cep-*.zip"))  # what the executors imported cep from
-
-
-@pytest.mark.spark
 def test_executors_whose_python_lacks_pandas_are_refused_at_start_up_naming_what_is_missing(cluster, tmp_path):
     empty = _bare_python(tmp_path / "empty-venv", libraries=False)
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
@@ -276,9 +263,17 @@ def _batch_in_flight(checkpoint: Path) -> int | None:
 @pytest.mark.long
 @pytest.mark.spark
 def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spark, cluster, tmp_path):
+    """The stream runs on the cluster's executors, which import cep from the zip the driver ships (their Python has
+    no cep); a micro-batch after a committed one loses its worker and executor; a new worker's executor redoes it;
+    the output, read through Spark, equals the replay, each match once."""
+    assert not _imports(cluster.worker_python, "cep", tmp_path) and _imports(cluster.worker_python, "pandas", tmp_path)
     events = _events()
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
-    _write_files(source, events, 4)
+    # Two files, one a micro-batch: batch 0 commits state, batch 1 (or the no-data batch after it, which the
+    # far-future row's watermark brings) is the one in flight when the worker goes.
+    _write_files(source, events, 2)
+    lost = len(cluster.workers) - 1  # the worker this job's first executor runs on
+    launched_before = cluster.log(f"worker-{lost}").count(LAUNCHED)  # an earlier test's jobs ran there too
     log_path = tmp_path / "job.log"
     with log_path.open("w") as log:
         job = subprocess.Popen(
@@ -297,7 +292,6 @@ def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spar
         )
         batch = _batch_in_flight(checkpoint)
         assert batch is not None, "the job ended before a worker could be lost:\n" + log_path.read_text()[-3000:]
-        lost = len(cluster.workers) - 1
         cluster.kill_worker(lost)  # the worker and its executor, in the middle of micro-batch `batch`
         assert not (checkpoint / "commits" / str(batch)).exists()  # it was still running when they went
         cluster.start_worker()
@@ -310,5 +304,7 @@ def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spar
     got = _output(spark, output)
     assert got == expected and len(set(got)) == len(got) and len(expected) > 5
     # The job ran on two executors in turn: the lost one and one on the new worker.
+    assert cluster.log(f"worker-{lost}").count(LAUNCHED) == launched_before + 1
     app_logs = cluster.log(f"worker-{lost + 1}")
-    assert "Asked to launch executor" in app_logs, app_logs[-2000:]
+    assert LAUNCHED in app_logs, app_logs[-2000:]
+    assert list((Path(cluster.env["CEP_CACHE"]) / "ship").glob("cep-*.zip"))  # what the executors imported cep from

@@ -1,11 +1,17 @@
 """Crashes at every step of a micro-batch, and sinks that fail: nothing lost, nothing twice.
 
 * SIGKILL of the whole driver (Python and its JVM) at three points of a micro-batch, one driver after
-  another on the same checkpoint: right after the stateful operator committed its state, right after
-  the sink wrote, right after Spark committed the batch (``tests/crash_driver.py`` kills itself there;
-  the test checks that the checkpoint shows that very point). The stream is then finished from its
-  checkpoint in this process; the union of everything the sink holds must equal the batch replay
-  (``Query.run``) with no duplicate match id. The kill during a micro-batch at an arbitrary moment is
+  another on the same checkpoint, for two streams at once (tests/crash_points_driver.py runs both in one
+  driver, each stopped at its own point until the other is at its own, then one SIGKILL): the V-shape
+  query's ``foreachBatch`` stream (tests/crash_driver.py) right after the stateful operator committed its
+  state, right after the sink wrote, right after Spark committed the batch; the alert stream with its rules
+  on the driver (``state="driver"``, tests/driver_state_crash_driver.py) right after the rules' state was
+  saved, right after everything of the micro-batch was written (alerts, bad rows, outbox, SQLite, journal),
+  right after Spark committed it. The tests check that each checkpoint shows that very point, then finish
+  each stream from its checkpoint in this process: the V-shape sink's files equal the batch replay
+  (``Query.run``) with no duplicate match id; the alerts equal each rule's replay with no duplicate match id,
+  the SQLite table holds each unsuppressed alert once, each bad row is in the dead letter once, and the
+  state directory holds two manifests. The kill during a micro-batch at an arbitrary moment is
   ``test_streaming.py::test_spark_sigkill_mid_stream_then_restart``.
 * A locked database under an alert stream: the delivery stops with an error naming the sink, the
   matching does not; after the restart every alert is in the table once.
@@ -13,8 +19,8 @@
   skipped otherwise): the query stops with Spark's write error naming the directory; once space is back the restart
   writes everything once; what a reader sees goes through ``_spark_metadata``.
 
-The SIGKILL test starts three more Spark drivers (a JVM each); see the module's durations in the report
-of ``pytest --durations``.
+The SIGKILL tests share three Spark drivers (a JVM each, started one after the other: the module's
+``killed_streams``); see the module's durations in the report of ``pytest --durations``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -36,12 +43,13 @@ import cep
 from cep.spark_bridge.alerting.stream import AlertStream, read_status
 from cep.spark_bridge.sinks.base import RetryPolicy
 from cep.spark_bridge.sinks.sql import SQLiteSink
-from tests import crash_driver
+from tests import crash_driver, driver_state_crash_driver
 from tests.test_alerting import (
     HIGH,
     SPAN,
     ev,
     price_batches,
+    price_batches_to_the_end,
     price_walk,
     replay,
     streamed,
@@ -67,11 +75,15 @@ from tests.test_streaming import (
     write_batches,
 )
 
-DRIVER_DEADLINE_S = 240  # a JVM start plus two micro-batches; generous for a loaded 2-core machine
-# Where each driver in turn kills itself: every point of micro-batch 1 (batch 0 leaves state behind
-# it), each driver restarted from the checkpoint the killed one left, so that the later kills also
-# test a restart after a crash. One batch per driver keeps the three JVM starts the main cost.
-KILLS = (("after_state", 1), ("after_sink", 1), ("after_commit", 1))
+# A JVM start plus two micro-batches of each of two streams: 45-75 s a driver at a load average of 13-18 on the
+# 2-core machine; generous for a load of 40.
+DRIVER_DEADLINE_S = 360
+# Where each driver in turn kills itself, (the V-shape stream's point, the driver-state stream's point) in
+# micro-batch 1 (batch 0 leaves state behind it): each driver restarted from the checkpoints the killed one left,
+# so that the later kills also test a restart after a crash. One batch per driver keeps the three JVM starts
+# the main cost.
+KILLS = (("after_state", "after_state"), ("after_sink", "after_write"), ("after_commit", "after_commit"))
+KILLED_BATCH = 1
 
 
 def _exists(directory: Path, pattern: str) -> bool:
@@ -79,7 +91,7 @@ def _exists(directory: Path, pattern: str) -> bool:
 
 
 def _where_it_stopped(checkpoint: Path, output: Path, batch: int) -> dict[str, bool]:
-    """What the checkpoint and the sink hold for ``batch`` after the kill."""
+    """What the V-shape stream's checkpoint and sink hold for ``batch`` after the kill."""
     return {
         "offsets": (checkpoint / "offsets" / str(batch)).exists(),
         "state": _exists(checkpoint / "state", f"0/*/{batch + 1}.delta"),  # version = batch id + 1
@@ -97,25 +109,42 @@ EXPECTED_STOP = {  # what must (True) and must not (False) exist after the kill,
 }
 
 
+def _where_the_alerts_stopped(checkpoint: Path, output: Path, batch: int) -> dict[str, bool]:
+    """What the driver-state alert stream's checkpoint and outputs hold for ``batch`` after the kill."""
+    return {
+        "state": (checkpoint / "driver-state" / f"m-{batch:012d}.json").exists(),
+        "written": (output / "_spark_metadata" / str(batch)).exists(),
+        "commit": (checkpoint / "match" / "commits" / str(batch)).exists(),
+        "next_written": (output / "_spark_metadata" / str(batch + 1)).exists(),
+    }
+
+
+EXPECTED_ALERTS_STOP = {
+    "after_state": {"state": True, "written": False, "commit": False},
+    "after_write": {"state": True, "written": True, "commit": False},
+    "after_commit": {"commit": True, "next_written": False},
+}
+
+
 def read_sink(output: Path) -> pd.DataFrame:
     frames = [pd.read_parquet(p) for p in sorted(output.glob("batch-*.parquet"))]
     return pd.concat(frames, ignore_index=True)
 
 
-def run_driver_until_killed(
-    tmp_path: Path, args: list[str], point: str, batch: int, script: str = "crash_driver.py"
-) -> None:
-    """Run ``tests/<script>`` with ``args`` until it kills itself at ``point`` of micro-batch ``batch``."""
+def run_driver_until_killed(folder: Path, args: list[str], kill_at: dict[str, str], name: str) -> None:
+    """Run tests/crash_points_driver.py with ``args`` until it kills itself where ``kill_at`` (an environment
+    variable per stream: its ``POINT:BATCH``) says, every stream at its own point."""
     env = dict(
         os.environ,
         PYTHONPATH=str(REPO),
-        CEP_SPARK_LOG=str(tmp_path / f"driver-{point}-spark.log"),
-        CEP_TEST_KILL_AT=f"{point}:{batch}",
+        CEP_SPARK_LOG=str(folder / f"driver-{name}-spark.log"),
+        **{crash_driver.KILL_PARTIES_ENV: str(len(kill_at))},
+        **kill_at,
     )
-    log_path = tmp_path / f"driver-{point}.log"
+    log_path = folder / f"driver-{name}.log"
     with log_path.open("w") as log:
         driver = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / script), *args],
+            [sys.executable, str(REPO / "tests" / "crash_points_driver.py"), *args],
             env=env,
             start_new_session=True,
             stdout=log,
@@ -126,7 +155,7 @@ def run_driver_until_killed(
         except subprocess.TimeoutExpired:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
-            pytest.fail(f"the driver did not reach {point} of batch {batch}:\n" + log_path.read_text()[-3000:])
+            pytest.fail(f"the driver did not reach {kill_at}:\n" + log_path.read_text()[-3000:])
     assert driver.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
 
 
@@ -144,19 +173,97 @@ def assert_equals_the_replay(result: pd.DataFrame, query, events: list[dict]) ->
     assert without_sentinel(matches_of(result, query)) == normalize(expected_output(query, events, 60))
 
 
+ALERT_BAD_LINE = '{"symbol": "a", "ts": "2024-01-01T00:00:31", "price": "abc"}'
+
+
+def alert_stream_input(rules: Path, source: Path) -> list[list[dict]]:
+    """The two rules and the alert stream's input, one file per micro-batch, a bad line in batch 1's."""
+    write_rule(rules, "prices.sql", HIGH)
+    write_rule(rules, "span.sql", SPAN)
+    batches = price_batches_to_the_end()
+    for index, rows in enumerate(batches):
+        write_batch(source, index, rows)
+    path = source / "batch-0001.json"
+    stamp = path.stat().st_mtime
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(ALERT_BAD_LINE + "\n")
+    os.utime(path, (stamp, stamp))
+    return batches
+
+
+@dataclass(frozen=True)
+class KilledStreams:
+    """The two streams' inputs and checkpoints after the three drivers, and where each kill left each stream."""
+
+    vshape_args: list[str]
+    query: cep.Query
+    events: list[dict]
+    stopped: dict[str, dict[str, bool]]  # per V-shape kill point
+    alert_args: list[str]
+    alert_batches: list[list[dict]]
+    alerts_stopped: dict[str, dict[str, bool]]  # per driver-state kill point
+
+
+@pytest.fixture(scope="module")
+def killed_streams(tmp_path_factory) -> KilledStreams:
+    """Three drivers, one after the other on the same two checkpoints, each killed once both streams are at their
+    points of ``KILLS``: the SIGKILL tests below each check their own stream and finish it."""
+    root = tmp_path_factory.mktemp("killed")
+    source, output, checkpoint = root / "in", root / "out", root / "ck"
+    query, events = vshape_stream(source, seed=41, n_batches=4)
+    rules, alert_in, alert_out, alert_ck = root / "rules", root / "alerts-in", root / "alerts-out", root / "alerts-ck"
+    alert_batches = alert_stream_input(rules, alert_in)
+    vshape_args = [str(source), str(output), str(checkpoint), query.text]
+    alert_args = [str(rules), str(alert_in), str(alert_out), str(alert_ck), str(root / "alerts.db")]
+    stopped, alerts_stopped = {}, {}
+    for point, alert_point in KILLS:
+        kill_at = {
+            crash_driver.KILL_AT_ENV: f"{point}:{KILLED_BATCH}",
+            driver_state_crash_driver.KILL_AT_ENV: f"{alert_point}:{KILLED_BATCH}",
+        }
+        run_driver_until_killed(root, vshape_args + alert_args, kill_at, point)
+        stopped[point] = _where_it_stopped(checkpoint, output, KILLED_BATCH)
+        alerts_stopped[alert_point] = _where_the_alerts_stopped(alert_ck, alert_out, KILLED_BATCH)
+    return KilledStreams(vshape_args, query, events, stopped, alert_args, alert_batches, alerts_stopped)
+
+
+def assert_stopped_where_expected(stopped: dict[str, dict[str, bool]], expected: dict[str, dict[str, bool]]) -> None:
+    """Each kill point left what ``expected`` says must (True) and must not (False) exist."""
+    for point, want in expected.items():
+        assert {k: stopped[point][k] for k in want} == want, (point, stopped[point])
+
+
 @pytest.mark.long
 @pytest.mark.spark
-def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, tmp_path):
-    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    query, events = vshape_stream(source, seed=41, n_batches=4)
-    for point, batch in KILLS:
-        run_driver_until_killed(tmp_path, [str(source), str(output), str(checkpoint), query.text], point, batch)
-        stopped = _where_it_stopped(checkpoint, output, batch)
-        assert {k: stopped[k] for k in EXPECTED_STOP[point]} == EXPECTED_STOP[point], (point, stopped)
+def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, killed_streams):
+    assert_stopped_where_expected(killed_streams.stopped, EXPECTED_STOP)
 
-    stream = crash_driver.start_query(spark, str(source), str(output), str(checkpoint), query.text, available_now=True)
+    stream = crash_driver.start_query(spark, *killed_streams.vshape_args, available_now=True)
     stream.awaitTermination()
-    assert_equals_the_replay(read_sink(output), query, events)
+    output = Path(killed_streams.vshape_args[1])
+    assert_equals_the_replay(read_sink(output), killed_streams.query, killed_streams.events)
+
+
+@pytest.mark.long
+@pytest.mark.spark
+def test_sigkill_after_the_state_save_the_writes_and_the_commit_then_restart(spark, killed_streams):
+    """The driver layout (``--state driver``) killed at every point of a micro-batch, then restarted."""
+    assert_stopped_where_expected(killed_streams.alerts_stopped, EXPECTED_ALERTS_STOP)
+
+    args = killed_streams.alert_args
+    stream = driver_state_crash_driver.make_stream(spark, *args)
+    stream.run_available_now()
+    out = stream.alerts().toPandas()
+    events = [e for b in killed_streams.alert_batches for e in b]
+    assert out["match_id"].is_unique
+    assert streamed(out, "prices/high") == replay(HIGH, events) and streamed(out, "span") == replay(SPAN, events)
+    with sqlite3.connect(args[4]) as db:
+        delivered = sorted(r[0] for r in db.execute("SELECT match_id FROM alerts"))
+    assert delivered == sorted(out[~out["suppressed"]]["match_id"])
+    checkpoint = Path(args[3])
+    letters = spark.read.json(str(checkpoint / "dead-letter" / "bad-rows")).toPandas()
+    assert list(letters["_cep_input"]) == [ALERT_BAD_LINE]
+    assert len(list((checkpoint / "driver-state").glob("m-*.json"))) == 2
 
 
 # --------------------------------------------------------------------------------- a locked database
