@@ -144,16 +144,6 @@ class ChildStream:
         assert self.process.wait(30) == -signal.SIGKILL
         self.log.close()
 
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)  # a clean stop: the queries stopped, the status written
-        try:
-            code = self.process.wait(120)
-        finally:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.log.close()
-        assert code == 0, self.tail()
-
 
 @pytest.mark.long
 @pytest.mark.timeout(1500)  # two Spark drivers one after the other: minutes on a busy 2-core machine
