@@ -3,11 +3,12 @@ table exactly once across two ``kill -9``; a table whose schema changes between 
 between a micro-batch and Spark's empty one. (The batch reads are in test_delta_spark.py: split so that the
 suite's workers share the long streaming tests.)
 
-A stream that is killed, or that runs on while the table changes, is a ``cep stream`` child process with its own
-Spark driver, as its user runs it. The commands that follow it (``--once``: drain what the table holds, then stop;
-told to run again; told to skip change commits) run in this process, on the suite's SparkSession (the ``spark``
-fixture): the same command line through ``cep.cli.main``, the same checkpoint, without a Spark driver JVM started
-for each (each costs 10-20 s on a quiet machine, minutes on a loaded one).
+A stream that is killed with ``kill -9`` is a ``cep stream`` child process with its own Spark driver, as its user
+runs it. Every other command runs in this process, on the suite's SparkSession (the ``spark`` fixture): the same
+command line through ``cep.cli.main``, the same checkpoint, without a Spark driver JVM started for each (each costs
+10-20 s on a quiet machine, minutes on a loaded one): ``--once`` (drain what the table holds, then stop; told to run
+again; told to skip change commits), and the stream that runs on while a column is added, stopped with SIGTERM
+(tests/running_command.py).
 
 The independent source: the python engine's backtest of the same table (tested against the Parquet reader in
 test_delta.py), and the rows these tests appended.
@@ -20,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,6 +31,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from cep.cli import main
+from tests.running_command import run_until_watched
 
 pytestmark = pytest.mark.spark
 
@@ -185,7 +188,7 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)  # a Spark driver, then the suite's session
+@pytest.mark.timeout(3600)  # the suite's session only
 @pytest.mark.parametrize("state", ["driver", "spark"])
 def test_a_followed_table_whose_schema_changes_is_told_what_to_do(spark, tmp_path, capsys, state):
     """A column added while the stream runs, then read on by the same command from its checkpoint; an
@@ -196,23 +199,30 @@ def test_a_followed_table_whose_schema_changes_is_told_what_to_do(spark, tmp_pat
     (tmp_path / "rules" / "high.sql").write_text(HIGH)
     table = tmp_path / "events"
     append(table, events(0, 30))
-    running = Stream(tmp_path, "--state", state)
-    try:
-        until(lambda: alert_rows(tmp_path) > 0, 900, "the first alerts", running)
-        seen = alert_rows(tmp_path)
+    seen: list[int] = []
+
+    def add_a_column(command_done: threading.Event) -> None:
+        deadline = time.monotonic() + 900
+        while alert_rows(tmp_path) == 0:
+            assert not command_done.is_set(), "cep stream ended before the first alerts"
+            assert time.monotonic() < deadline, "no alerts in 900 s"
+            time.sleep(1)  # polling the alerts table, with a deadline
+        seen.append(alert_rows(tmp_path))
         grown = events(40, 30).assign(venue="X")
         write_deltalake(
             str(table), pa.Table.from_pandas(grown, preserve_index=False), mode="append", schema_mode="merge"
         )
         deadline = time.monotonic() + 600
-        while running.process.poll() is None and alert_rows(tmp_path) == seen and time.monotonic() < deadline:
+        while not command_done.is_set() and alert_rows(tmp_path) == seen[0] and time.monotonic() < deadline:
             time.sleep(1)  # polling: the running stream either reads on or stops at the new schema
-    finally:
-        running.kill_9()
-    after_add = running.text()
+
+    running = run_until_watched(stream_args(tmp_path, "--state", state), add_a_column)
+    printed = capsys.readouterr()
+    after_add = printed.out + printed.err
+    assert running in (0, 1), after_add[-3000:]  # stopped by SIGTERM after reading on, or at the new schema
     code, resumed = drained(tmp_path, capsys)
     assert code == 0, resumed[-3000:]
-    assert alert_rows(tmp_path) > seen  # the rows after the new column are read, by one command or the next
+    assert alert_rows(tmp_path) > seen[0]  # the rows after the new column are read, by one command or the next
     retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
     write_deltalake(
         str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"

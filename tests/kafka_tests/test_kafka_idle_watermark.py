@@ -1,26 +1,22 @@
 """Absence on a quiet topic: `A !B WITHIN ...` fires by the wall clock with ``cep stream --idle-watermark``,
 while no other event arrives to move the watermark (a real broker, ``cep stream``'s command line).
 
-The command runs in the test's process through ``cep.cli.main``, on the suite's session (no Spark driver of its
-own to start), and is stopped as a user's service manager stops it: SIGTERM, then its clean stop. Its signal
-handlers are the main thread's, so the command runs there and a helper thread sends the events, waits for the
-alert and sends the SIGTERM.
+The command runs in the test's process on the suite's session (tests/running_command.py: no Spark driver of its
+own to start) and is stopped with SIGTERM, its clean stop, once the alert is there.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import signal
 import threading
 import time
 
 import pytest
 
-from cep.cli import main
 from tests.kafka_broker import produce
 from tests.kafka_tests.test_kafka_stream import committed_records
+from tests.running_command import run_until_watched
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -69,55 +65,34 @@ def test_an_absence_fires_on_a_quiet_topic_by_the_wall_clock(kafka_broker, kafka
             return []
         return [r for r in committed_records(matches) if r["match_status"] == "ABSENCE"]
 
-    def wait_for(condition, what: str) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while not condition():
-            if command_done.is_set():
-                raise AssertionError(f"cep stream ended before {what}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {what} in {WAIT_S} s")
-            time.sleep(0.3)  # polling the session or the checkpoint, not waiting a fixed time
-
     running_before = {q.id for q in spark.streams.active}  # none, unless a test before left one running
     found: list[dict] = []
-    failures: list[BaseException] = []
-    command_done = threading.Event()
 
-    def feed_watch_and_stop() -> None:
-        try:
-            wait_for(lambda: {q.id for q in spark.streams.active} - running_before, "the start")
-            now = dt.datetime.now(dt.UTC)
-            stamp = lambda seconds: (now + dt.timedelta(seconds=seconds)).isoformat()  # noqa: E731
-            produce(
-                kafka_broker.bootstrap,
-                topic,
-                [
-                    {"key": "ann", "value": {"user_id": "ann", "kind": "reset", "ts": stamp(0)}},
-                    {"key": "bob", "value": {"user_id": "bob", "kind": "reset", "ts": stamp(0)}},
-                    {"key": "bob", "value": {"user_id": "bob", "kind": "login", "ts": stamp(1)}},
-                ],
-            )  # and then nothing: the topic stays quiet
-            wait_for(absences, "the absence alert on the quiet topic")
-            found.extend(absences())
-        except BaseException as failure:  # noqa: BLE001 - raised again in the test's thread below
-            failures.append(failure)
-        finally:
-            if not command_done.is_set():
-                os.kill(os.getpid(), signal.SIGTERM)  # the command's own handler while it runs, else ours below
+    def feed_and_watch(command_done: threading.Event) -> None:
+        def wait_for(condition, what: str) -> None:
+            deadline = time.monotonic() + WAIT_S
+            while not condition():
+                assert not command_done.is_set(), f"cep stream ended before {what}"
+                assert time.monotonic() < deadline, f"no {what} in {WAIT_S} s"
+                time.sleep(0.3)  # polling the session or the checkpoint, not waiting a fixed time
 
-    # A SIGTERM that comes after the command restored this handler is ignored, never the end of pytest.
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)
-    helper = threading.Thread(target=feed_watch_and_stop, daemon=True)
-    try:
-        helper.start()
-        code = main(argv)
-        command_done.set()
-        helper.join(WAIT_S)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        wait_for(lambda: {q.id for q in spark.streams.active} - running_before, "the start")
+        now = dt.datetime.now(dt.UTC)
+        stamp = lambda seconds: (now + dt.timedelta(seconds=seconds)).isoformat()  # noqa: E731
+        produce(
+            kafka_broker.bootstrap,
+            topic,
+            [
+                {"key": "ann", "value": {"user_id": "ann", "kind": "reset", "ts": stamp(0)}},
+                {"key": "bob", "value": {"user_id": "bob", "kind": "reset", "ts": stamp(0)}},
+                {"key": "bob", "value": {"user_id": "bob", "kind": "login", "ts": stamp(1)}},
+            ],
+        )  # and then nothing: the topic stays quiet
+        wait_for(absences, "the absence alert on the quiet topic")
+        found.extend(absences())
+
+    code = run_until_watched(argv, feed_and_watch)
     printed = capsys.readouterr()
-    if failures:
-        raise failures[0]
     assert code == 0, (printed.out + printed.err)[-3000:]  # stopped cleanly by SIGTERM
     assert "stopped cleanly" in printed.err + printed.out
     assert [json.loads(r["partition_key"]) for r in found] == [{"user_id": "ann"}]  # bob logged in
