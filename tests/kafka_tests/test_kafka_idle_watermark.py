@@ -31,8 +31,7 @@ SELECT * FROM events MATCH_RECOGNIZE (
 WAIT_S = 300  # for the stream's query to start, then for the alert: minutes on a loaded 2-core machine
 
 
-@pytest.mark.long
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(900)  # a stream on the suite's session: seconds, minutes on a loaded machine
 def test_an_absence_fires_on_a_quiet_topic_by_the_wall_clock(kafka_broker, kafka_topic, spark, tmp_path, capsys):
     topic = kafka_topic(2)
     rules = tmp_path / "rules"
