@@ -3,6 +3,13 @@ table exactly once across two ``kill -9``; a table whose schema changes between 
 between a micro-batch and Spark's empty one. (The batch reads are in test_delta_spark.py: split so that the
 suite's workers share the long streaming tests.)
 
+A stream that is killed with ``kill -9`` is a ``cep stream`` child process with its own Spark driver, as its user
+runs it. Every other command runs in this process, on the suite's SparkSession (the ``spark`` fixture): the same
+command line through ``cep.cli.main``, the same checkpoint, without a Spark driver JVM started for each (each costs
+10-20 s on a quiet machine, minutes on a loaded one): ``--once`` (drain what the table holds, then stop; told to run
+again; told to skip change commits), and the stream that runs on while a column is added, stopped with SIGTERM
+(tests/running_command.py).
+
 The independent source: the python engine's backtest of the same table (tested against the Parquet reader in
 test_delta.py), and the rows these tests appended.
 """
@@ -14,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +31,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from cep.cli import main
+from tests.running_command import run_until_watched
 
 pytestmark = pytest.mark.spark
 
@@ -51,34 +60,27 @@ def append(path: Path, rows: pd.DataFrame) -> None:
     write_deltalake(str(path), pa.Table.from_pandas(rows, preserve_index=False), mode="append")
 
 
+def stream_args(tmp: Path, *extra: str) -> list[str]:
+    """``cep stream``'s arguments over the Delta table ``tmp/events``, alerts into the Delta table ``tmp/alerts``."""
+    options = {
+        "--rules": str(tmp / "rules"),
+        "--input": f"delta:{tmp / 'events'}",
+        "--delta-option": "maxFilesPerTrigger=1",
+        "--checkpoint": str(tmp / "ck"),
+        "--sink": f"delta:{tmp / 'alerts'}",
+        "--watermark": "2s",
+        "--trigger": "1s",
+        "--max-future-skew": "off",
+        "--master": "local[2]",
+    }
+    return ["stream", *(word for option in options.items() for word in option), *extra]
+
+
 class Stream:
     """``cep stream`` over the Delta table, alerts into a Delta table, in its own process group."""
 
     def __init__(self, tmp: Path, *extra: str, spark_conf: dict[str, str] | None = None) -> None:
         self.log = tmp / f"stream-{time.monotonic_ns()}.log"
-        args = [
-            *CEP,
-            "stream",
-            "--rules",
-            str(tmp / "rules"),
-            "--input",
-            f"delta:{tmp / 'events'}",
-            "--delta-option",
-            "maxFilesPerTrigger=1",
-            "--checkpoint",
-            str(tmp / "ck"),
-            "--sink",
-            f"delta:{tmp / 'alerts'}",
-            "--watermark",
-            "2s",
-            "--trigger",
-            "1s",
-            "--max-future-skew",
-            "off",
-            "--master",
-            "local[2]",
-            *extra,
-        ]
         env = dict(
             os.environ,
             PYSPARK_PYTHON=sys.executable,
@@ -90,7 +92,12 @@ class Stream:
             env["PYSPARK_SUBMIT_ARGS"] = f"{settings} pyspark-shell"
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
-                args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                [*CEP, *stream_args(tmp, *extra)],
+                cwd=str(tmp),
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def text(self) -> str:
@@ -100,6 +107,14 @@ class Stream:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(60)
+
+
+def drained(tmp: Path, capsys: pytest.CaptureFixture, *extra: str) -> tuple[int, str]:
+    """``cep stream ... --once`` run to its end in this process, on the ``spark`` fixture's session (``main``
+    reuses a running session): its exit code and what it printed."""
+    code = main(stream_args(tmp, "--once", *extra))
+    printed = capsys.readouterr()
+    return code, printed.out + printed.err
 
 
 def alert_rows(tmp: Path) -> int:
@@ -133,8 +148,8 @@ def until(predicate, seconds: float, what: str, log: Stream) -> None:
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)  # four Spark drivers, one after the other
-def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9(tmp_path, capsys):
+@pytest.mark.timeout(3600)  # two Spark drivers one after the other, then the suite's session
+def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9(spark, tmp_path, capsys):
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "high.sql").write_text(HIGH)
     table = tmp_path / "events"
@@ -150,33 +165,32 @@ def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_tw
             until(lambda seen=seen: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
             append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
             stream.kill_9()
-        append(
-            table,
-            pd.concat(
-                [
-                    events(next(starts), 30),
-                    pd.DataFrame({"symbol": [SENTINEL], "ts": [T0 + dt.timedelta(days=1)], "price": [1.0]}),
-                ]
-            ),
-        )
-        last = Stream(tmp_path, "--once")  # the same command, drained: nothing lost, nothing twice
-        streams.append(last)
-        assert last.process.wait(900) == 0, last.text()[-3000:]
     finally:
         for stream in streams:
             stream.kill_9()
+    append(
+        table,
+        pd.concat(
+            [
+                events(next(starts), 30),
+                pd.DataFrame({"symbol": [SENTINEL], "ts": [T0 + dt.timedelta(days=1)], "price": [1.0]}),
+            ]
+        ),
+    )
+    code, last = drained(tmp_path, capsys)  # the same command, drained: nothing lost, nothing twice
+    assert code == 0, last[-3000:]
     backtest = replayed(tmp_path, table)
     assert len(backtest) > 0
     assert_landed_once(tmp_path, backtest)
     assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
-    assert "Traceback" not in "".join(s.text() for s in streams)
-    assert "| late 0 |" in last.text()  # in order: every row matched, none set aside as late
+    assert "Traceback" not in "".join(s.text() for s in streams) + last
+    assert "| late 0 |" in last  # in order: every row matched, none set aside as late
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)  # up to six Spark drivers, one after the other
+@pytest.mark.timeout(3600)  # the suite's session only
 @pytest.mark.parametrize("state", ["driver", "spark"])
-def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path, state):
+def test_a_followed_table_whose_schema_changes_is_told_what_to_do(spark, tmp_path, capsys, state):
     """A column added while the stream runs, then read on by the same command from its checkpoint; an
     overwrite that changes a column's type stops the stream with Delta's words and cep's sentence saying
     what to do, no trace; doing it (skipChangeCommits) reads on. Both layouts: the rules on the driver (no
@@ -185,51 +199,51 @@ def test_a_followed_table_whose_schema_changes_is_told_what_to_do(tmp_path, stat
     (tmp_path / "rules" / "high.sql").write_text(HIGH)
     table = tmp_path / "events"
     append(table, events(0, 30))
-    running = Stream(tmp_path, "--state", state)
-    streams = [running]
-    try:
-        until(lambda: alert_rows(tmp_path) > 0, 900, "the first alerts", running)
-        seen = alert_rows(tmp_path)
+    seen: list[int] = []
+
+    def add_a_column(command_done: threading.Event) -> None:
+        deadline = time.monotonic() + 900
+        while alert_rows(tmp_path) == 0:
+            assert not command_done.is_set(), "cep stream ended before the first alerts"
+            assert time.monotonic() < deadline, "no alerts in 900 s"
+            time.sleep(1)  # polling the alerts table, with a deadline
+        seen.append(alert_rows(tmp_path))
         grown = events(40, 30).assign(venue="X")
         write_deltalake(
             str(table), pa.Table.from_pandas(grown, preserve_index=False), mode="append", schema_mode="merge"
         )
         deadline = time.monotonic() + 600
-        while running.process.poll() is None and alert_rows(tmp_path) == seen and time.monotonic() < deadline:
+        while not command_done.is_set() and alert_rows(tmp_path) == seen[0] and time.monotonic() < deadline:
             time.sleep(1)  # polling: the running stream either reads on or stops at the new schema
-        running.kill_9()
-        after_add = running.text()
-        resumed = Stream(tmp_path, "--once")
-        streams.append(resumed)
-        assert resumed.process.wait(900) == 0, resumed.text()[-3000:]
-        assert alert_rows(tmp_path) > seen  # the rows after the new column are read, by one command or the next
-        retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
-        write_deltalake(
-            str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
-        )
-        stopped = Stream(tmp_path, "--once")
-        streams.append(stopped)
-        assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
-        text = stopped.text()
-        if "Run the same command again" in text:  # Delta saw the new schema first: the user does as told
-            assert "its schema changed since the stream started" in text, text[-3000:]
-            stopped = Stream(tmp_path, "--once")
-            streams.append(stopped)
-            assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
-            text = stopped.text()
-        assert f"the Delta table {table} cannot be followed further" in text and "skipChangeCommits=true" in text
-        before_skip = alert_rows(tmp_path)
-        append(table, events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
-        skipping = Stream(tmp_path, "--once", "--delta-option", "skipChangeCommits=true")  # the user does as told
-        streams.append(skipping)
-        assert skipping.process.wait(900) == 0, skipping.text()[-3000:]
-    finally:
-        for stream in streams:
-            stream.kill_9()
+
+    running = run_until_watched(stream_args(tmp_path, "--state", state), add_a_column)
+    printed = capsys.readouterr()
+    after_add = printed.out + printed.err
+    assert running in (0, 1), after_add[-3000:]  # stopped by SIGTERM after reading on, or at the new schema
+    code, resumed = drained(tmp_path, capsys)
+    assert code == 0, resumed[-3000:]
+    assert alert_rows(tmp_path) > seen[0]  # the rows after the new column are read, by one command or the next
+    retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
+    write_deltalake(
+        str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
+    )
+    code, text = drained(tmp_path, capsys)
+    assert code == 1, text[-3000:]
+    texts = [resumed, text]
+    if "Run the same command again" in text:  # Delta saw the new schema first: the user does as told
+        assert "its schema changed since the stream started" in text, text[-3000:]
+        code, text = drained(tmp_path, capsys)
+        assert code == 1, text[-3000:]
+        texts.append(text)
+    assert f"the Delta table {table} cannot be followed further" in text and "skipChangeCommits=true" in text
+    before_skip = alert_rows(tmp_path)
+    append(table, events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
+    code, skipping = drained(tmp_path, capsys, "--delta-option", "skipChangeCommits=true")  # the user does as told
+    assert code == 0, skipping[-3000:]
     assert alert_rows(tmp_path) == before_skip + 6  # the rows appended after the overwrite, each fifth one
     if "Detected schema change" in after_add or "DELTA_SCHEMA_CHANGED" in after_add:
         assert "Run the same command again" in after_add
-    assert "Traceback" not in after_add + resumed.text() + "".join(stream.text() for stream in streams[2:])
+    assert "Traceback" not in after_add + "".join(texts) + skipping
 
 
 # Off in the killed run of the keyed test below: Spark then logs no micro-batch until new rows come.
@@ -252,8 +266,8 @@ def _committed_data_batch(query_checkpoint: Path) -> int | None:
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)  # up to five Spark drivers, one after the other
-def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite(tmp_path):
+@pytest.mark.timeout(3600)  # a Spark driver, then the suite's session
+def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite(spark, tmp_path, capsys):
     """Spark's keyed state over a Delta table, ``kill -9`` after a micro-batch that read rows was committed and
     before Spark logged the empty micro-batch it runs after it (its stateful operator's timers); then an
     overwrite changes a column's type. On a restart Spark hands Delta's source that micro-batch again, and
@@ -264,15 +278,14 @@ def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an
     (``spark.sql.streaming.noDataMicroBatches.enabled``, a session setting, not one its checkpoint keeps): it
     then waits after the micro-batch's commit for rows that never come, and the test kills it there, with no
     race against a trigger. Its checkpoint is the one a kill between the commit and the empty micro-batch
-    leaves (the commit holds the next watermark either way); the restarts run with Spark's defaults. The test
-    checks that the kill fell there."""
+    leaves (the commit holds the next watermark either way); the restarts run with Spark's defaults, in the
+    suite's session. The test checks that the kill fell there."""
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "high.sql").write_text(HIGH)
     table, query_checkpoint = tmp_path / "events", tmp_path / "ck" / "match"
     read = [events(0, 30), events(40, 30)]  # the rows the stream reads before the overwrite
     append(table, read[0])
     killed = Stream(tmp_path, "--state", "spark", spark_conf={NO_DATA_MICRO_BATCHES: "false"})
-    streams = [killed]
     try:
         until(lambda: (query_checkpoint / "commits" / "0").exists(), 900, "the first micro-batch", killed)
         append(table, read[1])
@@ -280,38 +293,34 @@ def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an
         while _committed_data_batch(query_checkpoint) is None and time.monotonic() < deadline:
             assert killed.process.poll() is None, killed.text()[-3000:]
             time.sleep(0.5)  # polling the checkpoint for the data micro-batch's commit
-        killed.kill_9()
-        last = _committed_data_batch(query_checkpoint)
-        assert last is not None, "the kill missed the wait between a micro-batch's commit and the next offsets"
-        assert not (query_checkpoint / "offsets" / str(last + 1)).exists()
-        assert NO_DATA_MICRO_BATCHES not in (query_checkpoint / "offsets" / str(last)).read_text()  # not kept
-
-        retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
-        write_deltalake(
-            str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
-        )
-        texts = []
-        for _run in range(2):  # Delta may first say the schema changed (run again): the user does as told, once
-            stopped = Stream(tmp_path, "--once")
-            streams.append(stopped)
-            assert stopped.process.wait(900) == 1, stopped.text()[-3000:]
-            texts.append(stopped.text())
-            if "Run the same command again" not in texts[-1]:
-                break
-        assert f"the Delta table {table} cannot be followed further" in texts[-1], texts[-1][-3000:]
-        assert "skipChangeCommits=true" in texts[-1]
-        read.append(events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
-        append(table, read[-1])
-        skipping = Stream(tmp_path, "--once", "--delta-option", "skipChangeCommits=true")
-        streams.append(skipping)
-        assert skipping.process.wait(900) == 0, skipping.text()[-3000:]
     finally:
-        for stream in streams:
-            stream.kill_9()
+        killed.kill_9()
+    last = _committed_data_batch(query_checkpoint)
+    assert last is not None, "the kill missed the wait between a micro-batch's commit and the next offsets"
+    assert not (query_checkpoint / "offsets" / str(last + 1)).exists()
+    assert NO_DATA_MICRO_BATCHES not in (query_checkpoint / "offsets" / str(last)).read_text()  # not kept
+
+    retyped = events(80, 30).assign(price=lambda f: f["price"].astype("int64"))
+    write_deltalake(
+        str(table), pa.Table.from_pandas(retyped, preserve_index=False), mode="overwrite", schema_mode="overwrite"
+    )
+    texts = [killed.text()]
+    for _run in range(2):  # Delta may first say the schema changed (run again): the user does as told, once
+        code, text = drained(tmp_path, capsys)
+        assert code == 1, text[-3000:]
+        texts.append(text)
+        if "Run the same command again" not in text:
+            break
+    assert f"the Delta table {table} cannot be followed further" in texts[-1], texts[-1][-3000:]
+    assert "skipChangeCommits=true" in texts[-1]
+    read.append(events(120, 30).assign(price=lambda f: f["price"].astype("int64")))
+    append(table, read[-1])
+    code, skipping = drained(tmp_path, capsys, "--delta-option", "skipChangeCommits=true")
+    assert code == 0, skipping[-3000:]
     replay = tmp_path / "read"  # the rows the stream read, one schema (the retyped prices as the first ones)
     for rows in read:
         append(replay, rows.assign(price=lambda f: f["price"].astype("float64")))
     backtest = replayed(tmp_path, replay)
     assert len(backtest) == 18  # every fifth row of the three appends
     assert_landed_once(tmp_path, backtest)
-    assert "Traceback" not in "".join(stream.text() for stream in streams)
+    assert "Traceback" not in "".join(texts) + skipping
