@@ -19,6 +19,7 @@ from cep.grammar.parser import parse
 from cep.matcher.plan import COLUMN_WISE, CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting import suppress as suppress_mod
+from cep.spark_bridge.alerting.alert_rows import UNESCAPED, append_alerts
 from cep.spark_bridge.alerting.bucket_state import (
     BLOB,
     LAST_ALERT,
@@ -186,10 +187,6 @@ def runtime_for(store_dir: str, batch_id: str | None = None) -> _RuleSetRuntime:
     return runtime
 
 
-# json.dumps(value, ensure_ascii=False), without building an encoder for every alert's measures and key
-_UNESCAPED = json.JSONEncoder(ensure_ascii=False)
-
-
 def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
     """The partition key of each row as a JSON object (``{"card": "c1"}``), the grouping key."""
     if not columns:
@@ -207,7 +204,7 @@ def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
         except TypeError:  # an unhashable value (an array)
             text = None
         if text is None:
-            text = _UNESCAPED.encode({c: jsonable(v) for c, v in zip(columns, row)})
+            text = UNESCAPED.encode({c: jsonable(v) for c, v in zip(columns, row)})
             try:
                 cache[row] = text
             except TypeError:
@@ -225,7 +222,7 @@ def _text_key_strings(column, name: str) -> list[str] | None:
     values = distinct.tolist()
     if not all(type(value) is str for value in values):
         return None
-    texts = [_UNESCAPED.encode({name: value}) for value in values] + [_UNESCAPED.encode({name: None})]
+    texts = [UNESCAPED.encode({name: value}) for value in values] + [UNESCAPED.encode({name: None})]
     return np.asarray(texts, dtype=object)[codes].tolist()  # code -1: the last, NULL's
 
 
@@ -504,22 +501,15 @@ class AlertStep:
         table = rs.table
         given = {kid: position for position, kid in enumerate(found.given)}
         last_alerts = rs.last_alerts
-        for kid in found.given_with_output()[1] + found.due_with_output():
-            key = table.keys[kid]
-            pkey = inputs.pkeys[given[kid]] if kid in given else key_text(rule.partition, key)
+        kids = found.given_with_output()[1] + found.due_with_output()
+        calls = []
+        for kid in kids:
+            pkey = inputs.pkeys[given[kid]] if kid in given else key_text(rule.partition, table.keys[kid])
             previous = last_alerts.get(pkey)
-            last_alert = _append_alerts(
-                rule,
-                found.rows[kid],
-                found.match_ids[kid],
-                pkey,
-                previous[1] if previous is not None else None,
-                emitted,
-                alerts,
-                stats,
-            )
+            calls.append((pkey, found.rows[kid], found.match_ids[kid], previous[1] if previous is not None else None))
+        for kid, call, last_alert in zip(kids, calls, append_alerts(rule, calls, emitted, alerts, stats)):
             if last_alert is not None:
-                last_alerts[pkey] = (key, last_alert)
+                last_alerts[call[0]] = (table.keys[kid], last_alert)
         if late is not None and found.late:
             for index, reason in sorted(found.late, key=lambda item: (inputs.codes[item[0]], item[0])):
                 text, row_id = record(index, runtime.payload["input_columns"])
@@ -638,7 +628,7 @@ class AlertStep:
         )
         stats = counts_for(rule_id, rule.version)
         last_alert = entry[LAST_ALERT] if entry is not None else None
-        last_alert = _append_alerts(rule, result.rows, result.match_ids, pkey, last_alert, emitted, alerts, stats)
+        (last_alert,) = append_alerts(rule, [(pkey, result.rows, result.match_ids, last_alert)], emitted, alerts, stats)
         if late is not None and rows is not None:
             for index, reason in result.late:
                 text, row_id = rows.record(index, runtime.payload["input_columns"])
@@ -727,9 +717,6 @@ class AlertStep:
         return pd.DataFrame(data, copy=False)
 
 
-_STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
-
-
 def times_ns(values: list) -> np.ndarray:
     """Times (``datetime``s, pandas Timestamps, None) as ``datetime64[ns]``, None as NaT: pandas' converter, which
     takes a list of datetime objects about ten times faster than numpy's, every alert's three times."""
@@ -744,24 +731,6 @@ def _counts(stats_by_rule: dict, rule_id: str, version: str) -> dict:
     if found is None:
         found = stats_by_rule[(rule_id, version)] = dict.fromkeys(STAT_NAMES, 0)
     return found
-
-
-def _append_alerts(rule, rows, match_ids, pkey: str, last_alert, emitted, alerts: list, stats: dict):
-    """One key's output rows of one rule as alerts (suppressed or not, from the key's last alert);
-    returns the key's last alert after them."""
-    for row, match_id in zip(rows, match_ids):
-        status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
-        first_time, last_time = row[rule.first_index], row[rule.last_index]
-        moment = last_time if last_time is not None else first_time
-        event_us = codec.datetime_to_micros(moment) if moment is not None else None
-        suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
-        measures = _UNESCAPED.encode({name: jsonable(row[i]) for i, name in rule.measures})
-        alerts.append(
-            (rule.rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed)
-        )
-        stats[_STATUS_STAT.get(status, "matched")] += 1
-        stats["suppressed"] += int(suppressed)
-    return last_alert
 
 
 def _count_table_dropped(stats: dict, gauges: Sequence[int]) -> None:
