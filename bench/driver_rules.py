@@ -21,6 +21,7 @@ files (``StateFiles.save``); the rest is the call's bookkeeping. --json (default
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -129,12 +130,15 @@ def one(args) -> dict:
     )  # fmt: skip
     batches = list(frames(args.rows, args.keys, args.warmup + args.batches))
     cpu, alerts, steps = [], [], []
+    digest = hashlib.sha256()  # every micro-batch's output but the wall-clock emit time: equal across checkouts
     for batch_id, pdf in enumerate(batches):
         gc.collect()
         before = dict(spent)
         began = time.thread_time()
         out = driver.run_frame(pdf, batch_id)
         used = time.thread_time() - began
+        shown = out.drop(columns=["emit_time"]).astype(str)
+        digest.update("\n".join(map("|".join, shown.itertuples(index=False, name=None))).encode())
         if batch_id >= args.warmup:
             cpu.append(used)
             alerts.append(int((out["match_id"].notna()).sum()))
@@ -151,6 +155,7 @@ def one(args) -> dict:
         "alerts_per_batch": round(statistics.mean(alerts)),
         "ticks_per_cpu_s": round(args.rows / statistics.median(cpu)),
         "us_per_alert_p50": None,
+        "output_sha256": digest.hexdigest()[:16],
     }
     if steps:
         names = sorted({k for s in steps for k in s})
@@ -196,7 +201,7 @@ def main() -> int:
             run = json.loads(done.stdout.strip().splitlines()[-1])
             runs[python].append(run)
             print(f"round {round_index} {run['checkout']}: {run['cpu_s_p50']} CPU s per micro-batch, "
-                  f"{run['alerts_per_batch']} alerts, {run.get('split_cpu_s_p50')}", flush=True)  # fmt: skip
+                  f"{run['alerts_per_batch']} alerts, output {run['output_sha256']}, {run.get('split_cpu_s_p50')}", flush=True)  # fmt: skip
     report = {
         "rows_per_batch": args.rows,
         "keys": args.keys,
@@ -208,6 +213,7 @@ def main() -> int:
                 "checkout": found[0]["checkout"],
                 "cpu_s_per_batch_p50": round(statistics.median(c for r in found for c in r["cpu_s_per_batch"]), 4),
                 "alerts_per_batch": found[0]["alerts_per_batch"],
+                "output_sha256": sorted({r["output_sha256"] for r in found}),
                 "each_run": found,
             }
             for python, found in runs.items()

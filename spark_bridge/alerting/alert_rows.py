@@ -70,6 +70,8 @@ def json_texts(values: Sequence[Any]) -> list[str]:
         return list(map(_STRING, values))
     if kinds == {int}:
         return list(map(int.__repr__, values))
+    if kinds == {_dt.datetime}:  # a time measure (FIRST(A.ts)): each ISO 8601 text quoted, no Python frame per value
+        return list(map('"%s"'.__mod__, map(_dt.datetime.isoformat, values)))
     text_of = _TEXT_OF_TYPE.get
     return [text_of(type(value), _any_text)(value) for value in values]
 

@@ -258,7 +258,7 @@ class Explode:
             if runtime is None:
                 runtime = runtime_for(self.store_dir)
             if self.row_ids:
-                pdf = pdf.assign(**{ROW_ID: [f"{partition}-{seen + i}" for i in range(len(pdf))]})
+                pdf = pdf.assign(**{ROW_ID: list(map(f"{partition}-".__add__, map(str, range(seen, seen + len(pdf)))))})
                 seen += len(pdf)
             pieces = []
             if self.reject is not None and pdf[self.reject].notna().any():
