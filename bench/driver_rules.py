@@ -200,8 +200,9 @@ def main() -> int:
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             run = json.loads(done.stdout.strip().splitlines()[-1])
             runs[python].append(run)
-            print(f"round {round_index} {run['checkout']}: {run['cpu_s_p50']} CPU s per micro-batch, "
-                  f"{run['alerts_per_batch']} alerts, output {run['output_sha256']}, {run.get('split_cpu_s_p50')}", flush=True)  # fmt: skip
+            said = f"round {round_index} {run['checkout']}: {run['cpu_s_p50']} CPU s per micro-batch, "
+            said += f"{run['alerts_per_batch']} alerts, output {run['output_sha256']}, {run.get('split_cpu_s_p50')}"
+            print(said, flush=True)
     report = {
         "rows_per_batch": args.rows,
         "keys": args.keys,
