@@ -44,7 +44,11 @@ SPLIT = {
     "alert_rows": ("cep.spark_bridge.alerting.worker", "_append_alerts"),  # per alert (before)
     "alert_rows_columns": ("cep.spark_bridge.alerting.worker", "append_alerts"),  # column by column
     "state_encode": ("cep.spark_bridge.alerting.bucket_state", "BucketState.encode"),
+    "state_decode": ("cep.spark_bridge.alerting.bucket_state", "BucketState.decode"),
+    "groups_with_key_tags": ("cep.spark_bridge.alerting.driver_state", "DriverState._groups"),
+    "bucket_inputs": ("cep.spark_bridge.alerting.bucket_state", "BucketInputs.__post_init__"),
     "output_frame": ("cep.spark_bridge.alerting.worker", "AlertStep._frame"),
+    "outputs_joined": ("cep.spark_bridge.alerting.driver_state", "concat_frames"),
     "state_files": ("cep.spark_bridge.alerting.driver_state", "StateFiles.save"),
 }
 

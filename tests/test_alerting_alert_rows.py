@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from cep.spark_bridge.alerting.alert_rows import append_alerts, json_texts, measure_texts
@@ -158,3 +158,24 @@ def test_append_alerts_equal_the_per_alert_rule(case):
     assert all(type(a[9]) is bool for a in alerts[1:])
     assert +stats == +expected_stats
     assert lasts == expected_lasts
+
+
+# Plain state data of every size about ``COMPRESS_ABOVE`` (the codec compresses only above it).
+STATE = st.recursive(
+    st.none() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40) | st.binary(max_size=600),
+    lambda inner: st.lists(inner, max_size=8) | st.dictionaries(st.text(max_size=8), inner, max_size=8),
+    max_leaves=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(STATE, st.integers(0, 300))
+def test_state_compressed_later_is_the_bytes_encode_gives(state, copies):
+    """The driver keeps a bucket's bytes uncompressed between its two calls of a micro-batch and compresses them
+    once when it keeps them: the bytes saved are those ``encode`` gives, byte for byte."""
+    state = [state] * copies  # about COMPRESS_ABOVE and past it
+    event(f"compressed: {len(codec.encode(state, compress=False)) - 6 > codec.COMPRESS_ABOVE}")
+    loose = codec.encode(state, compress=False)
+    assert codec.compressed(loose) == codec.encode(state)
+    assert codec.compressed(codec.encode(state)) == codec.encode(state)
+    assert codec.decode(loose) == codec.decode(codec.encode(state))

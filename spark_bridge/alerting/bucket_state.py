@@ -113,7 +113,7 @@ class BucketState:
         self.rules[rule_id] = found
         return found
 
-    def encode(self, per_key: Sequence[str]) -> bytes:
+    def encode(self, per_key: Sequence[str], compress: bool = True) -> bytes:
         rules = dict(self.raw_rules)
         for rule_id, rs in self.rules.items():
             if rs or any(rs.gauges):
@@ -128,7 +128,8 @@ class BucketState:
                 "keys": self.keys.encode() if self.keys else None,
                 "rules": rules,
                 "per_key": sorted(per_key),
-            }
+            },
+            compress,
         )
 
     def __bool__(self) -> bool:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_MATCH, PKEY, SPEC
 from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
+from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES, alert_schema, rows_to_alerts
 from cep.spark_bridge.sinks.base import atomic_write
@@ -443,6 +444,9 @@ class DriverState:
                 for key in [key for key, ms in timeouts.items() if after_ms > ms]:
                     outputs += self._call(key, None, buckets, timeouts, after_ms)
                     changed.add(key)
+        # A bucket's bytes stay uncompressed between its calls of the micro-batch (its no-data call reads them
+        # again at once); they are kept and saved as ``AlertStep``'s keyed layout writes them, compressed.
+        buckets.update({key: codec.compressed(buckets[key]) for key in changed if key in buckets})
         held = Held(buckets, timeouts, after_ms, max_event_ms, self.buckets)
         self.files.save(batch_id, held, sorted(changed))
         self.held, self.done_through = held, batch_id  # only once saved: a failed save runs again from the files
@@ -452,7 +456,9 @@ class DriverState:
         return concat_frames(outputs)
 
     def _step_for(self, buckets: int) -> AlertStep:
-        return AlertStep(self.store_dir, self.housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
+        return AlertStep(
+            self.store_dir, self.housekeeping_us, buckets, _PASSTHROUGH, late_rows=True, compress_state=False
+        )
 
     def _groups(self, pdf: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:
         """The micro-batch's rows, once per partition spec (``Explode``), by (spec, bucket of partition keys)."""
@@ -462,6 +468,9 @@ class DriverState:
         if not exploded:
             return {}
         frame = exploded[0]
+        specs = frame[SPEC]
+        if self.buckets == 1 and (specs.to_numpy() == specs.iat[0]).all():
+            return {(str(specs.iat[0]), 0): frame}  # one partition spec in one bucket: the group is the frame
         codes = {key: zlib.crc32(key.encode()) % self.buckets for key in frame[PKEY].unique().tolist()}
         frame = frame.assign(**{_BUCKET: frame[PKEY].map(codes)})
         return {

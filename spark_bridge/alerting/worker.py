@@ -258,7 +258,8 @@ class Explode:
             if runtime is None:
                 runtime = runtime_for(self.store_dir)
             if self.row_ids:
-                pdf = pdf.assign(**{ROW_ID: list(map(f"{partition}-".__add__, map(str, range(seen, seen + len(pdf)))))})
+                ids = map(f"{partition}-".__add__, map(str, range(seen, seen + len(pdf))))
+                pdf = pdf.assign(**{ROW_ID: np.fromiter(ids, dtype=object, count=len(pdf))})
                 seen += len(pdf)
             pieces = []
             if self.reject is not None and pdf[self.reject].notna().any():
@@ -271,7 +272,7 @@ class Explode:
             carried = self.columns + ([ROW_ID] if self.row_ids else [])
             for spec, columns in runtime.partitions.items():
                 piece = pdf[carried].copy(deep=False)
-                piece.insert(0, PKEY, _key_strings(pdf, columns))
+                piece.insert(0, PKEY, object_column(_key_strings(pdf, columns)))
                 piece.insert(0, SPEC, spec)
                 pieces.append(piece)
             if pieces:
@@ -328,8 +329,11 @@ class AlertStep:
         late_rows: bool = False,
         column_wise: bool = True,
         release_delay_ms: int | None = None,
+        compress_state: bool = True,
     ) -> None:
         self.store_dir = store_dir
+        # False: the bucket's state bytes uncompressed (the driver compresses them once, when it keeps them)
+        self.compress_state = compress_state
         # the watermark delay: each key releases its rows up to its own bound (its largest event time read, minus
         # the delay) in the micro-batch that reads them (``KeyedStream``); None: once the watermark passes them
         self.release_delay_ms = release_delay_ms
@@ -379,9 +383,9 @@ class AlertStep:
         pdf = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            times = [None if us == NULL_TIME else us for us in pdf[EVENT_US].tolist()]
             cache: dict = {}
-            if per_key or table:
+            if per_key or table:  # the per-key rules' event times (the column-wise step reads EVENT_US itself)
+                times = [None if us == NULL_TIME else us for us in pdf[EVENT_US].tolist()]
                 groups = split_by_key([(k,) for k in pdf[PKEY].tolist()])
                 whole = len(groups) == 1
                 calls = [
@@ -415,13 +419,13 @@ class AlertStep:
             bucket.drop(rule_id)
         if column_rules:
             inputs = BucketInputs(pdf, tuple(runtime.partitions[spec])) if pdf is not None else None
-            record = _KeyRows(pdf, {}, times, None).record if pdf is not None else None
+            record = _KeyRows(pdf, {}, [], None).record if pdf is not None else None  # a row's text: no times
             for rule in column_rules.values():
                 self._column_rule_call(
                     bucket, rule, inputs, record, watermark_us, emitted, alerts, stats, late, failures, runtime
                 )
         if bucket:
-            state.update((bucket.encode(per_key),))
+            state.update((bucket.encode(per_key, self.compress_state),))
             timer = bucket.next_timer(
                 watermark_us, self.housekeeping_us, lambda r, us: compiled[r].throttle.open_until(us)
             )
@@ -683,38 +687,39 @@ class AlertStep:
         kinds = [KIND_MATCH] * len(alerts) + [KIND_LATE] * len(late or []) + [KIND_FAILED] * len(failures)
         n_rows, n_stats = len(rows), len(stats_rows) + (len(bad) if bad is not None else 0)
 
-        def objects(values):
-            column = np.empty(len(values), dtype=object)
-            column[:] = values
-            return column
-
         pad = [None] * n_stats
         if n_rows:
             columns = list(zip(*rows))
-            data = {name: objects(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
+            data = {name: object_column(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
             for name in ("first_event_time", "last_event_time", "emit_time"):
                 data[name] = times_ns(list(columns[ALERT_NAMES.index(name)]) + pad)
             data["suppressed"] = np.array([bool(v) for v in columns[-1]] + [False] * n_stats, dtype=bool)
-            data["rule_id"] = objects(list(columns[0]) + [s[0] for s in stats_rows])
-            data["rule_version"] = objects(list(columns[1]) + [s[1] for s in stats_rows])
+            data["rule_id"] = object_column(list(columns[0]) + [s[0] for s in stats_rows])
+            data["rule_version"] = object_column(list(columns[1]) + [s[1] for s in stats_rows])
         else:
-            nothing = objects(pad)
+            nothing = object_column(pad)
             no_time = np.full(n_stats, np.datetime64("NaT"), dtype="datetime64[ns]")
             data = {name: nothing for name in ALERT_NAMES}
             data.update({name: no_time for name in ("first_event_time", "last_event_time", "emit_time")})
             data["suppressed"] = np.zeros(n_stats, dtype=bool)
-            data["rule_id"] = objects([s[0] for s in stats_rows])
-            data["rule_version"] = objects([s[1] for s in stats_rows])
+            data["rule_id"] = object_column([s[0] for s in stats_rows])
+            data["rule_version"] = object_column([s[1] for s in stats_rows])
         if bad is not None:
-            data["rule_id"] = data["rule_version"] = objects(pad)
+            data["rule_id"] = data["rule_version"] = object_column(pad)
             data[KIND] = np.full(n_stats, KIND_BAD, dtype="int32")
-            data[STATS] = objects(pad)
-            data.update({name: objects(bad[name].tolist()) for name in passthrough})
+            data[STATS] = object_column(pad)
+            data.update({name: object_column(bad[name].tolist()) for name in passthrough})
             return pd.DataFrame(data, copy=False)
         data[KIND] = np.array(kinds + [KIND_STATS] * n_stats, dtype="int32")
-        data[STATS] = objects([None] * n_rows + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
-        data.update({name: objects([None] * (n_rows + n_stats)) for name in passthrough})
+        data[STATS] = object_column([None] * n_rows + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
+        data.update({name: object_column([None] * (n_rows + n_stats)) for name in passthrough})
         return pd.DataFrame(data, copy=False)
+
+
+def object_column(values: list) -> np.ndarray:
+    """``values`` as a column of Python objects, each as it is (a list stays one value): pandas takes a list by
+    scanning it for times to infer, several times slower than this array."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def times_ns(values: list) -> np.ndarray:
