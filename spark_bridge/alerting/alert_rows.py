@@ -27,6 +27,9 @@ from cep.spark_bridge.sinks.alerts import jsonable
 UNESCAPED = json.JSONEncoder(ensure_ascii=False)
 # a str as JSON text, ``ensure_ascii=False`` (what the encoder writes for a str: C's, where there is one)
 _STRING = json.encoder.encode_basestring
+# Fewer alerts than this in a call (a per-key rule's call has one or two) are encoded one dict at a time: below
+# it, setting up the columns costs more than it saves (measured: 26 µs against 11 for one alert of four measures).
+COLUMNS_FROM = 4
 # what ``rule.throttle`` counts alerts by status in (another status counts as matched)
 STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
 
@@ -86,6 +89,8 @@ def object_template(names: Sequence[str]) -> str:
 def measure_texts(measures: Sequence[tuple[int, str]], rows: Sequence[tuple]) -> list[str]:
     """Each row's measures as the JSON object ``{name: jsonable(row[i]) for i, name in measures}`` encoded: a
     name given twice keeps its first place and its last value, as the dict does."""
+    if len(rows) < COLUMNS_FROM:
+        return [UNESCAPED.encode({name: jsonable(row[index]) for index, name in measures}) for row in rows]
     places: dict[str, int] = {}
     for index, name in measures:
         places[name] = index
@@ -129,8 +134,12 @@ def append_alerts(rule, calls: Sequence[tuple[str, list[tuple], list[str], int |
             suppressed,
         )
     )
-    for status, count in Counter(statuses).items():
-        stats[STATUS_STAT.get(status, "matched")] += count
+    if len(statuses) < COLUMNS_FROM:
+        for status in statuses:
+            stats[STATUS_STAT.get(status, "matched")] += 1
+    else:
+        for status, count in Counter(statuses).items():
+            stats[STATUS_STAT.get(status, "matched")] += count
     stats["suppressed"] += sum(suppressed)
     return last_alerts
 
