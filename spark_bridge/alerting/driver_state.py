@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_MATCH, PKEY, SPEC
 from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
@@ -496,7 +498,6 @@ def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """``pd.concat(frames, ignore_index=True)`` of the buckets' output frames, column by column with numpy when they
     have the same columns of the same dtypes (as ``AlertStep._frame`` makes them): pandas' concat checks every
     value of a column that is all NULL in one frame (the passthrough and statistics columns) one by one."""
-    import numpy as np
     import pandas as pd
 
     if len(frames) == 1:
