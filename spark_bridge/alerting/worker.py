@@ -506,14 +506,21 @@ class AlertStep:
         given = {kid: position for position, kid in enumerate(found.given)}
         last_alerts = rs.last_alerts
         kids = found.given_with_output()[1] + found.due_with_output()
-        calls = []
-        for kid in kids:
-            pkey = inputs.pkeys[given[kid]] if kid in given else key_text(rule.partition, table.keys[kid])
-            previous = last_alerts.get(pkey)
-            calls.append((pkey, found.rows[kid], found.match_ids[kid], previous[1] if previous is not None else None))
-        for kid, call, last_alert in zip(kids, calls, append_alerts(rule, calls, emitted, alerts, stats)):
-            if last_alert is not None:
-                last_alerts[call[0]] = (table.keys[kid], last_alert)
+        pkeys = [
+            inputs.pkeys[given[kid]] if kid in given else key_text(rule.partition, table.keys[kid]) for kid in kids
+        ]
+        # Every key's alerts at once; two keys written alike (one partition key text) in turn, the second from
+        # the first's last alert, as one key after the other
+        batches = [list(zip(kids, pkeys))] if len(set(pkeys)) == len(pkeys) else [[pair] for pair in zip(kids, pkeys)]
+        for batch in batches:
+            calls = []
+            for kid, pkey in batch:
+                previous = last_alerts.get(pkey)
+                last = previous[1] if previous is not None else None
+                calls.append((pkey, found.rows[kid], found.match_ids[kid], last))
+            for (kid, pkey), last_alert in zip(batch, append_alerts(rule, calls, emitted, alerts, stats)):
+                if last_alert is not None:
+                    last_alerts[pkey] = (table.keys[kid], last_alert)
         if late is not None and found.late:
             for index, reason in sorted(found.late, key=lambda item: (inputs.codes[item[0]], item[0])):
                 text, row_id = record(index, runtime.payload["input_columns"])
