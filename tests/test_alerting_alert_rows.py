@@ -52,7 +52,21 @@ VALUES = st.one_of(
     st.builds(pd.Timestamp, TIMES),
 )
 # A column: one type throughout (the fast paths) or any mix, NULLs included.
-COLUMN_KINDS = [VALUES, FLOATS | st.none(), FLOATS, st.integers(), TEXT, TEXT | st.none(), TIMES, st.booleans()]
+NEAR_TIMES = st.datetimes(min_value=dt.datetime(1677, 9, 22), max_value=dt.datetime(2262, 4, 11))  # pandas' ns
+COLUMN_KINDS = [
+    VALUES,
+    FLOATS | st.none(),
+    FLOATS,
+    st.integers(),
+    TEXT,
+    TEXT | st.none(),
+    TIMES,
+    NEAR_TIMES,
+    NEAR_TIMES.map(lambda moment: moment.replace(microsecond=0)) | NEAR_TIMES,
+    AWARE,
+    AWARE | NEAR_TIMES,
+    st.booleans(),
+]
 
 
 def documented_measures(measures, row) -> str:

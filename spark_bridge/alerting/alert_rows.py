@@ -20,8 +20,12 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.sinks.alerts import jsonable
+
+# Imported inside functions: pandas (heavy; only a call with a column of times needs it).
 
 # json.dumps(value, ensure_ascii=False), without building an encoder for every value
 UNESCAPED = json.JSONEncoder(ensure_ascii=False)
@@ -73,10 +77,30 @@ def json_texts(values: Sequence[Any]) -> list[str]:
         return list(map(_STRING, values))
     if kinds == {int}:
         return list(map(int.__repr__, values))
-    if kinds == {_dt.datetime}:  # a time measure (FIRST(A.ts)): each ISO 8601 text quoted, no Python frame per value
-        return list(map('"%s"'.__mod__, map(_dt.datetime.isoformat, values)))
+    if kinds == {_dt.datetime}:  # a time measure (FIRST(A.ts))
+        return _time_texts(values)
     text_of = _TEXT_OF_TYPE.get
     return [text_of(type(value), _any_text)(value) for value in values]
+
+
+def _time_texts(values: Sequence[_dt.datetime]) -> list[str]:
+    """``datetime.isoformat`` of each value, quoted: for naive times within pandas' range, numpy's ISO 8601 text of
+    the whole column (the fraction cut where it is zero, as ``isoformat`` leaves it out), about twice as fast;
+    any other column (an aware time, a year pandas' nanoseconds do not reach) one value at a time."""
+    import pandas as pd
+
+    try:
+        index = pd.DatetimeIndex(np.fromiter(values, dtype=object, count=len(values)))
+    except (ValueError, TypeError, OverflowError):  # aware and naive together, or beyond the years 1677 to 2262
+        index = None
+    if index is None or index.dtype != np.dtype("datetime64[ns]"):  # aware: isoformat writes its offset
+        return list(map('"%s"'.__mod__, map(_dt.datetime.isoformat, values)))
+    micros = index.to_numpy(dtype="datetime64[us]")
+    texts = np.datetime_as_string(micros, unit="us").astype(object)
+    whole = micros.view(np.int64) % 1_000_000 == 0
+    if whole.any():
+        texts[whole] = [text[:-7] for text in texts[whole]]  # ".000000"
+    return list(map('"%s"'.__mod__, texts))
 
 
 def object_template(names: Sequence[str]) -> str:
