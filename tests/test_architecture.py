@@ -176,6 +176,7 @@ ORDER = {
         "store",
         "key_tags",
         "status",
+        "alert_rows",
         "bucket_state",
         "worker",
         "query",

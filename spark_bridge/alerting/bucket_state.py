@@ -17,7 +17,6 @@ whose entries the key table may hold, so that move is looked for only when a rul
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from cep.grammar.errors import CepRuntimeError
+from cep.spark_bridge.alerting.alert_rows import UNESCAPED
 from cep.spark_bridge.alerting.rule_set import PKEY
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.column_table import KNOWN, ColumnarTable, key_codes, series_column
@@ -113,7 +113,7 @@ class BucketState:
         self.rules[rule_id] = found
         return found
 
-    def encode(self, per_key: Sequence[str]) -> bytes:
+    def encode(self, per_key: Sequence[str], compress: bool = True) -> bytes:
         rules = dict(self.raw_rules)
         for rule_id, rs in self.rules.items():
             if rs or any(rs.gauges):
@@ -128,7 +128,8 @@ class BucketState:
                 "keys": self.keys.encode() if self.keys else None,
                 "rules": rules,
                 "per_key": sorted(per_key),
-            }
+            },
+            compress,
         )
 
     def __bool__(self) -> bool:
@@ -227,8 +228,7 @@ class BucketInputs:
         n = len(self.codes)
         first = np.zeros(len(self.pkeys), dtype=np.int64)
         first[self.codes[::-1]] = np.arange(n - 1, -1, -1)
-        places = [pdf.columns.get_loc(c) for c in self.partition]
-        self.keys = [tuple(scalar(pdf.iat[i, place]) for place in places) for i in first.tolist()]
+        self.keys = list(zip(*(first_values(pdf[name], first) for name in self.partition))) or [()] * len(first)
         times = pdf[EVENT_US].to_numpy(dtype=np.int64)
         self.null_time = times == NULL_TIME
         self.event_us = np.where(self.null_time, 0, times)
@@ -240,9 +240,17 @@ class BucketInputs:
         return {name: self.columns[name] for name in names}
 
 
+def first_values(column, rows: np.ndarray) -> list:
+    """``scalar`` of ``column``'s cells at ``rows``: taken as one column where its dtype is numpy's (``tolist`` gives
+    the cells ``iat`` gives, numpy's scalars as Python's), cell by cell for pandas' own dtypes."""
+    if isinstance(column.dtype, np.dtype):
+        return [scalar(value) for value in column.take(rows).tolist()]
+    return [scalar(column.iat[row]) for row in rows.tolist()]
+
+
 def key_text(partition: Sequence[str], key: tuple) -> str:
     """A partition key as the JSON object ``Explode`` tags rows with (``{"card": "c1"}``)."""
-    return json.dumps({c: jsonable(v) for c, v in zip(partition, key)}, ensure_ascii=False)
+    return UNESCAPED.encode({c: jsonable(v) for c, v in zip(partition, key)})
 
 
 def scalar(value: Any) -> Any:

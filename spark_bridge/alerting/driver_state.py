@@ -32,9 +32,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_MATCH, PKEY, SPEC
 from cep.spark_bridge.alerting.worker import AlertStep, Explode, batch_on_driver
+from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.alerts import ALERT_COLUMNS, ALERT_NAMES, alert_schema, rows_to_alerts
 from cep.spark_bridge.sinks.base import atomic_write
@@ -443,16 +446,21 @@ class DriverState:
                 for key in [key for key, ms in timeouts.items() if after_ms > ms]:
                     outputs += self._call(key, None, buckets, timeouts, after_ms)
                     changed.add(key)
+        # A bucket's bytes stay uncompressed between its calls of the micro-batch (its no-data call reads them
+        # again at once); they are kept and saved as ``AlertStep``'s keyed layout writes them, compressed.
+        buckets.update({key: codec.compressed(buckets[key]) for key in changed if key in buckets})
         held = Held(buckets, timeouts, after_ms, max_event_ms, self.buckets)
         self.files.save(batch_id, held, sorted(changed))
         self.held, self.done_through = held, batch_id  # only once saved: a failed save runs again from the files
         outputs = [o for o in outputs if len(o)]
         if not outputs:
             return pd.DataFrame({name: [] for name in operator_schema().names})
-        return pd.concat(outputs, ignore_index=True) if len(outputs) > 1 else outputs[0]
+        return concat_frames(outputs)
 
     def _step_for(self, buckets: int) -> AlertStep:
-        return AlertStep(self.store_dir, self.housekeeping_us, buckets, _PASSTHROUGH, late_rows=True)
+        return AlertStep(
+            self.store_dir, self.housekeeping_us, buckets, _PASSTHROUGH, late_rows=True, compress_state=False
+        )
 
     def _groups(self, pdf: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:
         """The micro-batch's rows, once per partition spec (``Explode``), by (spec, bucket of partition keys)."""
@@ -462,6 +470,9 @@ class DriverState:
         if not exploded:
             return {}
         frame = exploded[0]
+        specs = frame[SPEC]
+        if self.buckets == 1 and (specs.to_numpy() == specs.iat[0]).all():
+            return {(str(specs.iat[0]), 0): frame}  # one partition spec in one bucket: the group is the frame
         codes = {key: zlib.crc32(key.encode()) % self.buckets for key in frame[PKEY].unique().tolist()}
         frame = frame.assign(**{_BUCKET: frame[PKEY].map(codes)})
         return {
@@ -481,6 +492,24 @@ class DriverState:
             buckets[key] = state.blob
             timeouts[key] = state.timeout_ms if state.timeout_ms is not None else watermark_ms
         return out
+
+
+def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat(frames, ignore_index=True)`` of the buckets' output frames, column by column with numpy when they
+    have the same columns of the same dtypes (as ``AlertStep._frame`` makes them): pandas' concat checks every
+    value of a column that is all NULL in one frame (the passthrough and statistics columns) one by one."""
+    import pandas as pd
+
+    if len(frames) == 1:
+        return frames[0]
+    first = frames[0]
+    if any(not frame.dtypes.equals(first.dtypes) for frame in frames[1:]) or not all(
+        isinstance(dtype, np.dtype) for dtype in first.dtypes
+    ):
+        return pd.concat(frames, ignore_index=True)
+    return pd.DataFrame(
+        {name: np.concatenate([frame[name].to_numpy() for frame in frames]) for name in first.columns}, copy=False
+    )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from cep.grammar.parser import parse
 from cep.matcher.plan import COLUMN_WISE, CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.spark_bridge.alerting import suppress as suppress_mod
+from cep.spark_bridge.alerting.alert_rows import UNESCAPED, append_alerts
 from cep.spark_bridge.alerting.bucket_state import (
     BLOB,
     LAST_ALERT,
@@ -186,10 +187,6 @@ def runtime_for(store_dir: str, batch_id: str | None = None) -> _RuleSetRuntime:
     return runtime
 
 
-# json.dumps(value, ensure_ascii=False), without building an encoder for every alert's measures and key
-_UNESCAPED = json.JSONEncoder(ensure_ascii=False)
-
-
 def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
     """The partition key of each row as a JSON object (``{"card": "c1"}``), the grouping key."""
     if not columns:
@@ -207,7 +204,7 @@ def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
         except TypeError:  # an unhashable value (an array)
             text = None
         if text is None:
-            text = _UNESCAPED.encode({c: jsonable(v) for c, v in zip(columns, row)})
+            text = UNESCAPED.encode({c: jsonable(v) for c, v in zip(columns, row)})
             try:
                 cache[row] = text
             except TypeError:
@@ -225,7 +222,7 @@ def _text_key_strings(column, name: str) -> list[str] | None:
     values = distinct.tolist()
     if not all(type(value) is str for value in values):
         return None
-    texts = [_UNESCAPED.encode({name: value}) for value in values] + [_UNESCAPED.encode({name: None})]
+    texts = [UNESCAPED.encode({name: value}) for value in values] + [UNESCAPED.encode({name: None})]
     return np.asarray(texts, dtype=object)[codes].tolist()  # code -1: the last, NULL's
 
 
@@ -261,7 +258,8 @@ class Explode:
             if runtime is None:
                 runtime = runtime_for(self.store_dir)
             if self.row_ids:
-                pdf = pdf.assign(**{ROW_ID: [f"{partition}-{seen + i}" for i in range(len(pdf))]})
+                ids = map(f"{partition}-".__add__, map(str, range(seen, seen + len(pdf))))
+                pdf = pdf.assign(**{ROW_ID: np.fromiter(ids, dtype=object, count=len(pdf))})
                 seen += len(pdf)
             pieces = []
             if self.reject is not None and pdf[self.reject].notna().any():
@@ -274,7 +272,7 @@ class Explode:
             carried = self.columns + ([ROW_ID] if self.row_ids else [])
             for spec, columns in runtime.partitions.items():
                 piece = pdf[carried].copy(deep=False)
-                piece.insert(0, PKEY, _key_strings(pdf, columns))
+                piece.insert(0, PKEY, object_column(_key_strings(pdf, columns)))
                 piece.insert(0, SPEC, spec)
                 pieces.append(piece)
             if pieces:
@@ -331,8 +329,11 @@ class AlertStep:
         late_rows: bool = False,
         column_wise: bool = True,
         release_delay_ms: int | None = None,
+        compress_state: bool = True,
     ) -> None:
         self.store_dir = store_dir
+        # False: the bucket's state bytes uncompressed (the driver compresses them once, when it keeps them)
+        self.compress_state = compress_state
         # the watermark delay: each key releases its rows up to its own bound (its largest event time read, minus
         # the delay) in the micro-batch that reads them (``KeyedStream``); None: once the watermark passes them
         self.release_delay_ms = release_delay_ms
@@ -382,9 +383,9 @@ class AlertStep:
         pdf = None
         if parts:
             pdf = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-            times = [None if us == NULL_TIME else us for us in pdf[EVENT_US].tolist()]
             cache: dict = {}
-            if per_key or table:
+            if per_key or table:  # the per-key rules' event times (the column-wise step reads EVENT_US itself)
+                times = [None if us == NULL_TIME else us for us in pdf[EVENT_US].tolist()]
                 groups = split_by_key([(k,) for k in pdf[PKEY].tolist()])
                 whole = len(groups) == 1
                 calls = [
@@ -418,13 +419,13 @@ class AlertStep:
             bucket.drop(rule_id)
         if column_rules:
             inputs = BucketInputs(pdf, tuple(runtime.partitions[spec])) if pdf is not None else None
-            record = _KeyRows(pdf, {}, times, None).record if pdf is not None else None
+            record = _KeyRows(pdf, {}, [], None).record if pdf is not None else None  # a row's text: no times
             for rule in column_rules.values():
                 self._column_rule_call(
                     bucket, rule, inputs, record, watermark_us, emitted, alerts, stats, late, failures, runtime
                 )
         if bucket:
-            state.update((bucket.encode(per_key),))
+            state.update((bucket.encode(per_key, self.compress_state),))
             timer = bucket.next_timer(
                 watermark_us, self.housekeeping_us, lambda r, us: compiled[r].throttle.open_until(us)
             )
@@ -504,22 +505,22 @@ class AlertStep:
         table = rs.table
         given = {kid: position for position, kid in enumerate(found.given)}
         last_alerts = rs.last_alerts
-        for kid in found.given_with_output()[1] + found.due_with_output():
-            key = table.keys[kid]
-            pkey = inputs.pkeys[given[kid]] if kid in given else key_text(rule.partition, key)
-            previous = last_alerts.get(pkey)
-            last_alert = _append_alerts(
-                rule,
-                found.rows[kid],
-                found.match_ids[kid],
-                pkey,
-                previous[1] if previous is not None else None,
-                emitted,
-                alerts,
-                stats,
-            )
-            if last_alert is not None:
-                last_alerts[pkey] = (key, last_alert)
+        kids = found.given_with_output()[1] + found.due_with_output()
+        pkeys = [
+            inputs.pkeys[given[kid]] if kid in given else key_text(rule.partition, table.keys[kid]) for kid in kids
+        ]
+        # Every key's alerts at once; two keys written alike (one partition key text) in turn, the second from
+        # the first's last alert, as one key after the other
+        batches = [list(zip(kids, pkeys))] if len(set(pkeys)) == len(pkeys) else [[pair] for pair in zip(kids, pkeys)]
+        for batch in batches:
+            calls = []
+            for kid, pkey in batch:
+                previous = last_alerts.get(pkey)
+                last = previous[1] if previous is not None else None
+                calls.append((pkey, found.rows[kid], found.match_ids[kid], last))
+            for (kid, pkey), last_alert in zip(batch, append_alerts(rule, calls, emitted, alerts, stats)):
+                if last_alert is not None:
+                    last_alerts[pkey] = (table.keys[kid], last_alert)
         if late is not None and found.late:
             for index, reason in sorted(found.late, key=lambda item: (inputs.codes[item[0]], item[0])):
                 text, row_id = record(index, runtime.payload["input_columns"])
@@ -638,7 +639,7 @@ class AlertStep:
         )
         stats = counts_for(rule_id, rule.version)
         last_alert = entry[LAST_ALERT] if entry is not None else None
-        last_alert = _append_alerts(rule, result.rows, result.match_ids, pkey, last_alert, emitted, alerts, stats)
+        (last_alert,) = append_alerts(rule, [(pkey, result.rows, result.match_ids, last_alert)], emitted, alerts, stats)
         if late is not None and rows is not None:
             for index, reason in result.late:
                 text, row_id = rows.record(index, runtime.payload["input_columns"])
@@ -693,49 +694,56 @@ class AlertStep:
         kinds = [KIND_MATCH] * len(alerts) + [KIND_LATE] * len(late or []) + [KIND_FAILED] * len(failures)
         n_rows, n_stats = len(rows), len(stats_rows) + (len(bad) if bad is not None else 0)
 
-        def objects(values):
-            column = np.empty(len(values), dtype=object)
-            column[:] = values
-            return column
-
         pad = [None] * n_stats
         if n_rows:
-            columns = list(zip(*rows))
-            data = {name: objects(list(values) + pad) for name, values in zip(ALERT_NAMES, columns)}
-            for name in ("first_event_time", "last_event_time", "emit_time"):
-                data[name] = times_ns(list(columns[ALERT_NAMES.index(name)]) + pad)
-            data["suppressed"] = np.array([bool(v) for v in columns[-1]] + [False] * n_stats, dtype=bool)
-            data["rule_id"] = objects(list(columns[0]) + [s[0] for s in stats_rows])
-            data["rule_version"] = objects(list(columns[1]) + [s[1] for s in stats_rows])
+            padding = (None,) * n_stats
+            data = {}
+            for name, values in zip(ALERT_NAMES, zip(*rows)):  # each a tuple, a column of the rows
+                if name in _TIME_NAMES:
+                    data[name] = times_ns(values + padding)
+                elif name == "suppressed":
+                    data[name] = np.fromiter(map(bool, values + (False,) * n_stats), dtype=bool, count=n_rows + n_stats)
+                elif name in ("rule_id", "rule_version"):  # also the statistics rows'
+                    place = 0 if name == "rule_id" else 1
+                    data[name] = object_column(values + tuple(s[place] for s in stats_rows))
+                else:
+                    data[name] = object_column(values + padding)
         else:
-            nothing = objects(pad)
+            nothing = object_column(pad)
             no_time = np.full(n_stats, np.datetime64("NaT"), dtype="datetime64[ns]")
             data = {name: nothing for name in ALERT_NAMES}
             data.update({name: no_time for name in ("first_event_time", "last_event_time", "emit_time")})
             data["suppressed"] = np.zeros(n_stats, dtype=bool)
-            data["rule_id"] = objects([s[0] for s in stats_rows])
-            data["rule_version"] = objects([s[1] for s in stats_rows])
+            data["rule_id"] = object_column([s[0] for s in stats_rows])
+            data["rule_version"] = object_column([s[1] for s in stats_rows])
         if bad is not None:
-            data["rule_id"] = data["rule_version"] = objects(pad)
+            data["rule_id"] = data["rule_version"] = object_column(pad)
             data[KIND] = np.full(n_stats, KIND_BAD, dtype="int32")
-            data[STATS] = objects(pad)
-            data.update({name: objects(bad[name].tolist()) for name in passthrough})
+            data[STATS] = object_column(pad)
+            data.update({name: object_column(bad[name].tolist()) for name in passthrough})
             return pd.DataFrame(data, copy=False)
         data[KIND] = np.array(kinds + [KIND_STATS] * n_stats, dtype="int32")
-        data[STATS] = objects([None] * n_rows + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
-        data.update({name: objects([None] * (n_rows + n_stats)) for name in passthrough})
+        data[STATS] = object_column([None] * n_rows + [[int(s[2][name]) for name in STAT_NAMES] for s in stats_rows])
+        data.update({name: object_column([None] * (n_rows + n_stats)) for name in passthrough})
         return pd.DataFrame(data, copy=False)
 
 
-_STATUS_STAT = {"TIMEOUT": "timeouts", "ABSENCE": "absences", "MATCHED": "matched"}
+_TIME_NAMES = frozenset(("first_event_time", "last_event_time", "emit_time"))
 
 
-def times_ns(values: list) -> np.ndarray:
+def object_column(values: Sequence) -> np.ndarray:
+    """``values`` as a column of Python objects, each as it is (a list stays one value): pandas takes a list by
+    scanning it for times to infer, several times slower than this array."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def times_ns(values: Sequence) -> np.ndarray:
     """Times (``datetime``s, pandas Timestamps, None) as ``datetime64[ns]``, None as NaT: pandas' converter, which
-    takes a list of datetime objects about ten times faster than numpy's, every alert's three times."""
+    takes an array of datetime objects about ten times faster than numpy's, every alert's three times (given as
+    an object array: ``pd.to_datetime`` of a list first looks for repeated values, and costs three times more)."""
     import pandas as pd
 
-    return pd.to_datetime(values).to_numpy(dtype="datetime64[ns]")
+    return pd.DatetimeIndex(object_column(values)).to_numpy(dtype="datetime64[ns]")
 
 
 def _counts(stats_by_rule: dict, rule_id: str, version: str) -> dict:
@@ -744,24 +752,6 @@ def _counts(stats_by_rule: dict, rule_id: str, version: str) -> dict:
     if found is None:
         found = stats_by_rule[(rule_id, version)] = dict.fromkeys(STAT_NAMES, 0)
     return found
-
-
-def _append_alerts(rule, rows, match_ids, pkey: str, last_alert, emitted, alerts: list, stats: dict):
-    """One key's output rows of one rule as alerts (suppressed or not, from the key's last alert);
-    returns the key's last alert after them."""
-    for row, match_id in zip(rows, match_ids):
-        status = (row[rule.status_index] if rule.status_index is not None else None) or "MATCHED"
-        first_time, last_time = row[rule.first_index], row[rule.last_index]
-        moment = last_time if last_time is not None else first_time
-        event_us = codec.datetime_to_micros(moment) if moment is not None else None
-        suppressed, last_alert = rule.throttle.decide(last_alert, event_us)
-        measures = _UNESCAPED.encode({name: jsonable(row[i]) for i, name in rule.measures})
-        alerts.append(
-            (rule.rule_id, rule.version, match_id, status, pkey, first_time, last_time, measures, emitted, suppressed)
-        )
-        stats[_STATUS_STAT.get(status, "matched")] += 1
-        stats["suppressed"] += int(suppressed)
-    return last_alert
 
 
 def _count_table_dropped(stats: dict, gauges: Sequence[int]) -> None:

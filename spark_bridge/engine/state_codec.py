@@ -179,6 +179,15 @@ def encode(state: Any, compress: bool = True) -> bytes:
     return MAGIC + bytes((VERSION, flags)) + payload
 
 
+def compressed(blob: bytes) -> bytes:
+    """The bytes ``encode(state)`` gives, from the bytes ``encode(state, compress=False)`` gave: a state kept
+    uncompressed while it is read again at once (the driver's two calls of a micro-batch) is compressed once,
+    when it is kept."""
+    if blob[5] & _ZLIB or len(blob) - 6 <= COMPRESS_ABOVE:
+        return blob
+    return blob[:5] + bytes((blob[5] | _ZLIB,)) + zlib.compress(blob[6:], 1)
+
+
 def decode(blob: bytes) -> Any:
     blob = bytes(blob)
     if blob[:4] != MAGIC or len(blob) < 6:
