@@ -43,7 +43,6 @@ from cep.duckdb_decimals import (
     spark_decimal_sum,
 )
 from cep.duckdb_functions import (
-    COMPARISONS,
     mark_computed_partition_keys,
     mark_counts_of_values_never_null,
     spark_meaning,
@@ -68,10 +67,10 @@ from cep.duckdb_nodes import (
     text_to_boolean,
     text_to_fraction,
     text_to_time,
-    time_operand_keys,
     type_of,
 )
 from cep.duckdb_regex import spark_regex
+from cep.duckdb_types import annotated_types
 from cep.duckdb_widths import cast_to_width, int_literals_beside_narrow_integers, spark_width
 from cep.grammar.functions import (
     DATETIME_PARSERS,
@@ -112,22 +111,11 @@ _DATE_TRUNC_UNITS = {
     "MILLISECOND": "millisecond",
     "MICROSECOND": "microsecond",
 }
-_RESULT_TYPES = {
-    "DATE_FORMAT": "VARCHAR",
-    "TO_CHAR": "VARCHAR",
-    "TO_DATE": "DATE",
-    "TO_TIMESTAMP": "TIMESTAMP",
-    "UNIX_TIMESTAMP": "BIGINT",
-    "TRUNC": "DATE",
-    "DATE_TRUNC": "TIMESTAMP",
-    "FROM_UNIXTIME": "VARCHAR",
-}
 # Spark's other names of OWN_FUNCTIONS (sqlglot reads to_unix_timestamp(ts) as a parse with no pattern).
 _SYNONYMS = {"TO_UNIX_TIMESTAMP": "UNIX_TIMESTAMP"}
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
-_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "DATE_FORMAT", "TRUNC")
 # Spark's own functions translated here that cast a text value as its CAST does: the value's argument and type.
 _TIME_VALUES = {"DATE_FORMAT": (0, "TIMESTAMP"), "TRUNC": (0, "DATE"), "DATE_TRUNC": (1, "TIMESTAMP")}
 
@@ -153,7 +141,7 @@ def to_duckdb_sql(
     check_typed_time_literals(text)
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     negative_literals(tree)
-    types = _types(tree, schema or {}, checking=checking)
+    types = annotated_types(tree, schema or {}, checking=checking)
     mark_counts_of_values_never_null(tree)
     mark_computed_partition_keys(tree)
     keep_places(tree)
@@ -230,122 +218,6 @@ def empty_collections(tree) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ types
-
-
-def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = False) -> dict[int, str]:
-    """Node id -> its SQL type name (upper case, no parameters), for the nodes whose type a rule needs;
-    read from sqlglot's annotation of a qualified copy of the statement. ``checking``: only the types that
-    no table's column decides (a cast's, or an expression's without a column), which `cep check` can know."""
-    from sqlglot import exp
-    from sqlglot.optimizer.annotate_types import annotate_types
-    from sqlglot.optimizer.qualify import qualify
-
-    wanted = 0
-    originals = {}
-    for node in tree.walk():
-        for operand in _typed_operands(node):
-            wanted += 1
-            operand.meta[TYPED_META] = wanted
-            originals[wanted] = operand
-    if not wanted:
-        return {}
-    lowered = {
-        name.casefold(): {column.casefold(): kind for column, kind in columns.items()}
-        for name, columns in schema.items()
-    }
-    copy = tree.copy()
-    for made in list(copy.find_all(exp.TimestampFromParts)):  # make_timestamp: sqlglot leaves it untyped
-        typed = exp.Cast(this=exp.Null(), to=exp.DataType.build("TIMESTAMP"))
-        typed.meta.update(made.meta)
-        made.replace(typed)
-    for literal in list(copy.find_all(exp.Literal)):  # Spark's integral literal past INT's range (sqlglot: an INT)
-        wide = _wide_literal_type(literal)
-        if wide is not None:
-            inner = literal.copy()
-            inner.meta.pop(TYPED_META, None)  # the type a rule reads is the cast's
-            typed = exp.Cast(this=inner, to=exp.DataType.build(wide))
-            typed.meta.update(literal.meta)
-            literal.replace(typed)
-    for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
-        kind = _RESULT_TYPES.get(str(call.this).upper())
-        if kind is not None:
-            operand = call.expressions[0] if call.expressions else exp.Null()
-            typed = exp.Cast(this=operand, to=exp.DataType.build(kind))
-            typed.meta.update(call.meta)  # the call may be an operand a rule needs the type of
-            call.replace(typed)
-    try:
-        copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False, quote_identifiers=False)
-        copy = annotate_types(copy, schema=lowered, dialect="spark")
-    except Exception:  # noqa: BLE001 - sqlglot's optimizer raises many kinds; the rules then refuse
-        return {}
-    found = {}
-    for node in copy.walk():
-        number = node.meta.get(TYPED_META)
-        kind = node.args.get("true") if isinstance(node, exp.Nvl2) else node  # sqlglot leaves NVL2 untyped
-        if number is None or kind.type is None or kind.type.this == exp.DataType.Type.UNKNOWN:
-            continue
-        if checking and not isinstance(node, exp.Cast) and node.find(exp.Column) is not None:
-            continue
-        found[number] = _integer_width(originals[number]) or kind.type.this.name.upper().replace("_", "")
-        if isinstance(node, exp.Column) and found[number] == "DECIMAL" and len(kind.type.expressions) == 2:
-            # A column's DECIMAL(p, s), for Spark's DECIMAL arithmetic (sqlglot's of an expression is not Spark's).
-            size = tuple(int(param.name) for param in kind.type.expressions)
-            originals[number].meta[DECIMAL_META] = (size,)
-    return found
-
-
-def _integer_width(node) -> str | None:
-    """Spark's integer type of ``node`` where DuckDB's differs (``spark_width``): the type a rule reads."""
-    width = spark_width(node, {})
-    return width if width in ("INT", "BIGINT") else None
-
-
-def _wide_literal_type(literal) -> str | None:
-    """Spark's type of an integral literal that does not fit an INT: a BIGINT, or past it a DECIMAL of
-    its digits; None for any other literal."""
-    if literal.is_string or not re.fullmatch(r"-?[0-9]+", literal.this):
-        return None
-    value = int(literal.this)
-    if -(2**31) <= value < 2**31:
-        return None
-    return "BIGINT" if -(2**63) <= value < 2**63 else f"DECIMAL({len(literal.this.lstrip('-'))}, 0)"
-
-
-def _typed_operands(node) -> tuple:
-    """The operands of ``node`` whose types a rule needs (none for most nodes)."""
-    from sqlglot import exp
-
-    if isinstance(node, (exp.Div, exp.IntDiv, exp.SafeDivide)):
-        return (node.this, node.expression)
-    if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(node.this, exp.Distinct):
-        return tuple(node.this.expressions[:1])
-    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
-        return (node.this,)
-    if isinstance(node, (exp.Concat, exp.ConcatWs)):
-        return tuple(node.expressions)
-    if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):  # a DATE beside a text literal; DECIMALs
-        return (node.this, *node.expressions)
-    if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
-        return (node.this, node.expression)
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
-        return (node.this, node.expression)
-    if isinstance(node, (exp.Neg, exp.Dayname, exp.Monthname, exp.ToBase64)):
-        return (node.this,)
-    if isinstance(node, exp.Chr):
-        return tuple(node.expressions[:1])
-    if isinstance(node, exp.In):  # a DATE or number beside text literals
-        return (node.this, *node.expressions)
-    if isinstance(node, exp.Between):
-        return (node.this, node.args["low"], node.args["high"])
-    if isinstance(node, exp.Array):  # a TINYINT or SMALLINT beside an integer literal
-        return tuple(node.expressions)
-    if isinstance(node, exp.Bracket):  # an array's element
-        return (node.this,)
-    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
-        return (node.expressions[0],)
-    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "DATE_TRUNC" and len(node.expressions) > 1:
-        return (node.expressions[1],)
-    return tuple(node.args[key] for key in time_operand_keys(node) if node.args.get(key) is not None)
 
 
 # ------------------------------------------------------------------------------------------------ rules
