@@ -198,6 +198,7 @@ def _spark_dialect():
                 **spark_functions_only(Spark.Parser.FUNCTIONS),
                 **{name: keep(name) for name in OWN_FUNCTIONS},
                 **{name: keep(own) for name, own in _SYNONYMS.items()},
+                "REGEXP": Spark.Parser.FUNCTIONS["RLIKE"],  # Spark's regexp(s, p) is s RLIKE p
             }
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
