@@ -70,6 +70,8 @@ from cep.duckdb_nodes import (
     type_of,
 )
 from cep.duckdb_regex import spark_regex
+from cep.duckdb_try_arithmetic import try_arithmetic
+from cep.duckdb_typeof import spark_typeof
 from cep.duckdb_types import annotated_types
 from cep.duckdb_widths import cast_to_width, int_literals_beside_narrow_integers, spark_width
 from cep.grammar.functions import (
@@ -168,7 +170,25 @@ def to_duckdb_sql(
     except UnsupportedError as exc:
         if for_spark:
             return ""
-        raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
+        raise Refusal(
+            f"the python engine cannot translate this statement to DuckDB exactly: {exc}", *_untranslatable_place(tree)
+        ) from None
+
+
+def _untranslatable_place(tree) -> tuple[int | None, int]:
+    """The place of the smallest part of ``tree`` that sqlglot cannot write as DuckDB SQL (``soundex(s)``),
+    children first; (None, 1) when no single part fails alone."""
+    import sqlglot
+    from sqlglot.errors import UnsupportedError
+
+    for node in reversed(list(tree.walk())):
+        try:
+            node.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
+        except UnsupportedError:
+            return place_of(node)
+        except Exception:  # noqa: BLE001, S112 - a part sqlglot cannot write alone (a bare window frame)
+            continue
+    return None, 1
 
 
 def parse_spark(text: str):
@@ -199,6 +219,8 @@ def _spark_dialect():
                 **{name: keep(name) for name in OWN_FUNCTIONS},
                 **{name: keep(own) for name, own in _SYNONYMS.items()},
                 "REGEXP": Spark.Parser.FUNCTIONS["RLIKE"],  # Spark's regexp(s, p) is s RLIKE p
+                "ISNULL": lambda args: exp.Paren(this=exp.Is(this=args[0], expression=exp.Null())),
+                "ISNOTNULL": lambda args: exp.Paren(this=exp.not_(exp.Is(this=args[0], expression=exp.Null()))),
             }
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
@@ -261,6 +283,26 @@ def _translate(node, types: dict[int, str]):
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
+    tried = try_arithmetic(node, types)
+    if tried is not None:
+        return tried
+    spelled = spark_typeof(node, types)
+    if spelled is not None:
+        return spelled
+    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Reverse)) and type_of(node.this, types) in (
+        *INTEGRAL,
+        *FRACTIONAL,
+        *TIME_TYPES,
+        "DATE",
+        "BOOLEAN",
+    ):
+        # Spark casts a number, time or BOOLEAN given to a text function to STRING (upper(1.5) is '1.5'), with
+        # CAST's rules (a DOUBLE's Java text is refused there); DuckDB has no upper() of a number.
+        as_text, to_text = node.copy(), exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR"))
+        decimal_literal = isinstance(node.this, exp.Literal) and not re.search("[eEdD]", node.this.this)
+        # sqlglot calls 1.5 a DOUBLE; it is Spark's DECIMAL(2,1), and DuckDB's, which both write as '1.5'
+        as_text.set("this", to_text if decimal_literal else _cast(to_text, types))
+        return spark_meaning(as_text, types)
     if isinstance(node, exp.Anonymous):
         name = str(node.this).upper()
         if name in OWN_FUNCTIONS:

@@ -118,13 +118,15 @@ def _typed_operands(node) -> tuple:
         return tuple(node.this.expressions[:1])
     if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
         return (node.this,)
+    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Typeof)):
+        return (node.this,)
     if isinstance(node, (exp.Concat, exp.ConcatWs)):
         return tuple(node.expressions)
     if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):  # a DATE beside a text literal; DECIMALs
         return (node.this, *node.expressions)
     if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
         return (node.this, node.expression)
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.SafeAdd, exp.SafeSubtract, exp.SafeMultiply)):
         return (node.this, node.expression)
     if isinstance(node, (exp.Neg, exp.Dayname, exp.Monthname, exp.ToBase64)):
         return (node.this,)
