@@ -47,6 +47,7 @@ from cep.duckdb_functions import (
     mark_counts_of_values_never_null,
     spark_meaning,
 )
+from cep.duckdb_intervals import spark_interval
 from cep.duckdb_literals import negative_literals, text_literals_as_numbers
 from cep.duckdb_nodes import (
     FRACTIONAL,
@@ -286,6 +287,9 @@ def _translate(node, types: dict[int, str]):
     tried = try_arithmetic(node, types)
     if tried is not None:
         return tried
+    interval = spark_interval(node, types)
+    if interval is not None:
+        return interval
     spelled = spark_typeof(node, types)
     if spelled is not None:
         return spelled

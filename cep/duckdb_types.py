@@ -120,6 +120,8 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Typeof)):
         return (node.this,)
+    if isinstance(node, exp.MakeInterval) and node.args.get("second") is not None:
+        return (node.args["second"],)
     if isinstance(node, (exp.Concat, exp.ConcatWs)):
         return tuple(node.expressions)
     if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):  # a DATE beside a text literal; DECIMALs
