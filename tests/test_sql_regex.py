@@ -141,3 +141,29 @@ def test_what_re2_reads_as_java_does_is_not_a_java_construct(pattern) -> None:
     from cep.duckdb_regex import java_only_construct
 
     assert java_only_construct(pattern.replace("\\\\", "\\")) is None
+
+
+# LIKE inside the clause (MEASURES, DEFINE) against Spark's LIKE outside it, on the same texts: the clause reads
+# its text literals as written (no backslash escapes), Spark's SQL keeps a backslash before _ and %, so these
+# patterns are the same text on both; the clause had no default escape character (Spark's is \).
+CLAUSE_LIKES = ["'a\\_b'", "'%\\%%'", "'a!_b' ESCAPE '!'", "'a#%b' ESCAPE '#'", "'a!!b' ESCAPE '!'"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("pattern", CLAUSE_LIKES)
+def test_like_inside_the_clause_is_sparks_like_outside_it(events, pattern) -> None:
+    texts = [*TEXTS, "a!b", "a%b", "a\\xb"]
+    table = pa.Table.from_pylist([{"id": n, "s": s} for n, s in enumerate(texts)], schema=ARROW)
+    events.createDataFrame(list(enumerate(texts)), "id INT, s STRING").createOrReplaceTempView("sqlr_like")
+    spark = [row["v"] for row in events.sql(f"SELECT s LIKE {pattern} AS v FROM sqlr_like ORDER BY id").collect()]
+    measured = (
+        f"SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.s LIKE {pattern} AS v ALL ROWS PER MATCH "
+        "PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+    assert [row["v"] for row in cep.compile_sql(measured).run({TABLE: table}, kind="rows")] == spark
+    defined = (
+        f"SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS v ALL ROWS PER MATCH PATTERN (A) "
+        f"DEFINE A AS A.s LIKE {pattern}) r ORDER BY id"
+    )
+    matched = [row["v"] for row in cep.compile_sql(defined).run({TABLE: table}, kind="rows")]
+    assert matched == [n for n, hit in enumerate(spark) if hit]
