@@ -284,29 +284,9 @@ def _translate(node, types: dict[int, str]):
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
-    tried = try_arithmetic(node, types)
-    if tried is not None:
-        return tried
-    interval = spark_interval(node, types)
-    if interval is not None:
-        return interval
-    spelled = spark_typeof(node, types)
-    if spelled is not None:
-        return spelled
-    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Reverse)) and type_of(node.this, types) in (
-        *INTEGRAL,
-        *FRACTIONAL,
-        *TIME_TYPES,
-        "DATE",
-        "BOOLEAN",
-    ):
-        # Spark casts a number, time or BOOLEAN given to a text function to STRING (upper(1.5) is '1.5'), with
-        # CAST's rules (a DOUBLE's Java text is refused there); DuckDB has no upper() of a number.
-        as_text, to_text = node.copy(), exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR"))
-        decimal_literal = isinstance(node.this, exp.Literal) and not re.search("[eEdD]", node.this.this)
-        # sqlglot calls 1.5 a DOUBLE; it is Spark's DECIMAL(2,1), and DuckDB's, which both write as '1.5'
-        as_text.set("this", to_text if decimal_literal else _cast(to_text, types))
-        return spark_meaning(as_text, types)
+    library = _library_calls(node, types)
+    if library is not None:
+        return library
     if isinstance(node, exp.Anonymous):
         name = str(node.this).upper()
         if name in OWN_FUNCTIONS:
@@ -380,6 +360,37 @@ def _translate(node, types: dict[int, str]):
         # Over a window or with FILTER, the cast wraps the whole call.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _library_calls(node, types: dict[int, str]):
+    """Spark's try_* arithmetic, interval literals and make_interval, typeof, and its text functions given
+    another type: their DuckDB form; None for another node."""
+    from sqlglot import exp
+
+    tried = try_arithmetic(node, types)
+    if tried is not None:
+        return tried
+    interval = spark_interval(node, types)
+    if interval is not None:
+        return interval
+    spelled = spark_typeof(node, types)
+    if spelled is not None:
+        return spelled
+    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Reverse)) and type_of(node.this, types) in (
+        *INTEGRAL,
+        *FRACTIONAL,
+        *TIME_TYPES,
+        "DATE",
+        "BOOLEAN",
+    ):
+        # Spark casts a number, time or BOOLEAN given to a text function to STRING (upper(1.5) is '1.5'), with
+        # CAST's rules (a DOUBLE's Java text is refused there); DuckDB has no upper() of a number.
+        as_text, to_text = node.copy(), exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR"))
+        decimal_literal = isinstance(node.this, exp.Literal) and not re.search("[eEdD]", node.this.this)
+        # sqlglot calls 1.5 a DOUBLE; it is Spark's DECIMAL(2,1), and DuckDB's, which both write as '1.5'
+        as_text.set("this", to_text if decimal_literal else _cast(to_text, types))
+        return spark_meaning(as_text, types)
+    return None
 
 
 def _text_arithmetic(node, types: dict[int, str]):
