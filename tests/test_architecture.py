@@ -460,7 +460,7 @@ FOLDING_ALLOWED = {
     ("cep/statement_engines.py", "register"): "table names in DuckDB's catalogue, which DuckDB folds itself",
     ("cep/statement_engines.py", "sql"): "table names in DuckDB's catalogue, which DuckDB folds itself",
     ("spark_bridge/spark/kafka.py", "<module>"): "Kafka source option names, which Spark reads ignoring case",
-    ("cep/duckdb_types.py", "annotated_types"): "the schema handed to sqlglot's type annotation, which folds identifiers itself",
+    ("cep/duckdb_types.py", "annotated_types"): "the schema for sqlglot's type annotation, which folds names itself",
 }
 FOLDS = ("casefold", "lower")
 
