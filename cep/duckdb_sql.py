@@ -367,15 +367,10 @@ def _library_calls(node, types: dict[int, str]):
     another type: their DuckDB form; None for another node."""
     from sqlglot import exp
 
-    tried = try_arithmetic(node, types)
-    if tried is not None:
-        return tried
-    interval = spark_interval(node, types)
-    if interval is not None:
-        return interval
-    spelled = spark_typeof(node, types)
-    if spelled is not None:
-        return spelled
+    for rule in (try_arithmetic, spark_interval, spark_typeof):
+        new = rule(node, types)
+        if new is not None:
+            return new
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Reverse)) and type_of(node.this, types) in (
         *INTEGRAL,
         *FRACTIONAL,
