@@ -19,6 +19,7 @@ from cep.duckdb_nodes import (
     text_to_time,
     type_of,
 )
+from cep.duckdb_typeof import SPARK_TYPEOF, spark_simple_string
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
@@ -100,8 +101,8 @@ def spark_meaning(node, types: dict[int, str]):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.IsNan):  # Spark's isnan(NULL) is FALSE (DuckDB's: NULL)
         return exp.Coalesce(this=node.copy(), expressions=[exp.false()])
-    if isinstance(node, exp.Sign):  # Spark's sign (signum) is a DOUBLE, whatever the argument
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DOUBLE"))
+    if isinstance(node, exp.Sign):
+        return _java_signum(node)
     if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.Format):  # sqlglot writes DuckDB's format(), whose {} placeholders leave '%s' as text
@@ -152,6 +153,17 @@ def spark_meaning(node, types: dict[int, str]):
     ):
         return _java_text(node)
     return None
+
+
+def _java_signum(node):
+    """Spark's sign (signum): a DOUBLE, whatever the argument; Java's signum keeps -0.0 and NaN as they are
+    (DuckDB's sign gives 0 for both)."""
+    from sqlglot import exp
+
+    value = exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE"))
+    kept = exp.or_(call_duck("isnan", value.copy()), exp.EQ(this=value.copy(), expression=exp.Literal.number(0)))
+    signed = exp.Cast(this=call_duck("sign", value.copy()), to=exp.DataType.build("DOUBLE"))
+    return exp.Case(ifs=[exp.If(this=kept, true=value)], default=signed)
 
 
 # Spark functions DuckDB has under the same name with another meaning, refused wherever they stand: why.
@@ -709,7 +721,14 @@ def java_case_mappings() -> dict[str, object]:
     return {"upper": str.upper, "lower": str.lower, "initcap": initcap, "reverse": reverse}
 
 
+def calls_own_functions(translated: str) -> bool:
+    """Whether DuckDB SQL ``translated`` calls a function ``register_functions`` gives the connection."""
+    lowered = translated.lower()
+    return JAVA_CASE_PREFIX in lowered or SPARK_TYPEOF in lowered
+
+
 def register_functions(con) -> None:
     """Give DuckDB connection ``con`` the functions the translation calls by cep's own names."""
     for name, function in java_case_mappings().items():
         con.create_function(f"{JAVA_CASE_PREFIX}{name}", function, ["VARCHAR"], "VARCHAR", side_effects=False)
+    con.create_function(SPARK_TYPEOF, spark_simple_string, ["VARCHAR"], "VARCHAR", side_effects=False)

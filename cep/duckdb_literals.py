@@ -21,6 +21,8 @@ def negative_literals(tree) -> None:
             innermost = innermost.this
         if not (isinstance(innermost, exp.Literal) and innermost.is_number):
             continue
+        if _double_literal_zero(innermost):  # -0.0D is Java's -0.0: the minus of the DOUBLE, not of a decimal 0
+            continue
         signed = exp.Literal(this=f"-{innermost.this}", is_string=False)  # Literal.number would make a Neg
         signed.meta.update((key, innermost.meta[key]) for key in ("start", "end") if key in innermost.meta)
         if innermost is negation.this:  # -2 alone: a literal, an INT as Spark types it (in parentheses, which
@@ -32,6 +34,18 @@ def negative_literals(tree) -> None:
             if key in negation.meta:
                 replacement.meta[key] = negation.meta[key]
         negation.replace(replacement)
+
+
+def _double_literal_zero(literal) -> bool:
+    """Whether ``literal`` is a zero written with Spark's DOUBLE or FLOAT suffix (``0.0D``, ``0F``; sqlglot
+    reads it as a cast of the number, which its place in the text, longer than the number, tells apart)."""
+    start, end = literal.meta.get("start"), literal.meta.get("end")
+    if start is None or end is None or end - start + 1 <= len(literal.this):
+        return False
+    try:
+        return float(literal.this) == 0
+    except ValueError:
+        return False
 
 
 def text_literals_as_numbers(node, types: dict[int, str], cast):

@@ -6,6 +6,9 @@
   after a non-empty one (``regexp_replace('axb', 'x*', '-')`` is ``-a--b-`` on Spark, ``-a-b-`` on DuckDB),
   and Spark's ``split`` keeps a trailing empty piece there: refused in ``regexp_replace``, ``split`` and
   ``regexp_instr``.
+- A pattern with a construct Java has and RE2 lacks (a lookahead ``(?=``, a lookbehind ``(?<=``, an atomic
+  group, a backreference ``\\1``, a possessive quantifier ``a++``, Java's named group ``(?<name>``): refused,
+  with the construct named, in every regexp function (DuckDB would fail with RE2's words).
 - ``LIKE``, ``ILIKE`` without ``ESCAPE``: Spark's escape character is ``\\`` (``'a\\_b'`` matches ``a_b`` only),
   DuckDB has none; the translation gives DuckDB Spark's. A literal pattern with ``\\`` before another
   character, or at its end, is Spark's error before running.
@@ -29,6 +32,16 @@ def spark_regex(node):
     Spark's answer cannot be had."""
     from sqlglot import exp
 
+    if isinstance(node, _PATTERN_FUNCTIONS()):
+        pattern = node.args.get("expression")
+        if isinstance(pattern, exp.Literal) and pattern.is_string:
+            construct = java_only_construct(pattern.this)
+            if construct is not None:
+                raise Refusal(
+                    f"the python engine cannot run the regular expression {pattern.this!r}: it has {construct}, "
+                    f"which Java's regular expressions (Spark's) have and DuckDB's RE2 does not",
+                    *place_of(node),
+                )
     if isinstance(node, (exp.RegexpReplace, exp.RegexpSplit, exp.RegexpInstr)):
         pattern = node.args.get("expression")
         if isinstance(pattern, exp.Literal) and pattern.is_string and _matches_empty(pattern.this):
@@ -44,6 +57,71 @@ def spark_regex(node):
         if isinstance(pattern, exp.Literal) and pattern.is_string:
             _check_like_escapes(pattern.this, pattern if "start" in pattern.meta else node)
         return exp.Escape(this=node.copy(), expression=exp.Literal.string("\\"))
+    return None
+
+
+def _PATTERN_FUNCTIONS() -> tuple:  # noqa: N802 - a constant, built when sqlglot is imported
+    """The calls whose ``expression`` is a regular expression: RLIKE (regexp, regexp_like) and regexp_*."""
+    from sqlglot import exp
+
+    return (
+        exp.RegexpLike,
+        exp.RegexpILike,
+        exp.RegexpExtract,
+        exp.RegexpExtractAll,
+        exp.RegexpReplace,
+        exp.RegexpSplit,
+        exp.RegexpInstr,
+        exp.RegexpCount,
+        exp.RegexpSubstr,
+        exp.RegexpFullMatch,
+    )
+
+
+# Java's group constructs RE2 lacks, by what follows "(?": checked longest first.
+_JAVA_GROUPS = (
+    ("<=", "a lookbehind (?<=...)"),
+    ("<!", "a negative lookbehind (?<!...)"),
+    ("=", "a lookahead (?=...)"),
+    ("!", "a negative lookahead (?!...)"),
+    (">", "an atomic group (?>...)"),
+    ("<", "a named group written (?<name>...) (RE2 reads (?P<name>...))"),
+)
+
+
+def java_only_construct(pattern: str) -> str | None:
+    """The first construct of ``pattern`` (Java's syntax) that RE2 does not have, in words; None if it has
+    none. Escaped characters, ``\\Q...\\E`` quotes and character classes are skipped (a ``\\1`` in a class is
+    Java's octal, not a backreference)."""
+    at, in_class = 0, False
+    while at < len(pattern):
+        char, following = pattern[at], pattern[at + 1 : at + 2]
+        if char == "\\":
+            if following == "Q":
+                end = pattern.find("\\E", at + 2)
+                at = len(pattern) if end < 0 else end + 2
+                continue
+            if not in_class and following.isdigit() and following != "0":
+                return f"a backreference \\{following}"
+            if not in_class and following == "k":
+                return "a named backreference \\k<name>"
+            at += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            at += 1 + (pattern[at + 1 : at + 2] == "^")
+            at += pattern[at : at + 1] == "]"  # a ] first in a class is the character
+            continue
+        elif char == "(" and following == "?":
+            rest = pattern[at + 2 : at + 4]
+            for start, words in _JAVA_GROUPS:
+                if rest.startswith(start):
+                    return words
+        elif char in "*+?}" and following == "+" and (char != "?" or at and pattern[at - 1] != "("):
+            return f"a possessive quantifier {char}+"
+        at += 1
     return None
 
 

@@ -43,11 +43,11 @@ from cep.duckdb_decimals import (
     spark_decimal_sum,
 )
 from cep.duckdb_functions import (
-    COMPARISONS,
     mark_computed_partition_keys,
     mark_counts_of_values_never_null,
     spark_meaning,
 )
+from cep.duckdb_intervals import spark_interval
 from cep.duckdb_literals import negative_literals, text_literals_as_numbers
 from cep.duckdb_nodes import (
     FRACTIONAL,
@@ -68,10 +68,12 @@ from cep.duckdb_nodes import (
     text_to_boolean,
     text_to_fraction,
     text_to_time,
-    time_operand_keys,
     type_of,
 )
 from cep.duckdb_regex import spark_regex
+from cep.duckdb_try_arithmetic import try_arithmetic
+from cep.duckdb_typeof import spark_typeof
+from cep.duckdb_types import annotated_types
 from cep.duckdb_widths import cast_to_width, int_literals_beside_narrow_integers, spark_width
 from cep.grammar.functions import (
     DATETIME_PARSERS,
@@ -112,22 +114,11 @@ _DATE_TRUNC_UNITS = {
     "MILLISECOND": "millisecond",
     "MICROSECOND": "microsecond",
 }
-_RESULT_TYPES = {
-    "DATE_FORMAT": "VARCHAR",
-    "TO_CHAR": "VARCHAR",
-    "TO_DATE": "DATE",
-    "TO_TIMESTAMP": "TIMESTAMP",
-    "UNIX_TIMESTAMP": "BIGINT",
-    "TRUNC": "DATE",
-    "DATE_TRUNC": "TIMESTAMP",
-    "FROM_UNIXTIME": "VARCHAR",
-}
 # Spark's other names of OWN_FUNCTIONS (sqlglot reads to_unix_timestamp(ts) as a parse with no pattern).
 _SYNONYMS = {"TO_UNIX_TIMESTAMP": "UNIX_TIMESTAMP"}
 _SPARK_DEFAULT_PATTERN = "yyyy-MM-dd HH:mm:ss"
 # A typed literal followed by :: (DATE '2021-03-28'::timestamp): Spark casts the DATE, sqlglot the text.
 _TYPED_LITERAL_CAST = re.compile(r"\b(date|timestamp(?:_ntz|_ltz)?)\s*'(?:[^'\\]|\\.)*'\s*::", re.I)
-_TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "DATE_FORMAT", "TRUNC")
 # Spark's own functions translated here that cast a text value as its CAST does: the value's argument and type.
 _TIME_VALUES = {"DATE_FORMAT": (0, "TIMESTAMP"), "TRUNC": (0, "DATE"), "DATE_TRUNC": (1, "TIMESTAMP")}
 
@@ -153,7 +144,7 @@ def to_duckdb_sql(
     check_typed_time_literals(text)
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     negative_literals(tree)
-    types = _types(tree, schema or {}, checking=checking)
+    types = annotated_types(tree, schema or {}, checking=checking)
     mark_counts_of_values_never_null(tree)
     mark_computed_partition_keys(tree)
     keep_places(tree)
@@ -180,7 +171,25 @@ def to_duckdb_sql(
     except UnsupportedError as exc:
         if for_spark:
             return ""
-        raise Refusal(f"the python engine cannot translate this statement to DuckDB exactly: {exc}") from None
+        raise Refusal(
+            f"the python engine cannot translate this statement to DuckDB exactly: {exc}", *_untranslatable_place(tree)
+        ) from None
+
+
+def _untranslatable_place(tree) -> tuple[int | None, int]:
+    """The place of the smallest part of ``tree`` that sqlglot cannot write as DuckDB SQL (``soundex(s)``),
+    children first; (None, 1) when no single part fails alone."""
+    import sqlglot
+    from sqlglot.errors import UnsupportedError
+
+    for node in reversed(list(tree.walk())):
+        try:
+            node.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
+        except UnsupportedError:
+            return place_of(node)
+        except Exception:  # noqa: BLE001, S112 - a part sqlglot cannot write alone (a bare window frame)
+            continue
+    return None, 1
 
 
 def parse_spark(text: str):
@@ -210,6 +219,9 @@ def _spark_dialect():
                 **spark_functions_only(Spark.Parser.FUNCTIONS),
                 **{name: keep(name) for name in OWN_FUNCTIONS},
                 **{name: keep(own) for name, own in _SYNONYMS.items()},
+                "REGEXP": Spark.Parser.FUNCTIONS["RLIKE"],  # Spark's regexp(s, p) is s RLIKE p
+                "ISNULL": lambda args: exp.Paren(this=exp.Is(this=args[0], expression=exp.Null())),
+                "ISNOTNULL": lambda args: exp.Paren(this=exp.not_(exp.Is(this=args[0], expression=exp.Null()))),
             }
             FUNCTION_PARSERS = {k: v for k, v in Spark.Parser.FUNCTION_PARSERS.items() if k not in OWN_FUNCTIONS}
 
@@ -230,122 +242,6 @@ def empty_collections(tree) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ types
-
-
-def _types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: bool = False) -> dict[int, str]:
-    """Node id -> its SQL type name (upper case, no parameters), for the nodes whose type a rule needs;
-    read from sqlglot's annotation of a qualified copy of the statement. ``checking``: only the types that
-    no table's column decides (a cast's, or an expression's without a column), which `cep check` can know."""
-    from sqlglot import exp
-    from sqlglot.optimizer.annotate_types import annotate_types
-    from sqlglot.optimizer.qualify import qualify
-
-    wanted = 0
-    originals = {}
-    for node in tree.walk():
-        for operand in _typed_operands(node):
-            wanted += 1
-            operand.meta[TYPED_META] = wanted
-            originals[wanted] = operand
-    if not wanted:
-        return {}
-    lowered = {
-        name.casefold(): {column.casefold(): kind for column, kind in columns.items()}
-        for name, columns in schema.items()
-    }
-    copy = tree.copy()
-    for made in list(copy.find_all(exp.TimestampFromParts)):  # make_timestamp: sqlglot leaves it untyped
-        typed = exp.Cast(this=exp.Null(), to=exp.DataType.build("TIMESTAMP"))
-        typed.meta.update(made.meta)
-        made.replace(typed)
-    for literal in list(copy.find_all(exp.Literal)):  # Spark's integral literal past INT's range (sqlglot: an INT)
-        wide = _wide_literal_type(literal)
-        if wide is not None:
-            inner = literal.copy()
-            inner.meta.pop(TYPED_META, None)  # the type a rule reads is the cast's
-            typed = exp.Cast(this=inner, to=exp.DataType.build(wide))
-            typed.meta.update(literal.meta)
-            literal.replace(typed)
-    for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
-        kind = _RESULT_TYPES.get(str(call.this).upper())
-        if kind is not None:
-            operand = call.expressions[0] if call.expressions else exp.Null()
-            typed = exp.Cast(this=operand, to=exp.DataType.build(kind))
-            typed.meta.update(call.meta)  # the call may be an operand a rule needs the type of
-            call.replace(typed)
-    try:
-        copy = qualify(copy, schema=lowered, dialect="spark", validate_qualify_columns=False, quote_identifiers=False)
-        copy = annotate_types(copy, schema=lowered, dialect="spark")
-    except Exception:  # noqa: BLE001 - sqlglot's optimizer raises many kinds; the rules then refuse
-        return {}
-    found = {}
-    for node in copy.walk():
-        number = node.meta.get(TYPED_META)
-        kind = node.args.get("true") if isinstance(node, exp.Nvl2) else node  # sqlglot leaves NVL2 untyped
-        if number is None or kind.type is None or kind.type.this == exp.DataType.Type.UNKNOWN:
-            continue
-        if checking and not isinstance(node, exp.Cast) and node.find(exp.Column) is not None:
-            continue
-        found[number] = _integer_width(originals[number]) or kind.type.this.name.upper().replace("_", "")
-        if isinstance(node, exp.Column) and found[number] == "DECIMAL" and len(kind.type.expressions) == 2:
-            # A column's DECIMAL(p, s), for Spark's DECIMAL arithmetic (sqlglot's of an expression is not Spark's).
-            size = tuple(int(param.name) for param in kind.type.expressions)
-            originals[number].meta[DECIMAL_META] = (size,)
-    return found
-
-
-def _integer_width(node) -> str | None:
-    """Spark's integer type of ``node`` where DuckDB's differs (``spark_width``): the type a rule reads."""
-    width = spark_width(node, {})
-    return width if width in ("INT", "BIGINT") else None
-
-
-def _wide_literal_type(literal) -> str | None:
-    """Spark's type of an integral literal that does not fit an INT: a BIGINT, or past it a DECIMAL of
-    its digits; None for any other literal."""
-    if literal.is_string or not re.fullmatch(r"-?[0-9]+", literal.this):
-        return None
-    value = int(literal.this)
-    if -(2**31) <= value < 2**31:
-        return None
-    return "BIGINT" if -(2**63) <= value < 2**63 else f"DECIMAL({len(literal.this.lstrip('-'))}, 0)"
-
-
-def _typed_operands(node) -> tuple:
-    """The operands of ``node`` whose types a rule needs (none for most nodes)."""
-    from sqlglot import exp
-
-    if isinstance(node, (exp.Div, exp.IntDiv, exp.SafeDivide)):
-        return (node.this, node.expression)
-    if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(node.this, exp.Distinct):
-        return tuple(node.this.expressions[:1])
-    if isinstance(node, (exp.Cast, exp.Sum, exp.Round, exp.Floor, exp.Ceil, exp.Avg, exp.Abs, exp.Reverse)):
-        return (node.this,)
-    if isinstance(node, (exp.Concat, exp.ConcatWs)):
-        return tuple(node.expressions)
-    if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):  # a DATE beside a text literal; DECIMALs
-        return (node.this, *node.expressions)
-    if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
-        return (node.this, node.expression)
-    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
-        return (node.this, node.expression)
-    if isinstance(node, (exp.Neg, exp.Dayname, exp.Monthname, exp.ToBase64)):
-        return (node.this,)
-    if isinstance(node, exp.Chr):
-        return tuple(node.expressions[:1])
-    if isinstance(node, exp.In):  # a DATE or number beside text literals
-        return (node.this, *node.expressions)
-    if isinstance(node, exp.Between):
-        return (node.this, node.args["low"], node.args["high"])
-    if isinstance(node, exp.Array):  # a TINYINT or SMALLINT beside an integer literal
-        return tuple(node.expressions)
-    if isinstance(node, exp.Bracket):  # an array's element
-        return (node.this,)
-    if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
-        return (node.expressions[0],)
-    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "DATE_TRUNC" and len(node.expressions) > 1:
-        return (node.expressions[1],)
-    return tuple(node.args[key] for key in time_operand_keys(node) if node.args.get(key) is not None)
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -388,6 +284,9 @@ def _translate(node, types: dict[int, str]):
         )
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
         return _nonzero_divisor(node)
+    library = _library_calls(node, types)
+    if library is not None:
+        return library
     if isinstance(node, exp.Anonymous):
         name = str(node.this).upper()
         if name in OWN_FUNCTIONS:
@@ -461,6 +360,32 @@ def _translate(node, types: dict[int, str]):
         # Over a window or with FILTER, the cast wraps the whole call.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _library_calls(node, types: dict[int, str]):
+    """Spark's try_* arithmetic, interval literals and make_interval, typeof, and its text functions given
+    another type: their DuckDB form; None for another node."""
+    from sqlglot import exp
+
+    for rule in (try_arithmetic, spark_interval, spark_typeof):
+        new = rule(node, types)
+        if new is not None:
+            return new
+    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap, exp.Reverse)) and type_of(node.this, types) in (
+        *INTEGRAL,
+        *FRACTIONAL,
+        *TIME_TYPES,
+        "DATE",
+        "BOOLEAN",
+    ):
+        # Spark casts a number, time or BOOLEAN given to a text function to STRING (upper(1.5) is '1.5'), with
+        # CAST's rules (a DOUBLE's Java text is refused there); DuckDB has no upper() of a number.
+        as_text, to_text = node.copy(), exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR"))
+        decimal_literal = isinstance(node.this, exp.Literal) and not re.search("[eEdD]", node.this.this)
+        # sqlglot calls 1.5 a DOUBLE; it is Spark's DECIMAL(2,1), and DuckDB's, which both write as '1.5'
+        as_text.set("this", to_text if decimal_literal else _cast(to_text, types))
+        return spark_meaning(as_text, types)
+    return None
 
 
 def _text_arithmetic(node, types: dict[int, str]):

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from cep.duckdb_functions import JAVA_CASE_PREFIX, register_functions
+from cep.duckdb_functions import calls_own_functions, register_functions
 from cep.duckdb_names import aliases_read_in_where
 from cep.duckdb_optimizer import disabled_optimizers
 from cep.duckdb_results import (
@@ -332,7 +332,7 @@ class DuckEngine:
 
     def bind(self, translated: str):
         """``translated`` (DuckDB SQL) bound, with cep's functions and the optimizers it may use."""
-        if not self.own_functions and JAVA_CASE_PREFIX in translated.lower():
+        if not self.own_functions and calls_own_functions(translated):
             register_functions(self.con)
             self.own_functions = True
         disabled = disabled_optimizers(translated)  # none that would hide Spark's overflow errors

@@ -279,8 +279,11 @@ class SparkRefusedPattern(PatternError):
 def like_segments(pattern: str, escape: str | None) -> list[list]:
     """A LIKE pattern split at its unescaped ``%``: each segment a list of characters and ``ANY_CHAR``
     markers (an unescaped ``_``, as the object ``ANY``). ``escape`` must be one character and may precede
-    only ``%``, ``_`` or itself (SQL, Spark)."""
-    if escape is not None and len(escape) != 1:
+    only ``%``, ``_`` or itself (SQL, Spark). Without ``ESCAPE`` (None) it is Spark's default, ``\\``, as for
+    a LIKE outside the clause (``'a\\_b'`` matches ``a_b`` only)."""
+    if escape is None:
+        escape = "\\"
+    if len(escape) != 1:
         raise PatternError(f"the ESCAPE character must be one character, not {escape!r}")
     segments: list[list] = [[]]
     chars = iter(pattern)

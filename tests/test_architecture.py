@@ -44,11 +44,15 @@ ORDER = {
         "duckdb_nodes",
         "duckdb_catalog",
         "duckdb_arrays",
+        "duckdb_typeof",
         "duckdb_functions",
         "duckdb_literals",
         "duckdb_decimals",
         "duckdb_regex",
         "duckdb_widths",
+        "duckdb_types",
+        "duckdb_try_arithmetic",
+        "duckdb_intervals",
         "duckdb_sql",
         "duckdb_names",
         "duckdb_results",
@@ -457,7 +461,7 @@ FOLDING_ALLOWED = {
     ("cep/statement_engines.py", "register"): "table names in DuckDB's catalogue, which DuckDB folds itself",
     ("cep/statement_engines.py", "sql"): "table names in DuckDB's catalogue, which DuckDB folds itself",
     ("spark_bridge/spark/kafka.py", "<module>"): "Kafka source option names, which Spark reads ignoring case",
-    ("cep/duckdb_sql.py", "_types"): "the schema handed to sqlglot's type annotation, which folds identifiers itself",
+    ("cep/duckdb_types.py", "annotated_types"): "the schema for sqlglot's type annotation, which folds names itself",
 }
 FOLDS = ("casefold", "lower")
 

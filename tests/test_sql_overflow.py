@@ -153,3 +153,48 @@ def test_spark_overflows_on_each_written_down_case(spark) -> None:
     for width, values, condition, placement in SPARKS_OVERFLOWS:
         answer = spark_answer(spark, width, values, statement(condition, placement))
         assert isinstance(answer, Exception) and "ARITHMETIC_OVERFLOW" in str(answer), (condition, answer)
+
+
+# An overflow under IS [NOT] NULL, COALESCE, CASE WHEN, IN and <=> (issue #28): Spark computes the arithmetic and
+# fails ([ARITHMETIC_OVERFLOW], from a run of the test below); DuckDB's optimizer could fold a test for NULL of an
+# expression it deems never NULL, so the python engine must fail as well, never answer.
+NULL_TESTS = [
+    "c + 1 IS NOT NULL",
+    "c + 1 IS NULL",
+    "isnull(c + 1)",
+    "isnotnull(c * 2)",
+    "nvl(c + 1, 0) = 0",
+    "CASE WHEN c + 1 IS NULL THEN false ELSE true END",
+    "c + 1 IN (1, 2)",
+    "NOT (c + 1 <=> NULL)",
+]
+
+
+@pytest.mark.parametrize("condition", NULL_TESTS)
+@pytest.mark.parametrize("placement", ["where", "select"])
+def test_an_overflow_tested_for_null_fails_as_on_spark(condition, placement) -> None:
+    text = statement(condition, placement)
+    got = python_answer("BIGINT", [9223372036854775807, 1], text)
+    assert isinstance(got, cep.CepError) and got.message.startswith("integer overflow"), got
+    assert text.index(condition) <= got.span.start < text.index(condition) + len(condition), str(got)
+
+
+@pytest.mark.spark
+def test_spark_overflows_under_each_test_for_null(spark) -> None:
+    for condition in NULL_TESTS:
+        for placement in ("where", "select"):
+            answer = spark_answer(spark, "BIGINT", [9223372036854775807, 1], statement(condition, placement))
+            assert isinstance(answer, Exception) and "ARITHMETIC_OVERFLOW" in str(answer), (condition, answer)
+
+
+def test_a_test_for_null_spark_folds_away_answers_on_both() -> None:
+    """``coalesce(c + 1, 0) IS NOT NULL`` is never NULL: Spark's optimizer folds it to TRUE without computing
+    ``c + 1`` and answers [0, 1] (from a run of the Spark test below); so does the python engine."""
+    text = statement("coalesce(c + 1, 0) IS NOT NULL", "where")
+    assert python_answer("BIGINT", [9223372036854775807, 1], text) == [0, 1]
+
+
+@pytest.mark.spark
+def test_spark_folds_a_test_for_null_that_is_never_null(spark) -> None:
+    text = statement("coalesce(c + 1, 0) IS NOT NULL", "where")
+    assert spark_answer(spark, "BIGINT", [9223372036854775807, 1], text) == [0, 1]

@@ -96,3 +96,74 @@ def test_a_replacement_java_reads_by_its_groups_or_refuses_is_refused(replacemen
     with pytest.raises(cep.CepError, match=why) as caught:
         python_values(f"regexp_replace(s, '(a)', {replacement})")
     assert caught.value.code == "E0252"
+
+
+# Java's constructs RE2 lacks: Spark answers (the test checks it runs), DuckDB failed with RE2's words
+# ("invalid perl operator: (?="); the python engine refuses before running, naming the construct.
+JAVA_ONLY_PATTERNS = {
+    "s RLIKE 'a(?=b)'": "a lookahead",
+    "s RLIKE '(?<=a)b'": "a lookbehind",
+    "s RLIKE '(?<!a)b'": "a negative lookbehind",
+    "s RLIKE '(?!a)b'": "a negative lookahead",
+    "regexp(s, '(a)\\\\1')": "a backreference \\1",
+    "regexp_like(s, '(?>a)b')": "an atomic group",
+    "regexp_extract(s, '(a)(?=b)', 1)": "a lookahead",
+    "regexp_replace(s, 'b++', 'X')": "a possessive quantifier ++",
+    "regexp_count(s, '(?<x>a)\\\\k<x>')": "a named group",
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", sorted(JAVA_ONLY_PATTERNS))
+def test_a_java_construct_re2_lacks_is_refused_by_name(events, expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_values(expression)
+    error = caught.value
+    assert error.code == "E0252" and JAVA_ONLY_PATTERNS[expression] in error.message, str(error)
+    assert "--engine spark" in str(error) and error.span.line == 2 and error.span.column == len("SELECT ") + 1
+    assert cep.sql(events, statement(expression)).count() == len(TEXTS)  # Spark runs it
+
+
+@pytest.mark.spark
+def test_regexp_is_rlike_as_on_spark(events) -> None:
+    """Spark's regexp(s, p) is s RLIKE p (the python engine refused it as a function it did not know)."""
+    expression = "regexp(s, 'a.b')"
+    spark = [row["v"] for row in cep.sql(events, statement(expression)).collect()]
+    assert spark == [True, False, None, False, True, True]
+    assert python_values(expression) == spark
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["[(?=]", "\\\\(?=a\\\\)", "\\\\Q(?=\\\\E", "a?b+c*", "(?i)a", "(?:a)", "(?P<n>a)", "[\\\\1]", "\\\\0", "a{2}"],
+)
+def test_what_re2_reads_as_java_does_is_not_a_java_construct(pattern) -> None:
+    from cep.duckdb_regex import java_only_construct
+
+    assert java_only_construct(pattern.replace("\\\\", "\\")) is None
+
+
+# LIKE inside the clause (MEASURES, DEFINE) against Spark's LIKE outside it, on the same texts: the clause reads
+# its text literals as written (no backslash escapes), Spark's SQL keeps a backslash before _ and %, so these
+# patterns are the same text on both; the clause had no default escape character (Spark's is \).
+CLAUSE_LIKES = ["'a\\_b'", "'%\\%%'", "'a!_b' ESCAPE '!'", "'a#%b' ESCAPE '#'", "'a!!b' ESCAPE '!'"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("pattern", CLAUSE_LIKES)
+def test_like_inside_the_clause_is_sparks_like_outside_it(events, pattern) -> None:
+    texts = [*TEXTS, "a!b", "a%b", "a\\xb"]
+    table = pa.Table.from_pylist([{"id": n, "s": s} for n, s in enumerate(texts)], schema=ARROW)
+    events.createDataFrame(list(enumerate(texts)), "id INT, s STRING").createOrReplaceTempView("sqlr_like")
+    spark = [row["v"] for row in events.sql(f"SELECT s LIKE {pattern} AS v FROM sqlr_like ORDER BY id").collect()]
+    measured = (
+        f"SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.s LIKE {pattern} AS v ALL ROWS PER MATCH "
+        "PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+    assert [row["v"] for row in cep.compile_sql(measured).run({TABLE: table}, kind="rows")] == spark
+    defined = (
+        f"SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS v ALL ROWS PER MATCH PATTERN (A) "
+        f"DEFINE A AS A.s LIKE {pattern}) r ORDER BY id"
+    )
+    matched = [row["v"] for row in cep.compile_sql(defined).run({TABLE: table}, kind="rows")]
+    assert matched == [n for n, hit in enumerate(spark) if hit]

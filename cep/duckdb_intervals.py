@@ -1,0 +1,121 @@
+"""Spark's interval literals with two fields (``INTERVAL '1-2' YEAR TO MONTH``, ``INTERVAL '3 04:05:06' DAY TO
+SECOND``) and ``make_interval(...)`` on DuckDB (part of the translation in cep/duckdb_sql.py).
+
+DuckDB has no ``YEAR TO MONTH`` form (its parser failed with no place), and sqlglot writes ``make_interval``
+as one interval text, into which it pastes a column's name (``'i year'``). The translation reads the literal's
+text by Spark's format for its fields and writes DuckDB's interval of the same length: a number of months for
+year-month, of microseconds for day-time (Spark's day-time interval is a count of microseconds; a day is 24
+hours, as on the naive UTC timestamps cep uses). ``make_interval`` becomes the sum of DuckDB's ``to_years``,
+``to_months``, ``to_days``, ``to_hours``, ``to_minutes`` and ``to_microseconds``, the seconds Spark's
+DECIMAL(18,6). A text that does not fit the format is refused, naming Spark's format.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from cep.duckdb_nodes import FRACTIONAL, INTEGRAL, Refusal, call_duck, place_of, type_of
+
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
+
+_NUMBER = r"(\d+)"
+_SECONDS = r"(\d+(?:\.\d{1,9})?)"
+# Spark's formats of a two-field interval's text (after an optional sign), and the fields each number is.
+_FORMATS = {
+    ("YEAR", "MONTH"): (rf"{_NUMBER}-{_NUMBER}", ("YEAR", "MONTH")),
+    ("DAY", "HOUR"): (rf"{_NUMBER} {_NUMBER}", ("DAY", "HOUR")),
+    ("DAY", "MINUTE"): (rf"{_NUMBER} {_NUMBER}:{_NUMBER}", ("DAY", "HOUR", "MINUTE")),
+    ("DAY", "SECOND"): (rf"{_NUMBER} {_NUMBER}:{_NUMBER}:{_SECONDS}", ("DAY", "HOUR", "MINUTE", "SECOND")),
+    ("HOUR", "MINUTE"): (rf"{_NUMBER}:{_NUMBER}", ("HOUR", "MINUTE")),
+    ("HOUR", "SECOND"): (rf"{_NUMBER}:{_NUMBER}:{_SECONDS}", ("HOUR", "MINUTE", "SECOND")),
+    ("MINUTE", "SECOND"): (rf"{_NUMBER}:{_SECONDS}", ("MINUTE", "SECOND")),
+}
+_WRITTEN = {  # Spark's words for the formats, for the refusal
+    ("YEAR", "MONTH"): "[+|-]y-m",
+    ("DAY", "HOUR"): "[+|-]d h",
+    ("DAY", "MINUTE"): "[+|-]d h:m",
+    ("DAY", "SECOND"): "[+|-]d h:m:s.n",
+    ("HOUR", "MINUTE"): "[+|-]h:m",
+    ("HOUR", "SECOND"): "[+|-]h:m:s.n",
+    ("MINUTE", "SECOND"): "[+|-]m:s.n",
+}
+# The largest value of a field that is not the first (Spark refuses more: an hour of 24, a minute of 60).
+_FIELD_LIMITS = {"MONTH": 11, "HOUR": 23, "MINUTE": 59, "SECOND": Decimal("59.999999")}
+_MICROSECONDS = {"DAY": 86_400_000_000, "HOUR": 3_600_000_000, "MINUTE": 60_000_000, "SECOND": 1_000_000}
+
+
+def spark_interval(node, types: dict[int, str]):
+    """A two-field interval literal or ``make_interval`` as DuckDB SQL; None for another node."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.MakeInterval):
+        return _made_interval(node, types)
+    if not (isinstance(node, exp.Interval) and isinstance(node.args.get("unit"), exp.IntervalSpan)):
+        return None
+    span = node.args["unit"]
+    fields = (span.this.name.upper(), span.expression.name.upper())
+    text = node.this
+    if fields not in _FORMATS or not (isinstance(text, exp.Literal) and text.is_string):
+        raise Refusal(
+            f"the python engine reads an INTERVAL ... {fields[0]} TO {fields[1]} only as a text literal of Spark's "
+            "year-month or day-time forms",
+            *place_of(node),
+        )
+    pattern, names = _FORMATS[fields]
+    found = re.fullmatch(r"\s*([+-]?)" + pattern + r"\s*", text.this)
+    values = dict(zip(names, (Decimal(group) for group in found.groups()[1:]), strict=True)) if found else {}
+    if not found or any(values[name] > _FIELD_LIMITS[name] for name in names[1:]):
+        raise Refusal(
+            f"the python engine cannot read {text.this!r} as an INTERVAL {fields[0]} TO {fields[1]}: Spark's "
+            f"form is '{_WRITTEN[fields]}', each field after the first within its range",
+            *place_of(node),
+        )
+    sign = -1 if found.group(1) == "-" else 1
+    if fields == ("YEAR", "MONTH"):
+        months = sign * int(values["YEAR"] * 12 + values["MONTH"])
+        return exp.Interval(this=exp.Literal.string(str(months)), unit=exp.Var(this="MONTH"))
+    micros = sign * int(sum(values[name] * _MICROSECONDS[name] for name in names))
+    return exp.Interval(this=exp.Literal.string(str(micros)), unit=exp.Var(this="MICROSECOND"))
+
+
+def _made_interval(node, types: dict[int, str]):
+    """Spark's make_interval(years, months, weeks, days, hours, mins, secs): the sum of DuckDB's intervals of
+    each (an argument left out is 0), NULL where one is NULL."""
+    from sqlglot import exp
+
+    parts = []
+    for key, duck, times in (
+        ("year", "to_years", 1),
+        ("month", "to_months", 1),
+        ("week", "to_days", 7),
+        ("day", "to_days", 1),
+        ("hour", "to_hours", 1),
+        ("minute", "to_minutes", 1),
+    ):
+        value = node.args.get(key)
+        if value is not None:
+            whole = exp.Cast(this=value.copy(), to=exp.DataType.build("INT"))
+            scaled = exp.Mul(this=whole, expression=exp.Literal.number(times)) if times > 1 else whole
+            parts.append(call_duck(duck, scaled))
+    seconds = node.args.get("second")
+    if seconds is not None:
+        literal = isinstance(seconds, exp.Literal) and seconds.is_number
+        if not literal and type_of(seconds, types) not in (*INTEGRAL, "DECIMAL"):
+            kind = type_of(seconds, types)
+            raise Refusal(
+                "the python engine runs make_interval's seconds only as an integer or a DECIMAL (Spark casts them "
+                f"to DECIMAL(18,6)){'; here: ' + kind if kind in FRACTIONAL else ''}",
+                *place_of(node),
+                untyped=kind is None,
+            )
+        exact = exp.Cast(this=seconds.copy(), to=exp.DataType.build("DECIMAL(18, 6)"))
+        micros = exp.Mul(this=exact, expression=exp.Literal.number(1_000_000))
+        micros = exp.Cast(this=micros, to=exp.DataType.build("BIGINT"))
+        parts.append(call_duck("to_microseconds", micros))
+    if not parts:
+        return exp.Interval(this=exp.Literal.string("0"), unit=exp.Var(this="MICROSECOND"))
+    total = parts[0]
+    for part in parts[1:]:
+        total = exp.Add(this=total, expression=part)
+    return exp.Paren(this=total)
