@@ -358,7 +358,8 @@ def status_line(status: dict, started: float) -> tuple[str, dict]:
         kind = key.split("-")[0]
         label = kind if kinds.count(kind) == 1 else key
         extra = [f"{sink['waiting']} waiting"] if sink["waiting"] else []
-        extra += [f"{sink['dead_letters']} dead letters"] if sink["dead_letters"] else []
+        letters = sink["dead_letters"]
+        extra += [f"{letters} dead letter{'' if letters == 1 else 's'}"] if letters else []
         extra += ["FAILING"] if sink["failing"] else []
         parts.append(f"{label} {sink['delivered']}" + (f" ({', '.join(extra)})" if extra else ""))
     parts.append(f"up {fields['up_s']}s")

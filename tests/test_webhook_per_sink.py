@@ -93,6 +93,13 @@ def test_the_status_line_tells_two_webhooks_apart_by_their_keys():
     assert "| postgres 5 |" in line  # a kind with one sink keeps its short name
 
 
+def test_the_status_line_counts_dead_letters_in_words():
+    sinks = {"webhook-a-1": {"delivered": 1, "dead_letters_waiting": 1}, "slack-b-2": {"dead_letters_waiting": 2}}
+    line, _ = status_line({"sinks": sinks, "rules": {}}, started=0.0)
+    assert "webhook 1 (1 dead letter) |" in line
+    assert "slack 0 (2 dead letters) |" in line
+
+
 def test_a_batch_dead_lettered_then_redelivered_as_pagerduty_sends_every_alert(receiver_factory, tmp_path):
     """A letter of three alerts (a `--webhook-batch 3` request that failed) redelivered after the webhook
     became `format=pagerduty`, one event per request: each alert is its own event. One body of the letter
