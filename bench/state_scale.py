@@ -517,10 +517,6 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 RESULTS = HERE / "results-state-scale.json"
 
 
@@ -650,3 +646,7 @@ def report(found: dict) -> list[str]:
                 f"{run['table_bytes'] / run['keys']:,.0f} | {run['load_average'][0]} |"
             )
     return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
