@@ -321,19 +321,43 @@ def run_layout(
     return stream.alerts().toPandas(), per_batch
 
 
+# The stream both Spark tests read: HIGH and SPAN over price_batches, a micro-batch that closes the match of "s",
+# then two sentinels (the watermark past every row).
+LAYOUT_BATCHES = price_batches() + [
+    [{"symbol": "s", "ts": at(95), "price": 25.0}] + price_walk(["c", "d"], 90, 140, 3, seed=5),
+    [{"symbol": SENTINEL, "ts": at(10_000), "price": 0.0}],
+    # The keyed layout releases the matches the sentinel's watermark passes in a no-data micro-batch, which
+    # processAllAvailable may not wait for; the next micro-batch with data runs at that watermark.
+    [{"symbol": SENTINEL, "ts": at(20_000), "price": 0.0}],
+]
+
+
+class LayoutRuns:
+    """``run_layout`` of LAYOUT_BATCHES, each (layout, output format) run once for the module: a stream run is a
+    streaming query started and a micro-batch per file, seconds each, and the driver layout's JSON run is what
+    both tests compare with."""
+
+    def __init__(self, spark, folder: Path) -> None:
+        self.spark, self.folder, self.done = spark, folder, {}
+        write_rule(folder / "rules", "prices.sql", HIGH)
+        write_rule(folder / "rules", "span.sql", SPAN)
+
+    def __call__(self, state: str, output_format: str = "json") -> tuple[pd.DataFrame, list[int]]:
+        if (state, output_format) not in self.done:
+            self.done[state, output_format] = run_layout(self.spark, self.folder, state, LAYOUT_BATCHES, output_format)
+        return self.done[state, output_format]
+
+
+@pytest.fixture(scope="module")
+def layout_runs(spark, tmp_path_factory) -> LayoutRuns:
+    return LayoutRuns(spark, tmp_path_factory.mktemp("layouts"))
+
+
 @pytest.mark.spark
-def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two_partitions, tmp_path):
-    write_rule(tmp_path / "rules", "prices.sql", HIGH)
-    write_rule(tmp_path / "rules", "span.sql", SPAN)
-    batches = price_batches() + [
-        [{"symbol": "s", "ts": at(95), "price": 25.0}] + price_walk(["c", "d"], 90, 140, 3, seed=5),
-        [{"symbol": SENTINEL, "ts": at(10_000), "price": 0.0}],
-        # The keyed layout releases the matches the sentinel's watermark passes in a no-data micro-batch, which
-        # processAllAvailable may not wait for; the next micro-batch with data runs at that watermark.
-        [{"symbol": SENTINEL, "ts": at(20_000), "price": 0.0}],
-    ]
-    keyed, keyed_counts = run_layout(spark, tmp_path, "spark", batches)
-    driver, driver_counts = run_layout(spark, tmp_path, "driver", batches)
+def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two_partitions, layout_runs, tmp_path):
+    batches, folder = LAYOUT_BATCHES, layout_runs.folder
+    keyed, keyed_counts = layout_runs("spark")
+    driver, driver_counts = layout_runs("driver")
     columns = ["rule_id", "match_id", "partition_key", "first_event_time", "last_event_time", "measures", "suppressed"]
     assert sorted(map(tuple, driver[columns].values.tolist())) == sorted(map(tuple, keyed[columns].values.tolist()))
     assert driver["match_id"].is_unique and len(driver) > 5
@@ -341,19 +365,19 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     # The keyed layout needs Spark's no-data micro-batches (after each watermark move) for its timers; the
     # driver ran them inside the micro-batch that moved the watermark.
     commits = {
-        state: len(list((tmp_path / f"ck-{state}-json" / "match" / "commits").glob("[0-9]*")))
+        state: len(list((folder / f"ck-{state}-json" / "match" / "commits").glob("[0-9]*")))
         for state in ("spark", "driver")
     }
     assert commits["driver"] == len(batches) < commits["spark"]
     events = [e for b in batches for e in b]
     assert streamed(driver, "span") == replay(SPAN, events) and streamed(driver, "prices/high") == replay(HIGH, events)
-    source = spark.readStream.schema(_schema()).json(str(tmp_path / "in-driver-json"))
-    again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"))
+    source = spark.readStream.schema(_schema()).json(str(folder / "in-driver-json"))
+    again = AlertStream(spark, str(folder / "rules"), source, checkpoint=str(folder / "ck-driver-json"))
     assert again.layout == "driver"  # without state=, a restart goes on in its checkpoint's layout
-    keyed_again = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-spark-json"))
+    keyed_again = AlertStream(spark, str(folder / "rules"), source, checkpoint=str(folder / "ck-spark-json"))
     assert keyed_again.layout == "spark" and keyed_again.choice.reason == "the checkpoint's own layout"
     # A new checkpoint on this session's local master runs its rules on the driver; the status says why.
-    new = AlertStream(spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-new"))
+    new = AlertStream(spark, str(folder / "rules"), source, checkpoint=str(tmp_path / "ck-new"))
     master = spark.conf.get("spark.master")
     assert master.startswith("local") and new.layout == "driver"
     assert new.status["layout"] == {
@@ -363,21 +387,19 @@ def test_both_layouts_on_spark_give_the_same_alerts_the_driver_sooner(spark, two
     }
     with pytest.raises(CepSemanticError, match="--state driver"):
         AlertStream(
-            spark, str(tmp_path / "rules"), source, checkpoint=str(tmp_path / "ck-driver-json"), state="spark"
+            spark, str(folder / "rules"), source, checkpoint=str(folder / "ck-driver-json"), state="spark"
         ).start()
 
 
 @pytest.mark.spark
-def test_the_driver_layout_s_parquet_output_has_the_alerts_of_its_json_output(spark, two_partitions, tmp_path):
+def test_the_driver_layout_s_parquet_output_has_the_alerts_of_its_json_output(spark, two_partitions, layout_runs):
     """JSON output is written by the driver (``FileSink.commit_alerts``); Parquet goes through Spark's writer."""
-    write_rule(tmp_path / "rules", "prices.sql", HIGH)
-    batches = price_batches() + [[{"symbol": SENTINEL, "ts": at(10_000), "price": 0.0}]]
-    as_json, _ = run_layout(spark, tmp_path, "driver", batches)
-    as_parquet, _ = run_layout(spark, tmp_path, "driver", batches, output_format="parquet")
+    as_json, _ = layout_runs("driver")
+    as_parquet, _ = layout_runs("driver", "parquet")
     columns = ["rule_id", "match_id", "partition_key", "first_event_time", "last_event_time", "measures", "suppressed"]
     assert len(as_json) > 3 and as_json["match_id"].is_unique
     assert sorted(map(tuple, as_parquet[columns].values.tolist())) == sorted(
         map(tuple, as_json[columns].values.tolist())
     )
-    assert list((tmp_path / "out-driver-parquet").glob("part-*.parquet"))
-    assert list((tmp_path / "out-driver-json").glob("part-*.json"))
+    assert list((layout_runs.folder / "out-driver-parquet").glob("part-*.parquet"))
+    assert list((layout_runs.folder / "out-driver-json").glob("part-*.json"))
