@@ -315,8 +315,7 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", default=str(RESULTS))
     args = parser.parse_args()
-    if args.child:
-        sys.path.insert(0, str(HERE.parent))  # this checkout's cep first, whatever the interpreter's
+    if args.child:  # the interpreter's own checkout of cep (its editable install), imported before bench/'s modules
         print(json.dumps(one(args)))
         return 0
     pythons = args.python.split(",") if args.python else [sys.executable]

@@ -171,6 +171,9 @@ SHARED_MESSAGES_PER_GENERATION = 16_384
 # The types of an alert's values (``ALERT_COLUMNS``: text, times, a flag) for which equal values make the same
 # message; any other value (a pandas Timestamp, a number) is encoded on its own, never looked up.
 _KEYED_TYPES = (str, bool, type(None), _dt.datetime)
+# Micro-batches whose messages are kept by the very list of alerts the lanes were handed (``SharedMessages.messages``):
+# the two Kafka sinks' lanes ask for one within a micro-batch or two of each other.
+SHARED_BATCHES = 4
 
 
 class SharedMessages:
@@ -186,6 +189,7 @@ class SharedMessages:
         self._newer: dict[tuple, dict] = {}
         self._older: dict[tuple, dict] = {}
         self._lock = threading.Lock()
+        self._batches: list[tuple[Sequence, threading.Event, list]] = []  # (alerts, made, [messages]), newest last
 
     def _keep(self, values: tuple, message: dict) -> None:
         with self._lock:
@@ -206,9 +210,29 @@ class SharedMessages:
         return found
 
     def messages(self, alerts: Sequence[Mapping[str, Any]]) -> list[dict]:
-        """``[self.message(alert) for alert in alerts]``: the ones not kept made at once (``batch_messages``)."""
+        """``[self.message(alert) for alert in alerts]``. The lanes of two Kafka sinks woken by one seal ask for the
+        same micro-batch at once, both handed the same list (``DeliveryLanes.stage``): the first to ask makes its
+        messages, the other waits for them (the encoding alone, no broker in it); a list not seen lately (an entry
+        read from disk) is looked up alert by alert, the ones not kept made at once."""
         if len(self.sinks) < 2:
             return batch_messages(alerts)
+        with self._lock:
+            asked = next((batch for batch in self._batches if batch[0] is alerts), None)
+            if asked is None:
+                ours: tuple[Sequence, threading.Event, list] = (alerts, threading.Event(), [])
+                self._batches = [*self._batches[-(SHARED_BATCHES - 1) :], ours]
+        if asked is not None:
+            _, done, made = asked
+            done.wait()
+            return made[0] if made else self._each_alert(alerts)  # else the other lane's encoding failed
+        _, done, made = ours
+        try:
+            made.append(self._each_alert(alerts))
+        finally:
+            done.set()
+        return made[0]
+
+    def _each_alert(self, alerts: Sequence[Mapping[str, Any]]) -> list[dict]:
         found: list[dict | None] = []
         missing: list[int] = []
         keys: list[tuple | None] = []

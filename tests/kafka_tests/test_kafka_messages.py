@@ -145,3 +145,31 @@ def test_two_kafka_sinks_share_a_micro_batch_s_messages(batch, per_generation):
     assert first == again == [alert_message(alert) for alert in batch]
     if batch and per_generation >= 2 * len(batch):  # all kept: the second sink gets the kept messages themselves
         assert all(a is b for a, b in zip(again, memo.messages(batch)))
+
+
+def test_the_lanes_of_two_kafka_sinks_handed_one_list_encode_it_once(monkeypatch):
+    """The two lanes woken by one seal ask at the same moment: one makes the messages, the other waits for them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cep.spark_bridge.sinks import kafka_messages
+
+    made = []
+    real = kafka_messages.batch_messages
+    monkeypatch.setattr(kafka_messages, "batch_messages", lambda alerts: made.append(len(alerts)) or real(alerts))
+    memo = SharedMessages()
+
+    class Sink:
+        pass
+
+    sinks = [Sink(), Sink()]
+    memo.sinks.update(sinks)
+    base = dt.datetime(2026, 1, 1)
+    batch = [
+        {**{name: f"{name}-{i}" for name in ALERT_NAMES}, **{name: base for name in TIME_NAMES}, "suppressed": False}
+        for i in range(500)
+    ]
+    with ThreadPoolExecutor(2) as lanes:
+        first, second = lanes.map(memo.messages, [batch, batch])
+    assert first is second
+    assert first == [alert_message(alert) for alert in batch]
+    assert made == [500]
