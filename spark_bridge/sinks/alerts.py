@@ -85,7 +85,7 @@ def _finite(text: str) -> float | None:
 
 # ``jsonable(json.loads(text))`` in one pass of the C parser: a non-finite number (``NaN``, ``Infinity``, or a
 # literal too large for a double) is None, as ``jsonable`` makes it; nothing else a parse gives needs converting.
-_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=lambda _name: None)
+PAYLOAD_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=lambda _name: None)
 _OBJECTS = ("measures", "partition_key")  # JSON text in an alert, objects in its payload
 _TIMES = frozenset(("first_event_time", "last_event_time", "emit_time"))
 
@@ -94,7 +94,7 @@ def payload_value(name: str, value: Any) -> Any:
     """The value of an alert's field ``name`` in its payload (``alert_payload``)."""
     if name in _OBJECTS and isinstance(value, str):
         try:
-            return _DECODER.decode(value)
+            return PAYLOAD_DECODER.decode(value)
         except ValueError:  # not JSON: the text as it is
             return value
     if name in _TIMES:

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cep.spark_bridge.sinks.alerts import _DECODER, ALERT_NAMES, alert_payload, payload_value
+from cep.spark_bridge.sinks.alerts import ALERT_NAMES, PAYLOAD_DECODER, alert_payload, payload_value
 from cep.spark_bridge.sinks.time_columns import epoch_millis, iso_texts, naive_micros
 
 __all__ = ["SHARED_MESSAGES", "SharedMessages", "alert_message", "batch_messages"]
@@ -52,7 +52,7 @@ def _one_encoder():
 
 
 _ENCODE_PARSED = _one_encoder()
-_SCAN = _DECODER.scan_once
+_SCAN = PAYLOAD_DECODER.scan_once
 
 
 def _timestamp(emitted: Any) -> int | None:
@@ -87,7 +87,7 @@ def _parsed_text(text: str) -> str:
         end = -1
     if end != len(text):
         try:
-            value = _DECODER.decode(text)
+            value = PAYLOAD_DECODER.decode(text)
         except ValueError:
             return _STRING(text)
     return _ENCODE_PARSED(value)

@@ -8,8 +8,11 @@ the lane; Spark then commits the micro-batch. A lane delivers only sealed entrie
 above the seal is not written again, so a micro-batch Spark runs again after a ``kill -9`` reaches each
 sink once: killed before the seal, nothing of it was delivered, and the re-run writes the entry again
 (or keeps it, when the output had committed it: the sink then gets the output's alerts); killed after
-it, the re-run leaves the outbox alone (the lane has the entry, or delivered it). Each sink has a
-**lane**, a thread that delivers its outbox in micro-batch order:
+it, the re-run leaves the outbox alone (the lane has the entry, or delivered it). The entry is made once
+for the sinks that take the same alerts (``outbox.entry``, column by column), and those very alerts are
+handed to the lane in memory with it (``DeliveryLanes.handed``): the lane delivers them without reading
+the entry back, which it reads only after a restart, or when it is more than ``HANDED_ALERTS_MAX`` alerts
+behind. Each sink has a **lane**, a thread that delivers its outbox in micro-batch order:
 
 * a micro-batch delivered is recorded in the **journal** (``<checkpoint>/journal/``, one small file)
   and then taken out of the outbox. A crash in between delivers it again (at least once; every sink
