@@ -297,12 +297,11 @@ class KafkaSink(AlertSink):
 
         produce, topic = producer.produce, self.topic
         for index, message in enumerate(SHARED_MESSAGES.messages(alerts)):
-            kwargs = {"key": message["key"], "value": message["value"], "headers": message["headers"]}
-            if message["timestamp"] is not None:
-                kwargs["timestamp"] = message["timestamp"]
+            key, value, headers = message["key"], message["value"], message["headers"]
+            timestamp = message["timestamp"] or 0  # 0: librdkafka's "now", as when none is given
             while True:
                 try:
-                    produce(topic, on_delivery=report, **kwargs)
+                    produce(topic, value, key, headers=headers, timestamp=timestamp, on_delivery=report)
                     break
                 except BufferError:  # librdkafka's local queue is full: let deliveries drain
                     producer.poll(0.1)
