@@ -22,6 +22,7 @@ from cep.spark_bridge.sinks.alerts import ALERT_NAMES
 from cep.spark_bridge.sinks.base import AlertSink, Delivery
 from cep.spark_bridge.sinks.lanes import DeliveryLanes, Journal
 from cep.spark_bridge.sinks.outbox import Outbox, entry, entry_text
+from tests.test_sinks import alert
 
 TIME_NAMES = ("first_event_time", "last_event_time", "emit_time")
 
@@ -101,22 +102,9 @@ def test_an_alert_with_other_keys_or_another_order_is_read_back_from_the_entry()
     assert not entry(1, [{**alert, "extra": 1}])[1]
 
 
-T0 = dt.datetime(2026, 1, 1, 0, 0, 2, 700000)
-
-
-def make_alert(i: int, *, emitted: dt.datetime = T0) -> dict:
-    return {
-        "rule_id": "v_shape",
-        "rule_version": "d93b84c6f92feca7",
-        "match_id": f"{i:032x}",
-        "match_status": "MATCHED",
-        "partition_key": json.dumps({"symbol": f"K{i % 7:04d}"}),
-        "first_event_time": T0 + dt.timedelta(milliseconds=i),
-        "last_event_time": T0 + dt.timedelta(milliseconds=i + 100),
-        "measures": json.dumps({"symbol": f"K{i % 7:04d}", "bottom": 98.5 + i, "n": 3}),
-        "emit_time": emitted,
-        "suppressed": i % 5 == 0,
-    }
+def make_alert(i: int, *, emitted: dt.datetime | None = None) -> dict:
+    """tests/test_sinks.py's alert, every fifth one suppressed."""
+    return alert(i, suppressed=i % 5 == 0, emitted=emitted)
 
 
 class Recording(AlertSink):

@@ -70,11 +70,18 @@ def _column_texts(name: str, values: list) -> tuple[list[str] | None, bool]:
             return list(map('"%s"'.__mod__, iso_texts(micros))), True
         texts = [_NULL if value is None else '"' + value.isoformat() + '"' for value in values]
         return texts, all(value.tzinfo is None for value in values if value is not None)
-    if types <= _STRING_TYPES:
-        return [_NULL if value is None else _STRING(value) for value in values], True
-    if types <= _FLAG_TYPES:
-        return [_NULL if value is None else ("true" if value else "false") for value in values], name == "suppressed"
+    flags = name == "suppressed"
+    if types <= (_FLAG_TYPES if flags else _STRING_TYPES):
+        return _texts_of(values, types), True
+    if types <= _STRING_TYPES or types <= _FLAG_TYPES:  # read back alike, but not of the documented types
+        return _texts_of(values, types), False
     return None, False
+
+
+def _texts_of(values: list, types: set) -> list[str]:
+    if bool in types:
+        return [_NULL if value is None else ("true" if value else "false") for value in values]
+    return [_NULL if value is None else _STRING(value) for value in values]
 
 
 def entry(batch_id: int, alerts: Sequence[dict]) -> tuple[str, bool]:
