@@ -5,8 +5,9 @@
 the JSON object every sink sends (``alerts.alert_payload``: rule id and version, match id and status,
 partition key and measures as objects, event times and emit time ISO 8601 with ``Z``, compact, UTF-8);
 headers ``cep-rule-id``, ``cep-rule-version``, ``cep-match-status``, ``content-type: application/json``;
-timestamp = the alert's ``emit_time`` (so a redelivered alert carries the same one). Two Kafka sinks of one
-process share each alert's message (``SharedMessages``): it is encoded once, not once per sink. Keys are placed with
+timestamp = the alert's ``emit_time`` (so a redelivered alert carries the same one). A micro-batch's messages
+are made column by column, and two Kafka sinks of one process share them (``kafka_messages.py``: made once, not
+once per sink). Keys are placed with
 ``murmur2_random``, the partitioner of Kafka's Java clients, so one ``match_id`` always lands on one
 partition whoever writes it.
 
