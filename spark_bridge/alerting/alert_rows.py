@@ -20,12 +20,9 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.sinks.alerts import jsonable
-
-# Imported inside functions: pandas (heavy; only a call with a column of times needs it).
+from cep.spark_bridge.sinks.time_columns import iso_texts, naive_micros
 
 # json.dumps(value, ensure_ascii=False), without building an encoder for every value
 UNESCAPED = json.JSONEncoder(ensure_ascii=False)
@@ -84,23 +81,13 @@ def json_texts(values: Sequence[Any]) -> list[str]:
 
 
 def _time_texts(values: Sequence[_dt.datetime]) -> list[str]:
-    """``datetime.isoformat`` of each value, quoted: for naive times within pandas' range, numpy's ISO 8601 text of
-    the whole column (the fraction cut where it is zero, as ``isoformat`` leaves it out), about twice as fast;
-    any other column (an aware time, a year pandas' nanoseconds do not reach) one value at a time."""
-    import pandas as pd
-
-    try:
-        index = pd.DatetimeIndex(np.fromiter(values, dtype=object, count=len(values)))
-    except (ValueError, TypeError, OverflowError):  # aware and naive together, or beyond the years 1677 to 2262
-        index = None
-    if index is None or index.dtype != np.dtype("datetime64[ns]"):  # aware: isoformat writes its offset
+    """``datetime.isoformat`` of each value, quoted: for naive times within pandas' range, numpy's text of the whole
+    column (``time_columns.iso_texts``); any other column (an aware time, a year pandas' nanoseconds do not reach)
+    one value at a time."""
+    micros = naive_micros(values)
+    if micros is None:  # aware: isoformat writes its offset
         return list(map('"%s"'.__mod__, map(_dt.datetime.isoformat, values)))
-    micros = index.to_numpy(dtype="datetime64[us]")
-    texts = np.datetime_as_string(micros, unit="us").astype(object)
-    whole = micros.view(np.int64) % 1_000_000 == 0
-    if whole.any():
-        texts[whole] = [text[:-7] for text in texts[whole]]  # ".000000"
-    return list(map('"%s"'.__mod__, texts))
+    return list(map('"%s"'.__mod__, iso_texts(micros)))
 
 
 def object_template(names: Sequence[str]) -> str:

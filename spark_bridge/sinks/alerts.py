@@ -85,26 +85,26 @@ def _finite(text: str) -> float | None:
 
 # ``jsonable(json.loads(text))`` in one pass of the C parser: a non-finite number (``NaN``, ``Infinity``, or a
 # literal too large for a double) is None, as ``jsonable`` makes it; nothing else a parse gives needs converting.
-_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=lambda _name: None)
+PAYLOAD_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=lambda _name: None)
 _OBJECTS = ("measures", "partition_key")  # JSON text in an alert, objects in its payload
 _TIMES = frozenset(("first_event_time", "last_event_time", "emit_time"))
 
 
+def payload_value(name: str, value: Any) -> Any:
+    """The value of an alert's field ``name`` in its payload (``alert_payload``)."""
+    if name in _OBJECTS and isinstance(value, str):
+        try:
+            return PAYLOAD_DECODER.decode(value)
+        except ValueError:  # not JSON: the text as it is
+            return value
+    if name in _TIMES:
+        value = iso_utc(value)
+    return jsonable(value)
+
+
 def alert_payload(alert: dict) -> dict:
     """One alert as the JSON object sinks send: measures and partition key as objects, times ISO 8601 Z."""
-    out: dict[str, Any] = {}
-    for name in ALERT_NAMES:
-        value = alert.get(name)
-        if name in _OBJECTS and isinstance(value, str):
-            try:
-                out[name] = _DECODER.decode(value)
-                continue
-            except ValueError:  # not JSON: the text as it is
-                pass
-        elif name in _TIMES:
-            value = iso_utc(value)
-        out[name] = jsonable(value)
-    return out
+    return {name: payload_value(name, alert.get(name)) for name in ALERT_NAMES}
 
 
 def rows_to_alerts(rows: Iterable[Any]) -> list[dict]:

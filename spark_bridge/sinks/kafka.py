@@ -5,8 +5,9 @@
 the JSON object every sink sends (``alerts.alert_payload``: rule id and version, match id and status,
 partition key and measures as objects, event times and emit time ISO 8601 with ``Z``, compact, UTF-8);
 headers ``cep-rule-id``, ``cep-rule-version``, ``cep-match-status``, ``content-type: application/json``;
-timestamp = the alert's ``emit_time`` (so a redelivered alert carries the same one). Two Kafka sinks of one
-process share each alert's message (``SharedMessages``): it is encoded once, not once per sink. Keys are placed with
+timestamp = the alert's ``emit_time`` (so a redelivered alert carries the same one). A micro-batch's messages
+are made column by column, and two Kafka sinks of one process share them (``kafka_messages.py``: made once, not
+once per sink). Keys are placed with
 ``murmur2_random``, the partitioner of Kafka's Java clients, so one ``match_id`` always lands on one
 partition whoever writes it.
 
@@ -53,17 +54,24 @@ import os
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cep.spark_bridge.sinks.alerts import ALERT_NAMES, alert_payload
 from cep.spark_bridge.sinks.base import AlertSink, CepSinkError, Delivery, not_committed
+from cep.spark_bridge.sinks.kafka_messages import SHARED_MESSAGES, SharedMessages, alert_message
 from cep.spark_bridge.spark.kafka import CepKafkaError, KafkaAddress, parse_kafka_url
 
 # Imported inside functions: confluent_kafka, an optional dependency (the "kafka" extra: librdkafka in a wheel).
 
-__all__ = ["EXACTLY_ONCE_SCHEME", "KafkaExactlyOnceSink", "KafkaSink", "SCHEME", "alert_message", "is_kafka_sink"]
+__all__ = [
+    "EXACTLY_ONCE_SCHEME",
+    "SCHEME",
+    "KafkaExactlyOnceSink",
+    "KafkaSink",
+    "SharedMessages",
+    "alert_message",
+    "is_kafka_sink",
+]
 
 SCHEME = "kafka"
 EXACTLY_ONCE_SCHEME = "kafka-exactly-once"
@@ -73,6 +81,9 @@ DEFAULT_CONTROL_TOPIC = "cep-sink-batches"
 DEFAULT_TIMEOUT_S = 45.0
 # How long the start-up checks (topic lookups, init_transactions) wait for the brokers.
 CHECK_TIMEOUT_S = 15.0
+# Messages produced between two polls of the delivery reports: a poll per message cost as much as the produce;
+# librdkafka's queue holds 100,000 messages, and a full queue is drained by a poll where it happens.
+POLL_EVERY = 1_000
 
 log = logging.getLogger("cep.kafka")
 # librdkafka's own log lines (a broker that refuses connections logs one per second) go to this logger: to the
@@ -140,78 +151,6 @@ def _kafka():
     except ImportError as exc:  # the "kafka" extra is not installed
         raise ValueError(f"a Kafka sink needs confluent-kafka ({exc}): pip install 'cep-spark[kafka]'") from None
     return confluent_kafka
-
-
-# json.dumps(payload, ensure_ascii=False, separators=(",", ":")), without building an encoder per alert
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def alert_message(alert: Mapping[str, Any]) -> dict:
-    """The Kafka message of one alert: ``{"key", "value", "headers", "timestamp"}`` (bytes; ms or None)."""
-    payload = alert_payload(dict(alert))
-    emitted = alert.get("emit_time")
-    if hasattr(emitted, "to_pydatetime"):
-        emitted = emitted.to_pydatetime()
-    timestamp = None
-    if isinstance(emitted, _dt.datetime):
-        aware = emitted if emitted.tzinfo is not None else emitted.replace(tzinfo=_dt.UTC)
-        timestamp = int(aware.timestamp() * 1000)
-    headers = [
-        ("cep-rule-id", payload.get("rule_id")),
-        ("cep-rule-version", payload.get("rule_version")),
-        ("cep-match-status", payload.get("match_status")),
-        ("content-type", "application/json"),
-    ]
-    return {
-        "key": (payload.get("match_id") or "").encode("utf-8"),
-        "value": _COMPACT.encode(payload).encode("utf-8"),
-        "headers": [(name, str(value).encode("utf-8")) for name, value in headers if value is not None],
-        "timestamp": timestamp,
-    }
-
-
-# Alerts whose messages one generation of ``SharedMessages`` keeps: two Kafka sinks that keep up deliver the same
-# micro-batch within a micro-batch or two of each other (a few thousand alerts each at 20,000 ticks/s), and a
-# message is about a kilobyte, so two generations hold a few tens of MB at most. A sink that falls further
-# behind encodes its messages again, as it would without the memo.
-SHARED_MESSAGES_PER_GENERATION = 16_384
-# The types of an alert's values (``ALERT_COLUMNS``: text, times, a flag) for which equal values make the same
-# message; any other value (a pandas Timestamp, a number) is encoded on its own, never looked up.
-_KEYED_TYPES = (str, bool, type(None), _dt.datetime)
-
-
-class SharedMessages:
-    """The Kafka messages of the alerts delivered lately, for every Kafka sink of the process: with two (the
-    at-least-once and the exactly-once sink on one stream), each alert's message is encoded once, not once per
-    sink. ``alert_message`` is a function of an alert's ``ALERT_NAMES`` values alone, so an alert with the same
-    values gets the same bytes; the messages live in two generations, the older dropped when the newer fills.
-    With one Kafka sink nothing is kept."""
-
-    def __init__(self, per_generation: int = SHARED_MESSAGES_PER_GENERATION) -> None:
-        self.per_generation = per_generation
-        self.sinks: weakref.WeakSet = weakref.WeakSet()
-        self._newer: dict[tuple, dict] = {}
-        self._older: dict[tuple, dict] = {}
-        self._lock = threading.Lock()
-
-    def message(self, alert: Mapping[str, Any]) -> dict:
-        if len(self.sinks) < 2:
-            return alert_message(alert)
-        values = tuple(alert.get(name) for name in ALERT_NAMES)
-        if not all(type(value) in _KEYED_TYPES for value in values):
-            return alert_message(alert)
-        found = self._newer.get(values) or self._older.get(values)
-        if found is None:
-            found = alert_message(alert)
-            with self._lock:
-                if len(self._newer) >= self.per_generation:
-                    self._older, self._newer = self._newer, {}
-                self._newer[values] = found
-        return found
-
-
-# The one every Kafka sink of the process uses.
-SHARED_MESSAGES = SharedMessages()
 
 
 def _settings(address: KafkaAddress, extra: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
@@ -349,13 +288,32 @@ class KafkaSink(AlertSink):
             except BufferError:  # librdkafka's local queue is full: let deliveries drain
                 producer.poll(0.1)
 
+    def _send_all(self, producer, alerts: Sequence[dict], failures: list[str]) -> None:
+        """Every alert's message to the alert topic (made at once: ``SharedMessages.messages``), serving delivery
+        reports every ``POLL_EVERY`` messages; ``flush`` or the transaction's commit waits for the rest."""
+
+        def report(err, _msg) -> None:
+            if err is not None:
+                failures.append(err.str())
+
+        produce, topic = producer.produce, self.topic
+        for index, message in enumerate(SHARED_MESSAGES.messages(alerts)):
+            key, value, headers = message["key"], message["value"], message["headers"]
+            timestamp = message["timestamp"] or 0  # 0: librdkafka's "now", as when none is given
+            while True:
+                try:
+                    produce(topic, value, key, headers=headers, timestamp=timestamp, on_delivery=report)
+                    break
+                except BufferError:  # librdkafka's local queue is full: let deliveries drain
+                    producer.poll(0.1)
+            if index % POLL_EVERY == POLL_EVERY - 1:
+                producer.poll(0)
+
     def deliver(self, alerts: Sequence[dict], batch_id: int) -> Delivery:
         report = Delivery(self.name)
         producer = self.producer()
         failures: list[str] = []
-        for alert in alerts:
-            self._send(producer, self.topic, SHARED_MESSAGES.message(alert), failures)
-            producer.poll(0)
+        self._send_all(producer, alerts, failures)
         left = producer.flush(self.timeout)
         if left or failures:
             missing = left + len(failures)
@@ -366,8 +324,7 @@ class KafkaSink(AlertSink):
                 + f"; {not_committed(batch_id)}",
                 filename=self.describe(),
             )
-        for alert in alerts:
-            report.delivered[alert["rule_id"]] += 1
+        report.delivered.update(alert["rule_id"] for alert in alerts)
         self.broker_log.answered()
         return report
 
@@ -552,9 +509,7 @@ class KafkaExactlyOnceSink(KafkaSink):
         failures: list[str] = []
         try:
             producer.begin_transaction()
-            for alert in alerts:
-                self._send(producer, self.topic, SHARED_MESSAGES.message(alert), failures)
-                producer.poll(0)
+            self._send_all(producer, alerts, failures)
             control = {
                 "batch_id": batch_id,
                 "alerts": len(alerts),
@@ -587,8 +542,7 @@ class KafkaExactlyOnceSink(KafkaSink):
                 f"{len(failures)} messages of micro-batch {batch_id} failed ({failures[0]})", filename=self.describe()
             )
         self.last_batch = batch_id
-        for alert in alerts:
-            report.delivered[alert["rule_id"]] += 1
+        report.delivered.update(alert["rule_id"] for alert in alerts)
         self.broker_log.answered()
         return report
 

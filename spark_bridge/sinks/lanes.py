@@ -8,8 +8,11 @@ the lane; Spark then commits the micro-batch. A lane delivers only sealed entrie
 above the seal is not written again, so a micro-batch Spark runs again after a ``kill -9`` reaches each
 sink once: killed before the seal, nothing of it was delivered, and the re-run writes the entry again
 (or keeps it, when the output had committed it: the sink then gets the output's alerts); killed after
-it, the re-run leaves the outbox alone (the lane has the entry, or delivered it). Each sink has a
-**lane**, a thread that delivers its outbox in micro-batch order:
+it, the re-run leaves the outbox alone (the lane has the entry, or delivered it). The entry is made once
+for the sinks that take the same alerts (``outbox.entry``, column by column), and those very alerts are
+handed to the lane in memory with it (``DeliveryLanes.handed``): the lane delivers them without reading
+the entry back, which it reads only after a restart, or when it is more than ``HANDED_ALERTS_MAX`` alerts
+behind. Each sink has a **lane**, a thread that delivers its outbox in micro-batch order:
 
 * a micro-batch delivered is recorded in the **journal** (``<checkpoint>/journal/``, one small file)
   and then taken out of the outbox. A crash in between delivers it again (at least once; every sink
@@ -41,206 +44,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from cep.spark_bridge.sinks.alerts import ALERT_NAMES
-from cep.spark_bridge.sinks.base import (
-    DAMAGED_SUFFIX,
-    AlertSink,
-    Delivery,
-    DeliveryAbandoned,
-    DeliveryError,
-    atomic_write,
-    intact_items,
-    set_aside,
-)
+from cep.spark_bridge.sinks.base import AlertSink, Delivery, DeliveryAbandoned, DeliveryError, atomic_write, set_aside
 from cep.spark_bridge.sinks.dead_letters import read_letter
+from cep.spark_bridge.sinks.outbox import Outbox, entry, ignore_damage
 from cep.spark_bridge.sinks.safe_text import file_safe
 
 __all__ = ["DeliveryLanes", "Journal", "LaneState", "Outbox"]
 
-_TIMES = ("first_event_time", "last_event_time", "emit_time")
 FAILURE_BACKOFF_S = 1.0
 FAILURE_BACKOFF_MAX_S = 60.0
 IDLE_WAIT_S = 1.0
-# Per sink, the last micro-batch whose outbox entry was written whole (``Outbox.sealed_through``); a dot
-# name, so never taken for an entry.
-SEAL_NAME = ".sealed"
+# Alerts a sink's lane may be handed in memory beside its outbox (``DeliveryLanes._hand``): about eight
+# micro-batches of the Kafka bench at 20,000 ticks/s (6,400 alerts each, about a kilobyte apiece, most of it
+# shared with the other sinks). A lane further behind than that reads its entries from disk, as after a restart.
+HANDED_ALERTS_MAX = 50_000
 
 
 def _now_iso() -> str:
     return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def _to_json(alert: dict) -> dict:
-    out = {}
-    for name in ALERT_NAMES:
-        value = alert.get(name)
-        if value is None or isinstance(value, (str, bool)):  # most values: no look for a time
-            out[name] = value
-            continue
-        if hasattr(value, "to_pydatetime"):
-            value = value.to_pydatetime()
-        if isinstance(value, _dt.datetime):
-            value = value.isoformat()
-        out[name] = value
-    return out
-
-
-def entry_text(batch_id: int, alerts: Sequence[dict]) -> str:
-    """An outbox entry: micro-batch ``batch_id``'s alerts as JSON (``Outbox.put``)."""
-    return json.dumps({"batch_id": batch_id, "alerts": [_to_json(a) for a in alerts]}, ensure_ascii=False)
-
-
-def _ignore_damage(message: str, path: str) -> None:
-    """Readers without a status to report to (``cep deliver``'s listing) still set damaged files aside."""
-
-
-def name_count(name: str) -> int | None:
-    """The alert count in an outbox entry's name ``<batch>.<alerts>.json``."""
-    parts = name.split(".")
-    return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
-
-
-def _from_json(record: dict) -> dict:
-    alert = dict(record)
-    for name in _TIMES:
-        if isinstance(alert.get(name), str):
-            alert[name] = _dt.datetime.fromisoformat(alert[name])
-    return alert
-
-
-class Outbox:
-    """Per-sink queues of micro-batches on disk: ``<dir>/<sink key>/<batch:012d>.<alerts>.json``."""
-
-    def __init__(self, directory: str, on_damage: Callable[[str, str], None] | None = None) -> None:
-        self.directory = os.path.abspath(directory)
-        self.on_damage = on_damage or _ignore_damage
-
-    def _folder(self, sink: str) -> str:
-        return os.path.join(self.directory, sink)
-
-    def put(
-        self, sink: str, batch_id: int, alerts: Sequence[dict], *, seal: bool = True, text: str | None = None
-    ) -> None:
-        """Write the entry, then seal it (``seal``): only then may the lane deliver it. ``text``: the entry
-        already made of the same alerts (``entry_text``), for another sink."""
-        folder = self._folder(sink)
-        os.makedirs(folder, exist_ok=True)
-        self.sealed_through(sink)  # an outbox from before seals is sealed through its entries, not this one
-        for old in self._names(sink, batch_id):  # a micro-batch run again replaces its unsealed entry
-            if not old.endswith(f".{len(alerts)}.json"):
-                os.remove(os.path.join(folder, old))
-        text = entry_text(batch_id, alerts) if text is None else text
-        atomic_write(os.path.join(folder, f"{batch_id:012d}.{len(alerts)}.json"), text)
-        if seal:
-            self.seal(sink, batch_id)
-
-    def seal(self, sink: str, batch_id: int) -> None:
-        """Hand the entries up to ``batch_id`` over to the lane (written whole before this)."""
-        if batch_id > self.sealed_through(sink):
-            atomic_write(os.path.join(self._folder(sink), SEAL_NAME), str(batch_id))
-
-    def sealed_through(self, sink: str) -> int:
-        """The last micro-batch handed to ``sink``: its entry was written whole before the seal moved
-        (``-1``: none). A micro-batch run again after a crash that is not above it was handed over
-        already (delivered, or waiting in the outbox) and is not handed over twice; one above it is
-        not, and its entry, written or not, is written again. A sink's folder without a seal (new, or
-        from before seals were written) is sealed through its last entry the first time it is read."""
-        path = os.path.join(self._folder(sink), SEAL_NAME)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                return int(fh.read().strip())
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            aside = set_aside(path)
-            if aside is not None:
-                self.on_damage(
-                    f"outbox seal {path} is damaged ({type(exc).__name__}: {exc}): set aside as {aside}; "
-                    "the outbox is sealed through its last entry",
-                    aside,
-                )
-        if not os.path.isdir(self._folder(sink)):
-            return -1
-        named = [int(n.split(".")[0]) for n in self._names(sink) if n.split(".")[0].isdigit()]
-        sealed = max(named, default=-1)  # before seals, an entry was handed over once it had its name
-        atomic_write(path, str(sealed))
-        return sealed
-
-    def _names(self, sink: str, batch_id: int | None = None) -> list[str]:
-        folder = self._folder(sink)
-        if not os.path.isdir(folder):
-            return []
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
-        return [n for n in names if batch_id is None or n.startswith(f"{batch_id:012d}.")]
-
-    def entries(self, sink: str) -> list[tuple[int, int]]:
-        """(batch id, alerts) waiting for ``sink``, oldest first: the sealed entries only (``put``)."""
-        out = []
-        names = self._names(sink)
-        sealed = self.sealed_through(sink) if names else -1
-        for name in names:
-            parts = name.split(".")
-            if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() and int(parts[0]) <= sealed:
-                out.append((int(parts[0]), int(parts[1])))
-        return out
-
-    def load(self, sink: str, batch_id: int) -> list[dict]:
-        for name in self._names(sink, batch_id):
-            path = os.path.join(self._folder(sink), name)
-            with open(path, "rb") as fh:
-                data = fh.read()
-            try:
-                return [_from_json(a) for a in json.loads(data.decode("utf-8"))["alerts"]]
-            except (ValueError, KeyError, TypeError) as exc:
-                return self._salvage(sink, batch_id, path, data, exc)
-        return []
-
-    def _salvage(self, sink: str, batch_id: int, path: str, data: bytes, exc: Exception) -> list[dict]:
-        """A damaged entry: set aside, its whole alerts queued again under the same micro-batch (what a
-        cut-short file lost is named in the message: the alert output still holds it)."""
-        alerts = [a for a in intact_items(data.decode("utf-8", "replace"), "alerts") if isinstance(a, dict)]
-        expected = name_count(os.path.basename(path))
-        aside = set_aside(path)
-        if aside is None:  # another reader took it first
-            return self.load(sink, batch_id)
-        if alerts:
-            self.put(sink, batch_id, alerts)
-        lost = (
-            f"; {expected - len(alerts)} could not be read (they are in the alert output)"
-            if expected is not None and expected > len(alerts)
-            else ""
-        )
-        self.on_damage(
-            f"outbox entry {path} is damaged ({type(exc).__name__}: {exc}): set aside as {aside}; "
-            f"its {len(alerts)} readable alert(s) are delivered{lost}",
-            aside,
-        )
-        return [_from_json(a) for a in alerts]
-
-    def remove(self, sink: str, batch_id: int) -> None:
-        for name in self._names(sink, batch_id):
-            try:
-                os.remove(os.path.join(self._folder(sink), name))
-            except FileNotFoundError:
-                pass
-
-    def has(self, sink: str, batch_id: int) -> bool:
-        return bool(self._names(sink, batch_id))
-
-    def damaged(self, sink: str) -> list[str]:
-        folder = self._folder(sink)
-        return (
-            sorted(os.path.join(folder, n) for n in os.listdir(folder) if DAMAGED_SUFFIX in n)
-            if os.path.isdir(folder)
-            else []
-        )
-
-    def sinks(self) -> list[str]:
-        return (
-            sorted(n for n in os.listdir(self.directory) if os.path.isdir(os.path.join(self.directory, n)))
-            if os.path.isdir(self.directory)
-            else []
-        )
 
 
 class Journal:
@@ -248,7 +69,7 @@ class Journal:
 
     def __init__(self, directory: str, on_damage: Callable[[str, str], None] | None = None) -> None:
         self.directory = os.path.abspath(directory)
-        self.on_damage = on_damage or _ignore_damage
+        self.on_damage = on_damage or ignore_damage
 
     def write(self, name: str, record: dict) -> None:
         os.makedirs(self.directory, exist_ok=True)
@@ -400,8 +221,11 @@ class _Lane(threading.Thread):
         name = delivered_name(self.key, batch_id)
         if self.lanes.journal.has(name):  # delivered before a crash took the entry out
             self.lanes.outbox.remove(self.key, batch_id)
+            self.lanes._hand(self.key, batch_id, None)
             return
-        alerts = self.lanes.outbox.load(self.key, batch_id)
+        alerts = self.lanes.handed(self.key, batch_id)
+        if alerts is None:  # after a restart, or a lane far behind: the entry on disk
+            alerts = self.lanes.outbox.load(self.key, batch_id)
         try:
             report = self.sink.deliver(alerts, batch_id) if alerts else Delivery(self.sink.name)
         except DeliveryAbandoned:
@@ -411,6 +235,7 @@ class _Lane(threading.Thread):
             return
         self.lanes.journal.write(name, report_record("deliver", self.sink, report, batch=batch_id))
         self.lanes.outbox.remove(self.key, batch_id)
+        self.lanes._hand(self.key, batch_id, None)
         self._succeeded(batch_id, report)
 
     def _failed(self, batch_id: int | None, exc: BaseException) -> None:
@@ -587,6 +412,8 @@ class DeliveryLanes:
             raise ValueError(f"two sinks are the same sink: {', '.join(sorted(k for k in keys if keys.count(k) > 1))}")
         self.lanes = {s.key(): _Lane(self, s) for s in self.sinks}
         self._writers: ThreadPoolExecutor | None = None  # ``_each_sink``'s threads, made at the first need
+        self._handed: dict[str, dict[int, list[dict]]] = {key: {} for key in self.lanes}  # ``_hand``
+        self._handed_lock = threading.Lock()
 
     def event(self, message: str, level: str = "info") -> None:
         if self.on_event is not None:
@@ -604,23 +431,45 @@ class DeliveryLanes:
         this batch before a crash, from the entry written then; that entry stays, so that the sinks
         get what the output holds (its emit times), not the re-run's."""
         staged = []
-        texts: dict[bool, str] = {}  # the entry, made once for the sinks that take the same alerts
+        made: dict[bool, tuple[list[dict], str, bool]] = {}  # per choice: its alerts, entry, read back as them
         writes: list[Callable[[], None]] = []
+        handing: dict[str, list[dict] | None] = {}
         for sink in self.sinks:
             key = sink.key()
             if batch_id <= self.outbox.sealed_through(key):
                 continue
-            chosen = [a for a in alerts if sink.include_suppressed or not a.get("suppressed")]
+            self._hand(key, batch_id, None)  # a micro-batch staged again: what an earlier try handed is dropped
+            choice = bool(sink.include_suppressed)
+            if choice not in made:
+                chosen = [a for a in alerts if choice or not a.get("suppressed")]
+                made[choice] = (chosen, *entry(batch_id, chosen)) if chosen else (chosen, "", False)
+            chosen, text, as_read_back = made[choice]
             if keep_written and self.outbox.has(key, batch_id):
-                staged.append(key)
+                staged.append(key)  # the lane reads the entry written before the crash
             elif chosen:
-                same = bool(sink.include_suppressed)
-                if same not in texts:
-                    texts[same] = entry_text(batch_id, chosen)
-                writes.append(partial(self.outbox.put, key, batch_id, chosen, seal=False, text=texts[same]))
+                writes.append(partial(self.outbox.put, key, batch_id, chosen, seal=False, text=text))
+                handing[key] = chosen if as_read_back else None
                 staged.append(key)
         self._each_sink(writes)
+        for key, chosen in handing.items():
+            self._hand(key, batch_id, chosen)
         return batch_id, staged
+
+    def _hand(self, key: str, batch_id: int, alerts: list[dict] | None) -> None:
+        """Keep ``alerts`` (None: forget them) for sink ``key``'s lane to deliver as micro-batch ``batch_id``
+        without reading its entry back: they are what the entry reads back as (``outbox.entry``), and the
+        entry, written and fsynced before the seal, is what a restart delivers. Up to ``HANDED_ALERTS_MAX``
+        alerts waiting per sink; a lane further behind reads its entries from disk."""
+        with self._handed_lock:
+            waiting = self._handed[key]
+            waiting.pop(batch_id, None)
+            if alerts is not None and sum(map(len, waiting.values())) + len(alerts) <= HANDED_ALERTS_MAX:
+                waiting[batch_id] = alerts
+
+    def handed(self, key: str, batch_id: int) -> list[dict] | None:
+        """Micro-batch ``batch_id``'s alerts for sink ``key``, when ``stage`` handed them in memory."""
+        with self._handed_lock:
+            return self._handed[key].get(batch_id)
 
     def seal(self, staged: tuple[int, list[str]]) -> None:
         """Hand the staged entries over to their lanes (``stage``)."""
