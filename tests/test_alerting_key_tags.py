@@ -39,14 +39,10 @@ TEXT = st.one_of(
     st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6),
     st.text(alphabet=st.sampled_from(['"', "\\", "/", "\x00", "\x07", "\x0b", "\x1f", "\x7f", "\u2028", "x"])),
 )
-ROWS = st.lists(
-    st.fixed_dictionaries(
-        {name: TEXT for name in NAMES} | {"n": st.integers(-5, 5), REJECT: st.sampled_from([None, None, "not_json"])}
-    ),
-    min_size=1,
-    max_size=25,
+ROW = st.fixed_dictionaries(
+    {name: TEXT for name in NAMES} | {"n": st.integers(-5, 5), REJECT: st.sampled_from([None, None, "not_json"])}
 )
-SPECS = st.lists(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True), min_size=1, max_size=3)
+PARTITION_BY = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True)  # a spec: its columns in order
 
 
 def publish(directory, specs: list[list[str]]) -> RuleStore:
@@ -68,7 +64,20 @@ def ordered(rows) -> list[tuple]:
     return sorted(plain, key=repr)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Spark plans and compiles the tagging of each example anew (its specs are in the generated code) and runs two
+# jobs (the tags, and the input for Explode): about a second an example, whatever its size. So few examples, each
+# with many rows and specs: 10 examples of up to 100 rows and 8 specs (a spec is a PARTITION BY: its columns in
+# order), where 40 examples had up to 25 rows and 3 specs.
+ROWS = st.lists(ROW, min_size=1, max_size=100)
+# one spec (a projection) in about half the examples, several (an array of tags, exploded) in the others
+SPECS = st.one_of(st.lists(PARTITION_BY, min_size=1, max_size=1), st.lists(PARTITION_BY, min_size=2, max_size=8))
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(rows=ROWS, specs=SPECS, with_reject=st.booleans())
 def test_spark_tags_equal_explodes(spark, tmp_path_factory, rows, specs, with_reject):
     from pyspark.sql import types as T

@@ -261,7 +261,10 @@ def key_codes(columns: list[ArrayColumn]) -> tuple[np.ndarray, np.ndarray] | Non
             encoded = pc.dictionary_encode(column.source, null_encoding="encode")
             own = encoded.indices.to_numpy().astype(np.int64, copy=False)
         else:
-            own, _ = pd.factorize(column.data, use_na_sentinel=False)  # str: None marks NULL itself
+            if column.kind == "str":  # None marks NULL itself
+                own, _ = factorize_text(column.data, use_na_sentinel=False)
+            else:
+                own, _ = pd.factorize(column.data, use_na_sentinel=False)
             if column.nulls is not None and column.kind != "str":
                 # a NULL key is one group of its own (its data is a filler): give it an unused code,
                 # then number the codes again in order of first appearance
@@ -282,3 +285,38 @@ def first_rows_of(codes: np.ndarray, parts: int) -> np.ndarray:
     first = np.concatenate((np.zeros(1, dtype=np.int64), rises + 1))
     assert len(first) == parts, "codes must be numbered 0, 1, ... in order of first appearance"
     return first
+
+
+def factorize_text(values: np.ndarray, use_na_sentinel: bool = True) -> tuple[np.ndarray, list]:
+    """``pd.factorize`` of an object array of text (and NULLs): (int64 code per row, distinct values), codes in
+    order of first appearance. pandas before 3.1 hashes and compares its object strings only up to their first
+    NUL character (pandas-dev/pandas#34551), so ``'a'`` and ``'a\\x00b'`` would share a code and two partitions
+    would become one: text holding NUL is factorized through an escape that keeps every value apart."""
+    import pandas as pd
+
+    codes, distinct = pd.factorize(values, sort=False, use_na_sentinel=use_na_sentinel)
+    codes = codes.astype(np.int64, copy=False)
+    if not _holds_nul(values):
+        return codes, distinct.tolist()
+    escaped = np.empty(len(values), dtype=object)
+    escaped[:] = [_without_nul(v) if type(v) is str else v for v in values.tolist()]
+    codes, _ = pd.factorize(escaped, sort=False, use_na_sentinel=use_na_sentinel)
+    codes = codes.astype(np.int64, copy=False)
+    coded = np.flatnonzero(codes >= 0)
+    firsts = coded[first_rows_of(codes[coded], int(codes.max()) + 1 if coded.size else 0)]
+    return codes, values[firsts].tolist()
+
+
+def _holds_nul(values: np.ndarray) -> bool:
+    import pandas as pd
+
+    present = values[pd.notna(values)]
+    try:
+        return "\x00" in "".join(present)  # one pass in C; the usual column holds only text
+    except TypeError:
+        return any(type(v) is str and "\x00" in v for v in present.tolist())
+
+
+def _without_nul(text: str) -> str:
+    """An injective rewrite of ``text`` free of NUL: SOH doubles, NUL becomes SOH STX (a prefix code)."""
+    return text.replace("\x01", "\x01\x01").replace("\x00", "\x01\x02")

@@ -25,7 +25,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.matcher.rows.partitioning import partition_indices, sort_columns
 from cep.matcher.vector import kernels
-from cep.matcher.vector.arrays import ArrayColumn, first_rows_of, key_codes
+from cep.matcher.vector.arrays import ArrayColumn, factorize_text, first_rows_of, key_codes
 
 # Imported inside functions: pandas and pyarrow (heavy; each is needed only for its own kind of input).
 
@@ -301,11 +301,9 @@ def _list_codes(key_columns: list[list], n: int):
         return np.zeros(n, dtype=np.int64), [()] if n else [], np.zeros(min(n, 1), dtype=np.int64)
     seen: dict = {}
     if len(key_columns) == 1 and set(map(type, key_columns[0])) == {str}:
-        import pandas as pd  # factorize: codes in order of first appearance, as the dict gives them
-
-        codes, uniques = pd.factorize(np.asarray(key_columns[0], dtype=object), sort=False)
-        codes = codes.astype(np.int64, copy=False)
-        keys = [(k,) for k in uniques.tolist()]
+        # codes in order of first appearance, as the dict gives them
+        codes, uniques = factorize_text(np.asarray(key_columns[0], dtype=object))
+        keys = [(k,) for k in uniques]
     else:
         setdefault = seen.setdefault
         values = key_columns[0] if len(key_columns) == 1 else zip(*key_columns)

@@ -18,6 +18,7 @@ import numpy as np
 from cep.grammar.parser import parse
 from cep.matcher.plan import COLUMN_WISE, CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
+from cep.matcher.vector.arrays import factorize_text
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.alert_rows import UNESCAPED, append_alerts
 from cep.spark_bridge.alerting.bucket_state import (
@@ -216,10 +217,7 @@ def _key_strings(pdf, columns: Sequence[str]) -> list[str]:
 def _text_key_strings(column, name: str) -> list[str] | None:
     """``_key_strings`` of one column of text (or NULL), each distinct value encoded once (``pd.factorize``) instead
     of looked up row by row: the common PARTITION BY (a symbol, a card, a user); None for any other column."""
-    import pandas as pd
-
-    codes, distinct = pd.factorize(column, use_na_sentinel=True)  # NULL and NaN: code -1, as ``series_values``
-    values = distinct.tolist()
+    codes, values = factorize_text(column.to_numpy(dtype=object))  # NULL and NaN: code -1, as ``series_values``
     if not all(type(value) is str for value in values):
         return None
     texts = [UNESCAPED.encode({name: value}) for value in values] + [UNESCAPED.encode({name: None})]

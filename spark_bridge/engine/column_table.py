@@ -18,6 +18,7 @@ import numpy as np
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.rows.tables import series_values
 from cep.matcher.vector import kernels
+from cep.matcher.vector.arrays import factorize_text
 from cep.matcher.vector.layout import ListInput
 from cep.spark_bridge.engine import state_codec as codec
 from cep.spark_bridge.engine.key_table import COLUMNAR_KIND, KeyTable
@@ -86,10 +87,7 @@ def series_column(series) -> np.ndarray:
 def key_codes(raw) -> tuple[np.ndarray, list]:
     """(code per row, distinct keys in order of first appearance), keys equal as Python compares them."""
     if len(raw) and all(type(v) is str for v in raw[:64]) and set(map(type, raw)) == {str}:
-        import pandas as pd  # factorize hashes strings in C; codes in order of first appearance
-
-        codes, uniques = pd.factorize(np.asarray(raw, dtype=object), sort=False)
-        return codes.astype(np.int64, copy=False), uniques.tolist()
+        return factorize_text(np.asarray(raw, dtype=object))  # strings hashed in C, codes by first appearance
     first: dict = {}
     setdefault = first.setdefault
     codes = np.fromiter((setdefault(v, len(first)) for v in raw), dtype=np.int64, count=len(raw))
