@@ -90,12 +90,8 @@ def answers(events) -> SparkAnswers:
 
 @pytest.fixture(scope="module")
 def aggregate_answers(events) -> SparkAnswers:
-    return SparkAnswers(
-        events,
-        unordered_statement,
-        FOUND_AGGREGATES,
-        expected_to_fail=CORR_THAT_DOES_NOT_VARY,
-    )
+    """The aggregates' answers: one row each, from a statement without the rows' order."""
+    return SparkAnswers(events, unordered_statement, FOUND_AGGREGATES, expected_to_fail=CORR_THAT_DOES_NOT_VARY)
 
 
 def spark_values(answers: SparkAnswers, expression: str) -> list:
