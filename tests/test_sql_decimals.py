@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
+from tests.spark_answers import SparkAnswers, select_list
 
 TABLE = "sqlc_events"
 ROWS = [
@@ -36,8 +37,17 @@ HEAD = (
 )
 
 
+def select_statement(columns: list[tuple[str, str]], aggregate: bool = False) -> str:
+    """The statement that selects each (name, expression) of ``columns``: over the rows in order, or one row."""
+    return HEAD + f"SELECT {select_list(columns)} FROM m" + ("" if aggregate else " ORDER BY dec NULLS FIRST, b")
+
+
+def aggregate_statement(columns: list[tuple[str, str]]) -> str:
+    return select_statement(columns, aggregate=True)
+
+
 def statement(expression: str, aggregate: bool = False) -> str:
-    return HEAD + f"SELECT {expression} AS v FROM m" + ("" if aggregate else " ORDER BY dec NULLS FIRST, b")
+    return select_statement([("v", expression)], aggregate)
 
 
 def python_typed(expression: str, aggregate: bool = False) -> tuple[list, str]:
@@ -48,16 +58,22 @@ def python_typed(expression: str, aggregate: bool = False) -> tuple[list, str]:
     return out.column("v").to_pylist(), {"float64": "double", "int64": "bigint"}.get(name, name)
 
 
-def spark_typed(spark, expression: str, aggregate: bool = False) -> tuple[list, str]:
-    frame = cep.sql(spark, statement(expression, aggregate))
-    return [row["v"] for row in frame.collect()], frame.schema["v"].dataType.simpleString()
-
-
 @pytest.fixture(scope="module")
 def events(spark):
     frame = spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA)
     frame.createOrReplaceTempView(TABLE)
     return spark
+
+
+@pytest.fixture(scope="module")
+def answers(events) -> SparkAnswers:
+    """Spark's value and type for every row-wise case of this file, from a few queries (tests/spark_answers.py)."""
+    return SparkAnswers(events, select_statement, [*ARITHMETIC, *REFUSED])
+
+
+@pytest.fixture(scope="module")
+def aggregate_answers(events) -> SparkAnswers:
+    return SparkAnswers(events, aggregate_statement, AGGREGATES)
 
 
 # + - * / % and minus of DECIMALs, with integers (literals: their digits; casts: INT and BIGINT) and DOUBLEs;
@@ -118,14 +134,14 @@ AGGREGATES = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", ARITHMETIC)
-def test_decimal_arithmetic_is_sparks_value_and_type(events, expression) -> None:
-    assert python_typed(expression) == spark_typed(events, expression)
+def test_decimal_arithmetic_is_sparks_value_and_type(answers, expression) -> None:
+    assert python_typed(expression) == answers[expression].typed()
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", AGGREGATES)
-def test_decimal_aggregates_are_sparks_value_and_type(events, expression) -> None:
-    assert python_typed(expression, aggregate=True) == spark_typed(events, expression, aggregate=True)
+def test_decimal_aggregates_are_sparks_value_and_type(aggregate_answers, expression) -> None:
+    assert python_typed(expression, aggregate=True) == aggregate_answers[expression].typed()
 
 
 # Where Spark rounds a result past 38 digits, where a quotient would pass 38 digits, and AVG over a window:
@@ -151,8 +167,8 @@ def test_what_the_python_engine_cannot_compute_as_spark_does_is_refused_at_the_o
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", sorted(REFUSED))
-def test_spark_runs_what_the_python_engine_refuses(events, expression) -> None:
-    assert len(spark_typed(events, expression)[0]) == len(ROWS)
+def test_spark_runs_what_the_python_engine_refuses(answers, expression) -> None:
+    assert len(answers[expression].values()) == len(ROWS)
 
 
 def test_cep_check_refuses_where_the_statement_fixes_the_types() -> None:
@@ -193,15 +209,18 @@ def decimal_operations(draw) -> str:
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(decimal_operations(), min_size=12, max_size=12))
 def test_random_decimal_arithmetic_is_sparks(events, operations) -> None:
-    """Random DECIMAL types and values, a Spark query per operation: the python engine gives Spark's value
-    and type, or refuses; a division by zero fails on both."""
+    """Random DECIMAL types and values, the operations side by side in one Spark query (each alone where Spark
+    fails): the python engine gives Spark's value and type, or refuses; a division by zero fails on both."""
+    answered, failed = {}, []
     for operation in operations:
         try:
-            python = python_typed(operation, aggregate=True)
+            answered[operation] = python_typed(operation, aggregate=True)
         except cep.CepError as error:
-            if error.code == "E0252":
-                continue
-            with pytest.raises(Exception):  # noqa: B017 - any Spark error: Spark fails too
-                spark_typed(events, operation, aggregate=True)
-            continue
-        assert python == spark_typed(events, operation, aggregate=True), operation
+            if error.code != "E0252":
+                failed.append(operation)
+    spark = SparkAnswers(events, aggregate_statement, answered, expected_to_fail=failed)
+    for operation in failed:
+        with pytest.raises(Exception):  # noqa: B017 - any Spark error: Spark fails too
+            spark[operation].values()
+    for operation, python in answered.items():
+        assert python == spark[operation].typed(), operation

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import cep
+from tests.spark_answers import SparkAnswers, select_list
 
 TABLE = "sqlr_events"
 TEXTS = ["a.b|c_d%e\\f", "", None, "ab12cd", "a_b", "axb"]
@@ -28,8 +29,24 @@ def events(spark):
     return spark
 
 
+def select_statement(columns: list[tuple[str, str]]) -> str:
+    """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
+    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
+
+
 def statement(expression: str) -> str:
-    return HEAD + f"SELECT {expression} AS v FROM m ORDER BY id"
+    return select_statement([("v", expression)])
+
+
+@pytest.fixture(scope="module")
+def answers(events) -> SparkAnswers:
+    """Spark's answer for every expression of this file's cases, from a few queries (tests/spark_answers.py)."""
+    return SparkAnswers(
+        events,
+        select_statement,
+        [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP],
+        expected_to_fail=[f"s LIKE '{pattern}'" for pattern in LIKE_ESCAPES_SPARK_REFUSES],
+    )
 
 
 def python_values(expression: str) -> list:
@@ -57,8 +74,8 @@ SPARKS_ANSWERS = {
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", sorted(SPARKS_ANSWERS))
-def test_javas_reading_of_replacements_and_like_escapes_is_sparks_answer(events, expression) -> None:
-    spark = [row["v"] for row in cep.sql(events, statement(expression)).collect()]
+def test_javas_reading_of_replacements_and_like_escapes_is_sparks_answer(answers, expression) -> None:
+    spark = answers[expression].values()
     assert spark == SPARKS_ANSWERS[expression]
     assert python_values(expression) == spark
 
@@ -70,23 +87,26 @@ EMPTY_MATCHES = ["regexp_replace(s, 'x*', '-')", "split(s, 'x*')", "split(s, '')
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", EMPTY_MATCHES)
-def test_a_pattern_that_matches_the_empty_string_is_refused(events, expression) -> None:
+def test_a_pattern_that_matches_the_empty_string_is_refused(answers, expression) -> None:
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     assert caught.value.code == "E0252" and "matches the empty string" in caught.value.message
     assert "--engine spark" in str(caught.value)
-    assert cep.sql(events, statement(expression)).count() == len(TEXTS)  # Spark runs it
+    assert len(answers[expression].values()) == len(TEXTS)  # Spark runs it
+
+
+LIKE_ESCAPES_SPARK_REFUSES = ["a\\\\xb", "ab\\\\"]
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("pattern", ["a\\\\xb", "ab\\\\"])
-def test_a_like_escape_spark_refuses_is_an_error_on_both(events, pattern) -> None:
+@pytest.mark.parametrize("pattern", LIKE_ESCAPES_SPARK_REFUSES)
+def test_a_like_escape_spark_refuses_is_an_error_on_both(answers, pattern) -> None:
     expression = f"s LIKE '{pattern}'"
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     assert caught.value.code == "E0250" and "escape character" in caught.value.message, str(caught.value)
     with pytest.raises(Exception, match="INVALID_FORMAT.ESC"):
-        cep.sql(events, statement(expression)).collect()
+        answers[expression].values()
 
 
 @pytest.mark.parametrize(
@@ -115,20 +135,23 @@ JAVA_ONLY_PATTERNS = {
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", sorted(JAVA_ONLY_PATTERNS))
-def test_a_java_construct_re2_lacks_is_refused_by_name(events, expression) -> None:
+def test_a_java_construct_re2_lacks_is_refused_by_name(answers, expression) -> None:
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     error = caught.value
     assert error.code == "E0252" and JAVA_ONLY_PATTERNS[expression] in error.message, str(error)
     assert "--engine spark" in str(error) and error.span.line == 2 and error.span.column == len("SELECT ") + 1
-    assert cep.sql(events, statement(expression)).count() == len(TEXTS)  # Spark runs it
+    assert len(answers[expression].values()) == len(TEXTS)  # Spark runs it
+
+
+REGEXP = "regexp(s, 'a.b')"
 
 
 @pytest.mark.spark
-def test_regexp_is_rlike_as_on_spark(events) -> None:
+def test_regexp_is_rlike_as_on_spark(answers) -> None:
     """Spark's regexp(s, p) is s RLIKE p (the python engine refused it as a function it did not know)."""
-    expression = "regexp(s, 'a.b')"
-    spark = [row["v"] for row in cep.sql(events, statement(expression)).collect()]
+    expression = REGEXP
+    spark = answers[expression].values()
     assert spark == [True, False, None, False, True, True]
     assert python_values(expression) == spark
 

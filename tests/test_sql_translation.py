@@ -17,6 +17,7 @@ import pytest
 import cep
 from cep.cli import main
 from cep.grammar.functions import duckdb_strftime
+from tests.spark_answers import SparkAnswers, select_list
 
 TABLE = "sqlt_events"
 ROWS = [
@@ -35,8 +36,17 @@ HEAD = (
 )
 
 
+def select_statement(columns: list[tuple[str, str]]) -> str:
+    """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
+    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY first_ts"
+
+
 def statement(expression: str) -> str:
-    return HEAD + f"SELECT {expression} AS v FROM m ORDER BY first_ts"
+    return select_statement([("v", expression)])
+
+
+def unordered_statement(columns: list[tuple[str, str]]) -> str:
+    return HEAD + "SELECT " + select_list(columns) + " FROM m"
 
 
 def python_values(expression: str) -> list:
@@ -51,8 +61,41 @@ def events(spark):
     return spark
 
 
-def spark_values(spark, expression: str) -> list:
-    return [row["v"] for row in cep.sql(spark, statement(expression)).collect()]
+@pytest.fixture(scope="module")
+def answers(events) -> SparkAnswers:
+    """Spark's answer for every expression of this file's cases, from a few queries (tests/spark_answers.py)."""
+    return SparkAnswers(
+        events,
+        select_statement,
+        [
+            *SAME_ON_BOTH,
+            *FOUND_BY_THE_DIFFERENTIAL,
+            *REFUSED_BY_THE_DIFFERENTIAL,
+            *(f"date_format(first_ts, '<{field}>')" for field in FORMAT_FIELDS),
+            *(f"date_format(first_ts, '{field}')" for field in REFUSED_BY_PYTHON),
+            *TEXT_GIVEN_AS_A_DATE,
+            *TEXT_EDGES,
+            SPARK_WRAPS_AROUND,
+            COMPUTED_SPECIAL_VALUE_WITH_A_ZONE,
+            *EXTRACT_OF_A_NULL_DATE,
+        ],
+        expected_to_fail=[
+            *SPARK_REFUSES,
+            *(expression for expression, _, _, _ in RUN_TIME_ERRORS),
+            NOT_A_TIME_BESIDE_A_TIME,
+            *SPARK_TAKES_NO_TEXT,
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def aggregate_answers(events) -> SparkAnswers:
+    """The aggregates' answers: one row each, from a statement without the rows' order."""
+    return SparkAnswers(events, unordered_statement, FOUND_AGGREGATES, expected_to_fail=CORR_THAT_DOES_NOT_VARY)
+
+
+def spark_values(answers: SparkAnswers, expression: str) -> list:
+    return answers[expression].values()
 
 
 # The issue's silent wrong answers and rough edges, and the casts sqlglot wrote as TRY_CAST or DuckDB rounds.
@@ -97,8 +140,8 @@ SAME_ON_BOTH = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", SAME_ON_BOTH)
-def test_the_python_engine_gives_sparks_answer(events, expression) -> None:
-    assert python_values(expression) == spark_values(events, expression)
+def test_the_python_engine_gives_sparks_answer(answers, expression) -> None:
+    assert python_values(expression) == spark_values(answers, expression)
 
 
 # Differences the differential test found (tests/test_sql_differential.py), each now Spark's answer.
@@ -229,6 +272,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "month(start_date) * -3000000000",
     "9223372036854775795 + month(start_date)",
 ]
+CORR_THAT_DOES_NOT_VARY = ["corr(x, 2)", "corr(x, CASE WHEN x > 0 THEN 1 END)"]
+EXTRACT_OF_A_NULL_DATE = ["extract(MONTH FROM TRY_CAST('infinity' AS DATE))", "extract(DOW FROM CAST(NULL AS DATE))"]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
     "percentile_cont(0.5) WITHIN GROUP (ORDER BY CAST(x AS DECIMAL(10,2)))",
@@ -243,46 +288,44 @@ FOUND_AGGREGATES = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", FOUND_BY_THE_DIFFERENTIAL)
-def test_what_the_differential_found_is_sparks_answer(events, expression) -> None:
-    python, spark = python_typed(expression), spark_typed(events, expression)
+def test_what_the_differential_found_is_sparks_answer(answers, expression) -> None:
+    python, spark = python_typed(expression), spark_typed(answers, expression)
     assert python == spark
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", FOUND_AGGREGATES)
-def test_aggregates_the_differential_found_are_sparks_answer(events, expression) -> None:
-    text = HEAD + f"SELECT {expression} AS v FROM m"
+def test_aggregates_the_differential_found_are_sparks_answer(aggregate_answers, expression) -> None:
+    text = unordered_statement([("v", expression)])
     table = pa.Table.from_pylist(ROWS, schema=ARROW)
     python = cep.compile_sql(text).run({TABLE: table}, kind="arrow")
-    spark = cep.sql(events, text)
-    assert python.column("v").to_pylist() == [row["v"] for row in spark.collect()]
-    assert pa.types.is_floating(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "double"
+    spark = aggregate_answers[expression]
+    assert python.column("v").to_pylist() == spark.values()
+    assert pa.types.is_floating(python.schema.field("v").type) and spark.type_name == "double"
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("expression", ["corr(x, 2)", "corr(x, CASE WHEN x > 0 THEN 1 END)"])
-def test_corr_of_a_value_that_does_not_vary_fails_on_both(events, expression) -> None:
+@pytest.mark.parametrize("expression", CORR_THAT_DOES_NOT_VARY)
+def test_corr_of_a_value_that_does_not_vary_fails_on_both(aggregate_answers, expression) -> None:
     """Spark's CORR divides by zero where x or y does not vary over two pairs or more (ANSI mode: an error);
     DuckDB's is NaN."""
-    text = HEAD + f"SELECT {expression} AS v FROM m"
+    text = unordered_statement([("v", expression)])
     with pytest.raises(cep.CepError) as caught:
         cep.compile_sql(text).run({TABLE: pa.Table.from_pylist(ROWS, schema=ARROW)}, kind="arrow")
     assert "division by zero" in str(caught.value) and caught.value.span.column > 1, str(caught.value)
     with pytest.raises(Exception, match="DIVIDE_BY_ZERO"):
-        cep.sql(events, text).collect()
+        spark_values(aggregate_answers, expression)
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(
-    "expression", ["extract(MONTH FROM TRY_CAST('infinity' AS DATE))", "extract(DOW FROM CAST(NULL AS DATE))"]
-)
-def test_extract_of_a_null_date_is_an_int_as_on_spark(events, expression) -> None:
+@pytest.mark.parametrize("expression", EXTRACT_OF_A_NULL_DATE)
+def test_extract_of_a_null_date_is_an_int_as_on_spark(answers, expression) -> None:
     """DuckDB folds EXTRACT of a NULL it can see to a DOUBLE NULL; Spark's is an INT NULL."""
-    text = HEAD + f"SELECT {expression} AS v FROM m"
+    text = unordered_statement([("v", expression)])
     python = cep.compile_sql(text).run({TABLE: pa.Table.from_pylist(ROWS, schema=ARROW)}, kind="arrow")
-    spark = cep.sql(events, text)
-    assert python.column("v").to_pylist() == [row["v"] for row in spark.collect()]
-    assert pa.types.is_integer(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "int"
+    spark = answers[expression]
+    assert python.column("v").to_pylist() == spark.values()
+    assert pa.types.is_integer(python.schema.field("v").type) and spark.type_name == "int"
 
 
 def python_typed(expression: str) -> tuple[list, str]:
@@ -291,8 +334,8 @@ def python_typed(expression: str) -> tuple[list, str]:
     return values, next((type(value).__name__ for value in values if value is not None), "NULL")
 
 
-def spark_typed(spark, expression: str) -> tuple[list, str]:
-    values = spark_values(spark, expression)
+def spark_typed(answers: SparkAnswers, expression: str) -> tuple[list, str]:
+    values = spark_values(answers, expression)
     return values, next((type(value).__name__ for value in values if value is not None), "NULL")
 
 
@@ -338,8 +381,8 @@ def test_what_the_python_engine_cannot_run_as_spark_does_is_refused_by_name(expr
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", sorted(REFUSED_BY_THE_DIFFERENTIAL))
-def test_spark_runs_what_the_python_engine_refuses(events, expression) -> None:
-    assert len(spark_values(events, expression)) == len(ROWS)
+def test_spark_runs_what_the_python_engine_refuses(answers, expression) -> None:
+    assert len(spark_values(answers, expression)) == len(ROWS)
 
 
 @pytest.mark.parametrize("expression", ["2 / x", "x / 2.5", "CAST(first_ts AS BIGINT) DIV 7"])
@@ -367,76 +410,76 @@ def test_the_issues_three_silent_answers_are_sparks() -> None:
     assert caught.value.code == "E0247" and "'YYYY'" in str(caught.value) and "Spark refuses" in str(caught.value)
 
 
+SPARK_REFUSES = [
+    "x / 0",
+    "CAST('abc' AS INT)",
+    "CAST(s || 'x' AS INT)",
+    "id % 0",
+    "dense_rank() OVER (ORDER BY x % 0)",
+    "row_number() OVER (ORDER BY CAST(s || 'x' AS INT))",
+    "DATE_FORMAT(first_ts, 'YYYY')",
+    "to_timestamp('2020-1-05', 'yyyy-MM-dd')",
+    "to_date(s, 'yyyy-MM-dd')",
+    "CAST(to_date(first_ts) AS DECIMAL(10,2))",
+    "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
+    "split_part(s, '2', 0)",
+    "year(start_date) * 10000000",  # INT overflow
+    "-'abc'",
+    "CAST(s || 'x' AS DOUBLE)",
+    "make_timestamp(2021, 3, 28, 24, 30, 0)",  # hour 24 (DuckDB: the next day)
+    "make_timestamp(2021, 2, 29, 1, 30, 0)",
+    "make_timestamp(2021, 3, 28, 1, 30, 60.5)",
+    "count(make_timestamp(2021, 3, 28, year(start_date) - 2000, 30, 0)) OVER ()",  # a column: evaluated
+    "count(CAST('abc' AS INT)) OVER ()",  # Spark deems a cast of text nullable: evaluated
+    "sum(CAST(9223372036854775807 AS BIGINT)) OVER ()",
+    "CAST('1_000' AS DOUBLE)",  # DuckDB reads the underscore
+    # A typed literal Spark cannot read: its parser refuses the statement, even where the value is unused
+    "count(*) OVER (PARTITION BY DATE '-infinity' < DATE '2021-01-01')",
+    "DATE '2021-02-30'",
+    "TIMESTAMP '2021-03-28 24:00:00'",
+    "'2.5' + 1",  # '2.5' is no BIGINT
+    # ANSI mode: an array's index out of bounds is an error (DuckDB: NULL; a negative [i] from the end)
+    "array(1, 2)[5]",
+    "array(1, 2)[-1]",
+    "split(s, '2')[1]",
+    "element_at(array(1, 2), 3)",
+    "try_element_at(array(1, 2), 0)",
+    "start_date + 'x'",  # DATE + text (DuckDB: a Binder error)
+    "start_date + s",
+    "start_date < 'infinity'",  # not one of Spark's special values (DuckDB reads it)
+    "CAST(CASE WHEN x > 0 THEN 'epoch' END AS DATE)",  # read from a row: no special value for Spark
+    # An error DuckDB's optimizer would drop with a value it proves always NULL (a constant that fails)
+    "max(coalesce(to_date(3::string, 'yyyy-MM-dd'), DATE '9999-12-31')) OVER ()",
+    "coalesce(CAST('abc' AS INT), 5)",
+    "coalesce(array(1, 2)[5], 7)",
+    "split_part('a', '-', 0) IS NULL",
+    "max(x) OVER (PARTITION BY from_unixtime(unix_timestamp(to_timestamp('abc'))))",  # Spark computes it
+    "make_timestamp(2021, 3, 28, 3, 30, 0) IN ('infinity', '2021-03-28 01:30:00')",  # typed: Spark's cast
+    "CAST(x AS INT) IN ('+.5', NULL)",  # no BIGINT (DuckDB compared the texts)
+    "year(start_date) = '2020.5'",
+    "x IS DISTINCT FROM 2::boolean",  # Spark's type error (DuckDB compares TRUE as 1)
+    "x = true",
+    "start_date <=> (x > 0)",
+    "exp(0) IN (x > 0, NULL)",  # in IN and BETWEEN too: no common type for a BOOLEAN and a number
+    "(x > 0) IN (1, 2)",
+    "x BETWEEN false AND true",
+    "start_date BETWEEN (x > 0) AND start_date",
+    # A text literal in IN beside a DATE or TIMESTAMP that Spark cannot read: cast (and failing) before
+    # running, where DuckDB's IN would drop the failing item beside one that matches
+    "TIMESTAMP '2021-03-28 01:30:00' IN ('', '2021-03-28 01:30:00')",
+    "first_ts IN ('abc', NULL)",
+    "from_unixtime(year(start_date), 'EEEEE F:')",  # Spark refuses EEEEE (sqlglot's reading: '%A%a')
+]
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize(
-    "expression",
-    [
-        "x / 0",
-        "CAST('abc' AS INT)",
-        "CAST(s || 'x' AS INT)",
-        "id % 0",
-        "dense_rank() OVER (ORDER BY x % 0)",
-        "row_number() OVER (ORDER BY CAST(s || 'x' AS INT))",
-        "DATE_FORMAT(first_ts, 'YYYY')",
-        "to_timestamp('2020-1-05', 'yyyy-MM-dd')",
-        "to_date(s, 'yyyy-MM-dd')",
-        "CAST(to_date(first_ts) AS DECIMAL(10,2))",
-        "unix_timestamp(s, 'yyyy-MM-dd HH:mm')",
-        "split_part(s, '2', 0)",
-        "year(start_date) * 10000000",  # INT overflow
-        "-'abc'",
-        "CAST(s || 'x' AS DOUBLE)",
-        "make_timestamp(2021, 3, 28, 24, 30, 0)",  # hour 24 (DuckDB: the next day)
-        "make_timestamp(2021, 2, 29, 1, 30, 0)",
-        "make_timestamp(2021, 3, 28, 1, 30, 60.5)",
-        "count(make_timestamp(2021, 3, 28, year(start_date) - 2000, 30, 0)) OVER ()",  # a column: evaluated
-        "count(CAST('abc' AS INT)) OVER ()",  # Spark deems a cast of text nullable: evaluated
-        "sum(CAST(9223372036854775807 AS BIGINT)) OVER ()",
-        "CAST('1_000' AS DOUBLE)",  # DuckDB reads the underscore
-        # A typed literal Spark cannot read: its parser refuses the statement, even where the value is unused
-        "count(*) OVER (PARTITION BY DATE '-infinity' < DATE '2021-01-01')",
-        "DATE '2021-02-30'",
-        "TIMESTAMP '2021-03-28 24:00:00'",
-        "'2.5' + 1",  # '2.5' is no BIGINT
-        # ANSI mode: an array's index out of bounds is an error (DuckDB: NULL; a negative [i] from the end)
-        "array(1, 2)[5]",
-        "array(1, 2)[-1]",
-        "split(s, '2')[1]",
-        "element_at(array(1, 2), 3)",
-        "try_element_at(array(1, 2), 0)",
-        "start_date + 'x'",  # DATE + text (DuckDB: a Binder error)
-        "start_date + s",
-        "start_date < 'infinity'",  # not one of Spark's special values (DuckDB reads it)
-        "CAST(CASE WHEN x > 0 THEN 'epoch' END AS DATE)",  # read from a row: no special value for Spark
-        # An error DuckDB's optimizer would drop with a value it proves always NULL (a constant that fails)
-        "max(coalesce(to_date(3::string, 'yyyy-MM-dd'), DATE '9999-12-31')) OVER ()",
-        "coalesce(CAST('abc' AS INT), 5)",
-        "coalesce(array(1, 2)[5], 7)",
-        "split_part('a', '-', 0) IS NULL",
-        "max(x) OVER (PARTITION BY from_unixtime(unix_timestamp(to_timestamp('abc'))))",  # Spark computes it
-        "make_timestamp(2021, 3, 28, 3, 30, 0) IN ('infinity', '2021-03-28 01:30:00')",  # typed: Spark's cast
-        "CAST(x AS INT) IN ('+.5', NULL)",  # no BIGINT (DuckDB compared the texts)
-        "year(start_date) = '2020.5'",
-        "x IS DISTINCT FROM 2::boolean",  # Spark's type error (DuckDB compares TRUE as 1)
-        "x = true",
-        "start_date <=> (x > 0)",
-        "exp(0) IN (x > 0, NULL)",  # in IN and BETWEEN too: no common type for a BOOLEAN and a number
-        "(x > 0) IN (1, 2)",
-        "x BETWEEN false AND true",
-        "start_date BETWEEN (x > 0) AND start_date",
-        # A text literal in IN beside a DATE or TIMESTAMP that Spark cannot read: cast (and failing) before
-        # running, where DuckDB's IN would drop the failing item beside one that matches
-        "TIMESTAMP '2021-03-28 01:30:00' IN ('', '2021-03-28 01:30:00')",
-        "first_ts IN ('abc', NULL)",
-        "from_unixtime(year(start_date), 'EEEEE F:')",  # Spark refuses EEEEE (sqlglot's reading: '%A%a')
-    ],
-)
-def test_both_engines_refuse_what_spark_refuses(events, expression) -> None:
+@pytest.mark.parametrize("expression", SPARK_REFUSES)
+def test_both_engines_refuse_what_spark_refuses(answers, expression) -> None:
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     assert caught.value.span.column > 1, str(caught.value)
     with pytest.raises(Exception):  # noqa: B017 - Spark's errors at collect() are its own classes
-        spark_values(events, expression)
+        spark_values(answers, expression)
 
 
 # ------------------------------------------------------------------------------------ datetime patterns
@@ -474,12 +517,12 @@ REFUSED_BY_SPARK = ["YYYY", "Y", "u", "w", "W", "e", "c", "n", "N", "A", "p", "T
 
 
 @pytest.mark.spark
-def test_every_format_letter_writes_what_spark_writes(events) -> None:
+def test_every_format_letter_writes_what_spark_writes(answers) -> None:
     """Letter by letter (with text around), over instants at a DST change, year ends, before the epoch,
     in the morning and in the afternoon."""
     for field in FORMAT_FIELDS:
         expression = f"date_format(first_ts, '<{field}>')"
-        assert python_values(expression) == spark_values(events, expression), field
+        assert python_values(expression) == spark_values(answers, expression), field
 
 
 @pytest.mark.parametrize("field", REFUSED_BY_PYTHON + REFUSED_BY_SPARK)
@@ -499,8 +542,8 @@ def test_a_pattern_without_an_exact_translation_is_refused_at_check_time(field) 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("field", REFUSED_BY_PYTHON)
-def test_spark_runs_the_patterns_the_python_engine_refuses(events, field) -> None:
-    assert len(spark_values(events, f"date_format(first_ts, '{field}')")) == len(ROWS)
+def test_spark_runs_the_patterns_the_python_engine_refuses(answers, field) -> None:
+    assert len(spark_values(answers, f"date_format(first_ts, '{field}')")) == len(ROWS)
 
 
 @pytest.mark.parametrize("field", REFUSED_BY_SPARK)
@@ -608,7 +651,7 @@ RUN_TIME_ERRORS = [  # month(start_date): 10, 12, 1 and 2; only December's row o
 @pytest.mark.spark
 @pytest.mark.parametrize(("expression", "sentence", "fragment", "sparks_kind"), RUN_TIME_ERRORS)
 def test_an_error_at_run_time_is_a_sentence_at_the_expression_that_fails(
-    events, expression, sentence, fragment, sparks_kind
+    answers, expression, sentence, fragment, sparks_kind
 ) -> None:
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
@@ -617,18 +660,21 @@ def test_an_error_at_run_time_is_a_sentence_at_the_expression_that_fails(
     assert "Error:" not in str(error)  # none of DuckDB's own text ("Out of Range Error: ...")
     assert statement(expression)[error.span.start : error.span.end] == fragment, str(error)
     with pytest.raises(Exception) as spark_caught:  # noqa: B017 - Spark's errors at collect() are its own classes
-        spark_values(events, expression)
+        spark_values(answers, expression)
     assert sparks_kind in str(spark_caught.value)
     fragments = [context.fragment() for context in spark_caught.value.getQueryContext()]
     assert fragment in fragments or not fragments  # Spark's cast of a DOUBLE names no place
 
 
+NOT_A_TIME_BESIDE_A_TIME = "upper(s) || (space(2) IN (first_ts, NULL))"
+
+
 @pytest.mark.spark
-def test_text_that_is_not_a_time_beside_a_time_is_sparks_cast_error_at_the_comparison(events) -> None:
+def test_text_that_is_not_a_time_beside_a_time_is_sparks_cast_error_at_the_comparison(answers) -> None:
     """Found by the differential's no-raw-error property: DuckDB's "invalid timestamp field format" is Spark's
     CAST_INVALID_INPUT, as a sentence placed on the IN that compares the text with a TIMESTAMP (Spark's own
     context points at `IN (...)` only)."""
-    expression = "upper(s) || (space(2) IN (first_ts, NULL))"
+    expression = NOT_A_TIME_BESIDE_A_TIME
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     error = caught.value
@@ -638,7 +684,7 @@ def test_text_that_is_not_a_time_beside_a_time_is_sparks_cast_error_at_the_compa
     )
     assert statement(expression)[error.span.start : error.span.end] == "space(2) IN (first_ts, NULL)"
     with pytest.raises(Exception) as spark_caught:  # noqa: B017 - Spark's errors at collect() are its own classes
-        spark_values(events, expression)
+        spark_values(answers, expression)
     assert 'CAST_INVALID_INPUT] The value \'  \' of the type "STRING" cannot be cast to "TIMESTAMP"' in str(
         spark_caught.value
     )
@@ -660,11 +706,14 @@ def test_an_error_passed_on_by_a_subquery_points_at_the_expression_that_fails_in
     assert text[error.span.start : error.span.end] == "9223372036854775796 + month(start_date)", str(error)
 
 
+SPARK_WRAPS_AROUND = "upper(s) || from_unixtime(9223372036854775807 - month(start_date))"
+
+
 @pytest.mark.spark
-def test_a_time_spark_wraps_around_is_the_python_engines_error_with_the_way_to_spark(events) -> None:
+def test_a_time_spark_wraps_around_is_the_python_engines_error_with_the_way_to_spark(answers) -> None:
     """from_unixtime of a number past the range of times: Spark's arithmetic wraps around (a time in 1969),
     DuckDB fails: the error says that the python engine cannot compute it, at the call, and points to Spark."""
-    expression = "upper(s) || from_unixtime(9223372036854775807 - month(start_date))"
+    expression = SPARK_WRAPS_AROUND
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     error = caught.value
@@ -672,7 +721,7 @@ def test_a_time_spark_wraps_around_is_the_python_engines_error_with_the_way_to_s
     assert "as on Spark" not in error.message and "--engine spark" in str(error)
     fragment = statement(expression)[error.span.start : error.span.end]
     assert fragment == "from_unixtime(9223372036854775807 - month(start_date))"
-    assert len(spark_values(events, expression)) == len(ROWS)
+    assert len(spark_values(answers, expression)) == len(ROWS)
 
 
 def test_a_function_sqlglot_does_not_know_is_refused_by_name() -> None:
@@ -789,19 +838,22 @@ TEXT_GIVEN_AS_A_DATE = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", TEXT_GIVEN_AS_A_DATE)
-def test_text_given_to_a_date_function_is_read_as_spark_reads_it(events, expression) -> None:
-    assert python_typed(expression) == spark_typed(events, expression)
+def test_text_given_to_a_date_function_is_read_as_spark_reads_it(answers, expression) -> None:
+    assert python_typed(expression) == spark_typed(answers, expression)
+
+
+SPARK_TAKES_NO_TEXT = ["unix_date('1970-01-02')", "unix_seconds(s)", "unix_millis('2021')"]
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("expression", ["unix_date('1970-01-02')", "unix_seconds(s)", "unix_millis('2021')"])
-def test_a_function_spark_gives_no_text_refuses_it_on_both(events, expression) -> None:
+@pytest.mark.parametrize("expression", SPARK_TAKES_NO_TEXT)
+def test_a_function_spark_gives_no_text_refuses_it_on_both(answers, expression) -> None:
     """unix_date, unix_seconds and unix_millis take no text on Spark (a type error, no implicit cast)."""
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     assert caught.value.code == "E0250" and "not text" in str(caught.value) and caught.value.span.column > 1
     with pytest.raises(Exception):  # noqa: B017 - Spark's errors are its own classes
-        spark_values(events, expression)
+        spark_values(answers, expression)
 
 
 # Spark's CAST of text to a DATE or TIMESTAMP at its edges: each reads the same value on both engines, or
@@ -846,27 +898,30 @@ TEXT_EDGES = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", TEXT_EDGES)
-def test_text_read_as_a_date_at_its_edges_is_sparks_reading(events, expression) -> None:
+def test_text_read_as_a_date_at_its_edges_is_sparks_reading(answers, expression) -> None:
     """Spark's value, or Spark's error at the expression, or a refusal before running where Spark reads it."""
     try:
         python = python_values(expression)
     except cep.CepError as error:
         assert error.code in ("E0250", "E0252") and error.span.column > len("SELECT"), str(error)
         if error.code == "E0252":
-            assert len(spark_values(events, expression)) == len(ROWS)
+            assert len(spark_values(answers, expression)) == len(ROWS)
         else:
             with pytest.raises(Exception):  # noqa: B017 - Spark's errors at collect() are its own classes
-                spark_values(events, expression)
+                spark_values(answers, expression)
     else:
-        assert python == spark_values(events, expression)
+        assert python == spark_values(answers, expression)
+
+
+COMPUTED_SPECIAL_VALUE_WITH_A_ZONE = "CAST(concat('today', ' UTC') AS DATE) = current_date()"
 
 
 @pytest.mark.spark
-def test_a_computed_special_value_with_a_zone_says_that_spark_reads_it(events) -> None:
+def test_a_computed_special_value_with_a_zone_says_that_spark_reads_it(answers) -> None:
     """Spark reads 'today UTC' in that zone; the python engine cannot (a literal one is refused before
     running), and its error says that Spark gives a value, not that Spark fails too."""
-    expression = "CAST(concat('today', ' UTC') AS DATE) = current_date()"
-    assert spark_values(events, expression) == [True] * len(ROWS)
+    expression = COMPUTED_SPECIAL_VALUE_WITH_A_ZONE
+    assert spark_values(answers, expression) == [True] * len(ROWS)
     with pytest.raises(cep.CepError) as caught:
         python_values(expression)
     said = str(caught.value)

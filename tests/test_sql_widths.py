@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 import cep
+from tests.spark_answers import SparkAnswers, select_list
 from tests.test_sql_differential import spark_name_of_arrow
 
 TABLE = "sqlw_events"
@@ -43,8 +44,13 @@ HEAD = (
 )
 
 
+def select_statement(columns: list[tuple[str, str]]) -> str:
+    """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
+    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
+
+
 def statement(expression: str) -> str:
-    return HEAD + f"SELECT {expression} AS v FROM m ORDER BY id"
+    return select_statement([("v", expression)])
 
 
 def python_typed(expression: str) -> tuple[list, str]:
@@ -53,15 +59,16 @@ def python_typed(expression: str) -> tuple[list, str]:
     return out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type)
 
 
-def spark_typed(spark, expression: str) -> tuple[list, str]:
-    frame = cep.sql(spark, statement(expression))
-    return [row["v"] for row in frame.collect()], frame.schema["v"].dataType.simpleString()
-
-
 @pytest.fixture(scope="module")
 def events(spark):
     spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA).createOrReplaceTempView(TABLE)
     return spark
+
+
+@pytest.fixture(scope="module")
+def answers(events) -> SparkAnswers:
+    """Spark's value and type for every case of this file, from a few queries (tests/spark_answers.py)."""
+    return SparkAnswers(events, select_statement, TYPED, expected_to_fail=OVERFLOWS)
 
 
 TYPED = [
@@ -102,8 +109,8 @@ TYPED = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", TYPED)
-def test_the_python_engine_gives_sparks_exact_type(events, expression) -> None:
-    assert python_typed(expression) == spark_typed(events, expression)
+def test_the_python_engine_gives_sparks_exact_type(answers, expression) -> None:
+    assert python_typed(expression) == answers[expression].typed()
 
 
 # INT arithmetic past INT's range: Spark's ANSI overflow error; a BIGINT (the python engine's width before)
@@ -113,9 +120,9 @@ OVERFLOWS = ["i - 1", "-i", "abs(i)", "i * 2", "length(s) * 1000000000", "(i + i
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", OVERFLOWS)
-def test_int_arithmetic_overflows_as_on_spark(events, expression) -> None:
+def test_int_arithmetic_overflows_as_on_spark(answers, expression) -> None:
     with pytest.raises(cep.CepError) as caught:
         python_typed(expression)
     assert "overflow" in str(caught.value), str(caught.value)
     with pytest.raises(Exception, match="(?i)overflow"):  # noqa: B017 - Spark's error at collect() is its own class
-        spark_typed(events, expression)
+        answers[expression].values()

@@ -1,0 +1,123 @@
+"""Spark's answers for many expressions over the same rows, from a few Spark queries instead of one a case.
+
+A parametrized SQL test compares the python engine's answer for one expression with Spark's. Each Spark query
+pays Spark's planning, code generation and job scheduling (and the clause's match job), about 0.3-1 s here,
+against a few milliseconds for the python engine; run once per case, that was most of the SQL files' time. So
+a module asks for all its expressions at once: they are selected side by side, in chunks of
+``EXPRESSIONS_A_QUERY``, by one statement over the same rows, and each case then reads its own column
+(its values, and its type from the batched frame's schema: the type a query of that expression alone has).
+
+A chunk Spark refuses or fails on is split in halves until each failing expression runs alone, in exactly
+the statement a single case would run, so that a case's error (its class, its message, the fragment Spark's
+query context names) is the one Spark gives for that expression alone. Expressions a module expects Spark to
+refuse go straight to their own query (``alone=True``): bisecting a chunk of failures costs more queries than
+it saves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import cep
+
+# Wide enough that a file's cases need a handful of queries; narrow enough that Spark's generated code stays
+# small (a few hundred columns make its planning slower than the queries they replace) and that a failing
+# chunk costs few halvings.
+EXPRESSIONS_A_QUERY = 40
+
+
+@dataclass(frozen=True)
+class SparkAnswer:
+    """One expression's column: its values in the statement's row order and Spark's type name
+    (``simpleString``), or the exception Spark raised for that expression alone."""
+
+    expression: str
+    column: tuple | None
+    type_name: str | None
+    error: Exception | None
+
+    def values(self) -> list:
+        """The column's values; Spark's own exception, raised again, where Spark failed."""
+        if self.error is not None:
+            raise self.error
+        return list(self.column)
+
+    def typed(self) -> tuple[list, str]:
+        """The values and Spark's type name, as a case compares them with the python engine's."""
+        return self.values(), self.type_name
+
+
+def select_list(columns: list[tuple[str, str]]) -> str:
+    """``expression AS name, ...``: the select list of a statement that gives each expression its column."""
+    return ", ".join(f"{expression} AS {name}" for name, expression in columns)
+
+
+# statement(columns) -> the SQL text that selects each (name, expression) of ``columns`` as a column ``name``
+Statement = Callable[[list[tuple[str, str]]], str]
+
+
+class SparkAnswers:
+    """Spark's answer for each expression given, computed on first use: ``answers[expression]``.
+
+    ``statement`` builds the query from (name, expression) pairs; an expression alone is named ``alone_name``
+    (the name a case's own query gave it). ``expected_to_fail`` expressions run alone, once each."""
+
+    def __init__(
+        self,
+        spark,
+        statement: Statement,
+        expressions: Iterable[str],
+        *,
+        expected_to_fail: Iterable[str] = (),
+        alone_name: str = "v",
+    ) -> None:
+        self.spark, self.statement, self.alone_name = spark, statement, alone_name
+        self.pending = list(dict.fromkeys(expressions))
+        self.alone = list(dict.fromkeys(expected_to_fail))
+        self.answers: dict[str, SparkAnswer] = {}
+        self.queries = 0
+
+    def __getitem__(self, expression: str) -> SparkAnswer:
+        if expression not in self.answers:
+            if expression in self.pending or expression in self.alone:
+                self.compute()
+            if expression not in self.answers:  # not given up front: its own query
+                self.answers[expression] = self.run_alone(expression)
+        return self.answers[expression]
+
+    def compute(self) -> None:
+        pending, alone = self.pending, self.alone
+        self.pending, self.alone = [], []
+        for start in range(0, len(pending), EXPRESSIONS_A_QUERY):
+            self.run_together(pending[start : start + EXPRESSIONS_A_QUERY])
+        for expression in alone:
+            self.answers[expression] = self.run_alone(expression)
+
+    def run_together(self, expressions: list[str]) -> None:
+        if len(expressions) == 1:
+            self.answers[expressions[0]] = self.run_alone(expressions[0])
+            return
+        names = [f"v{n}" for n in range(len(expressions))]
+        try:
+            rows, types = self.collect(list(zip(names, expressions)))
+        except Exception:  # noqa: BLE001 - Spark's errors are its own classes: find the expressions that fail
+            half = len(expressions) // 2
+            self.run_together(expressions[:half])
+            self.run_together(expressions[half:])
+            return
+        for name, expression in zip(names, expressions):
+            self.answers[expression] = SparkAnswer(expression, tuple(row[name] for row in rows), types[name], None)
+
+    def run_alone(self, expression: str) -> SparkAnswer:
+        try:
+            rows, types = self.collect([(self.alone_name, expression)])
+        except Exception as error:  # noqa: BLE001 - kept, and raised again by the case that reads it
+            return SparkAnswer(expression, None, None, error)
+        return SparkAnswer(expression, tuple(row[self.alone_name] for row in rows), types[self.alone_name], None)
+
+    def collect(self, columns: list[tuple[str, str]]) -> tuple[list, dict[str, str]]:
+        self.queries += 1
+        frame = cep.sql(self.spark, self.statement(columns))
+        rows = frame.collect()
+        return rows, {field.name: field.dataType.simpleString() for field in frame.schema.fields}
