@@ -20,6 +20,7 @@ from cep.duckdb_nodes import (
     type_of,
 )
 from cep.duckdb_typeof import SPARK_TYPEOF, spark_simple_string
+from cep.duckdb_years import date_of_unix_day, spark_time_text
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
@@ -104,7 +105,7 @@ def spark_meaning(node, types: dict[int, str]):
     if isinstance(node, exp.Sign):
         return _java_signum(node)
     if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+        return date_of_unix_day(node)
     if isinstance(node, exp.Format):  # sqlglot writes DuckDB's format(), whose {} placeholders leave '%s' as text
         raise Refusal(
             "the python engine cannot run FORMAT_STRING as Spark does (Java's %s and %d specifiers)", *place_of(node)
@@ -142,6 +143,7 @@ def spark_meaning(node, types: dict[int, str]):
                 "notation, 1.0E10); cast it to DECIMAL first",
                 *place_of(node),
             )
+        return _times_as_spark_text(node, operands, types)
     if type(node).__name__ in COMPARISONS:
         return _text_comparison(node, types)
     if isinstance(node, (exp.Between, exp.In)):
@@ -153,6 +155,19 @@ def spark_meaning(node, types: dict[int, str]):
     ):
         return _java_text(node)
     return None
+
+
+def _times_as_spark_text(node, operands: list, types: dict[int, str]):
+    """A concatenation with its DATE and TIMESTAMP operands written as Spark's CAST writes them (the years
+    outside 1-9999 too: +10183-09-21), not as DuckDB's implicit cast does; None when it has none."""
+    timed = [index for index, operand in enumerate(operands) if type_of(operand, types) in ("DATE", *TIME_TYPES)]
+    if not timed:
+        return None
+    new = node.copy()
+    copied = [new.this, new.expression] if len(operands) == 2 and operands[0] is node.this else new.expressions
+    for index in timed:
+        copied[index].replace(spark_time_text(copied[index].copy()))
+    return new
 
 
 def _java_signum(node):

@@ -940,7 +940,11 @@ def python_answers(shape: str, items: list[tuple[str, str]], table: pa.Table) ->
 
 
 def is_refusal(error: cep.CepError) -> bool:
-    """A refusal before running: E0252 or E0247, which points to Spark."""
+    """A refusal before running: E0252 or E0247, which points to Spark. Or one at run time for a value the
+    python engine cannot hold where Spark gives one (a date of DuckDB's infinities, a time past DuckDB's
+    range): it cannot be told before the row is read, and it says so at the expression, pointing to Spark."""
+    if error.code == "E0250" and str(error).count("the python engine cannot compute this"):
+        return "--engine spark" in str(error)
     return error.code in ("E0252", "E0247") and "--engine spark" in str(error)
 
 
