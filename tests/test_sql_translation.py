@@ -259,6 +259,32 @@ def test_aggregates_the_differential_found_are_sparks_answer(events, expression)
     assert pa.types.is_floating(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "double"
 
 
+# Spark counts the rows where its analyser deems the argument never NULL (NullPropagation), the invalid day 35
+# never computed; where an operand is a column it computes it, and fails (the last).
+COUNTS_UNEVALUATED = [
+    "count(datediff(MINUTE, make_timestamp(2020, 7, 35, 1, 1, 1), TIMESTAMP '2021-01-01 00:00:00'))",
+    "count(timestampdiff(HOUR, make_timestamp(2020, 7, 35, 1, 1, 1), make_timestamp(2020, 7, 3, 1, 1, 1)))",
+    "count(year(make_timestamp(2020, 7, 35, 1, 1, 1)) + 1)",
+    "count(make_timestamp(2020, 7, 35, 1, 1, 1) + INTERVAL 1 HOUR)",
+    "count(make_timestamp(2020, 7, 35, 1, 1, 1) > TIMESTAMP '2021-01-01 00:00:00')",
+    "count(timestampadd(MINUTE, 3, make_timestamp(2020, 7, 35, 1, 1, 1)))",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", COUNTS_UNEVALUATED)
+def test_a_count_spark_leaves_unevaluated_is_sparks_count(events, expression) -> None:
+    text = HEAD + f"SELECT {expression} AS v FROM m"
+    python = cep.compile_sql(text).run({TABLE: pa.Table.from_pylist(ROWS, schema=ARROW)}, kind="rows")
+    assert [row["v"] for row in python] == [row["v"] for row in cep.sql(events, text).collect()] == [len(ROWS)]
+
+
+def test_a_count_of_a_column_s_time_computes_it() -> None:
+    text = HEAD + "SELECT count(datediff(MINUTE, make_timestamp(2020, 7, 35, 1, 1, 1), first_ts)) AS v FROM m"
+    with pytest.raises(cep.CepError, match="MAKE_TIMESTAMP: a field is out of its range"):
+        cep.compile_sql(text).run({TABLE: pa.Table.from_pylist(ROWS, schema=ARROW)}, kind="rows")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", ["corr(x, 2)", "corr(x, CASE WHEN x > 0 THEN 1 END)"])
 def test_corr_of_a_value_that_does_not_vary_fails_on_both(events, expression) -> None:
