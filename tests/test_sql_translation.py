@@ -259,6 +259,37 @@ def test_aggregates_the_differential_found_are_sparks_answer(events, expression)
     assert pa.types.is_floating(python.schema.field("v").type) and spark.schema["v"].dataType.simpleString() == "double"
 
 
+# A bare interval as a result column: Spark's day-time interval (`interval day`, `interval day to second`,
+# `interval hour`) is a timedelta in PySpark and a duration in microseconds in Arrow; DuckDB's (months, days,
+# nanoseconds) is converted to it.
+BARE_INTERVALS = [
+    "INTERVAL '1' DAY",
+    "first_ts - TIMESTAMP '2020-01-01 00:00:00'",
+    "start_date - DATE '2020-01-01'",
+    "INTERVAL 3 HOURS",
+    "INTERVAL '3 04:05:06.5' DAY TO SECOND",
+    "-(first_ts - TIMESTAMP '2021-03-28 02:00:00')",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", BARE_INTERVALS)
+def test_a_bare_interval_is_sparks_timedelta(events, expression) -> None:
+    python, spark = python_typed(expression), spark_typed(events, expression)
+    assert python == spark and python[1] == "timedelta", (python, spark)
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    arrow = cep.compile_sql(statement(expression)).run({TABLE: table}, kind="arrow")
+    assert arrow.schema.field("v").type == pa.duration("us")  # Spark's Arrow type of a day-time interval
+
+
+def test_a_bare_interval_of_months_is_refused_naming_the_column() -> None:
+    """Spark's year-month interval, which PySpark cannot collect ("YearMonthIntervalType.fromInternal is not
+    implemented"): refused, not DuckDB's (months, days, nanoseconds)."""
+    with pytest.raises(cep.CepError) as caught:
+        python_values("INTERVAL '1-2' YEAR TO MONTH")
+    assert caught.value.code == "E0252" and "column v holds an interval of months" in str(caught.value)
+
+
 # Spark counts the rows where its analyser deems the argument never NULL (NullPropagation), the invalid day 35
 # never computed; where an operand is a column it computes it, and fails (the last).
 COUNTS_UNEVALUATED = [
