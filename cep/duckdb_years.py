@@ -128,7 +128,11 @@ def date_of_unix_day(node):
         "DATE",
         spark_fails=False,
     )
-    days = exp.Add(this=exp.Cast(this=exp.Literal.string("1970-01-01"), to=exp.DataType.build("DATE")), expression=day)
+    # An INTEGER: DuckDB adds no BIGINT to a DATE (Spark casts the argument to its INT)
+    whole = exp.Cast(this=day.copy(), to=exp.DataType.build("INTEGER"))
+    days = exp.Add(
+        this=exp.Cast(this=exp.Literal.string("1970-01-01"), to=exp.DataType.build("DATE")), expression=whole
+    )
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=day.copy(), expression=exp.Null()), true=exp.Null()),
