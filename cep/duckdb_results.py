@@ -250,7 +250,7 @@ _RUN_TIME: tuple[tuple[str, str], ...] = (
     (r"Epoch seconds out of range for ", _ENGINE_ONLY + ": the seconds since 1970 are out of the TIMESTAMP range"),
     (
         r"Date and time not in timestamp range$|Date out of range$",
-        _ENGINE_ONLY + ": the result is out of the range of dates and times (years 1 to 9999)",
+        _ENGINE_ONLY + ": the result is out of the range of DuckDB's dates and times",
     ),
 )
 _ERROR_KIND = re.compile(r"^(?:[A-Z][a-z]+ )+Error: ")
