@@ -341,6 +341,11 @@ def _translate(node, types: dict[int, str]):
     as_numbers = text_literals_as_numbers(node, types, _cast)
     if as_numbers is not None:
         return as_numbers
+    if isinstance(node, (exp.BitwiseOrAgg, exp.BitwiseAndAgg, exp.BitwiseXorAgg)):
+        # Spark's bit_or takes an integer only; sqlglot's DuckDB form casts an operand it types otherwise (its
+        # round(b, -2) is a DOUBLE) to INT, which fails past INT's range where Spark's BIGINT does not.
+        name = {"BitwiseOrAgg": "bit_or", "BitwiseAndAgg": "bit_and", "BitwiseXorAgg": "bit_xor"}[type(node).__name__]
+        return call_duck(name, node.this.copy())
     meant = spark_meaning(node, types)
     if meant is not None:
         return meant

@@ -228,6 +228,8 @@ FOUND_BY_THE_DIFFERENTIAL = [
     "3000000000 + month(start_date)",
     "month(start_date) * -3000000000",
     "9223372036854775795 + month(start_date)",
+    "bit_or(round(unix_timestamp(first_ts) * 1000000, -2)) OVER ()",  # a BIGINT (sqlglot cast it to INT)
+    "bit_xor(round(unix_timestamp(first_ts), -1)) OVER ()",
 ]
 FOUND_AGGREGATES = [
     "percentile_disc(0.25) WITHIN GROUP (ORDER BY year(start_date))",  # a DOUBLE (DuckDB keeps the integer)
