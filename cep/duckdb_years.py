@@ -110,7 +110,7 @@ def written_with_years(moment, pattern: str):
     joined = parts[0]
     for part in parts[1:]:
         joined = exp.DPipe(this=joined, expression=part)
-    return joined
+    return _text(joined)  # typed as text where the translation reads its type (EXTRACT of text casts it)
 
 
 def date_of_unix_day(node):
