@@ -20,6 +20,7 @@ from cep.duckdb_nodes import (
     type_of,
 )
 from cep.duckdb_typeof import SPARK_TYPEOF, spark_simple_string
+from cep.duckdb_years import date_of_unix_day, spark_time_text
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
 
@@ -104,7 +105,7 @@ def spark_meaning(node, types: dict[int, str]):
     if isinstance(node, exp.Sign):
         return _java_signum(node)
     if isinstance(node, exp.DateFromUnixDate):  # a DATE, not sqlglot's DATE + INTERVAL (a TIMESTAMP)
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+        return date_of_unix_day(node)
     if isinstance(node, exp.Format):  # sqlglot writes DuckDB's format(), whose {} placeholders leave '%s' as text
         raise Refusal(
             "the python engine cannot run FORMAT_STRING as Spark does (Java's %s and %d specifiers)", *place_of(node)
@@ -142,6 +143,7 @@ def spark_meaning(node, types: dict[int, str]):
                 "notation, 1.0E10); cast it to DECIMAL first",
                 *place_of(node),
             )
+        return _times_as_spark_text(node, operands, types)
     if type(node).__name__ in COMPARISONS:
         return _text_comparison(node, types)
     if isinstance(node, (exp.Between, exp.In)):
@@ -153,6 +155,19 @@ def spark_meaning(node, types: dict[int, str]):
     ):
         return _java_text(node)
     return None
+
+
+def _times_as_spark_text(node, operands: list, types: dict[int, str]):
+    """A concatenation with its DATE and TIMESTAMP operands written as Spark's CAST writes them (the years
+    outside 1-9999 too: +10183-09-21), not as DuckDB's implicit cast does; None when it has none."""
+    timed = [index for index, operand in enumerate(operands) if type_of(operand, types) in ("DATE", *TIME_TYPES)]
+    if not timed:
+        return None
+    new = node.copy()
+    copied = [new.this, new.expression] if len(operands) == 2 and operands[0] is node.this else new.expressions
+    for index in timed:
+        copied[index].replace(spark_time_text(copied[index].copy()))
+    return new
 
 
 def _java_signum(node):
@@ -315,9 +330,36 @@ def _never_null(node) -> bool:
         return _never_null(node.this)
     if isinstance(node, exp.TimestampFromParts):
         return all(_never_null(part) for key, part in node.args.items() if part is not None and key != "zone")
+    if type(node) is exp.Cast and isinstance(node.this, exp.Literal) and node.this.is_string:
+        return node.to.is_type("date", "timestamp", "timestamptz")  # DATE '...', TIMESTAMP '...': Spark's literals
+    if isinstance(node, exp.Interval):  # INTERVAL 1 HOUR
+        return isinstance(node.this, exp.Literal)
+    if isinstance(node, exp.TsOrDsToDate) and node.args.get("format") is not None:
+        return False  # to_date(s, pattern): nullable on Spark
+    if type(node).__name__ in _NULL_INTOLERANT_TIMES:
+        operands = [part for key, part in node.args.items() if key != "unit" and isinstance(part, exp.Expression)]
+        return all(_never_null(part) and not _is_text_literal(part) for part in operands)
     if isinstance(node, exp.Coalesce):
         return any(_never_null(part) for part in (node.this, *node.expressions))
     return False
+
+
+# Spark's expressions over times that are NULL only where an operand is (NullIntolerant, nullable as their
+# operands), so Spark's NullPropagation counts them unevaluated when their operands are never NULL
+# (count(datediff(MINUTE, make_timestamp(2020, 7, 35, 1, 1, 1), TIMESTAMP '2021-01-01 00:00:00')) is the count
+# of rows on Spark, the invalid day never computed); checked one by one against Spark in
+# tests/test_sql_spark_library.py. Not DATE_TRUNC: Spark deems it nullable, and evaluates it.
+_NULL_INTOLERANT_TIMES = frozenset(
+    ("DateDiff", "TimestampDiff", "TimestampAdd", "TsOrDsToDate", "Year", "Month", "Hour")
+    + ("GT", "GTE", "LT", "LTE", "EQ", "NEQ")
+)
+
+
+def _is_text_literal(node) -> bool:
+    """Text Spark would cast to a time first: its cast may be nullable, so such an operand is left to run."""
+    from sqlglot import exp
+
+    return isinstance(node, exp.Literal) and node.is_string
 
 
 _MAKE_TIMESTAMP_RANGES = (("month", 1, 12), ("day", 1, 31), ("hour", 0, 23), ("min", 0, 59))

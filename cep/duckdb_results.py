@@ -77,6 +77,28 @@ def hugeints_as_bigints(table, kinds: list[str]):
     return table
 
 
+def intervals_as_durations(table):
+    """``table`` (a DuckDB result) with its INTERVAL columns as Spark returns a day-time interval (``ts2 - ts1``,
+    ``d2 - d1``, ``INTERVAL '1' DAY``): a duration in microseconds (a Python timedelta), not DuckDB's (months,
+    days, nanoseconds). A column that holds months is Spark's year-month interval (``INTERVAL '1' MONTH``),
+    which PySpark cannot even collect: refused, naming the column."""
+    import pyarrow as pa
+
+    for index, field in enumerate(table.schema):
+        if not pa.types.is_interval(field.type):
+            continue
+        values = table.column(index).to_pylist()
+        if any(value is not None and value.months for value in values):
+            raise Refusal(
+                f"column {field.name} holds an interval of months or years (Spark's year-month interval), which "
+                "the python engine cannot return as Spark does: add it to a DATE or TIMESTAMP"
+            )
+        micros = [None if v is None else v.days * 86_400_000_000 + v.nanoseconds // 1000 for v in values]
+        column = pa.array(micros, pa.int64()).cast(pa.duration("us"))
+        table = table.set_column(index, pa.field(field.name, pa.duration("us")), column)
+    return table
+
+
 # The days and microseconds since 1970 of the first and last times Python's dates hold (0001-01-01 and
 # 9999-12-31 23:59:59.999999), which the python engine's results are read as.
 _PYTHON_DAYS = (-719162, 2932896)
@@ -228,7 +250,7 @@ _RUN_TIME: tuple[tuple[str, str], ...] = (
     (r"Epoch seconds out of range for ", _ENGINE_ONLY + ": the seconds since 1970 are out of the TIMESTAMP range"),
     (
         r"Date and time not in timestamp range$|Date out of range$",
-        _ENGINE_ONLY + ": the result is out of the range of dates and times (years 1 to 9999)",
+        _ENGINE_ONLY + ": the result is out of the range of DuckDB's dates and times",
     ),
 )
 _ERROR_KIND = re.compile(r"^(?:[A-Z][a-z]+ )+Error: ")

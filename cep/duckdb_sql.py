@@ -75,6 +75,7 @@ from cep.duckdb_try_arithmetic import try_arithmetic
 from cep.duckdb_typeof import spark_typeof
 from cep.duckdb_types import annotated_types
 from cep.duckdb_widths import cast_to_width, int_literals_beside_narrow_integers, spark_width
+from cep.duckdb_years import spark_time_text, written_with_years
 from cep.grammar.functions import (
     DATETIME_PARSERS,
     DATETIME_PATTERN_ARGUMENT,
@@ -340,6 +341,11 @@ def _translate(node, types: dict[int, str]):
     as_numbers = text_literals_as_numbers(node, types, _cast)
     if as_numbers is not None:
         return as_numbers
+    if isinstance(node, (exp.BitwiseOrAgg, exp.BitwiseAndAgg, exp.BitwiseXorAgg)):
+        # Spark's bit_or takes an integer only; sqlglot's DuckDB form casts an operand it types otherwise (its
+        # round(b, -2) is a DOUBLE) to INT, which fails past INT's range where Spark's BIGINT does not.
+        name = {"BitwiseOrAgg": "bit_or", "BitwiseAndAgg": "bit_and", "BitwiseXorAgg": "bit_xor"}[type(node).__name__]
+        return call_duck(name, node.this.copy())
     meant = spark_meaning(node, types)
     if meant is not None:
         return meant
@@ -548,6 +554,8 @@ def _cast(node, types: dict[int, str]):
         return cast(exp.Div(this=call_duck("epoch_us", operand), expression=exp.Literal.number("1e6")))
     if target in FRACTIONAL and source in TEXT_TYPES:
         return text_to_fraction(operand, to, target, safe, place_of(node))
+    if target in TEXT_TYPES + ("STRING",) and (source == "DATE" or source in TIME_TYPES):
+        return cast(spark_time_text(operand))  # Spark's text of the years outside 1-9999 (+10183-09-21)
     if target in TEXT_TYPES + ("STRING",) and source in ("DOUBLE", "FLOAT"):
         raise Refusal(
             f"the python engine cannot write a {source} as text as Spark does (Java's notation, "
@@ -613,8 +621,11 @@ def _own_function(name: str, node, types: dict[int, str]):
     if name == "FROM_UNIXTIME" and 1 <= len(args) <= 2:
         # sqlglot's own reading of the pattern is approximate ('EEEEE', which Spark refuses, became '%A%a'):
         # the pattern checked field by field, then sqlglot's DuckDB form of the call.
-        pattern = _check_pattern(name, args[1:] or [exp.Literal.string(_SPARK_DEFAULT_PATTERN)], where)
-        return exp.UnixToStr(this=args[0], format=exp.Literal.string(pattern))
+        spark_pattern = args[1] if len(args) > 1 else exp.Literal.string(_SPARK_DEFAULT_PATTERN)
+        pattern = _check_pattern(name, [spark_pattern], where)
+        moment = exp.Cast(this=exp.UnixToTime(this=args[0]), to=exp.DataType.build("TIMESTAMP"))
+        with_years = written_with_years(moment, spark_pattern.this)
+        return with_years or exp.UnixToStr(this=args[0], format=exp.Literal.string(pattern))
     if name == "UNIX_TIMESTAMP" and not args:
         return epoch_seconds(exp.CurrentTimestamp())
     if name == "TO_CHAR" and len(args) != 2:
@@ -646,9 +657,9 @@ def _own_function(name: str, node, types: dict[int, str]):
     parsing = name in DATETIME_PARSERS
     duck_pattern = _check_pattern(name, args[1:], where)
     if not parsing:
-        return call_duck(
-            "strftime", exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP")), exp.Literal.string(duck_pattern)
-        )
+        moment = exp.Cast(this=value, to=exp.DataType.build("TIMESTAMP"))
+        with_years = written_with_years(moment, pattern.this)
+        return with_years or call_duck("strftime", moment, exp.Literal.string(duck_pattern))
     # Spark's fields are fixed-width (MM is two digits); DuckDB's strptime also reads '1' for %m: the text
     # must be what the pattern writes of the value read. try_strptime: a text that does not parse at all
     # meets the same error as one that does not fit, with its place (strptime's own names neither).

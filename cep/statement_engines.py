@@ -22,6 +22,7 @@ from cep.duckdb_results import (
     explain_duck_error,
     failing_expression,
     hugeints_as_bigints,
+    intervals_as_durations,
     ran_into,
     refuse_times_python_cannot_hold,
     spark_types,
@@ -321,6 +322,7 @@ class DuckEngine:
         """The result of ``text`` (Spark SQL) run in DuckDB, as an Arrow table."""
         relation = self.bound(text)
         table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
+        table = intervals_as_durations(table)
         refuse_times_python_cannot_hold(table)
         return table
 

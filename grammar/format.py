@@ -123,7 +123,8 @@ def _ident(identifier: ast.Identifier) -> str:
 
 
 def _string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+    # a backslash doubled: Spark's parser (and cep's) reads one as the start of an escape
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 # -------------------------------------------------------------------------------------- patterns

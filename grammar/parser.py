@@ -47,6 +47,7 @@ from cep.grammar.tokens import (
     scan,
     significant,
     span_of,
+    spark_unescaped,
     split_statements,
 )
 from cep.grammar.tokens import token_span as _token_span
@@ -286,7 +287,7 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Literal(_span(meta), "decimal", decimal.Decimal(children[0]), str(children[0]))
 
     def string_literal(self, meta, children):
-        value = _unquote(children[0], "'")
+        value = spark_unescaped(_unquote(children[0], "'"))
         return ast.Literal(_span(meta), "string", value, value)
 
     def true_literal(self, meta, children):

@@ -82,12 +82,33 @@ class ScanToken(NamedTuple):
 
 _SCAN = re.compile(
     r"""(?P<space>\s+) | (?P<comment>--[^\n]*) | (?P<block>/\*[\s\S]*?(?:\*/|\Z))
-      | (?P<string>'(?:[^']|'')*(?:'|\Z)) | (?P<quoted>"(?:[^"]|"")*(?:"|\Z)|`(?:[^`]|``)*(?:`|\Z))
+      | (?P<string>'(?:[^'\\]|''|\\[\s\S])*(?:'|\Z)) | (?P<quoted>"(?:[^"]|"")*(?:"|\Z)|`(?:[^`]|``)*(?:`|\Z))
       | (?P<word>[^\W\d]\w*) | (?P<number>\d[\w.]*) | (?P<open>[(\[]) | (?P<close>[)\]]) | (?P<semi>;)
       | (?P<other>.)""",
     re.VERBOSE,
 )
 TRIVIA = frozenset({"space", "comment", "block"})
+
+# Spark's parser reads a backslash in a string literal as an escape (spark.sql.parser.escapedStringLiterals is
+# false by default): `'\\'` is one backslash, `'\n'` a newline, `'\101'` the octal A, `'\u0041'` A, `'\%'` and
+# `'\_'` keep their backslash (LIKE's escapes), any other character stands for itself (`'\q'` is q). Checked
+# against Spark in tests/test_sql_regex.py, so that a literal in DEFINE or MEASURES is the same text as outside.
+_SPARK_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[0-3][0-7]{2}|[\s\S])")
+_SPARK_ESCAPED = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "%": "\\%", "_": "\\_"}
+
+
+def spark_unescaped(text: str) -> str:
+    """The text of a string literal (between its quotes) as Spark's parser reads it: its backslash escapes."""
+
+    def one(found: re.Match) -> str:
+        escaped = found.group(1)
+        if len(escaped) == 5:
+            return chr(int(escaped[1:], 16))
+        if len(escaped) == 3:
+            return chr(int(escaped, 8))
+        return _SPARK_ESCAPED.get(escaped, escaped)
+
+    return _SPARK_ESCAPE.sub(one, text) if "\\" in text else text
 
 
 def scan(text: str) -> list[ScanToken]:

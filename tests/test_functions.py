@@ -303,7 +303,9 @@ def test_a_trailing_escape_is_an_error_with_a_position_in_the_query_or_at_run_ti
 
 
 def test_a_backreference_is_refused_and_said_why() -> None:
-    error = _error("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A) DEFINE A AS REGEXP_LIKE(note, '(a)\\1'))")
+    error = _error(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A) DEFINE A AS REGEXP_LIKE(note, '(a)\\\\1'))"
+    )
     assert error.code == "E0246" and "backreferences" in error.message
 
 

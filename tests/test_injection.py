@@ -91,10 +91,11 @@ ATTEMPTS: dict[str, tuple[str, object]] = {
     "template syntax": (measure("'${jndi:ldap://x} {{7*7}} <%= 7 %>'"), Plain("${jndi:ldap://x} {{7*7}} <%= 7 %>")),
     "{0} as a quoted column": (measure('"{0}"'), Plain(11)),
     "{0} in a concatenation": (measure("CONCAT('{0}', '{1}')"), Plain("{0}{1}")),
-    # --- quotes and backslashes (SQL has no backslash escapes)
-    "backslash in a string": (measure("'a\\b'"), Plain("a\\b")),
-    "trailing backslash": (measure("'a\\'"), Plain("a\\")),
-    "backslash-escaped quote is not an escape": (measure("'\\''"), Refused(CepSyntaxError)),
+    # --- quotes and backslashes (Spark's SQL reads backslash escapes: \b is a backspace, \' a quote)
+    "backslash in a string": (measure("'a\\b'"), Plain("a\x08")),
+    "escaped backslash in a string": (measure("'a\\\\b'"), Plain("a\\b")),
+    "trailing backslash escapes the closing quote": (measure("'a\\'"), Refused(CepSyntaxError)),
+    "backslash-escaped quote is an escape, as in Spark": (measure("'\\''"), Plain("'")),
     "backslash in a quoted column": (measure('"a\\b"'), Plain(9)),
     "doubled quote": (measure("'it''s'"), Plain("it's")),
     "SQL injection in a string": (measure("'x''; DROP TABLE t; --'"), Plain("x'; DROP TABLE t; --")),

@@ -360,6 +360,9 @@ TEMPLATES: dict[str, list[str]] = {
         "element_at(map(1, {INT}, 2, {INT}), {index})",
         "strpos({STRING}, 'b')",
         "iff({BOOLEAN}, {INT}, {INT})",
+        "try_add({INT}, {INT})",
+        "try_subtract({INT}, {INT})",
+        "try_multiply({INT}, {INT})",
     ],
     "BIGINT": [
         "b",
@@ -389,6 +392,8 @@ TEMPLATES: dict[str, list[str]] = {
         "abs({BIGINT})",
         "({BIGINT} % {INT})",
         "date_diff(HOUR, {TIMESTAMP}, {TIMESTAMP})",
+        "try_multiply({BIGINT}, {INT})",
+        "try_add({BIGINT}, {BIGINT})",
     ],
     "DOUBLE": [
         "x",
@@ -430,6 +435,9 @@ TEMPLATES: dict[str, list[str]] = {
         "CASE WHEN {BOOLEAN} THEN {INT} ELSE {DOUBLE} END",
         "CAST({ANY} AS REAL)",
         "signum({NUM})",
+        "signum(-0.0D)",
+        "signum({DOUBLE} * -0.0D)",
+        "try_multiply({DOUBLE}, {INT})",
     ],
     "DECIMAL(10,2)": [
         "dec",
@@ -456,6 +464,8 @@ TEMPLATES: dict[str, list[str]] = {
         "greatest({INT}, {DECIMAL(10,2)})",
         "nvl({DECIMAL(10,2)}, {INT})",
         "({DECIMAL(10,2)} + 1.005)",
+        "to_number({STRING}, '999.99')",
+        "try_add({DECIMAL(10,2)}, {INT})",
     ],
     "STRING": [
         "s",
@@ -535,6 +545,19 @@ TEMPLATES: dict[str, list[str]] = {
         "date_format({TIMESTAMP}, '{pattern} {pattern}')",
         "regexp_replace({STRING}, '([a-z])([0-9])', '$2\\\\$1')",
         "regexp_replace({STRING}, '[.|_]', '\\\\$')",
+        "upper({NUM})",
+        "lower({DATE})",
+        "reverse({INT})",
+        "initcap({BOOLEAN})",
+        "upper({TIMESTAMP})",
+        "typeof({ANY})",
+        "typeof({ARRAY})",
+        "soundex({STRING})",
+        "regexp_replace({STRING}, '(?<=a)b', 'X')",
+        "regexp_extract({STRING}, '(a)(?=b)', 1)",
+        "CAST(date_from_unix_date({INT}) AS STRING)",
+        "concat('d', date_from_unix_date({INT} * 3))",
+        "date_format(date_from_unix_date({INT} * 7), '{pattern}')",
     ],
     "DATE": [
         "d",
@@ -595,6 +618,12 @@ TEMPLATES: dict[str, list[str]] = {
         "to_timestamp(date_format({TIMESTAMP}, '{written}'), '{written}')",
         "to_timestamp({STRING}, '{written}')",
         "dateadd(HOUR, {small}, {TIMESTAMP})",
+        "({TIMESTAMP} + INTERVAL '1-2' YEAR TO MONTH)",
+        "({TIMESTAMP} - INTERVAL '3 04:05:06.5' DAY TO SECOND)",
+        "({TIMESTAMP} + INTERVAL '-1 02:03' DAY TO MINUTE)",
+        "({TIMESTAMP} + INTERVAL '10:20' HOUR TO MINUTE)",
+        "({TIMESTAMP} + make_interval(0, {lit_int}, 0, {small}, 0, 0, 1.5))",
+        "({TIMESTAMP} + make_interval({lit_int}, 0, 1, 0, {lit_int}, 30, 0))",
     ],
     "BOOLEAN": [
         "flag",
@@ -646,6 +675,8 @@ TEMPLATES: dict[str, list[str]] = {
         "starts_with({STRING}, 'a')",
         "({STRING} LIKE '%\\_%')",
         "({STRING} NOT ILIKE 'A\\%%')",
+        "({STRING} LIKE 'a!%' ESCAPE '!')",
+        "({STRING} RLIKE '(?<!a)b')",
     ],
 }
 # Arrays (not among ANY's types: a cast of one is another matter), read by index and whole.
@@ -655,7 +686,16 @@ TEMPLATES["ARRAY"] = [
     "sort_array(array({INT}, {INT}, {INT}))",
     "array(1, 2)",
 ]
-ROW_TEMPLATES = ["{ANY}"] * 9 + ["{ARRAY}"]  # a row's value: an array now and then
+# Bare intervals (a result column of its own: Spark's day-time interval is a timedelta; its year-month one,
+# which PySpark cannot collect, is refused by the python engine).
+TEMPLATES["INTERVAL"] = [
+    "({TIMESTAMP} - {TIMESTAMP})",
+    "({DATE} - {DATE})",
+    "INTERVAL '{small}' DAY",
+    "INTERVAL '3 04:05:06.5' DAY TO SECOND",
+    "INTERVAL '1-2' YEAR TO MONTH",
+]
+ROW_TEMPLATES = ["{ANY}"] * 9 + ["{ARRAY}", "{INTERVAL}"]  # a row's value: an array or an interval now and then
 AGGREGATES = [
     "count(*)",
     "count({ANY})",
@@ -878,6 +918,7 @@ def spark_name_of_arrow(kind: pa.DataType) -> str:
         (pa.types.is_timestamp, "timestamp"),
         (pa.types.is_boolean, "boolean"),
         (pa.types.is_null, "void"),
+        (pa.types.is_duration, "interval"),  # Spark's day-time intervals, whichever their fields
     ):
         if test(kind):
             return name
@@ -940,7 +981,11 @@ def python_answers(shape: str, items: list[tuple[str, str]], table: pa.Table) ->
 
 
 def is_refusal(error: cep.CepError) -> bool:
-    """A refusal before running: E0252 or E0247, which points to Spark."""
+    """A refusal before running: E0252 or E0247, which points to Spark. Or one at run time for a value the
+    python engine cannot hold where Spark gives one (a date of DuckDB's infinities, a time past DuckDB's
+    range): it cannot be told before the row is read, and it says so at the expression, pointing to Spark."""
+    if error.code == "E0250" and str(error).count("the python engine cannot compute this"):
+        return "--engine spark" in str(error)
     return error.code in ("E0252", "E0247") and "--engine spark" in str(error)
 
 
@@ -1030,6 +1075,8 @@ def compare(name: str, expression: str, python_answer, spark_answer) -> str | No
             return f"{expression}: python NULL, where every value Spark may pick is one: {spark_values!r}"
         python_values = spark_values = []
     python_type = python_types[name]
+    if re.fullmatch(r"interval (day|hour|minute|second)( to \w+)?", spark_type):  # Arrow has no fields
+        spark_type = "interval"
     if None not in (without_void(python_type), without_void(spark_type)) and python_type != spark_type:
         return f"{expression}: type {python_type} on python, {spark_type} on Spark"
     if len(spark_values) != len(python_values) or not all(map(same_value, python_values, spark_values)):

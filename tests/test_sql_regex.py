@@ -167,8 +167,8 @@ def test_what_re2_reads_as_java_does_is_not_a_java_construct(pattern) -> None:
 
 
 # LIKE inside the clause (MEASURES, DEFINE) against Spark's LIKE outside it, on the same texts: the clause reads
-# its text literals as written (no backslash escapes), Spark's SQL keeps a backslash before _ and %, so these
-# patterns are the same text on both; the clause had no default escape character (Spark's is \).
+# its text literals with Spark's backslash escapes, which keep a backslash before _ and %, so these patterns are
+# the same text on both; the clause had no default escape character (Spark's is \).
 CLAUSE_LIKES = ["'a\\_b'", "'%\\%%'", "'a!_b' ESCAPE '!'", "'a#%b' ESCAPE '#'", "'a!!b' ESCAPE '!'"]
 
 
@@ -190,3 +190,24 @@ def test_like_inside_the_clause_is_sparks_like_outside_it(events, pattern) -> No
     )
     matched = [row["v"] for row in cep.compile_sql(defined).run({TABLE: table}, kind="rows")]
     assert matched == [n for n, hit in enumerate(spark) if hit]
+
+
+# Text literals with backslashes, as SQL text: inside the clause (MEASURES, DEFINE) they are the text Spark's
+# parser reads outside it ('\\' one backslash, '\t' a tab, '\101' the octal A, '\%' keeps its backslash).
+CLAUSE_LITERALS = ["'a\\\\b'", "'\\\\'", "'x\\ty'", "'it\\'s'", "'\\u0041\\101'", "'\\q'", "'a\\\\%'", "'\\%'"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("literal", CLAUSE_LITERALS)
+def test_a_text_literal_inside_the_clause_is_sparks_text_outside_it(events, literal) -> None:
+    texts = ["a\\b", "\\", "x\ty", "it's", "AA", "q", "a\\%", "\\%"]
+    spark = events.sql(f"SELECT {literal} AS v").collect()[0]["v"]
+    events.createDataFrame(list(enumerate(texts)), "id INT, s STRING").createOrReplaceTempView("sqlr_literals")
+    table = pa.Table.from_pylist([{"id": n, "s": s} for n, s in enumerate(texts)], schema=ARROW)
+    measured = (
+        f"SELECT * FROM sqlr_literals MATCH_RECOGNIZE (ORDER BY id MEASURES {literal} AS v, A.id AS n "
+        f"ONE ROW PER MATCH PATTERN (A) DEFINE A AS A.s = {literal}) r"
+    )
+    python = cep.compile_sql(measured).run({"sqlr_literals": table}, kind="rows")
+    on_spark = [row.asDict() for row in cep.sql(events, measured).collect()]
+    assert python == on_spark == [{"v": spark, "n": texts.index(spark)}]

@@ -4,6 +4,8 @@ proleptic calendar (45 BC, 1 BC): the python engine refuses it at the text, neve
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pyarrow as pa
 import pytest
 
@@ -98,3 +100,61 @@ def test_spark_holds_a_result_outside_pythons_years(events) -> None:
     text = cep.sql(events, statement("CAST(DATE '0001-01-01' - INTERVAL 1 DAY AS STRING)")).collect()[0]["v"]
     assert text == "0000-12-31"
     assert cep.sql(events, statement("year(DATE '9999-12-31' + 14)")).collect()[0]["v"] == 10000
+
+
+# Dates past the year 9999 and before the year 1, computed from a row (id is 1, so nothing is folded before
+# running), written as text: Spark's answers on the `spark` fixture (java.time's years: `+10183`, `-0221`, `0000`;
+# DuckDB's own text would be `10183-09-21` and `0222-09-04 (BC)`, its %Y `0004` for Spark's `y` of `4`).
+ALL_ROWS = (
+    f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH PATTERN (A) "
+    "DEFINE A AS TRUE) r)\n"
+)
+SPARK_WRITES_FAR_YEARS = {
+    "CAST(date_from_unix_date(id * 3000000) AS STRING)": "+10183-09-21",
+    "CAST(date_from_unix_date(id * -800000) AS STRING)": "-0221-09-04",
+    "CAST(date_from_unix_date(id * -719163) AS STRING)": "0000-12-31",
+    "concat('d=', date_from_unix_date(id * 3000000))": "d=+10183-09-21",
+    "date_from_unix_date(id * -800000) || ''": "-0221-09-04",
+    "CAST(CAST(date_from_unix_date(id * -800000) AS TIMESTAMP) AS STRING)": "-0221-09-04 00:00:00",
+    "date_format(date_from_unix_date(id * 3000000), 'yyyy-MM-dd y yy D MMM')": "+10183-09-21 10183 83 264 Sep",
+    "date_format(date_from_unix_date(id * -800000), 'yyyy/y/yy')": "-0221/-221/21",
+    "date_format(date_from_unix_date(id * -718000), 'y/yy/yyyy')": "4/04/0004",
+    "to_char(date_from_unix_date(id * 2932897), 'yyyy')": "+10000",
+    "from_unixtime(id * 300000000000)": "+11476-08-15 05:20:00",
+    "from_unixtime(id * 300000000000, 'yy-MM')": "76-08",
+    "year(date_from_unix_date(id * 2147483646))": 5881580,
+    "year(date_from_unix_date(id * -2147483646))": -5877641,
+    "date_from_unix_date(factorial(id + 2))": dt.date(1970, 1, 7),  # a BIGINT argument (found by the differential)
+}
+
+
+def all_rows_values(expression: str) -> list:
+    table = pa.Table.from_pylist(ROWS, schema=pa.schema([("id", pa.int32()), ("s", pa.string())]))
+    text = ALL_ROWS + f"SELECT {expression} AS v FROM m"
+    return [row["v"] for row in cep.compile_sql(text).run({TABLE: table}, kind="rows")]
+
+
+@pytest.mark.parametrize("expression", sorted(SPARK_WRITES_FAR_YEARS))
+def test_a_date_of_any_year_is_written_as_spark_writes_it(expression) -> None:
+    assert all_rows_values(expression) == [SPARK_WRITES_FAR_YEARS[expression]]
+
+
+@pytest.mark.spark
+def test_spark_writes_the_far_years_so(events) -> None:
+    answers = {
+        expression: cep.sql(events, ALL_ROWS + f"SELECT {expression} AS v FROM m").collect()[0]["v"]
+        for expression in SPARK_WRITES_FAR_YEARS
+    }
+    assert answers == SPARK_WRITES_FAR_YEARS
+    row = cep.sql(events, ALL_ROWS + "SELECT year(date_from_unix_date(id * 2147483647)) AS v FROM m").collect()[0]
+    assert row["v"] == 5881580
+
+
+def test_a_day_duckdb_keeps_for_infinity_fails_at_the_call_pointing_to_spark() -> None:
+    """Day 2^31 - 1 is 5881580-07-11 on Spark and DuckDB's infinity: an error at date_from_unix_date, never
+    DuckDB's 'Date out of range' at 1:1 or a wrong date."""
+    with pytest.raises(cep.CepError) as caught:
+        all_rows_values("year(date_from_unix_date(id * 2147483647))")
+    error = caught.value
+    assert "--engine spark" in str(error) and "cannot compute" in str(error), str(error)
+    assert (error.span.line, error.span.column) == (2, len("SELECT year(") + 1), str(error)
