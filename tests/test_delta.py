@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +23,7 @@ from cep.cli import main
 from cep.delta_io import columns_read, default_table, pushed_filters, read_delta_arrow, snapshot_of
 from cep.spark_bridge.sinks.delta import DeltaSink, alerts_table
 from cep.spark_bridge.spark.delta import CepDeltaError, DeltaSnapshot, check_snapshot
+from cep.spark_bridge.spark.session import DELTA_SNAPSHOT_PARTITIONS_CONF, delta_snapshot_conf
 from cep.statement import compile_sql
 
 V_SHAPE = "patterns/v_shape.sql"
@@ -418,3 +420,14 @@ def test_a_pushed_filter_changes_no_answer(tmp_path_factory, events, op, day, wh
     )
     # no match at all: an empty output's time column is typed from no rows (object) on the empty read
     pd.testing.assert_frame_equal(statement.run(default=pushed, kind="pandas"), whole, check_dtype=not whole.empty)
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"),
+    [("local", 1), ("local[2]", 2), ("local[3, 2]", 3), ("local[*]", os.cpu_count()), ("spark://h:7077", None)],
+)
+def test_delta_replays_its_log_in_one_partition_per_local_core(master, cores):
+    """Delta's 50 partitions of a snapshot's state are 50 tasks per read on a local master: one per core instead
+    (spark_bridge/spark/session.py); a cluster keeps Delta's own default (no setting)."""
+    expected = {} if cores is None else {DELTA_SNAPSHOT_PARTITIONS_CONF: str(cores)}
+    assert delta_snapshot_conf(master) == expected

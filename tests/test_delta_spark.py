@@ -145,3 +145,18 @@ def test_a_changed_schema_and_bad_times_are_told_the_same_on_both_engines(spark,
     )
     at = {version: read_delta(spark, DeltaSnapshot(str(widened), version=version)).collect() for version in (0, 1)}
     assert [row["n"] for row in at[0]] == [1] and [row["n"] for row in at[1]] == [2**40]
+
+
+def test_the_local_session_replays_delta_logs_in_one_partition_per_core_unless_told(spark):
+    """The suite's session is local[2]: Delta rebuilds a table's state in 2 partitions, not its default 50 (the
+    cost of every read here); a value someone set is kept when the session is asked for again (the CLI in this
+    process does that for each command)."""
+    from cep.spark_bridge.spark.session import DELTA_SNAPSHOT_PARTITIONS_CONF, get_spark
+
+    assert spark.sparkContext.master == "local[2]"
+    assert spark.conf.get(DELTA_SNAPSHOT_PARTITIONS_CONF) == "2"
+    spark.conf.set(DELTA_SNAPSHOT_PARTITIONS_CONF, "7")
+    try:
+        assert get_spark("local[*]").conf.get(DELTA_SNAPSHOT_PARTITIONS_CONF) == "7"
+    finally:
+        spark.conf.set(DELTA_SNAPSHOT_PARTITIONS_CONF, "2")

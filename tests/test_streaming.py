@@ -190,7 +190,11 @@ def inject_late(batches: list[list[dict]], rnd: random.Random, delay_s: int, cou
 
 
 def sentinel(events: list[dict], session_s: int, delay_s: int) -> dict:
-    """A row for its own key far enough ahead that the watermark passes every other row and session."""
+    """A row for its own key far enough ahead that the watermark passes every other row and session.
+
+    On Spark it rides in the stream's last micro-batch, not one of its own: the watermark it moves takes effect in
+    the micro-batch after it either way (the empty one availableNow runs at the end), and the rows beside it are
+    judged against the watermark before it. That is one micro-batch less a stream (5, not 6, in the parity test)."""
     last = max((e["ts"] for e in events), default=T0)
     return {"symbol": SENTINEL, "ts": last + dt.timedelta(seconds=session_s + delay_s + 3600), "price": None}
 
@@ -564,7 +568,7 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
     delay_s = 20
     batches = make_batches(events, rnd, delay_s, 4)
     late = inject_late(batches, rnd, delay_s, 2)
-    batches.append([sentinel(events, session_s or 0, delay_s)])
+    batches[-1].append(sentinel(events, session_s or 0, delay_s))  # in the last batch (see sentinel)
     options = {}
     if seed == 12:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several Arrow chunks per key
@@ -614,7 +618,7 @@ def test_spark_stream_equals_batch_replay_hypothesis(spark, few_partitions, tmp_
     events = make_events(rnd, symbols=2, per_symbol=rnd.randint(5, 25), long_gaps=rnd.choice([0.0, 0.15, 0.3]))
     delay_s = rnd.choice([5, 30])
     batches = make_batches(events, rnd, delay_s, rnd.randint(2, 4))
-    batches.append([sentinel(events, 60, delay_s)])
+    batches[-1].append(sentinel(events, 60, delay_s))  # in the last batch (see sentinel)
     tmp = tmp_path_factory.mktemp("hyp")
     result, _ = run_spark(
         spark, tmp, f"hyp_{tmp.name}", query, batches, watermark=f"{delay_s} seconds", session_timeout="60 seconds"
@@ -671,7 +675,7 @@ def test_spark_late_count_only_declared_watermark_and_refusals(spark, few_partit
     events = make_events(rnd, symbols=2, per_symbol=20)
     batches = make_batches(events, rnd, 15, 3)
     late = inject_late(batches, rnd, 15, 3)
-    batches.append([sentinel(events, 30, 15)])
+    batches[-1].append(sentinel(events, 30, 15))  # in the last batch (see sentinel)
     write_batches(tmp_path / "in", batches)
     df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
     df = df.withWatermark("ts", "15 seconds")
@@ -798,7 +802,8 @@ def test_spark_restart_from_checkpoint_no_loss_no_duplicates(spark, few_partitio
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(21)
     events = make_events(rnd, symbols=3, per_symbol=30)
-    batches = make_batches(events, rnd, 20, 4) + [[sentinel(events, 60, 20)]]
+    batches = make_batches(events, rnd, 20, 4)
+    batches[-1].append(sentinel(events, 60, 20))  # in the last batch (see sentinel)
     output, checkpoint, source = tmp_path / "out", tmp_path / "ck", tmp_path / "in"
 
     def run(upto: int) -> None:
@@ -855,7 +860,8 @@ def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(31)
     events = make_events(rnd, symbols=3, per_symbol=40)
-    batches = make_batches(events, rnd, 20, 10) + [[sentinel(events, 60, 20)]]
+    batches = make_batches(events, rnd, 20, 10)
+    batches[-1].append(sentinel(events, 60, 20))  # in the last batch (see sentinel)
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     write_batches(source, batches)
     env = dict(os.environ, PYTHONPATH=str(REPO), CEP_SPARK_LOG=str(tmp_path / "driver-spark.log"))
