@@ -321,8 +321,8 @@ BARE_INTERVALS = [
 
 @pytest.mark.spark
 @pytest.mark.parametrize("expression", BARE_INTERVALS)
-def test_a_bare_interval_is_sparks_timedelta(events, expression) -> None:
-    python, spark = python_typed(expression), spark_typed(events, expression)
+def test_a_bare_interval_is_sparks_timedelta(answers, expression) -> None:
+    python, spark = python_typed(expression), spark_typed(answers, expression)
     assert python == spark and python[1] == "timedelta", (python, spark)
     table = pa.Table.from_pylist(ROWS, schema=ARROW)
     arrow = cep.compile_sql(statement(expression)).run({TABLE: table}, kind="arrow")
