@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 
 from cep.duckdb_names import mismatched_types, spark_type, spark_type_names, unresolved_name
-from cep.duckdb_nodes import ENGINE_ONLY_MARK, PLACE_MARK, Refusal
+from cep.duckdb_nodes import ENGINE_ONLY_MARK, PLACE_MARK, Refusal, place_of
 from cep.duckdb_sql import parse_spark, spark_text
 
 # Imported inside functions: pyarrow and sqlglot (heavy; `cep check` of a single clause needs none).
@@ -77,6 +77,21 @@ def hugeints_as_bigints(table, kinds: list[str]):
     return table
 
 
+def result_column_place(text: str, column: str) -> tuple[int | None, int]:
+    """The place (offset, length) in ``text`` (Spark SQL) of the expression a result column named ``column``
+    is selected as (``expression AS column``), or (None, 1) when no such alias is written."""
+    from sqlglot import exp
+
+    try:
+        tree = parse_spark(text)
+    except Exception:  # noqa: BLE001 - any sqlglot error: no tree to search
+        return None, 1
+    for alias in tree.find_all(exp.Alias):
+        if alias.alias == column:
+            return place_of(alias.this)
+    return None, 1
+
+
 def intervals_as_durations(table):
     """``table`` (a DuckDB result) with its INTERVAL columns as Spark returns a day-time interval (``ts2 - ts1``,
     ``d2 - d1``, ``INTERVAL '1' DAY``): a duration in microseconds (a Python timedelta), not DuckDB's (months,
@@ -89,10 +104,12 @@ def intervals_as_durations(table):
             continue
         values = table.column(index).to_pylist()
         if any(value is not None and value.months for value in values):
-            raise Refusal(
+            refusal = Refusal(
                 f"column {field.name} holds an interval of months or years (Spark's year-month interval), which "
                 "the python engine cannot return as Spark does: add it to a DATE or TIMESTAMP"
             )
+            refusal.column = field.name
+            raise refusal
         micros = [None if v is None else v.days * 86_400_000_000 + v.nanoseconds // 1000 for v in values]
         column = pa.array(micros, pa.int64()).cast(pa.duration("us"))
         table = table.set_column(index, pa.field(field.name, pa.duration("us")), column)
@@ -122,12 +139,14 @@ def refuse_times_python_cannot_hold(table) -> None:
             continue
         least, most = pc.min_max(values).values()
         if least.is_valid and (least.as_py() < first or most.as_py() > last):
-            raise Refusal(
+            refusal = Refusal(
                 f"column {field.name} holds a {kind} outside the years 1 to 9999, which Spark holds (the year 0 is "
                 "1 BC) but the python engine cannot return (its dates are Python's): run it on Spark (cep run "
                 "--engine spark), or keep the dates within those years",
                 spark_too=True,
             )
+            refusal.column = field.name
+            raise refusal
 
 
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d*)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from cep.duckdb_nodes import call_duck, fail_with, place_of
 from cep.grammar.functions import datetime_pattern, duckdb_strftime
 
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
+
 # The years whose text DuckDB writes as Spark does: a CAST to text outside them takes Spark's form.
 _FOUR_DIGIT_YEARS = (1, 9999)
 # Spark's year fields, written from the year itself (DuckDB's %Y and %y differ outside 1000-9999).

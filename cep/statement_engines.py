@@ -25,6 +25,7 @@ from cep.duckdb_results import (
     intervals_as_durations,
     ran_into,
     refuse_times_python_cannot_hold,
+    result_column_place,
     spark_types,
 )
 from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
@@ -322,8 +323,12 @@ class DuckEngine:
         """The result of ``text`` (Spark SQL) run in DuckDB, as an Arrow table."""
         relation = self.bound(text)
         table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
-        table = intervals_as_durations(table)
-        refuse_times_python_cannot_hold(table)
+        try:
+            table = intervals_as_durations(table)
+            refuse_times_python_cannot_hold(table)
+        except Refusal as refusal:  # about a result column: placed at the expression that gives it
+            refusal.start, refusal.length = result_column_place(text, refusal.column)
+            raise
         return table
 
     def bound(self, text: str):

@@ -45,6 +45,7 @@ ORDER = {
         "duckdb_catalog",
         "duckdb_arrays",
         "duckdb_typeof",
+        "duckdb_years",
         "duckdb_functions",
         "duckdb_literals",
         "duckdb_decimals",

@@ -65,10 +65,10 @@ def test_buffered_rows_stay_bounded_when_nothing_matches():
 
 def test_huge_bounded_quantifier_is_refused_quickly():
     stmt = statement(quant(A, 1, 100_000), defines={"A": DEFINES["A"]})
-    began = time.process_time()
+    began = time.thread_time()
     with pytest.raises(CepError) as raised:
         CompiledQuery(stmt).machine(("id", "v"))
-    assert time.process_time() - began < 5  # refused while building, long before memory runs out
+    assert time.thread_time() - began < 5  # refused while building, long before memory runs out
     assert "MAX_PROGRAM_SIZE" in raised.value.message
     assert str(MAX_PROGRAM_SIZE) in raised.value.message
 

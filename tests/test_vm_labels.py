@@ -91,6 +91,6 @@ def test_skipping_to_the_first_row_of_the_match_is_an_error():
 def test_a_nested_loop_that_never_completes_stays_linear():
     """(A+)+ B over rows that never reach a B: a backtracker tries 2^n splits; the VM merges threads
     by instruction and finishes at once (Trino's testLongMatch)."""
-    began = time.process_time()
+    began = time.thread_time()
     assert matches("(A+)+ B", "A" * 2000 + "C") == []
-    assert time.process_time() - began < 5
+    assert time.thread_time() - began < 5
