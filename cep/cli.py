@@ -478,7 +478,12 @@ def _add_check_command(sub) -> None:
         help="parse and check query files without running them",
         description="Parse and check every statement of each FILE; print each error with its position.",
     )
-    check.add_argument("files", nargs="+", metavar="FILE", help="query file(s); a directory is checked as a rule set")
+    check.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="query file(s), - for standard input; a directory is checked as a rule set",
+    )
     check.add_argument(
         "--rules",
         action="store_true",
@@ -514,7 +519,7 @@ def _add_fmt_command(sub) -> None:
         help="print a query in canonical form",
         description="Print the canonical formatting of the queries in FILE.",
     )
-    fmt.add_argument("file", metavar="FILE", help="query file")
+    fmt.add_argument("file", metavar="FILE", help="query file (- reads standard input)")
     fmt.set_defaults(func=cmd_fmt)
 
 
@@ -527,7 +532,7 @@ def _add_explain_command(sub) -> None:
         "execution path (text), or the pattern's automaton as Graphviz DOT, SVG or PNG (svg and png need "
         "Graphviz's 'dot' program).",
     )
-    explain.add_argument("file", metavar="FILE", help="query file")
+    explain.add_argument("file", metavar="FILE", help="query file (- reads standard input)")
     explain.add_argument(
         "--format",
         "-f",
@@ -548,7 +553,7 @@ def _add_trace_command(sub) -> None:
         "conditions tested and their result, the partial matches alive (by pattern position), those "
         "dropped and why, and where matches began and ended.",
     )
-    trace.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
+    trace.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement (- reads standard input)")
     _input_options(trace)
     trace.add_argument(
         "--partition",
@@ -586,7 +591,7 @@ def _add_report_command(sub) -> None:
         "plotly.js: the file needs no network to view (--plotly file or cdn for a small page). The statement and "
         "inputs are those of cep run; the report looks at one MATCH_RECOGNIZE clause (--clause). Needs plotly.",
     )
-    report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement")
+    report.add_argument("query_file", metavar="QUERY_FILE", help="file holding the statement (- reads standard input)")
     _input_options(report)
     report.add_argument(
         "--out", "--output", "-o", dest="out", required=True, metavar="FILE", help="the HTML file to write"

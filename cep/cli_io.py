@@ -86,7 +86,15 @@ def print_error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+STDIN = "-"  # a query file named "-" is standard input, as ruff, black and psql -f read it
+
+
 def read_text(path: str, what: str = "query file") -> str:
+    if path == STDIN:
+        try:
+            return sys.stdin.buffer.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise UsageError(f"cannot read the {what} from standard input: {exc}") from None
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
