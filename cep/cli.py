@@ -57,6 +57,7 @@ from cep.grammar.format import format_statement
 from cep.grammar.parser import parse_schema, split_statements
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
+from cep.matcher.vector.arrays import groupers
 from cep.spark_bridge.alerting.rule_set import build_rule_set
 from cep.statement import ENGINES, check_sql
 from cep.table_text import cell, format_table
@@ -280,12 +281,11 @@ def _partition_filter(query: Any, pdf: pd.DataFrame, specs: Sequence[str]) -> tu
             raise UsageError(f"no rows with {column}={value} (values of {column}: {sample})")
         subset = subset[cells == value]
     rest = [c for c in columns if c not in chosen]
-    if rest and subset.groupby(rest, dropna=False).ngroups > 1:
+    groups = subset.groupby(groupers(subset, rest), dropna=False).ngroups if rest else 1
+    if groups > 1:
         first = subset.iloc[0]
         hint = " ".join(f"--partition '{c}={cell(first[c])}'" for c in columns)
-        raise UsageError(
-            f"the input holds {subset.groupby(rest, dropna=False).ngroups} partitions; pick one, e.g. {hint}"
-        )
+        raise UsageError(f"the input holds {groups} partitions; pick one, e.g. {hint}")
     first = subset.iloc[0] if len(subset) else None
     described = ", ".join(f"{c}={cell(first[c])}" for c in columns) if first is not None else ""
     return subset, described or "(the whole input: no PARTITION BY)"

@@ -33,6 +33,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.matcher.sql.intervals import interval_to_timedelta
+from cep.matcher.vector.arrays import groupers
 from cep.query import Query
 from cep.report_charts import (  # noqa: F401 - histogram_bins, label and plain are part of the report's surface
     LABEL_COLUMN,
@@ -108,8 +109,8 @@ def match_summary(labelled: Any, partition: list[str], order: str | None) -> Any
         return pd.DataFrame(columns=["partition", "match", "first", "last", "rows", "labels"])
     keys = partition + [MATCH_COLUMN]
     records = []
-    for key, group in labelled.groupby(keys, sort=False, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
+    for _, group in labelled.groupby(groupers(labelled, keys), sort=False, dropna=False):
+        key = tuple(group[keys].iloc[0])
         position = group[order] if order else group["__row"]
         records.append(
             {
@@ -409,8 +410,11 @@ def _analyse(query: Any, pdf: Any, column: str | None) -> _Analysis:
     keys = labelled[partition].itertuples(index=False, name=None) if partition else [() for _ in range(len(labelled))]
     labelled["__partition"] = [partition_label(tuple(key), partition) for key in keys]
     summary = match_summary(labelled, partition, order)
-    partitions = pdf.groupby(partition, sort=False, dropna=False) if partition else [((), pdf)]
-    partition_rows = {partition_label(k if isinstance(k, tuple) else (k,), partition): g for k, g in partitions}
+    if partition:
+        groups = pdf.groupby(groupers(pdf, partition), sort=False, dropna=False)
+        partition_rows = {partition_label(tuple(g[partition].iloc[0]), partition): g for _, g in groups}
+    else:
+        partition_rows = {partition_label((), partition): pdf}
     within = query.statement.match.within
     return _Analysis(
         query,

@@ -636,12 +636,7 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         description="Run the SQL statement in QUERY_FILE (one or more MATCH_RECOGNIZE clauses, anywhere a table "
         "may stand) over the inputs; print the rows as a table and a summary line.",
     )
-    run.add_argument(
-        "query_file",
-        metavar="QUERY_FILE",
-        nargs="?",
-        help="file holding the statement, - for standard input (or --rules DIR)",
-    )
+    run.add_argument("query_file", metavar="QUERY_FILE", nargs="?", help="statement file, - for stdin (or --rules)")
     run.add_argument(
         "--rules",
         "-r",

@@ -34,6 +34,7 @@ from cep.grammar.statement import SPARK, Rendered
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import kind_of
 from cep.matcher.rows.validate import refuse_odd_kinds
+from cep.matcher.vector.arrays import groupers
 from cep.query import Query
 from cep.spark_bridge.spark.types import normalize_type_name
 
@@ -487,7 +488,7 @@ class DuckEngine:
         events = len(frame) if kind_of(frame) == "pandas" else frame.num_rows
         if kind_of(frame) == "pandas":
             partitions = (
-                int(frame.groupby(partition, dropna=False, sort=False).ngroups)
+                int(frame.groupby(groupers(frame, partition), dropna=False, sort=False).ngroups)
                 if partition and events
                 else int(events > 0)
             )

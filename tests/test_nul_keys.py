@@ -12,11 +12,13 @@ import json
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import cep
-from cep.matcher.vector.arrays import factorize_text
+from cep.cli_io import UsageError
+from cep.matcher.vector.arrays import factorize_text, groupers
 from cep.spark_bridge.alerting.worker import _key_strings
 from cep.spark_bridge.engine.column_table import key_codes
 from tests.reference_matcher import reference_run
@@ -79,3 +81,48 @@ def test_matches_over_nul_keys_are_the_reference_matchers(events) -> None:
 def test_two_keys_that_differ_after_a_nul_never_share_a_match() -> None:
     rows = [{"k": "a", "ts": 1, "v": 1}, {"k": "a\x00b", "ts": 2, "v": 2}]
     assert QUERY.run(rows) == []
+
+
+# The commands' own groupings (display and counts, not matching) go through `groupers`.
+FRAME = pd.DataFrame({"k": ["a", "a\x00b", "a", "a\x00b"], "ts": [1, 2, 3, 4], "v": [1, 1, 2, 2]})
+
+
+@given(st.lists(st.one_of(TEXT, st.none()), min_size=1, max_size=30))
+def test_groupers_group_by_pythons_equality(values) -> None:
+    frame = pd.DataFrame({"k": pd.Series(values, dtype=object), "n": range(len(values))})
+    groups = frame.groupby(groupers(frame, ["k"]), sort=False, dropna=False)
+    # each group's rows, by the row numbers, against the grouping by Python's equality (NULLs one group)
+    by_value: dict = {}
+    for row, value in enumerate(values):
+        by_value.setdefault((value is None, value), []).append(row)
+    assert [list(g["n"]) for _, g in groups] == list(by_value.values())
+    assert groups.ngroups == len(by_value)
+
+
+def test_the_partition_count_of_a_run_keeps_nul_keys_apart() -> None:
+    statement = cep.compile_sql(
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A B) "
+        "DEFINE A AS v = 1, B AS v = 2)"
+    )
+    stats: list = []
+    result = statement.run({"t": FRAME}, clause_stats=stats)
+    assert sorted(result["n"]) == [2, 2]  # each key's two rows, one match each
+    assert [s.partitions for s in stats] == [2]
+
+
+def test_trace_counts_nul_keys_as_two_partitions() -> None:
+    from cep.cli import _partition_filter
+
+    with pytest.raises(UsageError, match="the input holds 2 partitions"):
+        _partition_filter(QUERY, FRAME, [])
+
+
+def test_the_reports_summary_keeps_nul_keys_apart() -> None:
+    from cep.report import labelled_query, match_summary
+
+    labelled = labelled_query(QUERY).run(FRAME)
+    summary = match_summary(labelled, ["k"], "ts")
+    assert sorted(zip(summary["partition"], summary["first"], summary["rows"])) == [
+        ("k=a", 1, 2),
+        ("k=a\x00b", 2, 2),
+    ]

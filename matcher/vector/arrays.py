@@ -19,7 +19,7 @@ Kinds: ``int`` (int64 data), ``float`` (float64), ``bool``, ``str`` (object arra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -305,6 +305,25 @@ def factorize_text(values: np.ndarray, use_na_sentinel: bool = True) -> tuple[np
     coded = np.flatnonzero(codes >= 0)
     firsts = coded[first_rows_of(codes[coded], int(codes.max()) + 1 if coded.size else 0)]
     return codes, values[firsts].tolist()
+
+
+def groupers(frame: Any, columns: Sequence[str]) -> list:
+    """What to hand pandas' ``groupby`` to group ``frame`` by ``columns``: each column as it is, but a text
+    column holding NUL as its ``factorize_text`` codes, since ``groupby`` compares strings as ``pd.factorize``
+    does, up to the first NUL. The groups' keys are then codes for such a column: read a group's values from
+    its first row."""
+    import pandas as pd
+
+    found = []
+    for name in columns:
+        column = frame[name]
+        if column.dtype == object or pd.api.types.is_string_dtype(column.dtype):
+            values = column.to_numpy(dtype=object)
+            if _holds_nul(values):
+                codes, _ = factorize_text(values, use_na_sentinel=False)
+                column = pd.Series(codes, index=frame.index, name=name)
+        found.append(column)
+    return found
 
 
 def _holds_nul(values: np.ndarray) -> bool:
