@@ -15,7 +15,7 @@ stateful step groups by:
 - ``spark_tag``: that and the Spark tag (``key_tags.tag_rows``), as for the bench's rule (PARTITION BY symbol).
 
 Seconds per variant (the best of ``--repeats``, the machine being shared) and the load average; no JSON is
-written: docs/streaming.md ("The first stage: one parse, no Python before the shuffle") quotes a run.
+written: docs/latency.md ("The first stage: one parse, no Python before the shuffle") quotes a run.
 """
 
 from __future__ import annotations

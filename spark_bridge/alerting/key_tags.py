@@ -5,7 +5,7 @@ its spec's id and its key under it (``rule_set.SPEC``, ``PKEY``), once per disti
 set. ``worker.Explode`` does that in Python, and whatever it does, a ``mapInPandas`` before the shuffle sends
 every row to a Python worker and back inside the first stage of each micro-batch: in a stream on a loaded
 2-core machine that round trip, with its task set-up, costs several times the read and the parse it sits
-beside (docs/streaming.md, "Inside a micro-batch, step by step"). Here the same tags are Spark expressions,
+beside (docs/latency.md, "Inside a micro-batch, step by step"). Here the same tags are Spark expressions,
 so the first stage is the JVM's alone, as in Spark's floor query.
 
 The key must be byte for byte the text ``Explode`` writes (``json.dumps`` of ``{column: value}``,

@@ -256,7 +256,7 @@ class StateStoreError(ValueError):
 # Hadoop's local file system (FileContext's ``file:``, ``ChecksumFs``) writes a checksum file, ``.<name>.crc``, beside
 # every file and renames both: each entry of a checkpoint's logs (the offsets before a micro-batch runs, the commit
 # after it, a file sink's log) is two files created and two renamed, on the micro-batch's path. On a local disk a
-# stream writes its checkpoint through the raw local file system, one file each (docs/streaming.md, "The fixed part:
+# stream writes its checkpoint through the raw local file system, one file each (docs/latency.md, "The fixed part:
 # the logs a micro-batch writes", has what it saves). A checksum guards against a disk that returns other bytes than
 # it was given, which the local disk's own checks and the file system's journal do already; the logs are JSON that
 # Spark parses whole on reading.
