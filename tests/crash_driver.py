@@ -4,8 +4,9 @@ tests/crash_points_driver.py for test_crash_points.py).
 The query's output goes through ``foreachBatch`` to one Parquet file per micro-batch,
 ``OUTPUT_DIR/batch-<id>.parquet``, written to a hidden temporary name and renamed: a micro-batch
 delivered again after a crash replaces its own file, so the sink is idempotent by batch id, as
-Spark's exactly-once contract for ``foreachBatch`` asks. ``$CEP_TEST_KILL_AT=POINT:BATCH`` says where, in
-micro-batch ``BATCH``, the driver kills its own process group (the Python driver and its JVM, as a crash does):
+Spark's exactly-once contract for ``foreachBatch`` asks. ``kill="POINT:BATCH"`` (``start_query``'s argument) says
+where, in micro-batch ``BATCH``, the driver kills its own process group (the Python driver and its JVM, as a crash
+does):
 
 * ``after_state``: the stateful operator has run and committed its state (``state/0/<p>/<id+1>.delta``),
   the sink has written nothing, Spark has not committed the batch (no ``commits/<id>``);
@@ -26,7 +27,6 @@ import sys
 import threading
 
 KILL_POINTS = ("after_state", "after_sink", "after_commit")
-KILL_AT_ENV = "CEP_TEST_KILL_AT"
 KILL_PARTIES_ENV = "CEP_TEST_KILL_PARTIES"
 # From the first stream's arrival; shorter than the test's deadline for a whole driver (DRIVER_DEADLINE_S), and
 # far longer than a micro-batch: a stream that never reaches its point ends the driver with RENDEZVOUS_MISSED
@@ -49,13 +49,13 @@ def kill_process_group() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def _kill_plan() -> tuple[str | None, int]:
-    spec = os.environ.get(KILL_AT_ENV, "")
+def kill_plan(spec: str | None, points: tuple[str, ...]) -> tuple[str | None, int]:
+    """``"POINT:BATCH"`` as (point, batch); (None, -1) for no kill."""
     if not spec:
         return None, -1
     point, batch = spec.split(":")
-    if point not in KILL_POINTS:
-        raise ValueError(f"{KILL_AT_ENV}: unknown point {point!r} (one of {', '.join(KILL_POINTS)})")
+    if point not in points:
+        raise ValueError(f"kill point {point!r} unknown (one of {', '.join(points)})")
     return point, int(batch)
 
 
@@ -63,9 +63,9 @@ def batch_path(output: str, batch_id: int) -> str:
     return os.path.join(output, f"batch-{batch_id:05d}.parquet")
 
 
-def make_writer(output: str):
-    """The ``foreachBatch`` function: one file per micro-batch, killing the driver where the plan says."""
-    point, kill_batch = _kill_plan()
+def make_writer(output: str, kill: str | None):
+    """The ``foreachBatch`` function: one file per micro-batch, killing the driver where ``kill`` says."""
+    point, kill_batch = kill_plan(kill, KILL_POINTS)
 
     def die_at(here: str, batch_id: int) -> None:
         if here == point and batch_id == kill_batch:
@@ -84,7 +84,9 @@ def make_writer(output: str):
     return write
 
 
-def start_query(spark, source: str, output: str, checkpoint: str, text: str, *, available_now: bool):
+def start_query(
+    spark, source: str, output: str, checkpoint: str, text: str, *, available_now: bool, kill: str | None = None
+):
     from pyspark.sql import types as T
 
     import cep
@@ -98,6 +100,6 @@ def start_query(spark, source: str, output: str, checkpoint: str, text: str, *, 
     )
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(source)
     out = cep.compile(text).on_spark(df, watermark=WATERMARK, session_timeout=SESSION_TIMEOUT)
-    writer = out.writeStream.foreachBatch(make_writer(output)).option("checkpointLocation", checkpoint)
+    writer = out.writeStream.foreachBatch(make_writer(output, kill)).option("checkpointLocation", checkpoint)
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="0 seconds")
     return writer.start()

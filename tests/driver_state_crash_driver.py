@@ -2,7 +2,7 @@
 micro-batch (run by tests/crash_points_driver.py for test_crash_points.py).
 
 One file of INPUT per micro-batch; alerts to OUTPUT (Spark's file sink) and a SQLite sink.
-``$CEP_TEST_DRIVER_STATE_KILL_AT=POINT:BATCH`` says where, in micro-batch ``BATCH``, the driver kills its own
+``kill="POINT:BATCH"`` (``make_stream``'s argument) says where, in micro-batch ``BATCH``, the driver kills its own
 process group (the Python driver and its JVM; ``crash_driver.kill_process_group``, which first waits for the
 driver's other streams to reach their own points):
 
@@ -16,31 +16,22 @@ The hook lives here, in the test's own driver, not in spark_bridge.
 
 from __future__ import annotations
 
-import os
+from tests.crash_driver import kill_plan, kill_process_group
 
-from tests.crash_driver import kill_process_group
-
-KILL_AT_ENV = "CEP_TEST_DRIVER_STATE_KILL_AT"
+KILL_POINTS = ("after_state", "after_write", "after_commit")
 WATERMARK = "5 seconds"
 
 
-def _kill_plan() -> tuple[str | None, int]:
-    spec = os.environ.get(KILL_AT_ENV, "")
-    if not spec:
-        return None, -1
-    point, batch = spec.split(":")
-    return point, int(batch)
-
-
-def make_stream(spark, rules: str, source: str, output: str, checkpoint: str, database: str):
-    """The stream, with the kill points wrapped around its micro-batch (none without ``CEP_TEST_KILL_AT``)."""
+def make_stream(
+    spark, rules: str, source: str, output: str, checkpoint: str, database: str, *, kill: str | None = None
+):
+    """The stream, with the kill point ``kill`` wrapped around its micro-batch (none without it)."""
     from pyspark.sql import types as T
 
-    from cep.spark_bridge.alerting.driver_state import DriverState
     from cep.spark_bridge.alerting.stream import AlertStream
     from cep.spark_bridge.sinks.sql import SQLiteSink
 
-    point, kill_batch = _kill_plan()
+    point, kill_batch = kill_plan(kill, KILL_POINTS)
 
     def die_at(here: str, batch_id: int) -> None:
         if here == point and batch_id == kill_batch:
@@ -66,18 +57,20 @@ def make_stream(spark, rules: str, source: str, output: str, checkpoint: str, da
         state="driver",
     )
     if point is not None:
-        run_rules = DriverState.run
-
-        def run(self, batch, batch_id):
-            out = run_rules(self, batch, batch_id)
-            die_at("after_state", batch_id)
-            return out
-
-        DriverState.run = run
         write_batch = stream._write_batch
 
         def write(batch, batch_id):
             die_at("after_commit", batch_id - 1)  # the previous batch is committed; this one has not started
+            driver = stream.driver  # this stream's DriverState (made when the query started): its own kill point
+            if "run" not in vars(driver):
+                run_rules = driver.run
+
+                def run(batch, batch_id):
+                    out = run_rules(batch, batch_id)
+                    die_at("after_state", batch_id)
+                    return out
+
+                driver.run = run
             write_batch(batch, batch_id)
             stream.lanes.drain()
             die_at("after_write", batch_id)

@@ -1,8 +1,8 @@
 """Crashes at every step of a micro-batch, and sinks that fail: nothing lost, nothing twice.
 
-* SIGKILL of the whole driver (Python and its JVM) at three points of a micro-batch, one driver after
-  another on the same checkpoint, for two streams at once (tests/crash_points_driver.py runs both in one
-  driver, each stopped at its own point until the other is at its own, then one SIGKILL): the V-shape
+* SIGKILL of the whole driver (Python and its JVM) at three points of a micro-batch, for two kinds of stream,
+  each point on its own checkpoint (tests/crash_points_driver.py runs the six streams in one driver, each
+  stopped at its own point until every other is at its own, then one SIGKILL): the V-shape
   query's ``foreachBatch`` stream (tests/crash_driver.py) right after the stateful operator committed its
   state, right after the sink wrote, right after Spark committed the batch; the alert stream with its rules
   on the driver (``state="driver"``, tests/driver_state_crash_driver.py) right after the rules' state was
@@ -19,8 +19,8 @@
   skipped otherwise): the query stops with Spark's write error naming the directory; once space is back the restart
   writes everything once; what a reader sees goes through ``_spark_metadata``.
 
-The SIGKILL tests share three Spark drivers (a JVM each, started one after the other: the module's
-``killed_streams``); see the module's durations in the report of ``pytest --durations``.
+The SIGKILL tests share one Spark driver (one JVM start: the module's ``killed_streams``); a kill point's
+restart is its test's run to the end in this process.
 """
 
 from __future__ import annotations
@@ -75,13 +75,11 @@ from tests.test_streaming import (
     write_batches,
 )
 
-# A JVM start plus two micro-batches of each of two streams: 45-75 s a driver at a load average of 13-18 on the
-# 2-core machine; generous for a load of 40.
-DRIVER_DEADLINE_S = 360
-# Where each driver in turn kills itself, (the V-shape stream's point, the driver-state stream's point) in
-# micro-batch 1 (batch 0 leaves state behind it): each driver restarted from the checkpoints the killed one left,
-# so that the later kills also test a restart after a crash. One batch per driver keeps the three JVM starts
-# the main cost.
+# A JVM start plus two or three micro-batches of each of six streams, on two cores: generous for a load of 40.
+DRIVER_DEADLINE_S = 600
+# The kill points, (the V-shape stream's, the driver-state stream's), each pair on its own two checkpoints, all six
+# streams in one driver, killed in micro-batch 1 (batch 0 leaves state behind it). One driver for every point: a
+# JVM start is the main cost of a kill, and each point's restart is this process's run to the end.
 KILLS = (("after_state", "after_state"), ("after_sink", "after_write"), ("after_commit", "after_commit"))
 KILLED_BATCH = 1
 
@@ -131,20 +129,19 @@ def read_sink(output: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def run_driver_until_killed(folder: Path, args: list[str], kill_at: dict[str, str], name: str) -> None:
-    """Run tests/crash_points_driver.py with ``args`` until it kills itself where ``kill_at`` (an environment
-    variable per stream: its ``POINT:BATCH``) says, every stream at its own point."""
+def run_driver_until_killed(folder: Path, streams: list[dict]) -> None:
+    """Run tests/crash_points_driver.py over ``streams`` (each with its ``kill``: ``POINT:BATCH``) until it kills
+    itself, every stream at its own point."""
     env = dict(
         os.environ,
         PYTHONPATH=str(REPO),
-        CEP_SPARK_LOG=str(folder / f"driver-{name}-spark.log"),
-        **{crash_driver.KILL_PARTIES_ENV: str(len(kill_at))},
-        **kill_at,
+        CEP_SPARK_LOG=str(folder / "driver-spark.log"),
+        **{crash_driver.KILL_PARTIES_ENV: str(len(streams))},
     )
-    log_path = folder / f"driver-{name}.log"
+    log_path = folder / "driver.log"
     with log_path.open("w") as log:
         driver = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "crash_points_driver.py"), *args],
+            [sys.executable, str(REPO / "tests" / "crash_points_driver.py"), json.dumps(streams)],
             env=env,
             start_new_session=True,
             stdout=log,
@@ -155,16 +152,19 @@ def run_driver_until_killed(folder: Path, args: list[str], kill_at: dict[str, st
         except subprocess.TimeoutExpired:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
-            pytest.fail(f"the driver did not reach {kill_at}:\n" + log_path.read_text()[-3000:])
+            pytest.fail(f"the driver did not reach every kill point of {streams}:\n" + log_path.read_text()[-3000:])
     assert driver.returncode == -signal.SIGKILL, log_path.read_text()[-3000:]
 
 
 def vshape_stream(source: Path, seed: int, n_batches: int):
-    """The V-shape query and random events, written to ``source`` as one file per micro-batch plus a sentinel."""
+    """The V-shape query and random events, written to ``source`` as one file per micro-batch, the sentinel in
+    the last (availableNow's last, empty micro-batch takes its watermark)."""
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(seed)
     events = make_events(rnd, symbols=3, per_symbol=30)
-    write_batches(source, make_batches(events, rnd, 20, n_batches) + [[sentinel(events, 60, 20)]])
+    batches = make_batches(events, rnd, 20, n_batches)
+    batches[-1].append(sentinel(events, 60, 20))
+    write_batches(source, batches)
     return query, events
 
 
@@ -193,37 +193,50 @@ def alert_stream_input(rules: Path, source: Path) -> list[list[dict]]:
 
 @dataclass(frozen=True)
 class KilledStreams:
-    """The two streams' inputs and checkpoints after the three drivers, and where each kill left each stream."""
+    """The streams' inputs and checkpoints after the driver, per kill point, and where the kill left each."""
 
-    vshape_args: list[str]
+    vshape_args: dict[str, list[str]]  # per V-shape kill point
     query: cep.Query
     events: list[dict]
     stopped: dict[str, dict[str, bool]]  # per V-shape kill point
-    alert_args: list[str]
+    alert_args: dict[str, list[str]]  # per driver-state kill point
     alert_batches: list[list[dict]]
     alerts_stopped: dict[str, dict[str, bool]]  # per driver-state kill point
 
 
 @pytest.fixture(scope="module")
 def killed_streams(tmp_path_factory) -> KilledStreams:
-    """Three drivers, one after the other on the same two checkpoints, each killed once both streams are at their
-    points of ``KILLS``: the SIGKILL tests below each check their own stream and finish it."""
+    """One driver running a V-shape stream and an alert stream for each pair of ``KILLS``, each stream on its own
+    input and checkpoint, killed once every stream is at its point: the SIGKILL tests below each check their own
+    streams and finish them."""
     root = tmp_path_factory.mktemp("killed")
-    source, output, checkpoint = root / "in", root / "out", root / "ck"
-    query, events = vshape_stream(source, seed=41, n_batches=4)
-    rules, alert_in, alert_out, alert_ck = root / "rules", root / "alerts-in", root / "alerts-out", root / "alerts-ck"
-    alert_batches = alert_stream_input(rules, alert_in)
-    vshape_args = [str(source), str(output), str(checkpoint), query.text]
-    alert_args = [str(rules), str(alert_in), str(alert_out), str(alert_ck), str(root / "alerts.db")]
-    stopped, alerts_stopped = {}, {}
+    vshape_args, alert_args, streams = {}, {}, []
     for point, alert_point in KILLS:
-        kill_at = {
-            crash_driver.KILL_AT_ENV: f"{point}:{KILLED_BATCH}",
-            driver_state_crash_driver.KILL_AT_ENV: f"{alert_point}:{KILLED_BATCH}",
-        }
-        run_driver_until_killed(root, vshape_args + alert_args, kill_at, point)
-        stopped[point] = _where_it_stopped(checkpoint, output, KILLED_BATCH)
-        alerts_stopped[alert_point] = _where_the_alerts_stopped(alert_ck, alert_out, KILLED_BATCH)
+        folder = root / point
+        source, output, checkpoint = folder / "in", folder / "out", folder / "ck"
+        query, events = vshape_stream(source, seed=41, n_batches=3)
+        vshape_args[point] = [str(source), str(output), str(checkpoint), query.text]
+        rules, alert_in, alert_out = folder / "rules", folder / "alerts-in", folder / "alerts-out"
+        alert_batches = alert_stream_input(rules, alert_in)
+        alert_args[alert_point] = [
+            str(rules),
+            str(alert_in),
+            str(alert_out),
+            str(folder / "alerts-ck"),
+            str(folder / "alerts.db"),
+        ]
+        streams += [
+            {"kind": "vshape", "args": vshape_args[point], "kill": f"{point}:{KILLED_BATCH}"},
+            {"kind": "alerts", "args": alert_args[alert_point], "kill": f"{alert_point}:{KILLED_BATCH}"},
+        ]
+    run_driver_until_killed(root, streams)
+    stopped = {
+        point: _where_it_stopped(Path(args[2]), Path(args[1]), KILLED_BATCH) for point, args in vshape_args.items()
+    }
+    alerts_stopped = {
+        point: _where_the_alerts_stopped(Path(args[3]), Path(args[2]), KILLED_BATCH)
+        for point, args in alert_args.items()
+    }
     return KilledStreams(vshape_args, query, events, stopped, alert_args, alert_batches, alerts_stopped)
 
 
@@ -235,22 +248,24 @@ def assert_stopped_where_expected(stopped: dict[str, dict[str, bool]], expected:
 
 @pytest.mark.long
 @pytest.mark.spark
-def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, killed_streams):
-    assert_stopped_where_expected(killed_streams.stopped, EXPECTED_STOP)
+@pytest.mark.parametrize("point", [vshape for vshape, _ in KILLS])
+def test_sigkill_after_the_state_commit_the_sink_write_and_the_batch_commit_then_restart(spark, killed_streams, point):
+    assert_stopped_where_expected(killed_streams.stopped, {point: EXPECTED_STOP[point]})
 
-    stream = crash_driver.start_query(spark, *killed_streams.vshape_args, available_now=True)
+    args = killed_streams.vshape_args[point]
+    stream = crash_driver.start_query(spark, *args, available_now=True)
     stream.awaitTermination()
-    output = Path(killed_streams.vshape_args[1])
-    assert_equals_the_replay(read_sink(output), killed_streams.query, killed_streams.events)
+    assert_equals_the_replay(read_sink(Path(args[1])), killed_streams.query, killed_streams.events)
 
 
 @pytest.mark.long
 @pytest.mark.spark
-def test_sigkill_after_the_state_save_the_writes_and_the_commit_then_restart(spark, killed_streams):
+@pytest.mark.parametrize("point", [alerts for _, alerts in KILLS])
+def test_sigkill_after_the_state_save_the_writes_and_the_commit_then_restart(spark, killed_streams, point):
     """The driver layout (``--state driver``) killed at every point of a micro-batch, then restarted."""
-    assert_stopped_where_expected(killed_streams.alerts_stopped, EXPECTED_ALERTS_STOP)
+    assert_stopped_where_expected(killed_streams.alerts_stopped, {point: EXPECTED_ALERTS_STOP[point]})
 
-    args = killed_streams.alert_args
+    args = killed_streams.alert_args[point]
     stream = driver_state_crash_driver.make_stream(spark, *args)
     stream.run_available_now()
     out = stream.alerts().toPandas()

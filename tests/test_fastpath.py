@@ -9,6 +9,7 @@ AND/OR/NOT, BETWEEN, IN and IS NULL. Then: which queries are eligible, and why t
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -53,6 +54,10 @@ from tests.strategies_match import classifier as classifier_of
 # ------------------------------------------------------------------------------------ strategies
 
 
+# The strategy factories below are cached (as tests/strategies_match.py's are): a composite that built its parts
+# afresh at every draw had Hypothesis validate them again each time, most of this file's time; a cached strategy
+# draws the same examples.
+@functools.cache
 def _eligible_conditions(v: str) -> st.SearchStrategy:
     """Conditions that read only the current row and fixed PREV/NEXT offsets."""
     value = col("value")
@@ -105,6 +110,7 @@ def eligible_queries(draw) -> A.Statement:
     )
 
 
+@functools.cache
 @st.composite
 def tables(draw, max_rows: int = 16) -> list[dict]:
     """Rows of (id shuffled, value, part); values small ints, or floats with NaN, with NULLs."""
@@ -331,6 +337,7 @@ from cep.matcher.rows.tables import from_rows, to_columns  # noqa: E402
 _T0 = _dt.datetime(2024, 1, 2, 9, 30)
 
 
+@functools.cache
 def _vector_measures() -> st.SearchStrategy:
     """Every measure kind the fast path computes column-wise, over columns of several types."""
     names = st.sampled_from(["value", "id", "ts", "part", "flag"])
@@ -368,6 +375,7 @@ def column_queries(draw, one_buffer: bool = False) -> A.Statement:
     )
 
 
+@functools.cache
 @st.composite
 def frames(draw, max_rows: int = 20):
     """A pandas DataFrame or a pyarrow Table: id (unique, shuffled), value (ints or floats, NULLs, NaN),
@@ -557,7 +565,8 @@ def test_most_generated_frames_take_the_column_path(monkeypatch):
 # ------------------------------------------------------------------- ALL ROWS PER MATCH, column-wise
 
 
-def _all_rows_measures(qualifiers: list[str]) -> st.SearchStrategy:
+@functools.cache
+def _all_rows_measures(qualifiers: tuple[str, ...]) -> st.SearchStrategy:
     """Every measure kind ``matcher/vector/all_rows.py`` computes: RUNNING (the default) and FINAL FIRST/LAST,
     column references qualified and not, COUNT(*)/COUNT(v.*), CLASSIFIER(), MATCH_NUMBER()."""
     names = st.sampled_from(["value", "id", "ts", "part", "flag"])
@@ -594,7 +603,7 @@ def all_rows_queries(draw) -> A.Statement:
     return statement(
         pattern,
         defines=defines,
-        measures=draw(_all_rows_measures(list(pvars) + list(subsets))),
+        measures=draw(_all_rows_measures((*pvars, *subsets))),
         rows_per_match=draw(st.sampled_from(["ALL_SHOW_EMPTY", "ALL_OMIT_EMPTY"])),
         skip="PAST_LAST_ROW",
         partition_by=draw(st.sampled_from([(), ("part",), ("part", "flag")])),

@@ -860,7 +860,7 @@ def test_spark_sigkill_mid_stream_then_restart(spark, few_partitions, tmp_path):
     query = cep.compile(QUERIES["vshape"])
     rnd = random.Random(31)
     events = make_events(rnd, symbols=3, per_symbol=40)
-    batches = make_batches(events, rnd, 20, 10)
+    batches = make_batches(events, rnd, 20, 6)  # killed after 3 commits: 3 or so left
     batches[-1].append(sentinel(events, 60, 20))  # in the last batch (see sentinel)
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
     write_batches(source, batches)
