@@ -11,7 +11,8 @@ micro-batch 1:
 * ``journaled``: the journal record written, the outbox entry still there;
 * ``taken_out``: the outbox entry removed, the record not folded yet;
 * ``status_written``: the status written with the record folded, the record not deleted yet;
-* ``none``: no kill (the restart, which finishes the work).
+* ``none``: no kill (the restart, which finishes the work). The tests run the restart in their own process
+  (``main`` returns the sink's status entry): only the kill needs a process of its own.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main(checkpoint: str, kind: str, argument: str, point: str, batches: int) -> None:
+def main(checkpoint: str, kind: str, argument: str, point: str, batches: int) -> dict:
+    """The lanes' run to POINT (``none``: to the end); returns the sink's entry in the status."""
     sink = make_sink(kind, None if argument == "-" else argument, state_dir=os.path.join(checkpoint, "sinks"))
     stream = AlertStream.__new__(AlertStream)  # the stream's bookkeeping only: no Spark
     stream.checkpoint, stream.on_event, stream._to_remove = checkpoint, None, []
@@ -103,8 +105,8 @@ def main(checkpoint: str, kind: str, argument: str, point: str, batches: int) ->
             break
         time.sleep(0.05)  # the next round of the stream's poll loop
     stream.lanes.stop(10)
-    print(json.dumps(stream.status["sinks"][sink.key()]))
+    return stream.status["sinks"][sink.key()]
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    print(json.dumps(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))))

@@ -14,6 +14,7 @@ one with suppression) runs over random events cut into random micro-batches with
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import os
@@ -67,13 +68,29 @@ COLUMN_RULES = {"burst/burst", "three/three", "rise/rise", "sla/sla"}
 GAUGES = {"d_live", "d_keys", "dropped_live"}
 
 
+# build_rule_set's payload of each (rules, session timeout) the property tests publish, built once for the run:
+# every example publishes one of a few rule sets into a store of its own, and compiling the five rules again
+# was about an eighth of an example's time (cProfile of test_alerting_driver's property).
+_BUILT_RULE_SETS: dict[tuple, dict] = {}
+
+
+def rule_set_payload(tmp_path: Path, rules: dict[str, str], session_s: int) -> dict:
+    """A fresh copy of build_rule_set's payload of ``rules``, written the first time under ``tmp_path`` (a folder
+    of its own for each rule set, so a later edit never changes the files of one built before)."""
+    key = (tuple(sorted(rules.items())), session_s)
+    if key not in _BUILT_RULE_SETS:
+        folder = tmp_path / f"rules-{len(_BUILT_RULE_SETS)}"
+        for name, text in rules.items():
+            write_rule(folder, name, text)
+        payload, ruleset = build_rule_set(str(folder), input_types=TYPES, session_timeout_us=session_s * 1_000_000)
+        assert not ruleset.errors, [str(e) for e in ruleset.errors]
+        _BUILT_RULE_SETS[key] = payload
+    return copy.deepcopy(_BUILT_RULE_SETS[key])
+
+
 def publish(tmp_path: Path, session_s: int, dedup_key: tuple[str, ...] = (), horizon_s: int = 0) -> RuleStore:
     """The rule set in a store; ``dedup_key`` and its horizon as ``cep stream --dedup-key`` publishes them."""
-    rules = tmp_path / "rules"
-    for name, text in RULES.items():
-        write_rule(rules, name, text)
-    payload, ruleset = build_rule_set(str(rules), input_types=TYPES, session_timeout_us=session_s * 1_000_000)
-    assert not ruleset.errors, [str(e) for e in ruleset.errors]
+    payload = rule_set_payload(tmp_path, RULES, session_s)
     if dedup_key:
         payload["dedup_key"], payload["dedup_horizon_us"] = list(dedup_key), horizon_s * 1_000_000
     store = RuleStore(str(tmp_path / f"store-{session_s}"))
@@ -170,6 +187,19 @@ def replayed(store: RuleStore, rows: list[dict], session_s: int) -> Counter:
             )
             out[(rule_id, match_id, key, measures)] += 1
     return out
+
+
+def test_one_rule_file_published_with_and_without_a_dedup_key_runs_each_way(tmp_path):
+    """A worker process caches each compiled rule; two rule sets of the same rule files (one path, one text)
+    that differ only in the stream's dedup key or horizon must not share one: each rule keeps its own."""
+    payload = rule_set_payload(tmp_path, RULES, 60)
+    settings_seen = []
+    for name, dedup_key, horizon_s in (("plain", None, 0), ("by-ts", ["ts", "price"], 5), ("longer", ["ts"], 9)):
+        store = RuleStore(str(tmp_path / name))
+        store.publish({**payload, "dedup_key": dedup_key, "dedup_horizon_us": horizon_s * 1_000_000})
+        engine = runtime_for(store.directory, "0").rule("burst/burst").engine
+        settings_seen.append((engine.dedup_columns, engine.dedup_horizon_us))
+    assert settings_seen == [((), 0), (("ts", "price"), 5_000_000), (("ts",), 9_000_000)]
 
 
 def test_the_rule_set_mixes_column_wise_and_per_key_rules(tmp_path):

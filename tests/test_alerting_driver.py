@@ -39,7 +39,7 @@ from cep.spark_bridge.alerting.driver_state import (
     is_local_master,
     layout_of,
 )
-from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_LATE, KIND_MATCH, STAT_NAMES, build_rule_set
+from cep.spark_bridge.alerting.rule_set import FILE, KIND_BAD, KIND_LATE, KIND_MATCH, STAT_NAMES
 from cep.spark_bridge.alerting.stream import AlertStream
 from cep.spark_bridge.engine import state_codec
 from cep.spark_bridge.sinks.alerts import ALERT_NAMES
@@ -50,7 +50,6 @@ from tests.test_alerting import (
     HIGH,
     SENTINEL,
     SPAN,
-    TYPES,
     LocalAlerts,
     _schema,
     at,
@@ -62,7 +61,7 @@ from tests.test_alerting import (
     write_batch,
     write_rule,
 )
-from tests.test_alerting_columnwise import RULES, alert_tuple, make_batches, not_late, replayed
+from tests.test_alerting_columnwise import RULES, alert_tuple, make_batches, not_late, replayed, rule_set_payload
 
 EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "60"))
 HOUR_US = 3_600_000_000
@@ -74,13 +73,8 @@ PER_CALL = {"timers_fired", "d_live", "d_keys", "d_pending"}
 def publish(tmp_path: Path, session_s: int, rules: dict[str, str] = RULES):
     from cep.spark_bridge.alerting.store import RuleStore
 
-    directory = tmp_path / "rules"
-    for name, text in rules.items():
-        write_rule(directory, name, text)
-    payload, ruleset = build_rule_set(str(directory), input_types=TYPES, session_timeout_us=session_s * 1_000_000)
-    assert not ruleset.errors, [str(e) for e in ruleset.errors]
     store = RuleStore(str(tmp_path / "store"))
-    store.publish(payload)
+    store.publish(rule_set_payload(tmp_path, rules, session_s))
     return store
 
 

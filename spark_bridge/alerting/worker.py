@@ -129,6 +129,8 @@ class _RuleSetRuntime:
                 self.payload["input_types"],
                 self.payload.get("session_timeout_us"),
                 self.payload.get("max_pending_rows"),
+                self.payload.get("dedup_key"),  # _CompiledRule reads them too: two streams on one rule file
+                self.payload.get("dedup_horizon_us"),  # with other --dedup-key settings are two rules here
                 release_delay_ms,
             ],
             sort_keys=True,
