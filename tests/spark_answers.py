@@ -7,11 +7,14 @@ a module asks for all its expressions at once: they are selected side by side, i
 ``EXPRESSIONS_A_QUERY``, by one statement over the same rows, and each case then reads its own column
 (its values, and its type from the batched frame's schema: the type a query of that expression alone has).
 
-A chunk Spark refuses or fails on is split in halves until each failing expression runs alone, in exactly
-the statement a single case would run, so that a case's error (its class, its message, the fragment Spark's
-query context names) is the one Spark gives for that expression alone. Expressions a module expects Spark to
-refuse go straight to their own query (``alone=True``): bisecting a chunk of failures costs more queries than
-it saves.
+A failing expression always gets its answer from its own query, in exactly the statement a single case would
+run, so that a case's error (its class, its message, the fragment Spark's query context names) is the one
+Spark gives for that expression alone. When a chunk fails, the error names its expression where it can (cep's
+analysis error by its place in the statement, Spark's run-time error by its query context's fragment, found
+in one expression of the chunk): that expression runs alone and the rest of the chunk together again, one
+query more per failing expression. An error that names none splits the chunk in halves, down to the
+expressions that fail. Expressions a module expects Spark to refuse go straight to their own query
+(``expected_to_fail``): a failed chunk costs a query and, at run time, the Python worker of its task.
 """
 
 from __future__ import annotations
@@ -99,15 +102,41 @@ class SparkAnswers:
             self.answers[expressions[0]] = self.run_alone(expressions[0])
             return
         names = [f"v{n}" for n in range(len(expressions))]
+        columns = list(zip(names, expressions))
         try:
-            rows, types = self.collect(list(zip(names, expressions)))
-        except Exception:  # noqa: BLE001 - Spark's errors are its own classes: find the expressions that fail
+            rows, types = self.collect(columns)
+        except Exception as error:  # noqa: BLE001 - Spark's errors are its own classes: find the expressions that fail
+            named = self.named_by(error, columns)
+            if named is not None:  # the error names its expression: that one alone, the others together again
+                self.answers[named] = self.run_alone(named)
+                self.run_together([expression for expression in expressions if expression != named])
+                return
             half = len(expressions) // 2
             self.run_together(expressions[:half])
             self.run_together(expressions[half:])
             return
         for name, expression in zip(names, expressions):
             self.answers[expression] = SparkAnswer(expression, tuple(row[name] for row in rows), types[name], None)
+
+    def named_by(self, error: Exception, columns: list[tuple[str, str]]) -> str | None:
+        """The one expression of ``columns`` that ``error`` places itself in, else None (then the chunk is
+        halved). cep's CepError (an analysis error) has a span in the statement's text; Spark's error at run
+        time names the fragment of the query that failed, found in exactly one expression or in none."""
+        span = getattr(error, "span", None)
+        if span is not None and span.line > 0:
+            text = self.statement(columns)
+            start = text.find(select_list(columns))
+            if start < 0:
+                return None
+            for name, expression in columns:  # select_list's pieces, in order, ", " between them
+                if start <= span.start < start + len(expression):
+                    return expression
+                start += len(f"{expression} AS {name}, ")
+            return None
+        contexts = getattr(error, "getQueryContext", lambda: [])() or []
+        fragments = {context.fragment() for context in contexts} - {""}
+        holding = {expression for fragment in fragments for _, expression in columns if fragment in expression}
+        return holding.pop() if len(holding) == 1 else None
 
     def run_alone(self, expression: str) -> SparkAnswer:
         try:

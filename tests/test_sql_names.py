@@ -105,8 +105,14 @@ def test_names_give_rows_or_a_placed_cep_error(text) -> None:
         assert error.span is not None and error.span.start >= len(HEAD), str(error)  # in the SQL around the clause
 
 
-def spark_rows(spark, text: str):
+@pytest.fixture(scope="module")
+def events(spark):
+    """The rows as the view every statement reads, made once for the file (the statements never change it)."""
     spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA).createOrReplaceTempView(TABLE)
+    return spark
+
+
+def spark_rows(spark, text: str):
     try:
         return sorted(map(str, (tuple(row) for row in cep.sql(spark, text).collect())))
     except Exception as error:  # noqa: BLE001 - Spark's analysis errors are its own classes (or cep's)
@@ -128,10 +134,10 @@ def python_rows(text: str):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(text=statements())
-def test_spark_and_the_python_engine_accept_the_same_names(spark, text) -> None:
+def test_spark_and_the_python_engine_accept_the_same_names(events, text) -> None:
     """Where Spark resolves every name the python engine gives its rows; where Spark refuses a name, the
     python engine refuses too (it never answers a statement Spark cannot read)."""
-    expected, got = spark_rows(spark, text), python_rows(text)
+    expected, got = spark_rows(events, text), python_rows(text)
     if isinstance(expected, Exception):
         assert isinstance(got, cep.CepError), f"Spark fails ({str(expected).splitlines()[0]}), python gives {got}"
     elif isinstance(got, cep.CepError):
@@ -208,7 +214,7 @@ def test_duckdbs_binder_and_cast_errors_are_sparks_sentences(text, sentence, fra
 
 
 @pytest.mark.spark
-def test_spark_fails_alike(spark) -> None:
+def test_spark_fails_alike(events) -> None:
     for text, _, _, sparks_words in NAME_ERRORS:
-        answer = spark_rows(spark, text)
+        answer = spark_rows(events, text)
         assert isinstance(answer, Exception) and sparks_words in str(answer), (text, answer)

@@ -85,9 +85,15 @@ def python_answer(width: str, values: list, text: str):
         return error
 
 
+# The rows the view TABLE holds, per session: a run of statements over the same rows makes it once.
+_VIEW_HOLDS: dict[int, tuple] = {}
+
+
 def spark_answer(spark, width: str, values: list, text: str):
-    frame = spark.createDataFrame(list(enumerate(values)), f"id INT, c {width}")
-    frame.createOrReplaceTempView(TABLE)
+    rows = (width, tuple(values))
+    if _VIEW_HOLDS.get(id(spark._jsparkSession)) != rows:
+        spark.createDataFrame(list(enumerate(values)), f"id INT, c {width}").createOrReplaceTempView(TABLE)
+        _VIEW_HOLDS[id(spark._jsparkSession)] = rows
     try:
         return [row["id"] for row in cep.sql(spark, text).collect()]
     except Exception as error:  # noqa: BLE001 - Spark's errors at collect() are its own classes

@@ -86,13 +86,20 @@ def python_rows(statement: str, data: Path):
     return arrow_to_pandas(table)
 
 
+@pytest.fixture(scope="module")
+def spark_inputs(spark) -> dict[Path, object]:
+    """Each data file as Spark reads it (``read_spark``), read once for the patterns that share it: reading a
+    CSV costs Spark jobs of its own (the header, the kinds of its columns), the same for every statement."""
+    return {data: read_spark(spark, [str(data)], "csv") for data in sorted({_data_file(p) for p in PATTERNS})}
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("pattern", PATTERNS, ids=[p.stem for p in PATTERNS])
-def test_shipped_patterns_wrapped_give_the_same_rows_on_both_engines(spark, pattern):
+def test_shipped_patterns_wrapped_give_the_same_rows_on_both_engines(spark, spark_inputs, pattern):
     statement, _key = wrapped(pattern)
     data = _data_file(pattern)
     here = python_rows(statement, data)
-    there = arrow_to_pandas(cep.sql(spark, statement, default=read_spark(spark, [str(data)], "csv")).toArrow())
+    there = arrow_to_pandas(cep.sql(spark, statement, default=spark_inputs[data]).toArrow())
     assert list(here.columns) == list(there.columns)
     assert rows_of(here) == rows_of(there)
     # And they are the pattern's own matches (distinct), each with its partition's count.
