@@ -650,3 +650,31 @@ def test_lark_never_shows_through() -> None:
         for lark_word in ("Token(", "Expected one of", "_RPAR", "IDENT", "$END", "Unexpected token"):
             assert lark_word not in text
         assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_an_unknown_column_with_no_close_spelling_lists_the_input_s_columns() -> None:
+    """A guessed name (`cost` for `price`, `tstamp` for `ts`) has no close spelling: the hint says what the
+    input has, in its order, instead of leaving the analyst to open the file."""
+    query = "SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY tstamp\n  PATTERN (A)\n  DEFINE A AS A.cost > 10\n)"
+    with pytest.raises(CepError) as raised:
+        check(parse(query, filename="q.sql"), schema=SCHEMA, source=query, filename="q.sql")
+    assert str(raised.value) == (
+        "q.sql:2:12: error[E0201]: ORDER BY column 'tstamp' is not in the input\n"
+        "   2 |   ORDER BY tstamp\n"
+        "     |            ^^^^^^\n"
+        "  hint: the input's columns are ts, symbol, price, tags\n"
+        "q.sql:4:17: error[E0220]: unknown column 'cost'\n"
+        "   4 |   DEFINE A AS A.cost > 10\n"
+        "     |                 ^^^^\n"
+        "  hint: the input's columns are ts, symbol, price, tags"
+    )
+
+
+def test_the_list_of_columns_in_a_hint_stops_at_a_dozen() -> None:
+    wide = {"ts": "TIMESTAMP", **{f"c{i}": "DOUBLE" for i in range(19)}}  # 20 columns
+    query = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS zzz > 1)"
+    with pytest.raises(CepError) as raised:
+        check(parse(query, filename="q.sql"), schema=wide, source=query, filename="q.sql")
+    assert str(raised.value).endswith(
+        "  hint: the input's columns are ts, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 and 8 more"
+    )
