@@ -37,7 +37,7 @@ from cep.grammar.functions import (
     like_segments,
     suggest,
 )
-from cep.grammar.suggestions import column_hint, did_you_mean
+from cep.grammar.suggestions import column_hint, did_you_mean, names_hint
 from cep.grammar.type_names import CAST_TYPES, LITERAL_FAMILY, decimal_problem, family_of_type, normalize_type
 
 __all__ = [
@@ -211,7 +211,7 @@ class _Checker:
                         "E0204",
                         f"subset '{subset.name.name}' names '{variable.name}', which is not a pattern variable",
                         variable.span,
-                        did_you_mean(variable.name, self._names()),
+                        names_hint(variable.name, [v.name for v in self.variables.values()], "the pattern's variables"),
                     )
 
     def _check_defines(self) -> None:
@@ -223,7 +223,7 @@ class _Checker:
                     "E0202",
                     f"DEFINE gives a condition for '{define.variable.name}', which does not appear in PATTERN",
                     define.variable.span,
-                    did_you_mean(define.variable.name, self._names()),
+                    names_hint(define.variable.name, self._names(), self._listed_as()),
                 )
             elif key in seen:
                 self.report(
@@ -249,7 +249,7 @@ class _Checker:
                 "E0223",
                 f"AFTER MATCH SKIP TO '{skip.variable.name}': no such pattern variable or subset",
                 skip.variable.span,
-                did_you_mean(skip.variable.name, self._names()),
+                names_hint(skip.variable.name, self._names(), self._listed_as()),
             )
         if match.rows_per_match.mode == "ALL_WITH_UNMATCHED":
             exclusion = next((n for n in ast.walk(match.pattern) if isinstance(n, ast.Exclusion)), None)
@@ -416,6 +416,10 @@ class _Checker:
     def _names(self) -> list[str]:
         return [i.name for i in self.variables.values()] + [s.name.name for s in self.match.subsets]
 
+    def _listed_as(self) -> str:
+        """How a hint introduces ``_names()``."""
+        return "the pattern's variables and subsets" if self.match.subsets else "the pattern's variables"
+
     def _names_by_key(self) -> set[str]:
         return set(self.variables) | set(self.subsets)
 
@@ -485,7 +489,7 @@ class _ExpressionChecker:
             "E0206",
             f"pattern variable '{name.name}' is used in {scope.clause} but never appears in PATTERN",
             name.span,
-            did_you_mean(name.name, self.checker._names()),
+            names_hint(name.name, self.checker._names(), self.checker._listed_as()),
         )
 
     def visit_Star(self, node: ast.Star, scope: _Scope) -> None:

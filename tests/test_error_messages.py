@@ -227,7 +227,8 @@ GOLDEN = [
         False,
         "q.sql:4:10: error[E0202]: DEFINE gives a condition for 'C', which does not appear in PATTERN\n"
         "   4 |   DEFINE C AS C.price > 10\n"
-        "     |          ^",
+        "     |          ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0203",
@@ -243,7 +244,8 @@ GOLDEN = [
         False,
         "q.sql:4:18: error[E0204]: subset 'U' names 'X', which is not a pattern variable\n"
         "   4 |   SUBSET U = (A, X)\n"
-        "     |                  ^",
+        "     |                  ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0205",
@@ -259,7 +261,8 @@ GOLDEN = [
         False,
         "q.sql:3:12: error[E0206]: pattern variable 'C' is used in MEASURES but never appears in PATTERN\n"
         "   3 |   MEASURES C.price AS p\n"
-        "     |            ^",
+        "     |            ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0207",
@@ -386,7 +389,8 @@ GOLDEN = [
         False,
         "q.sql:3:29: error[E0223]: AFTER MATCH SKIP TO 'D': no such pattern variable or subset\n"
         "   3 |   AFTER MATCH SKIP TO FIRST D\n"
-        "     |                             ^",
+        "     |                             ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0224",
@@ -630,6 +634,7 @@ def test_several_problems_render_one_after_the_other() -> None:
         "q.sql:3:10: error[E0202]: DEFINE gives a condition for 'B', which does not appear in PATTERN\n"
         "   3 |   DEFINE B AS true, A AS FINAL LAST(A.x) > 0\n"
         "     |          ^\n"
+        "  hint: the pattern's variables are A\n"
         "q.sql:3:26: error[E0214]: FINAL cannot be used in DEFINE\n"
         "   3 |   DEFINE B AS true, A AS FINAL LAST(A.x) > 0\n"
         "     |                          ^^^^^^^^^^^^^^^\n"
@@ -678,3 +683,11 @@ def test_the_list_of_columns_in_a_hint_stops_at_a_dozen() -> None:
     assert str(raised.value).endswith(
         "  hint: the input's columns are ts, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 and 8 more"
     )
+
+
+def test_an_unknown_variable_with_no_close_spelling_lists_the_pattern_s_variables_and_subsets() -> None:
+    query = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES LAST(X.price) AS p PATTERN (A B) SUBSET U = (A, B))"
+    with pytest.raises(CepError) as raised:
+        check(parse(query, filename="q.sql"), schema=SCHEMA, source=query, filename="q.sql")
+    assert raised.value.code == "E0206"
+    assert str(raised.value).endswith("  hint: the pattern's variables and subsets are A, B, U")
