@@ -691,3 +691,21 @@ def test_an_unknown_variable_with_no_close_spelling_lists_the_pattern_s_variable
         check(parse(query, filename="q.sql"), schema=SCHEMA, source=query, filename="q.sql")
     assert raised.value.code == "E0206"
     assert str(raised.value).endswith("  hint: the pattern's variables and subsets are A, B, U")
+
+
+def test_within_after_a_call_at_the_end_of_define_is_a_clause_order_error() -> None:
+    """After `PREV(x)`, WITHIN reads as the start of `f(x) WITHIN GROUP (...)`, and the message used to ask for
+    'GROUP'; it is the same mistake as WITHIN after any other condition, at the word WITHIN."""
+    query = (
+        "SELECT * FROM t MATCH_RECOGNIZE (\n  PATTERN (A B)\n"
+        "  DEFINE B AS price < PREV(price) WITHIN INTERVAL '5' MINUTE\n)"
+    )
+    with pytest.raises(CepError) as raised:
+        parse(query, filename="q.sql")
+    assert str(raised.value) == (
+        "q.sql:3:35: error[E0126]: WITHIN must come before DEFINE\n"
+        "   3 |   DEFINE B AS price < PREV(price) WITHIN INTERVAL '5' MINUTE\n"
+        "     |                                   ^^^^^^\n"
+        "  hint: the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
+        "WITHIN, SUBSET, DEFINE"
+    )
