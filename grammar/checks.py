@@ -479,7 +479,7 @@ class _ExpressionChecker:
                 "E0220",
                 f"unknown column '{node.column.name}'",
                 node.column.span,
-                column_hint(node.column.name, checker.schema),
+                column_hint(node.column.name, checker.schema, quoted=node.column.quoted),
             )
             return None
         return None if type_name is None else family_of_type(type_name)

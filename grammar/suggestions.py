@@ -36,6 +36,11 @@ def names_hint(name: str, names: Iterable[str], listed_as: str) -> str | None:
     return f"{listed_as} are {shown}" + (f" and {more} more" if more > 0 else "")
 
 
-def column_hint(name: str, columns: Iterable[str]) -> str | None:
-    """A close spelling of ``name`` among ``columns``, else the columns the input has (None if it has none)."""
+def column_hint(name: str, columns: Iterable[str], *, quoted: bool = False) -> str | None:
+    """A close spelling of ``name`` among ``columns``; else, for a double-quoted name (``status = "fail"``, as
+    MySQL writes text), how to write text; else the columns the input has (None if it has none)."""
+    columns = list(columns)
+    if quoted and did_you_mean(name, columns) is None:
+        text = name.replace("'", "''")
+        return f"double quotes name a column (as in the SQL standard); write text in single quotes: '{text}'"
     return names_hint(name, columns, "the input's columns")

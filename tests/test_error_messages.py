@@ -709,3 +709,15 @@ def test_within_after_a_call_at_the_end_of_define_is_a_clause_order_error() -> N
         "  hint: the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
         "WITHIN, SUBSET, DEFINE"
     )
+
+
+def test_a_double_quoted_word_that_is_no_column_is_told_to_use_single_quotes() -> None:
+    """`status = "fail"` (text in double quotes, as MySQL allows) names a column in SQL; no column is close to
+    'fail', so the hint is about the quotes, not a list of columns."""
+    query = 'SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS symbol = "ACME")'
+    with pytest.raises(CepError) as raised:
+        check(parse(query, filename="q.sql"), schema=SCHEMA, source=query, filename="q.sql")
+    assert raised.value.code == "E0220"
+    assert str(raised.value).endswith(
+        "  hint: double quotes name a column (as in the SQL standard); write text in single quotes: 'ACME'"
+    )
