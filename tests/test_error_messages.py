@@ -577,6 +577,18 @@ GOLDEN = [
         "   3 |   PATTERN ((A{500} B{500}){20})\n"
         "     |            ^^^^^^^^^^^^^^^^^^^",
     ),
+    (
+        # After `PREV(x)`, WITHIN reads as the start of `f(x) WITHIN GROUP (...)`: the same clause-order
+        # mistake as WITHIN after any other condition (not "expected 'GROUP'"), at the word WITHIN.
+        "E0126",
+        "SELECT * FROM t MATCH_RECOGNIZE (\n  PATTERN (A B)\n  DEFINE B AS x < PREV(x) WITHIN INTERVAL '5' MINUTE\n)",
+        False,
+        "q.sql:3:27: error[E0126]: WITHIN must come before DEFINE\n"
+        "   3 |   DEFINE B AS x < PREV(x) WITHIN INTERVAL '5' MINUTE\n"
+        "     |                           ^^^^^^\n"
+        "  hint: the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
+        "WITHIN, SUBSET, DEFINE",
+    ),
 ]
 
 
@@ -657,13 +669,19 @@ def test_lark_never_shows_through() -> None:
         assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
+def refusal(query: str, schema: dict[str, str]) -> CepError:
+    """The error ``query`` gets, checked against ``schema``."""
+    with pytest.raises(CepError) as raised:
+        check(parse(query, filename="q.sql"), schema=schema, source=query, filename="q.sql")
+    return raised.value
+
+
 def test_an_unknown_column_with_no_close_spelling_lists_the_input_s_columns() -> None:
     """A guessed name (`cost` for `price`, `tstamp` for `ts`) has no close spelling: the hint says what the
     input has, in its order, instead of leaving the analyst to open the file."""
     query = "SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY tstamp\n  PATTERN (A)\n  DEFINE A AS A.cost > 10\n)"
-    with pytest.raises(CepError) as raised:
-        check(parse(query, filename="q.sql"), schema=SCHEMA, source=query, filename="q.sql")
-    assert str(raised.value) == (
+    error = refusal(query, SCHEMA)
+    assert str(error) == (
         "q.sql:2:12: error[E0201]: ORDER BY column 'tstamp' is not in the input\n"
         "   2 |   ORDER BY tstamp\n"
         "     |            ^^^^^^\n"
@@ -678,46 +696,25 @@ def test_an_unknown_column_with_no_close_spelling_lists_the_input_s_columns() ->
 def test_the_list_of_columns_in_a_hint_stops_at_a_dozen() -> None:
     wide = {"ts": "TIMESTAMP", **{f"c{i}": "DOUBLE" for i in range(19)}}  # 20 columns
     query = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS zzz > 1)"
-    with pytest.raises(CepError) as raised:
-        check(parse(query, filename="q.sql"), schema=wide, source=query, filename="q.sql")
-    assert str(raised.value).endswith(
+    error = refusal(query, wide)
+    assert str(error).endswith(
         "  hint: the input's columns are ts, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 and 8 more"
     )
 
 
 def test_an_unknown_variable_with_no_close_spelling_lists_the_pattern_s_variables_and_subsets() -> None:
     query = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES LAST(X.price) AS p PATTERN (A B) SUBSET U = (A, B))"
-    with pytest.raises(CepError) as raised:
-        check(parse(query, filename="q.sql"), schema=SCHEMA, source=query, filename="q.sql")
-    assert raised.value.code == "E0206"
-    assert str(raised.value).endswith("  hint: the pattern's variables and subsets are A, B, U")
-
-
-def test_within_after_a_call_at_the_end_of_define_is_a_clause_order_error() -> None:
-    """After `PREV(x)`, WITHIN reads as the start of `f(x) WITHIN GROUP (...)`, and the message used to ask for
-    'GROUP'; it is the same mistake as WITHIN after any other condition, at the word WITHIN."""
-    query = (
-        "SELECT * FROM t MATCH_RECOGNIZE (\n  PATTERN (A B)\n"
-        "  DEFINE B AS price < PREV(price) WITHIN INTERVAL '5' MINUTE\n)"
-    )
-    with pytest.raises(CepError) as raised:
-        parse(query, filename="q.sql")
-    assert str(raised.value) == (
-        "q.sql:3:35: error[E0126]: WITHIN must come before DEFINE\n"
-        "   3 |   DEFINE B AS price < PREV(price) WITHIN INTERVAL '5' MINUTE\n"
-        "     |                                   ^^^^^^\n"
-        "  hint: the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
-        "WITHIN, SUBSET, DEFINE"
-    )
+    error = refusal(query, SCHEMA)
+    assert error.code == "E0206"
+    assert str(error).endswith("  hint: the pattern's variables and subsets are A, B, U")
 
 
 def test_a_double_quoted_word_that_is_no_column_is_told_to_use_single_quotes() -> None:
     """`status = "fail"` (text in double quotes, as MySQL allows) names a column in SQL; no column is close to
     'fail', so the hint is about the quotes, not a list of columns."""
     query = 'SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS symbol = "ACME")'
-    with pytest.raises(CepError) as raised:
-        check(parse(query, filename="q.sql"), schema=SCHEMA, source=query, filename="q.sql")
-    assert raised.value.code == "E0220"
-    assert str(raised.value).endswith(
+    error = refusal(query, SCHEMA)
+    assert error.code == "E0220"
+    assert str(error).endswith(
         "  hint: double quotes name a column (as in the SQL standard); write text in single quotes: 'ACME'"
     )
