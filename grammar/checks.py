@@ -14,7 +14,6 @@ The walks are recursive; the parser bounds the AST depth (limits.MAX_NESTING_DEP
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -38,6 +37,7 @@ from cep.grammar.functions import (
     like_segments,
     suggest,
 )
+from cep.grammar.suggestions import column_hint, did_you_mean, names_hint
 from cep.grammar.type_names import CAST_TYPES, LITERAL_FAMILY, decimal_problem, family_of_type, normalize_type
 
 __all__ = [
@@ -63,13 +63,6 @@ def pattern_variables(pattern: ast.Pattern) -> dict[str, ast.Identifier]:
             name = node.name if isinstance(node, ast.PatternVar) else node.variable
             found.setdefault(name.key, name)
     return found
-
-
-def _did_you_mean(name: str, candidates) -> str | None:
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    if not close:
-        close = difflib.get_close_matches(name.upper(), [c.upper() for c in candidates], n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 # ------------------------------------------------------------------------------------- checking
@@ -218,7 +211,7 @@ class _Checker:
                         "E0204",
                         f"subset '{subset.name.name}' names '{variable.name}', which is not a pattern variable",
                         variable.span,
-                        _did_you_mean(variable.name, self._names()),
+                        names_hint(variable.name, [v.name for v in self.variables.values()], "the pattern's variables"),
                     )
 
     def _check_defines(self) -> None:
@@ -230,7 +223,7 @@ class _Checker:
                     "E0202",
                     f"DEFINE gives a condition for '{define.variable.name}', which does not appear in PATTERN",
                     define.variable.span,
-                    _did_you_mean(define.variable.name, self._names()),
+                    names_hint(define.variable.name, self._names(), self._listed_as()),
                 )
             elif key in seen:
                 self.report(
@@ -256,7 +249,7 @@ class _Checker:
                 "E0223",
                 f"AFTER MATCH SKIP TO '{skip.variable.name}': no such pattern variable or subset",
                 skip.variable.span,
-                _did_you_mean(skip.variable.name, self._names()),
+                names_hint(skip.variable.name, self._names(), self._listed_as()),
             )
         if match.rows_per_match.mode == "ALL_WITH_UNMATCHED":
             exclusion = next((n for n in ast.walk(match.pattern) if isinstance(n, ast.Exclusion)), None)
@@ -324,7 +317,7 @@ class _Checker:
                 code,
                 f"{clause} column '{column.column.name}' is not in the input",
                 column.span,
-                _did_you_mean(column.column.name, self.schema),
+                column_hint(column.column.name, self.schema),
             )
         return type_name
 
@@ -410,7 +403,7 @@ class _Checker:
                     "E0221",
                     f"'{node.column.name}' is not an output column of MATCH_RECOGNIZE",
                     node.span,
-                    _did_you_mean(node.column.name, [k.lower() for k in outputs]),
+                    did_you_mean(node.column.name, [k.lower() for k in outputs]),
                 )
         self._expression(expr, _Scope(clause), outer=True)
 
@@ -422,6 +415,10 @@ class _Checker:
 
     def _names(self) -> list[str]:
         return [i.name for i in self.variables.values()] + [s.name.name for s in self.match.subsets]
+
+    def _listed_as(self) -> str:
+        """How a hint introduces ``_names()``."""
+        return "the pattern's variables and subsets" if self.match.subsets else "the pattern's variables"
 
     def _names_by_key(self) -> set[str]:
         return set(self.variables) | set(self.subsets)
@@ -482,7 +479,7 @@ class _ExpressionChecker:
                 "E0220",
                 f"unknown column '{node.column.name}'",
                 node.column.span,
-                _did_you_mean(node.column.name, checker.schema),
+                column_hint(node.column.name, checker.schema, quoted=node.column.quoted),
             )
             return None
         return None if type_name is None else family_of_type(type_name)
@@ -492,7 +489,7 @@ class _ExpressionChecker:
             "E0206",
             f"pattern variable '{name.name}' is used in {scope.clause} but never appears in PATTERN",
             name.span,
-            _did_you_mean(name.name, self.checker._names()),
+            names_hint(name.name, self.checker._names(), self.checker._listed_as()),
         )
 
     def visit_Star(self, node: ast.Star, scope: _Scope) -> None:
@@ -594,7 +591,7 @@ class _ExpressionChecker:
                 "E0242",
                 f"unknown type '{node.type.name}' in CAST",
                 node.type.span,
-                _did_you_mean(node.type.name, CAST_TYPES),
+                did_you_mean(node.type.name, CAST_TYPES),
             )
             return None
         return family_of_type(node.type.name)

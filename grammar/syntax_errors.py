@@ -375,12 +375,19 @@ def _guess_mistake(token: Token, expected: set[str], text: str) -> _Mistake | No
     if inside_match and "PATTERN" not in words and (found in ("SUBSET", "DEFINE") or token.type == "_RPAR"):
         where = f"before {found}" if found != ")" else "in MATCH_RECOGNIZE"
         return _Mistake("E0123", f"missing PATTERN (...) {where}", "every MATCH_RECOGNIZE needs a PATTERN clause")
+    within_span = None
+    if found == "INTERVAL" and inside_match and last == "WITHIN" and "DEFINE" in words:
+        # `DEFINE B AS x < PREV(x) WITHIN INTERVAL ...`: after a call, WITHIN reads as `f(x) WITHIN GROUP`, so
+        # the parser stops at INTERVAL; the mistake is the clause order, at the word WITHIN.
+        within = list(re.finditer(r"\bWITHIN\b", text[: token.start_pos], re.I))[-1]
+        found, last, within_span = "WITHIN", "DEFINE", span_of(text, within.start(), within.end())
     if inside_match and found in _CLAUSE_RANK and _CLAUSE_RANK.get(last, 0) > _CLAUSE_RANK[found]:
         return _Mistake(
             "E0126",
             f"{_CLAUSE_TITLE.get(found, found)} must come before {_CLAUSE_TITLE.get(last, last)}",
             "the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
             "WITHIN, SUBSET, DEFINE",
+            within_span,
         )
     if token.type == "_RPAR" and "_RPAR" not in expected and _unclosed_parenthesis(text, token.start_pos) is None:
         return _Mistake("E0124", "unbalanced parentheses: this ')' closes nothing", "remove it or add the missing '('")

@@ -79,6 +79,7 @@ ORDER = {
         "units",
         "ast",
         "columns",
+        "suggestions",
         "tokens",
         "lalr",
         "syntax_errors",

@@ -227,7 +227,8 @@ GOLDEN = [
         False,
         "q.sql:4:10: error[E0202]: DEFINE gives a condition for 'C', which does not appear in PATTERN\n"
         "   4 |   DEFINE C AS C.price > 10\n"
-        "     |          ^",
+        "     |          ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0203",
@@ -243,7 +244,8 @@ GOLDEN = [
         False,
         "q.sql:4:18: error[E0204]: subset 'U' names 'X', which is not a pattern variable\n"
         "   4 |   SUBSET U = (A, X)\n"
-        "     |                  ^",
+        "     |                  ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0205",
@@ -259,7 +261,8 @@ GOLDEN = [
         False,
         "q.sql:3:12: error[E0206]: pattern variable 'C' is used in MEASURES but never appears in PATTERN\n"
         "   3 |   MEASURES C.price AS p\n"
-        "     |            ^",
+        "     |            ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0207",
@@ -386,7 +389,8 @@ GOLDEN = [
         False,
         "q.sql:3:29: error[E0223]: AFTER MATCH SKIP TO 'D': no such pattern variable or subset\n"
         "   3 |   AFTER MATCH SKIP TO FIRST D\n"
-        "     |                             ^",
+        "     |                             ^\n"
+        "  hint: the pattern's variables are A, B",
     ),
     (
         "E0224",
@@ -573,6 +577,18 @@ GOLDEN = [
         "   3 |   PATTERN ((A{500} B{500}){20})\n"
         "     |            ^^^^^^^^^^^^^^^^^^^",
     ),
+    (
+        # After `PREV(x)`, WITHIN reads as the start of `f(x) WITHIN GROUP (...)`: the same clause-order
+        # mistake as WITHIN after any other condition (not "expected 'GROUP'"), at the word WITHIN.
+        "E0126",
+        "SELECT * FROM t MATCH_RECOGNIZE (\n  PATTERN (A B)\n  DEFINE B AS x < PREV(x) WITHIN INTERVAL '5' MINUTE\n)",
+        False,
+        "q.sql:3:27: error[E0126]: WITHIN must come before DEFINE\n"
+        "   3 |   DEFINE B AS x < PREV(x) WITHIN INTERVAL '5' MINUTE\n"
+        "     |                           ^^^^^^\n"
+        "  hint: the order is PARTITION BY, ORDER BY, MEASURES, rows per match, AFTER MATCH SKIP, PATTERN, "
+        "WITHIN, SUBSET, DEFINE",
+    ),
 ]
 
 
@@ -630,6 +646,7 @@ def test_several_problems_render_one_after_the_other() -> None:
         "q.sql:3:10: error[E0202]: DEFINE gives a condition for 'B', which does not appear in PATTERN\n"
         "   3 |   DEFINE B AS true, A AS FINAL LAST(A.x) > 0\n"
         "     |          ^\n"
+        "  hint: the pattern's variables are A\n"
         "q.sql:3:26: error[E0214]: FINAL cannot be used in DEFINE\n"
         "   3 |   DEFINE B AS true, A AS FINAL LAST(A.x) > 0\n"
         "     |                          ^^^^^^^^^^^^^^^\n"
@@ -650,3 +667,54 @@ def test_lark_never_shows_through() -> None:
         for lark_word in ("Token(", "Expected one of", "_RPAR", "IDENT", "$END", "Unexpected token"):
             assert lark_word not in text
         assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def refusal(query: str, schema: dict[str, str]) -> CepError:
+    """The error ``query`` gets, checked against ``schema``."""
+    with pytest.raises(CepError) as raised:
+        check(parse(query, filename="q.sql"), schema=schema, source=query, filename="q.sql")
+    return raised.value
+
+
+def test_an_unknown_column_with_no_close_spelling_lists_the_input_s_columns() -> None:
+    """A guessed name (`cost` for `price`, `tstamp` for `ts`) has no close spelling: the hint says what the
+    input has, in its order, instead of leaving the analyst to open the file."""
+    query = "SELECT * FROM t MATCH_RECOGNIZE (\n  ORDER BY tstamp\n  PATTERN (A)\n  DEFINE A AS A.cost > 10\n)"
+    error = refusal(query, SCHEMA)
+    assert str(error) == (
+        "q.sql:2:12: error[E0201]: ORDER BY column 'tstamp' is not in the input\n"
+        "   2 |   ORDER BY tstamp\n"
+        "     |            ^^^^^^\n"
+        "  hint: the input's columns are ts, symbol, price, tags\n"
+        "q.sql:4:17: error[E0220]: unknown column 'cost'\n"
+        "   4 |   DEFINE A AS A.cost > 10\n"
+        "     |                 ^^^^\n"
+        "  hint: the input's columns are ts, symbol, price, tags"
+    )
+
+
+def test_the_list_of_columns_in_a_hint_stops_at_a_dozen() -> None:
+    wide = {"ts": "TIMESTAMP", **{f"c{i}": "DOUBLE" for i in range(19)}}  # 20 columns
+    query = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS zzz > 1)"
+    error = refusal(query, wide)
+    assert str(error).endswith(
+        "  hint: the input's columns are ts, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 and 8 more"
+    )
+
+
+def test_an_unknown_variable_with_no_close_spelling_lists_the_pattern_s_variables_and_subsets() -> None:
+    query = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES LAST(X.price) AS p PATTERN (A B) SUBSET U = (A, B))"
+    error = refusal(query, SCHEMA)
+    assert error.code == "E0206"
+    assert str(error).endswith("  hint: the pattern's variables and subsets are A, B, U")
+
+
+def test_a_double_quoted_word_that_is_no_column_is_told_to_use_single_quotes() -> None:
+    """`status = "fail"` (text in double quotes, as MySQL allows) names a column in SQL; no column is close to
+    'fail', so the hint is about the quotes, not a list of columns."""
+    query = 'SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A) DEFINE A AS symbol = "ACME")'
+    error = refusal(query, SCHEMA)
+    assert error.code == "E0220"
+    assert str(error).endswith(
+        "  hint: double quotes name a column (as in the SQL standard); write text in single quotes: 'ACME'"
+    )

@@ -66,6 +66,15 @@ def test_the_route_names_the_engine_a_batch_run_takes():
     assert any(reason.startswith("not the sequence engine: ") for reason in vm.batch_reasons)
 
 
+def test_explain_says_once_and_rightly_why_a_within_query_skips_the_regex_fast_path():
+    """The sequence engine runs WITHIN itself, so the reason is what the regex path lacks (not "the VM
+    does it"), and the sequence engine's line gives it once, not after a second "not eligible" prefix."""
+    text = cep.compile(SEQUENCE_QUERY).explain()
+    assert "(not the regex fast path: WITHIN needs event-time expiry, which Python's re cannot do)" in text
+    assert "not eligible for the fast path" not in text
+    assert "which the VM does" not in text
+
+
 def test_a_route_is_frozen_and_its_plans_stay_out_of_equality():
     route = cep.compile(SEQUENCE_QUERY).plan.route(COLUMNS)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -510,7 +510,7 @@ def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, .
 def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) -> FastPlan:
     mr = statement.match
     if mr.within is not None:
-        raise NotEligible("WITHIN needs event-time expiry, which the VM does")
+        raise NotEligible("WITHIN needs event-time expiry, which Python's re cannot do")
     if getattr(mr, "seek", False):
         raise NotEligible("SEEK")
     if mr.rows_per_match.show_timeout:

@@ -277,7 +277,8 @@ def _first_hits(items, defines, conditions, labels, label_ids, scope, label_of) 
 def explain_lines(statement: ast.Statement, machine, input_columns: tuple[str, ...], regex_line: str) -> list[str]:
     """``cep explain``'s lines when the regex fast path declines (``regex_line`` says why)."""
     plan, reasons = analyze(statement, machine, input_columns)
-    why_not_regex = regex_line.partition("(")[2].rstrip(")")
+    # regex_line is "path: Pike VM (not eligible for the fast path: REASONS)": keep REASONS, to say it once.
+    why_not_regex = regex_line.partition("(")[2].rstrip(")").removeprefix("not eligible for the fast path: ")
     if plan is None:
         return [regex_line.rstrip(")") + "; not the sequence engine: " + "; ".join(reasons) + ")"]
     return [
