@@ -459,4 +459,9 @@ def duckdb_strftime(pattern: str, *, parsing: bool = False) -> str:
                 f"the datetime pattern {pattern!r} uses {text!r}, which the python engine cannot "
                 f"{'read' if parsing else 'write'} exactly as Spark does (it can: {known})"
             )
+    if parsing and "%Y" not in parts:  # a text read without its year: Spark takes 1970's, DuckDB's strptime 1900's
+        raise PatternError(
+            f"the datetime pattern {pattern!r} reads no year (yyyy), which Spark takes as 1970 and the python "
+            "engine would take as 1900"
+        )
     return "".join(parts)

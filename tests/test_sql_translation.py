@@ -399,6 +399,7 @@ def spark_typed(answers: SparkAnswers, expression: str) -> tuple[list, str]:
 
 
 # Refused on the python engine, narrowly: Spark runs each (the test below), the python engine cannot as Spark does.
+YEARLESS_READ = "to_date(date_format(first_ts, 'MM/'), 'MM/')"
 REFUSED_BY_THE_DIFFERENTIAL = {
     "months_between(first_ts, TIMESTAMP '2021-03-28 01:30:00')": "MONTHS_BETWEEN",  # time of day, 8 digits
     "concat(s, x)": "DOUBLE",  # Java writes 1.0E10
@@ -426,6 +427,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "corr(x, x) OVER ()": "CORR only as a plain aggregate",
     "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
     "skewness(x) OVER ()": "SKEWNESS",
+    YEARLESS_READ: "reads no year",  # Spark's year 1970, DuckDB's strptime 1900
 }
 
 
@@ -442,6 +444,13 @@ def test_what_the_python_engine_cannot_run_as_spark_does_is_refused_by_name(expr
 @pytest.mark.parametrize("expression", sorted(REFUSED_BY_THE_DIFFERENTIAL))
 def test_spark_runs_what_the_python_engine_refuses(answers, expression) -> None:
     assert len(spark_values(answers, expression)) == len(ROWS)
+
+
+@pytest.mark.spark
+def test_a_date_read_without_its_year_is_in_1970_on_spark(answers) -> None:
+    """Found by the differential: the python engine gave 1900-02-01 (DuckDB's strptime), Spark 1970-02-01."""
+    in_order = sorted(ROWS, key=lambda row: row["ts"])  # the statement's ORDER BY first_ts
+    assert spark_values(answers, YEARLESS_READ) == [dt.date(1970, row["ts"].month, 1) for row in in_order]
 
 
 @pytest.mark.parametrize("expression", ["2 / x", "x / 2.5", "CAST(first_ts AS BIGINT) DIV 7"])
