@@ -428,6 +428,7 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
     "skewness(x) OVER ()": "SKEWNESS",
     YEARLESS_READ: "reads no year",  # Spark's year 1970, DuckDB's strptime 1900
+    "overlay(s PLACING 'zz' FROM -2 FOR 0)": "OVERLAY only FROM",  # Spark: 'zz2 ' of ' 12 ' (from the end)
 }
 
 
