@@ -193,6 +193,12 @@ _REFUSED_FUNCTIONS = {
 _SHORT_NAMES = {"Dayname": "%a", "Monthname": "%b"}
 
 
+def _positive_number(node) -> bool:
+    from sqlglot import exp
+
+    return isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit() and int(node.this) >= 1
+
+
 def _library_meaning(node, types: dict[int, str]):
     """Spark's string, date and numeric library functions whose DuckDB namesakes mean something else:
     Spark's meaning, a Refusal, or None."""
@@ -203,6 +209,11 @@ def _library_meaning(node, types: dict[int, str]):
         raise Refusal(f"the python engine cannot run {_REFUSED_FUNCTIONS[name]}", *place_of(node))
     if isinstance(node, exp.RegexpSplit) and node.args.get("limit") is not None:
         raise Refusal("the python engine runs SPLIT only without a limit (DuckDB has none)", *place_of(node))
+    if isinstance(node, exp.Overlay) and not _positive_number(node.args.get("from_")):
+        # Spark's FROM below 1 counts from the text's end (its substring's rule); DuckDB's keeps the whole text
+        raise Refusal(
+            "the python engine runs OVERLAY only FROM a position of 1 or more, written as a number", *place_of(node)
+        )
     if isinstance(node, exp.Chr):  # Spark: '' below 0, else the character of the code modulo 256
         code = node.expressions[0] if node.expressions else None
         if code is None or len(node.expressions) > 1 or type_of(code, types) not in INTEGRAL:

@@ -293,6 +293,19 @@ def ran_into(exc) -> bool:
     return isinstance(exc, (duckdb.OutOfRangeException, duckdb.ConversionException, duckdb.InvalidInputException))
 
 
+# The value in DuckDB's message of a run-time error: "Could not cast value 1200 to DECIMAL(3,0)", "Could not
+# convert string 'abc' to INT32", "field format: "x"". Which row fails first depends on the order DuckDB reads
+# them in, and a window reads them by its partitions: with the window replaced by its operand, a failure of
+# the same expression can name another row's value.
+_VALUE_IN_MESSAGE = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|(?<=value )-?[0-9][0-9.eE+-]*")
+
+
+def same_failure(message: str, other: str) -> bool:
+    """Whether two of DuckDB's run-time errors (their first lines) are the same failure, whatever value each
+    names."""
+    return _VALUE_IN_MESSAGE.sub("?", message) == _VALUE_IN_MESSAGE.sub("?", other)
+
+
 # Each probe runs the statement again over the whole input, so the search stops after this many: a bisection
 # of the statement's expressions (log2 of them, twice), a step down each level of the one that holds the error,
 # and the check of its operands find the expression in a statement of a few hundred expressions nested a few

@@ -26,6 +26,7 @@ from cep.duckdb_results import (
     ran_into,
     refuse_times_python_cannot_hold,
     result_column_place,
+    same_failure,
     spark_types,
 )
 from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
@@ -362,7 +363,7 @@ class DuckEngine:
         except duckdb.Error as exc:
             if not ran_into(exc):
                 return None
-            return first_line(str(exc)) == first_line(message)
+            return same_failure(first_line(str(exc)), first_line(message))
         except CepError:
             return None
         return False

@@ -38,6 +38,7 @@ S = Signature
 # The result types a call can have, and their families.
 RESULT_FAMILIES = {
     "VARCHAR": "string",
+    "INTEGER": "number",
     "BIGINT": "number",
     "DOUBLE": "number",
     "DECIMAL": "number",
@@ -56,7 +57,8 @@ RULE_FAMILIES: dict[str, str | None] = {
     "remainder": "number",  # MOD: the type of a % b
     "truncated": "same",  # TRUNC: a DATE for a date or timestamp, else the number's type
     "date_or_timestamp": "time",  # DATE_ADD: DATE_ADD(d, n) a DATE, Trino's DATE_ADD(unit, n, ts) a TIMESTAMP
-    "field": "number",  # EXTRACT/DATE_PART: BIGINT, a DECIMAL for SECOND (it has a fraction)
+    "field": "number",  # EXTRACT/DATE_PART: an INT, a DECIMAL(8,6) for SECOND (it has a fraction)
+    "days_or_units": "number",  # DATEDIFF: an INT of days (Spark's two arguments), a BIGINT of units (three)
     "sum": "number",  # SUM: BIGINT of integers, DECIMAL(p+10, s), else DOUBLE
     "average": "number",  # AVG: DECIMAL(p+4, s+4) of a DECIMAL, else DOUBLE
     "extreme": "same",  # MIN/MAX/MIN_BY/MAX_BY: the argument's type; with n, an array of the n extremes
@@ -118,7 +120,7 @@ SCALARS: dict[str, Signature] = {
     "LN": S(1, 1, "DOUBLE"),
     "EXP": S(1, 1, "DOUBLE"),
     "POWER": S(2, 2, "DOUBLE"),
-    "SIGN": S(1, 1, "BIGINT"),
+    "SIGN": S(1, 1, "DOUBLE"),
     "MOD": S(2, 2, "remainder"),
     "LOG10": S(1, 1, "DOUBLE"),
     "LOG2": S(1, 1, "DOUBLE"),
@@ -127,7 +129,7 @@ SCALARS: dict[str, Signature] = {
     # text
     "LOWER": S(1, 1, "VARCHAR"),
     "UPPER": S(1, 1, "VARCHAR"),
-    "LENGTH": S(1, 1, "BIGINT"),
+    "LENGTH": S(1, 1, "INTEGER"),
     "TRIM": S(1, 1, "VARCHAR"),
     "SUBSTR": S(2, 3, "VARCHAR"),
     "SUBSTRING": S(2, 3, "VARCHAR"),
@@ -135,8 +137,8 @@ SCALARS: dict[str, Signature] = {
     "CONCAT_WS": S(1, _ANY, "VARCHAR"),
     "REPLACE": S(2, 3, "VARCHAR"),
     "SPLIT_PART": S(3, 3, "VARCHAR"),
-    "STRPOS": S(2, 2, "BIGINT"),
-    "POSITION": S(2, 3, "BIGINT"),
+    "STRPOS": S(2, 2, "INTEGER"),
+    "POSITION": S(2, 3, "INTEGER"),
     "STARTS_WITH": S(2, 2, "BOOLEAN"),
     "STARTSWITH": S(2, 2, "BOOLEAN"),
     "ENDS_WITH": S(2, 2, "BOOLEAN"),
@@ -160,25 +162,25 @@ SCALARS: dict[str, Signature] = {
     # dates and times
     "EXTRACT": S(2, 2, "field"),
     "DATE_PART": S(2, 2, "field"),
-    "YEAR": S(1, 1, "BIGINT"),
-    "QUARTER": S(1, 1, "BIGINT"),
-    "MONTH": S(1, 1, "BIGINT"),
-    "DAY": S(1, 1, "BIGINT"),
-    "DAYOFMONTH": S(1, 1, "BIGINT"),
-    "DAYOFWEEK": S(1, 1, "BIGINT"),
-    "DAYOFYEAR": S(1, 1, "BIGINT"),
-    "WEEKOFYEAR": S(1, 1, "BIGINT"),
-    "WEEKDAY": S(1, 1, "BIGINT"),
-    "HOUR": S(1, 1, "BIGINT"),
-    "MINUTE": S(1, 1, "BIGINT"),
-    "SECOND": S(1, 1, "BIGINT"),
+    "YEAR": S(1, 1, "INTEGER"),
+    "QUARTER": S(1, 1, "INTEGER"),
+    "MONTH": S(1, 1, "INTEGER"),
+    "DAY": S(1, 1, "INTEGER"),
+    "DAYOFMONTH": S(1, 1, "INTEGER"),
+    "DAYOFWEEK": S(1, 1, "INTEGER"),
+    "DAYOFYEAR": S(1, 1, "INTEGER"),
+    "WEEKOFYEAR": S(1, 1, "INTEGER"),
+    "WEEKDAY": S(1, 1, "INTEGER"),
+    "HOUR": S(1, 1, "INTEGER"),
+    "MINUTE": S(1, 1, "INTEGER"),
+    "SECOND": S(1, 1, "INTEGER"),
     "DATE_TRUNC": S(2, 2, "TIMESTAMP"),
     "DATEADD": S(3, 3, "TIMESTAMP"),
     "TIMESTAMPADD": S(3, 3, "TIMESTAMP"),
     "DATE_ADD": S(2, 3, "date_or_timestamp"),
     "DATE_SUB": S(2, 2, "DATE"),
-    "DATEDIFF": S(2, 3, "BIGINT"),
-    "DATE_DIFF": S(2, 3, "BIGINT"),
+    "DATEDIFF": S(2, 3, "days_or_units"),
+    "DATE_DIFF": S(2, 3, "days_or_units"),
     "TIMESTAMPDIFF": S(3, 3, "BIGINT"),
     "DATE": S(1, 1, "DATE"),
     "TO_DATE": S(1, 2, "DATE"),
@@ -194,7 +196,7 @@ SCALARS: dict[str, Signature] = {
     "ELEMENT_AT": S(2, 2, "element"),
     "ARRAY_MAX": S(1, 1, "element"),
     "ARRAY_MIN": S(1, 1, "element"),
-    "CARDINALITY": S(1, 1, "BIGINT"),
+    "CARDINALITY": S(1, 1, "INTEGER"),
     "MAP": S(2, 2, "map"),
 }
 SCALAR_FUNCTIONS = frozenset(SCALARS)
@@ -457,4 +459,9 @@ def duckdb_strftime(pattern: str, *, parsing: bool = False) -> str:
                 f"the datetime pattern {pattern!r} uses {text!r}, which the python engine cannot "
                 f"{'read' if parsing else 'write'} exactly as Spark does (it can: {known})"
             )
+    if parsing and "%Y" not in parts:  # a text read without its year: Spark takes 1970's, DuckDB's strptime 1900's
+        raise PatternError(
+            f"the datetime pattern {pattern!r} reads no year (yyyy), which Spark takes as 1970 and the python "
+            "engine would take as 1900"
+        )
     return "".join(parts)

@@ -404,6 +404,7 @@ def spark_typed(answers: SparkAnswers, expression: str) -> tuple[list, str]:
 
 
 # Refused on the python engine, narrowly: Spark runs each (the test below), the python engine cannot as Spark does.
+YEARLESS_READ = "to_date(date_format(first_ts, 'MM/'), 'MM/')"
 REFUSED_BY_THE_DIFFERENTIAL = {
     "months_between(first_ts, TIMESTAMP '2021-03-28 01:30:00')": "MONTHS_BETWEEN",  # time of day, 8 digits
     "concat(s, x)": "DOUBLE",  # Java writes 1.0E10
@@ -431,6 +432,8 @@ REFUSED_BY_THE_DIFFERENTIAL = {
     "corr(x, x) OVER ()": "CORR only as a plain aggregate",
     "kurtosis(x) OVER ()": "KURTOSIS",  # Spark's population statistics, DuckDB's the sample ones
     "skewness(x) OVER ()": "SKEWNESS",
+    YEARLESS_READ: "reads no year",  # Spark's year 1970, DuckDB's strptime 1900
+    "overlay(s PLACING 'zz' FROM -2 FOR 0)": "OVERLAY only FROM",  # Spark: 'zz2 ' of ' 12 ' (from the end)
 }
 
 
@@ -447,6 +450,13 @@ def test_what_the_python_engine_cannot_run_as_spark_does_is_refused_by_name(expr
 @pytest.mark.parametrize("expression", sorted(REFUSED_BY_THE_DIFFERENTIAL))
 def test_spark_runs_what_the_python_engine_refuses(answers, expression) -> None:
     assert len(spark_values(answers, expression)) == len(ROWS)
+
+
+@pytest.mark.spark
+def test_a_date_read_without_its_year_is_in_1970_on_spark(answers) -> None:
+    """Found by the differential: the python engine gave 1900-02-01 (DuckDB's strptime), Spark 1970-02-01."""
+    in_order = sorted(ROWS, key=lambda row: row["ts"])  # the statement's ORDER BY first_ts
+    assert spark_values(answers, YEARLESS_READ) == [dt.date(1970, row["ts"].month, 1) for row in in_order]
 
 
 @pytest.mark.parametrize("expression", ["2 / x", "x / 2.5", "CAST(first_ts AS BIGINT) DIV 7"])
@@ -667,6 +677,13 @@ def test_a_refused_cast_of_a_negative_number_points_into_the_expression(expressi
 # failing_expression); Spark fails on each as well, at the same expression where it names one, and with the same
 # kind of error. (expression, sentence, what the caret covers, Spark's kind of error)
 RUN_TIME_ERRORS = [  # month(start_date): 10, 12, 1 and 2; only December's row overflows
+    (  # the window reads its partition's rows (December's first), the cast alone the rows' order (October's
+        # first): DuckDB's message names another value, and the error is still the cast's
+        "max(CAST(month(start_date) * 100 AS DECIMAL(3,0))) OVER (PARTITION BY base64(s))",
+        "cannot be cast to DECIMAL(3,0): it is out of that type's range (as on Spark, in ANSI mode)",
+        "CAST(month(start_date) * 100 AS DECIMAL(3,0))",
+        "NUMERIC_VALUE_OUT_OF_RANGE",
+    ),
     (
         "(9223372036854775800 - 4) + month(start_date)",
         "integer overflow: 9223372036854775796 + 12 does not fit a BIGINT (as on Spark, in ANSI mode)",

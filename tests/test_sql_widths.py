@@ -68,9 +68,36 @@ def events(spark):
 @pytest.fixture(scope="module")
 def answers(events) -> SparkAnswers:
     """Spark's value and type for every case of this file, from a few queries (tests/spark_answers.py)."""
-    return SparkAnswers(events, select_statement, TYPED, expected_to_fail=OVERFLOWS)
+    return SparkAnswers(
+        events, select_statement, TYPED + [outside for _, outside in IN_THE_CLAUSE], expected_to_fail=OVERFLOWS
+    )
 
 
+# The clause's own integer functions, in MEASURES: each has the type Spark gives the same function outside the
+# clause (Spark has no MATCH_RECOGNIZE; its answer for the function over the same row is the independent one).
+# Each row is a match of its own, so a measure's value on a row is the function of that row.
+IN_THE_CLAUSE = [
+    ("length(A.s)", "length(s)"),
+    ("position('a' IN A.s)", "position('a' IN s)"),
+    ("year(A.d)", "year(d)"),
+    ("quarter(A.d)", "quarter(d)"),
+    ("month(A.d)", "month(d)"),
+    ("day(A.d)", "day(d)"),
+    ("dayofmonth(A.d)", "dayofmonth(d)"),
+    ("dayofweek(A.d)", "dayofweek(d)"),
+    ("dayofyear(A.d)", "dayofyear(d)"),
+    ("weekofyear(A.d)", "weekofyear(d)"),
+    ("weekday(A.d)", "weekday(d)"),
+    ("hour(CAST(A.d AS TIMESTAMP))", "hour(CAST(d AS TIMESTAMP))"),
+    ("minute(CAST(A.d AS TIMESTAMP))", "minute(CAST(d AS TIMESTAMP))"),
+    ("second(CAST(A.d AS TIMESTAMP))", "second(CAST(d AS TIMESTAMP))"),
+    ("extract(YEAR FROM A.d)", "extract(YEAR FROM d)"),
+    ("date_part('day', A.d)", "date_part('day', d)"),
+    ("datediff(A.d, DATE '2000-01-01')", "datediff(d, DATE '2000-01-01')"),
+    ("date_diff(A.d, DATE '2000-01-01')", "date_diff(d, DATE '2000-01-01')"),
+    ("datediff(DAY, DATE '2000-01-01', A.d)", "datediff(DAY, DATE '2000-01-01', d)"),  # units: a BIGINT
+    ("sign(A.i)", "sign(i)"),  # Spark's sign: a DOUBLE
+]
 TYPED = [
     "i",  # an INT column through the clause: an INT (the matcher's own output is 64 bits)
     "sm",  # a SMALLINT column: Spark's clause gives an INT
@@ -111,6 +138,18 @@ TYPED = [
 @pytest.mark.parametrize("expression", TYPED)
 def test_the_python_engine_gives_sparks_exact_type(answers, expression) -> None:
     assert python_typed(expression) == answers[expression].typed()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), IN_THE_CLAUSE)
+def test_a_measure_has_the_type_spark_gives_its_function(answers, measure, outside) -> None:
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    text = (
+        f"SELECT id, v FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ALL ROWS PER MATCH "
+        "PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+    out = cep.compile_sql(text).run({TABLE: table}, kind="arrow")
+    assert (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type)) == answers[outside].typed()
 
 
 # INT arithmetic past INT's range: Spark's ANSI overflow error; a BIGINT (the python engine's width before)

@@ -223,7 +223,12 @@ def _argument_type(args, index: int, recurse) -> str:
 
 def _field_type(expr, recurse) -> str:
     field = expr.args[0].value if expr.args and isinstance(expr.args[0], ast.Literal) else ""
-    return "DECIMAL" if str(field).upper() in ("SECOND", "S", "SEC", "SECONDS", "SECS") else "BIGINT"
+    return "DECIMAL" if str(field).upper() in ("SECOND", "S", "SEC", "SECONDS", "SECS") else "INTEGER"
+
+
+def _days_or_units_type(expr, recurse) -> str:
+    """DATEDIFF(end, start): Spark's INT of days; DATEDIFF(unit, start, end): TIMESTAMPDIFF's BIGINT of units."""
+    return "BIGINT" if len(expr.args) == 3 else "INTEGER"
 
 
 def _truncated_type(expr, recurse) -> str:
@@ -284,6 +289,7 @@ _RULES: dict[str, Callable[[ast.FunctionCall | ast.Aggregate, Callable], str]] =
     "truncated": _truncated_type,
     "date_or_timestamp": lambda expr, recurse: "TIMESTAMP" if len(expr.args) == 3 else "DATE",
     "field": _field_type,
+    "days_or_units": _days_or_units_type,
     "sum": _sum_type,
     "average": _average_type,
     "extreme": _extreme_type,

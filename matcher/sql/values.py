@@ -543,6 +543,11 @@ def _date_diff(first, second, third=None):
     return T.date_diff(first, second) if third is None else T.timestamp_diff(first, second, third)
 
 
+def _signum(value: float) -> float:
+    """Spark's SIGN (Java's Math.signum): a DOUBLE, 1.0 or -1.0; a zero (-0.0 too) and NaN are themselves."""
+    return value if value == 0 or math.isnan(value) else math.copysign(1.0, value)
+
+
 # Scalar functions by upper-case name. ``None``-propagation is decided per function, as SQL does:
 # COALESCE, CONCAT_WS, IF and NULLIF look at NULLs themselves; the rest return NULL on a NULL argument.
 SCALAR_FUNCTIONS = {
@@ -555,7 +560,7 @@ SCALAR_FUNCTIONS = {
     "LN": _null_if_any_null(lambda x: math.log(x)),
     "EXP": _null_if_any_null(lambda x: math.exp(x)),
     "POWER": _null_if_any_null(lambda x, y: float(x) ** float(y)),
-    "SIGN": _null_if_any_null(lambda x: (x > 0) - (x < 0)),
+    "SIGN": _null_if_any_null(lambda x: _signum(float(x))),
     "LOWER": _null_if_any_null(lambda s: to_text(s).lower()),
     "UPPER": _null_if_any_null(lambda s: to_text(s).upper()),
     "LENGTH": _null_if_any_null(lambda s: len(to_text(s))),
