@@ -215,24 +215,10 @@ def worker_steps(store, batches, delay_s: int, *, column_wise: bool, early_relea
     return steps
 
 
-@pytest.fixture(scope="module")
-def rule_stores(tmp_path_factory):
-    """The rule set's store for a session timeout, published once for the property's examples: they never edit
-    it, so its rules are compiled once (the workers' cache is per store), not again in each example's store."""
-    stores = {}
-
-    def store(session_s: int):
-        if session_s not in stores:
-            stores[session_s] = publish(tmp_path_factory.mktemp("rules"), session_s)
-        return stores[session_s]
-
-    return store
-
-
 @settings(max_examples=max(EXAMPLES // 6, 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), delay_s=st.sampled_from([0, 2, 5]), session_s=st.sampled_from([15, 60]))
-def test_the_alerting_worker_gives_the_same_alerts_never_later(rule_stores, seed, delay_s, session_s):
-    store = rule_stores(session_s)
+def test_the_alerting_worker_gives_the_same_alerts_never_later(tmp_path_factory, seed, delay_s, session_s):
+    store = publish(tmp_path_factory.mktemp("rules"), session_s)
     batches = alert_batches(random.Random(seed), delay_s)
     for column_wise in (False, True):
         now = worker_steps(store, batches, delay_s, column_wise=column_wise, early_release=True)
