@@ -4,6 +4,9 @@
 
 Streams the JSON event files in INPUT_DIR through the V-shape query with a file sink, then exits.
 FILES_PER_BATCH (default: all at once) makes several micro-batches, e.g. to lose an executor mid-stream.
+With ``$CEP_TEST_REFUSED_PYTHON`` (an executor Python without pandas) the job first starts a session whose
+executors run that Python, prints cep's refusal (``refused: ShippingError: ...``), stops that SparkContext and
+starts the stream's on the same driver JVM: one driver process for the two applications test_cluster.py needs.
 ``$CEP_TEST_EXECUTOR_JVM_OPTIONS`` (set by test_cluster.py: the suite's C1-and-serial-collector flags) goes to the
 executors' JVMs, which a worker starts itself, outside the scripts whose variables carry those flags.
 """
@@ -15,6 +18,9 @@ import sys
 
 import cep
 from cep.spark_bridge.spark.session import get_spark
+from cep.spark_bridge.spark.shipping import ShippingError
+
+REFUSED_PYTHON_ENV = "CEP_TEST_REFUSED_PYTHON"
 
 QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
   PARTITION BY symbol ORDER BY ts
@@ -23,9 +29,40 @@ QUERY = """SELECT * FROM ticks MATCH_RECOGNIZE (
   DEFINE B AS B.price < PREV(B.price), C AS C.price > PREV(C.price))"""
 
 
+def refused_first(master: str, conf: dict[str, str]) -> None:
+    """With ``$CEP_TEST_REFUSED_PYTHON``: a session whose executors run that Python, which cep must refuse at
+    start-up; its refusal printed, that SparkContext stopped (the driver JVM stays for the next one)."""
+    refused = os.environ.get(REFUSED_PYTHON_ENV)
+    if not refused:
+        return
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    stream_python = os.environ["PYSPARK_PYTHON"]
+    os.environ["PYSPARK_PYTHON"] = refused  # read by each new SparkContext
+    try:
+        get_spark(master, app_name="cep-cluster-refused", shuffle_partitions=2, conf=conf)
+    except ShippingError as error:
+        print(f"refused: {type(error).__name__}: {error}", flush=True)
+    else:
+        sys.exit(f"the executors' Python {refused} was not refused")
+    finally:
+        session = SparkSession._instantiatedSession
+        if session is not None:
+            session.stop()
+        elif SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+        os.environ["PYSPARK_PYTHON"] = stream_python
+        # addPyFile also put that context's copy of cep's zip on this process's sys.path; the copy went with the
+        # context's temporary files, and the next session's cep_zip() (importlib's find_spec) would trip over it.
+        sys.path[:] = [path for path in sys.path if not path.endswith(".zip") or os.path.exists(path)]
+        sys.path_importer_cache.clear()
+
+
 def main(master: str, source: str, output: str, checkpoint: str, files_per_batch: str = "") -> None:
     executor_jvm = os.environ.get("CEP_TEST_EXECUTOR_JVM_OPTIONS", "")
     conf = {"spark.executor.defaultJavaOptions": executor_jvm} if executor_jvm else {}
+    refused_first(master, conf)
     # Two shuffle partitions: the cluster's two cores run a micro-batch's stateful tasks in one round.
     spark = get_spark(master, app_name="cep-cluster-test", shuffle_partitions=2, conf=conf)
     reader = spark.readStream.schema("symbol string, ts timestamp, price double")

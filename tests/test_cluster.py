@@ -10,7 +10,8 @@ Every JVM here (master, worker, each job's driver, each executor) runs with the 
 The executors run a Python **without cep**: a virtual environment that sees this one's libraries
 (numpy, pandas, pyarrow, lark) but not its editable install of cep, and no ``PYTHONPATH``. cep ships
 itself to them (``get_spark`` on a cluster master: ``spark_bridge/spark/shipping.py``); an executor
-Python without pandas is refused at start-up with a message naming what is missing.
+Python without pandas is refused at start-up with a message naming what is missing. That refusal is the job's
+first application, in the same driver process as its stream (a driver JVM started once for both).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 
 import cep
-from tests.cluster_stream_job import QUERY
+from tests.cluster_stream_job import QUERY, REFUSED_PYTHON_ENV
 from tests.conftest import TEST_JVM_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,24 +232,6 @@ def _output(spark, output: Path) -> list[tuple]:
     return sorted((r.symbol, r.start_ts, r.bottom, r.end_ts, r.n) for r in spark.read.parquet(str(output)).collect())
 
 
-@pytest.mark.spark
-def test_executors_whose_python_lacks_pandas_are_refused_at_start_up_naming_what_is_missing(cluster, tmp_path):
-    empty = _bare_python(tmp_path / "empty-venv", libraries=False)
-    source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
-    _write_files(source, _events()[:10], 1)
-    job = subprocess.run(
-        _job(cluster, source, output, checkpoint),
-        env=dict(cluster.env, PYSPARK_PYTHON=empty),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    out = job.stdout + job.stderr
-    assert job.returncode != 0 and "ShippingError" in out and "error[E0495]" in out, out[-3000:]
-    assert f"the executors' Python ({empty}" in out and "pandas missing" in out and "--python-env" in out
-    assert not output.exists()  # refused before any micro-batch
-
-
 def _batch_in_flight(checkpoint: Path) -> int | None:
     """The id of a micro-batch whose offsets are logged and that is not committed, after a committed one."""
     offsets, commits = checkpoint / "offsets", checkpoint / "commits"
@@ -263,10 +246,13 @@ def _batch_in_flight(checkpoint: Path) -> int | None:
 @pytest.mark.long
 @pytest.mark.spark
 def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spark, cluster, tmp_path):
-    """The stream runs on the cluster's executors, which import cep from the zip the driver ships (their Python has
-    no cep); a micro-batch after a committed one loses its worker and executor; a new worker's executor redoes it;
-    the output, read through Spark, equals the replay, each match once."""
+    """First, executors whose Python lacks pandas are refused at start-up, naming what is missing (an application of
+    its own, in the job's driver process). Then the stream runs on the cluster's executors, which import cep from the
+    zip the driver ships (their Python has no cep); a micro-batch after a committed one loses its worker and
+    executor; a new worker's executor redoes it; the output, read through Spark, equals the replay, each match
+    once."""
     assert not _imports(cluster.worker_python, "cep", tmp_path) and _imports(cluster.worker_python, "pandas", tmp_path)
+    empty = _bare_python(tmp_path / "empty-venv", libraries=False)
     events = _events()
     source, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     # Two files, one a micro-batch: batch 0 commits state, batch 1 (or the no-data batch after it, which the
@@ -278,7 +264,7 @@ def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spar
     with log_path.open("w") as log:
         job = subprocess.Popen(
             _job(cluster, source, output, checkpoint, "1"),
-            env=cluster.env,
+            env=dict(cluster.env, **{REFUSED_PYTHON_ENV: empty}),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -299,12 +285,16 @@ def test_worker_lost_mid_batch_then_a_new_worker_and_the_output_is_complete(spar
     finally:
         _stop(job)
     assert job.returncode == 0, log_path.read_text()[-3000:]
+    refusal = log_path.read_text().partition("refused: ")[2]  # what the job printed of its first application
+    assert refusal.startswith("ShippingError: ") and "error[E0495]" in refusal, log_path.read_text()[-3000:]
+    assert f"the executors' Python ({empty}" in refusal and "pandas missing" in refusal and "--python-env" in refusal
     assert (checkpoint / "commits" / str(batch)).exists()
     expected = _expected(events)
     got = _output(spark, output)
     assert got == expected and len(set(got)) == len(got) and len(expected) > 5
-    # The job ran on two executors in turn: the lost one and one on the new worker.
-    assert cluster.log(f"worker-{lost}").count(LAUNCHED) == launched_before + 1
+    # The stream ran on two executors in turn: the lost one and one on the new worker (the lost worker also
+    # launched the refused application's executor, before the stream's).
+    assert cluster.log(f"worker-{lost}").count(LAUNCHED) == launched_before + 2
     app_logs = cluster.log(f"worker-{lost + 1}")
     assert LAUNCHED in app_logs, app_logs[-2000:]
     assert list((Path(cluster.env["CEP_CACHE"]) / "ship").glob("cep-*.zip"))  # what the executors imported cep from

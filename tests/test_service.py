@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import cep
+from cep.cli import main
 from cep.spark_bridge.alerting.status import rule_rows
 from cep.spark_bridge.sinks.safe_text import url_key
 from tests.test_sinks import Receiver
@@ -37,6 +38,13 @@ HIGH = """-- severity: critical
 SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES X.price AS p PATTERN (X) DEFINE X AS price > 100)"""  # noqa: E501 (test data: the rule's SQL kept as written)
 T0 = dt.datetime(2024, 1, 1)
 SENTINEL = "zzz"
+# /readyz fails when Spark's last trigger ended longer ago than --ready-after. Spark reports an idle trigger
+# only every 10 s by default (this setting), so a window under that would fail /readyz on an idle stream;
+# with a report every second, a window of 5 s passes on an idle stream and fails within about 5 s of the
+# JVM's freeze (step 3), where 15 s had to pass.
+IDLE_PROGRESS = "spark.sql.streaming.noDataProgressEventInterval"
+IDLE_PROGRESS_MS = 1000
+READY_AFTER_S = 5
 
 
 def _free_port() -> int:
@@ -115,10 +123,17 @@ class Service:
                 "--health-port",
                 f"127.0.0.1:{port}",
                 "--ready-after",
-                "15s",
+                f"{READY_AFTER_S}s",
             ]
         self.spark_log = tmp / f"spark-{time.monotonic_ns()}.log"
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), CEP_SPARK_LOG=str(self.spark_log))
+        env = dict(
+            os.environ,
+            PYSPARK_PYTHON=sys.executable,
+            PYTHONPATH=str(ROOT),
+            CEP_SPARK_LOG=str(self.spark_log),
+            # A Spark setting as a user gives one (docs/operations.md): an idle trigger's progress every second
+            PYSPARK_SUBMIT_ARGS=f"--conf {IDLE_PROGRESS}={IDLE_PROGRESS_MS} pyspark-shell",
+        )
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
                 args, cwd=str(tmp), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -167,20 +182,18 @@ class Service:
             self.process.wait(30)
 
 
-def status(tmp: Path) -> tuple[int, str]:
-    done = subprocess.run(
-        [*CEP, "status", "--checkpoint", str(tmp / "ck")],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        timeout=120,
-    )
-    return done.returncode, done.stdout + done.stderr
+def status(tmp: Path, capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    """``cep status`` of the checkpoint, run in this process (it reads the checkpoint's files and looks for the
+    stream's process: no Spark, and no process boundary under test): its exit code and what it printed."""
+    capsys.readouterr()
+    code = main(["status", "--checkpoint", str(tmp / "ck")])
+    printed = capsys.readouterr()
+    return code, printed.out + printed.err
 
 
 @pytest.mark.long
 @pytest.mark.spark
-def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp_path):
+def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp_path, capsys):
     pytest.importorskip("prometheus_client")
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "high.sql").write_text(HIGH)
@@ -259,7 +272,7 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
         # 4. kill -9 of the whole group: cep status says dead and exits 1.
         first.signal_group(signal.SIGKILL)
         first.process.wait(30)
-        code, shown = status(tmp_path)
+        code, shown = status(tmp_path, capsys)
         assert code == 1 and shown.startswith("stream: dead") and "is gone" in shown, shown
 
         # 5. The same command again, from the checkpoint the kill left: the rest of the input (up to a row that moves
@@ -282,7 +295,7 @@ def test_the_stream_as_a_service_outage_metrics_readiness_kill_9_and_sigterm(tmp
         # 6. SIGTERM to the process group (systemd's stop): exit 0, status stopped, nothing half-done.
         second.signal_group(signal.SIGTERM)
         assert second.process.wait(120) == 0, second.text()[-3000:]
-        code, shown = status(tmp_path)
+        code, shown = status(tmp_path, capsys)
         assert code == 3 and shown.startswith("stream: stopped"), shown
         assert "Traceback" not in second.text() and "stopped cleanly" in second.text()
         assert f"Spark's own log: {second.spark_log}" in second.text()
