@@ -53,10 +53,8 @@ def refused_first(master: str, conf: dict[str, str]) -> None:
         elif SparkContext._active_spark_context is not None:
             SparkContext._active_spark_context.stop()
         os.environ["PYSPARK_PYTHON"] = stream_python
-        # addPyFile also put that context's copy of cep's zip on this process's sys.path; the copy went with the
-        # context's temporary files, and the next session's cep_zip() (importlib's find_spec) would trip over it.
-        sys.path[:] = [path for path in sys.path if not path.endswith(".zip") or os.path.exists(path)]
-        sys.path_importer_cache.clear()
+        # The next get_spark ships cep again although this context's copy of the zip, still on sys.path, went
+        # with the context's temporary files (spark_bridge/spark/shipping.py forgets it).
 
 
 def main(master: str, source: str, output: str, checkpoint: str, files_per_batch: str = "") -> None:

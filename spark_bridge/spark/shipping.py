@@ -78,8 +78,22 @@ def _files() -> list[tuple[str, str]]:
     return found
 
 
+def _forget_deleted_zips() -> None:
+    """Drop zips that no longer exist from ``sys.path``.
+
+    ``addPyFile`` also puts the zip's copy in the context's temporary folder on the driver's ``sys.path``; a
+    stopped session deletes that folder, and importlib's ``find_spec`` then fails on the dead entry with a
+    FileNotFoundError, so a second session in the same process could not ship cep again.
+    """
+    alive = [path for path in sys.path if not path.endswith(".zip") or os.path.exists(path)]
+    if len(alive) != len(sys.path):
+        sys.path[:] = alive
+        sys.path_importer_cache.clear()
+
+
 def cep_zip() -> str:
     """The zip of cep and its pure-Python dependencies (built once per content, then reused)."""
+    _forget_deleted_zips()
     files = _files()
     digest = hashlib.sha256()
     for path, name in files:
