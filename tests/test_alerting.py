@@ -147,7 +147,7 @@ class LocalAlerts:
             else:
                 self.states[key] = state.value
                 self.timers[key] = state.timeout
-            for record in result.to_dict("records"):
+            for record in frame_records(result):
                 if record[KIND] == KIND_MATCH:
                     out.append({name: record[name] for name in ALERT_NAMES})
                 elif record[KIND] == KIND_FAILED:
@@ -181,6 +181,23 @@ class LocalAlerts:
             for rule_id in state_codec.decode(key_state)
         }
         return per_key | {rule_id for b in buckets for rule_id in b.rule_ids()}
+
+
+def frame_records(frame) -> list[dict]:
+    """``frame.to_dict("records")``, the same values of the same types, built from one ``to_numpy(object)``
+    instead of a pandas lookup per column per call: ``LocalAlerts`` converts every bucket call's output, and
+    ``to_dict`` was about a tenth of the columnwise property tests' time (cProfile)."""
+    from pandas.api.types import is_object_dtype
+    from pandas.core.dtypes.cast import maybe_box_native
+
+    names = frame.columns.tolist()
+    boxed = [index for index, dtype in enumerate(frame.dtypes) if is_object_dtype(dtype)]  # as to_dict boxes them
+    records = []
+    for row in frame.to_numpy(dtype=object).tolist():
+        for index in boxed:
+            row[index] = maybe_box_native(row[index])
+        records.append(dict(zip(names, row)))
+    return records
 
 
 def publish(tmp_path: Path, rules_dir: Path) -> tuple[RuleStore, dict]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import functools
 import json
 import os
 import random
@@ -160,6 +161,12 @@ def not_late(batches, delay_s: int) -> list[dict]:
     return [row for row in kept if row["symbol"] != SENTINEL]
 
 
+@functools.cache
+def compiled_plan(text: str):
+    """A rule's plan for its replay, compiled once for the run: every example replays one of a few rule sets."""
+    return cep.compile(text).plan
+
+
 def replayed(store: RuleStore, rows: list[dict], session_s: int) -> Counter:
     """Every rule's batch replay with the rule's match-id text: (rule id, match id, key, measures)."""
     runtime = runtime_for(store.directory, "0")
@@ -167,7 +174,7 @@ def replayed(store: RuleStore, rows: list[dict], session_s: int) -> Counter:
     columns = {name: [row[name] for row in rows] for name in COLUMNS}
     for rule_id, entry in runtime.entries.items():
         rule = runtime.rule(rule_id)
-        plan = cep.compile(entry["text"]).plan
+        plan = compiled_plan(entry["text"])
         replay = Replay(
             plan,
             tuple(COLUMNS),

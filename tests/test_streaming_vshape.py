@@ -22,14 +22,12 @@ from hypothesis import strategies as st
 
 import cep
 from cep.matcher.plan import COLUMN_WISE
-from cep.spark_bridge.alerting.rule_set import build_rule_set
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.worker import runtime_for
 from cep.spark_bridge.engine.keyed import KeyedStream
 from cep.spark_bridge.engine.local import LocalStream
 from cep.spark_bridge.engine.match_ids import statement_text
-from tests.test_alerting import TYPES, write_rule
-from tests.test_alerting_columnwise import assert_column_wise_worker_as_per_key
+from tests.test_alerting_columnwise import assert_column_wise_worker_as_per_key, rule_set_payload
 from tests.test_streaming_columnar import COLUMNS, STREAM_CASES, assert_column_wise_as_per_key, make_batches, query
 
 EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "180"))
@@ -161,13 +159,10 @@ SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
 
 
 def _publish_vshape_rules(tmp_path: Path, session_s: int) -> RuleStore:
-    rules = tmp_path / "rules"
-    for name, text in VSHAPE_RULES.items():
-        write_rule(rules, name, text)
-    payload, ruleset = build_rule_set(str(rules), input_types=TYPES, session_timeout_us=session_s * 1_000_000)
-    assert not ruleset.errors, [str(e) for e in ruleset.errors]
+    """The V rules in a store of the example's own, their rule set built once for the run (``rule_set_payload``:
+    the same payload, so the worker's compiled rules are reused as in a worker process that runs many batches)."""
     store = RuleStore(str(tmp_path / f"store-{session_s}"))
-    store.publish(payload)
+    store.publish(rule_set_payload(tmp_path, VSHAPE_RULES, session_s))
     return store
 
 

@@ -6,15 +6,14 @@
   batch id to a control topic is all-or-nothing for a ``read_committed`` consumer; an aborted one is invisible
   to it (and visible to ``read_uncommitted``); a producer killed by SIGKILL inside a transaction leaves nothing
   visible once a new producer with the same ``transactional.id`` starts, and the old one is fenced.
-- The broker stopped and started again keeps its address, topics and records (the outage tests of phase B).
+- The broker stopped and started again keeps its address, topics and records: checked by
+  test_kafka_sinks.py's broker outage, which stops and starts the session's broker anyway.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -151,21 +150,3 @@ def test_sigkilled_transaction_is_aborted_by_the_next_producer_with_the_same_id(
 
     visible = consume(kafka_broker.bootstrap, topic, isolation="read_committed", timeout=30)
     assert [(r["key"], r["value"]) for r in visible] == [(b"survivor", b"ok")]
-
-
-def test_broker_stop_and_start_keeps_address_topics_and_records(kafka_broker, kafka_topic):
-    topic = kafka_topic()
-    produce(kafka_broker.bootstrap, topic, [{"key": "k", "value": {"n": n}} for n in range(10)])
-    address = kafka_broker.bootstrap
-    kafka_broker.stop()
-    try:
-        assert not kafka_broker.running
-        host, port = address.split(":")
-        with socket.socket() as sock:  # nothing listens on the port while it is down
-            assert sock.connect_ex((host, int(port))) != 0
-    finally:
-        kafka_broker.start()
-    assert kafka_broker.bootstrap == address
-    assert topic in kafka_broker.topics()
-    assert [json.loads(r["value"])["n"] for r in consume(address, topic)] == list(range(10))
-    assert os.path.exists(kafka_broker.logs / "server.log")

@@ -6,13 +6,17 @@
   new sink with the same transactional id (a restarted stream); a sink killed with SIGKILL inside its
   transaction leaves nothing a ``read_committed`` consumer can see, once its successor started.
 - Missing topics and unreachable brokers are reported when the sink is made, before any stream starts.
+- A broker outage is one warning when it starts and one when it ends; the broker, stopped and started again,
+  keeps its address, topics and records (tests/kafka_broker.py, which the outage tests rely on).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -24,7 +28,7 @@ import pytest
 from cep.spark_bridge.sinks.base import CepSinkError
 from cep.spark_bridge.sinks.kafka import KafkaExactlyOnceSink, KafkaSink
 from cep.spark_bridge.spark.kafka import CepKafkaError
-from tests.kafka_broker import consume, free_port
+from tests.kafka_broker import consume, free_port, produce
 
 pytestmark = pytest.mark.kafka
 
@@ -147,21 +151,35 @@ def test_a_broker_outage_is_one_line_when_it_starts_and_one_when_it_ends_and_cou
     kafka_broker, kafka_topic, caplog
 ):
     """librdkafka logs a refused connection every second or so; the console gets the outage, not each retry,
-    and every error line counts as a failed attempt (cep_sink_failures_total)."""
+    and every error line counts as a failed attempt (cep_sink_failures_total).
+
+    The same outage checks what every outage test relies on in tests/kafka_broker.py (one stop and start of
+    the session's broker, which costs a controlled shutdown and a JVM start, serves both): the broker stopped
+    listens nowhere, and started again it keeps its address, its topics and their records."""
     import logging
 
-    topic = kafka_topic(1)
-    sink = KafkaSink(f"kafka://{kafka_broker.bootstrap}/{topic}", timeout=4.0)
+    topic, kept = kafka_topic(1), kafka_topic(1, suffix="kept")
+    produce(kafka_broker.bootstrap, kept, [{"key": "k", "value": {"n": n}} for n in range(10)])
+    address = kafka_broker.bootstrap
+    sink = KafkaSink(f"kafka://{address}/{topic}", timeout=4.0)
     assert sum(sink.deliver(alerts(0), 0).delivered.values()) == 3
     before = sink.transient_failures()
     caplog.set_level(logging.DEBUG, logger="cep")
     kafka_broker.stop()
     try:
+        assert not kafka_broker.running
+        host, port = address.split(":")
+        with socket.socket() as sock:  # nothing listens on the port while it is down
+            assert sock.connect_ex((host, int(port))) != 0
         for batch in (1, 2):  # two micro-batches fail while the broker is down
             with pytest.raises(CepSinkError):
                 sink.deliver(alerts(batch), batch)
     finally:
         kafka_broker.start()
+    assert kafka_broker.bootstrap == address
+    assert {topic, kept} <= kafka_broker.topics()
+    assert [json.loads(r["value"])["n"] for r in consume(address, kept)] == list(range(10))
+    assert os.path.exists(kafka_broker.logs / "server.log")
     assert sum(sink.deliver(alerts(3), 3).delivered.values()) == 3
     shown = [
         r.getMessage()
