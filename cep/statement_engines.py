@@ -443,7 +443,10 @@ class DuckEngine:
                 return sql_error(
                     refused, rendered, text, offset, syntax=False, length=length, code="E0252", hint=ENGINE_HINT
                 )
-            hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
+            # Spark fails alike on an overflow of its ANSI mode and on a name nothing in scope has
+            spark_fails_too = "ANSI mode" in sentence or "cannot be resolved" in sentence
+            said = "--engine spark" in sentence  # the sentence (a translation's own) names Spark already
+            hint = None if spark_fails_too or said else "Spark may run it: cep run --engine spark"
             return sql_error(
                 sentence,
                 rendered,
