@@ -95,6 +95,11 @@ def refusal_error(refusal: Refusal, rendered: Rendered, text: str) -> CepError:
     )
 
 
+# sqlglot's words for a clause or operator whose operand is missing (``WHERE`` at the end, ``a >``): its
+# class names are no help to the user.
+_MISSING_PART = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
+
+
 def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
     """A sqlglot parse error (line and column in ``rendered``) as a CepError in the user's text."""
     first = (exc.errors or [{}])[0]
@@ -107,6 +112,8 @@ def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
     description = first.get("description") or first_line(str(exc))
     if description.startswith("Invalid expression / Unexpected token"):
         description = f"unexpected {highlight.strip()!r}"
+    elif _MISSING_PART.match(description):  # "Required keyword: 'this' missing for <class '...Where'>"
+        description = f"{highlight.strip()!r} is incomplete: something must follow it"
     return sql_error(
         f"syntax error in the SQL around MATCH_RECOGNIZE: {description}",
         rendered,
