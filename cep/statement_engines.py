@@ -78,6 +78,19 @@ def sql_error(
     return kind(message, code=code or ("E0130" if syntax else "E0250"), span=span, source=text, hint=hint)
 
 
+def refuse_trailing_comma(text: str) -> None:
+    """A Refusal where a SELECT list ends in a comma (``SELECT a, FROM t``): Spark refuses it ("Trailing comma
+    detected in SELECT clause"), and sqlglot reads the list without it, so the python engine answered."""
+    import sqlglot
+    from sqlglot.tokens import TokenType
+
+    tokens = sqlglot.tokenize(text, read="spark")
+    for before, after in zip(tokens, tokens[1:]):
+        if before.token_type == TokenType.COMMA and after.token_type == TokenType.FROM:
+            sentence = "a SELECT list ends in a comma before FROM, which Spark refuses"
+            raise Refusal(sentence, before.start, spark_too=True)
+
+
 def refusal_error(refusal: Refusal, rendered: Rendered, text: str) -> CepError:
     """The python engine's refusal to translate a part of the statement, at its place in the user's text:
     E0252 with the way to Spark, or the statement's own error where Spark refuses it as well."""
@@ -342,6 +355,7 @@ class DuckEngine:
 
     def bound(self, text: str):
         """``text`` (Spark SQL) translated and bound by DuckDB, not run yet (a relation)."""
+        refuse_trailing_comma(text)
         translated = to_duckdb_sql(text, self.schema())
         aliases_read_in_where(text, self.cannot_find)
         return self.bind(translated)

@@ -213,6 +213,12 @@ NAME_ERRORS = [
         "to_date('2020-01-01') + 1.5",
         'Cannot resolve "date_add(to_date(2020-01-01), 1.5)" due to data type mismatch',
     ),
+    (  # sqlglot read the list without the comma, and the python engine answered
+        HEAD + "SELECT mid, FROM m",
+        "a SELECT list ends in a comma before FROM, which Spark refuses",
+        ",",
+        "Trailing comma detected in SELECT clause.",
+    ),
 ]
 
 
