@@ -457,6 +457,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             column = named.group(1) if named else "COLUMN"
             err.hint = f"read it as a time: --schema '{column} TIMESTAMP' (a date is its midnight)"
             err.errors = [dataclasses.replace(found, hint=err.hint) for found in err.errors]
+        if err.code == "E0291" and inputs.named:  # a named input the query does not read, by a name it does not use
+            table = err.message.removeprefix("there is no table ")
+            err.hint = f"the named inputs are {', '.join(inputs.named)}; give this one as --input {table}=PATH"
+            err.errors = [dataclasses.replace(found, hint=err.hint) for found in err.errors]
         print_error(str(err.with_source(text, args.query_file)))
         # A table with no rows given is a usage error (exit 2), as a missing --input file is.
         return EXIT_USAGE if err.message.startswith("there is no table") else EXIT_QUERY_ERROR

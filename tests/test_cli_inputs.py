@@ -347,3 +347,16 @@ def test_a_json_or_parquet_file_naming_a_column_twice_is_refused_on_both_engines
         assert "the file names the column 'v' twice (SQL names ignore case)" in err.replace("'V'", "'v'"), err
     else:
         assert "COLUMN_ALREADY_EXISTS" in err, err
+
+
+def test_a_named_input_under_another_name_than_the_query_reads_is_named_in_the_hint(tmp_path, capsys):
+    # -i Tickr=... for a query reading Ticker: the hint was the generic "give its rows: --input PATH ...".
+    (tmp_path / "t.csv").write_text("id,v\n1,2\n", encoding="utf-8")
+    (tmp_path / "q.sql").write_text(
+        "SELECT * FROM Ticker MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v PATTERN (A) DEFINE A AS v > 0)\n",
+        encoding="utf-8",
+    )
+    assert main(["run", str(tmp_path / "q.sql"), "-i", f"Tickr={tmp_path / 't.csv'}", "--engine", "python"]) == 2
+    err = capsys.readouterr().err
+    assert "error[E0291]: there is no table Ticker" in err
+    assert "hint: the named inputs are Tickr; give this one as --input Ticker=PATH" in err, err
