@@ -319,7 +319,7 @@ def read_pandas(
         frames = [infer_datetimes(_decimals_typed(_read_delta(path, columns, filters))) for path in paths]
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     if fmt == "parquet":
-        frames = [_read_file(path, fmt, _read_parquet) for path in paths]
+        frames = [_once_each(path, _read_file(path, fmt, _read_parquet)) for path in paths]
         pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         return infer_datetimes(pdf)
     files = [file for path in paths for file in input_files(path, fmt)]
@@ -340,7 +340,16 @@ def read_pandas(
         rows.extend(_read_file(file, fmt, _read_json_rows))
     if not rows:
         raise UsageError(f"input {paths[0]} is empty: no rows, so no columns to match")
-    return _json_frame(rows)
+    return _once_each(paths[0], _json_frame(rows))
+
+
+def _once_each(path: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (a JSON or Parquet input) when it names each column once, ignoring case, as a CSV header
+    must: DuckDB would read ``v`` and ``V`` as ``v`` and ``V_1`` where Spark refuses the file."""
+    repeated = repeated_column(list(frame.columns), where="the file")
+    if repeated:
+        raise UsageError(f"input {path}: {repeated}")
+    return frame
 
 
 def _read_file(path: str, fmt: str, reader):

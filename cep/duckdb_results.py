@@ -152,7 +152,10 @@ def refuse_times_python_cannot_hold(table) -> None:
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d*)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")
 # The end of DuckDB's message for the cast ``_fail`` raises: "Could not convert string '<message>' to INT32".
 _FAILED_CAST = re.compile(r"' to INT32\s*$")
-_FAILED_CALL = re.compile(r"'(\w+|[-+*/%|&^<>=!~]+)\(([^)']*)\)'")
+# DuckDB's "No function matches ... '+(DATE, DECIMAL(2,1))'": a type's own parentheses inside the list.
+_FAILED_CALL = re.compile(r"'(\w+|[-+*/%|&^<>=!~]+)\(((?:[^()']|\([^()']*\))*)\)'")
+# An exception a translation's Python function (a UDF) raised: DuckDB prefixes its class and its own words.
+_UDF_FAILURE = re.compile(r"Python exception occurred while executing the UDF: \w+: ")
 _QUOTED_NAME = re.compile(r'"([^"]+)"')
 _SUM_OVERFLOW = re.compile(r"Type INT128 with value -?\d+ can't be cast because the value is out of range")
 # sqlglot writes a function DuckDB does not have (substring_index): DuckDB refuses it before running anything.
@@ -165,6 +168,7 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     the function or the name the message quotes."""
     first = next((line.strip() for line in message.splitlines() if line.strip()), message.strip())
     first = re.sub(r"\s*You might need to add explicit type casts\.?", "", first)
+    first = _UDF_FAILURE.sub("", first)  # the UDF's own sentence is the one for the user
     place = _PLACE.search(first)
     if place is not None:  # an error of Spark's ANSI mode, raised by the translation's error()
         sentence = _FAILED_CAST.sub("", first[place.end() :])
@@ -188,14 +192,11 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
     if call is not None:
         name, kinds = call.group(1), call.group(2)
         found = re.search(r"(?<![\w.])" + re.escape(name) + r"\s*\(", spark_text, re.I)
-        if found is None and name.lower() in _OPERATORS:
-            found = re.search(re.escape(_OPERATORS[name.lower()]), spark_text)
         kinds = spark_type_names(kinds)
-        if name.lower() in _OPERATORS:
-            sentence = (
-                f"the python engine (DuckDB) cannot apply {_OPERATORS[name.lower()]} to {kinds.replace(', ', ' and ')}"
-            )
-        elif found is None:  # a function of the translation's, not the user's
+        if name.lower() in _OPERATORS:  # placed by failing_expression: the text may hold the operator elsewhere
+            sentence = f"cannot apply {_OPERATORS[name.lower()]} to {kinds.replace(', ', ' and ')}"
+            return sentence, None, 1
+        if found is None:  # a function of the translation's, not the user's
             sentence = (
                 f"the python engine cannot compute this for {kinds or 'no arguments'} (DuckDB has no {name}() for them)"
             )

@@ -44,6 +44,7 @@ from cep.report_charts import (  # noqa: F401 - histogram_bins, label and plain 
     chart_histogram,
     chart_partition,
     chart_per_partition,
+    daily,
     histogram_bins,
     is_numeric,
     is_time,
@@ -147,16 +148,7 @@ def duration_unit(seconds: Sequence[float]) -> str:
 
 def day_or_time(value: Any, column: Any) -> str:
     """``value`` as text: a date alone when every time of ``column`` is a midnight (daily data), else ``cell``."""
-    return cell(value)[:10] if value is not None and value == value and _daily(column) else cell(value)
-
-
-def _daily(column: Any) -> bool:
-    import pandas as pd
-
-    if not pd.api.types.is_datetime64_any_dtype(column):
-        return False
-    present = column.dropna()
-    return bool(len(present)) and bool((present == present.dt.normalize()).all())
+    return cell(value)[:10] if value is not None and value == value and daily(column) else cell(value)
 
 
 # ---------------------------------------------------------------------------------- why not here
@@ -175,9 +167,14 @@ def partition_trace(query: Any, rows: Any, order: str | None, show: Sequence[str
     trace = query.trace(rows)
     trace = trace[trace["event"].isin(["dropped", "match"])].head(TRACE_RECORDS_KEPT)
     x = rows[order].tolist() if order else list(range(len(rows)))
-    daily = bool(order) and _daily(rows[order])
+    by_day = bool(order) and daily(rows[order])
     values = rows[list(show)].itertuples(index=False, name=None) if show else iter(())
-    shown = [[cell(v) for v in record] for record in values] if show else [[] for _ in range(len(rows))]
+    dated = [daily(rows[c]) for c in show]
+    shown = (
+        [[cell(v)[:10] if day and v == v else cell(v) for v, day in zip(record, dated)] for record in values]
+        if show
+        else [[] for _ in range(len(rows))]
+    )
     records = []
     for row, event, start, detail in trace[["row", "event", "match_start", "detail"]].itertuples(
         index=False, name=None
@@ -189,7 +186,7 @@ def partition_trace(query: Any, rows: Any, order: str | None, show: Sequence[str
         records.append(
             {
                 "x": plain(x[row]),
-                "label": cell(x[row])[:10] if daily else cell(x[row]),
+                "label": cell(x[row])[:10] if by_day else cell(x[row]),
                 "row": int(row),
                 "event": event,
                 "start": None if start is None else int(start),
@@ -242,12 +239,12 @@ def chart_column(query: Any, pdf: Any, wanted: str | None, skip: Sequence[str]) 
 def _table(pdf: Any, *, table_id: str | None = None, row_attrs: Sequence[str] | None = None) -> str:
     """An HTML table; the times of a column of midnights (daily data) as dates, without 00:00:00."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in pdf.columns)
-    daily = [_daily(pdf.iloc[:, i]) for i in range(pdf.shape[1])]
+    by_day = [daily(pdf.iloc[:, i]) for i in range(pdf.shape[1])]
     body = "".join(
         f"<tr{row_attrs[i] if row_attrs else ''}>"
         + "".join(
             f"<td>{html.escape(cell(v)[:10] if day and v == v and v is not None else cell(v))}</td>"
-            for v, day in zip(row, daily)
+            for v, day in zip(row, by_day)
         )
         + "</tr>"
         for i, row in enumerate(pdf.itertuples(index=False, name=None))

@@ -33,6 +33,16 @@ def time_step(seconds: Sequence[float]) -> float:
 # ---------------------------------------------------------------------------------- values for the page
 
 
+def daily(column: Any) -> bool:
+    """Whether ``column`` holds times that are all midnights (daily data): shown as dates, without 00:00:00."""
+    import pandas as pd
+
+    if not pd.api.types.is_datetime64_any_dtype(column):
+        return False
+    present = column.dropna()
+    return bool(len(present)) and bool((present == present.dt.normalize()).all())
+
+
 def label(value: Any) -> str:
     """Text from the data for a Plotly label: HTML-escaped (Plotly reads tags and entities in labels) and
     never read as LaTeX (Plotly typesets text between '$' signs)."""
@@ -140,14 +150,16 @@ def chart_histogram(
         epoch = datetime(1970, 1, 1)
         seconds = [(v.to_pydatetime() if hasattr(v, "to_pydatetime") else v).replace(tzinfo=None) for v in stamps]
         offsets = [(s - epoch).total_seconds() for s in seconds]
-        edges, counts = histogram_bins(offsets, integer=False, step=time_step(offsets))
+        step = time_step(offsets)
+        edges, counts = histogram_bins(offsets, integer=False, step=step)
         to_axis = [plain(epoch + timedelta(seconds=e)) for e in edges]
+        shown = [edge[:10] for edge in to_axis] if step == UNIT_SECONDS["days"] else to_axis  # dates, no 00:00:00
         bars = {
             "type": "bar",
             "x": [plain(epoch + timedelta(seconds=(a + b) / 2)) for a, b in zip(edges, edges[1:])],
             "y": counts,
             "width": [(b - a) * 1000 for a, b in zip(edges, edges[1:])],
-            "customdata": [[to_axis[i], to_axis[i + 1]] for i in range(len(counts))],
+            "customdata": [[shown[i], shown[i + 1]] for i in range(len(counts))],
             "hovertemplate": "from %{customdata[0]}<br>to %{customdata[1]}<br>%{y} matches<extra></extra>",
             "marker": {"color": color, "line": {"color": "#ffffff", "width": 1}},
         }
@@ -184,9 +196,12 @@ def chart_partition(
     x_name = order or "__row"
     hover_columns = [c for c in show if c in rows.columns][:8]
 
+    dated = [daily(rows[c]) for c in hover_columns]  # decided on the partition's rows, a match's rows follow
+
     def hover(frame) -> tuple[list, str]:
         data = [
-            [None] + [label(v) for v in record] for record in frame[hover_columns].itertuples(index=False, name=None)
+            [None] + [label(v)[:10] if day and v == v else label(v) for v, day in zip(record, dated)]
+            for record in frame[hover_columns].itertuples(index=False, name=None)
         ]
         lines = "<br>".join(f"{label(c)}: %{{customdata[{i + 1}]}}" for i, c in enumerate(hover_columns))
         return data, lines

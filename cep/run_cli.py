@@ -300,7 +300,9 @@ def _run_spark(
     )
     if args.limit is not None:
         frame = frame.limit(args.limit)
-    table = arrow_to_pandas(frame.toArrow())
+    answer = frame.toArrow()
+    refuse_years_python_cannot_hold(answer)
+    table = arrow_to_pandas(answer)
     if dead_letter:
         write_dead_letter([row.asDict() for found in records for row in found.collect()], dead_letter)
     return RunResult(
@@ -455,6 +457,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             column = named.group(1) if named else "COLUMN"
             err.hint = f"read it as a time: --schema '{column} TIMESTAMP' (a date is its midnight)"
             err.errors = [dataclasses.replace(found, hint=err.hint) for found in err.errors]
+        if err.code == "E0291" and inputs.named:  # a named input the query does not read, by a name it does not use
+            table = err.message.removeprefix("there is no table ")
+            err.hint = f"the named inputs are {', '.join(inputs.named)}; give this one as --input {table}=PATH"
+            err.errors = [dataclasses.replace(found, hint=err.hint) for found in err.errors]
         print_error(str(err.with_source(text, args.query_file)))
         # A table with no rows given is a usage error (exit 2), as a missing --input file is.
         return EXIT_USAGE if err.message.startswith("there is no table") else EXIT_QUERY_ERROR
@@ -511,6 +517,36 @@ def _rule_match_id_text(rule_id: str, path: str, text: str) -> str:
     if len(rules) != 1:
         raise UsageError(f"--rule-id takes a file of one rule; {path} holds {len(rules)} statements")
     return match_id_text(rule_id, rules[0].canonical)
+
+
+# The first and last day (since 1970) and the unit of a time in Python's dates: years 1 to 9999.
+_PYTHON_DAYS = (-719162, 2932896)
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def refuse_years_python_cannot_hold(answer) -> None:
+    """A CepError where a DATE or TIMESTAMP column of Spark's answer (an Arrow table) holds a time before year
+    1 or after 9999 (``date_add(d, 2147483647)``): Spark holds them, but cep prints and writes its results as
+    Python's dates, which hold the years 1 to 9999; Python's ValueError would be the user's only answer."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for index, field in enumerate(answer.schema):
+        if pa.types.is_date32(field.type):
+            kind, per_day, values = "DATE", 1, answer.column(index).cast(pa.int32())
+        elif pa.types.is_timestamp(field.type):
+            kind, per_day, values = "TIMESTAMP", _PER_DAY[field.type.unit], answer.column(index).cast(pa.int64())
+        else:
+            continue
+        least, most = pc.min_max(values).values()
+        first, last = _PYTHON_DAYS[0] * per_day, (_PYTHON_DAYS[1] + 1) * per_day - 1
+        if least.is_valid and (least.as_py() < first or most.as_py() > last):
+            raise CepSemanticError(
+                f"column {field.name} holds a {kind} outside the years 1 to 9999, which Spark holds but cep cannot "
+                f"print or write (its results are Python's dates): write it as text, CAST({field.name} AS STRING), "
+                "as Spark writes it, or keep the dates within those years",
+                code="E0250",
+            )
 
 
 def _spark_failure(exc: Exception, where: str) -> int:

@@ -41,6 +41,7 @@ from cep.statement_engines import (
     SparkEngine,
     arrow_reader,
     refusal_error,
+    refuse_trailing_comma,
     spark_reader,
     sql_error,
     sqlglot_error,
@@ -198,6 +199,7 @@ def check_sql(
             raise sqlglot_error(exc, rendered, text).with_source(text, filename) from None
         _check_datetime_patterns(statement, rendered, spark_refused_only=engine == "spark")
         try:
+            refuse_trailing_comma(rendered.text)
             to_duckdb_sql(rendered.text, checking=True, for_spark=engine == "spark")
         except Refusal as refusal:
             raise refusal_error(refusal, rendered, text).with_source(text, filename) from None

@@ -78,6 +78,19 @@ def sql_error(
     return kind(message, code=code or ("E0130" if syntax else "E0250"), span=span, source=text, hint=hint)
 
 
+def refuse_trailing_comma(text: str) -> None:
+    """A Refusal where a SELECT list ends in a comma (``SELECT a, FROM t``): Spark refuses it ("Trailing comma
+    detected in SELECT clause"), and sqlglot reads the list without it, so the python engine answered."""
+    import sqlglot
+    from sqlglot.tokens import TokenType
+
+    tokens = sqlglot.tokenize(text, read="spark")
+    for before, after in zip(tokens, tokens[1:]):
+        if before.token_type == TokenType.COMMA and after.token_type == TokenType.FROM:
+            sentence = "a SELECT list ends in a comma before FROM, which Spark refuses"
+            raise Refusal(sentence, before.start, spark_too=True)
+
+
 def refusal_error(refusal: Refusal, rendered: Rendered, text: str) -> CepError:
     """The python engine's refusal to translate a part of the statement, at its place in the user's text:
     E0252 with the way to Spark, or the statement's own error where Spark refuses it as well."""
@@ -95,6 +108,11 @@ def refusal_error(refusal: Refusal, rendered: Rendered, text: str) -> CepError:
     )
 
 
+# sqlglot's words for a clause or operator whose operand is missing (``WHERE`` at the end, ``a >``): its
+# class names are no help to the user.
+_MISSING_PART = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
+
+
 def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
     """A sqlglot parse error (line and column in ``rendered``) as a CepError in the user's text."""
     first = (exc.errors or [{}])[0]
@@ -107,6 +125,8 @@ def sqlglot_error(exc, rendered: Rendered, text: str) -> CepError:
     description = first.get("description") or first_line(str(exc))
     if description.startswith("Invalid expression / Unexpected token"):
         description = f"unexpected {highlight.strip()!r}"
+    elif _MISSING_PART.match(description):  # "Required keyword: 'this' missing for <class '...Where'>"
+        description = f"{highlight.strip()!r} is incomplete: something must follow it"
     return sql_error(
         f"syntax error in the SQL around MATCH_RECOGNIZE: {description}",
         rendered,
@@ -335,6 +355,7 @@ class DuckEngine:
 
     def bound(self, text: str):
         """``text`` (Spark SQL) translated and bound by DuckDB, not run yet (a relation)."""
+        refuse_trailing_comma(text)
         translated = to_duckdb_sql(text, self.schema())
         aliases_read_in_where(text, self.cannot_find)
         return self.bind(translated)
@@ -443,7 +464,10 @@ class DuckEngine:
                 return sql_error(
                     refused, rendered, text, offset, syntax=False, length=length, code="E0252", hint=ENGINE_HINT
                 )
-            hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
+            # Spark fails alike on an overflow of its ANSI mode and on a name nothing in scope has
+            spark_fails_too = "ANSI mode" in sentence or "cannot be resolved" in sentence
+            said = "--engine spark" in sentence  # the sentence (a translation's own) names Spark already
+            hint = None if spark_fails_too or said else "Spark may run it: cep run --engine spark"
             return sql_error(
                 sentence,
                 rendered,

@@ -851,7 +851,10 @@ def _driver() -> Driver:
     return Driver(lark_parser(), _rule_function)
 
 
-_SCHEMA_FIELD = re.compile(r'\s*("(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d]\w*)\s*:?\s*([A-Za-z_]\w*)\s*([\s\S]*?)\s*\Z')
+# A name, then a space or ':' (or a quote), then the type: 'price' alone has no type (not 'pric' of type 'e').
+_SCHEMA_FIELD = re.compile(
+    r'\s*("(?:[^"]|"")+"|`(?:[^`]|``)+`|[^\W\d]\w*)(?:\s*:\s*|\s+|(?<=["`]))([A-Za-z_]\w*)\s*([\s\S]*?)\s*\Z'
+)
 
 
 def parse_schema(text: str) -> dict[str, str]:
@@ -870,8 +873,13 @@ def parse_schema(text: str) -> dict[str, str]:
         if type_name is None:
             begin = offset + len(field_text) - len(field_text.lstrip())
             size_problem = decimal_problem(match.group(2), match.group(3)) if match else None
+            word = field_text.strip()
             problem = size_problem or (
-                f"unknown type '{match.group(2)}{match.group(3)}'" if match else "expected 'name TYPE'"
+                f"unknown type '{match.group(2)}{match.group(3)}'"
+                if match
+                else f"column '{word}' has no type"
+                if re.fullmatch(r"[^\W\d]\w*", word)
+                else "expected 'name TYPE'"
             )
             raise CepSyntaxError(
                 f"invalid schema: {problem}",

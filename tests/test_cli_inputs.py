@@ -317,3 +317,46 @@ def test_a_date_event_time_for_a_replay_says_how_to_read_it_as_a_time(daily, cap
     assert "hint: read it as a time: --schema 'd TIMESTAMP'" in capsys.readouterr().err
     assert main([*args, "--schema", "d TIMESTAMP"]) == 0
     assert len(_table(capsys.readouterr().out)) == len(_expected_date_matches())
+
+
+# A JSON or Parquet file whose columns are v and V: Spark refuses it ([COLUMN_ALREADY_EXISTS] The column `v`
+# already exists), and DuckDB read the second as V_1, so the python engine answered from the first, silently.
+@pytest.mark.parametrize("engine", ["python", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_a_json_or_parquet_file_naming_a_column_twice_is_refused_on_both_engines(
+    tmp_path, capsys, engine, fmt, request
+):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the suite's one session (with its connectors), started before cep's
+    source = tmp_path / f"twice.{fmt}"
+    if fmt == "json":
+        source.write_text('{"id": 1, "v": 2, "V": 3}\n{"id": 2, "v": 4, "V": 5}\n', encoding="utf-8")
+    else:
+        pq.write_table(pa.table({"id": [1, 2], "v": [2, 4], "V": [3, 5]}), source)
+    (tmp_path / "q.sql").write_text(
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v PATTERN (A) DEFINE A AS v > 0)\n",
+        encoding="utf-8",
+    )
+    assert main(["run", str(tmp_path / "q.sql"), "-i", str(source), "--engine", engine]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if engine == "python":
+        assert "the file names the column 'v' twice (SQL names ignore case)" in err.replace("'V'", "'v'"), err
+    else:
+        assert "COLUMN_ALREADY_EXISTS" in err, err
+
+
+def test_a_named_input_under_another_name_than_the_query_reads_is_named_in_the_hint(tmp_path, capsys):
+    # -i Tickr=... for a query reading Ticker: the hint was the generic "give its rows: --input PATH ...".
+    (tmp_path / "t.csv").write_text("id,v\n1,2\n", encoding="utf-8")
+    (tmp_path / "q.sql").write_text(
+        "SELECT * FROM Ticker MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v PATTERN (A) DEFINE A AS v > 0)\n",
+        encoding="utf-8",
+    )
+    assert main(["run", str(tmp_path / "q.sql"), "-i", f"Tickr={tmp_path / 't.csv'}", "--engine", "python"]) == 2
+    err = capsys.readouterr().err
+    assert "error[E0291]: there is no table Ticker" in err
+    assert "hint: the named inputs are Tickr; give this one as --input Ticker=PATH" in err, err

@@ -97,3 +97,13 @@ def test_format_string_is_refused_by_the_python_engine(ticker, capsys, request):
     code, _out, err = _run(ticker, capsys, "python", "format_string('%s#%d', symbol, 1) AS id", request)
     assert code == 1
     assert "error[E0252]" in err and "FORMAT_STRING" in err and "1:8:" in err and "--engine spark" in err
+
+
+# date_add of 3,000,000 days: Spark's answer is a DATE in the year 10233, which Python's dates cannot hold;
+# the python engine refuses it naming the column (E0250), and the Spark engine printed a Python traceback
+# ("ValueError: year 10233 is out of range"; date_add(d, 2147483647), year -5877591, alike). Both refuse it.
+@pytest.mark.parametrize("engine", _engines())
+def test_a_date_past_the_years_python_holds_is_an_error_naming_the_column(ticker, capsys, engine, request):
+    code, out, err = _run(ticker, capsys, engine, "date_add(start_date, 3000000) AS far", request)
+    assert code == 1, out
+    assert "error[E0250]: column far holds a DATE outside the years 1 to 9999" in err and "Traceback" not in err

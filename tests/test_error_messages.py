@@ -718,3 +718,22 @@ def test_a_double_quoted_word_that_is_no_column_is_told_to_use_single_quotes() -
     assert str(error).endswith(
         "  hint: double quotes name a column (as in the SQL standard); write text in single quotes: 'ACME'"
     )
+
+
+@pytest.mark.parametrize(
+    ("around", "part", "column"),
+    [(" WHERE", "'WHERE'", 76), (" WHERE v >", "'>'", 84)],
+)
+def test_sql_around_that_stops_short_says_what_is_incomplete_in_plain_words(
+    around, part, column, tmp_path, capsys
+) -> None:
+    # sqlglot's own words were "Required keyword: 'this' missing for <class 'sqlglot.expressions.query.Where'>".
+    from cep.cli import main
+
+    query = tmp_path / "q.sql"
+    query.write_text("SELECT v FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A) DEFINE A AS true)" + around + "\n")
+    assert main(["check", str(query)]) == 1
+    err = capsys.readouterr().err
+    where = f"q.sql:1:{column}: error[E0130]: syntax error in the SQL around MATCH_RECOGNIZE: "
+    assert where + f"{part} is incomplete: something must follow it" in err
+    assert "sqlglot" not in err and "class" not in err, err

@@ -530,3 +530,13 @@ def test_spans_are_values_and_node_equality_leaves_them_out():
     assert tight.match.pattern.span != loose.match.pattern.span
     assert Span(1, 2, 1, 3, 1, 2) == Span(1, 2, 1, 3, 1, 2) != Span(2, 2, 2, 3, 9, 10)
     assert len({Span(1, 1), Span(1, 1), Span(2, 1)}) == 2
+
+
+def test_parse_schema_names_a_column_left_without_a_type() -> None:
+    # 'price' with its type forgotten was read as a column 'pric' of type 'e' ("unknown type 'e'").
+    with pytest.raises(CepSyntaxError) as caught:
+        parse_schema("symbol STRING, day DATE, price")
+    assert "column 'price' has no type" in caught.value.message and caught.value.span.column == 26
+    with pytest.raises(CepSyntaxError, match="unknown type 'DOUBL'"):
+        parse_schema("ts TIMESTAMP, price DOUBL")
+    assert parse_schema('a:INT, "b c" DOUBLE, `x`STRING') == {"a": "INTEGER", "b c": "DOUBLE", "x": "VARCHAR"}

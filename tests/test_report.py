@@ -213,7 +213,7 @@ def test_daily_data_is_binned_by_days_and_dated_without_midnight(tmp_path):
     assert duration["layout"]["xaxis"]["title"]["text"] == "last - first d (days)"
     assert duration["layout"]["xaxis"]["ticktext"] == ["3"] and duration["data"][0]["y"] == [6]  # whole days
     starts = charts["chart-over-time"]["data"][0]["customdata"]
-    assert starts and all(edge.endswith(" 00:00:00") for pair in starts for edge in pair)  # bins on midnights
+    assert starts and all(len(edge) == 10 for pair in starts for edge in pair)  # bins on days, hovered as dates
     assert "<td>2020-10-01</td>" in page and "2020-10-01 00:00:00</td>" not in page
     assert "<td>d range</td><td>2020-10-01 to 2020-10-30</td>" in page
     # Durations in whole days, the dropped attempts' chart in days, the trace records ("why not here") dated.
@@ -331,3 +331,34 @@ def test_a_small_report_with_plotly_beside_it_draws_in_headless_chromium(tmp_pat
     script = next(tmp_path.glob("plotly-*.min.js"))
     assert script.resolve().as_uri() in requests  # the library came from the file beside the page
     assert all(url.startswith(("file:", "data:", "about:")) for url in requests), requests
+
+
+def test_hover_texts_of_daily_data_are_dates_without_midnight(tmp_path):
+    # A CSV of ISO dates (DATE columns): what a hover shows (the partition chart's row values, the
+    # over-time bars' edges) and the trace table are 2020-10-01, never 00:00:00.
+    source = tmp_path / "ticker.csv"
+    source.write_text(
+        "symbol,day,booked,price\n"
+        + "".join(f"A,2020-10-0{i},2020-09-2{i},{p}\n" for i, p in zip(range(1, 8), [10, 8, 9, 12, 11, 7, 13]))
+    )
+    query = tmp_path / "v.sql"
+    query.write_text(
+        "SELECT * FROM Ticker MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY day MEASURES COUNT(*) AS n "
+        "PATTERN (STRT DOWN+ UP+) DEFINE DOWN AS price < PREV(price), UP AS price > PREV(price))"
+    )
+    out = tmp_path / "report.html"
+    assert main(["report", str(query), "-i", f"Ticker={source}", "--out", str(out), "--plotly", "file"]) == 0
+    page = out.read_text(encoding="utf-8")
+    data = _data(page)
+    hovered = [
+        value
+        for p in data["partitions"]
+        for trace in p["figure"]["data"]
+        for record in trace["customdata"]
+        for value in record[1:]
+    ]
+    assert "2020-10-01" in hovered and "2020-10-07" in hovered  # the ORDER BY column's values, as dates
+    over_time = {c["id"]: c["figure"] for c in data["charts"]}["chart-over-time"]["data"][0]["customdata"]
+    assert over_time and all(len(edge) == 10 for pair in over_time for edge in pair)
+    shown = [[record["label"], *record["values"]] for p in data["partitions"] for record in p["trace"]]
+    assert "00:00:00" not in json.dumps([hovered, over_time, shown])  # axis positions ("x") stay times

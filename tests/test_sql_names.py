@@ -201,6 +201,24 @@ NAME_ERRORS = [
         "CAST(top AS TINYINT)",
         'The value 1200L of the type "BIGINT" cannot be cast to "TINYINT" due to an overflow.',
     ),
+    (  # Oracle's date arithmetic: DuckDB listed its candidate functions; the types are Spark's, at the expression
+        HEAD + "SELECT mid, to_date(sym) - 1.5 AS d FROM m WHERE mid + 1 > 0",
+        "cannot apply - to DATE and DECIMAL(2,1)",
+        "to_date(sym) - 1.5",
+        'Cannot resolve "date_sub(to_date(sym), 1.5)" due to data type mismatch',
+    ),
+    (
+        HEAD + "SELECT to_date('2020-01-01') + 1.5 AS d FROM m",
+        "cannot apply + to DATE and DECIMAL(2,1)",
+        "to_date('2020-01-01') + 1.5",
+        'Cannot resolve "date_add(to_date(2020-01-01), 1.5)" due to data type mismatch',
+    ),
+    (  # sqlglot read the list without the comma, and the python engine answered
+        HEAD + "SELECT mid, FROM m",
+        "a SELECT list ends in a comma before FROM, which Spark refuses",
+        ",",
+        "Trailing comma detected in SELECT clause.",
+    ),
 ]
 
 
@@ -218,3 +236,31 @@ def test_spark_fails_alike(events) -> None:
     for text, _, _, sparks_words in NAME_ERRORS:
         answer = spark_rows(events, text)
         assert isinstance(answer, Exception) and sparks_words in str(answer), (text, answer)
+
+
+def test_a_name_nothing_has_gets_no_hint_to_try_spark() -> None:
+    # Spark fails alike on a name nothing in scope has (test_spark_fails_alike): "Spark may run it" would
+    # send the user to the same error.
+    got = python_rows(HEAD + "SELECT zz FROM m")
+    assert isinstance(got, cep.CepError) and "cannot be resolved" in got.message, got
+    assert got.hint is None, str(got)
+
+
+def test_a_translation_functions_refusal_reaches_the_user_in_its_own_words() -> None:
+    # typeof() of a TIME (a Parquet file's time of day) is refused by the python engine's typeof function,
+    # which DuckDB runs: its sentence, at the call, without DuckDB's "Python exception occurred while
+    # executing the UDF: UnspelledType:" in front, and no second pointer to Spark in the hint.
+    import datetime
+
+    time_of_day = pa.array([datetime.time(1, 2, 3)] * 2, pa.time64("us"))
+    times = pa.table({"id": pa.array([1, 2], pa.int32()), "tm": time_of_day})
+    text = (
+        "WITH m AS (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH PATTERN (A) DEFINE A AS true))\n"
+        "SELECT typeof(tm) AS ty FROM m"
+    )
+    with pytest.raises(cep.CepError) as caught:
+        cep.compile_sql(text).run({"t": times})
+    got = caught.value
+    assert got.message.startswith("the python engine cannot write the type TIME as Spark's typeof() does"), str(got)
+    assert "UDF" not in got.message and "UnspelledType" not in got.message, str(got)
+    assert text[got.span.start : got.span.end] == "typeof(tm)" and got.hint is None, str(got)

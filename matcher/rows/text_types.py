@@ -296,18 +296,20 @@ class RepeatedColumnError(ValueError):
     """A CSV header that names a column twice (``repeated_column``)."""
 
 
-def repeated_column(names: list) -> str | None:
-    """The message for a header that names a column twice (ignoring case, as SQL names are), or None.
-    Both readers refuse such a file: pandas would read the second as ``v.1`` and Spark as ``v2``, and a
-    query naming ``v`` would read the first on one engine and fail on the other."""
+def repeated_column(names: list, where: str = "the header") -> str | None:
+    """The message for a header (``where``: or a JSON or Parquet file's columns) that names a column twice
+    (ignoring case, as SQL names are), or None. Both readers refuse such a file: pandas would read the second
+    as ``v.1``, DuckDB as ``v_1`` and Spark as ``v2`` (or refuse it), and a query naming ``v`` would read the
+    first on one engine and fail on the other."""
     spelled = [str(name) for name in names]
     repeat = ColumnNames.first_repeat(spelled)
     if repeat is None:
         return None
     first, second = repeat
+    at = f"columns {first} and {second}; " if where == "the header" else ""  # a JSON file's columns are sorted
     return (
-        f"the header names the column {spelled[second - 1]!r} twice (columns {first} and {second}; SQL names "
-        "ignore case); rename one of them in the file"
+        f"{where} names the column {spelled[second - 1]!r} twice ({at}SQL names ignore case); rename one of them "
+        "in the file"
     )
 
 
