@@ -178,7 +178,14 @@ class Inputs:
         for option in options or ():
             found = _NAMED.match(option)
             if found and not os.path.exists(option):
-                named[found.group(1)] = found.group(2)
+                name, path = found.group(1), found.group(2)
+                twin = next((given for given in named if given.casefold() == name.casefold()), None)
+                if twin is not None:  # SQL names are case-insensitive: the second would silently win
+                    raise UsageError(
+                        f"two --input are named {name}: {twin}={named[twin]} and {option}; a name takes one "
+                        "path, so give each table its own name"
+                    )
+                named[name] = path
             else:
                 unnamed.append(option)
         inputs = cls(tuple(unnamed), named, {}, fmt)

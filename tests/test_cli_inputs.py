@@ -360,3 +360,22 @@ def test_a_named_input_under_another_name_than_the_query_reads_is_named_in_the_h
     err = capsys.readouterr().err
     assert "error[E0291]: there is no table Ticker" in err
     assert "hint: the named inputs are Tickr; give this one as --input Ticker=PATH" in err, err
+
+
+def test_two_inputs_under_one_name_are_refused(tmp_path, capsys):
+    """`-i Ticker=a.csv -i ticker=b.csv`: SQL reads both names as one table, so the second must not silently
+    replace the first (it did); `cep run` says so and exits 2."""
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_text("d,v\n2020-01-01,1\n", encoding="utf-8")
+    a, b = str(tmp_path / "a.csv"), str(tmp_path / "b.csv")
+    with pytest.raises(UsageError) as raised:
+        Inputs.parse([f"Ticker={a}", f"ticker={b}"])
+    assert str(raised.value) == (
+        f"two --input are named ticker: Ticker={a} and ticker={b}; "
+        "a name takes one path, so give each table its own name"
+    )
+    assert Inputs.parse([f"t={a}", f"u={b}"]).named == {"t": a, "u": b}
+    query = tmp_path / "q.sql"
+    query.write_text("SELECT * FROM Ticker", encoding="utf-8")
+    assert main(["run", str(query), "-i", f"Ticker={a}", "-i", f"Ticker={b}"]) == 2
+    assert "two --input are named Ticker" in capsys.readouterr().err
