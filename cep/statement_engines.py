@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cep.duckdb_functions import calls_own_functions, register_functions
-from cep.duckdb_names import aliases_read_in_where
+from cep.duckdb_names import aliases_read_in_where, scope_probe, unresolved_name
 from cep.duckdb_optimizer import disabled_optimizers
 from cep.duckdb_results import (
     MISSING_FUNCTION,
@@ -32,6 +32,7 @@ from cep.duckdb_results import (
 from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 from cep.grammar.statement import SPARK, Rendered
+from cep.grammar.suggestions import names_hint
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import kind_of
 from cep.matcher.rows.validate import refuse_odd_kinds
@@ -329,8 +330,7 @@ class DuckEngine:
             table = intervals_as_durations(table)
             refuse_times_python_cannot_hold(table)
         except Refusal as refusal:  # about a result column: placed at the expression that gives it
-            refusal.start, refusal.length = result_column_place(text, refusal.column)
-            raise
+            raise refusal.placed(*result_column_place(text, refusal.column)) from None
         return table
 
     def bound(self, text: str):
@@ -367,6 +367,24 @@ class DuckEngine:
         except CepError:
             return None
         return False
+
+    def columns_hint(self, sentence: str, text: str, offset: int | None) -> str | None:
+        """For a name no engine can find: the columns the name may name there (the clause's errors list the
+        input's columns alike), bound from ``scope_probe``; None where they cannot be told. No engine hint:
+        Spark refuses the name as well."""
+        import duckdb
+        import sqlglot
+
+        probe = scope_probe(text, offset) if offset is not None else None
+        if probe is None:
+            return None
+        try:
+            columns = self.bound(probe).columns
+        except (Refusal, sqlglot.errors.SqlglotError, CepError, duckdb.Error):
+            return None
+        written = re.search(r"name (`(?:[^`]|``)+`(?:\.`(?:[^`]|``)+`)*)", sentence)
+        name = written.group(1).rsplit("`.`", 1)[-1].strip("`") if written else ""
+        return names_hint(name, columns, "the columns there")
 
     def cannot_find(self, text: str, name: str) -> bool:
         """Whether DuckDB, binding ``text`` (Spark SQL) translated, cannot find the column ``name``."""
@@ -443,7 +461,10 @@ class DuckEngine:
                 return sql_error(
                     refused, rendered, text, offset, syntax=False, length=length, code="E0252", hint=ENGINE_HINT
                 )
-            hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
+            if unresolved_name(str(exc), rendered.text) is not None:  # Spark refuses it as well
+                hint = self.columns_hint(sentence, rendered.text, offset)
+            else:
+                hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
             return sql_error(
                 sentence,
                 rendered,

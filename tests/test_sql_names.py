@@ -218,3 +218,34 @@ def test_spark_fails_alike(events) -> None:
     for text, _, _, sparks_words in NAME_ERRORS:
         answer = spark_rows(events, text)
         assert isinstance(answer, Exception) and sparks_words in str(answer), (text, answer)
+
+
+# A name no engine resolves, and the columns the python engine lists for it: those of the FROM clause where
+# the name stands (a qualified name: its table's). Spark lists them too, in its [UNRESOLVED_COLUMN]
+# suggestion (test_spark_suggests_the_columns_listed runs each on Spark).
+UNKNOWN_NAMES = [
+    (HEAD + "SELECT zz FROM m", ["sym", "mid", "top", "qty"]),
+    (HEAD + "SELECT x.top FROM (SELECT top AS t2 FROM m) x", ["t2"]),
+    (HEAD + "SELECT mid FROM m WHERE EXISTS (SELECT 1 FROM m y WHERE y.zz = m.mid)", ["sym", "mid", "top", "qty"]),
+    (MEASURES_ONLY, ["mid"]),
+]
+
+
+@pytest.mark.parametrize(("text", "columns"), UNKNOWN_NAMES)
+def test_an_unknown_name_lists_the_columns_and_sends_nobody_to_spark(text, columns) -> None:
+    """Spark cannot resolve the name either, so the python engine's error must not hint at ``--engine spark``
+    (it used to): it says the name is unknown and lists the columns there, as the clause's own errors do."""
+    got = python_rows(text)
+    assert isinstance(got, cep.CepError) and "cannot be resolved" in got.message, got
+    assert "--engine spark" not in str(got), str(got)
+    assert got.hint == "the columns there are " + ", ".join(columns), str(got)
+
+
+@pytest.mark.spark
+def test_spark_suggests_the_columns_listed(events) -> None:
+    for text, columns in UNKNOWN_NAMES:
+        answer = spark_rows(events, text)
+        assert isinstance(answer, Exception) and "cannot be resolved" in str(answer), (text, answer)
+        suggested = re.search(r"Did you mean one of the following\? \[(.*?)\]", str(answer)).group(1)
+        named = {name.split("`.`")[-1].strip("`") for name in suggested.split(", ")}
+        assert set(columns) <= named, (text, suggested)
