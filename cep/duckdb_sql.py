@@ -49,6 +49,7 @@ from cep.duckdb_functions import (
 )
 from cep.duckdb_intervals import spark_interval
 from cep.duckdb_literals import negative_literals, text_literals_as_numbers
+from cep.duckdb_make import make_date
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -292,6 +293,8 @@ def _translate(node, types: dict[int, str]):
         name = str(node.this).upper()
         if name in OWN_FUNCTIONS:
             return _own_function(name, node, types)
+        if name == "MAKE_DATE":  # sqlglot's Spark dialect has no node of its own for it
+            return make_date(node, types)
         unknown_to_spark = no_such_function(name, node)
         if unknown_to_spark is not None:
             raise unknown_to_spark
@@ -315,12 +318,8 @@ def _translate(node, types: dict[int, str]):
         )
         rounded = exp.Round(this=text, decimals=(node.args.get("decimals") or exp.Literal.number(0)).copy())
         return exp.Cast(this=rounded, to=exp.DataType.build("DOUBLE"))
-    if (
-        isinstance(node, (exp.Floor, exp.Ceil))
-        and not node.args.get("decimals")
-        and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
-    ):
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
+    if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals") and _floor_or_ceil(node, types):
+        return _floor_or_ceil(node, types)
     if (
         isinstance(node, (exp.Sum, exp.Avg))
         and type_of(node.this, types) in TEXT_TYPES
@@ -366,6 +365,19 @@ def _translate(node, types: dict[int, str]):
         # Over a window or with FILTER, the cast wraps the whole call.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _floor_or_ceil(node, types: dict[int, str]):
+    """Spark's floor and ceil (no digits) of an integer, DOUBLE or FLOAT: a BIGINT; None for another type."""
+    from sqlglot import exp
+
+    if type_of(node.this, types) in INTEGRAL:
+        # the integer itself (DuckDB's goes through a DOUBLE, which past 2^53 is another number, and at
+        # BIGINT's largest one that does not fit back)
+        return exp.Cast(this=exp.Paren(this=node.this.copy()), to=exp.DataType.build("BIGINT"))
+    if type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
+    return None
 
 
 def _library_calls(node, types: dict[int, str]):

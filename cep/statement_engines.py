@@ -554,8 +554,9 @@ _MATCHER_INT = "INTEGER"
 
 
 def typed_as_on_spark(out, query: Query, frame):
-    """``out`` (the matcher's Arrow output on the python engine) with each integer column that Spark's clause
-    gives as an INT (an INT input column passed through, ``FIRST(A.i)``) made an INT here too: the SQL around
+    """``out`` (the matcher's Arrow output on the python engine) with each DECIMAL and DOUBLE column of the
+    Spark engine's type (``Plan.fit_to_types``), and each integer column that Spark's clause gives as an INT
+    (an INT input column passed through, ``FIRST(A.i)``) made an INT here too: the SQL around
     the clause then computes in Spark's types (INT arithmetic overflows past INT's range, an INT beside a
     DECIMAL is a DECIMAL(10,0)), and a result column has Spark's type. The types are the Spark engine's own
     (``Plan.output_types`` over the input's types); an input whose types the matcher cannot name is left as
@@ -569,6 +570,9 @@ def typed_as_on_spark(out, query: Query, frame):
         wanted = dict(query.plan.output_types(input_types))
     except (CepError, ValueError, KeyError):  # a column of a type the matcher has no name for
         return out
+    # DECIMAL and DOUBLE columns as the Spark engine types them (a measure ``1.5`` is Spark's DECIMAL(2,1), a
+    # CASE of DECIMALs their common DECIMAL), not as Arrow reads the matcher's values.
+    out = query.plan.fit_to_types(out, input_types)
     for index, field in enumerate(out.schema):
         if wanted.get(field.name) == _MATCHER_INT and pa.types.is_int64(field.type):
             try:
