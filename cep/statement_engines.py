@@ -463,6 +463,8 @@ class DuckEngine:
                 )
             if unresolved_name(str(exc), rendered.text) is not None:  # Spark refuses it as well
                 hint = self.columns_hint(sentence, rendered.text, offset)
+            elif "must appear in the GROUP BY clause" in sentence:  # Spark's MISSING_AGGREGATION: no engine hint
+                hint = "group by it, or read it through an aggregate (first(x), max(x))"
             else:
                 hint = None if "ANSI mode" in sentence else "Spark may run it: cep run --engine spark"
             return sql_error(

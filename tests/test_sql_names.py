@@ -249,3 +249,21 @@ def test_spark_suggests_the_columns_listed(events) -> None:
         suggested = re.search(r"Did you mean one of the following\? \[(.*?)\]", str(answer)).group(1)
         named = {name.split("`.`")[-1].strip("`") for name in suggested.split(", ")}
         assert set(columns) <= named, (text, suggested)
+
+
+# A column neither grouped nor aggregated: Spark refuses it too ("does not include a GROUP BY clause"), so the
+# python engine's error says what to do and does not send the user to --engine spark (it did).
+UNGROUPED = HEAD + "SELECT top * count(*) AS v FROM m"
+
+
+def test_an_ungrouped_column_sends_nobody_to_spark() -> None:
+    got = python_rows(UNGROUPED)
+    assert isinstance(got, cep.CepError) and "GROUP BY" in got.message, got
+    assert "--engine spark" not in str(got) and "group by it" in (got.hint or ""), str(got)
+    assert UNGROUPED[got.span.start :].startswith("top"), str(got)
+
+
+@pytest.mark.spark
+def test_spark_refuses_an_ungrouped_column(events) -> None:
+    answer = spark_rows(events, UNGROUPED)
+    assert isinstance(answer, Exception) and "does not include a GROUP BY clause" in str(answer), answer
