@@ -195,7 +195,20 @@ def spark_decimal_arithmetic(node, types: dict[int, str], guard_divisor):
     from sqlglot import exp
 
     operator = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}.get(type(node))
-    if operator is None or not decimal_arithmetic(node, types):
+    if operator is None:
+        return None
+    kinds = [numeric_kind(side, types) for side in (node.this, node.expression)]
+    if "DECIMAL" in kinds and None in kinds and not any(isinstance(side, exp.Null) for side in node.iter_expressions()):
+        # Spark's result is a DECIMAL if the other operand is an integer (of a width the type depends on), a
+        # DOUBLE if it is one; DuckDB would pick by its own reading (dec * array_max(array(i)) was its
+        # DECIMAL(18,2), Spark's DECIMAL(21,2); found by the differential, seed 28)
+        raise Refusal(
+            f"the python engine cannot tell the type of an operand of {operator} beside a DECIMAL, on which the "
+            "result's type depends; cast it: CAST(x AS INT), CAST(x AS DECIMAL(p, s)) or CAST(x AS DOUBLE)",
+            *place_of(node),
+            untyped=True,
+        )
+    if not decimal_arithmetic(node, types):
         return None
     left, right = decimal_readings(node.this, types), decimal_readings(node.expression, types)
     if left is None or right is None:

@@ -4,6 +4,7 @@ SQL, or a refusal (part of the translation in cep/duckdb_sql.py; docs/sql-statem
 from __future__ import annotations
 
 from cep.duckdb_arrays import array_meaning
+from cep.duckdb_make import make_timestamp
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -51,7 +52,7 @@ def spark_meaning(node, types: dict[int, str]):
     if arrays is not None:
         return arrays
     if isinstance(node, exp.TimestampFromParts):
-        return _make_timestamp(node)
+        return make_timestamp(node)
     if isinstance(node, exp.AnyValue):  # Spark's any_value keeps a NULL (DuckDB's skips it): first()'s meaning
         return call_duck("first", node.this.copy())
     if node.meta.get(NEVER_NULL):
@@ -371,56 +372,6 @@ def _is_text_literal(node) -> bool:
     from sqlglot import exp
 
     return isinstance(node, exp.Literal) and node.is_string
-
-
-_MAKE_TIMESTAMP_RANGES = (("month", 1, 12), ("day", 1, 31), ("hour", 0, 23), ("min", 0, 59))
-
-
-def _make_timestamp(node):
-    """Spark's make_timestamp(y, mo, d, h, mi, s) in ANSI mode: a field out of range (hour 24, February 30,
-    seconds 60.5) is an error at the call; seconds of exactly 60 are the next minute, as in DuckDB's, which
-    would also read hour 24 as the next day."""
-    from sqlglot import exp
-
-    if node.args.get("zone") is not None or any(node.args.get(key) is not None for key in ("nano", "milli")):
-        raise Refusal("the python engine runs MAKE_TIMESTAMP only with its six fields (no time zone)", *place_of(node))
-    fields = {key: node.args.get(key) for key in ("year", "month", "day", "hour", "min", "sec")}
-    if any(value is None for value in fields.values()):
-        raise Refusal("MAKE_TIMESTAMP takes six fields: year, month, day, hour, minute, seconds", *place_of(node))
-
-    def field(key):
-        return exp.Paren(this=fields[key].copy())
-
-    in_range = [
-        exp.Between(this=field(key), low=exp.Literal.number(low), high=exp.Literal.number(high))
-        for key, low, high in _MAKE_TIMESTAMP_RANGES
-    ]
-    seconds = exp.or_(
-        exp.and_(
-            exp.GTE(this=field("sec"), expression=exp.Literal.number(0)),
-            exp.LT(this=field("sec"), expression=exp.Literal.number(60)),
-        ),
-        exp.EQ(this=field("sec"), expression=exp.Literal.number(60)),
-    )
-    month_start = call_duck("make_date", field("year"), field("month"), exp.Literal.number(1))
-    fits_month = exp.LTE(this=field("day"), expression=call_duck("day", call_duck("last_day", month_start)))
-    made = call_duck("make_timestamp", *(field(key) for key in fields))
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.or_(*(exp.Is(this=field(key), expression=exp.Null()) for key in fields)), true=exp.Null()),
-            # The month's length is read only for a month in range (make_date fails on month 13).
-            exp.If(
-                this=exp.and_(*in_range, seconds),
-                true=exp.Case(ifs=[exp.If(this=fits_month, true=made)], default=_invalid_field(node)),
-            ),
-        ],
-        default=_invalid_field(node),
-    )
-
-
-def _invalid_field(node):
-    message = "MAKE_TIMESTAMP: a field is out of its range (an invalid date or time)"
-    return fail_with(message, place_of(node), "TIMESTAMP")
 
 
 def _double(node, new):

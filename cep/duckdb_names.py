@@ -147,6 +147,34 @@ def unresolved_name(message: str, spark_text: str) -> tuple[str, int | None, int
     return _UNRESOLVED.format(name=_quoted(*written)) + suggestion, offset, length
 
 
+def scope_probe(text: str, offset: int) -> str | None:
+    """Spark SQL that selects every column the name written at ``offset`` of ``text`` (Spark SQL) may name: ``SELECT
+    *`` (``SELECT t.*`` for a name qualified by a table the FROM clause has) from the FROM clause and joins of
+    the SELECT that holds it, with the statement's WITH. Bound, not run, it lists the columns for the error
+    about an unknown name. None where the name is in no SELECT with a FROM clause."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = parse_spark(text)
+    except sqlglot.errors.SqlglotError:
+        return None
+    named = next((n for n in tree.find_all(exp.Column) if _extent(n)[0] == offset), None)
+    select = named.find_ancestor(exp.Select) if named is not None else None
+    if select is None or select.args.get("from_") is None:
+        return None
+    sources = [select.args["from_"].this, *(join.this for join in select.args.get("joins") or [])]
+    fold = str.casefold
+    qualified = named.table and any(fold(source.alias_or_name) == fold(named.table) for source in sources)
+    star = exp.Column(this=exp.Star(), table=exp.to_identifier(named.table)) if qualified else exp.Star()
+    probe = exp.Select(expressions=[star], from_=select.args["from_"].copy())
+    probe.set("joins", [join.copy() for join in select.args.get("joins") or []] or None)
+    with_ = select.args.get("with_") or tree.args.get("with_")  # the CTEs the FROM clause may read
+    if with_ is not None:
+        probe.set("with_", with_.copy())
+    return spark_text(probe)
+
+
 def _place(spark_text: str, name: str | None, table: str | None, *, in_using: bool = False):
     """The offset and length of the first reference to column ``name`` (of ``table`` where given; any column
     of ``table`` where no name is), and the reference as written (its parts); (None, 1, parts) if none."""

@@ -16,14 +16,26 @@ class Refusal(Exception):
     part in the Spark SQL text that was translated (None when it cannot be told). ``spark_too``: Spark
     refuses it as well (a cast its ANSI rules do not allow), so the error is the statement's, not the engine's.
     ``untyped``: refused only because a value's type could not be told, which `cep check` (no tables) leaves
-    to the run."""
+    to the run. ``column``: the result column the refusal is about (a value the python engine cannot return),
+    which the caller places at the expression that gives it; set once, here, as every other field."""
 
     def __init__(
-        self, message: str, start: int | None = None, length: int = 1, *, spark_too: bool = False, untyped: bool = False
+        self,
+        message: str,
+        start: int | None = None,
+        length: int = 1,
+        *,
+        spark_too: bool = False,
+        untyped: bool = False,
+        column: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message, self.start, self.length, self.spark_too = message, start, length, spark_too
-        self.untyped = untyped
+        self.untyped, self.column = untyped, column
+
+    def placed(self, start: int | None, length: int) -> Refusal:
+        """The same refusal at ``start`` (``length`` characters) of the statement's text."""
+        return Refusal(self.message, start, length, spark_too=self.spark_too, untyped=self.untyped, column=self.column)
 
 
 INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")

@@ -104,12 +104,11 @@ def intervals_as_durations(table):
             continue
         values = table.column(index).to_pylist()
         if any(value is not None and value.months for value in values):
-            refusal = Refusal(
+            raise Refusal(
                 f"column {field.name} holds an interval of months or years (Spark's year-month interval), which "
-                "the python engine cannot return as Spark does: add it to a DATE or TIMESTAMP"
+                "the python engine cannot return as Spark does: add it to a DATE or TIMESTAMP",
+                column=field.name,
             )
-            refusal.column = field.name
-            raise refusal
         micros = [None if v is None else v.days * 86_400_000_000 + v.nanoseconds // 1000 for v in values]
         column = pa.array(micros, pa.int64()).cast(pa.duration("us"))
         table = table.set_column(index, pa.field(field.name, pa.duration("us")), column)
@@ -139,14 +138,13 @@ def refuse_times_python_cannot_hold(table) -> None:
             continue
         least, most = pc.min_max(values).values()
         if least.is_valid and (least.as_py() < first or most.as_py() > last):
-            refusal = Refusal(
+            raise Refusal(
                 f"column {field.name} holds a {kind} outside the years 1 to 9999, which Spark holds (the year 0 is "
                 "1 BC) but the python engine cannot return (its dates are Python's): run it on Spark (cep run "
                 "--engine spark), or keep the dates within those years",
                 spark_too=True,
+                column=field.name,
             )
-            refusal.column = field.name
-            raise refusal
 
 
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d*)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")

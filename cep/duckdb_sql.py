@@ -49,6 +49,7 @@ from cep.duckdb_functions import (
 )
 from cep.duckdb_intervals import spark_interval
 from cep.duckdb_literals import negative_literals, text_literals_as_numbers
+from cep.duckdb_make import make_date
 from cep.duckdb_nodes import (
     FRACTIONAL,
     INTEGRAL,
@@ -167,6 +168,7 @@ def to_duckdb_sql(
                     new.meta[key] = node.meta[key]
             node.replace(new)
     empty_collections(tree)
+    distinct_tuples_counted(tree)
     try:
         return tree.sql(dialect="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE)
     except UnsupportedError as exc:
@@ -248,6 +250,21 @@ def empty_collections(tree) -> None:
 # ------------------------------------------------------------------------------------------------ rules
 
 
+def distinct_tuples_counted(tree) -> None:
+    """``count(DISTINCT a, b)`` as Spark counts it (the distinct rows where no value is NULL), written as
+    DuckDB's ``count(DISTINCT CASE WHEN a IS NULL THEN NULL ... ELSE (a, b) END)`` here: sqlglot's own rewrite
+    parses its DuckDB text again with another dialect, and fails where an operand holds DuckDB's ``//``
+    (``count(DISTINCT CAST(ts AS BIGINT), to_date(ts))``; found by the differential, seed 29)."""
+    from sqlglot import exp
+
+    for distinct in list(tree.find_all(exp.Distinct)):
+        if not isinstance(distinct.parent, exp.Count) or len(distinct.expressions) < 2:
+            continue
+        values = [value.copy() for value in distinct.expressions]
+        nulls = [exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()) for value in values]
+        distinct.set("expressions", [exp.Case(ifs=nulls, default=exp.Tuple(expressions=values))])
+
+
 def _translate(node, types: dict[int, str]):
     from sqlglot import exp
 
@@ -292,6 +309,8 @@ def _translate(node, types: dict[int, str]):
         name = str(node.this).upper()
         if name in OWN_FUNCTIONS:
             return _own_function(name, node, types)
+        if name == "MAKE_DATE":  # sqlglot's Spark dialect has no node of its own for it
+            return make_date(node, types)
         unknown_to_spark = no_such_function(name, node)
         if unknown_to_spark is not None:
             raise unknown_to_spark
@@ -315,12 +334,8 @@ def _translate(node, types: dict[int, str]):
         )
         rounded = exp.Round(this=text, decimals=(node.args.get("decimals") or exp.Literal.number(0)).copy())
         return exp.Cast(this=rounded, to=exp.DataType.build("DOUBLE"))
-    if (
-        isinstance(node, (exp.Floor, exp.Ceil))
-        and not node.args.get("decimals")
-        and type_of(node.this, types) in INTEGRAL + ("DOUBLE", "FLOAT")
-    ):
-        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))  # Spark's floor and ceil: BIGINT
+    if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals") and _floor_or_ceil(node, types):
+        return _floor_or_ceil(node, types)
     if (
         isinstance(node, (exp.Sum, exp.Avg))
         and type_of(node.this, types) in TEXT_TYPES
@@ -366,6 +381,19 @@ def _translate(node, types: dict[int, str]):
         # Over a window or with FILTER, the cast wraps the whole call.
         return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
     return node
+
+
+def _floor_or_ceil(node, types: dict[int, str]):
+    """Spark's floor and ceil (no digits) of an integer, DOUBLE or FLOAT: a BIGINT; None for another type."""
+    from sqlglot import exp
+
+    if type_of(node.this, types) in INTEGRAL:
+        # the integer itself (DuckDB's goes through a DOUBLE, which past 2^53 is another number, and at
+        # BIGINT's largest one that does not fit back)
+        return exp.Cast(this=exp.Paren(this=node.this.copy()), to=exp.DataType.build("BIGINT"))
+    if type_of(node.this, types) in ("DOUBLE", "FLOAT"):
+        return exp.Cast(this=node.copy(), to=exp.DataType.build("BIGINT"))
+    return None
 
 
 def _library_calls(node, types: dict[int, str]):

@@ -24,6 +24,7 @@ _RESULT_TYPES = {
     "TRUNC": "DATE",
     "DATE_TRUNC": "TIMESTAMP",
     "FROM_UNIXTIME": "VARCHAR",
+    "MAKE_DATE": "DATE",
 }
 # The functions kept as calls whose first argument's type a rule reads.
 _TYPED_CALLS = ("UNIX_TIMESTAMP", "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "DATE_FORMAT", "TRUNC")
@@ -67,6 +68,8 @@ def annotated_types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: 
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:
             operand = call.expressions[0] if call.expressions else exp.Null()
+            if str(call.this).upper() == "MAKE_DATE" and len(call.expressions) > 1:  # each field typed
+                operand = exp.Coalesce(this=operand, expressions=call.expressions[1:])
             typed = exp.Cast(this=operand, to=exp.DataType.build(kind))
             typed.meta.update(call.meta)  # the call may be an operand a rule needs the type of
             call.replace(typed)
@@ -144,6 +147,8 @@ def _typed_operands(node) -> tuple:
         return (node.this,)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in _TYPED_CALLS and node.expressions:
         return (node.expressions[0],)
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "MAKE_DATE":  # integer fields only
+        return tuple(node.expressions)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() == "DATE_TRUNC" and len(node.expressions) > 1:
         return (node.expressions[1],)
     return tuple(node.args[key] for key in time_operand_keys(node) if node.args.get(key) is not None)

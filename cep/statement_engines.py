@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cep.duckdb_functions import calls_own_functions, register_functions
-from cep.duckdb_names import aliases_read_in_where
+from cep.duckdb_names import aliases_read_in_where, scope_probe, unresolved_name
 from cep.duckdb_optimizer import disabled_optimizers
 from cep.duckdb_results import (
     MISSING_FUNCTION,
@@ -32,6 +32,7 @@ from cep.duckdb_results import (
 from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
 from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
 from cep.grammar.statement import SPARK, Rendered
+from cep.grammar.suggestions import names_hint
 from cep.grammar.tokens import span_of
 from cep.matcher.rows.tables import kind_of
 from cep.matcher.rows.validate import refuse_odd_kinds
@@ -349,8 +350,7 @@ class DuckEngine:
             table = intervals_as_durations(table)
             refuse_times_python_cannot_hold(table)
         except Refusal as refusal:  # about a result column: placed at the expression that gives it
-            refusal.start, refusal.length = result_column_place(text, refusal.column)
-            raise
+            raise refusal.placed(*result_column_place(text, refusal.column)) from None
         return table
 
     def bound(self, text: str):
@@ -388,6 +388,24 @@ class DuckEngine:
         except CepError:
             return None
         return False
+
+    def columns_hint(self, sentence: str, text: str, offset: int | None) -> str | None:
+        """For a name no engine can find: the columns the name may name there (the clause's errors list the
+        input's columns alike), bound from ``scope_probe``; None where they cannot be told. No engine hint:
+        Spark refuses the name as well."""
+        import duckdb
+        import sqlglot
+
+        probe = scope_probe(text, offset) if offset is not None else None
+        if probe is None:
+            return None
+        try:
+            columns = self.bound(probe).columns
+        except (Refusal, sqlglot.errors.SqlglotError, CepError, duckdb.Error):
+            return None
+        written = re.search(r"name (`(?:[^`]|``)+`(?:\.`(?:[^`]|``)+`)*)", sentence)
+        name = written.group(1).rsplit("`.`", 1)[-1].strip("`") if written else ""
+        return names_hint(name, columns, "the columns there")
 
     def cannot_find(self, text: str, name: str) -> bool:
         """Whether DuckDB, binding ``text`` (Spark SQL) translated, cannot find the column ``name``."""
@@ -464,10 +482,15 @@ class DuckEngine:
                 return sql_error(
                     refused, rendered, text, offset, syntax=False, length=length, code="E0252", hint=ENGINE_HINT
                 )
-            # Spark fails alike on an overflow of its ANSI mode and on a name nothing in scope has
-            spark_fails_too = "ANSI mode" in sentence or "cannot be resolved" in sentence
             said = "--engine spark" in sentence  # the sentence (a translation's own) names Spark already
-            hint = None if spark_fails_too or said else "Spark may run it: cep run --engine spark"
+            if unresolved_name(str(exc), rendered.text) is not None:  # Spark refuses it as well
+                hint = self.columns_hint(sentence, rendered.text, offset)
+            elif "must appear in the GROUP BY clause" in sentence:  # Spark's MISSING_AGGREGATION: no engine hint
+                hint = "group by it, or read it through an aggregate (first(x), max(x))"
+            elif said or "ANSI mode" in sentence or "cannot be resolved" in sentence:  # Spark fails alike
+                hint = None
+            else:
+                hint = "Spark may run it: cep run --engine spark"
             return sql_error(
                 sentence,
                 rendered,
@@ -557,8 +580,9 @@ _MATCHER_INT = "INTEGER"
 
 
 def typed_as_on_spark(out, query: Query, frame):
-    """``out`` (the matcher's Arrow output on the python engine) with each integer column that Spark's clause
-    gives as an INT (an INT input column passed through, ``FIRST(A.i)``) made an INT here too: the SQL around
+    """``out`` (the matcher's Arrow output on the python engine) with each DECIMAL and DOUBLE column of the
+    Spark engine's type (``Plan.fit_to_types``), and each integer column that Spark's clause gives as an INT
+    (an INT input column passed through, ``FIRST(A.i)``) made an INT here too: the SQL around
     the clause then computes in Spark's types (INT arithmetic overflows past INT's range, an INT beside a
     DECIMAL is a DECIMAL(10,0)), and a result column has Spark's type. The types are the Spark engine's own
     (``Plan.output_types`` over the input's types); an input whose types the matcher cannot name is left as
@@ -572,6 +596,9 @@ def typed_as_on_spark(out, query: Query, frame):
         wanted = dict(query.plan.output_types(input_types))
     except (CepError, ValueError, KeyError):  # a column of a type the matcher has no name for
         return out
+    # DECIMAL and DOUBLE columns as the Spark engine types them (a measure ``1.5`` is Spark's DECIMAL(2,1), a
+    # CASE of DECIMALs their common DECIMAL), not as Arrow reads the matcher's values.
+    out = query.plan.fit_to_types(out, input_types)
     for index, field in enumerate(out.schema):
         if wanted.get(field.name) == _MATCHER_INT and pa.types.is_int64(field.type):
             try:

@@ -46,6 +46,7 @@ ORDER = {
         "duckdb_arrays",
         "duckdb_typeof",
         "duckdb_years",
+        "duckdb_make",
         "duckdb_functions",
         "duckdb_literals",
         "duckdb_decimals",

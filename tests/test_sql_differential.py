@@ -580,6 +580,7 @@ TEMPLATES: dict[str, list[str]] = {
         "add_months({DATE}, {small})",
         "to_date(date_format({DATE}, '{parse_date}'), '{parse_date}')",
         "coalesce({DATE}, DATE '2000-01-01')",
+        "make_date(year({DATE}), month({DATE}), 1)",  # never out of range: no failing Spark query
         "DATE '2021-03-28'",
         "next_day({DATE}, 'MON')",
         "make_date(2021, {month}, {day})",
@@ -639,6 +640,8 @@ TEMPLATES: dict[str, list[str]] = {
         "({NUM} < {NUM})",
         "({STRING} = {STRING})",
         "({ANY} IS NULL)",
+        "isnotnull({ANY})",
+        "regexp({STRING}, 'a.b|^$')",
         "({DATE} <= {DATE})",
         "({TIMESTAMP} > {TIMESTAMP})",
         "({STRING} LIKE 'a%')",

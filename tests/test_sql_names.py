@@ -238,12 +238,53 @@ def test_spark_fails_alike(events) -> None:
         assert isinstance(answer, Exception) and sparks_words in str(answer), (text, answer)
 
 
-def test_a_name_nothing_has_gets_no_hint_to_try_spark() -> None:
-    # Spark fails alike on a name nothing in scope has (test_spark_fails_alike): "Spark may run it" would
-    # send the user to the same error.
-    got = python_rows(HEAD + "SELECT zz FROM m")
+# A name no engine resolves, and the columns the python engine lists for it: those of the FROM clause where
+# the name stands (a qualified name: its table's). Spark lists them too, in its [UNRESOLVED_COLUMN]
+# suggestion (test_spark_suggests_the_columns_listed runs each on Spark).
+UNKNOWN_NAMES = [
+    (HEAD + "SELECT zz FROM m", ["sym", "mid", "top", "qty"]),
+    (HEAD + "SELECT x.top FROM (SELECT top AS t2 FROM m) x", ["t2"]),
+    (HEAD + "SELECT mid FROM m WHERE EXISTS (SELECT 1 FROM m y WHERE y.zz = m.mid)", ["sym", "mid", "top", "qty"]),
+    (MEASURES_ONLY, ["mid"]),
+]
+
+
+@pytest.mark.parametrize(("text", "columns"), UNKNOWN_NAMES)
+def test_an_unknown_name_lists_the_columns_and_sends_nobody_to_spark(text, columns) -> None:
+    """Spark cannot resolve the name either, so the python engine's error must not hint at ``--engine spark``
+    (it used to): it says the name is unknown and lists the columns there, as the clause's own errors do."""
+    got = python_rows(text)
     assert isinstance(got, cep.CepError) and "cannot be resolved" in got.message, got
-    assert got.hint is None, str(got)
+    assert "--engine spark" not in str(got), str(got)
+    assert got.hint == "the columns there are " + ", ".join(columns), str(got)
+
+
+@pytest.mark.spark
+def test_spark_suggests_the_columns_listed(events) -> None:
+    for text, columns in UNKNOWN_NAMES:
+        answer = spark_rows(events, text)
+        assert isinstance(answer, Exception) and "cannot be resolved" in str(answer), (text, answer)
+        suggested = re.search(r"Did you mean one of the following\? \[(.*?)\]", str(answer)).group(1)
+        named = {name.split("`.`")[-1].strip("`") for name in suggested.split(", ")}
+        assert set(columns) <= named, (text, suggested)
+
+
+# A column neither grouped nor aggregated: Spark refuses it too ("does not include a GROUP BY clause"), so the
+# python engine's error says what to do and does not send the user to --engine spark (it did).
+UNGROUPED = HEAD + "SELECT top * count(*) AS v FROM m"
+
+
+def test_an_ungrouped_column_sends_nobody_to_spark() -> None:
+    got = python_rows(UNGROUPED)
+    assert isinstance(got, cep.CepError) and "GROUP BY" in got.message, got
+    assert "--engine spark" not in str(got) and "group by it" in (got.hint or ""), str(got)
+    assert UNGROUPED[got.span.start :].startswith("top"), str(got)
+
+
+@pytest.mark.spark
+def test_spark_refuses_an_ungrouped_column(events) -> None:
+    answer = spark_rows(events, UNGROUPED)
+    assert isinstance(answer, Exception) and "does not include a GROUP BY clause" in str(answer), answer
 
 
 def test_a_translation_functions_refusal_reaches_the_user_in_its_own_words() -> None:

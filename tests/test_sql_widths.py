@@ -165,3 +165,83 @@ def test_int_arithmetic_overflows_as_on_spark(answers, expression) -> None:
     assert "overflow" in str(caught.value), str(caught.value)
     with pytest.raises(Exception, match="(?i)overflow"):  # noqa: B017 - Spark's error at collect() is its own class
         answers[expression].values()
+
+
+# Literals and casts inside the clause (MEASURES) have the type and value Spark SQL gives them outside it: an
+# integer literal an INT (a BIGINT past INT's range), a number with a point Spark's DECIMAL of its digits (with an
+# exponent a DOUBLE), a CAST to INT an INT that truncates toward zero; CASE and COALESCE bring DECIMALs and
+# integers to Spark's common DECIMAL. Before, the clause typed `1` and CAST(... AS INT) as BIGINTs, `1.5` as a
+# DOUBLE on the Spark engine (a DECIMAL of Arrow's choosing on the python engine), and rounded CAST(-2.5 AS INT)
+# to -3.
+CLAUSE_LITERALS_AND_CASTS = [
+    ("1", "1"),
+    ("3000000000", "3000000000"),
+    ("1.5", "1.5"),
+    ("0.05", "0.05"),
+    ("1.5e3", "1.5e3"),
+    ("CAST(A.x AS INT)", "CAST(x AS INT)"),
+    ("CAST(A.dec AS INT)", "CAST(dec AS INT)"),
+    ("CAST(A.dec AS BIGINT)", "CAST(dec AS BIGINT)"),
+    ("A.i * 1.5", "i * 1.5"),
+    ("A.dec + 1", "dec + 1"),
+    ("coalesce(A.i, 2.5)", "coalesce(i, 2.5)"),
+    ("CASE WHEN A.id > 1 THEN 1.5 ELSE 2.25 END", "CASE WHEN id > 1 THEN 1.5 ELSE 2.25 END"),
+    ("CASE WHEN A.id > 1 THEN A.dec ELSE A.x END", "CASE WHEN id > 1 THEN dec ELSE x END"),
+]
+# Casts past the target's range: Spark's ANSI error on both (the clause gave the wider number).
+CLAUSE_CAST_OVERFLOWS = [
+    ("CAST(A.i AS SMALLINT)", "CAST(i AS SMALLINT)"),
+    ("CAST(A.i * 2 AS INT)", "CAST(i * 2L AS INT)"),
+]
+
+
+@pytest.fixture(scope="module")
+def clause_answers(events) -> SparkAnswers:
+    return SparkAnswers(
+        events,
+        select_statement,
+        [outside for _, outside in CLAUSE_LITERALS_AND_CASTS] + INTEGER_FLOORS,
+        expected_to_fail=[outside for _, outside in CLAUSE_CAST_OVERFLOWS],
+    )
+
+
+def measured(measure: str) -> pa.Table:
+    table = pa.Table.from_pylist(ROWS, schema=ARROW)
+    text = (
+        f"SELECT id, v FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ALL ROWS PER MATCH "
+        "PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+    return cep.compile_sql(text).run({TABLE: table}, kind="arrow")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_LITERALS_AND_CASTS)
+def test_a_literal_or_cast_in_the_clause_is_sparks_outside_it(clause_answers, measure, outside) -> None:
+    out = measured(measure)
+    got = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
+    assert got == clause_answers[outside].typed()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_CAST_OVERFLOWS)
+def test_a_cast_in_the_clause_past_its_range_fails_as_on_spark(clause_answers, measure, outside) -> None:
+    with pytest.raises(cep.CepError, match="out of that type's range"):
+        measured(measure)
+    with pytest.raises(Exception, match="(?i)overflow"):  # noqa: B017 - Spark's error at collect() is its own class
+        clause_answers[outside].values()
+
+
+# floor and ceil of an integer: the integer itself, a BIGINT (found by the differential, seed 30: DuckDB's went
+# through a DOUBLE, so ceiling(b) at BIGINT's largest failed its cast back, and past 2^53 it was another number).
+INTEGER_FLOORS = [
+    "floor(CAST(id AS BIGINT) * 10000000000000001)",
+    "ceil(9223372036854775807)",
+    "ceiling(CAST(id AS BIGINT) - 9223372036854775807)",
+    "floor(i)",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("expression", INTEGER_FLOORS)
+def test_floor_and_ceil_of_an_integer_are_the_integer(clause_answers, expression) -> None:
+    assert python_typed(expression) == clause_answers[expression].typed()

@@ -17,6 +17,7 @@ every input kind (docs/semantics.md, "Values"), is decided here, once, at the bo
 from __future__ import annotations
 
 import datetime as _dt
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -155,9 +156,21 @@ def _arrow_array(values: list):
         return pa.array(values)
     except (pa.ArrowTypeError, pa.ArrowInvalid):
         widened = times_alike(values)
+        widened = numbers_alike(values) if widened is values else widened
         if widened is values:
             raise
         return pa.array(widened)
+
+
+def numbers_alike(values: list) -> list:
+    """``values`` where numbers of several kinds meet (``COALESCE(A.i, 2.5)``, a CASE of a DECIMAL and a DOUBLE)
+    as Spark's common type holds them: a float among them makes each a float (a DOUBLE), else a Decimal among
+    integers makes each a Decimal (exactly); ``values`` itself when they are not such a mix."""
+    kinds = {type(value) for value in values if value is not None}
+    if not kinds or not kinds <= {int, float, Decimal} or len(kinds) == 1:
+        return values
+    convert = float if float in kinds else Decimal
+    return [None if value is None else convert(value) for value in values]
 
 
 def pandas_series(values: list):

@@ -29,6 +29,9 @@ from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, as_ti
 
 INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"})
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "NUMBER"})
+# A CAST to these is Spark's INT (TINYINT and SMALLINT included: the clause's output, on both engines, holds
+# integers as INT or BIGINT, as a TINYINT or SMALLINT input column passes through it as an INT).
+_INT_CASTS = frozenset({"INTEGER", "INT", "SMALLINT", "TINYINT"})
 _LITERAL_TYPES = {
     "integer": "BIGINT",
     "decimal": "DOUBLE",
@@ -150,6 +153,10 @@ def element_type(type_name: str) -> str:
 def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
     recurse = lambda e: infer(e, column_type)  # noqa: E731
     if isinstance(expr, ast.Literal):
+        if expr.kind == "integer" and isinstance(expr.value, int) and -(2**31) <= expr.value < 2**31:
+            return "INTEGER"  # as Spark types an integral literal: an INT where it fits, else a BIGINT
+        if expr.kind == "decimal":
+            return _decimal_literal_type(expr)
         return _LITERAL_TYPES.get(expr.kind, "VARCHAR")
     if isinstance(expr, ast.ColumnRef):
         return column_type(expr)
@@ -168,17 +175,18 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
     if isinstance(expr, (ast.IsNull, ast.Between, ast.InList, ast.Like)):
         return "BOOLEAN"
     if isinstance(expr, ast.Case):
-        for result in [w.result for w in expr.whens] + ([expr.default] if expr.default is not None else []):
-            if not (isinstance(result, ast.Literal) and result.kind == "null"):
-                return recurse(result)
-        return "VARCHAR"
+        results = [w.result for w in expr.whens] + ([expr.default] if expr.default is not None else [])
+        found = [recurse(r) for r in results if not (isinstance(r, ast.Literal) and r.kind == "null")]
+        return common_type(found) if found else "VARCHAR"
     if isinstance(expr, ast.Cast):
         name = expr.type.name
         if name in ("DECIMAL", "NUMERIC", "NUMBER"):
             params = tuple(expr.type.params) + _CAST_DECIMAL[len(expr.type.params) :]
             return decimal_type(*params[:2])
         return (
-            "BIGINT"
+            "INTEGER"
+            if name in _INT_CASTS
+            else "BIGINT"
             if name in INTEGERS
             else "DOUBLE"
             if name in FRACTIONAL
@@ -259,12 +267,39 @@ def _extreme_type(expr, recurse) -> str:
 
 
 def _widest_type(expr, recurse) -> str:
-    """COALESCE, GREATEST, LEAST, NVL, IFNULL: the first argument's type, but a TIMESTAMP where a DATE meets
-    a TIMESTAMP (Spark's implicit cast), so COALESCE(ts, DATE '9999-12-31') is a TIMESTAMP."""
+    """COALESCE, GREATEST, LEAST, NVL, IFNULL: the arguments' common type (``common_type``)."""
     found = [recurse(arg) for arg in expr.args if not isinstance(arg, ast.Star)]
-    if {"DATE", "TIMESTAMP"} <= set(found):
+    return common_type(found) if found else "VARCHAR"
+
+
+def common_type(found: list[str]) -> str:
+    """The type Spark brings values of these types to (CASE's results, COALESCE's arguments): a TIMESTAMP
+    where a DATE meets a TIMESTAMP; among numbers a DOUBLE beside a DOUBLE, else a DECIMAL wide enough for
+    each (its integer digits and its scale, an INT as DECIMAL(10,0)) beside a DECIMAL, else the widest
+    integer; otherwise the first one's type."""
+    kinds = set(found)
+    if {"DATE", "TIMESTAMP"} <= kinds:
         return "TIMESTAMP"
-    return found[0] if found else "VARCHAR"
+    if not all(kind in INTEGERS or kind in FRACTIONAL or is_decimal(kind) for kind in found):
+        return found[0]
+    if any(kind in FRACTIONAL and not is_decimal(kind) for kind in found):
+        return "DOUBLE"
+    sizes = [decimal_params(kind) or _INTEGER_DECIMALS[kind] for kind in found]
+    if any(is_decimal(kind) for kind in found):
+        scale = max(size[1] for size in sizes)
+        return _fit(max(size[0] - size[1] for size in sizes) + scale, scale)
+    return max(found, key=lambda kind: _INTEGER_DECIMALS[kind][0])
+
+
+def _decimal_literal_type(expr) -> str:
+    """Spark's type of a number written with a point (``1.5``, ``0.05``, ``1.``): DECIMAL(its digits, the
+    digits after the point); with an exponent (``1.5e3``) or past 38 digits a DOUBLE."""
+    if "e" in expr.text.lower() or not isinstance(expr.value, Decimal):
+        return "DOUBLE"
+    digits, exponent = len(expr.value.as_tuple().digits), expr.value.as_tuple().exponent
+    scale = max(0, -exponent)
+    precision = max(digits, scale, 1)
+    return decimal_type(precision, scale) if precision <= MAX_DECIMAL_PRECISION else "DOUBLE"
 
 
 def _remainder_type(expr, recurse) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from decimal import ROUND_05UP, ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from decimal import ROUND_05UP, ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.limits import MAX_DECIMAL_PRECISION
@@ -288,16 +288,49 @@ def safe_cast(value, type_name: str, params: tuple[int, ...] = ()):
         return None
 
 
+# The range of each integer type a CAST names (Spark's TINYINT, SMALLINT, INT, BIGINT): a value outside it is
+# Spark's ANSI overflow error, never a wider number in a column typed narrower.
+_INTEGER_RANGES = {
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INTEGER": (-(2**31), 2**31 - 1),
+    "INT": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+    "LONG": (-(2**63), 2**63 - 1),
+}
+# What Spark trims around a text it casts to a number: every character up to the space (UTF8String.trimAll).
+_CAST_TRIMMED = "".join(map(chr, range(33)))
+
+
+def _integer(value, type_name: str) -> int:
+    """CAST(value AS an integer type) as Spark's ANSI mode casts: a fraction truncated toward zero (2.7 is 2,
+    -2.5 is -2), text a whole number only (``' +12 '``; ``'2.7'`` is an error), out of the type's range an
+    error (CAST_OVERFLOW), as is NaN or an infinity."""
+    if isinstance(value, str):
+        text = value.strip(_CAST_TRIMMED)
+        if not text.lstrip("+-").isdigit() or len(text) - len(text.lstrip("+-")) > 1 or not text.isascii():
+            raise ValueError(value)
+        number = int(text)
+    elif isinstance(value, (float, Decimal)):
+        number = int(Decimal(value).to_integral_value(rounding=ROUND_DOWN))
+    else:
+        number = int(value)
+    least, most = _INTEGER_RANGES[type_name]
+    if not least <= number <= most:
+        raise CepRuntimeError(
+            f"the value {value!r} cannot be cast to {type_name}: it is out of that type's range (as on Spark, "
+            "in ANSI mode)",
+            code="E0411",
+        )
+    return number
+
+
 def cast(value, type_name: str, params: tuple[int, ...] = ()):
     if value is None:
         return None
     try:
-        if type_name in ("INTEGER", "INT", "BIGINT", "SMALLINT", "TINYINT", "LONG"):
-            if isinstance(value, str):
-                value = Decimal(value.strip())
-            if isinstance(value, (float, Decimal)):
-                return int(Decimal(value).quantize(Decimal(1), rounding=ROUND_HALF_UP))
-            return int(value)
+        if type_name in _INTEGER_RANGES:
+            return _integer(value, type_name)
         if type_name in ("DOUBLE", "REAL", "FLOAT"):
             return float(value)
         if type_name in ("DECIMAL", "NUMERIC", "NUMBER"):
