@@ -8,11 +8,13 @@ the same rows (the values written here are Spark's answers, checked again by the
 
 from __future__ import annotations
 
+from functools import partial
+
 import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, select_list
+from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
 
 TABLE = "sqlr_events"
 TEXTS = ["a.b|c_d%e\\f", "", None, "ab12cd", "a_b", "axb"]
@@ -29,9 +31,9 @@ def events(spark):
     return spark
 
 
-def select_statement(columns: list[tuple[str, str]]) -> str:
+def select_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
     """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
-    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
+    return head + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
 
 
 def statement(expression: str) -> str:
@@ -39,14 +41,30 @@ def statement(expression: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def answers(events) -> SparkAnswers:
+def matched_head(events) -> str:
+    """The clause's rows, matched once by cep on Spark and held as a view (tests/spark_answers.py)."""
+    return matched_rows(events, HEAD, "sqlr_matched")
+
+
+@pytest.fixture(scope="module")
+def answers(events, matched_head) -> SparkAnswers:
     """Spark's answer for every expression of this file's cases, from a few queries (tests/spark_answers.py)."""
     return SparkAnswers(
         events,
-        select_statement,
+        partial(select_statement, head=matched_head),
         [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP],
         expected_to_fail=[f"s LIKE '{pattern}'" for pattern in LIKE_ESCAPES_SPARK_REFUSES],
+        run=spark_sql,
     )
+
+
+@pytest.mark.spark
+def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
+    """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
+    Spark) gives the same values and types."""
+    whole = SparkAnswers(events, select_statement, SPARKS_ANSWERS)
+    for expression in SPARKS_ANSWERS:
+        assert whole[expression].typed() == answers[expression].typed(), expression
 
 
 def python_values(expression: str) -> list:

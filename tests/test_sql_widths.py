@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from functools import partial
 
 import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, select_list
+from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
 from tests.test_sql_differential import spark_name_of_arrow
 
 TABLE = "sqlw_events"
@@ -44,9 +45,9 @@ HEAD = (
 )
 
 
-def select_statement(columns: list[tuple[str, str]]) -> str:
+def select_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
     """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
-    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
+    return head + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
 
 
 def statement(expression: str) -> str:
@@ -66,11 +67,30 @@ def events(spark):
 
 
 @pytest.fixture(scope="module")
-def answers(events) -> SparkAnswers:
+def matched_head(events) -> str:
+    """The clause's rows, matched once by cep on Spark and held as a view (tests/spark_answers.py)."""
+    return matched_rows(events, HEAD, "sqlw_matched")
+
+
+@pytest.fixture(scope="module")
+def answers(events, matched_head) -> SparkAnswers:
     """Spark's value and type for every case of this file, from a few queries (tests/spark_answers.py)."""
     return SparkAnswers(
-        events, select_statement, TYPED + [outside for _, outside in IN_THE_CLAUSE], expected_to_fail=OVERFLOWS
+        events,
+        partial(select_statement, head=matched_head),
+        TYPED + [outside for _, outside in IN_THE_CLAUSE],
+        expected_to_fail=OVERFLOWS,
+        run=spark_sql,
     )
+
+
+@pytest.mark.spark
+def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
+    """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
+    Spark) gives the same values and types."""
+    whole = SparkAnswers(events, select_statement, TYPED)
+    for expression in TYPED:
+        assert whole[expression].typed() == answers[expression].typed(), expression
 
 
 # The clause's own integer functions, in MEASURES: each has the type Spark gives the same function outside the
