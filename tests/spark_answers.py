@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import cep
@@ -84,6 +85,20 @@ def matched_rows(spark, head: str, view: str) -> str:
         raise ValueError("matched_rows takes a one-line head that defines m")
     cep.sql(spark, head + "SELECT * FROM m").localCheckpoint().createOrReplaceTempView(view)
     return f"WITH m AS (SELECT * FROM {view})\n"
+
+
+def answers_over_matched_rows(spark, head: str, view: str, statement, expressions, **options) -> SparkAnswers:
+    """``SparkAnswers`` for ``statement(columns, head=...)`` over ``matched_rows(spark, head, view)``."""
+    over = partial(statement, head=matched_rows(spark, head, view))
+    return SparkAnswers(spark, over, expressions, run=spark_sql, **options)
+
+
+def assert_the_whole_statement_agrees(spark, statement: Statement, answers: SparkAnswers, expressions) -> None:
+    """The whole statement (``cep.sql``: the clause run on Spark) gives each expression the values and type
+    ``answers`` read over ``matched_rows``'s view: one query for a file's check that the view is faithful."""
+    whole = SparkAnswers(spark, statement, expressions)
+    for expression in expressions:
+        assert whole[expression].typed() == answers[expression].typed(), expression
 
 
 class SparkAnswers:

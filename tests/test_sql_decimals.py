@@ -19,7 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
+from tests.spark_answers import (
+    SparkAnswers,
+    assert_the_whole_statement_agrees,
+    matched_rows,
+    select_list,
+    spark_sql,
+)
 
 TABLE = "sqlc_events"
 ROWS = [
@@ -87,9 +93,7 @@ def aggregate_answers(events, matched_head) -> SparkAnswers:
 def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
     """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
     Spark) gives the same values and types."""
-    whole = SparkAnswers(events, select_statement, ARITHMETIC)
-    for expression in ARITHMETIC:
-        assert whole[expression].typed() == answers[expression].typed(), expression
+    assert_the_whole_statement_agrees(events, select_statement, answers, ARITHMETIC)
 
 
 # + - * / % and minus of DECIMALs, with integers (literals: their digits; casts: INT and BIGINT) and DOUBLEs;

@@ -8,13 +8,11 @@ the same rows (the values written here are Spark's answers, checked again by the
 
 from __future__ import annotations
 
-from functools import partial
-
 import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
+from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
 
 TABLE = "sqlr_events"
 TEXTS = ["a.b|c_d%e\\f", "", None, "ab12cd", "a_b", "axb"]
@@ -41,20 +39,16 @@ def statement(expression: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def matched_head(events) -> str:
-    """The clause's rows, matched once by cep on Spark and held as a view (tests/spark_answers.py)."""
-    return matched_rows(events, HEAD, "sqlr_matched")
-
-
-@pytest.fixture(scope="module")
-def answers(events, matched_head) -> SparkAnswers:
-    """Spark's answer for every expression of this file's cases, from a few queries (tests/spark_answers.py)."""
-    return SparkAnswers(
+def answers(events) -> SparkAnswers:
+    """Spark's answer for every expression of this file's cases, from a few queries over the clause's rows
+    matched once (tests/spark_answers.py)."""
+    return answers_over_matched_rows(
         events,
-        partial(select_statement, head=matched_head),
+        HEAD,
+        "sqlr_matched",
+        select_statement,
         [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP],
         expected_to_fail=[f"s LIKE '{pattern}'" for pattern in LIKE_ESCAPES_SPARK_REFUSES],
-        run=spark_sql,
     )
 
 
@@ -62,9 +56,7 @@ def answers(events, matched_head) -> SparkAnswers:
 def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
     """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
     Spark) gives the same values and types."""
-    whole = SparkAnswers(events, select_statement, SPARKS_ANSWERS)
-    for expression in SPARKS_ANSWERS:
-        assert whole[expression].typed() == answers[expression].typed(), expression
+    assert_the_whole_statement_agrees(events, select_statement, answers, SPARKS_ANSWERS)
 
 
 def python_values(expression: str) -> list:

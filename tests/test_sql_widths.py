@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from functools import partial
 
 import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
+from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
 from tests.test_sql_differential import spark_name_of_arrow
 
 TABLE = "sqlw_events"
@@ -67,20 +66,12 @@ def events(spark):
 
 
 @pytest.fixture(scope="module")
-def matched_head(events) -> str:
-    """The clause's rows, matched once by cep on Spark and held as a view (tests/spark_answers.py)."""
-    return matched_rows(events, HEAD, "sqlw_matched")
-
-
-@pytest.fixture(scope="module")
-def answers(events, matched_head) -> SparkAnswers:
-    """Spark's value and type for every case of this file, from a few queries (tests/spark_answers.py)."""
-    return SparkAnswers(
-        events,
-        partial(select_statement, head=matched_head),
-        TYPED + [outside for _, outside in IN_THE_CLAUSE],
-        expected_to_fail=OVERFLOWS,
-        run=spark_sql,
+def answers(events) -> SparkAnswers:
+    """Spark's value and type for every case of this file, from a few queries over the clause's rows matched
+    once (tests/spark_answers.py)."""
+    expressions = TYPED + [outside for _, outside in IN_THE_CLAUSE]
+    return answers_over_matched_rows(
+        events, HEAD, "sqlw_matched", select_statement, expressions, expected_to_fail=OVERFLOWS
     )
 
 
@@ -88,9 +79,7 @@ def answers(events, matched_head) -> SparkAnswers:
 def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
     """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
     Spark) gives the same values and types."""
-    whole = SparkAnswers(events, select_statement, TYPED)
-    for expression in TYPED:
-        assert whole[expression].typed() == answers[expression].typed(), expression
+    assert_the_whole_statement_agrees(events, select_statement, answers, TYPED)
 
 
 # The clause's own integer functions, in MEASURES: each has the type Spark gives the same function outside the

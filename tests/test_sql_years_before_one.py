@@ -5,13 +5,12 @@ proleptic calendar (45 BC, 1 BC): the python engine refuses it at the text, neve
 from __future__ import annotations
 
 import datetime as dt
-from functools import partial
 
 import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
+from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
 
 TABLE = "sqly_events"
 HEAD = (
@@ -45,17 +44,14 @@ def events(spark):
 def answers(events) -> SparkAnswers:
     """Spark's answers over the clause's rows, matched once and held as a view, side by side in one query
     (tests/spark_answers.py): the expressions below that read the one-row clause's output."""
-    head = matched_rows(events, HEAD, "sqly_matched")
-    return SparkAnswers(
-        events, partial(select_statement, head=head), [*SPARK_READS, *READ_FROM_A_ROW, *HELD], run=spark_sql
-    )
+    expressions = [*SPARK_READS, *READ_FROM_A_ROW, *HELD]
+    return answers_over_matched_rows(events, HEAD, "sqly_matched", select_statement, expressions)
 
 
 @pytest.fixture(scope="module")
 def all_rows_answers(events) -> SparkAnswers:
     """Likewise over the ALL ROWS PER MATCH clause's rows (``id`` from a row: nothing folded before running)."""
-    head = matched_rows(events, ALL_ROWS, "sqly_all_rows")
-    return SparkAnswers(events, partial(select_statement, head=head), FAR_YEARS_ON_SPARK, run=spark_sql)
+    return answers_over_matched_rows(events, ALL_ROWS, "sqly_all_rows", select_statement, FAR_YEARS_ON_SPARK)
 
 
 # Spark's answer to each (its year(): the astronomical year, so 45 BC is -44); the python engine refuses.
@@ -103,9 +99,7 @@ def test_spark_reads_the_years_the_python_engine_refuses(answers) -> None:
 def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
     """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
     Spark) gives the same values and types."""
-    whole = SparkAnswers(events, select_statement, SPARK_READS)
-    for expression in SPARK_READS:
-        assert whole[expression].typed() == answers[expression].typed(), expression
+    assert_the_whole_statement_agrees(events, select_statement, answers, SPARK_READS)
 
 
 def test_cep_check_refuses_a_literal_year_before_one() -> None:
