@@ -11,7 +11,6 @@ a BIGINT's DECIMAL(20,0)), Spark's INT functions (``length``) included.
 from __future__ import annotations
 
 from decimal import Decimal
-from functools import partial
 
 import pyarrow as pa
 import pytest
@@ -19,13 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from tests.spark_answers import (
-    SparkAnswers,
-    assert_the_whole_statement_agrees,
-    matched_rows,
-    select_list,
-    spark_sql,
-)
+from tests.spark_answers import SparkAnswers, select_list
 
 TABLE = "sqlc_events"
 ROWS = [
@@ -44,13 +37,13 @@ HEAD = (
 )
 
 
-def select_statement(columns: list[tuple[str, str]], aggregate: bool = False, head: str = HEAD) -> str:
+def select_statement(columns: list[tuple[str, str]], aggregate: bool = False) -> str:
     """The statement that selects each (name, expression) of ``columns``: over the rows in order, or one row."""
-    return head + f"SELECT {select_list(columns)} FROM m" + ("" if aggregate else " ORDER BY dec NULLS FIRST, b")
+    return HEAD + f"SELECT {select_list(columns)} FROM m" + ("" if aggregate else " ORDER BY dec NULLS FIRST, b")
 
 
-def aggregate_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
-    return select_statement(columns, aggregate=True, head=head)
+def aggregate_statement(columns: list[tuple[str, str]]) -> str:
+    return select_statement(columns, aggregate=True)
 
 
 def statement(expression: str, aggregate: bool = False) -> str:
@@ -73,27 +66,14 @@ def events(spark):
 
 
 @pytest.fixture(scope="module")
-def matched_head(events) -> str:
-    """The clause's rows, matched once by cep on Spark and held as a view (tests/spark_answers.py)."""
-    return matched_rows(events, HEAD, "sqld_matched")
-
-
-@pytest.fixture(scope="module")
-def answers(events, matched_head) -> SparkAnswers:
+def answers(events) -> SparkAnswers:
     """Spark's value and type for every row-wise case of this file, from a few queries (tests/spark_answers.py)."""
-    return SparkAnswers(events, partial(select_statement, head=matched_head), [*ARITHMETIC, *REFUSED], run=spark_sql)
+    return SparkAnswers(events, select_statement, [*ARITHMETIC, *REFUSED])
 
 
 @pytest.fixture(scope="module")
-def aggregate_answers(events, matched_head) -> SparkAnswers:
-    return SparkAnswers(events, partial(aggregate_statement, head=matched_head), AGGREGATES, run=spark_sql)
-
-
-@pytest.mark.spark
-def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
-    """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
-    Spark) gives the same values and types."""
-    assert_the_whole_statement_agrees(events, select_statement, answers, ARITHMETIC)
+def aggregate_answers(events) -> SparkAnswers:
+    return SparkAnswers(events, aggregate_statement, AGGREGATES)
 
 
 # + - * / % and minus of DECIMALs, with integers (literals: their digits; casts: INT and BIGINT) and DOUBLEs;
@@ -228,7 +208,7 @@ def decimal_operations(draw) -> str:
 @pytest.mark.spark
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=st.lists(decimal_operations(), min_size=12, max_size=12))
-def test_random_decimal_arithmetic_is_sparks(events, matched_head, operations) -> None:
+def test_random_decimal_arithmetic_is_sparks(events, operations) -> None:
     """Random DECIMAL types and values, the operations side by side in one Spark query (each alone where Spark
     fails): the python engine gives Spark's value and type, or refuses; a division by zero fails on both."""
     answered, failed = {}, []
@@ -238,8 +218,7 @@ def test_random_decimal_arithmetic_is_sparks(events, matched_head, operations) -
         except cep.CepError as error:
             if error.code != "E0252":
                 failed.append(operation)
-    over_the_rows = partial(aggregate_statement, head=matched_head)
-    spark = SparkAnswers(events, over_the_rows, answered, expected_to_fail=failed, run=spark_sql)
+    spark = SparkAnswers(events, aggregate_statement, answered, expected_to_fail=failed)
     for operation in failed:
         with pytest.raises(Exception):  # noqa: B017 - any Spark error: Spark fails too
             spark[operation].values()

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
+from tests.spark_answers import SparkAnswers, select_list
 
 TABLE = "sqlr_events"
 TEXTS = ["a.b|c_d%e\\f", "", None, "ab12cd", "a_b", "axb"]
@@ -29,9 +29,9 @@ def events(spark):
     return spark
 
 
-def select_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
+def select_statement(columns: list[tuple[str, str]]) -> str:
     """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
-    return head + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
+    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
 
 
 def statement(expression: str) -> str:
@@ -40,23 +40,13 @@ def statement(expression: str) -> str:
 
 @pytest.fixture(scope="module")
 def answers(events) -> SparkAnswers:
-    """Spark's answer for every expression of this file's cases, from a few queries over the clause's rows
-    matched once (tests/spark_answers.py)."""
-    return answers_over_matched_rows(
+    """Spark's answer for every expression of this file's cases, from a few queries (tests/spark_answers.py)."""
+    return SparkAnswers(
         events,
-        HEAD,
-        "sqlr_matched",
         select_statement,
         [*SPARKS_ANSWERS, *EMPTY_MATCHES, *JAVA_ONLY_PATTERNS, REGEXP],
         expected_to_fail=[f"s LIKE '{pattern}'" for pattern in LIKE_ESCAPES_SPARK_REFUSES],
     )
-
-
-@pytest.mark.spark
-def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
-    """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
-    Spark) gives the same values and types."""
-    assert_the_whole_statement_agrees(events, select_statement, answers, SPARKS_ANSWERS)
 
 
 def python_values(expression: str) -> list:
