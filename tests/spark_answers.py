@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import cep
 
@@ -58,13 +60,53 @@ def select_list(columns: list[tuple[str, str]]) -> str:
 
 # statement(columns) -> the SQL text that selects each (name, expression) of ``columns`` as a column ``name``
 Statement = Callable[[list[tuple[str, str]]], str]
+# run(spark, text) -> the DataFrame of a statement: cep.sql (the MATCH_RECOGNIZE run on Spark) or spark.sql
+Runner = Callable[[Any, str], Any]
+
+
+def spark_sql(spark, text: str):
+    """Spark SQL alone, for a statement over ``matched_rows``'s view (no MATCH_RECOGNIZE left to run)."""
+    return spark.sql(text)
+
+
+def matched_rows(spark, head: str, view: str) -> str:
+    """Run the one-line ``head`` (``WITH m AS (SELECT * FROM t MATCH_RECOGNIZE (...) r)``, then a newline)
+    once with ``cep.sql``, hold its rows as the temporary view ``view`` (a local checkpoint: Spark's rows, no
+    plan to run again), and return the head that reads them: ``WITH m AS (SELECT * FROM view)`` and the same
+    newline, so the select list keeps its line and columns in Spark's query context.
+
+    Each query a SQL file asks Spark for its answers otherwise runs the clause's match again: a Python worker
+    for the matcher, and, where the expression fails at run time, a new worker for the next query (a failed
+    task's worker is not reused). The answers are Spark's evaluation of the SQL around the clause, which
+    ``cep.sql`` hands to Spark as written (the clause replaced by a view of its rows): the same over these
+    rows. A file that uses this keeps one test comparing a chunk of its answers, and a failure, with the
+    whole statement's (``SparkAnswers`` with ``cep.sql``)."""
+    if "\n" in head.rstrip("\n") or not head.startswith("WITH m AS ("):
+        raise ValueError("matched_rows takes a one-line head that defines m")
+    cep.sql(spark, head + "SELECT * FROM m").localCheckpoint().createOrReplaceTempView(view)
+    return f"WITH m AS (SELECT * FROM {view})\n"
+
+
+def answers_over_matched_rows(spark, head: str, view: str, statement, expressions, **options) -> SparkAnswers:
+    """``SparkAnswers`` for ``statement(columns, head=...)`` over ``matched_rows(spark, head, view)``."""
+    over = partial(statement, head=matched_rows(spark, head, view))
+    return SparkAnswers(spark, over, expressions, run=spark_sql, **options)
+
+
+def assert_the_whole_statement_agrees(spark, statement: Statement, answers: SparkAnswers, expressions) -> None:
+    """The whole statement (``cep.sql``: the clause run on Spark) gives each expression the values and type
+    ``answers`` read over ``matched_rows``'s view: one query for a file's check that the view is faithful."""
+    whole = SparkAnswers(spark, statement, expressions)
+    for expression in expressions:
+        assert whole[expression].typed() == answers[expression].typed(), expression
 
 
 class SparkAnswers:
     """Spark's answer for each expression given, computed on first use: ``answers[expression]``.
 
     ``statement`` builds the query from (name, expression) pairs; an expression alone is named ``alone_name``
-    (the name a case's own query gave it). ``expected_to_fail`` expressions run alone, once each."""
+    (the name a case's own query gave it). ``expected_to_fail`` expressions run alone, once each. ``run`` runs a
+    statement: ``cep.sql``, or ``spark_sql`` for a statement over ``matched_rows``'s view."""
 
     def __init__(
         self,
@@ -74,8 +116,9 @@ class SparkAnswers:
         *,
         expected_to_fail: Iterable[str] = (),
         alone_name: str = "v",
+        run: Runner = cep.sql,
     ) -> None:
-        self.spark, self.statement, self.alone_name = spark, statement, alone_name
+        self.spark, self.statement, self.alone_name, self.run = spark, statement, alone_name, run
         self.pending = list(dict.fromkeys(expressions))
         self.alone = list(dict.fromkeys(expected_to_fail))
         self.answers: dict[str, SparkAnswer] = {}
@@ -147,6 +190,6 @@ class SparkAnswers:
 
     def collect(self, columns: list[tuple[str, str]]) -> tuple[list, dict[str, str]]:
         self.queries += 1
-        frame = cep.sql(self.spark, self.statement(columns))
+        frame = self.run(self.spark, self.statement(columns))
         rows = frame.collect()
         return rows, {field.name: field.dataType.simpleString() for field in frame.schema.fields}

@@ -239,8 +239,10 @@ def _chromium() -> str | None:
     return None
 
 
-@pytest.fixture
-def browser_page(tmp_path):
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the file's browser tests (a launch costs seconds); each test gets a page in
+    a context of its own (its own cache and storage), as a fresh browser would show it."""
     binary = _chromium()
     if binary is None:
         pytest.skip("no Chromium to render the report in (Debian: apt-get install chromium)")
@@ -259,14 +261,21 @@ def browser_page(tmp_path):
                 "--disable-extensions",
             ],
         )
-        page = browser.new_page(viewport={"width": 1300, "height": 1000})
-        messages: list[str] = []
-        page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
-        page.on("pageerror", lambda e: messages.append(f"error: {e}"))
-        requests: list[str] = []
-        page.on("request", lambda r: requests.append(r.url))
-        yield page, messages, requests
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def browser_page(browser):
+    context = browser.new_context(viewport={"width": 1300, "height": 1000})
+    page = context.new_page()
+    messages: list[str] = []
+    page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: messages.append(f"error: {e}"))
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    yield page, messages, requests
+    context.close()
 
 
 def test_report_in_headless_chromium(tmp_path, browser_page):

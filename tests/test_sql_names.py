@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
+from tests.spark_answers import matched_rows, spark_sql
 
 TABLE = "nm_events"
 ROWS = [
@@ -112,9 +113,21 @@ def events(spark):
     return spark
 
 
-def spark_rows(spark, text: str):
+@pytest.fixture(scope="module")
+def matched_head(events) -> str:
+    """The clause's rows, matched once by cep on Spark and held as a view (tests/spark_answers.py): Spark
+    resolves each statement's names over them, without running the clause again."""
+    return matched_rows(events, HEAD, "nm_matched")
+
+
+def spark_rows(spark, text: str, head: str | None = None):
+    """Spark's rows for ``text``, or its error; with ``head`` (``matched_head``), a statement that starts with
+    HEAD reads the clause's rows from the view instead (Spark SQL alone)."""
+    run = cep.sql
+    if head is not None and text.startswith(HEAD):
+        text, run = head + text[len(HEAD) :], spark_sql
     try:
-        return sorted(map(str, (tuple(row) for row in cep.sql(spark, text).collect())))
+        return sorted(map(str, (tuple(row) for row in run(spark, text).collect())))
     except Exception as error:  # noqa: BLE001 - Spark's analysis errors are its own classes (or cep's)
         return error
 
@@ -134,10 +147,10 @@ def python_rows(text: str):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(text=statements())
-def test_spark_and_the_python_engine_accept_the_same_names(events, text) -> None:
+def test_spark_and_the_python_engine_accept_the_same_names(events, matched_head, text) -> None:
     """Where Spark resolves every name the python engine gives its rows; where Spark refuses a name, the
     python engine refuses too (it never answers a statement Spark cannot read)."""
-    expected, got = spark_rows(events, text), python_rows(text)
+    expected, got = spark_rows(events, text, matched_head), python_rows(text)
     if isinstance(expected, Exception):
         assert isinstance(got, cep.CepError), f"Spark fails ({str(expected).splitlines()[0]}), python gives {got}"
     elif isinstance(got, cep.CepError):
@@ -232,9 +245,9 @@ def test_duckdbs_binder_and_cast_errors_are_sparks_sentences(text, sentence, fra
 
 
 @pytest.mark.spark
-def test_spark_fails_alike(events) -> None:
+def test_spark_fails_alike(events, matched_head) -> None:
     for text, _, _, sparks_words in NAME_ERRORS:
-        answer = spark_rows(events, text)
+        answer = spark_rows(events, text, matched_head)
         assert isinstance(answer, Exception) and sparks_words in str(answer), (text, answer)
 
 
@@ -305,3 +318,14 @@ def test_a_translation_functions_refusal_reaches_the_user_in_its_own_words() -> 
     assert got.message.startswith("the python engine cannot write the type TIME as Spark's typeof() does"), str(got)
     assert "UDF" not in got.message and "UnspelledType" not in got.message, str(got)
     assert text[got.span.start : got.span.end] == "typeof(tm)" and got.hint is None, str(got)
+
+
+@pytest.mark.spark
+def test_the_matched_rows_give_the_whole_statements_answers(events, matched_head) -> None:
+    """Spark over the view of the clause's rows answers as the whole statement (``cep.sql``: the clause run
+    on Spark) does: the same rows, and the same words for a name it cannot resolve and a failed cast."""
+    rows = HEAD + "SELECT x.sym, upper(y.sym), x.mid + 1, x.top, x.qty FROM m x JOIN m y ON x.mid = y.mid"
+    assert spark_rows(events, rows) == spark_rows(events, rows, matched_head) != []
+    for text, _, _, sparks_words in (NAME_ERRORS[0], NAME_ERRORS[-1]):
+        errors = [spark_rows(events, text), spark_rows(events, text, matched_head)]
+        assert all(isinstance(error, Exception) and sparks_words in str(error) for error in errors), errors

@@ -9,6 +9,7 @@ analyst met (issue reports) and Spark's datetime pattern letters one by one.
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,7 +18,7 @@ import pytest
 import cep
 from cep.cli import main
 from cep.grammar.functions import duckdb_strftime
-from tests.spark_answers import SparkAnswers, select_list
+from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
 
 TABLE = "sqlt_events"
 ROWS = [
@@ -36,17 +37,17 @@ HEAD = (
 )
 
 
-def select_statement(columns: list[tuple[str, str]]) -> str:
+def select_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
     """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
-    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY first_ts"
+    return head + "SELECT " + select_list(columns) + " FROM m ORDER BY first_ts"
 
 
 def statement(expression: str) -> str:
     return select_statement([("v", expression)])
 
 
-def unordered_statement(columns: list[tuple[str, str]]) -> str:
-    return HEAD + "SELECT " + select_list(columns) + " FROM m"
+def unordered_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
+    return head + "SELECT " + select_list(columns) + " FROM m"
 
 
 def python_values(expression: str) -> list:
@@ -62,11 +63,18 @@ def events(spark):
 
 
 @pytest.fixture(scope="module")
-def answers(events) -> SparkAnswers:
+def matched_head(events) -> str:
+    """The clause's rows, matched once by cep on Spark and held as a view: Spark's answers are the SQL
+    around the clause over them (tests/spark_answers.py, ``matched_rows``)."""
+    return matched_rows(events, HEAD, "sqlt_matched")
+
+
+@pytest.fixture(scope="module")
+def answers(events, matched_head) -> SparkAnswers:
     """Spark's answer for every expression of this file's cases, from a few queries (tests/spark_answers.py)."""
     return SparkAnswers(
         events,
-        select_statement,
+        partial(select_statement, head=matched_head),
         [
             *SAME_ON_BOTH,
             *FOUND_BY_THE_DIFFERENTIAL,
@@ -85,18 +93,35 @@ def answers(events) -> SparkAnswers:
             NOT_A_TIME_BESIDE_A_TIME,
             *SPARK_TAKES_NO_TEXT,
         ],
+        run=spark_sql,
     )
 
 
 @pytest.fixture(scope="module")
-def aggregate_answers(events) -> SparkAnswers:
+def aggregate_answers(events, matched_head) -> SparkAnswers:
     """The aggregates' answers: one row each, from a statement without the rows' order."""
     return SparkAnswers(
         events,
-        unordered_statement,
+        partial(unordered_statement, head=matched_head),
         [*FOUND_AGGREGATES, *COUNTS_UNEVALUATED],
         expected_to_fail=CORR_THAT_DOES_NOT_VARY,
+        run=spark_sql,
     )
+
+
+@pytest.mark.spark
+def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
+    """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
+    Spark in each query) gives the same values, types and errors, here for one chunk and one error."""
+    failing, _, fragment, kind = RUN_TIME_ERRORS[0]
+    whole = SparkAnswers(events, select_statement, SAME_ON_BOTH, expected_to_fail=[failing])
+    for expression in SAME_ON_BOTH:
+        assert whole[expression].typed() == answers[expression].typed(), expression
+    errors = [whole[failing].error, answers[failing].error]
+    assert all(kind in str(error) for error in errors), errors
+    assert len({(type(error), error.getCondition()) for error in errors}) == 1, errors
+    assert [[context.fragment() for context in error.getQueryContext()] for error in errors] == [[fragment]] * 2
+    assert whole.queries == 2  # the chunk in one query, the error alone
 
 
 def spark_values(answers: SparkAnswers, expression: str) -> list:

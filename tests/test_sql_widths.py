@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, select_list
+from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
 from tests.test_sql_differential import spark_name_of_arrow
 
 TABLE = "sqlw_events"
@@ -44,9 +44,9 @@ HEAD = (
 )
 
 
-def select_statement(columns: list[tuple[str, str]]) -> str:
+def select_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
     """The statement that selects each (name, expression) of ``columns``, in the rows' order."""
-    return HEAD + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
+    return head + "SELECT " + select_list(columns) + " FROM m ORDER BY id"
 
 
 def statement(expression: str) -> str:
@@ -67,10 +67,19 @@ def events(spark):
 
 @pytest.fixture(scope="module")
 def answers(events) -> SparkAnswers:
-    """Spark's value and type for every case of this file, from a few queries (tests/spark_answers.py)."""
-    return SparkAnswers(
-        events, select_statement, TYPED + [outside for _, outside in IN_THE_CLAUSE], expected_to_fail=OVERFLOWS
+    """Spark's value and type for every case of this file, from a few queries over the clause's rows matched
+    once (tests/spark_answers.py)."""
+    expressions = TYPED + [outside for _, outside in IN_THE_CLAUSE]
+    return answers_over_matched_rows(
+        events, HEAD, "sqlw_matched", select_statement, expressions, expected_to_fail=OVERFLOWS
     )
+
+
+@pytest.mark.spark
+def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
+    """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
+    Spark) gives the same values and types."""
+    assert_the_whole_statement_agrees(events, select_statement, answers, TYPED)
 
 
 # The clause's own integer functions, in MEASURES: each has the type Spark gives the same function outside the

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import cep
+from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
 
 TABLE = "sqly_events"
 HEAD = (
@@ -23,6 +24,11 @@ def statement(expression: str) -> str:
     return HEAD + f"SELECT {expression} AS v FROM m"
 
 
+def select_statement(columns: list[tuple[str, str]], head: str = HEAD) -> str:
+    """The statement that selects each (name, expression) of ``columns`` (tests/spark_answers.py)."""
+    return head + f"SELECT {select_list(columns)} FROM m"
+
+
 def python_values(expression: str) -> list:
     table = pa.Table.from_pylist(ROWS, schema=pa.schema([("id", pa.int32()), ("s", pa.string())]))
     return [row["v"] for row in cep.compile_sql(statement(expression)).run({TABLE: table}, kind="rows")]
@@ -32,6 +38,20 @@ def python_values(expression: str) -> list:
 def events(spark):
     spark.createDataFrame([(1, "-0044-03-15")], "id INT, s STRING").createOrReplaceTempView(TABLE)
     return spark
+
+
+@pytest.fixture(scope="module")
+def answers(events) -> SparkAnswers:
+    """Spark's answers over the clause's rows, matched once and held as a view, side by side in one query
+    (tests/spark_answers.py): the expressions below that read the one-row clause's output."""
+    expressions = [*SPARK_READS, *READ_FROM_A_ROW, *HELD]
+    return answers_over_matched_rows(events, HEAD, "sqly_matched", select_statement, expressions)
+
+
+@pytest.fixture(scope="module")
+def all_rows_answers(events) -> SparkAnswers:
+    """Likewise over the ALL ROWS PER MATCH clause's rows (``id`` from a row: nothing folded before running)."""
+    return answers_over_matched_rows(events, ALL_ROWS, "sqly_all_rows", select_statement, FAR_YEARS_ON_SPARK)
 
 
 # Spark's answer to each (its year(): the astronomical year, so 45 BC is -44); the python engine refuses.
@@ -66,11 +86,20 @@ def test_a_year_before_one_read_from_a_row_fails_at_the_cast_saying_spark_reads_
     assert "year before 1" in message and "as on Spark" not in message and caught.value.span.line == 2, message
 
 
+READ_FROM_A_ROW = {"year(CAST(s AS DATE))": -44}
+
+
 @pytest.mark.spark
-def test_spark_reads_the_years_the_python_engine_refuses(events) -> None:
-    answers = {expression: cep.sql(events, statement(expression)).collect()[0]["v"] for expression in SPARK_READS}
-    assert answers == SPARK_READS
-    assert cep.sql(events, statement("year(CAST(s AS DATE))")).collect()[0]["v"] == -44
+def test_spark_reads_the_years_the_python_engine_refuses(answers) -> None:
+    for expression, year in {**SPARK_READS, **READ_FROM_A_ROW}.items():
+        assert answers[expression].values() == [year], expression
+
+
+@pytest.mark.spark
+def test_the_matched_rows_give_the_whole_statements_answers(events, answers) -> None:
+    """The answers read the clause's rows from a view; the whole statement (``cep.sql``: the clause run on
+    Spark) gives the same values and types."""
+    assert_the_whole_statement_agrees(events, select_statement, answers, SPARK_READS)
 
 
 def test_cep_check_refuses_a_literal_year_before_one() -> None:
@@ -93,13 +122,17 @@ def test_a_result_outside_pythons_years_is_an_error_naming_the_column() -> None:
     assert python_values("year(DATE '9999-12-31' + 14)") == [10000]
 
 
+HELD = {
+    "year(DATE '0001-01-01' - INTERVAL 1 DAY)": 0,
+    "CAST(DATE '0001-01-01' - INTERVAL 1 DAY AS STRING)": "0000-12-31",
+    "year(DATE '9999-12-31' + 14)": 10000,
+}
+
+
 @pytest.mark.spark
-def test_spark_holds_a_result_outside_pythons_years(events) -> None:
-    row = cep.sql(events, statement("year(DATE '0001-01-01' - INTERVAL 1 DAY)")).collect()[0]
-    assert row["v"] == 0
-    text = cep.sql(events, statement("CAST(DATE '0001-01-01' - INTERVAL 1 DAY AS STRING)")).collect()[0]["v"]
-    assert text == "0000-12-31"
-    assert cep.sql(events, statement("year(DATE '9999-12-31' + 14)")).collect()[0]["v"] == 10000
+def test_spark_holds_a_result_outside_pythons_years(answers) -> None:
+    for expression, value in HELD.items():
+        assert answers[expression].values() == [value], expression
 
 
 # Dates past the year 9999 and before the year 1, computed from a row (id is 1, so nothing is folded before
@@ -139,15 +172,13 @@ def test_a_date_of_any_year_is_written_as_spark_writes_it(expression) -> None:
     assert all_rows_values(expression) == [SPARK_WRITES_FAR_YEARS[expression]]
 
 
+FAR_YEARS_ON_SPARK = {**SPARK_WRITES_FAR_YEARS, "year(date_from_unix_date(id * 2147483647))": 5881580}
+
+
 @pytest.mark.spark
-def test_spark_writes_the_far_years_so(events) -> None:
-    answers = {
-        expression: cep.sql(events, ALL_ROWS + f"SELECT {expression} AS v FROM m").collect()[0]["v"]
-        for expression in SPARK_WRITES_FAR_YEARS
-    }
-    assert answers == SPARK_WRITES_FAR_YEARS
-    row = cep.sql(events, ALL_ROWS + "SELECT year(date_from_unix_date(id * 2147483647)) AS v FROM m").collect()[0]
-    assert row["v"] == 5881580
+def test_spark_writes_the_far_years_so(all_rows_answers) -> None:
+    for expression, value in FAR_YEARS_ON_SPARK.items():
+        assert all_rows_answers[expression].values() == [value], expression
 
 
 def test_a_day_duckdb_keeps_for_infinity_fails_at_the_call_pointing_to_spark() -> None:
