@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cep.delta_io import is_delta, read_delta_arrow, snapshot_of, write_matches
+from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepError
 from cep.grammar.parser import parse_schema
 from cep.matcher.rows.tables import arrow_to_pandas, pandas_series
@@ -179,8 +180,8 @@ class Inputs:
             found = _NAMED.match(option)
             if found and not os.path.exists(option):
                 name, path = found.group(1), found.group(2)
-                twin = next((given for given in named if given.casefold() == name.casefold()), None)
-                if twin is not None:  # SQL names are case-insensitive: the second would silently win
+                twin = ColumnNames(named).find_name(name)  # a table's name resolves as a column's does
+                if twin is not None:  # the second would silently win
                     raise UsageError(
                         f"two --input are named {name}: {twin}={named[twin]} and {option}; a name takes one "
                         "path, so give each table its own name"

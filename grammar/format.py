@@ -43,8 +43,8 @@ def _select_item(item: ast.SelectItem) -> str:
 
 
 def _relation(relation: ast.Relation) -> str:
-    if relation.is_path:
-        return _string(relation.name)
+    if relation.is_path:  # read as written, '' for a quote and no backslash escapes (a Windows path stays one)
+        return "'" + relation.name.replace("'", "''") + "'"
     parts = relation.name.split(".")
     return ".".join(part if re.fullmatch(r"[^\W\d]\w*", part) else _quoted(part) for part in parts)
 

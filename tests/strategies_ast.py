@@ -304,7 +304,11 @@ _SELECT_ITEMS = st.lists(
 ).map(tuple)
 _RELATIONS = st.one_of(
     st.lists(_plain_names, min_size=1, max_size=3).map(lambda parts: A.Relation(S, ".".join(parts))),
-    st.text(min_size=1, max_size=12).map(lambda p: A.Relation(S, p, is_path=True)),
+    # A path is read as written, so one the parser can give never ends in a backslash nor has one before a quote
+    # (the string token would read the quote as escaped).
+    st.text(min_size=1, max_size=12)
+    .filter(lambda p: not p.endswith("\\") and "\\'" not in p)
+    .map(lambda p: A.Relation(S, p, is_path=True)),
 )
 
 

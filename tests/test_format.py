@@ -178,3 +178,14 @@ def test_hand_built_nested_sequences_format_to_equivalent_text() -> None:
     nested = A.Concat(S, (a, A.Concat(S, (b, c))))
     assert format_pattern(nested) == "A (B C)"
     assert pattern_of(format_pattern(nested)) == A.Concat(S, (a, b, c))
+
+
+@pytest.mark.parametrize("path", ["C:\\data\\ticks.csv", "it's.csv", "a\\\\b.parquet"])
+def test_a_path_is_formatted_as_written(path: str) -> None:
+    """`FROM 'path'` reads the path as written (only '' is a quote, as the whole-statement reader does), so
+    `cep fmt` writes it back so: doubling its backslashes (as for a text literal) named another file."""
+    text = "SELECT * FROM '" + path.replace("'", "''") + "' MATCH_RECOGNIZE (PATTERN (A) DEFINE A AS TRUE)"
+    statement = parse_unchecked(text)
+    assert statement.relation.name == path
+    assert parse_unchecked(format_statement(statement)) == statement
+    assert "'" + path.replace("'", "''") + "'" in format_statement(statement)
