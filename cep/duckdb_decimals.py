@@ -86,11 +86,29 @@ def decimal_readings(node, types: dict[int, str]) -> Readings | None:
     function = _function_readings(node, types)
     if function is not None:
         return function
+    if isinstance(node, exp.If):  # None where a branch's cannot be told: the If's own reading is DuckDB's BIGINT
+        return _branch_readings(node, types)
     kind = type_of(node, types)
     if isinstance(node, exp.Count):
         return (integer_decimal("BIGINT"),)
     reading = integer_decimal(kind or "")
     return (reading,) if reading else None
+
+
+def _branch_readings(node, types: dict[int, str]) -> Readings | None:
+    """Spark's DECIMAL of ``if(c, x, y)``: the common type of its branches, an integer literal as its type's
+    DECIMAL (``if(flag, 1, -2)`` is an INT, DECIMAL(10, 0), where the translation's reading of the If said
+    BIGINT: found by the differential, seed 32); None where a branch's cannot be told."""
+    from sqlglot import exp
+
+    branches = [node.args.get("true"), node.args.get("false")]
+    readings = [_widened_readings(side, types) for side in branches if not isinstance(side, (exp.Null, type(None)))]
+    if not readings or any(reading is None for reading in readings):
+        return None
+    common = list(readings[0])
+    for reading in readings[1:]:
+        common = [_wider(left, right) for left in common for right in reading]
+    return tuple(dict.fromkeys(common))
 
 
 def _literal_reading(text: str) -> Readings | None:

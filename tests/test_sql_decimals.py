@@ -117,6 +117,11 @@ ARITHMETIC = [
     # Spark rounds a quotient once, to its type's 37 decimals: ...2842706|49... stays 706 (rounding to 39
     # decimals first would make it 707)
     "CAST('0.6673235789184073620' AS DECIMAL(20,19)) / CAST('20037023499592105' AS DECIMAL(17,0))",
+    # if() of integer literals is an INT, DECIMAL(10,0) beside a DECIMAL (the translation read it as a BIGINT,
+    # DECIMAL(20,0): found by the differential, seed 32); a decimal branch widens it as coalesce does
+    "dec * if(b > 0, 1, -2)",
+    "greatest(-1, dec) * if(x > 0, 1, -2)",
+    "dec + if(b > 0, 2.5, 1)",
 ]
 AGGREGATES = [
     "sum(dec)",
@@ -129,6 +134,7 @@ AGGREGATES = [
     "sum(CAST(b % 1000 AS INT)) FILTER (WHERE b > 0)",  # DuckDB's parser refused the BIGINT cast inside FILTER
     "avg(DISTINCT dec) + sum(DISTINCT dec)",
     "sum(dec) / CAST(count(*) AS INT)",
+    "sum(greatest(-1, dec) * if(x > 0, 1, -2))",
 ]
 
 
