@@ -221,8 +221,9 @@ def spark_decimal_arithmetic(node, types: dict[int, str], guard_divisor):
         # DOUBLE if it is one; DuckDB would pick by its own reading (dec * array_max(array(i)) was its
         # DECIMAL(18,2), Spark's DECIMAL(21,2); found by the differential, seed 28)
         raise Refusal(
+            # no cast to suggest: a cast of a value whose type the translation cannot tell is refused as well
             f"the python engine cannot tell the type of an operand of {operator} beside a DECIMAL, on which the "
-            "result's type depends; cast it: CAST(x AS INT), CAST(x AS DECIMAL(p, s)) or CAST(x AS DOUBLE)",
+            "result's type depends",
             *place_of(node),
             untyped=True,
         )
