@@ -18,7 +18,7 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test test-durations test-sql-differential lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python
+.PHONY: help run test test-durations test-sql-differential lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python jvm-archive
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
@@ -46,13 +46,18 @@ run: venv check-java
 TEST_WORKERS ?= 2
 
 # The linter first (seconds): a finding fails the suite as a failing test does.
-test: venv check-java lint
+test: venv check-java lint jvm-archive
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 # tests/durations.json: each test file's seconds in a whole run, the order in which make test's workers get the
 # files (longest first, tests/file_order.py). Run it on the 2-core machine after adding or slowing a test file.
-test-durations: venv check-java
+test-durations: venv check-java jvm-archive
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --record-durations
+
+# The class-data archive every Spark driver of the suite maps (tests/jvm_options.py): built once per JDK and
+# pyspark into ~/.cache/cep/jvm-archive/ (about a minute of CPU and 160 MB), then only looked up.
+jvm-archive: venv check-java
+	$(VPY) -m tests.jvm_options
 
 lint: venv
 	$(VENV)/bin/ruff check .

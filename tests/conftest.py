@@ -19,8 +19,17 @@ from hypothesis import settings
 
 from cep.spark_bridge.spark.session import jvm_options_in_front
 from tests.file_order import DurationRecorder, file_order, recorded_durations
+from tests.jvm_options import (
+    ARCHIVE_JVM_VARIABLES,
+    TEST_JVM_OPTIONS,
+    TEST_JVM_VARIABLES,
+    archive_options,
+    archive_path,
+)
 
 REPO = Path(__file__).resolve().parent.parent
+# The flags that map tests/jvm_options.py's archive; none when it has not been built for this JDK and pyspark.
+ARCHIVE_OPTIONS = archive_options(archive_path())
 
 # Hypothesis's default 200 ms wall-clock deadline per example measures the neighbours on a shared 2-core
 # machine (Spark workers, other test runs), not the code: off for every property test. Hangs are caught by
@@ -30,18 +39,13 @@ settings.load_profile("cep")
 
 # Every JVM the suite starts through Spark's scripts (its own SparkSession, each `cep run --engine spark` or
 # `cep stream` subprocess, the small launcher JVM that builds each one's command line, a test cluster's
-# master and worker) runs the C1 compiler only and the serial collector. Those JVMs live for seconds to
-# minutes on tiny data, where C2's compile threads and a parallel collector's threads cost more CPU than
-# they save; on the shared 2-core machine that CPU is wall time (docs/testing.md). Users' JVMs keep Java's
-# defaults (long streams want C2). The Kafka broker (tests/kafka_broker.py) sets the same flags itself.
-TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-# SPARK_SUBMIT_OPTS reaches the driver JVM (spark-submit), SPARK_LAUNCHER_OPTS the launcher that runs before
-# it, SPARK_DAEMON_JAVA_OPTS the standalone master and worker of tests/test_cluster.py.
-TEST_JVM_VARIABLES = ("SPARK_SUBMIT_OPTS", "SPARK_LAUNCHER_OPTS", "SPARK_DAEMON_JAVA_OPTS")
-
-
+# master and worker) runs the C1 compiler only and the serial collector, and the drivers and daemons map the
+# class-data archive that `make test` builds first, when it is there (tests/jvm_options.py says why and how).
+# Users' JVMs keep Java's defaults (long streams want C2). The Kafka broker (tests/kafka_broker.py) sets the
+# same compiler and collector flags itself.
 for _variable in TEST_JVM_VARIABLES:  # the test flags in front: a developer's own flags, later on the line, win
-    os.environ[_variable] = jvm_options_in_front(TEST_JVM_OPTIONS, os.environ.get(_variable, ""))
+    _options = TEST_JVM_OPTIONS + (ARCHIVE_OPTIONS if _variable in ARCHIVE_JVM_VARIABLES else ())
+    os.environ[_variable] = jvm_options_in_front(_options, os.environ.get(_variable, ""))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

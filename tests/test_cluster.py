@@ -31,7 +31,7 @@ import pytest
 
 import cep
 from tests.cluster_stream_job import QUERY, REFUSED_PYTHON_ENV
-from tests.conftest import TEST_JVM_OPTIONS
+from tests.conftest import ARCHIVE_OPTIONS, TEST_JVM_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTERED = "Successfully registered with master"
@@ -113,7 +113,7 @@ class Cluster:
             PYSPARK_DRIVER_PYTHON=sys.executable,
             SPARK_WORKER_DIR=str(root / "work"),
             CEP_CACHE=str(root / "cache"),
-            CEP_TEST_EXECUTOR_JVM_OPTIONS=" ".join(TEST_JVM_OPTIONS),
+            CEP_TEST_EXECUTOR_JVM_OPTIONS=" ".join(TEST_JVM_OPTIONS + ARCHIVE_OPTIONS),
         )
         port = _free_port()
         self.master_url = f"spark://127.0.0.1:{port}"
