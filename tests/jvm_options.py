@@ -158,9 +158,19 @@ def _run_archived_driver(archive: Path, scratch: Path) -> str:
 
 
 def _usable(java: str, archive: Path, classpath: str) -> bool:
-    """Whether a JVM with the drivers' flags and classpath maps ``archive`` (``-Xshare:on`` fails otherwise)."""
+    """Whether a JVM with the drivers' flags and classpath maps ``archive`` (``-Xshare:on`` fails otherwise).
+    A file cut short crashes it (SIGBUS, JDK 17): its crash report goes nowhere, not into the working directory."""
     check = subprocess.run(
-        [java, *TEST_JVM_OPTIONS, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-cp", classpath, "-version"],
+        [
+            java,
+            *TEST_JVM_OPTIONS,
+            "-Xshare:on",
+            f"-XX:SharedArchiveFile={archive}",
+            "-XX:ErrorFile=/dev/null",
+            "-cp",
+            classpath,
+            "-version",
+        ],
         capture_output=True,
         timeout=120,
         check=False,

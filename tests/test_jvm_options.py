@@ -78,8 +78,9 @@ def test_a_missing_archive_gives_no_flags_and_a_missing_file_no_failure(java, tm
     assert ran.stdout == ""
 
 
-def test_only_a_whole_archive_for_the_classpath_is_published(java, launcher_archive, tmp_path):
+def test_only_a_whole_archive_for_the_classpath_is_published(java, launcher_archive, tmp_path, monkeypatch):
     archive, classpath = launcher_archive
+    monkeypatch.chdir(tmp_path)  # where a crashed JVM would leave its hs_err_pid*.log
     assert _usable(java, archive, classpath)
     # A classpath that does not start with the archive's: -Xshare:on refuses it.
     assert not _usable(java, archive, _jar("slf4j-api-"))
@@ -87,6 +88,7 @@ def test_only_a_whole_archive_for_the_classpath_is_published(java, launcher_arch
     cut = tmp_path / "cut.jsa"
     cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 4])
     assert not _usable(java, cut, classpath)
+    assert not list(tmp_path.glob("hs_err_pid*.log"))  # its crash report is not left in the working directory
 
 
 def test_the_key_changes_with_the_jars_and_not_otherwise(java, tmp_path, monkeypatch):  # noqa: ARG001
