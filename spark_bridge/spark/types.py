@@ -181,6 +181,8 @@ def sql_to_spark(type_name: str, *, column: str | None = None) -> DataType:
     return {
         "BIGINT": T.LongType(),
         "INTEGER": T.IntegerType(),
+        "SMALLINT": T.ShortType(),  # a measure CAST(x AS SMALLINT): Spark's type (an input SMALLINT is read as an INT)
+        "TINYINT": T.ByteType(),
         "DOUBLE": T.DoubleType(),
         "VARCHAR": T.StringType(),
         "BOOLEAN": T.BooleanType(),
