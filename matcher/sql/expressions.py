@@ -171,7 +171,7 @@ def compile_generic(
     """``_compile_generic``, with run-time errors located at ``expr`` when it is an operation that can fail
     (arithmetic, comparison, cast, function call, LIKE): E0410 and friends say where. ``integer_type(expr)``
     (``Scope.integer_type``) names the integer type whose range an arithmetic result must stay in."""
-    closure = _compile_generic(expr, leaf, recurse, integer_type)
+    closure = _compile_generic(expr, leaf, recurse, integer_type or _no_integer_type)
     if (
         isinstance(expr, _CAN_FAIL)
         and not getattr(closure, "column", None)
@@ -180,6 +180,11 @@ def compile_generic(
     ):  # these never fail themselves
         return operators.located(closure, expr.span)
     return closure
+
+
+def _no_integer_type(expr) -> None:
+    """No integer type checks (the outer query's expressions: outside the clause)."""
+    return None
 
 
 def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable], integer_type):
@@ -228,13 +233,12 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
             same = expr.op == "IS NOT DISTINCT FROM"
             return lambda env, position=None: values.distinct_from(left(env, position), right(env, position)) != same
         constant = expr.right.value if isinstance(expr.right, ast.Literal) else None
-        bounds = integer_type(expr) if integer_type is not None else None
         if expr.op in operators.PLAIN_ARITHMETIC:
-            return operators.arithmetic(expr.op, left, right, constant, expr.span, bounds)
+            return operators.arithmetic(expr.op, left, right, constant, expr.span, integer_type(expr))
         if expr.op in _BINARY:
             op = _BINARY[expr.op]
             closure = lambda env, position=None: op(left(env, position), right(env, position))  # noqa: E731
-            return closure if bounds is None else operators.bounded(closure, expr.op, bounds, expr.span)
+            return operators.bounded(closure, expr.op, integer_type(expr), expr.span)
         return operators.comparison(expr.op, left, right, constant, expr.span)
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
@@ -242,8 +246,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
             return lambda env, position=None: values.logical_not(operand(env, position))
         if expr.op == "-":
             negated = lambda env, position=None: values.negate(operand(env, position))  # noqa: E731
-            bounds = integer_type(expr) if integer_type is not None else None
-            return negated if bounds is None else operators.bounded(negated, "-", bounds, expr.span)
+            return operators.bounded(negated, "-", integer_type(expr), expr.span)
         return operand
     if isinstance(expr, ast.IsNull):
         operand, negated = recurse(expr.operand), expr.negated
@@ -300,8 +303,7 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
             raise CepSemanticError(f"unknown function {expr.name}()", code="E0230", span=expr.span)
         args = [recurse(arg) for arg in expr.args]
         call = lambda env, position=None: function(*(arg(env, position) for arg in args))  # noqa: E731
-        bounds = integer_type(expr) if integer_type is not None else None
-        return call if bounds is None else operators.bounded(call, expr.name.lower(), bounds, expr.span)
+        return operators.bounded(call, expr.name.lower(), integer_type(expr), expr.span)
     raise CepSemanticError(f"{type(expr).__name__} is not allowed here", code="E0231", span=getattr(expr, "span", None))
 
 

@@ -26,8 +26,11 @@ def is_integer_arithmetic(expr) -> bool:
     return isinstance(expr, ast.FunctionCall) and expr.name == "ABS"
 
 
-def bounded(closure, op: str, integer_type: str, span):
-    """``closure`` whose integer results outside ``integer_type``'s range are Spark's overflow error, at ``span``."""
+def bounded(closure, op: str, integer_type: str | None, span):
+    """``closure`` whose integer results outside ``integer_type``'s range are Spark's overflow error, at ``span``
+    (``closure`` itself when there is no integer type)."""
+    if integer_type is None:
+        return closure
     least, most = values.INTEGER_RANGES[integer_type]
 
     def bounded(env, position=None):
