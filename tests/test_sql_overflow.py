@@ -8,6 +8,7 @@ python engine; the regression tests below it write down Spark's answer from such
 
 from __future__ import annotations
 
+import datetime as dt
 import warnings
 
 import pyarrow as pa
@@ -370,3 +371,38 @@ def test_the_vm_and_the_column_wise_engines_agree_on_integer_edges(tree, rows, i
         return
     expected = values if in_measure else [n for n, value in enumerate(values) if value is not None and value > 0]
     assert answers[1] == expected, text
+
+
+def test_a_sum_past_bigints_range_is_an_overflow_error_on_every_engine() -> None:
+    """SUM of BIGINTs is a BIGINT (Spark's ANSI SUM fails past its range): 2**62 + 2**62 is 2**63, one past
+    BIGINT's largest (by hand). It was Python's OverflowError, a traceback, when the result met its Arrow column."""
+    table = pa.table({"id": pa.array([1, 2], pa.int32()), "b": pa.array([2**62, 2**62], pa.int64())})
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES SUM(A.b) AS s ONE ROW PER MATCH "
+        "PATTERN (A+) DEFINE A AS TRUE) r"
+    )
+    for column_wise in (True, False):
+        with pytest.raises(cep.CepError, match="integer overflow: 'sum' gives 9223372036854775808") as caught:
+            cep.compile(text, column_wise=column_wise).run(table)
+        assert text[caught.value.span.start : caught.value.span.end] == "SUM(A.b)"
+
+
+def test_a_define_overflows_alike_in_batch_and_on_the_streams_engine() -> None:
+    """A declared INT column: ``A.i + 1`` at 2147483647 overflows in a batch run and in the stream's own engine
+    (the replay ``session_timeout`` runs: the per-key engine a live stream runs), with the same error."""
+    rows = [{"id": n, "ts": dt.datetime(2024, 1, 1, 0, n), "i": i} for n, i in enumerate([5, 2**31 - 1, 7])]
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS id ONE ROW PER MATCH "
+        "PATTERN (A) DEFINE A AS A.i + 1 > 6) r"
+    )
+    query = cep.compile(text)
+    schema = {"id": "INT", "ts": "TIMESTAMP", "i": "INT"}
+    errors = []
+    for options in ({}, {"session_timeout": "1 hour"}):
+        with pytest.raises(cep.CepError, match="integer overflow: '\\+' gives 2147483648") as caught:
+            query.run(rows, schema=schema, **options)
+        errors.append((caught.value.code, caught.value.span))
+    assert errors[0] == errors[1]
+    assert text[errors[0][1].start : errors[0][1].end] == "A.i + 1"
+    # The same rows with no declared type hold Python ints: BIGINTs, whose A.i + 1 fits.
+    assert [row["id"] for row in query.run(rows)] == [1, 2]

@@ -254,3 +254,91 @@ INTEGER_FLOORS = [
 @pytest.mark.parametrize("expression", INTEGER_FLOORS)
 def test_floor_and_ceil_of_an_integer_are_the_integer(clause_answers, expression) -> None:
     assert python_typed(expression) == clause_answers[expression].typed()
+
+
+# Integer arithmetic inside the clause (issue #28): a measure has the type and value Spark SQL gives the same
+# expression outside the clause, on the python engine and on the Spark engine (``cep.sql``: the clause on Spark),
+# and fails where Spark SQL's overflows. An INT + an INT is an INT (it was a BIGINT in the clause), a CAST to
+# SMALLINT or TINYINT that type (it was an INT), with its own range.
+def clause_statement(columns: list[tuple[str, str]]) -> str:
+    """Each (name, expression) of ``columns`` as a measure, every row a match of its own."""
+    names = ", ".join(name for name, _ in columns)
+    return (
+        f"SELECT id, {names} FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES {select_list(columns)} "
+        "ALL ROWS PER MATCH PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+
+
+CLAUSE_INTEGER_ARITHMETIC = [
+    ("A.i + 1", "i + 1"),
+    ("A.id * 2", "id * 2"),
+    ("-A.id", "-id"),
+    ("abs(A.id - 2)", "abs(id - 2)"),
+    ("A.i % 3", "i % 3"),
+    ("A.i DIV 2", "i div 2"),
+    ("A.i + CAST(A.id AS BIGINT)", "i + CAST(id AS BIGINT)"),
+    ("CAST(A.id AS SMALLINT)", "CAST(id AS SMALLINT)"),
+    ("CAST(A.id AS SMALLINT) * CAST(100 AS SMALLINT)", "CAST(id AS SMALLINT) * CAST(100 AS SMALLINT)"),
+    ("CAST(A.id AS TINYINT) + CAST(A.id AS TINYINT)", "CAST(id AS TINYINT) + CAST(id AS TINYINT)"),
+    ("CAST(A.id AS TINYINT) + 1", "CAST(id AS TINYINT) + 1"),
+    ("2147483647 + 0", "2147483647 + 0"),
+]
+CLAUSE_INTEGER_OVERFLOWS = [
+    ("A.i - 1", "i - 1"),
+    ("A.i * 2", "i * 2"),
+    ("-A.i", "-i"),
+    ("abs(A.i)", "abs(i)"),
+    ("(A.i + A.i) - A.i", "(i + i) - i"),
+    ("A.id + 2147483647", "id + 2147483647"),
+    ("CAST(A.id AS SMALLINT) * CAST(20000 AS SMALLINT)", "CAST(id AS SMALLINT) * CAST(20000 AS SMALLINT)"),
+    ("CAST(A.id AS TINYINT) * CAST(100 AS TINYINT)", "CAST(id AS TINYINT) * CAST(100 AS TINYINT)"),
+]
+
+
+@pytest.fixture(scope="module")
+def integer_answers(events) -> SparkAnswers:
+    """Spark SQL's answers outside the clause, over the clause's rows."""
+    return SparkAnswers(
+        events,
+        select_statement,
+        [outside for _, outside in CLAUSE_INTEGER_ARITHMETIC],
+        expected_to_fail=[outside for _, outside in CLAUSE_INTEGER_OVERFLOWS],
+    )
+
+
+@pytest.fixture(scope="module")
+def spark_engine_answers(events) -> SparkAnswers:
+    """The Spark engine's answers for the same measures (the clause run by cep's matcher on Spark)."""
+    return SparkAnswers(
+        events,
+        clause_statement,
+        [measure for measure, _ in CLAUSE_INTEGER_ARITHMETIC],
+        expected_to_fail=[measure for measure, _ in CLAUSE_INTEGER_OVERFLOWS],
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_INTEGER_ARITHMETIC)
+def test_integer_arithmetic_in_the_clause_has_sparks_type(
+    integer_answers, spark_engine_answers, measure, outside
+) -> None:
+    out = measured(measure)
+    python = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
+    assert python == integer_answers[outside].typed()
+    assert spark_engine_answers[measure].typed() == integer_answers[outside].typed()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_INTEGER_OVERFLOWS)
+def test_integer_arithmetic_in_the_clause_overflows_as_on_spark(
+    integer_answers, spark_engine_answers, measure, outside
+) -> None:
+    with pytest.raises(cep.CepError, match="integer overflow") as caught:
+        measured(measure)
+    text = caught.value.source or ""
+    span = caught.value.span
+    assert span is not None and text[span.start : span.end] in measure, str(caught.value)  # the failing expression
+    with pytest.raises(Exception, match="integer overflow"):  # noqa: B017 - the task's error, raised by Spark
+        spark_engine_answers[measure].values()
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
+        integer_answers[outside].values()

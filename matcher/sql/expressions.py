@@ -393,10 +393,10 @@ class ExpressionCompiler:
             return lambda env, position=None: env.match_status
         if isinstance(node, ast.Navigation):
             return self._navigation(node)
-        if isinstance(node, ast.Aggregate):
-            return self._aggregate(node)
         if isinstance(node, ast.FunctionCall) and node.name in values.AGGREGATES:
-            return self._aggregate(ast.Aggregate(node.span, node.name, node.args))
+            node = ast.Aggregate(node.span, node.name, node.args)
+        if isinstance(node, ast.Aggregate):
+            return operators.bounded(self._aggregate(node), node.name.lower(), scope.integer_type(node), node.span)
         if isinstance(node, ast.Star):
             raise CepSemanticError("'*' is only allowed in COUNT(*)", code="E0232", span=node.span)
         return None

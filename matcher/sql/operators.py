@@ -23,6 +23,8 @@ def is_integer_arithmetic(expr) -> bool:
         return expr.op in ("+", "-", "*", "%", "DIV")
     if isinstance(expr, ast.Unary):
         return expr.op == "-"
+    if isinstance(expr, ast.Aggregate):
+        return expr.name == "SUM"  # of integers a BIGINT, which Spark's ANSI SUM keeps to
     return isinstance(expr, ast.FunctionCall) and expr.name == "ABS"
 
 

@@ -289,7 +289,7 @@ def _compile(expr, column_of, item_of, status: str, column_type=lambda ref: "BIG
         operand = expr.operand
         return _row_value(column_of(operand), _rows_of(operand.qualifier, item_of), expr.kind, n)
     if isinstance(expr, ast.Aggregate) and not expr.distinct and len(expr.args) == 1 and not expr.order_by:
-        return _aggregate(expr, column_of, item_of)
+        return _within_type(_aggregate(expr, column_of, item_of), expr, column_type)
     if isinstance(expr, ast.Literal) and type(expr.value) is int:
         value = expr.value
         if abs(value) < 2**62:
