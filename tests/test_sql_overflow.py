@@ -103,13 +103,17 @@ def spark_answer(spark, width: str, values: list, text: str):
         return error
 
 
-@pytest.mark.spark
-@settings(
+# A property over Spark: examples fixed (derandomized), no deadline (a Spark query takes seconds under load).
+ON_SPARK = settings(
     max_examples=30,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@pytest.mark.spark
+@ON_SPARK
 @given(shape=shapes())
 def test_an_overflow_inside_a_comparison_fails_as_on_spark(spark, shape) -> None:
     width, values, text = shape
@@ -249,12 +253,7 @@ def clause_answer(width: str, values: list, condition: str, *, column_wise: bool
 
 
 @pytest.mark.spark
-@settings(
-    max_examples=20,
-    derandomize=True,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@ON_SPARK
 @given(shape=clause_shapes())
 def test_a_define_overflows_where_sparks_where_does(spark, shape) -> None:
     """The condition in a DEFINE, on the python engine and on the Spark engine, against Spark SQL's WHERE over the

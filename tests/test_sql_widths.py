@@ -209,8 +209,8 @@ def clause_answers(events) -> SparkAnswers:
     return SparkAnswers(
         events,
         select_statement,
-        [outside for _, outside in CLAUSE_LITERALS_AND_CASTS] + INTEGER_FLOORS,
-        expected_to_fail=[outside for _, outside in CLAUSE_CAST_OVERFLOWS],
+        [outside for _, outside in CLAUSE_LITERALS_AND_CASTS + CLAUSE_INTEGER_ARITHMETIC] + INTEGER_FLOORS,
+        expected_to_fail=[outside for _, outside in CLAUSE_CAST_OVERFLOWS + CLAUSE_INTEGER_OVERFLOWS],
     )
 
 
@@ -296,17 +296,6 @@ CLAUSE_INTEGER_OVERFLOWS = [
 
 
 @pytest.fixture(scope="module")
-def integer_answers(events) -> SparkAnswers:
-    """Spark SQL's answers outside the clause, over the clause's rows."""
-    return SparkAnswers(
-        events,
-        select_statement,
-        [outside for _, outside in CLAUSE_INTEGER_ARITHMETIC],
-        expected_to_fail=[outside for _, outside in CLAUSE_INTEGER_OVERFLOWS],
-    )
-
-
-@pytest.fixture(scope="module")
 def spark_engine_answers(events) -> SparkAnswers:
     """The Spark engine's answers for the same measures (the clause run by cep's matcher on Spark)."""
     return SparkAnswers(
@@ -320,18 +309,18 @@ def spark_engine_answers(events) -> SparkAnswers:
 @pytest.mark.spark
 @pytest.mark.parametrize(("measure", "outside"), CLAUSE_INTEGER_ARITHMETIC)
 def test_integer_arithmetic_in_the_clause_has_sparks_type(
-    integer_answers, spark_engine_answers, measure, outside
+    clause_answers, spark_engine_answers, measure, outside
 ) -> None:
     out = measured(measure)
     python = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
-    assert python == integer_answers[outside].typed()
-    assert spark_engine_answers[measure].typed() == integer_answers[outside].typed()
+    assert python == clause_answers[outside].typed()
+    assert spark_engine_answers[measure].typed() == clause_answers[outside].typed()
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("measure", "outside"), CLAUSE_INTEGER_OVERFLOWS)
 def test_integer_arithmetic_in_the_clause_overflows_as_on_spark(
-    integer_answers, spark_engine_answers, measure, outside
+    clause_answers, spark_engine_answers, measure, outside
 ) -> None:
     with pytest.raises(cep.CepError, match="integer overflow") as caught:
         measured(measure)
@@ -341,4 +330,4 @@ def test_integer_arithmetic_in_the_clause_overflows_as_on_spark(
     with pytest.raises(Exception, match="integer overflow"):  # noqa: B017 - the task's error, raised by Spark
         spark_engine_answers[measure].values()
     with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
-        integer_answers[outside].values()
+        clause_answers[outside].values()
