@@ -331,3 +331,33 @@ def test_integer_arithmetic_in_the_clause_overflows_as_on_spark(
         spark_engine_answers[measure].values()
     with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
         clause_answers[outside].values()
+
+
+# The clause's integer result types without Spark (its rules, written down: an integral operation has the wider
+# operand's type, DIV a BIGINT, / a DOUBLE, SUM of integers a BIGINT, a literal an INT where it fits), for a query's
+# output schema (``Query.output_columns``), the one both engines give their output columns.
+INTEGER_RESULT_TYPES = [
+    ("A.i + 1", "INTEGER"),
+    ("A.i * A.i", "INTEGER"),
+    ("-A.i", "INTEGER"),
+    ("abs(A.i)", "INTEGER"),
+    ("A.i % 7", "INTEGER"),
+    ("A.i + A.b", "BIGINT"),
+    ("A.i + 3000000000", "BIGINT"),
+    ("A.i DIV 2", "BIGINT"),
+    ("A.i / 2", "DOUBLE"),
+    ("SUM(A.i)", "BIGINT"),
+    ("CAST(A.b AS SMALLINT)", "SMALLINT"),
+    ("CAST(A.b AS TINYINT) * CAST(A.b AS TINYINT)", "TINYINT"),
+    ("CAST(A.b AS TINYINT) + CAST(A.b AS SMALLINT)", "SMALLINT"),
+    ("CAST(A.b AS SMALLINT) + 1", "INTEGER"),
+]
+
+
+@pytest.mark.parametrize(("measure", "expected"), INTEGER_RESULT_TYPES)
+def test_an_integer_measure_has_sparks_result_type(measure, expected) -> None:
+    query = cep.compile(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ONE ROW PER MATCH "
+        "PATTERN (A+) DEFINE A AS TRUE) r"
+    )
+    assert dict(query.output_columns({"id": "INTEGER", "i": "INTEGER", "b": "BIGINT"}))["v"] == expected
