@@ -253,7 +253,7 @@ def clause_answer(width: str, values: list, condition: str, *, column_wise: bool
 
 
 @pytest.mark.spark
-@ON_SPARK
+@settings(ON_SPARK, max_examples=12)  # two Spark queries an example: its WHERE and the clause on Spark
 @given(shape=clause_shapes())
 def test_a_define_overflows_where_sparks_where_does(spark, shape) -> None:
     """The condition in a DEFINE, on the python engine and on the Spark engine, against Spark SQL's WHERE over the
