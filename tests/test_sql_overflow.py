@@ -92,13 +92,15 @@ def python_answer(width: str, values: list, text: str):
 _VIEW_HOLDS: dict[int, tuple] = {}
 
 
-def spark_answer(spark, width: str, values: list, text: str):
+def spark_answer(spark, width: str, values: list, text: str, run=cep.sql):
+    """``text``'s ids over TABLE holding ``values`` (``run``: ``cep.sql``, or Spark SQL alone for a statement
+    with no MATCH_RECOGNIZE), or Spark's error."""
     rows = (width, tuple(values))
     if _VIEW_HOLDS.get(id(spark._jsparkSession)) != rows:
         spark.createDataFrame(list(enumerate(values)), f"id INT, c {width}").createOrReplaceTempView(TABLE)
         _VIEW_HOLDS[id(spark._jsparkSession)] = rows
     try:
-        return [row["id"] for row in cep.sql(spark, text).collect()]
+        return [row["id"] for row in run(spark, text).collect()]
     except Exception as error:  # noqa: BLE001 - Spark's errors at collect() are its own classes
         return error
 
@@ -259,7 +261,8 @@ def test_a_define_overflows_where_sparks_where_does(spark, shape) -> None:
     """The condition in a DEFINE, on the python engine and on the Spark engine, against Spark SQL's WHERE over the
     same rows (the independent answer: Spark has no MATCH_RECOGNIZE)."""
     width, values, condition = shape
-    expected = spark_answer(spark, width, values, f"SELECT id FROM {TABLE} WHERE {condition} ORDER BY id")
+    where = f"SELECT id FROM {TABLE} WHERE {condition} ORDER BY id"
+    expected = spark_answer(spark, width, values, where, run=lambda session, text: session.sql(text))
     python = clause_answer(width, values, condition, column_wise=True)
     on_spark = spark_answer(spark, width, values, clause_condition(TABLE, condition))
     if isinstance(expected, Exception):

@@ -200,7 +200,7 @@ CLAUSE_LITERALS_AND_CASTS = [
 # Casts past the target's range: Spark's ANSI error on both (the clause gave the wider number).
 CLAUSE_CAST_OVERFLOWS = [
     ("CAST(A.i AS SMALLINT)", "CAST(i AS SMALLINT)"),
-    ("CAST(A.i * 2 AS INT)", "CAST(i * 2L AS INT)"),
+    ("CAST(A.i * CAST(2 AS BIGINT) AS INT)", "CAST(i * 2L AS INT)"),  # A.i * 2 is an INT: it overflows first
 ]
 
 
