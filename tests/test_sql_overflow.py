@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import cep
 from cep.duckdb_optimizer import computes_arithmetic, disabled_optimizers
+from tests.spark_answers import spark_sql
 
 TABLE = "ovf_numbers"
 # Spark's integer types, their Arrow type and their range.
@@ -262,7 +263,7 @@ def test_a_define_overflows_where_sparks_where_does(spark, shape) -> None:
     same rows (the independent answer: Spark has no MATCH_RECOGNIZE)."""
     width, values, condition = shape
     where = f"SELECT id FROM {TABLE} WHERE {condition} ORDER BY id"
-    expected = spark_answer(spark, width, values, where, run=lambda session, text: session.sql(text))
+    expected = spark_answer(spark, width, values, where, run=spark_sql)
     python = clause_answer(width, values, condition, column_wise=True)
     on_spark = spark_answer(spark, width, values, clause_condition(TABLE, condition))
     if isinstance(expected, Exception):

@@ -290,6 +290,7 @@ CLAUSE_INTEGER_OVERFLOWS = [
     ("abs(A.i)", "abs(i)"),
     ("(A.i + A.i) - A.i", "(i + i) - i"),
     ("A.id + 2147483647", "id + 2147483647"),
+    ("-2147483648 - A.id", "-2147483648 - id"),  # Spark's literal -2147483648 is an INT (found by the property test)
     ("CAST(A.id AS SMALLINT) * CAST(20000 AS SMALLINT)", "CAST(id AS SMALLINT) * CAST(20000 AS SMALLINT)"),
     ("CAST(A.id AS TINYINT) * CAST(100 AS TINYINT)", "CAST(id AS TINYINT) * CAST(100 AS TINYINT)"),
 ]
@@ -351,6 +352,8 @@ INTEGER_RESULT_TYPES = [
     ("CAST(A.b AS TINYINT) * CAST(A.b AS TINYINT)", "TINYINT"),
     ("CAST(A.b AS TINYINT) + CAST(A.b AS SMALLINT)", "SMALLINT"),
     ("CAST(A.b AS SMALLINT) + 1", "INTEGER"),
+    ("-2147483648 - A.i", "INTEGER"),  # the minus is part of Spark's literal, an INT
+    ("-2147483649 + A.i", "BIGINT"),
 ]
 
 

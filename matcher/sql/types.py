@@ -181,6 +181,11 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
             return left if left.startswith("ARRAY<") else "VARCHAR"
         return "BOOLEAN"
     if isinstance(expr, ast.Unary):
+        operand = expr.operand
+        if expr.op == "-" and isinstance(operand, ast.Literal) and isinstance(operand.value, int):
+            # Spark reads a minus before a number as part of the literal: -2147483648 is an INT, as a literal
+            # of that value is (so `-2147483648 - c` is INT arithmetic, and overflows as one)
+            return infer(ast.Literal(operand.span, "integer", -operand.value, "-" + operand.text), column_type)
         return "BOOLEAN" if expr.op == "NOT" else recurse(expr.operand)
     if isinstance(expr, (ast.IsNull, ast.Between, ast.InList, ast.Like)):
         return "BOOLEAN"
