@@ -419,7 +419,7 @@ def _csv_column(text: pd.Series, declared: str | None = None) -> pd.Series:
         typed = [None if v is None else declared_value(v, declared) for v in values]
         fits = declared == "VARCHAR" or not any(isinstance(v, str) for v in typed)
         # a value that is not of its type stays text: the column is then one of mixed values (object)
-        return _typed_series(typed, ("BIGINT" if declared == "INTEGER" else declared) if fits else "VARCHAR")
+        return _typed_series(typed, declared if fits else "VARCHAR")
     type_name = column_type(evidence(values))
     return _typed_series([None if v is None else convert(v, type_name) for v in values], type_name)
 
@@ -436,6 +436,8 @@ def _typed_series(values: list, type_name: str) -> pd.Series:
         return pd.Series(held, dtype="datetime64[ns]")
     if type_name == "DATE":  # datetime.date values (pandas has no date dtype): pandas_schema reads them as DATE
         return pd.Series(values, dtype=object)
+    if type_name == "INTEGER":  # a declared INT: 32 bits, as Spark's reader gives it (its arithmetic is an INT's)
+        return pd.Series(values, dtype="Int32")
     if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
         return pandas_series(values)
     size = decimal_params(type_name)

@@ -16,6 +16,7 @@ from cep.matcher.explain.text import explain, query_columns, stream_line
 from cep.matcher.plan import CompiledQuery, declared_types
 from cep.matcher.rows.tables import from_rows, kind_of, to_columns
 from cep.matcher.rows.validate import input_checks
+from cep.matcher.sql.types import frame_integer_columns, narrow_integer_columns
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.rule_set import (
@@ -125,20 +126,24 @@ class Query:
         checks = input_checks(dead_letter=dead_letter, schema=schema, dedup_key=dedup_key, stats=stats)
         replay = session_timeout is not None or match_ids
         # An input that declares DECIMAL types gets Spark's decimal result types (docs/semantics.md).
-        typed = declared_types(data, parse_schema(schema) if isinstance(schema, str) else schema)
+        declared = parse_schema(schema) if isinstance(schema, str) else schema
+        typed = declared_types(data, declared)
         # Columns straight to the fast path when it applies.
         if checks is None and not replay and kind_of(data) != "rows":
             result = self.plan.run_frame(data, progress=progress)
             return result if typed is None else self.plan.fit_to_types(result, typed)
         kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
+        # The INT columns (the frame's int32 ones, those the schema declares INT): their arithmetic is an INT's.
+        integers = frame_integer_columns(data) if kind_of(data) != "rows" else {}
+        integers.update(ColumnNames(tuple(columns)).by_column(narrow_integer_columns(declared or {})))
         if replay:
-            names, rows = self._replay(columns, checks, session_timeout, match_ids, progress)
+            names, rows = self._replay(columns, checks, session_timeout, match_ids, progress, integers)
         else:
-            names, rows = self.plan.run_columns(columns, checks=checks, progress=progress)
+            names, rows = self.plan.run_columns(columns, checks=checks, progress=progress, integer_columns=integers)
         result = from_rows(kind, names, rows)
         return result if typed is None else self.plan.fit_to_types(result, typed)
 
-    def _replay(self, columns, checks, session_timeout, match_ids: bool, progress):
+    def _replay(self, columns, checks, session_timeout, match_ids: bool, progress, integer_columns=None):
         gap = session_timeout_us(session_timeout)
         if checks is not None:
             columns = checks.apply(self.plan, columns)
@@ -150,6 +155,7 @@ class Query:
             query_text=statement_text(self),
             session_timeout_us=gap,
             match_ids=bool(match_ids),
+            integer_columns=integer_columns,
         )
         return replay.run(columns, progress=progress)
 

@@ -573,10 +573,11 @@ def typed_like(out, frame):
     return out
 
 
-# The matcher's integer type (its output columns' SQL types, ``Plan.output_types``) that Spark's clause gives as
-# an INT (IntegerType: cep's Spark engine reads TINYINT, SMALLINT and INT input columns as one); the matcher
-# itself returns every integer column as 64 bits, as Python's ints would be typed.
-_MATCHER_INT = "INTEGER"
+# The matcher's integer types narrower than a BIGINT (its output columns' SQL types, ``Plan.output_types``) and
+# their Arrow widths: an INT (IntegerType: cep's Spark engine reads TINYINT, SMALLINT and INT input columns as
+# one, and INT arithmetic is an INT), a SMALLINT or TINYINT (a CAST to one); the matcher itself returns every
+# integer column as 64 bits, as Python's ints would be typed.
+_MATCHER_NARROW_INTEGERS = {"INTEGER": "int32", "SMALLINT": "int16", "TINYINT": "int8"}
 
 
 def typed_as_on_spark(out, query: Query, frame):
@@ -600,10 +601,12 @@ def typed_as_on_spark(out, query: Query, frame):
     # CASE of DECIMALs their common DECIMAL), not as Arrow reads the matcher's values.
     out = query.plan.fit_to_types(out, input_types)
     for index, field in enumerate(out.schema):
-        if wanted.get(field.name) == _MATCHER_INT and pa.types.is_int64(field.type):
+        narrow = _MATCHER_NARROW_INTEGERS.get(wanted.get(field.name, ""))
+        if narrow is not None and pa.types.is_int64(field.type):
+            width = pa.type_for_alias(narrow)
             try:
-                column = out.column(index).cast(pa.int32())
+                column = out.column(index).cast(width)
             except pa.ArrowInvalid:
-                continue  # a value past INT's range (a measure computed wider): left as the matcher gives it
-            out = out.set_column(index, field.with_type(pa.int32()), column)
+                continue  # a value past the type's range (a measure computed wider): left as the matcher gives it
+            out = out.set_column(index, field.with_type(width), column)
     return out

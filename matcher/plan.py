@@ -28,7 +28,14 @@ from cep.matcher.rows.outer import OuterQuery, build_outer
 from cep.matcher.rows.partitioning import partition_indices, unorderable
 from cep.matcher.rows.tables import from_columns, from_rows, kind_of, rows_to_columns, to_columns
 from cep.matcher.sql.datetimes import query_time
-from cep.matcher.sql.types import arrow_type_name, decimal_params, fit_to_type, infer, value_type_name
+from cep.matcher.sql.types import (
+    arrow_type_name,
+    decimal_params,
+    fit_to_type,
+    frame_integer_columns,
+    infer,
+    value_type_name,
+)
 from cep.matcher.vector import fastpath, sequence_output, sequence_plan
 from cep.matcher.vector.arrays import from_arrow, from_pandas
 from cep.matcher.vector.layout import ArrayInput
@@ -142,34 +149,46 @@ class CompiledQuery:
         self.order_columns = [key.expr.column.name for key in mr.order_by if isinstance(key.expr, ast.ColumnRef)]
         self.proctime = any(isinstance(key.expr, ast.ProcTime) for key in mr.order_by)
         self.limit = statement.limit
-        self._machines: dict[tuple[str, ...], tuple[Machine, OuterQuery]] = {}
+        # (input columns, their INT columns) -> the machine and the outer query, built once
+        self._machines: dict[tuple, tuple[Machine, OuterQuery]] = {}
         self._routes: dict[tuple, Route] = {}  # (input columns, stream facts) -> the route, chosen once
 
     # ------------------------------------------------------------------------------------ compiling
 
-    def machine(self, input_columns: Iterable[str]) -> Machine:
-        return self._compiled(tuple(input_columns))[0]
+    def machine(self, input_columns: Iterable[str], integer_columns: dict[str, str] | None = None) -> Machine:
+        """The machine for these input columns; ``integer_columns`` (``types.narrow_integer_columns``) names
+        the INT columns among them, whose arithmetic is an INT's (every other integer column is a BIGINT)."""
+        return self._compiled(tuple(input_columns), integer_columns)[0]
 
     def outer(self, input_columns: Iterable[str]) -> OuterQuery:
         return self._compiled(tuple(input_columns))[1]
 
-    def _compiled(self, input_columns: tuple[str, ...]) -> tuple[Machine, OuterQuery]:
-        found = self._machines.get(input_columns)
+    def _compiled(
+        self, input_columns: tuple[str, ...], integer_columns: dict[str, str] | None = None
+    ) -> tuple[Machine, OuterQuery]:
+        key = (input_columns, tuple(sorted((integer_columns or {}).items())))
+        found = self._machines.get(key)
         if found is None:
-            machine = build_machine(self.statement, input_columns)
+            machine = build_machine(self.statement, input_columns, integer_columns)
             found = (machine, build_outer(self.statement, machine.output_columns))
-            self._machines[input_columns] = found
+            self._machines[key] = found
         return found
 
-    def route(self, input_columns: Iterable[str], *, one_key_per_call: str | None = None) -> Route:
+    def route(
+        self,
+        input_columns: Iterable[str],
+        *,
+        one_key_per_call: str | None = None,
+        integer_columns: dict[str, str] | None = None,
+    ) -> Route:
         """The engines that run this query over these input columns (``choose_route``), chosen once."""
         columns = tuple(input_columns)
-        facts = (columns, one_key_per_call)
+        facts = (columns, one_key_per_call, tuple(sorted((integer_columns or {}).items())))
         found = self._routes.get(facts)
         if found is None:
             found = self._routes[facts] = choose_route(
                 self.statement,
-                self.machine(columns),
+                self.machine(columns, integer_columns),
                 columns,
                 one_key_per_call=one_key_per_call,
                 column_wise=self.column_wise,
@@ -281,11 +300,18 @@ class CompiledQuery:
 
     # -------------------------------------------------------------------------------------- running
 
-    def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None):
+    def run_frame(self, frame, *, outer_order_and_limit: bool = True, progress=None, clock=None, integer_columns=None):
+        """``integer_columns``: INT columns the frame's own types do not say (a declared schema), as for ``machine``."""
         with query_time():  # CURRENT_TIMESTAMP: one instant for the whole run
-            return self._run_frame(frame, outer_order_and_limit=outer_order_and_limit, progress=progress, clock=clock)
+            return self._run_frame(
+                frame,
+                outer_order_and_limit=outer_order_and_limit,
+                progress=progress,
+                clock=clock,
+                integer_columns=integer_columns,
+            )
 
-    def _run_frame(self, frame, *, outer_order_and_limit: bool, progress, clock):
+    def _run_frame(self, frame, *, outer_order_and_limit: bool, progress, clock, integer_columns=None):
         """Run over a pandas DataFrame or a pyarrow Table; the result has the same kind.
 
         A query the fast path takes reads the frame as numpy columns (``matcher/vector/arrays.py``) and, when
@@ -296,11 +322,16 @@ class CompiledQuery:
         """
         kind = kind_of(frame)
         names = tuple(str(name) for name in frame.columns) if kind == "pandas" else tuple(frame.column_names)
-        machine, outer = self._compiled(names) if names else (None, None)
-        fast = self.route(names).column_plan if names else None
+        integers = {**frame_integer_columns(frame), **(integer_columns or {})}
+        machine, outer = self._compiled(names, integers) if names else (None, None)
+        fast = self.route(names, integer_columns=integers).column_plan if names else None
         if fast is None or len(set(names)) != len(names):
             names, rows = self.run_columns(
-                to_columns(frame)[1], outer_order_and_limit=outer_order_and_limit, progress=progress, clock=clock
+                to_columns(frame)[1],
+                outer_order_and_limit=outer_order_and_limit,
+                progress=progress,
+                clock=clock,
+                integer_columns=integers,
             )
             return from_rows(kind, names, rows)
         arrays = from_pandas(frame) if kind == "pandas" else from_arrow(frame)
@@ -322,14 +353,26 @@ class CompiledQuery:
         return from_rows(kind, names, outer.apply(matched, order_and_limit=outer_order_and_limit))
 
     def run_columns(
-        self, columns: Columns, *, outer_order_and_limit: bool = True, checks=None, clock=None, progress=None
+        self,
+        columns: Columns,
+        *,
+        outer_order_and_limit: bool = True,
+        checks=None,
+        clock=None,
+        progress=None,
+        integer_columns=None,
     ) -> tuple[tuple[str, ...], list[tuple]]:
         with query_time():  # CURRENT_TIMESTAMP: one instant for the whole run
             return self._run_columns(
-                columns, outer_order_and_limit=outer_order_and_limit, checks=checks, clock=clock, progress=progress
+                columns,
+                outer_order_and_limit=outer_order_and_limit,
+                checks=checks,
+                clock=clock,
+                progress=progress,
+                integer_columns=integer_columns,
             )
 
-    def _run_columns(self, columns: Columns, *, outer_order_and_limit: bool, checks, clock, progress):
+    def _run_columns(self, columns: Columns, *, outer_order_and_limit: bool, checks, clock, progress, integer_columns):
         """Run over a whole input given as columns (name -> list of Python values, None for NULL).
 
         ``checks`` (a ``cep.matcher.rows.validate.InputChecks``) first sets bad rows aside (to its dead letter, or
@@ -341,7 +384,7 @@ class CompiledQuery:
         names = tuple(columns)
         if not names:
             return (), []  # no rows and so no columns to resolve: nothing can match
-        machine, outer = self._compiled(names)
+        machine, outer = self._compiled(names, integer_columns)
         # In a replay, the clock at end of input is the largest event time in the input, so WITHIN
         # deadlines and timeouts are decided as the stream would decide them when it got that far.
         if machine.within is None:
@@ -349,7 +392,7 @@ class CompiledQuery:
         elif clock is None:
             clock = replay_clock(machine, columns)
         total = len(columns[names[0]])
-        fast = self.route(names).column_plan
+        fast = self.route(names, integer_columns=integer_columns).column_plan
         out_names = outer.names if outer_order_and_limit else outer.unsorted_names
         if (
             fast is not None

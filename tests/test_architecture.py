@@ -99,6 +99,7 @@ ORDER = {
         "context",
         "running",
         "types",
+        "operators",
         "expressions",
     ],
     "cep.matcher.program": ["instructions", "lowered", "skip", "compiler", "equivalence", "output", "machine"],

@@ -8,6 +8,9 @@ python engine; the regression tests below it write down Spark's answer from such
 
 from __future__ import annotations
 
+import datetime as dt
+import warnings
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 
 import cep
 from cep.duckdb_optimizer import computes_arithmetic, disabled_optimizers
+from tests.spark_answers import spark_sql
 
 TABLE = "ovf_numbers"
 # Spark's integer types, their Arrow type and their range.
@@ -89,24 +93,30 @@ def python_answer(width: str, values: list, text: str):
 _VIEW_HOLDS: dict[int, tuple] = {}
 
 
-def spark_answer(spark, width: str, values: list, text: str):
+def spark_answer(spark, width: str, values: list, text: str, run=cep.sql):
+    """``text``'s ids over TABLE holding ``values`` (``run``: ``cep.sql``, or Spark SQL alone for a statement
+    with no MATCH_RECOGNIZE), or Spark's error."""
     rows = (width, tuple(values))
     if _VIEW_HOLDS.get(id(spark._jsparkSession)) != rows:
         spark.createDataFrame(list(enumerate(values)), f"id INT, c {width}").createOrReplaceTempView(TABLE)
         _VIEW_HOLDS[id(spark._jsparkSession)] = rows
     try:
-        return [row["id"] for row in cep.sql(spark, text).collect()]
+        return [row["id"] for row in run(spark, text).collect()]
     except Exception as error:  # noqa: BLE001 - Spark's errors at collect() are its own classes
         return error
 
 
-@pytest.mark.spark
-@settings(
+# A property over Spark: examples fixed (derandomized), no deadline (a Spark query takes seconds under load).
+ON_SPARK = settings(
     max_examples=30,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@pytest.mark.spark
+@ON_SPARK
 @given(shape=shapes())
 def test_an_overflow_inside_a_comparison_fails_as_on_spark(spark, shape) -> None:
     width, values, text = shape
@@ -204,3 +214,198 @@ def test_a_test_for_null_spark_folds_away_answers_on_both() -> None:
 def test_spark_folds_a_test_for_null_that_is_never_null(spark) -> None:
     text = statement("coalesce(c + 1, 0) IS NOT NULL", "where")
     assert spark_answer(spark, "BIGINT", [9223372036854775807, 1], text) == [0, 1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Inside the clause (issue #28): DEFINE and MEASURES compute integers in Spark's types, an INT + an INT an INT, and
+# overflow where Spark SQL does for the same expression outside the clause, on every engine that evaluates them: the
+# Pike VM row by row, the column-wise kernels (which leave a batch that could overflow to the VM) and the sequence
+# engine's measures. An input TINYINT or SMALLINT column is an INT inside the clause (cep's Spark engine reads it
+# so), so the cases below hold INT and BIGINT columns.
+CLAUSE_WIDTHS = ["INT", "BIGINT"]
+
+
+def clause_condition(table: str, condition: str) -> str:
+    """``condition`` as the DEFINE of a one-row pattern: every row is tested, as a WHERE tests every row."""
+    return (
+        f"SELECT * FROM {table} MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS id ONE ROW PER MATCH "
+        f"PATTERN (A) DEFINE A AS {condition}) r ORDER BY id"
+    )
+
+
+@st.composite
+def clause_shapes(draw):
+    width = draw(st.sampled_from(CLAUSE_WIDTHS))
+    values = draw(st.lists(st.sampled_from([*edges(width), None]), min_size=1, max_size=3))
+    inner = literal(draw(st.sampled_from(edges(width))), width, draw(st.booleans()))
+    operation = draw(
+        st.sampled_from(["c + k", "k - c", "c * k", "-c", "(c + k) * k", "abs(c)", "c % k", "(c - k) - c"])
+    )
+    arithmetic = operation.replace("k", inner)
+    condition = f"{arithmetic} {draw(st.sampled_from(COMPARISONS))} {draw(st.sampled_from([0, 1, -1]))}"
+    return width, values, condition
+
+
+def clause_answer(width: str, values: list, condition: str, *, column_wise: bool):
+    text = clause_condition("t", condition)
+    try:
+        out = cep.compile(text, column_wise=column_wise).run(arrow_table(width, values))
+    except cep.CepError as error:
+        return error
+    return out.column("id").to_pylist()
+
+
+@pytest.mark.spark
+@settings(ON_SPARK, max_examples=12)  # two Spark queries an example: its WHERE and the clause on Spark
+@given(shape=clause_shapes())
+def test_a_define_overflows_where_sparks_where_does(spark, shape) -> None:
+    """The condition in a DEFINE, on the python engine and on the Spark engine, against Spark SQL's WHERE over the
+    same rows (the independent answer: Spark has no MATCH_RECOGNIZE)."""
+    width, values, condition = shape
+    where = f"SELECT id FROM {TABLE} WHERE {condition} ORDER BY id"
+    expected = spark_answer(spark, width, values, where, run=spark_sql)
+    python = clause_answer(width, values, condition, column_wise=True)
+    on_spark = spark_answer(spark, width, values, clause_condition(TABLE, condition))
+    if isinstance(expected, Exception):
+        assert "ARITHMETIC_OVERFLOW" in str(expected), str(expected)
+        assert isinstance(python, cep.CepError) and python.message.startswith("integer overflow"), python
+        assert isinstance(on_spark, Exception) and "integer overflow" in str(on_spark), on_spark
+    else:
+        assert python == expected, condition
+        assert on_spark == expected, condition
+
+
+def reference_value(node, row: dict):
+    """A hand evaluation of an integer expression with Spark's rules: an INT op an INT is an INT, a BIGINT beside
+    either a BIGINT, NULL in gives NULL out; a result past its type's range raises OverflowError. ``node`` is
+    ('col', name, type) | ('lit', value, type) | (op, left, right) | ('neg', operand)."""
+    ranges = {"INT": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
+    if node[0] == "col":
+        return row[node[1]], node[2]
+    if node[0] == "lit":
+        return node[1], node[2]
+    if node[0] == "neg":
+        value, kind = reference_value(node[1], row)
+        result = None if value is None else -value
+    else:
+        (left, left_kind), (right, right_kind) = reference_value(node[1], row), reference_value(node[2], row)
+        kind = "BIGINT" if "BIGINT" in (left_kind, right_kind) else "INT"
+        if left is None or right is None:
+            return None, kind
+        result = {"+": left + right, "-": left - right, "*": left * right}[node[0]]
+    if result is not None and not ranges[kind][0] <= result <= ranges[kind][1]:
+        raise OverflowError(result)
+    return result, kind
+
+
+def written(node) -> str:
+    if node[0] == "col":
+        return f"A.{node[1]}"
+    if node[0] == "lit":
+        return str(node[1]) if node[2] == "INT" else f"CAST({node[1]} AS BIGINT)"
+    if node[0] == "neg":
+        return f"-({written(node[1])})"
+    return f"({written(node[1])} {node[0]} {written(node[2])})"
+
+
+INT_EDGES = [2**31 - 1, 2**31 - 2, -(2**31), -(2**31) + 1, 0, 1, -1, 2, 46341]
+BIGINT_EDGES = [2**63 - 1, -(2**63), 2**62, -(2**62), 3037000500, 0, 1, -1, 2]
+
+
+def integer_trees(depth: int):
+    leaves = st.one_of(
+        st.just(("col", "i", "INT")),
+        st.just(("col", "b", "BIGINT")),
+        st.sampled_from(INT_EDGES).map(lambda v: ("lit", v, "INT")),
+        st.sampled_from(BIGINT_EDGES).map(lambda v: ("lit", v, "BIGINT")),
+    )
+    if depth == 0:
+        return leaves
+    inner = integer_trees(depth - 1)
+    return st.one_of(
+        leaves,
+        st.tuples(st.sampled_from(["+", "-", "*"]), inner, inner),
+        st.tuples(st.just("neg"), inner),
+    )
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(
+    tree=integer_trees(2),
+    rows=st.lists(
+        st.tuples(st.sampled_from([*INT_EDGES, None]), st.sampled_from([*BIGINT_EDGES, None])), min_size=1, max_size=4
+    ),
+    in_measure=st.booleans(),
+)
+def test_the_vm_and_the_column_wise_engines_agree_on_integer_edges(tree, rows, in_measure) -> None:
+    """The same value or the same error (message and position) on the Pike VM and the column-wise engines, and
+    the hand evaluation's value or overflow; never a numpy warning (the kernels leave a possible overflow to the VM)."""
+    table = pa.table(
+        {
+            "id": pa.array(range(len(rows)), pa.int32()),
+            "i": pa.array([r[0] for r in rows], pa.int32()),
+            "b": pa.array([r[1] for r in rows], pa.int64()),
+        }
+    )
+    expression = written(tree)
+    if in_measure:  # every row a match of its own: the measure is the expression on that row
+        text = (
+            f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {expression} AS v ONE ROW PER MATCH "
+            "PATTERN (A) DEFINE A AS TRUE) r"
+        )
+    else:
+        text = (
+            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS v ONE ROW PER MATCH "
+            f"PATTERN (A) DEFINE A AS {expression} > 0) r"
+        )
+    answers = []
+    for column_wise in (True, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a numpy RuntimeWarning (an int64 overflow) fails the test
+            try:
+                answers.append(cep.compile(text, column_wise=column_wise).run(table).column("v").to_pylist())
+            except cep.CepError as error:
+                answers.append((error.code, error.message, error.span))
+    assert answers[0] == answers[1], text
+    try:
+        values = [reference_value(tree, {"i": i, "b": b})[0] for i, b in rows]
+    except OverflowError:
+        assert isinstance(answers[1], tuple) and answers[1][1].startswith("integer overflow"), (text, answers[1])
+        return
+    expected = values if in_measure else [n for n, value in enumerate(values) if value is not None and value > 0]
+    assert answers[1] == expected, text
+
+
+def test_a_sum_past_bigints_range_is_an_overflow_error_on_every_engine() -> None:
+    """SUM of BIGINTs is a BIGINT (Spark's ANSI SUM fails past its range): 2**62 + 2**62 is 2**63, one past
+    BIGINT's largest (by hand). It was Python's OverflowError, a traceback, when the result met its Arrow column."""
+    table = pa.table({"id": pa.array([1, 2], pa.int32()), "b": pa.array([2**62, 2**62], pa.int64())})
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES SUM(A.b) AS s ONE ROW PER MATCH "
+        "PATTERN (A+) DEFINE A AS TRUE) r"
+    )
+    for column_wise in (True, False):
+        with pytest.raises(cep.CepError, match="integer overflow: 'sum' gives 9223372036854775808") as caught:
+            cep.compile(text, column_wise=column_wise).run(table)
+        assert text[caught.value.span.start : caught.value.span.end] == "SUM(A.b)"
+
+
+def test_a_define_overflows_alike_in_batch_and_on_the_streams_engine() -> None:
+    """A declared INT column: ``A.i + 1`` at 2147483647 overflows in a batch run and in the stream's own engine
+    (the replay ``session_timeout`` runs: the per-key engine a live stream runs), with the same error."""
+    rows = [{"id": n, "ts": dt.datetime(2024, 1, 1, 0, n), "i": i} for n, i in enumerate([5, 2**31 - 1, 7])]
+    text = (
+        "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.id AS id ONE ROW PER MATCH "
+        "PATTERN (A) DEFINE A AS A.i + 1 > 6) r"
+    )
+    query = cep.compile(text)
+    schema = {"id": "INT", "ts": "TIMESTAMP", "i": "INT"}
+    errors = []
+    for options in ({}, {"session_timeout": "1 hour"}):
+        with pytest.raises(cep.CepError, match="integer overflow: '\\+' gives 2147483648") as caught:
+            query.run(rows, schema=schema, **options)
+        errors.append((caught.value.code, caught.value.span))
+    assert errors[0] == errors[1]
+    assert text[errors[0][1].start : errors[0][1].end] == "A.i + 1"
+    # The same rows with no declared type hold Python ints: BIGINTs, whose A.i + 1 fits.
+    assert [row["id"] for row in query.run(rows)] == [1, 2]

@@ -200,7 +200,7 @@ CLAUSE_LITERALS_AND_CASTS = [
 # Casts past the target's range: Spark's ANSI error on both (the clause gave the wider number).
 CLAUSE_CAST_OVERFLOWS = [
     ("CAST(A.i AS SMALLINT)", "CAST(i AS SMALLINT)"),
-    ("CAST(A.i * 2 AS INT)", "CAST(i * 2L AS INT)"),
+    ("CAST(A.i * CAST(2 AS BIGINT) AS INT)", "CAST(i * 2L AS INT)"),  # A.i * 2 is an INT: it overflows first
 ]
 
 
@@ -209,8 +209,8 @@ def clause_answers(events) -> SparkAnswers:
     return SparkAnswers(
         events,
         select_statement,
-        [outside for _, outside in CLAUSE_LITERALS_AND_CASTS] + INTEGER_FLOORS,
-        expected_to_fail=[outside for _, outside in CLAUSE_CAST_OVERFLOWS],
+        [outside for _, outside in CLAUSE_LITERALS_AND_CASTS + CLAUSE_INTEGER_ARITHMETIC] + INTEGER_FLOORS,
+        expected_to_fail=[outside for _, outside in CLAUSE_CAST_OVERFLOWS + CLAUSE_INTEGER_OVERFLOWS],
     )
 
 
@@ -254,3 +254,113 @@ INTEGER_FLOORS = [
 @pytest.mark.parametrize("expression", INTEGER_FLOORS)
 def test_floor_and_ceil_of_an_integer_are_the_integer(clause_answers, expression) -> None:
     assert python_typed(expression) == clause_answers[expression].typed()
+
+
+# Integer arithmetic inside the clause (issue #28): a measure has the type and value Spark SQL gives the same
+# expression outside the clause, on the python engine and on the Spark engine (``cep.sql``: the clause on Spark),
+# and fails where Spark SQL's overflows. An INT + an INT is an INT (it was a BIGINT in the clause), a CAST to
+# SMALLINT or TINYINT that type (it was an INT), with its own range.
+def clause_statement(columns: list[tuple[str, str]]) -> str:
+    """Each (name, expression) of ``columns`` as a measure, every row a match of its own."""
+    names = ", ".join(name for name, _ in columns)
+    return (
+        f"SELECT id, {names} FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES {select_list(columns)} "
+        "ALL ROWS PER MATCH PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+
+
+CLAUSE_INTEGER_ARITHMETIC = [
+    ("A.i + 1", "i + 1"),
+    ("A.id * 2", "id * 2"),
+    ("-A.id", "-id"),
+    ("abs(A.id - 2)", "abs(id - 2)"),
+    ("A.i % 3", "i % 3"),
+    ("A.i DIV 2", "i div 2"),
+    ("A.i + CAST(A.id AS BIGINT)", "i + CAST(id AS BIGINT)"),
+    ("CAST(A.id AS SMALLINT)", "CAST(id AS SMALLINT)"),
+    ("CAST(A.id AS SMALLINT) * CAST(100 AS SMALLINT)", "CAST(id AS SMALLINT) * CAST(100 AS SMALLINT)"),
+    ("CAST(A.id AS TINYINT) + CAST(A.id AS TINYINT)", "CAST(id AS TINYINT) + CAST(id AS TINYINT)"),
+    ("CAST(A.id AS TINYINT) + 1", "CAST(id AS TINYINT) + 1"),
+    ("2147483647 + 0", "2147483647 + 0"),
+]
+CLAUSE_INTEGER_OVERFLOWS = [
+    ("A.i - 1", "i - 1"),
+    ("A.i * 2", "i * 2"),
+    ("-A.i", "-i"),
+    ("abs(A.i)", "abs(i)"),
+    ("(A.i + A.i) - A.i", "(i + i) - i"),
+    ("A.id + 2147483647", "id + 2147483647"),
+    ("-2147483648 - A.id", "-2147483648 - id"),  # Spark's literal -2147483648 is an INT (found by the property test)
+    ("CAST(A.id AS SMALLINT) * CAST(20000 AS SMALLINT)", "CAST(id AS SMALLINT) * CAST(20000 AS SMALLINT)"),
+    ("CAST(A.id AS TINYINT) * CAST(100 AS TINYINT)", "CAST(id AS TINYINT) * CAST(100 AS TINYINT)"),
+]
+
+
+@pytest.fixture(scope="module")
+def spark_engine_answers(events) -> SparkAnswers:
+    """The Spark engine's answers for the same measures (the clause run by cep's matcher on Spark)."""
+    return SparkAnswers(
+        events,
+        clause_statement,
+        [measure for measure, _ in CLAUSE_INTEGER_ARITHMETIC],
+        expected_to_fail=[measure for measure, _ in CLAUSE_INTEGER_OVERFLOWS],
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_INTEGER_ARITHMETIC)
+def test_integer_arithmetic_in_the_clause_has_sparks_type(
+    clause_answers, spark_engine_answers, measure, outside
+) -> None:
+    out = measured(measure)
+    python = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
+    assert python == clause_answers[outside].typed()
+    assert spark_engine_answers[measure].typed() == clause_answers[outside].typed()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_INTEGER_OVERFLOWS)
+def test_integer_arithmetic_in_the_clause_overflows_as_on_spark(
+    clause_answers, spark_engine_answers, measure, outside
+) -> None:
+    with pytest.raises(cep.CepError, match="integer overflow") as caught:
+        measured(measure)
+    text = caught.value.source or ""
+    span = caught.value.span
+    assert span is not None and text[span.start : span.end] in measure, str(caught.value)  # the failing expression
+    with pytest.raises(Exception, match="integer overflow"):  # noqa: B017 - the task's error, raised by Spark
+        spark_engine_answers[measure].values()
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
+        clause_answers[outside].values()
+
+
+# The clause's integer result types without Spark (its rules, written down: an integral operation has the wider
+# operand's type, DIV a BIGINT, / a DOUBLE, SUM of integers a BIGINT, a literal an INT where it fits), for a query's
+# output schema (``Query.output_columns``), the one both engines give their output columns.
+INTEGER_RESULT_TYPES = [
+    ("A.i + 1", "INTEGER"),
+    ("A.i * A.i", "INTEGER"),
+    ("-A.i", "INTEGER"),
+    ("abs(A.i)", "INTEGER"),
+    ("A.i % 7", "INTEGER"),
+    ("A.i + A.b", "BIGINT"),
+    ("A.i + 3000000000", "BIGINT"),
+    ("A.i DIV 2", "BIGINT"),
+    ("A.i / 2", "DOUBLE"),
+    ("SUM(A.i)", "BIGINT"),
+    ("CAST(A.b AS SMALLINT)", "SMALLINT"),
+    ("CAST(A.b AS TINYINT) * CAST(A.b AS TINYINT)", "TINYINT"),
+    ("CAST(A.b AS TINYINT) + CAST(A.b AS SMALLINT)", "SMALLINT"),
+    ("CAST(A.b AS SMALLINT) + 1", "INTEGER"),
+    ("-2147483648 - A.i", "INTEGER"),  # the minus is part of Spark's literal, an INT
+    ("-2147483649 + A.i", "BIGINT"),
+]
+
+
+@pytest.mark.parametrize(("measure", "expected"), INTEGER_RESULT_TYPES)
+def test_an_integer_measure_has_sparks_result_type(measure, expected) -> None:
+    query = cep.compile(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ONE ROW PER MATCH "
+        "PATTERN (A+) DEFINE A AS TRUE) r"
+    )
+    assert dict(query.output_columns({"id": "INTEGER", "i": "INTEGER", "b": "BIGINT"}))["v"] == expected

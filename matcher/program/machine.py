@@ -65,6 +65,9 @@ class Machine:
     output: OutputBuilder
     skip: SkipRule  # AFTER MATCH SKIP: where the search goes on after a match
     output_columns: tuple[str, ...]
+    # The input's integer column types (name -> INTEGER or BIGINT) that type the clause's integer arithmetic
+    # (``Scope.column_types``): the column-wise engines type theirs alike, so both overflow at the same row.
+    integer_columns: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     column_plans: ColumnPlans = field(default_factory=ColumnPlans)
 
@@ -89,7 +92,12 @@ def pattern_labels(pattern: ast.Pattern, *, absences: bool = True) -> list[str]:
     return names + [label for label in absent if label not in names] if absences else names
 
 
-def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> Machine:
+def build_machine(
+    statement: ast.Statement, input_columns: tuple[str, ...], integer_columns: dict[str, str] | None = None
+) -> Machine:
+    """The machine of ``statement`` over these input columns; ``integer_columns`` names the integer columns that
+    are not BIGINTs (an INT column: ``a + b`` of two is an INT, which overflows past INT's range)."""
+    integer_columns = dict(integer_columns or {})
     mr = statement.match
     label_names = tuple(pattern_labels(mr.pattern))
     absent = absence_labels(mr.pattern)
@@ -103,8 +111,8 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         label_sets[subset.name.key] = frozenset(label_ids[v.key] for v in subset.variables if v.key in label_ids)
     columns = ColumnNames(input_columns)
 
-    define_scope = Scope(columns, label_sets, in_define=True)
-    measure_scope = Scope(columns, label_sets, in_define=False)
+    define_scope = Scope(columns, label_sets, in_define=True, column_types=integer_columns)
+    measure_scope = Scope(columns, label_sets, in_define=False, column_types=integer_columns)
 
     defines = {d.variable.key: d for d in mr.defines}
     running = RunningAggregates()
@@ -195,6 +203,7 @@ def build_machine(statement: ast.Statement, input_columns: tuple[str, ...]) -> M
         output=OutputBuilder(layout),
         skip=SkipRule.of(mr.after_match, label_sets),
         output_columns=output_columns,
+        integer_columns=integer_columns,
     )
 
 

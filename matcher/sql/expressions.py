@@ -14,16 +14,13 @@ Label sets are frozensets of label ids; ``None`` means every variable (the unive
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable
-from decimal import Decimal
-from functools import partial
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
-from cep.grammar.errors import CepRuntimeError, CepSemanticError
-from cep.matcher.sql import values
+from cep.grammar.errors import CepSemanticError
+from cep.matcher.sql import operators, values
 from cep.matcher.sql.context import Env
 from cep.matcher.sql.intervals import interval_to_timedelta
 from cep.matcher.sql.running import (
@@ -38,6 +35,7 @@ from cep.matcher.sql.running import (
     last_rows,
     result_of,
 )
+from cep.matcher.sql.types import infer, integer_bounds
 
 Closure = Callable[["Env"], Any]
 RowClosure = Callable[["Env", int], Any]
@@ -48,7 +46,9 @@ class Scope:
 
     ``columns`` resolves a column reference to the input column (the key used in ``Env.cols``);
     ``label_sets`` maps a pattern variable or subset name to its frozenset of label ids; ``in_define``
-    forbids FINAL.
+    forbids FINAL. ``column_types`` (input column -> SQL type, where the input says) types integer
+    arithmetic as Spark does (``integer_type``); a column it does not name is a BIGINT when it holds integers,
+    as ``types.value_type_name`` types a column of Python ints.
     """
 
     def __init__(
@@ -58,6 +58,7 @@ class Scope:
         *,
         in_define: bool,
         own_label: int | None = None,
+        column_types: Mapping[str, str] | None = None,
     ) -> None:
         self.columns = columns
         self.label_sets = label_sets
@@ -65,9 +66,23 @@ class Scope:
         # In the DEFINE of variable v the current row is tentatively labelled v, so `v.x` (or `u.x` for
         # a subset u containing v) is simply the current row: no history to search.
         self.own_label = own_label
+        self.column_types = column_types or {}
 
     def for_variable(self, own_label: int) -> Scope:
-        return Scope(self.columns, self.label_sets, in_define=self.in_define, own_label=own_label)
+        return Scope(
+            self.columns, self.label_sets, in_define=self.in_define, own_label=own_label, column_types=self.column_types
+        )
+
+    def column_type(self, ref: ast.ColumnRef) -> str:
+        return self.column_types.get(self.column(ref), "BIGINT")
+
+    def integer_type(self, expr) -> str | None:
+        """The integer type Spark gives ``expr`` when it is arithmetic that can overflow one (``+ - * % DIV``,
+        a negation, ``ABS``), else None: its result is checked against that type's range (``values.INTEGER_RANGES``)."""
+        if not operators.is_integer_arithmetic(expr):
+            return None
+        found = infer(expr, self.column_type)
+        return found if integer_bounds(found) is not None else None
 
     def is_current_row(self, labels) -> bool:
         return labels is not None and self.own_label is not None and self.own_label in labels
@@ -147,43 +162,32 @@ _BINARY = {
 }
 
 
-def located(closure, span):
-    """``closure`` whose run-time errors point at ``span`` (the innermost failing expression wins: an error
-    that already has a position keeps it). The try costs nothing until something raises."""
-
-    def at_span(env, position=None):
-        try:
-            return closure(env, position)
-        except CepRuntimeError as error:
-            raise error.locate(span) from None
-
-    return at_span
-
-
-def compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable]):
+def compile_generic(
+    expr,
+    leaf: Callable[[Any], Callable | None],
+    recurse: Callable[[Any], Callable],
+    integer_type: Callable[[Any], str | None] | None = None,
+):
     """``_compile_generic``, with run-time errors located at ``expr`` when it is an operation that can fail
-    (arithmetic, comparison, cast, function call, LIKE): E0410 and friends say where."""
-    closure = _compile_generic(expr, leaf, recurse)
+    (arithmetic, comparison, cast, function call, LIKE): E0410 and friends say where. ``integer_type(expr)``
+    (``Scope.integer_type``) names the integer type whose range an arithmetic result must stay in."""
+    closure = _compile_generic(expr, leaf, recurse, integer_type or _no_integer_type)
     if (
         isinstance(expr, _CAN_FAIL)
         and not getattr(closure, "column", None)
         and not getattr(closure, "located", False)
         and not (isinstance(expr, ast.Binary) and expr.op in ("AND", "OR"))
     ):  # these never fail themselves
-        return located(closure, expr.span)
+        return operators.located(closure, expr.span)
     return closure
 
 
-def _general(function, span, left, right):
-    """``function(left, right)`` off the fast path of ``_comparison``/``_arithmetic``: the place where their
-    errors arise, so that they are located without a try on the fast path."""
-    try:
-        return function(left, right)
-    except CepRuntimeError as error:
-        raise error.locate(span) from None
+def _no_integer_type(expr) -> None:
+    """No integer type checks (the outer query's expressions: outside the clause)."""
+    return None
 
 
-def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable]):
+def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Callable[[Any], Callable], integer_type):
     """Compile the operators that mean the same everywhere; ``leaf`` handles context-specific nodes.
 
     Every closure takes ``(env, position=None)`` so the same code serves ``f(env)`` and
@@ -229,18 +233,20 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
             same = expr.op == "IS NOT DISTINCT FROM"
             return lambda env, position=None: values.distinct_from(left(env, position), right(env, position)) != same
         constant = expr.right.value if isinstance(expr.right, ast.Literal) else None
-        if expr.op in _PLAIN_ARITHMETIC:
-            return _arithmetic(expr.op, left, right, constant, expr.span)
+        if expr.op in operators.PLAIN_ARITHMETIC:
+            return operators.arithmetic(expr.op, left, right, constant, expr.span, integer_type(expr))
         if expr.op in _BINARY:
             op = _BINARY[expr.op]
-            return lambda env, position=None: op(left(env, position), right(env, position))
-        return _comparison(expr.op, left, right, constant, expr.span)
+            closure = lambda env, position=None: op(left(env, position), right(env, position))  # noqa: E731
+            return operators.bounded(closure, expr.op, integer_type(expr), expr.span)
+        return operators.comparison(expr.op, left, right, constant, expr.span)
     if isinstance(expr, ast.Unary):
         operand = recurse(expr.operand)
         if expr.op == "NOT":
             return lambda env, position=None: values.logical_not(operand(env, position))
         if expr.op == "-":
-            return lambda env, position=None: values.negate(operand(env, position))
+            negated = lambda env, position=None: values.negate(operand(env, position))  # noqa: E731
+            return operators.bounded(negated, "-", integer_type(expr), expr.span)
         return operand
     if isinstance(expr, ast.IsNull):
         operand, negated = recurse(expr.operand), expr.negated
@@ -296,131 +302,13 @@ def _compile_generic(expr, leaf: Callable[[Any], Callable | None], recurse: Call
         if function is None:
             raise CepSemanticError(f"unknown function {expr.name}()", code="E0230", span=expr.span)
         args = [recurse(arg) for arg in expr.args]
-        return lambda env, position=None: function(*(arg(env, position) for arg in args))
+        call = lambda env, position=None: function(*(arg(env, position) for arg in args))  # noqa: E731
+        return operators.bounded(call, expr.name.lower(), integer_type(expr), expr.span)
     raise CepSemanticError(f"{type(expr).__name__} is not allowed here", code="E0231", span=getattr(expr, "span", None))
 
 
 # Operations whose evaluation can raise a run-time error, located at their span (``compile_generic``).
 _CAN_FAIL = (ast.Binary, ast.Unary, ast.Cast, ast.FunctionCall, ast.Like, ast.Between, ast.InList)
-
-_COMPARE = {
-    "=": operator.eq,
-    "<>": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-
-
-# Types Python compares exactly as SQL does, with no conversion (bool is not among them: SQL does
-# not order booleans against numbers).
-_DIRECT = (int, float, str)
-
-
-def _comparison(op: str, left, right, constant=None, span=None):
-    """A comparison closure: NULL if either side is NULL; Python's operator when the types allow it.
-
-    This is the hottest closure of most DEFINE conditions, hence the direct operator call;
-    ``values.compare`` gives the error message when the types cannot be compared. A right side that is
-    a literal number or string (``constant``) is not called at all, nor is a side that reads the row
-    under test (``current_row_reader``): the conditional read costs a fifth of a call.
-
-    NaN equals NaN and is larger than every other number (``values.nan_compare``); Python's operator
-    says otherwise only when its answer is ``unsettled`` (False, or True for ``<>``), so only then is
-    NaN looked for.
-    """
-    function = _COMPARE[op]
-    unsettled = op == "<>"
-    nan_compare = values.nan_compare
-    direct = _DIRECT
-    general = partial(values.compare, op)
-    lc, rc = getattr(left, "column", None), getattr(right, "column", None)
-    if type(constant) is Decimal:  # `price < 0.10`: a decimal literal against a float column
-        as_float = float(constant)  # what values.compare turns it into against a float
-
-        def compare_decimal(env, position=None):
-            lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
-            if lv is None:
-                return None
-            if type(lv) is float:
-                result = function(lv, as_float)
-                return nan_compare(op, True, False) if result is unsettled and lv != lv else result
-            return _general(general, span, lv, constant)
-
-        compare_decimal.located = True
-        return compare_decimal
-    if type(constant) in direct:
-        rv, rv_is_str = constant, type(constant) is str
-
-        def compare_constant(env, position=None):
-            lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
-            if lv is None:
-                return None
-            if type(lv) in direct and (type(lv) is str) == rv_is_str:
-                result = function(lv, rv)
-                return nan_compare(op, True, False) if result is unsettled and lv != lv else result
-            return _general(general, span, lv, rv)
-
-        compare_constant.located = True
-        return compare_constant
-
-    def compare(env, position=None):
-        lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
-        if lv is None:
-            return None
-        rv = right(env, position) if rc is None else env.cols[rc][env.row - env.base]
-        if rv is None:
-            return None
-        if type(lv) in direct and type(rv) in direct and (type(lv) is str) == (type(rv) is str):
-            result = function(lv, rv)
-            if result is unsettled and (lv != lv or rv != rv):
-                return nan_compare(op, lv != lv, rv != rv)
-            return result
-        return _general(general, span, lv, rv)  # Decimal/float mixing, datetimes, and the error for the rest
-
-    compare.located = True
-    return compare
-
-
-_PLAIN_ARITHMETIC = {
-    "+": (operator.add, values.add),
-    "-": (operator.sub, values.subtract),
-    "*": (operator.mul, values.multiply),
-}
-_PLAIN_NUMBERS = (int, float)
-
-
-def _arithmetic(op: str, left, right, constant=None, span=None):
-    """+, - or * : Python's operator on ints and floats (what ``values`` does for them), else ``values``.
-
-    A decimal literal on the right (``A.price - 0.10``) meets a float column as the float ``values``
-    would turn it into. A side that reads the row under test is read inline, as in ``_comparison``.
-    """
-    plain, general = _PLAIN_ARITHMETIC[op]
-    numbers = _PLAIN_NUMBERS
-    lc, rc = getattr(left, "column", None), getattr(right, "column", None)
-    if type(constant) is Decimal:
-        as_float = float(constant)
-
-        def arithmetic_decimal(env, position=None):
-            lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
-            if type(lv) is float:
-                return plain(lv, as_float)
-            return _general(general, span, lv, constant)
-
-        arithmetic_decimal.located = True
-        return arithmetic_decimal
-
-    def arithmetic(env, position=None):
-        lv = left(env, position) if lc is None else env.cols[lc][env.row - env.base]
-        rv = right(env, position) if rc is None else env.cols[rc][env.row - env.base]
-        if type(lv) in numbers and type(rv) in numbers:
-            return plain(lv, rv)
-        return _general(general, span, lv, rv)
-
-    arithmetic.located = True
-    return arithmetic
 
 
 def _compile_case(expr: ast.Case, recurse):
@@ -477,10 +365,10 @@ class ExpressionCompiler:
                 )
             return None
 
-        return compile_generic(expr, leaf, lambda child: self.at_row(child, final))
+        return compile_generic(expr, leaf, lambda child: self.at_row(child, final), self.scope.integer_type)
 
     def compile(self, expr) -> Closure:
-        return compile_generic(expr, self._leaf, self.compile)
+        return compile_generic(expr, self._leaf, self.compile, self.scope.integer_type)
 
     def _leaf(self, node):
         scope = self.scope
@@ -505,10 +393,10 @@ class ExpressionCompiler:
             return lambda env, position=None: env.match_status
         if isinstance(node, ast.Navigation):
             return self._navigation(node)
-        if isinstance(node, ast.Aggregate):
-            return self._aggregate(node)
         if isinstance(node, ast.FunctionCall) and node.name in values.AGGREGATES:
-            return self._aggregate(ast.Aggregate(node.span, node.name, node.args))
+            node = ast.Aggregate(node.span, node.name, node.args)
+        if isinstance(node, ast.Aggregate):
+            return operators.bounded(self._aggregate(node), node.name.lower(), scope.integer_type(node), node.span)
         if isinstance(node, ast.Star):
             raise CepSemanticError("'*' is only allowed in COUNT(*)", code="E0232", span=node.span)
         return None

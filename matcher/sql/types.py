@@ -23,15 +23,14 @@ from decimal import ROUND_HALF_UP, Decimal
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.functions import AGGREGATES, SCALARS
-from cep.matcher.sql.values import DECIMAL_CONTEXT, MAX_DECIMAL_PRECISION, as_timestamp, to_text
+from cep.matcher.sql.values import DECIMAL_CONTEXT, INTEGER_RANGES, MAX_DECIMAL_PRECISION, as_timestamp, to_text
 
 # Imported inside functions: pyarrow (heavy and optional; only an Arrow input needs it).
 
 INTEGERS = frozenset({"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "LONG"})
 FRACTIONAL = frozenset({"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC", "NUMBER"})
-# A CAST to these is Spark's INT (TINYINT and SMALLINT included: the clause's output, on both engines, holds
-# integers as INT or BIGINT, as a TINYINT or SMALLINT input column passes through it as an INT).
-_INT_CASTS = frozenset({"INTEGER", "INT", "SMALLINT", "TINYINT"})
+# The integer type a CAST names, as Spark types it (``CAST(x AS SMALLINT)`` is a SMALLINT, with its own range).
+_INTEGER_CASTS = {"INTEGER": "INTEGER", "INT": "INTEGER", "SMALLINT": "SMALLINT", "TINYINT": "TINYINT"}
 _LITERAL_TYPES = {
     "integer": "BIGINT",
     "decimal": "DOUBLE",
@@ -142,8 +141,19 @@ def _arithmetic(left: str, right: str, op: str = "+") -> str:
     if left in FRACTIONAL or right in FRACTIONAL:
         return "DOUBLE"
     if left in INTEGERS and right in INTEGERS:
-        return "BIGINT"
+        return wider_integer(left, right)  # Spark: INT + INT is an INT, INT + BIGINT a BIGINT
     return "DOUBLE"
+
+
+def wider_integer(left: str, right: str) -> str:
+    """The wider of two integer types (Spark's result type of integral arithmetic: it never widens)."""
+    return left if _INTEGER_DECIMALS[left][0] >= _INTEGER_DECIMALS[right][0] else right
+
+
+def integer_bounds(type_name: str) -> tuple[int, int] | None:
+    """(least, greatest) value of an integer type (``values.INTEGER_RANGES``), None for any other type: an
+    integer result outside them is Spark's ANSI overflow error."""
+    return INTEGER_RANGES.get(type_name)
 
 
 def element_type(type_name: str) -> str:
@@ -171,6 +181,11 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
             return left if left.startswith("ARRAY<") else "VARCHAR"
         return "BOOLEAN"
     if isinstance(expr, ast.Unary):
+        operand = expr.operand
+        if expr.op == "-" and isinstance(operand, ast.Literal) and isinstance(operand.value, int):
+            # Spark reads a minus before a number as part of the literal: -2147483648 is an INT, as a literal
+            # of that value is (so `-2147483648 - c` is INT arithmetic, and overflows as one)
+            return infer(ast.Literal(operand.span, "integer", -operand.value, "-" + operand.text), column_type)
         return "BOOLEAN" if expr.op == "NOT" else recurse(expr.operand)
     if isinstance(expr, (ast.IsNull, ast.Between, ast.InList, ast.Like)):
         return "BOOLEAN"
@@ -184,8 +199,8 @@ def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
             params = tuple(expr.type.params) + _CAST_DECIMAL[len(expr.type.params) :]
             return decimal_type(*params[:2])
         return (
-            "INTEGER"
-            if name in _INT_CASTS
+            _INTEGER_CASTS[name]
+            if name in _INTEGER_CASTS
             else "BIGINT"
             if name in INTEGERS
             else "DOUBLE"
@@ -400,6 +415,34 @@ def arrow_type_name(arrow_type) -> str:
     if t.is_list(arrow_type) or t.is_large_list(arrow_type):
         return f"ARRAY<{arrow_type_name(arrow_type.value_type)}>"
     return "VARCHAR"
+
+
+# Integer types narrower than a BIGINT: the clause computes such an input column as an INT, as cep's Spark
+# engine reads it (a TINYINT or SMALLINT column included).
+_NARROW_INTEGERS = frozenset({"INTEGER", "INT", "SMALLINT", "TINYINT"})
+
+
+def narrow_integer_columns(types: dict[str, str | None]) -> dict[str, str]:
+    """The INT columns among ``types`` (column -> SQL type): ``{name: "INTEGER"}`` for each integer column
+    narrower than a BIGINT. The matcher holds every integer as a Python int; this says which are INTs."""
+    return {name: "INTEGER" for name, kind in types.items() if kind is not None and kind.upper() in _NARROW_INTEGERS}
+
+
+def frame_integer_columns(frame) -> dict[str, str]:
+    """``narrow_integer_columns`` of a pyarrow Table or a pandas DataFrame, from its column types: an Arrow
+    int32 (int16, int8, uint16, uint8) or a pandas int32 (``Int32``, ``int32[pyarrow]``...) column is an INT."""
+    schema = getattr(frame, "schema", None)
+    if schema is not None and hasattr(schema, "names"):  # a pyarrow Table
+        return narrow_integer_columns({name: arrow_type_name(field.type) for name, field in zip(schema.names, schema)})
+    found: dict[str, str | None] = {}
+    for name, dtype in getattr(frame, "dtypes", {}).items():
+        arrow_type = getattr(dtype, "pyarrow_dtype", None)
+        if arrow_type is not None:
+            found[str(name)] = arrow_type_name(arrow_type)
+        elif getattr(dtype, "kind", None) in ("i", "u"):
+            narrow = dtype.itemsize < 4 or (dtype.itemsize == 4 and dtype.kind == "i")
+            found[str(name)] = "INTEGER" if narrow else "BIGINT"
+    return narrow_integer_columns(found)
 
 
 def value_type_name(values) -> str | None:

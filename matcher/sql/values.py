@@ -198,6 +198,18 @@ def concat(left, right):
     return to_text(left) + to_text(right)
 
 
+def integer_overflow(op: str, value: int, type_name: str) -> CepRuntimeError:
+    """Spark's ANSI ARITHMETIC_OVERFLOW: the integer result ``value`` of ``op`` is outside ``type_name``'s range
+    (an INT + an INT is an INT, as in Spark SQL; a wider number in a column typed narrower is never given)."""
+    least, most = INTEGER_RANGES[type_name]
+    return CepRuntimeError(
+        f"integer overflow: '{op}' gives {value}, outside the range of {type_name} ({least} to {most}); Spark SQL "
+        "fails here too (ANSI mode)",
+        code="E0410",
+        hint="CAST an operand to BIGINT (or to DECIMAL(38,0) past BIGINT) to compute in a wider type",
+    )
+
+
 def negate(value):
     if value is None:
         return None
@@ -290,7 +302,7 @@ def safe_cast(value, type_name: str, params: tuple[int, ...] = ()):
 
 # The range of each integer type a CAST names (Spark's TINYINT, SMALLINT, INT, BIGINT): a value outside it is
 # Spark's ANSI overflow error, never a wider number in a column typed narrower.
-_INTEGER_RANGES = {
+INTEGER_RANGES = {
     "TINYINT": (-(2**7), 2**7 - 1),
     "SMALLINT": (-(2**15), 2**15 - 1),
     "INTEGER": (-(2**31), 2**31 - 1),
@@ -315,7 +327,7 @@ def _integer(value, type_name: str) -> int:
         number = int(Decimal(value).to_integral_value(rounding=ROUND_DOWN))
     else:
         number = int(value)
-    least, most = _INTEGER_RANGES[type_name]
+    least, most = INTEGER_RANGES[type_name]
     if not least <= number <= most:
         raise CepRuntimeError(
             f"the value {value!r} cannot be cast to {type_name}: it is out of that type's range (as on Spark, "
@@ -329,7 +341,7 @@ def cast(value, type_name: str, params: tuple[int, ...] = ()):
     if value is None:
         return None
     try:
-        if type_name in _INTEGER_RANGES:
+        if type_name in INTEGER_RANGES:
             return _integer(value, type_name)
         if type_name in ("DOUBLE", "REAL", "FLOAT"):
             return float(value)

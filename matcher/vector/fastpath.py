@@ -525,11 +525,13 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...]) ->
     label_sets: dict[str, frozenset[int]] = {name: frozenset({label_ids[name]}) for name in labels}
     for subset in mr.subsets:
         label_sets[subset.name.key] = frozenset(label_ids[v.key] for v in subset.variables if v.key in label_ids)
-    scope = Scope(ColumnNames(input_columns), label_sets, in_define=True)
+    scope = Scope(ColumnNames(input_columns), label_sets, in_define=True, column_types=machine.integer_columns)
 
     defines = {d.variable.key: d for d in mr.defines}
     try:
-        conditions, used = kernels.compile_defines(defines, labels, scope.column, label_sets)
+        conditions, used = kernels.compile_defines(
+            defines, labels, scope.column, label_sets, column_type=scope.column_type
+        )
     except kernels.NotVectorizable as why:
         raise NotEligible(str(why)) from None
 

@@ -32,6 +32,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.grammar.errors import CepError
 from cep.matcher.sql.intervals import interval_to_timedelta
+from cep.matcher.sql.types import infer, integer_bounds
 
 # Imported inside functions: pandas (heavy; only a column of Python datetimes needs it, to convert them in C).
 
@@ -250,7 +251,11 @@ Kernel = Callable[[Frame], Value]
 
 
 def compile_condition(
-    expr, column_of: Callable[[ast.ColumnRef], str], current_labels: Callable[[ast.Identifier], bool], history=None
+    expr,
+    column_of: Callable[[ast.ColumnRef], str],
+    current_labels: Callable[[ast.Identifier], bool],
+    history=None,
+    column_type: Callable[[ast.ColumnRef], str] | None = None,
 ):
     """DEFINE condition -> (frame -> bool array of rows where it is TRUE). Raises ``NotVectorizable``.
 
@@ -258,9 +263,11 @@ def compile_condition(
     whether a qualifier ``q`` names the variable being defined (or a subset containing it), in which
     case ``q.price`` is the current row's price. ``history`` (``lane_frame.History``) compiles what reads
     the match so far (another variable's row, FIRST/LAST, aggregates) for a frame of partial matches;
-    without it such a condition is not vectorizable.
+    without it such a condition is not vectorizable. ``column_type`` (``Scope.column_type``) types integer
+    arithmetic as the VM does: a result that may leave its type's range (an INT's) is left to the VM, which
+    raises Spark's overflow error where a row's result does.
     """
-    kernel = compile_value(expr, column_of, current_labels, history)
+    kernel = compile_value(expr, column_of, current_labels, history, column_type)
 
     def condition(frame: Frame) -> np.ndarray:
         value = kernel(frame)
@@ -274,7 +281,14 @@ def compile_condition(
     return condition
 
 
-def compile_defines(defines, labels, column_of: Callable[[ast.ColumnRef], str], label_sets: dict, history=None):
+def compile_defines(
+    defines,
+    labels,
+    column_of: Callable[[ast.ColumnRef], str],
+    label_sets: dict,
+    history=None,
+    column_type: Callable[[ast.ColumnRef], str] | None = None,
+):
     """Each label's DEFINE as a kernel condition (None: no DEFINE, every row), and the columns they read.
 
     ``defines`` maps a variable's key to its ``ast.Define``; ``labels`` are the variables in label order;
@@ -294,7 +308,7 @@ def compile_defines(defines, labels, column_of: Callable[[ast.ColumnRef], str], 
             return found is not None and own in found
 
         try:
-            conditions.append(compile_condition(definition.condition, column_of, current, history))
+            conditions.append(compile_condition(definition.condition, column_of, current, history, column_type))
         except NotVectorizable as why:
             raise NotVectorizable(f"DEFINE {name}: {why}") from None
         used |= referenced_columns(definition.condition, column_of)
@@ -302,10 +316,14 @@ def compile_defines(defines, labels, column_of: Callable[[ast.ColumnRef], str], 
 
 
 def compile_value(
-    expr, column_of: Callable[[ast.ColumnRef], str], current_labels: Callable[[ast.Identifier], bool], history=None
+    expr,
+    column_of: Callable[[ast.ColumnRef], str],
+    current_labels: Callable[[ast.Identifier], bool],
+    history=None,
+    column_type: Callable[[ast.ColumnRef], str] | None = None,
 ) -> Kernel:
     """An expression -> (frame -> ``Value``), as ``compile_condition`` compiles it."""
-    return _Compiler(column_of, current_labels, history).compile(expr, 0)
+    return _Compiler(column_of, current_labels, history, column_type).compile(expr, 0)
 
 
 def referenced_columns(expr, column_of: Callable[[ast.ColumnRef], str]) -> set[str]:
@@ -328,10 +346,17 @@ _ARITHMETIC = ("+", "-", "*", "/", "%", "DIV")
 
 
 class _Compiler:
-    def __init__(self, column_of, current_labels, history=None) -> None:
+    def __init__(self, column_of, current_labels, history=None, column_type=None) -> None:
         self.column_of = column_of
         self.current_labels = current_labels
         self.history = history
+        self.column_type = column_type or (lambda ref: "BIGINT")
+
+    def integer_limit(self, expr) -> int:
+        """The magnitude integer arithmetic ``expr`` may reach in int64 before the VM must decide: its integer
+        type's largest value (Spark's type, as ``Scope.integer_type``), at most 2**62."""
+        bounds = integer_bounds(infer(expr, self.column_type))
+        return _INT64_SAFE if bounds is None else min(_INT64_SAFE, bounds[1])
 
     def compile(self, expr, offset: int) -> Kernel:
         """``offset``: the row read relative to the current one (PREV/NEXT move it)."""
@@ -368,7 +393,8 @@ class _Compiler:
             if expr.op == "NOT":
                 return lambda frame: _not(operand(frame))
             if expr.op == "-":
-                return lambda frame: _negate(operand(frame))
+                limit = self.integer_limit(expr)
+                return lambda frame: _negate(operand(frame), limit)
             if expr.op == "+":
                 return operand
         if isinstance(expr, ast.Binary):
@@ -381,7 +407,8 @@ class _Compiler:
             if op in _COMPARISONS:
                 return lambda frame: _compare(op, left(frame), right(frame))
             if op in _ARITHMETIC:
-                return lambda frame: _arithmetic(op, left(frame), right(frame))
+                limit = self.integer_limit(expr)
+                return lambda frame: _arithmetic(op, left(frame), right(frame), limit)
             raise NotVectorizable(f"operator {op}")
         if isinstance(expr, ast.IsNull):
             operand, negated = self.compile(expr.operand, offset), expr.negated
@@ -557,7 +584,10 @@ def _magnitude(value: Value) -> int:
     return int(max(abs(int(value.data.max())), abs(int(value.data.min()))))
 
 
-def _arithmetic(op: str, left: Value, right: Value) -> Value:
+def _arithmetic(op: str, left: Value, right: Value, limit: int = _INT64_SAFE) -> Value:
+    """``left op right`` as ``values`` computes it; integers in int64 only while no result can reach ``limit``
+    (the largest value of the operation's integer type, ``_Compiler.integer_limit``): past it the batch is
+    ``Unsupported`` and the VM computes it, and raises the overflow error where a row's result overflows."""
     if left.kind == "null" or right.kind == "null":
         return NULL
     if left.kind in TIME_KINDS or right.kind in TIME_KINDS:
@@ -573,8 +603,8 @@ def _arithmetic(op: str, left: Value, right: Value) -> Value:
         raise Unsupported("DIV of fractional numbers")
     if kind == "int":
         ma, mb = _magnitude(left), _magnitude(right)
-        if op in ("+", "-") and ma + mb >= _INT64_SAFE or op == "*" and ma * mb >= _INT64_SAFE:
-            raise Unsupported("integer arithmetic that could overflow 64 bits")
+        if op in ("+", "-") and ma + mb >= limit or op == "*" and ma * mb >= limit:
+            raise Unsupported("integer arithmetic that could overflow its type (INT or BIGINT)")
         if op in _EXACT_UFUNCS:
             return Value("int", _EXACT_UFUNCS[op](a, b), nulls)
         zero = np.equal(b, 0)
@@ -635,12 +665,12 @@ def _zero_nulls(nulls, zero) -> np.ndarray | None:
     return zero if nulls is None else (nulls | zero)
 
 
-def _negate(value: Value) -> Value:
+def _negate(value: Value, limit: int = _INT64_SAFE) -> Value:
     if value.kind == "null":
         return NULL
     if value.kind == "int":
-        if _magnitude(value) >= _INT64_SAFE:
-            raise Unsupported("negating an integer beyond 2**62")
+        if _magnitude(value) >= limit:
+            raise Unsupported("negating an integer that could overflow its type (INT or BIGINT)")
         return Value("int", np.negative(value.data), value.nulls)
     if value.kind == "float":
         return Value("float", np.negative(value.data), value.nulls)

@@ -33,6 +33,7 @@ import numpy as np
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
 from cep.matcher.sql.context import Env, MatchView
+from cep.matcher.sql.types import infer, integer_bounds
 from cep.matcher.sql.values import add, multiply, negate, subtract
 from cep.matcher.vector.kernels import Unsupported
 from cep.matcher.vector.layout import present_in
@@ -83,17 +84,20 @@ def compile_measures(
     vm_measures: tuple[Callable, ...],
     item_labels: tuple[int, ...],
     label_names: tuple[str, ...],
+    column_type: Callable[[ast.ColumnRef], str] = lambda ref: "BIGINT",
 ) -> list[Program] | None:
     """A program per measure: a column program where it computes the measure exactly, else the VM's own
     measure closure (``vm_measures``, ``OutputLayout.measures``) run once per match (``_per_match``);
-    None when a measure reads rows outside its match (PREV/NEXT); ``reading_before`` takes PREV."""
+    None when a measure reads rows outside its match (PREV/NEXT); ``reading_before`` takes PREV.
+    ``column_type`` types integer arithmetic as the VM does (``Scope.column_type``): a result outside its
+    type's range is left to the VM's closure, which raises Spark's overflow error at the expression."""
     programs = []
     for measure, closure in zip(measures, vm_measures):
         if _outside_match(measure.expr):
             return None
         general = _per_match(closure, item_labels, label_names, status)
         try:
-            fast = _compile(measure.expr, column_of, item_of_label, status)
+            fast = _compile(measure.expr, column_of, item_of_label, status, column_type)
         except NotColumnar:
             programs.append(general)
             continue
@@ -240,9 +244,31 @@ def reading_before(
     return [program(index) for index in range(len(closures))]
 
 
-def _compile(expr, column_of, item_of, status: str) -> Program:
+def _within_type(program: Program, expr, column_type) -> Program:
+    """``program`` of integer arithmetic ``expr`` whose results must stay in the range of its integer type
+    (Spark's: an INT + an INT is an INT); a result outside it is ``Unsupported``, so the VM's closure runs and
+    raises the overflow error at the row's match."""
+    bounds = integer_bounds(infer(expr, column_type))
+    if bounds is None:
+        return program
+    least, most = bounds
+
+    def within(m):
+        values = program(m)
+        if isinstance(values, np.ndarray):
+            outside = values.dtype == np.int64 and len(values) and (values.min() < least or values.max() > most)
+        else:  # Python values (the exact path): already one step per match
+            outside = any(type(v) is int and not least <= v <= most for v in values)
+        if outside:
+            raise Unsupported("an integer result outside its type's range (the VM raises the overflow)")
+        return values
+
+    return within
+
+
+def _compile(expr, column_of, item_of, status: str, column_type=lambda ref: "BIGINT") -> Program:
     def recurse(node):
-        return _compile(node, column_of, item_of, status)
+        return _compile(node, column_of, item_of, status, column_type)
 
     if isinstance(expr, ast.MatchNumber):
         return lambda m: (
@@ -263,7 +289,7 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
         operand = expr.operand
         return _row_value(column_of(operand), _rows_of(operand.qualifier, item_of), expr.kind, n)
     if isinstance(expr, ast.Aggregate) and not expr.distinct and len(expr.args) == 1 and not expr.order_by:
-        return _aggregate(expr, column_of, item_of)
+        return _within_type(_aggregate(expr, column_of, item_of), expr, column_type)
     if isinstance(expr, ast.Literal) and type(expr.value) is int:
         value = expr.value
         if abs(value) < 2**62:
@@ -280,7 +306,7 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
                 return -values
             return [negate(v) for v in _as_output(values)]
 
-        return negated
+        return _within_type(negated, expr, column_type)
     if isinstance(expr, ast.Binary) and expr.op in _ARITHMETIC:
         plain, general = _ARITHMETIC[expr.op]
         left = recurse(expr.left)
@@ -293,7 +319,7 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
                     return _NUMPY[expr.op](values, as_float)
                 return [plain(v, as_float) if type(v) is float else general(v, constant) for v in _as_output(values)]
 
-            return with_decimal
+            return with_decimal  # a DECIMAL literal: no integer result
         right = recurse(expr.right)
 
         def arithmetic(m):
@@ -306,7 +332,7 @@ def _compile(expr, column_of, item_of, status: str) -> Program:
                 for x, y in zip(_as_output(a), _as_output(b))
             ]
 
-        return arithmetic
+        return _within_type(arithmetic, expr, column_type)
     raise NotColumnar(type(expr).__name__)
 
 

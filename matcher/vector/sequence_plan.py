@@ -132,7 +132,12 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...], st
     for label, name in absent.items():  # `B` that appears only as `!B` names the rows inside the absence
         label_ids.setdefault(name, label)
     names = ColumnNames(input_columns)
-    scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=True)
+    scope = Scope(
+        names,
+        {name: frozenset({i}) for name, i in label_ids.items()},
+        in_define=True,
+        column_types=machine.integer_columns,
+    )
 
     def label_of(qualifier: ast.Identifier) -> int:
         if qualifier.key not in label_ids:
@@ -146,7 +151,12 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...], st
     tested.update({labels[label]: defines[name] for label, name in absent.items() if name in defines})
     try:
         conditions, used = kernels.compile_defines(
-            tested, labels, scope.column, {name: frozenset({i}) for name, i in label_ids.items()}, history
+            tested,
+            labels,
+            scope.column,
+            {name: frozenset({i}) for name, i in label_ids.items()},
+            history,
+            scope.column_type,
         )
     except kernels.NotVectorizable as why:
         raise NotEligible(str(why)) from None
@@ -178,10 +188,16 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...], st
                 defines[absent[items[-1].label]].condition,
                 scope.column,
                 lambda qualifier: label_ids.get(qualifier.key) == items[-1].label,
+                column_type=scope.column_type,
             )
         except kernels.NotVectorizable:  # B reads the match so far: its rows are scanned from every start
             pass
-    measure_scope = Scope(names, {name: frozenset({i}) for name, i in label_ids.items()}, in_define=False)
+    measure_scope = Scope(
+        names,
+        {name: frozenset({i}) for name, i in label_ids.items()},
+        in_define=False,
+        column_types=machine.integer_columns,
+    )
     all_rows_measures = None
     if every_row:
         all_rows_measures = _all_rows_measures(mr, items, absent, measure_scope, label_ids)
@@ -196,6 +212,7 @@ def _build(statement: ast.Statement, machine, input_columns: tuple[str, ...], st
             machine.output.layout.measures,
             tuple(item.label for item in items),
             machine.label_names,
+            measure_scope.column_type,
         )
     )
     if measures is None and not every_row and not sequence_output.reads_after(mr.measures):  # PREV: rows before it too
@@ -266,8 +283,10 @@ def _first_hits(items, defines, conditions, labels, label_ids, scope, label_of) 
         if comparison is None:
             continue
         try:
-            row = kernels.compile_value(comparison.row, scope.column, current)
-            start = kernels.compile_value(comparison.start, scope.column, current, History(label_of, []))
+            row = kernels.compile_value(comparison.row, scope.column, current, column_type=scope.column_type)
+            start = kernels.compile_value(
+                comparison.start, scope.column, current, History(label_of, []), scope.column_type
+            )
         except kernels.NotVectorizable:
             continue
         hits[index] = (comparison.op, row, start)

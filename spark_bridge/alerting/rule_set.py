@@ -16,6 +16,7 @@ from cep.grammar.errors import CepError, CepSemanticError, Span
 from cep.grammar.format import format_statement
 from cep.grammar.parser import parse
 from cep.matcher.plan import CompiledQuery
+from cep.matcher.sql.types import narrow_integer_columns
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.engine.keyed import DEFAULT_MAX_PENDING_ROWS, KeyedStream
@@ -177,6 +178,7 @@ def rule_payload(
         query_text=rule.canonical,
         session_timeout_us=session_timeout_us,
         max_pending_rows=max_pending_rows,
+        integer_columns=narrow_integer_columns(input_types),
     )
     plan.output_types(input_types)
     partition = list(plan.partition_names(columns))

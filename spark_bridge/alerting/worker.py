@@ -18,6 +18,7 @@ import numpy as np
 from cep.grammar.parser import parse
 from cep.matcher.plan import COLUMN_WISE, CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
+from cep.matcher.sql.types import narrow_integer_columns
 from cep.matcher.vector.arrays import factorize_text
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.alert_rows import UNESCAPED, append_alerts
@@ -91,6 +92,7 @@ class _CompiledRule:
             dedup_key=ruleset.get("dedup_key"),
             dedup_horizon_us=ruleset.get("dedup_horizon_us") or 0,
             release_delay_ms=release_delay_ms,
+            integer_columns=narrow_integer_columns(dict(ruleset.get("input_types") or {})),
         )
         # the route ``cep explain`` prints: column-wise (every key of a bucket call at once), else per key
         self.route = self.engine.route()

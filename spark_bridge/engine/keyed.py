@@ -214,11 +214,14 @@ class KeyedStream:
         dedup_horizon_us: int = 0,
         max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
         release_delay_ms: int | None = None,
+        integer_columns: dict[str, str] | None = None,
     ) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
+        # The input's INT columns (``types.narrow_integer_columns``): their arithmetic is an INT's, as in batch.
+        self.integer_columns = dict(integer_columns or {})
         self.proctime = bool(getattr(plan, "proctime", False))
-        base = plan.machine(self.input_columns)
+        base = plan.machine(self.input_columns, self.integer_columns)
         self.outer = plan.outer(self.input_columns)
         mr = plan.statement.match
         # A column repeated in ORDER BY (``ts, ts DESC``) orders nothing more: rows tied on it are tied on its repeat.
@@ -296,7 +299,9 @@ class KeyedStream:
     def route(self, one_key_per_call: str | None = None):
         """How a stream runs this query (``plan.choose_route``): column-wise, or per key and why.
         ``one_key_per_call``: why the caller calls one key at a time, when it does."""
-        return self.plan.route(self.input_columns, one_key_per_call=one_key_per_call)
+        return self.plan.route(
+            self.input_columns, one_key_per_call=one_key_per_call, integer_columns=self.integer_columns
+        )
 
     # ------------------------------------------------------------------------------------ one call
 

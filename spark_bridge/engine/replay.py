@@ -58,7 +58,14 @@ class Replay:
     """
 
     def __init__(
-        self, plan, input_columns, *, query_text: str, session_timeout_us: int | None = None, match_ids: bool = False
+        self,
+        plan,
+        input_columns,
+        *,
+        query_text: str,
+        session_timeout_us: int | None = None,
+        match_ids: bool = False,
+        integer_columns: dict[str, str] | None = None,
     ) -> None:
         if getattr(plan, "proctime", False):
             raise CepSemanticError(
@@ -66,7 +73,13 @@ class Replay:
             )
         # The stream's own engine: its machine reports which match made each row (``match_ids.TaggingOutput``),
         # and it checks the ORDER BY rules (an ascending event-time column first) with the query's spans.
-        self.engine = KeyedStream(plan, input_columns, query_text=query_text, session_timeout_us=session_timeout_us)
+        self.engine = KeyedStream(
+            plan,
+            input_columns,
+            query_text=query_text,
+            session_timeout_us=session_timeout_us,
+            integer_columns=integer_columns,
+        )
         self.plan = plan
         self.match_ids = match_ids
         outer = plan.outer(tuple(input_columns))

@@ -66,7 +66,7 @@ from cep.matcher.rows.validate import (
     query_columns,
 )
 from cep.matcher.sql.datetimes import query_time, utc_now
-from cep.matcher.sql.types import coerce
+from cep.matcher.sql.types import coerce, frame_integer_columns
 from cep.spark_bridge.engine.keyed import BAD_REASONS
 from cep.spark_bridge.engine.replay import MATCH_ID, Replay
 from cep.spark_bridge.spark.columns import CORRUPT_RECORD, REJECT, quote
@@ -168,7 +168,10 @@ def _match_columns(
 def _replay_table(plan: Any, table, replay: dict, clock):
     """One task's Arrow table replayed with sessions and match ids (``cep.spark_bridge.engine.replay``), as Arrow."""
     columns = arrow_to_columns(table)
-    names, rows = Replay(plan, tuple(columns), **replay).run(columns, clock=clock, outer_order_and_limit=False)
+    integers = frame_integer_columns(table)
+    names, rows = Replay(plan, tuple(columns), integer_columns=integers, **replay).run(
+        columns, clock=clock, outer_order_and_limit=False
+    )
     return from_rows("arrow", names, rows)
 
 

@@ -60,7 +60,7 @@ from cep.grammar.errors import CepSemanticError
 from cep.matcher.plan import COLUMN_WISE, Route
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.sql.datetimes import query_time
-from cep.matcher.sql.types import coerce
+from cep.matcher.sql.types import coerce, narrow_integer_columns
 from cep.spark_bridge.engine.column_table import key_codes, series_column
 from cep.spark_bridge.engine.columnar import ColumnarStep
 from cep.spark_bridge.engine.columnar import step_bucket as columnar_step_bucket
@@ -127,6 +127,10 @@ def _json_value(value: Any):
     return str(value)
 
 
+# The numpy type of each integer column type (pandas' nullable one is its capitalized name, Int32).
+_INTEGER_DTYPES = {"BIGINT": "int64", "INTEGER": "int32", "SMALLINT": "int16", "TINYINT": "int8"}
+
+
 def _typed(values: list, type_name: str):
     """A column of Python values as the array Spark's Arrow conversion expects for ``type_name``."""
     import pandas as pd
@@ -135,10 +139,10 @@ def _typed(values: list, type_name: str):
     has_null = any(v is None for v in values)
     if kind == "TIMESTAMP":
         return np.array(values, dtype="datetime64[us]").astype("datetime64[ns]")
-    if kind in ("BIGINT", "INTEGER"):
+    if kind in _INTEGER_DTYPES:
         if not has_null:
-            return np.array(values, dtype="int64" if kind == "BIGINT" else "int32")
-        return pd.array(values, dtype="Int64" if kind == "BIGINT" else "Int32")
+            return np.array(values, dtype=_INTEGER_DTYPES[kind])
+        return pd.array(values, dtype=_INTEGER_DTYPES[kind].capitalize())
     if kind == "DOUBLE":
         return np.array([np.nan if v is None else v for v in values], dtype="float64")
     if kind == "BOOLEAN" and not has_null:
@@ -182,9 +186,11 @@ class _SparkStep:
         max_match_rows: int = DEFAULT_MAX_MATCH_ROWS,
         column_wise: bool = True,
         release_delay_ms: int | None = None,
+        integer_columns: dict[str, str] | None = None,
     ) -> None:
         self.plan = plan
         self.input_columns = tuple(input_columns)
+        self.integer_columns = dict(integer_columns or {})
         self.partition_columns = tuple(partition_columns)
         self.query_text = query_text
         self.session_timeout_us = session_timeout_us
@@ -226,6 +232,7 @@ class _SparkStep:
                 dedup_horizon_us=self.dedup_horizon_us,
                 max_match_rows=self.max_match_rows,
                 release_delay_ms=self.release_delay_ms,
+                integer_columns=self.integer_columns,
             )
         return self._engine
 
@@ -450,7 +457,9 @@ def match_stream(
     # are marked bad too, whatever the reader.
     marked = CORRUPT_RECORD in df.columns or skew_us is not None or bool(unheld_time_columns(df))
     partition = list(plan.partition_names(input_columns))
-    output_columns = _output_columns(plan, {field.name: spark_to_sql(field.dataType) for field in df.schema.fields})
+    input_types = {field.name: spark_to_sql(field.dataType) for field in df.schema.fields}
+    output_columns = _output_columns(plan, input_types)
+    integers = narrow_integer_columns(input_types)
     # The engine checks the ORDER BY rules (and raises with the query's positions) on the driver too.
     probe = KeyedStream(
         plan,
@@ -460,6 +469,7 @@ def match_stream(
         max_pending_rows=max_pending_rows,
         dedup_key=dedup_key,
         max_match_rows=max_match_rows,
+        integer_columns=integers,
     )
     df, delay_ms = _with_event_time(
         df, probe, input_columns, watermark=watermark, session_us=session_us, skew_us=skew_us, marked=marked
@@ -480,6 +490,7 @@ def match_stream(
         key_buckets=buckets,
         max_match_rows=max_match_rows,
         release_delay_ms=None if probe.proctime else early_release_delay(df, delay_ms),
+        integer_columns=integers,
     )
 
     def cep_match_stream(key, frames, state):

@@ -163,6 +163,9 @@ def sql_to_spark(type_name: str, *, column: str | None = None) -> DataType:
     """The Spark type for one of the matcher's type names; a clear ``CepSemanticError`` when there is none."""
     from pyspark.sql import types as T
 
+    narrow = {"SMALLINT": T.ShortType(), "TINYINT": T.ByteType()}  # an output CAST(x AS SMALLINT): Spark's type
+    if type_name.strip().upper() in narrow:  # (normalize_type_name reads them as INT, as an input column is read)
+        return narrow[type_name.strip().upper()]
     try:
         name = normalize_type_name(type_name)
     except ValueError as exc:

@@ -36,7 +36,7 @@ class ColumnarRules:
         plan = route.sequence
         return cls(
             engine=engine,
-            base=engine.plan.machine(engine.input_columns),
+            base=engine.plan.machine(engine.input_columns, engine.integer_columns),
             plan=plan,
             columns=tuple(engine.pending_columns),
             within_us=None if plan.within is None else int(plan.within // _ONE_US),
