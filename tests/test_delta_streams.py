@@ -10,6 +10,11 @@ command line through ``cep.cli.main``, the same checkpoint, without a Spark driv
 again; told to skip change commits), and the stream that runs on while a column is added, stopped with SIGTERM
 (tests/running_command.py).
 
+The killed runs do not wait for one another: the two runs killed in turn on one checkpoint and the keyed run killed
+on another start in background threads when the module's first test starts (``killed_runs``), so their drivers
+start and run while the tests before theirs run in this process; each test then waits for its own killed runs and
+goes on from their checkpoint in the main thread.
+
 The independent source: the python engine's backtest of the same table (tested against the Parquet reader in
 test_delta.py), and the rows these tests appended.
 """
@@ -23,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -148,46 +154,6 @@ def until(predicate, seconds: float, what: str, log: Stream) -> None:
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)  # two Spark drivers one after the other, then the suite's session
-def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9(spark, tmp_path, capsys):
-    (tmp_path / "rules").mkdir()
-    (tmp_path / "rules" / "high.sql").write_text(HIGH)
-    table = tmp_path / "events"
-    append(table, events(0, 30))
-    streams: list[Stream] = []
-    starts = iter(range(40, 400, 40))  # each commit later in event time than the one before, as a feed appends
-    try:
-        for _kill in range(2):  # running, appended to, killed mid-stream; then again from the checkpoint
-            stream = Stream(tmp_path)
-            streams.append(stream)
-            seen = alert_rows(tmp_path)
-            append(table, events(next(starts), 30))
-            until(lambda seen=seen: alert_rows(tmp_path) > seen, 600, "alerts in the Delta table", stream)
-            append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
-            stream.kill_9()
-    finally:
-        for stream in streams:
-            stream.kill_9()
-    append(
-        table,
-        pd.concat(
-            [
-                events(next(starts), 30),
-                pd.DataFrame({"symbol": [SENTINEL], "ts": [T0 + dt.timedelta(days=1)], "price": [1.0]}),
-            ]
-        ),
-    )
-    code, last = drained(tmp_path, capsys)  # the same command, drained: nothing lost, nothing twice
-    assert code == 0, last[-3000:]
-    backtest = replayed(tmp_path, table)
-    assert len(backtest) > 0
-    assert_landed_once(tmp_path, backtest)
-    assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
-    assert "Traceback" not in "".join(s.text() for s in streams) + last
-    assert "| late 0 |" in last  # in order: every row matched, none set aside as late
-
-
-@pytest.mark.long
 @pytest.mark.timeout(3600)  # the suite's session only
 @pytest.mark.parametrize("state", ["driver", "spark"])
 def test_a_followed_table_whose_schema_changes_is_told_what_to_do(spark, tmp_path, capsys, state):
@@ -246,6 +212,108 @@ def test_a_followed_table_whose_schema_changes_is_told_what_to_do(spark, tmp_pat
     assert "Traceback" not in after_add + "".join(texts) + skipping
 
 
+KILLED_RUN_SECONDS = 1800  # what a test waits for its killed runs: two Spark drivers in turn, minutes under load
+
+
+class InBackground:
+    """The killed runs of the module's tests, each a function run in a thread of its own; ``result`` waits for
+    one and returns what it returned, or raises what it raised (the test that needs it fails with it)."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, threading.Thread] = {}
+        self._outcomes: dict[str, tuple[bool, object]] = {}
+
+    def start(self, name: str, work: Callable[[], object]) -> None:
+        def run() -> None:
+            try:
+                self._outcomes[name] = (True, work())
+            except BaseException as failure:  # noqa: BLE001 - raised again in the test that waits for it
+                self._outcomes[name] = (False, failure)
+
+        self._threads[name] = threading.Thread(target=run, name=f"killed-run-{name}", daemon=True)
+        self._threads[name].start()
+
+    def result(self, name: str) -> object:
+        self._threads[name].join(KILLED_RUN_SECONDS)
+        assert name in self._outcomes, f"the killed runs of {name} still run after {KILLED_RUN_SECONDS} s"
+        done, value = self._outcomes[name]
+        if not done:
+            raise value
+        return value
+
+    def join(self) -> None:
+        for thread in self._threads.values():
+            thread.join(KILLED_RUN_SECONDS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def killed_runs(spark, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # noqa: ARG001
+    """The killed runs of the tests below that are selected, started at the module's first test: each is a
+    ``cep stream`` child with its own Spark driver, a JVM start of tens of seconds that would otherwise wait
+    for the tests before it. Each run has its own folder (its table, its checkpoint, its sink)."""
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    runs = InBackground()
+    for test, work in (
+        (test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9, killed_twice),
+        (test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite, keyed_killed),
+    ):
+        if test.__name__ in selected:
+            folder = tmp_path_factory.mktemp(test.__name__[:40])
+            runs.start(test.__name__, lambda work=work, folder=folder: (folder, work(folder)))
+    yield runs
+    runs.join()  # each run kills its children itself, also when it fails
+
+
+def killed_twice(tmp: Path) -> tuple[list[Stream], Iterator[int]]:
+    """``cep stream`` over a table another job appends to, killed mid-stream, then again from the checkpoint:
+    the two killed runs and where the appends' event times go on."""
+    (tmp / "rules").mkdir()
+    (tmp / "rules" / "high.sql").write_text(HIGH)
+    table = tmp / "events"
+    append(table, events(0, 30))
+    streams: list[Stream] = []
+    starts = iter(range(40, 400, 40))  # each commit later in event time than the one before, as a feed appends
+    try:
+        for _kill in range(2):  # running, appended to, killed mid-stream; then again from the checkpoint
+            stream = Stream(tmp)
+            streams.append(stream)
+            seen = alert_rows(tmp)
+            append(table, events(next(starts), 30))
+            until(lambda seen=seen: alert_rows(tmp) > seen, 600, "alerts in the Delta table", stream)
+            append(table, events(next(starts), 30))  # arrives while the stream is killed, or just before
+            stream.kill_9()
+    finally:
+        for stream in streams:
+            stream.kill_9()
+    return streams, starts
+
+
+@pytest.mark.long
+@pytest.mark.timeout(3600)  # two Spark drivers one after the other (killed_runs), then the suite's session
+def test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9(spark, killed_runs, capsys):
+    tmp_path, (streams, starts) = killed_runs.result(
+        "test_a_stream_follows_an_appending_table_and_lands_each_alert_once_across_two_kill_9"
+    )
+    table = tmp_path / "events"
+    append(
+        table,
+        pd.concat(
+            [
+                events(next(starts), 30),
+                pd.DataFrame({"symbol": [SENTINEL], "ts": [T0 + dt.timedelta(days=1)], "price": [1.0]}),
+            ]
+        ),
+    )
+    code, last = drained(tmp_path, capsys)  # the same command, drained: nothing lost, nothing twice
+    assert code == 0, last[-3000:]
+    backtest = replayed(tmp_path, table)
+    assert len(backtest) > 0
+    assert_landed_once(tmp_path, backtest)
+    assert DeltaTable(str(tmp_path / "alerts")).metadata().partition_columns == ["emit_date"]
+    assert "Traceback" not in "".join(s.text() for s in streams) + last
+    assert "| late 0 |" in last  # in order: every row matched, none set aside as late
+
+
 # Off in the killed run of the keyed test below: Spark then logs no micro-batch until new rows come.
 NO_DATA_MICRO_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
@@ -265,9 +333,30 @@ def _committed_data_batch(query_checkpoint: Path) -> int | None:
     return last if _offset_sources(query_checkpoint, last) != _offset_sources(query_checkpoint, last - 1) else None
 
 
+def keyed_killed(tmp: Path) -> tuple[list[pd.DataFrame], Stream, int | None]:
+    """The keyed test's killed run (below): the rows it was given, the stream, and the micro-batch it was killed
+    after (None if the kill missed the wait)."""
+    (tmp / "rules").mkdir()
+    (tmp / "rules" / "high.sql").write_text(HIGH)
+    table, query_checkpoint = tmp / "events", tmp / "ck" / "match"
+    read = [events(0, 30), events(40, 30)]  # the rows the stream reads before the overwrite
+    append(table, read[0])
+    killed = Stream(tmp, "--state", "spark", spark_conf={NO_DATA_MICRO_BATCHES: "false"})
+    try:
+        until(lambda: (query_checkpoint / "commits" / "0").exists(), 900, "the first micro-batch", killed)
+        append(table, read[1])
+        deadline = time.monotonic() + 900
+        while _committed_data_batch(query_checkpoint) is None and time.monotonic() < deadline:
+            assert killed.process.poll() is None, killed.text()[-3000:]
+            time.sleep(0.5)  # polling the checkpoint for the data micro-batch's commit
+    finally:
+        killed.kill_9()
+    return read, killed, _committed_data_batch(query_checkpoint)
+
+
 @pytest.mark.long
-@pytest.mark.timeout(3600)  # a Spark driver, then the suite's session
-def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite(spark, tmp_path, capsys):
+@pytest.mark.timeout(3600)  # a Spark driver (killed_runs), then the suite's session
+def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite(spark, killed_runs, capsys):
     """Spark's keyed state over a Delta table, ``kill -9`` after a micro-batch that read rows was committed and
     before Spark logged the empty micro-batch it runs after it (its stateful operator's timers); then an
     overwrite changes a column's type. On a restart Spark hands Delta's source that micro-batch again, and
@@ -279,23 +368,12 @@ def test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an
     then waits after the micro-batch's commit for rows that never come, and the test kills it there, with no
     race against a trigger. Its checkpoint is the one a kill between the commit and the empty micro-batch
     leaves (the commit holds the next watermark either way); the restarts run with Spark's defaults, in the
-    suite's session. The test checks that the kill fell there."""
-    (tmp_path / "rules").mkdir()
-    (tmp_path / "rules" / "high.sql").write_text(HIGH)
+    suite's session. The test checks that the kill fell there. (The killed run starts at the module's first
+    test: ``keyed_killed``.)"""
+    tmp_path, (read, killed, last) = killed_runs.result(
+        "test_a_keyed_stream_killed_before_sparks_empty_micro_batch_reads_on_after_an_overwrite"
+    )
     table, query_checkpoint = tmp_path / "events", tmp_path / "ck" / "match"
-    read = [events(0, 30), events(40, 30)]  # the rows the stream reads before the overwrite
-    append(table, read[0])
-    killed = Stream(tmp_path, "--state", "spark", spark_conf={NO_DATA_MICRO_BATCHES: "false"})
-    try:
-        until(lambda: (query_checkpoint / "commits" / "0").exists(), 900, "the first micro-batch", killed)
-        append(table, read[1])
-        deadline = time.monotonic() + 900
-        while _committed_data_batch(query_checkpoint) is None and time.monotonic() < deadline:
-            assert killed.process.poll() is None, killed.text()[-3000:]
-            time.sleep(0.5)  # polling the checkpoint for the data micro-batch's commit
-    finally:
-        killed.kill_9()
-    last = _committed_data_batch(query_checkpoint)
     assert last is not None, "the kill missed the wait between a micro-batch's commit and the next offsets"
     assert not (query_checkpoint / "offsets" / str(last + 1)).exists()
     assert NO_DATA_MICRO_BATCHES not in (query_checkpoint / "offsets" / str(last)).read_text()  # not kept

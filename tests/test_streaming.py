@@ -12,6 +12,7 @@ Two layers:
   processing time, two streams unioned, and exactly-once output across a SIGKILLed driver (a second Spark
   driver, 50-75 s here) and its restart from the checkpoint, which also reads a file that came while it was
   down. ``CEP_STREAM_EXAMPLES=N`` runs the in-process parity property with N examples (default 120).
+  The fixed parity cases' streams run side by side in the shared session (``parity_streams``).
 """
 
 from __future__ import annotations
@@ -514,12 +515,12 @@ def few_partitions(spark):
     spark.conf.set("spark.sql.shuffle.partitions", saved)
 
 
-def run_spark(spark, tmp: Path, name: str, query, batches, **options):
-    """Stream ``batches`` through ``query`` to a memory table; returns (pandas result, progress list)."""
+def start_spark(spark, tmp: Path, name: str, query, batches, **options):
+    """Start streaming ``batches`` through ``query`` into the memory table ``name``; returns the running query."""
     write_batches(tmp / "in", batches)
     df = spark.readStream.schema(_spark_schema()).option("maxFilesPerTrigger", 1).json(str(tmp / "in"))
     out = query.on_spark(df, **options)
-    stream = (
+    return (
         out.writeStream.format("memory")
         .queryName(name)
         .outputMode("append")
@@ -527,9 +528,18 @@ def run_spark(spark, tmp: Path, name: str, query, batches, **options):
         .trigger(availableNow=True)
         .start()
     )
+
+
+def finished(spark, stream, name: str):
+    """The query ``stream`` run to its end: (its memory table ``name`` as pandas, its progress list)."""
     stream.awaitTermination()
     result = spark.sql(f"SELECT * FROM {name}").toPandas()
     return result, stream.recentProgress
+
+
+def run_spark(spark, tmp: Path, name: str, query, batches, **options):
+    """Stream ``batches`` through ``query`` to a memory table; returns (pandas result, progress list)."""
+    return finished(spark, start_spark(spark, tmp, name, query, batches, **options), name)
 
 
 def metric_sums(progress) -> Counter:
@@ -547,21 +557,22 @@ def matches_of(result, query) -> list[tuple]:
     return normalize(frame[names].itertuples(index=False, name=None))
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize(
-    "seed,name,session_s",
-    [
-        (11, "vshape", None),
-        (12, "all_rows", 100_000),
-        (13, "no_partition", 25),
-        (14, "fail_runs", 40),
-        (15, "within", 40),
-        (16, "timeouts", 40),
-        (17, "absence", None),
-        (18, "all_rows", 100_000),
-    ],
-)
-def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed, name, session_s):
+PARITY_CASES = [  # (seed, query, session timeout in seconds)
+    (11, "vshape", None),
+    (12, "all_rows", 100_000),
+    (13, "no_partition", 25),
+    (14, "fail_runs", 40),
+    (15, "within", 40),
+    (16, "timeouts", 40),
+    (17, "absence", None),
+    (18, "all_rows", 100_000),
+]
+# Seed 12's stream runs alone: its Arrow batch size is a setting of the session, not of one query.
+ALONE_SEEDS = (12,)
+
+
+def parity_case(seed: int, name: str, session_s: int | None):
+    """A parity case's scenario: (query, events, micro-batches, late rows, watermark delay, on_spark options)."""
     rnd = random.Random(seed)
     query = cep.compile(QUERIES[name])
     events = make_events(rnd, symbols=3, per_symbol=30, long_gaps=0.2 if name == "fail_runs" else 0.0)
@@ -569,25 +580,50 @@ def test_spark_stream_equals_batch_replay(spark, few_partitions, tmp_path, seed,
     batches = make_batches(events, rnd, delay_s, 4)
     late = inject_late(batches, rnd, delay_s, 2)
     batches[-1].append(sentinel(events, session_s or 0, delay_s))  # in the last batch (see sentinel)
-    options = {}
+    options = {
+        "watermark": f"{delay_s} seconds",
+        "session_timeout": None if session_s is None else f"{session_s} seconds",
+    }
     if seed == 12:
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several Arrow chunks per key
         options["key_buckets"] = 0  # one Python call per key, the unbucketed path
     if seed in (11, 15, 16, 17, 18):
         options["key_buckets"] = 1  # every key in one bucket: its keys share each call (15-18: column-wise)
+    return query, events, batches, late, delay_s, options
+
+
+@pytest.fixture(scope="module")
+def parity_streams(spark, tmp_path_factory):
+    """The parity cases' streams (all but ``ALONE_SEEDS``), started together and awaited together: one stream's
+    micro-batch plans on the driver, then runs one task at a time (one shuffle partition), so alone it leaves
+    one of the session's two cores idle; side by side their planning and tasks interleave. Each is its own
+    query, input, checkpoint and memory table; each test asserts on its own. (seed -> (result, progress))"""
+    saved = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # as few_partitions: fixed at each query's first start
     try:
-        result, progress = run_spark(
-            spark,
-            tmp_path,
-            f"parity_{name}",
-            query,
-            batches,
-            watermark=f"{delay_s} seconds",
-            session_timeout=None if session_s is None else f"{session_s} seconds",
-            **options,
-        )
+        running = {}
+        for seed, name, session_s in PARITY_CASES:
+            if seed not in ALONE_SEEDS:
+                query, _, batches, _, _, options = parity_case(seed, name, session_s)
+                tmp = tmp_path_factory.mktemp(f"parity-{seed}")
+                running[seed] = start_spark(spark, tmp, f"parity_{seed}", query, batches, **options)
+        return {seed: finished(spark, stream, f"parity_{seed}") for seed, stream in running.items()}
     finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        spark.conf.set("spark.sql.shuffle.partitions", saved)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("seed,name,session_s", PARITY_CASES)
+def test_spark_stream_equals_batch_replay(spark, request, tmp_path, seed, name, session_s):
+    query, events, batches, late, delay_s, options = parity_case(seed, name, session_s)
+    if seed in ALONE_SEEDS:
+        request.getfixturevalue("few_partitions")
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several Arrow chunks per key
+        try:
+            result, progress = run_spark(spark, tmp_path, f"parity_{seed}", query, batches, **options)
+        finally:
+            spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    else:
+        result, progress = request.getfixturevalue("parity_streams")[seed]
     got = without_sentinel(matches_of(result, query))
     assert got == normalize(expected_output(query, events, session_s, watermarks_ms(batches + [[]], delay_s)[-1]))
     late_out = result[result["cep_late_reason"].notna()]

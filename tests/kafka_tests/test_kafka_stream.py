@@ -9,8 +9,8 @@
   ``read_committed``, holds every alert of the batch replay (``q.run`` of each rule over the same events)
   exactly once; the at-least-once topic holds each at least once, copies byte-identical; the file sink and
   SQLite hold each once.
-* The broker stopped for 20 s mid-stream and started again: the stream (an ``AlertStream`` in the tests' own
-  session) waits, resumes by itself, and loses nothing; the exactly-once topic ends with every alert once;
+* The broker stopped mid-stream (``OUTAGE_S``) and started again: the stream (an ``AlertStream`` in the tests'
+  own session) waits, resumes by itself, and loses nothing; the exactly-once topic ends with every alert once;
   the two bad messages among the events are in the dead letter once, each with its topic, partition and offset.
 """
 
@@ -69,6 +69,10 @@ def messages(rows: list[dict]) -> list[dict]:
 
 
 SENTINEL = {"symbol": "ZZZ", "ts": T0 + dt.timedelta(days=1), "price": 1.0}
+# The broker's outage: six of the stream's 1 s triggers ask the stopped broker for offsets, each request retried
+# by Spark's Kafka client. Any outage shorter than the client's default.api.timeout.ms (60 s) takes that same path
+# (docs/kafka.md, "Broker outage"); the broker's controlled shutdown and its JVM start come on top.
+OUTAGE_S = 6
 
 
 def write_rules(folder: Path) -> Path:
@@ -220,9 +224,7 @@ def test_cep_stream_sigkilled_twice_loses_nothing_and_the_exactly_once_topic_has
 
 
 @pytest.mark.timeout(1200)
-def test_broker_stopped_for_20_seconds_mid_stream_the_stream_waits_and_loses_nothing(
-    kafka_broker, kafka_topic, spark, tmp_path
-):
+def test_broker_stopped_mid_stream_the_stream_waits_and_loses_nothing(kafka_broker, kafka_topic, spark, tmp_path):
     spark.conf.set("spark.sql.shuffle.partitions", "1")
     boot = kafka_broker.bootstrap
     source, exactly = kafka_topic(1), kafka_topic(1, suffix="eo")
@@ -255,7 +257,7 @@ def test_broker_stopped_for_20_seconds_mid_stream_the_stream_waits_and_loses_not
             time.sleep(0.5)
         kafka_broker.stop()
         stopped = time.monotonic()
-        while time.monotonic() - stopped < 20:
+        while time.monotonic() - stopped < OUTAGE_S:
             stream.check()  # raises if the matching query failed
             time.sleep(1)
         assert stream.match_query.isActive
