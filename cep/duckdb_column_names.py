@@ -1,0 +1,478 @@
+"""The names Spark gives to the output columns written without ``AS``, for the python engine's results.
+
+Spark names such a column after its own text of the expression, as its analyser has resolved it
+(``toPrettySQL``: ``usePrettyExpression(e).sql``): an operator in parentheses (``(i + 1)``, ``(NOT (i = 1))``
+for ``i <> 1``), a function in lower case with the arguments it fills in (``round(x, 0)`` for ``round(x)``), a
+text literal without its quotes (``concat(s, x)``), ``count(1)`` for ``count(*)``, the column's own name for a
+cast of a column (``CAST(x AS INT)`` is ``x``), and no trace of the casts it adds itself. DuckDB names them after
+its own text, so the translation gives each such column Spark's name (``name_unnamed_columns``).
+
+The names are built for the expressions whose Spark text is known here, each form checked against Spark itself
+(tests/test_column_names.py, and the differential test's generated expressions in tests/test_sql_differential.py).
+Any other expression gets a marked name (``UNNAMED_MARK``): when one reaches a result, the python engine refuses
+before running and asks for ``AS`` (``refuse_unnamed_columns``) rather than show a header Spark would not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+from cep.duckdb_nodes import Refusal, place_of, type_of
+
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
+
+# A column named this way holds an expression whose Spark name is not known here; the offset and length of the
+# expression in the statement's text follow, so that the refusal can point at it.
+UNNAMED_MARK = "__cep_unnamed_"
+_MARKED = re.compile(re.escape(UNNAMED_MARK) + r"(\d+)_(\d+)")
+
+# Operators Spark writes as ``(left OP right)``.
+_BINARY = {
+    "Add": "+",
+    "Sub": "-",
+    "Mul": "*",
+    "Div": "/",
+    "Mod": "%",
+    "IntDiv": "div",
+    "EQ": "=",
+    "LT": "<",
+    "LTE": "<=",
+    "GT": ">",
+    "GTE": ">=",
+    "NullSafeEQ": "<=>",
+    "And": "AND",
+    "Or": "OR",
+    "BitwiseAnd": "&",
+    "BitwiseOr": "|",
+    "BitwiseXor": "^",
+}
+# Types for which + and - are arithmetic on Spark (a DATE's + is date_add, an interval's has no parentheses).
+_NUMBERS = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
+# Functions Spark names as written in lower case with their arguments as given (each checked against Spark
+# 4.2 for the number of arguments listed: with fewer, Spark writes the defaults it fills in).
+_ANY = range(64)  # any number of arguments
+_AS_WRITTEN: dict[str, set[int] | range] = {
+    "abs": _ANY,
+    "add_months": _ANY,
+    "any_value": _ANY,
+    "approx_percentile": _ANY,
+    "array": _ANY,
+    "array_contains": _ANY,
+    "array_max": _ANY,
+    "array_min": _ANY,
+    "array_size": _ANY,
+    "ascii": _ANY,
+    "avg": _ANY,
+    "base64": _ANY,
+    "bit_and": _ANY,
+    "bit_length": _ANY,
+    "bit_or": _ANY,
+    "bit_xor": _ANY,
+    "bool_and": _ANY,
+    "bool_or": _ANY,
+    "cardinality": _ANY,
+    "char": _ANY,
+    "char_length": _ANY,
+    "chr": _ANY,
+    "coalesce": _ANY,
+    "collect_list": _ANY,
+    "collect_set": _ANY,
+    "concat": _ANY,
+    "contains": _ANY,
+    "corr": _ANY,
+    "count": _ANY,
+    "count_if": _ANY,
+    "covar_pop": _ANY,
+    "covar_samp": _ANY,
+    "date_add": _ANY,
+    "date_diff": _ANY,
+    "date_format": _ANY,
+    "date_from_unix_date": _ANY,
+    "date_sub": _ANY,
+    "dateadd": _ANY,
+    "datediff": _ANY,
+    "day": _ANY,
+    "dayname": _ANY,
+    "dayofmonth": _ANY,
+    "dayofweek": _ANY,
+    "dayofyear": _ANY,
+    "decode": _ANY,
+    "element_at": _ANY,
+    "endswith": _ANY,
+    "every": _ANY,
+    "factorial": _ANY,
+    "first": {1},
+    "first_value": _ANY,
+    "from_unixtime": _ANY,
+    "greatest": _ANY,
+    "hex": _ANY,
+    "hour": _ANY,
+    "ifnull": _ANY,
+    "initcap": _ANY,
+    "instr": _ANY,
+    "isnan": _ANY,
+    "kurtosis": _ANY,
+    "last": {1},
+    "last_day": _ANY,
+    "lcase": _ANY,
+    "least": _ANY,
+    "left": _ANY,
+    "len": _ANY,
+    "length": _ANY,
+    "levenshtein": _ANY,
+    "locate": {3},
+    "lower": _ANY,
+    "lpad": _ANY,
+    "make_date": _ANY,
+    "make_timestamp": _ANY,
+    "map": _ANY,
+    "max": _ANY,
+    "max_by": _ANY,
+    "md5": _ANY,
+    "median": _ANY,
+    "min": _ANY,
+    "min_by": _ANY,
+    "minute": _ANY,
+    "mod": _ANY,
+    "month": _ANY,
+    "monthname": _ANY,
+    "months_between": {3},
+    "next_day": _ANY,
+    "nullif": _ANY,
+    "nvl": _ANY,
+    "nvl2": _ANY,
+    "octet_length": _ANY,
+    "overlay": _ANY,
+    "percentile": {3},
+    "pmod": _ANY,
+    "quarter": _ANY,
+    "regexp": _ANY,
+    "regexp_count": _ANY,
+    "regexp_extract": _ANY,
+    "regexp_instr": {3},
+    "regexp_replace": _ANY,
+    "regexp_substr": _ANY,
+    "regr_count": _ANY,
+    "regr_intercept": _ANY,
+    "regr_slope": _ANY,
+    "repeat": _ANY,
+    "replace": _ANY,
+    "reverse": _ANY,
+    "right": _ANY,
+    "round": {2},
+    "rpad": _ANY,
+    "second": _ANY,
+    "sha1": _ANY,
+    "sha2": _ANY,
+    "shiftleft": _ANY,
+    "shiftright": _ANY,
+    "size": _ANY,
+    "skewness": _ANY,
+    "sort_array": {2},
+    "space": _ANY,
+    "split": {3},
+    "split_part": _ANY,
+    "startswith": _ANY,
+    "stddev": _ANY,
+    "stddev_pop": _ANY,
+    "stddev_samp": _ANY,
+    "string_agg": _ANY,
+    "substr": {3},
+    "substring": {3},
+    "substring_index": _ANY,
+    "sum": _ANY,
+    "timestamp_seconds": _ANY,
+    "to_char": _ANY,
+    "to_date": _ANY,
+    "to_number": _ANY,
+    "to_timestamp": _ANY,
+    "translate": _ANY,
+    "trunc": _ANY,
+    "try_add": _ANY,
+    "try_divide": _ANY,
+    "try_multiply": _ANY,
+    "try_subtract": _ANY,
+    "typeof": _ANY,
+    "ucase": _ANY,
+    "unix_date": _ANY,
+    "unix_millis": _ANY,
+    "unix_seconds": _ANY,
+    "unix_timestamp": {2},
+    "upper": _ANY,
+    "var_pop": _ANY,
+    "var_samp": _ANY,
+    "variance": _ANY,
+    "weekday": _ANY,
+    "weekofyear": _ANY,
+    "year": _ANY,
+}
+# Functions Spark names in upper case (its math functions' own names), with the numbers of arguments checked.
+_UPPER_CASE = {
+    "atan2": {2},
+    "ceil": {1},
+    "exp": {1},
+    "floor": {1},
+    "log": {2},
+    "pi": {0},
+    "power": {2},
+    "radians": {1},
+    "regexp": {2},
+    "regexp_like": {2},
+    "signum": {1},
+}
+# Spark's names of the types a CAST writes (sqlglot's Spark text of the type -> Spark's).
+_TYPE_NAMES = {"REAL": "FLOAT", "DECIMAL": "DECIMAL(10,0)"}
+_SIMPLE_TYPE = re.compile(r"TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|STRING|DATE|TIMESTAMP|BOOLEAN|DECIMAL\(\d+,\d+\)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """What a name is built from: the statement's ``text`` (sqlglot's nodes hold places in it), the ``types``
+    of the operands the translation typed (``annotated_types``), and the ``columns`` of its tables."""
+
+    text: str
+    types: dict[int, str]
+    columns: frozenset[str]
+
+    def spelling(self, name: str) -> str:
+        """A column's name as Spark's resolved column spells it: the table's spelling where the name is written
+        in another case (Spark's names ignore case; its column keeps the table's)."""
+        if name in self.columns:
+            return name
+        same = [column for column in self.columns if column.casefold() == name.casefold()]
+        return same[0] if len(same) == 1 else name
+
+
+def name_unnamed_columns(tree, types: dict[int, str], text: str, schema: Mapping[str, Mapping[str, str]]) -> None:
+    """Give each output column of each SELECT in ``tree`` written without ``AS`` Spark's name for it, or a
+    marked name (``UNNAMED_MARK``) where Spark's is not known here. A column read as it is keeps its name."""
+    from sqlglot import exp
+
+    source = Source(text, types, frozenset(column for columns in schema.values() for column in columns))
+    for select in list(tree.find_all(exp.Select)):
+        for projection in list(select.expressions):
+            if isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
+                continue
+            name = spark_name(projection, source)
+            if name is None:
+                offset, length = place_of(projection)
+                name = f"{UNNAMED_MARK}{offset or 0}_{_length(projection, text, offset or 0, length)}"
+            projection.replace(exp.alias_(projection.copy(), name, quoted=True, copy=False))
+
+
+def _length(node, text: str, offset: int, length: int) -> int:
+    """The length of ``node``'s text from ``offset``: to its last known token's end (sqlglot places a node at
+    its first token only)."""
+    ends = [n.meta["end"] for n in node.walk() if "end" in n.meta]
+    return max([length, *(end - offset + 1 for end in ends)])
+
+
+def refuse_unnamed_columns(columns: list[str]) -> None:
+    """A Refusal, placed at the expression, when a result's column has a marked name (``name_unnamed_columns``)."""
+    for column in columns:
+        found = _MARKED.fullmatch(column)
+        if found is not None:
+            raise Refusal(
+                "the name Spark gives to this output column, written without AS, is not known here: name it "
+                "(... AS name)",
+                int(found.group(1)),
+                int(found.group(2)),
+            )
+
+
+def spark_name(node, source: Source) -> str | None:
+    """Spark's name for the output column ``node`` (an expression without ``AS``), or None when not known."""
+    from sqlglot import exp
+
+    inner = node.this if isinstance(node, exp.Paren) else node
+    if isinstance(inner, (exp.Cast, exp.TryCast)) and isinstance(inner.this, exp.Column):
+        return inner.this.name  # Spark names a cast of a column after the column
+    return _pretty(node, source)
+
+
+def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912 - one case a form
+    from sqlglot import exp
+
+    kind = type(node).__name__
+    text = source.text
+    written = _written_name(node, text)
+    if isinstance(node, exp.Paren):
+        return _pretty(node.this, source)
+    if isinstance(node, exp.Column):
+        return source.spelling(node.name)  # a qualified column (m.i) by its name alone
+    if isinstance(node, exp.Literal):
+        return _literal(node, text)
+    if isinstance(node, exp.Null):
+        return "NULL"
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
+    if isinstance(node, exp.Neg):
+        if isinstance(node.this, exp.Literal) and not node.this.is_string:
+            operand = _literal(node.this, text)
+            return None if operand is None else f"-{operand}"
+        operand = _pretty(node.this, source)
+        return None if operand is None else f"(- {operand})"
+    if kind in _BINARY and written is None:
+        sides = (node.this, node.expression)
+        if kind in ("Add", "Sub") and not all(type_of(side, source.types) in _NUMBERS for side in sides):
+            return None
+        return _joined("({} " + _BINARY[kind] + " {})", (node.this, node.expression), source)
+    if isinstance(node, exp.NEQ):
+        return _joined("(NOT ({} = {}))", (node.this, node.expression), source)
+    if isinstance(node, exp.Not):
+        if isinstance(node.this, exp.Is) and isinstance(node.this.expression, exp.Null):
+            return _joined("({} IS NOT NULL)", (node.this.this,), source)
+        if isinstance(node.this, exp.Like) and not node.this.args.get("escape"):
+            return _joined("(NOT {} LIKE {})", (node.this.this, node.this.expression), source)
+        return _joined("(NOT {})", (node.this,), source)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return _joined("({} IS NULL)", (node.this,), source)
+    if isinstance(node, exp.Like) and not node.args.get("escape"):
+        template = "(NOT {} LIKE {})" if node.args.get("negate") else "{} LIKE {}"
+        return _joined(template, (node.this, node.expression), source)
+    if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
+        names = [_pretty(operand, source) for operand in (node.this, *node.expressions)]
+        return None if None in names else f"({names[0]} IN ({', '.join(names[1:])}))"
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return _cast(node, source)
+    if isinstance(node, exp.Case):
+        return _case(node, source)
+    if isinstance(node, exp.If) and written == "if" and node.args.get("false") is not None:
+        return _joined("(IF({}, {}, {}))", (node.this, node.args["true"], node.args["false"]), source)
+    if isinstance(node, exp.Filter):
+        aggregate = _pretty(node.this, source)
+        condition = node.expression.this if isinstance(node.expression, exp.Where) else None
+        where = None if condition is None else _pretty(condition, source)
+        return None if aggregate is None or where is None else f"{aggregate} FILTER (WHERE {where})"
+    if isinstance(node, exp.Count) and written == "count":
+        return _count(node, source)
+    if written in _AS_WRITTEN:
+        return _call(node, written, _AS_WRITTEN[written], source)
+    if written in _UPPER_CASE:
+        return _call(node, written.upper(), _UPPER_CASE[written], source)
+    return None
+
+
+def _joined(template: str, operands, source: Source) -> str | None:
+    names = [_pretty(operand, source) for operand in operands]
+    return None if None in names else template.format(*names)
+
+
+def _written_name(node, text: str) -> str | None:
+    """The name of the function ``node`` as written (lower case), or None when ``node`` is no call."""
+    start, end = node.meta.get("start"), node.meta.get("end")
+    if start is None or end is None:
+        return None
+    word = text[start : end + 1]
+    if not re.fullmatch(r"\w+", word) or not re.match(r"\s*\(", text[end + 1 :]):
+        return None
+    return word.lower()
+
+
+def _literal(node, text: str) -> str | None:
+    """A literal's text as Spark writes it in a name: a number as written (plain digits, or digits with a
+    fraction, which Spark keeps as DECIMAL's text), a text without its quotes (when written plainly)."""
+    value = str(node.this)
+    if not node.is_string:
+        return value if re.fullmatch(r"\d+(\.\d+)?", value) else None
+    start, end = node.meta.get("start"), node.meta.get("end")
+    if start is None or end is None:
+        return None
+    quoted = text[start : end + 1]
+    return value if quoted == f"'{value}'" and "\\" not in value and "'" not in value else None
+
+
+def _cast(node, source: Source) -> str | None:
+    from sqlglot import exp
+
+    text = source.text
+    written = _token(node.this, text) if isinstance(node.this, exp.Literal) else None
+    if written is not None and written != str(node.this.this):  # a typed number (100L, 1.5D): Spark's literal
+        return str(node.this.this) if written[-1:] in "Ll" and node.this.is_int else None
+    if not _written_cast(node, text):
+        return None  # a cast sqlglot adds (to_utc_timestamp's argument): Spark shows none
+    target = node.args["to"].sql(dialect="spark").upper().replace(" ", "")
+    target = _TYPE_NAMES.get(target, target)
+    if not _SIMPLE_TYPE.fullmatch(target):
+        return None
+    operand = _pretty(node.this, source)
+    if operand is None:
+        return None
+    word = "TRY_CAST" if isinstance(node, exp.TryCast) and node.args.get("safe") else "CAST"
+    return f"{word}({operand} AS {target})"
+
+
+def _written_cast(node, text: str) -> bool:
+    """Whether the cast ``node`` is written in ``text`` (``CAST(x AS T)``, ``TRY_CAST``, ``x::T``)."""
+    offset = place_of(node.this)[0]
+    ends = [n.meta["end"] for n in node.this.walk() if "end" in n.meta]
+    if offset is None or not ends:
+        return False
+    before = re.search(r"\b(try_)?cast\s*\(\s*(\(\s*)*$", text[:offset], re.IGNORECASE)
+    return before is not None or re.match(r"[\s)]*::", text[max(ends) + 1 :]) is not None
+
+
+def _token(node, text: str) -> str | None:
+    """The text of ``node``'s own token, as written."""
+    start, end = node.meta.get("start"), node.meta.get("end")
+    return None if start is None or end is None else text[start : end + 1]
+
+
+def _case(node, source: Source) -> str | None:
+    from sqlglot import exp
+
+    parts = ["CASE"]
+    for branch in node.args.get("ifs") or []:
+        condition = branch.this
+        if node.this is not None:  # CASE x WHEN v: Spark writes (x = v)
+            condition = exp.EQ(this=node.this, expression=condition)
+        names = [_pretty(condition, source), _pretty(branch.args["true"], source)]
+        if None in names:
+            return None
+        parts.append(f"WHEN {names[0]} THEN {names[1]}")
+    default = node.args.get("default")
+    if default is not None:
+        name = _pretty(default, source)
+        if name is None:
+            return None
+        parts.append(f"ELSE {name}")
+    return " ".join([*parts, "END"])
+
+
+def _count(node, source: Source) -> str | None:
+    from sqlglot import exp
+
+    operand = node.this
+    if isinstance(operand, exp.Star):
+        return "count(1)"
+    if isinstance(operand, exp.Distinct):
+        names = [_pretty(e, source) for e in operand.expressions]
+        return None if None in names or not names else f"count(DISTINCT {', '.join(names)})"
+    return _call(node, "count", _AS_WRITTEN["count"], source)
+
+
+def _call(node, name: str, counts, source: Source) -> str | None:
+    """``name(arguments)``: the arguments are the node's children in the order written (each checked), when
+    their number is one of ``counts``."""
+    arguments = _arguments(node)
+    if len(arguments) not in counts:
+        return None
+    names = [_pretty(argument, source) for argument in arguments]
+    return None if None in names else f"{name}({', '.join(names)})"
+
+
+def _arguments(node) -> list:
+    """The children of the call ``node`` in the order its text writes them (sqlglot's order of its arguments,
+    which for the functions of ``_AS_WRITTEN`` is the written one)."""
+    from sqlglot import exp
+
+    found = []
+    for key in node.arg_types:
+        value = node.args.get(key)
+        if isinstance(value, list):
+            found.extend(value)
+        elif isinstance(value, exp.Expression):
+            found.append(value)
+    return found
