@@ -122,7 +122,6 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "len": _ANY,
     "length": _ANY,
     "levenshtein": _ANY,
-    "locate": {3},
     "lower": _ANY,
     "lpad": _ANY,
     "make_date": _ANY,
@@ -148,11 +147,10 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "percentile": {3},
     "pmod": _ANY,
     "quarter": _ANY,
-    "regexp": _ANY,
     "regexp_count": _ANY,
     "regexp_extract": _ANY,
     "regexp_instr": {3},
-    "regexp_replace": _ANY,
+    "regexp_replace": {4},
     "regexp_substr": _ANY,
     "regr_count": _ANY,
     "regr_intercept": _ANY,
@@ -184,7 +182,6 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "substring_index": _ANY,
     "sum": _ANY,
     "timestamp_seconds": _ANY,
-    "to_char": _ANY,
     "to_date": _ANY,
     "to_number": _ANY,
     "to_timestamp": _ANY,
@@ -302,16 +299,19 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return _pretty(node.this, source)
     if isinstance(node, exp.Column):
         return source.spelling(node.name)  # a qualified column (m.i) by its name alone
-    if isinstance(node, exp.Literal):
-        return _literal(node, text)
+    if isinstance(node, exp.Literal) and node.is_string:
+        return _text(node, text)
     if isinstance(node, exp.Null):
         return "NULL"
     if isinstance(node, exp.Boolean):
         return "true" if node.this else "false"
+    number = _number(node, source)
+    if number is not None:
+        return number
     if isinstance(node, exp.Neg):
-        if isinstance(node.this, exp.Literal) and not node.this.is_string:
-            operand = _literal(node.this, text)
-            return None if operand is None else f"-{operand}"
+        operand = _number(node.this, source)
+        if operand is not None:  # a number's minus belongs to the literal (Spark's grammar)
+            return operand[1:] if operand.startswith("-") else f"-{operand}"
         operand = _pretty(node.this, source)
         return None if operand is None else f"(- {operand})"
     if kind in _BINARY and written is None:
@@ -346,6 +346,8 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         condition = node.expression.this if isinstance(node.expression, exp.Where) else None
         where = None if condition is None else _pretty(condition, source)
         return None if aggregate is None or where is None else f"{aggregate} FILTER (WHERE {where})"
+    if isinstance(node, exp.Window):
+        return _window(node, source)
     if isinstance(node, exp.Count) and written == "count":
         return _count(node, source)
     if written in _AS_WRITTEN:
@@ -371,26 +373,47 @@ def _written_name(node, text: str) -> str | None:
     return word.lower()
 
 
-def _literal(node, text: str) -> str | None:
-    """A literal's text as Spark writes it in a name: a number as written (plain digits, or digits with a
-    fraction, which Spark keeps as DECIMAL's text), a text without its quotes (when written plainly)."""
+def _text(node, text: str) -> str | None:
+    """A text literal as Spark writes it in a name: without its quotes (when written plainly)."""
     value = str(node.this)
-    if not node.is_string:
-        return value if re.fullmatch(r"\d+(\.\d+)?", value) else None
-    start, end = node.meta.get("start"), node.meta.get("end")
-    if start is None or end is None:
+    return value if _token(node, text) == f"'{value}'" and "\\" not in value else None
+
+
+# The suffixes of Spark's typed numbers: 100L (BIGINT), 2S (SMALLINT), 1Y (TINYINT), 1.5BD (DECIMAL), 1.5D
+# (DOUBLE) and 1.5F (FLOAT); a double's text is Java's.
+_INTEGRAL_SUFFIX = re.compile(r"(\d+)(L|S|Y)?", re.IGNORECASE)
+_DECIMAL_SUFFIX = re.compile(r"(\d+\.\d+)(BD)?", re.IGNORECASE)
+_DOUBLE_SUFFIX = re.compile(r"(\d+(?:\.\d*)?(?:E[-+]?\d+)?)D?|(\d+\.\d*E[-+]?\d+|\d+E[-+]?\d+)", re.IGNORECASE)
+
+
+def _number(node, source: Source) -> str | None:
+    """A number literal (plain or typed: ``100L``, ``1.5D``, ``1.5e3``) as Spark writes it in a name, or None."""
+    from sqlglot import exp
+
+    literal = node.this if isinstance(node, (exp.Cast, exp.TryCast)) else node
+    if not isinstance(literal, exp.Literal) or literal.is_string:
         return None
-    quoted = text[start : end + 1]
-    return value if quoted == f"'{value}'" and "\\" not in value and "'" not in value else None
+    written = _token(literal, source.text)
+    if written is None or (literal is not node and not written[-1:].isalpha()):
+        return None  # a cast of a number is a typed number only when written as one (100L, 1.5D)
+    sign = "-" if str(literal.this).startswith("-") else ""  # negative_literals moved a minus into it
+    if _INTEGRAL_SUFFIX.fullmatch(written) or _DECIMAL_SUFFIX.fullmatch(written):
+        return sign + re.match(r"[\d.]+", written).group(0)
+    if _DOUBLE_SUFFIX.fullmatch(written) and (written[-1:] in "dD" or "e" in written.lower()):
+        value = float(sign + written.rstrip("dD"))
+        # Java's Double.toString: Python's repr where Java writes no exponent (0 and 1e-3 <= |v| < 1e7)
+        return repr(value) if value == 0 or 1e-3 <= abs(value) < 1e7 else None
+    return None
 
 
 def _cast(node, source: Source) -> str | None:
     from sqlglot import exp
 
     text = source.text
-    written = _token(node.this, text) if isinstance(node.this, exp.Literal) else None
-    if written is not None and written != str(node.this.this):  # a typed number (100L, 1.5D): Spark's literal
-        return str(node.this.this) if written[-1:] in "Ll" and node.this.is_int else None
+    if isinstance(node.this, exp.Literal) and node.this.is_string:
+        typed = _typed_literal(node, text)
+        if typed is not None:
+            return typed
     if not _written_cast(node, text):
         return None  # a cast sqlglot adds (to_utc_timestamp's argument): Spark shows none
     target = node.args["to"].sql(dialect="spark").upper().replace(" ", "")
@@ -404,6 +427,21 @@ def _cast(node, source: Source) -> str | None:
     return f"{word}({operand} AS {target})"
 
 
+# A DATE or TIMESTAMP literal Spark writes back as given (a canonical value; others it rewrites).
+_CANONICAL = {"DATE": re.compile(r"\d{4}-\d{2}-\d{2}"), "TIMESTAMP": re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")}
+
+
+def _typed_literal(node, text: str) -> str | None:
+    """``DATE '2021-03-28'`` or ``TIMESTAMP '2021-03-28 01:30:00'`` (sqlglot's cast of the text) as Spark names
+    it, when written so with a canonical value."""
+    start = node.this.meta.get("start")
+    written = re.search(r"\b(DATE|TIMESTAMP)\s*$", text[:start] if start is not None else "", re.IGNORECASE)
+    if written is None:
+        return None
+    kind, value = written.group(1).upper(), str(node.this.this)
+    return f"{kind} '{value}'" if _CANONICAL[kind].fullmatch(value) and _text(node.this, text) else None
+
+
 def _written_cast(node, text: str) -> bool:
     """Whether the cast ``node`` is written in ``text`` (``CAST(x AS T)``, ``TRY_CAST``, ``x::T``)."""
     offset = place_of(node.this)[0]
@@ -411,7 +449,19 @@ def _written_cast(node, text: str) -> bool:
     if offset is None or not ends:
         return False
     before = re.search(r"\b(try_)?cast\s*\(\s*(\(\s*)*$", text[:offset], re.IGNORECASE)
-    return before is not None or re.match(r"[\s)]*::", text[max(ends) + 1 :]) is not None
+    if before is not None:
+        return True
+    after = re.match(r"[\s)]*::\s*(\w+)", text[max(ends) + 1 :])  # x::T, T the cast's own type
+    return after is not None and _same_type(after.group(1), node.args["to"])
+
+
+def _same_type(written: str, target) -> bool:
+    from sqlglot import exp
+
+    try:
+        return exp.DataType.build(written, dialect="spark").this == target.this
+    except Exception:  # noqa: BLE001 - sqlglot's parse errors have many kinds: not a type
+        return False
 
 
 def _token(node, text: str) -> str | None:
@@ -476,3 +526,101 @@ def _arguments(node) -> list:
         elif isinstance(value, exp.Expression):
             found.append(value)
     return found
+
+
+# Window functions Spark names in upper case, and the frame it gives each kind of window function that has none
+# written (its ``SpecifiedWindowFrame``'s text).
+_RANKS = {"row_number": "row_number", "rank": "RANK", "dense_rank": "DENSE_RANK", "percent_rank": "PERCENT_RANK"}
+_WHOLE_PARTITION = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+_UP_TO_THE_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+_UP_TO_ITS_PEERS = "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+
+
+def _window(node, source: Source) -> str | None:
+    """``f(...) OVER (PARTITION BY ... ORDER BY ... frame)``, as Spark writes a window: each ORDER BY key with
+    its direction and NULL order, and the frame, written or Spark's default for the function."""
+    from sqlglot import exp
+
+    function, written = node.this, _written_name(node.this, source.text)
+    if node.args.get("alias") or isinstance(function, exp.IgnoreNulls | exp.RespectNulls):
+        return None
+    parts = []
+    partition = [_pretty(key, source) for key in node.args.get("partition_by") or []]
+    if partition:
+        parts.append("PARTITION BY " + ", ".join(partition) if None not in partition else None)
+    order = node.args.get("order")
+    if order is not None:
+        keys = [_ordered(key, source) for key in order.expressions]
+        parts.append("ORDER BY " + ", ".join(keys) if None not in keys else None)
+    spec = node.args.get("spec")
+    if written in _RANKS or written in ("cume_dist", "ntile", "lag", "lead"):
+        if spec is not None or order is None:
+            return None  # Spark refuses a frame here, and a ranking without an order
+        if written in ("lag", "lead"):
+            name, frame = _offset(function, written, source)
+        else:
+            arguments = [_pretty(argument, source) for argument in _arguments(function)]
+            frame = _UP_TO_ITS_PEERS if written == "cume_dist" else _UP_TO_THE_ROW
+            if None in arguments or len(arguments) != (written == "ntile"):
+                return None
+            name = f"{_RANKS.get(written, written)}({', '.join(arguments)})"
+    else:
+        name = _pretty(function, source)
+        frame = _frame(spec) if spec is not None else _UP_TO_ITS_PEERS if order is not None else _WHOLE_PARTITION
+    parts.append(frame)
+    if name is None or None in parts:
+        return None
+    return f"{name} OVER ({' '.join(parts)})"
+
+
+def _ordered(key, source: Source) -> str | None:
+    from sqlglot import exp
+
+    if not isinstance(key, exp.Ordered):
+        return None
+    name = _pretty(key.this, source)
+    descending = bool(key.args.get("desc"))
+    nulls_first = key.args.get("nulls_first") is not False if not descending else key.args.get("nulls_first") is True
+    direction = "DESC" if descending else "ASC"
+    return None if name is None else f"{name} {direction} NULLS {'FIRST' if nulls_first else 'LAST'}"
+
+
+def _offset(function, written: str, source: Source) -> tuple[str | None, str]:
+    """lag and lead with the offset and default Spark fills in, and their one-row frame."""
+    arguments = _arguments(function)
+    if not 1 <= len(arguments) <= 3:
+        return None, ""
+    names = [_pretty(argument, source) for argument in arguments]
+    offset = names[1] if len(names) > 1 else "1"
+    if offset is None or not re.fullmatch(r"\d+", offset):
+        return None, ""
+    names = [*names[:1], offset, names[2] if len(names) > 2 else "NULL"]
+    if None in names:
+        return None, ""
+    steps = f"-{offset}" if written == "lag" else offset
+    return f"{written}({', '.join(names)})", f"ROWS BETWEEN {steps} FOLLOWING AND {steps} FOLLOWING"
+
+
+def _frame(spec) -> str | None:
+    """A written frame as Spark writes it: ROWS, or RANGE to the ends or the current row (Spark rewrites
+    a RANGE of values in ways of its own)."""
+    from sqlglot import exp
+
+    kind = str(spec.args.get("kind") or "").upper()
+    if kind not in ("ROWS", "RANGE"):
+        return None
+    ends = []
+    for side in ("start", "end"):
+        bound, direction = spec.args.get(side), str(spec.args.get(f"{side}_side") or "").upper()
+        if not isinstance(bound, str) and not (isinstance(bound, exp.Literal) and not bound.is_string):
+            return None  # an interval: Spark writes its own text of it
+        text = bound if isinstance(bound, str) else bound.name
+        if text.upper() == "CURRENT ROW":
+            ends.append("CURRENT ROW")
+        elif text.upper() == "UNBOUNDED" and direction in ("PRECEDING", "FOLLOWING"):
+            ends.append(f"UNBOUNDED {direction}")
+        elif kind == "ROWS" and re.fullmatch(r"\d+", text) and direction in ("PRECEDING", "FOLLOWING"):
+            ends.append(f"{text} {direction}")
+        else:
+            return None
+    return f"{kind} BETWEEN {ends[0]} AND {ends[1]}"
