@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
 
 from cep.duckdb_nodes import Refusal, place_of, type_of
 
@@ -57,7 +56,7 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "abs": _ANY,
     "add_months": _ANY,
     "any_value": _ANY,
-    "approx_percentile": _ANY,
+    "approx_percentile": {3},
     "array": _ANY,
     "array_contains": _ANY,
     "array_max": _ANY,
@@ -226,44 +225,42 @@ _SIMPLE_TYPE = re.compile(r"TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|STRING|DATE
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """What a name is built from: the statement's ``text`` (sqlglot's nodes hold places in it), the ``types``
-    of the operands the translation typed (``annotated_types``), and the ``columns`` of its tables."""
+    """What a name is built from: the statement's ``text`` (sqlglot's nodes hold places in it) and the
+    ``types`` of the operands the translation typed (``annotated_types``)."""
 
     text: str
     types: dict[int, str]
-    columns: frozenset[str]
-
-    def spelling(self, name: str) -> str:
-        """A column's name as Spark's resolved column spells it: the table's spelling where the name is written
-        in another case (Spark's names ignore case; its column keeps the table's)."""
-        if name in self.columns:
-            return name
-        same = [column for column in self.columns if column.casefold() == name.casefold()]
-        return same[0] if len(same) == 1 else name
 
 
-def name_unnamed_columns(tree, types: dict[int, str], text: str, schema: Mapping[str, Mapping[str, str]]) -> None:
+def name_unnamed_columns(tree, types: dict[int, str], text: str) -> None:
     """Give each output column of each SELECT in ``tree`` written without ``AS`` Spark's name for it, or a
     marked name (``UNNAMED_MARK``) where Spark's is not known here. A column read as it is keeps its name."""
     from sqlglot import exp
 
-    source = Source(text, types, frozenset(column for columns in schema.values() for column in columns))
+    source = Source(text, types)
     for select in list(tree.find_all(exp.Select)):
         for projection in list(select.expressions):
             if isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
                 continue
             name = spark_name(projection, source)
             if name is None:
-                offset, length = place_of(projection)
-                name = f"{UNNAMED_MARK}{offset or 0}_{_length(projection, text, offset or 0, length)}"
+                offset, length = _place(projection, text)
+                name = f"{UNNAMED_MARK}{offset}_{length}"
             projection.replace(exp.alias_(projection.copy(), name, quoted=True, copy=False))
 
 
-def _length(node, text: str, offset: int, length: int) -> int:
-    """The length of ``node``'s text from ``offset``: to its last known token's end (sqlglot places a node at
-    its first token only)."""
+def _place(node, text: str) -> tuple[int, int]:
+    """The offset and length of ``node``'s text: from its first token back over the words and parentheses
+    sqlglot keeps no place for (``INTERVAL '1' DAY``, ``CAST(``), to its last token's end."""
+    offset, length = place_of(node)
+    offset = offset or 0
+    start = offset
+    while start > 0 and re.match(r"[\w\s(~-]", text[start - 1]):
+        start -= 1
+    lead = re.match(r"\s*(?:(?:SELECT|DISTINCT|ALL)\b\s*)*", text[start:offset], re.IGNORECASE)
+    start += lead.end() if lead else 0
     ends = [n.meta["end"] for n in node.walk() if "end" in n.meta]
-    return max([length, *(end - offset + 1 for end in ends)])
+    return start, max([offset + length - start, *(end - start + 1 for end in ends)])
 
 
 def refuse_unnamed_columns(columns: list[str]) -> None:
@@ -297,8 +294,10 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
     written = _written_name(node, text)
     if isinstance(node, exp.Paren):
         return _pretty(node.this, source)
+    if isinstance(node, exp.TsOrDsToDate) and "start" not in node.meta:  # sqlglot's, around year(d)'s date
+        return _pretty(node.this, source)
     if isinstance(node, exp.Column):
-        return source.spelling(node.name)  # a qualified column (m.i) by its name alone
+        return node.name  # as written (Spark keeps the query's spelling), a qualified one (m.i) by its name
     if isinstance(node, exp.Literal) and node.is_string:
         return _text(node, text)
     if isinstance(node, exp.Null):
@@ -348,6 +347,8 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return None if aggregate is None or where is None else f"{aggregate} FILTER (WHERE {where})"
     if isinstance(node, exp.Window):
         return _window(node, source)
+    if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):  # first(x, true) among them: Spark's own text
+        return None
     if isinstance(node, exp.Count) and written == "count":
         return _count(node, source)
     if written in _AS_WRITTEN:
@@ -363,10 +364,18 @@ def _joined(template: str, operands, source: Source) -> str | None:
 
 
 def _written_name(node, text: str) -> str | None:
-    """The name of the function ``node`` as written (lower case), or None when ``node`` is no call."""
+    """The name of the function ``node`` as written (lower case), or None when ``node`` is no call. sqlglot
+    places some calls at their name, others (``floor(x)``, ``IF(...)``) at their first argument only."""
+    from sqlglot import exp
+
     start, end = node.meta.get("start"), node.meta.get("end")
     if start is None or end is None:
-        return None
+        arguments = _arguments(node) if isinstance(node, exp.Func) and not isinstance(node, exp.Binary) else []
+        first = place_of(arguments[0])[0] if arguments else None
+        called = re.search(r"\b(\w+)\s*\(\s*$", text[:first]) if first is not None else None
+        word = called.group(1).lower() if called else None
+        # the call's own name, not an enclosing one's (first(x, true) is sqlglot's IGNORE NULLS around first)
+        return word if word and word.replace("_", "") == type(node).__name__.lower() else None
     word = text[start : end + 1]
     if not re.fullmatch(r"\w+", word) or not re.match(r"\s*\(", text[end + 1 :]):
         return None
@@ -506,11 +515,16 @@ def _count(node, source: Source) -> str | None:
 def _call(node, name: str, counts, source: Source) -> str | None:
     """``name(arguments)``: the arguments are the node's children in the order written (each checked), when
     their number is one of ``counts``."""
+    from sqlglot import exp
+
     arguments = _arguments(node)
+    distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
+    if distinct:  # max(DISTINCT s)
+        arguments = arguments[0].expressions
     if len(arguments) not in counts:
         return None
     names = [_pretty(argument, source) for argument in arguments]
-    return None if None in names else f"{name}({', '.join(names)})"
+    return None if None in names else f"{name}({'DISTINCT ' if distinct else ''}{', '.join(names)})"
 
 
 def _arguments(node) -> list:

@@ -148,7 +148,7 @@ def to_duckdb_sql(
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     negative_literals(tree)
     types = annotated_types(tree, schema or {}, checking=checking)
-    name_unnamed_columns(tree, types, text, schema or {})
+    name_unnamed_columns(tree, types, text)
     mark_counts_of_values_never_null(tree)
     mark_computed_partition_keys(tree)
     keep_places(tree)
