@@ -39,6 +39,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     Inputs,
     KafkaInput,
     UsageError,
+    add_input_format_option,
     format_of,
     infer_datetimes,
     input_format,
@@ -112,7 +113,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("give --schema or --input, not both")
     schema = _load_schema(args.schema)
     if args.input:  # the columns and types of a data file, as `cep run` reads it
-        schema = input_schema(args.input, input_format(args.input, args.format))
+        schema = input_schema(args.input, input_format(args.input, args.input_format))
     status = EXIT_OK
     for path in args.files:
         if args.rules or os.path.isdir(path):
@@ -433,12 +434,9 @@ def _input_options(command: argparse.ArgumentParser, *, required: bool = True) -
     """The inputs of ``cep run`` (``cli_io.Inputs``) for a command that looks at one clause of a statement."""
     what = "" if required else " (optional: check the clause against the columns it reads)"
     command.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH", help=INPUT_HELP + what)
-    # explain's --format is its output's: its inputs' is --input-format
-    command.add_argument(
-        "--input-format" if not required else "--format",
-        dest="input_format",
-        choices=FORMATS,
-        help="input format (default: from the file extension)",
+    # explain's --format is its picture's: its inputs' is --input-format alone
+    add_input_format_option(
+        command, FORMATS, "input format (default: from the file extension)", format_too=command.prog != "cep explain"
     )
     command.add_argument("--schema", action="append", metavar="[NAME=]COLUMNS", help=SCHEMA_HELP)
     command.add_argument(
@@ -501,7 +499,7 @@ def _add_check_command(sub) -> None:
         metavar="DATA",
         help="check against the columns and types of these data files (csv, parquet, json)",
     )
-    check.add_argument("--format", choices=FORMATS, help="the data files' format (default: from their extension)")
+    add_input_format_option(check, FORMATS, "the data files' format (default: from their extension)")
     check.add_argument(
         "--engine",
         choices=ENGINES,
