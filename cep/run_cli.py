@@ -58,6 +58,7 @@ from cep.cli_io import (
     write_output,
 )
 from cep.delta_io import app_id_of, columns_read, default_table, input_identity, is_delta, pushed_filters, snapshot_of
+from cep.duckdb_results import time_python_cannot_hold
 from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
@@ -520,34 +521,19 @@ def _rule_match_id_text(rule_id: str, path: str, text: str) -> str:
     return match_id_text(rule_id, rules[0].canonical)
 
 
-# The first and last day (since 1970) and the unit of a time in Python's dates: years 1 to 9999.
-_PYTHON_DAYS = (-719162, 2932896)
-_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
-
-
 def refuse_years_python_cannot_hold(answer) -> None:
     """A CepError where a DATE or TIMESTAMP column of Spark's answer (an Arrow table) holds a time before year
     1 or after 9999 (``date_add(d, 2147483647)``): Spark holds them, but cep prints and writes its results as
-    Python's dates, which hold the years 1 to 9999; Python's ValueError would be the user's only answer."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    for index, field in enumerate(answer.schema):
-        if pa.types.is_date32(field.type):
-            kind, per_day, values = "DATE", 1, answer.column(index).cast(pa.int32())
-        elif pa.types.is_timestamp(field.type):
-            kind, per_day, values = "TIMESTAMP", _PER_DAY[field.type.unit], answer.column(index).cast(pa.int64())
-        else:
-            continue
-        least, most = pc.min_max(values).values()
-        first, last = _PYTHON_DAYS[0] * per_day, (_PYTHON_DAYS[1] + 1) * per_day - 1
-        if least.is_valid and (least.as_py() < first or most.as_py() > last):
-            raise CepSemanticError(
-                f"column {field.name} holds a {kind} outside the years 1 to 9999, which Spark holds but cep cannot "
-                f"print or write (its results are Python's dates): write it as text, CAST({field.name} AS STRING), "
-                "as Spark writes it, or keep the dates within those years",
-                code="E0250",
-            )
+    Python's dates (``time_python_cannot_hold``, the python engine's check too)."""
+    found = time_python_cannot_hold(answer)
+    if found is not None:
+        column, kind = found
+        raise CepSemanticError(
+            f"column {column} holds a {kind} outside the years 1 to 9999, which Spark holds but cep cannot "
+            f"print or write (its results are Python's dates): write it as text, CAST({column} AS STRING), "
+            "as Spark writes it, or keep the dates within those years",
+            code="E0250",
+        )
 
 
 def _spark_failure(exc: Exception, where: str) -> int:
