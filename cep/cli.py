@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -54,8 +55,9 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     write_output,
 )
 from cep.grammar.columns import ColumnNames
-from cep.grammar.format import format_statement
-from cep.grammar.parser import parse_schema, split_statements
+from cep.grammar.format import format_clauses, format_statement
+from cep.grammar.parser import parse_part, parse_schema, split_statements
+from cep.grammar.statement import split
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.vector.arrays import groupers
@@ -158,14 +160,26 @@ def _check_rules(path: str, schema: dict[str, str | None] | None) -> int:
     return EXIT_QUERY_ERROR if ruleset.errors else EXIT_OK
 
 
+# The single-clause parser's errors for what only a whole statement holds (a subquery, WITH, a join, a window
+# function outside the clause, ...): `cep fmt` then reads the text as a whole statement.
+WHOLE_STATEMENT_ONLY = ("E0107", "E0244")
+
+
 def format_text(text: str, filename: str | None = None) -> str:
     """The canonical text of every statement in ``text`` (comments other than ``-- name:`` are dropped)."""
     if hasattr(cep, "format_query"):
         return cep.format_query(text)
     parts = []
-    for statement in cep.parse_all(text, filename=filename):
-        body = format_statement(statement)
-        name = getattr(statement, "name", None)
+    for start, end, name in split_statements(text):
+        try:
+            body = format_statement(parse_part(text, start, end, filename=filename))
+        except cep.CepError as error:
+            if error.code not in WHOLE_STATEMENT_ONLY:
+                raise error.with_source(text, filename) from None
+            # A whole statement (WITH, subqueries, joins, window functions): its clauses in canonical layout.
+            # The statement is read in place (the text before it blanked, newlines kept), so that an error's
+            # line and column are the file's.
+            body = format_clauses(split(re.sub(r"[^\n]", " ", text[:start]) + text[start:end], filename=filename))
         parts.append(f"-- name: {name}\n{body}" if name else body)
     return parts[0] if len(parts) == 1 else ";\n\n".join(parts) + ";"
 
