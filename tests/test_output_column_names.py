@@ -20,18 +20,9 @@ ROWS = [
     (2, -1, None, None, None, None, None, False),
 ]
 SPARK_SCHEMA = "id INT, i INT, b BIGINT, x DOUBLE, dec DECIMAL(10,2), s STRING, d DATE, flag BOOLEAN"
-ARROW = pa.schema(
-    [
-        ("id", pa.int32()),
-        ("i", pa.int32()),
-        ("b", pa.int64()),
-        ("x", pa.float64()),
-        ("dec", pa.decimal128(10, 2)),
-        ("s", pa.string()),
-        ("d", pa.date32()),
-        ("flag", pa.bool_()),
-    ]
-)
+COLUMNS = ("id", "i", "b", "x", "dec", "s", "d", "flag")  # SPARK_SCHEMA's, read the same on the python engine
+KINDS = (pa.int32(), pa.int32(), pa.int64(), pa.float64(), pa.decimal128(10, 2), pa.string(), pa.date32(), pa.bool_())
+ARROW = pa.schema(list(zip(COLUMNS, KINDS, strict=True)))
 HEAD = (
     f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH PATTERN (A) "
     "DEFINE A AS TRUE) r)\n"
