@@ -24,7 +24,8 @@ expression, one of:
 - both raise an error (Spark's ANSI mode: a bad cast, a division by zero).
 
 Anything else, a silent difference, fails. In the rounds of ``make test-sql-differential`` (``NAMES_COMPARED``),
-the columns written without AS have the same names too: Spark's, or a name the python engine refuses to give. The python engine runs each expression alone (a run-time error in
+the columns written without AS have the same names too: Spark's, or a name the python engine refuses to give.
+The python engine runs each expression alone (a run-time error in
 a statement of many costs its search for the failing expression, a probe a step). Spark runs the expressions
 the python engine answered as one statement (the aggregates' row joined to each row), split in halves while
 it fails to find the ones it fails on; of those the python engine fails on, ``ERRORS_CHECKED`` per example run
