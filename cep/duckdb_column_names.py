@@ -8,7 +8,7 @@ cast of a column (``CAST(x AS INT)`` is ``x``), and no trace of the casts it add
 its own text, so the translation gives each such column Spark's name (``name_unnamed_columns``).
 
 The names are built for the expressions whose Spark text is known here, each form checked against Spark itself
-(tests/test_column_names.py, and the differential test's generated expressions in tests/test_sql_differential.py).
+(tests/test_output_column_names.py, and the generated expressions of tests/test_sql_differential.py).
 Any other expression gets a marked name (``UNNAMED_MARK``): when one reaches a result, the python engine refuses
 before running and asks for ``AS`` (``refuse_unnamed_columns``) rather than show a header Spark would not.
 """
@@ -47,7 +47,9 @@ _BINARY = {
     "BitwiseOr": "|",
     "BitwiseXor": "^",
 }
-# Types for which + and - are arithmetic on Spark (a DATE's + is date_add, an interval's has no parentheses).
+# Types for which the arithmetic operators are arithmetic on Spark (a DATE's + is date_add, an interval's has no
+# parentheses, a text's is cast to a number first).
+_ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Mod", "IntDiv"}
 _NUMBERS = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
 # Functions Spark names as written in lower case with their arguments as given (each checked against Spark
 # 4.2 for the number of arguments listed: with fewer, Spark writes the defaults it fills in).
@@ -315,7 +317,7 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return None if operand is None else f"(- {operand})"
     if kind in _BINARY and written is None:
         sides = (node.this, node.expression)
-        if kind in ("Add", "Sub") and not all(type_of(side, source.types) in _NUMBERS for side in sides):
+        if kind in _ARITHMETIC and not all(type_of(side, source.types) in _NUMBERS for side in sides):
             return None
         return _joined("({} " + _BINARY[kind] + " {})", (node.this, node.expression), source)
     if isinstance(node, exp.NEQ):
