@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     Inputs,
     KafkaInput,
     UsageError,
+    add_input_format_option,
     format_of,
     infer_datetimes,
     input_format,
@@ -53,8 +55,9 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     write_output,
 )
 from cep.grammar.columns import ColumnNames
-from cep.grammar.format import format_statement
-from cep.grammar.parser import parse_schema, split_statements
+from cep.grammar.format import format_clauses, format_statement
+from cep.grammar.parser import parse_part, parse_schema, split_statements
+from cep.grammar.statement import split
 from cep.matcher.explain.dot import GraphvizMissing, render, to_dot
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.vector.arrays import groupers
@@ -112,7 +115,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("give --schema or --input, not both")
     schema = _load_schema(args.schema)
     if args.input:  # the columns and types of a data file, as `cep run` reads it
-        schema = input_schema(args.input, input_format(args.input, args.format))
+        schema = input_schema(args.input, input_format(args.input, args.input_format))
     status = EXIT_OK
     for path in args.files:
         if args.rules or os.path.isdir(path):
@@ -157,14 +160,26 @@ def _check_rules(path: str, schema: dict[str, str | None] | None) -> int:
     return EXIT_QUERY_ERROR if ruleset.errors else EXIT_OK
 
 
+# The single-clause parser's errors for what only a whole statement holds (a subquery, WITH, a join, a window
+# function outside the clause, ...): `cep fmt` then reads the text as a whole statement.
+WHOLE_STATEMENT_ONLY = ("E0107", "E0244")
+
+
 def format_text(text: str, filename: str | None = None) -> str:
     """The canonical text of every statement in ``text`` (comments other than ``-- name:`` are dropped)."""
     if hasattr(cep, "format_query"):
         return cep.format_query(text)
     parts = []
-    for statement in cep.parse_all(text, filename=filename):
-        body = format_statement(statement)
-        name = getattr(statement, "name", None)
+    for start, end, name in split_statements(text):
+        try:
+            body = format_statement(parse_part(text, start, end, filename=filename))
+        except cep.CepError as error:
+            if error.code not in WHOLE_STATEMENT_ONLY:
+                raise error.with_source(text, filename) from None
+            # A whole statement (WITH, subqueries, joins, window functions): its clauses in canonical layout.
+            # The statement is read in place (the text before it blanked, newlines kept), so that an error's
+            # line and column are the file's.
+            body = format_clauses(split(re.sub(r"[^\n]", " ", text[:start]) + text[start:end], filename=filename))
         parts.append(f"-- name: {name}\n{body}" if name else body)
     return parts[0] if len(parts) == 1 else ";\n\n".join(parts) + ";"
 
@@ -433,12 +448,9 @@ def _input_options(command: argparse.ArgumentParser, *, required: bool = True) -
     """The inputs of ``cep run`` (``cli_io.Inputs``) for a command that looks at one clause of a statement."""
     what = "" if required else " (optional: check the clause against the columns it reads)"
     command.add_argument("--input", "-i", action="append", metavar="[NAME=]PATH", help=INPUT_HELP + what)
-    # explain's --format is its output's: its inputs' is --input-format
-    command.add_argument(
-        "--input-format" if not required else "--format",
-        dest="input_format",
-        choices=FORMATS,
-        help="input format (default: from the file extension)",
+    # explain's --format is its picture's: its inputs' is --input-format alone
+    add_input_format_option(
+        command, FORMATS, "input format (default: from the file extension)", format_too=command.prog != "cep explain"
     )
     command.add_argument("--schema", action="append", metavar="[NAME=]COLUMNS", help=SCHEMA_HELP)
     command.add_argument(
@@ -501,7 +513,7 @@ def _add_check_command(sub) -> None:
         metavar="DATA",
         help="check against the columns and types of these data files (csv, parquet, json)",
     )
-    check.add_argument("--format", choices=FORMATS, help="the data files' format (default: from their extension)")
+    add_input_format_option(check, FORMATS, "the data files' format (default: from their extension)")
     check.add_argument(
         "--engine",
         choices=ENGINES,

@@ -125,10 +125,18 @@ def format_of(path: str, explicit: str | None, *, what: str) -> str:
         if fmt is not None:
             return fmt
     raise UsageError(
-        f"cannot tell the format of {what} {path} from its name; use --format {{{','.join(FORMATS)}}}"
+        f"cannot tell the format of {what} {path} from its name; use --input-format {{{','.join(FORMATS)}}}"
         if what == "input"
         else f"cannot tell the format of {what} {path} from its extension (use .csv, .parquet or .json)"
     )
+
+
+def add_input_format_option(command, choices, help: str, *, format_too: bool = True) -> None:  # noqa: A002
+    """The input format option every command that reads inputs shares: ``--input-format`` (``args.input_format``),
+    also spelled ``--format`` (documented first, kept) where the command has no output format of that name
+    (``cep explain``'s ``--format`` is its picture's)."""
+    spellings = ("--input-format", "--format") if format_too else ("--input-format",)
+    command.add_argument(*spellings, dest="input_format", choices=choices, help=help)
 
 
 def input_format(paths: Sequence[str], explicit: str | None) -> str:
@@ -138,7 +146,8 @@ def input_format(paths: Sequence[str], explicit: str | None) -> str:
     formats = {format_of(path, explicit, what="input") for path in paths}
     if len(formats) > 1:
         raise UsageError(
-            f"the inputs mix formats ({', '.join(sorted(formats))}); give one --format for all, or run them separately"
+            f"the inputs mix formats ({', '.join(sorted(formats))}); give one --input-format for all, or run them "
+            "separately"
         )
     return formats.pop()
 

@@ -115,36 +115,47 @@ def intervals_as_durations(table):
     return table
 
 
-# The days and microseconds since 1970 of the first and last times Python's dates hold (0001-01-01 and
-# 9999-12-31 23:59:59.999999), which the python engine's results are read as.
+# The first and last day since 1970 that Python's dates hold (0001-01-01 and 9999-12-31), and a time unit's
+# count a day.
 _PYTHON_DAYS = (-719162, 2932896)
-_PYTHON_MICROSECONDS = (_PYTHON_DAYS[0] * 86_400_000_000, (_PYTHON_DAYS[1] + 1) * 86_400_000_000 - 1)
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
 
 
-def refuse_times_python_cannot_hold(table) -> None:
-    """A Refusal where a DATE or TIMESTAMP column of ``table`` (a DuckDB result) holds a time before year 1
-    (``DATE '0001-01-01' - INTERVAL 1 DAY``, 1 BC) or after 9999 (``DATE '9999-12-31' + 14``): Spark holds
-    them, but the python engine's results are read as Python's dates, which hold the years 1 to 9999; a
-    Python OverflowError would be the user's only answer."""
+def time_python_cannot_hold(table) -> tuple[str, str] | None:
+    """(column, DATE or TIMESTAMP) of the first DATE or TIMESTAMP column of ``table`` (Arrow, any time unit)
+    holding a time before year 1 or after 9999, or None. Spark holds them (the year 0 is 1 BC), but cep reads
+    results as Python's dates, which hold the years 1 to 9999: Python's OverflowError would be the only answer.
+    Both engines' results are checked here (``refuse_times_python_cannot_hold``, and ``cep run`` on Spark)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     for index, field in enumerate(table.schema):
         if pa.types.is_date32(field.type):
-            kind, (first, last), values = "DATE", _PYTHON_DAYS, table.column(index).cast(pa.int32())
-        elif pa.types.is_timestamp(field.type) and field.type.unit == "us":
-            kind, (first, last), values = "TIMESTAMP", _PYTHON_MICROSECONDS, table.column(index).cast(pa.int64())
+            kind, per_day, values = "DATE", 1, table.column(index).cast(pa.int32())
+        elif pa.types.is_timestamp(field.type):
+            kind, per_day, values = "TIMESTAMP", _PER_DAY[field.type.unit], table.column(index).cast(pa.int64())
         else:
             continue
         least, most = pc.min_max(values).values()
+        first, last = _PYTHON_DAYS[0] * per_day, (_PYTHON_DAYS[1] + 1) * per_day - 1
         if least.is_valid and (least.as_py() < first or most.as_py() > last):
-            raise Refusal(
-                f"column {field.name} holds a {kind} outside the years 1 to 9999, which Spark holds (the year 0 is "
-                "1 BC) but the python engine cannot return (its dates are Python's): run it on Spark (cep run "
-                "--engine spark), or keep the dates within those years",
-                spark_too=True,
-                column=field.name,
-            )
+            return field.name, kind
+    return None
+
+
+def refuse_times_python_cannot_hold(table) -> None:
+    """A Refusal where a column of ``table`` (a DuckDB result) holds a time Python's dates cannot
+    (``DATE '0001-01-01' - INTERVAL 1 DAY``, ``DATE '9999-12-31' + 14``: ``time_python_cannot_hold``)."""
+    found = time_python_cannot_hold(table)
+    if found is not None:
+        column, kind = found
+        raise Refusal(
+            f"column {column} holds a {kind} outside the years 1 to 9999, which Spark holds (the year 0 is "
+            "1 BC) but the python engine cannot return (its dates are Python's): run it on Spark (cep run "
+            "--engine spark), or keep the dates within those years",
+            spark_too=True,
+            column=column,
+        )
 
 
 _PLACE = re.compile(re.escape(PLACE_MARK) + r"(\d*)\+(\d+)(" + re.escape(ENGINE_ONLY_MARK) + "?): ")

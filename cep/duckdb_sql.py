@@ -34,6 +34,7 @@ import re
 from collections.abc import Mapping
 
 from cep.duckdb_catalog import no_such_function, spark_functions_only, spark_separator
+from cep.duckdb_column_names import name_unnamed_columns
 from cep.duckdb_decimals import (
     DECIMAL_META,
     decimal_arithmetic,
@@ -147,6 +148,7 @@ def to_duckdb_sql(
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     negative_literals(tree)
     types = annotated_types(tree, schema or {}, checking=checking)
+    name_unnamed_columns(tree, types, text)
     mark_counts_of_values_never_null(tree)
     mark_computed_partition_keys(tree)
     keep_places(tree)

@@ -38,6 +38,7 @@ from cep.cli_io import (
     Inputs,
     KafkaInput,
     UsageError,
+    add_input_format_option,
     arrow_to_pandas,
     bad_rows_summary,
     format_of,
@@ -57,6 +58,7 @@ from cep.cli_io import (
     write_output,
 )
 from cep.delta_io import app_id_of, columns_read, default_table, input_identity, is_delta, pushed_filters, snapshot_of
+from cep.duckdb_results import time_python_cannot_hold
 from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse_unchecked
 from cep.matcher.rows.text_types import resolve_declared
@@ -236,7 +238,7 @@ def _run_python(
     stats: list[ClauseStats] = []
 
     def read_path(path: str):
-        return read_pandas([path], input_format([path], args.format), columns=columns)
+        return read_pandas([path], input_format([path], args.input_format), columns=columns)
 
     if progress:
         bar, options["progress"] = _progress_bar(len(default) if default is not None else 0)
@@ -273,7 +275,7 @@ def _run_spark(
     """A Spark job; ``spark`` and ``default``: a session and the unnamed input already read (Kafka);
     ``declared`` as for the python engine (the reader marks values of other types as unread)."""
     specs = [*inputs.unnamed, *inputs.named.values(), *(path for _s, _e, path in statement.whole.paths)]
-    spark = spark or start_spark(args.master, delta=any(is_delta(s) for s in specs) or args.format == "delta")
+    spark = spark or start_spark(args.master, delta=any(is_delta(s) for s in specs) or args.input_format == "delta")
     started = time.perf_counter()
     columns = columns_read(statement)
     if default is None and inputs.unnamed:
@@ -288,7 +290,7 @@ def _run_spark(
     stats: list[ClauseStats] = []
 
     def read_path(path: str):
-        return read_spark(spark, [path], input_format([path], args.format), columns=columns)
+        return read_spark(spark, [path], input_format([path], args.input_format), columns=columns)
 
     options = dict(replay)
     records: list = []  # the dead-letter DataFrames of the clauses
@@ -419,18 +421,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         parent = os.path.dirname(os.path.abspath(written_to))
         if not os.path.isdir(parent):
             raise UsageError(f"cannot write {args.output}: no directory {parent}")
-    inputs = with_time_travel(Inputs.parse(args.input, fmt=args.format), args)
+    inputs = with_time_travel(Inputs.parse(args.input, fmt=args.input_format), args)
     if len(args.schema or ()) > 1 and inputs.unnamed and is_kafka_url(inputs.unnamed[0]):
         raise UsageError("a Kafka input takes one --schema: the columns of its message value")
     kafka = kafka_input(
-        list(inputs.unnamed), args.format, (args.schema or [None])[0], args.kafka_option, args.kafka_encoding
+        list(inputs.unnamed), args.input_format, (args.schema or [None])[0], args.kafka_option, args.kafka_encoding
     )
     if not kafka:  # --schema types CSV files (the unnamed input's, or NAME='...' a named input's)
-        inputs = with_time_travel(Inputs.parse(args.input, args.schema, args.format), args)
+        inputs = with_time_travel(Inputs.parse(args.input, args.schema, args.input_format), args)
     fmt = inputs.unnamed_format() if inputs.unnamed and not kafka else None
     declared = inputs.schemas.get(None)
     for path in inputs.named.values():
-        input_format([path], args.format)
+        input_format([path], args.input_format)
     replay = _replay_options(args)
     try:
         statement = cep.compile_sql(text, filename=args.query_file)
@@ -519,34 +521,19 @@ def _rule_match_id_text(rule_id: str, path: str, text: str) -> str:
     return match_id_text(rule_id, rules[0].canonical)
 
 
-# The first and last day (since 1970) and the unit of a time in Python's dates: years 1 to 9999.
-_PYTHON_DAYS = (-719162, 2932896)
-_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
-
-
 def refuse_years_python_cannot_hold(answer) -> None:
     """A CepError where a DATE or TIMESTAMP column of Spark's answer (an Arrow table) holds a time before year
     1 or after 9999 (``date_add(d, 2147483647)``): Spark holds them, but cep prints and writes its results as
-    Python's dates, which hold the years 1 to 9999; Python's ValueError would be the user's only answer."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    for index, field in enumerate(answer.schema):
-        if pa.types.is_date32(field.type):
-            kind, per_day, values = "DATE", 1, answer.column(index).cast(pa.int32())
-        elif pa.types.is_timestamp(field.type):
-            kind, per_day, values = "TIMESTAMP", _PER_DAY[field.type.unit], answer.column(index).cast(pa.int64())
-        else:
-            continue
-        least, most = pc.min_max(values).values()
-        first, last = _PYTHON_DAYS[0] * per_day, (_PYTHON_DAYS[1] + 1) * per_day - 1
-        if least.is_valid and (least.as_py() < first or most.as_py() > last):
-            raise CepSemanticError(
-                f"column {field.name} holds a {kind} outside the years 1 to 9999, which Spark holds but cep cannot "
-                f"print or write (its results are Python's dates): write it as text, CAST({field.name} AS STRING), "
-                "as Spark writes it, or keep the dates within those years",
-                code="E0250",
-            )
+    Python's dates (``time_python_cannot_hold``, the python engine's check too)."""
+    found = time_python_cannot_hold(answer)
+    if found is not None:
+        column, kind = found
+        raise CepSemanticError(
+            f"column {column} holds a {kind} outside the years 1 to 9999, which Spark holds but cep cannot "
+            f"print or write (its results are Python's dates): write it as text, CAST({column} AS STRING), "
+            "as Spark writes it, or keep the dates within those years",
+            code="E0250",
+        )
 
 
 def _spark_failure(exc: Exception, where: str) -> int:
@@ -570,7 +557,7 @@ def run_rules(args: argparse.Namespace) -> int:
         raise UsageError(f"rules directory not found: {args.rules}")
     if not args.input:
         raise UsageError("--rules needs the events: --input PATH")
-    kafka = kafka_input(list(args.input), args.format, args.schema, args.kafka_option, args.kafka_encoding)
+    kafka = kafka_input(list(args.input), args.input_format, args.schema, args.kafka_option, args.kafka_encoding)
     if (args.dead_letter and not kafka) or args.limit is not None:
         raise UsageError(
             "--limit goes with one query, and --dead-letter with one query or a kafka:// input, "
@@ -643,7 +630,7 @@ def _rule_set_input(args: argparse.Namespace, ruleset, engine: str, kafka: Kafka
     """(the events for the rules, how many were read, the bad rows by reason or None): files as ``cep run``
     reads them; a Kafka topic's messages with the bad ones set aside as ``cep stream`` does."""
     if kafka is None:
-        fmt = input_format(args.input, args.format)
+        fmt = input_format(args.input, args.input_format)
         if engine == "python":
             data = read_pandas(args.input, fmt)
             return data, len(data), None
@@ -692,9 +679,7 @@ def add_command(sub: Any, formats: Sequence[str]) -> None:
         help=INPUT_HELP + ". Or Kafka topics: kafka://HOST:PORT/TOPIC (the messages they hold now; see "
         "docs/streaming.md)",
     )
-    run.add_argument(
-        "--format", choices=formats, help="input format (default: from the file extension; Kafka: json or csv)"
-    )
+    add_input_format_option(run, formats, "input format (default: from the file extension; Kafka: json or csv)")
     run.add_argument(
         "--kafka-option",
         action="append",

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from cep.duckdb_column_names import refuse_unnamed_columns
 from cep.duckdb_functions import calls_own_functions, register_functions
 from cep.duckdb_names import aliases_read_in_where, scope_probe, unresolved_name
 from cep.duckdb_optimizer import disabled_optimizers
@@ -345,6 +346,7 @@ class DuckEngine:
     def run(self, text: str):
         """The result of ``text`` (Spark SQL) run in DuckDB, as an Arrow table."""
         relation = self.bound(text)
+        refuse_unnamed_columns(relation.columns)  # before running: a header Spark would not give
         table = hugeints_as_bigints(relation.to_arrow_table(), [str(kind) for kind in relation.types])
         try:
             table = intervals_as_durations(table)

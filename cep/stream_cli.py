@@ -460,7 +460,7 @@ def _rules_path(args: argparse.Namespace) -> str:
 def _input_of(args: argparse.Namespace) -> _Input:
     """The input, checked (``CepKafkaError`` for a bad Kafka address or option, ``CepDeltaError`` for a folder
     that is not a Delta table: refused before Spark starts)."""
-    delta = is_delta(args.input) or args.format == "delta"
+    delta = is_delta(args.input) or args.input_format == "delta"
     if args.delta_option and not delta:
         raise _usage("--delta-option is for a Delta input (--input delta:PATH)")
     if delta:
@@ -470,9 +470,10 @@ def _input_of(args: argparse.Namespace) -> _Input:
         address = parse_kafka_url(args.input, topic_required=False)
         options = parse_kafka_options(args.kafka_option)
         encoding_name(args.kafka_encoding)  # a name it does not know: E0492 before anything starts
-        if args.format not in (None, *VALUE_FORMATS):
-            raise _usage(f"--format {args.format}: a Kafka message value is read as {' or '.join(VALUE_FORMATS)}")
-        return _Input(args.input, args.format or "json", address, options)
+        if args.input_format not in (None, *VALUE_FORMATS):
+            read_as = " or ".join(VALUE_FORMATS)
+            raise _usage(f"--input-format {args.input_format}: a Kafka message value is read as {read_as}")
+        return _Input(args.input, args.input_format or "json", address, options)
     if args.kafka_option or args.kafka_encoding:
         flag = "--kafka-option" if args.kafka_option else "--kafka-encoding"
         raise _usage(f"{flag} is for a Kafka input (--input kafka://HOST:PORT/TOPIC)")
@@ -481,7 +482,7 @@ def _input_of(args: argparse.Namespace) -> _Input:
             "--input expects a directory (the files of the stream arrive there) or kafka://HOST:PORT/TOPIC: "
             f"{args.input}"
         )
-    return _Input(args.input, input_format(args.input, args.format))
+    return _Input(args.input, input_format(args.input, args.input_format))
 
 
 def _timing_of(args: argparse.Namespace) -> _Timing:

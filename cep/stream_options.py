@@ -43,10 +43,10 @@ def _add_input_arguments(stream: argparse.ArgumentParser) -> None:
         help="directory the event files arrive in, or Kafka topics: kafka://HOST:PORT/TOPIC[,TOPIC] "
         "(or /REGEX); see docs/streaming.md",
     )
-    stream.add_argument(
-        "--format",
-        choices=cli_io.FORMATS,
-        help="input format (default: from the files' extension; for Kafka the message value: json (default) or csv)",
+    cli_io.add_input_format_option(
+        stream,
+        cli_io.FORMATS,
+        "input format (default: from the files' extension; for Kafka the message value: json (default) or csv)",
     )
     stream.add_argument(
         "--schema",

@@ -2,6 +2,9 @@
 
     format_statement(statement)  the whole query: upper-case keywords, one clause per line,
                                  MATCH_RECOGNIZE's clauses indented, one measure/definition per line
+    format_clauses(whole)        a whole SQL statement (grammar/statement.py): each MATCH_RECOGNIZE (...)
+                                 laid out as above, the SQL around it (Spark SQL, window functions, WITH,
+                                 joins) kept as written
     format_expr(expr)            one expression (used by the matcher's `explain` for DEFINE conditions)
     format_pattern(pattern)      one row pattern
 
@@ -17,7 +20,7 @@ import re
 
 from cep.grammar import ast
 
-__all__ = ["format_statement", "format_expr", "format_pattern"]
+__all__ = ["format_statement", "format_clauses", "format_expr", "format_pattern"]
 
 _INDENT = "  "
 
@@ -35,6 +38,25 @@ def format_statement(statement: ast.Statement) -> str:
     if statement.limit is not None:
         lines.append(f"LIMIT {statement.limit}")
     return "\n".join(lines)
+
+
+def format_clauses(whole) -> str:
+    """The text of ``whole`` (a ``WholeStatement``) with each MATCH_RECOGNIZE (...) in canonical layout,
+    indented under the line it starts on; the SQL around the clauses is Spark SQL, kept as written. A clause
+    holding a subquery or a window function (replaced by a column in its AST) is kept as written too: its
+    AST alone would drop them. ``split(format_clauses(w))`` gives the same clauses' ASTs."""
+    text, pieces, done = whole.text, [], 0
+    for clause in sorted(whole.clauses, key=lambda c: c.keyword):
+        if clause.subqueries:
+            continue
+        line_start = text.rfind("\n", 0, clause.keyword) + 1
+        indent = re.match(r"[ \t]*", text[line_start:]).group(0)
+        lines = ["MATCH_RECOGNIZE ("]
+        lines += [indent + _INDENT + line for line in _match_recognize_lines(clause.statement.match)]
+        lines.append(indent + ")")
+        pieces += [text[done : clause.keyword], "\n".join(lines)]
+        done = clause.end
+    return "".join([*pieces, text[done : whole.end]]).strip()
 
 
 def _select_item(item: ast.SelectItem) -> str:

@@ -120,7 +120,7 @@ def test_run_unknown_input_format_is_a_usage_error(tmp_path, capsys):
     odd = tmp_path / "ticks.dat"
     odd.write_text("symbol,ts,price\n")
     assert main(["run", QUERY, "--input", str(odd), "--engine", "python"]) == 2
-    assert "--format" in capsys.readouterr().err
+    assert "--input-format" in capsys.readouterr().err
 
 
 def test_run_bad_output_extension_is_a_usage_error(tmp_path, capsys):

@@ -189,3 +189,19 @@ def test_a_day_duckdb_keeps_for_infinity_fails_at_the_call_pointing_to_spark() -
     error = caught.value
     assert "--engine spark" in str(error) and "cannot compute" in str(error), str(error)
     assert (error.span.line, error.span.column) == (2, len("SELECT year(") + 1), str(error)
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_a_time_past_year_9999_in_any_unit_is_refused_not_a_python_overflow(unit) -> None:
+    """A table's TIMESTAMP column in another unit than DuckDB's microseconds (a Parquet file's milliseconds)
+    keeps its unit through the statement: one check (cep/duckdb_results.py, ``time_python_cannot_hold``, which
+    ``cep run --engine spark`` uses too) reads every unit, so a time past 9999-12-31 is a CepError, never
+    Python's OverflowError. 10001-01-01 is 2,932,897 + 366 days after 1970 (10000 is a leap year)."""
+    per_day = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}[unit]
+    far = pa.table({"ts": pa.array([(2_932_897 + 366) * per_day if unit != "ns" else 2**62], pa.timestamp(unit))})
+    text = HEAD + "SELECT f.ts FROM far f CROSS JOIN m"
+    if unit == "ns":  # nanoseconds end in 2262: Python's dates hold them all, so the value comes back
+        assert cep.compile_sql(text).run({TABLE: ROWS, "far": far}, kind="arrow").num_rows == 1
+        return
+    with pytest.raises(cep.CepError, match="outside the years 1 to 9999"):
+        cep.compile_sql(text).run({TABLE: ROWS, "far": far}, kind="arrow")

@@ -1,0 +1,642 @@
+"""The names Spark gives to the output columns written without ``AS``, for the python engine's results.
+
+Spark names such a column after its own text of the expression, as its analyser has resolved it
+(``toPrettySQL``: ``usePrettyExpression(e).sql``): an operator in parentheses (``(i + 1)``, ``(NOT (i = 1))``
+for ``i <> 1``), a function in lower case with the arguments it fills in (``round(x, 0)`` for ``round(x)``), a
+text literal without its quotes (``concat(s, x)``), ``count(1)`` for ``count(*)``, the column's own name for a
+cast of a column (``CAST(x AS INT)`` is ``x``), and no trace of the casts it adds itself. DuckDB names them after
+its own text, so the translation gives each such column Spark's name (``name_unnamed_columns``).
+
+The names are built for the expressions whose Spark text is known here, each form checked against Spark itself
+(tests/test_output_column_names.py, and the generated expressions of tests/test_sql_differential.py).
+Any other expression gets a marked name (``UNNAMED_MARK``): when one reaches a result, the python engine refuses
+before running and asks for ``AS`` (``refuse_unnamed_columns``) rather than show a header Spark would not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from cep.duckdb_nodes import Refusal, place_of, type_of
+
+# Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
+
+# A column named this way holds an expression whose Spark name is not known here; the offset and length of the
+# expression in the statement's text follow, so that the refusal can point at it.
+UNNAMED_MARK = "__cep_unnamed_"
+_MARKED = re.compile(re.escape(UNNAMED_MARK) + r"(\d+)_(\d+)")
+
+# Operators Spark writes as ``(left OP right)``.
+_BINARY = {
+    "Add": "+",
+    "Sub": "-",
+    "Mul": "*",
+    "Div": "/",
+    "Mod": "%",
+    "IntDiv": "div",
+    "EQ": "=",
+    "LT": "<",
+    "LTE": "<=",
+    "GT": ">",
+    "GTE": ">=",
+    "NullSafeEQ": "<=>",
+    "And": "AND",
+    "Or": "OR",
+    "BitwiseAnd": "&",
+    "BitwiseOr": "|",
+    "BitwiseXor": "^",
+}
+# Types for which the arithmetic operators are arithmetic on Spark (a DATE's + is date_add, an interval's has no
+# parentheses, a text's is cast to a number first).
+_ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Mod", "IntDiv"}
+_NUMBERS = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
+# Functions Spark names as written in lower case with their arguments as given (each checked against Spark
+# 4.2 for the number of arguments listed: with fewer, Spark writes the defaults it fills in).
+_ANY = range(64)  # any number of arguments
+_AS_WRITTEN: dict[str, set[int] | range] = {
+    "abs": _ANY,
+    "add_months": _ANY,
+    "any_value": _ANY,
+    "approx_percentile": {3},
+    "array": _ANY,
+    "array_contains": _ANY,
+    "array_max": _ANY,
+    "array_min": _ANY,
+    "array_size": _ANY,
+    "ascii": _ANY,
+    "avg": _ANY,
+    "base64": _ANY,
+    "bit_and": _ANY,
+    "bit_length": _ANY,
+    "bit_or": _ANY,
+    "bit_xor": _ANY,
+    "bool_and": _ANY,
+    "bool_or": _ANY,
+    "cardinality": _ANY,
+    "char": _ANY,
+    "char_length": _ANY,
+    "chr": _ANY,
+    "coalesce": _ANY,
+    "collect_list": _ANY,
+    "collect_set": _ANY,
+    "concat": _ANY,
+    "contains": _ANY,
+    "corr": _ANY,
+    "count": _ANY,
+    "count_if": _ANY,
+    "covar_pop": _ANY,
+    "covar_samp": _ANY,
+    "date_add": _ANY,
+    "date_diff": _ANY,
+    "date_format": _ANY,
+    "date_from_unix_date": _ANY,
+    "date_sub": _ANY,
+    "dateadd": _ANY,
+    "datediff": _ANY,
+    "day": _ANY,
+    "dayname": _ANY,
+    "dayofmonth": _ANY,
+    "dayofweek": _ANY,
+    "dayofyear": _ANY,
+    "decode": _ANY,
+    "element_at": _ANY,
+    "endswith": _ANY,
+    "every": _ANY,
+    "factorial": _ANY,
+    "first": {1},
+    "first_value": _ANY,
+    "from_unixtime": _ANY,
+    "greatest": _ANY,
+    "hex": _ANY,
+    "hour": _ANY,
+    "ifnull": _ANY,
+    "initcap": _ANY,
+    "instr": _ANY,
+    "isnan": _ANY,
+    "kurtosis": _ANY,
+    "last": {1},
+    "last_day": _ANY,
+    "lcase": _ANY,
+    "least": _ANY,
+    "left": _ANY,
+    "len": _ANY,
+    "length": _ANY,
+    "levenshtein": _ANY,
+    "lower": _ANY,
+    "lpad": _ANY,
+    "make_date": _ANY,
+    "make_timestamp": _ANY,
+    "map": _ANY,
+    "max": _ANY,
+    "max_by": _ANY,
+    "md5": _ANY,
+    "median": _ANY,
+    "min": _ANY,
+    "min_by": _ANY,
+    "minute": _ANY,
+    "mod": _ANY,
+    "month": _ANY,
+    "monthname": _ANY,
+    "months_between": {3},
+    "next_day": _ANY,
+    "nullif": _ANY,
+    "nvl": _ANY,
+    "nvl2": _ANY,
+    "octet_length": _ANY,
+    "overlay": _ANY,
+    "percentile": {3},
+    "pmod": _ANY,
+    "quarter": _ANY,
+    "regexp_count": _ANY,
+    "regexp_extract": _ANY,
+    "regexp_instr": {3},
+    "regexp_replace": {4},
+    "regexp_substr": _ANY,
+    "regr_count": _ANY,
+    "regr_intercept": _ANY,
+    "regr_slope": _ANY,
+    "repeat": _ANY,
+    "replace": _ANY,
+    "reverse": _ANY,
+    "right": _ANY,
+    "round": {2},
+    "rpad": _ANY,
+    "second": _ANY,
+    "sha1": _ANY,
+    "sha2": _ANY,
+    "shiftleft": _ANY,
+    "shiftright": _ANY,
+    "size": _ANY,
+    "skewness": _ANY,
+    "sort_array": {2},
+    "space": _ANY,
+    "split": {3},
+    "split_part": _ANY,
+    "startswith": _ANY,
+    "stddev": _ANY,
+    "stddev_pop": _ANY,
+    "stddev_samp": _ANY,
+    "string_agg": _ANY,
+    "substr": {3},
+    "substring": {3},
+    "substring_index": _ANY,
+    "sum": _ANY,
+    "timestamp_seconds": _ANY,
+    "to_date": _ANY,
+    "to_number": _ANY,
+    "to_timestamp": _ANY,
+    "translate": _ANY,
+    "trunc": _ANY,
+    "try_add": _ANY,
+    "try_divide": _ANY,
+    "try_multiply": _ANY,
+    "try_subtract": _ANY,
+    "typeof": _ANY,
+    "ucase": _ANY,
+    "unix_date": _ANY,
+    "unix_millis": _ANY,
+    "unix_seconds": _ANY,
+    "unix_timestamp": {2},
+    "upper": _ANY,
+    "var_pop": _ANY,
+    "var_samp": _ANY,
+    "variance": _ANY,
+    "weekday": _ANY,
+    "weekofyear": _ANY,
+    "year": _ANY,
+}
+# Functions Spark names in upper case (its math functions' own names), with the numbers of arguments checked.
+_UPPER_CASE = {
+    "atan2": {2},
+    "ceil": {1},
+    "exp": {1},
+    "floor": {1},
+    "log": {2},
+    "pi": {0},
+    "power": {2},
+    "radians": {1},
+    "regexp": {2},
+    "regexp_like": {2},
+    "signum": {1},
+}
+# Spark's names of the types a CAST writes (sqlglot's Spark text of the type -> Spark's).
+_TYPE_NAMES = {"REAL": "FLOAT", "DECIMAL": "DECIMAL(10,0)"}
+_SIMPLE_TYPE = re.compile(r"TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|STRING|DATE|TIMESTAMP|BOOLEAN|DECIMAL\(\d+,\d+\)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """What a name is built from: the statement's ``text`` (sqlglot's nodes hold places in it) and the
+    ``types`` of the operands the translation typed (``annotated_types``)."""
+
+    text: str
+    types: dict[int, str]
+
+
+def name_unnamed_columns(tree, types: dict[int, str], text: str) -> None:
+    """Give each output column of each SELECT in ``tree`` written without ``AS`` Spark's name for it, or a
+    marked name (``UNNAMED_MARK``) where Spark's is not known here. A column read as it is keeps its name."""
+    from sqlglot import exp
+
+    source = Source(text, types)
+    for select in list(tree.find_all(exp.Select)):
+        for projection in list(select.expressions):
+            if isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
+                continue
+            name = spark_name(projection, source)
+            if name is None:
+                offset, length = _place(projection, text)
+                name = f"{UNNAMED_MARK}{offset}_{length}"
+            projection.replace(exp.alias_(projection.copy(), name, quoted=True, copy=False))
+
+
+def _place(node, text: str) -> tuple[int, int]:
+    """The offset and length of ``node``'s text: from its first token back over the words and parentheses
+    sqlglot keeps no place for (``INTERVAL '1' DAY``, ``CAST(``), to its last token's end."""
+    offset, length = place_of(node)
+    offset = offset or 0
+    start = offset
+    while start > 0 and re.match(r"[\w\s(~-]", text[start - 1]):
+        start -= 1
+    lead = re.match(r"\s*(?:(?:SELECT|DISTINCT|ALL)\b\s*)*", text[start:offset], re.IGNORECASE)
+    start += lead.end() if lead else 0
+    ends = [n.meta["end"] for n in node.walk() if "end" in n.meta]
+    return start, max([offset + length - start, *(end - start + 1 for end in ends)])
+
+
+def refuse_unnamed_columns(columns: list[str]) -> None:
+    """A Refusal, placed at the expression, when a result's column has a marked name (``name_unnamed_columns``)."""
+    for column in columns:
+        found = _MARKED.fullmatch(column)
+        if found is not None:
+            raise Refusal(
+                "the name Spark gives to this output column, written without AS, is not known here: name it "
+                "(... AS name)",
+                int(found.group(1)),
+                int(found.group(2)),
+            )
+
+
+def spark_name(node, source: Source) -> str | None:
+    """Spark's name for the output column ``node`` (an expression without ``AS``), or None when not known."""
+    from sqlglot import exp
+
+    inner = node.this if isinstance(node, exp.Paren) else node
+    if isinstance(inner, (exp.Cast, exp.TryCast)) and isinstance(inner.this, exp.Column):
+        return inner.this.name  # Spark names a cast of a column after the column
+    return _pretty(node, source)
+
+
+def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912 - one case a form
+    from sqlglot import exp
+
+    kind = type(node).__name__
+    text = source.text
+    written = _written_name(node, text)
+    if isinstance(node, exp.Paren):
+        return _pretty(node.this, source)
+    if isinstance(node, exp.TsOrDsToDate) and "start" not in node.meta:  # sqlglot's, around year(d)'s date
+        return _pretty(node.this, source)
+    if isinstance(node, exp.Column):
+        return node.name  # as written (Spark keeps the query's spelling), a qualified one (m.i) by its name
+    if isinstance(node, exp.Literal) and node.is_string:
+        return _text(node, text)
+    if isinstance(node, exp.Null):
+        return "NULL"
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
+    number = _number(node, source)
+    if number is not None:
+        return number
+    if isinstance(node, exp.Neg):
+        operand = _number(node.this, source)
+        if operand is not None:  # a number's minus belongs to the literal (Spark's grammar)
+            return operand[1:] if operand.startswith("-") else f"-{operand}"
+        operand = _pretty(node.this, source)
+        return None if operand is None else f"(- {operand})"
+    if kind in _BINARY and written is None:
+        sides = (node.this, node.expression)
+        if kind in _ARITHMETIC and not all(type_of(side, source.types) in _NUMBERS for side in sides):
+            return None
+        return _joined("({} " + _BINARY[kind] + " {})", (node.this, node.expression), source)
+    if isinstance(node, exp.NEQ):
+        return _joined("(NOT ({} = {}))", (node.this, node.expression), source)
+    if isinstance(node, exp.Not):
+        if isinstance(node.this, exp.Is) and isinstance(node.this.expression, exp.Null):
+            return _joined("({} IS NOT NULL)", (node.this.this,), source)
+        if isinstance(node.this, exp.Like) and not node.this.args.get("escape"):
+            return _joined("(NOT {} LIKE {})", (node.this.this, node.this.expression), source)
+        return _joined("(NOT {})", (node.this,), source)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return _joined("({} IS NULL)", (node.this,), source)
+    if isinstance(node, exp.Like) and not node.args.get("escape"):
+        template = "(NOT {} LIKE {})" if node.args.get("negate") else "{} LIKE {}"
+        return _joined(template, (node.this, node.expression), source)
+    if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
+        names = [_pretty(operand, source) for operand in (node.this, *node.expressions)]
+        return None if None in names else f"({names[0]} IN ({', '.join(names[1:])}))"
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return _cast(node, source)
+    if isinstance(node, exp.Case):
+        return _case(node, source)
+    if isinstance(node, exp.If) and written == "if" and node.args.get("false") is not None:
+        return _joined("(IF({}, {}, {}))", (node.this, node.args["true"], node.args["false"]), source)
+    if isinstance(node, exp.Filter):
+        aggregate = _pretty(node.this, source)
+        condition = node.expression.this if isinstance(node.expression, exp.Where) else None
+        where = None if condition is None else _pretty(condition, source)
+        return None if aggregate is None or where is None else f"{aggregate} FILTER (WHERE {where})"
+    if isinstance(node, exp.Window):
+        return _window(node, source)
+    if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):  # first(x, true) among them: Spark's own text
+        return None
+    if isinstance(node, exp.Count) and written == "count":
+        return _count(node, source)
+    if written in _AS_WRITTEN:
+        return _call(node, written, _AS_WRITTEN[written], source)
+    if written in _UPPER_CASE:
+        return _call(node, written.upper(), _UPPER_CASE[written], source)
+    return None
+
+
+def _joined(template: str, operands, source: Source) -> str | None:
+    names = [_pretty(operand, source) for operand in operands]
+    return None if None in names else template.format(*names)
+
+
+def _written_name(node, text: str) -> str | None:
+    """The name of the function ``node`` as written (lower case), or None when ``node`` is no call. sqlglot
+    places some calls at their name, others (``floor(x)``, ``IF(...)``) at their first argument only."""
+    from sqlglot import exp
+
+    start, end = node.meta.get("start"), node.meta.get("end")
+    if start is None or end is None:
+        arguments = _arguments(node) if isinstance(node, exp.Func) and not isinstance(node, exp.Binary) else []
+        first = place_of(arguments[0])[0] if arguments else None
+        called = re.search(r"\b(\w+)\s*\(\s*$", text[:first]) if first is not None else None
+        word = called.group(1).lower() if called else None
+        # the call's own name, not an enclosing one's (first(x, true) is sqlglot's IGNORE NULLS around first)
+        return word if word and word.replace("_", "") == type(node).__name__.lower() else None
+    word = text[start : end + 1]
+    if not re.fullmatch(r"\w+", word) or not re.match(r"\s*\(", text[end + 1 :]):
+        return None
+    return word.lower()
+
+
+def _text(node, text: str) -> str | None:
+    """A text literal as Spark writes it in a name: without its quotes (when written plainly)."""
+    value = str(node.this)
+    return value if _token(node, text) == f"'{value}'" and "\\" not in value else None
+
+
+# The suffixes of Spark's typed numbers: 100L (BIGINT), 2S (SMALLINT), 1Y (TINYINT), 1.5BD (DECIMAL), 1.5D
+# (DOUBLE) and 1.5F (FLOAT); a double's text is Java's.
+_INTEGRAL_SUFFIX = re.compile(r"(\d+)(L|S|Y)?", re.IGNORECASE)
+_DECIMAL_SUFFIX = re.compile(r"(\d+\.\d+)(BD)?", re.IGNORECASE)
+_DOUBLE_SUFFIX = re.compile(r"(\d+(?:\.\d*)?(?:E[-+]?\d+)?)D?|(\d+\.\d*E[-+]?\d+|\d+E[-+]?\d+)", re.IGNORECASE)
+
+
+def _number(node, source: Source) -> str | None:
+    """A number literal (plain or typed: ``100L``, ``1.5D``, ``1.5e3``) as Spark writes it in a name, or None."""
+    from sqlglot import exp
+
+    literal = node.this if isinstance(node, (exp.Cast, exp.TryCast)) else node
+    if not isinstance(literal, exp.Literal) or literal.is_string:
+        return None
+    written = _token(literal, source.text)
+    if written is None or (literal is not node and not written[-1:].isalpha()):
+        return None  # a cast of a number is a typed number only when written as one (100L, 1.5D)
+    sign = "-" if str(literal.this).startswith("-") else ""  # negative_literals moved a minus into it
+    if _INTEGRAL_SUFFIX.fullmatch(written) or _DECIMAL_SUFFIX.fullmatch(written):
+        return sign + re.match(r"[\d.]+", written).group(0)
+    if _DOUBLE_SUFFIX.fullmatch(written) and (written[-1:] in "dD" or "e" in written.lower()):
+        value = float(sign + written.rstrip("dD"))
+        # Java's Double.toString: Python's repr where Java writes no exponent (0 and 1e-3 <= |v| < 1e7)
+        return repr(value) if value == 0 or 1e-3 <= abs(value) < 1e7 else None
+    return None
+
+
+def _cast(node, source: Source) -> str | None:
+    from sqlglot import exp
+
+    text = source.text
+    if isinstance(node.this, exp.Literal) and node.this.is_string:
+        typed = _typed_literal(node, text)
+        if typed is not None:
+            return typed
+    if not _written_cast(node, text):
+        return None  # a cast sqlglot adds (to_utc_timestamp's argument): Spark shows none
+    target = node.args["to"].sql(dialect="spark").upper().replace(" ", "")
+    target = _TYPE_NAMES.get(target, target)
+    if not _SIMPLE_TYPE.fullmatch(target):
+        return None
+    operand = _pretty(node.this, source)
+    if operand is None:
+        return None
+    word = "TRY_CAST" if isinstance(node, exp.TryCast) and node.args.get("safe") else "CAST"
+    return f"{word}({operand} AS {target})"
+
+
+# A DATE or TIMESTAMP literal Spark writes back as given (a canonical value; others it rewrites).
+_CANONICAL = {"DATE": re.compile(r"\d{4}-\d{2}-\d{2}"), "TIMESTAMP": re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")}
+
+
+def _typed_literal(node, text: str) -> str | None:
+    """``DATE '2021-03-28'`` or ``TIMESTAMP '2021-03-28 01:30:00'`` (sqlglot's cast of the text) as Spark names
+    it, when written so with a canonical value."""
+    start = node.this.meta.get("start")
+    written = re.search(r"\b(DATE|TIMESTAMP)\s*$", text[:start] if start is not None else "", re.IGNORECASE)
+    if written is None:
+        return None
+    kind, value = written.group(1).upper(), str(node.this.this)
+    return f"{kind} '{value}'" if _CANONICAL[kind].fullmatch(value) and _text(node.this, text) else None
+
+
+def _written_cast(node, text: str) -> bool:
+    """Whether the cast ``node`` is written in ``text`` (``CAST(x AS T)``, ``TRY_CAST``, ``x::T``)."""
+    offset = place_of(node.this)[0]
+    ends = [n.meta["end"] for n in node.this.walk() if "end" in n.meta]
+    if offset is None or not ends:
+        return False
+    before = re.search(r"\b(try_)?cast\s*\(\s*(\(\s*)*$", text[:offset], re.IGNORECASE)
+    if before is not None:
+        return True
+    after = re.match(r"[\s)]*::\s*(\w+)", text[max(ends) + 1 :])  # x::T, T the cast's own type
+    return after is not None and _same_type(after.group(1), node.args["to"])
+
+
+def _same_type(written: str, target) -> bool:
+    from sqlglot import exp
+
+    try:
+        return exp.DataType.build(written, dialect="spark").this == target.this
+    except Exception:  # noqa: BLE001 - sqlglot's parse errors have many kinds: not a type
+        return False
+
+
+def _token(node, text: str) -> str | None:
+    """The text of ``node``'s own token, as written."""
+    start, end = node.meta.get("start"), node.meta.get("end")
+    return None if start is None or end is None else text[start : end + 1]
+
+
+def _case(node, source: Source) -> str | None:
+    from sqlglot import exp
+
+    parts = ["CASE"]
+    for branch in node.args.get("ifs") or []:
+        condition = branch.this
+        if node.this is not None:  # CASE x WHEN v: Spark writes (x = v)
+            condition = exp.EQ(this=node.this, expression=condition)
+        names = [_pretty(condition, source), _pretty(branch.args["true"], source)]
+        if None in names:
+            return None
+        parts.append(f"WHEN {names[0]} THEN {names[1]}")
+    default = node.args.get("default")
+    if default is not None:
+        name = _pretty(default, source)
+        if name is None:
+            return None
+        parts.append(f"ELSE {name}")
+    return " ".join([*parts, "END"])
+
+
+def _count(node, source: Source) -> str | None:
+    from sqlglot import exp
+
+    operand = node.this
+    if isinstance(operand, exp.Star):
+        return "count(1)"
+    if isinstance(operand, exp.Distinct):
+        names = [_pretty(e, source) for e in operand.expressions]
+        return None if None in names or not names else f"count(DISTINCT {', '.join(names)})"
+    return _call(node, "count", _AS_WRITTEN["count"], source)
+
+
+def _call(node, name: str, counts, source: Source) -> str | None:
+    """``name(arguments)``: the arguments are the node's children in the order written (each checked), when
+    their number is one of ``counts``."""
+    from sqlglot import exp
+
+    arguments = _arguments(node)
+    distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
+    if distinct:  # max(DISTINCT s)
+        arguments = arguments[0].expressions
+    if len(arguments) not in counts:
+        return None
+    names = [_pretty(argument, source) for argument in arguments]
+    return None if None in names else f"{name}({'DISTINCT ' if distinct else ''}{', '.join(names)})"
+
+
+def _arguments(node) -> list:
+    """The children of the call ``node`` in the order its text writes them (sqlglot's order of its arguments,
+    which for the functions of ``_AS_WRITTEN`` is the written one)."""
+    from sqlglot import exp
+
+    found = []
+    for key in node.arg_types:
+        value = node.args.get(key)
+        if isinstance(value, list):
+            found.extend(value)
+        elif isinstance(value, exp.Expression):
+            found.append(value)
+    return found
+
+
+# Window functions Spark names in upper case, and the frame it gives each kind of window function that has none
+# written (its ``SpecifiedWindowFrame``'s text).
+_RANKS = {"row_number": "row_number", "rank": "RANK", "dense_rank": "DENSE_RANK", "percent_rank": "PERCENT_RANK"}
+_WHOLE_PARTITION = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+_UP_TO_THE_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+_UP_TO_ITS_PEERS = "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+
+
+def _window(node, source: Source) -> str | None:
+    """``f(...) OVER (PARTITION BY ... ORDER BY ... frame)``, as Spark writes a window: each ORDER BY key with
+    its direction and NULL order, and the frame, written or Spark's default for the function."""
+    from sqlglot import exp
+
+    function, written = node.this, _written_name(node.this, source.text)
+    if node.args.get("alias") or isinstance(function, exp.IgnoreNulls | exp.RespectNulls):
+        return None
+    parts = []
+    partition = [_pretty(key, source) for key in node.args.get("partition_by") or []]
+    if partition:
+        parts.append("PARTITION BY " + ", ".join(partition) if None not in partition else None)
+    order = node.args.get("order")
+    if order is not None:
+        keys = [_ordered(key, source) for key in order.expressions]
+        parts.append("ORDER BY " + ", ".join(keys) if None not in keys else None)
+    spec = node.args.get("spec")
+    if written in _RANKS or written in ("cume_dist", "ntile", "lag", "lead"):
+        if spec is not None or order is None:
+            return None  # Spark refuses a frame here, and a ranking without an order
+        if written in ("lag", "lead"):
+            name, frame = _offset(function, written, source)
+        else:
+            arguments = [_pretty(argument, source) for argument in _arguments(function)]
+            frame = _UP_TO_ITS_PEERS if written == "cume_dist" else _UP_TO_THE_ROW
+            if None in arguments or len(arguments) != (written == "ntile"):
+                return None
+            name = f"{_RANKS.get(written, written)}({', '.join(arguments)})"
+    else:
+        name = _pretty(function, source)
+        frame = _frame(spec) if spec is not None else _UP_TO_ITS_PEERS if order is not None else _WHOLE_PARTITION
+    parts.append(frame)
+    if name is None or None in parts:
+        return None
+    return f"{name} OVER ({' '.join(parts)})"
+
+
+def _ordered(key, source: Source) -> str | None:
+    from sqlglot import exp
+
+    if not isinstance(key, exp.Ordered):
+        return None
+    name = _pretty(key.this, source)
+    descending = bool(key.args.get("desc"))
+    nulls_first = key.args.get("nulls_first") is not False if not descending else key.args.get("nulls_first") is True
+    direction = "DESC" if descending else "ASC"
+    return None if name is None else f"{name} {direction} NULLS {'FIRST' if nulls_first else 'LAST'}"
+
+
+def _offset(function, written: str, source: Source) -> tuple[str | None, str]:
+    """lag and lead with the offset and default Spark fills in, and their one-row frame."""
+    arguments = _arguments(function)
+    if not 1 <= len(arguments) <= 3:
+        return None, ""
+    names = [_pretty(argument, source) for argument in arguments]
+    offset = names[1] if len(names) > 1 else "1"
+    if offset is None or not re.fullmatch(r"\d+", offset):
+        return None, ""
+    names = [*names[:1], offset, names[2] if len(names) > 2 else "NULL"]
+    if None in names:
+        return None, ""
+    steps = f"-{offset}" if written == "lag" else offset
+    return f"{written}({', '.join(names)})", f"ROWS BETWEEN {steps} FOLLOWING AND {steps} FOLLOWING"
+
+
+def _frame(spec) -> str | None:
+    """A written frame as Spark writes it: ROWS, or RANGE to the ends or the current row (Spark rewrites
+    a RANGE of values in ways of its own)."""
+    from sqlglot import exp
+
+    kind = str(spec.args.get("kind") or "").upper()
+    if kind not in ("ROWS", "RANGE"):
+        return None
+    ends = []
+    for side in ("start", "end"):
+        bound, direction = spec.args.get(side), str(spec.args.get(f"{side}_side") or "").upper()
+        if not isinstance(bound, str) and not (isinstance(bound, exp.Literal) and not bound.is_string):
+            return None  # an interval: Spark writes its own text of it
+        text = bound if isinstance(bound, str) else bound.name
+        if text.upper() == "CURRENT ROW":
+            ends.append("CURRENT ROW")
+        elif text.upper() == "UNBOUNDED" and direction in ("PRECEDING", "FOLLOWING"):
+            ends.append(f"UNBOUNDED {direction}")
+        elif kind == "ROWS" and re.fullmatch(r"\d+", text) and direction in ("PRECEDING", "FOLLOWING"):
+            ends.append(f"{text} {direction}")
+        else:
+            return None
+    return f"{kind} BETWEEN {ends[0]} AND {ends[1]}"

@@ -1,0 +1,154 @@
+"""An output column written without ``AS`` has the same name on both engines: Spark's own text of the expression
+(``(i + 1)``, ``upper(s)``, ``x`` for ``CAST(x AS INT)``, ``count(1)``), or the python engine refuses before
+running and asks for a name (cep/duckdb_column_names.py). The expected names are Spark's, asked of Spark itself
+(its analyser names the columns: no job runs); a few are also written down here from Spark 4.2, so that the
+python engine's part runs without Spark too."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+import cep
+
+TABLE = "ocn_events"
+ROWS = [
+    (1, 3, 10, 1.5, Decimal("2.25"), "ab", dt.date(2021, 3, 28), True),
+    (2, -1, None, None, None, None, None, False),
+]
+SPARK_SCHEMA = "id INT, i INT, b BIGINT, x DOUBLE, dec DECIMAL(10,2), s STRING, d DATE, flag BOOLEAN"
+COLUMNS = ("id", "i", "b", "x", "dec", "s", "d", "flag")  # SPARK_SCHEMA's, read the same on the python engine
+KINDS = (pa.int32(), pa.int32(), pa.int64(), pa.float64(), pa.decimal128(10, 2), pa.string(), pa.date32(), pa.bool_())
+ARROW = pa.schema(list(zip(COLUMNS, KINDS, strict=True)))
+HEAD = (
+    f"WITH m AS (SELECT * FROM {TABLE} MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH PATTERN (A) "
+    "DEFINE A AS TRUE) r)\n"
+)
+
+
+def arrow_table() -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(ARROW.names, row)) for row in ROWS], schema=ARROW)
+
+
+def python_names(select: str) -> list[str]:
+    out = cep.compile_sql(HEAD + f"SELECT {select} FROM m").run({TABLE: arrow_table()}, kind="arrow")
+    return out.column_names
+
+
+# Expressions the python engine names as Spark does: one of each form the naming knows (operators, literals,
+# casts written and typed, functions with the arguments Spark fills in, aggregates, FILTER, windows and their
+# default frames, CASE, IN, LIKE, a name written in another case than the table's, which Spark keeps).
+NAMED = [
+    "i + 1",
+    "upper(s)",
+    "UPPER(S)",
+    "CAST(x AS INT)",
+    "TRY_CAST(s AS INT)",
+    "x::int + 1",
+    "CAST(i + 1 AS STRING)",
+    "-i",
+    "-3 + i",
+    "i <> 1",
+    "NOT flag",
+    "s IS NOT NULL",
+    "i IN (1, 2)",
+    "s LIKE 'a%'",
+    "s NOT LIKE 'a%'",
+    "concat(s, 'x')",
+    "coalesce(i, 0)",
+    "nvl(i, 0)",
+    "IF(flag, 1, 2)",
+    "CASE WHEN i > 1 THEN 'big' ELSE 'small' END",
+    "CASE i WHEN 3 THEN 'three' END",
+    "round(x, 1)",
+    "signum(x)",
+    "floor(x)",
+    "100L",
+    "1.5D",
+    "1.50",
+    "DATE '2021-03-28'",
+    "date_format(d, 'yyyy')",
+    "year(d)",
+    "m.i * 2",
+    "i % 2",
+    "i div 2",
+    "dec * 2",
+    "row_number() OVER (ORDER BY id)",
+    "rank() OVER (PARTITION BY flag ORDER BY id DESC)",
+    "lag(i) OVER (ORDER BY id)",
+    "lead(i, 2, 0) OVER (ORDER BY id)",
+    "sum(i) OVER (PARTITION BY flag)",
+    "sum(i) OVER (ORDER BY id)",
+    "avg(x) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+]
+AGGREGATES = ["count(*)", "count(i)", "count(DISTINCT s)", "sum(x)", "max(DISTINCT s)", "sum(i) FILTER (WHERE i > 0)"]
+# Spark 4.2's names of a few, as its analyser gives them (spark.sql(...).columns), for the runs without Spark.
+WRITTEN_DOWN = {
+    "i + 1": "(i + 1)",
+    "upper(s)": "upper(s)",
+    "CAST(x AS INT)": "x",
+    "i <> 1": "(NOT (i = 1))",
+    "100L": "100",
+    "lag(i) OVER (ORDER BY id)": "lag(i, 1, NULL) OVER (ORDER BY id ASC NULLS FIRST ROWS BETWEEN -1 FOLLOWING AND -1 "
+    "FOLLOWING)",
+    "count(*)": "count(1)",
+}
+# Expressions whose Spark name the python engine does not know: refused before running, pointing at them.
+REFUSED = ["d + 1", "INTERVAL '1' DAY", "substring(s, 2)", "position('a' IN s)", "ltrim(s)"]
+
+
+@pytest.mark.parametrize(("expression", "name"), sorted(WRITTEN_DOWN.items()))
+def test_the_python_engine_names_a_column_as_spark_does(expression, name) -> None:
+    assert python_names(expression) == [name]
+
+
+@pytest.mark.parametrize("expression", REFUSED)
+def test_a_column_whose_spark_name_is_not_known_is_refused_and_placed(expression) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        python_names(f"i, {expression}")
+    error = caught.value
+    assert error.code == "E0252", str(error)
+    assert "written without AS" in str(error) and "AS name" in str(error)
+    assert error.span is not None and error.span.start == len(HEAD) + len("SELECT i, "), str(error)
+
+
+def test_a_named_column_is_never_refused() -> None:
+    assert python_names(", ".join(f"{e} AS c{n}" for n, e in enumerate(REFUSED))) == [f"c{n}" for n in range(5)]
+
+
+def test_a_column_refused_in_a_subquery_is_refused_only_where_it_reaches_the_result() -> None:
+    table = {TABLE: arrow_table()}
+    inner = "(SELECT i, d + 1 FROM m) q"
+    assert cep.compile_sql(HEAD + f"SELECT i FROM {inner}").run(table, kind="arrow").column_names == ["i"]
+    with pytest.raises(cep.CepError, match="written without AS"):
+        cep.compile_sql(HEAD + f"SELECT * FROM {inner}").run(table, kind="arrow")
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    spark.createDataFrame(ROWS, SPARK_SCHEMA).createOrReplaceTempView(TABLE)
+    return spark
+
+
+def spark_names(spark, expressions: list[str]) -> list[str]:
+    """Spark's names of ``expressions``, each a column of one query over the input (analysed, not run)."""
+    return spark.sql(f"SELECT {', '.join(expressions)} FROM {TABLE} m").columns
+
+
+@pytest.mark.spark
+def test_the_names_are_sparks_own(events) -> None:
+    assert python_names(", ".join(NAMED)) == spark_names(events, NAMED)
+    assert python_names(", ".join(AGGREGATES)) == spark_names(events, AGGREGATES)
+    written = [e for e in WRITTEN_DOWN if e not in AGGREGATES]
+    assert spark_names(events, written) == [WRITTEN_DOWN[e] for e in written]
+    assert spark_names(events, ["count(*)"]) == [WRITTEN_DOWN["count(*)"]]
+
+
+@pytest.mark.spark
+def test_the_whole_statement_has_the_same_header_on_both_engines(events) -> None:
+    text = HEAD + "SELECT id, i + 1, upper(s), CAST(x AS INT), lag(i) OVER (ORDER BY id) FROM m ORDER BY id"
+    spark_header = cep.sql(events, text).columns
+    assert cep.compile_sql(text).run({TABLE: arrow_table()}, kind="arrow").column_names == spark_header
