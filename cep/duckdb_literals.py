@@ -98,7 +98,10 @@ def decimal_literals_as_sparks(tree) -> None:
 
     from cep.duckdb_decimals import DECIMAL_LITERAL, decimal_readings
 
+    # where a cast cannot stand (DuckDB's PERCENTILE_CONT(0.5) WITHIN GROUP takes a number as written), or
+    # where the literal's type is no result's (a fraction of a percentile)
     written_only = (exp.Cast, exp.TableSample, exp.Limit, exp.Offset, exp.DataTypeParam, exp.WindowSpec)
+    written_only += (exp.PercentileCont, exp.PercentileDisc, exp.Quantile, exp.ApproxQuantile)
     for literal in list(tree.find_all(exp.Literal)):
         pointed = DECIMAL_LITERAL.fullmatch(literal.this) if literal.is_number else None
         if pointed is None or isinstance(literal.parent, written_only):
