@@ -85,3 +85,32 @@ def text_literals_as_numbers(node, types: dict[int, str], cast):
     else:
         new.set("expressions", [as_number(item, kind) for item in node.expressions])
     return new
+
+
+def decimal_literals_as_sparks(tree) -> None:
+    """A decimal literal in Spark's type: ``0.5`` is Spark's DECIMAL(1,1) (its digits without the leading
+    zeros), DuckDB's DECIMAL(2,1) (every digit written), so the python engine's ``0.5`` as a value, in
+    ``typeof``, ``array(0.5, 0.05)`` and in DuckDB's own sentences about it (``cannot apply + to DATE and
+    DECIMAL(1,1)``) was of another type. A pass after the translation: its rules read the literal as written
+    (Spark's DECIMAL arithmetic types it itself); a literal whose two types agree (``12.5``) is left as it is,
+    and so is one already cast (``2.5D``, the operand of a CAST) or standing where a cast cannot (a LIMIT)."""
+    from sqlglot import exp
+
+    from cep.duckdb_decimals import DECIMAL_LITERAL, decimal_readings
+
+    # where a cast cannot stand (DuckDB's PERCENTILE_CONT(0.5) WITHIN GROUP takes a number as written), or
+    # where the literal's type is no result's (a fraction of a percentile)
+    written_only = (exp.Cast, exp.TableSample, exp.Limit, exp.Offset, exp.DataTypeParam, exp.WindowSpec)
+    written_only += (exp.PercentileCont, exp.PercentileDisc, exp.Quantile, exp.ApproxQuantile)
+    for literal in list(tree.find_all(exp.Literal)):
+        pointed = DECIMAL_LITERAL.fullmatch(literal.this) if literal.is_number else None
+        if pointed is None or isinstance(literal.parent, written_only):
+            continue
+        ducks = (len(pointed.group(1)) + len(pointed.group(2)), len(pointed.group(2)))
+        (sparks,) = decimal_readings(literal, {})
+        if sparks != ducks and ducks[0] <= _DUCKDB_DECIMAL_DIGITS:
+            literal.replace(exp.Cast(this=literal.copy(), to=exp.DataType.build(f"DECIMAL({sparks[0]}, {sparks[1]})")))
+
+
+# DuckDB's widest DECIMAL (a longer literal is its DOUBLE, and Spark's refusal or DOUBLE: left as it is).
+_DUCKDB_DECIMAL_DIGITS = 38

@@ -475,6 +475,8 @@ def _openings(node) -> list[str]:
             node = (node.args.get("ifs") or [None])[0]
             continue
         opening = next((text for kind, text in _OPENING.items() if isinstance(node, getattr(exp, kind))), None)
+        if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+            opening = _TYPED_LITERAL_OR_CAST  # DATE '2020-01-01' is sqlglot's cast of the text
         if opening is not None:
             found.append(opening)
         node = node.args.get("this")
@@ -490,3 +492,5 @@ _OPENING = {
     "TryCast": r"\b(?:try_)?cast\s*\(",
     "Cast": r"\bcast\s*\(",
 }
+# A typed literal's keyword (sqlglot's tree holds it as a CAST of its text, the keyword without a place).
+_TYPED_LITERAL_OR_CAST = r"\b(?:(?:try_)?cast\s*\(|date|timestamp(?:_ntz|_ltz)?)"

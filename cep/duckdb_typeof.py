@@ -29,6 +29,7 @@ _SIMPLE = {
     "DATE": "date",
     "TIMESTAMP": "timestamp",
     "TIMESTAMP WITH TIME ZONE": "timestamp",
+    "TIME": "time(6)",  # a TIME literal: Spark's TIME of microseconds, as DuckDB's
     "BLOB": "binary",
     '"NULL"': "void",
 }

@@ -64,6 +64,13 @@ def annotated_types(tree, schema: Mapping[str, Mapping[str, str]], *, checking: 
             typed = exp.Cast(this=inner, to=exp.DataType.build(wide))
             typed.meta.update(literal.meta)
             literal.replace(typed)
+    for extreme in list(copy.find_all(exp.ArrayMax, exp.ArrayMin)):
+        if isinstance(extreme.parent, (exp.Cast, exp.TryCast)):
+            # sqlglot leaves array_max untyped; its element's type, read as sqlglot types arr[0], is the family
+            # the cast's rules need (its width, which sqlglot may not give as Spark does, is the cast's own)
+            element = exp.Bracket(this=extreme.this.copy(), expressions=[exp.Literal.number(0)])
+            element.meta.update(extreme.meta)
+            extreme.replace(element)
     for call in list(copy.find_all(exp.Anonymous)):  # the functions kept as calls: their result types
         kind = _RESULT_TYPES.get(str(call.this).upper())
         if kind is not None:

@@ -232,6 +232,18 @@ NAME_ERRORS = [
         ",",
         "Trailing comma detected in SELECT clause.",
     ),
+    (  # the caret started after DATE: sqlglot's tree holds the typed literal as a cast of its text
+        HEAD + "SELECT DATE '2020-01-01' + 1.5 AS d FROM m",
+        "cannot apply + to DATE and DECIMAL(2,1)",
+        "DATE '2020-01-01' + 1.5",
+        "Cannot resolve \"date_add(DATE '2020-01-01', 1.5)\" due to data type mismatch",
+    ),
+    (  # 0.5 is Spark's DECIMAL(1,1); the sentence said DuckDB's DECIMAL(2,1)
+        HEAD + "SELECT to_date(sym) + 0.5 AS d FROM m",
+        "cannot apply + to DATE and DECIMAL(1,1)",
+        "to_date(sym) + 0.5",
+        '"0.5" has the type "DECIMAL(1,1)"',
+    ),
 ]
 
 
@@ -301,13 +313,14 @@ def test_spark_refuses_an_ungrouped_column(events) -> None:
 
 
 def test_a_translation_functions_refusal_reaches_the_user_in_its_own_words() -> None:
-    # typeof() of a TIME (a Parquet file's time of day) is refused by the python engine's typeof function,
-    # which DuckDB runs: its sentence, at the call, without DuckDB's "Python exception occurred while
-    # executing the UDF: UnspelledType:" in front, and no second pointer to Spark in the hint.
+    # typeof() of an interval column (an Arrow duration; a TIME is Spark's time(6), as its TIME literal's) is
+    # refused by the python engine's typeof function, which DuckDB runs: its sentence, at the call, without
+    # DuckDB's "Python exception occurred while executing the UDF: UnspelledType:" in front, and no second
+    # pointer to Spark in the hint.
     import datetime
 
-    time_of_day = pa.array([datetime.time(1, 2, 3)] * 2, pa.time64("us"))
-    times = pa.table({"id": pa.array([1, 2], pa.int32()), "tm": time_of_day})
+    durations = pa.array([datetime.timedelta(days=1)] * 2, pa.duration("us"))
+    times = pa.table({"id": pa.array([1, 2], pa.int32()), "tm": durations})
     text = (
         "WITH m AS (SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH PATTERN (A) DEFINE A AS true))\n"
         "SELECT typeof(tm) AS ty FROM m"
@@ -315,7 +328,7 @@ def test_a_translation_functions_refusal_reaches_the_user_in_its_own_words() -> 
     with pytest.raises(cep.CepError) as caught:
         cep.compile_sql(text).run({"t": times})
     got = caught.value
-    assert got.message.startswith("the python engine cannot write the type TIME as Spark's typeof() does"), str(got)
+    assert got.message.startswith("the python engine cannot write the type INTERVAL as Spark's typeof() does"), str(got)
     assert "UDF" not in got.message and "UnspelledType" not in got.message, str(got)
     assert text[got.span.start : got.span.end] == "typeof(tm)" and got.hint is None, str(got)
 
@@ -329,3 +342,32 @@ def test_the_matched_rows_give_the_whole_statements_answers(events, matched_head
     for text, _, _, sparks_words in (NAME_ERRORS[0], NAME_ERRORS[-1]):
         errors = [spark_rows(events, text), spark_rows(events, text, matched_head)]
         assert all(isinstance(error, Exception) and sparks_words in str(error) for error in errors), errors
+
+
+# Spark 4.2 reads a TIME literal (TIME '01:02:03') but refuses a cast to TIME (CAST, TRY_CAST, ::) when it
+# analyses the statement; the python engine's error came from inside its typeof(), placed at 1:1. Now both
+# refuse the cast, the python engine at the cast's operand (the literal: tests/test_sql_spark_library.py).
+TIME_CASTS = [
+    HEAD + "SELECT typeof(CAST('01:02:03' AS TIME)) AS t FROM m",
+    HEAD + "SELECT '01:02:03'::time AS t FROM m",
+    HEAD + "SELECT try_cast(sym AS TIME) AS t FROM m",
+]
+
+
+@pytest.mark.parametrize("text", TIME_CASTS)
+def test_a_cast_to_time_is_refused_at_the_cast(text) -> None:
+    got = python_rows(text)
+    assert isinstance(got, cep.CepError) and got.message.startswith("the data type TIME is not supported"), got
+    assert "--engine spark" not in str(got), str(got)  # Spark refuses it too
+    select = text.index("\nSELECT ") + len("\nSELECT ")
+    assert got.span.line == 2 and select <= got.span.start < text.index(" AS t FROM m"), str(got)
+    with pytest.raises(cep.CepError) as checked:  # cep check says it too: the statement fixes the type
+        cep.check_sql(text)
+    assert checked.value.message == got.message and checked.value.span.start == got.span.start
+
+
+@pytest.mark.spark
+def test_spark_refuses_a_cast_to_time(events, matched_head) -> None:
+    for text in TIME_CASTS:
+        answer = spark_rows(events, text, matched_head)
+        assert isinstance(answer, Exception) and "The data type TIME is not supported" in str(answer), answer
