@@ -3,6 +3,7 @@ translation in cep/duckdb_sql.py; docs/sql-statements.md lists the rules)."""
 
 from __future__ import annotations
 
+from cep.duckdb_decimals import DECIMAL_LITERAL, decimal_readings
 from cep.duckdb_functions import COMPARISONS
 from cep.duckdb_nodes import INTEGRAL, type_of
 
@@ -95,8 +96,6 @@ def decimal_literals_as_sparks(tree) -> None:
     (Spark's DECIMAL arithmetic types it itself); a literal whose two types agree (``12.5``) is left as it is,
     and so is one already cast (``2.5D``, the operand of a CAST) or standing where a cast cannot (a LIMIT)."""
     from sqlglot import exp
-
-    from cep.duckdb_decimals import DECIMAL_LITERAL, decimal_readings
 
     # where a cast cannot stand (DuckDB's PERCENTILE_CONT(0.5) WITHIN GROUP takes a number as written), or
     # where the literal's type is no result's (a fraction of a percentile)

@@ -67,6 +67,8 @@ class Scope:
         # a subset u containing v) is simply the current row: no history to search.
         self.own_label = own_label
         self.column_types = column_types or {}
+        # the types of the nodes typed so far (node id -> type; the query's AST keeps the nodes alive)
+        self._known_types: dict[int, str] = {}
 
     def for_variable(self, own_label: int) -> Scope:
         return Scope(
@@ -81,7 +83,7 @@ class Scope:
         a negation, ``ABS``), else None: its result is checked against that type's range (``values.INTEGER_RANGES``)."""
         if not operators.is_integer_arithmetic(expr):
             return None
-        found = infer(expr, self.column_type)
+        found = infer(expr, self.column_type, self._known_types)
         return found if integer_bounds(found) is not None else None
 
     def is_current_row(self, labels) -> bool:

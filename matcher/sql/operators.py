@@ -41,6 +41,7 @@ def bounded(closure, op: str, integer_type: str | None, span):
             raise values.integer_overflow(op, result, integer_type).locate(span)
         return result
 
+    bounded.__wrapped__ = closure  # what it checks (a measure read from the final state stays one)
     return bounded
 
 

@@ -19,6 +19,7 @@ import datetime as dt
 import re
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from cep.grammar import ast
 from cep.grammar.errors import CepRuntimeError
@@ -160,8 +161,20 @@ def element_type(type_name: str) -> str:
     return type_name[6:-1] if type_name.startswith("ARRAY<") else "VARCHAR"
 
 
-def infer(expr, column_type: Callable[[ast.ColumnRef], str]) -> str:
-    recurse = lambda e: infer(e, column_type)  # noqa: E731
+def infer(expr, column_type: Callable[[ast.ColumnRef], str], known: dict[int, str] | None = None) -> str:
+    """The SQL type of ``expr``. ``known`` (node id -> type, the caller keeping the nodes alive) remembers
+    every node typed: a compiler that types each operation as it goes (``Scope.integer_type``) then types a
+    node once, and its recursion stops at the nearest node already typed, so a chain of calls nested to
+    ``limits.MAX_NESTING_DEPTH`` is typed without recursing through the whole chain at each level."""
+    if known is None:
+        return _infer(expr, column_type, lambda e: infer(e, column_type))
+    found = known.get(id(expr))
+    if found is None:
+        found = known[id(expr)] = _infer(expr, column_type, lambda e: infer(e, column_type, known))
+    return found
+
+
+def _infer(expr, column_type: Callable[[ast.ColumnRef], str], recurse: Callable[[Any], str]) -> str:
     if isinstance(expr, ast.Literal):
         if expr.kind == "integer" and isinstance(expr.value, int) and -(2**31) <= expr.value < 2**31:
             return "INTEGER"  # as Spark types an integral literal: an INT where it fits, else a BIGINT
