@@ -11,6 +11,7 @@ tests/durations.json, the sum of its tests' setup, call and teardown times in a 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -82,9 +83,30 @@ class DurationRecorder:
         if report.when == "teardown":  # a test's last report, whether it passed, failed or was skipped
             self.finished[file_of(report.nodeid)] += 1
 
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        total = sum(self.seconds.values())
+        terminalreporter.write_line(
+            f"recorded {round(total):,} test-seconds in {len(self.seconds)} files into {DURATIONS.name}; "
+            f"the machine's reference workload took {reference_seconds():.2f} s (compare runs by both)"
+        )
+
     def pytest_sessionfinish(self) -> None:
         table = {name: seconds for name, seconds in recorded_durations().items() if (REPO / name).exists()}
         whole = {name for name, count in self.collected.items() if self.finished[name] == count}
         table.update({name: round(seconds) for name, seconds in self.seconds.items() if name in whole})
         ordered = dict(sorted(table.items(), key=lambda entry: (-entry[1], entry[0])))
         DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
+
+
+def reference_seconds(repeats: int = 5) -> float:
+    """The best of ``repeats`` runs of a fixed pure-Python workload, on one core: how fast this machine is at
+    the end of a recording. Two recordings of the same code on the same 2-core machine differed by 1.7x in
+    test-seconds from one day to the next; a recording's figures mean something only beside this one."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        checksum = 0
+        for number in range(1_000_000):
+            checksum = (checksum * 31 + number) % 1_000_003
+        best = min(best, time.perf_counter() - start)
+    return best

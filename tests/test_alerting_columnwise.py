@@ -28,10 +28,9 @@ import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import cep
-from cep.matcher.plan import COLUMN_WISE, PER_KEY
+from cep.matcher.plan import COLUMN_WISE, PER_KEY, CompiledQuery
 from cep.spark_bridge.alerting.bucket_state import BucketState
-from cep.spark_bridge.alerting.rule_set import build_rule_set, match_id_text
+from cep.spark_bridge.alerting.rule_set import build_rule_set, match_id_text, statement_to_run
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.alerting.worker import runtime_for, times_ns
 from cep.spark_bridge.engine import state_codec
@@ -162,9 +161,10 @@ def not_late(batches, delay_s: int) -> list[dict]:
 
 
 @functools.cache
-def compiled_plan(text: str):
-    """A rule's plan for its replay, compiled once for the run: every example replays one of a few rule sets."""
-    return cep.compile(text).plan
+def compiled_plan(source: str):
+    """A rule's plan for its replay, the statement its workers run (the rule with cep's measures), compiled once
+    for the run: every example replays one of a few rule sets."""
+    return CompiledQuery(statement_to_run({"source": source, "line": 1, "column": 1}))
 
 
 def replayed(store: RuleStore, rows: list[dict], session_s: int) -> Counter:
@@ -174,7 +174,7 @@ def replayed(store: RuleStore, rows: list[dict], session_s: int) -> Counter:
     columns = {name: [row[name] for row in rows] for name in COLUMNS}
     for rule_id, entry in runtime.entries.items():
         rule = runtime.rule(rule_id)
-        plan = compiled_plan(entry["text"])
+        plan = compiled_plan(entry["source"])
         replay = Replay(
             plan,
             tuple(COLUMNS),

@@ -89,3 +89,43 @@ def test_a_failed_rule_is_quarantined_shown_kept_across_a_restart_and_retried_wh
     again._failed.append({"rule_id": "good/high", "version": "0" * 16, "key": "{}", "error": error})
     again.refresh_rules()
     assert "good/high" in again.ruleset
+
+
+def test_a_rules_run_time_error_points_into_its_file_where_the_rule_stands(tmp_path):
+    """The workers run the rule with cep's measures added; its run-time error still names the rule's file, the
+    line and column of the failing expression as written there (not of a formatted copy), and shows that line."""
+    overflowing = """-- name: huge
+SELECT *
+  FROM t MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts MEASURES LAST(B.price) AS p
+  PATTERN (A B) DEFINE B AS CAST(B.price AS BIGINT) * 1000000000 > 0)"""
+    text = GOOD + ";\n\n" + overflowing
+    rules = tmp_path / "rules"
+    write_rule(rules, "both.sql", text)
+    failing = "CAST(B.price AS BIGINT) * 1000000000"
+    line = next(number for number, content in enumerate(text.splitlines(), 1) if failing in content)
+    column = text.splitlines()[line - 1].index(failing) + 1
+    store, _ = publish(tmp_path, rules)
+    local = LocalAlerts(store, delay_s=5)
+    rows = [ev("a", 0, 1.0), ev("a", 1, 1e11), ev("a", 2, 3.0)]  # 1e11 * 1e9 is past BIGINT
+    local.run_batch(rows + [ev(SENTINEL, 10_000, 0.0)])
+    local.run_batch([])  # the sentinel's watermark releases the rows
+    assert [f["rule_id"] for f in local.failures] == ["both/huge"]
+    error = local.failures[0]["error"]
+    assert f"{rules / 'both.sql'}:{line}:{column}: error[E0410]: integer overflow" in error, error
+    assert text.splitlines()[line - 1] in error and "^" * len(failing) in error, error
+
+
+def test_a_rule_stored_by_an_earlier_version_runs_the_same_statement(tmp_path):
+    """A checkpoint's stored rule set from before rules carried their source holds the statement the workers
+    run, formatted (``text``); a worker still runs that statement, the one it builds from the source today."""
+    from cep.grammar.format import format_statement
+    from cep.spark_bridge.alerting.rule_set import build_rule_set, statement_to_run
+
+    rules = tmp_path / "rules"
+    write_rule(rules, "good.sql", GOOD)
+    payload, _ = build_rule_set(str(rules), input_types={"symbol": "VARCHAR", "ts": "TIMESTAMP", "price": "DOUBLE"})
+    (entry,) = payload["rules"]
+    today = statement_to_run(entry)
+    earlier = {k: v for k, v in entry.items() if k not in ("source", "column")} | {"text": format_statement(today)}
+    assert format_statement(statement_to_run(earlier)) == format_statement(today)
+    assert format_statement(today).count("AS cep_alert_first") == 1, format_statement(today)  # added once

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from cep.grammar import ast
 from cep.grammar.columns import ColumnNames
 from cep.grammar.errors import CepError, CepSemanticError, Span
-from cep.grammar.format import format_statement
 from cep.grammar.parser import parse
 from cep.matcher.plan import CompiledQuery
 from cep.matcher.sql.types import narrow_integer_columns
@@ -143,6 +142,20 @@ def alert_statement(statement: ast.Statement) -> tuple[ast.Statement, bool]:
     return rewritten, has_status
 
 
+def rule_source(entry: dict) -> str:
+    """A rule's statement as written, at its line and column of its file (blank lines and spaces before it):
+    parsed in a worker, its positions, and so those of its run-time errors, are the file's."""
+    return "\n" * (entry["line"] - 1) + " " * (entry["column"] - 1) + entry["source"]
+
+
+def statement_to_run(entry: dict) -> ast.Statement:
+    """The statement the workers run for a rule: the rule as written, with cep's measures (``alert_statement``).
+    A rule kept from a set stored by an earlier version of cep carries that statement formatted (``text``)."""
+    if "source" not in entry:
+        return parse(entry["text"])
+    return alert_statement(parse(rule_source(entry)))[0]
+
+
 def match_id_text(rule_id: str, canonical: str) -> str:
     """What match ids hash for a rule: its id and canonical text (stable for an unchanged rule)."""
     return f"cep-alert-rule\n{rule_id}\n{canonical}"
@@ -184,9 +197,8 @@ def rule_payload(
     partition = list(plan.partition_names(columns))
     # ... then the statement the workers run, with cep's measures.
     rewritten, has_status = alert_statement(rule.statement)
-    text = format_statement(rewritten)
     try:
-        parse(text)
+        CompiledQuery(rewritten).output_types(input_types)
     except CepError as err:  # pragma: no cover - a bug in alert_statement, not in the rule
         raise CepSemanticError(f"internal error preparing the rule for alerting: {err.message}", code="E0609") from None
     return {
@@ -195,8 +207,9 @@ def rule_payload(
         "path": rule.path,
         "name": rule.name,
         "line": rule.line,
+        "column": rule.statement.span.column or 1,
         "canonical": rule.canonical,
-        "text": text,
+        "source": rule.text,
         "partition": partition,
         "status_column": has_status,
         "suppress_us": suppress_mod.interval_us(rule.rule_id, rule.options, specs),

@@ -30,7 +30,7 @@ from cep.grammar.errors import CepSemanticError
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.rule_set import build_rule_set
-from cep.spark_bridge.alerting.status import StatusBook, now_iso, prune_versions
+from cep.spark_bridge.alerting.status import StatusBook, now_iso, on_key, prune_versions
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine.durations import parse_duration
 from cep.spark_bridge.sinks.payloads import RuleNotes
@@ -243,7 +243,7 @@ class RuleWatch:
         for rule_id in fresh:
             record = self.quarantined[rule_id]
             self.event(
-                f"rule {rule_id} failed at run time on key {record['key']} and is quarantined (every other rule "
+                f"rule {rule_id} failed at run time{on_key(record['key'])} and is quarantined (every other rule "
                 f"keeps running; it runs again once its file {visible(record['path'])} changes): "
                 f"{visible(record['error'].splitlines()[0] if record['error'] else '')}",
                 "error",

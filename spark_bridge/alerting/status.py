@@ -317,7 +317,7 @@ def rule_rows(status: dict) -> list[dict]:
         if failed and not rule.get("active"):
             errors.insert(
                 0,
-                f"failed at run time on key {failed.get('key')} at {failed.get('since')} "
+                f"failed at run time{on_key(failed.get('key'))} at {failed.get('since')} "
                 f"(quarantined until its file changes): {failed.get('error')}",
             )
         earlier = sum(
@@ -353,6 +353,12 @@ def rule_rows(status: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def on_key(key: Any) -> str:
+    """`` on key K`` of a rule's failure; nothing when no one key failed (a column-wise rule fails for all the
+    keys of a call, and its error names the partition)."""
+    return "" if key is None else f" on key {key}"
 
 
 def _delivery_error_text(error: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cep.grammar.parser import parse
+from cep.grammar.errors import CepError
 from cep.matcher.plan import COLUMN_WISE, CompiledQuery
 from cep.matcher.rows.tables import pandas_to_columns
 from cep.matcher.sql.types import narrow_integer_columns
@@ -54,6 +54,8 @@ from cep.spark_bridge.alerting.rule_set import (
     SPEC,
     STAT_NAMES,
     match_id_text,
+    rule_source,
+    statement_to_run,
 )
 from cep.spark_bridge.alerting.store import RuleStore
 from cep.spark_bridge.engine import state_codec as codec
@@ -80,8 +82,9 @@ class _CompiledRule:
     def __init__(self, entry: dict, ruleset: dict, release_delay_ms: int | None = None) -> None:
         self.rule_id = entry["rule_id"]
         self.version = entry["version"]
-        statement = parse(entry["text"])
-        plan = CompiledQuery(statement)
+        plan = CompiledQuery(statement_to_run(entry))
+        # what its run-time errors are rendered against: the rule's file, at the rule's place
+        self.source, self.path = (rule_source(entry) if "source" in entry else None), entry.get("path")
         columns = list(ruleset["input_columns"])
         self.engine = KeyedStream(
             plan,
@@ -477,7 +480,7 @@ class AlertStep:
             stats.update(marks[2])
             _count_table_dropped(stats, rs.gauges)
             bucket.drop(rule_id)
-            failures.append((rule_id, rule.version, None, "failed", None, None, _failure_text(exc)))
+            failures.append((rule_id, rule.version, None, "failed", None, None, _failure_text(exc, rule)))
 
     @staticmethod
     def _column_rule_run(
@@ -599,7 +602,7 @@ class AlertStep:
                 if entry is not None:  # its state on this key goes, as for a removed rule
                     _count_dropped(stats, entry)
                 if failures is not None:
-                    failures.append((rule_id, rule.version, None, "failed", pkey, None, _failure_text(exc)))
+                    failures.append((rule_id, rule.version, None, "failed", pkey, None, _failure_text(exc, rule)))
                 continue
             if kept is not None:
                 new[rule_id] = kept
@@ -775,8 +778,11 @@ def _count_dropped(stats: dict, entry: list) -> None:
     stats["d_keys"] -= 1
 
 
-def _failure_text(exc: BaseException) -> str:
-    """What a rule's failure says: its code and first lines (a CepError's message names the key)."""
+def _failure_text(exc: BaseException, rule: _CompiledRule) -> str:
+    """What a rule's failure says: its code and first lines (a CepError's message names the key), a CepError
+    placed in the rule's file (``path:line:column``, its line and a caret)."""
+    if isinstance(exc, CepError) and rule.source is not None:
+        exc.with_source(rule.source, rule.path)
     code = getattr(exc, "code", None)
     text = f"{type(exc).__name__}{f' {code}' if code else ''}: {exc}"
     return text[:FAILURE_TEXT_LIMIT]
