@@ -24,7 +24,8 @@ fresh machine) every test runs as before, each JVM loading its classes itself.
 One archive serves the drivers (``SPARK_SUBMIT_OPTS``), the test cluster's master and worker
 (``SPARK_DAEMON_JAVA_OPTS``) and its executors: Spark's launcher gives them one classpath (Spark's conf
 directory, the slf4j jar, ``jars/*``). Not the launcher JVM before each (``jars/*`` alone, and a few hundred
-classes: 0.3 CPU-seconds) nor the Kafka broker (Kafka's own jars).
+classes: 0.3 CPU-seconds) nor the Kafka broker (Kafka's own jars: its own archive, ``tests/kafka_broker.py``
+``build_archive``, which ``main`` builds too).
 """
 
 from __future__ import annotations
@@ -215,6 +216,15 @@ def main() -> int:
         print(build_archive(), file=sys.stderr)
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be made is not an error of the suite
         print(f"class-data archive not built ({type(exc).__name__}: {exc}): tests run without it", file=sys.stderr)
+    from tests import kafka_broker  # the Kafka brokers' own archive (Kafka's jars: another classpath)
+
+    try:
+        print(kafka_broker.build_archive(), file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - likewise
+        print(
+            f"Kafka class-data archive not built ({type(exc).__name__}: {exc}): brokers start without it",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -30,6 +30,7 @@ import atexit
 import base64
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -59,6 +60,18 @@ JVM_FLAGS = [
     "-Djava.awt.headless=true",
     "-Djava.net.preferIPv4Stack=true",
 ]
+
+# Kafka's own classes from a class-data archive (AppCDS, JDK 12+ dynamic archive), as tests/jvm_options.py
+# does for Spark's drivers: the broker JVM and the storage format JVM before it load, parse and verify the
+# same classes from Kafka's jars at every start. ``build_archive()`` (``make test`` runs it through
+# ``python -m tests.jvm_options``) runs one broker with ``-XX:ArchiveClassesAtExit`` through a topic, a
+# record in and out, and a clean stop, checks the file with ``-Xshare:on`` and renames it into place; later
+# JVMs map it. Named by a digest of the JDK, the jars and the flags (``archive_path``): a new JDK or Kafka
+# looks for another name, so a stale archive is never used; a missing one is simply not used.
+ARCHIVE_PREFIX = "kafka-broker-"
+# Writing the archive walks every loaded class at the broker's exit: 20 s at a load average of 18.
+ARCHIVE_STOP_GRACE_S = 600
+ARCHIVES_KEPT = 3  # others (other JDKs, Kafka versions, worktrees), the most recently used
 
 _LOG4J2 = """\
 status = warn
@@ -159,6 +172,90 @@ def fetch_jars(version: str | None = None, *, quiet: bool = True) -> Path:
     return dest
 
 
+def _java_home(java: str) -> Path | None:
+    found = shutil.which(java)
+    return Path(os.path.realpath(found)).parent.parent if found else None
+
+
+def archive_key(jars: Path, java: str) -> str | None:
+    """A digest of what a class-data archive is valid for: the JDK (its files), Kafka's jars (their folder,
+    names, sizes and times) and the JVM flags. None without Java or jars."""
+    java_home = _java_home(java)
+    if java_home is None or not jars.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for part in (str(java_home), *JVM_FLAGS, str(jars)):
+        digest.update(part.encode() + b"\0")
+    for path in [java_home / "release", *sorted(java_home.glob("lib/server/*")), *sorted(jars.glob("*.jar"))]:
+        if path.is_file():
+            stat = path.stat()
+            digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def archive_path(jars: Path, java: str) -> Path | None:
+    key = archive_key(jars, java)
+    return None if key is None else cache_root() / "jvm-archive" / f"{ARCHIVE_PREFIX}{key}.jsa"
+
+
+def archive_options(jars: Path, java: str) -> list[str]:
+    """The flags that map the archive of these jars and this JDK, or none when it is not there (yet). Its
+    messages (chiefly "Unable to use shared archive") are off: the JVM then runs without it."""
+    path = archive_path(jars, java)
+    if path is None or not path.is_file():
+        return []
+    return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds*=off"]
+
+
+def _archive_usable(java: str, archive: Path, jars: Path) -> bool:
+    """Whether a JVM with the broker's flags and classpath maps ``archive`` (``-Xshare:on`` fails otherwise)."""
+    check = subprocess.run(
+        [java, *JVM_FLAGS, "-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-XX:ErrorFile=/dev/null"]
+        + ["-cp", f"{jars}/*", "-version"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    return check.returncode == 0
+
+
+def build_archive(version: str | None = None) -> str:
+    """Build the broker's class-data archive for this JDK and Kafka unless it is there; returns what
+    happened, in a sentence."""
+    jars = fetch_jars(version)
+    broker = KafkaBroker(version=version)
+    path = archive_path(jars, broker.java)
+    if path is None:
+        return "no Java: no Kafka class-data archive"
+    if path.is_file():
+        os.utime(path)  # in use: not stale
+        return f"Kafka class-data archive: {path}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.parent / f".{path.name}.{os.getpid()}.partial"
+    started = time.monotonic()
+    try:
+        broker.archive_to = partial
+        broker.start()
+        broker.create_topics({"archive": 1})
+        produce(broker.bootstrap, "archive", [{"key": "k", "value": {"n": 1}}])
+        consume(broker.bootstrap, "archive")
+        broker.stop(grace=ARCHIVE_STOP_GRACE_S)  # a clean exit writes the archive
+        if not partial.is_file() or not _archive_usable(broker.java, partial, jars):
+            return "Kafka class-data archive not built (the JVM wrote none it can use): brokers start without it"
+        os.replace(partial, path)  # whole or not at all: a JVM never maps a file cut short
+    finally:
+        partial.unlink(missing_ok=True)
+        broker.cleanup()
+    others = sorted(
+        (old for old in path.parent.glob(f"{ARCHIVE_PREFIX}*.jsa") if old != path),
+        key=lambda old: old.stat().st_mtime,
+        reverse=True,
+    )
+    for old in others[ARCHIVES_KEPT:]:
+        old.unlink(missing_ok=True)
+    return f"Kafka class-data archive built in {time.monotonic() - started:.0f} s: {path}"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -212,6 +309,9 @@ class KafkaBroker:
         self.process: subprocess.Popen | None = None
         self._console = None
         self.timings: dict[str, float] = {}
+        # Where the broker JVM writes a class-data archive at its exit (build_archive); None: it maps one if
+        # there is one.
+        self.archive_to: Path | None = None
 
     # -- addresses ---------------------------------------------------------------------------------------
     @property
@@ -272,11 +372,16 @@ class KafkaBroker:
 
     def _jvm(self, jars: Path, main: str, *args: str, heap: str) -> list[str]:
         log4j = self.workdir / "log4j2.properties"
+        if self.archive_to is None:
+            archive = archive_options(jars, self.java)
+        else:  # the broker writes it; the format JVM before it maps none
+            archive = [f"-XX:ArchiveClassesAtExit={self.archive_to}"] if main == BROKER_MAIN else []
         return [
             self.java,
             f"-Xmx{heap}",
             "-Xms64m",
             *JVM_FLAGS,
+            *archive,
             f"-Dlog4j2.configurationFile=file:{log4j}",
             f"-Dkafka.logs.dir={self.logs}",
             "-cp",

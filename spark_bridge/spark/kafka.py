@@ -39,7 +39,8 @@ import json
 import re
 import urllib.parse
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from functools import reduce
@@ -413,15 +414,32 @@ def _java_error(exc: Any, address: KafkaAddress, doing: str) -> CepKafkaError:
     return CepKafkaError(f"{why} (Java stack trace in {log})", code="E0491", filename=str(address))
 
 
+@contextmanager
+def _admin_for(
+    spark: SparkSession, address: KafkaAddress, options: Mapping[str, str], admin: _JvmAdmin | None
+) -> Iterator[_JvmAdmin]:
+    """``admin`` if open, else a new one closed at the end (``read_kafka`` asks all on one client)."""
+    if admin is not None:
+        yield admin
+        return
+    with _JvmAdmin(spark, address, client_settings(address, options)) as opened:
+        yield opened
+
+
 def check_topics(
-    spark: SparkSession, address: KafkaAddress, options: Mapping[str, str] | None = None, *, allow_none: bool = True
+    spark: SparkSession,
+    address: KafkaAddress,
+    options: Mapping[str, str] | None = None,
+    *,
+    allow_none: bool = True,
+    admin: _JvmAdmin | None = None,
 ) -> dict[str, int]:
     """The topics the address names (or its pattern matches now) and their partition counts; raises
     CepKafkaError when a named topic does not exist (E0490, listing the topics there) or the brokers cannot be
     asked (E0491). A pattern that matches nothing yet is fine for a stream (``allow_none``), which picks
-    the topics up when they appear."""
+    the topics up when they appear. ``admin``: an open client to ask (else one is opened here)."""
     options = dict(options or {})
-    with _JvmAdmin(spark, address, client_settings(address, options)) as admin:
+    with _admin_for(spark, address, options, admin) as admin:
         existing = admin.topics()
         if address.pattern is not None:
             regex = re.compile(address.pattern)
@@ -485,11 +503,13 @@ def infer_json_schema(
     partitions: Mapping[str, int],
     *,
     encoding: str = "utf-8",
+    admin: _JvmAdmin | None = None,
 ) -> StructType:
-    """The schema of the last ``SAMPLE_PER_PARTITION`` messages of each partition (JSON values, ``json_fields``)."""
+    """The schema of the last ``SAMPLE_PER_PARTITION`` messages of each partition (JSON values, ``json_fields``);
+    ``admin``: an open client to ask for the offsets (else one is opened here)."""
     from pyspark.sql import functions as F
 
-    with _JvmAdmin(spark, address, client_settings(address, options)) as admin:
+    with _admin_for(spark, address, options, admin) as admin:
         offsets = admin.offsets(dict(partitions))
     ranges = {
         tp: (max(first, last - SAMPLE_PER_PARTITION), last) for tp, (first, last) in offsets.items() if last > first
@@ -646,13 +666,14 @@ def read_kafka(
     else:
         options = parse_kafka_options(options)
     settings = source_options(address, options, streaming=streaming)
-    partitions = check_topics(spark, address, options, allow_none=streaming) if check else {}
-    if schema is None:
-        if format != "json":
-            raise _bad("a CSV value has no column names: give them with --schema 'ts TIMESTAMP, ...'", address)
-        schema = infer_json_schema(
-            spark, address, options, partitions or check_topics(spark, address, options), encoding=encoding
-        )
+    if check or schema is None:
+        with _JvmAdmin(spark, address, client_settings(address, options)) as admin:
+            partitions = check_topics(spark, address, options, allow_none=streaming, admin=admin) if check else {}
+            if schema is None:
+                if format != "json":
+                    raise _bad("a CSV value has no column names: give them with --schema 'ts TIMESTAMP, ...'", address)
+                partitions = partitions or check_topics(spark, address, options, admin=admin)
+                schema = infer_json_schema(spark, address, options, partitions, encoding=encoding, admin=admin)
     struct = value_schema(schema)
     reader = spark.readStream if streaming else spark.read
     reader = reader.format("kafka")

@@ -8,6 +8,8 @@
   visible once a new producer with the same ``transactional.id`` starts, and the old one is fenced.
 - The broker stopped and started again keeps its address, topics and records: checked by
   test_kafka_sinks.py's broker outage, which stops and starts the session's broker anyway.
+- Kafka's classes from a class-data archive (``build_archive``): built once, mapped by the next broker, which
+  works as any other; an archive of other jars (or none) is not used, and the broker starts without it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka_broker import consume, produce
+from tests import kafka_broker as broker_module
+from tests.kafka_broker import KafkaBroker, consume, produce
 
 pytestmark = pytest.mark.kafka
 
@@ -150,3 +153,45 @@ def test_sigkilled_transaction_is_aborted_by_the_next_producer_with_the_same_id(
 
     visible = consume(kafka_broker.bootstrap, topic, isolation="read_committed", timeout=30)
     assert [(r["key"], r["value"]) for r in visible] == [(b"survivor", b"ok")]
+
+
+def _maps(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` mapped (a JVM maps its class-data archive into memory)."""
+    return str(path) in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.long
+@pytest.mark.timeout(900)  # a broker run that writes the archive, then one that maps it
+def test_a_class_data_archive_of_kafka_is_built_once_then_mapped_and_one_of_other_jars_is_not(tmp_path, monkeypatch):
+    if not Path("/proc/self/maps").exists():
+        pytest.skip("needs /proc to see what a JVM maps")
+    jars = broker_module.fetch_jars()  # the real jars, before the cache moves
+    monkeypatch.setenv("CEP_KAFKA_JARS", str(jars))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    java = KafkaBroker(tmp_path / "probe").java
+    archive = broker_module.archive_path(jars, java)
+    assert archive is not None and archive.is_relative_to(tmp_path / "cache")
+    assert broker_module.archive_options(jars, java) == []  # missing: not used
+
+    assert broker_module.build_archive().startswith("Kafka class-data archive built")
+    assert archive.is_file() and not list(archive.parent.glob(".*partial"))
+    assert broker_module.build_archive() == f"Kafka class-data archive: {archive}"  # built once
+
+    with KafkaBroker(tmp_path / "mapped") as broker:
+        assert f"-XX:SharedArchiveFile={archive}" in broker.process.args
+        assert _maps(broker.process.pid, archive)
+        broker.create_topics({"t": 2})
+        produce(broker.bootstrap, "t", [{"key": "a", "value": {"n": 1}}])
+        assert [json.loads(r["value"]) for r in consume(broker.bootstrap, "t")] == [{"n": 1}]
+
+    # The same jars in another folder: another classpath, so another key; this archive is not used.
+    other = tmp_path / "other-jars"
+    other.mkdir()
+    for jar in jars.iterdir():
+        (other / jar.name).symlink_to(jar)
+    monkeypatch.setenv("CEP_KAFKA_JARS", str(other))
+    assert broker_module.archive_path(other, java) != archive
+    with KafkaBroker(tmp_path / "unmapped") as broker:
+        assert not any("SharedArchiveFile" in arg for arg in broker.process.args)
+        assert not _maps(broker.process.pid, archive)
+        broker.create_topics({"t": 1})

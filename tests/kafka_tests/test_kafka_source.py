@@ -315,3 +315,28 @@ def test_several_topics_and_a_pattern(kafka_broker, kafka_topic, spark):
     assert topics_read(f"{prefix}-.*") == [f"{prefix}-a", f"{prefix}-b"]  # a pattern matches whole names
     with pytest.raises(CepKafkaError, match="no topic on .* matches 'nothing-here-.\\*'"):
         topics_read("nothing-here-.*")  # a static read of no topic says so; a stream would wait for one
+
+
+def test_a_static_read_asks_the_check_and_the_schema_s_offsets_on_one_admin_client(
+    kafka_broker, kafka_topic, spark, monkeypatch
+):
+    """``cep run --input kafka://`` without --schema: the check (topics, partitions) and the schema's sample
+    (earliest and latest offsets) go through one Kafka AdminClient in Spark's JVM, not one each (each costs
+    a connection, a metadata request and a close). Counted at the client's opening; the client is real."""
+    from cep.spark_bridge.spark import kafka as kafka_module
+
+    topic = kafka_topic(partitions=2)
+    rows = [{"symbol": "A", "ts": f"2024-01-01T00:0{i}:00", "price": 10.0 + i} for i in range(3)]
+    produce(kafka_broker.bootstrap, topic, [{"key": "A", "value": row} for row in rows])
+    opened = []
+    enter = kafka_module._JvmAdmin.__enter__
+
+    def counted(admin):
+        opened.append(admin.address)
+        return enter(admin)
+
+    monkeypatch.setattr(kafka_module._JvmAdmin, "__enter__", counted)
+    events = read_kafka(spark, f"kafka://{kafka_broker.bootstrap}/{topic}", streaming=False)
+    assert len(opened) == 1
+    assert sorted(events.columns[:3]) == ["price", "symbol", "ts"]
+    assert sorted(row["price"] for row in events.select("price").collect()) == [10.0, 11.0, 12.0]
