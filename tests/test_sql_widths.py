@@ -17,7 +17,13 @@ import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
+from tests.spark_answers import (
+    SparkAnswers,
+    answers_over_matched_rows,
+    assert_the_whole_statement_agrees,
+    select_list,
+    spark_sql,
+)
 from tests.test_sql_differential import spark_name_of_arrow
 
 TABLE = "sqlw_events"
@@ -364,3 +370,138 @@ def test_an_integer_measure_has_sparks_result_type(measure, expected) -> None:
         "PATTERN (A+) DEFINE A AS TRUE) r"
     )
     assert dict(query.output_columns({"id": "INTEGER", "i": "INTEGER", "b": "BIGINT"}))["v"] == expected
+
+
+# SMALLINT and TINYINT columns inside the clause (issue #28): a measure over them has the value and the type Spark
+# SQL gives the same expression over the same rows (``spark.sql`` on the plain table, the independent answer), on
+# the python engine and on the Spark engine, and fails where Spark SQL's overflows. They were INTs in the clause.
+SMALL_TABLE = "sqlw_small"
+SMALL_ROWS = [(1, 3, 2, 7), (2, None, None, None), (3, -(2**15), -(2**7), 5)]
+SMALL_ARROW = pa.schema([("id", pa.int32()), ("sm", pa.int16()), ("t", pa.int8()), ("i", pa.int32())])
+SMALL_SPARK_SCHEMA = "id INT, sm SMALLINT, t TINYINT, i INT"
+CLAUSE_SMALL_ARITHMETIC = [
+    ("A.sm", "sm"),
+    ("FIRST(A.t)", "t"),
+    ("A.sm - 1", "sm - 1"),  # the literal 1 is an INT: -32768 - 1 is the INT -32769
+    ("A.sm * 1", "sm * 1"),
+    ("A.sm + A.i", "sm + i"),
+    ("A.t * 2", "t * 2"),
+    ("A.t % A.t", "t % t"),
+    ("A.sm % CAST(7 AS SMALLINT)", "sm % CAST(7 AS SMALLINT)"),
+    ("SUM(A.sm)", "sum(sm) OVER (PARTITION BY id)"),  # each row its own match
+    ("A.sm / 2", "sm / 2"),
+    ("A.sm DIV 2", "sm DIV 2"),
+    ("coalesce(A.sm, A.t)", "coalesce(sm, t)"),
+    ("CASE WHEN A.id = 1 THEN A.t ELSE A.sm END", "CASE WHEN id = 1 THEN t ELSE sm END"),
+    ("A.t + CAST(1 AS TINYINT)", "t + CAST(1 AS TINYINT)"),
+]
+# Each fails on the row of -32768 and -128.
+CLAUSE_SMALL_OVERFLOWS = [
+    ("A.sm + A.sm", "sm + sm"),
+    ("A.t + A.t", "t + t"),
+    ("A.t + A.sm", "t + sm"),  # a SMALLINT: -128 + -32768 is past it
+    ("-A.t", "-t"),
+    ("abs(A.t)", "abs(t)"),
+    ("-A.sm", "-sm"),
+    ("abs(A.sm)", "abs(sm)"),
+    ("A.sm * A.sm", "sm * sm"),
+    ("A.t * A.t", "t * t"),
+]
+
+
+def small_clause_statement(columns: list[tuple[str, str]]) -> str:
+    names = ", ".join(name for name, _ in columns)
+    return (
+        f"SELECT id, {names} FROM {SMALL_TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES {select_list(columns)} "
+        "ALL ROWS PER MATCH PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+
+
+@pytest.fixture(scope="module")
+def small_events(spark):
+    spark.createDataFrame(SMALL_ROWS, SMALL_SPARK_SCHEMA).createOrReplaceTempView(SMALL_TABLE)
+    return spark
+
+
+@pytest.fixture(scope="module")
+def small_sql_answers(small_events) -> SparkAnswers:
+    """Spark SQL's answers over the table itself (no clause)."""
+    return SparkAnswers(
+        small_events,
+        lambda columns: f"SELECT {select_list(columns)} FROM {SMALL_TABLE} ORDER BY id",
+        [outside for _, outside in CLAUSE_SMALL_ARITHMETIC],
+        expected_to_fail=[outside for _, outside in CLAUSE_SMALL_OVERFLOWS],
+        run=spark_sql,
+    )
+
+
+@pytest.fixture(scope="module")
+def small_engine_answers(small_events) -> SparkAnswers:
+    """The Spark engine's answers for the measures (cep's matcher on Spark)."""
+    return SparkAnswers(
+        small_events,
+        small_clause_statement,
+        [measure for measure, _ in CLAUSE_SMALL_ARITHMETIC],
+        expected_to_fail=[measure for measure, _ in CLAUSE_SMALL_OVERFLOWS],
+    )
+
+
+def small_measured(measure: str) -> pa.Table:
+    table = pa.Table.from_pylist([dict(zip(SMALL_ARROW.names, row)) for row in SMALL_ROWS], schema=SMALL_ARROW)
+    return cep.compile_sql(small_clause_statement([("v", measure)])).run({SMALL_TABLE: table}, kind="arrow")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_SMALL_ARITHMETIC)
+def test_smallint_and_tinyint_arithmetic_in_the_clause_has_sparks_type(
+    small_sql_answers, small_engine_answers, measure, outside
+) -> None:
+    out = small_measured(measure)
+    python = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
+    assert python == small_sql_answers[outside].typed()
+    assert small_engine_answers[measure].typed() == small_sql_answers[outside].typed()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_SMALL_OVERFLOWS)
+def test_smallint_and_tinyint_arithmetic_in_the_clause_overflows_as_on_spark(
+    small_sql_answers, small_engine_answers, measure, outside
+) -> None:
+    with pytest.raises(cep.CepError, match="integer overflow") as caught:
+        small_measured(measure)
+    text, span = caught.value.source or "", caught.value.span
+    assert span is not None and text[span.start : span.end] == measure, str(caught.value)
+    with pytest.raises(Exception, match="integer overflow"):  # noqa: B017 - the task's error, raised by Spark
+        small_engine_answers[measure].values()
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
+        small_sql_answers[outside].values()
+
+
+# The same rules for a query's output schema without Spark (``Query.output_columns``), over SMALLINT and TINYINT
+# input columns: written down from the Spark runs above.
+SMALL_RESULT_TYPES = [
+    ("A.sm", "SMALLINT"),
+    ("A.sm + A.sm", "SMALLINT"),
+    ("A.t + A.t", "TINYINT"),
+    ("A.t + A.sm", "SMALLINT"),
+    ("A.sm + A.i", "INTEGER"),
+    ("A.sm * 1", "INTEGER"),
+    ("abs(A.t)", "TINYINT"),
+    ("-A.t", "TINYINT"),
+    ("A.t % A.t", "TINYINT"),
+    ("SUM(A.sm)", "BIGINT"),
+    ("A.sm / 2", "DOUBLE"),
+    ("A.sm DIV 2", "BIGINT"),
+    ("coalesce(A.sm, A.t)", "SMALLINT"),
+    ("MAX(A.t)", "TINYINT"),
+]
+
+
+@pytest.mark.parametrize(("measure", "expected"), SMALL_RESULT_TYPES)
+def test_a_smallint_or_tinyint_measure_has_sparks_result_type(measure, expected) -> None:
+    query = cep.compile(
+        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ONE ROW PER MATCH "
+        "PATTERN (A+) DEFINE A AS TRUE) r"
+    )
+    types = {"id": "INTEGER", "sm": "SMALLINT", "t": "TINYINT", "i": "INTEGER"}
+    assert dict(query.output_columns(types))["v"] == expected
