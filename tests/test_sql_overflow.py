@@ -275,25 +275,35 @@ def test_a_define_overflows_where_sparks_where_does(spark, shape) -> None:
         assert on_spark == expected, condition
 
 
+# Each integer type's range; Spark's result of two integer operands has the wider one's type.
+INTEGER_RANGES = {
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INT": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+}
+
+
 def reference_value(node, row: dict):
-    """A hand evaluation of an integer expression with Spark's rules: an INT op an INT is an INT, a BIGINT beside
-    either a BIGINT, NULL in gives NULL out; a result past its type's range raises OverflowError. ``node`` is
-    ('col', name, type) | ('lit', value, type) | (op, left, right) | ('neg', operand)."""
-    ranges = {"INT": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1)}
+    """A hand evaluation of an integer expression with Spark's rules: an operation on two integers has the wider
+    operand's type (an INT op an INT is an INT, a BIGINT beside either a BIGINT, a TINYINT op a SMALLINT a
+    SMALLINT), ``neg`` and ``abs`` keep their operand's type, NULL in gives NULL out; a result past its type's
+    range raises OverflowError. ``node`` is ('col', name, type) | ('lit', value, type) | (op, left, right) |
+    ('neg', operand) | ('abs', operand)."""
     if node[0] == "col":
         return row[node[1]], node[2]
     if node[0] == "lit":
         return node[1], node[2]
-    if node[0] == "neg":
+    if node[0] in ("neg", "abs"):
         value, kind = reference_value(node[1], row)
-        result = None if value is None else -value
+        result = None if value is None else -value if node[0] == "neg" else abs(value)
     else:
         (left, left_kind), (right, right_kind) = reference_value(node[1], row), reference_value(node[2], row)
-        kind = "BIGINT" if "BIGINT" in (left_kind, right_kind) else "INT"
+        kind = max(left_kind, right_kind, key=lambda k: INTEGER_RANGES[k][1])
         if left is None or right is None:
             return None, kind
         result = {"+": left + right, "-": left - right, "*": left * right}[node[0]]
-    if result is not None and not ranges[kind][0] <= result <= ranges[kind][1]:
+    if result is not None and not INTEGER_RANGES[kind][0] <= result <= INTEGER_RANGES[kind][1]:
         raise OverflowError(result)
     return result, kind
 
@@ -302,9 +312,9 @@ def written(node) -> str:
     if node[0] == "col":
         return f"A.{node[1]}"
     if node[0] == "lit":
-        return str(node[1]) if node[2] == "INT" else f"CAST({node[1]} AS BIGINT)"
-    if node[0] == "neg":
-        return f"-({written(node[1])})"
+        return str(node[1]) if node[2] == "INT" else f"CAST({node[1]} AS {node[2]})"
+    if node[0] in ("neg", "abs"):
+        return f"{'-' if node[0] == 'neg' else 'abs'}({written(node[1])})"
     return f"({written(node[1])} {node[0]} {written(node[2])})"
 
 
@@ -347,6 +357,12 @@ def test_the_vm_and_the_column_wise_engines_agree_on_integer_edges(tree, rows, i
             "b": pa.array([r[1] for r in rows], pa.int64()),
         }
     )
+    assert_engines_agree_with_the_hand_evaluation(table, tree, [{"i": i, "b": b} for i, b in rows], in_measure)
+
+
+def assert_engines_agree_with_the_hand_evaluation(table: pa.Table, tree, rows: list[dict], in_measure: bool) -> None:
+    """``tree`` (``written``) as a measure or in a DEFINE over ``table``, whose rows are ``rows`` (``id`` aside):
+    both engines give the same answer, the hand evaluation's (``reference_value``)."""
     expression = written(tree)
     if in_measure:  # every row a match of its own: the measure is the expression on that row
         text = (
@@ -368,7 +384,7 @@ def test_the_vm_and_the_column_wise_engines_agree_on_integer_edges(tree, rows, i
                 answers.append((error.code, error.message, error.span))
     assert answers[0] == answers[1], text
     try:
-        values = [reference_value(tree, {"i": i, "b": b})[0] for i, b in rows]
+        values = [reference_value(tree, row)[0] for row in rows]
     except OverflowError:
         assert isinstance(answers[1], tuple) and answers[1][1].startswith("integer overflow"), (text, answers[1])
         return
@@ -452,57 +468,12 @@ def test_a_define_over_a_smallint_or_tinyint_overflows_where_sparks_where_does(s
         assert on_spark == expected, condition
 
 
-# Each integer type's range, and its rank: Spark's result of two integer operands is the wider one's type.
-SMALL_RANGES = {
-    "TINYINT": (-(2**7), 2**7 - 1),
-    "SMALLINT": (-(2**15), 2**15 - 1),
-    "INT": (-(2**31), 2**31 - 1),
-    "BIGINT": (-(2**63), 2**63 - 1),
-}
-
-
-def small_reference_value(node, row: dict):
-    """``reference_value`` over every integer width: a TINYINT op a SMALLINT is a SMALLINT, a SMALLINT op an INT
-    an INT, and so on (the wider operand's type); ``abs`` and ``neg`` keep their operand's type. ``node`` is
-    ('col', name, type) | ('lit', value, type) | (op, left, right) | ('neg', operand) | ('abs', operand)."""
-    if node[0] == "col":
-        return row[node[1]], node[2]
-    if node[0] == "lit":
-        return node[1], node[2]
-    if node[0] in ("neg", "abs"):
-        value, kind = small_reference_value(node[1], row)
-        result = None if value is None else -value if node[0] == "neg" else abs(value)
-    else:
-        (left, left_kind), (right, right_kind) = (
-            small_reference_value(node[1], row),
-            small_reference_value(node[2], row),
-        )
-        kind = max(left_kind, right_kind, key=lambda k: SMALL_RANGES[k][1])
-        if left is None or right is None:
-            return None, kind
-        result = {"+": left + right, "-": left - right, "*": left * right}[node[0]]
-    if result is not None and not SMALL_RANGES[kind][0] <= result <= SMALL_RANGES[kind][1]:
-        raise OverflowError(result)
-    return result, kind
-
-
-def small_written(node) -> str:
-    if node[0] == "col":
-        return f"A.{node[1]}"
-    if node[0] == "lit":
-        return str(node[1]) if node[2] == "INT" else f"CAST({node[1]} AS {node[2]})"
-    if node[0] == "neg":
-        return f"-({small_written(node[1])})"
-    if node[0] == "abs":
-        return f"abs({small_written(node[1])})"
-    return f"({small_written(node[1])} {node[0]} {small_written(node[2])})"
-
-
 SMALLINT_EDGES = [2**15 - 1, 2**15 - 2, -(2**15), -(2**15) + 1, 0, 1, -1, 2, 182, 16384]
 TINYINT_EDGES = [2**7 - 1, 2**7 - 2, -(2**7), -(2**7) + 1, 0, 1, -1, 2, 12, 64]
 
 
 def small_integer_trees(depth: int):
+    unary = st.sampled_from(["neg", "abs"])
     leaves = st.one_of(
         st.just(("col", "sm", "SMALLINT")),
         st.just(("col", "t", "TINYINT")),
@@ -513,11 +484,7 @@ def small_integer_trees(depth: int):
     if depth == 0:
         return leaves
     inner = small_integer_trees(depth - 1)
-    return st.one_of(
-        leaves,
-        st.tuples(st.sampled_from(["+", "-", "*"]), inner, inner),
-        st.tuples(st.sampled_from(["neg", "abs"]), inner),
-    )
+    return st.one_of(leaves, st.tuples(st.sampled_from(["+", "-", "*"]), inner, inner), st.tuples(unary, inner))
 
 
 @settings(max_examples=80, derandomize=True, deadline=None)
@@ -540,33 +507,8 @@ def test_the_engines_agree_with_a_hand_evaluation_near_smallint_and_tinyint_edge
             "t": pa.array([r[1] for r in rows], pa.int8()),
         }
     )
-    expression = small_written(tree)
-    if in_measure:
-        text = (
-            f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {expression} AS v ONE ROW PER MATCH "
-            "PATTERN (A) DEFINE A AS TRUE) r"
-        )
-    else:
-        text = (
-            "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.id AS v ONE ROW PER MATCH "
-            f"PATTERN (A) DEFINE A AS {expression} > 0) r"
-        )
-    answers = []
-    for column_wise in (True, False):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a numpy RuntimeWarning (an overflow in the kernels) fails the test
-            try:
-                answers.append(cep.compile(text, column_wise=column_wise).run(table).column("v").to_pylist())
-            except cep.CepError as error:
-                answers.append((error.code, error.message, error.span))
-    assert answers[0] == answers[1], text
-    try:
-        values = [small_reference_value(tree, {"sm": sm, "t": t})[0] for sm, t in rows]
-    except OverflowError:
-        assert isinstance(answers[1], tuple) and answers[1][1].startswith("integer overflow"), (text, answers[1])
-        return
-    expected = values if in_measure else [n for n, value in enumerate(values) if value is not None and value > 0]
-    assert answers[1] == expected, text
+    rows_by_name = [{"sm": sm, "t": t} for sm, t in rows]
+    assert_engines_agree_with_the_hand_evaluation(table, tree, rows_by_name, in_measure)
 
 
 # Each way an input says a column is a SMALLINT or a TINYINT: SMALLINT + SMALLINT at 32767 (by hand 65534, past

@@ -329,15 +329,21 @@ def test_integer_arithmetic_in_the_clause_has_sparks_type(
 def test_integer_arithmetic_in_the_clause_overflows_as_on_spark(
     clause_answers, spark_engine_answers, measure, outside
 ) -> None:
+    assert_overflows_on_every_engine(measured, spark_engine_answers[measure], clause_answers[outside], measure)
+
+
+def assert_overflows_on_every_engine(run, on_spark_engine, on_spark_sql, measure: str) -> None:
+    """``run(measure)`` (the python engine) fails with the overflow at the failing expression, as do the Spark
+    engine's answer and Spark SQL's for the same expression outside the clause."""
     with pytest.raises(cep.CepError, match="integer overflow") as caught:
-        measured(measure)
+        run(measure)
     text = caught.value.source or ""
     span = caught.value.span
     assert span is not None and text[span.start : span.end] in measure, str(caught.value)  # the failing expression
     with pytest.raises(Exception, match="integer overflow"):  # noqa: B017 - the task's error, raised by Spark
-        spark_engine_answers[measure].values()
+        on_spark_engine.values()
     with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
-        clause_answers[outside].values()
+        on_spark_sql.values()
 
 
 # The clause's integer result types without Spark (its rules, written down: an integral operation has the wider
@@ -467,14 +473,7 @@ def test_smallint_and_tinyint_arithmetic_in_the_clause_has_sparks_type(
 def test_smallint_and_tinyint_arithmetic_in_the_clause_overflows_as_on_spark(
     small_sql_answers, small_engine_answers, measure, outside
 ) -> None:
-    with pytest.raises(cep.CepError, match="integer overflow") as caught:
-        small_measured(measure)
-    text, span = caught.value.source or "", caught.value.span
-    assert span is not None and text[span.start : span.end] == measure, str(caught.value)
-    with pytest.raises(Exception, match="integer overflow"):  # noqa: B017 - the task's error, raised by Spark
-        small_engine_answers[measure].values()
-    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
-        small_sql_answers[outside].values()
+    assert_overflows_on_every_engine(small_measured, small_engine_answers[measure], small_sql_answers[outside], measure)
 
 
 # The same rules for a query's output schema without Spark (``Query.output_columns``), over SMALLINT and TINYINT
