@@ -320,7 +320,7 @@ def test_the_spark_engine_sets_the_same_rows_aside_and_matches_the_same(files, c
 
 # A CSV's declared SMALLINT and TINYINT (issue #28): read as Spark's reader reads them (16 and 8 bits), so the
 # clause's SMALLINT and TINYINT arithmetic is theirs on both engines: t + t of 100 and 100 is 200, past TINYINT's
-# 127 (by hand; Spark SQL: "100S + 100S caused overflow"), while sm - 1 of -32768 is the INT -32769 (the literal is
+# 127 (by hand; Spark SQL: "100S + 100S caused overflow"), sm + sm of -32768 is -65536, past SMALLINT's -32768, while sm - 1 of -32768 is the INT -32769 (the literal is
 # an INT) and t * 2 of 100 the INT 200.
 SMALL_CSV = "ts,sm,t\n2024-01-01 00:00:01,-32768,100\n"
 SMALL_SCHEMA = "ts TIMESTAMP, sm SMALLINT, t TINYINT"
@@ -348,10 +348,13 @@ def small_engines_agree(files, capsys, engines: tuple[str, ...]) -> None:
         assert [json.loads(line) for line in (files / f"small-{engine}.json").read_text().splitlines()] == [
             {"below": -32769, "twice": 200}
         ], engine
-        code, out, err = small_run(files, capsys, engine, "A.sm AS sm", "A.t + A.t > 0")
-        assert code == cli.EXIT_QUERY_ERROR, (engine, err)
-        assert "error[E0410]" in err and "integer overflow: '+' gives 200" in err, (engine, err)
-        assert "outside the range of TINYINT" in err and "Traceback" not in err, (engine, err)
+        for define, sentence in [
+            ("A.t + A.t > 0", "integer overflow: '+' gives 200, outside the range of TINYINT"),
+            ("A.sm + A.sm < 0", "integer overflow: '+' gives -65536, outside the range of SMALLINT"),
+        ]:
+            code, out, err = small_run(files, capsys, engine, "A.sm AS sm", define)
+            assert code == cli.EXIT_QUERY_ERROR, (engine, err)
+            assert "error[E0410]" in err and sentence in err and "Traceback" not in err, (engine, err)
 
 
 def test_a_declared_smallint_and_tinyint_are_theirs_in_the_clause(files, capsys):

@@ -527,6 +527,7 @@ SMALL_INPUTS = {
 }
 SMALL_SCHEMAS = [
     {"id": "INT", "ts": "TIMESTAMP", "sm": "SMALLINT", "t": "TINYINT"},
+    "id INT, ts TIMESTAMP, sm SMALLINT, t TINYINT",
     "id INT, ts TIMESTAMP, sm SHORT, t BYTE",
 ]
 
@@ -554,7 +555,7 @@ def test_a_frames_int16_and_int8_columns_are_smallint_and_tinyint(source, condit
             cep.compile(small_query(condition).text, column_wise=column_wise).run(data)
 
 
-@pytest.mark.parametrize("schema", SMALL_SCHEMAS, ids=["dict", "text"])
+@pytest.mark.parametrize("schema", SMALL_SCHEMAS, ids=["dict", "text", "Spark's other spellings"])
 @pytest.mark.parametrize("options", [{}, {"session_timeout": "1 hour"}], ids=["batch", "stream engine"])
 def test_a_declared_smallint_or_tinyint_overflows_in_batch_and_on_the_streams_engine(schema, options) -> None:
     """A schema's SMALLINT and TINYINT (Spark's spellings SHORT and BYTE too), in a batch run and in the stream's
