@@ -320,8 +320,8 @@ def test_the_spark_engine_sets_the_same_rows_aside_and_matches_the_same(files, c
 
 # A CSV's declared SMALLINT and TINYINT (issue #28): read as Spark's reader reads them (16 and 8 bits), so the
 # clause's SMALLINT and TINYINT arithmetic is theirs on both engines: t + t of 100 and 100 is 200, past TINYINT's
-# 127 (by hand; Spark SQL: "100S + 100S caused overflow"), sm + sm of -32768 is -65536, past SMALLINT's -32768, while sm - 1 of -32768 is the INT -32769 (the literal is
-# an INT) and t * 2 of 100 the INT 200.
+# 127 (by hand; Spark SQL: "100S + 100S caused overflow"), sm + sm of -32768 is -65536, past SMALLINT's -32768,
+# while sm - 1 of -32768 is the INT -32769 (the literal is an INT) and t * 2 of 100 the INT 200.
 SMALL_CSV = "ts,sm,t\n2024-01-01 00:00:01,-32768,100\n"
 SMALL_SCHEMA = "ts TIMESTAMP, sm SMALLINT, t TINYINT"
 
