@@ -305,12 +305,14 @@ CLAUSE_INTEGER_OVERFLOWS = [
 @pytest.fixture(scope="module")
 def spark_engine_answers(events) -> SparkAnswers:
     """The Spark engine's answers for the same measures (the clause run by cep's matcher on Spark)."""
-    return SparkAnswers(
-        events,
-        clause_statement,
-        [measure for measure, _ in CLAUSE_INTEGER_ARITHMETIC],
-        expected_to_fail=[measure for measure, _ in CLAUSE_INTEGER_OVERFLOWS],
-    )
+    return paired_answers(events, clause_statement, CLAUSE_INTEGER_ARITHMETIC, CLAUSE_INTEGER_OVERFLOWS, 0)
+
+
+def paired_answers(spark, statement, cases, overflows, side: int, run=cep.sql) -> SparkAnswers:
+    """Spark's answers for one side (0: the measure, 1: the expression outside the clause) of (measure, outside)
+    pairs: ``cases`` together, ``overflows`` each alone (they fail)."""
+    failing = [pair[side] for pair in overflows]
+    return SparkAnswers(spark, statement, [pair[side] for pair in cases], expected_to_fail=failing, run=run)
 
 
 @pytest.mark.spark
@@ -318,10 +320,15 @@ def spark_engine_answers(events) -> SparkAnswers:
 def test_integer_arithmetic_in_the_clause_has_sparks_type(
     clause_answers, spark_engine_answers, measure, outside
 ) -> None:
-    out = measured(measure)
+    assert_typed_as_on_spark(measured, spark_engine_answers[measure], clause_answers[outside], measure)
+
+
+def assert_typed_as_on_spark(run, on_spark_engine, on_spark_sql, measure: str) -> None:
+    """``run(measure)`` (the python engine) and the Spark engine give Spark SQL's values and type."""
+    out = run(measure)
     python = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
-    assert python == clause_answers[outside].typed()
-    assert spark_engine_answers[measure].typed() == clause_answers[outside].typed()
+    assert python == on_spark_sql.typed()
+    assert on_spark_engine.typed() == on_spark_sql.typed()
 
 
 @pytest.mark.spark
@@ -371,11 +378,16 @@ INTEGER_RESULT_TYPES = [
 
 @pytest.mark.parametrize(("measure", "expected"), INTEGER_RESULT_TYPES)
 def test_an_integer_measure_has_sparks_result_type(measure, expected) -> None:
+    assert output_type(measure, {"id": "INTEGER", "i": "INTEGER", "b": "BIGINT"}) == expected
+
+
+def output_type(measure: str, input_types: dict[str, str]) -> str:
+    """The output column type of ``measure`` over input columns of ``input_types`` (``Query.output_columns``)."""
     query = cep.compile(
         f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ONE ROW PER MATCH "
         "PATTERN (A+) DEFINE A AS TRUE) r"
     )
-    assert dict(query.output_columns({"id": "INTEGER", "i": "INTEGER", "b": "BIGINT"}))["v"] == expected
+    return dict(query.output_columns(input_types))["v"]
 
 
 # SMALLINT and TINYINT columns inside the clause (issue #28): a measure over them has the value and the type Spark
@@ -432,24 +444,17 @@ def small_events(spark):
 @pytest.fixture(scope="module")
 def small_sql_answers(small_events) -> SparkAnswers:
     """Spark SQL's answers over the table itself (no clause)."""
-    return SparkAnswers(
-        small_events,
-        lambda columns: f"SELECT {select_list(columns)} FROM {SMALL_TABLE} ORDER BY id",
-        [outside for _, outside in CLAUSE_SMALL_ARITHMETIC],
-        expected_to_fail=[outside for _, outside in CLAUSE_SMALL_OVERFLOWS],
-        run=spark_sql,
-    )
+
+    def statement(columns: list[tuple[str, str]]) -> str:
+        return f"SELECT {select_list(columns)} FROM {SMALL_TABLE} ORDER BY id"
+
+    return paired_answers(small_events, statement, CLAUSE_SMALL_ARITHMETIC, CLAUSE_SMALL_OVERFLOWS, 1, spark_sql)
 
 
 @pytest.fixture(scope="module")
 def small_engine_answers(small_events) -> SparkAnswers:
     """The Spark engine's answers for the measures (cep's matcher on Spark)."""
-    return SparkAnswers(
-        small_events,
-        small_clause_statement,
-        [measure for measure, _ in CLAUSE_SMALL_ARITHMETIC],
-        expected_to_fail=[measure for measure, _ in CLAUSE_SMALL_OVERFLOWS],
-    )
+    return paired_answers(small_events, small_clause_statement, CLAUSE_SMALL_ARITHMETIC, CLAUSE_SMALL_OVERFLOWS, 0)
 
 
 def small_measured(measure: str) -> pa.Table:
@@ -462,10 +467,7 @@ def small_measured(measure: str) -> pa.Table:
 def test_smallint_and_tinyint_arithmetic_in_the_clause_has_sparks_type(
     small_sql_answers, small_engine_answers, measure, outside
 ) -> None:
-    out = small_measured(measure)
-    python = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
-    assert python == small_sql_answers[outside].typed()
-    assert small_engine_answers[measure].typed() == small_sql_answers[outside].typed()
+    assert_typed_as_on_spark(small_measured, small_engine_answers[measure], small_sql_answers[outside], measure)
 
 
 @pytest.mark.spark
@@ -498,9 +500,4 @@ SMALL_RESULT_TYPES = [
 
 @pytest.mark.parametrize(("measure", "expected"), SMALL_RESULT_TYPES)
 def test_a_smallint_or_tinyint_measure_has_sparks_result_type(measure, expected) -> None:
-    query = cep.compile(
-        f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ONE ROW PER MATCH "
-        "PATTERN (A+) DEFINE A AS TRUE) r"
-    )
-    types = {"id": "INTEGER", "sm": "SMALLINT", "t": "TINYINT", "i": "INTEGER"}
-    assert dict(query.output_columns(types))["v"] == expected
+    assert output_type(measure, {"id": "INTEGER", "sm": "SMALLINT", "t": "TINYINT", "i": "INTEGER"}) == expected
