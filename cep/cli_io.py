@@ -433,6 +433,10 @@ def _csv_column(text: pd.Series, declared: str | None = None) -> pd.Series:
     return _typed_series([None if v is None else convert(v, type_name) for v in values], type_name)
 
 
+# A declared integer type narrower than a BIGINT -> its pandas dtype (nullable, of the type's width).
+_DECLARED_INTEGER_DTYPES = {"INTEGER": "Int32", "SMALLINT": "Int16", "TINYINT": "Int8"}
+
+
 def _typed_series(values: list, type_name: str) -> pd.Series:
     import pandas as pd
 
@@ -445,8 +449,8 @@ def _typed_series(values: list, type_name: str) -> pd.Series:
         return pd.Series(held, dtype="datetime64[ns]")
     if type_name == "DATE":  # datetime.date values (pandas has no date dtype): pandas_schema reads them as DATE
         return pd.Series(values, dtype=object)
-    if type_name == "INTEGER":  # a declared INT: 32 bits, as Spark's reader gives it (its arithmetic is an INT's)
-        return pd.Series(values, dtype="Int32")
+    if type_name in _DECLARED_INTEGER_DTYPES:  # a declared INT, SMALLINT or TINYINT: its width, as Spark's reader
+        return pd.Series(values, dtype=_DECLARED_INTEGER_DTYPES[type_name])  # gives it (its arithmetic is its type's)
     if type_name in ("BIGINT", "DOUBLE", "BOOLEAN"):
         return pandas_series(values)
     size = decimal_params(type_name)

@@ -576,8 +576,8 @@ def typed_like(out, frame):
 
 
 # The matcher's integer types narrower than a BIGINT (its output columns' SQL types, ``Plan.output_types``) and
-# their Arrow widths: an INT (IntegerType: cep's Spark engine reads TINYINT, SMALLINT and INT input columns as
-# one, and INT arithmetic is an INT), a SMALLINT or TINYINT (a CAST to one); the matcher itself returns every
+# their Arrow widths: an INT, a SMALLINT or a TINYINT (an input column of that type passed through, arithmetic
+# over such columns, a CAST to one: Spark's IntegerType, ShortType, ByteType); the matcher itself returns every
 # integer column as 64 bits, as Python's ints would be typed.
 _MATCHER_NARROW_INTEGERS = {"INTEGER": "int32", "SMALLINT": "int16", "TINYINT": "int8"}
 

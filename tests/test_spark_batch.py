@@ -207,3 +207,24 @@ def test_arrow_batches_of_three_rows_keep_nulls_and_types(spark, rows_per_match)
     types = {field.name: field.dataType for field in out.schema.fields}
     assert isinstance(types["first_id"], T.LongType) and isinstance(types["end_ts"], T.TimestampType)
     assert isinstance(types["bottom"], T.DoubleType) and isinstance(types["n"], T.LongType)
+
+
+def test_a_spark_smallint_or_tinyint_column_keeps_its_type_for_the_clause():
+    """Spark's ShortType and ByteType are the clause's SMALLINT and TINYINT (issue #28), both ways, so a batch, a
+    stream (``streaming.py``) and a rule-set worker type their arithmetic as Spark SQL does; a schema's spellings
+    (Spark's DDL: smallint, short, tinyint, byte) name them too. They were read as INTs."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import types as T
+
+    from cep.matcher.sql.types import narrow_integer_columns
+    from cep.spark_bridge.spark.types import spark_to_sql, sql_to_spark
+
+    for spark_type, name, spellings in [
+        (T.ShortType(), "SMALLINT", ("smallint", "short")),
+        (T.ByteType(), "TINYINT", ("tinyint", "byte")),
+    ]:
+        assert spark_to_sql(spark_type) == name
+        assert sql_to_spark(name) == spark_type
+        assert {normalize_type_name(spelling) for spelling in spellings} == {name}
+    input_types = {"sm": spark_to_sql(T.ShortType()), "t": spark_to_sql(T.ByteType()), "b": "BIGINT"}
+    assert narrow_integer_columns(input_types) == {"sm": "SMALLINT", "t": "TINYINT"}

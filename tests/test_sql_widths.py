@@ -17,7 +17,13 @@ import pyarrow as pa
 import pytest
 
 import cep
-from tests.spark_answers import SparkAnswers, answers_over_matched_rows, assert_the_whole_statement_agrees, select_list
+from tests.spark_answers import (
+    SparkAnswers,
+    answers_over_matched_rows,
+    assert_the_whole_statement_agrees,
+    select_list,
+    spark_sql,
+)
 from tests.test_sql_differential import spark_name_of_arrow
 
 TABLE = "sqlw_events"
@@ -299,12 +305,14 @@ CLAUSE_INTEGER_OVERFLOWS = [
 @pytest.fixture(scope="module")
 def spark_engine_answers(events) -> SparkAnswers:
     """The Spark engine's answers for the same measures (the clause run by cep's matcher on Spark)."""
-    return SparkAnswers(
-        events,
-        clause_statement,
-        [measure for measure, _ in CLAUSE_INTEGER_ARITHMETIC],
-        expected_to_fail=[measure for measure, _ in CLAUSE_INTEGER_OVERFLOWS],
-    )
+    return paired_answers(events, clause_statement, CLAUSE_INTEGER_ARITHMETIC, CLAUSE_INTEGER_OVERFLOWS, 0)
+
+
+def paired_answers(spark, statement, cases, overflows, side: int, run=cep.sql) -> SparkAnswers:
+    """Spark's answers for one side (0: the measure, 1: the expression outside the clause) of (measure, outside)
+    pairs: ``cases`` together, ``overflows`` each alone (they fail)."""
+    failing = [pair[side] for pair in overflows]
+    return SparkAnswers(spark, statement, [pair[side] for pair in cases], expected_to_fail=failing, run=run)
 
 
 @pytest.mark.spark
@@ -312,10 +320,15 @@ def spark_engine_answers(events) -> SparkAnswers:
 def test_integer_arithmetic_in_the_clause_has_sparks_type(
     clause_answers, spark_engine_answers, measure, outside
 ) -> None:
-    out = measured(measure)
+    assert_typed_as_on_spark(measured, spark_engine_answers[measure], clause_answers[outside], measure)
+
+
+def assert_typed_as_on_spark(run, on_spark_engine, on_spark_sql, measure: str) -> None:
+    """``run(measure)`` (the python engine) and the Spark engine give Spark SQL's values and type."""
+    out = run(measure)
     python = (out.column("v").to_pylist(), spark_name_of_arrow(out.schema.field("v").type))
-    assert python == clause_answers[outside].typed()
-    assert spark_engine_answers[measure].typed() == clause_answers[outside].typed()
+    assert python == on_spark_sql.typed()
+    assert on_spark_engine.typed() == on_spark_sql.typed()
 
 
 @pytest.mark.spark
@@ -323,15 +336,21 @@ def test_integer_arithmetic_in_the_clause_has_sparks_type(
 def test_integer_arithmetic_in_the_clause_overflows_as_on_spark(
     clause_answers, spark_engine_answers, measure, outside
 ) -> None:
+    assert_overflows_on_every_engine(measured, spark_engine_answers[measure], clause_answers[outside], measure)
+
+
+def assert_overflows_on_every_engine(run, on_spark_engine, on_spark_sql, measure: str) -> None:
+    """``run(measure)`` (the python engine) fails with the overflow at the failing expression, as do the Spark
+    engine's answer and Spark SQL's for the same expression outside the clause."""
     with pytest.raises(cep.CepError, match="integer overflow") as caught:
-        measured(measure)
+        run(measure)
     text = caught.value.source or ""
     span = caught.value.span
     assert span is not None and text[span.start : span.end] in measure, str(caught.value)  # the failing expression
     with pytest.raises(Exception, match="integer overflow"):  # noqa: B017 - the task's error, raised by Spark
-        spark_engine_answers[measure].values()
+        on_spark_engine.values()
     with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):  # noqa: B017 - Spark's error at collect() is its own class
-        clause_answers[outside].values()
+        on_spark_sql.values()
 
 
 # The clause's integer result types without Spark (its rules, written down: an integral operation has the wider
@@ -359,8 +378,126 @@ INTEGER_RESULT_TYPES = [
 
 @pytest.mark.parametrize(("measure", "expected"), INTEGER_RESULT_TYPES)
 def test_an_integer_measure_has_sparks_result_type(measure, expected) -> None:
+    assert output_type(measure, {"id": "INTEGER", "i": "INTEGER", "b": "BIGINT"}) == expected
+
+
+def output_type(measure: str, input_types: dict[str, str]) -> str:
+    """The output column type of ``measure`` over input columns of ``input_types`` (``Query.output_columns``)."""
     query = cep.compile(
         f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES {measure} AS v ONE ROW PER MATCH "
         "PATTERN (A+) DEFINE A AS TRUE) r"
     )
-    assert dict(query.output_columns({"id": "INTEGER", "i": "INTEGER", "b": "BIGINT"}))["v"] == expected
+    return dict(query.output_columns(input_types))["v"]
+
+
+# SMALLINT and TINYINT columns inside the clause (issue #28): a measure over them has the value and the type Spark
+# SQL gives the same expression over the same rows (``spark.sql`` on the plain table, the independent answer), on
+# the python engine and on the Spark engine, and fails where Spark SQL's overflows. They were INTs in the clause.
+SMALL_TABLE = "sqlw_small"
+SMALL_ROWS = [(1, 3, 2, 7), (2, None, None, None), (3, -(2**15), -(2**7), 5)]
+SMALL_ARROW = pa.schema([("id", pa.int32()), ("sm", pa.int16()), ("t", pa.int8()), ("i", pa.int32())])
+SMALL_SPARK_SCHEMA = "id INT, sm SMALLINT, t TINYINT, i INT"
+CLAUSE_SMALL_ARITHMETIC = [
+    ("A.sm", "sm"),
+    ("FIRST(A.t)", "t"),
+    ("A.sm - 1", "sm - 1"),  # the literal 1 is an INT: -32768 - 1 is the INT -32769
+    ("A.sm * 1", "sm * 1"),
+    ("A.sm + A.i", "sm + i"),
+    ("A.t * 2", "t * 2"),
+    ("A.t % A.t", "t % t"),
+    ("A.sm % CAST(7 AS SMALLINT)", "sm % CAST(7 AS SMALLINT)"),
+    ("SUM(A.sm)", "sum(sm) OVER (PARTITION BY id)"),  # each row its own match
+    ("A.sm / 2", "sm / 2"),
+    ("A.sm DIV 2", "sm DIV 2"),
+    ("coalesce(A.sm, A.t)", "coalesce(sm, t)"),
+    ("CASE WHEN A.id = 1 THEN A.t ELSE A.sm END", "CASE WHEN id = 1 THEN t ELSE sm END"),
+    ("A.t + CAST(1 AS TINYINT)", "t + CAST(1 AS TINYINT)"),
+]
+# Each fails on the row of -32768 and -128.
+CLAUSE_SMALL_OVERFLOWS = [
+    ("A.sm + A.sm", "sm + sm"),
+    ("A.t + A.t", "t + t"),
+    ("A.t + A.sm", "t + sm"),  # a SMALLINT: -128 + -32768 is past it
+    ("-A.t", "-t"),
+    ("abs(A.t)", "abs(t)"),
+    ("-A.sm", "-sm"),
+    ("abs(A.sm)", "abs(sm)"),
+    ("A.sm * A.sm", "sm * sm"),
+    ("A.t * A.t", "t * t"),
+]
+
+
+def small_clause_statement(columns: list[tuple[str, str]]) -> str:
+    names = ", ".join(name for name, _ in columns)
+    return (
+        f"SELECT id, {names} FROM {SMALL_TABLE} MATCH_RECOGNIZE (ORDER BY id MEASURES {select_list(columns)} "
+        "ALL ROWS PER MATCH PATTERN (A) DEFINE A AS TRUE) r ORDER BY id"
+    )
+
+
+@pytest.fixture(scope="module")
+def small_events(spark):
+    spark.createDataFrame(SMALL_ROWS, SMALL_SPARK_SCHEMA).createOrReplaceTempView(SMALL_TABLE)
+    return spark
+
+
+@pytest.fixture(scope="module")
+def small_sql_answers(small_events) -> SparkAnswers:
+    """Spark SQL's answers over the table itself (no clause)."""
+
+    def statement(columns: list[tuple[str, str]]) -> str:
+        return f"SELECT {select_list(columns)} FROM {SMALL_TABLE} ORDER BY id"
+
+    return paired_answers(small_events, statement, CLAUSE_SMALL_ARITHMETIC, CLAUSE_SMALL_OVERFLOWS, 1, spark_sql)
+
+
+@pytest.fixture(scope="module")
+def small_engine_answers(small_events) -> SparkAnswers:
+    """The Spark engine's answers for the measures (cep's matcher on Spark)."""
+    return paired_answers(small_events, small_clause_statement, CLAUSE_SMALL_ARITHMETIC, CLAUSE_SMALL_OVERFLOWS, 0)
+
+
+def small_measured(measure: str) -> pa.Table:
+    table = pa.Table.from_pylist([dict(zip(SMALL_ARROW.names, row)) for row in SMALL_ROWS], schema=SMALL_ARROW)
+    return cep.compile_sql(small_clause_statement([("v", measure)])).run({SMALL_TABLE: table}, kind="arrow")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_SMALL_ARITHMETIC)
+def test_smallint_and_tinyint_arithmetic_in_the_clause_has_sparks_type(
+    small_sql_answers, small_engine_answers, measure, outside
+) -> None:
+    assert_typed_as_on_spark(small_measured, small_engine_answers[measure], small_sql_answers[outside], measure)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("measure", "outside"), CLAUSE_SMALL_OVERFLOWS)
+def test_smallint_and_tinyint_arithmetic_in_the_clause_overflows_as_on_spark(
+    small_sql_answers, small_engine_answers, measure, outside
+) -> None:
+    assert_overflows_on_every_engine(small_measured, small_engine_answers[measure], small_sql_answers[outside], measure)
+
+
+# The same rules for a query's output schema without Spark (``Query.output_columns``), over SMALLINT and TINYINT
+# input columns: written down from the Spark runs above.
+SMALL_RESULT_TYPES = [
+    ("A.sm", "SMALLINT"),
+    ("A.sm + A.sm", "SMALLINT"),
+    ("A.t + A.t", "TINYINT"),
+    ("A.t + A.sm", "SMALLINT"),
+    ("A.sm + A.i", "INTEGER"),
+    ("A.sm * 1", "INTEGER"),
+    ("abs(A.t)", "TINYINT"),
+    ("-A.t", "TINYINT"),
+    ("A.t % A.t", "TINYINT"),
+    ("SUM(A.sm)", "BIGINT"),
+    ("A.sm / 2", "DOUBLE"),
+    ("A.sm DIV 2", "BIGINT"),
+    ("coalesce(A.sm, A.t)", "SMALLINT"),
+    ("MAX(A.t)", "TINYINT"),
+]
+
+
+@pytest.mark.parametrize(("measure", "expected"), SMALL_RESULT_TYPES)
+def test_a_smallint_or_tinyint_measure_has_sparks_result_type(measure, expected) -> None:
+    assert output_type(measure, {"id": "INTEGER", "sm": "SMALLINT", "t": "TINYINT", "i": "INTEGER"}) == expected

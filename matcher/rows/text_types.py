@@ -102,6 +102,8 @@ _COMPILED = {name: re.compile(pattern) for name, pattern in PATTERNS.items()}
 DECLARED_PATTERNS = {
     "BIGINT": r"^[-+]?[0-9]{1,19}$",
     "INTEGER": r"^[-+]?[0-9]{1,10}$",
+    "SMALLINT": r"^[-+]?[0-9]{1,5}$",
+    "TINYINT": r"^[-+]?[0-9]{1,3}$",
     "DOUBLE": (
         r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$"
         r"|^[Nn][Aa][Nn]$|^[-+]?[Ii][Nn][Ff]([Ii][Nn][Ii][Tt][Yy])?$"
@@ -113,7 +115,12 @@ DECLARED_PATTERNS = {
     "VARCHAR": r"^",
 }
 # The range of each declared integer type, checked after its pattern (as Spark's cast returns NULL past it).
-DECLARED_RANGES = {"BIGINT": (_BIGINT_MIN, _BIGINT_MAX), "INTEGER": (-(2**31), 2**31 - 1)}
+DECLARED_RANGES = {
+    "BIGINT": (_BIGINT_MIN, _BIGINT_MAX),
+    "INTEGER": (-(2**31), 2**31 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "TINYINT": (-(2**7), 2**7 - 1),
+}
 _DECLARED = {name: re.compile(pattern) for name, pattern in DECLARED_PATTERNS.items()}
 _WHOLE_NUMBER = re.compile(r"[-+]?[0-9]+")
 # PATTERNS["timestamp"] in parts: the date and time, the fraction of a second, the offset.

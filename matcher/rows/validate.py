@@ -136,6 +136,8 @@ _DIRECT_KINDS: dict[type, str | None] = {
 _SCHEMA_KINDS: dict[str, frozenset[str]] = {
     "BIGINT": frozenset({"number"}),
     "INTEGER": frozenset({"number"}),
+    "SMALLINT": frozenset({"number"}),
+    "TINYINT": frozenset({"number"}),
     "DOUBLE": frozenset({"number"}),
     "DECIMAL": frozenset({"number"}),
     "VARCHAR": frozenset({"string"}),

@@ -407,6 +407,20 @@ def round_decimal(value: Decimal, precision: int, scale: int) -> Decimal | None:
     return rounded if rounded.adjusted() < precision - scale else None
 
 
+# An Arrow integer type (its bit width, plus one when unsigned) -> the Spark type that holds every value of it, as
+# Spark's Parquet reader types it: int8 a TINYINT, uint8 and int16 a SMALLINT, uint16 and int32 an INT, wider a BIGINT.
+_ARROW_INTEGERS = {
+    8: "TINYINT",
+    9: "SMALLINT",
+    16: "SMALLINT",
+    17: "INTEGER",
+    32: "INTEGER",
+    33: "BIGINT",
+    64: "BIGINT",
+    65: "BIGINT",
+}
+
+
 def arrow_type_name(arrow_type) -> str:
     """The SQL type of an Arrow type (a Parquet file's, an Arrow table's): what Spark reads it as."""
     import pyarrow.types as t  # pyarrow: optional and heavy, needed only for an Arrow input
@@ -416,7 +430,7 @@ def arrow_type_name(arrow_type) -> str:
     if t.is_boolean(arrow_type):
         return "BOOLEAN"
     if t.is_integer(arrow_type):
-        return "BIGINT" if t.is_int64(arrow_type) or t.is_uint32(arrow_type) or t.is_uint64(arrow_type) else "INTEGER"
+        return _ARROW_INTEGERS[arrow_type.bit_width + (not t.is_signed_integer(arrow_type))]
     if t.is_floating(arrow_type):
         return "DOUBLE"
     if t.is_timestamp(arrow_type):
@@ -430,20 +444,31 @@ def arrow_type_name(arrow_type) -> str:
     return "VARCHAR"
 
 
-# Integer types narrower than a BIGINT: the clause computes such an input column as an INT, as cep's Spark
-# engine reads it (a TINYINT or SMALLINT column included).
-_NARROW_INTEGERS = frozenset({"INTEGER", "INT", "SMALLINT", "TINYINT"})
+# Integer types narrower than a BIGINT, each by the name the clause types it with: an INT, a SMALLINT and a TINYINT
+# column keep their type inside the clause as Spark SQL keeps it (SMALLINT + SMALLINT is a SMALLINT).
+_NARROW_INTEGERS = {"INTEGER": "INTEGER", "INT": "INTEGER", "SMALLINT": "SMALLINT", "TINYINT": "TINYINT"}
+# A numpy integer dtype (its kind, its size in bytes) -> its SQL type, as ``_ARROW_INTEGERS`` types Arrow's.
+_NUMPY_INTEGERS = {
+    ("i", 1): "TINYINT",
+    ("u", 1): "SMALLINT",
+    ("i", 2): "SMALLINT",
+    ("u", 2): "INTEGER",
+    ("i", 4): "INTEGER",
+}
 
 
 def narrow_integer_columns(types: dict[str, str | None]) -> dict[str, str]:
-    """The INT columns among ``types`` (column -> SQL type): ``{name: "INTEGER"}`` for each integer column
-    narrower than a BIGINT. The matcher holds every integer as a Python int; this says which are INTs."""
-    return {name: "INTEGER" for name, kind in types.items() if kind is not None and kind.upper() in _NARROW_INTEGERS}
+    """The integer columns among ``types`` (column -> SQL type) narrower than a BIGINT, each with its type
+    (INTEGER, SMALLINT or TINYINT). The matcher holds every integer as a Python int; this says which are
+    narrower than a BIGINT, so that their arithmetic is typed and bounded as Spark's."""
+    found = {name: _NARROW_INTEGERS.get(kind.upper()) for name, kind in types.items() if kind is not None}
+    return {name: kind for name, kind in found.items() if kind is not None}
 
 
 def frame_integer_columns(frame) -> dict[str, str]:
-    """``narrow_integer_columns`` of a pyarrow Table or a pandas DataFrame, from its column types: an Arrow
-    int32 (int16, int8, uint16, uint8) or a pandas int32 (``Int32``, ``int32[pyarrow]``...) column is an INT."""
+    """``narrow_integer_columns`` of a pyarrow Table or a pandas DataFrame, from its column types: an Arrow or
+    pandas int32 (``Int32``, ``int32[pyarrow]``...) column is an INT, int16 a SMALLINT, int8 a TINYINT (an
+    unsigned one the next wider type, which holds all its values)."""
     schema = getattr(frame, "schema", None)
     if schema is not None and hasattr(schema, "names"):  # a pyarrow Table
         return narrow_integer_columns({name: arrow_type_name(field.type) for name, field in zip(schema.names, schema)})
@@ -453,8 +478,7 @@ def frame_integer_columns(frame) -> dict[str, str]:
         if arrow_type is not None:
             found[str(name)] = arrow_type_name(arrow_type)
         elif getattr(dtype, "kind", None) in ("i", "u"):
-            narrow = dtype.itemsize < 4 or (dtype.itemsize == 4 and dtype.kind == "i")
-            found[str(name)] = "INTEGER" if narrow else "BIGINT"
+            found[str(name)] = _NUMPY_INTEGERS.get((dtype.kind, dtype.itemsize), "BIGINT")
     return narrow_integer_columns(found)
 
 

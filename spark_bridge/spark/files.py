@@ -63,6 +63,8 @@ _SPARK_TYPES = {
     "BOOLEAN": "boolean",
     "TIMESTAMP": "timestamp",
     "INTEGER": "int",
+    "SMALLINT": "smallint",
+    "TINYINT": "tinyint",
     "DATE": "date",
 }
 # The times a Python datetime holds: a Spark timestamp outside them is no time for the matcher.

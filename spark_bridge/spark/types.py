@@ -42,10 +42,10 @@ _ALIASES = {
     "INTEGER": "INTEGER",
     "INT": "INTEGER",
     "INT32": "INTEGER",
-    "SMALLINT": "INTEGER",
-    "SHORT": "INTEGER",
-    "TINYINT": "INTEGER",
-    "BYTE": "INTEGER",
+    "SMALLINT": "SMALLINT",
+    "SHORT": "SMALLINT",
+    "TINYINT": "TINYINT",
+    "BYTE": "TINYINT",
     "DOUBLE": "DOUBLE",
     "DOUBLE PRECISION": "DOUBLE",
     "FLOAT": "DOUBLE",
@@ -107,8 +107,12 @@ def spark_to_sql(data_type: DataType) -> str:
 
     if isinstance(data_type, T.LongType):
         return "BIGINT"
-    if isinstance(data_type, (T.IntegerType, T.ShortType, T.ByteType)):
+    if isinstance(data_type, T.IntegerType):
         return "INTEGER"
+    if isinstance(data_type, T.ShortType):
+        return "SMALLINT"  # kept narrow: the clause's SMALLINT arithmetic is a SMALLINT's, as in Spark SQL
+    if isinstance(data_type, T.ByteType):
+        return "TINYINT"
     if isinstance(data_type, (T.DoubleType, T.FloatType)):
         return "DOUBLE"
     if isinstance(data_type, T.DecimalType):
@@ -163,9 +167,6 @@ def sql_to_spark(type_name: str, *, column: str | None = None) -> DataType:
     """The Spark type for one of the matcher's type names; a clear ``CepSemanticError`` when there is none."""
     from pyspark.sql import types as T
 
-    narrow = {"SMALLINT": T.ShortType(), "TINYINT": T.ByteType()}  # an output CAST(x AS SMALLINT): Spark's type
-    if type_name.strip().upper() in narrow:  # (normalize_type_name reads them as INT, as an input column is read)
-        return narrow[type_name.strip().upper()]
     try:
         name = normalize_type_name(type_name)
     except ValueError as exc:
@@ -184,6 +185,8 @@ def sql_to_spark(type_name: str, *, column: str | None = None) -> DataType:
     return {
         "BIGINT": T.LongType(),
         "INTEGER": T.IntegerType(),
+        "SMALLINT": T.ShortType(),
+        "TINYINT": T.ByteType(),
         "DOUBLE": T.DoubleType(),
         "VARCHAR": T.StringType(),
         "BOOLEAN": T.BooleanType(),
