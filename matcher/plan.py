@@ -256,7 +256,8 @@ class CompiledQuery:
         """``result`` (a run's output, of any kind) with each value made what Spark gives for its output
         column's type (``types.fit_to_type``: a ``Decimal`` rounded half up to a DECIMAL's scale, E0410
         when it overflows; a float in a DOUBLE column; a DATE in a TIMESTAMP column its midnight), as the Spark
-        engine's output is (``batch.conform_arrow``). Arrow output columns of a DECIMAL type get that Arrow type."""
+        engine's output is (``batch.conform_arrow``). Arrow output columns of a DECIMAL type get that Arrow type,
+        and a DOUBLE column of NULLs alone is a DOUBLE column."""
         wanted = {
             name: type_name
             for name, type_name in self.output_types(input_types)
@@ -284,8 +285,9 @@ class CompiledQuery:
                 widened = result.column(index).cast(pa.timestamp("us"))
                 result = result.set_column(index, field.with_type(pa.timestamp("us")), widened)
                 continue
-            if size is None and not pa.types.is_decimal(result.schema.field(index).type):
-                continue
+            found = result.schema.field(index).type
+            if size is None and not (pa.types.is_decimal(found) or pa.types.is_null(found)):
+                continue  # a DOUBLE column of floats already (an all-NULL one has no type: Spark's is DOUBLE)
             values = [fit_to_type(value, wanted[name]) for value in result.column(index).to_pylist()]
             arrow_type = pa.decimal128(*size) if size is not None else pa.float64()
             result = result.set_column(
