@@ -280,3 +280,19 @@ def test_functions_give_sparks_values_in_measures_and_define(spark, measures, ro
         assert sql_type(measures_statement(measure), table) == type_name, (shown, found)
         assert len(values) == len(expected) and all(map(close, values, expected)), (shown, values, expected)
         assert matched[0] == [n for n, holds in enumerate(condition) if holds], (shown, matched, condition)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(measure=expressions(2), rows=rows_strategy)
+def test_functions_never_raise_a_python_error_on_either_engine(measure, rows) -> None:
+    """Without Spark, many more applications: the VM and the column-wise engines agree (``cep_answer``), give a
+    value of a type Spark has (an int or a float, never a complex number) or cep's overflow error E0410, and
+    no Python exception escapes (one would fail the test)."""
+    table = table_of(rows)
+    found = cep_answer(measures_statement(measure), table, "v")
+    matched = cep_answer(define_statement(f"({measure}) > 0"), table, "id")
+    if found[0] == "E0410":
+        assert matched[0] == "E0410", (measure, matched)
+        return
+    assert all(value is None or type(value) in (int, float) for value in found[0]), (measure, found)
+    assert found[1] in ("int", "bigint", "double", "void"), (measure, found)
