@@ -18,7 +18,7 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test test-durations test-sql-differential lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python jvm-archive
+.PHONY: help run test test-durations test-sql-differential test-clause-functions lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python jvm-archive
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
@@ -33,6 +33,7 @@ help:
 	@echo "make bench-state  open partial matches of 100k and 300k keys on RocksDB and HDFS state stores (bench/state_scale.py)"
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
 	@echo "make test-sql-differential  the python engine against Spark SQL on many generated expressions (EXAMPLES=300)"
+	@echo "make test-clause-functions  the clause's numeric functions at their edges against Spark SQL (CLAUSE_EXAMPLES=200)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
 # The demo shows what the pipeline runs: a Spark job (the same rows as --engine python, which starts at once).
@@ -68,6 +69,12 @@ lint: venv
 EXAMPLES ?= 300
 test-sql-differential: venv check-java
 	SQL_DIFFERENTIAL_EXAMPLES=$(EXAMPLES) $(VPY) -m pytest -p no:xdist -q tests/test_sql_differential.py
+
+# tests/test_clause_functions.py's Spark property with more examples than `make test` runs (each: up to 8
+# function applications over edge values, one Spark query, cep on the VM and the column-wise engines).
+CLAUSE_EXAMPLES ?= 200
+test-clause-functions: venv check-java
+	CLAUSE_FUNCTIONS_EXAMPLES=$(CLAUSE_EXAMPLES) $(VPY) -m pytest -p no:xdist -q tests/test_clause_functions.py
 
 # PyFlink (a peer) goes into its own venv, bench/.venv-flink, once; without network or Java 17 the bench
 # still runs and its Flink rows say why they were not run.

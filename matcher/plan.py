@@ -256,13 +256,17 @@ class CompiledQuery:
         """``result`` (a run's output, of any kind) with each value made what Spark gives for its output
         column's type (``types.fit_to_type``: a ``Decimal`` rounded half up to a DECIMAL's scale, E0410
         when it overflows; a float in a DOUBLE column; a DATE in a TIMESTAMP column its midnight), as the Spark
-        engine's output is (``batch.conform_arrow``). Arrow output columns of a DECIMAL type get that Arrow type."""
+        engine's output is (``batch.conform_arrow``). Arrow output columns of a DECIMAL type get that Arrow type,
+        and a DOUBLE, BIGINT or INT column of NULLs alone has that type."""
+        output_types = self.output_types(input_types)
         wanted = {
             name: type_name
-            for name, type_name in self.output_types(input_types)
+            for name, type_name in output_types
             if decimal_params(type_name) is not None or type_name in ("DOUBLE", "TIMESTAMP")
         }
         kind = kind_of(result)
+        if kind == "arrow":
+            result = _typed_integer_nulls(result, dict(output_types))
         if kind == "rows":
             return [
                 {name: fit_to_type(value, wanted[name]) if name in wanted else value for name, value in row.items()}
@@ -284,8 +288,9 @@ class CompiledQuery:
                 widened = result.column(index).cast(pa.timestamp("us"))
                 result = result.set_column(index, field.with_type(pa.timestamp("us")), widened)
                 continue
-            if size is None and not pa.types.is_decimal(result.schema.field(index).type):
-                continue
+            found = result.schema.field(index).type
+            if size is None and not (pa.types.is_decimal(found) or pa.types.is_null(found)):
+                continue  # a DOUBLE column of floats already (an all-NULL one has no type: Spark's is DOUBLE)
             values = [fit_to_type(value, wanted[name]) for value in result.column(index).to_pylist()]
             arrow_type = pa.decimal128(*size) if size is not None else pa.float64()
             result = result.set_column(
@@ -473,6 +478,22 @@ def replay_clock(machine: Machine, columns: Columns):
         return max((v for v in values if v is not None), default=None)
     except TypeError:
         raise unorderable(machine.within.column, values) from None
+
+
+# The Arrow type of an integer output column that holds NULLs alone (Arrow reads it as having no type).
+_INTEGER_ARROW_TYPES = {"BIGINT": "int64", "INT": "int32"}
+
+
+def _typed_integer_nulls(result, output_types: dict[str, str]):
+    """``result`` with each all-NULL column of an INT or BIGINT output typed as Spark types it."""
+    import pyarrow as pa  # the result is an Arrow table, so pyarrow is there
+
+    for index, column in enumerate(result.schema):
+        arrow_name = _INTEGER_ARROW_TYPES.get(output_types.get(column.name, ""))
+        if arrow_name is not None and pa.types.is_null(column.type):
+            kind = pa.type_for_alias(arrow_name)
+            result = result.set_column(index, column.with_type(kind), result.column(index).cast(kind))
+    return result
 
 
 def declared_types(data, schema: dict[str, str] | None = None) -> dict[str, str] | None:

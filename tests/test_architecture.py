@@ -94,7 +94,7 @@ ORDER = {
     ],
     "cep.matcher": ["sql", "program", "rows", ("pike", "vector"), "plan", "explain"],
     "cep.matcher.sql": [
-        ("text_patterns", "datetimes"),
+        ("text_patterns", "datetimes", "math_functions"),
         "values",
         "intervals",
         "context",

@@ -240,6 +240,8 @@ def trunc(value, unit=None):
     digits = 0 if unit is None else int(unit)
     if isinstance(value, float):
         scale = 10.0**digits
+        if not math.isfinite(value * scale):  # NaN, an infinity, or digits past a double's: as it is
+            return value
         return math.trunc(value * scale) / scale if digits else float(math.trunc(value))
     if isinstance(value, Decimal):
         return (
@@ -248,7 +250,8 @@ def trunc(value, unit=None):
             else Decimal(math.trunc(value / Decimal(10) ** -digits)) * Decimal(10) ** -digits
         )
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if digits >= 0 else int(value / 10**-digits) * 10**-digits
+        step = 10**-digits  # whole integers, not a float quotient, which loses a BIGINT's last digits
+        return value if digits >= 0 else (abs(value) // step * step) * (1 if value >= 0 else -1)
     raise CepRuntimeError(f"TRUNC cannot take {type(value).__name__} {value!r}", code="E0410")
 
 

@@ -80,7 +80,8 @@ class Scope:
 
     def integer_type(self, expr) -> str | None:
         """The integer type Spark gives ``expr`` when it is arithmetic that can overflow one (``+ - * % DIV``,
-        a negation, ``ABS``), else None: its result is checked against that type's range (``values.INTEGER_RANGES``)."""
+        a negation, ``ABS``, ``ROUND``), else None: its result is checked against that type's range
+        (``values.INTEGER_RANGES``)."""
         if not operators.is_integer_arithmetic(expr):
             return None
         found = infer(expr, self.column_type, self._known_types)

@@ -25,7 +25,8 @@ def is_integer_arithmetic(expr) -> bool:
         return expr.op == "-"
     if isinstance(expr, ast.Aggregate):
         return expr.name == "SUM"  # of integers a BIGINT, which Spark's ANSI SUM keeps to
-    return isinstance(expr, ast.FunctionCall) and expr.name == "ABS"
+    # ROUND(i, -1) of an INT is an INT: 2147483647 rounds past its range
+    return isinstance(expr, ast.FunctionCall) and expr.name in ("ABS", "ROUND")
 
 
 def bounded(closure, op: str, integer_type: str | None, span):

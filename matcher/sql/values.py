@@ -13,6 +13,7 @@ from decimal import ROUND_05UP, ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, Inv
 from cep.grammar.errors import CepRuntimeError
 from cep.grammar.limits import MAX_DECIMAL_PRECISION
 from cep.matcher.sql import datetimes as T
+from cep.matcher.sql import math_functions
 from cep.matcher.sql.text_patterns import PatternError, pattern_error, regexp_like, regexp_replace, regexp_substr
 from cep.matcher.sql.text_patterns import like as _like_text
 
@@ -187,7 +188,8 @@ def modulo(left, right):
     left, right = _numeric_pair(left, right)
     if type(left) is Decimal or type(right) is Decimal:
         return DECIMAL_CONTEXT.remainder(left, right)  # the sign of the dividend, as fmod and SQL
-    return math.fmod(left, right)
+    # Java's % on doubles: an infinite dividend gives NaN (Python's fmod raises)
+    return math.fmod(left, right) if math.isfinite(left) else math.nan
 
 
 def concat(left, right):
@@ -386,18 +388,6 @@ def _null_if_any_null(function):
     return wrapper
 
 
-def _round(value, digits=0):
-    if isinstance(value, int) and digits >= 0:
-        return value
-    quantum = Decimal(1).scaleb(-digits)
-    rounded = Decimal(str(value)).quantize(quantum, rounding=ROUND_HALF_UP)
-    if isinstance(value, float):
-        return float(rounded)
-    if isinstance(value, int):
-        return int(rounded)
-    return rounded
-
-
 def _coalesce(*args):
     return next((arg for arg in times_alike(list(args)) if arg is not None), None)
 
@@ -515,15 +505,6 @@ def _mod(left, right):
     return modulo(left, right)
 
 
-def _log(base, value=None):
-    """LOG(x) is the natural logarithm; LOG(b, x) the logarithm of x in base b (Spark). NULL where undefined."""
-    if value is None:
-        base, value = math.e, base
-    if value <= 0 or base <= 0 or base == 1:
-        return None
-    return math.log(value) / math.log(base)
-
-
 def _text_function(function):
     """A function of text arguments; a bad pattern becomes the run-time error E0413."""
 
@@ -588,24 +569,12 @@ def _date_diff(first, second, third=None):
     return T.date_diff(first, second) if third is None else T.timestamp_diff(first, second, third)
 
 
-def _signum(value: float) -> float:
-    """Spark's SIGN (Java's Math.signum): a DOUBLE, 1.0 or -1.0; a zero (-0.0 too) and NaN are themselves."""
-    return value if value == 0 or math.isnan(value) else math.copysign(1.0, value)
-
-
 # Scalar functions by upper-case name. ``None``-propagation is decided per function, as SQL does:
 # COALESCE, CONCAT_WS, IF and NULLIF look at NULLs themselves; the rest return NULL on a NULL argument.
 SCALAR_FUNCTIONS = {
     "ABS": _null_if_any_null(abs),
-    "ROUND": _null_if_any_null(_round),
-    "FLOOR": _null_if_any_null(lambda x: math.floor(x)),
-    "CEIL": _null_if_any_null(lambda x: math.ceil(x)),
-    "CEILING": _null_if_any_null(lambda x: math.ceil(x)),
-    "SQRT": _null_if_any_null(lambda x: math.sqrt(x)),
-    "LN": _null_if_any_null(lambda x: math.log(x)),
-    "EXP": _null_if_any_null(lambda x: math.exp(x)),
-    "POWER": _null_if_any_null(lambda x, y: float(x) ** float(y)),
-    "SIGN": _null_if_any_null(lambda x: _signum(float(x))),
+    # numbers at the edges of their domains as Spark (math_functions.py)
+    **{name: _null_if_any_null(function) for name, function in math_functions.FUNCTIONS.items()},
     "LOWER": _null_if_any_null(lambda s: to_text(s).lower()),
     "UPPER": _null_if_any_null(lambda s: to_text(s).upper()),
     "LENGTH": _null_if_any_null(lambda s: len(to_text(s))),
@@ -637,9 +606,6 @@ SCALAR_FUNCTIONS = {
     "DECODE": _decode,
     # numbers
     "MOD": _mod,
-    "LOG10": _null_if_any_null(lambda x: math.log10(x) if x > 0 else None),
-    "LOG2": _null_if_any_null(lambda x: math.log2(x) if x > 0 else None),
-    "LOG": _null_if_any_null(_log),
     "TRUNC": _null_if_any_null(T.trunc),
     # text
     "REPLACE": _text_function(_replace),
