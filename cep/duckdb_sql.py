@@ -41,6 +41,7 @@ from cep.duckdb_decimals import (
     decimal_readings,
     spark_decimal_arithmetic,
     spark_decimal_average,
+    spark_decimal_functions,
     spark_decimal_sum,
 )
 from cep.duckdb_functions import (
@@ -156,6 +157,7 @@ def to_duckdb_sql(
     for node in reversed(list(tree.walk())):
         int_literals_beside_narrow_integers(node, types)
         try:
+            spark_decimal_functions(node, types)
             new = _translate(node, types)
         except Refusal as refusal:
             if checking and (refusal.untyped or for_spark and not refusal.spark_too):
