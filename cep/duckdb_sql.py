@@ -48,6 +48,7 @@ from cep.duckdb_functions import (
     mark_computed_partition_keys,
     mark_counts_of_values_never_null,
     spark_meaning,
+    time_values_spark_refuses,
 )
 from cep.duckdb_intervals import spark_interval
 from cep.duckdb_literals import decimal_literals_as_sparks, negative_literals, text_literals_as_numbers
@@ -157,6 +158,7 @@ def to_duckdb_sql(
     for node in reversed(list(tree.walk())):
         int_literals_beside_narrow_integers(node, types)
         try:
+            time_values_spark_refuses(node, types)
             spark_decimal_functions(node, types)
             new = _translate(node, types)
         except Refusal as refusal:
