@@ -22,7 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from tests.spark_answers import SparkAnswers, select_list
+from tests.spark_answers import (
+    SparkAnswers,
+    assert_refused_at_the_expression,
+    assert_sparks_or_refused,
+    select_list,
+)
 
 TABLE = "sqldf_events"
 # d38 holds 38 significant digits: Spark negates it with Scala's BigDecimal, which keeps 34 of them.
@@ -171,12 +176,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("expression", sorted(REFUSED))
 def test_what_the_python_engine_cannot_compute_as_spark_does_is_refused_at_the_function(expression) -> None:
-    with pytest.raises(cep.CepError) as caught:
-        python_typed(expression)
-    error = caught.value
-    assert error.code == "E0252" and "--engine spark" in str(error), str(error)
-    assert REFUSED[expression] in str(error), str(error)
-    assert error.span.line == 2 and error.span.column > len("SELECT "), str(error)
+    assert_refused_at_the_expression(python_typed, expression, REFUSED[expression])
 
 
 @pytest.mark.spark
@@ -242,16 +242,4 @@ def common_type_calls(draw) -> str:
 def test_random_decimal_common_types_are_sparks(events, calls) -> None:
     """The calls side by side in one Spark query (each alone where Spark fails): the python engine gives Spark's
     value and type, or refuses; a value that does not fit the common type fails on both."""
-    answered, failed = {}, []
-    for call in calls:
-        try:
-            answered[call] = python_typed(call)
-        except cep.CepError as error:
-            if error.code != "E0252":
-                failed.append(call)
-    spark = SparkAnswers(events, select_statement, answered, expected_to_fail=failed)
-    for call in failed:
-        with pytest.raises(Exception):  # noqa: B017 - any Spark error: Spark fails too
-            spark[call].values()
-    for call, python in answered.items():
-        assert python == spark[call].typed(), call
+    assert_sparks_or_refused(events, select_statement, python_typed, calls)
