@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from cep.duckdb_nodes import INTEGRAL, Refusal, call_duck, fail_with, place_of, type_of
+from cep.duckdb_nodes import INTEGRAL, PLACE_META, Refusal, call_duck, fail_with, place_of, type_of
 from cep.matcher.sql.types import bounded_decimal, integer_decimal, unbounded_decimal_arithmetic
 from cep.matcher.sql.values import MAX_DECIMAL_PRECISION
 
@@ -84,31 +84,13 @@ def decimal_readings(node, types: dict[int, str]) -> Readings | None:
         reading = integer_decimal(node.to.this.name.upper().replace("INTEGER", "INT"))
         return (reading,) if reading else None
     function = _function_readings(node, types)
-    if function is not None:
-        return function
-    if isinstance(node, exp.If):  # None where a branch's cannot be told: the If's own reading is DuckDB's BIGINT
-        return _branch_readings(node, types)
+    if function is not None or _rule(node) == _WIDENS:
+        return function  # a widening function's None: an argument's type cannot be told (not DuckDB's reading)
     kind = type_of(node, types)
     if isinstance(node, exp.Count):
         return (integer_decimal("BIGINT"),)
     reading = integer_decimal(kind or "")
     return (reading,) if reading else None
-
-
-def _branch_readings(node, types: dict[int, str]) -> Readings | None:
-    """Spark's DECIMAL of ``if(c, x, y)``: the common type of its branches, an integer literal as its type's
-    DECIMAL (``if(flag, 1, -2)`` is an INT, DECIMAL(10, 0), where the translation's reading of the If said
-    BIGINT: found by the differential, seed 32); None where a branch's cannot be told."""
-    from sqlglot import exp
-
-    branches = [node.args.get("true"), node.args.get("false")]
-    readings = [_widened_readings(side, types) for side in branches if not isinstance(side, (exp.Null, type(None)))]
-    if not readings or any(reading is None for reading in readings):
-        return None
-    common = list(readings[0])
-    for reading in readings[1:]:
-        common = [_wider(left, right) for left in common for right in reading]
-    return tuple(dict.fromkeys(common))
 
 
 def _literal_reading(text: str) -> Readings | None:
@@ -124,38 +106,168 @@ def _literal_reading(text: str) -> Readings | None:
     return ((max(precision, scale), scale),)
 
 
-def _function_readings(node, types: dict[int, str]) -> Readings | None:
-    """Spark's DECIMAL types of the functions of a DECIMAL whose type Spark fixes (floor, ceil, round,
-    SUM, coalesce, greatest, least); None for another."""
+# Spark's DECIMAL result of each function of a DECIMAL, as its analyser derives it (sqlglot's node class -> the
+# rule; each checked against Spark's own type in tests/test_sql_decimal_functions.py):
+# - _KEEPS: the argument's type (Spark's dataType is its child's: abs, minus, max, min, first, last, lag...);
+# - _WIDENS: the arguments' common type, TypeCoercion's wider DECIMAL (an INT as DECIMAL(10,0), a BIGINT as
+#   DECIMAL(20,0), an integer literal as its type's; past 38 digits the integer digits kept, decimals given up:
+#   Spark 4's boundedPreferIntegralDigits), to which Spark casts every argument: coalesce (nvl, ifnull),
+#   greatest, least, if, nvl2, CASE's branches, array's elements;
+# - _FLOORS: floor and ceil, DECIMAL(p - s + 1, 0) (with a number of digits, round's type);
+# - _ROUNDS: round, p - s + 1 integer digits and min(s, digits) decimals;
+# - _SUMS: SUM, DECIMAL(p + 10, s). AVG (DECIMAL(p + 4, s + 4)) is computed whole by spark_decimal_average.
+_KEEPS, _WIDENS, _FLOORS, _ROUNDS, _SUMS = "keeps", "widens", "floors", "rounds", "sums"
+DECIMAL_RESULTS = {
+    **dict.fromkeys(("Abs", "Neg", "Paren", "Max", "Min", "First", "Last", "FirstValue", "LastValue"), _KEEPS),
+    **dict.fromkeys(("Lag", "Lead", "AnyValue", "Window"), _KEEPS),
+    **dict.fromkeys(("Coalesce", "Greatest", "Least", "If", "Nvl2", "Case", "Array"), _WIDENS),
+    **dict.fromkeys(("Floor", "Ceil"), _FLOORS),
+    "Round": _ROUNDS,
+    "Sum": _SUMS,
+}
+# Spark negates a DECIMAL of more than 18 digits with Scala's BigDecimal, whose arithmetic keeps 34 significant
+# digits (DECIMAL128): -x and abs(x) of a value of 35 or more digits are rounded (half even) to 34 of them.
+_NEGATION_DIGITS = 34
+
+
+def _rule(node) -> str | None:
+    """``node``'s rule in DECIMAL_RESULTS; an If inside a CASE is one of its branches, not a function."""
     from sqlglot import exp
 
-    if isinstance(node, exp.Window):
-        return decimal_readings(node.this, types)
-    if not isinstance(node, (exp.Floor, exp.Ceil, exp.Round, exp.Sum, exp.Coalesce, exp.Greatest, exp.Least)):
+    if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
         return None
-    widening = isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least))
+    return DECIMAL_RESULTS.get(type(node).__name__)
+
+
+def common_type_arguments(node) -> list:
+    """The arguments of a _WIDENS function that Spark brings to one type (a NULL literal takes any)."""
+    from sqlglot import exp
+
+    if isinstance(node, (exp.If, exp.Nvl2)):
+        arguments = [node.args.get("true"), node.args.get("false")]
+    elif isinstance(node, exp.Case):
+        arguments = [branch.args.get("true") for branch in node.args.get("ifs") or []] + [node.args.get("default")]
+    elif isinstance(node, exp.Array):
+        arguments = list(node.expressions)
+    else:
+        arguments = [node.this, *node.expressions]
+    return [argument for argument in arguments if argument is not None and not isinstance(argument, exp.Null)]
+
+
+def _function_readings(node, types: dict[int, str]) -> Readings | None:
+    """Spark's DECIMAL types of a function of a DECIMAL by its rule in DECIMAL_RESULTS (of integers too, for
+    the _WIDENS functions); None for another function, or where an argument's cannot be told."""
+    rule = _rule(node)
+    if rule is None:
+        return None
+    if rule == _WIDENS:
+        return _common_readings(common_type_arguments(node), types)
     argument = _argument(node)
-    arguments = _widened_readings(argument, types) if widening else decimal_readings(argument, types)
-    if arguments is None or numeric_kind(argument, types) != "DECIMAL" and not widening:
+    arguments = decimal_readings(argument, types)
+    if rule == _KEEPS or arguments is None or numeric_kind(argument, types) != "DECIMAL":
         return arguments  # of an integer: an integer (SUM's and floor's cast to BIGINT by the translation)
-    if isinstance(node, (exp.Floor, exp.Ceil)) and not node.args.get("decimals"):
+    if rule == _FLOORS and not node.args.get("decimals"):
         return tuple((max(1, min(p - s + 1, MAX_DECIMAL_PRECISION)), 0) for p, s in arguments)
-    if isinstance(node, exp.Round):
+    if rule in (_FLOORS, _ROUNDS):
         digits = _integer_literal(node.args.get("decimals"))
         if digits is None:
             return None
         return tuple(_rounded(p, s, digits) for p, s in arguments)
-    if isinstance(node, exp.Sum):
-        return tuple((min(p + 10, MAX_DECIMAL_PRECISION), s) for p, s in arguments)
-    if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):  # of integers too
-        others = [_widened_readings(other, types) for other in node.expressions]
-        if any(other is None for other in others):
-            return None
-        widest = arguments
-        for other in others:
-            widest = tuple(_wider(a, b) for a in widest for b in other)
-        return widest
-    return None
+    return tuple((min(p + 10, MAX_DECIMAL_PRECISION), s) for p, s in arguments)  # _SUMS
+
+
+def _common_readings(arguments: list, types: dict[int, str]) -> Readings | None:
+    """The wider DECIMAL of ``arguments`` (each reading of each), or None where one's cannot be told."""
+    readings = [_widened_readings(argument, types) for argument in arguments]
+    if not readings or any(reading is None for reading in readings):
+        return None
+    common = readings[0]
+    for reading in readings[1:]:
+        common = tuple(dict.fromkeys(_wider(left, right) for left in common for right in reading))
+    return common
+
+
+def spark_decimal_functions(node, types: dict[int, str]) -> None:
+    """Spark's DECIMAL functions, in place on ``node`` (its arguments translated) before it is translated: the
+    arguments of a _WIDENS function cast to their common DECIMAL, as Spark's analyser casts them (DuckDB picks
+    its own: a BIGINT as DECIMAL(19,0), and past 38 digits the larger scale, which a wide value does not fit).
+    Refusal where Spark's value cannot be made here: an argument beside a DECIMAL whose type cannot be told,
+    -x and abs(x) of more than 34 digits (Spark rounds them), floor and ceil with digits (Spark's is a
+    DECIMAL, DuckDB's a DOUBLE)."""
+    from sqlglot import exp
+
+    rule = _rule(node)
+    if rule == _WIDENS:
+        _widen_arguments(node, types)
+        return
+    if rule == _FLOORS and node.args.get("decimals") is not None:
+        name = type(node).__name__.lower()
+        raise Refusal(
+            f"the python engine cannot compute {name}(x, digits) as Spark does (Spark's is an exact DECIMAL, of "
+            f"a DOUBLE too, DuckDB's a DOUBLE); write round(x, digits), or {name}(x) of x scaled",
+            *place_of(node),
+        )
+    if not isinstance(node, (exp.Neg, exp.Abs)) or numeric_kind(node.this, types) != "DECIMAL":
+        return
+    argument, name = node.this, "-x" if isinstance(node, exp.Neg) else "abs"
+    readings = decimal_readings(argument, types)
+    widest = max((precision for precision, _ in readings), default=0) if readings else None
+    if widest is None or widest > _NEGATION_DIGITS:
+        which = "whose type it cannot tell" if widest is None else f"of more than {_NEGATION_DIGITS} digits"
+        raise Refusal(
+            f"the python engine cannot compute {name} of a DECIMAL {which} as Spark does (Spark keeps "
+            f"{_NEGATION_DIGITS} significant digits of a wider value, rounded); cast it to a DECIMAL of at most "
+            f"{_NEGATION_DIGITS} digits",
+            *place_of(node),
+            untyped=widest is None,
+        )
+
+
+def _widen_arguments(node, types: dict[int, str]) -> None:
+    """The arguments of the _WIDENS function ``node`` cast, in place, to Spark's common DECIMAL where one of
+    them is a DECIMAL and the others integers (a DOUBLE among them makes a DOUBLE, as on DuckDB)."""
+    from sqlglot import exp
+
+    arguments = common_type_arguments(node)
+    kinds = [numeric_kind(argument, types) for argument in arguments]
+    if "DECIMAL" not in kinds or any(kind not in (*INTEGRAL, "DECIMAL", None) for kind in kinds):
+        return
+    common = None if None in kinds else _common_readings(arguments, types)
+    if common is None:
+        raise Refusal(
+            f"the python engine cannot tell the type of an argument of {type(node).__name__.upper()} beside a "
+            "DECIMAL, on which the result's type depends",
+            *place_of(node),
+            untyped=True,
+        )
+    precision, scale = common[0]
+    for argument in arguments:
+        if numeric_kind(argument, types) == "DECIMAL" and decimal_readings(argument, types) == ((precision, scale),):
+            continue
+        cast = exp.Cast(this=argument.copy(), to=_type(f"DECIMAL({precision}, {scale})"))
+        cast.meta.update((key, argument.meta[key]) for key in ("start", "end", PLACE_META) if key in argument.meta)
+        cast.meta[DECIMAL_META] = ((precision, scale),)
+        argument.replace(cast)
+
+
+def widened_decimal_type(node, types: dict[int, str]) -> str | None:
+    """Spark's type of the _WIDENS function ``node`` whose arguments ``spark_decimal_functions`` cast to a
+    common DECIMAL (``DECIMAL(p, s)``, an array's ``DECIMAL(p, s)[]``), else None."""
+    from sqlglot import exp
+
+    if _rule(node) != _WIDENS or DECIMAL_META not in node.meta and not _all_decimal(node, types):
+        return None
+    readings = decimal_readings(node, types)
+    if readings is None:
+        return None
+    kind = f"DECIMAL({readings[0][0]}, {readings[0][1]})"
+    return kind + "[]" if isinstance(node, exp.Array) else kind
+
+
+def _all_decimal(node, types: dict[int, str]) -> bool:
+    """Whether the arguments of ``node`` are a DECIMAL and integers (their common type a DECIMAL)."""
+    kinds = [numeric_kind(argument, types) for argument in common_type_arguments(node)]
+    return "DECIMAL" in kinds and all(kind in (*INTEGRAL, "DECIMAL") for kind in kinds)
 
 
 def _argument(node):
@@ -201,10 +313,14 @@ def _rounded(precision: int, scale: int, digits: int) -> tuple[int, int]:
 
 
 def _wider(left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int]:
-    """Spark's wider DECIMAL of two (coalesce, greatest): the larger scale and integer part, within 38 digits."""
+    """Spark's wider DECIMAL of two (``widerDecimalType``): the larger scale and integer part; past 38 digits,
+    Spark 4 keeps the integer part and gives up decimals (``boundedPreferIntegralDigits``: DECIMAL(38,30)
+    beside a BIGINT's DECIMAL(20,0) is a DECIMAL(38,18))."""
     scale = max(left[1], right[1])
-    integer_digits = max(left[0] - left[1], right[0] - right[1])
-    return min(integer_digits + scale, MAX_DECIMAL_PRECISION), scale
+    precision = max(left[0] - left[1], right[0] - right[1]) + scale
+    if precision <= MAX_DECIMAL_PRECISION:
+        return precision, scale
+    return MAX_DECIMAL_PRECISION, max(0, scale - (precision - MAX_DECIMAL_PRECISION))
 
 
 def spark_decimal_arithmetic(node, types: dict[int, str], guard_divisor):

@@ -736,3 +736,30 @@ def register_functions(con) -> None:
     for name, function in java_case_mappings().items():
         con.create_function(f"{JAVA_CASE_PREFIX}{name}", function, ["VARCHAR"], "VARCHAR", side_effects=False)
     con.create_function(SPARK_TYPEOF, spark_simple_string, ["VARCHAR"], "VARCHAR", side_effects=False)
+
+
+# The functions and operators Spark 4.2 runs over a TIME value (checked on Spark in tests/test_sql_time_values.py):
+# a cast to text, comparisons, concat, length, max, min, greatest, least, array, count, typeof. Any other (hour,
+# minute, second, EXTRACT, coalesce, if, + INTERVAL, a date function) Spark refuses: "The data type TIME is not
+# supported", or it cannot cast TIME(6) to the DATE or TIMESTAMP the function takes.
+_TIME_TAKERS = ("Cast", "TryCast", "Concat", "Length", "Max", "Min", "Greatest", "Least", "Array", "Count", "Typeof")
+
+
+def time_values_spark_refuses(node, types: dict[int, str]) -> None:
+    """Refusal (Spark's too) where ``node``, a function or arithmetic, takes a TIME value Spark 4.2 refuses
+    there (the python engine's DuckDB has ``hour(TIME)`` and would answer)."""
+    from sqlglot import exp
+
+    arithmetic = isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg))
+    if not (isinstance(node, exp.Func) or arithmetic) or type(node).__name__ in _TIME_TAKERS:
+        return
+    for argument in node.iter_expressions():
+        timed = isinstance(argument, exp.Cast) and argument.to.is_type("time") or type_of(argument, types) == "TIME"
+        if timed:
+            name = node.sql_name() if isinstance(node, exp.Func) else "arithmetic"
+            raise Refusal(
+                f"Spark 4.2 does not run {name} of a TIME value (as on Spark: the data type TIME is not supported "
+                "there); cast the TIME to STRING, or use a TIMESTAMP",
+                *place_of(node),
+                spark_too=True,
+            )

@@ -171,6 +171,12 @@ _SUM_OVERFLOW = re.compile(r"Type INT128 with value -?\d+ can't be cast because 
 MISSING_FUNCTION = re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name (\w+) does not exist")
 
 
+# DuckDB's sentence for an operator that Spark refuses as well says so, and then gives no hint to run it on Spark.
+SPARK_REFUSES_IT_TOO = "Spark refuses it too"
+# A DATE beside a number of these types: no operator on DuckDB, and no date_add on Spark.
+_DATE_REFUSES = frozenset({"DECIMAL", "DOUBLE", "FLOAT"})
+
+
 def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, int]:
     """DuckDB's error as (a sentence, the offset in ``spark_text`` of what failed or None, its length).
     DuckDB's own caret points into the translated text, which the user never wrote: the place is found by
@@ -204,6 +210,10 @@ def explain_duck_error(message: str, spark_text: str) -> tuple[str, int | None, 
         kinds = spark_type_names(kinds)
         if name.lower() in _OPERATORS:  # placed by failing_expression: the text may hold the operator elsewhere
             sentence = f"cannot apply {_OPERATORS[name.lower()]} to {kinds.replace(', ', ' and ')}"
+            operands = kinds.split(", ")
+            if _OPERATORS[name.lower()] in "+-" and "DATE" in operands and _DATE_REFUSES & {o[:7] for o in operands}:
+                # Spark's DATE + n is date_add(d, n), which takes an INT of days: its DATATYPE_MISMATCH as well
+                sentence += f" ({SPARK_REFUSES_IT_TOO}: DATE + n takes an INT, SMALLINT or TINYINT of days)"
             return sentence, None, 1
         if found is None:  # a function of the translation's, not the user's
             sentence = (

@@ -41,12 +41,14 @@ from cep.duckdb_decimals import (
     decimal_readings,
     spark_decimal_arithmetic,
     spark_decimal_average,
+    spark_decimal_functions,
     spark_decimal_sum,
 )
 from cep.duckdb_functions import (
     mark_computed_partition_keys,
     mark_counts_of_values_never_null,
     spark_meaning,
+    time_values_spark_refuses,
 )
 from cep.duckdb_intervals import spark_interval
 from cep.duckdb_literals import decimal_literals_as_sparks, negative_literals, text_literals_as_numbers
@@ -156,6 +158,8 @@ def to_duckdb_sql(
     for node in reversed(list(tree.walk())):
         int_literals_beside_narrow_integers(node, types)
         try:
+            time_values_spark_refuses(node, types)
+            spark_decimal_functions(node, types)
             new = _translate(node, types)
         except Refusal as refusal:
             if checking and (refusal.untyped or for_spark and not refusal.spark_too):

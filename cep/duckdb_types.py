@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from cep.duckdb_decimals import DECIMAL_META
+from cep.duckdb_decimals import DECIMAL_META, common_type_arguments
 from cep.duckdb_functions import COMPARISONS
 from cep.duckdb_nodes import TYPED_META, time_operand_keys
 from cep.duckdb_widths import spark_width
@@ -136,6 +136,10 @@ def _typed_operands(node) -> tuple:
         return tuple(node.expressions)
     if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):  # a DATE beside a text literal; DECIMALs
         return (node.this, *node.expressions)
+    if isinstance(node, (exp.If, exp.Nvl2, exp.Case)) and not isinstance(node.parent, exp.Case):
+        return tuple(common_type_arguments(node))  # DECIMALs brought to Spark's common type
+    if isinstance(node, (exp.Max, exp.Min, exp.First, exp.Last, exp.FirstValue, exp.LastValue, exp.Lag, exp.Lead)):
+        return (node.this,)  # the DECIMAL they keep, for Spark's arithmetic on it
     if isinstance(node, exp.DPipe) or type(node).__name__ in COMPARISONS:
         return (node.this, node.expression)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.SafeAdd, exp.SafeSubtract, exp.SafeMultiply)):

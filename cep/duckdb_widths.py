@@ -7,7 +7,7 @@ and the result column are Spark's. The values fit: a length, a year or a rank is
 
 from __future__ import annotations
 
-from cep.duckdb_decimals import decimal_readings, numeric_kind
+from cep.duckdb_decimals import decimal_readings, numeric_kind, widened_decimal_type
 from cep.duckdb_nodes import type_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none of it).
@@ -50,14 +50,9 @@ def spark_width(original, types: dict[int, str]) -> str | None:
     from sqlglot import exp
 
     name = type(original).__name__
-    if isinstance(original, (exp.Coalesce, exp.Greatest, exp.Least)):
-        # Spark widens a BIGINT beside a DECIMAL as a DECIMAL(20,0) (DuckDB: 19 digits), an INT as (10,0)
-        operands = [numeric_kind(part, types) for part in (original.this, *original.expressions)]
-        if "DECIMAL" in operands and all(
-            kind in ("DECIMAL", "TINYINT", "SMALLINT", "INT", "BIGINT") for kind in operands
-        ):
-            readings = decimal_readings(original, types)
-            return f"DECIMAL({readings[0][0]}, {readings[0][1]})" if readings else None
+    widened = widened_decimal_type(original, types)  # coalesce, if, CASE, array... of DECIMALs: their common type
+    if widened is not None:
+        return widened
     if isinstance(original, (exp.Floor, exp.Ceil, exp.Round)) and numeric_kind(original.this, types) == "DECIMAL":
         # Spark's floor, ceil and round of a DECIMAL(p, s) keep p - s + 1 integer digits (DuckDB's: p - s, or p)
         readings = decimal_readings(original, types)

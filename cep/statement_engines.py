@@ -20,6 +20,7 @@ from cep.duckdb_names import aliases_read_in_where, scope_probe, unresolved_name
 from cep.duckdb_optimizer import disabled_optimizers
 from cep.duckdb_results import (
     MISSING_FUNCTION,
+    SPARK_REFUSES_IT_TOO,
     explain_duck_error,
     failing_expression,
     hugeints_as_bigints,
@@ -91,6 +92,10 @@ def refuse_trailing_comma(text: str) -> None:
         if before.token_type == TokenType.COMMA and after.token_type == TokenType.FROM:
             sentence = "a SELECT list ends in a comma before FROM, which Spark refuses"
             raise Refusal(sentence, before.start, spark_too=True)
+
+
+# Words of a DuckDB error's sentence that say Spark fails alike: no hint to run the statement on Spark.
+_SPARK_FAILS_ALIKE = ("ANSI mode", "cannot be resolved", SPARK_REFUSES_IT_TOO)
 
 
 def refusal_error(refusal: Refusal, rendered: Rendered, text: str) -> CepError:
@@ -489,7 +494,7 @@ class DuckEngine:
                 hint = self.columns_hint(sentence, rendered.text, offset)
             elif "must appear in the GROUP BY clause" in sentence:  # Spark's MISSING_AGGREGATION: no engine hint
                 hint = "group by it, or read it through an aggregate (first(x), max(x))"
-            elif said or "ANSI mode" in sentence or "cannot be resolved" in sentence:  # Spark fails alike
+            elif said or any(words in sentence for words in _SPARK_FAILS_ALIKE):  # Spark fails alike
                 hint = None
             else:
                 hint = "Spark may run it: cep run --engine spark"

@@ -193,3 +193,37 @@ class SparkAnswers:
         frame = self.run(self.spark, self.statement(columns))
         rows = frame.collect()
         return rows, {field.name: field.dataType.simpleString() for field in frame.schema.fields}
+
+
+def assert_refused_at_the_expression(python_typed, expression: str, words: str) -> None:
+    """``python_typed(expression)`` is the python engine's refusal (E0252, the way to Spark, ``words`` in it) at the
+    expression on the statement's second line, past ``SELECT``, not at 1:1."""
+    import pytest
+
+    with pytest.raises(cep.CepError) as caught:
+        python_typed(expression)
+    error = caught.value
+    assert error.code == "E0252" and "--engine spark" in str(error), str(error)
+    assert words in str(error), str(error)
+    assert error.span.line == 2 and error.span.column > len("SELECT "), str(error)
+
+
+def assert_sparks_or_refused(spark, statement: Statement, python_typed, expressions: Iterable[str]) -> None:
+    """Each expression's python value and type (``python_typed``) is Spark's, from a few queries side by side
+    (each alone where Spark fails), unless the python engine refuses it (E0252); an expression the python engine
+    fails on otherwise must fail on Spark too."""
+    import pytest
+
+    answered, failed = {}, []
+    for expression in expressions:
+        try:
+            answered[expression] = python_typed(expression)
+        except cep.CepError as error:
+            if error.code != "E0252":
+                failed.append(expression)
+    answers = SparkAnswers(spark, statement, answered, expected_to_fail=failed)
+    for expression in failed:
+        with pytest.raises(Exception):  # noqa: B017 - any Spark error: Spark fails too
+            answers[expression].values()
+    for expression, python in answered.items():
+        assert python == answers[expression].typed(), expression

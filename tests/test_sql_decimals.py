@@ -11,6 +11,7 @@ a BIGINT's DECIMAL(20,0)), Spark's INT functions (``length``) included.
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import partial
 
 import pyarrow as pa
 import pytest
@@ -18,7 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep
-from tests.spark_answers import SparkAnswers, select_list
+from tests.spark_answers import (
+    SparkAnswers,
+    assert_refused_at_the_expression,
+    assert_sparks_or_refused,
+    select_list,
+)
 
 TABLE = "sqlc_events"
 ROWS = [
@@ -163,12 +169,7 @@ REFUSED = {
 
 @pytest.mark.parametrize("expression", sorted(REFUSED))
 def test_what_the_python_engine_cannot_compute_as_spark_does_is_refused_at_the_operator(expression) -> None:
-    with pytest.raises(cep.CepError) as caught:
-        python_typed(expression)
-    error = caught.value
-    assert error.code == "E0252" and "--engine spark" in str(error), str(error)
-    assert REFUSED[expression] in str(error), str(error)
-    assert error.span.line == 2 and error.span.column > len("SELECT "), str(error)
+    assert_refused_at_the_expression(python_typed, expression, REFUSED[expression])
 
 
 @pytest.mark.spark
@@ -217,19 +218,8 @@ def decimal_operations(draw) -> str:
 def test_random_decimal_arithmetic_is_sparks(events, operations) -> None:
     """Random DECIMAL types and values, the operations side by side in one Spark query (each alone where Spark
     fails): the python engine gives Spark's value and type, or refuses; a division by zero fails on both."""
-    answered, failed = {}, []
-    for operation in operations:
-        try:
-            answered[operation] = python_typed(operation, aggregate=True)
-        except cep.CepError as error:
-            if error.code != "E0252":
-                failed.append(operation)
-    spark = SparkAnswers(events, aggregate_statement, answered, expected_to_fail=failed)
-    for operation in failed:
-        with pytest.raises(Exception):  # noqa: B017 - any Spark error: Spark fails too
-            spark[operation].values()
-    for operation, python in answered.items():
-        assert python == spark[operation].typed(), operation
+    one_row = partial(python_typed, aggregate=True)
+    assert_sparks_or_refused(events, aggregate_statement, one_row, operations)
 
 
 # An operand beside a DECIMAL whose type the translation cannot tell (array_max's element): refused at the

@@ -371,3 +371,20 @@ def test_spark_refuses_a_cast_to_time(events, matched_head) -> None:
     for text in TIME_CASTS:
         answer = spark_rows(events, text, matched_head)
         assert isinstance(answer, Exception) and "The data type TIME is not supported" in str(answer), answer
+
+
+# A DATE plus a DECIMAL or DOUBLE: Spark refuses it too (date_add takes an INT of days; test_spark_fails_alike runs
+# the DATE '2020-01-01' + 1.5 of NAME_ERRORS on Spark), so the error says so and gives no hint to run it there (it
+# said "Spark may run it").
+DATE_PLUS_A_FRACTION = [
+    HEAD + "SELECT DATE '2020-01-01' + 1.5 AS d FROM m",
+    HEAD + "SELECT to_date(sym) - 1.5 AS d FROM m",
+    HEAD + "SELECT DATE '2020-01-01' + 2.5D AS d FROM m",
+]
+
+
+@pytest.mark.parametrize("text", DATE_PLUS_A_FRACTION)
+def test_a_date_plus_a_fraction_says_spark_refuses_it_too(text) -> None:
+    got = python_rows(text)
+    assert isinstance(got, cep.CepError) and "Spark refuses it too" in got.message, got
+    assert got.hint is None and "--engine spark" not in str(got), str(got)
