@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from decimal import Decimal
 
-from cep.duckdb_nodes import Refusal, place_of, type_of
+from cep.duckdb_intervals import interval_parts
+from cep.duckdb_nodes import TIME_TYPES, Refusal, place_of, type_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
 
@@ -59,6 +61,7 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "add_months": _ANY,
     "any_value": _ANY,
     "approx_percentile": {3},
+    "array_join": {2},
     "array": _ANY,
     "array_contains": _ANY,
     "array_max": _ANY,
@@ -74,6 +77,7 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "bool_and": _ANY,
     "bool_or": _ANY,
     "cardinality": _ANY,
+    "ceiling": {1},
     "char": _ANY,
     "char_length": _ANY,
     "chr": _ANY,
@@ -99,6 +103,7 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "dayofmonth": _ANY,
     "dayofweek": _ANY,
     "dayofyear": _ANY,
+    "date_part": {2},
     "decode": _ANY,
     "element_at": _ANY,
     "endswith": _ANY,
@@ -106,7 +111,7 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "factorial": _ANY,
     "first": {1},
     "first_value": _ANY,
-    "from_unixtime": _ANY,
+    "from_unixtime": {2},
     "greatest": _ANY,
     "hex": _ANY,
     "hour": _ANY,
@@ -117,15 +122,17 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "kurtosis": _ANY,
     "last": {1},
     "last_day": _ANY,
+    "last_value": {1},
     "lcase": _ANY,
     "least": _ANY,
     "left": _ANY,
     "len": _ANY,
     "length": _ANY,
     "levenshtein": _ANY,
+    "ln": {1},
     "lower": _ANY,
-    "lpad": _ANY,
     "make_date": _ANY,
+    "make_interval": {7},
     "make_timestamp": _ANY,
     "map": _ANY,
     "max": _ANY,
@@ -140,6 +147,7 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "monthname": _ANY,
     "months_between": {3},
     "next_day": _ANY,
+    "nth_value": {2},
     "nullif": _ANY,
     "nvl": _ANY,
     "nvl2": _ANY,
@@ -147,11 +155,14 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "overlay": _ANY,
     "percentile": {3},
     "pmod": _ANY,
+    "pow": {2},
     "quarter": _ANY,
     "regexp_count": _ANY,
     "regexp_extract": _ANY,
     "regexp_instr": {3},
     "regexp_replace": {4},
+    "lpad": {3},
+    "rpad": {3},
     "regexp_substr": _ANY,
     "regr_count": _ANY,
     "regr_intercept": _ANY,
@@ -161,12 +172,12 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "reverse": _ANY,
     "right": _ANY,
     "round": {2},
-    "rpad": _ANY,
     "second": _ANY,
     "sha1": _ANY,
     "sha2": _ANY,
     "shiftleft": _ANY,
     "shiftright": _ANY,
+    "sign": {1},
     "size": _ANY,
     "skewness": _ANY,
     "sort_array": {2},
@@ -181,8 +192,12 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
     "substr": {3},
     "substring": {3},
     "substring_index": _ANY,
+    "locate": {3},
+    "position": {3},
     "sum": _ANY,
     "timestamp_seconds": _ANY,
+    "to_unix_timestamp": {2},
+    "try_element_at": {2},
     "to_date": _ANY,
     "to_number": _ANY,
     "to_timestamp": _ANY,
@@ -209,16 +224,62 @@ _AS_WRITTEN: dict[str, set[int] | range] = {
 # Functions Spark names in upper case (its math functions' own names), with the numbers of arguments checked.
 _UPPER_CASE = {
     "atan2": {2},
+    "cbrt": {1},
     "ceil": {1},
+    "degrees": {1},
     "exp": {1},
     "floor": {1},
     "log": {2},
+    "log10": {1},
+    "log2": {1},
     "pi": {0},
     "power": {2},
     "radians": {1},
     "regexp": {2},
     "regexp_like": {2},
     "signum": {1},
+    "sin": {1},
+    "sqrt": {1},
+}
+# The arguments Spark's analyser fills in (and so writes in the name) when a call leaves them out: the number of
+# arguments written, and the texts of those Spark adds (each checked against Spark 4.2).
+_DEFAULTS = {
+    "approx_percentile": (2, ("10000",)),
+    "from_unixtime": (1, ("yyyy-MM-dd HH:mm:ss",)),
+    "locate": (2, ("1",)),
+    "lpad": (2, (" ",)),
+    "months_between": (2, ("true",)),
+    "percentile": (2, ("1",)),
+    "position": (2, ("1",)),
+    "regexp_instr": (2, ("0",)),
+    "regexp_replace": (3, ("1",)),
+    "round": (1, ("0",)),
+    "rpad": (2, (" ",)),
+    "sort_array": (1, ("true",)),
+    "split": (2, ("-1",)),
+    "substr": (2, ("2147483647",)),
+    "substring": (2, ("2147483647",)),
+    "to_unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)),
+    "unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)),
+}
+# The names a call of sqlglot's class may be written with, besides the class's own (for the calls sqlglot places
+# at their first argument).
+_CLASS_WORDS = {
+    "ArgMax": ("max_by",),
+    "ArgMin": ("min_by",),
+    "ApproxQuantile": ("approx_percentile",),
+    "ArrayToString": ("array_join",),
+    "Ceil": ("ceiling",),
+    "DateDiff": ("datediff", "date_diff"),
+    "Pow": ("pow",),
+    "Quantile": ("percentile",),
+    "RegexpSplit": ("split",),
+    "Sign": ("sign",),
+    "StrPosition": ("locate", "position", "instr"),
+    "Substring": ("substr",),
+    "TimestampAdd": ("dateadd", "timestampadd"),
+    "TimestampDiff": ("timestampdiff",),
+    "Trim": ("ltrim", "rtrim"),
 }
 # Spark's names of the types a CAST writes (sqlglot's Spark text of the type -> Spark's).
 _TYPE_NAMES = {"REAL": "FLOAT", "DECIMAL": "DECIMAL(10,0)"}
@@ -315,6 +376,9 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
             return operand[1:] if operand.startswith("-") else f"-{operand}"
         operand = _pretty(node.this, source)
         return None if operand is None else f"(- {operand})"
+    rewritten = _rewritten(node, written, source)
+    if rewritten is not _NOT_REWRITTEN:
+        return rewritten
     if kind in _BINARY and written is None:
         sides = (node.this, node.expression)
         if kind in _ARITHMETIC and not all(type_of(side, source.types) in _NUMBERS for side in sides):
@@ -374,10 +438,12 @@ def _written_name(node, text: str) -> str | None:
     if start is None or end is None:
         arguments = _arguments(node) if isinstance(node, exp.Func) and not isinstance(node, exp.Binary) else []
         first = place_of(arguments[0])[0] if arguments else None
-        called = re.search(r"\b(\w+)\s*\(\s*$", text[:first]) if first is not None else None
+        unit = r"(?:\w+\s*,\s*)?" if node.args.get("unit") is not None else ""  # timestampdiff(HOUR, ...)
+        called = re.search(r"\b(\w+)\s*\(\s*" + unit + "$", text[:first]) if first is not None else None
         word = called.group(1).lower() if called else None
         # the call's own name, not an enclosing one's (first(x, true) is sqlglot's IGNORE NULLS around first)
-        return word if word and word.replace("_", "") == type(node).__name__.lower() else None
+        kind = type(node).__name__
+        return word if word and (word.replace("_", "") == kind.lower() or word in _CLASS_WORDS.get(kind, ())) else None
     word = text[start : end + 1]
     if not re.fullmatch(r"\w+", word) or not re.match(r"\s*\(", text[end + 1 :]):
         return None
@@ -438,10 +504,6 @@ def _cast(node, source: Source) -> str | None:
     return f"{word}({operand} AS {target})"
 
 
-# A DATE or TIMESTAMP literal Spark writes back as given (a canonical value; others it rewrites).
-_CANONICAL = {"DATE": re.compile(r"\d{4}-\d{2}-\d{2}"), "TIMESTAMP": re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")}
-
-
 def _typed_literal(node, text: str) -> str | None:
     """``DATE '2021-03-28'`` or ``TIMESTAMP '2021-03-28 01:30:00'`` (sqlglot's cast of the text) as Spark names
     it, when written so with a canonical value."""
@@ -449,8 +511,34 @@ def _typed_literal(node, text: str) -> str | None:
     written = re.search(r"\b(DATE|TIMESTAMP)\s*$", text[:start] if start is not None else "", re.IGNORECASE)
     if written is None:
         return None
-    kind, value = written.group(1).upper(), str(node.this.this)
-    return f"{kind} '{value}'" if _CANONICAL[kind].fullmatch(value) and _text(node.this, text) else None
+    kind, value = written.group(1).upper(), _canonical_time(written.group(1).upper(), str(node.this.this))
+    return f"{kind} '{value}'" if value is not None and _text(node.this, text) else None
+
+
+# The texts of a date or time (without a zone) that Spark reads as written fields; it writes the value back.
+_DATE_TEXT = re.compile(r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*", re.S)
+_TIME_TEXT = re.compile(
+    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?)?)?\s*"
+)
+
+
+def _canonical_time(kind: str, text: str) -> str | None:
+    """Spark's text of the value of ``DATE 'text'`` or ``TIMESTAMP 'text'`` (``2021-03`` is ``2021-03-01``), or None
+    for a text whose value is not read here (a zone, a special word, a year before 1)."""
+    import datetime as dt
+
+    found = (_DATE_TEXT if kind == "DATE" else _TIME_TEXT).fullmatch(text)
+    if found is None:
+        return None
+    fields = [int(group) if group else default for group, default in zip(found.groups(), (1, 1, 1, 0, 0, 0))]
+    try:
+        value = dt.datetime(*fields[:6])  # noqa: DTZ001 - a value without a zone, as Spark's literal
+    except ValueError:
+        return None  # out of range: Spark's error
+    if kind == "DATE":
+        return value.date().isoformat()
+    fraction = (found.group(7) or "")[:6].rstrip("0")
+    return value.isoformat(sep=" ") + (f".{fraction}" if fraction else "")
 
 
 def _written_cast(node, text: str) -> bool:
@@ -523,10 +611,13 @@ def _call(node, name: str, counts, source: Source) -> str | None:
     distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
     if distinct:  # max(DISTINCT s)
         arguments = arguments[0].expressions
-    if len(arguments) not in counts:
-        return None
     names = [_pretty(argument, source) for argument in arguments]
-    return None if None in names else f"{name}({'DISTINCT ' if distinct else ''}{', '.join(names)})"
+    missing = _DEFAULTS.get(name)
+    if missing is not None and len(arguments) == missing[0]:
+        names.extend(missing[1])  # Spark writes the arguments it fills in
+    if len(names) not in counts or None in names:
+        return None
+    return f"{name}({'DISTINCT ' if distinct else ''}{', '.join(names)})"
 
 
 def _arguments(node) -> list:
@@ -539,9 +630,12 @@ def _arguments(node) -> list:
         value = node.args.get(key)
         if isinstance(value, list):
             found.extend(value)
-        elif isinstance(value, exp.Expression):
+        elif isinstance(value, exp.Expression) and not isinstance(value, exp.Var):
             found.append(value)
-    return found
+    offsets = [place_of(argument)[0] for argument in found]
+    if None in offsets:
+        return found  # an argument sqlglot added (no place): its order is sqlglot's
+    return [argument for _offset, argument in sorted(zip(offsets, found, strict=True), key=lambda pair: pair[0])]
 
 
 # Window functions Spark names in upper case, and the frame it gives each kind of window function that has none
@@ -558,8 +652,14 @@ def _window(node, source: Source) -> str | None:
     from sqlglot import exp
 
     function, written = node.this, _written_name(node.this, source.text)
-    if node.args.get("alias") or isinstance(function, exp.IgnoreNulls | exp.RespectNulls):
+    if node.args.get("alias") or isinstance(function, exp.RespectNulls):
         return None
+    ignoring = isinstance(function, exp.IgnoreNulls)
+    if ignoring:  # first_value(x) IGNORE NULLS is Spark's first(x); nth_value says so itself
+        function = function.this
+        written = _written_name(function, source.text)
+        if written not in ("first_value", "last_value", "nth_value", "first", "last"):
+            return None
     parts = []
     partition = [_pretty(key, source) for key in node.args.get("partition_by") or []]
     if partition:
@@ -582,7 +682,10 @@ def _window(node, source: Source) -> str | None:
             name = f"{_RANKS.get(written, written)}({', '.join(arguments)})"
     else:
         name = _pretty(function, source)
-        frame = _frame(spec) if spec is not None else _UP_TO_ITS_PEERS if order is not None else _WHOLE_PARTITION
+        if ignoring and name is not None:
+            name = re.sub(r"^(first|last)(?:_value)?\(", r"\1(", name) + (" ignore nulls" * (written == "nth_value"))
+        keys = [] if order is None else [(key.this, bool(key.args.get("desc"))) for key in order.expressions]
+        frame = _frame(spec, keys, source) if spec is not None else _UP_TO_ITS_PEERS if keys else _WHOLE_PARTITION
     parts.append(frame)
     if name is None or None in parts:
         return None
@@ -617,19 +720,27 @@ def _offset(function, written: str, source: Source) -> tuple[str | None, str]:
     return f"{written}({', '.join(names)})", f"ROWS BETWEEN {steps} FOLLOWING AND {steps} FOLLOWING"
 
 
-def _frame(spec) -> str | None:
-    """A written frame as Spark writes it: ROWS, or RANGE to the ends or the current row (Spark rewrites
-    a RANGE of values in ways of its own)."""
+def _frame(spec, keys: list, source: Source) -> str | None:
+    """A written frame as Spark writes it: ROWS; RANGE to the ends, the current row, an interval, or a number of
+    an INT or DATE key (``keys``: the ORDER BY's (expression, descending)), as written; a number's PRECEDING
+    over another key Spark writes ``(- n) FOLLOWING`` (an ascending key's)."""
     from sqlglot import exp
 
     kind = str(spec.args.get("kind") or "").upper()
     if kind not in ("ROWS", "RANGE"):
         return None
+    key_type = type_of(keys[0][0], source.types) if len(keys) == 1 else None
     ends = []
     for side in ("start", "end"):
         bound, direction = spec.args.get(side), str(spec.args.get(f"{side}_side") or "").upper()
+        if kind == "RANGE" and isinstance(bound, exp.Interval) and direction in ("PRECEDING", "FOLLOWING"):
+            interval = _interval_text(bound, source.text)
+            ends.append(
+                None if interval is None or key_type not in (*_DATES, *TIME_TYPES) else f"{interval} {direction}"
+            )
+            continue
         if not isinstance(bound, str) and not (isinstance(bound, exp.Literal) and not bound.is_string):
-            return None  # an interval: Spark writes its own text of it
+            return None
         text = bound if isinstance(bound, str) else bound.name
         if text.upper() == "CURRENT ROW":
             ends.append("CURRENT ROW")
@@ -637,6 +748,169 @@ def _frame(spec) -> str | None:
             ends.append(f"UNBOUNDED {direction}")
         elif kind == "ROWS" and re.fullmatch(r"\d+", text) and direction in ("PRECEDING", "FOLLOWING"):
             ends.append(f"{text} {direction}")
+        elif kind == "RANGE" and re.fullmatch(r"\d+", text) and key_type in ("INT", "DATE"):
+            ends.append(f"{text} {direction}" if direction in ("PRECEDING", "FOLLOWING") else None)
+        elif kind == "RANGE" and re.fullmatch(r"\d+(\.\d+)?", text) and key_type in ("BIGINT", "DOUBLE", "DECIMAL"):
+            if keys[0][1] or direction not in ("PRECEDING", "FOLLOWING"):
+                return None
+            ends.append(f"(- {text}) FOLLOWING" if direction == "PRECEDING" else f"{text} FOLLOWING")
         else:
             return None
-    return f"{kind} BETWEEN {ends[0]} AND {ends[1]}"
+    return None if None in ends else f"{kind} BETWEEN {ends[0]} AND {ends[1]}"
+
+
+# ------------------------------------------------------------------------------------------ forms Spark rewrites
+
+_NOT_REWRITTEN = object()  # ``_rewritten``'s answer for a node none of its forms is
+_DATES = ("DATE",)
+_DAY_OPERANDS = ("INT", "SMALLINT", "TINYINT")  # date_add's second argument (a BIGINT is Spark's error)
+_UNIT_CALLS = {"datediff": "timestampdiff", "date_diff": "timestampdiff", "timestampdiff": "timestampdiff"}
+_UNIT_CALLS |= {"dateadd": "timestampadd", "timestampadd": "timestampadd"}
+
+
+def _rewritten(node, written: str | None, source: Source):  # noqa: C901, PLR0911, PLR0912 - one case a form
+    """Spark's name of the forms its parser or analyser rewrites (``a || b`` is ``concat(a, b)``, ``d + 1`` is
+    ``date_add(d, 1)``, an interval in Spark's own text), None where not known, or ``_NOT_REWRITTEN``."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.DPipe):
+        return _joined("concat({}, {})", (node.this, node.expression), source)
+    if isinstance(node, exp.Interval):
+        return _interval_text(node, source.text)
+    if isinstance(node, (exp.Add, exp.Sub)) and written is None:
+        return _time_arithmetic(node, source)
+    if isinstance(node, exp.Between) and not node.args.get("symmetric"):
+        return _joined("between({}, {}, {})", (node.this, node.args["low"], node.args["high"]), source)
+    if isinstance(node, exp.BitwiseNot):
+        return _joined("~{}", (node.this,), source)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+        return _joined("({} <=> " + ("true" if node.expression.this else "false") + ")", (node.this,), source)
+    if isinstance(node, exp.NullSafeNEQ):
+        return _joined("(NOT ({} <=> {}))", (node.this, node.expression), source)
+    if isinstance(node, exp.Escape):
+        like, escape = node.this, node.expression
+        if not isinstance(like, exp.Like) or not (isinstance(escape, exp.Literal) and escape.is_string):
+            return None
+        character = _text(escape, source.text)
+        template = "{} LIKE {} ESCAPE '" + str(character) + "'"
+        template = f"(NOT {template})" if like.args.get("negate") else template
+        return None if character is None else _joined(template, (like.this, like.expression), source)
+    if isinstance(node, exp.ILike) and not node.args.get("escape"):
+        template = "(NOT ilike({}, {}))" if node.args.get("negate") else "ilike({}, {})"
+        return _joined(template, (node.this, node.expression), source)
+    if isinstance(node, exp.StrPosition) and written == "position" and len(_arguments(node)) == 2:
+        first, second = _arguments(node)
+        between = source.text[(place_of(first)[0] or 0) + place_of(first)[1] : place_of(second)[0] or 0]
+        if re.search(r"\bIN\b", between, re.IGNORECASE):  # position(a IN s) is Spark's locate(a, s, 1)
+            return _call(node, "locate", {3}, source)
+    if isinstance(node, exp.RegexpLike) and written is None and not node.args.get("flag"):  # s RLIKE p
+        return _joined("RLIKE({}, {})", (node.this, node.expression), source)
+    if isinstance(node, exp.Extract):
+        before = source.text[: place_of(node.expression)[0] or 0]
+        field = re.search(r"\bextract\s*\(\s*(\w+)\s+from\s*$", before, re.IGNORECASE)
+        return None if field is None else _joined(f"extract({field.group(1)} FROM {{}})", (node.expression,), source)
+    if isinstance(node, exp.Trim):
+        return _trim(node, written, source)
+    if isinstance(node, exp.IgnoreNulls) and isinstance(node.this, (exp.First, exp.Last)):  # first(x, true)
+        word = "first" if isinstance(node.this, exp.First) else "last"
+        arguments = _arguments(node.this)
+        return _joined(word + "({})", arguments, source) if len(arguments) == 1 else None
+    if isinstance(node, exp.VarMap):
+        keys, values = node.args["keys"].expressions, node.args["values"].expressions
+        pairs = [item for pair in zip(keys, values, strict=True) for item in pair]
+        return _joined("map(" + ", ".join(["{}"] * len(pairs)) + ")", pairs, source)
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and not node.args.get("safe"):
+        return _joined("{}[{}]", (node.this, node.expressions[0]), source)
+    if written in _UNIT_CALLS and node.args.get("unit") is not None:
+        return _unit_call(node, _UNIT_CALLS[written], source)
+    return _NOT_REWRITTEN
+
+
+def _time_arithmetic(node, source: Source):
+    """``+`` and ``-`` over dates, timestamps and intervals as Spark's analyser rewrites them, or
+    ``_NOT_REWRITTEN`` for arithmetic over numbers."""
+    from sqlglot import exp
+
+    left, right = node.this, node.expression
+    kinds = [type_of(left, source.types), type_of(right, source.types)]
+    times = (*_DATES, *TIME_TYPES)
+    adding = isinstance(node, exp.Add)
+    if adding and kinds[0] in ("INTERVAL", *_DAY_OPERANDS) and kinds[1] in times:
+        left, right, kinds = right, left, kinds[::-1]  # Spark writes the date or time first
+    if kinds[0] in times and kinds[1] == "INTERVAL":
+        interval = _pretty(right, source)
+        operand = _pretty(left, source)
+        if interval is None or operand is None:
+            return None
+        if kinds[0] == "DATE" and re.fullmatch(r"INTERVAL '[^']*' DAY", interval):  # whole days: date_add
+            days = f"extractansiintervaldays({interval})"
+            return f"date_add({operand}, {days if adding else f'(- {days})'})"
+        return f"{operand} {'+' if adding else '-'} {interval}"
+    if kinds[0] == "DATE" and kinds[1] in _DAY_OPERANDS:
+        return _joined(("date_add" if adding else "date_sub") + "({}, {})", (left, right), source)
+    if not adding and all(kind in times for kind in kinds):
+        return _joined("({} - {})", (left, right), source)
+    if "INTERVAL" in kinds or any(kind in times for kind in kinds):
+        return None
+    return _NOT_REWRITTEN
+
+
+def _trim(node, written: str | None, source: Source) -> str | None:
+    """``trim(s)``, ``ltrim(s)``, ``rtrim(s)`` as written; with the characters, ``TRIM(BOTH a FROM s)``."""
+    position = str(node.args.get("position") or "BOTH").upper()
+    characters = node.args.get("expression")
+    if characters is None:
+        expected = {"BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}.get(position)
+        return _joined(f"{written}({{}})", (node.this,), source) if written == expected else None
+    return _joined(f"TRIM({position} {{}} FROM {{}})", (characters, node.this), source)
+
+
+def _unit_call(node, name: str, source: Source) -> str | None:
+    """``timestampdiff(HOUR, a, b)`` (``datediff``'s and ``dateadd``'s three-argument forms), the unit as written."""
+    arguments = _arguments(node)
+    first = place_of(arguments[0])[0] if arguments else None
+    unit = re.search(r"\(\s*(\w+)\s*,\s*$", source.text[:first]) if first is not None else None
+    if unit is None or len(arguments) != 2:
+        return None
+    return _joined(f"{name}({unit.group(1)}, {{}}, {{}})", arguments, source)
+
+
+# Interval units as Spark writes them, and the separator before each field after the first.
+_INTERVAL_UNITS = {unit: unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
+_INTERVAL_UNITS |= {f"{unit}S": unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
+_SEPARATORS = {"MONTH": "-", "HOUR": " ", "MINUTE": ":", "SECOND": ":"}
+
+
+def _interval_text(node, text: str) -> str | None:
+    """An interval literal as Spark writes it: ``INTERVAL '1' DAY``, ``INTERVAL '02' HOUR``, ``INTERVAL '3
+    04:05:06.5' DAY TO SECOND`` (an hour and a minute in two digits, seconds with a leading zero below ten and
+    their fraction without trailing zeros); None for a form whose text is not known here."""
+    from sqlglot import exp
+
+    unit, value = node.args.get("unit"), node.this
+    if not isinstance(value, exp.Literal) or re.search(r"[a-z]", _token(value, text) or "", re.IGNORECASE):
+        return None  # INTERVAL '1 day': the unit inside the text, whose forms Spark reads otherwise
+    if isinstance(unit, exp.IntervalSpan):
+        fields = (unit.this.name.upper(), unit.expression.name.upper())
+        parts = interval_parts(fields, str(value.this))
+        if parts is None:
+            return None
+        negative, values = parts
+        suffix = f"{fields[0]} TO {fields[1]}"
+    else:
+        field = _INTERVAL_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
+        number = re.fullmatch(r"\s*([+-]?)(\d+(?:\.\d{1,6})?)\s*", str(value.this))
+        if field is None or number is None or ("." in number.group(2) and field != "SECOND"):
+            return None
+        negative, values, suffix = number.group(1) == "-", {field: Decimal(number.group(2))}, field
+    texts = []
+    for field, amount in values.items():
+        if field == "SECOND":
+            if amount.as_tuple().exponent < -6:
+                return None  # Spark keeps microseconds
+            texts.append(("0" if amount < 10 else "") + (format(amount.normalize(), "f") if amount else "0"))
+        else:
+            texts.append(f"{int(amount):02d}" if field in ("HOUR", "MINUTE") else str(int(amount)))
+    joined = "".join((_SEPARATORS[field] if n else "") + part for n, (field, part) in enumerate(zip(values, texts)))
+    sign = "-" if negative and any(values.values()) else ""
+    return f"INTERVAL '{sign}{joined}' {suffix}"
