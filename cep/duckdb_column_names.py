@@ -16,9 +16,11 @@ before running and asks for ``AS`` (``refuse_unnamed_columns``) rather than show
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
 from decimal import Decimal
 
+from cep.duckdb_call_names import AS_WRITTEN, CLASS_WORDS, DEFAULTS, UPPER_CASE
 from cep.duckdb_intervals import interval_parts
 from cep.duckdb_nodes import TIME_TYPES, Refusal, place_of, type_of
 
@@ -53,234 +55,6 @@ _BINARY = {
 # parentheses, a text's is cast to a number first).
 _ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Mod", "IntDiv"}
 _NUMBERS = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
-# Functions Spark names as written in lower case with their arguments as given (each checked against Spark
-# 4.2 for the number of arguments listed: with fewer, Spark writes the defaults it fills in).
-_ANY = range(64)  # any number of arguments
-_AS_WRITTEN: dict[str, set[int] | range] = {
-    "abs": _ANY,
-    "add_months": _ANY,
-    "any_value": _ANY,
-    "approx_percentile": {3},
-    "array_join": {2},
-    "array": _ANY,
-    "array_contains": _ANY,
-    "array_max": _ANY,
-    "array_min": _ANY,
-    "array_size": _ANY,
-    "ascii": _ANY,
-    "avg": _ANY,
-    "base64": _ANY,
-    "bit_and": _ANY,
-    "bit_length": _ANY,
-    "bit_or": _ANY,
-    "bit_xor": _ANY,
-    "bool_and": _ANY,
-    "bool_or": _ANY,
-    "cardinality": _ANY,
-    "ceiling": {1},
-    "char": _ANY,
-    "char_length": _ANY,
-    "chr": _ANY,
-    "coalesce": _ANY,
-    "collect_list": _ANY,
-    "collect_set": _ANY,
-    "concat": _ANY,
-    "contains": _ANY,
-    "corr": _ANY,
-    "count": _ANY,
-    "count_if": _ANY,
-    "covar_pop": _ANY,
-    "covar_samp": _ANY,
-    "date_add": _ANY,
-    "date_diff": _ANY,
-    "date_format": _ANY,
-    "date_from_unix_date": _ANY,
-    "date_sub": _ANY,
-    "dateadd": _ANY,
-    "datediff": _ANY,
-    "day": _ANY,
-    "dayname": _ANY,
-    "dayofmonth": _ANY,
-    "dayofweek": _ANY,
-    "dayofyear": _ANY,
-    "date_part": {2},
-    "decode": _ANY,
-    "element_at": _ANY,
-    "endswith": _ANY,
-    "every": _ANY,
-    "factorial": _ANY,
-    "first": {1},
-    "first_value": _ANY,
-    "from_unixtime": {2},
-    "greatest": _ANY,
-    "hex": _ANY,
-    "hour": _ANY,
-    "ifnull": _ANY,
-    "initcap": _ANY,
-    "instr": _ANY,
-    "isnan": _ANY,
-    "kurtosis": _ANY,
-    "last": {1},
-    "last_day": _ANY,
-    "last_value": {1},
-    "lcase": _ANY,
-    "least": _ANY,
-    "left": _ANY,
-    "len": _ANY,
-    "length": _ANY,
-    "levenshtein": _ANY,
-    "ln": {1},
-    "lower": _ANY,
-    "make_date": _ANY,
-    "make_interval": {7},
-    "make_timestamp": _ANY,
-    "map": _ANY,
-    "max": _ANY,
-    "max_by": _ANY,
-    "md5": _ANY,
-    "median": _ANY,
-    "min": _ANY,
-    "min_by": _ANY,
-    "minute": _ANY,
-    "mod": _ANY,
-    "month": _ANY,
-    "monthname": _ANY,
-    "months_between": {3},
-    "next_day": _ANY,
-    "nth_value": {2},
-    "nullif": _ANY,
-    "nvl": _ANY,
-    "nvl2": _ANY,
-    "octet_length": _ANY,
-    "overlay": _ANY,
-    "percentile": {3},
-    "pmod": _ANY,
-    "pow": {2},
-    "quarter": _ANY,
-    "regexp_count": _ANY,
-    "regexp_extract": _ANY,
-    "regexp_instr": {3},
-    "regexp_replace": {4},
-    "lpad": {3},
-    "rpad": {3},
-    "regexp_substr": _ANY,
-    "regr_count": _ANY,
-    "regr_intercept": _ANY,
-    "regr_slope": _ANY,
-    "repeat": _ANY,
-    "replace": _ANY,
-    "reverse": _ANY,
-    "right": _ANY,
-    "round": {2},
-    "second": _ANY,
-    "sha1": _ANY,
-    "sha2": _ANY,
-    "shiftleft": _ANY,
-    "shiftright": _ANY,
-    "sign": {1},
-    "size": _ANY,
-    "skewness": _ANY,
-    "sort_array": {2},
-    "space": _ANY,
-    "split": {3},
-    "split_part": _ANY,
-    "startswith": _ANY,
-    "stddev": _ANY,
-    "stddev_pop": _ANY,
-    "stddev_samp": _ANY,
-    "string_agg": _ANY,
-    "substr": {3},
-    "substring": {3},
-    "substring_index": _ANY,
-    "locate": {3},
-    "position": {3},
-    "sum": _ANY,
-    "timestamp_seconds": _ANY,
-    "to_unix_timestamp": {2},
-    "try_element_at": {2},
-    "to_date": _ANY,
-    "to_number": _ANY,
-    "to_timestamp": _ANY,
-    "translate": _ANY,
-    "trunc": _ANY,
-    "try_add": _ANY,
-    "try_divide": _ANY,
-    "try_multiply": _ANY,
-    "try_subtract": _ANY,
-    "typeof": _ANY,
-    "ucase": _ANY,
-    "unix_date": _ANY,
-    "unix_millis": _ANY,
-    "unix_seconds": _ANY,
-    "unix_timestamp": {2},
-    "upper": _ANY,
-    "var_pop": _ANY,
-    "var_samp": _ANY,
-    "variance": _ANY,
-    "weekday": _ANY,
-    "weekofyear": _ANY,
-    "year": _ANY,
-}
-# Functions Spark names in upper case (its math functions' own names), with the numbers of arguments checked.
-_UPPER_CASE = {
-    "atan2": {2},
-    "cbrt": {1},
-    "ceil": {1},
-    "degrees": {1},
-    "exp": {1},
-    "floor": {1},
-    "log": {2},
-    "log10": {1},
-    "log2": {1},
-    "pi": {0},
-    "power": {2},
-    "radians": {1},
-    "regexp": {2},
-    "regexp_like": {2},
-    "signum": {1},
-    "sin": {1},
-    "sqrt": {1},
-}
-# The arguments Spark's analyser fills in (and so writes in the name) when a call leaves them out: the number of
-# arguments written, and the texts of those Spark adds (each checked against Spark 4.2).
-_DEFAULTS = {
-    "approx_percentile": (2, ("10000",)),
-    "from_unixtime": (1, ("yyyy-MM-dd HH:mm:ss",)),
-    "locate": (2, ("1",)),
-    "lpad": (2, (" ",)),
-    "months_between": (2, ("true",)),
-    "percentile": (2, ("1",)),
-    "position": (2, ("1",)),
-    "regexp_instr": (2, ("0",)),
-    "regexp_replace": (3, ("1",)),
-    "round": (1, ("0",)),
-    "rpad": (2, (" ",)),
-    "sort_array": (1, ("true",)),
-    "split": (2, ("-1",)),
-    "substr": (2, ("2147483647",)),
-    "substring": (2, ("2147483647",)),
-    "to_unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)),
-    "unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)),
-}
-# The names a call of sqlglot's class may be written with, besides the class's own (for the calls sqlglot places
-# at their first argument).
-_CLASS_WORDS = {
-    "ArgMax": ("max_by",),
-    "ArgMin": ("min_by",),
-    "ApproxQuantile": ("approx_percentile",),
-    "ArrayToString": ("array_join",),
-    "Ceil": ("ceiling",),
-    "DateDiff": ("datediff", "date_diff"),
-    "Pow": ("pow",),
-    "Quantile": ("percentile",),
-    "RegexpSplit": ("split",),
-    "Sign": ("sign",),
-    "StrPosition": ("locate", "position", "instr"),
-    "Substring": ("substr",),
-    "TimestampAdd": ("dateadd", "timestampadd"),
-    "TimestampDiff": ("timestampdiff",),
-    "Trim": ("ltrim", "rtrim"),
-}
 # Spark's names of the types a CAST writes (sqlglot's Spark text of the type -> Spark's).
 _TYPE_NAMES = {"REAL": "FLOAT", "DECIMAL": "DECIMAL(10,0)"}
 _SIMPLE_TYPE = re.compile(r"TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|STRING|DATE|TIMESTAMP|BOOLEAN|DECIMAL\(\d+,\d+\)")
@@ -417,10 +191,10 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return None
     if isinstance(node, exp.Count) and written == "count":
         return _count(node, source)
-    if written in _AS_WRITTEN:
-        return _call(node, written, _AS_WRITTEN[written], source)
-    if written in _UPPER_CASE:
-        return _call(node, written.upper(), _UPPER_CASE[written], source)
+    if written in AS_WRITTEN:
+        return _call(node, written, AS_WRITTEN[written], source)
+    if written in UPPER_CASE:
+        return _call(node, written.upper(), UPPER_CASE[written], source)
     return None
 
 
@@ -439,11 +213,17 @@ def _written_name(node, text: str) -> str | None:
         arguments = _arguments(node) if isinstance(node, exp.Func) and not isinstance(node, exp.Binary) else []
         first = place_of(arguments[0])[0] if arguments else None
         unit = r"(?:\w+\s*,\s*)?" if node.args.get("unit") is not None else ""  # timestampdiff(HOUR, ...)
-        called = re.search(r"\b(\w+)\s*\(\s*" + unit + "$", text[:first]) if first is not None else None
+        # before the first argument: its own parentheses, minus or typed literal's word (-2, DATE '...')
+        opening = r"(?:\(\s*|-\s*|(?:DATE|TIMESTAMP)\s+)*"
+        called = (
+            re.search(r"\b(\w+)\s*\(\s*" + unit + opening + "$", text[:first], re.IGNORECASE)
+            if first is not None
+            else None
+        )
         word = called.group(1).lower() if called else None
         # the call's own name, not an enclosing one's (first(x, true) is sqlglot's IGNORE NULLS around first)
         kind = type(node).__name__
-        return word if word and (word.replace("_", "") == kind.lower() or word in _CLASS_WORDS.get(kind, ())) else None
+        return word if word and (word.replace("_", "") == kind.lower() or word in CLASS_WORDS.get(kind, ())) else None
     word = text[start : end + 1]
     if not re.fullmatch(r"\w+", word) or not re.match(r"\s*\(", text[end + 1 :]):
         return None
@@ -525,8 +305,6 @@ _TIME_TEXT = re.compile(
 def _canonical_time(kind: str, text: str) -> str | None:
     """Spark's text of the value of ``DATE 'text'`` or ``TIMESTAMP 'text'`` (``2021-03`` is ``2021-03-01``), or None
     for a text whose value is not read here (a zone, a special word, a year before 1)."""
-    import datetime as dt
-
     found = (_DATE_TEXT if kind == "DATE" else _TIME_TEXT).fullmatch(text)
     if found is None:
         return None
@@ -599,7 +377,7 @@ def _count(node, source: Source) -> str | None:
     if isinstance(operand, exp.Distinct):
         names = [_pretty(e, source) for e in operand.expressions]
         return None if None in names or not names else f"count(DISTINCT {', '.join(names)})"
-    return _call(node, "count", _AS_WRITTEN["count"], source)
+    return _call(node, "count", AS_WRITTEN["count"], source)
 
 
 def _call(node, name: str, counts, source: Source) -> str | None:
@@ -612,7 +390,7 @@ def _call(node, name: str, counts, source: Source) -> str | None:
     if distinct:  # max(DISTINCT s)
         arguments = arguments[0].expressions
     names = [_pretty(argument, source) for argument in arguments]
-    missing = _DEFAULTS.get(name)
+    missing = DEFAULTS.get(name)
     if missing is not None and len(arguments) == missing[0]:
         names.extend(missing[1])  # Spark writes the arguments it fills in
     if len(names) not in counts or None in names:
@@ -622,7 +400,7 @@ def _call(node, name: str, counts, source: Source) -> str | None:
 
 def _arguments(node) -> list:
     """The children of the call ``node`` in the order its text writes them (sqlglot's order of its arguments,
-    which for the functions of ``_AS_WRITTEN`` is the written one)."""
+    which for the functions of ``AS_WRITTEN`` is the written one)."""
     from sqlglot import exp
 
     found = []
@@ -807,8 +585,11 @@ def _rewritten(node, written: str | None, source: Source):  # noqa: C901, PLR091
         return _joined("RLIKE({}, {})", (node.this, node.expression), source)
     if isinstance(node, exp.Extract):
         before = source.text[: place_of(node.expression)[0] or 0]
-        field = re.search(r"\bextract\s*\(\s*(\w+)\s+from\s*$", before, re.IGNORECASE)
+        field = re.search(r"\bextract\s*\(\s*(\w+)\s+from\s*(?:(?:DATE|TIMESTAMP)\s+)?$", before, re.IGNORECASE)
         return None if field is None else _joined(f"extract({field.group(1)} FROM {{}})", (node.expression,), source)
+    if isinstance(node, exp.Log) and place_of(node.this)[0] is None:  # log10(x), log2(x): sqlglot adds the base
+        called = re.search(r"\b(log10|log2)\s*\(\s*$", source.text[: place_of(node.expression)[0] or 0], re.I)
+        return None if called is None else _joined(called.group(1).upper() + "({})", (node.expression,), source)
     if isinstance(node, exp.Trim):
         return _trim(node, written, source)
     if isinstance(node, exp.IgnoreNulls) and isinstance(node.this, (exp.First, exp.Last)):  # first(x, true)
@@ -819,11 +600,17 @@ def _rewritten(node, written: str | None, source: Source):  # noqa: C901, PLR091
         keys, values = node.args["keys"].expressions, node.args["values"].expressions
         pairs = [item for pair in zip(keys, values, strict=True) for item in pair]
         return _joined("map(" + ", ".join(["{}"] * len(pairs)) + ")", pairs, source)
-    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and not node.args.get("safe"):
+    if isinstance(node, exp.Bracket) and written is None and len(node.expressions) == 1 and _indexed(node):
         return _joined("{}[{}]", (node.this, node.expressions[0]), source)
     if written in _UNIT_CALLS and node.args.get("unit") is not None:
         return _unit_call(node, _UNIT_CALLS[written], source)
     return _NOT_REWRITTEN
+
+
+def _indexed(node) -> bool:
+    """Whether the Bracket ``node`` is written ``x[i]`` (sqlglot reads ``element_at(x, i)`` as one too, with its
+    offset and safety)."""
+    return node.args.get("offset") is None and node.args.get("safe") is None
 
 
 def _time_arithmetic(node, source: Source):

@@ -55,6 +55,7 @@ ORDER = {
         "duckdb_types",
         "duckdb_try_arithmetic",
         "duckdb_intervals",
+        "duckdb_call_names",
         "duckdb_column_names",
         "duckdb_sql",
         "duckdb_names",
