@@ -67,23 +67,76 @@ class Source:
 
     text: str
     types: dict[int, str]
+    untyped: list = dataclasses.field(default_factory=list)  # the operands a rule asked the type of, not known
+
+    def type_of(self, node) -> str | None:
+        found = type_of(node, self.types)
+        if found is None:
+            self.untyped.append(node)
+        return found
 
 
-def name_unnamed_columns(tree, types: dict[int, str], text: str) -> None:
+def name_unnamed_columns(tree, types: dict[int, str], text: str) -> set[str]:
     """Give each output column of each SELECT in ``tree`` written without ``AS`` Spark's name for it, or a
-    marked name (``UNNAMED_MARK``) where Spark's is not known here. A column read as it is keeps its name."""
+    marked name (``UNNAMED_MARK``) where Spark's is not known here. A column read as it is keeps its name.
+    Returns the marked names not known whatever the operands' types (those `cep check` can refuse)."""
     from sqlglot import exp
 
-    source = Source(text, types)
+    certain = set()
     for select in list(tree.find_all(exp.Select)):
         for projection in list(select.expressions):
             if isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
                 continue
+            source = Source(text, types)
             name = spark_name(projection, source)
             if name is None:
                 offset, length = _place(projection, text)
                 name = f"{UNNAMED_MARK}{offset}_{length}"
+                if not source.untyped:
+                    certain.add(name)
             projection.replace(exp.alias_(projection.copy(), name, quoted=True, copy=False))
+    return certain
+
+
+def refuse_unnamed_results(tree, certain: set[str]) -> None:
+    """`cep check`'s refusal of ``refuse_unnamed_columns``: a column of the statement's result (its outer SELECT,
+    through ``*`` into a subquery or a WITH) whose marked name is among ``certain`` (``name_unnamed_columns``)."""
+    refuse_unnamed_columns([name for name in _result_columns(tree, {}) if name in certain])
+
+
+def _result_columns(query, named: dict) -> list[str]:
+    """The names of the columns ``query`` gives, as far as they can be told without the tables (``named``: the
+    WITH queries in scope, by name)."""
+    from sqlglot import exp
+
+    within = query.args.get("with_")
+    if within is not None:
+        named = {**named, **{cte.alias_or_name.casefold(): cte.this for cte in within.expressions}}
+    if isinstance(query, exp.Subquery):
+        return _result_columns(query.this, named)
+    if isinstance(query, exp.SetOperation):
+        return _result_columns(query.left, named)  # the first query names a union's columns
+    if not isinstance(query, exp.Select):
+        return []
+    from_ = query.args.get("from_")
+    sources = ([from_.this] if from_ is not None else []) + [join.this for join in query.args.get("joins") or []]
+    names = []
+    for projection in query.expressions:
+        if isinstance(projection, exp.Alias):
+            names.append(projection.alias)
+        star = isinstance(projection, exp.Star) or isinstance(projection, exp.Column) and projection.is_star
+        for source in sources if star else ():
+            table = projection.table if isinstance(projection, exp.Column) else ""
+            if table and table.casefold() != source.alias_or_name.casefold():
+                continue
+            alias = source.args.get("alias")
+            if alias is not None and alias.columns:
+                continue  # (SELECT ...) q(a, b): renamed
+            if isinstance(source, exp.Subquery):
+                names.extend(_result_columns(source.this, named))
+            elif isinstance(source, exp.Table) and source.name.casefold() in named:
+                names.extend(_result_columns(named[source.name.casefold()], named))
+    return names
 
 
 def _place(node, text: str) -> tuple[int, int]:
@@ -155,7 +208,7 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return rewritten
     if kind in _BINARY and written is None:
         sides = (node.this, node.expression)
-        if kind in _ARITHMETIC and not all(type_of(side, source.types) in _NUMBERS for side in sides):
+        if kind in _ARITHMETIC and not all(source.type_of(side) in _NUMBERS for side in sides):
             return None
         return _joined("({} " + _BINARY[kind] + " {})", (node.this, node.expression), source)
     if isinstance(node, exp.NEQ):
@@ -507,7 +560,7 @@ def _frame(spec, keys: list, source: Source) -> str | None:
     kind = str(spec.args.get("kind") or "").upper()
     if kind not in ("ROWS", "RANGE"):
         return None
-    key_type = type_of(keys[0][0], source.types) if len(keys) == 1 else None
+    key_type = source.type_of(keys[0][0]) if len(keys) == 1 else None
     ends = []
     for side in ("start", "end"):
         bound, direction = spec.args.get(side), str(spec.args.get(f"{side}_side") or "").upper()
@@ -619,7 +672,7 @@ def _time_arithmetic(node, source: Source):
     from sqlglot import exp
 
     left, right = node.this, node.expression
-    kinds = [type_of(left, source.types), type_of(right, source.types)]
+    kinds = [source.type_of(left), source.type_of(right)]
     times = (*_DATES, *TIME_TYPES)
     adding = isinstance(node, exp.Add)
     if adding and kinds[0] in ("INTERVAL", *_DAY_OPERANDS) and kinds[1] in times:

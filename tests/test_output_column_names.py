@@ -7,6 +7,7 @@ python engine's part runs without Spark too."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 
 import pyarrow as pa
@@ -233,3 +234,62 @@ def test_the_whole_statement_has_the_same_header_on_both_engines(events) -> None
     text = HEAD + "SELECT id, i + 1, upper(s), CAST(x AS INT), lag(i) OVER (ORDER BY id) FROM m ORDER BY id"
     spark_header = cep.sql(events, text).columns
     assert cep.compile_sql(text).run({TABLE: arrow_table()}, kind="arrow").column_names == spark_header
+
+
+# `cep check` gives the run's refusal of a column whose Spark name is not known, at the same place, without the
+# tables: a form refused whatever the columns' types. A form whose name depends on them (`i + 1` is `(i + 1)`
+# over numbers, `date_add(i, 1)` over a DATE) is left to the run.
+CHECKED_REFUSALS = [
+    "SELECT i, {refused} FROM m",
+    "SELECT * FROM (SELECT i, {refused} FROM m) q",
+    "SELECT q.* FROM (SELECT i, {refused} FROM m) q",
+    "SELECT * FROM m2 UNION ALL SELECT 1, 2",
+]
+
+
+# Of REFUSED, the forms refused whatever the columns' types (a RANGE frame's name depends on its key's type).
+REFUSED_UNTYPED = ["regexp_extract(s, 'a')", "listagg(s, ',') WITHIN GROUP (ORDER BY id) OVER ()"]
+
+
+@pytest.mark.parametrize("outer", CHECKED_REFUSALS)
+@pytest.mark.parametrize("refused", REFUSED_UNTYPED)
+def test_cep_check_predicts_the_refusal_with_the_runs_code_and_place(outer, refused) -> None:
+    from cep.statement import check_sql
+
+    head = HEAD.replace(")\n", f"), m2 AS (SELECT i, {refused} FROM m)\n", 1)
+    text = head + outer.format(refused=refused)
+    with pytest.raises(cep.CepError) as ran:
+        cep.compile_sql(text).run({TABLE: arrow_table()}, kind="arrow")
+    with pytest.raises(cep.CepError) as checked:
+        check_sql(text)
+    assert "written without AS" in str(ran.value), str(ran.value)
+    assert (checked.value.code, checked.value.span) == (ran.value.code, ran.value.span), str(checked.value)
+    check_sql(text, engine="spark")  # Spark names it: nothing to refuse
+
+
+@pytest.mark.parametrize(
+    "outer",
+    [
+        "SELECT i + 1, d + 1, upper(s) FROM m",  # named over the run's types, so not refused without them
+        "SELECT i FROM (SELECT i, regexp_extract(s, 'a') FROM m) q",  # the column does not reach the result
+        "SELECT i, regexp_extract(s, 'a') AS r FROM m",
+        "SELECT * FROM (SELECT regexp_extract(s, 'a') FROM m) q(r)",
+    ],
+)
+def test_cep_check_refuses_no_column_the_run_names(outer) -> None:
+    from cep.statement import check_sql
+
+    text = HEAD + outer
+    cep.compile_sql(text).run({TABLE: arrow_table()}, kind="arrow")
+    check_sql(text)
+
+
+def test_the_cep_check_command_reports_the_refusal(tmp_path, capsys) -> None:
+    from cep.cli import main
+
+    query = tmp_path / "unnamed.sql"
+    query.write_text(HEAD + "SELECT i, regexp_extract(s, 'a') FROM m\n")
+    assert main(["check", str(query)]) == 1
+    err = capsys.readouterr().err
+    assert re.search(rf"^{re.escape(str(query))}:2:11: error\[E0252\]: .*written without AS", err, re.M), err
+    assert main(["check", "--engine", "spark", str(query)]) == 0
