@@ -16,9 +16,13 @@ before running and asks for ``AS`` (``refuse_unnamed_columns``) rather than show
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
+from decimal import Decimal
 
-from cep.duckdb_nodes import Refusal, place_of, type_of
+from cep.duckdb_call_names import AS_WRITTEN, CLASS_WORDS, DEFAULTS, UPPER_CASE
+from cep.duckdb_intervals import interval_parts
+from cep.duckdb_nodes import TIME_TYPES, Refusal, place_of, type_of
 
 # Imported inside functions: sqlglot (heavy; `cep check` of a single clause needs none).
 
@@ -51,175 +55,6 @@ _BINARY = {
 # parentheses, a text's is cast to a number first).
 _ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Mod", "IntDiv"}
 _NUMBERS = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"}
-# Functions Spark names as written in lower case with their arguments as given (each checked against Spark
-# 4.2 for the number of arguments listed: with fewer, Spark writes the defaults it fills in).
-_ANY = range(64)  # any number of arguments
-_AS_WRITTEN: dict[str, set[int] | range] = {
-    "abs": _ANY,
-    "add_months": _ANY,
-    "any_value": _ANY,
-    "approx_percentile": {3},
-    "array": _ANY,
-    "array_contains": _ANY,
-    "array_max": _ANY,
-    "array_min": _ANY,
-    "array_size": _ANY,
-    "ascii": _ANY,
-    "avg": _ANY,
-    "base64": _ANY,
-    "bit_and": _ANY,
-    "bit_length": _ANY,
-    "bit_or": _ANY,
-    "bit_xor": _ANY,
-    "bool_and": _ANY,
-    "bool_or": _ANY,
-    "cardinality": _ANY,
-    "char": _ANY,
-    "char_length": _ANY,
-    "chr": _ANY,
-    "coalesce": _ANY,
-    "collect_list": _ANY,
-    "collect_set": _ANY,
-    "concat": _ANY,
-    "contains": _ANY,
-    "corr": _ANY,
-    "count": _ANY,
-    "count_if": _ANY,
-    "covar_pop": _ANY,
-    "covar_samp": _ANY,
-    "date_add": _ANY,
-    "date_diff": _ANY,
-    "date_format": _ANY,
-    "date_from_unix_date": _ANY,
-    "date_sub": _ANY,
-    "dateadd": _ANY,
-    "datediff": _ANY,
-    "day": _ANY,
-    "dayname": _ANY,
-    "dayofmonth": _ANY,
-    "dayofweek": _ANY,
-    "dayofyear": _ANY,
-    "decode": _ANY,
-    "element_at": _ANY,
-    "endswith": _ANY,
-    "every": _ANY,
-    "factorial": _ANY,
-    "first": {1},
-    "first_value": _ANY,
-    "from_unixtime": _ANY,
-    "greatest": _ANY,
-    "hex": _ANY,
-    "hour": _ANY,
-    "ifnull": _ANY,
-    "initcap": _ANY,
-    "instr": _ANY,
-    "isnan": _ANY,
-    "kurtosis": _ANY,
-    "last": {1},
-    "last_day": _ANY,
-    "lcase": _ANY,
-    "least": _ANY,
-    "left": _ANY,
-    "len": _ANY,
-    "length": _ANY,
-    "levenshtein": _ANY,
-    "lower": _ANY,
-    "lpad": _ANY,
-    "make_date": _ANY,
-    "make_timestamp": _ANY,
-    "map": _ANY,
-    "max": _ANY,
-    "max_by": _ANY,
-    "md5": _ANY,
-    "median": _ANY,
-    "min": _ANY,
-    "min_by": _ANY,
-    "minute": _ANY,
-    "mod": _ANY,
-    "month": _ANY,
-    "monthname": _ANY,
-    "months_between": {3},
-    "next_day": _ANY,
-    "nullif": _ANY,
-    "nvl": _ANY,
-    "nvl2": _ANY,
-    "octet_length": _ANY,
-    "overlay": _ANY,
-    "percentile": {3},
-    "pmod": _ANY,
-    "quarter": _ANY,
-    "regexp_count": _ANY,
-    "regexp_extract": _ANY,
-    "regexp_instr": {3},
-    "regexp_replace": {4},
-    "regexp_substr": _ANY,
-    "regr_count": _ANY,
-    "regr_intercept": _ANY,
-    "regr_slope": _ANY,
-    "repeat": _ANY,
-    "replace": _ANY,
-    "reverse": _ANY,
-    "right": _ANY,
-    "round": {2},
-    "rpad": _ANY,
-    "second": _ANY,
-    "sha1": _ANY,
-    "sha2": _ANY,
-    "shiftleft": _ANY,
-    "shiftright": _ANY,
-    "size": _ANY,
-    "skewness": _ANY,
-    "sort_array": {2},
-    "space": _ANY,
-    "split": {3},
-    "split_part": _ANY,
-    "startswith": _ANY,
-    "stddev": _ANY,
-    "stddev_pop": _ANY,
-    "stddev_samp": _ANY,
-    "string_agg": _ANY,
-    "substr": {3},
-    "substring": {3},
-    "substring_index": _ANY,
-    "sum": _ANY,
-    "timestamp_seconds": _ANY,
-    "to_date": _ANY,
-    "to_number": _ANY,
-    "to_timestamp": _ANY,
-    "translate": _ANY,
-    "trunc": _ANY,
-    "try_add": _ANY,
-    "try_divide": _ANY,
-    "try_multiply": _ANY,
-    "try_subtract": _ANY,
-    "typeof": _ANY,
-    "ucase": _ANY,
-    "unix_date": _ANY,
-    "unix_millis": _ANY,
-    "unix_seconds": _ANY,
-    "unix_timestamp": {2},
-    "upper": _ANY,
-    "var_pop": _ANY,
-    "var_samp": _ANY,
-    "variance": _ANY,
-    "weekday": _ANY,
-    "weekofyear": _ANY,
-    "year": _ANY,
-}
-# Functions Spark names in upper case (its math functions' own names), with the numbers of arguments checked.
-_UPPER_CASE = {
-    "atan2": {2},
-    "ceil": {1},
-    "exp": {1},
-    "floor": {1},
-    "log": {2},
-    "pi": {0},
-    "power": {2},
-    "radians": {1},
-    "regexp": {2},
-    "regexp_like": {2},
-    "signum": {1},
-}
 # Spark's names of the types a CAST writes (sqlglot's Spark text of the type -> Spark's).
 _TYPE_NAMES = {"REAL": "FLOAT", "DECIMAL": "DECIMAL(10,0)"}
 _SIMPLE_TYPE = re.compile(r"TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|STRING|DATE|TIMESTAMP|BOOLEAN|DECIMAL\(\d+,\d+\)")
@@ -232,23 +67,76 @@ class Source:
 
     text: str
     types: dict[int, str]
+    untyped: list = dataclasses.field(default_factory=list)  # the operands a rule asked the type of, not known
+
+    def type_of(self, node) -> str | None:
+        found = type_of(node, self.types)
+        if found is None:
+            self.untyped.append(node)
+        return found
 
 
-def name_unnamed_columns(tree, types: dict[int, str], text: str) -> None:
+def name_unnamed_columns(tree, types: dict[int, str], text: str) -> set[str]:
     """Give each output column of each SELECT in ``tree`` written without ``AS`` Spark's name for it, or a
-    marked name (``UNNAMED_MARK``) where Spark's is not known here. A column read as it is keeps its name."""
+    marked name (``UNNAMED_MARK``) where Spark's is not known here. A column read as it is keeps its name.
+    Returns the marked names not known whatever the operands' types (those `cep check` can refuse)."""
     from sqlglot import exp
 
-    source = Source(text, types)
+    certain = set()
     for select in list(tree.find_all(exp.Select)):
         for projection in list(select.expressions):
             if isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
                 continue
+            source = Source(text, types)
             name = spark_name(projection, source)
             if name is None:
                 offset, length = _place(projection, text)
                 name = f"{UNNAMED_MARK}{offset}_{length}"
+                if not source.untyped:
+                    certain.add(name)
             projection.replace(exp.alias_(projection.copy(), name, quoted=True, copy=False))
+    return certain
+
+
+def refuse_unnamed_results(tree, certain: set[str]) -> None:
+    """`cep check`'s refusal of ``refuse_unnamed_columns``: a column of the statement's result (its outer SELECT,
+    through ``*`` into a subquery or a WITH) whose marked name is among ``certain`` (``name_unnamed_columns``)."""
+    refuse_unnamed_columns([name for name in _result_columns(tree, {}) if name in certain])
+
+
+def _result_columns(query, named: dict) -> list[str]:
+    """The names of the columns ``query`` gives, as far as they can be told without the tables (``named``: the
+    WITH queries in scope, by name)."""
+    from sqlglot import exp
+
+    within = query.args.get("with_")
+    if within is not None:
+        named = {**named, **{cte.alias_or_name.casefold(): cte.this for cte in within.expressions}}
+    if isinstance(query, exp.Subquery):
+        return _result_columns(query.this, named)
+    if isinstance(query, exp.SetOperation):
+        return _result_columns(query.left, named)  # the first query names a union's columns
+    if not isinstance(query, exp.Select):
+        return []
+    from_ = query.args.get("from_")
+    sources = ([from_.this] if from_ is not None else []) + [join.this for join in query.args.get("joins") or []]
+    names = []
+    for projection in query.expressions:
+        if isinstance(projection, exp.Alias):
+            names.append(projection.alias)
+        star = isinstance(projection, exp.Star) or isinstance(projection, exp.Column) and projection.is_star
+        for source in sources if star else ():
+            table = projection.table if isinstance(projection, exp.Column) else ""
+            if table and table.casefold() != source.alias_or_name.casefold():
+                continue
+            alias = source.args.get("alias")
+            if alias is not None and alias.columns:
+                continue  # (SELECT ...) q(a, b): renamed
+            if isinstance(source, exp.Subquery):
+                names.extend(_result_columns(source.this, named))
+            elif isinstance(source, exp.Table) and source.name.casefold() in named:
+                names.extend(_result_columns(named[source.name.casefold()], named))
+    return names
 
 
 def _place(node, text: str) -> tuple[int, int]:
@@ -315,9 +203,12 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
             return operand[1:] if operand.startswith("-") else f"-{operand}"
         operand = _pretty(node.this, source)
         return None if operand is None else f"(- {operand})"
+    rewritten = _rewritten(node, written, source)
+    if rewritten is not _NOT_REWRITTEN:
+        return rewritten
     if kind in _BINARY and written is None:
         sides = (node.this, node.expression)
-        if kind in _ARITHMETIC and not all(type_of(side, source.types) in _NUMBERS for side in sides):
+        if kind in _ARITHMETIC and not all(source.type_of(side) in _NUMBERS for side in sides):
             return None
         return _joined("({} " + _BINARY[kind] + " {})", (node.this, node.expression), source)
     if isinstance(node, exp.NEQ):
@@ -353,10 +244,10 @@ def _pretty(node, source: Source) -> str | None:  # noqa: C901, PLR0911, PLR0912
         return None
     if isinstance(node, exp.Count) and written == "count":
         return _count(node, source)
-    if written in _AS_WRITTEN:
-        return _call(node, written, _AS_WRITTEN[written], source)
-    if written in _UPPER_CASE:
-        return _call(node, written.upper(), _UPPER_CASE[written], source)
+    if written in AS_WRITTEN:
+        return _call(node, written, AS_WRITTEN[written], source)
+    if written in UPPER_CASE:
+        return _call(node, written.upper(), UPPER_CASE[written], source)
     return None
 
 
@@ -374,10 +265,18 @@ def _written_name(node, text: str) -> str | None:
     if start is None or end is None:
         arguments = _arguments(node) if isinstance(node, exp.Func) and not isinstance(node, exp.Binary) else []
         first = place_of(arguments[0])[0] if arguments else None
-        called = re.search(r"\b(\w+)\s*\(\s*$", text[:first]) if first is not None else None
+        unit = r"(?:\w+\s*,\s*)?" if node.args.get("unit") is not None else ""  # timestampdiff(HOUR, ...)
+        # before the first argument: its own parentheses, minus or typed literal's word (-2, DATE '...')
+        opening = r"(?:\(\s*|-\s*|(?:DATE|TIMESTAMP)\s+)*"
+        called = (
+            re.search(r"\b(\w+)\s*\(\s*" + unit + opening + "$", text[:first], re.IGNORECASE)
+            if first is not None
+            else None
+        )
         word = called.group(1).lower() if called else None
         # the call's own name, not an enclosing one's (first(x, true) is sqlglot's IGNORE NULLS around first)
-        return word if word and word.replace("_", "") == type(node).__name__.lower() else None
+        kind = type(node).__name__
+        return word if word and (word.replace("_", "") == kind.lower() or word in CLASS_WORDS.get(kind, ())) else None
     word = text[start : end + 1]
     if not re.fullmatch(r"\w+", word) or not re.match(r"\s*\(", text[end + 1 :]):
         return None
@@ -438,10 +337,6 @@ def _cast(node, source: Source) -> str | None:
     return f"{word}({operand} AS {target})"
 
 
-# A DATE or TIMESTAMP literal Spark writes back as given (a canonical value; others it rewrites).
-_CANONICAL = {"DATE": re.compile(r"\d{4}-\d{2}-\d{2}"), "TIMESTAMP": re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")}
-
-
 def _typed_literal(node, text: str) -> str | None:
     """``DATE '2021-03-28'`` or ``TIMESTAMP '2021-03-28 01:30:00'`` (sqlglot's cast of the text) as Spark names
     it, when written so with a canonical value."""
@@ -449,8 +344,32 @@ def _typed_literal(node, text: str) -> str | None:
     written = re.search(r"\b(DATE|TIMESTAMP)\s*$", text[:start] if start is not None else "", re.IGNORECASE)
     if written is None:
         return None
-    kind, value = written.group(1).upper(), str(node.this.this)
-    return f"{kind} '{value}'" if _CANONICAL[kind].fullmatch(value) and _text(node.this, text) else None
+    kind, value = written.group(1).upper(), _canonical_time(written.group(1).upper(), str(node.this.this))
+    return f"{kind} '{value}'" if value is not None and _text(node.this, text) else None
+
+
+# The texts of a date or time (without a zone) that Spark reads as written fields; it writes the value back.
+_DATE_TEXT = re.compile(r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?\s*", re.S)
+_TIME_TEXT = re.compile(
+    r"\s*(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?)?)?\s*"
+)
+
+
+def _canonical_time(kind: str, text: str) -> str | None:
+    """Spark's text of the value of ``DATE 'text'`` or ``TIMESTAMP 'text'`` (``2021-03`` is ``2021-03-01``), or None
+    for a text whose value is not read here (a zone, a special word, a year before 1)."""
+    found = (_DATE_TEXT if kind == "DATE" else _TIME_TEXT).fullmatch(text)
+    if found is None:
+        return None
+    fields = [int(group) if group else default for group, default in zip(found.groups(), (1, 1, 1, 0, 0, 0))]
+    try:
+        value = dt.datetime(*fields[:6])  # noqa: DTZ001 - a value without a zone, as Spark's literal
+    except ValueError:
+        return None  # out of range: Spark's error
+    if kind == "DATE":
+        return value.date().isoformat()
+    fraction = (found.group(7) or "")[:6].rstrip("0")
+    return value.isoformat(sep=" ") + (f".{fraction}" if fraction else "")
 
 
 def _written_cast(node, text: str) -> bool:
@@ -511,7 +430,7 @@ def _count(node, source: Source) -> str | None:
     if isinstance(operand, exp.Distinct):
         names = [_pretty(e, source) for e in operand.expressions]
         return None if None in names or not names else f"count(DISTINCT {', '.join(names)})"
-    return _call(node, "count", _AS_WRITTEN["count"], source)
+    return _call(node, "count", AS_WRITTEN["count"], source)
 
 
 def _call(node, name: str, counts, source: Source) -> str | None:
@@ -523,15 +442,18 @@ def _call(node, name: str, counts, source: Source) -> str | None:
     distinct = len(arguments) == 1 and isinstance(arguments[0], exp.Distinct)
     if distinct:  # max(DISTINCT s)
         arguments = arguments[0].expressions
-    if len(arguments) not in counts:
-        return None
     names = [_pretty(argument, source) for argument in arguments]
-    return None if None in names else f"{name}({'DISTINCT ' if distinct else ''}{', '.join(names)})"
+    missing = DEFAULTS.get(name)
+    if missing is not None and len(arguments) == missing[0]:
+        names.extend(missing[1])  # Spark writes the arguments it fills in
+    if len(names) not in counts or None in names:
+        return None
+    return f"{name}({'DISTINCT ' if distinct else ''}{', '.join(names)})"
 
 
 def _arguments(node) -> list:
     """The children of the call ``node`` in the order its text writes them (sqlglot's order of its arguments,
-    which for the functions of ``_AS_WRITTEN`` is the written one)."""
+    which for the functions of ``AS_WRITTEN`` is the written one)."""
     from sqlglot import exp
 
     found = []
@@ -539,9 +461,12 @@ def _arguments(node) -> list:
         value = node.args.get(key)
         if isinstance(value, list):
             found.extend(value)
-        elif isinstance(value, exp.Expression):
+        elif isinstance(value, exp.Expression) and not isinstance(value, exp.Var):
             found.append(value)
-    return found
+    offsets = [place_of(argument)[0] for argument in found]
+    if None in offsets:
+        return found  # an argument sqlglot added (no place): its order is sqlglot's
+    return [argument for _offset, argument in sorted(zip(offsets, found, strict=True), key=lambda pair: pair[0])]
 
 
 # Window functions Spark names in upper case, and the frame it gives each kind of window function that has none
@@ -558,8 +483,14 @@ def _window(node, source: Source) -> str | None:
     from sqlglot import exp
 
     function, written = node.this, _written_name(node.this, source.text)
-    if node.args.get("alias") or isinstance(function, exp.IgnoreNulls | exp.RespectNulls):
+    if node.args.get("alias") or isinstance(function, exp.RespectNulls):
         return None
+    ignoring = isinstance(function, exp.IgnoreNulls)
+    if ignoring:  # first_value(x) IGNORE NULLS is Spark's first(x); nth_value says so itself
+        function = function.this
+        written = _written_name(function, source.text)
+        if written not in ("first_value", "last_value", "nth_value", "first", "last"):
+            return None
     parts = []
     partition = [_pretty(key, source) for key in node.args.get("partition_by") or []]
     if partition:
@@ -582,7 +513,10 @@ def _window(node, source: Source) -> str | None:
             name = f"{_RANKS.get(written, written)}({', '.join(arguments)})"
     else:
         name = _pretty(function, source)
-        frame = _frame(spec) if spec is not None else _UP_TO_ITS_PEERS if order is not None else _WHOLE_PARTITION
+        if ignoring and name is not None:
+            name = re.sub(r"^(first|last)(?:_value)?\(", r"\1(", name) + (" ignore nulls" * (written == "nth_value"))
+        keys = [] if order is None else [(key.this, bool(key.args.get("desc"))) for key in order.expressions]
+        frame = _frame(spec, keys, source) if spec is not None else _UP_TO_ITS_PEERS if keys else _WHOLE_PARTITION
     parts.append(frame)
     if name is None or None in parts:
         return None
@@ -617,19 +551,27 @@ def _offset(function, written: str, source: Source) -> tuple[str | None, str]:
     return f"{written}({', '.join(names)})", f"ROWS BETWEEN {steps} FOLLOWING AND {steps} FOLLOWING"
 
 
-def _frame(spec) -> str | None:
-    """A written frame as Spark writes it: ROWS, or RANGE to the ends or the current row (Spark rewrites
-    a RANGE of values in ways of its own)."""
+def _frame(spec, keys: list, source: Source) -> str | None:
+    """A written frame as Spark writes it: ROWS; RANGE to the ends, the current row, an interval, or a number of
+    an INT or DATE key (``keys``: the ORDER BY's (expression, descending)), as written; a number's PRECEDING
+    over another key Spark writes ``(- n) FOLLOWING`` (an ascending key's)."""
     from sqlglot import exp
 
     kind = str(spec.args.get("kind") or "").upper()
     if kind not in ("ROWS", "RANGE"):
         return None
+    key_type = source.type_of(keys[0][0]) if len(keys) == 1 else None
     ends = []
     for side in ("start", "end"):
         bound, direction = spec.args.get(side), str(spec.args.get(f"{side}_side") or "").upper()
+        if kind == "RANGE" and isinstance(bound, exp.Interval) and direction in ("PRECEDING", "FOLLOWING"):
+            interval = _interval_text(bound, source.text)
+            ends.append(
+                None if interval is None or key_type not in (*_DATES, *TIME_TYPES) else f"{interval} {direction}"
+            )
+            continue
         if not isinstance(bound, str) and not (isinstance(bound, exp.Literal) and not bound.is_string):
-            return None  # an interval: Spark writes its own text of it
+            return None
         text = bound if isinstance(bound, str) else bound.name
         if text.upper() == "CURRENT ROW":
             ends.append("CURRENT ROW")
@@ -637,6 +579,178 @@ def _frame(spec) -> str | None:
             ends.append(f"UNBOUNDED {direction}")
         elif kind == "ROWS" and re.fullmatch(r"\d+", text) and direction in ("PRECEDING", "FOLLOWING"):
             ends.append(f"{text} {direction}")
+        elif kind == "RANGE" and re.fullmatch(r"\d+", text) and key_type in ("INT", "DATE"):
+            ends.append(f"{text} {direction}" if direction in ("PRECEDING", "FOLLOWING") else None)
+        elif kind == "RANGE" and re.fullmatch(r"\d+(\.\d+)?", text) and key_type in ("BIGINT", "DOUBLE", "DECIMAL"):
+            if keys[0][1] or direction not in ("PRECEDING", "FOLLOWING"):
+                return None
+            ends.append(f"(- {text}) FOLLOWING" if direction == "PRECEDING" else f"{text} FOLLOWING")
         else:
             return None
-    return f"{kind} BETWEEN {ends[0]} AND {ends[1]}"
+    return None if None in ends else f"{kind} BETWEEN {ends[0]} AND {ends[1]}"
+
+
+# ------------------------------------------------------------------------------------------ forms Spark rewrites
+
+_NOT_REWRITTEN = object()  # ``_rewritten``'s answer for a node none of its forms is
+_DATES = ("DATE",)
+_DAY_OPERANDS = ("INT", "SMALLINT", "TINYINT")  # date_add's second argument (a BIGINT is Spark's error)
+_UNIT_CALLS = {"datediff": "timestampdiff", "date_diff": "timestampdiff", "timestampdiff": "timestampdiff"}
+_UNIT_CALLS |= {"dateadd": "timestampadd", "timestampadd": "timestampadd"}
+
+
+def _rewritten(node, written: str | None, source: Source):  # noqa: C901, PLR0911, PLR0912 - one case a form
+    """Spark's name of the forms its parser or analyser rewrites (``a || b`` is ``concat(a, b)``, ``d + 1`` is
+    ``date_add(d, 1)``, an interval in Spark's own text), None where not known, or ``_NOT_REWRITTEN``."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.DPipe):
+        return _joined("concat({}, {})", (node.this, node.expression), source)
+    if isinstance(node, exp.Interval):
+        return _interval_text(node, source.text)
+    if isinstance(node, (exp.Add, exp.Sub)) and written is None:
+        return _time_arithmetic(node, source)
+    if isinstance(node, exp.Between) and not node.args.get("symmetric"):
+        return _joined("between({}, {}, {})", (node.this, node.args["low"], node.args["high"]), source)
+    if isinstance(node, exp.BitwiseNot):
+        return _joined("~{}", (node.this,), source)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+        return _joined("({} <=> " + ("true" if node.expression.this else "false") + ")", (node.this,), source)
+    if isinstance(node, exp.NullSafeNEQ):
+        return _joined("(NOT ({} <=> {}))", (node.this, node.expression), source)
+    if isinstance(node, exp.Escape):
+        like, escape = node.this, node.expression
+        if not isinstance(like, exp.Like) or not (isinstance(escape, exp.Literal) and escape.is_string):
+            return None
+        character = _text(escape, source.text)
+        template = "{} LIKE {} ESCAPE '" + str(character) + "'"
+        template = f"(NOT {template})" if like.args.get("negate") else template
+        return None if character is None else _joined(template, (like.this, like.expression), source)
+    if isinstance(node, exp.ILike) and not node.args.get("escape"):
+        template = "(NOT ilike({}, {}))" if node.args.get("negate") else "ilike({}, {})"
+        return _joined(template, (node.this, node.expression), source)
+    if isinstance(node, exp.StrPosition) and written == "position" and len(_arguments(node)) == 2:
+        first, second = _arguments(node)
+        between = source.text[(place_of(first)[0] or 0) + place_of(first)[1] : place_of(second)[0] or 0]
+        if re.search(r"\bIN\b", between, re.IGNORECASE):  # position(a IN s) is Spark's locate(a, s, 1)
+            return _call(node, "locate", {3}, source)
+    if isinstance(node, exp.RegexpLike) and written is None and not node.args.get("flag"):  # s RLIKE p
+        return _joined("RLIKE({}, {})", (node.this, node.expression), source)
+    if isinstance(node, exp.Extract):
+        before = source.text[: place_of(node.expression)[0] or 0]
+        field = re.search(r"\bextract\s*\(\s*(\w+)\s+from\s*(?:(?:DATE|TIMESTAMP)\s+)?$", before, re.IGNORECASE)
+        return None if field is None else _joined(f"extract({field.group(1)} FROM {{}})", (node.expression,), source)
+    if isinstance(node, exp.Log) and place_of(node.this)[0] is None:  # log10(x), log2(x): sqlglot adds the base
+        called = re.search(r"\b(log10|log2)\s*\(\s*$", source.text[: place_of(node.expression)[0] or 0], re.I)
+        return None if called is None else _joined(called.group(1).upper() + "({})", (node.expression,), source)
+    if isinstance(node, exp.Trim):
+        return _trim(node, written, source)
+    if isinstance(node, exp.IgnoreNulls) and isinstance(node.this, (exp.First, exp.Last)):  # first(x, true)
+        word = "first" if isinstance(node.this, exp.First) else "last"
+        arguments = _arguments(node.this)
+        return _joined(word + "({})", arguments, source) if len(arguments) == 1 else None
+    if isinstance(node, exp.VarMap):
+        keys, values = node.args["keys"].expressions, node.args["values"].expressions
+        pairs = [item for pair in zip(keys, values, strict=True) for item in pair]
+        return _joined("map(" + ", ".join(["{}"] * len(pairs)) + ")", pairs, source)
+    if isinstance(node, exp.Bracket) and written is None and len(node.expressions) == 1 and _indexed(node):
+        return _joined("{}[{}]", (node.this, node.expressions[0]), source)
+    if written in _UNIT_CALLS and node.args.get("unit") is not None:
+        return _unit_call(node, _UNIT_CALLS[written], source)
+    return _NOT_REWRITTEN
+
+
+def _indexed(node) -> bool:
+    """Whether the Bracket ``node`` is written ``x[i]`` (sqlglot reads ``element_at(x, i)`` as one too, with its
+    offset and safety)."""
+    return node.args.get("offset") is None and node.args.get("safe") is None
+
+
+def _time_arithmetic(node, source: Source):
+    """``+`` and ``-`` over dates, timestamps and intervals as Spark's analyser rewrites them, or
+    ``_NOT_REWRITTEN`` for arithmetic over numbers."""
+    from sqlglot import exp
+
+    left, right = node.this, node.expression
+    kinds = [source.type_of(left), source.type_of(right)]
+    times = (*_DATES, *TIME_TYPES)
+    adding = isinstance(node, exp.Add)
+    if adding and kinds[0] in ("INTERVAL", *_DAY_OPERANDS) and kinds[1] in times:
+        left, right, kinds = right, left, kinds[::-1]  # Spark writes the date or time first
+    if kinds[0] in times and kinds[1] == "INTERVAL":
+        interval = _pretty(right, source)
+        operand = _pretty(left, source)
+        if interval is None or operand is None:
+            return None
+        if kinds[0] == "DATE" and re.fullmatch(r"INTERVAL '[^']*' DAY", interval):  # whole days: date_add
+            days = f"extractansiintervaldays({interval})"
+            return f"date_add({operand}, {days if adding else f'(- {days})'})"
+        return f"{operand} {'+' if adding else '-'} {interval}"
+    if kinds[0] == "DATE" and kinds[1] in _DAY_OPERANDS:
+        return _joined(("date_add" if adding else "date_sub") + "({}, {})", (left, right), source)
+    if not adding and all(kind in times for kind in kinds):
+        return _joined("({} - {})", (left, right), source)
+    if "INTERVAL" in kinds or any(kind in times for kind in kinds):
+        return None
+    return _NOT_REWRITTEN
+
+
+def _trim(node, written: str | None, source: Source) -> str | None:
+    """``trim(s)``, ``ltrim(s)``, ``rtrim(s)`` as written; with the characters, ``TRIM(BOTH a FROM s)``."""
+    position = str(node.args.get("position") or "BOTH").upper()
+    characters = node.args.get("expression")
+    if characters is None:
+        expected = {"BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}.get(position)
+        return _joined(f"{written}({{}})", (node.this,), source) if written == expected else None
+    return _joined(f"TRIM({position} {{}} FROM {{}})", (characters, node.this), source)
+
+
+def _unit_call(node, name: str, source: Source) -> str | None:
+    """``timestampdiff(HOUR, a, b)`` (``datediff``'s and ``dateadd``'s three-argument forms), the unit as written."""
+    arguments = _arguments(node)
+    first = place_of(arguments[0])[0] if arguments else None
+    unit = re.search(r"\(\s*(\w+)\s*,\s*$", source.text[:first]) if first is not None else None
+    if unit is None or len(arguments) != 2:
+        return None
+    return _joined(f"{name}({unit.group(1)}, {{}}, {{}})", arguments, source)
+
+
+# Interval units as Spark writes them, and the separator before each field after the first.
+_INTERVAL_UNITS = {unit: unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
+_INTERVAL_UNITS |= {f"{unit}S": unit for unit in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")}
+_SEPARATORS = {"MONTH": "-", "HOUR": " ", "MINUTE": ":", "SECOND": ":"}
+
+
+def _interval_text(node, text: str) -> str | None:
+    """An interval literal as Spark writes it: ``INTERVAL '1' DAY``, ``INTERVAL '02' HOUR``, ``INTERVAL '3
+    04:05:06.5' DAY TO SECOND`` (an hour and a minute in two digits, seconds with a leading zero below ten and
+    their fraction without trailing zeros); None for a form whose text is not known here."""
+    from sqlglot import exp
+
+    unit, value = node.args.get("unit"), node.this
+    if not isinstance(value, exp.Literal) or re.search(r"[a-z]", _token(value, text) or "", re.IGNORECASE):
+        return None  # INTERVAL '1 day': the unit inside the text, whose forms Spark reads otherwise
+    if isinstance(unit, exp.IntervalSpan):
+        fields = (unit.this.name.upper(), unit.expression.name.upper())
+        parts = interval_parts(fields, str(value.this))
+        if parts is None:
+            return None
+        negative, values = parts
+        suffix = f"{fields[0]} TO {fields[1]}"
+    else:
+        field = _INTERVAL_UNITS.get(unit.name.upper()) if isinstance(unit, exp.Var) else None
+        number = re.fullmatch(r"\s*([+-]?)(\d+(?:\.\d{1,6})?)\s*", str(value.this))
+        if field is None or number is None or ("." in number.group(2) and field != "SECOND"):
+            return None
+        negative, values, suffix = number.group(1) == "-", {field: Decimal(number.group(2))}, field
+    texts = []
+    for field, amount in values.items():
+        if field == "SECOND":
+            if amount.as_tuple().exponent < -6:
+                return None  # Spark keeps microseconds
+            texts.append(("0" if amount < 10 else "") + (format(amount.normalize(), "f") if amount else "0"))
+        else:
+            texts.append(f"{int(amount):02d}" if field in ("HOUR", "MINUTE") else str(int(amount)))
+    joined = "".join((_SEPARATORS[field] if n else "") + part for n, (field, part) in enumerate(zip(values, texts)))
+    sign = "-" if negative and any(values.values()) else ""
+    return f"INTERVAL '{sign}{joined}' {suffix}"

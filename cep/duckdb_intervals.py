@@ -62,21 +62,33 @@ def spark_interval(node, types: dict[int, str]):
             "year-month or day-time forms",
             *place_of(node),
         )
-    pattern, names = _FORMATS[fields]
-    found = re.fullmatch(r"\s*([+-]?)" + pattern + r"\s*", text.this)
-    values = dict(zip(names, (Decimal(group) for group in found.groups()[1:]), strict=True)) if found else {}
-    if not found or any(values[name] > _FIELD_LIMITS[name] for name in names[1:]):
+    parts = interval_parts(fields, text.this)
+    if parts is None:
         raise Refusal(
             f"the python engine cannot read {text.this!r} as an INTERVAL {fields[0]} TO {fields[1]}: Spark's "
             f"form is '{_WRITTEN[fields]}', each field after the first within its range",
             *place_of(node),
         )
-    sign = -1 if found.group(1) == "-" else 1
+    sign, values = -1 if parts[0] else 1, parts[1]
+    names = tuple(values)
     if fields == ("YEAR", "MONTH"):
         months = sign * int(values["YEAR"] * 12 + values["MONTH"])
         return exp.Interval(this=exp.Literal.string(str(months)), unit=exp.Var(this="MONTH"))
     micros = sign * int(sum(values[name] * _MICROSECONDS[name] for name in names))
     return exp.Interval(this=exp.Literal.string(str(micros)), unit=exp.Var(this="MICROSECOND"))
+
+
+def interval_parts(fields: tuple[str, str], text: str) -> tuple[bool, dict[str, Decimal]] | None:
+    """A two-field interval's text read by Spark's format for ``fields`` (``("DAY", "SECOND")``): whether it is
+    negative, and each field's number in order; None when the text does not fit the format."""
+    if fields not in _FORMATS:
+        return None
+    pattern, names = _FORMATS[fields]
+    found = re.fullmatch(r"\s*([+-]?)" + pattern + r"\s*", text)
+    values = dict(zip(names, (Decimal(group) for group in found.groups()[1:]), strict=True)) if found else {}
+    if not found or any(values[name] > _FIELD_LIMITS[name] for name in names[1:]):
+        return None
+    return found.group(1) == "-", values
 
 
 def _made_interval(node, types: dict[int, str]):

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 
 from cep.duckdb_catalog import no_such_function, spark_functions_only, spark_separator
-from cep.duckdb_column_names import name_unnamed_columns
+from cep.duckdb_column_names import name_unnamed_columns, refuse_unnamed_results
 from cep.duckdb_decimals import (
     DECIMAL_META,
     decimal_arithmetic,
@@ -150,7 +150,7 @@ def to_duckdb_sql(
     tree = sqlglot.parse_one(text, dialect=_spark_dialect())
     negative_literals(tree)
     types = annotated_types(tree, schema or {}, checking=checking)
-    name_unnamed_columns(tree, types, text)
+    unnamed = name_unnamed_columns(tree, types, text)
     mark_counts_of_values_never_null(tree)
     mark_computed_partition_keys(tree)
     keep_places(tree)
@@ -173,6 +173,8 @@ def to_duckdb_sql(
                 if key in node.meta and key not in new.meta:
                     new.meta[key] = node.meta[key]
             node.replace(new)
+    if checking and not for_spark:  # `cep check`: the refusal the run gives when the result has such a column
+        refuse_unnamed_results(tree, unnamed)
     decimal_literals_as_sparks(tree)
     empty_collections(tree)
     distinct_tuples_counted(tree)

@@ -162,4 +162,6 @@ def _typed_operands(node) -> tuple:
         return tuple(node.expressions)
     if isinstance(node, exp.Anonymous) and str(node.this).upper() == "DATE_TRUNC" and len(node.expressions) > 1:
         return (node.expressions[1],)
+    if isinstance(node, exp.Window) and node.args.get("order") is not None:  # a RANGE frame's key: Spark's name
+        return tuple(key.this for key in node.args["order"].expressions)
     return tuple(node.args[key] for key in time_operand_keys(node) if node.args.get(key) is not None)

@@ -55,6 +55,7 @@ ORDER = {
         "duckdb_types",
         "duckdb_try_arithmetic",
         "duckdb_intervals",
+        "duckdb_call_names",
         "duckdb_column_names",
         "duckdb_sql",
         "duckdb_names",
@@ -470,6 +471,8 @@ FOLDING_ALLOWED = {
     ("cep/statement_engines.py", "sql"): "table names in DuckDB's catalogue, which DuckDB folds itself",
     ("spark_bridge/spark/kafka.py", "<module>"): "Kafka source option names, which Spark reads ignoring case",
     ("cep/duckdb_types.py", "annotated_types"): "the schema for sqlglot's type annotation, which folds names itself",
+    ("cep/duckdb_column_names.py", "_result_columns"): "WITH queries and subqueries named in sqlglot's tree (not "
+    "columns), matched without case as Spark and DuckDB match them",
 }
 FOLDS = ("casefold", "lower")
 
