@@ -64,6 +64,12 @@ Statement = Callable[[list[tuple[str, str]]], str]
 Runner = Callable[[Any, str], Any]
 
 
+def rows_as_view(spark, rows: list[dict], schema: str, view: str):
+    """``rows`` (dicts in the schema's column order) as Spark's temporary view ``view``; returns the session."""
+    spark.createDataFrame([tuple(row.values()) for row in rows], schema).createOrReplaceTempView(view)
+    return spark
+
+
 def spark_sql(spark, text: str):
     """Spark SQL alone, for a statement over ``matched_rows``'s view (no MATCH_RECOGNIZE left to run)."""
     return spark.sql(text)

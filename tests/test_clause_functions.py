@@ -296,3 +296,31 @@ def test_functions_never_raise_a_python_error_on_either_engine(measure, rows) ->
         return
     assert all(value is None or type(value) in (int, float) for value in found[0]), (measure, found)
     assert found[1] in ("int", "bigint", "double", "void"), (measure, found)
+
+
+# TRUNC(x, d) is Snowflake's (Spark has no numeric TRUNC), so these are written down by hand: to more decimals than
+# a double has (1e308 is its largest power of ten) the value stays as it is; to a unit coarser than every finite
+# double it is 0. Both raised Python's OverflowError and ZeroDivisionError.
+@pytest.mark.parametrize(
+    ("measure", "expected"),
+    [
+        ("trunc(B.x, 400)", -8.0),
+        ("trunc(B.x, -400)", 0.0),
+        ("trunc(B.x, -1)", 0.0),
+        ("trunc(B.x * 1e300, 309)", -8e300),
+    ],
+)
+def test_trunc_to_digits_past_a_doubles_keeps_or_zeroes_it(measure, expected) -> None:
+    value, found_type = lead_measure(measure)
+    assert same_double(value, expected), (measure, value)
+    assert found_type == "double"
+
+
+@pytest.mark.parametrize("measure", ["sqrt(B.x) DIV 2", "exp(-B.x * 100) DIV 2", "7 DIV sqrt(B.x)"])
+def test_div_of_nan_or_an_infinity_is_an_error_at_the_operation(measure) -> None:
+    """DIV is a whole-number quotient; NaN and the infinities have none (Python raised a bare ValueError or
+    OverflowError, a traceback in cep run). Spark's DIV takes no DOUBLE at all."""
+    with pytest.raises(cep.CepError) as caught:
+        lead_measure(measure)
+    assert caught.value.code == "E0410" and "no whole-number quotient" in caught.value.message
+    assert caught.value.span.line == 1 and caught.value.span.column > 1

@@ -26,6 +26,7 @@ from tests.spark_answers import (
     SparkAnswers,
     assert_refused_at_the_expression,
     assert_sparks_or_refused,
+    rows_as_view,
     select_list,
 )
 
@@ -82,9 +83,7 @@ def spark_name(kind: pa.DataType) -> str:
 
 @pytest.fixture(scope="module")
 def events(spark):
-    frame = spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA)
-    frame.createOrReplaceTempView(TABLE)
-    return spark
+    return rows_as_view(spark, ROWS, SPARK_SCHEMA, TABLE)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from tests.spark_answers import (
     SparkAnswers,
     assert_refused_at_the_expression,
     assert_sparks_or_refused,
+    rows_as_view,
     select_list,
 )
 
@@ -66,9 +67,7 @@ def python_typed(expression: str, aggregate: bool = False) -> tuple[list, str]:
 
 @pytest.fixture(scope="module")
 def events(spark):
-    frame = spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA)
-    frame.createOrReplaceTempView(TABLE)
-    return spark
+    return rows_as_view(spark, ROWS, SPARK_SCHEMA, TABLE)
 
 
 @pytest.fixture(scope="module")

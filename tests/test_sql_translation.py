@@ -18,7 +18,7 @@ import pytest
 import cep
 from cep.cli import main
 from cep.grammar.functions import duckdb_strftime
-from tests.spark_answers import SparkAnswers, matched_rows, select_list, spark_sql
+from tests.spark_answers import SparkAnswers, matched_rows, rows_as_view, select_list, spark_sql
 
 TABLE = "sqlt_events"
 ROWS = [
@@ -57,9 +57,7 @@ def python_values(expression: str) -> list:
 
 @pytest.fixture(scope="module")
 def events(spark):
-    frame = spark.createDataFrame([tuple(row.values()) for row in ROWS], SPARK_SCHEMA)
-    frame.createOrReplaceTempView(TABLE)
-    return spark
+    return rows_as_view(spark, ROWS, SPARK_SCHEMA, TABLE)
 
 
 @pytest.fixture(scope="module")

@@ -229,6 +229,11 @@ def date_trunc(unit: str, value) -> _dt.datetime:
     return _truncate(as_datetime(value), found)
 
 
+# The largest power of ten a double holds (1e308; 1e309 is an infinity): TRUNC to more decimals than that
+# keeps a double as it is, to fewer than its negative truncates every finite double to zero.
+DOUBLE_DECIMAL_EXPONENT = 308
+
+
 def trunc(value, unit=None):
     """TRUNC: a number toward zero to ``unit`` decimals (Snowflake, Oracle), or a date to the start of its
     YEAR, QUARTER, MONTH or WEEK (Spark's trunc(date, fmt), a date)."""
@@ -239,11 +244,17 @@ def trunc(value, unit=None):
         return _truncate(as_datetime(value), found).date()
     digits = 0 if unit is None else int(unit)
     if isinstance(value, float):
+        if digits > DOUBLE_DECIMAL_EXPONENT:  # more decimals than a double has: as it is
+            return value
+        if digits < -DOUBLE_DECIMAL_EXPONENT and math.isfinite(value):  # coarser than every finite double
+            return 0.0
         scale = 10.0**digits
         if not math.isfinite(value * scale):  # NaN, an infinity, or digits past a double's: as it is
             return value
         return math.trunc(value * scale) / scale if digits else float(math.trunc(value))
     if isinstance(value, Decimal):
+        if not value.is_finite() or digits >= -value.as_tuple().exponent:  # no more decimals than asked for
+            return value
         return (
             value.quantize(Decimal(1).scaleb(-digits), rounding="ROUND_DOWN")
             if digits >= 0

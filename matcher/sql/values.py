@@ -168,6 +168,12 @@ def integer_divide(left, right):
         raise _type_error("DIV", left, right)
     if right == 0:
         return None
+    if any(isinstance(v, float) and not math.isfinite(v) for v in (left, right)):
+        raise CepRuntimeError(
+            f"DIV of {left!r} and {right!r}: NaN and the infinities have no whole-number quotient",
+            code="E0410",
+            hint="DIV is an integer division (Spark's DIV takes integers and DECIMALs); use / for a DOUBLE",
+        )
     if isinstance(left, int) and isinstance(right, int):
         quotient = abs(left) // abs(right)
         return quotient if (left >= 0) == (right >= 0) else -quotient
