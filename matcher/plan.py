@@ -283,12 +283,13 @@ class CompiledQuery:
             import pyarrow as pa  # the result is an Arrow table, so pyarrow is there
 
             size = decimal_params(wanted[name])
-            if wanted[name] == "TIMESTAMP" and pa.types.is_date(result.schema.field(index).type):
-                field = result.schema.field(index)
-                widened = result.column(index).cast(pa.timestamp("us"))
-                result = result.set_column(index, field.with_type(pa.timestamp("us")), widened)
-                continue
             found = result.schema.field(index).type
+            if wanted[name] == "TIMESTAMP":  # a DATE as its midnight; NULLs alone (no Arrow type) a TIMESTAMP
+                if pa.types.is_date(found) or pa.types.is_null(found):
+                    field = result.schema.field(index)
+                    widened = result.column(index).cast(pa.timestamp("us"))
+                    result = result.set_column(index, field.with_type(pa.timestamp("us")), widened)
+                continue
             if size is None and not (pa.types.is_decimal(found) or pa.types.is_null(found)):
                 continue  # a DOUBLE column of floats already (an all-NULL one has no type: Spark's is DOUBLE)
             values = [fit_to_type(value, wanted[name]) for value in result.column(index).to_pylist()]

@@ -324,3 +324,18 @@ def test_div_of_nan_or_an_infinity_is_an_error_at_the_operation(measure) -> None
         lead_measure(measure)
     assert caught.value.code == "E0410" and "no whole-number quotient" in caught.value.message
     assert caught.value.span.line == 1 and caught.value.span.column > 1
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "spark_type"),
+    [(pa.timestamp("us"), "timestamp"), (pa.float64(), "double"), (pa.int64(), "bigint"), (pa.int32(), "int")],
+)
+def test_a_column_of_nulls_alone_keeps_its_type_through_the_clause(arrow_type, spark_type) -> None:
+    """An input column whose rows are all NULL comes out of ALL ROWS PER MATCH with its own type, as Spark's does
+    (the input's type, by construction): typing NULL-only DOUBLE outputs once made a TIMESTAMP one a DOUBLE, and
+    the SQL around the clause then refused `ts < make_timestamp(...)` (found by the differential test)."""
+    table = pa.table({"id": pa.array([1, 2], pa.int32()), "v": pa.array([None, None], arrow_type)})
+    text = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id ALL ROWS PER MATCH PATTERN (A+) DEFINE A AS true) r"
+    out = cep.compile_sql(text).run({"t": table})
+    assert spark_name_of_arrow(out.schema.field("v").type) == spark_type
+    assert out.column("v").to_pylist() == [None, None]
