@@ -158,6 +158,8 @@ ORDER = {
         "files",
         "buckets",
         "inputs",
+        "kafka_addresses",
+        "kafka_check",
         "kafka",
         "delta",
         "batch",
@@ -469,7 +471,7 @@ def test_the_scan_sees_imports_inside_functions(tmp_path):
 FOLDING_ALLOWED = {
     ("cep/statement_engines.py", "register"): "table names in DuckDB's catalogue, which DuckDB folds itself",
     ("cep/statement_engines.py", "sql"): "table names in DuckDB's catalogue, which DuckDB folds itself",
-    ("spark_bridge/spark/kafka.py", "<module>"): "Kafka source option names, which Spark reads ignoring case",
+    ("spark_bridge/spark/kafka_addresses.py", "<module>"): "Kafka source option names, which Spark reads ignoring case",
     ("cep/duckdb_types.py", "annotated_types"): "the schema for sqlglot's type annotation, which folds names itself",
     ("cep/duckdb_column_names.py", "_result_columns"): "WITH queries and subqueries named in sqlglot's tree (not "
     "columns), matched without case as Spark and DuckDB match them",

@@ -59,7 +59,7 @@ from typing import Any
 
 from cep.spark_bridge.sinks.base import AlertSink, CepSinkError, Delivery, not_committed
 from cep.spark_bridge.sinks.kafka_messages import SHARED_MESSAGES, SharedMessages, alert_message
-from cep.spark_bridge.spark.kafka import CepKafkaError, KafkaAddress, parse_kafka_url
+from cep.spark_bridge.spark.kafka_addresses import CepKafkaError, KafkaAddress, parse_kafka_url
 
 # Imported inside functions: confluent_kafka, an optional dependency (the "kafka" extra: librdkafka in a wheel).
 

@@ -1,21 +1,10 @@
-"""Kafka as an input: ``kafka://`` addresses, the source options, the check before anything starts, and the
-events DataFrame (streaming or static) with each message's value parsed into columns.
+"""Kafka as an input: the events DataFrame (streaming or static) with each message's value parsed into columns.
 
     read_kafka(spark, "kafka://127.0.0.1:9092/ticks", schema="symbol STRING, ts TIMESTAMP, price DOUBLE")
 
-- **Addresses**: ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]``; a topic part holding a character no
-  topic name can have (anything but letters, digits, ``.``, ``_``, ``-``) is a regular expression, read with
-  Spark's ``subscribePattern`` (``kafka://h:9092/ticks-.*``). Without a port, 9092.
-- **Options** are Spark's Kafka source options (``startingOffsets``, ``maxOffsetsPerTrigger``,
-  ``kafka.security.protocol``, ``kafka.sasl.jaas.config``, ...), checked by name first: Spark ignores an
-  option it does not know, so ``startingOffset=latest`` (a typo) would silently read from the start.
-- **The check**: before a query starts, the topics are looked up with Kafka's own ``AdminClient`` inside
-  Spark's JVM (the connector brings ``kafka-clients``), with the same ``kafka.*`` settings Spark will use
-  (security included). Spark's own error for a missing topic names neither the topic nor the servers
-  (``UnknownTopicOrPartitionException: This server does not host this topic-partition``), and for a
-  missing sink topic it waits 60 s first; here a missing topic is ``CepKafkaError`` E0490 naming both,
-  unreachable brokers E0491, a bad address or option E0492. The Java stack trace goes to the Spark log
-  file (``session.spark_log_path()``), never to the console.
+- **Addresses and options** (``kafka_addresses``) and **the check** before a query starts (``kafka_check``:
+  the topics looked up with Kafka's own AdminClient in Spark's JVM; a missing topic is E0490 naming it and
+  the servers, unreachable brokers E0491, a bad address or option E0492).
 - **Columns**: the value's fields (JSON: ``from_json``; CSV: ``from_csv``), then the message's
   ``kafka_key`` (string), ``kafka_topic``, ``kafka_partition``, ``kafka_offset`` and ``kafka_timestamp``
   (the record's timestamp: usable as the event time), then ``_corrupt_record``: a value that is not
@@ -36,22 +25,27 @@ events DataFrame (streaming or static) with each message's value parsed into col
 from __future__ import annotations
 
 import json
-import re
-import urllib.parse
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from difflib import get_close_matches
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.grammar.errors import CepSemanticError
 from cep.grammar.parser import parse_schema
 from cep.spark_bridge.spark.columns import BASE64_PREFIX, CORRUPT_RECORD, MESSAGE_METADATA, NOT_UTF8_MARK, quote
 from cep.spark_bridge.spark.files import json_value, strict_json_numbers
 from cep.spark_bridge.spark.inputs import blank_misshapen_csv_lines
-from cep.spark_bridge.spark.session import spark_log_path
+from cep.spark_bridge.spark.kafka_addresses import (
+    CepKafkaError,
+    KafkaAddress,
+    bad_address,
+    canonical_option,
+    is_kafka_url,
+    parse_kafka_options,
+    parse_kafka_url,
+    source_options,
+)
+from cep.spark_bridge.spark.kafka_check import JvmAdmin, admin_for, check_topics, client_settings
 from cep.spark_bridge.spark.types import ISO_DATETIME, sql_to_spark
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,8 +69,6 @@ __all__ = [
     "read_kafka",
 ]
 
-SCHEME = "kafka"
-DEFAULT_PORT = 9092
 VALUE_FORMATS = ("json", "csv")
 # How a message's value and key bytes become text (``--kafka-encoding``), by the names people write, with the
 # name Spark's ``decode`` knows; None: UTF-8, checked (a message that is not valid UTF-8 is a ``not_utf8`` row).
@@ -93,396 +85,6 @@ KAFKA_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 # Enough messages to see every field of a topic whose messages share a shape, few enough to read in a second.
 SAMPLE_PER_PARTITION = 1000
-# How long the check before a query waits for the brokers: long enough for a cluster under load, short enough
-# that a wrong address is reported while the person is still looking at the terminal.
-CHECK_TIMEOUT_S = 15
-# A topic name: letters, digits, '.', '_', '-' (Kafka's own rule; at most 249 characters).
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-# Spark 4.2's Kafka source options (docs: structured-streaming-kafka-integration), lower-cased: Spark reads
-# option names case-insensitively. Any ``kafka.*`` name goes to the Kafka consumer as is.
-SOURCE_OPTIONS = {
-    name.lower(): name
-    for name in (
-        "assign",
-        "subscribe",
-        "subscribePattern",
-        "startingOffsets",
-        "endingOffsets",
-        "startingTimestamp",
-        "endingTimestamp",
-        "startingOffsetsByTimestamp",
-        "endingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
-        "failOnDataLoss",
-        "kafkaConsumer.pollTimeoutMs",
-        "fetchOffset.numRetries",
-        "fetchOffset.retryIntervalMs",
-        "maxOffsetsPerTrigger",
-        "minOffsetsPerTrigger",
-        "maxTriggerDelay",
-        "minPartitions",
-        "maxRecordsPerPartition",
-        "groupIdPrefix",
-        "includeHeaders",
-    )
-}
-_SUBSCRIPTIONS = ("assign", "subscribe", "subscribepattern")
-_STATIC_ONLY = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
-
-
-class CepKafkaError(CepRuntimeError):
-    """Kafka cannot be used as asked: E0490 a topic that does not exist, E0491 brokers that cannot be reached
-    (or refuse us), E0492 an address or option that is not valid. Rendered with the address in front."""
-
-    code = "E0490"
-
-
-# ------------------------------------------------------------------------------------------ addresses
-
-
-@dataclass(frozen=True)
-class KafkaAddress:
-    """Where a topic is: the bootstrap servers, the topics (or one pattern), and the query parameters
-    (sinks read their client settings from them)."""
-
-    servers: tuple[str, ...]
-    topics: tuple[str, ...] = ()
-    pattern: str | None = None
-    params: tuple[tuple[str, str], ...] = ()
-    scheme: str = SCHEME
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(self.servers)
-
-    @property
-    def what(self) -> str:
-        """The topics in words: ``topic 'ticks'``, ``topics 'a', 'b'``, ``topics matching 'ticks-.*'``."""
-        if self.pattern is not None:
-            return f"topics matching {self.pattern!r}"
-        names = ", ".join(repr(t) for t in self.topics)
-        return f"topic{'s' if len(self.topics) > 1 else ''} {names}"
-
-    def __str__(self) -> str:
-        path = self.pattern if self.pattern is not None else ",".join(self.topics)
-        return f"{self.scheme}://{self.bootstrap}/{path}"
-
-    def subscription(self) -> dict[str, str]:
-        """Spark's option naming the topics: ``subscribe`` or ``subscribePattern``."""
-        if self.pattern is not None:
-            return {"subscribePattern": self.pattern}
-        return {"subscribe": ",".join(self.topics)} if self.topics else {}
-
-
-def is_kafka_url(text: object, scheme: str = SCHEME) -> bool:
-    return isinstance(text, str) and text.lower().startswith(f"{scheme}://")
-
-
-def _bad(message: str, where: object) -> CepKafkaError:
-    return CepKafkaError(message, code="E0492", filename=str(where))
-
-
-def parse_kafka_url(text: str, *, scheme: str = SCHEME, topic_required: bool = True) -> KafkaAddress:
-    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[,TOPIC]`` (or ``/REGEX``) ``[?key=value&...]`` -> KafkaAddress."""
-    if not is_kafka_url(text, scheme):
-        raise _bad(f"a Kafka address starts with {scheme}://, e.g. {scheme}://127.0.0.1:9092/events", text)
-    rest = text[len(scheme) + 3 :]
-    rest, _, query = rest.partition("?")
-    netloc, _, path = rest.partition("/")
-    servers = []
-    for server in (s.strip() for s in netloc.split(",")):
-        if not server:
-            continue
-        host, colon, port = server.rpartition(":")
-        if not colon:
-            host, port = server, str(DEFAULT_PORT)
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise _bad(f"{server!r} is not HOST:PORT (e.g. 127.0.0.1:9092)", text)
-        servers.append(f"{host}:{int(port)}")
-    if not servers:
-        raise _bad(f"no bootstrap server: write {scheme}://HOST:PORT/TOPIC", text)
-    path = urllib.parse.unquote(path)
-    topics: tuple[str, ...] = ()
-    pattern = None
-    if path:
-        names = tuple(t.strip() for t in path.split(","))
-        if all(_TOPIC_NAME.match(t) for t in names):
-            topics = names
-        else:
-            try:
-                re.compile(path)
-            except re.error as exc:
-                raise _bad(
-                    f"{path!r} is neither topic names (letters, digits, '.', '_', '-') nor a regular "
-                    f"expression ({exc})",
-                    text,
-                ) from None
-            pattern = path
-    if topic_required and not topics and pattern is None:
-        raise _bad(f"no topic: write {scheme}://{','.join(servers)}/TOPIC", text)
-    params = tuple(urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=False)) if query else ()
-    return KafkaAddress(tuple(servers), topics, pattern, params, scheme)
-
-
-# -------------------------------------------------------------------------------------------- options
-
-
-def parse_kafka_options(items: Iterable[str] | None, *, where: str = "--kafka-option") -> dict[str, str]:
-    """``KEY=VALUE`` items (``@FILE`` reads such lines from a file: secrets stay out of the process list)
-    -> an options dict, each name checked against Spark's Kafka source options."""
-    options: dict[str, str] = {}
-
-    def add(item: str, origin: str) -> None:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise _bad(f"{origin}: expected KEY=VALUE, e.g. startingOffsets=latest; got {item!r}", where)
-        options[canonical_option(key, where=origin)] = value.strip()
-
-    for item in items or []:
-        if item.startswith("@"):
-            path = item[1:]
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    lines = fh.read().splitlines()
-            except OSError as exc:
-                raise _bad(f"cannot read the options file {path}: {exc.strerror or exc}", where) from None
-            for number, line in enumerate(lines, 1):
-                if line.strip() and not line.lstrip().startswith("#"):
-                    add(line, f"{path}:{number}")
-        else:
-            add(item, where)
-    return options
-
-
-def canonical_option(name: str, *, where: str = "--kafka-option") -> str:
-    """Spark's spelling of a source option; an unknown name is an error with the nearest known one."""
-    if name.lower().startswith("kafka."):
-        if name.lower() == "kafka.bootstrap.servers":
-            raise _bad("the bootstrap servers come from the kafka:// address, not from an option", where)
-        return name
-    known = SOURCE_OPTIONS.get(name.lower())
-    if known is None:
-        near = get_close_matches(name.lower(), list(SOURCE_OPTIONS), n=1)
-        hint = f" (did you mean {SOURCE_OPTIONS[near[0]]}?)" if near else ""
-        raise _bad(
-            f"{name!r} is not an option of Spark's Kafka source{hint}; Kafka client settings start with "
-            "'kafka.' (kafka.security.protocol=SASL_SSL)",
-            where,
-        )
-    return known
-
-
-def source_options(address: KafkaAddress, options: Mapping[str, str], *, streaming: bool) -> dict[str, str]:
-    """Every option of the Spark read: servers, topics, and the user's, with cep's defaults (from the
-    earliest offsets; a static read up to the latest)."""
-    lowered = {k.lower() for k in options}
-    given = [k for k in options if k.lower() in _SUBSCRIPTIONS]
-    if given and (address.topics or address.pattern):
-        raise _bad(f"the topics are in the address; drop --kafka-option {given[0]}", address)
-    if not given and not (address.topics or address.pattern):
-        raise _bad(
-            "no topic: put it in the address (kafka://HOST:PORT/TOPIC) or give subscribe/subscribePattern/assign",
-            address,
-        )
-    if streaming:
-        static = [k for k in options if k.lower() in _STATIC_ONLY]
-        if static:
-            raise _bad(f"{static[0]} is for a static read (cep run); a stream reads on", address)
-    out = {"kafka.bootstrap.servers": address.bootstrap, **address.subscription()}
-    if not lowered & {"startingoffsets", "startingtimestamp", "startingoffsetsbytimestamp"}:
-        out["startingOffsets"] = "earliest"
-    if not streaming and not lowered & set(_STATIC_ONLY):
-        out["endingOffsets"] = "latest"
-    out.update(options)
-    return out
-
-
-def client_settings(address: KafkaAddress, options: Mapping[str, str]) -> dict[str, str]:
-    """The Kafka client settings of the source (``kafka.*`` options without the prefix), for the check."""
-    settings = {
-        "request.timeout.ms": str(CHECK_TIMEOUT_S * 1000),
-        "default.api.timeout.ms": str(CHECK_TIMEOUT_S * 1000),
-    }
-    settings.update({k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")})
-    settings["bootstrap.servers"] = address.bootstrap
-    return settings
-
-
-# ------------------------------------------------------------------------------------------- the check
-
-
-@dataclass
-class _JvmAdmin:
-    """Kafka's AdminClient in Spark's JVM (py4j), with the source's own client settings."""
-
-    spark: Any
-    address: KafkaAddress
-    settings: dict[str, str]
-    admin: Any = field(default=None, init=False)
-
-    def __enter__(self) -> _JvmAdmin:
-        jvm = self.spark._jvm
-        props = jvm.java.util.Properties()
-        for key, value in self.settings.items():
-            props.put(key, value)
-        self.admin = self._call(lambda: jvm.org.apache.kafka.clients.admin.Admin.create(props), "connecting")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.admin is not None:
-            try:
-                self.admin.close(self.spark._jvm.java.time.Duration.ofSeconds(2))
-            except Exception:  # noqa: BLE001 - closing never hides the error being raised
-                pass
-
-    def _get(self, future: Any) -> Any:
-        return future.get(CHECK_TIMEOUT_S + 5, self.spark._jvm.java.util.concurrent.TimeUnit.SECONDS)
-
-    def _call(self, action, doing: str) -> Any:
-        from py4j.protocol import Py4JJavaError
-
-        try:
-            return action()
-        except Py4JJavaError as exc:
-            raise _java_error(exc, self.address, doing) from None
-
-    def topics(self) -> set[str]:
-        return set(self._call(lambda: self._get(self.admin.listTopics().names()), "listing topics"))
-
-    def partitions(self, topics: Sequence[str]) -> dict[str, int]:
-        jvm = self.spark._jvm
-        names = jvm.java.util.ArrayList()
-        for topic in topics:
-            names.add(topic)
-        found = self._call(lambda: self._get(self.admin.describeTopics(names).allTopicNames()), "describing topics")
-        return {str(name): int(found.get(name).partitions().size()) for name in topics}
-
-    def offsets(self, partitions: dict[str, int]) -> dict[tuple[str, int], tuple[int, int]]:
-        """(earliest, latest) offset of every partition."""
-        jvm = self.spark._jvm
-        admin_pkg = jvm.org.apache.kafka.clients.admin
-
-        def ask(spec) -> dict[tuple[str, int], int]:
-            wanted = jvm.java.util.HashMap()
-            for topic, count in partitions.items():
-                for p in range(count):
-                    wanted.put(jvm.org.apache.kafka.common.TopicPartition(topic, p), spec)
-            answer = self._call(lambda: self._get(self.admin.listOffsets(wanted).all()), "reading offsets")
-            return {(str(tp.topic()), int(tp.partition())): int(answer.get(tp).offset()) for tp in answer.keySet()}
-
-        first, last = ask(admin_pkg.OffsetSpec.earliest()), ask(admin_pkg.OffsetSpec.latest())
-        return {tp: (first[tp], last[tp]) for tp in first}
-
-
-def _java_error(exc: Any, address: KafkaAddress, doing: str) -> CepKafkaError:
-    """A Java failure of the check as a CepKafkaError; the Java stack trace goes to the Spark log file."""
-    log = spark_log_path()
-    try:
-        with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"\n[cep] Kafka check of {address} failed while {doing}:\n{exc}\n")
-    except OSError:
-        log = "(the Spark log could not be written)"
-    chain = []
-    cause = getattr(exc, "java_exception", None)
-    while cause is not None and len(chain) < 8:
-        chain.append((str(cause.getClass().getSimpleName()), str(cause.getMessage() or "")))
-        cause = cause.getCause()
-    names = {name for name, _ in chain}
-    detail = next((f"{name}: {message}" for name, message in reversed(chain) if message), chain[-1][0] if chain else "")
-    servers = address.bootstrap
-    if names & {"UnknownTopicOrPartitionException"}:
-        return CepKafkaError(
-            f"{address.what} does not exist on {servers} ({detail})", code="E0490", filename=str(address)
-        )
-    if names & {"SaslAuthenticationException", "AuthenticationException", "SslAuthenticationException"}:
-        why = (
-            f"the Kafka brokers at {servers} refused to authenticate us ({detail}); "
-            "check the kafka.security.* and kafka.sasl.* options"
-        )
-    elif names & {"TopicAuthorizationException", "ClusterAuthorizationException", "GroupAuthorizationException"}:
-        why = f"the Kafka brokers at {servers} do not allow us to read {address.what} ({detail})"
-    elif names & {"TimeoutException"}:
-        why = (
-            f"cannot reach the Kafka brokers at {servers}: no answer while {doing} within {CHECK_TIMEOUT_S} s; "
-            "is the broker running, and is the address (host and port of a listener) right?"
-        )
-    elif names & {"ConfigException"}:
-        why = f"cannot connect to {servers}: {detail}"
-    else:
-        why = f"the Kafka check of {address.what} on {servers} failed while {doing}: {detail}"
-    return CepKafkaError(f"{why} (Java stack trace in {log})", code="E0491", filename=str(address))
-
-
-@contextmanager
-def _admin_for(
-    spark: SparkSession, address: KafkaAddress, options: Mapping[str, str], admin: _JvmAdmin | None
-) -> Iterator[_JvmAdmin]:
-    """``admin`` if open, else a new one closed at the end (``read_kafka`` asks all on one client)."""
-    if admin is not None:
-        yield admin
-        return
-    with _JvmAdmin(spark, address, client_settings(address, options)) as opened:
-        yield opened
-
-
-def check_topics(
-    spark: SparkSession,
-    address: KafkaAddress,
-    options: Mapping[str, str] | None = None,
-    *,
-    allow_none: bool = True,
-    admin: _JvmAdmin | None = None,
-) -> dict[str, int]:
-    """The topics the address names (or its pattern matches now) and their partition counts; raises
-    CepKafkaError when a named topic does not exist (E0490, listing the topics there) or the brokers cannot be
-    asked (E0491). A pattern that matches nothing yet is fine for a stream (``allow_none``), which picks
-    the topics up when they appear. ``admin``: an open client to ask (else one is opened here)."""
-    options = dict(options or {})
-    with _admin_for(spark, address, options, admin) as admin:
-        existing = admin.topics()
-        if address.pattern is not None:
-            regex = re.compile(address.pattern)
-            wanted = sorted(t for t in existing if regex.fullmatch(t))
-            if not wanted and not allow_none:
-                raise CepKafkaError(
-                    f"no topic on {address.bootstrap} matches {address.pattern!r}{_listing(existing)}",
-                    code="E0490",
-                    filename=str(address),
-                )
-        else:
-            wanted = list(address.topics) or _subscribed(options)
-            missing = [t for t in wanted if t not in existing]
-            if missing:
-                raise CepKafkaError(
-                    f"topic {missing[0]!r} does not exist on {address.bootstrap}{_listing(existing)}; create it first "
-                    "(kafka-topics.sh --create, or make kafka TOPICS=...), or fix the name",
-                    code="E0490",
-                    filename=str(address),
-                )
-        return admin.partitions(wanted) if wanted else {}
-
-
-def _subscribed(options: Mapping[str, str]) -> list[str]:
-    for key, value in options.items():
-        if key.lower() == "subscribe":
-            return [t.strip() for t in value.split(",") if t.strip()]
-        if key.lower() == "assign":
-            try:
-                return list(json.loads(value))
-            except (ValueError, TypeError):
-                raise _bad(f'assign must be JSON like {{"ticks": [0, 1]}}, not {value!r}', "--kafka-option") from None
-    return []
-
-
-def _listing(existing: Iterable[str], limit: int = 12) -> str:
-    names = sorted(t for t in existing if not t.startswith("__"))
-    if not names:
-        return " (it has no topics)"
-    shown = ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
-    return f" (topics there: {shown})"
-
-
 # --------------------------------------------------------------------------------------------- schema
 
 
@@ -503,13 +105,13 @@ def infer_json_schema(
     partitions: Mapping[str, int],
     *,
     encoding: str = "utf-8",
-    admin: _JvmAdmin | None = None,
+    admin: JvmAdmin | None = None,
 ) -> StructType:
     """The schema of the last ``SAMPLE_PER_PARTITION`` messages of each partition (JSON values, ``json_fields``);
     ``admin``: an open client to ask for the offsets (else one is opened here)."""
     from pyspark.sql import functions as F
 
-    with _admin_for(spark, address, options, admin) as admin:
+    with admin_for(spark, address, options, admin) as admin:
         offsets = admin.offsets(dict(partitions))
     ranges = {
         tp: (max(first, last - SAMPLE_PER_PARTITION), last) for tp, (first, last) in offsets.items() if last > first
@@ -610,7 +212,7 @@ def encoding_name(text: str | None) -> str:
     name = (text or "utf-8").strip().lower().replace("_", "-")
     name = _ENCODING_ALIASES.get(name, name)
     if name not in ENCODINGS:
-        raise _bad(
+        raise bad_address(
             f"--kafka-encoding {text}: a message's bytes are read as {' or '.join(ENCODINGS)} (UTF-8, the "
             "default, sets aside a message that is not valid UTF-8 as a not_utf8 bad row)",
             "--kafka-encoding",
@@ -659,7 +261,7 @@ def read_kafka(
     """
     encoding = encoding_name(encoding)
     if format not in VALUE_FORMATS:
-        raise _bad(f"--format {format}: a Kafka value is read as {' or '.join(VALUE_FORMATS)}", address)
+        raise bad_address(f"--format {format}: a Kafka value is read as {' or '.join(VALUE_FORMATS)}", address)
     address = parse_kafka_url(address, topic_required=False) if isinstance(address, str) else address
     if options is None or isinstance(options, Mapping):
         options = {canonical_option(k): str(v) for k, v in dict(options or {}).items()}
@@ -667,11 +269,13 @@ def read_kafka(
         options = parse_kafka_options(options)
     settings = source_options(address, options, streaming=streaming)
     if check or schema is None:
-        with _JvmAdmin(spark, address, client_settings(address, options)) as admin:
+        with JvmAdmin(spark, address, client_settings(address, options)) as admin:
             partitions = check_topics(spark, address, options, allow_none=streaming, admin=admin) if check else {}
             if schema is None:
                 if format != "json":
-                    raise _bad("a CSV value has no column names: give them with --schema 'ts TIMESTAMP, ...'", address)
+                    raise bad_address(
+                        "a CSV value has no column names: give them with --schema 'ts TIMESTAMP, ...'", address
+                    )
                 partitions = partitions or check_topics(spark, address, options, admin=admin)
                 schema = infer_json_schema(spark, address, options, partitions, encoding=encoding, admin=admin)
     struct = value_schema(schema)

@@ -323,19 +323,19 @@ def test_a_static_read_asks_the_check_and_the_schema_s_offsets_on_one_admin_clie
     """``cep run --input kafka://`` without --schema: the check (topics, partitions) and the schema's sample
     (earliest and latest offsets) go through one Kafka AdminClient in Spark's JVM, not one each (each costs
     a connection, a metadata request and a close). Counted at the client's opening; the client is real."""
-    from cep.spark_bridge.spark import kafka as kafka_module
+    from cep.spark_bridge.spark.kafka_check import JvmAdmin
 
     topic = kafka_topic(partitions=2)
     rows = [{"symbol": "A", "ts": f"2024-01-01T00:0{i}:00", "price": 10.0 + i} for i in range(3)]
     produce(kafka_broker.bootstrap, topic, [{"key": "A", "value": row} for row in rows])
     opened = []
-    enter = kafka_module._JvmAdmin.__enter__
+    enter = JvmAdmin.__enter__
 
     def counted(admin):
         opened.append(admin.address)
         return enter(admin)
 
-    monkeypatch.setattr(kafka_module._JvmAdmin, "__enter__", counted)
+    monkeypatch.setattr(JvmAdmin, "__enter__", counted)
     events = read_kafka(spark, f"kafka://{kafka_broker.bootstrap}/{topic}", streaming=False)
     assert len(opened) == 1
     assert sorted(events.columns[:3]) == ["price", "symbol", "ts"]
