@@ -38,7 +38,16 @@ from cep.grammar.functions import (
     suggest,
 )
 from cep.grammar.suggestions import column_hint, did_you_mean, names_hint
-from cep.grammar.type_names import CAST_TYPES, LITERAL_FAMILY, decimal_problem, family_of_type, normalize_type
+from cep.grammar.type_names import (
+    ARITHMETIC_FAMILIES,
+    CAST_TYPES,
+    LITERAL_FAMILY,
+    TYPE_WORDS,
+    decimal_problem,
+    family_of_type,
+    is_floating,
+    normalize_type,
+)
 
 __all__ = [
     "AGGREGATE_FUNCTIONS",
@@ -521,7 +530,7 @@ class _ExpressionChecker:
             return
         self.report(
             "E0234",
-            f"cannot compare {_TYPE_WORD.get(left, left)} with {_TYPE_WORD.get(right, right)}",
+            f"cannot compare {TYPE_WORDS.get(left, left)} with {TYPE_WORDS.get(right, right)}",
             node.span,
             "CAST one side to the other's type",
         )
@@ -529,15 +538,29 @@ class _ExpressionChecker:
     def _arithmetic(self, node: ast.Binary, left: str | None, right: str | None) -> str | None:
         if left is None or right is None:
             return left if left == right else None
-        operators, result = _ARITHMETIC.get((left, right), ((), None))
+        operators, result = ARITHMETIC_FAMILIES.get((left, right), ((), None))
+        if node.op == "DIV" and any(self._floating(side) for side in (node.left, node.right)):
+            self.report(
+                "E0235",
+                "cannot apply 'DIV' to a DOUBLE: DIV takes integers and DECIMALs, as in Spark",
+                node.span,
+                "use FLOOR(a / b) for a DOUBLE, or CAST the DOUBLE to a DECIMAL first",
+            )
+            return None
         if node.op not in operators:
             self.report(
                 "E0235",
-                f"cannot apply '{node.op}' to {_TYPE_WORD.get(left, left)} and {_TYPE_WORD.get(right, right)}",
+                f"cannot apply '{node.op}' to {TYPE_WORDS.get(left, left)} and {TYPE_WORDS.get(right, right)}",
                 node.span,
             )
             return None
         return result
+
+    def _floating(self, node) -> bool:
+        def column_type(ref: ast.ColumnRef) -> str | None:
+            return None if self.outer else self.checker.schema_type(ref.column, report=False)[1]
+
+        return is_floating(node, column_type)
 
     def visit_IsNull(self, node: ast.IsNull, scope: _Scope) -> str:
         self.visit(node.operand, scope)
@@ -817,27 +840,6 @@ def _result_family(signature: Signature | None, families: list) -> str | None:
     if signature.family == "second":
         return families[1] if len(families) > 1 else None
     return signature.family
-
-
-# (left family, right family) -> (operators allowed, result family)
-_ARITHMETIC = {
-    ("number", "number"): ({"+", "-", "*", "/", "%", "DIV"}, "number"),
-    ("time", "interval"): ({"+", "-"}, "time"),
-    ("interval", "time"): ({"+"}, "time"),
-    ("interval", "interval"): ({"+", "-"}, "interval"),
-    ("number", "interval"): ({"*"}, "interval"),
-    ("interval", "number"): ({"*", "/"}, "interval"),
-    ("time", "time"): ({"-"}, "interval"),
-}
-_TYPE_WORD = {
-    "number": "a number",
-    "string": "text",
-    "boolean": "a boolean",
-    "time": "a time",
-    "interval": "an interval",
-    "array": "an array",
-    "map": "a map",
-}
 
 
 def _expanded_size(pattern: ast.Pattern, cap: int) -> int:

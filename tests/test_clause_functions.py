@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -81,6 +82,23 @@ LEAD_CASES = [
     ("log2(B.x + 18)", 3.3219280948873626, "double"),
     # ROUND's zero has no sign (a BigDecimal's), where Python's Decimal kept -0.0
     ("round(B.x / 20)", 0.0, "double"),
+    # A number with an exponent is a DOUBLE literal: its value the nearest double (a DECIMAL's exact 0.3 and
+    # unsigned 0 before), its zero signed
+    ("1e0", 1.0, "double"),
+    ("2.5E-3", 0.0025, "double"),
+    ("-0e0", -0.0, "double"),
+    ("0.1e0 + 0.2e0", 0.30000000000000004, "double"),
+    ("B.x * 1e-1", -0.8, "double"),
+    # NaN and the infinities cast to a DECIMAL are NULL, in ANSI mode too (were Decimal('NaN'))
+    ("CAST(sqrt(B.x) AS DECIMAL(5,2))", None, "decimal(5,2)"),
+    ("CAST(exp(-B.x * 100) AS DECIMAL(5,2))", None, "decimal(5,2)"),
+    ("CAST(-exp(-B.x * 100) AS DECIMAL(5,2))", None, "decimal(5,2)"),
+    # COALESCE past 38 digits keeps the integer digits and gives up scale, with no floor of 6 (was (38,6))
+    ("coalesce(CAST(B.x AS DECIMAL(38,10)), CAST(2 AS DECIMAL(38,0)))", Decimal("-8"), "decimal(38,0)"),
+    ("coalesce(CAST(NULL AS DECIMAL(38,37)), CAST(B.x AS DECIMAL(10,0)))", Decimal("-8"), "decimal(38,28)"),
+    # DIV of DECIMALs is Spark's (of DOUBLEs it is not: DIV_OF_DOUBLES), truncated toward zero
+    ("2.5 DIV 2", 1, "bigint"),
+    ("CAST(B.x AS DECIMAL(3,1)) DIV 3", -2, "bigint"),
 ]
 
 
@@ -316,14 +334,88 @@ def test_trunc_to_digits_past_a_doubles_keeps_or_zeroes_it(measure, expected) ->
     assert found_type == "double"
 
 
-@pytest.mark.parametrize("measure", ["sqrt(B.x) DIV 2", "exp(-B.x * 100) DIV 2", "7 DIV sqrt(B.x)"])
-def test_div_of_nan_or_an_infinity_is_an_error_at_the_operation(measure) -> None:
-    """DIV is a whole-number quotient; NaN and the infinities have none (Python raised a bare ValueError or
-    OverflowError, a traceback in cep run). Spark's DIV takes no DOUBLE at all."""
+# DIV of a DOUBLE: Spark 4.2 refuses each at analysis (DATATYPE_MISMATCH: DIV takes BIGINT, DECIMAL or an
+# interval; ``test_spark_refuses_div_of_a_double`` asks it). One whose DOUBLE the clause's types show is refused
+# before running (E0235); a column's DOUBLE, known only from its values here, at its first row (E0410).
+DIV_OF_DOUBLES = {
+    "sqrt(B.x) DIV 2": "E0235",
+    "exp(-B.x * 100) DIV 2": "E0235",
+    "7 DIV sqrt(B.x)": "E0235",
+    "1e0 DIV 2": "E0235",
+    "CAST(B.x AS DOUBLE) DIV 2": "E0235",
+    "B.x DIV 2": "E0410",
+    "B.x DIV 2.0": "E0410",
+}
+
+
+@pytest.mark.parametrize(("measure", "code"), DIV_OF_DOUBLES.items())
+def test_div_of_a_double_is_refused_as_spark_refuses_it(measure, code) -> None:
+    """Was a truncated quotient (``B.x DIV 2`` -4, ``1e0 DIV 2`` 0), or for NaN an error at the operation."""
     with pytest.raises(cep.CepError) as caught:
         lead_measure(measure)
-    assert caught.value.code == "E0410" and "no whole-number quotient" in caught.value.message
+    assert caught.value.code == code and "DIV takes integers and DECIMALs" in caught.value.message
     assert caught.value.span.line == 1 and caught.value.span.column > 1
+
+
+@pytest.mark.spark
+def test_spark_refuses_div_of_a_double(spark) -> None:
+    """Each DIV_OF_DOUBLES measure, B.x as a DOUBLE column, is Spark's analysis error (no job runs)."""
+    from pyspark.errors import AnalysisException
+
+    spark.createDataFrame([(LEAD_ROWS[1],)], "x DOUBLE").createOrReplaceTempView("cf_div")
+    for measure in DIV_OF_DOUBLES:
+        with pytest.raises(AnalysisException, match="DATATYPE_MISMATCH"):
+            spark.sql(f"SELECT {measure.replace('B.x', 'x')} FROM cf_div")
+
+
+# Measures over a variable that matched no row, and Spark's types of them (its rules, for any value: INT + INT is
+# an INT, an INT times a DOUBLE a DOUBLE, a SMALLINT column read as it is a SMALLINT, NOT a BOOLEAN, a STRING's
+# upper() a STRING; as ``SELECT i + 1, ... FROM`` a view of these columns types them on Spark 4.2).
+NULL_MEASURES = {
+    "B.i + 1": "int",
+    "B.i * B.x": "double",
+    "B.s": "smallint",
+    "NOT B.ok": "boolean",
+    "upper(B.name)": "string",
+    "CAST(B.i AS DECIMAL(5,1))": "decimal(5,1)",
+}
+
+
+@pytest.mark.parametrize("how", ["statement", "query"])
+def test_a_measure_of_nulls_alone_has_sparks_type(how) -> None:
+    """``B`` never matches, so each measure is NULL in every row: Arrow gives such a column no type (null), and
+    the SQL around the clause then typed ``B.i + 1`` as nothing (an INTEGER measure was missing from the integer
+    types), and ``cep.compile(...).run(table)`` typed no such column at all."""
+    table = pa.table(
+        {
+            "ts": pa.array([1, 2], pa.int32()),
+            "i": pa.array([1, 2], pa.int32()),
+            "x": pa.array([1.5, 2.5]),
+            "s": pa.array([1, 2], pa.int16()),
+            "ok": pa.array([True, False]),
+            "name": pa.array(["a", "b"]),
+        }
+    )
+    measures = ", ".join(f"{expr} AS m{n}" for n, expr in enumerate(NULL_MEASURES))
+    clause = f"MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ONE ROW PER MATCH PATTERN (A B?) DEFINE B AS false)"
+    if how == "statement":
+        out = cep.compile_sql(f"SELECT * FROM t {clause} r").run({"t": table})
+    else:
+        out = cep.compile(f"SELECT * FROM t {clause}").run(table)
+    for n, type_name in enumerate(NULL_MEASURES.values()):
+        assert out.column(f"m{n}").to_pylist() == [None, None]
+        assert spark_name_of_arrow(out.schema.field(f"m{n}").type) == type_name, list(NULL_MEASURES)[n]
+
+
+@pytest.mark.spark
+def test_spark_types_each_null_measure_so(spark) -> None:
+    """NULL_MEASURES' types, from Spark's analyser over a view of those columns (no job runs)."""
+    spark.createDataFrame([], "i INT, x DOUBLE, s SMALLINT, ok BOOLEAN, name STRING").createOrReplaceTempView(
+        "cf_nulls"
+    )
+    columns = ", ".join(expr.replace("B.", "") for expr in NULL_MEASURES)
+    found = [field.dataType.simpleString() for field in spark.sql(f"SELECT {columns} FROM cf_nulls").schema.fields]
+    assert found == list(NULL_MEASURES.values())
 
 
 @pytest.mark.parametrize(

@@ -314,8 +314,11 @@ def common_type(found: list[str]) -> str:
         return "DOUBLE"
     sizes = [decimal_params(kind) or _INTEGER_DECIMALS[kind] for kind in found]
     if any(is_decimal(kind) for kind in found):
-        scale = max(size[1] for size in sizes)
-        return _fit(max(size[0] - size[1] for size in sizes) + scale, scale)
+        # Spark's wider DECIMAL keeps the integer digits and gives up scale past 38 digits, with no 6-digit
+        # floor as arithmetic has: DECIMAL(38,10) beside DECIMAL(38,0) is DECIMAL(38,0) (checked on Spark 4.2).
+        integer_digits = max(size[0] - size[1] for size in sizes)
+        scale = min(max(size[1] for size in sizes), MAX_DECIMAL_PRECISION - integer_digits)
+        return decimal_type(integer_digits + scale, scale)
     return max(found, key=lambda kind: _INTEGER_DECIMALS[kind][0])
 
 

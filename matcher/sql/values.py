@@ -161,24 +161,25 @@ def divide(left, right):
 
 
 def integer_divide(left, right):
-    """``a DIV b``: the quotient truncated toward zero, a whole number (Spark's DIV); NULL for b = 0."""
+    """``a DIV b``: the quotient truncated toward zero, a whole number (Spark's DIV); NULL for b = 0. Spark's DIV
+    takes integers and DECIMALs only (a DOUBLE side is its analysis error): a DOUBLE the compiler could not see
+    (a column whose type only its values tell) is refused here, before any quotient, whatever the divisor."""
     if left is None or right is None:
         return None
     if not (_is_number(left) and _is_number(right)):
         raise _type_error("DIV", left, right)
+    if isinstance(left, float) or isinstance(right, float):
+        raise CepRuntimeError(
+            f"cannot apply 'DIV' to {left!r} and {right!r}: DIV takes integers and DECIMALs, as in Spark",
+            code="E0410",
+            hint="use FLOOR(a / b) for a DOUBLE, or CAST the DOUBLE to a DECIMAL first",
+        )
     if right == 0:
         return None
-    if any(isinstance(v, float) and not math.isfinite(v) for v in (left, right)):
-        raise CepRuntimeError(
-            f"DIV of {left!r} and {right!r}: NaN and the infinities have no whole-number quotient",
-            code="E0410",
-            hint="DIV is an integer division (Spark's DIV takes integers and DECIMALs); use / for a DOUBLE",
-        )
     if isinstance(left, int) and isinstance(right, int):
         quotient = abs(left) // abs(right)
         return quotient if (left >= 0) == (right >= 0) else -quotient
-    left, right = _numeric_pair(left, right)
-    return int(Decimal(str(left)) / Decimal(str(right))) if isinstance(left, float) else int(left / right)
+    return int(Decimal(left) / Decimal(right))
 
 
 def modulo(left, right):
@@ -355,6 +356,8 @@ def cast(value, type_name: str, params: tuple[int, ...] = ()):
             return float(value)
         if type_name in ("DECIMAL", "NUMERIC", "NUMBER"):
             scale = params[1] if len(params) > 1 else 0
+            if isinstance(value, float) and not math.isfinite(value):
+                return None  # Spark's cast of NaN or an infinity to a DECIMAL is NULL, in ANSI mode too
             return Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
         if type_name in ("VARCHAR", "CHAR", "STRING", "TEXT"):
             return to_text(value)
