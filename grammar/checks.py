@@ -544,7 +544,7 @@ class _ExpressionChecker:
                 "E0235",
                 "cannot apply 'DIV' to a DOUBLE: DIV takes integers and DECIMALs, as in Spark",
                 node.span,
-                "use FLOOR(a / b) for a DOUBLE, or CAST the DOUBLE to a DECIMAL first",
+                "write CAST(a / b AS BIGINT) (truncated toward zero, as DIV is), or CAST the DOUBLE to a DECIMAL",
             )
             return None
         if node.op not in operators:

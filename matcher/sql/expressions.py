@@ -101,7 +101,7 @@ class Scope:
                 f"cannot apply 'DIV' to {sides[0]} and {sides[1]}: DIV takes integers and DECIMALs, as in Spark",
                 code="E0235",
                 span=expr.span,
-                hint="use FLOOR(a / b) for a DOUBLE, or CAST the DOUBLE to a DECIMAL first",
+                hint="write CAST(a / b AS BIGINT) (truncated toward zero, as DIV is), or CAST the DOUBLE to a DECIMAL",
             )
 
     def is_current_row(self, labels) -> bool:

@@ -172,7 +172,7 @@ def integer_divide(left, right):
         raise CepRuntimeError(
             f"cannot apply 'DIV' to {left!r} and {right!r}: DIV takes integers and DECIMALs, as in Spark",
             code="E0410",
-            hint="use FLOOR(a / b) for a DOUBLE, or CAST the DOUBLE to a DECIMAL first",
+            hint="write CAST(a / b AS BIGINT) (truncated toward zero, as DIV is), or CAST the DOUBLE to a DECIMAL",
         )
     if right == 0:
         return None
