@@ -96,6 +96,9 @@ LEAD_CASES = [
     # COALESCE past 38 digits keeps the integer digits and gives up scale, with no floor of 6 (was (38,6))
     ("coalesce(CAST(B.x AS DECIMAL(38,10)), CAST(2 AS DECIMAL(38,0)))", Decimal("-8"), "decimal(38,0)"),
     ("coalesce(CAST(NULL AS DECIMAL(38,37)), CAST(B.x AS DECIMAL(10,0)))", Decimal("-8"), "decimal(38,28)"),
+    # a DECIMAL alone is DECIMAL(10,0); TRY_CAST past the type is NULL (CAST is an error: DECIMAL_OVERFLOWS)
+    ("CAST(B.x AS DECIMAL)", Decimal("-8"), "decimal(10,0)"),
+    ("try_cast(B.x * 1e10 AS DECIMAL(5,2))", None, "decimal(5,2)"),
     # DIV of DECIMALs is Spark's (of DOUBLEs it is not: DIV_OF_DOUBLES), truncated toward zero
     ("2.5 DIV 2", 1, "bigint"),
     ("CAST(B.x AS DECIMAL(3,1)) DIV 3", -2, "bigint"),
@@ -335,26 +338,61 @@ def test_trunc_to_digits_past_a_doubles_keeps_or_zeroes_it(measure, expected) ->
 
 
 # DIV of a DOUBLE: Spark 4.2 refuses each at analysis (DATATYPE_MISMATCH: DIV takes BIGINT, DECIMAL or an
-# interval; ``test_spark_refuses_div_of_a_double`` asks it). One whose DOUBLE the clause's types show is refused
-# before running (E0235); a column's DOUBLE, known only from its values here, at its first row (E0410).
-DIV_OF_DOUBLES = {
-    "sqrt(B.x) DIV 2": "E0235",
-    "exp(-B.x * 100) DIV 2": "E0235",
-    "7 DIV sqrt(B.x)": "E0235",
-    "1e0 DIV 2": "E0235",
-    "CAST(B.x AS DOUBLE) DIV 2": "E0235",
-    "B.x DIV 2": "E0410",
-    "B.x DIV 2.0": "E0410",
-}
+# interval; ``test_spark_refuses_div_of_a_double`` asks it). cep refuses it before reading a row (E0235), the
+# DOUBLE told by a literal, a CAST, a function or the input column's type (B.x, an Arrow float64).
+DIV_OF_DOUBLES = [
+    "sqrt(B.x) DIV 2",
+    "exp(-B.x * 100) DIV 2",
+    "7 DIV sqrt(B.x)",
+    "1e0 DIV 2",
+    "CAST(B.x AS DOUBLE) DIV 2",
+    "B.x DIV 2",
+    "B.x DIV 2.0",
+]
 
 
-@pytest.mark.parametrize(("measure", "code"), DIV_OF_DOUBLES.items())
-def test_div_of_a_double_is_refused_as_spark_refuses_it(measure, code) -> None:
+@pytest.mark.parametrize("measure", DIV_OF_DOUBLES)
+def test_div_of_a_double_is_refused_as_spark_refuses_it(measure) -> None:
     """Was a truncated quotient (``B.x DIV 2`` -4, ``1e0 DIV 2`` 0), or for NaN an error at the operation."""
     with pytest.raises(cep.CepError) as caught:
         lead_measure(measure)
-    assert caught.value.code == code and "DIV takes integers and DECIMALs" in caught.value.message
+    assert caught.value.code == "E0235" and "DIV takes integers and DECIMALs" in caught.value.message
     assert caught.value.span.line == 1 and caught.value.span.column > 1
+
+
+def test_div_of_a_double_whose_type_only_its_value_tells_is_refused_at_it() -> None:
+    """Rows of Python values have no declared types: the float is refused where DIV meets it (E0410, the row
+    said), not truncated (-8.0 DIV 3 was -2)."""
+    query = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.x DIV 3 AS v PATTERN (A))")
+    with pytest.raises(cep.CepError) as caught:
+        query.run([{"id": 1, "x": -8.0}])
+    assert caught.value.code == "E0410" and "DIV takes integers and DECIMALs" in caught.value.message
+    assert query.run([{"id": 1, "x": -8}])[0]["v"] == -2
+
+
+# A CAST to a DECIMAL too narrow for the value's integer digits, before or after rounding half up: Spark 4.2's
+# NUMERIC_VALUE_OUT_OF_RANGE in ANSI mode (``test_spark_fails_each_decimal_overflow``); it was the wider value.
+DECIMAL_OVERFLOWS = [
+    "CAST(B.x * 1e10 AS DECIMAL(5,2))",
+    "CAST(B.x AS DECIMAL(3,3))",
+    "CAST(B.x - 991.995 AS DECIMAL(5,2))",
+    "CAST(B.x * 1e10 AS DECIMAL)",
+]
+
+
+@pytest.mark.parametrize("measure", DECIMAL_OVERFLOWS)
+def test_a_cast_past_a_decimals_digits_is_an_error_as_on_spark(measure) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        lead_measure(measure)
+    assert caught.value.code == "E0410" and "cannot be represented as DECIMAL" in caught.value.message
+
+
+@pytest.mark.spark
+def test_spark_fails_each_decimal_overflow(spark) -> None:
+    """Each DECIMAL_OVERFLOWS measure over B.x = -8.0 (a literal, which Spark folds, so no job runs)."""
+    for measure in DECIMAL_OVERFLOWS:
+        with pytest.raises(Exception, match="NUMERIC_VALUE_OUT_OF_RANGE"):
+            spark.sql(f"SELECT {measure.replace('B.x', 'CAST(-8.0 AS DOUBLE)')}").collect()
 
 
 @pytest.mark.spark

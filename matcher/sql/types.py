@@ -450,6 +450,7 @@ def arrow_type_name(arrow_type) -> str:
 # Integer types narrower than a BIGINT, each by the name the clause types it with: an INT, a SMALLINT and a TINYINT
 # column keep their type inside the clause as Spark SQL keeps it (SMALLINT + SMALLINT is a SMALLINT).
 _NARROW_INTEGERS = {"INTEGER": "INTEGER", "INT": "INTEGER", "SMALLINT": "SMALLINT", "TINYINT": "TINYINT"}
+_COMPILED_TYPES = {**_NARROW_INTEGERS, "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE", "REAL": "DOUBLE"}
 # A numpy integer dtype (its kind, its size in bytes) -> its SQL type, as ``_ARROW_INTEGERS`` types Arrow's.
 _NUMPY_INTEGERS = {
     ("i", 1): "TINYINT",
@@ -463,8 +464,10 @@ _NUMPY_INTEGERS = {
 def narrow_integer_columns(types: dict[str, str | None]) -> dict[str, str]:
     """The integer columns among ``types`` (column -> SQL type) narrower than a BIGINT, each with its type
     (INTEGER, SMALLINT or TINYINT). The matcher holds every integer as a Python int; this says which are
-    narrower than a BIGINT, so that their arithmetic is typed and bounded as Spark's."""
-    found = {name: _NARROW_INTEGERS.get(kind.upper()) for name, kind in types.items() if kind is not None}
+    narrower than a BIGINT, so that their arithmetic is typed and bounded as Spark's. The DOUBLE (FLOAT) columns
+    are among them too, as DOUBLE: what Spark refuses of a DOUBLE (``a DIV b``) is then refused before a row
+    is read, and their arithmetic is never bounded as a BIGINT's."""
+    found = {name: _COMPILED_TYPES.get(kind.upper()) for name, kind in types.items() if kind is not None}
     return {name: kind for name, kind in found.items() if kind is not None}
 
 

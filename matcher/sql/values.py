@@ -346,6 +346,35 @@ def _integer(value, type_name: str) -> int:
     return number
 
 
+# Spark's DECIMAL with no size written is a DECIMAL(10,0).
+_DEFAULT_DECIMAL_PRECISION = 10
+
+
+def _to_decimal(value, params: tuple[int, ...]) -> Decimal | None:
+    """Spark's cast to DECIMAL(p,s): rounded half up to s digits; NULL for NaN or an infinity (in ANSI mode too);
+    more integer digits than p - s is Spark's ANSI error (NUMERIC_VALUE_OUT_OF_RANGE), E0410 (NULL for TRY_CAST)."""
+    precision = params[0] if params else _DEFAULT_DECIMAL_PRECISION
+    scale = params[1] if len(params) > 1 else 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    exact = Decimal(str(value))
+    if exact.is_finite() and not exact.is_zero() and exact.adjusted() >= precision - scale + 1:
+        raise _out_of_decimal_range(value, precision, scale)  # past the type before rounding, past any context
+    rounded = exact.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)
+    if not rounded.is_zero() and rounded.adjusted() >= precision - scale:
+        raise _out_of_decimal_range(value, precision, scale)
+    return rounded
+
+
+def _out_of_decimal_range(value, precision: int, scale: int) -> CepRuntimeError:
+    return CepRuntimeError(
+        f"{value} cannot be represented as DECIMAL({precision},{scale}): it has more than {precision - scale} "
+        "digits before the point (Spark SQL fails here too, in ANSI mode)",
+        code="E0410",
+        hint="CAST to a wider DECIMAL, or use TRY_CAST for NULL instead",
+    )
+
+
 def cast(value, type_name: str, params: tuple[int, ...] = ()):
     if value is None:
         return None
@@ -355,10 +384,7 @@ def cast(value, type_name: str, params: tuple[int, ...] = ()):
         if type_name in ("DOUBLE", "REAL", "FLOAT"):
             return float(value)
         if type_name in ("DECIMAL", "NUMERIC", "NUMBER"):
-            scale = params[1] if len(params) > 1 else 0
-            if isinstance(value, float) and not math.isfinite(value):
-                return None  # Spark's cast of NaN or an infinity to a DECIMAL is NULL, in ANSI mode too
-            return Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+            return _to_decimal(value, params)
         if type_name in ("VARCHAR", "CHAR", "STRING", "TEXT"):
             return to_text(value)
         if type_name == "BOOLEAN":
