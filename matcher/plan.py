@@ -34,6 +34,7 @@ from cep.matcher.sql.types import (
     fit_to_type,
     frame_integer_columns,
     infer,
+    narrow_integer_columns,
     value_type_name,
 )
 from cep.matcher.vector import fastpath, sequence_output, sequence_plan
@@ -224,8 +225,10 @@ class CompiledQuery:
         return list(self.outer(input_columns).sort_names)
 
     def output_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
-        """(name, SQL type) of every output column, for an input with these column types."""
-        machine, outer = self._compiled(tuple(input_types))
+        """(name, SQL type) of every output column, for an input with these column types. The machine is compiled
+        with those types, so what Spark refuses of them (DIV of a DOUBLE column) is refused here, on the driver,
+        with its place in the query, before the Spark engine ships the clause to its executors."""
+        machine, outer = self._compiled(tuple(input_types), narrow_integer_columns(input_types))
         mr = self.statement.match
         inputs = ColumnNames(input_types)
 

@@ -395,6 +395,16 @@ def test_spark_fails_each_decimal_overflow(spark) -> None:
             spark.sql(f"SELECT {measure.replace('B.x', 'CAST(-8.0 AS DOUBLE)')}").collect()
 
 
+def test_the_spark_engine_refuses_div_of_a_double_column_before_shipping_the_clause() -> None:
+    """The Spark engine types the output on the driver (``plan.output_types`` of the input's Spark types): the
+    refusal is made there, with its caret, not in an executor, whose error lost its place in the query."""
+    query = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.x DIV 3 AS v PATTERN (A))")
+    with pytest.raises(cep.CepError) as caught:
+        query.plan.output_types({"id": "INTEGER", "x": "DOUBLE"})
+    assert caught.value.code == "E0235" and (caught.value.span.line, caught.value.span.column) == (1, 55)
+    assert query.plan.output_types({"id": "INTEGER", "x": "DECIMAL(5,1)"})[-1] == ("v", "BIGINT")
+
+
 @pytest.mark.spark
 def test_spark_refuses_div_of_a_double(spark) -> None:
     """Each DIV_OF_DOUBLES measure, B.x as a DOUBLE column, is Spark's analysis error (no job runs)."""
