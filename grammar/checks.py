@@ -14,7 +14,6 @@ The walks are recursive; the parser bounds the AST depth (limits.MAX_NESTING_DEP
 
 from __future__ import annotations
 
-import math
 import re
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
@@ -162,7 +161,7 @@ class _Checker:
                     node.span,
                 )
         if not any(p.code in ("E0303", "E0304") for p in self.problems):
-            size = _expanded_size(pattern, limits.MAX_EXPANDED_PATTERN_TERMS + 1)
+            size = ast.expanded_size(pattern, limits.MAX_EXPANDED_PATTERN_TERMS + 1)
             if size > limits.MAX_EXPANDED_PATTERN_TERMS:
                 self.report(
                     "E0306",
@@ -840,43 +839,6 @@ def _result_family(signature: Signature | None, families: list) -> str | None:
     if signature.family == "second":
         return families[1] if len(families) > 1 else None
     return signature.family
-
-
-def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
-    """Number of terms once `{n,m}` is unrolled (n + (m-n) copies, n + 1 when unbounded) and
-    PERMUTE is expanded into its tree of orders; saturates at ``cap`` to keep the numbers small."""
-    if isinstance(pattern, (ast.PatternVar, ast.Absence, ast.Anchor, ast.Empty)):
-        return 1
-    if isinstance(pattern, ast.Exclusion):
-        return _expanded_size(pattern.pattern, cap)
-    if isinstance(pattern, ast.Quantified):
-        copies = (pattern.max if pattern.max is not None else pattern.min + 1) or 1
-        return min(cap, copies * _expanded_size(pattern.term, cap))
-    if isinstance(pattern, ast.Permute):
-        return _permute_size(
-            [_expanded_size(item, cap) for item in pattern.items],
-            [ast.matches_one_way(item) for item in pattern.items],
-            cap,
-        )
-    items = pattern.items if isinstance(pattern, ast.Concat) else pattern.alternatives
-    return min(cap, sum(_expanded_size(item, cap) for item in items))
-
-
-def _permute_size(sizes: list[int], one_way: list[bool], cap: int) -> int:
-    """Terms of PERMUTE as the compiler lays it out (program/compiler.py): an item that matches one way
-    starts a prefix tree over the rest; any other item starts (n-1)! orders written out in full."""
-    if len(sizes) <= 1:
-        return min(cap, sum(sizes))
-    total = 0
-    for i, size in enumerate(sizes):
-        rest, rest_one_way = sizes[:i] + sizes[i + 1 :], one_way[:i] + one_way[i + 1 :]
-        if one_way[i]:
-            total += size + _permute_size(rest, rest_one_way, cap)
-        else:
-            total += math.factorial(len(rest)) * (size + sum(rest))
-        if total >= cap:
-            return cap
-    return total
 
 
 def _is_positive_interval(interval: ast.IntervalLiteral) -> bool:
