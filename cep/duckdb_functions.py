@@ -101,6 +101,8 @@ def spark_meaning(node, types: dict[int, str]):
         return call_duck("to_days", exp.Cast(this=node.copy(), to=exp.DataType.build("INTEGER")))
     if isinstance(node, (exp.Add, exp.Sub)) and _whole_days_from_date(node, types):
         return exp.Cast(this=node.copy(), to=exp.DataType.build("DATE"))
+    if isinstance(node, exp.Length) and _is_time(node.this, types):  # its text's, written alike; DuckDB has none
+        return exp.Length(this=exp.Cast(this=node.this.copy(), to=exp.DataType.build("VARCHAR")))
     if isinstance(node, exp.IsNan):  # Spark's isnan(NULL) is FALSE (DuckDB's: NULL)
         return exp.Coalesce(this=node.copy(), expressions=[exp.false()])
     if isinstance(node, exp.Sign):
@@ -745,6 +747,13 @@ def register_functions(con) -> None:
 _TIME_TAKERS = ("Cast", "TryCast", "Concat", "Length", "Max", "Min", "Greatest", "Least", "Array", "Count", "Typeof")
 
 
+def _is_time(node, types: dict[int, str]) -> bool:
+    """Whether ``node`` is a TIME value (Spark 4.2's ``TIME '...'`` literal is a cast to TIME by then)."""
+    from sqlglot import exp
+
+    return isinstance(node, exp.Cast) and node.to.is_type("time") or type_of(node, types) == "TIME"
+
+
 def time_values_spark_refuses(node, types: dict[int, str]) -> None:
     """Refusal (Spark's too) where ``node``, a function or arithmetic, takes a TIME value Spark 4.2 refuses
     there (the python engine's DuckDB has ``hour(TIME)`` and would answer)."""
@@ -754,8 +763,7 @@ def time_values_spark_refuses(node, types: dict[int, str]) -> None:
     if not (isinstance(node, exp.Func) or arithmetic) or type(node).__name__ in _TIME_TAKERS:
         return
     for argument in node.iter_expressions():
-        timed = isinstance(argument, exp.Cast) and argument.to.is_type("time") or type_of(argument, types) == "TIME"
-        if timed:
+        if _is_time(argument, types):
             name = node.sql_name() if isinstance(node, exp.Func) else "arithmetic"
             raise Refusal(
                 f"Spark 4.2 does not run {name} of a TIME value (as on Spark: the data type TIME is not supported "

@@ -16,7 +16,7 @@ from cep.matcher.explain.text import explain, query_columns, stream_line
 from cep.matcher.plan import CompiledQuery, declared_types
 from cep.matcher.rows.tables import from_rows, kind_of, to_columns
 from cep.matcher.rows.validate import input_checks
-from cep.matcher.sql.types import frame_integer_columns, narrow_integer_columns
+from cep.matcher.sql.types import arrow_type_name, frame_integer_columns, narrow_integer_columns
 from cep.spark_bridge.alerting import rules as rules_mod
 from cep.spark_bridge.alerting import suppress as suppress_mod
 from cep.spark_bridge.alerting.rule_set import (
@@ -131,7 +131,7 @@ class Query:
         # Columns straight to the fast path when it applies.
         if checks is None and not replay and kind_of(data) != "rows":
             result = self.plan.run_frame(data, progress=progress)
-            return result if typed is None else self.plan.fit_to_types(result, typed)
+            return self._typed(result, data, typed)
         kind, columns = to_columns(data) if checks is None else checks.to_columns(data)
         # The INT columns (the frame's int32 ones, those the schema declares INT): their arithmetic is an INT's.
         integers = frame_integer_columns(data) if kind_of(data) != "rows" else {}
@@ -141,7 +141,21 @@ class Query:
         else:
             names, rows = self.plan.run_columns(columns, checks=checks, progress=progress, integer_columns=integers)
         result = from_rows(kind, names, rows)
-        return result if typed is None else self.plan.fit_to_types(result, typed)
+        return self._typed(result, data, typed)
+
+    def _typed(self, result, data, typed: dict[str, str] | None):
+        """``result`` in Spark's types: all of them with ``typed`` (``declared_types``); else, for an Arrow
+        input, whose columns' types are known, at least a column of NULLs alone has its type, not Arrow's null."""
+        if typed is not None:
+            return self.plan.fit_to_types(result, typed)
+        if kind_of(data) == "arrow":
+            try:
+                return self.plan.typed_nulls(
+                    result, {n: arrow_type_name(f.type) for n, f in zip(data.column_names, data.schema)}
+                )
+            except (CepError, KeyError, ValueError):  # a column the matcher has no type for: as it is
+                return result
+        return result
 
     def _replay(self, columns, checks, session_timeout, match_ids: bool, progress, integer_columns=None):
         gap = session_timeout_us(session_timeout)

@@ -428,7 +428,7 @@ def _literal(value, span) -> ast.Literal:
     if isinstance(value, int):
         return ast.Literal(span, "integer", value, str(value))
     if isinstance(value, float):
-        return ast.Literal(span, "decimal", Decimal(repr(value)), repr(value))
+        return ast.Literal(span, "decimal", value, repr(value))  # a DOUBLE, as the subquery gave it
     if isinstance(value, Decimal):
         return ast.Literal(span, "decimal", value, format(value, "f"))
     if isinstance(value, dt.datetime):

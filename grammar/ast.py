@@ -7,12 +7,15 @@ whenever two texts mean the same query, while spans themselves compare as the va
 Identifiers: an unquoted identifier is kept as written in ``name`` and compared case-insensitively
 through ``key`` (upper case, as SQL folds them); a quoted identifier ("x" or `x`) keeps its exact
 spelling and is compared as is. Pattern variables, subset names and column names all follow this rule.
+
+``expanded_size`` counts a pattern's terms as the compiler lays them out (what the checker bounds).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import get_args
@@ -540,3 +543,40 @@ def moved(node: object, lines: int, offset: int) -> object:
         return node
     changes = {f.name: moved(getattr(node, f.name), lines, offset) for f in dataclasses.fields(node)}
     return dataclasses.replace(node, **changes)
+
+
+def expanded_size(pattern: Pattern, cap: int) -> int:
+    """Number of terms once `{n,m}` is unrolled (n + (m-n) copies, n + 1 when unbounded) and
+    PERMUTE is expanded into its tree of orders; saturates at ``cap`` to keep the numbers small."""
+    if isinstance(pattern, (PatternVar, Absence, Anchor, Empty)):
+        return 1
+    if isinstance(pattern, Exclusion):
+        return expanded_size(pattern.pattern, cap)
+    if isinstance(pattern, Quantified):
+        copies = (pattern.max if pattern.max is not None else pattern.min + 1) or 1
+        return min(cap, copies * expanded_size(pattern.term, cap))
+    if isinstance(pattern, Permute):
+        return _permute_size(
+            [expanded_size(item, cap) for item in pattern.items],
+            [matches_one_way(item) for item in pattern.items],
+            cap,
+        )
+    items = pattern.items if isinstance(pattern, Concat) else pattern.alternatives
+    return min(cap, sum(expanded_size(item, cap) for item in items))
+
+
+def _permute_size(sizes: list[int], one_way: list[bool], cap: int) -> int:
+    """Terms of PERMUTE as the compiler lays it out (program/compiler.py): an item that matches one way
+    starts a prefix tree over the rest; any other item starts (n-1)! orders written out in full."""
+    if len(sizes) <= 1:
+        return min(cap, sum(sizes))
+    total = 0
+    for i, size in enumerate(sizes):
+        rest, rest_one_way = sizes[:i] + sizes[i + 1 :], one_way[:i] + one_way[i + 1 :]
+        if one_way[i]:
+            total += size + _permute_size(rest, rest_one_way, cap)
+        else:
+            total += math.factorial(len(rest)) * (size + sum(rest))
+        if total >= cap:
+            return cap
+    return total

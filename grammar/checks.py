@@ -14,7 +14,6 @@ The walks are recursive; the parser bounds the AST depth (limits.MAX_NESTING_DEP
 
 from __future__ import annotations
 
-import math
 import re
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
@@ -38,7 +37,16 @@ from cep.grammar.functions import (
     suggest,
 )
 from cep.grammar.suggestions import column_hint, did_you_mean, names_hint
-from cep.grammar.type_names import CAST_TYPES, LITERAL_FAMILY, decimal_problem, family_of_type, normalize_type
+from cep.grammar.type_names import (
+    ARITHMETIC_FAMILIES,
+    CAST_TYPES,
+    LITERAL_FAMILY,
+    TYPE_WORDS,
+    decimal_problem,
+    family_of_type,
+    is_floating,
+    normalize_type,
+)
 
 __all__ = [
     "AGGREGATE_FUNCTIONS",
@@ -153,7 +161,7 @@ class _Checker:
                     node.span,
                 )
         if not any(p.code in ("E0303", "E0304") for p in self.problems):
-            size = _expanded_size(pattern, limits.MAX_EXPANDED_PATTERN_TERMS + 1)
+            size = ast.expanded_size(pattern, limits.MAX_EXPANDED_PATTERN_TERMS + 1)
             if size > limits.MAX_EXPANDED_PATTERN_TERMS:
                 self.report(
                     "E0306",
@@ -521,7 +529,7 @@ class _ExpressionChecker:
             return
         self.report(
             "E0234",
-            f"cannot compare {_TYPE_WORD.get(left, left)} with {_TYPE_WORD.get(right, right)}",
+            f"cannot compare {TYPE_WORDS.get(left, left)} with {TYPE_WORDS.get(right, right)}",
             node.span,
             "CAST one side to the other's type",
         )
@@ -529,15 +537,29 @@ class _ExpressionChecker:
     def _arithmetic(self, node: ast.Binary, left: str | None, right: str | None) -> str | None:
         if left is None or right is None:
             return left if left == right else None
-        operators, result = _ARITHMETIC.get((left, right), ((), None))
+        operators, result = ARITHMETIC_FAMILIES.get((left, right), ((), None))
+        if node.op == "DIV" and any(self._floating(side) for side in (node.left, node.right)):
+            self.report(
+                "E0235",
+                "cannot apply 'DIV' to a DOUBLE: DIV takes integers and DECIMALs, as in Spark",
+                node.span,
+                "write CAST(a / b AS BIGINT) (truncated toward zero, as DIV is), or CAST the DOUBLE to a DECIMAL",
+            )
+            return None
         if node.op not in operators:
             self.report(
                 "E0235",
-                f"cannot apply '{node.op}' to {_TYPE_WORD.get(left, left)} and {_TYPE_WORD.get(right, right)}",
+                f"cannot apply '{node.op}' to {TYPE_WORDS.get(left, left)} and {TYPE_WORDS.get(right, right)}",
                 node.span,
             )
             return None
         return result
+
+    def _floating(self, node) -> bool:
+        def column_type(ref: ast.ColumnRef) -> str | None:
+            return None if self.outer else self.checker.schema_type(ref.column, report=False)[1]
+
+        return is_floating(node, column_type)
 
     def visit_IsNull(self, node: ast.IsNull, scope: _Scope) -> str:
         self.visit(node.operand, scope)
@@ -817,64 +839,6 @@ def _result_family(signature: Signature | None, families: list) -> str | None:
     if signature.family == "second":
         return families[1] if len(families) > 1 else None
     return signature.family
-
-
-# (left family, right family) -> (operators allowed, result family)
-_ARITHMETIC = {
-    ("number", "number"): ({"+", "-", "*", "/", "%", "DIV"}, "number"),
-    ("time", "interval"): ({"+", "-"}, "time"),
-    ("interval", "time"): ({"+"}, "time"),
-    ("interval", "interval"): ({"+", "-"}, "interval"),
-    ("number", "interval"): ({"*"}, "interval"),
-    ("interval", "number"): ({"*", "/"}, "interval"),
-    ("time", "time"): ({"-"}, "interval"),
-}
-_TYPE_WORD = {
-    "number": "a number",
-    "string": "text",
-    "boolean": "a boolean",
-    "time": "a time",
-    "interval": "an interval",
-    "array": "an array",
-    "map": "a map",
-}
-
-
-def _expanded_size(pattern: ast.Pattern, cap: int) -> int:
-    """Number of terms once `{n,m}` is unrolled (n + (m-n) copies, n + 1 when unbounded) and
-    PERMUTE is expanded into its tree of orders; saturates at ``cap`` to keep the numbers small."""
-    if isinstance(pattern, (ast.PatternVar, ast.Absence, ast.Anchor, ast.Empty)):
-        return 1
-    if isinstance(pattern, ast.Exclusion):
-        return _expanded_size(pattern.pattern, cap)
-    if isinstance(pattern, ast.Quantified):
-        copies = (pattern.max if pattern.max is not None else pattern.min + 1) or 1
-        return min(cap, copies * _expanded_size(pattern.term, cap))
-    if isinstance(pattern, ast.Permute):
-        return _permute_size(
-            [_expanded_size(item, cap) for item in pattern.items],
-            [ast.matches_one_way(item) for item in pattern.items],
-            cap,
-        )
-    items = pattern.items if isinstance(pattern, ast.Concat) else pattern.alternatives
-    return min(cap, sum(_expanded_size(item, cap) for item in items))
-
-
-def _permute_size(sizes: list[int], one_way: list[bool], cap: int) -> int:
-    """Terms of PERMUTE as the compiler lays it out (program/compiler.py): an item that matches one way
-    starts a prefix tree over the rest; any other item starts (n-1)! orders written out in full."""
-    if len(sizes) <= 1:
-        return min(cap, sum(sizes))
-    total = 0
-    for i, size in enumerate(sizes):
-        rest, rest_one_way = sizes[:i] + sizes[i + 1 :], one_way[:i] + one_way[i + 1 :]
-        if one_way[i]:
-            total += size + _permute_size(rest, rest_one_way, cap)
-        else:
-            total += math.factorial(len(rest)) * (size + sum(rest))
-        if total >= cap:
-            return cap
-    return total
 
 
 def _is_positive_interval(interval: ast.IntervalLiteral) -> bool:

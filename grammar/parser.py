@@ -27,6 +27,7 @@ import dataclasses
 import datetime
 import decimal
 import functools
+import math
 import re
 
 from lark import Token, Transformer_NonRecursive, v_args
@@ -284,7 +285,18 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Literal(_span(meta), "integer", int(children[0]), str(children[0]))
 
     def decimal_literal(self, meta, children):
-        return ast.Literal(_span(meta), "decimal", decimal.Decimal(children[0]), str(children[0]))
+        text = str(children[0])
+        # Spark reads a number with an exponent (1e0, 2.5E-3) as a DOUBLE: its value is the nearest double, so
+        # that 0.1e0 + 0.2e0 is 0.30000000000000004 and -0e0 is -0.0, as on Spark.
+        value = float(text) if "e" in text.lower() else decimal.Decimal(text)
+        if value in (math.inf, -math.inf):  # Spark's parser refuses it too (1e400 is out of a DOUBLE's range)
+            raise CepSyntaxError(
+                f"the number {text} is past a DOUBLE's range",
+                code="E0108",
+                span=_span(meta),
+                hint="write at most 1.7e308",
+            )
+        return ast.Literal(_span(meta), "decimal", value, text)
 
     def string_literal(self, meta, children):
         value = spark_unescaped(_unquote(children[0], "'"))

@@ -1,12 +1,13 @@
 """The type names of schemas and casts: the spellings of Spark, Flink and Trino -> one canonical name
 (``normalize_type``), a DECIMAL's size Spark refuses (``decimal_problem``), and the family of a type
-(``family_of_type``: two values can be compared when their families match)."""
+(``family_of_type``: two values can be compared when their families match), the operators each pair of
+families takes (``ARITHMETIC_FAMILIES``), and what is a DOUBLE before any row is read (``is_floating``)."""
 
 from __future__ import annotations
 
 import re
 
-from cep.grammar import limits
+from cep.grammar import ast, limits
 
 __all__ = ["CAST_TYPES", "LITERAL_FAMILY", "decimal_problem", "family_of_type", "normalize_type"]
 
@@ -118,3 +119,46 @@ def family_of_type(type_name: str) -> str | None:
     """'DECIMAL(10,2)' -> 'number'; ARRAY/MAP/STRUCT types -> their upper-cased head ('array')."""
     head = re.match(r"[A-Za-z_]*", type_name).group().upper()
     return _FAMILY.get(head) or (head.lower() if head else None)
+
+
+_FLOATING_TYPES = frozenset({"DOUBLE", "FLOAT", "REAL"})
+
+
+def is_floating(node, column_type) -> bool:
+    """Whether ``node`` is a DOUBLE or FLOAT as far as its text and the schema tell (a number with an exponent,
+    a CAST to one, a column so typed, ``column_type(ref)`` giving its schema type or None, or arithmetic on
+    one), for what Spark refuses of a DOUBLE before running (DIV); the matcher types the rest."""
+    if isinstance(node, ast.Literal):
+        return isinstance(node.value, float)
+    if isinstance(node, ast.Cast):
+        return node.type.name in _FLOATING_TYPES
+    if isinstance(node, ast.ColumnRef):
+        type_name = column_type(node)
+        return type_name is not None and type_name.upper() in _FLOATING_TYPES
+    if isinstance(node, ast.Unary):
+        return is_floating(node.operand, column_type)
+    if isinstance(node, ast.Binary) and node.op in ("+", "-", "*", "%"):
+        return is_floating(node.left, column_type) or is_floating(node.right, column_type)
+    return False
+
+
+# (left family, right family) -> (operators allowed, result family)
+ARITHMETIC_FAMILIES = {
+    ("number", "number"): ({"+", "-", "*", "/", "%", "DIV"}, "number"),
+    ("time", "interval"): ({"+", "-"}, "time"),
+    ("interval", "time"): ({"+"}, "time"),
+    ("interval", "interval"): ({"+", "-"}, "interval"),
+    ("number", "interval"): ({"*"}, "interval"),
+    ("interval", "number"): ({"*", "/"}, "interval"),
+    ("time", "time"): ({"-"}, "interval"),
+}
+# A family's name in a sentence (``cannot apply '+' to text and a number``).
+TYPE_WORDS = {
+    "number": "a number",
+    "string": "text",
+    "boolean": "a boolean",
+    "time": "a time",
+    "interval": "an interval",
+    "array": "an array",
+    "map": "a map",
+}

@@ -34,6 +34,7 @@ from cep.matcher.sql.types import (
     fit_to_type,
     frame_integer_columns,
     infer,
+    narrow_integer_columns,
     value_type_name,
 )
 from cep.matcher.vector import fastpath, sequence_output, sequence_plan
@@ -224,8 +225,10 @@ class CompiledQuery:
         return list(self.outer(input_columns).sort_names)
 
     def output_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
-        """(name, SQL type) of every output column, for an input with these column types."""
-        machine, outer = self._compiled(tuple(input_types))
+        """(name, SQL type) of every output column, for an input with these column types. The machine is compiled
+        with those types, so what Spark refuses of them (DIV of a DOUBLE column) is refused here, on the driver,
+        with its place in the query, before the Spark engine ships the clause to its executors."""
+        machine, outer = self._compiled(tuple(input_types), narrow_integer_columns(input_types))
         mr = self.statement.match
         inputs = ColumnNames(input_types)
 
@@ -298,6 +301,13 @@ class CompiledQuery:
                 index, result.schema.field(index).with_type(arrow_type), pa.array(values, arrow_type)
             )
         return result
+
+    def typed_nulls(self, result, input_types: dict[str, str]):
+        """``result`` (an Arrow run's output over an input of these column types) with each all-NULL column of
+        its output's type, as Spark's (``fit_to_types`` does it too, with the rest of its typing)."""
+        if kind_of(result) != "arrow":
+            return result
+        return _typed_integer_nulls(result, dict(self.output_types(input_types)))
 
     def sort_column_types(self, input_types: dict[str, str]) -> list[tuple[str, str]]:
         """(name, SQL type) of the outer ORDER BY keys that are not output columns (``sort_keys``)."""
@@ -481,19 +491,39 @@ def replay_clock(machine: Machine, columns: Columns):
         raise unorderable(machine.within.column, values) from None
 
 
-# The Arrow type of an integer output column that holds NULLs alone (Arrow reads it as having no type).
-_INTEGER_ARROW_TYPES = {"BIGINT": "int64", "INT": "int32"}
+# The Arrow type of an output column that holds NULLs alone (Arrow reads it as having no type), by its SQL type.
+_NULL_ARROW_TYPES = {
+    "BIGINT": "int64",
+    "INT": "int32",
+    "INTEGER": "int32",
+    "SMALLINT": "int16",
+    "TINYINT": "int8",
+    "DOUBLE": "float64",
+    "BOOLEAN": "bool",
+    "VARCHAR": "string",
+    "DATE": "date32",
+}
 
 
 def _typed_integer_nulls(result, output_types: dict[str, str]):
-    """``result`` with each all-NULL column of an INT or BIGINT output typed as Spark types it."""
+    """``result`` with each all-NULL column typed as Spark types its output (an INT, BIGINT, DOUBLE, BOOLEAN,
+    STRING, DATE, TIMESTAMP or DECIMAL measure whose every match gave NULL)."""
     import pyarrow as pa  # the result is an Arrow table, so pyarrow is there
 
     for index, column in enumerate(result.schema):
-        arrow_name = _INTEGER_ARROW_TYPES.get(output_types.get(column.name, ""))
-        if arrow_name is not None and pa.types.is_null(column.type):
-            kind = pa.type_for_alias(arrow_name)
-            result = result.set_column(index, column.with_type(kind), result.column(index).cast(kind))
+        type_name = output_types.get(column.name, "")
+        if not pa.types.is_null(column.type):
+            continue
+        size = decimal_params(type_name)
+        if size is not None:
+            kind = pa.decimal128(*size)
+        elif type_name == "TIMESTAMP":
+            kind = pa.timestamp("us")
+        elif type_name in _NULL_ARROW_TYPES:
+            kind = pa.type_for_alias(_NULL_ARROW_TYPES[type_name])
+        else:
+            continue
+        result = result.set_column(index, column.with_type(kind), result.column(index).cast(kind))
     return result
 
 

@@ -86,7 +86,7 @@ def literals() -> Any:
     )
     return st.one_of(
         st.integers(0, 10**12).map(lambda i: A.Literal(S, "integer", i, str(i))),
-        _decimal_texts().map(lambda t: A.Literal(S, "decimal", Decimal(t), t)),
+        _decimal_texts().map(lambda t: A.Literal(S, "decimal", float(t) if "e" in t else Decimal(t), t)),
         st.text(max_size=10).map(lambda s: A.Literal(S, "string", s, s)),
         st.booleans().map(lambda b: A.Literal(S, "boolean", b, "TRUE" if b else "FALSE")),
         st.just(A.Literal(S, "null", None, "NULL")),

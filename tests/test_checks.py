@@ -305,6 +305,19 @@ def test_incompatible_arithmetic() -> None:
     assert codes(mr("PATTERN (A) DEFINE A AS ts + INTERVAL '1' HOUR > ts AND qty % 2 = 0"), SCHEMA) == []
 
 
+def test_div_of_a_double_is_refused_at_check_time() -> None:
+    """Spark 4.2 refuses DIV with a DOUBLE side at analysis (DATATYPE_MISMATCH; tests/test_clause_functions.py's
+    ``test_spark_refuses_div_of_a_double`` asks it): a DOUBLE column, a number with an exponent, a CAST to
+    DOUBLE, arithmetic on one. A BIGINT or a DECIMAL is Spark's DIV, and passes."""
+    query = mr(
+        "PATTERN (A) DEFINE A AS price DIV 2 > 0 OR qty DIV 1e0 > 0 OR CAST(qty AS DOUBLE) DIV 2 > 0"
+        " OR -(price + 1) DIV 3 > 0"
+    )
+    assert codes(query, SCHEMA) == ["E0235"] * 4
+    assert "DIV takes integers and DECIMALs" in messages(query, SCHEMA)[0]
+    assert codes(mr("PATTERN (A) DEFINE A AS qty DIV 2 > 0 AND CAST(price AS DECIMAL(9,2)) DIV 2.5 > 0"), SCHEMA) == []
+
+
 # ------------------------------------------------------------------------------------- limits
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -81,6 +82,26 @@ LEAD_CASES = [
     ("log2(B.x + 18)", 3.3219280948873626, "double"),
     # ROUND's zero has no sign (a BigDecimal's), where Python's Decimal kept -0.0
     ("round(B.x / 20)", 0.0, "double"),
+    # A number with an exponent is a DOUBLE literal: its value the nearest double (a DECIMAL's exact 0.3 and
+    # unsigned 0 before), its zero signed
+    ("1e0", 1.0, "double"),
+    ("2.5E-3", 0.0025, "double"),
+    ("-0e0", -0.0, "double"),
+    ("0.1e0 + 0.2e0", 0.30000000000000004, "double"),
+    ("B.x * 1e-1", -0.8, "double"),
+    # NaN and the infinities cast to a DECIMAL are NULL, in ANSI mode too (were Decimal('NaN'))
+    ("CAST(sqrt(B.x) AS DECIMAL(5,2))", None, "decimal(5,2)"),
+    ("CAST(exp(-B.x * 100) AS DECIMAL(5,2))", None, "decimal(5,2)"),
+    ("CAST(-exp(-B.x * 100) AS DECIMAL(5,2))", None, "decimal(5,2)"),
+    # COALESCE past 38 digits keeps the integer digits and gives up scale, with no floor of 6 (was (38,6))
+    ("coalesce(CAST(B.x AS DECIMAL(38,10)), CAST(2 AS DECIMAL(38,0)))", Decimal("-8"), "decimal(38,0)"),
+    ("coalesce(CAST(NULL AS DECIMAL(38,37)), CAST(B.x AS DECIMAL(10,0)))", Decimal("-8"), "decimal(38,28)"),
+    # a DECIMAL alone is DECIMAL(10,0); TRY_CAST past the type is NULL (CAST is an error: DECIMAL_OVERFLOWS)
+    ("CAST(B.x AS DECIMAL)", Decimal("-8"), "decimal(10,0)"),
+    ("try_cast(B.x * 1e10 AS DECIMAL(5,2))", None, "decimal(5,2)"),
+    # DIV of DECIMALs is Spark's (of DOUBLEs it is not: DIV_OF_DOUBLES), truncated toward zero
+    ("2.5 DIV 2", 1, "bigint"),
+    ("CAST(B.x AS DECIMAL(3,1)) DIV 3", -2, "bigint"),
 ]
 
 
@@ -316,14 +337,133 @@ def test_trunc_to_digits_past_a_doubles_keeps_or_zeroes_it(measure, expected) ->
     assert found_type == "double"
 
 
-@pytest.mark.parametrize("measure", ["sqrt(B.x) DIV 2", "exp(-B.x * 100) DIV 2", "7 DIV sqrt(B.x)"])
-def test_div_of_nan_or_an_infinity_is_an_error_at_the_operation(measure) -> None:
-    """DIV is a whole-number quotient; NaN and the infinities have none (Python raised a bare ValueError or
-    OverflowError, a traceback in cep run). Spark's DIV takes no DOUBLE at all."""
+# DIV of a DOUBLE: Spark 4.2 refuses each at analysis (DATATYPE_MISMATCH: DIV takes BIGINT, DECIMAL or an
+# interval; ``test_spark_refuses_div_of_a_double`` asks it). cep refuses it before reading a row (E0235), the
+# DOUBLE told by a literal, a CAST, a function or the input column's type (B.x, an Arrow float64).
+DIV_OF_DOUBLES = [
+    "sqrt(B.x) DIV 2",
+    "exp(-B.x * 100) DIV 2",
+    "7 DIV sqrt(B.x)",
+    "1e0 DIV 2",
+    "CAST(B.x AS DOUBLE) DIV 2",
+    "B.x DIV 2",
+    "B.x DIV 2.0",
+]
+
+
+@pytest.mark.parametrize("measure", DIV_OF_DOUBLES)
+def test_div_of_a_double_is_refused_as_spark_refuses_it(measure) -> None:
+    """Was a truncated quotient (``B.x DIV 2`` -4, ``1e0 DIV 2`` 0), or for NaN an error at the operation."""
     with pytest.raises(cep.CepError) as caught:
         lead_measure(measure)
-    assert caught.value.code == "E0410" and "no whole-number quotient" in caught.value.message
+    assert caught.value.code == "E0235" and "DIV takes integers and DECIMALs" in caught.value.message
     assert caught.value.span.line == 1 and caught.value.span.column > 1
+
+
+def test_div_of_a_double_whose_type_only_its_value_tells_is_refused_at_it() -> None:
+    """Rows of Python values have no declared types: the float is refused where DIV meets it (E0410, the row
+    said), not truncated (-8.0 DIV 3 was -2)."""
+    query = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.x DIV 3 AS v PATTERN (A))")
+    with pytest.raises(cep.CepError) as caught:
+        query.run([{"id": 1, "x": -8.0}])
+    assert caught.value.code == "E0410" and "DIV takes integers and DECIMALs" in caught.value.message
+    assert query.run([{"id": 1, "x": -8}])[0]["v"] == -2
+
+
+# A CAST to a DECIMAL too narrow for the value's integer digits, before or after rounding half up: Spark 4.2's
+# NUMERIC_VALUE_OUT_OF_RANGE in ANSI mode (``test_spark_fails_each_decimal_overflow``); it was the wider value.
+DECIMAL_OVERFLOWS = [
+    "CAST(B.x * 1e10 AS DECIMAL(5,2))",
+    "CAST(B.x AS DECIMAL(3,3))",
+    "CAST(B.x - 991.995 AS DECIMAL(5,2))",
+    "CAST(B.x * 1e10 AS DECIMAL)",
+]
+
+
+@pytest.mark.parametrize("measure", DECIMAL_OVERFLOWS)
+def test_a_cast_past_a_decimals_digits_is_an_error_as_on_spark(measure) -> None:
+    with pytest.raises(cep.CepError) as caught:
+        lead_measure(measure)
+    assert caught.value.code == "E0410" and "cannot be represented as DECIMAL" in caught.value.message
+
+
+@pytest.mark.spark
+def test_spark_fails_each_decimal_overflow(spark) -> None:
+    """Each DECIMAL_OVERFLOWS measure over B.x = -8.0 (a literal, which Spark folds, so no job runs)."""
+    for measure in DECIMAL_OVERFLOWS:
+        with pytest.raises(Exception, match="NUMERIC_VALUE_OUT_OF_RANGE"):
+            spark.sql(f"SELECT {measure.replace('B.x', 'CAST(-8.0 AS DOUBLE)')}").collect()
+
+
+def test_the_spark_engine_refuses_div_of_a_double_column_before_shipping_the_clause() -> None:
+    """The Spark engine types the output on the driver (``plan.output_types`` of the input's Spark types): the
+    refusal is made there, with its caret, not in an executor, whose error lost its place in the query."""
+    query = cep.compile("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id MEASURES A.x DIV 3 AS v PATTERN (A))")
+    with pytest.raises(cep.CepError) as caught:
+        query.plan.output_types({"id": "INTEGER", "x": "DOUBLE"})
+    assert caught.value.code == "E0235" and (caught.value.span.line, caught.value.span.column) == (1, 55)
+    assert query.plan.output_types({"id": "INTEGER", "x": "DECIMAL(5,1)"})[-1] == ("v", "BIGINT")
+
+
+@pytest.mark.spark
+def test_spark_refuses_div_of_a_double(spark) -> None:
+    """Each DIV_OF_DOUBLES measure, B.x as a DOUBLE column, is Spark's analysis error (no job runs)."""
+    from pyspark.errors import AnalysisException
+
+    spark.createDataFrame([(LEAD_ROWS[1],)], "x DOUBLE").createOrReplaceTempView("cf_div")
+    for measure in DIV_OF_DOUBLES:
+        with pytest.raises(AnalysisException, match="DATATYPE_MISMATCH"):
+            spark.sql(f"SELECT {measure.replace('B.x', 'x')} FROM cf_div")
+
+
+# Measures over a variable that matched no row, and Spark's types of them (its rules, for any value: INT + INT is
+# an INT, an INT times a DOUBLE a DOUBLE, a SMALLINT column read as it is a SMALLINT, NOT a BOOLEAN, a STRING's
+# upper() a STRING; as ``SELECT i + 1, ... FROM`` a view of these columns types them on Spark 4.2).
+NULL_MEASURES = {
+    "B.i + 1": "int",
+    "B.i * B.x": "double",
+    "B.s": "smallint",
+    "NOT B.ok": "boolean",
+    "upper(B.name)": "string",
+    "CAST(B.i AS DECIMAL(5,1))": "decimal(5,1)",
+}
+
+
+@pytest.mark.parametrize("how", ["statement", "query"])
+def test_a_measure_of_nulls_alone_has_sparks_type(how) -> None:
+    """``B`` never matches, so each measure is NULL in every row: Arrow gives such a column no type (null), and
+    the SQL around the clause then typed ``B.i + 1`` as nothing (an INTEGER measure was missing from the integer
+    types), and ``cep.compile(...).run(table)`` typed no such column at all."""
+    table = pa.table(
+        {
+            "ts": pa.array([1, 2], pa.int32()),
+            "i": pa.array([1, 2], pa.int32()),
+            "x": pa.array([1.5, 2.5]),
+            "s": pa.array([1, 2], pa.int16()),
+            "ok": pa.array([True, False]),
+            "name": pa.array(["a", "b"]),
+        }
+    )
+    measures = ", ".join(f"{expr} AS m{n}" for n, expr in enumerate(NULL_MEASURES))
+    clause = f"MATCH_RECOGNIZE (ORDER BY ts MEASURES {measures} ONE ROW PER MATCH PATTERN (A B?) DEFINE B AS false)"
+    if how == "statement":
+        out = cep.compile_sql(f"SELECT * FROM t {clause} r").run({"t": table})
+    else:
+        out = cep.compile(f"SELECT * FROM t {clause}").run(table)
+    for n, type_name in enumerate(NULL_MEASURES.values()):
+        assert out.column(f"m{n}").to_pylist() == [None, None]
+        assert spark_name_of_arrow(out.schema.field(f"m{n}").type) == type_name, list(NULL_MEASURES)[n]
+
+
+@pytest.mark.spark
+def test_spark_types_each_null_measure_so(spark) -> None:
+    """NULL_MEASURES' types, from Spark's analyser over a view of those columns (no job runs)."""
+    spark.createDataFrame([], "i INT, x DOUBLE, s SMALLINT, ok BOOLEAN, name STRING").createOrReplaceTempView(
+        "cf_nulls"
+    )
+    columns = ", ".join(expr.replace("B.", "") for expr in NULL_MEASURES)
+    found = [field.dataType.simpleString() for field in spark.sql(f"SELECT {columns} FROM cf_nulls").schema.fields]
+    assert found == list(NULL_MEASURES.values())
 
 
 @pytest.mark.parametrize(

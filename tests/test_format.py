@@ -109,6 +109,15 @@ def test_what_was_written_is_kept() -> None:
     assert "ROWS PER MATCH" not in format_statement(parse("SELECT * FROM t MATCH_RECOGNIZE (PATTERN (A))"))
 
 
+def test_a_number_with_an_exponent_stays_a_double_through_fmt() -> None:
+    """``cep fmt`` prints a literal as written, so ``1e0`` and ``-0e0`` stay Spark's DOUBLEs (a DECIMAL's text,
+    ``1`` or ``0``, would change their type and lose the zero's sign)."""
+    text = format_statement(parse("SELECT * FROM t MATCH_RECOGNIZE (MEASURES 1e0 AS a, -0e0 AS b PATTERN (A))"))
+    assert "1e0 AS a" in text and "-0e0 AS b" in text
+    a, b = (measure.expr for measure in parse(text).match.measures)
+    assert type(a.value) is float and type(b.operand.value) is float
+
+
 # --------------------------------------------------------------------------------- parentheses
 
 

@@ -339,7 +339,10 @@ def test_predicates() -> None:
 def test_literals() -> None:
     assert expr_of("'it''s'") == A.Literal(S, "string", "it's", "it's")
     assert expr_of("1.50") == A.Literal(S, "decimal", Decimal("1.50"), "1.50")
-    assert expr_of("1e0") == A.Literal(S, "decimal", Decimal("1"), "1e0")
+    # with an exponent Spark's DOUBLE: the nearest double, its zero signed, its type float (1.0 == Decimal(1))
+    for written, value in (("1e0", 1.0), ("2.5E-3", 0.0025), ("0e0", 0.0), ("1e-400", 0.0)):
+        parsed = expr_of(written)
+        assert parsed == A.Literal(S, "decimal", value, written) and type(parsed.value) is float
     assert expr_of("true") == A.Literal(S, "boolean", True, "TRUE")
     assert expr_of("null") == A.Literal(S, "null", None, "NULL")
     assert expr_of("TIMESTAMP '2024-01-01 10:00:00'") == A.Literal(
@@ -483,6 +486,13 @@ def test_parse_schema() -> None:
     with pytest.raises(CepSyntaxError) as raised:
         parse_schema("ts TIMESTAMP, price MONEY")
     assert raised.value.code == "E0115" and raised.value.column == 15
+
+
+def test_a_number_past_a_doubles_range_is_refused_as_spark_refuses_it() -> None:
+    # Spark 4.2: SELECT 1e400 is a ParseException (out of DOUBLE's range); 1e-400 is 0.0 (test_literals).
+    with pytest.raises(CepSyntaxError) as raised:
+        parse("SELECT * FROM t MATCH_RECOGNIZE (MEASURES 1e400 AS a PATTERN (A))")
+    assert raised.value.code == "E0108" and raised.value.column == 43 and "1e400" in raised.value.message
 
 
 def test_parse_schema_keeps_a_decimals_size() -> None:

@@ -37,6 +37,8 @@ from cep.matcher.sql.running import (
 )
 from cep.matcher.sql.types import infer, integer_bounds
 
+_FLOATING = frozenset({"DOUBLE", "FLOAT", "REAL"})
+
 Closure = Callable[["Env"], Any]
 RowClosure = Callable[["Env", int], Any]
 
@@ -84,8 +86,23 @@ class Scope:
         (``values.INTEGER_RANGES``)."""
         if not operators.is_integer_arithmetic(expr):
             return None
+        if isinstance(expr, ast.Binary) and expr.op == "DIV":
+            self._refuse_floating_div(expr)
         found = infer(expr, self.column_type, self._known_types)
         return found if integer_bounds(found) is not None else None
+
+    def _refuse_floating_div(self, expr: ast.Binary) -> None:
+        """Spark's DIV takes integers and DECIMALs only: a DOUBLE or FLOAT side is its analysis error
+        (DATATYPE_MISMATCH), so the clause refuses it before reading a row rather than truncate a double."""
+        sides = [infer(side, self.column_type, self._known_types) for side in (expr.left, expr.right)]
+        floating = [kind for kind in sides if kind in _FLOATING]
+        if floating:
+            raise CepSemanticError(
+                f"cannot apply 'DIV' to {sides[0]} and {sides[1]}: DIV takes integers and DECIMALs, as in Spark",
+                code="E0235",
+                span=expr.span,
+                hint="write CAST(a / b AS BIGINT) (truncated toward zero, as DIV is), or CAST the DOUBLE to a DECIMAL",
+            )
 
     def is_current_row(self, labels) -> bool:
         return labels is not None and self.own_label is not None and self.own_label in labels

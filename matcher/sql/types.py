@@ -314,8 +314,11 @@ def common_type(found: list[str]) -> str:
         return "DOUBLE"
     sizes = [decimal_params(kind) or _INTEGER_DECIMALS[kind] for kind in found]
     if any(is_decimal(kind) for kind in found):
-        scale = max(size[1] for size in sizes)
-        return _fit(max(size[0] - size[1] for size in sizes) + scale, scale)
+        # Spark's wider DECIMAL keeps the integer digits and gives up scale past 38 digits, with no 6-digit
+        # floor as arithmetic has: DECIMAL(38,10) beside DECIMAL(38,0) is DECIMAL(38,0) (checked on Spark 4.2).
+        integer_digits = max(size[0] - size[1] for size in sizes)
+        scale = min(max(size[1] for size in sizes), MAX_DECIMAL_PRECISION - integer_digits)
+        return decimal_type(integer_digits + scale, scale)
     return max(found, key=lambda kind: _INTEGER_DECIMALS[kind][0])
 
 
@@ -447,6 +450,7 @@ def arrow_type_name(arrow_type) -> str:
 # Integer types narrower than a BIGINT, each by the name the clause types it with: an INT, a SMALLINT and a TINYINT
 # column keep their type inside the clause as Spark SQL keeps it (SMALLINT + SMALLINT is a SMALLINT).
 _NARROW_INTEGERS = {"INTEGER": "INTEGER", "INT": "INTEGER", "SMALLINT": "SMALLINT", "TINYINT": "TINYINT"}
+_COMPILED_TYPES = {**_NARROW_INTEGERS, "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE", "REAL": "DOUBLE"}
 # A numpy integer dtype (its kind, its size in bytes) -> its SQL type, as ``_ARROW_INTEGERS`` types Arrow's.
 _NUMPY_INTEGERS = {
     ("i", 1): "TINYINT",
@@ -460,8 +464,10 @@ _NUMPY_INTEGERS = {
 def narrow_integer_columns(types: dict[str, str | None]) -> dict[str, str]:
     """The integer columns among ``types`` (column -> SQL type) narrower than a BIGINT, each with its type
     (INTEGER, SMALLINT or TINYINT). The matcher holds every integer as a Python int; this says which are
-    narrower than a BIGINT, so that their arithmetic is typed and bounded as Spark's."""
-    found = {name: _NARROW_INTEGERS.get(kind.upper()) for name, kind in types.items() if kind is not None}
+    narrower than a BIGINT, so that their arithmetic is typed and bounded as Spark's. The DOUBLE (FLOAT) columns
+    are among them too, as DOUBLE: what Spark refuses of a DOUBLE (``a DIV b``) is then refused before a row
+    is read, and their arithmetic is never bounded as a BIGINT's."""
+    found = {name: _COMPILED_TYPES.get(kind.upper()) for name, kind in types.items() if kind is not None}
     return {name: kind for name, kind in found.items() if kind is not None}
 
 

@@ -161,24 +161,25 @@ def divide(left, right):
 
 
 def integer_divide(left, right):
-    """``a DIV b``: the quotient truncated toward zero, a whole number (Spark's DIV); NULL for b = 0."""
+    """``a DIV b``: the quotient truncated toward zero, a whole number (Spark's DIV); NULL for b = 0. Spark's DIV
+    takes integers and DECIMALs only (a DOUBLE side is its analysis error): a DOUBLE the compiler could not see
+    (a column whose type only its values tell) is refused here, before any quotient, whatever the divisor."""
     if left is None or right is None:
         return None
     if not (_is_number(left) and _is_number(right)):
         raise _type_error("DIV", left, right)
+    if isinstance(left, float) or isinstance(right, float):
+        raise CepRuntimeError(
+            f"cannot apply 'DIV' to {left!r} and {right!r}: DIV takes integers and DECIMALs, as in Spark",
+            code="E0410",
+            hint="write CAST(a / b AS BIGINT) (truncated toward zero, as DIV is), or CAST the DOUBLE to a DECIMAL",
+        )
     if right == 0:
         return None
-    if any(isinstance(v, float) and not math.isfinite(v) for v in (left, right)):
-        raise CepRuntimeError(
-            f"DIV of {left!r} and {right!r}: NaN and the infinities have no whole-number quotient",
-            code="E0410",
-            hint="DIV is an integer division (Spark's DIV takes integers and DECIMALs); use / for a DOUBLE",
-        )
     if isinstance(left, int) and isinstance(right, int):
         quotient = abs(left) // abs(right)
         return quotient if (left >= 0) == (right >= 0) else -quotient
-    left, right = _numeric_pair(left, right)
-    return int(Decimal(str(left)) / Decimal(str(right))) if isinstance(left, float) else int(left / right)
+    return int(Decimal(left) / Decimal(right))
 
 
 def modulo(left, right):
@@ -345,6 +346,35 @@ def _integer(value, type_name: str) -> int:
     return number
 
 
+# Spark's DECIMAL with no size written is a DECIMAL(10,0).
+_DEFAULT_DECIMAL_PRECISION = 10
+
+
+def _to_decimal(value, params: tuple[int, ...]) -> Decimal | None:
+    """Spark's cast to DECIMAL(p,s): rounded half up to s digits; NULL for NaN or an infinity (in ANSI mode too);
+    more integer digits than p - s is Spark's ANSI error (NUMERIC_VALUE_OUT_OF_RANGE), E0410 (NULL for TRY_CAST)."""
+    precision = params[0] if params else _DEFAULT_DECIMAL_PRECISION
+    scale = params[1] if len(params) > 1 else 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    exact = Decimal(str(value))
+    if exact.is_finite() and not exact.is_zero() and exact.adjusted() >= precision - scale + 1:
+        raise _out_of_decimal_range(value, precision, scale)  # past the type before rounding, past any context
+    rounded = exact.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=DECIMAL_CONTEXT)
+    if not rounded.is_zero() and rounded.adjusted() >= precision - scale:
+        raise _out_of_decimal_range(value, precision, scale)
+    return rounded
+
+
+def _out_of_decimal_range(value, precision: int, scale: int) -> CepRuntimeError:
+    return CepRuntimeError(
+        f"{value} cannot be represented as DECIMAL({precision},{scale}): it has more than {precision - scale} "
+        "digits before the point (Spark SQL fails here too, in ANSI mode)",
+        code="E0410",
+        hint="CAST to a wider DECIMAL, or use TRY_CAST for NULL instead",
+    )
+
+
 def cast(value, type_name: str, params: tuple[int, ...] = ()):
     if value is None:
         return None
@@ -354,8 +384,7 @@ def cast(value, type_name: str, params: tuple[int, ...] = ()):
         if type_name in ("DOUBLE", "REAL", "FLOAT"):
             return float(value)
         if type_name in ("DECIMAL", "NUMERIC", "NUMBER"):
-            scale = params[1] if len(params) > 1 else 0
-            return Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+            return _to_decimal(value, params)
         if type_name in ("VARCHAR", "CHAR", "STRING", "TEXT"):
             return to_text(value)
         if type_name == "BOOLEAN":
