@@ -11,7 +11,7 @@ Two layers:
   timers on idle keys, session timeouts, late rows that Spark itself would have dropped, metrics,
   processing time, two streams unioned, and exactly-once output across a SIGKILLed driver (a second Spark
   driver, 50-75 s here) and its restart from the checkpoint, which also reads a file that came while it was
-  down. ``CEP_STREAM_EXAMPLES=N`` runs the in-process parity property with N examples (default 120).
+  down. ``CEP_STREAM_EXAMPLES=N`` runs the in-process parity property with N examples (default 60).
   The fixed parity cases' streams run side by side in the shared session (``parity_streams``).
 """
 
@@ -293,7 +293,7 @@ def run_local(query, batches, *, delay_s, session_s, max_pending_rows=None, buck
 
 
 @settings(
-    max_examples=int(os.environ.get("CEP_STREAM_EXAMPLES", "120")),
+    max_examples=int(os.environ.get("CEP_STREAM_EXAMPLES", "60")),  # make test-stream-properties: 180
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
