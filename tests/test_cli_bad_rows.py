@@ -51,8 +51,9 @@ def test_cli_run_without_dead_letter_is_unchanged(tmp_path, capsys):
     assert "E0410" in capsys.readouterr().err  # 'abc' < 3.0: the query fails
 
 
-# The dead letter of ``--engine spark`` against the python engine's (the same records, detail included, and the
-# same summary) is tests/test_json_kinds.py::test_a_string_among_numbers_is_set_aside_on_both_engines, over LINES.
+# The dead letter of ``--engine spark`` against the python engine's (the same records, the NULL event time's
+# detail, the same summary) is in tests/test_json_kinds.py, over LINES:
+# test_a_string_among_numbers_is_set_aside_on_both_engines.
 
 
 UNHELD = ["1600-01-01T00:00:00Z", "2300-06-01T00:00:00", "1677-09-21T00:12:43.145224"]  # the last: 1 µs too early
