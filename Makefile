@@ -18,7 +18,7 @@ export PYSPARK_PYTHON        := $(abspath $(VPY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(VPY))
 export SPARK_LOCAL_IP        ?= 127.0.0.1
 
-.PHONY: help run test test-durations test-sql-differential test-clause-functions lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python jvm-archive
+.PHONY: help run test test-durations test-sql-differential test-clause-functions test-stream-properties lint bench bench-rules bench-kafka bench-worker bench-state soak kafka clean distclean venv check-java check-python jvm-archive
 
 help:
 	@echo "make run        run patterns/v_shape.sql over patterns/data/ticks.csv on a local Spark (--engine spark)"
@@ -34,6 +34,7 @@ help:
 	@echo "make kafka      run a one-node Kafka broker on 127.0.0.1:9092 until Ctrl-C (TOPICS=\"ticks:4 alerts\", KAFKA_PORT=...)"
 	@echo "make test-sql-differential  the python engine against Spark SQL on many generated expressions (EXAMPLES=300)"
 	@echo "make test-clause-functions  the clause's numeric functions at their edges against Spark SQL (CLAUSE_EXAMPLES=200)"
+	@echo "make test-stream-properties  the streaming engine's pure-Python properties with more examples (STREAM_EXAMPLES=180)"
 	@echo "make clean      remove caches and build leftovers (make distclean also removes $(VENV))"
 
 # The demo shows what the pipeline runs: a Spark job (the same rows as --engine python, which starts at once).
@@ -75,6 +76,16 @@ test-sql-differential: venv check-java
 CLAUSE_EXAMPLES ?= 200
 test-clause-functions: venv check-java
 	CLAUSE_FUNCTIONS_EXAMPLES=$(CLAUSE_EXAMPLES) $(VPY) -m pytest -p no:xdist -q tests/test_clause_functions.py
+
+# The streaming engine's pure-Python properties (LocalStream, the column-wise path, the alerting worker and the
+# driver layout against the per-key VM and the batch replay) with STREAM_EXAMPLES examples each, where make test
+# runs 15-90 (docs/testing.md, "Property examples"). No Spark: CPU only, minutes.
+STREAM_EXAMPLES ?= 180
+STREAM_PROPERTY_FILES = tests/test_streaming.py tests/test_streaming_columnar.py tests/test_streaming_vshape.py \
+	tests/test_early_release.py tests/test_alerting_columnwise.py tests/test_driver_row_order.py \
+	tests/test_alerting_driver.py
+test-stream-properties: venv
+	CEP_STREAM_EXAMPLES=$(STREAM_EXAMPLES) $(VPY) -m pytest -p no:xdist -q -m "not spark" $(STREAM_PROPERTY_FILES)
 
 # PyFlink (a peer) goes into its own venv, bench/.venv-flink, once; without network or Java 17 the bench
 # still runs and its Flink rows say why they were not run.

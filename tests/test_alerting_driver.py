@@ -64,9 +64,9 @@ from tests.test_alerting import (
 from tests.test_alerting_columnwise import RULES, alert_tuple, make_batches, not_late, replayed, rule_set_payload
 
 # The layout property's examples: each runs both layouts' rules over a dozen or so micro-batches, about 0.6
-# CPU-seconds (not the milliseconds of the engine's own properties), so 30 in the suite; CEP_STREAM_EXAMPLES=N
-# explores more.
-EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "30"))
+# CPU-seconds (not the milliseconds of the engine's own properties), so 15 in the suite; CEP_STREAM_EXAMPLES=N
+# (`make test-stream-properties`: 180) explores more.
+EXAMPLES = int(os.environ.get("CEP_STREAM_EXAMPLES", "15"))
 HOUR_US = 3_600_000_000
 BUCKETS = LocalAlerts.BUCKETS
 # Counted per call, and the driver makes a timer call in the same micro-batch where Spark makes it in the next.

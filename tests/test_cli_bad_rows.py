@@ -51,35 +51,9 @@ def test_cli_run_without_dead_letter_is_unchanged(tmp_path, capsys):
     assert "E0410" in capsys.readouterr().err  # 'abc' < 3.0: the query fails
 
 
-@pytest.mark.spark
-def test_cli_run_dead_letter_on_spark_sets_aside_and_counts_what_the_python_engine_does(tmp_path, capsys):
-    source = tmp_path / "events.json"
-    source.write_text("".join(json.dumps(line) + "\n" for line in LINES if line["price"] != "abc"), encoding="utf-8")
-    printed, records = {}, {}
-    for engine in ("python", "spark"):
-        dead = tmp_path / f"bad-{engine}.jsonl"
-        assert (
-            cli.main(["run", str(VSHAPE), "--input", str(source), "--engine", engine, "--dead-letter", str(dead)]) == 0
-        )
-        lines = capsys.readouterr().out.splitlines()
-        assert lines[-1] == f"bad rows: 1 (null_event_time 1) -> {dead}"
-        printed[engine] = lines[:-2]  # the table, without the two summary lines
-        records[engine] = [
-            {k: v for k, v in json.loads(line).items() if k.startswith("_cep_error")}
-            for line in dead.read_text(encoding="utf-8").splitlines()
-        ]
-    assert printed["python"] == printed["spark"]
-    assert (
-        records["python"]
-        == records["spark"]
-        == [
-            {
-                "_cep_error": "null_event_time",
-                "_cep_error_code": "E0440",
-                "_cep_error_detail": "event time 'ts' is NULL",
-            }
-        ]
-    )
+# The dead letter of ``--engine spark`` against the python engine's (the same records, the NULL event time's
+# detail, the same summary) is in tests/test_json_kinds.py, over LINES:
+# test_a_string_among_numbers_is_set_aside_on_both_engines.
 
 
 UNHELD = ["1600-01-01T00:00:00Z", "2300-06-01T00:00:00", "1677-09-21T00:12:43.145224"]  # the last: 1 µs too early

@@ -11,8 +11,10 @@
   each stream from its checkpoint in this process: the V-shape sink's files equal the batch replay
   (``Query.run``) with no duplicate match id; the alerts equal each rule's replay with no duplicate match id,
   the SQLite table holds each unsuppressed alert once, each bad row is in the dead letter once, and the
-  state directory holds two manifests. The kill during a micro-batch at an arbitrary moment is
-  ``test_streaming.py::test_spark_sigkill_mid_stream_then_restart``.
+  state directory holds two manifests. Between two of these points nothing durable happens, so a kill at
+  any other moment leaves one of these checkpoints; kills at arbitrary moments, with input arriving while the
+  stream is down, are kafka_tests/test_kafka_stream.py's (a pattern of four rows, twice) and
+  test_delta_streams.py's (twice).
 * A locked database under an alert stream: the delivery stops with an error naming the sink, the
   matching does not; after the restart every alert is in the table once.
 * A full disk under Spark's file sink (a small tmpfs, filled up; needs root to mount it,

@@ -36,13 +36,18 @@ def run_cli(engine: str, source: Path, dead: Path | None, capsys) -> tuple[int, 
 
 
 def bad_rows(dead: Path) -> list[tuple]:
-    """(event time as printed, reason, code) of each dead-letter record, in event-time order."""
+    """(event time as printed, reason, code, detail) of each dead-letter record, in event-time order."""
     records = [json.loads(line) for line in dead.read_text(encoding="utf-8").splitlines()]
-    return sorted(((r["ts"] or "")[:19].replace("T", " "), r["_cep_error"], r["_cep_error_code"]) for r in records)
+    return sorted(
+        ((r["ts"] or "")[:19].replace("T", " "), r["_cep_error"], r["_cep_error_code"], r["_cep_error_detail"])
+        for r in records
+    )
 
 
 @pytest.mark.spark
 def test_a_string_among_numbers_is_set_aside_on_both_engines(spark, tmp_path, capsys):
+    """Also the dead letter of ``cep run --engine spark`` in general (a NULL event time beside the odd kind): the
+    same records (the NULL event time's detail too) and the same summary as the python engine's."""
     source = write_json_lines(tmp_path / "events.json", LINES)
     printed, records = {}, {}
     for engine in ("python", "spark"):
@@ -53,8 +58,11 @@ def test_a_string_among_numbers_is_set_aside_on_both_engines(spark, tmp_path, ca
         records[engine] = bad_rows(dead)
         assert lines[-1] == f"bad rows: 2 (null_event_time 1, wrong_type 1) -> {dead}"
     assert printed["spark"] == printed["python"]
-    assert records["spark"] == records["python"]
-    assert ("2024-01-01 00:00:03", "wrong_type", "E0442") in records["python"]
+    assert [r[:3] for r in records["spark"]] == [r[:3] for r in records["python"]]
+    assert [r[1:3] for r in records["python"]] == [("null_event_time", "E0440"), ("wrong_type", "E0442")]
+    assert records["python"][1][0] == "2024-01-01 00:00:03"
+    # The NULL event time's detail is one sentence on both; the odd kind's says what each reader saw.
+    assert records["spark"][0][3] == records["python"][0][3] == "event time 'ts' is NULL"
     # Independent of both: the python engine's table is that of the good rows alone.
     good = cep.compile(VSHAPE.read_text(encoding="utf-8")).run(read_pandas([str(source)], "json").drop(index=[2, 3]))
     assert len(good) == 1 and f"{good.iloc[0]['bottom']}" in printed["python"][2]

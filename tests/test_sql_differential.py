@@ -31,7 +31,7 @@ the python engine answered as one statement (the aggregates' row joined to each 
 it fails to find the ones it fails on; of those the python engine fails on, ``ERRORS_CHECKED`` per example run
 alone on Spark SQL over the input itself (a query each, with no clause: a failed query costs Spark's next
 query a new Python worker, and the clause's match job is a Python worker's). ``make test`` runs
-``SQL_DIFFERENTIAL_EXAMPLES`` examples (default 12); ``make test-sql-differential`` runs many more.
+``SQL_DIFFERENTIAL_EXAMPLES`` examples (default 6); ``make test-sql-differential`` runs many more.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ from hypothesis import strategies as st
 import cep
 from cep.matcher.rows.text_types import FIRST_HELD_TIME, LAST_HELD_TIME
 
-EXAMPLES = int(os.environ.get("SQL_DIFFERENTIAL_EXAMPLES", "12"))
+# make test's gate: 6 derandomized examples, 6 of the 12 it ran before (the same seed: each drawn case compared
+# by its repr, 12 against 6); `make test-sql-differential` explores 300 new ones.
+EXAMPLES = int(os.environ.get("SQL_DIFFERENTIAL_EXAMPLES", "6"))
 EXPRESSIONS = 24  # per example: Spark runs those the python engine answers in two queries (rows, aggregates)
 # Expressions the python engine fails on (an ANSI error: a bad cast, a division by zero) must fail on Spark
 # too; each costs a Spark query of its own, so a few per example are checked.
@@ -1192,7 +1194,8 @@ def test_the_python_engine_gives_sparks_answer_or_refuses(spark, case) -> None:
     assert not problems, "silent differences between the engines:\n" + "\n".join(problems)
 
 
-@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# No Spark here: milliseconds an example, so never fewer than the 12 of before.
+@settings(max_examples=max(EXAMPLES, 12), suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=cases(), cut=st.integers(0, 400), junk=st.sampled_from(["", ")", "'", "(", ",", "::", " AS ", "`", "\\"]))
 def test_the_python_engine_raises_nothing_but_cep_errors(case, cut, junk) -> None:
     """Every generated expression, whole or with a piece of junk pasted in: rows, or a CepError (never a
