@@ -272,6 +272,22 @@ def test_cep_fmt_formats_a_statement_with_a_window_function_outside_the_clause(t
     )
 
 
+def test_cep_fmt_formats_a_statement_with_typeof_in_the_outer_select(tmp_path, capsys) -> None:
+    """typeof() is Spark's, not the clause language's: the outer SELECT holding it is kept as written (as
+    cep run runs it) and only the clause is laid out."""
+    from cep.cli import main
+
+    query = tmp_path / "q.sql"
+    query.write_text(
+        "select typeof(v) as t, v from t match_recognize (order by id measures a.v as v pattern (a))\n",
+        encoding="utf-8",
+    )
+    assert main(["fmt", str(query)]) == 0
+    assert capsys.readouterr().out == (
+        "select typeof(v) as t, v from t MATCH_RECOGNIZE (\n  ORDER BY id\n  MEASURES\n    a.v AS v\n  PATTERN (a)\n)\n"
+    )
+
+
 def test_a_clause_holding_a_subquery_is_kept_as_written() -> None:
     from cep.cli import format_text
 
