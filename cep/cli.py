@@ -46,6 +46,7 @@ from cep.cli_io import (  # noqa: F401 - infer_datetimes and spark_error are par
     input_format,
     input_schema,
     non_negative_int,
+    pandas_schema,
     print_error,
     read_kafka_static,
     read_pandas,
@@ -85,9 +86,12 @@ def _load_schema(text: str | None) -> dict[str, str] | None:
         raise UsageError(f"invalid --schema:\n{err}") from None
 
 
-def parse_and_check(text: str, filename: str, schema: dict[str, str] | None, engine: str = "python") -> list[Any]:
+def parse_and_check(
+    text: str, filename: str, schema: dict[str, str] | None, engine: str = "python", tables: dict | None = None
+) -> list[Any]:
     """Every statement of a file, checked as ``cep run`` runs it (``cep.statement.check_sql``: each
-    MATCH_RECOGNIZE clause, against ``schema`` when given, and the SQL around them); raises CepError.
+    MATCH_RECOGNIZE clause, against ``schema`` when given (``tables``: a named table's columns for the clauses
+    that read it), and the SQL around them); raises CepError.
     Each statement is checked apart from the file, from the start of its first line (what precedes it on
     that line blanked), and an error's positions are then moved to the file's: the work grows with the
     file, not with the square of its statements, and a statement's length is its own."""
@@ -102,7 +106,7 @@ def parse_and_check(text: str, filename: str, schema: dict[str, str] | None, eng
         line_start = text.rfind("\n", 0, start) + 1
         try:
             body = " " * (start - line_start) + text[start:end]
-            statements.append(check_sql(body, filename=filename, schema=schema, engine=engine))
+            statements.append(check_sql(body, filename=filename, schema=schema, engine=engine, tables=tables))
         except cep.CepError as error:
             raise error.moved(line - 1, line_start).with_source(text, filename) from None
     if not statements:
@@ -113,9 +117,13 @@ def parse_and_check(text: str, filename: str, schema: dict[str, str] | None, eng
 def cmd_check(args: argparse.Namespace) -> int:
     if args.schema and args.input:
         raise UsageError("give --schema or --input, not both")
-    schema = _load_schema(args.schema)
-    if args.input:  # the columns and types of a data file, as `cep run` reads it
-        schema = input_schema(args.input, input_format(args.input, args.input_format))
+    schema, tables = _load_schema(args.schema), None
+    if args.input:  # the columns and types of the data files, read as `cep run -i [NAME=]PATH` reads them
+        default, named = Inputs.parse(args.input, None, args.input_format).read_pandas()
+        schema = None if default is None else pandas_schema(default)
+        tables = {name: pandas_schema(data) for name, data in named.items()}
+        if tables and (args.rules or any(os.path.isdir(path) for path in args.files)):
+            raise UsageError("rules read one input, the stream's: give it without NAME=")
     status = EXIT_OK
     for path in args.files:
         if args.rules or os.path.isdir(path):
@@ -128,7 +136,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             status = max(status, EXIT_USAGE)
             continue
         try:
-            statements = parse_and_check(text, path, schema, args.engine)
+            statements = parse_and_check(text, path, schema, args.engine, tables)
         except cep.CepError as err:
             print_error(str(err.with_source(text, path)))
             status = max(status, EXIT_QUERY_ERROR)
@@ -511,9 +519,12 @@ def _add_check_command(sub) -> None:
     )
     check.add_argument(
         "--input",
+        "-i",
+        action="extend",
         nargs="+",
-        metavar="DATA",
-        help="check against the columns and types of these data files (csv, parquet, json)",
+        metavar="[NAME=]DATA",
+        help="check against the columns and types of these data files (csv, parquet, json), read as cep run "
+        "reads its --input: without NAME=, the table the first MATCH_RECOGNIZE reads; NAME=PATH: the table NAME",
     )
     add_input_format_option(check, FORMATS, "the data files' format (default: from their extension)")
     check.add_argument(

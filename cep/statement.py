@@ -77,15 +77,19 @@ class SqlStatement:
             statement = dataclasses.replace(statement, span=self.single)
         return Query(statement, self.text, self.filename, match_id_text=self.match_id_text)
 
-    def check_types(self, schema: dict[str, str]) -> None:
+    def check_types(self, schema: dict[str, str] | None, tables: dict[str, dict] | None = None) -> None:
         """Type-check the clauses that read a table or file directly (no SQL in between to change its
-        columns) against ``schema``, the input's columns and SQL types: a comparison of a time with text is
-        an error with a caret before any row is read, not a failure in the middle of the run."""
+        columns) against ``schema``, the input's columns and SQL types (``tables``: a named table's, for the
+        clauses that read that table): a comparison of a time with text is an error with a caret before any
+        row is read, not a failure in the middle of the run."""
+        named = ColumnNames(tables or {})  # a table's name resolves as a column's does (cli_io.Inputs)
         for clause in self.clauses:
-            if not clause.subqueries and re.fullmatch(
-                r"[\w.`\"']+", self.text[clause.relation[0] : clause.relation[1]]
-            ):
-                check(clause.statement, schema=schema, source=self.text, filename=self.filename)
+            relation = self.text[clause.relation[0] : clause.relation[1]]
+            if not clause.subqueries and re.fullmatch(r"[\w.`\"']+", relation):
+                name = named.find_name(relation.strip("`\"'"))
+                columns = schema if name is None else (tables or {})[name]
+                if columns is not None:
+                    check(clause.statement, schema=columns, source=self.text, filename=self.filename)
 
     # ------------------------------------------------------------------------------------------ Spark
 
@@ -175,12 +179,18 @@ ENGINES = ("python", "spark")
 
 
 def check_sql(
-    text: str, *, filename: str | None = None, schema: dict[str, str] | None = None, engine: str = "python"
+    text: str,
+    *,
+    filename: str | None = None,
+    schema: dict[str, str] | None = None,
+    engine: str = "python",
+    tables: dict[str, dict] | None = None,
 ) -> SqlStatement:
     """Check a whole statement without running it: every clause (against ``schema`` too, for the clauses
     that read a table or file directly), and the SQL around them, parsed as Spark SQL (sqlglot's parser,
     the python engine's), with every datetime pattern checked: one Spark refuses, or (``engine`` python)
-    one the python engine cannot run exactly, is E0247. The SQL around the clauses is translated too, without
+    one the python engine cannot run exactly, is E0247. ``tables``: the columns of named tables, for the
+    clauses that read them (``check_types``). The SQL around the clauses is translated too, without
     running: what the translation refuses whatever the tables' columns is the error ``cep run`` would raise,
     at the same place: for the python engine, E0252 (a function DuckDB cannot run as Spark does) or E0250
     (a cast Spark does not allow either); for Spark, only the latter. Raises CepError pointing into ``text``."""
@@ -190,8 +200,8 @@ def check_sql(
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
 
     statement = SqlStatement(text, filename)
-    if schema is not None:
-        statement.check_types(schema)
+    if schema is not None or tables:
+        statement.check_types(schema, tables)
     for rendered in _spark_parts(statement):
         try:
             sqlglot.parse_one(rendered.text, read="spark")

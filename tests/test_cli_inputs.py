@@ -381,6 +381,29 @@ def test_two_inputs_under_one_name_are_refused(tmp_path, capsys):
     assert "two --input are named Ticker" in capsys.readouterr().err
 
 
+def test_check_takes_named_inputs_as_run_does(tmp_path, capsys):
+    """`cep check -i NAME=PATH` reads the table NAME as `cep run -i NAME=PATH` does (it said "input file not
+    found: NAME=PATH"), and each clause is checked against the columns of the table it reads: in u.csv, v
+    holds a word, so the CSV reader makes it text, and text compared with a number is E0234 (as `--schema
+    'v STRING'` says); in t.csv, v is a number and the same query is fine."""
+    (tmp_path / "t.csv").write_text("id,v\n1,2\n", encoding="utf-8")
+    (tmp_path / "u.csv").write_text("id,v\n1,abc\n", encoding="utf-8")
+    query = tmp_path / "q.sql"
+    query.write_text(
+        "SELECT * FROM u MATCH_RECOGNIZE (ORDER BY id MEASURES LAST(v) AS v PATTERN (A) DEFINE A AS v > 0)\n",
+        encoding="utf-8",
+    )
+    t, u = f"t={tmp_path / 't.csv'}", f"u={tmp_path / 'u.csv'}"
+    assert main(["check", str(query), "-i", t, "-i", u]) == 1
+    assert f"{query}:1:92: error[E0234]: cannot compare text with a number" in capsys.readouterr().err
+    assert main(["check", str(query), "--schema", "id INT, v STRING"]) == 1  # the same verdict, declared
+    assert f"{query}:1:92: error[E0234]: cannot compare text with a number" in capsys.readouterr().err
+    assert main(["check", str(query), "--input", f"u={tmp_path / 't.csv'}"]) == 0
+    assert capsys.readouterr().out == f"{query}: ok (1 statement)\n"
+    assert main(["check", str(query), "-i", f"u={tmp_path / 'gone.csv'}"]) == 2
+    assert "input file not found" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------ input format
 
 
