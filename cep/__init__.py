@@ -30,6 +30,7 @@ __all__ = [
     "load_rules",
     "parse",
     "parse_all",
+    "spark_cep_error",
     "sql",
 ]
 
@@ -39,6 +40,7 @@ _LAZY = {
     "compile": "cep.query",
     "compile_all": "cep.query",
     "sql": "cep.statement",
+    "spark_cep_error": "cep.statement_engines",
     "compile_sql": "cep.statement",
     "check_sql": "cep.statement",
     "compile_rule": "cep.query",

@@ -220,7 +220,7 @@ class Query:
                 **streaming,
             )
 
-        checks = {"dead_letter": dead_letter, "stats": stats}
+        checks = {"dead_letter": dead_letter, "stats": stats, "source": (self.text, self.filename)}
         if session_timeout is None and not match_ids:
             return match_dataframe(self.plan, df, ordinal=ordinal, **checks)
         return match_dataframe(

@@ -72,7 +72,7 @@ from cep.spark_bridge.spark.columns import CORRUPT_RECORD
 from cep.spark_bridge.spark.kafka import CepKafkaError, is_kafka_url
 from cep.spark_bridge.spark.types import spark_to_sql
 from cep.statement import SqlStatement
-from cep.statement_engines import ClauseStats
+from cep.statement_engines import ClauseStats, spark_cep_error
 from cep.table_text import display_order, format_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -469,7 +469,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     except UsageError:
         raise
     except Exception as exc:
-        return _spark_failure(exc, args.query_file)
+        error = spark_cep_error(exc)  # a CepError a Spark task raised: the python engine's error, in place
+        if error is None:
+            return _spark_failure(exc, args.query_file)
+        print_error(str(error.with_source(text, args.query_file)))
+        return EXIT_QUERY_ERROR
 
     table = run.table
     if defined_order(text, statement) == "none":
@@ -536,6 +540,17 @@ def refuse_years_python_cannot_hold(answer) -> None:
         )
 
 
+def _spark_rows(frame, query):
+    """``frame.toPandas()``; a CepError a task raised is raised again as ``query.run`` raises it."""
+    try:
+        return frame.toPandas()
+    except Exception as exc:
+        error = spark_cep_error(exc)
+        if error is None:
+            raise
+        raise error.with_source(query.text, query.filename) from None
+
+
 def _spark_failure(exc: Exception, where: str) -> int:
     """A failure inside Spark (a Java exception, a dead worker) as one line on stderr and exit code 1;
     any other exception is a bug of ours and goes on with its traceback."""
@@ -590,7 +605,7 @@ def run_rules(args: argparse.Namespace) -> int:
                     found = (
                         matches.run(data, **options)
                         if engine == "python"
-                        else matches.on_spark(data, **options).toPandas()
+                        else _spark_rows(matches.on_spark(data, **options), matches)
                     )
             except cep.CepError as err:  # this rule's failure: the others run, as in cep stream
                 print_error(f"rule {rule.rule_id} failed (cep stream quarantines it): {err}")

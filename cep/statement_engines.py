@@ -32,7 +32,7 @@ from cep.duckdb_results import (
     spark_types,
 )
 from cep.duckdb_sql import ENGINE_HINT, Refusal, to_duckdb_sql
-from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError
+from cep.grammar.errors import CepError, CepSemanticError, CepSyntaxError, error_from_text
 from cep.grammar.statement import SPARK, Rendered
 from cep.grammar.suggestions import names_hint
 from cep.grammar.tokens import span_of
@@ -149,6 +149,22 @@ def first_line(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ Spark
+
+# What a failure inside Spark is raised as on the driver (a task's Python error arrives as PythonException).
+SPARK_FAILURES = ("PythonException", "Py4JJavaError", "SparkRuntimeException", "AnalysisException", "PySparkException")
+
+
+def spark_cep_error(exc: BaseException) -> CepError | None:
+    """The CepError a Spark task raised (``spark_bridge.spark.batch._shipped``: a DEFINE that overflows, a
+    CAST that fails), raised again on the driver with its class, code, sentence and span, to be rendered
+    against the user's file as the python engine's; None for any other failure. ``collect()`` and the other
+    actions raise Spark's exception: ``raise cep.spark_cep_error(exc) or exc`` gives the CepError."""
+    if isinstance(exc, CepError):
+        return None
+    name, module = type(exc).__name__, type(exc).__module__
+    if name not in SPARK_FAILURES and not module.startswith(("pyspark", "py4j")):
+        return None
+    return error_from_text(str(exc))
 
 
 def spark_reader(spark) -> Callable:

@@ -14,6 +14,7 @@ Several semantic errors of one query are raised together as one ``CepSemanticErr
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 
 
@@ -163,3 +164,59 @@ def render_diagnostic(diag: Diagnostic, source: str | None, filename: str | None
     if diag.hint:
         lines.append(f"  hint: {diag.hint}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------ across a process boundary
+
+# An error raised in a Spark worker reaches the driver only as the text of its traceback. The worker adds
+# this line (a note, printed after the message) so that the driver can raise the very error again: its
+# class, code, sentence, hint and span, then rendered against the user's file as the python engine renders
+# it (``error_from_text``), rather than a sentence recovered from text without its line and caret.
+WIRE_PREFIX = "cep error, as data: "
+_SPAN_FIELDS = ("line", "column", "end_line", "end_column", "start", "end")
+# The query's text travels too, so that the error raised again renders its line and caret by itself; a text
+# longer than this stays behind (the driver's caller, cep run, renders against its file anyway).
+WIRE_SOURCE_LIMIT = 20_000
+
+
+def error_wire_note(error: CepError) -> str:
+    """The one line that carries ``error`` (``WIRE_PREFIX`` and JSON) through a traceback's text."""
+
+    def diagnostic(d: Diagnostic) -> dict:
+        return {
+            "code": d.code,
+            "message": d.message,
+            "hint": d.hint,
+            "span": [getattr(d.span, f) for f in _SPAN_FIELDS],
+        }
+
+    payload = {
+        "class": type(error).__name__,
+        **diagnostic(Diagnostic(error.code, error.message, error.span, error.hint)),
+    }
+    payload["errors"] = [diagnostic(d) for d in error.errors]
+    payload["filename"] = error.filename
+    payload["source"] = error.source if error.source is not None and len(error.source) <= WIRE_SOURCE_LIMIT else None
+    return WIRE_PREFIX + json.dumps(payload, ensure_ascii=True, separators=(",", ":"))
+
+
+def error_from_text(text: str) -> CepError | None:
+    """The CepError whose ``error_wire_note`` line is in ``text`` (the last, the innermost cause), or None."""
+    found = [line for line in text.splitlines() if line.startswith(WIRE_PREFIX)]
+    if not found:
+        return None
+    try:
+        payload = json.loads(found[-1][len(WIRE_PREFIX) :])
+        classes = {cls.__name__: cls for cls in (CepError, CepSyntaxError, CepSemanticError, CepRuntimeError)}
+        errors = [Diagnostic(d["code"], d["message"], Span(*d["span"]), d["hint"]) for d in payload.get("errors") or ()]
+        return classes.get(payload["class"], CepError)(
+            payload["message"],
+            code=payload["code"],
+            span=Span(*payload["span"]),
+            hint=payload["hint"],
+            errors=errors or None,
+            source=payload.get("source"),
+            filename=payload.get("filename"),
+        )
+    except (ValueError, KeyError, TypeError):  # a line cut short by a length limit on the way
+        return None

@@ -55,7 +55,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from cep.grammar.columns import ColumnNames
-from cep.grammar.errors import CepRuntimeError, CepSemanticError
+from cep.grammar.errors import CepError, CepRuntimeError, CepSemanticError, error_wire_note
 from cep.matcher.rows.tables import arrow_to_columns, from_rows
 from cep.matcher.rows.validate import (
     ERROR,
@@ -116,6 +116,7 @@ def _match_columns(
     clock,
     replay=None,
     ordinal: str | None = None,
+    source: tuple[str, str | None] | None = None,
 ) -> DataFrame:
     """Columns end to end: Spark hashes the rows to tasks by the PARTITION BY columns (every partition
     whole in one task), and each task hands its Arrow batches to the matcher as one table. The matcher
@@ -128,7 +129,9 @@ def _match_columns(
 
     ``ordinal``: the name of a last BIGINT column numbering each task's output rows from 0, in the
     matcher's order (partition by partition, matches in order): sorted by the PARTITION BY columns and
-    then by it, the output comes in the order the query defines (every partition is in one task)."""
+    then by it, the output comes in the order the query defines (every partition is in one task).
+
+    ``source``: the query's (text, file name), against which a task renders its CepError (``_shipped``)."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -150,10 +153,13 @@ def _match_columns(
         if table.num_rows == 0:
             return
         with query_time(now):
-            if replay is None:
-                result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
-            else:
-                result = _replay_table(plan, table, replay, clock)
+            try:
+                if replay is None:
+                    result = plan.run_frame(table, outer_order_and_limit=False, clock=clock)
+                else:
+                    result = _replay_table(plan, table, replay, clock)
+            except CepError as error:
+                raise _shipped(error, source) from None
         result = conform_arrow(result, target, schema)
         if ordinal is not None:
             result = result.append_column(ordinal, pa.array(range(result.num_rows), type=pa.int64()))
@@ -163,6 +169,16 @@ def _match_columns(
     if ordinal is not None:
         out_schema = T.StructType(list(schema.fields) + [T.StructField(ordinal, T.LongType(), False)])
     return shuffled.mapInArrow(match_batches, out_schema)
+
+
+def _shipped(error: CepError, source: tuple[str, str | None] | None) -> CepError:
+    """``error`` as a task raises it: rendered against the query's file (the PythonException that
+    ``collect()`` raises shows its line and caret) and with a note that carries it whole to the driver,
+    where ``error_from_text`` raises it again (``cli_io.spark_cep_error``)."""
+    if source is not None and error.source is None:
+        error.with_source(*source)
+    error.add_note(error_wire_note(error))
+    return error
 
 
 def _replay_table(plan: Any, table, replay: dict, clock):
@@ -244,6 +260,7 @@ def match_dataframe(
     dead_letter: Any = None,
     stats: dict | None = None,
     ordinal: str | None = None,
+    source: tuple[str, str | None] | None = None,
 ) -> DataFrame:
     """The matches of ``plan`` over the static DataFrame ``df``, as a DataFrame (lazy: nothing runs until an action).
 
@@ -258,6 +275,8 @@ def match_dataframe(
     ``duplicates_dropped`` (0), ``events_matched`` and ``by_reason``, as ``Query.run`` fills it.
     ``ordinal``: a last column numbering each task's rows in the matcher's order (``_match_columns``), for
     a caller that sorts the output in the order the query defines.
+    ``source``: the query's (text, file name): an error raised in a task is rendered against it (its line
+    and caret, as the python engine renders it) and carried whole to the driver (``_shipped``).
     """
     from pyspark.sql import functions as F
 
@@ -317,7 +336,8 @@ def match_dataframe(
     # WITHIN, timeouts and absence deadlines are decided by the replay's clock: the largest event time
     # of the WHOLE input, as in the Python engine, not of each group (one small Spark job first).
     clock = replay_clock(plan, df, time_column)
-    out = _match_columns(plan, df, kept, [spark_names[name] for name in partition], schema, clock, replay, ordinal)
+    partition_columns = [spark_names[name] for name in partition]
+    out = _match_columns(plan, df, kept, partition_columns, schema, clock, replay, ordinal, source)
 
     sort_keys = getattr(plan, "sort_keys", None) or []
     if callable(sort_keys):  # resolved against the input's columns
